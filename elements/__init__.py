@@ -1,0 +1,3 @@
+"""The element library, one module per family (DESIGN §1). Importing it registers every class."""
+
+from elements import admission, launch, placement, policies, pool, sinks, sources  # noqa: F401

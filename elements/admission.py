@@ -1,0 +1,96 @@
+"""Admission: gates between arrivals and the job pool."""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from runtime.element import Element, In, Out, element
+from runtime.types import Jobs
+from runtime.values import Multiplier, positive
+from runtime.world import FINISHED
+
+
+@element
+class AcceptAll(Element):
+    """Admit every arriving job at once.
+
+    Ports:
+        jobs: arriving jobs (several sources may connect).
+        admitted: the same jobs.
+    Arguments:
+        none
+    Counters:
+        admitted: jobs admitted so far.
+    See also: AcceptThreshold
+    Paper: Blox (EuroSys'24) §3, admission_control/accept_all.py.
+    """
+
+    category = "admission"
+    inputs = (In("jobs", Jobs, multi=True),)
+    outputs = (Out("admitted", Jobs),)
+
+    def start(self, ctx) -> None:
+        self.counters["admitted"] = 0
+
+    def tick(self, ctx, jobs: Jobs) -> Jobs:
+        self.counters["admitted"] += len(jobs)
+        return jobs
+
+
+@element
+class AcceptThreshold(Element):
+    """Admit jobs while the GPU demand of admitted, unfinished jobs stays within a load factor.
+
+    A job is admitted when the GPUs asked for by all admitted, unfinished jobs plus its own
+    stay at or below `factor` times the cluster's GPUs; the others wait in a first-in first-out
+    queue and are released, oldest first, as admitted jobs finish. A job that alone exceeds the
+    limit is admitted once nothing else is admitted, so that it cannot block the queue forever.
+
+    Ports:
+        jobs: arriving jobs (several sources may connect).
+        admitted: jobs admitted this round.
+    Arguments:
+        factor: the load limit, as a multiple of the cluster's GPUs (Blox's "Accept 1.2x").
+    Counters:
+        admitted: jobs admitted so far.
+        queued: jobs waiting in the admission queue now.
+        demand: GPUs asked for by admitted, unfinished jobs now.
+    See also: AcceptAll, JobPool
+    Paper: Blox (EuroSys'24) §5.1, admission_control/load_based_accept.py.
+    """
+
+    category = "admission"
+    inputs = (In("jobs", Jobs, multi=True),)
+    outputs = (Out("admitted", Jobs),)
+
+    factor: Multiplier = attrs.field(validator=positive)
+
+    def start(self, ctx) -> None:
+        self._queue = np.zeros(0, dtype=np.int64)
+        self._admitted = np.zeros(0, dtype=np.int64)
+        self.counters.update(admitted=0, queued=0, demand=0)
+
+    def tick(self, ctx, jobs: Jobs) -> Jobs:
+        gpus = ctx.jobs.column("gpus")
+        if len(ctx.events.finished) and len(self._admitted):
+            self._admitted = self._admitted[ctx.jobs.column("status")[self._admitted] != FINISHED]
+        if len(jobs):
+            self._queue = np.concatenate([self._queue, jobs.rows])
+        demand = int(gpus[self._admitted].sum())
+        release = 0
+        if len(self._queue):
+            limit = float(self.factor) * ctx.cluster.n_gpus
+            cumulative = demand + np.cumsum(gpus[self._queue])
+            release = int(np.searchsorted(cumulative, limit + 1e-9, side="right"))
+            if release == 0 and len(self._admitted) == 0:
+                release = 1
+        out = self._queue[:release]
+        if release:
+            self._queue = self._queue[release:]
+            self._admitted = np.concatenate([self._admitted, out])
+            demand += int(gpus[out].sum())
+        self.counters["admitted"] += release
+        self.counters["queued"] = len(self._queue)
+        self.counters["demand"] = demand
+        return ctx.jobs.view(out, Jobs)

@@ -1,0 +1,553 @@
+"""Placement: turn a Ranking into a Plan of GPU assignments.
+
+Every placer here works in the same steps (`Placer`), and they differ in how they pick GPUs:
+
+1. Select, in ranking order, the jobs that fit in the cluster's capacity: a job is selected
+   when its GPU count fits in what the jobs above it left (per GPU type, on the fastest type
+   it can run on; a running job on its current type). A job that does not fit is skipped
+   when the ranking allows backfilling; otherwise selection stops there.
+2. Running jobs that were selected keep their GPUs (their lease is renewed at no cost).
+   Running jobs that were not are the tail of the ranking that higher jobs need room from:
+   they are marked for suspension. A running job that the ranking asks to run on another GPU
+   count or type is suspended and placed again (a move).
+3. The selected waiting jobs are packed onto the GPUs this leaves: jobs that want one node
+   largest first, each on the node with the fewest available GPUs that holds it (best fit);
+   jobs that may spread on the lowest-numbered available GPUs, in ranking order.
+4. A selected job that cannot be packed (fragmentation) preempts the shortest tail of the
+   selected running jobs ranked below it that makes it fit, or waits this round.
+5. A running job marked in step 2 whose GPUs nobody took keeps running after all; GPUs still
+   free go, in ranking order, to waiting jobs that fit (when the ranking allows backfilling).
+
+Unlike Blox's placement module, consolidated jobs that do not fill a node exactly are placed
+(Blox misspells a variable there and never places them), and the ranking is followed once per
+round (Blox calls its scheduler twice).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import attrs
+import numpy as np
+
+from runtime.element import Element, In, Out, element
+from runtime.rowsets import isin_rows, without
+from runtime.types import Plan, Ranking
+
+_NEVER = np.iinfo(np.int64).max
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+class Placer(Element):
+    """The shared steps. Subclasses set whether jobs go on one node by default, and may
+    override `choose` (how one job's GPUs are picked); the built-in choice is also packed in
+    bulk."""
+
+    category = "placement"
+    inputs = (In("ranking", Ranking),)
+    outputs = (Out("plan", Plan),)
+    consolidate_by_default: ClassVar[bool] = False
+
+    def start(self, ctx) -> None:
+        self.counters.update(launched=0, preempted=0, moved=0)
+
+    def spreads_when_stuck(self) -> bool:
+        """May a job that wants one node be spread when no node has room?"""
+        return False
+
+    def choose(self, cluster, available: np.ndarray, want: int, types: list[int], one_node: bool) -> np.ndarray | None:
+        """GPU ids for one job wanting `want` GPUs of one of `types` (in preference order),
+        from the GPUs marked in `available`; None if it cannot be placed."""
+        if one_node:
+            got = choose_consolidated(cluster, available, want, types)
+            if got is None and self.spreads_when_stuck():
+                got = choose_first_free(cluster, available, want, types)
+            return got
+        return choose_first_free(cluster, available, want, types)
+
+    def _custom_choice(self) -> bool:
+        return type(self).choose is not Placer.choose
+
+    def tick(self, ctx, ranking: Ranking) -> Plan:
+        cluster = ctx.cluster
+        running = ctx.running_rows
+        rows, want = ranking.rows, ranking.gpus
+        held_r = ctx.jobs.column("held")[rows]
+        is_run = held_r > 0
+        stays = held_r == want  # running with what it asks for (or waiting and asking for 0)
+        placed_r = None
+        if ranking.gpu_type is not None:
+            placed_r = ctx.jobs.column("placed_type")[rows]
+            stays &= (ranking.gpu_type < 0) | (ranking.gpu_type == placed_r)
+        keeps = is_run & stays  # running jobs that may keep their GPUs
+        n_keeps = int(np.count_nonzero(keeps))
+        if n_keeps == len(rows) == len(running):
+            return Plan(keep=running)  # every job runs already: all leases renewed
+
+        job_types = self._job_types(ctx, ranking)
+        if job_types is not None and placed_r is None:
+            placed_r = ctx.jobs.column("placed_type")[rows]
+        selected, on_type = _select(cluster, ranking, job_types, keeps, placed_r)
+        kept_mask = keeps & selected
+        holder = np.asarray(ctx.holder)
+        # Running jobs not kept are marked for suspension (step 5 may keep them after all).
+        marked = running[~isin_rows(running, rows[kept_mask])] if n_keeps else running
+        held_by_marked = isin_rows(holder, marked)
+        available = (holder < 0) | held_by_marked
+        one_node = (
+            np.full(len(rows), self.consolidate_by_default)
+            if ranking.consolidate is None
+            else np.asarray(ranking.consolidate, dtype=bool)
+        )
+
+        # Step 3: pack the selected jobs that are not kept (waiting ones, and moves).
+        launches = _Launches(len(rows))
+        to_place = np.flatnonzero(selected & ~keeps)
+        unplaced = self._pack(cluster, available, to_place, want, on_type, one_node, job_types, launches)
+
+        # Step 4: a selected job that found no room preempts selected running jobs below it.
+        victims = _NONE
+        if len(unplaced):
+            victims = self._preempt_below(
+                cluster, holder, available, unplaced, np.flatnonzero(kept_mask), rows, want, job_types, one_node, launches
+            )
+
+        # Step 5: marked jobs none of whose GPUs were taken keep running; then backfill.
+        suspend = marked
+        if len(marked):
+            lost = holder[held_by_marked & ~available]  # marked jobs whose GPUs someone took
+            moved = rows[launches.placed & is_run]  # running jobs launched elsewhere
+            gone = np.concatenate([lost, moved]) if len(moved) else lost
+            suspend = marked[isin_rows(marked, gone)]
+            if len(suspend) < len(marked):
+                available[held_by_marked & ~isin_rows(holder, suspend)] = False
+        if len(victims):
+            suspend = np.sort(np.concatenate([suspend, victims]))
+        if ranking.backfill and available.any():
+            self._backfill(cluster, available, want, selected, is_run, job_types, one_node, launches)
+
+        positions, counts, gpus = launches.arrays()
+        if not len(positions) and not len(suspend):
+            return Plan(keep=running)
+        launch_rows = rows[positions]
+        self.counters["launched"] += len(positions)
+        self.counters["preempted"] += len(suspend) - int(np.count_nonzero(is_run & ~stays))
+        if len(suspend) and len(positions):
+            self.counters["moved"] += int(np.count_nonzero(is_run[positions]))
+        return Plan(
+            launch_rows=launch_rows,
+            launch_gpus=gpus,
+            launch_counts=counts,
+            launch_batch=None if ranking.batch_size is None else ranking.batch_size[positions],
+            keep=running[~isin_rows(running, suspend)] if len(suspend) else running,
+            suspend=suspend,
+        )
+
+    # --- the steps ---
+    def _job_types(self, ctx, ranking: Ranking):
+        """GPU types each ranked job may use, fastest first (None: every job may use type 0,
+        the only one)."""
+        cluster = ctx.cluster
+        if len(cluster.gpu_types) == 1 and ranking.gpu_type is None:
+            return None
+        rates = ctx.jobs.type_rates[ranking.rows]
+        wanted = ranking.gpu_type.tolist() if ranking.gpu_type is not None else [-1] * len(ranking.rows)
+        return [_allowed_types(rates[i], wanted[i]) for i in range(len(ranking.rows))]
+
+    def _pack(self, cluster, available, positions, want, on_type, one_node, job_types, launches) -> np.ndarray:
+        """Step 3. Records placements in `launches`; returns the positions left unplaced."""
+        if not len(positions):
+            return positions
+        if self._custom_choice():
+            for i in positions.tolist():
+                types = [0] if job_types is None else [int(on_type[i])]
+                got = self.choose(cluster, available, int(want[i]), types, bool(one_node[i]))
+                if got is not None:
+                    available[got] = False
+                    launches.add(i, got)
+            return positions[~launches.placed[positions]]
+        for t in sorted(set(on_type[positions].tolist())):
+            here = positions if job_types is None else positions[on_type[positions] == t]
+            together = here[one_node[here]]
+            # Largest first; ties in ranking order (positions are ascending).
+            for size in sorted(set(want[together].tolist()), reverse=True):
+                group = together[want[together] == size] if len(together) > 1 else together
+                if size <= cluster.max_gpus_per_node:
+                    taken = pack_best_fit(cluster, available, t, size, len(group))
+                    launches.add_group(group[: len(taken)], taken)
+                else:
+                    taken = pack_whole_nodes(cluster, available, t, size, len(group))
+                    launches.add_group(group[: len(taken)], taken)
+                    for i in group[len(taken) :].tolist():
+                        got = choose_consolidated(cluster, available, size, [t])
+                        if got is not None:
+                            available[got] = False
+                            launches.add(i, got)
+            spread = here[~one_node[here]]
+            if self.spreads_when_stuck():
+                stuck = together[~launches.placed[together]]
+                spread = np.sort(np.concatenate([spread, stuck]))
+            pack_first_free(cluster, available, t, spread, want, launches)
+        return positions[~launches.placed[positions]]
+
+    def _preempt_below(self, cluster, holder, available, unplaced, kept_pos, rows, want, job_types, one_node, launches) -> np.ndarray:
+        """Step 4: for each unplaced selected job, in ranking order, the shortest tail of the
+        selected running jobs ranked below it that makes it fit; those are suspended."""
+        victims: list[int] = []
+        candidates = kept_pos.tolist()
+        for i in unplaced.tolist():
+            below = [p for p in candidates if p > i]
+            if not below:
+                continue
+            types = [0] if job_types is None else job_types[i]
+            tail_rows = rows[below[::-1]]  # the lowest-ranked first
+            tail_ids, victim_of = _gpus_in_order(holder, tail_rows)
+            g, together = int(want[i]), bool(one_node[i])
+            fewest = _fewest_by_search if self._custom_choice() else _fewest_builtin
+            count = fewest(self, cluster, available, tail_ids, victim_of, g, types, together)
+            if count is None:
+                continue
+            trial = available.copy()
+            trial[tail_ids[victim_of < count]] = True
+            got = self.choose(cluster, trial, g, types, together)
+            if got is None:  # the count said it fits; a disagreement is a bug in the placer
+                raise RuntimeError(f"{type(self).__name__}: shortest-tail count and choose disagree")
+            victims += tail_rows[:count].tolist()
+            for k in range(count):
+                candidates.remove(below[len(below) - 1 - k])
+            available[tail_ids[victim_of < count]] = True
+            available[got] = False
+            launches.add(i, got)
+        return np.asarray(victims, dtype=np.int64)
+
+    def _backfill(self, cluster, available, want, selected, is_run, job_types, one_node, launches) -> None:
+        """Step 5: GPUs still free go to waiting jobs that were not selected, in ranking order."""
+        left = int(np.count_nonzero(available))
+        waiting = np.flatnonzero(~selected & ~is_run & (want > 0) & (want <= left))
+        failed_from: dict[tuple, int] = {}  # as GPUs only get fewer, a size that failed fails again
+        for i in waiting.tolist():
+            g = int(want[i])
+            types = [0] if job_types is None else job_types[i]
+            together = bool(one_node[i])
+            shape = (tuple(types), together, together and g > cluster.max_gpus_per_node)
+            if g > left or g >= failed_from.get(shape, _NEVER):
+                continue
+            got = self.choose(cluster, available, g, types, together)
+            if got is None:
+                failed_from[shape] = g
+            else:
+                available[got] = False
+                launches.add(i, got)
+                left -= g
+                if left == 0:
+                    break
+
+
+def _gpus_in_order(holder: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The GPUs held by `rows`, grouped by job in the order of `rows`, and whose each is."""
+    held = np.flatnonzero(isin_rows(holder, rows))
+    by_row = np.argsort(rows)
+    owner = by_row[np.searchsorted(rows[by_row], holder[held])]
+    order = np.argsort(owner, kind="stable")
+    return held[order], owner[order]
+
+
+class _Launches:
+    """The round's assignments as arrays: ranking positions, GPU counts, GPU ids."""
+
+    def __init__(self, n: int):
+        self.placed = np.zeros(n, dtype=bool)
+        self._positions: list[np.ndarray] = []
+        self._counts: list[np.ndarray] = []
+        self._gpus: list[np.ndarray] = []
+
+    def add_group(self, positions: np.ndarray, gpus: np.ndarray) -> None:
+        """Jobs at `positions`, job k on the GPUs in row k of `gpus` (all the same count)."""
+        if len(positions):
+            self.placed[positions] = True
+            self._positions.append(positions)
+            self._counts.append(np.full(len(positions), gpus.shape[1], dtype=np.int64))
+            self._gpus.append(gpus.ravel())
+
+    def add_run(self, positions: np.ndarray, counts: np.ndarray, gpus: np.ndarray) -> None:
+        """Jobs at `positions` with these GPU counts, their GPUs one after another in `gpus`."""
+        if len(positions):
+            self.placed[positions] = True
+            self._positions.append(positions)
+            self._counts.append(counts)
+            self._gpus.append(gpus)
+
+    def add(self, position: int, gpus: np.ndarray) -> None:
+        self.add_run(np.array([position], dtype=np.int64), np.array([len(gpus)], dtype=np.int64), gpus)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not self._positions:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        return np.concatenate(self._positions), np.concatenate(self._counts), np.concatenate(self._gpus)
+
+
+def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: np.ndarray | None):
+    """Step 1. Returns (selected mask, GPU type each selected job runs on)."""
+    want = ranking.gpus
+    n = len(want)
+    selected = np.zeros(n, dtype=bool)
+    on_type = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return selected, on_type
+    if job_types is None:
+        capacity = cluster.n_gpus
+        runnable = want > 0
+        cumulative = np.cumsum(np.where(runnable, want, 0))
+        k = int(np.searchsorted(cumulative, capacity, side="right"))
+        selected[:k] = runnable[:k]
+        if k == n or not ranking.backfill:
+            return selected, on_type
+        left = capacity - (int(cumulative[k - 1]) if k else 0)
+        fits_later = np.flatnonzero(runnable[k:] & (want[k:] <= left)) + k
+        for i in fits_later.tolist():
+            if want[i] <= left:
+                selected[i] = True
+                left -= int(want[i])
+                if left == 0:
+                    break
+        return selected, on_type
+    left = cluster.gpus_by_type.astype(np.int64).tolist()
+    least_from = np.minimum.accumulate(np.where(want > 0, want, _NEVER)[::-1])[::-1].tolist()
+    for i in range(n):
+        g = int(want[i])
+        if g <= 0:
+            continue
+        options = [int(placed_r[i])] if keeps[i] else job_types[i]
+        t = next((t for t in options if g <= left[t]), None)
+        if t is None:
+            if not ranking.backfill:
+                break
+            continue
+        selected[i] = True
+        on_type[i] = t
+        left[t] -= g
+        if i + 1 < n and max(left) < least_from[i + 1]:
+            break
+    return selected, on_type
+
+
+def _allowed_types(rates: np.ndarray, wanted_type: int) -> list[int]:
+    """GPU types a job can run on, fastest first; only `wanted_type` if one is asked for."""
+    if wanted_type >= 0:
+        return [wanted_type] if rates[wanted_type] > 0 else []
+    order = np.argsort(-rates, kind="stable")
+    return [int(t) for t in order if rates[t] > 0]
+
+
+def _of_type(cluster, mask: np.ndarray, t: int) -> np.ndarray:
+    return mask if len(cluster.gpu_types) == 1 else mask & cluster.type_mask[t]
+
+
+def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int) -> np.ndarray:
+    """Place up to `count` jobs of `size` GPUs (at most a node's worth) of type t, each on the
+    node with the fewest available GPUs that holds it, one after another. Since a node that
+    just received a job stays the best fit while it can hold another, this is: nodes in
+    ascending order of available GPUs, each filled while it can hold a job. Marks the GPUs
+    taken; returns them, one row per job placed (the first jobs, in order)."""
+    mask = _of_type(cluster, available, t)
+    counts = np.add.reduceat(mask, cluster.node_first_gpu, dtype=np.int64)
+    if size == 1:  # each job on one GPU: the GPUs of the fullest nodes first
+        ids = np.flatnonzero(mask)
+        taken = ids[np.argsort(counts[cluster.gpu_node[ids]], kind="stable")[:count]][:, None]
+    elif cluster.uniform_nodes and size == cluster.max_gpus_per_node:  # whole nodes, in order
+        nodes = np.flatnonzero(counts == size)[:count]
+        taken = cluster.node_first_gpu[nodes][:, None] + np.arange(size)
+    else:
+        ids = np.flatnonzero(mask)  # grouped by node, ascending
+        slots = counts // size
+        order = np.argsort(counts, kind="stable")
+        per_node = slots[order]
+        node_of_job = np.repeat(order, per_node)[:count]
+        # k-th job on its node: its place in the run of that node's slots.
+        nth = (np.arange(int(per_node.sum())) - np.repeat(np.cumsum(per_node) - per_node, per_node))[:count]
+        node_start = np.searchsorted(cluster.gpu_node[ids], node_of_job)
+        taken = ids[(node_start + nth * size)[:, None] + np.arange(size)]
+    available[taken.ravel()] = False
+    return taken
+
+
+def pack_whole_nodes(cluster, available: np.ndarray, t: int, size: int, count: int) -> np.ndarray:
+    """Jobs spanning several whole nodes (size a multiple of a uniform node size): each takes
+    the lowest-numbered fully available nodes, as `choose_consolidated` would one by one (the
+    fullest nodes first, ties by number). Places as many as whole nodes allow; marks the GPUs."""
+    per = cluster.max_gpus_per_node
+    if not cluster.uniform_nodes or size % per:
+        return np.zeros((0, size), dtype=np.int64)
+    counts = np.add.reduceat(_of_type(cluster, available, t), cluster.node_first_gpu, dtype=np.int64)
+    whole = np.flatnonzero(counts == per)
+    jobs = min(count, len(whole) // (size // per))
+    nodes = whole[: jobs * (size // per)]
+    taken = (cluster.node_first_gpu[nodes][:, None] + np.arange(per)).reshape(jobs, size)
+    available[taken.ravel()] = False
+    return taken
+
+
+def pack_first_free(cluster, available: np.ndarray, t: int, positions: np.ndarray, want: np.ndarray, launches) -> None:
+    """Jobs at `positions`, in that order, each on the lowest-numbered available GPUs of type t.
+    The ones that fit take consecutive runs of the available ids; marks the GPUs taken."""
+    if not len(positions):
+        return
+    ids = np.flatnonzero(_of_type(cluster, available, t))
+    sizes = want[positions]
+    ends = np.cumsum(sizes)
+    fit = int(np.searchsorted(ends, len(ids), side="right"))  # the first `fit` jobs fit
+    if fit:
+        taken = ids[: int(ends[fit - 1])]
+        available[taken] = False
+        launches.add_run(positions[:fit], sizes[:fit], taken)
+    for i in positions[fit:].tolist():  # smaller jobs after the first that did not fit
+        got = choose_first_free(cluster, available, int(want[i]), [t])
+        if got is not None:
+            available[got] = False
+            launches.add(i, got)
+
+
+def choose_first_free(cluster, available: np.ndarray, want: int, types: list[int]) -> np.ndarray | None:
+    """The lowest-numbered available GPUs of the first type (in preference order) with enough."""
+    for t in types:
+        ids = np.flatnonzero(_of_type(cluster, available, t))
+        if len(ids) >= want:
+            return ids[:want]
+    return None
+
+
+def choose_consolidated(cluster, available: np.ndarray, want: int, types: list[int]) -> np.ndarray | None:
+    """GPUs on as few nodes as possible: one node when the job fits in one (best fit: the node
+    with the fewest available GPUs that still fits), else the fewest nodes, fullest first."""
+    for t in types:
+        mask = _of_type(cluster, available, t)
+        counts = np.add.reduceat(mask, cluster.node_first_gpu, dtype=np.int64)
+        if want <= cluster.max_gpus_per_node:
+            node = int(np.argmin(np.where(counts >= want, counts, _NEVER)))
+            if counts[node] < want:
+                continue
+            start = cluster.node_first_gpu[node]
+            return start + np.flatnonzero(mask[start : start + cluster.node_gpus[node]])[:want]
+        order = np.argsort(-counts, kind="stable")
+        cumulative = np.cumsum(counts[order])
+        if cumulative[-1] < want:
+            continue
+        picked = order[: int(np.searchsorted(cumulative, want)) + 1]
+        firsts, sizes = cluster.node_first_gpu[picked], cluster.node_gpus[picked]
+        return np.concatenate([f + np.flatnonzero(mask[f : f + s]) for f, s in zip(firsts, sizes)])[:want]
+    return None
+
+
+def _fewest_builtin(placer, cluster, free, tail_ids, victim_of, want, types, one_node) -> int | None:
+    """Fewest tail victims (their GPUs in `tail_ids`, `victim_of` saying whose) after which the
+    built-in choice succeeds, counted rather than searched."""
+    best = _NEVER
+    for t in types:
+        if one_node and want <= cluster.max_gpus_per_node:
+            best = min(best, _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t))
+        if not one_node or want > cluster.max_gpus_per_node or placer.spreads_when_stuck():
+            best = min(best, _fewest_for_count(cluster, free, tail_ids, victim_of, want, t))
+    return None if best == _NEVER else max(best, 1)
+
+
+def _fewest_for_count(cluster, free, tail_ids, victim_of, want, t) -> int:
+    """Fewest tail victims after which `want` GPUs of type t are available anywhere."""
+    need = want - int(np.count_nonzero(_of_type(cluster, free, t)))
+    if need <= 0:
+        return 0
+    of_type = victim_of if len(cluster.gpu_types) == 1 else victim_of[cluster.gpu_type[tail_ids] == t]
+    return int(of_type[need - 1]) + 1 if len(of_type) >= need else _NEVER
+
+
+def _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t) -> int:
+    """Fewest tail victims after which some node of type t has `want` available GPUs."""
+    counts = np.add.reduceat(_of_type(cluster, free, t), cluster.node_first_gpu, dtype=np.int64)
+    need = want - counts
+    if len(cluster.gpu_types) > 1:
+        need = np.where(cluster.node_type == t, need, _NEVER)
+    if need.min() <= 0:
+        return 0
+    nodes = cluster.gpu_node[tail_ids]
+    order = np.argsort(nodes, kind="stable")  # grouped by node, tail order inside a group
+    sorted_nodes = nodes[order]
+    first = np.searchsorted(sorted_nodes, np.arange(cluster.n_nodes), side="left")
+    have = np.searchsorted(sorted_nodes, np.arange(cluster.n_nodes), side="right") - first
+    ok = need <= have
+    if not ok.any():
+        return _NEVER
+    where = first[ok] + need[ok] - 1  # the need-th victim GPU on each node that can get there
+    return int(victim_of[order[where]].min()) + 1
+
+
+def _fewest_by_search(placer, cluster, free, tail_ids, victim_of, want, types, one_node) -> int | None:
+    """For placers with their own `choose`: binary search on how many tail victims to free
+    (freeing more never makes a placement impossible)."""
+
+    def fits(k: int) -> bool:
+        trial = free.copy()
+        trial[tail_ids[victim_of < k]] = True
+        return placer.choose(cluster, trial, want, types, one_node) is not None
+
+    total = int(victim_of[-1]) + 1 if len(victim_of) else 0
+    if total == 0 or not fits(total):
+        return None
+    lo, hi = 1, total
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@element
+class FirstFree(Placer):
+    """Place each job on the lowest-numbered free GPUs, wherever they are.
+
+    Ports:
+        ranking: jobs in the order to serve them.
+        plan: launches, keeps and suspensions.
+    Arguments:
+        none
+    Counters:
+        launched: jobs launched so far.
+        preempted: running jobs preempted to make room so far.
+        moved: jobs suspended and launched again elsewhere in the same round.
+    See also: Consolidated, Launch
+    Paper: Blox (EuroSys'24) placement/first-gpu.py and §7 (the fidelity experiment).
+    """
+
+    consolidate_by_default = False
+
+
+@element
+class Consolidated(Placer):
+    """Place each job on as few nodes as possible: one node whenever it fits in one.
+
+    Jobs are packed largest first, each on the node with the fewest free GPUs that can hold it
+    (best fit), as Gavel's placement does. With `strict=true` a job that cannot be
+    consolidated waits (and may preempt lower-ranked jobs to make room); with `strict=false`
+    it is spread over free GPUs instead. A ranking entry that says whether to consolidate
+    overrides the default.
+
+    Ports:
+        ranking: jobs in the order to serve them.
+        plan: launches, keeps and suspensions.
+    Arguments:
+        strict: wait for a consolidated placement rather than spread the job.
+    Counters:
+        launched: jobs launched so far.
+        preempted: running jobs preempted to make room so far.
+        moved: jobs suspended and launched again elsewhere in the same round.
+    See also: FirstFree, Launch
+    Paper: Blox (EuroSys'24) placement/consolidated.py; Gavel (OSDI'20) §5 (placement).
+    """
+
+    consolidate_by_default = True
+
+    strict: bool = attrs.field(default=True)
+
+    def spreads_when_stuck(self) -> bool:
+        return not self.strict

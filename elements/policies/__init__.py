@@ -1,0 +1,4 @@
+"""Priority policies: one module per scheduler family. Each turns the pool's Active jobs into a
+Ranking (or, for optimisation policies, Shares)."""
+
+from elements.policies import fifo, las, srtf  # noqa: F401

@@ -1,0 +1,37 @@
+"""First in, first out."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.element import Element, In, Out, element
+from runtime.types import Active, Ranking
+
+
+@element
+class Fifo(Element):
+    """Rank jobs by arrival time, earliest first (ties: the job admitted first).
+
+    With `backfill=false` (the default) a job that does not fit blocks the jobs behind it, as in
+    a strict queue; with `backfill=true` smaller jobs behind it may run meanwhile.
+
+    Ports:
+        active: admitted, unfinished jobs.
+        ranking: the jobs, earliest arrival first.
+    Arguments:
+        backfill: let lower-ranked jobs run when a higher one does not fit.
+    Counters:
+        none
+    See also: Las, Srtf, YarnCS
+    Paper: Blox (EuroSys'24) schedulers/fifo.py; Philly (ATC'19).
+    """
+
+    category = "policy"
+    inputs = (In("active", Active),)
+    outputs = (Out("ranking", Ranking),)
+
+    backfill: bool = False
+
+    def tick(self, ctx, active: Active) -> Ranking:
+        order = np.argsort(active.arrival_s, kind="stable")
+        return Ranking(active.rows[order], active.gpus[order], backfill=self.backfill)

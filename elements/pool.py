@@ -1,0 +1,46 @@
+"""The job pool: the set of admitted, unfinished jobs that policies choose from."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.element import Element, In, Out, element
+from runtime.types import Active, Jobs
+from runtime.world import FINISHED
+
+
+@element
+class JobPool(Element):
+    """Hold every admitted, unfinished job; emit them, running and waiting, each round.
+
+    Jobs join when admitted and leave when they finish. The view it emits reads live fields
+    (attained service, progress, whether the job runs, where) from the world state.
+
+    Ports:
+        jobs: jobs admitted this round (several admission gates may connect).
+        active: all admitted, unfinished jobs, in admission order.
+    Arguments:
+        none
+    Counters:
+        active: jobs in the pool now.
+        running: jobs of the pool that hold GPUs now.
+    See also: AcceptAll, AcceptThreshold, Las
+    Paper: Blox (EuroSys'24) §6.4, JobState.
+    """
+
+    category = "pool"
+    inputs = (In("jobs", Jobs, multi=True),)
+    outputs = (Out("active", Active),)
+
+    def start(self, ctx) -> None:
+        self._rows = np.zeros(0, dtype=np.int64)
+        self.counters.update(active=0, running=0)
+
+    def tick(self, ctx, jobs: Jobs) -> Active:
+        if len(ctx.events.finished) and len(self._rows):
+            self._rows = self._rows[ctx.jobs.column("status")[self._rows] != FINISHED]
+        if len(jobs):
+            self._rows = np.concatenate([self._rows, jobs.rows])
+        self.counters["active"] = len(self._rows)
+        self.counters["running"] = len(ctx.running_rows)
+        return ctx.jobs.view(self._rows, Active)

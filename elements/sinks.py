@@ -1,0 +1,144 @@
+"""Sinks: what a run measures and reports."""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+import polars as pl
+
+from runtime.element import Element, In, element
+from runtime.types import Events
+from runtime.values import IdRange
+
+JOB_COLUMNS = (
+    "job_id",
+    "arrival_s",
+    "first_start_s",
+    "finish_s",
+    "jct_s",
+    "queue_s",
+    "responsiveness_s",
+    "run_s",
+    "gpus",
+    "preemptions",
+    "launches",
+    "service_gpu_s",
+    "model",
+    "batch_size",
+    "duration_s",
+    "status",
+)
+
+
+@element
+class JobMetrics(Element):
+    """Per-job outcomes and the run's summary: JCT, responsiveness, makespan, utilization.
+
+    JCT is finish minus arrival; responsiveness is first start minus arrival (Blox §4.2); queueing
+    is the time a job spent without GPUs (JCT minus time holding GPUs). With `track`, only jobs
+    whose id is in the range count, and the run may stop once all of them have finished (the
+    steady-state window of Blox and Gavel, e.g. `track=3000..4000`).
+
+    Ports:
+        events: the round's events (completions, launches, suspensions).
+    Arguments:
+        track: job ids to measure (half-open: 3000..4000 is 3000 to 3999); all jobs if omitted.
+    Counters:
+        finished: jobs finished so far.
+        tracked_finished: tracked jobs finished so far.
+        launched: launches seen so far.
+        suspended: suspensions seen so far.
+    See also: Launch
+    Paper: Blox (EuroSys'24) §4.2 (JCT and responsiveness); Gavel (OSDI'20) §7.1.
+    """
+
+    category = "sink"
+    inputs = (In("events", Events, multi=True),)
+
+    track: IdRange | None = attrs.field(default=None)
+
+    def start(self, ctx) -> None:
+        self.counters.update(finished=0, tracked_finished=0, launched=0, suspended=0)
+
+    def tick(self, ctx, events: Events) -> None:
+        self.counters["launched"] += len(events.launched)
+        self.counters["suspended"] += len(events.suspended)
+        if len(events.finished):
+            self.counters["finished"] += len(events.finished)
+            if self.track is not None:
+                ids = ctx.jobs.column("job_id")[events.finished]
+                inside = (ids >= self.track.start) & (ids < self.track.stop)
+                self.counters["tracked_finished"] += int(inside.sum())
+            else:
+                self.counters["tracked_finished"] += len(events.finished)
+
+    def goal_met(self, ctx) -> bool:
+        return self.track is not None and self.counters["tracked_finished"] >= len(self.track)
+
+    def finish(self, ctx) -> dict:
+        jobs = job_table(ctx, self.track)
+        return {"jobs": jobs, "summary": summarize(jobs, ctx)}
+
+
+def job_table(ctx, track: IdRange | None) -> pl.DataFrame:
+    """One row per (tracked) job the run has seen, finished or not."""
+    table = ctx.jobs
+    ids = table.column("job_id")
+    rows = np.arange(len(ids))
+    if track is not None:
+        rows = rows[(ids >= track.start) & (ids < track.stop)]
+    col = lambda name: table.column(name)[rows]  # noqa: E731
+    arrival, first, finish = col("arrival_s"), col("first_start_s"), col("finish_s")
+    jct = finish - arrival
+    from runtime.world import STATUS_NAMES
+
+    frame = pl.DataFrame(
+        {
+            "job_id": col("job_id"),
+            "arrival_s": arrival,
+            "first_start_s": first,
+            "finish_s": finish,
+            "jct_s": jct,
+            "queue_s": jct - col("run_s"),
+            "responsiveness_s": first - arrival,
+            "run_s": col("run_s"),
+            "gpus": col("gpus"),
+            "preemptions": col("preemptions"),
+            "launches": col("launches"),
+            "service_gpu_s": col("service"),
+            "model": col("model").tolist(),
+            "batch_size": col("batch_size"),
+            "duration_s": col("duration_s"),
+            "status": [STATUS_NAMES[s] for s in col("status").tolist()],
+        },
+        schema_overrides={"model": pl.String},
+    )
+    # NaN marks "not yet" (not started, not finished); write those cells empty.
+    return frame.with_columns(pl.col(pl.Float64).fill_nan(None)).sort("job_id")
+
+
+def summarize(jobs: pl.DataFrame, ctx) -> dict:
+    finished = jobs.filter(pl.col("finish_s").is_not_null())
+    started = jobs.filter(pl.col("first_start_s").is_not_null())
+    jct = finished["jct_s"].to_numpy()
+    responsiveness = started["responsiveness_s"].to_numpy()
+    stat = lambda f, a: float(f(a)) if len(a) else None  # noqa: E731
+    span = ctx.now - (ctx.first_arrival_s if np.isfinite(ctx.first_arrival_s) else 0.0)
+    makespan = (
+        float(finished["finish_s"].max() - jobs["arrival_s"].min()) if finished.height else None
+    )
+    return {
+        "jobs_tracked": jobs.height,
+        "jobs_finished": finished.height,
+        "avg_jct_s": stat(np.mean, jct),
+        "median_jct_s": stat(np.median, jct),
+        "p95_jct_s": stat(lambda a: np.percentile(a, 95), jct),
+        "p99_jct_s": stat(lambda a: np.percentile(a, 99), jct),
+        "avg_responsiveness_s": stat(np.mean, responsiveness),
+        "median_responsiveness_s": stat(np.median, responsiveness),
+        "avg_queue_s": stat(np.mean, finished["queue_s"].to_numpy()),
+        "makespan_s": makespan,
+        "utilization": float(ctx.busy_gpu_s / (ctx.cluster.n_gpus * span)) if span > 0 else None,
+        "preemptions": int(jobs["preemptions"].sum()),
+        "end_s": float(ctx.now),
+    }

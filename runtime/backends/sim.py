@@ -1,0 +1,106 @@
+"""The simulator backend: exact round semantics, all running jobs advanced at once.
+
+Round k covers [kR, (k+1)R).
+- Jobs arriving inside a round become visible at the next boundary (the sources see to that).
+- A running job progresses at its placement's throughput; one that finishes inside a round
+  finishes at its exact time, and its GPUs stay idle until the round ends.
+- A suspended job occupies its GPUs for `checkpoint` seconds after the boundary; a launched job
+  starts once all its GPUs are free, then spends `restore` seconds before it progresses. A job
+  that keeps its GPUs pays nothing (its lease is renewed).
+- Attained service counts GPU-seconds held, restore time included.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.backends.base import Progress
+from runtime.rowsets import isin_rows
+from runtime.types import Events, Plan
+from runtime.world import World
+
+# Relative slack when deciding that a job finishes inside a round, so that float rounding in
+# accumulated progress never pushes an exact finish into the next round.
+_EPS = 1e-9
+_NO_PROGRESS = Progress.empty()
+
+
+class Simulator:
+    def __init__(self, world: World, round_s: float, checkpoint_s: float = 0.0, restore_s: float = 0.0):
+        self.world = world
+        self.round_s = float(round_s)
+        self.checkpoint_s = float(checkpoint_s)
+        self.restore_s = float(restore_s)
+        self._now = 0.0
+        self._gpu_free_at = np.zeros(world.cluster.n_gpus)
+        # Jobs launched this round, and when each starts progressing (after GPUs free, restore).
+        self._ready_rows = np.zeros(0, dtype=np.int64)
+        self._ready_at = np.zeros(0)
+        self._events: Events | None = None
+        self._full_rows: np.ndarray | None = None
+        self._full = _NO_PROGRESS
+        self._progress = _NO_PROGRESS
+
+    @property
+    def now(self) -> float:
+        return self._now
+
+    def jump_to(self, t: float) -> None:
+        """Move the clock to the boundary `t` (>= now) when nothing is running."""
+        self._now = float(t)
+
+    def poll(self) -> tuple[Events, Progress]:
+        events = self._events if self._events is not None else Events(time=self._now)
+        progress = self._progress
+        self._events, self._progress = None, _NO_PROGRESS
+        return events, progress
+
+    def apply(self, plan: Plan) -> None:
+        """Called with a checked plan before the world's books change (so suspended jobs
+        still hold their GPUs)."""
+        now = self._now
+        if self.checkpoint_s > 0 and len(plan.suspend):
+            self._gpu_free_at[isin_rows(self.world.holder, plan.suspend)] = now + self.checkpoint_s
+        if len(plan.launch_rows):
+            free_at = np.maximum.reduceat(self._gpu_free_at[plan.launch_gpus], plan.launch_starts)
+            self._ready_rows = plan.launch_rows
+            self._ready_at = np.maximum(free_at, now) + self.restore_s
+
+    def advance(self) -> None:
+        world = self.world
+        now, end = self._now, self._now + self.round_s
+        rows = world.running_rows
+        if not len(rows):
+            self._progress, self._events = _NO_PROGRESS, Events(time=end)
+        else:
+            cols = world.jobs._cols
+            full = self._full_round(rows, cols)
+            rate = full.done / self.round_s
+            remaining = cols["work"][rows] - cols["done"][rows]
+            if len(self._ready_rows):
+                start = np.full(len(rows), now)
+                start[np.searchsorted(rows, self._ready_rows)] = self._ready_at
+            else:
+                start = now
+            finish_at = start + remaining / rate
+            finished = finish_at <= end + _EPS * max(1.0, end)
+            if not len(self._ready_rows) and not finished.any():
+                self._progress, self._events = full, Events(time=end)  # everyone runs the round through
+            else:
+                held_until = np.where(finished, finish_at, end)
+                done = np.where(finished, remaining, rate * np.maximum(held_until - start, 0.0))
+                run_s = held_until - now
+                self._progress = Progress(rows, done, cols["held"][rows] * run_s, run_s)
+                self._events = Events(time=end, finished=rows[finished], finished_at=finish_at[finished])
+        self._ready_rows = self._ready_rows[:0]
+        self._now = end
+
+    def _full_round(self, rows: np.ndarray, cols) -> Progress:
+        """Progress of the running jobs over a whole round, cached while the running set (a new
+        array whenever it changes) stays the same."""
+        if rows is not self._full_rows:
+            rate = cols["rate"][rows]
+            r = self.round_s
+            self._full_rows = rows
+            self._full = Progress(rows, rate * r, cols["held"][rows] * r, np.full(len(rows), r))
+        return self._full

@@ -1,0 +1,227 @@
+"""Clusters: a TOML spec of node groups, a command-line shorthand, and the per-GPU table.
+
+A spec file::
+
+    name = "blox-128"
+    [[group]]
+    nodes = 32             # how many identical nodes
+    gpus_per_node = 4
+    gpu_type = "V100"
+    rack = "r0"            # optional; `racks = 4` splits the group evenly over r0-0..r0-3
+    cpus = 32              # optional node facts
+    memory_gb = 244
+    gpu_memory_gb = 16
+    network_gbps = 10      # bandwidth between nodes
+
+The shorthand: `32x4:V100` (32 nodes of 4 V100s), several groups joined by commas
+(`16x4:V100,16x4:P100`), and Gavel's `36:36:36` (V100:P100:K80 counts, one GPU per node, as
+Gavel's simulator sweeps use).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import attrs
+import numpy as np
+
+from runtime.errors import ClusterError, did_you_mean
+
+GAVEL_TYPES = ("V100", "P100", "K80")
+
+
+@attrs.frozen
+class NodeGroup:
+    nodes: int
+    gpus_per_node: int
+    gpu_type: str = "V100"
+    rack: str = "r0"
+    racks: int = 1
+    cpus: int = 32
+    memory_gb: float = 244.0
+    gpu_memory_gb: float = 16.0
+    network_gbps: float = 10.0
+
+
+_GROUP_FIELDS = {f.name: f for f in attrs.fields(NodeGroup)}
+_INTS = {"nodes", "gpus_per_node", "racks", "cpus"}
+_FLOATS = {"memory_gb", "gpu_memory_gb", "network_gbps"}
+
+
+@attrs.frozen
+class ClusterSpec:
+    name: str
+    groups: tuple[NodeGroup, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> "ClusterSpec":
+        """A spec from a TOML file path or the command-line shorthand."""
+        text = text.strip()
+        if text.endswith(".toml") or Path(text).is_file():
+            return cls.from_toml(Path(text))
+        return cls.from_shorthand(text)
+
+    @classmethod
+    def from_shorthand(cls, text: str) -> "ClusterSpec":
+        if re.fullmatch(r"\d+(:\d+){2}", text):
+            counts = [int(c) for c in text.split(":")]
+            groups = tuple(NodeGroup(nodes=c, gpus_per_node=1, gpu_type=t) for c, t in zip(counts, GAVEL_TYPES) if c)
+            if not groups:
+                raise ClusterError(f"cluster '{text}' has no GPUs")
+            return cls(text, groups)
+        groups = []
+        for part in text.split(","):
+            m = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*(?::\s*([A-Za-z][\w-]*))?\s*", part)
+            if m is None:
+                raise ClusterError(
+                    f"bad cluster '{text}': '{part.strip()}' is not NODESxGPUS[:TYPE]; "
+                    "write e.g. 32x4:V100, 16x4:V100,16x4:P100, 36:36:36 or a .toml file"
+                )
+            nodes, gpus, gpu_type = int(m.group(1)), int(m.group(2)), m.group(3) or "V100"
+            if nodes < 1 or gpus < 1:
+                raise ClusterError(f"bad cluster '{text}': node and GPU counts must be at least 1")
+            groups.append(NodeGroup(nodes=nodes, gpus_per_node=gpus, gpu_type=gpu_type))
+        return cls(text, tuple(groups))
+
+    @classmethod
+    def from_toml(cls, path: Path) -> "ClusterSpec":
+        try:
+            data = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise ClusterError(f"{path}: error: cluster spec not found") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise ClusterError(f"{path}: error: cannot read cluster spec: {err}") from None
+        except tomllib.TOMLDecodeError as err:
+            raise ClusterError(f"{path}: error: not valid TOML: {err}") from None
+        unknown = [k for k in data if k not in ("name", "group")]
+        if unknown:
+            hint = did_you_mean(unknown[0], ["name", "group"])
+            raise ClusterError(
+                f"{path}: error: unknown key '{unknown[0]}'" + (f" ({hint})" if hint else "")
+                + "; a spec has 'name' and [[group]] tables"
+            )
+        raw_groups = data.get("group")
+        if not isinstance(raw_groups, list) or not raw_groups:
+            raise ClusterError(f"{path}: error: no [[group]] tables (each describes a set of identical nodes)")
+        groups = [_group_from_table(path, i + 1, g) for i, g in enumerate(raw_groups)]
+        name = data.get("name", path.stem)
+        if not isinstance(name, str):
+            raise ClusterError(f"{path}: error: 'name' must be a string")
+        return cls(name, tuple(groups))
+
+
+def _group_from_table(path: Path, number: int, table: object) -> NodeGroup:
+    where = f"{path}: error: [[group]] #{number}"
+    if not isinstance(table, dict):
+        raise ClusterError(f"{where} is not a table")
+    values = {}
+    for key, value in table.items():
+        if key not in _GROUP_FIELDS:
+            hint = did_you_mean(key, _GROUP_FIELDS)
+            raise ClusterError(f"{where}: unknown key '{key}'" + (f" ({hint})" if hint else ""))
+        if key in _INTS:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ClusterError(f"{where}: '{key}' must be a whole number of at least 1, got {value!r}")
+        elif key in _FLOATS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ClusterError(f"{where}: '{key}' must be a positive number, got {value!r}")
+            value = float(value)
+        elif not isinstance(value, str) or not value:
+            raise ClusterError(f"{where}: '{key}' must be a non-empty string, got {value!r}")
+        values[key] = value
+    for required in ("nodes", "gpus_per_node"):
+        if required not in values:
+            raise ClusterError(f"{where}: missing '{required}'")
+    group = NodeGroup(**values)
+    if group.racks > group.nodes:
+        raise ClusterError(f"{where}: 'racks' ({group.racks}) is more than 'nodes' ({group.nodes})")
+    return group
+
+
+class Cluster:
+    """The cluster's fixed facts, one row per GPU and one per node (numpy columns).
+
+    GPU ids are global and contiguous per node: node k's GPUs are
+    `node_first_gpu[k] .. node_first_gpu[k] + node_gpus[k] - 1`.
+    """
+
+    def __init__(self, spec: ClusterSpec):
+        self.spec = spec
+        self.gpu_types: tuple[str, ...] = tuple(dict.fromkeys(g.gpu_type for g in spec.groups))
+        racks: list[str] = []
+        node_gpus, node_type, node_rack, cpus, memory, gpu_memory, network = [], [], [], [], [], [], []
+        for g in spec.groups:
+            for k in range(g.nodes):
+                rack = g.rack if g.racks == 1 else f"{g.rack}-{k * g.racks // g.nodes}"
+                if rack not in racks:
+                    racks.append(rack)
+                node_gpus.append(g.gpus_per_node)
+                node_type.append(self.gpu_types.index(g.gpu_type))
+                node_rack.append(racks.index(rack))
+                cpus.append(g.cpus)
+                memory.append(g.memory_gb)
+                gpu_memory.append(g.gpu_memory_gb)
+                network.append(g.network_gbps)
+        self.racks: tuple[str, ...] = tuple(racks)
+        self.node_gpus = _ro(np.array(node_gpus, dtype=np.int64))
+        self.node_type = _ro(np.array(node_type, dtype=np.int64))
+        self.node_rack = _ro(np.array(node_rack, dtype=np.int64))
+        self.node_cpus = _ro(np.array(cpus, dtype=np.int64))
+        self.node_memory_gb = _ro(np.array(memory, dtype=np.float64))
+        self.node_network_gbps = _ro(np.array(network, dtype=np.float64))
+        self.node_first_gpu = _ro(np.concatenate([[0], np.cumsum(self.node_gpus)[:-1]]).astype(np.int64))
+        self.gpu_node = _ro(np.repeat(np.arange(len(node_gpus)), self.node_gpus))
+        self.gpu_local = _ro(np.arange(len(self.gpu_node)) - self.node_first_gpu[self.gpu_node])
+        self.gpu_type = _ro(self.node_type[self.gpu_node])
+        self.gpu_rack = _ro(self.node_rack[self.gpu_node])
+        self.gpu_memory_gb = _ro(np.array(gpu_memory, dtype=np.float64)[self.gpu_node])
+        self.n_gpus = int(len(self.gpu_node))
+        self.n_nodes = int(len(node_gpus))
+        self.type_mask = tuple(_ro(self.gpu_type == t) for t in range(len(self.gpu_types)))
+        self.gpus_by_type = _ro(np.bincount(self.gpu_type, minlength=len(self.gpu_types)))
+        self.max_gpus_per_node = int(self.node_gpus.max())
+        self.uniform_nodes = bool((self.node_gpus == self.max_gpus_per_node).all())
+
+    @classmethod
+    def parse(cls, text: str) -> "Cluster":
+        return cls(ClusterSpec.parse(text))
+
+    def type_code(self, name: str) -> int:
+        try:
+            return self.gpu_types.index(name)
+        except ValueError:
+            return -1
+
+    def spread(self, gpu_ids) -> str:
+        """How a set of GPUs is spread: 'node' (one node), 'rack' (one rack) or 'cluster'."""
+        ids = np.asarray(gpu_ids)
+        nodes = self.gpu_node[ids]
+        if (nodes == nodes[0]).all():
+            return "node"
+        racks = self.gpu_rack[ids]
+        return "rack" if (racks == racks[0]).all() else "cluster"
+
+    def describe(self) -> str:
+        parts = [f"{g.nodes}x{g.gpus_per_node}:{g.gpu_type}" for g in self.spec.groups]
+        return f"{self.n_gpus} GPUs on {self.n_nodes} nodes ({', '.join(parts)})"
+
+    def frame(self):
+        import polars as pl
+
+        return pl.DataFrame(
+            {
+                "gpu_id": np.arange(self.n_gpus),
+                "node": self.gpu_node,
+                "local_gpu": self.gpu_local,
+                "rack": [self.racks[r] for r in self.gpu_rack],
+                "gpu_type": [self.gpu_types[t] for t in self.gpu_type],
+                "memory_gb": self.gpu_memory_gb,
+            }
+        )
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a

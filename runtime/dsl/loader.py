@@ -1,0 +1,342 @@
+"""From `.sched` files to one flat graph: imports followed, compounds expanded.
+
+- `import "x.sched";` brings in another file's settings, element classes and elements (a file
+  imported twice is read once; the importing file's settings win over imported ones).
+- A bare name in a chain refers to a declared element of the same scope; failing that, to an
+  element class (an anonymous instance, named `Class@N` as in Click).
+- `elementclass Name { $a, $b=default | input -> ... -> output; }` defines a compound. Each
+  instance `c :: Name(...)` is expanded in place, its inner elements named `c/inner`, and
+  connections to `c [port]` are spliced through to what `input [port]` / `output [port]`
+  connect to inside.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import attrs
+
+from runtime import registry
+from runtime.dsl import ast
+from runtime.dsl.parser import parse
+from runtime.errors import Location, SchedError, SchedErrors, did_you_mean
+
+RESERVED = ("input", "output")
+
+
+@attrs.frozen
+class Decl:
+    """One element of the flat graph, with its arguments as written (parameters substituted)."""
+
+    name: str
+    class_name: str
+    args: tuple[ast.Arg, ...]
+    location: Location
+    class_location: Location
+    base_dir: str  # folder of the declaring file, for relative paths in arguments
+
+
+@attrs.frozen
+class Edge:
+    src: str
+    src_port: ast.PortRef | None
+    dst: str
+    dst_port: ast.PortRef | None
+    location: Location
+
+
+@attrs.define
+class FlatGraph:
+    path: str
+    settings: dict[str, ast.Setting]
+    decls: dict[str, Decl]
+    edges: list[Edge]
+    files: list[str]
+
+
+def load(path: str | Path, text: str | None = None) -> FlatGraph:
+    """Read a `.sched` file and everything it imports into a flat graph.
+    Raises SchedError / SchedErrors naming every problem found."""
+    return _Loader().load(str(path), text)
+
+
+def _key(port: ast.PortRef | None):
+    return 0 if port is None else port.key
+
+
+class _Loader:
+    def __init__(self):
+        self.errors: list[SchedError] = []
+        self.settings: dict[str, tuple[ast.Setting, int]] = {}
+        self.classes: dict[str, tuple[ast.ElementClass, str]] = {}
+        self.chains: list[tuple[ast.Chain, str]] = []
+        self.files: list[str] = []
+        self.decls: dict[str, Decl] = {}
+        self.edges: list[Edge] = []
+        self.compounds: dict[str, str] = {}  # instance full name -> elementclass name
+        self.anonymous = 0
+
+    def load(self, path: str, text: str | None) -> FlatGraph:
+        if text is None:
+            try:
+                text = Path(path).read_text()
+            except FileNotFoundError:
+                raise SchedError(f"no such file: {path}") from None
+            except (OSError, UnicodeDecodeError) as err:
+                raise SchedError(f"cannot read {path}: {err}") from None
+        self._read(path, text, depth=0, stack=())
+        self._raise_if_errors()
+        self._expand(self.chains, prefix="", env=None, params_owner=None, stack=())
+        self._raise_if_errors()
+        self._splice_compounds()
+        self._raise_if_errors()
+        settings = {name: s for name, (s, _) in self.settings.items()}
+        return FlatGraph(path, settings, self.decls, self.edges, self.files)
+
+    def _raise_if_errors(self) -> None:
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise SchedErrors(self.errors)
+
+    # --- files and imports ---
+    def _read(self, path: str, text: str, depth: int, stack: tuple[str, ...]) -> None:
+        program = parse(text, path)
+        resolved = str(Path(path).resolve())
+        self.files.append(path)
+        base_dir = str(Path(path).parent)
+        seen_here: dict[str, ast.Setting] = {}
+        for st in program.statements:
+            if isinstance(st, ast.Import):
+                target = Path(base_dir) / st.path
+                target_resolved = str(target.resolve())
+                if target_resolved in stack or target_resolved == resolved:
+                    self.errors.append(SchedError(f"import cycle: '{st.path}' imports this file again", st.location))
+                    continue
+                if any(str(Path(f).resolve()) == target_resolved for f in self.files):
+                    continue
+                try:
+                    imported = target.read_text()
+                except FileNotFoundError:
+                    self.errors.append(
+                        SchedError(f"cannot import '{st.path}': no such file ({target})", st.location)
+                    )
+                    continue
+                except (OSError, UnicodeDecodeError) as err:
+                    self.errors.append(SchedError(f"cannot import '{st.path}': {err}", st.location))
+                    continue
+                self._read(str(target), imported, depth + 1, stack + (resolved,))
+            elif isinstance(st, ast.Setting):
+                if st.name in seen_here:
+                    first = seen_here[st.name].location
+                    self.errors.append(SchedError(f"setting '{st.name}' is set twice (first at {first})", st.location))
+                    continue
+                seen_here[st.name] = st
+                previous = self.settings.get(st.name)
+                if previous is None or depth <= previous[1]:
+                    self.settings[st.name] = (st, depth)
+            elif isinstance(st, ast.ElementClass):
+                if st.name in self.classes:
+                    first = self.classes[st.name][0].location
+                    self.errors.append(SchedError(f"elementclass '{st.name}' is defined twice (first at {first})", st.location))
+                elif registry.get(st.name) is not None:
+                    self.errors.append(
+                        SchedError(f"elementclass '{st.name}' has the name of a built-in element class", st.location)
+                    )
+                else:
+                    self.classes[st.name] = (st, base_dir)
+            else:
+                self.chains.append((st, base_dir))
+
+    # --- scopes ---
+    def _is_class(self, name: str) -> bool:
+        return name in self.classes or registry.get(name) is not None
+
+    def _expand(self, chains, prefix: str, env, params_owner, stack: tuple[str, ...]) -> None:
+        local: dict[str, str] = {}
+        first_seen: dict[str, Location] = {}
+        # Pass 1: explicit declarations, so that a name may be used before its declaration.
+        for chain, base_dir in chains:
+            for ep in chain.endpoints:
+                node = ep.node
+                if node.name is None or node.class_name is None:
+                    continue
+                if node.name in RESERVED:
+                    self.errors.append(SchedError(f"'{node.name}' is reserved for compound ports", node.location))
+                    continue
+                if node.name in local:
+                    self.errors.append(
+                        SchedError(f"element '{node.name}' is declared twice (first at {first_seen[node.name]})", node.location)
+                    )
+                    continue
+                local[node.name] = prefix + node.name
+                first_seen[node.name] = node.location
+                self._declare(prefix + node.name, node, base_dir, env, params_owner, stack)
+        # Pass 2: connections.
+        for chain, base_dir in chains:
+            names = [self._endpoint(ep, local, prefix, base_dir, env, params_owner, stack) for ep in chain.endpoints]
+            if len(chain.endpoints) == 1:
+                node = chain.endpoints[0].node
+                if node.class_name is None and node.name in local:
+                    self.errors.append(SchedError(f"statement does nothing: '{node.name}' alone", node.location))
+                continue
+            for i in range(len(names) - 1):
+                if names[i] is None or names[i + 1] is None:
+                    continue
+                self.edges.append(
+                    Edge(names[i], chain.endpoints[i].out_port, names[i + 1], chain.endpoints[i + 1].in_port, chain.arrows[i])
+                )
+
+    def _endpoint(self, ep: ast.Endpoint, local, prefix, base_dir, env, params_owner, stack) -> str | None:
+        node = ep.node
+        if node.class_name is not None:
+            if node.name is not None:
+                return local.get(node.name)
+            self.anonymous += 1
+            full = f"{prefix}{node.class_name}@{self.anonymous}"
+            self._declare(full, node, base_dir, env, params_owner, stack)
+            return full
+        name = node.name
+        if name in RESERVED:
+            if env is None:
+                self.errors.append(SchedError(f"'{name}' only exists inside an elementclass", node.location))
+                return None
+            return prefix + name
+        if name in local:
+            return local[name]
+        if self._is_class(name):
+            self.anonymous += 1
+            full = f"{prefix}{name}@{self.anonymous}"
+            bare = ast.Node(None, name, None, node.location, node.location)
+            self._declare(full, bare, base_dir, env, params_owner, stack)
+            return full
+        known = list(local) + registry.names() + list(self.classes)
+        self.errors.append(
+            SchedError(f"unknown element or class '{name}'", node.location, hint=did_you_mean(name, known))
+        )
+        return None
+
+    def _declare(self, full: str, node: ast.Node, base_dir: str, env, params_owner, stack) -> None:
+        args = tuple(self._substitute_arg(a, env, params_owner) for a in (node.args or ()))
+        if any(a is None for a in args):
+            return
+        compound = self.classes.get(node.class_name)
+        if compound is None:
+            self.decls[full] = Decl(full, node.class_name, args, node.location, node.class_location or node.location, base_dir)
+            return
+        definition, class_dir = compound
+        if definition.name in stack:
+            self.errors.append(SchedError(f"elementclass '{definition.name}' contains itself", node.class_location))
+            return
+        bound = self._bind_params(definition, args, node)
+        if bound is None:
+            return
+        self.compounds[full] = definition.name
+        self._expand(
+            [(c, class_dir) for c in definition.body],
+            prefix=full + "/",
+            env=bound,
+            params_owner=definition.name,
+            stack=stack + (definition.name,),
+        )
+
+    def _bind_params(self, definition: ast.ElementClass, args, node: ast.Node) -> dict | None:
+        params = {p.name: p for p in definition.params}
+        bound: dict[str, ast.Value] = {}
+        ok = True
+        order = [p.name for p in definition.params]
+        for i, a in enumerate(args):
+            if a.name is None:
+                if i >= len(order):
+                    self.errors.append(SchedError(f"{definition.name} takes {len(order)} parameter(s)", a.location))
+                    ok = False
+                    continue
+                bound[order[i]] = a.value
+            elif a.name not in params:
+                self.errors.append(
+                    SchedError(
+                        f"{definition.name} has no parameter '{a.name}'", a.location, hint=did_you_mean(a.name, params)
+                    )
+                )
+                ok = False
+            else:
+                bound[a.name] = a.value
+        for p in definition.params:
+            if p.name not in bound:
+                if p.default is None:
+                    self.errors.append(
+                        SchedError(f"{definition.name} needs parameter '{p.name}'", node.class_location or node.location)
+                    )
+                    ok = False
+                else:
+                    bound[p.name] = p.default
+        return bound if ok else None
+
+    def _substitute_arg(self, arg: ast.Arg, env, params_owner) -> ast.Arg | None:
+        value = self._substitute(arg.value, env, params_owner)
+        return None if value is None else attrs.evolve(arg, value=value)
+
+    def _substitute(self, value: ast.Value, env, params_owner) -> ast.Value | None:
+        if value.kind == "param":
+            if env is None:
+                self.errors.append(SchedError(f"${value.value} is used outside an elementclass", value.location))
+                return None
+            if value.value not in env:
+                self.errors.append(
+                    SchedError(
+                        f"elementclass {params_owner} has no parameter ${value.value}",
+                        value.location,
+                        hint=did_you_mean(value.value, env),
+                    )
+                )
+                return None
+            return env[value.value]
+        if value.kind == "list":
+            items = [self._substitute(v, env, params_owner) for v in value.value]
+            if any(v is None for v in items):
+                return None
+            return attrs.evolve(value, value=tuple(items))
+        return value
+
+    # --- compounds ---
+    def _splice_compounds(self) -> None:
+        for full, class_name in self.compounds.items():
+            for into, out_of, side in ((full, full + "/input", "input"), (full + "/output", full, "output")):
+                incoming = [e for e in self.edges if e.dst == into]
+                outgoing = [e for e in self.edges if e.src == out_of]
+                if not incoming and not outgoing:
+                    continue
+                self.edges = [e for e in self.edges if e.dst != into and e.src != out_of]
+                by_key = defaultdict(list)
+                for e in outgoing:
+                    by_key[_key(e.src_port)].append(e)
+                ports_inside = {_key(e.dst_port) for e in incoming} if side == "output" else set(by_key)
+                if side == "input":
+                    for e_in in incoming:
+                        k = _key(e_in.dst_port)
+                        if k not in by_key:
+                            self._no_port(full, class_name, "input", k, ports_inside, e_in.dst_port, e_in.location)
+                            continue
+                        for e_out in by_key[k]:
+                            self.edges.append(Edge(e_in.src, e_in.src_port, e_out.dst, e_out.dst_port, e_in.location))
+                else:
+                    inside = defaultdict(list)
+                    for e in incoming:
+                        inside[_key(e.dst_port)].append(e)
+                    for e_out in outgoing:
+                        k = _key(e_out.src_port)
+                        if k not in inside:
+                            self._no_port(full, class_name, "output", k, set(inside), e_out.src_port, e_out.location)
+                            continue
+                        for e_in in inside[k]:
+                            self.edges.append(Edge(e_in.src, e_in.src_port, e_out.dst, e_out.dst_port, e_out.location))
+
+    def _no_port(self, full, class_name, side, key, known, port_ref, location) -> None:
+        shown = ", ".join(str(k) for k in sorted(known, key=str)) or "none"
+        self.errors.append(
+            SchedError(
+                f"'{full}' ({class_name}) has no {side} port [{key}]; its {side} ports: {shown}",
+                port_ref.location if port_ref is not None else location,
+            )
+        )

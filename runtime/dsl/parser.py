@@ -1,0 +1,281 @@
+"""Parse `.sched` text into a `Program` with a Lark LALR grammar (`grammar.lark`).
+
+Syntax errors become `SchedError`s at the offending line and column, phrased for a person:
+"unterminated string", "expected ';' after ...", "unknown time unit 'm'".
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from importlib import resources
+
+import lark
+from lark import Token, Transformer, v_args
+
+from runtime.dsl import ast
+from runtime.errors import Location, SchedError, remember_source
+from runtime.values import DURATION_UNITS, Duration, IdRange, Multiplier, Rate, unit_list
+
+_UNIT_HINT = f"time units are {unit_list()}; rates are written like 8/h; multipliers like 1.2x"
+
+# How terminals are named in messages.
+_TERMINAL_TEXT = {
+    "SEMICOLON": "';'",
+    "ARROW": "'->'",
+    "NAME": "a name",
+    "PARAM": "a $parameter",
+    "INT": "a port number",
+    "NUMBER": "a number",
+    "RANGE": "a range",
+    "STRING": "a string",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "COMMA": "','",
+    "EQUAL": "'='",
+    "VBAR": "'|'",
+    "__ANON_0": "'::'",
+    "IMPORT": "'import'",
+    "ELEMENTCLASS": "'elementclass'",
+    "TRUE": "'true'",
+    "FALSE": "'false'",
+    "$END": "end of file",
+}
+
+
+@functools.cache
+def _parser() -> lark.Lark:
+    grammar = resources.files("runtime.dsl").joinpath("grammar.lark").read_text()
+    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+def _terminal_text(name: str) -> str:
+    if name in _TERMINAL_TEXT:
+        return _TERMINAL_TEXT[name]
+    for term in _parser().terminals:
+        if term.name == name and isinstance(term.pattern, lark.lexer.PatternStr):
+            return f"'{term.pattern.value}'"
+    return name.lower()
+
+
+def _loc(path: str, token_or_meta, length: int | None = None) -> Location:
+    line = token_or_meta.line
+    col = token_or_meta.column
+    if length is None:
+        end_line = getattr(token_or_meta, "end_line", line)
+        end_col = getattr(token_or_meta, "end_column", col + 1)
+        length = (end_col - col) if end_line == line else 1
+    return Location(path, line, col, max(1, length))
+
+
+def classify_number(text: str, location: Location) -> ast.Value:
+    """Turn a NUMBER token (`300`, `1.5`, `5min`, `1.2x`, `8/h`) into a typed value."""
+    m = re.fullmatch(r"([+-]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?)(/?)([A-Za-z]*)", text)
+    if m is None:  # the token pattern guarantees a match; kept as a guard
+        raise SchedError(f"'{text}' is not a number", location)
+    number_text, slash, unit = m.groups()
+    number = float(number_text)
+    if slash:
+        if unit not in DURATION_UNITS:
+            raise SchedError(f"unknown time unit '{unit}' in rate '{text}'", location, hint=_UNIT_HINT)
+        return ast.Value("rate", Rate(number / DURATION_UNITS[unit]), location, text)
+    if unit == "":
+        is_int = re.fullmatch(r"[+-]?\d+", number_text) is not None
+        return ast.Value("number", int(number_text) if is_int else number, location, text)
+    if unit == "x":
+        return ast.Value("multiplier", Multiplier(number), location, text)
+    if unit in DURATION_UNITS:
+        return ast.Value("duration", Duration(number * DURATION_UNITS[unit]), location, text)
+    raise SchedError(f"unknown unit '{unit}' in '{text}'", location, hint=_UNIT_HINT)
+
+
+def _unescape(text: str) -> str:
+    body = text[1:-1]
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
+
+
+@v_args(meta=True)
+class _Build(Transformer):
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def _l(self, x, length=None):
+        return _loc(self.path, x, length)
+
+    # --- values ---
+    def number(self, meta, children):
+        (tok,) = children
+        return classify_number(str(tok), self._l(tok))
+
+    def range(self, meta, children):
+        (tok,) = children
+        a, b = str(tok).split("..")
+        loc = self._l(tok)
+        if int(b) < int(a):
+            raise SchedError(f"range {tok} ends before it starts", loc)
+        return ast.Value("range", IdRange(int(a), int(b)), loc, str(tok))
+
+    def string(self, meta, children):
+        (tok,) = children
+        return ast.Value("string", _unescape(str(tok)), self._l(tok), str(tok))
+
+    def true(self, meta, children):
+        return ast.Value("bool", True, self._l(meta, 4), "true")
+
+    def false(self, meta, children):
+        return ast.Value("bool", False, self._l(meta, 5), "false")
+
+    def list(self, meta, children):
+        items = tuple(c for c in children if c is not None)
+        return ast.Value("list", items, self._l(meta), "[...]")
+
+    def reference(self, meta, children):
+        (tok,) = children
+        return ast.Value("reference", str(tok), self._l(tok), str(tok))
+
+    def param_ref(self, meta, children):
+        (tok,) = children
+        return ast.Value("param", str(tok)[1:], self._l(tok), str(tok))
+
+    # --- arguments ---
+    def keyword_arg(self, meta, children):
+        name, value = children
+        return ast.Arg(str(name), value, self._l(name))
+
+    def positional_arg(self, meta, children):
+        (value,) = children
+        return ast.Arg(None, value, value.location)
+
+    def arguments(self, meta, children):
+        return tuple(c for c in children if c is not None)
+
+    # --- chains ---
+    def ref(self, meta, children):
+        (name,) = children
+        return ast.Node(str(name), None, None, self._l(name))
+
+    def decl(self, meta, children):
+        name, cls, args = children
+        return ast.Node(str(name), str(cls), args, self._l(name), self._l(cls))
+
+    def anon(self, meta, children):
+        cls, args = children
+        return ast.Node(None, str(cls), args, self._l(cls), self._l(cls))
+
+    def port(self, meta, children):
+        (tok,) = children
+        key = int(tok) if tok.type == "INT" else str(tok)
+        return ast.PortRef(key, self._l(meta))
+
+    def endpoint(self, meta, children):
+        in_port, node, out_port = children
+        return ast.Endpoint(in_port, node, out_port)
+
+    def chain(self, meta, children):
+        endpoints = tuple(c for c in children if isinstance(c, ast.Endpoint))
+        arrows = tuple(self._l(c) for c in children if isinstance(c, Token) and c.type == "ARROW")
+        return ast.Chain(endpoints, arrows, self._l(meta))
+
+    # --- statements ---
+    def setting(self, meta, children):
+        name, value = children
+        return ast.Setting(str(name), value, self._l(name))
+
+    def import_stmt(self, meta, children):
+        (tok,) = children
+        return ast.Import(_unescape(str(tok)), self._l(tok))
+
+    def param(self, meta, children):
+        tok, default = children
+        return ast.Param(str(tok)[1:], default, self._l(tok))
+
+    def params(self, meta, children):
+        return tuple(c for c in children if c is not None)
+
+    def body(self, meta, children):
+        return tuple(c for c in children if isinstance(c, ast.Chain))
+
+    def elementclass(self, meta, children):
+        name, params, body = children
+        return ast.ElementClass(str(name), params or (), body, self._l(name))
+
+    def start(self, meta, children):
+        return tuple(children)
+
+
+def parse(text: str, path: str = "<string>") -> ast.Program:
+    """Parse one `.sched` file. Raises `SchedError` for the first syntax error."""
+    remember_source(path, text)
+    try:
+        tree = _parser().parse(text)
+    except lark.exceptions.UnexpectedInput as err:
+        raise _syntax_error(err, text, path) from None
+    try:
+        statements = _Build(path).transform(tree)
+    except lark.exceptions.VisitError as err:
+        if isinstance(err.orig_exc, SchedError):
+            raise err.orig_exc from None
+        raise
+    return ast.Program(path, statements)
+
+
+def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) -> SchedError:
+    line, column = max(err.line, 1), max(err.column, 1)
+    if isinstance(err, lark.exceptions.UnexpectedCharacters):
+        rest = text[err.pos_in_stream :]
+        loc = Location(path, line, column, 1)
+        if rest.startswith('"'):
+            length = len(rest.split("\n", 1)[0])
+            return SchedError(
+                "unterminated string", Location(path, line, column, length), hint='close it with " on the same line'
+            )
+        if rest.startswith("/*"):
+            return SchedError("unterminated comment", Location(path, line, column, 2), hint="close it with */")
+        ch = rest[:1]
+        if ch == "$":
+            return SchedError("a $parameter is only allowed inside an elementclass", loc)
+        if ch == ":" and not rest.startswith("::"):
+            return SchedError("unexpected ':' (a declaration is written 'name :: Class')", loc)
+        if ch == "-" and not rest.startswith("->"):
+            return SchedError("unexpected '-' (a connection is written 'a -> b')", loc)
+        return SchedError(f"unexpected character {ch!r}", loc)
+    if isinstance(err, lark.exceptions.UnexpectedEOF):
+        lines = text.splitlines() or [""]
+        last = len(lines)
+        loc = Location(path, last, len(lines[-1]) + 1, 1)
+        expected = sorted({_terminal_text(t) for t in err.expected})
+        if "';'" in expected:
+            return SchedError("unexpected end of file: missing ';' at the end of the last statement", loc)
+        return SchedError("unexpected end of file, expected " + _one_of(expected), loc)
+    assert isinstance(err, lark.exceptions.UnexpectedToken)
+    tok = err.token
+    if tok.type == "$END":
+        lines = text.splitlines() or [""]
+        loc = Location(path, len(lines), len(lines[-1]) + 1, 1)
+        shown = "end of file"
+    else:
+        loc = Location(path, line, column, max(1, len(str(tok))))
+        shown = f"'{tok}'"
+    expected = sorted({_terminal_text(t) for t in err.expected})
+    if "';'" in expected and tok.type != "$END":
+        hint = "a statement ends with ';' (did the previous line forget one?)"
+        return SchedError(f"unexpected {shown}, expected " + _one_of(expected), loc, hint=hint)
+    return SchedError(f"unexpected {shown}, expected " + _one_of(expected), loc)
+
+
+def _one_of(items: list[str]) -> str:
+    if len(items) == 1:
+        return items[0]
+    return "one of " + ", ".join(items)
+
+
+def parse_value(text: str, where: str = "<command line>") -> ast.Value:
+    """Parse a single value as written in a `.sched` file (for `--set element.field=VALUE`)."""
+    program = parse(f"__value__ = {text};", where)
+    (setting,) = program.statements
+    return setting.value

@@ -1,0 +1,268 @@
+"""The element: one small class per scheduling idea, configured by validated fields.
+
+An element declares typed input and output ports, a category, and configuration fields
+(attrs, with validators). Each round the engine calls `tick(ctx, **inputs)`; the element reads
+its inputs and the read-only round context and returns its outputs: the value itself when it
+has one output port, a dict by port name when it has several, None when it has none. It keeps
+its own private state (set up in `start`) and never changes the world.
+
+Its docstring has one fixed shape, from which `roundhouse elements NAME` and the docs are
+generated (see `parse_doc`)::
+
+    One-line synopsis.
+
+    Description, any number of paragraphs.
+
+    Ports:
+        active: what the port carries.
+    Arguments:
+        backfill: what the field does.
+    Counters:
+        ranked: what the counter counts.
+    See also: Fifo, Srtf
+    Paper: Tiresias (NSDI'19) §3.
+
+Every port, argument and counter is listed (or the section says `none`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+import typing
+from typing import Any, ClassVar
+
+import attrs
+
+CATEGORIES = (
+    "source",
+    "admission",
+    "pool",
+    "policy",
+    "solver",
+    "mechanism",
+    "placement",
+    "launch",
+    "sink",
+    "control",
+)
+
+SECTIONS = ("Ports", "Arguments", "Counters", "See also", "Paper")
+
+
+@attrs.frozen
+class Port:
+    name: str
+    type: type
+    required: bool = True  # inputs: must be connected
+    multi: bool = False  # inputs: several connections, merged with `type.merge`
+
+
+def In(name: str, type_: type, *, required: bool = True, multi: bool = False) -> Port:
+    return Port(name, type_, required, multi)
+
+
+def Out(name: str, type_: type) -> Port:
+    return Port(name, type_)
+
+
+@attrs.frozen
+class Doc:
+    """An element's documentation, parsed from its docstring."""
+
+    synopsis: str
+    description: str
+    ports: dict[str, str]
+    arguments: dict[str, str]
+    counters: dict[str, str]
+    see_also: tuple[str, ...]
+    paper: str
+
+
+class Element:
+    """Base of all elements. Subclasses are declared with the `@element` decorator."""
+
+    category: ClassVar[str] = ""
+    inputs: ClassVar[tuple[Port, ...]] = ()
+    outputs: ClassVar[tuple[Port, ...]] = ()
+    doc: ClassVar[Doc]
+
+    # Set by the compiler: the instance's name in the graph (e.g. "admit", "Las@2").
+    name: str = "?"
+
+    def start(self, ctx) -> None:
+        """Called once before the first round: clear private state, read files, seed RNGs."""
+
+    def tick(self, ctx, **inputs) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not define tick()")
+
+    def finish(self, ctx) -> dict[str, Any]:
+        """Called once after the last round; returns reports (tables, dicts) by name."""
+        return {}
+
+    def exhausted(self) -> bool:
+        """Sources: True once no job will come any more. Others: always True."""
+        return True
+
+    def goal_met(self, ctx) -> bool:
+        """Sinks: True once what they measure is complete (the run may stop)."""
+        return False
+
+    @property
+    def counters(self) -> dict[str, float]:
+        """Counters (Click's read handlers): documented under `Counters:`."""
+        got = self.__dict__.get("_counters")
+        if got is None:
+            got = self.__dict__["_counters"] = {}
+        return got
+
+    @classmethod
+    def input(cls, key: str | int) -> Port | None:
+        return _find_port(cls.inputs, key)
+
+    @classmethod
+    def output(cls, key: str | int) -> Port | None:
+        return _find_port(cls.outputs, key)
+
+    @classmethod
+    def fields(cls) -> tuple[attrs.Attribute, ...]:
+        return attrs.fields(cls)
+
+    def config(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in attrs.fields(type(self))}
+
+
+def _find_port(ports: tuple[Port, ...], key: str | int) -> Port | None:
+    if isinstance(key, int):
+        return ports[key] if 0 <= key < len(ports) else None
+    for p in ports:
+        if p.name == key:
+            return p
+    return None
+
+
+def _configure_fields(cls, fields):
+    # Configuration is fixed once built; only private state (plain attributes) changes. Field
+    # types written as strings are evaluated in the element's module, where they were imported.
+    namespace = vars(sys.modules[cls.__module__])
+    out = []
+    for f in fields:
+        kind = eval(f.type, namespace) if isinstance(f.type, str) else f.type  # noqa: S307
+        out.append(f.evolve(on_setattr=attrs.setters.frozen, type=kind))
+    return out
+
+
+def element(cls: type) -> type:
+    """Declare an element class: make its fields attrs fields, check its docstring, register it."""
+    if cls.category not in CATEGORIES:
+        raise TypeError(f"{cls.__name__}.category must be one of {CATEGORIES}, got {cls.category!r}")
+    cls = attrs.define(kw_only=True, slots=False, eq=False, field_transformer=_configure_fields)(cls)
+    cls.doc = parse_doc(cls)
+    from runtime import registry
+
+    registry.register(cls)
+    return cls
+
+
+def type_name(annotation: Any) -> str:
+    """How an argument's type is written in the reference."""
+    from runtime import values
+
+    names = {
+        int: "integer",
+        float: "number",
+        bool: "boolean",
+        str: "word or string",
+        values.Duration: "duration",
+        values.Rate: "rate",
+        values.Multiplier: "multiplier",
+        values.IdRange: "range",
+        values.FilePath: "path",
+        values.ElementRef: "element",
+    }
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return " or ".join(type_name(a) for a in args)
+    if origin in (list, tuple):
+        (item, *_) = typing.get_args(annotation) or (Any,)
+        return f"list of {type_name(item)}"
+    return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+_SECTION_RE = re.compile(r"^(Ports|Arguments|Counters|See also|Paper):\s*(.*)$")
+
+
+def parse_doc(cls: type) -> Doc:
+    """Parse the fixed docstring shape; a missing section or undocumented name is a TypeError."""
+    text = inspect.cleandoc(cls.__doc__ or "")
+    where = f"docstring of element {cls.__name__}"
+    if not text:
+        raise TypeError(f"{where} is missing")
+    lines = text.splitlines()
+    head: list[str] = []
+    i = 0
+    while i < len(lines) and not _SECTION_RE.match(lines[i]):
+        head.append(lines[i])
+        i += 1
+    paragraphs = "\n".join(head).strip().split("\n\n")
+    synopsis = " ".join(paragraphs[0].split())
+    description = "\n\n".join(" ".join(p.split()) for p in paragraphs[1:] if p.strip())
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in lines[i:]:
+        m = _SECTION_RE.match(line)
+        if m:
+            current = m.group(1)
+            if current in sections:
+                raise TypeError(f"{where}: section '{current}:' appears twice")
+            sections[current] = [m.group(2)] if m.group(2) else []
+        elif current is not None:
+            sections[current].append(line)
+    missing = [s for s in SECTIONS if s not in sections]
+    if missing:
+        raise TypeError(f"{where}: missing section(s) {', '.join(s + ':' for s in missing)}")
+
+    def entries(section: str) -> dict[str, str]:
+        body = [ln for ln in sections[section] if ln.strip()]
+        if len(body) == 1 and body[0].strip().lower() == "none":
+            return {}
+        out: dict[str, str] = {}
+        key = None
+        for ln in body:
+            m = re.match(r"^\s{4}(\w+):\s*(.*)$", ln)
+            if m:
+                key = m.group(1)
+                out[key] = m.group(2).strip()
+            elif key is not None and ln.startswith("      "):
+                out[key] = (out[key] + " " + ln.strip()).strip()
+            else:
+                raise TypeError(f"{where}: cannot read line {ln.strip()!r} in section '{section}:'")
+        return out
+
+    ports = entries("Ports")
+    arguments = entries("Arguments")
+    counters = entries("Counters")
+    declared_ports = [p.name for p in (*cls.inputs, *cls.outputs)]
+    declared_args = [f.name for f in attrs.fields(cls)]
+    for kind, documented, declared in (("port", ports, declared_ports), ("argument", arguments, declared_args)):
+        undocumented = [n for n in declared if n not in documented]
+        unknown = [n for n in documented if n not in declared]
+        if undocumented:
+            raise TypeError(f"{where}: {kind}(s) not documented: {', '.join(undocumented)}")
+        if unknown:
+            raise TypeError(f"{where}: documents unknown {kind}(s): {', '.join(unknown)}")
+    see_also = " ".join(s.strip() for s in sections["See also"]).strip()
+    paper = " ".join(s.strip() for s in sections["Paper"]).strip()
+    if not synopsis or not paper:
+        raise TypeError(f"{where}: needs a synopsis line and a 'Paper:' entry")
+    return Doc(
+        synopsis=synopsis,
+        description=description,
+        ports=ports,
+        arguments=arguments,
+        counters=counters,
+        see_also=tuple(s.strip() for s in see_also.split(",") if s.strip() and s.strip().lower() != "none"),
+        paper=paper,
+    )

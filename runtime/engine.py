@@ -1,0 +1,207 @@
+"""The round engine: fold the backend's events into the world, tick every element once in
+topological order, hand the plan to the backend, advance the clock (DESIGN §2)."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+import attrs
+import numpy as np
+
+from runtime.context import RoundContext
+from runtime.errors import RoundhouseError
+from runtime.types import Events, Plan
+from runtime.world import World
+
+# Rounds with jobs waiting, none running and no arrivals before the run is declared stalled.
+STALL_ROUNDS = 2000
+
+
+@attrs.define
+class RunResult:
+    world: World
+    rounds: int
+    end_s: float
+    stop_reason: str
+    reports: dict[str, dict]
+    counters: dict[str, dict]
+    wall_s: float
+
+
+class StalledError(RoundhouseError):
+    """Jobs wait, nothing runs, and nothing will change: the graph cannot make progress."""
+
+
+class Engine:
+    def __init__(
+        self,
+        graph,
+        world: World,
+        backend,
+        until: float | None = None,
+        on_round: Callable[[RoundContext], None] | None = None,
+    ):
+        self.graph = graph
+        self.world = world
+        self.backend = backend
+        self.until = until
+        self.on_round = on_round
+        self._order = list(graph.elements.values())
+        self._sources = [e for e in self._order if e.category == "source"]
+        self._sinks = [e for e in self._order if e.category == "sink"]
+        # For each element: (port name, port type, multi, source keys) per input port.
+        self._wiring = [
+            (
+                el,
+                [(p.name, p.type, graph.sources_of(el.name, p.name)) for p in el.inputs],
+                [p.name for p in el.outputs],
+            )
+            for el in self._order
+        ]
+        self._ctx: RoundContext | None = None
+        self._pending_events = Events(time=0.0)
+
+    # --- the two boundary doors, given to the round context ---
+    def _register(self, batch) -> np.ndarray:
+        return self.world.add_jobs(batch)
+
+    def _submit(self, plan: Plan) -> Events:
+        from runtime.world import PlanError
+
+        ctx = self._ctx
+        try:
+            self.world.check_plan(plan)
+        except PlanError as err:
+            producer = self.graph.producer_of(ctx.element.name, "plan") if ctx.element else None
+            who = f"'{producer}' ({type(self.graph.elements[producer]).__name__})" if producer else "the graph"
+            raise PlanError(f"round {ctx.round_index} (t={ctx.now:g}s): plan from {who}: {err}") from None
+        self.backend.apply(plan)
+        applied = self.world.apply_plan(plan, ctx.now)
+        return ctx.events if applied is None else Events.merge([ctx.events, applied])
+
+    def _context(self, events: Events, round_index: int) -> RoundContext:
+        return RoundContext(
+            self.world,
+            self.graph.settings,
+            self.backend.now,
+            round_index,
+            events,
+            submit=self._submit,
+            register=self._register,
+        )
+
+    def run(self) -> RunResult:
+        started = time.perf_counter()
+        ctx = self._context(Events(time=self.backend.now), 0)
+        for el in self._order:
+            ctx.element = el
+            el.start(ctx)
+        rounds = 0
+        idle_rounds = 0
+        round_s = float(self.graph.settings.round)
+        while True:
+            events, progress = self.backend.poll()
+            self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
+            self.world.apply_finished(events.finished, events.finished_at)
+            ctx = self._context(events, int(round(self.backend.now / round_s)))
+            self._ctx = ctx
+            self._tick_all(ctx)
+            rounds += 1
+            if self.on_round is not None:
+                self.on_round(ctx)
+            reason = self._stop_reason(ctx)
+            if reason:
+                break
+            if len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
+                idle_rounds += 1
+                if idle_rounds >= STALL_ROUNDS:
+                    raise StalledError(self._stall_message(ctx))
+            else:
+                idle_rounds = 0
+            self.backend.advance()
+            self._skip_idle_rounds(round_s)
+        reports = {}
+        for el in self._order:
+            ctx.element = el
+            got = el.finish(ctx)
+            if got:
+                reports[el.name] = got
+        counters = {el.name: dict(el.counters) for el in self._order if el.counters}
+        return RunResult(
+            world=self.world,
+            rounds=rounds,
+            end_s=self.backend.now,
+            stop_reason=reason,
+            reports=reports,
+            counters=counters,
+            wall_s=time.perf_counter() - started,
+        )
+
+    def _tick_all(self, ctx: RoundContext) -> None:
+        values: dict[tuple[str, str], object] = {}
+        for el, inputs, outputs in self._wiring:
+            kwargs = {}
+            for port, port_type, sources in inputs:
+                if not sources:
+                    kwargs[port] = None
+                elif len(sources) == 1:
+                    kwargs[port] = values[sources[0]]
+                else:
+                    kwargs[port] = port_type.merge([values[s] for s in sources])
+            ctx.element = el
+            out = el.tick(ctx, **kwargs)
+            if len(outputs) == 1:
+                values[(el.name, outputs[0])] = out
+            elif outputs:
+                for port in outputs:
+                    values[(el.name, port)] = out[port]
+        ctx.element = None
+
+    def _all_exhausted(self) -> bool:
+        return all(s.exhausted() for s in self._sources)
+
+    def _stop_reason(self, ctx: RoundContext) -> str:
+        if self.until is not None and ctx.now + 1e-9 >= self.until:
+            return f"reached the time limit ({self.until:g}s)"
+        for sink in self._sinks:
+            if sink.goal_met(ctx):
+                return f"{sink.name}: every tracked job finished"
+        if self.world.unfinished == 0 and self._all_exhausted():
+            return "every job finished"
+        return ""
+
+    def _skip_idle_rounds(self, round_s: float) -> None:
+        """With no job in the system, jump straight to the round in which the next one arrives
+        (ticking empty rounds would change nothing)."""
+        if self.world.unfinished or not hasattr(self.backend, "jump_to"):
+            return
+        upcoming = [s.next_arrival_s() for s in self._sources if hasattr(s, "next_arrival_s")]
+        if len(upcoming) != len(self._sources) or not upcoming:
+            return
+        nxt = min(upcoming)
+        if not math.isfinite(nxt):
+            return
+        boundary = math.ceil(nxt / round_s - 1e-12) * round_s
+        if self.until is not None:
+            boundary = min(boundary, math.ceil(self.until / round_s - 1e-12) * round_s)
+        if boundary > self.backend.now:
+            self.backend.jump_to(boundary)
+
+    def _stall_message(self, ctx: RoundContext) -> str:
+        cols = self.world.jobs
+        status = cols.column("status")
+        waiting = np.flatnonzero(status == 0)
+        gpus = cols.column("gpus")[waiting]
+        biggest = int(waiting[np.argmax(gpus)]) if len(waiting) else -1
+        detail = ""
+        if biggest >= 0:
+            detail = (
+                f"; the largest waiting job ({cols.column('job_id')[biggest]}) wants {gpus.max()} GPUs "
+                f"of {self.world.cluster.n_gpus}"
+            )
+        return (
+            f"run stalled at t={ctx.now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
+            f"and no more jobs will arrive{detail}. Check the placer and admission arguments."
+        )

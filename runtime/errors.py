@@ -1,0 +1,136 @@
+"""Errors a person can act on.
+
+Everything the user hands us (a `.sched` file, a trace, a cluster spec, a command-line value)
+is checked, and a problem becomes a `RoundhouseError`: the command line prints its text and
+exits with status 2, never a Python traceback. Errors inside `.sched` files carry a `Location`
+and print as `path:line:col: message`, then the source line with the offending text underlined.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+import attrs
+
+EXIT_USER_ERROR = 2
+
+
+class RoundhouseError(Exception):
+    """A problem with something the user gave us. Printed as is; exit status 2."""
+
+    exit_code = EXIT_USER_ERROR
+
+
+@attrs.frozen
+class Location:
+    """A place in a source file: 1-based line and column, and how many characters to underline."""
+
+    path: str
+    line: int
+    column: int
+    length: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+
+# Source texts by path, so that an error can quote its line long after parsing.
+_SOURCES: dict[str, str] = {}
+
+
+def remember_source(path: str, text: str) -> None:
+    _SOURCES[path] = text
+
+
+def source_line(location: Location) -> str | None:
+    text = _SOURCES.get(location.path)
+    if text is None:
+        return None
+    lines = text.splitlines()
+    if 1 <= location.line <= len(lines):
+        return lines[location.line - 1]
+    return None
+
+
+def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """The known names nearest to `name`, best first (case-insensitive)."""
+    known = sorted(set(known))
+    by_lower = {k.lower(): k for k in known}
+    hits = difflib.get_close_matches(name.lower(), list(by_lower), n=n, cutoff=0.6)
+    return [by_lower[h] for h in hits]
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str | None:
+    hits = closest(name, known)
+    if not hits:
+        return None
+    return "did you mean " + " or ".join(f"'{h}'" for h in hits) + "?"
+
+
+class SchedError(RoundhouseError):
+    """One problem in a `.sched` file (or a value given for one), at a location."""
+
+    def __init__(self, message: str, location: Location | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.location = location
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.location is None:
+            head = f"error: {self.message}"
+            return head + (f"\n  hint: {self.hint}" if self.hint else "")
+        loc = self.location
+        out = [f"{loc}: error: {self.message}"]
+        line = source_line(loc)
+        if line is not None:
+            number = str(loc.line)
+            gutter = " " * len(number)
+            shown = line.expandtabs(1)
+            start = max(loc.column - 1, 0)
+            width = max(1, min(loc.length, max(len(shown) - start, 1)))
+            out.append(f" {number} | {shown}")
+            out.append(f" {gutter} | {' ' * start}{'^' * width}")
+        if self.hint:
+            out.append(f"  hint: {self.hint}")
+        return "\n".join(out)
+
+
+class SchedErrors(RoundhouseError):
+    """Several problems found in one pass (the compiler reports all it can, as Click does)."""
+
+    def __init__(self, errors: list[SchedError]):
+        super().__init__(f"{len(errors)} error(s)")
+        self.errors = sorted(
+            errors,
+            key=lambda e: (
+                e.location.path if e.location else "",
+                e.location.line if e.location else 0,
+                e.location.column if e.location else 0,
+            ),
+        )
+
+    def __str__(self) -> str:
+        return "\n".join(str(e) for e in self.errors)
+
+
+class TraceError(RoundhouseError):
+    """A bad trace file or row. `row` is the 1-based line (CSV) or record number (JSON, Parquet)."""
+
+    def __init__(self, path: str, message: str, row: int | None = None, column: str | None = None):
+        self.path = str(path)
+        self.row = row
+        self.column = column
+        self.message = message
+        where = self.path if row is None else f"{self.path}:{row}"
+        what = f"column '{column}': {message}" if column else message
+        super().__init__(f"{where}: error: {what}")
+
+
+class ClusterError(RoundhouseError):
+    """A bad cluster spec (file or command-line shorthand)."""
+
+
+class UsageError(RoundhouseError):
+    """A bad command-line value."""

@@ -1,0 +1,39 @@
+"""Graph settings: `name = value;` lines of a `.sched` file (and `--set name=value`)."""
+
+from __future__ import annotations
+
+import attrs
+
+from runtime.values import Duration, FilePath, non_negative, positive
+
+
+@attrs.frozen(kw_only=True)
+class GraphSettings:
+    """Settings of a whole graph. Each has a default; the `.sched` file may override any."""
+
+    round: Duration = attrs.field(default=Duration(300.0), validator=positive)
+    checkpoint: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
+    restore: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
+    cluster: str | None = None
+    profile: FilePath | None = None
+    seed: int = attrs.field(default=0, validator=non_negative)
+    reference_gpu: str = "V100"
+
+    def __attrs_post_init__(self) -> None:
+        if self.checkpoint + self.restore >= self.round:
+            raise ValueError(
+                f"checkpoint + restore ({self.checkpoint + self.restore:g}s) must be shorter than a round ({self.round:g}s)"
+            )
+
+
+SETTING_DOCS = {
+    "round": "length of a scheduling round (the simulator's step, the live backend's period)",
+    "checkpoint": "simulated time a suspended job needs to checkpoint before its GPUs are free",
+    "restore": "simulated time a launched job spends restoring before it makes progress",
+    "cluster": "the cluster: a spec file or a shorthand such as \"32x4:V100\" (--cluster overrides)",
+    "profile": "the throughput profile table (default: the shipped Gavel table)",
+    "seed": "seed from which elements without their own seed derive theirs",
+    "reference_gpu": "GPU type on which trace durations were measured",
+}
+
+attrs.resolve_types(GraphSettings)

@@ -1,0 +1,286 @@
+"""Port types: the few immutable values that travel along a graph's connections (DESIGN §3).
+
+| type    | what it carries                                                                  |
+|---------|----------------------------------------------------------------------------------|
+| Jobs    | jobs entering the system this round                                              |
+| Active  | the pool's admitted, unfinished jobs, with live fields                           |
+| Ranking | job rows best first, with GPUs wanted and optional GPU type, batch size, layout  |
+| Shares  | an allocation matrix: the fraction of time each job should get on each GPU type  |
+| Plan    | launches (job -> GPU ids), keeps and suspensions                                 |
+| Events  | what happened: finished (with exact times), launched, suspended, failed, metrics |
+
+Jobs are named by their row in the world's job table (`row`), a dense index that lets
+policies work on numpy arrays; `job_id` is the id the trace gave them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from runtime.world import JobTable
+
+_EMPTY_ROWS = np.zeros(0, dtype=np.int64)
+_EMPTY_ROWS.flags.writeable = False
+
+
+def frozen_array(values, dtype=None) -> np.ndarray:
+    """A read-only numpy array (a port value must not be changed by whoever receives it)."""
+    if type(values) is np.ndarray and not values.flags.writeable and (dtype is None or values.dtype == dtype):
+        return values
+    arr = np.asarray(values, dtype=dtype)
+    if arr.flags.writeable:
+        arr = arr.view()
+        arr.flags.writeable = False
+    return arr
+
+
+class JobView:
+    """A read-only view of some rows of the job table, with columns as numpy arrays.
+
+    Columns are read lazily and cached: `view.gpus`, `view.column("loss")`. The view is valid
+    for the round it was made in; the runtime changes the table only between rounds.
+    """
+
+    __slots__ = ("rows", "_table", "_cache")
+
+    def __init__(self, table: "JobTable", rows: np.ndarray):
+        self._table = table
+        self.rows = frozen_array(rows, np.int64)
+        self._cache: dict[str, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} jobs)"
+
+    @property
+    def table(self) -> "JobTable":
+        return self._table
+
+    def column(self, name: str) -> np.ndarray:
+        got = self._cache.get(name)
+        if got is None:
+            got = self._table.column(name)[self.rows]
+            got.flags.writeable = False
+            self._cache[name] = got
+        return got
+
+    def select(self, which) -> "JobView":
+        """The jobs picked by a boolean mask or an index array, in that order."""
+        return type(self)(self._table, self.rows[which])
+
+    def frame(self, columns: Sequence[str] | None = None) -> "pl.DataFrame":
+        return self._table.frame(self.rows, columns)
+
+    # Columns every policy reads; anything else through `column(name)`.
+    job_id = property(lambda self: self.column("job_id"))
+    arrival_s = property(lambda self: self.column("arrival_s"))
+    gpus = property(lambda self: self.column("gpus"))
+    work = property(lambda self: self.column("work"))
+    done = property(lambda self: self.column("done"))
+    service = property(lambda self: self.column("service"))
+    run_s = property(lambda self: self.column("run_s"))
+    weight = property(lambda self: self.column("weight"))
+    first_start_s = property(lambda self: self.column("first_start_s"))
+    held = property(lambda self: self.column("held"))
+    reference_rate = property(lambda self: self.column("reference_rate"))
+
+    @property
+    def running(self) -> np.ndarray:
+        """True for jobs that hold GPUs this round."""
+        return self.column("held") > 0
+
+    @property
+    def remaining_s(self) -> np.ndarray:
+        """Oracle remaining time on the job's reference placement (isolated, consolidated)."""
+        return (self.work - self.done) / self.reference_rate
+
+    @classmethod
+    def merge(cls, views: Sequence["JobView"]) -> "JobView":
+        views = [v for v in views if v is not None]
+        if len(views) == 1:
+            return views[0]
+        table = views[0]._table
+        return cls(table, np.concatenate([v.rows for v in views]))
+
+
+class Jobs(JobView):
+    """Jobs entering the system this round (from sources, through admission, to the pool)."""
+
+    __slots__ = ()
+
+
+class Active(JobView):
+    """All admitted, unfinished jobs, running or waiting, with their live fields."""
+
+    __slots__ = ()
+
+
+@attrs.frozen
+class Ranking:
+    """Jobs in the order a policy wants them served, with what each should get.
+
+    `gpus[i]` GPUs for `rows[i]`; `gpu_type[i]` a GPU type code or -1 for any; `batch_size[i]`
+    0 for the job's own; `consolidate[i]` True to require one node, False to allow spreading
+    (None: the placer decides). `backfill`: when a job does not fit, may lower ones run?
+    """
+
+    rows: np.ndarray = attrs.field(converter=lambda a: frozen_array(a, np.int64))
+    gpus: np.ndarray = attrs.field(converter=lambda a: frozen_array(a, np.int64))
+    gpu_type: np.ndarray | None = attrs.field(default=None)
+    batch_size: np.ndarray | None = attrs.field(default=None)
+    consolidate: np.ndarray | None = attrs.field(default=None)
+    backfill: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        n = len(self.rows)
+        for name in ("gpus", "gpu_type", "batch_size", "consolidate"):
+            value = getattr(self, name)
+            if value is not None and len(value) != n:
+                raise ValueError(f"Ranking.{name} has {len(value)} entries for {n} jobs")
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @classmethod
+    def empty(cls) -> "Ranking":
+        return cls(_EMPTY_ROWS, _EMPTY_ROWS)
+
+
+@attrs.frozen
+class Shares:
+    """An allocation matrix from an optimisation policy: `fractions[i, t]` is the fraction of
+    wall-clock time job `rows[i]` should spend on GPU type `gpu_types[t]`."""
+
+    rows: np.ndarray = attrs.field(converter=lambda a: frozen_array(a, np.int64))
+    gpu_types: tuple[str, ...] = attrs.field(converter=tuple)
+    fractions: np.ndarray = attrs.field(converter=lambda a: frozen_array(a, np.float64))
+
+    def __attrs_post_init__(self) -> None:
+        if self.fractions.shape != (len(self.rows), len(self.gpu_types)):
+            raise ValueError(f"Shares.fractions has shape {self.fractions.shape}")
+
+
+@attrs.frozen
+class Assignment:
+    """One launch: job `row` on these GPU ids, with a batch size (0: the job's own)."""
+
+    row: int
+    gpus: tuple[int, ...] = attrs.field(converter=lambda g: tuple(int(x) for x in g))
+    batch_size: int = 0
+
+
+def _ints(a) -> np.ndarray:
+    return frozen_array(a, np.int64)
+
+
+@attrs.frozen
+class Plan:
+    """A round's decisions, columnar. Every running job is either kept (its lease is renewed,
+    it pays nothing) or suspended; moving or resizing a job is a suspension plus a launch.
+
+    Launch i runs job `launch_rows[i]` on `launch_counts[i]` GPUs, the next ones in
+    `launch_gpus` (grouped by launch, in launch order), with batch size `launch_batch[i]`
+    (0: the job's own).
+    """
+
+    launch_rows: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
+    launch_gpus: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
+    launch_counts: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
+    launch_batch: np.ndarray | None = attrs.field(default=None)
+    keep: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
+    suspend: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
+    launch_starts: np.ndarray = attrs.field(init=False, repr=False, eq=False)  # where each launch's GPUs begin
+
+    def __attrs_post_init__(self) -> None:
+        n = len(self.launch_rows)
+        ends = np.cumsum(self.launch_counts)
+        if len(self.launch_counts) != n or (n and int(ends[-1]) != len(self.launch_gpus)) or (not n and len(self.launch_gpus)):
+            raise ValueError("Plan: launch_counts must give one GPU count per launch, summing to len(launch_gpus)")
+        if self.launch_batch is not None and len(self.launch_batch) != n:
+            raise ValueError("Plan: launch_batch needs one entry per launch")
+        object.__setattr__(self, "launch_starts", ends - self.launch_counts)
+
+    @classmethod
+    def empty(cls) -> "Plan":
+        return cls()
+
+    @classmethod
+    def of(cls, launches: Sequence[Assignment] = (), keep=_EMPTY_ROWS, suspend=_EMPTY_ROWS) -> "Plan":
+        """A plan from a list of Assignments (convenient when a placer decides job by job)."""
+        if not launches:
+            return cls(keep=keep, suspend=suspend)
+        return cls(
+            launch_rows=[a.row for a in launches],
+            launch_gpus=np.concatenate([np.asarray(a.gpus, dtype=np.int64) for a in launches]),
+            launch_counts=[len(a.gpus) for a in launches],
+            launch_batch=frozen_array([a.batch_size for a in launches], np.int64),
+            keep=keep,
+            suspend=suspend,
+        )
+
+    @property
+    def launch(self) -> tuple[Assignment, ...]:
+        """The launches as Assignments (for reading plans in tests and tools)."""
+        starts = self.launch_starts
+        batch = self.launch_batch if self.launch_batch is not None else np.zeros(len(self.launch_rows), np.int64)
+        return tuple(
+            Assignment(int(r), self.launch_gpus[s : s + c], int(b))
+            for r, s, c, b in zip(self.launch_rows, starts, self.launch_counts, batch)
+        )
+
+    @property
+    def changes(self) -> bool:
+        return len(self.launch_rows) > 0 or len(self.suspend) > 0
+
+
+@attrs.frozen
+class Events:
+    """What happened, as seen at the round boundary `time`. Rows are job-table rows."""
+
+    time: float
+    finished: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=lambda a: frozen_array(a, np.int64))
+    finished_at: np.ndarray = attrs.field(
+        default=np.zeros(0), converter=lambda a: frozen_array(a, np.float64)
+    )
+    launched: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=lambda a: frozen_array(a, np.int64))
+    suspended: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=lambda a: frozen_array(a, np.int64))
+    failed: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=lambda a: frozen_array(a, np.int64))
+    nodes_joined: tuple[str, ...] = ()
+    nodes_lost: tuple[str, ...] = ()
+    # Metrics reported by jobs (loss, iteration time, ...), by row.
+    metrics: Mapping[int, Mapping[str, float]] = attrs.field(factory=dict)
+
+    @classmethod
+    def merge(cls, many: Sequence["Events"]) -> "Events":
+        many = [e for e in many if e is not None]
+        if len(many) == 1:
+            return many[0]
+        cat = lambda name: np.concatenate([getattr(e, name) for e in many])  # noqa: E731
+        metrics: dict[int, Mapping[str, float]] = {}
+        for e in many:
+            metrics.update(e.metrics)
+        return cls(
+            time=max(e.time for e in many),
+            finished=cat("finished"),
+            finished_at=cat("finished_at"),
+            launched=cat("launched"),
+            suspended=cat("suspended"),
+            failed=cat("failed"),
+            nodes_joined=sum((e.nodes_joined for e in many), ()),
+            nodes_lost=sum((e.nodes_lost for e in many), ()),
+            metrics=metrics,
+        )
+
+
+PORT_TYPES: dict[str, type] = {
+    t.__name__: t for t in (Jobs, Active, Ranking, Shares, Plan, Events)
+}

@@ -1,0 +1,153 @@
+"""The typed values of the `.sched` language and of element arguments.
+
+A literal in a `.sched` file (`5min`, `8/h`, `3000..4000`, `1.2x`) is parsed into one of the
+classes here; an element field annotated with one of them accepts exactly that kind of literal.
+Durations are seconds and rates are events per second, so arithmetic inside elements needs no
+unit handling.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import attrs
+
+# Seconds per duration unit; the only units the language knows.
+DURATION_UNITS: dict[str, float] = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+class Duration(float):
+    """A length of time in seconds. Written `300ms`, `5s`, `5min`, `2h`, `1d` (a bare number is seconds)."""
+
+    def __repr__(self) -> str:
+        return f"Duration({format_duration(self)})"
+
+
+class Rate(float):
+    """Events per second. Written `8/h`, `0.5/min`, `2/s`, `30/d`."""
+
+    def __repr__(self) -> str:
+        return f"Rate({float(self) * 3600:g}/h)"
+
+
+class Multiplier(float):
+    """A factor. Written `1.2x` (a bare number is accepted too)."""
+
+    def __repr__(self) -> str:
+        return f"Multiplier({float(self):g}x)"
+
+
+@attrs.frozen
+class IdRange:
+    """A half-open range of job ids, `3000..4000` = ids 3000 to 3999 (as Python's `range`)."""
+
+    start: int
+    stop: int
+
+    def __contains__(self, job_id: object) -> bool:
+        return isinstance(job_id, int) and self.start <= job_id < self.stop
+
+    def __len__(self) -> int:
+        return max(0, self.stop - self.start)
+
+    def __str__(self) -> str:
+        return f"{self.start}..{self.stop}"
+
+
+@attrs.frozen
+class ElementRef:
+    """A reference to another element of the graph by its name."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class FilePath(str):
+    """A file path; relative paths in a `.sched` file are relative to that file's folder."""
+
+
+_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_DURATION_RE = re.compile(rf"^\s*({_NUMBER})\s*([A-Za-z]*)\s*$")
+_RATE_RE = re.compile(rf"^\s*({_NUMBER})\s*/\s*([A-Za-z]+)\s*$")
+
+
+def duration_from_text(text: str) -> Duration:
+    """Parse `5min`, `300`, `1.5h` (for command-line values). Raises ValueError with the reason."""
+    m = _DURATION_RE.match(text)
+    if not m:
+        raise ValueError(f"'{text}' is not a duration (write e.g. 300s, 5min, 2h, 1d)")
+    number, unit = float(m.group(1)), m.group(2) or "s"
+    if unit not in DURATION_UNITS:
+        raise ValueError(f"unknown time unit '{unit}' in '{text}' (use {unit_list()})")
+    return Duration(number * DURATION_UNITS[unit])
+
+
+def rate_from_text(text: str) -> Rate:
+    m = _RATE_RE.match(text)
+    if not m:
+        raise ValueError(f"'{text}' is not a rate (write e.g. 8/h, 0.5/min)")
+    number, unit = float(m.group(1)), m.group(2)
+    if unit not in DURATION_UNITS:
+        raise ValueError(f"unknown time unit '{unit}' in rate '{text}' (use {unit_list()})")
+    return Rate(number / DURATION_UNITS[unit])
+
+
+def unit_list() -> str:
+    return ", ".join(DURATION_UNITS)
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest exact way to write `seconds` in the language's units."""
+    if not math.isfinite(seconds):
+        return str(seconds)
+    for unit in ("d", "h", "min", "s"):
+        n = seconds / DURATION_UNITS[unit]
+        if abs(n) >= 1 and float(n).is_integer():
+            return f"{int(n)}{unit}"
+    return f"{seconds:g}s"
+
+
+def describe(value: object) -> str:
+    """A value as it would be written in a `.sched` file (for rendering and references)."""
+    if isinstance(value, Duration):
+        return format_duration(value)
+    if isinstance(value, Rate):
+        return f"{float(value) * 3600:g}/h"
+    if isinstance(value, Multiplier):
+        return f"{float(value):g}x"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(describe(v) for v in value) + "]"
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+# --- validators for element fields (attrs style: raise ValueError with a plain sentence) ---
+
+
+def positive(instance, attribute, value) -> None:
+    if value is not None and not value > 0:
+        raise ValueError(f"must be greater than 0, got {describe(value)}")
+
+
+def non_negative(instance, attribute, value) -> None:
+    if value is not None and not value >= 0:
+        raise ValueError(f"must be 0 or more, got {describe(value)}")
+
+
+def one_of(*choices: str):
+    def check(instance, attribute, value) -> None:
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(repr(c) for c in choices)}, got {describe(value)}")
+
+    check.choices = choices  # type: ignore[attr-defined]
+    return check

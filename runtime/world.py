@@ -1,0 +1,453 @@
+"""World state: the job table and who holds which GPU. The runtime is its only writer.
+
+The job table is columnar (one numpy array per field, grown by doubling), so that a policy
+sorting ten thousand jobs, or the simulator advancing every running job, works on whole
+columns. Each job is a row; `job_id` is the id its trace gave it.
+
+Work is measured in iterations. A job known only by `duration_s` has `duration_s` units of
+work and progresses at one unit per second on any GPU. A job with a model progresses at the
+profile's throughput for its placement; given `duration_s` (isolated run time on the reference
+GPU type, consolidated) its work is that duration times the reference throughput.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import numpy as np
+import polars as pl
+
+from runtime.cluster import Cluster
+from runtime.errors import RoundhouseError, TraceError
+from runtime import rowsets
+from runtime.rowsets import isin_rows, merged, without
+from runtime.types import Assignment, Events, Plan
+
+PENDING, RUNNING, FINISHED = 0, 1, 2
+STATUS_NAMES = ("pending", "running", "finished")
+
+# Fields of a job's spec, as the canonical trace schema names them, and their storage type.
+SPEC_COLUMNS: dict[str, type] = {
+    "job_id": np.int64,
+    "arrival_s": np.float64,
+    "gpus": np.int64,
+    "duration_s": np.float64,
+    "model": object,
+    "has_model": np.bool_,  # the model is in the profile (else: one unit of work per second)
+    "batch_size": np.int64,
+    "user": object,
+    "weight": np.float64,
+    "slo_s": np.float64,
+    # Derived when the job is prepared: total work, and throughput on the reference placement.
+    "work": np.float64,
+    "reference_rate": np.float64,
+}
+
+# Live fields, written by the runtime as rounds pass.
+LIVE_COLUMNS: dict[str, tuple[type, object]] = {
+    "status": (np.int8, PENDING),
+    "done": (np.float64, 0.0),  # iterations (or seconds of work) completed
+    "service": (np.float64, 0.0),  # attained service: GPU-seconds held
+    "run_s": (np.float64, 0.0),  # wall-clock seconds holding GPUs
+    "first_start_s": (np.float64, np.nan),
+    "finish_s": (np.float64, np.nan),
+    "preemptions": (np.int64, 0),
+    "launches": (np.int64, 0),
+    "held": (np.int64, 0),  # GPUs held now
+    "rate": (np.float64, 0.0),  # iterations per second on the current placement
+    "placed_type": (np.int64, -1),  # GPU type code of the current placement
+    "batch_used": (np.int64, 0),  # batch size of the current launch
+}
+
+
+@attrs.frozen
+class JobBatch:
+    """Prepared job specs, columnar: what a source registers with the world, in arrival order.
+
+    Made once per trace (vectorised), then sliced round by round.
+    """
+
+    columns: dict[str, np.ndarray]
+    type_rates: np.ndarray  # (jobs, GPU types): iterations/s on each type, consolidated; 0 = cannot run
+    origin: str = ""
+
+    def __len__(self) -> int:
+        return len(self.columns["job_id"])
+
+    def slice(self, start: int, stop: int) -> "JobBatch":
+        return JobBatch({k: v[start:stop] for k, v in self.columns.items()}, self.type_rates[start:stop], self.origin)
+
+
+def prepare_jobs(
+    trace: pl.DataFrame, cluster: Cluster, profile, reference_gpu: str, origin: str
+) -> tuple[JobBatch, set[str]]:
+    """Turn a canonical trace frame into a JobBatch: work, reference throughput and the
+    throughput on each GPU type of the cluster. Returns the batch and the models the profile
+    does not know (those jobs, which must have `duration_s`, progress at one unit per second)."""
+    n = trace.height
+    get = lambda name, dtype, fill: (  # noqa: E731
+        trace[name].fill_null(fill).to_numpy().astype(dtype, copy=False) if name in trace.columns else np.full(n, fill, dtype)
+    )
+    job_id = get("job_id", np.int64, 0)
+    gpus = get("gpus", np.int64, 1)
+    duration = get("duration_s", np.float64, np.nan)
+    iterations = get("iterations", np.float64, np.nan)
+    batch = get("batch_size", np.int64, 0)
+    raw_models = trace["model"].to_list() if "model" in trace.columns else [None] * n
+
+    models = np.empty(n, dtype=object)
+    unknown: set[str] = set()
+    for i, m in enumerate(raw_models):
+        if m is None:
+            continue
+        canonical = profile.canonical_model(m)
+        if canonical is None:
+            unknown.add(m)
+        models[i] = canonical
+    for i, m in enumerate(models):
+        if m is not None and batch[i] <= 0:
+            batch[i] = profile.default_batch_size(m)
+
+    n_types = len(cluster.gpu_types)
+    type_rates = np.ones((n, n_types), dtype=np.float64)
+    reference_rate = np.ones(n, dtype=np.float64)
+    known = np.array([m is not None for m in models], dtype=bool)
+    if known.any():
+        idx = np.flatnonzero(known)
+        ref = np.zeros(len(idx))
+        sub_models, sub_batch, sub_gpus = models[idx], batch[idx], gpus[idx]
+        # Lookups per distinct GPU count keep the profile calls vectorised.
+        for g in np.unique(sub_gpus):
+            sel = sub_gpus == g
+            ref[sel] = profile.rates(sub_models[sel], sub_batch[sel], reference_gpu, int(g), True)
+            for t, type_name in enumerate(cluster.gpu_types):
+                type_rates[idx[sel], t] = profile.rates(sub_models[sel], sub_batch[sel], type_name, int(g), True)
+        # Without a reference-type entry, the fastest type stands in as the reference.
+        ref = np.where(ref > 0, ref, type_rates[idx].max(axis=1))
+        reference_rate[idx] = ref
+        bad = idx[ref <= 0]
+        if len(bad):
+            i = int(bad[0])
+            raise TraceError(
+                origin,
+                f"job {job_id[i]}: the profile has no throughput for {models[i]} (batch size {batch[i]}) "
+                f"on {gpus[i]} GPU(s) of any type in this cluster ({', '.join(cluster.gpu_types)})",
+            )
+    missing_duration = ~known & np.isnan(duration)
+    if missing_duration.any():
+        i = int(np.flatnonzero(missing_duration)[0])
+        raise TraceError(
+            origin,
+            f"job {job_id[i]}: model {raw_models[i]!r} is not in the profile and the job has no duration_s, "
+            "so its speed is unknown",
+        )
+    work = np.where(~np.isnan(iterations) & known, iterations, duration * reference_rate)
+    too_big = gpus > cluster.n_gpus
+    if too_big.any():
+        i = int(np.flatnonzero(too_big)[0])
+        raise TraceError(origin, f"job {job_id[i]} asks for {gpus[i]} GPUs but the cluster has {cluster.n_gpus}")
+    columns = {
+        "job_id": job_id,
+        "arrival_s": get("arrival_s", np.float64, 0.0),
+        "gpus": gpus,
+        "duration_s": duration,
+        "model": models,
+        "has_model": known,
+        "batch_size": batch,
+        "user": np.array(trace["user"].to_list() if "user" in trace.columns else [None] * n, dtype=object),
+        "weight": get("weight", np.float64, 1.0),
+        "slo_s": get("slo_s", np.float64, np.nan),
+        "work": work.astype(np.float64),
+        "reference_rate": reference_rate,
+    }
+    extra = [c for c in trace.columns if c not in columns and c != "iterations"]
+    for name in extra:
+        series = trace[name]
+        columns[name] = (
+            series.cast(pl.Float64).fill_null(np.nan).to_numpy()
+            if series.dtype.is_numeric()
+            else np.array(series.to_list(), dtype=object)
+        )
+    return JobBatch(columns, type_rates, origin), unknown
+
+
+class PlanError(RoundhouseError):
+    """A plan that cannot be carried out (double-booked GPU, unknown job, ...): a bug in the
+    element that made it, reported with that element's name."""
+
+
+class JobTable:
+    """All jobs the run has seen: spec, live fields and outcomes, one numpy array per column."""
+
+    def __init__(self, n_gpu_types: int, capacity: int = 1024):
+        self._n = 0
+        self._capacity = capacity
+        self._n_types = n_gpu_types
+        self._cols: dict[str, np.ndarray] = {}
+        for name, dtype in SPEC_COLUMNS.items():
+            self._cols[name] = np.empty(capacity, dtype=dtype)
+        for name, (dtype, fill) in LIVE_COLUMNS.items():
+            self._cols[name] = np.full(capacity, fill, dtype=dtype)
+        self._type_rates = np.zeros((capacity, n_gpu_types))
+        self._row_of_id: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._cols)
+
+    def column(self, name: str) -> np.ndarray:
+        """A column over all rows (a view; read-only for elements via the round context)."""
+        try:
+            return self._cols[name][: self._n]
+        except KeyError:
+            from runtime.errors import did_you_mean
+
+            hint = did_you_mean(name, self._cols)
+            raise KeyError(f"the job table has no column '{name}'" + (f" ({hint})" if hint else "")) from None
+
+    def has_column(self, name: str) -> bool:
+        return name in self._cols
+
+    @property
+    def type_rates(self) -> np.ndarray:
+        return self._type_rates[: self._n]
+
+    def row_of(self, job_id: int) -> int | None:
+        return self._row_of_id.get(int(job_id))
+
+    def append(self, batch: JobBatch) -> np.ndarray:
+        """Add jobs; returns their rows. A job id seen before is an error naming both sources."""
+        k = len(batch)
+        if k == 0:
+            return np.zeros(0, dtype=np.int64)
+        ids = batch.columns["job_id"]
+        start = self._n
+        for offset, job_id in enumerate(ids.tolist()):
+            if job_id in self._row_of_id:
+                for j in range(offset):
+                    del self._row_of_id[int(ids[j])]
+                raise TraceError(batch.origin, f"job id {job_id} is used twice (job ids must be unique in a run)")
+            self._row_of_id[job_id] = start + offset
+        self._reserve(start + k)
+        rowsets.reserve(start + k)
+        for name, values in batch.columns.items():
+            if name not in self._cols:
+                fill = np.nan if values.dtype.kind == "f" else None
+                self._cols[name] = np.full(self._capacity, fill, dtype=values.dtype if values.dtype.kind == "f" else object)
+            self._cols[name][start : start + k] = values
+        self._type_rates[start : start + k] = batch.type_rates
+        self._n = start + k
+        return np.arange(start, start + k, dtype=np.int64)
+
+    def _reserve(self, n: int) -> None:
+        if n <= self._capacity:
+            return
+        capacity = max(n, 2 * self._capacity)
+        for name, arr in self._cols.items():
+            grown = np.empty(capacity, dtype=arr.dtype)
+            grown[: self._n] = arr[: self._n]
+            if name in LIVE_COLUMNS:
+                grown[self._n :] = LIVE_COLUMNS[name][1]
+            elif arr.dtype.kind == "f":
+                grown[self._n :] = np.nan
+            self._cols[name] = grown
+        rates = np.zeros((capacity, self._n_types))
+        rates[: self._n] = self._type_rates[: self._n]
+        self._type_rates = rates
+        self._capacity = capacity
+
+    def frame(self, rows: np.ndarray | None = None, columns: Sequence[str] | None = None) -> pl.DataFrame:
+        rows = np.arange(self._n) if rows is None else np.asarray(rows)
+        names = list(columns) if columns is not None else list(self._cols)
+        data = {}
+        for name in names:
+            values = self._cols[name][: self._n][rows]
+            data[name] = values.tolist() if values.dtype == object else values
+        return pl.DataFrame(data)
+
+
+class World:
+    """The cluster, the job table, which job holds which GPU, and the clock's totals."""
+
+    def __init__(self, cluster: Cluster, profile, reference_gpu: str = "V100"):
+        self.cluster = cluster
+        self.profile = profile
+        self.reference_gpu = reference_gpu
+        self.jobs = JobTable(len(cluster.gpu_types))
+        self.holder = np.full(cluster.n_gpus, -1, dtype=np.int64)  # job row per GPU, -1 free
+        self.running_rows = np.zeros(0, dtype=np.int64)  # sorted
+        self.unfinished = 0
+        self.busy_gpu_s = 0.0
+        self.first_arrival_s = np.inf
+        self.last_finish_s = 0.0
+        self.unknown_models: set[str] = set()
+
+    def gpus_of(self, row: int) -> np.ndarray:
+        return np.flatnonzero(self.holder == row)
+
+    # --- arrivals ---
+    def add_jobs(self, batch: JobBatch) -> np.ndarray:
+        rows = self.jobs.append(batch)
+        self.unfinished += len(rows)
+        if len(rows):
+            self.first_arrival_s = min(self.first_arrival_s, float(batch.columns["arrival_s"].min()))
+        return rows
+
+    # --- progress and completions (from the backend) ---
+    def apply_progress(self, rows, done, service, run_s) -> None:
+        if len(rows) == 0:
+            return
+        cols = self.jobs._cols
+        cols["done"][rows] += done
+        cols["service"][rows] += service
+        cols["run_s"][rows] += run_s
+        self.busy_gpu_s += float(service.sum())
+
+    def apply_finished(self, rows: np.ndarray, times: np.ndarray) -> None:
+        if len(rows) == 0:
+            return
+        cols = self.jobs._cols
+        cols["status"][rows] = FINISHED
+        cols["finish_s"][rows] = times
+        cols["done"][rows] = cols["work"][rows]
+        cols["held"][rows] = 0
+        cols["rate"][rows] = 0.0
+        cols["placed_type"][rows] = -1
+        self.holder[isin_rows(self.holder, rows)] = -1
+        self.running_rows = without(self.running_rows, rows)
+        self.unfinished -= len(rows)
+        self.last_finish_s = max(self.last_finish_s, float(times.max()))
+
+    # --- plans (from the Launch element) ---
+    def check_plan(self, plan: Plan) -> None:
+        """Raise PlanError unless the plan accounts for every running job exactly once and
+        launches pending jobs on free GPUs. Checks everything before anything changes."""
+        keep, suspend = plan.keep, plan.suspend
+        mentioned = keep if not len(suspend) else np.sort(np.concatenate([keep, suspend]))
+        # Kept and suspended jobs, together, must be exactly the running ones (which implies
+        # each names a running job, once).
+        if not np.array_equal(mentioned, self.running_rows):
+            self._explain_mismatch(keep, suspend)
+        rows, gpus, counts = plan.launch_rows, plan.launch_gpus, plan.launch_counts
+        if not len(rows):
+            return
+        n, n_gpus = len(self.jobs), self.cluster.n_gpus
+        if rows.min() < 0 or rows.max() >= n:
+            raise PlanError("plan launches a job row that does not exist")
+        if counts.min() < 1:
+            raise PlanError(f"plan launches job {self._job(rows[counts < 1][0])} on no GPU")
+        if gpus.min() < 0 or gpus.max() >= n_gpus:
+            raise PlanError(f"plan uses GPU {gpus[(gpus < 0) | (gpus >= n_gpus)][0]}, which does not exist")
+        status = self.jobs._cols["status"][rows]
+        launchable = (status == PENDING) | ((status == RUNNING) & isin_rows(rows, suspend))
+        if not launchable.all():
+            row, what = rows[~launchable][0], status[~launchable][0]
+            reason = "has finished" if what == FINISHED else "is running (suspend it to move or resize it)"
+            raise PlanError(f"plan launches job {self._job(row)}, which {reason}")
+        ordered = np.sort(rows)
+        if (ordered[1:] == ordered[:-1]).any():
+            raise PlanError(f"plan launches job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
+        per_gpu = np.bincount(gpus, minlength=n_gpus)
+        if per_gpu.max() > 1:
+            raise PlanError(f"plan puts two jobs (or one twice) on GPU {int(np.argmax(per_gpu))}")
+        holders = self.holder[gpus]
+        ok = (holders < 0) | isin_rows(holders, suspend)
+        if not ok.all():
+            owner = np.repeat(rows, counts)[~ok][0]
+            raise PlanError(
+                f"plan puts job {self._job(owner)} on GPU {gpus[~ok][0]}, which job {self._job(holders[~ok][0])} holds"
+            )
+
+    def _job(self, row) -> int:
+        return int(self.jobs._cols["job_id"][row])
+
+    def _explain_mismatch(self, keep: np.ndarray, suspend: np.ndarray) -> None:
+        n = len(self.jobs)
+        for name, rows in (("keep", keep), ("suspend", suspend)):
+            if len(rows) and (rows.min() < 0 or rows.max() >= n):
+                raise PlanError(f"plan's {name} list names a job row that does not exist")
+            not_running = rows[self.jobs._cols["status"][rows] != RUNNING] if len(rows) else rows
+            if len(not_running):
+                raise PlanError(f"plan asks to {name} job {self._job(not_running[0])}, which is not running")
+        missing = without(self.running_rows, np.concatenate([keep, suspend]))
+        if len(missing):
+            raise PlanError(f"running job {self._job(missing[0])} is neither kept nor suspended")
+        raise PlanError("plan keeps or suspends a job twice")
+
+    def launch_rates(self, plan: Plan) -> np.ndarray:
+        """Throughput of each launch: the profile's value for the job's model, GPU type, GPU
+        count and spread (one node or not); one unit per second for jobs known by duration.
+        A launch spread over several GPU types runs at the pace of its slowest type."""
+        cols = self.jobs._cols
+        rows, gpus, counts = plan.launch_rows, plan.launch_gpus, plan.launch_counts
+        rates = np.ones(len(rows))
+        has_model = cols["has_model"][rows]
+        if not has_model.any():
+            return rates
+        models = cols["model"][rows]
+        starts = plan.launch_starts
+        cluster = self.cluster
+        types = cluster.gpu_type[gpus]
+        nodes = cluster.gpu_node[gpus]
+        t_low, t_high = np.minimum.reduceat(types, starts), np.maximum.reduceat(types, starts)
+        one_node = np.minimum.reduceat(nodes, starts) == np.maximum.reduceat(nodes, starts)
+        batch = cols["batch_size"][rows].copy()
+        if plan.launch_batch is not None:
+            batch = np.where(plan.launch_batch > 0, plan.launch_batch, batch)
+        profile = self.profile
+        idx = np.flatnonzero(has_model)
+        same = t_low[idx] == t_high[idx]
+        uniform, mixed = idx[same], idx[~same]
+        keys = np.stack([t_low[uniform], counts[uniform], one_node[uniform]], axis=1)
+        for key in np.unique(keys, axis=0):
+            sel = uniform[(keys == key).all(axis=1)]
+            t, count, consolidated = (int(k) for k in key)
+            rates[sel] = profile.rates(models[sel], batch[sel], cluster.gpu_types[t], count, bool(consolidated))
+        for j in mixed.tolist():  # rare: one job over several GPU types
+            on = np.unique(types[starts[j] : starts[j] + counts[j]])
+            got = [profile.rate(models[j], batch[j], cluster.gpu_types[t], int(counts[j]), bool(one_node[j])) for t in on]
+            rates[j] = min(r or 0.0 for r in got)
+        return rates
+
+    def apply_plan(self, plan: Plan, now: float) -> Events | None:
+        """Carry out a checked plan on the world's books; returns the launch/suspend events
+        (None when the plan only renews leases)."""
+        if not plan.changes:
+            return None
+        cols = self.jobs._cols
+        rows, gpus, counts, starts = plan.launch_rows, plan.launch_gpus, plan.launch_counts, plan.launch_starts
+        rates = self.launch_rates(plan) if len(rows) else np.zeros(0)
+        if (rates <= 0).any():
+            bad = int(np.flatnonzero(rates <= 0)[0])
+            first = gpus[starts[bad]]
+            raise PlanError(
+                f"plan puts job {cols['job_id'][rows[bad]]} ({cols['model'][rows[bad]]}) on {counts[bad]} "
+                f"{self.cluster.gpu_types[self.cluster.gpu_type[first]]} GPU(s), where it cannot run"
+            )
+        suspend = plan.suspend
+        if len(suspend):
+            self.holder[isin_rows(self.holder, suspend)] = -1
+            cols["status"][suspend] = PENDING
+            cols["held"][suspend] = 0
+            cols["rate"][suspend] = 0.0
+            cols["placed_type"][suspend] = -1
+            cols["preemptions"][suspend] += 1
+        if len(rows):
+            self.holder[gpus] = np.repeat(rows, counts)
+            cols["status"][rows] = RUNNING
+            cols["rate"][rows] = rates
+            cols["held"][rows] = counts
+            cols["placed_type"][rows] = self.cluster.gpu_type[gpus[starts]]
+            if plan.launch_batch is None:
+                cols["batch_used"][rows] = cols["batch_size"][rows]
+            else:
+                cols["batch_used"][rows] = np.where(plan.launch_batch > 0, plan.launch_batch, cols["batch_size"][rows])
+            cols["launches"][rows] += 1
+            first = rows[np.isnan(cols["first_start_s"][rows])]
+            cols["first_start_s"][first] = now
+        self.running_rows = merged(without(self.running_rows, suspend), rows)
+        return Events(time=now, launched=rows, suspended=suspend)

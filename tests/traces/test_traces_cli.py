@@ -1,0 +1,87 @@
+"""`roundhouse trace describe | convert | generate` through `tools.cli.main`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.cli import main
+from traces.formats import read_trace
+
+SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
+
+
+def test_describe_sample(capsys):
+    assert main(["trace", "describe", str(SAMPLES / "philly-1000.csv")]) == 0
+    out = capsys.readouterr().out
+    for words in ("jobs", "1,000", "jobs/hour", "GPUs per job", "1: ", "median", "ResNet-18", "columns"):
+        assert words in out
+
+
+def test_describe_reports_skipped_records(capsys):
+    assert main(["trace", "describe", str(SAMPLES / "philly-cluster-job-log-50.json"), "--format", "philly"]) == 0
+    assert "never ran" in capsys.readouterr().out
+
+
+def test_describe_bad_file_exits_2(tmp_path, capsys):
+    path = tmp_path / "bad.csv"
+    path.write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,10\n1,5,four,10\n")
+    assert main(["trace", "describe", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:3: error: column 'gpus': 'four' is not a whole number" in err
+    assert "Traceback" not in err
+    assert main(["trace", "describe", str(tmp_path / "missing.csv")]) == 2
+    assert main(["trace", "describe", str(path), "--format", "gavl"]) == 2
+    assert "did you mean 'gavel'" in capsys.readouterr().err
+
+
+def test_convert_between_formats(tmp_path, capsys):
+    source = SAMPLES / "gavel-50.trace"
+    assert main(["trace", "convert", str(source), str(tmp_path / "g.csv")]) == 0
+    assert read_trace(tmp_path / "g.csv").equals(read_trace(source))
+    assert main(["trace", "convert", str(tmp_path / "g.csv"), str(tmp_path / "g2.trace")]) == 0
+    assert (tmp_path / "g2.trace").read_text() == source.read_text()
+    assert main(["trace", "convert", str(SAMPLES / "philly-1000.csv"), str(tmp_path / "t.csv"), "--to", "tiresias"]) == 0
+    assert read_trace(tmp_path / "t.csv").height == 1000
+    assert main(["trace", "convert", str(SAMPLES / "philly-cluster-job-log-50.json"), str(tmp_path / "p.parquet")]) == 0
+    assert "skipped" in capsys.readouterr().out
+    # Durations only: a Gavel trace cannot be written without models.
+    assert main(["trace", "convert", str(SAMPLES / "philly-single-200.csv"), str(tmp_path / "x.trace")]) == 2
+    assert "no model" in capsys.readouterr().err
+
+
+def test_generate(tmp_path):
+    out = tmp_path / "g.parquet"
+    assert main(["trace", "generate", "-o", str(out), "--jobs", "30", "--rate", "2/min", "--seed", "3"]) == 0
+    df = read_trace(out)
+    assert df.height == 30 and df["model"].null_count() == 30
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--jobs", "many"], "--jobs must be a whole number, got 'many'"),
+        (["--jobs", "0"], "--jobs must be 1 or more"),
+        (["--rate", "8 per hour"], "--rate"),
+        (["--rate", "8/week"], "unknown time unit"),
+        (["--rate", "0/h"], "more than 0"),
+        (["--seed", "-1"], "--seed must be 0 or more"),
+        (["--gpus", "singel"], "did you mean 'single'"),
+        (["--models", "gavel"], "--models must be one of none, blox"),
+        (["--format", "csv"], "--format must be one of"),
+        (["--format", "gavel"], "needs --models blox"),
+        (["--format", "philly", "--models", "blox"], "cluster_job_log"),
+    ],
+)
+def test_generate_bad_values_exit_2(tmp_path, capsys, args, words):
+    base = {"--jobs": "10", "--rate": "8/h", "--seed": "0"}
+    extra = []
+    for i in range(0, len(args), 2):
+        if args[i] in base:
+            base[args[i]] = args[i + 1]
+        else:
+            extra += args[i : i + 2]
+    argv = ["trace", "generate", "-o", str(tmp_path / "x.csv")] + [x for kv in base.items() for x in kv] + extra
+    assert main(argv) == 2
+    assert words in capsys.readouterr().err

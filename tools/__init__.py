@@ -1,0 +1,1 @@
+"""The `roundhouse` command line: one module per subcommand, wired together in `tools.cli`."""

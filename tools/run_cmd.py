@@ -1,0 +1,171 @@
+"""`roundhouse run GRAPH`: simulate a graph, print a summary, write per-job tables."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from runtime.compiler import Override, compile_graph
+from runtime.dsl.loader import load
+from runtime.errors import UsageError
+from runtime.simulate import load_cluster, simulate
+from runtime.values import duration_from_text, format_duration
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="simulate a graph and report JCT, responsiveness, utilization")
+    p.add_argument("graph", help="the .sched file")
+    p.add_argument("--cluster", help="cluster spec: a .toml file or a shorthand such as 32x4:V100 or 36:36:36")
+    p.add_argument("--trace", help="trace file for the graph's TraceSource elements (overrides their path)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override an element argument (element.field=value) or a graph setting (round=10min); repeatable",
+    )
+    p.add_argument("--until", help="stop the simulation at this time (e.g. 48h)")
+    p.add_argument("--out", help="folder for jobs.csv, summary.json and run.json")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    until = None
+    if args.until is not None:
+        try:
+            until = float(duration_from_text(args.until))
+        except ValueError as err:
+            raise UsageError(f"--until: {err}") from None
+    flat = load(args.graph)
+    overrides = [Override(o) for o in args.overrides]
+    if args.trace is not None:
+        sources = [d.name for d in flat.decls.values() if d.class_name == "TraceSource"]
+        if not sources:
+            raise UsageError(f"--trace: {args.graph} has no TraceSource element whose trace it could replace")
+        if not Path(args.trace).is_file():
+            raise UsageError(f"--trace: no such file: {args.trace}")
+        quoted = json.dumps(str(Path(args.trace).resolve()))
+        overrides += [Override(f"{name}.path={quoted}") for name in sources]
+    graph = compile_graph(flat, overrides)
+    cluster = load_cluster(graph, args.cluster)
+    console = Console(stderr=True, quiet=args.quiet)
+    progress = _Progress(console) if console.is_terminal and not args.quiet else None
+    try:
+        result = simulate(graph, cluster, until=until, on_round=progress.update if progress else None)
+    finally:
+        if progress:
+            progress.close()
+    if not args.quiet:
+        _print_summary(Console(quiet=args.quiet), graph, cluster, result)
+    if args.out:
+        write_results(Path(args.out), graph, cluster, result)
+        if not args.quiet:
+            Console(stderr=True).print(f"results written to {args.out}/")
+    return 0
+
+
+class _Progress:
+    """A progress line for long runs, refreshed a few times a second."""
+
+    def __init__(self, console: Console):
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True)
+        self._task = None
+        self._last = 0.0
+        self._started = time.perf_counter()
+
+    def update(self, ctx) -> None:
+        now = time.perf_counter()
+        if now - self._last < 0.2:
+            return
+        self._last = now
+        if self._task is None:
+            if now - self._started < 1.0:
+                return
+            self._bar.start()
+            self._task = self._bar.add_task("")
+        finished = int((ctx.jobs.column("status") == 2).sum())
+        self._bar.update(
+            self._task,
+            description=f"round {ctx.round_index}  t={format_duration(round(ctx.now))}  "
+            f"{finished}/{len(ctx.jobs)} jobs finished  {len(ctx.running_rows)} running",
+        )
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._bar.stop()
+
+
+def _hours(seconds) -> str:
+    return "—" if seconds is None else f"{seconds / 3600:.2f} h"
+
+
+def _print_summary(console: Console, graph, cluster, result) -> None:
+    for name, report in result.reports.items():
+        summary = report.get("summary")
+        if summary is None:
+            continue
+        table = Table(title=f"{Path(graph.path).name} · {name} · {cluster.describe()}", show_header=False)
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        rows = [
+            ("jobs finished / tracked", f"{summary['jobs_finished']} / {summary['jobs_tracked']}"),
+            ("average JCT", _hours(summary["avg_jct_s"])),
+            ("median JCT", _hours(summary["median_jct_s"])),
+            ("p95 JCT", _hours(summary["p95_jct_s"])),
+            ("p99 JCT", _hours(summary["p99_jct_s"])),
+            ("average responsiveness", _hours(summary["avg_responsiveness_s"])),
+            ("average queueing", _hours(summary["avg_queue_s"])),
+            ("makespan", _hours(summary["makespan_s"])),
+            ("utilization", "—" if summary["utilization"] is None else f"{summary['utilization']:.1%}"),
+            ("preemptions", str(summary["preemptions"])),
+        ]
+        for k, v in rows:
+            table.add_row(k, v)
+        console.print(table)
+    console.print(
+        f"{result.rounds} rounds, simulated {format_duration(round(result.end_s))} in {result.wall_s:.2f} s "
+        f"({result.rounds / max(result.wall_s, 1e-9):,.0f} rounds/s); stopped: {result.stop_reason}"
+    )
+    if result.world.unknown_models:
+        console.print(
+            "note: models not in the profile progress at one unit per second: " + ", ".join(sorted(result.world.unknown_models))
+        )
+
+
+def write_results(out: Path, graph, cluster, result) -> None:
+    """One folder per run: the sinks' tables and summaries, and what was run (no wall times,
+    so that the same inputs give byte-identical files)."""
+    out.mkdir(parents=True, exist_ok=True)
+    single = len(result.reports) == 1
+    for element, report in result.reports.items():
+        for key, value in report.items():
+            stem = key if single else f"{element}-{key}"
+            if hasattr(value, "write_csv"):
+                value.write_csv(out / f"{stem}.csv")
+            else:
+                (out / f"{stem}.json").write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    run_info = {
+        "graph": str(graph.path),
+        "cluster": cluster.describe(),
+        "settings": {k: (float(v) if isinstance(v, float) else v) for k, v in _settings(graph).items()},
+        "rounds": result.rounds,
+        "end_s": result.end_s,
+        "stop_reason": result.stop_reason,
+        "counters": result.counters,
+    }
+    (out / "run.json").write_text(json.dumps(run_info, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _settings(graph) -> dict:
+    import attrs
+
+    return attrs.asdict(graph.settings)

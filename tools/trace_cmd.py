@@ -1,0 +1,210 @@
+"""`roundhouse trace`: look at, convert and generate job traces.
+
+    roundhouse trace describe FILE [--format F]
+    roundhouse trace convert IN OUT [--from F] [--to canonical|gavel|tiresias]
+    roundhouse trace generate -o OUT --jobs N --rate 8/h --seed S [--gpus philly|single]
+                              [--models none|blox] [--format canonical|gavel|tiresias|philly]
+
+Values are checked here and reported as `UsageError` sentences (exit status 2) rather than
+argparse's usage dumps, so that every mistake reads the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from runtime.errors import UsageError, did_you_mean
+from runtime.values import rate_from_text
+
+GENERATE_FORMATS = ("canonical", "gavel", "tiresias", "philly")
+GPU_CHOICES = ("philly", "single")
+MODEL_CHOICES = ("none", "blox")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "trace",
+        help="describe, convert and generate job traces",
+        description="Describe, convert and generate job traces (canonical CSV/Parquet, Gavel, Tiresias, Philly).",
+    )
+    actions = parser.add_subparsers(dest="trace_command", metavar="ACTION")
+    actions.required = True
+
+    describe = actions.add_parser("describe", help="summarise a trace: jobs, arrivals, GPUs, durations, models")
+    describe.add_argument("file", help="trace file (any supported format)")
+    describe.add_argument("--format", default="auto", help="canonical, gavel, tiresias, philly (default: detect)")
+    describe.set_defaults(handler=describe_command)
+
+    convert = actions.add_parser("convert", help="convert a trace from one format to another")
+    convert.add_argument("input", help="trace to read")
+    convert.add_argument("output", help="file to write")
+    convert.add_argument("--from", dest="source_format", default="auto", help="format of INPUT (default: detect)")
+    convert.add_argument(
+        "--to", dest="target_format", default="auto", help="canonical, gavel or tiresias (default: from OUTPUT's extension)"
+    )
+    convert.set_defaults(handler=convert_command)
+
+    generate = actions.add_parser("generate", help="generate a synthetic trace (Poisson arrivals, Philly distributions)")
+    generate.add_argument("-o", "--output", required=True, help="file to write")
+    generate.add_argument("--jobs", required=True, help="number of jobs")
+    generate.add_argument("--rate", required=True, help="arrival rate, e.g. 8/h or 0.5/min")
+    generate.add_argument("--seed", required=True, help="random seed (same seed, same trace)")
+    generate.add_argument("--gpus", default="philly", help="philly (1/2/4/8 GPUs) or single (default: philly)")
+    generate.add_argument("--models", default="none", help="none (durations only) or blox (Blox's models) (default: none)")
+    generate.add_argument("--start-id", default="0", help="first job id (default: 0)")
+    generate.add_argument(
+        "--format",
+        default="auto",
+        help="canonical, gavel, tiresias or philly (a synthetic cluster_job_log); default: from the extension",
+    )
+    generate.set_defaults(handler=generate_command)
+
+
+# --- describe ---------------------------------------------------------------------------
+
+
+def describe_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from traces.formats import load_trace
+
+    loaded = load_trace(args.file, args.format)
+    table = Table(title=f"{args.file}", show_header=False, title_justify="left")
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    for what, value in summary_rows(loaded.frame, loaded.format, loaded.skipped):
+        table.add_row(what, value)
+    Console().print(table)
+    return 0
+
+
+def summary_rows(df: pl.DataFrame, format: str, skipped: int = 0) -> list[tuple[str, str]]:
+    """The facts `describe` prints, as (label, text) rows."""
+    rows = [("format", format), ("jobs", f"{df.height:,}")]
+    if skipped:
+        rows.append(("skipped records", f"{skipped:,} (jobs that never ran)"))
+    if df.height == 0:
+        rows.append(("columns", ", ".join(df.columns)))
+        return rows
+    arrivals = df.get_column("arrival_s")
+    first, last = float(arrivals.min()), float(arrivals.max())
+    span = last - first
+    rows.append(("arrivals", f"{_human(first)} to {_human(last)} (span {_human(span)})"))
+    rows.append(("jobs/hour", f"{(df.height - 1) / span * 3600:.3g}" if span > 0 else "all arrive together"))
+    counts = df.group_by("gpus").len().sort("gpus")
+    rows.append(
+        (
+            "GPUs per job",
+            ", ".join(f"{g}: {n} ({100 * n / df.height:.0f}%)" for g, n in counts.rows()),
+        )
+    )
+    rows.append(("duration", _quantiles(df.get_column("duration_s"), _human)))
+    rows.append(("iterations", _quantiles(df.get_column("iterations"), lambda v: f"{v:,.0f}")))
+    models = df.get_column("model").drop_nulls()
+    if models.len():
+        by_model = models.value_counts(sort=True, name="n").sort(["n", "model"], descending=[True, False])
+        text = ", ".join(f"{m} {n}" for m, n in by_model.rows())
+        missing = df.height - models.len()
+        rows.append(("models", text + (f"; {missing} without" if missing else "")))
+    else:
+        rows.append(("models", "none given"))
+    rows.append(("columns", ", ".join(df.columns)))
+    return rows
+
+
+def _quantiles(column: pl.Series, show) -> str:
+    values = column.drop_nulls()
+    if values.len() == 0:
+        return "not given"
+    q = np.quantile(values.to_numpy(), [0.1, 0.5, 0.9])
+    text = f"p10 {show(q[0])}, median {show(q[1])}, p90 {show(q[2])}, max {show(float(values.max()))}"
+    if values.len() < column.len():
+        text += f" ({column.len() - values.len()} jobs without)"
+    return text
+
+
+def _human(seconds: float) -> str:
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if abs(seconds) >= size:
+            return f"{seconds / size:.3g}{unit}"
+    return f"{seconds:.3g}s"
+
+
+# --- convert ----------------------------------------------------------------------------
+
+
+def convert_command(args: argparse.Namespace) -> int:
+    from traces.formats import FORMATS, WRITE_FORMATS, check_format, load_trace, write_trace
+
+    source = check_format(args.source_format, FORMATS)
+    target = check_format(args.target_format, WRITE_FORMATS)
+    loaded = load_trace(args.input, source)
+    write_trace(loaded.frame, args.output, target)
+    note = f" ({loaded.skipped} records skipped: never ran)" if loaded.skipped else ""
+    print(f"wrote {loaded.frame.height} jobs to {args.output}{note}")
+    return 0
+
+
+# --- generate ---------------------------------------------------------------------------
+
+
+def generate_command(args: argparse.Namespace) -> int:
+    from traces import philly
+    from traces.formats import write_trace
+    from traces.generators import generate
+
+    jobs = _whole(args.jobs, "--jobs", minimum=1)
+    seed = _whole(args.seed, "--seed", minimum=0)
+    start_id = _whole(args.start_id, "--start-id", minimum=0)
+    try:
+        rate = float(rate_from_text(args.rate))
+    except ValueError as err:
+        raise UsageError(f"--rate: {err}") from None
+    if not rate > 0:
+        raise UsageError(f"--rate must be more than 0 jobs per unit of time, got '{args.rate}'")
+    gpus = _choice(args.gpus, "--gpus", GPU_CHOICES)
+    models = _choice(args.models, "--models", MODEL_CHOICES)
+    format = args.format
+    if format == "auto":
+        suffix = Path(args.output).suffix.lower()
+        format = {".json": "philly", ".trace": "gavel"}.get(suffix, "canonical")
+    format = _choice(format, "--format", GENERATE_FORMATS)
+
+    if format == "philly":
+        if gpus != "philly" or models != "none" or start_id != 0:
+            raise UsageError(
+                "--format philly writes a synthetic cluster_job_log, which has Philly GPU counts, "
+                "no models and its own job ids: leave out --gpus, --models and --start-id"
+            )
+        records = philly.synthetic_cluster_job_log(jobs, rate, seed)
+        philly.write_cluster_job_log(records, args.output)
+        print(f"wrote {len(records)} records to {args.output}")
+        return 0
+    if format == "gavel" and models == "none":
+        raise UsageError("--format gavel needs --models blox: every line of a Gavel trace names a model")
+    frame = generate(jobs, rate, seed, gpus=gpus, models=models, start_id=start_id)
+    write_trace(frame, args.output, format)
+    print(f"wrote {frame.height} jobs to {args.output}")
+    return 0
+
+
+def _whole(text: str, flag: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{flag} must be a whole number, got '{text}'") from None
+    if value < minimum:
+        raise UsageError(f"{flag} must be {minimum} or more, got {value}")
+    return value
+
+
+def _choice(value: str, flag: str, choices: tuple[str, ...]) -> str:
+    if value in choices:
+        return value
+    hint = did_you_mean(value, choices)
+    raise UsageError(f"{flag} must be one of {', '.join(choices)}, got '{value}'" + (f" ({hint})" if hint else ""))

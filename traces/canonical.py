@@ -1,0 +1,76 @@
+"""Our own trace files: the canonical schema (see `traces.schema`) as CSV or Parquet.
+
+CSV is for people (diffable, editable, the shipped samples); Parquet is for large traces. Both
+hold the same columns and read back to the same frame. Writers leave out optional columns that
+carry nothing (all empty, or `weight` all 1.0, its default), so a duration-only trace stays a
+four-column file; readers put them back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from runtime.errors import TraceError
+from traces.csvtext import read_cells
+from traces.schema import CANONICAL_COLUMNS, DEFAULT_WEIGHT, REQUIRED_COLUMNS, validate
+
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def read_csv(path: str | Path) -> pl.DataFrame:
+    """A canonical CSV trace, validated; errors name the line (the header is line 1)."""
+    cells = read_cells(path)
+    return validate(cells.frame, str(path), cells.lines)
+
+
+def read_parquet(path: str | Path) -> pl.DataFrame:
+    """A canonical Parquet trace, validated; errors name the record (1-based)."""
+    try:
+        frame = pl.read_parquet(path)
+    except FileNotFoundError:
+        raise TraceError(str(path), "no such file") from None
+    except (pl.exceptions.PolarsError, OSError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise TraceError(str(path), f"cannot be read as Parquet: {first}") from None
+    return validate(frame, str(path))
+
+
+def read(path: str | Path) -> pl.DataFrame:
+    """CSV or Parquet by extension."""
+    return read_parquet(path) if is_parquet(path) else read_csv(path)
+
+
+def is_parquet(path: str | Path) -> bool:
+    return Path(path).suffix.lower() in PARQUET_SUFFIXES
+
+
+def compact(df: pl.DataFrame) -> pl.DataFrame:
+    """The trace without the optional canonical columns that carry no information."""
+    drop = []
+    for name in CANONICAL_COLUMNS:
+        if name in REQUIRED_COLUMNS or name not in df.columns:
+            continue
+        column = df.get_column(name)
+        if column.null_count() == column.len():
+            drop.append(name)
+        elif name == "weight" and (column == DEFAULT_WEIGHT).all():
+            drop.append(name)
+    return df.drop(drop)
+
+
+def write_csv(df: pl.DataFrame, path: str | Path) -> None:
+    """Write a canonical CSV (validated first, so what we write we can read)."""
+    frame = compact(validate(df, f"{path} (jobs being written)"))
+    Path(path).write_text(frame.write_csv(), encoding="utf-8", newline="")
+
+
+def write_parquet(df: pl.DataFrame, path: str | Path) -> None:
+    frame = compact(validate(df, f"{path} (jobs being written)"))
+    frame.write_parquet(path)
+
+
+def write(df: pl.DataFrame, path: str | Path) -> None:
+    """CSV or Parquet by extension."""
+    (write_parquet if is_parquet(path) else write_csv)(df, path)

@@ -1,0 +1,137 @@
+"""Delimited text read cell by cell as strings, each row remembering its line in the file.
+
+Trace errors must name the line a person would open in an editor, and polars' own CSV reader
+neither reports where a bad row is nor counts blank or comment lines. So files are read as text
+here: blank lines and `#` comment lines are skipped, each row keeps its 1-based line number
+(the header is line 1 when it comes first), and every cell stays a string so the schema can
+say exactly which cell did not convert. Files without quote characters (all the formats we
+write and read) are split with polars, vectorised; a file with quotes goes through Python's
+`csv` module, which understands quoted separators and line breaks.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import attrs
+import numpy as np
+import polars as pl
+
+from runtime.errors import TraceError
+
+
+@attrs.frozen
+class Cells:
+    """The text of a delimited file: String columns named by the header, and each row's line."""
+
+    frame: pl.DataFrame
+    lines: np.ndarray
+    header_line: int
+
+
+def read_text(path: str | Path) -> str:
+    """The file as text (UTF-8, an optional BOM removed), or a `TraceError` saying what is wrong."""
+    data = read_bytes(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise TraceError(str(path), f"is not UTF-8 text (byte {err.start} cannot be decoded)", row=line) from None
+    return text.removeprefix("\ufeff")
+
+
+def read_bytes(path: str | Path) -> bytes:
+    p = Path(path)
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise TraceError(str(path), "no such file") from None
+    except IsADirectoryError:
+        raise TraceError(str(path), "is a folder, not a trace file") from None
+    except OSError as err:
+        raise TraceError(str(path), f"cannot be read: {err.strerror or err}") from None
+
+
+def data_lines(text: str, comment: str | None = "#") -> tuple[pl.Series, np.ndarray]:
+    """The lines that hold data (not blank, not comments) and their 1-based line numbers."""
+    lines = pl.Series("line", text.split("\n"), dtype=pl.String).str.strip_suffix("\r")
+    keep = lines.str.strip_chars().str.len_bytes() > 0
+    if comment:
+        keep = keep & ~lines.str.strip_chars_start().str.starts_with(comment)
+    numbers = np.flatnonzero(keep.to_numpy()) + 1
+    return lines.filter(keep), numbers
+
+
+def read_cells(path: str | Path, separator: str = ",", text: str | None = None) -> Cells:
+    """Read a delimited file with a header line into String columns (see the module docstring)."""
+    path = str(path)
+    if text is None:
+        text = read_text(path)
+    if '"' in text:
+        header, rows, numbers = _split_quoted(path, text, separator)
+    else:
+        lines, numbers = data_lines(text)
+        if lines.len() == 0:
+            raise TraceError(path, "is empty (no header line)")
+        header = lines[0].split(separator)
+        rows = lines.slice(1).str.split(separator)
+    header_line = int(numbers[0])
+    names = _check_header(path, [h.strip() for h in header], header_line)
+    return Cells(_columns(path, names, rows, numbers[1:]), np.asarray(numbers[1:], dtype=np.int64), header_line)
+
+
+def _split_quoted(path: str, text: str, separator: str) -> tuple[list[str], list[list[str]], np.ndarray]:
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=separator, strict=False)
+    records: list[list[str]] = []
+    numbers: list[int] = []
+    previous_end = 0
+    try:
+        for record in reader:
+            start, previous_end = previous_end + 1, reader.line_num
+            if not any(cell.strip() for cell in record) or record[0].lstrip().startswith("#"):
+                continue
+            records.append(record)
+            numbers.append(start)
+    except csv.Error as err:
+        raise TraceError(path, f"cannot be read as CSV: {err}", row=previous_end + 1) from None
+    if not records:
+        raise TraceError(path, "is empty (no header line)")
+    return records[0], records[1:], np.asarray(numbers, dtype=np.int64)
+
+
+def _check_header(path: str, names: list[str], line: int) -> list[str]:
+    seen: set[str] = set()
+    for position, name in enumerate(names, start=1):
+        if not name:
+            raise TraceError(path, f"the header's column {position} has no name", row=line)
+        if name in seen:
+            raise TraceError(path, "appears twice in the header", row=line, column=name)
+        seen.add(name)
+    return names
+
+
+def _columns(path: str, names: list[str], rows, numbers: np.ndarray) -> pl.DataFrame:
+    """Rows (a List[String] series or a list of lists) as String columns, after checking that
+    every row has as many values as the header has names."""
+    width = len(names)
+    if isinstance(rows, pl.Series):
+        counts = rows.list.len().to_numpy()
+    else:
+        counts = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    wrong = np.flatnonzero(counts != width)
+    if wrong.size:
+        i = int(wrong[0])
+        raise TraceError(
+            path, f"has {counts[i]} value{'s' if counts[i] != 1 else ''} but the header names {width} columns", row=int(numbers[i])
+        )
+    if isinstance(rows, pl.Series):
+        return pl.DataFrame([rows.list.get(j).alias(name) for j, name in enumerate(names)]) if len(rows) else _empty(names)
+    if not rows:
+        return _empty(names)
+    return pl.DataFrame({name: list(column) for name, column in zip(names, zip(*rows))}, schema={n: pl.String for n in names})
+
+
+def _empty(names: list[str]) -> pl.DataFrame:
+    return pl.DataFrame(schema={name: pl.String for name in names})

@@ -1,0 +1,113 @@
+"""One entry point for every trace format: `read_trace` / `write_trace`, with format detection.
+
+Formats: `canonical` (our CSV or Parquet), `gavel` (`.trace`), `tiresias` (CSV with `num_gpu`
+and `submit_time`), `philly` (`cluster_job_log` JSON). With format "auto" the extension
+decides, then the contents (Philly's file is usually called just `cluster_job_log`); a file
+that fits none is an error that lists the formats, never a guess.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import polars as pl
+
+from runtime.errors import TraceError, UsageError, did_you_mean
+from traces import canonical, gavel, philly, tiresias
+from traces.csvtext import read_bytes
+
+FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly")
+WRITE_FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias")
+_SNIFF_BYTES = 65536
+_PARQUET_MAGIC = b"PAR1"
+
+
+@attrs.frozen
+class LoadedTrace:
+    """A canonical trace plus what reading it left behind (records skipped as never run)."""
+
+    frame: pl.DataFrame
+    format: str
+    skipped: int = 0
+
+
+def check_format(name: str, allowed: tuple[str, ...] = FORMATS, auto: bool = True) -> str:
+    """`name` if it is a known format (or "auto"), else a `UsageError` that lists them."""
+    choices = (("auto",) if auto else ()) + allowed
+    if name in choices:
+        return name
+    hint = did_you_mean(name, choices)
+    raise UsageError(f"unknown trace format '{name}'; use one of {', '.join(choices)}" + (f" ({hint})" if hint else ""))
+
+
+def detect_format(path: str | Path) -> str:
+    """The format of a trace file, from its extension or else its first bytes."""
+    path = str(path)
+    suffix = Path(path).suffix.lower()
+    if suffix in canonical.PARQUET_SUFFIXES:
+        return "canonical"
+    if suffix == ".trace":
+        return "gavel"
+    if suffix == ".json":
+        return "philly"
+    head = read_bytes(path)[:_SNIFF_BYTES]
+    if head.startswith(_PARQUET_MAGIC):
+        return "canonical"
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        return "philly"
+    first = next((line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
+    if first.count("\t") + 1 in gavel.LAYOUTS:
+        return "gavel"
+    if "," in first or suffix == ".csv":
+        return "tiresias" if tiresias.looks_like(first.split(",")) else "canonical"
+    raise TraceError(
+        path, f"cannot tell the trace format from the name or the contents; name it (one of {', '.join(FORMATS)})"
+    )
+
+
+def load_trace(path: str | Path, format: str = "auto") -> LoadedTrace:
+    """Read any supported trace into the canonical schema, with what reading skipped."""
+    format = check_format(format)
+    if format == "auto":
+        format = detect_format(path)
+    if format == "philly":
+        result = philly.parse(path)
+        return LoadedTrace(result.frame, format, result.skipped)
+    if format == "gavel":
+        return LoadedTrace(gavel.read(path), format)
+    if format == "tiresias":
+        return LoadedTrace(tiresias.read(path), format)
+    if canonical.is_parquet(path) or read_bytes(path)[:4] == _PARQUET_MAGIC:
+        return LoadedTrace(canonical.read_parquet(path), format)
+    return LoadedTrace(canonical.read_csv(path), format)
+
+
+def read_trace(path: str | Path, format: str = "auto") -> pl.DataFrame:
+    """Read any supported trace into the canonical schema (validated, sorted by arrival)."""
+    return load_trace(path, format).frame
+
+
+def write_trace(df: pl.DataFrame, path: str | Path, format: str = "auto") -> None:
+    """Write a trace. "auto" and "canonical" write CSV or Parquet by extension (`.parquet`,
+    `.pq`); "auto" writes Gavel's format for a `.trace` file."""
+    format = check_format(format, WRITE_FORMATS)
+    if format == "auto":
+        suffix = Path(path).suffix.lower()
+        if suffix == ".trace":
+            format = "gavel"
+        elif suffix in (".csv",) + canonical.PARQUET_SUFFIXES:
+            format = "canonical"
+        else:
+            raise UsageError(
+                f"cannot tell which format to write '{path}' in from its extension; use .csv or .parquet "
+                "(canonical) or .trace (gavel), or name the format"
+            )
+    if format == "gavel":
+        gavel.write(df, path)
+    elif format == "tiresias":
+        tiresias.write(df, path)
+    else:
+        canonical.write(df, path)

@@ -1,0 +1,231 @@
+"""Gavel's `.trace` files (stanford-futuredata/gavel, `scheduler/traces/`): TAB-separated, no header.
+
+Two layouts exist, told apart by the number of fields:
+
+- 10 fields (current, `utils.parse_trace`): job_type, command, working_directory, num_steps_arg,
+  needs_data_dir, total_steps, scale_factor, priority_weight, SLO, arrival_time;
+- 7 fields (older, the Philly-derived `traces/msr/`): job_type, command, num_steps_arg,
+  needs_data_dir, total_steps, arrival_time, scale_factor.
+
+Mapping to the canonical schema: `job_type` such as `ResNet-18 (batch size 64)` gives model and
+batch_size (A3C and CycleGAN name no batch size and get the profile's default); total_steps →
+iterations, scale_factor → gpus, priority_weight → weight, arrival_time → arrival_s, and job_id
+is the line order from 0, as in Gavel's simulator. Gavel's SLO is -1 for none and otherwise a
+factor of the job's duration, so it is kept as the extra column `slo_factor` (null for -1);
+command, working_directory, num_steps_arg and needs_data_dir are kept as extra columns too, so
+a Gavel trace converts back to an equivalent one. Gavel traces carry no duration: the
+simulator derives it from iterations and the profile table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from runtime.errors import TraceError
+from traces.csvtext import data_lines, read_text
+from traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
+from traces.schema import cast_column, validate
+
+COLUMNS_10: tuple[str, ...] = (
+    "job_type",
+    "command",
+    "working_directory",
+    "num_steps_arg",
+    "needs_data_dir",
+    "total_steps",
+    "scale_factor",
+    "priority_weight",
+    "SLO",
+    "arrival_time",
+)
+COLUMNS_7: tuple[str, ...] = (
+    "job_type",
+    "command",
+    "num_steps_arg",
+    "needs_data_dir",
+    "total_steps",
+    "arrival_time",
+    "scale_factor",
+)
+LAYOUTS = {10: COLUMNS_10, 7: COLUMNS_7}
+# Error messages name Gavel's columns, not ours.
+SOURCE_NAMES = {
+    "arrival_s": "arrival_time",
+    "gpus": "scale_factor",
+    "iterations": "total_steps",
+    "weight": "priority_weight",
+    "model": "job_type",
+    "batch_size": "job_type",
+    "duration_s": "total_steps",
+}
+# Gavel's job types for these models carry no "(batch size N)".
+UNBATCHED_MODELS = frozenset({"A3C", "CycleGAN"})
+_JOB_TYPE = r"^(.*?)\s*\(batch size\s*(\d+)\)$"
+
+# How Gavel launches each model on a physical cluster (its `job_table.py`, MIT licence), used
+# when we write a trace for jobs that carry no command: (working_directory, command with the
+# batch size as {bs}, num_steps_arg, needs_data_dir).
+COMMANDS: dict[str, tuple[str, str, str, int]] = {
+    "ResNet-18": ("image_classification/cifar10", "python3 main.py --data_dir=%s/cifar10 --batch_size {bs}", "--num_steps", 1),
+    "ResNet-50": ("image_classification/imagenet", "python3 main.py -j 8 -a resnet50 -b {bs} %s/imagenet/", "--num_minibatches", 1),
+    "Transformer": (
+        "translation",
+        "python3 train.py -data %s/translation/multi30k.atok.low.pt -batch_size {bs} -proj_share_weight",
+        "-step",
+        1,
+    ),
+    "LM": ("language_modeling", "python main.py --cuda --data %s/wikitext2 --batch_size {bs}", "--steps", 1),
+    "Recommendation": ("recommendation", "python3 train.py --data_dir %s/ml-20m/pro_sg/ --batch_size {bs}", "-n", 1),
+    "A3C": ("rl", "python3 main.py --env PongDeterministic-v4 --workers 4 --amsgrad True", "--max-steps", 0),
+    "CycleGAN": ("cyclegan", "python3 cyclegan.py --dataset_path %s/monet2photo --decay_epoch 0", "--n_steps", 1),
+}
+_UNKNOWN_COMMAND = (".", "python3 main.py --batch_size {bs}", "--num_steps", 1)
+
+
+def read(path: str | Path, profile: ProfileTable | None = None) -> pl.DataFrame:
+    """A Gavel trace (either layout) as a canonical frame; errors name the line and Gavel's column."""
+    path = str(path)
+    profile = profile or ProfileTable.load()
+    lines, numbers = data_lines(read_text(path), comment=None)
+    if lines.len() == 0:
+        raise TraceError(path, "is empty (a Gavel trace has one job per line)")
+    fields = lines.str.split("\t")
+    counts = fields.list.len().to_numpy()
+    width = int(counts[0])
+    if width not in LAYOUTS:
+        raise TraceError(
+            path,
+            f"has {width} tab-separated field{'s' if width != 1 else ''}; a Gavel trace line has 10 "
+            "(or 7 in the older layout)",
+            row=int(numbers[0]),
+        )
+    wrong = np.flatnonzero(counts != width)
+    if wrong.size:
+        i = int(wrong[0])
+        raise TraceError(
+            path, f"has {counts[i]} tab-separated fields, but the first line has {width}", row=int(numbers[i])
+        )
+    names = LAYOUTS[width]
+    raw = pl.DataFrame([fields.list.get(i).alias(name) for i, name in enumerate(names)])
+    col = lambda name, dtype: cast_column(raw.get_column(name), dtype, path, numbers, name)  # noqa: E731
+
+    job_type = raw.get_column("job_type").str.strip_chars()
+    parts = job_type.str.extract_groups(_JOB_TYPE)
+    model = parts.struct.field("1").fill_null(job_type)
+    model = model.replace_strict(
+        {m: profile.canonical_model(m) or m for m in model.drop_nulls().unique().to_list()},
+        default=None,
+        return_dtype=pl.String,
+    )
+    defaults = {m: profile.default_batch_size(m) for m in model.drop_nulls().unique().to_list()}
+    batch = parts.struct.field("2").cast(pl.Int64).fill_null(
+        model.replace_strict(defaults, default=None, return_dtype=pl.Int64)
+    )
+    columns = {
+        "job_id": np.arange(lines.len(), dtype=np.int64),
+        "arrival_s": col("arrival_time", pl.Float64),
+        "gpus": col("scale_factor", pl.Int64),
+        "model": model,
+        "iterations": col("total_steps", pl.Float64),
+        "batch_size": batch,
+    }
+    if width == 10:
+        columns["weight"] = col("priority_weight", pl.Float64)
+        slo = col("SLO", pl.Float64)
+        columns["slo_factor"] = pl.select(pl.when(slo >= 0).then(slo)).to_series()
+    columns["command"] = raw.get_column("command")
+    if width == 10:
+        columns["working_directory"] = raw.get_column("working_directory")
+    columns["num_steps_arg"] = raw.get_column("num_steps_arg")
+    columns["needs_data_dir"] = col("needs_data_dir", pl.Float64)
+    frame = pl.DataFrame({k: (v.alias(k) if isinstance(v, pl.Series) else v) for k, v in columns.items()})
+    return validate(frame, path, numbers, source_names=SOURCE_NAMES)
+
+
+def job_type(model: str, batch_size: int | None) -> str:
+    """Gavel's name for a job type, e.g. `ResNet-18 (batch size 64)` or `A3C`."""
+    if model in UNBATCHED_MODELS or batch_size is None:
+        return model
+    return f"{model} (batch size {batch_size})"
+
+
+def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = None) -> None:
+    """Write jobs as a 10-field Gavel trace.
+
+    Every job needs a model. total_steps is the job's `iterations`, or, for a job that has only a
+    duration, duration × its isolated V100 throughput (as Gavel's own generator computes it).
+    Missing commands are filled from Gavel's job table.
+    """
+    path = str(path)
+    profile = profile or ProfileTable.load()
+    frame = validate(df, f"{path} (jobs being written)")
+    missing = frame.get_column("model").is_null()
+    if missing.any():
+        job = frame["job_id"][int(missing.arg_true()[0])]
+        raise TraceError(path, f"job {job} has no model, and a Gavel trace names a job type for every job", column="model")
+    steps = _steps(frame, profile, path)
+    slo = _slo_factor(frame)
+    models = frame.get_column("model").to_list()
+    batch = frame.get_column("batch_size").to_list()
+    templates = [COMMANDS.get(m, _UNKNOWN_COMMAND) for m in models]
+    default_bs = [b if b is not None else profile.default_batch_size(m) or "" for m, b in zip(models, batch)]
+    fallback = pl.DataFrame(
+        {
+            "working_directory": [t[0] for t in templates],
+            "command": [t[1].format(bs=b) for t, b in zip(templates, default_bs)],
+            "num_steps_arg": [t[2] for t in templates],
+            "needs_data_dir": [float(t[3]) for t in templates],
+        }
+    )
+
+    def given(name: str) -> pl.Series:
+        own = frame.get_column(name) if name in frame.columns else None
+        if own is None:
+            return fallback.get_column(name)
+        return own.cast(fallback.schema[name]).fill_null(fallback.get_column(name))
+
+    out = pl.DataFrame(
+        {
+            "job_type": [job_type(m, b) for m, b in zip(models, batch)],
+            "command": given("command"),
+            "working_directory": given("working_directory"),
+            "num_steps_arg": given("num_steps_arg"),
+            "needs_data_dir": given("needs_data_dir").round().cast(pl.Int64).cast(pl.String),
+            "total_steps": steps.cast(pl.String),
+            "scale_factor": frame.get_column("gpus").cast(pl.String),
+            "priority_weight": frame.get_column("weight").cast(pl.String),
+            "SLO": slo.cast(pl.String).fill_null("-1"),
+            "arrival_time": frame.get_column("arrival_s").cast(pl.String),
+        }
+    )
+    text = out.select(pl.concat_str(list(COLUMNS_10), separator="\t")).to_series()
+    Path(path).write_text("".join(line + "\n" for line in text.to_list()), encoding="utf-8", newline="")
+
+
+def _steps(frame: pl.DataFrame, profile: ProfileTable, path: str) -> pl.Series:
+    iterations = frame.get_column("iterations")
+    rates = profile.rates(frame["model"], frame["batch_size"], REFERENCE_GPU_TYPE, frame["gpus"])
+    from_duration = pl.Series(frame.get_column("duration_s").to_numpy() * rates)
+    needed = iterations.is_null() & ~(from_duration > 0).fill_null(False)
+    if needed.any():
+        i = int(needed.arg_true()[0])
+        row = frame.row(i, named=True)
+        raise TraceError(
+            path,
+            f"job {row['job_id']} has no iterations, and {profile.source} has no V100 throughput for "
+            f"{row['model']} (batch size {row['batch_size']}) on {row['gpus']} GPU(s) to derive them from its duration",
+            column="iterations",
+        )
+    steps = iterations.fill_null(from_duration)
+    return steps.round().clip(lower_bound=1).cast(pl.Int64)
+
+
+def _slo_factor(frame: pl.DataFrame) -> pl.Series:
+    """Gavel's SLO factor: the `slo_factor` column if there is one, else slo_s / duration_s."""
+    derived = frame.get_column("slo_s") / frame.get_column("duration_s")
+    if "slo_factor" in frame.columns:
+        return frame.get_column("slo_factor").fill_null(derived)
+    return derived

@@ -1,0 +1,258 @@
+"""Microsoft Philly's `cluster_job_log` (msr-fiddle/philly-traces, ATC'19), and a synthetic one.
+
+The file is a JSON list of jobs::
+
+    {"status": "Pass", "vc": "...", "jobid": "application_...", "user": "...",
+     "submitted_time": "2017-10-03 08:00:00",
+     "attempts": [{"start_time": "...", "end_time": "...",
+                   "detail": [{"ip": "m123", "gpus": ["gpu0", "gpu1"]}]}]}
+
+Times are "YYYY-MM-DD HH:MM:SS" strings; some are null or the string "None". It is converted
+as Blox's `parse_philly_jobs.py` does with `sum_attempts`: the first submission is t = 0, the
+duration is the sum of the attempts' run times, and the GPU count is the number of GPUs in the
+details of the first attempt that ran. job_id is the order of submission (0, 1, 2, ...); the
+original id is kept in the extra column `name`, with `vc` and `status`. Jobs that never ran (no
+attempt with both times, or no GPUs) are skipped and counted. Blox also drops jobs outside
+10^1.5 to 10^4 minutes and then resamples durations; that is a workload choice left to the
+user (the generators provide the resampling).
+
+The Philly data has no licence, so no real rows ship with Roundhouse: the sample is made by
+`synthetic_cluster_job_log()`, which draws from the published Philly distributions and writes
+the same schema, including never-ran jobs, retried jobs and multi-machine jobs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import attrs
+import numpy as np
+import polars as pl
+
+from runtime.errors import TraceError
+from traces.csvtext import read_bytes
+from traces.generators import philly_durations, philly_gpus, poisson_arrivals
+from traces.schema import validate
+
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+_MISSING_TIMES = (None, "None", "")
+
+
+@attrs.frozen
+class PhillyTrace:
+    """The converted jobs and how many records were skipped because the job never ran."""
+
+    frame: pl.DataFrame
+    skipped: int
+
+
+def read(path: str | Path) -> pl.DataFrame:
+    return parse(path).frame
+
+
+def parse(path: str | Path) -> PhillyTrace:
+    """Read a `cluster_job_log` file; errors name the record (1-based) and the field."""
+    path = str(path)
+    records = _load_json(path)
+    jobs: dict[str, list] = {k: [] for k in ("record", "jobid", "user", "vc", "status", "submitted")}
+    attempts: dict[str, list] = {k: [] for k in ("record", "order", "start", "end", "gpus")}
+    for number, record in enumerate(records, start=1):
+        _collect(path, number, record, jobs, attempts)
+
+    submitted = _times(path, pl.Series(jobs["submitted"], dtype=pl.String), jobs["record"], "submitted_time")
+    start = _times(path, pl.Series(attempts["start"], dtype=pl.String), attempts["record"], "start_time")
+    end = _times(path, pl.Series(attempts["end"], dtype=pl.String), attempts["record"], "end_time")
+    tries = pl.DataFrame(
+        {
+            "record": pl.Series(attempts["record"], dtype=pl.Int64),
+            "order": pl.Series(attempts["order"], dtype=pl.Int64),
+            "seconds": (end - start).dt.total_seconds(fractional=True),
+            "gpus": pl.Series(attempts["gpus"], dtype=pl.Int64),
+        }
+    ).filter(pl.col("seconds") > 0)  # an attempt without both times, or of no length, never ran
+    per_job = tries.sort("record", "order").group_by("record", maintain_order=True).agg(
+        pl.col("seconds").sum().alias("duration_s"), pl.col("gpus").first()
+    )
+    frame = (
+        pl.DataFrame(
+            {
+                "record": pl.Series(jobs["record"], dtype=pl.Int64),
+                "submitted": submitted,
+                "name": pl.Series(jobs["jobid"], dtype=pl.String),
+                "user": pl.Series(jobs["user"], dtype=pl.String),
+                "vc": pl.Series(jobs["vc"], dtype=pl.String),
+                "status": pl.Series(jobs["status"], dtype=pl.String),
+            }
+        )
+        .join(per_job, on="record", how="inner", maintain_order="left")
+        .filter(pl.col("submitted").is_not_null() & (pl.col("gpus") > 0))
+        .sort("submitted", "record", maintain_order=True)
+    )
+    skipped = len(records) - frame.height
+    frame = frame.with_columns(
+        job_id=pl.int_range(pl.len(), dtype=pl.Int64),
+        arrival_s=(pl.col("submitted") - pl.col("submitted").min()).dt.total_seconds(fractional=True),
+    )
+    rows = frame.get_column("record").to_numpy()
+    ordered = frame.select("job_id", "arrival_s", "gpus", "duration_s", "user", "name", "vc", "status")
+    return PhillyTrace(validate(ordered, path, rows), skipped)
+
+
+def _load_json(path: str) -> list:
+    data = read_bytes(path)
+    try:
+        records = json.loads(data)
+    except UnicodeDecodeError as err:
+        raise TraceError(path, f"is not UTF-8 text (byte {err.start} cannot be decoded)") from None
+    except json.JSONDecodeError as err:
+        raise TraceError(path, f"is not valid JSON: {err.msg} (column {err.colno})", row=err.lineno) from None
+    if not isinstance(records, list):
+        raise TraceError(path, f"holds a JSON {_kind(records)}; a cluster_job_log is a list of jobs")
+    return records
+
+
+def _collect(path: str, number: int, record, jobs: dict, attempts: dict) -> None:
+    """Check one record's structure and append its fields (times stay text, parsed in bulk)."""
+
+    def fail(column: str | None, message: str):
+        raise TraceError(path, f"record {number}: {message}", row=number, column=column)
+
+    if not isinstance(record, dict):
+        fail(None, f"is a JSON {_kind(record)}, expected an object (one job)")
+    for key in ("jobid", "submitted_time", "attempts"):
+        if key not in record:
+            fail(key, "is missing")
+    for key in ("jobid", "user", "vc", "status"):
+        value = record.get(key)
+        if isinstance(value, bool) or (value is not None and not isinstance(value, (str, int))):
+            fail(key, f"is a JSON {_kind(value)}, expected text")
+    submitted = record["submitted_time"]
+    if submitted is not None and not isinstance(submitted, str):
+        fail("submitted_time", f"is a JSON {_kind(submitted)}, expected a time like '2017-10-03 08:00:00'")
+    tries = record["attempts"] if record["attempts"] is not None else []
+    if not isinstance(tries, list):
+        fail("attempts", f"is a JSON {_kind(tries)}, expected a list")
+    for order, attempt in enumerate(tries):
+        if not isinstance(attempt, dict):
+            fail("attempts", f"attempt {order + 1} is a JSON {_kind(attempt)}, expected an object")
+        times = []
+        for key in ("start_time", "end_time"):
+            value = attempt.get(key)
+            if value is not None and not isinstance(value, str):
+                fail(key, f"attempt {order + 1}: is a JSON {_kind(value)}, expected a time")
+            times.append(value)
+        detail = attempt.get("detail") or []
+        if not isinstance(detail, list) or not all(isinstance(d, dict) for d in detail):
+            fail("detail", f"attempt {order + 1}: expected a list of objects, got {_kind(detail)}")
+        gpus = 0
+        for machine in detail:
+            devices = machine.get("gpus") or []
+            if not isinstance(devices, list):
+                fail("gpus", f"attempt {order + 1}: is a JSON {_kind(devices)}, expected a list")
+            gpus += len(devices)
+        attempts["record"].append(number)
+        attempts["order"].append(order)
+        attempts["start"].append(times[0])
+        attempts["end"].append(times[1])
+        attempts["gpus"].append(gpus)
+    jobs["record"].append(number)
+    jobs["jobid"].append(None if record["jobid"] is None else str(record["jobid"]))
+    jobs["user"].append(None if record.get("user") is None else str(record["user"]))
+    jobs["vc"].append(None if record.get("vc") is None else str(record["vc"]))
+    jobs["status"].append(None if record.get("status") is None else str(record["status"]))
+    jobs["submitted"].append(submitted)
+
+
+def _times(path: str, text: pl.Series, records: list[int], column: str) -> pl.Series:
+    """Parse times in bulk; null and "None" are missing, anything else unparsable is an error."""
+    text = text.str.strip_chars()
+    missing = text.is_null() | text.is_in(["None", ""])
+    parsed = text.str.to_datetime(TIME_FORMAT, strict=False)
+    bad = ~missing & parsed.is_null()
+    if bad.any():
+        i = int(bad.arg_true()[0])
+        raise TraceError(
+            path, f"record {records[i]}: {text[i]!r} is not a time like '2017-10-03 08:00:00'", row=records[i], column=column
+        )
+    return parsed
+
+
+def _kind(value) -> str:
+    return {dict: "object", list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(
+        type(value), "null" if value is None else type(value).__name__
+    )
+
+
+# --- a synthetic cluster_job_log ----------------------------------------------------------
+
+
+def synthetic_cluster_job_log(
+    jobs: int,
+    rate_per_s: float,
+    seed: int,
+    *,
+    start: str = "2017-10-02 08:00:00",
+    never_ran: float = 0.15,
+) -> list[dict]:
+    """Records in the `cluster_job_log` schema drawn from the Philly distributions (Poisson
+    submissions, Philly durations and GPU counts). A fraction `never_ran` of the jobs never
+    runs (no attempts, or an attempt without an end time); about one job in six is retried;
+    8-GPU jobs sometimes span two machines. Ids, users and machines are made up."""
+    streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4)]
+    arrival_rng, size_rng, shape_rng, name_rng = streams
+    submitted = poisson_arrivals(jobs, rate_per_s, arrival_rng)
+    durations = philly_durations(jobs, size_rng)
+    gpus = philly_gpus(jobs, size_rng)
+    users = [f"{u:06x}" for u in name_rng.integers(0, 16**6, size=12)]
+    vcs = [f"vc{v:04x}" for v in name_rng.integers(0, 16**4, size=4)]
+    origin = dt.datetime.strptime(start, TIME_FORMAT)
+    stamp = lambda seconds: (origin + dt.timedelta(seconds=int(seconds))).strftime(TIME_FORMAT)  # noqa: E731
+
+    records = []
+    for i in range(jobs):
+        ran = shape_rng.random() >= never_ran
+        kind = shape_rng.random()
+        queued = float(shape_rng.exponential(600.0))
+        tries = 1 if shape_rng.random() < 5 / 6 else int(shape_rng.integers(2, 4))
+        split = shape_rng.dirichlet(np.ones(tries)) * durations[i]
+        gaps = shape_rng.exponential(120.0, size=tries)
+        status = ("Pass", "Killed", "Failed")[int(np.searchsorted([0.6, 0.85], shape_rng.random(), side="right"))]
+        machine = int(shape_rng.integers(100, 999))
+        detail = _detail(int(gpus[i]), machine, spread=shape_rng.random() < 0.3)
+        attempts = []
+        clock = submitted[i] + queued
+        if ran:
+            for part, gap in zip(split, gaps):
+                begin, clock = clock, clock + max(part, 1.0)
+                attempts.append({"start_time": stamp(begin), "end_time": stamp(clock), "detail": detail})
+                clock += gap
+        elif kind < 0.5:
+            status = "Killed"  # cancelled while waiting: no attempt at all
+        else:
+            status = "Failed"  # started and lost: an attempt with no end time
+            attempts.append({"start_time": stamp(clock), "end_time": "None", "detail": detail})
+        records.append(
+            {
+                "status": status,
+                "vc": vcs[int(name_rng.integers(0, len(vcs)))],
+                "jobid": f"application_1500000000000_{i + 1:05d}",
+                "attempts": attempts,
+                "submitted_time": stamp(submitted[i]),
+                "user": users[int(name_rng.integers(0, len(users)))],
+            }
+        )
+    return records
+
+
+def _detail(gpus: int, machine: int, spread: bool) -> list[dict]:
+    if spread and gpus == 8:
+        return [{"ip": f"m{machine + k}", "gpus": [f"gpu{g}" for g in range(4)]} for k in range(2)]
+    return [{"ip": f"m{machine}", "gpus": [f"gpu{g}" for g in range(gpus)]}]
+
+
+def write_cluster_job_log(records: list[dict], path: str | Path) -> None:
+    """Write records as a `cluster_job_log` JSON list, one job per line (diffable, deterministic)."""
+    body = ",\n".join(json.dumps(r, separators=(", ", ": ")) for r in records)
+    Path(path).write_text("[\n" + body + "\n]\n" if records else "[]\n", encoding="utf-8", newline="")

@@ -1,0 +1,316 @@
+"""The one canonical job schema that every trace reader produces and every consumer relies on.
+
+Readers for the public formats (Philly, Gavel, Tiresias, ...) only rename and convert; all checks
+live here, so a bad cell is reported the same way whatever the file format was. Checks are done
+column by column with polars (no per-row Python), and the problem reported is the first one in
+file order: `traces/x.csv:17: error: column 'gpus': 'four' is not a whole number`.
+
+Columns, in order (name: type, rule):
+
+- `job_id` Int64, unique, >= 0                       (required)
+- `arrival_s` Float64, finite, >= 0                  (required)
+- `gpus` Int64, >= 1                                 (required)
+- `duration_s` Float64, > 0: isolated run time on the reference GPU type, consolidated
+- `model` String (Gavel's names; aliases such as LSTM or resnet18 are mapped to them)
+- `iterations` Float64, > 0
+- `batch_size` Int64, >= 1
+- `user` String
+- `weight` Float64, > 0, default 1.0
+- `slo_s` Float64, > 0
+
+Every row needs `duration_s`, or both `model` and `iterations` (the simulator derives one from
+the other with the profile table). Other columns are kept after the canonical ones, so later
+features can add their own: numbers become Float64, anything else String.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import polars as pl
+
+from runtime.errors import TraceError, did_you_mean
+
+CANONICAL_COLUMNS: dict[str, pl.DataType] = {
+    "job_id": pl.Int64,
+    "arrival_s": pl.Float64,
+    "gpus": pl.Int64,
+    "duration_s": pl.Float64,
+    "model": pl.String,
+    "iterations": pl.Float64,
+    "batch_size": pl.Int64,
+    "user": pl.String,
+    "weight": pl.Float64,
+    "slo_s": pl.Float64,
+}
+REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "arrival_s", "gpus")
+DEFAULT_WEIGHT = 1.0
+
+# (column, lower bound, bound is inclusive, sentence). Nulls pass; `_REQUIRED_VALUES` catches them.
+_BOUNDS: tuple[tuple[str, float, bool, str], ...] = (
+    ("job_id", 0, True, "must be 0 or more"),
+    ("arrival_s", 0, True, "must be 0 or more"),
+    ("gpus", 1, True, "must be at least 1"),
+    ("duration_s", 0, False, "must be greater than 0"),
+    ("iterations", 0, False, "must be greater than 0"),
+    ("batch_size", 1, True, "must be at least 1"),
+    ("weight", 0, False, "must be greater than 0"),
+    ("slo_s", 0, False, "must be greater than 0"),
+)
+_FINITE = ("arrival_s", "duration_s", "iterations", "weight", "slo_s")
+
+# A text cell of an extra column counts as a number only in the plain forms that writers produce.
+# An exponent needs its sign, so hex-like ids such as Philly's virtual cluster `6214e9` stay text.
+_NUMBER_TEXT = r"(?i)^[+-]?(\d+\.?\d*|\.\d+)(e[+-]\d+)?$|^[+-]?(nan|inf|infinity)$"
+
+_INT64_LIMIT = 2.0**63
+
+
+def validate(
+    df: pl.DataFrame,
+    path: str,
+    row_numbers: Sequence[int] | np.ndarray | None = None,
+    *,
+    source_names: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
+    """Check `df` against the canonical schema and return it typed, complete and sorted.
+
+    `df` may hold raw text (CSV read without inference) or typed columns (Parquet, readers).
+    `row_numbers[i]` is how the user finds row i in `path` (the line for CSV, the record for
+    JSON/Parquet); by default rows are numbered from 1. `source_names` maps canonical column
+    names to the names the file itself uses (Tiresias calls `gpus` `num_gpu`), so that errors
+    name the column the user can see. Raises `TraceError` for the first problem in file order.
+    """
+    path = str(path)
+    names = dict(source_names or {})
+    shown = lambda column: names.get(column, column)  # noqa: E731
+    rows = _row_numbers(df.height, row_numbers)
+    _check_header(df, path, names)
+
+    # Every problem is (row index, column order, phase, column, message); the smallest is
+    # reported, so the error is the first bad cell in file order, and for one cell a failed
+    # conversion (phase 0) comes before what follows from it (phase 1). Row -1: whole column.
+    problems: list[tuple[int, int, int, str, str]] = []
+    columns: dict[str, pl.Series] = {}
+    for order, (name, dtype) in enumerate(CANONICAL_COLUMNS.items()):
+        if name in df.columns:
+            series, problem = _cast(df.get_column(name), dtype)
+            if problem is not None:
+                problems.append((problem[0], order, 0, shown(name), problem[1]))
+        else:
+            series = pl.Series(name, [None] * df.height, dtype=dtype)
+        columns[name] = series.alias(name)
+    extras = []
+    for name in df.columns:
+        if name not in CANONICAL_COLUMNS:
+            series, problem = _cast_extra(df.get_column(name))
+            if problem is not None:
+                problems.append((-1, len(CANONICAL_COLUMNS), 0, name, problem))
+            extras.append(series)
+
+    frame = pl.DataFrame(list(columns.values()))
+    frame = frame.with_columns(
+        pl.col("weight").fill_null(DEFAULT_WEIGHT), canonical_model_names(frame.get_column("model"))
+    )
+    problems += _value_problems(frame, shown)
+    problems += _duplicate_ids(frame, path, rows, shown("job_id"))
+    if problems:
+        index, _, _, column, message = min(problems)
+        raise TraceError(path, message, row=int(rows[index]) if index >= 0 else None, column=column)
+
+    if extras:
+        frame = frame.hstack(extras)
+    return frame.sort(["arrival_s", "job_id"], maintain_order=True)
+
+
+def empty_trace() -> pl.DataFrame:
+    """A valid trace with no jobs (what a header-only file reads as)."""
+    return pl.DataFrame(schema=CANONICAL_COLUMNS)
+
+
+def cast_column(
+    series: pl.Series, dtype: pl.DataType, path: str, row_numbers: Sequence[int] | np.ndarray | None, column: str
+) -> pl.Series:
+    """Convert one column to `dtype`, raising `TraceError` at the first cell that is not empty but
+    will not convert. Used by readers whose own columns are not canonical (Gavel, profiles)."""
+    out, problem = _cast(series, dtype)
+    if problem is not None:
+        rows = _row_numbers(series.len(), row_numbers)
+        raise TraceError(path, problem[1], row=int(rows[problem[0]]), column=column)
+    return out
+
+
+def canonical_model_names(models: pl.Series) -> pl.Series:
+    """Map known model aliases (LSTM, resnet18, Recoder, ...) to Gavel's names; keep unknown names."""
+    from traces.profiles import canonical_model
+
+    uniques = models.drop_nulls().unique().to_list()
+    mapping = {name: canonical_model(name) or name for name in uniques}
+    return models.replace_strict(mapping, default=None, return_dtype=pl.String) if mapping else models
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _row_numbers(height: int, row_numbers) -> np.ndarray:
+    if row_numbers is None:
+        return np.arange(1, height + 1, dtype=np.int64)
+    rows = np.asarray(row_numbers, dtype=np.int64)
+    if rows.shape != (height,):
+        raise ValueError(f"row_numbers has {rows.shape} entries for {height} rows")
+    return rows
+
+
+def _check_header(df: pl.DataFrame, path: str, names: Mapping[str, str]) -> None:
+    found = list(df.columns)
+    found_text = ", ".join(f"'{c}'" for c in found) if found else "none"
+    for required in REQUIRED_COLUMNS:
+        if required not in df.columns:
+            _missing_column(path, names.get(required, required), found, found_text)
+    if "duration_s" not in df.columns and not ("model" in df.columns and "iterations" in df.columns):
+        wanted = names.get("duration_s", "duration_s")
+        either = f"'{wanted}' (or both '{names.get('model', 'model')}' and '{names.get('iterations', 'iterations')}')"
+        hint = did_you_mean(wanted, found)
+        raise TraceError(path, f"missing column {either}; columns found: {found_text}" + (f"; {hint}" if hint else ""))
+
+
+def _missing_column(path: str, wanted: str, found: list[str], found_text: str) -> None:
+    hint = did_you_mean(wanted, found)
+    raise TraceError(path, f"missing column '{wanted}'; columns found: {found_text}" + (f"; {hint}" if hint else ""))
+
+
+def _cast(series: pl.Series, dtype: pl.DataType) -> tuple[pl.Series, tuple[int, str] | None]:
+    """Convert `series` to `dtype` without raising; return it and (row index, message) of the
+    first cell that held something but did not convert."""
+    source = series.dtype
+    if source == pl.String:
+        text = series.str.strip_chars()
+        text = pl.select(pl.when(text.str.len_bytes() > 0).then(text)).to_series()
+        if dtype == pl.String:
+            return text, None
+        if dtype == pl.Int64:
+            out = _text_to_int(text)
+        else:
+            out = text.cast(pl.Float64, strict=False)
+        bad = text.is_not_null() & out.is_null()
+        if bad.any():
+            index = int(bad.arg_true()[0])
+            what = "a whole number" if dtype == pl.Int64 else "a number"
+            return out, (index, f"{_quote(text[index])} is not {what}")
+        return out, None
+    if dtype == pl.String:
+        if source in (pl.Null, pl.Categorical) or isinstance(source, pl.Enum) or source.is_numeric():
+            return series.cast(pl.String), None
+        return series.cast(pl.String, strict=False), (-1, f"holds {source} values, expected text")
+    if source == pl.Null:
+        return series.cast(dtype), None
+    if not (source.is_numeric() or source == pl.Boolean):
+        return pl.Series(series.name, [None] * series.len(), dtype=dtype), (-1, f"holds {source} values, expected numbers")
+    if dtype == pl.Int64:
+        if source.is_integer() or source == pl.Boolean:
+            out = series.cast(pl.Int64, strict=False)
+            bad = series.is_not_null() & out.is_null()
+        else:
+            values = series.cast(pl.Float64)
+            whole = values.is_finite() & (values == values.floor()) & (values.abs() < _INT64_LIMIT)
+            out = pl.select(pl.when(whole).then(values)).to_series().cast(pl.Int64)
+            bad = values.is_not_null() & ~whole
+        if bad.any():
+            index = int(bad.arg_true()[0])
+            return out, (index, f"{_show(series[index])} is not a whole number")
+        return out, None
+    return series.cast(pl.Float64), None
+
+
+def _text_to_int(text: pl.Series) -> pl.Series:
+    """Whole numbers from text: `3`, `+3`, `3.0` and `3e2` are; `3.5` and `1e30` (beyond Int64) are not."""
+    direct = text.cast(pl.Int64, strict=False)
+    values = text.cast(pl.Float64, strict=False)
+    whole = values.is_finite() & (values == values.floor()) & (values.abs() < _INT64_LIMIT)
+    via_float = pl.select(pl.when(whole).then(values)).to_series().cast(pl.Int64)
+    return direct.fill_null(via_float)
+
+
+def _cast_extra(series: pl.Series) -> tuple[pl.Series, str | None]:
+    """Keep a non-canonical column: numbers as Float64, everything else as text."""
+    source = series.dtype
+    if source == pl.String:
+        text = series.str.strip_chars()
+        text = pl.select(pl.when(text.str.len_bytes() > 0).then(text)).to_series().alias(series.name)
+        # An all-empty column counts as numbers: nulls that arithmetic can use.
+        if text.drop_nulls().str.contains(_NUMBER_TEXT).all():
+            return text.cast(pl.Float64, strict=False), None
+        return text, None
+    if source.is_numeric() or source == pl.Boolean or source == pl.Null:
+        return series.cast(pl.Float64), None
+    if source == pl.Categorical or isinstance(source, pl.Enum):
+        return series.cast(pl.String), None
+    try:
+        return series.cast(pl.String), None
+    except pl.exceptions.PolarsError:
+        return series, f"holds {source} values, which a trace cannot keep (use numbers or text)"
+
+
+def _value_problems(frame: pl.DataFrame, shown) -> list[tuple[int, int, int, str, str]]:
+    """Range, finiteness and completeness checks on the typed frame, first offending row of each."""
+    order = {name: i for i, name in enumerate(CANONICAL_COLUMNS)}
+    checks: list[tuple[str, pl.Expr, str]] = []
+    for name in REQUIRED_COLUMNS:
+        checks.append((name, pl.col(name).is_null(), "has no value (every job needs one)"))
+    for name in _FINITE:
+        checks.append((name, pl.col(name).is_nan() | pl.col(name).is_infinite(), "must be a finite number"))
+    for name, bound, inclusive, sentence in _BOUNDS:
+        low = pl.col(name) < bound if inclusive else pl.col(name) <= bound
+        checks.append((name, low, sentence))  # polars orders NaN above every number
+    checks.append(
+        (
+            "duration_s",
+            pl.col("duration_s").is_null() & (pl.col("model").is_null() | pl.col("iterations").is_null()),
+            "",
+        )
+    )
+    flags = frame.select([expr.fill_null(False).alias(f"c{i}") for i, (_, expr, _) in enumerate(checks)])
+    problems = []
+    for i, (name, _, sentence) in enumerate(checks):
+        hits = flags.get_column(f"c{i}")
+        if not hits.any():
+            continue
+        index = int(hits.arg_true()[0])
+        value = frame.get_column(name)[index]
+        if sentence == "":
+            message = (
+                f"no value, and then the job needs both {shown('model')} and {shown('iterations')} "
+                "(every job needs a duration, or a model and a number of iterations)"
+            )
+        elif "no value" in sentence:
+            message = sentence
+        else:
+            message = f"{sentence}, got {_show(value)}"
+        problems.append((index, order[name], 1, shown(name), message))
+    return problems
+
+
+def _duplicate_ids(frame: pl.DataFrame, path: str, rows: np.ndarray, column: str) -> list[tuple]:
+    """The second use of a job id, in file order, naming the row of the first."""
+    ids = frame.get_column("job_id")
+    repeated = ids.is_not_null() & ~ids.is_first_distinct()
+    if not repeated.any():
+        return []
+    second = int(repeated.arg_true()[0])
+    job_id = ids[second]
+    first = int((ids == job_id).arg_true()[0])
+    order = list(CANONICAL_COLUMNS).index("job_id")
+    return [(second, order, 1, column, f"job id {job_id} is used twice: here and at {path}:{int(rows[first])}")]
+
+
+def _quote(text: str) -> str:
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return repr(text)
+
+
+def _show(value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)

@@ -1,0 +1,85 @@
+"""Tiresias' job CSV (SymbioticLab/Tiresias, `simulator/60_job.csv`).
+
+Header `job_id,num_gpu,submit_time,iterations,model_name,duration,interval`; times in seconds
+from 0, `interval` the gap to the next submission. Mapping: job_id → job_id, num_gpu → gpus,
+submit_time → arrival_s, iterations → iterations, model_name → model, duration → duration_s.
+`interval` is dropped on reading (it follows from the arrivals) and recomputed on writing.
+Other columns are kept as extras. The writer adds a `batch_size` column after the seven when
+jobs have batch sizes (Tiresias reads rows as dicts, so an extra column does it no harm, and
+without it a model's throughput would be ambiguous). Tiresias' model names (vgg19, resnet50, ...) are its own and
+mostly absent from our profile table; known ones are mapped to Gavel's names.
+
+Tiresias parses whole numbers only (`value.isdigit()`), so the writer rounds times, durations
+and iterations to whole numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from runtime.errors import TraceError
+from traces.csvtext import read_cells
+from traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
+from traces.schema import validate
+
+COLUMNS: tuple[str, ...] = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration", "interval")
+RENAME = {"num_gpu": "gpus", "submit_time": "arrival_s", "model_name": "model", "duration": "duration_s"}
+SOURCE_NAMES = {canonical: own for own, canonical in RENAME.items()}
+
+
+def looks_like(header: list[str]) -> bool:
+    """Whether a CSV header is Tiresias' (used by format detection)."""
+    return {"num_gpu", "submit_time"} <= {h.strip() for h in header}
+
+
+def read(path: str | Path) -> pl.DataFrame:
+    """A Tiresias job CSV as a canonical frame; errors name the line and Tiresias' column."""
+    cells = read_cells(path)
+    frame = cells.frame
+    clash = [c for c in RENAME.values() if c in frame.columns]
+    if clash:
+        raise TraceError(str(path), f"has both Tiresias and canonical columns ({', '.join(clash)}); which one is meant?")
+    frame = frame.drop([c for c in ("interval",) if c in frame.columns]).rename(
+        {k: v for k, v in RENAME.items() if k in frame.columns}
+    )
+    return validate(frame, str(path), cells.lines, source_names=SOURCE_NAMES)
+
+
+def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = None) -> None:
+    """Write jobs as a Tiresias CSV, in arrival order.
+
+    A job without iterations gets duration × its V100 throughput when the profile knows its
+    model, else one iteration per second (Blox's convention); a job without a duration gets
+    iterations / throughput. A job without a model is written with an empty model_name.
+    """
+    path = str(path)
+    profile = profile or ProfileTable.load()
+    frame = validate(df, f"{path} (jobs being written)")
+    rates = pl.Series(profile.rates(frame["model"], frame["batch_size"], REFERENCE_GPU_TYPE, frame["gpus"]))
+    known = rates > 0
+    duration = frame.get_column("duration_s")
+    iterations = frame.get_column("iterations")
+    iterations = iterations.fill_null(pl.select(pl.when(known).then(duration * rates).otherwise(duration)).to_series())
+    duration = duration.fill_null(pl.select(pl.when(known).then(iterations / rates)).to_series())
+    if duration.is_null().any():
+        job = frame["job_id"][int(duration.is_null().arg_true()[0])]
+        raise TraceError(
+            path, f"job {job} has no duration and its model is not in {profile.source}", column="duration"
+        )
+    submit = frame.get_column("arrival_s").round().cast(pl.Int64)
+    out = pl.DataFrame(
+        {
+            "job_id": frame.get_column("job_id"),
+            "num_gpu": frame.get_column("gpus"),
+            "submit_time": submit,
+            "iterations": iterations.round().clip(lower_bound=1).cast(pl.Int64),
+            "model_name": frame.get_column("model").fill_null(""),
+            "duration": duration.round().clip(lower_bound=1).cast(pl.Int64),
+            "interval": (submit.shift(-1) - submit).fill_null(0),
+        }
+    )
+    if frame.get_column("batch_size").is_not_null().any():
+        out = out.with_columns(frame.get_column("batch_size"))
+    Path(path).write_text(out.write_csv(), encoding="utf-8", newline="")
