@@ -46,6 +46,7 @@ class CompiledGraph:
     connections: list[Connection]
     graph: nx.MultiDiGraph
     decls: dict[str, Decl]
+    setting_locations: dict[str, Location] = attrs.field(factory=dict)
 
     def sources_of(self, element: str, port: str) -> list[tuple[str, str]]:
         return [(c.src, c.src_port) for c in self.connections if c.dst == element and c.dst_port == port]
@@ -226,6 +227,7 @@ class _Compiler:
             connections=connections,
             graph=graph,
             decls=self.flat.decls,
+            setting_locations={name: st.value.location for name, st in self.flat.settings.items()},
         )
 
     # --- overrides and settings ---

@@ -9,7 +9,9 @@ from runtime.backends.sim import Simulator
 from runtime.cluster import Cluster
 from runtime.compiler import CompiledGraph
 from runtime.engine import Engine, RunResult
-from runtime.errors import ClusterError
+from pathlib import Path
+
+from runtime.errors import ClusterError, SchedError
 from runtime.world import World
 
 
@@ -17,12 +19,19 @@ def load_cluster(graph: CompiledGraph, cluster: str | Cluster | None) -> Cluster
     """The cluster given on the command line, else the graph's `cluster` setting."""
     if isinstance(cluster, Cluster):
         return cluster
-    spec = cluster or graph.settings.cluster
+    if cluster is not None:
+        return Cluster.parse(cluster)
+    spec = graph.settings.cluster
     if spec is None:
         raise ClusterError(
             f"{graph.path}: no cluster: give --cluster (e.g. --cluster 32x4:V100) or set cluster = \"...\" in the graph"
         )
-    return Cluster.parse(spec)
+    try:
+        # A spec file named in the graph is relative to the graph's folder.
+        relative = Path(graph.path).parent / spec
+        return Cluster.parse(str(relative) if spec.endswith(".toml") and relative.exists() else spec)
+    except ClusterError as err:
+        raise SchedError(f"setting 'cluster': {err}", graph.setting_locations.get("cluster")) from None
 
 
 def load_profile(graph: CompiledGraph):

@@ -1,0 +1,42 @@
+"""Shared helpers: write a graph and a trace to a temporary folder and simulate them."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from runtime.compiler import compile_file
+from runtime.simulate import simulate
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+def write_trace(path: Path, rows: list[dict]) -> Path:
+    pl.DataFrame(rows).write_csv(path)
+    return path
+
+
+@pytest.fixture
+def run_graph(tmp_path):
+    """run_graph(sched_text, jobs=[{...}], cluster="1x1:V100") -> RunResult.
+    The graph may refer to the trace as "trace.csv"."""
+
+    def run(text: str, jobs: list[dict] | None = None, cluster: str | None = None, until=None, overrides=()):
+        if jobs is not None:
+            write_trace(tmp_path / "trace.csv", jobs)
+        graph_path = tmp_path / "graph.sched"
+        graph_path.write_text(textwrap.dedent(text))
+        graph = compile_file(graph_path, overrides)
+        return simulate(graph, cluster, until=until)
+
+    return run
+
+
+def jobs_of(result, sink: str | None = None) -> dict[int, dict]:
+    """The per-job table of the run's (only) metrics sink, by job id."""
+    name = sink or next(iter(result.reports))
+    return {row["job_id"]: row for row in result.reports[name]["jobs"].iter_rows(named=True)}

@@ -1,0 +1,93 @@
+"""Admission gates and cluster specs."""
+
+import pytest
+
+from runtime.cluster import Cluster
+from runtime.errors import ClusterError
+from tests.conftest import jobs_of
+
+
+def test_accept_threshold_holds_jobs_back_first_in_first_out(run_graph):
+    graph = """
+    round = 100s;
+    src :: TraceSource(path="trace.csv");
+    src -> gate :: AcceptThreshold(factor=1.0x) -> JobPool -> Las -> FirstFree -> Launch -> m :: JobMetrics;
+    """
+    # 4 GPUs: jobs of 2, 2, 1, 1 GPUs at t=0. Admitted demand may reach 4 GPUs: jobs 0 and 1.
+    jobs = [
+        {"job_id": 0, "arrival_s": 0.0, "gpus": 2, "duration_s": 150.0},
+        {"job_id": 1, "arrival_s": 0.0, "gpus": 2, "duration_s": 350.0},
+        {"job_id": 2, "arrival_s": 0.0, "gpus": 1, "duration_s": 100.0},
+        {"job_id": 3, "arrival_s": 0.0, "gpus": 1, "duration_s": 100.0},
+    ]
+    result = run_graph(graph, jobs, cluster="1x4:V100")
+    got = jobs_of(result)
+    assert got[0]["first_start_s"] == 0.0 and got[1]["first_start_s"] == 0.0
+    # Job 0 finishes at 150; seen at 200, when jobs 2 and 3 (1 GPU each) are released together.
+    assert got[2]["first_start_s"] == 200.0 and got[3]["first_start_s"] == 200.0
+    assert result.counters["gate"]["admitted"] == 4 and result.counters["gate"]["queued"] == 0
+
+
+def test_a_job_larger_than_the_limit_is_admitted_alone(run_graph):
+    graph = """
+    round = 100s;
+    src :: TraceSource(path="trace.csv");
+    src -> AcceptThreshold(factor=0.5x) -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
+    """
+    jobs = [{"job_id": 0, "arrival_s": 0.0, "gpus": 4, "duration_s": 100.0},
+            {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "duration_s": 100.0}]
+    got = jobs_of(run_graph(graph, jobs, cluster="1x4:V100"))
+    assert got[0]["first_start_s"] == 0.0 and got[1]["first_start_s"] == 100.0
+
+
+def test_cluster_shorthands():
+    c = Cluster.parse("32x4:V100")
+    assert (c.n_gpus, c.n_nodes, c.gpu_types) == (128, 32, ("V100",))
+    c = Cluster.parse("2x4:V100,3x8:K80")
+    assert c.n_gpus == 32 and c.gpus_by_type.tolist() == [8, 24] and c.max_gpus_per_node == 8
+    assert c.node_first_gpu.tolist() == [0, 4, 8, 16, 24]
+    c = Cluster.parse("36:36:36")
+    assert c.gpu_types == ("V100", "P100", "K80") and c.n_nodes == 108 and c.max_gpus_per_node == 1
+    assert Cluster.parse("2x2").gpu_types == ("V100",)
+    assert c.spread([0, 1]) == "rack" and Cluster.parse("1x2").spread([0, 1]) == "node"
+
+
+def test_cluster_spec_file(tmp_path):
+    spec = tmp_path / "c.toml"
+    spec.write_text('name = "mixed"\n[[group]]\nnodes = 4\ngpus_per_node = 4\ngpu_type = "V100"\nracks = 2\nnetwork_gbps = 10\n'
+                    '[[group]]\nnodes = 2\ngpus_per_node = 8\ngpu_type = "P100"\nrack = "b"\ncpus = 64\n')
+    c = Cluster.parse(str(spec))
+    assert c.n_gpus == 32 and c.racks == ("r0-0", "r0-1", "b") and c.node_cpus.tolist() == [32, 32, 32, 32, 64, 64]
+    assert c.spread([0, 4]) == "rack" and c.spread([0, 16]) == "cluster"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("32x:V100", "not NODESxGPUS"),
+        ("0x4", "at least 1"),
+        ("0:0:0", "no GPUs"),
+    ],
+)
+def test_bad_shorthands(text, message):
+    with pytest.raises(ClusterError, match=message):
+        Cluster.parse(text)
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("[[group]]\nnodes = 2\n", "missing 'gpus_per_node'"),
+        ("[[group]]\nnodes = 2\ngpus_per_node = 4\ngpu_typ = 'V100'\n", "unknown key 'gpu_typ' (did you mean 'gpu_type'?)"),
+        ("[[group]]\nnodes = 'two'\ngpus_per_node = 4\n", "'nodes' must be a whole number"),
+        ("[[group]\nnodes = 2\n", "not valid TOML"),
+        ("name = 'x'\n", "no [[group]]"),
+        ("[[group]]\nnodes = 2\ngpus_per_node = 4\nracks = 3\n", "'racks' (3) is more than 'nodes' (2)"),
+    ],
+)
+def test_bad_spec_files_name_the_file_and_the_problem(tmp_path, body, message):
+    spec = tmp_path / "bad.toml"
+    spec.write_text(body)
+    with pytest.raises(ClusterError) as info:
+        Cluster.parse(str(spec))
+    assert str(spec) in str(info.value) and message in str(info.value)

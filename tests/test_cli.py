@@ -1,0 +1,136 @@
+"""The roundhouse command line, end to end (in-process)."""
+
+import json
+import shutil
+
+import polars as pl
+import pytest
+
+from tests.conftest import REPO
+from tools.cli import main
+
+TINY = """round = 5min;
+cluster = "4x4:V100";
+src :: TraceSource(path="trace.csv");
+src -> AcceptAll -> JobPool -> Las -> place :: Consolidated -> Launch -> report :: JobMetrics;
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    pl.DataFrame(
+        {"job_id": [0, 1, 2], "arrival_s": [0.0, 60.0, 900.0], "gpus": [1, 4, 2], "duration_s": [3000.0, 1200.0, 600.0]}
+    ).write_csv(tmp_path / "trace.csv")
+    (tmp_path / "g.sched").write_text(TINY)
+    return tmp_path / "g.sched"
+
+
+def test_run_writes_jobs_summary_and_run_info(tiny, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", str(tiny), "--out", str(out)]) == 0
+    jobs = pl.read_csv(out / "jobs.csv")
+    for column in ("job_id", "arrival_s", "first_start_s", "finish_s", "jct_s", "queue_s", "gpus", "preemptions"):
+        assert column in jobs.columns
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("avg_jct_s", "median_jct_s", "p95_jct_s", "p99_jct_s", "avg_responsiveness_s", "makespan_s",
+                "utilization", "jobs_finished"):
+        assert key in summary
+    assert summary["jobs_finished"] == 3
+    info = json.loads((out / "run.json").read_text())
+    assert info["cluster"].startswith("16 GPUs") and info["stop_reason"] == "every job finished"
+    printed = capsys.readouterr().out
+    assert "average JCT" in printed and "rounds" in printed
+
+
+def test_run_is_deterministic_to_the_byte(tiny, tmp_path):
+    for name in ("a", "b"):
+        assert main(["run", str(tiny), "--out", str(tmp_path / name), "--quiet"]) == 0
+    for f in ("jobs.csv", "summary.json", "run.json"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+
+
+def test_run_overrides_cluster_trace_settings_and_until(tiny, tmp_path):
+    other = tmp_path / "other.csv"
+    pl.DataFrame({"job_id": [7], "arrival_s": [0.0], "gpus": [8], "duration_s": [100.0]}).write_csv(other)
+    out = tmp_path / "o"
+    assert main(["run", str(tiny), "--trace", str(other), "--cluster", "2x8:P100", "--set", "round=1min",
+                 "--set", "place.strict=false", "--out", str(out), "--quiet"]) == 0
+    jobs = pl.read_csv(out / "jobs.csv")
+    assert jobs["job_id"].to_list() == [7] and jobs["finish_s"].to_list() == [100.0]
+    assert main(["run", str(tiny), "--until", "10min", "--out", str(tmp_path / "u"), "--quiet"]) == 0
+    assert json.loads((tmp_path / "u" / "summary.json").read_text())["end_s"] == 600.0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--until", "10 minutes"], "--until"),
+        (["--cluster", "4xx"], "bad cluster"),
+        (["--set", "place.strict=maybe"], "expects true or false"),
+        (["--set", "nowhere.x=1"], "no element 'nowhere'"),
+        (["--trace", "/nonexistent.csv"], "no such file"),
+    ],
+)
+def test_bad_command_line_values_exit_2_with_a_message(tiny, capsys, args, message):
+    assert main(["run", str(tiny), "--quiet", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_bad_trace_row_exit_2_naming_file_and_row(tiny, tmp_path, capsys):
+    (tmp_path / "trace.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,100\n1,5,four,100\n")
+    assert main(["run", str(tiny), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "trace.csv:3" in err and "gpus" in err
+
+
+def test_check_reports_ok_and_errors(tiny, tmp_path, capsys):
+    bad = tmp_path / "bad.sched"
+    bad.write_text(TINY.replace("Las", "Lass"))
+    assert main(["check", str(tiny)]) == 0
+    assert main(["check", str(tiny), str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert "ok (7 elements, 6 connections" in captured.out
+    assert f"{bad}:4:" in captured.err and "did you mean 'Las'" in captured.err
+
+
+def test_check_every_shipped_graph(capsys):
+    graphs = sorted(str(p) for p in (REPO / "graphs").glob("*.sched"))
+    assert graphs and main(["check", *graphs]) == 0
+
+
+@pytest.mark.parametrize("fmt", ["dot", "svg", "png", "pdf"])
+def test_render(tiny, tmp_path, fmt):
+    if fmt != "dot" and shutil.which("dot") is None:
+        pytest.fail("Graphviz's dot is required (the README's test command installs it)")
+    out = tmp_path / f"g.{fmt}"
+    assert main(["render", str(tiny), "-o", str(out)]) == 0
+    data = out.read_bytes()
+    if fmt == "dot":
+        text = data.decode()
+        assert "Las" in text and 'n_src:out_jobs:e -> n_AcceptAll_1:in_jobs:w' in text
+        assert "#ffd9c2" in text  # policies are coloured
+    elif fmt == "svg":
+        assert b"<svg" in data and b"Consolidated" in data
+    elif fmt == "png":
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    else:
+        assert data[:5] == b"%PDF-"
+
+
+def test_render_needs_a_known_format(tiny, tmp_path, capsys):
+    assert main(["render", str(tiny), "-o", str(tmp_path / "g.jpeg")]) == 2
+    assert "format" in capsys.readouterr().err
+
+
+def test_elements_list_and_reference(capsys):
+    assert main(["elements"]) == 0
+    listing = capsys.readouterr().out
+    for name in ("TraceSource", "PoissonSource", "AcceptAll", "AcceptThreshold", "JobPool", "Fifo", "Las", "Srtf",
+                 "FirstFree", "Consolidated", "Launch", "JobMetrics"):
+        assert name in listing
+    assert main(["elements", "AcceptThreshold"]) == 0
+    ref = capsys.readouterr().out
+    assert "factor" in ref and "multiplier" in ref and "required" in ref and "Blox" in ref
+    assert main(["elements", "Lass"]) == 2
+    assert "did you mean 'Las'" in capsys.readouterr().err
