@@ -15,6 +15,8 @@ COMMAND_MODULES = (
     "tools.render_cmd",
     "tools.elements_cmd",
     "tools.trace_cmd",
+    "tools.reproduce_cmd",
+    "tools.sweep_cmd",
 )
 
 

@@ -1,0 +1,57 @@
+"""`roundhouse reproduce NAME...`: run published experiments and set our numbers beside theirs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from runtime.errors import UsageError, did_you_mean
+from tools.reproductions import load_all
+
+
+def register(sub) -> None:
+    p = sub.add_parser("reproduce", help="reproduce a published experiment (paper's numbers beside ours)")
+    p.add_argument("names", nargs="*", metavar="NAME", help="experiments to run (see --list)")
+    p.add_argument("--list", action="store_true", help="list the experiments")
+    p.add_argument("--out", default="runs/reproduce", help="folder for tables and plots (default: runs/reproduce)")
+    p.add_argument("--quick", action="store_true", help="a smaller version that still shows the effect")
+    p.set_defaults(handler=reproduce)
+
+
+def reproduce(args) -> int:
+    experiments = load_all()
+    console = Console()
+    if args.list or not args.names:
+        table = Table(title="experiments")
+        for col in ("name", "what", "paper"):
+            table.add_column(col)
+        for e in experiments.values():
+            table.add_row(e.name, e.title, e.paper)
+        console.print(table)
+        return 0
+    for name in args.names:
+        if name not in experiments:
+            hint = did_you_mean(name, experiments)
+            raise UsageError(f"no experiment '{name}'" + (f"; {hint}" if hint else "; --list shows them"))
+    for name in args.names:
+        e = experiments[name]
+        out = Path(args.out) / name
+        out.mkdir(parents=True, exist_ok=True)
+        console.print(f"[bold]{e.name}[/bold]: {e.title} ({e.paper})" + (" [quick]" if args.quick else ""))
+        report = e.run(out, args.quick)
+        for table_name, frame in report.tables.items():
+            frame.write_csv(out / f"{table_name}.csv")
+        table = Table(title=f"{e.name}: paper vs Roundhouse")
+        for col in ("what", "paper", "ours", "note"):
+            table.add_column(col)
+        for c in report.comparisons:
+            table.add_row(c.what, c.paper, c.ours, c.note)
+        console.print(table)
+        for note in report.notes:
+            console.print(f"note: {note}", highlight=False)
+        written = [f.name for f in report.figures] + [f"{t}.csv" for t in report.tables]
+        if written:
+            console.print(f"wrote {', '.join(written)} to {out}/")
+    return 0
