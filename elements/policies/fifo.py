@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.element import Element, In, Out, element
-from runtime.types import Active, Ranking
+from elements.policies.base import KeyOrder
+from runtime.element import element
+from runtime.types import Active
 
 
 @element
-class Fifo(Element):
+class Fifo(KeyOrder):
     """Rank jobs by arrival time, earliest first (ties: the job admitted first).
 
     With `backfill=false` (the default) a job that does not fit blocks the jobs behind it, as in
@@ -26,12 +27,7 @@ class Fifo(Element):
     Paper: Blox (EuroSys'24) schedulers/fifo.py; Philly (ATC'19).
     """
 
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-
     backfill: bool = False
 
-    def tick(self, ctx, active: Active) -> Ranking:
-        order = np.argsort(active.arrival_s, kind="stable")
-        return Ranking(active.rows[order], active.gpus[order], backfill=self.backfill)
+    def key(self, active: Active) -> np.ndarray:
+        return active.arrival_s

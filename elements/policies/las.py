@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.element import Element, In, Out, element
-from runtime.types import Active, Ranking
+from elements.policies.base import KeyOrder
+from runtime.element import element
+from runtime.types import Active
 
 
 @element
-class Las(Element):
+class Las(KeyOrder):
     """Rank jobs by attained service (GPU-seconds received), least first.
 
     Ties go to the job admitted first (the pool keeps admission order, which is arrival order
-    behind a first-in first-out gate). New jobs have received nothing, so
-    they rank first and preempt the longest-served running jobs: good responsiveness, many
-    preemptions at high load.
+    behind a first-in first-out gate). New jobs have received nothing, so they rank first and
+    preempt the longest-served running jobs: good responsiveness, many preemptions at high load.
 
     Ports:
         active: admitted, unfinished jobs.
@@ -28,12 +28,7 @@ class Las(Element):
     Paper: Blox (EuroSys'24) schedulers/las.py and Table 7; Tiresias (NSDI'19) §3.1.
     """
 
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-
     backfill: bool = True
 
-    def tick(self, ctx, active: Active) -> Ranking:
-        order = np.argsort(active.service, kind="stable")
-        return Ranking(active.rows[order], active.gpus[order], backfill=self.backfill)
+    def key(self, active: Active) -> np.ndarray:
+        return active.service

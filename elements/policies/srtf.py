@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.element import Element, In, Out, element
-from runtime.types import Active, Ranking
+from elements.policies.base import KeyOrder
+from runtime.element import element
+from runtime.types import Active
 
 
 @element
-class Srtf(Element):
+class Srtf(KeyOrder):
     """Rank jobs by remaining run time, shortest first (an oracle policy).
 
     Remaining time is the job's remaining work at its reference throughput (isolated,
@@ -26,12 +27,7 @@ class Srtf(Element):
     Paper: Tiresias (NSDI'19) §6 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.
     """
 
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-
     backfill: bool = True
 
-    def tick(self, ctx, active: Active) -> Ranking:
-        order = np.argsort(active.remaining_s, kind="stable")
-        return Ranking(active.rows[order], active.gpus[order], backfill=self.backfill)
+    def key(self, active: Active) -> np.ndarray:
+        return active.remaining_s

@@ -1,0 +1,25 @@
+"""What ordering policies share: rank the pool's jobs by one per-job key, smallest first."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.element import Element, In, Out
+from runtime.types import Active, Ranking
+
+
+class KeyOrder(Element):
+    """Ranks jobs by `key(active)`, smallest first, each wanting the GPUs it asked for. The sort
+    is stable over the pool's admission order, so ties go to the job admitted first. Subclasses
+    declare the `backfill: bool` argument with their own default."""
+
+    category = "policy"
+    inputs = (In("active", Active),)
+    outputs = (Out("ranking", Ranking),)
+
+    def key(self, active: Active) -> np.ndarray:
+        raise NotImplementedError
+
+    def tick(self, ctx, active: Active) -> Ranking:
+        order = np.argsort(self.key(active), kind="stable")
+        return Ranking(active.rows[order], active.gpus[order], backfill=self.backfill)
