@@ -200,20 +200,6 @@ def _shipped() -> ProfileTable:
     return ProfileTable.from_frame(*_read(str(SHIPPED_PROFILE)), source=str(SHIPPED_PROFILE))
 
 
-def _int_column(values, n: int) -> pl.Series:
-    if values is None or np.isscalar(values):
-        return pl.Series([values] * n, dtype=pl.Int64)
-    if isinstance(values, pl.Series):
-        series = values
-    elif isinstance(values, np.ndarray):
-        series = pl.Series(values)
-    else:
-        series = pl.Series(list(values), strict=False)
-    if series.dtype.is_float():
-        series = series.fill_nan(None)
-    return series.cast(pl.Int64)
-
-
 def _read(path: str) -> tuple[pl.DataFrame, np.ndarray]:
     cells = read_cells(path)
     return cells.frame, cells.lines
