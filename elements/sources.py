@@ -8,7 +8,7 @@ import numpy as np
 
 from runtime.element import Element, Out, element
 from runtime.types import Jobs
-from runtime.values import FilePath, Rate, non_negative, one_of, positive
+from runtime.values import FilePath, Rate, existing_file, non_negative, one_of, positive
 from runtime.world import JobBatch, prepare_jobs
 
 
@@ -69,7 +69,7 @@ class TraceSource(_Replay):
     Paper: Blox (EuroSys'24) §4 (Philly-Trace with Poisson arrivals); Gavel (OSDI'20) §7.1.
     """
 
-    path: FilePath
+    path: FilePath = attrs.field(validator=existing_file)
     rate: Rate | None = attrs.field(default=None, validator=positive)
     jobs: int | None = attrs.field(default=None, validator=positive)
     seed: int | None = attrs.field(default=None, validator=non_negative)

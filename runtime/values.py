@@ -144,6 +144,14 @@ def non_negative(instance, attribute, value) -> None:
         raise ValueError(f"must be 0 or more, got {describe(value)}")
 
 
+def existing_file(instance, attribute, value) -> None:
+    """For input files: the path must name a readable file."""
+    import os
+
+    if value is not None and not os.path.isfile(value):
+        raise ValueError(f"names no file: {value}")
+
+
 def one_of(*choices: str):
     def check(instance, attribute, value) -> None:
         if value not in choices:
