@@ -73,6 +73,12 @@ class Import:
 
 
 @attrs.frozen
+class Require:
+    path: str
+    location: Location
+
+
+@attrs.frozen
 class Param:
     name: str  # without the `$`
     default: Value | None
@@ -87,7 +93,7 @@ class ElementClass:
     location: Location
 
 
-Statement = Union[Setting, Import, ElementClass, Chain]
+Statement = Union[Setting, Import, Require, ElementClass, Chain]
 
 
 @attrs.frozen

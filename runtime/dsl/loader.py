@@ -61,6 +61,36 @@ def load(path: str | Path, text: str | None = None) -> FlatGraph:
     return _Loader().load(str(path), text)
 
 
+_REQUIRED: dict[str, object] = {}
+
+
+def load_element_file(path: Path) -> str | None:
+    """Import a Python file once; returns a one-line description of what went wrong, if anything.
+    (A problem in the user's own Python is shown as its file, line and message, not a traceback.)"""
+    import importlib.util
+    import sys
+    import traceback
+
+    resolved = str(path.resolve())
+    if resolved in _REQUIRED:
+        return None
+    if not path.is_file():
+        return f"no such file ({path})"
+    name = "roundhouse_user_" + "".join(ch if ch.isalnum() else "_" for ch in resolved)
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:  # the user's code: report where, not how deep
+        del sys.modules[name]
+        frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename == resolved]
+        where = f"{path}:{frames[-1].lineno}: " if frames else (f"{path}:{err.lineno}: " if isinstance(err, SyntaxError) else "")
+        return f"{where}{type(err).__name__}: {err}"
+    _REQUIRED[resolved] = module
+    return None
+
+
 def _key(port: ast.PortRef | None):
     return 0 if port is None else port.key
 
@@ -127,6 +157,8 @@ class _Loader:
                     self.errors.append(SchedError(f"cannot import '{st.path}': {err}", st.location))
                     continue
                 self._read(str(target), imported, depth + 1, stack + (resolved,))
+            elif isinstance(st, ast.Require):
+                self._require(Path(base_dir) / st.path, st)
             elif isinstance(st, ast.Setting):
                 if st.name in seen_here:
                     first = seen_here[st.name].location
@@ -148,6 +180,12 @@ class _Loader:
                     self.classes[st.name] = (st, base_dir)
             else:
                 self.chains.append((st, base_dir))
+
+    def _require(self, target: Path, st: ast.Require) -> None:
+        """Import a Python file of element classes (they register themselves with @element)."""
+        problem = load_element_file(target)
+        if problem:
+            self.errors.append(SchedError(f"cannot require '{st.path}': {problem}", st.location))
 
     # --- scopes ---
     def _is_class(self, name: str) -> bool:

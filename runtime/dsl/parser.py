@@ -40,6 +40,7 @@ _TERMINAL_TEXT = {
     "VBAR": "'|'",
     "__ANON_0": "'::'",
     "IMPORT": "'import'",
+    "REQUIRE": "'require'",
     "ELEMENTCLASS": "'elementclass'",
     "TRUE": "'true'",
     "FALSE": "'false'",
@@ -189,6 +190,10 @@ class _Build(Transformer):
     def import_stmt(self, meta, children):
         (tok,) = children
         return ast.Import(_unescape(str(tok)), self._l(tok))
+
+    def require_stmt(self, meta, children):
+        (tok,) = children
+        return ast.Require(_unescape(str(tok)), self._l(tok))
 
     def param(self, meta, children):
         tok, default = children

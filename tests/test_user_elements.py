@@ -1,0 +1,44 @@
+"""Elements written by users: `require "file.py";` and the guide's example."""
+
+import re
+
+from tests.conftest import REPO, jobs_of
+from tools.cli import main
+
+
+def blocks(language: str) -> list[str]:
+    text = (REPO / "docs" / "writing-elements.md").read_text()
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
+def test_the_guides_example_runs(tmp_path, run_graph):
+    (python,) = blocks("python")
+    (tmp_path / "smallest_first.py").write_text(python)
+    (graph,) = [b for b in blocks("") if "require" in b]
+    result = run_graph(graph, cluster="4x4:V100")
+    jobs = jobs_of(result)
+    assert len(jobs) == 500 and all(j["status"] == "finished" for j in jobs.values())
+    ranked = [c for name, c in result.counters.items() if name.startswith("SmallestFirst@")]
+    assert ranked and "ranked" in ranked[0]
+
+
+def test_a_broken_element_file_is_reported_at_its_line(tmp_path, capsys):
+    (tmp_path / "bad.py").write_text("import numpy\n\nraise RuntimeError('half-written')\n")
+    (tmp_path / "g.sched").write_text('require "bad.py";\n')
+    assert main(["check", str(tmp_path / "g.sched")]) == 2
+    err = capsys.readouterr().err
+    assert "g.sched:1:9: error: cannot require 'bad.py'" in err and "bad.py:3: RuntimeError: half-written" in err
+    (tmp_path / "h.sched").write_text('require "none.py";\n')
+    assert main(["check", str(tmp_path / "h.sched")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_an_element_without_its_documentation_does_not_load(tmp_path, capsys):
+    (tmp_path / "undocumented.py").write_text(
+        "from runtime.element import Element, element\n\n@element\nclass Quiet(Element):\n"
+        '    """Does nothing.\n\n    Ports:\n        none\n    Arguments:\n        none\n"""\n'
+        '    category = "control"\n'
+    )
+    (tmp_path / "g.sched").write_text('require "undocumented.py";\n')
+    assert main(["check", str(tmp_path / "g.sched")]) == 2
+    assert "missing section(s) Counters:, See also:, Paper:" in capsys.readouterr().err
