@@ -17,30 +17,53 @@ _FLOOR_GRID = 1.0 - np.geomspace(1.0, 1e-4, 48)
 
 def fit_loss_curves(x: np.ndarray, loss: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Least-squares fits of loss = 1/(b0 x + b1) + b2, one per row of the (jobs, samples)
-    arrays (`valid` marks real samples), as Optimus fits its loss curves (§3.1). For each b2 on a
-    grid below the lowest loss, 1/(loss - b2) is linear in x; the b2 with the smallest squared
-    error in loss wins. Returns (b0, b1, b2); NaN where no curve with b0, b1 > 0 fits."""
+    arrays (`valid` marks real samples), as Optimus fits its loss curves (§3.1). For each b2
+    below the lowest loss, 1/(loss - b2) is linear in x; the b2 with the smallest squared error
+    in loss wins, searched on a coarse grid and then a fine one around the best. Returns
+    (b0, b1, b2); NaN where no curve with b0, b1 > 0 fits."""
     n = len(x)
     if n == 0:
         return np.zeros(0), np.zeros(0), np.zeros(0)
-    w = valid.astype(np.float64)[:, None, :]  # jobs, 1, samples
     low = np.where(valid, loss, np.inf).min(axis=1)
-    floor = low[:, None] * _FLOOR_GRID[None, :]  # jobs, grid
+    grid = np.broadcast_to(_FLOOR_GRID, (n, len(_FLOOR_GRID)))
+    error, b0, b1 = _fit_on(x, loss, valid, low[:, None] * grid)
+    best = np.argmin(error, axis=1)
+    # A fine grid between the coarse neighbours of the best floor.
+    left = _FLOOR_GRID[np.maximum(best - 1, 0)]
+    right = _FLOOR_GRID[np.minimum(best + 1, len(_FLOOR_GRID) - 1)]
+    fine = left[:, None] + (right - left)[:, None] * np.linspace(0.0, 1.0, 33)[None, :]
+    floor = low[:, None] * fine
+    error, b0, b1 = _fit_on(x, loss, valid, floor)
+    best = np.argmin(error, axis=1)
+    pick = lambda a: a[np.arange(n), best]  # noqa: E731
+    ok = np.isfinite(pick(error))
+    return np.where(ok, pick(b0), np.nan), np.where(ok, pick(b1), np.nan), np.where(ok, pick(floor), np.nan)
+
+
+def _fit_on(x, loss, valid, floor):
+    """For each job and candidate floor b2 (jobs, grid): the squared error of the best (b0, b1),
+    and those; inf where b0 or b1 is not positive. z = 1/(loss - b2) is fitted linearly in x
+    with weights 1/z^4, so that an error in z counts as the error in loss it causes
+    (d loss = -dz / z^2): a fit of the losses, not of their inverses."""
+    valid3 = valid[:, None, :]
     xs = np.where(valid, x, 0.0)[:, None, :]
     gap = np.where(valid, loss, 1.0)[:, None, :] - floor[:, :, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(w > 0, 1.0 / np.where(gap > 0, gap, np.nan), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        gap = np.where(valid3 & (gap > 0), gap, np.nan)
+        z = np.where(valid3, 1.0 / gap, 0.0)
+        w = np.where(valid3, gap**4, 0.0)
+        w = w / np.nanmax(np.where(valid3, w, np.nan), axis=-1, keepdims=True)
+        w = np.nan_to_num(w)
+        z = np.nan_to_num(z)
         sw, sx, sz = w.sum(-1), (w * xs).sum(-1), (w * z).sum(-1)
         sxx, sxz = (w * xs * xs).sum(-1), (w * xs * z).sum(-1)
         b0 = (sw * sxz - sx * sz) / (sw * sxx - sx * sx)
         b1 = (sz - b0 * sx) / sw
         predicted = floor[:, :, None] + 1.0 / (b0[:, :, None] * xs + b1[:, :, None])
-        error = (w * (predicted - np.where(valid, loss, 0.0)[:, None, :]) ** 2).sum(-1)
-    error = np.where((b0 > 0) & (b1 > 0) & np.isfinite(error), error, np.inf)
-    best = np.argmin(error, axis=1)
-    pick = lambda a: a[np.arange(n), best]  # noqa: E731
-    ok = np.isfinite(pick(error))
-    return np.where(ok, pick(b0), np.nan), np.where(ok, pick(b1), np.nan), np.where(ok, pick(floor), np.nan)
+        error = np.where(valid3, (predicted - np.where(valid, loss, 0.0)[:, None, :]) ** 2, 0.0).sum(-1)
+        bad = (np.isnan(gap) & valid3).any(axis=-1)  # a floor at or above some loss
+    error = np.where((b0 > 0) & (b1 > 0) & np.isfinite(error) & ~bad, error, np.inf)
+    return error, b0, b1
 
 
 @element
@@ -196,6 +219,8 @@ class Optimus(Element):
                 if base[i] <= free:
                     given[i] = True
                     free -= int(base[i])
+                    if free == 0:
+                        break
         alloc = np.where(given, base, 0)
         extra = 0
         grow = np.flatnonzero(given & elastic)
