@@ -58,4 +58,4 @@ def test_loss_termination_quick(tmp_path):
     epochs = runs.filter(pl.col("termination") == "epochs")["avg_jct_s"][0]
     loss = runs.filter(pl.col("termination") == "loss-based")["avg_jct_s"][0]
     assert loss < 0.8 * epochs
-    assert runs["jobs_finished"].to_list() == [100, 100]
+    assert runs["jobs_finished"].to_list() == [200, 200]
