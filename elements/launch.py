@@ -2,38 +2,61 @@
 
 from __future__ import annotations
 
+import attrs
+import numpy as np
+
 from runtime.element import Element, In, Out, element
-from runtime.types import Events, Plan
+from runtime.rowsets import isin_rows
+from runtime.types import Events, Jobs, Plan
 
 
 @element
 class Launch(Element):
     """Hand the round's plan to the backend (simulator or live agents) and report what happened.
 
-    The runtime checks the plan first: every running job is kept or suspended, launches go to
-    free GPUs. Kept jobs cost nothing (their lease is renewed without a message).
+    The runtime checks the plan first: every running job is kept, suspended or completed,
+    launches go to free GPUs. Kept jobs cost nothing (their lease is renewed without a
+    message). Jobs arriving on the optional `finish` port (from LossTermination, say) are
+    completed now with the work they have done, whatever the placer decided for them; they are
+    reported as finished in the next round's events.
 
     Ports:
         plan: the round's launches, keeps and suspensions.
+        finish: jobs to complete now (optional; several elements may connect).
         events: completions seen at this round's start, plus this round's launches and suspensions.
     Arguments:
         none
     Counters:
         launched: launches so far (first starts and restarts).
         suspended: suspensions so far.
-    See also: Consolidated, FirstFree, JobMetrics
-    Paper: Blox (EuroSys'24) §3, job launch and preemption.
+        completed: jobs completed on request so far.
+    See also: Consolidated, FirstFree, JobMetrics, LossTermination
+    Paper: Blox (EuroSys'24) §3, job launch and preemption; §5.3, loss-based termination.
     """
 
     category = "launch"
-    inputs = (In("plan", Plan),)
+    inputs = (In("plan", Plan), In("finish", Jobs, required=False, multi=True))
     outputs = (Out("events", Events),)
 
     def start(self, ctx) -> None:
-        self.counters.update(launched=0, suspended=0)
+        self.counters.update(launched=0, suspended=0, completed=0)
 
-    def tick(self, ctx, plan: Plan) -> Events:
+    def tick(self, ctx, plan: Plan, finish: Jobs | None = None) -> Events:
+        if finish is not None and len(finish):
+            plan = with_completions(plan, np.unique(finish.rows))
+            self.counters["completed"] += len(plan.complete)
         events = ctx.submit(plan)
         self.counters["launched"] += len(events.launched)
         self.counters["suspended"] += len(events.suspended)
         return events
+
+
+def with_completions(plan: Plan, rows: np.ndarray) -> Plan:
+    """The plan with `rows` completed: taken out of its keeps and suspensions."""
+    complete = np.unique(np.concatenate([plan.complete, rows]))
+    return attrs.evolve(
+        plan,
+        keep=plan.keep[~isin_rows(plan.keep, complete)],
+        suspend=plan.suspend[~isin_rows(plan.suspend, complete)],
+        complete=complete,
+    )

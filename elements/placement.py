@@ -65,6 +65,13 @@ class Placer(Element):
             return got
         return choose_first_free(cluster, available, want, types)
 
+    def one_node(self, ctx, ranking: Ranking) -> np.ndarray:
+        """Which ranked jobs must be placed on as few nodes as possible: the ranking's say,
+        else the placer's default. Placers that decide per job (by model) override this."""
+        if ranking.consolidate is None:
+            return np.full(len(ranking.rows), self.consolidate_by_default)
+        return np.asarray(ranking.consolidate, dtype=bool)
+
     def _custom_choice(self) -> bool:
         return type(self).choose is not Placer.choose
 
@@ -94,11 +101,7 @@ class Placer(Element):
         marked = running[~isin_rows(running, rows[kept_mask])] if n_keeps else running
         held_by_marked = isin_rows(holder, marked)
         available = (holder < 0) | held_by_marked
-        one_node = (
-            np.full(len(rows), self.consolidate_by_default)
-            if ranking.consolidate is None
-            else np.asarray(ranking.consolidate, dtype=bool)
-        )
+        one_node = self.one_node(ctx, ranking)
 
         # Step 3: pack the selected jobs that are not kept (waiting ones, and moves).
         launches = _Launches(len(rows))

@@ -142,3 +142,57 @@ def summarize(jobs: pl.DataFrame, ctx) -> dict:
         "preemptions": int(jobs["preemptions"].sum()),
         "end_s": float(ctx.now),
     }
+
+
+@element
+class LinkBandwidth(Element):
+    """The intra-node link bandwidth each multi-GPU job sees on the GPUs it is launched on.
+
+    For every launch of a job on two or more GPUs of one node whose topology is known (see
+    runtime/topologies.py), records the mean bandwidth of the links between its GPUs (for two
+    GPUs, their link). Reports each such launch and the average over them.
+
+    Ports:
+        events: the round's events (launches).
+    Arguments:
+        none
+    Counters:
+        launches: single-node multi-GPU launches measured so far.
+    See also: BandwidthAwareIntraNode, RandomIntraNode, JobMetrics
+    Paper: Blox (EuroSys'24) §5.3, Table 4 (average bandwidth observed by single-node multi-GPU jobs).
+    """
+
+    category = "sink"
+    inputs = (In("events", Events, multi=True),)
+
+    def start(self, ctx) -> None:
+        self._seen: list[tuple[int, int, float, float]] = []
+        self.counters["launches"] = 0
+
+    def tick(self, ctx, events: Events) -> None:
+        if not len(events.launched):
+            return
+        from runtime.topologies import mean_link_gbps
+
+        cluster = ctx.cluster
+        gpus = ctx.jobs.column("held")[events.launched]
+        for row in events.launched[gpus >= 2].tolist():
+            ids = ctx.gpus_of(row)
+            nodes = cluster.gpu_node[ids]
+            if (nodes != nodes[0]).any():
+                continue
+            gbps = mean_link_gbps(cluster.node_link_gbps[nodes[0]], cluster.gpu_local[ids])
+            if np.isnan(gbps):
+                continue
+            self._seen.append((int(ctx.jobs.column("job_id")[row]), len(ids), gbps, ctx.now))
+            self.counters["launches"] += 1
+
+    def finish(self, ctx) -> dict:
+        frame = pl.DataFrame(
+            self._seen, schema={"job_id": pl.Int64, "gpus": pl.Int64, "gbps": pl.Float64, "time_s": pl.Float64}, orient="row"
+        )
+        by_size = {f"avg_gbps_{g}gpu": float(v) for g, v in frame.group_by("gpus").agg(pl.col("gbps").mean()).sort("gpus").rows()}
+        return {
+            "links": frame,
+            "bandwidth": {"launches": frame.height, "avg_gbps": float(frame["gbps"].mean()) if frame.height else None, **by_size},
+        }

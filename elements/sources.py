@@ -8,7 +8,7 @@ import numpy as np
 
 from runtime.element import Element, Out, element
 from runtime.types import Jobs
-from runtime.values import FilePath, Rate, existing_file, non_negative, one_of, positive
+from runtime.values import Duration, FilePath, Rate, existing_file, non_negative, one_of, positive
 from runtime.world import JobBatch, prepare_jobs
 
 
@@ -22,8 +22,8 @@ class _Replay(Element):
     category = "source"
     outputs = (Out("jobs", Jobs),)
 
-    def _load(self, ctx, trace, origin: str) -> None:
-        batch, unknown = prepare_jobs(trace, ctx.cluster, ctx.profile, ctx.reference_gpu, origin)
+    def _load(self, ctx, trace, origin: str, profile=None) -> None:
+        batch, unknown = prepare_jobs(trace, ctx.cluster, profile or ctx.profile, ctx.reference_gpu, origin)
         self._batch: JobBatch = batch
         self._arrivals = batch.columns["arrival_s"]
         self._next = 0
@@ -63,6 +63,8 @@ class TraceSource(_Replay):
         jobs: if given, use only the first this many jobs (in arrival order).
         seed: seed for the redrawn arrivals (default: derived from the graph's seed).
         format: the trace format: auto, canonical, philly, gavel or tiresias.
+        timing: profile (jobs whose model the profile knows run at its throughputs) or duration
+          (every job runs for its duration_s wherever it is placed, as in Tiresias' simulator).
     Counters:
         arrived: jobs emitted so far.
     See also: PoissonSource, AcceptAll, JobPool
@@ -74,10 +76,12 @@ class TraceSource(_Replay):
     jobs: int | None = attrs.field(default=None, validator=positive)
     seed: int | None = attrs.field(default=None, validator=non_negative)
     format: str = attrs.field(default="auto", validator=one_of("auto", "canonical", "philly", "gavel", "tiresias"))
+    timing: str = attrs.field(default="profile", validator=one_of("profile", "duration"))
 
     def start(self, ctx) -> None:
         from traces.formats import read_trace
         from traces.generators import poisson_arrivals
+        from traces.profiles import ProfileTable
 
         trace = read_trace(self.path, format=self.format)
         if self.jobs is not None:
@@ -85,7 +89,14 @@ class TraceSource(_Replay):
         if self.rate is not None:
             arrivals = poisson_arrivals(trace.height, float(self.rate), ctx.rng(self.seed))
             trace = trace.with_columns(arrival_s=arrivals)
-        self._load(ctx, trace, str(self.path))
+        if self.timing == "duration" and trace["duration_s"].null_count():
+            from runtime.errors import TraceError
+
+            raise TraceError(str(self.path), "timing=duration needs a duration_s for every job", column="duration_s")
+        profile = None
+        if self.timing == "duration":  # an empty profile: no job is known by its model
+            profile = ProfileTable.from_frame(ProfileTable.load().frame.clear(), source="(no profile: timing=duration)")
+        self._load(ctx, trace, str(self.path), profile)
 
 
 @element
@@ -127,3 +138,83 @@ class PoissonSource(_Replay):
             self.jobs, float(self.rate), seed, gpus=self.gpus, models=self.models, start_id=self.start_id
         )
         self._load(ctx, trace, f"{self.name} (PoissonSource)")
+
+
+@element
+class BurstSource(_Replay):
+    """Inject bursts of extra jobs: `jobs` jobs in each window of `length`, one window every
+    `every`, for `bursts` windows.
+
+    Inside a window the arrival times are uniform (a Poisson process given its count). GPU
+    counts follow the Philly distribution (or are all 1); durations are uniform between
+    `min_duration` and `max_duration` when both are given (Blox §5.2's short jobs, 10 minutes to
+    an hour), else drawn from the Philly distribution. Connect it beside the main source, into
+    the same admission gate. Job ids start at `start_id`, out of the way of the main trace's.
+
+    Ports:
+        jobs: the jobs arriving this round.
+    Arguments:
+        jobs: jobs per burst.
+        length: how long each burst lasts.
+        every: time from the start of one burst to the next.
+        offset: when the first burst starts.
+        bursts: how many bursts.
+        min_duration: shortest duration (with max_duration: uniform durations).
+        max_duration: longest duration.
+        gpus: GPU counts: philly (1/2/4/8 GPUs) or single.
+        models: none (jobs known by duration only) or blox.
+        start_id: the first job id.
+        seed: seed (default: derived from the graph's seed).
+    Counters:
+        arrived: jobs emitted so far.
+    See also: PoissonSource, TraceSource, AcceptThreshold
+    Paper: Blox (EuroSys'24) §5.1 (a spike of 16 jobs in one hour each day, Fig 13) and §5.2 (bursty load).
+    """
+
+    jobs: int = attrs.field(validator=positive)
+    length: Duration = attrs.field(default=Duration(3600.0), validator=positive)
+    every: Duration = attrs.field(default=Duration(86400.0), validator=positive)
+    offset: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
+    bursts: int = attrs.field(default=1, validator=positive)
+    min_duration: Duration | None = attrs.field(default=None, validator=positive)
+    max_duration: Duration | None = attrs.field(default=None, validator=positive)
+    gpus: str = attrs.field(default="philly", validator=one_of("philly", "single"))
+    models: str = attrs.field(default="none", validator=one_of("none", "blox"))
+    start_id: int = attrs.field(default=1_000_000, validator=non_negative)
+    seed: int | None = attrs.field(default=None, validator=non_negative)
+
+    def __attrs_post_init__(self) -> None:
+        if (self.min_duration is None) != (self.max_duration is None):
+            raise ValueError("give both min_duration and max_duration (uniform durations), or neither (Philly durations)")
+        if self.min_duration is not None and self.min_duration > self.max_duration:
+            raise ValueError(f"min_duration ({self.min_duration:g}s) is longer than max_duration ({self.max_duration:g}s)")
+        if self.length > self.every:
+            raise ValueError(f"a burst ({self.length:g}s) cannot last longer than the time between bursts ({self.every:g}s)")
+
+    def start(self, ctx) -> None:
+        import polars as pl
+
+        from traces.generators import TIME_DECIMALS, assign_models, philly_durations, philly_gpus
+        from traces.schema import validate
+
+        seed = int(ctx.rng(self.seed).integers(2**31)) if self.seed is None else self.seed
+        time_rng, duration_rng, gpu_rng, model_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
+        n = self.jobs * self.bursts
+        within = np.sort(time_rng.uniform(0.0, float(self.length), size=(self.bursts, self.jobs)), axis=1)
+        arrivals = float(self.offset) + float(self.every) * np.arange(self.bursts)[:, None] + within
+        if self.min_duration is None:
+            durations = philly_durations(n, duration_rng)
+        else:
+            durations = duration_rng.uniform(float(self.min_duration), float(self.max_duration), size=n)
+        gpus = philly_gpus(n, gpu_rng) if self.gpus == "philly" else np.ones(n, dtype=np.int64)
+        columns = {
+            "job_id": np.arange(self.start_id, self.start_id + n, dtype=np.int64),
+            "arrival_s": np.round(arrivals.ravel(), TIME_DECIMALS),
+            "gpus": gpus,
+            "duration_s": np.round(durations, TIME_DECIMALS),
+        }
+        if self.models == "blox":
+            names, batch = assign_models(gpus, model_rng, ctx.profile)
+            columns["model"] = pl.Series(names.tolist(), dtype=pl.String)
+            columns["batch_size"] = batch
+        self._load(ctx, validate(pl.DataFrame(columns), f"{self.name} (BurstSource)"), f"{self.name} (BurstSource)")

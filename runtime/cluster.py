@@ -12,10 +12,11 @@ A spec file::
     memory_gb = 244
     gpu_memory_gb = 16
     network_gbps = 10      # bandwidth between nodes
+    topology = "p3.8xlarge"   # optional: intra-node GPU links (runtime/topologies.py)
 
 The shorthand: `32x4:V100` (32 nodes of 4 V100s), several groups joined by commas
 (`16x4:V100,16x4:P100`), and Gavel's `36:36:36` (V100:P100:K80 counts, one GPU per node, as
-Gavel's simulator sweeps use).
+Gavel's simulator sweeps use). A group may name its intra-node topology: `32x4:V100@p3.8xlarge`.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class NodeGroup:
     memory_gb: float = 244.0
     gpu_memory_gb: float = 16.0
     network_gbps: float = 10.0
+    topology: str = ""  # a name in runtime.topologies.TOPOLOGIES, or "" (links unknown)
 
 
 _GROUP_FIELDS = {f.name: f for f in attrs.fields(NodeGroup)}
@@ -73,16 +75,22 @@ class ClusterSpec:
             return cls(text, groups)
         groups = []
         for part in text.split(","):
-            m = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*(?::\s*([A-Za-z][\w-]*))?\s*", part)
+            m = re.fullmatch(
+                r"\s*(\d+)\s*x\s*(\d+)\s*(?::\s*([A-Za-z][\w-]*))?\s*(?:@\s*([A-Za-z][\w.-]*))?\s*", part
+            )
             if m is None:
                 raise ClusterError(
-                    f"bad cluster '{text}': '{part.strip()}' is not NODESxGPUS[:TYPE]; "
-                    "write e.g. 32x4:V100, 16x4:V100,16x4:P100, 36:36:36 or a .toml file"
+                    f"bad cluster '{text}': '{part.strip()}' is not NODESxGPUS[:TYPE][@TOPOLOGY]; "
+                    "write e.g. 32x4:V100, 16x4:V100,16x4:P100, 32x4:V100@p3.8xlarge, 36:36:36 or a .toml file"
                 )
             nodes, gpus, gpu_type = int(m.group(1)), int(m.group(2)), m.group(3) or "V100"
             if nodes < 1 or gpus < 1:
                 raise ClusterError(f"bad cluster '{text}': node and GPU counts must be at least 1")
-            groups.append(NodeGroup(nodes=nodes, gpus_per_node=gpus, gpu_type=gpu_type))
+            topology = m.group(4) or ""
+            problem = _topology_problem(topology, gpus)
+            if problem:
+                raise ClusterError(f"bad cluster '{text}': {problem}")
+            groups.append(NodeGroup(nodes=nodes, gpus_per_node=gpus, gpu_type=gpu_type, topology=topology))
         return cls(text, tuple(groups))
 
     @classmethod
@@ -137,7 +145,25 @@ def _group_from_table(path: Path, number: int, table: object) -> NodeGroup:
     group = NodeGroup(**values)
     if group.racks > group.nodes:
         raise ClusterError(f"{where}: 'racks' ({group.racks}) is more than 'nodes' ({group.nodes})")
+    problem = _topology_problem(group.topology, group.gpus_per_node)
+    if problem:
+        raise ClusterError(f"{where}: {problem}")
     return group
+
+
+def _topology_problem(name: str, gpus_per_node: int) -> str | None:
+    """Why a group cannot have this topology (None if it can; "" names none)."""
+    from runtime.topologies import TOPOLOGIES
+
+    if not name:
+        return None
+    if name not in TOPOLOGIES:
+        hint = did_you_mean(name, TOPOLOGIES)
+        return f"unknown topology '{name}'" + (f" ({hint})" if hint else f"; known: {', '.join(TOPOLOGIES)}")
+    size = len(TOPOLOGIES[name])
+    if size != gpus_per_node:
+        return f"topology '{name}' has {size} GPUs per node, the group {gpus_per_node}"
+    return None
 
 
 class Cluster:
@@ -183,6 +209,21 @@ class Cluster:
         self.gpus_by_type = _ro(np.bincount(self.gpu_type, minlength=len(self.gpu_types)))
         self.max_gpus_per_node = int(self.node_gpus.max())
         self.uniform_nodes = bool((self.node_gpus == self.max_gpus_per_node).all())
+        self.node_link_gbps = _ro(self._links(spec))
+
+    def _links(self, spec: ClusterSpec) -> np.ndarray:
+        """(nodes, G, G) link bandwidths in Gbps between a node's GPUs (local indices), G the
+        largest node; NaN where the topology is unknown."""
+        from runtime.topologies import TOPOLOGIES
+
+        g = self.max_gpus_per_node
+        links = np.full((self.n_nodes, g, g), np.nan)
+        k = 0
+        for group in spec.groups:
+            if group.topology:
+                links[k : k + group.nodes, : group.gpus_per_node, : group.gpus_per_node] = TOPOLOGIES[group.topology]
+            k += group.nodes
+        return links
 
     @classmethod
     def parse(cls, text: str) -> "Cluster":
@@ -204,7 +245,7 @@ class Cluster:
         return "rack" if (racks == racks[0]).all() else "cluster"
 
     def describe(self) -> str:
-        parts = [f"{g.nodes}x{g.gpus_per_node}:{g.gpu_type}" for g in self.spec.groups]
+        parts = [f"{g.nodes}x{g.gpus_per_node}:{g.gpu_type}" + (f"@{g.topology}" if g.topology else "") for g in self.spec.groups]
         return f"{self.n_gpus} GPUs on {self.n_nodes} nodes ({', '.join(parts)})"
 
     def frame(self):

@@ -313,6 +313,7 @@ class _Compiler:
         kwargs: dict[str, Any] = {}
         ok = True
         seen_keyword = False
+        overridden = {field_name for field_name, _, _ in overrides}
         for position, arg in enumerate(decl.args):
             if arg.name is None:
                 if seen_keyword:
@@ -339,6 +340,9 @@ class _Compiler:
             if field.name in kwargs:
                 self.errors.append(SchedError(f"argument '{field.name}' is given twice", arg.location))
                 ok = False
+                continue
+            if field.name in overridden:
+                kwargs[field.name] = _REPLACED  # --set gives this argument; the file's value is not used
                 continue
             value = self._argument(cls, field, arg.value, decl.base_dir, arg.value.location)
             if value is _BAD:
@@ -523,6 +527,7 @@ class _Compiler:
 
 
 _BAD = object()
+_REPLACED = object()
 
 
 def _type_hint(port_type: type) -> str | None:

@@ -62,6 +62,9 @@ class Engine:
         ]
         self._ctx: RoundContext | None = None
         self._pending_events = Events(time=0.0)
+        # Jobs a plan completed: reported as finished in the next round's events, as a job
+        # that finishes inside a round is (the world's books already show them finished).
+        self._completed: list[Events] = []
 
     # --- the two boundary doors, given to the round context ---
     def _register(self, batch) -> np.ndarray:
@@ -79,6 +82,10 @@ class Engine:
             raise PlanError(f"round {ctx.round_index} (t={ctx.now:g}s): plan from {who}: {err}") from None
         self.backend.apply(plan)
         applied = self.world.apply_plan(plan, ctx.now)
+        if len(plan.complete):
+            self._completed.append(
+                Events(time=ctx.now, finished=plan.complete, finished_at=np.full(len(plan.complete), ctx.now))
+            )
         return ctx.events if applied is None else Events.merge([ctx.events, applied])
 
     def _context(self, events: Events, round_index: int) -> RoundContext:
@@ -105,6 +112,9 @@ class Engine:
             events, progress = self.backend.poll()
             self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
             self.world.apply_finished(events.finished, events.finished_at)
+            if self._completed:
+                events = Events.merge([events, *self._completed])
+                self._completed = []
             ctx = self._context(events, int(round(self.backend.now / round_s)))
             self._ctx = ctx
             self._tick_all(ctx)

@@ -185,7 +185,9 @@ def _ints(a) -> np.ndarray:
 @attrs.frozen
 class Plan:
     """A round's decisions, columnar. Every running job is either kept (its lease is renewed,
-    it pays nothing) or suspended; moving or resizing a job is a suspension plus a launch.
+    it pays nothing), suspended, or completed; moving or resizing a job is a suspension plus a
+    launch. `complete` names unfinished jobs to finish now, with the work they have done (a
+    job that has converged, Blox §5.3): their GPUs are free at once for this plan's launches.
 
     Launch i runs job `launch_rows[i]` on `launch_counts[i]` GPUs, the next ones in
     `launch_gpus` (grouped by launch, in launch order), with batch size `launch_batch[i]`
@@ -198,6 +200,7 @@ class Plan:
     launch_batch: np.ndarray | None = attrs.field(default=None)
     keep: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
     suspend: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
+    complete: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
     launch_starts: np.ndarray = attrs.field(init=False, repr=False, eq=False)  # where each launch's GPUs begin
 
     def __attrs_post_init__(self) -> None:
@@ -239,7 +242,7 @@ class Plan:
 
     @property
     def changes(self) -> bool:
-        return len(self.launch_rows) > 0 or len(self.suspend) > 0
+        return len(self.launch_rows) > 0 or len(self.suspend) > 0 or len(self.complete) > 0
 
 
 @attrs.frozen

@@ -93,7 +93,7 @@ def prepare_jobs(
     gpus = get("gpus", np.int64, 1)
     duration = get("duration_s", np.float64, np.nan)
     iterations = get("iterations", np.float64, np.nan)
-    batch = get("batch_size", np.int64, 0)
+    batch = get("batch_size", np.int64, 0).copy()  # filled in below for profiled models
     raw_models = trace["model"].to_list() if "model" in trace.columns else [None] * n
 
     models = np.empty(n, dtype=object)
@@ -169,7 +169,29 @@ def prepare_jobs(
             if series.dtype.is_numeric()
             else np.array(series.to_list(), dtype=object)
         )
+    columns.update(_placement_columns(trace, raw_models, models, known, batch, gpus, profile, reference_gpu, origin))
+    from traces.losscurves import initial_loss
+
+    loss = initial_loss(trace, origin)
+    if loss is not None:
+        columns["loss"] = loss  # a live column from here on (World.apply_progress)
     return JobBatch(columns, type_rates, origin), unknown
+
+
+def _placement_columns(trace, raw_models, models, known, batch, gpus, profile, reference_gpu, origin) -> dict:
+    """`tensor_skew` and `spread_slowdown` per job (traces/placement.py). For a job whose model
+    is in the profile, the slowdown is what the profile implies on the reference GPU type."""
+    from traces.placement import placement_columns
+
+    out = placement_columns(trace, raw_models, origin)
+    multi = np.flatnonzero(known & (gpus > 1))
+    for g in np.unique(gpus[multi]):
+        sel = multi[gpus[multi] == g]
+        together = profile.rates(models[sel], batch[sel], reference_gpu, int(g), True)
+        apart = profile.rates(models[sel], batch[sel], reference_gpu, int(g), False)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["spread_slowdown"][sel] = np.where((together > 0) & (apart > 0), together / apart, np.nan)
+    return out
 
 
 class PlanError(RoundhouseError):
@@ -306,6 +328,18 @@ class World:
         cols["service"][rows] += service
         cols["run_s"][rows] += run_s
         self.busy_gpu_s += float(service.sum())
+        if "loss" in cols:
+            self._update_loss(rows, cols)
+
+    def _update_loss(self, rows: np.ndarray, cols) -> None:
+        """The live `loss` of jobs with a loss curve, from their progress (traces/losscurves.py)."""
+        speed = cols["loss_speed"][rows]
+        rows = rows[~np.isnan(speed)]
+        if len(rows):
+            from traces.losscurves import loss_at
+
+            fraction = cols["done"][rows] / cols["work"][rows]
+            cols["loss"][rows] = loss_at(cols["loss_start"][rows], cols["loss_final"][rows], cols["loss_speed"][rows], fraction)
 
     def apply_finished(self, rows: np.ndarray, times: np.ndarray) -> None:
         if len(rows) == 0:
@@ -322,19 +356,41 @@ class World:
         self.unfinished -= len(rows)
         self.last_finish_s = max(self.last_finish_s, float(times.max()))
 
+    def complete(self, rows: np.ndarray, now: float) -> None:
+        """Finish these unfinished jobs now, keeping the work they have done (a plan's
+        `complete`): their GPUs are free at once."""
+        cols = self.jobs._cols
+        running = rows[cols["status"][rows] == RUNNING]
+        if len(running):
+            self.holder[isin_rows(self.holder, running)] = -1
+            self.running_rows = without(self.running_rows, running)
+        cols["status"][rows] = FINISHED
+        cols["finish_s"][rows] = now
+        cols["held"][rows] = 0
+        cols["rate"][rows] = 0.0
+        cols["placed_type"][rows] = -1
+        self.unfinished -= len(rows)
+        self.last_finish_s = max(self.last_finish_s, float(now))
+
     # --- plans (from the Launch element) ---
     def check_plan(self, plan: Plan) -> None:
         """Raise PlanError unless the plan accounts for every running job exactly once and
         launches pending jobs on free GPUs. Checks everything before anything changes."""
         keep, suspend = plan.keep, plan.suspend
+        complete = plan.complete
+        ending = self._check_complete(complete) if len(complete) else complete
+        if len(ending):
+            suspend = np.concatenate([suspend, ending])  # running jobs ended now, for the checks below
         mentioned = keep if not len(suspend) else np.sort(np.concatenate([keep, suspend]))
-        # Kept and suspended jobs, together, must be exactly the running ones (which implies
-        # each names a running job, once).
+        # Kept, suspended and completed running jobs, together, must be exactly the running
+        # ones (which implies each names a running job, once).
         if not np.array_equal(mentioned, self.running_rows):
             self._explain_mismatch(keep, suspend)
         rows, gpus, counts = plan.launch_rows, plan.launch_gpus, plan.launch_counts
         if not len(rows):
             return
+        if len(complete) and isin_rows(rows, complete).any():
+            raise PlanError(f"plan launches job {self._job(rows[isin_rows(rows, complete)][0])}, which it also completes")
         n, n_gpus = len(self.jobs), self.cluster.n_gpus
         if rows.min() < 0 or rows.max() >= n:
             raise PlanError("plan launches a job row that does not exist")
@@ -362,6 +418,19 @@ class World:
                 f"plan puts job {self._job(owner)} on GPU {gpus[~ok][0]}, which job {self._job(holders[~ok][0])} holds"
             )
 
+    def _check_complete(self, complete: np.ndarray) -> np.ndarray:
+        """Checks the plan's completions; returns those of running jobs."""
+        n = len(self.jobs)
+        if complete.min() < 0 or complete.max() >= n:
+            raise PlanError("plan completes a job row that does not exist")
+        ordered = np.sort(complete)
+        if (ordered[1:] == ordered[:-1]).any():
+            raise PlanError(f"plan completes job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
+        status = self.jobs._cols["status"][complete]
+        if (status == FINISHED).any():
+            raise PlanError(f"plan completes job {self._job(complete[status == FINISHED][0])}, which has finished")
+        return complete[status == RUNNING]
+
     def _job(self, row) -> int:
         return int(self.jobs._cols["job_id"][row])
 
@@ -386,6 +455,8 @@ class World:
         rows, gpus, counts = plan.launch_rows, plan.launch_gpus, plan.launch_counts
         rates = np.ones(len(rows))
         has_model = cols["has_model"][rows]
+        if not has_model.all() and counts.max() > 1:
+            self._spread_slowdown(plan, rates, has_model)
         if not has_model.any():
             return rates
         models = cols["model"][rows]
@@ -413,6 +484,22 @@ class World:
             rates[j] = min(r or 0.0 for r in got)
         return rates
 
+    def _spread_slowdown(self, plan: Plan, rates: np.ndarray, has_model: np.ndarray) -> None:
+        """Jobs known by duration run `spread_slowdown` times slower when their GPUs span more
+        nodes than they need (traces/placement.py); profiled jobs get the profile's spread rate."""
+        slowdown = self.jobs._cols.get("spread_slowdown")
+        if slowdown is None:
+            return
+        cluster, counts = self.cluster, plan.launch_counts
+        launch = np.repeat(np.arange(len(counts)), counts)
+        pairs = np.unique(launch * cluster.n_nodes + cluster.gpu_node[plan.launch_gpus])
+        nodes_used = np.bincount(pairs // cluster.n_nodes, minlength=len(counts))
+        needed = -(-counts // cluster.max_gpus_per_node)
+        spread = ~has_model & (nodes_used > needed)
+        if spread.any():
+            factor = slowdown[plan.launch_rows[spread]]
+            rates[spread] /= np.where(np.isnan(factor), 1.0, factor)
+
     def apply_plan(self, plan: Plan, now: float) -> Events | None:
         """Carry out a checked plan on the world's books; returns the launch/suspend events
         (None when the plan only renews leases)."""
@@ -429,6 +516,8 @@ class World:
                 f"{self.cluster.gpu_types[self.cluster.gpu_type[first]]} GPU(s), where it cannot run"
             )
         suspend = plan.suspend
+        if len(plan.complete):
+            self.complete(plan.complete, now)
         if len(suspend):
             self.holder[isin_rows(self.holder, suspend)] = -1
             cols["status"][suspend] = PENDING

@@ -1,5 +1,7 @@
 """The .sched language: values, chains, ports, settings, imports, compound elements."""
 
+from pathlib import Path
+
 import pytest
 
 from runtime.compiler import compile_file
@@ -183,3 +185,12 @@ def test_overrides_from_the_command_line(tmp_path):
     assert "did you mean 'strict'" in str(info.value)
     with pytest.raises(SchedError, match="no element 'plac'"):
         compile_file(path, ["plac.strict=false"])
+
+
+def test_an_overridden_argument_is_replaced_not_checked(tmp_path):
+    trace = REPO_TRACE = str(Path(__file__).resolve().parents[1] / "traces" / "samples" / "philly-1000.csv")
+    path = write(tmp_path, "g.sched", 'src :: TraceSource(path="placeholder.csv");\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n')
+    with pytest.raises(SchedError, match="names no file"):
+        compile_file(path)
+    graph = compile_file(path, [f'src.path="{trace}"'])
+    assert graph.elements["src"].path == REPO_TRACE

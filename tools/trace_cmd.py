@@ -4,6 +4,7 @@
     roundhouse trace convert IN OUT [--from F] [--to canonical|gavel|tiresias]
     roundhouse trace generate -o OUT --jobs N --rate 8/h --seed S [--gpus philly|single]
                               [--models none|blox] [--format canonical|gavel|tiresias|philly]
+                              [--workload philly|tiresias] [--loss none|blox]
 
 Values are checked here and reported as `UsageError` sentences (exit status 2) rather than
 argparse's usage dumps, so that every mistake reads the same way.
@@ -23,6 +24,8 @@ from runtime.values import rate_from_text
 GENERATE_FORMATS = ("canonical", "gavel", "tiresias", "philly")
 GPU_CHOICES = ("philly", "single")
 MODEL_CHOICES = ("none", "blox")
+WORKLOAD_CHOICES = ("philly", "tiresias")
+LOSS_CHOICES = ("none", "blox")
 
 
 def register(subparsers) -> None:
@@ -56,6 +59,15 @@ def register(subparsers) -> None:
     generate.add_argument("--gpus", default="philly", help="philly (1/2/4/8 GPUs) or single (default: philly)")
     generate.add_argument("--models", default="none", help="none (durations only) or blox (Blox's models) (default: none)")
     generate.add_argument("--start-id", default="0", help="first job id (default: 0)")
+    generate.add_argument(
+        "--workload",
+        default="philly",
+        help="philly (Philly durations and GPU counts) or tiresias (Tiresias' testbed mix of GPU counts, "
+        "models and 2 min-2 h durations) (default: philly)",
+    )
+    generate.add_argument(
+        "--loss", default="none", help="none or blox (loss curves: 75%% of jobs converge at 40%% of their work) (default: none)"
+    )
     generate.add_argument(
         "--format",
         default="auto",
@@ -187,7 +199,19 @@ def generate_command(args: argparse.Namespace) -> int:
         return 0
     if format == "gavel" and models == "none":
         raise UsageError("--format gavel needs --models blox: every line of a Gavel trace names a model")
-    frame = generate(jobs, rate, seed, gpus=gpus, models=models, start_id=start_id)
+    workload = _choice(args.workload, "--workload", WORKLOAD_CHOICES)
+    loss = _choice(args.loss, "--loss", LOSS_CHOICES)
+    if workload == "tiresias":
+        from traces.generators import tiresias_testbed
+
+        if gpus != "philly" or models != "none" or start_id != 0 or loss != "none":
+            raise UsageError(
+                "--workload tiresias has its own GPU counts and models (Tiresias' testbed mix): "
+                "leave out --gpus, --models, --start-id and --loss"
+            )
+        frame = tiresias_testbed(jobs, rate, seed)
+    else:
+        frame = generate(jobs, rate, seed, gpus=gpus, models=models, start_id=start_id, loss=loss)
     write_trace(frame, args.output, format)
     print(f"wrote {frame.height} jobs to {args.output}")
     return 0

@@ -89,13 +89,15 @@ def generate(
     models: str = "none",
     start_id: int = 0,
     profile: ProfileTable | None = None,
+    loss: str = "none",
 ) -> pl.DataFrame:
     """A canonical trace of `jobs` jobs with Poisson arrivals.
 
     durations: "philly", or a fixed number of seconds. gpus: "philly", "single" (every job 1 GPU)
     or a fixed count. models: "none" (duration only) or "blox" (Blox's models, see
     `assign_models`); duration_s is then the isolated time on a V100, consolidated, and the
-    simulator derives the iterations from it with the profile table.
+    simulator derives the iterations from it with the profile table. loss: "none" or "blox"
+    (loss-curve columns as Blox §5.3 assumes them, see `loss_curves`).
     """
     if jobs < 0:
         raise ValueError(f"the number of jobs must be 0 or more, got {jobs}")
@@ -124,4 +126,103 @@ def generate(
         columns["batch_size"] = batch
     elif models != "none":
         raise ValueError(f"models must be 'none' or 'blox', got {models!r}")
+    if loss == "blox":
+        columns.update(loss_curves(jobs, np.random.default_rng(np.random.SeedSequence(seed).spawn(5)[4])))
+    elif loss != "none":
+        raise ValueError(f"loss must be 'none' or 'blox', got {loss!r}")
     return validate(pl.DataFrame(columns), "<generated>")
+
+
+# --- Tiresias' testbed workload (NSDI'19 §6.1) ----------------------------------------------
+
+# The ten TensorFlow benchmark models of Tiresias Table 6, 48 jobs each in the 480-job workload.
+TIRESIAS_MODELS: tuple[str, ...] = (
+    "VGG19", "VGG16", "VGG11", "AlexNet", "ResNet152", "ResNet101", "ResNet50", "Inception4", "Inception3", "GoogleNet",
+)
+# GPU counts of the 480 jobs: 240 single-GPU jobs and 40x2, 80x4, 90x8, 25x16, 5x32.
+TIRESIAS_GPU_MIX: dict[int, int] = {1: 240, 2: 40, 4: 80, 8: 90, 16: 25, 32: 5}
+# Training times range from 2 min to 2 h; "short" is under 800 s, "small" at most 4 GPUs.
+TIRESIAS_DURATION_S = (120.0, 7200.0)
+TIRESIAS_SHORT_S = 800.0
+TIRESIAS_SMALL_GPUS = 4
+# Table 3's bins (share of all jobs): small-short 63.5%, small-long 12.5%, large-short 16.5%,
+# large-long 7.5%; so a small job is short with probability 63.5/76, a large one 16.5/24.
+TIRESIAS_SHORT_SHARE = {True: 63.5 / 76.0, False: 16.5 / 24.0}
+
+
+def _apportion(total: int, weights) -> np.ndarray:
+    """`total` split in proportion to `weights`, in whole numbers (largest remainders)."""
+    weights = np.asarray(weights, dtype=np.float64)
+    exact = total * weights / weights.sum()
+    counts = np.floor(exact).astype(np.int64)
+    counts[np.argsort(-(exact - counts), kind="stable")[: total - counts.sum()]] += 1
+    return counts
+
+
+def tiresias_testbed(jobs: int = 480, rate_per_s: float = 1.0 / 30.0, seed: int = 0) -> pl.DataFrame:
+    """A workload like Tiresias' 480-job testbed trace: the published GPU-count mix and model mix
+    (scaled to `jobs`), Poisson arrivals (mean gap 30 s by default), and durations from 2 min to
+    2 h with the share of short jobs (< 800 s) that Table 3 gives for small and large jobs;
+    inside each bin, durations are log-uniform (our choice: the paper gives only the range).
+    Times are whole seconds, as in Tiresias' own traces."""
+    if jobs < 1:
+        raise ValueError(f"the number of jobs must be 1 or more, got {jobs}")
+    arrival_rng, gpu_rng, model_rng, bin_rng, duration_rng = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(5)
+    )
+    counts = _apportion(jobs, list(TIRESIAS_GPU_MIX.values()))
+    gpus = gpu_rng.permutation(np.repeat(np.array(list(TIRESIAS_GPU_MIX), dtype=np.int64), counts))
+    models = model_rng.permutation(np.repeat(np.array(TIRESIAS_MODELS, dtype=object), _apportion(jobs, [1] * len(TIRESIAS_MODELS))))
+    short = np.zeros(jobs, dtype=bool)
+    for small in (True, False):
+        where = np.flatnonzero((gpus <= TIRESIAS_SMALL_GPUS) == small)
+        k = int(round(len(where) * TIRESIAS_SHORT_SHARE[small]))
+        short[bin_rng.permutation(where)[:k]] = True
+    low, high = np.log10(TIRESIAS_DURATION_S[0]), np.log10(TIRESIAS_DURATION_S[1])
+    cut = np.log10(TIRESIAS_SHORT_S)
+    exponent = np.where(short, duration_rng.uniform(low, cut, jobs), duration_rng.uniform(cut, high, jobs))
+    durations = np.clip(np.round(10.0**exponent), TIRESIAS_DURATION_S[0], TIRESIAS_DURATION_S[1])
+    durations = np.where(short, np.minimum(durations, TIRESIAS_SHORT_S - 1), np.maximum(durations, TIRESIAS_SHORT_S))
+    frame = pl.DataFrame(
+        {
+            "job_id": np.arange(jobs, dtype=np.int64),
+            "arrival_s": np.round(poisson_arrivals(jobs, rate_per_s, arrival_rng)),
+            "gpus": gpus,
+            "duration_s": durations,
+            "model": pl.Series(models.tolist(), dtype=pl.String),
+        }
+    )
+    return validate(frame, "<generated>")
+
+
+# --- loss curves (traces/losscurves.py) ------------------------------------------------------
+
+# Jeon et al. (ATC'19) §5: "around 75% of jobs reach within 0.1% of lowest loss using only 40%
+# of the epochs"; Blox §5.3 assigns 75% of its jobs to converge in 40% of their training.
+BLOX_CONVERGING_SHARE = 0.75
+BLOX_CONVERGE_FRACTION = 0.4
+BLOX_LOSS_THRESHOLD = 0.001
+
+
+def loss_curves(
+    n: int,
+    rng: np.random.Generator,
+    share: float = BLOX_CONVERGING_SHARE,
+    fraction: float = BLOX_CONVERGE_FRACTION,
+    threshold: float = BLOX_LOSS_THRESHOLD,
+) -> dict[str, np.ndarray]:
+    """Loss-curve columns for `n` jobs: a random `share` of them come within `threshold` of their
+    final loss after `fraction` of their work, the others exactly when their work ends. Final
+    losses are U(0.5, 2) and starting losses 3 to 10 times higher (the scale does not matter to
+    the policies, only the shape)."""
+    from traces.losscurves import speed_for
+
+    final = np.round(rng.uniform(0.5, 2.0, n), 4)
+    start = np.round(final * rng.uniform(3.0, 10.0, n), 4)
+    early = np.zeros(n, dtype=bool)
+    early[rng.permutation(n)[: int(round(share * n))]] = True
+    converge_at = np.where(early, fraction, 1.0)
+    # Speeds are written with three decimals, rounded up so that the loss is within the
+    # threshold no later than `converge_at` (a hair slower would miss it).
+    speed = np.ceil(speed_for(start, final, threshold, converge_at) * 1000.0) / 1000.0
+    return {"loss_start": start, "loss_final": final, "loss_speed": speed}

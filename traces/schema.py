@@ -21,6 +21,15 @@ Columns, in order (name: type, rule):
 Every row needs `duration_s`, or both `model` and `iterations` (the simulator derives one from
 the other with the profile table). Other columns are kept after the canonical ones, so later
 features can add their own: numbers become Float64, anything else String.
+
+Optional extra columns the simulator and elements understand (empty cells: not given):
+
+- `tensor_skew` Float64 in [0, 1]: the largest tensor's share of the model (Tiresias Table 6);
+  default from `traces/profiles/placement.csv` by model (traces/placement.py)
+- `spread_slowdown` Float64 >= 1: how much slower a job known by its duration runs when its
+  GPUs span more nodes than it needs; default from the same table
+- `loss_start`, `loss_final`, `loss_speed` Float64, all three or none: the job's loss curve
+  (traces/losscurves.py), from which the simulator keeps a live `loss` column
 """
 
 from __future__ import annotations

@@ -36,7 +36,8 @@ class Backend(Protocol):
         """What happened since the last poll: completions with exact times, and progress."""
 
     def apply(self, plan: Plan) -> None:
-        """Carry out a checked plan at the current boundary."""
+        """Carry out a checked plan at the current boundary: suspend, complete (stop the job for
+        good; its GPUs are free at once, and it is not reported as finished again), launch."""
 
     def advance(self) -> None:
         """Move to the next round boundary (simulated: jump; live: wait for the wall clock)."""

@@ -6,7 +6,8 @@ Round k covers [kR, (k+1)R).
   finishes at its exact time, and its GPUs stay idle until the round ends.
 - A suspended job occupies its GPUs for `checkpoint` seconds after the boundary; a launched job
   starts once all its GPUs are free, then spends `restore` seconds before it progresses. A job
-  that keeps its GPUs pays nothing (its lease is renewed).
+  that keeps its GPUs pays nothing (its lease is renewed). A job the plan completes frees its
+  GPUs at the boundary, at no cost.
 - Attained service counts GPU-seconds held, restore time included.
 """
 

@@ -1,0 +1,66 @@
+"""Speed of the Tiresias, Optimus and Themis graphs and of the placement-aware placers.
+
+    python benchmarks/issue3_policies.py
+
+Each policy runs 2,000 Philly-distribution jobs (Blox models) at 6 jobs/hour on 128 V100s in
+32 x 4 nodes, 5-minute rounds, until every job has finished; prints wall time and rounds per
+second. Tiresias' testbed graphs (480 jobs, 60 GPUs, 10 s rounds) are timed too. A script that
+prints figures, not a timed test.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from runtime.compiler import compile_file  # noqa: E402
+from runtime.simulate import simulate  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+POLICIES = {
+    "Fifo + Consolidated (reference)": "Fifo -> Consolidated",
+    "Las + Consolidated (reference)": "Las -> Consolidated",
+    "DiscreteLAS + Consolidated": "DiscreteLAS(queues=2, thresholds=[1h]) -> Consolidated",
+    "Gittins2D + Consolidated": "Gittins2D(queues=2, thresholds=[1h]) -> Consolidated",
+    "DiscreteLAS + SkewAwarePlacer": "DiscreteLAS(queues=2, thresholds=[1h]) -> SkewAwarePlacer",
+    "DiscreteLAS + ProfiledPlacer": "DiscreteLAS(queues=2, thresholds=[1h]) -> ProfiledPlacer",
+    "Optimus + Consolidated": "Optimus -> Consolidated",
+    "FinishTimeFair + Consolidated": "FinishTimeFair -> Consolidated",
+    "Fifo + BandwidthAwareIntraNode": "Fifo -> BandwidthAwareIntraNode",
+}
+
+
+def timed(path: Path, cluster: str | None = None) -> tuple[int, float, float]:
+    graph = compile_file(path)
+    started = time.perf_counter()
+    result = simulate(graph, cluster)
+    wall = time.perf_counter() - started
+    summary = next(r["summary"] for r in result.reports.values() if "summary" in r)
+    return result.rounds, wall, summary["avg_jct_s"]
+
+
+def main() -> None:
+    folder = Path(tempfile.mkdtemp())
+    print("2,000 Philly jobs (Blox models), 6 jobs/hour, 128 V100s (32 x 4, p3.8xlarge links), 5-minute rounds")
+    for name, chain in POLICIES.items():
+        path = folder / "bench.sched"
+        path.write_text(
+            'round = 5min;\ncluster = "32x4:V100@p3.8xlarge";\n'
+            "src :: PoissonSource(rate=6/h, jobs=2000, models=blox, seed=0);\n"
+            f"src -> AcceptAll -> JobPool -> {chain} -> Launch -> JobMetrics;\n"
+        )
+        rounds, wall, jct = timed(path)
+        print(f"  {name:34s} {rounds:6d} rounds {wall:7.2f} s {rounds / wall:7.0f} rounds/s   avg JCT {jct / 3600:6.1f} h")
+    print("Tiresias' testbed workload (480 jobs, 60 GPUs, 10 s rounds)")
+    for name in ("tiresias", "tiresias-gittins", "yarn-cs"):
+        rounds, wall, jct = timed(REPO / "graphs" / f"{name}.sched")
+        print(f"  graphs/{name + '.sched':27s} {rounds:6d} rounds {wall:7.2f} s {rounds / wall:7.0f} rounds/s   avg JCT {jct / 3600:6.2f} h")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+"""Optimus (EuroSys'18), as Blox implements it (Table 7): jobs in order of expected remaining
+time, one GPU each, then extra GPUs where they speed convergence up the most."""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from runtime.element import Element, In, Out, element
+from runtime.types import Active, Ranking
+from runtime.values import positive
+
+# Candidate values of the curve's floor b2, as fractions of the lowest loss seen: a grid from 0
+# to just below it, dense near the top where flat curves need it.
+_FLOOR_GRID = 1.0 - np.geomspace(1.0, 1e-4, 48)
+
+
+def fit_loss_curves(x: np.ndarray, loss: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Least-squares fits of loss = 1/(b0 x + b1) + b2, one per row of the (jobs, samples)
+    arrays (`valid` marks real samples), as Optimus fits its loss curves (§3.1). For each b2
+    below the lowest loss, 1/(loss - b2) is linear in x; the b2 with the smallest squared error
+    in loss wins, searched on a coarse grid and then a fine one around the best. Returns
+    (b0, b1, b2); NaN where no curve with b0, b1 > 0 fits."""
+    n = len(x)
+    if n == 0:
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    low = np.where(valid, loss, np.inf).min(axis=1)
+    grid = np.broadcast_to(_FLOOR_GRID, (n, len(_FLOOR_GRID)))
+    error, b0, b1 = _fit_on(x, loss, valid, low[:, None] * grid)
+    best = np.argmin(error, axis=1)
+    # A fine grid between the coarse neighbours of the best floor.
+    left = _FLOOR_GRID[np.maximum(best - 1, 0)]
+    right = _FLOOR_GRID[np.minimum(best + 1, len(_FLOOR_GRID) - 1)]
+    fine = left[:, None] + (right - left)[:, None] * np.linspace(0.0, 1.0, 33)[None, :]
+    floor = low[:, None] * fine
+    error, b0, b1 = _fit_on(x, loss, valid, floor)
+    best = np.argmin(error, axis=1)
+    pick = lambda a: a[np.arange(n), best]  # noqa: E731
+    ok = np.isfinite(pick(error))
+    return np.where(ok, pick(b0), np.nan), np.where(ok, pick(b1), np.nan), np.where(ok, pick(floor), np.nan)
+
+
+def _fit_on(x, loss, valid, floor):
+    """For each job and candidate floor b2 (jobs, grid): the squared error of the best (b0, b1),
+    and those; inf where b0 or b1 is not positive. z = 1/(loss - b2) is fitted linearly in x
+    with weights 1/z^4, so that an error in z counts as the error in loss it causes
+    (d loss = -dz / z^2): a fit of the losses, not of their inverses."""
+    valid3 = valid[:, None, :]
+    xs = np.where(valid, x, 0.0)[:, None, :]
+    gap = np.where(valid, loss, 1.0)[:, None, :] - floor[:, :, None]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        gap = np.where(valid3 & (gap > 0), gap, np.nan)
+        z = np.where(valid3, 1.0 / gap, 0.0)
+        w = np.where(valid3, gap**4, 0.0)
+        w = w / np.nanmax(np.where(valid3, w, np.nan), axis=-1, keepdims=True)
+        w = np.nan_to_num(w)
+        z = np.nan_to_num(z)
+        sw, sx, sz = w.sum(-1), (w * xs).sum(-1), (w * z).sum(-1)
+        sxx, sxz = (w * xs * xs).sum(-1), (w * xs * z).sum(-1)
+        b0 = (sw * sxz - sx * sz) / (sw * sxx - sx * sx)
+        b1 = (sz - b0 * sx) / sw
+        predicted = floor[:, :, None] + 1.0 / (b0[:, :, None] * xs + b1[:, :, None])
+        error = np.where(valid3, (predicted - np.where(valid, loss, 0.0)[:, None, :]) ** 2, 0.0).sum(-1)
+        bad = (np.isnan(gap) & valid3).any(axis=-1)  # a floor at or above some loss
+    error = np.where((b0 > 0) & (b1 > 0) & np.isfinite(error) & ~bad, error, np.inf)
+    return error, b0, b1
+
+
+@element
+class Optimus(Element):
+    """Optimus: give GPUs where they bring jobs closest to convergence, soonest.
+
+    Each job's expected remaining work is read from a loss curve fitted to the losses it has
+    reported (1/(b0 k + b1) + b2 over iterations k, as Optimus fits): the iterations until the
+    fitted loss is within `threshold` of its floor, capped by the work the job declared; a job
+    with fewer than three reported losses (or none: no loss curve) is expected to do all its
+    declared work, as in Blox's implementation. In order of expected remaining time, each job
+    gets one GPU (a job whose model the profile does not know keeps the GPUs it asked for);
+    GPUs still free then go, one step at a time, to the job whose remaining time drops the most
+    per extra GPU, its speed at each GPU count read from the profile (consolidated up to a
+    node; at most a node's worth, or what the job asked for if more, or `max_gpus`). Every job
+    asks for a consolidated placement.
+
+    Ports:
+        active: admitted, unfinished jobs (with their reported losses).
+        ranking: jobs by expected remaining time, each with the GPUs it should get.
+    Arguments:
+        threshold: relative distance to the fitted floor at which a job counts as converged.
+        samples: losses kept per job for the fit (the latest ones).
+        max_gpus: the most GPUs a job may get (default: a node's worth, or its own request if more).
+    Counters:
+        fitted: jobs whose remaining work comes from a fitted curve this round.
+        extra_gpus: GPUs given beyond each job's first allocation this round.
+    See also: Srtf, FinishTimeFair, Consolidated, LossTermination
+    Paper: Optimus (EuroSys'18) §3-4; Blox (EuroSys'24) Table 7 and §4.2 (Figs 6-7).
+    """
+
+    category = "policy"
+    inputs = (In("active", Active),)
+    outputs = (Out("ranking", Ranking),)
+
+    threshold: float = attrs.field(default=0.001, validator=positive)
+    samples: int = attrs.field(default=8, validator=positive)
+    max_gpus: int | None = attrs.field(default=None, validator=positive)
+
+    def __attrs_post_init__(self) -> None:
+        if self.samples < 3:
+            raise ValueError(f"samples must be at least 3 (a curve has three parameters), got {self.samples}")
+
+    def start(self, ctx) -> None:
+        m = self.samples
+        self._x = np.zeros((0, m))
+        self._loss = np.zeros((0, m))
+        self._count = np.zeros(0, dtype=np.int64)
+        counts = ctx.profile.frame["gpus"].unique().sort().to_list() if ctx.profile.frame.height else []
+        self._counts = np.asarray(sorted(set(counts) | {1}), dtype=np.int64)
+        self._counts_list = self._counts.tolist()
+        self._speed = np.zeros((0, len(self._counts)))
+        self._elastic = np.zeros(0, dtype=bool)
+        self.counters.update(fitted=0, extra_gpus=0)
+
+    # --- loss samples ---
+    def _record(self, ctx, active: Active) -> None:
+        n = len(ctx.jobs)
+        if len(self._count) < n:
+            grow = n - len(self._count)
+            self._x = np.vstack([self._x, np.zeros((grow, self.samples))])
+            self._loss = np.vstack([self._loss, np.zeros((grow, self.samples))])
+            self._count = np.concatenate([self._count, np.zeros(grow, dtype=np.int64)])
+        if not ctx.jobs.has_column("loss"):
+            return
+        rows = active.rows
+        loss, done = active.column("loss"), active.done
+        last = self._x[rows, (self._count[rows] - 1) % self.samples]
+        new = ~np.isnan(loss) & ((self._count[rows] == 0) | (done > last))
+        rows, loss, done = rows[new], loss[new], done[new]
+        slot = self._count[rows] % self.samples
+        self._x[rows, slot] = done
+        self._loss[rows, slot] = loss
+        self._count[rows] += 1
+
+    def remaining_iterations(self, ctx, active: Active) -> np.ndarray:
+        """Expected iterations left: to the fitted convergence point, at most the declared work."""
+        declared = active.work - active.done
+        rows = active.rows
+        have = np.minimum(self._count[rows], self.samples)
+        fit = np.flatnonzero(have >= 3)
+        self.counters["fitted"] = len(fit)
+        if not len(fit):
+            return declared
+        sub = rows[fit]
+        valid = np.arange(self.samples)[None, :] < have[fit][:, None]
+        b0, b1, b2 = fit_loss_curves(self._x[sub], self._loss[sub], valid)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            converged_at = (1.0 / (self.threshold * b2) - b1) / b0
+        expected = np.clip(converged_at - active.done[fit], 0.0, declared[fit])
+        out = declared.copy()
+        out[fit] = np.where(np.isnan(expected), declared[fit], expected)
+        return out
+
+    # --- allocation ---
+    def _speeds(self, ctx, active: Active) -> tuple[np.ndarray, np.ndarray]:
+        """(jobs, candidate counts) iterations/s on the reference GPU type, and whether each job
+        can change its GPU count (its model is profiled). Computed once per job."""
+        counts = self._counts
+        n = len(ctx.jobs)
+        if len(self._speed) < n:
+            grow = n - len(self._speed)
+            self._speed = np.vstack([self._speed, np.full((grow, len(counts)), np.nan)])
+            self._elastic = np.concatenate([self._elastic, np.zeros(grow, dtype=bool)])
+        rows = active.rows
+        new = np.flatnonzero(np.isnan(self._speed[rows, 0]))
+        if len(new):
+            self._speed[rows[new]] = self._job_speeds(ctx, active.select(new))
+            self._elastic[rows[new]] = active.column("has_model")[new]
+        return self._speed[rows], self._elastic[rows]
+
+    def _job_speeds(self, ctx, jobs: Active) -> np.ndarray:
+        counts = self._counts
+        speed = np.zeros((len(jobs), len(counts)))
+        per_node = ctx.cluster.max_gpus_per_node
+        profiled = jobs.column("has_model")
+        idx = np.flatnonzero(profiled)
+        if len(idx):
+            models, batch = jobs.column("model")[idx], jobs.column("batch_size")[idx]
+            for k, c in enumerate(counts.tolist()):
+                speed[idx, k] = ctx.profile.rates(models, batch, ctx.reference_gpu, c, c <= per_node)
+        # A job known by its duration runs only on the GPUs it asked for.
+        rigid = np.flatnonzero(~profiled)
+        at = np.minimum(np.searchsorted(counts, jobs.gpus[rigid]), len(counts) - 1)
+        known = counts[at] == jobs.gpus[rigid]
+        speed[rigid[known], at[known]] = jobs.reference_rate[rigid[known]]
+        return speed
+
+    def tick(self, ctx, active: Active) -> Ranking:
+        self._record(ctx, active)
+        n = len(active)
+        if n == 0:
+            return Ranking.empty()
+        remaining = self.remaining_iterations(ctx, active)
+        order = np.lexsort((np.arange(n), remaining / active.reference_rate))
+        speed, elastic = self._speeds(ctx, active)
+        counts = self._counts
+        cap = np.full(n, self.max_gpus) if self.max_gpus else np.maximum(active.gpus, ctx.cluster.max_gpus_per_node)
+        usable = (speed > 0) & (counts[None, :] <= cap[:, None])
+        elastic = elastic & usable.any(axis=1)
+        first = np.argmax(usable, axis=1)
+        base = np.where(elastic, counts[first], active.gpus)
+
+        # One allocation each, in order; a job that does not fit is skipped for the ones behind.
+        free = ctx.cluster.n_gpus
+        given = np.zeros(n, dtype=bool)
+        cumulative = np.cumsum(base[order])
+        if cumulative[-1] <= free:
+            given[:] = True
+            free -= int(cumulative[-1])
+        else:
+            for i in order.tolist():
+                if base[i] <= free:
+                    given[i] = True
+                    free -= int(base[i])
+                    if free == 0:
+                        break
+        alloc = np.where(given, base, 0)
+        extra = 0
+        grow = np.flatnonzero(given & elastic)
+        if free > 0 and len(grow):
+            extra = self._spread_extra(speed[grow], usable[grow], first[grow], remaining[grow], alloc, grow, free)
+        self.counters["extra_gpus"] = extra
+        rank = np.concatenate([order[given[order]], order[~given[order]]])
+        want = np.where(given, alloc, base)[rank]
+        return Ranking(active.rows[rank], want, consolidate=np.ones(n, dtype=bool), backfill=True)
+
+    def _spread_extra(self, speed, usable, level, remaining, alloc, grow, free) -> int:
+        """Give `free` GPUs, a step at a time, to the job (of `grow`) and larger GPU count whose
+        remaining time drops the most per extra GPU. Updates `alloc`; returns the GPUs given."""
+        counts = self._counts
+        k = len(counts)
+        gain = self._gains(speed, usable, level, remaining)
+        given = 0
+        while free > 0:
+            step = counts[None, :] - counts[level][:, None]
+            masked = np.where(step <= free, gain, -np.inf)
+            best = int(np.argmax(masked))
+            j, to = divmod(best, k)
+            if not masked[j, to] > 0:
+                break
+            added = int(step[j, to])
+            alloc[grow[j]] += added
+            level[j] = to
+            free -= added
+            given += added
+            gain[j] = self._row_gains(speed[j], usable[j], to, float(remaining[j]))
+        return given
+
+    def _row_gains(self, speed, usable, level: int, remaining: float) -> list[float]:
+        """`_gains` for one job, in plain floats (a handful of counts: numpy costs more here)."""
+        counts = self._counts_list
+        now = float(speed[level])
+        out = [-np.inf] * len(counts)
+        for k in range(level + 1, len(counts)):
+            if usable[k]:
+                out[k] = remaining * (1.0 / now - 1.0 / float(speed[k])) / (counts[k] - counts[level])
+        return out
+
+    def _gains(self, speed, usable, level, remaining) -> np.ndarray:
+        """(jobs, counts): the drop in remaining time per extra GPU when a job goes from count
+        index `level` to each larger usable count (-inf elsewhere)."""
+        counts = self._counts
+        larger = usable & (np.arange(len(counts))[None, :] > level[:, None])
+        now = speed[np.arange(len(level)), level][:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            saved = remaining[:, None] * (1.0 / now - 1.0 / speed)
+            per_gpu = saved / (counts[None, :] - counts[level][:, None])
+        return np.where(larger, per_gpu, -np.inf)

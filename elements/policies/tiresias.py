@@ -1,0 +1,274 @@
+"""Tiresias (NSDI'19): discretized two-dimensional attained service, and its baselines.
+
+Attained service is two-dimensional: GPUs x time held, i.e. the GPU-seconds a job has received
+(the job table's `service`). Tiresias splits it into K queues by thresholds, serves the queues
+in order, and inside a queue first-in first-out by the time a job first started (not when it
+was submitted: that would preempt running jobs for new ones). Admission is greedy and
+all-or-nothing: a job that does not fit is skipped and lower jobs fill in behind it (the
+Ranking's backfill). The baselines of its evaluation live here too: SRSF (oracle shortest
+remaining service) and YARN-CS (first-in first-out, non-preemptive, consolidated).
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from runtime.element import Element, In, Out, element
+from runtime.types import Active, Ranking
+from runtime.values import Duration, FilePath, positive
+
+
+def _thresholds_ok(instance, attribute, value) -> None:
+    if any(not t > 0 for t in value):
+        raise ValueError("thresholds must be greater than 0 (GPU-time, e.g. 3200s or 1h)")
+    if any(b <= a for a, b in zip(value, value[1:])):
+        raise ValueError("thresholds must increase from one queue to the next")
+
+
+class _Queues(Element):
+    """K queues by attained service since a job last entered the first queue, with
+    Tiresias' starvation promotion. Subclasses order jobs inside a queue."""
+
+    category = "policy"
+    inputs = (In("active", Active),)
+    outputs = (Out("ranking", Ranking),)
+
+    def __attrs_post_init__(self) -> None:
+        if self.queues < 1:
+            raise ValueError(f"queues must be at least 1, got {self.queues}")
+        if len(self.thresholds) != self.queues - 1:
+            raise ValueError(
+                f"{self.queues} queue(s) need {self.queues - 1} threshold(s), got {len(self.thresholds)} "
+                "(the last queue has no upper limit)"
+            )
+
+    def start(self, ctx) -> None:
+        self._limits = np.asarray(self.thresholds, dtype=np.float64)
+        # Per job row: when it last entered the first queue, and its service and running time
+        # then (a promotion resets both clocks, Tiresias §3.2).
+        self._entered = np.zeros(0)
+        self._base_service = np.zeros(0)
+        self._base_run = np.zeros(0)
+        self._known = np.zeros(0, dtype=bool)
+        self._queue = np.zeros(0, dtype=np.int64)
+        self.counters.update(promoted=0, demoted=0)
+
+    def _grow(self, ctx, rows: np.ndarray) -> None:
+        n = len(ctx.jobs)
+        if len(self._known) < n:
+            extra = n - len(self._known)
+            self._entered = np.concatenate([self._entered, np.zeros(extra)])
+            self._base_service = np.concatenate([self._base_service, np.zeros(extra)])
+            self._base_run = np.concatenate([self._base_run, np.zeros(extra)])
+            self._known = np.concatenate([self._known, np.zeros(extra, dtype=bool)])
+            self._queue = np.concatenate([self._queue, np.zeros(extra, dtype=np.int64)])
+        new = rows[~self._known[rows]]
+        if len(new):
+            self._entered[new] = ctx.jobs.column("arrival_s")[new]
+            self._known[new] = True
+
+    def queues_of(self, ctx, active: Active) -> tuple[np.ndarray, np.ndarray]:
+        """(queue index, attained service since entering the first queue) per active job,
+        after promoting starved jobs."""
+        rows = active.rows
+        self._grow(ctx, rows)
+        service = active.service - self._base_service[rows]
+        queue = np.searchsorted(self._limits, service, side="right")
+        if self.promote_knob is not None and self.queues > 1:
+            ran = active.run_s - self._base_run[rows]
+            waited = (ctx.now - self._entered[rows]) - ran
+            starved = (queue > 0) & ~active.running & (waited >= float(self.promote_knob) * ran)
+            if starved.any():
+                who = rows[starved]
+                self._entered[who] = ctx.now
+                self._base_service[who] = active.service[starved]
+                self._base_run[who] = active.run_s[starved]
+                service = np.where(starved, 0.0, service)
+                queue = np.where(starved, 0, queue)
+                self.counters["promoted"] += int(starved.sum())
+        self.counters["demoted"] += int(np.count_nonzero(queue > self._queue[rows]))
+        self._queue[rows] = queue
+        return queue, service
+
+    @staticmethod
+    def fifo_key(active: Active) -> tuple[np.ndarray, np.ndarray]:
+        """First-in first-out by first start; jobs that never ran after, by arrival."""
+        first = active.first_start_s
+        return np.where(np.isnan(first), np.inf, first), active.arrival_s
+
+
+@element
+class DiscreteLAS(_Queues):
+    """Tiresias' discretized 2D least attained service (Tiresias-L).
+
+    Attained service is GPUs x running time. A job is in queue i while its service since it
+    last entered the first queue lies between thresholds i-1 and i; queues are served in
+    order, each first-in first-out by the time its jobs first started (jobs that never ran come
+    after, by arrival). The ranking lets a job that does not fit be skipped so that lower ones
+    fill in (greedy all-or-nothing admission). With `promote_knob` a job that has waited at
+    least that many times as long as it has run since it last entered the first queue is put
+    back there, both clocks reset (off by default, as on Tiresias' testbed).
+
+    Ports:
+        active: admitted, unfinished jobs.
+        ranking: the jobs, first queue first, first-in first-out inside a queue.
+    Arguments:
+        queues: the number of queues K.
+        thresholds: the K-1 queue limits in GPU-time (GPU-seconds), increasing.
+        promote_knob: promote a waiting job once waiting >= knob x running time (default: never).
+    Counters:
+        promoted: starving jobs put back in the first queue so far.
+        demoted: moves to a lower queue seen so far.
+    See also: Las, Gittins2D, SkewAwarePlacer, YarnCS
+    Paper: Tiresias (NSDI'19) §3.2-3.3 and Pseudocode 2; testbed K=2 at 3200 GPU-seconds.
+    """
+
+    queues: int = attrs.field(default=2)
+    thresholds: list[Duration] = attrs.field(factory=lambda: [Duration(3600.0)], validator=_thresholds_ok)
+    promote_knob: float | None = attrs.field(default=None, validator=positive)
+
+    def tick(self, ctx, active: Active) -> Ranking:
+        queue, _ = self.queues_of(ctx, active)
+        started, arrival = self.fifo_key(active)
+        order = np.lexsort((np.arange(len(queue)), arrival, started, queue))
+        return Ranking(active.rows[order], active.gpus[order], backfill=True)
+
+
+@element
+class Gittins2D(_Queues):
+    """Tiresias' discretized 2D-Gittins index (Tiresias-G): serve the job most likely to finish
+    within its next quantum of service, per unit of service spent.
+
+    Queues are as in DiscreteLAS. Inside queue i < K, jobs are ordered by the Gittins index
+    G(a) = P(S - a <= D | S > a) / E[min(S - a, D) | S > a], where S is a job's total service
+    drawn from the history, a its attained service and the quantum D the queue's upper limit
+    (Tiresias §3.2 sets D_i = Q_i^hi; we read it as a length of service). The last queue is
+    first-in first-out by first start. The history is a trace of past jobs (service = duration x
+    GPUs); without one, the jobs seen so far stand in (the trace itself, as in Tiresias'
+    simulations). A job whose service exceeds every sample gets index 0.
+
+    Ports:
+        active: admitted, unfinished jobs.
+        ranking: the jobs, first queue first, highest index first inside a queue.
+    Arguments:
+        queues: the number of queues K.
+        thresholds: the K-1 queue limits in GPU-time (GPU-seconds), increasing.
+        history: a trace of past jobs whose service distribution to use (default: jobs seen so far).
+        promote_knob: promote a waiting job once waiting >= knob x running time (default: never).
+    Counters:
+        promoted: starving jobs put back in the first queue so far.
+        demoted: moves to a lower queue seen so far.
+    See also: DiscreteLAS, Las
+    Paper: Tiresias (NSDI'19) §3.2 (2D-Gittins, Pseudocode 1), Fig 7.
+    """
+
+    queues: int = attrs.field(default=2)
+    thresholds: list[Duration] = attrs.field(factory=lambda: [Duration(3600.0)], validator=_thresholds_ok)
+    history: FilePath | None = None
+    promote_knob: float | None = attrs.field(default=None, validator=positive)
+
+    def start(self, ctx) -> None:
+        super().start(ctx)
+        self._samples = None
+        self._seen = -1
+        if self.history is not None:
+            from traces.formats import read_trace
+            from runtime.errors import TraceError
+
+            trace = read_trace(self.history)
+            if trace["duration_s"].null_count():
+                raise TraceError(str(self.history), "every job of a Gittins history needs a duration_s", column="duration_s")
+            self._set_samples(trace["duration_s"].to_numpy() * trace["gpus"].to_numpy())
+
+    def _set_samples(self, services: np.ndarray) -> None:
+        samples = np.sort(np.asarray(services, dtype=np.float64))
+        self._samples = samples
+        self._prefix = np.concatenate([[0.0], np.cumsum(samples)])
+
+    def tick(self, ctx, active: Active) -> Ranking:
+        if self.history is None and len(ctx.jobs) != self._seen:
+            self._seen = len(ctx.jobs)
+            work, rate = ctx.jobs.column("work"), ctx.jobs.column("reference_rate")
+            self._set_samples(work / rate * ctx.jobs.column("gpus"))
+        queue, service = self.queues_of(ctx, active)
+        quantum = self._limits[np.minimum(queue, len(self._limits) - 1)] if len(self._limits) else np.zeros(len(queue))
+        index = gittins_index(self._samples, self._prefix, service, quantum)
+        index = np.where(queue < self.queues - 1, index, 0.0)  # last queue: FIFO
+        started, arrival = self.fifo_key(active)
+        order = np.lexsort((np.arange(len(queue)), arrival, started, -index, queue))
+        return Ranking(active.rows[order], active.gpus[order], backfill=True)
+
+
+def gittins_index(samples: np.ndarray, prefix: np.ndarray, attained: np.ndarray, quantum: np.ndarray) -> np.ndarray:
+    """G(a, D) = P(S - a <= D | S > a) / E[min(S - a, D) | S > a] over the sorted `samples` of S
+    (`prefix`: their cumulative sums, starting at 0), for arrays of a and D; 0 where S > a never."""
+    n = len(samples)
+    lo = np.searchsorted(samples, attained, side="right")
+    hi = np.searchsorted(samples, attained + quantum, side="right")
+    above = n - lo
+    inside = hi - lo
+    spent = (prefix[hi] - prefix[lo]) - attained * inside + quantum * (n - hi)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        index = np.where((above > 0) & (spent > 0), inside / np.where(spent > 0, spent, 1.0), 0.0)
+    return index
+
+
+@element
+class Srsf(Element):
+    """Rank jobs by remaining service, least first: remaining time x GPUs (an oracle policy).
+
+    Remaining time is the job's remaining work at its reference throughput. Weighing it by the
+    GPUs held makes a short wide job wait behind a longer narrow one that costs the cluster
+    less (Tiresias Table 1 and Fig 7). Ties go to the job admitted first.
+
+    Ports:
+        active: admitted, unfinished jobs.
+        ranking: the jobs, least remaining service first.
+    Arguments:
+        backfill: let lower-ranked jobs run when a higher one does not fit.
+    Counters:
+        none
+    See also: Srtf, DiscreteLAS
+    Paper: Tiresias (NSDI'19) §2.2, Table 1 and Fig 7 (SRSF).
+    """
+
+    category = "policy"
+    inputs = (In("active", Active),)
+    outputs = (Out("ranking", Ranking),)
+
+    backfill: bool = True
+
+    def tick(self, ctx, active: Active) -> Ranking:
+        order = np.argsort(active.remaining_s * active.gpus, kind="stable")
+        return Ranking(active.rows[order], active.gpus[order], backfill=self.backfill)
+
+
+@element
+class YarnCS(Element):
+    """YARN's capacity scheduler as Tiresias compares against: first-in first-out,
+    non-preemptive, consolidated.
+
+    Running jobs rank first (in arrival order), so none is ever preempted; waiting jobs follow
+    by arrival, and the first that does not fit blocks the rest (head-of-line blocking). Every
+    job asks for a consolidated placement (as few nodes as possible).
+
+    Ports:
+        active: admitted, unfinished jobs.
+        ranking: running jobs, then waiting ones, each by arrival.
+    Arguments:
+        none
+    Counters:
+        none
+    See also: Fifo, DiscreteLAS, Consolidated
+    Paper: Tiresias (NSDI'19) §6.1 (YARN-CS baseline).
+    """
+
+    category = "policy"
+    inputs = (In("active", Active),)
+    outputs = (Out("ranking", Ranking),)
+
+    def tick(self, ctx, active: Active) -> Ranking:
+        order = np.lexsort((np.arange(len(active)), active.arrival_s, ~active.running))
+        n = len(order)
+        return Ranking(active.rows[order], active.gpus[order], consolidate=np.ones(n, dtype=bool), backfill=False)

@@ -1,0 +1,53 @@
+"""Termination: ending jobs before the work they declared is done."""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from runtime.element import Element, In, Out, element
+from runtime.types import Active, Jobs
+from runtime.values import positive
+
+
+@element
+class LossTermination(Element):
+    """Finish a job once its reported loss is within a relative threshold of its converged value.
+
+    Each round the jobs whose latest loss satisfies (loss - loss_final) / loss_final <=
+    `threshold` leave the pool's view and go out on `converged`; connect that to Launch's
+    `finish` port, which completes them now with the work they have done. `loss_final` is the
+    value the job's owner declared (a trace column, with the job's loss curve: see
+    traces/losscurves.py); jobs without a loss report are never ended early.
+
+    Ports:
+        active: admitted, unfinished jobs, with their latest loss.
+        remaining: the same jobs without the converged ones.
+        converged: jobs to finish now (to Launch's finish port).
+    Arguments:
+        threshold: relative distance to the converged loss at which a job is finished (0.001 = 0.1%).
+    Counters:
+        terminated: jobs finished early so far.
+    See also: Launch, Optimus
+    Paper: Blox (EuroSys'24) §5.3 (loss-based termination, Fig 16); Jeon et al. (ATC'19) §5.
+    """
+
+    category = "mechanism"
+    inputs = (In("active", Active),)
+    outputs = (Out("remaining", Active), Out("converged", Jobs))
+
+    threshold: float = attrs.field(default=0.001, validator=positive)
+
+    def start(self, ctx) -> None:
+        self.counters["terminated"] = 0
+
+    def tick(self, ctx, active: Active) -> dict:
+        if not ctx.jobs.has_column("loss") or not len(active):
+            return {"remaining": active, "converged": ctx.jobs.view(active.rows[:0], Jobs)}
+        loss, final = active.column("loss"), active.column("loss_final")
+        with np.errstate(invalid="ignore"):
+            done = (loss - final) <= self.threshold * final  # NaN (no curve) compares False
+        if not done.any():
+            return {"remaining": active, "converged": ctx.jobs.view(active.rows[:0], Jobs)}
+        self.counters["terminated"] += int(done.sum())
+        return {"remaining": active.select(~done), "converged": ctx.jobs.view(active.rows[done], Jobs)}

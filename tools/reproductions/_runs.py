@@ -1,0 +1,130 @@
+"""Helpers shared by the reproductions of issue 3 (Tiresias and the Blox case studies): write the
+graphs an experiment runs next to its results, run them in parallel, and plot the usual
+figures (a metric against load, JCT CDFs) with matplotlib as PNG."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from runtime.sweep import RunOutcome, RunSpec, run_all
+
+# Two cores are shared by everyone on the machine this was built on; more when there are more.
+WORKERS = max(1, min(2, os.cpu_count() or 1))
+
+
+def write_graph(out_dir: Path, name: str, text: str) -> Path:
+    """Save a graph the experiment runs (under graphs/ of its output folder) and return its path."""
+    folder = out_dir / "graphs"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.sched"
+    path.write_text(text.lstrip())
+    return path
+
+
+def run(specs: list[RunSpec]) -> list[RunOutcome]:
+    return run_all(specs, workers=WORKERS)
+
+
+def summary_table(outcomes: list[RunOutcome], sink: str = "report") -> pl.DataFrame:
+    """One row per run: its labels and its metrics sink's summary, plus wall time and rounds."""
+    rows = []
+    for o in outcomes:
+        rows.append({**o.summary(sink), "rounds": o.rounds, "wall_s": round(o.wall_s, 2)})
+    return pl.DataFrame(rows)
+
+
+def jobs_table(outcomes: list[RunOutcome], sink: str = "report") -> pl.DataFrame:
+    return pl.concat([o.jobs(sink) for o in outcomes], how="diagonal_relaxed")
+
+
+def mean_over_seeds(frame: pl.DataFrame, by: list[str], metrics: list[str]) -> pl.DataFrame:
+    return frame.group_by(by, maintain_order=True).agg([pl.col(m).mean() for m in metrics] + [pl.len().alias("runs")])
+
+
+def value(frame: pl.DataFrame, metric: str, **where) -> float:
+    """The metric of the one row matching `where` (mean over rows if several)."""
+    sel = frame
+    for k, v in where.items():
+        sel = sel.filter(pl.col(k) == v)
+    if sel.height == 0:
+        raise KeyError(f"no run with {where}")
+    return float(sel[metric].mean())
+
+
+def hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h"
+
+
+def pct_lower(base: float, other: float) -> str:
+    """How much lower `other` is than `base`, as a percentage (or how much higher)."""
+    if not base > 0:
+        return "n/a"
+    change = 100.0 * (base - other) / base
+    return f"{change:.1f}% lower" if change >= 0 else f"{-change:.1f}% higher"
+
+
+def plot_against_load(frame: pl.DataFrame, metric: str, series: str, path: Path, ylabel: str, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for name in frame[series].unique(maintain_order=True).to_list():
+        part = frame.filter(pl.col(series) == name).sort("load")
+        ax.plot(part["load"].to_list(), (part[metric] / 3600).to_list(), marker="o", label=str(name))
+    ax.set_xlabel("load (jobs/hour)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_bars(labels: list[str], values: list[float], path: Path, ylabel: str, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    ax.bar(labels, values, color="#4c72b0")
+    for i, v in enumerate(values):
+        ax.text(i, v, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.tick_params(axis="x", labelsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_cdf(jobs: pl.DataFrame, series: str, path: Path, title: str, column: str = "jct_s") -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for name in jobs[series].unique(maintain_order=True).to_list():
+        values = np.sort(jobs.filter(pl.col(series) == name)[column].drop_nulls().to_numpy()) / 3600
+        if len(values):
+            ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post", label=str(name))
+    ax.set_xscale("log")
+    ax.set_xlabel("job completion time (h, log scale)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,448 @@
+"""Blox (Agarwal et al., EuroSys'24): the case studies of §4 and §5, on 128 V100s (32 x 4) with
+5-minute rounds and the Philly-Trace (Philly durations, Poisson arrivals, Blox's Table 2
+models), measuring the jobs with ids 3000 to 3999 (full runs) as Blox does.
+
+Scheduling and admission experiments (Figs 6-7, 12-13, 16) give every job one GPU, as Blox's
+simulator does by default (SimulatorRunner, multigpu=False): with Philly durations (16.8 h on
+average) 128 GPUs then saturate at about 7.6 jobs/hour, where the paper sees its policies'
+behaviour change. Placement experiments (Figs 10-11, Table 4) need multi-GPU jobs and use
+Philly's GPU counts (1/2/4/8 with probability .7/.1/.15/.05).
+
+Every experiment writes the graphs it runs under graphs/, the per-run summaries (runs.csv) and
+per-job results (jobs.csv), and its plots. `--quick` measures jobs 300 to 399 of 700 at fewer
+loads: the same effects, noisier, in well under a minute.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from runtime.sweep import RunSpec
+from tools.reproductions import Comparison, Report, experiment
+from tools.reproductions._runs import (
+    hours,
+    jobs_table,
+    pct_lower,
+    plot_against_load,
+    plot_bars,
+    plot_cdf,
+    run,
+    summary_table,
+    value,
+    write_graph,
+)
+
+CLUSTER = "32x4:V100"
+
+
+def window(quick: bool, single_gpu: bool = False) -> tuple[int, int, int]:
+    """(first tracked id, last tracked id + 1, jobs generated): jobs keep arriving after the
+    tracked ones, so that these see a loaded cluster until they finish. Single-GPU loads are
+    only just above saturation at the highest rates (8 jobs/h is a load of 1.05): their
+    backlog takes hundreds of hours to build, so even the quick version measures later jobs."""
+    if not quick:
+        return (3000, 4000, 6000)
+    return (1000, 1200, 3000) if single_gpu else (300, 400, 700)
+
+
+def _set(**values) -> tuple[str, ...]:
+    return tuple(f"{k.replace('__', '.')}={v}" for k, v in values.items())
+
+
+# Suspending and resuming a job costs time, as in Blox's simulator, which models launch and
+# preemption overheads (§7); we charge Tiresias' measured average, about 60 s per preemption
+# (13,724 s over 221 preemptions on its testbed, §6.2), split between checkpoint and restore.
+COSTS = "checkpoint = 30s;\nrestore = 30s;"
+
+
+def _source_graph(policy: str, placer: str = "Consolidated", admit: str = "AcceptAll", extra: str = "") -> str:
+    return f"""
+round = 5min;
+{COSTS}
+cluster = "{CLUSTER}";
+arrivals :: PoissonSource(rate=1/h, jobs=100, gpus=single, models=blox, seed=0);
+admit    :: {admit};
+pool     :: JobPool;
+report   :: JobMetrics(track=0..100);
+{extra}
+arrivals -> admit -> pool -> {policy} -> {placer} -> Launch -> report;
+"""
+
+
+# --- §4.2, Figs 6-7: FIFO, Tiresias and Optimus against load --------------------------------
+
+POLICIES = {
+    "FIFO": "Fifo",
+    "Tiresias": "DiscreteLAS(queues=2, thresholds=[1h])",
+    "Optimus": "Optimus",
+}
+
+
+@experiment(
+    "blox-policies",
+    "FIFO, Tiresias and Optimus on the Philly-Trace, 1 to 9 jobs/hour: average JCT and responsiveness",
+    "Blox (EuroSys'24) §4.2, Figs 6-7",
+)
+def blox_policies(out_dir: Path, quick: bool) -> Report:
+    lo, hi, n = window(quick, single_gpu=True)
+    loads = [2, 8] if quick else [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    graphs = {name: write_graph(out_dir, f"policy-{name.lower()}", _source_graph(policy)) for name, policy in POLICIES.items()}
+    specs = [
+        RunSpec(
+            str(graphs[name]),
+            # One seed for every load: the same jobs (durations, models), arriving faster.
+            _set(arrivals__rate=f"{load}/h", arrivals__jobs=n, arrivals__seed=0, report__track=f"{lo}..{hi}"),
+            labels={"policy": name, "load": load},
+        )
+        for load in loads
+        for name in POLICIES
+    ]
+    runs = summary_table(run(specs))
+    figures = [
+        plot_against_load(runs, "avg_jct_s", "policy", out_dir / "avg_jct.png", "average JCT (h)", "Blox Fig 6: average JCT vs load"),
+        plot_against_load(
+            runs, "avg_responsiveness_s", "policy", out_dir / "responsiveness.png", "average responsiveness (h)",
+            "Blox Fig 7: responsiveness vs load",
+        ),
+    ]
+    low, high = loads[0], loads[-1]
+    best_low = min(POLICIES, key=lambda p: value(runs, "avg_jct_s", policy=p, load=low))
+    best_resp = min(POLICIES, key=lambda p: value(runs, "avg_responsiveness_s", policy=p, load=high))
+    worst_resp = max(POLICIES, key=lambda p: value(runs, "avg_responsiveness_s", policy=p, load=high))
+    above = [l for l in loads if l >= 7] or [high]
+    tiresias_worse = [l for l in above if value(runs, "avg_jct_s", policy="Tiresias", load=l) > value(runs, "avg_jct_s", policy="FIFO", load=l)]
+    fmt = lambda metric, load: ", ".join(f"{p} {hours(value(runs, metric, policy=p, load=load))}" for p in POLICIES)  # noqa: E731
+    comparisons = [
+        Comparison(f"lowest average JCT at {low} jobs/h", "Optimus (below 4 jobs/h)", f"{best_low} ({fmt('avg_jct_s', low)})"),
+        Comparison(
+            "Tiresias' average JCT above FIFO's at high load",
+            "yes, above ~7 jobs/h",
+            f"at {', '.join(map(str, tiresias_worse)) or 'none'} of {', '.join(map(str, above))} jobs/h ({fmt('avg_jct_s', high)} at {high})",
+        ),
+        Comparison(f"best responsiveness at {high} jobs/h", "Tiresias", f"{best_resp} ({fmt('avg_responsiveness_s', high)})"),
+        Comparison(f"worst responsiveness at {high} jobs/h", "FIFO", worst_resp),
+    ]
+    notes = [f"jobs {lo}..{hi - 1} of {n} measured, one GPU each; the same jobs at every load (only their arrival times scale)."]
+    return Report(comparisons=comparisons, tables={"runs": runs}, figures=figures, notes=notes)
+
+
+# --- §5.1, Figs 12-13: admission control in front of LAS --------------------------------------
+
+GATES = {"Accept All": "AcceptAll", "Accept 1.0x": "AcceptThreshold(factor=1.0x)", "Accept 1.2x": "AcceptThreshold(factor=1.2x)", "Accept 1.5x": "AcceptThreshold(factor=1.5x)"}
+
+
+@experiment(
+    "blox-admission",
+    "LAS behind Accept All / 1.0x / 1.2x / 1.5x at 8 jobs/hour, with and without a daily spike of 16 jobs",
+    "Blox (EuroSys'24) §5.1, Figs 12-13",
+)
+def blox_admission(out_dir: Path, quick: bool) -> Report:
+    lo, hi, n = window(quick, single_gpu=True)
+    load = 8
+    days = int(np.ceil(n / load / 24)) + 2
+    spike = f"spike :: BurstSource(jobs=16, length=1h, every=1d, offset=12h, bursts={days}, gpus=single, models=blox, seed=7);\nspike -> admit;"
+    specs = []
+    for scenario, extra in (("Philly-Trace", ""), ("with daily spike", spike)):
+        for name, gate in GATES.items():
+            graph = write_graph(out_dir, f"las-{name.split()[-1].lower().replace('.', '_')}-{'spike' if extra else 'plain'}", _source_graph("Las", admit=gate, extra=extra))
+            specs.append(
+                RunSpec(
+                    str(graph),
+                    _set(arrivals__rate=f"{load}/h", arrivals__jobs=n, arrivals__seed=0, report__track=f"{lo}..{hi}"),
+                    labels={"scenario": scenario, "admission": name},
+                )
+            )
+    outcomes = run(specs)
+    runs = summary_table(outcomes)
+    jobs = jobs_table(outcomes)
+    figures = []
+    for scenario in ("Philly-Trace", "with daily spike"):
+        part = runs.filter(pl.col("scenario") == scenario)
+        slug = "spike" if "spike" in scenario else "plain"
+        figures.append(
+            plot_bars(
+                part["admission"].to_list(), (part["avg_jct_s"] / 3600).to_list(), out_dir / f"avg_jct_{slug}.png",
+                "average JCT (h)", f"LAS with admission control, 8 jobs/h ({scenario})",
+            )
+        )
+        figures.append(plot_cdf(jobs.filter(pl.col("scenario") == scenario), "admission", out_dir / f"jct_cdf_{slug}.png", f"JCT CDF ({scenario})"))
+    jct = lambda scenario, gate: value(runs, "avg_jct_s", scenario=scenario, admission=gate)  # noqa: E731
+    resp = lambda scenario, gate: value(runs, "avg_responsiveness_s", scenario=scenario, admission=gate)  # noqa: E731
+    comparisons = [
+        Comparison("avg JCT, Accept 1.2x vs Accept All", "~15% lower (Fig 12)", pct_lower(jct("Philly-Trace", "Accept All"), jct("Philly-Trace", "Accept 1.2x"))),
+        Comparison("avg JCT, Accept 1.5x vs Accept All", "5% lower (Fig 12 caption)", pct_lower(jct("Philly-Trace", "Accept All"), jct("Philly-Trace", "Accept 1.5x"))),
+        Comparison("avg JCT, Accept 1.0x vs Accept All", "30% lower (Fig 12 caption)", pct_lower(jct("Philly-Trace", "Accept All"), jct("Philly-Trace", "Accept 1.0x"))),
+        Comparison(
+            "avg responsiveness, Accept 1.0x vs Accept All",
+            "worse (up to 46% of avg JCT)",
+            f"{hours(resp('Philly-Trace', 'Accept 1.0x'))} vs {hours(resp('Philly-Trace', 'Accept All'))}",
+        ),
+        Comparison("spike: avg JCT, Accept 1.5x vs Accept All", "15.4% lower (Fig 13)", pct_lower(jct("with daily spike", "Accept All"), jct("with daily spike", "Accept 1.5x"))),
+        Comparison("spike: avg JCT, Accept 1.2x vs Accept All", "27.3% lower (Fig 13)", pct_lower(jct("with daily spike", "Accept All"), jct("with daily spike", "Accept 1.2x"))),
+    ]
+    notes = [f"jobs {lo}..{hi - 1} of {n} measured; spike jobs (ids from 1,000,000) load the cluster but are not measured."]
+    return Report(comparisons=comparisons, tables={"runs": runs, "jobs": jobs}, figures=figures, notes=notes)
+
+
+# --- §5.3, Fig 16: loss-based termination ----------------------------------------------------
+
+LOSS_GRAPH = """
+round = 5min;
+{costs}
+cluster = "{cluster}";
+arrivals :: TraceSource(path="{trace}");
+pool     :: JobPool;
+run      :: Launch;
+report   :: JobMetrics(track={lo}..{hi});
+{body}
+"""
+
+
+@experiment(
+    "blox-loss-termination",
+    "FIFO at 7 jobs/hour where 75% of jobs converge at 40% of their work: loss-based termination vs running every epoch",
+    "Blox (EuroSys'24) §5.3, Fig 16",
+)
+def blox_loss_termination(out_dir: Path, quick: bool) -> Report:
+    from traces.generators import generate
+
+    lo, hi, n = window(quick, single_gpu=True)
+    load = 7
+    traces = out_dir / "traces"
+    traces.mkdir(parents=True, exist_ok=True)
+    seeds = [0] if quick else [0, 1]
+    specs = []
+    for seed in seeds:
+        trace = traces / f"philly-loss-{seed}.csv"
+        generate(n, load / 3600.0, seed, gpus="single", models="blox", loss="blox").write_csv(trace)
+        for name, body in (
+            ("epochs", "arrivals -> AcceptAll -> pool -> Fifo -> Consolidated -> run -> report;"),
+            (
+                "loss-based",
+                "stop :: LossTermination(threshold=0.001);\narrivals -> AcceptAll -> pool -> stop -> Fifo -> Consolidated -> run -> report;\n"
+                "stop [converged] -> [finish] run;",
+            ),
+        ):
+            graph = write_graph(
+                out_dir, f"fifo-{name}-{seed}", LOSS_GRAPH.format(costs=COSTS, cluster=CLUSTER, trace=trace.resolve(), lo=lo, hi=hi, body=body)
+            )
+            specs.append(RunSpec(str(graph), labels={"termination": name, "seed": seed}))
+    outcomes = run(specs)
+    runs = summary_table(outcomes)
+    jobs = jobs_table(outcomes)
+    figure = plot_cdf(jobs.filter(pl.col("seed") == seeds[0]), "termination", out_dir / "jct_cdf.png", "FIFO, 7 jobs/h: JCT CDF (Blox Fig 16)")
+    drops = [
+        100.0 * (1 - value(runs, "avg_jct_s", termination="loss-based", seed=s) / value(runs, "avg_jct_s", termination="epochs", seed=s))
+        for s in seeds
+    ]
+    comparisons = [
+        Comparison(
+            "avg JCT, loss-based termination vs all epochs",
+            "~44% lower",
+            f"{np.mean(drops):.1f}% lower" + (f" (seeds: {', '.join(f'{d:.1f}%' for d in drops)})" if len(drops) > 1 else ""),
+        ),
+        Comparison(
+            "avg JCT",
+            "",
+            f"all epochs {hours(value(runs, 'avg_jct_s', termination='epochs'))}, loss-based {hours(value(runs, 'avg_jct_s', termination='loss-based'))}",
+        ),
+    ]
+    notes = [f"jobs {lo}..{hi - 1} of {n} measured; loss curves per job as traces/losscurves.py describes."]
+    return Report(comparisons=comparisons, tables={"runs": runs, "jobs": jobs}, figures=[figure], notes=notes)
+
+
+# --- §4.3, Figs 10-11: placement -------------------------------------------------------------
+
+TIRESIAS_MODELS_10 = ("VGG19", "VGG16", "VGG11", "AlexNet", "ResNet152", "ResNet101", "ResNet50", "Inception4", "Inception3", "GoogleNet")
+# Fig 11's eight workloads: the first five have a tensor skew above 0.12, the last three below.
+EIGHT_MODELS = ("VGG19", "VGG16", "VGG11", "AlexNet", "GoogleNet", "ResNet50", "Inception3", "ResNet101")
+SPREAD_SLOWDOWN = 1.67  # Tiresias' largest measured gain from consolidation (§6.2)
+
+PLACEMENT_GRAPH = """
+round = 5min;
+{costs}
+cluster = "{cluster}";
+arrivals :: TraceSource(path="unset.csv", timing=duration);
+report   :: JobMetrics(track=0..100);
+arrivals -> AcceptAll -> JobPool -> DiscreteLAS(queues=2, thresholds=[1h]) -> {placer} -> Launch -> report;
+"""
+
+
+def _placement_trace(path: Path, n: int, load: float, seed: int, models: tuple[str, ...], slowdown: dict[str, float]) -> Path:
+    """Philly durations and GPU counts, Poisson arrivals, a model drawn uniformly from `models`
+    for each job, and the job's spread slowdown for the scenario."""
+    from traces.generators import generate
+
+    frame = generate(n, load / 3600.0, seed)
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(6)[5])
+    picked = np.asarray(models, dtype=object)[rng.integers(0, len(models), n)]
+    frame = frame.with_columns(
+        model=pl.Series(picked.tolist(), dtype=pl.String),
+        spread_slowdown=pl.Series([slowdown[m] for m in picked.tolist()], dtype=pl.Float64),
+    )
+    frame.write_csv(path)
+    return path
+
+
+@experiment(
+    "blox-placement",
+    "Tiresias' skew placement vs consolidating everything (V100, 10 Gbps), and vs a profile-driven placer as placement-sensitive models grow from 5 to 8",
+    "Blox (EuroSys'24) §4.3, Figs 10-11",
+)
+def blox_placement(out_dir: Path, quick: bool) -> Report:
+    from traces.placement import PlacementTable
+
+    lo, hi, n = window(quick)
+    traces = out_dir / "traces"
+    traces.mkdir(parents=True, exist_ok=True)
+    track = f"report.track={lo}..{hi}"
+    skew_graph = write_graph(out_dir, "tiresias-skew", PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="SkewAwarePlacer(packlimit=0.3)"))
+    consolidated_graph = write_graph(out_dir, "tiresias-consolidated", PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="Consolidated"))
+    skew8_graph = write_graph(out_dir, "tiresias-skew-0.12", PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="SkewAwarePlacer(packlimit=0.12)"))
+    profiled_graph = write_graph(out_dir, "tiresias-plus", PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="ProfiledPlacer(tolerance=1.05)"))
+
+    # Fig 10: two hardware scenarios for the same ten models.
+    _, testbed = PlacementTable.load().lookup(list(TIRESIAS_MODELS_10))
+    scenarios = {
+        "P100, 100 Gbps (Tiresias testbed)": dict(zip(TIRESIAS_MODELS_10, np.nan_to_num(testbed, nan=1.0).tolist())),
+        "V100, 10 Gbps (every model sensitive)": {m: SPREAD_SLOWDOWN for m in TIRESIAS_MODELS_10},
+    }
+    loads = [4, 8] if quick else [2, 4, 6, 8]
+    specs = []
+    for s, (scenario, slowdown) in enumerate(scenarios.items()):
+        for load in loads:
+            trace = _placement_trace(traces / f"fig10-{s}-{load}.csv", n, load, 0, TIRESIAS_MODELS_10, slowdown)
+            for placer, graph in (("Tiresias skew placement", skew_graph), ("consolidate all", consolidated_graph)):
+                specs.append(
+                    RunSpec(str(graph), (f'arrivals.path="{trace.resolve()}"', track), labels={"figure": "10", "scenario": scenario, "placer": placer, "load": load})
+                )
+    # Fig 11: 8 jobs/hour; the first k of the eight models are sensitive.
+    for k in (5, 6, 7, 8):
+        slowdown = {m: (SPREAD_SLOWDOWN if i < k else 1.0) for i, m in enumerate(EIGHT_MODELS)}
+        trace = _placement_trace(traces / f"fig11-{k}.csv", n, 8, 0, EIGHT_MODELS, slowdown)
+        for placer, graph in (("Tiresias (skew > 0.12)", skew8_graph), ("Tiresias+ (profiled)", profiled_graph)):
+            specs.append(
+                RunSpec(str(graph), (f'arrivals.path="{trace.resolve()}"', track), labels={"figure": "11", "sensitive": k, "placer": placer, "load": 8})
+            )
+    runs = summary_table(run(specs))
+    fig10 = runs.filter(pl.col("figure") == "10")
+    fig11 = runs.filter(pl.col("figure") == "11")
+    figures = []
+    for s, scenario in enumerate(scenarios):
+        figures.append(
+            plot_against_load(
+                fig10.filter(pl.col("scenario") == scenario), "avg_jct_s", "placer", out_dir / f"fig10_{s}.png", "average JCT (h)",
+                f"Blox Fig 10: {scenario}",
+            )
+        )
+    figures.append(_plot_fig11(fig11, out_dir / "fig11.png"))
+    v100 = "V100, 10 Gbps (every model sensitive)"
+    p100 = "P100, 100 Gbps (Tiresias testbed)"
+    gap = lambda scenario, load: pct_lower(  # noqa: E731
+        value(fig10, "avg_jct_s", scenario=scenario, load=load, placer="Tiresias skew placement"),
+        value(fig10, "avg_jct_s", scenario=scenario, load=load, placer="consolidate all"),
+    )
+    plus = {
+        k: pct_lower(
+            value(fig11, "avg_jct_s", sensitive=k, placer="Tiresias (skew > 0.12)"), value(fig11, "avg_jct_s", sensitive=k, placer="Tiresias+ (profiled)")
+        )
+        for k in (5, 6, 7, 8)
+    }
+    comparisons = [
+        Comparison(
+            "V100/10 Gbps: consolidate-all vs skew placement, avg JCT",
+            "consolidation better above 4 jobs/h",
+            "; ".join(f"{l} jobs/h: {gap(v100, l)}" for l in loads),
+            "every model assumed 1.67x slower when spread on this cluster (an assumption, see docs)",
+        ),
+        Comparison(
+            "P100/100 Gbps: consolidate-all vs skew placement, avg JCT",
+            "skew placement better (Tiresias' testbed)",
+            "; ".join(f"{l} jobs/h: {gap(p100, l)}" for l in loads),
+        ),
+        Comparison(
+            "Tiresias+ vs Tiresias, avg JCT, 5 to 8 sensitive models",
+            "Tiresias+ lower; the gap grows with the number of sensitive models",
+            "; ".join(f"{k}: {plus[k]}" for k in plus),
+        ),
+    ]
+    notes = [
+        f"jobs {lo}..{hi - 1} of {n} measured; Tiresias scheduling (2 queues, 1 h of GPU-time) in every run.",
+        "Models: Tiresias' Table 6 models on Philly durations and GPU counts (their tensor skews are published; Blox's "
+        "Table 2 models' are not); jobs run for their durations, slowed down when spread over more nodes than needed.",
+    ]
+    return Report(comparisons=comparisons, tables={"runs": runs}, figures=figures, notes=notes)
+
+
+def _plot_fig11(frame: pl.DataFrame, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for placer in frame["placer"].unique(maintain_order=True).to_list():
+        part = frame.filter(pl.col("placer") == placer).sort("sensitive")
+        ax.plot(part["sensitive"].to_list(), (part["avg_jct_s"] / 3600).to_list(), marker="o", label=placer)
+    ax.set_xlabel("placement-sensitive models (of 8)")
+    ax.set_ylabel("average JCT (h)")
+    ax.set_title("Blox Fig 11: skew heuristic vs profiled placement, 8 jobs/h", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# --- §5.3, Table 4: intra-node placement ------------------------------------------------------
+
+INTRANODE_GRAPH = """
+round = 5min;
+cluster = "32x4:V100@p3.8xlarge";
+arrivals :: PoissonSource(rate=4/h, jobs=100, models=blox, seed=0);
+events   :: Launch;
+arrivals -> AcceptAll -> JobPool -> Fifo -> {placer} -> events -> report :: JobMetrics;
+events -> links :: LinkBandwidth;
+"""
+
+
+@experiment(
+    "blox-intranode",
+    "Bandwidth seen by single-node multi-GPU jobs on p3.8xlarge nodes: random vs bandwidth-aware intra-node placement",
+    "Blox (EuroSys'24) §5.3, Table 4",
+)
+def blox_intranode(out_dir: Path, quick: bool) -> Report:
+    jobs = 300 if quick else 3000
+    specs = [
+        RunSpec(
+            str(write_graph(out_dir, name.lower().replace(" ", "-"), INTRANODE_GRAPH.format(placer=placer))),
+            (f"arrivals.jobs={jobs}",),
+            labels={"policy": name},
+        )
+        for name, placer in (("Random", "RandomIntraNode(seed=3)"), ("Bandwidth aware", "BandwidthAwareIntraNode"))
+    ]
+    outcomes = run(specs)
+    rows = [{"policy": o.spec.labels["policy"], **o.reports["links"]["bandwidth"]} for o in outcomes]
+    table = pl.DataFrame(rows)
+    launches = pl.concat([o.reports["links"]["links"].with_columns(policy=pl.lit(o.spec.labels["policy"])) for o in outcomes])
+    figure = plot_bars(table["policy"].to_list(), table["avg_gbps"].to_list(), out_dir / "bandwidth.png", "average link bandwidth (Gbps)", "Blox Table 4: bandwidth seen by single-node multi-GPU jobs")
+    get = lambda policy, key: float(table.filter(pl.col("policy") == policy)[key][0])  # noqa: E731
+    random, aware = get("Random", "avg_gbps"), get("Bandwidth aware", "avg_gbps")
+    comparisons = [
+        Comparison("avg bandwidth, random placement", "58.7 Gbps", f"{random:.1f} Gbps"),
+        Comparison("avg bandwidth, bandwidth-aware placement", "86.5 Gbps", f"{aware:.1f} Gbps"),
+        Comparison("bandwidth-aware / random", "1.47x", f"{aware / random:.2f}x", "link ratings (NVLink 2.0: 200/400 Gbps), not measured throughput"),
+        Comparison(
+            "2-GPU jobs only: bandwidth-aware / random",
+            "",
+            f"{get('Bandwidth aware', 'avg_gbps_2gpu') / get('Random', 'avg_gbps_2gpu'):.2f}x "
+            f"({get('Random', 'avg_gbps_2gpu'):.0f} vs {get('Bandwidth aware', 'avg_gbps_2gpu'):.0f} Gbps)",
+            "a 4-GPU job takes a whole node either way",
+        ),
+    ]
+    notes = [f"{jobs} Philly-Trace jobs at 4 jobs/h, FIFO, consolidated placement; every launch of a single-node multi-GPU job counted."]
+    return Report(comparisons=comparisons, tables={"bandwidth": table, "launches": launches}, figures=[figure], notes=notes)
