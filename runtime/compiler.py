@@ -345,10 +345,9 @@ class _Compiler:
                 kwargs[field.name] = _REPLACED  # --set gives this argument; the file's value is not used
                 continue
             value = self._argument(cls, field, arg.value, decl.base_dir, arg.value.location)
+            kwargs[field.name] = value
             if value is _BAD:
                 ok = False
-                continue
-            kwargs[field.name] = value
         for field_name, value_node, text in overrides:
             field = by_name.get(field_name)
             if field is None:
@@ -361,10 +360,9 @@ class _Compiler:
                 ok = False
                 continue
             value = self._argument(cls, field, value_node, os.getcwd(), None, prefix=f"--set {text}: ")
+            kwargs[field.name] = value
             if value is _BAD:
                 ok = False
-                continue
-            kwargs[field.name] = value
         missing = [f.name for f in fields if f.default is attrs.NOTHING and f.name not in kwargs]
         if missing:
             self.errors.append(
