@@ -12,6 +12,7 @@ import numpy as np
 
 from runtime.context import RoundContext
 from runtime.errors import RoundhouseError
+from runtime.rowsets import isin_rows
 from runtime.types import Events, Plan
 from runtime.world import World
 
@@ -61,6 +62,7 @@ class Engine:
             for el in self._order
         ]
         self._ctx: RoundContext | None = None
+        self._can_stall = not getattr(backend, "wall_clock", False)
         self._pending_events = Events(time=0.0)
 
     # --- the two boundary doors, given to the round context ---
@@ -104,7 +106,18 @@ class Engine:
         while True:
             events, progress = self.backend.poll()
             self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
-            self.world.apply_finished(events.finished, events.finished_at)
+            if len(events.failed):
+                failed = isin_rows(events.finished, events.failed)
+                self.world.apply_failed(events.finished[failed], events.finished_at[failed])
+                self.world.apply_finished(events.finished[~failed], events.finished_at[~failed])
+            else:
+                self.world.apply_finished(events.finished, events.finished_at)
+            if len(events.requeued):
+                self.world.apply_requeued(events.requeued)
+            if events.online is not None:
+                self.world.set_online(events.online)
+            if events.metrics:
+                self.world.apply_metrics(events.metrics)
             ctx = self._context(events, int(round(self.backend.now / round_s)))
             self._ctx = ctx
             self._tick_all(ctx)
@@ -114,7 +127,8 @@ class Engine:
             reason = self._stop_reason(ctx)
             if reason:
                 break
-            if len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
+            # A live cluster can change (nodes join), so only a simulation can stall for good.
+            if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
                 idle_rounds += 1
                 if idle_rounds >= STALL_ROUNDS:
                     raise StalledError(self._stall_message(ctx))
