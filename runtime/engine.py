@@ -177,6 +177,9 @@ class Engine:
         return all(s.exhausted() for s in self._sources)
 
     def _stop_reason(self, ctx: RoundContext) -> str:
+        requested = getattr(self.backend, "stop_requested", "")  # a live backend told to stop
+        if requested:
+            return requested
         if self.until is not None and ctx.now + 1e-9 >= self.until:
             return f"reached the time limit ({self.until:g}s)"
         for sink in self._sinks:

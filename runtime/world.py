@@ -97,7 +97,7 @@ def prepare_jobs(
     gpus = get("gpus", np.int64, 1)
     duration = get("duration_s", np.float64, np.nan)
     iterations = get("iterations", np.float64, np.nan)
-    batch = get("batch_size", np.int64, 0)
+    batch = get("batch_size", np.int64, 0).copy()  # filled in below (polars may hand out a read-only view)
     raw_models = trace["model"].to_list() if "model" in trace.columns else [None] * n
 
     models = np.empty(n, dtype=object)
