@@ -486,6 +486,12 @@ class Agent:
             if code is None:
                 continue
             self._drain(self._jobs, self._on_job_frame)  # its last report arrived before it exited
+            if w.final is None and code in (EXIT_DONE, EXIT_PREEMPTED):
+                # The report left the process before it exited, but may still be in transit.
+                deadline = time.time() + 1.0
+                while w.final is None and time.time() < deadline:
+                    if self._jobs.poll(50):
+                        self._drain(self._jobs, self._on_job_frame)
             self._gpu_busy.pop(w.gpu, None)
             del self.workers[w.key]
             try:

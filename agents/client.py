@@ -437,6 +437,7 @@ class Job:
         self.log(f"{outcome} at iteration {self.iteration} ({json.dumps({k: round(v, 4) for k, v in summary.items()})})")
         if self._socket is not None:
             self._socket.close(linger=3000)
+            self._socket.context.term()  # waits until the exit message has left this process
         self.lease.close()
         if self._distributed:
             import torch.distributed as dist

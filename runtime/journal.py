@@ -9,6 +9,7 @@ journal keeps exactly that, written ahead of every action:
 - `submissions`: every job accepted from `roundhouse submit`, stored before the submitter is
   answered, with the round that delivered it to the graph (NULL until then);
 - `attempts`: every launch of every job: where, from which checkpoint, how it ended;
+- `exits`: every worker's exit as its agent reported it (outcome, iteration, checkpoint);
 - `nodes`: which agent (by node name) fills which node of the cluster.
 
 A restarted scheduler replays the rounds through the same graph (elements keep private
@@ -42,6 +43,11 @@ CREATE TABLE IF NOT EXISTS attempts (
     ended_s REAL, outcome TEXT, end_iteration INTEGER,
     checkpoint TEXT, checkpoint_iteration INTEGER, reason TEXT,
     PRIMARY KEY (job_id, attempt));
+CREATE TABLE IF NOT EXISTS exits (
+    job_id INTEGER NOT NULL, attempt INTEGER NOT NULL, rank INTEGER NOT NULL, node TEXT NOT NULL,
+    received_s REAL NOT NULL, outcome TEXT NOT NULL, iteration INTEGER NOT NULL, start_iteration INTEGER NOT NULL,
+    checkpoint TEXT, checkpoint_iteration INTEGER, exit_code INTEGER, reason TEXT,
+    PRIMARY KEY (job_id, attempt, rank));
 CREATE TABLE IF NOT EXISTS nodes (
     name TEXT PRIMARY KEY, slot INTEGER NOT NULL, address TEXT NOT NULL, joined_s REAL NOT NULL);
 """
@@ -178,6 +184,17 @@ class Journal:
                 )
             )
         return out
+
+    def add_exit(self, node: str, received_s: float, body: dict) -> None:
+        self._begin()
+        self.db.execute(
+            "INSERT OR IGNORE INTO exits VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                body["job"], body["attempt"], body["rank"], node, received_s, body["outcome"], body["iteration"],
+                body["start_iteration"], body.get("checkpoint"), body.get("checkpoint_iteration"), body.get("exit_code"),
+                body.get("reason") or None,
+            ),
+        )
 
     # --- nodes ---
     def set_node(self, name: str, slot: int, address: str, joined_s: float) -> None:

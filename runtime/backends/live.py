@@ -664,7 +664,7 @@ class LiveBackend:
             node = _Node(name, slot, body["address"])
             self._by_name[name] = node
             self._slots[slot] = node
-        elif node.online and node.session != body["session"]:
+        elif node.online and node.session and node.session != body["session"]:
             # The same node came back as a new agent process: the old one's jobs died with it.
             self._lose_node(node, "its agent restarted")
         if node.identity is not None and node.identity != identity:
@@ -767,6 +767,7 @@ class LiveBackend:
         self._unconfirmed.discard(key)
         att.exits[body["rank"]] = body
         att.last_exit_s = self._now_s()
+        self.journal.add_exit(node.name, att.last_exit_s, body)
         self._progress(att, body["iteration"], body.get("checkpoint"), body.get("checkpoint_iteration"))
         level = logging.INFO if body["outcome"] in ("done", "preempted") else logging.WARNING
         log.log(
