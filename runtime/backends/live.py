@@ -597,7 +597,8 @@ class LiveBackend:
             self._socket.send_multipart([identity, frame], zmq.NOBLOCK)
             self.counters["messages_out"] += 1
         except zmq.ZMQError as err:  # the peer left (ROUTER_MANDATORY) or its queue is full
-            log.warning("could not send %s to %s: %s", type_, self._who(identity), err.strerror)
+            level = logging.WARNING if identity in self._by_identity else logging.DEBUG
+            log.log(level, "could not send %s to %s: %s", type_, self._who(identity), err.strerror)
 
     def _to_node(self, node: _Node | None, type_: str, **fields) -> bool:
         """Send to a node's agent; held for a node presumed up until it re-registers. False
