@@ -313,13 +313,21 @@ def encode(type_: str, seq: int, **fields: Any) -> bytes:
     schema = SCHEMAS.get(type_)
     if schema is None:
         raise ValueError(f"unknown message type {type_!r}")
-    body = schema.check(fields, "")
-    body = {k: v for k, v in body.items() if v is not None}
+    body = _without_nulls(schema.check(fields, ""))
     frame = json.dumps({"v": VERSION, "type": type_, "seq": seq, **body}, separators=(",", ":"), allow_nan=False)
     data = frame.encode()
     if len(data) > MAX_BYTES:
         raise ValueError(f"{type_} message of {len(data)} bytes exceeds the {MAX_BYTES}-byte limit")
     return data
+
+
+def _without_nulls(value: Any) -> Any:
+    """Absent optional fields are left out of the frame (they read back as None)."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def _no_constant(name: str):

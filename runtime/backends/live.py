@@ -253,7 +253,8 @@ class LiveBackend:
             if up == len(self._slots):
                 return
             self._serve(min(deadline, time.time() + 0.2))
-        log.warning("starting with %d of %d nodes; the others may join later", last, len(self._slots))
+        up = sum(1 for n in self._slots if n is not None and n.online)
+        log.warning("starting with %d of %d nodes; the others may join later", up, len(self._slots))
 
     def close(self) -> None:
         try:
@@ -1066,10 +1067,10 @@ class LiveBackend:
                 if ids[-1] in taken:
                     raise UsageError(f"job id {ids[-1]} is already in use")
                 taken.add(ids[-1])
-        self._next_job_id = next_id
         frame = frame.with_columns(job_id=pl.Series([str(i) for i in ids], dtype=pl.String), arrival_s=pl.lit("0"))
         checked = validate(frame, "submission")
         prepare_jobs(checked, self.world.cluster, self.world.profile, self.world.reference_gpu, "submission")
+        self._next_job_id = next_id  # ids are used up only by accepted jobs
         return frame.drop("arrival_s"), ids
 
     def _take_submissions(self) -> pl.DataFrame:
