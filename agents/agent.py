@@ -433,12 +433,7 @@ class Agent:
             env.setdefault("GLOO_SOCKET_IFNAME", "lo")
         argv = [sys.executable, "-m", spec["workload"]] if spec.get("workload") else list(spec.get("command") or [])
         try:
-            out = open(w.log_path, "ab")
-            w.process = subprocess.Popen(
-                argv, cwd=job_dir, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_die_with_parent,
-            )
-            out.close()
+            w.process = spawn_worker(argv, env, job_dir, w.log_path)
         except (OSError, ValueError) as err:
             reason = f"cannot start {argv[:1]}: {err}"
             log.warning("job %d attempt %d rank %d: %s", w.job, w.attempt, w.rank, reason)
@@ -612,6 +607,17 @@ class Agent:
             while self.unacked and time.time() < deadline:
                 if self._dealer.poll(100):
                     self._drain(self._dealer, self._on_scheduler_frame)
+
+
+def spawn_worker(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path) -> subprocess.Popen:
+    """Start one training process as the agent does: its own session (so it can be signalled
+    as a group, and, where the kernel groups sessions for CPU fairness, it gets a session's
+    share), output to its log, and death with the agent."""
+    with open(log_path, "ab") as out:
+        return subprocess.Popen(
+            argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, preexec_fn=_die_with_parent,
+        )
 
 
 def _tail(path: Path, lines: int = 8) -> str:

@@ -278,6 +278,7 @@ class Job:
         self._last_report = 0.0
         self._last_checkpoint = time.time()
         self._first_step_at: float | None = None
+        self._last_step_at = 0.0
         self._steady_from: tuple[float, int] | None = None
         self._checkpoint_s: list[float] = []
         self._distributed = False
@@ -381,9 +382,10 @@ class Job:
     # --- metrics ---
     def _step_done(self, seconds: float) -> None:
         self.iteration += 1
-        now = time.time()
+        now = self._last_step_at = time.time()
         if self._first_step_at is None:
             self._first_step_at = now
+            self._latest["startup_s"] = now - self.launched_at  # process start to first iteration
         if self._steady_from is None and self.iteration - self.start_iteration >= 3:
             self._steady_from = (now, self.iteration)  # the first iterations warm up caches and allocators
         self._window_s += seconds
@@ -404,7 +406,7 @@ class Job:
         out = {}
         if self._steady_from is not None and self.iteration > self._steady_from[1]:
             t0, i0 = self._steady_from
-            out["iters_per_s"] = (self.iteration - i0) / max(time.time() - t0, 1e-9)
+            out["steady_iters_per_s"] = (self.iteration - i0) / max(self._last_step_at - t0, 1e-9)
         if self._first_step_at is not None:
             out["startup_s"] = self._first_step_at - self.launched_at
         if self._checkpoint_s:

@@ -1,22 +1,13 @@
-"""A live cluster on loopback for tests: a real scheduler and real agents as subprocesses.
-
-Everything binds to 127.0.0.1 on ports picked free, every wait has a timeout, and `close()`
-(called by the fixture's teardown) kills every process it started, by process id."""
+"""A live cluster on loopback for tests (tools/loopback.py), with the journal read as the tests
+need it. Every wait has a timeout; the fixtures' teardown calls `close()`, which kills every
+process started, by process id."""
 
 from __future__ import annotations
 
-import os
-import random
-import signal
-import socket
-import sqlite3
-import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 
-from tests.conftest import REPO
+from tools.loopback import Loopback, free_port  # noqa: F401  (free_port: for tests that bind themselves)
 
 # Throughputs of the example workloads on one CPU core, roughly, with several running at once
 # (only the ranking of Srtf depends on them).
@@ -30,105 +21,26 @@ Recommendation,64,V100,2,consolidated,100
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LiveCluster:
-    def __init__(self, folder: Path, graph: str, files: dict[str, str] | None = None, heartbeat: str = "0.3s",
-                 timeout: str = "2s", serve_args: tuple[str, ...] = (), security: tuple[str, ...] = ("--insecure",)):
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / "graph.sched").write_text(textwrap.dedent(graph))
+class LiveCluster(Loopback):
+    def __init__(self, folder: Path, graph: str, files: dict[str, str] | None = None, **options):
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "graph.sched").write_text(textwrap.dedent(graph))
         for name, text in (files or {}).items():
-            (self.folder / name).write_text(text)
-        self.port = free_port()
-        self.address = f"tcp://127.0.0.1:{self.port}"
-        self.journal_path = self.folder / "journal.sqlite"
-        base = random.randint(20000, 60000)
-        self.serve_args = [
-            "--bind", self.address, *security, "--journal", str(self.journal_path),
-            "--checkpoints", str(self.folder / "checkpoints"), "--heartbeat", heartbeat,
-            "--heartbeat-timeout", timeout, "--ports", f"{base}..{base + 500}", "--out", str(self.folder / "out"),
-            "--wait-for-agents", "20s", *serve_args,
-        ]
-        self.processes: dict[str, subprocess.Popen] = {}
-        self._scheduler_runs = 0
-
-    # --- processes ---
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
-        log = open(self.folder / f"{name}.log", "ab")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tools.cli", *args], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        log.close()
-        self.processes[name] = proc
-        return proc
-
-    def start_scheduler(self) -> subprocess.Popen:
-        self._scheduler_runs += 1
-        return self._spawn("scheduler", ["serve", str(self.folder / "graph.sched"), *self.serve_args])
-
-    def start_agent(self, name: str, gpus: str = "2:V100", extra: tuple[str, ...] = ("--insecure",)) -> subprocess.Popen:
-        return self._spawn(
-            name,
-            ["agent", "--scheduler", self.address, "--name", name, "--fake-gpus", gpus, "--threads-per-gpu", "1",
-             "--workdir", str(self.folder / name), "--revoke-grace", "30s", *extra],
-        )
-
-    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
-        proc = self.processes[name]
-        if proc.poll() is None:
-            proc.send_signal(sig)
-        proc.wait(timeout=30)
-
-    def close(self) -> None:
-        for proc in self.processes.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.time() + 10
-        for proc in self.processes.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-
-    # --- looking in ---
-    def log(self, name: str) -> str:
-        path = self.folder / f"{name}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    def logs(self) -> str:
-        return "\n".join(f"===== {name} =====\n{self.log(name)[-6000:]}" for name in self.processes)
-
-    def query(self, sql: str, args=()) -> list[tuple]:
-        if not self.journal_path.exists():
-            return []
-        db = sqlite3.connect(f"file:{self.journal_path}?mode=ro", uri=True, timeout=5)
-        try:
-            return db.execute(sql, args).fetchall()
-        except sqlite3.OperationalError:
-            return []
-        finally:
-            db.close()
+            (folder / name).write_text(text)
+        super().__init__(folder, folder / "graph.sched", **options)
 
     def wait_for(self, check, timeout: float, what: str) -> None:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if check():
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"timed out after {timeout:g}s waiting for {what}\n{self.logs()}")
+        try:
+            super().wait_for(check, timeout, what)
+        except TimeoutError as err:
+            raise AssertionError(str(err)) from None
 
     def wait_exit(self, name: str, timeout: float) -> int:
         try:
-            return self.processes[name].wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"{name} did not exit within {timeout:g}s\n{self.logs()}") from None
+            return super().wait_exit(name, timeout)
+        except TimeoutError as err:
+            raise AssertionError(str(err)) from None
 
     def attempts(self) -> dict[int, list[tuple]]:
         rows = self.query(

@@ -216,3 +216,23 @@ def test_lease_checks_and_bad_submissions_are_answered(live):
     assert events.submitted["job_id"].to_list() == [4] and events.submitted["model"].to_list() == ["LM"]
     user.sock.close()
     ctx.term()
+
+
+def test_a_moved_job_relaunches_only_after_its_old_attempt_checkpointed(live):
+    world, backend, agents, journal = live
+    for ag in agents:
+        ag.receive()
+    (row,) = add_jobs(world, [{"job_id": 9, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 300.0}])
+    round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[0], launch_counts=[1]))
+    pump(backend)
+    assert [t for t, _ in agents[0].receive()] == ["launch"]
+    # One round suspends it and launches it on node b: a move.
+    round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[2], launch_counts=[1], suspend=[row]))
+    pump(backend)
+    assert agents[0].receive() == [("revoke", {"job": 9, "attempt": 1, "kill": False, "rank": 0})]
+    assert agents[1].receive() == []  # not before the old attempt has checkpointed
+    agents[0].exited(9, 1, 0, "preempted", 77, checkpoint="/ck/job-9/a1-i77.pt")
+    pump(backend)
+    [(t, launch)] = agents[1].receive()
+    assert t == "launch" and launch["attempt"] == 2 and launch["resume_iteration"] == 77
+    assert [(r.attempt, r.outcome, r.start_iteration) for r in journal.attempts(9)] == [(1, "preempted", 0), (2, None, 77)]

@@ -21,9 +21,9 @@ src -> AcceptAll -> JobPool -> Srtf -> FirstFree -> Launch -> m :: JobMetrics;
 # Three long jobs start at once (job 0 on two workers); short ones arrive later and Srtf makes
 # room for them by preempting the longest, the two-worker job first.
 JOBS = """job_id,arrival_s,gpus,model,iterations,batch_size
-0,0,2,LM,1500,10
-1,0,1,ResNet-18,600,16
-2,0,1,Recommendation,900,64
+0,0,2,LM,900,10
+1,0,1,ResNet-18,400,16
+2,0,1,Recommendation,600,64
 3,4,1,ResNet-18,120,16
 4,4,1,LM,250,10
 5,9,1,Recommendation,200,64
@@ -49,7 +49,7 @@ def test_eight_jobs_finish_and_preempted_jobs_resume_exactly(cluster):
     assert jobs["status"].to_list() == ["finished"] * 8, cluster.logs()
 
     attempts = cluster.attempts()
-    iterations = {0: 1500, 1: 600, 2: 900, 3: 120, 4: 250, 5: 200, 6: 100, 7: 300}
+    iterations = {0: 900, 1: 400, 2: 600, 3: 120, 4: 250, 5: 200, 6: 100, 7: 300}
     preempted = 0
     for job, runs in attempts.items():
         # The last attempt completes the job's work; every earlier one was preempted, ended at

@@ -40,7 +40,7 @@ def _alive(pid: int) -> bool:
 def test_a_killed_agent_s_jobs_finish_on_the_other_agent_from_their_checkpoints(tmp_path):
     pytest.importorskip("torch")
     jobs = "job_id,arrival_s,gpus,model,iterations,batch_size\n" + "".join(
-        f"{i},0,1,ResNet-18,700,16\n" for i in range(4)
+        f"{i},0,1,ResNet-18,400,16\n" for i in range(4)
     )
     cluster = LiveCluster(
         tmp_path, FIFO.format(source='TraceSource(path="jobs.csv")'), {"profile.csv": TEST_PROFILE, "jobs.csv": jobs},
@@ -98,7 +98,7 @@ def test_a_restarted_scheduler_takes_back_running_jobs_and_loses_none(tmp_path):
         cluster.start_agent("node-b")
         cluster.wait_for(lambda: "round 0 starts" in cluster.log("scheduler"), 30, "the scheduler to start")
         with Submitter(cluster.address, insecure) as client:
-            first = client.submit([{"model": "LM", "iterations": 1200, "gpus": 1, "batch_size": 10} for _ in range(4)])
+            first = client.submit([{"model": "LM", "iterations": 800, "gpus": 1, "batch_size": 10} for _ in range(4)])
             assert first == [0, 1, 2, 3]
         running = lambda: len(cluster.query("SELECT * FROM attempts")) == 4  # noqa: E731
         cluster.wait_for(running, 30, "four jobs to be launched")
@@ -108,7 +108,7 @@ def test_a_restarted_scheduler_takes_back_running_jobs_and_loses_none(tmp_path):
         cluster.start_scheduler()
         cluster.wait_for(lambda: cluster.log("scheduler").count("taking over") >= 1, 30, "the restarted scheduler")
         with Submitter(cluster.address, insecure) as client:
-            more = client.submit([{"model": "Recommendation", "iterations": 150, "gpus": 1} for _ in range(2)])
+            more = client.submit([{"model": "Recommendation", "iterations": 100, "gpus": 1} for _ in range(2)])
         assert more == [4, 5]
         assert cluster.wait_exit("scheduler", timeout=90) == 0, cluster.logs()
         table = pl.read_csv(cluster.folder / "out" / "jobs.csv")
@@ -118,7 +118,7 @@ def test_a_restarted_scheduler_takes_back_running_jobs_and_loses_none(tmp_path):
         # Nothing was restarted: the four jobs running when the scheduler died were taken back
         # (one attempt each, completing all their iterations).
         for job in range(4):
-            assert [(r[0], r[2], r[3]) for r in attempts[job]] == [(1, "done", 1200)], attempts[job]
+            assert [(r[0], r[2], r[3]) for r in attempts[job]] == [(1, "done", 800)], attempts[job]
         log = cluster.log("scheduler")
         assert "replaying" in log and "taking over: 4 running job(s)" in log
         assert "requeued" not in log

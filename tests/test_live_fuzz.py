@@ -102,7 +102,7 @@ def test_the_scheduler_survives_garbage_and_keeps_serving(tmp_path):
         cluster.start_scheduler()
         cluster.wait_for(lambda: "round 0 starts" in cluster.log("scheduler"), 30, "the scheduler")
         rng = random.Random(0)
-        frames = fuzz_frames(rng, 1500, list(EXAMPLES))
+        frames = fuzz_frames(rng, 1200, list(EXAMPLES))
         socks = [ctx.socket(zmq.DEALER) for _ in range(4)]
         for s in socks:
             s.setsockopt(zmq.LINGER, 0)
@@ -117,7 +117,7 @@ def test_the_scheduler_survives_garbage_and_keeps_serving(tmp_path):
         insecure = ClientSecurity(None)
         with Submitter(cluster.address, insecure) as client:
             status = client.status()
-            assert status["bad_messages"] >= 1000
+            assert status["bad_messages"] >= 800
             assert status.get("handler_errors", 0) == 0, cluster.logs()
             time.sleep(2.0)  # any node the fuzzer managed to register times out
             cluster.start_agent("node-a")

@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "tools.agent_cmd",
     "tools.submit_cmd",
     "tools.keys_cmd",
+    "tools.profile_cmd",
 )
 
 

@@ -112,6 +112,7 @@ class _Attempt:
     checkpoint_iteration: int | None = None
     ended: bool = False
     successor: "_Attempt | None" = None
+    waits_for: "_Attempt | None" = None  # the previous attempt, still checkpointing: launch after it
 
     @property
     def world_size(self) -> int:
@@ -187,6 +188,8 @@ class LiveBackend:
         self._auth = None
         self._poller = zmq.Poller()
         self.stop_requested = ""
+        self._ports_used: set[int] = set()
+        self._checkpoint_root = str(Path(options.checkpoint_dir).resolve())
 
     # --- lifecycle ---
     @property
@@ -360,6 +363,11 @@ class LiveBackend:
         if self.replaying:
             self._check_replayed_plan(plan)
             return
+        started = time.perf_counter()
+        self._apply(plan)
+        self.counters["apply_s"] += time.perf_counter() - started
+
+    def _apply(self, plan: Plan) -> None:
         world = self.world
         ids = world.jobs._cols["job_id"]
         self._plans.append(
@@ -370,14 +378,14 @@ class LiveBackend:
                 "suspend": [int(ids[r]) for r in plan.suspend.tolist()],
             }
         )
-        launches = []
-        for i, a in enumerate(plan.launch):
-            launches.append(self._new_attempt(a.row, np.asarray(a.gpus), a.batch_size))
+        # The attempts to revoke, before a move (suspend and launch in one round) makes a new one current.
+        revoked = [self._current.get(row) for row in plan.suspend.tolist()]
+        launches = [self._new_attempt(a.row, np.asarray(a.gpus), a.batch_size) for a in plan.launch]
         # Write ahead: the round and the new attempts are durable before any message leaves.
         self._journal_round()
         self._flush()
-        for row in plan.suspend.tolist():
-            self._revoke(row)
+        for att in revoked:
+            self._revoke(att)
         for att in launches:
             self._start_or_defer(att)
         self._flush()
@@ -497,6 +505,7 @@ class LiveBackend:
                 continue
             att.revoked = status[row] != RUNNING
             self._live[(a.job_id, a.attempt)] = att
+            self._ports_used.add(a.master_port)
             self._unconfirmed.add((a.job_id, a.attempt))
             if status[row] == RUNNING:
                 self._reached[row] = int(cols["done"][row]) if cols["has_model"][row] else 0
@@ -833,11 +842,20 @@ class LiveBackend:
         att.batch = int(batch or cols["batch_size"][row])
         if prev is not None and not prev.ended:
             prev.successor = att
+            att.waits_for = prev
+        else:
+            self._resume_point(att)
         self._current[row] = att
         self._live[(att.job_id, att.n)] = att
-        self.journal.add_attempt(self._attempt_row(att))
+        self._ports_used.add(att.master_port)
+        self.journal.add_attempt(self._attempt_row(att))  # committed before any message leaves
         self._until[row] = self._now
         return att
+
+    def _resume_point(self, att: _Attempt) -> None:
+        ckpt = self._checkpoint.get(att.row)
+        att.resume, att.start_iteration = (ckpt[0], ckpt[1]) if ckpt else (None, 0)
+        att.iteration = att.start_iteration
 
     def _attempt_row(self, att: _Attempt) -> AttemptRow:
         names = [self._slots[int(s)].name if self._slots[int(s)] is not None else "?" for s in att.slots]
@@ -847,18 +865,17 @@ class LiveBackend:
 
     def _pick_port(self) -> int:
         lo, hi = self.options.ports
-        used = {a.master_port for a in self._live.values()}
         for _ in range(hi - lo):
             port = self._next_port
             self._next_port = lo + (self._next_port + 1 - lo) % (hi - lo)
-            if port not in used:
+            if port not in self._ports_used:
                 return port
         return lo
 
     def _start_or_defer(self, att: _Attempt) -> None:
-        prev = [a for a in self._live.values() if a.row == att.row and a.n < att.n and not a.ended]
-        if prev:
-            log.info("job %d attempt %d waits for attempt %d to checkpoint and exit", att.job_id, att.n, prev[-1].n)
+        prev = att.waits_for
+        if prev is not None and not prev.ended:
+            log.info("job %d attempt %d waits for attempt %d to checkpoint and exit", att.job_id, att.n, prev.n)
             return
         self._send_launch(att)
 
@@ -866,12 +883,14 @@ class LiveBackend:
         world = self.world
         cols = world.jobs._cols
         row = att.row
-        ckpt = self._checkpoint.get(row)
-        att.resume, att.start_iteration = (ckpt[0], ckpt[1]) if ckpt else (None, 0)
-        att.iteration = att.start_iteration
+        if att.waits_for is not None:
+            # Launched after its predecessor exited: from the checkpoint that one left.
+            att.waits_for = None
+            self._resume_point(att)
+            self.journal.add_attempt(self._attempt_row(att))
+            self.journal.commit()
         if cols["has_model"][row]:
             self._reached[row] = att.start_iteration
-        self.journal.add_attempt(self._attempt_row(att))
         model = cols["model"][row]
         command = cols["command"][row] if "command" in cols else None
         command = command if isinstance(command, str) and command.strip() else None
@@ -885,7 +904,7 @@ class LiveBackend:
             self._maybe_end(att, self._now_s(), permanent=True)
             return
         rank0 = self._slots[int(att.slots[0])]
-        ckpt_dir = str(Path(self.options.checkpoint_dir).resolve() / f"job-{att.job_id}")
+        ckpt_dir = f"{self._checkpoint_root}/job-{att.job_id}"
         common = dict(
             job=att.job_id,
             attempt=att.n,
@@ -908,6 +927,7 @@ class LiveBackend:
         for slot in sorted({int(s) for s in att.slots}):
             node = self._slots[slot]
             ranks = [{"rank": r, "gpu": int(cluster.gpu_local[g])} for r, g in enumerate(att.gpus.tolist()) if int(att.slots[r]) == slot]
+            self.counters["launch_messages"] += 1
             if not self._to_node(node, "launch", ranks=ranks, **common):
                 for r in ranks:
                     att.exits.setdefault(r["rank"], {"outcome": "killed", "iteration": att.start_iteration, "lost": True})
@@ -921,8 +941,7 @@ class LiveBackend:
             self._requeue_now(att, self._now_s())
             self._maybe_end(att, self._now_s())
 
-    def _revoke(self, row: int) -> None:
-        att = self._current.get(row)
+    def _revoke(self, att: _Attempt | None) -> None:
         if att is None or att.ended:
             return
         att.revoked = True
@@ -967,6 +986,7 @@ class LiveBackend:
     def _conclude(self, att: _Attempt, outcome: str, t: float, permanent: bool, from_journal: bool = False) -> None:
         att.ended = True
         self._live.pop((att.job_id, att.n), None)
+        self._ports_used.discard(att.master_port)
         self._unconfirmed.discard((att.job_id, att.n))
         row = att.row
         reasons = "; ".join(sorted({e.get("reason", "") for e in att.exits.values() if e.get("reason")}))
@@ -985,6 +1005,7 @@ class LiveBackend:
                 if successor is not None and not successor.ended:
                     successor.ended = True  # the job is complete: its relaunch never starts
                     self._live.pop((successor.job_id, successor.n), None)
+                    self._ports_used.discard(successor.master_port)
                     self.journal.end_attempt(successor.job_id, successor.n, t, "cancelled", successor.start_iteration,
                                              None, None, "the previous attempt completed the job")
             return
