@@ -184,7 +184,7 @@ class LeaseLoader:
 
     def _agree(self) -> None:
         """The lease check, and for several workers the per-iteration agreement on when to stop
-        and when to checkpoint (rank 0's view wins)."""
+        (the largest proposal) and when to checkpoint (rank 0's clock decides)."""
         job = self.job
         revoked = job.lease.revoked()
         due = job.checkpoint_due()
@@ -192,7 +192,8 @@ class LeaseLoader:
             import torch
             import torch.distributed as dist
 
-            proposal = job.iteration + 1 if revoked and job.rank == 0 and self._stop_at is None else 0
+            # The scheduler tells rank 0 only; any worker told (its agent stopping, say) may propose.
+            proposal = job.iteration + 1 if revoked and self._stop_at is None else 0
             flags = torch.tensor([proposal, 1 if due and job.rank == 0 else 0], dtype=torch.int64)
             dist.all_reduce(flags, op=dist.ReduceOp.MAX)
             if flags[0] > 0 and self._stop_at is None:

@@ -8,8 +8,10 @@ A real scheduler (`roundhouse serve`, loopback) runs N real attempts on protocol
 Each job is a process that "trains" (sleeps for an iteration, as if the GPU worked) and checks
 its lease before every iteration, either optimistically (agents/client.Lease: the byte its agent
 would set) or centrally (agents/client.CentralLease: ask the scheduler, wait for the answer).
-Prints the mean and 95th-percentile time a check costs a job, and the checks per second the
-scheduler answered. A script that prints figures, not a timed test.
+Prints the mean and 95th-percentile time a check costs a job, and how many round-trip checks
+were made and answered. Note that on a small machine the job processes share the CPUs with the
+scheduler: part of the round trip's growth is that contention (which the optimistic check does
+not feel). A script that prints figures, not a timed test.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def job(mode: str, target: str, job_id: int, iteration_s: float, seconds: float,
         t = time.perf_counter()
         revoked = lease.revoked()
         times.append(time.perf_counter() - t)
-        assert not revoked
+        if revoked:
+            raise RuntimeError(f"job {job_id}: lease unexpectedly revoked (a lost agent?)")
     lease.close()
     out.put(times)
 
@@ -82,19 +85,19 @@ def main() -> None:
             wait_until(lambda: client.status()["nodes_online"] == nodes, 60, agents.serve)
             client.submit([{"command": "true", "duration_s": 1e6, "gpus": 1} for _ in range(max(counts))])
             wait_until(lambda: agents.launches >= max(counts), 60, agents.serve)
+            agents.serve_in_background()
             print(f"{max(counts)} jobs running on {nodes} agents; each checks its lease before every "
                   f"{1000 * args.iteration:g} ms iteration for {args.seconds:g} s")
-            print(f"{'jobs':>6}  {'optimistic mean':>16}  {'p95':>8}  {'round trip mean':>16}  {'p95':>9}  {'scheduler checks/s':>19}")
+            print(f"{'jobs':>6}  {'optimistic mean':>16}  {'p95':>8}  {'round trip mean':>16}  {'p95':>10}  {'checks made/answered':>21}")
             for n in counts:
                 local = measure("optimistic", n, cluster.address, folder, args.iteration, args.seconds)
                 before = client.status().get("lease_checks", 0.0)
-                started = time.time()
                 central = measure("central", n, cluster.address, folder, args.iteration, args.seconds)
-                rate = (client.status().get("lease_checks", 0.0) - before) / (time.time() - started)
-                agents.serve(0.1)
+                answered = int(client.status().get("lease_checks", 0.0) - before)
                 print(
                     f"{n:>6}  {1e6 * local.mean():>13.2f} us  {1e6 * np.percentile(local, 95):>5.2f} us  "
-                    f"{1e6 * central.mean():>13.1f} us  {1e6 * np.percentile(central, 95):>6.1f} us  {rate:>19.0f}"
+                    f"{1e6 * central.mean():>13.1f} us  {1e6 * np.percentile(central, 95):>7.1f} us  "
+                    f"{len(central):>10}/{answered:<10}"
                 )
     finally:
         if agents is not None:

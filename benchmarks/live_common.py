@@ -96,7 +96,23 @@ class LoadAgents:
                         {"job": j, "attempt": a, "rank": r, "gpu": 0, "iteration": 1} for j, a, r in self.running[i]
                     ])
 
+    def serve_in_background(self) -> None:
+        """Keep heartbeating from a thread (which then owns the sockets) while this one measures."""
+        import threading
+
+        self._stop = threading.Event()
+
+        def loop():
+            while not self._stop.is_set():
+                self.serve(0.2)
+
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+
     def close(self) -> None:
+        if getattr(self, "_thread", None) is not None:
+            self._stop.set()
+            self._thread.join(timeout=5)
         for s in self.socks:
             s.close()
         self.ctx.term()

@@ -87,6 +87,9 @@ def run(out_dir: Path, quick: bool) -> Report:
     trace = _trace(rates, jobs, seed=5, run_s=run_s, gap_s=15.0)
     trace.write_csv(out_dir / "trace.csv")
     round_s = max(4.0, math.ceil(before.fresh_launch_s + before.checkpoint_s + 1.5))
+    # The live run reads the profile measured before it (Fifo and FirstFree decide without
+    # throughputs, so it only sizes the jobs); the simulation reads the calibrated one below.
+    (out_dir / "profile.csv").write_text(before.csv("measured by the live-fidelity reproduction, before the live run"))
     (out_dir / "graph.sched").write_text(graph_text(round_s, before.fresh_launch_s, before.checkpoint_s))
 
     import shutil
