@@ -3,7 +3,6 @@ logged; insecure mode only on loopback."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 import zmq

@@ -41,7 +41,6 @@ from typing import Any
 
 import attrs
 import numpy as np
-import polars as pl
 import zmq
 
 from agents import protocol
@@ -49,6 +48,8 @@ from agents.protocol import ProtocolError, SeqTracker
 from agents.security import HANDSHAKE_FAILURES, ServerSecurity
 from agents.workloads import workload_for
 from runtime.backends.base import Progress
+from runtime.backends.live_records import plan_record, record_of, replayed, same_plan
+from runtime.backends.live_submissions import Submissions
 from runtime.errors import RoundhouseError, UsageError
 from runtime.journal import AttemptRow, Journal
 from runtime.types import Events, Plan
@@ -166,7 +167,6 @@ class LiveBackend:
         self._metrics: dict[int, dict[str, float]] = {}
         self._joined: list[str] = []
         self._lost: list[str] = []
-        self._submitted: list[int] = []
         self._last_record: dict = {}
         self._round_journaled = False
         self._plans: list[dict] = []
@@ -180,13 +180,13 @@ class LiveBackend:
         self._takeover_until: float | None = None
         self._unconfirmed: set[tuple[int, int]] = set()
         self._next_port = options.ports[0]
-        self._next_job_id = 0
         self.counters = defaultdict(int)
         self._context: zmq.Context | None = None
         self._socket: zmq.Socket | None = None
         self._monitor: zmq.Socket | None = None
         self._auth = None
         self._poller = zmq.Poller()
+        self.submissions = Submissions(world, journal)
         self.stop_requested = ""
         self._ports_used: set[int] = set()
         self._checkpoint_root = str(Path(options.checkpoint_dir).resolve())
@@ -225,8 +225,6 @@ class LiveBackend:
             node = _Node(name, slot, address)
             self._by_name[name] = node
             self._slots[slot] = node
-        known = {r[0] for r in self.journal.db.execute("SELECT job_id FROM attempts")} | self.journal.submission_ids()
-        self._next_job_id = max(known, default=-1) + 1
         fresh = not self.journal.meta()
         if fresh:
             self._wait_for_agents()
@@ -317,6 +315,7 @@ class LiveBackend:
         keep = (done != 0) | running_mask
         progress = Progress(rows[keep], done[keep], service[keep], run_s[keep])
         finished = self._finished + self._failed
+        submitted, submitted_ids = self.submissions.take(self._k)
         events = Events(
             time=t,
             finished=[r for r, _ in finished],
@@ -327,24 +326,9 @@ class LiveBackend:
             nodes_joined=tuple(self._joined),
             nodes_lost=tuple(self._lost),
             metrics=self._metrics,
-            submitted=self._take_submissions(),
+            submitted=submitted,
         )
-        self._last_record = {
-            "finished": [[int(ids[r]), x] for r, x in zip(events.finished.tolist(), events.finished_at.tolist())],
-            "failed": [int(ids[r]) for r in events.failed.tolist()],
-            "requeued": [int(ids[r]) for r in events.requeued.tolist()],
-            "online": None if events.online is None else np.flatnonzero(~events.online).tolist(),
-            "joined": list(events.nodes_joined),
-            "lost": list(events.nodes_lost),
-            "metrics": {str(int(ids[r])): v for r, v in events.metrics.items()},
-            "submitted": list(self._submitted),
-            "progress": [
-                [int(x) for x in ids[progress.rows]],
-                progress.done.tolist(),
-                progress.service.tolist(),
-                progress.run_s.tolist(),
-            ],
-        }
+        self._last_record = record_of(events, progress, ids, submitted_ids)
         for row in [r for r, _ in finished]:
             self._reached.pop(row, None)
             self._until.pop(row, None)
@@ -352,7 +336,7 @@ class LiveBackend:
             self._until.pop(row, None)
         self._freed_at.clear()
         self._finished, self._failed, self._requeued = [], [], []
-        self._metrics, self._joined, self._lost, self._submitted = {}, [], [], []
+        self._metrics, self._joined, self._lost = {}, [], []
         self._online_changed = False
         self._round_journaled = False
         self._plans = []
@@ -369,15 +353,7 @@ class LiveBackend:
 
     def _apply(self, plan: Plan) -> None:
         world = self.world
-        ids = world.jobs._cols["job_id"]
-        self._plans.append(
-            {
-                "launch": [int(ids[r]) for r in plan.launch_rows.tolist()],
-                "gpus": plan.launch_gpus.tolist(),
-                "counts": plan.launch_counts.tolist(),
-                "suspend": [int(ids[r]) for r in plan.suspend.tolist()],
-            }
-        )
+        self._plans.append(plan_record(plan, world.jobs._cols["job_id"]))
         # The attempts to revoke, before a move (suspend and launch in one round) makes a new one current.
         revoked = [self._current.get(row) for row in plan.suspend.tolist()]
         launches = [self._new_attempt(a.row, np.asarray(a.gpus), a.batch_size) for a in plan.launch]
@@ -426,43 +402,13 @@ class LiveBackend:
     def _replayed_poll(self) -> tuple[Events, Progress]:
         k, now, record = self._replay[self._replay_at]
         self._k, self._now = k, now
-        jobs = self.world.jobs
-        submitted = None
-        if record["submitted"]:
-            submitted = self._submission_frame(self.journal.submissions(record["submitted"]))
-        # Rows of jobs this round's sources register come later in the round; rows of events
-        # are of jobs seen in earlier rounds, whose rows replay has rebuilt identically.
-        row = lambda job_id: jobs.row_of(int(job_id))  # noqa: E731
-        p_ids, p_done, p_service, p_run = record["progress"]
-        online = None
-        if record["online"] is not None:
-            online = np.ones(self.world.cluster.n_gpus, dtype=bool)
-            online[record["online"]] = False
-        events = Events(
-            time=now,
-            finished=[row(i) for i, _ in record["finished"]],
-            finished_at=[x for _, x in record["finished"]],
-            failed=[row(i) for i in record["failed"]],
-            requeued=[row(i) for i in record["requeued"]],
-            online=online,
-            nodes_joined=tuple(record["joined"]),
-            nodes_lost=tuple(record["lost"]),
-            metrics={row(i): v for i, v in record["metrics"].items()},
-            submitted=submitted if submitted is not None else self._empty_submissions(),
-        )
-        progress = Progress(
-            np.asarray([row(i) for i in p_ids], dtype=np.int64), np.asarray(p_done, dtype=float),
-            np.asarray(p_service, dtype=float), np.asarray(p_run, dtype=float),
-        )
+        submitted = self.submissions.replayed(record["submitted"])
         self._replay_plans = list(record.get("plans", []))
-        return events, progress
+        return replayed(record, now, self.world.jobs, self.world.cluster.n_gpus, submitted)
 
     def _check_replayed_plan(self, plan: Plan) -> None:
-        ids = self.world.jobs._cols["job_id"]
-        got = {"launch": [int(ids[r]) for r in plan.launch_rows.tolist()], "gpus": plan.launch_gpus.tolist(),
-               "suspend": [int(ids[r]) for r in plan.suspend.tolist()]}
-        want = self._replay_plans.pop(0) if self._replay_plans else None
-        if want is None or any(got[key] != want[key] for key in got):
+        recorded = self._replay_plans.pop(0) if self._replay_plans else None
+        if not same_plan(plan, recorded, self.world.jobs._cols["job_id"]):
             self.counters["replay_divergences"] += 1
             log.warning(
                 "replay: round %d's plan differs from the journal's (did the graph change?); "
@@ -1044,75 +990,13 @@ class LiveBackend:
             self._send(identity, "error", reason="no jobs in the submission", ref=seq)
             return
         try:
-            frame_, ids = self._check_submission(specs)
+            ids = self.submissions.accept(specs, self._now_s())
         except RoundhouseError as err:
             self._send(identity, "error", reason=str(err), ref=seq)
             return
-        t = self._now_s()
-        for spec, job_id in zip(frame_.to_dicts(), ids):
-            self.journal.add_submission(job_id, spec, t)
         self.counters["submitted"] += len(ids)
         log.info("accepted %d job(s) from a submitter: %s", len(ids), ", ".join(map(str, ids[:20])) + (" ..." if len(ids) > 20 else ""))
         self._after_commit.append((identity, "accepted", {"job_ids": ids}))
-
-    def _check_submission(self, specs: list[dict]) -> tuple[pl.DataFrame, list[int]]:
-        from traces.schema import validate
-        from runtime.world import prepare_jobs
-
-        rows = []
-        for spec in specs:
-            row = {}
-            for k, v in spec.items():
-                if k == "command" and isinstance(v, list):
-                    v = shlex.join(v)
-                row[k] = None if v is None else str(v).lower() if isinstance(v, bool) else str(v)
-            rows.append(row)
-        columns = sorted({k for r in rows for k in r})
-        frame = pl.DataFrame({c: [r.get(c) for r in rows] for c in columns}, schema={c: pl.String for c in columns})
-        taken = set(self.world.jobs._row_of_id) | self.journal.submission_ids()
-        given = [r.get("job_id") for r in rows]
-        ids = []
-        next_id = max(self._next_job_id, max(taken, default=-1) + 1)
-        for g in given:
-            if g is None:
-                while next_id in taken:
-                    next_id += 1
-                ids.append(next_id)
-                taken.add(next_id)
-                next_id += 1
-            else:
-                try:
-                    ids.append(int(g))
-                except ValueError:
-                    raise UsageError(f"job_id {g!r} is not a whole number") from None
-                if ids[-1] in taken:
-                    raise UsageError(f"job id {ids[-1]} is already in use")
-                taken.add(ids[-1])
-        frame = frame.with_columns(job_id=pl.Series([str(i) for i in ids], dtype=pl.String), arrival_s=pl.lit("0"))
-        checked = validate(frame, "submission")
-        prepare_jobs(checked, self.world.cluster, self.world.profile, self.world.reference_gpu, "submission")
-        self._next_job_id = next_id  # ids are used up only by accepted jobs
-        return frame.drop("arrival_s"), ids
-
-    def _take_submissions(self) -> pl.DataFrame:
-        pending = self.journal.pending_submissions()
-        if not pending:
-            return self._empty_submissions()
-        ids = [i for i, _, _ in pending]
-        self.journal.mark_delivered(ids, self._k)
-        self._submitted = ids
-        return self._submission_frame(pending)
-
-    def _submission_frame(self, pending: list[tuple[int, dict, float]]) -> pl.DataFrame:
-        from traces.schema import validate
-
-        rows = [{**spec, "arrival_s": str(t)} for _, spec, t in pending]
-        columns = sorted({k for r in rows for k in r})
-        frame = pl.DataFrame({c: [r.get(c) for r in rows] for c in columns}, schema={c: pl.String for c in columns})
-        return validate(frame, "submission")
-
-    def _empty_submissions(self) -> pl.DataFrame:
-        return pl.DataFrame({"job_id": [], "arrival_s": [], "gpus": []}, schema={"job_id": pl.Int64, "arrival_s": pl.Float64, "gpus": pl.Int64})
 
     def _on_status(self, identity, seq, body, frame) -> None:
         cols = self.world.jobs._cols
