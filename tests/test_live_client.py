@@ -5,12 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
+import torch
 import zmq
 
 from agents import protocol
 from agents.client import Job, Lease, LeaseLoader, ResumableSampler
-
-torch = pytest.importorskip("torch")
 
 
 def _env(tmp_path, **more) -> dict[str, str]:

@@ -38,7 +38,6 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_killed_agent_s_jobs_finish_on_the_other_agent_from_their_checkpoints(tmp_path):
-    pytest.importorskip("torch")
     jobs = "job_id,arrival_s,gpus,model,iterations,batch_size\n" + "".join(
         f"{i},0,1,ResNet-18,400,16\n" for i in range(4)
     )
@@ -88,7 +87,6 @@ def test_a_killed_agent_s_jobs_finish_on_the_other_agent_from_their_checkpoints(
 
 
 def test_a_restarted_scheduler_takes_back_running_jobs_and_loses_none(tmp_path):
-    pytest.importorskip("torch")
     cluster = LiveCluster(tmp_path, FIFO.format(source="LiveSource(jobs=6)"), {"profile.csv": TEST_PROFILE},
                           timeout="4s", serve_args=("--checkpoint-every", "1s"))
     insecure = ClientSecurity(None)

@@ -8,8 +8,6 @@ from tests.conftest import jobs_of
 from tools.cli import main
 from traces.profiles import ProfileTable
 
-pytest.importorskip("torch")
-
 
 def test_profile_writes_a_table_a_simulation_is_calibrated_with(tmp_path, capsys, run_graph):
     out = tmp_path / "here.csv"

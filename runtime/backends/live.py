@@ -354,8 +354,11 @@ class LiveBackend:
     def _apply(self, plan: Plan) -> None:
         world = self.world
         self._plans.append(plan_record(plan, world.jobs._cols["job_id"]))
-        # The attempts to revoke, before a move (suspend and launch in one round) makes a new one current.
-        revoked = [self._current.get(row) for row in plan.suspend.tolist()]
+        # The attempts to revoke, before a move (suspend and launch in one round) makes a new one
+        # current. Jobs a plan completes (where plans can: a loss-based termination) stop the
+        # same way: they checkpoint and exit, and the world has already counted them finished.
+        ending = np.concatenate([plan.suspend, np.asarray(getattr(plan, "complete", ()), dtype=np.int64)])
+        revoked = [self._current.get(row) for row in ending.tolist()]
         launches = [self._new_attempt(a.row, np.asarray(a.gpus), a.batch_size) for a in plan.launch]
         # Write ahead: the round and the new attempts are durable before any message leaves.
         self._journal_round()

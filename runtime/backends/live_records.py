@@ -32,6 +32,7 @@ def plan_record(plan: Plan, ids: np.ndarray) -> dict:
         "gpus": plan.launch_gpus.tolist(),
         "counts": plan.launch_counts.tolist(),
         "suspend": [int(ids[r]) for r in plan.suspend.tolist()],
+        "complete": [int(ids[r]) for r in getattr(plan, "complete", ())],
     }
 
 
