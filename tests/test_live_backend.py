@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import attrs
 import numpy as np
 import polars as pl
 import pytest
@@ -58,7 +59,8 @@ def live(tmp_path):
     world = World(Cluster.parse("2x2:V100"), ProfileTable.load(), "V100")
     address = f"tcp://127.0.0.1:{free_port()}"
     journal = Journal(tmp_path / "j.sqlite")
-    options = LiveOptions(heartbeat_s=0.1, heartbeat_timeout_s=1.5, max_retries=1, wait_for_agents_s=0.0,
+    # A long heartbeat timeout: the stand-in agents heartbeat only when a test says so.
+    options = LiveOptions(heartbeat_s=0.1, heartbeat_timeout_s=60.0, max_retries=1, wait_for_agents_s=0.0,
                           checkpoint_dir=str(tmp_path / "ck"), ports=(40000, 40100))
     backend = LiveBackend(world, 0.2, address, ServerSecurity(None), journal, options,
                           {"graph_digest": "x", "cluster": "c", "round_s": 0.2})
@@ -183,6 +185,7 @@ def test_crashes_are_retried_then_fail_and_lost_nodes_requeue(live):
     assert world.jobs.column("failed")[r0] and world.unfinished == 1
 
     # Node b falls silent: its GPUs go offline and its job waits again.
+    backend.options = attrs.evolve(backend.options, heartbeat_timeout_s=0.5)
     deadline = time.time() + 3
     while time.time() < deadline and backend._slots[1].online:
         agents[0].send("heartbeat", running=[])

@@ -26,7 +26,7 @@ def free_port() -> int:
 
 
 class Loopback:
-    def __init__(self, folder: Path, graph: Path, heartbeat: str = "0.3s", timeout: str = "2s",
+    def __init__(self, folder: Path, graph: Path, heartbeat: str = "0.3s", timeout: str = "3s",
                  serve_args: tuple[str, ...] = (), security: tuple[str, ...] = ("--insecure",)):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
