@@ -11,6 +11,9 @@ import zmq
 from agents import protocol
 from agents.client import Job, Lease, LeaseLoader, ResumableSampler
 
+# One thread, as the agents give each worker: several would only contend on this small machine.
+torch.set_num_threads(1)
+
 
 def _env(tmp_path, **more) -> dict[str, str]:
     tmp_path.mkdir(parents=True, exist_ok=True)
