@@ -94,13 +94,16 @@ class Placer(Element):
         job_types = self._job_types(ctx, ranking)
         if job_types is not None and placed_r is None:
             placed_r = ctx.jobs.column("placed_type")[rows]
-        selected, on_type = _select(cluster, ranking, job_types, keeps, placed_r)
+        online = ctx.online  # None unless a live node is lost: then only its GPUs count
+        selected, on_type = _select(cluster, ranking, job_types, keeps, placed_r, online)
         kept_mask = keeps & selected
         holder = np.asarray(ctx.holder)
         # Running jobs not kept are marked for suspension (step 5 may keep them after all).
         marked = running[~isin_rows(running, rows[kept_mask])] if n_keeps else running
         held_by_marked = isin_rows(holder, marked)
         available = (holder < 0) | held_by_marked
+        if online is not None:
+            available &= online
         one_node = self.one_node(ctx, ranking)
 
         # Step 3: pack the selected jobs that are not kept (waiting ones, and moves).
@@ -290,8 +293,9 @@ class _Launches:
         return np.concatenate(self._positions), np.concatenate(self._counts), np.concatenate(self._gpus)
 
 
-def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: np.ndarray | None):
-    """Step 1. Returns (selected mask, GPU type each selected job runs on)."""
+def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: np.ndarray | None, online=None):
+    """Step 1. Returns (selected mask, GPU type each selected job runs on). `online`: the
+    GPUs that count towards capacity (None: all)."""
     want = ranking.gpus
     n = len(want)
     selected = np.zeros(n, dtype=bool)
@@ -299,7 +303,7 @@ def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: n
     if n == 0:
         return selected, on_type
     if job_types is None:
-        capacity = cluster.n_gpus
+        capacity = cluster.n_gpus if online is None else int(np.count_nonzero(online))
         runnable = want > 0
         cumulative = np.cumsum(np.where(runnable, want, 0))
         k = int(np.searchsorted(cumulative, capacity, side="right"))
@@ -315,7 +319,8 @@ def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: n
                 if left == 0:
                     break
         return selected, on_type
-    left = cluster.gpus_by_type.astype(np.int64).tolist()
+    by_type = cluster.gpus_by_type if online is None else np.bincount(cluster.gpu_type[online], minlength=len(cluster.gpu_types))
+    left = by_type.astype(np.int64).tolist()
     least_from = np.minimum.accumulate(np.where(want > 0, want, _NEVER)[::-1])[::-1].tolist()
     for i in range(n):
         g = int(want[i])

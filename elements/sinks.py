@@ -39,13 +39,17 @@ class JobMetrics(Element):
     whose id is in the range count, and the run may stop once all of them have finished (the
     steady-state window of Blox and Gavel, e.g. `track=3000..4000`).
 
+    A job that fails for good (live runs: its process kept crashing) is listed with status
+    `failed` and no finish time, and counts in no JCT.
+
     Ports:
         events: the round's events (completions, launches, suspensions).
     Arguments:
         track: job ids to measure (half-open: 3000..4000 is 3000 to 3999); all jobs if omitted.
     Counters:
-        finished: jobs finished so far.
+        finished: jobs finished so far (failed ones included).
         tracked_finished: tracked jobs finished so far.
+        failed: jobs that failed for good so far.
         launched: launches seen so far.
         suspended: suspensions seen so far.
     See also: Launch
@@ -58,11 +62,12 @@ class JobMetrics(Element):
     track: IdRange | None = attrs.field(default=None)
 
     def start(self, ctx) -> None:
-        self.counters.update(finished=0, tracked_finished=0, launched=0, suspended=0)
+        self.counters.update(finished=0, tracked_finished=0, failed=0, launched=0, suspended=0)
 
     def tick(self, ctx, events: Events) -> None:
         self.counters["launched"] += len(events.launched)
         self.counters["suspended"] += len(events.suspended)
+        self.counters["failed"] += len(events.failed)
         if len(events.finished):
             self.counters["finished"] += len(events.finished)
             if self.track is not None:
@@ -89,6 +94,8 @@ def job_table(ctx, track: IdRange | None) -> pl.DataFrame:
         rows = rows[(ids >= track.start) & (ids < track.stop)]
     col = lambda name: table.column(name)[rows]  # noqa: E731
     arrival, first, finish = col("arrival_s"), col("first_start_s"), col("finish_s")
+    failed = col("failed")
+    finish = np.where(failed, np.nan, finish)
     jct = finish - arrival
     from runtime.world import STATUS_NAMES
 
@@ -109,7 +116,7 @@ def job_table(ctx, track: IdRange | None) -> pl.DataFrame:
             "model": col("model").tolist(),
             "batch_size": col("batch_size"),
             "duration_s": col("duration_s"),
-            "status": [STATUS_NAMES[s] for s in col("status").tolist()],
+            "status": [STATUS_NAMES[s] if not f else "failed" for s, f in zip(col("status").tolist(), failed.tolist())],
         },
         schema_overrides={"model": pl.String},
     )
@@ -130,6 +137,7 @@ def summarize(jobs: pl.DataFrame, ctx) -> dict:
     return {
         "jobs_tracked": jobs.height,
         "jobs_finished": finished.height,
+        "jobs_failed": int((jobs["status"] == "failed").sum()),
         "avg_jct_s": stat(np.mean, jct),
         "median_jct_s": stat(np.median, jct),
         "p95_jct_s": stat(lambda a: np.percentile(a, 95), jct),

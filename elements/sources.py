@@ -218,3 +218,52 @@ class BurstSource(_Replay):
             columns["model"] = pl.Series(names.tolist(), dtype=pl.String)
             columns["batch_size"] = batch
         self._load(ctx, validate(pl.DataFrame(columns), f"{self.name} (BurstSource)"), f"{self.name} (BurstSource)")
+
+
+@element
+class LiveSource(Element):
+    """Accept jobs submitted to a live scheduler with `roundhouse submit`.
+
+    Each round it emits the jobs submitted since the last one: like any arrival, a job
+    submitted inside a round becomes visible at the next boundary, with its arrival time the
+    moment the scheduler received it. A job names a model (one of the example workloads, see
+    agents/workloads) and its iterations, or a `command` to run and its `duration_s`. The
+    scheduler checks each submission against the trace schema and the profile before it
+    answers, and journals it, so an accepted job is never lost. In a simulation nobody can
+    submit: it emits nothing, and the run ends when the other sources' jobs are done.
+
+    Ports:
+        jobs: the jobs submitted this round.
+    Arguments:
+        jobs: how many jobs to expect: once that many have arrived the run may end when all are done (unlimited if omitted: the scheduler serves until stopped or --until).
+    Counters:
+        arrived: jobs emitted so far.
+    See also: TraceSource, PoissonSource, JobPool
+    Paper: Blox (EuroSys'24) §6.3, the CentralScheduler's job submission.
+    """
+
+    category = "source"
+    outputs = (Out("jobs", Jobs),)
+
+    jobs: int | None = attrs.field(default=None, validator=positive)
+
+    def start(self, ctx) -> None:
+        self._live = False
+        self.counters["arrived"] = 0
+
+    def tick(self, ctx) -> Jobs:
+        frame = ctx.events.submitted
+        if frame is None:
+            return ctx.jobs.view(_NO_ROWS, Jobs)
+        self._live = True
+        if frame.height == 0:
+            return ctx.jobs.view(_NO_ROWS, Jobs)
+        batch, _ = prepare_jobs(frame, ctx.cluster, ctx.profile, ctx.reference_gpu, f"{self.name} (submission)")
+        self.counters["arrived"] += len(batch)
+        return ctx.register_jobs(batch)
+
+    def exhausted(self) -> bool:
+        return not self._live or (self.jobs is not None and self.counters["arrived"] >= self.jobs)
+
+    def next_arrival_s(self) -> float:
+        return float("inf")

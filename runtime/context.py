@@ -89,6 +89,13 @@ class RoundContext:
         return _read_only(self._world.holder)
 
     @property
+    def online(self) -> np.ndarray | None:
+        """Which GPUs can run jobs (a live node may be lost); None when all can, as in a
+        simulation, so that placers keep their fast path."""
+        world = self._world
+        return None if world.all_online else _read_only(world.online)
+
+    @property
     def running_rows(self) -> np.ndarray:
         return _read_only(self._world.running_rows)
 

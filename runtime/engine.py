@@ -12,6 +12,7 @@ import numpy as np
 
 from runtime.context import RoundContext
 from runtime.errors import RoundhouseError
+from runtime.rowsets import isin_rows
 from runtime.types import Events, Plan
 from runtime.world import World
 
@@ -61,6 +62,7 @@ class Engine:
             for el in self._order
         ]
         self._ctx: RoundContext | None = None
+        self._can_stall = not getattr(backend, "wall_clock", False)
         self._pending_events = Events(time=0.0)
         # Jobs a plan completed: reported as finished in the next round's events, as a job
         # that finishes inside a round is (the world's books already show them finished).
@@ -111,7 +113,18 @@ class Engine:
         while True:
             events, progress = self.backend.poll()
             self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
-            self.world.apply_finished(events.finished, events.finished_at)
+            if len(events.failed):
+                failed = isin_rows(events.finished, events.failed)
+                self.world.apply_failed(events.finished[failed], events.finished_at[failed])
+                self.world.apply_finished(events.finished[~failed], events.finished_at[~failed])
+            else:
+                self.world.apply_finished(events.finished, events.finished_at)
+            if len(events.requeued):
+                self.world.apply_requeued(events.requeued)
+            if events.online is not None:
+                self.world.set_online(events.online)
+            if events.metrics:
+                self.world.apply_metrics(events.metrics)
             if self._completed:
                 events = Events.merge([events, *self._completed])
                 self._completed = []
@@ -124,7 +137,8 @@ class Engine:
             reason = self._stop_reason(ctx)
             if reason:
                 break
-            if len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
+            # A live cluster can change (nodes join), so only a simulation can stall for good.
+            if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
                 idle_rounds += 1
                 if idle_rounds >= STALL_ROUNDS:
                     raise StalledError(self._stall_message(ctx))
@@ -173,6 +187,9 @@ class Engine:
         return all(s.exhausted() for s in self._sources)
 
     def _stop_reason(self, ctx: RoundContext) -> str:
+        requested = getattr(self.backend, "stop_requested", "")  # a live backend told to stop
+        if requested:
+            return requested
         if self.until is not None and ctx.now + 1e-9 >= self.until:
             return f"reached the time limit ({self.until:g}s)"
         for sink in self._sinks:

@@ -247,7 +247,11 @@ class Plan:
 
 @attrs.frozen
 class Events:
-    """What happened, as seen at the round boundary `time`. Rows are job-table rows."""
+    """What happened, as seen at the round boundary `time`. Rows are job-table rows.
+
+    `finished` holds every job that left the system (with the time it did), `failed` the
+    subset that failed for good rather than completing its work (live runs only).
+    """
 
     time: float
     finished: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=lambda a: frozen_array(a, np.int64))
@@ -261,6 +265,14 @@ class Events:
     nodes_lost: tuple[str, ...] = ()
     # Metrics reported by jobs (loss, iteration time, ...), by row.
     metrics: Mapping[int, Mapping[str, float]] = attrs.field(factory=dict)
+    # Live runs only. Jobs that lost their GPUs without a plan (their node was lost, their
+    # process crashed and will be retried): they wait again, from their last checkpoint.
+    requeued: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=lambda a: frozen_array(a, np.int64))
+    # Which GPUs can run jobs, when that changed (nodes joined or lost); None: unchanged.
+    online: np.ndarray | None = None
+    # Jobs submitted since the last round (a canonical trace frame), for LiveSource; None
+    # where nothing can be submitted (the simulator).
+    submitted: "pl.DataFrame | None" = None
 
     @classmethod
     def merge(cls, many: Sequence["Events"]) -> "Events":
@@ -281,6 +293,9 @@ class Events:
             nodes_joined=sum((e.nodes_joined for e in many), ()),
             nodes_lost=sum((e.nodes_lost for e in many), ()),
             metrics=metrics,
+            requeued=cat("requeued"),
+            online=next((e.online for e in reversed(many) if e.online is not None), None),
+            submitted=next((e.submitted for e in many if e.submitted is not None), None),
         )
 
 

@@ -58,6 +58,10 @@ LIVE_COLUMNS: dict[str, tuple[type, object]] = {
     "rate": (np.float64, 0.0),  # iterations per second on the current placement
     "placed_type": (np.int64, -1),  # GPU type code of the current placement
     "batch_used": (np.int64, 0),  # batch size of the current launch
+    # Live runs: the job failed for good (it is FINISHED without completing its work), and
+    # how often it lost its GPUs without a plan (lost node, crashed process).
+    "failed": (np.bool_, False),
+    "interruptions": (np.int64, 0),
 }
 
 
@@ -93,7 +97,7 @@ def prepare_jobs(
     gpus = get("gpus", np.int64, 1)
     duration = get("duration_s", np.float64, np.nan)
     iterations = get("iterations", np.float64, np.nan)
-    batch = get("batch_size", np.int64, 0).copy()  # filled in below for profiled models
+    batch = get("batch_size", np.int64, 0).copy()  # filled in below (polars may hand out a read-only view)
     raw_models = trace["model"].to_list() if "model" in trace.columns else [None] * n
 
     models = np.empty(n, dtype=object)
@@ -265,6 +269,12 @@ class JobTable:
         self._n = start + k
         return np.arange(start, start + k, dtype=np.int64)
 
+    def float_column(self, name: str) -> np.ndarray:
+        """The whole storage array of a float column, made (NaN) if the table lacks it."""
+        if name not in self._cols:
+            self._cols[name] = np.full(self._capacity, np.nan)
+        return self._cols[name]
+
     def _reserve(self, n: int) -> None:
         if n <= self._capacity:
             return
@@ -307,6 +317,9 @@ class World:
         self.first_arrival_s = np.inf
         self.last_finish_s = 0.0
         self.unknown_models: set[str] = set()
+        # GPUs that can run jobs (live runs: on a registered, reachable node).
+        self.online = np.ones(cluster.n_gpus, dtype=bool)
+        self.all_online = True
 
     def gpus_of(self, row: int) -> np.ndarray:
         return np.flatnonzero(self.holder == row)
@@ -328,7 +341,7 @@ class World:
         cols["service"][rows] += service
         cols["run_s"][rows] += run_s
         self.busy_gpu_s += float(service.sum())
-        if "loss" in cols:
+        if "loss_speed" in cols:  # simulated loss curves (live jobs report their own loss)
             self._update_loss(rows, cols)
 
     def _update_loss(self, rows: np.ndarray, cols) -> None:
@@ -342,12 +355,29 @@ class World:
             cols["loss"][rows] = loss_at(cols["loss_start"][rows], cols["loss_final"][rows], cols["loss_speed"][rows], fraction)
 
     def apply_finished(self, rows: np.ndarray, times: np.ndarray) -> None:
+        """Jobs that completed their work."""
+        self._leave(rows, times)
+        self.jobs._cols["done"][rows] = self.jobs._cols["work"][rows]
+
+    def complete(self, rows: np.ndarray, now: float) -> None:
+        """Finish these unfinished jobs now, keeping the work they have done (a plan's
+        `complete`): their GPUs are free at once."""
+        self._leave(rows, np.full(len(rows), float(now)))
+
+    def apply_failed(self, rows: np.ndarray, times: np.ndarray) -> None:
+        """Jobs that failed for good leave the system without completing their work."""
+        keep = self.jobs._cols["status"][rows] != FINISHED
+        rows, times = rows[keep], times[keep]
+        self._leave(rows, times)
+        self.jobs._cols["failed"][rows] = True
+
+    def _leave(self, rows: np.ndarray, times: np.ndarray) -> None:
+        """Jobs leave the system at `times`: their GPUs are free and they stop counting."""
         if len(rows) == 0:
             return
         cols = self.jobs._cols
         cols["status"][rows] = FINISHED
         cols["finish_s"][rows] = times
-        cols["done"][rows] = cols["work"][rows]
         cols["held"][rows] = 0
         cols["rate"][rows] = 0.0
         cols["placed_type"][rows] = -1
@@ -356,21 +386,36 @@ class World:
         self.unfinished -= len(rows)
         self.last_finish_s = max(self.last_finish_s, float(times.max()))
 
-    def complete(self, rows: np.ndarray, now: float) -> None:
-        """Finish these unfinished jobs now, keeping the work they have done (a plan's
-        `complete`): their GPUs are free at once."""
+    # --- faults and node changes (live backends) ---
+    def set_online(self, online: np.ndarray) -> None:
+        """Which GPUs can run jobs from now on."""
+        self.online[:] = np.asarray(online, dtype=bool)
+        self.all_online = bool(self.online.all())
+
+    def apply_requeued(self, rows: np.ndarray) -> None:
+        """Jobs that lost their GPUs without a plan wait again (rows not running are left)."""
         cols = self.jobs._cols
-        running = rows[cols["status"][rows] == RUNNING]
-        if len(running):
-            self.holder[isin_rows(self.holder, running)] = -1
-            self.running_rows = without(self.running_rows, running)
-        cols["status"][rows] = FINISHED
-        cols["finish_s"][rows] = now
+        rows = rows[cols["status"][rows] == RUNNING] if len(rows) else rows
+        if not len(rows):
+            return
+        self.holder[isin_rows(self.holder, rows)] = -1
+        cols["status"][rows] = PENDING
         cols["held"][rows] = 0
         cols["rate"][rows] = 0.0
         cols["placed_type"][rows] = -1
-        self.unfinished -= len(rows)
-        self.last_finish_s = max(self.last_finish_s, float(now))
+        cols["interruptions"][rows] += 1
+        self.running_rows = without(self.running_rows, rows)
+
+    def apply_metrics(self, metrics) -> None:
+        """Store the latest metrics jobs reported (loss, iteration time, ...) as float columns
+        of the job table, for policies to read (`active.column("loss")`)."""
+        for row, values in metrics.items():
+            for name, value in values.items():
+                if name in SPEC_COLUMNS or name in LIVE_COLUMNS:
+                    continue  # the protocol refuses these names; never let a job overwrite its books
+                column = self.jobs.float_column(name)
+                if column.dtype.kind == "f":  # not a trace's own text column of that name
+                    column[row] = value
 
     # --- plans (from the Launch element) ---
     def check_plan(self, plan: Plan) -> None:
@@ -410,6 +455,9 @@ class World:
         per_gpu = np.bincount(gpus, minlength=n_gpus)
         if per_gpu.max() > 1:
             raise PlanError(f"plan puts two jobs (or one twice) on GPU {int(np.argmax(per_gpu))}")
+        if not self.all_online and not self.online[gpus].all():
+            off = gpus[~self.online[gpus]][0]
+            raise PlanError(f"plan puts job {self._job(np.repeat(rows, counts)[gpus == off][0])} on GPU {off}, which is offline")
         holders = self.holder[gpus]
         ok = (holders < 0) | isin_rows(holders, suspend)
         if not ok.all():

@@ -17,6 +17,11 @@ COMMAND_MODULES = (
     "tools.trace_cmd",
     "tools.reproduce_cmd",
     "tools.sweep_cmd",
+    "tools.serve_cmd",
+    "tools.agent_cmd",
+    "tools.submit_cmd",
+    "tools.keys_cmd",
+    "tools.profile_cmd",
 )
 
 

@@ -33,10 +33,18 @@ def register(sub) -> None:
     p.add_argument("--until", help="stop the simulation at this time (e.g. 48h)")
     p.add_argument("--out", help="folder for jobs.csv, summary.json and run.json")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.add_argument("--live", metavar="ADDR", help="run live on `roundhouse agent` nodes, listening on ADDR (as `roundhouse serve`)")
+    from tools.serve_cmd import add_live_options
+
+    add_live_options(p.add_argument_group("live runs (with --live)"))
     p.set_defaults(handler=run)
 
 
 def run(args) -> int:
+    if args.live:
+        from tools.serve_cmd import run_live
+
+        return run_live(args, args.live)
     until = None
     if args.until is not None:
         try:

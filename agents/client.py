@@ -1,0 +1,498 @@
+"""The client library for training scripts: leases, checkpoints and metrics (Blox §6.3).
+
+A training script run by a Roundhouse agent wraps its data loader and registers what a
+checkpoint holds::
+
+    from agents import client
+
+    job = client.Job.from_env()            # what the agent told this process (env variables)
+    job.setup()                            # threads, device, torch.distributed for several workers
+    model, optimizer = ..., ...
+    job.track(model=model, optimizer=optimizer)
+    job.resume()                           # from the checkpoint it was given, if any
+    for x, y in job.loader(data_loader):   # stops when the lease is revoked or the work is done
+        loss = train_step(x, y)
+        job.report(loss=loss.item())
+    job.finish()                           # exit: done, or preempted after a checkpoint
+
+The lease is checked every iteration without a round trip: the agent keeps one byte per
+process in a memory-mapped file and sets it to revoke; reading it costs well under a
+microsecond (renewal is optimistic: no message while the job keeps its GPUs). A job with
+several workers revokes in two phases: the agent tells only rank 0; rank 0 proposes to stop
+after the next iteration (i + 1) and every worker learns it through an all-reduce the job does
+each iteration anyway, so all checkpoint the same iteration and exit together.
+
+Checkpoints are written by rank 0 to the folder the agent gives (storage every node can
+read), named by attempt and iteration, atomically; a relaunched job, possibly on other GPUs
+of another node, resumes from the one the scheduler names, and its data loader continues at
+the same batch. `report(loss=..., **metrics)` sends the loss, the iteration time and any
+other numbers to the agent, which forwards them to the scheduler (policies read them: loss for
+Optimus-style policies, iteration time for Gavel's throughput estimates).
+
+Outside an agent (no ROUNDHOUSE_ variables) the same script runs standalone: no lease, no
+reports, ROUNDHOUSE_ITERATIONS iterations.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from agents import protocol
+from agents.protocol import EXIT_DONE, EXIT_PREEMPTED
+
+LEASE_BYTES = 8
+_REVOKED = 1
+
+
+# --- leases -------------------------------------------------------------------------------
+
+
+class Lease:
+    """This process's lease, as the agent keeps it: a memory-mapped byte, 0 while held."""
+
+    def __init__(self, path: str | os.PathLike | None):
+        self.path = path
+        self._map = None
+        if path:
+            with open(path, "rb") as f:
+                self._map = mmap.mmap(f.fileno(), LEASE_BYTES, access=mmap.ACCESS_READ)
+
+    def revoked(self) -> bool:
+        m = self._map
+        return m is not None and m[0] == _REVOKED
+
+    def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+    # The agent's side.
+    @staticmethod
+    def create(path: str | os.PathLike) -> None:
+        with open(path, "wb") as f:
+            f.write(b"\0" * LEASE_BYTES)
+
+    @staticmethod
+    def revoke(path: str | os.PathLike) -> None:
+        with open(path, "r+b") as f:
+            f.write(bytes([_REVOKED]))
+            f.flush()
+
+
+class CentralLease:
+    """A lease checked by a round trip to the scheduler every time: what optimistic renewal
+    avoids (Blox Fig. 19). Kept to measure the difference (benchmarks/lease_check.py)."""
+
+    def __init__(self, scheduler: str, job: int, attempt: int, security=None, timeout_s: float = 10.0):
+        import zmq
+
+        self._zmq = zmq
+        self._context = zmq.Context.instance()
+        self._socket = self._context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        if security is not None:
+            import logging
+
+            security.apply(self._socket, logging.getLogger("roundhouse.client"))
+        self._socket.connect(scheduler)
+        self._job, self._attempt = job, attempt
+        self._seq = protocol.Sequence()
+        self._timeout_ms = int(timeout_s * 1000)
+
+    def revoked(self) -> bool:
+        self._socket.send(protocol.encode("lease", self._seq.next(), job=self._job, attempt=self._attempt))
+        if not self._socket.poll(self._timeout_ms):
+            raise TimeoutError("the scheduler did not answer a lease check")
+        type_, _, body = protocol.decode(self._socket.recv(), {"lease_reply", "error"})
+        if type_ == "error":
+            raise RuntimeError(body["reason"])
+        return not body["valid"]
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+# --- data position --------------------------------------------------------------------------
+
+
+class ResumableSampler:
+    """Sample indices epoch by epoch in a seeded order, from any (epoch, batch) position, so
+    that a resumed job sees the same batches it would have seen. With several workers, each
+    takes every `world_size`-th index of the epoch's order (like DistributedSampler)."""
+
+    def __init__(self, length: int, batch_size: int, seed: int = 0, rank: int = 0, world_size: int = 1):
+        if length < batch_size * world_size:
+            raise ValueError(f"a dataset of {length} samples has no full batch of {batch_size} for {world_size} worker(s)")
+        self.length, self.batch_size, self.seed = length, batch_size, seed
+        self.rank, self.world_size = rank, world_size
+        per_rank = length // world_size
+        self.per_epoch = per_rank - per_rank % batch_size
+        self.epoch, self.start_batch = 0, 0
+
+    def set_position(self, epoch: int, batch: int) -> None:
+        self.epoch, self.start_batch = epoch, batch
+
+    def __len__(self) -> int:
+        return self.per_epoch
+
+    def __iter__(self) -> Iterator[int]:
+        import torch
+
+        g = torch.Generator()
+        g.manual_seed(self.seed * 1_000_003 + self.epoch)
+        order = torch.randperm(self.length, generator=g)[self.rank :: self.world_size][: self.per_epoch]
+        return iter(order[self.start_batch * self.batch_size :].tolist())
+
+
+class LeaseLoader:
+    """Wraps a data loader: yields its batches, epoch after epoch, until the job's work is done
+    or its lease ends (then it checkpoints). See the module docstring."""
+
+    def __init__(self, job: "Job", data: Iterable):
+        self.job = job
+        self.data = data
+        self._stop_at: int | None = None
+
+    def __len__(self) -> int:
+        return max(self.job.iterations - self.job.iteration, 0)
+
+    def __iter__(self):
+        job = self.job
+        batches = self._batches()
+        last = time.perf_counter()
+        while True:
+            if job.iteration >= job.iterations:
+                job.outcome = "done"
+                return
+            self._agree()
+            if self._stop_at is not None and job.iteration >= self._stop_at:
+                job.save_checkpoint()
+                job.outcome = "preempted"
+                job.log(f"preempted: checkpointed iteration {job.iteration} and stopping")
+                return
+            batch = next(batches)
+            yield batch
+            now = time.perf_counter()
+            job._step_done(now - last)
+            last = now
+
+    def _agree(self) -> None:
+        """The lease check, and for several workers the per-iteration agreement on when to stop
+        (the largest proposal) and when to checkpoint (rank 0's clock decides)."""
+        job = self.job
+        revoked = job.lease.revoked()
+        due = job.checkpoint_due()
+        if job.world_size > 1:
+            import torch
+            import torch.distributed as dist
+
+            # The scheduler tells rank 0 only; any worker told (its agent stopping, say) may propose.
+            proposal = job.iteration + 1 if revoked and self._stop_at is None else 0
+            flags = torch.tensor([proposal, 1 if due and job.rank == 0 else 0], dtype=torch.int64)
+            dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+            if flags[0] > 0 and self._stop_at is None:
+                self._stop_at = int(flags[0])
+                job.log(f"revoked: all workers stop after iteration {self._stop_at}")
+            if flags[1] and self._stop_at is None:
+                job.save_checkpoint()
+        elif revoked and self._stop_at is None:
+            self._stop_at = job.iteration
+        elif due:
+            job.save_checkpoint()
+
+    def _batches(self) -> Iterator[Any]:
+        data = self.data
+        n = len(data) if hasattr(data, "__len__") else 0
+        epoch, offset = divmod(self.job.iteration, n) if n else (0, self.job.iteration)
+        sampler = getattr(data, "sampler", None)
+        while True:
+            skip = offset
+            if hasattr(sampler, "set_position"):
+                sampler.set_position(epoch, offset)
+                skip = 0
+            elif hasattr(sampler, "set_epoch"):
+                sampler.set_epoch(epoch)
+            got = 0
+            for i, batch in enumerate(data):
+                if i < skip:
+                    continue
+                got += 1
+                yield batch
+            if got == 0 and offset == 0:
+                raise RuntimeError("the data loader yields no batches")
+            epoch, offset = epoch + 1, 0
+
+
+# --- the job -------------------------------------------------------------------------------
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else default
+
+
+class Job:
+    """This training process, as its agent launched it."""
+
+    def __init__(self, env: dict[str, str] | None = None):
+        e = dict(os.environ if env is None else env)
+        get = lambda k, d=None: e.get(k) if e.get(k) not in (None, "") else d  # noqa: E731
+        self.job_id = int(get("ROUNDHOUSE_JOB_ID", "0"))
+        self.attempt = int(get("ROUNDHOUSE_ATTEMPT", "1"))
+        self.rank = int(get("RANK", "0"))
+        self.world_size = int(get("WORLD_SIZE", "1"))
+        self.local_rank = int(get("LOCAL_RANK", "0"))
+        self.iterations = int(get("ROUNDHOUSE_ITERATIONS", "100"))
+        self.batch_size = int(get("ROUNDHOUSE_BATCH_SIZE", "0"))
+        self.model = get("ROUNDHOUSE_MODEL", "")
+        self.seed = int(get("ROUNDHOUSE_SEED", "0"))
+        self.threads = int(get("ROUNDHOUSE_THREADS", "0"))
+        self.checkpoint_dir = Path(get("ROUNDHOUSE_CHECKPOINT_DIR", "checkpoints"))
+        self.checkpoint_every_s = float(get("ROUNDHOUSE_CHECKPOINT_EVERY", "0"))
+        self.resume_path = get("ROUNDHOUSE_RESUME")
+        expected = get("ROUNDHOUSE_RESUME_ITERATION")
+        self.resume_iteration = int(expected) if expected is not None else None
+        self.report_every_s = float(get("ROUNDHOUSE_REPORT_EVERY", "0.5"))
+        self.launched_at = float(get("ROUNDHOUSE_LAUNCHED_AT", str(time.time())))
+        self.master = (get("MASTER_ADDR", "127.0.0.1"), int(get("MASTER_PORT", "29500")))
+        self.lease = Lease(get("ROUNDHOUSE_LEASE"))
+        self._agent = get("ROUNDHOUSE_AGENT")
+        self.iteration = 0
+        self.start_iteration = 0
+        self.outcome: str | None = None
+        self.checkpoint_path: str | None = None
+        self.checkpoint_iteration: int | None = None
+        self.device = "cpu"
+        self._tracked: dict[str, Any] = {}
+        self._socket = None
+        self._seq = protocol.Sequence()
+        self._seq.n = time.time_ns() // 1000
+        self._latest: dict[str, float] = {}
+        self._window_s = 0.0
+        self._window_n = 0
+        self._last_report = 0.0
+        self._last_checkpoint = time.time()
+        self._first_step_at: float | None = None
+        self._last_step_at = 0.0
+        self._steady_from: tuple[float, int] | None = None
+        self._checkpoint_s: list[float] = []
+        self._distributed = False
+
+    @classmethod
+    def from_env(cls) -> "Job":
+        return cls()
+
+    def log(self, text: str) -> None:
+        print(f"[job {self.job_id} attempt {self.attempt} rank {self.rank}] {text}", flush=True)
+
+    # --- setting up ---
+    def setup(self) -> "Job":
+        """Threads, device and (for several workers) the process group."""
+        import torch
+
+        if self.threads > 0:
+            torch.set_num_threads(self.threads)
+        if torch.cuda.is_available() and _env("CUDA_VISIBLE_DEVICES") not in (None, "-1"):
+            self.device = "cuda"
+        if self.world_size > 1:
+            import datetime
+
+            import torch.distributed as dist
+
+            backend = "nccl" if self.device == "cuda" else "gloo"
+            timeout = datetime.timedelta(seconds=float(_env("ROUNDHOUSE_DIST_TIMEOUT", "120")))
+            dist.init_process_group(
+                backend,
+                init_method=f"tcp://{self.master[0]}:{self.master[1]}",
+                rank=self.rank,
+                world_size=self.world_size,
+                timeout=timeout,
+            )
+            self._distributed = True
+        return self
+
+    def track(self, **objects: Any) -> None:
+        """What a checkpoint holds: objects with state_dict()/load_state_dict()."""
+        self._tracked.update(objects)
+
+    def loader(self, data: Iterable) -> LeaseLoader:
+        return LeaseLoader(self, data)
+
+    # --- checkpoints ---
+    def resume(self) -> int:
+        """Load the checkpoint this attempt was given (if any); returns the iteration to start at."""
+        if not self.resume_path:
+            self.log("starting at iteration 0")
+            return 0
+        import torch
+
+        state = torch.load(self.resume_path, map_location="cpu", weights_only=False)
+        for name, obj in self._tracked.items():
+            _unwrap(obj).load_state_dict(state["objects"][name])
+        if "rng" in state:
+            torch.set_rng_state(state["rng"])
+        self.iteration = self.start_iteration = int(state["iteration"])
+        if self.resume_iteration is not None and self.iteration != self.resume_iteration:
+            raise RuntimeError(
+                f"checkpoint {self.resume_path} holds iteration {self.iteration}, not {self.resume_iteration}"
+            )
+        self.checkpoint_path, self.checkpoint_iteration = self.resume_path, self.iteration
+        self.log(f"resumed from {self.resume_path} at iteration {self.iteration}")
+        return self.iteration
+
+    def checkpoint_due(self) -> bool:
+        every = self.checkpoint_every_s
+        return every > 0 and time.time() - self._last_checkpoint >= every and self.iteration > (self.checkpoint_iteration or 0)
+
+    def save_checkpoint(self) -> str:
+        """Rank 0 writes the tracked objects at this iteration (atomically); every worker waits
+        until it is on disk. Returns the path."""
+        import torch
+
+        started = time.perf_counter()
+        path = self.checkpoint_dir / f"a{self.attempt}-i{self.iteration}.pt"
+        if self.checkpoint_iteration == self.iteration and self.checkpoint_path:
+            return self.checkpoint_path  # nothing new since the last one
+        if self.rank == 0:
+            self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+            state = {
+                "job": self.job_id,
+                "iteration": self.iteration,
+                "objects": {name: _unwrap(obj).state_dict() for name, obj in self._tracked.items()},
+                "rng": torch.get_rng_state(),
+            }
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            torch.save(state, tmp)
+            os.replace(tmp, path)
+        if self._distributed:
+            import torch.distributed as dist
+
+            dist.barrier()
+        self.checkpoint_path, self.checkpoint_iteration = str(path), self.iteration
+        self._last_checkpoint = time.time()
+        self._checkpoint_s.append(time.perf_counter() - started)
+        self._send("checkpointed", iteration=self.iteration, path=str(path))
+        return str(path)
+
+    # --- metrics ---
+    def _step_done(self, seconds: float) -> None:
+        self.iteration += 1
+        now = self._last_step_at = time.time()
+        if self._first_step_at is None:
+            self._first_step_at = now
+            self._latest["startup_s"] = now - self.launched_at  # process start to first iteration
+        if self._steady_from is None and self.iteration - self.start_iteration >= 3:
+            self._steady_from = (now, self.iteration)  # the first iterations warm up caches and allocators
+        self._window_s += seconds
+        self._window_n += 1
+        if now - self._last_report >= self.report_every_s:
+            self._flush_report(now)
+
+    def report(self, loss: float | None = None, **metrics: float) -> None:
+        """Record the latest loss and other metrics; they reach the scheduler with the next
+        report (at most every ROUNDHOUSE_REPORT_EVERY seconds)."""
+        if loss is not None:
+            self._latest["loss"] = float(loss)
+        for k, v in metrics.items():
+            self._latest[k] = float(v)
+
+    def summary(self) -> dict[str, float]:
+        """Measured figures: iterations per second (after warm-up), start-up and checkpoint time."""
+        out = {}
+        if self._steady_from is not None and self.iteration > self._steady_from[1]:
+            t0, i0 = self._steady_from
+            out["steady_iters_per_s"] = (self.iteration - i0) / max(self._last_step_at - t0, 1e-9)
+        if self._first_step_at is not None:
+            out["startup_s"] = self._first_step_at - self.launched_at
+        if self._checkpoint_s:
+            out["checkpoint_s"] = sum(self._checkpoint_s) / len(self._checkpoint_s)
+        return out
+
+    def _flush_report(self, now: float) -> None:
+        values = dict(self._latest)
+        if self._window_n:
+            values["iter_time_s"] = self._window_s / self._window_n
+            values["iters_per_s"] = self._window_n / max(self._window_s, 1e-9)
+        self._window_s, self._window_n = 0.0, 0
+        self._last_report = now
+        self._send("report", iteration=self.iteration, values={k: v for k, v in values.items() if _finite(v)})
+
+    def finish(self) -> None:
+        """Tell the agent how this attempt ended and exit (status 0 when done, 3 when preempted)."""
+        outcome = self.outcome or ("done" if self.iteration >= self.iterations else "preempted")
+        summary = self.summary()
+        self._latest.update(summary)
+        self._flush_report(time.time())
+        self._send(
+            "exiting",
+            outcome=outcome,
+            iteration=self.iteration,
+            start_iteration=self.start_iteration,
+            checkpoint=self.checkpoint_path,
+            checkpoint_iteration=self.checkpoint_iteration,
+        )
+        self.log(f"{outcome} at iteration {self.iteration} ({json.dumps({k: round(v, 4) for k, v in summary.items()})})")
+        if self._socket is not None:
+            self._socket.close(linger=3000)
+            self._socket.context.term()  # waits until the exit message has left this process
+        self.lease.close()
+        if self._distributed:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Skip the interpreter's teardown of torch (a second or more): everything that matters
+        # (checkpoint files, the exit message) is complete by now.
+        os._exit(EXIT_DONE if outcome == "done" else EXIT_PREEMPTED)
+
+    def _send(self, type_: str, **fields: Any) -> None:
+        if not self._agent:
+            return
+        if self._socket is None:
+            import zmq
+
+            self._socket = zmq.Context.instance().socket(zmq.PUSH)
+            self._socket.setsockopt(zmq.SNDHWM, 1000)
+            self._socket.setsockopt(zmq.LINGER, 3000)
+            self._socket.connect(self._agent)
+        import zmq
+
+        frame = protocol.encode(type_, self._seq.next(), job=self.job_id, attempt=self.attempt, rank=self.rank, **fields)
+        try:
+            self._socket.send(frame, zmq.NOBLOCK)
+        except zmq.Again:
+            pass  # the agent is not reading: a metric report is not worth blocking training for
+
+
+def _unwrap(obj: Any) -> Any:
+    """The module inside a DistributedDataParallel wrapper (checkpoints hold the bare model, so
+    a job resumes whatever its worker count)."""
+    inner = getattr(obj, "module", None)
+    return inner if inner is not None and hasattr(obj, "require_backward_grad_sync") else obj
+
+
+def _finite(v: float) -> bool:
+    return v == v and v not in (float("inf"), float("-inf"))
+
+
+_current: Job | None = None
+
+
+def current() -> Job:
+    """The process's Job (made from the environment on first use)."""
+    global _current
+    if _current is None:
+        _current = Job.from_env()
+    return _current
+
+
+def report(loss: float | None = None, **metrics: float) -> None:
+    """`report(loss=..., **metrics)` for the process's job (see Job.report)."""
+    current().report(loss, **metrics)

@@ -1,0 +1,250 @@
+"""Measure the example workloads on this machine, for the simulator's profile table.
+
+For each model, batch size and worker count, `profile()` runs the real workload exactly as the
+agent would (agents/agent.spawn_worker: one process per worker in its own session, data-parallel
+over gloo or NCCL, the client library's lease and reports), `concurrent` copies at once (fake GPUs on one machine share its CPUs; profiling them
+side by side measures what each gets), and:
+
+1. starts the job, then `concurrent - 1` companions (jobs on the node's other fake GPUs:
+   copies of itself, or the models given with `beside`, each in turn), one after another,
+   each once the previous one trains steadily (so that launches are timed while other jobs
+   train, as in a busy cluster); once all train, counts the job's iterations for `seconds`
+   (from its reports), then revokes every lease: the launch overhead is process start to
+   first iteration, the checkpoint overhead the time from the revocation to the job's exit;
+2. relaunches the job from its checkpoint for a few iterations: the launch overhead of a
+   resumed job.
+
+The rows it returns are the profile table's (`model, batch_size, gpu_type, gpus, placement,
+iters_per_s`, placement `consolidated`); the overheads are what the graph settings `restore`
+(launch to first iteration) and `checkpoint` (revocation to free GPUs) stand for.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import attrs
+import zmq
+
+from agents import protocol
+from agents.agent import PROJECT_ROOT, spawn_worker
+from agents.client import Lease
+from agents.workloads import workload_for
+from runtime.errors import UsageError
+
+DEFAULT_BATCH = {"ResNet-18": 16, "ResNet-50": 16, "LM": 10, "Recommendation": 64}
+
+
+@attrs.frozen
+class Measurement:
+    model: str
+    batch_size: int
+    gpus: int
+    iters_per_s: float  # per job (what the profile table holds), mean over the concurrent copies
+    launch_s: float  # process start to first iteration, fresh
+    resume_s: float  # process start to first iteration, from a checkpoint
+    checkpoint_s: float  # revocation to the last worker's exit
+
+
+@attrs.frozen
+class ProfileResult:
+    gpu_type: str
+    concurrent: int
+    measurements: tuple[Measurement, ...]
+    beside: tuple[str, ...] = ()
+
+    @property
+    def restore_s(self) -> float:
+        """Mean launch overhead of a job started from a checkpoint (the `restore` setting)."""
+        return sum(m.resume_s for m in self.measurements) / len(self.measurements)
+
+    @property
+    def fresh_launch_s(self) -> float:
+        return sum(m.launch_s for m in self.measurements) / len(self.measurements)
+
+    @property
+    def checkpoint_s(self) -> float:
+        return sum(m.checkpoint_s for m in self.measurements) / len(self.measurements)
+
+    def csv(self, header: str = "") -> str:
+        lines = [
+            f"# {header}" if header else "# measured by `roundhouse profile`",
+            f"# each measured with {self.concurrent - 1} other job(s) training beside it "
+            f"({'each of ' + ', '.join(self.beside) + ' in turn' if self.beside else 'copies of itself'}); "
+            f"gpu_type {self.gpu_type} names the (possibly fake) GPUs measured",
+            f"# launch overhead: {self.fresh_launch_s:.2f}s fresh, {self.restore_s:.2f}s from a checkpoint (graph setting restore)",
+            f"# revocation to exit, checkpoint included: {self.checkpoint_s:.2f}s (graph setting checkpoint)",
+            "model,batch_size,gpu_type,gpus,placement,iters_per_s",
+        ]
+        for m in self.measurements:
+            lines.append(f"{m.model},{m.batch_size},{self.gpu_type},{m.gpus},consolidated,{m.iters_per_s:.4f}")
+        return "\n".join(lines) + "\n"
+
+
+def profile(
+    models: list[str],
+    batch_sizes: dict[str, list[int]] | None = None,
+    gpus: list[int] = (1,),
+    gpu_type: str = "V100",
+    seconds: float = 5.0,
+    concurrent: int = 1,
+    threads: int = 1,
+    log=print,
+    beside: list[str] | None = None,
+) -> ProfileResult:
+    """Measure each model, batch size and worker count. With `concurrent` K > 1, K−1 other jobs
+    train beside it (fake GPUs share this machine's CPUs): copies of itself, or, with `beside`,
+    each of those models in turn (the figures are then averaged over them)."""
+    for model in models:
+        if workload_for(model) is None:
+            raise UsageError(f"no example workload for model {model!r} (have: {', '.join(DEFAULT_BATCH)})")
+    out = []
+    with tempfile.TemporaryDirectory(prefix="rh-profile-") as tmp:
+        runner = _Runner(Path(tmp), threads)
+        try:
+            for model in models:
+                for batch in (batch_sizes or {}).get(model) or [DEFAULT_BATCH.get(model, 16)]:
+                    for g in gpus:
+                        others = [(b, DEFAULT_BATCH.get(b, 16)) for b in beside] if beside else [(model, batch)]
+                        runs = [runner.measure(model, batch, g, seconds, [o] * (concurrent - 1)) for o in others]
+                        mean = lambda f: sum(f(r) for r in runs) / len(runs)  # noqa: E731
+                        m = Measurement(model, batch, g, mean(lambda r: r.iters_per_s), mean(lambda r: r.launch_s),
+                                        mean(lambda r: r.resume_s), mean(lambda r: r.checkpoint_s))
+                        log(
+                            f"{model:15s} batch {batch:4d} x{g} GPU(s): {m.iters_per_s:8.2f} it/s, launch {m.launch_s:.2f}s "
+                            f"(resume {m.resume_s:.2f}s), checkpoint+exit {m.checkpoint_s:.2f}s"
+                        )
+                        out.append(m)
+        finally:
+            runner.close()
+    return ProfileResult(gpu_type, concurrent, tuple(out), tuple(beside or ()))
+
+
+class _Runner:
+    """Runs workload processes as an agent would, collecting their reports on a local socket."""
+
+    def __init__(self, folder: Path, threads: int):
+        self.folder = folder
+        self.threads = threads
+        self.ctx = zmq.Context()
+        self.pull = self.ctx.socket(zmq.PULL)
+        self.endpoint = f"ipc://{folder}/reports.sock"
+        self.pull.bind(self.endpoint)
+        self.jobs = 0
+
+    def close(self) -> None:
+        self.pull.close(linger=0)
+        self.ctx.term()
+
+    def _spawn(self, job: int, attempt: int, model: str, batch: int, gpus: int, iterations: int, port: int,
+               resume: tuple[str, int] | None):
+        procs = []
+        for rank in range(gpus):
+            lease = self.folder / f"lease-{job}-{attempt}-{rank}"
+            Lease.create(lease)
+            env = dict(os.environ)
+            env.update(
+                RANK=str(rank), WORLD_SIZE=str(gpus), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                GLOO_SOCKET_IFNAME="lo", ROUNDHOUSE_JOB_ID=str(job), ROUNDHOUSE_ATTEMPT=str(attempt), ROUNDHOUSE_LEASE=str(lease),
+                ROUNDHOUSE_AGENT=self.endpoint, ROUNDHOUSE_ITERATIONS=str(iterations), ROUNDHOUSE_BATCH_SIZE=str(batch),
+                ROUNDHOUSE_CHECKPOINT_DIR=str(self.folder / f"ckpt-{job}"), ROUNDHOUSE_CHECKPOINT_EVERY="0",
+                ROUNDHOUSE_MODEL=model, ROUNDHOUSE_SEED=str(job), ROUNDHOUSE_THREADS=str(self.threads),
+                OMP_NUM_THREADS=str(self.threads), ROUNDHOUSE_REPORT_EVERY="0.2", ROUNDHOUSE_LAUNCHED_AT=repr(time.time()),
+                PYTHONPATH=os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p),
+            )
+            if resume:
+                env.update(ROUNDHOUSE_RESUME=resume[0], ROUNDHOUSE_RESUME_ITERATION=str(resume[1]))
+            log = self.folder / f"job-{job}-{attempt}-{rank}.log"
+            procs.append((rank, lease, spawn_worker([sys.executable, "-m", workload_for(model)], env, self.folder, log)))
+        return procs
+
+    def measure(self, model: str, batch: int, gpus: int, seconds: float, companions: list[tuple[str, int]]) -> Measurement:
+        """Start the job, then its companions (jobs on the other fake GPUs) one after another,
+        each once the previous trains steadily (so that launches are timed while other jobs
+        train, as in a busy cluster); count the job's iterations for `seconds` while all train;
+        revoke them all; then relaunch the job from its checkpoint alone."""
+        state: dict[int, dict] = {}
+        procs: dict[int, list] = {}
+        warm = 5  # iterations before a copy counts as running steadily
+
+        def start(what: tuple[str, int], attempt: int = 1, resume=None, iterations=10**9):
+            # Far more iterations than needed: the lease ends the run.
+            self.jobs += 1
+            job = self.jobs if resume is None else resume[2]
+            procs[job] = self._spawn(job, attempt, what[0], what[1], gpus, iterations, random.randint(20000, 60000), resume)
+            state[job] = {"reports": [], "final": None, "revoked_at": None}
+            return job
+
+        def warmed(job) -> bool:
+            return any(it >= warm for _, it in state[job]["reports"])
+
+        jobs = []
+        for what in [(model, batch), *companions]:
+            jobs.append(start(what))
+            self._pump(state, procs, lambda: warmed(jobs[-1]))
+        t0 = time.time()
+        self._pump(state, procs, lambda: time.time() - t0 >= seconds)
+        for job in jobs:
+            state[job]["revoked_at"] = time.time()
+            Lease.revoke(procs[job][0][1])
+        self._pump(state, procs, lambda: all(p.poll() is not None for j in jobs for _, _, p in procs[j]))
+        done_at = time.time()
+        for job in jobs:
+            self._check(job, 1, procs[job])
+        s = state[jobs[0]]
+        window = [(t, it) for t, it in s["reports"] if t0 <= t <= s["revoked_at"]]
+        if len(window) < 2:
+            raise RuntimeError(f"too few reports from a profiled {model} run; measure for longer (--seconds)")
+        (ta, ia), (tb, ib) = window[0], window[-1]
+        rate = (ib - ia) / max(tb - ta, 1e-9)
+        launch = sum(state[j]["startup_s"] for j in jobs) / len(jobs)
+        final = s["final"] or {}
+        point = (final.get("checkpoint"), final.get("checkpoint_iteration") or 0, jobs[0])
+        job = start((model, batch), 2, point, iterations=point[1] + 3)
+        self._pump(state, procs, lambda: all(p.poll() is not None for _, _, p in procs[job]))
+        self._check(job, 2, procs[job])
+        return Measurement(model, batch, gpus, rate, launch, state[job]["startup_s"], done_at - s["revoked_at"])
+
+    def _pump(self, state, procs, until, timeout_s: float = 300.0) -> None:
+        """Collect rank 0's reports (time, iteration) until `until()` holds."""
+        deadline = time.time() + timeout_s
+        while not until():
+            if time.time() > deadline:
+                for p in procs.values():
+                    for _, _, proc in p:
+                        if proc.poll() is None:
+                            proc.kill()
+                raise RuntimeError("a profiling run did not finish in time")
+            if not self.pull.poll(50):
+                continue
+            while True:
+                try:
+                    type_, _, body = protocol.decode(self.pull.recv(zmq.NOBLOCK), {"report", "checkpointed", "exiting"})
+                except zmq.Again:
+                    break
+                s = state.get(body["job"])
+                if s is None or body["rank"] != 0:
+                    continue
+                if type_ == "report":
+                    s["reports"].append((time.time(), body["iteration"]))
+                    if "startup_s" in body["values"]:
+                        s["startup_s"] = body["values"]["startup_s"]
+                elif type_ == "exiting":
+                    s["final"] = body
+            for job, p in procs.items():
+                if all(proc.poll() is not None for _, _, proc in p):
+                    bad = [proc.returncode for _, _, proc in p if proc.returncode not in (0, protocol.EXIT_PREEMPTED)]
+                    if bad:
+                        self._check(job, None, p)
+
+    def _check(self, job: int, attempt: int | None, procs) -> None:
+        bad = [proc.returncode for _, _, proc in procs if proc.returncode not in (0, protocol.EXIT_PREEMPTED)]
+        if bad:
+            logs = sorted(self.folder.glob(f"job-{job}-*-0.log"))
+            text = logs[-1].read_text(errors="replace")[-2000:] if logs else ""
+            raise RuntimeError(f"a profiled workload failed (exit status {bad[0]}):\n{text}")

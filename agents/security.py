@@ -1,0 +1,214 @@
+"""Who may talk to the scheduler: ZeroMQ CURVE keys, and the explicit insecure mode.
+
+A key folder made by `roundhouse keys DIR NAME...` holds::
+
+    scheduler.key, scheduler.key_secret     the scheduler's key pair
+    NAME.key, NAME.key_secret               one pair per agent or submitter
+    authorized/NAME.key                     the public keys the scheduler admits
+
+The scheduler reads `scheduler.key_secret` and `authorized/`; an agent or submitter called
+NAME reads `NAME.key_secret` and `scheduler.key` (so a node needs only those two files).
+Every connection is encrypted and the scheduler admits only the public keys in `authorized/`
+(re-read when the folder changes, so adding a node needs no restart). A refused peer is logged.
+
+Insecure mode (`--insecure`) skips all of this and is allowed only on loopback or local
+addresses; it says so loudly when it starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import attrs
+import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
+from zmq.utils import z85
+
+from runtime.errors import UsageError
+
+SCHEDULER_KEY = "scheduler"
+AUTHORIZED = "authorized"
+_LOOPBACK_PREFIXES = ("tcp://127.", "tcp://localhost:", "tcp://[::1]:", "ipc://", "inproc://")
+
+
+def is_loopback(address: str) -> bool:
+    return address.startswith(_LOOPBACK_PREFIXES)
+
+
+def make_keys(directory: str | Path, names: list[str]) -> list[Path]:
+    """Create the scheduler's pair (if missing) and one pair per name; admit each name's public
+    key. Returns the files written. Existing pairs are kept (never silently replaced)."""
+    from agents.protocol import NAME_RE
+    import re
+
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / AUTHORIZED).mkdir(exist_ok=True)
+    written: list[Path] = []
+    for name in [SCHEDULER_KEY, *names]:
+        if not re.fullmatch(NAME_RE, name):
+            raise UsageError(f"bad key name {name!r}: use letters, digits, '.', '_' and '-'")
+        if name == SCHEDULER_KEY and name in names:
+            raise UsageError("'scheduler' is the scheduler's own key; name agents and submitters otherwise")
+        public, secret = folder / f"{name}.key", folder / f"{name}.key_secret"
+        if public.exists() and secret.exists():
+            continue
+        if public.exists() or secret.exists():
+            raise UsageError(f"{folder}: half a key pair for '{name}'; remove {public.name} / {secret.name} and run again")
+        zmq.auth.create_certificates(str(folder), name)
+        os.chmod(secret, 0o600)
+        written += [public, secret]
+        if name != SCHEDULER_KEY:
+            shutil.copy(public, folder / AUTHORIZED / public.name)
+            written.append(folder / AUTHORIZED / public.name)
+    return written
+
+
+def _load(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
+    if not path.is_file():
+        raise UsageError(f"key file not found: {path} (make keys with `roundhouse keys DIR NAME...`)")
+    try:
+        public, private = zmq.auth.load_certificate(str(path))
+    except (ValueError, OSError) as err:
+        raise UsageError(f"{path}: not a ZeroMQ key file: {err}") from None
+    if secret and private is None:
+        raise UsageError(f"{path}: holds no secret key (use the .key_secret file)")
+    return public, private
+
+
+@attrs.frozen
+class ServerSecurity:
+    """How the scheduler's socket is secured: CURVE with a key folder, or insecure."""
+
+    keys: Path | None  # None: insecure
+
+    @classmethod
+    def choose(cls, keys: str | None, insecure: bool, address: str) -> "ServerSecurity":
+        if keys and insecure:
+            raise UsageError("give either --keys DIR or --insecure, not both")
+        if keys:
+            if not zmq.has("curve"):
+                raise UsageError("this libzmq has no CURVE support; reinstall pyzmq, or use --insecure on loopback")
+            _load(Path(keys) / f"{SCHEDULER_KEY}.key_secret", secret=True)
+            if not (Path(keys) / AUTHORIZED).is_dir():
+                raise UsageError(f"{keys}: no '{AUTHORIZED}/' folder of admitted public keys")
+            return cls(Path(keys))
+        if not insecure:
+            raise UsageError(
+                "no keys: give --keys DIR (made by `roundhouse keys DIR NAME...`), "
+                "or --insecure for development on loopback"
+            )
+        if not is_loopback(address):
+            raise UsageError(f"--insecure is only for loopback addresses (tcp://127.0.0.1:PORT), not {address}")
+        return cls(None)
+
+    @property
+    def insecure(self) -> bool:
+        return self.keys is None
+
+    def apply(self, context: zmq.Context, socket: zmq.Socket, log: logging.Logger) -> ThreadAuthenticator | None:
+        """Secure `socket` (before it binds); returns the running authenticator, if any."""
+        if self.keys is None:
+            log.warning("INSECURE MODE: no authentication and no encryption; for development on this machine only")
+            return None
+        public, secret = _load(self.keys / f"{SCHEDULER_KEY}.key_secret", secret=True)
+        auth = ThreadAuthenticator(context, log=logging.getLogger("roundhouse.auth"))
+        auth.start()
+        auth.configure_curve_callback("*", _KnownKeys(self.keys / AUTHORIZED, log))
+        auth.curve_user_id = _KnownKeys.user_id_of(auth)  # type: ignore[method-assign]
+        socket.curve_secretkey = secret
+        socket.curve_publickey = public
+        socket.curve_server = True
+        return auth
+
+
+class _KnownKeys:
+    """The ZAP callback: admit a public key found in the authorized folder (re-read when the
+    folder changes), log every refusal."""
+
+    def __init__(self, folder: Path, log: logging.Logger):
+        self.folder = folder
+        self.log = log
+        self._stamp = None
+        self.names: dict[bytes, str] = {}
+        self._reload()
+
+    def _reload(self) -> None:
+        stamp = (self.folder.stat().st_mtime_ns, len(list(self.folder.glob("*.key"))))
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        names = {}
+        for path in sorted(self.folder.glob("*.key")):
+            try:
+                public, _ = zmq.auth.load_certificate(str(path))
+            except (ValueError, OSError):
+                self.log.warning("ignoring unreadable key file %s", path)
+                continue
+            names[public] = path.stem
+        self.names = names
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        self._reload()
+        name = self.names.get(key)
+        if name is None:
+            self.log.warning("refused a peer with an unknown CURVE key %s", key.decode(errors="replace"))
+            return False
+        return True
+
+    @staticmethod
+    def user_id_of(auth: ThreadAuthenticator):
+        provider = auth.credentials_providers["*"]
+
+        def user_id(client_public_key: bytes) -> str:
+            return provider.names.get(z85.encode(client_public_key), "?")
+
+        return user_id
+
+
+@attrs.frozen
+class ClientSecurity:
+    """How an agent or submitter connects: with its key pair and the scheduler's public key."""
+
+    keys: Path | None
+    name: str = ""
+
+    @classmethod
+    def choose(cls, keys: str | None, name: str, insecure: bool, address: str) -> "ClientSecurity":
+        if keys and insecure:
+            raise UsageError("give either --keys DIR or --insecure, not both")
+        if keys:
+            _load(Path(keys) / f"{SCHEDULER_KEY}.key", secret=False)
+            _load(Path(keys) / f"{name}.key_secret", secret=True)
+            return cls(Path(keys), name)
+        if not insecure:
+            raise UsageError("no keys: give --keys DIR (with scheduler.key and NAME.key_secret), or --insecure on loopback")
+        if not is_loopback(address):
+            raise UsageError(f"--insecure is only for loopback addresses (tcp://127.0.0.1:PORT), not {address}")
+        return cls(None)
+
+    @property
+    def insecure(self) -> bool:
+        return self.keys is None
+
+    def apply(self, socket: zmq.Socket, log: logging.Logger) -> None:
+        if self.keys is None:
+            log.warning("INSECURE MODE: connecting without authentication or encryption (development only)")
+            return
+        server_public, _ = _load(self.keys / f"{SCHEDULER_KEY}.key", secret=False)
+        public, secret = _load(self.keys / f"{self.name}.key_secret", secret=True)
+        socket.curve_secretkey = secret
+        socket.curve_publickey = public
+        socket.curve_serverkey = server_public
+
+
+# Monitor events that mean a peer was refused (or refused us) during the handshake.
+HANDSHAKE_FAILURES = {
+    getattr(zmq, "EVENT_HANDSHAKE_FAILED_NO_DETAIL", 0x800): "handshake failed",
+    getattr(zmq, "EVENT_HANDSHAKE_FAILED_PROTOCOL", 0x2000): "handshake failed: protocol error (not CURVE, or the wrong server key)",
+    getattr(zmq, "EVENT_HANDSHAKE_FAILED_AUTH", 0x4000): "authentication refused (unknown key)",
+}

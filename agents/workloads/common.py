@@ -1,0 +1,115 @@
+"""The training loop every example workload shares: the client library around a plain
+PyTorch loop, synchronous data-parallel when the job has several workers (gradients averaged
+with an all-reduce after every backward pass: gloo on CPU, NCCL on GPU).
+
+The optimizer (SGD with momentum) and the gradient averaging are a few lines here rather than
+`torch.optim.SGD` and `DistributedDataParallel`: both of those import TorchDynamo, which costs
+two to three seconds of CPU per process start on the machines we test on, and these jobs start
+often (every preemption is a restart). The arithmetic is the same.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+def train(build_model: Callable, dataset, loss_fn: Callable, default_batch: int, lr: float = 0.05) -> None:
+    import torch
+    from torch.utils.data import DataLoader
+
+    from agents.client import Job, ResumableSampler
+
+    job = Job.from_env().setup()
+    torch.manual_seed(job.seed)
+    model = build_model().to(job.device)
+    optimizer = SGD(model.parameters(), lr=lr, momentum=0.9)
+    job.track(model=model, optimizer=optimizer)
+    job.resume()
+    parallel = DataParallel(model) if job.world_size > 1 else None
+    batch = job.batch_size or default_batch
+    sampler = ResumableSampler(len(dataset), batch, seed=job.seed, rank=job.rank, world_size=job.world_size)
+    data = DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True)
+    model.train()
+    for inputs, targets in job.loader(data):
+        inputs, targets = inputs.to(job.device), targets.to(job.device)
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        if parallel is not None:
+            parallel.average_gradients()
+        optimizer.step()
+        job.report(loss=loss.item())
+    job.finish()
+
+
+def synthetic(n: int, seed: int, make: Callable):
+    """A fixed dataset of n samples drawn once from `make(generator, n)` -> (inputs, targets)."""
+    import torch
+    from torch.utils.data import TensorDataset
+
+    g = torch.Generator()
+    g.manual_seed(seed)
+    inputs, targets = make(g, n)
+    return TensorDataset(inputs, targets)
+
+
+class SGD:
+    """Stochastic gradient descent with momentum (PyTorch's update rule), checkpointable."""
+
+    def __init__(self, params, lr: float, momentum: float = 0.0):
+        self.params = [p for p in params if p.requires_grad]
+        self.lr, self.momentum = lr, momentum
+        self.buffers = [None] * len(self.params)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        import torch
+
+        with torch.no_grad():
+            for i, p in enumerate(self.params):
+                if p.grad is None:
+                    continue
+                step = p.grad
+                if self.momentum:
+                    buf = self.buffers[i]
+                    if buf is None:
+                        buf = self.buffers[i] = step.detach().clone()
+                    else:
+                        buf.mul_(self.momentum).add_(step)
+                    step = buf
+                p.add_(step, alpha=-self.lr)
+
+    def state_dict(self) -> dict:
+        return {"lr": self.lr, "momentum": self.momentum, "buffers": self.buffers}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.lr, self.momentum = state["lr"], state["momentum"]
+        self.buffers = [None if b is None else b.to(p.device) for b, p in zip(state["buffers"], self.params)]
+
+
+class DataParallel:
+    """Synchronous data parallelism over torch.distributed: every worker starts from rank 0's
+    weights, and after each backward pass the gradients are summed across workers (one
+    all-reduce over a flat buffer) and divided by the number of workers."""
+
+    def __init__(self, model):
+        import torch.distributed as dist
+
+        self.dist = dist
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.world = dist.get_world_size()
+        for t in list(model.parameters()) + list(model.buffers()):
+            dist.broadcast(t.data, src=0)
+
+    def average_gradients(self) -> None:
+        from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+        grads = [p.grad for p in self.params if p.grad is not None]
+        flat = _flatten_dense_tensors(grads)
+        self.dist.all_reduce(flat)
+        flat.div_(self.world)
+        for g, averaged in zip(grads, _unflatten_dense_tensors(flat, grads)):
+            g.copy_(averaged)

@@ -1,0 +1,133 @@
+"""Shared by the live benchmarks: a real scheduler on loopback, and many protocol-speaking node
+agents in one process that do not start processes (so that what is measured is the scheduler).
+
+The agents register, heartbeat and, if asked, answer each launch at once with `started` and
+(after `finish_after_s`) an `exited done`, acknowledging nothing else."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import zmq
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agents import protocol  # noqa: E402
+from agents.security import ClientSecurity  # noqa: E402
+from agents.submitter import Submitter  # noqa: E402
+from tools.loopback import Loopback  # noqa: E402
+
+GRAPH = """
+round = {round};
+cluster = "{nodes}x{gpus}:V100";
+src :: LiveSource;
+src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
+"""
+
+
+def start_scheduler(nodes: int, gpus: int, round_s: str = "1s") -> Loopback:
+    folder = Path(tempfile.mkdtemp(prefix="rh-bench-"))
+    (folder / "graph.sched").write_text(GRAPH.format(round=round_s, nodes=nodes, gpus=gpus))
+    cluster = Loopback(folder, folder / "graph.sched", heartbeat="1s", timeout="30s",
+                       serve_args=("--wait-for-agents", "60s", "--log-level", "warning"))
+    cluster.start_scheduler()
+    return cluster
+
+
+class LoadAgents:
+    """`count` agents of `gpus` fake GPUs each, served from this thread."""
+
+    def __init__(self, address: str, count: int, gpus: int, finish_after_s: float | None = None):
+        self.ctx = zmq.Context()
+        self.poller = zmq.Poller()
+        self.socks = []
+        self.seqs = []
+        for i in range(count):
+            s = self.ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.LINGER, 0)
+            s.setsockopt(zmq.SNDHWM, 1_000_000)
+            s.connect(address)
+            self.socks.append(s)
+            self.seqs.append(protocol.Sequence())
+            self.poller.register(s, zmq.POLLIN)
+        self.gpus = gpus
+        self.finish_after_s = finish_after_s
+        self.running: list[list[tuple[int, int, int]]] = [[] for _ in range(count)]  # (job, attempt, rank)
+        self.pending: list[tuple[float, int, tuple[int, int, int]]] = []
+        self.launches = 0
+        self._last_beat = 0.0
+        for i, s in enumerate(self.socks):
+            self.send(i, "register", node=f"n{i}", address="127.0.0.1", session=f"s{i}",
+                      gpus=[{"index": g, "type": "V100"} for g in range(gpus)], running=[])
+
+    def send(self, i: int, type_: str, **body) -> None:
+        self.socks[i].send(protocol.encode(type_, self.seqs[i].next(), **body))
+
+    def serve(self, seconds: float) -> None:
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            for sock, _ in self.poller.poll(20):
+                i = self.socks.index(sock)
+                while sock.poll(0):
+                    type_, _, body = protocol.decode(sock.recv())
+                    if type_ == "launch":
+                        self.launches += 1
+                        for r in body["ranks"]:
+                            key = (body["job"], body["attempt"], r["rank"])
+                            self.send(i, "started", job=key[0], attempt=key[1], rank=key[2])
+                            if self.finish_after_s is not None:
+                                self.pending.append((time.time() + self.finish_after_s, i, key))
+                            else:
+                                self.running[i].append(key)
+            now = time.time()
+            due = [p for p in self.pending if p[0] <= now]
+            if due:
+                self.pending = [p for p in self.pending if p[0] > now]
+                for _, i, (job, attempt, rank) in due:
+                    self.send(i, "exited", job=job, attempt=attempt, rank=rank, outcome="done", iteration=1,
+                              start_iteration=0, permanent=False, reason="")
+            if now - self._last_beat >= 0.5:
+                self._last_beat = now
+                for i in range(len(self.socks)):
+                    self.send(i, "heartbeat", running=[
+                        {"job": j, "attempt": a, "rank": r, "gpu": 0, "iteration": 1} for j, a, r in self.running[i]
+                    ])
+
+    def serve_in_background(self) -> None:
+        """Keep heartbeating from a thread (which then owns the sockets) while this one measures."""
+        import threading
+
+        self._stop = threading.Event()
+
+        def loop():
+            while not self._stop.is_set():
+                self.serve(0.2)
+
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        if getattr(self, "_thread", None) is not None:
+            self._stop.set()
+            self._thread.join(timeout=5)
+        for s in self.socks:
+            s.close()
+        self.ctx.term()
+
+
+def submitter(address: str) -> Submitter:
+    return Submitter(address, ClientSecurity(None), timeout_s=60)
+
+
+def wait_until(check, timeout: float, serve=None) -> None:
+    deadline = time.time() + timeout
+    while not check():
+        if time.time() > deadline:
+            raise TimeoutError("benchmark setup timed out")
+        if serve is not None:
+            serve(0.2)
+        else:
+            time.sleep(0.2)

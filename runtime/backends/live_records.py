@@ -1,0 +1,71 @@
+"""A live round as the journal keeps it, and back: the events and progress the backend reported
+(by job id, so that the record reads on its own) and the plans carried out. Replaying records
+through the same graph rebuilds a run exactly (runtime/journal.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.backends.base import Progress
+from runtime.types import Events, Plan
+
+
+def record_of(events: Events, progress: Progress, ids: np.ndarray, submitted: list[int]) -> dict:
+    """The round's events and progress, for the journal (`ids`: the job table's job_id column)."""
+    return {
+        "finished": [[int(ids[r]), x] for r, x in zip(events.finished.tolist(), events.finished_at.tolist())],
+        "failed": [int(ids[r]) for r in events.failed.tolist()],
+        "requeued": [int(ids[r]) for r in events.requeued.tolist()],
+        "online": None if events.online is None else np.flatnonzero(~events.online).tolist(),
+        "joined": list(events.nodes_joined),
+        "lost": list(events.nodes_lost),
+        "metrics": {str(int(ids[r])): v for r, v in events.metrics.items()},
+        "submitted": list(submitted),
+        "progress": [[int(x) for x in ids[progress.rows]], progress.done.tolist(), progress.service.tolist(),
+                     progress.run_s.tolist()],
+    }
+
+
+def plan_record(plan: Plan, ids: np.ndarray) -> dict:
+    return {
+        "launch": [int(ids[r]) for r in plan.launch_rows.tolist()],
+        "gpus": plan.launch_gpus.tolist(),
+        "counts": plan.launch_counts.tolist(),
+        "suspend": [int(ids[r]) for r in plan.suspend.tolist()],
+        "complete": [int(ids[r]) for r in getattr(plan, "complete", ())],
+    }
+
+
+def same_plan(plan: Plan, recorded: dict | None, ids: np.ndarray) -> bool:
+    if recorded is None:
+        return False
+    got = plan_record(plan, ids)
+    return all(got[key] == recorded[key] for key in ("launch", "gpus", "suspend"))
+
+
+def replayed(record: dict, now: float, jobs, n_gpus: int, submitted) -> tuple[Events, Progress]:
+    """The events and progress of a journaled round. Rows are looked up by job id: the jobs
+    named were registered in earlier rounds, whose rows replay has rebuilt identically."""
+    row = lambda job_id: jobs.row_of(int(job_id))  # noqa: E731
+    p_ids, p_done, p_service, p_run = record["progress"]
+    online = None
+    if record["online"] is not None:
+        online = np.ones(n_gpus, dtype=bool)
+        online[record["online"]] = False
+    events = Events(
+        time=now,
+        finished=[row(i) for i, _ in record["finished"]],
+        finished_at=[x for _, x in record["finished"]],
+        failed=[row(i) for i in record["failed"]],
+        requeued=[row(i) for i in record["requeued"]],
+        online=online,
+        nodes_joined=tuple(record["joined"]),
+        nodes_lost=tuple(record["lost"]),
+        metrics={row(i): v for i, v in record["metrics"].items()},
+        submitted=submitted,
+    )
+    progress = Progress(
+        np.asarray([row(i) for i in p_ids], dtype=np.int64), np.asarray(p_done, dtype=float),
+        np.asarray(p_service, dtype=float), np.asarray(p_run, dtype=float),
+    )
+    return events, progress

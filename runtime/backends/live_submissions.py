@@ -1,0 +1,90 @@
+"""Jobs submitted to a live scheduler (`roundhouse submit`): checked against the trace schema and
+the profile before the submitter is answered, journaled, and delivered to the graph's
+LiveSource at the next round boundary as a canonical trace frame."""
+
+from __future__ import annotations
+
+import shlex
+
+import polars as pl
+
+from runtime.errors import UsageError
+from runtime.journal import Journal
+
+
+class Submissions:
+    def __init__(self, world, journal: Journal):
+        self.world = world
+        self.journal = journal
+        known = {r[0] for r in journal.db.execute("SELECT job_id FROM attempts")} | journal.submission_ids()
+        self._next_id = max(known, default=-1) + 1
+
+    def accept(self, specs: list[dict], received_s: float) -> list[int]:
+        """Check the jobs and journal them (committed with the backend's next flush); returns
+        their ids. Raises a RoundhouseError that says what is wrong, accepting none."""
+        from runtime.world import prepare_jobs
+        from traces.schema import validate
+
+        rows = []
+        for spec in specs:
+            row = {}
+            for k, v in spec.items():
+                if k == "command" and isinstance(v, list):
+                    v = shlex.join(v)
+                row[k] = None if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+            rows.append(row)
+        taken = set(self.world.jobs._row_of_id) | self.journal.submission_ids()
+        ids = []
+        next_id = max(self._next_id, max(taken, default=-1) + 1)
+        for given in (r.get("job_id") for r in rows):
+            if given is None:
+                while next_id in taken:
+                    next_id += 1
+                ids.append(next_id)
+                next_id += 1
+            else:
+                try:
+                    ids.append(int(given))
+                except ValueError:
+                    raise UsageError(f"job_id {given!r} is not a whole number") from None
+                if ids[-1] in taken:
+                    raise UsageError(f"job id {ids[-1]} is already in use")
+            taken.add(ids[-1])
+        for row, job_id in zip(rows, ids):
+            row["job_id"] = str(job_id)
+        frame = _text_frame(rows)
+        checked = validate(frame.with_columns(arrival_s=pl.lit("0")), "submission")
+        prepare_jobs(checked, self.world.cluster, self.world.profile, self.world.reference_gpu, "submission")
+        self._next_id = next_id  # ids are used up only by accepted jobs
+        for spec, job_id in zip(frame.to_dicts(), ids):
+            self.journal.add_submission(job_id, spec, received_s)
+        return ids
+
+    def take(self, k: int) -> tuple[pl.DataFrame, list[int]]:
+        """The jobs accepted since the last round, now delivered in round k."""
+        pending = self.journal.pending_submissions()
+        if not pending:
+            return self.empty(), []
+        ids = [i for i, _, _ in pending]
+        self.journal.mark_delivered(ids, k)
+        return self.frame(pending), ids
+
+    def replayed(self, ids: list[int]) -> pl.DataFrame:
+        return self.frame(self.journal.submissions(ids)) if ids else self.empty()
+
+    @staticmethod
+    def frame(pending: list[tuple[int, dict, float]]) -> pl.DataFrame:
+        from traces.schema import validate
+
+        return validate(_text_frame([{**spec, "arrival_s": str(t)} for _, spec, t in pending]), "submission")
+
+    @staticmethod
+    def empty() -> pl.DataFrame:
+        return pl.DataFrame(
+            {"job_id": [], "arrival_s": [], "gpus": []}, schema={"job_id": pl.Int64, "arrival_s": pl.Float64, "gpus": pl.Int64}
+        )
+
+
+def _text_frame(rows: list[dict]) -> pl.DataFrame:
+    columns = sorted({k for r in rows for k in r})
+    return pl.DataFrame({c: [r.get(c) for r in rows] for c in columns}, schema={c: pl.String for c in columns})

@@ -1,0 +1,85 @@
+"""Run a compiled graph live: the entry point `roundhouse serve` (and `run --live`) uses, the
+counterpart of runtime/simulate.py. The same graph, the same engine; the backend is the live
+one (runtime/backends/live.py) and the clock is the wall clock."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import signal
+from pathlib import Path
+from typing import Callable
+
+from runtime.backends.live import LiveBackend, LiveOptions
+from runtime.cluster import Cluster
+from runtime.compiler import CompiledGraph
+from runtime.engine import Engine, RunResult
+from runtime.journal import Journal
+from runtime.simulate import load_cluster, load_profile
+from runtime.world import World
+
+log = logging.getLogger("roundhouse.scheduler")
+
+
+def graph_digest(graph: CompiledGraph) -> str:
+    """What identifies a graph for the journal: its settings, elements' arguments and wiring."""
+    import attrs
+
+    text = json.dumps(
+        {
+            "settings": attrs.asdict(graph.settings),
+            "elements": {name: [type(el).__name__, el.config()] for name, el in graph.elements.items()},
+            "connections": [[c.src, c.src_port, c.dst, c.dst_port] for c in graph.connections],
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def serve(
+    graph: CompiledGraph,
+    bind: str,
+    security,
+    journal_path: str | Path,
+    options: LiveOptions = LiveOptions(),
+    cluster: str | Cluster | None = None,
+    until: float | None = None,
+    on_round: Callable | None = None,
+) -> RunResult:
+    settings = graph.settings
+    world = World(load_cluster(graph, cluster), load_profile(graph), settings.reference_gpu)
+    journal = Journal(journal_path)
+    meta = {
+        "graph": str(graph.path),
+        "graph_digest": graph_digest(graph),
+        "cluster": world.cluster.describe(),
+        "round_s": float(settings.round),
+    }
+    backend = LiveBackend(world, settings.round, bind, security, journal, options, meta)
+    previous = {}
+
+    def stop(signum, frame):
+        backend.request_stop(f"stopped by {signal.Signals(signum).name}")
+
+    try:
+        for s in (signal.SIGTERM, signal.SIGINT):
+            previous[s] = signal.signal(s, stop)
+    except ValueError:  # not the main thread (tests may run a scheduler in a thread)
+        previous = {}
+    try:
+        backend.start()
+        result = Engine(graph, world, backend, until=until, on_round=on_round).run()
+        running = len(world.running_rows)
+        if running:
+            log.info(
+                "the run stopped with %d job(s) running: they keep running on their nodes; "
+                "`roundhouse serve` with the same --journal takes them back", running,
+            )
+        return result
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        backend.close()
+        journal.close()

@@ -1,0 +1,58 @@
+"""A live cluster on loopback for tests (tools/loopback.py), with the journal read as the tests
+need it. Every wait has a timeout; the fixtures' teardown calls `close()`, which kills every
+process started, by process id."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tools.loopback import Loopback, free_port  # noqa: F401  (free_port: for tests that bind themselves)
+
+# Throughputs of the example workloads on one CPU core, roughly, with several running at once
+# (only the ranking of Srtf depends on them).
+TEST_PROFILE = """model,batch_size,gpu_type,gpus,placement,iters_per_s
+ResNet-18,16,V100,1,consolidated,80
+ResNet-18,16,V100,2,consolidated,60
+LM,10,V100,1,consolidated,200
+LM,10,V100,2,consolidated,120
+Recommendation,64,V100,1,consolidated,150
+Recommendation,64,V100,2,consolidated,100
+"""
+
+
+class LiveCluster(Loopback):
+    def __init__(self, folder: Path, graph: str, files: dict[str, str] | None = None, **options):
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "graph.sched").write_text(textwrap.dedent(graph))
+        for name, text in (files or {}).items():
+            (folder / name).write_text(text)
+        super().__init__(folder, folder / "graph.sched", **options)
+
+    def wait_for(self, check, timeout: float, what: str) -> None:
+        try:
+            super().wait_for(check, timeout, what)
+        except TimeoutError as err:
+            raise AssertionError(str(err)) from None
+
+    def wait_exit(self, name: str, timeout: float) -> int:
+        try:
+            return super().wait_exit(name, timeout)
+        except TimeoutError as err:
+            raise AssertionError(str(err)) from None
+
+    def attempts(self) -> dict[int, list[tuple]]:
+        rows = self.query(
+            "SELECT job_id, attempt, start_iteration, outcome, end_iteration, checkpoint_iteration, resume "
+            "FROM attempts ORDER BY job_id, attempt"
+        )
+        out: dict[int, list[tuple]] = {}
+        for r in rows:
+            out.setdefault(r[0], []).append(r[1:])
+        return out
+
+    def exits(self) -> list[tuple]:
+        return self.query(
+            "SELECT job_id, attempt, rank, node, outcome, iteration, checkpoint_iteration FROM exits ORDER BY job_id, attempt, rank"
+        )

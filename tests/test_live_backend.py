@@ -1,0 +1,241 @@
+"""The live backend alone, driven round by round, with protocol-speaking stand-ins for agents
+(real ZeroMQ sockets on loopback; no processes)."""
+
+from __future__ import annotations
+
+import time
+
+import attrs
+import numpy as np
+import polars as pl
+import pytest
+import zmq
+
+from agents import protocol
+from agents.security import ServerSecurity
+from runtime.backends.live import LiveBackend, LiveOptions
+from runtime.cluster import Cluster
+from runtime.journal import Journal
+from runtime.types import Plan
+from runtime.world import World, prepare_jobs
+from tests.livecluster import free_port
+from traces.profiles import ProfileTable
+
+
+class FakeAgent:
+    """Speaks the agent's side of the protocol, by hand."""
+
+    def __init__(self, ctx, address: str, name: str, gpus: int = 2, kind: str = "V100"):
+        self.sock = ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(address)
+        self.name, self.gpus, self.kind = name, gpus, kind
+        self.seq = protocol.Sequence()
+        self.inbox: list[tuple[str, dict]] = []
+
+    def send(self, type_: str, **body) -> None:
+        self.sock.send(protocol.encode(type_, self.seq.next(), **body))
+
+    def register(self, running=()) -> None:
+        self.send("register", node=self.name, address="127.0.0.1", session=self.name,
+                  gpus=[{"index": i, "type": self.kind} for i in range(self.gpus)], running=list(running))
+
+    def receive(self) -> list[tuple[str, dict]]:
+        while self.sock.poll(0):
+            type_, _, body = protocol.decode(self.sock.recv())
+            self.inbox.append((type_, body))
+        got, self.inbox = self.inbox, []
+        return got
+
+    def exited(self, job, attempt, rank, outcome, iteration, checkpoint=None, permanent=False, reason=""):
+        self.send("exited", job=job, attempt=attempt, rank=rank, outcome=outcome, iteration=iteration, start_iteration=0,
+                  permanent=permanent, reason=reason, checkpoint=checkpoint,
+                  checkpoint_iteration=iteration if checkpoint else None)
+
+
+@pytest.fixture
+def live(tmp_path):
+    ctx = zmq.Context()
+    world = World(Cluster.parse("2x2:V100"), ProfileTable.load(), "V100")
+    address = f"tcp://127.0.0.1:{free_port()}"
+    journal = Journal(tmp_path / "j.sqlite")
+    # A long heartbeat timeout: the stand-in agents heartbeat only when a test says so.
+    options = LiveOptions(heartbeat_s=0.1, heartbeat_timeout_s=60.0, max_retries=1, wait_for_agents_s=0.0,
+                          checkpoint_dir=str(tmp_path / "ck"), ports=(40000, 40100))
+    backend = LiveBackend(world, 0.2, address, ServerSecurity(None), journal, options,
+                          {"graph_digest": "x", "cluster": "c", "round_s": 0.2})
+    backend.start()
+    agents = [FakeAgent(ctx, address, "a"), FakeAgent(ctx, address, "b")]
+    for a in agents:
+        a.register()
+    pump(backend)
+    yield world, backend, agents, journal
+    for a in agents:
+        a.sock.close()
+    backend.close()
+    journal.close()
+    ctx.term()
+
+
+def pump(backend, seconds: float = 0.25) -> None:
+    backend._serve(time.time() + seconds)
+
+
+def add_jobs(world, rows: list[dict]):
+    frame = pl.DataFrame(rows)
+    batch, _ = prepare_jobs(frame, world.cluster, world.profile, "V100", "test")
+    return world.add_jobs(batch)
+
+
+def round_trip(world, backend, plan: Plan):
+    """One round as the engine runs it: poll and fold, then apply the plan."""
+    events, progress = backend.poll()
+    world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
+    failed = np.isin(events.finished, events.failed)
+    world.apply_failed(events.finished[failed], events.finished_at[failed])
+    world.apply_finished(events.finished[~failed], events.finished_at[~failed])
+    world.apply_requeued(events.requeued)
+    if events.online is not None:
+        world.set_online(events.online)
+    if plan is not None:
+        world.check_plan(plan)
+        backend.apply(plan)
+        world.apply_plan(plan, backend.now)
+    return events
+
+
+def test_agents_fill_the_cluster_s_nodes_by_shape(live, tmp_path):
+    world, backend, (a, b), _ = live
+    assert [t for t, _ in a.receive()] == ["welcome"] and [t for t, _ in b.receive()] == ["welcome"]
+    ctx = zmq.Context()
+    big = FakeAgent(ctx, backend.bind, "big", gpus=4)
+    big.register()
+    pump(backend)
+    [(kind, body)] = big.receive()
+    assert kind == "error" and "no free node with 4 V100" in body["reason"]
+    big.sock.close()
+    ctx.term()
+    events = round_trip(world, backend, None)
+    assert events.online.all() and set(events.nodes_joined) == {"a", "b"}
+
+
+def test_launch_revoke_and_relaunch_from_the_checkpoint(live):
+    world, backend, agents, journal = live
+    for ag in agents:
+        ag.receive()
+    (row,) = add_jobs(world, [{"job_id": 7, "arrival_s": 0.0, "gpus": 2, "model": "LM", "iterations": 500.0}])
+    # GPUs 1 and 2: one on each node, so the job spans both agents.
+    round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[1, 2], launch_counts=[2]))
+    pump(backend)
+    got = {ag.name: ag.receive() for ag in agents}
+    (ta, la), (tb, lb) = got["a"][0], got["b"][0]
+    assert ta == tb == "launch" and la["world_size"] == 2 and la["master_port"] == lb["master_port"]
+    assert la["ranks"] == [{"rank": 0, "gpu": 1}] and lb["ranks"] == [{"rank": 1, "gpu": 0}]
+    assert la["workload"] == "agents.workloads.lstm" and la["iterations"] == 500 and la.get("resume") is None
+
+    # Progress arrives with a heartbeat; the round's poll turns it into done iterations.
+    agents[0].send("heartbeat", running=[{"job": 7, "attempt": 1, "rank": 0, "gpu": 1, "iteration": 40}])
+    pump(backend)
+    backend._now += 0.2
+    round_trip(world, backend, None)
+    assert world.jobs.column("done")[row] == 40
+
+    # Suspending: only rank 0's agent hears of it.
+    round_trip(world, backend, Plan(suspend=[row]))
+    pump(backend)
+    assert agents[0].receive() == [("revoke", {"job": 7, "attempt": 1, "kill": False, "rank": 0})]
+    assert agents[1].receive() == []
+    for rank, ag in enumerate(agents):
+        ag.exited(7, 1, rank, "preempted", 52, checkpoint="/ck/job-7/a1-i52.pt")
+    pump(backend)
+    assert [t for t, _ in agents[0].receive()] == ["ack"] and [t for t, _ in agents[1].receive()] == ["ack"]
+    round_trip(world, backend, None)
+    assert world.jobs.column("done")[row] == 52
+
+    # Relaunched on node b alone, from the checkpoint.
+    round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[2, 3], launch_counts=[2]))
+    pump(backend)
+    [(t, launch)] = agents[1].receive()
+    assert t == "launch" and launch["attempt"] == 2 and launch["resume"] == "/ck/job-7/a1-i52.pt"
+    assert launch["resume_iteration"] == 52 and [r["rank"] for r in launch["ranks"]] == [0, 1]
+    for rank in (0, 1):
+        agents[1].exited(7, 2, rank, "done", 500)
+    pump(backend)
+    events = round_trip(world, backend, None)
+    assert events.finished.tolist() == [row] and 0 <= events.finished_at[0] <= backend.now
+    rows = journal.attempts(7)
+    assert [(r.attempt, r.outcome, r.start_iteration, r.end_iteration) for r in rows] == [(1, "preempted", 0, 52), (2, "done", 52, 500)]
+
+
+def test_crashes_are_retried_then_fail_and_lost_nodes_requeue(live):
+    world, backend, agents, _ = live
+    for ag in agents:
+        ag.receive()
+    r0, r1 = add_jobs(world, [{"job_id": 1, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0},
+                              {"job_id": 2, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0}])
+    round_trip(world, backend, Plan(launch_rows=[r0, r1], launch_gpus=[0, 2], launch_counts=[1, 1]))
+    agents[0].exited(1, 1, 0, "failed", 10, reason="exit status 1")
+    pump(backend)
+    events = round_trip(world, backend, Plan(launch_rows=[r0], launch_gpus=[0], launch_counts=[1], keep=[r1]))
+    assert events.requeued.tolist() == [r0]
+    agents[0].exited(1, 2, 0, "failed", 3, reason="exit status 1")
+    pump(backend)
+    events = round_trip(world, backend, None)
+    assert events.failed.tolist() == [r0] and events.finished.tolist() == [r0]
+    assert world.jobs.column("failed")[r0] and world.unfinished == 1
+
+    # Node b falls silent: its GPUs go offline and its job waits again.
+    backend.options = attrs.evolve(backend.options, heartbeat_timeout_s=0.5)
+    deadline = time.time() + 3
+    while time.time() < deadline and backend._slots[1].online:
+        agents[0].send("heartbeat", running=[])
+        pump(backend, 0.1)
+    events = round_trip(world, backend, None)
+    assert events.requeued.tolist() == [r1] and events.nodes_lost == ("b",)
+    assert events.online.tolist() == [True, True, False, False]
+    assert world.jobs.column("status")[r1] == 0 and world.jobs.column("interruptions")[r1] == 1
+
+
+def test_lease_checks_and_bad_submissions_are_answered(live):
+    world, backend, agents, _ = live
+    (row,) = add_jobs(world, [{"job_id": 3, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0}])
+    round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[0], launch_counts=[1]))
+    ctx = zmq.Context()
+    user = FakeAgent(ctx, backend.bind, "user")
+    user.send("lease", job=3, attempt=1)
+    user.send("lease", job=3, attempt=9)
+    user.send("submit", jobs=[{"model": "Teleporter", "iterations": 5, "gpus": 1}])
+    user.send("submit", jobs=[{"job_id": 3, "model": "LM", "iterations": 5, "gpus": 1}])
+    user.send("submit", jobs=[{"model": "LM", "iterations": 5, "gpus": 9}])
+    user.send("submit", jobs=[{"model": "LM", "iterations": 5, "gpus": 1}])
+    pump(backend)
+    replies = user.receive()
+    assert replies[0] == ("lease_reply", {"job": 3, "attempt": 1, "valid": True})
+    assert replies[1] == ("lease_reply", {"job": 3, "attempt": 9, "valid": False})
+    reasons = [b["reason"] for t, b in replies[2:5]]
+    assert "not in the profile" in reasons[0] and "already in use" in reasons[1] and "9 GPU" in reasons[2]
+    assert replies[5] == ("accepted", {"job_ids": [4]})
+    events = round_trip(world, backend, None)
+    assert events.submitted["job_id"].to_list() == [4] and events.submitted["model"].to_list() == ["LM"]
+    user.sock.close()
+    ctx.term()
+
+
+def test_a_moved_job_relaunches_only_after_its_old_attempt_checkpointed(live):
+    world, backend, agents, journal = live
+    for ag in agents:
+        ag.receive()
+    (row,) = add_jobs(world, [{"job_id": 9, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 300.0}])
+    round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[0], launch_counts=[1]))
+    pump(backend)
+    assert [t for t, _ in agents[0].receive()] == ["launch"]
+    # One round suspends it and launches it on node b: a move.
+    round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[2], launch_counts=[1], suspend=[row]))
+    pump(backend)
+    assert agents[0].receive() == [("revoke", {"job": 9, "attempt": 1, "kill": False, "rank": 0})]
+    assert agents[1].receive() == []  # not before the old attempt has checkpointed
+    agents[0].exited(9, 1, 0, "preempted", 77, checkpoint="/ck/job-9/a1-i77.pt")
+    pump(backend)
+    [(t, launch)] = agents[1].receive()
+    assert t == "launch" and launch["attempt"] == 2 and launch["resume_iteration"] == 77
+    assert [(r.attempt, r.outcome, r.start_iteration) for r in journal.attempts(9)] == [(1, "preempted", 0), (2, None, 77)]

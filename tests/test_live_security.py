@@ -1,0 +1,94 @@
+"""CURVE authentication: known keys are admitted, unknown and unauthenticated peers refused and
+logged; insecure mode only on loopback."""
+
+from __future__ import annotations
+
+
+import pytest
+import zmq
+
+from agents import protocol
+from agents.security import ClientSecurity, ServerSecurity, make_keys
+from agents.submitter import SchedulerError, Submitter
+from runtime.errors import UsageError
+from tests.livecluster import LiveCluster
+from tools.cli import main
+
+GRAPH = """
+round = 1s;
+cluster = "1x2:V100";
+src :: LiveSource;
+src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
+"""
+
+
+def test_keys_command_makes_pairs_and_admits_them(tmp_path, capsys):
+    keys = tmp_path / "keys"
+    assert main(["keys", str(keys), "node-a", "alice"]) == 0
+    for name in ("scheduler.key", "scheduler.key_secret", "node-a.key", "node-a.key_secret", "alice.key_secret",
+                 "authorized/node-a.key", "authorized/alice.key"):
+        assert (keys / name).is_file(), name
+    assert not (keys / "authorized" / "scheduler.key").exists()
+    assert oct((keys / "alice.key_secret").stat().st_mode)[-3:] == "600"
+    before = (keys / "alice.key_secret").read_bytes()
+    assert main(["keys", str(keys), "alice"]) == 0  # existing pairs are kept
+    assert (keys / "alice.key_secret").read_bytes() == before
+    assert main(["keys", str(keys), "bad name"]) == 2
+    assert "bad key name" in capsys.readouterr().err
+
+
+def test_security_choices_are_explicit():
+    with pytest.raises(UsageError, match="only for loopback"):
+        ServerSecurity.choose(None, True, "tcp://0.0.0.0:5555")
+    with pytest.raises(UsageError, match="--insecure for development"):
+        ServerSecurity.choose(None, False, "tcp://127.0.0.1:5555")
+    with pytest.raises(UsageError, match="not both"):
+        ServerSecurity.choose("keys", True, "tcp://127.0.0.1:5555")
+    with pytest.raises(UsageError, match="key file not found"):
+        ServerSecurity.choose("/nonexistent", False, "tcp://127.0.0.1:5555")
+    assert ServerSecurity.choose(None, True, "tcp://127.0.0.1:5555").insecure
+    with pytest.raises(UsageError, match="only for loopback"):
+        ClientSecurity.choose(None, "x", True, "tcp://10.0.0.1:5555")
+
+
+def test_only_known_keys_get_in(tmp_path):
+    keys = tmp_path / "keys"
+    make_keys(keys, ["node-a", "alice"])
+    strangers = tmp_path / "strangers"
+    make_keys(strangers, ["mallory"])
+    (strangers / "scheduler.key").write_bytes((keys / "scheduler.key").read_bytes())  # knows the server's public key
+    cluster = LiveCluster(tmp_path / "run", GRAPH, security=("--keys", str(keys)), serve_args=("--wait-for-agents", "0s"))
+    ctx = zmq.Context()
+    try:
+        cluster.start_scheduler()
+        cluster.wait_for(lambda: "round 0 starts" in cluster.log("scheduler"), 30, "the scheduler")
+        assert "CURVE" in cluster.log("scheduler") and "INSECURE" not in cluster.log("scheduler")
+
+        cluster.start_agent("node-a", extra=("--keys", str(keys)))
+        cluster.wait_for(lambda: "node node-a registered (key node-a)" in cluster.log("scheduler"), 30, "node-a to register")
+
+        # A node whose key the scheduler does not know is refused; its agent says so and exits.
+        intruder = cluster.start_agent("mallory", gpus="2:V100", extra=("--keys", str(strangers)))
+        assert intruder.wait(timeout=30) == 2
+        assert "refused this agent" in cluster.log("mallory")
+        cluster.wait_for(lambda: "refused a peer with an unknown CURVE key" in cluster.log("scheduler"), 10, "the refusal log")
+
+        # A peer that does not even speak CURVE gets nowhere either.
+        plain = ctx.socket(zmq.DEALER)
+        plain.setsockopt(zmq.LINGER, 0)
+        plain.connect(cluster.address)
+        plain.send(protocol.encode("status", 1))
+        assert not plain.poll(1500)
+        plain.close()
+        cluster.wait_for(lambda: "refused a peer on" in cluster.log("scheduler"), 10, "the handshake refusal log")
+
+        with pytest.raises(SchedulerError, match="refused this connection"):
+            with Submitter(cluster.address, ClientSecurity(strangers, "mallory"), timeout_s=10) as client:
+                client.status()
+        with Submitter(cluster.address, ClientSecurity(keys, "alice")) as client:
+            status = client.status()
+        assert status["nodes_online"] == 1 and status.get("refused_peers", 0) >= 1
+        assert cluster.processes["scheduler"].poll() is None
+    finally:
+        ctx.term()
+        cluster.close()

@@ -1,0 +1,47 @@
+"""`roundhouse agent --scheduler ADDR`: the node agent that runs jobs on this machine's GPUs."""
+
+from __future__ import annotations
+
+import socket
+
+from runtime.errors import UsageError
+from tools.live_options import add_security, seconds, setup_logging
+
+
+def register(sub) -> None:
+    p = sub.add_parser("agent", help="run the node agent: register this node's GPUs and run the jobs it is given")
+    p.add_argument("--scheduler", required=True, metavar="ADDR", help="the scheduler's address, e.g. tcp://sched:5555")
+    p.add_argument("--name", help="this node's name (default: the host name); also the key name with --keys")
+    p.add_argument("--fake-gpus", metavar="COUNT:TYPE", help="pretend to have GPUs (e.g. 4:V100): jobs run on the CPU")
+    p.add_argument("--address", help="the address other nodes reach this one at, for multi-node jobs "
+                   "(default: 127.0.0.1 for a loopback scheduler, else the host name)")
+    p.add_argument("--workdir", help="folder for job logs and leases (default: a new temporary folder)")
+    p.add_argument("--revoke-grace", default="60s", help="time a revoked job has to checkpoint before it is terminated")
+    p.add_argument("--threads-per-gpu", type=int, default=0,
+                   help="CPU threads per job process (default: with --fake-gpus, the cores divided among the GPUs)")
+    add_security(p, "the agent reads scheduler.key and NAME.key_secret")
+    p.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    p.set_defaults(handler=agent_command)
+
+
+def agent_command(args) -> int:
+    import os
+
+    from agents.agent import Agent, find_gpus
+    from agents.security import ClientSecurity, is_loopback
+
+    setup_logging(args.log_level)
+    name = args.name or socket.gethostname().split(".")[0]
+    security = ClientSecurity.choose(args.keys, name, args.insecure, args.scheduler)
+    gpus = find_gpus(args.fake_gpus)
+    threads = args.threads_per_gpu
+    if threads < 0:
+        raise UsageError("--threads-per-gpu must be 0 or more")
+    if threads == 0 and args.fake_gpus:
+        threads = max(1, (os.cpu_count() or 1) // len(gpus))
+    address = args.address or ("127.0.0.1" if is_loopback(args.scheduler) else socket.getfqdn())
+    agent = Agent(
+        args.scheduler, name, gpus, security, address=address, workdir=args.workdir,
+        revoke_grace_s=seconds(args.revoke_grace, "--revoke-grace"), threads_per_gpu=threads,
+    )
+    return agent.run()

@@ -1,0 +1,43 @@
+"""Command-line pieces shared by the live subcommands (serve, run --live, agent, submit):
+logging, security flags and durations."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from runtime.errors import UsageError
+from runtime.values import duration_from_text
+
+
+def setup_logging(level: str = "info") -> None:
+    """Clear, timestamped lines on stderr: what a cluster operator reads."""
+    numeric = getattr(logging, level.upper(), None)
+    if not isinstance(numeric, int):
+        raise UsageError(f"--log-level: '{level}' is not one of debug, info, warning, error")
+    root = logging.getLogger("roundhouse")
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s", "%H:%M:%S"))
+        root.addHandler(handler)
+    root.setLevel(numeric)
+    root.propagate = False
+
+
+def add_security(parser, who: str) -> None:
+    parser.add_argument("--keys", metavar="DIR", help=f"CURVE key folder made by `roundhouse keys` ({who})")
+    parser.add_argument(
+        "--insecure", action="store_true", help="no authentication or encryption: loopback development only"
+    )
+
+
+def seconds(text: str | None, flag: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(duration_from_text(text))
+    except ValueError as err:
+        raise UsageError(f"{flag}: {err}") from None
+    if value < 0:
+        raise UsageError(f"{flag}: must be 0 or more")
+    return value

@@ -1,0 +1,122 @@
+"""A live cluster on this machine: a `roundhouse serve` scheduler and `roundhouse agent`s with
+fake GPUs, as real subprocesses on 127.0.0.1 (insecure mode, or CURVE with a key folder).
+
+Used by the tests, the live-fidelity reproduction and the benchmarks. Ports are picked free,
+every wait has a timeout, and `close()` stops every process it started, by process id."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Loopback:
+    def __init__(self, folder: Path, graph: Path, heartbeat: str = "0.3s", timeout: str = "3s",
+                 serve_args: tuple[str, ...] = (), security: tuple[str, ...] = ("--insecure",)):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.graph = Path(graph)
+        self.port = free_port()
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.journal_path = self.folder / "journal.sqlite"
+        base = random.randint(20000, 60000)
+        self.serve_args = [
+            "--bind", self.address, *security, "--journal", str(self.journal_path),
+            "--checkpoints", str(self.folder / "checkpoints"), "--heartbeat", heartbeat,
+            "--heartbeat-timeout", timeout, "--ports", f"{base}..{base + 500}", "--out", str(self.folder / "out"),
+            "--wait-for-agents", "20s", *serve_args,
+        ]
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    def __enter__(self) -> "Loopback":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- processes ---
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        log = open(self.folder / f"{name}.log", "ab")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tools.cli", *args], cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        log.close()
+        self.processes[name] = proc
+        return proc
+
+    def start_scheduler(self) -> subprocess.Popen:
+        return self._spawn("scheduler", ["serve", str(self.graph), *self.serve_args])
+
+    def start_agent(self, name: str, gpus: str = "2:V100", extra: tuple[str, ...] = ("--insecure",)) -> subprocess.Popen:
+        return self._spawn(
+            name,
+            ["agent", "--scheduler", self.address, "--name", name, "--fake-gpus", gpus, "--threads-per-gpu", "1",
+             "--workdir", str(self.folder / name), "--revoke-grace", "30s", *extra],
+        )
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.processes[name]
+        if proc.poll() is None:
+            proc.send_signal(sig)
+        proc.wait(timeout=30)
+
+    def close(self) -> None:
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.time() + 10
+        for proc in self.processes.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+    # --- looking in ---
+    def log(self, name: str) -> str:
+        path = self.folder / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def logs(self) -> str:
+        return "\n".join(f"===== {name} =====\n{self.log(name)[-6000:]}" for name in self.processes)
+
+    def query(self, sql: str, args=()) -> list[tuple]:
+        if not self.journal_path.exists():
+            return []
+        db = sqlite3.connect(f"file:{self.journal_path}?mode=ro", uri=True, timeout=5)
+        try:
+            return db.execute(sql, args).fetchall()
+        except sqlite3.OperationalError:
+            return []
+        finally:
+            db.close()
+
+    def wait_for(self, check, timeout: float, what: str) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if check():
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}\n{self.logs()}")
+
+    def wait_exit(self, name: str, timeout: float) -> int:
+        try:
+            return self.processes[name].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"{name} did not exit within {timeout:g}s\n{self.logs()}") from None

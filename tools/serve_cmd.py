@@ -1,0 +1,105 @@
+"""`roundhouse serve GRAPH --bind ADDR`: run a graph live, against `roundhouse agent`s on GPU
+nodes (`roundhouse run GRAPH --live ADDR` is the same)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from runtime.compiler import Override, compile_graph
+from runtime.dsl.loader import load
+from runtime.errors import UsageError
+from tools.live_options import add_security, seconds, setup_logging
+
+
+def register(sub) -> None:
+    p = sub.add_parser("serve", help="run a graph live: schedule real jobs on `roundhouse agent` nodes")
+    p.add_argument("graph", help="the .sched file")
+    p.add_argument("--bind", required=True, metavar="ADDR", help="where agents and submitters connect, e.g. tcp://0.0.0.0:5555")
+    add_live_options(p)
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
+                   help="override an element argument or a graph setting; repeatable")
+    p.add_argument("--trace", help="trace file for the graph's TraceSource elements (overrides their path)")
+    p.add_argument("--cluster", help="the cluster the agents form (default: the graph's cluster setting)")
+    p.add_argument("--until", help="stop after this long (e.g. 2h); running jobs keep running on their nodes")
+    p.add_argument("--out", help="folder for jobs.csv, summary.json and run.json when the run ends")
+    p.set_defaults(handler=serve_command)
+
+
+def add_live_options(p) -> None:
+    add_security(p, "the scheduler reads scheduler.key_secret and authorized/")
+    p.add_argument("--journal", metavar="FILE", help="SQLite journal; a restarted scheduler resumes from it "
+                   "(default: roundhouse-journal.sqlite next to --checkpoints)")
+    p.add_argument("--checkpoints", default="checkpoints", metavar="DIR",
+                   help="where jobs write checkpoints: storage every node can read (default: ./checkpoints)")
+    p.add_argument("--heartbeat", default="2s", help="agents heartbeat this often (default 2s)")
+    p.add_argument("--heartbeat-timeout", default="10s", help="an agent silent this long is lost (default 10s)")
+    p.add_argument("--retries", type=int, default=3, help="relaunch a crashed job this many times (default 3)")
+    p.add_argument("--checkpoint-every", default="60s", help="jobs also checkpoint this often; 0 for only when revoked")
+    p.add_argument("--wait-for-agents", default="30s", help="before round 0, wait this long for every node (default 30s)")
+    p.add_argument("--ports", default="29500..30000", help="rendezvous ports for multi-worker jobs (half-open range)")
+    p.add_argument("--stop-agents", action="store_true", help="tell the agents to shut down when the run ends")
+    p.add_argument("--log-level", default="info", help="debug, info, warning or error")
+
+
+def live_options(args):
+    from runtime.backends.live import LiveOptions
+
+    try:
+        lo, hi = (int(x) for x in args.ports.split(".."))
+    except ValueError:
+        raise UsageError(f"--ports {args.ports!r}: write LOW..HIGH, e.g. 29500..30000") from None
+    if not 0 < lo < hi <= 65536:
+        raise UsageError(f"--ports {args.ports!r}: need 0 < LOW < HIGH <= 65536")
+    if args.retries < 0:
+        raise UsageError("--retries must be 0 or more")
+    heartbeat = seconds(args.heartbeat, "--heartbeat")
+    timeout = seconds(args.heartbeat_timeout, "--heartbeat-timeout")
+    if not 0 < heartbeat < timeout:
+        raise UsageError("--heartbeat must be positive and shorter than --heartbeat-timeout")
+    return LiveOptions(
+        heartbeat_s=heartbeat,
+        heartbeat_timeout_s=timeout,
+        max_retries=args.retries,
+        checkpoint_every_s=seconds(args.checkpoint_every, "--checkpoint-every"),
+        checkpoint_dir=args.checkpoints,
+        ports=(lo, hi),
+        wait_for_agents_s=seconds(args.wait_for_agents, "--wait-for-agents"),
+        stop_agents=args.stop_agents,
+    )
+
+
+def serve_command(args) -> int:
+    return run_live(args, args.bind)
+
+
+def run_live(args, bind: str) -> int:
+    from agents.security import ServerSecurity
+    from runtime.serve import serve
+    from runtime.simulate import load_cluster
+    from tools.run_cmd import _print_summary, write_results
+    from rich.console import Console
+
+    setup_logging(args.log_level)
+    security = ServerSecurity.choose(args.keys, args.insecure, bind)
+    options = live_options(args)
+    until = seconds(args.until, "--until")
+    flat = load(args.graph)
+    overrides = [Override(o) for o in args.overrides]
+    if args.trace is not None:
+        sources = [d.name for d in flat.decls.values() if d.class_name == "TraceSource"]
+        if not sources:
+            raise UsageError(f"--trace: {args.graph} has no TraceSource element whose trace it could replace")
+        if not Path(args.trace).is_file():
+            raise UsageError(f"--trace: no such file: {args.trace}")
+        quoted = json.dumps(str(Path(args.trace).resolve()))
+        overrides += [Override(f"{name}.path={quoted}") for name in sources]
+    graph = compile_graph(flat, overrides)
+    cluster = load_cluster(graph, args.cluster)
+    journal = args.journal or str(Path(args.checkpoints) / "roundhouse-journal.sqlite")
+    Path(journal).parent.mkdir(parents=True, exist_ok=True)
+    result = serve(graph, bind, security, journal, options, cluster=cluster, until=until)
+    _print_summary(Console(stderr=True), graph, cluster, result)
+    if args.out:
+        write_results(Path(args.out), graph, cluster, result)
+    return 0

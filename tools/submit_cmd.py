@@ -1,0 +1,77 @@
+"""`roundhouse submit ADDR [TRACE]`: send jobs to a live scheduler (its LiveSource elements)."""
+
+from __future__ import annotations
+
+import json
+
+from runtime.errors import UsageError
+from tools.live_options import add_security, seconds, setup_logging
+
+
+def register(sub) -> None:
+    p = sub.add_parser("submit", help="submit jobs to a live scheduler, or ask for its status")
+    p.add_argument("scheduler", metavar="ADDR", help="the scheduler's address, e.g. tcp://sched:5555")
+    p.add_argument("trace", nargs="?", help="a trace file of jobs to submit (their arrival times are ignored)")
+    p.add_argument("--model", help="model of one job (e.g. ResNet-18, LM, Recommendation)")
+    p.add_argument("--iterations", type=int, help="iterations the job trains for")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs (workers) the job needs (default 1)")
+    p.add_argument("--batch-size", type=int, help="batch size per worker")
+    p.add_argument("--command", help="a command to run instead of a model's workload (quote it)")
+    p.add_argument("--duration", help="with --command: how long the job runs on the reference GPU (e.g. 10min)")
+    p.add_argument("--job-id", type=int, help="the job's id (default: the scheduler picks one)")
+    p.add_argument("--count", type=int, default=1, help="submit this many such jobs (default 1)")
+    p.add_argument("--status", action="store_true", help="print the scheduler's status and submit nothing")
+    p.add_argument("--name", default="submitter", help="key name with --keys (default: submitter)")
+    p.add_argument("--timeout", default="10s", help="how long to wait for the scheduler (default 10s)")
+    add_security(p, "reads scheduler.key and NAME.key_secret")
+    p.set_defaults(handler=submit_command)
+
+
+def submit_command(args) -> int:
+    from agents.security import ClientSecurity
+    from agents.submitter import Submitter
+
+    setup_logging("warning")
+    security = ClientSecurity.choose(args.keys, args.name, args.insecure, args.scheduler)
+    jobs = [] if args.status else jobs_from_args(args)
+    with Submitter(args.scheduler, security, seconds(args.timeout, "--timeout")) as client:
+        if args.status:
+            print(json.dumps({k: (int(v) if float(v).is_integer() else v) for k, v in client.status().items()}, indent=2))
+            return 0
+        ids = client.submit(jobs)
+    print(f"submitted {len(ids)} job(s): {', '.join(map(str, ids))}")
+    return 0
+
+
+def jobs_from_args(args) -> list[dict]:
+    if args.trace:
+        if args.model or args.command or args.iterations:
+            raise UsageError("give a trace file or --model/--command, not both")
+        from traces.formats import read_trace
+
+        frame = read_trace(args.trace).drop("arrival_s")
+        return [{k: v for k, v in row.items() if v is not None} for row in frame.to_dicts()]
+    if not args.model and not args.command:
+        raise UsageError("say what to run: a trace file, --model NAME --iterations N, or --command CMD --duration TIME")
+    if args.count < 1 or args.gpus < 1:
+        raise UsageError("--count and --gpus must be at least 1")
+    job: dict = {"gpus": args.gpus}
+    if args.model:
+        job["model"] = args.model
+        if args.iterations is None and args.duration is None:
+            raise UsageError("--model needs --iterations (or --duration)")
+    if args.iterations is not None:
+        job["iterations"] = args.iterations
+    if args.batch_size is not None:
+        job["batch_size"] = args.batch_size
+    if args.command:
+        job["command"] = args.command
+        if args.duration is None and args.iterations is None:
+            raise UsageError("--command needs --duration (how long it runs), or --model and --iterations")
+    if args.duration is not None:
+        job["duration_s"] = seconds(args.duration, "--duration")
+    if args.job_id is not None:
+        if args.count != 1:
+            raise UsageError("--job-id names one job; leave it out with --count")
+        job["job_id"] = args.job_id
+    return [dict(job) for _ in range(args.count)]
