@@ -68,6 +68,7 @@ class RoundContext:
         events: Events,
         submit: Callable[[Plan], Events],
         register: Callable[["JobBatch"], np.ndarray],
+        elements: dict | None = None,
     ):
         self._world = world
         self.settings = settings
@@ -81,12 +82,25 @@ class RoundContext:
         self.reference_gpu = world.reference_gpu
         self._submit = submit
         self._register = register
+        self._elements = elements or {}
         self.element = None  # the element being ticked (set by the engine)
 
     @property
     def holder(self) -> np.ndarray:
         """Job row holding each GPU, -1 where free (as of the start of this round)."""
         return _read_only(self._world.holder)
+
+    @property
+    def co_holder(self) -> np.ndarray | None:
+        """Space sharing: the second job row on each GPU (-1 where none), or None while no
+        pair has run."""
+        co = self._world.co_holder
+        return None if co is None else _read_only(co)
+
+    @property
+    def pairs(self):
+        """The pair-throughput table (two jobs sharing GPUs), loaded on first use."""
+        return self._world.pairs
 
     @property
     def running_rows(self) -> np.ndarray:
@@ -105,6 +119,11 @@ class RoundContext:
     def gpus_of(self, row: int) -> np.ndarray:
         """The GPU ids a running job holds (empty if it holds none)."""
         return self._world.gpus_of(int(row))
+
+    def peer(self, ref):
+        """Another element of the graph, named by an element argument (an ElementRef), for
+        elements that consult a helper element (a solver and its throughput estimator)."""
+        return self._elements[ref.name if hasattr(ref, "name") else str(ref)]
 
     def rng(self, seed: int | None = None) -> np.random.Generator:
         """A generator for the current element: its own seed, else one derived from the
