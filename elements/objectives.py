@@ -159,7 +159,7 @@ class CostMetrics(_RoundWatcher):
             "total_cost_usd": float(cost.sum()),
             "tracked_cost_usd": float(cost[rows].sum()),
         } | {f"{t}_cost_usd": float((gpu_s[:, i] * self._price[i]).sum()) for i, t in enumerate(types)}
-        return {"jobs": jobs, "summary": summary}
+        return {"costs": jobs, "cost": summary}
 
 
 @element
@@ -208,8 +208,8 @@ class SloMetrics(Element):
         ).with_columns(pl.col("finish_s").fill_nan(None)).sort("job_id")
         with_slo = int(has.sum())
         return {
-            "jobs": jobs,
-            "summary": {
+            "deadlines": jobs,
+            "slo": {
                 "jobs_with_slo": with_slo,
                 "violations": int(late.sum()),
                 "violation_pct": 100.0 * late.sum() / with_slo if with_slo else None,
@@ -272,8 +272,8 @@ class FinishTimeFairnessMetrics(Element):
         ).sort("job_id")
         stat = lambda f: float(f(rho)) if len(rho) else None  # noqa: E731
         return {
-            "jobs": jobs,
-            "summary": {
+            "rho_per_job": jobs,
+            "rho": {
                 "avg_rho": stat(np.mean),
                 "median_rho": stat(np.median),
                 "p95_rho": stat(lambda a: np.percentile(a, 95)),
@@ -326,4 +326,4 @@ class EffectiveThroughput(_RoundWatcher):
         while series.height and series["total"][-1] == 0.0:
             series = series.head(series.height - 1)
         mean = float(series["total"].mean()) if series.height else None
-        return {"series": series, "summary": {"avg_effective_throughput": mean, "rounds": series.height}}
+        return {"throughput_series": series, "throughput": {"avg_effective_throughput": mean, "rounds": series.height}}

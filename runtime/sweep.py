@@ -7,6 +7,7 @@ back in the order of the specs, whatever order they finish in.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -55,7 +56,10 @@ def run_all(specs: list[RunSpec], workers: int | None = None) -> list[RunOutcome
     workers = workers or os.cpu_count() or 1
     if workers == 1 or len(specs) <= 1:
         return [run_one(s) for s in specs]
-    with ProcessPoolExecutor(max_workers=min(workers, len(specs))) as pool:
+    # Fresh interpreters, not forks: forking a process whose polars thread pool has started can
+    # deadlock the child.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(specs)), mp_context=context) as pool:
         return list(pool.map(run_one, specs))
 
 

@@ -180,8 +180,11 @@ class Formulation:
         """Classes that can run on some column."""
         return (self.T > 0).any(axis=1)
 
-    def add_variables(self, lp) -> None:
-        self.x = lp.variables(self.c * self.k, 0.0, np.where(self.T > 0, 1.0, 0.0).ravel()).reshape(self.c, self.k)
+    def add_variables(self, lp, scaled: bool = False) -> None:
+        """Add x (and y). With `scaled`, x is a scaled allocation (Charnes-Cooper: t * X), bounded
+        by the program's own rows rather than by 1."""
+        top = np.inf if scaled else 1.0
+        self.x = lp.variables(self.c * self.k, 0.0, np.where(self.T > 0, top, 0.0).ravel()).reshape(self.c, self.k)
         if self.pairs is not None:
             q = len(self.pairs)
             usable = (self.pairs.rate_a > 0).ravel()

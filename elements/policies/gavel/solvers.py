@@ -24,7 +24,7 @@ from elements.policies.gavel.waterfill import water_fill
 from runtime.element import Element, In, Out, element, element_family
 from runtime.errors import SchedError
 from runtime.types import Active, Shares
-from runtime.values import Duration, ElementRef, non_negative, one_of, positive
+from runtime.values import Duration, ElementRef, IdRange, non_negative, one_of, positive
 
 _NO_PAIRS = (np.zeros((0, 2), dtype=np.int64), None)
 
@@ -93,6 +93,11 @@ class GavelSolver(Element):
         self._last_solve = ctx.now
         self.counters["solves"] += 1
         self.counters["solve_ms"] += (time.perf_counter() - started) * 1e3
+        return self._shares
+
+    @property
+    def allocation(self) -> Shares | None:
+        """The Shares of the last solve (for tools and tests)."""
         return self._shares
 
     def allocate(self, ctx, problem: Problem):
@@ -198,6 +203,7 @@ class MaxMinFairness(GavelSolver):
         solves: allocations computed.
         solve_ms: total time spent computing them, in milliseconds.
         classes: rows of the last program (jobs that no policy could tell apart share one).
+        objective: the last allocation's smallest weighted normalized throughput (its first level, with water filling).
         levels: water-filling levels solved (with water_filling=true).
     See also: GavelRounds, Hierarchical, FinishTimeFairness
     Paper: Gavel (OSDI'20) §4.1 (heterogeneity-aware LAS), §4.3 (water filling).
@@ -207,6 +213,7 @@ class MaxMinFairness(GavelSolver):
 
     def start(self, ctx) -> None:
         super().start(ctx)
+        self.counters["objective"] = 0.0
         if self.water_filling:
             self.counters["levels"] = 0
 
@@ -221,6 +228,8 @@ class MaxMinFairness(GavelSolver):
             self.counters["levels"] += len(filled.levels)
             if filled.values is None:
                 return _empty(problem)
+            first = filled.levels[0] * form.sf / weights
+            self.counters["objective"] = float(first[form.runnable].min())
             return self.solution(form, filled.values, class_of, problem.rows)
         lp = LinearProgram()
         form.add_variables(lp)
@@ -229,6 +238,7 @@ class MaxMinFairness(GavelSolver):
         lp.constraints(with_column(form.throughput(scale)[run], z, -1.0), lb=0.0)
         form.validity(lp)
         got = _solve_or_fail(lp, self.lp, self.name)
+        self.counters["objective"] = got.objective
         return self.solution(form, got.values, class_of, problem.rows)
 
 
@@ -302,7 +312,7 @@ class FinishTimeFairness(GavelSolver):
         form, class_of, reps = self.formulation(ctx, problem, steps, elapsed, t_iso)
         c_run = runnable[reps]
         scale = 1.0 / np.maximum(iso[reps], 1e-300)
-        lp = LinearProgram()
+        lp = LinearProgram(warm=True)  # each bisection step only moves row bounds
         form.add_variables(lp)
         normalized = form.throughput(scale)
         need_rows = lp.constraints(normalized, lb=-np.inf)
@@ -381,7 +391,7 @@ class MinMakespan(GavelSolver):
             return _empty(problem)
         eq = np.maximum(equal_share(form.T, problem.columns), 1e-300)
         unit = float(np.median((steps / eq)[run]))  # tau in units of 1 / (typical equal-share time)
-        lp = LinearProgram()
+        lp = LinearProgram(warm=True)
         form.add_variables(lp)
         tau = int(lp.variables(1, lb=0.0, obj=1.0)[0])
         normalized = form.throughput(1.0 / eq)
@@ -466,7 +476,7 @@ class _CostSolver(GavelSolver):
         if not form.runnable.any():
             return form, class_of, reps, None
         lp = LinearProgram()
-        form.add_variables(lp)
+        form.add_variables(lp, scaled=True)
         t = int(lp.variables(1, lb=0.0)[0])
         floor = min(1.0, float(problem.columns.capacity.sum()) / float(problem.sf.sum())) * (1 - 1e-6)
         time_m = form.time()
@@ -679,7 +689,8 @@ class FifoHet(GavelSolver):
 class Hierarchical(GavelSolver):
     """Hierarchical fairness: weighted fairness across entities, fairness or FIFO inside each.
 
-    Each job belongs to an entity (by default the trace's `user` column). Entity s has weight
+    Each job belongs to an entity: the first listed entity that is a range holding its job id,
+    or a name equal to its entity column (by default the trace's `user`). Entity s has weight
     w_s, shared by its jobs: in proportion to their own weights under fairness, all to the
     earliest unfrozen job under FIFO. The allocation is water-filled (§4.3): levels of
     weighted max-min LPs, a bottleneck MILP after each; a bottlenecked job is frozen and its
@@ -696,7 +707,7 @@ class Hierarchical(GavelSolver):
         placement_sensitive: give each type a consolidated and a spread column.
         estimator: a PairEstimator element that estimates unmeasured pair throughputs.
         lp: the LP solver: GLOP (simplex) or PDLP (first-order).
-        entities: entity names (values of the entity column).
+        entities: entities, each a name (a value of the entity column) or a range of job ids.
         weights: each listed entity's weight.
         policies: each listed entity's inner policy, fairness or fifo (one value applies to all).
         entity_column: the job-table column naming each job's entity.
@@ -709,7 +720,7 @@ class Hierarchical(GavelSolver):
     Paper: Gavel (OSDI'20) §4.3 and Appendix A.1 (water filling, bottleneck MILP).
     """
 
-    entities: list[str] = attrs.field(factory=list)
+    entities: list[IdRange | str] = attrs.field(factory=list)
     weights: list[float] = attrs.field(factory=list, validator=lambda i, a, v: _all_positive(v))
     policies: list[str] = attrs.field(factory=lambda: ["fairness"], validator=lambda i, a, v: _policies(v))
     entity_column: str = "user"
@@ -725,14 +736,22 @@ class Hierarchical(GavelSolver):
             raise SchedError(f"{who}: the job table has no column '{self.entity_column}' naming entities")
         self.counters["levels"] = 0
 
+    def _entities(self, ctx, rows: np.ndarray):
+        """Each job's entity index, and the names of entities not listed (weight 1)."""
+        n = len(self.entities)
+        entity = np.full(len(rows), -1, dtype=np.int64)
+        ids = ctx.jobs.column("job_id")[rows]
+        labels = np.array([None if v is None else str(v) for v in ctx.jobs.column(self.entity_column)[rows].tolist()], dtype=object)
+        for i, e in reversed(list(enumerate(self.entities))):  # the first listed match wins
+            hit = (ids >= e.start) & (ids < e.stop) if isinstance(e, IdRange) else labels == e
+            entity[hit] = i
+        extra = sorted({str(v) for v in labels[entity < 0].tolist()})
+        for j, name in enumerate(extra):
+            entity[(entity < 0) & (labels.astype(str) == name)] = n + j
+        return entity, extra
+
     def allocate(self, ctx, problem: Problem):
-        names = ctx.jobs.column(self.entity_column)[problem.rows]
-        known = {e: i for i, e in enumerate(self.entities)}
-        labels = [None if v is None else str(v) for v in names.tolist()]
-        extra = sorted({v for v in labels if v not in known}, key=str)
-        entity_names = list(self.entities) + extra
-        index = {e: i for i, e in enumerate(entity_names)}
-        entity = np.array([index[v] for v in labels], dtype=np.int64)
+        entity, extra = self._entities(ctx, problem.rows)
         entity_weight = np.array(list(self.weights) + [1.0] * len(extra), dtype=np.float64)
         inner = [self.policies[i if len(self.policies) > 1 else 0] for i in range(len(self.entities))]
         inner += [self.policies[0]] * len(extra)
