@@ -76,25 +76,35 @@ class _RoundWatcher(Element):
     def start(self, ctx) -> None:
         self._rows = np.zeros(0, dtype=np.int64)
         self._type = np.zeros(0, dtype=np.int64)
-        self._share = np.zeros(0)
+        self._partner = np.zeros(0, dtype=np.int64)
         self._service = np.zeros(0)
         self._done = np.zeros(0)
 
     def _last_round(self, ctx):
-        """(rows, GPU type, share of their GPUs, GPU-seconds, iterations) of the round just ended."""
+        """(rows, GPU type, GPU-seconds charged, iterations) of the round just ended."""
         rows = self._rows
         service = ctx.jobs.column("service")[rows] - self._service
         done = ctx.jobs.column("done")[rows] - self._done
-        return rows, self._type, self._share, service, done
+        return rows, self._type, self._gpu_seconds(service), done
 
     def _remember(self, ctx) -> None:
         rows = np.array(ctx.running_rows)
         self._rows = rows
         self._type = ctx.jobs.column("placed_type")[rows]
-        # A GPU shared by two jobs is paid for, and counted, once: half to each.
-        self._share = np.where(ctx.jobs.column("partner")[rows] >= 0, 0.5, 1.0)
+        self._partner = ctx.jobs.column("partner")[rows]
         self._service = ctx.jobs.column("service")[rows].copy()
         self._done = ctx.jobs.column("done")[rows].copy()
+
+    def _gpu_seconds(self, service: np.ndarray) -> np.ndarray:
+        """GPU-seconds each job of the last round is charged: its own, or, on a shared GPU, half
+        of the pair's (the GPUs were held as long as either job held them)."""
+        paired = self._partner >= 0
+        if not paired.any():
+            return service
+        mate = np.searchsorted(self._rows, self._partner[paired])  # running rows are sorted
+        out = service.copy()
+        out[paired] = 0.5 * np.maximum(service[paired], service[mate])
+        return out
 
 
 @element
@@ -102,7 +112,8 @@ class CostMetrics(_RoundWatcher):
     """Total cost of the run: GPU-hours held on each type at that type's hourly price.
 
     A job pays for the GPUs it holds (restore time included) at its type's price per GPU-hour;
-    two jobs sharing GPUs split them. Reports cost per job and the total, by GPU type.
+    two jobs sharing GPUs split them (paid once, for as long as either holds them). Reports
+    cost per job and the total, by GPU type.
 
     Ports:
         events: the round's events.
@@ -133,12 +144,11 @@ class CostMetrics(_RoundWatcher):
         self.counters["cost_usd"] = 0.0
 
     def tick(self, ctx, events: Events) -> None:
-        rows, gpu_type, share, service, _ = self._last_round(ctx)
+        rows, gpu_type, gpu_s, _ = self._last_round(ctx)
         if len(rows):
             n = len(ctx.jobs)
             if n > len(self._cost):
                 self._cost, self._gpu_s = _grown(self._cost, 2 * n), _grown(self._gpu_s, 2 * n)
-            gpu_s = service * share
             spent = gpu_s * self._price[gpu_type]
             np.add.at(self._cost, rows, spent)
             np.add.at(self._gpu_s, (rows, gpu_type), gpu_s)
@@ -309,7 +319,7 @@ class EffectiveThroughput(_RoundWatcher):
         self._series: list[dict] = []
 
     def tick(self, ctx, events: Events) -> None:
-        rows, _, _, _, done = self._last_round(ctx)
+        rows, _, _, done = self._last_round(ctx)
         if len(self._series) or len(rows):
             table = ctx.jobs
             work = done / table.column("reference_rate")[rows] * table.column("gpus")[rows] / ctx.round_s

@@ -24,15 +24,14 @@ def complete(matrix: np.ndarray, rank: int, mu: float = _MU, iterations: int = 6
     u = rng.normal(scale=0.1, size=(n, rank))
     v = rng.normal(scale=0.1, size=(m, rank))
     eye = mu * np.eye(rank)
+    weight = known.astype(np.float64)
     for _ in range(iterations):
-        for i in range(n):
-            w = known[i]
-            vi = v[w]
-            u[i] = np.linalg.solve(vi.T @ vi + eye, vi.T @ values[i, w])
-        for j in range(m):
-            w = known[:, j]
-            uj = u[w]
-            v[j] = np.linalg.solve(uj.T @ uj + eye, uj.T @ values[w, j])
+        # Each row's (then column's) factor is a small ridge regression on its known entries,
+        # all solved at once as a batch of rank x rank systems.
+        gram = np.einsum("ij,jk,jl->ikl", weight, v, v) + eye
+        u = np.linalg.solve(gram, ((weight * values) @ v)[:, :, None])[:, :, 0]
+        gram = np.einsum("ij,ik,il->jkl", weight, u, u) + eye
+        v = np.linalg.solve(gram, ((weight * values).T @ u)[:, :, None])[:, :, 0]
     return np.where(known, matrix, u @ v.T)
 
 
