@@ -267,3 +267,20 @@ def test_bad_arguments_are_reported(tmp_path):
         _run(tmp_path, 'MinCost(prices=["V100=2"])', _example_jobs(), "1x1:V100,1x1:K80")
     with pytest.raises(SchedError, match="no price for GPU type K80"):
         _run(tmp_path, 'MinCost(prices=["V100:2"])', _example_jobs(), "1x1:V100,1x1:K80")
+
+
+def test_placement_sensitive_columns(tmp_path):
+    """§3.1: each type twice, consolidated and spread, sharing the type's GPUs; the mechanism
+    passes the layout to the placer."""
+    profile = EXAMPLE_PROFILE + "ja,1,V100,2,consolidated,7.0\nja,1,V100,2,spread,4.0\n"
+    jobs = [dict(job_id=0, arrival_s=0.0, gpus=2, model="ja", iterations=1e6)]
+    # One 2-GPU server and two 1-GPU servers: the job can run consolidated or spread.
+    graph, result = _run(tmp_path, "MaxMinFairness(placement_sensitive=true)", jobs, "1x2:V100,2x1:V100", profile)
+    shares = graph.elements["solve"].allocation
+    assert shares.gpu_types == ("V100", "V100") and shares.placement == ("consolidated", "spread")
+    assert np.allclose(shares.fractions, [[1.0, 0.0]], atol=1e-6)  # the faster layout
+    assert result.world.jobs.column("rate")[0] == 7.0  # placed on the 2-GPU server
+    # Without a 2-GPU server only the spread column can be used.
+    graph, result = _run(tmp_path, "MaxMinFairness(placement_sensitive=true)", jobs, "4x1:V100", profile)
+    assert np.allclose(graph.elements["solve"].allocation.fractions, [[0.0, 1.0]], atol=1e-6)
+    assert result.world.jobs.column("rate")[0] == 4.0

@@ -4,8 +4,8 @@ Every experiment runs the shipped graphs (graphs/gavel-*.sched) with `--set` ove
 parallel (runtime/sweep.py), on Gavel's simulated cluster with 6-minute rounds. Like Gavel's
 simulator, multi-GPU jobs run at their consolidated throughput although the servers have one
 GPU each: the experiments use the shipped profile without its spread rows (written into the
-output folder). The full runs use a scaled-down steady-state window (jobs 1000-1499 of 2500,
-rather than Gavel's 4000-4999), which docs/reproductions.md records.
+output folder). The continuous experiments measure Gavel's steady-state window, jobs
+4000-4999, at six of its published loads per trace; `--quick` uses a small window.
 """
 
 from __future__ import annotations
@@ -56,10 +56,13 @@ def _continuous(out: Path, quick: bool, policies: dict[str, tuple[str, tuple[str
     """Runs of the continuous traces: {trace: rates}, each policy, each seed. Returns a frame
     of summaries (one row per run)."""
     profile = _profile(out)
-    jobs, window, seeds = (600, "200..400", (0,)) if quick else (2500, "1000..1500", (0, 1, 2))
+    # Gavel's window: jobs 4000-4999, measured until they finish; 7000 jobs keep the load on
+    # while the window's last jobs run. Rates are points of Gavel's sweeps (0.4 to 6 jobs/hour
+    # in steps of 0.4 for single-GPU jobs, 0.3 to 3 in steps of 0.3 for the multi-GPU mix).
+    jobs, window, seeds = (600, "200..400", (0,)) if quick else (7000, "4000..5000", (0, 1, 2))
     traces = {"single": [2.0, 5.0], "multiple": [1.0, 2.5]} if quick else {
-        "single": [1.5, 3.0, 4.5, 6.0],
-        "multiple": [0.75, 1.5, 2.25, 3.0],
+        "single": [1.2, 2.4, 3.6, 4.4, 5.2, 6.0],
+        "multiple": [0.6, 1.2, 1.8, 2.4, 2.7, 3.0],
     }
     specs = []
     for trace, rates in traces.items():
@@ -153,7 +156,7 @@ def ftf(out: Path, quick: bool) -> Report:
 def _window_note(quick: bool) -> str:
     if quick:
         return "quick: 600 jobs per run, jobs 200-399 measured, one seed, two loads per trace"
-    return "jobs 1000-1499 of 2500 measured (Gavel: 4000-4999), three seeds, four loads per trace up to Gavel's highest"
+    return "jobs 4000-4999 of 7000 measured (Gavel's window), three seeds, six of Gavel's loads per trace up to its highest"
 
 
 @experiment("gavel-makespan", "Heterogeneity-aware makespan policy vs FIFO on static traces (Fig. 19)", PAPER + " §7.3, Fig. 19")

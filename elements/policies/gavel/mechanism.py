@@ -134,6 +134,10 @@ class GavelRounds(Element):
         self._sf = table.column("gpus")[rows]
         self._col_type = np.array([cluster.type_code(t) for t in shares.gpu_types], dtype=np.int64)
         usable = np.where(self._paired[:, None], self._X > 0, table.type_rates[rows][:, self._col_type] > 0)
+        if shares.placement is not None:  # a consolidated column needs a node with enough GPUs
+            largest = np.array([cluster.node_gpus[cluster.node_type == t].max(initial=0) for t in self._col_type])
+            one_node = np.array([p == "consolidated" for p in shares.placement])
+            usable &= ~one_node[None, :] | (self._sf[:, None] <= largest[None, :])
         self._wanted = usable & ((self._X > 0) | (self.work_conserving & ~self._paired[:, None]))
         self._one_type_each = bool((self._wanted.sum(axis=1) <= 1).all())
         self._repeat = None
