@@ -118,7 +118,7 @@ def job_table(ctx, track: IdRange | None) -> pl.DataFrame:
             "duration_s": col("duration_s"),
             "status": [STATUS_NAMES[s] if not f else "failed" for s, f in zip(col("status").tolist(), failed.tolist())],
         },
-        schema_overrides={"model": pl.String},
+        schema_overrides={"model": pl.String, "status": pl.String},
     )
     # NaN marks "not yet" (not started, not finished); write those cells empty.
     return frame.with_columns(pl.col(pl.Float64).fill_nan(None)).sort("job_id")

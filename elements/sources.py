@@ -267,3 +267,37 @@ class LiveSource(Element):
 
     def next_arrival_s(self) -> float:
         return float("inf")
+
+
+@element
+class CostWorkload(_Replay):
+    """Generate Gavel's cost workload: ResNet-50 and A3C jobs with durations in days and SLOs.
+
+    Each job is a single-GPU ResNet-50 (batch size 64) or A3C, equally likely, that would run
+    0.5, 1, 2, 4 or 8 days on a V100, with an SLO (`slo_s`) of 1.2, 2 or 10 times that duration.
+    Arrivals are Poisson at `rate`, or all at time 0 without one.
+
+    Ports:
+        jobs: the jobs arriving this round.
+    Arguments:
+        jobs: how many jobs to generate.
+        rate: arrival rate (omit for all jobs at time 0).
+        seed: seed (default: derived from the graph's seed).
+        start_id: the first job id.
+    Counters:
+        arrived: jobs emitted so far.
+    See also: PoissonSource, MinCostSLO, SloMetrics
+    Paper: Gavel (OSDI'20) §7.3 (cost experiment).
+    """
+
+    jobs: int = attrs.field(default=500, validator=positive)
+    rate: Rate | None = attrs.field(default=None, validator=positive)
+    seed: int | None = attrs.field(default=None, validator=non_negative)
+    start_id: int = attrs.field(default=0, validator=non_negative)
+
+    def start(self, ctx) -> None:
+        from traces.generators import cost_workload
+
+        seed = int(ctx.rng(self.seed).integers(2**31)) if self.seed is None else self.seed
+        trace = cost_workload(self.jobs, None if self.rate is None else float(self.rate), seed, start_id=self.start_id)
+        self._load(ctx, trace, f"{self.name} (CostWorkload)")

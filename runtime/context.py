@@ -68,6 +68,7 @@ class RoundContext:
         events: Events,
         submit: Callable[[Plan], Events],
         register: Callable[["JobBatch"], np.ndarray],
+        elements: dict | None = None,
     ):
         self._world = world
         self.settings = settings
@@ -81,6 +82,7 @@ class RoundContext:
         self.reference_gpu = world.reference_gpu
         self._submit = submit
         self._register = register
+        self._elements = elements or {}
         self.element = None  # the element being ticked (set by the engine)
 
     @property
@@ -94,6 +96,18 @@ class RoundContext:
         simulation, so that placers keep their fast path."""
         world = self._world
         return None if world.all_online else _read_only(world.online)
+
+    @property
+    def co_holder(self) -> np.ndarray | None:
+        """Space sharing: the second job row on each GPU (-1 where none), or None while no
+        pair has run."""
+        co = self._world.co_holder
+        return None if co is None else _read_only(co)
+
+    @property
+    def pairs(self):
+        """The pair-throughput table (two jobs sharing GPUs), loaded on first use."""
+        return self._world.pairs
 
     @property
     def running_rows(self) -> np.ndarray:
@@ -112,6 +126,11 @@ class RoundContext:
     def gpus_of(self, row: int) -> np.ndarray:
         """The GPU ids a running job holds (empty if it holds none)."""
         return self._world.gpus_of(int(row))
+
+    def peer(self, ref):
+        """Another element of the graph, named by an element argument (an ElementRef), for
+        elements that consult a helper element (a solver and its throughput estimator)."""
+        return self._elements[ref.name if hasattr(ref, "name") else str(ref)]
 
     def rng(self, seed: int | None = None) -> np.random.Generator:
         """A generator for the current element: its own seed, else one derived from the

@@ -165,6 +165,12 @@ def element(cls: type) -> type:
     return cls
 
 
+def element_family(cls: type) -> type:
+    """Declare a base class whose configuration fields its elements share. It is not an element
+    itself (not registered); each element built on it lists the shared fields in its docstring."""
+    return attrs.define(kw_only=True, slots=False, eq=False, field_transformer=_configure_fields)(cls)
+
+
 def type_name(annotation: Any) -> str:
     """How an argument's type is written in the reference."""
     from runtime import values

@@ -99,6 +99,7 @@ class Engine:
             events,
             submit=self._submit,
             register=self._register,
+            elements=self.graph.elements,
         )
 
     def run(self) -> RunResult:

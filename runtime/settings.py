@@ -16,6 +16,7 @@ class GraphSettings:
     restore: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     cluster: str | None = None
     profile: FilePath | None = None
+    pair_profile: FilePath | None = None
     seed: int = attrs.field(default=0, validator=non_negative)
     reference_gpu: str = "V100"
 
@@ -32,6 +33,7 @@ SETTING_DOCS = {
     "restore": "simulated time a launched job spends restoring before it makes progress",
     "cluster": "the cluster: a spec file or a shorthand such as \"32x4:V100\" (--cluster overrides)",
     "profile": "the throughput profile table (default: the shipped Gavel table)",
+    "pair_profile": "throughputs of two jobs sharing GPUs, for space sharing (default: the shipped Gavel pair table)",
     "seed": "seed from which elements without their own seed derive theirs",
     "reference_gpu": "GPU type on which trace durations were measured",
 }

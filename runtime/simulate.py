@@ -48,6 +48,6 @@ def simulate(
     profile=None,
 ) -> RunResult:
     settings = graph.settings
-    world = World(load_cluster(graph, cluster), profile or load_profile(graph), settings.reference_gpu)
+    world = World(load_cluster(graph, cluster), profile or load_profile(graph), settings.reference_gpu, settings.pair_profile)
     backend = Simulator(world, settings.round, settings.checkpoint, settings.restore)
     return Engine(graph, world, backend, until=until, on_round=on_round).run()

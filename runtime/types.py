@@ -130,7 +130,9 @@ class Ranking:
 
     `gpus[i]` GPUs for `rows[i]`; `gpu_type[i]` a GPU type code or -1 for any; `batch_size[i]`
     0 for the job's own; `consolidate[i]` True to require one node, False to allow spreading
-    (None: the placer decides). `backfill`: when a job does not fit, may lower ones run?
+    (None: the placer decides). `partner[i]` the row of a job to run on the same GPUs as
+    `rows[i]` (space sharing; -1 for none; the partner has no entry of its own). `backfill`:
+    when a job does not fit, may lower ones run?
     """
 
     rows: np.ndarray = attrs.field(converter=lambda a: frozen_array(a, np.int64))
@@ -139,10 +141,11 @@ class Ranking:
     batch_size: np.ndarray | None = attrs.field(default=None)
     consolidate: np.ndarray | None = attrs.field(default=None)
     backfill: bool = True
+    partner: np.ndarray | None = attrs.field(default=None)
 
     def __attrs_post_init__(self) -> None:
         n = len(self.rows)
-        for name in ("gpus", "gpu_type", "batch_size", "consolidate"):
+        for name in ("gpus", "gpu_type", "batch_size", "consolidate", "partner"):
             value = getattr(self, name)
             if value is not None and len(value) != n:
                 raise ValueError(f"Ranking.{name} has {len(value)} entries for {n} jobs")
@@ -155,18 +158,39 @@ class Ranking:
         return cls(_EMPTY_ROWS, _EMPTY_ROWS)
 
 
+def _optional_array(dtype):
+    return lambda a: None if a is None else frozen_array(a, dtype)
+
+
 @attrs.frozen
 class Shares:
     """An allocation matrix from an optimisation policy: `fractions[i, t]` is the fraction of
-    wall-clock time job `rows[i]` should spend on GPU type `gpu_types[t]`."""
+    wall-clock time job `rows[i]` should spend on GPU type `gpu_types[t]`.
+
+    Optional parts: `placement[t]` says how column t's GPUs are laid out ("consolidated": one
+    node, "spread": one GPU per node), so that a type may appear twice (placement-sensitive
+    policies); None means either. With space sharing, `pairs[p]` holds two job rows that share
+    GPUs and `pair_fractions[p, t]` the fraction of time they should spend together on column t.
+    """
 
     rows: np.ndarray = attrs.field(converter=lambda a: frozen_array(a, np.int64))
     gpu_types: tuple[str, ...] = attrs.field(converter=tuple)
     fractions: np.ndarray = attrs.field(converter=lambda a: frozen_array(a, np.float64))
+    placement: tuple[str, ...] | None = attrs.field(default=None, converter=lambda p: None if p is None else tuple(p))
+    pairs: np.ndarray | None = attrs.field(default=None, converter=_optional_array(np.int64))
+    pair_fractions: np.ndarray | None = attrs.field(default=None, converter=_optional_array(np.float64))
 
     def __attrs_post_init__(self) -> None:
         if self.fractions.shape != (len(self.rows), len(self.gpu_types)):
             raise ValueError(f"Shares.fractions has shape {self.fractions.shape}")
+        if self.placement is not None and len(self.placement) != len(self.gpu_types):
+            raise ValueError("Shares.placement needs one entry per column")
+        if (self.pairs is None) != (self.pair_fractions is None):
+            raise ValueError("Shares.pairs and Shares.pair_fractions come together")
+        if self.pairs is not None and (
+            self.pairs.shape != (len(self.pairs), 2) or self.pair_fractions.shape != (len(self.pairs), len(self.gpu_types))
+        ):
+            raise ValueError(f"Shares.pairs has shape {self.pairs.shape} and pair_fractions {self.pair_fractions.shape}")
 
 
 @attrs.frozen
@@ -191,7 +215,8 @@ class Plan:
 
     Launch i runs job `launch_rows[i]` on `launch_counts[i]` GPUs, the next ones in
     `launch_gpus` (grouped by launch, in launch order), with batch size `launch_batch[i]`
-    (0: the job's own).
+    (0: the job's own). With space sharing, `launch_partner[i]` is the row of the job launched
+    in the same plan on exactly the same GPUs (-1: the launch has its GPUs to itself).
     """
 
     launch_rows: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
@@ -201,6 +226,7 @@ class Plan:
     keep: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
     suspend: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
     complete: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
+    launch_partner: np.ndarray | None = attrs.field(default=None, converter=_optional_array(np.int64))
     launch_starts: np.ndarray = attrs.field(init=False, repr=False, eq=False)  # where each launch's GPUs begin
 
     def __attrs_post_init__(self) -> None:
@@ -210,6 +236,8 @@ class Plan:
             raise ValueError("Plan: launch_counts must give one GPU count per launch, summing to len(launch_gpus)")
         if self.launch_batch is not None and len(self.launch_batch) != n:
             raise ValueError("Plan: launch_batch needs one entry per launch")
+        if self.launch_partner is not None and len(self.launch_partner) != n:
+            raise ValueError("Plan: launch_partner needs one entry per launch")
         object.__setattr__(self, "launch_starts", ends - self.launch_counts)
 
     @classmethod

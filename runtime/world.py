@@ -62,6 +62,7 @@ LIVE_COLUMNS: dict[str, tuple[type, object]] = {
     # how often it lost its GPUs without a plan (lost node, crashed process).
     "failed": (np.bool_, False),
     "interruptions": (np.int64, 0),
+    "partner": (np.int64, -1),  # row of the job sharing this job's GPUs (space sharing), -1 none
 }
 
 
@@ -305,12 +306,16 @@ class JobTable:
 class World:
     """The cluster, the job table, which job holds which GPU, and the clock's totals."""
 
-    def __init__(self, cluster: Cluster, profile, reference_gpu: str = "V100"):
+    def __init__(self, cluster: Cluster, profile, reference_gpu: str = "V100", pairs=None):
         self.cluster = cluster
         self.profile = profile
         self.reference_gpu = reference_gpu
+        self._pairs = pairs  # the pair table, or where to load it from when a pair first runs
         self.jobs = JobTable(len(cluster.gpu_types))
         self.holder = np.full(cluster.n_gpus, -1, dtype=np.int64)  # job row per GPU, -1 free
+        # Second job per GPU (space sharing); None until a plan first launches a pair, so that
+        # runs without pairs never touch it.
+        self.co_holder: np.ndarray | None = None
         self.running_rows = np.zeros(0, dtype=np.int64)  # sorted
         self.unfinished = 0
         self.busy_gpu_s = 0.0
@@ -322,7 +327,18 @@ class World:
         self.all_online = True
 
     def gpus_of(self, row: int) -> np.ndarray:
+        if self.co_holder is not None:
+            return np.flatnonzero((self.holder == row) | (self.co_holder == row))
         return np.flatnonzero(self.holder == row)
+
+    @property
+    def pairs(self):
+        """The pair-throughput table (space sharing), loaded on first use."""
+        from traces.pairs import PairTable
+
+        if not isinstance(self._pairs, PairTable):
+            self._pairs = PairTable.load(self._pairs)
+        return self._pairs
 
     # --- arrivals ---
     def add_jobs(self, batch: JobBatch) -> np.ndarray:
@@ -378,11 +394,7 @@ class World:
         cols = self.jobs._cols
         cols["status"][rows] = FINISHED
         cols["finish_s"][rows] = times
-        cols["held"][rows] = 0
-        cols["rate"][rows] = 0.0
-        cols["placed_type"][rows] = -1
-        self.holder[isin_rows(self.holder, rows)] = -1
-        self.running_rows = without(self.running_rows, rows)
+        self._release(rows)
         self.unfinished -= len(rows)
         self.last_finish_s = max(self.last_finish_s, float(times.max()))
 
@@ -398,13 +410,21 @@ class World:
         rows = rows[cols["status"][rows] == RUNNING] if len(rows) else rows
         if not len(rows):
             return
-        self.holder[isin_rows(self.holder, rows)] = -1
         cols["status"][rows] = PENDING
+        cols["interruptions"][rows] += 1
+        self._release(rows)
+
+    def _release(self, rows: np.ndarray) -> None:
+        """These jobs stop running (their status already says how): their GPUs are free, and
+        a space-sharing partner that stays keeps its GPUs to itself."""
+        cols = self.jobs._cols
         cols["held"][rows] = 0
         cols["rate"][rows] = 0.0
         cols["placed_type"][rows] = -1
-        cols["interruptions"][rows] += 1
+        self.holder[isin_rows(self.holder, rows)] = -1
         self.running_rows = without(self.running_rows, rows)
+        if self.co_holder is not None:
+            self._leave_shared_gpus(rows)
 
     def apply_metrics(self, metrics) -> None:
         """Store the latest metrics jobs reported (loss, iteration time, ...) as float columns
@@ -452,19 +472,51 @@ class World:
         ordered = np.sort(rows)
         if (ordered[1:] == ordered[:-1]).any():
             raise PlanError(f"plan launches job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
-        per_gpu = np.bincount(gpus, minlength=n_gpus)
+        first = np.ones(len(rows), dtype=bool)  # launches that count towards a GPU's occupancy
+        if plan.launch_partner is not None:
+            first = self._check_partners(plan)
+        counted = gpus if first.all() else gpus[np.repeat(first, counts)]
+        per_gpu = np.bincount(counted, minlength=n_gpus)
         if per_gpu.max() > 1:
             raise PlanError(f"plan puts two jobs (or one twice) on GPU {int(np.argmax(per_gpu))}")
         if not self.all_online and not self.online[gpus].all():
             off = gpus[~self.online[gpus]][0]
             raise PlanError(f"plan puts job {self._job(np.repeat(rows, counts)[gpus == off][0])} on GPU {off}, which is offline")
-        holders = self.holder[gpus]
-        ok = (holders < 0) | isin_rows(holders, suspend)
-        if not ok.all():
-            owner = np.repeat(rows, counts)[~ok][0]
-            raise PlanError(
-                f"plan puts job {self._job(owner)} on GPU {gpus[~ok][0]}, which job {self._job(holders[~ok][0])} holds"
+        for holder in (self.holder, self.co_holder):
+            if holder is None:
+                continue
+            holders = holder[gpus]
+            ok = (holders < 0) | isin_rows(holders, suspend)
+            if not ok.all():
+                owner = np.repeat(rows, counts)[~ok][0]
+                raise PlanError(
+                    f"plan puts job {self._job(owner)} on GPU {gpus[~ok][0]}, which job {self._job(holders[~ok][0])} holds"
+                )
+
+    def _check_partners(self, plan: Plan) -> np.ndarray:
+        """Space sharing: each launch with a partner names a job launched in the same plan on
+        exactly the same GPUs, which names it back. Returns which launches come first in their
+        pair (the other shares its GPUs)."""
+        rows, partner, counts, starts = plan.launch_rows, plan.launch_partner, plan.launch_counts, plan.launch_starts
+        paired = np.flatnonzero(partner >= 0)
+        first = np.ones(len(rows), dtype=bool)
+        if not len(paired):
+            return first
+        position = {int(r): i for i, r in enumerate(rows.tolist())}
+        for i in paired.tolist():
+            j = position.get(int(partner[i]))
+            if j is None or partner[j] != rows[i] or j == i:
+                raise PlanError(
+                    f"plan launches job {self._job(rows[i])} to share GPUs with job {self._job(partner[i])}, "
+                    "which is not launched in the same plan as its partner"
+                )
+            same = counts[i] == counts[j] and np.array_equal(
+                plan.launch_gpus[starts[i] : starts[i] + counts[i]], plan.launch_gpus[starts[j] : starts[j] + counts[j]]
             )
+            if not same:
+                raise PlanError(f"plan launches jobs {self._job(rows[i])} and {self._job(rows[j])} as partners on different GPUs")
+            first[max(i, j)] = False
+        return first
 
     def _check_complete(self, complete: np.ndarray) -> np.ndarray:
         """Checks the plan's completions; returns those of running jobs."""
@@ -566,15 +618,24 @@ class World:
         suspend = plan.suspend
         if len(plan.complete):
             self.complete(plan.complete, now)
+        paired = plan.launch_partner is not None and bool((plan.launch_partner >= 0).any())
+        if paired:
+            rates = self._pair_rates(plan, rates)
+            if self.co_holder is None:
+                self.co_holder = np.full(self.cluster.n_gpus, -1, dtype=np.int64)
         if len(suspend):
-            self.holder[isin_rows(self.holder, suspend)] = -1
             cols["status"][suspend] = PENDING
-            cols["held"][suspend] = 0
-            cols["rate"][suspend] = 0.0
-            cols["placed_type"][suspend] = -1
             cols["preemptions"][suspend] += 1
-        if len(rows):
+            self._release(suspend)
+        if paired:
+            second = ~self._check_partners(plan)
+            per_gpu = np.repeat(second, counts)
+            self.holder[gpus[~per_gpu]] = np.repeat(rows[~second], counts[~second])
+            self.co_holder[gpus[per_gpu]] = np.repeat(rows[second], counts[second])
+            cols["partner"][rows] = plan.launch_partner
+        elif len(rows):
             self.holder[gpus] = np.repeat(rows, counts)
+        if len(rows):
             cols["status"][rows] = RUNNING
             cols["rate"][rows] = rates
             cols["held"][rows] = counts
@@ -586,5 +647,59 @@ class World:
             cols["launches"][rows] += 1
             first = rows[np.isnan(cols["first_start_s"][rows])]
             cols["first_start_s"][first] = now
-        self.running_rows = merged(without(self.running_rows, suspend), rows)
+        self.running_rows = merged(self.running_rows, rows)
         return Events(time=now, launched=rows, suspended=suspend)
+
+    # --- space sharing (only once a plan has launched a pair) ---
+    def _pair_rates(self, plan: Plan, rates: np.ndarray) -> np.ndarray:
+        """Launch throughputs with each paired launch at its pair throughput (the pair table's
+        entry for the two models on that GPU type and count)."""
+        cols = self.jobs._cols
+        rows, partner, starts = plan.launch_rows, plan.launch_partner, plan.launch_starts
+        idx = np.flatnonzero(partner >= 0)
+        position = {int(r): i for i, r in enumerate(rows.tolist())}
+        other = np.array([position[int(p)] for p in partner[idx].tolist()], dtype=np.int64)
+        types = self.cluster.gpu_type[plan.launch_gpus[starts[idx]]]
+        rates = rates.copy()
+        models, batch = cols["model"], cols["batch_size"]
+        for t in np.unique(types).tolist():
+            sel = idx[types == t]
+            mates = other[types == t]
+            a, b = rows[sel], rows[mates]
+            ra, _ = self.pairs.rates(models[a], batch[a], models[b], batch[b], self.cluster.gpu_types[t], plan.launch_counts[sel])
+            bad = ~(ra > 0)
+            if bad.any():
+                i = int(sel[bad][0])
+                j = int(mates[bad][0])
+                what = "has no entry for" if np.isnan(ra[bad][0]) else "says cannot share:"
+                raise PlanError(
+                    f"plan launches jobs {self._job(rows[i])} ({models[rows[i]]}) and {self._job(rows[j])} ({models[rows[j]]}) "
+                    f"on the same {plan.launch_counts[i]} {self.cluster.gpu_types[t]} GPU(s), but the pair table {what} that pair"
+                )
+            rates[sel] = ra
+        return rates
+
+    def _leave_shared_gpus(self, rows: np.ndarray) -> None:
+        """Jobs that stop running (finished or suspended) leave their GPUs: a partner that
+        stays gets its GPUs to itself, at its own throughput from the next round on."""
+        cols = self.jobs._cols
+        co = self.co_holder
+        co[isin_rows(co, rows)] = -1
+        lone = (self.holder < 0) & (co >= 0)
+        self.holder[lone] = co[lone]
+        co[lone] = -1
+        mates = cols["partner"][rows]
+        cols["partner"][rows] = -1
+        survivors = mates[mates >= 0]
+        survivors = survivors[cols["status"][survivors] == RUNNING]
+        survivors = survivors[cols["partner"][survivors] >= 0]
+        if len(survivors):
+            cols["partner"][survivors] = -1
+            gpus = [self.gpus_of(int(r)) for r in survivors]
+            alone = Plan(
+                launch_rows=survivors,
+                launch_gpus=np.concatenate(gpus),
+                launch_counts=[len(g) for g in gpus],
+                launch_batch=cols["batch_used"][survivors],
+            )
+            cols["rate"][survivors] = self.launch_rates(alone)

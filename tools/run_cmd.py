@@ -118,6 +118,7 @@ def _hours(seconds) -> str:
 
 def _print_summary(console: Console, graph, cluster, result) -> None:
     for name, report in result.reports.items():
+        _print_objectives(console, name, report)
         summary = report.get("summary")
         if summary is None:
             continue
@@ -147,6 +148,19 @@ def _print_summary(console: Console, graph, cluster, result) -> None:
         console.print(
             "note: models not in the profile progress at one unit per second: " + ", ".join(sorted(result.world.unknown_models))
         )
+
+
+def _print_objectives(console: Console, name: str, report: dict) -> None:
+    """Sinks other than JobMetrics (cost, SLOs, fairness, ...) report flat dicts of numbers."""
+    for key, value in report.items():
+        if key == "summary" or not isinstance(value, dict):
+            continue
+        table = Table(title=f"{name} · {key}", show_header=False)
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for k, v in value.items():
+            table.add_row(k, "—" if v is None else (f"{v:,.4g}" if isinstance(v, float) else str(v)))
+        console.print(table)
 
 
 def write_results(out: Path, graph, cluster, result) -> None:

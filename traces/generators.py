@@ -226,3 +226,34 @@ def loss_curves(
     # threshold no later than `converge_at` (a hair slower would miss it).
     speed = np.ceil(speed_for(start, final, threshold, converge_at) * 1000.0) / 1000.0
     return {"loss_start": start, "loss_final": final, "loss_speed": speed}
+
+
+# Gavel's cost experiment (OSDI'20 §7.3): ResNet-50 and A3C jobs, each running a whole number of
+# days on a V100, with an SLO a fixed multiple of that duration.
+COST_MODELS: tuple[tuple[str, int], ...] = (("ResNet-50", 64), ("A3C", 4))
+COST_DURATION_DAYS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0)
+COST_SLO_FACTORS: tuple[float, ...] = (1.2, 2.0, 10.0)
+
+
+def cost_workload(jobs: int, rate_per_s: float | None, seed: int, start_id: int = 0) -> pl.DataFrame:
+    """Gavel's cost workload: single-GPU ResNet-50 (batch 64) and A3C jobs, equally likely, each
+    lasting 0.5, 1, 2, 4 or 8 days on a V100 and with an SLO of 1.2, 2 or 10 times that duration
+    (all uniform). Arrivals are Poisson at `rate_per_s`, or all at time 0 when it is None.
+    The ResNet-50 batch size is our choice: the paper names none."""
+    arrival_rng, model_rng, duration_rng, slo_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
+    arrivals = np.zeros(jobs) if rate_per_s is None else poisson_arrivals(jobs, rate_per_s, arrival_rng)
+    picked = model_rng.integers(0, len(COST_MODELS), size=jobs)
+    duration = 86400.0 * np.asarray(COST_DURATION_DAYS)[duration_rng.integers(0, len(COST_DURATION_DAYS), size=jobs)]
+    factor = np.asarray(COST_SLO_FACTORS)[slo_rng.integers(0, len(COST_SLO_FACTORS), size=jobs)]
+    frame = pl.DataFrame(
+        {
+            "job_id": np.arange(start_id, start_id + jobs, dtype=np.int64),
+            "arrival_s": np.round(arrivals, TIME_DECIMALS),
+            "gpus": np.ones(jobs, dtype=np.int64),
+            "duration_s": duration,
+            "model": pl.Series([COST_MODELS[i][0] for i in picked.tolist()], dtype=pl.String),
+            "batch_size": np.array([COST_MODELS[i][1] for i in picked.tolist()], dtype=np.int64),
+            "slo_s": duration * factor,
+        }
+    )
+    return validate(frame, "<generated>")

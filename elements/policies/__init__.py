@@ -3,3 +3,4 @@ Ranking (or, for optimisation policies, Shares)."""
 
 from elements.policies import fifo, las, srtf  # noqa: F401
 from elements.policies import optimus, themis, tiresias  # noqa: F401
+from elements.policies import gavel  # noqa: F401

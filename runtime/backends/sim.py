@@ -61,7 +61,10 @@ class Simulator:
         still hold their GPUs)."""
         now = self._now
         if self.checkpoint_s > 0 and len(plan.suspend):
-            self._gpu_free_at[isin_rows(self.world.holder, plan.suspend)] = now + self.checkpoint_s
+            freed = isin_rows(self.world.holder, plan.suspend)
+            if self.world.co_holder is not None:  # space sharing: a GPU's second job checkpoints too
+                freed |= isin_rows(self.world.co_holder, plan.suspend)
+            self._gpu_free_at[freed] = now + self.checkpoint_s
         if len(plan.launch_rows):
             free_at = np.maximum.reduceat(self._gpu_free_at[plan.launch_gpus], plan.launch_starts)
             self._ready_rows = plan.launch_rows

@@ -1,0 +1,339 @@
+"""Sinks for policy objectives: cost, SLO violations, finish-time fairness, effective throughput.
+
+JobMetrics (sinks.py) reports completion times; the sinks here measure what the optimisation
+policies (Gavel's cost, SLO, finish-time-fairness and hierarchical policies) aim at. Each watches
+the world round by round (the running jobs, their GPU types and progress) and reports per-job
+tables and a summary at the end of the run.
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+import polars as pl
+
+from runtime.element import Element, In, element
+from runtime.types import Events
+from runtime.values import IdRange
+from runtime.world import FINISHED
+
+# Hourly on-demand prices per GPU on Google Cloud in 2020, as the Gavel notes assume (the paper
+# gives none): an assumption, not a measurement. Override with `prices=[...]`.
+GCP_2020_PRICES = ["V100:2.48", "P100:1.46", "K80:0.45"]
+
+
+def parse_prices(values) -> dict[str, float]:
+    """`["V100:2.48", ...]` as {"V100": 2.48, ...}; ValueError naming the bad entry."""
+    out: dict[str, float] = {}
+    for item in values:
+        name, sep, number = str(item).partition(":")
+        try:
+            price = float(number)
+        except ValueError:
+            price = None
+        if not sep or not name.strip() or price is None or not price >= 0:
+            raise ValueError(f"each price must be written \"TYPE:DOLLARS_PER_GPU_HOUR\" (e.g. \"V100:2.48\"), got {item!r}")
+        out[name.strip()] = price
+    return out
+
+
+def slo_deadlines(ctx, rows: np.ndarray) -> np.ndarray:
+    """Each job's deadline in seconds: arrival + slo_s; else arrival + slo_factor times its
+    isolated duration on the reference type (Gavel's SLO factor, from a Gavel trace); else inf."""
+    table = ctx.jobs
+    arrival = table.column("arrival_s")[rows]
+    slo = table.column("slo_s")[rows]
+    deadline = np.where(np.isfinite(slo), arrival + slo, np.inf)
+    if table.has_column("slo_factor"):
+        factor = table.column("slo_factor")[rows].astype(np.float64)
+        isolated = table.column("work")[rows] / table.column("reference_rate")[rows]
+        deadline = np.where(np.isfinite(deadline), deadline, np.where(np.isfinite(factor), arrival + factor * isolated, np.inf))
+    return deadline
+
+
+def _grown(a: np.ndarray, n: int) -> np.ndarray:
+    """`a` with at least `n` rows, new rows zero."""
+    if len(a) >= n:
+        return a
+    out = np.zeros((n,) + a.shape[1:], dtype=a.dtype)
+    out[: len(a)] = a
+    return out
+
+
+def _tracked(ctx, track: IdRange | None) -> np.ndarray:
+    ids = ctx.jobs.column("job_id")
+    rows = np.arange(len(ids))
+    return rows if track is None else rows[(ids >= track.start) & (ids < track.stop)]
+
+
+class _RoundWatcher(Element):
+    """Remembers which jobs ran in the round just begun (type, GPU share) and, one tick later,
+    how much GPU time and work they got in it."""
+
+    category = "sink"
+    inputs = (In("events", Events, multi=True),)
+
+    def start(self, ctx) -> None:
+        self._rows = np.zeros(0, dtype=np.int64)
+        self._type = np.zeros(0, dtype=np.int64)
+        self._partner = np.zeros(0, dtype=np.int64)
+        self._service = np.zeros(0)
+        self._done = np.zeros(0)
+
+    def _last_round(self, ctx):
+        """(rows, GPU type, GPU-seconds charged, iterations) of the round just ended."""
+        rows = self._rows
+        service = ctx.jobs.column("service")[rows] - self._service
+        done = ctx.jobs.column("done")[rows] - self._done
+        return rows, self._type, self._gpu_seconds(service), done
+
+    def _remember(self, ctx) -> None:
+        rows = np.array(ctx.running_rows)
+        self._rows = rows
+        self._type = ctx.jobs.column("placed_type")[rows]
+        self._partner = ctx.jobs.column("partner")[rows]
+        self._service = ctx.jobs.column("service")[rows].copy()
+        self._done = ctx.jobs.column("done")[rows].copy()
+
+    def _gpu_seconds(self, service: np.ndarray) -> np.ndarray:
+        """GPU-seconds each job of the last round is charged: its own, or, on a shared GPU, half
+        of the pair's (the GPUs were held as long as either job held them)."""
+        paired = self._partner >= 0
+        if not paired.any():
+            return service
+        mate = np.searchsorted(self._rows, self._partner[paired])  # running rows are sorted
+        out = service.copy()
+        out[paired] = 0.5 * np.maximum(service[paired], service[mate])
+        return out
+
+
+@element
+class CostMetrics(_RoundWatcher):
+    """Total cost of the run: GPU-hours held on each type at that type's hourly price.
+
+    A job pays for the GPUs it holds (restore time included) at its type's price per GPU-hour;
+    two jobs sharing GPUs split them (paid once, for as long as either holds them). Reports
+    cost per job and the total, by GPU type.
+
+    Ports:
+        events: the round's events.
+    Arguments:
+        prices: hourly price per GPU of each type, as "TYPE:DOLLARS" (default: 2020 GCP on-demand, an assumption).
+        track: job ids to report (half-open range); all jobs if omitted (the total counts all jobs).
+    Counters:
+        cost_usd: dollars spent so far.
+    See also: MinCost, MinCostSLO, SloMetrics
+    Paper: Gavel (OSDI'20) §4.2 (cost policies) and §7.3 (cost experiment).
+    """
+
+    prices: list[str] = attrs.field(factory=lambda: list(GCP_2020_PRICES), validator=lambda i, a, v: parse_prices(v))
+    track: IdRange | None = attrs.field(default=None)
+
+    def start(self, ctx) -> None:
+        super().start(ctx)
+        given = parse_prices(self.prices)
+        types = ctx.cluster.gpu_types
+        missing = [t for t in types if t not in given]
+        if missing:
+            from runtime.errors import SchedError
+
+            raise SchedError(f"{self.name} (CostMetrics): no price for GPU type {', '.join(missing)}")
+        self._price = np.array([given[t] for t in types]) / 3600.0  # dollars per GPU-second
+        self._cost = np.zeros(1024)
+        self._gpu_s = np.zeros((1024, len(types)))
+        self.counters["cost_usd"] = 0.0
+
+    def tick(self, ctx, events: Events) -> None:
+        rows, gpu_type, gpu_s, _ = self._last_round(ctx)
+        if len(rows):
+            n = len(ctx.jobs)
+            if n > len(self._cost):
+                self._cost, self._gpu_s = _grown(self._cost, 2 * n), _grown(self._gpu_s, 2 * n)
+            spent = gpu_s * self._price[gpu_type]
+            np.add.at(self._cost, rows, spent)
+            np.add.at(self._gpu_s, (rows, gpu_type), gpu_s)
+            self.counters["cost_usd"] += float(spent.sum())
+        self._remember(ctx)
+
+    def finish(self, ctx) -> dict:
+        rows = _tracked(ctx, self.track)
+        n = len(ctx.jobs)
+        self._cost, self._gpu_s = _grown(self._cost, n), _grown(self._gpu_s, n)
+        cost, gpu_s = self._cost[:n], self._gpu_s[:n]
+        types = ctx.cluster.gpu_types
+        jobs = pl.DataFrame(
+            {"job_id": ctx.jobs.column("job_id")[rows], "cost_usd": cost[rows]}
+            | {f"{t}_gpu_h": gpu_s[rows, i] / 3600.0 for i, t in enumerate(types)}
+        ).sort("job_id")
+        summary = {
+            "total_cost_usd": float(cost.sum()),
+            "tracked_cost_usd": float(cost[rows].sum()),
+        } | {f"{t}_cost_usd": float((gpu_s[:, i] * self._price[i]).sum()) for i, t in enumerate(types)}
+        return {"costs": jobs, "cost": summary}
+
+
+@element
+class SloMetrics(Element):
+    """SLO violations: jobs that finished after their deadline (or have not finished by it).
+
+    A job's deadline is its arrival plus its `slo_s`, or plus `slo_factor` times its isolated
+    duration on the reference type (Gavel's traces); jobs without either have no SLO.
+
+    Ports:
+        events: the round's events.
+    Arguments:
+        track: job ids to report (half-open range); all jobs if omitted.
+    Counters:
+        violations: jobs that finished after their deadline so far.
+    See also: MinCostSLO, CostMetrics, JobMetrics
+    Paper: Gavel (OSDI'20) §4.2 (SLOs) and §7.3 (cost experiment: SLO violations).
+    """
+
+    category = "sink"
+    inputs = (In("events", Events, multi=True),)
+
+    track: IdRange | None = attrs.field(default=None)
+
+    def start(self, ctx) -> None:
+        self.counters["violations"] = 0
+
+    def tick(self, ctx, events: Events) -> None:
+        if len(events.finished):
+            late = events.finished_at > slo_deadlines(ctx, events.finished) + 1e-9
+            self.counters["violations"] += int(late.sum())
+
+    def finish(self, ctx) -> dict:
+        rows = _tracked(ctx, self.track)
+        deadline = slo_deadlines(ctx, rows)
+        finish = ctx.jobs.column("finish_s")[rows]
+        has = np.isfinite(deadline)
+        late = has & ~(np.nan_to_num(finish, nan=np.inf) <= deadline + 1e-9)
+        jobs = pl.DataFrame(
+            {
+                "job_id": ctx.jobs.column("job_id")[rows][has],
+                "deadline_s": deadline[has],
+                "finish_s": finish[has],
+                "violated": late[has],
+            }
+        ).with_columns(pl.col("finish_s").fill_nan(None)).sort("job_id")
+        with_slo = int(has.sum())
+        return {
+            "deadlines": jobs,
+            "slo": {
+                "jobs_with_slo": with_slo,
+                "violations": int(late.sum()),
+                "violation_pct": 100.0 * late.sum() / with_slo if with_slo else None,
+            },
+        }
+
+
+@element
+class FinishTimeFairnessMetrics(Element):
+    """Finish-time fairness rho per job: its completion time over the time it would take alone
+    on a 1/n share of the cluster.
+
+    n is the average number of jobs in the system over the job's lifetime (arrival to finish);
+    the 1/n share gives the job each type's GPUs in proportion (at most its own GPU count), at
+    its profiled throughputs. rho < 1: the job did better than its fair share; rho > 1: worse.
+
+    Ports:
+        events: the round's events.
+    Arguments:
+        track: job ids to report (half-open range); all jobs if omitted.
+    Counters:
+        none
+    See also: FinishTimeFairness, JobMetrics
+    Paper: Gavel (OSDI'20) §4.2 and Fig. 10 (FTF); Themis (NSDI'20) §3 (finish-time fairness).
+    """
+
+    category = "sink"
+    inputs = (In("events", Events, multi=True),)
+
+    track: IdRange | None = attrs.field(default=None)
+
+    def start(self, ctx) -> None:
+        self._times = [ctx.now]
+        self._area = [0.0]  # integral over time of the number of jobs in the system
+        self._in_system = 0
+
+    def tick(self, ctx, events: Events) -> None:
+        self._area.append(self._area[-1] + (ctx.now - self._times[-1]) * self._in_system)
+        self._times.append(ctx.now)
+        self._in_system = len(ctx.jobs) - int(np.count_nonzero(ctx.jobs.column("status") == FINISHED))
+
+    def finish(self, ctx) -> dict:
+        rows = _tracked(ctx, self.track)
+        table = ctx.jobs
+        arrival, finish = table.column("arrival_s")[rows], table.column("finish_s")[rows]
+        done = np.isfinite(finish)
+        rows, arrival, finish = rows[done], arrival[done], finish[done]
+        times, area = np.array(self._times), np.array(self._area)
+        span = np.maximum(finish - arrival, 1e-9)
+        n_avg = np.maximum((np.interp(finish, times, area) - np.interp(arrival, times, area)) / span, 1.0)
+        rates = table.type_rates[rows]
+        capacity = np.asarray(ctx.cluster.gpus_by_type, dtype=np.float64)
+        sf = table.column("gpus")[rows].astype(np.float64)
+        share = capacity[None, :] / n_avg[:, None] / sf[:, None]
+        share = share / np.maximum(share.sum(axis=1, keepdims=True), 1.0)
+        isolated = table.column("work")[rows] / np.maximum((rates * share).sum(axis=1), 1e-300)
+        rho = (finish - arrival) / isolated
+        jobs = pl.DataFrame(
+            {"job_id": table.column("job_id")[rows], "jct_s": finish - arrival, "isolated_s": isolated, "avg_jobs": n_avg, "rho": rho}
+        ).sort("job_id")
+        stat = lambda f: float(f(rho)) if len(rho) else None  # noqa: E731
+        return {
+            "rho_per_job": jobs,
+            "rho": {
+                "avg_rho": stat(np.mean),
+                "median_rho": stat(np.median),
+                "p95_rho": stat(lambda a: np.percentile(a, 95)),
+                "max_rho": stat(np.max),
+                "unfair_pct": stat(lambda a: 100.0 * np.mean(a > 1.0)),
+            },
+        }
+
+
+@element
+class EffectiveThroughput(_RoundWatcher):
+    """Effective throughput of the cluster over time, in reference-GPU equivalents.
+
+    Each round, every job contributes the work it did (iterations over its isolated throughput on
+    the reference type, times its GPU count): how many reference GPUs running it at full speed
+    would have done the same. Reports the time average and a per-round series, in total and,
+    with `by`, per value of a job column (e.g. per user or entity).
+
+    Ports:
+        events: the round's events.
+    Arguments:
+        by: a job-table column to break the series down by (e.g. "user").
+    Counters:
+        none
+    See also: Hierarchical, MaxThroughput, JobMetrics
+    Paper: Gavel (OSDI'20) §7.4 and Fig. 11 (effective throughput of hierarchical policies).
+    """
+
+    by: str | None = None
+
+    def start(self, ctx) -> None:
+        super().start(ctx)
+        self._series: list[dict] = []
+
+    def tick(self, ctx, events: Events) -> None:
+        rows, _, _, done = self._last_round(ctx)
+        if len(self._series) or len(rows):
+            table = ctx.jobs
+            work = done / table.column("reference_rate")[rows] * table.column("gpus")[rows] / ctx.round_s
+            point = {"time_s": ctx.now - ctx.round_s, "total": float(work.sum())}
+            if self.by is not None and len(rows):
+                groups = table.column(self.by)[rows]
+                for g in sorted({str(v) for v in groups.tolist()}):
+                    point[g] = float(work[np.array([str(v) == g for v in groups.tolist()])].sum())
+            self._series.append(point)
+        self._remember(ctx)
+
+    def finish(self, ctx) -> dict:
+        series = pl.DataFrame(self._series).fill_null(0.0) if self._series else pl.DataFrame({"time_s": [], "total": []})
+        while series.height and series["total"][-1] == 0.0:
+            series = series.head(series.height - 1)
+        mean = float(series["total"].mean()) if series.height else None
+        return {"throughput_series": series, "throughput": {"avg_effective_throughput": mean, "rounds": series.height}}

@@ -1,0 +1,9 @@
+"""Gavel (OSDI'20): heterogeneity-aware policies as optimisation problems, realized by rounds.
+
+solvers.py holds the policies (Active -> Shares, LPs on OR-Tools), waterfill.py the water
+filling of hierarchical policies, formulation.py and lp.py the shared program machinery,
+mechanism.py the round-based mechanism (Shares -> Ranking with a GPU type per entry),
+placement.py its placer, estimator.py the pair-throughput estimator.
+"""
+
+from elements.policies.gavel import estimator, mechanism, placement, solvers  # noqa: F401

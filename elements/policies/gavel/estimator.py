@@ -1,0 +1,187 @@
+"""Throughput estimation for pairs that were never measured (Gavel §3.3)."""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from runtime.element import Element, In, element
+from runtime.types import Active
+from runtime.values import FilePath, non_negative, positive
+
+_MU = 1e-2  # PMF regularization (Gavel's value)
+
+
+def complete(matrix: np.ndarray, rank: int, mu: float = _MU, iterations: int = 60, seed: int = 0) -> np.ndarray:
+    """Low-rank completion of a matrix with NaN for missing entries (probabilistic matrix
+    factorization by alternating least squares): minimize the squared error on the known entries
+    plus mu times the squared norms of the factors. Known entries are kept as they are."""
+    known = ~np.isnan(matrix)
+    values = np.where(known, matrix, 0.0)
+    n, m = matrix.shape
+    rank = max(1, min(rank, n, m))
+    rng = np.random.default_rng(seed)
+    u = rng.normal(scale=0.1, size=(n, rank))
+    v = rng.normal(scale=0.1, size=(m, rank))
+    eye = mu * np.eye(rank)
+    weight = known.astype(np.float64)
+    for _ in range(iterations):
+        # Each row's (then column's) factor is a small ridge regression on its known entries,
+        # all solved at once as a batch of rank x rank systems.
+        gram = np.einsum("ij,jk,jl->ikl", weight, v, v) + eye
+        u = np.linalg.solve(gram, ((weight * values) @ v)[:, :, None])[:, :, 0]
+        gram = np.einsum("ij,ik,il->jkl", weight, u, u) + eye
+        v = np.linalg.solve(gram, ((weight * values).T @ u)[:, :, None])[:, :, 0]
+    return np.where(known, matrix, u @ v.T)
+
+
+@element
+class PairEstimator(Element):
+    """Estimate space-sharing throughputs of job pairs nobody measured, from reference jobs (§3.3).
+
+    Each new job is profiled against reference job configurations: sharing a GPU with each,
+    on each type, it runs at some fraction of its isolated speed (its fingerprint). Entries not
+    profiled (a fraction `1 - profiled` of them, or pairs reality cannot say) are filled by
+    low-rank matrix completion together with the references' own pairwise fingerprints, and the
+    job is matched to the reference whose fingerprint is nearest (cosine distance). A pair's
+    estimated throughput is the matched references' pair throughput, relative to their isolated
+    speed, times each job's isolated speed. Pairs in the `known` table, and pairs of job
+    configurations that have already run together (measured online), use measured values.
+    A solver uses it through its `estimator` argument.
+
+    Ports:
+        active: admitted, unfinished jobs (fingerprinted as they arrive).
+    Arguments:
+        references: how many reference job configurations (single-GPU ones from the profile).
+        profiled: fraction of fingerprint entries measured; the rest are completed.
+        rank: rank of the matrix completion.
+        known: a pair-throughput table the scheduler has measured in advance (default: none).
+        seed: seed for which entries are profiled (default: derived from the graph's seed).
+    Counters:
+        fingerprinted: jobs matched to a reference.
+        estimated: pair throughputs estimated (per job pair and type asked).
+        measured: job-configuration pairs seen running together so far.
+    See also: MaxMinFairness, GavelRounds
+    Paper: Gavel (OSDI'20) §3.3 and §7.6 (Fig. 14); Quasar (ASPLOS'14) for the method.
+    """
+
+    category = "solver"
+    inputs = (In("active", Active),)
+
+    references: int = attrs.field(default=26, validator=positive)
+    profiled: float = attrs.field(default=1.0, validator=non_negative)
+    rank: int = attrs.field(default=10, validator=positive)
+    known: FilePath | None = None
+    seed: int | None = attrs.field(default=None, validator=non_negative)
+
+    def start(self, ctx) -> None:
+        from traces.pairs import PairTable
+
+        self._rng = ctx.rng(self.seed)
+        self._known = PairTable.load(self.known) if self.known is not None else None
+        profile, reality = ctx.profile, ctx.pairs
+        self._types = list(ctx.cluster.gpu_types)
+        self._refs = profile.configs(1)[: self.references]
+        refs = self._refs
+        self._ref_iso = np.array([[profile.rate(m, b, t, 1) or 0.0 for t in self._types] for m, b in refs])
+        # The references' fingerprints, profiled offline: R[i, t, j] = speed of reference i with
+        # reference j on type t, relative to i alone.
+        R = np.zeros((len(refs), len(self._types), len(refs)))
+        for t, name in enumerate(self._types):
+            for i, (mi, bi) in enumerate(refs):
+                got_a, _ = reality.rates([mi] * len(refs), bi, [m for m, _ in refs], [b for _, b in refs], name, 1)
+                R[i, t] = np.nan_to_num(got_a, nan=0.0) / max(self._ref_iso[i, t], 1e-300)
+        self._R = np.clip(R, 0.0, 1.0)
+        self._match: dict[int, int] = {}  # job row -> reference index
+        self._by_config: dict[tuple, int] = {}
+        self._measured: dict[tuple, tuple[float, float]] = {}
+        self.counters.update(fingerprinted=0, estimated=0, measured=0)
+
+    def tick(self, ctx, active: Active) -> None:
+        self.reference_of(ctx, active.rows)
+        self._observe(ctx)
+
+    # --- for solvers ---
+    def reference_of(self, ctx, rows: np.ndarray) -> np.ndarray:
+        """The reference configuration each job is matched to (fingerprinting new ones)."""
+        out = np.empty(len(rows), dtype=np.int64)
+        for i, r in enumerate(rows.tolist()):
+            got = self._match.get(r)
+            if got is None:
+                got = self._match[r] = self._fingerprint(ctx, r)
+            out[i] = got
+        return out
+
+    def pair_rates(self, ctx, rows_a: np.ndarray, rows_b: np.ndarray, gpu_type: str, gpus) -> tuple[np.ndarray, np.ndarray]:
+        """Each job's throughput when the pair shares `gpus` GPUs of `gpu_type`: measured where
+        known, estimated otherwise (NaN: the type is not in the cluster)."""
+        table = ctx.jobs
+        models, batch = table.column("model"), table.column("batch_size")
+        gpus = np.broadcast_to(np.asarray(gpus), (len(rows_a),))
+        ra, rb = np.full(len(rows_a), np.nan), np.full(len(rows_a), np.nan)
+        if gpu_type not in self._types:
+            return ra, rb
+        if self._known is not None:
+            ra, rb = self._known.rates(models[rows_a], batch[rows_a], models[rows_b], batch[rows_b], gpu_type, gpus)
+        t = self._types.index(gpu_type)
+        ref_a, ref_b = self.reference_of(ctx, rows_a), self.reference_of(ctx, rows_b)
+        iso = table.type_rates
+        for i in np.flatnonzero(np.isnan(ra)).tolist():
+            a, b = int(rows_a[i]), int(rows_b[i])
+            key = (models[a], int(batch[a]), models[b], int(batch[b]), gpu_type, int(gpus[i]))
+            seen = self._measured.get(key)
+            if seen is not None:
+                ra[i], rb[i] = seen
+                continue
+            self.counters["estimated"] += 1
+            ra[i] = self._R[ref_a[i], t, ref_b[i]] * iso[a, t]
+            rb[i] = self._R[ref_b[i], t, ref_a[i]] * iso[b, t]
+        return ra, rb
+
+    # --- inside ---
+    def _fingerprint(self, ctx, row: int) -> int:
+        table = ctx.jobs
+        model, batch = table.column("model")[row], int(table.column("batch_size")[row])
+        refs, types = self._refs, self._types
+        if model is None:
+            return 0
+        iso = np.array([ctx.profile.rate(model, batch, t, 1) or 0.0 for t in types])
+        mask = self._rng.random((len(types), len(refs))) < self.profiled
+        cache_key = (model, batch) if mask.all() else None
+        if cache_key is not None and cache_key in self._by_config:
+            self.counters["fingerprinted"] += 1
+            return self._by_config[cache_key]
+        row_vec = np.full((len(types), len(refs)), np.nan)
+        for t, name in enumerate(types):
+            got, _ = ctx.pairs.rates([model] * len(refs), batch, [m for m, _ in refs], [b for _, b in refs], name, 1)
+            row_vec[t] = got / max(iso[t], 1e-300)
+        row_vec[~mask] = np.nan
+        matrix = np.vstack([self._R.reshape(len(refs), -1), row_vec.reshape(1, -1)])
+        filled = np.clip(complete(matrix, self.rank), 0.0, 1.0)[-1]
+        refs_flat = self._R.reshape(len(refs), -1)
+        norms = np.linalg.norm(refs_flat, axis=1) * max(np.linalg.norm(filled), 1e-300)
+        similarity = refs_flat @ filled / np.maximum(norms, 1e-300)
+        match = int(np.argmax(similarity))
+        if cache_key is not None:
+            self._by_config[cache_key] = match
+        self.counters["fingerprinted"] += 1
+        return match
+
+    def _observe(self, ctx) -> None:
+        """Pairs running now were measured: remember their speeds by job configuration."""
+        running = ctx.running_rows
+        if not len(running) or ctx.co_holder is None:
+            return
+        table = ctx.jobs
+        partner = table.column("partner")[running]
+        paired = running[partner >= 0]
+        if not len(paired):
+            return
+        models, batch, rate = table.column("model"), table.column("batch_size"), table.column("rate")
+        placed, gpus = table.column("placed_type"), table.column("gpus")
+        for a in paired.tolist():
+            b = int(table.column("partner")[a])
+            key = (models[a], int(batch[a]), models[b], int(batch[b]), self._types[placed[a]], int(gpus[a]))
+            if key not in self._measured:
+                self._measured[key] = (float(rate[a]), float(rate[b]))
+                self.counters["measured"] += 1

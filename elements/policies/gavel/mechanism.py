@@ -1,0 +1,286 @@
+"""Gavel's round-based scheduling mechanism (§5): realize an allocation X round by round."""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from runtime.element import Element, In, Out, element
+from runtime.types import Ranking, Shares
+from runtime.values import non_negative, one_of
+from runtime.world import FINISHED
+
+@element
+class GavelRounds(Element):
+    """Gavel's round-based mechanism: run, each round, the jobs furthest behind their allocation.
+
+    For every job (and, with space sharing, every pair of jobs) and GPU type, it tracks the time
+    received since the last reset, as a fraction f of all time given out on that type; the
+    priority is X / f (no share: 0), so an entry that has had less than its share comes first. Each round it visits one queue per GPU type, fastest type
+    first (or in a shuffled order, for the heterogeneity-agnostic baseline), entries sorted by
+    priority, then deficit, then allocation, and greedily takes each entry that fits in the
+    type's GPUs left and whose jobs are not taken yet (Algorithm 1). When the solver hands over
+    a new allocation (after jobs arrive or finish, at most once per solver interval), the times
+    restart at half a round and what each entry was owed (X times the elapsed time, minus what
+    it got) is added to its deficit, the tie-breaker. Jobs that arrived since the last solve
+    wait for the next one. The output ranking names a GPU type (and, for placement-sensitive
+    shares, a layout, and for pairs a partner) for every entry; GavelPlacer carries it out.
+
+    Ports:
+        shares: the allocation (time fractions per job, or pair, and GPU type).
+        ranking: the entries to run this round, each with its GPU type.
+    Arguments:
+        order: fastest (visit GPU types fastest first) or shuffled (a random order every round).
+        work_conserving: let a job with no share of a type use its GPUs when no entry with a share wants them (Gavel's FIFO does not).
+        seed: seed for the shuffled order (default: derived from the graph's seed).
+    Counters:
+        resets: allocations received (each restarts the time fractions).
+        scheduled: entries chosen in the last round.
+        pairs: pair entries chosen in the last round.
+        idle_gpus: GPUs left without a job in the last round.
+    See also: MaxMinFairness, GavelPlacer, Hierarchical
+    Paper: Gavel (OSDI'20) §5 (round-based mechanism, Algorithm 1) and its scheduler.py.
+    """
+
+    category = "mechanism"
+    inputs = (In("shares", Shares),)
+    outputs = (Out("ranking", Ranking),)
+
+    order: str = attrs.field(default="fastest", validator=one_of("fastest", "shuffled"))
+    work_conserving: bool = True
+    seed: int | None = attrs.field(default=None, validator=non_negative)
+
+    def start(self, ctx) -> None:
+        self._rng = ctx.rng(self.seed)
+        self._shares: Shares | None = None
+        self._last_reset = ctx.now
+        self._row_deficit = np.zeros((1024, 0))
+        self._pair_deficit: dict[tuple[int, int], np.ndarray] = {}
+        # Entries of the current allocation: job rows, partners (-1), X, time received, deficit.
+        self._rows = np.zeros(0, dtype=np.int64)
+        self._partner = np.zeros(0, dtype=np.int64)
+        self._X = np.zeros((0, 0))
+        self._time = np.zeros((0, 0))
+        self._deficit = np.zeros((0, 0))
+        self._given = np.zeros(0)  # time given out per column since the last reset
+        self._any_pairs = False
+        self._repeat = None
+        # What was handed to the placer last round, to account for the time it received.
+        self._ran = np.zeros(0, dtype=np.int64)
+        self._ran_col = np.zeros(0, dtype=np.int64)
+        self._ran_run_s = np.zeros(0)
+        self._ran_partner_run_s = np.zeros(0)
+        self.counters.update(resets=0, scheduled=0, pairs=0, idle_gpus=0)
+
+    def tick(self, ctx, shares: Shares) -> Ranking:
+        self._account(ctx)
+        if shares is not self._shares:
+            self._reset(ctx, shares)
+        return self._schedule(ctx)
+
+    # --- bookkeeping ---
+    def _account(self, ctx) -> None:
+        """Credit the entries that ran last round with the time they held their GPUs."""
+        if not len(self._ran):
+            return
+        run_s = ctx.jobs.column("run_s")
+        got = run_s[self._rows[self._ran]] - self._ran_run_s
+        if self._any_pairs:
+            partner = self._partner[self._ran]
+            mate = run_s[np.maximum(partner, 0)] - self._ran_partner_run_s
+            got = np.where(partner >= 0, np.maximum(got, mate), got)
+        np.add.at(self._time, (self._ran, self._ran_col), got)
+        np.add.at(self._given, self._ran_col, got)
+        self._ran = self._ran[:0]
+
+    def _reset(self, ctx, shares: Shares) -> None:
+        """A new allocation: settle what each entry was owed into its deficit, restart times."""
+        elapsed = ctx.now - self._last_reset
+        k = len(shares.gpu_types)
+        if self._shares is not None and len(self._rows) and self._X.shape[1] == k:
+            owed = self._X * elapsed - (self._time - ctx.round_s / 2)
+            single = self._partner < 0
+            self._row_deficit = _grown(self._row_deficit, len(ctx.jobs), k)
+            self._row_deficit[self._rows[single]] += owed[single]
+            for i in np.flatnonzero(~single).tolist():
+                key = (int(self._rows[i]), int(self._partner[i]))
+                self._pair_deficit[key] = self._pair_deficit.get(key, 0.0) + owed[i]
+        self._row_deficit = _grown(self._row_deficit, len(ctx.jobs), k)
+        rows, X = shares.rows, shares.fractions
+        partner = np.full(len(rows), -1, dtype=np.int64)
+        deficit = self._row_deficit[rows]
+        if shares.pairs is not None and len(shares.pairs):
+            pairs = shares.pairs
+            rows = np.concatenate([rows, pairs[:, 0]])
+            partner = np.concatenate([partner, pairs[:, 1]])
+            X = np.vstack([X, shares.pair_fractions])
+            zero = np.zeros(k)
+            deficit = np.vstack([deficit, np.array([self._pair_deficit.get((int(a), int(b)), zero) for a, b in pairs.tolist()])])
+        self._shares = shares
+        self._rows, self._partner, self._X = rows, partner, np.asarray(X)
+        self._deficit = deficit
+        # Times restart at half a round (Gavel's choice), so every fraction is positive and
+        # the priority X / f is finite: X times all time given out on the type, over own time.
+        self._time = np.full(self._X.shape, ctx.round_s / 2)
+        self._given = np.full(k, ctx.round_s / 2 * len(rows))
+        self._last_reset = ctx.now
+        self._ran = self._ran[:0]
+        self.counters["resets"] += 1
+
+        # What stays fixed until the next allocation.
+        table, cluster = ctx.jobs, ctx.cluster
+        self._paired = partner >= 0
+        self._any_pairs = bool(self._paired.any())
+        self._sf = table.column("gpus")[rows]
+        self._col_type = np.array([cluster.type_code(t) for t in shares.gpu_types], dtype=np.int64)
+        usable = np.where(self._paired[:, None], self._X > 0, table.type_rates[rows][:, self._col_type] > 0)
+        if shares.placement is not None:  # a consolidated column needs a node with enough GPUs
+            largest = np.array([cluster.node_gpus[cluster.node_type == t].max(initial=0) for t in self._col_type])
+            one_node = np.array([p == "consolidated" for p in shares.placement])
+            usable &= ~one_node[None, :] | (self._sf[:, None] <= largest[None, :])
+        self._wanted = usable & ((self._X > 0) | (self.work_conserving & ~self._paired[:, None]))
+        self._one_type_each = bool((self._wanted.sum(axis=1) <= 1).all())
+        self._repeat = None
+        self._alive = np.ones(len(rows), dtype=bool)
+        self._update_alive(ctx)
+        placements = shares.placement
+        by_type = []
+        for t in range(len(cluster.gpu_types)):
+            cols = np.flatnonzero(self._col_type == t)
+            if placements is not None:  # consolidated before spread
+                cols = cols[np.argsort([placements[c] != "consolidated" for c in cols], kind="stable")]
+            by_type.append(cols.tolist())
+        self._cols_of_type = by_type
+        self._fastest = self._fastest_first(ctx, shares)
+        self._consolidated = None if placements is None else np.array([p == "consolidated" for p in placements])
+
+    def _update_alive(self, ctx) -> None:
+        """Entries whose jobs have all not finished."""
+        status = ctx.jobs.column("status")
+        alive = status[self._rows] != FINISHED
+        if self._any_pairs:
+            alive &= ~self._paired | (status[np.maximum(self._partner, 0)] != FINISHED)
+        self._alive = alive
+        self._wanted_alive = self._wanted & alive[:, None]
+        self._wanting = int(self._wanted_alive.any(axis=1).sum())
+
+    def _fastest_first(self, ctx, shares: Shares) -> np.ndarray:
+        """Physical GPU types, fastest first: by the jobs' mean throughput relative to their best."""
+        n_types = len(ctx.cluster.gpu_types)
+        rates = ctx.jobs.type_rates[shares.rows] if len(shares.rows) else np.ones((1, n_types))
+        relative = rates / np.maximum(rates.max(axis=1, keepdims=True), 1e-300)
+        return np.argsort(-relative.mean(axis=0), kind="stable")
+
+    # --- Algorithm 1 ---
+    def _schedule(self, ctx) -> Ranking:
+        if self._shares is None or not len(self._rows):
+            self.counters.update(scheduled=0, pairs=0, idle_gpus=int(ctx.cluster.n_gpus))
+            return Ranking.empty()
+        if len(ctx.events.finished):
+            self._update_alive(ctx)
+            self._repeat = None
+        rows, partner, X, sf = self._rows, self._partner, self._X, self._sf
+        if self._repeat is not None:
+            # Last round every entry that wanted GPUs got them, each could use only one type, and
+            # nothing has changed since: the same entries run again (priorities cannot matter).
+            ranking, picked = self._repeat
+            self._ran_run_s = ctx.jobs.column("run_s")[rows[picked]]
+            return ranking
+        priority = X * (self._given / self._time)
+        types = self._rng.permutation(len(self._cols_of_type)) if self.order == "shuffled" else self._fastest
+        left = np.array(ctx.cluster.gpus_by_type, dtype=np.int64)
+        taken = np.zeros(len(ctx.jobs), dtype=bool)  # job rows given GPUs this round
+        chosen, chosen_col = [], []
+        any_taken = False
+        for t in types.tolist():
+            for c in self._cols_of_type[t]:
+                if left[t] <= 0:
+                    break
+                ok = self._wanted_alive[:, c]
+                if any_taken:
+                    ok = ok & ~taken[rows]
+                    if self._any_pairs:
+                        ok &= ~self._paired | ~taken[np.maximum(partner, 0)]
+                cand = np.flatnonzero(ok)
+                if not len(cand):
+                    continue
+                if self._any_pairs or int(sf[cand].sum()) > left[t]:  # (when all fit, order does not matter)
+                    cand = cand[np.lexsort((cand, -X[cand, c], -self._deficit[cand, c], -priority[cand, c]))]
+                picked, left[t] = _greedy(cand, sf, partner, rows, taken, int(left[t]), self._any_pairs)
+                if len(picked):
+                    chosen.append(picked)
+                    chosen_col.append(np.full(len(picked), c, dtype=np.int64))
+                    any_taken = True
+
+        picked = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
+        cols = np.concatenate(chosen_col) if chosen_col else np.zeros(0, dtype=np.int64)
+        run_s = ctx.jobs.column("run_s")
+        self._ran, self._ran_col = picked, cols
+        self._ran_run_s = run_s[rows[picked]]
+        if self._any_pairs:
+            self._ran_partner_run_s = run_s[np.maximum(partner[picked], 0)]
+        self.counters["scheduled"] = len(picked)
+        self.counters["pairs"] = int(self._paired[picked].sum()) if self._any_pairs else 0
+        self.counters["idle_gpus"] = int(left.sum())
+        ranking = Ranking(
+            rows=rows[picked],
+            gpus=sf[picked],
+            gpu_type=self._col_type[cols],
+            consolidate=None if self._consolidated is None else self._consolidated[cols],
+            backfill=False,
+            partner=partner[picked] if self._any_pairs else None,
+        )
+        if self._one_type_each and not self._any_pairs and len(picked) == self._wanting:
+            self._repeat = (ranking, picked)
+        return ranking
+
+
+def _greedy(cand, sf, partner, rows, taken, left: int, with_pairs: bool):
+    """Algorithm 1 on one type's queue (already in priority order): take each entry whose GPU
+    count fits in what is left and whose jobs are not taken yet. Marks the jobs in `taken`;
+    returns (entries taken, GPUs left)."""
+    if not with_pairs:
+        sizes = sf[cand]
+        ends = np.cumsum(sizes)
+        if ends[-1] <= left:  # everyone fits
+            taken[rows[cand]] = True
+            return cand, left - int(ends[-1])
+        fit = int(np.searchsorted(ends, left, side="right"))  # the first `fit` entries all fit
+        picked = list(cand[:fit])
+        left -= int(ends[fit - 1]) if fit else 0
+        if left > 0 and fit < len(cand):
+            for i in cand[fit:][sizes[fit:] <= left].tolist():
+                if sf[i] <= left:
+                    picked.append(i)
+                    left -= int(sf[i])
+                    if left == 0:
+                        break
+        picked = np.asarray(picked, dtype=np.int64)
+        taken[rows[picked]] = True
+        return picked, left
+    picked = []
+    for i in cand.tolist():
+        if sf[i] > left:
+            continue
+        a, b = rows[i], partner[i]
+        if taken[a] or (b >= 0 and taken[b]):
+            continue
+        picked.append(i)
+        taken[a] = True
+        if b >= 0:
+            taken[b] = True
+        left -= int(sf[i])
+        if left == 0:
+            break
+    return np.asarray(picked, dtype=np.int64), left
+
+
+def _grown(a: np.ndarray, n: int, k: int) -> np.ndarray:
+    """`a` with at least n rows and exactly k columns (new cells zero)."""
+    if a.shape[1] != k:
+        a = np.zeros((max(len(a), n), k))
+    if len(a) >= n:
+        return a
+    out = np.zeros((max(n, 2 * len(a)), k))
+    out[: len(a)] = a
+    return out

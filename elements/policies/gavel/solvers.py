@@ -1,0 +1,796 @@
+"""Gavel's scheduling policies as optimisation problems over the allocation matrix X (§4, Table 1).
+
+Each solver turns the pool's active jobs into Shares: the fraction of time each job (and, with
+space sharing, each pair of jobs) should spend on each GPU type. The LPs are solved with
+OR-Tools' GLOP (or PDLP), the bottleneck MILP of water filling with SCIP. Every solver has a
+heterogeneity-aware mode and the agnostic baseline the paper compares against (every GPU type
+as fast as the reference type), and re-solves when jobs arrive or finish, at most once per
+`interval` (Gavel's 1,920 s in simulation); in between it hands on the same Shares, and the
+mechanism (GavelRounds) realizes them round by round.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import attrs
+import numpy as np
+
+from elements.objectives import parse_prices, slo_deadlines
+from elements.policies.gavel.formulation import Columns, Formulation, classes, equal_share, job_throughputs, pair_block
+from elements.policies.gavel.lp import LinearProgram, with_column
+from elements.policies.gavel.waterfill import water_fill
+from runtime.element import Element, In, Out, element, element_family
+from runtime.errors import SchedError
+from runtime.types import Active, Shares
+from runtime.values import Duration, ElementRef, IdRange, non_negative, one_of, positive
+
+_NO_PAIRS = (np.zeros((0, 2), dtype=np.int64), None)
+
+
+@attrs.frozen
+class Problem:
+    """What a solver needs to know about the active jobs, one entry per job (in pool order)."""
+
+    rows: np.ndarray
+    columns: Columns
+    T: np.ndarray  # the policy's view of throughput on each column (aware: measured; agnostic: reference)
+    sf: np.ndarray  # GPUs each job asks for (Gavel's scale factor)
+    weight: np.ndarray
+    reference: np.ndarray  # isolated throughput on the reference GPU type
+    remaining: np.ndarray  # iterations left
+    arrival: np.ndarray
+    now: float
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+@element_family
+class GavelSolver(Element):
+    """Shared machinery: when to re-solve, the throughput matrix, classes, space-sharing pairs."""
+
+    category = "solver"
+    inputs = (In("active", Active),)
+    outputs = (Out("shares", Shares),)
+
+    aware: bool = True
+    interval: Duration = attrs.field(default=Duration(1920.0), validator=non_negative)
+    space_sharing: bool = False
+    placement_sensitive: bool = False
+    estimator: ElementRef | None = None
+    lp: str = attrs.field(default="GLOP", validator=one_of("GLOP", "PDLP"))
+
+    # Space sharing: keep a pair on a type only if together the two do more than time slicing.
+    pair_threshold = 1.0
+
+    def start(self, ctx) -> None:
+        if self.space_sharing and not self.aware:
+            raise SchedError(f"{self.name} ({type(self).__name__}): space_sharing=true needs the heterogeneity-aware mode (aware=true)")
+        self._columns = Columns.of(ctx.cluster, self.placement_sensitive)
+        self._shares: Shares | None = None
+        self._solved_rows = np.zeros(0, dtype=np.int64)
+        self._last_solve = -math.inf
+        self.counters.update(solves=0, solve_ms=0.0, classes=0)
+
+    def tick(self, ctx, active: Active) -> Shares:
+        rows = active.rows
+        if self._shares is not None:
+            unchanged = len(rows) == len(self._solved_rows) and np.array_equal(rows, self._solved_rows)
+            if unchanged or ctx.now - self._last_solve < float(self.interval) - 1e-9:
+                return self._shares
+        started = time.perf_counter()
+        if len(rows):
+            fractions, pairs, pair_fractions = self.allocate(ctx, self.problem(ctx, active))
+        else:
+            fractions, pairs, pair_fractions = np.zeros((0, self._columns.k)), None, None
+        names = tuple(ctx.cluster.gpu_types[t] for t in self._columns.gpu_type)
+        if pairs is not None and not len(pairs):
+            pairs = pair_fractions = None
+        self._shares = Shares(rows, names, fractions, self._columns.placement, pairs, pair_fractions)
+        self._solved_rows = rows
+        self._last_solve = ctx.now
+        self.counters["solves"] += 1
+        self.counters["solve_ms"] += (time.perf_counter() - started) * 1e3
+        return self._shares
+
+    @property
+    def allocation(self) -> Shares | None:
+        """The Shares of the last solve (for tools and tests)."""
+        return self._shares
+
+    def allocate(self, ctx, problem: Problem):
+        """(fractions per job and column, job pairs (p, 2) or None, pair fractions or None)."""
+        raise NotImplementedError
+
+    # --- helpers for the policies ---
+    def problem(self, ctx, active: Active) -> Problem:
+        rows = active.rows
+        T = job_throughputs(ctx, rows, self._columns)
+        reference = active.reference_rate
+        if not self.aware:
+            # The agnostic baseline (Gavel's max_min_fairness, fifo, ...): every type where the
+            # job can run is taken to be as fast as the reference type.
+            T = np.where(T > 0, reference[:, None], 0.0)
+        return Problem(
+            rows=rows,
+            columns=self._columns,
+            T=T,
+            sf=active.gpus.astype(np.float64),
+            weight=active.weight.astype(np.float64),
+            reference=reference,
+            remaining=np.maximum(active.work - active.done, 0.0),
+            arrival=active.arrival_s,
+            now=ctx.now,
+        )
+
+    def formulation(self, ctx, problem: Problem, *keys: np.ndarray):
+        """Classes of jobs alike in T, GPU count and `keys`, and their Formulation (with pair
+        variables when space sharing). Returns (formulation, class of each job, representatives)."""
+        extra = list(keys)
+        if self.space_sharing and self.estimator is not None:
+            extra.append(ctx.peer(self.estimator).reference_of(ctx, problem.rows))
+        class_of, reps, counts = classes(problem.T, problem.sf, *extra)
+        self.counters["classes"] = len(reps)
+        T, sf = problem.T[reps], problem.sf[reps]
+        pairs = None
+        if self.space_sharing:
+            rates = lambda a, b: self._pair_rates(ctx, problem.rows[reps[a]], problem.rows[reps[b]], sf[a])  # noqa: E731
+            pairs = pair_block(T, sf, counts, rates, self.pair_threshold, limit=max(64, 16 * len(reps)))
+        return Formulation(T, sf, counts, problem.columns, pairs), class_of, reps
+
+    def _pair_rates(self, ctx, rows_a: np.ndarray, rows_b: np.ndarray, gpus: np.ndarray):
+        """Each side's throughput when the two jobs share GPUs, per column (NaN: unknown)."""
+        columns = self._columns
+        k = columns.k
+        ra, rb = np.full((len(rows_a), k), np.nan), np.full((len(rows_a), k), np.nan)
+        names = ctx.cluster.gpu_types
+        peer = ctx.peer(self.estimator) if self.estimator is not None else None
+        models, batch = ctx.jobs.column("model"), ctx.jobs.column("batch_size")
+        for j in range(k):
+            if columns.placement is not None and columns.placement[j] != "consolidated":
+                continue  # pairs were measured on one node only
+            gpu = names[columns.gpu_type[j]]
+            if peer is not None:
+                ra[:, j], rb[:, j] = peer.pair_rates(ctx, rows_a, rows_b, gpu, gpus.astype(np.int64))
+            else:
+                ra[:, j], rb[:, j] = ctx.pairs.rates(models[rows_a], batch[rows_a], models[rows_b], batch[rows_b], gpu, gpus.astype(np.int64))
+        return ra, rb
+
+    def solution(self, form: Formulation, values: np.ndarray, class_of: np.ndarray, rows: np.ndarray):
+        fractions = form.class_fractions(values)[class_of]
+        if form.pairs is None:
+            return fractions, None, None
+        pairs, pair_fractions = form.job_pairs(values, class_of, rows)
+        return fractions, pairs, pair_fractions
+
+
+def _empty(problem: Problem):
+    return np.zeros((len(problem), problem.columns.k)), None, None
+
+
+def _solve_or_fail(lp: LinearProgram, solver: str, name: str):
+    got = lp.solve(solver)
+    if not got.optimal:
+        raise RuntimeError(f"{name}: the LP solver returned {got.status}")
+    return got
+
+
+@element
+class MaxMinFairness(GavelSolver):
+    """Weighted max-min fairness over normalized effective throughput (Gavel's LAS policy).
+
+    Maximizes the smallest `scale_factor_m / w_m * throughput(m, X) / throughput(m, X_equal)`,
+    where X_equal gives a job equal time on every GPU type in proportion to its count (§4.1).
+    With `aware=false` every type is taken to be as fast as the reference type, which is Gavel's
+    heterogeneity-agnostic LAS. With `water_filling=true` the allocation is water-filled (§4.3):
+    after the max-min level, every job that can still gain keeps gaining, so the result is
+    Pareto efficient. Job weights come from the trace's `weight` column (Gavel's priorities).
+
+    Ports:
+        active: admitted, unfinished jobs.
+        shares: time fractions per job and GPU type (and per pair, with space sharing).
+    Arguments:
+        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
+        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
+        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
+        placement_sensitive: give each type a consolidated and a spread column.
+        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
+        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
+        water_filling: keep raising jobs that are not bottlenecked (LP plus bottleneck MILP per level).
+    Counters:
+        solves: allocations computed.
+        solve_ms: total time spent computing them, in milliseconds.
+        classes: rows of the last program (jobs that no policy could tell apart share one).
+        objective: the last allocation's smallest weighted normalized throughput (its first level, with water filling).
+        levels: water-filling levels solved (with water_filling=true).
+    See also: GavelRounds, Hierarchical, FinishTimeFairness
+    Paper: Gavel (OSDI'20) §4.1 (heterogeneity-aware LAS), §4.3 (water filling).
+    """
+
+    water_filling: bool = False
+
+    def start(self, ctx) -> None:
+        super().start(ctx)
+        self.counters["objective"] = 0.0
+        if self.water_filling:
+            self.counters["levels"] = 0
+
+    def allocate(self, ctx, problem: Problem):
+        form, class_of, reps = self.formulation(ctx, problem, problem.weight)
+        if not form.runnable.any():
+            return _empty(problem)
+        scale = form.sf / (problem.weight[reps] * np.maximum(equal_share(form.T, problem.columns), 1e-300))
+        if self.water_filling:
+            weights = problem.weight[reps]
+            filled = water_fill(form, 1.0 / np.maximum(equal_share(form.T, problem.columns), 1e-300), lambda frozen: np.where(frozen, 0.0, weights), self.lp)
+            self.counters["levels"] += len(filled.levels)
+            if filled.values is None:
+                return _empty(problem)
+            first = filled.levels[0] * form.sf / weights
+            self.counters["objective"] = float(first[form.runnable].min())
+            return self.solution(form, filled.values, class_of, problem.rows)
+        lp = LinearProgram()
+        form.add_variables(lp)
+        z = int(lp.variables(1, lb=-np.inf, obj=1.0)[0])
+        run = form.runnable
+        lp.constraints(with_column(form.throughput(scale)[run], z, -1.0), lb=0.0)
+        form.validity(lp)
+        got = _solve_or_fail(lp, self.lp, self.name)
+        self.counters["objective"] = got.objective
+        return self.solution(form, got.values, class_of, problem.rows)
+
+
+@element
+class FinishTimeFairness(GavelSolver):
+    """Finish-time fairness (Themis): minimize the largest rho, by bisection on rho.
+
+    `rho_m = (t_m + steps_m / throughput(m, X)) / (t_iso_m + steps_m / throughput(m, X_iso))`:
+    the job's expected finish time under X over the one it would have with 1/n of the cluster
+    (X_iso: each type's GPUs split equally among the n active jobs). t_m is the time since the
+    job arrived and t_iso_m the time it would have needed, alone on its 1/n share, for the work
+    it has done (grown at each solve by the work done since the last one, at the isolated
+    throughput of then). Each bisection step is an LP: is there an X with throughput(m, X) >=
+    steps_m / (rho D_m - t_m) for every job? Ties at the optimum go to more total throughput.
+
+    Ports:
+        active: admitted, unfinished jobs.
+        shares: time fractions per job and GPU type (and per pair, with space sharing).
+    Arguments:
+        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
+        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
+        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
+        placement_sensitive: give each type a consolidated and a spread column.
+        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
+        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
+        tolerance: stop the bisection when the bracket on rho is this narrow (relative).
+    Counters:
+        solves: allocations computed.
+        solve_ms: total time spent computing them, in milliseconds.
+        classes: rows of the last program (jobs that no policy could tell apart share one).
+        bisection_steps: feasibility LPs solved.
+        rho: the largest expected rho of the last allocation.
+    See also: MaxMinFairness, MinMakespan, FinishTimeFairnessMetrics
+    Paper: Gavel (OSDI'20) §4.2 (Minimize Finish-Time Fairness); Themis (NSDI'20).
+    """
+
+    tolerance: float = attrs.field(default=1e-3, validator=positive)
+
+    def start(self, ctx) -> None:
+        super().start(ctx)
+        self._t_iso: dict[int, float] = {}
+        self._last_done: dict[int, float] = {}
+        self._last_iso: dict[int, float] = {}
+        self.counters.update(bisection_steps=0, rho=0.0)
+
+    def allocate(self, ctx, problem: Problem):
+        rows = problem.rows
+        n = len(rows)
+        columns = problem.columns
+        done = ctx.jobs.column("done")[rows]
+        # X_iso: each type's GPUs split equally among the n jobs, in units of the job's GPUs.
+        share = columns.capacity[None, :] / n / problem.sf[:, None]
+        share = share / np.maximum(share.sum(axis=1, keepdims=True), 1.0)
+        per_type = np.zeros((n, len(columns.capacity)))
+        np.maximum.at(per_type.T, columns.gpu_type, problem.T.T)
+        iso = (per_type * share).sum(axis=1)
+        t_iso = np.array([self._t_iso.get(r, 0.0) for r in rows.tolist()])
+        gained = np.array([done[i] - self._last_done.get(r, done[i]) for i, r in enumerate(rows.tolist())])
+        last_iso = np.array([self._last_iso.get(r, iso[i]) for i, r in enumerate(rows.tolist())])
+        t_iso = t_iso + np.where(last_iso > 0, gained / np.maximum(last_iso, 1e-300), 0.0)
+        self._t_iso = dict(zip(rows.tolist(), t_iso.tolist()))
+        self._last_done = dict(zip(rows.tolist(), done.tolist()))
+        self._last_iso = dict(zip(rows.tolist(), iso.tolist()))
+
+        steps = problem.remaining
+        elapsed = problem.now - problem.arrival
+        runnable = (problem.T > 0).any(axis=1) & (iso > 0) & (steps > 0)
+        if not runnable.any():
+            return _empty(problem)
+        denominator = t_iso + steps / np.maximum(iso, 1e-300)
+        form, class_of, reps = self.formulation(ctx, problem, steps, elapsed, t_iso)
+        c_run = runnable[reps]
+        scale = 1.0 / np.maximum(iso[reps], 1e-300)
+        lp = LinearProgram(warm=True)  # each bisection step only moves row bounds
+        form.add_variables(lp)
+        normalized = form.throughput(scale)
+        need_rows = lp.constraints(normalized, lb=-np.inf)
+        form.validity(lp)
+        lp.build()
+        lp.set_objective(np.arange(form.n_vars), np.asarray(normalized.multiply(form.counts[:, None]).sum(axis=0)).ravel())
+
+        D, t, s, iso_c = denominator[reps], elapsed[reps], steps[reps], iso[reps]
+
+        def feasible(rho: float):
+            gap = rho * D - t
+            if (gap[c_run] <= 0).any():
+                return None
+            need = np.where(c_run, s / (iso_c * np.where(gap > 0, gap, 1.0)), -np.inf)
+            lp.set_row_bounds(need_rows, lb=need)
+            self.counters["bisection_steps"] += 1
+            got = lp.solve(self.lp)
+            return got if got.optimal else None
+
+        low = float(np.max(t[c_run] / D[c_run]))
+        high = max(2.0 * low, 1.0)
+        best = feasible(high)
+        while best is None:
+            low, high = high, 2.0 * high
+            if high > 1e12:
+                raise RuntimeError(f"{self.name}: no feasible finish-time fairness found")
+            best = feasible(high)
+        while high - low > self.tolerance * high:
+            middle = 0.5 * (low + high)
+            got = feasible(middle)
+            if got is None:
+                low = middle
+            else:
+                high, best = middle, got
+        self.counters["rho"] = high
+        return self.solution(form, best.values, class_of, problem.rows)
+
+
+@element
+class MinMakespan(GavelSolver):
+    """Minimize the makespan of the active jobs: one LP.
+
+    `Minimize_X max_m steps_m / throughput(m, X)` is the LP `maximize tau` subject to
+    `throughput(m, X) >= steps_m * tau` (tau is 1 / makespan); Gavel bisects on the makespan
+    instead. Ties at the optimum go to more total throughput (a second solve of the same model
+    with tau held at its optimum). The agnostic baseline takes every type to be a V100.
+
+    Ports:
+        active: admitted, unfinished jobs.
+        shares: time fractions per job and GPU type (and per pair, with space sharing).
+    Arguments:
+        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
+        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
+        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
+        placement_sensitive: give each type a consolidated and a spread column.
+        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
+        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
+    Counters:
+        solves: allocations computed.
+        solve_ms: total time spent computing them, in milliseconds.
+        classes: rows of the last program (jobs that no policy could tell apart share one).
+        makespan_s: the makespan the last allocation promises, in seconds.
+    See also: FinishTimeFairness, FifoHet, JobMetrics
+    Paper: Gavel (OSDI'20) §4.2 (Minimize Makespan) and Appendix A.1.
+    """
+
+    def start(self, ctx) -> None:
+        super().start(ctx)
+        self.counters["makespan_s"] = 0.0
+
+    def allocate(self, ctx, problem: Problem):
+        form, class_of, reps = self.formulation(ctx, problem, problem.remaining)
+        steps = problem.remaining[reps]
+        run = form.runnable & (steps > 0)
+        if not run.any():
+            return _empty(problem)
+        eq = np.maximum(equal_share(form.T, problem.columns), 1e-300)
+        unit = float(np.median((steps / eq)[run]))  # tau in units of 1 / (typical equal-share time)
+        lp = LinearProgram(warm=True)
+        form.add_variables(lp)
+        tau = int(lp.variables(1, lb=0.0, obj=1.0)[0])
+        normalized = form.throughput(1.0 / eq)
+        lp.constraints(with_column(normalized[run], tau, -(steps / eq)[run] / unit), lb=0.0)
+        form.validity(lp)
+        first = _solve_or_fail(lp, self.lp, self.name)
+        best = first.values[tau]
+        self.counters["makespan_s"] = unit / best if best > 0 else math.inf
+        # Second stage: same model, tau held at its optimum, most total normalized throughput.
+        lp.set_var_bounds(np.array([tau]), lb=best * (1 - 1e-7))
+        lp.set_objective(np.arange(form.n_vars), np.asarray(normalized.multiply(form.counts[:, None]).sum(axis=0)).ravel())
+        second = lp.solve(self.lp)
+        values = second.values if second.optimal else first.values
+        return self.solution(form, values, class_of, problem.rows)
+
+
+@element
+class MaxThroughput(GavelSolver):
+    """Maximize total effective throughput, in reference-GPU equivalents.
+
+    Maximizes `sum_m scale_factor_m * throughput(m, X) / throughput_ref_m`: the work the cluster
+    does per second, measured in jobs running at full speed on the reference GPU type (raw
+    iterations/s are not comparable across models). Jobs that gain little from any type may get
+    nothing; that is the policy. The cost experiments' baseline.
+
+    Ports:
+        active: admitted, unfinished jobs.
+        shares: time fractions per job and GPU type (and per pair, with space sharing).
+    Arguments:
+        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
+        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
+        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
+        placement_sensitive: give each type a consolidated and a spread column.
+        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
+        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
+    Counters:
+        solves: allocations computed.
+        solve_ms: total time spent computing them, in milliseconds.
+        classes: rows of the last program (jobs that no policy could tell apart share one).
+    See also: MinCost, MinCostSLO, EffectiveThroughput
+    Paper: Gavel (OSDI'20) §4.2 (maximize total throughput).
+    """
+
+    def allocate(self, ctx, problem: Problem):
+        form, class_of, reps = self.formulation(ctx, problem, problem.reference)
+        if not form.runnable.any():
+            return _empty(problem)
+        lp = LinearProgram()
+        form.add_variables(lp)
+        work = form.throughput(form.sf / problem.reference[reps])
+        form.validity(lp)
+        lp.build()
+        lp.set_objective(np.arange(form.n_vars), np.asarray(work.multiply(form.counts[:, None]).sum(axis=0)).ravel())
+        got = _solve_or_fail(lp, self.lp, self.name)
+        return self.solution(form, got.values, class_of, problem.rows)
+
+
+def _price_columns(prices: dict, ctx, columns: Columns, who: str) -> np.ndarray:
+    names = ctx.cluster.gpu_types
+    missing = [names[t] for t in sorted(set(columns.gpu_type.tolist())) if names[t] not in prices]
+    if missing:
+        raise SchedError(f"{who}: no price for GPU type {', '.join(missing)} (give prices=[\"{missing[0]}:...\"])")
+    return np.array([prices[names[t]] for t in columns.gpu_type], dtype=np.float64)
+
+
+@element_family
+class _CostSolver(GavelSolver):
+    """Cost policies: the ratio of throughput to spend as one LP (Charnes-Cooper)."""
+
+    prices: list[str] = attrs.field(factory=lambda: ["V100:2.48", "P100:1.46", "K80:0.45"], validator=lambda i, a, v: parse_prices(v))
+
+    def start(self, ctx) -> None:
+        super().start(ctx)
+        self._price = _price_columns(parse_prices(self.prices), ctx, self._columns, f"{self.name} ({type(self).__name__})")
+
+    def _ratio_program(self, ctx, problem: Problem, slo_need: np.ndarray | None):
+        """Maximize total normalized throughput over total spend (§4.2), as the LP of
+        Charnes and Cooper: scaled variables v = t * X with spend(v) = 1. Every job is also given
+        at least an equal share of the cluster's time (the ratio alone is scale-free and would
+        run only the most cost-effective job). Returns (formulation, classes, reps, X or None)."""
+        form, class_of, reps = self.formulation(ctx, problem, problem.reference, slo_need if slo_need is not None else problem.reference)
+        if not form.runnable.any():
+            return form, class_of, reps, None
+        lp = LinearProgram()
+        form.add_variables(lp, scaled=True)
+        t = int(lp.variables(1, lb=0.0)[0])
+        floor = min(1.0, float(problem.columns.capacity.sum()) / float(problem.sf.sum())) * (1 - 1e-6)
+        time_m = form.time()
+        run = form.runnable
+        lp.constraints(with_column(time_m, t, -1.0), ub=0.0)
+        lp.constraints(with_column(time_m[run], t, -floor), lb=0.0)
+        lp.constraints(with_column(form.capacity(), t, -problem.columns.capacity), ub=0.0)
+        lp.constraints(form.cost(self._price), lb=1.0, ub=1.0)
+        work = form.throughput(form.sf / problem.reference[reps])
+        if slo_need is not None:
+            need = slo_need[reps]
+            has = np.isfinite(need) & run
+            if has.any():
+                raw = form.throughput()
+                lp.constraints(with_column(raw[has], t, -need[has]), lb=0.0)
+        lp.build()
+        lp.set_objective(np.arange(form.n_vars), np.asarray(work.multiply(form.counts[:, None]).sum(axis=0)).ravel())
+        got = lp.solve(self.lp)
+        if not got.optimal or got.values[t] <= 0:
+            return form, class_of, reps, None
+        values = got.values.copy()
+        values[: form.n_vars] /= values[t]
+        return form, class_of, reps, values
+
+
+@element
+class MinCost(_CostSolver):
+    """Minimize cost: the most effective throughput per dollar, as one LP (Charnes-Cooper).
+
+    Maximizes `sum_m throughput(m, X) / sum_m sum_j cost_j X_mj` (§4.2), with throughput in
+    reference-GPU equivalents and each GPU charged at its type's hourly price (a shared GPU once).
+    The linear-fractional program becomes one LP by the Charnes-Cooper transformation. Because
+    the ratio is unchanged when every allocation is scaled down, every job is also held to at
+    least an equal share of the cluster's time; within that, the program picks the GPU types.
+
+    Ports:
+        active: admitted, unfinished jobs.
+        shares: time fractions per job and GPU type (and per pair, with space sharing).
+    Arguments:
+        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
+        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
+        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
+        placement_sensitive: give each type a consolidated and a spread column.
+        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
+        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
+        prices: hourly price per GPU of each type, as "TYPE:DOLLARS" (default: 2020 GCP on-demand).
+    Counters:
+        solves: allocations computed.
+        solve_ms: total time spent computing them, in milliseconds.
+        classes: rows of the last program (jobs that no policy could tell apart share one).
+    See also: MinCostSLO, MaxThroughput, CostMetrics
+    Paper: Gavel (OSDI'20) §4.2 (Minimizing Total Cost); Charnes and Cooper (1962).
+    """
+
+    def allocate(self, ctx, problem: Problem):
+        form, class_of, reps, values = self._ratio_program(ctx, problem, None)
+        if values is None:
+            return _empty(problem)
+        return self.solution(form, values, class_of, problem.rows)
+
+
+@element
+class MinCostSLO(_CostSolver):
+    """Minimize cost subject to every job meeting its SLO; without SLOs when they cannot all be met.
+
+    MinCost plus `throughput(m, X) >= steps_m / (deadline_m - now)` for each job with an SLO
+    (§4.2). The deadline is arrival plus the trace's `slo_s`, or plus `slo_factor` times the
+    job's isolated duration on the reference type (Gavel's SLO factor). A job that could not
+    meet its deadline even alone on its fastest type asks for that type's throughput instead;
+    if the program is still infeasible, it is solved again without SLOs (as Gavel does) and the
+    fallback is counted.
+
+    Ports:
+        active: admitted, unfinished jobs.
+        shares: time fractions per job and GPU type (and per pair, with space sharing).
+    Arguments:
+        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
+        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
+        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
+        placement_sensitive: give each type a consolidated and a spread column.
+        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
+        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
+        prices: hourly price per GPU of each type, as "TYPE:DOLLARS" (default: 2020 GCP on-demand).
+    Counters:
+        solves: allocations computed.
+        solve_ms: total time spent computing them, in milliseconds.
+        classes: rows of the last program (jobs that no policy could tell apart share one).
+        slo_fallbacks: solves where the SLOs could not all be met and were dropped.
+        slo_unattainable: jobs (at solves) whose deadline was out of reach even alone on the fastest type.
+    See also: MinCost, SloMetrics, CostMetrics
+    Paper: Gavel (OSDI'20) §4.2 (Minimize cost subject to SLOs) and §7.3 (cost experiment).
+    """
+
+    def start(self, ctx) -> None:
+        super().start(ctx)
+        self.counters.update(slo_fallbacks=0, slo_unattainable=0)
+
+    def allocate(self, ctx, problem: Problem):
+        deadline = slo_deadlines(ctx, problem.rows)
+        left = deadline - problem.now
+        best = problem.T.max(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            need = np.where(np.isfinite(deadline), problem.remaining / np.where(left > 0, left, np.nan), np.nan)
+        out_of_reach = np.isfinite(deadline) & ~(need <= best)
+        self.counters["slo_unattainable"] += int(out_of_reach.sum())
+        need = np.where(out_of_reach, best * (1 - 1e-6), need)
+        need = np.where(np.isfinite(deadline), need, np.inf)
+        form, class_of, reps, values = self._ratio_program(ctx, problem, need)
+        if values is None:
+            self.counters["slo_fallbacks"] += 1
+            form, class_of, reps, values = self._ratio_program(ctx, problem, None)
+            if values is None:
+                return _empty(problem)
+        return self.solution(form, values, class_of, problem.rows)
+
+
+@element
+class FifoHet(GavelSolver):
+    """First in, first out across GPU types: earlier jobs get whole GPUs first, on the fastest type.
+
+    `method=greedy` is Gavel's implementation: jobs, in arrival order, each take `scale_factor`
+    whole GPUs of one type (the fastest type with room when aware; a random one with room when
+    agnostic) until a job finds no type with room; allocations are 0 or 1. Agnostic allocations
+    stay with a job until it finishes (Gavel's base FIFO); aware ones are redone at each solve.
+    `method=lp` solves the paper's formulation instead: maximize `sum_m throughput(m, X) /
+    throughput(m, X_fastest) * (M - m)` over arrival order m.
+
+    Ports:
+        active: admitted, unfinished jobs.
+        shares: time fractions per job and GPU type (and per pair, with space sharing).
+    Arguments:
+        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
+        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
+        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table (method=lp).
+        placement_sensitive: give each type a consolidated and a spread column.
+        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
+        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
+        method: greedy (Gavel's implementation) or lp (the paper's objective).
+        seed: seed for the agnostic mode's random type choice (default: derived from the graph's seed).
+    Counters:
+        solves: allocations computed.
+        solve_ms: total time spent computing them, in milliseconds.
+        classes: rows of the last program (jobs that no policy could tell apart share one).
+    See also: Fifo, MinMakespan, GavelRounds
+    Paper: Gavel (OSDI'20) §4.2 (FIFO) and its policies/fifo.py.
+    """
+
+    method: str = attrs.field(default="greedy", validator=one_of("greedy", "lp"))
+    seed: int | None = attrs.field(default=None, validator=non_negative)
+
+    def start(self, ctx) -> None:
+        super().start(ctx)
+        if self.method == "greedy" and self.space_sharing:
+            raise SchedError(f"{self.name} (FifoHet): space sharing needs method=lp")
+        self._rng = ctx.rng(self.seed)
+        self._held: dict[int, int] = {}  # job row -> column (agnostic: sticky until it finishes)
+
+    def allocate(self, ctx, problem: Problem):
+        order = np.lexsort((problem.rows, problem.arrival))
+        if self.method == "lp":
+            return self._lp(ctx, problem, order)
+        columns = problem.columns
+        k = columns.k
+        rows = problem.rows
+        alive = set(rows.tolist())
+        held = {r: c for r, c in self._held.items() if r in alive} if not self.aware else {}
+        left = columns.capacity.astype(np.float64).copy()
+        position = {r: i for i, r in enumerate(rows.tolist())}
+        for r, c in held.items():
+            left[columns.gpu_type[c]] -= problem.sf[position[r]]
+        for i in order.tolist():
+            r = int(rows[i])
+            if r in held:
+                continue
+            fits = np.flatnonzero((problem.T[i] > 0) & (problem.sf[i] <= left[columns.gpu_type]))
+            if not len(fits):
+                break  # strict FIFO: no job jumps ahead of one that does not fit
+            if self.aware:
+                c = int(fits[np.argmax(problem.T[i, fits])])
+            else:
+                c = int(fits[self._rng.integers(len(fits))])
+            held[r] = c
+            left[columns.gpu_type[c]] -= problem.sf[i]
+        self._held = held
+        fractions = np.zeros((len(rows), k))
+        for r, c in held.items():
+            fractions[position[r], c] = 1.0
+        self.counters["classes"] = len(rows)
+        return fractions, None, None
+
+    def _lp(self, ctx, problem: Problem, order: np.ndarray):
+        n = len(problem)
+        rank = np.empty(n)
+        rank[order] = np.arange(n)
+        form, class_of, reps = self.formulation(ctx, problem, rank)
+        if not form.runnable.any():
+            return _empty(problem)
+        fastest = np.maximum(form.T.max(axis=1), 1e-300)
+        lp = LinearProgram()
+        form.add_variables(lp)
+        gain = form.throughput((n - rank[reps]) / fastest)
+        form.validity(lp)
+        lp.build()
+        lp.set_objective(np.arange(form.n_vars), np.asarray(gain.multiply(form.counts[:, None]).sum(axis=0)).ravel())
+        got = _solve_or_fail(lp, self.lp, self.name)
+        return self.solution(form, got.values, class_of, problem.rows)
+
+
+@element
+class Hierarchical(GavelSolver):
+    """Hierarchical fairness: weighted fairness across entities, fairness or FIFO inside each.
+
+    Each job belongs to an entity: the first listed entity that is a range holding its job id,
+    or a name equal to its entity column (by default the trace's `user`). Entity s has weight
+    w_s, shared by its jobs: in proportion to their own weights under fairness, all to the
+    earliest unfrozen job under FIFO. The allocation is water-filled (§4.3): levels of
+    weighted max-min LPs, a bottleneck MILP after each; a bottlenecked job is frozen and its
+    weight passes to the rest of its entity. Entities not listed get weight 1 and the first
+    listed policy.
+
+    Ports:
+        active: admitted, unfinished jobs.
+        shares: time fractions per job and GPU type (and per pair, with space sharing).
+    Arguments:
+        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
+        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
+        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
+        placement_sensitive: give each type a consolidated and a spread column.
+        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
+        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
+        entities: entities, each a name (a value of the entity column) or a range of job ids.
+        weights: each listed entity's weight.
+        policies: each listed entity's inner policy, fairness or fifo (one value applies to all).
+        entity_column: the job-table column naming each job's entity.
+    Counters:
+        solves: allocations computed.
+        solve_ms: total time spent computing them, in milliseconds.
+        classes: rows of the last program (jobs that no policy could tell apart share one).
+        levels: water-filling levels solved.
+    See also: MaxMinFairness, GavelRounds, EffectiveThroughput
+    Paper: Gavel (OSDI'20) §4.3 and Appendix A.1 (water filling, bottleneck MILP).
+    """
+
+    entities: list[IdRange | str] = attrs.field(factory=list)
+    weights: list[float] = attrs.field(factory=list, validator=lambda i, a, v: _all_positive(v))
+    policies: list[str] = attrs.field(factory=lambda: ["fairness"], validator=lambda i, a, v: _policies(v))
+    entity_column: str = "user"
+
+    def start(self, ctx) -> None:
+        super().start(ctx)
+        who = f"{self.name} (Hierarchical)"
+        if len(self.weights) != len(self.entities):
+            raise SchedError(f"{who}: {len(self.entities)} entities but {len(self.weights)} weights")
+        if len(self.policies) not in (1, len(self.entities)):
+            raise SchedError(f"{who}: give one inner policy for all entities or one per entity")
+        if not ctx.jobs.has_column(self.entity_column):
+            raise SchedError(f"{who}: the job table has no column '{self.entity_column}' naming entities")
+        self.counters["levels"] = 0
+
+    def _entities(self, ctx, rows: np.ndarray):
+        """Each job's entity index, and the names of entities not listed (weight 1)."""
+        n = len(self.entities)
+        entity = np.full(len(rows), -1, dtype=np.int64)
+        ids = ctx.jobs.column("job_id")[rows]
+        labels = np.array([None if v is None else str(v) for v in ctx.jobs.column(self.entity_column)[rows].tolist()], dtype=object)
+        for i, e in reversed(list(enumerate(self.entities))):  # the first listed match wins
+            hit = (ids >= e.start) & (ids < e.stop) if isinstance(e, IdRange) else labels == e
+            entity[hit] = i
+        extra = sorted({str(v) for v in labels[entity < 0].tolist()})
+        for j, name in enumerate(extra):
+            entity[(entity < 0) & (labels.astype(str) == name)] = n + j
+        return entity, extra
+
+    def allocate(self, ctx, problem: Problem):
+        entity, extra = self._entities(ctx, problem.rows)
+        entity_weight = np.array(list(self.weights) + [1.0] * len(extra), dtype=np.float64)
+        inner = [self.policies[i if len(self.policies) > 1 else 0] for i in range(len(self.entities))]
+        inner += [self.policies[0]] * len(extra)
+        fifo_entity = np.array([p == "fifo" for p in inner])
+        # FIFO entities hand their weight job by job, so their jobs are never alike.
+        rank = np.lexsort((problem.rows, problem.arrival)).argsort()
+        alone = np.where(fifo_entity[entity], rank, -1)
+        form, class_of, reps = self.formulation(ctx, problem, entity, problem.weight, alone)
+        if not form.runnable.any():
+            return _empty(problem)
+        c_entity, c_weight, c_rank = entity[reps], problem.weight[reps], rank[reps]
+        counts = form.counts
+        run = form.runnable
+
+        def weights_for(frozen: np.ndarray) -> np.ndarray:
+            out = np.zeros(form.c)
+            live = ~frozen & run
+            for s in np.unique(c_entity[live]).tolist():
+                members = live & (c_entity == s)
+                if fifo_entity[s]:
+                    first = np.flatnonzero(members)[np.argmin(c_rank[members])]
+                    out[first] = entity_weight[s]
+                else:
+                    out[members] = entity_weight[s] * c_weight[members] / float((c_weight[members] * counts[members]).sum())
+            return out
+
+        filled = water_fill(form, 1.0 / np.maximum(equal_share(form.T, problem.columns), 1e-300), weights_for, self.lp)
+        self.counters["levels"] += len(filled.levels)
+        if filled.values is None:
+            return _empty(problem)
+        return self.solution(form, filled.values, class_of, problem.rows)
+
+
+def _all_positive(values) -> None:
+    if any(not v > 0 for v in values):
+        raise ValueError(f"weights must all be greater than 0, got {values}")
+
+
+def _policies(values) -> None:
+    bad = [v for v in values if v not in ("fairness", "fifo")]
+    if bad or not values:
+        raise ValueError(f"each inner policy must be 'fairness' or 'fifo', got {values}")
