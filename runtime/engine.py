@@ -78,11 +78,11 @@ class Engine:
         ctx = self._ctx
         try:
             self.world.check_plan(plan)
+            self.backend.apply(plan)  # a backend may refuse what it cannot do, before it starts
         except PlanError as err:
             producer = self.graph.producer_of(ctx.element.name, "plan") if ctx.element else None
             who = f"'{producer}' ({type(self.graph.elements[producer]).__name__})" if producer else "the graph"
             raise PlanError(f"round {ctx.round_index} (t={ctx.now:g}s): plan from {who}: {err}") from None
-        self.backend.apply(plan)
         applied = self.world.apply_plan(plan, ctx.now)
         if len(plan.complete):
             self._completed.append(

@@ -239,3 +239,21 @@ def test_a_moved_job_relaunches_only_after_its_old_attempt_checkpointed(live):
     [(t, launch)] = agents[1].receive()
     assert t == "launch" and launch["attempt"] == 2 and launch["resume_iteration"] == 77
     assert [(r.attempt, r.outcome, r.start_iteration) for r in journal.attempts(9)] == [(1, "preempted", 0), (2, None, 77)]
+
+
+def test_a_plan_that_shares_gpus_is_refused_before_anything_leaves(live):
+    """Live agents run one job per GPU: a space-sharing plan is refused with a reason, and
+    nothing is journaled or sent."""
+    from runtime.world import PlanError
+
+    world, backend, agents, journal = live
+    for ag in agents:
+        ag.receive()
+    rows = add_jobs(world, [{"job_id": i, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0} for i in (1, 2)])
+    plan = Plan(launch_rows=rows, launch_gpus=[0, 0], launch_counts=[1, 1], launch_partner=rows[::-1])
+    world.check_plan(plan)
+    plans_before = len(backend._plans)
+    with pytest.raises(PlanError, match="space sharing is simulated only"):
+        backend.apply(plan)
+    pump(backend)
+    assert len(backend._plans) == plans_before and all(ag.receive() == [] for ag in agents)

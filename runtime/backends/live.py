@@ -53,7 +53,7 @@ from runtime.backends.live_submissions import Submissions
 from runtime.errors import RoundhouseError, UsageError
 from runtime.journal import AttemptRow, Journal
 from runtime.types import Events, Plan
-from runtime.world import FINISHED, RUNNING, World
+from runtime.world import FINISHED, RUNNING, PlanError, World
 
 log = logging.getLogger("roundhouse.scheduler")
 
@@ -352,12 +352,17 @@ class LiveBackend:
         self.counters["apply_s"] += time.perf_counter() - started
 
     def _apply(self, plan: Plan) -> None:
+        if plan.launch_partner is not None and (plan.launch_partner >= 0).any():
+            raise PlanError(
+                "it shares GPUs between jobs (space_sharing=true), which live agents do not do: "
+                "they run one job per GPU; space sharing is simulated only"
+            )
         world = self.world
         self._plans.append(plan_record(plan, world.jobs._cols["job_id"]))
         # The attempts to revoke, before a move (suspend and launch in one round) makes a new one
         # current. Jobs a plan completes (where plans can: a loss-based termination) stop the
         # same way: they checkpoint and exit, and the world has already counted them finished.
-        ending = np.concatenate([plan.suspend, np.asarray(getattr(plan, "complete", ()), dtype=np.int64)])
+        ending = np.concatenate([plan.suspend, plan.complete])
         revoked = [self._current.get(row) for row in ending.tolist()]
         launches = [self._new_attempt(a.row, np.asarray(a.gpus), a.batch_size) for a in plan.launch]
         # Write ahead: the round and the new attempts are durable before any message leaves.
