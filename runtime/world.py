@@ -590,15 +590,23 @@ class World:
         slowdown = self.jobs._cols.get("spread_slowdown")
         if slowdown is None:
             return
-        cluster, counts = self.cluster, plan.launch_counts
-        launch = np.repeat(np.arange(len(counts)), counts)
-        pairs = np.unique(launch * cluster.n_nodes + cluster.gpu_node[plan.launch_gpus])
-        nodes_used = np.bincount(pairs // cluster.n_nodes, minlength=len(counts))
-        needed = -(-counts // cluster.max_gpus_per_node)
-        spread = ~has_model & (nodes_used > needed)
-        if spread.any():
-            factor = slowdown[plan.launch_rows[spread]]
-            rates[spread] /= np.where(np.isnan(factor), 1.0, factor)
+        counts = plan.launch_counts
+        # Only multi-GPU jobs known by duration with a slowdown can lose by spreading.
+        candidates = np.flatnonzero((counts > 1) & ~has_model)
+        if len(candidates):
+            factor = slowdown[plan.launch_rows[candidates]]
+            candidates, factor = candidates[factor > 1.0], factor[factor > 1.0]
+        if not len(candidates):
+            return
+        cluster, starts = self.cluster, plan.launch_starts
+        c = counts[candidates]
+        owner = np.repeat(np.arange(len(candidates)), c)
+        offset = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
+        nodes = cluster.gpu_node[plan.launch_gpus[np.repeat(starts[candidates], c) + offset]]
+        nodes_used = np.bincount(np.unique(owner * cluster.n_nodes + nodes) // cluster.n_nodes, minlength=len(candidates))
+        needed = -(-c // cluster.max_gpus_per_node)
+        spread = nodes_used > needed
+        rates[candidates[spread]] /= factor[spread]
 
     def apply_plan(self, plan: Plan, now: float) -> Events | None:
         """Carry out a checked plan on the world's books; returns the launch/suspend events
