@@ -285,16 +285,23 @@ class Agent:
         except zmq.Again:
             return False  # not connected: heartbeats are dropped, exits stay unacknowledged and are resent
 
-    # --- from the scheduler ---
-    def _on_scheduler_frame(self, frames) -> None:
+    def _decode(self, frames, allowed, what: str):
+        """(type, seq, body) of a one-frame message, or None (counted and logged) if it is bad."""
         try:
             if len(frames) != 1:
                 raise ProtocolError(f"expected one frame, got {len(frames)}")
-            type_, seq, body = protocol.decode(frames[0], FROM_SCHEDULER)
+            return protocol.decode(frames[0], allowed)
         except ProtocolError as err:
             self.counters["bad_messages"] += 1
-            log.warning("refused a message from the scheduler: %s", err.reason)
+            log.warning("refused %s: %s", what, err.reason)
+            return None
+
+    # --- from the scheduler ---
+    def _on_scheduler_frame(self, frames) -> None:
+        got = self._decode(frames, FROM_SCHEDULER, "a message from the scheduler")
+        if got is None:
             return
+        type_, seq, body = got
         if not self._from_scheduler.accept("scheduler", seq):
             self.counters["bad_messages"] += 1
             log.warning("dropped an out-of-order %s from the scheduler (seq %d)", type_, seq)
@@ -534,14 +541,10 @@ class Agent:
 
     # --- from the jobs ---
     def _on_job_frame(self, frames) -> None:
-        try:
-            if len(frames) != 1:
-                raise ProtocolError(f"expected one frame, got {len(frames)}")
-            type_, seq, body = protocol.decode(frames[0], FROM_JOBS)
-        except ProtocolError as err:
-            self.counters["bad_messages"] += 1
-            log.warning("refused a report from a local process: %s", err.reason)
+        got = self._decode(frames, FROM_JOBS, "a report from a local process")
+        if got is None:
             return
+        type_, seq, body = got
         w = self.workers.get((body["job"], body["attempt"], body["rank"]))
         if w is None:
             return

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -40,6 +39,22 @@ def register(sub) -> None:
     p.set_defaults(handler=run)
 
 
+
+def compile_with_overrides(args):
+    """The graph of `args.graph`, with `--set` overrides and `--trace` replacing the path of
+    every TraceSource."""
+    flat = load(args.graph)
+    overrides = [Override(o) for o in args.overrides]
+    if args.trace is not None:
+        sources = [d.name for d in flat.decls.values() if d.class_name == "TraceSource"]
+        if not sources:
+            raise UsageError(f"--trace: {args.graph} has no TraceSource element whose trace it could replace")
+        if not Path(args.trace).is_file():
+            raise UsageError(f"--trace: no such file: {args.trace}")
+        quoted = json.dumps(str(Path(args.trace).resolve()))
+        overrides += [Override(f"{name}.path={quoted}") for name in sources]
+    return compile_graph(flat, overrides)
+
 def run(args) -> int:
     if args.live:
         from tools.serve_cmd import run_live
@@ -51,17 +66,7 @@ def run(args) -> int:
             until = float(duration_from_text(args.until))
         except ValueError as err:
             raise UsageError(f"--until: {err}") from None
-    flat = load(args.graph)
-    overrides = [Override(o) for o in args.overrides]
-    if args.trace is not None:
-        sources = [d.name for d in flat.decls.values() if d.class_name == "TraceSource"]
-        if not sources:
-            raise UsageError(f"--trace: {args.graph} has no TraceSource element whose trace it could replace")
-        if not Path(args.trace).is_file():
-            raise UsageError(f"--trace: no such file: {args.trace}")
-        quoted = json.dumps(str(Path(args.trace).resolve()))
-        overrides += [Override(f"{name}.path={quoted}") for name in sources]
-    graph = compile_graph(flat, overrides)
+    graph = compile_with_overrides(args)
     cluster = load_cluster(graph, args.cluster)
     console = Console(stderr=True, quiet=args.quiet)
     progress = _Progress(console) if console.is_terminal and not args.quiet else None

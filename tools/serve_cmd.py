@@ -3,11 +3,8 @@ nodes (`roundhouse run GRAPH --live ADDR` is the same)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from runtime.compiler import Override, compile_graph
-from runtime.dsl.loader import load
 from runtime.errors import UsageError
 from tools.live_options import add_security, seconds, setup_logging
 
@@ -77,24 +74,14 @@ def run_live(args, bind: str) -> int:
     from agents.security import ServerSecurity
     from runtime.serve import serve
     from runtime.simulate import load_cluster
-    from tools.run_cmd import _print_summary, write_results
+    from tools.run_cmd import _print_summary, compile_with_overrides, write_results
     from rich.console import Console
 
     setup_logging(args.log_level)
     security = ServerSecurity.choose(args.keys, args.insecure, bind)
     options = live_options(args)
     until = seconds(args.until, "--until")
-    flat = load(args.graph)
-    overrides = [Override(o) for o in args.overrides]
-    if args.trace is not None:
-        sources = [d.name for d in flat.decls.values() if d.class_name == "TraceSource"]
-        if not sources:
-            raise UsageError(f"--trace: {args.graph} has no TraceSource element whose trace it could replace")
-        if not Path(args.trace).is_file():
-            raise UsageError(f"--trace: no such file: {args.trace}")
-        quoted = json.dumps(str(Path(args.trace).resolve()))
-        overrides += [Override(f"{name}.path={quoted}") for name in sources]
-    graph = compile_graph(flat, overrides)
+    graph = compile_with_overrides(args)
     cluster = load_cluster(graph, args.cluster)
     journal = args.journal or str(Path(args.checkpoints) / "roundhouse-journal.sqlite")
     Path(journal).parent.mkdir(parents=True, exist_ok=True)
