@@ -307,7 +307,12 @@ class Events:
         many = [e for e in many if e is not None]
         if len(many) == 1:
             return many[0]
-        cat = lambda name: np.concatenate([getattr(e, name) for e in many])  # noqa: E731
+        def cat(name: str) -> np.ndarray:
+            parts = [a for a in (getattr(e, name) for e in many) if len(a)]
+            if not parts:
+                return getattr(many[0], name)
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
         metrics: dict[int, Mapping[str, float]] = {}
         for e in many:
             metrics.update(e.metrics)
