@@ -37,8 +37,8 @@ class Backend(Protocol):
 
     def apply(self, plan: Plan) -> None:
         """Carry out a checked plan at the current boundary: suspend, complete (stop the job for
-        good; its GPUs are free at once, and it is not reported as finished again), launch. Raises PlanError, before it changes
-        anything, for a plan it cannot carry out."""
+        good; its GPUs are free at once, and it is not reported as finished again), launch.
+        Raises PlanError, before it changes anything, for a plan it cannot carry out."""
 
     def advance(self) -> None:
         """Move to the next round boundary (simulated: jump; live: wait for the wall clock)."""
