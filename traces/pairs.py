@@ -20,10 +20,10 @@ import attrs
 import numpy as np
 import polars as pl
 
-from runtime.errors import TraceError, did_you_mean
+from runtime.errors import TraceError
 from traces.csvtext import read_cells
 from traces.profiles import canonical_model
-from traces.schema import cast_column
+from traces.schema import typed_columns
 
 SHIPPED_PAIRS = Path(__file__).with_name("profiles") / "gavel-pairs.csv"
 PAIR_COLUMNS: dict[str, pl.DataType] = {
@@ -109,13 +109,8 @@ def _shipped() -> PairTable:
 
 
 def _check(frame: pl.DataFrame, path: str, lines) -> pl.DataFrame:
-    found = ", ".join(f"'{c}'" for c in frame.columns) or "none"
-    for name in PAIR_COLUMNS:
-        if name not in frame.columns:
-            hint = did_you_mean(name, frame.columns)
-            raise TraceError(path, f"missing column '{name}'; columns found: {found}" + (f"; {hint}" if hint else ""))
     rows = np.arange(1, frame.height + 1) if lines is None else np.asarray(lines)
-    frame = pl.DataFrame([cast_column(frame.get_column(n), t, path, rows, n).alias(n) for n, t in PAIR_COLUMNS.items()])
+    frame = typed_columns(frame, PAIR_COLUMNS, path, lines)
     checks = [(c, pl.col(c).is_null(), "has no value") for c in ("model_a", "model_b", "gpu_type")]
     checks += [(c, pl.col(c).is_null() | (pl.col(c) < 1), "must be a whole number of 1 or more") for c in ("batch_a", "batch_b", "gpus")]
     checks += [

@@ -25,9 +25,9 @@ import attrs
 import numpy as np
 import polars as pl
 
-from runtime.errors import TraceError, did_you_mean
+from runtime.errors import TraceError
 from traces.csvtext import read_cells
-from traces.schema import cast_column
+from traces.schema import typed_columns
 
 SHIPPED_PROFILE = Path(__file__).with_name("profiles") / "gavel.csv"
 GAVEL_MODELS: tuple[str, ...] = ("ResNet-18", "ResNet-50", "Transformer", "LM", "Recommendation", "A3C", "CycleGAN")
@@ -206,13 +206,8 @@ def _read(path: str) -> tuple[pl.DataFrame, np.ndarray]:
 
 
 def _check(frame: pl.DataFrame, path: str, lines) -> pl.DataFrame:
-    found = ", ".join(f"'{c}'" for c in frame.columns) or "none"
-    for name in PROFILE_COLUMNS:
-        if name not in frame.columns:
-            hint = did_you_mean(name, frame.columns)
-            raise TraceError(path, f"missing column '{name}'; columns found: {found}" + (f"; {hint}" if hint else ""))
     rows = np.arange(1, frame.height + 1) if lines is None else np.asarray(lines)
-    frame = pl.DataFrame([cast_column(frame.get_column(n), t, path, rows, n).alias(n) for n, t in PROFILE_COLUMNS.items()])
+    frame = typed_columns(frame, PROFILE_COLUMNS, path, lines)
     checks = [
         ("model", pl.col("model").is_null(), "has no value"),
         ("batch_size", pl.col("batch_size").is_null() | (pl.col("batch_size") < 1), "must be a whole number of 1 or more"),

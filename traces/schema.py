@@ -150,6 +150,18 @@ def cast_column(
     return out
 
 
+def typed_columns(frame: pl.DataFrame, columns: Mapping[str, pl.DataType], path: str, lines) -> pl.DataFrame:
+    """Exactly `columns`, each cast to its type: a missing column or a cell that will not convert
+    raises `TraceError` naming the file (and row). `lines`: the file line of each row, or None."""
+    found = ", ".join(f"'{c}'" for c in frame.columns) or "none"
+    for name in columns:
+        if name not in frame.columns:
+            hint = did_you_mean(name, frame.columns)
+            raise TraceError(path, f"missing column '{name}'; columns found: {found}" + (f"; {hint}" if hint else ""))
+    rows = np.arange(1, frame.height + 1) if lines is None else np.asarray(lines)
+    return pl.DataFrame([cast_column(frame.get_column(n), t, path, rows, n).alias(n) for n, t in columns.items()])
+
+
 def canonical_model_names(models: pl.Series) -> pl.Series:
     """Map known model aliases (LSTM, resnet18, Recoder, ...) to Gavel's names; keep unknown names."""
     from traces.profiles import canonical_model
