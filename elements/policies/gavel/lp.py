@@ -18,7 +18,7 @@ INF = np.inf
 # MPSolver drops rows with no finite bound when it loads a model, which would shift every row
 # after them; in warm mode a row's missing bound is this instead (far beyond any activity here).
 _FREE = 1e9
-_WARM_LIMIT_S = 2.0  # a warm re-solve taking longer than this is restarted from scratch
+_WARM_LIMIT_S = 2.0  # a warm LP re-solve taking longer than this is restarted from scratch; a MILP stops with its best solution
 
 
 @attrs.frozen
@@ -226,7 +226,7 @@ class LinearProgram:
             raise RuntimeError(f"this program is loaded into {self._solver_name}, not {solver}")
         self._solver.SetTimeLimit(int(1000 * (time_limit_s if time_limit_s is not None else _WARM_LIMIT_S)))
         status = self._solver.Solve()
-        if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.INFEASIBLE, pywraplp.Solver.UNBOUNDED):
+        if solver in ("GLOP", "PDLP") and status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.INFEASIBLE, pywraplp.Solver.UNBOUNDED):
             # A warm start can stall on a degenerate program: solve the same program afresh, with
             # GLOP's presolve, in a new solver that later re-solves start from.
             current = linear_solver_pb2.MPModelProto()

@@ -205,6 +205,7 @@ class MaxMinFairness(GavelSolver):
         classes: rows of the last program (jobs that no policy could tell apart share one).
         objective: the last allocation's smallest weighted normalized throughput (its first level, with water filling).
         levels: water-filling levels solved (with water_filling=true).
+        milp_stopped: bottleneck MILPs stopped at their time limit, their best solution used (with water_filling=true).
     See also: GavelRounds, Hierarchical, FinishTimeFairness
     Paper: Gavel (OSDI'20) §4.1 (heterogeneity-aware LAS), §4.3 (water filling).
     """
@@ -215,7 +216,7 @@ class MaxMinFairness(GavelSolver):
         super().start(ctx)
         self.counters["objective"] = 0.0
         if self.water_filling:
-            self.counters["levels"] = 0
+            self.counters.update(levels=0, milp_stopped=0)
 
     def allocate(self, ctx, problem: Problem):
         form, class_of, reps = self.formulation(ctx, problem, problem.weight)
@@ -226,6 +227,7 @@ class MaxMinFairness(GavelSolver):
             weights = problem.weight[reps]
             filled = water_fill(form, 1.0 / np.maximum(equal_share(form.T, problem.columns), 1e-300), lambda frozen: np.where(frozen, 0.0, weights), self.lp)
             self.counters["levels"] += len(filled.levels)
+            self.counters["milp_stopped"] += filled.milp_stopped
             if filled.values is None:
                 return _empty(problem)
             first = filled.levels[0] * form.sf / weights
@@ -716,6 +718,7 @@ class Hierarchical(GavelSolver):
         solve_ms: total time spent computing them, in milliseconds.
         classes: rows of the last program (jobs that no policy could tell apart share one).
         levels: water-filling levels solved.
+        milp_stopped: bottleneck MILPs stopped at their time limit, their best solution used.
     See also: MaxMinFairness, GavelRounds, EffectiveThroughput
     Paper: Gavel (OSDI'20) §4.3 and Appendix A.1 (water filling, bottleneck MILP).
     """
@@ -734,7 +737,7 @@ class Hierarchical(GavelSolver):
             raise SchedError(f"{who}: give one inner policy for all entities or one per entity")
         if not ctx.jobs.has_column(self.entity_column):
             raise SchedError(f"{who}: the job table has no column '{self.entity_column}' naming entities")
-        self.counters["levels"] = 0
+        self.counters.update(levels=0, milp_stopped=0)
 
     def _entities(self, ctx, rows: np.ndarray):
         """Each job's entity index, and the names of entities not listed (weight 1)."""
@@ -780,6 +783,7 @@ class Hierarchical(GavelSolver):
 
         filled = water_fill(form, 1.0 / np.maximum(equal_share(form.T, problem.columns), 1e-300), weights_for, self.lp)
         self.counters["levels"] += len(filled.levels)
+        self.counters["milp_stopped"] += filled.milp_stopped
         if filled.values is None:
             return _empty(problem)
         return self.solution(form, filled.values, class_of, problem.rows)

@@ -26,6 +26,7 @@ class WaterFilling:
     values: np.ndarray | None  # the last level's solution (None if the first LP failed)
     levels: list  # normalized throughput of each class after each level
     frozen_at: np.ndarray  # level at which each class was frozen (-1: never in play)
+    milp_stopped: int = 0  # bottleneck MILPs stopped at their time limit (their best solution used)
 
 
 def water_fill(
@@ -83,6 +84,7 @@ def water_fill(
     frozen_at = np.full(c, -1)
     levels = []
     values = None
+    milp_stopped = 0
     for level in range(c + 1):
         weights = np.asarray(weights_for(frozen.copy()), dtype=np.float64)
         active = (weights > 0) & ~frozen & runnable
@@ -132,7 +134,11 @@ def water_fill(
             milp.set_var_bounds(gains, lb=np.where(witnessed, 1.0, 0.0), ub=np.where(active, 1.0, 0.0))
             milp.set_objective(gains, np.where(active, form.counts, 0.0))
             found = milp.solve(milp_solver)
-            can_gain = found.values[gains] > 0.5 if found.optimal else witnessed
+            # Stopped at the time limit, the best set found can still gain together: the others
+            # are frozen a level early (a less fair but valid allocation), and it is counted.
+            if not found.optimal and found.status == "FEASIBLE":
+                milp_stopped += 1
+            can_gain = found.values[gains] > 0.5 if found.status in ("OPTIMAL", "FEASIBLE") else witnessed
         else:
             can_gain = witnessed
         newly = active & ~can_gain
@@ -141,7 +147,7 @@ def water_fill(
         frozen |= newly
         final[newly] = so_far[newly]
         frozen_at[newly] = level
-    return WaterFilling(values, levels, frozen_at)
+    return WaterFilling(values, levels, frozen_at, milp_stopped)
 
 
 def _with_columns(matrix, variables: np.ndarray, coefficients: np.ndarray):
