@@ -67,64 +67,62 @@ def pct_lower(base: float, other: float) -> str:
     return f"{change:.1f}% lower" if change >= 0 else f"{-change:.1f}% higher"
 
 
-def plot_against_load(frame: pl.DataFrame, metric: str, series: str, path: Path, ylabel: str, title: str) -> Path:
+def save_figure(path: Path, draw, size: tuple[float, float] = (5.5, 3.6)) -> Path:
+    """Draw one figure with `draw(ax)` and write it as a PNG (matplotlib without a display)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for name in frame[series].unique(maintain_order=True).to_list():
-        part = frame.filter(pl.col(series) == name).sort("load")
-        ax.plot(part["load"].to_list(), (part[metric] / 3600).to_list(), marker="o", label=str(name))
-    ax.set_xlabel("load (jobs/hour)")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    fig, ax = plt.subplots(figsize=size)
+    draw(ax)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_against_load(
+    frame: pl.DataFrame, metric: str, series: str, path: Path, ylabel: str, title: str, x: str = "load", xlabel: str = "load (jobs/hour)"
+) -> Path:
+    """One line per value of `series`: `metric` (seconds, drawn in hours) against column `x`."""
+
+    def draw(ax):
+        for name in frame[series].unique(maintain_order=True).to_list():
+            part = frame.filter(pl.col(series) == name).sort(x)
+            ax.plot(part[x].to_list(), (part[metric] / 3600).to_list(), marker="o", label=str(name))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+
+    return save_figure(path, draw)
 
 
 def plot_bars(labels: list[str], values: list[float], path: Path, ylabel: str, title: str) -> Path:
-    import matplotlib
+    def draw(ax):
+        ax.bar(labels, values, color="#4c72b0")
+        for i, v in enumerate(values):
+            ax.text(i, v, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.tick_params(axis="x", labelsize=8)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    ax.bar(labels, values, color="#4c72b0")
-    for i, v in enumerate(values):
-        ax.text(i, v, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.tick_params(axis="x", labelsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(path, draw, size=(5.5, 3.4))
 
 
 def plot_cdf(jobs: pl.DataFrame, series: str, path: Path, title: str, column: str = "jct_s") -> Path:
-    import matplotlib
+    def draw(ax):
+        for name in jobs[series].unique(maintain_order=True).to_list():
+            values = np.sort(jobs.filter(pl.col(series) == name)[column].drop_nulls().to_numpy()) / 3600
+            if len(values):
+                ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post", label=str(name))
+        ax.set_xscale("log")
+        ax.set_xlabel("job completion time (h, log scale)")
+        ax.set_ylabel("fraction of jobs")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for name in jobs[series].unique(maintain_order=True).to_list():
-        values = np.sort(jobs.filter(pl.col(series) == name)[column].drop_nulls().to_numpy()) / 3600
-        if len(values):
-            ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post", label=str(name))
-    ax.set_xscale("log")
-    ax.set_xlabel("job completion time (h, log scale)")
-    ax.set_ylabel("fraction of jobs")
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(path, draw)

@@ -338,7 +338,12 @@ def blox_placement(out_dir: Path, quick: bool) -> Report:
                 f"Blox Fig 10: {scenario}",
             )
         )
-    figures.append(_plot_fig11(fig11, out_dir / "fig11.png"))
+    figures.append(
+        plot_against_load(
+            fig11, "avg_jct_s", "placer", out_dir / "fig11.png", "average JCT (h)",
+            "Blox Fig 11: skew heuristic vs profiled placement, 8 jobs/h", x="sensitive", xlabel="placement-sensitive models (of 8)",
+        )
+    )
     v100 = "V100, 10 Gbps (every model sensitive)"
     p100 = "P100, 100 Gbps (Tiresias testbed)"
     gap = lambda scenario, load: pct_lower(  # noqa: E731
@@ -375,27 +380,6 @@ def blox_placement(out_dir: Path, quick: bool) -> Report:
         "Table 2 models' are not); jobs run for their durations, slowed down when spread over more nodes than needed.",
     ]
     return Report(comparisons=comparisons, tables={"runs": runs}, figures=figures, notes=notes)
-
-
-def _plot_fig11(frame: pl.DataFrame, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for placer in frame["placer"].unique(maintain_order=True).to_list():
-        part = frame.filter(pl.col("placer") == placer).sort("sensitive")
-        ax.plot(part["sensitive"].to_list(), (part["avg_jct_s"] / 3600).to_list(), marker="o", label=placer)
-    ax.set_xlabel("placement-sensitive models (of 8)")
-    ax.set_ylabel("average JCT (h)")
-    ax.set_title("Blox Fig 11: skew heuristic vs profiled placement, 8 jobs/h", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 # --- §5.3, Table 4: intra-node placement ------------------------------------------------------

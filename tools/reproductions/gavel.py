@@ -18,11 +18,13 @@ import polars as pl
 
 from runtime.sweep import RunSpec, run_all
 from tools.reproductions import Comparison, Report, experiment
+from tools.reproductions._runs import save_figure
 
 REPO = Path(__file__).resolve().parents[2]
 GRAPHS = REPO / "graphs"
 SHARED = REPO.parent / "shared" / "data" / "gavel"
 PAPER = "Gavel (OSDI'20)"
+FIGURE_SIZE = (6.4, 4.2)
 
 
 def _profile(out: Path) -> str:
@@ -32,20 +34,6 @@ def _profile(out: Path) -> str:
     path = out / "profile-consolidated.csv"
     ProfileTable.load().frame.filter(pl.col("placement") == "consolidated").write_csv(path)
     return f'profile="{path}"'
-
-
-def _plot(path: Path, draw) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    draw(ax)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 def _mean_std(frame: pl.DataFrame, by: list[str], column: str) -> pl.DataFrame:
@@ -114,7 +102,7 @@ def _load_plot(out: Path, table: pl.DataFrame, column: str, label: str, name: st
         ax.set_title(title)
         ax.legend(fontsize=8)
 
-    return _plot(out / name, draw)
+    return save_figure(out / name, draw, size=FIGURE_SIZE)
 
 
 @experiment("gavel-las", "Heterogeneity-aware LAS vs agnostic LAS over load (Figs. 8 and 9)", PAPER + " §7.3, Figs. 8-9")
@@ -185,7 +173,7 @@ def makespan(out: Path, quick: bool) -> Report:
         ax.set_ylabel("makespan (hours)")
         ax.legend()
 
-    report.figures.append(_plot(out / "makespan.png", draw))
+    report.figures.append(save_figure(out / "makespan.png", draw, size=FIGURE_SIZE))
     means = table.group_by(["jobs", "policy"]).agg(pl.col("makespan_s").mean()).pivot(on="policy", index="jobs", values="makespan_s").sort("jobs")
     ratio = (means["FIFO (agnostic)"] / means["makespan (aware)"]).to_numpy()
     i = int(np.argmax(ratio))
@@ -237,7 +225,7 @@ def cost(out: Path, quick: bool) -> Report:
             ax.text(i, float(means["total_cost_usd"][i]) / 1000, f"{v:.0f}% late", ha="center", va="bottom")
         ax.set_ylabel("total cost (thousand $)")
 
-    report.figures.append(_plot(out / "cost.png", draw))
+    report.figures.append(save_figure(out / "cost.png", draw, size=FIGURE_SIZE))
     report.notes.append("prices: 2020 GCP on-demand per GPU-hour (V100 $2.48, P100 $1.46, K80 $0.45), an assumption; the paper gives none")
     return report
 
@@ -333,7 +321,7 @@ def hierarchical(out: Path, quick: bool) -> Report:
         ax.set_ylabel("effective throughput (V100-equivalents)")
         ax.legend(fontsize=8, loc="upper left")
 
-    report.figures.append(_plot(out / "hierarchical.png", draw))
+    report.figures.append(save_figure(out / "hierarchical.png", draw, size=FIGURE_SIZE))
     report.notes.append("job configurations drawn at random (seed 0) from Gavel's 26; Fig. 11's exact jobs are not published")
     return report
 

@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from tools.reproductions import Comparison, Report, experiment
+from tools.reproductions._runs import save_figure
 
 MODELS = ("ResNet-18", "LM", "Recommendation")
 
@@ -147,20 +148,13 @@ def run(out_dir: Path, quick: bool) -> Report:
 
 
 def _plot(table: pl.DataFrame, path: Path) -> Path:
-    import matplotlib
+    def draw(ax):
+        for column, label in (("sim_jct_s", "simulator"), ("live_jct_s", "live (loopback)")):
+            values = np.sort(table[column].to_numpy())
+            ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post", label=label)
+        ax.set_xlabel("JCT (s)")
+        ax.set_ylabel("fraction of jobs")
+        ax.set_title("Fidelity: same graph and jobs (cf. Blox Fig. 18)")
+        ax.legend()
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3.4))
-    for column, label in (("sim_jct_s", "simulator"), ("live_jct_s", "live (loopback)")):
-        values = np.sort(table[column].to_numpy())
-        ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post", label=label)
-    ax.set_xlabel("JCT (s)")
-    ax.set_ylabel("fraction of jobs")
-    ax.set_title("Fidelity: same graph and jobs (cf. Blox Fig. 18)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(path, draw, size=(5, 3.4))
