@@ -108,14 +108,14 @@ class Placer(Element):
 
         # Step 3: pack the selected jobs that are not kept (waiting ones, and moves).
         launches = _Launches(len(rows))
-        to_place = np.flatnonzero(selected & ~keeps)
+        to_place = (selected & ~keeps).nonzero()[0]
         unplaced = self._pack(cluster, available, to_place, want, on_type, one_node, job_types, launches)
 
         # Step 4: a selected job that found no room preempts selected running jobs below it.
         victims = _NONE
         if len(unplaced):
             victims = self._preempt_below(
-                cluster, holder, available, unplaced, np.flatnonzero(kept_mask), rows, want, job_types, one_node, launches
+                cluster, holder, available, unplaced, kept_mask.nonzero()[0], rows, want, job_types, one_node, launches
             )
 
         # Step 5: marked jobs none of whose GPUs were taken keep running; then backfill.
@@ -229,7 +229,7 @@ class Placer(Element):
     def _backfill(self, cluster, available, want, selected, is_run, job_types, one_node, launches) -> None:
         """Step 5: GPUs still free go to waiting jobs that were not selected, in ranking order."""
         left = int(np.count_nonzero(available))
-        waiting = np.flatnonzero(~selected & ~is_run & (want > 0) & (want <= left))
+        waiting = (~selected & ~is_run & (want > 0) & (want <= left)).nonzero()[0]
         failed_from: dict[tuple, int] = {}  # as GPUs only get fewer, a size that failed fails again
         for i in waiting.tolist():
             g = int(want[i])
@@ -251,10 +251,10 @@ class Placer(Element):
 
 def _gpus_in_order(holder: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The GPUs held by `rows`, grouped by job in the order of `rows`, and whose each is."""
-    held = np.flatnonzero(isin_rows(holder, rows))
-    by_row = np.argsort(rows)
-    owner = by_row[np.searchsorted(rows[by_row], holder[held])]
-    order = np.argsort(owner, kind="stable")
+    held = isin_rows(holder, rows).nonzero()[0]
+    by_row = rows.argsort()
+    owner = by_row[rows[by_row].searchsorted(holder[held])]
+    order = owner.argsort(kind="stable")
     return held[order], owner[order]
 
 
@@ -305,13 +305,13 @@ def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: n
     if job_types is None:
         capacity = cluster.n_gpus if online is None else int(np.count_nonzero(online))
         runnable = want > 0
-        cumulative = np.cumsum(np.where(runnable, want, 0))
-        k = int(np.searchsorted(cumulative, capacity, side="right"))
+        cumulative = np.maximum(want, 0).cumsum()
+        k = int(cumulative.searchsorted(capacity, side="right"))
         selected[:k] = runnable[:k]
-        if k == n or not ranking.backfill:
-            return selected, on_type
         left = capacity - (int(cumulative[k - 1]) if k else 0)
-        fits_later = np.flatnonzero(runnable[k:] & (want[k:] <= left)) + k
+        if k == n or not ranking.backfill or left == 0:
+            return selected, on_type
+        fits_later = (runnable[k:] & (want[k:] <= left)).nonzero()[0] + k
         for i in fits_later.tolist():
             if want[i] <= left:
                 selected[i] = True
@@ -344,7 +344,7 @@ def _allowed_types(rates: np.ndarray, wanted_type: int) -> list[int]:
     """GPU types a job can run on, fastest first; only `wanted_type` if one is asked for."""
     if wanted_type >= 0:
         return [wanted_type] if rates[wanted_type] > 0 else []
-    order = np.argsort(-rates, kind="stable")
+    order = (-rates).argsort(kind="stable")
     return [int(t) for t in order if rates[t] > 0]
 
 
@@ -361,20 +361,20 @@ def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int)
     mask = _of_type(cluster, available, t)
     counts = np.add.reduceat(mask, cluster.node_first_gpu, dtype=np.int64)
     if size == 1:  # each job on one GPU: the GPUs of the fullest nodes first
-        ids = np.flatnonzero(mask)
-        taken = ids[np.argsort(counts[cluster.gpu_node[ids]], kind="stable")[:count]][:, None]
+        ids = mask.nonzero()[0]
+        taken = ids[counts[cluster.gpu_node[ids]].argsort(kind="stable")[:count]][:, None]
     elif cluster.uniform_nodes and size == cluster.max_gpus_per_node:  # whole nodes, in order
-        nodes = np.flatnonzero(counts == size)[:count]
+        nodes = (counts == size).nonzero()[0][:count]
         taken = cluster.node_first_gpu[nodes][:, None] + np.arange(size)
     else:
-        ids = np.flatnonzero(mask)  # grouped by node, ascending
+        ids = mask.nonzero()[0]  # grouped by node, ascending
         slots = counts // size
-        order = np.argsort(counts, kind="stable")
+        order = counts.argsort(kind="stable")
         per_node = slots[order]
-        node_of_job = np.repeat(order, per_node)[:count]
+        node_of_job = order.repeat(per_node)[:count]
         # k-th job on its node: its place in the run of that node's slots.
-        nth = (np.arange(int(per_node.sum())) - np.repeat(np.cumsum(per_node) - per_node, per_node))[:count]
-        node_start = np.searchsorted(cluster.gpu_node[ids], node_of_job)
+        nth = (np.arange(int(per_node.sum())) - (per_node.cumsum() - per_node).repeat(per_node))[:count]
+        node_start = cluster.gpu_node[ids].searchsorted(node_of_job)
         taken = ids[(node_start + nth * size)[:, None] + np.arange(size)]
     available[taken.ravel()] = False
     return taken
@@ -388,7 +388,7 @@ def pack_whole_nodes(cluster, available: np.ndarray, t: int, size: int, count: i
     if not cluster.uniform_nodes or size % per:
         return np.zeros((0, size), dtype=np.int64)
     counts = np.add.reduceat(_of_type(cluster, available, t), cluster.node_first_gpu, dtype=np.int64)
-    whole = np.flatnonzero(counts == per)
+    whole = (counts == per).nonzero()[0]
     jobs = min(count, len(whole) // (size // per))
     nodes = whole[: jobs * (size // per)]
     taken = (cluster.node_first_gpu[nodes][:, None] + np.arange(per)).reshape(jobs, size)
@@ -401,10 +401,10 @@ def pack_first_free(cluster, available: np.ndarray, t: int, positions: np.ndarra
     The ones that fit take consecutive runs of the available ids; marks the GPUs taken."""
     if not len(positions):
         return
-    ids = np.flatnonzero(_of_type(cluster, available, t))
+    ids = _of_type(cluster, available, t).nonzero()[0]
     sizes = want[positions]
-    ends = np.cumsum(sizes)
-    fit = int(np.searchsorted(ends, len(ids), side="right"))  # the first `fit` jobs fit
+    ends = sizes.cumsum()
+    fit = int(ends.searchsorted(len(ids), side="right"))  # the first `fit` jobs fit
     if fit:
         taken = ids[: int(ends[fit - 1])]
         available[taken] = False
@@ -419,7 +419,7 @@ def pack_first_free(cluster, available: np.ndarray, t: int, positions: np.ndarra
 def choose_first_free(cluster, available: np.ndarray, want: int, types: list[int]) -> np.ndarray | None:
     """The lowest-numbered available GPUs of the first type (in preference order) with enough."""
     for t in types:
-        ids = np.flatnonzero(_of_type(cluster, available, t))
+        ids = _of_type(cluster, available, t).nonzero()[0]
         if len(ids) >= want:
             return ids[:want]
     return None
@@ -436,14 +436,14 @@ def choose_consolidated(cluster, available: np.ndarray, want: int, types: list[i
             if counts[node] < want:
                 continue
             start = cluster.node_first_gpu[node]
-            return start + np.flatnonzero(mask[start : start + cluster.node_gpus[node]])[:want]
-        order = np.argsort(-counts, kind="stable")
-        cumulative = np.cumsum(counts[order])
+            return start + mask[start : start + cluster.node_gpus[node]].nonzero()[0][:want]
+        order = (-counts).argsort(kind="stable")
+        cumulative = counts[order].cumsum()
         if cumulative[-1] < want:
             continue
-        picked = order[: int(np.searchsorted(cumulative, want)) + 1]
+        picked = order[: int(cumulative.searchsorted(want)) + 1]
         firsts, sizes = cluster.node_first_gpu[picked], cluster.node_gpus[picked]
-        return np.concatenate([f + np.flatnonzero(mask[f : f + s]) for f, s in zip(firsts, sizes)])[:want]
+        return np.concatenate([f + mask[f : f + s].nonzero()[0] for f, s in zip(firsts, sizes)])[:want]
     return None
 
 
@@ -477,10 +477,10 @@ def _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t) -> int:
     if need.min() <= 0:
         return 0
     nodes = cluster.gpu_node[tail_ids]
-    order = np.argsort(nodes, kind="stable")  # grouped by node, tail order inside a group
+    order = nodes.argsort(kind="stable")  # grouped by node, tail order inside a group
     sorted_nodes = nodes[order]
-    first = np.searchsorted(sorted_nodes, np.arange(cluster.n_nodes), side="left")
-    have = np.searchsorted(sorted_nodes, np.arange(cluster.n_nodes), side="right") - first
+    first = sorted_nodes.searchsorted(np.arange(cluster.n_nodes), side="left")
+    have = sorted_nodes.searchsorted(np.arange(cluster.n_nodes), side="right") - first
     ok = need <= have
     if not ok.any():
         return _NEVER

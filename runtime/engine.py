@@ -118,7 +118,7 @@ class Engine:
                 failed = isin_rows(events.finished, events.failed)
                 self.world.apply_failed(events.finished[failed], events.finished_at[failed])
                 self.world.apply_finished(events.finished[~failed], events.finished_at[~failed])
-            else:
+            elif len(events.finished):
                 self.world.apply_finished(events.finished, events.finished_at)
             if len(events.requeued):
                 self.world.apply_requeued(events.requeued)
@@ -220,7 +220,7 @@ class Engine:
     def _stall_message(self, ctx: RoundContext) -> str:
         cols = self.world.jobs
         status = cols.column("status")
-        waiting = np.flatnonzero(status == 0)
+        waiting = (status == 0).nonzero()[0]
         gpus = cols.column("gpus")[waiting]
         biggest = int(waiting[np.argmax(gpus)]) if len(waiting) else -1
         detail = ""

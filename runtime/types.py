@@ -28,17 +28,32 @@ if TYPE_CHECKING:
 
 _EMPTY_ROWS = np.zeros(0, dtype=np.int64)
 _EMPTY_ROWS.flags.writeable = False
+_NO_FLOATS = np.zeros(0)
+_NO_FLOATS.flags.writeable = False
 
 
 def frozen_array(values, dtype=None) -> np.ndarray:
     """A read-only numpy array (a port value must not be changed by whoever receives it)."""
-    if type(values) is np.ndarray and not values.flags.writeable and (dtype is None or values.dtype == dtype):
-        return values
-    arr = np.asarray(values, dtype=dtype)
-    if arr.flags.writeable:
+    if type(values) is np.ndarray and (dtype is None or values.dtype == dtype):
+        if not values.flags.writeable:
+            return values
+        arr = values.view()  # a read-only view; the owner keeps its writeable array
+    else:
+        arr = np.asarray(values, dtype=dtype)
+        if not arr.flags.writeable:
+            return arr
         arr = arr.view()
-        arr.flags.writeable = False
+    arr.flags.writeable = False
     return arr
+
+
+def _rows(a) -> np.ndarray:
+    """Converter for fields of job rows (or GPU ids, counts): read-only int64 arrays."""
+    return a if a is _EMPTY_ROWS else frozen_array(a, np.int64)
+
+
+def _floats(a) -> np.ndarray:
+    return a if a is _NO_FLOATS else frozen_array(a, np.float64)
 
 
 class JobView:
@@ -135,8 +150,8 @@ class Ranking:
     when a job does not fit, may lower ones run?
     """
 
-    rows: np.ndarray = attrs.field(converter=lambda a: frozen_array(a, np.int64))
-    gpus: np.ndarray = attrs.field(converter=lambda a: frozen_array(a, np.int64))
+    rows: np.ndarray = attrs.field(converter=_rows)
+    gpus: np.ndarray = attrs.field(converter=_rows)
     gpu_type: np.ndarray | None = attrs.field(default=None)
     batch_size: np.ndarray | None = attrs.field(default=None)
     consolidate: np.ndarray | None = attrs.field(default=None)
@@ -202,10 +217,6 @@ class Assignment:
     batch_size: int = 0
 
 
-def _ints(a) -> np.ndarray:
-    return frozen_array(a, np.int64)
-
-
 @attrs.frozen
 class Plan:
     """A round's decisions, columnar. Every running job is either kept (its lease is renewed,
@@ -219,19 +230,22 @@ class Plan:
     in the same plan on exactly the same GPUs (-1: the launch has its GPUs to itself).
     """
 
-    launch_rows: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
-    launch_gpus: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
-    launch_counts: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
+    launch_rows: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
+    launch_gpus: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
+    launch_counts: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     launch_batch: np.ndarray | None = attrs.field(default=None)
-    keep: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
-    suspend: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
-    complete: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_ints)
+    keep: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
+    suspend: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
+    complete: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     launch_partner: np.ndarray | None = attrs.field(default=None, converter=_optional_array(np.int64))
     launch_starts: np.ndarray = attrs.field(init=False, repr=False, eq=False)  # where each launch's GPUs begin
 
     def __attrs_post_init__(self) -> None:
         n = len(self.launch_rows)
-        ends = np.cumsum(self.launch_counts)
+        if not n and not len(self.launch_counts) and not len(self.launch_gpus):
+            object.__setattr__(self, "launch_starts", _EMPTY_ROWS)  # a plan without launches
+            return
+        ends = self.launch_counts.cumsum()
         if len(self.launch_counts) != n or (n and int(ends[-1]) != len(self.launch_gpus)) or (not n and len(self.launch_gpus)):
             raise ValueError("Plan: launch_counts must give one GPU count per launch, summing to len(launch_gpus)")
         if self.launch_batch is not None and len(self.launch_batch) != n:
@@ -282,31 +296,41 @@ class Events:
     """
 
     time: float
-    finished: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=lambda a: frozen_array(a, np.int64))
-    finished_at: np.ndarray = attrs.field(
-        default=np.zeros(0), converter=lambda a: frozen_array(a, np.float64)
-    )
-    launched: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=lambda a: frozen_array(a, np.int64))
-    suspended: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=lambda a: frozen_array(a, np.int64))
-    failed: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=lambda a: frozen_array(a, np.int64))
+    finished: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
+    finished_at: np.ndarray = attrs.field(default=_NO_FLOATS, converter=_floats)
+    launched: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
+    suspended: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
+    failed: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     nodes_joined: tuple[str, ...] = ()
     nodes_lost: tuple[str, ...] = ()
     # Metrics reported by jobs (loss, iteration time, ...), by row.
     metrics: Mapping[int, Mapping[str, float]] = attrs.field(factory=dict)
     # Live runs only. Jobs that lost their GPUs without a plan (their node was lost, their
     # process crashed and will be retried): they wait again, from their last checkpoint.
-    requeued: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=lambda a: frozen_array(a, np.int64))
+    requeued: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     # Which GPUs can run jobs, when that changed (nodes joined or lost); None: unchanged.
     online: np.ndarray | None = None
     # Jobs submitted since the last round (a canonical trace frame), for LiveSource; None
     # where nothing can be submitted (the simulator).
     submitted: "pl.DataFrame | None" = None
 
+    def is_quiet(self) -> bool:
+        """Nothing happened: only the time is set."""
+        return not (
+            len(self.finished) or len(self.launched) or len(self.suspended) or len(self.failed) or len(self.requeued)
+            or self.metrics or self.nodes_joined or self.nodes_lost or self.online is not None or self.submitted is not None
+        )
+
     @classmethod
     def merge(cls, many: Sequence["Events"]) -> "Events":
         many = [e for e in many if e is not None]
         if len(many) == 1:
             return many[0]
+        time = max(e.time for e in many)
+        news = [e for e in many if not e.is_quiet()]
+        if len(news) <= 1:  # the common case: at most one of them says anything
+            only = news[0] if news else many[0]
+            return only if only.time == time else attrs.evolve(only, time=time)
         def cat(name: str) -> np.ndarray:
             parts = [a for a in (getattr(e, name) for e in many) if len(a)]
             if not parts:
@@ -317,7 +341,7 @@ class Events:
         for e in many:
             metrics.update(e.metrics)
         return cls(
-            time=max(e.time for e in many),
+            time=time,
             finished=cat("finished"),
             finished_at=cat("finished_at"),
             launched=cat("launched"),

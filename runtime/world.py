@@ -119,7 +119,7 @@ def prepare_jobs(
     reference_rate = np.ones(n, dtype=np.float64)
     known = np.array([m is not None for m in models], dtype=bool)
     if known.any():
-        idx = np.flatnonzero(known)
+        idx = known.nonzero()[0]
         ref = np.zeros(len(idx))
         sub_models, sub_batch, sub_gpus = models[idx], batch[idx], gpus[idx]
         # Lookups per distinct GPU count keep the profile calls vectorised.
@@ -141,7 +141,7 @@ def prepare_jobs(
             )
     missing_duration = ~known & np.isnan(duration)
     if missing_duration.any():
-        i = int(np.flatnonzero(missing_duration)[0])
+        i = int(missing_duration.nonzero()[0][0])
         raise TraceError(
             origin,
             f"job {job_id[i]}: model {raw_models[i]!r} is not in the profile and the job has no duration_s, "
@@ -150,7 +150,7 @@ def prepare_jobs(
     work = np.where(~np.isnan(iterations) & known, iterations, duration * reference_rate)
     too_big = gpus > cluster.n_gpus
     if too_big.any():
-        i = int(np.flatnonzero(too_big)[0])
+        i = int(too_big.nonzero()[0][0])
         raise TraceError(origin, f"job {job_id[i]} asks for {gpus[i]} GPUs but the cluster has {cluster.n_gpus}")
     columns = {
         "job_id": job_id,
@@ -189,7 +189,7 @@ def _placement_columns(trace, raw_models, models, known, batch, gpus, profile, r
     from traces.placement import placement_columns
 
     out = placement_columns(trace, raw_models, origin)
-    multi = np.flatnonzero(known & (gpus > 1))
+    multi = (known & (gpus > 1)).nonzero()[0]
     for g in np.unique(gpus[multi]):
         sel = multi[gpus[multi] == g]
         together = profile.rates(models[sel], batch[sel], reference_gpu, int(g), True)
@@ -325,11 +325,15 @@ class World:
         # GPUs that can run jobs (live runs: on a registered, reachable node).
         self.online = np.ones(cluster.n_gpus, dtype=bool)
         self.all_online = True
+        # Whether any job so far has a profiled model, or slows down when spread: without
+        # either, every launch runs at one unit of work per second (launch_rates' fast path).
+        self._any_model = False
+        self._any_slowdown = False
 
     def gpus_of(self, row: int) -> np.ndarray:
         if self.co_holder is not None:
-            return np.flatnonzero((self.holder == row) | (self.co_holder == row))
-        return np.flatnonzero(self.holder == row)
+            return ((self.holder == row) | (self.co_holder == row)).nonzero()[0]
+        return (self.holder == row).nonzero()[0]
 
     @property
     def pairs(self):
@@ -346,6 +350,10 @@ class World:
         self.unfinished += len(rows)
         if len(rows):
             self.first_arrival_s = min(self.first_arrival_s, float(batch.columns["arrival_s"].min()))
+            columns = batch.columns
+            self._any_model = self._any_model or bool(columns["has_model"].any())
+            slowdown = columns.get("spread_slowdown")
+            self._any_slowdown = self._any_slowdown or (slowdown is not None and bool((slowdown > 1.0).any()))
         return rows
 
     # --- progress and completions (from the backend) ---
@@ -448,47 +456,52 @@ class World:
             suspend = np.concatenate([suspend, ending])  # running jobs ended now, for the checks below
         mentioned = keep if not len(suspend) else np.sort(np.concatenate([keep, suspend]))
         # Kept, suspended and completed running jobs, together, must be exactly the running
-        # ones (which implies each names a running job, once).
-        if not np.array_equal(mentioned, self.running_rows):
-            self._explain_mismatch(keep, suspend)
+        # ones (which implies each names a running job, once). Placers list them in order;
+        # another order is sorted before it is judged.
+        running = self.running_rows
+        if len(mentioned) != len(running) or not (mentioned == running).all():
+            if not np.array_equal(np.sort(mentioned), running):
+                self._explain_mismatch(keep, suspend)
         rows, gpus, counts = plan.launch_rows, plan.launch_gpus, plan.launch_counts
         if not len(rows):
             return
         if len(complete) and isin_rows(rows, complete).any():
             raise PlanError(f"plan launches job {self._job(rows[isin_rows(rows, complete)][0])}, which it also completes")
         n, n_gpus = len(self.jobs), self.cluster.n_gpus
-        if rows.min() < 0 or rows.max() >= n:
+        # Range checks with one reduction each: seen as unsigned, a negative value is too large.
+        if rows.view(np.uint64).max() >= n:
             raise PlanError("plan launches a job row that does not exist")
         if counts.min() < 1:
             raise PlanError(f"plan launches job {self._job(rows[counts < 1][0])} on no GPU")
-        if gpus.min() < 0 or gpus.max() >= n_gpus:
+        if gpus.view(np.uint64).max() >= n_gpus:
             raise PlanError(f"plan uses GPU {gpus[(gpus < 0) | (gpus >= n_gpus)][0]}, which does not exist")
         status = self.jobs._cols["status"][rows]
-        launchable = (status == PENDING) | ((status == RUNNING) & isin_rows(rows, suspend))
-        if not launchable.all():
-            row, what = rows[~launchable][0], status[~launchable][0]
-            reason = "has finished" if what == FINISHED else "is running (suspend it to move or resize it)"
-            raise PlanError(f"plan launches job {self._job(row)}, which {reason}")
+        if status.any():  # PENDING is 0: only launches of jobs that are not waiting need a look
+            launchable = (status == PENDING) | ((status == RUNNING) & isin_rows(rows, suspend))
+            if not launchable.all():
+                row, what = rows[~launchable][0], status[~launchable][0]
+                reason = "has finished" if what == FINISHED else "is running (suspend it to move or resize it)"
+                raise PlanError(f"plan launches job {self._job(row)}, which {reason}")
         ordered = np.sort(rows)
         if (ordered[1:] == ordered[:-1]).any():
             raise PlanError(f"plan launches job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
-        first = np.ones(len(rows), dtype=bool)  # launches that count towards a GPU's occupancy
+        counted = gpus  # GPUs of launches that count towards occupancy (a pair's second does not)
         if plan.launch_partner is not None:
             first = self._check_partners(plan)
-        counted = gpus if first.all() else gpus[np.repeat(first, counts)]
+            counted = gpus if first.all() else gpus[first.repeat(counts)]
         per_gpu = np.bincount(counted, minlength=n_gpus)
         if per_gpu.max() > 1:
             raise PlanError(f"plan puts two jobs (or one twice) on GPU {int(np.argmax(per_gpu))}")
         if not self.all_online and not self.online[gpus].all():
             off = gpus[~self.online[gpus]][0]
-            raise PlanError(f"plan puts job {self._job(np.repeat(rows, counts)[gpus == off][0])} on GPU {off}, which is offline")
+            raise PlanError(f"plan puts job {self._job(rows.repeat(counts)[gpus == off][0])} on GPU {off}, which is offline")
         for holder in (self.holder, self.co_holder):
             if holder is None:
                 continue
             holders = holder[gpus]
             ok = (holders < 0) | isin_rows(holders, suspend)
             if not ok.all():
-                owner = np.repeat(rows, counts)[~ok][0]
+                owner = rows.repeat(counts)[~ok][0]
                 raise PlanError(
                     f"plan puts job {self._job(owner)} on GPU {gpus[~ok][0]}, which job {self._job(holders[~ok][0])} holds"
                 )
@@ -498,7 +511,7 @@ class World:
         exactly the same GPUs, which names it back. Returns which launches come first in their
         pair (the other shares its GPUs)."""
         rows, partner, counts, starts = plan.launch_rows, plan.launch_partner, plan.launch_counts, plan.launch_starts
-        paired = np.flatnonzero(partner >= 0)
+        paired = (partner >= 0).nonzero()[0]
         first = np.ones(len(rows), dtype=bool)
         if not len(paired):
             return first
@@ -554,6 +567,8 @@ class World:
         cols = self.jobs._cols
         rows, gpus, counts = plan.launch_rows, plan.launch_gpus, plan.launch_counts
         rates = np.ones(len(rows))
+        if not self._any_model and not self._any_slowdown:
+            return rates
         has_model = cols["has_model"][rows]
         if not has_model.all() and counts.max() > 1:
             self._spread_slowdown(plan, rates, has_model)
@@ -570,7 +585,7 @@ class World:
         if plan.launch_batch is not None:
             batch = np.where(plan.launch_batch > 0, plan.launch_batch, batch)
         profile = self.profile
-        idx = np.flatnonzero(has_model)
+        idx = has_model.nonzero()[0]
         same = t_low[idx] == t_high[idx]
         uniform, mixed = idx[same], idx[~same]
         keys = np.stack([t_low[uniform], counts[uniform], one_node[uniform]], axis=1)
@@ -592,7 +607,7 @@ class World:
             return
         counts = plan.launch_counts
         # Only multi-GPU jobs known by duration with a slowdown can lose by spreading.
-        candidates = np.flatnonzero((counts > 1) & ~has_model)
+        candidates = ((counts > 1) & ~has_model).nonzero()[0]
         if len(candidates):
             factor = slowdown[plan.launch_rows[candidates]]
             candidates, factor = candidates[factor > 1.0], factor[factor > 1.0]
@@ -600,9 +615,9 @@ class World:
             return
         cluster, starts = self.cluster, plan.launch_starts
         c = counts[candidates]
-        owner = np.repeat(np.arange(len(candidates)), c)
-        offset = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
-        nodes = cluster.gpu_node[plan.launch_gpus[np.repeat(starts[candidates], c) + offset]]
+        owner = np.arange(len(candidates)).repeat(c)
+        offset = np.arange(int(c.sum())) - (c.cumsum() - c).repeat(c)
+        nodes = cluster.gpu_node[plan.launch_gpus[starts[candidates].repeat(c) + offset]]
         nodes_used = np.bincount(np.unique(owner * cluster.n_nodes + nodes) // cluster.n_nodes, minlength=len(candidates))
         needed = -(-c // cluster.max_gpus_per_node)
         spread = nodes_used > needed
@@ -616,8 +631,8 @@ class World:
         cols = self.jobs._cols
         rows, gpus, counts, starts = plan.launch_rows, plan.launch_gpus, plan.launch_counts, plan.launch_starts
         rates = self.launch_rates(plan) if len(rows) else np.zeros(0)
-        if (rates <= 0).any():
-            bad = int(np.flatnonzero(rates <= 0)[0])
+        if len(rates) and rates.min() <= 0:
+            bad = int((rates <= 0).nonzero()[0][0])
             first = gpus[starts[bad]]
             raise PlanError(
                 f"plan puts job {cols['job_id'][rows[bad]]} ({cols['model'][rows[bad]]}) on {counts[bad]} "
@@ -637,12 +652,12 @@ class World:
             self._release(suspend)
         if paired:
             second = ~self._check_partners(plan)
-            per_gpu = np.repeat(second, counts)
-            self.holder[gpus[~per_gpu]] = np.repeat(rows[~second], counts[~second])
-            self.co_holder[gpus[per_gpu]] = np.repeat(rows[second], counts[second])
+            per_gpu = second.repeat(counts)
+            self.holder[gpus[~per_gpu]] = rows[~second].repeat(counts[~second])
+            self.co_holder[gpus[per_gpu]] = rows[second].repeat(counts[second])
             cols["partner"][rows] = plan.launch_partner
         elif len(rows):
-            self.holder[gpus] = np.repeat(rows, counts)
+            self.holder[gpus] = rows.repeat(counts)
         if len(rows):
             cols["status"][rows] = RUNNING
             cols["rate"][rows] = rates
@@ -664,7 +679,7 @@ class World:
         entry for the two models on that GPU type and count)."""
         cols = self.jobs._cols
         rows, partner, starts = plan.launch_rows, plan.launch_partner, plan.launch_starts
-        idx = np.flatnonzero(partner >= 0)
+        idx = (partner >= 0).nonzero()[0]
         position = {int(r): i for i, r in enumerate(rows.tolist())}
         other = np.array([position[int(p)] for p in partner[idx].tolist()], dtype=np.int64)
         types = self.cluster.gpu_type[plan.launch_gpus[starts[idx]]]

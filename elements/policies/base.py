@@ -21,5 +21,5 @@ class KeyOrder(Element):
         raise NotImplementedError
 
     def tick(self, ctx, active: Active) -> Ranking:
-        order = np.argsort(self.key(active), kind="stable")
+        order = self.key(active).argsort(kind="stable")
         return Ranking(active.rows[order], active.gpus[order], backfill=self.backfill)

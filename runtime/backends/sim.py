@@ -23,6 +23,10 @@ from runtime.world import World
 # Relative slack when deciding that a job finishes inside a round, so that float rounding in
 # accumulated progress never pushes an exact finish into the next round.
 _EPS = 1e-9
+# A quiet round (the same jobs running as in the last one) skips the per-job finish test when
+# the earliest finish computed then lies beyond the round's end by this relative margin, far
+# more than the rounding that accumulated progress can add.
+_SURE = 1e-6
 _NO_PROGRESS = Progress.empty()
 
 
@@ -40,6 +44,8 @@ class Simulator:
         self._events: Events | None = None
         self._full_rows: np.ndarray | None = None
         self._full = _NO_PROGRESS
+        self._full_rate = np.zeros(0)
+        self._earliest_finish = -np.inf  # of the jobs in _full_rows, as last computed
         self._progress = _NO_PROGRESS
 
     @property
@@ -76,17 +82,21 @@ class Simulator:
         rows = world.running_rows
         if not len(rows):
             self._progress, self._events = _NO_PROGRESS, Events(time=end)
+        elif rows is self._full_rows and not len(self._ready_rows) and self._earliest_finish > end + _SURE * max(1.0, end):
+            # The same jobs as last round, none starting late, and none can finish this round.
+            self._progress, self._events = self._full, Events(time=end)
         else:
             cols = world.jobs._cols
             full = self._full_round(rows, cols)
-            rate = full.done / self.round_s
+            rate = self._full_rate
             remaining = cols["work"][rows] - cols["done"][rows]
             if len(self._ready_rows):
                 start = np.full(len(rows), now)
-                start[np.searchsorted(rows, self._ready_rows)] = self._ready_at
+                start[rows.searchsorted(self._ready_rows)] = self._ready_at
             else:
                 start = now
             finish_at = start + remaining / rate
+            self._earliest_finish = finish_at.min()
             finished = finish_at <= end + _EPS * max(1.0, end)
             if not len(self._ready_rows) and not finished.any():
                 self._progress, self._events = full, Events(time=end)  # everyone runs the round through
@@ -106,5 +116,6 @@ class Simulator:
             rate = cols["rate"][rows]
             r = self.round_s
             self._full_rows = rows
+            self._full_rate = rate
             self._full = Progress(rows, rate * r, cols["held"][rows] * r, np.full(len(rows), r))
         return self._full
