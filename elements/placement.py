@@ -25,6 +25,7 @@ round (Blox calls its scheduler twice).
 
 from __future__ import annotations
 
+import bisect
 from typing import ClassVar
 
 import attrs
@@ -129,7 +130,7 @@ class Placer(Element):
                 available[held_by_marked & ~isin_rows(holder, suspend)] = False
         if len(victims):
             suspend = np.sort(np.concatenate([suspend, victims]))
-        if ranking.backfill and available.any():
+        if ranking.backfill and np.count_nonzero(available):
             self._backfill(cluster, available, want, selected, is_run, job_types, one_node, launches)
 
         positions, counts, gpus = launches.arrays()
@@ -175,9 +176,10 @@ class Placer(Element):
         for t in sorted(set(on_type[positions].tolist())):
             here = positions if job_types is None else positions[on_type[positions] == t]
             together = here[one_node[here]]
+            sizes = want[together]
             # Largest first; ties in ranking order (positions are ascending).
-            for size in sorted(set(want[together].tolist()), reverse=True):
-                group = together[want[together] == size] if len(together) > 1 else together
+            for size in sorted(set(sizes.tolist()), reverse=True):
+                group = together[sizes == size] if len(together) > 1 else together
                 if size <= cluster.max_gpus_per_node:
                     taken = pack_best_fit(cluster, available, t, size, len(group))
                     launches.add_group(group[: len(taken)], taken)
@@ -200,18 +202,25 @@ class Placer(Element):
         """Step 4: for each unplaced selected job, in ranking order, the shortest tail of the
         selected running jobs ranked below it that makes it fit; those are suspended."""
         victims: list[int] = []
-        candidates = kept_pos.tolist()
+        candidates = kept_pos.tolist()  # ascending, as victims are taken out
+        fewest = _fewest_by_search if self._custom_choice() else _fewest_builtin
+        # A job that cannot fit even with its whole tail suspended fails again for any job of
+        # the same shape ranked below it: its tail is shorter, and GPUs only leave that pool.
+        hopeless: set[tuple] = set()
         for i in unplaced.tolist():
-            below = [p for p in candidates if p > i]
+            below = candidates[bisect.bisect_right(candidates, i) :]
             if not below:
                 continue
             types = [0] if job_types is None else job_types[i]
+            g, together = int(want[i]), bool(one_node[i])
+            shape = (g, tuple(types), together)
+            if shape in hopeless:
+                continue
             tail_rows = rows[below[::-1]]  # the lowest-ranked first
             tail_ids, victim_of = _gpus_in_order(holder, tail_rows)
-            g, together = int(want[i]), bool(one_node[i])
-            fewest = _fewest_by_search if self._custom_choice() else _fewest_builtin
             count = fewest(self, cluster, available, tail_ids, victim_of, g, types, together)
             if count is None:
+                hopeless.add(shape)
                 continue
             trial = available.copy()
             trial[tail_ids[victim_of < count]] = True
@@ -272,7 +281,7 @@ class _Launches:
         if len(positions):
             self.placed[positions] = True
             self._positions.append(positions)
-            self._counts.append(np.full(len(positions), gpus.shape[1], dtype=np.int64))
+            self._counts.append(np.zeros(len(positions), dtype=np.int64) + gpus.shape[1])
             self._gpus.append(gpus.ravel())
 
     def add_run(self, positions: np.ndarray, counts: np.ndarray, gpus: np.ndarray) -> None:
@@ -358,6 +367,12 @@ def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int)
     just received a job stays the best fit while it can hold another, this is: nodes in
     ascending order of available GPUs, each filled while it can hold a job. Marks the GPUs
     taken; returns them, one row per job placed (the first jobs, in order)."""
+    if count == 1:  # one job: the best-fit node directly
+        got = choose_consolidated(cluster, available, size, [t])
+        if got is None:
+            return np.zeros((0, size), dtype=np.int64)
+        available[got] = False
+        return got[None, :]
     mask = _of_type(cluster, available, t)
     counts = np.add.reduceat(mask, cluster.node_first_gpu, dtype=np.int64)
     if size == 1:  # each job on one GPU: the GPUs of the fullest nodes first

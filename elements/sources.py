@@ -27,12 +27,13 @@ class _Replay(Element):
         self._batch: JobBatch = batch
         self._arrivals = batch.columns["arrival_s"]
         self._next = 0
+        self._none = ctx.jobs.view(_NO_ROWS, Jobs)  # what a round without arrivals emits
         self.unknown_models = sorted(unknown)
         self.counters["arrived"] = 0
 
     def tick(self, ctx) -> Jobs:
         if self._next >= len(self._arrivals) or self._arrivals[self._next] > ctx.now + 1e-9:
-            return ctx.jobs.view(_NO_ROWS, Jobs)
+            return self._none
         stop = int(np.searchsorted(self._arrivals, ctx.now + 1e-9, side="right"))
         jobs = ctx.register_jobs(self._batch.slice(self._next, stop))
         self.counters["arrived"] += stop - self._next

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def _read_only(a: np.ndarray) -> np.ndarray:
     v = a.view()
-    v.flags.writeable = False
+    v.setflags(write=False)
     return v
 
 

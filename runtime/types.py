@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from runtime.world import JobTable
 
 _EMPTY_ROWS = np.zeros(0, dtype=np.int64)
-_EMPTY_ROWS.flags.writeable = False
+_EMPTY_ROWS.setflags(write=False)
 _NO_FLOATS = np.zeros(0)
-_NO_FLOATS.flags.writeable = False
+_NO_FLOATS.setflags(write=False)
 
 
 def frozen_array(values, dtype=None) -> np.ndarray:
@@ -43,7 +43,7 @@ def frozen_array(values, dtype=None) -> np.ndarray:
         if not arr.flags.writeable:
             return arr
         arr = arr.view()
-    arr.flags.writeable = False
+    arr.setflags(write=False)
     return arr
 
 
@@ -84,7 +84,7 @@ class JobView:
         got = self._cache.get(name)
         if got is None:
             got = self._table.column(name)[self.rows]
-            got.flags.writeable = False
+            got.setflags(write=False)
             self._cache[name] = got
         return got
 

@@ -43,7 +43,7 @@ class Simulator:
         self._ready_at = np.zeros(0)
         self._events: Events | None = None
         self._full_rows: np.ndarray | None = None
-        self._full = _NO_PROGRESS
+        self._full: Progress | None = None
         self._full_rate = np.zeros(0)
         self._earliest_finish = -np.inf  # of the jobs in _full_rows, as last computed
         self._progress = _NO_PROGRESS
@@ -84,23 +84,25 @@ class Simulator:
             self._progress, self._events = _NO_PROGRESS, Events(time=end)
         elif rows is self._full_rows and not len(self._ready_rows) and self._earliest_finish > end + _SURE * max(1.0, end):
             # The same jobs as last round, none starting late, and none can finish this round.
-            self._progress, self._events = self._full, Events(time=end)
+            self._progress, self._events = self._full_round(), Events(time=end)
         else:
             cols = world.jobs._cols
-            full = self._full_round(rows, cols)
+            if rows is not self._full_rows:
+                self._full_rows, self._full_rate, self._full = rows, cols["rate"][rows], None
             rate = self._full_rate
             remaining = cols["work"][rows] - cols["done"][rows]
             if len(self._ready_rows):
-                start = np.full(len(rows), now)
+                start = np.empty(len(rows))
+                start.fill(now)
                 start[rows.searchsorted(self._ready_rows)] = self._ready_at
             else:
                 start = now
             finish_at = start + remaining / rate
             self._earliest_finish = finish_at.min()
-            finished = finish_at <= end + _EPS * max(1.0, end)
-            if not len(self._ready_rows) and not finished.any():
-                self._progress, self._events = full, Events(time=end)  # everyone runs the round through
+            if not len(self._ready_rows) and self._earliest_finish > end + _EPS * max(1.0, end):
+                self._progress, self._events = self._full_round(), Events(time=end)  # everyone runs the round through
             else:
+                finished = finish_at <= end + _EPS * max(1.0, end)
                 held_until = np.where(finished, finish_at, end)
                 done = np.where(finished, remaining, rate * np.maximum(held_until - start, 0.0))
                 run_s = held_until - now
@@ -109,13 +111,12 @@ class Simulator:
         self._ready_rows = self._ready_rows[:0]
         self._now = end
 
-    def _full_round(self, rows: np.ndarray, cols) -> Progress:
-        """Progress of the running jobs over a whole round, cached while the running set (a new
-        array whenever it changes) stays the same."""
-        if rows is not self._full_rows:
-            rate = cols["rate"][rows]
-            r = self.round_s
-            self._full_rows = rows
-            self._full_rate = rate
-            self._full = Progress(rows, rate * r, cols["held"][rows] * r, np.full(len(rows), r))
+    def _full_round(self) -> Progress:
+        """Progress of the running jobs over a whole round, made once for each running set (a
+        new array whenever it changes)."""
+        if self._full is None:
+            rows, r = self._full_rows, self.round_s
+            run_s = np.empty(len(rows))
+            run_s.fill(r)
+            self._full = Progress(rows, self._full_rate * r, self.world.jobs._cols["held"][rows] * r, run_s)
         return self._full
