@@ -71,7 +71,8 @@ class Simulator:
             if self.world.co_holder is not None:  # space sharing: a GPU's second job checkpoints too
                 freed |= isin_rows(self.world.co_holder, plan.suspend)
             self._gpu_free_at[freed] = now + self.checkpoint_s
-        if len(plan.launch_rows):
+        if len(plan.launch_rows) and (self.checkpoint_s > 0 or self.restore_s > 0):
+            # (Without either cost a launched job starts at the boundary, as running ones do.)
             free_at = np.maximum.reduceat(self._gpu_free_at[plan.launch_gpus], plan.launch_starts)
             self._ready_rows = plan.launch_rows
             self._ready_at = np.maximum(free_at, now) + self.restore_s
