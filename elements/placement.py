@@ -70,7 +70,7 @@ class Placer(Element):
         """Which ranked jobs must be placed on as few nodes as possible: the ranking's say,
         else the placer's default. Placers that decide per job (by model) override this."""
         if ranking.consolidate is None:
-            return np.full(len(ranking.rows), self.consolidate_by_default)
+            return _constant_mask(len(ranking.rows), self.consolidate_by_default)
         return np.asarray(ranking.consolidate, dtype=bool)
 
     def _custom_choice(self) -> bool:
@@ -258,6 +258,19 @@ class Placer(Element):
                     break
 
 
+_CONSTANT_MASKS = {False: np.zeros(1024, dtype=bool), True: np.ones(1024, dtype=bool)}
+
+
+def _constant_mask(n: int, value: bool) -> np.ndarray:
+    """A read-only mask of n copies of `value` (a view of a shared buffer)."""
+    buffer = _CONSTANT_MASKS[value]
+    if len(buffer) < n:
+        buffer = _CONSTANT_MASKS[value] = np.full(2 * n, value)
+    view = buffer[:n]
+    view.setflags(write=False)
+    return view
+
+
 def _gpus_in_order(holder: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The GPUs held by `rows`, grouped by job in the order of `rows`, and whose each is."""
     held = isin_rows(holder, rows).nonzero()[0]
@@ -321,10 +334,10 @@ def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: n
         if k == n or not ranking.backfill or left == 0:
             return selected, on_type
         fits_later = (runnable[k:] & (want[k:] <= left)).nonzero()[0] + k
-        for i in fits_later.tolist():
-            if want[i] <= left:
+        for i, g in zip(fits_later.tolist(), want[fits_later].tolist()):
+            if g <= left:
                 selected[i] = True
-                left -= int(want[i])
+                left -= g
                 if left == 0:
                     break
         return selected, on_type
@@ -447,7 +460,7 @@ def choose_consolidated(cluster, available: np.ndarray, want: int, types: list[i
         mask = _of_type(cluster, available, t)
         counts = np.add.reduceat(mask, cluster.node_first_gpu, dtype=np.int64)
         if want <= cluster.max_gpus_per_node:
-            node = int(np.argmin(np.where(counts >= want, counts, _NEVER)))
+            node = int(np.where(counts >= want, counts, _NEVER).argmin())
             if counts[node] < want:
                 continue
             start = cluster.node_first_gpu[node]
