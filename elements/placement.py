@@ -240,12 +240,13 @@ class Placer(Element):
         left = int(np.count_nonzero(available))
         waiting = (~selected & ~is_run & (want > 0) & (want <= left)).nonzero()[0]
         failed_from: dict[tuple, int] = {}  # as GPUs only get fewer, a size that failed fails again
-        for i in waiting.tolist():
-            g = int(want[i])
+        per_node = cluster.max_gpus_per_node
+        for i, g, together in zip(waiting.tolist(), want[waiting].tolist(), one_node[waiting].tolist()):
+            if g > left:
+                continue
             types = [0] if job_types is None else job_types[i]
-            together = bool(one_node[i])
-            shape = (tuple(types), together, together and g > cluster.max_gpus_per_node)
-            if g > left or g >= failed_from.get(shape, _NEVER):
+            shape = (tuple(types), together, together and g > per_node)
+            if g >= failed_from.get(shape, _NEVER):
                 continue
             got = self.choose(cluster, available, g, types, together)
             if got is None:
