@@ -388,7 +388,7 @@ def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int)
         available[got] = False
         return got[None, :]
     mask = _of_type(cluster, available, t)
-    counts = np.add.reduceat(mask, cluster.node_first_gpu, dtype=np.int64)
+    counts = cluster.per_node(mask)
     if size == 1:  # each job on one GPU: the GPUs of the fullest nodes first
         ids = mask.nonzero()[0]
         taken = ids[counts[cluster.gpu_node[ids]].argsort(kind="stable")[:count]][:, None]
@@ -416,7 +416,7 @@ def pack_whole_nodes(cluster, available: np.ndarray, t: int, size: int, count: i
     per = cluster.max_gpus_per_node
     if not cluster.uniform_nodes or size % per:
         return np.zeros((0, size), dtype=np.int64)
-    counts = np.add.reduceat(_of_type(cluster, available, t), cluster.node_first_gpu, dtype=np.int64)
+    counts = cluster.per_node(_of_type(cluster, available, t))
     whole = (counts == per).nonzero()[0]
     jobs = min(count, len(whole) // (size // per))
     nodes = whole[: jobs * (size // per)]
@@ -459,9 +459,10 @@ def choose_consolidated(cluster, available: np.ndarray, want: int, types: list[i
     with the fewest available GPUs that still fits), else the fewest nodes, fullest first."""
     for t in types:
         mask = _of_type(cluster, available, t)
-        counts = np.add.reduceat(mask, cluster.node_first_gpu, dtype=np.int64)
+        counts = cluster.per_node(mask)
         if want <= cluster.max_gpus_per_node:
-            node = int(np.where(counts >= want, counts, _NEVER).argmin())
+            # Best fit: the least slack; seen as unsigned, a negative slack is huge.
+            node = int((counts - want).view(np.uint64).argmin())
             if counts[node] < want:
                 continue
             start = cluster.node_first_gpu[node]
@@ -499,7 +500,7 @@ def _fewest_for_count(cluster, free, tail_ids, victim_of, want, t) -> int:
 
 def _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t) -> int:
     """Fewest tail victims after which some node of type t has `want` available GPUs."""
-    counts = np.add.reduceat(_of_type(cluster, free, t), cluster.node_first_gpu, dtype=np.int64)
+    counts = cluster.per_node(_of_type(cluster, free, t))
     need = want - counts
     if len(cluster.gpu_types) > 1:
         need = np.where(cluster.node_type == t, need, _NEVER)

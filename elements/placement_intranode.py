@@ -30,7 +30,7 @@ class _IntraNode(Placer):
             return choose_consolidated(cluster, available, want, types)
         for t in types:
             mask = available if len(cluster.gpu_types) == 1 else available & cluster.type_mask[t]
-            counts = np.add.reduceat(mask, cluster.node_first_gpu, dtype=np.int64)
+            counts = cluster.per_node(mask)
             fits = counts >= want
             if not fits.any():
                 continue

@@ -44,7 +44,7 @@ def choose_fewest_holes(cluster, available: np.ndarray, want: int, types: list[i
     first, so that whole free nodes stay whole for jobs that must be consolidated."""
     for t in types:
         mask = available if len(cluster.gpu_types) == 1 else available & cluster.type_mask[t]
-        counts = np.add.reduceat(mask, cluster.node_first_gpu, dtype=np.int64)
+        counts = cluster.per_node(mask)
         if counts.sum() < want:
             continue
         if want <= cluster.max_gpus_per_node and (counts >= want).any():

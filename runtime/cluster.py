@@ -210,6 +210,16 @@ class Cluster:
         self.max_gpus_per_node = int(self.node_gpus.max())
         self.uniform_nodes = bool((self.node_gpus == self.max_gpus_per_node).all())
         self.node_link_gbps = _ro(self._links(spec))
+        # With 1, 2, 4 or 8 GPUs on every node, one node's flags in a per-GPU bool mask are the
+        # bytes of one unsigned word, so counting them is a single bit count (see per_node).
+        words = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+        self._node_word = words.get(self.max_gpus_per_node) if self.uniform_nodes else None
+
+    def per_node(self, mask: np.ndarray) -> np.ndarray:
+        """How many GPUs of each node `mask` (one bool per GPU) marks."""
+        if self._node_word is not None and mask.flags.c_contiguous and mask.dtype == np.bool_:
+            return np.bitwise_count(mask.view(self._node_word)).astype(np.int64)
+        return np.add.reduceat(mask, self.node_first_gpu, dtype=np.int64)
 
     def _links(self, spec: ClusterSpec) -> np.ndarray:
         """(nodes, G, G) link bandwidths in Gbps between a node's GPUs (local indices), G the

@@ -151,7 +151,7 @@ def _choose(cluster, available: np.ndarray, want: int, t: int, one_node: bool):
     if got is not None or one_node:
         return got
     mask = available & cluster.type_mask[t] if len(cluster.gpu_types) > 1 else available
-    counts = np.add.reduceat(mask, cluster.node_first_gpu, dtype=np.int64)
+    counts = cluster.per_node(mask)
     if counts.sum() < want:
         return None
     order = np.argsort(-counts, kind="stable")
