@@ -507,13 +507,12 @@ def _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t) -> int:
     if need.min() <= 0:
         return 0
     nodes = cluster.gpu_node[tail_ids]
-    order = nodes.argsort(kind="stable")  # grouped by node, tail order inside a group
-    sorted_nodes = nodes[order]
-    first = sorted_nodes.searchsorted(np.arange(cluster.n_nodes), side="left")
-    have = sorted_nodes.searchsorted(np.arange(cluster.n_nodes), side="right") - first
+    have = np.bincount(nodes, minlength=cluster.n_nodes)  # tail GPUs on each node
     ok = need <= have
-    if not ok.any():
+    if not np.count_nonzero(ok):
         return _NEVER
+    order = nodes.argsort(kind="stable")  # grouped by node, tail order inside a group
+    first = have.cumsum() - have
     where = first[ok] + need[ok] - 1  # the need-th victim GPU on each node that can get there
     return int(victim_of[order[where]].min()) + 1
 
