@@ -334,13 +334,16 @@ def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: n
         left = capacity - (int(cumulative[k - 1]) if k else 0)
         if k == n or not ranking.backfill or left == 0:
             return selected, on_type
-        fits_later = (runnable[k:] & (want[k:] <= left)).nonzero()[0] + k
-        for i, g in zip(fits_later.tolist(), want[fits_later].tolist()):
-            if g <= left:
-                selected[i] = True
-                left -= g
-                if left == 0:
-                    break
+        i = k
+        while left > 0:  # a few jobs at most: jump to the next one that fits what is left
+            fits = (want[i:] <= left) & runnable[i:]
+            j = int(fits.argmax())
+            if not fits[j]:
+                break
+            i += j
+            selected[i] = True
+            left -= int(want[i])
+            i += 1
         return selected, on_type
     by_type = cluster.gpus_by_type if online is None else np.bincount(cluster.gpu_type[online], minlength=len(cluster.gpu_types))
     left = by_type.astype(np.int64).tolist()
