@@ -335,7 +335,7 @@ def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: n
         if k == n or not ranking.backfill or left == 0:
             return selected, on_type
         i = k
-        while left > 0:  # a few jobs at most: jump to the next one that fits what is left
+        while left > 0 and i < n:  # a few jobs at most: jump to the next one that fits what is left
             fits = (want[i:] <= left) & runnable[i:]
             j = int(fits.argmax())
             if not fits[j]:
