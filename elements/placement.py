@@ -98,7 +98,7 @@ class Placer(Element):
         online = ctx.online  # None unless a live node is lost: then only its GPUs count
         selected, on_type = _select(cluster, ranking, job_types, keeps, placed_r, online)
         kept_mask = keeps & selected
-        holder = np.asarray(ctx.holder)
+        holder = ctx.holder
         # Running jobs not kept are marked for suspension (step 5 may keep them after all).
         marked = running[~isin_rows(running, rows[kept_mask])] if n_keeps else running
         held_by_marked = isin_rows(holder, marked)

@@ -14,7 +14,7 @@ from runtime.context import RoundContext
 from runtime.errors import RoundhouseError
 from runtime.rowsets import isin_rows
 from runtime.types import Events, Plan
-from runtime.world import World
+from runtime.world import PlanError, World
 
 # Rounds with jobs waiting, none running and no arrivals before the run is declared stalled.
 STALL_ROUNDS = 2000
@@ -73,8 +73,6 @@ class Engine:
         return self.world.add_jobs(batch)
 
     def _submit(self, plan: Plan) -> Events:
-        from runtime.world import PlanError
-
         ctx = self._ctx
         try:
             self.world.check_plan(plan)

@@ -160,8 +160,8 @@ class Ranking:
 
     def __attrs_post_init__(self) -> None:
         n = len(self.rows)
-        for name in ("gpus", "gpu_type", "batch_size", "consolidate", "partner"):
-            value = getattr(self, name)
+        for name, value in (("gpus", self.gpus), ("gpu_type", self.gpu_type), ("batch_size", self.batch_size),
+                            ("consolidate", self.consolidate), ("partner", self.partner)):
             if value is not None and len(value) != n:
                 raise ValueError(f"Ranking.{name} has {len(value)} entries for {n} jobs")
 

@@ -631,7 +631,7 @@ class World:
         cols = self.jobs._cols
         rows, gpus, counts, starts = plan.launch_rows, plan.launch_gpus, plan.launch_counts, plan.launch_starts
         rates = self.launch_rates(plan) if len(rows) else np.zeros(0)
-        if len(rates) and rates.min() <= 0:
+        if self._any_model and len(rates) and rates.min() <= 0:  # only a profile says "cannot run"
             bad = int((rates <= 0).nonzero()[0][0])
             first = gpus[starts[bad]]
             raise PlanError(
@@ -662,14 +662,13 @@ class World:
             cols["status"][rows] = RUNNING
             cols["rate"][rows] = rates
             cols["held"][rows] = counts
-            cols["placed_type"][rows] = self.cluster.gpu_type[gpus[starts]]
+            cols["placed_type"][rows] = self.cluster.gpu_type[gpus[starts]] if len(self.cluster.gpu_types) > 1 else 0
             if plan.launch_batch is None:
                 cols["batch_used"][rows] = cols["batch_size"][rows]
             else:
                 cols["batch_used"][rows] = np.where(plan.launch_batch > 0, plan.launch_batch, cols["batch_size"][rows])
             cols["launches"][rows] += 1
-            first = rows[np.isnan(cols["first_start_s"][rows])]
-            cols["first_start_s"][first] = now
+            cols["first_start_s"][rows] = np.fmin(cols["first_start_s"][rows], now)  # NaN: not started before
         self.running_rows = merged(self.running_rows, rows)
         return Events(time=now, launched=rows, suspended=suspend)
 
