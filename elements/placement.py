@@ -138,7 +138,8 @@ class Placer(Element):
             return Plan(keep=running)
         launch_rows = rows[positions]
         self.counters["launched"] += len(positions)
-        self.counters["preempted"] += len(suspend) - int(np.count_nonzero(is_run & ~stays))
+        resized = int(np.count_nonzero(is_run)) - n_keeps  # running jobs asking for other GPUs
+        self.counters["preempted"] += len(suspend) - resized
         if len(suspend) and len(positions):
             self.counters["moved"] += int(np.count_nonzero(is_run[positions]))
         return Plan(
@@ -238,7 +239,7 @@ class Placer(Element):
     def _backfill(self, cluster, available, want, selected, is_run, job_types, one_node, launches) -> None:
         """Step 5: GPUs still free go to waiting jobs that were not selected, in ranking order."""
         left = int(np.count_nonzero(available))
-        waiting = (~selected & ~is_run & (want > 0) & (want <= left)).nonzero()[0]
+        waiting = (~(selected | is_run) & (want > 0) & (want <= left)).nonzero()[0]
         failed_from: dict[tuple, int] = {}  # as GPUs only get fewer, a size that failed fails again
         per_node = cluster.max_gpus_per_node
         for i, g, together in zip(waiting.tolist(), want[waiting].tolist(), one_node[waiting].tolist()):
