@@ -53,6 +53,7 @@ def _rows(a) -> np.ndarray:
 
 
 def _floats(a) -> np.ndarray:
+    """Converter for fields of times: read-only float64 arrays."""
     return a if a is _NO_FLOATS else frozen_array(a, np.float64)
 
 
@@ -331,6 +332,7 @@ class Events:
         if len(news) <= 1:  # the common case: at most one of them says anything
             only = news[0] if news else many[0]
             return only if only.time == time else attrs.evolve(only, time=time)
+
         def cat(name: str) -> np.ndarray:
             parts = [a for a in (getattr(e, name) for e in many) if len(a)]
             if not parts:

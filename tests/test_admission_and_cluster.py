@@ -1,5 +1,6 @@
 """Admission gates and cluster specs."""
 
+import numpy as np
 import pytest
 
 from runtime.cluster import Cluster
@@ -50,6 +51,20 @@ def test_cluster_shorthands():
     assert c.gpu_types == ("V100", "P100", "K80") and c.n_nodes == 108 and c.max_gpus_per_node == 1
     assert Cluster.parse("2x2").gpu_types == ("V100",)
     assert c.spread([0, 1]) == "rack" and Cluster.parse("1x2").spread([0, 1]) == "node"
+
+
+@pytest.mark.parametrize("spec", ["32x4:V100", "5x1:K80", "3x2:P100", "4x8:V100", "2x4:V100,3x8:K80", "3x3:V100"])
+def test_per_node_counts_match_a_plain_sum(spec):
+    # Uniform clusters of 1, 2, 4 or 8 GPUs a node count by bit counts, others by sums.
+    c = Cluster.parse(spec)
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        mask = rng.random(c.n_gpus) < 0.5
+        expected = [int(mask[f : f + g].sum()) for f, g in zip(c.node_first_gpu, c.node_gpus)]
+        assert c.per_node(mask).tolist() == expected
+        assert c.per_node(mask).dtype == np.int64
+    twice = np.repeat(mask, 2)[::2]  # a strided (non-contiguous) mask
+    assert c.per_node(twice).tolist() == expected
 
 
 def test_cluster_spec_file(tmp_path):

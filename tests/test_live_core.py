@@ -87,6 +87,14 @@ def test_events_merge_keeps_live_fields():
     assert merged.requeued.tolist() == [3, 4] and merged.online is online and merged.submitted is None
 
 
+def test_events_merge_with_nothing_new_keeps_the_other_and_the_latest_time():
+    busy = Events(time=1.0, launched=[5], suspended=[2])
+    merged = Events.merge([Events(time=2.0), busy])
+    assert merged.time == 2.0 and merged.launched.tolist() == [5] and merged.suspended.tolist() == [2]
+    assert Events.merge([busy, Events(time=1.0)]) is busy
+    assert Events.merge([Events(time=1.0), Events(time=3.0)]).time == 3.0
+
+
 class _Scripted:
     """A backend that reports given events at given rounds (and nothing else)."""
 

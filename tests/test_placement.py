@@ -140,3 +140,17 @@ def test_invalid_plans_are_refused_with_the_job_named():
         world.check_plan(Plan(launch_rows=[row(0)], launch_gpus=[1], launch_counts=[1], keep=[row(0)]))
     with pytest.raises(PlanError, match="does not exist"):
         world.check_plan(Plan(launch_rows=[row(1)], launch_gpus=[9], launch_counts=[1], keep=[row(0)]))
+    with pytest.raises(PlanError, match="GPU -1, which does not exist"):
+        world.check_plan(Plan(launch_rows=[row(1)], launch_gpus=[-1], launch_counts=[1], keep=[row(0)]))
+    with pytest.raises(PlanError, match="job row that does not exist"):
+        world.check_plan(Plan(launch_rows=[-2], launch_gpus=[1], launch_counts=[1], keep=[row(0)]))
+
+
+def test_kept_jobs_may_be_listed_in_any_order():
+    world = world_with("1x4:V100", [(0, 1), (1, 1), (2, 1)], {0: [0], 1: [1], 2: [2]})
+    rows = [world.jobs.row_of(j) for j in (2, 0, 1)]
+    world.check_plan(Plan(keep=rows))  # accepted: every running job is kept, once
+    from runtime.world import PlanError
+
+    with pytest.raises(PlanError, match="twice"):
+        world.check_plan(Plan(keep=rows + rows[:1]))

@@ -207,3 +207,13 @@ def test_preemption_and_service_accounting_under_las(run_graph):
     assert got[0]["service_gpu_s"] == pytest.approx(2 * 300.0)
     assert got[1]["service_gpu_s"] == pytest.approx(300.0)
     assert result.reports["m"]["summary"]["preemptions"] == 3
+
+
+def test_finishes_after_long_quiet_stretches_are_exact(run_graph):
+    # Hundreds of rounds with the same jobs running and nothing finishing (the simulator skips
+    # its per-job finish test in such rounds); each job still finishes at its exact time,
+    # including one just past a boundary and one just before it.
+    durations = [100_000.5, 250_000.25, 30_000.001, 29_999.999]
+    jobs = [{"job_id": i, "arrival_s": 0.0, "gpus": 1, "duration_s": d} for i, d in enumerate(durations)]
+    got = jobs_of(run_graph(FIFO, jobs, cluster="1x4:V100"))
+    assert [got[i]["finish_s"] for i in range(4)] == pytest.approx(durations, rel=1e-12, abs=1e-9)
