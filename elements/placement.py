@@ -189,9 +189,10 @@ class Placer(Element):
                     launches.add_group(group[: len(taken)], taken)
                     for i in group[len(taken) :].tolist():
                         got = choose_consolidated(cluster, available, size, [t])
-                        if got is not None:
-                            available[got] = False
-                            launches.add(i, got)
+                        if got is None:
+                            break  # GPUs only get fewer: the rest of the group fails too
+                        available[got] = False
+                        launches.add(i, got)
             spread = here[~one_node[here]]
             if self.spreads_when_stuck():
                 stuck = together[~launches.placed[together]]
