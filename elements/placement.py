@@ -386,12 +386,6 @@ def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int)
     just received a job stays the best fit while it can hold another, this is: nodes in
     ascending order of available GPUs, each filled while it can hold a job. Marks the GPUs
     taken; returns them, one row per job placed (the first jobs, in order)."""
-    if count == 1:  # one job: the best-fit node directly
-        got = choose_consolidated(cluster, available, size, [t])
-        if got is None:
-            return np.zeros((0, size), dtype=np.int64)
-        available[got] = False
-        return got[None, :]
     mask = _of_type(cluster, available, t)
     counts = cluster.per_node(mask)
     if size == 1:  # each job on one GPU: the GPUs of the fullest nodes first
@@ -400,6 +394,9 @@ def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int)
     elif cluster.uniform_nodes and size == cluster.max_gpus_per_node:  # whole nodes, in order
         nodes = (counts == size).nonzero()[0][:count]
         taken = cluster.node_first_gpu[nodes][:, None] + np.arange(size)
+    elif count == 1:  # one job: straight to the best-fit node
+        got = _best_fit_on_one_node(cluster, mask, counts, size)
+        taken = np.zeros((0, size), dtype=np.int64) if got is None else got[None, :]
     else:
         ids = mask.nonzero()[0]  # grouped by node, ascending
         slots = counts // size
@@ -459,6 +456,16 @@ def choose_first_free(cluster, available: np.ndarray, want: int, types: list[int
     return None
 
 
+def _best_fit_on_one_node(cluster, mask: np.ndarray, counts: np.ndarray, want: int) -> np.ndarray | None:
+    """The first `want` GPUs marked in `mask` on the node with the fewest marked GPUs that
+    still has `want` (`counts`: marked GPUs per node); None if no node has."""
+    node = int((counts - want).view(np.uint64).argmin())  # least slack; as unsigned, a negative one is huge
+    if counts[node] < want:
+        return None
+    start = int(cluster.node_first_gpu[node])
+    return start + mask[start : start + int(cluster.node_gpus[node])].nonzero()[0][:want]
+
+
 def choose_consolidated(cluster, available: np.ndarray, want: int, types: list[int]) -> np.ndarray | None:
     """GPUs on as few nodes as possible: one node when the job fits in one (best fit: the node
     with the fewest available GPUs that still fits), else the fewest nodes, fullest first."""
@@ -466,12 +473,10 @@ def choose_consolidated(cluster, available: np.ndarray, want: int, types: list[i
         mask = _of_type(cluster, available, t)
         counts = cluster.per_node(mask)
         if want <= cluster.max_gpus_per_node:
-            # Best fit: the least slack; seen as unsigned, a negative slack is huge.
-            node = int((counts - want).view(np.uint64).argmin())
-            if counts[node] < want:
+            got = _best_fit_on_one_node(cluster, mask, counts, want)
+            if got is None:
                 continue
-            start = cluster.node_first_gpu[node]
-            return start + mask[start : start + cluster.node_gpus[node]].nonzero()[0][:want]
+            return got
         order = (-counts).argsort(kind="stable")
         cumulative = counts[order].cumsum()
         if cumulative[-1] < want:
