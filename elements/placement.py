@@ -70,7 +70,7 @@ class Placer(Element):
         """Which ranked jobs must be placed on as few nodes as possible: the ranking's say,
         else the placer's default. Placers that decide per job (by model) override this."""
         if ranking.consolidate is None:
-            return _constant_mask(len(ranking.rows), self.consolidate_by_default)
+            return _constant(len(ranking.rows), self.consolidate_by_default)
         return np.asarray(ranking.consolidate, dtype=bool)
 
     def _custom_choice(self) -> bool:
@@ -92,6 +92,7 @@ class Placer(Element):
         if n_keeps == len(rows) == len(running):
             return Plan(keep=running)  # every job runs already: all leases renewed
 
+        resized = int(np.count_nonzero(is_run)) - n_keeps  # running jobs asking for other GPUs
         job_types = self._job_types(ctx, ranking)
         if job_types is not None and placed_r is None:
             placed_r = ctx.jobs.column("placed_type")[rows]
@@ -122,9 +123,9 @@ class Placer(Element):
         # Step 5: marked jobs none of whose GPUs were taken keep running; then backfill.
         suspend = marked
         if len(marked):
-            lost = holder[held_by_marked & ~available]  # marked jobs whose GPUs someone took
-            moved = rows[launches.placed & is_run]  # running jobs launched elsewhere
-            gone = np.concatenate([lost, moved]) if len(moved) else lost
+            gone = holder[held_by_marked & ~available]  # marked jobs whose GPUs someone took
+            if resized:  # and those of them launched elsewhere
+                gone = np.concatenate([gone, rows[launches.placed & is_run]])
             suspend = marked[isin_rows(marked, gone)]
             if len(suspend) < len(marked):
                 available[held_by_marked & ~isin_rows(holder, suspend)] = False
@@ -137,11 +138,11 @@ class Placer(Element):
         if not len(positions) and not len(suspend):
             return Plan(keep=running)
         launch_rows = rows[positions]
-        self.counters["launched"] += len(positions)
-        resized = int(np.count_nonzero(is_run)) - n_keeps  # running jobs asking for other GPUs
-        self.counters["preempted"] += len(suspend) - resized
-        if len(suspend) and len(positions):
-            self.counters["moved"] += int(np.count_nonzero(is_run[positions]))
+        counters = self.counters
+        counters["launched"] += len(positions)
+        counters["preempted"] += len(suspend) - resized
+        if resized and len(positions):  # only a running job asking for other GPUs can move
+            counters["moved"] += int(np.count_nonzero(is_run[positions]))
         return Plan(
             launch_rows=launch_rows,
             launch_gpus=gpus,
@@ -174,10 +175,17 @@ class Placer(Element):
                     available[got] = False
                     launches.add(i, got)
             return positions[~launches.placed[positions]]
-        for t in sorted(set(on_type[positions].tolist())):
+        for t in (0,) if job_types is None else sorted(set(on_type[positions].tolist())):
             here = positions if job_types is None else positions[on_type[positions] == t]
-            together = here[one_node[here]]
+            on_one_node = one_node[here]
+            together = here[on_one_node]
             sizes = want[together]
+            if job_types is None and fills_in_order(cluster, available, sizes):
+                order = (-sizes).argsort(kind="stable")  # largest first, ties in ranking order
+                ids = available.nonzero()[0][: int(sizes.sum())]
+                available[ids] = False
+                launches.add_run(together[order], sizes[order], ids)
+                sizes = together = _NONE
             # Largest first; ties in ranking order (positions are ascending).
             for size in sorted(set(sizes.tolist()), reverse=True):
                 group = together[sizes == size] if len(together) > 1 else together
@@ -193,7 +201,7 @@ class Placer(Element):
                             break  # GPUs only get fewer: the rest of the group fails too
                         available[got] = False
                         launches.add(i, got)
-            spread = here[~one_node[here]]
+            spread = here[~on_one_node]
             if self.spreads_when_stuck():
                 stuck = together[~launches.placed[together]]
                 spread = np.sort(np.concatenate([spread, stuck]))
@@ -241,37 +249,48 @@ class Placer(Element):
         """Step 5: GPUs still free go to waiting jobs that were not selected, in ranking order."""
         left = int(np.count_nonzero(available))
         waiting = (~(selected | is_run) & (want > 0) & (want <= left)).nonzero()[0]
-        failed_from: dict[tuple, int] = {}  # as GPUs only get fewer, a size that failed fails again
-        per_node = cluster.max_gpus_per_node
-        for i, g, together in zip(waiting.tolist(), want[waiting].tolist(), one_node[waiting].tolist()):
-            if g > left:
-                continue
-            types = [0] if job_types is None else job_types[i]
-            shape = (tuple(types), together, together and g > per_node)
-            if g >= failed_from.get(shape, _NEVER):
-                continue
-            got = self.choose(cluster, available, g, types, together)
+        if not len(waiting):
+            return
+        sizes, together = want[waiting], one_node[waiting]
+        # Jobs of one shape (GPU types, on one node or not, more than a node or not) fail alike:
+        # as GPUs only get fewer, a size that failed fails again for every larger one.
+        shape = together * 2 + (together & (sizes > cluster.max_gpus_per_node))
+        if job_types is not None:
+            ids: dict[tuple, int] = {}
+            shape = np.array([ids.setdefault((tuple(job_types[i]), s), len(ids)) for i, s in zip(waiting.tolist(), shape.tolist())])
+        fails_from = np.full(int(shape.max()) + 1, _NEVER)
+        start = 0
+        while start < len(waiting):  # one step per attempt: jump to the next job worth trying
+            tail = slice(start, None)
+            worth = (sizes[tail] <= left) & (sizes[tail] < fails_from[shape[tail]])
+            k = start + int(worth.argmax())
+            if not worth[k - start]:
+                break
+            i, g = int(waiting[k]), int(sizes[k])
+            got = self.choose(cluster, available, g, [0] if job_types is None else job_types[i], bool(together[k]))
             if got is None:
-                failed_from[shape] = g
+                fails_from[shape[k]] = g
             else:
                 available[got] = False
                 launches.add(i, got)
                 left -= g
                 if left == 0:
                     break
+            start = k + 1
 
 
-_CONSTANT_MASKS = {False: np.zeros(1024, dtype=bool), True: np.ones(1024, dtype=bool)}
+_CONSTANTS: dict[tuple, np.ndarray] = {}
 
 
-def _constant_mask(n: int, value: bool) -> np.ndarray:
-    """A read-only mask of n copies of `value` (a view of a shared buffer)."""
-    buffer = _CONSTANT_MASKS[value]
-    if len(buffer) < n:
-        buffer = _CONSTANT_MASKS[value] = np.full(2 * n, value)
-    view = buffer[:n]
-    view.setflags(write=False)
-    return view
+def _constant(n: int, value) -> np.ndarray:
+    """A read-only array of n copies of `value` (False, True or the integer 0): a view of a
+    shared buffer, so that a round does not allocate one."""
+    key = (type(value), value)  # False and 0 are equal keys otherwise
+    buffer = _CONSTANTS.get(key)
+    if buffer is None or len(buffer) < n:
+        buffer = _CONSTANTS[key] = np.full(max(2 * n, 1024), value)
+        buffer.setflags(write=False)
+    return buffer[:n]
 
 
 def _gpus_in_order(holder: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -324,10 +343,8 @@ def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: n
     want = ranking.gpus
     n = len(want)
     selected = np.zeros(n, dtype=bool)
-    on_type = np.zeros(n, dtype=np.int64)
-    if n == 0:
-        return selected, on_type
-    if job_types is None:
+    if job_types is None:  # one GPU type: every job runs on type 0
+        on_type = _constant(n, 0)
         capacity = cluster.n_gpus if online is None else int(np.count_nonzero(online))
         runnable = want > 0
         cumulative = np.maximum(want, 0).cumsum()
@@ -346,6 +363,9 @@ def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: n
             selected[i] = True
             left -= int(want[i])
             i += 1
+        return selected, on_type
+    on_type = np.zeros(n, dtype=np.int64)
+    if n == 0:
         return selected, on_type
     by_type = cluster.gpus_by_type if online is None else np.bincount(cluster.gpu_type[online], minlength=len(cluster.gpu_types))
     left = by_type.astype(np.int64).tolist()
@@ -378,6 +398,21 @@ def _allowed_types(rates: np.ndarray, wanted_type: int) -> list[int]:
 
 def _of_type(cluster, mask: np.ndarray, t: int) -> np.ndarray:
     return mask if len(cluster.gpu_types) == 1 else mask & cluster.type_mask[t]
+
+
+def fills_in_order(cluster, available: np.ndarray, sizes: np.ndarray) -> bool:
+    """Whether best fit, largest first, would place jobs of these sizes (one GPU type, one node
+    each, or whole nodes) on the available GPUs one after another in id order: true when the
+    nodes are uniform with a power-of-two GPU count, each node is fully available or not at
+    all, every size is a power of two, and all fit. Then each job either fills whole nodes or
+    goes to the node being filled, whose room left is a multiple of its size (every earlier
+    size was a multiple of it) and is the fewest of any node. LAS rotating the whole cluster
+    every round makes this the common case."""
+    per = cluster.max_gpus_per_node
+    if not len(sizes) or not cluster.uniform_nodes or per & (per - 1) or np.count_nonzero(sizes & (sizes - 1)):
+        return False
+    free = np.count_nonzero(available)
+    return int(sizes.sum()) <= free and int(np.count_nonzero(cluster.per_node(available) == per)) * per == free
 
 
 def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int) -> np.ndarray:

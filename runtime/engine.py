@@ -86,7 +86,9 @@ class Engine:
             self._completed.append(
                 Events(time=ctx.now, finished=plan.complete, finished_at=np.full(len(plan.complete), ctx.now))
             )
-        return ctx.events if applied is None else Events.merge([ctx.events, applied])
+        if applied is None:
+            return ctx.events
+        return applied if ctx.events.is_quiet() and ctx.events.time == applied.time else Events.merge([ctx.events, applied])
 
     def _context(self, events: Events, round_index: int) -> RoundContext:
         return RoundContext(

@@ -35,7 +35,3 @@ def without(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The rows of `a` that are not in `b`, in `a`'s order."""
     return a[~isin_rows(a, b)] if len(a) and len(b) else a
 
-
-def merged(sorted_rows: np.ndarray, more: np.ndarray) -> np.ndarray:
-    """`sorted_rows` with `more` (disjoint from it) added, sorted."""
-    return np.sort(np.concatenate([sorted_rows, more])) if len(more) else sorted_rows

@@ -34,7 +34,7 @@ _NO_FLOATS.setflags(write=False)
 
 def frozen_array(values, dtype=None) -> np.ndarray:
     """A read-only numpy array (a port value must not be changed by whoever receives it)."""
-    if type(values) is np.ndarray and (dtype is None or values.dtype == dtype):
+    if type(values) is np.ndarray and (dtype is None or values.dtype is dtype or values.dtype == dtype):
         if not values.flags.writeable:
             return values
         arr = values.view()  # a read-only view; the owner keeps its writeable array
@@ -47,14 +47,22 @@ def frozen_array(values, dtype=None) -> np.ndarray:
     return arr
 
 
+_INT64, _FLOAT64 = np.dtype(np.int64), np.dtype(np.float64)
+
+
 def _rows(a) -> np.ndarray:
     """Converter for fields of job rows (or GPU ids, counts): read-only int64 arrays."""
-    return a if a is _EMPTY_ROWS else frozen_array(a, np.int64)
+    if type(a) is np.ndarray and a.dtype is _INT64:  # the common case, inline (ports carry many)
+        if a.flags.writeable:
+            a = a.view()
+            a.setflags(write=False)
+        return a
+    return frozen_array(a, _INT64)
 
 
 def _floats(a) -> np.ndarray:
     """Converter for fields of times: read-only float64 arrays."""
-    return a if a is _NO_FLOATS else frozen_array(a, np.float64)
+    return a if a is _NO_FLOATS else frozen_array(a, _FLOAT64)
 
 
 class JobView:
@@ -68,7 +76,7 @@ class JobView:
 
     def __init__(self, table: "JobTable", rows: np.ndarray):
         self._table = table
-        self.rows = frozen_array(rows, np.int64)
+        self.rows = _rows(rows)
         self._cache: dict[str, np.ndarray] = {}
 
     def __len__(self) -> int:
@@ -161,7 +169,11 @@ class Ranking:
 
     def __attrs_post_init__(self) -> None:
         n = len(self.rows)
-        for name, value in (("gpus", self.gpus), ("gpu_type", self.gpu_type), ("batch_size", self.batch_size),
+        if len(self.gpus) != n:
+            raise ValueError(f"Ranking.gpus has {len(self.gpus)} entries for {n} jobs")
+        if self.gpu_type is None and self.batch_size is None and self.consolidate is None and self.partner is None:
+            return  # a plain ranking (most policies): nothing else to check
+        for name, value in (("gpu_type", self.gpu_type), ("batch_size", self.batch_size),
                             ("consolidate", self.consolidate), ("partner", self.partner)):
             if value is not None and len(value) != n:
                 raise ValueError(f"Ranking.{name} has {len(value)} entries for {n} jobs")

@@ -21,7 +21,7 @@ import polars as pl
 from runtime.cluster import Cluster
 from runtime.errors import RoundhouseError, TraceError
 from runtime import rowsets
-from runtime.rowsets import isin_rows, merged, without
+from runtime.rowsets import isin_rows, without
 from runtime.types import Assignment, Events, Plan
 
 PENDING, RUNNING, FINISHED = 0, 1, 2
@@ -199,6 +199,11 @@ def _placement_columns(trace, raw_models, models, known, batch, gpus, profile, r
     return out
 
 
+def _largest(a: np.ndarray):
+    """The largest entry of a non-empty array (an index lookup: cheaper than `a.max()`)."""
+    return a[a.argmax()]
+
+
 class PlanError(RoundhouseError):
     """A plan that cannot be carried out (double-booked GPU, unknown job, ...): a bug in the
     element that made it, reported with that element's name."""
@@ -348,12 +353,13 @@ class World:
     def add_jobs(self, batch: JobBatch) -> np.ndarray:
         rows = self.jobs.append(batch)
         self.unfinished += len(rows)
-        if len(rows):
-            self.first_arrival_s = min(self.first_arrival_s, float(batch.columns["arrival_s"].min()))
+        if len(rows):  # (index lookups and flag counts: cheaper than numpy's reductions here)
             columns = batch.columns
-            self._any_model = self._any_model or bool(columns["has_model"].any())
+            arrival = columns["arrival_s"]
+            self.first_arrival_s = min(self.first_arrival_s, float(arrival[arrival.argmin()]))
+            self._any_model = self._any_model or np.count_nonzero(columns["has_model"]) > 0
             slowdown = columns.get("spread_slowdown")
-            self._any_slowdown = self._any_slowdown or (slowdown is not None and bool((slowdown > 1.0).any()))
+            self._any_slowdown = self._any_slowdown or (slowdown is not None and np.count_nonzero(slowdown > 1.0) > 0)
         return rows
 
     # --- progress and completions (from the backend) ---
@@ -422,15 +428,17 @@ class World:
         cols["interruptions"][rows] += 1
         self._release(rows)
 
-    def _release(self, rows: np.ndarray) -> None:
+    def _release(self, rows: np.ndarray, leave_running_rows: bool = False) -> None:
         """These jobs stop running (their status already says how): their GPUs are free, and
-        a space-sharing partner that stays keeps its GPUs to itself."""
+        a space-sharing partner that stays keeps its GPUs to itself. `leave_running_rows`: the
+        caller sets `running_rows` itself."""
         cols = self.jobs._cols
         cols["held"][rows] = 0
         cols["rate"][rows] = 0.0
         cols["placed_type"][rows] = -1
         self.holder[isin_rows(self.holder, rows)] = -1
-        self.running_rows = without(self.running_rows, rows)
+        if not leave_running_rows:
+            self.running_rows = without(self.running_rows, rows)
         if self.co_holder is not None:
             self._leave_shared_gpus(rows)
 
@@ -454,12 +462,17 @@ class World:
         ending = self._check_complete(complete) if len(complete) else complete
         if len(ending):
             suspend = np.concatenate([suspend, ending])  # running jobs ended now, for the checks below
-        mentioned = keep if not len(suspend) else np.sort(np.concatenate([keep, suspend]))
+        if len(suspend):
+            mentioned = np.concatenate((keep, suspend))
+            mentioned.sort()
+        else:
+            mentioned = keep
         # Kept, suspended and completed running jobs, together, must be exactly the running
         # ones (which implies each names a running job, once). Placers list them in order;
         # another order is sorted before it is judged.
         running = self.running_rows
-        if len(mentioned) != len(running) or not (mentioned == running).all():
+        # (Counting flags is cheaper than numpy's reductions, min/max/any/all, at these sizes.)
+        if len(mentioned) != len(running) or np.count_nonzero(mentioned != running):
             if not np.array_equal(np.sort(mentioned), running):
                 self._explain_mismatch(keep, suspend)
         rows, gpus, counts = plan.launch_rows, plan.launch_gpus, plan.launch_counts
@@ -468,29 +481,30 @@ class World:
         if len(complete) and isin_rows(rows, complete).any():
             raise PlanError(f"plan launches job {self._job(rows[isin_rows(rows, complete)][0])}, which it also completes")
         n, n_gpus = len(self.jobs), self.cluster.n_gpus
-        # Range checks with one reduction each: seen as unsigned, a negative value is too large.
-        if rows.view(np.uint64).max() >= n:
+        ordered = rows.copy()
+        ordered.sort()
+        if ordered[0] < 0 or ordered[-1] >= n:
             raise PlanError("plan launches a job row that does not exist")
-        if counts.min() < 1:
+        if np.count_nonzero(ordered[1:] == ordered[:-1]):
+            raise PlanError(f"plan launches job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
+        if counts[counts.argmin()] < 1:
             raise PlanError(f"plan launches job {self._job(rows[counts < 1][0])} on no GPU")
-        if gpus.view(np.uint64).max() >= n_gpus:
+        # Seen as unsigned, a negative GPU id is too large.
+        if _largest(gpus.view(np.uint64)) >= n_gpus:
             raise PlanError(f"plan uses GPU {gpus[(gpus < 0) | (gpus >= n_gpus)][0]}, which does not exist")
         status = self.jobs._cols["status"][rows]
-        if status.any():  # PENDING is 0: only launches of jobs that are not waiting need a look
+        if np.count_nonzero(status):  # PENDING is 0: only launches of jobs that are not waiting need a look
             launchable = (status == PENDING) | ((status == RUNNING) & isin_rows(rows, suspend))
-            if not launchable.all():
+            if np.count_nonzero(launchable) < len(rows):
                 row, what = rows[~launchable][0], status[~launchable][0]
                 reason = "has finished" if what == FINISHED else "is running (suspend it to move or resize it)"
                 raise PlanError(f"plan launches job {self._job(row)}, which {reason}")
-        ordered = np.sort(rows)
-        if (ordered[1:] == ordered[:-1]).any():
-            raise PlanError(f"plan launches job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
         counted = gpus  # GPUs of launches that count towards occupancy (a pair's second does not)
         if plan.launch_partner is not None:
             first = self._check_partners(plan)
             counted = gpus if first.all() else gpus[first.repeat(counts)]
         per_gpu = np.bincount(counted, minlength=n_gpus)
-        if per_gpu.max() > 1:
+        if _largest(per_gpu) > 1:
             raise PlanError(f"plan puts two jobs (or one twice) on GPU {int(np.argmax(per_gpu))}")
         if not self.all_online and not self.online[gpus].all():
             off = gpus[~self.online[gpus]][0]
@@ -500,7 +514,7 @@ class World:
                 continue
             holders = holder[gpus]
             ok = (holders < 0) | isin_rows(holders, suspend)
-            if not ok.all():
+            if np.count_nonzero(ok) < len(ok):
                 owner = rows.repeat(counts)[~ok][0]
                 raise PlanError(
                     f"plan puts job {self._job(owner)} on GPU {gpus[~ok][0]}, which job {self._job(holders[~ok][0])} holds"
@@ -649,7 +663,7 @@ class World:
         if len(suspend):
             cols["status"][suspend] = PENDING
             cols["preemptions"][suspend] += 1
-            self._release(suspend)
+            self._release(suspend, leave_running_rows=True)
         if paired:
             second = ~self._check_partners(plan)
             per_gpu = second.repeat(counts)
@@ -669,7 +683,10 @@ class World:
                 cols["batch_used"][rows] = np.where(plan.launch_batch > 0, plan.launch_batch, cols["batch_size"][rows])
             cols["launches"][rows] += 1
             cols["first_start_s"][rows] = np.fmin(cols["first_start_s"][rows], now)  # NaN: not started before
-        self.running_rows = merged(self.running_rows, rows)
+        # The checked plan's keeps are the running jobs that go on running.
+        running = np.concatenate((plan.keep, rows)) if len(rows) else plan.keep.copy()
+        running.sort()
+        self.running_rows = running
         return Events(time=now, launched=rows, suspended=suspend)
 
     # --- space sharing (only once a plan has launched a pair) ---

@@ -4,7 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from elements.placement import Consolidated, FirstFree, pack_best_fit
+from elements.placement import Consolidated, FirstFree, choose_consolidated, fills_in_order, pack_best_fit
 from runtime.cluster import Cluster
 from runtime.context import RoundContext
 from runtime.settings import GraphSettings
@@ -104,6 +104,44 @@ def test_best_fit_packs_small_jobs_on_the_fullest_nodes():
     available = np.array([1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1], dtype=bool)
     taken = pack_best_fit(cluster, available, 0, 2, 2)
     assert taken.tolist() == [[6, 7], [0, 1]]
+
+
+@pytest.mark.parametrize("spec", ["8x4:V100", "4x8:V100", "6x2:V100"])
+@pytest.mark.parametrize("seed", range(8))
+def test_packing_whole_free_nodes_in_order_is_best_fit_largest_first(spec, seed):
+    # Kept jobs hold whole nodes; waiting jobs of power-of-two sizes fill the free nodes. The
+    # in-order shortcut must give what best fit, largest first, gives job by job.
+    rng = np.random.default_rng(seed)
+    cluster = Cluster.parse(spec)
+    per, nodes = cluster.max_gpus_per_node, cluster.n_nodes
+    held = sorted(rng.choice(nodes, size=int(rng.integers(0, nodes)), replace=False).tolist())
+    running = {100 + k: list(range(n * per, (n + 1) * per)) for k, n in enumerate(held)}
+    free, jobs, sizes = (nodes - len(held)) * per, [], []
+    while True:
+        size = int(rng.choice([1, 2, 4, 8, 16]))
+        if size > free or len(jobs) > 20:
+            break
+        jobs.append(len(jobs)); sizes.append(size); free -= size
+    world = world_with(spec, [(j, per) for j in running] + list(zip(jobs, sizes)), running)
+    available = world.holder < 0
+    assert fills_in_order(cluster, available, np.array(sizes, dtype=np.int64)) == bool(jobs)
+    expected = {}
+    for j in sorted(jobs, key=lambda j: -sizes[j]):  # stable: ties in ranking order
+        got = choose_consolidated(cluster, available, sizes[j], [0])
+        available[got] = False
+        expected[j] = sorted(got.tolist())
+    launched, suspended, kept = place(Consolidated(), world, list(running) + jobs)
+    assert launched == expected and suspended == [] and kept == sorted(running)
+
+
+def test_packing_in_order_needs_whole_free_nodes_and_power_of_two_sizes():
+    cluster = Cluster.parse("2x4:V100")
+    whole = np.array([0, 0, 0, 0, 1, 1, 1, 1], dtype=bool)
+    assert fills_in_order(cluster, whole, np.array([2, 1, 1]))
+    assert not fills_in_order(cluster, whole, np.array([3, 1]))  # 3 is not a power of two
+    assert not fills_in_order(cluster, whole, np.array([4, 2]))  # more than is free
+    assert not fills_in_order(cluster, np.array([0, 0, 0, 1, 1, 1, 1, 1], dtype=bool), np.array([1]))  # a partial node
+    assert not fills_in_order(Cluster.parse("2x3:V100"), np.ones(6, dtype=bool), np.array([1]))  # 3 GPUs a node
 
 
 def test_heterogeneous_cluster_uses_each_jobs_fastest_type():

@@ -99,7 +99,7 @@ class Simulator:
             else:
                 start = now
             finish_at = start + remaining / rate
-            self._earliest_finish = finish_at.min()
+            self._earliest_finish = finish_at[finish_at.argmin()]  # (an index lookup: cheaper than .min())
             if not len(self._ready_rows) and self._earliest_finish > end + _EPS * max(1.0, end):
                 self._progress, self._events = self._full_round(), Events(time=end)  # everyone runs the round through
             else:
