@@ -211,36 +211,43 @@ class Placer(Element):
     def _preempt_below(self, cluster, holder, available, unplaced, kept_pos, rows, want, job_types, one_node, launches) -> np.ndarray:
         """Step 4: for each unplaced selected job, in ranking order, the shortest tail of the
         selected running jobs ranked below it that makes it fit; those are suspended."""
+        if not len(kept_pos):
+            return _NONE
+        kept = kept_pos.tolist()  # ascending
+        # The kept jobs' GPUs once, the lowest-ranked job first. Victims are always taken from
+        # that end, so the candidates below a job are entries taken.. of this order.
+        tail_rows = rows[kept_pos[::-1]]
+        all_ids, all_owner = _gpus_in_order(holder, tail_rows)
+        taken = 0
         victims: list[int] = []
-        candidates = kept_pos.tolist()  # ascending, as victims are taken out
         fewest = _fewest_by_search if self._custom_choice() else _fewest_builtin
         # A job that cannot fit even with its whole tail suspended fails again for any job of
         # the same shape ranked below it: its tail is shorter, and GPUs only leave that pool.
         hopeless: set[tuple] = set()
         for i in unplaced.tolist():
-            below = candidates[bisect.bisect_right(candidates, i) :]
-            if not below:
+            below = len(kept) - bisect.bisect_right(kept, i) - taken  # kept jobs below i still running
+            if below <= 0:
                 continue
             types = [0] if job_types is None else job_types[i]
             g, together = int(want[i]), bool(one_node[i])
             shape = (g, tuple(types), together)
             if shape in hopeless:
                 continue
-            tail_rows = rows[below[::-1]]  # the lowest-ranked first
-            tail_ids, victim_of = _gpus_in_order(holder, tail_rows)
+            lo, hi = all_owner.searchsorted((taken, taken + below))
+            tail_ids, victim_of = all_ids[lo:hi], all_owner[lo:hi] - taken
             count = fewest(self, cluster, available, tail_ids, victim_of, g, types, together)
             if count is None:
                 hopeless.add(shape)
                 continue
+            freed = tail_ids[: victim_of.searchsorted(count)]
             trial = available.copy()
-            trial[tail_ids[victim_of < count]] = True
+            trial[freed] = True
             got = self.choose(cluster, trial, g, types, together)
             if got is None:  # the count said it fits; a disagreement is a bug in the placer
                 raise RuntimeError(f"{type(self).__name__}: shortest-tail count and choose disagree")
-            victims += tail_rows[:count].tolist()
-            for k in range(count):
-                candidates.remove(below[len(below) - 1 - k])
-            available[tail_ids[victim_of < count]] = True
+            victims += tail_rows[taken : taken + count].tolist()
+            taken += count
+            available[freed] = True
             available[got] = False
             launches.add(i, got)
         return np.asarray(victims, dtype=np.int64)
@@ -331,9 +338,8 @@ class _Launches:
         self.add_run(np.array([position], dtype=np.int64), np.array([len(gpus)], dtype=np.int64), gpus)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if not self._positions:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty, empty
+        if len(self._positions) <= 1:  # none, or one run (whole free nodes filled in order)
+            return (self._positions[0], self._counts[0], self._gpus[0]) if self._positions else (_NONE, _NONE, _NONE)
         return np.concatenate(self._positions), np.concatenate(self._counts), np.concatenate(self._gpus)
 
 
@@ -346,16 +352,22 @@ def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: n
     if job_types is None:  # one GPU type: every job runs on type 0
         on_type = _constant(n, 0)
         capacity = cluster.n_gpus if online is None else int(np.count_nonzero(online))
-        runnable = want > 0
-        cumulative = np.maximum(want, 0).cumsum()
+        # The jobs that fill the capacity in ranking order: among the first capacity + 1,
+        # unless some ask for no GPU.
+        m = n if n <= capacity + 1 else capacity + 1
+        cumulative = np.maximum(want[:m], 0).cumsum()
         k = int(cumulative.searchsorted(capacity, side="right"))
-        selected[:k] = runnable[:k]
+        if k == m < n:
+            m = n
+            cumulative = np.maximum(want, 0).cumsum()
+            k = int(cumulative.searchsorted(capacity, side="right"))
+        selected[:k] = want[:k] > 0
         left = capacity - (int(cumulative[k - 1]) if k else 0)
         if k == n or not ranking.backfill or left == 0:
             return selected, on_type
         i = k
         while left > 0 and i < n:  # a few jobs at most: jump to the next one that fits what is left
-            fits = (want[i:] <= left) & runnable[i:]
+            fits = (want[i:] - 1).view(np.uint64) < left  # 1 <= want <= left
             j = int(fits.argmax())
             if not fits[j]:
                 break
@@ -409,10 +421,16 @@ def fills_in_order(cluster, available: np.ndarray, sizes: np.ndarray) -> bool:
     size was a multiple of it) and is the fewest of any node. LAS rotating the whole cluster
     every round makes this the common case."""
     per = cluster.max_gpus_per_node
-    if not len(sizes) or not cluster.uniform_nodes or per & (per - 1) or np.count_nonzero(sizes & (sizes - 1)):
+    if not len(sizes) or not cluster.uniform_nodes or per & (per - 1):
         return False
     free = np.count_nonzero(available)
-    return int(sizes.sum()) <= free and int(np.count_nonzero(cluster.per_node(available) == per)) * per == free
+    if free % per:  # the cheapest sign of a partly available node, first
+        return False
+    return (
+        np.count_nonzero(cluster.per_node(available) == per) * per == free
+        and not np.count_nonzero(sizes & (sizes - 1))
+        and int(sizes.sum()) <= free
+    )
 
 
 def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int) -> np.ndarray:

@@ -27,6 +27,8 @@ Every port, argument and counter is listed (or the section says `none`).
 
 from __future__ import annotations
 
+import functools
+
 import inspect
 import re
 import sys
@@ -109,13 +111,11 @@ class Element:
         """Sinks: True once what they measure is complete (the run may stop)."""
         return False
 
-    @property
+    @functools.cached_property
     def counters(self) -> dict[str, float]:
-        """Counters (Click's read handlers): documented under `Counters:`."""
-        got = self.__dict__.get("_counters")
-        if got is None:
-            got = self.__dict__["_counters"] = {}
-        return got
+        """Counters (Click's read handlers): documented under `Counters:`. (Made on first use
+        and then a plain attribute: elements bump them every round.)"""
+        return {}
 
     @classmethod
     def input(cls, key: str | int) -> Port | None:

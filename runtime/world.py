@@ -323,7 +323,6 @@ class World:
         self.co_holder: np.ndarray | None = None
         self.running_rows = np.zeros(0, dtype=np.int64)  # sorted
         self.unfinished = 0
-        self.busy_gpu_s = 0.0
         self.first_arrival_s = np.inf
         self.last_finish_s = 0.0
         self.unknown_models: set[str] = set()
@@ -334,6 +333,12 @@ class World:
         # either, every launch runs at one unit of work per second (launch_rates' fast path).
         self._any_model = False
         self._any_slowdown = False
+
+    @property
+    def busy_gpu_s(self) -> float:
+        """GPU-seconds held by jobs since the run began: their attained service, summed (so
+        that advancing a round need not keep a running total)."""
+        return float(self.jobs.column("service").sum())
 
     def gpus_of(self, row: int) -> np.ndarray:
         if self.co_holder is not None:
@@ -370,7 +375,6 @@ class World:
         cols["done"][rows] += done
         cols["service"][rows] += service
         cols["run_s"][rows] += run_s
-        self.busy_gpu_s += float(service.sum())
         if "loss_speed" in cols:  # simulated loss curves (live jobs report their own loss)
             self._update_loss(rows, cols)
 

@@ -21,5 +21,5 @@ class KeyOrder(Element):
         raise NotImplementedError
 
     def tick(self, ctx, active: Active) -> Ranking:
-        order = self.key(active).argsort(kind="stable")
-        return Ranking(active.rows[order], active.gpus[order], backfill=self.backfill)
+        rows = active.rows[self.key(active).argsort(kind="stable")]
+        return Ranking(rows, active.table.column("gpus")[rows], backfill=self.backfill)
