@@ -215,7 +215,8 @@ class Placer(Element):
             return _NONE
         kept = kept_pos.tolist()  # ascending
         # The kept jobs' GPUs once, the lowest-ranked job first. Victims are always taken from
-        # that end, so the candidates below a job are entries taken.. of this order.
+        # that end, so the kept jobs still running below a job are the next ones in this order
+        # after the `taken` victims so far.
         tail_rows = rows[kept_pos[::-1]]
         all_ids, all_owner = _gpus_in_order(holder, tail_rows)
         taken = 0

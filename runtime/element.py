@@ -28,7 +28,6 @@ Every port, argument and counter is listed (or the section says `none`).
 from __future__ import annotations
 
 import functools
-
 import inspect
 import re
 import sys
