@@ -86,9 +86,7 @@ class Engine:
             self._completed.append(
                 Events(time=ctx.now, finished=plan.complete, finished_at=np.full(len(plan.complete), ctx.now))
             )
-        if applied is None:
-            return ctx.events
-        return applied if ctx.events.is_quiet() and ctx.events.time == applied.time else Events.merge([ctx.events, applied])
+        return ctx.events if applied is None else Events.merge([ctx.events, applied])
 
     def _context(self, events: Events, round_index: int) -> RoundContext:
         return RoundContext(
