@@ -214,11 +214,10 @@ class Placer(Element):
         if not len(kept_pos):
             return _NONE
         kept = kept_pos.tolist()  # ascending
-        # The kept jobs' GPUs once, the lowest-ranked job first. Victims are always taken from
-        # that end, so the kept jobs still running below a job are the next ones in this order
-        # after the `taken` victims so far.
-        tail_rows = rows[kept_pos[::-1]]
-        all_ids, all_owner = _gpus_in_order(holder, tail_rows)
+        # The kept jobs' GPUs, the lowest-ranked job first (found when first needed). Victims
+        # are always taken from that end, so the kept jobs still running below a job are the
+        # next ones in this order after the `taken` victims so far.
+        tail_rows = all_ids = all_owner = None
         taken = 0
         victims: list[int] = []
         fewest = _fewest_by_search if self._custom_choice() else _fewest_builtin
@@ -234,6 +233,9 @@ class Placer(Element):
             shape = (g, tuple(types), together)
             if shape in hopeless:
                 continue
+            if tail_rows is None:
+                tail_rows = rows[kept_pos[::-1]]
+                all_ids, all_owner = _gpus_in_order(holder, tail_rows)
             lo, hi = all_owner.searchsorted((taken, taken + below))
             tail_ids, victim_of = all_ids[lo:hi], all_owner[lo:hi] - taken
             count = fewest(self, cluster, available, tail_ids, victim_of, g, types, together)
@@ -267,6 +269,10 @@ class Placer(Element):
             ids: dict[tuple, int] = {}
             shape = np.array([ids.setdefault((tuple(job_types[i]), s), len(ids)) for i, s in zip(waiting.tolist(), shape.tolist())])
         fails_from = np.full(int(shape.max()) + 1, _NEVER)
+        if job_types is None and len(fails_from) > 2 and not (self._custom_choice() or self.spreads_when_stuck()):
+            # A job that must fit on one node fails when it is larger than any node's room.
+            room = cluster.per_node(available)
+            fails_from[2] = room[room.argmax()] + 1
         start = 0
         while start < len(waiting):  # one step per attempt: jump to the next job worth trying
             tail = slice(start, None)
