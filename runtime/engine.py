@@ -14,6 +14,7 @@ from runtime.context import RoundContext
 from runtime.errors import RoundhouseError
 from runtime.rowsets import isin_rows
 from runtime.types import Events, Plan
+from runtime.values import format_duration
 from runtime.world import PlanError, World
 
 # Rounds with jobs waiting, none running and no arrivals before the run is declared stalled.
@@ -190,7 +191,7 @@ class Engine:
         if requested:
             return requested
         if self.until is not None and ctx.now + 1e-9 >= self.until:
-            return f"reached the time limit ({self.until:g}s)"
+            return f"reached the time limit ({format_duration(self.until)})"
         for sink in self._sinks:
             if sink.goal_met(ctx):
                 return f"{sink.name}: every tracked job finished"

@@ -146,7 +146,7 @@ def _print_summary(console: Console, graph, cluster, result) -> None:
             table.add_row(k, v)
         console.print(table)
     console.print(
-        f"{result.rounds} rounds, simulated {format_duration(round(result.end_s))} in {result.wall_s:.2f} s "
+        f"{result.rounds} rounds, simulated {_hours(result.end_s)} in {result.wall_s:.2f} s "
         f"({result.rounds / max(result.wall_s, 1e-9):,.0f} rounds/s); stopped: {result.stop_reason}"
     )
     if result.world.unknown_models:
