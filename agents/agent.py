@@ -2,7 +2,9 @@
 
 One agent runs on every GPU node. It connects a DEALER socket to the scheduler's ROUTER,
 registers the node's GPUs (found with NVML or torch, or given with `--fake-gpus 4:V100` on a
-machine without GPUs, which still runs real training processes), and then:
+machine without GPUs, which still runs real training processes; with `--emulate` as well, each
+job is held to the speed the scheduler's profile gives for its model on the faked GPU type, so
+that a CPU machine emulates a GPU cluster, heterogeneous ones included), and then:
 
 - launches each job's workers on this node as subprocesses, one per GPU, with
   `CUDA_VISIBLE_DEVICES`, `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`/`MASTER_PORT` and
@@ -44,7 +46,7 @@ import zmq
 from agents import protocol
 from agents.client import Lease
 from agents.protocol import EXIT_DONE, EXIT_PREEMPTED, ProtocolError, SeqTracker
-from agents.security import HANDSHAKE_FAILURES, ClientSecurity
+from agents.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
 
 log = logging.getLogger("roundhouse.agent")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -134,7 +136,9 @@ class Agent:
         revoke_grace_s: float = 60.0,
         threads_per_gpu: int = 0,
         metrics_every_s: float = 1.0,
+        emulate: bool = False,
     ):
+        check_connect_address(scheduler)
         self.scheduler = scheduler
         self.name = name
         self.gpus = gpus
@@ -143,6 +147,7 @@ class Agent:
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"rh-{name}-"))
         self.revoke_grace_s = revoke_grace_s
         self.threads_per_gpu = threads_per_gpu
+        self.emulate = emulate
         self.metrics_every_s = metrics_every_s
         self.session = uuid.uuid4().hex[:16]
         self.heartbeat_s = 1.0
@@ -198,6 +203,8 @@ class Agent:
             "agent %s: %d GPU(s) (%s), scheduler %s, work folder %s",
             self.name, len(self.gpus), ", ".join(sorted({g.type for g in self.gpus})), self.scheduler, self.workdir,
         )
+        if self.emulate:
+            log.info("emulating GPUs: every job runs no faster than the scheduler's profile says it would")
         status = 0
         try:
             while True:
@@ -433,6 +440,8 @@ class Agent:
         if self.threads_per_gpu > 0:
             env["ROUNDHOUSE_THREADS"] = str(self.threads_per_gpu)
             env["OMP_NUM_THREADS"] = str(self.threads_per_gpu)
+        if self.emulate and spec.get("iters_per_s"):
+            env["ROUNDHOUSE_PACE"] = repr(spec["iters_per_s"])
         if spec.get("resume"):
             env["ROUNDHOUSE_RESUME"] = spec["resume"]
             env["ROUNDHOUSE_RESUME_ITERATION"] = str(spec.get("resume_iteration") or 0)

@@ -165,7 +165,7 @@ class LeaseLoader:
     def __iter__(self):
         job = self.job
         batches = self._batches()
-        last = time.perf_counter()
+        last = job._pace_due = time.perf_counter()
         while True:
             if job.iteration >= job.iterations:
                 job.outcome = "done"
@@ -178,6 +178,7 @@ class LeaseLoader:
                 return
             batch = next(batches)
             yield batch
+            job._hold_pace()
             now = time.perf_counter()
             job._step_done(now - last)
             last = now
@@ -259,6 +260,7 @@ class Job:
         expected = get("ROUNDHOUSE_RESUME_ITERATION")
         self.resume_iteration = int(expected) if expected is not None else None
         self.report_every_s = float(get("ROUNDHOUSE_REPORT_EVERY", "0.5"))
+        self.pace_iters_per_s = float(get("ROUNDHOUSE_PACE", "0"))  # an emulated GPU's speed; 0: as fast as it goes
         self.launched_at = float(get("ROUNDHOUSE_LAUNCHED_AT", str(time.time())))
         self.master = (get("MASTER_ADDR", "127.0.0.1"), int(get("MASTER_PORT", "29500")))
         self.lease = Lease(get("ROUNDHOUSE_LEASE"))
@@ -283,6 +285,7 @@ class Job:
         self._steady_from: tuple[float, int] | None = None
         self._checkpoint_s: list[float] = []
         self._distributed = False
+        self._pace_due: float | None = None
 
     @classmethod
     def from_env(cls) -> "Job":
@@ -379,6 +382,17 @@ class Job:
         self._checkpoint_s.append(time.perf_counter() - started)
         self._send("checkpointed", iteration=self.iteration, path=str(path))
         return str(path)
+
+    def _hold_pace(self) -> None:
+        """On an emulated GPU, wait until the iteration just done is due at the emulated speed.
+        Time lost to a slow stretch is not made up later: no bursts above that speed."""
+        if self.pace_iters_per_s <= 0:
+            return
+        now = time.perf_counter()
+        due = (self._pace_due if self._pace_due is not None else now) + 1.0 / self.pace_iters_per_s
+        if due > now:
+            time.sleep(due - now)
+        self._pace_due = max(due, now)
 
     # --- metrics ---
     def _step_done(self, seconds: float) -> None:

@@ -271,6 +271,7 @@ SCHEMAS: dict[str, Obj] = {
             "resume": PATH,
             "resume_iteration": ITERATION,
             "seed": Int(0, 2**31),
+            "iters_per_s": Num(0, 10**9),  # the profile's speed for this placement (emulated GPUs run at it)
         },
     ),
     "revoke": Obj({"job": JOB, "attempt": ATTEMPT, "kill": Bool()}, {"rank": RANK}),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -28,6 +29,8 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
+from agents.files import make_folder
+from agents.protocol import NAME_RE
 from runtime.errors import UsageError
 
 SCHEDULER_KEY = "scheduler"
@@ -39,21 +42,35 @@ def is_loopback(address: str) -> bool:
     return address.startswith(_LOOPBACK_PREFIXES)
 
 
+def check_connect_address(address: str) -> None:
+    """Refuse an address ZeroMQ cannot connect to (`tcp://host:notaport`), before any socket of
+    the caller exists: a half-built context would otherwise be left to hang in `term()`."""
+    with zmq.Context() as context, context.socket(zmq.DEALER) as probe:
+        probe.setsockopt(zmq.LINGER, 0)
+        try:
+            probe.connect(address)
+        except zmq.ZMQError as err:
+            raise UsageError(f"cannot connect to {address}: {zmq.strerror(err.errno)}") from None
+
+
+def check_name(name: str, what: str) -> None:
+    """Node, submitter and key names name files in key and work folders and travel in messages:
+    plain names only (no path separators, no '..')."""
+    if not re.fullmatch(NAME_RE, name):
+        raise UsageError(f"bad {what} {name!r}: use up to 64 letters, digits, '.', '_' and '-', starting with a letter or digit")
+
+
 def make_keys(directory: str | Path, names: list[str]) -> list[Path]:
     """Create the scheduler's pair (if missing) and one pair per name; admit each name's public
     key. Returns the files written. Existing pairs are kept (never silently replaced)."""
-    from agents.protocol import NAME_RE
-    import re
-
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / AUTHORIZED).mkdir(exist_ok=True)
+    for name in names:
+        check_name(name, "key name")
+    if SCHEDULER_KEY in names:
+        raise UsageError("'scheduler' is the scheduler's own key; name agents and submitters otherwise")
+    folder = make_folder(directory, "key folder")
+    make_folder(folder / AUTHORIZED, "key folder")
     written: list[Path] = []
     for name in [SCHEDULER_KEY, *names]:
-        if not re.fullmatch(NAME_RE, name):
-            raise UsageError(f"bad key name {name!r}: use letters, digits, '.', '_' and '-'")
-        if name == SCHEDULER_KEY and name in names:
-            raise UsageError("'scheduler' is the scheduler's own key; name agents and submitters otherwise")
         public, secret = folder / f"{name}.key", folder / f"{name}.key_secret"
         if public.exists() and secret.exists():
             continue
@@ -181,6 +198,7 @@ class ClientSecurity:
     def choose(cls, keys: str | None, name: str, insecure: bool, address: str) -> "ClientSecurity":
         if keys and insecure:
             raise UsageError("give either --keys DIR or --insecure, not both")
+        check_name(name, "--name")
         if keys:
             _load(Path(keys) / f"{SCHEDULER_KEY}.key", secret=False)
             _load(Path(keys) / f"{name}.key_secret", secret=True)

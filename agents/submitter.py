@@ -8,7 +8,7 @@ import time
 import zmq
 
 from agents import protocol
-from agents.security import HANDSHAKE_FAILURES, ClientSecurity
+from agents.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
 from runtime.errors import RoundhouseError
 
 log = logging.getLogger("roundhouse.submit")
@@ -20,6 +20,7 @@ class SchedulerError(RoundhouseError):
 
 class Submitter:
     def __init__(self, address: str, security: ClientSecurity, timeout_s: float = 10.0):
+        check_connect_address(address)
         self.address = address
         self.timeout_s = timeout_s
         self._context = zmq.Context()
@@ -43,7 +44,11 @@ class Submitter:
         self.close()
 
     def request(self, type_: str, expect: str, **fields) -> dict:
-        self._socket.send(protocol.encode(type_, self._seq.next(), **fields))
+        try:
+            frame = protocol.encode(type_, self._seq.next(), **fields)
+        except protocol.ProtocolError as err:  # e.g. a trace cell the protocol cannot carry
+            raise SchedulerError(f"cannot send this {type_} request: {err.reason}") from None
+        self._socket.send(frame)
         deadline = time.time() + self.timeout_s
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)

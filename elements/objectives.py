@@ -12,7 +12,8 @@ import attrs
 import numpy as np
 import polars as pl
 
-from runtime.element import Element, In, element
+from runtime.element import Element, In, element, job_ids
+from runtime.errors import SchedError
 from runtime.types import Events
 from runtime.values import IdRange
 from runtime.world import FINISHED
@@ -127,7 +128,7 @@ class CostMetrics(_RoundWatcher):
     """
 
     prices: list[str] = attrs.field(factory=lambda: list(GCP_2020_PRICES), validator=lambda i, a, v: parse_prices(v))
-    track: IdRange | None = attrs.field(default=None)
+    track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
     def start(self, ctx) -> None:
         super().start(ctx)
@@ -192,7 +193,7 @@ class SloMetrics(Element):
     category = "sink"
     inputs = (In("events", Events, multi=True),)
 
-    track: IdRange | None = attrs.field(default=None)
+    track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
     def start(self, ctx) -> None:
         self.counters["violations"] = 0
@@ -249,7 +250,7 @@ class FinishTimeFairnessMetrics(Element):
     category = "sink"
     inputs = (In("events", Events, multi=True),)
 
-    track: IdRange | None = attrs.field(default=None)
+    track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
     def start(self, ctx) -> None:
         self._times = [ctx.now]
@@ -325,11 +326,18 @@ class EffectiveThroughput(_RoundWatcher):
             work = done / table.column("reference_rate")[rows] * table.column("gpus")[rows] / ctx.round_s
             point = {"time_s": ctx.now - ctx.round_s, "total": float(work.sum())}
             if self.by is not None and len(rows):
-                groups = table.column(self.by)[rows]
+                groups = self._groups(table)[rows]
                 for g in sorted({str(v) for v in groups.tolist()}):
                     point[g] = float(work[np.array([str(v) == g for v in groups.tolist()])].sum())
             self._series.append(point)
         self._remember(ctx)
+
+    def _groups(self, table) -> np.ndarray:
+        # Columns come from the traces, so `by` can only be checked once jobs exist.
+        try:
+            return table.column(self.by)
+        except KeyError as err:  # its message names the column and the nearest ones
+            raise SchedError(f"{self.name} (EffectiveThroughput): by={self.by!r}: {err.args[0]}") from None
 
     def finish(self, ctx) -> dict:
         series = pl.DataFrame(self._series).fill_null(0.0) if self._series else pl.DataFrame({"time_s": [], "total": []})

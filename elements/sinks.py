@@ -6,7 +6,7 @@ import attrs
 import numpy as np
 import polars as pl
 
-from runtime.element import Element, In, element
+from runtime.element import Element, In, element, job_ids
 from runtime.types import Events
 from runtime.values import IdRange
 
@@ -59,7 +59,7 @@ class JobMetrics(Element):
     category = "sink"
     inputs = (In("events", Events, multi=True),)
 
-    track: IdRange | None = attrs.field(default=None)
+    track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
     def start(self, ctx) -> None:
         self.counters.update(finished=0, tracked_finished=0, failed=0, launched=0, suspended=0)

@@ -6,11 +6,10 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from runtime.element import Element, Out, element
+from runtime.element import MAX_JOBS, MAX_RATE, MAX_SECONDS, MAX_START_ID, Element, Out, element
 from runtime.types import Jobs
-from runtime.values import Duration, FilePath, Rate, existing_file, non_negative, one_of, positive
+from runtime.values import Duration, FilePath, Rate, at_most, existing_file, non_negative, one_of, positive
 from runtime.world import JobBatch, prepare_jobs
-
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 _NO_ROWS.flags.writeable = False
@@ -73,8 +72,8 @@ class TraceSource(_Replay):
     """
 
     path: FilePath = attrs.field(validator=existing_file)
-    rate: Rate | None = attrs.field(default=None, validator=positive)
-    jobs: int | None = attrs.field(default=None, validator=positive)
+    rate: Rate | None = attrs.field(default=None, validator=[positive, at_most(MAX_RATE)])
+    jobs: int | None = attrs.field(default=None, validator=[positive, at_most(MAX_JOBS)])
     seed: int | None = attrs.field(default=None, validator=non_negative)
     format: str = attrs.field(default="auto", validator=one_of("auto", "canonical", "philly", "gavel", "tiresias"))
     timing: str = attrs.field(default="profile", validator=one_of("profile", "duration"))
@@ -124,12 +123,12 @@ class PoissonSource(_Replay):
     Paper: Gavel (OSDI'20) §7.1 and its generate_job; Blox (EuroSys'24) §4.
     """
 
-    rate: Rate = attrs.field(validator=positive)
-    jobs: int = attrs.field(default=1000, validator=positive)
+    rate: Rate = attrs.field(validator=[positive, at_most(MAX_RATE)])
+    jobs: int = attrs.field(default=1000, validator=[positive, at_most(MAX_JOBS)])
     seed: int | None = attrs.field(default=None, validator=non_negative)
     gpus: str = attrs.field(default="philly", validator=one_of("philly", "single"))
     models: str = attrs.field(default="none", validator=one_of("none", "blox"))
-    start_id: int = attrs.field(default=0, validator=non_negative)
+    start_id: int = attrs.field(default=0, validator=[non_negative, at_most(MAX_START_ID)])
 
     def start(self, ctx) -> None:
         from traces.generators import generate
@@ -172,19 +171,21 @@ class BurstSource(_Replay):
     Paper: Blox (EuroSys'24) §5.1 (a spike of 16 jobs in one hour each day, Fig 13) and §5.2 (bursty load).
     """
 
-    jobs: int = attrs.field(validator=positive)
-    length: Duration = attrs.field(default=Duration(3600.0), validator=positive)
-    every: Duration = attrs.field(default=Duration(86400.0), validator=positive)
-    offset: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
-    bursts: int = attrs.field(default=1, validator=positive)
-    min_duration: Duration | None = attrs.field(default=None, validator=positive)
-    max_duration: Duration | None = attrs.field(default=None, validator=positive)
+    jobs: int = attrs.field(validator=[positive, at_most(MAX_JOBS)])
+    length: Duration = attrs.field(default=Duration(3600.0), validator=[positive, at_most(MAX_SECONDS)])
+    every: Duration = attrs.field(default=Duration(86400.0), validator=[positive, at_most(MAX_SECONDS)])
+    offset: Duration = attrs.field(default=Duration(0.0), validator=[non_negative, at_most(MAX_SECONDS)])
+    bursts: int = attrs.field(default=1, validator=[positive, at_most(MAX_JOBS)])
+    min_duration: Duration | None = attrs.field(default=None, validator=[positive, at_most(MAX_SECONDS)])
+    max_duration: Duration | None = attrs.field(default=None, validator=[positive, at_most(MAX_SECONDS)])
     gpus: str = attrs.field(default="philly", validator=one_of("philly", "single"))
     models: str = attrs.field(default="none", validator=one_of("none", "blox"))
-    start_id: int = attrs.field(default=1_000_000, validator=non_negative)
+    start_id: int = attrs.field(default=1_000_000, validator=[non_negative, at_most(MAX_START_ID)])
     seed: int | None = attrs.field(default=None, validator=non_negative)
 
     def __attrs_post_init__(self) -> None:
+        if self.jobs * self.bursts > MAX_JOBS:
+            raise ValueError(f"jobs x bursts ({self.jobs * self.bursts:,}) is more than {MAX_JOBS:,} jobs")
         if (self.min_duration is None) != (self.max_duration is None):
             raise ValueError("give both min_duration and max_duration (uniform durations), or neither (Philly durations)")
         if self.min_duration is not None and self.min_duration > self.max_duration:
@@ -246,7 +247,7 @@ class LiveSource(Element):
     category = "source"
     outputs = (Out("jobs", Jobs),)
 
-    jobs: int | None = attrs.field(default=None, validator=positive)
+    jobs: int | None = attrs.field(default=None, validator=[positive, at_most(MAX_JOBS)])
 
     def start(self, ctx) -> None:
         self._live = False
@@ -291,10 +292,10 @@ class CostWorkload(_Replay):
     Paper: Gavel (OSDI'20) §7.3 (cost experiment).
     """
 
-    jobs: int = attrs.field(default=500, validator=positive)
-    rate: Rate | None = attrs.field(default=None, validator=positive)
+    jobs: int = attrs.field(default=500, validator=[positive, at_most(MAX_JOBS)])
+    rate: Rate | None = attrs.field(default=None, validator=[positive, at_most(MAX_RATE)])
     seed: int | None = attrs.field(default=None, validator=non_negative)
-    start_id: int = attrs.field(default=0, validator=non_negative)
+    start_id: int = attrs.field(default=0, validator=[non_negative, at_most(MAX_START_ID)])
 
     def start(self, ctx) -> None:
         from traces.generators import cost_workload

@@ -6,6 +6,7 @@ import attrs
 import numpy as np
 
 from runtime.element import Element, In, Out, element
+from runtime.errors import SchedError
 from runtime.types import Active, Jobs
 from runtime.values import positive
 
@@ -44,6 +45,13 @@ class LossTermination(Element):
     def tick(self, ctx, active: Active) -> dict:
         if not ctx.jobs.has_column("loss") or not len(active):
             return {"remaining": active, "converged": ctx.jobs.view(active.rows[:0], Jobs)}
+        if not ctx.jobs.has_column("loss_final"):
+            # Jobs report a loss (a trace's `loss` column, or live metrics), but no job says what
+            # loss it is after, so none could ever converge: a configuration mistake, not a wait.
+            raise SchedError(
+                f"{self.name} (LossTermination): the jobs have a loss but no loss_final (the loss each job "
+                "is after); give the jobs loss curves (trace columns loss_start, loss_final and loss_speed)"
+            )
         loss, final = active.column("loss"), active.column("loss_final")
         with np.errstate(invalid="ignore"):
             done = (loss - final) <= self.threshold * final  # NaN (no curve) compares False

@@ -21,6 +21,7 @@ Gavel's simulator sweeps use). A group may name its intra-node topology: `32x4:V
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -31,6 +32,12 @@ import numpy as np
 from runtime.errors import ClusterError, did_you_mean
 
 GAVEL_TYPES = ("V100", "P100", "K80")
+
+# The cluster is held as numpy rows per GPU and per node, so its size is bounded: far above
+# any real cluster, far below what would exhaust memory or overflow 64-bit counts. The link
+# table holds GPUs-per-node squared numbers per node, hence the tighter bound on nodes' size.
+MAX_GPUS = 1_000_000
+MAX_GPUS_PER_NODE = 64
 
 
 @attrs.frozen
@@ -72,6 +79,7 @@ class ClusterSpec:
             groups = tuple(NodeGroup(nodes=c, gpus_per_node=1, gpu_type=t) for c, t in zip(counts, GAVEL_TYPES) if c)
             if not groups:
                 raise ClusterError(f"cluster '{text}' has no GPUs")
+            _check_size(f"bad cluster '{text}'", groups)
             return cls(text, groups)
         groups = []
         for part in text.split(","):
@@ -91,6 +99,7 @@ class ClusterSpec:
             if problem:
                 raise ClusterError(f"bad cluster '{text}': {problem}")
             groups.append(NodeGroup(nodes=nodes, gpus_per_node=gpus, gpu_type=gpu_type, topology=topology))
+        _check_size(f"bad cluster '{text}'", groups)
         return cls(text, tuple(groups))
 
     @classmethod
@@ -114,6 +123,7 @@ class ClusterSpec:
         if not isinstance(raw_groups, list) or not raw_groups:
             raise ClusterError(f"{path}: error: no [[group]] tables (each describes a set of identical nodes)")
         groups = [_group_from_table(path, i + 1, g) for i, g in enumerate(raw_groups)]
+        _check_size(f"{path}: error", groups)
         name = data.get("name", path.stem)
         if not isinstance(name, str):
             raise ClusterError(f"{path}: error: 'name' must be a string")
@@ -130,11 +140,11 @@ def _group_from_table(path: Path, number: int, table: object) -> NodeGroup:
             hint = did_you_mean(key, _GROUP_FIELDS)
             raise ClusterError(f"{where}: unknown key '{key}'" + (f" ({hint})" if hint else ""))
         if key in _INTS:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ClusterError(f"{where}: '{key}' must be a whole number of at least 1, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
+                raise ClusterError(f"{where}: '{key}' must be a whole number from 1 to {MAX_GPUS:,}, got {value!r}")
         elif key in _FLOATS:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ClusterError(f"{where}: '{key}' must be a positive number, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ClusterError(f"{where}: '{key}' must be a positive finite number, got {value!r}")
             value = float(value)
         elif not isinstance(value, str) or not value:
             raise ClusterError(f"{where}: '{key}' must be a non-empty string, got {value!r}")
@@ -149,6 +159,16 @@ def _group_from_table(path: Path, number: int, table: object) -> NodeGroup:
     if problem:
         raise ClusterError(f"{where}: {problem}")
     return group
+
+
+def _check_size(where: str, groups) -> None:
+    """Refuse clusters too large to hold (before any per-GPU table is built)."""
+    for g in groups:
+        if g.gpus_per_node > MAX_GPUS_PER_NODE:
+            raise ClusterError(f"{where}: {g.gpus_per_node:,} GPUs per node is more than the {MAX_GPUS_PER_NODE} a node may have")
+    total = sum(g.nodes * g.gpus_per_node for g in groups)
+    if total > MAX_GPUS:
+        raise ClusterError(f"{where}: {total:,} GPUs is more than the {MAX_GPUS:,} a cluster may have")
 
 
 def _topology_problem(name: str, gpus_per_node: int) -> str | None:

@@ -227,7 +227,10 @@ class _Compiler:
             connections=connections,
             graph=graph,
             decls=self.flat.decls,
-            setting_locations={name: st.value.location for name, st in self.flat.settings.items()},
+            # Where each setting was written; one given with --set has no place in a file.
+            setting_locations={
+                name: st.value.location for name, st in self.flat.settings.items() if name not in setting_overrides
+            },
         )
 
     # --- overrides and settings ---

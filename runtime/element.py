@@ -36,6 +36,8 @@ from typing import Any, ClassVar
 
 import attrs
 
+from runtime.values import INT64_MAX, Duration, Rate
+
 CATEGORIES = (
     "source",
     "admission",
@@ -150,6 +152,22 @@ def _configure_fields(cls, fields):
         kind = eval(f.type, namespace) if isinstance(f.type, str) else f.type  # noqa: S307
         out.append(f.evolve(on_setattr=attrs.setters.frozen, type=kind))
     return out
+
+
+# --- bounds for element arguments that size or number what an element makes -------------------
+# Beyond these an argument is a typo, and would otherwise fail deep inside a run (a MemoryError,
+# an int64 overflow, an infinite loop) instead of at its place in the `.sched` file.
+MAX_JOBS = 10_000_000  # jobs one element generates or reads
+MAX_JOB_ID = INT64_MAX  # job ids are int64
+MAX_START_ID = MAX_JOB_ID - MAX_JOBS  # so that start_id + jobs is still a job id
+MAX_SECONDS = Duration(100 * 365 * 86400.0)  # a century: durations of jobs, bursts and windows
+MAX_RATE = Rate(1e6)  # arrivals per second (3.6e9/h)
+
+
+def job_ids(instance, attribute, value) -> None:
+    """Validator for an IdRange of job ids: within 0..MAX_JOB_ID."""
+    if value is not None and not (0 <= value.start and value.stop <= MAX_JOB_ID):
+        raise ValueError(f"must be a range of job ids within 0..{MAX_JOB_ID}, got {value}")
 
 
 def element(cls: type) -> type:

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import attrs
 
-from runtime.values import Duration, FilePath, non_negative, positive
+from runtime.values import Duration, FilePath, at_least, non_negative
+
+
+MIN_ROUND = Duration(0.001)
 
 
 @attrs.frozen(kw_only=True)
 class GraphSettings:
     """Settings of a whole graph. Each has a default; the `.sched` file may override any."""
 
-    round: Duration = attrs.field(default=Duration(300.0), validator=positive)
+    # A round shorter than a millisecond would take forever to simulate any real trace.
+    round: Duration = attrs.field(default=Duration(300.0), validator=at_least(MIN_ROUND))
     checkpoint: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     restore: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     cluster: str | None = None

@@ -3,14 +3,13 @@ reproductions and the tests share."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 
 from runtime.backends.sim import Simulator
 from runtime.cluster import Cluster
 from runtime.compiler import CompiledGraph
 from runtime.engine import Engine, RunResult
-from pathlib import Path
-
 from runtime.errors import ClusterError, SchedError
 from runtime.world import World
 
@@ -26,12 +25,18 @@ def load_cluster(graph: CompiledGraph, cluster: str | Cluster | None) -> Cluster
         raise ClusterError(
             f"{graph.path}: no cluster: give --cluster (e.g. --cluster 32x4:V100) or set cluster = \"...\" in the graph"
         )
+    location = graph.setting_locations.get("cluster")
+    if location is None:  # given with --set: relative to the current folder, as other --set paths
+        try:
+            return Cluster.parse(spec)
+        except ClusterError as err:
+            raise ClusterError(f"--set cluster: {err}") from None
     try:
         # A spec file named in the graph is relative to the graph's folder.
         relative = Path(graph.path).parent / spec
         return Cluster.parse(str(relative) if spec.endswith(".toml") and relative.exists() else spec)
     except ClusterError as err:
-        raise SchedError(f"setting 'cluster': {err}", graph.setting_locations.get("cluster")) from None
+        raise SchedError(f"setting 'cluster': {err}", location) from None
 
 
 def load_profile(graph: CompiledGraph):

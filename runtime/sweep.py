@@ -15,6 +15,11 @@ from typing import Any
 import attrs
 import polars as pl
 
+from runtime.errors import RoundhouseError
+
+# The sink whose report has a per-run "summary" and a "jobs" table; a sweep compares runs by it.
+METRICS_SINK = "JobMetrics"
+
 
 @attrs.frozen
 class RunSpec:
@@ -34,13 +39,29 @@ class RunOutcome:
 
     def summary(self, sink: str | None = None) -> dict:
         """The (named or only) metrics sink's summary, with the run's labels."""
-        name = sink or next(n for n, r in self.reports.items() if "summary" in r)
+        name = sink or self._sink_with("summary")
         return {**self.spec.labels, **self.reports[name]["summary"]}
 
     def jobs(self, sink: str | None = None) -> pl.DataFrame:
-        name = sink or next(n for n, r in self.reports.items() if "jobs" in r)
+        name = sink or self._sink_with("jobs")
         frame = self.reports[name]["jobs"]
         return frame.with_columns(**{k: pl.lit(v) for k, v in self.spec.labels.items()})
+
+
+    def _sink_with(self, key: str) -> str:
+        name = next((n for n, r in self.reports.items() if key in r), None)
+        if name is None:
+            raise RoundhouseError(f"{self.spec.graph}: no sink reported '{key}' (a sweep needs a {METRICS_SINK} element)")
+        return name
+
+
+def check_sweepable(graph) -> None:
+    """Refuse, before running anything, a graph whose runs would report nothing to compare."""
+    if not graph.by_class(METRICS_SINK):
+        raise RoundhouseError(
+            f"{graph.path}: the graph has no {METRICS_SINK} element, so its runs would report nothing to compare; "
+            f"add e.g. 'report :: {METRICS_SINK};' after the launcher"
+        )
 
 
 def run_one(spec: RunSpec) -> RunOutcome:

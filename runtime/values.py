@@ -9,6 +9,7 @@ unit handling.
 from __future__ import annotations
 
 import math
+import operator
 import re
 
 import attrs
@@ -69,6 +70,31 @@ class FilePath(str):
     """A file path; relative paths in a `.sched` file are relative to that file's folder."""
 
 
+# Whole numbers must fit a 64-bit integer: ids, counts and seeds end up in numpy int64 columns.
+INT64_MAX = 2**63 - 1
+
+
+def finite(number: float, text: str) -> float:
+    """`number` (read from `text`) if finite; ValueError otherwise (`1e999s` reads as infinity)."""
+    if not math.isfinite(number):
+        raise ValueError(f"'{_short(text)}' is too large (it is not a finite number)")
+    return number
+
+
+def whole_number(text: str) -> int:
+    """A written whole number as an int; ValueError if it does not fit a 64-bit integer.
+    (The length is checked first: Python refuses to convert numbers of over 4300 digits.)"""
+    digits = text.lstrip("+-").lstrip("0")
+    if len(digits) > 19 or not -INT64_MAX - 1 <= int(text) <= INT64_MAX:
+        raise ValueError(f"'{_short(text)}' is too large (whole numbers must lie within ±{INT64_MAX})")
+    return int(text)
+
+
+def _short(text: str) -> str:
+    """Text to quote in a message, cut short (a number may be written with thousands of digits)."""
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 _DURATION_RE = re.compile(rf"^\s*({_NUMBER})\s*([A-Za-z]*)\s*$")
 _RATE_RE = re.compile(rf"^\s*({_NUMBER})\s*/\s*([A-Za-z]+)\s*$")
@@ -82,7 +108,7 @@ def duration_from_text(text: str) -> Duration:
     number, unit = float(m.group(1)), m.group(2) or "s"
     if unit not in DURATION_UNITS:
         raise ValueError(f"unknown time unit '{unit}' in '{text}' (use {unit_list()})")
-    return Duration(number * DURATION_UNITS[unit])
+    return Duration(finite(number * DURATION_UNITS[unit], text))
 
 
 def rate_from_text(text: str) -> Rate:
@@ -92,7 +118,7 @@ def rate_from_text(text: str) -> Rate:
     number, unit = float(m.group(1)), m.group(2)
     if unit not in DURATION_UNITS:
         raise ValueError(f"unknown time unit '{unit}' in rate '{text}' (use {unit_list()})")
-    return Rate(number / DURATION_UNITS[unit])
+    return Rate(finite(number / DURATION_UNITS[unit], text))
 
 
 def unit_list() -> str:
@@ -137,6 +163,25 @@ def describe(value: object) -> str:
 def positive(instance, attribute, value) -> None:
     if value is not None and not value > 0:
         raise ValueError(f"must be greater than 0, got {describe(value)}")
+
+
+def at_most(limit):
+    """The value, if given, is at most `limit` (NaN is refused too). With `positive`,
+    `[positive, at_most(x)]` means finite and positive."""
+    return _bound(limit, operator.le, "at most")
+
+
+def at_least(limit):
+    """The value, if given, is at least `limit` (NaN is refused)."""
+    return _bound(limit, operator.ge, "at least")
+
+
+def _bound(limit, within, words: str):
+    def check(instance, attribute, value) -> None:
+        if value is not None and not within(value, limit):
+            raise ValueError(f"must be {words} {describe(limit)}, got {describe(value)}")
+
+    return check
 
 
 def non_negative(instance, attribute, value) -> None:

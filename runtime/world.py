@@ -34,14 +34,16 @@ SPEC_COLUMNS: dict[str, type] = {
     "gpus": np.int64,
     "duration_s": np.float64,
     "model": object,
-    "has_model": np.bool_,  # the model is in the profile (else: one unit of work per second)
     "batch_size": np.int64,
     "user": object,
     "weight": np.float64,
     "slo_s": np.float64,
-    # Derived when the job is prepared: total work, and throughput on the reference placement.
-    "work": np.float64,
-    "reference_rate": np.float64,
+}
+# Spec fields derived when the job is prepared, never read from a trace.
+DERIVED_COLUMNS: dict[str, type] = {
+    "has_model": np.bool_,  # the model is in the profile (else: one unit of work per second)
+    "work": np.float64,  # total work
+    "reference_rate": np.float64,  # throughput on the reference placement
 }
 
 # Live fields, written by the runtime as rounds pass.
@@ -64,6 +66,11 @@ LIVE_COLUMNS: dict[str, tuple[type, object]] = {
     "interruptions": (np.int64, 0),
     "partner": (np.int64, -1),  # row of the job sharing this job's GPUs (space sharing), -1 none
 }
+
+# Job-table columns the simulator writes itself, which a trace or submission may not bring: a
+# trace column of one of these names would overwrite the runtime's books when its jobs are added
+# (traces/schema.py refuses such columns). `loss` is not among them: a trace may give it.
+OWN_COLUMNS: frozenset[str] = frozenset(DERIVED_COLUMNS) | frozenset(LIVE_COLUMNS)
 
 
 @attrs.frozen
@@ -217,7 +224,7 @@ class JobTable:
         self._capacity = capacity
         self._n_types = n_gpu_types
         self._cols: dict[str, np.ndarray] = {}
-        for name, dtype in SPEC_COLUMNS.items():
+        for name, dtype in {**SPEC_COLUMNS, **DERIVED_COLUMNS}.items():
             self._cols[name] = np.empty(capacity, dtype=dtype)
         for name, (dtype, fill) in LIVE_COLUMNS.items():
             self._cols[name] = np.full(capacity, fill, dtype=dtype)
@@ -451,7 +458,7 @@ class World:
         of the job table, for policies to read (`active.column("loss")`)."""
         for row, values in metrics.items():
             for name, value in values.items():
-                if name in SPEC_COLUMNS or name in LIVE_COLUMNS:
+                if name in SPEC_COLUMNS or name in OWN_COLUMNS:
                     continue  # the protocol refuses these names; never let a job overwrite its books
                 column = self.jobs.float_column(name)
                 if column.dtype.kind == "f":  # not a trace's own text column of that name
@@ -651,10 +658,13 @@ class World:
         rates = self.launch_rates(plan) if len(rows) else np.zeros(0)
         if self._any_model and len(rates) and rates.min() <= 0:  # only a profile says "cannot run"
             bad = int((rates <= 0).nonzero()[0][0])
-            first = gpus[starts[bad]]
+            gpu_type = self.cluster.gpu_types[self.cluster.gpu_type[gpus[starts[bad]]]]
+            why = ""
+            if self.profile.canonical_gpu_type(gpu_type) is None:  # a cluster spec the profile cannot serve
+                why = f" (the throughput profile has no GPU type '{gpu_type}'; it knows {', '.join(self.profile.gpu_types)})"
             raise PlanError(
                 f"plan puts job {cols['job_id'][rows[bad]]} ({cols['model'][rows[bad]]}) on {counts[bad]} "
-                f"{self.cluster.gpu_types[self.cluster.gpu_type[first]]} GPU(s), where it cannot run"
+                f"{gpu_type} GPU(s), where it cannot run{why}"
             )
         suspend = plan.suspend
         if len(plan.complete):

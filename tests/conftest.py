@@ -15,6 +15,17 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+# A graph for the live commands: jobs come from `roundhouse submit`.
+LIVE_GRAPH = 'round = 1s;\ncluster = "1x2:V100";\nsrc :: LiveSource;\nsrc -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n'
+
+
+@pytest.fixture
+def live_graph(tmp_path):
+    path = tmp_path / "g.sched"
+    path.write_text(LIVE_GRAPH)
+    return path
+
+
 def write_trace(path: Path, rows: list[dict]) -> Path:
     pl.DataFrame(rows).write_csv(path)
     return path

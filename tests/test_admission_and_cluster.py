@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from runtime.cluster import Cluster
+from runtime.cluster import MAX_GPUS, Cluster
 from runtime.errors import ClusterError
 from tests.conftest import jobs_of
 
@@ -82,6 +82,12 @@ def test_cluster_spec_file(tmp_path):
         ("32x:V100", "not NODESxGPUS"),
         ("0x4", "at least 1"),
         ("0:0:0", "no GPUs"),
+        # Too large to hold: refused before any per-GPU table is built.
+        ("1x99999999999999999999:V100", "GPUs per node is more than"),
+        ("99999999999999999999x4:V100", f"more than the {MAX_GPUS:,}"),
+        ("2x1000000000:V100", "GPUs per node is more than"),
+        ("300000x4:V100", f"1,200,000 GPUs is more than the {MAX_GPUS:,}"),
+        ("1000000:1:0", "1,000,001 GPUs"),
     ],
 )
 def test_bad_shorthands(text, message):
@@ -98,6 +104,10 @@ def test_bad_shorthands(text, message):
         ("[[group]\nnodes = 2\n", "not valid TOML"),
         ("name = 'x'\n", "no [[group]]"),
         ("[[group]]\nnodes = 2\ngpus_per_node = 4\nracks = 3\n", "'racks' (3) is more than 'nodes' (2)"),
+        ("[[group]]\nnodes = 2\ngpus_per_node = 4\ncpus = 99999999999999999999\n", "'cpus' must be a whole number from 1 to"),
+        ("[[group]]\nnodes = 9223372036854775807\ngpus_per_node = 4\n", "'nodes' must be a whole number from 1 to"),
+        ("[[group]]\nnodes = 2\ngpus_per_node = 4\nmemory_gb = inf\n", "'memory_gb' must be a positive finite number"),
+        ("[[group]]\nnodes = 2\ngpus_per_node = 4\nnetwork_gbps = nan\n", "'network_gbps' must be a positive finite number"),
     ],
 )
 def test_bad_spec_files_name_the_file_and_the_problem(tmp_path, body, message):

@@ -6,15 +6,6 @@ import pytest
 
 from tools.cli import main
 
-GRAPH = 'round = 1s;\ncluster = "1x2:V100";\nsrc :: LiveSource;\nsrc -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n'
-
-
-@pytest.fixture
-def graph(tmp_path):
-    path = tmp_path / "g.sched"
-    path.write_text(GRAPH)
-    return path
-
 
 @pytest.mark.parametrize(
     "args, message",
@@ -40,8 +31,8 @@ def graph(tmp_path):
         (["profile", "--gpus", "0", "--out", "x.csv"], "1 or more"),
     ],
 )
-def test_bad_live_command_lines_exit_2_with_a_message(graph, capsys, args, message):
-    assert main([a.replace("{g}", str(graph)) for a in args]) == 2
+def test_bad_live_command_lines_exit_2_with_a_message(live_graph, capsys, args, message):
+    assert main([a.replace("{g}", str(live_graph)) for a in args]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
 
@@ -53,7 +44,7 @@ def test_submit_reports_an_absent_scheduler_clearly(capsys):
     assert "no answer from the scheduler" in capsys.readouterr().err
 
 
-def test_serve_refuses_a_journal_of_another_run(graph, tmp_path, capsys):
+def test_serve_refuses_a_journal_of_another_run(live_graph, tmp_path, capsys):
     from runtime.journal import Journal
 
     journal = Journal(tmp_path / "j.sqlite")
@@ -61,7 +52,7 @@ def test_serve_refuses_a_journal_of_another_run(graph, tmp_path, capsys):
     journal.close()
     from tools.loopback import free_port
 
-    status = main(["serve", str(graph), "--bind", f"tcp://127.0.0.1:{free_port()}", "--insecure",
+    status = main(["serve", str(live_graph), "--bind", f"tcp://127.0.0.1:{free_port()}", "--insecure",
                    "--journal", str(tmp_path / "j.sqlite"), "--checkpoints", str(tmp_path / "ck")])
     assert status == 2
     assert "belongs to another run" in capsys.readouterr().err

@@ -126,3 +126,22 @@ def test_the_loader_cycles_epochs_of_plain_iterables(tmp_path):
     job.iteration = 2  # as after a resume: the loader skips what was already seen
     assert list(LeaseLoader(job, [10, 11, 12])) == [12, 10, 11, 12, 10]
     assert job.outcome == "done"
+
+
+def test_an_emulated_gpu_holds_the_profile_speed_without_bursts(tmp_path):
+    # 30 iterations at 100/s take 0.3 s however fast the loop is; a stall is not made up.
+    job = Job(_env(tmp_path, ROUNDHOUSE_ITERATIONS="30", ROUNDHOUSE_PACE="100"))
+    started = time.perf_counter()
+    stamps = []
+    for i in LeaseLoader(job, range(10)):
+        stamps.append(time.perf_counter())
+        if job.iteration == 9:
+            time.sleep(0.2)  # a slow stretch: the next iterations still come 10 ms apart
+    assert job.outcome == "done" and job.iteration == 30
+    assert time.perf_counter() - started >= 0.3 + 0.2 - 0.01
+    gaps = [b - a for a, b in zip(stamps[11:], stamps[12:])]
+    assert min(gaps) >= 0.0095, gaps
+    free = Job(_env(tmp_path / "free", ROUNDHOUSE_ITERATIONS="30"))
+    started = time.perf_counter()
+    assert len(list(LeaseLoader(free, range(10)))) == 30
+    assert time.perf_counter() - started < 0.05  # no pace: as fast as it goes

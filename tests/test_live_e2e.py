@@ -18,11 +18,13 @@ src -> AcceptAll -> JobPool -> Srtf -> FirstFree -> Launch -> m :: JobMetrics;
 """
 
 # Three long jobs start at once (job 0 on two workers); short ones arrive later and Srtf makes
-# room for them by preempting the longest, the two-worker job first.
+# room for them by preempting the longest, the two-worker job first. The agents emulate their
+# GPUs (held to TEST_PROFILE's speeds), so that on any machine the long jobs are still running
+# when the short ones arrive: at least 7.5 s, 6 s and 6 s.
 JOBS = """job_id,arrival_s,gpus,model,iterations,batch_size
 0,0,2,LM,900,10
-1,0,1,ResNet-18,400,16
-2,0,1,Recommendation,600,64
+1,0,1,ResNet-18,480,16
+2,0,1,Recommendation,900,64
 3,4,1,ResNet-18,120,16
 4,4,1,LM,250,10
 5,9,1,Recommendation,200,64
@@ -40,15 +42,17 @@ def cluster(tmp_path):
 
 def test_eight_jobs_finish_and_preempted_jobs_resume_exactly(cluster):
     cluster.start_scheduler()
-    cluster.start_agent("node-a")
-    cluster.start_agent("node-b")
+    cluster.start_agent("node-a", emulate=True)
+    cluster.start_agent("node-b", emulate=True)
     status = cluster.wait_exit("scheduler", timeout=150)
     assert status == 0, cluster.logs()
     jobs = pl.read_csv(cluster.folder / "out" / "jobs.csv")
     assert jobs["status"].to_list() == ["finished"] * 8, cluster.logs()
+    # Emulated GPUs: no job trained faster than the profile says (job 2: 900 iterations at 150/s).
+    assert jobs.filter(pl.col("job_id") == 2)["run_s"].item() >= 900 / 150 - 0.1, jobs
 
     attempts = cluster.attempts()
-    iterations = {0: 900, 1: 400, 2: 600, 3: 120, 4: 250, 5: 200, 6: 100, 7: 300}
+    iterations = {0: 900, 1: 480, 2: 900, 3: 120, 4: 250, 5: 200, 6: 100, 7: 300}
     preempted = 0
     for job, runs in attempts.items():
         # The last attempt completes the job's work; every earlier one was preempted, ended at

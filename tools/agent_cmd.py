@@ -13,6 +13,9 @@ def register(sub) -> None:
     p.add_argument("--scheduler", required=True, metavar="ADDR", help="the scheduler's address, e.g. tcp://sched:5555")
     p.add_argument("--name", help="this node's name (default: the host name); also the key name with --keys")
     p.add_argument("--fake-gpus", metavar="COUNT:TYPE", help="pretend to have GPUs (e.g. 4:V100): jobs run on the CPU")
+    p.add_argument("--emulate", action="store_true",
+                   help="with --fake-gpus: hold every job to the speed the scheduler's profile gives for its model "
+                   "on the faked GPU type (no faster; a slower CPU stays slower)")
     p.add_argument("--address", help="the address other nodes reach this one at, for multi-node jobs "
                    "(default: 127.0.0.1 for a loopback scheduler, else the host name)")
     p.add_argument("--workdir", help="folder for job logs and leases (default: a new temporary folder)")
@@ -28,20 +31,26 @@ def agent_command(args) -> int:
     import os
 
     from agents.agent import Agent, find_gpus
+    from agents.files import make_folder
     from agents.security import ClientSecurity, is_loopback
 
     setup_logging(args.log_level)
     name = args.name or socket.gethostname().split(".")[0]
     security = ClientSecurity.choose(args.keys, name, args.insecure, args.scheduler)
+    if args.emulate and not args.fake_gpus:
+        raise UsageError("--emulate needs --fake-gpus: only pretend GPUs are held to the profile's speed")
     gpus = find_gpus(args.fake_gpus)
     threads = args.threads_per_gpu
     if threads < 0:
         raise UsageError("--threads-per-gpu must be 0 or more")
     if threads == 0 and args.fake_gpus:
         threads = max(1, (os.cpu_count() or 1) // len(gpus))
+    if args.workdir:
+        make_folder(args.workdir, "--workdir")
     address = args.address or ("127.0.0.1" if is_loopback(args.scheduler) else socket.getfqdn())
     agent = Agent(
         args.scheduler, name, gpus, security, address=address, workdir=args.workdir,
         revoke_grace_s=seconds(args.revoke_grace, "--revoke-grace"), threads_per_gpu=threads,
+        emulate=args.emulate,
     )
     return agent.run()

@@ -63,11 +63,12 @@ class Loopback:
     def start_scheduler(self) -> subprocess.Popen:
         return self._spawn("scheduler", ["serve", str(self.graph), *self.serve_args])
 
-    def start_agent(self, name: str, gpus: str = "2:V100", extra: tuple[str, ...] = ("--insecure",)) -> subprocess.Popen:
+    def start_agent(self, name: str, gpus: str = "2:V100", extra: tuple[str, ...] = ("--insecure",),
+                    emulate: bool = False) -> subprocess.Popen:
         return self._spawn(
             name,
             ["agent", "--scheduler", self.address, "--name", name, "--fake-gpus", gpus, "--threads-per-gpu", "1",
-             "--workdir", str(self.folder / name), "--revoke-grace", "30s", *extra],
+             "--workdir", str(self.folder / name), "--revoke-grace", "30s", *extra, *(["--emulate"] if emulate else [])],
         )
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:

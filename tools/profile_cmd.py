@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import platform
 import time
-from pathlib import Path
 
 from runtime.errors import UsageError
 
@@ -37,9 +36,11 @@ def _ints(text: str, flag: str) -> list[int]:
 
 
 def profile_command(args) -> int:
+    from agents.files import check_output_file, write_output_file
     from agents.profiler import profile
     from traces.profiles import canonical_model
 
+    check_output_file(args.out, "--out")  # before measuring, which takes minutes
     models = []
     for name in args.models.split(","):
         canonical = canonical_model(name.strip())
@@ -60,7 +61,7 @@ def profile_command(args) -> int:
     result = profile(models, batches, _ints(args.gpus, "--gpus"), args.gpu_type, args.seconds, args.concurrent, args.threads,
                      beside=beside)
     header = f"measured by `roundhouse profile` on {platform.node()} ({platform.processor() or platform.machine()}), {time.strftime('%Y-%m-%d %H:%M')}"
-    Path(args.out).write_text(result.csv(header))
+    write_output_file(args.out, result.csv(header), "--out")
     print(f"wrote {args.out}: use it with `profile = \"{args.out}\";` and restore = {result.restore_s:.2f}s; "
           f"checkpoint = {result.checkpoint_s:.2f}s; in the graph")
     return 0

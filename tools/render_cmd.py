@@ -12,6 +12,7 @@ import graphviz
 from runtime.compiler import CompiledGraph, compile_file
 from runtime.errors import UsageError
 from runtime.values import describe
+from tools.cli import writing
 
 FORMATS = ("svg", "png", "pdf", "dot")
 
@@ -44,12 +45,11 @@ def render(args) -> int:
         raise UsageError(f"-o {args.output}: cannot tell the format; end the name in {', '.join('.' + f for f in FORMATS)}")
     graph = compile_file(args.graph)
     dot = to_dot(graph)
-    if fmt == "dot":
-        out.write_text(dot.source)
-        return 0
-    if shutil.which("dot") is None:
+    if fmt != "dot" and shutil.which("dot") is None:
         raise UsageError("Graphviz's 'dot' program is not installed (apt-get install graphviz), or write a .dot file")
-    out.write_bytes(dot.pipe(format=fmt))
+    data = dot.source.encode() if fmt == "dot" else dot.pipe(format=fmt)
+    with writing(out):
+        out.write_bytes(data)
     return 0
 
 

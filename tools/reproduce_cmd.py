@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from runtime.errors import UsageError, did_you_mean
+from tools.cli import output_folder, writing
 from tools.reproductions import load_all
 
 
@@ -37,12 +38,12 @@ def reproduce(args) -> int:
             raise UsageError(f"no experiment '{name}'" + (f"; {hint}" if hint else "; --list shows them"))
     for name in args.names:
         e = experiments[name]
-        out = Path(args.out) / name
-        out.mkdir(parents=True, exist_ok=True)
+        out = output_folder(str(Path(args.out) / name), "--out")
         console.print(f"[bold]{e.name}[/bold]: {e.title} ({e.paper})" + (" [quick]" if args.quick else ""))
-        report = e.run(out, args.quick)
-        for table_name, frame in report.tables.items():
-            frame.write_csv(out / f"{table_name}.csv")
+        with writing(out):
+            report = e.run(out, args.quick)  # writes its figures into `out`
+            for table_name, frame in report.tables.items():
+                frame.write_csv(out / f"{table_name}.csv")
         table = Table(title=f"{e.name}: paper vs Roundhouse")
         for col in ("what", "paper", "ours", "note"):
             table.add_column(col)

@@ -13,7 +13,9 @@ from runtime.compiler import Override, compile_graph
 from runtime.dsl.loader import load
 from runtime.errors import UsageError
 from runtime.simulate import load_cluster, simulate
-from runtime.values import duration_from_text, format_duration
+from runtime.values import format_duration
+from tools.cli import output_folder, writing
+from tools.live_options import seconds
 
 
 def register(sub) -> None:
@@ -60,14 +62,10 @@ def run(args) -> int:
         from tools.serve_cmd import run_live
 
         return run_live(args, args.live)
-    until = None
-    if args.until is not None:
-        try:
-            until = float(duration_from_text(args.until))
-        except ValueError as err:
-            raise UsageError(f"--until: {err}") from None
+    until = seconds(args.until, "--until")
     graph = compile_with_overrides(args)
     cluster = load_cluster(graph, args.cluster)
+    out = output_folder(args.out, "--out") if args.out is not None else None
     console = Console(stderr=True, quiet=args.quiet)
     progress = _Progress(console) if console.is_terminal and not args.quiet else None
     try:
@@ -77,8 +75,9 @@ def run(args) -> int:
             progress.close()
     if not args.quiet:
         _print_summary(Console(quiet=args.quiet), graph, cluster, result)
-    if args.out:
-        write_results(Path(args.out), graph, cluster, result)
+    if out is not None:
+        with writing(out):
+            write_results(out, graph, cluster, result)
         if not args.quiet:
             Console(stderr=True).print(f"results written to {args.out}/")
     return 0
@@ -117,11 +116,15 @@ class _Progress:
             self._bar.stop()
 
 
-def _hours(seconds) -> str:
-    return "—" if seconds is None else f"{seconds / 3600:.2f} h"
+def _in_units(span_s: float | None):
+    """How a summary writes times: in hours for runs of hours, else minutes or seconds (a live
+    run on a laptop lasts a minute; a simulated trace, days)."""
+    span = span_s or 0.0
+    unit, size = ("h", 3600.0) if span >= 7200 else ("min", 60.0) if span >= 120 else ("s", 1.0)
+    return lambda seconds: "—" if seconds is None else f"{seconds / size:.2f} {unit}"
 
 
-def _print_summary(console: Console, graph, cluster, result) -> None:
+def _print_summary(console: Console, graph, cluster, result, live: bool = False) -> None:
     for name, report in result.reports.items():
         _print_objectives(console, name, report)
         summary = report.get("summary")
@@ -130,15 +133,16 @@ def _print_summary(console: Console, graph, cluster, result) -> None:
         table = Table(title=f"{Path(graph.path).name} · {name} · {cluster.describe()}", show_header=False)
         table.add_column("metric")
         table.add_column("value", justify="right")
+        show = _in_units(summary["makespan_s"])
         rows = [
             ("jobs finished / tracked", f"{summary['jobs_finished']} / {summary['jobs_tracked']}"),
-            ("average JCT", _hours(summary["avg_jct_s"])),
-            ("median JCT", _hours(summary["median_jct_s"])),
-            ("p95 JCT", _hours(summary["p95_jct_s"])),
-            ("p99 JCT", _hours(summary["p99_jct_s"])),
-            ("average responsiveness", _hours(summary["avg_responsiveness_s"])),
-            ("average queueing", _hours(summary["avg_queue_s"])),
-            ("makespan", _hours(summary["makespan_s"])),
+            ("average JCT", show(summary["avg_jct_s"])),
+            ("median JCT", show(summary["median_jct_s"])),
+            ("p95 JCT", show(summary["p95_jct_s"])),
+            ("p99 JCT", show(summary["p99_jct_s"])),
+            ("average responsiveness", show(summary["avg_responsiveness_s"])),
+            ("average queueing", show(summary["avg_queue_s"])),
+            ("makespan", show(summary["makespan_s"])),
             ("utilization", "—" if summary["utilization"] is None else f"{summary['utilization']:.1%}"),
             ("preemptions", str(summary["preemptions"])),
         ]
@@ -146,7 +150,7 @@ def _print_summary(console: Console, graph, cluster, result) -> None:
             table.add_row(k, v)
         console.print(table)
     console.print(
-        f"{result.rounds} rounds, simulated {_hours(result.end_s)} in {result.wall_s:.2f} s "
+        f"{result.rounds} rounds, {'ran' if live else 'simulated'} {_in_units(result.end_s)(result.end_s)} in {result.wall_s:.2f} s "
         f"({result.rounds / max(result.wall_s, 1e-9):,.0f} rounds/s); stopped: {result.stop_reason}"
     )
     if result.world.unknown_models:

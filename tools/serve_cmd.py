@@ -71,6 +71,7 @@ def serve_command(args) -> int:
 
 
 def run_live(args, bind: str) -> int:
+    from agents.files import check_output_file, make_folder
     from agents.security import ServerSecurity
     from runtime.serve import serve
     from runtime.simulate import load_cluster
@@ -83,10 +84,14 @@ def run_live(args, bind: str) -> int:
     until = seconds(args.until, "--until")
     graph = compile_with_overrides(args)
     cluster = load_cluster(graph, args.cluster)
-    journal = args.journal or str(Path(args.checkpoints) / "roundhouse-journal.sqlite")
-    Path(journal).parent.mkdir(parents=True, exist_ok=True)
+    # The checkpoint folder is made if needed (jobs write there); an explicit --journal must be
+    # in an existing folder, so a mistyped path is an error rather than a new folder tree.
+    checkpoints = make_folder(args.checkpoints, "--checkpoints")
+    journal = check_output_file(args.journal, "--journal") if args.journal else checkpoints / "roundhouse-journal.sqlite"
+    if args.out:
+        make_folder(args.out, "--out")
     result = serve(graph, bind, security, journal, options, cluster=cluster, until=until)
-    _print_summary(Console(stderr=True), graph, cluster, result)
+    _print_summary(Console(stderr=True), graph, cluster, result, live=True)
     if args.out:
         write_results(Path(args.out), graph, cluster, result)
     return 0

@@ -27,14 +27,29 @@ def register(sub) -> None:
     p.set_defaults(handler=submit_command)
 
 
+# Bounds on command-line values, checked before anything is sent: a longer wait is a mistake
+# (and overflows ZeroMQ's poll), a longer job or more copies than a message carries is one too.
+MAX_TIMEOUT_S = 86400.0
+MAX_DURATION_S = 10 * 365 * 86400.0
+MAX_COUNT = 100_000
+
+
+def _bounded_seconds(text: str, flag: str, most: float) -> float:
+    value = seconds(text, flag)
+    if not 0 < value <= most:  # also refuses inf and nan
+        raise UsageError(f"{flag} {text}: must be more than 0 and at most {most:g}s")
+    return value
+
+
 def submit_command(args) -> int:
     from agents.security import ClientSecurity
     from agents.submitter import Submitter
 
     setup_logging("warning")
     security = ClientSecurity.choose(args.keys, args.name, args.insecure, args.scheduler)
+    timeout = _bounded_seconds(args.timeout, "--timeout", MAX_TIMEOUT_S)
     jobs = [] if args.status else jobs_from_args(args)
-    with Submitter(args.scheduler, security, seconds(args.timeout, "--timeout")) as client:
+    with Submitter(args.scheduler, security, timeout) as client:
         if args.status:
             print(json.dumps({k: (int(v) if float(v).is_integer() else v) for k, v in client.status().items()}, indent=2))
             return 0
@@ -53,8 +68,8 @@ def jobs_from_args(args) -> list[dict]:
         return [{k: v for k, v in row.items() if v is not None} for row in frame.to_dicts()]
     if not args.model and not args.command:
         raise UsageError("say what to run: a trace file, --model NAME --iterations N, or --command CMD --duration TIME")
-    if args.count < 1 or args.gpus < 1:
-        raise UsageError("--count and --gpus must be at least 1")
+    if not 1 <= args.count <= MAX_COUNT or args.gpus < 1:
+        raise UsageError(f"--count must be 1 to {MAX_COUNT:,} and --gpus at least 1")
     job: dict = {"gpus": args.gpus}
     if args.model:
         job["model"] = args.model
@@ -69,7 +84,7 @@ def jobs_from_args(args) -> list[dict]:
         if args.duration is None and args.iterations is None:
             raise UsageError("--command needs --duration (how long it runs), or --model and --iterations")
     if args.duration is not None:
-        job["duration_s"] = seconds(args.duration, "--duration")
+        job["duration_s"] = _bounded_seconds(args.duration, "--duration", MAX_DURATION_S)
     if args.job_id is not None:
         if args.count != 1:
             raise UsageError("--job-id names one job; leave it out with --count")

@@ -10,8 +10,9 @@ from rich.table import Table
 
 from runtime.compiler import compile_file
 from runtime.errors import UsageError
-from runtime.sweep import RunSpec, run_all, summaries
-from runtime.values import duration_from_text
+from runtime.sweep import RunSpec, check_sweepable, run_all, summaries
+from tools.cli import output_folder, positive_int, writing
+from tools.live_options import seconds
 
 
 def register(sub) -> None:
@@ -27,7 +28,7 @@ def register(sub) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE", help="a fixed override")
     p.add_argument("--cluster", help="cluster spec for every run")
     p.add_argument("--until", help="stop each run at this time (e.g. 48h)")
-    p.add_argument("--workers", type=int, default=None, help="runs at a time (default: one per core)")
+    p.add_argument("--workers", type=positive_int, default=None, help="runs at a time (default: one per core)")
     p.add_argument("--out", help="folder for summary.csv (one row per run)")
     p.set_defaults(handler=sweep)
 
@@ -58,16 +59,12 @@ def sweep(args) -> int:
         if not sep or not name.strip() or not split_values(values):
             raise UsageError(f"--vary {item}: write --vary element.field=v1,v2 or --vary setting=v1,v2")
         grid.append((name.strip(), split_values(values)))
-    until = None
-    if args.until:
-        try:
-            until = float(duration_from_text(args.until))
-        except ValueError as err:
-            raise UsageError(f"--until: {err}") from None
+    until = seconds(args.until, "--until")
+    out = output_folder(args.out, "--out") if args.out is not None else None
     specs = []
     for combo in itertools.product(*(values for _, values in grid)):
         overrides = tuple(args.overrides) + tuple(f"{n}={v}" for (n, _), v in zip(grid, combo))
-        compile_file(args.graph, overrides)  # every combination is checked before any runs
+        check_sweepable(compile_file(args.graph, overrides))  # every combination is checked before any runs
         labels = {n: v for (n, _), v in zip(grid, combo)}
         specs.append(RunSpec(str(Path(args.graph).resolve()), overrides, args.cluster, until, labels))
     outcomes = run_all(specs, args.workers)
@@ -79,9 +76,9 @@ def sweep(args) -> int:
     for row in frame.iter_rows(named=True):
         table.add_row(*[_fmt(row.get(c)) for c in shown])
     Console().print(table)
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        frame.write_csv(Path(args.out) / "summary.csv")
+    if out is not None:
+        with writing(out / "summary.csv"):
+            frame.write_csv(out / "summary.csv")
     return 0
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from runtime.element import MAX_JOB_ID, MAX_JOBS, MAX_RATE, MAX_SECONDS
 from runtime.errors import UsageError, did_you_mean
-from runtime.values import rate_from_text
+from runtime.values import describe, rate_from_text
 
 GENERATE_FORMATS = ("canonical", "gavel", "tiresias", "philly")
 GPU_CHOICES = ("philly", "single")
@@ -170,15 +171,12 @@ def generate_command(args: argparse.Namespace) -> int:
     from traces.formats import write_trace
     from traces.generators import generate
 
-    jobs = _whole(args.jobs, "--jobs", minimum=1)
+    jobs = _whole(args.jobs, "--jobs", minimum=1, maximum=MAX_JOBS)
     seed = _whole(args.seed, "--seed", minimum=0)
-    start_id = _whole(args.start_id, "--start-id", minimum=0)
-    try:
-        rate = float(rate_from_text(args.rate))
-    except ValueError as err:
-        raise UsageError(f"--rate: {err}") from None
-    if not rate > 0:
-        raise UsageError(f"--rate must be more than 0 jobs per unit of time, got '{args.rate}'")
+    start_id = _whole(
+        args.start_id, "--start-id", minimum=0, maximum=MAX_JOB_ID - (jobs - 1), why=f"so that the ids of {jobs:,} jobs fit in 64 bits"
+    )
+    rate = _rate(args.rate, jobs)
     gpus = _choice(args.gpus, "--gpus", GPU_CHOICES)
     models = _choice(args.models, "--models", MODEL_CHOICES)
     format = args.format
@@ -217,14 +215,35 @@ def generate_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _whole(text: str, flag: str, minimum: int) -> int:
+def _whole(text: str, flag: str, minimum: int, maximum: int | None = None, why: str = "") -> int:
     try:
         value = int(text)
     except ValueError:
         raise UsageError(f"{flag} must be a whole number, got '{text}'") from None
     if value < minimum:
         raise UsageError(f"{flag} must be {minimum} or more, got {value}")
+    if maximum is not None and value > maximum:
+        raise UsageError(f"{flag} must be at most {maximum:,}" + (f" ({why})" if why else "") + f", got {value:,}")
     return value
+
+
+def _rate(text: str, jobs: int) -> float:
+    """The arrival rate in jobs per second: more than 0, at most MAX_RATE, and high enough that
+    the jobs arrive within MAX_SECONDS (beyond it, times overflow Philly's dates and int64 seconds)."""
+    try:
+        rate = float(rate_from_text(text))
+    except ValueError as err:
+        raise UsageError(f"--rate: {err}") from None
+    if not rate > 0:
+        raise UsageError(f"--rate must be more than 0 jobs per unit of time, got '{text}'")
+    if rate > MAX_RATE:
+        raise UsageError(f"--rate must be at most {describe(MAX_RATE)}, got '{text}'")
+    if jobs / rate > MAX_SECONDS:
+        raise UsageError(
+            f"--rate '{text}' is too low: {jobs:,} jobs would take about {jobs / rate / 86400 / 365:.3g} years "
+            f"to arrive (at most {MAX_SECONDS / (365 * 86400):g} years)"
+        )
+    return rate
 
 
 def _choice(value: str, flag: str, choices: tuple[str, ...]) -> str:

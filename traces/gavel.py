@@ -121,7 +121,13 @@ def read(path: str | Path, profile: ProfileTable | None = None) -> pl.DataFrame:
         return_dtype=pl.String,
     )
     defaults = {m: profile.default_batch_size(m) for m in model.drop_nulls().unique().to_list()}
-    batch = parts.struct.field("2").cast(pl.Int64).fill_null(
+    given = parts.struct.field("2")
+    batch = given.cast(pl.Int64, strict=False)
+    too_big = given.is_not_null() & batch.is_null()  # digits beyond Int64
+    if too_big.any():
+        i = int(too_big.arg_true()[0])
+        raise TraceError(path, f"batch size {given[i]} is too large", row=int(numbers[i]), column="job_type")
+    batch = batch.fill_null(
         model.replace_strict(defaults, default=None, return_dtype=pl.Int64)
     )
     columns = {
@@ -162,6 +168,8 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
     path = str(path)
     profile = profile or ProfileTable.load()
     frame = validate(df, f"{path} (jobs being written)")
+    if frame.height == 0:  # an empty file is not a Gavel trace: `read` refuses it
+        raise TraceError(path, "no jobs to write: a Gavel trace needs at least one job")
     missing = frame.get_column("model").is_null()
     if missing.any():
         job = frame["job_id"][int(missing.arg_true()[0])]

@@ -59,6 +59,9 @@ def initial_loss(trace: pl.DataFrame, origin: str) -> np.ndarray | None:
     if len(present) < len(LOSS_COLUMNS):
         missing = ", ".join(c for c in LOSS_COLUMNS if c not in present)
         raise TraceError(origin, f"has {', '.join(present)} but not {missing}: a loss curve needs all three columns")
+    if "loss" in trace.columns:  # the simulator derives `loss` from the curve; two sources would disagree
+        raise TraceError(origin, "a trace with loss curves (loss_start, loss_final, loss_speed) cannot also give it", column="loss")
+    # (traces/schema.py has made them numbers; a frame built in code may hold other types)
     start, final, speed = (trace[c].cast(pl.Float64, strict=False).fill_null(np.nan).to_numpy() for c in LOSS_COLUMNS)
     given = ~np.isnan(start) | ~np.isnan(final) | ~np.isnan(speed)
     ids = trace["job_id"].to_numpy()

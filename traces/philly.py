@@ -11,7 +11,8 @@ Times are "YYYY-MM-DD HH:MM:SS" strings; some are null or the string "None". It 
 as Blox's `parse_philly_jobs.py` does with `sum_attempts`: the first submission is t = 0, the
 duration is the sum of the attempts' run times, and the GPU count is the number of GPUs in the
 details of the first attempt that ran. job_id is the order of submission (0, 1, 2, ...); the
-original id is kept in the extra column `name`, with `vc` and `status`. Jobs that never ran (no
+original id is kept in the extra column `name`, with `vc` and `philly_status` (renamed: `status`
+is the simulator's own job-table column). Jobs that never ran (no
 attempt with both times, or no GPUs) are skipped and counted. Blox also drops jobs outside
 10^1.5 to 10^4 minutes and then resamples durations; that is a workload choice left to the
 user (the generators provide the resampling).
@@ -83,7 +84,7 @@ def parse(path: str | Path) -> PhillyTrace:
                 "name": pl.Series(jobs["jobid"], dtype=pl.String),
                 "user": pl.Series(jobs["user"], dtype=pl.String),
                 "vc": pl.Series(jobs["vc"], dtype=pl.String),
-                "status": pl.Series(jobs["status"], dtype=pl.String),
+                "philly_status": pl.Series(jobs["status"], dtype=pl.String),
             }
         )
         .join(per_job, on="record", how="inner", maintain_order="left")
@@ -96,7 +97,7 @@ def parse(path: str | Path) -> PhillyTrace:
         arrival_s=(pl.col("submitted") - pl.col("submitted").min()).dt.total_seconds(fractional=True),
     )
     rows = frame.get_column("record").to_numpy()
-    ordered = frame.select("job_id", "arrival_s", "gpus", "duration_s", "user", "name", "vc", "status")
+    ordered = frame.select("job_id", "arrival_s", "gpus", "duration_s", "user", "name", "vc", "philly_status")
     return PhillyTrace(validate(ordered, path, rows), skipped)
 
 
@@ -108,6 +109,8 @@ def _load_json(path: str) -> list:
         raise TraceError(path, f"is not UTF-8 text (byte {err.start} cannot be decoded)") from None
     except json.JSONDecodeError as err:
         raise TraceError(path, f"is not valid JSON: {err.msg} (column {err.colno})", row=err.lineno) from None
+    except RecursionError:  # lists or objects nested thousands deep: no cluster_job_log is
+        raise TraceError(path, "is not valid JSON for a cluster_job_log: it is nested too deeply") from None
     if not isinstance(records, list):
         raise TraceError(path, f"holds a JSON {_kind(records)}; a cluster_job_log is a list of jobs")
     return records

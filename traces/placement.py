@@ -23,10 +23,9 @@ import polars as pl
 from runtime.errors import TraceError
 from traces.csvtext import read_cells
 from traces.profiles import _key, canonical_model
-from traces.schema import cast_column
+from traces.schema import PLACEMENT_COLUMNS, cast_column
 
 SHIPPED_PLACEMENT = Path(__file__).with_name("profiles") / "placement.csv"
-PLACEMENT_COLUMNS = ("tensor_skew", "spread_slowdown")
 
 
 def model_key(name: str) -> str:

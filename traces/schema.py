@@ -30,6 +30,14 @@ Optional extra columns the simulator and elements understand (empty cells: not g
   GPUs span more nodes than it needs; default from the same table
 - `loss_start`, `loss_final`, `loss_speed` Float64, all three or none: the job's loss curve
   (traces/losscurves.py), from which the simulator keeps a live `loss` column
+- `loss` Float64: the job's current loss, for a trace without loss curves
+- `slo_factor` Float64: the SLO as a factor of the job's duration (Gavel's traces)
+
+These are numbers whatever the file holds: a cell that is not one is an error naming its row.
+
+Columns named like the simulator's own job-table columns (`status`, `done`, `run_s`, `finish_s`,
+...: `runtime.world.OWN_COLUMNS`) are refused, since they would overwrite the run's state; the
+readers of public formats rename theirs (Philly's `status` is kept as `philly_status`).
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ import numpy as np
 import polars as pl
 
 from runtime.errors import TraceError, did_you_mean
+from runtime.world import OWN_COLUMNS
+from traces.losscurves import LOSS_COLUMNS
 
 CANONICAL_COLUMNS: dict[str, pl.DataType] = {
     "job_id": pl.Int64,
@@ -55,6 +65,9 @@ CANONICAL_COLUMNS: dict[str, pl.DataType] = {
 }
 REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "arrival_s", "gpus")
 DEFAULT_WEIGHT = 1.0
+PLACEMENT_COLUMNS: tuple[str, ...] = ("tensor_skew", "spread_slowdown")  # traces/placement.py
+# Optional columns that the simulator and elements do arithmetic on: always Float64.
+NUMERIC_EXTRAS: frozenset[str] = frozenset((*PLACEMENT_COLUMNS, *LOSS_COLUMNS, "loss", "slo_factor"))
 
 # (column, lower bound, bound is inclusive, sentence). Nulls pass; `_REQUIRED_VALUES` catches them.
 _BOUNDS: tuple[tuple[str, float, bool, str], ...] = (
@@ -112,7 +125,12 @@ def validate(
         columns[name] = series.alias(name)
     extras = []
     for name in df.columns:
-        if name not in CANONICAL_COLUMNS:
+        if name in NUMERIC_EXTRAS:
+            series, problem = _cast(df.get_column(name), pl.Float64)
+            if problem is not None:
+                problems.append((problem[0], len(CANONICAL_COLUMNS), 0, name, problem[1]))
+            extras.append(series.alias(name))
+        elif name not in CANONICAL_COLUMNS:
             series, problem = _cast_extra(df.get_column(name))
             if problem is not None:
                 problems.append((-1, len(CANONICAL_COLUMNS), 0, name, problem))
@@ -186,6 +204,7 @@ def _row_numbers(height: int, row_numbers) -> np.ndarray:
 def _check_header(df: pl.DataFrame, path: str, names: Mapping[str, str]) -> None:
     found = list(df.columns)
     found_text = ", ".join(f"'{c}'" for c in found) if found else "none"
+    _check_own_columns(path, found)
     for required in REQUIRED_COLUMNS:
         if required not in df.columns:
             _missing_column(path, names.get(required, required), found, found_text)
@@ -194,6 +213,22 @@ def _check_header(df: pl.DataFrame, path: str, names: Mapping[str, str]) -> None
         either = f"'{wanted}' (or both '{names.get('model', 'model')}' and '{names.get('iterations', 'iterations')}')"
         hint = did_you_mean(wanted, found)
         raise TraceError(path, f"missing column {either}; columns found: {found_text}" + (f"; {hint}" if hint else ""))
+
+
+def _check_own_columns(path: str, found: list[str]) -> None:
+    """Refuse columns that would overwrite the simulator's own job-table columns (status, done,
+    run_s, ...) when the jobs are added: the one check every trace reader and submission passes."""
+    own = [c for c in found if c in OWN_COLUMNS]
+    if not own:
+        return
+    message = "is a column the simulator keeps itself for each job, so a trace cannot set it; rename or drop it"
+    if len(own) > 1:  # most likely a run's results (jobs.csv) given as a trace
+        listed = ", ".join(f"'{c}'" for c in own[1:])
+        message += (
+            f" (so are {listed}: results of a run, such as its jobs.csv, are not a trace; "
+            "keep only the jobs' own columns such as job_id, arrival_s, gpus, duration_s, model, batch_size)"
+        )
+    raise TraceError(path, message, column=own[0])
 
 
 def _missing_column(path: str, wanted: str, found: list[str], found_text: str) -> None:
@@ -223,7 +258,7 @@ def _cast(series: pl.Series, dtype: pl.DataType) -> tuple[pl.Series, tuple[int, 
     if dtype == pl.String:
         if source in (pl.Null, pl.Categorical) or isinstance(source, pl.Enum) or source.is_numeric():
             return series.cast(pl.String), None
-        return series.cast(pl.String, strict=False), (-1, f"holds {source} values, expected text")
+        return pl.Series(series.name, [None] * series.len(), dtype=pl.String), (-1, f"holds {source} values, expected text")
     if source == pl.Null:
         return series.cast(dtype), None
     if not (source.is_numeric() or source == pl.Boolean):
@@ -239,7 +274,9 @@ def _cast(series: pl.Series, dtype: pl.DataType) -> tuple[pl.Series, tuple[int, 
             bad = values.is_not_null() & ~whole
         if bad.any():
             index = int(bad.arg_true()[0])
-            return out, (index, f"{_show(series[index])} is not a whole number")
+            value = series[index]
+            what = "is too large (at most 2^63 - 1)" if source.is_integer() else "is not a whole number"
+            return out, (index, f"{_show(value)} {what}")
         return out, None
     return series.cast(pl.Float64), None
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from runtime.element import Element, In, Out, element
 from runtime.types import Active, Ranking
-from runtime.values import positive
+from runtime.values import at_most, positive
 
 # Candidate values of the curve's floor b2, as fractions of the lowest loss seen: a grid from 0
 # to just below it, dense near the top where flat curves need it.
@@ -100,7 +100,7 @@ class Optimus(Element):
     outputs = (Out("ranking", Ranking),)
 
     threshold: float = attrs.field(default=0.001, validator=positive)
-    samples: int = attrs.field(default=8, validator=positive)
+    samples: int = attrs.field(default=8, validator=[positive, at_most(1000)])  # a sample buffer per job: bounded
     max_gpus: int | None = attrs.field(default=None, validator=positive)
 
     def __attrs_post_init__(self) -> None:

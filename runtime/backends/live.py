@@ -100,6 +100,7 @@ class _Attempt:
     launched_s: float
     master_port: int
     batch: int = 0
+    iters_per_s: float = 0.0  # the profile's speed on these GPUs (0: unknown; emulated GPUs hold it)
     start_iteration: int = 0
     resume: str | None = None
     sent: bool = False  # launch messages sent (False: waiting for the previous attempt to exit)
@@ -204,7 +205,8 @@ class LiveBackend:
         """Bind, then either resume the journal's run or wait for the cluster's agents and start
         a new one at round 0."""
         self._context = zmq.Context()
-        sock = self._context.socket(zmq.ROUTER)
+        # Owned by `close()` from here on: a socket left open makes `Context.term()` wait forever.
+        self._socket = sock = self._context.socket(zmq.ROUTER)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         sock.setsockopt(zmq.MAXMSGSIZE, protocol.HARD_LIMIT)
         sock.setsockopt(zmq.LINGER, 500)
@@ -216,8 +218,7 @@ class LiveBackend:
             sock.bind(self.bind)
         except zmq.ZMQError as err:
             self.close()
-            raise UsageError(f"cannot listen on {self.bind}: {err}") from None
-        self._socket = sock
+            raise UsageError(f"cannot listen on {self.bind}: {zmq.strerror(err.errno)}") from None
         self._poller.register(sock, zmq.POLLIN)
         self._poller.register(self._monitor, zmq.POLLIN)
         log.info("scheduler listening on %s (%s)", self.bind, "INSECURE" if self.security.insecure else "CURVE")
@@ -364,7 +365,10 @@ class LiveBackend:
         # same way: they checkpoint and exit, and the world has already counted them finished.
         ending = np.concatenate([plan.suspend, plan.complete])
         revoked = [self._current.get(row) for row in ending.tolist()]
-        launches = [self._new_attempt(a.row, np.asarray(a.gpus), a.batch_size) for a in plan.launch]
+        rates = world.launch_rates(plan).tolist() if len(plan.launch_rows) else []
+        launches = [
+            self._new_attempt(a.row, np.asarray(a.gpus), a.batch_size, rate) for a, rate in zip(plan.launch, rates)
+        ]
         # Write ahead: the round and the new attempts are durable before any message leaves.
         self._journal_round()
         self._flush()
@@ -786,7 +790,7 @@ class LiveBackend:
         self._online_changed = True
 
     # --- jobs ---
-    def _new_attempt(self, row: int, gpus: np.ndarray, batch: int) -> _Attempt:
+    def _new_attempt(self, row: int, gpus: np.ndarray, batch: int, iters_per_s: float) -> _Attempt:
         cols = self.world.jobs._cols
         prev = self._current.get(row)
         n = prev.n + 1 if prev is not None else 1
@@ -794,6 +798,7 @@ class LiveBackend:
             row, int(cols["job_id"][row]), n, gpus, self.world.cluster.gpu_node[gpus], self._now, self._pick_port()
         )
         att.batch = int(batch or cols["batch_size"][row])
+        att.iters_per_s = float(iters_per_s) if cols["has_model"][row] else 0.0
         if prev is not None and not prev.ended:
             prev.successor = att
             att.waits_for = prev
@@ -875,6 +880,7 @@ class LiveBackend:
             resume=att.resume,
             resume_iteration=att.start_iteration if att.resume else None,
             seed=int(att.job_id % 2**31),
+            iters_per_s=att.iters_per_s or None,
         )
         att.sent = True
         cluster = world.cluster

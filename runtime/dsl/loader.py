@@ -24,6 +24,10 @@ from runtime.errors import Location, SchedError, SchedErrors, did_you_mean
 
 RESERVED = ("input", "output")
 
+# How deep imports may chain and compounds may nest: far beyond any real graph, and well short
+# of Python's recursion limit, so that a runaway file gets a message instead of a crash.
+MAX_DEPTH = 100
+
 
 @attrs.frozen
 class Decl:
@@ -74,6 +78,8 @@ def load_element_file(path: Path) -> str | None:
     resolved = str(path.resolve())
     if resolved in _REQUIRED:
         return None
+    if path.suffix != ".py":
+        return "a required file is Python ending in .py (a .sched file is brought in with import)"
     if not path.is_file():
         return f"no such file ({path})"
     name = "roundhouse_user_" + "".join(ch if ch.isalnum() else "_" for ch in resolved)
@@ -82,7 +88,7 @@ def load_element_file(path: Path) -> str | None:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as err:  # the user's code: report where, not how deep
+    except (Exception, SystemExit) as err:  # the user's code: report where, not how deep
         del sys.modules[name]
         frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename == resolved]
         where = f"{path}:{frames[-1].lineno}: " if frames else (f"{path}:{err.lineno}: " if isinstance(err, SyntaxError) else "")
@@ -146,6 +152,12 @@ class _Loader:
                     continue
                 if any(str(Path(f).resolve()) == target_resolved for f in self.files):
                     continue
+                if depth >= MAX_DEPTH:
+                    self.errors.append(SchedError(f"imports chain more than {MAX_DEPTH} files deep", st.location))
+                    continue
+                if target.exists() and not target.is_file():  # a folder, or a device such as /dev/zero
+                    self.errors.append(SchedError(f"cannot import '{st.path}': not a regular file", st.location))
+                    continue
                 try:
                     imported = target.read_text()
                 except FileNotFoundError:
@@ -169,6 +181,7 @@ class _Loader:
                 if previous is None or depth <= previous[1]:
                     self.settings[st.name] = (st, depth)
             elif isinstance(st, ast.ElementClass):
+                self._check_params(st)
                 if st.name in self.classes:
                     first = self.classes[st.name][0].location
                     self.errors.append(SchedError(f"elementclass '{st.name}' is defined twice (first at {first})", st.location))
@@ -180,6 +193,13 @@ class _Loader:
                     self.classes[st.name] = (st, base_dir)
             else:
                 self.chains.append((st, base_dir))
+
+    def _check_params(self, definition: ast.ElementClass) -> None:
+        seen: set[str] = set()
+        for p in definition.params:
+            if p.name in seen:
+                self.errors.append(SchedError(f"elementclass '{definition.name}' has parameter ${p.name} twice", p.location))
+            seen.add(p.name)
 
     def _require(self, target: Path, st: ast.Require) -> None:
         """Import a Python file of element classes (they register themselves with @element)."""
@@ -267,6 +287,9 @@ class _Loader:
         if definition.name in stack:
             self.errors.append(SchedError(f"elementclass '{definition.name}' contains itself", node.class_location))
             return
+        if len(stack) >= MAX_DEPTH:
+            self.errors.append(SchedError(f"element classes nest more than {MAX_DEPTH} deep", node.class_location))
+            return
         bound = self._bind_params(definition, args, node)
         if bound is None:
             return
@@ -285,6 +308,11 @@ class _Loader:
         ok = True
         order = [p.name for p in definition.params]
         for i, a in enumerate(args):
+            name = a.name if a.name is not None else (order[i] if i < len(order) else None)
+            if name is not None and name in bound:
+                self.errors.append(SchedError(f"{definition.name}: parameter '{name}' is given twice", a.location))
+                ok = False
+                continue
             if a.name is None:
                 if i >= len(order):
                     self.errors.append(SchedError(f"{definition.name} takes {len(order)} parameter(s)", a.location))

@@ -15,7 +15,7 @@ from lark import Token, Transformer, v_args
 
 from runtime.dsl import ast
 from runtime.errors import Location, SchedError, remember_source
-from runtime.values import DURATION_UNITS, Duration, IdRange, Multiplier, Rate, unit_list
+from runtime.values import DURATION_UNITS, Duration, IdRange, Multiplier, Rate, finite, unit_list, whole_number
 
 _UNIT_HINT = f"time units are {unit_list()}; rates are written like 8/h; multipliers like 1.2x"
 
@@ -74,23 +74,32 @@ def _loc(path: str, token_or_meta, length: int | None = None) -> Location:
 
 
 def classify_number(text: str, location: Location) -> ast.Value:
-    """Turn a NUMBER token (`300`, `1.5`, `5min`, `1.2x`, `8/h`) into a typed value."""
+    """Turn a NUMBER token (`300`, `1.5`, `5min`, `1.2x`, `8/h`) into a typed value.
+    Values that do not fit (`1e999s` is infinite, whole numbers beyond 64 bits) are refused here."""
     m = re.fullmatch(r"([+-]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?)(/?)([A-Za-z]*)", text)
     if m is None:  # the token pattern guarantees a match; kept as a guard
         raise SchedError(f"'{text}' is not a number", location)
     number_text, slash, unit = m.groups()
-    number = float(number_text)
+    try:
+        return _typed_number(text, number_text, slash, unit, location)
+    except ValueError as err:
+        raise SchedError(str(err), location) from None
+
+
+def _typed_number(text: str, number_text: str, slash: str, unit: str, location: Location) -> ast.Value:
+    if unit == "" and re.fullmatch(r"[+-]?\d+", number_text):
+        return ast.Value("number", whole_number(number_text), location, text)
+    number = finite(float(number_text), text)
     if slash:
         if unit not in DURATION_UNITS:
             raise SchedError(f"unknown time unit '{unit}' in rate '{text}'", location, hint=_UNIT_HINT)
         return ast.Value("rate", Rate(number / DURATION_UNITS[unit]), location, text)
     if unit == "":
-        is_int = re.fullmatch(r"[+-]?\d+", number_text) is not None
-        return ast.Value("number", int(number_text) if is_int else number, location, text)
+        return ast.Value("number", number, location, text)
     if unit == "x":
         return ast.Value("multiplier", Multiplier(number), location, text)
     if unit in DURATION_UNITS:
-        return ast.Value("duration", Duration(number * DURATION_UNITS[unit]), location, text)
+        return ast.Value("duration", Duration(finite(number * DURATION_UNITS[unit], text)), location, text)
     raise SchedError(f"unknown unit '{unit}' in '{text}'", location, hint=_UNIT_HINT)
 
 
@@ -115,11 +124,14 @@ class _Build(Transformer):
 
     def range(self, meta, children):
         (tok,) = children
-        a, b = str(tok).split("..")
         loc = self._l(tok)
-        if int(b) < int(a):
+        try:
+            a, b = (whole_number(end) for end in str(tok).split(".."))
+        except ValueError as err:
+            raise SchedError(f"range {tok}: {err}", loc) from None
+        if b < a:
             raise SchedError(f"range {tok} ends before it starts", loc)
-        return ast.Value("range", IdRange(int(a), int(b)), loc, str(tok))
+        return ast.Value("range", IdRange(a, b), loc, str(tok))
 
     def string(self, meta, children):
         (tok,) = children
@@ -225,8 +237,16 @@ def parse(text: str, path: str = "<string>") -> ast.Program:
     except lark.exceptions.VisitError as err:
         if isinstance(err.orig_exc, SchedError):
             raise err.orig_exc from None
+        if isinstance(err.orig_exc, RecursionError):
+            raise _too_deep(path) from None
         raise
+    except RecursionError:  # the tree is walked recursively; thousands of nested [lists] overflow it
+        raise _too_deep(path) from None
     return ast.Program(path, statements)
+
+
+def _too_deep(path: str) -> SchedError:
+    return SchedError("the file nests too deeply (lists inside lists, hundreds of levels) to be read", Location(path, 1, 1))
 
 
 def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) -> SchedError:
@@ -282,5 +302,7 @@ def _one_of(items: list[str]) -> str:
 def parse_value(text: str, where: str = "<command line>") -> ast.Value:
     """Parse a single value as written in a `.sched` file (for `--set element.field=VALUE`)."""
     program = parse(f"__value__ = {text};", where)
-    (setting,) = program.statements
-    return setting.value
+    # Text such as `5min; x :: Las` parses as several statements; a value is exactly one.
+    if len(program.statements) != 1 or not isinstance(program.statements[0], ast.Setting):
+        raise SchedError(f"'{text}' is not a single value (a value cannot contain ';' or statements)")
+    return program.statements[0].value

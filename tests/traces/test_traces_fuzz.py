@@ -20,7 +20,7 @@ from traces.formats import read_trace
 SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
 BASES = {
     "canonical": (
-        "job_id,arrival_s,gpus,duration_s,model,iterations,batch_size,user,weight,slo_s,loss\n"
+        "job_id,arrival_s,gpus,duration_s,model,iterations,batch_size,user,weight,slo_s,note\n"
         "0,0.0,1,3600.5,ResNet-18,,32,alice,1.0,,0.5\n"
         "1,12.25,4,,LM,5000,20,bob,2.0,7200,\n"
         "2,30,8,1e4,Transformer,100,64,,1,,1e-3\n"

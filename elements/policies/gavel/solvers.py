@@ -24,9 +24,10 @@ from elements.policies.gavel.waterfill import water_fill
 from runtime.element import Element, In, Out, element, element_family
 from runtime.errors import SchedError
 from runtime.types import Active, Shares
-from runtime.values import Duration, ElementRef, IdRange, non_negative, one_of, positive
+from runtime.values import Duration, ElementRef, IdRange, at_least, at_most, non_negative, one_of, positive
 
 _NO_PAIRS = (np.zeros((0, 2), dtype=np.int64), None)
+_MAX_BISECTIONS = 200  # each halves the bracket: far more than any tolerance >= 1e-9 needs
 
 
 @attrs.frozen
@@ -68,6 +69,15 @@ class GavelSolver(Element):
     def start(self, ctx) -> None:
         if self.space_sharing and not self.aware:
             raise SchedError(f"{self.name} ({type(self).__name__}): space_sharing=true needs the heterogeneity-aware mode (aware=true)")
+        if self.estimator is not None:
+            from elements.policies.gavel.estimator import PairEstimator
+
+            peer = ctx.peer(self.estimator)
+            if not isinstance(peer, PairEstimator):
+                raise SchedError(
+                    f"{self.name} ({type(self).__name__}): estimator={self.estimator} names a {type(peer).__name__}; "
+                    "it must name a PairEstimator element"
+                )
         self._columns = Columns.of(ctx.cluster, self.placement_sensitive)
         self._shares: Shares | None = None
         self._solved_rows = np.zeros(0, dtype=np.int64)
@@ -277,7 +287,9 @@ class FinishTimeFairness(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimize Finish-Time Fairness); Themis (NSDI'20).
     """
 
-    tolerance: float = attrs.field(default=1e-3, validator=positive)
+    # Below about 1e-9 the bracket [low, high] cannot narrow further in floating point (the
+    # bisection would never end); at 1 or more it would not bisect at all.
+    tolerance: float = attrs.field(default=1e-3, validator=[at_least(1e-9), at_most(0.5)])
 
     def start(self, ctx) -> None:
         super().start(ctx)
@@ -342,7 +354,9 @@ class FinishTimeFairness(GavelSolver):
             if high > 1e12:
                 raise RuntimeError(f"{self.name}: no feasible finish-time fairness found")
             best = feasible(high)
-        while high - low > self.tolerance * high:
+        for _ in range(_MAX_BISECTIONS):  # a bound besides the tolerance, in case rounding stalls the bracket
+            if high - low <= self.tolerance * high:
+                break
             middle = 0.5 * (low + high)
             got = feasible(middle)
             if got is None:

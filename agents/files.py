@@ -1,0 +1,46 @@
+"""Where the live commands write (key folders, checkpoints, work folders, journals, profiles):
+checked before any work starts, so a bad path is a clear error (exit status 2), never an
+OSError traceback, and never a measurement or a run thrown away at the end."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from runtime.errors import UsageError
+
+
+def make_folder(path: str | Path, what: str) -> Path:
+    """Create folder `path` (with its parents) if needed; `what` names it in errors (e.g. '--workdir')."""
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"{what} {path}: exists and is not a folder") from None
+    except OSError as err:
+        raise UsageError(f"{what} {path}: cannot create the folder: {err.strerror}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {path}: the folder is not writable")
+    return folder
+
+
+def check_output_file(path: str | Path, what: str) -> Path:
+    """A file about to be written (or opened for writing): its folder must exist already (we do
+    not create folders for a file named on the command line; a typo would silently make them)."""
+    file = Path(path)
+    folder = file.parent
+    if not folder.is_dir():
+        raise UsageError(f"{what} {path}: no folder {folder}")
+    if file.is_dir():
+        raise UsageError(f"{what} {path}: is a folder, not a file")
+    if not os.access(file if file.exists() else folder, os.W_OK):
+        raise UsageError(f"{what} {path}: not writable")
+    return file
+
+
+def write_output_file(path: str | Path, text: str, what: str) -> None:
+    """Write a checked output file; what can still go wrong (a full disk) is a clear error."""
+    try:
+        Path(path).write_text(text)
+    except OSError as err:
+        raise UsageError(f"{what} {path}: cannot write: {err.strerror}") from None

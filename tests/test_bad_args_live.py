@@ -1,0 +1,88 @@
+"""Bad addresses, durations and paths given to the live commands: a clear message and exit
+status 2, promptly (never a traceback, never a hang in ZeroMQ)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tools.cli import main
+from tools.loopback import free_port
+
+
+@pytest.fixture
+def afile(tmp_path):
+    path = tmp_path / "afile"
+    path.write_text("not a folder")
+    return path
+
+
+def _fails(capsys, args, message):
+    assert main([str(a) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert "Traceback" not in err
+
+
+def test_serve_with_an_address_it_cannot_bind_says_so_and_exits(live_graph, tmp_path, capsys):
+    started = time.monotonic()
+    _fails(capsys, ["serve", live_graph, "--bind", "tcp://127.0.0.1:notaport", "--insecure", "--checkpoints", tmp_path / "ck"],
+           "cannot listen on tcp://127.0.0.1:notaport")
+    assert time.monotonic() - started < 10  # it used to hang in Context.term()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["submit", "tcp://127.0.0.1:notaport", "--insecure", "--status"],
+        ["agent", "--scheduler", "tcp://127.0.0.1:notaport", "--insecure", "--name", "a", "--fake-gpus", "1:V100"],
+    ],
+)
+def test_clients_with_a_bad_address_say_so(capsys, args):
+    _fails(capsys, args, "cannot connect to tcp://127.0.0.1:notaport")
+
+
+def test_emulate_needs_fake_gpus(capsys):
+    _fails(capsys, ["agent", "--scheduler", f"tcp://127.0.0.1:{free_port()}", "--insecure", "--emulate"],
+           "--emulate needs --fake-gpus")
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--status", "--timeout", "1e999s"], "1e999s"),  # refused as it is read, or by its bounds
+        (["--status", "--timeout", "1e300s"], "--timeout 1e300s: must be more than 0"),
+        (["--status", "--timeout", "0s"], "--timeout 0s: must be more than 0"),
+        (["--command", "sleep 1", "--duration", "1e999s"], "1e999s"),
+        (["--command", "sleep 1", "--duration", "0s"], "--duration 0s: must be more than 0"),
+        (["--model", "LM", "--iterations", "5", "--count", "1000000000"], "--count must be 1 to"),
+    ],
+)
+def test_submit_refuses_absurd_values_before_sending(capsys, extra, message):
+    flag = next(a for a in extra if a in ("--timeout", "--duration", "--count"))
+    _fails(capsys, ["submit", f"tcp://127.0.0.1:{free_port()}", "--insecure", *extra], message)
+    _fails(capsys, ["submit", f"tcp://127.0.0.1:{free_port()}", "--insecure", *extra], flag)
+
+
+def test_output_paths_that_are_files_or_missing_folders(live_graph, tmp_path, afile, capsys):
+    port = f"tcp://127.0.0.1:{free_port()}"
+    _fails(capsys, ["keys", afile, "node1"], f"key folder {afile}: exists and is not a folder")
+    _fails(capsys, ["keys", tmp_path / "k", "../x"], "key name '../x'")
+    assert not (tmp_path / "k").exists()  # names are checked before anything is made
+    _fails(capsys, ["serve", live_graph, "--bind", port, "--insecure", "--checkpoints", afile], f"--checkpoints {afile}")
+    missing = tmp_path / "nonexistent" / "j.sqlite"
+    _fails(capsys, ["serve", live_graph, "--bind", port, "--insecure", "--journal", missing, "--checkpoints", tmp_path / "ck"],
+           f"--journal {missing}: no folder")
+    assert not missing.parent.exists()
+    agent = ["agent", "--scheduler", port, "--insecure", "--fake-gpus", "1:V100"]
+    _fails(capsys, [*agent, "--name", "a", "--workdir", afile], f"--workdir {afile}: exists and is not a folder")
+    _fails(capsys, [*agent, "--name", "../x"], "--name '../x'")
+    _fails(capsys, ["submit", port, "--insecure", "--status", "--name", "a/b"], "--name 'a/b'")
+
+
+def test_profile_checks_its_output_before_measuring(tmp_path, capsys):
+    started = time.monotonic()
+    _fails(capsys, ["profile", "--out", tmp_path / "nonexistent" / "p.csv"], "no folder")
+    _fails(capsys, ["profile", "--out", tmp_path], "is a folder")
+    assert time.monotonic() - started < 10  # nothing was measured

@@ -1,0 +1,43 @@
+"""Gavel solver arguments that used to hang or crash: bounded tolerance, a checked estimator."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.compiler import compile_file
+from runtime.errors import RoundhouseError, SchedError
+from runtime.simulate import simulate
+
+GRAPH = """round = 6min;
+cluster = "2x2:V100";
+arrivals :: PoissonSource(rate=6/h, jobs=6, gpus=single, models=blox, seed=0);
+pool :: JobPool;
+solve :: {solver};
+arrivals -> AcceptAll -> pool -> solve -> GavelRounds -> GavelPlacer -> Launch -> JobMetrics;
+"""
+
+
+def _compile(tmp_path, solver):
+    path = tmp_path / "g.sched"
+    path.write_text(GRAPH.format(solver=solver))
+    return compile_file(path)
+
+
+@pytest.mark.parametrize("tolerance, words", [("1e-17", "at least 1e-09"), ("0", "at least 1e-09"), ("2", "at most 0.5")])
+def test_finish_time_fairness_tolerance_is_bounded(tmp_path, tolerance, words):
+    with pytest.raises(RoundhouseError) as caught:
+        _compile(tmp_path, f"FinishTimeFairness(tolerance={tolerance})")
+    assert f"argument 'tolerance' of FinishTimeFairness must be {words}" in str(caught.value)
+    assert "g.sched:5:" in str(caught.value)
+
+
+def test_finish_time_fairness_at_the_smallest_tolerance_ends(tmp_path):
+    graph = _compile(tmp_path, "FinishTimeFairness(tolerance=1e-9)")
+    simulate(graph, until=1800.0)
+    assert graph.elements["solve"].counters["bisection_steps"] > 0
+
+
+def test_estimator_must_name_a_pair_estimator(tmp_path):
+    graph = _compile(tmp_path, "MaxMinFairness(space_sharing=true, estimator=pool)")
+    with pytest.raises(SchedError, match=r"solve \(MaxMinFairness\): estimator=pool names a JobPool; it must name a PairEstimator"):
+        simulate(graph, until=1800.0)

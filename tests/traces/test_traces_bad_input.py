@@ -1,0 +1,200 @@
+"""Bad traces and values reach the user as one clear sentence and exit status 2, never a
+traceback or a corrupted run: trace columns that clash with the simulator's own job-table
+columns, optional numeric columns holding text, and absurd numbers for `trace generate`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from runtime.errors import RoundhouseError, TraceError
+from runtime.world import OWN_COLUMNS
+from tools.cli import main
+from traces import canonical, philly
+from traces.formats import read_trace
+from traces.schema import validate
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "traces" / "samples"
+LAS = str(ROOT / "graphs" / "las.sched")
+HEADER = "job_id,arrival_s,gpus,duration_s"
+
+
+def write(tmp_path, text: str, name: str = "t.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def fails(args: list[str], capsys, *words: str) -> str:
+    """Run the command line; it must exit 2 with every one of `words` in its message."""
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    for word in words:
+        assert word in err, (word, err)
+    return err
+
+
+# --- trace columns never overwrite the simulator's own ------------------------------------------
+
+
+def test_shipped_philly_sample_runs_and_keeps_status_apart(capsys):
+    path = SAMPLES / "philly-cluster-job-log-50.json"
+    assert main(["run", LAS, "--trace", str(path), "--until", "1h"]) == 0
+    frame = read_trace(path)
+    assert "status" not in frame.columns and frame["philly_status"].drop_nulls().len() > 0
+
+
+def test_philly_records_without_status_read(tmp_path):
+    record = {"jobid": "a", "submitted_time": "2017-10-03 08:00:00",
+              "attempts": [{"start_time": "2017-10-03 08:00:00", "end_time": "2017-10-03 09:00:00",
+                            "detail": [{"ip": "m1", "gpus": ["gpu0"]}]}]}
+    frame = read_trace(write(tmp_path, json.dumps([record]), "p.json"))
+    assert frame["philly_status"].to_list() == [None] and frame["duration_s"].to_list() == [3600.0]
+
+
+@pytest.mark.parametrize("column", sorted(OWN_COLUMNS))
+def test_every_own_column_is_refused(column):
+    frame = pl.DataFrame({"job_id": ["0"], "arrival_s": ["0"], "gpus": ["1"], "duration_s": ["100"], column: ["abc"]})
+    with pytest.raises(TraceError) as info:
+        validate(frame, "t.csv")
+    assert info.value.column == column and "simulator keeps itself" in str(info.value)
+
+
+def test_own_column_in_csv_fails_run_clearly(tmp_path, capsys):
+    path = write(tmp_path, f"{HEADER},run_s\n0,0,1,100,5000\n")  # would have made queueing negative
+    fails(["run", LAS, "--trace", str(path), "--until", "1h"], capsys, str(path), "column 'run_s'", "rename or drop")
+
+
+def test_own_column_in_parquet_names_it(tmp_path, capsys):
+    path = tmp_path / "t.parquet"
+    pl.DataFrame({"job_id": [0], "arrival_s": [0.0], "gpus": [1], "duration_s": [100.0], "status": [5]}).write_parquet(path)
+    fails(["trace", "describe", str(path)], capsys, str(path), "column 'status'")
+
+
+def test_a_runs_jobs_csv_is_not_a_trace(tmp_path, capsys):
+    trace = write(tmp_path, f"{HEADER}\n0,0,1,100\n1,10,2,200\n")
+    out = tmp_path / "out"
+    assert main(["run", LAS, "--trace", str(trace), "--cluster", "1x4:V100", "--out", str(out)]) == 0
+    capsys.readouterr()
+    fails(["run", LAS, "--trace", str(out / "jobs.csv")], capsys, "jobs.csv", "results of a run", "'status'")
+
+
+def test_live_submission_with_own_column_is_refused_and_not_journaled(tmp_path):
+    from runtime.backends.live_submissions import Submissions
+    from runtime.cluster import Cluster
+    from runtime.journal import Journal
+    from runtime.world import World
+    from traces.profiles import ProfileTable
+
+    world = World(Cluster.parse("1x2:V100"), ProfileTable.load(), "V100")
+    journal = Journal(tmp_path / "j.sqlite")
+    submissions = Submissions(world, journal)
+    with pytest.raises(RoundhouseError, match="column 'status'"):
+        submissions.accept([{"job_id": 100, "gpus": 1, "duration_s": 100, "status": "Pass"}], 0.0)
+    assert journal.submission_ids() == set() and len(world.jobs) == 0
+    # `roundhouse submit` reads the file itself first, so its error names the file.
+    path = write(tmp_path, f"{HEADER},status\n100,0,1,100,Pass\n")
+    with pytest.raises(TraceError, match=f"{path}: error: column 'status'"):
+        read_trace(path)
+
+
+# --- optional numeric columns ------------------------------------------------------------------
+
+LOSS_HEADER = f"{HEADER},loss_start,loss_final,loss_speed"
+
+
+def test_loss_columns_are_numbers_even_as_5e3(tmp_path, capsys):
+    path = write(tmp_path, f"{LOSS_HEADER}\n0,0,1,100,4.5,0.7,5e3\n")
+    assert canonical.read_csv(path)["loss_speed"].to_list() == [5000.0]
+    for graph in ("las.sched", "loss-termination.sched", "optimus.sched"):
+        assert main(["run", str(ROOT / "graphs" / graph), "--trace", str(path), "--until", "1h"]) == 0
+
+
+@pytest.mark.parametrize(
+    "header, row, column",
+    [
+        (LOSS_HEADER, "0,0,1,100,4.5,0.7,fast", "loss_speed"),
+        (f"{HEADER},loss", "0,0,1,100,abc", "loss"),
+        (f"{HEADER},slo_factor", "0,0,1,100,twice", "slo_factor"),
+        (f"{HEADER},tensor_skew", "0,0,1,100,big", "tensor_skew"),
+    ],
+)
+def test_numeric_column_with_text_names_row_and_column(tmp_path, capsys, header, row, column):
+    path = write(tmp_path, f"{header}\n{row}\n")
+    fails(["run", LAS, "--trace", str(path), "--until", "1h"], capsys, f"{path}:2: error: column '{column}'", "not a number")
+
+
+def test_incomplete_or_doubled_loss_columns(tmp_path, capsys):
+    partial = write(tmp_path, f"{HEADER},loss_start,loss_final\n0,0,1,100,4.5,0.7\n", "partial.csv")
+    fails(["run", LAS, "--trace", str(partial), "--until", "1h"], capsys, str(partial), "needs all three columns")
+    both = write(tmp_path, f"{LOSS_HEADER},loss\n0,0,1,100,4.5,0.7,3,2\n", "both.csv")
+    fails(["run", LAS, "--trace", str(both), "--until", "1h"], capsys, str(both), "column 'loss'")
+
+
+def test_loss_termination_without_loss_final(tmp_path, capsys):
+    path = write(tmp_path, f"{HEADER},loss\n0,0,1,100,2.5\n")
+    graph = str(ROOT / "graphs" / "loss-termination.sched")
+    fails(["run", graph, "--trace", str(path), "--until", "1h"], capsys, "LossTermination", "no loss_final")
+
+
+# --- readers and writers -----------------------------------------------------------------------
+
+
+def test_gavel_batch_size_beyond_int64(tmp_path, capsys):
+    line = "\t".join(["ResNet-18 (batch size 99999999999999999999999)", "cmd", ".", "--n", "1", "100", "1", "1", "-1", "0"])
+    path = write(tmp_path, line + "\n", "g.trace")
+    fails(["trace", "describe", str(path)], capsys, f"{path}:1", "column 'job_type'", "batch size", "too large")
+
+
+def test_parquet_list_in_canonical_column(tmp_path, capsys):
+    path = tmp_path / "l.parquet"
+    pl.DataFrame({"job_id": [0], "arrival_s": [0.0], "gpus": [1], "duration_s": [1.0], "model": [[1]]}).write_parquet(path)
+    fails(["trace", "describe", str(path)], capsys, str(path), "column 'model'", "expected text")
+
+
+@pytest.mark.parametrize("name, text", [("h.csv", f"{HEADER}\n"), ("e.json", "[]\n")])
+def test_empty_trace_to_gavel(tmp_path, capsys, name, text):
+    out = tmp_path / "o.trace"
+    fails(["trace", "convert", str(write(tmp_path, text, name)), str(out)], capsys, str(out), "no jobs")
+    assert not out.exists()
+
+
+def test_deeply_nested_json(tmp_path, capsys):
+    path = write(tmp_path, "[" * 100000 + "]" * 100000, "deep.json")
+    with pytest.raises(TraceError, match="nested too deeply"):
+        philly.read(path)
+    fails(["trace", "describe", str(path)], capsys, str(path), "not valid JSON")
+
+
+# --- trace generate numbers --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--rate", "1e400/h"], ["--rate", "finite"]),
+        (["--rate", "1e300/h"], ["--rate", "at most"]),
+        (["--rate", "1e400/h", "--workload", "tiresias"], ["--rate"]),
+        (["--start-id", "9223372036854775807"], ["--start-id", "at most"]),
+        (["--start-id", "9223372036854775800"], ["--start-id", "64 bits"]),
+        (["--rate", "1e-12/s", "--format", "philly"], ["--rate", "too low"]),
+        (["--rate", "1e-300/s", "--format", "tiresias"], ["--rate", "too low"]),
+        (["--jobs", "100000000000"], ["--jobs", "at most"]),
+    ],
+)
+def test_generate_refuses_absurd_numbers(tmp_path, capsys, extra, words):
+    args = ["trace", "generate", "-o", str(tmp_path / "g.csv"), "--jobs", "10", "--rate", "8/h", "--seed", "1"]
+    fails(args + extra, capsys, *words)
+    assert not (tmp_path / "g.csv").exists()
+
+
+def test_generate_largest_start_id_fits(tmp_path):
+    out = tmp_path / "g.csv"
+    args = ["trace", "generate", "-o", str(out), "--jobs", "3", "--rate", "8/h", "--seed", "1"]
+    assert main(args + ["--start-id", str(2**63 - 3)]) == 0
+    assert read_trace(out)["job_id"].max() == 2**63 - 1
