@@ -9,8 +9,8 @@ from pathlib import Path
 
 from tools.loopback import Loopback, free_port  # noqa: F401  (free_port: for tests that bind themselves)
 
-# Throughputs of the example workloads on one CPU core, roughly, with several running at once
-# (only the ranking of Srtf depends on them).
+# Throughputs of the example workloads on one CPU core, roughly, with several running at once:
+# the agents in tests emulate their GPUs at these speeds (on a slower machine jobs run slower).
 TEST_PROFILE = """model,batch_size,gpu_type,gpus,placement,iters_per_s
 ResNet-18,16,V100,1,consolidated,80
 ResNet-18,16,V100,2,consolidated,60
@@ -29,6 +29,11 @@ class LiveCluster(Loopback):
         for name, text in (files or {}).items():
             (folder / name).write_text(text)
         super().__init__(folder, folder / "graph.sched", **options)
+
+    def start_agent(self, name: str, gpus: str = "2:V100", extra: tuple[str, ...] = ("--insecure",), emulate: bool = True):
+        """Agents in tests emulate their GPUs: jobs train at the profile's speeds (TEST_PROFILE),
+        so that what is still running when a test acts does not depend on the machine's speed."""
+        return super().start_agent(name, gpus, extra, emulate)
 
     def wait_for(self, check, timeout: float, what: str) -> None:
         try:

@@ -42,8 +42,8 @@ def cluster(tmp_path):
 
 def test_eight_jobs_finish_and_preempted_jobs_resume_exactly(cluster):
     cluster.start_scheduler()
-    cluster.start_agent("node-a", emulate=True)
-    cluster.start_agent("node-b", emulate=True)
+    cluster.start_agent("node-a")
+    cluster.start_agent("node-b")
     status = cluster.wait_exit("scheduler", timeout=150)
     assert status == 0, cluster.logs()
     jobs = pl.read_csv(cluster.folder / "out" / "jobs.csv")
