@@ -29,7 +29,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
-from agents.files import make_folder
+from runtime.files import make_folder
 from agents.protocol import NAME_RE
 from runtime.errors import UsageError
 

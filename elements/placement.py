@@ -32,7 +32,7 @@ import attrs
 import numpy as np
 
 from runtime.element import Element, In, Out, element
-from runtime.rowsets import isin_rows, without
+from runtime.rowsets import isin_rows
 from runtime.types import Plan, Ranking
 
 _NEVER = np.iinfo(np.int64).max

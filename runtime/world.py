@@ -22,7 +22,7 @@ from runtime.cluster import Cluster
 from runtime.errors import RoundhouseError, TraceError
 from runtime import rowsets
 from runtime.rowsets import isin_rows, without
-from runtime.types import Assignment, Events, Plan
+from runtime.types import Events, Plan
 
 PENDING, RUNNING, FINISHED = 0, 1, 2
 STATUS_NAMES = ("pending", "running", "finished")

@@ -192,9 +192,9 @@ def test_until_negative(graph, capsys):
 def test_run_out_checked_before_simulating(graph, tmp_path, capsys):
     afile = tmp_path / "afile"
     afile.write_text("keep me")
-    assert f"--out {afile}: not a folder" in fails(capsys, "run", graph, "--out", afile)
+    assert f"--out {afile}: exists and is not a folder" in fails(capsys, "run", graph, "--out", afile)
     assert afile.read_text() == "keep me"
-    assert f"cannot write {afile}/sub" in fails(capsys, "run", graph, "--out", afile / "sub")
+    assert f"--out {afile}/sub: cannot create the folder" in fails(capsys, "run", graph, "--out", afile / "sub")
     assert "--out: the folder name is empty" in fails(capsys, "run", graph, "--out", "")
 
 
@@ -232,7 +232,7 @@ def test_sweep_without_job_metrics_refused_before_running(tmp_path, capsys):
 def test_reproduce_out_is_a_file(tmp_path, capsys):
     afile = tmp_path / "afile"
     afile.write_text("")
-    assert f"cannot write {afile}/tiresias-toy" in fails(capsys, "reproduce", "--out", afile, "tiresias-toy")
+    assert f"--out {afile}/tiresias-toy: cannot create the folder" in fails(capsys, "reproduce", "--out", afile, "tiresias-toy")
 
 
 def test_unexpected_oserror_is_a_message(monkeypatch, graph, capsys):
@@ -252,10 +252,17 @@ def test_elements_markdown_of_one_element(capsys):
     assert "no element class 'Lass'" in fails(capsys, "elements", "--markdown", "Lass")
 
 
-def test_import_of_a_device_or_folder(tmp_path):
+@pytest.mark.parametrize(
+    "target, message",
+    [("/dev/zero", "larger than 16 MB"), ("FOLDER", "is a directory"), ("BINARY", "not UTF-8 text (byte 0")],
+)
+def test_unreadable_graphs_and_imports(tmp_path, capsys, target, message):
+    # A device that never ends, a folder, bytes that are not text: as the file itself, and imported.
+    (tmp_path / "bin.sched").write_bytes(b"\xff\xfe")
+    target = target.replace("FOLDER", str(tmp_path)).replace("BINARY", str(tmp_path / "bin.sched"))
+    assert message in fails(capsys, "check", target)
     path = tmp_path / "i.sched"
-    for target in ("/dev/zero", str(tmp_path)):
-        path.write_text(f'import "{target}";\n')
-        with pytest.raises(SchedError) as got:
-            compile_file(path)
-        assert "not a regular file" in got.value.message and str(got.value.location) == f"{path}:1:8"
+    path.write_text(f'import "{target}";\n')
+    with pytest.raises(SchedError) as got:
+        compile_file(path)
+    assert message in got.value.message and str(got.value.location) == f"{path}:1:8"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-import pytest
 
 from elements.policies.gavel.mechanism import _greedy
 from runtime.compiler import compile_file

@@ -9,7 +9,6 @@ import signal
 import time
 
 import polars as pl
-import pytest
 
 from agents.security import ClientSecurity
 from agents.submitter import Submitter

@@ -31,7 +31,7 @@ def agent_command(args) -> int:
     import os
 
     from agents.agent import Agent, find_gpus
-    from agents.files import make_folder
+    from runtime.files import make_folder
     from agents.security import ClientSecurity, is_loopback
 
     setup_logging(args.log_level)

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
-from pathlib import Path
 
-from runtime.errors import EXIT_USER_ERROR, RoundhouseError, UsageError
+from runtime.errors import EXIT_USER_ERROR, RoundhouseError
 
 # Modules that provide `register(subparsers)`; each adds one subcommand whose handler
 # (set with `parser.set_defaults(handler=...)`) takes the parsed args and returns an exit status.
@@ -28,7 +25,7 @@ COMMAND_MODULES = (
 )
 
 
-# --- helpers the subcommands share for their command-line values and output files ---
+# --- helpers the subcommands share for their command-line values ---
 
 
 def positive_int(text: str) -> int:
@@ -40,30 +37,6 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
-
-
-@contextlib.contextmanager
-def writing(path: str | Path):
-    """Report a failure to write `path` (or a file in it) as a message, not a traceback."""
-    try:
-        yield
-    except OSError as err:
-        raise UsageError(f"error: cannot write {err.filename or path}: {err.strerror or err}") from None
-
-
-def output_folder(path: str, option: str) -> Path:
-    """The folder `path` for a command's results, created now: a bad one is refused before any
-    work is done (a long simulation's results are not lost to a typo)."""
-    if not path.strip():
-        raise UsageError(f"{option}: the folder name is empty")
-    folder = Path(path)
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"{option} {path}: not a folder")
-    with writing(folder):
-        folder.mkdir(parents=True, exist_ok=True)
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"error: cannot write {folder}: permission denied")
-    return folder
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -36,7 +36,7 @@ def _ints(text: str, flag: str) -> list[int]:
 
 
 def profile_command(args) -> int:
-    from agents.files import check_output_file, write_output_file
+    from runtime.files import check_output_file, write_output_file
     from agents.profiler import profile
     from traces.profiles import canonical_model
 

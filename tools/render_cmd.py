@@ -11,8 +11,8 @@ import graphviz
 
 from runtime.compiler import CompiledGraph, compile_file
 from runtime.errors import UsageError
+from runtime.files import writing
 from runtime.values import describe
-from tools.cli import writing
 
 FORMATS = ("svg", "png", "pdf", "dot")
 

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from runtime.errors import UsageError, did_you_mean
-from tools.cli import output_folder, writing
+from runtime.files import make_folder, writing
 from tools.reproductions import load_all
 
 
@@ -38,7 +38,7 @@ def reproduce(args) -> int:
             raise UsageError(f"no experiment '{name}'" + (f"; {hint}" if hint else "; --list shows them"))
     for name in args.names:
         e = experiments[name]
-        out = output_folder(str(Path(args.out) / name), "--out")
+        out = make_folder(str(Path(args.out) / name), "--out")
         console.print(f"[bold]{e.name}[/bold]: {e.title} ({e.paper})" + (" [quick]" if args.quick else ""))
         with writing(out):
             report = e.run(out, args.quick)  # writes its figures into `out`

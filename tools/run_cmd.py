@@ -12,9 +12,9 @@ from rich.table import Table
 from runtime.compiler import Override, compile_graph
 from runtime.dsl.loader import load
 from runtime.errors import UsageError
+from runtime.files import make_folder, writing
 from runtime.simulate import load_cluster, simulate
 from runtime.values import format_duration
-from tools.cli import output_folder, writing
 from tools.live_options import seconds
 
 
@@ -65,7 +65,7 @@ def run(args) -> int:
     until = seconds(args.until, "--until")
     graph = compile_with_overrides(args)
     cluster = load_cluster(graph, args.cluster)
-    out = output_folder(args.out, "--out") if args.out is not None else None
+    out = make_folder(args.out, "--out") if args.out is not None else None
     console = Console(stderr=True, quiet=args.quiet)
     progress = _Progress(console) if console.is_terminal and not args.quiet else None
     try:

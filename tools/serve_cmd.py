@@ -71,7 +71,7 @@ def serve_command(args) -> int:
 
 
 def run_live(args, bind: str) -> int:
-    from agents.files import check_output_file, make_folder
+    from runtime.files import check_output_file, make_folder
     from agents.security import ServerSecurity
     from runtime.serve import serve
     from runtime.simulate import load_cluster

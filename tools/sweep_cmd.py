@@ -10,8 +10,9 @@ from rich.table import Table
 
 from runtime.compiler import compile_file
 from runtime.errors import UsageError
+from runtime.files import make_folder, writing
 from runtime.sweep import RunSpec, check_sweepable, run_all, summaries
-from tools.cli import output_folder, positive_int, writing
+from tools.cli import positive_int
 from tools.live_options import seconds
 
 
@@ -60,7 +61,7 @@ def sweep(args) -> int:
             raise UsageError(f"--vary {item}: write --vary element.field=v1,v2 or --vary setting=v1,v2")
         grid.append((name.strip(), split_values(values)))
     until = seconds(args.until, "--until")
-    out = output_folder(args.out, "--out") if args.out is not None else None
+    out = make_folder(args.out, "--out") if args.out is not None else None
     specs = []
     for combo in itertools.product(*(values for _, values in grid)):
         overrides = tuple(args.overrides) + tuple(f"{n}={v}" for (n, _), v in zip(grid, combo))

@@ -49,7 +49,7 @@ import polars as pl
 
 from runtime.errors import TraceError, did_you_mean
 from runtime.world import OWN_COLUMNS
-from traces.losscurves import LOSS_COLUMNS
+from traces.losscurves import LOSS_COLUMNS, initial_loss
 
 CANONICAL_COLUMNS: dict[str, pl.DataType] = {
     "job_id": pl.Int64,
@@ -148,6 +148,7 @@ def validate(
 
     if extras:
         frame = frame.hstack(extras)
+        initial_loss(frame, path)  # for its checks: a bad loss curve is refused by every reader
     return frame.sort(["arrival_s", "job_id"], maintain_order=True)
 
 

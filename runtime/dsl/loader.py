@@ -24,6 +24,27 @@ from runtime.errors import Location, SchedError, SchedErrors, did_you_mean
 
 RESERVED = ("input", "output")
 
+# A `.sched` file is a page or two; reading stops beyond this (a device such as /dev/zero never ends).
+MAX_SOURCE_BYTES = 16 * 2**20
+
+
+def read_source(path: Path) -> str:
+    """The text of a `.sched` file. OSError, UnicodeDecodeError or ValueError (too large)."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise ValueError(f"it is larger than {MAX_SOURCE_BYTES // 2**20} MB, which no .sched file is")
+    return data.decode("utf-8")
+
+
+def _why_unreadable(err: Exception) -> str:
+    if isinstance(err, UnicodeDecodeError):
+        return f"it is not UTF-8 text (byte {err.start} cannot be decoded)"
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror.lower()
+    return str(err)
+
+
 # How deep imports may chain and compounds may nest: far beyond any real graph, and well short
 # of Python's recursion limit, so that a runaway file gets a message instead of a crash.
 MAX_DEPTH = 100
@@ -116,11 +137,11 @@ class _Loader:
     def load(self, path: str, text: str | None) -> FlatGraph:
         if text is None:
             try:
-                text = Path(path).read_text()
+                text = read_source(Path(path))
             except FileNotFoundError:
                 raise SchedError(f"no such file: {path}") from None
-            except (OSError, UnicodeDecodeError) as err:
-                raise SchedError(f"cannot read {path}: {err}") from None
+            except (OSError, UnicodeDecodeError, ValueError) as err:
+                raise SchedError(f"cannot read {path}: {_why_unreadable(err)}") from None
         self._read(path, text, depth=0, stack=())
         self._raise_if_errors()
         self._expand(self.chains, prefix="", env=None, params_owner=None, stack=())
@@ -155,18 +176,15 @@ class _Loader:
                 if depth >= MAX_DEPTH:
                     self.errors.append(SchedError(f"imports chain more than {MAX_DEPTH} files deep", st.location))
                     continue
-                if target.exists() and not target.is_file():  # a folder, or a device such as /dev/zero
-                    self.errors.append(SchedError(f"cannot import '{st.path}': not a regular file", st.location))
-                    continue
                 try:
-                    imported = target.read_text()
+                    imported = read_source(target)
                 except FileNotFoundError:
                     self.errors.append(
                         SchedError(f"cannot import '{st.path}': no such file ({target})", st.location)
                     )
                     continue
-                except (OSError, UnicodeDecodeError) as err:
-                    self.errors.append(SchedError(f"cannot import '{st.path}': {err}", st.location))
+                except (OSError, UnicodeDecodeError, ValueError) as err:
+                    self.errors.append(SchedError(f"cannot import '{st.path}': {_why_unreadable(err)}", st.location))
                     continue
                 self._read(str(target), imported, depth + 1, stack + (resolved,))
             elif isinstance(st, ast.Require):

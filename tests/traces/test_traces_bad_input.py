@@ -134,6 +134,10 @@ def test_incomplete_or_doubled_loss_columns(tmp_path, capsys):
     fails(["run", LAS, "--trace", str(partial), "--until", "1h"], capsys, str(partial), "needs all three columns")
     both = write(tmp_path, f"{LOSS_HEADER},loss\n0,0,1,100,4.5,0.7,3,2\n", "both.csv")
     fails(["run", LAS, "--trace", str(both), "--until", "1h"], capsys, str(both), "column 'loss'")
+    # Every reader checks the curves, so `trace describe` already says what `run` would.
+    fails(["trace", "describe", str(partial)], capsys, str(partial), "needs all three columns")
+    upside_down = write(tmp_path, f"{LOSS_HEADER}\n0,0,1,100,0.5,0.7,3\n", "upside-down.csv")
+    fails(["trace", "describe", str(upside_down)], capsys, "job 0: must be greater than loss_final")
 
 
 def test_loss_termination_without_loss_final(tmp_path, capsys):

@@ -10,7 +10,6 @@ output folder). The continuous experiments measure Gavel's steady-state window, 
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 import numpy as np
@@ -260,10 +259,10 @@ def hierarchical(out: Path, quick: bool) -> Report:
     ProfileTable.load().frame.filter(pl.col("placement") == "consolidated").write_csv(out / "profile-consolidated.csv")
     weights = np.array([1.0, 2.0, 3.0])
     (out / "hierarchical.sched").write_text(
-        f'round = 6min;\ncluster = "3:3:3";\nprofile = "profile-consolidated.csv";\n'
-        f'arrivals :: TraceSource(path="hierarchical-jobs.csv");\n'
-        f'arrivals -> AcceptAll -> JobPool -> solve :: Hierarchical(entities=["e0", "e1", "e2"], weights=[1, 2, 3], interval=0)'
-        f" -> GavelRounds -> GavelPlacer -> run :: Launch -> report :: JobMetrics;\nrun -> work :: EffectiveThroughput(by=\"user\");\n"
+        'round = 6min;\ncluster = "3:3:3";\nprofile = "profile-consolidated.csv";\n'
+        'arrivals :: TraceSource(path="hierarchical-jobs.csv");\n'
+        'arrivals -> AcceptAll -> JobPool -> solve :: Hierarchical(entities=["e0", "e1", "e2"], weights=[1, 2, 3], interval=0)'
+        " -> GavelRounds -> GavelPlacer -> run :: Launch -> report :: JobMetrics;\nrun -> work :: EffectiveThroughput(by=\"user\");\n"
     )
     graph = compile_file(out / "hierarchical.sched")
     horizon = (n_jobs * 4 + 12) * 360.0

@@ -24,7 +24,7 @@ from elements.policies.gavel.waterfill import water_fill
 from runtime.element import Element, In, Out, element, element_family
 from runtime.errors import SchedError
 from runtime.types import Active, Shares
-from runtime.values import Duration, ElementRef, IdRange, at_least, at_most, non_negative, one_of, positive
+from runtime.values import Duration, ElementRef, IdRange, at_least, at_most, non_negative, one_of
 
 _NO_PAIRS = (np.zeros((0, 2), dtype=np.int64), None)
 _MAX_BISECTIONS = 200  # each halves the bracket: far more than any tolerance >= 1e-9 needs

@@ -1,9 +1,10 @@
-"""Where the live commands write (key folders, checkpoints, work folders, journals, profiles):
-checked before any work starts, so a bad path is a clear error (exit status 2), never an
-OSError traceback, and never a measurement or a run thrown away at the end."""
+"""Where commands write (results, renderings, key folders, checkpoints, work folders, journals,
+profiles): checked before any work starts, so a bad path is a clear error (exit status 2), never
+an OSError traceback, and never a simulation or a measurement thrown away at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from runtime.errors import UsageError
 
 def make_folder(path: str | Path, what: str) -> Path:
     """Create folder `path` (with its parents) if needed; `what` names it in errors (e.g. '--workdir')."""
+    if not str(path).strip():
+        raise UsageError(f"{what}: the folder name is empty")
     folder = Path(path)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -44,3 +47,13 @@ def write_output_file(path: str | Path, text: str, what: str) -> None:
         Path(path).write_text(text)
     except OSError as err:
         raise UsageError(f"{what} {path}: cannot write: {err.strerror}") from None
+
+
+@contextlib.contextmanager
+def writing(path: str | Path):
+    """Report a failure to write `path` (or a file in it) as a message, not a traceback: for
+    what can still go wrong after the checks above (a full disk, a folder where a file goes)."""
+    try:
+        yield
+    except OSError as err:
+        raise UsageError(f"error: cannot write {err.filename or path}: {err.strerror or err}") from None
