@@ -285,7 +285,7 @@ class Job:
         self._steady_from: tuple[float, int] | None = None
         self._checkpoint_s: list[float] = []
         self._distributed = False
-        self._pace_due: float | None = None
+        self._pace_due = 0.0  # when the last iteration was due at the emulated speed
 
     @classmethod
     def from_env(cls) -> "Job":
@@ -389,7 +389,7 @@ class Job:
         if self.pace_iters_per_s <= 0:
             return
         now = time.perf_counter()
-        due = (self._pace_due if self._pace_due is not None else now) + 1.0 / self.pace_iters_per_s
+        due = self._pace_due + 1.0 / self.pace_iters_per_s  # the loader set the start
         if due > now:
             time.sleep(due - now)
         self._pace_due = max(due, now)

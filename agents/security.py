@@ -29,9 +29,9 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
-from runtime.files import make_folder
 from agents.protocol import NAME_RE
 from runtime.errors import UsageError
+from runtime.files import make_folder
 
 SCHEDULER_KEY = "scheduler"
 AUTHORIZED = "authorized"

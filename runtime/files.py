@@ -41,14 +41,6 @@ def check_output_file(path: str | Path, what: str) -> Path:
     return file
 
 
-def write_output_file(path: str | Path, text: str, what: str) -> None:
-    """Write a checked output file; what can still go wrong (a full disk) is a clear error."""
-    try:
-        Path(path).write_text(text)
-    except OSError as err:
-        raise UsageError(f"{what} {path}: cannot write: {err.strerror}") from None
-
-
 @contextlib.contextmanager
 def writing(path: str | Path):
     """Report a failure to write `path` (or a file in it) as a message, not a traceback: for

@@ -47,7 +47,6 @@ class RunOutcome:
         frame = self.reports[name]["jobs"]
         return frame.with_columns(**{k: pl.lit(v) for k, v in self.spec.labels.items()})
 
-
     def _sink_with(self, key: str) -> str:
         name = next((n for n, r in self.reports.items() if key in r), None)
         if name is None:

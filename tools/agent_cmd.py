@@ -31,8 +31,8 @@ def agent_command(args) -> int:
     import os
 
     from agents.agent import Agent, find_gpus
-    from runtime.files import make_folder
     from agents.security import ClientSecurity, is_loopback
+    from runtime.files import make_folder
 
     setup_logging(args.log_level)
     name = args.name or socket.gethostname().split(".")[0]

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import platform
 import time
+from pathlib import Path
 
 from runtime.errors import UsageError
+from runtime.files import check_output_file, writing
 
 
 def register(sub) -> None:
@@ -36,7 +38,6 @@ def _ints(text: str, flag: str) -> list[int]:
 
 
 def profile_command(args) -> int:
-    from runtime.files import check_output_file, write_output_file
     from agents.profiler import profile
     from traces.profiles import canonical_model
 
@@ -61,7 +62,8 @@ def profile_command(args) -> int:
     result = profile(models, batches, _ints(args.gpus, "--gpus"), args.gpu_type, args.seconds, args.concurrent, args.threads,
                      beside=beside)
     header = f"measured by `roundhouse profile` on {platform.node()} ({platform.processor() or platform.machine()}), {time.strftime('%Y-%m-%d %H:%M')}"
-    write_output_file(args.out, result.csv(header), "--out")
+    with writing(args.out):
+        Path(args.out).write_text(result.csv(header))
     print(f"wrote {args.out}: use it with `profile = \"{args.out}\";` and restore = {result.restore_s:.2f}s; "
           f"checkpoint = {result.checkpoint_s:.2f}s; in the graph")
     return 0

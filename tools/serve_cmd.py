@@ -71,8 +71,8 @@ def serve_command(args) -> int:
 
 
 def run_live(args, bind: str) -> int:
-    from runtime.files import check_output_file, make_folder
     from agents.security import ServerSecurity
+    from runtime.files import check_output_file, make_folder, writing
     from runtime.serve import serve
     from runtime.simulate import load_cluster
     from tools.run_cmd import _print_summary, compile_with_overrides, write_results
@@ -93,5 +93,6 @@ def run_live(args, bind: str) -> int:
     result = serve(graph, bind, security, journal, options, cluster=cluster, until=until)
     _print_summary(Console(stderr=True), graph, cluster, result, live=True)
     if args.out:
-        write_results(Path(args.out), graph, cluster, result)
+        with writing(args.out):
+            write_results(Path(args.out), graph, cluster, result)
     return 0
