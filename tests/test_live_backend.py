@@ -66,8 +66,14 @@ def live(tmp_path):
                           {"graph_digest": "x", "cluster": "c", "round_s": 0.2})
     backend.start()
     agents = [FakeAgent(ctx, address, "a"), FakeAgent(ctx, address, "b")]
-    for a in agents:
+    for i, a in enumerate(agents):
+        # One at a time: registrations sent together may arrive in either order, and the tests
+        # rely on agents[i] being node i (GPUs 2i and 2i+1).
         a.register()
+        deadline = time.time() + 10
+        while backend._slots[i] is None and time.time() < deadline:
+            pump(backend, 0.05)
+        assert backend._slots[i] is not None and backend._slots[i].name == a.name
     pump(backend)
     yield world, backend, agents, journal
     for a in agents:

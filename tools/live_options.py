@@ -10,6 +10,19 @@ from runtime.errors import UsageError
 from runtime.values import duration_from_text
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to `sys.stderr` as it is when a line is logged, not as it was at set-up (a command
+    run in-process, as the tests do, may have had its stderr swapped and closed since)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def setup_logging(level: str = "info") -> None:
     """Clear, timestamped lines on stderr: what a cluster operator reads."""
     numeric = getattr(logging, level.upper(), None)
@@ -17,7 +30,7 @@ def setup_logging(level: str = "info") -> None:
         raise UsageError(f"--log-level: '{level}' is not one of debug, info, warning, error")
     root = logging.getLogger("roundhouse")
     if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s", "%H:%M:%S"))
         root.addHandler(handler)
     root.setLevel(numeric)
