@@ -43,10 +43,10 @@ from pathlib import Path
 import attrs
 import zmq
 
-from agents import protocol
-from agents.client import Lease
-from agents.protocol import EXIT_DONE, EXIT_PREEMPTED, ProtocolError, SeqTracker
-from agents.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
+from roundhouse.agents import protocol
+from roundhouse.agents.client import Lease
+from roundhouse.agents.protocol import EXIT_DONE, EXIT_PREEMPTED, ProtocolError, SeqTracker
+from roundhouse.agents.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
 
 log = logging.getLogger("roundhouse.agent")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +62,7 @@ class Gpu:
 
 def find_gpus(fake: str | None) -> list[Gpu]:
     """The node's GPUs: `fake` ("4:V100") if given, else NVML, else torch."""
-    from runtime.errors import UsageError
+    from roundhouse.runtime.errors import UsageError
 
     if fake:
         count, _, kind = fake.partition(":")
@@ -201,7 +201,11 @@ class Agent:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         log.info(
             "agent %s: %d GPU(s) (%s), scheduler %s, work folder %s",
-            self.name, len(self.gpus), ", ".join(sorted({g.type for g in self.gpus})), self.scheduler, self.workdir,
+            self.name,
+            len(self.gpus),
+            ", ".join(sorted({g.type for g in self.gpus})),
+            self.scheduler,
+            self.workdir,
         )
         if self.emulate:
             log.info("emulating GPUs: every job runs no faster than the scheduler's profile says it would")
@@ -349,22 +353,45 @@ class Agent:
             if r["gpu"] not in known:
                 reason = f"this node has no GPU {r['gpu']}"
                 log.warning("refused launch of job %d attempt %d: %s", body["job"], body["attempt"], reason)
-                self._report_exit(body["job"], body["attempt"], r["rank"], "failed", body.get("resume_iteration") or 0,
-                                  body.get("resume_iteration") or 0, body.get("resume"), body.get("resume_iteration"),
-                                  None, reason, permanent=True)
+                self._report_exit(
+                    body["job"],
+                    body["attempt"],
+                    r["rank"],
+                    "failed",
+                    body.get("resume_iteration") or 0,
+                    body.get("resume_iteration") or 0,
+                    body.get("resume"),
+                    body.get("resume_iteration"),
+                    None,
+                    reason,
+                    permanent=True,
+                )
                 return
         if self._stopping:
             for r in body["ranks"]:
-                self._report_exit(body["job"], body["attempt"], r["rank"], "preempted", body.get("resume_iteration") or 0,
-                                  body.get("resume_iteration") or 0, body.get("resume"), body.get("resume_iteration"),
-                                  None, "the agent is stopping", permanent=False)
+                self._report_exit(
+                    body["job"],
+                    body["attempt"],
+                    r["rank"],
+                    "preempted",
+                    body.get("resume_iteration") or 0,
+                    body.get("resume_iteration") or 0,
+                    body.get("resume"),
+                    body.get("resume_iteration"),
+                    None,
+                    "the agent is stopping",
+                    permanent=False,
+                )
             return
         for r in body["ranks"]:
             key = (body["job"], body["attempt"], r["rank"])
             if key in self.workers or key in self.unacked:
                 continue  # a repeated launch
             w = _Worker(
-                body["job"], body["attempt"], r["rank"], r["gpu"],
+                body["job"],
+                body["attempt"],
+                r["rank"],
+                r["gpu"],
                 self.workdir / "leases" / f"{body['job']}-{body['attempt']}-{r['rank']}",
                 self.workdir / "logs" / f"job-{body['job']}-attempt-{body['attempt']}-rank-{r['rank']}.log",
             )
@@ -377,7 +404,8 @@ class Agent:
 
     def _on_revoke(self, body) -> None:
         targets = [
-            w for w in self.workers.values()
+            w
+            for w in self.workers.values()
             if w.job == body["job"] and w.attempt == body["attempt"] and (body["kill"] or body.get("rank") in (None, w.rank))
         ]
         if not targets:
@@ -454,15 +482,32 @@ class Agent:
             reason = f"cannot start {argv[:1]}: {err}"
             log.warning("job %d attempt %d rank %d: %s", w.job, w.attempt, w.rank, reason)
             del self.workers[w.key]
-            self._report_exit(w.job, w.attempt, w.rank, "failed", w.start_iteration, w.start_iteration, w.checkpoint,
-                              w.checkpoint_iteration, None, reason, permanent=True)
+            self._report_exit(
+                w.job,
+                w.attempt,
+                w.rank,
+                "failed",
+                w.start_iteration,
+                w.start_iteration,
+                w.checkpoint,
+                w.checkpoint_iteration,
+                None,
+                reason,
+                permanent=True,
+            )
             return
         w.launched_at = time.time()
         self._gpu_busy[w.gpu] = w.key
         self.counters["launched"] += 1
         log.info(
-            "started job %d attempt %d rank %d/%d on GPU %d (pid %d)%s", w.job, w.attempt, w.rank, spec["world_size"], w.gpu,
-            w.process.pid, f" from iteration {w.start_iteration}" if spec.get("resume") else "",
+            "started job %d attempt %d rank %d/%d on GPU %d (pid %d)%s",
+            w.job,
+            w.attempt,
+            w.rank,
+            spec["world_size"],
+            w.gpu,
+            w.process.pid,
+            f" from iteration {w.start_iteration}" if spec.get("resume") else "",
         )
         self._send("started", job=w.job, attempt=w.attempt, rank=w.rank)
 
@@ -485,8 +530,13 @@ class Agent:
             if w.terminate_at is not None and now > w.terminate_at:
                 self._terminate(w, hard=True)
             elif w.revoked_at is not None and not w.killed and now - w.revoked_at > self.revoke_grace_s:
-                log.warning("job %d attempt %d rank %d did not stop within %.0fs of its revocation: terminating it",
-                            w.job, w.attempt, w.rank, self.revoke_grace_s)
+                log.warning(
+                    "job %d attempt %d rank %d did not stop within %.0fs of its revocation: terminating it",
+                    w.job,
+                    w.attempt,
+                    w.rank,
+                    self.revoke_grace_s,
+                )
                 self._terminate(w, hard=False)
 
     def _reap(self, wait: bool = False) -> None:
@@ -522,28 +572,63 @@ class Agent:
                 reason = f"{what}; last lines of {w.log_path}: {_tail(w.log_path)}"
             iteration = max(final.get("iteration", 0), w.iteration)
             self._report_exit(
-                w.job, w.attempt, w.rank, outcome, iteration, final.get("start_iteration", w.start_iteration),
-                final.get("checkpoint") or w.checkpoint, final.get("checkpoint_iteration", w.checkpoint_iteration),
-                code, reason, permanent=False,
+                w.job,
+                w.attempt,
+                w.rank,
+                outcome,
+                iteration,
+                final.get("start_iteration", w.start_iteration),
+                final.get("checkpoint") or w.checkpoint,
+                final.get("checkpoint_iteration", w.checkpoint_iteration),
+                code,
+                reason,
+                permanent=False,
             )
 
     def _end_unstarted(self, w: _Worker, outcome: str, reason: str) -> None:
         self.workers.pop(w.key, None)
-        self._report_exit(w.job, w.attempt, w.rank, outcome, w.start_iteration, w.start_iteration, w.checkpoint,
-                          w.checkpoint_iteration, None, reason, permanent=False)
+        self._report_exit(
+            w.job,
+            w.attempt,
+            w.rank,
+            outcome,
+            w.start_iteration,
+            w.start_iteration,
+            w.checkpoint,
+            w.checkpoint_iteration,
+            None,
+            reason,
+            permanent=False,
+        )
 
-    def _report_exit(self, job, attempt, rank, outcome, iteration, start_iteration, checkpoint, checkpoint_iteration,
-                     code, reason, permanent) -> None:
+    def _report_exit(
+        self, job, attempt, rank, outcome, iteration, start_iteration, checkpoint, checkpoint_iteration, code, reason, permanent
+    ) -> None:
         body = dict(
-            job=job, attempt=attempt, rank=rank, outcome=outcome, iteration=int(iteration),
-            start_iteration=int(start_iteration), permanent=permanent, reason=reason[-3900:],
-            checkpoint=checkpoint, checkpoint_iteration=checkpoint_iteration,
+            job=job,
+            attempt=attempt,
+            rank=rank,
+            outcome=outcome,
+            iteration=int(iteration),
+            start_iteration=int(start_iteration),
+            permanent=permanent,
+            reason=reason[-3900:],
+            checkpoint=checkpoint,
+            checkpoint_iteration=checkpoint_iteration,
             exit_code=None if code is None else max(-255, min(255, code)),
         )
         self.counters["exits"] += 1
         level = logging.INFO if outcome in ("done", "preempted") else logging.WARNING
-        log.log(level, "job %d attempt %d rank %d %s at iteration %d%s", job, attempt, rank, outcome, iteration,
-                f": {reason}" if reason else "")
+        log.log(
+            level,
+            "job %d attempt %d rank %d %s at iteration %d%s",
+            job,
+            attempt,
+            rank,
+            outcome,
+            iteration,
+            f": {reason}" if reason else "",
+        )
         self.unacked[(job, attempt, rank)] = (body, time.time())
         self._send("exited", **body)
         self._pending_metrics.pop((job, attempt), None)
@@ -593,8 +678,12 @@ class Agent:
     def _register(self) -> None:
         self._last_register = time.time()
         self._send(
-            "register", node=self.name, address=self.address, session=self.session,
-            gpus=[{"index": g.index, "type": g.type} for g in self.gpus], running=self._running(),
+            "register",
+            node=self.name,
+            address=self.address,
+            session=self.session,
+            gpus=[{"index": g.index, "type": g.type} for g in self.gpus],
+            running=self._running(),
         )
 
     def _running(self) -> list[dict]:
@@ -627,8 +716,14 @@ def spawn_worker(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path
     share), output to its log, and death with the agent."""
     with open(log_path, "ab") as out:
         return subprocess.Popen(
-            argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=_die_with_parent,
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
 
 

@@ -3,7 +3,7 @@
 A training script run by a Roundhouse agent wraps its data loader and registers what a
 checkpoint holds::
 
-    from agents import client
+    from roundhouse.agents import client
 
     job = client.Job.from_env()            # what the agent told this process (env variables)
     job.setup()                            # threads, device, torch.distributed for several workers
@@ -40,11 +40,12 @@ import mmap
 import os
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
-from agents import protocol
-from agents.protocol import EXIT_DONE, EXIT_PREEMPTED
+from roundhouse.agents import protocol
+from roundhouse.agents.protocol import EXIT_DONE, EXIT_PREEMPTED
 
 LEASE_BYTES = 8
 _REVOKED = 1
@@ -154,7 +155,7 @@ class LeaseLoader:
     """Wraps a data loader: yields its batches, epoch after epoch, until the job's work is done
     or its lease ends (then it checkpoints). See the module docstring."""
 
-    def __init__(self, job: "Job", data: Iterable):
+    def __init__(self, job: Job, data: Iterable):
         self.job = job
         self.data = data
         self._stop_at: int | None = None
@@ -288,14 +289,14 @@ class Job:
         self._pace_due = 0.0  # when the last iteration was due at the emulated speed
 
     @classmethod
-    def from_env(cls) -> "Job":
+    def from_env(cls) -> Job:
         return cls()
 
     def log(self, text: str) -> None:
         print(f"[job {self.job_id} attempt {self.attempt} rank {self.rank}] {text}", flush=True)
 
     # --- setting up ---
-    def setup(self) -> "Job":
+    def setup(self) -> Job:
         """Threads, device and (for several workers) the process group."""
         import torch
 
@@ -342,9 +343,7 @@ class Job:
             torch.set_rng_state(state["rng"])
         self.iteration = self.start_iteration = int(state["iteration"])
         if self.resume_iteration is not None and self.iteration != self.resume_iteration:
-            raise RuntimeError(
-                f"checkpoint {self.resume_path} holds iteration {self.iteration}, not {self.resume_iteration}"
-            )
+            raise RuntimeError(f"checkpoint {self.resume_path} holds iteration {self.iteration}, not {self.resume_iteration}")
         self.checkpoint_path, self.checkpoint_iteration = self.resume_path, self.iteration
         self.log(f"resumed from {self.resume_path} at iteration {self.iteration}")
         return self.iteration

@@ -31,11 +31,11 @@ from pathlib import Path
 import attrs
 import zmq
 
-from agents import protocol
-from agents.agent import PROJECT_ROOT, spawn_worker
-from agents.client import Lease
-from agents.workloads import workload_for
-from runtime.errors import UsageError
+from roundhouse.agents import protocol
+from roundhouse.agents.agent import PROJECT_ROOT, spawn_worker
+from roundhouse.agents.client import Lease
+from roundhouse.agents.workloads import workload_for
+from roundhouse.runtime.errors import UsageError
 
 DEFAULT_BATCH = {"ResNet-18": 16, "ResNet-50": 16, "LM": 10, "Recommendation": 64}
 
@@ -112,9 +112,16 @@ def profile(
                     for g in gpus:
                         others = [(b, DEFAULT_BATCH.get(b, 16)) for b in beside] if beside else [(model, batch)]
                         runs = [runner.measure(model, batch, g, seconds, [o] * (concurrent - 1)) for o in others]
-                        mean = lambda f: sum(f(r) for r in runs) / len(runs)  # noqa: E731
-                        m = Measurement(model, batch, g, mean(lambda r: r.iters_per_s), mean(lambda r: r.launch_s),
-                                        mean(lambda r: r.resume_s), mean(lambda r: r.checkpoint_s))
+                        mean = lambda f, runs=runs: sum(f(r) for r in runs) / len(runs)  # noqa: E731
+                        m = Measurement(
+                            model,
+                            batch,
+                            g,
+                            mean(lambda r: r.iters_per_s),
+                            mean(lambda r: r.launch_s),
+                            mean(lambda r: r.resume_s),
+                            mean(lambda r: r.checkpoint_s),
+                        )
                         log(
                             f"{model:15s} batch {batch:4d} x{g} GPU(s): {m.iters_per_s:8.2f} it/s, launch {m.launch_s:.2f}s "
                             f"(resume {m.resume_s:.2f}s), checkpoint+exit {m.checkpoint_s:.2f}s"
@@ -141,20 +148,43 @@ class _Runner:
         self.pull.close(linger=0)
         self.ctx.term()
 
-    def _spawn(self, job: int, attempt: int, model: str, batch: int, gpus: int, iterations: int, port: int,
-               resume: tuple[str, int] | None):
+    def _spawn(
+        self,
+        job: int,
+        attempt: int,
+        model: str,
+        batch: int,
+        gpus: int,
+        iterations: int,
+        port: int,
+        resume: tuple[str, int] | None,
+    ):
         procs = []
         for rank in range(gpus):
             lease = self.folder / f"lease-{job}-{attempt}-{rank}"
             Lease.create(lease)
             env = dict(os.environ)
             env.update(
-                RANK=str(rank), WORLD_SIZE=str(gpus), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                GLOO_SOCKET_IFNAME="lo", ROUNDHOUSE_JOB_ID=str(job), ROUNDHOUSE_ATTEMPT=str(attempt), ROUNDHOUSE_LEASE=str(lease),
-                ROUNDHOUSE_AGENT=self.endpoint, ROUNDHOUSE_ITERATIONS=str(iterations), ROUNDHOUSE_BATCH_SIZE=str(batch),
-                ROUNDHOUSE_CHECKPOINT_DIR=str(self.folder / f"ckpt-{job}"), ROUNDHOUSE_CHECKPOINT_EVERY="0",
-                ROUNDHOUSE_MODEL=model, ROUNDHOUSE_SEED=str(job), ROUNDHOUSE_THREADS=str(self.threads),
-                OMP_NUM_THREADS=str(self.threads), ROUNDHOUSE_REPORT_EVERY="0.2", ROUNDHOUSE_LAUNCHED_AT=repr(time.time()),
+                RANK=str(rank),
+                WORLD_SIZE=str(gpus),
+                LOCAL_RANK=str(rank),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+                GLOO_SOCKET_IFNAME="lo",
+                ROUNDHOUSE_JOB_ID=str(job),
+                ROUNDHOUSE_ATTEMPT=str(attempt),
+                ROUNDHOUSE_LEASE=str(lease),
+                ROUNDHOUSE_AGENT=self.endpoint,
+                ROUNDHOUSE_ITERATIONS=str(iterations),
+                ROUNDHOUSE_BATCH_SIZE=str(batch),
+                ROUNDHOUSE_CHECKPOINT_DIR=str(self.folder / f"ckpt-{job}"),
+                ROUNDHOUSE_CHECKPOINT_EVERY="0",
+                ROUNDHOUSE_MODEL=model,
+                ROUNDHOUSE_SEED=str(job),
+                ROUNDHOUSE_THREADS=str(self.threads),
+                OMP_NUM_THREADS=str(self.threads),
+                ROUNDHOUSE_REPORT_EVERY="0.2",
+                ROUNDHOUSE_LAUNCHED_AT=repr(time.time()),
                 PYTHONPATH=os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p),
             )
             if resume:

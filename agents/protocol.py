@@ -208,7 +208,6 @@ class _Cell(Spec):
         raise ProtocolError(f"{where} must be a number, string, boolean or list of strings, got {_show(value)}")
 
 
-
 JOB = Int(0, 2**62)
 ATTEMPT = Int(1, 10**6)
 RANK = Int(0, 4095)

@@ -29,9 +29,9 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
-from agents.protocol import NAME_RE
-from runtime.errors import UsageError
-from runtime.files import make_folder
+from roundhouse.agents.protocol import NAME_RE
+from roundhouse.runtime.errors import UsageError
+from roundhouse.runtime.files import make_folder
 
 SCHEDULER_KEY = "scheduler"
 AUTHORIZED = "authorized"
@@ -104,7 +104,7 @@ class ServerSecurity:
     keys: Path | None  # None: insecure
 
     @classmethod
-    def choose(cls, keys: str | None, insecure: bool, address: str) -> "ServerSecurity":
+    def choose(cls, keys: str | None, insecure: bool, address: str) -> ServerSecurity:
         if keys and insecure:
             raise UsageError("give either --keys DIR or --insecure, not both")
         if keys:
@@ -116,8 +116,7 @@ class ServerSecurity:
             return cls(Path(keys))
         if not insecure:
             raise UsageError(
-                "no keys: give --keys DIR (made by `roundhouse keys DIR NAME...`), "
-                "or --insecure for development on loopback"
+                "no keys: give --keys DIR (made by `roundhouse keys DIR NAME...`), or --insecure for development on loopback"
             )
         if not is_loopback(address):
             raise UsageError(f"--insecure is only for loopback addresses (tcp://127.0.0.1:PORT), not {address}")
@@ -195,7 +194,7 @@ class ClientSecurity:
     name: str = ""
 
     @classmethod
-    def choose(cls, keys: str | None, name: str, insecure: bool, address: str) -> "ClientSecurity":
+    def choose(cls, keys: str | None, name: str, insecure: bool, address: str) -> ClientSecurity:
         if keys and insecure:
             raise UsageError("give either --keys DIR or --insecure, not both")
         check_name(name, "--name")
@@ -227,6 +226,8 @@ class ClientSecurity:
 # Monitor events that mean a peer was refused (or refused us) during the handshake.
 HANDSHAKE_FAILURES = {
     getattr(zmq, "EVENT_HANDSHAKE_FAILED_NO_DETAIL", 0x800): "handshake failed",
-    getattr(zmq, "EVENT_HANDSHAKE_FAILED_PROTOCOL", 0x2000): "handshake failed: protocol error (not CURVE, or the wrong server key)",
+    getattr(
+        zmq, "EVENT_HANDSHAKE_FAILED_PROTOCOL", 0x2000
+    ): "handshake failed: protocol error (not CURVE, or the wrong server key)",
     getattr(zmq, "EVENT_HANDSHAKE_FAILED_AUTH", 0x4000): "authentication refused (unknown key)",
 }

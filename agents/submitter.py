@@ -7,9 +7,9 @@ import time
 
 import zmq
 
-from agents import protocol
-from agents.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
-from runtime.errors import RoundhouseError
+from roundhouse.agents import protocol
+from roundhouse.agents.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
+from roundhouse.runtime.errors import RoundhouseError
 
 log = logging.getLogger("roundhouse.submit")
 
@@ -37,7 +37,7 @@ class Submitter:
         self._socket.close(linger=0)
         self._context.term()
 
-    def __enter__(self) -> "Submitter":
+    def __enter__(self) -> Submitter:
         return self
 
     def __exit__(self, *exc) -> None:

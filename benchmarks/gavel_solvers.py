@@ -30,9 +30,9 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtime.compiler import compile_file  # noqa: E402
-from runtime.simulate import simulate  # noqa: E402
-from traces.profiles import ProfileTable  # noqa: E402
+from roundhouse.runtime.compiler import compile_file  # noqa: E402
+from roundhouse.runtime.simulate import simulate  # noqa: E402
+from roundhouse.traces.profiles import ProfileTable  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "gavel"
 # Gavel's solver times on a 2-core machine (issue 4): seconds by number of active jobs.
@@ -98,7 +98,9 @@ def scaling(sizes: list[int], trials: int, distinct_up_to: int) -> None:
     for policy, reference, factor in (("max-min", GAVEL_MAX_MIN, 1.0), ("hierarchical", GAVEL_WATER_FILLING, 10.0)):
         for n in sizes:
             grouped = statistics.median(solve_ms(policy, n, t, False) for t in range(trials)) / 1e3
-            distinct = statistics.median(solve_ms(policy, n, t, True) for t in range(trials)) / 1e3 if n <= distinct_up_to else None
+            distinct = (
+                statistics.median(solve_ms(policy, n, t, True) for t in range(trials)) / 1e3 if n <= distinct_up_to else None
+            )
             ref, how = _reference(reference, n)
             ref_text = (f"{ref:.3g}" + (f" ({how})" if how else "")) if ref is not None else how
             verdict = ""
@@ -124,7 +126,7 @@ def whole_simulation() -> None:
     (folder / "g.sched").write_text(
         f'round = 6min;\ncluster = "36:36:36";\nprofile = "profile.csv";\n'
         f'src :: TraceSource(path="{trace}");\n'
-        "src -> AcceptAll -> JobPool -> FifoHet(aware=false) -> GavelRounds(order=\"shuffled\", work_conserving=false)"
+        'src -> AcceptAll -> JobPool -> FifoHet(aware=false) -> GavelRounds(order="shuffled", work_conserving=false)'
         " -> GavelPlacer -> Launch -> m :: JobMetrics;\n"
     )
     graph = compile_file(folder / "g.sched")

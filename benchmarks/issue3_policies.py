@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtime.compiler import compile_file  # noqa: E402
-from runtime.simulate import simulate  # noqa: E402
+from roundhouse.runtime.compiler import compile_file  # noqa: E402
+from roundhouse.runtime.simulate import simulate  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,7 +59,9 @@ def main() -> None:
     print("Tiresias' testbed workload (480 jobs, 60 GPUs, 10 s rounds)")
     for name in ("tiresias", "tiresias-gittins", "yarn-cs"):
         rounds, wall, jct = timed(REPO / "graphs" / f"{name}.sched")
-        print(f"  graphs/{name + '.sched':27s} {rounds:6d} rounds {wall:7.2f} s {rounds / wall:7.0f} rounds/s   avg JCT {jct / 3600:6.2f} h")
+        print(
+            f"  graphs/{name + '.sched':27s} {rounds:6d} rounds {wall:7.2f} s {rounds / wall:7.0f} rounds/s   avg JCT {jct / 3600:6.2f} h"
+        )
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from live_common import LoadAgents, start_scheduler, submitter, wait_until  # no
 
 
 def job(mode: str, target: str, job_id: int, iteration_s: float, seconds: float, out) -> None:
-    from agents.client import CentralLease, Lease
+    from roundhouse.agents.client import CentralLease, Lease
 
     lease = Lease(target) if mode == "optimistic" else CentralLease(target, job_id, 1)
     times = []
@@ -48,7 +48,7 @@ def job(mode: str, target: str, job_id: int, iteration_s: float, seconds: float,
 
 
 def measure(mode: str, n: int, address: str, folder: Path, iteration_s: float, seconds: float) -> np.ndarray:
-    from agents.client import Lease
+    from roundhouse.agents.client import Lease
 
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
@@ -86,9 +86,13 @@ def main() -> None:
             client.submit([{"command": "true", "duration_s": 1e6, "gpus": 1} for _ in range(max(counts))])
             wait_until(lambda: agents.launches >= max(counts), 60, agents.serve)
             agents.serve_in_background()
-            print(f"{max(counts)} jobs running on {nodes} agents; each checks its lease before every "
-                  f"{1000 * args.iteration:g} ms iteration for {args.seconds:g} s")
-            print(f"{'jobs':>6}  {'optimistic mean':>16}  {'p95':>8}  {'round trip mean':>16}  {'p95':>10}  {'checks made/answered':>21}")
+            print(
+                f"{max(counts)} jobs running on {nodes} agents; each checks its lease before every "
+                f"{1000 * args.iteration:g} ms iteration for {args.seconds:g} s"
+            )
+            print(
+                f"{'jobs':>6}  {'optimistic mean':>16}  {'p95':>8}  {'round trip mean':>16}  {'p95':>10}  {'checks made/answered':>21}"
+            )
             for n in counts:
                 local = measure("optimistic", n, cluster.address, folder, args.iteration, args.seconds)
                 before = client.status().get("lease_checks", 0.0)

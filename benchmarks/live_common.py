@@ -15,10 +15,10 @@ import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents import protocol  # noqa: E402
-from agents.security import ClientSecurity  # noqa: E402
-from agents.submitter import Submitter  # noqa: E402
-from tools.loopback import Loopback  # noqa: E402
+from roundhouse.agents import protocol  # noqa: E402
+from roundhouse.agents.security import ClientSecurity  # noqa: E402
+from roundhouse.agents.submitter import Submitter  # noqa: E402
+from roundhouse.tools.loopback import Loopback  # noqa: E402
 
 GRAPH = """
 round = {round};
@@ -31,8 +31,13 @@ src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
 def start_scheduler(nodes: int, gpus: int, round_s: str = "1s") -> Loopback:
     folder = Path(tempfile.mkdtemp(prefix="rh-bench-"))
     (folder / "graph.sched").write_text(GRAPH.format(round=round_s, nodes=nodes, gpus=gpus))
-    cluster = Loopback(folder, folder / "graph.sched", heartbeat="1s", timeout="30s",
-                       serve_args=("--wait-for-agents", "60s", "--log-level", "warning"))
+    cluster = Loopback(
+        folder,
+        folder / "graph.sched",
+        heartbeat="1s",
+        timeout="30s",
+        serve_args=("--wait-for-agents", "60s", "--log-level", "warning"),
+    )
     cluster.start_scheduler()
     return cluster
 
@@ -45,7 +50,7 @@ class LoadAgents:
         self.poller = zmq.Poller()
         self.socks = []
         self.seqs = []
-        for i in range(count):
+        for _ in range(count):
             s = self.ctx.socket(zmq.DEALER)
             s.setsockopt(zmq.LINGER, 0)
             s.setsockopt(zmq.SNDHWM, 1_000_000)
@@ -59,9 +64,16 @@ class LoadAgents:
         self.pending: list[tuple[float, int, tuple[int, int, int]]] = []
         self.launches = 0
         self._last_beat = 0.0
-        for i, s in enumerate(self.socks):
-            self.send(i, "register", node=f"n{i}", address="127.0.0.1", session=f"s{i}",
-                      gpus=[{"index": g, "type": "V100"} for g in range(gpus)], running=[])
+        for i in range(len(self.socks)):
+            self.send(
+                i,
+                "register",
+                node=f"n{i}",
+                address="127.0.0.1",
+                session=f"s{i}",
+                gpus=[{"index": g, "type": "V100"} for g in range(gpus)],
+                running=[],
+            )
 
     def send(self, i: int, type_: str, **body) -> None:
         self.socks[i].send(protocol.encode(type_, self.seqs[i].next(), **body))
@@ -87,14 +99,26 @@ class LoadAgents:
             if due:
                 self.pending = [p for p in self.pending if p[0] > now]
                 for _, i, (job, attempt, rank) in due:
-                    self.send(i, "exited", job=job, attempt=attempt, rank=rank, outcome="done", iteration=1,
-                              start_iteration=0, permanent=False, reason="")
+                    self.send(
+                        i,
+                        "exited",
+                        job=job,
+                        attempt=attempt,
+                        rank=rank,
+                        outcome="done",
+                        iteration=1,
+                        start_iteration=0,
+                        permanent=False,
+                        reason="",
+                    )
             if now - self._last_beat >= 0.5:
                 self._last_beat = now
                 for i in range(len(self.socks)):
-                    self.send(i, "heartbeat", running=[
-                        {"job": j, "attempt": a, "rank": r, "gpu": 0, "iteration": 1} for j, a, r in self.running[i]
-                    ])
+                    self.send(
+                        i,
+                        "heartbeat",
+                        running=[{"job": j, "attempt": a, "rank": r, "gpu": 0, "iteration": 1} for j, a, r in self.running[i]],
+                    )
 
     def serve_in_background(self) -> None:
         """Keep heartbeating from a thread (which then owns the sockets) while this one measures."""

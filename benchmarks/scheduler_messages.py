@@ -54,10 +54,12 @@ def main() -> None:
             after = client.status()
             launches = after["launches"] - before.get("launches", 0.0)
             apply_s = after["apply_s"] - before.get("apply_s", 0.0)
-            print(f"launch phase: {int(launches)} launches in {int(after['round'] - before['round'])} rounds; "
-                  f"carrying out plans took {apply_s:.3f} s of scheduler time = {launches / apply_s:,.0f} launches/s; "
-                  f"{args.jobs / wall:,.0f} jobs completed per second of wall time "
-                  f"(at most {gpus} per {1:g} s round)")
+            print(
+                f"launch phase: {int(launches)} launches in {int(after['round'] - before['round'])} rounds; "
+                f"carrying out plans took {apply_s:.3f} s of scheduler time = {launches / apply_s:,.0f} launches/s; "
+                f"{args.jobs / wall:,.0f} jobs completed per second of wall time "
+                f"(at most {gpus} per {1:g} s round)"
+            )
 
             # 2. Reports: keep one job running per GPU, then flood metrics.
             agents.finish_after_s = None
@@ -69,18 +71,27 @@ def main() -> None:
             while time.time() - started < args.seconds:
                 for i, running in enumerate(agents.running):
                     for job, attempt, rank in running:
-                        agents.send(i, "metrics", job=job, attempt=attempt, rank=rank, iteration=sent,
-                                    values={"loss": 1.0 / (1 + sent), "iter_time_s": 0.1})
+                        agents.send(
+                            i,
+                            "metrics",
+                            job=job,
+                            attempt=attempt,
+                            rank=rank,
+                            iteration=sent,
+                            values={"loss": 1.0 / (1 + sent), "iter_time_s": 0.1},
+                        )
                         sent += 1
                 agents.serve(0.0)
             # Let the scheduler drain its queue, then ask how many it handled.
             wait_until(lambda: client.status()["messages_in"] - before["messages_in"] >= sent, 120, agents.serve)
             handled_at = time.time()
             after = client.status()
-            print(f"report phase: sent {sent:,} metrics reports in {args.seconds:g} s ({sent / args.seconds:,.0f}/s offered); "
-                  f"the scheduler validated and handled them all within {handled_at - started:.1f} s = "
-                  f"{sent / (handled_at - started):,.0f} messages/s; rounds {int(after['round'] - before['round'])} "
-                  f"in {handled_at - started:.1f} s (1 s rounds), bad messages {int(after.get('bad_messages', 0))}")
+            print(
+                f"report phase: sent {sent:,} metrics reports in {args.seconds:g} s ({sent / args.seconds:,.0f}/s offered); "
+                f"the scheduler validated and handled them all within {handled_at - started:.1f} s = "
+                f"{sent / (handled_at - started):,.0f} messages/s; rounds {int(after['round'] - before['round'])} "
+                f"in {handled_at - started:.1f} s (1 s rounds), bad messages {int(after.get('bad_messages', 0))}"
+            )
     finally:
         if agents is not None:
             agents.close()

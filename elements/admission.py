@@ -5,10 +5,10 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from runtime.element import Element, In, Out, element
-from runtime.types import Jobs
-from runtime.values import Multiplier, positive
-from runtime.world import FINISHED
+from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.types import Jobs
+from roundhouse.runtime.values import Multiplier, positive
+from roundhouse.runtime.world import FINISHED
 
 
 @element

@@ -5,9 +5,9 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from runtime.element import Element, In, Out, element
-from runtime.rowsets import isin_rows
-from runtime.types import Events, Jobs, Plan
+from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.rowsets import isin_rows
+from roundhouse.runtime.types import Events, Jobs, Plan
 
 
 @element

@@ -12,11 +12,11 @@ import attrs
 import numpy as np
 import polars as pl
 
-from runtime.element import Element, In, element, job_ids
-from runtime.errors import SchedError
-from runtime.types import Events
-from runtime.values import IdRange
-from runtime.world import FINISHED
+from roundhouse.runtime.element import Element, In, element, job_ids
+from roundhouse.runtime.errors import SchedError
+from roundhouse.runtime.types import Events
+from roundhouse.runtime.values import IdRange
+from roundhouse.runtime.world import FINISHED
 
 # Hourly on-demand prices per GPU on Google Cloud in 2020, as the Gavel notes assume (the paper
 # gives none): an assumption, not a measurement. Override with `prices=[...]`.
@@ -33,7 +33,7 @@ def parse_prices(values) -> dict[str, float]:
         except ValueError:
             price = None
         if not sep or not name.strip() or price is None or not price >= 0:
-            raise ValueError(f"each price must be written \"TYPE:DOLLARS_PER_GPU_HOUR\" (e.g. \"V100:2.48\"), got {item!r}")
+            raise ValueError(f'each price must be written "TYPE:DOLLARS_PER_GPU_HOUR" (e.g. "V100:2.48"), got {item!r}')
         out[name.strip()] = price
     return out
 
@@ -136,7 +136,7 @@ class CostMetrics(_RoundWatcher):
         types = ctx.cluster.gpu_types
         missing = [t for t in types if t not in given]
         if missing:
-            from runtime.errors import SchedError
+            from roundhouse.runtime.errors import SchedError
 
             raise SchedError(f"{self.name} (CostMetrics): no price for GPU type {', '.join(missing)}")
         self._price = np.array([given[t] for t in types]) / 3600.0  # dollars per GPU-second
@@ -209,14 +209,18 @@ class SloMetrics(Element):
         finish = ctx.jobs.column("finish_s")[rows]
         has = np.isfinite(deadline)
         late = has & ~(np.nan_to_num(finish, nan=np.inf) <= deadline + 1e-9)
-        jobs = pl.DataFrame(
-            {
-                "job_id": ctx.jobs.column("job_id")[rows][has],
-                "deadline_s": deadline[has],
-                "finish_s": finish[has],
-                "violated": late[has],
-            }
-        ).with_columns(pl.col("finish_s").fill_nan(None)).sort("job_id")
+        jobs = (
+            pl.DataFrame(
+                {
+                    "job_id": ctx.jobs.column("job_id")[rows][has],
+                    "deadline_s": deadline[has],
+                    "finish_s": finish[has],
+                    "violated": late[has],
+                }
+            )
+            .with_columns(pl.col("finish_s").fill_nan(None))
+            .sort("job_id")
+        )
         with_slo = int(has.sum())
         return {
             "deadlines": jobs,
@@ -279,7 +283,13 @@ class FinishTimeFairnessMetrics(Element):
         isolated = table.column("work")[rows] / np.maximum((rates * share).sum(axis=1), 1e-300)
         rho = (finish - arrival) / isolated
         jobs = pl.DataFrame(
-            {"job_id": table.column("job_id")[rows], "jct_s": finish - arrival, "isolated_s": isolated, "avg_jobs": n_avg, "rho": rho}
+            {
+                "job_id": table.column("job_id")[rows],
+                "jct_s": finish - arrival,
+                "isolated_s": isolated,
+                "avg_jobs": n_avg,
+                "rho": rho,
+            }
         ).sort("job_id")
         stat = lambda f: float(f(rho)) if len(rho) else None  # noqa: E731
         return {

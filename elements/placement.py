@@ -31,9 +31,9 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from runtime.element import Element, In, Out, element
-from runtime.rowsets import isin_rows
-from runtime.types import Plan, Ranking
+from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.rowsets import isin_rows
+from roundhouse.runtime.types import Plan, Ranking
 
 _NEVER = np.iinfo(np.int64).max
 _NONE = np.zeros(0, dtype=np.int64)
@@ -208,7 +208,9 @@ class Placer(Element):
             pack_first_free(cluster, available, t, spread, want, launches)
         return positions[~launches.placed[positions]]
 
-    def _preempt_below(self, cluster, holder, available, unplaced, kept_pos, rows, want, job_types, one_node, launches) -> np.ndarray:
+    def _preempt_below(
+        self, cluster, holder, available, unplaced, kept_pos, rows, want, job_types, one_node, launches
+    ) -> np.ndarray:
         """Step 4: for each unplaced selected job, in ranking order, the shortest tail of the
         selected running jobs ranked below it that makes it fit; those are suspended."""
         if not len(kept_pos):
@@ -267,7 +269,9 @@ class Placer(Element):
         shape = together * 2 + (together & (sizes > cluster.max_gpus_per_node))
         if job_types is not None:
             ids: dict[tuple, int] = {}
-            shape = np.array([ids.setdefault((tuple(job_types[i]), s), len(ids)) for i, s in zip(waiting.tolist(), shape.tolist())])
+            shape = np.array(
+                [ids.setdefault((tuple(job_types[i]), s), len(ids)) for i, s in zip(waiting.tolist(), shape.tolist())]
+            )
         fails_from = np.full(int(shape.max()) + 1, _NEVER)
         if job_types is None and len(fails_from) > 2 and not (self._custom_choice() or self.spreads_when_stuck()):
             # A job that must fit on one node fails when it is larger than any node's room.

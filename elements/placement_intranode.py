@@ -9,9 +9,9 @@ from itertools import combinations
 import attrs
 import numpy as np
 
-from elements.placement import Placer, choose_consolidated
-from runtime.element import element
-from runtime.values import non_negative
+from roundhouse.elements.placement import Placer, choose_consolidated
+from roundhouse.runtime.element import element
+from roundhouse.runtime.values import non_negative
 
 _NEVER = np.iinfo(np.int64).max
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from elements.placement import Placer, choose_consolidated
-from runtime.element import element
-from runtime.types import Ranking
-from runtime.values import positive
+from roundhouse.elements.placement import Placer, choose_consolidated
+from roundhouse.runtime.element import element
+from roundhouse.runtime.types import Ranking
+from roundhouse.runtime.values import positive
 
 
 class _Selective(Placer):

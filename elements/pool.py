@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.element import Element, In, Out, element
-from runtime.types import Active, Jobs
-from runtime.world import FINISHED
+from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.types import Active, Jobs
+from roundhouse.runtime.world import FINISHED
 
 
 @element

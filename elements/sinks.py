@@ -6,9 +6,9 @@ import attrs
 import numpy as np
 import polars as pl
 
-from runtime.element import Element, In, element, job_ids
-from runtime.types import Events
-from runtime.values import IdRange
+from roundhouse.runtime.element import Element, In, element, job_ids
+from roundhouse.runtime.types import Events
+from roundhouse.runtime.values import IdRange
 
 JOB_COLUMNS = (
     "job_id",
@@ -97,7 +97,7 @@ def job_table(ctx, track: IdRange | None) -> pl.DataFrame:
     failed = col("failed")
     finish = np.where(failed, np.nan, finish)
     jct = finish - arrival
-    from runtime.world import STATUS_NAMES
+    from roundhouse.runtime.world import STATUS_NAMES
 
     frame = pl.DataFrame(
         {
@@ -131,9 +131,7 @@ def summarize(jobs: pl.DataFrame, ctx) -> dict:
     responsiveness = started["responsiveness_s"].to_numpy()
     stat = lambda f, a: float(f(a)) if len(a) else None  # noqa: E731
     span = ctx.now - (ctx.first_arrival_s if np.isfinite(ctx.first_arrival_s) else 0.0)
-    makespan = (
-        float(finished["finish_s"].max() - jobs["arrival_s"].min()) if finished.height else None
-    )
+    makespan = float(finished["finish_s"].max() - jobs["arrival_s"].min()) if finished.height else None
     return {
         "jobs_tracked": jobs.height,
         "jobs_finished": finished.height,
@@ -180,7 +178,7 @@ class LinkBandwidth(Element):
     def tick(self, ctx, events: Events) -> None:
         if not len(events.launched):
             return
-        from runtime.topologies import mean_link_gbps
+        from roundhouse.runtime.topologies import mean_link_gbps
 
         cluster = ctx.cluster
         gpus = ctx.jobs.column("held")[events.launched]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from runtime.element import MAX_JOBS, MAX_RATE, MAX_SECONDS, MAX_START_ID, Element, Out, element
-from runtime.types import Jobs
-from runtime.values import Duration, FilePath, Rate, at_most, existing_file, non_negative, one_of, positive
-from runtime.world import JobBatch, prepare_jobs
+from roundhouse.runtime.element import MAX_JOBS, MAX_RATE, MAX_SECONDS, MAX_START_ID, Element, Out, element
+from roundhouse.runtime.types import Jobs
+from roundhouse.runtime.values import Duration, FilePath, Rate, at_most, existing_file, non_negative, one_of, positive
+from roundhouse.runtime.world import JobBatch, prepare_jobs
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 _NO_ROWS.flags.writeable = False
@@ -79,9 +79,9 @@ class TraceSource(_Replay):
     timing: str = attrs.field(default="profile", validator=one_of("profile", "duration"))
 
     def start(self, ctx) -> None:
-        from traces.formats import read_trace
-        from traces.generators import poisson_arrivals
-        from traces.profiles import ProfileTable
+        from roundhouse.traces.formats import read_trace
+        from roundhouse.traces.generators import poisson_arrivals
+        from roundhouse.traces.profiles import ProfileTable
 
         trace = read_trace(self.path, format=self.format)
         if self.jobs is not None:
@@ -90,7 +90,7 @@ class TraceSource(_Replay):
             arrivals = poisson_arrivals(trace.height, float(self.rate), ctx.rng(self.seed))
             trace = trace.with_columns(arrival_s=arrivals)
         if self.timing == "duration" and trace["duration_s"].null_count():
-            from runtime.errors import TraceError
+            from roundhouse.runtime.errors import TraceError
 
             raise TraceError(str(self.path), "timing=duration needs a duration_s for every job", column="duration_s")
         profile = None
@@ -131,12 +131,10 @@ class PoissonSource(_Replay):
     start_id: int = attrs.field(default=0, validator=[non_negative, at_most(MAX_START_ID)])
 
     def start(self, ctx) -> None:
-        from traces.generators import generate
+        from roundhouse.traces.generators import generate
 
         seed = int(ctx.rng(self.seed).integers(2**31)) if self.seed is None else self.seed
-        trace = generate(
-            self.jobs, float(self.rate), seed, gpus=self.gpus, models=self.models, start_id=self.start_id
-        )
+        trace = generate(self.jobs, float(self.rate), seed, gpus=self.gpus, models=self.models, start_id=self.start_id)
         self._load(ctx, trace, f"{self.name} (PoissonSource)")
 
 
@@ -196,8 +194,8 @@ class BurstSource(_Replay):
     def start(self, ctx) -> None:
         import polars as pl
 
-        from traces.generators import TIME_DECIMALS, assign_models, philly_durations, philly_gpus
-        from traces.schema import validate
+        from roundhouse.traces.generators import TIME_DECIMALS, assign_models, philly_durations, philly_gpus
+        from roundhouse.traces.schema import validate
 
         seed = int(ctx.rng(self.seed).integers(2**31)) if self.seed is None else self.seed
         time_rng, duration_rng, gpu_rng, model_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
@@ -298,7 +296,7 @@ class CostWorkload(_Replay):
     start_id: int = attrs.field(default=0, validator=[non_negative, at_most(MAX_START_ID)])
 
     def start(self, ctx) -> None:
-        from traces.generators import cost_workload
+        from roundhouse.traces.generators import cost_workload
 
         seed = int(ctx.rng(self.seed).integers(2**31)) if self.seed is None else self.seed
         trace = cost_workload(self.jobs, None if self.rate is None else float(self.rate), seed, start_id=self.start_id)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from runtime.element import Element, In, Out, element
-from runtime.errors import SchedError
-from runtime.types import Active, Jobs
-from runtime.values import positive
+from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.errors import SchedError
+from roundhouse.runtime.types import Active, Jobs
+from roundhouse.runtime.values import positive
 
 
 @element

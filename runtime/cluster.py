@@ -29,7 +29,7 @@ from pathlib import Path
 import attrs
 import numpy as np
 
-from runtime.errors import ClusterError, did_you_mean
+from roundhouse.runtime.errors import ClusterError, did_you_mean
 
 GAVEL_TYPES = ("V100", "P100", "K80")
 
@@ -65,7 +65,7 @@ class ClusterSpec:
     groups: tuple[NodeGroup, ...]
 
     @classmethod
-    def parse(cls, text: str) -> "ClusterSpec":
+    def parse(cls, text: str) -> ClusterSpec:
         """A spec from a TOML file path or the command-line shorthand."""
         text = text.strip()
         if text.endswith(".toml") or Path(text).is_file():
@@ -73,7 +73,7 @@ class ClusterSpec:
         return cls.from_shorthand(text)
 
     @classmethod
-    def from_shorthand(cls, text: str) -> "ClusterSpec":
+    def from_shorthand(cls, text: str) -> ClusterSpec:
         if re.fullmatch(r"\d+(:\d+){2}", text):
             counts = [int(c) for c in text.split(":")]
             groups = tuple(NodeGroup(nodes=c, gpus_per_node=1, gpu_type=t) for c, t in zip(counts, GAVEL_TYPES) if c)
@@ -83,9 +83,7 @@ class ClusterSpec:
             return cls(text, groups)
         groups = []
         for part in text.split(","):
-            m = re.fullmatch(
-                r"\s*(\d+)\s*x\s*(\d+)\s*(?::\s*([A-Za-z][\w-]*))?\s*(?:@\s*([A-Za-z][\w.-]*))?\s*", part
-            )
+            m = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*(?::\s*([A-Za-z][\w-]*))?\s*(?:@\s*([A-Za-z][\w.-]*))?\s*", part)
             if m is None:
                 raise ClusterError(
                     f"bad cluster '{text}': '{part.strip()}' is not NODESxGPUS[:TYPE][@TOPOLOGY]; "
@@ -103,7 +101,7 @@ class ClusterSpec:
         return cls(text, tuple(groups))
 
     @classmethod
-    def from_toml(cls, path: Path) -> "ClusterSpec":
+    def from_toml(cls, path: Path) -> ClusterSpec:
         try:
             data = tomllib.loads(path.read_text())
         except FileNotFoundError:
@@ -116,7 +114,8 @@ class ClusterSpec:
         if unknown:
             hint = did_you_mean(unknown[0], ["name", "group"])
             raise ClusterError(
-                f"{path}: error: unknown key '{unknown[0]}'" + (f" ({hint})" if hint else "")
+                f"{path}: error: unknown key '{unknown[0]}'"
+                + (f" ({hint})" if hint else "")
                 + "; a spec has 'name' and [[group]] tables"
             )
         raw_groups = data.get("group")
@@ -173,7 +172,7 @@ def _check_size(where: str, groups) -> None:
 
 def _topology_problem(name: str, gpus_per_node: int) -> str | None:
     """Why a group cannot have this topology (None if it can; "" names none)."""
-    from runtime.topologies import TOPOLOGIES
+    from roundhouse.runtime.topologies import TOPOLOGIES
 
     if not name:
         return None
@@ -244,7 +243,7 @@ class Cluster:
     def _links(self, spec: ClusterSpec) -> np.ndarray:
         """(nodes, G, G) link bandwidths in Gbps between a node's GPUs (local indices), G the
         largest node; NaN where the topology is unknown."""
-        from runtime.topologies import TOPOLOGIES
+        from roundhouse.runtime.topologies import TOPOLOGIES
 
         g = self.max_gpus_per_node
         links = np.full((self.n_nodes, g, g), np.nan)
@@ -256,7 +255,7 @@ class Cluster:
         return links
 
     @classmethod
-    def parse(cls, text: str) -> "Cluster":
+    def parse(cls, text: str) -> Cluster:
         return cls(ClusterSpec.parse(text))
 
     def type_code(self, name: str) -> int:

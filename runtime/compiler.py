@@ -19,14 +19,14 @@ from typing import Any
 import attrs
 import networkx as nx
 
-from runtime import registry
-from runtime.dsl import ast
-from runtime.dsl.loader import Decl, FlatGraph, load
-from runtime.dsl.parser import parse_value
-from runtime.element import Element, type_name
-from runtime.errors import Location, SchedError, SchedErrors, did_you_mean
-from runtime.settings import GraphSettings
-from runtime.values import Duration, ElementRef, FilePath, IdRange, Multiplier, Rate, describe
+from roundhouse.runtime import registry
+from roundhouse.runtime.dsl import ast
+from roundhouse.runtime.dsl.loader import Decl, FlatGraph, load
+from roundhouse.runtime.dsl.parser import parse_value
+from roundhouse.runtime.element import Element, type_name
+from roundhouse.runtime.errors import Location, SchedError, SchedErrors, did_you_mean
+from roundhouse.runtime.settings import GraphSettings
+from roundhouse.runtime.values import Duration, ElementRef, FilePath, IdRange, Multiplier, Rate, describe
 
 
 @attrs.frozen
@@ -324,9 +324,7 @@ class _Compiler:
                     ok = False
                     continue
                 if position >= len(fields):
-                    self.errors.append(
-                        SchedError(f"{cls.__name__} takes at most {len(fields)} argument(s)", arg.location)
-                    )
+                    self.errors.append(SchedError(f"{cls.__name__} takes at most {len(fields)} argument(s)", arg.location))
                     ok = False
                     continue
                 field = fields[position]
@@ -503,7 +501,10 @@ class _Compiler:
         for extra in pools[1:]:
             first = self.flat.decls[pools[0].name].location
             self.errors.append(
-                SchedError(f"a graph has exactly one pool; '{extra.name}' is a second (first at {first})", self.flat.decls[extra.name].location)
+                SchedError(
+                    f"a graph has exactly one pool; '{extra.name}' is a second (first at {first})",
+                    self.flat.decls[extra.name].location,
+                )
             )
         if not any(el.category == "launch" for el in elements.values()):
             self.errors.append(

@@ -8,16 +8,17 @@ hand a plan to the backend (`submit`). Nothing else changes the world.
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from runtime.types import Events, Jobs, JobView, Plan
+from roundhouse.runtime.types import Events, Jobs, JobView, Plan
 
 if TYPE_CHECKING:
-    from runtime.cluster import Cluster
-    from runtime.settings import GraphSettings
-    from runtime.world import JobBatch, World
+    from roundhouse.runtime.cluster import Cluster
+    from roundhouse.runtime.settings import GraphSettings
+    from roundhouse.runtime.world import JobBatch, World
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -61,13 +62,13 @@ class RoundContext:
 
     def __init__(
         self,
-        world: "World",
-        settings: "GraphSettings",
+        world: World,
+        settings: GraphSettings,
         now: float,
         round_index: int,
         events: Events,
         submit: Callable[[Plan], Events],
-        register: Callable[["JobBatch"], np.ndarray],
+        register: Callable[[JobBatch], np.ndarray],
         elements: dict | None = None,
     ):
         self._world = world
@@ -77,7 +78,7 @@ class RoundContext:
         self.round_s = float(settings.round)
         self.events = events
         self.jobs = ReadOnlyJobs(world.jobs)
-        self.cluster: "Cluster" = world.cluster
+        self.cluster: Cluster = world.cluster
         self.profile = world.profile
         self.reference_gpu = world.reference_gpu
         self._submit = submit
@@ -141,7 +142,7 @@ class RoundContext:
         return np.random.default_rng(seed)
 
     # --- the boundary ---
-    def register_jobs(self, batch: "JobBatch") -> Jobs:
+    def register_jobs(self, batch: JobBatch) -> Jobs:
         """Sources: bring these jobs into the world; returns them as a Jobs value."""
         self._require("source", "register_jobs")
         rows = self._register(batch)

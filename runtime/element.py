@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from runtime.values import INT64_MAX, Duration, Rate
+from roundhouse.runtime.values import INT64_MAX, Duration, Rate
 
 CATEGORIES = (
     "source",
@@ -176,7 +176,7 @@ def element(cls: type) -> type:
         raise TypeError(f"{cls.__name__}.category must be one of {CATEGORIES}, got {cls.category!r}")
     cls = attrs.define(kw_only=True, slots=False, eq=False, field_transformer=_configure_fields)(cls)
     cls.doc = parse_doc(cls)
-    from runtime import registry
+    from roundhouse.runtime import registry
 
     registry.register(cls)
     return cls
@@ -190,7 +190,7 @@ def element_family(cls: type) -> type:
 
 def type_name(annotation: Any) -> str:
     """How an argument's type is written in the reference."""
-    from runtime import values
+    from roundhouse.runtime import values
 
     names = {
         int: "integer",

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import attrs
 import numpy as np
 
-from runtime.context import RoundContext
-from runtime.errors import RoundhouseError
-from runtime.rowsets import isin_rows
-from runtime.types import Events, Plan
-from runtime.values import format_duration
-from runtime.world import PlanError, World
+from roundhouse.runtime.context import RoundContext
+from roundhouse.runtime.errors import RoundhouseError
+from roundhouse.runtime.rowsets import isin_rows
+from roundhouse.runtime.types import Events, Plan
+from roundhouse.runtime.values import format_duration
+from roundhouse.runtime.world import PlanError, World
 
 # Rounds with jobs waiting, none running and no arrivals before the run is declared stalled.
 STALL_ROUNDS = 2000
@@ -84,9 +84,7 @@ class Engine:
             raise PlanError(f"round {ctx.round_index} (t={ctx.now:g}s): plan from {who}: {err}") from None
         applied = self.world.apply_plan(plan, ctx.now)
         if len(plan.complete):
-            self._completed.append(
-                Events(time=ctx.now, finished=plan.complete, finished_at=np.full(len(plan.complete), ctx.now))
-            )
+            self._completed.append(Events(time=ctx.now, finished=plan.complete, finished_at=np.full(len(plan.complete), ctx.now)))
         return ctx.events if applied is None else Events.merge([ctx.events, applied])
 
     def _context(self, events: Events, round_index: int) -> RoundContext:

@@ -22,12 +22,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import attrs
 
-from runtime.errors import UsageError
+from roundhouse.runtime.errors import UsageError
 
 SCHEMA_VERSION = 1
 
@@ -136,7 +137,9 @@ class Journal:
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
             marks = ",".join("?" * len(chunk))
-            for job_id, spec, t in self.db.execute(f"SELECT job_id, spec, received_s FROM submissions WHERE job_id IN ({marks})", chunk):
+            for job_id, spec, t in self.db.execute(
+                f"SELECT job_id, spec, received_s FROM submissions WHERE job_id IN ({marks})", chunk
+            ):
                 got[job_id] = (job_id, json.loads(spec), t)
         return [got[i] for i in ids]
 
@@ -150,14 +153,34 @@ class Journal:
         self.db.execute(
             "INSERT OR REPLACE INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                a.job_id, a.attempt, a.launched_s, json.dumps(a.gpus), json.dumps(a.nodes), a.master_port,
-                a.start_iteration, a.resume, a.ended_s, a.outcome, a.end_iteration, a.checkpoint,
-                a.checkpoint_iteration, a.reason,
+                a.job_id,
+                a.attempt,
+                a.launched_s,
+                json.dumps(a.gpus),
+                json.dumps(a.nodes),
+                a.master_port,
+                a.start_iteration,
+                a.resume,
+                a.ended_s,
+                a.outcome,
+                a.end_iteration,
+                a.checkpoint,
+                a.checkpoint_iteration,
+                a.reason,
             ),
         )
 
-    def end_attempt(self, job_id: int, attempt: int, ended_s: float, outcome: str, end_iteration: int,
-                    checkpoint: str | None, checkpoint_iteration: int | None, reason: str) -> None:
+    def end_attempt(
+        self,
+        job_id: int,
+        attempt: int,
+        ended_s: float,
+        outcome: str,
+        end_iteration: int,
+        checkpoint: str | None,
+        checkpoint_iteration: int | None,
+        reason: str,
+    ) -> None:
         self._begin()
         self.db.execute(
             "UPDATE attempts SET ended_s=?, outcome=?, end_iteration=?, checkpoint=?, checkpoint_iteration=?, reason=? "
@@ -190,8 +213,17 @@ class Journal:
         self.db.execute(
             "INSERT OR IGNORE INTO exits VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                body["job"], body["attempt"], body["rank"], node, received_s, body["outcome"], body["iteration"],
-                body["start_iteration"], body.get("checkpoint"), body.get("checkpoint_iteration"), body.get("exit_code"),
+                body["job"],
+                body["attempt"],
+                body["rank"],
+                node,
+                received_s,
+                body["outcome"],
+                body["iteration"],
+                body["start_iteration"],
+                body.get("checkpoint"),
+                body.get("checkpoint_iteration"),
+                body.get("exit_code"),
                 body.get("reason") or None,
             ),
         )

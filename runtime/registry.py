@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from runtime.errors import did_you_mean
+from roundhouse.runtime.errors import did_you_mean
 
 _CLASSES: dict[str, type] = {}
 _LOADED = False
@@ -14,9 +14,7 @@ def register(cls: type) -> None:
     existing = _CLASSES.get(cls.__name__)
     if existing is not None and existing is not cls:
         if (existing.__module__, existing.__qualname__) != (cls.__module__, cls.__qualname__):
-            raise TypeError(
-                f"element class {cls.__name__} is defined twice: in {existing.__module__} and {cls.__module__}"
-            )
+            raise TypeError(f"element class {cls.__name__} is defined twice: in {existing.__module__} and {cls.__module__}")
     _CLASSES[cls.__name__] = cls
 
 
@@ -24,7 +22,7 @@ def load_builtin() -> None:
     """Import the element library (each family module registers its classes)."""
     global _LOADED
     if not _LOADED:
-        importlib.import_module("elements")
+        importlib.import_module("roundhouse.elements")
         _LOADED = True
 
 

@@ -34,4 +34,3 @@ def isin_rows(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def without(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The rows of `a` that are not in `b`, in `a`'s order."""
     return a[~isin_rows(a, b)] if len(a) and len(b) else a
-

@@ -8,16 +8,16 @@ import hashlib
 import json
 import logging
 import signal
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from runtime.backends.live import LiveBackend, LiveOptions
-from runtime.cluster import Cluster
-from runtime.compiler import CompiledGraph
-from runtime.engine import Engine, RunResult
-from runtime.journal import Journal
-from runtime.simulate import load_cluster, load_profile
-from runtime.world import World
+from roundhouse.runtime.backends.live import LiveBackend, LiveOptions
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.compiler import CompiledGraph
+from roundhouse.runtime.engine import Engine, RunResult
+from roundhouse.runtime.journal import Journal
+from roundhouse.runtime.simulate import load_cluster, load_profile
+from roundhouse.runtime.world import World
 
 log = logging.getLogger("roundhouse.scheduler")
 
@@ -43,11 +43,12 @@ def serve(
     bind: str,
     security,
     journal_path: str | Path,
-    options: LiveOptions = LiveOptions(),
+    options: LiveOptions | None = None,
     cluster: str | Cluster | None = None,
     until: float | None = None,
     on_round: Callable | None = None,
 ) -> RunResult:
+    options = options or LiveOptions()
     settings = graph.settings
     world = World(load_cluster(graph, cluster), load_profile(graph), settings.reference_gpu)
     journal = Journal(journal_path)
@@ -75,7 +76,8 @@ def serve(
         if running:
             log.info(
                 "the run stopped with %d job(s) running: they keep running on their nodes; "
-                "`roundhouse serve` with the same --journal takes them back", running,
+                "`roundhouse serve` with the same --journal takes them back",
+                running,
             )
         return result
     finally:

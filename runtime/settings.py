@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from runtime.values import Duration, FilePath, at_least, non_negative
-
+from roundhouse.runtime.values import Duration, FilePath, at_least, non_negative
 
 MIN_ROUND = Duration(0.001)
 
@@ -35,7 +34,7 @@ SETTING_DOCS = {
     "round": "length of a scheduling round (the simulator's step, the live backend's period)",
     "checkpoint": "simulated time a suspended job needs to checkpoint before its GPUs are free",
     "restore": "simulated time a launched job spends restoring before it makes progress",
-    "cluster": "the cluster: a spec file or a shorthand such as \"32x4:V100\" (--cluster overrides)",
+    "cluster": 'the cluster: a spec file or a shorthand such as "32x4:V100" (--cluster overrides)',
     "profile": "the throughput profile table (default: the shipped Gavel table)",
     "pair_profile": "throughputs of two jobs sharing GPUs, for space sharing (default: the shipped Gavel pair table)",
     "seed": "seed from which elements without their own seed derive theirs",

@@ -3,15 +3,15 @@ reproductions and the tests share."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from runtime.backends.sim import Simulator
-from runtime.cluster import Cluster
-from runtime.compiler import CompiledGraph
-from runtime.engine import Engine, RunResult
-from runtime.errors import ClusterError, SchedError
-from runtime.world import World
+from roundhouse.runtime.backends.sim import Simulator
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.compiler import CompiledGraph
+from roundhouse.runtime.engine import Engine, RunResult
+from roundhouse.runtime.errors import ClusterError, SchedError
+from roundhouse.runtime.world import World
 
 
 def load_cluster(graph: CompiledGraph, cluster: str | Cluster | None) -> Cluster:
@@ -23,7 +23,7 @@ def load_cluster(graph: CompiledGraph, cluster: str | Cluster | None) -> Cluster
     spec = graph.settings.cluster
     if spec is None:
         raise ClusterError(
-            f"{graph.path}: no cluster: give --cluster (e.g. --cluster 32x4:V100) or set cluster = \"...\" in the graph"
+            f'{graph.path}: no cluster: give --cluster (e.g. --cluster 32x4:V100) or set cluster = "..." in the graph'
         )
     location = graph.setting_locations.get("cluster")
     if location is None:  # given with --set: relative to the current folder, as other --set paths
@@ -40,7 +40,7 @@ def load_cluster(graph: CompiledGraph, cluster: str | Cluster | None) -> Cluster
 
 
 def load_profile(graph: CompiledGraph):
-    from traces.profiles import ProfileTable
+    from roundhouse.traces.profiles import ProfileTable
 
     return ProfileTable.load(graph.settings.profile)
 

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import polars as pl
 
-from runtime.errors import RoundhouseError
+from roundhouse.runtime.errors import RoundhouseError
 
 # The sink whose report has a per-run "summary" and a "jobs" table; a sweep compares runs by it.
 METRICS_SINK = "JobMetrics"
@@ -64,8 +64,8 @@ def check_sweepable(graph) -> None:
 
 
 def run_one(spec: RunSpec) -> RunOutcome:
-    from runtime.compiler import compile_file
-    from runtime.simulate import simulate
+    from roundhouse.runtime.compiler import compile_file
+    from roundhouse.runtime.simulate import simulate
 
     graph = compile_file(spec.graph, spec.overrides)
     result = simulate(graph, spec.cluster, until=spec.until)

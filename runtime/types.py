@@ -24,7 +24,7 @@ import numpy as np
 if TYPE_CHECKING:
     import polars as pl
 
-    from runtime.world import JobTable
+    from roundhouse.runtime.world import JobTable
 
 _EMPTY_ROWS = np.zeros(0, dtype=np.int64)
 _EMPTY_ROWS.setflags(write=False)
@@ -76,7 +76,7 @@ class JobView:
 
     __slots__ = ("rows", "_table", "_cache")
 
-    def __init__(self, table: "JobTable", rows: np.ndarray):
+    def __init__(self, table: JobTable, rows: np.ndarray):
         self._table = table
         self.rows = _rows(rows)
         self._cache: dict[str, np.ndarray] = {}
@@ -88,7 +88,7 @@ class JobView:
         return f"{type(self).__name__}({len(self)} jobs)"
 
     @property
-    def table(self) -> "JobTable":
+    def table(self) -> JobTable:
         return self._table
 
     def column(self, name: str) -> np.ndarray:
@@ -99,11 +99,11 @@ class JobView:
             self._cache[name] = got
         return got
 
-    def select(self, which) -> "JobView":
+    def select(self, which) -> JobView:
         """The jobs picked by a boolean mask or an index array, in that order."""
         return type(self)(self._table, self.rows[which])
 
-    def frame(self, columns: Sequence[str] | None = None) -> "pl.DataFrame":
+    def frame(self, columns: Sequence[str] | None = None) -> pl.DataFrame:
         return self._table.frame(self.rows, columns)
 
     # Columns every policy reads; anything else through `column(name)`.
@@ -130,7 +130,7 @@ class JobView:
         return (self.work - self.done) / self.reference_rate
 
     @classmethod
-    def merge(cls, views: Sequence["JobView"]) -> "JobView":
+    def merge(cls, views: Sequence[JobView]) -> JobView:
         views = [v for v in views if v is not None]
         if len(views) == 1:
             return views[0]
@@ -175,8 +175,12 @@ class Ranking:
             raise ValueError(f"Ranking.gpus has {len(self.gpus)} entries for {n} jobs")
         if self.gpu_type is None and self.batch_size is None and self.consolidate is None and self.partner is None:
             return  # a plain ranking (most policies): nothing else to check
-        for name, value in (("gpu_type", self.gpu_type), ("batch_size", self.batch_size),
-                            ("consolidate", self.consolidate), ("partner", self.partner)):
+        for name, value in (
+            ("gpu_type", self.gpu_type),
+            ("batch_size", self.batch_size),
+            ("consolidate", self.consolidate),
+            ("partner", self.partner),
+        ):
             if value is not None and len(value) != n:
                 raise ValueError(f"Ranking.{name} has {len(value)} entries for {n} jobs")
 
@@ -184,7 +188,7 @@ class Ranking:
         return len(self.rows)
 
     @classmethod
-    def empty(cls) -> "Ranking":
+    def empty(cls) -> Ranking:
         return cls(_EMPTY_ROWS, _EMPTY_ROWS)
 
 
@@ -270,11 +274,11 @@ class Plan:
         object.__setattr__(self, "launch_starts", ends - self.launch_counts)
 
     @classmethod
-    def empty(cls) -> "Plan":
+    def empty(cls) -> Plan:
         return cls()
 
     @classmethod
-    def of(cls, launches: Sequence[Assignment] = (), keep=_EMPTY_ROWS, suspend=_EMPTY_ROWS) -> "Plan":
+    def of(cls, launches: Sequence[Assignment] = (), keep=_EMPTY_ROWS, suspend=_EMPTY_ROWS) -> Plan:
         """A plan from a list of Assignments (convenient when a placer decides job by job)."""
         if not launches:
             return cls(keep=keep, suspend=suspend)
@@ -327,17 +331,25 @@ class Events:
     online: np.ndarray | None = None
     # Jobs submitted since the last round (a canonical trace frame), for LiveSource; None
     # where nothing can be submitted (the simulator).
-    submitted: "pl.DataFrame | None" = None
+    submitted: pl.DataFrame | None = None
 
     def is_quiet(self) -> bool:
         """Nothing happened: only the time is set."""
         return not (
-            len(self.finished) or len(self.launched) or len(self.suspended) or len(self.failed) or len(self.requeued)
-            or self.metrics or self.nodes_joined or self.nodes_lost or self.online is not None or self.submitted is not None
+            len(self.finished)
+            or len(self.launched)
+            or len(self.suspended)
+            or len(self.failed)
+            or len(self.requeued)
+            or self.metrics
+            or self.nodes_joined
+            or self.nodes_lost
+            or self.online is not None
+            or self.submitted is not None
         )
 
     @classmethod
-    def merge(cls, many: Sequence["Events"]) -> "Events":
+    def merge(cls, many: Sequence[Events]) -> Events:
         many = [e for e in many if e is not None]
         if len(many) == 1:
             return many[0]
@@ -372,6 +384,4 @@ class Events:
         )
 
 
-PORT_TYPES: dict[str, type] = {
-    t.__name__: t for t in (Jobs, Active, Ranking, Shares, Plan, Events)
-}
+PORT_TYPES: dict[str, type] = {t.__name__: t for t in (Jobs, Active, Ranking, Shares, Plan, Events)}

@@ -18,11 +18,11 @@ import attrs
 import numpy as np
 import polars as pl
 
-from runtime.cluster import Cluster
-from runtime.errors import RoundhouseError, TraceError
-from runtime import rowsets
-from runtime.rowsets import isin_rows, without
-from runtime.types import Events, Plan
+from roundhouse.runtime import rowsets
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.errors import RoundhouseError, TraceError
+from roundhouse.runtime.rowsets import isin_rows, without
+from roundhouse.runtime.types import Events, Plan
 
 PENDING, RUNNING, FINISHED = 0, 1, 2
 STATUS_NAMES = ("pending", "running", "finished")
@@ -87,13 +87,11 @@ class JobBatch:
     def __len__(self) -> int:
         return len(self.columns["job_id"])
 
-    def slice(self, start: int, stop: int) -> "JobBatch":
+    def slice(self, start: int, stop: int) -> JobBatch:
         return JobBatch({k: v[start:stop] for k, v in self.columns.items()}, self.type_rates[start:stop], self.origin)
 
 
-def prepare_jobs(
-    trace: pl.DataFrame, cluster: Cluster, profile, reference_gpu: str, origin: str
-) -> tuple[JobBatch, set[str]]:
+def prepare_jobs(trace: pl.DataFrame, cluster: Cluster, profile, reference_gpu: str, origin: str) -> tuple[JobBatch, set[str]]:
     """Turn a canonical trace frame into a JobBatch: work, reference throughput and the
     throughput on each GPU type of the cluster. Returns the batch and the models the profile
     does not know (those jobs, which must have `duration_s`, progress at one unit per second)."""
@@ -182,7 +180,7 @@ def prepare_jobs(
             else np.array(series.to_list(), dtype=object)
         )
     columns.update(_placement_columns(trace, raw_models, models, known, batch, gpus, profile, reference_gpu, origin))
-    from traces.losscurves import initial_loss
+    from roundhouse.traces.losscurves import initial_loss
 
     loss = initial_loss(trace, origin)
     if loss is not None:
@@ -193,7 +191,7 @@ def prepare_jobs(
 def _placement_columns(trace, raw_models, models, known, batch, gpus, profile, reference_gpu, origin) -> dict:
     """`tensor_skew` and `spread_slowdown` per job (traces/placement.py). For a job whose model
     is in the profile, the slowdown is what the profile implies on the reference GPU type."""
-    from traces.placement import placement_columns
+    from roundhouse.traces.placement import placement_columns
 
     out = placement_columns(trace, raw_models, origin)
     multi = (known & (gpus > 1)).nonzero()[0]
@@ -243,7 +241,7 @@ class JobTable:
         try:
             return self._cols[name][: self._n]
         except KeyError:
-            from runtime.errors import did_you_mean
+            from roundhouse.runtime.errors import did_you_mean
 
             hint = did_you_mean(name, self._cols)
             raise KeyError(f"the job table has no column '{name}'" + (f" ({hint})" if hint else "")) from None
@@ -355,7 +353,7 @@ class World:
     @property
     def pairs(self):
         """The pair-throughput table (space sharing), loaded on first use."""
-        from traces.pairs import PairTable
+        from roundhouse.traces.pairs import PairTable
 
         if not isinstance(self._pairs, PairTable):
             self._pairs = PairTable.load(self._pairs)
@@ -390,7 +388,7 @@ class World:
         speed = cols["loss_speed"][rows]
         rows = rows[~np.isnan(speed)]
         if len(rows):
-            from traces.losscurves import loss_at
+            from roundhouse.traces.losscurves import loss_at
 
             fraction = cols["done"][rows] / cols["work"][rows]
             cols["loss"][rows] = loss_at(cols["loss_start"][rows], cols["loss_final"][rows], cols["loss_speed"][rows], fraction)

@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from runtime.compiler import compile_file
-from runtime.simulate import simulate
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.simulate import simulate
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from tools.loopback import Loopback, free_port  # noqa: F401  (free_port: for tests that bind themselves)
+from roundhouse.tools.loopback import Loopback, free_port  # noqa: F401  (free_port: for tests that bind themselves)
 
 # Throughputs of the example workloads on one CPU core, roughly, with several running at once:
 # the agents in tests emulate their GPUs at these speeds (on a slower machine jobs run slower).

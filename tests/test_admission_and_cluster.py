@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from runtime.cluster import MAX_GPUS, Cluster
-from runtime.errors import ClusterError
+from roundhouse.runtime.cluster import MAX_GPUS, Cluster
+from roundhouse.runtime.errors import ClusterError
 from tests.conftest import jobs_of
 
 
@@ -35,8 +35,10 @@ def test_a_job_larger_than_the_limit_is_admitted_alone(run_graph):
     src :: TraceSource(path="trace.csv");
     src -> AcceptThreshold(factor=0.5x) -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
     """
-    jobs = [{"job_id": 0, "arrival_s": 0.0, "gpus": 4, "duration_s": 100.0},
-            {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "duration_s": 100.0}]
+    jobs = [
+        {"job_id": 0, "arrival_s": 0.0, "gpus": 4, "duration_s": 100.0},
+        {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "duration_s": 100.0},
+    ]
     got = jobs_of(run_graph(graph, jobs, cluster="1x4:V100"))
     assert got[0]["first_start_s"] == 0.0 and got[1]["first_start_s"] == 100.0
 
@@ -69,8 +71,10 @@ def test_per_node_counts_match_a_plain_sum(spec):
 
 def test_cluster_spec_file(tmp_path):
     spec = tmp_path / "c.toml"
-    spec.write_text('name = "mixed"\n[[group]]\nnodes = 4\ngpus_per_node = 4\ngpu_type = "V100"\nracks = 2\nnetwork_gbps = 10\n'
-                    '[[group]]\nnodes = 2\ngpus_per_node = 8\ngpu_type = "P100"\nrack = "b"\ncpus = 64\n')
+    spec.write_text(
+        'name = "mixed"\n[[group]]\nnodes = 4\ngpus_per_node = 4\ngpu_type = "V100"\nracks = 2\nnetwork_gbps = 10\n'
+        '[[group]]\nnodes = 2\ngpus_per_node = 8\ngpu_type = "P100"\nrack = "b"\ncpus = 64\n'
+    )
     c = Cluster.parse(str(spec))
     assert c.n_gpus == 32 and c.racks == ("r0-0", "r0-1", "b") and c.node_cpus.tolist() == [32, 32, 32, 32, 64, 64]
     assert c.spread([0, 4]) == "rack" and c.spread([0, 16]) == "cluster"

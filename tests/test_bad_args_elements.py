@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.compiler import compile_file
-from runtime.errors import RoundhouseError, SchedError
-from runtime.simulate import simulate
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.errors import RoundhouseError, SchedError
+from roundhouse.runtime.simulate import simulate
 
 PIPELINE = "src -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch -> JobMetrics;\n"
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from tools.cli import main
-from tools.loopback import free_port
+from roundhouse.tools.cli import main
+from roundhouse.tools.loopback import free_port
 
 
 @pytest.fixture
@@ -27,8 +27,11 @@ def _fails(capsys, args, message):
 
 def test_serve_with_an_address_it_cannot_bind_says_so_and_exits(live_graph, tmp_path, capsys):
     started = time.monotonic()
-    _fails(capsys, ["serve", live_graph, "--bind", "tcp://127.0.0.1:notaport", "--insecure", "--checkpoints", tmp_path / "ck"],
-           "cannot listen on tcp://127.0.0.1:notaport")
+    _fails(
+        capsys,
+        ["serve", live_graph, "--bind", "tcp://127.0.0.1:notaport", "--insecure", "--checkpoints", tmp_path / "ck"],
+        "cannot listen on tcp://127.0.0.1:notaport",
+    )
     assert time.monotonic() - started < 10  # it used to hang in Context.term()
 
 
@@ -44,8 +47,11 @@ def test_clients_with_a_bad_address_say_so(capsys, args):
 
 
 def test_emulate_needs_fake_gpus(capsys):
-    _fails(capsys, ["agent", "--scheduler", f"tcp://127.0.0.1:{free_port()}", "--insecure", "--emulate"],
-           "--emulate needs --fake-gpus")
+    _fails(
+        capsys,
+        ["agent", "--scheduler", f"tcp://127.0.0.1:{free_port()}", "--insecure", "--emulate"],
+        "--emulate needs --fake-gpus",
+    )
 
 
 @pytest.mark.parametrize(
@@ -72,8 +78,11 @@ def test_output_paths_that_are_files_or_missing_folders(live_graph, tmp_path, af
     assert not (tmp_path / "k").exists()  # names are checked before anything is made
     _fails(capsys, ["serve", live_graph, "--bind", port, "--insecure", "--checkpoints", afile], f"--checkpoints {afile}")
     missing = tmp_path / "nonexistent" / "j.sqlite"
-    _fails(capsys, ["serve", live_graph, "--bind", port, "--insecure", "--journal", missing, "--checkpoints", tmp_path / "ck"],
-           f"--journal {missing}: no folder")
+    _fails(
+        capsys,
+        ["serve", live_graph, "--bind", port, "--insecure", "--journal", missing, "--checkpoints", tmp_path / "ck"],
+        f"--journal {missing}: no folder",
+    )
     assert not missing.parent.exists()
     agent = ["agent", "--scheduler", port, "--insecure", "--fake-gpus", "1:V100"]
     _fails(capsys, [*agent, "--name", "a", "--workdir", afile], f"--workdir {afile}: exists and is not a folder")

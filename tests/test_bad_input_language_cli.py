@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime.compiler import compile_file
-from runtime.dsl.loader import MAX_DEPTH
-from runtime.dsl.parser import parse, parse_value
-from runtime.errors import SchedError
-from tools.cli import main
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.dsl.loader import MAX_DEPTH
+from roundhouse.runtime.dsl.parser import parse, parse_value
+from roundhouse.runtime.errors import SchedError
+from roundhouse.tools.cli import main
 
 GRAPH = """round = 5min;
 cluster = "2x4:V100";
@@ -236,12 +236,12 @@ def test_reproduce_out_is_a_file(tmp_path, capsys):
 
 
 def test_unexpected_oserror_is_a_message(monkeypatch, graph, capsys):
-    import tools.check_cmd
+    import roundhouse.tools.check_cmd
 
     def broken(args):
         raise PermissionError(13, "Permission denied", "/some/file")
 
-    monkeypatch.setattr(tools.check_cmd, "check", broken)
+    monkeypatch.setattr(roundhouse.tools.check_cmd, "check", broken)
     assert "error: /some/file: Permission denied" in fails(capsys, "check", graph)
 
 

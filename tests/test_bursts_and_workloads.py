@@ -4,10 +4,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from runtime.errors import RoundhouseError, TraceError
+from roundhouse.runtime.errors import RoundhouseError, TraceError
+from roundhouse.tools.cli import main
+from roundhouse.traces.generators import TIRESIAS_GPU_MIX, tiresias_testbed
 from tests.conftest import jobs_of
-from tools.cli import main
-from traces.generators import TIRESIAS_GPU_MIX, tiresias_testbed
 
 BURSTS = """
 round = 5min;
@@ -80,9 +80,32 @@ def test_tiresias_testbed_workload():
 
 def test_trace_generate_workload_and_loss_flags(tmp_path, capsys):
     out = tmp_path / "t.csv"
-    assert main(["trace", "generate", "-o", str(out), "--jobs", "20", "--rate", "120/h", "--seed", "1", "--workload", "tiresias"]) == 0
+    assert (
+        main(["trace", "generate", "-o", str(out), "--jobs", "20", "--rate", "120/h", "--seed", "1", "--workload", "tiresias"])
+        == 0
+    )
     assert pl.read_csv(out)["gpus"].max() >= 8
     assert main(["trace", "generate", "-o", str(out), "--jobs", "20", "--rate", "4/h", "--seed", "1", "--loss", "blox"]) == 0
     assert {"loss_start", "loss_final", "loss_speed"} <= set(pl.read_csv(out).columns)
-    assert main(["trace", "generate", "-o", str(out), "--jobs", "20", "--rate", "4/h", "--seed", "1", "--workload", "tiresias", "--models", "blox"]) == 2
+    assert (
+        main(
+            [
+                "trace",
+                "generate",
+                "-o",
+                str(out),
+                "--jobs",
+                "20",
+                "--rate",
+                "4/h",
+                "--seed",
+                "1",
+                "--workload",
+                "tiresias",
+                "--models",
+                "blox",
+            ]
+        )
+        == 2
+    )
     assert "leave out --gpus, --models" in capsys.readouterr().err

@@ -6,8 +6,8 @@ import shutil
 import polars as pl
 import pytest
 
+from roundhouse.tools.cli import main
 from tests.conftest import REPO
-from tools.cli import main
 
 TINY = """round = 5min;
 cluster = "4x4:V100";
@@ -32,8 +32,16 @@ def test_run_writes_jobs_summary_and_run_info(tiny, tmp_path, capsys):
     for column in ("job_id", "arrival_s", "first_start_s", "finish_s", "jct_s", "queue_s", "gpus", "preemptions"):
         assert column in jobs.columns
     summary = json.loads((out / "summary.json").read_text())
-    for key in ("avg_jct_s", "median_jct_s", "p95_jct_s", "p99_jct_s", "avg_responsiveness_s", "makespan_s",
-                "utilization", "jobs_finished"):
+    for key in (
+        "avg_jct_s",
+        "median_jct_s",
+        "p95_jct_s",
+        "p99_jct_s",
+        "avg_responsiveness_s",
+        "makespan_s",
+        "utilization",
+        "jobs_finished",
+    ):
         assert key in summary
     assert summary["jobs_finished"] == 3
     info = json.loads((out / "run.json").read_text())
@@ -53,8 +61,26 @@ def test_run_overrides_cluster_trace_settings_and_until(tiny, tmp_path):
     other = tmp_path / "other.csv"
     pl.DataFrame({"job_id": [7], "arrival_s": [0.0], "gpus": [8], "duration_s": [100.0]}).write_csv(other)
     out = tmp_path / "o"
-    assert main(["run", str(tiny), "--trace", str(other), "--cluster", "2x8:P100", "--set", "round=1min",
-                 "--set", "place.strict=false", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(tiny),
+                "--trace",
+                str(other),
+                "--cluster",
+                "2x8:P100",
+                "--set",
+                "round=1min",
+                "--set",
+                "place.strict=false",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     jobs = pl.read_csv(out / "jobs.csv")
     assert jobs["job_id"].to_list() == [7] and jobs["finish_s"].to_list() == [100.0]
     assert main(["run", str(tiny), "--until", "10min", "--out", str(tmp_path / "u"), "--quiet"]) == 0
@@ -108,7 +134,7 @@ def test_render(tiny, tmp_path, fmt):
     data = out.read_bytes()
     if fmt == "dot":
         text = data.decode()
-        assert "Las" in text and 'n_src:out_jobs:e -> n_AcceptAll_1:in_jobs:w' in text
+        assert "Las" in text and "n_src:out_jobs:e -> n_AcceptAll_1:in_jobs:w" in text
         assert "#ffd9c2" in text  # policies are coloured
     elif fmt == "svg":
         assert b"<svg" in data and b"Consolidated" in data
@@ -126,8 +152,20 @@ def test_render_needs_a_known_format(tiny, tmp_path, capsys):
 def test_elements_list_and_reference(capsys):
     assert main(["elements"]) == 0
     listing = capsys.readouterr().out
-    for name in ("TraceSource", "PoissonSource", "AcceptAll", "AcceptThreshold", "JobPool", "Fifo", "Las", "Srtf",
-                 "FirstFree", "Consolidated", "Launch", "JobMetrics"):
+    for name in (
+        "TraceSource",
+        "PoissonSource",
+        "AcceptAll",
+        "AcceptThreshold",
+        "JobPool",
+        "Fifo",
+        "Las",
+        "Srtf",
+        "FirstFree",
+        "Consolidated",
+        "Launch",
+        "JobMetrics",
+    ):
         assert name in listing
     assert main(["elements", "AcceptThreshold"]) == 0
     ref = capsys.readouterr().out

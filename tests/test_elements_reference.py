@@ -3,10 +3,10 @@
 import attrs
 import pytest
 
-from runtime import registry
-from runtime.element import CATEGORIES, parse_doc
+from roundhouse.runtime import registry
+from roundhouse.runtime.element import CATEGORIES, parse_doc
+from roundhouse.tools.elements_cmd import reference_markdown
 from tests.conftest import REPO
-from tools.elements_cmd import reference_markdown
 
 
 @pytest.mark.parametrize("cls", registry.classes(), ids=lambda c: c.__name__)
@@ -21,8 +21,8 @@ def test_docstring_documents_every_port_argument_and_counter(cls):
 
 
 def test_counters_an_element_reports_are_documented(tmp_path):
-    from runtime.compiler import compile_file
-    from runtime.simulate import simulate
+    from roundhouse.runtime.compiler import compile_file
+    from roundhouse.runtime.simulate import simulate
 
     path = tmp_path / "g.sched"
     path.write_text(

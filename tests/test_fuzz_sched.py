@@ -7,8 +7,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from roundhouse.tools.cli import main
 from tests.conftest import REPO
-from tools.cli import main
 
 SAMPLE = str(REPO / "traces" / "samples" / "philly-1000.csv")
 SEEDS = [
@@ -26,8 +26,39 @@ src -> Gate(1.5x) -> [jobs] c [ranking] -> Consolidated(strict=false) -> Launch 
 """
 ]
 
-PIECES = [";", "->", "::", "(", ")", "[", "]", "{", "}", "=", ",", '"', "$f", "/*", "*/", "//", "5min", "8/h",
-          "1.2x", "3..4", "x", "Las", "pool", "input", "output", "elementclass", "import", "\n", " ", "0", "-"]
+PIECES = [
+    ";",
+    "->",
+    "::",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    "=",
+    ",",
+    '"',
+    "$f",
+    "/*",
+    "*/",
+    "//",
+    "5min",
+    "8/h",
+    "1.2x",
+    "3..4",
+    "x",
+    "Las",
+    "pool",
+    "input",
+    "output",
+    "elementclass",
+    "import",
+    "\n",
+    " ",
+    "0",
+    "-",
+]
 
 LOCATED = re.compile(r"^\S+\.sched:\d+:\d+: error: ")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.compiler import compile_file
-from runtime.errors import RoundhouseError, SchedError
-from runtime.simulate import simulate
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.errors import RoundhouseError, SchedError
+from roundhouse.runtime.simulate import simulate
 
 GRAPH = """round = 6min;
 cluster = "2x2:V100";
@@ -39,5 +39,7 @@ def test_finish_time_fairness_at_the_smallest_tolerance_ends(tmp_path):
 
 def test_estimator_must_name_a_pair_estimator(tmp_path):
     graph = _compile(tmp_path, "MaxMinFairness(space_sharing=true, estimator=pool)")
-    with pytest.raises(SchedError, match=r"solve \(MaxMinFairness\): estimator=pool names a JobPool; it must name a PairEstimator"):
+    with pytest.raises(
+        SchedError, match=r"solve \(MaxMinFairness\): estimator=pool names a JobPool; it must name a PairEstimator"
+    ):
         simulate(graph, until=1800.0)

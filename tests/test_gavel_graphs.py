@@ -7,10 +7,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from runtime.compiler import compile_file
-from runtime.simulate import simulate
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.simulate import simulate
+from roundhouse.traces.profiles import ProfileTable
 from tests.conftest import REPO, SHARED
-from traces.profiles import ProfileTable
 
 GRAPHS = sorted((REPO / "graphs").glob("gavel-*.sched"))
 GAVEL = SHARED / "data" / "gavel"
@@ -18,7 +18,15 @@ GAVEL = SHARED / "data" / "gavel"
 
 def test_every_gavel_graph_is_shipped():
     names = {p.stem for p in GRAPHS}
-    assert names == {"gavel-las", "gavel-las-agnostic", "gavel-ftf", "gavel-makespan", "gavel-fifo", "gavel-cost-slo", "gavel-hierarchical"}
+    assert names == {
+        "gavel-las",
+        "gavel-las-agnostic",
+        "gavel-ftf",
+        "gavel-makespan",
+        "gavel-fifo",
+        "gavel-cost-slo",
+        "gavel-hierarchical",
+    }
 
 
 @pytest.mark.parametrize("path", GRAPHS, ids=lambda p: p.stem)
@@ -32,7 +40,7 @@ def test_gavel_graph_runs(path):
 
 
 def test_cluster_specs():
-    from runtime.cluster import Cluster
+    from roundhouse.runtime.cluster import Cluster
 
     simulated = Cluster.parse(str(REPO / "clusters" / "gavel-simulated.toml"))
     physical = Cluster.parse(str(REPO / "clusters" / "gavel-physical.toml"))
@@ -86,7 +94,9 @@ def test_per_job_completion_times_match_gavels_simulator(tmp_path, trace, result
 
 @needs_gavel_data
 def test_heterogeneity_aware_las_on_gavels_philly_trace(tmp_path):
-    joined = _against_gavel(tmp_path, "msr_seed0_ed69ec.trace", "msr_ed69ec_36-36-36_results_all_policies.csv", "36:36:36", "max_min_fairness_perf")
+    joined = _against_gavel(
+        tmp_path, "msr_seed0_ed69ec.trace", "msr_ed69ec_36-36-36_results_all_policies.csv", "36:36:36", "max_min_fairness_perf"
+    )
     assert joined.height == 951
     assert abs(joined["jct_s"].mean() / joined["gavel"].mean() - 1) < 0.02
     relative = np.abs((joined["jct_s"] / joined["gavel"] - 1).to_numpy())

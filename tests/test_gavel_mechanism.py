@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from elements.policies.gavel.mechanism import _greedy
-from runtime.compiler import compile_file
-from runtime.simulate import simulate
+from roundhouse.elements.policies.gavel.mechanism import _greedy
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.simulate import simulate
 from tests.test_gavel_solvers import EXAMPLE_PROFILE
 
 
@@ -99,7 +99,13 @@ def test_shuffled_order_is_seeded(tmp_path):
     jobs = [dict(job_id=i, arrival_s=float(300 * i), gpus=1, model=["ja", "jb", "jc"][i % 3], iterations=2e4) for i in range(12)]
     results = []
     for seed in (1, 1, 2):
-        graph = _graph(tmp_path, jobs, "2x1:V100,2x1:K80", solver="MaxMinFairness(aware=false)", rounds=f'GavelRounds(order="shuffled", seed={seed})')
+        graph = _graph(
+            tmp_path,
+            jobs,
+            "2x1:V100,2x1:K80",
+            solver="MaxMinFairness(aware=false)",
+            rounds=f'GavelRounds(order="shuffled", seed={seed})',
+        )
         result = simulate(graph)
         results.append(result.reports["m"]["jobs"]["jct_s"].to_list())
     assert results[0] == results[1]
@@ -134,9 +140,17 @@ def test_mechanism_and_solver_agree_on_resets(tmp_path):
 
 def test_every_job_finishes_and_placements_are_valid(tmp_path):
     rng = np.random.default_rng(0)
-    profile = EXAMPLE_PROFILE + "".join(f"{m},1,{t},2,consolidated,{r}\n" for m in ("ja", "jb") for t, r in (("V100", 5.0), ("K80", 1.5)))
+    profile = EXAMPLE_PROFILE + "".join(
+        f"{m},1,{t},2,consolidated,{r}\n" for m in ("ja", "jb") for t, r in (("V100", 5.0), ("K80", 1.5))
+    )
     jobs = [
-        dict(job_id=i, arrival_s=float(rng.uniform(0, 20000)), gpus=int(g), model=("ja" if g == 2 else ["ja", "jb", "jc"][i % 3]), iterations=float(rng.uniform(1e3, 3e4)))
+        dict(
+            job_id=i,
+            arrival_s=float(rng.uniform(0, 20000)),
+            gpus=int(g),
+            model=("ja" if g == 2 else ["ja", "jb", "jc"][i % 3]),
+            iterations=float(rng.uniform(1e3, 3e4)),
+        )
         for i, g in enumerate(rng.choice([1, 2], size=30))
     ]
     for solver in ("MaxMinFairness", "FinishTimeFairness", "MinMakespan", "FifoHet"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from runtime.compiler import compile_file
-from runtime.errors import SchedError
-from runtime.simulate import simulate
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.errors import SchedError
+from roundhouse.runtime.simulate import simulate
 
 PROFILE = """model,batch_size,gpu_type,gpus,placement,iters_per_s
 ja,1,V100,1,consolidated,2.0
@@ -39,7 +39,10 @@ def test_a_shared_gpu_is_paid_once(tmp_path):
     # A3C and CycleGAN do more together on one V100 than time-sliced, so the max-min policy runs
     # them as a pair; then the survivor alone. The one GPU is busy from 0 to the last finish.
     pl.DataFrame(
-        [dict(job_id=0, arrival_s=0.0, gpus=1, model="A3C", iterations=20000.0), dict(job_id=1, arrival_s=0.0, gpus=1, model="CycleGAN", iterations=9000.0)]
+        [
+            dict(job_id=0, arrival_s=0.0, gpus=1, model="A3C", iterations=20000.0),
+            dict(job_id=1, arrival_s=0.0, gpus=1, model="CycleGAN", iterations=9000.0),
+        ]
     ).write_csv(tmp_path / "trace.csv")
     (tmp_path / "g.sched").write_text(
         'round = 6min;\ncluster = "1x1:V100";\nsrc :: TraceSource(path="trace.csv");\n'

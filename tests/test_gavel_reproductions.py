@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools.reproductions import load_all
+from roundhouse.tools.reproductions import load_all
 
 
 def test_gavel_experiments_are_registered():

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from elements.policies.gavel.formulation import Columns, Formulation, classes
-from elements.policies.gavel.lp import LinearProgram, with_column
-from elements.policies.gavel.waterfill import water_fill
-from runtime.compiler import compile_file
-from runtime.errors import SchedError
-from runtime.simulate import simulate
+from roundhouse.elements.policies.gavel.formulation import Columns, Formulation, classes
+from roundhouse.elements.policies.gavel.lp import LinearProgram, with_column
+from roundhouse.elements.policies.gavel.waterfill import water_fill
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.errors import SchedError
+from roundhouse.runtime.simulate import simulate
 
 # Jobs a, b, c of §4.2's example: 4/3/2 iterations/s on a V100, 1 on a K80.
 EXAMPLE_PROFILE = """model,batch_size,gpu_type,gpus,placement,iters_per_s
@@ -124,7 +124,13 @@ def test_homogeneous_cluster_aware_and_agnostic_agree(tmp_path, solver):
         one = rng.uniform(0.5, 5.0)
         lines += [f"m{m},1,V100,1,consolidated,{one:.6f}", f"m{m},1,V100,2,consolidated,{1.8 * one:.6f}"]
     jobs = [
-        dict(job_id=i, arrival_s=float(60 * i), gpus=int(rng.choice([1, 2])), model=f"m{rng.integers(4)}", iterations=float(rng.integers(2000, 20000)))
+        dict(
+            job_id=i,
+            arrival_s=float(60 * i),
+            gpus=int(rng.choice([1, 2])),
+            model=f"m{rng.integers(4)}",
+            iterations=float(rng.integers(2000, 20000)),
+        )
         for i in range(9)
     ]
     runs = []
@@ -138,7 +144,10 @@ def test_min_makespan_single_lp(tmp_path):
     # ja (4 it/s on the V100, 1 on the K80) and jc (2 and 1), 8000 iterations each: the best
     # split gives ja a quarter of the V100 and jc the rest, with the K80 the other way round:
     # both then run at 1.75 it/s, a makespan of 8000 / 1.75 s.
-    jobs = [dict(job_id=0, arrival_s=0.0, gpus=1, model="ja", iterations=8000.0), dict(job_id=1, arrival_s=0.0, gpus=1, model="jc", iterations=8000.0)]
+    jobs = [
+        dict(job_id=0, arrival_s=0.0, gpus=1, model="ja", iterations=8000.0),
+        dict(job_id=1, arrival_s=0.0, gpus=1, model="jc", iterations=8000.0),
+    ]
     graph, _ = _run(tmp_path, "MinMakespan", jobs, "1x1:V100,1x1:K80")
     solver = graph.elements["solve"]
     assert solver.counters["makespan_s"] == pytest.approx(8000 / 1.75, rel=1e-6)
@@ -198,8 +207,11 @@ def test_fifo_het_greedy_gives_earlier_jobs_the_fastest_type(tmp_path):
     assert X.tolist() == [[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]
     # (Jobs 1 and 2 arrive during the first round; interval=0 re-solves as soon as they are seen.)
     # Strict FIFO: a 2-GPU job at the head blocks the 1-GPU job behind it.
-    jobs = [dict(job_id=0, arrival_s=0.0, gpus=1, model="ja", iterations=1e6), dict(job_id=1, arrival_s=1.0, gpus=2, model="ja", iterations=1e6),
-            dict(job_id=2, arrival_s=2.0, gpus=1, model="ja", iterations=1e6)]
+    jobs = [
+        dict(job_id=0, arrival_s=0.0, gpus=1, model="ja", iterations=1e6),
+        dict(job_id=1, arrival_s=1.0, gpus=2, model="ja", iterations=1e6),
+        dict(job_id=2, arrival_s=2.0, gpus=1, model="ja", iterations=1e6),
+    ]
     profile = EXAMPLE_PROFILE + "ja,1,V100,2,consolidated,7.0\nja,1,K80,2,consolidated,1.8\n"
     graph, _ = _run(tmp_path, "FifoHet(interval=0)", jobs, "2x1:V100,1x1:K80", profile, until=400.0)
     X = graph.elements["solve"].allocation.fractions
@@ -223,7 +235,12 @@ def test_hierarchical_weights_and_inner_policies(tmp_path):
     # FIFO inside entity a (job-id ranges as entities): its earliest jobs take whole GPUs.
     jobs = [dict(job_id=i, arrival_s=float(i), gpus=1, model="ja", iterations=1e6) for i in range(8)]
     graph, _ = _run(
-        tmp_path, 'Hierarchical(entities=[0..4, 4..8], weights=[1, 2], policies=["fifo", "fairness"], interval=0)', jobs, "6x1:V100", profile, until=400.0
+        tmp_path,
+        'Hierarchical(entities=[0..4, 4..8], weights=[1, 2], policies=["fifo", "fairness"], interval=0)',
+        jobs,
+        "6x1:V100",
+        profile,
+        until=400.0,
     )
     X = graph.elements["solve"].allocation.fractions.ravel()
     assert np.allclose(X[4:], 1.0, atol=1e-6)

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from elements.placement_intranode import BandwidthAwareIntraNode, RandomIntraNode
-from runtime.cluster import Cluster
-from runtime.errors import ClusterError
-from runtime.topologies import TOPOLOGIES, mean_link_gbps
+from roundhouse.elements.placement_intranode import BandwidthAwareIntraNode, RandomIntraNode
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.errors import ClusterError
+from roundhouse.runtime.topologies import TOPOLOGIES, mean_link_gbps
 
 
 def test_topology_in_shorthand_and_toml(tmp_path):

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.compiler import compile_file
-from runtime.dsl.parser import parse
-from runtime.errors import SchedError, SchedErrors
-from runtime.values import Duration, IdRange, Multiplier, Rate
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.dsl.parser import parse
+from roundhouse.runtime.errors import SchedError, SchedErrors
+from roundhouse.runtime.values import Duration, IdRange, Multiplier, Rate
 
 CHAIN = "AcceptAll -> pool :: JobPool -> Las -> Consolidated -> Launch -> JobMetrics;\n"
 
@@ -72,8 +72,16 @@ def test_positional_arguments_and_forward_references(tmp_path):
 
 
 def test_import_brings_settings_classes_and_elements(tmp_path):
-    write(tmp_path, "lib.sched", "round = 1min;\nelementclass Gate { $f=1.2x | input -> AcceptThreshold(factor=$f) -> output; }\nsrc :: PoissonSource(rate=2/h, jobs=5);\n")
-    main = write(tmp_path, "main.sched", 'import "lib.sched";\nround = 2min;\nsrc -> Gate(1.5x) -> JobPool -> Las -> Consolidated -> Launch;\n')
+    write(
+        tmp_path,
+        "lib.sched",
+        "round = 1min;\nelementclass Gate { $f=1.2x | input -> AcceptThreshold(factor=$f) -> output; }\nsrc :: PoissonSource(rate=2/h, jobs=5);\n",
+    )
+    main = write(
+        tmp_path,
+        "main.sched",
+        'import "lib.sched";\nround = 2min;\nsrc -> Gate(1.5x) -> JobPool -> Las -> Consolidated -> Launch;\n',
+    )
     graph = compile_file(main)
     assert graph.settings.round == 120  # the importing file wins
     gate = [e for e in graph.elements.values() if type(e).__name__ == "AcceptThreshold"]
@@ -118,18 +126,63 @@ def test_nested_compounds(tmp_path):
 @pytest.mark.parametrize(
     "text, message, line, col",
     [
-        ("src :: PoissonSource(rate=8/h);\nsrc -> AcceptAll -> JobPool -> Lass -> Consolidated -> Launch;\n", "unknown element or class 'Lass'", 2, 32),
-        ("src :: PoissonSource(rate=8/h);\nsrc -> AcceptAll -> p :: JobPool [actve] -> Las -> Consolidated -> Launch;\n", "no output port [actve]", 2, 34),
+        (
+            "src :: PoissonSource(rate=8/h);\nsrc -> AcceptAll -> JobPool -> Lass -> Consolidated -> Launch;\n",
+            "unknown element or class 'Lass'",
+            2,
+            32,
+        ),
+        (
+            "src :: PoissonSource(rate=8/h);\nsrc -> AcceptAll -> p :: JobPool [actve] -> Las -> Consolidated -> Launch;\n",
+            "no output port [actve]",
+            2,
+            34,
+        ),
         ("src :: PoissonSource(rate=8/h);\nsrc -> AcceptAll -> JobPool -> Consolidated -> Launch;\n", "type mismatch", 2, 29),
-        ("a :: AcceptAll -> b :: AcceptAll -> a;\nsrc :: PoissonSource(rate=8/h);\nsrc -> a; b -> JobPool -> Las -> Consolidated -> Launch;\n", "cycle", 1, 34),
-        ("round = 5mins;\nsrc :: PoissonSource(rate=8/h);\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n", "unknown unit 'mins'", 1, 9),
-        ("src :: PoissonSource(rate=8/h, jobs=-5);\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n", "must be greater than 0", 1, 37),
+        (
+            "a :: AcceptAll -> b :: AcceptAll -> a;\nsrc :: PoissonSource(rate=8/h);\nsrc -> a; b -> JobPool -> Las -> Consolidated -> Launch;\n",
+            "cycle",
+            1,
+            34,
+        ),
+        (
+            "round = 5mins;\nsrc :: PoissonSource(rate=8/h);\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n",
+            "unknown unit 'mins'",
+            1,
+            9,
+        ),
+        (
+            "src :: PoissonSource(rate=8/h, jobs=-5);\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n",
+            "must be greater than 0",
+            1,
+            37,
+        ),
         ('src :: TraceSource(path="x.csv);\n', "unterminated string", 1, 25),
         ('import "missing.sched";\n', "cannot import 'missing.sched'", 1, 8),
-        ("src :: PoissonSource(rate=8);\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n", "expects a rate such as 8/h", 1, 27),
-        ("src :: PoissonSource(rate=8/h, jbs=4);\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n", "has no argument 'jbs'", 1, 32),
-        ("src :: PoissonSource(rate=8/h)\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n", "unexpected 'src'", 2, 1),
-        ("rund = 5min;\nsrc :: PoissonSource(rate=8/h);\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n", "unknown setting 'rund'", 1, 1),
+        (
+            "src :: PoissonSource(rate=8);\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n",
+            "expects a rate such as 8/h",
+            1,
+            27,
+        ),
+        (
+            "src :: PoissonSource(rate=8/h, jbs=4);\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n",
+            "has no argument 'jbs'",
+            1,
+            32,
+        ),
+        (
+            "src :: PoissonSource(rate=8/h)\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n",
+            "unexpected 'src'",
+            2,
+            1,
+        ),
+        (
+            "rund = 5min;\nsrc :: PoissonSource(rate=8/h);\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n",
+            "unknown setting 'rund'",
+            1,
+            1,
+        ),
         ("src :: PoissonSource(rate=8/h);\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated;\n", "no launcher", 1, 1),
         ("src :: PoissonSource(rate=8/h);\nsrc -> AcceptAll -> Las -> Consolidated -> Launch;\n", "type mismatch", 2, 18),
         ("/* never closed\nsrc :: PoissonSource(rate=8/h);\n", "unterminated comment", 1, 1),
@@ -151,10 +204,16 @@ def test_errors_point_at_the_problem(tmp_path, text, message, line, col):
 
 
 def test_suggestions_for_unknown_names(tmp_path):
-    path = write(tmp_path, "a.sched", "src :: PoissonSource(rate=8/h);\nsrc -> AceptAll -> JobPool -> Las -> Consolidated -> Launch;\n")
+    path = write(
+        tmp_path, "a.sched", "src :: PoissonSource(rate=8/h);\nsrc -> AceptAll -> JobPool -> Las -> Consolidated -> Launch;\n"
+    )
     with pytest.raises(SchedError, match="did you mean 'AcceptAll'"):
         compile_file(path)
-    path = write(tmp_path, "b.sched", "src :: PoissonSource(rate=8/h, sed=1, jbs=2);\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n")
+    path = write(
+        tmp_path,
+        "b.sched",
+        "src :: PoissonSource(rate=8/h, sed=1, jbs=2);\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n",
+    )
     with pytest.raises(SchedErrors) as info:  # every problem of a pass is reported at once
         compile_file(path)
     assert "did you mean 'seed'" in str(info.value) and "did you mean 'jobs'" in str(info.value)
@@ -176,7 +235,11 @@ def test_one_connection_per_single_input(tmp_path):
 
 
 def test_overrides_from_the_command_line(tmp_path):
-    path = write(tmp_path, "g.sched", "src :: PoissonSource(rate=8/h, jobs=5);\nsrc -> AcceptAll -> JobPool -> Las -> place :: Consolidated -> Launch;\n")
+    path = write(
+        tmp_path,
+        "g.sched",
+        "src :: PoissonSource(rate=8/h, jobs=5);\nsrc -> AcceptAll -> JobPool -> Las -> place :: Consolidated -> Launch;\n",
+    )
     graph = compile_file(path, ["place.strict=false", "round=10min", "src.rate=2/h"])
     assert graph.elements["place"].strict is False and graph.settings.round == 600
     assert graph.elements["src"].rate == pytest.approx(2 / 3600)
@@ -189,7 +252,11 @@ def test_overrides_from_the_command_line(tmp_path):
 
 def test_an_overridden_argument_is_replaced_not_checked(tmp_path):
     trace = REPO_TRACE = str(Path(__file__).resolve().parents[1] / "traces" / "samples" / "philly-1000.csv")
-    path = write(tmp_path, "g.sched", 'src :: TraceSource(path="placeholder.csv");\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n')
+    path = write(
+        tmp_path,
+        "g.sched",
+        'src :: TraceSource(path="placeholder.csv");\nsrc -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch;\n',
+    )
     with pytest.raises(SchedError, match="names no file"):
         compile_file(path)
     graph = compile_file(path, [f'src.path="{trace}"'])

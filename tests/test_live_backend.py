@@ -11,15 +11,15 @@ import polars as pl
 import pytest
 import zmq
 
-from agents import protocol
-from agents.security import ServerSecurity
-from runtime.backends.live import LiveBackend, LiveOptions
-from runtime.cluster import Cluster
-from runtime.journal import Journal
-from runtime.types import Plan
-from runtime.world import World, prepare_jobs
+from roundhouse.agents import protocol
+from roundhouse.agents.security import ServerSecurity
+from roundhouse.runtime.backends.live import LiveBackend, LiveOptions
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.journal import Journal
+from roundhouse.runtime.types import Plan
+from roundhouse.runtime.world import World, prepare_jobs
+from roundhouse.traces.profiles import ProfileTable
 from tests.livecluster import free_port
-from traces.profiles import ProfileTable
 
 
 class FakeAgent:
@@ -37,8 +37,14 @@ class FakeAgent:
         self.sock.send(protocol.encode(type_, self.seq.next(), **body))
 
     def register(self, running=()) -> None:
-        self.send("register", node=self.name, address="127.0.0.1", session=self.name,
-                  gpus=[{"index": i, "type": self.kind} for i in range(self.gpus)], running=list(running))
+        self.send(
+            "register",
+            node=self.name,
+            address="127.0.0.1",
+            session=self.name,
+            gpus=[{"index": i, "type": self.kind} for i in range(self.gpus)],
+            running=list(running),
+        )
 
     def receive(self) -> list[tuple[str, dict]]:
         while self.sock.poll(0):
@@ -48,9 +54,19 @@ class FakeAgent:
         return got
 
     def exited(self, job, attempt, rank, outcome, iteration, checkpoint=None, permanent=False, reason=""):
-        self.send("exited", job=job, attempt=attempt, rank=rank, outcome=outcome, iteration=iteration, start_iteration=0,
-                  permanent=permanent, reason=reason, checkpoint=checkpoint,
-                  checkpoint_iteration=iteration if checkpoint else None)
+        self.send(
+            "exited",
+            job=job,
+            attempt=attempt,
+            rank=rank,
+            outcome=outcome,
+            iteration=iteration,
+            start_iteration=0,
+            permanent=permanent,
+            reason=reason,
+            checkpoint=checkpoint,
+            checkpoint_iteration=iteration if checkpoint else None,
+        )
 
 
 @pytest.fixture
@@ -60,10 +76,17 @@ def live(tmp_path):
     address = f"tcp://127.0.0.1:{free_port()}"
     journal = Journal(tmp_path / "j.sqlite")
     # A long heartbeat timeout: the stand-in agents heartbeat only when a test says so.
-    options = LiveOptions(heartbeat_s=0.1, heartbeat_timeout_s=60.0, max_retries=1, wait_for_agents_s=0.0,
-                          checkpoint_dir=str(tmp_path / "ck"), ports=(40000, 40100))
-    backend = LiveBackend(world, 0.2, address, ServerSecurity(None), journal, options,
-                          {"graph_digest": "x", "cluster": "c", "round_s": 0.2})
+    options = LiveOptions(
+        heartbeat_s=0.1,
+        heartbeat_timeout_s=60.0,
+        max_retries=1,
+        wait_for_agents_s=0.0,
+        checkpoint_dir=str(tmp_path / "ck"),
+        ports=(40000, 40100),
+    )
+    backend = LiveBackend(
+        world, 0.2, address, ServerSecurity(None), journal, options, {"graph_digest": "x", "cluster": "c", "round_s": 0.2}
+    )
     backend.start()
     agents = [FakeAgent(ctx, address, "a"), FakeAgent(ctx, address, "b")]
     for i, a in enumerate(agents):
@@ -137,7 +160,7 @@ def test_launch_revoke_and_relaunch_from_the_checkpoint(live):
     (ta, la), (tb, lb) = got["a"][0], got["b"][0]
     assert ta == tb == "launch" and la["world_size"] == 2 and la["master_port"] == lb["master_port"]
     assert la["ranks"] == [{"rank": 0, "gpu": 1}] and lb["ranks"] == [{"rank": 1, "gpu": 0}]
-    assert la["workload"] == "agents.workloads.lstm" and la["iterations"] == 500 and la.get("resume") is None
+    assert la["workload"] == "roundhouse.agents.workloads.lstm" and la["iterations"] == 500 and la.get("resume") is None
 
     # Progress arrives with a heartbeat; the round's poll turns it into done iterations.
     agents[0].send("heartbeat", running=[{"job": 7, "attempt": 1, "rank": 0, "gpu": 1, "iteration": 40}])
@@ -170,15 +193,23 @@ def test_launch_revoke_and_relaunch_from_the_checkpoint(live):
     events = round_trip(world, backend, None)
     assert events.finished.tolist() == [row] and 0 <= events.finished_at[0] <= backend.now
     rows = journal.attempts(7)
-    assert [(r.attempt, r.outcome, r.start_iteration, r.end_iteration) for r in rows] == [(1, "preempted", 0, 52), (2, "done", 52, 500)]
+    assert [(r.attempt, r.outcome, r.start_iteration, r.end_iteration) for r in rows] == [
+        (1, "preempted", 0, 52),
+        (2, "done", 52, 500),
+    ]
 
 
 def test_crashes_are_retried_then_fail_and_lost_nodes_requeue(live):
     world, backend, agents, _ = live
     for ag in agents:
         ag.receive()
-    r0, r1 = add_jobs(world, [{"job_id": 1, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0},
-                              {"job_id": 2, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0}])
+    r0, r1 = add_jobs(
+        world,
+        [
+            {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0},
+            {"job_id": 2, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0},
+        ],
+    )
     round_trip(world, backend, Plan(launch_rows=[r0, r1], launch_gpus=[0, 2], launch_counts=[1, 1]))
     agents[0].exited(1, 1, 0, "failed", 10, reason="exit status 1")
     pump(backend)
@@ -250,7 +281,7 @@ def test_a_moved_job_relaunches_only_after_its_old_attempt_checkpointed(live):
 def test_a_plan_that_shares_gpus_is_refused_before_anything_leaves(live):
     """Live agents run one job per GPU: a space-sharing plan is refused with a reason, and
     nothing is journaled or sent."""
-    from runtime.world import PlanError
+    from roundhouse.runtime.world import PlanError
 
     world, backend, agents, journal = live
     for ag in agents:

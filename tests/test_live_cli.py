@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.cli import main
+from roundhouse.tools.cli import main
 
 
 @pytest.mark.parametrize(
@@ -12,20 +12,38 @@ from tools.cli import main
     [
         (["serve", "{g}", "--bind", "tcp://0.0.0.0:5999", "--insecure"], "only for loopback"),
         (["serve", "{g}", "--bind", "tcp://127.0.0.1:5999"], "give --keys DIR"),
-        (["serve", "{g}", "--bind", "tcp://127.0.0.1:5999", "--insecure", "--heartbeat", "5s", "--heartbeat-timeout", "2s"],
-         "shorter than --heartbeat-timeout"),
+        (
+            ["serve", "{g}", "--bind", "tcp://127.0.0.1:5999", "--insecure", "--heartbeat", "5s", "--heartbeat-timeout", "2s"],
+            "shorter than --heartbeat-timeout",
+        ),
         (["serve", "{g}", "--bind", "tcp://127.0.0.1:5999", "--insecure", "--ports", "9..3"], "LOW < HIGH"),
         (["serve", "{g}", "--bind", "tcp://127.0.0.1:5999", "--insecure", "--until", "soon"], "--until"),
         (["serve", "{g}", "--bind", "nonsense", "--insecure"], "only for loopback"),
         (["run", "{g}", "--live", "tcp://10.1.2.3:5999", "--insecure"], "only for loopback"),
         (["agent", "--scheduler", "tcp://127.0.0.1:5999", "--insecure", "--fake-gpus", "four"], "COUNT:TYPE"),
-        (["agent", "--scheduler", "tcp://127.0.0.1:5999", "--keys", "/nonexistent", "--fake-gpus", "1:V100", "--name", "x"],
-         "key file not found"),
+        (
+            ["agent", "--scheduler", "tcp://127.0.0.1:5999", "--keys", "/nonexistent", "--fake-gpus", "1:V100", "--name", "x"],
+            "key file not found",
+        ),
         (["submit", "tcp://127.0.0.1:5999", "--insecure"], "say what to run"),
         (["submit", "tcp://127.0.0.1:5999", "--insecure", "--model", "LM"], "--iterations"),
         (["submit", "tcp://127.0.0.1:5999", "--insecure", "--command", "true"], "--duration"),
-        (["submit", "tcp://127.0.0.1:5999", "--insecure", "--model", "LM", "--iterations", "5", "--job-id", "3", "--count", "2"],
-         "leave it out"),
+        (
+            [
+                "submit",
+                "tcp://127.0.0.1:5999",
+                "--insecure",
+                "--model",
+                "LM",
+                "--iterations",
+                "5",
+                "--job-id",
+                "3",
+                "--count",
+                "2",
+            ],
+            "leave it out",
+        ),
         (["profile", "--models", "Teleporter", "--out", "x.csv"], "unknown model"),
         (["profile", "--models", "A3C", "--out", "x.csv"], "no example workload"),
         (["profile", "--gpus", "0", "--out", "x.csv"], "1 or more"),
@@ -38,21 +56,32 @@ def test_bad_live_command_lines_exit_2_with_a_message(live_graph, capsys, args, 
 
 
 def test_submit_reports_an_absent_scheduler_clearly(capsys):
-    from tools.loopback import free_port
+    from roundhouse.tools.loopback import free_port
 
     assert main(["submit", f"tcp://127.0.0.1:{free_port()}", "--insecure", "--status", "--timeout", "0.5s"]) == 2
     assert "no answer from the scheduler" in capsys.readouterr().err
 
 
 def test_serve_refuses_a_journal_of_another_run(live_graph, tmp_path, capsys):
-    from runtime.journal import Journal
+    from roundhouse.runtime.journal import Journal
 
     journal = Journal(tmp_path / "j.sqlite")
     journal.begin({"graph_digest": "someone else's", "cluster": "x", "round_s": 1.0})
     journal.close()
-    from tools.loopback import free_port
+    from roundhouse.tools.loopback import free_port
 
-    status = main(["serve", str(live_graph), "--bind", f"tcp://127.0.0.1:{free_port()}", "--insecure",
-                   "--journal", str(tmp_path / "j.sqlite"), "--checkpoints", str(tmp_path / "ck")])
+    status = main(
+        [
+            "serve",
+            str(live_graph),
+            "--bind",
+            f"tcp://127.0.0.1:{free_port()}",
+            "--insecure",
+            "--journal",
+            str(tmp_path / "j.sqlite"),
+            "--checkpoints",
+            str(tmp_path / "ck"),
+        ]
+    )
     assert status == 2
     assert "belongs to another run" in capsys.readouterr().err

@@ -8,8 +8,8 @@ import pytest
 import torch
 import zmq
 
-from agents import protocol
-from agents.client import Job, Lease, LeaseLoader, ResumableSampler
+from roundhouse.agents import protocol
+from roundhouse.agents.client import Job, Lease, LeaseLoader, ResumableSampler
 
 # One thread, as the agents give each worker: several would only contend on this small machine.
 torch.set_num_threads(1)
@@ -36,8 +36,8 @@ def _train(job: Job, revoke_at: int | None = None):
     """The example CNN workload's loop, in this process, optionally revoking the lease."""
     from torch.utils.data import DataLoader
 
-    from agents.workloads import cnn
-    from agents.workloads.common import SGD, synthetic
+    from roundhouse.agents.workloads import cnn
+    from roundhouse.agents.workloads.common import SGD, synthetic
 
     torch.manual_seed(job.seed)
     model = cnn.SmallResNet(1)
@@ -79,8 +79,9 @@ def test_a_preempted_job_resumes_exactly_where_it_stopped(tmp_path):
     _, seen_first = _train(first, revoke_at=11)
     assert first.outcome == "preempted" and first.iteration == 11 and first.checkpoint_iteration == 11
     assert first.checkpoint_path.endswith("a1-i11.pt")
-    resumed = Job(_env(tmp_path / "b", ROUNDHOUSE_ATTEMPT="2", ROUNDHOUSE_RESUME=first.checkpoint_path,
-                       ROUNDHOUSE_RESUME_ITERATION="11"))
+    resumed = Job(
+        _env(tmp_path / "b", ROUNDHOUSE_ATTEMPT="2", ROUNDHOUSE_RESUME=first.checkpoint_path, ROUNDHOUSE_RESUME_ITERATION="11")
+    )
     model, seen_rest = _train(resumed)
     assert resumed.start_iteration == 11 and resumed.iteration == 20 and resumed.outcome == "done"
     # The same batches in the same order, none lost or repeated, and the same weights at the end.
@@ -133,7 +134,7 @@ def test_an_emulated_gpu_holds_the_profile_speed_without_bursts(tmp_path):
     job = Job(_env(tmp_path, ROUNDHOUSE_ITERATIONS="30", ROUNDHOUSE_PACE="100"))
     started = time.perf_counter()
     stamps = []
-    for i in LeaseLoader(job, range(10)):
+    for _i in LeaseLoader(job, range(10)):
         stamps.append(time.perf_counter())
         if job.iteration == 9:
             time.sleep(0.2)  # a slow stretch: the next iterations still come 10 ms apart

@@ -7,14 +7,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from runtime.backends.base import Progress
-from runtime.cluster import Cluster
-from runtime.compiler import compile_file
-from runtime.engine import Engine
-from runtime.types import Events, Plan, Ranking
-from runtime.world import FINISHED, PENDING, PlanError, World, prepare_jobs
+from roundhouse.runtime.backends.base import Progress
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.engine import Engine
+from roundhouse.runtime.types import Events, Plan, Ranking
+from roundhouse.runtime.world import FINISHED, PENDING, PlanError, World, prepare_jobs
+from roundhouse.traces.profiles import ProfileTable
 from tests.conftest import jobs_of
-from traces.profiles import ProfileTable
 
 
 def _world(spec="2x2:V100", n=3, gpus=1):
@@ -29,7 +29,7 @@ class _Ctx:
     """Just what a placer reads, over a world."""
 
     def __init__(self, world):
-        from runtime.context import ReadOnlyJobs
+        from roundhouse.runtime.context import ReadOnlyJobs
 
         self._world = world
         self.cluster = world.cluster
@@ -39,15 +39,15 @@ class _Ctx:
 
     @property
     def online(self):
-        from runtime.context import RoundContext
+        from roundhouse.runtime.context import RoundContext
 
         return RoundContext.online.fget(self)
 
 
 @pytest.mark.parametrize("placer", ["FirstFree", "Consolidated"])
 def test_placers_use_only_online_gpus(placer):
-    import elements  # noqa: F401  (registers the element classes)
-    from runtime import registry
+    import roundhouse.elements  # noqa: F401  (registers the element classes)
+    from roundhouse.runtime import registry
 
     world = _world(n=4)
     world.set_online(np.array([False, False, True, True]))

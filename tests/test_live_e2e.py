@@ -8,7 +8,6 @@ import pytest
 
 from tests.livecluster import TEST_PROFILE, LiveCluster
 
-
 GRAPH = """
 round = 2s;
 cluster = "2x2:V100";
@@ -58,11 +57,11 @@ def test_eight_jobs_finish_and_preempted_jobs_resume_exactly(cluster):
         # The last attempt completes the job's work; every earlier one was preempted, ended at
         # the iteration it checkpointed, and the next one resumed from exactly that iteration.
         assert runs[-1][2] == "done" and runs[-1][3] == iterations[job], (job, runs)
-        for (_, start, outcome, end, ckpt, _), (_, next_start, *_rest) in zip(runs, runs[1:]):
+        for (_, _start, outcome, end, ckpt, _), (_, next_start, *_rest) in zip(runs, runs[1:]):
             assert outcome == "preempted", (job, runs)
             assert ckpt is not None and end - ckpt <= 1 and next_start == ckpt, (job, runs)
             preempted += 1
-        for _, start, _, end, _, resume in runs[1:]:
+        for _, start, _, _end, _, resume in runs[1:]:
             assert resume is not None and resume.endswith(f"-i{start}.pt")
     assert preempted >= 1, attempts
     assert len(attempts[0]) >= 2, f"the two-worker job was never preempted: {attempts}\n{cluster.logs()}"

@@ -10,8 +10,8 @@ import time
 
 import polars as pl
 
-from agents.security import ClientSecurity
-from agents.submitter import Submitter
+from roundhouse.agents.security import ClientSecurity
+from roundhouse.agents.submitter import Submitter
 from tests.livecluster import TEST_PROFILE, LiveCluster
 
 FIFO = """
@@ -37,11 +37,11 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_killed_agent_s_jobs_finish_on_the_other_agent_from_their_checkpoints(tmp_path):
-    jobs = "job_id,arrival_s,gpus,model,iterations,batch_size\n" + "".join(
-        f"{i},0,1,ResNet-18,400,16\n" for i in range(4)
-    )
+    jobs = "job_id,arrival_s,gpus,model,iterations,batch_size\n" + "".join(f"{i},0,1,ResNet-18,400,16\n" for i in range(4))
     cluster = LiveCluster(
-        tmp_path, FIFO.format(source='TraceSource(path="jobs.csv")'), {"profile.csv": TEST_PROFILE, "jobs.csv": jobs},
+        tmp_path,
+        FIFO.format(source='TraceSource(path="jobs.csv")'),
+        {"profile.csv": TEST_PROFILE, "jobs.csv": jobs},
         serve_args=("--checkpoint-every", "1s"),
     )
     try:
@@ -57,7 +57,10 @@ def test_a_killed_agent_s_jobs_finish_on_the_other_agent_from_their_checkpoints(
             return bool(rows) and rows[0][0] == 2
 
         cluster.wait_for(checkpointed_on_b, 60, "both jobs on node-b to checkpoint")
-        pids = [int(p) for p in re.findall(r"started job \d+ attempt \d+ rank \d+/\d+ on GPU \d+ \(pid (\d+)\)", cluster.log("node-b"))]
+        pids = [
+            int(p)
+            for p in re.findall(r"started job \d+ attempt \d+ rank \d+/\d+ on GPU \d+ \(pid (\d+)\)", cluster.log("node-b"))
+        ]
         assert len(pids) == 2
         cluster.kill("node-b", signal.SIGKILL)
         # Its workers die with it: nobody trains behind the scheduler's back.
@@ -86,8 +89,13 @@ def test_a_killed_agent_s_jobs_finish_on_the_other_agent_from_their_checkpoints(
 
 
 def test_a_restarted_scheduler_takes_back_running_jobs_and_loses_none(tmp_path):
-    cluster = LiveCluster(tmp_path, FIFO.format(source="LiveSource(jobs=6)"), {"profile.csv": TEST_PROFILE},
-                          timeout="4s", serve_args=("--checkpoint-every", "1s"))
+    cluster = LiveCluster(
+        tmp_path,
+        FIFO.format(source="LiveSource(jobs=6)"),
+        {"profile.csv": TEST_PROFILE},
+        timeout="4s",
+        serve_args=("--checkpoint-every", "1s"),
+    )
     insecure = ClientSecurity(None)
     try:
         cluster.start_scheduler()
@@ -129,11 +137,15 @@ def test_crashed_jobs_are_retried_up_to_the_limit_then_fail(tmp_path):
     jobs = (
         "job_id,arrival_s,gpus,duration_s,command\n"
         f'0,0,1,5,"{flaky}"\n'
-        '1,0,1,5,"sh -c \'echo doomed; exit 3\'"\n'
-        '2,0,1,5,"python -c \'import sys; sys.exit(0)\'"\n'
+        "1,0,1,5,\"sh -c 'echo doomed; exit 3'\"\n"
+        "2,0,1,5,\"python -c 'import sys; sys.exit(0)'\"\n"
     )
-    cluster = LiveCluster(tmp_path, FIFO.format(source='TraceSource(path="jobs.csv")'), {"profile.csv": TEST_PROFILE, "jobs.csv": jobs},
-                          serve_args=("--retries", "2"))
+    cluster = LiveCluster(
+        tmp_path,
+        FIFO.format(source='TraceSource(path="jobs.csv")'),
+        {"profile.csv": TEST_PROFILE, "jobs.csv": jobs},
+        serve_args=("--retries", "2"),
+    )
     try:
         cluster.start_scheduler()
         cluster.start_agent("node-a", gpus="2:V100")

@@ -11,9 +11,9 @@ import time
 
 import zmq
 
-from agents import protocol
-from agents.security import ClientSecurity
-from agents.submitter import Submitter
+from roundhouse.agents import protocol
+from roundhouse.agents.security import ClientSecurity
+from roundhouse.agents.submitter import Submitter
 from tests.conftest import REPO
 from tests.livecluster import LiveCluster, free_port
 
@@ -23,12 +23,30 @@ EXAMPLES = {
     "heartbeat": {"running": [{"job": 1, "attempt": 1, "rank": 0, "gpu": 0, "iteration": 5}]},
     "started": {"job": 1, "attempt": 1, "rank": 0},
     "metrics": {"job": 1, "attempt": 1, "rank": 0, "iteration": 3, "values": {"loss": 0.5}},
-    "exited": {"job": 1, "attempt": 1, "rank": 0, "outcome": "done", "iteration": 3, "start_iteration": 0,
-               "permanent": False, "reason": ""},
+    "exited": {
+        "job": 1,
+        "attempt": 1,
+        "rank": 0,
+        "outcome": "done",
+        "iteration": 3,
+        "start_iteration": 0,
+        "permanent": False,
+        "reason": "",
+    },
     "welcome": {"node_index": 0, "heartbeat_s": 0.3, "session": "x"},
-    "launch": {"job": 5, "attempt": 1, "ranks": [{"rank": 0, "gpu": 0}], "world_size": 1, "master_addr": "127.0.0.1",
-               "master_port": 29999, "iterations": 0, "batch_size": 0, "checkpoint_dir": "/tmp/none", "checkpoint_every_s": 0,
-               "command": ["true"]},
+    "launch": {
+        "job": 5,
+        "attempt": 1,
+        "ranks": [{"rank": 0, "gpu": 0}],
+        "world_size": 1,
+        "master_addr": "127.0.0.1",
+        "master_port": 29999,
+        "iterations": 0,
+        "batch_size": 0,
+        "checkpoint_dir": "/tmp/none",
+        "checkpoint_every_s": 0,
+        "command": ["true"],
+    },
     "revoke": {"job": 1, "attempt": 1, "kill": True},
     "ack": {"job": 1, "attempt": 1, "rank": 0},
     "shutdown": {"reason": "fuzz"},
@@ -45,7 +63,7 @@ ODD_VALUES = [None, -1, 0, 2**70, 1e308, -0.5, "", "x" * 5000, [], {}, True, [1,
 def fuzz_frames(rng: random.Random, n: int, types: list[str], seq: int = 10**15) -> list[list[bytes]]:
     """Bad messages (and some odd but valid ones), each a list of frames."""
     out = []
-    for i in range(n):
+    for _i in range(n):
         kind = rng.randrange(9)
         type_ = rng.choice(types)
         body = json.loads(json.dumps(EXAMPLES[type_]))
@@ -143,9 +161,25 @@ def test_an_agent_survives_garbage_and_keeps_serving(tmp_path):
     workdir = tmp_path / "agent"
     log = open(tmp_path / "agent.log", "wb")
     agent = subprocess.Popen(
-        [sys.executable, "-m", "tools.cli", "agent", "--scheduler", f"tcp://127.0.0.1:{port}", "--insecure", "--name",
-         "fz", "--fake-gpus", "1:V100", "--workdir", str(workdir)],
-        cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "roundhouse.tools.cli",
+            "agent",
+            "--scheduler",
+            f"tcp://127.0.0.1:{port}",
+            "--insecure",
+            "--name",
+            "fz",
+            "--fake-gpus",
+            "1:V100",
+            "--workdir",
+            str(workdir),
+        ],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
     )
     seq = protocol.Sequence()
     seq.n = 10**17

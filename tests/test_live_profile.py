@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from roundhouse.tools.cli import main
+from roundhouse.traces.profiles import ProfileTable
 from tests.conftest import jobs_of
-from tools.cli import main
-from traces.profiles import ProfileTable
 
 
 def test_profile_writes_a_table_a_simulation_is_calibrated_with(tmp_path, capsys, run_graph):

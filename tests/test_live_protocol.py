@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from agents import protocol
-from agents.protocol import ProtocolError, SeqTracker, decode, encode
+from roundhouse.agents import protocol
+from roundhouse.agents.protocol import ProtocolError, SeqTracker, decode, encode
 from tests.test_live_fuzz import EXAMPLES
 
 
@@ -44,9 +45,18 @@ def test_every_message_type_round_trips(type_):
         (b'{"v": 1, "type": "lease", "seq": 1, "job": 1}', "missing field 'attempt'"),
         (b'{"v": 1, "type": "lease", "seq": 1, "job": -1, "attempt": 1}', "job must be between"),
         (b'{"v": 1, "type": "lease", "seq": 1, "job": 1.5, "attempt": 1}', "must be a whole number"),
-        (b'{"v": 1, "type": "metrics", "seq": 1, "job": 1, "attempt": 1, "rank": 0, "iteration": 1, "values": {"Loss!": 1}}', "bad key"),
-        (b'{"v": 1, "type": "metrics", "seq": 1, "job": 1, "attempt": 1, "rank": 0, "iteration": 1, "values": {"loss": NaN}}', "NaN is not allowed"),
-        (b'{"v": 1, "type": "exited", "seq": 1, "job": 1, "attempt": 1, "rank": 0, "outcome": "exploded", "iteration": 1, "start_iteration": 0, "permanent": false, "reason": ""}', "must be one of"),
+        (
+            b'{"v": 1, "type": "metrics", "seq": 1, "job": 1, "attempt": 1, "rank": 0, "iteration": 1, "values": {"Loss!": 1}}',
+            "bad key",
+        ),
+        (
+            b'{"v": 1, "type": "metrics", "seq": 1, "job": 1, "attempt": 1, "rank": 0, "iteration": 1, "values": {"loss": NaN}}',
+            "NaN is not allowed",
+        ),
+        (
+            b'{"v": 1, "type": "exited", "seq": 1, "job": 1, "attempt": 1, "rank": 0, "outcome": "exploded", "iteration": 1, "start_iteration": 0, "permanent": false, "reason": ""}',
+            "must be one of",
+        ),
         (b"a" * (protocol.MAX_BYTES + 1), "exceeds"),
         (b"[" * 100000 + b"]" * 100000, "not a UTF-8 JSON"),
         (b"{" * 50000, "not a UTF-8 JSON"),
@@ -89,10 +99,14 @@ def test_decode_never_raises_anything_but_protocol_errors(data):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-                    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-                    max_leaves=20),
-       st.sampled_from(sorted(protocol.SCHEMAS)))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+        max_leaves=20,
+    ),
+    st.sampled_from(sorted(protocol.SCHEMAS)),
+)
 def test_decode_checks_any_json_body(value, type_):
     frame = json.dumps({"v": 1, "type": type_, "seq": 1, "body": value}).encode()
     with pytest.raises(ProtocolError):

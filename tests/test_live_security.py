@@ -3,16 +3,15 @@ logged; insecure mode only on loopback."""
 
 from __future__ import annotations
 
-
 import pytest
 import zmq
 
-from agents import protocol
-from agents.security import ClientSecurity, ServerSecurity, make_keys
-from agents.submitter import SchedulerError, Submitter
-from runtime.errors import UsageError
+from roundhouse.agents import protocol
+from roundhouse.agents.security import ClientSecurity, ServerSecurity, make_keys
+from roundhouse.agents.submitter import SchedulerError, Submitter
+from roundhouse.runtime.errors import UsageError
+from roundhouse.tools.cli import main
 from tests.livecluster import LiveCluster
-from tools.cli import main
 
 GRAPH = """
 round = 1s;
@@ -25,8 +24,15 @@ src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
 def test_keys_command_makes_pairs_and_admits_them(tmp_path, capsys):
     keys = tmp_path / "keys"
     assert main(["keys", str(keys), "node-a", "alice"]) == 0
-    for name in ("scheduler.key", "scheduler.key_secret", "node-a.key", "node-a.key_secret", "alice.key_secret",
-                 "authorized/node-a.key", "authorized/alice.key"):
+    for name in (
+        "scheduler.key",
+        "scheduler.key_secret",
+        "node-a.key",
+        "node-a.key_secret",
+        "alice.key_secret",
+        "authorized/node-a.key",
+        "authorized/alice.key",
+    ):
         assert (keys / name).is_file(), name
     assert not (keys / "authorized" / "scheduler.key").exists()
     assert oct((keys / "alice.key_secret").stat().st_mode)[-3:] == "600"

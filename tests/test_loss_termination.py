@@ -4,13 +4,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from runtime.cluster import Cluster
-from runtime.errors import TraceError
-from runtime.types import Plan
-from runtime.world import FINISHED, PlanError, World, prepare_jobs
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.errors import TraceError
+from roundhouse.runtime.types import Plan
+from roundhouse.runtime.world import FINISHED, PlanError, World, prepare_jobs
+from roundhouse.traces.generators import loss_curves
+from roundhouse.traces.losscurves import fraction_to_converge, loss_at, relative_gap
 from tests.conftest import jobs_of
-from traces.generators import loss_curves
-from traces.losscurves import fraction_to_converge, loss_at, relative_gap
 
 
 def world_of(cluster: str, jobs: list[dict]) -> World:
@@ -92,7 +92,15 @@ def test_loss_termination_ends_converged_jobs(run_graph):
     jobs = [
         {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0, **curve(0.4)},
         {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0, **curve(1.0)},
-        {"job_id": 2, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0, "loss_start": None, "loss_final": None, "loss_speed": None},
+        {
+            "job_id": 2,
+            "arrival_s": 0.0,
+            "gpus": 1,
+            "duration_s": 1000.0,
+            "loss_start": None,
+            "loss_final": None,
+            "loss_speed": None,
+        },
         {"job_id": 3, "arrival_s": 0.0, "gpus": 1, "duration_s": 300.0, **curve(1.0)},
     ]
     result = run_graph(GRAPH, jobs, cluster="1x3:V100")
@@ -107,13 +115,18 @@ def test_loss_termination_ends_converged_jobs(run_graph):
     assert result.counters["m"]["finished"] == 4  # the completion is reported once, next round
     assert got[0]["preemptions"] == 0
     # Without the element every job runs its declared work.
-    without = "\n".join(line for line in GRAPH.splitlines() if "stop" not in line) + "\nsrc -> AcceptAll -> pool -> Fifo -> FirstFree -> run -> m :: JobMetrics;\n"
+    without = (
+        "\n".join(line for line in GRAPH.splitlines() if "stop" not in line)
+        + "\nsrc -> AcceptAll -> pool -> Fifo -> FirstFree -> run -> m :: JobMetrics;\n"
+    )
     plain = jobs_of(run_graph(without, jobs, cluster="1x3:V100"), "m")
     assert plain[0]["finish_s"] == pytest.approx(1000.0)
 
 
 def test_loss_column_follows_progress(run_graph):
-    jobs = [{"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0, "loss_start": 5.0, "loss_final": 1.0, "loss_speed": 3.0}]
+    jobs = [
+        {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0, "loss_start": 5.0, "loss_final": 1.0, "loss_speed": 3.0}
+    ]
     result = run_graph(GRAPH, jobs, cluster="1x1:V100", until=500.0)
     assert result.world.jobs.column("loss")[0] == pytest.approx(loss_at(5.0, 1.0, 3.0, 0.5))  # 2.6
     assert result.world.jobs.column("loss")[0] == pytest.approx(2.6)

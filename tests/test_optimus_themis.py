@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from elements.policies.optimus import fit_loss_curves
+from roundhouse.elements.policies.optimus import fit_loss_curves
 from tests.conftest import jobs_of
 
 

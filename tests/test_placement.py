@@ -4,12 +4,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from elements.placement import Consolidated, FirstFree, choose_consolidated, fills_in_order, pack_best_fit
-from runtime.cluster import Cluster
-from runtime.context import RoundContext
-from runtime.settings import GraphSettings
-from runtime.types import Events, Plan, Ranking
-from runtime.world import World, prepare_jobs
+from roundhouse.elements.placement import Consolidated, FirstFree, choose_consolidated, fills_in_order, pack_best_fit
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.context import RoundContext
+from roundhouse.runtime.settings import GraphSettings
+from roundhouse.runtime.types import Events, Plan, Ranking
+from roundhouse.runtime.world import World, prepare_jobs
 
 
 def world_with(cluster: str, jobs: list[tuple[int, int]], running: dict[int, list[int]]):
@@ -17,8 +17,12 @@ def world_with(cluster: str, jobs: list[tuple[int, int]], running: dict[int, lis
     cl = Cluster.parse(cluster)
     world = World(cl, profile=None)
     frame = pl.DataFrame(
-        {"job_id": [j for j, _ in jobs], "arrival_s": [0.0] * len(jobs), "gpus": [g for _, g in jobs],
-         "duration_s": [1e6] * len(jobs)}
+        {
+            "job_id": [j for j, _ in jobs],
+            "arrival_s": [0.0] * len(jobs),
+            "gpus": [g for _, g in jobs],
+            "duration_s": [1e6] * len(jobs),
+        }
     )
     batch, _ = prepare_jobs(frame, cl, None, "V100", "test")
     world.add_jobs(batch)
@@ -121,7 +125,9 @@ def test_packing_whole_free_nodes_in_order_is_best_fit_largest_first(spec, seed)
         size = int(rng.choice([1, 2, 4, 8, 16]))
         if size > free or len(jobs) > 20:
             break
-        jobs.append(len(jobs)); sizes.append(size); free -= size
+        jobs.append(len(jobs))
+        sizes.append(size)
+        free -= size
     world = world_with(spec, [(j, per) for j in running] + list(zip(jobs, sizes)), running)
     available = world.holder < 0
     assert fills_in_order(cluster, available, np.array(sizes, dtype=np.int64)) == bool(jobs)
@@ -164,7 +170,7 @@ def test_a_move_is_a_suspension_and_a_launch():
 
 
 def test_invalid_plans_are_refused_with_the_job_named():
-    from runtime.world import PlanError
+    from roundhouse.runtime.world import PlanError
 
     world = world_with("1x4:V100", [(0, 1), (1, 1), (2, 1)], {0: [0]})
     row = world.jobs.row_of
@@ -188,7 +194,7 @@ def test_kept_jobs_may_be_listed_in_any_order():
     world = world_with("1x4:V100", [(0, 1), (1, 1), (2, 1)], {0: [0], 1: [1], 2: [2]})
     rows = [world.jobs.row_of(j) for j in (2, 0, 1)]
     world.check_plan(Plan(keep=rows))  # accepted: every running job is kept, once
-    from runtime.world import PlanError
+    from roundhouse.runtime.world import PlanError
 
     with pytest.raises(PlanError, match="twice"):
         world.check_plan(Plan(keep=rows + rows[:1]))

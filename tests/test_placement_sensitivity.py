@@ -5,16 +5,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from elements.placement_tiresias import ProfiledPlacer, SkewAwarePlacer, choose_fewest_holes
-from runtime.cluster import Cluster
-from runtime.context import RoundContext
-from runtime.errors import TraceError
-from runtime.settings import GraphSettings
-from runtime.types import Events, Plan, Ranking
-from runtime.world import World, prepare_jobs
+from roundhouse.elements.placement_tiresias import ProfiledPlacer, SkewAwarePlacer, choose_fewest_holes
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.context import RoundContext
+from roundhouse.runtime.errors import TraceError
+from roundhouse.runtime.settings import GraphSettings
+from roundhouse.runtime.types import Events, Plan, Ranking
+from roundhouse.runtime.world import World, prepare_jobs
+from roundhouse.traces.placement import PlacementTable
+from roundhouse.traces.profiles import ProfileTable
 from tests.conftest import jobs_of
-from traces.placement import PlacementTable
-from traces.profiles import ProfileTable
 
 
 def test_table_lookup_by_any_spelling():
@@ -51,7 +51,9 @@ def test_jobs_get_placement_columns_from_table_trace_or_profile():
     assert cols["spread_slowdown"][0] == pytest.approx(together / apart)
 
 
-@pytest.mark.parametrize("column, value, message", [("tensor_skew", 1.5, "between 0 and 1"), ("spread_slowdown", 0.5, "1 or more")])
+@pytest.mark.parametrize(
+    "column, value, message", [("tensor_skew", 1.5, "between 0 and 1"), ("spread_slowdown", 0.5, "1 or more")]
+)
 def test_bad_placement_cells_are_trace_errors(column, value, message):
     with pytest.raises(TraceError, match=message) as err:
         prepared([{"job_id": 4, "arrival_s": 0.0, "gpus": 2, "duration_s": 10.0, column: value}])

@@ -4,14 +4,22 @@
 import polars as pl
 import pytest
 
-from runtime.compiler import compile_file
-from runtime.simulate import simulate
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.simulate import simulate
+from roundhouse.tools.cli import main
+from roundhouse.tools.reproductions import load_all
 from tests.conftest import REPO
-from tools.cli import main
-from tools.reproductions import load_all
 
 GRAPHS = ["tiresias", "tiresias-gittins", "yarn-cs", "optimus", "themis", "blox-accept-1.2x", "loss-termination"]
-EXPERIMENTS = ["tiresias-toy", "tiresias-sim", "blox-policies", "blox-admission", "blox-loss-termination", "blox-placement", "blox-intranode"]
+EXPERIMENTS = [
+    "tiresias-toy",
+    "tiresias-sim",
+    "blox-policies",
+    "blox-admission",
+    "blox-loss-termination",
+    "blox-placement",
+    "blox-intranode",
+]
 
 
 @pytest.mark.parametrize("name", GRAPHS)
@@ -45,7 +53,9 @@ def test_tiresias_toy_reproduces_fig7(tmp_path, capsys):
 def test_tiresias_sim_quick(tmp_path):
     report = load_all()["tiresias-sim"].run(tmp_path, True)
     runs = report.tables["runs"].filter(pl.col("placement_effect") == "none")
-    avg = {p: float(runs.filter(pl.col("policy") == p)["avg_jct_s"].mean()) for p in ("Tiresias-L", "Tiresias-G", "YARN-CS", "SRTF")}
+    avg = {
+        p: float(runs.filter(pl.col("policy") == p)["avg_jct_s"].mean()) for p in ("Tiresias-L", "Tiresias-G", "YARN-CS", "SRTF")
+    }
     assert avg["YARN-CS"] > 2 * avg["Tiresias-L"]  # least attained service avoids head-of-line blocking
     assert avg["Tiresias-G"] == pytest.approx(avg["Tiresias-L"], rel=0.1)
     assert avg["SRTF"] < avg["Tiresias-L"]  # the oracle does better, as in the paper's simulation

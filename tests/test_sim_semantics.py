@@ -91,7 +91,7 @@ def test_progress_uses_profiled_throughput_per_gpu_type(run_graph):
     src :: TraceSource(path="trace.csv");
     src -> AcceptAll -> JobPool -> Fifo(backfill=true) -> FirstFree -> Launch -> m :: JobMetrics;
     """
-    from traces.profiles import ProfileTable
+    from roundhouse.traces.profiles import ProfileTable
 
     profile = ProfileTable.load()
     v100 = profile.rate("ResNet-50", 64, "V100", 1)
@@ -111,7 +111,7 @@ def test_model_job_with_duration_runs_its_duration_on_the_reference_type(run_gra
     got = jobs_of(run_graph(graph, jobs, cluster="1x4:V100"))
     assert got[0]["finish_s"] == pytest.approx(3600.0)
     slower = jobs_of(run_graph(graph, jobs, cluster="1x4:P100"))
-    from traces.profiles import ProfileTable
+    from roundhouse.traces.profiles import ProfileTable
 
     p = ProfileTable.load()
     ratio = p.rate("ResNet-18", 32, "V100", 4) / p.rate("ResNet-18", 32, "P100", 4)
@@ -120,7 +120,7 @@ def test_model_job_with_duration_runs_its_duration_on_the_reference_type(run_gra
 
 def test_spread_placement_runs_at_the_spread_throughput(run_graph):
     # A 2-GPU ResNet-18 job on two 1-GPU nodes runs at Gavel's unconsolidated throughput.
-    from traces.profiles import ProfileTable
+    from roundhouse.traces.profiles import ProfileTable
 
     p = ProfileTable.load()
     together, apart = p.rate("ResNet-18", 16, "V100", 2, True), p.rate("ResNet-18", 16, "V100", 2, False)
@@ -164,7 +164,7 @@ def test_tracked_window_stops_when_tracked_jobs_finish(run_graph):
 
 
 def test_job_larger_than_the_cluster_is_a_clear_error(run_graph):
-    from runtime.errors import RoundhouseError
+    from roundhouse.runtime.errors import RoundhouseError
 
     with pytest.raises(RoundhouseError, match="asks for 8 GPUs but the cluster has 4"):
         run_graph(FIFO, [{"job_id": 3, "arrival_s": 0.0, "gpus": 8, "duration_s": 10.0}], cluster="1x4:V100")

@@ -9,17 +9,17 @@ import numpy as np
 import polars as pl
 import pytest
 
-from elements.policies.gavel.estimator import complete
-from runtime.backends.sim import Simulator
-from runtime.cluster import Cluster
-from runtime.compiler import compile_file
-from runtime.errors import TraceError
-from runtime.simulate import simulate
-from runtime.types import Plan
-from runtime.world import PlanError, World, prepare_jobs
+from roundhouse.elements.policies.gavel.estimator import complete
+from roundhouse.runtime.backends.sim import Simulator
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.errors import TraceError
+from roundhouse.runtime.simulate import simulate
+from roundhouse.runtime.types import Plan
+from roundhouse.runtime.world import PlanError, World, prepare_jobs
+from roundhouse.traces.pairs import PairTable
+from roundhouse.traces.profiles import ProfileTable
 from tests.conftest import SHARED
-from traces.pairs import PairTable
-from traces.profiles import ProfileTable
 
 A3C_SOLO, CYCLEGAN_SOLO = 7.175767179667988, 4.426088263367452  # V100, iterations/s
 A3C_WITH_CYCLEGAN, CYCLEGAN_WITH_A3C = 4.562135656281291, 3.1632656249608218
@@ -36,15 +36,21 @@ def test_pair_table_lookups_in_either_order():
 
 def test_pair_table_errors_name_the_row(tmp_path):
     bad = tmp_path / "pairs.csv"
-    bad.write_text("model_a,batch_a,model_b,batch_b,gpu_type,gpus,iters_a,iters_b\nA3C,4,A3C,4,V100,1,1.0,1.0\nA3C,4,LM,5,V100,1,-2,1\n")
+    bad.write_text(
+        "model_a,batch_a,model_b,batch_b,gpu_type,gpus,iters_a,iters_b\nA3C,4,A3C,4,V100,1,1.0,1.0\nA3C,4,LM,5,V100,1,-2,1\n"
+    )
     with pytest.raises(TraceError, match=r"pairs.csv:3: error: column 'iters_a'"):
         PairTable.load(bad)
-    bad.write_text("model_a,batch_a,model_b,batch_b,gpu_type,gpus,iters_a,iters_b\nA3C,4,LM,5,V100,1,1,1\nLM,5,A3C,4,V100,1,1,1\n")
+    bad.write_text(
+        "model_a,batch_a,model_b,batch_b,gpu_type,gpus,iters_a,iters_b\nA3C,4,LM,5,V100,1,1,1\nLM,5,A3C,4,V100,1,1,1\n"
+    )
     with pytest.raises(TraceError, match="listed twice"):
         PairTable.load(bad)
 
 
-@pytest.mark.skipif(not (SHARED / "data" / "gavel" / "simulation_throughputs.json").exists(), reason="../shared/data/gavel not present")
+@pytest.mark.skipif(
+    not (SHARED / "data" / "gavel" / "simulation_throughputs.json").exists(), reason="../shared/data/gavel not present"
+)
 def test_shipped_pairs_are_gavels_measurements():
     data = json.loads((SHARED / "data" / "gavel" / "simulation_throughputs.json").read_text())
     table = PairTable.load()
@@ -59,7 +65,9 @@ def test_shipped_pairs_are_gavels_measurements():
                 got = table.rate(*_config(name_a), *_config(name_b), gpu, sf)
                 assert got == pytest.approx(tuple(value), rel=1e-12), (worker, key_a, key_b)
                 checked += 1
-    assert checked == len(table) * 2 - len(table.frame.filter((pl.col("model_a") == pl.col("model_b")) & (pl.col("batch_a") == pl.col("batch_b"))))
+    assert checked == len(table) * 2 - len(
+        table.frame.filter((pl.col("model_a") == pl.col("model_b")) & (pl.col("batch_a") == pl.col("batch_b")))
+    )
 
 
 def _config(job_type: str):
@@ -89,7 +97,12 @@ def _step(world, sim, plan: Plan) -> None:
 
 def _pair_plan(gpus=(0,), keep=(), suspend=()):
     return Plan(
-        launch_rows=[0, 1], launch_gpus=list(gpus) * 2, launch_counts=[len(gpus)] * 2, launch_partner=[1, 0], keep=keep, suspend=suspend
+        launch_rows=[0, 1],
+        launch_gpus=list(gpus) * 2,
+        launch_counts=[len(gpus)] * 2,
+        launch_partner=[1, 0],
+        keep=keep,
+        suspend=suspend,
     )
 
 
@@ -190,7 +203,11 @@ def test_matrix_completion_recovers_a_low_rank_matrix():
 def test_estimator_matches_each_configuration_to_itself_with_full_profiles(tmp_path):
     """With all 26 configurations as references and every entry profiled, a job's fingerprint is
     a reference's, so estimates equal the measurements; pairs that ran are then measured."""
-    graph = _ss_graph(tmp_path, "MaxMinFairness(space_sharing=true, estimator=est, interval=0)", extra="est :: PairEstimator(seed=1);\npool -> est;\n")
+    graph = _ss_graph(
+        tmp_path,
+        "MaxMinFairness(space_sharing=true, estimator=est, interval=0)",
+        extra="est :: PairEstimator(seed=1);\npool -> est;\n",
+    )
     seen = {}
 
     def check(ctx):
@@ -199,7 +216,14 @@ def test_estimator_matches_each_configuration_to_itself_with_full_profiles(tmp_p
         if len(rows) >= 2 and not seen:
             a, b = rows[:1], rows[1:2]
             got = est.pair_rates(ctx, a, b, "V100", 1)
-            table = ctx.pairs.rates(ctx.jobs.column("model")[a], ctx.jobs.column("batch_size")[a], ctx.jobs.column("model")[b], ctx.jobs.column("batch_size")[b], "V100", 1)
+            table = ctx.pairs.rates(
+                ctx.jobs.column("model")[a],
+                ctx.jobs.column("batch_size")[a],
+                ctx.jobs.column("model")[b],
+                ctx.jobs.column("batch_size")[b],
+                "V100",
+                1,
+            )
             seen["got"], seen["table"] = got, table
 
     simulate(graph, on_round=check)
@@ -210,7 +234,9 @@ def test_estimator_matches_each_configuration_to_itself_with_full_profiles(tmp_p
 
 def test_estimator_with_partial_profiles_still_schedules(tmp_path):
     graph = _ss_graph(
-        tmp_path, "MaxMinFairness(space_sharing=true, estimator=est, interval=0)", extra="est :: PairEstimator(references=8, profiled=0.5, seed=2);\npool -> est;\n"
+        tmp_path,
+        "MaxMinFairness(space_sharing=true, estimator=est, interval=0)",
+        extra="est :: PairEstimator(references=8, profiled=0.5, seed=2);\npool -> est;\n",
     )
     result = simulate(graph)
     assert result.reports["m"]["jobs"]["status"].to_list() == ["finished"] * 24

@@ -2,10 +2,10 @@
 
 import polars as pl
 
-from runtime.sweep import RunSpec, run_all, summaries
+from roundhouse.runtime.sweep import RunSpec, run_all, summaries
+from roundhouse.tools.cli import main
+from roundhouse.tools.reproductions import EXPERIMENTS, Comparison, Report, experiment
 from tests.conftest import REPO
-from tools.cli import main
-from tools.reproductions import EXPERIMENTS, Comparison, Report, experiment
 
 
 def test_sweep_runs_each_combination_in_order(tmp_path, capsys):

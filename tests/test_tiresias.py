@@ -4,10 +4,10 @@ YARN-CS."""
 import numpy as np
 import pytest
 
-from elements.policies.tiresias import gittins_index
-from runtime.errors import RoundhouseError, TraceError
+from roundhouse.elements.policies.tiresias import gittins_index
+from roundhouse.runtime.errors import RoundhouseError, TraceError
+from roundhouse.tools.reproductions.tiresias import toy_results
 from tests.conftest import jobs_of
-from tools.reproductions.tiresias import toy_results
 
 GRAPH = """
 round = {round};
@@ -88,7 +88,9 @@ def test_starvation_promotion_resets_both_clocks(run_graph):
         {"job_id": i, "arrival_s": 100.0 * i, "gpus": 1, "duration_s": 90.0} for i in range(1, 30)
     ]
     starved = run_graph(graph("d :: DiscreteLAS(queues=2, thresholds=[100s])", round="100s"), jobs, cluster="1x1:V100")
-    promoted = run_graph(graph("d :: DiscreteLAS(queues=2, thresholds=[100s], promote_knob=1)", round="100s"), jobs, cluster="1x1:V100")
+    promoted = run_graph(
+        graph("d :: DiscreteLAS(queues=2, thresholds=[100s], promote_knob=1)", round="100s"), jobs, cluster="1x1:V100"
+    )
     assert starved.counters["d"]["promoted"] == 0
     assert promoted.counters["d"]["promoted"] >= 1
     assert jobs_of(promoted)[0]["finish_s"] < jobs_of(starved)[0]["finish_s"]

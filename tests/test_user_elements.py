@@ -2,8 +2,8 @@
 
 import re
 
+from roundhouse.tools.cli import main
 from tests.conftest import REPO, jobs_of
-from tools.cli import main
 
 
 def blocks(language: str) -> list[str]:

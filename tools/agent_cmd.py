@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import socket
 
-from runtime.errors import UsageError
-from tools.live_options import add_security, seconds, setup_logging
+from roundhouse.runtime.errors import UsageError
+from roundhouse.tools.live_options import add_security, seconds, setup_logging
 
 
 def register(sub) -> None:
@@ -13,15 +13,25 @@ def register(sub) -> None:
     p.add_argument("--scheduler", required=True, metavar="ADDR", help="the scheduler's address, e.g. tcp://sched:5555")
     p.add_argument("--name", help="this node's name (default: the host name); also the key name with --keys")
     p.add_argument("--fake-gpus", metavar="COUNT:TYPE", help="pretend to have GPUs (e.g. 4:V100): jobs run on the CPU")
-    p.add_argument("--emulate", action="store_true",
-                   help="with --fake-gpus: hold every job to the speed the scheduler's profile gives for its model "
-                   "on the faked GPU type (no faster; a slower CPU stays slower)")
-    p.add_argument("--address", help="the address other nodes reach this one at, for multi-node jobs "
-                   "(default: 127.0.0.1 for a loopback scheduler, else the host name)")
+    p.add_argument(
+        "--emulate",
+        action="store_true",
+        help="with --fake-gpus: hold every job to the speed the scheduler's profile gives for its model "
+        "on the faked GPU type (no faster; a slower CPU stays slower)",
+    )
+    p.add_argument(
+        "--address",
+        help="the address other nodes reach this one at, for multi-node jobs "
+        "(default: 127.0.0.1 for a loopback scheduler, else the host name)",
+    )
     p.add_argument("--workdir", help="folder for job logs and leases (default: a new temporary folder)")
     p.add_argument("--revoke-grace", default="60s", help="time a revoked job has to checkpoint before it is terminated")
-    p.add_argument("--threads-per-gpu", type=int, default=0,
-                   help="CPU threads per job process (default: with --fake-gpus, the cores divided among the GPUs)")
+    p.add_argument(
+        "--threads-per-gpu",
+        type=int,
+        default=0,
+        help="CPU threads per job process (default: with --fake-gpus, the cores divided among the GPUs)",
+    )
     add_security(p, "the agent reads scheduler.key and NAME.key_secret")
     p.add_argument("--log-level", default="info", help="debug, info, warning or error")
     p.set_defaults(handler=agent_command)
@@ -30,9 +40,9 @@ def register(sub) -> None:
 def agent_command(args) -> int:
     import os
 
-    from agents.agent import Agent, find_gpus
-    from agents.security import ClientSecurity, is_loopback
-    from runtime.files import make_folder
+    from roundhouse.agents.agent import Agent, find_gpus
+    from roundhouse.agents.security import ClientSecurity, is_loopback
+    from roundhouse.runtime.files import make_folder
 
     setup_logging(args.log_level)
     name = args.name or socket.gethostname().split(".")[0]
@@ -49,8 +59,14 @@ def agent_command(args) -> int:
         make_folder(args.workdir, "--workdir")
     address = args.address or ("127.0.0.1" if is_loopback(args.scheduler) else socket.getfqdn())
     agent = Agent(
-        args.scheduler, name, gpus, security, address=address, workdir=args.workdir,
-        revoke_grace_s=seconds(args.revoke_grace, "--revoke-grace"), threads_per_gpu=threads,
+        args.scheduler,
+        name,
+        gpus,
+        security,
+        address=address,
+        workdir=args.workdir,
+        revoke_grace_s=seconds(args.revoke_grace, "--revoke-grace"),
+        threads_per_gpu=threads,
         emulate=args.emulate,
     )
     return agent.run()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from runtime.compiler import compile_file
-from runtime.errors import RoundhouseError
-from runtime.simulate import load_cluster
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.errors import RoundhouseError
+from roundhouse.runtime.simulate import load_cluster
 
 
 def register(sub) -> None:

@@ -5,23 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 
-from runtime.errors import EXIT_USER_ERROR, RoundhouseError
+from roundhouse.runtime.errors import EXIT_USER_ERROR, RoundhouseError
 
 # Modules that provide `register(subparsers)`; each adds one subcommand whose handler
 # (set with `parser.set_defaults(handler=...)`) takes the parsed args and returns an exit status.
 COMMAND_MODULES = (
-    "tools.run_cmd",
-    "tools.check_cmd",
-    "tools.render_cmd",
-    "tools.elements_cmd",
-    "tools.trace_cmd",
-    "tools.reproduce_cmd",
-    "tools.sweep_cmd",
-    "tools.serve_cmd",
-    "tools.agent_cmd",
-    "tools.submit_cmd",
-    "tools.keys_cmd",
-    "tools.profile_cmd",
+    "roundhouse.tools.run_cmd",
+    "roundhouse.tools.check_cmd",
+    "roundhouse.tools.render_cmd",
+    "roundhouse.tools.elements_cmd",
+    "roundhouse.tools.trace_cmd",
+    "roundhouse.tools.reproduce_cmd",
+    "roundhouse.tools.sweep_cmd",
+    "roundhouse.tools.serve_cmd",
+    "roundhouse.tools.agent_cmd",
+    "roundhouse.tools.submit_cmd",
+    "roundhouse.tools.keys_cmd",
+    "roundhouse.tools.profile_cmd",
 )
 
 

@@ -11,10 +11,10 @@ import attrs
 from rich.console import Console
 from rich.table import Table
 
-from runtime import registry
-from runtime.element import CATEGORIES, type_name
-from runtime.errors import UsageError, did_you_mean
-from runtime.values import describe
+from roundhouse.runtime import registry
+from roundhouse.runtime.element import CATEGORIES, type_name
+from roundhouse.runtime.errors import UsageError, did_you_mean
+from roundhouse.runtime.values import describe
 
 
 def register(sub) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents.security import make_keys
+from roundhouse.agents.security import make_keys
 
 
 def register(sub) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 import sys
 
-from runtime.errors import UsageError
-from runtime.values import duration_from_text
+from roundhouse.runtime.errors import UsageError
+from roundhouse.runtime.values import duration_from_text
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -39,9 +39,7 @@ def setup_logging(level: str = "info") -> None:
 
 def add_security(parser, who: str) -> None:
     parser.add_argument("--keys", metavar="DIR", help=f"CURVE key folder made by `roundhouse keys` ({who})")
-    parser.add_argument(
-        "--insecure", action="store_true", help="no authentication or encryption: loopback development only"
-    )
+    parser.add_argument("--insecure", action="store_true", help="no authentication or encryption: loopback development only")
 
 
 def seconds(text: str | None, flag: str) -> float | None:

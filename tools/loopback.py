@@ -26,8 +26,15 @@ def free_port() -> int:
 
 
 class Loopback:
-    def __init__(self, folder: Path, graph: Path, heartbeat: str = "0.3s", timeout: str = "3s",
-                 serve_args: tuple[str, ...] = (), security: tuple[str, ...] = ("--insecure",)):
+    def __init__(
+        self,
+        folder: Path,
+        graph: Path,
+        heartbeat: str = "0.3s",
+        timeout: str = "3s",
+        serve_args: tuple[str, ...] = (),
+        security: tuple[str, ...] = ("--insecure",),
+    ):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.graph = Path(graph)
@@ -36,14 +43,28 @@ class Loopback:
         self.journal_path = self.folder / "journal.sqlite"
         base = random.randint(20000, 60000)
         self.serve_args = [
-            "--bind", self.address, *security, "--journal", str(self.journal_path),
-            "--checkpoints", str(self.folder / "checkpoints"), "--heartbeat", heartbeat,
-            "--heartbeat-timeout", timeout, "--ports", f"{base}..{base + 500}", "--out", str(self.folder / "out"),
-            "--wait-for-agents", "20s", *serve_args,
+            "--bind",
+            self.address,
+            *security,
+            "--journal",
+            str(self.journal_path),
+            "--checkpoints",
+            str(self.folder / "checkpoints"),
+            "--heartbeat",
+            heartbeat,
+            "--heartbeat-timeout",
+            timeout,
+            "--ports",
+            f"{base}..{base + 500}",
+            "--out",
+            str(self.folder / "out"),
+            "--wait-for-agents",
+            "20s",
+            *serve_args,
         ]
         self.processes: dict[str, subprocess.Popen] = {}
 
-    def __enter__(self) -> "Loopback":
+    def __enter__(self) -> Loopback:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -53,8 +74,12 @@ class Loopback:
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         log = open(self.folder / f"{name}.log", "ab")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tools.cli", *args], cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            [sys.executable, "-m", "roundhouse.tools.cli", *args],
+            cwd=PROJECT_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         log.close()
         self.processes[name] = proc
@@ -63,12 +88,28 @@ class Loopback:
     def start_scheduler(self) -> subprocess.Popen:
         return self._spawn("scheduler", ["serve", str(self.graph), *self.serve_args])
 
-    def start_agent(self, name: str, gpus: str = "2:V100", extra: tuple[str, ...] = ("--insecure",),
-                    emulate: bool = False) -> subprocess.Popen:
+    def start_agent(
+        self, name: str, gpus: str = "2:V100", extra: tuple[str, ...] = ("--insecure",), emulate: bool = False
+    ) -> subprocess.Popen:
         return self._spawn(
             name,
-            ["agent", "--scheduler", self.address, "--name", name, "--fake-gpus", gpus, "--threads-per-gpu", "1",
-             "--workdir", str(self.folder / name), "--revoke-grace", "30s", *extra, *(["--emulate"] if emulate else [])],
+            [
+                "agent",
+                "--scheduler",
+                self.address,
+                "--name",
+                name,
+                "--fake-gpus",
+                gpus,
+                "--threads-per-gpu",
+                "1",
+                "--workdir",
+                str(self.folder / name),
+                "--revoke-grace",
+                "30s",
+                *extra,
+                *(["--emulate"] if emulate else []),
+            ],
         )
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 import attrs
 import graphviz
 
-from runtime.compiler import CompiledGraph, compile_file
-from runtime.errors import UsageError
-from runtime.files import writing
-from runtime.values import describe
+from roundhouse.runtime.compiler import CompiledGraph, compile_file
+from roundhouse.runtime.errors import UsageError
+from roundhouse.runtime.files import writing
+from roundhouse.runtime.values import describe
 
 FORMATS = ("svg", "png", "pdf", "dot")
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from runtime.errors import UsageError, did_you_mean
-from runtime.files import make_folder, writing
-from tools.reproductions import load_all
+from roundhouse.runtime.errors import UsageError, did_you_mean
+from roundhouse.runtime.files import make_folder, writing
+from roundhouse.tools.reproductions import load_all
 
 
 def register(sub) -> None:

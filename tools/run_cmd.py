@@ -9,13 +9,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from runtime.compiler import Override, compile_graph
-from runtime.dsl.loader import load
-from runtime.errors import UsageError
-from runtime.files import make_folder, writing
-from runtime.simulate import load_cluster, simulate
-from runtime.values import format_duration
-from tools.live_options import seconds
+from roundhouse.runtime.compiler import Override, compile_graph
+from roundhouse.runtime.dsl.loader import load
+from roundhouse.runtime.errors import UsageError
+from roundhouse.runtime.files import make_folder, writing
+from roundhouse.runtime.simulate import load_cluster, simulate
+from roundhouse.runtime.values import format_duration
+from roundhouse.tools.live_options import seconds
 
 
 def register(sub) -> None:
@@ -34,12 +34,13 @@ def register(sub) -> None:
     p.add_argument("--until", help="stop the simulation at this time (e.g. 48h)")
     p.add_argument("--out", help="folder for jobs.csv, summary.json and run.json")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    p.add_argument("--live", metavar="ADDR", help="run live on `roundhouse agent` nodes, listening on ADDR (as `roundhouse serve`)")
-    from tools.serve_cmd import add_live_options
+    p.add_argument(
+        "--live", metavar="ADDR", help="run live on `roundhouse agent` nodes, listening on ADDR (as `roundhouse serve`)"
+    )
+    from roundhouse.tools.serve_cmd import add_live_options
 
     add_live_options(p.add_argument_group("live runs (with --live)"))
     p.set_defaults(handler=run)
-
 
 
 def compile_with_overrides(args):
@@ -57,9 +58,10 @@ def compile_with_overrides(args):
         overrides += [Override(f"{name}.path={quoted}") for name in sources]
     return compile_graph(flat, overrides)
 
+
 def run(args) -> int:
     if args.live:
-        from tools.serve_cmd import run_live
+        from roundhouse.tools.serve_cmd import run_live
 
         return run_live(args, args.live)
     until = seconds(args.until, "--until")
@@ -89,7 +91,9 @@ class _Progress:
     def __init__(self, console: Console):
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        self._bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True)
+        self._bar = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+        )
         self._task = None
         self._last = 0.0
         self._started = time.perf_counter()

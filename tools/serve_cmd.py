@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime.errors import UsageError
-from tools.live_options import add_security, seconds, setup_logging
+from roundhouse.runtime.errors import UsageError
+from roundhouse.tools.live_options import add_security, seconds, setup_logging
 
 
 def register(sub) -> None:
@@ -14,8 +14,14 @@ def register(sub) -> None:
     p.add_argument("graph", help="the .sched file")
     p.add_argument("--bind", required=True, metavar="ADDR", help="where agents and submitters connect, e.g. tcp://0.0.0.0:5555")
     add_live_options(p)
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
-                   help="override an element argument or a graph setting; repeatable")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override an element argument or a graph setting; repeatable",
+    )
     p.add_argument("--trace", help="trace file for the graph's TraceSource elements (overrides their path)")
     p.add_argument("--cluster", help="the cluster the agents form (default: the graph's cluster setting)")
     p.add_argument("--until", help="stop after this long (e.g. 2h); running jobs keep running on their nodes")
@@ -25,10 +31,17 @@ def register(sub) -> None:
 
 def add_live_options(p) -> None:
     add_security(p, "the scheduler reads scheduler.key_secret and authorized/")
-    p.add_argument("--journal", metavar="FILE", help="SQLite journal; a restarted scheduler resumes from it "
-                   "(default: roundhouse-journal.sqlite next to --checkpoints)")
-    p.add_argument("--checkpoints", default="checkpoints", metavar="DIR",
-                   help="where jobs write checkpoints: storage every node can read (default: ./checkpoints)")
+    p.add_argument(
+        "--journal",
+        metavar="FILE",
+        help="SQLite journal; a restarted scheduler resumes from it (default: roundhouse-journal.sqlite next to --checkpoints)",
+    )
+    p.add_argument(
+        "--checkpoints",
+        default="checkpoints",
+        metavar="DIR",
+        help="where jobs write checkpoints: storage every node can read (default: ./checkpoints)",
+    )
     p.add_argument("--heartbeat", default="2s", help="agents heartbeat this often (default 2s)")
     p.add_argument("--heartbeat-timeout", default="10s", help="an agent silent this long is lost (default 10s)")
     p.add_argument("--retries", type=int, default=3, help="relaunch a crashed job this many times (default 3)")
@@ -40,7 +53,7 @@ def add_live_options(p) -> None:
 
 
 def live_options(args):
-    from runtime.backends.live import LiveOptions
+    from roundhouse.runtime.backends.live import LiveOptions
 
     try:
         lo, hi = (int(x) for x in args.ports.split(".."))
@@ -71,12 +84,13 @@ def serve_command(args) -> int:
 
 
 def run_live(args, bind: str) -> int:
-    from agents.security import ServerSecurity
-    from runtime.files import check_output_file, make_folder, writing
-    from runtime.serve import serve
-    from runtime.simulate import load_cluster
-    from tools.run_cmd import _print_summary, compile_with_overrides, write_results
     from rich.console import Console
+
+    from roundhouse.agents.security import ServerSecurity
+    from roundhouse.runtime.files import check_output_file, make_folder, writing
+    from roundhouse.runtime.serve import serve
+    from roundhouse.runtime.simulate import load_cluster
+    from roundhouse.tools.run_cmd import _print_summary, compile_with_overrides, write_results
 
     setup_logging(args.log_level)
     security = ServerSecurity.choose(args.keys, args.insecure, bind)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from runtime.errors import UsageError
-from tools.live_options import add_security, seconds, setup_logging
+from roundhouse.runtime.errors import UsageError
+from roundhouse.tools.live_options import add_security, seconds, setup_logging
 
 
 def register(sub) -> None:
@@ -42,8 +42,8 @@ def _bounded_seconds(text: str, flag: str, most: float) -> float:
 
 
 def submit_command(args) -> int:
-    from agents.security import ClientSecurity
-    from agents.submitter import Submitter
+    from roundhouse.agents.security import ClientSecurity
+    from roundhouse.agents.submitter import Submitter
 
     setup_logging("warning")
     security = ClientSecurity.choose(args.keys, args.name, args.insecure, args.scheduler)
@@ -62,7 +62,7 @@ def jobs_from_args(args) -> list[dict]:
     if args.trace:
         if args.model or args.command or args.iterations:
             raise UsageError("give a trace file or --model/--command, not both")
-        from traces.formats import read_trace
+        from roundhouse.traces.formats import read_trace
 
         frame = read_trace(args.trace).drop("arrival_s")
         return [{k: v for k, v in row.items() if v is not None} for row in frame.to_dicts()]

@@ -8,12 +8,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from runtime.compiler import compile_file
-from runtime.errors import UsageError
-from runtime.files import make_folder, writing
-from runtime.sweep import RunSpec, check_sweepable, run_all, summaries
-from tools.cli import positive_int
-from tools.live_options import seconds
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.errors import UsageError
+from roundhouse.runtime.files import make_folder, writing
+from roundhouse.runtime.sweep import RunSpec, check_sweepable, run_all, summaries
+from roundhouse.tools.cli import positive_int
+from roundhouse.tools.live_options import seconds
 
 
 def register(sub) -> None:

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from runtime.element import MAX_JOB_ID, MAX_JOBS, MAX_RATE, MAX_SECONDS
-from runtime.errors import UsageError, did_you_mean
-from runtime.values import describe, rate_from_text
+from roundhouse.runtime.element import MAX_JOB_ID, MAX_JOBS, MAX_RATE, MAX_SECONDS
+from roundhouse.runtime.errors import UsageError, did_you_mean
+from roundhouse.runtime.values import describe, rate_from_text
 
 GENERATE_FORMATS = ("canonical", "gavel", "tiresias", "philly")
 GPU_CHOICES = ("philly", "single")
@@ -84,7 +84,7 @@ def describe_command(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from traces.formats import load_trace
+    from roundhouse.traces.formats import load_trace
 
     loaded = load_trace(args.file, args.format)
     table = Table(title=f"{args.file}", show_header=False, title_justify="left")
@@ -152,7 +152,7 @@ def _human(seconds: float) -> str:
 
 
 def convert_command(args: argparse.Namespace) -> int:
-    from traces.formats import FORMATS, WRITE_FORMATS, check_format, load_trace, write_trace
+    from roundhouse.traces.formats import FORMATS, WRITE_FORMATS, check_format, load_trace, write_trace
 
     source = check_format(args.source_format, FORMATS)
     target = check_format(args.target_format, WRITE_FORMATS)
@@ -167,14 +167,18 @@ def convert_command(args: argparse.Namespace) -> int:
 
 
 def generate_command(args: argparse.Namespace) -> int:
-    from traces import philly
-    from traces.formats import write_trace
-    from traces.generators import generate
+    from roundhouse.traces import philly
+    from roundhouse.traces.formats import write_trace
+    from roundhouse.traces.generators import generate
 
     jobs = _whole(args.jobs, "--jobs", minimum=1, maximum=MAX_JOBS)
     seed = _whole(args.seed, "--seed", minimum=0)
     start_id = _whole(
-        args.start_id, "--start-id", minimum=0, maximum=MAX_JOB_ID - (jobs - 1), why=f"so that the ids of {jobs:,} jobs fit in 64 bits"
+        args.start_id,
+        "--start-id",
+        minimum=0,
+        maximum=MAX_JOB_ID - (jobs - 1),
+        why=f"so that the ids of {jobs:,} jobs fit in 64 bits",
     )
     rate = _rate(args.rate, jobs)
     gpus = _choice(args.gpus, "--gpus", GPU_CHOICES)
@@ -200,7 +204,7 @@ def generate_command(args: argparse.Namespace) -> int:
     workload = _choice(args.workload, "--workload", WORKLOAD_CHOICES)
     loss = _choice(args.loss, "--loss", LOSS_CHOICES)
     if workload == "tiresias":
-        from traces.generators import tiresias_testbed
+        from roundhouse.traces.generators import tiresias_testbed
 
         if gpus != "philly" or models != "none" or start_id != 0 or loss != "none":
             raise UsageError(

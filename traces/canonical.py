@@ -12,9 +12,9 @@ from pathlib import Path
 
 import polars as pl
 
-from runtime.errors import TraceError
-from traces.csvtext import read_cells
-from traces.schema import CANONICAL_COLUMNS, DEFAULT_WEIGHT, REQUIRED_COLUMNS, validate
+from roundhouse.runtime.errors import TraceError
+from roundhouse.traces.csvtext import read_cells
+from roundhouse.traces.schema import CANONICAL_COLUMNS, DEFAULT_WEIGHT, REQUIRED_COLUMNS, validate
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 

@@ -19,7 +19,7 @@ import attrs
 import numpy as np
 import polars as pl
 
-from runtime.errors import TraceError
+from roundhouse.runtime.errors import TraceError
 
 
 @attrs.frozen
@@ -124,7 +124,9 @@ def _columns(path: str, names: list[str], rows, numbers: np.ndarray) -> pl.DataF
     if wrong.size:
         i = int(wrong[0])
         raise TraceError(
-            path, f"has {counts[i]} value{'s' if counts[i] != 1 else ''} but the header names {width} columns", row=int(numbers[i])
+            path,
+            f"has {counts[i]} value{'s' if counts[i] != 1 else ''} but the header names {width} columns",
+            row=int(numbers[i]),
         )
     if isinstance(rows, pl.Series):
         return pl.DataFrame([rows.list.get(j).alias(name) for j, name in enumerate(names)]) if len(rows) else _empty(names)

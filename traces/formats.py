@@ -13,9 +13,9 @@ from pathlib import Path
 import attrs
 import polars as pl
 
-from runtime.errors import TraceError, UsageError, did_you_mean
-from traces import canonical, gavel, philly, tiresias
-from traces.csvtext import read_bytes
+from roundhouse.runtime.errors import TraceError, UsageError, did_you_mean
+from roundhouse.traces import canonical, gavel, philly, tiresias
+from roundhouse.traces.csvtext import read_bytes
 
 FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly")
 WRITE_FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias")
@@ -63,9 +63,7 @@ def detect_format(path: str | Path) -> str:
         return "gavel"
     if "," in first or suffix == ".csv":
         return "tiresias" if tiresias.looks_like(first.split(",")) else "canonical"
-    raise TraceError(
-        path, f"cannot tell the trace format from the name or the contents; name it (one of {', '.join(FORMATS)})"
-    )
+    raise TraceError(path, f"cannot tell the trace format from the name or the contents; name it (one of {', '.join(FORMATS)})")
 
 
 def load_trace(path: str | Path, format: str = "auto") -> LoadedTrace:

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from runtime.errors import TraceError
-from traces.csvtext import data_lines, read_text
-from traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
-from traces.schema import cast_column, validate
+from roundhouse.runtime.errors import TraceError
+from roundhouse.traces.csvtext import data_lines, read_text
+from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
+from roundhouse.traces.schema import cast_column, validate
 
 COLUMNS_10: tuple[str, ...] = (
     "job_type",
@@ -70,7 +70,12 @@ _JOB_TYPE = r"^(.*?)\s*\(batch size\s*(\d+)\)$"
 # batch size as {bs}, num_steps_arg, needs_data_dir).
 COMMANDS: dict[str, tuple[str, str, str, int]] = {
     "ResNet-18": ("image_classification/cifar10", "python3 main.py --data_dir=%s/cifar10 --batch_size {bs}", "--num_steps", 1),
-    "ResNet-50": ("image_classification/imagenet", "python3 main.py -j 8 -a resnet50 -b {bs} %s/imagenet/", "--num_minibatches", 1),
+    "ResNet-50": (
+        "image_classification/imagenet",
+        "python3 main.py -j 8 -a resnet50 -b {bs} %s/imagenet/",
+        "--num_minibatches",
+        1,
+    ),
     "Transformer": (
         "translation",
         "python3 train.py -data %s/translation/multi30k.atok.low.pt -batch_size {bs} -proj_share_weight",
@@ -98,16 +103,13 @@ def read(path: str | Path, profile: ProfileTable | None = None) -> pl.DataFrame:
     if width not in LAYOUTS:
         raise TraceError(
             path,
-            f"has {width} tab-separated field{'s' if width != 1 else ''}; a Gavel trace line has 10 "
-            "(or 7 in the older layout)",
+            f"has {width} tab-separated field{'s' if width != 1 else ''}; a Gavel trace line has 10 (or 7 in the older layout)",
             row=int(numbers[0]),
         )
     wrong = np.flatnonzero(counts != width)
     if wrong.size:
         i = int(wrong[0])
-        raise TraceError(
-            path, f"has {counts[i]} tab-separated fields, but the first line has {width}", row=int(numbers[i])
-        )
+        raise TraceError(path, f"has {counts[i]} tab-separated fields, but the first line has {width}", row=int(numbers[i]))
     names = LAYOUTS[width]
     raw = pl.DataFrame([fields.list.get(i).alias(name) for i, name in enumerate(names)])
     col = lambda name, dtype: cast_column(raw.get_column(name), dtype, path, numbers, name)  # noqa: E731
@@ -127,9 +129,7 @@ def read(path: str | Path, profile: ProfileTable | None = None) -> pl.DataFrame:
     if too_big.any():
         i = int(too_big.arg_true()[0])
         raise TraceError(path, f"batch size {given[i]} is too large", row=int(numbers[i]), column="job_type")
-    batch = batch.fill_null(
-        model.replace_strict(defaults, default=None, return_dtype=pl.Int64)
-    )
+    batch = batch.fill_null(model.replace_strict(defaults, default=None, return_dtype=pl.Int64))
     columns = {
         "job_id": np.arange(lines.len(), dtype=np.int64),
         "arrival_s": col("arrival_time", pl.Float64),

@@ -18,8 +18,8 @@ import math
 import numpy as np
 import polars as pl
 
-from traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
-from traces.schema import validate
+from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
+from roundhouse.traces.schema import validate
 
 # Blox Table 2 (EuroSys'24) model names; LSTM is Gavel's LM and Recoder its Recommendation.
 BLOX_MODELS: tuple[str, ...] = ("ResNet-18", "CycleGAN", "ResNet-50", "LSTM", "Recoder", "Transformer", "A3C")
@@ -137,7 +137,16 @@ def generate(
 
 # The ten TensorFlow benchmark models of Tiresias Table 6, 48 jobs each in the 480-job workload.
 TIRESIAS_MODELS: tuple[str, ...] = (
-    "VGG19", "VGG16", "VGG11", "AlexNet", "ResNet152", "ResNet101", "ResNet50", "Inception4", "Inception3", "GoogleNet",
+    "VGG19",
+    "VGG16",
+    "VGG11",
+    "AlexNet",
+    "ResNet152",
+    "ResNet101",
+    "ResNet50",
+    "Inception4",
+    "Inception3",
+    "GoogleNet",
 )
 # GPU counts of the 480 jobs: 240 single-GPU jobs and 40x2, 80x4, 90x8, 25x16, 5x32.
 TIRESIAS_GPU_MIX: dict[int, int] = {1: 240, 2: 40, 4: 80, 8: 90, 16: 25, 32: 5}
@@ -172,7 +181,9 @@ def tiresias_testbed(jobs: int = 480, rate_per_s: float = 1.0 / 30.0, seed: int 
     )
     counts = _apportion(jobs, list(TIRESIAS_GPU_MIX.values()))
     gpus = gpu_rng.permutation(np.repeat(np.array(list(TIRESIAS_GPU_MIX), dtype=np.int64), counts))
-    models = model_rng.permutation(np.repeat(np.array(TIRESIAS_MODELS, dtype=object), _apportion(jobs, [1] * len(TIRESIAS_MODELS))))
+    models = model_rng.permutation(
+        np.repeat(np.array(TIRESIAS_MODELS, dtype=object), _apportion(jobs, [1] * len(TIRESIAS_MODELS)))
+    )
     short = np.zeros(jobs, dtype=bool)
     for small in (True, False):
         where = np.flatnonzero((gpus <= TIRESIAS_SMALL_GPUS) == small)
@@ -215,7 +226,7 @@ def loss_curves(
     final loss after `fraction` of their work, the others exactly when their work ends. Final
     losses are U(0.5, 2) and starting losses 3 to 10 times higher (the scale does not matter to
     the policies, only the shape)."""
-    from traces.losscurves import speed_for
+    from roundhouse.traces.losscurves import speed_for
 
     final = np.round(rng.uniform(0.5, 2.0, n), 4)
     start = np.round(final * rng.uniform(3.0, 10.0, n), 4)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from runtime.errors import TraceError
+from roundhouse.runtime.errors import TraceError
 
 LOSS_COLUMNS = ("loss_start", "loss_final", "loss_speed")
 
@@ -60,13 +60,19 @@ def initial_loss(trace: pl.DataFrame, origin: str) -> np.ndarray | None:
         missing = ", ".join(c for c in LOSS_COLUMNS if c not in present)
         raise TraceError(origin, f"has {', '.join(present)} but not {missing}: a loss curve needs all three columns")
     if "loss" in trace.columns:  # the simulator derives `loss` from the curve; two sources would disagree
-        raise TraceError(origin, "a trace with loss curves (loss_start, loss_final, loss_speed) cannot also give it", column="loss")
+        raise TraceError(
+            origin, "a trace with loss curves (loss_start, loss_final, loss_speed) cannot also give it", column="loss"
+        )
     # (traces/schema.py has made them numbers; a frame built in code may hold other types)
     start, final, speed = (trace[c].cast(pl.Float64, strict=False).fill_null(np.nan).to_numpy() for c in LOSS_COLUMNS)
     given = ~np.isnan(start) | ~np.isnan(final) | ~np.isnan(speed)
     ids = trace["job_id"].to_numpy()
     checks = (
-        (np.isnan(start) | np.isnan(final) | np.isnan(speed), "loss_start", "a loss curve needs loss_start, loss_final and loss_speed"),
+        (
+            np.isnan(start) | np.isnan(final) | np.isnan(speed),
+            "loss_start",
+            "a loss curve needs loss_start, loss_final and loss_speed",
+        ),
         (~(final > 0), "loss_final", "must be greater than 0"),
         (~(start > final), "loss_start", "must be greater than loss_final"),
         (~(speed >= 0) | ~np.isfinite(speed), "loss_speed", "must be a finite number of 0 or more"),

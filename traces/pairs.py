@@ -20,10 +20,10 @@ import attrs
 import numpy as np
 import polars as pl
 
-from runtime.errors import TraceError
-from traces.csvtext import read_cells
-from traces.profiles import canonical_model
-from traces.schema import typed_columns
+from roundhouse.runtime.errors import TraceError
+from roundhouse.traces.csvtext import read_cells
+from roundhouse.traces.profiles import canonical_model
+from roundhouse.traces.schema import typed_columns
 
 SHIPPED_PAIRS = Path(__file__).with_name("profiles") / "gavel-pairs.csv"
 PAIR_COLUMNS: dict[str, pl.DataType] = {
@@ -50,7 +50,7 @@ class PairTable:
     _index: Mapping[_Key, tuple[float, float]]
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "PairTable":
+    def load(cls, path: str | Path | None = None) -> PairTable:
         """Read a pair-throughput CSV (`#` lines are comments); None means the shipped Gavel table."""
         if path is None:
             return _shipped()
@@ -58,7 +58,7 @@ class PairTable:
         return cls.from_frame(cells.frame, cells.lines, source=str(path))
 
     @classmethod
-    def from_frame(cls, frame: pl.DataFrame, lines=None, source: str = "<frame>") -> "PairTable":
+    def from_frame(cls, frame: pl.DataFrame, lines=None, source: str = "<frame>") -> PairTable:
         frame = _check(frame, source, lines)
         index: dict[_Key, tuple[float, float]] = {}
         rows = np.arange(1, frame.height + 1) if lines is None else np.asarray(lines)
@@ -67,14 +67,23 @@ class PairTable:
             gpu = gpu.lower()  # GPU type names compare case-insensitively, as in the profile table
             key, back = (ma, ba, mb, bb, gpu, gpus), (mb, bb, ma, ba, gpu, gpus)
             if key in index or back in index:
-                raise TraceError(source, f"the pair {ma} ({ba}) with {mb} ({bb}) on {gpus} {gpu} is listed twice", row=int(rows[i]))
+                raise TraceError(
+                    source, f"the pair {ma} ({ba}) with {mb} ({bb}) on {gpus} {gpu} is listed twice", row=int(rows[i])
+                )
             index[key] = (ra, rb)
             index[back] = (rb, ra)
         return cls(frame=frame, source=source, index=MappingProxyType(index))
 
     def rate(self, model_a: str, batch_a: int, model_b: str, batch_b: int, gpu_type: str, gpus: int):
         """(speed of a, speed of b) when they share `gpus` GPUs of `gpu_type`; None if not measured."""
-        key = (canonical_model(model_a) or model_a, int(batch_a), canonical_model(model_b) or model_b, int(batch_b), gpu_type.lower(), int(gpus))
+        key = (
+            canonical_model(model_a) or model_a,
+            int(batch_a),
+            canonical_model(model_b) or model_b,
+            int(batch_b),
+            gpu_type.lower(),
+            int(gpus),
+        )
         return self._index.get(key)
 
     def rates(self, models_a, batch_a, models_b, batch_b, gpu_type: str, gpus) -> tuple[np.ndarray, np.ndarray]:
@@ -112,9 +121,15 @@ def _check(frame: pl.DataFrame, path: str, lines) -> pl.DataFrame:
     rows = np.arange(1, frame.height + 1) if lines is None else np.asarray(lines)
     frame = typed_columns(frame, PAIR_COLUMNS, path, lines)
     checks = [(c, pl.col(c).is_null(), "has no value") for c in ("model_a", "model_b", "gpu_type")]
-    checks += [(c, pl.col(c).is_null() | (pl.col(c) < 1), "must be a whole number of 1 or more") for c in ("batch_a", "batch_b", "gpus")]
     checks += [
-        (c, pl.col(c).is_null() | ~pl.col(c).is_finite() | (pl.col(c) < 0), "must be a finite number of 0 or more (0.0 means cannot share)")
+        (c, pl.col(c).is_null() | (pl.col(c) < 1), "must be a whole number of 1 or more") for c in ("batch_a", "batch_b", "gpus")
+    ]
+    checks += [
+        (
+            c,
+            pl.col(c).is_null() | ~pl.col(c).is_finite() | (pl.col(c) < 0),
+            "must be a finite number of 0 or more (0.0 means cannot share)",
+        )
         for c in ("iters_a", "iters_b")
     ]
     flags = frame.select([expr.alias(str(i)) for i, (_, expr, _) in enumerate(checks)])

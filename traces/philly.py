@@ -32,10 +32,10 @@ import attrs
 import numpy as np
 import polars as pl
 
-from runtime.errors import TraceError
-from traces.csvtext import read_bytes
-from traces.generators import philly_durations, philly_gpus, poisson_arrivals
-from traces.schema import validate
+from roundhouse.runtime.errors import TraceError
+from roundhouse.traces.csvtext import read_bytes
+from roundhouse.traces.generators import philly_durations, philly_gpus, poisson_arrivals
+from roundhouse.traces.schema import validate
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 _MISSING_TIMES = (None, "None", "")
@@ -73,8 +73,10 @@ def parse(path: str | Path) -> PhillyTrace:
             "gpus": pl.Series(attempts["gpus"], dtype=pl.Int64),
         }
     ).filter(pl.col("seconds") > 0)  # an attempt without both times, or of no length, never ran
-    per_job = tries.sort("record", "order").group_by("record", maintain_order=True).agg(
-        pl.col("seconds").sum().alias("duration_s"), pl.col("gpus").first()
+    per_job = (
+        tries.sort("record", "order")
+        .group_by("record", maintain_order=True)
+        .agg(pl.col("seconds").sum().alias("duration_s"), pl.col("gpus").first())
     )
     frame = (
         pl.DataFrame(

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from runtime.errors import TraceError
-from traces.csvtext import read_cells
-from traces.profiles import _key, canonical_model
-from traces.schema import PLACEMENT_COLUMNS, cast_column
+from roundhouse.runtime.errors import TraceError
+from roundhouse.traces.csvtext import read_cells
+from roundhouse.traces.profiles import _key, canonical_model
+from roundhouse.traces.schema import PLACEMENT_COLUMNS, cast_column
 
 SHIPPED_PLACEMENT = Path(__file__).with_name("profiles") / "placement.csv"
 
@@ -44,7 +44,7 @@ class PlacementTable:
         self._slowdown = dict(zip(keys, frame["spread_slowdown"].fill_null(np.nan).to_list()))
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "PlacementTable":
+    def load(cls, path: str | Path | None = None) -> PlacementTable:
         if path is None:
             return _shipped()
         return _read(str(path))

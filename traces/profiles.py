@@ -25,9 +25,9 @@ import attrs
 import numpy as np
 import polars as pl
 
-from runtime.errors import TraceError
-from traces.csvtext import read_cells
-from traces.schema import typed_columns
+from roundhouse.runtime.errors import TraceError
+from roundhouse.traces.csvtext import read_cells
+from roundhouse.traces.schema import typed_columns
 
 SHIPPED_PROFILE = Path(__file__).with_name("profiles") / "gavel.csv"
 GAVEL_MODELS: tuple[str, ...] = ("ResNet-18", "ResNet-50", "Transformer", "LM", "Recommendation", "A3C", "CycleGAN")
@@ -135,9 +135,7 @@ class ProfileTable:
 
     # --- lookups ----------------------------------------------------------------------------
 
-    def rate(
-        self, model: str, batch_size: int | None, gpu_type: str, gpus: int, consolidated: bool = True
-    ) -> float | None:
+    def rate(self, model: str, batch_size: int | None, gpu_type: str, gpus: int, consolidated: bool = True) -> float | None:
         """Iterations per second, or None when the table has no such entry. A spread lookup with
         no spread entry falls back to the consolidated one (Gavel measured spread only for some)."""
         canonical = self.canonical_model(model)
@@ -232,7 +230,9 @@ def _check(frame: pl.DataFrame, path: str, lines) -> pl.DataFrame:
     if duplicated.any():
         second = int(duplicated.arg_true()[0])
         entry = frame.row(second)
-        first_row = int(frame.select(pl.all_horizontal(pl.col(k) == entry[i] for i, k in enumerate(keys))).to_series().arg_true()[0])
+        first_row = int(
+            frame.select(pl.all_horizontal(pl.col(k) == entry[i] for i, k in enumerate(keys))).to_series().arg_true()[0]
+        )
         raise TraceError(
             path,
             f"entry {entry[:5]} is listed twice: here and at {path}:{int(rows[first_row])}",

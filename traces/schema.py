@@ -47,9 +47,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from runtime.errors import TraceError, did_you_mean
-from runtime.world import OWN_COLUMNS
-from traces.losscurves import LOSS_COLUMNS, initial_loss
+from roundhouse.runtime.errors import TraceError, did_you_mean
+from roundhouse.runtime.world import OWN_COLUMNS
+from roundhouse.traces.losscurves import LOSS_COLUMNS, initial_loss
 
 CANONICAL_COLUMNS: dict[str, pl.DataType] = {
     "job_id": pl.Int64,
@@ -137,9 +137,7 @@ def validate(
             extras.append(series)
 
     frame = pl.DataFrame(list(columns.values()))
-    frame = frame.with_columns(
-        pl.col("weight").fill_null(DEFAULT_WEIGHT), canonical_model_names(frame.get_column("model"))
-    )
+    frame = frame.with_columns(pl.col("weight").fill_null(DEFAULT_WEIGHT), canonical_model_names(frame.get_column("model")))
     problems += _value_problems(frame, shown)
     problems += _duplicate_ids(frame, path, rows, shown("job_id"))
     if problems:
@@ -183,7 +181,7 @@ def typed_columns(frame: pl.DataFrame, columns: Mapping[str, pl.DataType], path:
 
 def canonical_model_names(models: pl.Series) -> pl.Series:
     """Map known model aliases (LSTM, resnet18, Recoder, ...) to Gavel's names; keep unknown names."""
-    from traces.profiles import canonical_model
+    from roundhouse.traces.profiles import canonical_model
 
     uniques = models.drop_nulls().unique().to_list()
     mapping = {name: canonical_model(name) or name for name in uniques}

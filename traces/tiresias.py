@@ -19,10 +19,10 @@ from pathlib import Path
 
 import polars as pl
 
-from runtime.errors import TraceError
-from traces.csvtext import read_cells
-from traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
-from traces.schema import validate
+from roundhouse.runtime.errors import TraceError
+from roundhouse.traces.csvtext import read_cells
+from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
+from roundhouse.traces.schema import validate
 
 COLUMNS: tuple[str, ...] = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration", "interval")
 RENAME = {"num_gpu": "gpus", "submit_time": "arrival_s", "model_name": "model", "duration": "duration_s"}
@@ -65,9 +65,7 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
     duration = duration.fill_null(pl.select(pl.when(known).then(iterations / rates)).to_series())
     if duration.is_null().any():
         job = frame["job_id"][int(duration.is_null().arg_true()[0])]
-        raise TraceError(
-            path, f"job {job} has no duration and its model is not in {profile.source}", column="duration"
-        )
+        raise TraceError(path, f"job {job} has no duration and its model is not in {profile.source}", column="duration")
     submit = frame.get_column("arrival_s").round().cast(pl.Int64)
     out = pl.DataFrame(
         {

@@ -21,10 +21,10 @@ not import torch (the scheduler reads the table).
 from __future__ import annotations
 
 WORKLOADS: dict[str, str] = {
-    "ResNet-18": "agents.workloads.cnn",
-    "ResNet-50": "agents.workloads.cnn",
-    "LM": "agents.workloads.lstm",
-    "Recommendation": "agents.workloads.recommend",
+    "ResNet-18": "roundhouse.agents.workloads.cnn",
+    "ResNet-50": "roundhouse.agents.workloads.cnn",
+    "LM": "roundhouse.agents.workloads.lstm",
+    "Recommendation": "roundhouse.agents.workloads.recommend",
 }
 
 
@@ -32,6 +32,6 @@ def workload_for(model: object) -> str | None:
     """The module that trains `model` (Gavel's name, or any accepted alias), or None."""
     if not isinstance(model, str):
         return None
-    from traces.profiles import canonical_model
+    from roundhouse.traces.profiles import canonical_model
 
     return WORKLOADS.get(canonical_model(model) or model)

@@ -9,7 +9,7 @@ import os
 import torch
 from torch import nn
 
-from agents.workloads.common import synthetic, train
+from roundhouse.agents.workloads.common import synthetic, train
 
 
 class Block(nn.Module):

@@ -10,14 +10,14 @@ often (every preemption is a restart). The arithmetic is the same.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 def train(build_model: Callable, dataset, loss_fn: Callable, default_batch: int, lr: float = 0.05) -> None:
     import torch
     from torch.utils.data import DataLoader
 
-    from agents.client import Job, ResumableSampler
+    from roundhouse.agents.client import Job, ResumableSampler
 
     job = Job.from_env().setup()
     torch.manual_seed(job.seed)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from agents.workloads.common import synthetic, train
+from roundhouse.agents.workloads.common import synthetic, train
 
 VOCAB, LENGTH = 256, 16
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.element import Element, In, Out
-from runtime.types import Active, Ranking
+from roundhouse.runtime.element import Element, In, Out
+from roundhouse.runtime.types import Active, Ranking
 
 
 class KeyOrder(Element):

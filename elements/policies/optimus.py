@@ -6,9 +6,9 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from runtime.element import Element, In, Out, element
-from runtime.types import Active, Ranking
-from runtime.values import at_most, positive
+from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.types import Active, Ranking
+from roundhouse.runtime.values import at_most, positive
 
 # Candidate values of the curve's floor b2, as fractions of the lowest loss seen: a grid from 0
 # to just below it, dense near the top where flat curves need it.

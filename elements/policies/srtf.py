@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from elements.policies.base import KeyOrder
-from runtime.element import element
-from runtime.types import Active
+from roundhouse.elements.policies.base import KeyOrder
+from roundhouse.runtime.element import element
+from roundhouse.runtime.types import Active
 
 
 @element

@@ -14,9 +14,9 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from runtime.element import Element, In, Out, element
-from runtime.types import Active, Ranking
-from runtime.values import Duration, FilePath, positive
+from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.types import Active, Ranking
+from roundhouse.runtime.values import Duration, FilePath, positive
 
 
 def _thresholds_ok(instance, attribute, value) -> None:
@@ -173,8 +173,8 @@ class Gittins2D(_Queues):
         self._samples = None
         self._seen = -1
         if self.history is not None:
-            from traces.formats import read_trace
-            from runtime.errors import TraceError
+            from roundhouse.runtime.errors import TraceError
+            from roundhouse.traces.formats import read_trace
 
             trace = read_trace(self.history)
             if trace["duration_s"].null_count():

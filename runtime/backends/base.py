@@ -7,7 +7,7 @@ from typing import Protocol
 import attrs
 import numpy as np
 
-from runtime.types import Events, Plan
+from roundhouse.runtime.types import Events, Plan
 
 
 @attrs.frozen
@@ -20,7 +20,7 @@ class Progress:
     run_s: np.ndarray  # wall-clock seconds held
 
     @classmethod
-    def empty(cls) -> "Progress":
+    def empty(cls) -> Progress:
         z = np.zeros(0)
         return cls(np.zeros(0, dtype=np.int64), z, z, z)
 

@@ -43,17 +43,17 @@ import attrs
 import numpy as np
 import zmq
 
-from agents import protocol
-from agents.protocol import ProtocolError, SeqTracker
-from agents.security import HANDSHAKE_FAILURES, ServerSecurity
-from agents.workloads import workload_for
-from runtime.backends.base import Progress
-from runtime.backends.live_records import plan_record, record_of, replayed, same_plan
-from runtime.backends.live_submissions import Submissions
-from runtime.errors import RoundhouseError, UsageError
-from runtime.journal import AttemptRow, Journal
-from runtime.types import Events, Plan
-from runtime.world import FINISHED, RUNNING, PlanError, World
+from roundhouse.agents import protocol
+from roundhouse.agents.protocol import ProtocolError, SeqTracker
+from roundhouse.agents.security import HANDSHAKE_FAILURES, ServerSecurity
+from roundhouse.agents.workloads import workload_for
+from roundhouse.runtime.backends.base import Progress
+from roundhouse.runtime.backends.live_records import plan_record, record_of, replayed, same_plan
+from roundhouse.runtime.backends.live_submissions import Submissions
+from roundhouse.runtime.errors import RoundhouseError, UsageError
+from roundhouse.runtime.journal import AttemptRow, Journal
+from roundhouse.runtime.types import Events, Plan
+from roundhouse.runtime.world import FINISHED, RUNNING, PlanError, World
 
 log = logging.getLogger("roundhouse.scheduler")
 
@@ -113,8 +113,8 @@ class _Attempt:
     checkpoint: str | None = None
     checkpoint_iteration: int | None = None
     ended: bool = False
-    successor: "_Attempt | None" = None
-    waits_for: "_Attempt | None" = None  # the previous attempt, still checkpointing: launch after it
+    successor: _Attempt | None = None
+    waits_for: _Attempt | None = None  # the previous attempt, still checkpointing: launch after it
 
     @property
     def world_size(self) -> int:
@@ -366,9 +366,7 @@ class LiveBackend:
         ending = np.concatenate([plan.suspend, plan.complete])
         revoked = [self._current.get(row) for row in ending.tolist()]
         rates = world.launch_rates(plan).tolist() if len(plan.launch_rows) else []
-        launches = [
-            self._new_attempt(a.row, np.asarray(a.gpus), a.batch_size, rate) for a, rate in zip(plan.launch, rates)
-        ]
+        launches = [self._new_attempt(a.row, np.asarray(a.gpus), a.batch_size, rate) for a, rate in zip(plan.launch, rates)]
         # Write ahead: the round and the new attempts are durable before any message leaves.
         self._journal_round()
         self._flush()
@@ -424,7 +422,8 @@ class LiveBackend:
             self.counters["replay_divergences"] += 1
             log.warning(
                 "replay: round %d's plan differs from the journal's (did the graph change?); "
-                "the running jobs are reconciled with the agents after replay", self._k
+                "the running jobs are reconciled with the agents after replay",
+                self._k,
             )
 
     def _begin_takeover(self) -> None:
@@ -449,8 +448,16 @@ class LiveBackend:
         for row, a in latest.items():
             gpus = np.asarray(a.gpus, dtype=np.int64)
             att = _Attempt(
-                row, a.job_id, a.attempt, gpus, cluster.gpu_node[gpus], a.launched_s, a.master_port,
-                a.start_iteration, a.resume, sent=True,
+                row,
+                a.job_id,
+                a.attempt,
+                gpus,
+                cluster.gpu_node[gpus],
+                a.launched_s,
+                a.master_port,
+                a.start_iteration,
+                a.resume,
+                sent=True,
             )
             att.iteration = a.end_iteration if a.end_iteration is not None else a.start_iteration
             att.checkpoint, att.checkpoint_iteration = a.checkpoint, a.checkpoint_iteration
@@ -478,7 +485,8 @@ class LiveBackend:
         self._takeover_until = wall + (self.options.takeover_s or self.options.heartbeat_timeout_s)
         log.info(
             "taking over: %d running job(s) to be confirmed by their agents within %.1fs",
-            len(self._unconfirmed), self._takeover_until - time.time(),
+            len(self._unconfirmed),
+            self._takeover_until - time.time(),
         )
 
     def _end_takeover(self) -> None:
@@ -601,10 +609,7 @@ class LiveBackend:
             cluster_type = known[0]
 
         def fits(slot: int) -> bool:
-            return (
-                int(cluster.node_gpus[slot]) == count
-                and cluster.gpu_types[int(cluster.node_type[slot])] == cluster_type
-            )
+            return int(cluster.node_gpus[slot]) == count and cluster.gpu_types[int(cluster.node_type[slot])] == cluster_type
 
         node = self._by_name.get(name)
         if node is not None and not fits(node.slot):
@@ -619,9 +624,7 @@ class LiveBackend:
             free = [s for s in range(cluster.n_nodes) if self._slots[s] is None and fits(s)]
             free += [s for s in range(cluster.n_nodes) if self._slots[s] is not None and not self._slots[s].online and fits(s)]
             if not free:
-                reason = (
-                    f"the cluster ({cluster.describe()}) has no free node with {count} {gpu_type} GPU(s) for {name}"
-                )
+                reason = f"the cluster ({cluster.describe()}) has no free node with {count} {gpu_type} GPU(s) for {name}"
                 log.warning("refused registration: %s", reason)
                 self._send(identity, "error", reason=reason)
                 return
@@ -654,7 +657,13 @@ class LiveBackend:
         first = int(cluster.node_first_gpu[node.slot])
         log.info(
             "node %s registered%s as node %d: GPUs %d-%d (%d x %s), %d running process(es)",
-            name, f" (key {node.key})" if node.key else "", node.slot, first, first + count - 1, count, cluster_type,
+            name,
+            f" (key {node.key})" if node.key else "",
+            node.slot,
+            first,
+            first + count - 1,
+            count,
+            cluster_type,
             len(body["running"]),
         )
         self._send(identity, "welcome", node_index=node.slot, heartbeat_s=self.options.heartbeat_s, session=self.session)
@@ -687,7 +696,9 @@ class LiveBackend:
             if registering and att.revoked and rank == 0:
                 self._to_node(node, "revoke", job=att.job_id, attempt=att.n, kill=False, rank=0)
         for job, attempt in sorted(stale):
-            log.warning("node %s runs job %d attempt %d, which this scheduler does not expect there: killing it", node.name, job, attempt)
+            log.warning(
+                "node %s runs job %d attempt %d, which this scheduler does not expect there: killing it", node.name, job, attempt
+            )
             self._to_node(node, "revoke", job=job, attempt=attempt, kill=True)
 
     def _on_started(self, identity, seq, body, frame) -> None:
@@ -740,8 +751,15 @@ class LiveBackend:
         self._progress(att, body["iteration"], body.get("checkpoint"), body.get("checkpoint_iteration"))
         level = logging.INFO if body["outcome"] in ("done", "preempted") else logging.WARNING
         log.log(
-            level, "job %d attempt %d rank %d on %s: %s at iteration %d%s", att.job_id, att.n, body["rank"], node.name,
-            body["outcome"], body["iteration"], f" ({body['reason']})" if body["reason"] else "",
+            level,
+            "job %d attempt %d rank %d on %s: %s at iteration %d%s",
+            att.job_id,
+            att.n,
+            body["rank"],
+            node.name,
+            body["outcome"],
+            body["iteration"],
+            f" ({body['reason']})" if body["reason"] else "",
         )
         if body["outcome"] in ("failed", "killed"):
             self._kill_rest(att)
@@ -772,7 +790,9 @@ class LiveBackend:
         self.counters["nodes_lost"] += 1
         affected = [att for att in self._live.values() if (att.slots == node.slot).any()]
         log.warning(
-            "node %s lost (%s): its GPUs are offline%s", node.name, why,
+            "node %s lost (%s): its GPUs are offline%s",
+            node.name,
+            why,
             "; requeueing job(s) " + ", ".join(str(a.job_id) for a in affected) if affected else "",
         )
         t = self._now_s()
@@ -794,9 +814,7 @@ class LiveBackend:
         cols = self.world.jobs._cols
         prev = self._current.get(row)
         n = prev.n + 1 if prev is not None else 1
-        att = _Attempt(
-            row, int(cols["job_id"][row]), n, gpus, self.world.cluster.gpu_node[gpus], self._now, self._pick_port()
-        )
+        att = _Attempt(row, int(cols["job_id"][row]), n, gpus, self.world.cluster.gpu_node[gpus], self._now, self._pick_port())
         att.batch = int(batch or cols["batch_size"][row])
         att.iters_per_s = float(iters_per_s) if cols["has_model"][row] else 0.0
         if prev is not None and not prev.ended:
@@ -886,7 +904,11 @@ class LiveBackend:
         cluster = world.cluster
         for slot in sorted({int(s) for s in att.slots}):
             node = self._slots[slot]
-            ranks = [{"rank": r, "gpu": int(cluster.gpu_local[g])} for r, g in enumerate(att.gpus.tolist()) if int(att.slots[r]) == slot]
+            ranks = [
+                {"rank": r, "gpu": int(cluster.gpu_local[g])}
+                for r, g in enumerate(att.gpus.tolist())
+                if int(att.slots[r]) == slot
+            ]
             self.counters["launch_messages"] += 1
             if not self._to_node(node, "launch", ranks=ranks, **common):
                 for r in ranks:
@@ -894,7 +916,11 @@ class LiveBackend:
         self.counters["launches"] += 1
         where = ", ".join(sorted({self._slots[int(s)].name for s in att.slots if self._slots[int(s)] is not None}))
         log.info(
-            "launch job %d attempt %d on %s (GPUs %s)%s", att.job_id, att.n, where, ",".join(map(str, att.gpus.tolist())),
+            "launch job %d attempt %d on %s (GPUs %s)%s",
+            att.job_id,
+            att.n,
+            where,
+            ",".join(map(str, att.gpus.tolist())),
             f" from its checkpoint at iteration {att.start_iteration}" if att.resume else "",
         )
         if len(att.exits) == att.world_size:  # every node it was meant for is gone
@@ -966,8 +992,16 @@ class LiveBackend:
                     successor.ended = True  # the job is complete: its relaunch never starts
                     self._live.pop((successor.job_id, successor.n), None)
                     self._ports_used.discard(successor.master_port)
-                    self.journal.end_attempt(successor.job_id, successor.n, t, "cancelled", successor.start_iteration,
-                                             None, None, "the previous attempt completed the job")
+                    self.journal.end_attempt(
+                        successor.job_id,
+                        successor.n,
+                        t,
+                        "cancelled",
+                        successor.start_iteration,
+                        None,
+                        None,
+                        "the previous attempt completed the job",
+                    )
             return
         if outcome == "failed" and not att.revoked and not from_journal:
             self._retries[row] += 1
@@ -983,8 +1017,12 @@ class LiveBackend:
             if not att.requeued:
                 self._requeue_now(att, t)
                 if outcome == "failed":
-                    log.warning("job %d crashed (try %d of %d); requeued from its last checkpoint", att.job_id,
-                                self._retries[row], self.options.max_retries + 1)
+                    log.warning(
+                        "job %d crashed (try %d of %d); requeued from its last checkpoint",
+                        att.job_id,
+                        self._retries[row],
+                        self.options.max_retries + 1,
+                    )
         elif current and att.revoked and att.checkpoint_iteration is not None and self.world.jobs._cols["has_model"][row]:
             self._reached[row] = max(att.checkpoint_iteration, 0)
         elif current and att.revoked and self.world.jobs._cols["has_model"][row]:
@@ -1009,7 +1047,9 @@ class LiveBackend:
             self._send(identity, "error", reason=str(err), ref=seq)
             return
         self.counters["submitted"] += len(ids)
-        log.info("accepted %d job(s) from a submitter: %s", len(ids), ", ".join(map(str, ids[:20])) + (" ..." if len(ids) > 20 else ""))
+        log.info(
+            "accepted %d job(s) from a submitter: %s", len(ids), ", ".join(map(str, ids[:20])) + (" ..." if len(ids) > 20 else "")
+        )
         self._after_commit.append((identity, "accepted", {"job_ids": ids}))
 
     def _on_status(self, identity, seq, body, frame) -> None:

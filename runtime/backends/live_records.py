@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.backends.base import Progress
-from runtime.types import Events, Plan
+from roundhouse.runtime.backends.base import Progress
+from roundhouse.runtime.types import Events, Plan
 
 
 def record_of(events: Events, progress: Progress, ids: np.ndarray, submitted: list[int]) -> dict:
@@ -21,8 +21,12 @@ def record_of(events: Events, progress: Progress, ids: np.ndarray, submitted: li
         "lost": list(events.nodes_lost),
         "metrics": {str(int(ids[r])): v for r, v in events.metrics.items()},
         "submitted": list(submitted),
-        "progress": [[int(x) for x in ids[progress.rows]], progress.done.tolist(), progress.service.tolist(),
-                     progress.run_s.tolist()],
+        "progress": [
+            [int(x) for x in ids[progress.rows]],
+            progress.done.tolist(),
+            progress.service.tolist(),
+            progress.run_s.tolist(),
+        ],
     }
 
 
@@ -65,7 +69,9 @@ def replayed(record: dict, now: float, jobs, n_gpus: int, submitted) -> tuple[Ev
         submitted=submitted,
     )
     progress = Progress(
-        np.asarray([row(i) for i in p_ids], dtype=np.int64), np.asarray(p_done, dtype=float),
-        np.asarray(p_service, dtype=float), np.asarray(p_run, dtype=float),
+        np.asarray([row(i) for i in p_ids], dtype=np.int64),
+        np.asarray(p_done, dtype=float),
+        np.asarray(p_service, dtype=float),
+        np.asarray(p_run, dtype=float),
     )
     return events, progress

@@ -8,8 +8,8 @@ import shlex
 
 import polars as pl
 
-from runtime.errors import UsageError
-from runtime.journal import Journal
+from roundhouse.runtime.errors import UsageError
+from roundhouse.runtime.journal import Journal
 
 
 class Submissions:
@@ -22,8 +22,8 @@ class Submissions:
     def accept(self, specs: list[dict], received_s: float) -> list[int]:
         """Check the jobs and journal them (committed with the backend's next flush); returns
         their ids. Raises a RoundhouseError that says what is wrong, accepting none."""
-        from runtime.world import prepare_jobs
-        from traces.schema import validate
+        from roundhouse.runtime.world import prepare_jobs
+        from roundhouse.traces.schema import validate
 
         rows = []
         for spec in specs:
@@ -74,7 +74,7 @@ class Submissions:
 
     @staticmethod
     def frame(pending: list[tuple[int, dict, float]]) -> pl.DataFrame:
-        from traces.schema import validate
+        from roundhouse.traces.schema import validate
 
         return validate(_text_frame([{**spec, "arrival_s": str(t)} for _, spec, t in pending]), "submission")
 

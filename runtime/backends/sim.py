@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.backends.base import Progress
-from runtime.rowsets import isin_rows
-from runtime.types import Events, Plan
-from runtime.world import World
+from roundhouse.runtime.backends.base import Progress
+from roundhouse.runtime.rowsets import isin_rows
+from roundhouse.runtime.types import Events, Plan
+from roundhouse.runtime.world import World
 
 # Relative slack when deciding that a job finishes inside a round, so that float rounding in
 # accumulated progress never pushes an exact finish into the next round.

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Union
-
 import attrs
 
-from runtime.errors import Location
+from roundhouse.runtime.errors import Location
 
 
 @attrs.frozen
@@ -29,7 +27,7 @@ class Arg:
 
 @attrs.frozen
 class PortRef:
-    key: Union[str, int]
+    key: str | int
     location: Location
 
 
@@ -93,7 +91,7 @@ class ElementClass:
     location: Location
 
 
-Statement = Union[Setting, Import, Require, ElementClass, Chain]
+Statement = Setting | Import | Require | ElementClass | Chain
 
 
 @attrs.frozen

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import attrs
 
-from runtime import registry
-from runtime.dsl import ast
-from runtime.dsl.parser import parse
-from runtime.errors import Location, SchedError, SchedErrors, did_you_mean
+from roundhouse.runtime import registry
+from roundhouse.runtime.dsl import ast
+from roundhouse.runtime.dsl.parser import parse
+from roundhouse.runtime.errors import Location, SchedError, SchedErrors, did_you_mean
 
 RESERVED = ("input", "output")
 
@@ -179,9 +179,7 @@ class _Loader:
                 try:
                     imported = read_source(target)
                 except FileNotFoundError:
-                    self.errors.append(
-                        SchedError(f"cannot import '{st.path}': no such file ({target})", st.location)
-                    )
+                    self.errors.append(SchedError(f"cannot import '{st.path}': no such file ({target})", st.location))
                     continue
                 except (OSError, UnicodeDecodeError, ValueError) as err:
                     self.errors.append(SchedError(f"cannot import '{st.path}': {_why_unreadable(err)}", st.location))
@@ -288,9 +286,7 @@ class _Loader:
             self._declare(full, bare, base_dir, env, params_owner, stack)
             return full
         known = list(local) + registry.names() + list(self.classes)
-        self.errors.append(
-            SchedError(f"unknown element or class '{name}'", node.location, hint=did_you_mean(name, known))
-        )
+        self.errors.append(SchedError(f"unknown element or class '{name}'", node.location, hint=did_you_mean(name, known)))
         return None
 
     def _declare(self, full: str, node: ast.Node, base_dir: str, env, params_owner, stack) -> None:
@@ -339,9 +335,7 @@ class _Loader:
                 bound[order[i]] = a.value
             elif a.name not in params:
                 self.errors.append(
-                    SchedError(
-                        f"{definition.name} has no parameter '{a.name}'", a.location, hint=did_you_mean(a.name, params)
-                    )
+                    SchedError(f"{definition.name} has no parameter '{a.name}'", a.location, hint=did_you_mean(a.name, params))
                 )
                 ok = False
             else:

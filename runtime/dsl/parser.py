@@ -13,9 +13,9 @@ from importlib import resources
 import lark
 from lark import Token, Transformer, v_args
 
-from runtime.dsl import ast
-from runtime.errors import Location, SchedError, remember_source
-from runtime.values import DURATION_UNITS, Duration, IdRange, Multiplier, Rate, finite, unit_list, whole_number
+from roundhouse.runtime.dsl import ast
+from roundhouse.runtime.errors import Location, SchedError, remember_source
+from roundhouse.runtime.values import DURATION_UNITS, Duration, IdRange, Multiplier, Rate, finite, unit_list, whole_number
 
 _UNIT_HINT = f"time units are {unit_list()}; rates are written like 8/h; multipliers like 1.2x"
 
@@ -50,7 +50,7 @@ _TERMINAL_TEXT = {
 
 @functools.cache
 def _parser() -> lark.Lark:
-    grammar = resources.files("runtime.dsl").joinpath("grammar.lark").read_text()
+    grammar = resources.files("roundhouse.runtime.dsl").joinpath("grammar.lark").read_text()
     return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from runtime.errors import RoundhouseError, TraceError
-from runtime.world import OWN_COLUMNS
-from tools.cli import main
-from traces import canonical, philly
-from traces.formats import read_trace
-from traces.schema import validate
+from roundhouse.runtime.errors import RoundhouseError, TraceError
+from roundhouse.runtime.world import OWN_COLUMNS
+from roundhouse.tools.cli import main
+from roundhouse.traces import canonical, philly
+from roundhouse.traces.formats import read_trace
+from roundhouse.traces.schema import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "traces" / "samples"
@@ -50,9 +50,13 @@ def test_shipped_philly_sample_runs_and_keeps_status_apart(capsys):
 
 
 def test_philly_records_without_status_read(tmp_path):
-    record = {"jobid": "a", "submitted_time": "2017-10-03 08:00:00",
-              "attempts": [{"start_time": "2017-10-03 08:00:00", "end_time": "2017-10-03 09:00:00",
-                            "detail": [{"ip": "m1", "gpus": ["gpu0"]}]}]}
+    record = {
+        "jobid": "a",
+        "submitted_time": "2017-10-03 08:00:00",
+        "attempts": [
+            {"start_time": "2017-10-03 08:00:00", "end_time": "2017-10-03 09:00:00", "detail": [{"ip": "m1", "gpus": ["gpu0"]}]}
+        ],
+    }
     frame = read_trace(write(tmp_path, json.dumps([record]), "p.json"))
     assert frame["philly_status"].to_list() == [None] and frame["duration_s"].to_list() == [3600.0]
 
@@ -85,11 +89,11 @@ def test_a_runs_jobs_csv_is_not_a_trace(tmp_path, capsys):
 
 
 def test_live_submission_with_own_column_is_refused_and_not_journaled(tmp_path):
-    from runtime.backends.live_submissions import Submissions
-    from runtime.cluster import Cluster
-    from runtime.journal import Journal
-    from runtime.world import World
-    from traces.profiles import ProfileTable
+    from roundhouse.runtime.backends.live_submissions import Submissions
+    from roundhouse.runtime.cluster import Cluster
+    from roundhouse.runtime.journal import Journal
+    from roundhouse.runtime.world import World
+    from roundhouse.traces.profiles import ProfileTable
 
     world = World(Cluster.parse("1x2:V100"), ProfileTable.load(), "V100")
     journal = Journal(tmp_path / "j.sqlite")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.cli import main
-from traces.formats import read_trace
+from roundhouse.tools.cli import main
+from roundhouse.traces.formats import read_trace
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
 

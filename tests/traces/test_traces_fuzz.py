@@ -13,9 +13,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime.errors import TraceError
-from traces import canonical, gavel, tiresias
-from traces.formats import read_trace
+from roundhouse.runtime.errors import TraceError
+from roundhouse.traces import canonical, gavel, tiresias
+from roundhouse.traces.formats import read_trace
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
 BASES = {
@@ -46,7 +46,7 @@ def damaged(draw, text: str) -> bytes:
         elif kind == "delete_cell":
             start = max(text.rfind(",", 0, position), text.rfind("\t", 0, position), text.rfind("\n", 0, position)) + 1
             stops = [i for i in (text.find(",", position), text.find("\t", position), text.find("\n", position)) if i >= 0]
-            text = text[:start] + text[min(stops) if stops else len(text):]
+            text = text[:start] + text[min(stops) if stops else len(text) :]
         elif kind == "truncate_line":
             stop = text.find("\n", position)
             text = text[:position] + (text[stop:] if stop >= 0 else "")
@@ -78,7 +78,11 @@ def check(data: bytes, reader, suffix: str) -> None:
                 assert df.height == 0 or df["gpus"].min() >= 1
 
 
-FUZZ = settings(max_examples=int(os.environ.get("ROUNDHOUSE_FUZZ_EXAMPLES", "100")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=int(os.environ.get("ROUNDHOUSE_FUZZ_EXAMPLES", "100")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @FUZZ

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from traces.generators import (
+from roundhouse.traces.generators import (
     BLOX_MODELS,
     assign_models,
     generate,
@@ -13,7 +13,7 @@ from traces.generators import (
     philly_gpus,
     poisson_arrivals,
 )
-from traces.profiles import ProfileTable
+from roundhouse.traces.profiles import ProfileTable
 
 N = 20_000
 

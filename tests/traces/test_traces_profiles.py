@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime.errors import TraceError
-from traces.profiles import GAVEL_MODELS, SHIPPED_PROFILE, ProfileTable, canonical_model
+from roundhouse.runtime.errors import TraceError
+from roundhouse.traces.profiles import GAVEL_MODELS, SHIPPED_PROFILE, ProfileTable, canonical_model
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "gavel"
 
@@ -41,8 +41,14 @@ def test_missing_entries_and_spread_fallback(table):
 def test_aliases_and_names(table):
     assert set(table.models) == set(GAVEL_MODELS)
     assert table.gpu_types == ("V100", "P100", "K80")
-    for alias, name in [("LSTM", "LM"), ("recoder", "Recommendation"), ("ResNet18", "ResNet-18"),
-                        ("Resnet-18", "ResNet-18"), ("CycleGan", "CycleGAN"), ("resnet_50", "ResNet-50")]:
+    for alias, name in [
+        ("LSTM", "LM"),
+        ("recoder", "Recommendation"),
+        ("ResNet18", "ResNet-18"),
+        ("Resnet-18", "ResNet-18"),
+        ("CycleGan", "CycleGAN"),
+        ("resnet_50", "ResNet-50"),
+    ]:
         assert table.canonical_model(alias) == name == canonical_model(alias)
     assert table.canonical_model("vgg19") is None
     assert table.rate("lstm", 20, "v100", 1) == table.rate("LM", 20, "V100", 1)
@@ -102,7 +108,9 @@ def test_shipped_file_cites_its_source():
 )
 def test_bad_profile_files(tmp_path, line, column, words):
     path = tmp_path / "p.csv"
-    path.write_text(f"# a profile\nmodel,batch_size,gpu_type,gpus,placement,iters_per_s\nResNet-18,16,V100,1,consolidated,1.0\n{line}\n")
+    path.write_text(
+        f"# a profile\nmodel,batch_size,gpu_type,gpus,placement,iters_per_s\nResNet-18,16,V100,1,consolidated,1.0\n{line}\n"
+    )
     with pytest.raises(TraceError) as info:
         ProfileTable.load(path)
     assert info.value.row == 4 and info.value.column == column

@@ -10,11 +10,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from runtime.errors import TraceError
-from traces import canonical, gavel, philly, tiresias
-from traces.formats import detect_format, load_trace, read_trace, write_trace
-from traces.generators import generate
-from traces.profiles import ProfileTable
+from roundhouse.runtime.errors import TraceError
+from roundhouse.traces import canonical, gavel, philly, tiresias
+from roundhouse.traces.formats import detect_format, load_trace, read_trace, write_trace
+from roundhouse.traces.generators import generate
+from roundhouse.traces.profiles import ProfileTable
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "traces" / "samples"
@@ -66,7 +66,7 @@ def test_canonical_csv_and_parquet_round_trip(tmp_path):
 
 
 def test_write_trace_refuses_unknown_extension(tmp_path):
-    from runtime.errors import UsageError
+    from roundhouse.runtime.errors import UsageError
 
     with pytest.raises(UsageError):
         write_trace(read_trace(SAMPLES / "philly-single-200.csv"), tmp_path / "a.txt")
@@ -226,8 +226,14 @@ def write_json(tmp_path, records, name="cluster_job_log"):
 
 def test_philly_conversion_rules(tmp_path):
     records = [
-        job("b", "2017-10-01 10:10:00", [attempt("2017-10-01 10:11:00", "2017-10-01 10:21:00", 4, 4),
-                                          attempt("2017-10-01 11:00:00", "2017-10-01 11:05:00", 2)]),
+        job(
+            "b",
+            "2017-10-01 10:10:00",
+            [
+                attempt("2017-10-01 10:11:00", "2017-10-01 10:21:00", 4, 4),
+                attempt("2017-10-01 11:00:00", "2017-10-01 11:05:00", 2),
+            ],
+        ),
         job("a", "2017-10-01 10:00:00", [attempt("2017-10-01 10:00:30", "2017-10-01 10:01:30", 1)]),
         job("never", "2017-10-01 09:00:00", []),
         job("lost", "2017-10-01 09:30:00", [attempt("2017-10-01 09:31:00", "None", 1)]),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.cli import main
+from roundhouse.tools.cli import main
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
 

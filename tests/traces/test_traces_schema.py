@@ -8,9 +8,9 @@ import math
 import polars as pl
 import pytest
 
-from runtime.errors import TraceError
-from traces import canonical
-from traces.schema import CANONICAL_COLUMNS, validate
+from roundhouse.runtime.errors import TraceError
+from roundhouse.traces import canonical
+from roundhouse.traces.schema import CANONICAL_COLUMNS, validate
 
 HEADER = "job_id,arrival_s,gpus,duration_s"
 

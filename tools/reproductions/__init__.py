@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import attrs
 import polars as pl

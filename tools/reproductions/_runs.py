@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from runtime.sweep import RunOutcome, RunSpec, run_all
+from roundhouse.runtime.sweep import RunOutcome, RunSpec, run_all
 
 # Two cores are shared by everyone on the machine this was built on; more when there are more.
 WORKERS = max(1, min(2, os.cpu_count() or 1))
@@ -83,7 +83,14 @@ def save_figure(path: Path, draw, size: tuple[float, float] = (5.5, 3.6)) -> Pat
 
 
 def plot_against_load(
-    frame: pl.DataFrame, metric: str, series: str, path: Path, ylabel: str, title: str, x: str = "load", xlabel: str = "load (jobs/hour)"
+    frame: pl.DataFrame,
+    metric: str,
+    series: str,
+    path: Path,
+    ylabel: str,
+    title: str,
+    x: str = "load",
+    xlabel: str = "load (jobs/hour)",
 ) -> Path:
     """One line per value of `series`: `metric` (seconds, drawn in hours) against column `x`."""
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from runtime.sweep import RunSpec
-from tools.reproductions import Comparison, Report, experiment
-from tools.reproductions._runs import (
+from roundhouse.runtime.sweep import RunSpec
+from roundhouse.tools.reproductions import Comparison, Report, experiment
+from roundhouse.tools.reproductions._runs import (
     hours,
     jobs_table,
     pct_lower,
@@ -102,9 +102,15 @@ def blox_policies(out_dir: Path, quick: bool) -> Report:
     ]
     runs = summary_table(run(specs))
     figures = [
-        plot_against_load(runs, "avg_jct_s", "policy", out_dir / "avg_jct.png", "average JCT (h)", "Blox Fig 6: average JCT vs load"),
         plot_against_load(
-            runs, "avg_responsiveness_s", "policy", out_dir / "responsiveness.png", "average responsiveness (h)",
+            runs, "avg_jct_s", "policy", out_dir / "avg_jct.png", "average JCT (h)", "Blox Fig 6: average JCT vs load"
+        ),
+        plot_against_load(
+            runs,
+            "avg_responsiveness_s",
+            "policy",
+            out_dir / "responsiveness.png",
+            "average responsiveness (h)",
             "Blox Fig 7: responsiveness vs load",
         ),
     ]
@@ -112,8 +118,12 @@ def blox_policies(out_dir: Path, quick: bool) -> Report:
     best_low = min(POLICIES, key=lambda p: value(runs, "avg_jct_s", policy=p, load=low))
     best_resp = min(POLICIES, key=lambda p: value(runs, "avg_responsiveness_s", policy=p, load=high))
     worst_resp = max(POLICIES, key=lambda p: value(runs, "avg_responsiveness_s", policy=p, load=high))
-    above = [l for l in loads if l >= 7] or [high]
-    tiresias_worse = [l for l in above if value(runs, "avg_jct_s", policy="Tiresias", load=l) > value(runs, "avg_jct_s", policy="FIFO", load=l)]
+    above = [load for load in loads if load >= 7] or [high]
+    tiresias_worse = [
+        load
+        for load in above
+        if value(runs, "avg_jct_s", policy="Tiresias", load=load) > value(runs, "avg_jct_s", policy="FIFO", load=load)
+    ]
     fmt = lambda metric, load: ", ".join(f"{p} {hours(value(runs, metric, policy=p, load=load))}" for p in POLICIES)  # noqa: E731
     comparisons = [
         Comparison(f"lowest average JCT at {low} jobs/h", "Optimus (below 4 jobs/h)", f"{best_low} ({fmt('avg_jct_s', low)})"),
@@ -131,7 +141,12 @@ def blox_policies(out_dir: Path, quick: bool) -> Report:
 
 # --- §5.1, Figs 12-13: admission control in front of LAS --------------------------------------
 
-GATES = {"Accept All": "AcceptAll", "Accept 1.0x": "AcceptThreshold(factor=1.0x)", "Accept 1.2x": "AcceptThreshold(factor=1.2x)", "Accept 1.5x": "AcceptThreshold(factor=1.5x)"}
+GATES = {
+    "Accept All": "AcceptAll",
+    "Accept 1.0x": "AcceptThreshold(factor=1.0x)",
+    "Accept 1.2x": "AcceptThreshold(factor=1.2x)",
+    "Accept 1.5x": "AcceptThreshold(factor=1.5x)",
+}
 
 
 @experiment(
@@ -147,7 +162,11 @@ def blox_admission(out_dir: Path, quick: bool) -> Report:
     specs = []
     for scenario, extra in (("Philly-Trace", ""), ("with daily spike", spike)):
         for name, gate in GATES.items():
-            graph = write_graph(out_dir, f"las-{name.split()[-1].lower().replace('.', '_')}-{'spike' if extra else 'plain'}", _source_graph("Las", admit=gate, extra=extra))
+            graph = write_graph(
+                out_dir,
+                f"las-{name.split()[-1].lower().replace('.', '_')}-{'spike' if extra else 'plain'}",
+                _source_graph("Las", admit=gate, extra=extra),
+            )
             specs.append(
                 RunSpec(
                     str(graph),
@@ -164,24 +183,51 @@ def blox_admission(out_dir: Path, quick: bool) -> Report:
         slug = "spike" if "spike" in scenario else "plain"
         figures.append(
             plot_bars(
-                part["admission"].to_list(), (part["avg_jct_s"] / 3600).to_list(), out_dir / f"avg_jct_{slug}.png",
-                "average JCT (h)", f"LAS with admission control, 8 jobs/h ({scenario})",
+                part["admission"].to_list(),
+                (part["avg_jct_s"] / 3600).to_list(),
+                out_dir / f"avg_jct_{slug}.png",
+                "average JCT (h)",
+                f"LAS with admission control, 8 jobs/h ({scenario})",
             )
         )
-        figures.append(plot_cdf(jobs.filter(pl.col("scenario") == scenario), "admission", out_dir / f"jct_cdf_{slug}.png", f"JCT CDF ({scenario})"))
+        figures.append(
+            plot_cdf(
+                jobs.filter(pl.col("scenario") == scenario), "admission", out_dir / f"jct_cdf_{slug}.png", f"JCT CDF ({scenario})"
+            )
+        )
     jct = lambda scenario, gate: value(runs, "avg_jct_s", scenario=scenario, admission=gate)  # noqa: E731
     resp = lambda scenario, gate: value(runs, "avg_responsiveness_s", scenario=scenario, admission=gate)  # noqa: E731
     comparisons = [
-        Comparison("avg JCT, Accept 1.2x vs Accept All", "~15% lower (Fig 12)", pct_lower(jct("Philly-Trace", "Accept All"), jct("Philly-Trace", "Accept 1.2x"))),
-        Comparison("avg JCT, Accept 1.5x vs Accept All", "5% lower (Fig 12 caption)", pct_lower(jct("Philly-Trace", "Accept All"), jct("Philly-Trace", "Accept 1.5x"))),
-        Comparison("avg JCT, Accept 1.0x vs Accept All", "30% lower (Fig 12 caption)", pct_lower(jct("Philly-Trace", "Accept All"), jct("Philly-Trace", "Accept 1.0x"))),
+        Comparison(
+            "avg JCT, Accept 1.2x vs Accept All",
+            "~15% lower (Fig 12)",
+            pct_lower(jct("Philly-Trace", "Accept All"), jct("Philly-Trace", "Accept 1.2x")),
+        ),
+        Comparison(
+            "avg JCT, Accept 1.5x vs Accept All",
+            "5% lower (Fig 12 caption)",
+            pct_lower(jct("Philly-Trace", "Accept All"), jct("Philly-Trace", "Accept 1.5x")),
+        ),
+        Comparison(
+            "avg JCT, Accept 1.0x vs Accept All",
+            "30% lower (Fig 12 caption)",
+            pct_lower(jct("Philly-Trace", "Accept All"), jct("Philly-Trace", "Accept 1.0x")),
+        ),
         Comparison(
             "avg responsiveness, Accept 1.0x vs Accept All",
             "worse (up to 46% of avg JCT)",
             f"{hours(resp('Philly-Trace', 'Accept 1.0x'))} vs {hours(resp('Philly-Trace', 'Accept All'))}",
         ),
-        Comparison("spike: avg JCT, Accept 1.5x vs Accept All", "15.4% lower (Fig 13)", pct_lower(jct("with daily spike", "Accept All"), jct("with daily spike", "Accept 1.5x"))),
-        Comparison("spike: avg JCT, Accept 1.2x vs Accept All", "27.3% lower (Fig 13)", pct_lower(jct("with daily spike", "Accept All"), jct("with daily spike", "Accept 1.2x"))),
+        Comparison(
+            "spike: avg JCT, Accept 1.5x vs Accept All",
+            "15.4% lower (Fig 13)",
+            pct_lower(jct("with daily spike", "Accept All"), jct("with daily spike", "Accept 1.5x")),
+        ),
+        Comparison(
+            "spike: avg JCT, Accept 1.2x vs Accept All",
+            "27.3% lower (Fig 13)",
+            pct_lower(jct("with daily spike", "Accept All"), jct("with daily spike", "Accept 1.2x")),
+        ),
     ]
     notes = [f"jobs {lo}..{hi - 1} of {n} measured; spike jobs (ids from 1,000,000) load the cluster but are not measured."]
     return Report(comparisons=comparisons, tables={"runs": runs, "jobs": jobs}, figures=figures, notes=notes)
@@ -207,7 +253,7 @@ report   :: JobMetrics(track={lo}..{hi});
     "Blox (EuroSys'24) §5.3, Fig 16",
 )
 def blox_loss_termination(out_dir: Path, quick: bool) -> Report:
-    from traces.generators import generate
+    from roundhouse.traces.generators import generate
 
     lo, hi, n = window(quick, single_gpu=True)
     load = 7
@@ -227,15 +273,23 @@ def blox_loss_termination(out_dir: Path, quick: bool) -> Report:
             ),
         ):
             graph = write_graph(
-                out_dir, f"fifo-{name}-{seed}", LOSS_GRAPH.format(costs=COSTS, cluster=CLUSTER, trace=trace.resolve(), lo=lo, hi=hi, body=body)
+                out_dir,
+                f"fifo-{name}-{seed}",
+                LOSS_GRAPH.format(costs=COSTS, cluster=CLUSTER, trace=trace.resolve(), lo=lo, hi=hi, body=body),
             )
             specs.append(RunSpec(str(graph), labels={"termination": name, "seed": seed}))
     outcomes = run(specs)
     runs = summary_table(outcomes)
     jobs = jobs_table(outcomes)
-    figure = plot_cdf(jobs.filter(pl.col("seed") == seeds[0]), "termination", out_dir / "jct_cdf.png", "FIFO, 7 jobs/h: JCT CDF (Blox Fig 16)")
+    figure = plot_cdf(
+        jobs.filter(pl.col("seed") == seeds[0]), "termination", out_dir / "jct_cdf.png", "FIFO, 7 jobs/h: JCT CDF (Blox Fig 16)"
+    )
     drops = [
-        100.0 * (1 - value(runs, "avg_jct_s", termination="loss-based", seed=s) / value(runs, "avg_jct_s", termination="epochs", seed=s))
+        100.0
+        * (
+            1
+            - value(runs, "avg_jct_s", termination="loss-based", seed=s) / value(runs, "avg_jct_s", termination="epochs", seed=s)
+        )
         for s in seeds
     ]
     comparisons = [
@@ -256,7 +310,18 @@ def blox_loss_termination(out_dir: Path, quick: bool) -> Report:
 
 # --- §4.3, Figs 10-11: placement -------------------------------------------------------------
 
-TIRESIAS_MODELS_10 = ("VGG19", "VGG16", "VGG11", "AlexNet", "ResNet152", "ResNet101", "ResNet50", "Inception4", "Inception3", "GoogleNet")
+TIRESIAS_MODELS_10 = (
+    "VGG19",
+    "VGG16",
+    "VGG11",
+    "AlexNet",
+    "ResNet152",
+    "ResNet101",
+    "ResNet50",
+    "Inception4",
+    "Inception3",
+    "GoogleNet",
+)
 # Fig 11's eight workloads: the first five have a tensor skew above 0.12, the last three below.
 EIGHT_MODELS = ("VGG19", "VGG16", "VGG11", "AlexNet", "GoogleNet", "ResNet50", "Inception3", "ResNet101")
 SPREAD_SLOWDOWN = 1.67  # Tiresias' largest measured gain from consolidation (§6.2)
@@ -274,7 +339,7 @@ arrivals -> AcceptAll -> JobPool -> DiscreteLAS(queues=2, thresholds=[1h]) -> {p
 def _placement_trace(path: Path, n: int, load: float, seed: int, models: tuple[str, ...], slowdown: dict[str, float]) -> Path:
     """Philly durations and GPU counts, Poisson arrivals, a model drawn uniformly from `models`
     for each job, and the job's spread slowdown for the scenario."""
-    from traces.generators import generate
+    from roundhouse.traces.generators import generate
 
     frame = generate(n, load / 3600.0, seed)
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(6)[5])
@@ -293,16 +358,26 @@ def _placement_trace(path: Path, n: int, load: float, seed: int, models: tuple[s
     "Blox (EuroSys'24) §4.3, Figs 10-11",
 )
 def blox_placement(out_dir: Path, quick: bool) -> Report:
-    from traces.placement import PlacementTable
+    from roundhouse.traces.placement import PlacementTable
 
     lo, hi, n = window(quick)
     traces = out_dir / "traces"
     traces.mkdir(parents=True, exist_ok=True)
     track = f"report.track={lo}..{hi}"
-    skew_graph = write_graph(out_dir, "tiresias-skew", PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="SkewAwarePlacer(packlimit=0.3)"))
-    consolidated_graph = write_graph(out_dir, "tiresias-consolidated", PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="Consolidated"))
-    skew8_graph = write_graph(out_dir, "tiresias-skew-0.12", PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="SkewAwarePlacer(packlimit=0.12)"))
-    profiled_graph = write_graph(out_dir, "tiresias-plus", PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="ProfiledPlacer(tolerance=1.05)"))
+    skew_graph = write_graph(
+        out_dir, "tiresias-skew", PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="SkewAwarePlacer(packlimit=0.3)")
+    )
+    consolidated_graph = write_graph(
+        out_dir, "tiresias-consolidated", PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="Consolidated")
+    )
+    skew8_graph = write_graph(
+        out_dir,
+        "tiresias-skew-0.12",
+        PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="SkewAwarePlacer(packlimit=0.12)"),
+    )
+    profiled_graph = write_graph(
+        out_dir, "tiresias-plus", PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="ProfiledPlacer(tolerance=1.05)")
+    )
 
     # Fig 10: two hardware scenarios for the same ten models.
     _, testbed = PlacementTable.load().lookup(list(TIRESIAS_MODELS_10))
@@ -317,7 +392,11 @@ def blox_placement(out_dir: Path, quick: bool) -> Report:
             trace = _placement_trace(traces / f"fig10-{s}-{load}.csv", n, load, 0, TIRESIAS_MODELS_10, slowdown)
             for placer, graph in (("Tiresias skew placement", skew_graph), ("consolidate all", consolidated_graph)):
                 specs.append(
-                    RunSpec(str(graph), (f'arrivals.path="{trace.resolve()}"', track), labels={"figure": "10", "scenario": scenario, "placer": placer, "load": load})
+                    RunSpec(
+                        str(graph),
+                        (f'arrivals.path="{trace.resolve()}"', track),
+                        labels={"figure": "10", "scenario": scenario, "placer": placer, "load": load},
+                    )
                 )
     # Fig 11: 8 jobs/hour; the first k of the eight models are sensitive.
     for k in (5, 6, 7, 8):
@@ -325,7 +404,11 @@ def blox_placement(out_dir: Path, quick: bool) -> Report:
         trace = _placement_trace(traces / f"fig11-{k}.csv", n, 8, 0, EIGHT_MODELS, slowdown)
         for placer, graph in (("Tiresias (skew > 0.12)", skew8_graph), ("Tiresias+ (profiled)", profiled_graph)):
             specs.append(
-                RunSpec(str(graph), (f'arrivals.path="{trace.resolve()}"', track), labels={"figure": "11", "sensitive": k, "placer": placer, "load": 8})
+                RunSpec(
+                    str(graph),
+                    (f'arrivals.path="{trace.resolve()}"', track),
+                    labels={"figure": "11", "sensitive": k, "placer": placer, "load": 8},
+                )
             )
     runs = summary_table(run(specs))
     fig10 = runs.filter(pl.col("figure") == "10")
@@ -334,14 +417,24 @@ def blox_placement(out_dir: Path, quick: bool) -> Report:
     for s, scenario in enumerate(scenarios):
         figures.append(
             plot_against_load(
-                fig10.filter(pl.col("scenario") == scenario), "avg_jct_s", "placer", out_dir / f"fig10_{s}.png", "average JCT (h)",
+                fig10.filter(pl.col("scenario") == scenario),
+                "avg_jct_s",
+                "placer",
+                out_dir / f"fig10_{s}.png",
+                "average JCT (h)",
                 f"Blox Fig 10: {scenario}",
             )
         )
     figures.append(
         plot_against_load(
-            fig11, "avg_jct_s", "placer", out_dir / "fig11.png", "average JCT (h)",
-            "Blox Fig 11: skew heuristic vs profiled placement, 8 jobs/h", x="sensitive", xlabel="placement-sensitive models (of 8)",
+            fig11,
+            "avg_jct_s",
+            "placer",
+            out_dir / "fig11.png",
+            "average JCT (h)",
+            "Blox Fig 11: skew heuristic vs profiled placement, 8 jobs/h",
+            x="sensitive",
+            xlabel="placement-sensitive models (of 8)",
         )
     )
     v100 = "V100, 10 Gbps (every model sensitive)"
@@ -352,7 +445,8 @@ def blox_placement(out_dir: Path, quick: bool) -> Report:
     )
     plus = {
         k: pct_lower(
-            value(fig11, "avg_jct_s", sensitive=k, placer="Tiresias (skew > 0.12)"), value(fig11, "avg_jct_s", sensitive=k, placer="Tiresias+ (profiled)")
+            value(fig11, "avg_jct_s", sensitive=k, placer="Tiresias (skew > 0.12)"),
+            value(fig11, "avg_jct_s", sensitive=k, placer="Tiresias+ (profiled)"),
         )
         for k in (5, 6, 7, 8)
     }
@@ -360,13 +454,13 @@ def blox_placement(out_dir: Path, quick: bool) -> Report:
         Comparison(
             "V100/10 Gbps: consolidate-all vs skew placement, avg JCT",
             "consolidation better above 4 jobs/h",
-            "; ".join(f"{l} jobs/h: {gap(v100, l)}" for l in loads),
+            "; ".join(f"{load} jobs/h: {gap(v100, load)}" for load in loads),
             "every model assumed 1.67x slower when spread on this cluster (an assumption, see docs)",
         ),
         Comparison(
             "P100/100 Gbps: consolidate-all vs skew placement, avg JCT",
             "skew placement better (Tiresias' testbed)",
-            "; ".join(f"{l} jobs/h: {gap(p100, l)}" for l in loads),
+            "; ".join(f"{load} jobs/h: {gap(p100, load)}" for load in loads),
         ),
         Comparison(
             "Tiresias+ vs Tiresias, avg JCT, 5 to 8 sensitive models",
@@ -413,13 +507,24 @@ def blox_intranode(out_dir: Path, quick: bool) -> Report:
     rows = [{"policy": o.spec.labels["policy"], **o.reports["links"]["bandwidth"]} for o in outcomes]
     table = pl.DataFrame(rows)
     launches = pl.concat([o.reports["links"]["links"].with_columns(policy=pl.lit(o.spec.labels["policy"])) for o in outcomes])
-    figure = plot_bars(table["policy"].to_list(), table["avg_gbps"].to_list(), out_dir / "bandwidth.png", "average link bandwidth (Gbps)", "Blox Table 4: bandwidth seen by single-node multi-GPU jobs")
+    figure = plot_bars(
+        table["policy"].to_list(),
+        table["avg_gbps"].to_list(),
+        out_dir / "bandwidth.png",
+        "average link bandwidth (Gbps)",
+        "Blox Table 4: bandwidth seen by single-node multi-GPU jobs",
+    )
     get = lambda policy, key: float(table.filter(pl.col("policy") == policy)[key][0])  # noqa: E731
     random, aware = get("Random", "avg_gbps"), get("Bandwidth aware", "avg_gbps")
     comparisons = [
         Comparison("avg bandwidth, random placement", "58.7 Gbps", f"{random:.1f} Gbps"),
         Comparison("avg bandwidth, bandwidth-aware placement", "86.5 Gbps", f"{aware:.1f} Gbps"),
-        Comparison("bandwidth-aware / random", "1.47x", f"{aware / random:.2f}x", "link ratings (NVLink 2.0: 200/400 Gbps), not measured throughput"),
+        Comparison(
+            "bandwidth-aware / random",
+            "1.47x",
+            f"{aware / random:.2f}x",
+            "link ratings (NVLink 2.0: 200/400 Gbps), not measured throughput",
+        ),
         Comparison(
             "2-GPU jobs only: bandwidth-aware / random",
             "",
@@ -428,5 +533,7 @@ def blox_intranode(out_dir: Path, quick: bool) -> Report:
             "a 4-GPU job takes a whole node either way",
         ),
     ]
-    notes = [f"{jobs} Philly-Trace jobs at 4 jobs/h, FIFO, consolidated placement; every launch of a single-node multi-GPU job counted."]
+    notes = [
+        f"{jobs} Philly-Trace jobs at 4 jobs/h, FIFO, consolidated placement; every launch of a single-node multi-GPU job counted."
+    ]
     return Report(comparisons=comparisons, tables={"bandwidth": table, "launches": launches}, figures=[figure], notes=notes)

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from runtime.sweep import RunSpec, run_all
-from tools.reproductions import Comparison, Report, experiment
-from tools.reproductions._runs import save_figure
+from roundhouse.runtime.sweep import RunSpec, run_all
+from roundhouse.tools.reproductions import Comparison, Report, experiment
+from roundhouse.tools.reproductions._runs import save_figure
 
 REPO = Path(__file__).resolve().parents[2]
 GRAPHS = REPO / "graphs"
@@ -28,7 +28,7 @@ FIGURE_SIZE = (6.4, 4.2)
 
 def _profile(out: Path) -> str:
     """Gavel's throughputs without the spread entries: every job at its consolidated speed."""
-    from traces.profiles import ProfileTable
+    from roundhouse.traces.profiles import ProfileTable
 
     path = out / "profile-consolidated.csv"
     ProfileTable.load().frame.filter(pl.col("placement") == "consolidated").write_csv(path)
@@ -36,10 +36,18 @@ def _profile(out: Path) -> str:
 
 
 def _mean_std(frame: pl.DataFrame, by: list[str], column: str) -> pl.DataFrame:
-    return frame.group_by(by, maintain_order=True).agg(pl.col(column).mean().alias("mean"), pl.col(column).std().alias("std"), pl.len().alias("seeds"))
+    return frame.group_by(by, maintain_order=True).agg(
+        pl.col(column).mean().alias("mean"), pl.col(column).std().alias("std"), pl.len().alias("seeds")
+    )
 
 
-def _continuous(out: Path, quick: bool, policies: dict[str, tuple[str, tuple[str, ...]]], sinks: tuple[str, ...] = (), only: tuple[str, ...] = ("single", "multiple")):
+def _continuous(
+    out: Path,
+    quick: bool,
+    policies: dict[str, tuple[str, tuple[str, ...]]],
+    sinks: tuple[str, ...] = (),
+    only: tuple[str, ...] = ("single", "multiple"),
+):
     """Runs of the continuous traces: {trace: rates}, each policy, each seed. Returns a frame
     of summaries (one row per run)."""
     profile = _profile(out)
@@ -47,10 +55,14 @@ def _continuous(out: Path, quick: bool, policies: dict[str, tuple[str, tuple[str
     # while the window's last jobs run. Rates are points of Gavel's sweeps (0.4 to 6 jobs/hour
     # in steps of 0.4 for single-GPU jobs, 0.3 to 3 in steps of 0.3 for the multi-GPU mix).
     jobs, window, seeds = (600, "200..400", (0,)) if quick else (7000, "4000..5000", (0, 1, 2))
-    traces = {"single": [2.0, 5.0], "multiple": [1.0, 2.5]} if quick else {
-        "single": [1.2, 2.4, 3.6, 4.4, 5.2, 6.0],
-        "multiple": [0.6, 1.2, 1.8, 2.4, 2.7, 3.0],
-    }
+    traces = (
+        {"single": [2.0, 5.0], "multiple": [1.0, 2.5]}
+        if quick
+        else {
+            "single": [1.2, 2.4, 3.6, 4.4, 5.2, 6.0],
+            "multiple": [0.6, 1.2, 1.8, 2.4, 2.7, 3.0],
+        }
+    )
     specs = []
     for trace, rates in traces.items():
         if trace not in only:
@@ -68,7 +80,9 @@ def _continuous(out: Path, quick: bool, policies: dict[str, tuple[str, tuple[str
                         *(f"{sink}.track={window}" for sink in sinks),
                         *extra,
                     )
-                    specs.append(RunSpec(str(GRAPHS / graph), overrides, labels=dict(trace=trace, rate=rate, seed=seed, policy=policy)))
+                    specs.append(
+                        RunSpec(str(GRAPHS / graph), overrides, labels=dict(trace=trace, rate=rate, seed=seed, policy=policy))
+                    )
     outcomes = run_all(specs, workers=2)
     rows = []
     for o in outcomes:
@@ -83,7 +97,9 @@ def _continuous(out: Path, quick: bool, policies: dict[str, tuple[str, tuple[str
 def _best_ratio(table: pl.DataFrame, trace: str, column: str, aware: str, agnostic: str) -> tuple[float, float]:
     """The largest (agnostic / aware) ratio of the seed-averaged metric over the loads, and the load."""
     sub = table.filter(pl.col("trace") == trace)
-    means = sub.group_by(["rate", "policy"]).agg(pl.col(column).mean()).pivot(on="policy", index="rate", values=column).sort("rate")
+    means = (
+        sub.group_by(["rate", "policy"]).agg(pl.col(column).mean()).pivot(on="policy", index="rate", values=column).sort("rate")
+    )
     ratio = (means[agnostic] / means[aware]).to_numpy()
     i = int(np.nanargmax(ratio))
     return float(ratio[i]), float(means["rate"][i])
@@ -93,8 +109,14 @@ def _load_plot(out: Path, table: pl.DataFrame, column: str, label: str, name: st
     def draw(ax):
         for (trace, policy), group in table.group_by(["trace", "policy"], maintain_order=True):
             stats = _mean_std(group, ["rate"], column).sort("rate")
-            ax.errorbar(stats["rate"], stats["mean"] / 3600 if column.endswith("_s") else stats["mean"], yerr=(stats["std"].fill_null(0) / (3600 if column.endswith("_s") else 1)),
-                        marker="o", capsize=3, label=f"{policy} ({trace})")
+            ax.errorbar(
+                stats["rate"],
+                stats["mean"] / 3600 if column.endswith("_s") else stats["mean"],
+                yerr=(stats["std"].fill_null(0) / (3600 if column.endswith("_s") else 1)),
+                marker="o",
+                capsize=3,
+                label=f"{policy} ({trace})",
+            )
         ax.set_xlabel("input rate (jobs/hour)")
         ax.set_ylabel(label)
         ax.set_yscale("log")
@@ -112,11 +134,17 @@ def las(out: Path, quick: bool) -> Report:
     }
     table = _continuous(out, quick, policies)
     report = Report(tables={"las": table})
-    report.figures.append(_load_plot(out, table, "avg_jct_s", "average JCT (hours)", "las-jct.png", "LAS on 36 V100 + 36 P100 + 36 K80"))
+    report.figures.append(
+        _load_plot(out, table, "avg_jct_s", "average JCT (hours)", "las-jct.png", "LAS on 36 V100 + 36 P100 + 36 K80")
+    )
     for trace, paper in (("single", "3.5x"), ("multiple", "2.2x")):
         ratio, rate = _best_ratio(table, trace, "avg_jct_s", "aware", "agnostic")
         report.comparisons.append(
-            Comparison(f"continuous-{trace}: agnostic / aware average JCT, best over loads", f"up to {paper}", f"{ratio:.2f}x (at {rate:g} jobs/h)")
+            Comparison(
+                f"continuous-{trace}: agnostic / aware average JCT, best over loads",
+                f"up to {paper}",
+                f"{ratio:.2f}x (at {rate:g} jobs/h)",
+            )
         )
     report.notes.append(_window_note(quick))
     return report
@@ -133,9 +161,17 @@ def ftf(out: Path, quick: bool) -> Report:
     report.figures.append(_load_plot(out, table, "avg_jct_s", "average JCT (hours)", "ftf-jct.png", "Finish-time fairness: JCT"))
     report.figures.append(_load_plot(out, table, "fairness_avg_rho", "average rho", "ftf-rho.png", "Finish-time fairness: rho"))
     ratio, rate = _best_ratio(table, "multiple", "avg_jct_s", "aware", "agnostic")
-    report.comparisons.append(Comparison("continuous-multiple: agnostic / aware average JCT, best over loads", "3x", f"{ratio:.2f}x (at {rate:g} jobs/h)"))
+    report.comparisons.append(
+        Comparison(
+            "continuous-multiple: agnostic / aware average JCT, best over loads", "3x", f"{ratio:.2f}x (at {rate:g} jobs/h)"
+        )
+    )
     ratio, rate = _best_ratio(table, "multiple", "fairness_avg_rho", "aware", "agnostic")
-    report.comparisons.append(Comparison("continuous-multiple: agnostic / aware average rho, best over loads", "2.8x", f"{ratio:.2f}x (at {rate:g} jobs/h)"))
+    report.comparisons.append(
+        Comparison(
+            "continuous-multiple: agnostic / aware average rho, best over loads", "2.8x", f"{ratio:.2f}x (at {rate:g} jobs/h)"
+        )
+    )
     report.notes.append(_window_note(quick))
     return report
 
@@ -156,7 +192,11 @@ def makespan(out: Path, quick: bool) -> Report:
         "FIFO (aware)": ("gavel-fifo.sched", ("report.track=0..1000000",)),
     }
     specs = [
-        RunSpec(str(GRAPHS / graph), (profile, "arrivals.rate=100000/h", f"arrivals.jobs={n}", f"arrivals.seed={seed}", *extra), labels=dict(jobs=n, seed=seed, policy=policy))
+        RunSpec(
+            str(GRAPHS / graph),
+            (profile, "arrivals.rate=100000/h", f"arrivals.jobs={n}", f"arrivals.seed={seed}", *extra),
+            labels=dict(jobs=n, seed=seed, policy=policy),
+        )
         for n in sizes
         for seed in seeds
         for policy, (graph, extra) in policies.items()
@@ -167,18 +207,31 @@ def makespan(out: Path, quick: bool) -> Report:
     def draw(ax):
         for policy, group in table.group_by("policy", maintain_order=True):
             stats = _mean_std(group, ["jobs"], "makespan_s").sort("jobs")
-            ax.errorbar(stats["jobs"], stats["mean"] / 3600, yerr=stats["std"].fill_null(0) / 3600, marker="o", capsize=3, label=policy)
+            ax.errorbar(
+                stats["jobs"], stats["mean"] / 3600, yerr=stats["std"].fill_null(0) / 3600, marker="o", capsize=3, label=policy
+            )
         ax.set_xlabel("jobs submitted at once (multi-GPU mix)")
         ax.set_ylabel("makespan (hours)")
         ax.legend()
 
     report.figures.append(save_figure(out / "makespan.png", draw, size=FIGURE_SIZE))
-    means = table.group_by(["jobs", "policy"]).agg(pl.col("makespan_s").mean()).pivot(on="policy", index="jobs", values="makespan_s").sort("jobs")
+    means = (
+        table.group_by(["jobs", "policy"])
+        .agg(pl.col("makespan_s").mean())
+        .pivot(on="policy", index="jobs", values="makespan_s")
+        .sort("jobs")
+    )
     ratio = (means["FIFO (agnostic)"] / means["makespan (aware)"]).to_numpy()
     i = int(np.argmax(ratio))
-    report.comparisons.append(Comparison("FIFO / makespan policy, makespan, best over batch sizes", "2.5x", f"{ratio[i]:.2f}x ({means['jobs'][i]} jobs)"))
+    report.comparisons.append(
+        Comparison(
+            "FIFO / makespan policy, makespan, best over batch sizes", "2.5x", f"{ratio[i]:.2f}x ({means['jobs'][i]} jobs)"
+        )
+    )
     aware_fifo = (means["FIFO (aware)"] / means["makespan (aware)"]).to_numpy()
-    report.comparisons.append(Comparison("heterogeneity-aware FIFO / makespan policy", "—", f"{aware_fifo.min():.2f}x to {aware_fifo.max():.2f}x"))
+    report.comparisons.append(
+        Comparison("heterogeneity-aware FIFO / makespan policy", "—", f"{aware_fifo.min():.2f}x to {aware_fifo.max():.2f}x")
+    )
     report.notes.append("Gandiva's ad-hoc space sharing (the paper's 1.4x baseline) is not implemented here")
     return report
 
@@ -192,28 +245,52 @@ def cost(out: Path, quick: bool) -> Report:
     prices = 'prices=["V100:2.48", "P100:1.46", "K80:0.45"]'
     graph_text = (GRAPHS / "gavel-cost-slo.sched").read_text()
     graphs = {}
-    for policy, solver in (("max throughput", "MaxThroughput"), ("min cost", f"MinCost({prices})"), ("min cost + SLOs", f"MinCostSLO({prices})")):
+    for policy, solver in (
+        ("max throughput", "MaxThroughput"),
+        ("min cost", f"MinCost({prices})"),
+        ("min cost + SLOs", f"MinCostSLO({prices})"),
+    ):
         path = out / f"cost-{solver.split('(')[0]}.sched"
         text = graph_text.replace('"../clusters/', f'"{GRAPHS.parent / "clusters"}/')
         path.write_text(text.replace(f"MinCostSLO({prices})", solver))
         graphs[policy] = path
     profile = _profile(out)
     specs = [
-        RunSpec(str(path), (profile, f"arrivals.jobs={jobs}", f"arrivals.rate={rate}", f"arrivals.seed={seed}"), labels=dict(policy=policy, seed=seed))
+        RunSpec(
+            str(path),
+            (profile, f"arrivals.jobs={jobs}", f"arrivals.rate={rate}", f"arrivals.seed={seed}"),
+            labels=dict(policy=policy, seed=seed),
+        )
         for seed in seeds
         for policy, path in graphs.items()
     ]
     rows = []
     for o in run_all(specs, workers=2):
-        rows.append({**o.spec.labels, **o.reports["cost"]["cost"], **o.reports["slo"]["slo"], "avg_jct_s": o.reports["report"]["summary"]["avg_jct_s"]})
+        rows.append(
+            {
+                **o.spec.labels,
+                **o.reports["cost"]["cost"],
+                **o.reports["slo"]["slo"],
+                "avg_jct_s": o.reports["report"]["summary"]["avg_jct_s"],
+            }
+        )
     table = pl.DataFrame(rows)
-    means = table.group_by("policy", maintain_order=True).agg(pl.col("total_cost_usd").mean(), pl.col("violation_pct").mean(), pl.col("avg_jct_s").mean())
+    means = table.group_by("policy", maintain_order=True).agg(
+        pl.col("total_cost_usd").mean(), pl.col("violation_pct").mean(), pl.col("avg_jct_s").mean()
+    )
     base = float(means.filter(pl.col("policy") == "max throughput")["total_cost_usd"][0])
     report = Report(tables={"cost": table, "cost_means": means})
-    for policy, paper in (("min cost", "~1.4x cheaper, ~35% SLO violations"), ("min cost + SLOs", "1.23x cheaper, 0% violations")):
+    for policy, paper in (
+        ("min cost", "~1.4x cheaper, ~35% SLO violations"),
+        ("min cost + SLOs", "1.23x cheaper, 0% violations"),
+    ):
         row = means.filter(pl.col("policy") == policy)
         report.comparisons.append(
-            Comparison(f"{policy} vs max throughput", paper, f"{base / float(row['total_cost_usd'][0]):.2f}x cheaper, {float(row['violation_pct'][0]):.0f}% SLO violations")
+            Comparison(
+                f"{policy} vs max throughput",
+                paper,
+                f"{base / float(row['total_cost_usd'][0]):.2f}x cheaper, {float(row['violation_pct'][0]):.0f}% SLO violations",
+            )
         )
     base_violations = float(means.filter(pl.col("policy") == "max throughput")["violation_pct"][0])
     report.comparisons.append(Comparison("max throughput: SLO violations", "—", f"{base_violations:.0f}%"))
@@ -225,19 +302,23 @@ def cost(out: Path, quick: bool) -> Report:
         ax.set_ylabel("total cost (thousand $)")
 
     report.figures.append(save_figure(out / "cost.png", draw, size=FIGURE_SIZE))
-    report.notes.append("prices: 2020 GCP on-demand per GPU-hour (V100 $2.48, P100 $1.46, K80 $0.45), an assumption; the paper gives none")
+    report.notes.append(
+        "prices: 2020 GCP on-demand per GPU-hour (V100 $2.48, P100 $1.46, K80 $0.45), an assumption; the paper gives none"
+    )
     return report
 
 
-@experiment("gavel-hierarchical", "Hierarchical fairness vs a static heterogeneity-agnostic partition (Fig. 11)", PAPER + " §7.4, Fig. 11")
+@experiment(
+    "gavel-hierarchical", "Hierarchical fairness vs a static heterogeneity-agnostic partition (Fig. 11)", PAPER + " §7.4, Fig. 11"
+)
 def hierarchical(out: Path, quick: bool) -> Report:
     """18 jobs, one every 4 rounds, in 3 entities of 6 (weights 1, 2, 3), fairness inside each,
     on 3 V100 + 3 P100 + 3 K80; effective throughput per round from the policy's allocation (as
     Fig. 11 plots it), beside a static partition that gives entity s a w_s / sum(w) share of
     every type, split equally among its jobs without regard to their speed."""
-    from runtime.compiler import compile_file
-    from runtime.simulate import simulate
-    from traces.profiles import ProfileTable
+    from roundhouse.runtime.compiler import compile_file
+    from roundhouse.runtime.simulate import simulate
+    from roundhouse.traces.profiles import ProfileTable
 
     n_jobs = 9 if quick else 18
     rng = np.random.default_rng(0)
@@ -262,7 +343,7 @@ def hierarchical(out: Path, quick: bool) -> Report:
         'round = 6min;\ncluster = "3:3:3";\nprofile = "profile-consolidated.csv";\n'
         'arrivals :: TraceSource(path="hierarchical-jobs.csv");\n'
         'arrivals -> AcceptAll -> JobPool -> solve :: Hierarchical(entities=["e0", "e1", "e2"], weights=[1, 2, 3], interval=0)'
-        " -> GavelRounds -> GavelPlacer -> run :: Launch -> report :: JobMetrics;\nrun -> work :: EffectiveThroughput(by=\"user\");\n"
+        ' -> GavelRounds -> GavelPlacer -> run :: Launch -> report :: JobMetrics;\nrun -> work :: EffectiveThroughput(by="user");\n'
     )
     graph = compile_file(out / "hierarchical.sched")
     horizon = (n_jobs * 4 + 12) * 360.0
@@ -308,7 +389,11 @@ def hierarchical(out: Path, quick: bool) -> Report:
     )
     mean_realized = float(realized["total"].head(table.height).mean())
     report.comparisons.append(
-        Comparison("effective throughput realized by the mechanism / planned by the policy", "—", f"{mean_realized / float(table['aware'].mean()):.3f}")
+        Comparison(
+            "effective throughput realized by the mechanism / planned by the policy",
+            "—",
+            f"{mean_realized / float(table['aware'].mean()):.3f}",
+        )
     )
 
     def draw(ax):
@@ -357,11 +442,19 @@ def fidelity(out: Path, quick: bool) -> Report:
                 'round = 6min;\nsrc :: TraceSource(path="trace");\n'
                 f'src -> AcceptAll -> JobPool -> {solver} -> GavelRounds(order="{order}", work_conserving={wc}) -> GavelPlacer -> Launch -> report :: JobMetrics;\n'
             )
-            specs.append(RunSpec(str(path), (profile, f'src.path="{SHARED / trace}"'), cluster=cluster, labels=dict(trace=name, policy=policy)))
+            specs.append(
+                RunSpec(
+                    str(path), (profile, f'src.path="{SHARED / trace}"'), cluster=cluster, labels=dict(trace=name, policy=policy)
+                )
+            )
     rows, per_job = [], []
     for o in run_all(specs, workers=2):
         name, policy = o.spec.labels["trace"], o.spec.labels["policy"]
-        theirs = pl.read_csv(SHARED / traces[name][1]).filter(pl.col("policy") == policy).select("job_id", pl.col("jct_s").alias("gavel_jct_s"))
+        theirs = (
+            pl.read_csv(SHARED / traces[name][1])
+            .filter(pl.col("policy") == policy)
+            .select("job_id", pl.col("jct_s").alias("gavel_jct_s"))
+        )
         joined = o.jobs("report").select("job_id", "jct_s").join(theirs, on="job_id").drop_nulls()
         relative = np.abs((joined["jct_s"] / joined["gavel_jct_s"] - 1).to_numpy())
         rows.append(

@@ -21,8 +21,8 @@ import attrs
 import numpy as np
 import polars as pl
 
-from tools.reproductions import Comparison, Report, experiment
-from tools.reproductions._runs import save_figure
+from roundhouse.tools.reproductions import Comparison, Report, experiment
+from roundhouse.tools.reproductions._runs import save_figure
 
 MODELS = ("ResNet-18", "LM", "Recommendation")
 
@@ -71,17 +71,23 @@ def compare(sim: pl.DataFrame, live: pl.DataFrame) -> tuple[pl.DataFrame, dict[s
     return both, figures
 
 
-@experiment("live-fidelity", "Simulator fidelity: one graph and trace, simulated and run live on loopback", "Blox (EuroSys'24) §7, Fig. 18")
+@experiment(
+    "live-fidelity",
+    "Simulator fidelity: one graph and trace, simulated and run live on loopback",
+    "Blox (EuroSys'24) §7, Fig. 18",
+)
 def run(out_dir: Path, quick: bool) -> Report:
-    from agents.profiler import ProfileResult, profile
-    from runtime.compiler import compile_file
-    from runtime.simulate import simulate
-    from tools.loopback import Loopback
+    from roundhouse.agents.profiler import ProfileResult, profile
+    from roundhouse.runtime.compiler import compile_file
+    from roundhouse.runtime.simulate import simulate
+    from roundhouse.tools.loopback import Loopback
 
     out_dir = Path(out_dir)
     jobs = 6 if quick else 12
     seconds = 4.0 if quick else 8.0
-    before = profile(list(MODELS), gpus=[1], gpu_type="V100", seconds=seconds, concurrent=2, log=lambda s: None, beside=list(MODELS))
+    before = profile(
+        list(MODELS), gpus=[1], gpu_type="V100", seconds=seconds, concurrent=2, log=lambda s: None, beside=list(MODELS)
+    )
     rates = {m.model: m.iters_per_s for m in before.measurements}
     # Rounds must outlast the overheads (the simulator's rule) and be short beside the jobs.
     run_s = (30.0, 60.0) if quick else (30.0, 90.0)
@@ -107,13 +113,27 @@ def run(out_dir: Path, quick: bool) -> Report:
 
     # Calibrate: the machine measured just before and just after the live run (other work on a
     # shared machine changes what the jobs get), averaged; then simulate.
-    after = profile(list(MODELS), gpus=[1], gpu_type="V100", seconds=seconds, concurrent=2, log=lambda s: None, beside=list(MODELS))
-    calibrated = ProfileResult("V100", 2, beside=MODELS, measurements=tuple(
-        attrs.evolve(b, iters_per_s=(b.iters_per_s + a.iters_per_s) / 2, launch_s=(b.launch_s + a.launch_s) / 2,
-                     resume_s=(b.resume_s + a.resume_s) / 2, checkpoint_s=(b.checkpoint_s + a.checkpoint_s) / 2)
-        for b, a in zip(before.measurements, after.measurements)
-    ))
-    (out_dir / "profile.csv").write_text(calibrated.csv("measured by the live-fidelity reproduction, before and after the live run (mean)"))
+    after = profile(
+        list(MODELS), gpus=[1], gpu_type="V100", seconds=seconds, concurrent=2, log=lambda s: None, beside=list(MODELS)
+    )
+    calibrated = ProfileResult(
+        "V100",
+        2,
+        beside=MODELS,
+        measurements=tuple(
+            attrs.evolve(
+                b,
+                iters_per_s=(b.iters_per_s + a.iters_per_s) / 2,
+                launch_s=(b.launch_s + a.launch_s) / 2,
+                resume_s=(b.resume_s + a.resume_s) / 2,
+                checkpoint_s=(b.checkpoint_s + a.checkpoint_s) / 2,
+            )
+            for b, a in zip(before.measurements, after.measurements)
+        ),
+    )
+    (out_dir / "profile.csv").write_text(
+        calibrated.csv("measured by the live-fidelity reproduction, before and after the live run (mean)")
+    )
     restore, checkpoint = calibrated.fresh_launch_s, calibrated.checkpoint_s
     (out_dir / "graph.sched").write_text(graph_text(round_s, restore, checkpoint))
     sim = simulate(compile_file(out_dir / "graph.sched"))
@@ -129,11 +149,20 @@ def run(out_dir: Path, quick: bool) -> Report:
     )
     report = Report(
         comparisons=[
-            Comparison("average per-job JCT difference, simulated vs live", "6.1% (100 jobs, 32 V100s)", pct(figures["mean_job_diff"]),
-                       "target: within 10%; " + note),
-            Comparison("25th / 50th / 75th percentile JCT difference", "1.7% / 5.8% / 2.2%",
-                       " / ".join(pct(figures[f"p{q}_diff"]) for q in (25, 50, 75))),
-            Comparison("average JCT, simulated / live", "", f"{figures['sim_avg_jct_s']:.1f} s / {figures['live_avg_jct_s']:.1f} s"),
+            Comparison(
+                "average per-job JCT difference, simulated vs live",
+                "6.1% (100 jobs, 32 V100s)",
+                pct(figures["mean_job_diff"]),
+                "target: within 10%; " + note,
+            ),
+            Comparison(
+                "25th / 50th / 75th percentile JCT difference",
+                "1.7% / 5.8% / 2.2%",
+                " / ".join(pct(figures[f"p{q}_diff"]) for q in (25, 50, 75)),
+            ),
+            Comparison(
+                "average JCT, simulated / live", "", f"{figures['sim_avg_jct_s']:.1f} s / {figures['live_avg_jct_s']:.1f} s"
+            ),
         ],
         tables={"jct": table},
         notes=[

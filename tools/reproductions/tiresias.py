@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from runtime.compiler import compile_file
-from runtime.simulate import simulate
-from runtime.sweep import RunSpec
-from tools.reproductions import Comparison, Report, experiment
-from tools.reproductions._runs import (
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.simulate import simulate
+from roundhouse.runtime.sweep import RunSpec
+from roundhouse.tools.reproductions import Comparison, Report, experiment
+from roundhouse.tools.reproductions._runs import (
     hours,
     jobs_table,
     plot_bars,
@@ -122,7 +122,7 @@ arrivals -> AcceptAll -> JobPool -> Srtf -> SkewAwarePlacer(packlimit=0.3) -> La
     "Tiresias (NSDI'19) §6.2-6.3",
 )
 def tiresias_sim(out_dir: Path, quick: bool) -> Report:
-    from traces.generators import tiresias_testbed
+    from roundhouse.traces.generators import tiresias_testbed
 
     seeds = [0] if quick else [0, 1, 2, 3, 4]
     traces = out_dir / "traces"

@@ -6,4 +6,4 @@ mechanism.py the round-based mechanism (Shares -> Ranking with a GPU type per en
 placement.py its placer, estimator.py the pair-throughput estimator.
 """
 
-from elements.policies.gavel import estimator, mechanism, placement, solvers  # noqa: F401
+from roundhouse.elements.policies.gavel import estimator, mechanism, placement, solvers  # noqa: F401

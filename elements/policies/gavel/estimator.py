@@ -5,9 +5,9 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from runtime.element import Element, In, element
-from runtime.types import Active
-from runtime.values import FilePath, non_negative, positive
+from roundhouse.runtime.element import Element, In, element
+from roundhouse.runtime.types import Active
+from roundhouse.runtime.values import FilePath, non_negative, positive
 
 _MU = 1e-2  # PMF regularization (Gavel's value)
 
@@ -75,7 +75,7 @@ class PairEstimator(Element):
     seed: int | None = attrs.field(default=None, validator=non_negative)
 
     def start(self, ctx) -> None:
-        from traces.pairs import PairTable
+        from roundhouse.traces.pairs import PairTable
 
         self._rng = ctx.rng(self.seed)
         self._known = PairTable.load(self.known) if self.known is not None else None

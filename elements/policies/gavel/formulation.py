@@ -40,7 +40,7 @@ class Columns:
         return len(self.names)
 
     @classmethod
-    def of(cls, cluster, placement_sensitive: bool = False) -> "Columns":
+    def of(cls, cluster, placement_sensitive: bool = False) -> Columns:
         types = cluster.gpu_types
         capacity = np.asarray(cluster.gpus_by_type, dtype=np.float64)
         if not placement_sensitive:
@@ -124,7 +124,7 @@ class PairBlock:
         return len(self.a)
 
     @classmethod
-    def empty(cls, k: int) -> "PairBlock":
+    def empty(cls, k: int) -> PairBlock:
         z = np.zeros(0, dtype=np.int64)
         return cls(z, z, np.zeros((0, k)), np.zeros((0, k)))
 

@@ -226,7 +226,11 @@ class LinearProgram:
             raise RuntimeError(f"this program is loaded into {self._solver_name}, not {solver}")
         self._solver.SetTimeLimit(int(1000 * (time_limit_s if time_limit_s is not None else _WARM_LIMIT_S)))
         status = self._solver.Solve()
-        if solver in ("GLOP", "PDLP") and status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.INFEASIBLE, pywraplp.Solver.UNBOUNDED):
+        if solver in ("GLOP", "PDLP") and status not in (
+            pywraplp.Solver.OPTIMAL,
+            pywraplp.Solver.INFEASIBLE,
+            pywraplp.Solver.UNBOUNDED,
+        ):
             # A warm start can stall on a degenerate program: solve the same program afresh, with
             # GLOP's presolve, in a new solver that later re-solves start from.
             current = linear_solver_pb2.MPModelProto()
@@ -240,7 +244,11 @@ class LinearProgram:
         has = status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE) and len(response.variable_value) == self.n_vars
         values = np.asarray(response.variable_value) if has else np.full(self.n_vars, np.nan)
         objective = self._solver.Objective().Value() if has else np.nan
-        names = {pywraplp.Solver.OPTIMAL: "OPTIMAL", pywraplp.Solver.FEASIBLE: "FEASIBLE", pywraplp.Solver.INFEASIBLE: "INFEASIBLE"}
+        names = {
+            pywraplp.Solver.OPTIMAL: "OPTIMAL",
+            pywraplp.Solver.FEASIBLE: "FEASIBLE",
+            pywraplp.Solver.INFEASIBLE: "INFEASIBLE",
+        }
         return Solution(status == pywraplp.Solver.OPTIMAL, names.get(status, f"status {status}"), float(objective), values)
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from runtime.element import Element, In, Out, element
-from runtime.types import Ranking, Shares
-from runtime.values import non_negative, one_of
-from runtime.world import FINISHED
+from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.types import Ranking, Shares
+from roundhouse.runtime.values import non_negative, one_of
+from roundhouse.runtime.world import FINISHED
+
 
 @element
 class GavelRounds(Element):

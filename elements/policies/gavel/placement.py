@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from elements.placement import choose_consolidated, pack_best_fit
-from runtime.element import Element, In, Out, element
-from runtime.rowsets import isin_rows
-from runtime.types import Plan, Ranking
+from roundhouse.elements.placement import choose_consolidated, pack_best_fit
+from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.rowsets import isin_rows
+from roundhouse.runtime.types import Plan, Ranking
 
 _NONE = np.zeros(0, dtype=np.int64)
 

@@ -17,14 +17,14 @@ import time
 import attrs
 import numpy as np
 
-from elements.objectives import parse_prices, slo_deadlines
-from elements.policies.gavel.formulation import Columns, Formulation, classes, equal_share, job_throughputs, pair_block
-from elements.policies.gavel.lp import LinearProgram, with_column
-from elements.policies.gavel.waterfill import water_fill
-from runtime.element import Element, In, Out, element, element_family
-from runtime.errors import SchedError
-from runtime.types import Active, Shares
-from runtime.values import Duration, ElementRef, IdRange, at_least, at_most, non_negative, one_of
+from roundhouse.elements.objectives import parse_prices, slo_deadlines
+from roundhouse.elements.policies.gavel.formulation import Columns, Formulation, classes, equal_share, job_throughputs, pair_block
+from roundhouse.elements.policies.gavel.lp import LinearProgram, with_column
+from roundhouse.elements.policies.gavel.waterfill import water_fill
+from roundhouse.runtime.element import Element, In, Out, element, element_family
+from roundhouse.runtime.errors import SchedError
+from roundhouse.runtime.types import Active, Shares
+from roundhouse.runtime.values import Duration, ElementRef, IdRange, at_least, at_most, non_negative, one_of
 
 _NO_PAIRS = (np.zeros((0, 2), dtype=np.int64), None)
 _MAX_BISECTIONS = 200  # each halves the bracket: far more than any tolerance >= 1e-9 needs
@@ -68,9 +68,11 @@ class GavelSolver(Element):
 
     def start(self, ctx) -> None:
         if self.space_sharing and not self.aware:
-            raise SchedError(f"{self.name} ({type(self).__name__}): space_sharing=true needs the heterogeneity-aware mode (aware=true)")
+            raise SchedError(
+                f"{self.name} ({type(self).__name__}): space_sharing=true needs the heterogeneity-aware mode (aware=true)"
+            )
         if self.estimator is not None:
-            from elements.policies.gavel.estimator import PairEstimator
+            from roundhouse.elements.policies.gavel.estimator import PairEstimator
 
             peer = ctx.peer(self.estimator)
             if not isinstance(peer, PairEstimator):
@@ -165,7 +167,9 @@ class GavelSolver(Element):
             if peer is not None:
                 ra[:, j], rb[:, j] = peer.pair_rates(ctx, rows_a, rows_b, gpu, gpus.astype(np.int64))
             else:
-                ra[:, j], rb[:, j] = ctx.pairs.rates(models[rows_a], batch[rows_a], models[rows_b], batch[rows_b], gpu, gpus.astype(np.int64))
+                ra[:, j], rb[:, j] = ctx.pairs.rates(
+                    models[rows_a], batch[rows_a], models[rows_b], batch[rows_b], gpu, gpus.astype(np.int64)
+                )
         return ra, rb
 
     def solution(self, form: Formulation, values: np.ndarray, class_of: np.ndarray, rows: np.ndarray):
@@ -235,7 +239,12 @@ class MaxMinFairness(GavelSolver):
         scale = form.sf / (problem.weight[reps] * np.maximum(equal_share(form.T, problem.columns), 1e-300))
         if self.water_filling:
             weights = problem.weight[reps]
-            filled = water_fill(form, 1.0 / np.maximum(equal_share(form.T, problem.columns), 1e-300), lambda frozen: np.where(frozen, 0.0, weights), self.lp)
+            filled = water_fill(
+                form,
+                1.0 / np.maximum(equal_share(form.T, problem.columns), 1e-300),
+                lambda frozen: np.where(frozen, 0.0, weights),
+                self.lp,
+            )
             self.counters["levels"] += len(filled.levels)
             self.counters["milp_stopped"] += filled.milp_stopped
             if filled.values is None:
@@ -469,7 +478,7 @@ def _price_columns(prices: dict, ctx, columns: Columns, who: str) -> np.ndarray:
     names = ctx.cluster.gpu_types
     missing = [names[t] for t in sorted(set(columns.gpu_type.tolist())) if names[t] not in prices]
     if missing:
-        raise SchedError(f"{who}: no price for GPU type {', '.join(missing)} (give prices=[\"{missing[0]}:...\"])")
+        raise SchedError(f'{who}: no price for GPU type {", ".join(missing)} (give prices=["{missing[0]}:..."])')
     return np.array([prices[names[t]] for t in columns.gpu_type], dtype=np.float64)
 
 
@@ -477,7 +486,9 @@ def _price_columns(prices: dict, ctx, columns: Columns, who: str) -> np.ndarray:
 class _CostSolver(GavelSolver):
     """Cost policies: the ratio of throughput to spend as one LP (Charnes-Cooper)."""
 
-    prices: list[str] = attrs.field(factory=lambda: ["V100:2.48", "P100:1.46", "K80:0.45"], validator=lambda i, a, v: parse_prices(v))
+    prices: list[str] = attrs.field(
+        factory=lambda: ["V100:2.48", "P100:1.46", "K80:0.45"], validator=lambda i, a, v: parse_prices(v)
+    )
 
     def start(self, ctx) -> None:
         super().start(ctx)
@@ -488,7 +499,9 @@ class _CostSolver(GavelSolver):
         Charnes and Cooper: scaled variables v = t * X with spend(v) = 1. Every job is also given
         at least an equal share of the cluster's time (the ratio alone is scale-free and would
         run only the most cost-effective job). Returns (formulation, classes, reps, X or None)."""
-        form, class_of, reps = self.formulation(ctx, problem, problem.reference, slo_need if slo_need is not None else problem.reference)
+        form, class_of, reps = self.formulation(
+            ctx, problem, problem.reference, slo_need if slo_need is not None else problem.reference
+        )
         if not form.runnable.any():
             return form, class_of, reps, None
         lp = LinearProgram()
@@ -758,7 +771,9 @@ class Hierarchical(GavelSolver):
         n = len(self.entities)
         entity = np.full(len(rows), -1, dtype=np.int64)
         ids = ctx.jobs.column("job_id")[rows]
-        labels = np.array([None if v is None else str(v) for v in ctx.jobs.column(self.entity_column)[rows].tolist()], dtype=object)
+        labels = np.array(
+            [None if v is None else str(v) for v in ctx.jobs.column(self.entity_column)[rows].tolist()], dtype=object
+        )
         for i, e in reversed(list(enumerate(self.entities))):  # the first listed match wins
             hit = (ids >= e.start) & (ids < e.stop) if isinstance(e, IdRange) else labels == e
             entity[hit] = i

@@ -15,7 +15,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from elements.policies.gavel.lp import LinearProgram, with_column
+from roundhouse.elements.policies.gavel.lp import LinearProgram, with_column
 
 EPSILON = 1e-5  # a job "gains" when its throughput can pass its level by this much (Gavel's value)
 SLACK = 1.0001
