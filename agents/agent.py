@@ -62,7 +62,7 @@ class Gpu:
 
 def find_gpus(fake: str | None) -> list[Gpu]:
     """The node's GPUs: `fake` ("4:V100") if given, else NVML, else torch."""
-    from roundhouse.runtime.errors import UsageError
+    from roundhouse.errors import UsageError
 
     if fake:
         count, _, kind = fake.partition(":")

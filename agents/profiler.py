@@ -35,7 +35,7 @@ from roundhouse.agents import protocol
 from roundhouse.agents.agent import PROJECT_ROOT, spawn_worker
 from roundhouse.agents.client import Lease
 from roundhouse.agents.workloads import workload_for
-from roundhouse.runtime.errors import UsageError
+from roundhouse.errors import UsageError
 
 DEFAULT_BATCH = {"ResNet-18": 16, "ResNet-50": 16, "LM": 10, "Recommendation": 64}
 

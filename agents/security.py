@@ -30,7 +30,7 @@ from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
 from roundhouse.agents.protocol import NAME_RE
-from roundhouse.runtime.errors import UsageError
+from roundhouse.errors import UsageError
 from roundhouse.runtime.files import make_folder
 
 SCHEDULER_KEY = "scheduler"

@@ -9,7 +9,7 @@ import zmq
 
 from roundhouse.agents import protocol
 from roundhouse.agents.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
-from roundhouse.runtime.errors import RoundhouseError
+from roundhouse.errors import RoundhouseError
 
 log = logging.getLogger("roundhouse.submit")
 

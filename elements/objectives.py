@@ -12,8 +12,8 @@ import attrs
 import numpy as np
 import polars as pl
 
+from roundhouse.errors import SchedError
 from roundhouse.runtime.element import Element, In, element, job_ids
-from roundhouse.runtime.errors import SchedError
 from roundhouse.runtime.types import Events
 from roundhouse.runtime.values import IdRange
 from roundhouse.runtime.world import FINISHED
@@ -136,7 +136,7 @@ class CostMetrics(_RoundWatcher):
         types = ctx.cluster.gpu_types
         missing = [t for t in types if t not in given]
         if missing:
-            from roundhouse.runtime.errors import SchedError
+            from roundhouse.errors import SchedError
 
             raise SchedError(f"{self.name} (CostMetrics): no price for GPU type {', '.join(missing)}")
         self._price = np.array([given[t] for t in types]) / 3600.0  # dollars per GPU-second

@@ -90,7 +90,7 @@ class TraceSource(_Replay):
             arrivals = poisson_arrivals(trace.height, float(self.rate), ctx.rng(self.seed))
             trace = trace.with_columns(arrival_s=arrivals)
         if self.timing == "duration" and trace["duration_s"].null_count():
-            from roundhouse.runtime.errors import TraceError
+            from roundhouse.errors import TraceError
 
             raise TraceError(str(self.path), "timing=duration needs a duration_s for every job", column="duration_s")
         profile = None

@@ -5,8 +5,8 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
+from roundhouse.errors import SchedError
 from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.errors import SchedError
 from roundhouse.runtime.types import Active, Jobs
 from roundhouse.runtime.values import positive
 

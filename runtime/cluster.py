@@ -29,7 +29,7 @@ from pathlib import Path
 import attrs
 import numpy as np
 
-from roundhouse.runtime.errors import ClusterError, did_you_mean
+from roundhouse.errors import ClusterError, did_you_mean
 
 GAVEL_TYPES = ("V100", "P100", "K80")
 

@@ -19,12 +19,12 @@ from typing import Any
 import attrs
 import networkx as nx
 
+from roundhouse.errors import Location, SchedError, SchedErrors, did_you_mean
 from roundhouse.runtime import registry
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.loader import Decl, FlatGraph, load
 from roundhouse.runtime.dsl.parser import parse_value
 from roundhouse.runtime.element import Element, type_name
-from roundhouse.runtime.errors import Location, SchedError, SchedErrors, did_you_mean
 from roundhouse.runtime.settings import GraphSettings
 from roundhouse.runtime.values import Duration, ElementRef, FilePath, IdRange, Multiplier, Rate, describe
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 import attrs
 import numpy as np
 
+from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.context import RoundContext
-from roundhouse.runtime.errors import RoundhouseError
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.values import format_duration

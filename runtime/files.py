@@ -8,7 +8,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from roundhouse.runtime.errors import UsageError
+from roundhouse.errors import UsageError
 
 
 def make_folder(path: str | Path, what: str) -> Path:

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from roundhouse.runtime.errors import UsageError
+from roundhouse.errors import UsageError
 
 SCHEMA_VERSION = 1
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from roundhouse.runtime.errors import did_you_mean
+from roundhouse.errors import did_you_mean
 
 _CLASSES: dict[str, type] = {}
 _LOADED = False

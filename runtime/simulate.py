@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from roundhouse.errors import ClusterError, SchedError
 from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.engine import Engine, RunResult
-from roundhouse.runtime.errors import ClusterError, SchedError
 from roundhouse.runtime.world import World
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import polars as pl
 
-from roundhouse.runtime.errors import RoundhouseError
+from roundhouse.errors import RoundhouseError
 
 # The sink whose report has a per-run "summary" and a "jobs" table; a sweep compares runs by it.
 METRICS_SINK = "JobMetrics"

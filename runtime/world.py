@@ -18,9 +18,9 @@ import attrs
 import numpy as np
 import polars as pl
 
+from roundhouse.errors import RoundhouseError, TraceError
 from roundhouse.runtime import rowsets
 from roundhouse.runtime.cluster import Cluster
-from roundhouse.runtime.errors import RoundhouseError, TraceError
 from roundhouse.runtime.rowsets import isin_rows, without
 from roundhouse.runtime.types import Events, Plan
 
@@ -241,7 +241,7 @@ class JobTable:
         try:
             return self._cols[name][: self._n]
         except KeyError:
-            from roundhouse.runtime.errors import did_you_mean
+            from roundhouse.errors import did_you_mean
 
             hint = did_you_mean(name, self._cols)
             raise KeyError(f"the job table has no column '{name}'" + (f" ({hint})" if hint else "")) from None

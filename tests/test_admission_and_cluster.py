@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from roundhouse.errors import ClusterError
 from roundhouse.runtime.cluster import MAX_GPUS, Cluster
-from roundhouse.runtime.errors import ClusterError
 from tests.conftest import jobs_of
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from roundhouse.errors import RoundhouseError, SchedError
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.errors import RoundhouseError, SchedError
 from roundhouse.runtime.simulate import simulate
 
 PIPELINE = "src -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch -> JobMetrics;\n"

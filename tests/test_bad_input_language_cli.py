@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from roundhouse.errors import SchedError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.dsl.loader import MAX_DEPTH
 from roundhouse.runtime.dsl.parser import parse, parse_value
-from roundhouse.runtime.errors import SchedError
 from roundhouse.tools.cli import main
 
 GRAPH = """round = 5min;

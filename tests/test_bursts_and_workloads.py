@@ -4,7 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from roundhouse.runtime.errors import RoundhouseError, TraceError
+from roundhouse.errors import RoundhouseError, TraceError
 from roundhouse.tools.cli import main
 from roundhouse.traces.generators import TIRESIAS_GPU_MIX, tiresias_testbed
 from tests.conftest import jobs_of

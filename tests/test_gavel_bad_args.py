@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from roundhouse.errors import RoundhouseError, SchedError
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.errors import RoundhouseError, SchedError
 from roundhouse.runtime.simulate import simulate
 
 GRAPH = """round = 6min;

@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from roundhouse.errors import SchedError
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.errors import SchedError
 from roundhouse.runtime.simulate import simulate
 
 PROFILE = """model,batch_size,gpu_type,gpus,placement,iters_per_s

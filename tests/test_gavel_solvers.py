@@ -8,8 +8,8 @@ import pytest
 from roundhouse.elements.policies.gavel.formulation import Columns, Formulation, classes
 from roundhouse.elements.policies.gavel.lp import LinearProgram, with_column
 from roundhouse.elements.policies.gavel.waterfill import water_fill
+from roundhouse.errors import SchedError
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.errors import SchedError
 from roundhouse.runtime.simulate import simulate
 
 # Jobs a, b, c of §4.2's example: 4/3/2 iterations/s on a V100, 1 on a K80.

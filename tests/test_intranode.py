@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from roundhouse.elements.placement_intranode import BandwidthAwareIntraNode, RandomIntraNode
+from roundhouse.errors import ClusterError
 from roundhouse.runtime.cluster import Cluster
-from roundhouse.runtime.errors import ClusterError
 from roundhouse.runtime.topologies import TOPOLOGIES, mean_link_gbps
 
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from roundhouse.errors import SchedError, SchedErrors
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.dsl.parser import parse
-from roundhouse.runtime.errors import SchedError, SchedErrors
 from roundhouse.runtime.values import Duration, IdRange, Multiplier, Rate
 
 CHAIN = "AcceptAll -> pool :: JobPool -> Las -> Consolidated -> Launch -> JobMetrics;\n"

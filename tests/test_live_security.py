@@ -9,7 +9,7 @@ import zmq
 from roundhouse.agents import protocol
 from roundhouse.agents.security import ClientSecurity, ServerSecurity, make_keys
 from roundhouse.agents.submitter import SchedulerError, Submitter
-from roundhouse.runtime.errors import UsageError
+from roundhouse.errors import UsageError
 from roundhouse.tools.cli import main
 from tests.livecluster import LiveCluster
 

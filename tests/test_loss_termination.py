@@ -4,8 +4,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from roundhouse.errors import TraceError
 from roundhouse.runtime.cluster import Cluster
-from roundhouse.runtime.errors import TraceError
 from roundhouse.runtime.types import Plan
 from roundhouse.runtime.world import FINISHED, PlanError, World, prepare_jobs
 from roundhouse.traces.generators import loss_curves

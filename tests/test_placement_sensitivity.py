@@ -6,9 +6,9 @@ import polars as pl
 import pytest
 
 from roundhouse.elements.placement_tiresias import ProfiledPlacer, SkewAwarePlacer, choose_fewest_holes
+from roundhouse.errors import TraceError
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.context import RoundContext
-from roundhouse.runtime.errors import TraceError
 from roundhouse.runtime.settings import GraphSettings
 from roundhouse.runtime.types import Events, Plan, Ranking
 from roundhouse.runtime.world import World, prepare_jobs

@@ -164,7 +164,7 @@ def test_tracked_window_stops_when_tracked_jobs_finish(run_graph):
 
 
 def test_job_larger_than_the_cluster_is_a_clear_error(run_graph):
-    from roundhouse.runtime.errors import RoundhouseError
+    from roundhouse.errors import RoundhouseError
 
     with pytest.raises(RoundhouseError, match="asks for 8 GPUs but the cluster has 4"):
         run_graph(FIFO, [{"job_id": 3, "arrival_s": 0.0, "gpus": 8, "duration_s": 10.0}], cluster="1x4:V100")

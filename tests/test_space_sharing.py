@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 
 from roundhouse.elements.policies.gavel.estimator import complete
+from roundhouse.errors import TraceError
 from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.errors import TraceError
 from roundhouse.runtime.simulate import simulate
 from roundhouse.runtime.types import Plan
 from roundhouse.runtime.world import PlanError, World, prepare_jobs

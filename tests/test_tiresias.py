@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from roundhouse.elements.policies.tiresias import gittins_index
-from roundhouse.runtime.errors import RoundhouseError, TraceError
+from roundhouse.errors import RoundhouseError, TraceError
 from roundhouse.tools.reproductions.tiresias import toy_results
 from tests.conftest import jobs_of
 

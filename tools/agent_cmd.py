@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from roundhouse.runtime.errors import UsageError
+from roundhouse.errors import UsageError
 from roundhouse.tools.live_options import add_security, seconds, setup_logging
 
 

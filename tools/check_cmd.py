@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.errors import RoundhouseError
 from roundhouse.runtime.simulate import load_cluster
 
 

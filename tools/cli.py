@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from roundhouse.runtime.errors import EXIT_USER_ERROR, RoundhouseError
+from roundhouse.errors import EXIT_USER_ERROR, RoundhouseError
 
 # Modules that provide `register(subparsers)`; each adds one subcommand whose handler
 # (set with `parser.set_defaults(handler=...)`) takes the parsed args and returns an exit status.

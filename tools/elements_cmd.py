@@ -11,9 +11,9 @@ import attrs
 from rich.console import Console
 from rich.table import Table
 
+from roundhouse.errors import UsageError, did_you_mean
 from roundhouse.runtime import registry
 from roundhouse.runtime.element import CATEGORIES, type_name
-from roundhouse.runtime.errors import UsageError, did_you_mean
 from roundhouse.runtime.values import describe
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from roundhouse.runtime.errors import UsageError
+from roundhouse.errors import UsageError
 from roundhouse.runtime.values import duration_from_text
 
 

@@ -7,7 +7,7 @@ import platform
 import time
 from pathlib import Path
 
-from roundhouse.runtime.errors import UsageError
+from roundhouse.errors import UsageError
 from roundhouse.runtime.files import check_output_file, writing
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import attrs
 import graphviz
 
+from roundhouse.errors import UsageError
 from roundhouse.runtime.compiler import CompiledGraph, compile_file
-from roundhouse.runtime.errors import UsageError
 from roundhouse.runtime.files import writing
 from roundhouse.runtime.values import describe
 

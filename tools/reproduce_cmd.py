@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from roundhouse.runtime.errors import UsageError, did_you_mean
+from roundhouse.errors import UsageError, did_you_mean
 from roundhouse.runtime.files import make_folder, writing
 from roundhouse.tools.reproductions import load_all
 

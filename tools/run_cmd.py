@@ -9,9 +9,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from roundhouse.errors import UsageError
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load
-from roundhouse.runtime.errors import UsageError
 from roundhouse.runtime.files import make_folder, writing
 from roundhouse.runtime.simulate import load_cluster, simulate
 from roundhouse.runtime.values import format_duration

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roundhouse.runtime.errors import UsageError
+from roundhouse.errors import UsageError
 from roundhouse.tools.live_options import add_security, seconds, setup_logging
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from roundhouse.errors import UsageError
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.errors import UsageError
 from roundhouse.runtime.files import make_folder, writing
 from roundhouse.runtime.sweep import RunSpec, check_sweepable, run_all, summaries
 from roundhouse.tools.cli import positive_int

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from roundhouse.errors import UsageError, did_you_mean
 from roundhouse.runtime.element import MAX_JOB_ID, MAX_JOBS, MAX_RATE, MAX_SECONDS
-from roundhouse.runtime.errors import UsageError, did_you_mean
 from roundhouse.runtime.values import describe, rate_from_text
 
 GENERATE_FORMATS = ("canonical", "gavel", "tiresias", "philly")

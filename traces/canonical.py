@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from roundhouse.runtime.errors import TraceError
+from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import read_cells
 from roundhouse.traces.schema import CANONICAL_COLUMNS, DEFAULT_WEIGHT, REQUIRED_COLUMNS, validate
 

@@ -19,7 +19,7 @@ import attrs
 import numpy as np
 import polars as pl
 
-from roundhouse.runtime.errors import TraceError
+from roundhouse.errors import TraceError
 
 
 @attrs.frozen

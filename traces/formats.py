@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 import polars as pl
 
-from roundhouse.runtime.errors import TraceError, UsageError, did_you_mean
+from roundhouse.errors import TraceError, UsageError, did_you_mean
 from roundhouse.traces import canonical, gavel, philly, tiresias
 from roundhouse.traces.csvtext import read_bytes
 

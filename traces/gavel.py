@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from roundhouse.runtime.errors import TraceError
+from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import data_lines, read_text
 from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
 from roundhouse.traces.schema import cast_column, validate

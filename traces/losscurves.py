@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from roundhouse.runtime.errors import TraceError
+from roundhouse.errors import TraceError
 
 LOSS_COLUMNS = ("loss_start", "loss_final", "loss_speed")
 

@@ -32,7 +32,7 @@ import attrs
 import numpy as np
 import polars as pl
 
-from roundhouse.runtime.errors import TraceError
+from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import read_bytes
 from roundhouse.traces.generators import philly_durations, philly_gpus, poisson_arrivals
 from roundhouse.traces.schema import validate

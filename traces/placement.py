@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from roundhouse.runtime.errors import TraceError
+from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import read_cells
 from roundhouse.traces.profiles import _key, canonical_model
 from roundhouse.traces.schema import PLACEMENT_COLUMNS, cast_column

@@ -25,7 +25,7 @@ import attrs
 import numpy as np
 import polars as pl
 
-from roundhouse.runtime.errors import TraceError
+from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import read_cells
 from roundhouse.traces.schema import typed_columns
 

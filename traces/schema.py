@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from roundhouse.runtime.errors import TraceError, did_you_mean
+from roundhouse.errors import TraceError, did_you_mean
 from roundhouse.runtime.world import OWN_COLUMNS
 from roundhouse.traces.losscurves import LOSS_COLUMNS, initial_loss
 

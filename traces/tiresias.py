@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from roundhouse.runtime.errors import TraceError
+from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import read_cells
 from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
 from roundhouse.traces.schema import validate

@@ -173,7 +173,7 @@ class Gittins2D(_Queues):
         self._samples = None
         self._seen = -1
         if self.history is not None:
-            from roundhouse.runtime.errors import TraceError
+            from roundhouse.errors import TraceError
             from roundhouse.traces.formats import read_trace
 
             trace = read_trace(self.history)

@@ -47,10 +47,10 @@ from roundhouse.agents import protocol
 from roundhouse.agents.protocol import ProtocolError, SeqTracker
 from roundhouse.agents.security import HANDSHAKE_FAILURES, ServerSecurity
 from roundhouse.agents.workloads import workload_for
+from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.backends.live_records import plan_record, record_of, replayed, same_plan
 from roundhouse.runtime.backends.live_submissions import Submissions
-from roundhouse.runtime.errors import RoundhouseError, UsageError
 from roundhouse.runtime.journal import AttemptRow, Journal
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.world import FINISHED, RUNNING, PlanError, World

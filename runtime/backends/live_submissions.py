@@ -8,7 +8,7 @@ import shlex
 
 import polars as pl
 
-from roundhouse.runtime.errors import UsageError
+from roundhouse.errors import UsageError
 from roundhouse.runtime.journal import Journal
 
 

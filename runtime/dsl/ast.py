@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from roundhouse.runtime.errors import Location
+from roundhouse.errors import Location
 
 
 @attrs.frozen

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import attrs
 
+from roundhouse.errors import Location, SchedError, SchedErrors, did_you_mean
 from roundhouse.runtime import registry
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.parser import parse
-from roundhouse.runtime.errors import Location, SchedError, SchedErrors, did_you_mean
 
 RESERVED = ("input", "output")
 

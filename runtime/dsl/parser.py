@@ -13,8 +13,8 @@ from importlib import resources
 import lark
 from lark import Token, Transformer, v_args
 
+from roundhouse.errors import Location, SchedError, remember_source
 from roundhouse.runtime.dsl import ast
-from roundhouse.runtime.errors import Location, SchedError, remember_source
 from roundhouse.runtime.values import DURATION_UNITS, Duration, IdRange, Multiplier, Rate, finite, unit_list, whole_number
 
 _UNIT_HINT = f"time units are {unit_list()}; rates are written like 8/h; multipliers like 1.2x"

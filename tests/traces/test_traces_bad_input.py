@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from roundhouse.runtime.errors import RoundhouseError, TraceError
+from roundhouse.errors import RoundhouseError, TraceError
 from roundhouse.runtime.world import OWN_COLUMNS
 from roundhouse.tools.cli import main
 from roundhouse.traces import canonical, philly

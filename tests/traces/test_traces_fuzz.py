@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roundhouse.runtime.errors import TraceError
+from roundhouse.errors import TraceError
 from roundhouse.traces import canonical, gavel, tiresias
 from roundhouse.traces.formats import read_trace
 

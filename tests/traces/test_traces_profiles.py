@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from roundhouse.runtime.errors import TraceError
+from roundhouse.errors import TraceError
 from roundhouse.traces.profiles import GAVEL_MODELS, SHIPPED_PROFILE, ProfileTable, canonical_model
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "gavel"

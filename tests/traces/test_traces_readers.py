@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from roundhouse.runtime.errors import TraceError
+from roundhouse.errors import TraceError
 from roundhouse.traces import canonical, gavel, philly, tiresias
 from roundhouse.traces.formats import detect_format, load_trace, read_trace, write_trace
 from roundhouse.traces.generators import generate
@@ -66,7 +66,7 @@ def test_canonical_csv_and_parquet_round_trip(tmp_path):
 
 
 def test_write_trace_refuses_unknown_extension(tmp_path):
-    from roundhouse.runtime.errors import UsageError
+    from roundhouse.errors import UsageError
 
     with pytest.raises(UsageError):
         write_trace(read_trace(SAMPLES / "philly-single-200.csv"), tmp_path / "a.txt")

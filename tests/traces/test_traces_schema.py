@@ -8,7 +8,7 @@ import math
 import polars as pl
 import pytest
 
-from roundhouse.runtime.errors import TraceError
+from roundhouse.errors import TraceError
 from roundhouse.traces import canonical
 from roundhouse.traces.schema import CANONICAL_COLUMNS, validate
 

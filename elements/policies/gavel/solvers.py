@@ -21,8 +21,8 @@ from roundhouse.elements.objectives import parse_prices, slo_deadlines
 from roundhouse.elements.policies.gavel.formulation import Columns, Formulation, classes, equal_share, job_throughputs, pair_block
 from roundhouse.elements.policies.gavel.lp import LinearProgram, with_column
 from roundhouse.elements.policies.gavel.waterfill import water_fill
+from roundhouse.errors import SchedError
 from roundhouse.runtime.element import Element, In, Out, element, element_family
-from roundhouse.runtime.errors import SchedError
 from roundhouse.runtime.types import Active, Shares
 from roundhouse.runtime.values import Duration, ElementRef, IdRange, at_least, at_most, non_negative, one_of
 
