@@ -8,7 +8,7 @@ import numpy as np
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import Jobs
 from roundhouse.runtime.values import Multiplier, positive
-from roundhouse.runtime.world import FINISHED
+from roundhouse.traces.jobs import FINISHED
 
 
 @element

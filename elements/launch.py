@@ -14,7 +14,8 @@ from roundhouse.runtime.types import Events, Jobs, Plan
 class Launch(Element):
     """Hand the round's plan to the backend (simulator or live agents) and report what happened.
 
-    The runtime checks the plan first: every running job is kept, suspended or completed,
+    It emits the round's final plan; the engine checks it, hands it to the backend, applies it
+    and passes the round's events on (the graph's one exit). The runtime checks the plan first: every running job is kept, suspended or completed,
     launches go to free GPUs. Kept jobs cost nothing (their lease is renewed without a
     message). Jobs arriving on the optional `finish` port (from LossTermination, say) are
     completed now with the work they have done, whatever the placer decided for them; they are
@@ -41,14 +42,13 @@ class Launch(Element):
     def start(self, ctx) -> None:
         self.counters.update(launched=0, suspended=0, completed=0)
 
-    def tick(self, ctx, plan: Plan, finish: Jobs | None = None) -> Events:
+    def tick(self, ctx, plan: Plan, finish: Jobs | None = None) -> Plan:
         if finish is not None and len(finish):
             plan = with_completions(plan, np.unique(finish.rows))
             self.counters["completed"] += len(plan.complete)
-        events = ctx.submit(plan)
-        self.counters["launched"] += len(events.launched)
-        self.counters["suspended"] += len(events.suspended)
-        return events
+        self.counters["launched"] += len(plan.launch_rows)
+        self.counters["suspended"] += len(plan.suspend)
+        return plan
 
 
 def with_completions(plan: Plan, rows: np.ndarray) -> Plan:

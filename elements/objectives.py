@@ -16,7 +16,7 @@ from roundhouse.errors import SchedError
 from roundhouse.runtime.element import Element, In, element, job_ids
 from roundhouse.runtime.types import Events
 from roundhouse.runtime.values import IdRange
-from roundhouse.runtime.world import FINISHED
+from roundhouse.traces.jobs import FINISHED
 
 # Hourly on-demand prices per GPU on Google Cloud in 2020, as the Gavel notes assume (the paper
 # gives none): an assumption, not a measurement. Override with `prices=[...]`.

@@ -6,7 +6,7 @@ import numpy as np
 
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import Active, Jobs
-from roundhouse.runtime.world import FINISHED
+from roundhouse.traces.jobs import FINISHED
 
 
 @element

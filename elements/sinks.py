@@ -97,7 +97,7 @@ def job_table(ctx, track: IdRange | None) -> pl.DataFrame:
     failed = col("failed")
     finish = np.where(failed, np.nan, finish)
     jct = finish - arrival
-    from roundhouse.runtime.world import STATUS_NAMES
+    from roundhouse.traces.jobs import STATUS_NAMES
 
     frame = pl.DataFrame(
         {

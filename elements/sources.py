@@ -9,32 +9,32 @@ import numpy as np
 from roundhouse.runtime.element import MAX_JOBS, MAX_RATE, MAX_SECONDS, MAX_START_ID, Element, Out, element
 from roundhouse.runtime.types import Jobs
 from roundhouse.runtime.values import Duration, FilePath, Rate, at_most, existing_file, non_negative, one_of, positive
-from roundhouse.runtime.world import JobBatch, prepare_jobs
-
-_NO_ROWS = np.zeros(0, dtype=np.int64)
-_NO_ROWS.flags.writeable = False
+from roundhouse.traces.jobs import JobBatch
 
 
 class _Replay(Element):
-    """Emits a prepared batch of jobs in arrival order, round by round (shared by sources)."""
+    """Emits a prepared batch of jobs in arrival order, round by round (shared by sources).
+
+    Like every source, it emits new jobs as a `JobBatch`; the engine adds them to the job
+    table and passes them on as `Jobs`."""
 
     category = "source"
     outputs = (Out("jobs", Jobs),)
 
     def _load(self, ctx, trace, origin: str, profile=None) -> None:
-        batch, unknown = prepare_jobs(trace, ctx.cluster, profile or ctx.profile, ctx.reference_gpu, origin)
+        batch, unknown = ctx.prepare(trace, origin, profile)
         self._batch: JobBatch = batch
         self._arrivals = batch.columns["arrival_s"]
         self._next = 0
-        self._none = ctx.jobs.view(_NO_ROWS, Jobs)  # what a round without arrivals emits
+        self._none = batch.slice(0, 0)  # what a round without arrivals emits
         self.unknown_models = sorted(unknown)
         self.counters["arrived"] = 0
 
-    def tick(self, ctx) -> Jobs:
+    def tick(self, ctx) -> JobBatch:
         if self._next >= len(self._arrivals) or self._arrivals[self._next] > ctx.now + 1e-9:
             return self._none
         stop = int(np.searchsorted(self._arrivals, ctx.now + 1e-9, side="right"))
-        jobs = ctx.register_jobs(self._batch.slice(self._next, stop))
+        jobs = self._batch.slice(self._next, stop)
         self.counters["arrived"] += stop - self._next
         self._next = stop
         return jobs
@@ -249,18 +249,20 @@ class LiveSource(Element):
 
     def start(self, ctx) -> None:
         self._live = False
+        self._none: JobBatch | None = None
         self.counters["arrived"] = 0
 
-    def tick(self, ctx) -> Jobs:
+    def tick(self, ctx) -> JobBatch:
         frame = ctx.events.submitted
-        if frame is None:
-            return ctx.jobs.view(_NO_ROWS, Jobs)
-        self._live = True
-        if frame.height == 0:
-            return ctx.jobs.view(_NO_ROWS, Jobs)
-        batch, _ = prepare_jobs(frame, ctx.cluster, ctx.profile, ctx.reference_gpu, f"{self.name} (submission)")
+        if frame is not None:
+            self._live = True
+        if frame is None or frame.height == 0:
+            if self._none is None:
+                self._none = JobBatch({"job_id": np.zeros(0, dtype=np.int64)}, np.zeros((0, len(ctx.cluster.gpu_types))))
+            return self._none
+        batch, _ = ctx.prepare(frame, f"{self.name} (submission)")
         self.counters["arrived"] += len(batch)
-        return ctx.register_jobs(batch)
+        return batch
 
     def exhausted(self) -> bool:
         return not self._live or (self.jobs is not None and self.counters["arrived"] >= self.jobs)

@@ -382,6 +382,7 @@ class _Compiler:
             self.errors.append(SchedError(f"{cls.__name__} '{decl.name}': {err}", decl.class_location))
             return None
         instance.name = decl.name
+        instance.declared_at = decl.location
         return instance
 
     def _argument(self, cls, field, value_node, base_dir, location, prefix=""):

@@ -1,159 +1,141 @@
-"""The round context: what an element may read, and the two doors out of it.
+"""The round context: what an element may ask of the round it is ticked in.
 
-Elements read the world through read-only arrays here. Two kinds of element cross the graph's
-boundary, each through one narrow method: sources bring jobs in (`register_jobs`), launchers
-hand a plan to the backend (`submit`). Nothing else changes the world.
+`RoundContext` is the whole interface: the clock, the graph's settings, the cluster's shape,
+read-only views of the job table and of who holds which GPU, the throughput model and profile
+look-ups, a seeded generator, and job preparation for sources. Nothing in it changes the world:
+elements change it only through what they emit (runtime/engine.py says how the engine applies
+that). `Round` is the engine's implementation.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from roundhouse.runtime.types import Events, Jobs, JobView, Plan
+from roundhouse.traces.jobs import JobBatch, JobReader, read_only
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from roundhouse.runtime.cluster import Cluster
     from roundhouse.runtime.settings import GraphSettings
-    from roundhouse.runtime.world import JobBatch, World
+    from roundhouse.runtime.types import Events
+    from roundhouse.runtime.world import World
+    from roundhouse.traces.throughput import ThroughputModel
 
 
-def _read_only(a: np.ndarray) -> np.ndarray:
-    v = a.view()
-    v.setflags(write=False)
-    return v
+class RoundContext(Protocol):
+    """What an element may read during a round. Every array it hands out is read-only."""
 
-
-class ReadOnlyJobs:
-    """The job table as elements see it: columns as read-only arrays, views of rows."""
-
-    __slots__ = ("_table",)
-
-    def __init__(self, table):
-        self._table = table
-
-    def __len__(self) -> int:
-        return len(self._table)
-
-    def column(self, name: str) -> np.ndarray:
-        return _read_only(self._table.column(name))
-
-    def has_column(self, name: str) -> bool:
-        return self._table.has_column(name)
+    settings: GraphSettings
+    now: float  # the round's boundary, seconds since the run began
+    round_index: int
+    round_s: float
+    events: Events  # what happened since the last round
+    jobs: JobReader
+    cluster: Cluster
+    profile: Any  # the throughput profile (traces/profiles.py)
+    throughput: ThroughputModel
+    reference_gpu: str
 
     @property
-    def type_rates(self) -> np.ndarray:
-        """(jobs, GPU types): throughput of each job on each type at its requested GPU count."""
-        return _read_only(self._table.type_rates)
+    def holder(self) -> np.ndarray:
+        """Job row holding each GPU, -1 where free (as of the start of this round)."""
 
-    def view(self, rows, kind: type[JobView] = JobView) -> JobView:
-        """A view of these rows as a port value of type `kind` (Jobs, Active)."""
-        return kind(self._table, rows)
+    @property
+    def co_holder(self) -> np.ndarray | None:
+        """Space sharing: the second job row on each GPU (-1 where none), or None while no pair has run."""
 
-    def row_of(self, job_id: int) -> int | None:
-        return self._table.row_of(job_id)
+    @property
+    def online(self) -> np.ndarray | None:
+        """Which GPUs can run jobs; None when all can (as in a simulation)."""
+
+    @property
+    def running_rows(self) -> np.ndarray:
+        """Rows of the running jobs, sorted."""
+
+    @property
+    def pairs(self) -> Any:
+        """The pair-throughput table (two jobs sharing GPUs)."""
+
+    @property
+    def busy_gpu_s(self) -> float:
+        """GPU-seconds held by jobs since the run began."""
+
+    @property
+    def first_arrival_s(self) -> float:
+        """Arrival time of the first job seen (inf before any)."""
+
+    def gpus_of(self, row: int) -> np.ndarray:
+        """The GPU ids a running job holds (empty if it holds none)."""
+
+    def rng(self, seed: int | None = None) -> np.random.Generator:
+        """A seeded generator for the element being ticked."""
+
+    def prepare(self, trace: pl.DataFrame, origin: str, profile: Any = None) -> tuple[JobBatch, set[str]]:
+        """Sources: a canonical trace frame as job specs for this cluster (with another
+        profile if given); returns the batch and the models the profile does not know."""
 
 
-class RoundContext:
-    """Read-only facts for one round, plus the boundary doors for sources and launchers."""
+class Round:
+    """The engine's round context (see RoundContext)."""
 
-    def __init__(
-        self,
-        world: World,
-        settings: GraphSettings,
-        now: float,
-        round_index: int,
-        events: Events,
-        submit: Callable[[Plan], Events],
-        register: Callable[[JobBatch], np.ndarray],
-        elements: dict | None = None,
-    ):
+    def __init__(self, world: World, settings: GraphSettings, now: float, round_index: int, events: Events):
         self._world = world
         self.settings = settings
         self.now = float(now)
         self.round_index = round_index
         self.round_s = float(settings.round)
         self.events = events
-        self.jobs = ReadOnlyJobs(world.jobs)
-        self.cluster: Cluster = world.cluster
+        self.jobs = world.jobs.reader
+        self.cluster = world.cluster
         self.profile = world.profile
+        self.throughput = world.throughput
         self.reference_gpu = world.reference_gpu
-        self._submit = submit
-        self._register = register
-        self._elements = elements or {}
-        self.element = None  # the element being ticked (set by the engine)
+        self.element: Any = None  # the element being ticked (set by the engine; names its generator)
 
     @property
     def holder(self) -> np.ndarray:
-        """Job row holding each GPU, -1 where free (as of the start of this round)."""
-        return _read_only(self._world.holder)
+        return read_only(self._world.holder)
 
     @property
     def online(self) -> np.ndarray | None:
-        """Which GPUs can run jobs (a live node may be lost); None when all can, as in a
-        simulation, so that placers keep their fast path."""
         world = self._world
-        return None if world.all_online else _read_only(world.online)
+        return None if world.all_online else read_only(world.online)  # None keeps placers' fast path
 
     @property
     def co_holder(self) -> np.ndarray | None:
-        """Space sharing: the second job row on each GPU (-1 where none), or None while no
-        pair has run."""
         co = self._world.co_holder
-        return None if co is None else _read_only(co)
+        return None if co is None else read_only(co)
 
     @property
-    def pairs(self):
-        """The pair-throughput table (two jobs sharing GPUs), loaded on first use."""
+    def pairs(self) -> Any:
         return self._world.pairs
 
     @property
     def running_rows(self) -> np.ndarray:
-        return _read_only(self._world.running_rows)
+        return read_only(self._world.running_rows)
 
     @property
     def busy_gpu_s(self) -> float:
-        """GPU-seconds held by jobs since the run began."""
         return self._world.busy_gpu_s
 
     @property
     def first_arrival_s(self) -> float:
-        """Arrival time of the first job seen (inf before any)."""
         return self._world.first_arrival_s
 
     def gpus_of(self, row: int) -> np.ndarray:
-        """The GPU ids a running job holds (empty if it holds none)."""
-        return self._world.gpus_of(int(row))
-
-    def peer(self, ref):
-        """Another element of the graph, named by an element argument (an ElementRef), for
-        elements that consult a helper element (a solver and its throughput estimator)."""
-        return self._elements[ref.name if hasattr(ref, "name") else str(ref)]
+        return read_only(self._world.gpus_of(int(row)))
 
     def rng(self, seed: int | None = None) -> np.random.Generator:
-        """A generator for the current element: its own seed, else one derived from the
-        graph's seed and the element's name (stable across runs and Python versions)."""
+        """The element's own seed, else one derived from the graph's seed and the element's
+        name (stable across runs and Python versions)."""
         if seed is None:
             name = getattr(self.element, "name", "")
             seed = (int(self.settings.seed) * 1_000_003 + zlib.crc32(name.encode())) % (2**63)
         return np.random.default_rng(seed)
 
-    # --- the boundary ---
-    def register_jobs(self, batch: JobBatch) -> Jobs:
-        """Sources: bring these jobs into the world; returns them as a Jobs value."""
-        self._require("source", "register_jobs")
-        rows = self._register(batch)
-        return Jobs(self._world.jobs, rows)
-
-    def submit(self, plan: Plan) -> Events:
-        """Launchers: hand the round's plan to the backend; returns this round's events."""
-        self._require("launch", "submit")
-        return self._submit(plan)
-
-    def _require(self, category: str, what: str) -> None:
-        element = self.element
-        if element is not None and element.category != category:
-            raise RuntimeError(f"{type(element).__name__} ({element.category}) may not call ctx.{what}()")
+    def prepare(self, trace: pl.DataFrame, origin: str, profile: Any = None) -> tuple[JobBatch, set[str]]:
+        return self._world.prepare(trace, origin, profile)

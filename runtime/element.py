@@ -4,7 +4,9 @@ An element declares typed input and output ports, a category, and configuration 
 (attrs, with validators). Each round the engine calls `tick(ctx, **inputs)`; the element reads
 its inputs and the read-only round context and returns its outputs: the value itself when it
 has one output port, a dict by port name when it has several, None when it has none. It keeps
-its own private state (set up in `start`) and never changes the world.
+its own private state (set up in `start`) and never changes the world: sources emit new
+jobs (a `JobBatch`) and launchers the round's final `Plan`, which the engine applies
+(runtime/engine.py).
 
 Its docstring has one fixed shape, from which `roundhouse elements NAME` and the docs are
 generated (see `parse_doc`)::
@@ -36,6 +38,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from roundhouse.errors import Location
 from roundhouse.runtime.values import INT64_MAX, Duration, Rate
 
 CATEGORIES = (
@@ -91,8 +94,10 @@ class Element:
     outputs: ClassVar[tuple[Port, ...]] = ()
     doc: ClassVar[Doc]
 
-    # Set by the compiler: the instance's name in the graph (e.g. "admit", "Las@2").
+    # Set by the compiler: the instance's name in the graph (e.g. "admit", "Las@2"), and where
+    # the graph declares it (for messages about it).
     name: str = "?"
+    declared_at: Location | None = None
 
     def start(self, ctx) -> None:
         """Called once before the first round: clear private state, read files, seed RNGs."""

@@ -1,5 +1,19 @@
 """The round engine: fold the backend's events into the world, tick every element once in
-topological order, hand the plan to the backend, advance the clock (DESIGN §2)."""
+topological order, hand the plan to the backend, advance the clock.
+
+The engine is the world's only writer, and it writes at two named points of a round, the
+graph's two boundary crossings:
+
+- **Arrivals.** A source's `tick` returns a `JobBatch` of new job specs. The engine adds them
+  to the job table and passes them downstream as a `Jobs` view.
+- **The plan.** A launcher's `tick` returns the round's final `Plan`. The engine checks it,
+  hands it to the backend and applies it to the world's books, and passes the round's `Events`
+  downstream (to sinks).
+
+Every other element only reads (read-only views through the round context) and emits port
+values. The engine checks each value against the port's declared type, and reports an element
+that raises or emits the wrong type by its graph name, class, declaration and round.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +25,13 @@ import attrs
 import numpy as np
 
 from roundhouse.errors import RoundhouseError
-from roundhouse.runtime.context import RoundContext
+from roundhouse.runtime.context import Round
+from roundhouse.runtime.element import Element
 from roundhouse.runtime.rowsets import isin_rows
-from roundhouse.runtime.types import Events, Plan
+from roundhouse.runtime.types import Events, Jobs, Plan
 from roundhouse.runtime.values import format_duration
 from roundhouse.runtime.world import PlanError, World
+from roundhouse.traces.jobs import JobBatch
 
 # Rounds with jobs waiting, none running and no arrivals before the run is declared stalled.
 STALL_ROUNDS = 2000
@@ -32,6 +48,41 @@ class RunResult:
     wall_s: float
 
 
+class ElementFailure(RoundhouseError):
+    """An element's own code failed: it raised, or emitted a value its port does not carry.
+    The message names the element (graph name, class, where it is declared and where its
+    class is defined), the round and the time; `detail` holds the Python traceback, which the
+    command line prints under `--debug`."""
+
+    def __init__(self, el: Element, ctx: Round, what: str, cause: BaseException | None = None):
+        import inspect
+        import traceback
+
+        cls = type(el)
+        try:
+            defined = f"{inspect.getsourcefile(cls)}:{inspect.getsourcelines(cls)[1]}"
+        except (OSError, TypeError):
+            defined = cls.__module__
+        declared = getattr(el, "declared_at", None)
+        where = f"declared at {declared}, " if declared is not None else ""
+        super().__init__(
+            f"error: element '{el.name}' ({cls.__name__}; {where}class defined at {defined}) failed in round "
+            f"{ctx.round_index} (t={format_duration(ctx.now)}): {what}"
+        )
+        self.detail = "".join(traceback.format_exception(cause)) if cause is not None else ""
+
+
+def describe_value(value: object) -> str:
+    return "None" if value is None else f"a {type(value).__name__} ({value!r:.60})"
+
+
+def check_emitted(el: Element, ctx: Round, port: str, value: object, port_type: type) -> None:
+    """Raise ElementFailure unless `value` is a `port_type`."""
+    if not isinstance(value, port_type):
+        on = f"on its port '{port}'" if port != "tick" else "from its tick"
+        raise ElementFailure(el, ctx, f"it emitted {describe_value(value)} {on}, where a {port_type.__name__} belongs")
+
+
 class StalledError(RoundhouseError):
     """Jobs wait, nothing runs, and nothing will change: the graph cannot make progress."""
 
@@ -43,7 +94,7 @@ class Engine:
         world: World,
         backend,
         until: float | None = None,
-        on_round: Callable[[RoundContext], None] | None = None,
+        on_round: Callable[[Round], None] | None = None,
     ):
         self.graph = graph
         self.world = world
@@ -58,53 +109,53 @@ class Engine:
             (
                 el,
                 [(p.name, p.type, graph.sources_of(el.name, p.name)) for p in el.inputs],
-                [p.name for p in el.outputs],
+                [(p.name, p.type) for p in el.outputs],
             )
             for el in self._order
         ]
-        self._ctx: RoundContext | None = None
+        self._ctx: Round | None = None
+        self._no_arrivals = Jobs(world.jobs.reader, np.zeros(0, dtype=np.int64))
+        # What each category's `tick` returns, when it is not its output port's value: the
+        # engine turns it into the port value at one of the two boundary crossings.
+        self._crossing = {"source": (JobBatch, self._arrivals), "launch": (Plan, self._carry_out)}
         self._can_stall = not getattr(backend, "wall_clock", False)
         self._pending_events = Events(time=0.0)
         # Jobs a plan completed: reported as finished in the next round's events, as a job
         # that finishes inside a round is (the world's books already show them finished).
         self._completed: list[Events] = []
 
-    # --- the two boundary doors, given to the round context ---
-    def _register(self, batch) -> np.ndarray:
-        return self.world.add_jobs(batch)
+    # --- the two boundary crossings: arrivals and the plan ---
+    def _arrivals(self, batch: JobBatch) -> Jobs:
+        """A source's new jobs join the job table."""
+        if not len(batch):
+            return self._no_arrivals
+        return Jobs(self.world.jobs.reader, self.world.add_jobs(batch))
 
-    def _submit(self, plan: Plan) -> Events:
+    def _carry_out(self, plan: Plan) -> Events:
+        """A launcher's final plan: checked, handed to the backend, applied to the books."""
         ctx = self._ctx
         try:
             self.world.check_plan(plan)
             self.backend.apply(plan)  # a backend may refuse what it cannot do, before it starts
+            applied = self.world.apply_plan(plan, ctx.now)
         except PlanError as err:
             producer = self.graph.producer_of(ctx.element.name, "plan") if ctx.element else None
             who = f"'{producer}' ({type(self.graph.elements[producer]).__name__})" if producer else "the graph"
             raise PlanError(f"round {ctx.round_index} (t={ctx.now:g}s): plan from {who}: {err}") from None
-        applied = self.world.apply_plan(plan, ctx.now)
         if len(plan.complete):
             self._completed.append(Events(time=ctx.now, finished=plan.complete, finished_at=np.full(len(plan.complete), ctx.now)))
         return ctx.events if applied is None else Events.merge([ctx.events, applied])
 
-    def _context(self, events: Events, round_index: int) -> RoundContext:
-        return RoundContext(
-            self.world,
-            self.graph.settings,
-            self.backend.now,
-            round_index,
-            events,
-            submit=self._submit,
-            register=self._register,
-            elements=self.graph.elements,
-        )
+    def _context(self, events: Events, round_index: int) -> Round:
+        return Round(self.world, self.graph.settings, self.backend.now, round_index, events)
 
     def run(self) -> RunResult:
         started = time.perf_counter()
         ctx = self._context(Events(time=self.backend.now), 0)
+        self._ctx = ctx
         for el in self._order:
             ctx.element = el
-            el.start(ctx)
+            self._call(el, "start", ctx, el.start, ctx)
         rounds = 0
         idle_rounds = 0
         round_s = float(self.graph.settings.round)
@@ -147,7 +198,7 @@ class Engine:
         reports = {}
         for el in self._order:
             ctx.element = el
-            got = el.finish(ctx)
+            got = self._call(el, "finish", ctx, el.finish, ctx)
             if got:
                 reports[el.name] = got
         counters = {el.name: dict(el.counters) for el in self._order if el.counters}
@@ -161,7 +212,7 @@ class Engine:
             wall_s=time.perf_counter() - started,
         )
 
-    def _tick_all(self, ctx: RoundContext) -> None:
+    def _tick_all(self, ctx: Round) -> None:
         values: dict[tuple[str, str], object] = {}
         for el, inputs, outputs in self._wiring:
             kwargs = {}
@@ -173,18 +224,38 @@ class Engine:
                 else:
                     kwargs[port] = port_type.merge([values[s] for s in sources])
             ctx.element = el
-            out = el.tick(ctx, **kwargs)
+            out = self._call(el, "tick", ctx, el.tick, ctx, **kwargs)
+            crossing = self._crossing.get(el.category)
+            if crossing is not None:
+                check_emitted(el, ctx, "tick", out, crossing[0])
+                out = crossing[1](out)
             if len(outputs) == 1:
-                values[(el.name, outputs[0])] = out
+                port, port_type = outputs[0]
+                if type(out) is not port_type:  # (exact types: cheaper than isinstance, and ports are final)
+                    check_emitted(el, ctx, port, out, port_type)
+                values[(el.name, port)] = out
             elif outputs:
-                for port in outputs:
-                    values[(el.name, port)] = out[port]
+                if not isinstance(out, dict):
+                    raise ElementFailure(el, ctx, f"its tick returned {describe_value(out)}, not a dict of its output ports")
+                for port, port_type in outputs:
+                    got = out.get(port)
+                    check_emitted(el, ctx, port, got, port_type)
+                    values[(el.name, port)] = got
         ctx.element = None
+
+    def _call(self, el: Element, what: str, ctx: Round, fn, *args, **kwargs):
+        """Call an element's code; an exception from it is reported naming the element."""
+        try:
+            return fn(*args, **kwargs)
+        except (RoundhouseError, KeyboardInterrupt):
+            raise
+        except Exception as err:
+            raise ElementFailure(el, ctx, f"its {what} raised {type(err).__name__}: {err}", err) from err
 
     def _all_exhausted(self) -> bool:
         return all(s.exhausted() for s in self._sources)
 
-    def _stop_reason(self, ctx: RoundContext) -> str:
+    def _stop_reason(self, ctx: Round) -> str:
         requested = getattr(self.backend, "stop_requested", "")  # a live backend told to stop
         if requested:
             return requested
@@ -214,7 +285,7 @@ class Engine:
         if boundary > self.backend.now:
             self.backend.jump_to(boundary)
 
-    def _stall_message(self, ctx: RoundContext) -> str:
+    def _stall_message(self, ctx: Round) -> str:
         cols = self.world.jobs
         status = cols.column("status")
         waiting = (status == 0).nonzero()[0]

@@ -10,7 +10,8 @@
 | Events  | what happened: finished (with exact times), launched, suspended, failed, metrics |
 
 Jobs are named by their row in the world's job table (`row`), a dense index that lets
-policies work on numpy arrays; `job_id` is the id the trace gave them.
+policies work on numpy arrays; `job_id` is the id the trace gave them. `Jobs` and `Active` are
+read-only views of the job table, defined with it in traces/jobs.py.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
+from roundhouse.traces.jobs import Active, Jobs, frozen_rows
+
 if TYPE_CHECKING:
     import polars as pl
-
-    from roundhouse.runtime.world import JobTable
 
 _EMPTY_ROWS = np.zeros(0, dtype=np.int64)
 _EMPTY_ROWS.setflags(write=False)
@@ -47,107 +48,17 @@ def frozen_array(values, dtype=None) -> np.ndarray:
     return arr
 
 
-_INT64, _FLOAT64 = np.dtype(np.int64), np.dtype(np.float64)
+_FLOAT64 = np.dtype(np.float64)
 
 
 def _rows(a) -> np.ndarray:
     """Converter for fields of job rows (or GPU ids, counts): read-only int64 arrays."""
-    if a is _EMPTY_ROWS:  # a default
-        return a
-    if type(a) is np.ndarray and a.dtype is _INT64:  # the common case, inline (ports carry many)
-        if a.flags.writeable:
-            a = a.view()
-            a.setflags(write=False)
-        return a
-    return frozen_array(a, _INT64)
+    return a if a is _EMPTY_ROWS else frozen_rows(a)
 
 
 def _floats(a) -> np.ndarray:
     """Converter for fields of times: read-only float64 arrays."""
     return a if a is _NO_FLOATS else frozen_array(a, _FLOAT64)
-
-
-class JobView:
-    """A read-only view of some rows of the job table, with columns as numpy arrays.
-
-    Columns are read lazily and cached: `view.gpus`, `view.column("loss")`. The view is valid
-    for the round it was made in; the runtime changes the table only between rounds.
-    """
-
-    __slots__ = ("rows", "_table", "_cache")
-
-    def __init__(self, table: JobTable, rows: np.ndarray):
-        self._table = table
-        self.rows = _rows(rows)
-        self._cache: dict[str, np.ndarray] = {}
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({len(self)} jobs)"
-
-    @property
-    def table(self) -> JobTable:
-        return self._table
-
-    def column(self, name: str) -> np.ndarray:
-        got = self._cache.get(name)
-        if got is None:
-            got = self._table.column(name)[self.rows]
-            got.setflags(write=False)
-            self._cache[name] = got
-        return got
-
-    def select(self, which) -> JobView:
-        """The jobs picked by a boolean mask or an index array, in that order."""
-        return type(self)(self._table, self.rows[which])
-
-    def frame(self, columns: Sequence[str] | None = None) -> pl.DataFrame:
-        return self._table.frame(self.rows, columns)
-
-    # Columns every policy reads; anything else through `column(name)`.
-    job_id = property(lambda self: self.column("job_id"))
-    arrival_s = property(lambda self: self.column("arrival_s"))
-    gpus = property(lambda self: self.column("gpus"))
-    work = property(lambda self: self.column("work"))
-    done = property(lambda self: self.column("done"))
-    service = property(lambda self: self.column("service"))
-    run_s = property(lambda self: self.column("run_s"))
-    weight = property(lambda self: self.column("weight"))
-    first_start_s = property(lambda self: self.column("first_start_s"))
-    held = property(lambda self: self.column("held"))
-    reference_rate = property(lambda self: self.column("reference_rate"))
-
-    @property
-    def running(self) -> np.ndarray:
-        """True for jobs that hold GPUs this round."""
-        return self.column("held") > 0
-
-    @property
-    def remaining_s(self) -> np.ndarray:
-        """Oracle remaining time on the job's reference placement (isolated, consolidated)."""
-        return (self.work - self.done) / self.reference_rate
-
-    @classmethod
-    def merge(cls, views: Sequence[JobView]) -> JobView:
-        views = [v for v in views if v is not None]
-        if len(views) == 1:
-            return views[0]
-        table = views[0]._table
-        return cls(table, np.concatenate([v.rows for v in views]))
-
-
-class Jobs(JobView):
-    """Jobs entering the system this round (from sources, through admission, to the pool)."""
-
-    __slots__ = ()
-
-
-class Active(JobView):
-    """All admitted, unfinished jobs, running or waiting, with their live fields."""
-
-    __slots__ = ()
 
 
 @attrs.frozen

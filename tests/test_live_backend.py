@@ -17,7 +17,7 @@ from roundhouse.runtime.backends.live import LiveBackend, LiveOptions
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.journal import Journal
 from roundhouse.runtime.types import Plan
-from roundhouse.runtime.world import World, prepare_jobs
+from roundhouse.runtime.world import World
 from roundhouse.traces.profiles import ProfileTable
 from tests.livecluster import free_port
 
@@ -112,7 +112,7 @@ def pump(backend, seconds: float = 0.25) -> None:
 
 def add_jobs(world, rows: list[dict]):
     frame = pl.DataFrame(rows)
-    batch, _ = prepare_jobs(frame, world.cluster, world.profile, "V100", "test")
+    batch, _ = world.prepare(frame, "test")
     return world.add_jobs(batch)
 
 

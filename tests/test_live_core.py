@@ -10,9 +10,12 @@ import pytest
 from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.context import Round
 from roundhouse.runtime.engine import Engine
+from roundhouse.runtime.settings import GraphSettings
 from roundhouse.runtime.types import Events, Plan, Ranking
-from roundhouse.runtime.world import FINISHED, PENDING, PlanError, World, prepare_jobs
+from roundhouse.runtime.world import PlanError, World
+from roundhouse.traces.jobs import FINISHED, PENDING
 from roundhouse.traces.profiles import ProfileTable
 from tests.conftest import jobs_of
 
@@ -20,28 +23,9 @@ from tests.conftest import jobs_of
 def _world(spec="2x2:V100", n=3, gpus=1):
     world = World(Cluster.parse(spec), ProfileTable.load(), "V100")
     frame = pl.DataFrame({"job_id": list(range(n)), "arrival_s": [0.0] * n, "gpus": [gpus] * n, "duration_s": [100.0] * n})
-    batch, _ = prepare_jobs(frame, world.cluster, world.profile, "V100", "t")
+    batch, _ = world.prepare(frame, "t")
     world.add_jobs(batch)
     return world
-
-
-class _Ctx:
-    """Just what a placer reads, over a world."""
-
-    def __init__(self, world):
-        from roundhouse.runtime.context import ReadOnlyJobs
-
-        self._world = world
-        self.cluster = world.cluster
-        self.jobs = ReadOnlyJobs(world.jobs)
-        self.holder = world.holder
-        self.running_rows = world.running_rows
-
-    @property
-    def online(self):
-        from roundhouse.runtime.context import RoundContext
-
-        return RoundContext.online.fget(self)
 
 
 @pytest.mark.parametrize("placer", ["FirstFree", "Consolidated"])
@@ -53,7 +37,7 @@ def test_placers_use_only_online_gpus(placer):
     world.set_online(np.array([False, False, True, True]))
     el = registry.get(placer)()
     el.start(None)
-    plan = el.tick(_Ctx(world), Ranking(np.arange(4), np.ones(4, dtype=np.int64)))
+    plan = el.tick(Round(world, GraphSettings(), 0.0, 0, Events(time=0.0)), Ranking(np.arange(4), np.ones(4, dtype=np.int64)))
     assert sorted(plan.launch_gpus.tolist()) == [2, 3]  # two jobs fit; the others wait
     world.check_plan(plan)
     world.set_online(np.ones(4, dtype=bool))

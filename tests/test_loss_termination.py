@@ -7,8 +7,9 @@ import pytest
 from roundhouse.errors import TraceError
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.types import Plan
-from roundhouse.runtime.world import FINISHED, PlanError, World, prepare_jobs
+from roundhouse.runtime.world import PlanError, World
 from roundhouse.traces.generators import loss_curves
+from roundhouse.traces.jobs import FINISHED
 from roundhouse.traces.losscurves import fraction_to_converge, loss_at, relative_gap
 from tests.conftest import jobs_of
 
@@ -16,7 +17,7 @@ from tests.conftest import jobs_of
 def world_of(cluster: str, jobs: list[dict]) -> World:
     cl = Cluster.parse(cluster)
     world = World(cl, profile=None)
-    batch, _ = prepare_jobs(pl.DataFrame(jobs), cl, None, "V100", "test")
+    batch, _ = world.prepare(pl.DataFrame(jobs), "test")
     world.add_jobs(batch)
     return world
 

@@ -6,10 +6,10 @@ import pytest
 
 from roundhouse.elements.placement import Consolidated, FirstFree, choose_consolidated, fills_in_order, pack_best_fit
 from roundhouse.runtime.cluster import Cluster
-from roundhouse.runtime.context import RoundContext
+from roundhouse.runtime.context import Round
 from roundhouse.runtime.settings import GraphSettings
 from roundhouse.runtime.types import Events, Plan, Ranking
-from roundhouse.runtime.world import World, prepare_jobs
+from roundhouse.runtime.world import World
 
 
 def world_with(cluster: str, jobs: list[tuple[int, int]], running: dict[int, list[int]]):
@@ -24,7 +24,7 @@ def world_with(cluster: str, jobs: list[tuple[int, int]], running: dict[int, lis
             "duration_s": [1e6] * len(jobs),
         }
     )
-    batch, _ = prepare_jobs(frame, cl, None, "V100", "test")
+    batch, _ = world.prepare(frame, "test")
     world.add_jobs(batch)
     launches = [(world.jobs.row_of(j), gpus) for j, gpus in running.items()]
     if launches:
@@ -39,7 +39,7 @@ def world_with(cluster: str, jobs: list[tuple[int, int]], running: dict[int, lis
 
 
 def place(placer, world, order, backfill=True):
-    ctx = RoundContext(world, GraphSettings(), 300.0, 1, Events(time=300.0), submit=None, register=None)
+    ctx = Round(world, GraphSettings(), 300.0, 1, Events(time=300.0))
     placer.start(ctx)
     rows = np.array([world.jobs.row_of(j) for j in order])
     ranking = Ranking(rows, world.jobs.column("gpus")[rows], backfill=backfill)
@@ -159,7 +159,7 @@ def test_heterogeneous_cluster_uses_each_jobs_fastest_type():
 
 def test_a_move_is_a_suspension_and_a_launch():
     world = world_with("1x4:V100", [(0, 1)], {0: [3]})
-    ctx = RoundContext(world, GraphSettings(), 300.0, 1, Events(time=300.0), submit=None, register=None)
+    ctx = Round(world, GraphSettings(), 300.0, 1, Events(time=300.0))
     placer = FirstFree()
     placer.start(ctx)
     row = world.jobs.row_of(0)

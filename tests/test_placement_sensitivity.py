@@ -8,10 +8,10 @@ import pytest
 from roundhouse.elements.placement_tiresias import ProfiledPlacer, SkewAwarePlacer, choose_fewest_holes
 from roundhouse.errors import TraceError
 from roundhouse.runtime.cluster import Cluster
-from roundhouse.runtime.context import RoundContext
+from roundhouse.runtime.context import Round
 from roundhouse.runtime.settings import GraphSettings
 from roundhouse.runtime.types import Events, Plan, Ranking
-from roundhouse.runtime.world import World, prepare_jobs
+from roundhouse.runtime.world import World
 from roundhouse.traces.placement import PlacementTable
 from roundhouse.traces.profiles import ProfileTable
 from tests.conftest import jobs_of
@@ -31,7 +31,7 @@ NO_PROFILE = ProfileTable.from_frame(ProfileTable.load().frame.clear(), source="
 
 def prepared(jobs, profile=NO_PROFILE, cluster="2x4:V100"):
     cl = Cluster.parse(cluster)
-    batch, _ = prepare_jobs(pl.DataFrame(jobs), cl, profile, "V100", "test.csv")
+    batch, _ = World(cl, profile).prepare(pl.DataFrame(jobs), "test.csv")
     return batch.columns
 
 
@@ -86,7 +86,7 @@ def test_spread_jobs_known_by_duration_run_slower(run_graph):
 def world_with(cluster, jobs, running):
     cl = Cluster.parse(cluster)
     world = World(cl, profile=NO_PROFILE)
-    batch, _ = prepare_jobs(pl.DataFrame(jobs), cl, NO_PROFILE, "V100", "test")
+    batch, _ = world.prepare(pl.DataFrame(jobs), "test")
     world.add_jobs(batch)
     for job_id, gpus in running.items():
         plan = Plan(launch_rows=[world.jobs.row_of(job_id)], launch_gpus=gpus, launch_counts=[len(gpus)], keep=world.running_rows)
@@ -95,7 +95,7 @@ def world_with(cluster, jobs, running):
 
 
 def place(placer, world, order):
-    ctx = RoundContext(world, GraphSettings(), 300.0, 1, Events(time=300.0), submit=None, register=None)
+    ctx = Round(world, GraphSettings(), 300.0, 1, Events(time=300.0))
     placer.start(ctx)
     rows = np.array([world.jobs.row_of(j) for j in order])
     plan = placer.tick(ctx, Ranking(rows, world.jobs.column("gpus")[rows]))

@@ -16,7 +16,7 @@ from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import simulate
 from roundhouse.runtime.types import Plan
-from roundhouse.runtime.world import PlanError, World, prepare_jobs
+from roundhouse.runtime.world import PlanError, World
 from roundhouse.traces.pairs import PairTable
 from roundhouse.traces.profiles import ProfileTable
 from tests.conftest import SHARED
@@ -79,7 +79,7 @@ def _config(job_type: str):
 
 def _world(jobs: list[dict], cluster: str = "2x1:V100"):
     world = World(Cluster.parse(cluster), ProfileTable.load())
-    batch, _ = prepare_jobs(pl.DataFrame(jobs), world.cluster, world.profile, "V100", "test")
+    batch, _ = world.prepare(pl.DataFrame(jobs), "test")
     world.add_jobs(batch)
     return world, Simulator(world, 360.0)
 

@@ -48,7 +48,7 @@ import numpy as np
 import polars as pl
 
 from roundhouse.errors import TraceError, did_you_mean
-from roundhouse.runtime.world import OWN_COLUMNS
+from roundhouse.traces.jobs import OWN_COLUMNS
 from roundhouse.traces.losscurves import LOSS_COLUMNS, initial_loss
 
 CANONICAL_COLUMNS: dict[str, pl.DataType] = {

@@ -22,4 +22,4 @@ class KeyOrder(Element):
 
     def tick(self, ctx, active: Active) -> Ranking:
         rows = active.rows[self.key(active).argsort(kind="stable")]
-        return Ranking(rows, active.table.column("gpus")[rows], backfill=self.backfill)
+        return Ranking(rows, ctx.jobs.column("gpus")[rows], backfill=self.backfill)

@@ -6,7 +6,7 @@ import numpy as np
 
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import Active, Ranking
-from roundhouse.runtime.world import FINISHED
+from roundhouse.traces.jobs import FINISHED
 
 
 @element

@@ -22,7 +22,6 @@ class Submissions:
     def accept(self, specs: list[dict], received_s: float) -> list[int]:
         """Check the jobs and journal them (committed with the backend's next flush); returns
         their ids. Raises a RoundhouseError that says what is wrong, accepting none."""
-        from roundhouse.runtime.world import prepare_jobs
         from roundhouse.traces.schema import validate
 
         rows = []
@@ -54,7 +53,7 @@ class Submissions:
             row["job_id"] = str(job_id)
         frame = _text_frame(rows)
         checked = validate(frame.with_columns(arrival_s=pl.lit("0")), "submission")
-        prepare_jobs(checked, self.world.cluster, self.world.profile, self.world.reference_gpu, "submission")
+        self.world.prepare(checked, "submission")
         self._next_id = next_id  # ids are used up only by accepted jobs
         for spec, job_id in zip(frame.to_dicts(), ids):
             self.journal.add_submission(job_id, spec, received_s)

@@ -87,11 +87,11 @@ class Simulator:
             # The same jobs as last round, none starting late, and none can finish this round.
             self._progress, self._events = self._full_round(), Events(time=end)
         else:
-            cols = world.jobs._cols
+            jobs = world.jobs
             if rows is not self._full_rows:
-                self._full_rows, self._full_rate, self._full = rows, cols["rate"][rows], None
+                self._full_rows, self._full_rate, self._full = rows, jobs.column("rate")[rows], None
             rate = self._full_rate
-            remaining = cols["work"][rows] - cols["done"][rows]
+            remaining = jobs.column("work")[rows] - jobs.column("done")[rows]
             if len(self._ready_rows):
                 start = np.empty(len(rows))
                 start.fill(now)
@@ -107,7 +107,7 @@ class Simulator:
                 held_until = np.where(finished, finish_at, end)
                 done = np.where(finished, remaining, rate * np.maximum(held_until - start, 0.0))
                 run_s = held_until - now
-                self._progress = Progress(rows, done, cols["held"][rows] * run_s, run_s)
+                self._progress = Progress(rows, done, jobs.column("held")[rows] * run_s, run_s)
                 self._events = Events(time=end, finished=rows[finished], finished_at=finish_at[finished])
         self._ready_rows = self._ready_rows[:0]
         self._now = end
@@ -119,5 +119,5 @@ class Simulator:
             rows, r = self._full_rows, self.round_s
             run_s = np.empty(len(rows))
             run_s.fill(r)
-            self._full = Progress(rows, self._full_rate * r, self.world.jobs._cols["held"][rows] * r, run_s)
+            self._full = Progress(rows, self._full_rate * r, self.world.jobs.column("held")[rows] * r, run_s)
         return self._full

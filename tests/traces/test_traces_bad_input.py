@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 
 from roundhouse.errors import RoundhouseError, TraceError
-from roundhouse.runtime.world import OWN_COLUMNS
 from roundhouse.tools.cli import main
 from roundhouse.traces import canonical, philly
 from roundhouse.traces.formats import read_trace
+from roundhouse.traces.jobs import OWN_COLUMNS
 from roundhouse.traces.schema import validate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,153 @@
+"""Plan checking: a plan accounts for every running job exactly once and launches waiting jobs
+on free, online GPUs, each at most once; everything is checked before anything changes. A plan
+that fails is a bug in the element that made it, reported with that element's name."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from roundhouse.errors import RoundhouseError
+from roundhouse.runtime.rowsets import isin_rows, without
+from roundhouse.runtime.types import Plan
+from roundhouse.traces.jobs import FINISHED, PENDING, RUNNING
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.world import World
+
+
+class PlanError(RoundhouseError):
+    """A plan that cannot be carried out (double-booked GPU, unknown job, ...)."""
+
+
+def _largest(a: np.ndarray):
+    """The largest entry of a non-empty array (an index lookup: cheaper than `a.max()`)."""
+    return a[a.argmax()]
+
+
+class PlanCheck:
+    """Checks plans against one world's books."""
+
+    def __init__(self, world: World):
+        self.world = world
+
+    def __call__(self, plan: Plan) -> None:
+        """Raise PlanError unless the plan accounts for every running job exactly once and
+        launches pending jobs on free GPUs. Checks everything before anything changes."""
+        keep, suspend = plan.keep, plan.suspend
+        complete = plan.complete
+        ending = self._check_complete(complete) if len(complete) else complete
+        if len(ending):
+            suspend = np.concatenate([suspend, ending])  # running jobs ended now, for the checks below
+        if len(suspend):
+            mentioned = np.concatenate((keep, suspend))
+            mentioned.sort()
+        else:
+            mentioned = keep
+        # Kept, suspended and completed running jobs, together, must be exactly the running
+        # ones (which implies each names a running job, once). Placers list them in order;
+        # another order is sorted before it is judged.
+        running = self.world.running_rows
+        # (Counting flags is cheaper than numpy's reductions, min/max/any/all, at these sizes.)
+        if len(mentioned) != len(running) or np.count_nonzero(mentioned != running):
+            if not np.array_equal(np.sort(mentioned), running):
+                self._explain_mismatch(keep, suspend)
+        rows, gpus, counts = plan.launch_rows, plan.launch_gpus, plan.launch_counts
+        if not len(rows):
+            return
+        if len(complete) and isin_rows(rows, complete).any():
+            raise PlanError(f"plan launches job {self._job(rows[isin_rows(rows, complete)][0])}, which it also completes")
+        n, n_gpus = len(self.world.jobs), self.world.cluster.n_gpus
+        ordered = rows.copy()
+        ordered.sort()
+        if ordered[0] < 0 or ordered[-1] >= n:
+            raise PlanError("plan launches a job row that does not exist")
+        if np.count_nonzero(ordered[1:] == ordered[:-1]):
+            raise PlanError(f"plan launches job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
+        if counts[counts.argmin()] < 1:
+            raise PlanError(f"plan launches job {self._job(rows[counts < 1][0])} on no GPU")
+        # Seen as unsigned, a negative GPU id is too large.
+        if _largest(gpus.view(np.uint64)) >= n_gpus:
+            raise PlanError(f"plan uses GPU {gpus[(gpus < 0) | (gpus >= n_gpus)][0]}, which does not exist")
+        status = self.world.jobs.writable["status"][rows]
+        if np.count_nonzero(status):  # PENDING is 0: only launches of jobs that are not waiting need a look
+            launchable = (status == PENDING) | ((status == RUNNING) & isin_rows(rows, suspend))
+            if np.count_nonzero(launchable) < len(rows):
+                row, what = rows[~launchable][0], status[~launchable][0]
+                reason = "has finished" if what == FINISHED else "is running (suspend it to move or resize it)"
+                raise PlanError(f"plan launches job {self._job(row)}, which {reason}")
+        counted = gpus  # GPUs of launches that count towards occupancy (a pair's second does not)
+        if plan.launch_partner is not None:
+            first = self.partners(plan)
+            counted = gpus if first.all() else gpus[first.repeat(counts)]
+        per_gpu = np.bincount(counted, minlength=n_gpus)
+        if _largest(per_gpu) > 1:
+            raise PlanError(f"plan puts two jobs (or one twice) on GPU {int(np.argmax(per_gpu))}")
+        if not self.world.all_online and not self.world.online[gpus].all():
+            off = gpus[~self.world.online[gpus]][0]
+            raise PlanError(f"plan puts job {self._job(rows.repeat(counts)[gpus == off][0])} on GPU {off}, which is offline")
+        for holder in (self.world.holder, self.world.co_holder):
+            if holder is None:
+                continue
+            holders = holder[gpus]
+            ok = (holders < 0) | isin_rows(holders, suspend)
+            if np.count_nonzero(ok) < len(ok):
+                owner = rows.repeat(counts)[~ok][0]
+                raise PlanError(
+                    f"plan puts job {self._job(owner)} on GPU {gpus[~ok][0]}, which job {self._job(holders[~ok][0])} holds"
+                )
+
+    def partners(self, plan: Plan) -> np.ndarray:
+        """Space sharing: each launch with a partner names a job launched in the same plan on
+        exactly the same GPUs, which names it back. Returns which launches come first in their
+        pair (the other shares its GPUs)."""
+        rows, partner, counts, starts = plan.launch_rows, plan.launch_partner, plan.launch_counts, plan.launch_starts
+        paired = (partner >= 0).nonzero()[0]
+        first = np.ones(len(rows), dtype=bool)
+        if not len(paired):
+            return first
+        position = {int(r): i for i, r in enumerate(rows.tolist())}
+        for i in paired.tolist():
+            j = position.get(int(partner[i]))
+            if j is None or partner[j] != rows[i] or j == i:
+                raise PlanError(
+                    f"plan launches job {self._job(rows[i])} to share GPUs with job {self._job(partner[i])}, "
+                    "which is not launched in the same plan as its partner"
+                )
+            same = counts[i] == counts[j] and np.array_equal(
+                plan.launch_gpus[starts[i] : starts[i] + counts[i]], plan.launch_gpus[starts[j] : starts[j] + counts[j]]
+            )
+            if not same:
+                raise PlanError(f"plan launches jobs {self._job(rows[i])} and {self._job(rows[j])} as partners on different GPUs")
+            first[max(i, j)] = False
+        return first
+
+    def _check_complete(self, complete: np.ndarray) -> np.ndarray:
+        """Checks the plan's completions; returns those of running jobs."""
+        n = len(self.world.jobs)
+        if complete.min() < 0 or complete.max() >= n:
+            raise PlanError("plan completes a job row that does not exist")
+        ordered = np.sort(complete)
+        if (ordered[1:] == ordered[:-1]).any():
+            raise PlanError(f"plan completes job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
+        status = self.world.jobs.writable["status"][complete]
+        if (status == FINISHED).any():
+            raise PlanError(f"plan completes job {self._job(complete[status == FINISHED][0])}, which has finished")
+        return complete[status == RUNNING]
+
+    def _job(self, row) -> int:
+        return int(self.world.jobs.writable["job_id"][row])
+
+    def _explain_mismatch(self, keep: np.ndarray, suspend: np.ndarray) -> None:
+        n = len(self.world.jobs)
+        for name, rows in (("keep", keep), ("suspend", suspend)):
+            if len(rows) and (rows.min() < 0 or rows.max() >= n):
+                raise PlanError(f"plan's {name} list names a job row that does not exist")
+            not_running = rows[self.world.jobs.writable["status"][rows] != RUNNING] if len(rows) else rows
+            if len(not_running):
+                raise PlanError(f"plan asks to {name} job {self._job(not_running[0])}, which is not running")
+        missing = without(self.world.running_rows, np.concatenate([keep, suspend]))
+        if len(missing):
+            raise PlanError(f"running job {self._job(missing[0])} is neither kept nor suspended")
+        raise PlanError("plan keeps or suspends a job twice")

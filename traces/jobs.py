@@ -1,0 +1,345 @@
+"""The job vocabulary: the job table's columns and what they mean, the status codes, and the
+read-only views of it that elements receive.
+
+The job table is columnar (one numpy array per field, grown by doubling), so that a policy
+sorting ten thousand jobs, or the simulator advancing every running job, works on whole
+columns. Each job is a row; `job_id` is the id its trace gave it. Jobs are named by their row
+(a dense index) everywhere inside a run.
+
+Work is measured in iterations. A job known only by `duration_s` has `duration_s` units of
+work and progresses at one unit per second on any GPU. A job with a model progresses at the
+throughput model's rate for its placement (traces/throughput.py); given `duration_s` (isolated
+run time on the reference GPU type, consolidated) its work is that duration times the
+reference throughput.
+
+The runtime's world (runtime/world.py) is the table's only writer. Everyone else reads it
+through a `JobReader`: columns come out as arrays with `writeable=False`, and nothing on the
+reader or on a view leads back to the writable table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+
+from roundhouse.errors import TraceError, did_you_mean
+
+if TYPE_CHECKING:
+    import polars as pl
+
+PENDING, RUNNING, FINISHED = 0, 1, 2
+STATUS_NAMES = ("pending", "running", "finished")
+
+# Fields of a job's spec, as the canonical trace schema names them, and their storage type.
+SPEC_COLUMNS: dict[str, type] = {
+    "job_id": np.int64,
+    "arrival_s": np.float64,
+    "gpus": np.int64,
+    "duration_s": np.float64,
+    "model": object,
+    "batch_size": np.int64,
+    "user": object,
+    "weight": np.float64,
+    "slo_s": np.float64,
+}
+# Spec fields derived when the job is prepared, never read from a trace.
+DERIVED_COLUMNS: dict[str, type] = {
+    "has_model": np.bool_,  # the model is in the profile (else: one unit of work per second)
+    "work": np.float64,  # total work
+    "reference_rate": np.float64,  # throughput on the reference placement
+}
+
+# Live fields, written by the runtime as rounds pass.
+LIVE_COLUMNS: dict[str, tuple[type, object]] = {
+    "status": (np.int8, PENDING),
+    "done": (np.float64, 0.0),  # iterations (or seconds of work) completed
+    "service": (np.float64, 0.0),  # attained service: GPU-seconds held
+    "run_s": (np.float64, 0.0),  # attained wall-clock seconds holding GPUs
+    "first_start_s": (np.float64, np.nan),
+    "finish_s": (np.float64, np.nan),
+    "preemptions": (np.int64, 0),
+    "launches": (np.int64, 0),
+    "held": (np.int64, 0),  # GPUs held now
+    "rate": (np.float64, 0.0),  # iterations per second on the current placement
+    "placed_type": (np.int64, -1),  # GPU type code of the current placement
+    "batch_used": (np.int64, 0),  # batch size of the current launch
+    # Live runs: the job failed for good (it is FINISHED without completing its work), and
+    # how often it lost its GPUs without a plan (lost node, crashed process).
+    "failed": (np.bool_, False),
+    "interruptions": (np.int64, 0),
+    "partner": (np.int64, -1),  # row of the job sharing this job's GPUs (space sharing), -1 none
+}
+
+# Job-table columns the runtime writes itself, which a trace or submission may not bring: a
+# trace column of one of these names would overwrite the runtime's books when its jobs are added
+# (traces/schema.py refuses such columns). `loss` is not among them: a trace may give it.
+OWN_COLUMNS: frozenset[str] = frozenset(DERIVED_COLUMNS) | frozenset(LIVE_COLUMNS)
+
+
+@attrs.frozen
+class JobBatch:
+    """Prepared job specs, columnar: what a source emits, in arrival order (traces/prepare.py).
+
+    Made once per trace (vectorised), then sliced round by round.
+    """
+
+    columns: dict[str, np.ndarray]
+    type_rates: np.ndarray  # (jobs, GPU types): iterations/s on each type, consolidated; 0 = cannot run
+    origin: str = ""
+
+    def __len__(self) -> int:
+        return len(self.columns["job_id"])
+
+    def slice(self, start: int, stop: int) -> JobBatch:
+        return JobBatch({k: v[start:stop] for k, v in self.columns.items()}, self.type_rates[start:stop], self.origin)
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of an array (its owner keeps the writeable one)."""
+    v = a.view()
+    v.setflags(write=False)
+    return v
+
+
+class JobTable:
+    """All jobs the run has seen: spec, live fields and outcomes, one numpy array per column.
+
+    Readers get read-only columns (`column`, or a `JobReader`); the runtime's world writes
+    through `writable`.
+    """
+
+    def __init__(self, n_gpu_types: int, capacity: int = 1024):
+        self._n = 0
+        self._capacity = capacity
+        self._n_types = n_gpu_types
+        self._cols: dict[str, np.ndarray] = {}
+        for name, dtype in {**SPEC_COLUMNS, **DERIVED_COLUMNS}.items():
+            self._cols[name] = np.empty(capacity, dtype=dtype)
+        for name, (dtype, fill) in LIVE_COLUMNS.items():
+            self._cols[name] = np.full(capacity, fill, dtype=dtype)
+        self._type_rates = np.zeros((capacity, n_gpu_types))
+        self._row_of_id: dict[int, int] = {}
+        self.reader = JobReader(self)
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._cols)
+
+    def column(self, name: str) -> np.ndarray:
+        """A column over all rows, read-only."""
+        try:
+            return read_only(self._cols[name][: self._n])
+        except KeyError:
+            hint = did_you_mean(name, self._cols)
+            raise KeyError(f"the job table has no column '{name}'" + (f" ({hint})" if hint else "")) from None
+
+    def has_column(self, name: str) -> bool:
+        return name in self._cols
+
+    @property
+    def type_rates(self) -> np.ndarray:
+        """(jobs, GPU types): throughput of each job on each type at its requested GPU count."""
+        return read_only(self._type_rates[: self._n])
+
+    def row_of(self, job_id: int) -> int | None:
+        return self._row_of_id.get(int(job_id))
+
+    # --- for the writer (runtime/world.py) ---
+    @property
+    def writable(self) -> dict[str, np.ndarray]:
+        """The storage arrays by column (capacity-long; rows past `len` are unused). Only the
+        runtime's world writes through these."""
+        return self._cols
+
+    def float_column(self, name: str) -> np.ndarray:
+        """The whole storage array of a float column, made (NaN) if the table lacks it."""
+        if name not in self._cols:
+            self._cols[name] = np.full(self._capacity, np.nan)
+        return self._cols[name]
+
+    def append(self, batch: JobBatch) -> np.ndarray:
+        """Add jobs; returns their rows. A job id seen before is an error naming both sources."""
+        k = len(batch)
+        if k == 0:
+            return np.zeros(0, dtype=np.int64)
+        ids = batch.columns["job_id"]
+        start = self._n
+        for offset, job_id in enumerate(ids.tolist()):
+            if job_id in self._row_of_id:
+                for j in range(offset):
+                    del self._row_of_id[int(ids[j])]
+                raise TraceError(batch.origin, f"job id {job_id} is used twice (job ids must be unique in a run)")
+            self._row_of_id[job_id] = start + offset
+        self._reserve(start + k)
+        for name, values in batch.columns.items():
+            if name not in self._cols:
+                fill = np.nan if values.dtype.kind == "f" else None
+                self._cols[name] = np.full(self._capacity, fill, dtype=values.dtype if values.dtype.kind == "f" else object)
+            self._cols[name][start : start + k] = values
+        self._type_rates[start : start + k] = batch.type_rates
+        self._n = start + k
+        return np.arange(start, start + k, dtype=np.int64)
+
+    def _reserve(self, n: int) -> None:
+        if n <= self._capacity:
+            return
+        capacity = max(n, 2 * self._capacity)
+        for name, arr in self._cols.items():
+            grown = np.empty(capacity, dtype=arr.dtype)
+            grown[: self._n] = arr[: self._n]
+            if name in LIVE_COLUMNS:
+                grown[self._n :] = LIVE_COLUMNS[name][1]
+            elif arr.dtype.kind == "f":
+                grown[self._n :] = np.nan
+            self._cols[name] = grown
+        rates = np.zeros((capacity, self._n_types))
+        rates[: self._n] = self._type_rates[: self._n]
+        self._type_rates = rates
+        self._capacity = capacity
+
+    def frame(self, rows: np.ndarray | None = None, columns: Sequence[str] | None = None) -> pl.DataFrame:
+        import polars as pl
+
+        rows = np.arange(self._n) if rows is None else np.asarray(rows)
+        names = list(columns) if columns is not None else list(self._cols)
+        data = {}
+        for name in names:
+            values = self._cols[name][: self._n][rows]
+            data[name] = values.tolist() if values.dtype == object else values
+        return pl.DataFrame(data)
+
+
+class JobReader:
+    """The job table as elements see it: read-only columns and views of rows. Its API offers
+    no way to write the table."""
+
+    __slots__ = ("_table",)
+
+    def __init__(self, table: JobTable):
+        self._table = table
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def column(self, name: str) -> np.ndarray:
+        return self._table.column(name)
+
+    def has_column(self, name: str) -> bool:
+        return self._table.has_column(name)
+
+    @property
+    def type_rates(self) -> np.ndarray:
+        """(jobs, GPU types): throughput of each job on each type at its requested GPU count."""
+        return self._table.type_rates
+
+    def view(self, rows, kind: type[JobView] | None = None) -> JobView:
+        """A view of these rows as a port value of type `kind` (Jobs, Active; default JobView)."""
+        return (kind or JobView)(self, rows)
+
+    def row_of(self, job_id: int) -> int | None:
+        return self._table.row_of(job_id)
+
+    def frame(self, rows: np.ndarray | None = None, columns: Sequence[str] | None = None) -> pl.DataFrame:
+        return self._table.frame(rows, columns)
+
+
+_INT64 = np.dtype(np.int64)
+
+
+def frozen_rows(a) -> np.ndarray:
+    """Job rows (or GPU ids, counts) as a read-only int64 array (a port value must not be
+    changed by whoever receives it)."""
+    if type(a) is np.ndarray and a.dtype is _INT64:  # the common case, inline (ports carry many)
+        if a.flags.writeable:
+            a = a.view()
+            a.setflags(write=False)
+        return a
+    arr = np.asarray(a, dtype=_INT64)
+    if arr.flags.writeable:
+        arr = arr.view()
+        arr.setflags(write=False)
+    return arr
+
+
+class JobView:
+    """A read-only view of some rows of the job table, with columns as numpy arrays.
+
+    Columns are read lazily and cached: `view.gpus`, `view.column("loss")`. The view is valid
+    for the round it was made in; the runtime changes the table only between rounds.
+    """
+
+    __slots__ = ("rows", "_reader", "_cache")
+
+    def __init__(self, reader: JobReader, rows: np.ndarray):
+        self._reader = reader
+        self.rows = frozen_rows(rows)
+        self._cache: dict[str, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} jobs)"
+
+    def column(self, name: str) -> np.ndarray:
+        got = self._cache.get(name)
+        if got is None:
+            got = self._reader.column(name)[self.rows]
+            got.setflags(write=False)
+            self._cache[name] = got
+        return got
+
+    def select(self, which) -> JobView:
+        """The jobs picked by a boolean mask or an index array, in that order."""
+        return type(self)(self._reader, self.rows[which])
+
+    def frame(self, columns: Sequence[str] | None = None) -> pl.DataFrame:
+        return self._reader.frame(self.rows, columns)
+
+    # Columns every policy reads; anything else through `column(name)`.
+    job_id = property(lambda self: self.column("job_id"))
+    arrival_s = property(lambda self: self.column("arrival_s"))
+    gpus = property(lambda self: self.column("gpus"))
+    work = property(lambda self: self.column("work"))
+    done = property(lambda self: self.column("done"))
+    service = property(lambda self: self.column("service"))
+    run_s = property(lambda self: self.column("run_s"))
+    weight = property(lambda self: self.column("weight"))
+    first_start_s = property(lambda self: self.column("first_start_s"))
+    held = property(lambda self: self.column("held"))
+    reference_rate = property(lambda self: self.column("reference_rate"))
+
+    @property
+    def running(self) -> np.ndarray:
+        """True for jobs that hold GPUs this round."""
+        return self.column("held") > 0
+
+    @property
+    def remaining_s(self) -> np.ndarray:
+        """Oracle remaining time on the job's reference placement (isolated, consolidated)."""
+        return (self.work - self.done) / self.reference_rate
+
+    @classmethod
+    def merge(cls, views: Sequence[JobView]) -> JobView:
+        views = [v for v in views if v is not None]
+        if len(views) == 1:
+            return views[0]
+        return cls(views[0]._reader, np.concatenate([v.rows for v in views]))
+
+
+class Jobs(JobView):
+    """Jobs entering the system this round (from sources, through admission, to the pool)."""
+
+    __slots__ = ()
+
+
+class Active(JobView):
+    """All admitted, unfinished jobs, running or waiting, with their live fields."""
+
+    __slots__ = ()

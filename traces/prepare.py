@@ -1,0 +1,129 @@
+"""Trace preparation: a canonical trace frame becomes a `JobBatch` of job specs, with the
+columns the runtime derives once per job (whether the profile knows the model, total work,
+reference throughput, throughput on each GPU type, placement sensitivity)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from roundhouse.errors import TraceError
+from roundhouse.traces.jobs import JobBatch
+from roundhouse.traces.throughput import ThroughputModel, consolidated_type_rates
+
+
+def prepare_jobs(
+    trace: pl.DataFrame, model: ThroughputModel, reference_gpu: str, n_gpus: int, origin: str
+) -> tuple[JobBatch, set[str]]:
+    """Turn a canonical trace frame into a JobBatch: work, reference throughput and the
+    throughput on each GPU type of the cluster. Returns the batch and the models the profile
+    does not know (those jobs, which must have `duration_s`, progress at one unit per second)."""
+    profile = model.profile
+    gpu_types = model.cluster.gpu_types
+    n = trace.height
+
+    def get(name, dtype, fill):
+        if name in trace.columns:
+            return trace[name].fill_null(fill).to_numpy().astype(dtype, copy=False)
+        return np.full(n, fill, dtype)
+
+    job_id = get("job_id", np.int64, 0)
+    gpus = get("gpus", np.int64, 1)
+    duration = get("duration_s", np.float64, np.nan)
+    iterations = get("iterations", np.float64, np.nan)
+    batch = get("batch_size", np.int64, 0).copy()  # filled in below (polars may hand out a read-only view)
+    raw_models = trace["model"].to_list() if "model" in trace.columns else [None] * n
+
+    models = np.empty(n, dtype=object)
+    unknown: set[str] = set()
+    for i, m in enumerate(raw_models):
+        if m is None:
+            continue
+        canonical = profile.canonical_model(m)
+        if canonical is None:
+            unknown.add(m)
+        models[i] = canonical
+    for i, m in enumerate(models):
+        if m is not None and batch[i] <= 0:
+            batch[i] = profile.default_batch_size(m)
+
+    type_rates = np.ones((n, len(gpu_types)), dtype=np.float64)
+    reference_rate = np.ones(n, dtype=np.float64)
+    known = np.array([m is not None for m in models], dtype=bool)
+    if known.any():
+        idx = known.nonzero()[0]
+        sub_models, sub_batch, sub_gpus = models[idx], batch[idx], gpus[idx]
+        ref = np.zeros(len(idx))
+        for g in np.unique(sub_gpus):
+            sel = sub_gpus == g
+            ref[sel] = model.estimate(sub_models[sel], sub_batch[sel], reference_gpu, int(g), True)
+        type_rates[idx] = consolidated_type_rates(model, sub_models, sub_batch, sub_gpus, gpu_types)
+        # Without a reference-type entry, the fastest type stands in as the reference.
+        ref = np.where(ref > 0, ref, type_rates[idx].max(axis=1))
+        reference_rate[idx] = ref
+        bad = idx[ref <= 0]
+        if len(bad):
+            i = int(bad[0])
+            raise TraceError(
+                origin,
+                f"job {job_id[i]}: the profile has no throughput for {models[i]} (batch size {batch[i]}) "
+                f"on {gpus[i]} GPU(s) of any type in this cluster ({', '.join(gpu_types)})",
+            )
+    missing_duration = ~known & np.isnan(duration)
+    if missing_duration.any():
+        i = int(missing_duration.nonzero()[0][0])
+        raise TraceError(
+            origin,
+            f"job {job_id[i]}: model {raw_models[i]!r} is not in the profile and the job has no duration_s, "
+            "so its speed is unknown",
+        )
+    work = np.where(~np.isnan(iterations) & known, iterations, duration * reference_rate)
+    too_big = gpus > n_gpus
+    if too_big.any():
+        i = int(too_big.nonzero()[0][0])
+        raise TraceError(origin, f"job {job_id[i]} asks for {gpus[i]} GPUs but the cluster has {n_gpus}")
+    columns = {
+        "job_id": job_id,
+        "arrival_s": get("arrival_s", np.float64, 0.0),
+        "gpus": gpus,
+        "duration_s": duration,
+        "model": models,
+        "has_model": known,
+        "batch_size": batch,
+        "user": np.array(trace["user"].to_list() if "user" in trace.columns else [None] * n, dtype=object),
+        "weight": get("weight", np.float64, 1.0),
+        "slo_s": get("slo_s", np.float64, np.nan),
+        "work": work.astype(np.float64),
+        "reference_rate": reference_rate,
+    }
+    extra = [c for c in trace.columns if c not in columns and c != "iterations"]
+    for name in extra:
+        series = trace[name]
+        columns[name] = (
+            series.cast(pl.Float64).fill_null(np.nan).to_numpy()
+            if series.dtype.is_numeric()
+            else np.array(series.to_list(), dtype=object)
+        )
+    columns.update(_placement_columns(trace, raw_models, models, known, batch, gpus, model, reference_gpu, origin))
+    from roundhouse.traces.losscurves import initial_loss
+
+    loss = initial_loss(trace, origin)
+    if loss is not None:
+        columns["loss"] = loss  # a live column from here on (the world updates it with progress)
+    return JobBatch(columns, type_rates, origin), unknown
+
+
+def _placement_columns(trace, raw_models, models, known, batch, gpus, model, reference_gpu, origin) -> dict:
+    """`tensor_skew` and `spread_slowdown` per job (traces/placement.py). For a job whose model
+    is in the profile, the slowdown is what the profile implies on the reference GPU type."""
+    from roundhouse.traces.placement import placement_columns
+
+    out = placement_columns(trace, raw_models, origin)
+    multi = (known & (gpus > 1)).nonzero()[0]
+    for g in np.unique(gpus[multi]):
+        sel = multi[gpus[multi] == g]
+        together = model.estimate(models[sel], batch[sel], reference_gpu, int(g), True)
+        apart = model.estimate(models[sel], batch[sel], reference_gpu, int(g), False)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["spread_slowdown"][sel] = np.where((together > 0) & (apart > 0), together / apart, np.nan)
+    return out

@@ -1,0 +1,184 @@
+"""The throughput model: how fast a job runs where it is placed.
+
+One entry point, `ThroughputModel.rates(jobs, rows, placement)`, gives the iterations per
+second of each launch: the profile's value for the job's model, batch size, GPU type, GPU count
+and spread (one node or not); the pair table's value when two jobs share the launch's GPUs;
+one unit of work per second for jobs known only by their duration, slowed by their
+`spread_slowdown` when their GPUs span more nodes than they need. A launch spread over several
+GPU types runs at the pace of its slowest type. The simulator (through the world's books) and
+the live backend's predictions both come here, and so do estimates for hypothetical placements
+(`estimate`), which job preparation and elements use.
+
+A new factor (a network tier's bandwidth, a batch size's statistical efficiency) is added
+here: it reads what it needs from the job table and from `Placement`, and callers do not change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import attrs
+import numpy as np
+
+from roundhouse.traces.jobs import JobReader
+
+
+class ClusterShape(Protocol):
+    """What the model needs to know of a cluster (runtime/cluster.py's Cluster has it)."""
+
+    gpu_types: tuple[str, ...]
+    gpu_type: np.ndarray  # GPU type code per GPU
+    gpu_node: np.ndarray  # node per GPU
+    n_nodes: int
+    max_gpus_per_node: int
+
+
+class PlacementError(Exception):
+    """A launch the model cannot give a rate (two jobs sharing GPUs with no pair entry). The
+    runtime reports it as a plan error, naming the element that made the plan."""
+
+
+@attrs.frozen
+class Placement:
+    """Where a set of launches runs: launch i holds `counts[i]` GPUs, the next ones in `gpus`
+    (grouped by launch); `batch[i]` its batch size (0 or None: the job's own); `partner[i]`
+    the row of a job sharing exactly those GPUs (-1 or None: none)."""
+
+    gpus: np.ndarray
+    counts: np.ndarray
+    starts: np.ndarray
+    batch: np.ndarray | None = None
+    partner: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, gpus, counts, batch=None, partner=None) -> Placement:
+        counts = np.asarray(counts, dtype=np.int64)
+        return cls(np.asarray(gpus, dtype=np.int64), counts, counts.cumsum() - counts, batch, partner)
+
+
+class ThroughputModel:
+    """Rates of jobs on placements, from a throughput profile and a pair table."""
+
+    def __init__(self, profile, cluster: ClusterShape, pairs=None):
+        self.profile = profile
+        self.cluster = cluster
+        self._pairs = pairs  # the pair table, or where to load it from when a pair first runs
+
+    @property
+    def pairs(self):
+        """The pair-throughput table (space sharing), loaded on first use."""
+        from roundhouse.traces.pairs import PairTable
+
+        if not isinstance(self._pairs, PairTable):
+            self._pairs = PairTable.load(self._pairs)
+        return self._pairs
+
+    def estimate(self, models, batch, gpu_type: str, gpus, consolidated: bool = True) -> np.ndarray:
+        """Rates of jobs (by model and batch size) on `gpus` GPUs of `gpu_type`, on one node or
+        spread; 0 where the profile has no entry."""
+        return self.profile.rates(models, batch, gpu_type, gpus, consolidated)
+
+    def rates(self, jobs: JobReader, rows: np.ndarray, placement: Placement, any_model: bool = True) -> np.ndarray:
+        """Iterations per second of job `rows[i]` on launch i of `placement`. `any_model`:
+        whether any job of the run has a profiled model (without one, only the spread slowdown
+        of jobs known by duration can matter)."""
+        rates = np.ones(len(rows))
+        if not len(rows):
+            return rates
+        has_model = jobs.column("has_model")[rows] if any_model else np.zeros(len(rows), dtype=bool)
+        counts = placement.counts
+        if not has_model.all() and counts[counts.argmax()] > 1:
+            self._spread_slowdown(jobs, rows, placement, rates, has_model)
+        if has_model.any():
+            self._profiled(jobs, rows, placement, rates, has_model)
+        if placement.partner is not None and np.count_nonzero(placement.partner >= 0):
+            rates = self._pair_rates(jobs, rows, placement, rates)
+        return rates
+
+    def _profiled(self, jobs: JobReader, rows, placement: Placement, rates: np.ndarray, has_model: np.ndarray) -> None:
+        cluster = self.cluster
+        gpus, counts, starts = placement.gpus, placement.counts, placement.starts
+        models = jobs.column("model")[rows]
+        types = cluster.gpu_type[gpus]
+        nodes = cluster.gpu_node[gpus]
+        t_low, t_high = np.minimum.reduceat(types, starts), np.maximum.reduceat(types, starts)
+        one_node = np.minimum.reduceat(nodes, starts) == np.maximum.reduceat(nodes, starts)
+        batch = jobs.column("batch_size")[rows]
+        if placement.batch is not None:
+            batch = np.where(placement.batch > 0, placement.batch, batch)
+        idx = has_model.nonzero()[0]
+        same = t_low[idx] == t_high[idx]
+        uniform, mixed = idx[same], idx[~same]
+        keys = np.stack([t_low[uniform], counts[uniform], one_node[uniform]], axis=1)
+        for key in np.unique(keys, axis=0):
+            sel = uniform[(keys == key).all(axis=1)]
+            t, count, consolidated = (int(k) for k in key)
+            rates[sel] = self.estimate(models[sel], batch[sel], cluster.gpu_types[t], count, bool(consolidated))
+        for j in mixed.tolist():  # rare: one job over several GPU types
+            on = np.unique(types[starts[j] : starts[j] + counts[j]])
+            got = [self.profile.rate(models[j], batch[j], cluster.gpu_types[t], int(counts[j]), bool(one_node[j])) for t in on]
+            rates[j] = min(r or 0.0 for r in got)
+
+    def _spread_slowdown(self, jobs: JobReader, rows, placement: Placement, rates: np.ndarray, has_model) -> None:
+        """Jobs known by duration run `spread_slowdown` times slower when their GPUs span more
+        nodes than they need (traces/placement.py); profiled jobs get the profile's spread rate."""
+        if not jobs.has_column("spread_slowdown"):
+            return
+        counts = placement.counts
+        # Only multi-GPU jobs known by duration with a slowdown can lose by spreading.
+        candidates = ((counts > 1) & ~has_model).nonzero()[0]
+        if len(candidates):
+            factor = jobs.column("spread_slowdown")[rows[candidates]]
+            candidates, factor = candidates[factor > 1.0], factor[factor > 1.0]
+        if not len(candidates):
+            return
+        cluster, starts = self.cluster, placement.starts
+        c = counts[candidates]
+        owner = np.arange(len(candidates)).repeat(c)
+        offset = np.arange(int(c.sum())) - (c.cumsum() - c).repeat(c)
+        nodes = cluster.gpu_node[placement.gpus[starts[candidates].repeat(c) + offset]]
+        nodes_used = np.bincount(np.unique(owner * cluster.n_nodes + nodes) // cluster.n_nodes, minlength=len(candidates))
+        needed = -(-c // cluster.max_gpus_per_node)
+        spread = nodes_used > needed
+        rates[candidates[spread]] /= factor[spread]
+
+    def _pair_rates(self, jobs: JobReader, rows, placement: Placement, rates: np.ndarray) -> np.ndarray:
+        """Launch throughputs with each paired launch at its pair throughput (the pair table's
+        entry for the two models on that GPU type and count)."""
+        partner, starts = placement.partner, placement.starts
+        idx = (partner >= 0).nonzero()[0]
+        position = {int(r): i for i, r in enumerate(rows.tolist())}
+        other = np.array([position[int(p)] for p in partner[idx].tolist()], dtype=np.int64)
+        types = self.cluster.gpu_type[placement.gpus[starts[idx]]]
+        rates = rates.copy()
+        models, batch, job_id = jobs.column("model"), jobs.column("batch_size"), jobs.column("job_id")
+        names = self.cluster.gpu_types
+        for t in np.unique(types).tolist():
+            sel = idx[types == t]
+            mates = other[types == t]
+            a, b = rows[sel], rows[mates]
+            ra, _ = self.pairs.rates(models[a], batch[a], models[b], batch[b], names[t], placement.counts[sel])
+            bad = ~(ra > 0)
+            if bad.any():
+                i, j = int(sel[bad][0]), int(mates[bad][0])
+                what = "has no entry for" if np.isnan(ra[bad][0]) else "says cannot share:"
+                raise PlacementError(
+                    f"plan launches jobs {job_id[rows[i]]} ({models[rows[i]]}) and {job_id[rows[j]]} ({models[rows[j]]}) "
+                    f"on the same {placement.counts[i]} {names[t]} GPU(s), but the pair table {what} that pair"
+                )
+            rates[sel] = ra
+        return rates
+
+
+def consolidated_type_rates(
+    model: ThroughputModel, models: np.ndarray, batch: np.ndarray, gpus: np.ndarray, gpu_types: Sequence[str]
+) -> np.ndarray:
+    """(jobs, GPU types): each job's rate on each type at its own GPU count, on one node; 0
+    where it cannot run. Lookups per distinct GPU count keep the profile calls vectorised."""
+    out = np.zeros((len(models), len(gpu_types)))
+    for g in np.unique(gpus):
+        sel = gpus == g
+        for t, name in enumerate(gpu_types):
+            out[sel, t] = model.estimate(models[sel], batch[sel], name, int(g), True)
+    return out
