@@ -56,6 +56,8 @@ def test_run_names_the_flag_for_an_unknown_gpu_type(capsys):
     assert err.startswith("error: --cluster: bad cluster '32x4:NOPE': unknown GPU type 'NOPE'; known: V100, P100, K80")
     err = fails(capsys, "run", REPO / "graphs" / "las.sched", "--set", 'cluster="32x4:NOPE"')
     assert err.startswith("error: --set cluster: bad cluster '32x4:NOPE': unknown GPU type 'NOPE'")
+    err = fails(capsys, "sweep", REPO / "graphs" / "las.sched", "--cluster", "32x4:NOPE", "--vary", "round=5min,10min")
+    assert err.startswith("error: --cluster: bad cluster '32x4:NOPE': unknown GPU type 'NOPE'")
 
 
 def test_a_duration_trace_on_an_unknown_gpu_type_is_refused_too(capsys):
