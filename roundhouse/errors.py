@@ -129,7 +129,13 @@ class TraceError(RoundhouseError):
 
 
 class ClusterError(RoundhouseError):
-    """A bad cluster spec (file or command-line shorthand)."""
+    """A bad cluster spec (file or command-line shorthand). `path` names the spec file, if any,
+    so that whoever gave the spec can say where it came from around `message`."""
+
+    def __init__(self, message: str, path: str | None = None):
+        self.message = message
+        self.path = None if path is None else str(path)
+        super().__init__(message if path is None else f"{path}: error: {message}")
 
 
 class UsageError(RoundhouseError):

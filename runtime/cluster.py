@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
@@ -65,20 +66,25 @@ class ClusterSpec:
     groups: tuple[NodeGroup, ...]
 
     @classmethod
-    def parse(cls, text: str) -> ClusterSpec:
-        """A spec from a TOML file path or the command-line shorthand."""
+    def parse(cls, text: str, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
+        """A spec from a TOML file path or the command-line shorthand. With `gpu_types`, a
+        group of any other GPU type (compared case-insensitively) is an error."""
         text = text.strip()
         if text.endswith(".toml") or Path(text).is_file():
-            return cls.from_toml(Path(text))
-        return cls.from_shorthand(text)
+            return cls.from_toml(Path(text), gpu_types)
+        return cls.from_shorthand(text, gpu_types)
 
     @classmethod
-    def from_shorthand(cls, text: str) -> ClusterSpec:
+    def from_shorthand(cls, text: str, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
         if re.fullmatch(r"\d+(:\d+){2}", text):
             counts = [int(c) for c in text.split(":")]
             groups = tuple(NodeGroup(nodes=c, gpus_per_node=1, gpu_type=t) for c, t in zip(counts, GAVEL_TYPES) if c)
             if not groups:
                 raise ClusterError(f"cluster '{text}' has no GPUs")
+            for g in groups:
+                problem = _gpu_type_problem(g.gpu_type, gpu_types)
+                if problem:
+                    raise ClusterError(f"bad cluster '{text}': {problem}")
             _check_size(f"bad cluster '{text}'", groups)
             return cls(text, groups)
         groups = []
@@ -93,7 +99,7 @@ class ClusterSpec:
             if nodes < 1 or gpus < 1:
                 raise ClusterError(f"bad cluster '{text}': node and GPU counts must be at least 1")
             topology = m.group(4) or ""
-            problem = _topology_problem(topology, gpus)
+            problem = _topology_problem(topology, gpus) or _gpu_type_problem(gpu_type, gpu_types)
             if problem:
                 raise ClusterError(f"bad cluster '{text}': {problem}")
             groups.append(NodeGroup(nodes=nodes, gpus_per_node=gpus, gpu_type=gpu_type, topology=topology))
@@ -101,73 +107,83 @@ class ClusterSpec:
         return cls(text, tuple(groups))
 
     @classmethod
-    def from_toml(cls, path: Path) -> ClusterSpec:
+    def from_toml(cls, path: Path, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
         try:
             data = tomllib.loads(path.read_text())
         except FileNotFoundError:
-            raise ClusterError(f"{path}: error: cluster spec not found") from None
+            raise ClusterError("cluster spec not found", path) from None
         except (OSError, UnicodeDecodeError) as err:
-            raise ClusterError(f"{path}: error: cannot read cluster spec: {err}") from None
+            raise ClusterError(f"cannot read cluster spec: {err}", path) from None
         except tomllib.TOMLDecodeError as err:
-            raise ClusterError(f"{path}: error: not valid TOML: {err}") from None
+            raise ClusterError(f"not valid TOML: {err}", path) from None
         unknown = [k for k in data if k not in ("name", "group")]
         if unknown:
             hint = did_you_mean(unknown[0], ["name", "group"])
             raise ClusterError(
-                f"{path}: error: unknown key '{unknown[0]}'"
-                + (f" ({hint})" if hint else "")
-                + "; a spec has 'name' and [[group]] tables"
+                f"unknown key '{unknown[0]}'" + (f" ({hint})" if hint else "") + "; a spec has 'name' and [[group]] tables",
+                path,
             )
         raw_groups = data.get("group")
         if not isinstance(raw_groups, list) or not raw_groups:
-            raise ClusterError(f"{path}: error: no [[group]] tables (each describes a set of identical nodes)")
-        groups = [_group_from_table(path, i + 1, g) for i, g in enumerate(raw_groups)]
-        _check_size(f"{path}: error", groups)
+            raise ClusterError("no [[group]] tables (each describes a set of identical nodes)", path)
+        groups = [_group_from_table(path, i + 1, g, gpu_types) for i, g in enumerate(raw_groups)]
+        _check_size("", groups, path)
         name = data.get("name", path.stem)
         if not isinstance(name, str):
-            raise ClusterError(f"{path}: error: 'name' must be a string")
+            raise ClusterError("'name' must be a string", path)
         return cls(name, tuple(groups))
 
 
-def _group_from_table(path: Path, number: int, table: object) -> NodeGroup:
-    where = f"{path}: error: [[group]] #{number}"
+def _group_from_table(path: Path, number: int, table: object, gpu_types: Sequence[str] | None) -> NodeGroup:
+    where = f"[[group]] #{number}"
     if not isinstance(table, dict):
-        raise ClusterError(f"{where} is not a table")
+        raise ClusterError(f"{where} is not a table", path)
     values = {}
     for key, value in table.items():
         if key not in _GROUP_FIELDS:
             hint = did_you_mean(key, _GROUP_FIELDS)
-            raise ClusterError(f"{where}: unknown key '{key}'" + (f" ({hint})" if hint else ""))
+            raise ClusterError(f"{where}: unknown key '{key}'" + (f" ({hint})" if hint else ""), path)
         if key in _INTS:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
-                raise ClusterError(f"{where}: '{key}' must be a whole number from 1 to {MAX_GPUS:,}, got {value!r}")
+                raise ClusterError(f"{where}: '{key}' must be a whole number from 1 to {MAX_GPUS:,}, got {value!r}", path)
         elif key in _FLOATS:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise ClusterError(f"{where}: '{key}' must be a positive finite number, got {value!r}")
+                raise ClusterError(f"{where}: '{key}' must be a positive finite number, got {value!r}", path)
             value = float(value)
         elif not isinstance(value, str) or not value:
-            raise ClusterError(f"{where}: '{key}' must be a non-empty string, got {value!r}")
+            raise ClusterError(f"{where}: '{key}' must be a non-empty string, got {value!r}", path)
         values[key] = value
     for required in ("nodes", "gpus_per_node"):
         if required not in values:
-            raise ClusterError(f"{where}: missing '{required}'")
+            raise ClusterError(f"{where}: missing '{required}'", path)
     group = NodeGroup(**values)
     if group.racks > group.nodes:
-        raise ClusterError(f"{where}: 'racks' ({group.racks}) is more than 'nodes' ({group.nodes})")
-    problem = _topology_problem(group.topology, group.gpus_per_node)
+        raise ClusterError(f"{where}: 'racks' ({group.racks}) is more than 'nodes' ({group.nodes})", path)
+    problem = _topology_problem(group.topology, group.gpus_per_node) or _gpu_type_problem(group.gpu_type, gpu_types)
     if problem:
-        raise ClusterError(f"{where}: {problem}")
+        raise ClusterError(f"{where}: {problem}", path)
     return group
 
 
-def _check_size(where: str, groups) -> None:
+def _check_size(where: str, groups, path: Path | None = None) -> None:
     """Refuse clusters too large to hold (before any per-GPU table is built)."""
+    lead = f"{where}: " if where else ""
     for g in groups:
         if g.gpus_per_node > MAX_GPUS_PER_NODE:
-            raise ClusterError(f"{where}: {g.gpus_per_node:,} GPUs per node is more than the {MAX_GPUS_PER_NODE} a node may have")
+            raise ClusterError(
+                f"{lead}{g.gpus_per_node:,} GPUs per node is more than the {MAX_GPUS_PER_NODE} a node may have", path
+            )
     total = sum(g.nodes * g.gpus_per_node for g in groups)
     if total > MAX_GPUS:
-        raise ClusterError(f"{where}: {total:,} GPUs is more than the {MAX_GPUS:,} a cluster may have")
+        raise ClusterError(f"{lead}{total:,} GPUs is more than the {MAX_GPUS:,} a cluster may have", path)
+
+
+def _gpu_type_problem(name: str, gpu_types: Sequence[str] | None) -> str | None:
+    """Why a group cannot have this GPU type (None if it can, or if no list is given)."""
+    if gpu_types is None or name.lower() in {t.lower() for t in gpu_types}:
+        return None
+    hint = did_you_mean(name, gpu_types)
+    return f"unknown GPU type '{name}'" + (f" ({hint})" if hint else "") + f"; known: {', '.join(gpu_types)}"
 
 
 def _topology_problem(name: str, gpus_per_node: int) -> str | None:
@@ -255,8 +271,8 @@ class Cluster:
         return links
 
     @classmethod
-    def parse(cls, text: str) -> Cluster:
-        return cls(ClusterSpec.parse(text))
+    def parse(cls, text: str, gpu_types: Sequence[str] | None = None) -> Cluster:
+        return cls(ClusterSpec.parse(text, gpu_types))
 
     def type_code(self, name: str) -> int:
         try:

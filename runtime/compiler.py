@@ -61,9 +61,15 @@ class CompiledGraph:
 
 @attrs.frozen
 class Override:
-    """A `--set target=value` from the command line: `element.field` or a graph setting."""
+    """A `--set target=value` from the command line: `element.field` or a graph setting.
+    `flag` is the option that gave it (`--set`, or `--vary` for one value of a sweep)."""
 
     text: str
+    flag: str = "--set"
+
+    @property
+    def label(self) -> str:
+        return f"{self.flag} {self.text}"
 
     @property
     def target(self) -> str:
@@ -76,7 +82,7 @@ class Override:
 
 def compile_file(path: str | Path, overrides: list[str] | tuple[str, ...] = (), text: str | None = None) -> CompiledGraph:
     flat = load(path, text)
-    return compile_graph(flat, [Override(o) for o in overrides])
+    return compile_graph(flat, [o if isinstance(o, Override) else Override(o) for o in overrides])
 
 
 def compile_graph(flat: FlatGraph, overrides: list[Override] = ()) -> CompiledGraph:
@@ -189,6 +195,7 @@ class _Compiler:
         self.flat = flat
         self.overrides = overrides
         self.errors: list[SchedError] = []
+        self._setting_flags: dict[str, str] = {}  # setting name -> the option that gave it
         self.file_location = Location(flat.path, 1, 1, 1)
 
     def fail_if_errors(self) -> None:
@@ -239,26 +246,27 @@ class _Compiler:
         per_setting: dict[str, ast.Value] = {}
         for o in self.overrides:
             if "=" not in o.text or not o.target:
-                self.errors.append(SchedError(f"--set {o.text}: write --set element.field=value or --set setting=value"))
+                self.errors.append(SchedError(f"{o.label}: write {o.flag} element.field=value or {o.flag} setting=value"))
                 continue
             try:
-                value = parse_value(o.value_text, where=f"--set {o.target}")
+                value = parse_value(o.value_text, where=f"{o.flag} {o.target}")
             except SchedError as err:
-                self.errors.append(SchedError(f"--set {o.text}: bad value: {err.message}", hint=err.hint))
+                self.errors.append(SchedError(f"{o.label}: bad value: {err.message}", hint=err.hint))
                 continue
             if "." in o.target:
                 element, field = o.target.rsplit(".", 1)
                 if element not in self.flat.decls:
                     self.errors.append(
                         SchedError(
-                            f"--set {o.text}: the graph has no element '{element}'",
+                            f"{o.label}: the graph has no element '{element}'",
                             hint=did_you_mean(element, self.flat.decls),
                         )
                     )
                     continue
-                per_element[element].append((field, value, o.text))
+                per_element[element].append((field, value, o.label))
             else:
                 per_setting[o.target] = value
+                self._setting_flags[o.target] = f"{o.flag} {o.target}"
         return per_element, per_setting
 
     def _settings(self, overrides: dict[str, ast.Value]) -> GraphSettings:
@@ -272,7 +280,7 @@ class _Compiler:
         for name, (value, location) in given.items():
             field = fields.get(name)
             if field is None:
-                where = "--set " + name if location is None else None
+                where = self._setting_flags[name] if location is None else None
                 self.errors.append(
                     SchedError(
                         f"unknown setting '{name}'" + (f" ({where})" if where else ""),
@@ -285,7 +293,7 @@ class _Compiler:
             try:
                 converted = convert(value, field.type, base_dir, f"setting '{name}'")
             except SchedError as err:
-                self.errors.append(err if location is not None else SchedError(f"--set {name}: {err.message}"))
+                self.errors.append(err if location is not None else SchedError(f"{self._setting_flags[name]}: {err.message}"))
                 continue
             complaint = _validate(field, converted)
             if complaint:
@@ -349,18 +357,18 @@ class _Compiler:
             kwargs[field.name] = value
             if value is _BAD:
                 ok = False
-        for field_name, value_node, text in overrides:
+        for field_name, value_node, label in overrides:
             field = by_name.get(field_name)
             if field is None:
                 self.errors.append(
                     SchedError(
-                        f"--set {text}: {cls.__name__} '{decl.name}' has no argument '{field_name}'",
+                        f"{label}: {cls.__name__} '{decl.name}' has no argument '{field_name}'",
                         hint=did_you_mean(field_name, by_name),
                     )
                 )
                 ok = False
                 continue
-            value = self._argument(cls, field, value_node, os.getcwd(), None, prefix=f"--set {text}: ")
+            value = self._argument(cls, field, value_node, os.getcwd(), None, prefix=f"{label}: ")
             kwargs[field.name] = value
             if value is _BAD:
                 ok = False

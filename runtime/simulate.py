@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from roundhouse.errors import ClusterError, SchedError
+from roundhouse.errors import ClusterError, SchedError, UsageError
 from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import CompiledGraph
@@ -14,29 +14,50 @@ from roundhouse.runtime.engine import Engine, RunResult
 from roundhouse.runtime.world import World
 
 
-def load_cluster(graph: CompiledGraph, cluster: str | Cluster | None) -> Cluster:
-    """The cluster given on the command line, else the graph's `cluster` setting."""
+def load_cluster(graph: CompiledGraph, cluster: str | Cluster | None, profile=None) -> Cluster:
+    """The cluster given on the command line (`--cluster`), else the graph's `cluster` setting.
+
+    Its GPU types must be ones the graph can run on (`gpu_types`); a problem is reported where
+    the spec was given: the flag, `--set cluster`, or the setting's place in the graph."""
     if isinstance(cluster, Cluster):
         return cluster
+    known = gpu_types(graph, profile)
     if cluster is not None:
-        return Cluster.parse(cluster)
+        return _from_flag("--cluster", cluster, known)
     spec = graph.settings.cluster
     if spec is None:
         raise ClusterError(
-            f'{graph.path}: no cluster: give --cluster (e.g. --cluster 32x4:V100) or set cluster = "..." in the graph'
+            'no cluster: give --cluster (e.g. --cluster 32x4:V100) or set cluster = "..." in the graph', graph.path
         )
     location = graph.setting_locations.get("cluster")
     if location is None:  # given with --set: relative to the current folder, as other --set paths
-        try:
-            return Cluster.parse(spec)
-        except ClusterError as err:
-            raise ClusterError(f"--set cluster: {err}") from None
+        return _from_flag("--set cluster", spec, known)
+    # A spec file named in the graph is relative to the graph's folder.
+    relative = Path(graph.path).parent / spec
     try:
-        # A spec file named in the graph is relative to the graph's folder.
-        relative = Path(graph.path).parent / spec
-        return Cluster.parse(str(relative) if spec.endswith(".toml") and relative.exists() else spec)
+        return Cluster.parse(str(relative) if spec.endswith(".toml") or relative.is_file() else spec, known)
     except ClusterError as err:
-        raise SchedError(f"setting 'cluster': {err}", location) from None
+        where = f"{err.path}: " if err.path else ""
+        raise SchedError(f"setting 'cluster': {where}{err.message}", location) from None
+
+
+def _from_flag(flag: str, spec: str, known: tuple[str, ...]) -> Cluster:
+    try:
+        return Cluster.parse(spec, known)
+    except ClusterError as err:
+        if err.path is not None:  # the spec file's own message names it
+            raise
+        raise UsageError(f"{flag}: {err.message}") from None
+
+
+def gpu_types(graph: CompiledGraph, profile=None) -> tuple[str, ...]:
+    """The GPU types a cluster for this graph may have: those of its throughput profile, and its
+    `reference_gpu`. Jobs known only by duration run for that duration whatever the type, so a
+    graph that names another reference type (the one its durations were measured on) may run
+    them on a cluster of that type; anything else could only fail when a job is placed."""
+    types = (profile or load_profile(graph)).gpu_types
+    reference = graph.settings.reference_gpu
+    return types if reference.lower() in {t.lower() for t in types} else (*types, reference)
 
 
 def load_profile(graph: CompiledGraph):
@@ -53,6 +74,7 @@ def simulate(
     profile=None,
 ) -> RunResult:
     settings = graph.settings
-    world = World(load_cluster(graph, cluster), profile or load_profile(graph), settings.reference_gpu, settings.pair_profile)
+    profile = profile or load_profile(graph)
+    world = World(load_cluster(graph, cluster, profile), profile, settings.reference_gpu, settings.pair_profile)
     backend = Simulator(world, settings.round, settings.checkpoint, settings.restore)
     return Engine(graph, world, backend, until=until, on_round=on_round).run()

@@ -160,7 +160,7 @@ def test_cluster_in_graph_too_large_points_at_the_setting(graph, capsys):
 
 def test_cluster_given_with_set_is_blamed_on_set(graph, capsys):
     err = fails(capsys, "run", graph, "--set", 'cluster="0x4"')
-    assert err.startswith("--set cluster: bad cluster '0x4'") and str(graph) not in err
+    assert err.startswith("error: --set cluster: bad cluster '0x4'") and str(graph) not in err
 
 
 def _trace_graph(tmp_path, rows: str) -> Path:
@@ -171,15 +171,20 @@ def _trace_graph(tmp_path, rows: str) -> Path:
     return graph
 
 
-def test_unknown_gpu_type_is_named_when_a_profiled_job_cannot_run(tmp_path, capsys):
+def test_unknown_gpu_type_is_refused_before_running(tmp_path, capsys):
     graph = _trace_graph(tmp_path, "job_id,arrival_s,gpus,model,iterations\n0,0,1,ResNet-18,1000\n")
     err = fails(capsys, "run", graph, "--cluster", "2x4:NOPE")
-    assert "no GPU type 'NOPE'" in err and "V100" in err
+    assert err.startswith("error: --cluster: ") and "unknown GPU type 'NOPE'; known: V100, P100, K80" in err
 
 
-def test_unknown_gpu_type_runs_jobs_known_by_duration(tmp_path, capsys):
+def test_jobs_known_by_duration_run_on_the_reference_gpu_type(tmp_path, capsys):
+    # A type the profile lacks is one the graph can run on when it is the graph's reference_gpu
+    # (the type its durations were measured on); any other is refused even for such a trace.
     graph = _trace_graph(tmp_path, "job_id,arrival_s,gpus,duration_s\n0,0,1,100\n1,10,2,200\n")
-    assert main(["run", str(graph), "--cluster", "2x4:A100"]) == 0
+    assert "unknown GPU type 'A100'" in fails(capsys, "run", graph, "--cluster", "2x4:A100")
+    assert main(["run", str(graph), "--cluster", "2x4:A100", "--set", "reference_gpu=A100"]) == 0
+    graph.write_text('reference_gpu = "A100";\ncluster = "2x4:A100";\n' + graph.read_text())
+    assert main(["check", str(graph)]) == 0
 
 
 # --- command-line values and output paths ---

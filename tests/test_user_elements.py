@@ -1,14 +1,17 @@
 """Elements written by users: `require "file.py";` and the guide's example."""
 
 import re
+import textwrap
 
 from roundhouse.tools.cli import main
 from tests.conftest import REPO, jobs_of
 
 
 def blocks(language: str) -> list[str]:
+    """The guide's fenced blocks of one language ("" for none), each dedented."""
     text = (REPO / "docs" / "writing-elements.md").read_text()
-    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+    fenced = re.findall(r"^ *```(\w*)\n(.*?)^ *```", text, re.S | re.M)
+    return [textwrap.dedent(body) for lang, body in fenced if lang == language]
 
 
 def test_the_guides_example_runs(tmp_path, run_graph):
@@ -42,3 +45,34 @@ def test_an_element_without_its_documentation_does_not_load(tmp_path, capsys):
     (tmp_path / "g.sched").write_text('require "undocumented.py";\n')
     assert main(["check", str(tmp_path / "g.sched")]) == 2
     assert "missing section(s) Counters:, See also:, Paper:" in capsys.readouterr().err
+
+
+def test_the_guide_quotes_the_message_for_a_missing_section(tmp_path, capsys):
+    from roundhouse.runtime.element import Element, parse_doc
+
+    (quoted,) = [b.strip() for b in blocks("text") if b.startswith("docstring of element")]
+
+    class Quiet(Element):
+        """Does nothing.
+
+        Ports:
+            none
+        Arguments:
+            none
+        """
+
+        category = "control"
+
+    try:
+        parse_doc(Quiet)
+    except TypeError as err:
+        assert str(err) == quoted
+    else:
+        raise AssertionError("a docstring without Counters:, See also: and Paper: was accepted")
+    (tmp_path / "quiet.py").write_text(
+        "from roundhouse.runtime.element import Element, element\n\n@element\nclass Quiet(Element):\n"
+        f"    {Quiet.__doc__!r}\n    category = 'control'\n"
+    )
+    (tmp_path / "g.sched").write_text('require "quiet.py";\n')
+    assert main(["check", str(tmp_path / "g.sched")]) == 2
+    assert quoted in capsys.readouterr().err

@@ -7,6 +7,7 @@ import sys
 from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import load_cluster
+from roundhouse.tools.cli import error_text
 
 
 def register(sub) -> None:
@@ -22,7 +23,7 @@ def check(args) -> int:
             graph = compile_file(path)
             cluster = load_cluster(graph, None) if graph.settings.cluster else None
         except RoundhouseError as err:
-            print(str(err), file=sys.stderr)
+            print(error_text(err), file=sys.stderr)
             failed += 1
             continue
         where = f", cluster {cluster.describe()}" if cluster else ""

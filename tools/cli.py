@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from roundhouse.errors import EXIT_USER_ERROR, RoundhouseError
@@ -39,6 +40,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+# An error message names its place, if it has one, then says "error:" (`g.sched:3:9: error: ...`,
+# `t.csv:4: error: ...`); one without a place starts with it (`error: --cluster: ...`).
+_ERROR_FORM = re.compile(r"([^\n]*?: )?error: ")
+
+
+def error_text(err: RoundhouseError) -> str:
+    """How the command line prints an error: in the one form above, whatever raised it."""
+    text = str(err)
+    return text if _ERROR_FORM.match(text) else f"error: {text}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 
@@ -59,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         status = args.handler(args)
     except RoundhouseError as err:
-        print(str(err), file=sys.stderr)
+        print(error_text(err), file=sys.stderr)
         return err.exit_code
     except OSError as err:  # last resort: a file a command could not read or write
         where = f"{err.filename}: " if err.filename else ""

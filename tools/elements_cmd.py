@@ -79,7 +79,7 @@ def _show(console: Console, cls) -> None:
         console.print(doc.description, highlight=False)
     if cls.inputs or cls.outputs:
         t = Table(title="ports", title_justify="left")
-        for col in ("", "#", "port", "type", "", "what"):
+        for col in ("direction", "#", "port", "type", "notes", "what"):
             t.add_column(col)
         for direction, i, p, notes in _ports(cls):
             t.add_row(direction, str(i), p.name, p.type.__name__, notes, doc.ports.get(p.name, ""))

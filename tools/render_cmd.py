@@ -12,7 +12,7 @@ import graphviz
 from roundhouse.errors import UsageError
 from roundhouse.runtime.compiler import CompiledGraph, compile_file
 from roundhouse.runtime.files import writing
-from roundhouse.runtime.values import describe
+from roundhouse.runtime.values import FilePath, describe
 
 FORMATS = ("svg", "png", "pdf", "dot")
 
@@ -61,7 +61,7 @@ def to_dot(graph: CompiledGraph) -> graphviz.Digraph:
     dot.attr("node", shape="plaintext", fontname="Helvetica", fontsize="10")
     dot.attr("edge", fontname="Helvetica", fontsize="9")
     for el_name, el in graph.elements.items():
-        dot.node(_node_id(el_name), label=_label(el_name, el))
+        dot.node(_node_id(el_name), label=_label(el_name, el, graph.decls.get(el_name)))
     for c in graph.connections:
         src_type = graph.elements[c.src].output(c.src_port).type.__name__
         dot.edge(f"{_node_id(c.src)}:out_{c.src_port}:e", f"{_node_id(c.dst)}:in_{c.dst_port}:w", label=src_type)
@@ -72,10 +72,15 @@ def _node_id(name: str) -> str:
     return "n_" + "".join(ch if ch.isalnum() else "_" for ch in name)
 
 
-def _label(name: str, el) -> str:
+def _label(name: str, el, decl) -> str:
     esc = html.escape
     colour = COLOURS.get(el.category, "#ffffff")
-    args = [f"{f.name}={describe(getattr(el, f.name))}" for f in attrs.fields(type(el)) if _shown(f, getattr(el, f.name))]
+    written = _written_paths(el, decl)
+    args = [
+        f"{f.name}={written.get(f.name) or describe(getattr(el, f.name))}"
+        for f in attrs.fields(type(el))
+        if _shown(f, getattr(el, f.name))
+    ]
     ins = "".join(f'<TR><TD PORT="in_{p.name}" BGCOLOR="white">{esc(p.name)}</TD></TR>' for p in el.inputs)
     outs = "".join(f'<TR><TD PORT="out_{p.name}" BGCOLOR="white">{esc(p.name)}</TD></TR>' for p in el.outputs)
     side = lambda rows: f'<TD><TABLE BORDER="0" CELLSPACING="2">{rows}</TABLE></TD>' if rows else "<TD></TD>"  # noqa: E731
@@ -87,6 +92,21 @@ def _label(name: str, el) -> str:
         f'<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" BGCOLOR="{colour}">'
         f"<TR>{side(ins)}<TD>{title}</TD>{side(outs)}</TR>{arg_rows}</TABLE>>"
     )
+
+
+def _written_paths(el, decl) -> dict[str, str]:
+    """File paths as the graph writes them (the element holds them resolved against the
+    graph's folder, which would draw differently from wherever `render` is run)."""
+    if decl is None:
+        return {}
+    fields = [f for f in attrs.fields(type(el)) if f.init]
+    out = {}
+    for position, arg in enumerate(decl.args):
+        field = fields[position] if arg.name is None and position < len(fields) else None
+        name = arg.name or (field.name if field else None)
+        if name and isinstance(getattr(el, name, None), FilePath) and arg.value.kind == "string":
+            out[name] = describe(str(arg.value.value))
+    return out
 
 
 def _shown(field, value) -> bool:

@@ -16,6 +16,7 @@ from roundhouse.runtime.files import make_folder, writing
 from roundhouse.runtime.simulate import load_cluster, simulate
 from roundhouse.runtime.values import format_duration
 from roundhouse.tools.live_options import seconds
+from roundhouse.traces.csvtext import check_trace_file
 
 
 def register(sub) -> None:
@@ -52,8 +53,7 @@ def compile_with_overrides(args):
         sources = [d.name for d in flat.decls.values() if d.class_name == "TraceSource"]
         if not sources:
             raise UsageError(f"--trace: {args.graph} has no TraceSource element whose trace it could replace")
-        if not Path(args.trace).is_file():
-            raise UsageError(f"--trace: no such file: {args.trace}")
+        check_trace_file(args.trace)  # the message a trace reader gives, before the graph is built
         quoted = json.dumps(str(Path(args.trace).resolve()))
         overrides += [Override(f"{name}.path={quoted}") for name in sources]
     return compile_graph(flat, overrides)

@@ -9,8 +9,9 @@ from rich.console import Console
 from rich.table import Table
 
 from roundhouse.errors import UsageError
-from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.compiler import Override, compile_file
 from roundhouse.runtime.files import make_folder, writing
+from roundhouse.runtime.simulate import load_cluster
 from roundhouse.runtime.sweep import RunSpec, check_sweepable, run_all, summaries
 from roundhouse.tools.cli import positive_int
 from roundhouse.tools.live_options import seconds
@@ -64,8 +65,12 @@ def sweep(args) -> int:
     out = make_folder(args.out, "--out") if args.out is not None else None
     specs = []
     for combo in itertools.product(*(values for _, values in grid)):
-        overrides = tuple(args.overrides) + tuple(f"{n}={v}" for (n, _), v in zip(grid, combo))
-        check_sweepable(compile_file(args.graph, overrides))  # every combination is checked before any runs
+        varied = [Override(f"{n}={v}", flag="--vary") for (n, _), v in zip(grid, combo)]
+        # Every combination is checked, its cluster included, before any runs.
+        graph = compile_file(args.graph, [*args.overrides, *varied])
+        check_sweepable(graph)
+        load_cluster(graph, args.cluster)
+        overrides = tuple(args.overrides) + tuple(o.text for o in varied)
         labels = {n: v for (n, _), v in zip(grid, combo)}
         specs.append(RunSpec(str(Path(args.graph).resolve()), overrides, args.cluster, until, labels))
     outcomes = run_all(specs, args.workers)

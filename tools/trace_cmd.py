@@ -84,25 +84,26 @@ def describe_command(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from roundhouse.traces.formats import load_trace
+    from roundhouse.traces.formats import file_columns, load_trace
 
     loaded = load_trace(args.file, args.format)
+    columns = file_columns(args.file, loaded.format)
     table = Table(title=f"{args.file}", show_header=False, title_justify="left")
     table.add_column("what", style="bold")
     table.add_column("value")
-    for what, value in summary_rows(loaded.frame, loaded.format, loaded.skipped):
+    for what, value in summary_rows(loaded.frame, loaded.format, columns, loaded.skipped):
         table.add_row(what, value)
     Console().print(table)
     return 0
 
 
-def summary_rows(df: pl.DataFrame, format: str, skipped: int = 0) -> list[tuple[str, str]]:
-    """The facts `describe` prints, as (label, text) rows."""
+def summary_rows(df: pl.DataFrame, format: str, columns, skipped: int = 0) -> list[tuple[str, str]]:
+    """The facts `describe` prints, as (label, text) rows; `columns` are the file's own."""
     rows = [("format", format), ("jobs", f"{df.height:,}")]
     if skipped:
         rows.append(("skipped records", f"{skipped:,} (jobs that never ran)"))
     if df.height == 0:
-        rows.append(("columns", ", ".join(df.columns)))
+        rows.append(("columns", ", ".join(columns)))
         return rows
     arrivals = df.get_column("arrival_s")
     first, last = float(arrivals.min()), float(arrivals.max())
@@ -116,8 +117,10 @@ def summary_rows(df: pl.DataFrame, format: str, skipped: int = 0) -> list[tuple[
             ", ".join(f"{g}: {n} ({100 * n / df.height:.0f}%)" for g, n in counts.rows()),
         )
     )
-    rows.append(("duration", _quantiles(df.get_column("duration_s"), _human)))
-    rows.append(("iterations", _quantiles(df.get_column("iterations"), lambda v: f"{v:,.0f}")))
+    # A trace gives durations, iterations or both; what it does not give is not mentioned.
+    for label, name, show in (("duration", "duration_s", _human), ("iterations", "iterations", lambda v: f"{v:,.0f}")):
+        if df.get_column(name).drop_nulls().len():
+            rows.append((label, _quantiles(df.get_column(name), show)))
     models = df.get_column("model").drop_nulls()
     if models.len():
         by_model = models.value_counts(sort=True, name="n").sort(["n", "model"], descending=[True, False])
@@ -126,14 +129,12 @@ def summary_rows(df: pl.DataFrame, format: str, skipped: int = 0) -> list[tuple[
         rows.append(("models", text + (f"; {missing} without" if missing else "")))
     else:
         rows.append(("models", "none given"))
-    rows.append(("columns", ", ".join(df.columns)))
+    rows.append(("columns", ", ".join(columns)))
     return rows
 
 
 def _quantiles(column: pl.Series, show) -> str:
     values = column.drop_nulls()
-    if values.len() == 0:
-        return "not given"
     q = np.quantile(values.to_numpy(), [0.1, 0.5, 0.9])
     text = f"p10 {show(q[0])}, median {show(q[1])}, p90 {show(q[2])}, max {show(float(values.max()))}"
     if values.len() < column.len():

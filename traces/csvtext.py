@@ -42,14 +42,22 @@ def read_text(path: str | Path) -> str:
     return text.removeprefix("\ufeff")
 
 
+def check_trace_file(path: str | Path) -> None:
+    """A `TraceError` unless `path` names a file: what reading it would say, said before any work."""
+    p = Path(path)
+    if p.is_dir():
+        raise TraceError(str(path), "is a folder, not a trace file")
+    if not p.exists():
+        raise TraceError(str(path), "no such file")
+
+
 def read_bytes(path: str | Path) -> bytes:
     p = Path(path)
     try:
         return p.read_bytes()
-    except FileNotFoundError:
-        raise TraceError(str(path), "no such file") from None
-    except IsADirectoryError:
-        raise TraceError(str(path), "is a folder, not a trace file") from None
+    except (FileNotFoundError, IsADirectoryError):
+        check_trace_file(path)
+        raise
     except OSError as err:
         raise TraceError(str(path), f"cannot be read: {err.strerror or err}") from None
 

@@ -8,6 +8,7 @@ that fits none is an error that lists the formats, never a guess.
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import attrs
@@ -15,7 +16,7 @@ import polars as pl
 
 from roundhouse.errors import TraceError, UsageError, did_you_mean
 from roundhouse.traces import canonical, gavel, philly, tiresias
-from roundhouse.traces.csvtext import read_bytes
+from roundhouse.traces.csvtext import data_lines, read_bytes, read_text
 
 FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly")
 WRITE_FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias")
@@ -81,6 +82,22 @@ def load_trace(path: str | Path, format: str = "auto") -> LoadedTrace:
     if canonical.is_parquet(path) or read_bytes(path)[:4] == _PARQUET_MAGIC:
         return LoadedTrace(canonical.read_parquet(path), format)
     return LoadedTrace(canonical.read_csv(path), format)
+
+
+def file_columns(path: str | Path, format: str) -> tuple[str, ...]:
+    """The columns of a trace file as the file names them (a CSV's header, a Parquet schema, the
+    keys of Philly's records), or as its format does where the file has no header (Gavel's
+    tab-separated fields). `format` is what `load_trace` found; the file has been read by it."""
+    if format == "philly":
+        records = philly.load_records(str(path))
+        return tuple(dict.fromkeys(key for record in records if isinstance(record, dict) for key in record))
+    if format == "canonical" and (canonical.is_parquet(path) or read_bytes(path)[:4] == _PARQUET_MAGIC):
+        return tuple(pl.read_parquet_schema(path))
+    lines, _ = data_lines(read_text(path))
+    first = lines[0] if len(lines) else ""
+    if format == "gavel":
+        return gavel.LAYOUTS.get(first.count("\t") + 1, ())
+    return tuple(name.strip() for name in next(csv.reader([first]), []))
 
 
 def read_trace(path: str | Path, format: str = "auto") -> pl.DataFrame:

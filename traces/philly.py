@@ -56,7 +56,7 @@ def read(path: str | Path) -> pl.DataFrame:
 def parse(path: str | Path) -> PhillyTrace:
     """Read a `cluster_job_log` file; errors name the record (1-based) and the field."""
     path = str(path)
-    records = _load_json(path)
+    records = load_records(path)
     jobs: dict[str, list] = {k: [] for k in ("record", "jobid", "user", "vc", "status", "submitted")}
     attempts: dict[str, list] = {k: [] for k in ("record", "order", "start", "end", "gpus")}
     for number, record in enumerate(records, start=1):
@@ -103,7 +103,7 @@ def parse(path: str | Path) -> PhillyTrace:
     return PhillyTrace(validate(ordered, path, rows), skipped)
 
 
-def _load_json(path: str) -> list:
+def load_records(path: str) -> list:
     data = read_bytes(path)
     try:
         records = json.loads(data)

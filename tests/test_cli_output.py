@@ -1,0 +1,90 @@
+"""What `elements`, `trace describe` and `render` show."""
+
+import json
+import re
+
+import polars as pl
+import pytest
+
+from roundhouse.tools.cli import main
+from tests.conftest import REPO
+
+
+def describe(capsys, path) -> dict[str, str]:
+    """`trace describe` rows by label (a value wrapped over several lines joined back)."""
+    assert main(["trace", "describe", str(path)]) == 0
+    rows: dict[str, str] = {}
+    label = None
+    for line in capsys.readouterr().out.splitlines():
+        cells = [c.strip() for c in line.split("│")][1:-1]
+        if len(cells) != 2:
+            continue
+        if cells[0]:
+            label = cells[0]
+            rows[label] = cells[1]
+        elif label:
+            rows[label] += " " + cells[1]
+    return rows
+
+
+def test_the_ports_table_names_every_column(capsys):
+    assert main(["elements", "Consolidated"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    header = lines[lines.index(next(ln for ln in lines if ln.startswith("ports"))) + 2]
+    names = [c.strip() for c in header.strip("┃").split("┃")]
+    assert names == ["direction", "#", "port", "type", "notes", "what"]
+
+
+def test_describe_lists_the_files_own_columns(tmp_path, capsys):
+    tiresias = REPO / "traces" / "samples" / "tiresias-60.csv"
+    header = tiresias.read_text().splitlines()[0].split(",")
+    assert describe(capsys, tiresias)["columns"] == ", ".join(header)
+    trace = tmp_path / "t.csv"
+    trace.write_text("# a comment\ngpus,arrival_s,duration_s,job_id\n1,0,10,0\n2,5,20,1\n")
+    assert describe(capsys, trace)["columns"] == "gpus, arrival_s, duration_s, job_id"
+    parquet = tmp_path / "t.parquet"
+    pl.DataFrame({"job_id": [0], "arrival_s": [0.0], "gpus": [1], "iterations": [10.0], "model": ["LM"]}).write_parquet(parquet)
+    assert describe(capsys, parquet)["columns"] == "job_id, arrival_s, gpus, iterations, model"
+    gavel = REPO / "traces" / "samples" / "gavel-50.trace"
+    assert describe(capsys, gavel)["columns"].startswith("job_type, command, ")
+    philly = tmp_path / "cluster_job_log.json"
+    record = {
+        "jobid": "a",
+        "user": "u",
+        "vc": "v",
+        "status": "Pass",
+        "submitted_time": "2017-10-03 08:00:00",
+        "attempts": [
+            {
+                "start_time": "2017-10-03 08:00:00",
+                "end_time": "2017-10-03 09:00:00",
+                "detail": [{"ip": "m1", "gpus": ["gpu0"]}],
+            }
+        ],
+    }
+    philly.write_text(json.dumps([record]))
+    assert describe(capsys, philly)["columns"] == ", ".join(record)
+
+
+@pytest.mark.parametrize(
+    "rows, given, absent",
+    [
+        ("job_id,arrival_s,gpus,duration_s\n0,0,1,100\n1,9,1,50\n", "duration", "iterations"),
+        ("job_id,arrival_s,gpus,iterations,model\n0,0,1,100,LM\n1,9,1,50,LM\n", "iterations", "duration"),
+    ],
+)
+def test_describe_says_nothing_of_what_a_trace_does_not_give(tmp_path, capsys, rows, given, absent):
+    trace = tmp_path / "t.csv"
+    trace.write_text(rows)
+    shown = describe(capsys, trace)
+    assert shown[given].startswith("p10 ") and absent not in shown
+    assert "not given" not in " ".join(shown.values())
+
+
+def test_render_shows_a_path_as_the_graph_writes_it(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "las.dot"
+    monkeypatch.chdir(tmp_path)  # elsewhere than the graph's folder or the repository
+    assert main(["render", str(REPO / "graphs" / "las.sched"), "-o", str(out)]) == 0
+    written = re.search(r'path="([^"]*)"', (REPO / "graphs" / "las.sched").read_text()).group(1)
+    assert f"path=&quot;{written}&quot;" in out.read_text()
