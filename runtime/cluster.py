@@ -31,6 +31,7 @@ import attrs
 import numpy as np
 
 from roundhouse.errors import ClusterError, did_you_mean
+from roundhouse.traces.jobs import read_only
 
 GAVEL_TYPES = ("V100", "P100", "K80")
 
@@ -309,5 +310,5 @@ class Cluster:
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False
-    return a
+    """A cluster array every element reads: a face that cannot be made writeable again."""
+    return read_only(a)

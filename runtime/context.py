@@ -98,17 +98,16 @@ class Round:
 
     @property
     def holder(self) -> np.ndarray:
-        return read_only(self._world.holder)
+        return self._world.holder_face
 
     @property
     def online(self) -> np.ndarray | None:
         world = self._world
-        return None if world.all_online else read_only(world.online)  # None keeps placers' fast path
+        return None if world.all_online else world.online_face  # None keeps placers' fast path
 
     @property
     def co_holder(self) -> np.ndarray | None:
-        co = self._world.co_holder
-        return None if co is None else read_only(co)
+        return self._world.co_holder_face
 
     @property
     def pairs(self) -> Any:
@@ -116,7 +115,7 @@ class Round:
 
     @property
     def running_rows(self) -> np.ndarray:
-        return read_only(self._world.running_rows)
+        return self._world.running_rows.view()  # (a view of a read-only owner stays read-only)
 
     @property
     def busy_gpu_s(self) -> float:
@@ -127,7 +126,9 @@ class Round:
         return self._world.first_arrival_s
 
     def gpus_of(self, row: int) -> np.ndarray:
-        return read_only(self._world.gpus_of(int(row)))
+        gpus = self._world.gpus_of(int(row))  # a new array: writing it would change nothing
+        gpus.setflags(write=False)
+        return gpus
 
     def rng(self, seed: int | None = None) -> np.random.Generator:
         """The element's own seed, else one derived from the graph's seed and the element's

@@ -50,37 +50,43 @@ class RunResult:
 
 class ElementFailure(RoundhouseError):
     """An element's own code failed: it raised, or emitted a value its port does not carry.
-    The message names the element (graph name, class, where it is declared and where its
-    class is defined), the round and the time; `detail` holds the Python traceback, which the
-    command line prints under `--debug`."""
+    `detail` holds the Python traceback, which the command line prints under `--debug`."""
 
-    def __init__(self, el: Element, ctx: Round, what: str, cause: BaseException | None = None):
-        import inspect
-        import traceback
+    detail: str = ""
 
-        cls = type(el)
-        try:
-            defined = f"{inspect.getsourcefile(cls)}:{inspect.getsourcelines(cls)[1]}"
-        except (OSError, TypeError):
-            defined = cls.__module__
-        declared = getattr(el, "declared_at", None)
-        where = f"declared at {declared}, " if declared is not None else ""
-        super().__init__(
-            f"error: element '{el.name}' ({cls.__name__}; {where}class defined at {defined}) failed in round "
-            f"{ctx.round_index} (t={format_duration(ctx.now)}): {what}"
-        )
-        self.detail = "".join(traceback.format_exception(cause)) if cause is not None else ""
+
+def element_failure(el: Element, ctx: Round, what: str, cause: BaseException | None = None) -> ElementFailure:
+    """An ElementFailure naming the element (graph name, class, where the graph declares it
+    and where its class is defined), the round and the time."""
+    import inspect
+    import traceback
+
+    cls = type(el)
+    try:
+        defined = f"{inspect.getsourcefile(cls)}:{inspect.getsourcelines(cls)[1]}"
+    except (OSError, TypeError):
+        defined = cls.__module__
+    where = f"declared at {el.declared_at}, " if el.declared_at is not None else ""
+    failure = ElementFailure(
+        f"error: element '{el.name}' ({cls.__name__}; {where}class defined at {defined}) failed in round "
+        f"{ctx.round_index} (t={format_duration(ctx.now)}): {what}"
+    )
+    failure.detail = "".join(traceback.format_exception(cause)) if cause is not None else ""
+    return failure
 
 
 def describe_value(value: object) -> str:
-    return "None" if value is None else f"a {type(value).__name__} ({value!r:.60})"
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name} ({value!r:.60})"
 
 
 def check_emitted(el: Element, ctx: Round, port: str, value: object, port_type: type) -> None:
     """Raise ElementFailure unless `value` is a `port_type`."""
     if not isinstance(value, port_type):
         on = f"on its port '{port}'" if port != "tick" else "from its tick"
-        raise ElementFailure(el, ctx, f"it emitted {describe_value(value)} {on}, where a {port_type.__name__} belongs")
+        raise element_failure(el, ctx, f"it emitted {describe_value(value)} {on}, where a {port_type.__name__} belongs")
 
 
 class StalledError(RoundhouseError):
@@ -236,7 +242,7 @@ class Engine:
                 values[(el.name, port)] = out
             elif outputs:
                 if not isinstance(out, dict):
-                    raise ElementFailure(el, ctx, f"its tick returned {describe_value(out)}, not a dict of its output ports")
+                    raise element_failure(el, ctx, f"its tick returned {describe_value(out)}, not a dict of its output ports")
                 for port, port_type in outputs:
                     got = out.get(port)
                     check_emitted(el, ctx, port, got, port_type)
@@ -250,7 +256,7 @@ class Engine:
         except (RoundhouseError, KeyboardInterrupt):
             raise
         except Exception as err:
-            raise ElementFailure(el, ctx, f"its {what} raised {type(err).__name__}: {err}", err) from err
+            raise element_failure(el, ctx, f"its {what} raised {type(err).__name__}: {err}", err) from err
 
     def _all_exhausted(self) -> bool:
         return all(s.exhausted() for s in self._sources)

@@ -16,7 +16,7 @@ from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.plans import PlanCheck, PlanError
 from roundhouse.runtime.rowsets import isin_rows, without
 from roundhouse.runtime.types import Events, Plan
-from roundhouse.traces.jobs import FINISHED, OWN_COLUMNS, PENDING, RUNNING, SPEC_COLUMNS, JobBatch, JobTable
+from roundhouse.traces.jobs import FINISHED, OWN_COLUMNS, PENDING, RUNNING, SPEC_COLUMNS, JobBatch, JobTable, read_only
 from roundhouse.traces.throughput import Placement, PlacementError, ThroughputModel
 
 __all__ = ["World", "PlanError"]
@@ -37,18 +37,34 @@ class World:
         # Second job per GPU (space sharing); None until a plan first launches a pair, so that
         # runs without pairs never touch it.
         self.co_holder: np.ndarray | None = None
-        self.running_rows = np.zeros(0, dtype=np.int64)  # sorted
+        self.running_rows = np.zeros(0, dtype=np.int64)
         self.unfinished = 0
         self.first_arrival_s = np.inf
         self.last_finish_s = 0.0
         self.unknown_models: set[str] = set()
         # GPUs that can run jobs (live runs: on a registered, reachable node).
         self.online = np.ones(cluster.n_gpus, dtype=bool)
+        # Read-only faces of the arrays above, for the round context (made once: they follow
+        # the arrays, which change in place).
+        self.holder_face, self.online_face = read_only(self.holder), read_only(self.online)
+        self.co_holder_face: np.ndarray | None = None
         self.all_online = True
         # Whether any job so far has a profiled model, or slows down when spread: without
         # either, every launch runs at one unit of work per second (launch_rates' fast path).
         self._any_model = False
         self._any_slowdown = False
+
+    @property
+    def running_rows(self) -> np.ndarray:
+        """Rows of the running jobs, sorted (a read-only array: a new one whenever it changes)."""
+        return self._running_rows
+
+    @running_rows.setter
+    def running_rows(self, rows: np.ndarray) -> None:
+        if rows.base is not None:
+            rows = rows.copy()  # own it, so that no view handed out can be made writeable again
+        rows.setflags(write=False)
+        self._running_rows = rows
 
     @property
     def busy_gpu_s(self) -> float:
@@ -220,6 +236,7 @@ class World:
         if paired:
             if self.co_holder is None:
                 self.co_holder = np.full(self.cluster.n_gpus, -1, dtype=np.int64)
+                self.co_holder_face = read_only(self.co_holder)
         if len(suspend):
             cols["status"][suspend] = PENDING
             cols["preemptions"][suspend] += 1

@@ -38,7 +38,7 @@ def test_a_broken_element_file_is_reported_at_its_line(tmp_path, capsys):
 
 def test_an_element_without_its_documentation_does_not_load(tmp_path, capsys):
     (tmp_path / "undocumented.py").write_text(
-        "from runtime.element import Element, element\n\n@element\nclass Quiet(Element):\n"
+        "from roundhouse.runtime.element import Element, element\n\n@element\nclass Quiet(Element):\n"
         '    """Does nothing.\n\n    Ports:\n        none\n    Arguments:\n        none\n"""\n'
         '    category = "control"\n'
     )

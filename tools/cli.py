@@ -58,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="roundhouse",
         description="Deep-learning cluster schedulers as graphs of small typed elements.",
     )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="with an error that comes from Python code (an element that failed), also print its traceback "
+        "(may be given anywhere on the command line)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
@@ -67,11 +73,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    args = parser.parse_args([a for a in argv if a != "--debug"])
     try:
         status = args.handler(args)
     except RoundhouseError as err:
+        detail = getattr(err, "detail", "")
+        if debug and detail:
+            print(detail.rstrip(), file=sys.stderr)
         print(error_text(err), file=sys.stderr)
+        if detail and not debug:
+            print("(the Python detail: run again with --debug)", file=sys.stderr)
         return err.exit_code
     except OSError as err:  # last resort: a file a command could not read or write
         where = f"{err.filename}: " if err.filename else ""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from roundhouse.errors import TraceError, did_you_mean
 
@@ -98,10 +99,10 @@ class JobBatch:
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
-    """A read-only view of an array (its owner keeps the writeable one)."""
-    v = a.view()
-    v.setflags(write=False)
-    return v
+    """A read-only face of an array: its owner keeps writing the array, and the face (or any
+    view of it) cannot be made writeable again. (About 6 us: owners cache the faces they hand
+    out often.)"""
+    return as_strided(a, writeable=False)
 
 
 class JobTable:
@@ -122,6 +123,7 @@ class JobTable:
             self._cols[name] = np.full(capacity, fill, dtype=dtype)
         self._type_rates = np.zeros((capacity, n_gpu_types))
         self._row_of_id: dict[int, int] = {}
+        self._faces: dict[str, np.ndarray] = {}  # read-only faces of the storage, made on first read
         self.reader = JobReader(self)
 
     def __len__(self) -> int:
@@ -133,11 +135,13 @@ class JobTable:
 
     def column(self, name: str) -> np.ndarray:
         """A column over all rows, read-only."""
-        try:
-            return read_only(self._cols[name][: self._n])
-        except KeyError:
-            hint = did_you_mean(name, self._cols)
-            raise KeyError(f"the job table has no column '{name}'" + (f" ({hint})" if hint else "")) from None
+        face = self._faces.get(name)
+        if face is None:
+            if name not in self._cols:
+                hint = did_you_mean(name, self._cols)
+                raise KeyError(f"the job table has no column '{name}'" + (f" ({hint})" if hint else ""))
+            face = self._faces[name] = read_only(self._cols[name])
+        return face[: self._n]
 
     def has_column(self, name: str) -> bool:
         return name in self._cols
@@ -145,7 +149,10 @@ class JobTable:
     @property
     def type_rates(self) -> np.ndarray:
         """(jobs, GPU types): throughput of each job on each type at its requested GPU count."""
-        return read_only(self._type_rates[: self._n])
+        face = self._faces.get("")
+        if face is None:
+            face = self._faces[""] = read_only(self._type_rates)
+        return face[: self._n]
 
     def row_of(self, job_id: int) -> int | None:
         return self._row_of_id.get(int(job_id))
@@ -161,6 +168,7 @@ class JobTable:
         """The whole storage array of a float column, made (NaN) if the table lacks it."""
         if name not in self._cols:
             self._cols[name] = np.full(self._capacity, np.nan)
+            self._faces.pop(name, None)
         return self._cols[name]
 
     def append(self, batch: JobBatch) -> np.ndarray:
@@ -181,6 +189,7 @@ class JobTable:
             if name not in self._cols:
                 fill = np.nan if values.dtype.kind == "f" else None
                 self._cols[name] = np.full(self._capacity, fill, dtype=values.dtype if values.dtype.kind == "f" else object)
+                self._faces.pop(name, None)
             self._cols[name][start : start + k] = values
         self._type_rates[start : start + k] = batch.type_rates
         self._n = start + k
@@ -202,6 +211,7 @@ class JobTable:
         rates[: self._n] = self._type_rates[: self._n]
         self._type_rates = rates
         self._capacity = capacity
+        self._faces.clear()
 
     def frame(self, rows: np.ndarray | None = None, columns: Sequence[str] | None = None) -> pl.DataFrame:
         import polars as pl

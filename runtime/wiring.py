@@ -1,0 +1,177 @@
+"""Wiring: connecting elements' ports and checking the graph's structure (unknown ports, port
+type mismatches, fan-in, unconnected required inputs, one pool, a launcher, no cycles). Every
+problem is collected with its place in the file, so that all are reported at once."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import attrs
+import networkx as nx
+
+from roundhouse.errors import Location, SchedError, did_you_mean
+from roundhouse.runtime import registry
+from roundhouse.runtime.dsl import ast
+from roundhouse.runtime.dsl.loader import FlatGraph
+from roundhouse.runtime.element import Element
+from roundhouse.runtime.values import ElementRef
+
+
+@attrs.frozen
+class Connection:
+    src: str
+    src_port: str
+    dst: str
+    dst_port: str
+    location: Location | None
+
+
+class Wiring:
+    """Checks of one flat graph's connections; problems go to `errors`."""
+
+    def __init__(self, flat: FlatGraph, errors: list[SchedError]):
+        self.flat = flat
+        self.errors = errors
+        self.file_location = Location(flat.path, 1, 1, 1)
+
+    def check_references(self, elements: dict[str, Element]) -> None:
+        for name, el in elements.items():
+            for field in attrs.fields(type(el)):
+                value = getattr(el, field.name)
+                if isinstance(value, ElementRef) and value.name not in elements:
+                    decl = self.flat.decls[name]
+                    arg = next((a for a in decl.args if a.name == field.name), None)
+                    self.errors.append(
+                        SchedError(
+                            f"argument '{field.name}' of {type(el).__name__} names no element '{value.name}'",
+                            arg.value.location if arg else decl.location,
+                            hint=did_you_mean(value.name, elements),
+                        )
+                    )
+
+    # --- connections ---
+    def connections(self, elements: dict[str, Element]) -> list[Connection]:
+        out: list[Connection] = []
+        for e in self.flat.edges:
+            if e.src not in elements or e.dst not in elements:
+                continue  # the element itself was reported
+            src, dst = elements[e.src], elements[e.dst]
+            out_port = self._port(src, e.src_port, "output", e)
+            in_port = self._port(dst, e.dst_port, "input", e)
+            if out_port is None or in_port is None:
+                continue
+            if out_port.type is not in_port.type:
+                self.errors.append(
+                    SchedError(
+                        f"type mismatch: '{e.src}' [{out_port.name}] gives {out_port.type.__name__}, "
+                        f"but '{e.dst}' [{in_port.name}] takes {in_port.type.__name__}",
+                        e.location,
+                        hint=_type_hint(in_port.type),
+                    )
+                )
+                continue
+            out.append(Connection(e.src, out_port.name, e.dst, in_port.name, e.location))
+        return out
+
+    def _port(self, el: Element, ref: ast.PortRef | None, side: str, edge) -> Any:
+        ports = el.outputs if side == "output" else el.inputs
+        cls_name = type(el).__name__
+        if not ports:
+            direction = "from" if side == "output" else "into"
+            self.errors.append(
+                SchedError(
+                    f"'{el.name}' ({cls_name}) has no {side} ports, so nothing can be connected {direction} it",
+                    edge.location,
+                )
+            )
+            return None
+        key = 0 if ref is None else ref.key
+        port = el.output(key) if side == "output" else el.input(key)
+        if port is None:
+            names = [p.name for p in ports]
+            hint = did_you_mean(str(key), names) if isinstance(key, str) else None
+            self.errors.append(
+                SchedError(
+                    f"'{el.name}' ({cls_name}) has no {side} port [{key}]; its {side} ports: "
+                    + ", ".join(f"[{i}] {n}" for i, n in enumerate(names)),
+                    ref.location if ref is not None else edge.location,
+                    hint=hint,
+                )
+            )
+        return port
+
+    def check_structure(self, elements: dict[str, Element], connections: list[Connection]) -> None:
+        into: dict[tuple[str, str], list[Connection]] = defaultdict(list)
+        for c in connections:
+            into[(c.dst, c.dst_port)].append(c)
+        for (dst, port_name), conns in into.items():
+            port = elements[dst].input(port_name)
+            pairs = [(c.src, c.src_port) for c in conns]
+            if len(set(pairs)) != len(pairs):
+                dup = next(c for i, c in enumerate(conns) if (c.src, c.src_port) in pairs[:i])
+                self.errors.append(SchedError(f"'{dup.src}' is connected to '{dst}' [{port_name}] twice", dup.location))
+            elif len(conns) > 1 and not port.multi:
+                first = conns[0]
+                self.errors.append(
+                    SchedError(
+                        f"'{dst}' [{port_name}] takes one connection, but it is also connected from "
+                        f"'{first.src}' (at {first.location})",
+                        conns[1].location,
+                    )
+                )
+        for name, el in elements.items():
+            for port in el.inputs:
+                if port.required and (name, port.name) not in into:
+                    decl = self.flat.decls[name]
+                    self.errors.append(
+                        SchedError(
+                            f"'{name}' ({type(el).__name__}) input [{port.name}] ({port.type.__name__}) is not connected",
+                            decl.location,
+                            hint=_type_hint(port.type),
+                        )
+                    )
+        pools = [el for el in elements.values() if el.category == "pool"]
+        if not pools:
+            self.errors.append(
+                SchedError("the graph has no pool: every scheduler needs one JobPool of admitted jobs", self.file_location)
+            )
+        for extra in pools[1:]:
+            first = self.flat.decls[pools[0].name].location
+            self.errors.append(
+                SchedError(
+                    f"a graph has exactly one pool; '{extra.name}' is a second (first at {first})",
+                    self.flat.decls[extra.name].location,
+                )
+            )
+        if not any(el.category == "launch" for el in elements.values()):
+            self.errors.append(
+                SchedError("the graph has no launcher: add a Launch element to carry out its plans", self.file_location)
+            )
+
+    def check_cycles(self, graph: nx.MultiDiGraph, connections: list[Connection]) -> None:
+        try:
+            cycle = nx.find_cycle(graph)
+        except nx.NetworkXNoCycle:
+            return
+        names = [edge[0] for edge in cycle] + [cycle[0][0]]
+        src, dst = cycle[-1][0], cycle[-1][1]
+        where = next((c.location for c in connections if c.src == src and c.dst == dst), self.file_location)
+        self.errors.append(
+            SchedError(
+                "cycle: " + " -> ".join(names),
+                where,
+                hint="a graph is ticked once per round in order; feed information back through the world state instead",
+            )
+        )
+
+
+def _type_hint(port_type: type) -> str | None:
+    makers = defaultdict(list)
+    for cls in registry.classes():
+        for p in cls.outputs:
+            if p.type is port_type:
+                makers[port_type].append(cls.__name__)
+    if makers[port_type]:
+        return f"{port_type.__name__} comes from e.g. " + ", ".join(makers[port_type][:4])
+    return None

@@ -1,0 +1,99 @@
+"""An element whose own code misbehaves during a run is named in a located message (exit 2),
+whatever it did: raised, or emitted a value its port does not carry. The Python detail is
+printed only under --debug."""
+
+import pytest
+
+from roundhouse.tools.cli import main
+
+ELEMENTS = '''
+import numpy as np
+import attrs
+
+from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.types import Active, Ranking
+
+
+@element
+class Misbehaving(Element):
+    """Ranks jobs, or fails in the way it is told to.
+
+    Ports:
+        active: admitted jobs.
+        ranking: the jobs in pool order.
+    Arguments:
+        how: fine, number (returns 42), or raise.
+        after: the round from which it misbehaves.
+    Counters:
+        none
+    See also: Fifo
+    Paper: none (a test element).
+    """
+
+    category = "policy"
+    inputs = (In("active", Active),)
+    outputs = (Out("ranking", Ranking),)
+
+    how: str = "fine"
+    after: int = 0
+
+    def tick(self, ctx, active):
+        if ctx.round_index >= self.after:
+            if self.how == "number":
+                return 42
+            if self.how == "raise":
+                raise ZeroDivisionError("a bug in the policy")
+        return Ranking(active.rows, active.gpus)
+'''
+
+GRAPH = """require "misbehaving.py";
+round = 5min;
+cluster = "2x4:V100";
+arrivals :: PoissonSource(rate=8/h, jobs=20, seed=1);
+order :: Misbehaving(how={how}, after=3);
+arrivals -> AcceptAll -> JobPool -> order -> FirstFree -> Launch -> JobMetrics;
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "what"),
+    [
+        ("number", "it emitted an int (42) on its port 'ranking', where a Ranking belongs"),
+        ("raise", "its tick raised ZeroDivisionError: a bug in the policy"),
+    ],
+)
+def test_a_misbehaving_element_is_named_with_its_round(tmp_path, capsys, how, what):
+    # (A class name per test: the element registry lives as long as the process.)
+    (tmp_path / "misbehaving.py").write_text(ELEMENTS.replace("Misbehaving", f"Misbehaving{how.title()}"))
+    graph = tmp_path / "g.sched"
+    graph.write_text(GRAPH.format(how=how).replace("Misbehaving", f"Misbehaving{how.title()}"))
+    assert main(["run", str(graph)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"error: element 'order' (Misbehaving{how.title()}; declared at {graph}:5:1, class defined at " in err
+    assert "misbehaving.py:9)" in err
+    assert "failed in round 3 (t=15min): " + what in err
+    assert ("--debug" in err) == (how == "raise")  # only an exception has a Python detail
+
+    assert main(["run", str(graph), "--debug"]) == 2
+    err = capsys.readouterr().err
+    if how == "raise":
+        assert "Traceback (most recent call last)" in err and 'raise ZeroDivisionError("a bug in the policy")' in err
+    assert "error: element 'order'" in err
+
+
+def test_an_element_that_fails_at_start_is_named(tmp_path, capsys):
+    (tmp_path / "misbehaving.py").write_text(
+        ELEMENTS.replace("Misbehaving", "MisbehavingAtStart").replace(
+            "    def tick(self, ctx, active):",
+            "    def start(self, ctx):\n        raise KeyError('setup')\n\n    def tick(self, ctx, active):",
+        )
+    )
+    graph = tmp_path / "g.sched"
+    graph.write_text(GRAPH.format(how="fine").replace("Misbehaving", "MisbehavingAtStart"))
+    assert main(["run", str(graph)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "error: element 'order' (MisbehavingAtStart;" in err
+        and "failed in round 0 (t=0s): its start raised KeyError: 'setup'" in err
+    )
