@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from roundhouse.traces.jobs import JobBatch, JobReader, read_only
+from roundhouse.traces.jobs import JobBatch, JobReader
 
 if TYPE_CHECKING:
     import polars as pl
