@@ -21,6 +21,9 @@ from roundhouse.runtime.world import World
 from roundhouse.traces.profiles import ProfileTable
 from tests.livecluster import free_port
 
+# Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
+pytestmark = pytest.mark.live
+
 
 class FakeAgent:
     """Speaks the agent's side of the protocol, by hand."""

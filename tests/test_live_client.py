@@ -11,6 +11,9 @@ import zmq
 from roundhouse.agents import protocol
 from roundhouse.agents.client import Job, Lease, LeaseLoader, ResumableSampler
 
+# Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
+pytestmark = pytest.mark.live
+
 # One thread, as the agents give each worker: several would only contend on this small machine.
 torch.set_num_threads(1)
 

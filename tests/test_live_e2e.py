@@ -8,6 +8,9 @@ import pytest
 
 from tests.livecluster import TEST_PROFILE, LiveCluster
 
+# Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
+pytestmark = pytest.mark.live
+
 GRAPH = """
 round = 2s;
 cluster = "2x2:V100";

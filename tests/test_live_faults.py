@@ -9,10 +9,14 @@ import signal
 import time
 
 import polars as pl
+import pytest
 
 from roundhouse.agents.security import ClientSecurity
 from roundhouse.agents.submitter import Submitter
 from tests.livecluster import TEST_PROFILE, LiveCluster
+
+# Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
+pytestmark = pytest.mark.live
 
 FIFO = """
 round = 1s;

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import zmq
 
 from roundhouse.agents import protocol
@@ -16,6 +17,9 @@ from roundhouse.agents.security import ClientSecurity
 from roundhouse.agents.submitter import Submitter
 from tests.conftest import REPO
 from tests.livecluster import LiveCluster, free_port
+
+# Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
+pytestmark = pytest.mark.live
 
 # One valid body per message type (the fuzzer mutates these).
 EXAMPLES = {

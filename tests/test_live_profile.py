@@ -8,6 +8,9 @@ from roundhouse.tools.cli import main
 from roundhouse.traces.profiles import ProfileTable
 from tests.conftest import jobs_of
 
+# Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
+pytestmark = pytest.mark.live
+
 
 def test_profile_writes_a_table_a_simulation_is_calibrated_with(tmp_path, capsys, run_graph):
     out = tmp_path / "here.csv"

@@ -13,6 +13,9 @@ from roundhouse.errors import UsageError
 from roundhouse.tools.cli import main
 from tests.livecluster import LiveCluster
 
+# Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
+pytestmark = pytest.mark.live
+
 GRAPH = """
 round = 1s;
 cluster = "1x2:V100";
