@@ -4,6 +4,7 @@
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -89,6 +90,7 @@ def mutated(draw):
     return text
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=mutated())
 def test_mutated_files_fail_cleanly(tmp_path, capsys, text):

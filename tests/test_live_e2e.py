@@ -42,6 +42,7 @@ def cluster(tmp_path):
     c.close()
 
 
+@pytest.mark.slow
 def test_eight_jobs_finish_and_preempted_jobs_resume_exactly(cluster):
     cluster.start_scheduler()
     cluster.start_agent("node-a")

@@ -40,6 +40,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_a_killed_agent_s_jobs_finish_on_the_other_agent_from_their_checkpoints(tmp_path):
     jobs = "job_id,arrival_s,gpus,model,iterations,batch_size\n" + "".join(f"{i},0,1,ResNet-18,400,16\n" for i in range(4))
     cluster = LiveCluster(
@@ -92,6 +93,7 @@ def test_a_killed_agent_s_jobs_finish_on_the_other_agent_from_their_checkpoints(
         cluster.close()
 
 
+@pytest.mark.slow
 def test_a_restarted_scheduler_takes_back_running_jobs_and_loses_none(tmp_path):
     cluster = LiveCluster(
         tmp_path,

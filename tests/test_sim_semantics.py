@@ -70,6 +70,7 @@ def test_checkpoint_and_restore_costs_and_free_lease_renewal(run_graph):
     assert alone[5]["finish_s"] == pytest.approx(1030.0)
 
 
+@pytest.mark.slow
 def test_same_inputs_same_outputs(run_graph, tmp_path):
     graph = """
     round = 5min;
