@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -137,6 +138,7 @@ class Agent:
         threads_per_gpu: int = 0,
         metrics_every_s: float = 1.0,
         emulate: bool = False,
+        keep_workdir: bool = False,
     ):
         check_connect_address(scheduler)
         self.scheduler = scheduler
@@ -144,7 +146,8 @@ class Agent:
         self.gpus = gpus
         self.security = security
         self.address = address
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"rh-{name}-"))
+        self.workdir = Path(workdir) if workdir else None  # None: a temporary folder, made by run()
+        self.keep_workdir = keep_workdir
         self.revoke_grace_s = revoke_grace_s
         self.threads_per_gpu = threads_per_gpu
         self.emulate = emulate
@@ -171,9 +174,42 @@ class Agent:
 
     # --- running ---
     def run(self) -> int:
-        """Serve until told to shut down (or SIGTERM/SIGINT); returns an exit status."""
+        """Serve until told to shut down (or SIGTERM/SIGINT, or refused); returns an exit status.
+        What it made in its work folder is removed on the way out unless `keep_workdir`."""
+        made = self._make_workdir()
+        try:
+            return self._serve()
+        finally:
+            self._leave_workdir(made)
+
+    def _make_workdir(self) -> list[Path]:
+        """Make the work folder's parts; return those that did not exist before (ours to remove)."""
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix=f"rh-{self.name}-"))
+            made = [self.workdir]
+        else:
+            made = [] if self.workdir.exists() else [self.workdir]
         for sub in ("leases", "logs", "jobs"):
-            (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+            path = self.workdir / sub
+            if not path.exists():
+                made.append(path)
+            path.mkdir(parents=True, exist_ok=True)
+        return made
+
+    def _leave_workdir(self, made: list[Path]) -> None:
+        # The socket is useless once the agent is gone, kept folder or not.
+        (self.workdir / "reports.sock").unlink(missing_ok=True)
+        if self.keep_workdir:
+            log.info("agent %s: kept its work folder %s (job logs in logs/)", self.name, self.workdir)
+            return
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
+        if self.workdir in made:
+            log.info("agent %s: removed its work folder %s", self.name, self.workdir)
+        else:  # a folder the user named: only what the agent made in it goes
+            log.info("agent %s: removed its files (leases, logs, jobs) from %s", self.name, self.workdir)
+
+    def _serve(self) -> int:
         self._context = zmq.Context()
         dealer = self._context.socket(zmq.DEALER)
         dealer.setsockopt(zmq.LINGER, 1000)

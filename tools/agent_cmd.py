@@ -24,7 +24,12 @@ def register(sub) -> None:
         help="the address other nodes reach this one at, for multi-node jobs "
         "(default: 127.0.0.1 for a loopback scheduler, else the host name)",
     )
-    p.add_argument("--workdir", help="folder for job logs and leases (default: a new temporary folder)")
+    p.add_argument(
+        "--workdir",
+        help="folder for job logs, leases and the jobs' working folders (default: a new temporary folder); "
+        "what the agent makes there is removed when it exits, unless --keep-workdir",
+    )
+    p.add_argument("--keep-workdir", action="store_true", help="keep the work folder (job logs included) when the agent exits")
     p.add_argument("--revoke-grace", default="60s", help="time a revoked job has to checkpoint before it is terminated")
     p.add_argument(
         "--threads-per-gpu",
@@ -68,5 +73,6 @@ def agent_command(args) -> int:
         revoke_grace_s=seconds(args.revoke_grace, "--revoke-grace"),
         threads_per_gpu=threads,
         emulate=args.emulate,
+        keep_workdir=args.keep_workdir,
     )
     return agent.run()

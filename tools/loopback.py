@@ -35,9 +35,10 @@ class Loopback:
         serve_args: tuple[str, ...] = (),
         security: tuple[str, ...] = ("--insecure",),
     ):
-        self.folder = Path(folder)
+        # Absolute: the processes start in another folder (the project's) than the caller's.
+        self.folder = Path(folder).resolve()
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.graph = Path(graph)
+        self.graph = Path(graph).resolve()
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.journal_path = self.folder / "journal.sqlite"

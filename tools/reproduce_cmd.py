@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from roundhouse.errors import UsageError, did_you_mean
+from roundhouse.errors import RoundhouseError, UsageError, did_you_mean
 from roundhouse.runtime.files import make_folder, writing
-from roundhouse.tools.reproductions import load_all
+from roundhouse.tools.reproductions import ExperimentFailed, load_all
 
 
 def register(sub) -> None:
@@ -38,10 +39,11 @@ def reproduce(args) -> int:
             raise UsageError(f"no experiment '{name}'" + (f"; {hint}" if hint else "; --list shows them"))
     for name in args.names:
         e = experiments[name]
-        out = make_folder(str(Path(args.out) / name), "--out")
+        shown = make_folder(str(Path(args.out) / name), "--out")  # messages name it as the user wrote it
+        out = shown.resolve()  # experiments hand it to processes that start in other folders
         console.print(f"[bold]{e.name}[/bold]: {e.title} ({e.paper})" + (" [quick]" if args.quick else ""))
-        with writing(out):
-            report = e.run(out, args.quick)  # writes its figures into `out`
+        with writing(shown):
+            report = _run(e, out, shown, args.quick)  # writes its figures into `out`
             for table_name, frame in report.tables.items():
                 frame.write_csv(out / f"{table_name}.csv")
         table = Table(title=f"{e.name}: paper vs Roundhouse")
@@ -54,5 +56,21 @@ def reproduce(args) -> int:
             console.print(f"note: {note}", highlight=False)
         written = [f.name for f in report.figures] + [f"{t}.csv" for t in report.tables]
         if written:
-            console.print(f"wrote {', '.join(written)} to {out}/")
+            console.print(f"wrote {', '.join(written)} to {shown}/")
     return 0
+
+
+def _run(e, out: Path, shown: Path, quick: bool):
+    """Run one experiment; a failure is a message (exit status 2), with any Python detail in a file."""
+    try:
+        return e.run(out, quick)
+    except ExperimentFailed as err:
+        raise ExperimentFailed(f"error: experiment {e.name} failed: {err}") from None
+    except (RoundhouseError, OSError):
+        raise
+    except Exception as err:
+        detail = shown / "failure.txt"
+        detail.write_text(traceback.format_exc())
+        raise ExperimentFailed(
+            f"error: experiment {e.name} failed: {type(err).__name__}: {err}\n  the Python detail is in {detail}"
+        ) from None

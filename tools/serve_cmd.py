@@ -34,7 +34,8 @@ def add_live_options(p) -> None:
     p.add_argument(
         "--journal",
         metavar="FILE",
-        help="SQLite journal; a restarted scheduler resumes from it (default: roundhouse-journal.sqlite next to --checkpoints)",
+        help="SQLite journal of the run; serve started again with the same journal resumes that run "
+        "(default: roundhouse-journal.sqlite inside the --checkpoints folder, so ./checkpoints/roundhouse-journal.sqlite)",
     )
     p.add_argument(
         "--checkpoints",

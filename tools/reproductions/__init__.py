@@ -16,6 +16,12 @@ from pathlib import Path
 import attrs
 import polars as pl
 
+from roundhouse.errors import RoundhouseError
+
+
+class ExperimentFailed(RoundhouseError):
+    """An experiment could not finish (a run it starts failed): the command prints the message."""
+
 
 @attrs.frozen
 class Comparison:
@@ -47,7 +53,8 @@ EXPERIMENTS: dict[str, Experiment] = {}
 
 
 def experiment(name: str, title: str, paper: str):
-    """Register `run(out_dir, quick) -> Report` as the experiment `name`."""
+    """Register `run(out_dir, quick) -> Report` as the experiment `name`. `out_dir` is absolute
+    (it may be handed to processes that start in another folder)."""
 
     def register(run):
         if name in EXPERIMENTS:

@@ -21,7 +21,7 @@ import attrs
 import numpy as np
 import polars as pl
 
-from roundhouse.tools.reproductions import Comparison, Report, experiment
+from roundhouse.tools.reproductions import Comparison, ExperimentFailed, Report, experiment
 from roundhouse.tools.reproductions._runs import save_figure
 
 MODELS = ("ResNet-18", "LM", "Recommendation")
@@ -106,9 +106,13 @@ def run(out_dir: Path, quick: bool) -> Report:
         cluster.start_scheduler()
         cluster.start_agent("node-a", gpus="1:V100")
         cluster.start_agent("node-b", gpus="1:V100")
-        status = cluster.wait_exit("scheduler", timeout=120 + 2 * float(trace["arrival_s"].max()) + 4 * run_s[1] * jobs)
+        timeout = 120 + 2 * float(trace["arrival_s"].max()) + 4 * run_s[1] * jobs
+        try:
+            status = cluster.wait_exit("scheduler", timeout=timeout)
+        except TimeoutError:
+            raise ExperimentFailed(f"the live run did not end within {timeout:.0f} s; {_logs(cluster)}") from None
         if status != 0:
-            raise RuntimeError(f"the live run failed:\n{cluster.logs()}")
+            raise ExperimentFailed(f"the live run failed (the scheduler's exit status {status}); {_logs(cluster)}")
     live_jobs = pl.read_csv(out_dir / "live" / "out" / "jobs.csv")
 
     # Calibrate: the machine measured just before and just after the live run (other work on a
@@ -174,6 +178,12 @@ def run(out_dir: Path, quick: bool) -> Report:
     )
     report.figures.append(_plot(table, out_dir / "jct-cdf.png"))
     return report
+
+
+def _logs(cluster) -> str:
+    """Where the live run's logs are, and the scheduler's last lines (its error, if it gave one)."""
+    lines = [line for line in cluster.log("scheduler").splitlines() if line.strip()][-5:]
+    return f"the logs are in {cluster.folder}; the scheduler's last lines:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 def _plot(table: pl.DataFrame, path: Path) -> Path:
