@@ -220,33 +220,39 @@ class Engine:
 
     def _tick_all(self, ctx: Round) -> None:
         values: dict[tuple[str, str], object] = {}
-        for el, inputs, outputs in self._wiring:
-            kwargs = {}
-            for port, port_type, sources in inputs:
-                if not sources:
-                    kwargs[port] = None
-                elif len(sources) == 1:
-                    kwargs[port] = values[sources[0]]
-                else:
-                    kwargs[port] = port_type.merge([values[s] for s in sources])
-            ctx.element = el
-            out = self._call(el, "tick", ctx, el.tick, ctx, **kwargs)
-            crossing = self._crossing.get(el.category)
-            if crossing is not None:
-                check_emitted(el, ctx, "tick", out, crossing[0])
-                out = crossing[1](out)
-            if len(outputs) == 1:
-                port, port_type = outputs[0]
-                if type(out) is not port_type:  # (exact types: cheaper than isinstance, and ports are final)
-                    check_emitted(el, ctx, port, out, port_type)
-                values[(el.name, port)] = out
-            elif outputs:
-                if not isinstance(out, dict):
-                    raise element_failure(el, ctx, f"its tick returned {describe_value(out)}, not a dict of its output ports")
-                for port, port_type in outputs:
-                    got = out.get(port)
-                    check_emitted(el, ctx, port, got, port_type)
-                    values[(el.name, port)] = got
+        el = None
+        try:  # (one try for the round: an element's exception is reported naming `el`)
+            for el, inputs, outputs in self._wiring:
+                kwargs = {}
+                for port, port_type, sources in inputs:
+                    if not sources:
+                        kwargs[port] = None
+                    elif len(sources) == 1:
+                        kwargs[port] = values[sources[0]]
+                    else:
+                        kwargs[port] = port_type.merge([values[s] for s in sources])
+                ctx.element = el
+                out = el.tick(ctx, **kwargs)
+                crossing = self._crossing.get(el.category)
+                if crossing is not None:
+                    check_emitted(el, ctx, "tick", out, crossing[0])
+                    out = crossing[1](out)
+                if len(outputs) == 1:
+                    port, port_type = outputs[0]
+                    if type(out) is not port_type:  # (exact types: cheaper than isinstance, and ports are final)
+                        check_emitted(el, ctx, port, out, port_type)
+                    values[(el.name, port)] = out
+                elif outputs:
+                    if not isinstance(out, dict):
+                        raise element_failure(el, ctx, f"its tick returned {describe_value(out)}, not a dict of its output ports")
+                    for port, port_type in outputs:
+                        got = out.get(port)
+                        check_emitted(el, ctx, port, got, port_type)
+                        values[(el.name, port)] = got
+        except (RoundhouseError, KeyboardInterrupt):
+            raise
+        except Exception as err:
+            raise element_failure(el, ctx, f"its tick raised {type(err).__name__}: {err}", err) from err
         ctx.element = None
 
     def _call(self, el: Element, what: str, ctx: Round, fn, *args, **kwargs):

@@ -48,12 +48,19 @@ def frozen_array(values, dtype=None) -> np.ndarray:
     return arr
 
 
-_FLOAT64 = np.dtype(np.float64)
+_INT64, _FLOAT64 = np.dtype(np.int64), np.dtype(np.float64)
 
 
 def _rows(a) -> np.ndarray:
     """Converter for fields of job rows (or GPU ids, counts): read-only int64 arrays."""
-    return a if a is _EMPTY_ROWS else frozen_rows(a)
+    if a is _EMPTY_ROWS:  # a default
+        return a
+    if type(a) is np.ndarray and a.dtype is _INT64:  # the common case, inline (ports carry many)
+        if a.flags.writeable:
+            a = a.view()
+            a.setflags(write=False)
+        return a
+    return frozen_rows(a)
 
 
 def _floats(a) -> np.ndarray:
