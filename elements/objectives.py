@@ -247,7 +247,7 @@ class FinishTimeFairnessMetrics(Element):
         track: job ids to report (half-open range); all jobs if omitted.
     Counters:
         none
-    See also: FinishTimeFairness, JobMetrics
+    See also: MinMaxRho, Themis, JobMetrics
     Paper: Gavel (OSDI'20) §4.2 and Fig. 10 (FTF); Themis (NSDI'20) §3 (finish-time fairness).
     """
 

@@ -78,7 +78,7 @@ class SkewAwarePlacer(_Selective):
         preempted: running jobs preempted to make room so far.
         moved: jobs suspended and launched again elsewhere in the same round.
         consolidated: waiting multi-GPU jobs this round that must be consolidated.
-    See also: ProfiledPlacer, Consolidated, DiscreteLAS
+    See also: ProfiledPlacer, Consolidated, TiresiasLas
     Paper: Tiresias (NSDI'19) §3.3 and Table 6; Blox (EuroSys'24) §4.3 (Fig 10).
     """
 

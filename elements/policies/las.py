@@ -24,7 +24,7 @@ class Las(KeyOrder):
         backfill: let lower-ranked jobs run when a higher one does not fit.
     Counters:
         none
-    See also: Fifo, Srtf, DiscreteLAS
+    See also: Fifo, Srtf, TiresiasLas
     Paper: Blox (EuroSys'24) schedulers/las.py and Table 7; Tiresias (NSDI'19) §3.1.
     """
 

@@ -91,7 +91,7 @@ class Optimus(Element):
     Counters:
         fitted: jobs whose remaining work comes from a fitted curve this round.
         extra_gpus: GPUs given beyond each job's first allocation this round.
-    See also: Srtf, FinishTimeFair, Consolidated, LossTermination
+    See also: Srtf, Themis, Consolidated, LossTermination
     Paper: Optimus (EuroSys'18) §3-4; Blox (EuroSys'24) Table 7 and §4.2 (Figs 6-7).
     """
 

@@ -10,9 +10,9 @@ from roundhouse.runtime.world import FINISHED
 
 
 @element
-class FinishTimeFair(Element):
-    """Rank jobs by finish-time fairness, worst first: rho = shared finish time / finish time
-    with an equal 1/N share of the cluster.
+class Themis(Element):
+    """Themis' order as Blox builds it: rank jobs by finish-time fairness, worst first: rho =
+    shared finish time / finish time with an equal 1/N share of the cluster.
 
     Each round the element records every active job's fair share: with N jobs in the pool, an
     equal share is 1/N of the cluster's GPUs, i.e. min(1, GPUs / (N x the job's GPUs)) of what the
@@ -30,7 +30,7 @@ class FinishTimeFair(Element):
         none
     Counters:
         max_rho: the largest rho among the pool's jobs this round (x1000, rounded).
-    See also: Las, Optimus
+    See also: MinMaxRho, FinishTimeFairnessMetrics, Las, Optimus
     Paper: Themis (NSDI'20) §3; Blox (EuroSys'24) Table 7 (finish-time fair policy, fair share collected per round).
     """
 

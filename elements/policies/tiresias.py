@@ -99,7 +99,7 @@ class _Queues(Element):
 
 
 @element
-class DiscreteLAS(_Queues):
+class TiresiasLas(_Queues):
     """Tiresias' discretized 2D least attained service (Tiresias-L).
 
     Attained service is GPUs x running time. A job is in queue i while its service since it
@@ -120,7 +120,7 @@ class DiscreteLAS(_Queues):
     Counters:
         promoted: starving jobs put back in the first queue so far.
         demoted: moves to a lower queue seen so far.
-    See also: Las, Gittins2D, SkewAwarePlacer, YarnCS
+    See also: Las, TiresiasGittins, SkewAwarePlacer, YarnCS
     Paper: Tiresias (NSDI'19) §3.2-3.3 and Pseudocode 2; testbed K=2 at 3200 GPU-seconds.
     """
 
@@ -136,11 +136,11 @@ class DiscreteLAS(_Queues):
 
 
 @element
-class Gittins2D(_Queues):
+class TiresiasGittins(_Queues):
     """Tiresias' discretized 2D-Gittins index (Tiresias-G): serve the job most likely to finish
     within its next quantum of service, per unit of service spent.
 
-    Queues are as in DiscreteLAS. Inside queue i < K, jobs are ordered by the Gittins index
+    Queues are as in TiresiasLas. Inside queue i < K, jobs are ordered by the Gittins index
     G(a) = P(S - a <= D | S > a) / E[min(S - a, D) | S > a], where S is a job's total service
     drawn from the history, a its attained service and the quantum D the queue's upper limit
     (Tiresias §3.2 sets D_i = Q_i^hi; we read it as a length of service). The last queue is
@@ -159,7 +159,7 @@ class Gittins2D(_Queues):
     Counters:
         promoted: starving jobs put back in the first queue so far.
         demoted: moves to a lower queue seen so far.
-    See also: DiscreteLAS, Las
+    See also: TiresiasLas, Las
     Paper: Tiresias (NSDI'19) §3.2 (2D-Gittins, Pseudocode 1), Fig 7.
     """
 
@@ -229,7 +229,7 @@ class Srsf(Element):
         backfill: let lower-ranked jobs run when a higher one does not fit.
     Counters:
         none
-    See also: Srtf, DiscreteLAS
+    See also: Srtf, TiresiasLas
     Paper: Tiresias (NSDI'19) §2.2, Table 1 and Fig 7 (SRSF).
     """
 
@@ -260,7 +260,7 @@ class YarnCS(Element):
         none
     Counters:
         none
-    See also: Fifo, DiscreteLAS, Consolidated
+    See also: Fifo, TiresiasLas, Consolidated
     Paper: Tiresias (NSDI'19) §6.1 (YARN-CS baseline).
     """
 

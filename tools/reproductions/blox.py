@@ -76,7 +76,7 @@ arrivals -> admit -> pool -> {policy} -> {placer} -> Launch -> report;
 
 POLICIES = {
     "FIFO": "Fifo",
-    "Tiresias": "DiscreteLAS(queues=2, thresholds=[1h])",
+    "Tiresias": "TiresiasLas(queues=2, thresholds=[1h])",
     "Optimus": "Optimus",
 }
 
@@ -332,7 +332,7 @@ round = 5min;
 cluster = "{cluster}";
 arrivals :: TraceSource(path="unset.csv", timing=duration);
 report   :: JobMetrics(track=0..100);
-arrivals -> AcceptAll -> JobPool -> DiscreteLAS(queues=2, thresholds=[1h]) -> {placer} -> Launch -> report;
+arrivals -> AcceptAll -> JobPool -> TiresiasLas(queues=2, thresholds=[1h]) -> {placer} -> Launch -> report;
 """
 
 

@@ -220,7 +220,7 @@ class MaxMinFairness(GavelSolver):
         objective: the last allocation's smallest weighted normalized throughput (its first level, with water filling).
         levels: water-filling levels solved (with water_filling=true).
         milp_stopped: bottleneck MILPs stopped at their time limit, their best solution used (with water_filling=true).
-    See also: GavelRounds, Hierarchical, FinishTimeFairness
+    See also: GavelRounds, Hierarchical, MinMaxRho
     Paper: Gavel (OSDI'20) §4.1 (heterogeneity-aware LAS), §4.3 (water filling).
     """
 
@@ -264,8 +264,8 @@ class MaxMinFairness(GavelSolver):
 
 
 @element
-class FinishTimeFairness(GavelSolver):
-    """Finish-time fairness (Themis): minimize the largest rho, by bisection on rho.
+class MinMaxRho(GavelSolver):
+    """Finish-time fairness as Gavel solves it: the allocation that minimizes the largest rho.
 
     `rho_m = (t_m + steps_m / throughput(m, X)) / (t_iso_m + steps_m / throughput(m, X_iso))`:
     the job's expected finish time under X over the one it would have with 1/n of the cluster
@@ -400,7 +400,7 @@ class MinMakespan(GavelSolver):
         solve_ms: total time spent computing them, in milliseconds.
         classes: rows of the last program (jobs that no policy could tell apart share one).
         makespan_s: the makespan the last allocation promises, in seconds.
-    See also: FinishTimeFairness, FifoHet, JobMetrics
+    See also: MinMaxRho, FifoHet, JobMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimize Makespan) and Appendix A.1.
     """
 
