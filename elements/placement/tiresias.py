@@ -1,14 +1,15 @@
 """Tiresias' placement: consolidate only the jobs that need it, spread the rest to limit
 fragmentation. Two ways to tell which jobs need it: the tensor-size skew that Tiresias'
 profiler measures (SkewAwarePlacer), or a profile of each model's measured slowdown when
-spread, Blox's "Tiresias+" (ProfiledPlacer). Both share the Placer steps of placement.py."""
+spread, Blox's "Tiresias+" (ProfiledPlacer). Both share the Placer steps of placer.py."""
 
 from __future__ import annotations
 
 import attrs
 import numpy as np
 
-from roundhouse.elements.placement import Placer, choose_consolidated
+from roundhouse.elements.placement.packing import choose_consolidated
+from roundhouse.elements.placement.placer import Placer
 from roundhouse.runtime.element import element
 from roundhouse.runtime.types import Ranking
 from roundhouse.runtime.values import positive

@@ -9,7 +9,8 @@ from itertools import combinations
 import attrs
 import numpy as np
 
-from roundhouse.elements.placement import Placer, choose_consolidated
+from roundhouse.elements.placement.packing import choose_consolidated
+from roundhouse.elements.placement.placer import Placer
 from roundhouse.runtime.element import element
 from roundhouse.runtime.values import non_negative
 
