@@ -12,15 +12,8 @@ from roundhouse.runtime.element import element
 class FirstFree(Placer):
     """Place each job on the lowest-numbered free GPUs, wherever they are.
 
-    Ports:
-        ranking: jobs in the order to serve them.
-        plan: launches, keeps and suspensions.
     Arguments:
         none
-    Counters:
-        launched: jobs launched so far.
-        preempted: running jobs preempted to make room so far.
-        moved: jobs suspended and launched again elsewhere in the same round.
     See also: Consolidated, Launch
     Paper: Blox (EuroSys'24) placement/first-gpu.py and §7 (the fidelity experiment).
     """
@@ -38,15 +31,8 @@ class Consolidated(Placer):
     it is spread over free GPUs instead. A ranking entry that says whether to consolidate
     overrides the default.
 
-    Ports:
-        ranking: jobs in the order to serve them.
-        plan: launches, keeps and suspensions.
     Arguments:
         strict: wait for a consolidated placement rather than spread the job.
-    Counters:
-        launched: jobs launched so far.
-        preempted: running jobs preempted to make room so far.
-        moved: jobs suspended and launched again elsewhere in the same round.
     See also: FirstFree, Launch
     Paper: Blox (EuroSys'24) placement/consolidated.py; Gavel (OSDI'20) §5 (placement).
     """

@@ -42,15 +42,25 @@ from roundhouse.elements.placement.packing import (
 )
 from roundhouse.elements.placement.preemption import backfill, preempt_below
 from roundhouse.elements.placement.selection import _allowed_types, _select
-from roundhouse.runtime.element import Element, In, Out
+from roundhouse.runtime.element import Element, In, Out, element_family
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Plan, Ranking
 
 
+@element_family
 class Placer(Element):
     """The shared steps. Subclasses set whether jobs go on one node by default, and may
     override `choose` (how one job's GPUs are picked); the built-in choice is also packed in
-    bulk."""
+    bulk.
+
+    Ports:
+        ranking: jobs in the order to serve them.
+        plan: launches, keeps and suspensions.
+    Counters:
+        launched: jobs launched so far.
+        preempted: running jobs preempted to make room so far.
+        moved: jobs suspended and launched again elsewhere in the same round.
+    """
 
     category = "placement"
     inputs = (In("ranking", Ranking),)

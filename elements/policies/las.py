@@ -24,10 +24,8 @@ class Las(KeyOrder):
     counts the seconds a job has held its GPUs, whatever their number, as Blox's LAS does.
 
     Ports:
-        active: admitted, unfinished jobs.
         ranking: the jobs, least attained service first.
     Arguments:
-        backfill: let lower-ranked jobs run when a higher one does not fit.
         service: gpu_seconds (GPUs x seconds held, as Tiresias) or wall_seconds (seconds held, as Blox).
     Counters:
         none
@@ -35,7 +33,6 @@ class Las(KeyOrder):
     Paper: Tiresias (NSDI'19) §3.1 (2D attained service); Blox (EuroSys'24) schedulers/las.py and Table 7.
     """
 
-    backfill: bool = True
     service: str = attrs.field(default="gpu_seconds", validator=one_of("gpu_seconds", "wall_seconds"))
 
     def key(self, active: Active) -> np.ndarray:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.elements.policies.base import Policy
+from roundhouse.runtime.element import element
 from roundhouse.runtime.types import Active, Ranking
 from roundhouse.runtime.world import FINISHED
 
 
 @element
-class Themis(Element):
+class Themis(Policy):
     """Themis' order as Blox builds it: rank jobs by finish-time fairness, worst first: rho =
     shared finish time / finish time with an equal 1/N share of the cluster.
 
@@ -24,7 +25,6 @@ class Themis(Element):
     rho = JCT / ideal finish time for the jobs that finished (Themis' fairness metric).
 
     Ports:
-        active: admitted, unfinished jobs.
         ranking: the jobs, largest rho first.
     Arguments:
         none
@@ -33,10 +33,6 @@ class Themis(Element):
     See also: MinMaxRho, FinishTimeFairnessMetrics, Las, Optimus
     Paper: Themis (NSDI'20) §3; Blox (EuroSys'24) Table 7 (finish-time fair policy, fair share collected per round).
     """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
 
     def start(self, ctx) -> None:
         # Per job row: the integral of its fair share over its time in the pool, up to
