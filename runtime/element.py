@@ -258,8 +258,9 @@ def parse_doc(cls: type, family: bool = False) -> Doc:
             sections[current] = [m.group(2)] if m.group(2) else []
         elif current is not None:
             sections[current].append(line)
-    shared = ("Ports", "Arguments", "Counters") if families or family else ()
-    missing = [s for s in SECTIONS if s not in sections and s not in shared and not family]
+    # A family's members may leave out a section their families fill in; a family needs none.
+    optional = SECTIONS if family else ("Ports", "Arguments", "Counters") if families else ()
+    missing = [s for s in SECTIONS if s not in sections and s not in optional]
     if missing:
         raise TypeError(f"{where}: missing section(s) {', '.join(s + ':' for s in missing)}")
 
