@@ -51,6 +51,10 @@ src -> AcceptAll -> JobPool -> Las -> {placer} -> Launch -> m :: JobMetrics;
 """
 
 
+# Blox's LAS experiment's workload. Blox ranks by wall-clock seconds held and places on the first
+# free GPUs; with one GPU per job the two service measures agree and at this load nothing is
+# preempted, so Las with Consolidated (kept, so that figures stay comparable over time) serves
+# the jobs exactly as Blox's configuration would.
 BLOX_LAS = """
 round = 5min;
 cluster = "32x4:V100";

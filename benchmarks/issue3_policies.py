@@ -25,12 +25,12 @@ REPO = Path(__file__).resolve().parents[1]
 POLICIES = {
     "Fifo + Consolidated (reference)": "Fifo -> Consolidated",
     "Las + Consolidated (reference)": "Las -> Consolidated",
-    "DiscreteLAS + Consolidated": "DiscreteLAS(queues=2, thresholds=[1h]) -> Consolidated",
-    "Gittins2D + Consolidated": "Gittins2D(queues=2, thresholds=[1h]) -> Consolidated",
-    "DiscreteLAS + SkewAwarePlacer": "DiscreteLAS(queues=2, thresholds=[1h]) -> SkewAwarePlacer",
-    "DiscreteLAS + ProfiledPlacer": "DiscreteLAS(queues=2, thresholds=[1h]) -> ProfiledPlacer",
+    "TiresiasLas + Consolidated": "TiresiasLas(queues=2, thresholds=[1h]) -> Consolidated",
+    "TiresiasGittins + Consolidated": "TiresiasGittins(queues=2, thresholds=[1h]) -> Consolidated",
+    "TiresiasLas + SkewAwarePlacer": "TiresiasLas(queues=2, thresholds=[1h]) -> SkewAwarePlacer",
+    "TiresiasLas + ProfiledPlacer": "TiresiasLas(queues=2, thresholds=[1h]) -> ProfiledPlacer",
     "Optimus + Consolidated": "Optimus -> Consolidated",
-    "FinishTimeFair + Consolidated": "FinishTimeFair -> Consolidated",
+    "Themis + Consolidated": "Themis -> Consolidated",
     "Fifo + BandwidthAwareIntraNode": "Fifo -> BandwidthAwareIntraNode",
 }
 

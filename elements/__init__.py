@@ -5,8 +5,6 @@ from roundhouse.elements import (  # noqa: F401  # noqa: F401
     launch,
     objectives,  # noqa: F401
     placement,
-    placement_intranode,
-    placement_tiresias,
     policies,
     pool,
     sinks,

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from roundhouse.errors import SchedError
-from roundhouse.runtime.element import Element, In, element, job_ids
+from roundhouse.runtime.element import Element, In, element, element_family, job_ids
 from roundhouse.runtime.types import Events
 from roundhouse.runtime.values import IdRange
 from roundhouse.traces.jobs import FINISHED
@@ -67,12 +67,22 @@ def _tracked(ctx, track: IdRange | None) -> np.ndarray:
     return rows if track is None else rows[(ids >= track.start) & (ids < track.stop)]
 
 
-class _RoundWatcher(Element):
-    """Remembers which jobs ran in the round just begun (type, GPU share) and, one tick later,
-    how much GPU time and work they got in it."""
+@element_family
+class _ObjectiveSink(Element):
+    """A sink that measures an objective from the round's events and the job table.
+
+    Ports:
+        events: the round's events.
+    """
 
     category = "sink"
     inputs = (In("events", Events, multi=True),)
+
+
+@element_family
+class _RoundWatcher(_ObjectiveSink):
+    """Remembers which jobs ran in the round just begun (type, GPU share) and, one tick later,
+    how much GPU time and work they got in it."""
 
     def start(self, ctx) -> None:
         self._rows = np.zeros(0, dtype=np.int64)
@@ -116,8 +126,6 @@ class CostMetrics(_RoundWatcher):
     two jobs sharing GPUs split them (paid once, for as long as either holds them). Reports
     cost per job and the total, by GPU type.
 
-    Ports:
-        events: the round's events.
     Arguments:
         prices: hourly price per GPU of each type, as "TYPE:DOLLARS" (default: 2020 GCP on-demand, an assumption).
         track: job ids to report (half-open range); all jobs if omitted (the total counts all jobs).
@@ -174,14 +182,12 @@ class CostMetrics(_RoundWatcher):
 
 
 @element
-class SloMetrics(Element):
+class SloMetrics(_ObjectiveSink):
     """SLO violations: jobs that finished after their deadline (or have not finished by it).
 
     A job's deadline is its arrival plus its `slo_s`, or plus `slo_factor` times its isolated
     duration on the reference type (Gavel's traces); jobs without either have no SLO.
 
-    Ports:
-        events: the round's events.
     Arguments:
         track: job ids to report (half-open range); all jobs if omitted.
     Counters:
@@ -189,9 +195,6 @@ class SloMetrics(Element):
     See also: MinCostSLO, CostMetrics, JobMetrics
     Paper: Gavel (OSDI'20) §4.2 (SLOs) and §7.3 (cost experiment: SLO violations).
     """
-
-    category = "sink"
-    inputs = (In("events", Events, multi=True),)
 
     track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
@@ -233,7 +236,7 @@ class SloMetrics(Element):
 
 
 @element
-class FinishTimeFairnessMetrics(Element):
+class FinishTimeFairnessMetrics(_ObjectiveSink):
     """Finish-time fairness rho per job: its completion time over the time it would take alone
     on a 1/n share of the cluster.
 
@@ -241,18 +244,13 @@ class FinishTimeFairnessMetrics(Element):
     the 1/n share gives the job each type's GPUs in proportion (at most its own GPU count), at
     its profiled throughputs. rho < 1: the job did better than its fair share; rho > 1: worse.
 
-    Ports:
-        events: the round's events.
     Arguments:
         track: job ids to report (half-open range); all jobs if omitted.
     Counters:
         none
-    See also: FinishTimeFairness, JobMetrics
+    See also: MinMaxRho, Themis, JobMetrics
     Paper: Gavel (OSDI'20) §4.2 and Fig. 10 (FTF); Themis (NSDI'20) §3 (finish-time fairness).
     """
-
-    category = "sink"
-    inputs = (In("events", Events, multi=True),)
 
     track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
@@ -313,8 +311,6 @@ class EffectiveThroughput(_RoundWatcher):
     would have done the same. Reports the time average and a per-round series, in total and,
     with `by`, per value of a job column (e.g. per user or entity).
 
-    Ports:
-        events: the round's events.
     Arguments:
         by: a job-table column to break the series down by (e.g. "user").
     Counters:

@@ -24,7 +24,9 @@ generated (see `parse_doc`)::
     See also: Fifo, Srtf
     Paper: Tiresias (NSDI'19) §3.
 
-Every port, argument and counter is listed (or the section says `none`).
+Every port, argument and counter is listed (or the section says `none`). Entries that a family
+of elements shares are written once, in the docstring of the family's base class (see
+`element_family`).
 """
 
 from __future__ import annotations
@@ -188,9 +190,19 @@ def element(cls: type) -> type:
 
 
 def element_family(cls: type) -> type:
-    """Declare a base class whose configuration fields its elements share. It is not an element
-    itself (not registered); each element built on it lists the shared fields in its docstring."""
-    return attrs.define(kw_only=True, slots=False, eq=False, field_transformer=_configure_fields)(cls)
+    """Declare a base class whose ports, configuration fields and documentation its elements
+    share. It is not an element itself (not registered). Its docstring may have `Ports:`,
+    `Arguments:` and `Counters:` sections, each entry naming what the family declares; every
+    element built on it inherits those entries unless it documents the same name itself, and
+    may leave out a section it has nothing of its own to add to."""
+    cls = attrs.define(kw_only=True, slots=False, eq=False, field_transformer=_configure_fields)(cls)
+    cls._family_doc = parse_doc(cls, family=True)
+    return cls
+
+
+def _inherited(cls: type) -> list[Doc]:
+    """The documentation of the families `cls` is built on, the outermost first."""
+    return [base.__dict__["_family_doc"] for base in reversed(cls.__mro__[1:]) if "_family_doc" in base.__dict__]
 
 
 def type_name(annotation: Any) -> str:
@@ -222,10 +234,13 @@ def type_name(annotation: Any) -> str:
 _SECTION_RE = re.compile(r"^(Ports|Arguments|Counters|See also|Paper):\s*(.*)$")
 
 
-def parse_doc(cls: type) -> Doc:
-    """Parse the fixed docstring shape; a missing section or undocumented name is a TypeError."""
+def parse_doc(cls: type, family: bool = False) -> Doc:
+    """Parse the fixed docstring shape, with the entries of the families `cls` is built on; a
+    missing section or undocumented name is a TypeError. A family's own docstring needs only
+    the sections it shares (`family=True`)."""
     text = inspect.cleandoc(cls.__doc__ or "")
-    where = f"docstring of element {cls.__name__}"
+    where = f"docstring of {'element family' if family else 'element'} {cls.__name__}"
+    families = _inherited(cls)
     if not text:
         raise TypeError(f"{where} is missing")
     lines = text.splitlines()
@@ -248,15 +263,19 @@ def parse_doc(cls: type) -> Doc:
             sections[current] = [m.group(2)] if m.group(2) else []
         elif current is not None:
             sections[current].append(line)
-    missing = [s for s in SECTIONS if s not in sections]
+    # A family's members may leave out a section their families fill in; a family needs none.
+    optional = SECTIONS if family else ("Ports", "Arguments", "Counters") if families else ()
+    missing = [s for s in SECTIONS if s not in sections and s not in optional]
     if missing:
         raise TypeError(f"{where}: missing section(s) {', '.join(s + ':' for s in missing)}")
 
     def entries(section: str) -> dict[str, str]:
-        body = [ln for ln in sections[section] if ln.strip()]
-        if len(body) == 1 and body[0].strip().lower() == "none":
-            return {}
         out: dict[str, str] = {}
+        for inherited in families:  # a member's own entries replace its families' ones
+            out.update({"Ports": inherited.ports, "Arguments": inherited.arguments, "Counters": inherited.counters}[section])
+        body = [ln for ln in sections.get(section, ()) if ln.strip()]
+        if len(body) == 1 and body[0].strip().lower() == "none":
+            return out
         key = None
         for ln in body:
             m = re.match(r"^\s{4}(\w+):\s*(.*)$", ln)
@@ -275,15 +294,15 @@ def parse_doc(cls: type) -> Doc:
     declared_ports = [p.name for p in (*cls.inputs, *cls.outputs)]
     declared_args = [f.name for f in attrs.fields(cls)]
     for kind, documented, declared in (("port", ports, declared_ports), ("argument", arguments, declared_args)):
-        undocumented = [n for n in declared if n not in documented]
+        undocumented = [n for n in declared if n not in documented and not family]
         unknown = [n for n in documented if n not in declared]
         if undocumented:
             raise TypeError(f"{where}: {kind}(s) not documented: {', '.join(undocumented)}")
         if unknown:
             raise TypeError(f"{where}: documents unknown {kind}(s): {', '.join(unknown)}")
-    see_also = " ".join(s.strip() for s in sections["See also"]).strip()
-    paper = " ".join(s.strip() for s in sections["Paper"]).strip()
-    if not synopsis or not paper:
+    see_also = " ".join(s.strip() for s in sections.get("See also", ())).strip()
+    paper = " ".join(s.strip() for s in sections.get("Paper", ())).strip()
+    if not family and (not synopsis or not paper):
         raise TypeError(f"{where}: needs a synopsis line and a 'Paper:' entry")
     return Doc(
         synopsis=synopsis,

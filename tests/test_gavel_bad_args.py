@@ -26,13 +26,13 @@ def _compile(tmp_path, solver):
 @pytest.mark.parametrize("tolerance, words", [("1e-17", "at least 1e-09"), ("0", "at least 1e-09"), ("2", "at most 0.5")])
 def test_finish_time_fairness_tolerance_is_bounded(tmp_path, tolerance, words):
     with pytest.raises(RoundhouseError) as caught:
-        _compile(tmp_path, f"FinishTimeFairness(tolerance={tolerance})")
-    assert f"argument 'tolerance' of FinishTimeFairness must be {words}" in str(caught.value)
+        _compile(tmp_path, f"MinMaxRho(tolerance={tolerance})")
+    assert f"argument 'tolerance' of MinMaxRho must be {words}" in str(caught.value)
     assert "g.sched:5:" in str(caught.value)
 
 
 def test_finish_time_fairness_at_the_smallest_tolerance_ends(tmp_path):
-    graph = _compile(tmp_path, "FinishTimeFairness(tolerance=1e-9)")
+    graph = _compile(tmp_path, "MinMaxRho(tolerance=1e-9)")
     simulate(graph, until=1800.0)
     assert graph.elements["solve"].counters["bisection_steps"] > 0
 

@@ -53,7 +53,7 @@ needs_gavel_data = pytest.mark.skipif(not (GAVEL / "phys_las.trace").exists(), r
 # Gavel's policy names in its results, and our graph for each.
 POLICIES = {
     "max_min_fairness_perf": ("MaxMinFairness", "fastest", "true"),
-    "finish_time_fairness_perf": ("FinishTimeFairness", "fastest", "true"),
+    "finish_time_fairness_perf": ("MinMaxRho", "fastest", "true"),
     "min_total_duration_perf": ("MinMakespan", "fastest", "true"),
 }
 

@@ -153,7 +153,7 @@ def test_every_job_finishes_and_placements_are_valid(tmp_path):
         )
         for i, g in enumerate(rng.choice([1, 2], size=30))
     ]
-    for solver in ("MaxMinFairness", "FinishTimeFairness", "MinMakespan", "FifoHet"):
+    for solver in ("MaxMinFairness", "MinMaxRho", "MinMakespan", "FifoHet"):
         graph = _graph(tmp_path, jobs, "2x2:V100,2x1:K80", solver=solver, profile=profile)
         result = simulate(graph)
         table = result.reports["m"]["jobs"]

@@ -115,7 +115,7 @@ def test_sharing_incentive_max_min_is_never_below_the_equal_split(tmp_path, seed
     assert graph.elements["solve"].counters["objective"] >= 5 / n - 1e-9
 
 
-@pytest.mark.parametrize("solver", ["MaxMinFairness", "MinMakespan", "FinishTimeFairness"])
+@pytest.mark.parametrize("solver", ["MaxMinFairness", "MinMakespan", "MinMaxRho"])
 def test_homogeneous_cluster_aware_and_agnostic_agree(tmp_path, solver):
     """§4.4: with one GPU type the heterogeneity-aware policies are the baselines."""
     rng = np.random.default_rng(4)
@@ -156,7 +156,7 @@ def test_min_makespan_single_lp(tmp_path):
 
 def test_finish_time_fairness_identical_jobs_get_their_share(tmp_path):
     jobs = [dict(job_id=i, arrival_s=0.0, gpus=1, model="ja", iterations=1e5) for i in range(2)]
-    graph, _ = _run(tmp_path, "FinishTimeFairness", jobs, "2x1:V100")
+    graph, _ = _run(tmp_path, "MinMaxRho", jobs, "2x1:V100")
     solver = graph.elements["solve"]
     assert solver.counters["rho"] == pytest.approx(1.0, rel=2e-3)  # each has exactly its 1/2 of the cluster
     assert np.allclose(solver.allocation.fractions, 1.0, atol=1e-6)

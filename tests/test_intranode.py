@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from roundhouse.elements.placement_intranode import BandwidthAwareIntraNode, RandomIntraNode
+from roundhouse.elements.placement.intranode import BandwidthAwareIntraNode, RandomIntraNode
 from roundhouse.errors import ClusterError
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.topologies import TOPOLOGIES, mean_link_gbps

@@ -76,7 +76,7 @@ def test_optimus_reads_remaining_work_from_the_fitted_loss_curve(run_graph):
 THEMIS = """
 round = 100s;
 src :: TraceSource(path="trace.csv");
-src -> AcceptAll -> JobPool -> f :: FinishTimeFair -> FirstFree -> Launch -> m :: JobMetrics;
+src -> AcceptAll -> JobPool -> f :: Themis -> FirstFree -> Launch -> m :: JobMetrics;
 """
 
 

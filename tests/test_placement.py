@@ -4,7 +4,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from roundhouse.elements.placement import Consolidated, FirstFree, choose_consolidated, fills_in_order, pack_best_fit
+from roundhouse.elements.placement.builtin import Consolidated, FirstFree
+from roundhouse.elements.placement.packing import choose_consolidated, fills_in_order, pack_best_fit
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.context import Round
 from roundhouse.runtime.settings import GraphSettings

@@ -5,7 +5,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from roundhouse.elements.placement_tiresias import ProfiledPlacer, SkewAwarePlacer, choose_fewest_holes
+from roundhouse.elements.placement.tiresias import ProfiledPlacer, SkewAwarePlacer, choose_fewest_holes
 from roundhouse.errors import TraceError
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.context import Round

@@ -48,7 +48,7 @@ def test_gittins_index_by_hand():
     assert got == pytest.approx([1 / 8, 0.1, 1 / 7, 0.0])
 
 
-def test_discrete_las_serves_queues_in_order_and_fifo_by_first_start(run_graph):
+def test_tiresias_las_serves_queues_in_order_and_fifo_by_first_start(run_graph):
     # One 1-GPU node, 100 s rounds, K=2 split at 150 GPU-seconds. A runs first; B arrives and
     # waits in queue 1 behind A (FIFO by first start, not by arrival) until A passes 150 GPU-s
     # and is demoted; then B runs. C, arriving later, still ranks after B in queue 1.
@@ -57,7 +57,7 @@ def test_discrete_las_serves_queues_in_order_and_fifo_by_first_start(run_graph):
         {"job_id": 1, "arrival_s": 50.0, "gpus": 1, "duration_s": 100.0},
         {"job_id": 2, "arrival_s": 150.0, "gpus": 1, "duration_s": 100.0},
     ]
-    result = run_graph(graph("d :: DiscreteLAS(queues=2, thresholds=[150s])", round="100s"), jobs, cluster="1x1:V100")
+    result = run_graph(graph("d :: TiresiasLas(queues=2, thresholds=[150s])", round="100s"), jobs, cluster="1x1:V100")
     got = jobs_of(result)
     # A runs [0, 200): at 100 it has 100 GPU-s (queue 1, started first: keeps running); at 200
     # it has 200 > 150 and drops to queue 2; B (queue 1) runs [200, 300), C [300, 400), A resumes.
@@ -68,7 +68,7 @@ def test_discrete_las_serves_queues_in_order_and_fifo_by_first_start(run_graph):
     assert result.counters["d"]["demoted"] >= 1
 
 
-def test_discrete_las_skips_a_job_that_does_not_fit(run_graph):
+def test_tiresias_las_skips_a_job_that_does_not_fit(run_graph):
     # 2 GPUs; a 1-GPU job runs; a 2-GPU job arrives (queue 1, does not fit since the running
     # job also sits in queue 1 and started first), so a later 1-GPU job fills the free GPU.
     jobs = [
@@ -76,7 +76,7 @@ def test_discrete_las_skips_a_job_that_does_not_fit(run_graph):
         {"job_id": 1, "arrival_s": 1.0, "gpus": 2, "duration_s": 100.0},
         {"job_id": 2, "arrival_s": 2.0, "gpus": 1, "duration_s": 100.0},
     ]
-    got = jobs_of(run_graph(graph("DiscreteLAS(queues=2, thresholds=[10000s])", round="60s"), jobs, cluster="1x2:V100"))
+    got = jobs_of(run_graph(graph("TiresiasLas(queues=2, thresholds=[10000s])", round="60s"), jobs, cluster="1x2:V100"))
     assert got[2]["first_start_s"] == 60.0  # backfilled behind the blocked 2-GPU job
     assert got[1]["first_start_s"] > got[2]["first_start_s"]
 
@@ -87,9 +87,9 @@ def test_starvation_promotion_resets_both_clocks(run_graph):
     jobs = [{"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0}] + [
         {"job_id": i, "arrival_s": 100.0 * i, "gpus": 1, "duration_s": 90.0} for i in range(1, 30)
     ]
-    starved = run_graph(graph("d :: DiscreteLAS(queues=2, thresholds=[100s])", round="100s"), jobs, cluster="1x1:V100")
+    starved = run_graph(graph("d :: TiresiasLas(queues=2, thresholds=[100s])", round="100s"), jobs, cluster="1x1:V100")
     promoted = run_graph(
-        graph("d :: DiscreteLAS(queues=2, thresholds=[100s], promote_knob=1)", round="100s"), jobs, cluster="1x1:V100"
+        graph("d :: TiresiasLas(queues=2, thresholds=[100s], promote_knob=1)", round="100s"), jobs, cluster="1x1:V100"
     )
     assert starved.counters["d"]["promoted"] == 0
     assert promoted.counters["d"]["promoted"] >= 1
@@ -105,9 +105,9 @@ def test_starvation_promotion_resets_both_clocks(run_graph):
         ("promote_knob=0", "greater than 0"),
     ],
 )
-def test_discrete_las_arguments_are_checked(run_graph, args, message):
+def test_tiresias_las_arguments_are_checked(run_graph, args, message):
     with pytest.raises(RoundhouseError) as err:
-        run_graph(graph(f"DiscreteLAS({args})"), [{"job_id": 0, "arrival_s": 0, "gpus": 1, "duration_s": 1}], cluster="1x1:V100")
+        run_graph(graph(f"TiresiasLas({args})"), [{"job_id": 0, "arrival_s": 0, "gpus": 1, "duration_s": 1}], cluster="1x1:V100")
     assert message in str(err.value)
 
 
@@ -119,11 +119,11 @@ def test_gittins_with_a_history_file(run_graph, tmp_path):
         {"job_id": 2, "arrival_s": 0.0, "gpus": 1, "duration_s": 8.0},
         {"job_id": 3, "arrival_s": 0.0, "gpus": 2, "duration_s": 6.0},
     ]
-    got = jobs_of(run_graph(graph('Gittins2D(queues=2, thresholds=[12], history="history.csv")'), jobs, cluster="1x2:V100"))
+    got = jobs_of(run_graph(graph('TiresiasGittins(queues=2, thresholds=[12], history="history.csv")'), jobs, cluster="1x2:V100"))
     assert [got[j]["finish_s"] for j in (1, 2, 3)] == [2.0, 10.0, 16.0]
     history.write_text("job_id,arrival_s,gpus,model,iterations\n0,0,1,LM,100\n")
     with pytest.raises(TraceError, match="needs a duration_s"):
-        run_graph(graph('Gittins2D(history="history.csv")'), jobs, cluster="1x2:V100")
+        run_graph(graph('TiresiasGittins(history="history.csv")'), jobs, cluster="1x2:V100")
 
 
 def test_srsf_weighs_remaining_time_by_gpus(run_graph):

@@ -17,10 +17,7 @@ class Fifo(KeyOrder):
     a strict queue; with `backfill=true` smaller jobs behind it may run meanwhile.
 
     Ports:
-        active: admitted, unfinished jobs.
         ranking: the jobs, earliest arrival first.
-    Arguments:
-        backfill: let lower-ranked jobs run when a higher one does not fit.
     Counters:
         none
     See also: Las, Srtf, YarnCS

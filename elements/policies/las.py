@@ -2,33 +2,38 @@
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 
 from roundhouse.elements.policies.base import KeyOrder
 from roundhouse.runtime.element import element
 from roundhouse.runtime.types import Active
+from roundhouse.runtime.values import one_of
 
 
 @element
 class Las(KeyOrder):
-    """Rank jobs by attained service (GPU-seconds received), least first.
+    """Rank jobs by attained service, least first: GPU-seconds received, or wall-clock seconds
+    held.
 
     Ties go to the job admitted first (the pool keeps admission order, which is arrival order
     behind a first-in first-out gate). New jobs have received nothing, so they rank first and
     preempt the longest-served running jobs: good responsiveness, many preemptions at high load.
+    Service is measured in GPU-seconds by default, as Tiresias' 2D attained service (a job on
+    four GPUs attains service four times as fast as a job on one); `service=wall_seconds`
+    counts the seconds a job has held its GPUs, whatever their number, as Blox's LAS does.
 
     Ports:
-        active: admitted, unfinished jobs.
         ranking: the jobs, least attained service first.
     Arguments:
-        backfill: let lower-ranked jobs run when a higher one does not fit.
+        service: gpu_seconds (GPUs x seconds held, as Tiresias) or wall_seconds (seconds held, as Blox).
     Counters:
         none
-    See also: Fifo, Srtf, DiscreteLAS
-    Paper: Blox (EuroSys'24) schedulers/las.py and Table 7; Tiresias (NSDI'19) §3.1.
+    See also: Fifo, Srtf, TiresiasLas
+    Paper: Tiresias (NSDI'19) §3.1 (2D attained service); Blox (EuroSys'24) schedulers/las.py and Table 7.
     """
 
-    backfill: bool = True
+    service: str = attrs.field(default="gpu_seconds", validator=one_of("gpu_seconds", "wall_seconds"))
 
     def key(self, active: Active) -> np.ndarray:
-        return active.service
+        return active.service if self.service == "gpu_seconds" else active.run_s

@@ -6,7 +6,8 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.elements.policies.base import Policy
+from roundhouse.runtime.element import element
 from roundhouse.runtime.types import Active, Ranking
 from roundhouse.runtime.values import at_most, positive
 
@@ -67,7 +68,7 @@ def _fit_on(x, loss, valid, floor):
 
 
 @element
-class Optimus(Element):
+class Optimus(Policy):
     """Optimus: give GPUs where they bring jobs closest to convergence, soonest.
 
     Each job's expected remaining work is read from a loss curve fitted to the losses it has
@@ -91,13 +92,9 @@ class Optimus(Element):
     Counters:
         fitted: jobs whose remaining work comes from a fitted curve this round.
         extra_gpus: GPUs given beyond each job's first allocation this round.
-    See also: Srtf, FinishTimeFair, Consolidated, LossTermination
+    See also: Srtf, Themis, Consolidated, LossTermination
     Paper: Optimus (EuroSys'18) §3-4; Blox (EuroSys'24) Table 7 and §4.2 (Figs 6-7).
     """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
 
     threshold: float = attrs.field(default=0.001, validator=positive)
     samples: int = attrs.field(default=8, validator=[positive, at_most(1000)])  # a sample buffer per job: bounded

@@ -17,17 +17,12 @@ class Srtf(KeyOrder):
     consolidated, on the reference GPU type). Ties go to the job admitted first.
 
     Ports:
-        active: admitted, unfinished jobs.
         ranking: the jobs, shortest remaining time first.
-    Arguments:
-        backfill: let lower-ranked jobs run when a higher one does not fit.
     Counters:
         none
     See also: Las, Fifo, Srsf
     Paper: Tiresias (NSDI'19) §6 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.
     """
-
-    backfill: bool = True
 
     def key(self, active: Active) -> np.ndarray:
         return active.remaining_s

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.elements.policies.base import Policy
+from roundhouse.runtime.element import element
 from roundhouse.runtime.types import Active, Ranking
 from roundhouse.traces.jobs import FINISHED
 
 
 @element
-class FinishTimeFair(Element):
-    """Rank jobs by finish-time fairness, worst first: rho = shared finish time / finish time
-    with an equal 1/N share of the cluster.
+class Themis(Policy):
+    """Themis' order as Blox builds it: rank jobs by finish-time fairness, worst first: rho =
+    shared finish time / finish time with an equal 1/N share of the cluster.
 
     Each round the element records every active job's fair share: with N jobs in the pool, an
     equal share is 1/N of the cluster's GPUs, i.e. min(1, GPUs / (N x the job's GPUs)) of what the
@@ -24,19 +25,14 @@ class FinishTimeFair(Element):
     rho = JCT / ideal finish time for the jobs that finished (Themis' fairness metric).
 
     Ports:
-        active: admitted, unfinished jobs.
         ranking: the jobs, largest rho first.
     Arguments:
         none
     Counters:
         max_rho: the largest rho among the pool's jobs this round (x1000, rounded).
-    See also: Las, Optimus
+    See also: MinMaxRho, FinishTimeFairnessMetrics, Las, Optimus
     Paper: Themis (NSDI'20) §3; Blox (EuroSys'24) Table 7 (finish-time fair policy, fair share collected per round).
     """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
 
     def start(self, ctx) -> None:
         # Per job row: the integral of its fair share over its time in the pool, up to

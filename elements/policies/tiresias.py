@@ -14,7 +14,8 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.elements.policies.base import KeyOrder, Policy
+from roundhouse.runtime.element import element, element_family
 from roundhouse.runtime.types import Active, Ranking
 from roundhouse.runtime.values import Duration, FilePath, positive
 
@@ -26,13 +27,23 @@ def _thresholds_ok(instance, attribute, value) -> None:
         raise ValueError("thresholds must increase from one queue to the next")
 
 
-class _Queues(Element):
+@element_family
+class _Queues(Policy):
     """K queues by attained service since a job last entered the first queue, with
-    Tiresias' starvation promotion. Subclasses order jobs inside a queue."""
+    Tiresias' starvation promotion. Subclasses order jobs inside a queue.
 
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
+    Arguments:
+        queues: the number of queues K.
+        thresholds: the K-1 queue limits in GPU-time (GPU-seconds), increasing.
+        promote_knob: promote a waiting job once waiting >= knob x running time (default: never).
+    Counters:
+        promoted: starving jobs put back in the first queue so far.
+        demoted: moves to a lower queue seen so far.
+    """
+
+    queues: int = attrs.field(default=2)
+    thresholds: list[Duration] = attrs.field(factory=lambda: [Duration(3600.0)], validator=_thresholds_ok)
+    promote_knob: float | None = attrs.field(default=None, validator=positive)
 
     def __attrs_post_init__(self) -> None:
         if self.queues < 1:
@@ -99,7 +110,7 @@ class _Queues(Element):
 
 
 @element
-class DiscreteLAS(_Queues):
+class TiresiasLas(_Queues):
     """Tiresias' discretized 2D least attained service (Tiresias-L).
 
     Attained service is GPUs x running time. A job is in queue i while its service since it
@@ -111,22 +122,10 @@ class DiscreteLAS(_Queues):
     back there, both clocks reset (off by default, as on Tiresias' testbed).
 
     Ports:
-        active: admitted, unfinished jobs.
         ranking: the jobs, first queue first, first-in first-out inside a queue.
-    Arguments:
-        queues: the number of queues K.
-        thresholds: the K-1 queue limits in GPU-time (GPU-seconds), increasing.
-        promote_knob: promote a waiting job once waiting >= knob x running time (default: never).
-    Counters:
-        promoted: starving jobs put back in the first queue so far.
-        demoted: moves to a lower queue seen so far.
-    See also: Las, Gittins2D, SkewAwarePlacer, YarnCS
+    See also: Las, TiresiasGittins, SkewAwarePlacer, YarnCS
     Paper: Tiresias (NSDI'19) §3.2-3.3 and Pseudocode 2; testbed K=2 at 3200 GPU-seconds.
     """
-
-    queues: int = attrs.field(default=2)
-    thresholds: list[Duration] = attrs.field(factory=lambda: [Duration(3600.0)], validator=_thresholds_ok)
-    promote_knob: float | None = attrs.field(default=None, validator=positive)
 
     def tick(self, ctx, active: Active) -> Ranking:
         queue, _ = self.queues_of(ctx, active)
@@ -136,11 +135,11 @@ class DiscreteLAS(_Queues):
 
 
 @element
-class Gittins2D(_Queues):
+class TiresiasGittins(_Queues):
     """Tiresias' discretized 2D-Gittins index (Tiresias-G): serve the job most likely to finish
     within its next quantum of service, per unit of service spent.
 
-    Queues are as in DiscreteLAS. Inside queue i < K, jobs are ordered by the Gittins index
+    Queues are as in TiresiasLas. Inside queue i < K, jobs are ordered by the Gittins index
     G(a) = P(S - a <= D | S > a) / E[min(S - a, D) | S > a], where S is a job's total service
     drawn from the history, a its attained service and the quantum D the queue's upper limit
     (Tiresias §3.2 sets D_i = Q_i^hi; we read it as a length of service). The last queue is
@@ -149,24 +148,14 @@ class Gittins2D(_Queues):
     simulations). A job whose service exceeds every sample gets index 0.
 
     Ports:
-        active: admitted, unfinished jobs.
         ranking: the jobs, first queue first, highest index first inside a queue.
     Arguments:
-        queues: the number of queues K.
-        thresholds: the K-1 queue limits in GPU-time (GPU-seconds), increasing.
         history: a trace of past jobs whose service distribution to use (default: jobs seen so far).
-        promote_knob: promote a waiting job once waiting >= knob x running time (default: never).
-    Counters:
-        promoted: starving jobs put back in the first queue so far.
-        demoted: moves to a lower queue seen so far.
-    See also: DiscreteLAS, Las
+    See also: TiresiasLas, Las
     Paper: Tiresias (NSDI'19) §3.2 (2D-Gittins, Pseudocode 1), Fig 7.
     """
 
-    queues: int = attrs.field(default=2)
-    thresholds: list[Duration] = attrs.field(factory=lambda: [Duration(3600.0)], validator=_thresholds_ok)
     history: FilePath | None = None
-    promote_knob: float | None = attrs.field(default=None, validator=positive)
 
     def start(self, ctx) -> None:
         super().start(ctx)
@@ -215,7 +204,7 @@ def gittins_index(samples: np.ndarray, prefix: np.ndarray, attained: np.ndarray,
 
 
 @element
-class Srsf(Element):
+class Srsf(KeyOrder):
     """Rank jobs by remaining service, least first: remaining time x GPUs (an oracle policy).
 
     Remaining time is the job's remaining work at its reference throughput. Weighing it by the
@@ -223,29 +212,19 @@ class Srsf(Element):
     less (Tiresias Table 1 and Fig 7). Ties go to the job admitted first.
 
     Ports:
-        active: admitted, unfinished jobs.
         ranking: the jobs, least remaining service first.
-    Arguments:
-        backfill: let lower-ranked jobs run when a higher one does not fit.
     Counters:
         none
-    See also: Srtf, DiscreteLAS
+    See also: Srtf, TiresiasLas
     Paper: Tiresias (NSDI'19) §2.2, Table 1 and Fig 7 (SRSF).
     """
 
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-
-    backfill: bool = True
-
-    def tick(self, ctx, active: Active) -> Ranking:
-        order = np.argsort(active.remaining_s * active.gpus, kind="stable")
-        return Ranking(active.rows[order], active.gpus[order], backfill=self.backfill)
+    def key(self, active: Active) -> np.ndarray:
+        return active.remaining_s * active.gpus
 
 
 @element
-class YarnCS(Element):
+class YarnCS(Policy):
     """YARN's capacity scheduler as Tiresias compares against: first-in first-out,
     non-preemptive, consolidated.
 
@@ -254,19 +233,14 @@ class YarnCS(Element):
     job asks for a consolidated placement (as few nodes as possible).
 
     Ports:
-        active: admitted, unfinished jobs.
         ranking: running jobs, then waiting ones, each by arrival.
     Arguments:
         none
     Counters:
         none
-    See also: Fifo, DiscreteLAS, Consolidated
+    See also: Fifo, TiresiasLas, Consolidated
     Paper: Tiresias (NSDI'19) §6.1 (YARN-CS baseline).
     """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
 
     def tick(self, ctx, active: Active) -> Ranking:
         order = np.lexsort((np.arange(len(active)), active.arrival_s, ~active.running))

@@ -76,7 +76,7 @@ arrivals -> admit -> pool -> {policy} -> {placer} -> Launch -> report;
 
 POLICIES = {
     "FIFO": "Fifo",
-    "Tiresias": "DiscreteLAS(queues=2, thresholds=[1h])",
+    "Tiresias": "TiresiasLas(queues=2, thresholds=[1h])",
     "Optimus": "Optimus",
 }
 
@@ -141,6 +141,10 @@ def blox_policies(out_dir: Path, quick: bool) -> Report:
 
 # --- §5.1, Figs 12-13: admission control in front of LAS --------------------------------------
 
+# Blox's LAS (schedulers/las.py): attained service in wall-clock seconds held; jobs without a
+# placement preference go on the first free GPUs anywhere.
+BLOX_LAS = "Las(service=wall_seconds)"
+
 GATES = {
     "Accept All": "AcceptAll",
     "Accept 1.0x": "AcceptThreshold(factor=1.0x)",
@@ -165,7 +169,7 @@ def blox_admission(out_dir: Path, quick: bool) -> Report:
             graph = write_graph(
                 out_dir,
                 f"las-{name.split()[-1].lower().replace('.', '_')}-{'spike' if extra else 'plain'}",
-                _source_graph("Las", admit=gate, extra=extra),
+                _source_graph(BLOX_LAS, placer="FirstFree", admit=gate, extra=extra),
             )
             specs.append(
                 RunSpec(
@@ -332,7 +336,7 @@ round = 5min;
 cluster = "{cluster}";
 arrivals :: TraceSource(path="unset.csv", timing=duration);
 report   :: JobMetrics(track=0..100);
-arrivals -> AcceptAll -> JobPool -> DiscreteLAS(queues=2, thresholds=[1h]) -> {placer} -> Launch -> report;
+arrivals -> AcceptAll -> JobPool -> TiresiasLas(queues=2, thresholds=[1h]) -> {placer} -> Launch -> report;
 """
 
 

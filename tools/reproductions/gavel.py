@@ -415,7 +415,7 @@ FIDELITY_POLICIES = {
     "max_min_fairness_perf": ("MaxMinFairness", "fastest", "true"),
     "max_min_fairness": ("MaxMinFairness(aware=false)", "shuffled", "true"),
     "fifo": ("FifoHet(aware=false)", "shuffled", "false"),
-    "finish_time_fairness_perf": ("FinishTimeFairness", "fastest", "true"),
+    "finish_time_fairness_perf": ("MinMaxRho", "fastest", "true"),
     "min_total_duration_perf": ("MinMakespan", "fastest", "true"),
 }
 FIDELITY_TRACES = {

@@ -29,9 +29,9 @@ TOY_JOBS = {"job_id": [1, 2, 3], "arrival_s": [0.0, 0.0, 0.0], "gpus": [2, 1, 2]
 TOY_POLICIES = {
     "SRSF": "Srsf",
     "2D-LAS (continuous)": "Las",
-    "2D-LAS (one queue per GPU-unit)": "DiscreteLAS(queues=12, thresholds=[1,2,3,4,5,6,7,8,9,10,11])",
-    "2D-Gittins (K=2, limit 4)": "Gittins2D(queues=2, thresholds=[4])",
-    "2D-Gittins (K=2, limit 12)": "Gittins2D(queues=2, thresholds=[12])",
+    "2D-LAS (one queue per GPU-unit)": "TiresiasLas(queues=12, thresholds=[1,2,3,4,5,6,7,8,9,10,11])",
+    "2D-Gittins (K=2, limit 4)": "TiresiasGittins(queues=2, thresholds=[4])",
+    "2D-Gittins (K=2, limit 12)": "TiresiasGittins(queues=2, thresholds=[12])",
     "SRTF": "Srtf",
     "YARN-CS": "YarnCS",
 }
@@ -82,7 +82,7 @@ def tiresias_toy(out_dir: Path, quick: bool) -> Report:
             "2D-LAS average JCT",
             "11.7",
             f"{avg['2D-LAS (continuous)']:.2f} ({_done(results['2D-LAS (continuous)'])}); "
-            f"DiscreteLAS with a queue per GPU-unit {avg['2D-LAS (one queue per GPU-unit)']:.2f}",
+            f"TiresiasLas with a queue per GPU-unit {avg['2D-LAS (one queue per GPU-unit)']:.2f}",
         ),
         Comparison(
             "2D-Gittins average JCT (service 4, 8, 12 equally likely)",

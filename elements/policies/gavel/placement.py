@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roundhouse.elements.placement import choose_consolidated, pack_best_fit
+from roundhouse.elements.placement.packing import choose_consolidated, pack_best_fit
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Plan, Ranking

@@ -50,7 +50,23 @@ class Problem:
 
 @element_family
 class GavelSolver(Element):
-    """Shared machinery: when to re-solve, the throughput matrix, classes, space-sharing pairs."""
+    """Shared machinery: when to re-solve, the throughput matrix, classes, space-sharing pairs.
+
+    Ports:
+        active: admitted, unfinished jobs.
+        shares: time fractions per job and GPU type (and per pair, with space sharing).
+    Arguments:
+        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
+        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
+        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
+        placement_sensitive: give each type a consolidated and a spread column.
+        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
+        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
+    Counters:
+        solves: allocations computed.
+        solve_ms: total time spent computing them, in milliseconds.
+        classes: rows of the last program (jobs that no policy could tell apart share one).
+    """
 
     category = "solver"
     inputs = (In("active", Active),)
@@ -202,25 +218,13 @@ class MaxMinFairness(GavelSolver):
     after the max-min level, every job that can still gain keeps gaining, so the result is
     Pareto efficient. Job weights come from the trace's `weight` column (Gavel's priorities).
 
-    Ports:
-        active: admitted, unfinished jobs.
-        shares: time fractions per job and GPU type (and per pair, with space sharing).
     Arguments:
-        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
-        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
-        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
-        placement_sensitive: give each type a consolidated and a spread column.
-        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
-        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
         water_filling: keep raising jobs that are not bottlenecked (LP plus bottleneck MILP per level).
     Counters:
-        solves: allocations computed.
-        solve_ms: total time spent computing them, in milliseconds.
-        classes: rows of the last program (jobs that no policy could tell apart share one).
         objective: the last allocation's smallest weighted normalized throughput (its first level, with water filling).
         levels: water-filling levels solved (with water_filling=true).
         milp_stopped: bottleneck MILPs stopped at their time limit, their best solution used (with water_filling=true).
-    See also: GavelRounds, Hierarchical, FinishTimeFairness
+    See also: GavelRounds, Hierarchical, MinMaxRho
     Paper: Gavel (OSDI'20) §4.1 (heterogeneity-aware LAS), §4.3 (water filling).
     """
 
@@ -264,8 +268,8 @@ class MaxMinFairness(GavelSolver):
 
 
 @element
-class FinishTimeFairness(GavelSolver):
-    """Finish-time fairness (Themis): minimize the largest rho, by bisection on rho.
+class MinMaxRho(GavelSolver):
+    """Finish-time fairness as Gavel solves it: the allocation that minimizes the largest rho.
 
     `rho_m = (t_m + steps_m / throughput(m, X)) / (t_iso_m + steps_m / throughput(m, X_iso))`:
     the job's expected finish time under X over the one it would have with 1/n of the cluster
@@ -275,21 +279,9 @@ class FinishTimeFairness(GavelSolver):
     throughput of then). Each bisection step is an LP: is there an X with throughput(m, X) >=
     steps_m / (rho D_m - t_m) for every job? Ties at the optimum go to more total throughput.
 
-    Ports:
-        active: admitted, unfinished jobs.
-        shares: time fractions per job and GPU type (and per pair, with space sharing).
     Arguments:
-        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
-        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
-        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
-        placement_sensitive: give each type a consolidated and a spread column.
-        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
-        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
         tolerance: stop the bisection when the bracket on rho is this narrow (relative).
     Counters:
-        solves: allocations computed.
-        solve_ms: total time spent computing them, in milliseconds.
-        classes: rows of the last program (jobs that no policy could tell apart share one).
         bisection_steps: feasibility LPs solved.
         rho: the largest expected rho of the last allocation.
     See also: MaxMinFairness, MinMakespan, FinishTimeFairnessMetrics
@@ -385,22 +377,9 @@ class MinMakespan(GavelSolver):
     instead. Ties at the optimum go to more total throughput (a second solve of the same model
     with tau held at its optimum). The agnostic baseline takes every type to be a V100.
 
-    Ports:
-        active: admitted, unfinished jobs.
-        shares: time fractions per job and GPU type (and per pair, with space sharing).
-    Arguments:
-        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
-        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
-        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
-        placement_sensitive: give each type a consolidated and a spread column.
-        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
-        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
     Counters:
-        solves: allocations computed.
-        solve_ms: total time spent computing them, in milliseconds.
-        classes: rows of the last program (jobs that no policy could tell apart share one).
         makespan_s: the makespan the last allocation promises, in seconds.
-    See also: FinishTimeFairness, FifoHet, JobMetrics
+    See also: MinMaxRho, FifoHet, JobMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimize Makespan) and Appendix A.1.
     """
 
@@ -442,20 +421,6 @@ class MaxThroughput(GavelSolver):
     iterations/s are not comparable across models). Jobs that gain little from any type may get
     nothing; that is the policy. The cost experiments' baseline.
 
-    Ports:
-        active: admitted, unfinished jobs.
-        shares: time fractions per job and GPU type (and per pair, with space sharing).
-    Arguments:
-        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
-        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
-        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
-        placement_sensitive: give each type a consolidated and a spread column.
-        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
-        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
-    Counters:
-        solves: allocations computed.
-        solve_ms: total time spent computing them, in milliseconds.
-        classes: rows of the last program (jobs that no policy could tell apart share one).
     See also: MinCost, MinCostSLO, EffectiveThroughput
     Paper: Gavel (OSDI'20) §4.2 (maximize total throughput).
     """
@@ -484,7 +449,11 @@ def _price_columns(prices: dict, ctx, columns: Columns, who: str) -> np.ndarray:
 
 @element_family
 class _CostSolver(GavelSolver):
-    """Cost policies: the ratio of throughput to spend as one LP (Charnes-Cooper)."""
+    """Cost policies: the ratio of throughput to spend as one LP (Charnes-Cooper).
+
+    Arguments:
+        prices: hourly price per GPU of each type, as "TYPE:DOLLARS" (default: 2020 GCP on-demand).
+    """
 
     prices: list[str] = attrs.field(
         factory=lambda: ["V100:2.48", "P100:1.46", "K80:0.45"], validator=lambda i, a, v: parse_prices(v)
@@ -541,21 +510,6 @@ class MinCost(_CostSolver):
     the ratio is unchanged when every allocation is scaled down, every job is also held to at
     least an equal share of the cluster's time; within that, the program picks the GPU types.
 
-    Ports:
-        active: admitted, unfinished jobs.
-        shares: time fractions per job and GPU type (and per pair, with space sharing).
-    Arguments:
-        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
-        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
-        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
-        placement_sensitive: give each type a consolidated and a spread column.
-        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
-        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
-        prices: hourly price per GPU of each type, as "TYPE:DOLLARS" (default: 2020 GCP on-demand).
-    Counters:
-        solves: allocations computed.
-        solve_ms: total time spent computing them, in milliseconds.
-        classes: rows of the last program (jobs that no policy could tell apart share one).
     See also: MinCostSLO, MaxThroughput, CostMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimizing Total Cost); Charnes and Cooper (1962).
     """
@@ -578,21 +532,7 @@ class MinCostSLO(_CostSolver):
     if the program is still infeasible, it is solved again without SLOs (as Gavel does) and the
     fallback is counted.
 
-    Ports:
-        active: admitted, unfinished jobs.
-        shares: time fractions per job and GPU type (and per pair, with space sharing).
-    Arguments:
-        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
-        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
-        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
-        placement_sensitive: give each type a consolidated and a spread column.
-        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
-        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
-        prices: hourly price per GPU of each type, as "TYPE:DOLLARS" (default: 2020 GCP on-demand).
     Counters:
-        solves: allocations computed.
-        solve_ms: total time spent computing them, in milliseconds.
-        classes: rows of the last program (jobs that no policy could tell apart share one).
         slo_fallbacks: solves where the SLOs could not all be met and were dropped.
         slo_unattainable: jobs (at solves) whose deadline was out of reach even alone on the fastest type.
     See also: MinCost, SloMetrics, CostMetrics
@@ -633,22 +573,10 @@ class FifoHet(GavelSolver):
     `method=lp` solves the paper's formulation instead: maximize `sum_m throughput(m, X) /
     throughput(m, X_fastest) * (M - m)` over arrival order m.
 
-    Ports:
-        active: admitted, unfinished jobs.
-        shares: time fractions per job and GPU type (and per pair, with space sharing).
     Arguments:
-        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
-        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
         space_sharing: add pair rows (two jobs on the same GPUs) from the pair table (method=lp).
-        placement_sensitive: give each type a consolidated and a spread column.
-        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
-        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
         method: greedy (Gavel's implementation) or lp (the paper's objective).
         seed: seed for the agnostic mode's random type choice (default: derived from the graph's seed).
-    Counters:
-        solves: allocations computed.
-        solve_ms: total time spent computing them, in milliseconds.
-        classes: rows of the last program (jobs that no policy could tell apart share one).
     See also: Fifo, MinMakespan, GavelRounds
     Paper: Gavel (OSDI'20) §4.2 (FIFO) and its policies/fifo.py.
     """
@@ -726,24 +654,12 @@ class Hierarchical(GavelSolver):
     weight passes to the rest of its entity. Entities not listed get weight 1 and the first
     listed policy.
 
-    Ports:
-        active: admitted, unfinished jobs.
-        shares: time fractions per job and GPU type (and per pair, with space sharing).
     Arguments:
-        aware: use measured throughputs per GPU type (false: all types as fast as the reference).
-        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
-        space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
-        placement_sensitive: give each type a consolidated and a spread column.
-        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
-        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
         entities: entities, each a name (a value of the entity column) or a range of job ids.
         weights: each listed entity's weight.
         policies: each listed entity's inner policy, fairness or fifo (one value applies to all).
         entity_column: the job-table column naming each job's entity.
     Counters:
-        solves: allocations computed.
-        solve_ms: total time spent computing them, in milliseconds.
-        classes: rows of the last program (jobs that no policy could tell apart share one).
         levels: water-filling levels solved.
         milp_stopped: bottleneck MILPs stopped at their time limit, their best solution used.
     See also: MaxMinFairness, GavelRounds, EffectiveThroughput

@@ -9,7 +9,8 @@ from itertools import combinations
 import attrs
 import numpy as np
 
-from roundhouse.elements.placement import Placer, choose_consolidated
+from roundhouse.elements.placement.packing import choose_consolidated
+from roundhouse.elements.placement.placer import Placer
 from roundhouse.runtime.element import element
 from roundhouse.runtime.values import non_negative
 
@@ -70,15 +71,8 @@ class BandwidthAwareIntraNode(_IntraNode):
     pair (0-3 or 1-2) when one is free. Nodes without a known topology fall back to the lowest
     free GPUs.
 
-    Ports:
-        ranking: jobs in the order to serve them.
-        plan: launches, keeps and suspensions.
     Arguments:
         none
-    Counters:
-        launched: jobs launched so far.
-        preempted: running jobs preempted to make room so far.
-        moved: jobs suspended and launched again elsewhere in the same round.
     See also: RandomIntraNode, Consolidated, LinkBandwidth
     Paper: Blox (EuroSys'24) §5.3 and Table 4 (after Blink, MLSys'20).
     """
@@ -104,15 +98,8 @@ class RandomIntraNode(_IntraNode):
     free ones (seeded). The baseline of Blox's intra-node experiment: a placer unaware of the
     node's links.
 
-    Ports:
-        ranking: jobs in the order to serve them.
-        plan: launches, keeps and suspensions.
     Arguments:
         seed: seed for the draws (default: derived from the graph's seed).
-    Counters:
-        launched: jobs launched so far.
-        preempted: running jobs preempted to make room so far.
-        moved: jobs suspended and launched again elsewhere in the same round.
     See also: BandwidthAwareIntraNode, Consolidated
     Paper: Blox (EuroSys'24) §5.3 and Table 4 ("Random").
     """

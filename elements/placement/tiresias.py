@@ -1,22 +1,28 @@
 """Tiresias' placement: consolidate only the jobs that need it, spread the rest to limit
 fragmentation. Two ways to tell which jobs need it: the tensor-size skew that Tiresias'
 profiler measures (SkewAwarePlacer), or a profile of each model's measured slowdown when
-spread, Blox's "Tiresias+" (ProfiledPlacer). Both share the Placer steps of placement.py."""
+spread, Blox's "Tiresias+" (ProfiledPlacer). Both share the Placer steps of placer.py."""
 
 from __future__ import annotations
 
 import attrs
 import numpy as np
 
-from roundhouse.elements.placement import Placer, choose_consolidated
-from roundhouse.runtime.element import element
+from roundhouse.elements.placement.packing import choose_consolidated
+from roundhouse.elements.placement.placer import Placer
+from roundhouse.runtime.element import element, element_family
 from roundhouse.runtime.types import Ranking
 from roundhouse.runtime.values import positive
 
 
+@element_family
 class _Selective(Placer):
     """Consolidates the jobs `sensitive` picks (and any the ranking asks to); places the others
-    on the GPUs that fragment the cluster least."""
+    on the GPUs that fragment the cluster least.
+
+    Counters:
+        consolidated: waiting multi-GPU jobs this round that must be consolidated.
+    """
 
     def sensitive(self, ctx, rows: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -67,18 +73,10 @@ class SkewAwarePlacer(_Selective):
     consolidated. Other jobs fit in one node when one has room, else take the leftover GPUs of
     the fullest nodes.
 
-    Ports:
-        ranking: jobs in the order to serve them.
-        plan: launches, keeps and suspensions.
     Arguments:
         packlimit: the skew above which a job is consolidated (Tiresias gives no value; any cut
           between 0.15 and 0.61 separates Table 6's groups).
-    Counters:
-        launched: jobs launched so far.
-        preempted: running jobs preempted to make room so far.
-        moved: jobs suspended and launched again elsewhere in the same round.
-        consolidated: waiting multi-GPU jobs this round that must be consolidated.
-    See also: ProfiledPlacer, Consolidated, DiscreteLAS
+    See also: ProfiledPlacer, Consolidated, TiresiasLas
     Paper: Tiresias (NSDI'19) §3.3 and Table 6; Blox (EuroSys'24) §4.3 (Fig 10).
     """
 
@@ -99,16 +97,8 @@ class ProfiledPlacer(_Selective):
     the job's trace, or the placement table) exceeds `tolerance`. Unknown slowdowns count as
     not sensitive.
 
-    Ports:
-        ranking: jobs in the order to serve them.
-        plan: launches, keeps and suspensions.
     Arguments:
         tolerance: the slowdown above which a job is consolidated (1.05: more than 5% slower).
-    Counters:
-        launched: jobs launched so far.
-        preempted: running jobs preempted to make room so far.
-        moved: jobs suspended and launched again elsewhere in the same round.
-        consolidated: waiting multi-GPU jobs this round that must be consolidated.
     See also: SkewAwarePlacer, Consolidated
     Paper: Blox (EuroSys'24) §4.3 (Fig 11, Tiresias+); Tiresias (NSDI'19) §3.3.
     """

@@ -1,0 +1,9 @@
+"""Placement: turn a Ranking into a Plan of GPU assignments, one module per idea.
+
+placer.py holds the steps every placer shares (`Placer`); selection.py which ranked jobs fit,
+packing.py how GPUs are chosen and packed, preemption.py preemption and backfill. The placers:
+builtin.py (FirstFree, Consolidated), tiresias.py (SkewAwarePlacer, ProfiledPlacer) and
+intranode.py (BandwidthAwareIntraNode, RandomIntraNode). Gavel's placer is with its policies.
+"""
+
+from roundhouse.elements.placement import builtin, intranode, tiresias  # noqa: F401

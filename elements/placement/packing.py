@@ -1,0 +1,189 @@
+"""The shared packing machinery: GPUs for one job (`choose_*`), GPUs for many jobs of one size
+at once (`pack_*`), and the round's assignments as they are made (`_Launches`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+_NEVER = np.iinfo(np.int64).max
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+_CONSTANTS: dict[tuple, np.ndarray] = {}
+
+
+def _constant(n: int, value) -> np.ndarray:
+    """A read-only array of n copies of `value` (False, True or the integer 0): a view of a
+    shared buffer, so that a round does not allocate one."""
+    key = (type(value), value)  # False and 0 are equal keys otherwise
+    buffer = _CONSTANTS.get(key)
+    if buffer is None or len(buffer) < n:
+        buffer = _CONSTANTS[key] = np.full(max(2 * n, 1024), value)
+        buffer.setflags(write=False)
+    return buffer[:n]
+
+
+class _Launches:
+    """The round's assignments as arrays: ranking positions, GPU counts, GPU ids."""
+
+    def __init__(self, n: int):
+        self.placed = np.zeros(n, dtype=bool)
+        self._positions: list[np.ndarray] = []
+        self._counts: list[np.ndarray] = []
+        self._gpus: list[np.ndarray] = []
+
+    def add_group(self, positions: np.ndarray, gpus: np.ndarray) -> None:
+        """Jobs at `positions`, job k on the GPUs in row k of `gpus` (all the same count)."""
+        if len(positions):
+            self.placed[positions] = True
+            self._positions.append(positions)
+            self._counts.append(np.zeros(len(positions), dtype=np.int64) + gpus.shape[1])
+            self._gpus.append(gpus.ravel())
+
+    def add_run(self, positions: np.ndarray, counts: np.ndarray, gpus: np.ndarray) -> None:
+        """Jobs at `positions` with these GPU counts, their GPUs one after another in `gpus`."""
+        if len(positions):
+            self.placed[positions] = True
+            self._positions.append(positions)
+            self._counts.append(counts)
+            self._gpus.append(gpus)
+
+    def add(self, position: int, gpus: np.ndarray) -> None:
+        self.add_run(np.array([position], dtype=np.int64), np.array([len(gpus)], dtype=np.int64), gpus)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if len(self._positions) <= 1:  # none, or one run (whole free nodes filled in order)
+            return (self._positions[0], self._counts[0], self._gpus[0]) if self._positions else (_NONE, _NONE, _NONE)
+        return np.concatenate(self._positions), np.concatenate(self._counts), np.concatenate(self._gpus)
+
+
+def _of_type(cluster, mask: np.ndarray, t: int) -> np.ndarray:
+    return mask if len(cluster.gpu_types) == 1 else mask & cluster.type_mask[t]
+
+
+def fills_in_order(cluster, available: np.ndarray, sizes: np.ndarray) -> bool:
+    """Whether best fit, largest first, would place jobs of these sizes (one GPU type, one node
+    each, or whole nodes) on the available GPUs one after another in id order: true when the
+    nodes are uniform with a power-of-two GPU count, each node is fully available or not at
+    all, every size is a power of two, and all fit. Then each job either fills whole nodes or
+    goes to the node being filled, whose room left is a multiple of its size (every earlier
+    size was a multiple of it) and is the fewest of any node. LAS rotating the whole cluster
+    every round makes this the common case."""
+    per = cluster.max_gpus_per_node
+    if not len(sizes) or not cluster.uniform_nodes or per & (per - 1):
+        return False
+    free = np.count_nonzero(available)
+    if free % per:  # the cheapest sign of a partly available node, first
+        return False
+    return (
+        np.count_nonzero(cluster.per_node(available) == per) * per == free
+        and not np.count_nonzero(sizes & (sizes - 1))
+        and int(sizes.sum()) <= free
+    )
+
+
+def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int) -> np.ndarray:
+    """Place up to `count` jobs of `size` GPUs (at most a node's worth) of type t, each on the
+    node with the fewest available GPUs that holds it, one after another. Since a node that
+    just received a job stays the best fit while it can hold another, this is: nodes in
+    ascending order of available GPUs, each filled while it can hold a job. Marks the GPUs
+    taken; returns them, one row per job placed (the first jobs, in order)."""
+    mask = _of_type(cluster, available, t)
+    counts = cluster.per_node(mask)
+    if size == 1:  # each job on one GPU: the GPUs of the fullest nodes first
+        ids = mask.nonzero()[0]
+        taken = ids[counts[cluster.gpu_node[ids]].argsort(kind="stable")[:count]][:, None]
+    elif cluster.uniform_nodes and size == cluster.max_gpus_per_node:  # whole nodes, in order
+        nodes = (counts == size).nonzero()[0][:count]
+        taken = cluster.node_first_gpu[nodes][:, None] + np.arange(size)
+    elif count == 1:  # one job: straight to the best-fit node
+        got = _best_fit_on_one_node(cluster, mask, counts, size)
+        taken = np.zeros((0, size), dtype=np.int64) if got is None else got[None, :]
+    else:
+        ids = mask.nonzero()[0]  # grouped by node, ascending
+        slots = counts // size
+        order = counts.argsort(kind="stable")
+        per_node = slots[order]
+        node_of_job = order.repeat(per_node)[:count]
+        # k-th job on its node: its place in the run of that node's slots.
+        nth = (np.arange(int(per_node.sum())) - (per_node.cumsum() - per_node).repeat(per_node))[:count]
+        node_start = cluster.gpu_node[ids].searchsorted(node_of_job)
+        taken = ids[(node_start + nth * size)[:, None] + np.arange(size)]
+    available[taken.ravel()] = False
+    return taken
+
+
+def pack_whole_nodes(cluster, available: np.ndarray, t: int, size: int, count: int) -> np.ndarray:
+    """Jobs spanning several whole nodes (size a multiple of a uniform node size): each takes
+    the lowest-numbered fully available nodes, as `choose_consolidated` would one by one (the
+    fullest nodes first, ties by number). Places as many as whole nodes allow; marks the GPUs."""
+    per = cluster.max_gpus_per_node
+    if not cluster.uniform_nodes or size % per:
+        return np.zeros((0, size), dtype=np.int64)
+    counts = cluster.per_node(_of_type(cluster, available, t))
+    whole = (counts == per).nonzero()[0]
+    jobs = min(count, len(whole) // (size // per))
+    nodes = whole[: jobs * (size // per)]
+    taken = (cluster.node_first_gpu[nodes][:, None] + np.arange(per)).reshape(jobs, size)
+    available[taken.ravel()] = False
+    return taken
+
+
+def pack_first_free(cluster, available: np.ndarray, t: int, positions: np.ndarray, want: np.ndarray, launches) -> None:
+    """Jobs at `positions`, in that order, each on the lowest-numbered available GPUs of type t.
+    The ones that fit take consecutive runs of the available ids; marks the GPUs taken."""
+    if not len(positions):
+        return
+    ids = _of_type(cluster, available, t).nonzero()[0]
+    sizes = want[positions]
+    ends = sizes.cumsum()
+    fit = int(ends.searchsorted(len(ids), side="right"))  # the first `fit` jobs fit
+    if fit:
+        taken = ids[: int(ends[fit - 1])]
+        available[taken] = False
+        launches.add_run(positions[:fit], sizes[:fit], taken)
+    for i in positions[fit:].tolist():  # smaller jobs after the first that did not fit
+        got = choose_first_free(cluster, available, int(want[i]), [t])
+        if got is not None:
+            available[got] = False
+            launches.add(i, got)
+
+
+def choose_first_free(cluster, available: np.ndarray, want: int, types: list[int]) -> np.ndarray | None:
+    """The lowest-numbered available GPUs of the first type (in preference order) with enough."""
+    for t in types:
+        ids = _of_type(cluster, available, t).nonzero()[0]
+        if len(ids) >= want:
+            return ids[:want]
+    return None
+
+
+def _best_fit_on_one_node(cluster, mask: np.ndarray, counts: np.ndarray, want: int) -> np.ndarray | None:
+    """The first `want` GPUs marked in `mask` on the node with the fewest marked GPUs that
+    still has `want` (`counts`: marked GPUs per node); None if no node has."""
+    node = int((counts - want).view(np.uint64).argmin())  # least slack; as unsigned, a negative one is huge
+    if counts[node] < want:
+        return None
+    start = int(cluster.node_first_gpu[node])
+    return start + mask[start : start + int(cluster.node_gpus[node])].nonzero()[0][:want]
+
+
+def choose_consolidated(cluster, available: np.ndarray, want: int, types: list[int]) -> np.ndarray | None:
+    """GPUs on as few nodes as possible: one node when the job fits in one (best fit: the node
+    with the fewest available GPUs that still fits), else the fewest nodes, fullest first."""
+    for t in types:
+        mask = _of_type(cluster, available, t)
+        counts = cluster.per_node(mask)
+        if want <= cluster.max_gpus_per_node:
+            got = _best_fit_on_one_node(cluster, mask, counts, want)
+            if got is None:
+                continue
+            return got
+        order = (-counts).argsort(kind="stable")
+        cumulative = counts[order].cumsum()
+        if cumulative[-1] < want:
+            continue
+        picked = order[: int(cumulative.searchsorted(want)) + 1]
+        firsts, sizes = cluster.node_first_gpu[picked], cluster.node_gpus[picked]
+        return np.concatenate([f + mask[f : f + s].nonzero()[0] for f, s in zip(firsts, sizes)])[:want]
+    return None

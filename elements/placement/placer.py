@@ -1,0 +1,227 @@
+"""Placement: turn a Ranking into a Plan of GPU assignments.
+
+Every placer here works in the same steps (`Placer`), and they differ in how they pick GPUs:
+
+1. Select, in ranking order, the jobs that fit in the cluster's capacity: a job is selected
+   when its GPU count fits in what the jobs above it left (per GPU type, on the fastest type
+   it can run on; a running job on its current type). A job that does not fit is skipped
+   when the ranking allows backfilling; otherwise selection stops there.
+2. Running jobs that were selected keep their GPUs (their lease is renewed at no cost).
+   Running jobs that were not are the tail of the ranking that higher jobs need room from:
+   they are marked for suspension. A running job that the ranking asks to run on another GPU
+   count or type is suspended and placed again (a move).
+3. The selected waiting jobs are packed onto the GPUs this leaves: jobs that want one node
+   largest first, each on the node with the fewest available GPUs that holds it (best fit);
+   jobs that may spread on the lowest-numbered available GPUs, in ranking order.
+4. A selected job that cannot be packed (fragmentation) preempts the shortest tail of the
+   selected running jobs ranked below it that makes it fit, or waits this round.
+5. A running job marked in step 2 whose GPUs nobody took keeps running after all; GPUs still
+   free go, in ranking order, to waiting jobs that fit (when the ranking allows backfilling).
+
+Unlike Blox's placement module, consolidated jobs that do not fill a node exactly are placed
+(Blox misspells a variable there and never places them), and the ranking is followed once per
+round (Blox calls its scheduler twice).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from roundhouse.elements.placement.packing import (
+    _NONE,
+    _constant,
+    _Launches,
+    choose_consolidated,
+    choose_first_free,
+    fills_in_order,
+    pack_best_fit,
+    pack_first_free,
+    pack_whole_nodes,
+)
+from roundhouse.elements.placement.preemption import backfill, preempt_below
+from roundhouse.elements.placement.selection import _allowed_types, _select
+from roundhouse.runtime.element import Element, In, Out, element_family
+from roundhouse.runtime.rowsets import isin_rows
+from roundhouse.runtime.types import Plan, Ranking
+
+
+@element_family
+class Placer(Element):
+    """The shared steps. Subclasses set whether jobs go on one node by default, and may
+    override `choose` (how one job's GPUs are picked); the built-in choice is also packed in
+    bulk.
+
+    Ports:
+        ranking: jobs in the order to serve them.
+        plan: launches, keeps and suspensions.
+    Counters:
+        launched: jobs launched so far.
+        preempted: running jobs preempted to make room so far.
+        moved: jobs suspended and launched again elsewhere in the same round.
+    """
+
+    category = "placement"
+    inputs = (In("ranking", Ranking),)
+    outputs = (Out("plan", Plan),)
+    consolidate_by_default: ClassVar[bool] = False
+
+    def start(self, ctx) -> None:
+        self.counters.update(launched=0, preempted=0, moved=0)
+
+    def spreads_when_stuck(self) -> bool:
+        """May a job that wants one node be spread when no node has room?"""
+        return False
+
+    def choose(self, cluster, available: np.ndarray, want: int, types: list[int], one_node: bool) -> np.ndarray | None:
+        """GPU ids for one job wanting `want` GPUs of one of `types` (in preference order),
+        from the GPUs marked in `available`; None if it cannot be placed."""
+        if one_node:
+            got = choose_consolidated(cluster, available, want, types)
+            if got is None and self.spreads_when_stuck():
+                got = choose_first_free(cluster, available, want, types)
+            return got
+        return choose_first_free(cluster, available, want, types)
+
+    def one_node(self, ctx, ranking: Ranking) -> np.ndarray:
+        """Which ranked jobs must be placed on as few nodes as possible: the ranking's say,
+        else the placer's default. Placers that decide per job (by model) override this."""
+        if ranking.consolidate is None:
+            return _constant(len(ranking.rows), self.consolidate_by_default)
+        return np.asarray(ranking.consolidate, dtype=bool)
+
+    def _custom_choice(self) -> bool:
+        return type(self).choose is not Placer.choose
+
+    def tick(self, ctx, ranking: Ranking) -> Plan:
+        cluster = ctx.cluster
+        running = ctx.running_rows
+        rows, want = ranking.rows, ranking.gpus
+        held_r = ctx.jobs.column("held")[rows]
+        is_run = held_r > 0
+        stays = held_r == want  # running with what it asks for (or waiting and asking for 0)
+        placed_r = None
+        if ranking.gpu_type is not None:
+            placed_r = ctx.jobs.column("placed_type")[rows]
+            stays &= (ranking.gpu_type < 0) | (ranking.gpu_type == placed_r)
+        keeps = is_run & stays  # running jobs that may keep their GPUs
+        n_keeps = int(np.count_nonzero(keeps))
+        if n_keeps == len(rows) == len(running):
+            return Plan(keep=running)  # every job runs already: all leases renewed
+
+        resized = int(np.count_nonzero(is_run)) - n_keeps  # running jobs asking for other GPUs
+        job_types = self._job_types(ctx, ranking)
+        if job_types is not None and placed_r is None:
+            placed_r = ctx.jobs.column("placed_type")[rows]
+        online = ctx.online  # None unless a live node is lost: then only its GPUs count
+        selected, on_type = _select(cluster, ranking, job_types, keeps, placed_r, online)
+        kept_mask = keeps & selected
+        holder = ctx.holder
+        # Running jobs not kept are marked for suspension (step 5 may keep them after all).
+        marked = running[~isin_rows(running, rows[kept_mask])] if n_keeps else running
+        held_by_marked = isin_rows(holder, marked)
+        available = (holder < 0) | held_by_marked
+        if online is not None:
+            available &= online
+        one_node = self.one_node(ctx, ranking)
+
+        # Step 3: pack the selected jobs that are not kept (waiting ones, and moves).
+        launches = _Launches(len(rows))
+        to_place = (selected & ~keeps).nonzero()[0]
+        unplaced = self._pack(cluster, available, to_place, want, on_type, one_node, job_types, launches)
+
+        # Step 4: a selected job that found no room preempts selected running jobs below it.
+        victims = _NONE
+        if len(unplaced):
+            victims = preempt_below(
+                self, cluster, holder, available, unplaced, kept_mask.nonzero()[0], rows, want, job_types, one_node, launches
+            )
+
+        # Step 5: marked jobs none of whose GPUs were taken keep running; then backfill.
+        suspend = marked
+        if len(marked):
+            gone = holder[held_by_marked & ~available]  # marked jobs whose GPUs someone took
+            if resized:  # and those of them launched elsewhere
+                gone = np.concatenate([gone, rows[launches.placed & is_run]])
+            suspend = marked[isin_rows(marked, gone)]
+            if len(suspend) < len(marked):
+                available[held_by_marked & ~isin_rows(holder, suspend)] = False
+        if len(victims):
+            suspend = np.sort(np.concatenate([suspend, victims]))
+        if ranking.backfill and np.count_nonzero(available):
+            backfill(self, cluster, available, want, selected, is_run, job_types, one_node, launches)
+
+        positions, counts, gpus = launches.arrays()
+        if not len(positions) and not len(suspend):
+            return Plan(keep=running)
+        launch_rows = rows[positions]
+        counters = self.counters
+        counters["launched"] += len(positions)
+        counters["preempted"] += len(suspend) - resized
+        if resized and len(positions):  # only a running job asking for other GPUs can move
+            counters["moved"] += int(np.count_nonzero(is_run[positions]))
+        return Plan(
+            launch_rows=launch_rows,
+            launch_gpus=gpus,
+            launch_counts=counts,
+            launch_batch=None if ranking.batch_size is None else ranking.batch_size[positions],
+            keep=running[~isin_rows(running, suspend)] if len(suspend) else running,
+            suspend=suspend,
+        )
+
+    # --- the steps ---
+    def _job_types(self, ctx, ranking: Ranking):
+        """GPU types each ranked job may use, fastest first (None: every job may use type 0,
+        the only one)."""
+        cluster = ctx.cluster
+        if len(cluster.gpu_types) == 1 and ranking.gpu_type is None:
+            return None
+        rates = ctx.jobs.type_rates[ranking.rows]
+        wanted = ranking.gpu_type.tolist() if ranking.gpu_type is not None else [-1] * len(ranking.rows)
+        return [_allowed_types(rates[i], wanted[i]) for i in range(len(ranking.rows))]
+
+    def _pack(self, cluster, available, positions, want, on_type, one_node, job_types, launches) -> np.ndarray:
+        """Step 3. Records placements in `launches`; returns the positions left unplaced."""
+        if not len(positions):
+            return positions
+        if self._custom_choice():
+            for i in positions.tolist():
+                types = [0] if job_types is None else [int(on_type[i])]
+                got = self.choose(cluster, available, int(want[i]), types, bool(one_node[i]))
+                if got is not None:
+                    available[got] = False
+                    launches.add(i, got)
+            return positions[~launches.placed[positions]]
+        for t in (0,) if job_types is None else sorted(set(on_type[positions].tolist())):
+            here = positions if job_types is None else positions[on_type[positions] == t]
+            on_one_node = one_node[here]
+            together = here[on_one_node]
+            sizes = want[together]
+            if job_types is None and fills_in_order(cluster, available, sizes):
+                order = (-sizes).argsort(kind="stable")  # largest first, ties in ranking order
+                ids = available.nonzero()[0][: int(sizes.sum())]
+                available[ids] = False
+                launches.add_run(together[order], sizes[order], ids)
+                sizes = together = _NONE
+            # Largest first; ties in ranking order (positions are ascending).
+            for size in sorted(set(sizes.tolist()), reverse=True):
+                group = together[sizes == size] if len(together) > 1 else together
+                if size <= cluster.max_gpus_per_node:
+                    taken = pack_best_fit(cluster, available, t, size, len(group))
+                    launches.add_group(group[: len(taken)], taken)
+                else:
+                    taken = pack_whole_nodes(cluster, available, t, size, len(group))
+                    launches.add_group(group[: len(taken)], taken)
+                    for i in group[len(taken) :].tolist():
+                        got = choose_consolidated(cluster, available, size, [t])
+                        if got is None:
+                            break  # GPUs only get fewer: the rest of the group fails too
+                        available[got] = False
+                        launches.add(i, got)
+            spread = here[~on_one_node]
+            if self.spreads_when_stuck():
+                stuck = together[~launches.placed[together]]
+                spread = np.sort(np.concatenate([spread, stuck]))
+            pack_first_free(cluster, available, t, spread, want, launches)
+        return positions[~launches.placed[positions]]
