@@ -1,4 +1,4 @@
-"""Gavel solver arguments that used to hang or crash: bounded tolerance, a checked estimator."""
+"""Gavel solver arguments that used to hang or crash: bounded tolerance; only a PairEstimator feeds a solver its pair estimates."""
 
 from __future__ import annotations
 
@@ -37,9 +37,10 @@ def test_finish_time_fairness_at_the_smallest_tolerance_ends(tmp_path):
     assert graph.elements["solve"].counters["bisection_steps"] > 0
 
 
-def test_estimator_must_name_a_pair_estimator(tmp_path):
-    graph = _compile(tmp_path, "MaxMinFairness(space_sharing=true, estimator=pool)")
+def test_only_a_pair_estimator_feeds_a_solvers_pairs(tmp_path):
+    path = tmp_path / "g.sched"
+    path.write_text(GRAPH.format(solver="MaxMinFairness(space_sharing=true)") + "pool -> [pairs] solve;\n")
     with pytest.raises(
-        SchedError, match=r"solve \(MaxMinFairness\): estimator=pool names a JobPool; it must name a PairEstimator"
+        SchedError, match=r"type mismatch: 'pool' \[active\] gives Active, but 'solve' \[pairs\] takes PairEstimates"
     ):
-        simulate(graph, until=1800.0)
+        compile_file(path)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import attrs
 import numpy as np
 
-from roundhouse.runtime.element import Element, In, element
+from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import Active
 from roundhouse.runtime.values import FilePath, non_negative, positive
 
@@ -35,6 +37,51 @@ def complete(matrix: np.ndarray, rank: int, mu: float = _MU, iterations: int = 6
     return np.where(known, matrix, u @ v.T)
 
 
+class PairEstimates:
+    """What a PairEstimator knows, as of one round: a port value (PairEstimator to Gavel's
+    solvers), immutable. For each job it has seen, the reference configuration it matched;
+    the references' pairwise fingerprints; the pairs measured so far and a table measured in
+    advance. Solvers ask it for the throughputs of job pairs sharing GPUs."""
+
+    __slots__ = ("_match", "_R", "_types", "_known", "_measured", "_jobs")
+
+    def __init__(self, match, R, types, known, measured, jobs):
+        self._match = MappingProxyType(match)
+        self._R, self._types, self._known = R, tuple(types), known
+        self._measured = MappingProxyType(dict(measured))
+        self._jobs = jobs
+
+    def reference_of(self, rows: np.ndarray) -> np.ndarray:
+        """The reference configuration each job matched (0 for a job not seen yet)."""
+        match = self._match
+        return np.array([match.get(r, 0) for r in rows.tolist()], dtype=np.int64)
+
+    def pair_rates(self, rows_a: np.ndarray, rows_b: np.ndarray, gpu_type: str, gpus) -> tuple[np.ndarray, np.ndarray]:
+        """Each job's throughput when the pair shares `gpus` GPUs of `gpu_type`: measured where
+        known, estimated otherwise (NaN: the type is not in the cluster)."""
+        table = self._jobs
+        models, batch = table.column("model"), table.column("batch_size")
+        gpus = np.broadcast_to(np.asarray(gpus), (len(rows_a),))
+        ra, rb = np.full(len(rows_a), np.nan), np.full(len(rows_a), np.nan)
+        if gpu_type not in self._types:
+            return ra, rb
+        if self._known is not None:
+            ra, rb = self._known.rates(models[rows_a], batch[rows_a], models[rows_b], batch[rows_b], gpu_type, gpus)
+        t = self._types.index(gpu_type)
+        ref_a, ref_b = self.reference_of(rows_a), self.reference_of(rows_b)
+        iso = table.type_rates
+        for i in np.flatnonzero(np.isnan(ra)).tolist():
+            a, b = int(rows_a[i]), int(rows_b[i])
+            key = (models[a], int(batch[a]), models[b], int(batch[b]), gpu_type, int(gpus[i]))
+            seen = self._measured.get(key)
+            if seen is not None:
+                ra[i], rb[i] = seen
+                continue
+            ra[i] = self._R[ref_a[i], t, ref_b[i]] * iso[a, t]
+            rb[i] = self._R[ref_b[i], t, ref_a[i]] * iso[b, t]
+        return ra, rb
+
+
 @element
 class PairEstimator(Element):
     """Estimate space-sharing throughputs of job pairs nobody measured, from reference jobs (§3.3).
@@ -47,10 +94,11 @@ class PairEstimator(Element):
     estimated throughput is the matched references' pair throughput, relative to their isolated
     speed, times each job's isolated speed. Pairs in the `known` table, and pairs of job
     configurations that have already run together (measured online), use measured values.
-    A solver uses it through its `estimator` argument.
+    Connect its `estimates` to a solver's `pairs` port.
 
     Ports:
         active: admitted, unfinished jobs (fingerprinted as they arrive).
+        estimates: what it knows this round, for the solvers (PairEstimates).
     Arguments:
         references: how many reference job configurations (single-GPU ones from the profile).
         profiled: fraction of fingerprint entries measured; the rest are completed.
@@ -59,7 +107,6 @@ class PairEstimator(Element):
         seed: seed for which entries are profiled (default: derived from the graph's seed).
     Counters:
         fingerprinted: jobs matched to a reference.
-        estimated: pair throughputs estimated (per job pair and type asked).
         measured: job-configuration pairs seen running together so far.
     See also: MaxMinFairness, GavelRounds
     Paper: Gavel (OSDI'20) §3.3 and §7.6 (Fig. 14); Quasar (ASPLOS'14) for the method.
@@ -67,6 +114,7 @@ class PairEstimator(Element):
 
     category = "solver"
     inputs = (In("active", Active),)
+    outputs = (Out("estimates", PairEstimates),)
 
     references: int = attrs.field(default=26, validator=positive)
     profiled: float = attrs.field(default=1.0, validator=non_negative)
@@ -95,48 +143,19 @@ class PairEstimator(Element):
         self._match: dict[int, int] = {}  # job row -> reference index
         self._by_config: dict[tuple, int] = {}
         self._measured: dict[tuple, tuple[float, float]] = {}
-        self.counters.update(fingerprinted=0, estimated=0, measured=0)
+        self.estimates: PairEstimates | None = None  # the last emitted (for tools and tests)
+        self.counters.update(fingerprinted=0, measured=0)
 
-    def tick(self, ctx, active: Active) -> None:
-        self.reference_of(ctx, active.rows)
-        self._observe(ctx)
-
-    # --- for solvers ---
-    def reference_of(self, ctx, rows: np.ndarray) -> np.ndarray:
-        """The reference configuration each job is matched to (fingerprinting new ones)."""
-        out = np.empty(len(rows), dtype=np.int64)
-        for i, r in enumerate(rows.tolist()):
+    def tick(self, ctx, active: Active) -> PairEstimates:
+        match = {}
+        for r in active.rows.tolist():
             got = self._match.get(r)
             if got is None:
                 got = self._match[r] = self._fingerprint(ctx, r)
-            out[i] = got
-        return out
-
-    def pair_rates(self, ctx, rows_a: np.ndarray, rows_b: np.ndarray, gpu_type: str, gpus) -> tuple[np.ndarray, np.ndarray]:
-        """Each job's throughput when the pair shares `gpus` GPUs of `gpu_type`: measured where
-        known, estimated otherwise (NaN: the type is not in the cluster)."""
-        table = ctx.jobs
-        models, batch = table.column("model"), table.column("batch_size")
-        gpus = np.broadcast_to(np.asarray(gpus), (len(rows_a),))
-        ra, rb = np.full(len(rows_a), np.nan), np.full(len(rows_a), np.nan)
-        if gpu_type not in self._types:
-            return ra, rb
-        if self._known is not None:
-            ra, rb = self._known.rates(models[rows_a], batch[rows_a], models[rows_b], batch[rows_b], gpu_type, gpus)
-        t = self._types.index(gpu_type)
-        ref_a, ref_b = self.reference_of(ctx, rows_a), self.reference_of(ctx, rows_b)
-        iso = table.type_rates
-        for i in np.flatnonzero(np.isnan(ra)).tolist():
-            a, b = int(rows_a[i]), int(rows_b[i])
-            key = (models[a], int(batch[a]), models[b], int(batch[b]), gpu_type, int(gpus[i]))
-            seen = self._measured.get(key)
-            if seen is not None:
-                ra[i], rb[i] = seen
-                continue
-            self.counters["estimated"] += 1
-            ra[i] = self._R[ref_a[i], t, ref_b[i]] * iso[a, t]
-            rb[i] = self._R[ref_b[i], t, ref_a[i]] * iso[b, t]
-        return ra, rb
+            match[r] = got
+        self._observe(ctx)
+        self.estimates = PairEstimates(match, self._R, self._types, self._known, self._measured, ctx.jobs)
+        return self.estimates
 
     # --- inside ---
     def _fingerprint(self, ctx, row: int) -> int:

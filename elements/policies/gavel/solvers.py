@@ -18,13 +18,14 @@ import attrs
 import numpy as np
 
 from roundhouse.elements.objectives import parse_prices, slo_deadlines
+from roundhouse.elements.policies.gavel.estimator import PairEstimates
 from roundhouse.elements.policies.gavel.formulation import Columns, Formulation, classes, equal_share, job_throughputs, pair_block
 from roundhouse.elements.policies.gavel.lp import LinearProgram, with_column
 from roundhouse.elements.policies.gavel.waterfill import water_fill
 from roundhouse.errors import SchedError
 from roundhouse.runtime.element import Element, In, Out, element, element_family
 from roundhouse.runtime.types import Active, Shares
-from roundhouse.runtime.values import Duration, ElementRef, IdRange, at_least, at_most, non_negative, one_of
+from roundhouse.runtime.values import Duration, IdRange, at_least, at_most, non_negative, one_of
 
 _NO_PAIRS = (np.zeros((0, 2), dtype=np.int64), None)
 _MAX_BISECTIONS = 200  # each halves the bracket: far more than any tolerance >= 1e-9 needs
@@ -54,13 +55,13 @@ class GavelSolver(Element):
 
     Ports:
         active: admitted, unfinished jobs.
+        pairs: estimated throughputs of job pairs nobody measured, from a PairEstimator (optional; space sharing).
         shares: time fractions per job and GPU type (and per pair, with space sharing).
     Arguments:
         aware: use measured throughputs per GPU type (false: all types as fast as the reference).
         interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
         space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
         placement_sensitive: give each type a consolidated and a spread column.
-        estimator: a PairEstimator element that estimates unmeasured pair throughputs.
         lp: the LP solver: GLOP (simplex) or PDLP (first-order).
     Counters:
         solves: allocations computed.
@@ -69,14 +70,13 @@ class GavelSolver(Element):
     """
 
     category = "solver"
-    inputs = (In("active", Active),)
+    inputs = (In("active", Active), In("pairs", PairEstimates, required=False))
     outputs = (Out("shares", Shares),)
 
     aware: bool = True
     interval: Duration = attrs.field(default=Duration(1920.0), validator=non_negative)
     space_sharing: bool = False
     placement_sensitive: bool = False
-    estimator: ElementRef | None = None
     lp: str = attrs.field(default="GLOP", validator=one_of("GLOP", "PDLP"))
 
     # Space sharing: keep a pair on a type only if together the two do more than time slicing.
@@ -87,22 +87,15 @@ class GavelSolver(Element):
             raise SchedError(
                 f"{self.name} ({type(self).__name__}): space_sharing=true needs the heterogeneity-aware mode (aware=true)"
             )
-        if self.estimator is not None:
-            from roundhouse.elements.policies.gavel.estimator import PairEstimator
-
-            peer = ctx.peer(self.estimator)
-            if not isinstance(peer, PairEstimator):
-                raise SchedError(
-                    f"{self.name} ({type(self).__name__}): estimator={self.estimator} names a {type(peer).__name__}; "
-                    "it must name a PairEstimator element"
-                )
         self._columns = Columns.of(ctx.cluster, self.placement_sensitive)
         self._shares: Shares | None = None
         self._solved_rows = np.zeros(0, dtype=np.int64)
         self._last_solve = -math.inf
+        self._estimates: PairEstimates | None = None
         self.counters.update(solves=0, solve_ms=0.0, classes=0)
 
-    def tick(self, ctx, active: Active) -> Shares:
+    def tick(self, ctx, active: Active, pairs: PairEstimates | None = None) -> Shares:
+        self._estimates = pairs
         rows = active.rows
         if self._shares is not None:
             unchanged = len(rows) == len(self._solved_rows) and np.array_equal(rows, self._solved_rows)
@@ -157,8 +150,8 @@ class GavelSolver(Element):
         """Classes of jobs alike in T, GPU count and `keys`, and their Formulation (with pair
         variables when space sharing). Returns (formulation, class of each job, representatives)."""
         extra = list(keys)
-        if self.space_sharing and self.estimator is not None:
-            extra.append(ctx.peer(self.estimator).reference_of(ctx, problem.rows))
+        if self.space_sharing and self._estimates is not None:
+            extra.append(self._estimates.reference_of(problem.rows))
         class_of, reps, counts = classes(problem.T, problem.sf, *extra)
         self.counters["classes"] = len(reps)
         T, sf = problem.T[reps], problem.sf[reps]
@@ -174,14 +167,14 @@ class GavelSolver(Element):
         k = columns.k
         ra, rb = np.full((len(rows_a), k), np.nan), np.full((len(rows_a), k), np.nan)
         names = ctx.cluster.gpu_types
-        peer = ctx.peer(self.estimator) if self.estimator is not None else None
+        estimates = self._estimates
         models, batch = ctx.jobs.column("model"), ctx.jobs.column("batch_size")
         for j in range(k):
             if columns.placement is not None and columns.placement[j] != "consolidated":
                 continue  # pairs were measured on one node only
             gpu = names[columns.gpu_type[j]]
-            if peer is not None:
-                ra[:, j], rb[:, j] = peer.pair_rates(ctx, rows_a, rows_b, gpu, gpus.astype(np.int64))
+            if estimates is not None:
+                ra[:, j], rb[:, j] = estimates.pair_rates(rows_a, rows_b, gpu, gpus.astype(np.int64))
             else:
                 ra[:, j], rb[:, j] = ctx.pairs.rates(
                     models[rows_a], batch[rows_a], models[rows_b], batch[rows_b], gpu, gpus.astype(np.int64)
