@@ -1,6 +1,6 @@
 """Run a compiled graph live: the entry point `roundhouse serve` (and `run --live`) uses, the
 counterpart of runtime/simulate.py. The same graph, the same engine; the backend is the live
-one (runtime/backends/live.py) and the clock is the wall clock."""
+one (runtime/backends/live/) and the clock is the wall clock."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 import zmq
 
-from roundhouse.agents import protocol
 from roundhouse.agents.client import Job, Lease, LeaseLoader, ResumableSampler
+from roundhouse.wire import protocol
 
 # One thread, as the agents give each worker: several would only contend on this small machine.
 torch.set_num_threads(1)

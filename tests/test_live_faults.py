@@ -10,8 +10,8 @@ import time
 
 import polars as pl
 
-from roundhouse.agents.security import ClientSecurity
 from roundhouse.agents.submitter import Submitter
+from roundhouse.wire.security import ClientSecurity
 from tests.livecluster import TEST_PROFILE, LiveCluster
 
 FIFO = """

@@ -86,11 +86,11 @@ def serve_command(args) -> int:
 def run_live(args, bind: str) -> int:
     from rich.console import Console
 
-    from roundhouse.agents.security import ServerSecurity
     from roundhouse.runtime.files import check_output_file, make_folder, writing
     from roundhouse.runtime.serve import serve
     from roundhouse.runtime.simulate import load_cluster
     from roundhouse.tools.run_cmd import _print_summary, compile_with_overrides, write_results
+    from roundhouse.wire.security import ServerSecurity
 
     setup_logging(args.log_level)
     security = ServerSecurity.choose(args.keys, args.insecure, bind)
