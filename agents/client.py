@@ -379,14 +379,17 @@ class Job:
         return str(path)
 
     def _hold_pace(self) -> None:
-        """On an emulated GPU, wait until the iteration just done is due at the emulated speed.
-        Time lost to a slow stretch is not made up later: no bursts above that speed."""
+        """On an emulated GPU, wait until the iteration just done is due at the emulated speed:
+        one iteration's time after the previous one ended. Time lost to a slow stretch, or to a
+        sleep that overslept on a busy machine, is not made up later: no bursts above that speed."""
         if self.pace_iters_per_s <= 0:
             return
-        now = time.perf_counter()
         due = self._pace_due + 1.0 / self.pace_iters_per_s  # the loader set the start
+        now = time.perf_counter()
         if due > now:
             time.sleep(due - now)
+            now = time.perf_counter()
+        # When it actually ended (later than due if the sleep overslept), not when it was due.
         self._pace_due = max(due, now)
 
     # --- metrics ---
