@@ -343,6 +343,7 @@ class Agent:
         log.warning("the scheduler says: %s", body["reason"])
 
     def _on_shutdown(self, body) -> None:
+        self._send("stopping")  # the scheduler waits for this answer (it may ask again: stop() once)
         self.stop(f"the scheduler asked: {body['reason']}")
 
     def _on_ack(self, body) -> None:

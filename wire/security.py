@@ -196,10 +196,16 @@ class ClientSecurity:
 
 
 # Monitor events that mean a peer was refused (or refused us) during the handshake.
+HANDSHAKE_FAILED = getattr(zmq, "EVENT_HANDSHAKE_FAILED_NO_DETAIL", 0x800)
 HANDSHAKE_FAILURES = {
-    getattr(zmq, "EVENT_HANDSHAKE_FAILED_NO_DETAIL", 0x800): "handshake failed",
+    HANDSHAKE_FAILED: "handshake failed",
     getattr(
         zmq, "EVENT_HANDSHAKE_FAILED_PROTOCOL", 0x2000
     ): "handshake failed: protocol error (not CURVE, or the wrong server key)",
     getattr(zmq, "EVENT_HANDSHAKE_FAILED_AUTH", 0x4000): "authentication refused (unknown key)",
 }
+# What the scheduler counts as refusing a peer: a handshake that failed on the protocol or the
+# key. A peer that hangs up during the handshake without detail (a client checking that the
+# address can be connected to, a port scan) was not refused; in insecure mode every connection
+# that does not hang up is admitted.
+REFUSALS = {event: what for event, what in HANDSHAKE_FAILURES.items() if event != HANDSHAKE_FAILED}

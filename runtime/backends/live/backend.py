@@ -87,6 +87,7 @@ class LiveBackend:
         self.server.handlers.update(
             register=self.nodes.on_register,
             heartbeat=self.nodes.on_heartbeat,
+            stopping=self.nodes.on_stopping,
             started=self.reports.on_started,
             metrics=self.reports.on_metrics,
             exited=self.reports.on_exited,
@@ -160,14 +161,33 @@ class LiveBackend:
     def close(self) -> None:
         try:
             if self.server.open and self.options.stop_agents:
-                for node in self.nodes.slots:
-                    if node is not None and node.online and node.identity is not None:
-                        self.server.send(node.identity, "shutdown", reason="the scheduler's run ended")
+                self._stop_agents()
             if self.server.open:
                 self.server.flush()
         finally:
             self.journal.commit()
             self.server.close()
+
+    def _stop_agents(self) -> None:
+        """Ask every connected agent to shut down and wait for each to answer, asking again
+        every half second (a message can be lost with a connection), for at most the heartbeat
+        timeout; say which did not answer."""
+        nodes = self.nodes
+        asked = {n.name for n in nodes.ask_to_stop("the scheduler's run ended")}
+        deadline = time.time() + self.options.heartbeat_timeout_s
+        silent = lambda: sorted(n for n in asked if not nodes.by_name[n].stopping)  # noqa: E731
+        while silent() and time.time() < deadline:
+            self.server.serve(min(deadline, time.time() + 0.5), lambda: not silent(), lambda: None)
+            asked |= {n.name for n in nodes.ask_to_stop("the scheduler's run ended")}
+        unreachable = sorted(n.name for n in nodes.slots if n is not None and n.online and n.identity is None)
+        if silent() or unreachable:
+            log.warning(
+                "asked %d agent(s) to stop; no answer from %s",
+                len(asked),
+                ", ".join(silent() + [f"{n} (not reconnected since the restart)" for n in unreachable]),
+            )
+        else:
+            log.info("asked %d agent(s) to stop; every one answered: %s", len(asked), ", ".join(sorted(asked)))
 
     def request_stop(self, why: str) -> None:
         """Stop at the next round boundary (the engine reads `stop_requested`)."""

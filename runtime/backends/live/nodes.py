@@ -31,6 +31,7 @@ class Node:
     online: bool = False
     key: str = ""
     outbox: list = attrs.field(factory=list)  # messages for a node presumed up that has not re-registered
+    stopping: bool = False  # its agent answered a shutdown
 
 
 class Nodes:
@@ -133,6 +134,20 @@ class Nodes:
             why,
             "; requeueing job(s) " + ", ".join(map(str, affected)) if affected else "",
         )
+
+    # --- stopping the agents ---
+    def ask_to_stop(self, reason: str) -> list[Node]:
+        """Ask every connected agent that has not answered yet to shut down; returns them."""
+        asked = [n for n in self.slots if n is not None and n.online and n.identity is not None and not n.stopping]
+        for node in asked:
+            self.server.send(node.identity, "shutdown", reason=reason)
+        return asked
+
+    def on_stopping(self, identity, seq, body, frame) -> None:
+        node = self.by_identity.get(identity)
+        if node is not None:
+            node.stopping = True
+            log.info("agent %s is stopping", node.name)
 
     # --- messages from agents ---
     def on_register(self, identity, seq, body, frame) -> None:

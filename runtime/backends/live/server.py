@@ -15,7 +15,7 @@ from roundhouse.errors import UsageError
 from roundhouse.runtime.journal import Journal
 from roundhouse.wire import protocol
 from roundhouse.wire.protocol import ProtocolError, SeqTracker
-from roundhouse.wire.security import HANDSHAKE_FAILURES, ServerSecurity
+from roundhouse.wire.security import HANDSHAKE_FAILURES, REFUSALS, ServerSecurity
 
 log = logging.getLogger("roundhouse.scheduler")
 
@@ -150,10 +150,13 @@ class Server:
                 return
             except Exception:  # a malformed monitor frame: nothing to act on
                 return
-            what = HANDSHAKE_FAILURES.get(event.get("event"))
+            where = event.get("endpoint", b"").decode(errors="replace")
+            what = REFUSALS.get(event.get("event"))
             if what:
                 self.counters["refused_peers"] += 1
-                log.warning("refused a peer on %s: %s", event.get("endpoint", b"").decode(errors="replace"), what)
+                log.warning("refused a peer on %s: %s", where, what)
+            else:
+                log.debug("a peer on %s hung up during the handshake", where)
 
     def send(self, identity: bytes, type_: str, **fields) -> None:
         frame = protocol.encode(type_, self._seq.next(), **fields)
