@@ -24,7 +24,10 @@ def register(sub) -> None:
     )
     p.add_argument("--trace", help="trace file for the graph's TraceSource elements (overrides their path)")
     p.add_argument("--cluster", help="the cluster the agents form (default: the graph's cluster setting)")
-    p.add_argument("--until", help="stop after this long (e.g. 2h); running jobs keep running on their nodes")
+    p.add_argument(
+        "--until",
+        help="end the run at this time (e.g. 2h), cutting the round in progress short; running jobs keep running on their nodes",
+    )
     p.add_argument("--out", help="folder for jobs.csv, summary.json and run.json when the run ends")
     p.set_defaults(handler=serve_command)
 
@@ -34,7 +37,7 @@ def add_live_options(p) -> None:
     p.add_argument(
         "--journal",
         metavar="FILE",
-        help="SQLite journal; a restarted scheduler resumes from it (default: roundhouse-journal.sqlite next to --checkpoints)",
+        help="SQLite journal; a rerun of serve with it resumes the run (default: roundhouse-journal.sqlite inside --checkpoints)",
     )
     p.add_argument(
         "--checkpoints",

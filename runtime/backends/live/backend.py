@@ -32,6 +32,7 @@ from roundhouse.runtime.backends.live.submissions import Submissions
 from roundhouse.runtime.backends.live.takeover import Takeover
 from roundhouse.runtime.journal import Journal
 from roundhouse.runtime.types import Events, Plan
+from roundhouse.runtime.values import format_duration
 from roundhouse.runtime.world import FINISHED, RUNNING, PlanError, World
 from roundhouse.wire.security import ServerSecurity
 
@@ -76,6 +77,9 @@ class LiveBackend:
         self.clock = Clock(self.round_s)
         self.news = News()
         self.stop_requested = ""
+        self.rounds = 0  # rounds run, replayed ones included: the whole run's (as the summary counts them)
+        self.started = False  # the run began (or resumed): start() did not stop while waiting for agents
+        self.until: float | None = None  # the run ends at this time (the engine's --until): rounds are cut there
         self.server = Server(bind, security, journal, self.counters, lambda identity: self.nodes.name_of(identity))
         self.nodes = Nodes(world.cluster, self.server, journal, options, self.counters, self.news, self.clock, self.session)
         self.attempts = Attempts(world, journal, options, self.counters, self.news, self.clock, self.nodes)
@@ -122,6 +126,9 @@ class LiveBackend:
         fresh = not self.journal.meta()
         if fresh:
             self._wait_for_agents()
+            if self.stop_requested:
+                return  # before the run began: nothing journaled, a rerun starts afresh
+        self.started = True
         meta = self.journal.begin(self._meta)
         clock = self.clock
         clock.epoch = float(meta["epoch"])
@@ -135,12 +142,14 @@ class LiveBackend:
                 self.takeover.begin()
         if fresh:
             log.info("round 0 starts now: %d of %d GPUs online", int(self.nodes.online.sum()), len(self.nodes.online))
+        if not self.takeover.replaying:
+            self._stop_at_the_limit()
 
     def _wait_for_agents(self) -> None:
         deadline = time.time() + self.options.wait_for_agents_s
         last = -1
         n = len(self.nodes.slots)
-        while time.time() < deadline:
+        while time.time() < deadline and not self.stop_requested:
             up = self.nodes.count_online()
             if up != last:
                 log.info("waiting for agents: %d of %d nodes registered", up, n)
@@ -148,7 +157,8 @@ class LiveBackend:
             if up == n:
                 return
             self.serve(min(deadline, time.time() + 0.2))
-        log.warning("starting with %d of %d nodes; the others may join later", self.nodes.count_online(), n)
+        if not self.stop_requested:
+            log.warning("starting with %d of %d nodes; the others may join later", self.nodes.count_online(), n)
 
     def serve(self, wall_deadline: float) -> None:
         """Handle messages until the wall clock reaches `wall_deadline` (or a stop is asked)."""
@@ -160,6 +170,10 @@ class LiveBackend:
 
     def close(self) -> None:
         try:
+            if self.started and self.takeover.last_record and not self.takeover.replaying and not self.takeover.round_journaled:
+                # The last round (the engine stopped after its tick) is part of the run too: a
+                # resumed run replays it (its finished jobs, its submissions).
+                self.takeover.journal_round()
             if self.server.open and self.options.stop_agents:
                 self._stop_agents()
             if self.server.open:
@@ -196,6 +210,7 @@ class LiveBackend:
 
     # --- the backend interface ---
     def poll(self) -> tuple[Events, Progress]:
+        self.rounds += 1
         if self.takeover.replaying:
             return self.takeover.replayed_poll()
         t = self.clock.now
@@ -259,8 +274,16 @@ class LiveBackend:
         if self.takeover.replaying:
             if self.takeover.next_round():
                 return
-            clock.at(clock.boundary_after(time.time()))
+            # Replay is over (its rounds are in the journal already): the run goes on at the
+            # next boundary of the wall clock, taking the running jobs back meanwhile.
+            last = clock.k
+            target = clock.boundary_after(time.time())
             self.takeover.begin()
+            self.serve(clock.wall(target))
+            clock.at(target)
+            clock.k = max(clock.k, last + 1)  # after a round cut short at the old run's end
+            self._stop_at_the_limit()
+            return
         if not self.takeover.round_journaled:
             self.takeover.journal_round()
         self.server.flush()
@@ -270,10 +293,24 @@ class LiveBackend:
             target = clock.boundary_after(time.time())
             log.warning("round at t=%gs overran its length; the next round is at t=%gs", clock.now, target)
             wall_target = clock.wall(target)
+        cut = self.until is not None and clock.now < self.until < target
+        if cut:
+            # The run ends inside this round: the round is cut short there, not run to its end.
+            target, wall_target = self.until, clock.wall(self.until)
         self.serve(wall_target)
         if self.stop_requested and time.time() < wall_target:
-            target = clock.boundary_after(time.time())
-        clock.at(target)
+            target, cut = clock.boundary_after(time.time()), False
+        if cut:
+            clock.now, clock.k = target, clock.k + 1
+        else:
+            clock.at(target)
+        self._stop_at_the_limit()
+
+    def _stop_at_the_limit(self) -> None:
+        """The run's time limit is the backend's to keep, not the engine's: a resumed run
+        replays its journal to the end (whatever the limit), then runs on until the limit."""
+        if self.until is not None and self.clock.now + 1e-9 >= self.until and not self.stop_requested:
+            self.stop_requested = f"reached the time limit ({format_duration(self.until)})"
 
     # --- submitters ---
     def _on_submit(self, identity, seq, body, frame) -> None:
@@ -297,7 +334,7 @@ class LiveBackend:
         status = jobs.column("status")
         failed = jobs.column("failed")
         numbers = {
-            "round": self.clock.k,
+            "rounds": self.rounds,
             "now_s": self.clock.now,
             "jobs": len(status),
             "pending": int((status == 0).sum()),
