@@ -8,7 +8,7 @@ that a CPU machine emulates a GPU cluster, heterogeneous ones included), and the
 
 - launches each job's workers on this node as subprocesses, one per GPU, with
   `CUDA_VISIBLE_DEVICES`, `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`/`MASTER_PORT` and
-  the ROUNDHOUSE_ variables the client library reads (agents/client.py); a launch onto a GPU
+  the ROUNDHOUSE_ variables the client library reads (agents/jobenv.py); a launch onto a GPU
   that a previous job still holds (it is checkpointing) waits until that GPU is free;
 - keeps each worker's lease as one byte of a memory-mapped file: revoking sets it, and the
   worker sees it at its next iteration, checkpoints and exits (the scheduler revokes only
@@ -44,10 +44,11 @@ from pathlib import Path
 import attrs
 import zmq
 
-from roundhouse.agents import protocol
+from roundhouse.agents import jobenv
 from roundhouse.agents.client import Lease
-from roundhouse.agents.protocol import EXIT_DONE, EXIT_PREEMPTED, ProtocolError, SeqTracker
-from roundhouse.agents.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
+from roundhouse.wire import protocol
+from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED, ProtocolError, SeqTracker
+from roundhouse.wire.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
 
 log = logging.getLogger("roundhouse.agent")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -378,6 +379,7 @@ class Agent:
         log.warning("the scheduler says: %s", body["reason"])
 
     def _on_shutdown(self, body) -> None:
+        self._send("stopping")  # the scheduler waits for this answer (it may ask again: stop() once)
         self.stop(f"the scheduler asked: {body['reason']}")
 
     def _on_ack(self, body) -> None:
@@ -480,35 +482,33 @@ class Agent:
         Lease.create(w.lease_path)
         env = dict(os.environ)
         env.update(
-            {
-                "CUDA_VISIBLE_DEVICES": str(w.gpu),
-                "RANK": str(w.rank),
-                "LOCAL_RANK": str(sum(1 for r in spec["ranks"] if r["rank"] < w.rank)),
-                "WORLD_SIZE": str(spec["world_size"]),
-                "MASTER_ADDR": spec["master_addr"],
-                "MASTER_PORT": str(spec["master_port"]),
-                "ROUNDHOUSE_JOB_ID": str(w.job),
-                "ROUNDHOUSE_ATTEMPT": str(w.attempt),
-                "ROUNDHOUSE_LEASE": str(w.lease_path),
-                "ROUNDHOUSE_AGENT": self.jobs_endpoint,
-                "ROUNDHOUSE_ITERATIONS": str(spec["iterations"]),
-                "ROUNDHOUSE_BATCH_SIZE": str(spec["batch_size"]),
-                "ROUNDHOUSE_CHECKPOINT_DIR": spec["checkpoint_dir"],
-                "ROUNDHOUSE_CHECKPOINT_EVERY": str(spec["checkpoint_every_s"]),
-                "ROUNDHOUSE_MODEL": spec.get("model") or "",
-                "ROUNDHOUSE_SEED": str(spec.get("seed") or 0),
-                "ROUNDHOUSE_LAUNCHED_AT": repr(time.time()),
-                "PYTHONPATH": os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p),
-            }
+            jobenv.variables(
+                gpu=w.gpu,
+                rank=w.rank,
+                local_rank=sum(1 for r in spec["ranks"] if r["rank"] < w.rank),
+                world_size=spec["world_size"],
+                master_addr=spec["master_addr"],
+                master_port=spec["master_port"],
+                job_id=w.job,
+                attempt=w.attempt,
+                lease=w.lease_path,
+                agent=self.jobs_endpoint,
+                iterations=spec["iterations"],
+                batch_size=spec["batch_size"],
+                checkpoint_dir=spec["checkpoint_dir"],
+                checkpoint_every_s=spec["checkpoint_every_s"],
+                model=spec.get("model") or "",
+                seed=spec.get("seed") or 0,
+                launched_at=time.time(),
+                threads=self.threads_per_gpu if self.threads_per_gpu > 0 else None,
+                pace_iters_per_s=spec["iters_per_s"] if self.emulate and spec.get("iters_per_s") else None,
+                resume=spec.get("resume") or None,
+                resume_iteration=(spec.get("resume_iteration") or 0) if spec.get("resume") else None,
+            )
         )
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
         if self.threads_per_gpu > 0:
-            env["ROUNDHOUSE_THREADS"] = str(self.threads_per_gpu)
             env["OMP_NUM_THREADS"] = str(self.threads_per_gpu)
-        if self.emulate and spec.get("iters_per_s"):
-            env["ROUNDHOUSE_PACE"] = repr(spec["iters_per_s"])
-        if spec.get("resume"):
-            env["ROUNDHOUSE_RESUME"] = spec["resume"]
-            env["ROUNDHOUSE_RESUME_ITERATION"] = str(spec.get("resume_iteration") or 0)
         if spec["master_addr"].startswith("127.") or spec["master_addr"] == "localhost":
             env.setdefault("GLOO_SOCKET_IFNAME", "lo")
         argv = [sys.executable, "-m", spec["workload"]] if spec.get("workload") else list(spec.get("command") or [])

@@ -44,8 +44,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from roundhouse.agents import protocol
-from roundhouse.agents.protocol import EXIT_DONE, EXIT_PREEMPTED
+from roundhouse.agents.jobenv import JobEnv
+from roundhouse.wire import protocol
+from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED
 
 LEASE_BYTES = 8
 _REVOKED = 1
@@ -234,38 +235,33 @@ class LeaseLoader:
 # --- the job -------------------------------------------------------------------------------
 
 
-def _env(name: str, default: str | None = None) -> str | None:
-    value = os.environ.get(name)
-    return value if value not in (None, "") else default
-
-
 class Job:
     """This training process, as its agent launched it."""
 
     def __init__(self, env: dict[str, str] | None = None):
-        e = dict(os.environ if env is None else env)
-        get = lambda k, d=None: e.get(k) if e.get(k) not in (None, "") else d  # noqa: E731
-        self.job_id = int(get("ROUNDHOUSE_JOB_ID", "0"))
-        self.attempt = int(get("ROUNDHOUSE_ATTEMPT", "1"))
-        self.rank = int(get("RANK", "0"))
-        self.world_size = int(get("WORLD_SIZE", "1"))
-        self.local_rank = int(get("LOCAL_RANK", "0"))
-        self.iterations = int(get("ROUNDHOUSE_ITERATIONS", "100"))
-        self.batch_size = int(get("ROUNDHOUSE_BATCH_SIZE", "0"))
-        self.model = get("ROUNDHOUSE_MODEL", "")
-        self.seed = int(get("ROUNDHOUSE_SEED", "0"))
-        self.threads = int(get("ROUNDHOUSE_THREADS", "0"))
-        self.checkpoint_dir = Path(get("ROUNDHOUSE_CHECKPOINT_DIR", "checkpoints"))
-        self.checkpoint_every_s = float(get("ROUNDHOUSE_CHECKPOINT_EVERY", "0"))
-        self.resume_path = get("ROUNDHOUSE_RESUME")
-        expected = get("ROUNDHOUSE_RESUME_ITERATION")
-        self.resume_iteration = int(expected) if expected is not None else None
-        self.report_every_s = float(get("ROUNDHOUSE_REPORT_EVERY", "0.5"))
-        self.pace_iters_per_s = float(get("ROUNDHOUSE_PACE", "0"))  # an emulated GPU's speed; 0: as fast as it goes
-        self.launched_at = float(get("ROUNDHOUSE_LAUNCHED_AT", str(time.time())))
-        self.master = (get("MASTER_ADDR", "127.0.0.1"), int(get("MASTER_PORT", "29500")))
-        self.lease = Lease(get("ROUNDHOUSE_LEASE"))
-        self._agent = get("ROUNDHOUSE_AGENT")
+        e = JobEnv.read(os.environ if env is None else env)
+        self.job_id = e.job_id
+        self.attempt = e.attempt
+        self.rank = e.rank
+        self.world_size = e.world_size
+        self.local_rank = e.local_rank
+        self.iterations = e.iterations
+        self.batch_size = e.batch_size
+        self.model = e.model
+        self.seed = e.seed
+        self.threads = e.threads
+        self.checkpoint_dir = Path(e.checkpoint_dir)
+        self.checkpoint_every_s = e.checkpoint_every_s
+        self.resume_path = e.resume
+        self.resume_iteration = e.resume_iteration
+        self.report_every_s = e.report_every_s
+        self.pace_iters_per_s = e.pace_iters_per_s  # an emulated GPU's speed; 0: as fast as it goes
+        self.launched_at = e.launched_at if e.launched_at is not None else time.time()
+        self.master = (e.master_addr, e.master_port)
+        self.dist_timeout_s = e.dist_timeout_s
+        self.gpu = e.gpu
+        self.lease = Lease(e.lease)
+        self._agent = e.agent
         self.iteration = 0
         self.start_iteration = 0
         self.outcome: str | None = None
@@ -302,7 +298,7 @@ class Job:
 
         if self.threads > 0:
             torch.set_num_threads(self.threads)
-        if torch.cuda.is_available() and _env("CUDA_VISIBLE_DEVICES") not in (None, "-1"):
+        if torch.cuda.is_available() and self.gpu not in (None, "-1"):
             self.device = "cuda"
         if self.world_size > 1:
             import datetime
@@ -310,7 +306,7 @@ class Job:
             import torch.distributed as dist
 
             backend = "nccl" if self.device == "cuda" else "gloo"
-            timeout = datetime.timedelta(seconds=float(_env("ROUNDHOUSE_DIST_TIMEOUT", "120")))
+            timeout = datetime.timedelta(seconds=self.dist_timeout_s)
             dist.init_process_group(
                 backend,
                 init_method=f"tcp://{self.master[0]}:{self.master[1]}",
@@ -383,14 +379,17 @@ class Job:
         return str(path)
 
     def _hold_pace(self) -> None:
-        """On an emulated GPU, wait until the iteration just done is due at the emulated speed.
-        Time lost to a slow stretch is not made up later: no bursts above that speed."""
+        """On an emulated GPU, wait until the iteration just done is due at the emulated speed:
+        one iteration's time after the previous one ended. Time lost to a slow stretch, or to a
+        sleep that overslept on a busy machine, is not made up later: no bursts above that speed."""
         if self.pace_iters_per_s <= 0:
             return
-        now = time.perf_counter()
         due = self._pace_due + 1.0 / self.pace_iters_per_s  # the loader set the start
+        now = time.perf_counter()
         if due > now:
             time.sleep(due - now)
+            now = time.perf_counter()
+        # When it actually ended (later than due if the sleep overslept), not when it was due.
         self._pace_due = max(due, now)
 
     # --- metrics ---

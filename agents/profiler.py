@@ -31,11 +31,12 @@ from pathlib import Path
 import attrs
 import zmq
 
-from roundhouse.agents import protocol
+from roundhouse.agents import jobenv
 from roundhouse.agents.agent import PROJECT_ROOT, spawn_worker
 from roundhouse.agents.client import Lease
 from roundhouse.agents.workloads import workload_for
 from roundhouse.errors import UsageError
+from roundhouse.wire import protocol
 
 DEFAULT_BATCH = {"ResNet-18": 16, "ResNet-50": 16, "LM": 10, "Recommendation": 64}
 
@@ -165,30 +166,32 @@ class _Runner:
             Lease.create(lease)
             env = dict(os.environ)
             env.update(
-                RANK=str(rank),
-                WORLD_SIZE=str(gpus),
-                LOCAL_RANK=str(rank),
-                MASTER_ADDR="127.0.0.1",
-                MASTER_PORT=str(port),
+                jobenv.variables(
+                    rank=rank,
+                    world_size=gpus,
+                    local_rank=rank,
+                    master_addr="127.0.0.1",
+                    master_port=port,
+                    job_id=job,
+                    attempt=attempt,
+                    lease=lease,
+                    agent=self.endpoint,
+                    iterations=iterations,
+                    batch_size=batch,
+                    checkpoint_dir=self.folder / f"ckpt-{job}",
+                    checkpoint_every_s=0.0,
+                    model=model,
+                    seed=job,
+                    threads=self.threads,
+                    report_every_s=0.2,
+                    launched_at=time.time(),
+                    resume=resume[0] if resume else None,
+                    resume_iteration=resume[1] if resume else None,
+                ),
                 GLOO_SOCKET_IFNAME="lo",
-                ROUNDHOUSE_JOB_ID=str(job),
-                ROUNDHOUSE_ATTEMPT=str(attempt),
-                ROUNDHOUSE_LEASE=str(lease),
-                ROUNDHOUSE_AGENT=self.endpoint,
-                ROUNDHOUSE_ITERATIONS=str(iterations),
-                ROUNDHOUSE_BATCH_SIZE=str(batch),
-                ROUNDHOUSE_CHECKPOINT_DIR=str(self.folder / f"ckpt-{job}"),
-                ROUNDHOUSE_CHECKPOINT_EVERY="0",
-                ROUNDHOUSE_MODEL=model,
-                ROUNDHOUSE_SEED=str(job),
-                ROUNDHOUSE_THREADS=str(self.threads),
                 OMP_NUM_THREADS=str(self.threads),
-                ROUNDHOUSE_REPORT_EVERY="0.2",
-                ROUNDHOUSE_LAUNCHED_AT=repr(time.time()),
                 PYTHONPATH=os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p),
             )
-            if resume:
-                env.update(ROUNDHOUSE_RESUME=resume[0], ROUNDHOUSE_RESUME_ITERATION=str(resume[1]))
             log = self.folder / f"job-{job}-{attempt}-{rank}.log"
             procs.append((rank, lease, spawn_worker([sys.executable, "-m", workload_for(model)], env, self.folder, log)))
         return procs

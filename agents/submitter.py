@@ -7,9 +7,9 @@ import time
 
 import zmq
 
-from roundhouse.agents import protocol
-from roundhouse.agents.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
 from roundhouse.errors import RoundhouseError
+from roundhouse.wire import protocol
+from roundhouse.wire.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
 
 log = logging.getLogger("roundhouse.submit")
 

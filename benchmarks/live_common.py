@@ -15,10 +15,10 @@ import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from roundhouse.agents import protocol  # noqa: E402
-from roundhouse.agents.security import ClientSecurity  # noqa: E402
 from roundhouse.agents.submitter import Submitter  # noqa: E402
 from roundhouse.tools.loopback import Loopback  # noqa: E402
+from roundhouse.wire import protocol  # noqa: E402
+from roundhouse.wire.security import ClientSecurity  # noqa: E402
 
 GRAPH = """
 round = {round};

@@ -1,6 +1,6 @@
 """Run a compiled graph live: the entry point `roundhouse serve` (and `run --live`) uses, the
 counterpart of runtime/simulate.py. The same graph, the same engine; the backend is the live
-one (runtime/backends/live.py) and the clock is the wall clock."""
+one (runtime/backends/live/) and the clock is the wall clock."""
 
 from __future__ import annotations
 
@@ -70,8 +70,14 @@ def serve(
     except ValueError:  # not the main thread (tests may run a scheduler in a thread)
         previous = {}
     try:
+        # The backend keeps the time limit: it cuts the round in progress there, and it does
+        # not count the replay of a resumed run against it.
+        backend.until = until
         backend.start()
-        result = Engine(graph, world, backend, until=until, on_round=on_round).run()
+        if not backend.started:  # stopped while waiting for agents: no round ran
+            log.info("%s before round 0: the run did not begin", backend.stop_requested)
+            return RunResult(world, 0, 0.0, backend.stop_requested, {}, {}, 0.0)
+        result = Engine(graph, world, backend, on_round=on_round).run()
         running = len(world.running_rows)
         if running:
             log.info(

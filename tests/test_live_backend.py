@@ -11,14 +11,14 @@ import polars as pl
 import pytest
 import zmq
 
-from roundhouse.agents import protocol
-from roundhouse.agents.security import ServerSecurity
 from roundhouse.runtime.backends.live import LiveBackend, LiveOptions
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.journal import Journal
 from roundhouse.runtime.types import Plan
 from roundhouse.runtime.world import World
 from roundhouse.traces.profiles import ProfileTable
+from roundhouse.wire import protocol
+from roundhouse.wire.security import ServerSecurity
 from tests.livecluster import free_port
 
 # Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
@@ -97,9 +97,9 @@ def live(tmp_path):
         # rely on agents[i] being node i (GPUs 2i and 2i+1).
         a.register()
         deadline = time.time() + 10
-        while backend._slots[i] is None and time.time() < deadline:
+        while backend.nodes.slots[i] is None and time.time() < deadline:
             pump(backend, 0.05)
-        assert backend._slots[i] is not None and backend._slots[i].name == a.name
+        assert backend.nodes.slots[i] is not None and backend.nodes.slots[i].name == a.name
     pump(backend)
     yield world, backend, agents, journal
     for a in agents:
@@ -110,7 +110,7 @@ def live(tmp_path):
 
 
 def pump(backend, seconds: float = 0.25) -> None:
-    backend._serve(time.time() + seconds)
+    backend.serve(time.time() + seconds)
 
 
 def add_jobs(world, rows: list[dict]):
@@ -168,7 +168,7 @@ def test_launch_revoke_and_relaunch_from_the_checkpoint(live):
     # Progress arrives with a heartbeat; the round's poll turns it into done iterations.
     agents[0].send("heartbeat", running=[{"job": 7, "attempt": 1, "rank": 0, "gpu": 1, "iteration": 40}])
     pump(backend)
-    backend._now += 0.2
+    backend.clock.now += 0.2
     round_trip(world, backend, None)
     assert world.jobs.column("done")[row] == 40
 
@@ -227,7 +227,7 @@ def test_crashes_are_retried_then_fail_and_lost_nodes_requeue(live):
     # Node b falls silent: its GPUs go offline and its job waits again.
     backend.options = attrs.evolve(backend.options, heartbeat_timeout_s=0.5)
     deadline = time.time() + 3
-    while time.time() < deadline and backend._slots[1].online:
+    while time.time() < deadline and backend.nodes.slots[1].online:
         agents[0].send("heartbeat", running=[])
         pump(backend, 0.1)
     events = round_trip(world, backend, None)
@@ -292,8 +292,8 @@ def test_a_plan_that_shares_gpus_is_refused_before_anything_leaves(live):
     rows = add_jobs(world, [{"job_id": i, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0} for i in (1, 2)])
     plan = Plan(launch_rows=rows, launch_gpus=[0, 0], launch_counts=[1, 1], launch_partner=rows[::-1])
     world.check_plan(plan)
-    plans_before = len(backend._plans)
+    plans_before = len(backend.takeover.plans)
     with pytest.raises(PlanError, match="space sharing is simulated only"):
         backend.apply(plan)
     pump(backend)
-    assert len(backend._plans) == plans_before and all(ag.receive() == [] for ag in agents)
+    assert len(backend.takeover.plans) == plans_before and all(ag.receive() == [] for ag in agents)

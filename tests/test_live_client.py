@@ -8,8 +8,8 @@ import pytest
 import torch
 import zmq
 
-from roundhouse.agents import protocol
 from roundhouse.agents.client import Job, Lease, LeaseLoader, ResumableSampler
+from roundhouse.wire import protocol
 
 # Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
 pytestmark = pytest.mark.live

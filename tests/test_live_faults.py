@@ -11,8 +11,8 @@ import time
 import polars as pl
 import pytest
 
-from roundhouse.agents.security import ClientSecurity
 from roundhouse.agents.submitter import Submitter
+from roundhouse.wire.security import ClientSecurity
 from tests.livecluster import TEST_PROFILE, LiveCluster
 
 # Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").

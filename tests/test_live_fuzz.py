@@ -12,9 +12,9 @@ import time
 import pytest
 import zmq
 
-from roundhouse.agents import protocol
-from roundhouse.agents.security import ClientSecurity
 from roundhouse.agents.submitter import Submitter
+from roundhouse.wire import protocol
+from roundhouse.wire.security import ClientSecurity
 from tests.conftest import REPO
 from tests.livecluster import LiveCluster, free_port
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roundhouse.agents import protocol
-from roundhouse.agents.protocol import ProtocolError, SeqTracker, decode, encode
+from roundhouse.wire import protocol
+from roundhouse.wire.protocol import ProtocolError, SeqTracker, decode, encode
 from tests.test_live_fuzz import EXAMPLES
 
 

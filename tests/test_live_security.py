@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 import zmq
 
-from roundhouse.agents import protocol
-from roundhouse.agents.security import ClientSecurity, ServerSecurity, make_keys
 from roundhouse.agents.submitter import SchedulerError, Submitter
 from roundhouse.errors import UsageError
 from roundhouse.tools.cli import main
+from roundhouse.tools.keys_cmd import make_keys
+from roundhouse.wire import protocol
+from roundhouse.wire.security import ClientSecurity, ServerSecurity
 from tests.livecluster import LiveCluster
 
 # Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").

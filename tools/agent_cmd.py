@@ -46,8 +46,8 @@ def agent_command(args) -> int:
     import os
 
     from roundhouse.agents.agent import Agent, find_gpus
-    from roundhouse.agents.security import ClientSecurity, is_loopback
     from roundhouse.runtime.files import make_folder
+    from roundhouse.wire.security import ClientSecurity, is_loopback
 
     setup_logging(args.log_level)
     name = args.name or socket.gethostname().split(".")[0]

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from roundhouse.agents.security import make_keys
+import os
+import shutil
+from pathlib import Path
+
+import zmq.auth
+
+from roundhouse.errors import UsageError
+from roundhouse.runtime.files import make_folder
+from roundhouse.wire.security import AUTHORIZED, SCHEDULER_KEY, check_name
 
 
 def register(sub) -> None:
@@ -24,3 +32,28 @@ def keys_command(args) -> int:
         f"roundhouse agent --name NAME --keys DIR ..."
     )
     return 0
+
+
+def make_keys(directory: str | Path, names: list[str]) -> list[Path]:
+    """Create the scheduler's pair (if missing) and one pair per name; admit each name's public
+    key. Returns the files written. Existing pairs are kept (never silently replaced)."""
+    for name in names:
+        check_name(name, "key name")
+    if SCHEDULER_KEY in names:
+        raise UsageError("'scheduler' is the scheduler's own key; name agents and submitters otherwise")
+    folder = make_folder(directory, "key folder")
+    make_folder(folder / AUTHORIZED, "key folder")
+    written: list[Path] = []
+    for name in [SCHEDULER_KEY, *names]:
+        public, secret = folder / f"{name}.key", folder / f"{name}.key_secret"
+        if public.exists() and secret.exists():
+            continue
+        if public.exists() or secret.exists():
+            raise UsageError(f"{folder}: half a key pair for '{name}'; remove {public.name} / {secret.name} and run again")
+        zmq.auth.create_certificates(str(folder), name)
+        os.chmod(secret, 0o600)
+        written += [public, secret]
+        if name != SCHEDULER_KEY:
+            shutil.copy(public, folder / AUTHORIZED / public.name)
+            written.append(folder / AUTHORIZED / public.name)
+    return written

@@ -24,7 +24,10 @@ def register(sub) -> None:
     )
     p.add_argument("--trace", help="trace file for the graph's TraceSource elements (overrides their path)")
     p.add_argument("--cluster", help="the cluster the agents form (default: the graph's cluster setting)")
-    p.add_argument("--until", help="stop after this long (e.g. 2h); running jobs keep running on their nodes")
+    p.add_argument(
+        "--until",
+        help="end the run at this time (e.g. 2h), cutting the round in progress short; running jobs keep running on their nodes",
+    )
     p.add_argument("--out", help="folder for jobs.csv, summary.json and run.json when the run ends")
     p.set_defaults(handler=serve_command)
 
@@ -87,11 +90,11 @@ def serve_command(args) -> int:
 def run_live(args, bind: str) -> int:
     from rich.console import Console
 
-    from roundhouse.agents.security import ServerSecurity
     from roundhouse.runtime.files import check_output_file, make_folder, writing
     from roundhouse.runtime.serve import serve
     from roundhouse.runtime.simulate import load_cluster
     from roundhouse.tools.run_cmd import _print_summary, compile_with_overrides, write_results
+    from roundhouse.wire.security import ServerSecurity
 
     setup_logging(args.log_level)
     security = ServerSecurity.choose(args.keys, args.insecure, bind)

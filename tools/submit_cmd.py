@@ -42,8 +42,8 @@ def _bounded_seconds(text: str, flag: str, most: float) -> float:
 
 
 def submit_command(args) -> int:
-    from roundhouse.agents.security import ClientSecurity
     from roundhouse.agents.submitter import Submitter
+    from roundhouse.wire.security import ClientSecurity
 
     setup_logging("warning")
     security = ClientSecurity.choose(args.keys, args.name, args.insecure, args.scheduler)

@@ -15,17 +15,12 @@ over several processes (gloo on CPU, NCCL on GPU). Run one by hand with, for exa
 
 The models are shrunk to run quickly on one CPU core; the point is real training processes
 with real checkpoints and collectives, not the published models' accuracy. This module does
-not import torch (the scheduler reads the table).
+not import torch; the table of which module trains which model is wire/workloads.py.
 """
 
 from __future__ import annotations
 
-WORKLOADS: dict[str, str] = {
-    "ResNet-18": "roundhouse.agents.workloads.cnn",
-    "ResNet-50": "roundhouse.agents.workloads.cnn",
-    "LM": "roundhouse.agents.workloads.lstm",
-    "Recommendation": "roundhouse.agents.workloads.recommend",
-}
+from roundhouse.wire.workloads import workload_module
 
 
 def workload_for(model: object) -> str | None:
@@ -34,4 +29,4 @@ def workload_for(model: object) -> str | None:
         return None
     from roundhouse.traces.profiles import canonical_model
 
-    return WORKLOADS.get(canonical_model(model) or model)
+    return workload_module(canonical_model(model) or model)

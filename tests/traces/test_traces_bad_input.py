@@ -89,7 +89,7 @@ def test_a_runs_jobs_csv_is_not_a_trace(tmp_path, capsys):
 
 
 def test_live_submission_with_own_column_is_refused_and_not_journaled(tmp_path):
-    from roundhouse.runtime.backends.live_submissions import Submissions
+    from roundhouse.runtime.backends.live.submissions import Submissions
     from roundhouse.runtime.cluster import Cluster
     from roundhouse.runtime.journal import Journal
     from roundhouse.runtime.world import World

@@ -32,7 +32,7 @@ class Submissions:
                     v = shlex.join(v)
                 row[k] = None if v is None else str(v).lower() if isinstance(v, bool) else str(v)
             rows.append(row)
-        taken = set(self.world.jobs._row_of_id) | self.journal.submission_ids()
+        taken = set(self.world.jobs.column("job_id").tolist()) | self.journal.submission_ids()
         ids = []
         next_id = max(self._next_id, max(taken, default=-1) + 1)
         for given in (r.get("job_id") for r in rows):

@@ -15,7 +15,7 @@ Who sends what:
 
 | from -> to            | messages                                                        |
 |-----------------------|-----------------------------------------------------------------|
-| agent -> scheduler    | register, heartbeat, started, metrics, exited                   |
+| agent -> scheduler    | register, heartbeat, started, metrics, exited, stopping         |
 | scheduler -> agent    | welcome, launch, revoke, ack, unknown, shutdown, error          |
 | submitter -> scheduler| submit, status, lease (a round-trip lease check, for comparison)|
 | scheduler -> submitter| accepted, status_reply, lease_reply, error                      |
@@ -248,6 +248,7 @@ SCHEMAS: dict[str, Obj] = {
         },
         {"checkpoint": PATH, "checkpoint_iteration": ITERATION, "exit_code": Int(-255, 255)},
     ),
+    "stopping": Obj({}),  # the answer to `shutdown`: the agent stops its workers and exits
     # scheduler -> agent
     "welcome": Obj({"node_index": Int(0, 10**6), "heartbeat_s": Num(0.01, 3600), "session": Str(64)}),
     "launch": Obj(

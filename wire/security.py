@@ -1,6 +1,6 @@
 """Who may talk to the scheduler: ZeroMQ CURVE keys, and the explicit insecure mode.
 
-A key folder made by `roundhouse keys DIR NAME...` holds::
+A key folder made by `roundhouse keys DIR NAME...` (tools/keys_cmd.py) holds::
 
     scheduler.key, scheduler.key_secret     the scheduler's key pair
     NAME.key, NAME.key_secret               one pair per agent or submitter
@@ -18,9 +18,7 @@ addresses; it says so loudly when it starts.
 from __future__ import annotations
 
 import logging
-import os
 import re
-import shutil
 from pathlib import Path
 
 import attrs
@@ -29,9 +27,8 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
-from roundhouse.agents.protocol import NAME_RE
 from roundhouse.errors import UsageError
-from roundhouse.runtime.files import make_folder
+from roundhouse.wire.protocol import NAME_RE
 
 SCHEDULER_KEY = "scheduler"
 AUTHORIZED = "authorized"
@@ -58,31 +55,6 @@ def check_name(name: str, what: str) -> None:
     plain names only (no path separators, no '..')."""
     if not re.fullmatch(NAME_RE, name):
         raise UsageError(f"bad {what} {name!r}: use up to 64 letters, digits, '.', '_' and '-', starting with a letter or digit")
-
-
-def make_keys(directory: str | Path, names: list[str]) -> list[Path]:
-    """Create the scheduler's pair (if missing) and one pair per name; admit each name's public
-    key. Returns the files written. Existing pairs are kept (never silently replaced)."""
-    for name in names:
-        check_name(name, "key name")
-    if SCHEDULER_KEY in names:
-        raise UsageError("'scheduler' is the scheduler's own key; name agents and submitters otherwise")
-    folder = make_folder(directory, "key folder")
-    make_folder(folder / AUTHORIZED, "key folder")
-    written: list[Path] = []
-    for name in [SCHEDULER_KEY, *names]:
-        public, secret = folder / f"{name}.key", folder / f"{name}.key_secret"
-        if public.exists() and secret.exists():
-            continue
-        if public.exists() or secret.exists():
-            raise UsageError(f"{folder}: half a key pair for '{name}'; remove {public.name} / {secret.name} and run again")
-        zmq.auth.create_certificates(str(folder), name)
-        os.chmod(secret, 0o600)
-        written += [public, secret]
-        if name != SCHEDULER_KEY:
-            shutil.copy(public, folder / AUTHORIZED / public.name)
-            written.append(folder / AUTHORIZED / public.name)
-    return written
 
 
 def _load(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
@@ -224,10 +196,16 @@ class ClientSecurity:
 
 
 # Monitor events that mean a peer was refused (or refused us) during the handshake.
+HANDSHAKE_FAILED = getattr(zmq, "EVENT_HANDSHAKE_FAILED_NO_DETAIL", 0x800)
 HANDSHAKE_FAILURES = {
-    getattr(zmq, "EVENT_HANDSHAKE_FAILED_NO_DETAIL", 0x800): "handshake failed",
+    HANDSHAKE_FAILED: "handshake failed",
     getattr(
         zmq, "EVENT_HANDSHAKE_FAILED_PROTOCOL", 0x2000
     ): "handshake failed: protocol error (not CURVE, or the wrong server key)",
     getattr(zmq, "EVENT_HANDSHAKE_FAILED_AUTH", 0x4000): "authentication refused (unknown key)",
 }
+# What the scheduler counts as refusing a peer: a handshake that failed on the protocol or the
+# key. A peer that hangs up during the handshake without detail (a client checking that the
+# address can be connected to, a port scan) was not refused; in insecure mode every connection
+# that does not hang up is admitted.
+REFUSALS = {event: what for event, what in HANDSHAKE_FAILURES.items() if event != HANDSHAKE_FAILED}

@@ -1,0 +1,329 @@
+"""Attempts and leases: every launch of a job is an attempt, journaled before any message leaves.
+A launch sends one message per node (the job's ranks there); a kept job gets no message at all
+(its lease renews optimistically); a suspended job is revoked through rank 0 only (its workers
+agree among themselves on the exit iteration, two-phase). A job relaunched before its previous
+attempt has finished checkpointing is launched once that attempt exits, from its checkpoint
+(the resume point). When every worker of an attempt has exited, the attempt's outcome decides
+what the job does next: finished, requeued from its last checkpoint, retried after a crash, or
+failed for good after too many."""
+
+from __future__ import annotations
+
+import logging
+import math
+import shlex
+from collections import defaultdict
+from pathlib import Path
+
+import attrs
+import numpy as np
+
+from roundhouse.runtime.backends.live.nodes import Nodes
+from roundhouse.runtime.backends.live.round import Clock, News
+from roundhouse.runtime.journal import AttemptRow, Journal
+from roundhouse.runtime.world import FINISHED, RUNNING, World
+from roundhouse.traces.profiles import canonical_model
+from roundhouse.wire.workloads import workload_module
+
+log = logging.getLogger("roundhouse.scheduler")
+
+
+@attrs.define(eq=False)
+class Attempt:
+    row: int
+    job_id: int
+    n: int
+    gpus: np.ndarray  # global GPU ids, rank order
+    slots: np.ndarray  # node of each rank
+    launched_s: float
+    master_port: int
+    batch: int = 0
+    iters_per_s: float = 0.0  # the profile's speed on these GPUs (0: unknown; emulated GPUs hold it)
+    start_iteration: int = 0
+    resume: str | None = None
+    sent: bool = False  # launch messages sent (False: waiting for the previous attempt to exit)
+    revoked: bool = False  # suspended by a plan (the world no longer runs it)
+    requeued: bool = False  # the world was told it lost its GPUs
+    kill_sent: bool = False
+    exits: dict[int, dict] = attrs.field(factory=dict)  # rank -> exited body (or a loss)
+    last_exit_s: float = 0.0
+    iteration: int = 0
+    checkpoint: str | None = None
+    checkpoint_iteration: int | None = None
+    ended: bool = False
+    successor: Attempt | None = None
+    waits_for: Attempt | None = None  # the previous attempt, still checkpointing: launch after it
+
+    @property
+    def world_size(self) -> int:
+        return len(self.gpus)
+
+    def lose_ranks(self, ranks, iteration: int) -> None:
+        """These workers are gone with their node (or never reached it)."""
+        for rank in ranks:
+            self.exits.setdefault(int(rank), {"outcome": "killed", "iteration": iteration, "lost": True})
+
+
+class Attempts:
+    def __init__(self, world: World, journal: Journal, options, counters: dict, news: News, clock: Clock, nodes: Nodes):
+        self.world = world
+        self.journal = journal
+        self.options = options
+        self.counters = counters
+        self.news = news
+        self.clock = clock
+        self.nodes = nodes
+        self.checkpoint_root = str(Path(options.checkpoint_dir).resolve())
+        # By job-table row.
+        self.current: dict[int, Attempt] = {}
+        self.live: dict[tuple[int, int], Attempt] = {}  # (job id, attempt) -> attempt not ended
+        self.checkpoints: dict[int, tuple[str, int]] = {}  # the best checkpoint: (path, iteration)
+        self.retries: defaultdict[int, int] = defaultdict(int)
+        self.reached: dict[int, int] = {}  # iterations reached by the job's latest attempt
+        self.until: dict[int, float] = {}  # service accounted up to this time
+        self.freed_at: dict[int, float] = {}  # GPUs lost (requeue, failure) at this time
+        self.unconfirmed: set[tuple[int, int]] = set()  # after a restart: not yet reported by an agent
+        self.ports_used: set[int] = set()
+        self._next_port = options.ports[0]
+
+    def _column(self, name: str) -> np.ndarray:
+        return self.world.jobs.column(name)
+
+    # --- new attempts ---
+    def new(self, row: int, gpus: np.ndarray, batch: int, iters_per_s: float) -> Attempt:
+        prev = self.current.get(row)
+        n = prev.n + 1 if prev is not None else 1
+        job_id = int(self._column("job_id")[row])
+        att = Attempt(row, job_id, n, gpus, self.world.cluster.gpu_node[gpus], self.clock.now, self._pick_port())
+        has_model = self._column("has_model")[row]
+        att.batch = int(batch or self._column("batch_size")[row])
+        att.iters_per_s = float(iters_per_s) if has_model else 0.0
+        if prev is not None and not prev.ended:
+            prev.successor = att
+            att.waits_for = prev
+        else:
+            self.resume_point(att)
+        self.current[row] = att
+        self.live[(att.job_id, att.n)] = att
+        self.ports_used.add(att.master_port)
+        self.journal.add_attempt(self.journal_row(att))  # committed before any message leaves
+        self.until[row] = self.clock.now
+        return att
+
+    def resume_point(self, att: Attempt) -> None:
+        ckpt = self.checkpoints.get(att.row)
+        att.resume, att.start_iteration = (ckpt[0], ckpt[1]) if ckpt else (None, 0)
+        att.iteration = att.start_iteration
+
+    def journal_row(self, att: Attempt) -> AttemptRow:
+        names = [self.nodes.name_at(int(s)) or "?" for s in att.slots]
+        return AttemptRow(
+            att.job_id, att.n, att.launched_s, att.gpus.tolist(), names, att.master_port, att.start_iteration, att.resume
+        )
+
+    def _pick_port(self) -> int:
+        lo, hi = self.options.ports
+        for _ in range(hi - lo):
+            port = self._next_port
+            self._next_port = lo + (self._next_port + 1 - lo) % (hi - lo)
+            if port not in self.ports_used:
+                return port
+        return lo
+
+    # --- launching and revoking ---
+    def start_or_defer(self, att: Attempt) -> None:
+        prev = att.waits_for
+        if prev is not None and not prev.ended:
+            log.info("job %d attempt %d waits for attempt %d to checkpoint and exit", att.job_id, att.n, prev.n)
+            return
+        self._send_launch(att)
+
+    def _send_launch(self, att: Attempt) -> None:
+        row = att.row
+        if att.waits_for is not None:
+            # Launched after its predecessor exited: from the checkpoint that one left.
+            att.waits_for = None
+            self.resume_point(att)
+            self.journal.add_attempt(self.journal_row(att))
+            self.journal.commit()
+        has_model = bool(self._column("has_model")[row])
+        if has_model:
+            self.reached[row] = att.start_iteration
+        model = self._column("model")[row]
+        try:
+            command = self._column("command")[row]
+        except KeyError:  # no job of the run has given a command
+            command = None
+        command = command if isinstance(command, str) and command.strip() else None
+        workload = workload_module(canonical_model(model) or model) if command is None and isinstance(model, str) else None
+        if command is None and workload is None:
+            reason = f"no workload for model {model!r} and no command: give the job a 'command'"
+            log.warning("job %d cannot run: %s", att.job_id, reason)
+            for rank in range(att.world_size):
+                att.exits[rank] = {"outcome": "failed", "iteration": att.start_iteration, "reason": reason}
+            att.sent = True
+            self.maybe_end(att, self.clock.now_s(), permanent=True)
+            return
+        rank0 = self.nodes.slots[int(att.slots[0])]
+        common = dict(
+            job=att.job_id,
+            attempt=att.n,
+            world_size=att.world_size,
+            master_addr=rank0.address if rank0 is not None else "127.0.0.1",
+            master_port=att.master_port,
+            iterations=int(math.ceil(self._column("work")[row])) if has_model else 0,
+            batch_size=att.batch,
+            checkpoint_dir=f"{self.checkpoint_root}/job-{att.job_id}",
+            checkpoint_every_s=float(self.options.checkpoint_every_s),
+            workload=workload,
+            command=shlex.split(command) if command else None,
+            model=model if isinstance(model, str) else None,
+            resume=att.resume,
+            resume_iteration=att.start_iteration if att.resume else None,
+            seed=int(att.job_id % 2**31),
+            iters_per_s=att.iters_per_s or None,
+        )
+        att.sent = True
+        cluster = self.world.cluster
+        for slot in sorted({int(s) for s in att.slots}):
+            ranks = [
+                {"rank": r, "gpu": int(cluster.gpu_local[g])}
+                for r, g in enumerate(att.gpus.tolist())
+                if int(att.slots[r]) == slot
+            ]
+            self.counters["launch_messages"] += 1
+            if not self.nodes.to_slot(slot, "launch", ranks=ranks, **common):
+                att.lose_ranks([r["rank"] for r in ranks], att.start_iteration)
+        self.counters["launches"] += 1
+        where = ", ".join(sorted({name for s in att.slots if (name := self.nodes.name_at(int(s))) is not None}))
+        log.info(
+            "launch job %d attempt %d on %s (GPUs %s)%s",
+            att.job_id,
+            att.n,
+            where,
+            ",".join(map(str, att.gpus.tolist())),
+            f" from its checkpoint at iteration {att.start_iteration}" if att.resume else "",
+        )
+        if len(att.exits) == att.world_size:  # every node it was meant for is gone
+            self.requeue_now(att, self.clock.now_s())
+            self.maybe_end(att, self.clock.now_s())
+
+    def revoke(self, att: Attempt | None) -> None:
+        if att is None or att.ended:
+            return
+        att.revoked = True
+        self.counters["revocations"] += 1
+        if not att.sent:
+            # Never started (it waited for its predecessor): nothing ran, nothing to checkpoint.
+            for rank in range(att.world_size):
+                att.exits.setdefault(rank, {"outcome": "preempted", "iteration": att.start_iteration})
+            self.maybe_end(att, self.clock.now_s())
+            return
+        node = self.nodes.slots[int(att.slots[0])]
+        # Two-phase: only rank 0 hears of it; it agrees the exit iteration with the others.
+        if 0 not in att.exits and self.nodes.to_node(node, "revoke", job=att.job_id, attempt=att.n, kill=False, rank=0):
+            log.info("revoke job %d attempt %d (told rank 0 on %s)", att.job_id, att.n, node.name)
+
+    def kill_rest(self, att: Attempt) -> None:
+        """A worker died: the others would wait for it in their collectives forever."""
+        if att.kill_sent or att.world_size == 1:
+            return
+        att.kill_sent = True
+        for slot in sorted({int(s) for r, s in enumerate(att.slots) if r not in att.exits}):
+            self.nodes.to_slot(slot, "revoke", job=att.job_id, attempt=att.n, kill=True)
+
+    # --- how attempts end ---
+    def requeue_now(self, att: Attempt, t: float) -> None:
+        """The world still runs this attempt but it lost its GPUs: requeue the job at once."""
+        if att.revoked or att.requeued or self.current.get(att.row) is not att:
+            return
+        if self._column("status")[att.row] != RUNNING:
+            return
+        att.requeued = True
+        self.news.requeued.append(att.row)
+        self.freed_at[att.row] = t
+        ckpt = self.checkpoints.get(att.row)
+        self.reached[att.row] = ckpt[1] if ckpt else 0
+
+    def maybe_end(self, att: Attempt, t: float, permanent: bool = False) -> None:
+        if att.ended or len(att.exits) < att.world_size:
+            return
+        outcomes = {e["outcome"] for e in att.exits.values()}
+        if att.exits[0]["outcome"] == "done":
+            outcome = "done"
+        elif "failed" in outcomes:
+            outcome = "failed"
+        elif "killed" in outcomes:
+            outcome = "killed"
+        else:
+            outcome = "preempted"
+        self.conclude(att, outcome, t, permanent)
+
+    def _drop(self, att: Attempt) -> None:
+        att.ended = True
+        self.live.pop((att.job_id, att.n), None)
+        self.ports_used.discard(att.master_port)
+
+    def conclude(self, att: Attempt, outcome: str, t: float, permanent: bool, from_journal: bool = False) -> None:
+        self._drop(att)
+        self.unconfirmed.discard((att.job_id, att.n))
+        row = att.row
+        reasons = "; ".join(sorted({e.get("reason", "") for e in att.exits.values() if e.get("reason")}))
+        if not from_journal:
+            self.journal.end_attempt(
+                att.job_id, att.n, t, outcome, att.iteration, att.checkpoint, att.checkpoint_iteration, reasons[:2000]
+            )
+        current = self.current.get(row) is att
+        status = self._column("status")[row]
+        news = self.news
+        if outcome == "done":
+            if status != FINISHED and not any(r == row for r, _ in news.finished):
+                news.finished.append((row, t))
+                self.freed_at[row] = t
+                self.reached.pop(row, None)
+                successor = att.successor
+                if successor is not None and not successor.ended:
+                    self._drop(successor)  # the job is complete: its relaunch never starts
+                    self.journal.end_attempt(
+                        successor.job_id,
+                        successor.n,
+                        t,
+                        "cancelled",
+                        successor.start_iteration,
+                        None,
+                        None,
+                        "the previous attempt completed the job",
+                    )
+            return
+        if outcome == "failed" and not att.revoked and not from_journal:
+            self.retries[row] += 1
+        has_model = self._column("has_model")[row]
+        if current and not att.revoked:
+            if outcome == "failed" and (permanent or self.retries[row] > self.options.max_retries):
+                why = "cannot run" if permanent else f"failed {self.retries[row]} times"
+                log.error("job %d %s; giving up (%s)", att.job_id, why, reasons or "no reason given")
+                if status != FINISHED:
+                    news.failed.append((row, t))
+                    self.freed_at[row] = t
+                    self.reached.pop(row, None)
+                return
+            if not att.requeued:
+                self.requeue_now(att, t)
+                if outcome == "failed":
+                    log.warning(
+                        "job %d crashed (try %d of %d); requeued from its last checkpoint",
+                        att.job_id,
+                        self.retries[row],
+                        self.options.max_retries + 1,
+                    )
+        elif current and att.revoked and att.checkpoint_iteration is not None and has_model:
+            self.reached[row] = max(att.checkpoint_iteration, 0)
+        elif current and att.revoked and has_model:
+            ckpt = self.checkpoints.get(row)
+            self.reached[row] = ckpt[1] if ckpt else 0
+        successor = att.successor
+        if successor is not None and not successor.ended and self.current.get(row) is successor:
+            if not successor.revoked:
+                self._send_launch(successor)
+            else:
+                self.conclude(successor, "preempted", t, permanent=False)

@@ -1,0 +1,350 @@
+"""The live backend: the backend interface (poll, apply, advance) over the rooms of this package.
+Every round:
+
+- `poll()` turns what agents reported since the last boundary into the events the simulator
+  produces: completions with their exact times, progress (iterations reached, GPU-seconds
+  held), the faults only a live cluster has (jobs requeued after a lost node or a crashed
+  process, jobs failed for good, GPUs going offline and online), and jobs submitted with
+  `roundhouse submit` (for `LiveSource`).
+- `apply(plan)` journals the round, then revokes each suspended job and launches each launch.
+- `advance()` serves messages until the wall clock reaches the next boundary.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import defaultdict
+from typing import Any
+
+import attrs
+import numpy as np
+
+from roundhouse.errors import RoundhouseError
+from roundhouse.runtime.backends.base import Progress
+from roundhouse.runtime.backends.live.attempts import Attempts
+from roundhouse.runtime.backends.live.nodes import Nodes
+from roundhouse.runtime.backends.live.reports import Reports
+from roundhouse.runtime.backends.live.round import Clock, News
+from roundhouse.runtime.backends.live.server import Server
+from roundhouse.runtime.backends.live.submissions import Submissions
+from roundhouse.runtime.backends.live.takeover import Takeover
+from roundhouse.runtime.journal import Journal
+from roundhouse.runtime.types import Events, Plan
+from roundhouse.runtime.values import format_duration
+from roundhouse.runtime.world import FINISHED, RUNNING, PlanError, World
+from roundhouse.wire.security import ServerSecurity
+
+log = logging.getLogger("roundhouse.scheduler")
+
+
+@attrs.frozen
+class LiveOptions:
+    heartbeat_s: float = 2.0  # agents heartbeat this often
+    heartbeat_timeout_s: float = 10.0  # an agent silent this long is lost
+    max_retries: int = 3  # a crashed job is relaunched this many times, then fails for good
+    checkpoint_every_s: float = 60.0  # jobs also checkpoint this often (0: only when revoked)
+    checkpoint_dir: str = "checkpoints"  # where jobs write checkpoints: storage every node can read
+    ports: tuple[int, int] = (29500, 29999)  # rendezvous ports for multi-worker jobs (half-open)
+    wait_for_agents_s: float = 30.0  # before round 0, wait this long for the whole cluster
+    takeover_s: float | None = None  # after a restart: time for agents to re-register (default: heartbeat timeout)
+    stop_agents: bool = False  # tell the agents to shut down when the run ends
+
+
+class LiveBackend:
+    """Runs a graph's plans on real nodes. See the package's docstring."""
+
+    wall_clock = True  # the engine: no idle-round jumps, and a live cluster never stalls for good
+
+    def __init__(
+        self,
+        world: World,
+        round_s: float,
+        bind: str,
+        security: ServerSecurity,
+        journal: Journal,
+        options: LiveOptions = LiveOptions(),
+        meta: dict[str, Any] | None = None,
+    ):
+        self.world = world
+        self.round_s = float(round_s)
+        self.bind = bind
+        self.journal = journal
+        self._meta = dict(meta or {})
+        self.session = uuid.uuid4().hex[:16]
+        self.counters: defaultdict[str, float] = defaultdict(int)
+        self.clock = Clock(self.round_s)
+        self.news = News()
+        self.stop_requested = ""
+        self.rounds = 0  # rounds run, replayed ones included: the whole run's (as the summary counts them)
+        self.started = False  # the run began (or resumed): start() did not stop while waiting for agents
+        self.until: float | None = None  # the run ends at this time (the engine's --until): rounds are cut there
+        self.server = Server(bind, security, journal, self.counters, lambda identity: self.nodes.name_of(identity))
+        self.nodes = Nodes(world.cluster, self.server, journal, options, self.counters, self.news, self.clock, self.session)
+        self.attempts = Attempts(world, journal, options, self.counters, self.news, self.clock, self.nodes)
+        self.reports = Reports(self.attempts, self.nodes, self.server)
+        self.submissions = Submissions(world, journal)
+        self.takeover = Takeover(self.attempts, self.nodes, self.submissions)
+        self.nodes.on_lost = self.reports.node_lost
+        self.nodes.on_running = self.reports.running
+        self.server.handlers.update(
+            register=self.nodes.on_register,
+            heartbeat=self.nodes.on_heartbeat,
+            stopping=self.nodes.on_stopping,
+            started=self.reports.on_started,
+            metrics=self.reports.on_metrics,
+            exited=self.reports.on_exited,
+            lease=self.reports.on_lease,
+            submit=self._on_submit,
+            status=self._on_status,
+        )
+        self.options = options
+
+    @property
+    def options(self) -> LiveOptions:
+        return self._options
+
+    @options.setter
+    def options(self, options: LiveOptions) -> None:
+        self._options = self.nodes.options = self.attempts.options = options
+
+    # --- lifecycle ---
+    @property
+    def now(self) -> float:
+        return self.clock.now
+
+    @property
+    def replaying(self) -> bool:
+        return self.takeover.replaying
+
+    def start(self) -> None:
+        """Bind, then either resume the journal's run or wait for the cluster's agents and start
+        a new one at round 0."""
+        self.server.start()
+        self.nodes.load()
+        fresh = not self.journal.meta()
+        if fresh:
+            self._wait_for_agents()
+            if self.stop_requested:
+                return  # before the run began: nothing journaled, a rerun starts afresh
+        self.started = True
+        meta = self.journal.begin(self._meta)
+        clock = self.clock
+        clock.epoch = float(meta["epoch"])
+        self.takeover.load()
+        if self.takeover.replay:
+            log.info("resuming the journal's run: replaying %d rounds, then taking back running jobs", len(self.takeover.replay))
+            clock.k, clock.now = self.takeover.replay[0][0], self.takeover.replay[0][1]
+        else:
+            clock.at(0.0 if fresh else clock.boundary_after(time.time()))
+            if not fresh:
+                self.takeover.begin()
+        if fresh:
+            log.info("round 0 starts now: %d of %d GPUs online", int(self.nodes.online.sum()), len(self.nodes.online))
+        if not self.takeover.replaying:
+            self._stop_at_the_limit()
+
+    def _wait_for_agents(self) -> None:
+        deadline = time.time() + self.options.wait_for_agents_s
+        last = -1
+        n = len(self.nodes.slots)
+        while time.time() < deadline and not self.stop_requested:
+            up = self.nodes.count_online()
+            if up != last:
+                log.info("waiting for agents: %d of %d nodes registered", up, n)
+                last = up
+            if up == n:
+                return
+            self.serve(min(deadline, time.time() + 0.2))
+        if not self.stop_requested:
+            log.warning("starting with %d of %d nodes; the others may join later", self.nodes.count_online(), n)
+
+    def serve(self, wall_deadline: float) -> None:
+        """Handle messages until the wall clock reaches `wall_deadline` (or a stop is asked)."""
+        self.server.serve(wall_deadline, lambda: bool(self.stop_requested), self._duties)
+
+    def _duties(self) -> None:
+        self.nodes.check()
+        self.takeover.check()
+
+    def close(self) -> None:
+        try:
+            if self.started and self.takeover.last_record and not self.takeover.replaying and not self.takeover.round_journaled:
+                # The last round (the engine stopped after its tick) is part of the run too: a
+                # resumed run replays it (its finished jobs, its submissions).
+                self.takeover.journal_round()
+            if self.server.open and self.options.stop_agents:
+                self._stop_agents()
+            if self.server.open:
+                self.server.flush()
+        finally:
+            self.journal.commit()
+            self.server.close()
+
+    def _stop_agents(self) -> None:
+        """Ask every connected agent to shut down and wait for each to answer, asking again
+        every half second (a message can be lost with a connection), for at most the heartbeat
+        timeout; say which did not answer."""
+        nodes = self.nodes
+        asked = {n.name for n in nodes.ask_to_stop("the scheduler's run ended")}
+        deadline = time.time() + self.options.heartbeat_timeout_s
+        silent = lambda: sorted(n for n in asked if not nodes.by_name[n].stopping)  # noqa: E731
+        while silent() and time.time() < deadline:
+            self.server.serve(min(deadline, time.time() + 0.5), lambda: not silent(), lambda: None)
+            asked |= {n.name for n in nodes.ask_to_stop("the scheduler's run ended")}
+        unreachable = sorted(n.name for n in nodes.slots if n is not None and n.online and n.identity is None)
+        if silent() or unreachable:
+            log.warning(
+                "asked %d agent(s) to stop; no answer from %s",
+                len(asked),
+                ", ".join(silent() + [f"{n} (not reconnected since the restart)" for n in unreachable]),
+            )
+        else:
+            log.info("asked %d agent(s) to stop; every one answered: %s", len(asked), ", ".join(sorted(asked)))
+
+    def request_stop(self, why: str) -> None:
+        """Stop at the next round boundary (the engine reads `stop_requested`)."""
+        self.stop_requested = why
+        log.info("%s: stopping at the next round boundary", why)
+
+    # --- the backend interface ---
+    def poll(self) -> tuple[Events, Progress]:
+        self.rounds += 1
+        if self.takeover.replaying:
+            return self.takeover.replayed_poll()
+        t = self.clock.now
+        news, nodes = self.news, self.nodes
+        progress = self.reports.since_last_poll(t, self.world.running_rows)
+        finished = news.finished + news.failed
+        submitted, submitted_ids = self.submissions.take(self.clock.k)
+        events = Events(
+            time=t,
+            finished=[r for r, _ in finished],
+            finished_at=[min(max(x, 0.0), t) for _, x in finished],
+            failed=[r for r, _ in news.failed],
+            requeued=news.requeued,
+            online=nodes.online.copy() if nodes.online_changed else None,
+            nodes_joined=tuple(news.joined),
+            nodes_lost=tuple(news.lost),
+            metrics=news.metrics,
+            submitted=submitted,
+        )
+        self.takeover.polled(events, progress, submitted_ids)
+        self.reports.polled([r for r, _ in finished])
+        news.clear()
+        nodes.online_changed = False
+        return events, progress
+
+    def apply(self, plan: Plan) -> None:
+        """Called with a checked plan before the world's books change."""
+        if self.takeover.replaying:
+            self.takeover.check_plan(plan)
+            return
+        started = time.perf_counter()
+        self._apply(plan)
+        self.counters["apply_s"] += time.perf_counter() - started
+
+    def _apply(self, plan: Plan) -> None:
+        if plan.launch_partner is not None and (plan.launch_partner >= 0).any():
+            raise PlanError(
+                "it shares GPUs between jobs (space_sharing=true), which live agents do not do: "
+                "they run one job per GPU; space sharing is simulated only"
+            )
+        self.takeover.planned(plan)
+        books = self.attempts
+        # The attempts to revoke, before a move (suspend and launch in one round) makes a new one
+        # current. Jobs a plan completes (where plans can: a loss-based termination) stop the
+        # same way: they checkpoint and exit, and the world has already counted them finished.
+        ending = np.concatenate([plan.suspend, plan.complete])
+        revoked = [books.current.get(row) for row in ending.tolist()]
+        rates = self.world.launch_rates(plan).tolist() if len(plan.launch_rows) else []
+        launches = [books.new(a.row, np.asarray(a.gpus), a.batch_size, rate) for a, rate in zip(plan.launch, rates)]
+        # Write ahead: the round and the new attempts are durable before any message leaves.
+        self.takeover.journal_round()
+        self.server.flush()
+        for att in revoked:
+            books.revoke(att)
+        for att in launches:
+            books.start_or_defer(att)
+        self.server.flush()
+
+    def advance(self) -> None:
+        clock = self.clock
+        if self.takeover.replaying:
+            if self.takeover.next_round():
+                return
+            # Replay is over (its rounds are in the journal already): the run goes on at the
+            # next boundary of the wall clock, taking the running jobs back meanwhile.
+            last = clock.k
+            target = clock.boundary_after(time.time())
+            self.takeover.begin()
+            self.serve(clock.wall(target))
+            clock.at(target)
+            clock.k = max(clock.k, last + 1)  # after a round cut short at the old run's end
+            self._stop_at_the_limit()
+            return
+        if not self.takeover.round_journaled:
+            self.takeover.journal_round()
+        self.server.flush()
+        target = clock.now + self.round_s
+        wall_target = clock.wall(target)
+        if time.time() > wall_target:
+            target = clock.boundary_after(time.time())
+            log.warning("round at t=%gs overran its length; the next round is at t=%gs", clock.now, target)
+            wall_target = clock.wall(target)
+        cut = self.until is not None and clock.now < self.until < target
+        if cut:
+            # The run ends inside this round: the round is cut short there, not run to its end.
+            target, wall_target = self.until, clock.wall(self.until)
+        self.serve(wall_target)
+        if self.stop_requested and time.time() < wall_target:
+            target, cut = clock.boundary_after(time.time()), False
+        if cut:
+            clock.now, clock.k = target, clock.k + 1
+        else:
+            clock.at(target)
+        self._stop_at_the_limit()
+
+    def _stop_at_the_limit(self) -> None:
+        """The run's time limit is the backend's to keep, not the engine's: a resumed run
+        replays its journal to the end (whatever the limit), then runs on until the limit."""
+        if self.until is not None and self.clock.now + 1e-9 >= self.until and not self.stop_requested:
+            self.stop_requested = f"reached the time limit ({format_duration(self.until)})"
+
+    # --- submitters ---
+    def _on_submit(self, identity, seq, body, frame) -> None:
+        specs = body["jobs"]
+        if not specs:
+            self.server.send(identity, "error", reason="no jobs in the submission", ref=seq)
+            return
+        try:
+            ids = self.submissions.accept(specs, self.clock.now_s())
+        except RoundhouseError as err:
+            self.server.send(identity, "error", reason=str(err), ref=seq)
+            return
+        self.counters["submitted"] += len(ids)
+        log.info(
+            "accepted %d job(s) from a submitter: %s", len(ids), ", ".join(map(str, ids[:20])) + (" ..." if len(ids) > 20 else "")
+        )
+        self.server.after_commit(identity, "accepted", job_ids=ids)
+
+    def _on_status(self, identity, seq, body, frame) -> None:
+        jobs = self.world.jobs
+        status = jobs.column("status")
+        failed = jobs.column("failed")
+        numbers = {
+            "rounds": self.rounds,
+            "now_s": self.clock.now,
+            "jobs": len(status),
+            "pending": int((status == 0).sum()),
+            "running": int((status == RUNNING).sum()),
+            "finished": int(((status == FINISHED) & ~failed).sum()),
+            "failed": int(failed.sum()),
+            "queued_submissions": len(self.journal.pending_submissions()),
+            "nodes_online": self.nodes.count_online(),
+            "nodes": len(self.nodes.slots),
+            "gpus_online": int(self.nodes.online.sum()),
+            **dict(self.counters),
+        }
+        self.server.send(identity, "status_reply", status={k: float(v) for k, v in numbers.items()})

@@ -1,0 +1,243 @@
+"""The node registry: which agent (by node name) fills which node of the graph's cluster, so that
+GPU ids mean the same thing live and simulated; registrations, heartbeats, lost nodes, and which
+GPUs are online. An agent silent for longer than the heartbeat timeout is lost: its GPUs go
+offline and the attempts there end (`on_lost`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import attrs
+import numpy as np
+
+from roundhouse.runtime.backends.live.round import Clock, News
+from roundhouse.runtime.backends.live.server import Server
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.journal import Journal
+
+log = logging.getLogger("roundhouse.scheduler")
+
+
+@attrs.define(eq=False)
+class Node:
+    name: str
+    slot: int
+    address: str
+    identity: bytes | None = None
+    session: str = ""
+    last_seen: float = 0.0
+    online: bool = False
+    key: str = ""
+    outbox: list = attrs.field(factory=list)  # messages for a node presumed up that has not re-registered
+    stopping: bool = False  # its agent answered a shutdown
+
+
+class Nodes:
+    def __init__(
+        self,
+        cluster: Cluster,
+        server: Server,
+        journal: Journal,
+        options,
+        counters: dict,
+        news: News,
+        clock: Clock,
+        session: str,
+    ):
+        self.cluster = cluster
+        self.server = server
+        self.journal = journal
+        self.options = options
+        self.counters = counters
+        self.news = news
+        self.clock = clock
+        self.session = session
+        self.slots: list[Node | None] = [None] * cluster.n_nodes
+        self.by_name: dict[str, Node] = {}
+        self.by_identity: dict[bytes, Node] = {}
+        self.online = np.zeros(cluster.n_gpus, dtype=bool)
+        self.online_changed = True  # the first poll always reports which GPUs are up
+        # Set by the backend: a node was lost (its attempts lose their workers there), and an
+        # agent listed its running processes (registering: it has just (re)connected).
+        self.on_lost: Callable[[Node], list[int]] = lambda node: []  # returns the jobs it affected
+        self.on_running: Callable[[Node, list[dict], bool], None] = lambda node, running, registering: None
+
+    # --- looking up ---
+    def name_of(self, identity: bytes) -> str | None:
+        node = self.by_identity.get(identity)
+        return node.name if node is not None else None
+
+    def name_at(self, slot: int) -> str | None:
+        node = self.slots[slot]
+        return node.name if node is not None else None
+
+    def count_online(self) -> int:
+        return sum(1 for n in self.slots if n is not None and n.online)
+
+    def load(self) -> None:
+        """The nodes the journal's run knew, by name (they keep their places after a restart)."""
+        for name, (slot, address) in self.journal.nodes().items():
+            node = Node(name, slot, address)
+            self.by_name[name] = node
+            self.slots[slot] = node
+
+    # --- sending ---
+    def to_node(self, node: Node | None, type_: str, **fields) -> bool:
+        """Send to a node's agent; held for a node presumed up until it re-registers. False
+        if the node is gone."""
+        if node is None or not node.online:
+            return False
+        if node.identity is None:
+            node.outbox.append((type_, fields))
+        else:
+            self.server.send(node.identity, type_, **fields)
+        return True
+
+    def to_slot(self, slot: int, type_: str, **fields) -> bool:
+        return self.to_node(self.slots[slot], type_, **fields)
+
+    # --- online GPUs ---
+    def set_online(self, node: Node, up: bool) -> None:
+        first = int(self.cluster.node_first_gpu[node.slot])
+        self.online[first : first + int(self.cluster.node_gpus[node.slot])] = up
+        self.online_changed = True
+
+    def presume_up(self, online: np.ndarray) -> None:
+        """After a restart: the GPUs that were online are presumed so, and their nodes up, until
+        their agents re-register or the heartbeat timeout passes."""
+        wall = time.time()
+        self.online = online.copy()
+        self.online_changed = True
+        for node in self.slots:
+            if node is not None and self.online[int(self.cluster.node_first_gpu[node.slot])]:
+                node.online, node.identity, node.last_seen = True, None, wall
+
+    # --- lost nodes ---
+    def check(self) -> None:
+        wall = time.time()
+        for node in self.slots:
+            if node is not None and node.online and wall - node.last_seen > self.options.heartbeat_timeout_s:
+                self.lose(node, f"no heartbeat for {wall - node.last_seen:.1f}s")
+
+    def lose(self, node: Node, why: str) -> None:
+        node.online = False
+        node.outbox = []
+        self.set_online(node, False)
+        self.news.lost.append(node.name)
+        self.counters["nodes_lost"] += 1
+        affected = self.on_lost(node)
+        log.warning(
+            "node %s lost (%s): its GPUs are offline%s",
+            node.name,
+            why,
+            "; requeueing job(s) " + ", ".join(map(str, affected)) if affected else "",
+        )
+
+    # --- stopping the agents ---
+    def ask_to_stop(self, reason: str) -> list[Node]:
+        """Ask every connected agent that has not answered yet to shut down; returns them."""
+        asked = [n for n in self.slots if n is not None and n.online and n.identity is not None and not n.stopping]
+        for node in asked:
+            self.server.send(node.identity, "shutdown", reason=reason)
+        return asked
+
+    def on_stopping(self, identity, seq, body, frame) -> None:
+        node = self.by_identity.get(identity)
+        if node is not None:
+            node.stopping = True
+            log.info("agent %s is stopping", node.name)
+
+    # --- messages from agents ---
+    def on_register(self, identity, seq, body, frame) -> None:
+        cluster = self.cluster
+        name = body["node"]
+        types = {g["type"] for g in body["gpus"]}
+        count = len(body["gpus"])
+        if len(types) != 1 or sorted(g["index"] for g in body["gpus"]) != list(range(count)):
+            self.server.send(identity, "error", reason="a node registers GPUs 0..N-1, all of one type")
+            return
+        gpu_type = cluster_type = next(iter(types))
+        known = [t for t in cluster.gpu_types if t.lower() == gpu_type.lower()]
+        if known:
+            cluster_type = known[0]
+
+        def fits(slot: int) -> bool:
+            return int(cluster.node_gpus[slot]) == count and cluster.gpu_types[int(cluster.node_type[slot])] == cluster_type
+
+        node = self.by_name.get(name)
+        if node is not None and not fits(node.slot):
+            reason = (
+                f"node {name} is node {node.slot} of the cluster, which has {cluster.node_gpus[node.slot]} "
+                f"{cluster.gpu_types[cluster.node_type[node.slot]]} GPU(s); it now registers {count} {gpu_type}"
+            )
+            log.warning("refused registration: %s", reason)
+            self.server.send(identity, "error", reason=reason)
+            return
+        if node is None:
+            free = [s for s in range(cluster.n_nodes) if self.slots[s] is None and fits(s)]
+            free += [s for s in range(cluster.n_nodes) if self.slots[s] is not None and not self.slots[s].online and fits(s)]
+            if not free:
+                reason = f"the cluster ({cluster.describe()}) has no free node with {count} {gpu_type} GPU(s) for {name}"
+                log.warning("refused registration: %s", reason)
+                self.server.send(identity, "error", reason=reason)
+                return
+            slot = free[0]
+            old = self.slots[slot]
+            if old is not None:
+                del self.by_name[old.name]
+                log.info("node %s takes the place of lost node %s (node %d)", name, old.name, slot)
+            node = Node(name, slot, body["address"])
+            self.by_name[name] = node
+            self.slots[slot] = node
+        elif node.online and node.session and node.session != body["session"]:
+            # The same node came back as a new agent process: the old one's jobs died with it.
+            self.lose(node, "its agent restarted")
+        if node.identity is not None and node.identity != identity:
+            self.by_identity.pop(node.identity, None)
+            self.server.forget(node.identity)
+        node.identity, node.session, node.address = identity, body["session"], body["address"]
+        node.last_seen = time.time()
+        try:
+            node.key = frame.get("User-Id") or ""
+        except Exception:
+            node.key = ""
+        self.by_identity[identity] = node
+        self.journal.set_node(name, node.slot, node.address, self.clock.now_s())
+        if not node.online:
+            node.online = True
+            self.set_online(node, True)
+            self.news.joined.append(name)
+        first = int(cluster.node_first_gpu[node.slot])
+        log.info(
+            "node %s registered%s as node %d: GPUs %d-%d (%d x %s), %d running process(es)",
+            name,
+            f" (key {node.key})" if node.key else "",
+            node.slot,
+            first,
+            first + count - 1,
+            count,
+            cluster_type,
+            len(body["running"]),
+        )
+        self.server.send(identity, "welcome", node_index=node.slot, heartbeat_s=self.options.heartbeat_s, session=self.session)
+        held, node.outbox = node.outbox, []
+        for type_, fields in held:
+            self.server.send(identity, type_, **fields)
+        self.on_running(node, body["running"], True)
+
+    def on_heartbeat(self, identity, seq, body, frame) -> None:
+        node = self.by_identity.get(identity)
+        if node is None or not node.online:
+            self.server.send(identity, "unknown", reason="this scheduler does not know this agent: register")
+            return
+        node.last_seen = time.time()
+        self.on_running(node, body["running"], False)
+
+    def seen(self, identity: bytes) -> Node | None:
+        """The registered node of a connection, now known to be alive; None if unknown."""
+        node = self.by_identity.get(identity)
+        if node is not None:
+            node.last_seen = time.time()
+        return node

@@ -1,0 +1,176 @@
+"""What agents report about the attempts they run, matched against what this scheduler expects:
+starts, progress (iterations, checkpoints), exits (acknowledged once journaled; an agent resends
+an exit until it is), the processes an agent lists when it heartbeats or registers (stale ones
+are killed), and the attempts a lost node takes with it. Also the progress all that adds up to
+at a round boundary, and the lease round trip submitters may ask for."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from roundhouse.runtime.backends.base import Progress
+from roundhouse.runtime.backends.live.attempts import Attempt, Attempts
+from roundhouse.runtime.backends.live.nodes import Node, Nodes
+from roundhouse.runtime.backends.live.server import Server
+
+log = logging.getLogger("roundhouse.scheduler")
+
+
+class Reports:
+    def __init__(self, attempts: Attempts, nodes: Nodes, server: Server):
+        self.attempts = attempts
+        self.nodes = nodes
+        self.server = server
+        self.journal = attempts.journal
+        self.counters = attempts.counters
+
+    # --- progress ---
+    def progress(self, att: Attempt, iteration: int, checkpoint: str | None, checkpoint_iteration: int | None) -> None:
+        books = self.attempts
+        if iteration > att.iteration:
+            att.iteration = iteration
+            if books.current.get(att.row) is att and not att.requeued:
+                books.reached[att.row] = iteration
+        if checkpoint is not None and checkpoint_iteration is not None:
+            if att.checkpoint_iteration is None or checkpoint_iteration > att.checkpoint_iteration:
+                att.checkpoint, att.checkpoint_iteration = checkpoint, checkpoint_iteration
+                self.journal.note_checkpoint(att.job_id, att.n, checkpoint, checkpoint_iteration)
+                best = books.checkpoints.get(att.row)
+                if best is None or checkpoint_iteration >= best[1]:
+                    books.checkpoints[att.row] = (checkpoint, checkpoint_iteration)
+
+    def since_last_poll(self, t: float, running: np.ndarray) -> Progress:
+        """The progress of every running job and every job an attempt moved, up to round time
+        `t`: iterations reached, GPU-seconds held, seconds held."""
+        books = self.attempts
+        jobs = books.world.jobs
+        held, has_model, done_before = jobs.column("held"), jobs.column("has_model"), jobs.column("done")
+        touched = sorted(set(running.tolist()) | set(books.reached))
+        rows = np.asarray(touched, dtype=np.int64)
+        done = np.zeros(len(rows))
+        service = np.zeros(len(rows))
+        run_s = np.zeros(len(rows))
+        running_mask = np.zeros(len(rows), dtype=bool)
+        if len(rows):
+            running_mask[np.searchsorted(rows, running)] = True
+        for i, row in enumerate(rows.tolist()):
+            if running_mask[i]:
+                end = min(books.freed_at.get(row, t), t)
+                start = books.until.get(row, t)
+                span = max(end - start, 0.0)
+                service[i] = held[row] * span
+                run_s[i] = span
+                books.until[row] = t
+                if not has_model[row]:
+                    done[i] = span  # a job known only by duration progresses one unit a second
+            if has_model[row] and row in books.reached:
+                done[i] = books.reached[row] - done_before[row]
+        keep = (done != 0) | running_mask
+        return Progress(rows[keep], done[keep], service[keep], run_s[keep])
+
+    def polled(self, finished_rows: list[int]) -> None:
+        """The poll reported these jobs finished, and every freed job's service: forget them."""
+        books = self.attempts
+        for row in finished_rows:
+            books.reached.pop(row, None)
+            books.until.pop(row, None)
+        for row in list(books.freed_at):
+            books.until.pop(row, None)
+        books.freed_at.clear()
+
+    # --- what agents run ---
+    def running(self, node: Node, running: list[dict], registering: bool) -> None:
+        """Match an agent's processes with the attempts this scheduler expects there: update
+        progress, confirm takeovers, kill what nobody should be running."""
+        books = self.attempts
+        stale: set[tuple[int, int]] = set()
+        for proc in running:
+            key = (proc["job"], proc["attempt"])
+            att = books.live.get(key)
+            rank = proc["rank"]
+            if att is None or rank >= att.world_size or int(att.slots[rank]) != node.slot or rank in att.exits:
+                stale.add(key)
+                continue
+            books.unconfirmed.discard(key)
+            self.progress(att, proc["iteration"], proc.get("checkpoint"), proc.get("checkpoint_iteration"))
+            if registering and att.revoked and rank == 0:
+                self.nodes.to_node(node, "revoke", job=att.job_id, attempt=att.n, kill=False, rank=0)
+        for job, attempt in sorted(stale):
+            log.warning(
+                "node %s runs job %d attempt %d, which this scheduler does not expect there: killing it", node.name, job, attempt
+            )
+            self.nodes.to_node(node, "revoke", job=job, attempt=attempt, kill=True)
+
+    def node_lost(self, node: Node) -> list[int]:
+        """The workers on a lost node are gone: their attempts end (the jobs are requeued from
+        their checkpoints; their workers elsewhere are killed). Returns the jobs affected."""
+        books = self.attempts
+        affected = [att for att in books.live.values() if (att.slots == node.slot).any()]
+        t = books.clock.now_s()
+        for att in affected:
+            att.lose_ranks(np.flatnonzero(att.slots == node.slot).tolist(), att.iteration)
+            books.kill_rest(att)
+            books.requeue_now(att, t)
+            books.maybe_end(att, t)
+        return [att.job_id for att in affected]
+
+    # --- messages from agents ---
+    def on_started(self, identity, seq, body, frame) -> None:
+        att = self.attempts.live.get((body["job"], body["attempt"]))
+        if att is None or self.nodes.by_identity.get(identity) is None:
+            return
+        node = self.nodes.seen(identity)
+        log.debug("job %d attempt %d rank %d started on %s", body["job"], body["attempt"], body["rank"], node.name)
+
+    def on_metrics(self, identity, seq, body, frame) -> None:
+        att = self.attempts.live.get((body["job"], body["attempt"]))
+        if att is None or self.nodes.by_identity.get(identity) is None:
+            return
+        self.nodes.seen(identity)
+        self.progress(att, body["iteration"], None, None)
+        if body["rank"] == 0 and body["values"]:
+            metrics = self.attempts.news.metrics
+            metrics[att.row] = {**metrics.get(att.row, {}), **body["values"], "iteration": float(body["iteration"])}
+
+    def on_exited(self, identity, seq, body, frame) -> None:
+        node = self.nodes.seen(identity)
+        if node is None:
+            self.server.send(identity, "unknown", reason="this scheduler does not know this agent: register")
+            return
+        books = self.attempts
+        key = (body["job"], body["attempt"])
+        ack = {"job": body["job"], "attempt": body["attempt"], "rank": body["rank"]}
+        att = books.live.get(key)
+        if att is None or body["rank"] >= att.world_size or body["rank"] in att.exits:
+            self.server.after_commit(identity, "ack", **ack)  # already known (a resend), or from before this run
+            return
+        books.unconfirmed.discard(key)
+        att.exits[body["rank"]] = body
+        att.last_exit_s = books.clock.now_s()
+        self.journal.add_exit(node.name, att.last_exit_s, body)
+        self.progress(att, body["iteration"], body.get("checkpoint"), body.get("checkpoint_iteration"))
+        level = logging.INFO if body["outcome"] in ("done", "preempted") else logging.WARNING
+        log.log(
+            level,
+            "job %d attempt %d rank %d on %s: %s at iteration %d%s",
+            att.job_id,
+            att.n,
+            body["rank"],
+            node.name,
+            body["outcome"],
+            body["iteration"],
+            f" ({body['reason']})" if body["reason"] else "",
+        )
+        if body["outcome"] in ("failed", "killed"):
+            books.kill_rest(att)
+        books.maybe_end(att, att.last_exit_s, permanent=body["permanent"])
+        self.server.after_commit(identity, "ack", **ack)
+
+    def on_lease(self, identity, seq, body, frame) -> None:
+        """A round-trip lease check (what optimistic renewal avoids; kept to measure it)."""
+        att = self.attempts.live.get((body["job"], body["attempt"]))
+        self.counters["lease_checks"] += 1
+        valid = att is not None and not att.revoked
+        self.server.send(identity, "lease_reply", job=body["job"], attempt=body["attempt"], valid=valid)

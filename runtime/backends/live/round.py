@@ -1,0 +1,51 @@
+"""What the live backend's rooms share within a run: the clock (round boundaries on the wall
+clock) and the news (what happened since the last round boundary, for the next poll)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import attrs
+
+
+@attrs.define
+class Clock:
+    """Round time and wall time. t=0 is the journal's epoch (a resumed run keeps it), so a
+    round's time `now` is its boundary in seconds since the run began and `k` its index."""
+
+    round_s: float
+    epoch: float = 0.0
+    now: float = 0.0
+    k: int = 0
+
+    def now_s(self) -> float:
+        """The wall clock, in run seconds (between boundaries)."""
+        return time.time() - self.epoch
+
+    def boundary_after(self, wall: float) -> float:
+        return math.ceil((wall - self.epoch) / self.round_s - 1e-9) * self.round_s
+
+    def at(self, boundary: float) -> None:
+        """Move to the round boundary `boundary` (run seconds)."""
+        self.now = boundary
+        self.k = int(round(boundary / self.round_s))
+
+    def wall(self, boundary: float) -> float:
+        return self.epoch + boundary
+
+
+@attrs.define
+class News:
+    """What the backend learned since the last poll; the next poll reports it and clears it."""
+
+    finished: list[tuple[int, float]] = attrs.field(factory=list)  # (row, time), done
+    failed: list[tuple[int, float]] = attrs.field(factory=list)  # (row, time), failed for good
+    requeued: list[int] = attrs.field(factory=list)  # rows that lost their GPUs without a plan
+    metrics: dict[int, dict[str, float]] = attrs.field(factory=dict)
+    joined: list[str] = attrs.field(factory=list)
+    lost: list[str] = attrs.field(factory=list)
+
+    def clear(self) -> None:
+        self.finished, self.failed, self.requeued = [], [], []
+        self.metrics, self.joined, self.lost = {}, [], []

@@ -1,0 +1,179 @@
+"""The scheduler's socket: a ROUTER that agents and submitters connect to. Receives and validates
+every frame (wire/protocol.py), hands each message to the handler registered for its type,
+sends replies, and holds back the replies that promise durability until the journal has
+committed. A bad frame is answered with `error` or dropped, and logged; the server carries on."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import zmq
+
+from roundhouse.errors import UsageError
+from roundhouse.runtime.journal import Journal
+from roundhouse.wire import protocol
+from roundhouse.wire.protocol import ProtocolError, SeqTracker
+from roundhouse.wire.security import HANDSHAKE_FAILURES, REFUSALS, ServerSecurity
+
+log = logging.getLogger("roundhouse.scheduler")
+
+_DRAIN = 2000  # messages handled per wake-up before other duties (heartbeat checks, commits)
+
+# handler(identity, seq, body, frame)
+Handler = Callable[[bytes, int, dict, zmq.Frame], None]
+
+
+class Server:
+    def __init__(
+        self,
+        bind: str,
+        security: ServerSecurity,
+        journal: Journal,
+        counters: dict,
+        name_of: Callable[[bytes], str | None],
+    ):
+        self.bind = bind
+        self.security = security
+        self.journal = journal
+        self.counters = counters
+        self._name_of = name_of  # the node name of an agent's connection, if it registered
+        self.handlers: dict[str, Handler] = {}
+        self._seq = protocol.Sequence()
+        self._seq.n = time.time_ns() // 1000  # increasing across restarts, so agents never see it go back
+        self._seqs = SeqTracker()
+        # After commit: replies that promise durability (exit acks, accepted submissions).
+        self._after_commit: list[tuple[bytes, str, dict]] = []
+        self._context: zmq.Context | None = None
+        self._socket: zmq.Socket | None = None
+        self._monitor: zmq.Socket | None = None
+        self._auth = None
+        self._poller = zmq.Poller()
+
+    @property
+    def open(self) -> bool:
+        return self._socket is not None
+
+    def start(self) -> None:
+        self._context = zmq.Context()
+        # Owned by `close()` from here on: a socket left open makes `Context.term()` wait forever.
+        self._socket = sock = self._context.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        sock.setsockopt(zmq.MAXMSGSIZE, protocol.HARD_LIMIT)
+        sock.setsockopt(zmq.LINGER, 500)
+        sock.setsockopt(zmq.SNDHWM, 100_000)
+        sock.setsockopt(zmq.RCVHWM, 100_000)
+        self._auth = self.security.apply(self._context, sock, log)
+        self._monitor = sock.get_monitor_socket(sum(HANDSHAKE_FAILURES))
+        try:
+            sock.bind(self.bind)
+        except zmq.ZMQError as err:
+            self.close()
+            raise UsageError(f"cannot listen on {self.bind}: {zmq.strerror(err.errno)}") from None
+        self._poller.register(sock, zmq.POLLIN)
+        self._poller.register(self._monitor, zmq.POLLIN)
+        log.info("scheduler listening on %s (%s)", self.bind, "INSECURE" if self.security.insecure else "CURVE")
+
+    def close(self) -> None:
+        if self._auth is not None:
+            self._auth.stop()
+            self._auth = None
+        for sock in (self._monitor, self._socket):
+            if sock is not None:
+                sock.close(linger=500)
+        self._monitor = self._socket = None
+        if self._context is not None:
+            self._context.term()
+            self._context = None
+
+    def serve(self, wall_deadline: float, stop: Callable[[], bool], duties: Callable[[], None]) -> None:
+        """Handle messages until the wall clock reaches `wall_deadline` or `stop()` is true;
+        `duties` runs after every wake-up (heartbeat checks), then the journal commits."""
+        sock = self._socket
+        while True:
+            remaining = wall_deadline - time.time()
+            if remaining <= 0 or stop():
+                break
+            ready = dict(self._poller.poll(timeout=max(1, int(min(remaining, 0.1) * 1000))))
+            if sock in ready:
+                for _ in range(_DRAIN):
+                    try:
+                        frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    self._receive(frames)
+            if self._monitor in ready:
+                self._drain_monitor()
+            duties()
+            self.flush()
+
+    def _receive(self, frames) -> None:
+        self.counters["messages_in"] += 1
+        identity = frames[0].bytes
+        try:
+            if len(frames) != 2:
+                raise ProtocolError(f"expected one frame per message, got {len(frames) - 1}")
+            type_, seq, body = protocol.decode(frames[1].buffer, frozenset(self.handlers))
+        except ProtocolError as err:
+            self.counters["bad_messages"] += 1
+            log.warning("refused a message from %s: %s", self.who(identity), err.reason)
+            self.send(identity, "error", reason=err.reason, ref=err.seq)
+            return
+        if not self._seqs.accept(identity, seq):
+            self.counters["bad_messages"] += 1
+            log.warning("dropped an out-of-order %s from %s (seq %d)", type_, self.who(identity), seq)
+            self.send(identity, "error", reason=f"out-of-order message (seq {seq})", ref=seq)
+            return
+        try:
+            self.handlers[type_](identity, seq, body, frames[1])
+        except Exception:  # a bug must not stop the scheduler: log it, answer, carry on
+            self.counters["handler_errors"] += 1
+            log.exception("error while handling %s from %s", type_, self.who(identity))
+            self.send(identity, "error", reason=f"internal error while handling {type_}; see the scheduler's log", ref=seq)
+
+    def forget(self, identity: bytes) -> None:
+        """A connection replaced by another (an agent re-registered): its sequence starts over."""
+        self._seqs.forget(identity)
+
+    def who(self, identity: bytes) -> str:
+        name = self._name_of(identity)
+        return f"agent {name}" if name is not None else f"peer {identity.hex()[:10]}"
+
+    def _drain_monitor(self) -> None:
+        from zmq.utils.monitor import recv_monitor_message
+
+        while True:
+            try:
+                event = recv_monitor_message(self._monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            except Exception:  # a malformed monitor frame: nothing to act on
+                return
+            where = event.get("endpoint", b"").decode(errors="replace")
+            what = REFUSALS.get(event.get("event"))
+            if what:
+                self.counters["refused_peers"] += 1
+                log.warning("refused a peer on %s: %s", where, what)
+            else:
+                log.debug("a peer on %s hung up during the handshake", where)
+
+    def send(self, identity: bytes, type_: str, **fields) -> None:
+        frame = protocol.encode(type_, self._seq.next(), **fields)
+        try:
+            self._socket.send_multipart([identity, frame], zmq.NOBLOCK)
+            self.counters["messages_out"] += 1
+        except zmq.ZMQError as err:  # the peer left (ROUTER_MANDATORY) or its queue is full
+            level = logging.WARNING if self._name_of(identity) is not None else logging.DEBUG
+            log.log(level, "could not send %s to %s: %s", type_, self.who(identity), err.strerror)
+
+    def after_commit(self, identity: bytes, type_: str, **fields) -> None:
+        """Send once what the run was told is committed (the reply promises it is durable)."""
+        self._after_commit.append((identity, type_, fields))
+
+    def flush(self) -> None:
+        """Commit the journal, then send what promised durability."""
+        self.journal.commit()
+        pending, self._after_commit = self._after_commit, []
+        for identity, type_, fields in pending:
+            self.send(identity, type_, **fields)

@@ -1,0 +1,145 @@
+"""`roundhouse serve` as a user runs it: connections in insecure mode, stopping the agents,
+resuming a run, signals while waiting for agents, and the time limit. Real agents on loopback
+with emulated GPUs; every run ends by itself."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+
+from roundhouse.agents.submitter import Submitter
+from roundhouse.wire.security import ClientSecurity
+from tests.livecluster import TEST_PROFILE, LiveCluster
+
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
+GRAPH = """
+round = {round};
+cluster = "2x2:V100";
+profile = "profile.csv";
+src :: {source};
+src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
+"""
+
+
+def _cluster(tmp_path, source: str, jobs: str = "", round_: str = "1s", **options) -> LiveCluster:
+    files = {"profile.csv": TEST_PROFILE}
+    if jobs:
+        files["jobs.csv"] = "job_id,arrival_s,gpus,model,iterations,batch_size\n" + jobs
+    return LiveCluster(tmp_path, GRAPH.format(round=round_, source=source), files, **options)
+
+
+def _start_two_agents(cluster: LiveCluster) -> None:
+    cluster.start_agent("node-a")
+    cluster.wait_for(lambda: "node node-a registered" in cluster.log("scheduler"), 30, "node-a")
+    cluster.start_agent("node-b")  # node-a registered first: it is node 0, where Fifo puts jobs first
+
+
+def test_insecure_connections_are_not_counted_as_refused_peers(tmp_path):
+    cluster = _cluster(tmp_path, "LiveSource(jobs=2)")
+    try:
+        cluster.start_scheduler()
+        _start_two_agents(cluster)
+        cluster.wait_for(lambda: "round 0 starts" in cluster.log("scheduler"), 30, "round 0")
+        insecure = ClientSecurity(None)
+        with Submitter(cluster.address, insecure) as client:
+            assert client.submit([{"model": "LM", "iterations": 50, "gpus": 1, "batch_size": 10}]) == [0]
+        with Submitter(cluster.address, insecure) as client:
+            assert client.status().get("refused_peers", 0) == 0
+        with Submitter(cluster.address, insecure) as client:
+            status = client.status()
+            assert client.submit([{"model": "LM", "iterations": 50, "gpus": 1, "batch_size": 10}]) == [1]
+        assert status.get("refused_peers", 0) == 0, cluster.log("scheduler")
+        assert cluster.wait_exit("scheduler", timeout=60) == 0, cluster.logs()
+        assert "refused a peer" not in cluster.log("scheduler"), cluster.log("scheduler")
+    finally:
+        cluster.close()
+
+
+def test_stop_agents_stops_every_agent_and_waits_for_their_answers(tmp_path):
+    # Both jobs run on node-a when the time limit ends the run; node-b has run nothing.
+    jobs = "0,0,1,LM,5000,10\n1,0,1,LM,5000,10\n"
+    cluster = _cluster(tmp_path, 'TraceSource(path="jobs.csv")', jobs, serve_args=("--stop-agents", "--until", "3s"))
+    try:
+        cluster.start_scheduler()
+        _start_two_agents(cluster)
+        assert cluster.wait_exit("scheduler", timeout=60) == 0, cluster.logs()
+        for name in ("node-a", "node-b"):
+            assert cluster.wait_exit(name, timeout=20) == 0, cluster.logs()
+            assert "the scheduler asked: the scheduler's run ended" in cluster.log(name)
+        assert "every one answered: node-a, node-b" in cluster.log("scheduler"), cluster.log("scheduler")
+    finally:
+        cluster.close()
+
+
+def test_a_resumed_run_with_a_time_limit_reports_the_whole_run(tmp_path):
+    # The first run ends at 3 s with both jobs running. The second, in the same folder and with
+    # a limit of 2 s, replays the journal to its end (replay does not count against the limit),
+    # takes the jobs back for a round, and stops; its summary covers the whole run.
+    jobs = "0,0,1,LM,1600,10\n1,0,1,LM,1600,10\n"
+    cluster = _cluster(tmp_path, 'TraceSource(path="jobs.csv")', jobs, serve_args=("--until", "3s"))
+    out = cluster.folder / "out"
+    try:
+        cluster.start_scheduler()
+        _start_two_agents(cluster)
+        assert cluster.wait_exit("scheduler", timeout=60) == 0, cluster.logs()
+        first = json.loads((out / "run.json").read_text())
+        assert first["rounds"] == len(cluster.query("SELECT k FROM rounds")) == 4, cluster.log("scheduler")
+        cluster.serve_args[cluster.serve_args.index("--until") + 1] = "2s"
+        cluster.start_scheduler()
+        cluster.wait_for(lambda: "taking over" in cluster.log("scheduler"), 30, "the resumed run")
+        with Submitter(cluster.address, ClientSecurity(None)) as client:
+            status = client.status()
+        assert cluster.wait_exit("scheduler", timeout=60) == 0, cluster.logs()
+        summary = json.loads((out / "summary.json").read_text())
+        run = json.loads((out / "run.json").read_text())
+        assert summary["jobs_tracked"] == 2, summary
+        rounds = cluster.query("SELECT k, now, record FROM rounds ORDER BY k")
+        # The replayed rounds and one more; one whole journal record per round run; the round
+        # counters of status, summary and journal agree.
+        assert run["rounds"] == first["rounds"] + 1 == len(rounds), (run, rounds)
+        assert all("progress" in json.loads(r[2]) for r in rounds), rounds
+        assert first["rounds"] <= status["rounds"] <= run["rounds"], (first, status, run)
+        assert run["stop_reason"] == "reached the time limit (2s)" and run["end_s"] > 3.0, run
+        assert f"{run['rounds']} rounds, ran" in cluster.log("scheduler")
+    finally:
+        cluster.close()
+
+
+def test_sigterm_while_waiting_for_agents_stops_promptly(tmp_path):
+    cluster = _cluster(tmp_path, "LiveSource", serve_args=("--wait-for-agents", "60s"))
+    try:
+        cluster.start_scheduler()
+        cluster.start_agent("node-a")  # one of the two nodes: the scheduler waits for the other
+        cluster.wait_for(lambda: "1 of 2 nodes registered" in cluster.log("scheduler"), 30, "node-a")
+        sent = time.time()
+        cluster.kill("scheduler", signal.SIGTERM)
+        assert time.time() - sent < 5, cluster.log("scheduler")
+        assert cluster.processes["scheduler"].returncode == 0, cluster.log("scheduler")
+        assert "stopped by SIGTERM before round 0" in cluster.log("scheduler")
+        # Nothing began: a rerun starts a new run (and waits for agents again).
+        assert cluster.query("SELECT count(*) FROM rounds") in ([], [(0,)])
+        assert cluster.query("SELECT count(*) FROM meta") in ([], [(0,)])
+    finally:
+        cluster.close()
+
+
+def test_a_live_run_ends_at_its_time_limit_not_a_round_later(tmp_path):
+    # Rounds of five minutes, a limit of 2 s: the round in progress is cut short at 2 s.
+    jobs = "0,0,1,LM,5000,10\n"
+    cluster = _cluster(tmp_path, 'TraceSource(path="jobs.csv")', jobs, round_="5min", serve_args=("--until", "2s"))
+    try:
+        cluster.start_scheduler()
+        _start_two_agents(cluster)
+        cluster.wait_for(lambda: "round 0 starts" in cluster.log("scheduler"), 30, "round 0")
+        started = time.time()
+        assert cluster.wait_exit("scheduler", timeout=30) == 0, cluster.logs()
+        assert time.time() - started < 10
+        run = json.loads((cluster.folder / "out" / "run.json").read_text())
+        assert run["end_s"] == 2.0 and run["stop_reason"] == "reached the time limit (2s)", run
+        assert run["rounds"] == 2 and [r[0] for r in cluster.query("SELECT k FROM rounds ORDER BY k")] == [0, 1]
+    finally:
+        cluster.close()
