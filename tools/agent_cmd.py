@@ -5,7 +5,8 @@ from __future__ import annotations
 import socket
 
 from roundhouse.errors import UsageError
-from roundhouse.tools.live_options import add_security, seconds, setup_logging
+from roundhouse.tools.common import seconds
+from roundhouse.tools.live_options import add_security, setup_logging
 
 
 def register(sub) -> None:

@@ -7,7 +7,7 @@ import sys
 from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import load_cluster
-from roundhouse.tools.cli import error_text
+from roundhouse.tools.common import error_text
 
 
 def register(sub) -> None:

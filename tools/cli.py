@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
 from roundhouse.errors import EXIT_USER_ERROR, RoundhouseError
+from roundhouse.tools.common import error_text
 
 # Modules that provide `register(subparsers)`; each adds one subcommand whose handler
 # (set with `parser.set_defaults(handler=...)`) takes the parsed args and returns an exit status.
@@ -24,31 +24,6 @@ COMMAND_MODULES = (
     "roundhouse.tools.keys_cmd",
     "roundhouse.tools.profile_cmd",
 )
-
-
-# --- helpers the subcommands share for their command-line values ---
-
-
-def positive_int(text: str) -> int:
-    """An argparse `type` for counts such as --workers (argparse reports the error, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-# An error message names its place, if it has one, then says "error:" (`g.sched:3:9: error: ...`,
-# `t.csv:4: error: ...`); one without a place starts with it (`error: --cluster: ...`).
-_ERROR_FORM = re.compile(r"([^\n]*?: )?error: ")
-
-
-def error_text(err: RoundhouseError) -> str:
-    """How the command line prints an error: in the one form above, whatever raised it."""
-    text = str(err)
-    return text if _ERROR_FORM.match(text) else f"error: {text}"
 
 
 def build_parser() -> argparse.ArgumentParser:

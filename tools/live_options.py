@@ -7,7 +7,6 @@ import logging
 import sys
 
 from roundhouse.errors import UsageError
-from roundhouse.runtime.values import duration_from_text
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -40,15 +39,3 @@ def setup_logging(level: str = "info") -> None:
 def add_security(parser, who: str) -> None:
     parser.add_argument("--keys", metavar="DIR", help=f"CURVE key folder made by `roundhouse keys` ({who})")
     parser.add_argument("--insecure", action="store_true", help="no authentication or encryption: loopback development only")
-
-
-def seconds(text: str | None, flag: str) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(duration_from_text(text))
-    except ValueError as err:
-        raise UsageError(f"{flag}: {err}") from None
-    if value < 0:
-        raise UsageError(f"{flag}: must be 0 or more")
-    return value

@@ -13,8 +13,7 @@ from roundhouse.runtime.compiler import Override, compile_file
 from roundhouse.runtime.files import make_folder, writing
 from roundhouse.runtime.simulate import load_cluster
 from roundhouse.runtime.sweep import RunSpec, check_sweepable, run_all, summaries
-from roundhouse.tools.cli import positive_int
-from roundhouse.tools.live_options import seconds
+from roundhouse.tools.common import positive_int, seconds
 
 
 def register(sub) -> None:

@@ -1,0 +1,44 @@
+"""What the commands share: command-line value types (a bad value is a UsageError naming its
+flag) and the one form in which an error is printed."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from roundhouse.errors import RoundhouseError, UsageError
+from roundhouse.runtime.values import duration_from_text
+
+
+def positive_int(text: str) -> int:
+    """An argparse `type` for counts such as --workers (argparse reports the error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def seconds(text: str | None, flag: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(duration_from_text(text))
+    except ValueError as err:
+        raise UsageError(f"{flag}: {err}") from None
+    if value < 0:
+        raise UsageError(f"{flag}: must be 0 or more")
+    return value
+
+
+# An error message names its place, if it has one, then says "error:" (`g.sched:3:9: error: ...`,
+# `t.csv:4: error: ...`); one without a place starts with it (`error: --cluster: ...`).
+_ERROR_FORM = re.compile(r"([^\n]*?: )?error: ")
+
+
+def error_text(err: RoundhouseError) -> str:
+    """How the command line prints an error: in the one form above, whatever raised it."""
+    text = str(err)
+    return text if _ERROR_FORM.match(text) else f"error: {text}"

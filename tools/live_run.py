@@ -1,0 +1,89 @@
+"""Running a graph live (`roundhouse serve`, `roundhouse run --live`): the options and the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from roundhouse.errors import UsageError
+from roundhouse.tools.common import seconds
+from roundhouse.tools.live_options import add_security, setup_logging
+from roundhouse.tools.results import compile_with_overrides, print_summary, write_results
+
+
+def add_live_options(p) -> None:
+    add_security(p, "the scheduler reads scheduler.key_secret and authorized/")
+    p.add_argument(
+        "--journal",
+        metavar="FILE",
+        help="SQLite journal of the run; serve started again with the same journal resumes that run "
+        "(default: roundhouse-journal.sqlite inside the --checkpoints folder, so ./checkpoints/roundhouse-journal.sqlite)",
+    )
+    p.add_argument(
+        "--checkpoints",
+        default="checkpoints",
+        metavar="DIR",
+        help="where jobs write checkpoints: storage every node can read (default: ./checkpoints)",
+    )
+    p.add_argument("--heartbeat", default="2s", help="agents heartbeat this often (default 2s)")
+    p.add_argument("--heartbeat-timeout", default="10s", help="an agent silent this long is lost (default 10s)")
+    p.add_argument("--retries", type=int, default=3, help="relaunch a crashed job this many times (default 3)")
+    p.add_argument("--checkpoint-every", default="60s", help="jobs also checkpoint this often; 0 for only when revoked")
+    p.add_argument("--wait-for-agents", default="30s", help="before round 0, wait this long for every node (default 30s)")
+    p.add_argument("--ports", default="29500..30000", help="rendezvous ports for multi-worker jobs (half-open range)")
+    p.add_argument("--stop-agents", action="store_true", help="tell the agents to shut down when the run ends")
+    p.add_argument("--log-level", default="info", help="debug, info, warning or error")
+
+
+def live_options(args):
+    from roundhouse.runtime.backends.live import LiveOptions
+
+    try:
+        lo, hi = (int(x) for x in args.ports.split(".."))
+    except ValueError:
+        raise UsageError(f"--ports {args.ports!r}: write LOW..HIGH, e.g. 29500..30000") from None
+    if not 0 < lo < hi <= 65536:
+        raise UsageError(f"--ports {args.ports!r}: need 0 < LOW < HIGH <= 65536")
+    if args.retries < 0:
+        raise UsageError("--retries must be 0 or more")
+    heartbeat = seconds(args.heartbeat, "--heartbeat")
+    timeout = seconds(args.heartbeat_timeout, "--heartbeat-timeout")
+    if not 0 < heartbeat < timeout:
+        raise UsageError("--heartbeat must be positive and shorter than --heartbeat-timeout")
+    return LiveOptions(
+        heartbeat_s=heartbeat,
+        heartbeat_timeout_s=timeout,
+        max_retries=args.retries,
+        checkpoint_every_s=seconds(args.checkpoint_every, "--checkpoint-every"),
+        checkpoint_dir=args.checkpoints,
+        ports=(lo, hi),
+        wait_for_agents_s=seconds(args.wait_for_agents, "--wait-for-agents"),
+        stop_agents=args.stop_agents,
+    )
+
+
+def run_live(args, bind: str) -> int:
+    from rich.console import Console
+
+    from roundhouse.runtime.files import check_output_file, make_folder, writing
+    from roundhouse.runtime.serve import serve
+    from roundhouse.runtime.simulate import load_cluster
+    from roundhouse.wire.security import ServerSecurity
+
+    setup_logging(args.log_level)
+    security = ServerSecurity.choose(args.keys, args.insecure, bind)
+    options = live_options(args)
+    until = seconds(args.until, "--until")
+    graph = compile_with_overrides(args)
+    cluster = load_cluster(graph, args.cluster)
+    # The checkpoint folder is made if needed (jobs write there); an explicit --journal must be
+    # in an existing folder, so a mistyped path is an error rather than a new folder tree.
+    checkpoints = make_folder(args.checkpoints, "--checkpoints")
+    journal = check_output_file(args.journal, "--journal") if args.journal else checkpoints / "roundhouse-journal.sqlite"
+    if args.out:
+        make_folder(args.out, "--out")
+    result = serve(graph, bind, security, journal, options, cluster=cluster, until=until)
+    print_summary(Console(stderr=True), graph, cluster, result, live=True)
+    if args.out:
+        with writing(args.out):
+            write_results(Path(args.out), graph, cluster, result)
+    return 0
