@@ -5,7 +5,7 @@
     python benchmarks/engine_las.py --repeat 3   # each case three times: the fastest and slowest
     python benchmarks/engine_las.py --jobs 3000  # one case only (Consolidated unless --placer)
 
-Prints wall time and rounds per second. Targets (issue 2, 2-core machine): 10,000 jobs at
+Prints wall time and rounds per second. Targets (set for a 2-core machine): 10,000 jobs at
 8 jobs/hour on 128 GPUs in under 10 s; Blox's LAS experiment (single-GPU jobs at 4 jobs/hour
 on 32 x 4 GPUs, 300 s rounds, until jobs 3000-3999 finish, ~13,000 rounds), which takes Blox's
 simulator 351 s here, at least 100x faster (under 3.51 s). This is a script that prints
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from roundhouse.runtime.compiler import compile_file  # noqa: E402
 from roundhouse.runtime.simulate import simulate  # noqa: E402
 
-BLOX_SECONDS = 351.0  # Blox's simulator on this experiment, measured on a 2-core machine (issue 2)
+BLOX_SECONDS = 351.0  # Blox's simulator on this experiment, measured once on a 2-core machine when the target was set
 
 
 def graph(text: str) -> Path:

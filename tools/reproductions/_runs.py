@@ -1,4 +1,4 @@
-"""Helpers shared by the reproductions of issue 3 (Tiresias and the Blox case studies): write the
+"""Helpers shared by the reproductions of Tiresias and the Blox case studies: write the
 graphs an experiment runs next to its results, run them in parallel, and plot the usual
 figures (a metric against load, JCT CDFs) with matplotlib as PNG."""
 

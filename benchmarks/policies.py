@@ -1,6 +1,6 @@
 """Speed of the Tiresias, Optimus and Themis graphs and of the placement-aware placers.
 
-    python benchmarks/issue3_policies.py
+    python benchmarks/policies.py
 
 Each policy runs 2,000 Philly-distribution jobs (Blox models) at 6 jobs/hour on 128 V100s in
 32 x 4 nodes, 5-minute rounds, until every job has finished; prints wall time and rounds per
