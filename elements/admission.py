@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 import numpy as np
 
@@ -9,6 +11,9 @@ from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import Jobs
 from roundhouse.runtime.values import Multiplier, positive
 from roundhouse.traces.jobs import FINISHED
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
 
 
 @element
@@ -30,10 +35,10 @@ class AcceptAll(Element):
     inputs = (In("jobs", Jobs, multi=True),)
     outputs = (Out("admitted", Jobs),)
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         self.counters["admitted"] = 0
 
-    def tick(self, ctx, jobs: Jobs) -> Jobs:
+    def tick(self, ctx: RoundContext, jobs: Jobs) -> Jobs:
         self.counters["admitted"] += len(jobs)
         return jobs
 
@@ -66,12 +71,12 @@ class AcceptThreshold(Element):
 
     factor: Multiplier = attrs.field(validator=positive)
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         self._queue = np.zeros(0, dtype=np.int64)
         self._admitted = np.zeros(0, dtype=np.int64)
         self.counters.update(admitted=0, queued=0, demand=0)
 
-    def tick(self, ctx, jobs: Jobs) -> Jobs:
+    def tick(self, ctx: RoundContext, jobs: Jobs) -> Jobs:
         gpus = ctx.jobs.column("gpus")
         if len(ctx.events.finished) and len(self._admitted):
             self._admitted = self._admitted[ctx.jobs.column("status")[self._admitted] != FINISHED]

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 import numpy as np
 
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Events, Jobs, Plan
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
 
 
 @element
@@ -39,10 +44,10 @@ class Launch(Element):
     inputs = (In("plan", Plan), In("finish", Jobs, required=False, multi=True))
     outputs = (Out("events", Events),)
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         self.counters.update(launched=0, suspended=0, completed=0)
 
-    def tick(self, ctx, plan: Plan, finish: Jobs | None = None) -> Plan:
+    def tick(self, ctx: RoundContext, plan: Plan, finish: Jobs | None = None) -> Plan:
         if finish is not None and len(finish):
             plan = with_completions(plan, np.unique(finish.rows))
             self.counters["completed"] += len(plan.complete)

@@ -8,6 +8,8 @@ tables and a summary at the end of the run.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 import numpy as np
 import polars as pl
@@ -15,8 +17,12 @@ import polars as pl
 from roundhouse.errors import SchedError
 from roundhouse.runtime.element import Element, In, element, element_family, job_ids
 from roundhouse.runtime.types import Events
-from roundhouse.runtime.values import IdRange
+from roundhouse.runtime.values import IdRange, number
 from roundhouse.traces.jobs import FINISHED
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
+
 
 # Hourly on-demand prices per GPU on Google Cloud in 2020, as the Gavel notes assume (the paper
 # gives none): an assumption, not a measurement. Override with `prices=[...]`.
@@ -38,7 +44,7 @@ def parse_prices(values) -> dict[str, float]:
     return out
 
 
-def slo_deadlines(ctx, rows: np.ndarray) -> np.ndarray:
+def slo_deadlines(ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
     """Each job's deadline in seconds: arrival + slo_s; else arrival + slo_factor times its
     isolated duration on the reference type (Gavel's SLO factor, from a Gavel trace); else inf."""
     table = ctx.jobs
@@ -61,7 +67,7 @@ def _grown(a: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _tracked(ctx, track: IdRange | None) -> np.ndarray:
+def _tracked(ctx: RoundContext, track: IdRange | None) -> np.ndarray:
     ids = ctx.jobs.column("job_id")
     rows = np.arange(len(ids))
     return rows if track is None else rows[(ids >= track.start) & (ids < track.stop)]
@@ -84,21 +90,21 @@ class _RoundWatcher(_ObjectiveSink):
     """Remembers which jobs ran in the round just begun (type, GPU share) and, one tick later,
     how much GPU time and work they got in it."""
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         self._rows = np.zeros(0, dtype=np.int64)
         self._type = np.zeros(0, dtype=np.int64)
         self._partner = np.zeros(0, dtype=np.int64)
         self._service = np.zeros(0)
         self._done = np.zeros(0)
 
-    def _last_round(self, ctx):
+    def _last_round(self, ctx: RoundContext):
         """(rows, GPU type, GPU-seconds charged, iterations) of the round just ended."""
         rows = self._rows
         service = ctx.jobs.column("service")[rows] - self._service
         done = ctx.jobs.column("done")[rows] - self._done
         return rows, self._type, self._gpu_seconds(service), done
 
-    def _remember(self, ctx) -> None:
+    def _remember(self, ctx: RoundContext) -> None:
         rows = np.array(ctx.running_rows)
         self._rows = rows
         self._type = ctx.jobs.column("placed_type")[rows]
@@ -138,7 +144,7 @@ class CostMetrics(_RoundWatcher):
     prices: list[str] = attrs.field(factory=lambda: list(GCP_2020_PRICES), validator=lambda i, a, v: parse_prices(v))
     track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         given = parse_prices(self.prices)
         types = ctx.cluster.gpu_types
@@ -152,7 +158,7 @@ class CostMetrics(_RoundWatcher):
         self._gpu_s = np.zeros((1024, len(types)))
         self.counters["cost_usd"] = 0.0
 
-    def tick(self, ctx, events: Events) -> None:
+    def tick(self, ctx: RoundContext, events: Events) -> None:
         rows, gpu_type, gpu_s, _ = self._last_round(ctx)
         if len(rows):
             n = len(ctx.jobs)
@@ -164,7 +170,7 @@ class CostMetrics(_RoundWatcher):
             self.counters["cost_usd"] += float(spent.sum())
         self._remember(ctx)
 
-    def finish(self, ctx) -> dict:
+    def finish(self, ctx: RoundContext) -> dict:
         rows = _tracked(ctx, self.track)
         n = len(ctx.jobs)
         self._cost, self._gpu_s = _grown(self._cost, n), _grown(self._gpu_s, n)
@@ -198,15 +204,15 @@ class SloMetrics(_ObjectiveSink):
 
     track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         self.counters["violations"] = 0
 
-    def tick(self, ctx, events: Events) -> None:
+    def tick(self, ctx: RoundContext, events: Events) -> None:
         if len(events.finished):
             late = events.finished_at > slo_deadlines(ctx, events.finished) + 1e-9
             self.counters["violations"] += int(late.sum())
 
-    def finish(self, ctx) -> dict:
+    def finish(self, ctx: RoundContext) -> dict:
         rows = _tracked(ctx, self.track)
         deadline = slo_deadlines(ctx, rows)
         finish = ctx.jobs.column("finish_s")[rows]
@@ -254,17 +260,17 @@ class FinishTimeFairnessMetrics(_ObjectiveSink):
 
     track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         self._times = [ctx.now]
         self._area = [0.0]  # integral over time of the number of jobs in the system
         self._in_system = 0
 
-    def tick(self, ctx, events: Events) -> None:
+    def tick(self, ctx: RoundContext, events: Events) -> None:
         self._area.append(self._area[-1] + (ctx.now - self._times[-1]) * self._in_system)
         self._times.append(ctx.now)
         self._in_system = len(ctx.jobs) - int(np.count_nonzero(ctx.jobs.column("status") == FINISHED))
 
-    def finish(self, ctx) -> dict:
+    def finish(self, ctx: RoundContext) -> dict:
         rows = _tracked(ctx, self.track)
         table = ctx.jobs
         arrival, finish = table.column("arrival_s")[rows], table.column("finish_s")[rows]
@@ -321,11 +327,11 @@ class EffectiveThroughput(_RoundWatcher):
 
     by: str | None = None
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         self._series: list[dict] = []
 
-    def tick(self, ctx, events: Events) -> None:
+    def tick(self, ctx: RoundContext, events: Events) -> None:
         rows, _, _, done = self._last_round(ctx)
         if len(self._series) or len(rows):
             table = ctx.jobs
@@ -345,9 +351,9 @@ class EffectiveThroughput(_RoundWatcher):
         except KeyError as err:  # its message names the column and the nearest ones
             raise SchedError(f"{self.name} (EffectiveThroughput): by={self.by!r}: {err.args[0]}") from None
 
-    def finish(self, ctx) -> dict:
+    def finish(self, ctx: RoundContext) -> dict:
         series = pl.DataFrame(self._series).fill_null(0.0) if self._series else pl.DataFrame({"time_s": [], "total": []})
         while series.height and series["total"][-1] == 0.0:
             series = series.head(series.height - 1)
-        mean = float(series["total"].mean()) if series.height else None
+        mean = number(series["total"].mean()) if series.height else None
         return {"throughput_series": series, "throughput": {"avg_effective_throughput": mean, "rounds": series.height}}

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import Active, Jobs
 from roundhouse.traces.jobs import FINISHED
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
 
 
 @element
@@ -32,11 +37,11 @@ class JobPool(Element):
     inputs = (In("jobs", Jobs, multi=True),)
     outputs = (Out("active", Active),)
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         self._rows = np.zeros(0, dtype=np.int64)
         self.counters.update(active=0, running=0)
 
-    def tick(self, ctx, jobs: Jobs) -> Active:
+    def tick(self, ctx: RoundContext, jobs: Jobs) -> Active:
         if len(ctx.events.finished) and len(self._rows):
             self._rows = self._rows[ctx.jobs.column("status")[self._rows] != FINISHED]
         if len(jobs):

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 import numpy as np
 import polars as pl
 
 from roundhouse.runtime.element import Element, In, element, job_ids
 from roundhouse.runtime.types import Events
-from roundhouse.runtime.values import IdRange
+from roundhouse.runtime.values import IdRange, number
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
+
 
 JOB_COLUMNS = (
     "job_id",
@@ -61,10 +67,10 @@ class JobMetrics(Element):
 
     track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         self.counters.update(finished=0, tracked_finished=0, failed=0, launched=0, suspended=0)
 
-    def tick(self, ctx, events: Events) -> None:
+    def tick(self, ctx: RoundContext, events: Events) -> None:
         self.counters["launched"] += len(events.launched)
         self.counters["suspended"] += len(events.suspended)
         self.counters["failed"] += len(events.failed)
@@ -77,15 +83,15 @@ class JobMetrics(Element):
             else:
                 self.counters["tracked_finished"] += len(events.finished)
 
-    def goal_met(self, ctx) -> bool:
+    def goal_met(self, ctx: RoundContext) -> bool:
         return self.track is not None and self.counters["tracked_finished"] >= len(self.track)
 
-    def finish(self, ctx) -> dict:
+    def finish(self, ctx: RoundContext) -> dict:
         jobs = job_table(ctx, self.track)
         return {"jobs": jobs, "summary": summarize(jobs, ctx)}
 
 
-def job_table(ctx, track: IdRange | None) -> pl.DataFrame:
+def job_table(ctx: RoundContext, track: IdRange | None) -> pl.DataFrame:
     """One row per (tracked) job the run has seen, finished or not."""
     table = ctx.jobs
     ids = table.column("job_id")
@@ -124,14 +130,14 @@ def job_table(ctx, track: IdRange | None) -> pl.DataFrame:
     return frame.with_columns(pl.col(pl.Float64).fill_nan(None)).sort("job_id")
 
 
-def summarize(jobs: pl.DataFrame, ctx) -> dict:
+def summarize(jobs: pl.DataFrame, ctx: RoundContext) -> dict:
     finished = jobs.filter(pl.col("finish_s").is_not_null())
     started = jobs.filter(pl.col("first_start_s").is_not_null())
     jct = finished["jct_s"].to_numpy()
     responsiveness = started["responsiveness_s"].to_numpy()
     stat = lambda f, a: float(f(a)) if len(a) else None  # noqa: E731
     span = ctx.now - (ctx.first_arrival_s if np.isfinite(ctx.first_arrival_s) else 0.0)
-    makespan = float(finished["finish_s"].max() - jobs["arrival_s"].min()) if finished.height else None
+    makespan = number(finished["finish_s"].max()) - number(jobs["arrival_s"].min()) if finished.height else None
     return {
         "jobs_tracked": jobs.height,
         "jobs_finished": finished.height,
@@ -171,11 +177,11 @@ class LinkBandwidth(Element):
     category = "sink"
     inputs = (In("events", Events, multi=True),)
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         self._seen: list[tuple[int, int, float, float]] = []
         self.counters["launches"] = 0
 
-    def tick(self, ctx, events: Events) -> None:
+    def tick(self, ctx: RoundContext, events: Events) -> None:
         if not len(events.launched):
             return
         from roundhouse.runtime.topologies import mean_link_gbps
@@ -193,12 +199,16 @@ class LinkBandwidth(Element):
             self._seen.append((int(ctx.jobs.column("job_id")[row]), len(ids), gbps, ctx.now))
             self.counters["launches"] += 1
 
-    def finish(self, ctx) -> dict:
+    def finish(self, ctx: RoundContext) -> dict:
         frame = pl.DataFrame(
             self._seen, schema={"job_id": pl.Int64, "gpus": pl.Int64, "gbps": pl.Float64, "time_s": pl.Float64}, orient="row"
         )
         by_size = {f"avg_gbps_{g}gpu": float(v) for g, v in frame.group_by("gpus").agg(pl.col("gbps").mean()).sort("gpus").rows()}
         return {
             "links": frame,
-            "bandwidth": {"launches": frame.height, "avg_gbps": float(frame["gbps"].mean()) if frame.height else None, **by_size},
+            "bandwidth": {
+                "launches": frame.height,
+                "avg_gbps": number(frame["gbps"].mean()) if frame.height else None,
+                **by_size,
+            },
         }

@@ -3,6 +3,8 @@ round's boundary (a job arriving inside a round becomes visible at the next boun
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 import numpy as np
 
@@ -10,6 +12,9 @@ from roundhouse.runtime.element import MAX_JOBS, MAX_RATE, MAX_SECONDS, MAX_STAR
 from roundhouse.runtime.types import Jobs
 from roundhouse.runtime.values import Duration, FilePath, Rate, at_most, existing_file, non_negative, one_of, positive
 from roundhouse.traces.jobs import JobBatch
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
 
 
 class _Replay(Element):
@@ -21,7 +26,7 @@ class _Replay(Element):
     category = "source"
     outputs = (Out("jobs", Jobs),)
 
-    def _load(self, ctx, trace, origin: str, profile=None) -> None:
+    def _load(self, ctx: RoundContext, trace, origin: str, profile=None) -> None:
         batch, unknown = ctx.prepare(trace, origin, profile)
         self._batch: JobBatch = batch
         self._arrivals = batch.columns["arrival_s"]
@@ -30,7 +35,7 @@ class _Replay(Element):
         self.unknown_models = sorted(unknown)
         self.counters["arrived"] = 0
 
-    def tick(self, ctx) -> JobBatch:
+    def tick(self, ctx: RoundContext) -> JobBatch:
         if self._next >= len(self._arrivals) or self._arrivals[self._next] > ctx.now + 1e-9:
             return self._none
         stop = int(np.searchsorted(self._arrivals, ctx.now + 1e-9, side="right"))
@@ -78,7 +83,7 @@ class TraceSource(_Replay):
     format: str = attrs.field(default="auto", validator=one_of("auto", "canonical", "philly", "gavel", "tiresias"))
     timing: str = attrs.field(default="profile", validator=one_of("profile", "duration"))
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         from roundhouse.traces.formats import read_trace
         from roundhouse.traces.generators import poisson_arrivals
         from roundhouse.traces.profiles import ProfileTable
@@ -130,7 +135,7 @@ class PoissonSource(_Replay):
     models: str = attrs.field(default="none", validator=one_of("none", "blox"))
     start_id: int = attrs.field(default=0, validator=[non_negative, at_most(MAX_START_ID)])
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         from roundhouse.traces.generators import generate
 
         seed = int(ctx.rng(self.seed).integers(2**31)) if self.seed is None else self.seed
@@ -186,12 +191,12 @@ class BurstSource(_Replay):
             raise ValueError(f"jobs x bursts ({self.jobs * self.bursts:,}) is more than {MAX_JOBS:,} jobs")
         if (self.min_duration is None) != (self.max_duration is None):
             raise ValueError("give both min_duration and max_duration (uniform durations), or neither (Philly durations)")
-        if self.min_duration is not None and self.min_duration > self.max_duration:
+        if self.min_duration is not None and self.max_duration is not None and self.min_duration > self.max_duration:
             raise ValueError(f"min_duration ({self.min_duration:g}s) is longer than max_duration ({self.max_duration:g}s)")
         if self.length > self.every:
             raise ValueError(f"a burst ({self.length:g}s) cannot last longer than the time between bursts ({self.every:g}s)")
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         import polars as pl
 
         from roundhouse.traces.generators import TIME_DECIMALS, assign_models, philly_durations, philly_gpus
@@ -202,12 +207,12 @@ class BurstSource(_Replay):
         n = self.jobs * self.bursts
         within = np.sort(time_rng.uniform(0.0, float(self.length), size=(self.bursts, self.jobs)), axis=1)
         arrivals = float(self.offset) + float(self.every) * np.arange(self.bursts)[:, None] + within
-        if self.min_duration is None:
+        if self.min_duration is None or self.max_duration is None:  # (both or neither)
             durations = philly_durations(n, duration_rng)
         else:
             durations = duration_rng.uniform(float(self.min_duration), float(self.max_duration), size=n)
         gpus = philly_gpus(n, gpu_rng) if self.gpus == "philly" else np.ones(n, dtype=np.int64)
-        columns = {
+        columns: dict[str, np.ndarray | pl.Series] = {
             "job_id": np.arange(self.start_id, self.start_id + n, dtype=np.int64),
             "arrival_s": np.round(arrivals.ravel(), TIME_DECIMALS),
             "gpus": gpus,
@@ -247,12 +252,12 @@ class LiveSource(Element):
 
     jobs: int | None = attrs.field(default=None, validator=[positive, at_most(MAX_JOBS)])
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         self._live = False
         self._none: JobBatch | None = None
         self.counters["arrived"] = 0
 
-    def tick(self, ctx) -> JobBatch:
+    def tick(self, ctx: RoundContext) -> JobBatch:
         frame = ctx.events.submitted
         if frame is not None:
             self._live = True
@@ -297,7 +302,7 @@ class CostWorkload(_Replay):
     seed: int | None = attrs.field(default=None, validator=non_negative)
     start_id: int = attrs.field(default=0, validator=[non_negative, at_most(MAX_START_ID)])
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         from roundhouse.traces.generators import cost_workload
 
         seed = int(ctx.rng(self.seed).integers(2**31)) if self.seed is None else self.seed

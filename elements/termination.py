@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 import numpy as np
 
@@ -9,6 +11,9 @@ from roundhouse.errors import SchedError
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import Active, Jobs
 from roundhouse.runtime.values import positive
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
 
 
 @element
@@ -39,10 +44,10 @@ class LossTermination(Element):
 
     threshold: float = attrs.field(default=0.001, validator=positive)
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         self.counters["terminated"] = 0
 
-    def tick(self, ctx, active: Active) -> dict:
+    def tick(self, ctx: RoundContext, active: Active) -> dict:
         if not ctx.jobs.has_column("loss") or not len(active):
             return {"remaining": active, "converged": ctx.jobs.view(active.rows[:0], Jobs)}
         if not ctx.jobs.has_column("loss_final"):

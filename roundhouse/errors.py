@@ -9,6 +9,7 @@ and print as `path:line:col: message`, then the source line with the offending t
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable
 
 import attrs
@@ -132,7 +133,7 @@ class ClusterError(RoundhouseError):
     """A bad cluster spec (file or command-line shorthand). `path` names the spec file, if any,
     so that whoever gave the spec can say where it came from around `message`."""
 
-    def __init__(self, message: str, path: str | None = None):
+    def __init__(self, message: str, path: str | os.PathLike[str] | None = None):
         self.message = message
         self.path = None if path is None else str(path)
         super().__init__(message if path is None else f"{path}: error: {message}")

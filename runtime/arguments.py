@@ -58,10 +58,10 @@ def convert(value: ast.Value, annotation: Any, base_dir: str, what: str) -> Any:
         (item_type, *_) = typing.get_args(annotation) or (Any,)
         if value.kind != "list":
             raise _mismatch(value, f"a list of {type_name(item_type)} in [brackets]", what)
-        return [convert(v, item_type, base_dir, what) for v in value.value]
+        return [convert(v, item_type, base_dir, what) for v in value.items]
     kind, raw = value.kind, value.value
     if annotation is Any or annotation is object:
-        return [convert(v, Any, base_dir, what) for v in raw] if kind == "list" else raw
+        return [convert(v, Any, base_dir, what) for v in value.items] if kind == "list" else raw
     if annotation is bool:
         if kind == "bool":
             return raw
@@ -69,32 +69,32 @@ def convert(value: ast.Value, annotation: Any, base_dir: str, what: str) -> Any:
         if kind == "number" and isinstance(raw, int):
             return raw
     elif annotation is float:
-        if kind == "number":
+        if kind == "number" and isinstance(raw, int | float):
             return float(raw)
     elif annotation is Duration:
         if kind == "duration":
             return raw
-        if kind == "number":
+        if kind == "number" and isinstance(raw, int | float):
             return Duration(raw)
     elif annotation is Rate:
         if kind == "rate":
             return raw
     elif annotation is Multiplier:
-        if kind in ("multiplier", "number"):
+        if kind in ("multiplier", "number") and isinstance(raw, int | float):
             return Multiplier(raw)
     elif annotation is IdRange:
         if kind == "range":
             return raw
     elif annotation is FilePath:
         if kind == "string":
-            path = raw if os.path.isabs(raw) else os.path.normpath(os.path.join(base_dir, raw))
+            path = value.word if os.path.isabs(value.word) else os.path.normpath(os.path.join(base_dir, value.word))
             return FilePath(path)
     elif annotation is str:
         if kind in ("string", "reference"):
             return raw
     elif annotation is ElementRef:
         if kind == "reference":
-            return ElementRef(raw)
+            return ElementRef(value.word)
     expected = _EXPECTS.get(annotation, type_name(annotation))
     raise _mismatch(value, expected, what)
 

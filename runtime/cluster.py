@@ -88,7 +88,7 @@ class ClusterSpec:
                     raise ClusterError(f"bad cluster '{text}': {problem}")
             _check_size(f"bad cluster '{text}'", groups)
             return cls(text, groups)
-        groups = []
+        parsed: list[NodeGroup] = []
         for part in text.split(","):
             m = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*(?::\s*([A-Za-z][\w-]*))?\s*(?:@\s*([A-Za-z][\w.-]*))?\s*", part)
             if m is None:
@@ -103,9 +103,9 @@ class ClusterSpec:
             problem = _topology_problem(topology, gpus) or _gpu_type_problem(gpu_type, gpu_types)
             if problem:
                 raise ClusterError(f"bad cluster '{text}': {problem}")
-            groups.append(NodeGroup(nodes=nodes, gpus_per_node=gpus, gpu_type=gpu_type, topology=topology))
-        _check_size(f"bad cluster '{text}'", groups)
-        return cls(text, tuple(groups))
+            parsed.append(NodeGroup(nodes=nodes, gpus_per_node=gpus, gpu_type=gpu_type, topology=topology))
+        _check_size(f"bad cluster '{text}'", parsed)
+        return cls(text, tuple(parsed))
 
     @classmethod
     def from_toml(cls, path: Path, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
@@ -166,7 +166,7 @@ def _group_from_table(path: Path, number: int, table: object, gpu_types: Sequenc
     return group
 
 
-def _check_size(where: str, groups, path: Path | None = None) -> None:
+def _check_size(where: str, groups: Sequence[NodeGroup], path: Path | None = None) -> None:
     """Refuse clusters too large to hold (before any per-GPU table is built)."""
     lead = f"{where}: " if where else ""
     for g in groups:

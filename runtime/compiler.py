@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +74,12 @@ class Override:
         return self.text.split("=", 1)[1].strip() if "=" in self.text else ""
 
 
-def compile_file(path: str | Path, overrides: list[str] | tuple[str, ...] = (), text: str | None = None) -> CompiledGraph:
+def compile_file(path: str | Path, overrides: Sequence[str | Override] = (), text: str | None = None) -> CompiledGraph:
     flat = load(path, text)
     return compile_graph(flat, [o if isinstance(o, Override) else Override(o) for o in overrides])
 
 
-def compile_graph(flat: FlatGraph, overrides: list[Override] = ()) -> CompiledGraph:
+def compile_graph(flat: FlatGraph, overrides: Sequence[Override] = ()) -> CompiledGraph:
     return _Compiler(flat, list(overrides)).run()
 
 
@@ -134,7 +135,7 @@ class _Compiler:
         )
 
     # --- overrides and settings ---
-    def _split_overrides(self):
+    def _split_overrides(self) -> tuple[dict[str, list[tuple[str, ast.Value, str]]], dict[str, ast.Value]]:
         per_element: dict[str, list[tuple[str, ast.Value, str]]] = defaultdict(list)
         per_setting: dict[str, ast.Value] = {}
         for o in self.overrides:

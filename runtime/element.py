@@ -36,12 +36,16 @@ import inspect
 import re
 import sys
 import typing
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import attrs
 
 from roundhouse.errors import Location
 from roundhouse.runtime.values import INT64_MAX, Duration, Rate
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
 
 CATEGORIES = (
     "source",
@@ -88,6 +92,10 @@ class Doc:
     paper: str
 
 
+def _no_tick(self: Element, ctx: RoundContext, **inputs: Any) -> Any:
+    raise NotImplementedError(f"{type(self).__name__} does not define tick()")
+
+
 class Element:
     """Base of all elements. Subclasses are declared with the `@element` decorator."""
 
@@ -95,19 +103,25 @@ class Element:
     inputs: ClassVar[tuple[Port, ...]] = ()
     outputs: ClassVar[tuple[Port, ...]] = ()
     doc: ClassVar[Doc]
+    # Set by `@element` / `@element_family` (attrs); declared so that the type checker knows
+    # every element class is an attrs class.
+    __attrs_attrs__: ClassVar[tuple[attrs.Attribute, ...]]
+    _family_doc: ClassVar[Doc]
 
     # Set by the compiler: the instance's name in the graph (e.g. "admit", "Las@2"), and where
     # the graph declares it (for messages about it).
     name: str = "?"
     declared_at: Location | None = None
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         """Called once before the first round: clear private state, read files, seed RNGs."""
 
-    def tick(self, ctx, **inputs) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} does not define tick()")
+    # `tick(ctx, **inputs)`: each element declares its own input ports as keyword parameters
+    # and its own return type (`def tick(self, ctx, active: Active) -> Ranking`), so the base
+    # fixes no signature that they would have to repeat.
+    tick: Callable[..., Any] = _no_tick
 
-    def finish(self, ctx) -> dict[str, Any]:
+    def finish(self, ctx: RoundContext) -> dict[str, Any]:
         """Called once after the last round; returns reports (tables, dicts) by name."""
         return {}
 
@@ -115,7 +129,7 @@ class Element:
         """Sources: True once no job will come any more. Others: always True."""
         return True
 
-    def goal_met(self, ctx) -> bool:
+    def goal_met(self, ctx: RoundContext) -> bool:
         """Sinks: True once what they measure is complete (the run may stop)."""
         return False
 
@@ -177,7 +191,10 @@ def job_ids(instance, attribute, value) -> None:
         raise ValueError(f"must be a range of job ids within 0..{MAX_JOB_ID}, got {value}")
 
 
-def element(cls: type) -> type:
+E = TypeVar("E", bound=type[Element])
+
+
+def element(cls: E) -> E:
     """Declare an element class: make its fields attrs fields, check its docstring, register it."""
     if cls.category not in CATEGORIES:
         raise TypeError(f"{cls.__name__}.category must be one of {CATEGORIES}, got {cls.category!r}")
@@ -189,7 +206,7 @@ def element(cls: type) -> type:
     return cls
 
 
-def element_family(cls: type) -> type:
+def element_family(cls: E) -> E:
     """Declare a base class whose ports, configuration fields and documentation its elements
     share. It is not an element itself (not registered). Its docstring may have `Ports:`,
     `Arguments:` and `Counters:` sections, each entry naming what the family declares; every
@@ -200,7 +217,7 @@ def element_family(cls: type) -> type:
     return cls
 
 
-def _inherited(cls: type) -> list[Doc]:
+def _inherited(cls: type[Element]) -> list[Doc]:
     """The documentation of the families `cls` is built on, the outermost first."""
     return [base.__dict__["_family_doc"] for base in reversed(cls.__mro__[1:]) if "_family_doc" in base.__dict__]
 
@@ -234,7 +251,7 @@ def type_name(annotation: Any) -> str:
 _SECTION_RE = re.compile(r"^(Ports|Arguments|Counters|See also|Paper):\s*(.*)$")
 
 
-def parse_doc(cls: type, family: bool = False) -> Doc:
+def parse_doc(cls: type[Element], family: bool = False) -> Doc:
     """Parse the fixed docstring shape, with the entries of the families `cls` is built on; a
     missing section or undocumented name is a TypeError. A family's own docstring needs only
     the sections it shares (`family=True`)."""

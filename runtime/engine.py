@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import numpy as np
@@ -123,7 +124,10 @@ class Engine:
         self._no_arrivals = Jobs(world.jobs.reader, np.zeros(0, dtype=np.int64))
         # What each category's `tick` returns, when it is not its output port's value: the
         # engine turns it into the port value at one of the two boundary crossings.
-        self._crossing = {"source": (JobBatch, self._arrivals), "launch": (Plan, self._carry_out)}
+        self._crossing: dict[str, tuple[type, Callable[[Any], object]]] = {
+            "source": (JobBatch, self._arrivals),
+            "launch": (Plan, self._carry_out),
+        }
         self._can_stall = not getattr(backend, "wall_clock", False)
         self._pending_events = Events(time=0.0)
         # Jobs a plan completed: reported as finished in the next round's events, as a job
@@ -140,6 +144,7 @@ class Engine:
     def _carry_out(self, plan: Plan) -> Events:
         """A launcher's final plan: checked, handed to the backend, applied to the books."""
         ctx = self._ctx
+        assert ctx is not None  # plans are carried out only inside a round
         try:
             self.world.check_plan(plan)
             self.backend.apply(plan)  # a backend may refuse what it cannot do, before it starts
@@ -220,10 +225,10 @@ class Engine:
 
     def _tick_all(self, ctx: Round) -> None:
         values: dict[tuple[str, str], object] = {}
-        el = None
+        el: Element | None = None
         try:  # (one try for the round: an element's exception is reported naming `el`)
             for el, inputs, outputs in self._wiring:
-                kwargs = {}
+                kwargs: dict[str, Any] = {}
                 for port, port_type, sources in inputs:
                     if not sources:
                         kwargs[port] = None
@@ -252,6 +257,8 @@ class Engine:
         except (RoundhouseError, KeyboardInterrupt):
             raise
         except Exception as err:
+            if el is None:  # not raised by an element
+                raise
             raise element_failure(el, ctx, f"its tick raised {type(err).__name__}: {err}", err) from err
         ctx.element = None
 

@@ -103,8 +103,10 @@ class PlanCheck:
         exactly the same GPUs, which names it back. Returns which launches come first in their
         pair (the other shares its GPUs)."""
         rows, partner, counts, starts = plan.launch_rows, plan.launch_partner, plan.launch_counts, plan.launch_starts
-        paired = (partner >= 0).nonzero()[0]
         first = np.ones(len(rows), dtype=bool)
+        if partner is None:
+            return first
+        paired = np.flatnonzero(partner >= 0)
         if not len(paired):
             return first
         position = {int(r): i for i, r in enumerate(rows.tolist())}

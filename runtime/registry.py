@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from roundhouse.errors import did_you_mean
 
-_CLASSES: dict[str, type] = {}
+if TYPE_CHECKING:
+    from roundhouse.runtime.element import Element
+
+_CLASSES: dict[str, type[Element]] = {}
 _LOADED = False
 
 
-def register(cls: type) -> None:
+def register(cls: type[Element]) -> None:
     existing = _CLASSES.get(cls.__name__)
     if existing is not None and existing is not cls:
         if (existing.__module__, existing.__qualname__) != (cls.__module__, cls.__qualname__):
@@ -26,7 +30,7 @@ def load_builtin() -> None:
         _LOADED = True
 
 
-def get(name: str) -> type | None:
+def get(name: str) -> type[Element] | None:
     load_builtin()
     return _CLASSES.get(name)
 
@@ -36,7 +40,7 @@ def names() -> list[str]:
     return sorted(_CLASSES)
 
 
-def classes() -> list[type]:
+def classes() -> list[type[Element]]:
     load_builtin()
     return [_CLASSES[n] for n in sorted(_CLASSES)]
 

@@ -110,8 +110,12 @@ class Ranking:
         return cls(_EMPTY_ROWS, _EMPTY_ROWS)
 
 
-def _optional_array(dtype):
-    return lambda a: None if a is None else frozen_array(a, dtype)
+def _optional_rows(a) -> np.ndarray | None:
+    return None if a is None else frozen_array(a, np.int64)
+
+
+def _optional_fractions(a) -> np.ndarray | None:
+    return None if a is None else frozen_array(a, np.float64)
 
 
 @attrs.frozen
@@ -129,8 +133,8 @@ class Shares:
     gpu_types: tuple[str, ...] = attrs.field(converter=tuple)
     fractions: np.ndarray = attrs.field(converter=lambda a: frozen_array(a, np.float64))
     placement: tuple[str, ...] | None = attrs.field(default=None, converter=lambda p: None if p is None else tuple(p))
-    pairs: np.ndarray | None = attrs.field(default=None, converter=_optional_array(np.int64))
-    pair_fractions: np.ndarray | None = attrs.field(default=None, converter=_optional_array(np.float64))
+    pairs: np.ndarray | None = attrs.field(default=None, converter=_optional_rows)
+    pair_fractions: np.ndarray | None = attrs.field(default=None, converter=_optional_fractions)
 
     def __attrs_post_init__(self) -> None:
         if self.fractions.shape != (len(self.rows), len(self.gpu_types)):
@@ -139,10 +143,9 @@ class Shares:
             raise ValueError("Shares.placement needs one entry per column")
         if (self.pairs is None) != (self.pair_fractions is None):
             raise ValueError("Shares.pairs and Shares.pair_fractions come together")
-        if self.pairs is not None and (
-            self.pairs.shape != (len(self.pairs), 2) or self.pair_fractions.shape != (len(self.pairs), len(self.gpu_types))
-        ):
-            raise ValueError(f"Shares.pairs has shape {self.pairs.shape} and pair_fractions {self.pair_fractions.shape}")
+        if self.pairs is not None and self.pair_fractions is not None:
+            if self.pairs.shape != (len(self.pairs), 2) or self.pair_fractions.shape != (len(self.pairs), len(self.gpu_types)):
+                raise ValueError(f"Shares.pairs has shape {self.pairs.shape} and pair_fractions {self.pair_fractions.shape}")
 
 
 @attrs.frozen
@@ -174,7 +177,7 @@ class Plan:
     keep: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     suspend: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     complete: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
-    launch_partner: np.ndarray | None = attrs.field(default=None, converter=_optional_array(np.int64))
+    launch_partner: np.ndarray | None = attrs.field(default=None, converter=_optional_rows)
     launch_starts: np.ndarray = attrs.field(init=False, repr=False, eq=False)  # where each launch's GPUs begin
 
     def __attrs_post_init__(self) -> None:

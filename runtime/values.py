@@ -157,6 +157,14 @@ def describe(value: object) -> str:
     return str(value)
 
 
+def number(value: object) -> float:
+    """An aggregate of a numeric column as a float (polars types `max()` or `mean()` as any
+    literal, a date or a string included); TypeError if it is not a number."""
+    if not isinstance(value, int | float):
+        raise TypeError(f"expected a number, got {value!r}")
+    return float(value)
+
+
 # --- validators for element fields (attrs style: raise ValueError with a plain sentence) ---
 
 

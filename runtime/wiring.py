@@ -5,7 +5,6 @@ problem is collected with its place in the file, so that all are reported at onc
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 import attrs
 import networkx as nx
@@ -13,8 +12,8 @@ import networkx as nx
 from roundhouse.errors import Location, SchedError, did_you_mean
 from roundhouse.runtime import registry
 from roundhouse.runtime.dsl import ast
-from roundhouse.runtime.dsl.loader import FlatGraph
-from roundhouse.runtime.element import Element
+from roundhouse.runtime.dsl.loader import Edge, FlatGraph
+from roundhouse.runtime.element import Element, Port
 from roundhouse.runtime.values import ElementRef
 
 
@@ -74,7 +73,7 @@ class Wiring:
             out.append(Connection(e.src, out_port.name, e.dst, in_port.name, e.location))
         return out
 
-    def _port(self, el: Element, ref: ast.PortRef | None, side: str, edge) -> Any:
+    def _port(self, el: Element, ref: ast.PortRef | None, side: str, edge: Edge) -> Port | None:
         ports = el.outputs if side == "output" else el.inputs
         cls_name = type(el).__name__
         if not ports:
@@ -107,6 +106,7 @@ class Wiring:
             into[(c.dst, c.dst_port)].append(c)
         for (dst, port_name), conns in into.items():
             port = elements[dst].input(port_name)
+            assert port is not None  # connections are made only between declared ports
             pairs = [(c.src, c.src_port) for c in conns]
             if len(set(pairs)) != len(pairs):
                 dup = next(c for i, c in enumerate(conns) if (c.src, c.src_port) in pairs[:i])
@@ -137,10 +137,10 @@ class Wiring:
                 SchedError("the graph has no pool: every scheduler needs one JobPool of admitted jobs", self.file_location)
             )
         for extra in pools[1:]:
-            first = self.flat.decls[pools[0].name].location
+            first_at = self.flat.decls[pools[0].name].location
             self.errors.append(
                 SchedError(
-                    f"a graph has exactly one pool; '{extra.name}' is a second (first at {first})",
+                    f"a graph has exactly one pool; '{extra.name}' is a second (first at {first_at})",
                     self.flat.decls[extra.name].location,
                 )
             )

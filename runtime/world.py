@@ -99,9 +99,9 @@ class World:
             columns = batch.columns
             arrival = columns["arrival_s"]
             self.first_arrival_s = min(self.first_arrival_s, float(arrival[arrival.argmin()]))
-            self._any_model = self._any_model or np.count_nonzero(columns["has_model"]) > 0
+            self._any_model = self._any_model or bool(np.count_nonzero(columns["has_model"]))
             slowdown = columns.get("spread_slowdown")
-            self._any_slowdown = self._any_slowdown or (slowdown is not None and np.count_nonzero(slowdown > 1.0) > 0)
+            self._any_slowdown = self._any_slowdown or (slowdown is not None and bool(np.count_nonzero(slowdown > 1.0)))
         return rows
 
     # --- progress and completions (from the backend) ---
@@ -244,6 +244,7 @@ class World:
         if paired:
             second = ~self._check.partners(plan)
             per_gpu = second.repeat(counts)
+            assert self.co_holder is not None  # made above for this plan's pairs
             self.holder[gpus[~per_gpu]] = rows[~second].repeat(counts[~second])
             self.co_holder[gpus[per_gpu]] = rows[second].repeat(counts[second])
             cols["partner"][rows] = plan.launch_partner
@@ -272,6 +273,7 @@ class World:
         stays gets its GPUs to itself, at its own throughput from the next round on."""
         cols = self._cols
         co = self.co_holder
+        assert co is not None  # called only once a pair has run
         co[isin_rows(co, rows)] = -1
         lone = (self.holder < 0) & (co >= 0)
         self.holder[lone] = co[lone]

@@ -77,6 +77,7 @@ def read_cells(path: str | Path, separator: str = ",", text: str | None = None) 
     path = str(path)
     if text is None:
         text = read_text(path)
+    rows: pl.Series | list[list[str]]
     if '"' in text:
         header, rows, numbers = _split_quoted(path, text, separator)
     else:
@@ -120,7 +121,7 @@ def _check_header(path: str, names: list[str], line: int) -> list[str]:
     return names
 
 
-def _columns(path: str, names: list[str], rows, numbers: np.ndarray) -> pl.DataFrame:
+def _columns(path: str, names: list[str], rows: pl.Series | list[list[str]], numbers: np.ndarray) -> pl.DataFrame:
     """Rows (a List[String] series or a list of lists) as String columns, after checking that
     every row has as many values as the header has names."""
     width = len(names)

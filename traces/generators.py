@@ -65,7 +65,7 @@ def assign_models(
     profile runs at that job's GPU count on the reference GPU type (V100, consolidated); so a
     multi-GPU job only gets a model that Gavel measured distributed. Returns (models, batch sizes)."""
     profile = profile or ProfileTable.load()
-    wanted = {profile.canonical_model(m) for m in models} - {None}
+    wanted = {name for m in models if (name := profile.canonical_model(m)) is not None}
     gpus = np.asarray(gpus, dtype=np.int64)
     out_models = np.empty(gpus.shape, dtype=object)
     out_batch = np.zeros(gpus.shape, dtype=np.int64)
@@ -107,13 +107,14 @@ def generate(
         "arrival_s": np.round(poisson_arrivals(jobs, rate_per_s, arrival_rng), TIME_DECIMALS),
     }
     if gpus == "philly":
-        columns["gpus"] = philly_gpus(jobs, gpu_rng)
+        gpu_counts = philly_gpus(jobs, gpu_rng)
     elif gpus == "single":
-        columns["gpus"] = np.ones(jobs, dtype=np.int64)
+        gpu_counts = np.ones(jobs, dtype=np.int64)
     elif isinstance(gpus, (int, np.integer)) and not isinstance(gpus, bool) and gpus >= 1:
-        columns["gpus"] = np.full(jobs, gpus, dtype=np.int64)
+        gpu_counts = np.full(jobs, gpus, dtype=np.int64)
     else:
         raise ValueError(f"gpus must be 'philly', 'single' or a count of 1 or more, got {gpus!r}")
+    columns["gpus"] = gpu_counts
     if durations == "philly":
         columns["duration_s"] = np.round(philly_durations(jobs, duration_rng), TIME_DECIMALS)
     elif isinstance(durations, (int, float)) and not isinstance(durations, bool) and durations > 0:
@@ -121,7 +122,7 @@ def generate(
     else:
         raise ValueError(f"durations must be 'philly' or a number of seconds above 0, got {durations!r}")
     if models == "blox":
-        names, batch = assign_models(columns["gpus"], model_rng, profile)
+        names, batch = assign_models(gpu_counts, model_rng, profile)
         columns["model"] = pl.Series(names.tolist(), dtype=pl.String)
         columns["batch_size"] = batch
     elif models != "none":

@@ -20,7 +20,7 @@ reader or on a view leads back to the writable table.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self, TypeVar
 
 import attrs
 import numpy as np
@@ -248,9 +248,9 @@ class JobReader:
         """(jobs, GPU types): throughput of each job on each type at its requested GPU count."""
         return self._table.type_rates
 
-    def view(self, rows, kind: type[JobView] | None = None) -> JobView:
-        """A view of these rows as a port value of type `kind` (Jobs, Active; default JobView)."""
-        return (kind or JobView)(self, rows)
+    def view(self, rows: np.ndarray, kind: type[V]) -> V:
+        """A view of these rows as a port value of type `kind` (Jobs, Active)."""
+        return kind(self, rows)
 
     def row_of(self, job_id: int) -> int | None:
         return self._table.row_of(job_id)
@@ -305,7 +305,7 @@ class JobView:
             self._cache[name] = got
         return got
 
-    def select(self, which) -> JobView:
+    def select(self, which: np.ndarray) -> Self:
         """The jobs picked by a boolean mask or an index array, in that order."""
         return type(self)(self._reader, self.rows[which])
 
@@ -336,11 +336,14 @@ class JobView:
         return (self.work - self.done) / self.reference_rate
 
     @classmethod
-    def merge(cls, views: Sequence[JobView]) -> JobView:
+    def merge(cls, views: Sequence[Self]) -> Self:
         views = [v for v in views if v is not None]
         if len(views) == 1:
             return views[0]
         return cls(views[0]._reader, np.concatenate([v.rows for v in views]))
+
+
+V = TypeVar("V", bound=JobView)
 
 
 class Jobs(JobView):

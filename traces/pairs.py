@@ -26,7 +26,7 @@ from roundhouse.traces.profiles import canonical_model
 from roundhouse.traces.schema import typed_columns
 
 SHIPPED_PAIRS = Path(__file__).with_name("profiles") / "gavel-pairs.csv"
-PAIR_COLUMNS: dict[str, pl.DataType] = {
+PAIR_COLUMNS: dict[str, type[pl.DataType]] = {
     "model_a": pl.String,
     "batch_a": pl.Int64,
     "model_b": pl.String,
@@ -99,7 +99,10 @@ class PairTable:
         out_a, out_b = np.full(n, np.nan), np.full(n, np.nan)
         index, gpu = self._index, gpu_type.lower()
         for i in range(n):
-            got = index.get((names.get(models_a[i]), ba[i], names.get(models_b[i]), bb[i], gpu, counts[i]))
+            a, b = names.get(models_a[i]), names.get(models_b[i])
+            if a is None or b is None:  # a job without a model
+                continue
+            got = index.get((a, ba[i], b, bb[i], gpu, counts[i]))
             if got is not None:
                 out_a[i], out_b[i] = got
         return out_a, out_b

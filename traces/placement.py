@@ -53,8 +53,9 @@ class PlacementTable:
         """(tensor skew, spread slowdown) for each model name (None allowed); NaN if unknown."""
         models = list(models)
         known = {m: model_key(m) for m in set(models) if m is not None}  # a few distinct names
-        skew = np.array([self._skew.get(known.get(m), np.nan) for m in models], dtype=np.float64)
-        slow = np.array([self._slowdown.get(known.get(m), np.nan) for m in models], dtype=np.float64)
+        keys = [known.get(m) for m in models]
+        skew = np.array([np.nan if k is None else self._skew.get(k, np.nan) for k in keys], dtype=np.float64)
+        slow = np.array([np.nan if k is None else self._slowdown.get(k, np.nan) for k in keys], dtype=np.float64)
         return skew, slow
 
     def __repr__(self) -> str:

@@ -33,7 +33,7 @@ SHIPPED_PROFILE = Path(__file__).with_name("profiles") / "gavel.csv"
 GAVEL_MODELS: tuple[str, ...] = ("ResNet-18", "ResNet-50", "Transformer", "LM", "Recommendation", "A3C", "CycleGAN")
 PLACEMENTS: tuple[str, ...] = ("consolidated", "spread")
 REFERENCE_GPU_TYPE = "V100"
-PROFILE_COLUMNS: dict[str, pl.DataType] = {
+PROFILE_COLUMNS: dict[str, type[pl.DataType]] = {
     "model": pl.String,
     "batch_size": pl.Int64,
     "gpu_type": pl.String,
@@ -90,7 +90,9 @@ class ProfileTable:
         return cls.from_frame(*_read(str(path)), source=str(path))
 
     @classmethod
-    def from_frame(cls, frame: pl.DataFrame, lines: Sequence[int] | None = None, source: str = "<frame>") -> ProfileTable:
+    def from_frame(
+        cls, frame: pl.DataFrame, lines: Sequence[int] | np.ndarray | None = None, source: str = "<frame>"
+    ) -> ProfileTable:
         """Build a table from a frame with the profile columns (checked; errors name `source`)."""
         frame = _check(frame, source, lines)
         keys = frame.select(PROFILE_COLUMNS.keys()).rows()
@@ -203,7 +205,7 @@ def _read(path: str) -> tuple[pl.DataFrame, np.ndarray]:
     return cells.frame, cells.lines
 
 
-def _check(frame: pl.DataFrame, path: str, lines) -> pl.DataFrame:
+def _check(frame: pl.DataFrame, path: str, lines: Sequence[int] | np.ndarray | None) -> pl.DataFrame:
     rows = np.arange(1, frame.height + 1) if lines is None else np.asarray(lines)
     frame = typed_columns(frame, PROFILE_COLUMNS, path, lines)
     checks = [

@@ -42,7 +42,7 @@ readers of public formats rename theirs (Philly's `status` is kept as `philly_st
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -51,7 +51,7 @@ from roundhouse.errors import TraceError, did_you_mean
 from roundhouse.traces.jobs import OWN_COLUMNS
 from roundhouse.traces.losscurves import LOSS_COLUMNS, initial_loss
 
-CANONICAL_COLUMNS: dict[str, pl.DataType] = {
+CANONICAL_COLUMNS: dict[str, type[pl.DataType]] = {
     "job_id": pl.Int64,
     "arrival_s": pl.Float64,
     "gpus": pl.Int64,
@@ -106,7 +106,10 @@ def validate(
     """
     path = str(path)
     names = dict(source_names or {})
-    shown = lambda column: names.get(column, column)  # noqa: E731
+
+    def shown(column: str) -> str:
+        return names.get(column, column)
+
     rows = _row_numbers(df.height, row_numbers)
     _check_header(df, path, names)
 
@@ -131,9 +134,9 @@ def validate(
                 problems.append((problem[0], len(CANONICAL_COLUMNS), 0, name, problem[1]))
             extras.append(series.alias(name))
         elif name not in CANONICAL_COLUMNS:
-            series, problem = _cast_extra(df.get_column(name))
-            if problem is not None:
-                problems.append((-1, len(CANONICAL_COLUMNS), 0, name, problem))
+            series, complaint = _cast_extra(df.get_column(name))
+            if complaint is not None:
+                problems.append((-1, len(CANONICAL_COLUMNS), 0, name, complaint))
             extras.append(series)
 
     frame = pl.DataFrame(list(columns.values()))
@@ -156,7 +159,7 @@ def empty_trace() -> pl.DataFrame:
 
 
 def cast_column(
-    series: pl.Series, dtype: pl.DataType, path: str, row_numbers: Sequence[int] | np.ndarray | None, column: str
+    series: pl.Series, dtype: type[pl.DataType], path: str, row_numbers: Sequence[int] | np.ndarray | None, column: str
 ) -> pl.Series:
     """Convert one column to `dtype`, raising `TraceError` at the first cell that is not empty but
     will not convert. Used by readers whose own columns are not canonical (Gavel, profiles)."""
@@ -167,7 +170,7 @@ def cast_column(
     return out
 
 
-def typed_columns(frame: pl.DataFrame, columns: Mapping[str, pl.DataType], path: str, lines) -> pl.DataFrame:
+def typed_columns(frame: pl.DataFrame, columns: Mapping[str, type[pl.DataType]], path: str, lines) -> pl.DataFrame:
     """Exactly `columns`, each cast to its type: a missing column or a cell that will not convert
     raises `TraceError` naming the file (and row). `lines`: the file line of each row, or None."""
     found = ", ".join(f"'{c}'" for c in frame.columns) or "none"
@@ -235,7 +238,7 @@ def _missing_column(path: str, wanted: str, found: list[str], found_text: str) -
     raise TraceError(path, f"missing column '{wanted}'; columns found: {found_text}" + (f"; {hint}" if hint else ""))
 
 
-def _cast(series: pl.Series, dtype: pl.DataType) -> tuple[pl.Series, tuple[int, str] | None]:
+def _cast(series: pl.Series, dtype: type[pl.DataType]) -> tuple[pl.Series, tuple[int, str] | None]:
     """Convert `series` to `dtype` without raising; return it and (row index, message) of the
     first cell that held something but did not convert."""
     source = series.dtype
@@ -309,7 +312,7 @@ def _cast_extra(series: pl.Series) -> tuple[pl.Series, str | None]:
         return series, f"holds {source} values, which a trace cannot keep (use numbers or text)"
 
 
-def _value_problems(frame: pl.DataFrame, shown) -> list[tuple[int, int, int, str, str]]:
+def _value_problems(frame: pl.DataFrame, shown: Callable[[str], str]) -> list[tuple[int, int, int, str, str]]:
     """Range, finiteness and completeness checks on the typed frame, first offending row of each."""
     order = {name: i for i, name in enumerate(CANONICAL_COLUMNS)}
     checks: list[tuple[str, pl.Expr, str]] = []

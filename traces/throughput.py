@@ -147,7 +147,9 @@ class ThroughputModel:
         """Launch throughputs with each paired launch at its pair throughput (the pair table's
         entry for the two models on that GPU type and count)."""
         partner, starts = placement.partner, placement.starts
-        idx = (partner >= 0).nonzero()[0]
+        if partner is None:  # no launch has a partner
+            return rates
+        idx = np.flatnonzero(partner >= 0)
         position = {int(r): i for i, r in enumerate(rows.tolist())}
         other = np.array([position[int(p)] for p in partner[idx].tolist()], dtype=np.int64)
         types = self.cluster.gpu_type[placement.gpus[starts[idx]]]

@@ -5,6 +5,7 @@ matters to jobs that exchange gradients every iteration (Blox §5.3, Table 4).""
 from __future__ import annotations
 
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
@@ -13,6 +14,10 @@ from roundhouse.elements.placement.packing import choose_consolidated
 from roundhouse.elements.placement.placer import Placer
 from roundhouse.runtime.element import element
 from roundhouse.runtime.values import non_negative
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
+
 
 _NEVER = np.iinfo(np.int64).max
 
@@ -106,7 +111,7 @@ class RandomIntraNode(_IntraNode):
 
     seed: int | None = attrs.field(default=None, validator=non_negative)
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         self._rng = ctx.rng(self.seed)
 

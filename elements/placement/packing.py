@@ -75,7 +75,7 @@ def fills_in_order(cluster, available: np.ndarray, sizes: np.ndarray) -> bool:
     free = np.count_nonzero(available)
     if free % per:  # the cheapest sign of a partly available node, first
         return False
-    return (
+    return bool(
         np.count_nonzero(cluster.per_node(available) == per) * per == free
         and not np.count_nonzero(sizes & (sizes - 1))
         and int(sizes.sum()) <= free

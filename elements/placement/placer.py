@@ -25,7 +25,7 @@ round (Blox calls its scheduler twice).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -45,6 +45,9 @@ from roundhouse.elements.placement.selection import _allowed_types, _select
 from roundhouse.runtime.element import Element, In, Out, element_family
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Plan, Ranking
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
 
 
 @element_family
@@ -67,7 +70,7 @@ class Placer(Element):
     outputs = (Out("plan", Plan),)
     consolidate_by_default: ClassVar[bool] = False
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         self.counters.update(launched=0, preempted=0, moved=0)
 
     def spreads_when_stuck(self) -> bool:
@@ -84,7 +87,7 @@ class Placer(Element):
             return got
         return choose_first_free(cluster, available, want, types)
 
-    def one_node(self, ctx, ranking: Ranking) -> np.ndarray:
+    def one_node(self, ctx: RoundContext, ranking: Ranking) -> np.ndarray:
         """Which ranked jobs must be placed on as few nodes as possible: the ranking's say,
         else the placer's default. Placers that decide per job (by model) override this."""
         if ranking.consolidate is None:
@@ -94,7 +97,7 @@ class Placer(Element):
     def _custom_choice(self) -> bool:
         return type(self).choose is not Placer.choose
 
-    def tick(self, ctx, ranking: Ranking) -> Plan:
+    def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
         cluster = ctx.cluster
         running = ctx.running_rows
         rows, want = ranking.rows, ranking.gpus
@@ -171,7 +174,7 @@ class Placer(Element):
         )
 
     # --- the steps ---
-    def _job_types(self, ctx, ranking: Ranking):
+    def _job_types(self, ctx: RoundContext, ranking: Ranking):
         """GPU types each ranked job may use, fastest first (None: every job may use type 0,
         the only one)."""
         cluster = ctx.cluster

@@ -22,7 +22,8 @@ def preempt_below(
     # The kept jobs' GPUs, the lowest-ranked job first (found when first needed). Victims
     # are always taken from that end, so the kept jobs still running below a job are the
     # next ones in this order after the `taken` victims so far.
-    tail_rows = all_ids = all_owner = None
+    tail_rows: np.ndarray | None = None
+    all_ids = all_owner = _NONE
     taken = 0
     victims: list[int] = []
     fewest = _fewest_by_search if placer._custom_choice() else _fewest_builtin

@@ -41,6 +41,7 @@ def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: n
             left -= int(want[i])
             i += 1
         return selected, on_type
+    assert placed_r is not None  # the placer gives it with the job types
     on_type = np.zeros(n, dtype=np.int64)
     if n == 0:
         return selected, on_type

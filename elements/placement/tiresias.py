@@ -5,6 +5,8 @@ spread, Blox's "Tiresias+" (ProfiledPlacer). Both share the Placer steps of plac
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 import numpy as np
 
@@ -13,6 +15,9 @@ from roundhouse.elements.placement.placer import Placer
 from roundhouse.runtime.element import element, element_family
 from roundhouse.runtime.types import Ranking
 from roundhouse.runtime.values import positive
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
 
 
 @element_family
@@ -24,10 +29,10 @@ class _Selective(Placer):
         consolidated: waiting multi-GPU jobs this round that must be consolidated.
     """
 
-    def sensitive(self, ctx, rows: np.ndarray) -> np.ndarray:
+    def sensitive(self, ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def one_node(self, ctx, ranking: Ranking) -> np.ndarray:
+    def one_node(self, ctx: RoundContext, ranking: Ranking) -> np.ndarray:
         picked = self.sensitive(ctx, ranking.rows) & (ranking.gpus > 1)
         if ranking.consolidate is not None:
             picked |= np.asarray(ranking.consolidate, dtype=bool)
@@ -39,7 +44,7 @@ class _Selective(Placer):
             return choose_consolidated(cluster, available, want, types)
         return choose_fewest_holes(cluster, available, want, types)
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         self.counters["consolidated"] = 0
 
@@ -82,7 +87,7 @@ class SkewAwarePlacer(_Selective):
 
     packlimit: float = attrs.field(default=0.3, validator=positive)
 
-    def sensitive(self, ctx, rows: np.ndarray) -> np.ndarray:
+    def sensitive(self, ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
         skew = ctx.jobs.column("tensor_skew")[rows]
         return np.isnan(skew) | (skew > self.packlimit)
 
@@ -105,7 +110,7 @@ class ProfiledPlacer(_Selective):
 
     tolerance: float = attrs.field(default=1.05, validator=positive)
 
-    def sensitive(self, ctx, rows: np.ndarray) -> np.ndarray:
+    def sensitive(self, ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
         slowdown = ctx.jobs.column("spread_slowdown")[rows]
         with np.errstate(invalid="ignore"):
             return slowdown > self.tolerance

@@ -3,10 +3,15 @@ by one per-job key, smallest first."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from roundhouse.runtime.element import Element, In, Out, element_family
 from roundhouse.runtime.types import Active, Ranking
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
 
 
 @element_family
@@ -37,6 +42,6 @@ class KeyOrder(Policy):
     def key(self, active: Active) -> np.ndarray:
         raise NotImplementedError
 
-    def tick(self, ctx, active: Active) -> Ranking:
+    def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         rows = active.rows[self.key(active).argsort(kind="stable")]
         return Ranking(rows, ctx.jobs.column("gpus")[rows], backfill=self.backfill)

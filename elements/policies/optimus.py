@@ -3,6 +3,8 @@ time, one GPU each, then extra GPUs where they speed convergence up the most."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 import numpy as np
 
@@ -10,6 +12,10 @@ from roundhouse.elements.policies.base import Policy
 from roundhouse.runtime.element import element
 from roundhouse.runtime.types import Active, Ranking
 from roundhouse.runtime.values import at_most, positive
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
+
 
 # Candidate values of the curve's floor b2, as fractions of the lowest loss seen: a grid from 0
 # to just below it, dense near the top where flat curves need it.
@@ -104,7 +110,7 @@ class Optimus(Policy):
         if self.samples < 3:
             raise ValueError(f"samples must be at least 3 (a curve has three parameters), got {self.samples}")
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         m = self.samples
         self._x = np.zeros((0, m))
         self._loss = np.zeros((0, m))
@@ -117,7 +123,7 @@ class Optimus(Policy):
         self.counters.update(fitted=0, extra_gpus=0)
 
     # --- loss samples ---
-    def _record(self, ctx, active: Active) -> None:
+    def _record(self, ctx: RoundContext, active: Active) -> None:
         n = len(ctx.jobs)
         if len(self._count) < n:
             grow = n - len(self._count)
@@ -136,7 +142,7 @@ class Optimus(Policy):
         self._loss[rows, slot] = loss
         self._count[rows] += 1
 
-    def remaining_iterations(self, ctx, active: Active) -> np.ndarray:
+    def remaining_iterations(self, ctx: RoundContext, active: Active) -> np.ndarray:
         """Expected iterations left: to the fitted convergence point, at most the declared work."""
         declared = active.work - active.done
         rows = active.rows
@@ -156,7 +162,7 @@ class Optimus(Policy):
         return out
 
     # --- allocation ---
-    def _speeds(self, ctx, active: Active) -> tuple[np.ndarray, np.ndarray]:
+    def _speeds(self, ctx: RoundContext, active: Active) -> tuple[np.ndarray, np.ndarray]:
         """(jobs, candidate counts) iterations/s on the reference GPU type, and whether each job
         can change its GPU count (its model is profiled). Computed once per job."""
         counts = self._counts
@@ -172,7 +178,7 @@ class Optimus(Policy):
             self._elastic[rows[new]] = active.column("has_model")[new]
         return self._speed[rows], self._elastic[rows]
 
-    def _job_speeds(self, ctx, jobs: Active) -> np.ndarray:
+    def _job_speeds(self, ctx: RoundContext, jobs: Active) -> np.ndarray:
         counts = self._counts
         speed = np.zeros((len(jobs), len(counts)))
         per_node = ctx.cluster.max_gpus_per_node
@@ -189,7 +195,7 @@ class Optimus(Policy):
         speed[rigid[known], at[known]] = jobs.reference_rate[rigid[known]]
         return speed
 
-    def tick(self, ctx, active: Active) -> Ranking:
+    def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         self._record(ctx, active)
         n = len(active)
         if n == 0:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from roundhouse.elements.policies.base import Policy
 from roundhouse.runtime.element import element
 from roundhouse.runtime.types import Active, Ranking
 from roundhouse.traces.jobs import FINISHED
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
 
 
 @element
@@ -34,7 +39,7 @@ class Themis(Policy):
     Paper: Themis (NSDI'20) §3; Blox (EuroSys'24) Table 7 (finish-time fair policy, fair share collected per round).
     """
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         # Per job row: the integral of its fair share over its time in the pool, up to
         # `_since`, and the share it had from then on; its ideal finish time, once known.
         self._share_s = np.zeros(0)
@@ -44,7 +49,7 @@ class Themis(Policy):
         self._seen = np.zeros(0, dtype=bool)
         self.counters["max_rho"] = 0
 
-    def _grow(self, ctx) -> None:
+    def _grow(self, ctx: RoundContext) -> None:
         extra = len(ctx.jobs) - len(self._seen)
         if extra > 0:
             self._share_s = np.concatenate([self._share_s, np.zeros(extra)])
@@ -53,7 +58,7 @@ class Themis(Policy):
             self._ideal = np.concatenate([self._ideal, np.full(extra, np.nan)])
             self._seen = np.concatenate([self._seen, np.zeros(extra, dtype=bool)])
 
-    def tick(self, ctx, active: Active) -> Ranking:
+    def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         self._grow(ctx)
         n = len(active)
         if n == 0:
@@ -79,7 +84,7 @@ class Themis(Policy):
         order = np.lexsort((np.arange(n), -rho))
         return Ranking(rows[order], active.gpus[order], backfill=True)
 
-    def finish(self, ctx) -> dict:
+    def finish(self, ctx: RoundContext) -> dict:
         status = ctx.jobs.column("status")[: len(self._ideal)]
         done = np.flatnonzero((status == FINISHED) & ~np.isnan(self._ideal))
         if not len(done):

@@ -11,6 +11,8 @@ remaining service) and YARN-CS (first-in first-out, non-preemptive, consolidated
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 import numpy as np
 
@@ -18,6 +20,9 @@ from roundhouse.elements.policies.base import KeyOrder, Policy
 from roundhouse.runtime.element import element, element_family
 from roundhouse.runtime.types import Active, Ranking
 from roundhouse.runtime.values import Duration, FilePath, positive
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
 
 
 def _thresholds_ok(instance, attribute, value) -> None:
@@ -54,7 +59,7 @@ class _Queues(Policy):
                 "(the last queue has no upper limit)"
             )
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         self._limits = np.asarray(self.thresholds, dtype=np.float64)
         # Per job row: when it last entered the first queue, and its service and running time
         # then (a promotion resets both clocks, Tiresias §3.2).
@@ -65,7 +70,7 @@ class _Queues(Policy):
         self._queue = np.zeros(0, dtype=np.int64)
         self.counters.update(promoted=0, demoted=0)
 
-    def _grow(self, ctx, rows: np.ndarray) -> None:
+    def _grow(self, ctx: RoundContext, rows: np.ndarray) -> None:
         n = len(ctx.jobs)
         if len(self._known) < n:
             extra = n - len(self._known)
@@ -79,7 +84,7 @@ class _Queues(Policy):
             self._entered[new] = ctx.jobs.column("arrival_s")[new]
             self._known[new] = True
 
-    def queues_of(self, ctx, active: Active) -> tuple[np.ndarray, np.ndarray]:
+    def queues_of(self, ctx: RoundContext, active: Active) -> tuple[np.ndarray, np.ndarray]:
         """(queue index, attained service since entering the first queue) per active job,
         after promoting starved jobs."""
         rows = active.rows
@@ -127,7 +132,7 @@ class TiresiasLas(_Queues):
     Paper: Tiresias (NSDI'19) §3.2-3.3 and Pseudocode 2; testbed K=2 at 3200 GPU-seconds.
     """
 
-    def tick(self, ctx, active: Active) -> Ranking:
+    def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         queue, _ = self.queues_of(ctx, active)
         started, arrival = self.fifo_key(active)
         order = np.lexsort((np.arange(len(queue)), arrival, started, queue))
@@ -157,9 +162,9 @@ class TiresiasGittins(_Queues):
 
     history: FilePath | None = None
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
-        self._samples = None
+        self._set_samples(np.zeros(0))  # replaced before the first tick
         self._seen = -1
         if self.history is not None:
             from roundhouse.errors import TraceError
@@ -175,7 +180,7 @@ class TiresiasGittins(_Queues):
         self._samples = samples
         self._prefix = np.concatenate([[0.0], np.cumsum(samples)])
 
-    def tick(self, ctx, active: Active) -> Ranking:
+    def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         if self.history is None and len(ctx.jobs) != self._seen:
             self._seen = len(ctx.jobs)
             work, rate = ctx.jobs.column("work"), ctx.jobs.column("reference_rate")
@@ -242,7 +247,7 @@ class YarnCS(Policy):
     Paper: Tiresias (NSDI'19) §6.1 (YARN-CS baseline).
     """
 
-    def tick(self, ctx, active: Active) -> Ranking:
+    def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         order = np.lexsort((np.arange(len(active)), active.arrival_s, ~active.running))
         n = len(order)
         return Ranking(active.rows[order], active.gpus[order], consolidate=np.ones(n, dtype=bool), backfill=False)

@@ -42,7 +42,7 @@ class Simulator:
         self._ready_rows = np.zeros(0, dtype=np.int64)
         self._ready_at = np.zeros(0)
         self._events: Events | None = None
-        self._full_rows: np.ndarray | None = None
+        self._full_rows = np.zeros(0, dtype=np.int64)  # (compared by identity: no running set is this one)
         self._full: Progress | None = None
         self._full_rate = np.zeros(0)
         self._earliest_finish = -np.inf  # of the jobs in _full_rows, as last computed
@@ -92,6 +92,7 @@ class Simulator:
                 self._full_rows, self._full_rate, self._full = rows, jobs.column("rate")[rows], None
             rate = self._full_rate
             remaining = jobs.column("work")[rows] - jobs.column("done")[rows]
+            start: np.ndarray | float
             if len(self._ready_rows):
                 start = np.empty(len(rows))
                 start.fill(now)

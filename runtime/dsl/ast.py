@@ -17,6 +17,18 @@ class Value:
     location: Location
     text: str = ""
 
+    @property
+    def items(self) -> tuple[Value, ...]:
+        """The values of a list (kind "list")."""
+        assert isinstance(self.value, tuple), self.kind
+        return self.value
+
+    @property
+    def word(self) -> str:
+        """The text of a string, a reference or a parameter's name (kinds "string", "reference", "param")."""
+        assert isinstance(self.value, str), self.kind
+        return self.value
+
 
 @attrs.frozen
 class Arg:

@@ -105,6 +105,8 @@ def load_element_file(path: Path) -> str | None:
         return f"no such file ({path})"
     name = "roundhouse_user_" + "".join(ch if ch.isalnum() else "_" for ch in resolved)
     spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        return f"cannot load {path} as Python"
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
@@ -123,7 +125,7 @@ def _key(port: ast.PortRef | None):
 
 
 class _Loader:
-    def __init__(self):
+    def __init__(self) -> None:
         self.errors: list[SchedError] = []
         self.settings: dict[str, tuple[ast.Setting, int]] = {}
         self.classes: dict[str, tuple[ast.ElementClass, str]] = {}
@@ -255,12 +257,10 @@ class _Loader:
                 if node.class_name is None and node.name in local:
                     self.errors.append(SchedError(f"statement does nothing: '{node.name}' alone", node.location))
                 continue
-            for i in range(len(names) - 1):
-                if names[i] is None or names[i + 1] is None:
+            for i, (src, dst) in enumerate(zip(names, names[1:])):
+                if src is None or dst is None:
                     continue
-                self.edges.append(
-                    Edge(names[i], chain.endpoints[i].out_port, names[i + 1], chain.endpoints[i + 1].in_port, chain.arrows[i])
-                )
+                self.edges.append(Edge(src, chain.endpoints[i].out_port, dst, chain.endpoints[i + 1].in_port, chain.arrows[i]))
 
     def _endpoint(self, ep: ast.Endpoint, local, prefix, base_dir, env, params_owner, stack) -> str | None:
         node = ep.node
@@ -272,6 +272,7 @@ class _Loader:
             self._declare(full, node, base_dir, env, params_owner, stack)
             return full
         name = node.name
+        assert name is not None  # the parser gives every reference (a node without a class) a name
         if name in RESERVED:
             if env is None:
                 self.errors.append(SchedError(f"'{name}' only exists inside an elementclass", node.location))
@@ -290,12 +291,15 @@ class _Loader:
         return None
 
     def _declare(self, full: str, node: ast.Node, base_dir: str, env, params_owner, stack) -> None:
-        args = tuple(self._substitute_arg(a, env, params_owner) for a in (node.args or ()))
-        if any(a is None for a in args):
+        substituted = [self._substitute_arg(a, env, params_owner) for a in (node.args or ())]
+        args = tuple(a for a in substituted if a is not None)
+        if len(args) < len(substituted):
             return
-        compound = self.classes.get(node.class_name)
+        class_name = node.class_name
+        assert class_name is not None  # only nodes that name a class are declared
+        compound = self.classes.get(class_name)
         if compound is None:
-            self.decls[full] = Decl(full, node.class_name, args, node.location, node.class_location or node.location, base_dir)
+            self.decls[full] = Decl(full, class_name, args, node.location, node.class_location or node.location, base_dir)
             return
         definition, class_dir = compound
         if definition.name in stack:
@@ -360,18 +364,18 @@ class _Loader:
             if env is None:
                 self.errors.append(SchedError(f"${value.value} is used outside an elementclass", value.location))
                 return None
-            if value.value not in env:
+            if value.word not in env:
                 self.errors.append(
                     SchedError(
                         f"elementclass {params_owner} has no parameter ${value.value}",
                         value.location,
-                        hint=did_you_mean(value.value, env),
+                        hint=did_you_mean(value.word, env),
                     )
                 )
                 return None
-            return env[value.value]
+            return env[value.word]
         if value.kind == "list":
-            items = [self._substitute(v, env, params_owner) for v in value.value]
+            items = [self._substitute(v, env, params_owner) for v in value.items]
             if any(v is None for v in items):
                 return None
             return attrs.evolve(value, value=tuple(items))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
@@ -10,6 +11,10 @@ import numpy as np
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import Active
 from roundhouse.runtime.values import FilePath, non_negative, positive
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
+
 
 _MU = 1e-2  # PMF regularization (Gavel's value)
 
@@ -122,7 +127,7 @@ class PairEstimator(Element):
     known: FilePath | None = None
     seed: int | None = attrs.field(default=None, validator=non_negative)
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         from roundhouse.traces.pairs import PairTable
 
         self._rng = ctx.rng(self.seed)
@@ -146,7 +151,7 @@ class PairEstimator(Element):
         self.estimates: PairEstimates | None = None  # the last emitted (for tools and tests)
         self.counters.update(fingerprinted=0, measured=0)
 
-    def tick(self, ctx, active: Active) -> PairEstimates:
+    def tick(self, ctx: RoundContext, active: Active) -> PairEstimates:
         match = {}
         for r in active.rows.tolist():
             got = self._match.get(r)
@@ -158,7 +163,7 @@ class PairEstimator(Element):
         return self.estimates
 
     # --- inside ---
-    def _fingerprint(self, ctx, row: int) -> int:
+    def _fingerprint(self, ctx: RoundContext, row: int) -> int:
         table = ctx.jobs
         model, batch = table.column("model")[row], int(table.column("batch_size")[row])
         refs, types = self._refs, self._types
@@ -186,7 +191,7 @@ class PairEstimator(Element):
         self.counters["fingerprinted"] += 1
         return match
 
-    def _observe(self, ctx) -> None:
+    def _observe(self, ctx: RoundContext) -> None:
         """Pairs running now were measured: remember their speeds by job configuration."""
         running = ctx.running_rows
         if not len(running) or ctx.co_holder is None:

@@ -19,9 +19,15 @@ of a job's GPUs on one node) and spread (one GPU per node), sharing the type's G
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 import numpy as np
 import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
+
 
 CONSOLIDATED, SPREAD = "consolidated", "spread"
 
@@ -54,7 +60,7 @@ class Columns:
         return cls(tuple(names), np.asarray(codes), tuple(placement), capacity)
 
 
-def job_throughputs(ctx, rows: np.ndarray, columns: Columns) -> np.ndarray:
+def job_throughputs(ctx: RoundContext, rows: np.ndarray, columns: Columns) -> np.ndarray:
     """Iterations/s of each job on each column at its requested GPU count; 0 where it cannot run
     (the profile says so, or the type has fewer GPUs than the job asks for, or, for a
     consolidated column, no node of the type has that many)."""
@@ -171,14 +177,15 @@ class Formulation:
         self.columns = columns
         self.pairs = pairs if pairs is not None and len(pairs) else None
         self.c, self.k = T.shape
-        self.x = None
-        self.y = None
+        # Variable indices, set by `add_variables` (y only with pairs): x[c, j], y[q, j].
+        self.x: np.ndarray
+        self.y: np.ndarray
         self.n_vars = 0
 
     @property
     def runnable(self) -> np.ndarray:
         """Classes that can run on some column."""
-        return (self.T > 0).any(axis=1)
+        return np.any(self.T > 0, axis=1)
 
     def add_variables(self, lp, scaled: bool = False) -> None:
         """Add x (and y). With `scaled`, x is a scaled allocation (Charnes-Cooper: t * X), bounded

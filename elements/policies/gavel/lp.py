@@ -9,10 +9,15 @@ bisection, water filling) changes bounds or objective coefficients and solves ag
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 import numpy as np
 import scipy.sparse as sp
 from ortools.linear_solver.python import model_builder_helper as mbh
+
+if TYPE_CHECKING:
+    from ortools.linear_solver import pywraplp
 
 INF = np.inf
 # MPSolver drops rows with no finite bound when it loads a model, which would shift every row
@@ -54,7 +59,7 @@ class LinearProgram:
         self.maximize = True
         self.warm = warm
         self._model: mbh.ModelBuilderHelper | None = None
-        self._solver = None  # the persistent MPSolver (warm mode), by solver name
+        self._solver: pywraplp.Solver | None = None  # the persistent MPSolver (warm mode), by solver name
         self._solver_name = ""
 
     # --- building ---

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
@@ -26,6 +27,10 @@ from roundhouse.errors import SchedError
 from roundhouse.runtime.element import Element, In, Out, element, element_family
 from roundhouse.runtime.types import Active, Shares
 from roundhouse.runtime.values import Duration, IdRange, at_least, at_most, non_negative, one_of
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
+
 
 _NO_PAIRS = (np.zeros((0, 2), dtype=np.int64), None)
 _MAX_BISECTIONS = 200  # each halves the bracket: far more than any tolerance >= 1e-9 needs
@@ -82,7 +87,7 @@ class GavelSolver(Element):
     # Space sharing: keep a pair on a type only if together the two do more than time slicing.
     pair_threshold = 1.0
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         if self.space_sharing and not self.aware:
             raise SchedError(
                 f"{self.name} ({type(self).__name__}): space_sharing=true needs the heterogeneity-aware mode (aware=true)"
@@ -94,7 +99,7 @@ class GavelSolver(Element):
         self._estimates: PairEstimates | None = None
         self.counters.update(solves=0, solve_ms=0.0, classes=0)
 
-    def tick(self, ctx, active: Active, pairs: PairEstimates | None = None) -> Shares:
+    def tick(self, ctx: RoundContext, active: Active, pairs: PairEstimates | None = None) -> Shares:
         self._estimates = pairs
         rows = active.rows
         if self._shares is not None:
@@ -103,13 +108,13 @@ class GavelSolver(Element):
                 return self._shares
         started = time.perf_counter()
         if len(rows):
-            fractions, pairs, pair_fractions = self.allocate(ctx, self.problem(ctx, active))
+            fractions, pair_rows, pair_fractions = self.allocate(ctx, self.problem(ctx, active))
         else:
-            fractions, pairs, pair_fractions = np.zeros((0, self._columns.k)), None, None
+            fractions, pair_rows, pair_fractions = np.zeros((0, self._columns.k)), None, None
         names = tuple(ctx.cluster.gpu_types[t] for t in self._columns.gpu_type)
-        if pairs is not None and not len(pairs):
-            pairs = pair_fractions = None
-        self._shares = Shares(rows, names, fractions, self._columns.placement, pairs, pair_fractions)
+        if pair_rows is not None and not len(pair_rows):
+            pair_rows = pair_fractions = None
+        self._shares = Shares(rows, names, fractions, self._columns.placement, pair_rows, pair_fractions)
         self._solved_rows = rows
         self._last_solve = ctx.now
         self.counters["solves"] += 1
@@ -121,12 +126,12 @@ class GavelSolver(Element):
         """The Shares of the last solve (for tools and tests)."""
         return self._shares
 
-    def allocate(self, ctx, problem: Problem):
+    def allocate(self, ctx: RoundContext, problem: Problem):
         """(fractions per job and column, job pairs (p, 2) or None, pair fractions or None)."""
         raise NotImplementedError
 
     # --- helpers for the policies ---
-    def problem(self, ctx, active: Active) -> Problem:
+    def problem(self, ctx: RoundContext, active: Active) -> Problem:
         rows = active.rows
         T = job_throughputs(ctx, rows, self._columns)
         reference = active.reference_rate
@@ -146,7 +151,7 @@ class GavelSolver(Element):
             now=ctx.now,
         )
 
-    def formulation(self, ctx, problem: Problem, *keys: np.ndarray):
+    def formulation(self, ctx: RoundContext, problem: Problem, *keys: np.ndarray):
         """Classes of jobs alike in T, GPU count and `keys`, and their Formulation (with pair
         variables when space sharing). Returns (formulation, class of each job, representatives)."""
         extra = list(keys)
@@ -161,7 +166,7 @@ class GavelSolver(Element):
             pairs = pair_block(T, sf, counts, rates, self.pair_threshold, limit=max(64, 16 * len(reps)))
         return Formulation(T, sf, counts, problem.columns, pairs), class_of, reps
 
-    def _pair_rates(self, ctx, rows_a: np.ndarray, rows_b: np.ndarray, gpus: np.ndarray):
+    def _pair_rates(self, ctx: RoundContext, rows_a: np.ndarray, rows_b: np.ndarray, gpus: np.ndarray):
         """Each side's throughput when the two jobs share GPUs, per column (NaN: unknown)."""
         columns = self._columns
         k = columns.k
@@ -223,13 +228,13 @@ class MaxMinFairness(GavelSolver):
 
     water_filling: bool = False
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         self.counters["objective"] = 0.0
         if self.water_filling:
             self.counters.update(levels=0, milp_stopped=0)
 
-    def allocate(self, ctx, problem: Problem):
+    def allocate(self, ctx: RoundContext, problem: Problem):
         form, class_of, reps = self.formulation(ctx, problem, problem.weight)
         if not form.runnable.any():
             return _empty(problem)
@@ -285,14 +290,14 @@ class MinMaxRho(GavelSolver):
     # bisection would never end); at 1 or more it would not bisect at all.
     tolerance: float = attrs.field(default=1e-3, validator=[at_least(1e-9), at_most(0.5)])
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         self._t_iso: dict[int, float] = {}
         self._last_done: dict[int, float] = {}
         self._last_iso: dict[int, float] = {}
         self.counters.update(bisection_steps=0, rho=0.0)
 
-    def allocate(self, ctx, problem: Problem):
+    def allocate(self, ctx: RoundContext, problem: Problem):
         rows = problem.rows
         n = len(rows)
         columns = problem.columns
@@ -376,11 +381,11 @@ class MinMakespan(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimize Makespan) and Appendix A.1.
     """
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         self.counters["makespan_s"] = 0.0
 
-    def allocate(self, ctx, problem: Problem):
+    def allocate(self, ctx: RoundContext, problem: Problem):
         form, class_of, reps = self.formulation(ctx, problem, problem.remaining)
         steps = problem.remaining[reps]
         run = form.runnable & (steps > 0)
@@ -418,7 +423,7 @@ class MaxThroughput(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (maximize total throughput).
     """
 
-    def allocate(self, ctx, problem: Problem):
+    def allocate(self, ctx: RoundContext, problem: Problem):
         form, class_of, reps = self.formulation(ctx, problem, problem.reference)
         if not form.runnable.any():
             return _empty(problem)
@@ -432,7 +437,7 @@ class MaxThroughput(GavelSolver):
         return self.solution(form, got.values, class_of, problem.rows)
 
 
-def _price_columns(prices: dict, ctx, columns: Columns, who: str) -> np.ndarray:
+def _price_columns(prices: dict, ctx: RoundContext, columns: Columns, who: str) -> np.ndarray:
     names = ctx.cluster.gpu_types
     missing = [names[t] for t in sorted(set(columns.gpu_type.tolist())) if names[t] not in prices]
     if missing:
@@ -452,11 +457,11 @@ class _CostSolver(GavelSolver):
         factory=lambda: ["V100:2.48", "P100:1.46", "K80:0.45"], validator=lambda i, a, v: parse_prices(v)
     )
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         self._price = _price_columns(parse_prices(self.prices), ctx, self._columns, f"{self.name} ({type(self).__name__})")
 
-    def _ratio_program(self, ctx, problem: Problem, slo_need: np.ndarray | None):
+    def _ratio_program(self, ctx: RoundContext, problem: Problem, slo_need: np.ndarray | None):
         """Maximize total normalized throughput over total spend (§4.2), as the LP of
         Charnes and Cooper: scaled variables v = t * X with spend(v) = 1. Every job is also given
         at least an equal share of the cluster's time (the ratio alone is scale-free and would
@@ -507,7 +512,7 @@ class MinCost(_CostSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimizing Total Cost); Charnes and Cooper (1962).
     """
 
-    def allocate(self, ctx, problem: Problem):
+    def allocate(self, ctx: RoundContext, problem: Problem):
         form, class_of, reps, values = self._ratio_program(ctx, problem, None)
         if values is None:
             return _empty(problem)
@@ -532,11 +537,11 @@ class MinCostSLO(_CostSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimize cost subject to SLOs) and §7.3 (cost experiment).
     """
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         self.counters.update(slo_fallbacks=0, slo_unattainable=0)
 
-    def allocate(self, ctx, problem: Problem):
+    def allocate(self, ctx: RoundContext, problem: Problem):
         deadline = slo_deadlines(ctx, problem.rows)
         left = deadline - problem.now
         best = problem.T.max(axis=1)
@@ -664,7 +669,7 @@ class Hierarchical(GavelSolver):
     policies: list[str] = attrs.field(factory=lambda: ["fairness"], validator=lambda i, a, v: _policies(v))
     entity_column: str = "user"
 
-    def start(self, ctx) -> None:
+    def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         who = f"{self.name} (Hierarchical)"
         if len(self.weights) != len(self.entities):
@@ -675,7 +680,7 @@ class Hierarchical(GavelSolver):
             raise SchedError(f"{who}: the job table has no column '{self.entity_column}' naming entities")
         self.counters.update(levels=0, milp_stopped=0)
 
-    def _entities(self, ctx, rows: np.ndarray):
+    def _entities(self, ctx: RoundContext, rows: np.ndarray):
         """Each job's entity index, and the names of entities not listed (weight 1)."""
         n = len(self.entities)
         entity = np.full(len(rows), -1, dtype=np.int64)
@@ -691,7 +696,7 @@ class Hierarchical(GavelSolver):
             entity[(entity < 0) & (labels.astype(str) == name)] = n + j
         return entity, extra
 
-    def allocate(self, ctx, problem: Problem):
+    def allocate(self, ctx: RoundContext, problem: Problem):
         entity, extra = self._entities(ctx, problem.rows)
         entity_weight = np.array(list(self.weights) + [1.0] * len(extra), dtype=np.float64)
         inner = [self.policies[i if len(self.policies) > 1 else 0] for i in range(len(self.entities))]
