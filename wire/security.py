@@ -47,7 +47,7 @@ def check_connect_address(address: str) -> None:
         try:
             probe.connect(address)
         except zmq.ZMQError as err:
-            raise UsageError(f"cannot connect to {address}: {zmq.strerror(err.errno)}") from None
+            raise UsageError(f"cannot connect to {address}: {err.strerror}") from None
 
 
 def check_name(name: str, what: str) -> None:
@@ -121,7 +121,7 @@ class _KnownKeys:
     def __init__(self, folder: Path, log: logging.Logger):
         self.folder = folder
         self.log = log
-        self._stamp = None
+        self._stamp: tuple[int, int] | None = None
         self.names: dict[bytes, str] = {}
         self._reload()
 

@@ -222,6 +222,7 @@ class Attempts:
         node = self.nodes.slots[int(att.slots[0])]
         # Two-phase: only rank 0 hears of it; it agrees the exit iteration with the others.
         if 0 not in att.exits and self.nodes.to_node(node, "revoke", job=att.job_id, attempt=att.n, kill=False, rank=0):
+            assert node is not None  # (to_node is False for no node)
             log.info("revoke job %d attempt %d (told rank 0 on %s)", att.job_id, att.n, node.name)
 
     def kill_rest(self, att: Attempt) -> None:

@@ -293,10 +293,11 @@ class LiveBackend:
             target = clock.boundary_after(time.time())
             log.warning("round at t=%gs overran its length; the next round is at t=%gs", clock.now, target)
             wall_target = clock.wall(target)
-        cut = self.until is not None and clock.now < self.until < target
-        if cut:
+        until = self.until
+        cut = until is not None and clock.now < until < target
+        if until is not None and cut:
             # The run ends inside this round: the round is cut short there, not run to its end.
-            target, wall_target = self.until, clock.wall(self.until)
+            target, wall_target = until, clock.wall(until)
         self.serve(wall_target)
         if self.stop_requested and time.time() < wall_target:
             target, cut = clock.boundary_after(time.time()), False

@@ -140,6 +140,7 @@ class Nodes:
         """Ask every connected agent that has not answered yet to shut down; returns them."""
         asked = [n for n in self.slots if n is not None and n.online and n.identity is not None and not n.stopping]
         for node in asked:
+            assert node.identity is not None  # (chosen above)
             self.server.send(node.identity, "shutdown", reason=reason)
         return asked
 
@@ -177,7 +178,7 @@ class Nodes:
             return
         if node is None:
             free = [s for s in range(cluster.n_nodes) if self.slots[s] is None and fits(s)]
-            free += [s for s in range(cluster.n_nodes) if self.slots[s] is not None and not self.slots[s].online and fits(s)]
+            free += [s for s, n in enumerate(self.slots) if n is not None and not n.online and fits(s)]
             if not free:
                 reason = f"the cluster ({cluster.describe()}) has no free node with {count} {gpu_type} GPU(s) for {name}"
                 log.warning("refused registration: %s", reason)

@@ -122,7 +122,8 @@ class Reports:
         if att is None or self.nodes.by_identity.get(identity) is None:
             return
         node = self.nodes.seen(identity)
-        log.debug("job %d attempt %d rank %d started on %s", body["job"], body["attempt"], body["rank"], node.name)
+        where = node.name if node is not None else self.nodes.server.who(identity)
+        log.debug("job %d attempt %d rank %d started on %s", body["job"], body["attempt"], body["rank"], where)
 
     def on_metrics(self, identity, seq, body, frame) -> None:
         att = self.attempts.live.get((body["job"], body["attempt"]))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import zmq
 
@@ -16,6 +17,9 @@ from roundhouse.runtime.journal import Journal
 from roundhouse.wire import protocol
 from roundhouse.wire.protocol import ProtocolError, SeqTracker
 from roundhouse.wire.security import HANDSHAKE_FAILURES, REFUSALS, ServerSecurity
+
+if TYPE_CHECKING:
+    from zmq.auth.thread import ThreadAuthenticator
 
 log = logging.getLogger("roundhouse.scheduler")
 
@@ -48,7 +52,7 @@ class Server:
         self._context: zmq.Context | None = None
         self._socket: zmq.Socket | None = None
         self._monitor: zmq.Socket | None = None
-        self._auth = None
+        self._auth: ThreadAuthenticator | None = None
         self._poller = zmq.Poller()
 
     @property
@@ -70,7 +74,7 @@ class Server:
             sock.bind(self.bind)
         except zmq.ZMQError as err:
             self.close()
-            raise UsageError(f"cannot listen on {self.bind}: {zmq.strerror(err.errno)}") from None
+            raise UsageError(f"cannot listen on {self.bind}: {err.strerror}") from None
         self._poller.register(sock, zmq.POLLIN)
         self._poller.register(self._monitor, zmq.POLLIN)
         log.info("scheduler listening on %s (%s)", self.bind, "INSECURE" if self.security.insecure else "CURVE")
@@ -91,6 +95,7 @@ class Server:
         """Handle messages until the wall clock reaches `wall_deadline` or `stop()` is true;
         `duties` runs after every wake-up (heartbeat checks), then the journal commits."""
         sock = self._socket
+        assert sock is not None, "serve() before start()"
         while True:
             remaining = wall_deadline - time.time()
             if remaining <= 0 or stop():
@@ -143,6 +148,8 @@ class Server:
     def _drain_monitor(self) -> None:
         from zmq.utils.monitor import recv_monitor_message
 
+        if self._monitor is None:
+            return
         while True:
             try:
                 event = recv_monitor_message(self._monitor, zmq.NOBLOCK)
@@ -160,6 +167,8 @@ class Server:
 
     def send(self, identity: bytes, type_: str, **fields) -> None:
         frame = protocol.encode(type_, self._seq.next(), **fields)
+        if self._socket is None:
+            return  # closed: nobody to send to
         try:
             self._socket.send_multipart([identity, frame], zmq.NOBLOCK)
             self.counters["messages_out"] += 1

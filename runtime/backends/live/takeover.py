@@ -125,8 +125,8 @@ class Takeover:
                 cluster.gpu_node[gpus],
                 a.launched_s,
                 a.master_port,
-                a.start_iteration,
-                a.resume,
+                start_iteration=a.start_iteration,
+                resume=a.resume,
                 sent=True,
             )
             att.iteration = a.end_iteration if a.end_iteration is not None else a.start_iteration
