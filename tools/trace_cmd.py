@@ -33,14 +33,15 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "trace",
         help="describe, convert and generate job traces",
-        description="Describe, convert and generate job traces (canonical CSV/Parquet, Gavel, Tiresias, Philly).",
+        description="Describe, convert and generate job traces (canonical CSV/Parquet, Gavel, Tiresias, Philly, "
+        "Helios and Dally, Alibaba PAI).",
     )
     actions = parser.add_subparsers(dest="trace_command", metavar="ACTION")
     actions.required = True
 
     describe = actions.add_parser("describe", help="summarise a trace: jobs, arrivals, GPUs, durations, models")
     describe.add_argument("file", help="trace file (any supported format)")
-    describe.add_argument("--format", default="auto", help="canonical, gavel, tiresias, philly (default: detect)")
+    describe.add_argument("--format", default="auto", help="canonical, gavel, tiresias, philly, helios or pai (default: detect)")
     describe.set_defaults(handler=describe_command)
 
     convert = actions.add_parser("convert", help="convert a trace from one format to another")
@@ -91,17 +92,19 @@ def describe_command(args: argparse.Namespace) -> int:
     table = Table(title=f"{args.file}", show_header=False, title_justify="left")
     table.add_column("what", style="bold")
     table.add_column("value")
-    for what, value in summary_rows(loaded.frame, loaded.format, columns, loaded.skipped):
+    for what, value in summary_rows(loaded.frame, loaded.format, columns, loaded.skipped, loaded.skipped_what):
         table.add_row(what, value)
     Console().print(table)
     return 0
 
 
-def summary_rows(df: pl.DataFrame, format: str, columns, skipped: int = 0) -> list[tuple[str, str]]:
+def summary_rows(
+    df: pl.DataFrame, format: str, columns, skipped: int = 0, skipped_what: str = "jobs that never ran"
+) -> list[tuple[str, str]]:
     """The facts `describe` prints, as (label, text) rows; `columns` are the file's own."""
     rows = [("format", format), ("jobs", f"{df.height:,}")]
     if skipped:
-        rows.append(("skipped records", f"{skipped:,} (jobs that never ran)"))
+        rows.append(("skipped records", f"{skipped:,} ({skipped_what})"))
     if df.height == 0:
         rows.append(("columns", ", ".join(columns)))
         return rows
@@ -159,7 +162,7 @@ def convert_command(args: argparse.Namespace) -> int:
     target = check_format(args.target_format, WRITE_FORMATS)
     loaded = load_trace(args.input, source)
     write_trace(loaded.frame, args.output, target)
-    note = f" ({loaded.skipped} records skipped: never ran)" if loaded.skipped else ""
+    note = f" ({loaded.skipped} records skipped: {loaded.skipped_what})" if loaded.skipped else ""
     print(f"wrote {loaded.frame.height} jobs to {args.output}{note}")
     return 0
 
