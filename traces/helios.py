@@ -221,6 +221,8 @@ def _times(path: str, text: pl.Series, rows: np.ndarray, column: str) -> pl.Seri
 
 
 def _seconds_after_first(times: pl.Series) -> pl.Series:
+    if times.drop_nulls().len() == 0:  # no rows, or no times: the schema reports the missing values
+        return pl.Series(times.name, [None] * times.len(), dtype=pl.Float64)
     return (times - times.min()).dt.total_seconds(fractional=True)
 
 

@@ -75,6 +75,15 @@ def test_helios_csv_maps_columns_and_skips_cpu_and_never_ran_jobs(tmp_path):
     assert frame["queue"].to_list() == [0.0, 0.0, 600.0] and frame["vc"][0] == "vcJkd"
 
 
+def test_helios_csv_header_only_or_without_times(tmp_path):
+    header = HELIOS_CSV.splitlines()[0]
+    assert read_trace(write(tmp_path, header + "\n", "cluster_log.csv")).height == 0
+    row = "1,u,vc,1,1,1,COMPLETED,,,,60,0"
+    with pytest.raises(TraceError) as caught:
+        read_trace(write(tmp_path, f"{header}\n{row}\n", "cluster_log.csv"))
+    assert caught.value.row == 2 and caught.value.column == "submit_time" and "has no value" in str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("line", "column", "words"),
     [
