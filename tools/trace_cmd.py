@@ -4,7 +4,10 @@
     roundhouse trace convert IN OUT [--from F] [--to canonical|gavel|tiresias]
     roundhouse trace generate -o OUT --jobs N --rate 8/h --seed S [--gpus philly|single]
                               [--models none|blox] [--format canonical|gavel|tiresias|philly]
-                              [--workload philly|tiresias] [--loss none|blox]
+                              [--workload philly|tiresias|dally-batch|dally-poisson|synergy]
+                              [--loss none|blox]
+
+`--workload dally-batch` puts every job at time 0 and takes no --rate.
 
 Values are checked here and reported as `UsageError` sentences (exit status 2) rather than
 argparse's usage dumps, so that every mistake reads the same way.
@@ -25,7 +28,7 @@ from roundhouse.runtime.values import describe, rate_from_text
 GENERATE_FORMATS = ("canonical", "gavel", "tiresias", "philly")
 GPU_CHOICES = ("philly", "single")
 MODEL_CHOICES = ("none", "blox")
-WORKLOAD_CHOICES = ("philly", "tiresias")
+WORKLOAD_CHOICES = ("philly", "tiresias", "dally-batch", "dally-poisson", "synergy")
 LOSS_CHOICES = ("none", "blox")
 
 
@@ -33,14 +36,15 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "trace",
         help="describe, convert and generate job traces",
-        description="Describe, convert and generate job traces (canonical CSV/Parquet, Gavel, Tiresias, Philly).",
+        description="Describe, convert and generate job traces (canonical CSV/Parquet, Gavel, Tiresias, Philly, "
+        "Helios and Dally, Alibaba PAI).",
     )
     actions = parser.add_subparsers(dest="trace_command", metavar="ACTION")
     actions.required = True
 
     describe = actions.add_parser("describe", help="summarise a trace: jobs, arrivals, GPUs, durations, models")
     describe.add_argument("file", help="trace file (any supported format)")
-    describe.add_argument("--format", default="auto", help="canonical, gavel, tiresias, philly (default: detect)")
+    describe.add_argument("--format", default="auto", help="canonical, gavel, tiresias, philly, helios or pai (default: detect)")
     describe.set_defaults(handler=describe_command)
 
     convert = actions.add_parser("convert", help="convert a trace from one format to another")
@@ -55,7 +59,9 @@ def register(subparsers) -> None:
     generate = actions.add_parser("generate", help="generate a synthetic trace (Poisson arrivals, Philly distributions)")
     generate.add_argument("-o", "--output", required=True, help="file to write")
     generate.add_argument("--jobs", required=True, help="number of jobs")
-    generate.add_argument("--rate", required=True, help="arrival rate, e.g. 8/h or 0.5/min")
+    generate.add_argument(
+        "--rate", help="arrival rate, e.g. 8/h or 0.5/min (every workload but dally-batch, whose jobs all arrive at 0)"
+    )
     generate.add_argument("--seed", required=True, help="random seed (same seed, same trace)")
     generate.add_argument("--gpus", default="philly", help="philly (1/2/4/8 GPUs) or single (default: philly)")
     generate.add_argument("--models", default="none", help="none (durations only) or blox (Blox's models) (default: none)")
@@ -63,8 +69,10 @@ def register(subparsers) -> None:
     generate.add_argument(
         "--workload",
         default="philly",
-        help="philly (Philly durations and GPU counts) or tiresias (Tiresias' testbed mix of GPU counts, "
-        "models and 2 min-2 h durations) (default: philly)",
+        help="philly (Philly durations and GPU counts), tiresias (Tiresias' testbed mix of GPU counts, "
+        "models and 2 min-2 h durations), dally-batch or dally-poisson (Dally's six models and GPU-demand "
+        "mix, all at time 0 or Poisson arrivals), synergy (Philly durations and GPU counts, Synergy's "
+        "image/language/speech models 20/70/10 with CPU and memory demands) (default: philly)",
     )
     generate.add_argument(
         "--loss", default="none", help="none or blox (loss curves: 75%% of jobs converge at 40%% of their work) (default: none)"
@@ -91,17 +99,19 @@ def describe_command(args: argparse.Namespace) -> int:
     table = Table(title=f"{args.file}", show_header=False, title_justify="left")
     table.add_column("what", style="bold")
     table.add_column("value")
-    for what, value in summary_rows(loaded.frame, loaded.format, columns, loaded.skipped):
+    for what, value in summary_rows(loaded.frame, loaded.format, columns, loaded.skipped, loaded.skipped_what):
         table.add_row(what, value)
     Console().print(table)
     return 0
 
 
-def summary_rows(df: pl.DataFrame, format: str, columns, skipped: int = 0) -> list[tuple[str, str]]:
+def summary_rows(
+    df: pl.DataFrame, format: str, columns, skipped: int = 0, skipped_what: str = "jobs that never ran"
+) -> list[tuple[str, str]]:
     """The facts `describe` prints, as (label, text) rows; `columns` are the file's own."""
     rows = [("format", format), ("jobs", f"{df.height:,}")]
     if skipped:
-        rows.append(("skipped records", f"{skipped:,} (jobs that never ran)"))
+        rows.append(("skipped records", f"{skipped:,} ({skipped_what})"))
     if df.height == 0:
         rows.append(("columns", ", ".join(columns)))
         return rows
@@ -159,7 +169,7 @@ def convert_command(args: argparse.Namespace) -> int:
     target = check_format(args.target_format, WRITE_FORMATS)
     loaded = load_trace(args.input, source)
     write_trace(loaded.frame, args.output, target)
-    note = f" ({loaded.skipped} records skipped: never ran)" if loaded.skipped else ""
+    note = f" ({loaded.skipped} records skipped: {loaded.skipped_what})" if loaded.skipped else ""
     print(f"wrote {loaded.frame.height} jobs to {args.output}{note}")
     return 0
 
@@ -181,7 +191,15 @@ def generate_command(args: argparse.Namespace) -> int:
         maximum=MAX_JOB_ID - (jobs - 1),
         why=f"so that the ids of {jobs:,} jobs fit in 64 bits",
     )
-    rate = _rate(args.rate, jobs)
+    workload = _choice(args.workload, "--workload", WORKLOAD_CHOICES)
+    if workload == "dally-batch":
+        if args.rate is not None:
+            raise UsageError("--workload dally-batch puts every job at time 0: leave out --rate")
+        rate = None
+    elif args.rate is None:
+        raise UsageError(f"--workload {workload} needs --rate (jobs per unit of time, e.g. 8/h)")
+    else:
+        rate = _rate(args.rate, jobs)
     gpus = _choice(args.gpus, "--gpus", GPU_CHOICES)
     models = _choice(args.models, "--models", MODEL_CHOICES)
     format = args.format
@@ -191,10 +209,10 @@ def generate_command(args: argparse.Namespace) -> int:
     format = _choice(format, "--format", GENERATE_FORMATS)
 
     if format == "philly":
-        if gpus != "philly" or models != "none" or start_id != 0:
+        if gpus != "philly" or models != "none" or start_id != 0 or workload != "philly":
             raise UsageError(
                 "--format philly writes a synthetic cluster_job_log, which has Philly GPU counts, "
-                "no models and its own job ids: leave out --gpus, --models and --start-id"
+                "no models and its own job ids: leave out --gpus, --models, --start-id and --workload"
             )
         records = philly.synthetic_cluster_job_log(jobs, rate, seed)
         philly.write_cluster_job_log(records, args.output)
@@ -202,9 +220,21 @@ def generate_command(args: argparse.Namespace) -> int:
         return 0
     if format == "gavel" and models == "none":
         raise UsageError("--format gavel needs --models blox: every line of a Gavel trace names a model")
-    workload = _choice(args.workload, "--workload", WORKLOAD_CHOICES)
     loss = _choice(args.loss, "--loss", LOSS_CHOICES)
-    if workload == "tiresias":
+    if workload in ("dally-batch", "dally-poisson", "synergy"):
+        from roundhouse.traces.generators import dally_workload, synergy_philly
+
+        own = "--gpus, " if workload != "synergy" else ""
+        if (gpus != "philly" and workload != "synergy") or models != "none" or start_id != 0 or loss != "none":
+            raise UsageError(
+                f"--workload {workload} has its own models{' and GPU counts' if own else ''}: "
+                f"leave out {own}--models, --start-id and --loss"
+            )
+        if workload == "synergy":
+            frame = synergy_philly(jobs, rate, seed, gpus=gpus)
+        else:
+            frame = dally_workload(jobs, seed, rate)
+    elif workload == "tiresias":
         from roundhouse.traces.generators import tiresias_testbed
 
         if gpus != "philly" or models != "none" or start_id != 0 or loss != "none":

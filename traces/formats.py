@@ -1,9 +1,11 @@
 """One entry point for every trace format: `read_trace` / `write_trace`, with format detection.
 
 Formats: `canonical` (our CSV or Parquet), `gavel` (`.trace`), `tiresias` (CSV with `num_gpu`
-and `submit_time`), `philly` (`cluster_job_log` JSON). With format "auto" the extension
-decides, then the contents (Philly's file is usually called just `cluster_job_log`); a file
-that fits none is an error that lists the formats, never a guess.
+and `submit_time`), `philly` (`cluster_job_log` JSON), `helios` (Helios' `cluster_log.csv`, or
+a JSON job list like Dally's), `pai` (Alibaba PAI 2020's `pai_task_table.csv`, with or without
+its header). With format "auto" the extension decides, then the contents (Philly's file is
+usually called just `cluster_job_log`); a file that fits none is an error that lists the
+formats, never a guess.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ import attrs
 import polars as pl
 
 from roundhouse.errors import TraceError, UsageError, did_you_mean
-from roundhouse.traces import canonical, gavel, philly, tiresias
+from roundhouse.traces import canonical, gavel, helios, pai, philly, tiresias
 from roundhouse.traces.csvtext import data_lines, read_bytes, read_text
 
-FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly")
+FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly", "helios", "pai")
 WRITE_FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias")
 _SNIFF_BYTES = 65536
 _PARQUET_MAGIC = b"PAR1"
@@ -31,6 +33,7 @@ class LoadedTrace:
     frame: pl.DataFrame
     format: str
     skipped: int = 0
+    skipped_what: str = "jobs that never ran"
 
 
 def check_format(name: str, allowed: tuple[str, ...] = FORMATS, auto: bool = True) -> str:
@@ -50,20 +53,22 @@ def detect_format(path: str | Path) -> str:
         return "canonical"
     if suffix == ".trace":
         return "gavel"
-    if suffix == ".json":
-        return "philly"
     head = read_bytes(path)[:_SNIFF_BYTES]
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    if suffix == ".json" or text.lstrip().startswith("["):
+        return "helios" if helios.looks_like_json(text) else "philly"
     if head.startswith(_PARQUET_MAGIC):
         return "canonical"
-    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        return "philly"
     first = next((line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
     if first.count("\t") + 1 in gavel.LAYOUTS:
         return "gavel"
     if "," in first or suffix == ".csv":
-        return "tiresias" if tiresias.looks_like(first.split(",")) else "canonical"
+        fields = first.split(",")
+        if helios.looks_like(fields):
+            return "helios"
+        if pai.looks_like(fields, Path(path).name):
+            return "pai"
+        return "tiresias" if tiresias.looks_like(fields) else "canonical"
     raise TraceError(path, f"cannot tell the trace format from the name or the contents; name it (one of {', '.join(FORMATS)})")
 
 
@@ -75,6 +80,12 @@ def load_trace(path: str | Path, format: str = "auto") -> LoadedTrace:
     if format == "philly":
         result = philly.parse(path)
         return LoadedTrace(result.frame, format, result.skipped)
+    if format == "helios":
+        found = helios.parse(path)
+        return LoadedTrace(found.frame, format, found.skipped, helios.SKIPPED)
+    if format == "pai":
+        tasks = pai.parse(path)
+        return LoadedTrace(tasks.frame, format, tasks.skipped, pai.SKIPPED)
     if format == "gavel":
         return LoadedTrace(gavel.read(path), format)
     if format == "tiresias":
@@ -88,9 +99,11 @@ def file_columns(path: str | Path, format: str) -> tuple[str, ...]:
     """The columns of a trace file as the file names them (a CSV's header, a Parquet schema, the
     keys of Philly's records), or as its format does where the file has no header (Gavel's
     tab-separated fields). `format` is what `load_trace` found; the file has been read by it."""
-    if format == "philly":
+    if format in ("philly", "helios") and read_bytes(path).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"[":
         records = philly.load_records(str(path))
         return tuple(dict.fromkeys(key for record in records if isinstance(record, dict) for key in record))
+    if format == "pai":
+        return pai.file_columns(path)
     if format == "canonical" and (canonical.is_parquet(path) or read_bytes(path)[:4] == _PARQUET_MAGIC):
         return tuple(pl.read_parquet_schema(path))
     lines, _ = data_lines(read_text(path))

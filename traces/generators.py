@@ -269,3 +269,164 @@ def cost_workload(jobs: int, rate_per_s: float | None, seed: int, start_id: int 
         }
     )
     return validate(frame, "<generated>")
+
+
+# --- Dally's workloads (Sharma et al., IEEE BigData'25) -------------------------------------
+
+# Dally's six Table I models, as its Helios-derived workload files name them after reading
+# (traces/helios.py), with what the batch file `sense_500jobs_0start0arrival-withBert.json`
+# (aakash-sharma/cluster-sim at 4cd660e) shows for each: the median duration, the (population)
+# standard deviation of the log-duration and the range in seconds, and the median time per iteration
+# (s) for each batch size, with how many jobs used that batch size.
+DALLY_MODELS: dict[str, dict] = {
+    "MobileNetV3": {"median": 78221, "log_sd": 0.844, "range": (7233, 1165582),
+                    "batches": {32: (77, 0.0007666), 64: (26, 0.0003941), 128: (22, 0.0002982)}},
+    "BERT-large": {"median": 95082, "log_sd": 0.678, "range": (37548, 486851),
+                   "batches": {32: (125, 0.0083395)}},
+    "ResNet50": {"median": 75520, "log_sd": 0.621, "range": (36156, 761516),
+                 "batches": {32: (72, 0.001491), 64: (22, 0.0014108), 128: (31, 0.0013064)}},
+    "ResNet18": {"median": 9474, "log_sd": 0.114, "range": (7262, 10594),
+                 "batches": {32: (24, 0.0005669), 64: (7, 0.0002476), 128: (7, 0.0001755)}},
+    "AlexNet": {"median": 8537, "log_sd": 0.128, "range": (7218, 10738),
+                "batches": {32: (34, 0.0014685), 64: (7, 0.0005201), 128: (12, 0.0003227)}},
+    "VGG11": {"median": 8572, "log_sd": 0.123, "range": (7319, 10691),
+              "batches": {32: (20, 0.0002811), 64: (6, 0.0001346), 128: (8, 0.0001402)}},
+}  # fmt: skip
+# How many jobs of each model asked for each GPU count: in the batch file (500 jobs, all at
+# t = 0; the notes' mix 1x270, 2x13, 4x52, 8x109, 16x42, 32x11 and one each of 40, 48, 56, and
+# MobileNetV3, BERT, ResNet50 125 each, AlexNet 53, ResNet18 38, VGG 34), and in the Poisson
+# file `sense_500jobs_poisson_1proc-week.json` (411 multi-GPU jobs over a week).
+DALLY_BATCH_MIX: dict[str, dict[int, int]] = {
+    "MobileNetV3": {1: 17, 2: 2, 4: 15, 8: 52, 16: 26, 32: 10, 40: 1, 48: 1, 56: 1},
+    "BERT-large": {1: 94, 2: 4, 4: 7, 8: 15, 16: 5},
+    "ResNet50": {1: 67, 2: 7, 4: 16, 8: 27, 16: 7, 32: 1},
+    "ResNet18": {1: 35, 4: 3},
+    "AlexNet": {1: 27, 4: 9, 8: 13, 16: 4},
+    "VGG11": {1: 30, 4: 2, 8: 2},
+}
+DALLY_POISSON_MIX: dict[str, dict[int, int]] = {
+    "MobileNetV3": {2: 2, 4: 15, 8: 64, 16: 28, 32: 13, 40: 1, 48: 1, 56: 1},
+    "BERT-large": {2: 26, 3: 1, 4: 33, 8: 51, 16: 11, 32: 3},
+    "ResNet50": {2: 13, 4: 34, 8: 59, 16: 12, 32: 7},
+    "ResNet18": {4: 3},
+    "AlexNet": {4: 9, 8: 14, 16: 5, 40: 1},
+    "VGG11": {4: 2, 8: 2},
+}
+# The Poisson files put 411 jobs in about a week (600,000 s).
+DALLY_POISSON_RATE_PER_S = 411 / 600_000
+
+
+def dally_workload(jobs: int, seed: int, rate_per_s: float | None = None) -> pl.DataFrame:
+    """A workload like Dally's: all jobs at t = 0 when `rate_per_s` is None (the batch
+    workload), else Poisson arrivals (the Poisson workload, whose model and GPU mix differ).
+
+    The (model, GPU count) pairs follow the mix of the matching Dally file exactly when `jobs`
+    is its size (500 or 411) and in proportion otherwise. Each job's batch size is drawn with
+    the file's frequencies for its model, and its time per iteration is the file's median for
+    that model and batch size. Durations are log-normal with each model's median and log-spread
+    in the batch file, clipped to that model's range, in whole seconds; iterations = duration /
+    time per iteration, rounded. So the batch workload's overall median duration comes out near
+    the file's 55,975 s (mean 93,988 s) and the Poisson one's near 70,623 s. Arrivals are whole
+    seconds, as in Dally's files.
+    """
+    if jobs < 1:
+        raise ValueError(f"the number of jobs must be 1 or more, got {jobs}")
+    arrival_rng, mix_rng, duration_rng, batch_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
+    mix = DALLY_BATCH_MIX if rate_per_s is None else DALLY_POISSON_MIX
+    cells = [(model, gpus, count) for model, counts in mix.items() for gpus, count in counts.items()]
+    picked = mix_rng.permutation(np.repeat(np.arange(len(cells)), _apportion(jobs, [c[2] for c in cells])))
+    models = [cells[i][0] for i in picked.tolist()]
+    gpus = np.array([cells[i][1] for i in picked.tolist()], dtype=np.int64)
+    normal = duration_rng.standard_normal(jobs)
+    uniform = batch_rng.random(jobs)
+    duration = np.empty(jobs)
+    batch = np.empty(jobs, dtype=np.int64)
+    per_iteration = np.empty(jobs)
+    for name, facts in DALLY_MODELS.items():  # fixed order: deterministic
+        where = np.array([m == name for m in models], dtype=bool)
+        low, high = facts["range"]
+        duration[where] = np.clip(facts["median"] * np.exp(facts["log_sd"] * normal[where]), low, high)
+        sizes = list(facts["batches"])
+        weights = np.array([facts["batches"][b][0] for b in sizes], dtype=np.float64)
+        choice = np.searchsorted(np.cumsum(weights / weights.sum())[:-1], uniform[where], side="right")
+        batch[where] = np.asarray(sizes, dtype=np.int64)[choice]
+        per_iteration[where] = np.array([facts["batches"][b][1] for b in sizes])[choice]
+    duration = np.round(duration)
+    arrivals = np.zeros(jobs) if rate_per_s is None else np.round(poisson_arrivals(jobs, rate_per_s, arrival_rng))
+    frame = pl.DataFrame(
+        {
+            "job_id": np.arange(jobs, dtype=np.int64),
+            "arrival_s": arrivals,
+            "gpus": gpus,
+            "duration_s": duration,
+            "model": pl.Series(models, dtype=pl.String),
+            "iterations": np.maximum(np.round(duration / per_iteration), 1.0),
+            "batch_size": batch,
+            "iteration_time_s": per_iteration,
+        }
+    )
+    return validate(frame, "<generated>")
+
+
+# --- Synergy's Philly workloads (Mohan et al., OSDI'22) -------------------------------------
+
+# Synergy's model zoo (msr-fiddle/synergy, simulator/jobs/model_zoo.py): image, language and
+# speech models, with each model's best-case CPU cores and memory (GB) per GPU from its
+# profile (simulator/models/<model>_1.py; for GNMT, Transformer, LSTM and DeepSpeech, whose
+# per-model files are not in the repository, simulator/jobs/model.py `use_real_scores`).
+# A GPU-proportional share on Synergy's servers (8 GPUs, 24 cores, 500 GB) is 3 cores and
+# 62.5 GB per GPU.
+SYNERGY_MODELS: dict[str, tuple[str, float, float]] = {
+    "AlexNet": ("image", 12, 125.0),
+    "ResNet18": ("image", 9, 62.5),
+    "ResNet50": ("image", 4, 62.5),
+    "MobileNet": ("image", 6, 62.5),
+    "ShuffleNet": ("image", 12, 125.0),
+    "GNMT": ("language", 1, 62.5),
+    "Transformer": ("language", 1, 62.5),
+    "LSTM": ("language", 1, 62.5),
+    "M5": ("speech", 6, 187.5),
+    "DeepSpeech": ("speech", 3, 62.5),
+}
+SYNERGY_TASKS: tuple[str, ...] = ("image", "language", "speech")
+# The image/language/speech split of Synergy's experiments (simulator/runner.py `class_split`).
+SYNERGY_SPLIT: tuple[int, int, int] = (20, 70, 10)
+
+
+def synergy_philly(jobs: int, rate_per_s: float, seed: int, gpus: str = "philly") -> pl.DataFrame:
+    """A workload like Synergy's Philly runs: Poisson arrivals, Philly durations, Philly GPU
+    counts (or one GPU each with `gpus="single"`), tasks split image/language/speech 20/70/10
+    (exactly, in whole jobs), the model uniform among its task's. Each job asks for its model's
+    best-case CPU cores and memory per GPU times its GPUs (`cpus`, `memory_gb`); the `task`
+    column names its class. Durations are what the job takes with its best-case demand met."""
+    if jobs < 1:
+        raise ValueError(f"the number of jobs must be 1 or more, got {jobs}")
+    arrival_rng, duration_rng, gpu_rng, task_rng, model_rng = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(5)
+    )
+    if gpus == "philly":
+        counts = philly_gpus(jobs, gpu_rng)
+    elif gpus == "single":
+        counts = np.ones(jobs, dtype=np.int64)
+    else:
+        raise ValueError(f"gpus must be 'philly' or 'single', got {gpus!r}")
+    tasks = task_rng.permutation(np.repeat(np.arange(len(SYNERGY_TASKS)), _apportion(jobs, SYNERGY_SPLIT)))
+    models = []
+    for task, draw in zip(tasks.tolist(), model_rng.random(jobs).tolist()):
+        choices = [m for m, facts in SYNERGY_MODELS.items() if facts[0] == SYNERGY_TASKS[task]]
+        models.append(choices[int(draw * len(choices))])
+    cpus = np.array([SYNERGY_MODELS[m][1] for m in models]) * counts
+    memory = np.array([SYNERGY_MODELS[m][2] for m in models]) * counts
+    frame = pl.DataFrame(
+        {
+            "job_id": np.arange(jobs, dtype=np.int64),
+            "arrival_s": np.round(poisson_arrivals(jobs, rate_per_s, arrival_rng), TIME_DECIMALS),
+            "gpus": counts,
+            "duration_s": np.round(philly_durations(jobs, duration_rng), TIME_DECIMALS),
+            "model": pl.Series(models, dtype=pl.String),
+            "cpus": cpus.astype(np.float64),
+            "memory_gb": memory,
+            "task": pl.Series([SYNERGY_TASKS[t] for t in tasks.tolist()], dtype=pl.String),
+        }
+    )
+    return validate(frame, "<generated>")

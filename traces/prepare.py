@@ -82,6 +82,11 @@ def prepare_jobs(
     if too_big.any():
         i = int(too_big.nonzero()[0][0])
         raise TraceError(origin, f"job {job_id[i]} asks for {gpus[i]} GPUs but the cluster has {n_gpus}")
+    for name, what, per_node in (
+        ("cpus", "CPU cores", model.cluster.node_cpus),
+        ("memory_gb", "GB of memory", model.cluster.node_memory_gb),
+    ):
+        _check_machine_resource(trace, name, what, np.asarray(per_node, dtype=np.float64), job_id, gpus, origin)
     columns = {
         "job_id": job_id,
         "arrival_s": get("arrival_s", np.float64, 0.0),
@@ -111,6 +116,27 @@ def prepare_jobs(
     if loss is not None:
         columns["loss"] = loss  # a live column from here on (the world updates it with progress)
     return JobBatch(columns, type_rates, origin), unknown
+
+
+def _check_machine_resource(trace, name, what, per_node, job_id, gpus, origin) -> None:
+    """Refuse a job whose CPU or memory demand no placement can meet. A job of g GPUs spans at
+    most g machines, so it can get at most what the g best-provided machines have together;
+    for a 1-GPU job that is the largest machine's."""
+    if name not in trace.columns or per_node.size == 0:
+        return
+    demand = trace[name].cast(pl.Float64).fill_null(0.0).to_numpy()
+    best = np.cumsum(np.sort(per_node)[::-1])  # best[k-1]: the k best machines together
+    reach = best[np.minimum(gpus, per_node.size) - 1]
+    over = demand > reach * (1 + 1e-12)
+    if not over.any():
+        return
+    i = int(over.nonzero()[0][0])
+    span = int(min(gpus[i], per_node.size))
+    if span == 1:
+        where = f"no machine has more than {per_node.max():g}"
+    else:
+        where = f"its {gpus[i]} GPUs span at most {span} machines, and no {span} machines have more than {reach[i]:g} together"
+    raise TraceError(origin, f"job {job_id[i]} asks for {demand[i]:g} {what} but {where}", column=name)
 
 
 def _placement_columns(trace, raw_models, models, known, batch, gpus, model, reference_gpu, origin) -> dict:

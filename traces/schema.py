@@ -32,6 +32,12 @@ Optional extra columns the simulator and elements understand (empty cells: not g
   (traces/losscurves.py), from which the simulator keeps a live `loss` column
 - `loss` Float64: the job's current loss, for a trace without loss curves
 - `slo_factor` Float64: the SLO as a factor of the job's duration (Gavel's traces)
+- `cpus` Float64 >= 0, finite: CPU cores the job asks for, in all (Helios' cpu_num, Alibaba
+  PAI's plan_cpu / 100 summed over its instances, Synergy's per-model demand)
+- `memory_gb` Float64 >= 0, finite: main memory the job asks for in GB, in all
+
+A run refuses a job whose `cpus` or `memory_gb` cannot fit on the machines its GPUs can span
+(traces/prepare.py), as it refuses a job asking for more GPUs than the cluster has.
 
 These are numbers whatever the file holds: a cell that is not one is an error naming its row.
 
@@ -66,8 +72,10 @@ CANONICAL_COLUMNS: dict[str, type[pl.DataType]] = {
 REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "arrival_s", "gpus")
 DEFAULT_WEIGHT = 1.0
 PLACEMENT_COLUMNS: tuple[str, ...] = ("tensor_skew", "spread_slowdown")  # traces/placement.py
+# A job's CPU and memory demand (all its GPUs together); checked against the machines at run time.
+RESOURCE_COLUMNS: tuple[str, ...] = ("cpus", "memory_gb")
 # Optional columns that the simulator and elements do arithmetic on: always Float64.
-NUMERIC_EXTRAS: frozenset[str] = frozenset((*PLACEMENT_COLUMNS, *LOSS_COLUMNS, "loss", "slo_factor"))
+NUMERIC_EXTRAS: frozenset[str] = frozenset((*PLACEMENT_COLUMNS, *LOSS_COLUMNS, *RESOURCE_COLUMNS, "loss", "slo_factor"))
 
 # (column, lower bound, bound is inclusive, sentence). Nulls pass; `_REQUIRED_VALUES` catches them.
 _BOUNDS: tuple[tuple[str, float, bool, str], ...] = (
@@ -132,6 +140,8 @@ def validate(
             series, problem = _cast(df.get_column(name), pl.Float64)
             if problem is not None:
                 problems.append((problem[0], len(CANONICAL_COLUMNS), 0, name, problem[1]))
+            elif name in RESOURCE_COLUMNS:
+                problems += _resource_problems(series, name)
             extras.append(series.alias(name))
         elif name not in CANONICAL_COLUMNS:
             series, complaint = _cast_extra(df.get_column(name))
@@ -349,6 +359,17 @@ def _value_problems(frame: pl.DataFrame, shown: Callable[[str], str]) -> list[tu
             message = f"{sentence}, got {_show(value)}"
         problems.append((index, order[name], 1, shown(name), message))
     return problems
+
+
+def _resource_problems(series: pl.Series, name: str) -> list[tuple[int, int, int, str, str]]:
+    """A CPU or memory demand must be a finite number, 0 or more (empty: not given)."""
+    bad = (series.is_nan() | series.is_infinite() | (series < 0)).fill_null(False)
+    if not bad.any():
+        return []
+    index = int(bad.arg_true()[0])
+    value = series[index]
+    sentence = "must be 0 or more" if value < 0 else "must be a finite number"
+    return [(index, len(CANONICAL_COLUMNS), 1, name, f"{sentence}, got {_show(value)}")]
 
 
 def _duplicate_ids(frame: pl.DataFrame, path: str, rows: np.ndarray, column: str) -> list[tuple]:

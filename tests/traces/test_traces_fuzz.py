@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from roundhouse.errors import TraceError
-from roundhouse.traces import canonical, gavel, tiresias
+from roundhouse.traces import canonical, gavel, helios, pai, tiresias
 from roundhouse.traces.formats import read_trace
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
@@ -29,6 +29,29 @@ BASES = {
     ),
     "tiresias": ("".join((SAMPLES / "tiresias-60.csv").read_text().splitlines(keepends=True)[:6]), tiresias.read),
     "gavel": ("".join((SAMPLES / "gavel-50.trace").read_text().splitlines(keepends=True)[:4]), gavel.read),
+    "helios": (
+        "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+        "11,uA,vcB,1,4,1,COMPLETED,2020-06-09 18:41:01,2020-06-09 18:41:01,2020-06-10 04:55:09,36848,0\n"
+        "12,uC,vcB,8,32,1,FAILED,2020-06-09 18:41:27,2020-06-09 18:41:27,2020-06-09 18:45:36,249,0\n"
+        "13,uA,vcD,16,64,2,COMPLETED,2020-06-09 19:00:01,2020-06-09 19:10:01,2020-06-09 21:10:01,7200,600\n",
+        helios.read,
+    ),
+    "dally": (
+        '[{"job_id": "1", "cpu_num": "8", "duration": "1000", "model": "VGG", "batchsize": "32",\n'
+        '  "total_iterations": "2000", "time_per_iteration": "0.5", "max_parallelism": "1", "arrival_time": "0"},\n'
+        ' {"job_id": "2", "cpu_num": "16", "duration": "900", "model": "BERT", "batchsize": "64",\n'
+        '  "total_iterations": "300", "time_per_iteration": "3", "max_parallelism": "8", "arrival_time": "5"},\n'
+        ' {"job_id": "3", "cpu_num": "1", "duration": "50", "model": "ResNet50", "batchsize": "128",\n'
+        '  "total_iterations": "100", "time_per_iteration": "0.5", "max_parallelism": "2", "arrival_time": "9"}]\n',
+        helios.read,
+    ),
+    "pai": (
+        "4f057009,tensorflow,1.0,Terminated,1739162.0,1739200.0,600.0,29.296875,50.0,MISC\n"
+        "af724763,ps,1.0,Terminated,1739100.0,1739900.0,600.0,10.0,,\n"
+        "af724763,worker,2.0,Terminated,1739110.0,1740000.0,400.0,20.0,100.0,V100\n"
+        "e387fbc1,worker,4.0,Running,1739500.0,1739800.0,1200.0,62.5,200.0,V100\n",
+        pai.read,
+    ),
 }
 TRICKY = list(',"\n\r\t#-+.e ') + ["nan", "inf", "-1", "0", "1e400", "\x00", "é", "\ufeff", "9" * 30]
 
@@ -101,6 +124,24 @@ def test_damaged_tiresias_csv(data):
 @given(damaged(BASES["gavel"][0]))
 def test_damaged_gavel_trace(data):
     check(data, BASES["gavel"][1], ".trace")
+
+
+@FUZZ
+@given(damaged(BASES["helios"][0]))
+def test_damaged_helios_csv(data):
+    check(data, BASES["helios"][1], ".csv")
+
+
+@FUZZ
+@given(damaged(BASES["dally"][0]))
+def test_damaged_dally_json(data):
+    check(data, BASES["dally"][1], ".json")
+
+
+@FUZZ
+@given(damaged(BASES["pai"][0]))
+def test_damaged_pai_task_table(data):
+    check(data, BASES["pai"][1], ".csv")
 
 
 def test_the_undamaged_bases_read():
