@@ -32,6 +32,8 @@ class ClusterShape(Protocol):
     gpu_node: np.ndarray  # node per GPU
     n_nodes: int
     max_gpus_per_node: int
+    node_cpus: np.ndarray  # CPU cores per node
+    node_memory_gb: np.ndarray  # memory per node
 
 
 class PlacementError(Exception):
