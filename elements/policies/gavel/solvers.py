@@ -628,7 +628,8 @@ class FifoHet(GavelSolver):
 
     `method=greedy` is Gavel's implementation: jobs, in arrival order, each take `scale_factor`
     whole GPUs of one type (the fastest type with room when aware; a random one with room when
-    agnostic) until a job finds no type with room; allocations are 0 or 1. Agnostic allocations
+    agnostic) until a job finds no type with room; a job that finds room only on types where it
+    cannot run is passed over. Allocations are 0 or 1. Agnostic allocations
     stay with a job until it finishes (Gavel's base FIFO); aware ones are redone at each solve.
     `method=lp` solves the paper's formulation instead: maximize `sum_m throughput(m, X) /
     throughput(m, X_fastest) * (M - m)` over arrival order m.
@@ -680,9 +681,14 @@ class FifoHet(GavelSolver):
             r = int(rows[i])
             if r in held:
                 continue
-            fits = np.flatnonzero((problem.T[i] > 0) & (problem.sf[i] <= left[columns.gpu_type]))
-            if not len(fits):
+            room = problem.sf[i] <= left[columns.gpu_type]
+            if not room.any():
                 break  # strict FIFO: no job jumps ahead of one that does not fit
+            fits = np.flatnonzero(room & (problem.T[i] > 0))
+            if not len(fits):
+                # There is room, but only on types where the job cannot run (e.g. too little
+                # memory): Gavel passes over it and the queue goes on.
+                continue
             if self.aware:
                 c = int(fits[np.argmax(problem.T[i, fits])])
             else:
