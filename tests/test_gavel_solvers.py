@@ -237,6 +237,16 @@ def test_fifo_het_passes_over_a_job_that_only_fits_where_it_cannot_run(tmp_path)
     assert graph.elements["solve"].allocation.fractions.tolist() == [[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
 
 
+def test_a_solve_at_time_zero_does_not_hold_back_the_next_one(tmp_path):
+    # Gavel's simulator: the allocation made at time zero does not start the 1,920 s interval, so
+    # job 1 (arrived at 100 s) gets one at the next round; the one made then does, so job 2
+    # (arrived at 400 s) waits for the first round at least 1,920 s after 360 s.
+    jobs = [dict(job_id=i, arrival_s=t, gpus=1, model="ja", iterations=1e7) for i, t in enumerate([0.0, 100.0, 400.0])]
+    _, result = _run(tmp_path, "FifoHet", jobs, "3x1:V100", until=3000.0)
+    started = result.reports["m"]["jobs"].sort("job_id")["first_start_s"].to_list()
+    assert started == [0.0, 360.0, 2520.0]
+
+
 def test_fifo_het_lp_weights_earlier_jobs(tmp_path):
     jobs = [dict(job_id=i, arrival_s=float(i), gpus=1, model="ja", iterations=1e6) for i in range(3)]
     graph, _ = _run(tmp_path, 'FifoHet(method="lp", interval=0)', jobs, "1x1:V100,1x1:K80", until=400.0)

@@ -5,8 +5,9 @@ space sharing, each pair of jobs) should spend on each GPU type. The LPs are sol
 OR-Tools' GLOP (or PDLP), the bottleneck MILP of water filling with SCIP. Every solver has a
 heterogeneity-aware mode and the agnostic baseline the paper compares against (every GPU type
 as fast as the reference type), and re-solves when jobs arrive or finish, at most once per
-`interval` (Gavel's 1,920 s in simulation); in between it hands on the same Shares, and the
-mechanism (GavelRounds) realizes them round by round.
+`interval` (Gavel's 1,920 s in simulation; as in Gavel's simulator, a solve at time zero does not
+count); in between it hands on the same Shares, and the mechanism (GavelRounds) realizes them
+round by round.
 """
 
 from __future__ import annotations
@@ -102,7 +103,9 @@ class GavelSolver(Element):
             pairs = pair_fractions = None
         self._shares = Shares(rows, names, fractions, self._columns.placement, pairs, pair_fractions)
         self._solved_rows = rows
-        self._last_solve = ctx.now
+        # Gavel's simulator takes a last reset at time zero for "no reset yet", so a solve at
+        # time zero does not start the interval: the next change is solved at the next round.
+        self._last_solve = ctx.now if ctx.now > 0 else -math.inf
         self.counters["solves"] += 1
         self.counters["solve_ms"] += (time.perf_counter() - started) * 1e3
         return self._shares
