@@ -218,6 +218,35 @@ def test_fifo_het_greedy_gives_earlier_jobs_the_fastest_type(tmp_path):
     assert X[0].sum() == 1.0 and X[1].sum() == 0.0 and X[2].sum() == 0.0
 
 
+def test_fifo_het_passes_over_a_job_that_only_fits_where_it_cannot_run(tmp_path):
+    # Job 1 cannot run on a K80 (no K80 throughput), and the V100 is taken by job 0: the K80 has
+    # room, so Gavel's fifo_perf passes over job 1 and gives the K80 to job 2, which is behind it.
+    profile = EXAMPLE_PROFILE + "v100only,1,V100,1,consolidated,3.0\n"
+    jobs = [
+        dict(job_id=0, arrival_s=0.0, gpus=1, model="ja", iterations=1e6),
+        dict(job_id=1, arrival_s=1.0, gpus=1, model="v100only", iterations=1e6),
+        dict(job_id=2, arrival_s=2.0, gpus=1, model="jb", iterations=1e6),
+    ]
+    graph, _ = _run(tmp_path, "FifoHet(interval=0)", jobs, "1x1:V100,1x1:K80", profile, until=400.0)
+    X = graph.elements["solve"].allocation.fractions
+    assert X.tolist() == [[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]]
+    # Without room anywhere the job at the head still blocks the ones behind it.
+    profile += "v100only,1,V100,2,consolidated,5.0\n"
+    jobs[1]["gpus"] = 2
+    graph, _ = _run(tmp_path, "FifoHet(interval=0)", jobs, "1x1:V100,1x1:K80", profile, until=400.0)
+    assert graph.elements["solve"].allocation.fractions.tolist() == [[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
+
+
+def test_a_solve_at_time_zero_does_not_hold_back_the_next_one(tmp_path):
+    # Gavel's simulator: the allocation made at time zero does not start the 1,920 s interval, so
+    # job 1 (arrived at 100 s) gets one at the next round; the one made then does, so job 2
+    # (arrived at 400 s) waits for the first round at least 1,920 s after 360 s.
+    jobs = [dict(job_id=i, arrival_s=t, gpus=1, model="ja", iterations=1e7) for i, t in enumerate([0.0, 100.0, 400.0])]
+    _, result = _run(tmp_path, "FifoHet", jobs, "3x1:V100", until=3000.0)
+    started = result.reports["m"]["jobs"].sort("job_id")["first_start_s"].to_list()
+    assert started == [0.0, 360.0, 2520.0]
+
+
 def test_fifo_het_lp_weights_earlier_jobs(tmp_path):
     jobs = [dict(job_id=i, arrival_s=float(i), gpus=1, model="ja", iterations=1e6) for i in range(3)]
     graph, _ = _run(tmp_path, 'FifoHet(method="lp", interval=0)', jobs, "1x1:V100,1x1:K80", until=400.0)

@@ -5,8 +5,9 @@ space sharing, each pair of jobs) should spend on each GPU type. The LPs are sol
 OR-Tools' GLOP (or PDLP), the bottleneck MILP of water filling with SCIP. Every solver has a
 heterogeneity-aware mode and the agnostic baseline the paper compares against (every GPU type
 as fast as the reference type), and re-solves when jobs arrive or finish, at most once per
-`interval` (Gavel's 1,920 s in simulation); in between it hands on the same Shares, and the
-mechanism (GavelRounds) realizes them round by round.
+`interval` (Gavel's 1,920 s in simulation; as in Gavel's simulator, a solve at time zero does not
+count); in between it hands on the same Shares, and the mechanism (GavelRounds) realizes them
+round by round.
 """
 
 from __future__ import annotations
@@ -116,7 +117,9 @@ class GavelSolver(Element):
             pair_rows = pair_fractions = None
         self._shares = Shares(rows, names, fractions, self._columns.placement, pair_rows, pair_fractions)
         self._solved_rows = rows
-        self._last_solve = ctx.now
+        # Gavel's simulator takes a last reset at time zero for "no reset yet", so a solve at
+        # time zero does not start the interval: the next change is solved at the next round.
+        self._last_solve = ctx.now if ctx.now > 0 else -math.inf
         self.counters["solves"] += 1
         self.counters["solve_ms"] += (time.perf_counter() - started) * 1e3
         return self._shares
@@ -566,7 +569,8 @@ class FifoHet(GavelSolver):
 
     `method=greedy` is Gavel's implementation: jobs, in arrival order, each take `scale_factor`
     whole GPUs of one type (the fastest type with room when aware; a random one with room when
-    agnostic) until a job finds no type with room; allocations are 0 or 1. Agnostic allocations
+    agnostic) until a job finds no type with room; a job that finds room only on types where it
+    cannot run is passed over. Allocations are 0 or 1. Agnostic allocations
     stay with a job until it finishes (Gavel's base FIFO); aware ones are redone at each solve.
     `method=lp` solves the paper's formulation instead: maximize `sum_m throughput(m, X) /
     throughput(m, X_fastest) * (M - m)` over arrival order m.
@@ -606,9 +610,14 @@ class FifoHet(GavelSolver):
             r = int(rows[i])
             if r in held:
                 continue
-            fits = np.flatnonzero((problem.T[i] > 0) & (problem.sf[i] <= left[columns.gpu_type]))
-            if not len(fits):
+            room = problem.sf[i] <= left[columns.gpu_type]
+            if not room.any():
                 break  # strict FIFO: no job jumps ahead of one that does not fit
+            fits = np.flatnonzero(room & (problem.T[i] > 0))
+            if not len(fits):
+                # There is room, but only on types where the job cannot run (e.g. too little
+                # memory): Gavel passes over it and the queue goes on.
+                continue
             if self.aware:
                 c = int(fits[np.argmax(problem.T[i, fits])])
             else:
