@@ -65,7 +65,7 @@ class GavelRounds(Element):
         self._deficit = np.zeros((0, 0))
         self._given = np.zeros(0)  # time given out per column since the last reset
         self._any_pairs = False
-        self._repeat = None
+        self._repeat: tuple[Ranking, np.ndarray] | None = None
         # What was handed to the placer last round, to account for the time it received.
         self._ran = np.zeros(0, dtype=np.int64)
         self._ran_col = np.zeros(0, dtype=np.int64)
@@ -110,7 +110,7 @@ class GavelRounds(Element):
         rows, X = shares.rows, shares.fractions
         partner = np.full(len(rows), -1, dtype=np.int64)
         deficit = self._row_deficit[rows]
-        if shares.pairs is not None and len(shares.pairs):
+        if shares.pairs is not None and shares.pair_fractions is not None and len(shares.pairs):
             pairs = shares.pairs
             rows = np.concatenate([rows, pairs[:, 0]])
             partner = np.concatenate([partner, pairs[:, 1]])
@@ -247,33 +247,33 @@ def _greedy(cand, sf, partner, rows, taken, left: int, with_pairs: bool):
             taken[rows[cand]] = True
             return cand, left - int(ends[-1])
         fit = int(np.searchsorted(ends, left, side="right"))  # the first `fit` entries all fit
-        picked = list(cand[:fit])
+        chosen = list(cand[:fit])
         left -= int(ends[fit - 1]) if fit else 0
         if left > 0 and fit < len(cand):
             for i in cand[fit:][sizes[fit:] <= left].tolist():
                 if sf[i] <= left:
-                    picked.append(i)
+                    chosen.append(i)
                     left -= int(sf[i])
                     if left == 0:
                         break
-        picked = np.asarray(picked, dtype=np.int64)
+        picked = np.asarray(chosen, dtype=np.int64)
         taken[rows[picked]] = True
         return picked, left
-    picked = []
+    pairs_picked: list[int] = []
     for i in cand.tolist():
         if sf[i] > left:
             continue
         a, b = rows[i], partner[i]
         if taken[a] or (b >= 0 and taken[b]):
             continue
-        picked.append(i)
+        pairs_picked.append(i)
         taken[a] = True
         if b >= 0:
             taken[b] = True
         left -= int(sf[i])
         if left == 0:
             break
-    return np.asarray(picked, dtype=np.int64), left
+    return np.asarray(pairs_picked, dtype=np.int64), left
 
 
 def _grown(a: np.ndarray, n: int, k: int) -> np.ndarray:
