@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from roundhouse.agents.security import make_keys
+from roundhouse.tools.keys_cmd import make_keys
 from tests.livecluster import TEST_PROFILE, LiveCluster
 
 GRAPH = """
