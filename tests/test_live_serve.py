@@ -143,3 +143,31 @@ def test_a_live_run_ends_at_its_time_limit_not_a_round_later(tmp_path):
         assert run["rounds"] == 2 and [r[0] for r in cluster.query("SELECT k FROM rounds ORDER BY k")] == [0, 1]
     finally:
         cluster.close()
+
+
+def test_jobs_submitted_while_waiting_for_agents_arrive_at_round_0(tmp_path):
+    # The jobs are submitted before any agent runs, so before round 0: they arrive at t=0, and
+    # every time of theirs is a sensible span of this short run, not one counted from 1970.
+    cluster = _cluster(tmp_path, "LiveSource(jobs=2)")
+    try:
+        cluster.start_scheduler()
+        cluster.wait_for(lambda: "waiting for agents: 0 of 2" in cluster.log("scheduler"), 30, "the scheduler")
+        with Submitter(cluster.address, ClientSecurity(None)) as client:
+            assert client.submit([{"model": "LM", "iterations": 100, "gpus": 1, "batch_size": 10}] * 2) == [0, 1]
+        began = time.time()
+        _start_two_agents(cluster)
+        assert cluster.wait_exit("scheduler", timeout=90) == 0, cluster.logs()
+        took = time.time() - began
+        out = cluster.folder / "out"
+        jobs = [line.split(",") for line in (out / "jobs.csv").read_text().splitlines()]
+        rows = [dict(zip(jobs[0], row)) for row in jobs[1:]]
+        assert len(rows) == 2 and all(r["status"] == "finished" for r in rows), rows
+        for r in rows:
+            assert float(r["arrival_s"]) == 0.0, r
+            for column in ("jct_s", "queue_s", "first_start_s", "finish_s"):
+                assert 0.0 <= float(r[column]) <= took, (column, r, took)
+            assert float(r["jct_s"]) >= float(r["queue_s"]), r
+        summary = json.loads((out / "summary.json").read_text())
+        assert 0.0 < summary["avg_jct_s"] <= took and 0.0 <= summary["avg_queue_s"] <= took, (summary, took)
+    finally:
+        cluster.close()
