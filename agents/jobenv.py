@@ -1,5 +1,5 @@
 """The contract between an agent and the job processes it launches: the environment variables
-the agent sets (agents/agent.py, and the profiler, agents/profiler.py) and the client library
+the agent sets (agents/agent/, and the profiler, agents/profiler.py) and the client library
 reads (agents/client.py), with their meanings and the defaults a job assumes when one is not set
 (run by hand, outside an agent).
 

@@ -1,7 +1,7 @@
 """Measure the example workloads on this machine, for the simulator's profile table.
 
 For each model, batch size and worker count, `profile()` runs the real workload exactly as the
-agent would (agents/agent.spawn_worker: one process per worker in its own session, data-parallel
+agent would (agents/agent/processes.spawn_worker: one process per worker in its own session, data-parallel
 over gloo or NCCL, the client library's lease and reports), `concurrent` copies at once (fake GPUs on one machine share its CPUs; profiling them
 side by side measures what each gets), and:
 
@@ -32,7 +32,7 @@ import attrs
 import zmq
 
 from roundhouse.agents import jobenv
-from roundhouse.agents.agent import PROJECT_ROOT, spawn_worker
+from roundhouse.agents.agent.processes import PROJECT_ROOT, spawn_worker
 from roundhouse.agents.client import Lease
 from roundhouse.agents.workloads import workload_for
 from roundhouse.errors import UsageError

@@ -79,7 +79,9 @@ def serve(
             return RunResult(world, 0, 0.0, backend.stop_requested, {}, {}, 0.0)
         result = Engine(graph, world, backend, on_round=on_round).run()
         running = len(world.running_rows)
-        if running:
+        if backend.at_limit:
+            backend.checkpoint_running()
+        elif running:
             log.info(
                 "the run stopped with %d job(s) running: they keep running on their nodes; "
                 "`roundhouse serve` with the same --journal takes them back",

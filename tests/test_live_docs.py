@@ -129,6 +129,13 @@ def test_the_loopback_walkthrough_runs_as_written(fresh_folder):
     assert done == submitted, shell.logs()
     scheduler = shell.log(1)
     assert "stopped: every job finished" in scheduler and "4 / 4" in scheduler, scheduler
+    # Its times are spans of this short run, whenever the jobs were submitted (some may have been
+    # while the scheduler still waited for its agents): none negative, none longer than the run.
+    for metric in ("average JCT", "median JCT", "p99 JCT", "average queueing", "makespan"):
+        found = re.search(rf"│ {metric}\s+│\s+(\S+) (s|min|h) │", scheduler)
+        assert found, (metric, scheduler)
+        seconds = float(found.group(1)) * {"s": 1, "min": 60, "h": 3600}[found.group(2)]
+        assert 0 <= seconds <= 300, (metric, seconds, scheduler)
     # The agents stopped by themselves and removed their work folders.
     for i in (2, 3):
         assert "the scheduler asked" in shell.log(i) and "removed its work folder" in shell.log(i), shell.log(i)

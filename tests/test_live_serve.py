@@ -1,5 +1,6 @@
 """`roundhouse serve` as a user runs it: connections in insecure mode, stopping the agents,
-resuming a run, signals while waiting for agents, and the time limit. Real agents on loopback
+resuming a run, signals while waiting for agents, jobs submitted before round 0, and the time
+limit (the running jobs checkpointed, a rerun resuming them). Real agents on loopback
 with emulated GPUs; every run ends by itself."""
 
 from __future__ import annotations
@@ -76,9 +77,10 @@ def test_stop_agents_stops_every_agent_and_waits_for_their_answers(tmp_path):
 
 
 def test_a_resumed_run_with_a_time_limit_reports_the_whole_run(tmp_path):
-    # The first run ends at 3 s with both jobs running. The second, in the same folder and with
-    # a limit of 2 s, replays the journal to its end (replay does not count against the limit),
-    # takes the jobs back for a round, and stops; its summary covers the whole run.
+    # The first run ends at 3 s with both jobs running (they are checkpointed). The second, in
+    # the same folder and with a limit of 2 s, replays the journal to its end (replay does not
+    # count against the limit), resumes the jobs for a round, and stops; its summary covers the
+    # whole run.
     jobs = "0,0,1,LM,1600,10\n1,0,1,LM,1600,10\n"
     cluster = _cluster(tmp_path, 'TraceSource(path="jobs.csv")', jobs, serve_args=("--until", "3s"))
     out = cluster.folder / "out"
@@ -141,5 +143,67 @@ def test_a_live_run_ends_at_its_time_limit_not_a_round_later(tmp_path):
         run = json.loads((cluster.folder / "out" / "run.json").read_text())
         assert run["end_s"] == 2.0 and run["stop_reason"] == "reached the time limit (2s)", run
         assert run["rounds"] == 2 and [r[0] for r in cluster.query("SELECT k FROM rounds ORDER BY k")] == [0, 1]
+    finally:
+        cluster.close()
+
+
+def test_jobs_submitted_while_waiting_for_agents_arrive_at_round_0(tmp_path):
+    # The jobs are submitted before any agent runs, so before round 0: they arrive at t=0, and
+    # every time of theirs is a sensible span of this short run, not one counted from 1970.
+    cluster = _cluster(tmp_path, "LiveSource(jobs=2)")
+    try:
+        cluster.start_scheduler()
+        cluster.wait_for(lambda: "waiting for agents: 0 of 2" in cluster.log("scheduler"), 30, "the scheduler")
+        with Submitter(cluster.address, ClientSecurity(None)) as client:
+            assert client.submit([{"model": "LM", "iterations": 100, "gpus": 1, "batch_size": 10}] * 2) == [0, 1]
+        began = time.time()
+        _start_two_agents(cluster)
+        assert cluster.wait_exit("scheduler", timeout=90) == 0, cluster.logs()
+        took = time.time() - began
+        out = cluster.folder / "out"
+        jobs = [line.split(",") for line in (out / "jobs.csv").read_text().splitlines()]
+        rows = [dict(zip(jobs[0], row)) for row in jobs[1:]]
+        assert len(rows) == 2 and all(r["status"] == "finished" for r in rows), rows
+        for r in rows:
+            assert float(r["arrival_s"]) == 0.0, r
+            for column in ("jct_s", "queue_s", "first_start_s", "finish_s"):
+                assert 0.0 <= float(r[column]) <= took, (column, r, took)
+            assert float(r["jct_s"]) >= float(r["queue_s"]), r
+        summary = json.loads((out / "summary.json").read_text())
+        assert 0.0 < summary["avg_jct_s"] <= took and 0.0 <= summary["avg_queue_s"] <= took, (summary, took)
+    finally:
+        cluster.close()
+
+
+def test_a_run_ends_at_its_time_limit_with_its_jobs_checkpointed_and_a_rerun_resumes_them(tmp_path):
+    # A two-worker job runs when the limit ends the run: both workers checkpoint the same
+    # iteration (revoked, two-phase) before `serve` returns, and the journal says so. A rerun in
+    # the same folder, without the limit, resumes the job from that checkpoint and finishes it.
+    jobs = "0,0,2,LM,1000,10\n"
+    cluster = _cluster(tmp_path, 'TraceSource(path="jobs.csv")', jobs, serve_args=("--until", "5s"))
+    try:
+        cluster.start_scheduler()
+        _start_two_agents(cluster)
+        assert cluster.wait_exit("scheduler", timeout=90) == 0, cluster.logs()
+        [(attempt, start, outcome, _, checkpoint_iteration, _)] = cluster.attempts()[0]
+        assert (attempt, start, outcome) == (1, 0, "preempted"), cluster.logs()
+        assert 0 < checkpoint_iteration < 1000, cluster.logs()
+        exits = cluster.exits()
+        assert [(e[2], e[4], e[6]) for e in exits] == [
+            (0, "preempted", checkpoint_iteration),
+            (1, "preempted", checkpoint_iteration),
+        ]
+        assert "checkpointing the 1 running job(s)" in cluster.log("scheduler"), cluster.log("scheduler")
+        assert all(name in cluster.processes and cluster.processes[name].poll() is None for name in ("node-a", "node-b"))
+
+        until = cluster.serve_args.index("--until")
+        del cluster.serve_args[until : until + 2]
+        cluster.serve_args.append("--stop-agents")
+        cluster.start_scheduler()
+        assert cluster.wait_exit("scheduler", timeout=90) == 0, cluster.logs()
+        attempts = cluster.attempts()[0]
+        assert [a[:3] for a in attempts] == [(1, 0, "preempted"), (2, checkpoint_iteration, "done")], attempts
+        assert attempts[1][5] is not None, attempts  # it resumed from a checkpoint file
+        assert "stopped: every job finished" in cluster.log("scheduler"), cluster.log("scheduler")
     finally:
         cluster.close()

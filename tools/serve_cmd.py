@@ -23,7 +23,8 @@ def register(sub) -> None:
     p.add_argument("--cluster", help="the cluster the agents form (default: the graph's cluster setting)")
     p.add_argument(
         "--until",
-        help="end the run at this time (e.g. 2h), cutting the round in progress short; running jobs keep running on their nodes",
+        help="end the run at this time (e.g. 2h), cutting the round in progress short; running jobs are checkpointed, "
+        "and serve run again with the same journal resumes them",
     )
     p.add_argument("--out", help="folder for jobs.csv, summary.json and run.json when the run ends")
     p.set_defaults(handler=serve_command)

@@ -24,6 +24,7 @@ import numpy as np
 from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.backends.live.attempts import Attempts
+from roundhouse.runtime.backends.live.ending import checkpoint_running, stop_agents
 from roundhouse.runtime.backends.live.nodes import Nodes
 from roundhouse.runtime.backends.live.reports import Reports
 from roundhouse.runtime.backends.live.round import Clock, News
@@ -50,6 +51,9 @@ class LiveOptions:
     wait_for_agents_s: float = 30.0  # before round 0, wait this long for the whole cluster
     takeover_s: float | None = None  # after a restart: time for agents to re-register (default: heartbeat timeout)
     stop_agents: bool = False  # tell the agents to shut down when the run ends
+    # At the time limit, wait this long for the running jobs to checkpoint and exit (an agent
+    # terminates a worker that has not stopped within its --revoke-grace, 60 s by default).
+    end_wait_s: float = 90.0
 
 
 class LiveBackend:
@@ -80,6 +84,7 @@ class LiveBackend:
         self.rounds = 0  # rounds run, replayed ones included: the whole run's (as the summary counts them)
         self.started = False  # the run began (or resumed): start() did not stop while waiting for agents
         self.until: float | None = None  # the run ends at this time (the engine's --until): rounds are cut there
+        self.at_limit = False  # the run stopped at `until` (its running jobs are then checkpointed)
         self.server = Server(bind, security, journal, self.counters, lambda identity: self.nodes.name_of(identity))
         self.nodes = Nodes(world.cluster, self.server, journal, options, self.counters, self.news, self.clock, self.session)
         self.attempts = Attempts(world, journal, options, self.counters, self.news, self.clock, self.nodes)
@@ -168,40 +173,28 @@ class LiveBackend:
         self.nodes.check()
         self.takeover.check()
 
+    def _journal_last_round(self) -> None:
+        if self.started and self.takeover.last_record and not self.takeover.replaying and not self.takeover.round_journaled:
+            # The last round (the engine stopped after its tick) is part of the run too: a
+            # resumed run replays it (its finished jobs, its submissions).
+            self.takeover.journal_round()
+
     def close(self) -> None:
         try:
-            if self.started and self.takeover.last_record and not self.takeover.replaying and not self.takeover.round_journaled:
-                # The last round (the engine stopped after its tick) is part of the run too: a
-                # resumed run replays it (its finished jobs, its submissions).
-                self.takeover.journal_round()
+            self._journal_last_round()
             if self.server.open and self.options.stop_agents:
-                self._stop_agents()
+                stop_agents(self.nodes, self.server, self.options.heartbeat_timeout_s)
             if self.server.open:
                 self.server.flush()
         finally:
             self.journal.commit()
             self.server.close()
 
-    def _stop_agents(self) -> None:
-        """Ask every connected agent to shut down and wait for each to answer, asking again
-        every half second (a message can be lost with a connection), for at most the heartbeat
-        timeout; say which did not answer."""
-        nodes = self.nodes
-        asked = {n.name for n in nodes.ask_to_stop("the scheduler's run ended")}
-        deadline = time.time() + self.options.heartbeat_timeout_s
-        silent = lambda: sorted(n for n in asked if not nodes.by_name[n].stopping)  # noqa: E731
-        while silent() and time.time() < deadline:
-            self.server.serve(min(deadline, time.time() + 0.5), lambda: not silent(), lambda: None)
-            asked |= {n.name for n in nodes.ask_to_stop("the scheduler's run ended")}
-        unreachable = sorted(n.name for n in nodes.slots if n is not None and n.online and n.identity is None)
-        if silent() or unreachable:
-            log.warning(
-                "asked %d agent(s) to stop; no answer from %s",
-                len(asked),
-                ", ".join(silent() + [f"{n} (not reconnected since the restart)" for n in unreachable]),
-            )
-        else:
-            log.info("asked %d agent(s) to stop; every one answered: %s", len(asked), ", ".join(sorted(asked)))
+    def checkpoint_running(self) -> None:
+        """The run ended at its time limit: its running jobs checkpoint and stop (ending.py)."""
+        self._journal_last_round()
+        why = self.stop_requested
+        checkpoint_running(self.attempts, self.server, self._duties, self.options.end_wait_s, lambda: self.stop_requested != why)
 
     def request_stop(self, why: str) -> None:
         """Stop at the next round boundary (the engine reads `stop_requested`)."""
@@ -312,6 +305,7 @@ class LiveBackend:
         replays its journal to the end (whatever the limit), then runs on until the limit."""
         if self.until is not None and self.clock.now + 1e-9 >= self.until and not self.stop_requested:
             self.stop_requested = f"reached the time limit ({format_duration(self.until)})"
+            self.at_limit = True
 
     # --- submitters ---
     def _on_submit(self, identity, seq, body, frame) -> None:

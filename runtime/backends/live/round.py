@@ -12,15 +12,19 @@ import attrs
 @attrs.define
 class Clock:
     """Round time and wall time. t=0 is the journal's epoch (a resumed run keeps it), so a
-    round's time `now` is its boundary in seconds since the run began and `k` its index."""
+    round's time `now` is its boundary in seconds since the run began and `k` its index. The
+    epoch is None until the run begins (while `serve` waits for its agents)."""
 
     round_s: float
-    epoch: float = 0.0
+    epoch: float | None = None
     now: float = 0.0
     k: int = 0
 
     def now_s(self) -> float:
-        """The wall clock, in run seconds (between boundaries)."""
+        """The wall clock, in run seconds (between boundaries); 0 before the run begins, so that
+        a job submitted while `serve` waits for its agents arrives at round 0."""
+        if self.epoch is None:
+            return 0.0
         return time.time() - self.epoch
 
     def boundary_after(self, wall: float) -> float:

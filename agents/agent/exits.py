@@ -1,0 +1,71 @@
+"""Exit reports: every exit of a worker (done, preempted with its checkpoint, failed, killed) is
+sent to the scheduler and kept until acknowledged, resent after 3 s or at once after
+registering again, so that a restarted scheduler loses none."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from roundhouse.agents.agent.messages import drain
+from roundhouse.agents.agent.scheduler_link import SchedulerLink
+
+log = logging.getLogger("roundhouse.agent")
+
+
+class ExitReports:
+    def __init__(self, link: SchedulerLink, counters: dict[str, int]):
+        self.link = link
+        self.counters = counters
+        self.unacked: dict[tuple[int, int, int], tuple[dict, float]] = {}
+
+    def report(
+        self, job, attempt, rank, outcome, iteration, start_iteration, checkpoint, checkpoint_iteration, code, reason, permanent
+    ) -> None:
+        body = dict(
+            job=job,
+            attempt=attempt,
+            rank=rank,
+            outcome=outcome,
+            iteration=int(iteration),
+            start_iteration=int(start_iteration),
+            permanent=permanent,
+            reason=reason[-3900:],
+            checkpoint=checkpoint,
+            checkpoint_iteration=checkpoint_iteration,
+            exit_code=None if code is None else max(-255, min(255, code)),
+        )
+        self.counters["exits"] += 1
+        level = logging.INFO if outcome in ("done", "preempted") else logging.WARNING
+        log.log(
+            level,
+            "job %d attempt %d rank %d %s at iteration %d%s",
+            job,
+            attempt,
+            rank,
+            outcome,
+            iteration,
+            f": {reason}" if reason else "",
+        )
+        self.unacked[(job, attempt, rank)] = (body, time.time())
+        self.link.send("exited", **body)
+
+    def acknowledged(self, key: tuple[int, int, int]) -> None:
+        self.unacked.pop(key, None)
+
+    def flush(self, force: bool = False) -> None:
+        """Resend the reports the scheduler has not acknowledged (after 3 s, or all if `force`)."""
+        now = time.time()
+        for key, (body, sent) in list(self.unacked.items()):
+            if force or now - sent >= 3.0:
+                if self.link.send("exited", **body):
+                    self.unacked[key] = (body, now)
+
+    def flush_and_wait(self, on_scheduler_frame) -> None:
+        """On the way out: resend what is due, then wait briefly for the acknowledgements."""
+        self.flush()
+        if self.unacked and self.link.registered:
+            deadline = time.time() + 2.0
+            while self.unacked and time.time() < deadline:
+                if self.link.dealer.poll(100):
+                    drain(self.link.dealer, on_scheduler_frame)

@@ -1,0 +1,75 @@
+"""Leases and revocation: stopping a worker in two phases. Each worker holds a lease (one byte
+of a memory-mapped file); revoking it sets that byte, and the worker sees it at its next
+iteration, checkpoints and exits (the scheduler revokes only rank 0 of a multi-worker job; the
+workers agree on the exit iteration among themselves). A worker that has not exited within the
+grace period is terminated (SIGTERM, then SIGKILL)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from roundhouse.agents.agent.processes import Worker, Workers
+from roundhouse.agents.client import Lease
+
+log = logging.getLogger("roundhouse.agent")
+
+
+class Revocations:
+    def __init__(self, workers: Workers, grace_s: float):
+        self.workers = workers
+        self.grace_s = grace_s
+
+    def on_revoke(self, body: dict) -> None:
+        """The scheduler's revoke: of one rank or all (`rank` absent), or a kill of all."""
+        targets = [
+            w
+            for w in self.workers.all()
+            if w.job == body["job"] and w.attempt == body["attempt"] and (body["kill"] or body.get("rank") in (None, w.rank))
+        ]
+        if not targets:
+            log.debug("revoke of job %d attempt %d: not running here (any more)", body["job"], body["attempt"])
+            return
+        for w in targets:
+            if w.process is None:
+                self.workers.waiting.remove(w)
+                self.workers.end_unstarted(w, "preempted", "revoked before it started")
+            elif body["kill"]:
+                log.info("killing job %d attempt %d rank %d", w.job, w.attempt, w.rank)
+                self.workers.terminate(w, hard=False)
+            else:
+                self.revoke(w)
+
+    def revoke(self, w: Worker) -> None:
+        if w.process is None or w.revoked_at is not None:
+            return
+        w.revoked_at = time.time()
+        Lease.revoke(w.lease_path)
+        log.info("revoked job %d attempt %d rank %d (lease cleared)", w.job, w.attempt, w.rank)
+
+    def revoke_all(self, why: str) -> None:
+        """Revoke every worker; those still waiting for their GPU end as preempted at once."""
+        for w in list(self.workers.waiting):
+            self.workers.end_unstarted(w, "preempted", why)
+        self.workers.waiting.clear()
+        for w in self.workers.all():
+            self.revoke(w)
+
+    def enforce_grace(self) -> None:
+        """The second phase: terminate a revoked worker past its grace period, and kill one that
+        has not exited within 5 s of its termination."""
+        now = time.time()
+        for w in self.workers.all():
+            if w.process is None:
+                continue
+            if w.terminate_at is not None and now > w.terminate_at:
+                self.workers.terminate(w, hard=True)
+            elif w.revoked_at is not None and not w.killed and now - w.revoked_at > self.grace_s:
+                log.warning(
+                    "job %d attempt %d rank %d did not stop within %.0fs of its revocation: terminating it",
+                    w.job,
+                    w.attempt,
+                    w.rank,
+                    self.grace_s,
+                )
+                self.workers.terminate(w, hard=False)

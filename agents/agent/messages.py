@@ -1,0 +1,40 @@
+"""Reading the agent's sockets: one-frame protocol messages, each checked; a bad one is counted
+and logged, and neither it nor a bug in its handler stops the agent."""
+
+from __future__ import annotations
+
+import logging
+
+import zmq
+
+from roundhouse.wire import protocol
+from roundhouse.wire.protocol import ProtocolError
+
+log = logging.getLogger("roundhouse.agent")
+FROM_SCHEDULER = frozenset({"welcome", "launch", "revoke", "ack", "unknown", "shutdown", "error"})
+FROM_JOBS = frozenset({"report", "checkpointed", "exiting"})
+
+
+def drain(sock, handler) -> None:
+    """Hand every message waiting on `sock` (up to a thousand) to `handler`."""
+    for _ in range(1000):
+        try:
+            frames = sock.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            return
+        try:
+            handler(frames)
+        except Exception:  # a bug must not stop the agent
+            log.exception("error while handling a message")
+
+
+def decode(frames, allowed, what: str, counters: dict[str, int]):
+    """(type, seq, body) of a one-frame message, or None (counted and logged) if it is bad."""
+    try:
+        if len(frames) != 1:
+            raise ProtocolError(f"expected one frame, got {len(frames)}")
+        return protocol.decode(frames[0], allowed)
+    except ProtocolError as err:
+        counters["bad_messages"] += 1
+        log.warning("refused %s: %s", what, err.reason)
+        return None

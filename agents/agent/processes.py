@@ -1,0 +1,345 @@
+"""The job processes on a node: launching each job's workers (one process per GPU, with the
+environment the client library reads; a launch onto a GPU that a previous job still holds waits
+until it is free), signalling them, and reaping their exits into exit reports."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+import attrs
+
+from roundhouse.agents import jobenv
+from roundhouse.agents.agent.job_reports import JobReports
+from roundhouse.agents.client import Lease
+from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED
+
+log = logging.getLogger("roundhouse.agent")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@attrs.define(eq=False)
+class Worker:
+    job: int
+    attempt: int
+    rank: int
+    gpu: int
+    lease_path: Path
+    log_path: Path
+    process: subprocess.Popen | None = None
+    launched_at: float = 0.0
+    start_iteration: int = 0
+    iteration: int = 0
+    checkpoint: str | None = None
+    checkpoint_iteration: int | None = None
+    final: dict | None = None
+    revoked_at: float | None = None
+    terminate_at: float | None = None
+    killed: bool = False
+    spec: dict | None = None  # the launch, while waiting for its GPU
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.job, self.attempt, self.rank)
+
+
+class Workers:
+    """The node's workers, by (job, attempt, rank); `report_exit` takes each one's exit."""
+
+    def __init__(
+        self,
+        gpus: set[int],
+        reports: JobReports,
+        send,
+        report_exit,
+        counters: dict[str, int],
+        threads_per_gpu: int = 0,
+        emulate: bool = False,
+    ):
+        self.gpus = gpus
+        self.reports = reports
+        self.send = send
+        self.report_exit = report_exit
+        self.counters = counters
+        self.threads_per_gpu = threads_per_gpu
+        self.emulate = emulate
+        self.workdir: Path | None = None  # set once the work folder is made
+        self.by_key: dict[tuple[int, int, int], Worker] = {}
+        self.waiting: deque[Worker] = deque()  # launches whose GPU is still busy
+        self._gpu_busy: dict[int, tuple[int, int, int]] = {}
+
+    def get(self, key: tuple[int, int, int]) -> Worker | None:
+        return self.by_key.get(key)
+
+    def all(self) -> list[Worker]:
+        return list(self.by_key.values())
+
+    def __len__(self) -> int:
+        return len(self.by_key)
+
+    def launch(self, body: dict, stopping: bool, known) -> None:
+        """A launch from the scheduler: refused (a GPU this node lacks), preempted at once (the
+        agent is stopping), or its workers queued for their GPUs. `known(key)` says whether an
+        exit of that worker is still unacknowledged (a repeated launch, ignored)."""
+        for r in body["ranks"]:
+            if r["gpu"] not in self.gpus:
+                reason = f"this node has no GPU {r['gpu']}"
+                log.warning("refused launch of job %d attempt %d: %s", body["job"], body["attempt"], reason)
+                self._end_launch(body, r["rank"], "failed", reason, permanent=True)
+                return
+        if stopping:
+            for r in body["ranks"]:
+                self._end_launch(body, r["rank"], "preempted", "the agent is stopping", permanent=False)
+            return
+        for r in body["ranks"]:
+            key = (body["job"], body["attempt"], r["rank"])
+            if key in self.by_key or known(key):
+                continue  # a repeated launch
+            w = Worker(
+                body["job"],
+                body["attempt"],
+                r["rank"],
+                r["gpu"],
+                self.workdir / "leases" / f"{body['job']}-{body['attempt']}-{r['rank']}",
+                self.workdir / "logs" / f"job-{body['job']}-attempt-{body['attempt']}-rank-{r['rank']}.log",
+            )
+            w.spec = body
+            w.start_iteration = w.iteration = body.get("resume_iteration") or 0
+            w.checkpoint, w.checkpoint_iteration = body.get("resume"), body.get("resume_iteration")
+            self.by_key[key] = w
+            self.waiting.append(w)
+        self.start_waiting()
+
+    def _end_launch(self, body: dict, rank: int, outcome: str, reason: str, permanent: bool) -> None:
+        start = body.get("resume_iteration") or 0
+        self.report_exit(
+            body["job"],
+            body["attempt"],
+            rank,
+            outcome,
+            start,
+            start,
+            body.get("resume"),
+            body.get("resume_iteration"),
+            None,
+            reason,
+            permanent=permanent,
+        )
+
+    def start_waiting(self) -> None:
+        for w in list(self.waiting):
+            holder = self._gpu_busy.get(w.gpu)
+            if holder is not None and holder != w.key:
+                continue
+            self.waiting.remove(w)
+            self._spawn(w)
+
+    def _spawn(self, w: Worker) -> None:
+        spec = w.spec
+        job_dir = self.workdir / "jobs" / f"job-{w.job}"
+        job_dir.mkdir(parents=True, exist_ok=True)
+        Lease.create(w.lease_path)
+        env = self._environment(w, spec)
+        argv = [sys.executable, "-m", spec["workload"]] if spec.get("workload") else list(spec.get("command") or [])
+        try:
+            w.process = spawn_worker(argv, env, job_dir, w.log_path)
+        except (OSError, ValueError) as err:
+            reason = f"cannot start {argv[:1]}: {err}"
+            log.warning("job %d attempt %d rank %d: %s", w.job, w.attempt, w.rank, reason)
+            del self.by_key[w.key]
+            self.report_exit(
+                w.job,
+                w.attempt,
+                w.rank,
+                "failed",
+                w.start_iteration,
+                w.start_iteration,
+                w.checkpoint,
+                w.checkpoint_iteration,
+                None,
+                reason,
+                permanent=True,
+            )
+            return
+        w.launched_at = time.time()
+        self._gpu_busy[w.gpu] = w.key
+        self.counters["launched"] += 1
+        log.info(
+            "started job %d attempt %d rank %d/%d on GPU %d (pid %d)%s",
+            w.job,
+            w.attempt,
+            w.rank,
+            spec["world_size"],
+            w.gpu,
+            w.process.pid,
+            f" from iteration {w.start_iteration}" if spec.get("resume") else "",
+        )
+        self.send("started", job=w.job, attempt=w.attempt, rank=w.rank)
+
+    def _environment(self, w: Worker, spec: dict) -> dict[str, str]:
+        """The worker's environment: the agent's, with the variables the job reads (agents/jobenv.py)."""
+        env = dict(os.environ)
+        env.update(
+            jobenv.variables(
+                gpu=w.gpu,
+                rank=w.rank,
+                local_rank=sum(1 for r in spec["ranks"] if r["rank"] < w.rank),
+                world_size=spec["world_size"],
+                master_addr=spec["master_addr"],
+                master_port=spec["master_port"],
+                job_id=w.job,
+                attempt=w.attempt,
+                lease=w.lease_path,
+                agent=self.reports.endpoint,
+                iterations=spec["iterations"],
+                batch_size=spec["batch_size"],
+                checkpoint_dir=spec["checkpoint_dir"],
+                checkpoint_every_s=spec["checkpoint_every_s"],
+                model=spec.get("model") or "",
+                seed=spec.get("seed") or 0,
+                launched_at=time.time(),
+                threads=self.threads_per_gpu if self.threads_per_gpu > 0 else None,
+                pace_iters_per_s=spec["iters_per_s"] if self.emulate and spec.get("iters_per_s") else None,
+                resume=spec.get("resume") or None,
+                resume_iteration=(spec.get("resume_iteration") or 0) if spec.get("resume") else None,
+            )
+        )
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        if self.threads_per_gpu > 0:
+            env["OMP_NUM_THREADS"] = str(self.threads_per_gpu)
+        if spec["master_addr"].startswith("127.") or spec["master_addr"] == "localhost":
+            env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        return env
+
+    def terminate(self, w: Worker, hard: bool) -> None:
+        """Signal the worker's process group: SIGKILL if `hard`, else SIGTERM (SIGKILL 5 s later)."""
+        if w.process is None or w.process.poll() is not None:
+            return
+        w.killed = True
+        try:
+            os.killpg(w.process.pid, signal.SIGKILL if hard else signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        if not hard and w.terminate_at is None:
+            w.terminate_at = time.time() + 5.0  # then SIGKILL
+
+    def reap(self, wait: bool = False) -> None:
+        """Report the exits of the workers that have exited (all of them, waiting, if `wait`)."""
+        for w in list(self.by_key.values()):
+            if w.process is None:
+                continue
+            code = w.process.wait() if wait else w.process.poll()
+            if code is None:
+                continue
+            self.reports.drain()  # its last report arrived before it exited
+            if w.final is None and code in (EXIT_DONE, EXIT_PREEMPTED):
+                # The report left the process before it exited, but may still be in transit.
+                deadline = time.time() + 1.0
+                while w.final is None and time.time() < deadline:
+                    self.reports.wait(50)
+            self._gpu_busy.pop(w.gpu, None)
+            del self.by_key[w.key]
+            try:
+                w.lease_path.unlink()
+            except FileNotFoundError:
+                pass
+            final = w.final or {}
+            if code == EXIT_DONE and final.get("outcome", "done") == "done":
+                outcome, reason = "done", ""
+            elif code in (EXIT_DONE, EXIT_PREEMPTED) and final.get("outcome") == "preempted":
+                outcome, reason = "preempted", ""
+            elif w.killed:
+                outcome, reason = "killed", "terminated by the agent"
+            else:
+                outcome = "failed"
+                what = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+                reason = f"{what}; last lines of {w.log_path}: {_tail(w.log_path)}"
+            iteration = max(final.get("iteration", 0), w.iteration)
+            self.report_exit(
+                w.job,
+                w.attempt,
+                w.rank,
+                outcome,
+                iteration,
+                final.get("start_iteration", w.start_iteration),
+                final.get("checkpoint") or w.checkpoint,
+                final.get("checkpoint_iteration", w.checkpoint_iteration),
+                code,
+                reason,
+                permanent=False,
+            )
+
+    def end_unstarted(self, w: Worker, outcome: str, reason: str) -> None:
+        """A worker still waiting for its GPU ends without having run."""
+        self.by_key.pop(w.key, None)
+        self.report_exit(
+            w.job,
+            w.attempt,
+            w.rank,
+            outcome,
+            w.start_iteration,
+            w.start_iteration,
+            w.checkpoint,
+            w.checkpoint_iteration,
+            None,
+            reason,
+            permanent=False,
+        )
+
+    def running(self) -> list[dict]:
+        """The workers as registering and heartbeats list them."""
+        out = []
+        for w in self.by_key.values():
+            proc = {"job": w.job, "attempt": w.attempt, "rank": w.rank, "gpu": w.gpu, "iteration": int(w.iteration)}
+            if w.checkpoint is not None and w.checkpoint_iteration is not None:
+                proc.update(checkpoint=w.checkpoint, checkpoint_iteration=int(w.checkpoint_iteration))
+            out.append(proc)
+        return out
+
+
+def spawn_worker(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path) -> subprocess.Popen:
+    """Start one training process as the agent does: its own session (so it can be signalled
+    as a group, and, where the kernel groups sessions for CPU fairness, it gets a session's
+    share), output to its log, and death with the agent."""
+    with open(log_path, "ab") as out:
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+
+
+def _tail(path: Path, lines: int = 8) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4000))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return "(no log)"
+    return " | ".join(text.strip().splitlines()[-lines:])
+
+
+try:  # loaded here, not in the forked child (loading a library after fork is unsafe)
+    _libc = ctypes.CDLL("libc.so.6", use_errno=True)
+except OSError:
+    _libc = None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: die when the agent dies (Linux), so that a lost agent's jobs
+    do not run on while the scheduler restarts them elsewhere."""
+    if _libc is not None:
+        _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

@@ -1,0 +1,100 @@
+"""The agent's connection to the scheduler: a DEALER socket (secured, watched for a refused
+handshake), numbered messages in both directions, registration until welcomed, heartbeats."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import zmq
+
+from roundhouse.agents.agent.messages import FROM_SCHEDULER, decode
+from roundhouse.wire import protocol
+from roundhouse.wire.protocol import SeqTracker
+from roundhouse.wire.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
+
+log = logging.getLogger("roundhouse.agent")
+
+
+class SchedulerLink:
+    def __init__(self, scheduler: str, security: ClientSecurity, hello: dict, counters: dict[str, int]):
+        check_connect_address(scheduler)
+        self.scheduler = scheduler
+        self.security = security
+        self.hello = hello  # what registering says besides the running workers
+        self.counters = counters
+        self.heartbeat_s = 1.0
+        self.registered = False
+        self.refused = False
+        self.last_register = 0.0
+        self.last_heartbeat = 0.0
+        self._seq = protocol.Sequence()
+        self._seq.n = time.time_ns() // 1000
+        self._from_scheduler = SeqTracker()
+
+    def open(self, context: zmq.Context):
+        """Connect; returns the sockets to poll: the DEALER and its handshake monitor."""
+        dealer = context.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 1000)
+        dealer.setsockopt(zmq.IMMEDIATE, 1)  # queue nothing for a scheduler that is not there
+        dealer.setsockopt(zmq.MAXMSGSIZE, protocol.HARD_LIMIT)
+        dealer.setsockopt(zmq.RECONNECT_IVL, 100)
+        dealer.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+        self.security.apply(dealer, log)
+        monitor = dealer.get_monitor_socket(sum(HANDSHAKE_FAILURES))
+        dealer.connect(self.scheduler)
+        self.dealer, self.monitor = dealer, monitor
+        return dealer, monitor
+
+    def close(self) -> None:
+        self.monitor.close(linger=0)
+        self.dealer.close(linger=1000)
+
+    def send(self, type_: str, **fields) -> bool:
+        try:
+            self.dealer.send(protocol.encode(type_, self._seq.next(), **fields), zmq.NOBLOCK)
+            return True
+        except zmq.Again:
+            return False  # not connected: heartbeats are dropped, exits stay unacknowledged and are resent
+
+    def receive(self, frames):
+        """(type, body) of a message from the scheduler, or None if it is bad or out of order."""
+        got = decode(frames, FROM_SCHEDULER, "a message from the scheduler", self.counters)
+        if got is None:
+            return None
+        type_, seq, body = got
+        if not self._from_scheduler.accept("scheduler", seq):
+            self.counters["bad_messages"] += 1
+            log.warning("dropped an out-of-order %s from the scheduler (seq %d)", type_, seq)
+            return None
+        return type_, body
+
+    def watch_handshakes(self) -> None:
+        """Read the monitor's events: a failed handshake means the scheduler refused this agent."""
+        from zmq.utils.monitor import recv_monitor_message
+
+        while True:
+            try:
+                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            what = HANDSHAKE_FAILURES.get(event.get("event"))
+            if what:
+                log.error("the scheduler at %s refused this agent: %s; check the keys (roundhouse keys)", self.scheduler, what)
+                self.refused = True
+
+    def register(self, running: list[dict]) -> None:
+        self.last_register = time.time()
+        self.send("register", **self.hello, running=running)
+
+    def keep_alive(self, now: float, running) -> bool:
+        """Register (once a second until welcomed) or heartbeat when due; False while not registered.
+        `running` makes the list of running workers, when one is sent."""
+        if not self.registered:
+            if now - self.last_register >= 1.0:
+                self.register(running())
+            return False
+        if now - self.last_heartbeat >= self.heartbeat_s:
+            self.last_heartbeat = now
+            self.send("heartbeat", running=running())
+        return True

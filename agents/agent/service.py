@@ -1,0 +1,199 @@
+"""The agent itself: its parts put together, its loop, the scheduler's messages, and stopping
+(every worker revoked, their exits reported, then out)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import zmq
+
+from roundhouse.agents.agent.exits import ExitReports
+from roundhouse.agents.agent.gpus import Gpu
+from roundhouse.agents.agent.job_reports import JobReports
+from roundhouse.agents.agent.leases import Revocations
+from roundhouse.agents.agent.messages import drain
+from roundhouse.agents.agent.processes import Workers
+from roundhouse.agents.agent.scheduler_link import SchedulerLink
+from roundhouse.agents.agent.workfolder import leave_workfolder, make_workfolder
+from roundhouse.wire.security import ClientSecurity
+
+log = logging.getLogger("roundhouse.agent")
+
+
+class Agent:
+    def __init__(
+        self,
+        scheduler: str,
+        name: str,
+        gpus: list[Gpu],
+        security: ClientSecurity,
+        address: str = "127.0.0.1",
+        workdir: str | None = None,
+        revoke_grace_s: float = 60.0,
+        threads_per_gpu: int = 0,
+        metrics_every_s: float = 1.0,
+        emulate: bool = False,
+        keep_workdir: bool = False,
+    ):
+        self.name = name
+        self.gpus = gpus
+        self.workdir = Path(workdir) if workdir else None  # None: a temporary folder, made by run()
+        self.keep_workdir = keep_workdir
+        self.revoke_grace_s = revoke_grace_s
+        self.emulate = emulate
+        self.session = uuid.uuid4().hex[:16]
+        self.counters: dict[str, int] = {"bad_messages": 0, "launched": 0, "exits": 0}
+        hello = dict(node=name, address=address, session=self.session, gpus=[{"index": g.index, "type": g.type} for g in gpus])
+        self.link = SchedulerLink(scheduler, security, hello, self.counters)
+        self.exits = ExitReports(self.link, self.counters)
+        self.reports = JobReports(self.counters, metrics_every_s, find_worker=lambda key: self.workers.get(key))
+        self.workers = Workers(
+            {g.index for g in gpus},
+            self.reports,
+            self.link.send,
+            self._report_exit,
+            self.counters,
+            threads_per_gpu=threads_per_gpu,
+            emulate=emulate,
+        )
+        self.revocations = Revocations(self.workers, revoke_grace_s)
+        self._stopping: str | None = None
+        self._stop_deadline = 0.0
+
+    # --- running ---
+    def run(self) -> int:
+        """Serve until told to shut down (or SIGTERM/SIGINT, or refused); returns an exit status.
+        What it made in its work folder is removed on the way out unless `keep_workdir`."""
+        self.workdir, made = make_workfolder(self.workdir, self.name)
+        self.workers.workdir = self.workdir
+        try:
+            return self._serve()
+        finally:
+            leave_workfolder(self.workdir, made, self.keep_workdir, self.name)
+
+    def _serve(self) -> int:
+        context = zmq.Context()
+        dealer, monitor = self.link.open(context)
+        jobs = self.reports.open(context, self.workdir)
+        poller = zmq.Poller()
+        poller.register(dealer, zmq.POLLIN)
+        poller.register(jobs, zmq.POLLIN)
+        poller.register(monitor, zmq.POLLIN)
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        log.info(
+            "agent %s: %d GPU(s) (%s), scheduler %s, work folder %s",
+            self.name,
+            len(self.gpus),
+            ", ".join(sorted({g.type for g in self.gpus})),
+            self.link.scheduler,
+            self.workdir,
+        )
+        if self.emulate:
+            log.info("emulating GPUs: every job runs no faster than the scheduler's profile says it would")
+        status = 0
+        try:
+            while True:
+                ready = dict(poller.poll(timeout=50))
+                if jobs in ready:
+                    self.reports.drain()
+                if dealer in ready:
+                    drain(dealer, self._on_scheduler_frame)
+                if monitor in ready:
+                    self.link.watch_handshakes()
+                if self.link.refused:
+                    status = 2
+                    break
+                self.reports.drain()
+                self.workers.reap()
+                self.workers.start_waiting()
+                self.revocations.enforce_grace()
+                self._tick_timers()
+                if self._stopping and not self.workers and not self.workers.waiting:
+                    break
+                if self._stopping and time.time() > self._stop_deadline:
+                    log.warning("agent %s: workers did not stop in time; killing them", self.name)
+                    for w in self.workers.all():
+                        self.workers.terminate(w, hard=True)
+                    self.workers.reap(wait=True)
+                    break
+            self.exits.flush_and_wait(self._on_scheduler_frame)
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            for w in self.workers.all():
+                self.workers.terminate(w, hard=True)
+            self.workers.reap(wait=True)
+            self.reports.close()
+            self.link.close()
+            context.term()
+        log.info("agent %s stopped%s", self.name, f" ({self._stopping})" if self._stopping else "")
+        return status
+
+    def _on_signal(self, signum, frame) -> None:
+        self.stop(f"signal {signal.Signals(signum).name}")
+
+    def stop(self, why: str) -> None:
+        """Revoke every worker (they checkpoint), report their exits, then exit."""
+        if self._stopping:
+            return
+        self._stopping = why
+        self._stop_deadline = time.time() + self.revoke_grace_s + 5
+        log.info("agent %s stopping (%s): revoking %d worker(s)", self.name, why, len(self.workers))
+        self.revocations.revoke_all("the agent stopped")
+
+    def _report_exit(self, job, attempt, *rest, **keywords) -> None:
+        self.exits.report(job, attempt, *rest, **keywords)
+        self.reports.forget(job, attempt)
+
+    def _tick_timers(self) -> None:
+        now = time.time()
+        if not self.link.keep_alive(now, self.workers.running):
+            return
+        self.reports.forward_metrics(now, self.link.send)
+        self.exits.flush()
+
+    # --- from the scheduler ---
+    def _on_scheduler_frame(self, frames) -> None:
+        got = self.link.receive(frames)
+        if got is not None:
+            type_, body = got
+            getattr(self, f"_on_{type_}")(body)
+
+    def _on_welcome(self, body) -> None:
+        first = not self.link.registered
+        self.link.registered = True
+        self.link.heartbeat_s = body["heartbeat_s"]
+        log.info("agent %s registered as node %d (scheduler session %s)", self.name, body["node_index"], body["session"])
+        if first or self.exits.unacked:
+            self.exits.flush(force=True)
+
+    def _on_unknown(self, body) -> None:
+        if self.link.registered or time.time() - self.link.last_register > 1.0:
+            log.info("the scheduler does not know this agent (it restarted?): registering again")
+            self.link.registered = False
+            self.link.register(self.workers.running())
+
+    def _on_error(self, body) -> None:
+        if not self.link.registered:
+            # The only message sent before a welcome is the registration: it was refused.
+            log.error("the scheduler refused to register node %s: %s", self.name, body["reason"])
+            self.link.refused = True
+            return
+        log.warning("the scheduler says: %s", body["reason"])
+
+    def _on_shutdown(self, body) -> None:
+        self.link.send("stopping")  # the scheduler waits for this answer (it may ask again: stop() once)
+        self.stop(f"the scheduler asked: {body['reason']}")
+
+    def _on_ack(self, body) -> None:
+        self.exits.acknowledged((body["job"], body["attempt"], body["rank"]))
+
+    def _on_launch(self, body) -> None:
+        self.workers.launch(body, stopping=bool(self._stopping), known=lambda key: key in self.exits.unacked)
+
+    def _on_revoke(self, body) -> None:
+        self.revocations.on_revoke(body)

@@ -1,0 +1,73 @@
+"""How a live run ends. At its time limit (`--until`) the running jobs are checkpointed: every
+attempt still running is revoked as a preemption (two-phase: only rank 0 is told, and every
+worker checkpoints the same iteration), and the scheduler serves messages until their exits are
+in, journaled and acknowledged, or a bound passes. A rerun of `serve` with the same journal then
+requeues them and resumes each from its checkpoint. With `--stop-agents`, every agent is then
+asked to shut down."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from roundhouse.runtime.backends.live.attempts import Attempt, Attempts
+from roundhouse.runtime.backends.live.nodes import Nodes
+from roundhouse.runtime.backends.live.server import Server
+
+log = logging.getLogger("roundhouse.scheduler")
+
+
+def checkpoint_running(
+    attempts: Attempts, server: Server, duties: Callable[[], None], wait_s: float, interrupted: Callable[[], bool]
+) -> list[Attempt]:
+    """Revoke every attempt still running and wait (at most `wait_s`, or until `interrupted()`)
+    for all of them to end; returns those that did not."""
+    ending = list(attempts.live.values())
+    if not ending:
+        return []
+    log.info("checkpointing the %d running job(s): revoked, as a preemption", len({att.job_id for att in ending}))
+    for att in ending:
+        if not att.revoked:  # (one a plan suspended is checkpointing already)
+            attempts.revoke(att)
+    server.flush()
+    left = lambda: [att for att in ending if not att.ended]  # noqa: E731
+    server.serve(time.time() + wait_s, lambda: not left() or interrupted(), duties)
+    server.flush()
+    for att in left():
+        log.warning(
+            "job %d attempt %d did not stop within %.0fs; `roundhouse serve` with the same --journal takes it back",
+            att.job_id,
+            att.n,
+            wait_s,
+        )
+    stopped = [att for att in ending if att.ended]
+    if stopped:
+        log.info(
+            "%d attempt(s) checkpointed and stopped (%s); `roundhouse serve` with the same --journal resumes them",
+            len(stopped),
+            ", ".join(f"job {att.job_id} at iteration {att.checkpoint_iteration}" for att in stopped[:10])
+            + (" ..." if len(stopped) > 10 else ""),
+        )
+    return left()
+
+
+def stop_agents(nodes: Nodes, server: Server, timeout_s: float) -> None:
+    """Ask every connected agent to shut down and wait for each to answer, asking again every
+    half second (a message can be lost with a connection), for at most `timeout_s`; say which
+    did not answer."""
+    asked = {n.name for n in nodes.ask_to_stop("the scheduler's run ended")}
+    deadline = time.time() + timeout_s
+    silent = lambda: sorted(n for n in asked if not nodes.by_name[n].stopping)  # noqa: E731
+    while silent() and time.time() < deadline:
+        server.serve(min(deadline, time.time() + 0.5), lambda: not silent(), lambda: None)
+        asked |= {n.name for n in nodes.ask_to_stop("the scheduler's run ended")}
+    unreachable = sorted(n.name for n in nodes.slots if n is not None and n.online and n.identity is None)
+    if silent() or unreachable:
+        log.warning(
+            "asked %d agent(s) to stop; no answer from %s",
+            len(asked),
+            ", ".join(silent() + [f"{n} (not reconnected since the restart)" for n in unreachable]),
+        )
+    else:
+        log.info("asked %d agent(s) to stop; every one answered: %s", len(asked), ", ".join(sorted(asked)))
