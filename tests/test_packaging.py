@@ -34,7 +34,7 @@ def test_the_wheel_holds_only_the_roundhouse_package(tmp_path):
         "elements/sources.py",
         "traces/jobs.py",
         "wire/protocol.py",
-        "agents/agent.py",
+        "agents/agent/service.py",
         "tools/cli.py",
     ):
         assert f"roundhouse/{module}" in names, module

@@ -28,7 +28,7 @@ class Clock:
         return time.time() - self.epoch
 
     def boundary_after(self, wall: float) -> float:
-        return math.ceil((wall - self.epoch) / self.round_s - 1e-9) * self.round_s
+        return math.ceil((wall - self._started()) / self.round_s - 1e-9) * self.round_s
 
     def at(self, boundary: float) -> None:
         """Move to the round boundary `boundary` (run seconds)."""
@@ -36,7 +36,11 @@ class Clock:
         self.k = int(round(boundary / self.round_s))
 
     def wall(self, boundary: float) -> float:
-        return self.epoch + boundary
+        return self._started() + boundary
+
+    def _started(self) -> float:
+        assert self.epoch is not None, "the run's clock has not begun"
+        return self.epoch
 
 
 @attrs.define
