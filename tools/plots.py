@@ -106,13 +106,19 @@ def jct_cdf_figure(run: RunFolder) -> Figure:
 def busy_gpus(jobs: pl.DataFrame, end_s: float) -> tuple[np.ndarray, np.ndarray]:
     """GPUs held over time, as a step function: busy[i] GPUs from times[i] until times[i + 1].
 
-    A job counts its GPUs from its first start to its finish (to `end_s` if it had not
-    finished); a job never started counts nothing."""
+    A job holds its GPUs from its first start to its finish (to `end_s` if it had not
+    finished); a job never started holds nothing. jobs.csv does not say when a preempted job
+    was suspended, only how long it held its GPUs in all (run_s): its GPUs count in that
+    proportion over the whole span, so that the area under the curve is the GPU time held."""
     started = jobs.filter(pl.col("first_start_s").is_not_null() & pl.col("first_start_s").is_not_nan())
     start = started["first_start_s"].to_numpy().astype(float)
     stop = started["finish_s"].fill_nan(None).fill_null(end_s).to_numpy().astype(float)
     stop = np.maximum(stop, start)
     gpus = started["gpus"].to_numpy().astype(float)
+    span = stop - start
+    held = started["run_s"].fill_nan(None).fill_null(0.0).to_numpy().astype(float)
+    preempted = (started["preemptions"].fill_null(0).to_numpy() > 0) & (span > 0)
+    gpus = np.where(preempted, gpus * np.clip(held / np.where(span > 0, span, 1.0), 0.0, 1.0), gpus)
     edges = np.concatenate((start, stop))
     change = np.concatenate((gpus, -gpus))
     order = np.argsort(edges, kind="stable")
@@ -141,12 +147,12 @@ def utilisation_figure(run: RunFolder) -> Figure:
             ax.axhline(measured * capacity, color="grey", linewidth=1, linestyle="--", label=f"measured average: {measured:.1%}")
     preempted = int((run.jobs["preemptions"].fill_null(0) > 0).sum())
     if preempted:
-        ax.set_title(f"{preempted} preempted jobs are counted from first start to finish", fontsize=8, loc="right")
+        ax.set_title(f"{preempted} preempted jobs: their GPU time spread over first start to finish", fontsize=8, loc="right")
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("busy GPUs")
     ax.set_xlim(0, end / size)
     ax.set_ylim(bottom=0)
-    ax.set_ylim(0, (capacity or float(busy.max())) * 1.25)
+    ax.set_ylim(0, max(capacity or 0, float(busy.max())) * 1.25)
     ax.legend(loc="upper right", fontsize=7, ncols=3)
     ax.set_title(_title(run, "GPU utilisation"), loc="left")
     return fig
@@ -171,16 +177,17 @@ def gantt_figure(run: RunFolder) -> Figure:
     gpus = jobs["gpus"].to_numpy().astype(int)
     sizes = np.unique(gpus[started])
     colours = matplotlib.colormaps["viridis"](np.linspace(0.1, 0.85, max(len(sizes), 1)))
+    preempted = jobs["preemptions"].fill_null(0).to_numpy() > 0
     for colour, g in zip(colours, sizes):
-        pick = started & (gpus == g)
-        ax.hlines(
-            rows[pick],
-            first[pick] / size,
-            finish[pick] / size,
-            color=colour,
-            linewidth=width,
-            label=f"{g} GPU" + ("" if g == 1 else "s"),
-        )
+        label = f"{g} GPU" + ("" if g == 1 else "s")
+        for lighter in (False, True):
+            pick = started & (gpus == g) & (preempted == lighter)
+            if pick.any():
+                alpha = 0.45 if lighter else 1.0
+                ax.hlines(
+                    rows[pick], first[pick] / size, finish[pick] / size, color=colour, alpha=alpha, linewidth=width, label=label
+                )
+                label = None
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("job (in arrival order)")
     ax.set_xlim(0, end / size)
@@ -188,9 +195,9 @@ def gantt_figure(run: RunFolder) -> Figure:
     if n <= 30:
         ax.set_yticks(rows, [str(int(j)) for j in jobs["job_id"].to_list()])
     ax.legend(loc="upper right", fontsize=7)
-    preempted = int((jobs["preemptions"].fill_null(0) > 0).sum())
-    note = f" ({preempted} preempted: bars span first start to finish)" if preempted else ""
-    ax.set_title(_title(run, "Jobs over time") + note)
+    if preempted.any():
+        ax.set_title(f"lighter: {int(preempted.sum())} preempted jobs, holding GPUs part of the bar", fontsize=8, loc="right")
+    ax.set_title(_title(run, "Jobs over time"), loc="left")
     return fig
 
 
