@@ -4,6 +4,7 @@ checked on hand-built folders (where every number is known) and on real runs."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import polars as pl
@@ -171,11 +172,12 @@ def test_plot_a_sweep_from_its_summary_and_from_a_results_store(tmp_path):
     store = tmp_path / "store" / "results"
     store.mkdir(parents=True)
     parts = [pl.DataFrame(rows[:3]).with_columns(status=pl.lit("ok")), pl.DataFrame(rows[3:]).with_columns(status=pl.lit("ok"))]
-    failed = pl.DataFrame([{"arrivals.rate": "8/h", "seed": 9, "avg_jct_s": None, "status": "failed", "error": "boom"}])
-    for i, part in enumerate([*parts, failed]):
+    failed = pl.DataFrame([{"arrivals.rate": "8/h", "seed": 9, "avg_jct_s": None, "status": "error", "error": "boom"}])
+    late = pl.DataFrame([{"arrivals.rate": "8/h", "seed": 8, "avg_jct_s": 1e9, "status": "timeout"}])
+    for i, part in enumerate([*parts, failed, late]):
         part.write_parquet(store / f"part-{i}.parquet")
     sweep = open_folder(str(tmp_path / "store"))
-    assert sweep.failed == 1 and sweep.table.height == 6 and sweep.labels == ("arrivals.rate", "seed")
+    assert sweep.failed == 2 and sweep.table.height == 6 and sweep.labels == ("arrivals.rate", "seed")
     out = tmp_path / "load.png"
     assert main(["plot", str(tmp_path / "store"), "--kind", "load", "-o", str(out)]) == 0
     assert is_png(out.read_bytes())
@@ -260,13 +262,19 @@ def test_report_says_when_the_graph_is_not_found(tmp_path):
 
 
 def test_report_of_a_sweep(tmp_path):
-    rows = [{"order": o, "seed": s, "avg_jct_s": 10.0 + s, "utilization": 0.4} for o in ("fifo", "las") for s in range(2)]
+    rows = [
+        {"arrivals.rate": r, "seed": seed, "avg_jct_s": 10.0 + seed, "utilization": 0.4}
+        for seed in (1, 0)
+        for r in ("16/h", "4/h")  # as a results store may list them: by key, not by value
+    ]
     sweep_csv(tmp_path / "sweep", rows)
     out = tmp_path / "r.html"
     assert main(["report", str(tmp_path / "sweep"), "-o", str(out)]) == 0
     page = out.read_text()
-    assert page.count('<figure class="plot"><img') == 2  # avg_jct_s and utilization against the policy
+    assert page.count('<figure class="plot"><img') == 2  # avg_jct_s and utilization against the rate
     assert page.count("<tr>") == 1 + len(rows) and "40.0%" in page
+    listed = re.findall(r'<tr><td class="">([^<]*)</td><td class="n">([^<]*)</td>', page)
+    assert listed == [("4/h", "0"), ("4/h", "1"), ("16/h", "0"), ("16/h", "1")]
 
 
 @pytest.mark.slow

@@ -3,8 +3,8 @@
 A run's folder (`roundhouse run GRAPH --out DIR`) holds run.json, and its JobMetrics sink's
 jobs.csv and summary.json (`ELEMENT-jobs.csv` and `ELEMENT-summary.json` when the graph has
 several sinks). A sweep's folder (`roundhouse sweep --out DIR`) holds summary.csv, one row per
-run, or a results/ store of Parquet files with the same columns (and a `status` or `error`
-column marking runs that failed)."""
+run, or a results/ store of Parquet files with the same columns (and a `status` other than
+"ok", or an `error`, marking runs that failed)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,9 @@ BOOKKEEPING = {
     "finished_at",
     "worker",
     "stop_reason",
+    "traceback",
+    "point",
+    "run_s",
 }
 JOB_COLUMNS = ("job_id", "arrival_s", "first_start_s", "finish_s", "jct_s", "gpus", "preemptions")
 
@@ -153,8 +156,8 @@ def _open_sweep(path: Path) -> SweepFolder:
         if isinstance(dtype, pl.Struct):  # labels kept as one struct column
             table = table.unnest(name)
     failed = pl.lit(False)
-    if "status" in table.columns:
-        failed = failed | (pl.col("status").cast(pl.String) == "failed")
+    if "status" in table.columns:  # "ok", or what went wrong ("error", "timeout", "failed")
+        failed = failed | (pl.col("status").cast(pl.String).fill_null("ok") != "ok")
     if "error" in table.columns:
         failed = failed | (pl.col("error").cast(pl.String).fill_null("") != "")
     marked = table.with_columns(failed.fill_null(False).alias("__failed"))
@@ -163,7 +166,9 @@ def _open_sweep(path: Path) -> SweepFolder:
     if "graph" in table.columns and table.height:
         graphs = table["graph"].drop_nulls().unique().to_list()
         graph = str(graphs[0]) if len(graphs) == 1 else None
-    labels = tuple(c for c in table.columns if c not in METRICS and c not in BOOKKEEPING)
+    labels = [c for c in table.columns if c not in METRICS and c not in BOOKKEEPING]
+    seeds = [c for c in labels if c == "seed" or c.endswith(".seed")]
+    labels = tuple([c for c in labels if c not in seeds] + seeds)  # seeds last, as a sweep orders its runs
     return SweepFolder(path, source, ok, labels, marked.height - ok.height, graph)
 
 

@@ -8,12 +8,14 @@ import base64
 import html
 from pathlib import Path
 
+import polars as pl
+
 from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.files import writing
 from roundhouse.tools.graph_drawing import draw
 from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
-from roundhouse.tools.plots import RUN_KINDS, figure, figure_bytes
+from roundhouse.tools.plots import RUN_KINDS, figure, figure_bytes, x_axis
 from roundhouse.tools.results import in_units
 
 # The metrics a sweep's report draws against its first varied name, when the sweep has them.
@@ -102,6 +104,13 @@ def sweep_page(sweep: SweepFolder) -> str:
     columns = [*sweep.labels, *(c for c in SWEEP_COLUMNS if c in table.columns)]
     span = max((v for c in ("avg_jct_s", "p99_jct_s") if c in table.columns for v in table[c].drop_nulls().to_list()), default=0)
     show = in_units(span)
+    # A results store keeps its runs in key order: list them by the values varied, as placed on a plot's axis.
+    order = [
+        pl.col(n).cast(pl.String).replace_strict(x_axis(n, table[n].cast(pl.String).to_list()).positions, default=None)
+        for n in sweep.labels
+    ]
+    if order and table.height:
+        table = table.with_columns(pl.col(n).cast(pl.String) for n in sweep.labels).sort(order, nulls_last=True)
     rows = []
     for row in table.select(columns).iter_rows(named=True):
         rows.append(tuple(_cell(c, row[c], show) for c in columns))
@@ -117,7 +126,8 @@ def sweep_page(sweep: SweepFolder) -> str:
         except UsageError as err:
             plots.append(_note(str(err)))
     graph = _graph_html(sweep.graph) if sweep.graph else _note("The sweep's folder does not record its graph.")
-    return _page(f"Sweep in {sweep.path.name}", facts, graph, _table(columns, rows), plots)
+    title = f"Sweep of {Path(sweep.graph).name}" if sweep.graph else f"Sweep in {sweep.path.name}"
+    return _page(title, facts, graph, _table(columns, rows), plots)
 
 
 def _cell(column: str, value, show) -> str:
