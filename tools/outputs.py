@@ -59,7 +59,7 @@ BOOKKEEPING = {
     "point",
     "run_s",
 }
-JOB_COLUMNS = ("job_id", "arrival_s", "first_start_s", "finish_s", "jct_s", "gpus", "preemptions")
+JOB_COLUMNS = ("job_id", "arrival_s", "first_start_s", "finish_s", "jct_s", "run_s", "gpus", "preemptions")
 
 
 @attrs.frozen
