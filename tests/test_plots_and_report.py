@@ -54,11 +54,24 @@ def hand_run(folder, jobs: str = JOBS, sink: str | None = None):
 
 
 def is_png(data: bytes) -> bool:
-    return data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
+    """A whole PNG picture of some size (Pillow decodes every pixel)."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return False
+    picture = Image.open(BytesIO(data))
+    picture.load()
+    return picture.format == "PNG" and picture.width > 200 and picture.height > 100
 
 
 def is_svg(data: bytes) -> bool:
-    return b"<svg" in data[:2000] and data.rstrip().endswith(b"</svg>")
+    """Well-formed XML whose root is an SVG element with drawn paths."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(data)
+    return root.tag == "{http://www.w3.org/2000/svg}svg" and len(root.findall(".//{http://www.w3.org/2000/svg}path")) > 5
 
 
 # --- the series the figures draw ----------------------------------------------------------------
