@@ -126,6 +126,8 @@ def bad_inputs(tmp_path) -> dict[str, list]:
         "sweep: --vary": ["sweep", graph, "--vary", "round"],
         "reproduce: unknown": ["reproduce", "no-such-experiment"],
         "profile: --out": ["profile", "--out", folder],
+        "plot: not a run": ["plot", folder, "-o", tmp_path / "p.png"],
+        "report: not a run": ["report", folder, "-o", tmp_path / "r.html"],
     }
 
 

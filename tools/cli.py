@@ -18,6 +18,8 @@ COMMAND_MODULES = (
     "roundhouse.tools.trace_cmd",
     "roundhouse.tools.reproduce_cmd",
     "roundhouse.tools.sweep_cmd",
+    "roundhouse.tools.plot_cmd",
+    "roundhouse.tools.report_cmd",
     "roundhouse.tools.serve_cmd",
     "roundhouse.tools.agent_cmd",
     "roundhouse.tools.submit_cmd",

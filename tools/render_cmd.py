@@ -2,33 +2,12 @@
 
 from __future__ import annotations
 
-import html
-import shutil
 from pathlib import Path
 
-import attrs
-import graphviz
-
 from roundhouse.errors import UsageError
-from roundhouse.runtime.compiler import CompiledGraph, compile_file
+from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.files import writing
-from roundhouse.runtime.values import FilePath, describe
-
-FORMATS = ("svg", "png", "pdf", "dot")
-
-# Fill colours by category (DESIGN §3).
-COLOURS = {
-    "source": "#d8ecff",
-    "admission": "#e4f3d4",
-    "pool": "#fff2c2",
-    "policy": "#ffd9c2",
-    "solver": "#f7d0e8",
-    "mechanism": "#e6dcff",
-    "placement": "#d2f2ee",
-    "launch": "#ffd0d0",
-    "sink": "#e8e8e8",
-    "control": "#f0e6c8",
-}
+from roundhouse.tools.graph_drawing import FORMATS, draw
 
 
 def register(sub) -> None:
@@ -43,75 +22,7 @@ def render(args) -> int:
     fmt = out.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
         raise UsageError(f"-o {args.output}: cannot tell the format; end the name in {', '.join('.' + f for f in FORMATS)}")
-    graph = compile_file(args.graph)
-    dot = to_dot(graph)
-    if fmt != "dot" and shutil.which("dot") is None:
-        raise UsageError("Graphviz's 'dot' program is not installed (apt-get install graphviz), or write a .dot file")
-    data = dot.source.encode() if fmt == "dot" else dot.pipe(format=fmt)
+    data = draw(compile_file(args.graph), fmt)
     with writing(out):
         out.write_bytes(data)
     return 0
-
-
-def to_dot(graph: CompiledGraph) -> graphviz.Digraph:
-    """One record-like node per element (class, name, arguments, ports), coloured by category,
-    with edges drawn port to port."""
-    name = Path(graph.path).stem
-    dot = graphviz.Digraph(name=name, graph_attr={"rankdir": "LR", "fontname": "Helvetica", "label": name, "labelloc": "t"})
-    dot.attr("node", shape="plaintext", fontname="Helvetica", fontsize="10")
-    dot.attr("edge", fontname="Helvetica", fontsize="9")
-    for el_name, el in graph.elements.items():
-        dot.node(_node_id(el_name), label=_label(el_name, el, graph.decls.get(el_name)))
-    for c in graph.connections:
-        src_type = graph.elements[c.src].output(c.src_port).type.__name__
-        dot.edge(f"{_node_id(c.src)}:out_{c.src_port}:e", f"{_node_id(c.dst)}:in_{c.dst_port}:w", label=src_type)
-    return dot
-
-
-def _node_id(name: str) -> str:
-    return "n_" + "".join(ch if ch.isalnum() else "_" for ch in name)
-
-
-def _label(name: str, el, decl) -> str:
-    esc = html.escape
-    colour = COLOURS.get(el.category, "#ffffff")
-    written = _written_paths(el, decl)
-    args = [
-        f"{f.name}={written.get(f.name) or describe(getattr(el, f.name))}"
-        for f in attrs.fields(type(el))
-        if _shown(f, getattr(el, f.name))
-    ]
-    ins = "".join(f'<TR><TD PORT="in_{p.name}" BGCOLOR="white">{esc(p.name)}</TD></TR>' for p in el.inputs)
-    outs = "".join(f'<TR><TD PORT="out_{p.name}" BGCOLOR="white">{esc(p.name)}</TD></TR>' for p in el.outputs)
-    side = lambda rows: f'<TD><TABLE BORDER="0" CELLSPACING="2">{rows}</TABLE></TD>' if rows else "<TD></TD>"  # noqa: E731
-    title = f'<B>{esc(name)}</B><BR/>{esc(type(el).__name__)}<BR/><FONT POINT-SIZE="8">{esc(el.category)}</FONT>'
-    arg_rows = "".join(
-        f'<TR><TD COLSPAN="3" ALIGN="LEFT" BGCOLOR="white"><FONT POINT-SIZE="9">{esc(a)}</FONT></TD></TR>' for a in args
-    )
-    return (
-        f'<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" BGCOLOR="{colour}">'
-        f"<TR>{side(ins)}<TD>{title}</TD>{side(outs)}</TR>{arg_rows}</TABLE>>"
-    )
-
-
-def _written_paths(el, decl) -> dict[str, str]:
-    """File paths as the graph writes them (the element holds them resolved against the
-    graph's folder, which would draw differently from wherever `render` is run)."""
-    if decl is None:
-        return {}
-    fields = [f for f in attrs.fields(type(el)) if f.init]
-    out = {}
-    for position, arg in enumerate(decl.args):
-        field = fields[position] if arg.name is None and position < len(fields) else None
-        name = arg.name or (field.name if field else None)
-        if name and isinstance(getattr(el, name, None), FilePath) and arg.value.kind == "string":
-            out[name] = describe(str(arg.value.value))
-    return out
-
-
-def _shown(field, value) -> bool:
-    """Arguments are drawn when required or different from their default."""
-    default = field.default
-    if default is attrs.NOTHING or isinstance(default, attrs.Factory):
-        return True
-    return value != default

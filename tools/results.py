@@ -30,7 +30,7 @@ def compile_with_overrides(args):
     return compile_graph(flat, overrides)
 
 
-def _in_units(span_s: float | None):
+def in_units(span_s: float | None):
     """How a summary writes times: in hours for runs of hours, else minutes or seconds (a live
     run on a laptop lasts a minute; a simulated trace, days)."""
     span = span_s or 0.0
@@ -47,7 +47,7 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
         table = Table(title=f"{Path(graph.path).name} · {name} · {cluster.describe()}", show_header=False)
         table.add_column("metric")
         table.add_column("value", justify="right")
-        show = _in_units(summary["makespan_s"])
+        show = in_units(summary["makespan_s"])
         rows = [
             ("jobs finished / tracked", f"{summary['jobs_finished']} / {summary['jobs_tracked']}"),
             ("average JCT", show(summary["avg_jct_s"])),
@@ -64,7 +64,7 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
             table.add_row(k, v)
         console.print(table)
     console.print(
-        f"{result.rounds} rounds, {'ran' if live else 'simulated'} {_in_units(result.end_s)(result.end_s)} in {result.wall_s:.2f} s "
+        f"{result.rounds} rounds, {'ran' if live else 'simulated'} {in_units(result.end_s)(result.end_s)} in {result.wall_s:.2f} s "
         f"({result.rounds / max(result.wall_s, 1e-9):,.0f} rounds/s); stopped: {result.stop_reason}"
     )
     if result.world.unknown_models:

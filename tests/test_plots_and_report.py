@@ -1,0 +1,348 @@
+"""`roundhouse plot` and `roundhouse report`: figures of a run's or a sweep's output folder,
+checked on hand-built folders (where every number is known) and on real runs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import polars as pl
+import pytest
+
+from roundhouse.tools.cli import main
+from roundhouse.tools.outputs import open_folder
+from roundhouse.tools.plots import busy_gpus, metric_bands
+
+HEADER = "job_id,arrival_s,first_start_s,finish_s,jct_s,queue_s,responsiveness_s,run_s,gpus,preemptions,launches,service_gpu_s,model,batch_size,duration_s,status"
+# Five jobs on an 8-GPU cluster, a run that stopped at 200 s. Job 2 still runs at the end, job 3
+# never started; jobs 0, 2 and 4 change the count at the same instant (100 s). Job 1 was
+# preempted and held its GPU for 50 of the 100 s from its first start to its finish.
+JOBS = """\
+0,0.0,0.0,100.0,100.0,0.0,0.0,100.0,2,0,1,200.0,,,100.0,finished
+1,10.0,50.0,150.0,140.0,90.0,40.0,50.0,1,1,2,50.0,,,50.0,finished
+2,20.0,100.0,,,,80.0,100.0,4,0,1,400.0,,,500.0,running
+3,30.0,,,,,,0.0,8,0,0,0.0,,,50.0,waiting
+4,60.0,100.0,180.0,120.0,40.0,40.0,80.0,1,0,1,80.0,,,80.0,finished
+"""
+
+
+TINY = """\
+round = 60s;
+cluster = "1x2:V100";
+src :: TraceSource(path="trace.csv");
+src -> AcceptAll -> JobPool -> Las -> FirstFree -> Launch -> JobMetrics;
+"""
+
+
+def hand_run(folder, jobs: str = JOBS, sink: str | None = None):
+    folder.mkdir(parents=True, exist_ok=True)
+    prefix = f"{sink}-" if sink else ""
+    (folder / f"{prefix}jobs.csv").write_text(HEADER + "\n" + jobs)
+    summary = {
+        "jobs_tracked": 5,
+        "jobs_finished": 3,
+        "avg_jct_s": 120.0,
+        "utilization": 0.5,
+        "makespan_s": 180.0,
+        "preemptions": 1,
+    }
+    (folder / f"{prefix}summary.json").write_text(json.dumps(summary))
+    info = {"graph": "nowhere.sched", "cluster": "8 GPUs on 2 nodes (2x4:V100)", "rounds": 20, "end_s": 200.0, "stop_reason": "x"}
+    (folder / "run.json").write_text(json.dumps(info))
+    return folder
+
+
+def is_png(data: bytes) -> bool:
+    """A whole PNG picture of some size (Pillow decodes every pixel)."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return False
+    picture = Image.open(BytesIO(data))
+    picture.load()
+    return picture.format == "PNG" and picture.width > 200 and picture.height > 100
+
+
+def is_svg(data: bytes) -> bool:
+    """Well-formed XML whose root is an SVG element with drawn paths."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(data)
+    return root.tag == "{http://www.w3.org/2000/svg}svg" and len(root.findall(".//{http://www.w3.org/2000/svg}path")) > 5
+
+
+# --- the series the figures draw ----------------------------------------------------------------
+
+
+def test_busy_gpus_on_a_hand_computed_run(tmp_path):
+    run = open_folder(str(hand_run(tmp_path / "run")))
+    times, busy = busy_gpus(run.jobs, run.end_s)
+    # 0: job 0 (2); 50: + half of job 1's GPU (2.5); 100: - job 0, + job 2 and 4 (5.5);
+    # 150: - job 1 (5); 180: - job 4 (4); 200: job 2 counted to the run's end (0). Job 3 never
+    # held a GPU.
+    assert times.tolist() == [0.0, 50.0, 100.0, 150.0, 180.0, 200.0]
+    assert busy.tolist() == [2.0, 2.5, 5.5, 5.0, 4.0, 0.0]
+    assert run.cluster_gpus == 8
+
+
+@pytest.mark.parametrize("policy", ["Fifo", "Las"])
+def test_busy_gpus_of_a_real_run_add_up_to_its_measured_utilization(tmp_path, policy):
+    """The GPU time under the curve is the simulator's own busy GPU time, with preemptions
+    (LAS on two GPUs time-shares ten jobs) or without (FIFO)."""
+    rows = [{"job_id": i, "arrival_s": 30.0 * i, "gpus": 1 + i % 2, "duration_s": 400.0 + 90 * i} for i in range(10)]
+    pl.DataFrame(rows).write_csv(tmp_path / "trace.csv")
+    graph = tmp_path / "g.sched"
+    graph.write_text(TINY.replace("Las", policy))
+    assert main(["run", str(graph), "--out", str(tmp_path / "out")]) == 0
+    run = open_folder(str(tmp_path / "out"))
+    assert (run.jobs["preemptions"].sum() > 0) == (policy == "Las") and run.jobs["finish_s"].null_count() == 0
+    times, busy = busy_gpus(run.jobs, run.end_s)
+    area = float(np.sum(np.diff(times) * busy[:-1]))
+    span = run.summary["end_s"] - 0.0  # the first job arrives at 0
+    assert area / (2 * span) == pytest.approx(run.summary["utilization"], rel=1e-9)
+    assert busy[-1] == pytest.approx(0.0, abs=1e-9)
+    if policy == "Fifo":
+        assert set(busy.tolist()) <= {0.0, 1.0, 2.0}
+
+
+def sweep_csv(folder, rows) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    pl.DataFrame(rows).write_csv(folder / "summary.csv")
+
+
+def test_load_bands_are_the_mean_and_a_95_percent_interval_over_seeds(tmp_path):
+    rows = []
+    for policy, shift in (("fifo", 0.0), ("las", 10.0)):
+        for rate, base in (("16/h", 300.0), ("4/h", 100.0), ("8/h", 200.0)):
+            for seed, noise in enumerate((-1.0, 0.0, 1.0)):
+                rows.append(
+                    {"order": policy, "arrivals.rate": rate, "seed": seed, "avg_jct_s": base + shift + noise, "utilization": 0.5}
+                )
+    sweep_csv(tmp_path / "sweep", rows)
+    sweep = open_folder(str(tmp_path / "sweep"))
+    assert sweep.labels == ("order", "arrivals.rate", "seed")
+    bands, axis = metric_bands(sweep, "avg_jct_s", "arrivals.rate")
+    assert axis.unit == "per hour" and not axis.categorical
+    fifo = bands.filter(pl.col("series") == "order=fifo")
+    assert fifo["x"].to_list() == ["4/h", "8/h", "16/h"]  # by rate, not as written
+    assert fifo["position"].to_list() == pytest.approx([4.0, 8.0, 16.0])
+    assert fifo["mean"].to_list() == pytest.approx([100.0, 200.0, 300.0])
+    # Three seeds, standard deviation 1: half-width t(0.975, 2) / sqrt(3) = 4.3027 / 1.7321.
+    half = 4.302653 / 3**0.5
+    assert (fifo["high"] - fifo["mean"]).to_list() == pytest.approx([half] * 3, rel=1e-5)
+    assert (fifo["mean"] - fifo["low"]).to_list() == pytest.approx([half] * 3, rel=1e-5)
+    assert bands.filter(pl.col("series") == "order=las")["mean"].to_list() == pytest.approx([110.0, 210.0, 310.0])
+    assert set(bands["runs"].to_list()) == {3}
+
+
+def test_one_seed_per_point_draws_no_band_and_words_sit_in_order(tmp_path):
+    sweep_csv(tmp_path / "sweep", [{"order": o, "avg_jct_s": v} for o, v in (("las", 5.0), ("fifo", 7.0), ("srtf", 6.0))])
+    bands, axis = metric_bands(open_folder(str(tmp_path / "sweep")))
+    assert axis.categorical and bands["x"].to_list() == ["las", "fifo", "srtf"]
+    assert (bands["low"] == bands["mean"]).all() and (bands["high"] == bands["mean"]).all()
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["jct-cdf", "utilisation", "gantt"])
+@pytest.mark.parametrize("suffix", ["png", "svg"])
+def test_plot_a_run(tmp_path, kind, suffix):
+    run = hand_run(tmp_path / "run")
+    out = tmp_path / f"{kind}.{suffix}"
+    assert main(["plot", str(run), "--kind", kind, "-o", str(out)]) == 0
+    data = out.read_bytes()
+    assert is_png(data) if suffix == "png" else is_svg(data)
+
+
+def test_plot_of_a_run_defaults_to_the_jct_cdf_and_is_the_same_every_time(tmp_path):
+    run = hand_run(tmp_path / "run")
+    a, b = tmp_path / "a.svg", tmp_path / "b.svg"
+    assert main(["plot", str(run), "-o", str(a)]) == 0
+    assert main(["plot", str(run), "--kind", "jct-cdf", "-o", str(b)]) == 0
+    assert a.read_bytes() == b.read_bytes() and b"JCT CDF" in a.read_bytes()
+
+
+def test_plot_reads_the_jobs_of_a_graph_with_several_sinks(tmp_path):
+    run = hand_run(tmp_path / "run", sink="report")
+    out = tmp_path / "g.png"
+    assert main(["plot", str(run), "--kind", "gantt", "-o", str(out)]) == 0
+    assert is_png(out.read_bytes())
+
+
+def test_plot_a_sweep_from_its_summary_and_from_a_results_store(tmp_path):
+    rows = [
+        {"arrivals.rate": r, "seed": s, "avg_jct_s": 100.0 * (i + 1) + s} for i, r in enumerate(("4/h", "8/h")) for s in range(3)
+    ]
+    sweep_csv(tmp_path / "sweep", rows)
+    out = tmp_path / "load.svg"
+    assert main(["plot", str(tmp_path / "sweep"), "-o", str(out)]) == 0
+    assert is_svg(out.read_bytes()) and b"avg_jct_s against arrivals.rate" in out.read_bytes()
+
+    store = tmp_path / "store" / "results"
+    store.mkdir(parents=True)
+    parts = [pl.DataFrame(rows[:3]).with_columns(status=pl.lit("ok")), pl.DataFrame(rows[3:]).with_columns(status=pl.lit("ok"))]
+    failed = pl.DataFrame([{"arrivals.rate": "8/h", "seed": 9, "avg_jct_s": None, "status": "error", "error": "boom"}])
+    late = pl.DataFrame([{"arrivals.rate": "8/h", "seed": 8, "avg_jct_s": 1e9, "status": "timeout"}])
+    for i, part in enumerate([*parts, failed, late]):
+        part.write_parquet(store / f"part-{i}.parquet")
+    sweep = open_folder(str(tmp_path / "store"))
+    assert sweep.failed == 2 and sweep.table.height == 6 and sweep.labels == ("arrivals.rate", "seed")
+    out = tmp_path / "load.png"
+    assert main(["plot", str(tmp_path / "store"), "--kind", "load", "-o", str(out)]) == 0
+    assert is_png(out.read_bytes())
+
+
+@pytest.mark.parametrize(
+    "make, argv, words, report_too",
+    [
+        (lambda p: p.mkdir(), [], "neither a run's folder", True),
+        (lambda p: p.write_text("x"), [], "not a folder", True),
+        (lambda p: None, [], "no such folder", True),
+        (lambda p: hand_run(p), ["--kind", "histogram"], "--kind histogram: unknown kind", False),
+        (lambda p: hand_run(p), ["--kind", "load"], "needs a sweep's folder", False),
+        (lambda p: hand_run(p, jobs=""), [], "the run has no jobs", True),
+        (
+            lambda p: hand_run(p, jobs="0,0.0,,,,,,0.0,1,0,0,0.0,,,5.0,waiting\n"),
+            ["--kind", "utilisation"],
+            "no job started",
+            False,
+        ),
+        (lambda p: hand_run(p, jobs="0,0.0,,,,,,0.0,1,0,0,0.0,,,5.0,waiting\n"), [], "no job finished", False),
+        (lambda p: (hand_run(p), (p / "run.json").write_text("{not json")), [], "run.json:1: not valid JSON", True),
+        (lambda p: (hand_run(p), (p / "jobs.csv").unlink()), [], "no jobs.csv", True),
+        (lambda p: (hand_run(p), (p / "jobs.csv").write_text("a,b\n1,2\n")), [], "no column 'job_id'", True),
+        (lambda p: sweep_csv(p, [{"seed": 0, "avg_jct_s": 1.0}]), [], "varies nothing but the seed", False),
+        (lambda p: sweep_csv(p, [{"x": 1, "avg_jct_s": 1.0}]), ["--metric", "nope"], "--metric nope: not a metric", False),
+        (lambda p: sweep_csv(p, [{"x": 1, "avg_jct_s": 1.0}]), ["--kind", "gantt"], "is a sweep", False),
+        (lambda p: (p.mkdir(), (p / "results").mkdir()), [], "holds no Parquet files", True),
+    ],
+)
+def test_bad_input_gets_a_message_and_status_2(tmp_path, capsys, make, argv, words, report_too):
+    folder = tmp_path / "in"
+    make(folder)
+    out = tmp_path / "out.png"
+    assert main(["plot", str(folder), *argv, "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and words in err and "Traceback" not in err
+    assert not out.exists()
+    if report_too:  # the report refuses the same folders (it draws every plot it can)
+        assert main(["report", str(folder), "-o", str(tmp_path / "r.html")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and words in err and not (tmp_path / "r.html").exists()
+
+
+def test_plot_refuses_a_file_type_it_cannot_write(tmp_path, capsys):
+    assert main(["plot", str(hand_run(tmp_path / "run")), "-o", str(tmp_path / "f.pdf")]) == 2
+    assert "end the name in .png or .svg" in capsys.readouterr().err
+
+
+# --- the report ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def real_run(tmp_path, monkeypatch):
+    """A small LAS run that preempts, written with `run --out` from its own folder (run.json
+    names the graph relative to where the run was started)."""
+    rows = [{"job_id": i, "arrival_s": 30.0 * i, "gpus": 1 + i % 2, "duration_s": 400.0 + 90 * i} for i in range(10)]
+    pl.DataFrame(rows).write_csv(tmp_path / "trace.csv")
+    (tmp_path / "g.sched").write_text(TINY)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "g.sched", "--out", "out"]) == 0
+    return tmp_path / "out"
+
+
+def test_report_of_a_run_embeds_everything(real_run, tmp_path):
+    out = tmp_path / "report.html"
+    assert main(["report", str(real_run), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert page.count('<figure class="plot"><img') == 3
+    assert page.count('src="data:image/png;base64,') == 3 and page.count('src="data:image/svg+xml;base64,') == 1
+    assert "average JCT" in page and "2 GPUs on 1 nodes" in page
+    for attribute in ("src=", "href="):  # nothing but data URIs to load
+        assert all(part.startswith('"data:') for part in page.split(attribute)[1:])
+    assert 'class="note"' not in page
+
+
+def test_report_says_when_the_graph_is_not_found(tmp_path):
+    out = tmp_path / "r.html"
+    assert main(["report", str(hand_run(tmp_path / "run")), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "nowhere.sched is not found from here" in page and page.count('<figure class="plot"><img') == 3
+
+
+def test_report_of_a_sweep(tmp_path):
+    rows = [
+        {"arrivals.rate": r, "seed": seed, "avg_jct_s": 10.0 + seed, "utilization": 0.4}
+        for seed in (1, 0)
+        for r in ("16/h", "4/h")  # as a results store may list them: by key, not by value
+    ]
+    sweep_csv(tmp_path / "sweep", rows)
+    out = tmp_path / "r.html"
+    assert main(["report", str(tmp_path / "sweep"), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert page.count('<figure class="plot"><img') == 2  # avg_jct_s and utilization against the rate
+    assert page.count("<tr>") == 1 + len(rows) and "40.0%" in page
+    listed = re.findall(r'<tr><td class="">([^<]*)</td><td class="n">([^<]*)</td>', page)
+    assert listed == [("4/h", "0"), ("4/h", "1"), ("16/h", "0"), ("16/h", "1")]
+
+
+@pytest.mark.slow
+def test_the_report_opens_in_a_headless_browser(real_run, tmp_path):
+    import shutil
+
+    if shutil.which("chromium") is None or shutil.which("chromedriver") is None:
+        pytest.fail("Debian's chromium and chromium-driver are required (the README's test command installs them)")
+    from io import BytesIO
+
+    from PIL import Image
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    page = tmp_path / "report.html"
+    assert main(["report", str(real_run), "-o", str(page)]) == 0
+    # A page that does load something from elsewhere, to show that such loads are seen.
+    leaky = tmp_path / "leaky.html"
+    leaky.write_text('<!DOCTYPE html><html><body><img src="http://127.0.0.1:9/x.png"></body></html>')
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,2600"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    try:
+
+        def visit(path) -> list[str]:
+            """Open a page; the URLs it asked for besides itself and data URIs."""
+            driver.get_log("performance")
+            driver.get(path.as_uri())
+            driver.execute_script("return document.readyState")
+            urls = []
+            for entry in driver.get_log("performance"):
+                message = json.loads(entry["message"])["message"]
+                if message["method"] == "Network.requestWillBeSent":
+                    urls.append(message["params"]["request"]["url"])
+            return [u for u in urls if u != path.as_uri() and not u.startswith("data:")]
+
+        assert visit(leaky) == ["http://127.0.0.1:9/x.png"]
+        assert visit(page) == []
+        images = driver.execute_script(
+            "return Array.from(document.images).map(i => ({plot: i.closest('figure.plot') !== null, "
+            "complete: i.complete, width: i.naturalWidth, height: i.naturalHeight}))"
+        )
+        plots = [i for i in images if i["plot"]]
+        assert len(plots) == 3 and len(images) == 4  # three plots and the graph
+        assert all(i["complete"] and i["width"] > 0 and i["height"] > 0 for i in images), images
+        resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+        assert [r for r in resources if not r.startswith("data:")] == []
+        shot = driver.get_screenshot_as_png()
+    finally:
+        driver.quit()
+    assert is_png(shot)
+    picture = Image.open(BytesIO(shot)).convert("RGB")
+    colours = picture.getcolors(maxcolors=1 << 20)
+    assert picture.width > 500 and colours is not None and len(colours) > 50

@@ -1,0 +1,30 @@
+"""`roundhouse plot RUN_OR_SWEEP [--kind ...] -o FILE`: draw one figure of a run's or a sweep's
+output folder (PNG or SVG, by the file's suffix)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from roundhouse.tools.outputs import SweepFolder, open_folder
+from roundhouse.tools.plots import KINDS, figure, file_format, save
+
+
+def register(sub) -> None:
+    p = sub.add_parser("plot", help="draw a figure of a run's or a sweep's output folder")
+    p.add_argument("folder", metavar="RUN_OR_SWEEP", help="a folder written by `run --out` or `sweep --out`")
+    p.add_argument(
+        "--kind",
+        help=f"{', '.join(KINDS)} (default: jct-cdf for a run, load for a sweep)",
+    )
+    p.add_argument("--metric", default="avg_jct_s", help="for --kind load: the summary column to draw (default avg_jct_s)")
+    p.add_argument("--x", help="for --kind load: the varied name on the x axis (default: the first one that is not a seed)")
+    p.add_argument("-o", "--output", required=True, help="output file: .png or .svg")
+    p.set_defaults(handler=plot)
+
+
+def plot(args) -> int:
+    file_format(Path(args.output))  # before any work
+    folder = open_folder(args.folder)
+    kind = args.kind or ("load" if isinstance(folder, SweepFolder) else "jct-cdf")
+    save(figure(folder, kind, args.metric, args.x), Path(args.output))
+    return 0

@@ -1,0 +1,313 @@
+"""The figures of a run or a sweep: JCT CDF, a metric against load with confidence bands, GPUs
+busy over time, and a per-job Gantt chart (matplotlib, drawn off-screen)."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import attrs
+import matplotlib
+import numpy as np
+import polars as pl
+from matplotlib.figure import Figure
+
+from roundhouse.errors import UsageError
+from roundhouse.runtime.files import writing
+from roundhouse.runtime.values import duration_from_text, rate_from_text
+from roundhouse.tools.outputs import RunFolder, SweepFolder
+
+KINDS = ("jct-cdf", "load", "utilisation", "gantt")
+RUN_KINDS = ("jct-cdf", "utilisation", "gantt")
+FILE_FORMATS = ("png", "svg")
+
+# Fixed ids and no dates in the files: the same folder gives byte-identical figures.
+_RC = {"svg.hashsalt": "roundhouse", "font.size": 9}
+_METADATA = {"png": {"Software": None}, "svg": {"Date": None}}
+
+
+def figure(folder: RunFolder | SweepFolder, kind: str, metric: str = "avg_jct_s", x: str | None = None) -> Figure:
+    if kind not in KINDS:
+        raise UsageError(f"--kind {kind}: unknown kind; choose {', '.join(KINDS[:-1])} or {KINDS[-1]}")
+    if isinstance(folder, SweepFolder):
+        if kind != "load":
+            raise UsageError(
+                f"--kind {kind}: {folder.path} is a sweep, which keeps one summary per run and no per-job table; "
+                f"draw {kind} from a run's folder, or use --kind load"
+            )
+        return load_figure(folder, metric, x)
+    if kind == "load":
+        raise UsageError(f"--kind load: {folder.path} is one run; a metric against load needs a sweep's folder")
+    if folder.jobs.height == 0:
+        raise UsageError(f"{folder.path}: the run has no jobs (its jobs.csv has no rows); nothing to draw")
+    return {"jct-cdf": jct_cdf_figure, "utilisation": utilisation_figure, "gantt": gantt_figure}[kind](folder)
+
+
+def file_format(out: Path) -> str:
+    fmt = out.suffix.lstrip(".").lower()
+    if fmt not in FILE_FORMATS:
+        raise UsageError(f"-o {out}: cannot tell the format; end the name in .png or .svg")
+    return fmt
+
+
+def save(fig: Figure, out: Path) -> None:
+    data = figure_bytes(fig, file_format(out))
+    with writing(out):
+        out.write_bytes(data)
+
+
+def figure_bytes(fig: Figure, fmt: str) -> bytes:
+    buffer = io.BytesIO()
+    with matplotlib.rc_context(_RC):
+        fig.savefig(buffer, format=fmt, dpi=110, metadata=_METADATA[fmt])
+    return buffer.getvalue()
+
+
+def _new_figure(width: float = 7.0, height: float = 4.0) -> tuple[Figure, object]:
+    with matplotlib.rc_context(_RC):
+        fig = Figure(figsize=(width, height), layout="constrained")
+        ax = fig.add_subplot()
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _time_unit(span_s: float) -> tuple[str, float]:
+    """Hours for spans of hours, else minutes or seconds (as the run's printed summary)."""
+    return ("h", 3600.0) if span_s >= 7200 else ("min", 60.0) if span_s >= 120 else ("s", 1.0)
+
+
+def _title(folder: RunFolder, what: str) -> str:
+    graph = Path(folder.graph).name if folder.graph else folder.path.name
+    return f"{what} · {graph}" + (f" · {folder.sink}" if folder.sink else "")
+
+
+# --- runs -----------------------------------------------------------------------------------
+
+
+def jct_cdf_figure(run: RunFolder) -> Figure:
+    jct = np.sort(run.jobs["jct_s"].drop_nulls().drop_nans().to_numpy())
+    if not len(jct):
+        raise UsageError(f"{run.path}: no job finished in this run; there is no JCT to draw")
+    unit, size = _time_unit(float(jct[-1]))
+    fig, ax = _new_figure()
+    share = np.arange(1, len(jct) + 1) / len(jct)
+    ax.step(np.concatenate(([0.0], jct / size)), np.concatenate(([0.0], share)), where="post", label=f"{len(jct)} finished jobs")
+    ax.axvline(float(np.mean(jct)) / size, color="grey", linestyle="--", linewidth=1, label="average")
+    ax.set_xlabel(f"job completion time ({unit})")
+    ax.set_ylabel("share of finished jobs")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlim(left=0)
+    ax.legend(loc="lower right")
+    ax.set_title(_title(run, "JCT CDF"))
+    return fig
+
+
+def busy_gpus(jobs: pl.DataFrame, end_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """GPUs held over time, as a step function: busy[i] GPUs from times[i] until times[i + 1].
+
+    A job holds its GPUs from its first start to its finish (to `end_s` if it had not
+    finished); a job never started holds nothing. jobs.csv does not say when a preempted job
+    was suspended, only how long it held its GPUs in all (run_s): its GPUs count in that
+    proportion over the whole span, so that the area under the curve is the GPU time held."""
+    started = jobs.filter(pl.col("first_start_s").is_not_null() & pl.col("first_start_s").is_not_nan())
+    start = started["first_start_s"].to_numpy().astype(float)
+    stop = started["finish_s"].fill_nan(None).fill_null(end_s).to_numpy().astype(float)
+    stop = np.maximum(stop, start)
+    gpus = started["gpus"].to_numpy().astype(float)
+    span = stop - start
+    held = started["run_s"].fill_nan(None).fill_null(0.0).to_numpy().astype(float)
+    preempted = (started["preemptions"].fill_null(0).to_numpy() > 0) & (span > 0)
+    gpus = np.where(preempted, gpus * np.clip(held / np.where(span > 0, span, 1.0), 0.0, 1.0), gpus)
+    edges = np.concatenate((start, stop))
+    change = np.concatenate((gpus, -gpus))
+    order = np.argsort(edges, kind="stable")
+    times, first = np.unique(edges[order], return_index=True)
+    if not len(times):
+        return times, np.zeros(0)
+    return times, np.cumsum(np.add.reduceat(change[order], first))
+
+
+def utilisation_figure(run: RunFolder) -> Figure:
+    times, busy = busy_gpus(run.jobs, run.end_s)
+    if not len(times):
+        raise UsageError(f"{run.path}: no job started in this run; no GPU was ever busy")
+    end = max(run.end_s, float(times[-1]))
+    unit, size = _time_unit(end)
+    fig, ax = _new_figure(8.0, 3.6)
+    t = np.concatenate((times, [end])) / size
+    b = np.concatenate((busy, [busy[-1]]))
+    ax.fill_between(t, b, step="post", alpha=0.35, linewidth=0)
+    ax.step(t, b, where="post", linewidth=1, label="GPUs held")
+    capacity = run.cluster_gpus
+    if capacity:
+        ax.axhline(capacity, color="black", linewidth=1, linestyle=":", label=f"cluster: {capacity} GPUs")
+        measured = run.summary.get("utilization")
+        if measured is not None:
+            ax.axhline(measured * capacity, color="grey", linewidth=1, linestyle="--", label=f"measured average: {measured:.1%}")
+    preempted = int((run.jobs["preemptions"].fill_null(0) > 0).sum())
+    if preempted:
+        ax.set_title(f"{preempted} preempted jobs: their GPU time spread over first start to finish", fontsize=8, loc="right")
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel("busy GPUs")
+    ax.set_xlim(0, end / size)
+    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, max(capacity or 0, float(busy.max())) * 1.25)
+    ax.legend(loc="upper right", fontsize=7, ncols=3)
+    ax.set_title(_title(run, "GPU utilisation"), loc="left")
+    return fig
+
+
+def gantt_figure(run: RunFolder) -> Figure:
+    """One row per job, in arrival order: a thin line while it waited, a bar from its first
+    start to its finish, coloured by its GPU count."""
+    jobs = run.jobs.sort(["arrival_s", "job_id"])
+    n = jobs.height
+    end = max(run.end_s, float(np.nanmax(jobs["finish_s"].fill_null(np.nan).to_numpy(), initial=0.0)))
+    unit, size = _time_unit(end)
+    fig, ax = _new_figure(8.0, min(12.0, 2.0 + 0.18 * n))
+    rows = np.arange(n)
+    arrival = jobs["arrival_s"].to_numpy().astype(float)
+    first = jobs["first_start_s"].fill_nan(None).to_numpy().astype(float)
+    finish = jobs["finish_s"].fill_nan(None).fill_null(end).to_numpy().astype(float)
+    started = ~np.isnan(first)
+    waited_until = np.where(started, first, end)
+    ax.hlines(rows, arrival / size, waited_until / size, color="#bbbbbb", linewidth=1, label="waiting")
+    width = float(np.clip(300 / max(n, 1), 0.8, 8.0))
+    gpus = jobs["gpus"].to_numpy().astype(int)
+    sizes = np.unique(gpus[started])
+    colours = matplotlib.colormaps["viridis"](np.linspace(0.1, 0.85, max(len(sizes), 1)))
+    preempted = jobs["preemptions"].fill_null(0).to_numpy() > 0
+    for colour, g in zip(colours, sizes):
+        label = f"{g} GPU" + ("" if g == 1 else "s")
+        for lighter in (False, True):
+            pick = started & (gpus == g) & (preempted == lighter)
+            if pick.any():
+                alpha = 0.45 if lighter else 1.0
+                ax.hlines(
+                    rows[pick], first[pick] / size, finish[pick] / size, color=colour, alpha=alpha, linewidth=width, label=label
+                )
+                label = None
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel("job (in arrival order)")
+    ax.set_xlim(0, end / size)
+    ax.set_ylim(n - 0.5, -0.5)
+    if n <= 30:
+        ax.set_yticks(rows, [str(int(j)) for j in jobs["job_id"].to_list()])
+    ax.legend(loc="upper right", fontsize=7)
+    if preempted.any():
+        ax.set_title(f"lighter: {int(preempted.sum())} preempted jobs, holding GPUs part of the bar", fontsize=8, loc="right")
+    ax.set_title(_title(run, "Jobs over time"), loc="left")
+    return fig
+
+
+# --- sweeps ---------------------------------------------------------------------------------
+
+
+def is_seed(label: str) -> bool:
+    return label == "seed" or label.endswith(".seed")
+
+
+@attrs.frozen
+class Axis:
+    name: str
+    positions: dict[str, float]  # each value as written -> where it is drawn
+    unit: str  # "" when the values are plain numbers or categories
+    categorical: bool
+
+
+def x_axis(name: str, values: list[str]) -> Axis:
+    """Where to draw each value of a varied name: plain numbers, rates (per hour), durations
+    (seconds) and multipliers on a number line; anything else one step apart in order."""
+    distinct = list(dict.fromkeys(values))
+    readers = (
+        ("", float),
+        ("per hour", lambda v: rate_from_text(v) * 3600.0),
+        ("s", duration_from_text),
+        ("x", lambda v: float(v.removesuffix("x")) if v.endswith("x") else float("nan")),
+    )
+    for unit, read in readers:
+        try:
+            numbers = [float(read(v)) for v in distinct]
+        except ValueError:
+            continue
+        if all(math.isfinite(v) for v in numbers):
+            return Axis(name, dict(zip(distinct, numbers)), unit, False)
+    return Axis(name, {v: float(i) for i, v in enumerate(distinct)}, "", True)
+
+
+def metric_bands(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = None) -> tuple[pl.DataFrame, Axis]:
+    """The metric's mean, and a 95% confidence interval of that mean over seeds, at each value
+    of `x`, one series per combination of the other varied names. Columns: series, x, position,
+    mean, low, high, runs."""
+    from scipy import stats
+
+    table = sweep.table
+    varied = [label for label in sweep.labels if not is_seed(label)]
+    if x is None:
+        if not varied:
+            raise UsageError(f"{sweep.source}: the sweep varies nothing but the seed; there is no axis to draw against")
+        x = varied[0]
+    if x not in sweep.labels:
+        raise UsageError(f"--x {x}: not a name the sweep varied (it varied {', '.join(sweep.labels) or 'nothing'})")
+    numeric = [c for c, t in table.schema.items() if t.is_numeric() and c not in sweep.labels]
+    if metric not in numeric:
+        raise UsageError(f"--metric {metric}: not a metric of {sweep.source} (it has {', '.join(numeric) or 'none'})")
+    others = [label for label in varied if label != x]
+    data = table.select(
+        pl.col(x).cast(pl.String).alias("x"),
+        (
+            pl.concat_str([pl.format(f"{o}={{}}", pl.col(o).cast(pl.String)) for o in others], separator=", ")
+            if others
+            else pl.lit("")
+        )
+        .fill_null("")
+        .alias("series"),
+        pl.col(metric).cast(pl.Float64).fill_nan(None).alias("value"),
+    ).drop_nulls(["x", "value"])
+    if data.height == 0:
+        raise UsageError(f"{sweep.source}: no finished run has a value of {metric}; nothing to draw")
+    axis = x_axis(x, data["x"].to_list())
+    grouped = (
+        data.group_by(["series", "x"], maintain_order=True)
+        .agg(pl.col("value").mean().alias("mean"), pl.col("value").std(ddof=1).alias("sd"), pl.len().alias("runs"))
+        .with_columns(pl.col("x").replace_strict(axis.positions, return_dtype=pl.Float64).alias("position"))
+    )
+    runs = grouped["runs"].to_numpy()
+    t = stats.t.ppf(0.975, np.maximum(runs - 1, 1))
+    half = np.where(runs > 1, t * grouped["sd"].fill_null(0.0).to_numpy() / np.sqrt(runs), 0.0)
+    mean = grouped["mean"].to_numpy()
+    return (
+        grouped.with_columns(pl.Series("low", mean - half), pl.Series("high", mean + half))
+        .select("series", "x", "position", "mean", "low", "high", "runs")
+        .sort(["series", "position"]),
+        axis,
+    )
+
+
+def load_figure(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = None) -> Figure:
+    bands, axis = metric_bands(sweep, metric, x)
+    scale, unit = 1.0, ""
+    if metric.endswith("_s"):
+        unit, scale = _time_unit(float(bands["high"].max()))
+        unit = f" ({unit})"
+    elif metric == "utilization":
+        scale, unit = 0.01, " (%)"
+    fig, ax = _new_figure()
+    for (series,), part in bands.group_by(["series"], maintain_order=True):
+        pos = part["position"].to_numpy()
+        line = ax.plot(pos, part["mean"].to_numpy() / scale, marker="o", label=series or None)[0]
+        if (part["runs"] > 1).any():
+            ax.fill_between(
+                pos, part["low"].to_numpy() / scale, part["high"].to_numpy() / scale, alpha=0.2, color=line.get_color()
+            )
+    ticks = dict(zip(bands["position"].to_list(), bands["x"].to_list()))
+    if axis.categorical or len(ticks) <= 12:
+        ax.set_xticks(list(ticks), list(ticks.values()))
+    ax.set_xlabel(axis.name + (f" ({axis.unit})" if axis.unit and not axis.categorical and len(ticks) > 12 else ""))
+    ax.set_ylabel(metric + unit)
+    most = int(bands["runs"].max())
+    ax.set_title(f"{metric} against {axis.name}" + (f" · mean of up to {most} seeds, 95% band" if most > 1 else ""))
+    if bands["series"].n_unique() > 1:
+        ax.legend(fontsize=7)
+    return fig

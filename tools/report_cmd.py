@@ -1,0 +1,199 @@
+"""`roundhouse report RUN_OR_SWEEP -o report.html`: one self-contained HTML page of a run or a
+sweep: its graph drawn by Graphviz, its summary table and its plots, every image embedded as a
+data URI so that the page loads nothing from anywhere."""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+import polars as pl
+
+from roundhouse.errors import RoundhouseError, UsageError
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.files import writing
+from roundhouse.tools.graph_drawing import draw
+from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
+from roundhouse.tools.plots import RUN_KINDS, figure, figure_bytes, x_axis
+from roundhouse.tools.results import in_units
+
+# The metrics a sweep's report draws against its first varied name, when the sweep has them.
+SWEEP_METRICS = ("avg_jct_s", "p99_jct_s", "avg_responsiveness_s", "utilization")
+SWEEP_COLUMNS = ("jobs_finished", "avg_jct_s", "p99_jct_s", "avg_responsiveness_s", "utilization", "preemptions")
+CAPTIONS = {
+    "jct-cdf": "Job completion times of the finished jobs.",
+    "utilisation": "GPUs held over time, counted from each job's first start to its finish.",
+    "gantt": "Each job in arrival order: grey while it waited, a bar from its first start to its finish.",
+}
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
+       max-width: 1000px; padding: 0 1em; color: #222; background: #fff; }
+h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { font-size: 1.2em; border-bottom: 1px solid #ddd; margin-top: 1.6em; }
+.facts { color: #555; margin: 0 0 1em 0; }
+table { border-collapse: collapse; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.7em; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f3f3f3; text-align: left; }
+figure { margin: 1.2em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { color: #555; font-size: 0.9em; }
+.note { background: #fff8e0; border-left: 4px solid #e0b000; padding: 0.4em 0.8em; }
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("report", help="write one self-contained HTML page of a run's or a sweep's output folder")
+    p.add_argument("folder", metavar="RUN_OR_SWEEP", help="a folder written by `run --out` or `sweep --out`")
+    p.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    p.set_defaults(handler=report)
+
+
+def report(args) -> int:
+    out = Path(args.output)
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise UsageError(f"-o {args.output}: a report is an HTML page; end the name in .html")
+    folder = open_folder(args.folder)
+    page = run_page(folder) if isinstance(folder, RunFolder) else sweep_page(folder)
+    with writing(out):
+        out.write_text(page, encoding="utf-8")
+    return 0
+
+
+def run_page(run: RunFolder) -> str:
+    if run.jobs.height == 0:
+        raise UsageError(f"{run.path}: the run has no jobs (its jobs.csv has no rows); there is nothing to report")
+    info = run.info
+    show = in_units(run.summary.get("makespan_s") or run.end_s)
+    s = run.summary
+    rows = [
+        ("jobs finished / tracked", f"{s.get('jobs_finished', '—')} / {s.get('jobs_tracked', '—')}"),
+        ("average JCT", show(s.get("avg_jct_s"))),
+        ("median JCT", show(s.get("median_jct_s"))),
+        ("p95 JCT", show(s.get("p95_jct_s"))),
+        ("p99 JCT", show(s.get("p99_jct_s"))),
+        ("average responsiveness", show(s.get("avg_responsiveness_s"))),
+        ("average queueing", show(s.get("avg_queue_s"))),
+        ("makespan", show(s.get("makespan_s"))),
+        ("utilization", "—" if s.get("utilization") is None else f"{s['utilization']:.1%}"),
+        ("preemptions", str(s.get("preemptions", "—"))),
+    ]
+    facts = [
+        f"cluster: {info.get('cluster', '—')}",
+        f"{info.get('rounds', '—')} rounds",
+        f"ran to {in_units(run.end_s)(run.end_s)}",
+        f"stopped: {info.get('stop_reason', '—')}",
+    ]
+    plots = []
+    for kind in RUN_KINDS:
+        try:
+            plots.append(_figure_html(figure(run, kind), CAPTIONS[kind]))
+        except UsageError as err:  # e.g. no job finished: the other plots still tell something
+            plots.append(_note(str(err)))
+    name = Path(run.graph).name if run.graph else run.path.name
+    return _page(
+        f"Run of {name}",
+        facts,
+        _graph_html(run.graph),
+        _table(["metric", "value"], rows),
+        plots,
+    )
+
+
+def sweep_page(sweep: SweepFolder) -> str:
+    table = sweep.table
+    columns = [*sweep.labels, *(c for c in SWEEP_COLUMNS if c in table.columns)]
+    span = max((v for c in ("avg_jct_s", "p99_jct_s") if c in table.columns for v in table[c].drop_nulls().to_list()), default=0)
+    show = in_units(span)
+    # A results store keeps its runs in key order: list them by the values varied, as placed on a plot's axis.
+    order = [
+        pl.col(n).cast(pl.String).replace_strict(x_axis(n, table[n].cast(pl.String).to_list()).positions, default=None)
+        for n in sweep.labels
+    ]
+    if order and table.height:
+        table = table.with_columns(pl.col(n).cast(pl.String) for n in sweep.labels).sort(order, nulls_last=True)
+    rows = []
+    for row in table.select(columns).iter_rows(named=True):
+        rows.append(tuple(_cell(c, row[c], show) for c in columns))
+    facts = [f"{table.height} runs finished", f"read from {sweep.source.name}"]
+    if sweep.failed:
+        facts.append(f"{sweep.failed} runs failed (left out)")
+    plots = []
+    for metric in (m for m in SWEEP_METRICS if m in table.columns):
+        try:
+            plots.append(
+                _figure_html(figure(sweep, "load", metric), f"{metric} against load; bands are 95% intervals over seeds.")
+            )
+        except UsageError as err:
+            plots.append(_note(str(err)))
+    graph = _graph_html(sweep.graph) if sweep.graph else _note("The sweep's folder does not record its graph.")
+    title = f"Sweep of {Path(sweep.graph).name}" if sweep.graph else f"Sweep in {sweep.path.name}"
+    return _page(title, facts, graph, _table(columns, rows), plots)
+
+
+def _cell(column: str, value, show) -> str:
+    if value is None:
+        return "—"
+    if column == "utilization":
+        return f"{value:.1%}"
+    if column.endswith("_s") and isinstance(value, int | float):
+        return show(value)
+    return str(value)
+
+
+def _graph_html(graph: str | None) -> str:
+    """The run's graph as Graphviz draws it, or a note saying why it is not drawn (the report
+    is still worth having without it)."""
+    if not graph:
+        return _note("run.json names no graph.")
+    path = Path(graph)
+    if not path.is_file():
+        return _note(f"The graph {graph} is not found from here (a relative path is relative to where the run was started).")
+    try:
+        svg = draw(compile_file(path), "svg")
+    except RoundhouseError as err:
+        return _note(f"The graph {graph} could not be drawn: {err}")
+    return (
+        f'<figure><img alt="the graph {html.escape(path.name)}" src="{_data_uri(svg, "image/svg+xml")}">'
+        f"<figcaption>{html.escape(str(graph))}, as the file reads now (values given with --set are not shown)."
+        "</figcaption></figure>"
+    )
+
+
+def _figure_html(fig, caption: str) -> str:
+    return (
+        f'<figure class="plot"><img alt="{html.escape(caption)}" src="{_data_uri(figure_bytes(fig, "png"), "image/png")}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
+
+
+def _data_uri(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{html.escape(text)}</p>'
+
+
+def _table(header, rows) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{"n" if i else ""}">{html.escape(str(v))}</td>' for i, v in enumerate(row)) + "</tr>"
+        for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _page(title: str, facts: list[str], graph: str, summary: str, plots: list[str]) -> str:
+    esc = html.escape
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{STYLE}</style></head>\n<body>\n"
+        f"<h1>{esc(title)}</h1>\n"
+        f'<p class="facts">{" · ".join(esc(f) for f in facts)}</p>\n'
+        f"<h2>Graph</h2>\n{graph}\n"
+        f"<h2>Summary</h2>\n{summary}\n"
+        f"<h2>Plots</h2>\n{''.join(plots)}\n"
+        "</body></html>\n"
+    )
