@@ -83,15 +83,17 @@ def run(out_dir: Path, quick: bool) -> Report:
     from roundhouse.tools.loopback import Loopback
 
     out_dir = Path(out_dir)
-    jobs = 6 if quick else 12
-    seconds = 4.0 if quick else 8.0
+    # The quick run is a smoke test of the whole path (profile, live run, calibrated simulation),
+    # sized to finish in about a minute; its figures are noisier than the full run's.
+    jobs = 4 if quick else 12
+    seconds = 2.0 if quick else 8.0
     before = profile(
         list(MODELS), gpus=[1], gpu_type="V100", seconds=seconds, concurrent=2, log=lambda s: None, beside=list(MODELS)
     )
     rates = {m.model: m.iters_per_s for m in before.measurements}
     # Rounds must outlast the overheads (the simulator's rule) and be short beside the jobs.
-    run_s = (30.0, 60.0) if quick else (30.0, 90.0)
-    trace = _trace(rates, jobs, seed=5, run_s=run_s, gap_s=15.0)
+    run_s = (15.0, 30.0) if quick else (30.0, 90.0)
+    trace = _trace(rates, jobs, seed=5, run_s=run_s, gap_s=8.0 if quick else 15.0)
     trace.write_csv(out_dir / "trace.csv")
     round_s = max(4.0, math.ceil(before.fresh_launch_s + before.checkpoint_s + 1.5))
     # The live run reads the profile measured before it (Fifo and FirstFree decide without
