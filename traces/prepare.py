@@ -104,6 +104,7 @@ def prepare_jobs(
             if series.dtype.is_numeric()
             else np.array(series.to_list(), dtype=object)
         )
+    columns["comm_model"] = _communication_rows(model, raw_models, job_id, origin)
     columns.update(_placement_columns(trace, raw_models, models, known, batch, gpus, model, reference_gpu, origin))
     from roundhouse.traces.losscurves import initial_loss
 
@@ -111,6 +112,25 @@ def prepare_jobs(
     if loss is not None:
         columns["loss"] = loss  # a live column from here on (the world updates it with progress)
     return JobBatch(columns, type_rates, origin), unknown
+
+
+def _communication_rows(model: ThroughputModel, raw_models, job_id, origin) -> np.ndarray:
+    """Each job's row in the communication profile; all -1 unless the cluster has network
+    tiers. On a tiered cluster a job that names a model must have a profile (a job with no
+    model has no communication: it runs as on a cluster without tiers)."""
+    table = model.communication
+    if table is None:
+        return np.full(len(raw_models), -1, dtype=np.int64)
+    rows = table.index(raw_models)
+    missing = (rows < 0) & np.array([m is not None for m in raw_models], dtype=bool)
+    if missing.any():
+        i = int(missing.nonzero()[0][0])
+        raise TraceError(
+            origin,
+            f"job {job_id[i]}: model {raw_models[i]!r} has no communication profile, which a cluster with network "
+            f"tiers needs (the profile {table.source} knows {', '.join(table.models)})",
+        )
+    return rows
 
 
 def _placement_columns(trace, raw_models, models, known, batch, gpus, model, reference_gpu, origin) -> dict:
