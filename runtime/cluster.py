@@ -33,13 +33,16 @@ import re
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
 
 from roundhouse.errors import ClusterError, did_you_mean
-from roundhouse.traces.communication import DALLY_TIERS, TIER_NAMES, Tier, Tiers
 from roundhouse.traces.jobs import read_only
+
+if TYPE_CHECKING:
+    from roundhouse.traces.communication import Tiers
 
 GAVEL_TYPES = ("V100", "P100", "K80")
 
@@ -96,6 +99,8 @@ class ClusterSpec:
         m = re.fullmatch(r"dally\s*:\s*(\d+)", text, re.I)
         if m is None or int(m.group(1)) < 1:
             raise ClusterError(f"bad cluster '{text}': write dally:N, N racks of Dally's machines (N at least 1)")
+        from roundhouse.traces.communication import DALLY_TIERS
+
         racks = int(m.group(1))
         nodes = racks * DALLY_MACHINES_PER_RACK
         group = NodeGroup(nodes=nodes, gpus_per_node=DALLY_GPUS_PER_MACHINE, racks=racks)
@@ -171,6 +176,8 @@ class ClusterSpec:
 def _tiers_from_table(path: Path, table: object) -> Tiers:
     """A [tiers] table: [tiers.machine], [tiers.rack] and [tiers.network], each with optional
     `latency_ns` (0 or more) and `bandwidth_gb_per_s` (above 0); what is left out is Dally's."""
+    from roundhouse.traces.communication import DALLY_TIERS, TIER_NAMES, Tier, Tiers
+
     if not isinstance(table, dict):
         raise ClusterError("'tiers' must be a table ([tiers], with [tiers.machine], [tiers.rack], [tiers.network])", path)
     tiers = {}
@@ -372,6 +379,8 @@ class Cluster:
         text = f"{self.n_gpus} GPUs on {self.n_nodes} nodes ({', '.join(parts)})"
         if self.tiers is None:
             return text
+        from roundhouse.traces.communication import TIER_NAMES
+
         per_rack = np.bincount(self.node_rack, minlength=self.n_racks)
         low, high = int(per_rack.min()), int(per_rack.max())
         machines = (f"{low}" if low == high else f"{low}-{high}") + (" machine" if high == 1 else " machines")

@@ -179,7 +179,6 @@ class World:
         cols = self._cols
         cols["held"][rows] = 0
         cols["rate"][rows] = 0.0
-        cols["compute_rate"][rows] = 0.0
         cols["placed_type"][rows] = -1
         self.holder[isin_rows(self.holder, rows)] = -1
         if not leave_running_rows:
@@ -225,7 +224,8 @@ class World:
             return None
         cols = self._cols
         rows, gpus, counts, starts = plan.launch_rows, plan.launch_gpus, plan.launch_counts, plan.launch_starts
-        compute = np.empty(len(rows))
+        # Rates without communication differ from the rates only under the communication model.
+        compute = np.empty(len(rows)) if self.throughput.communication is not None else None
         rates = self.launch_rates(plan, compute) if len(rows) else np.zeros(0)
         if self._any_model and len(rates) and rates.min() <= 0:  # only a profile says "cannot run"
             bad = int((rates <= 0).nonzero()[0][0])
@@ -260,7 +260,7 @@ class World:
         if len(rows):
             cols["status"][rows] = RUNNING
             cols["rate"][rows] = rates
-            cols["compute_rate"][rows] = compute
+            cols["compute_rate"][rows] = rates if compute is None else compute
             cols["held"][rows] = counts
             cols["placed_type"][rows] = self.cluster.gpu_type[gpus[starts]] if len(self.cluster.gpu_types) > 1 else 0
             if plan.launch_batch is None:

@@ -68,9 +68,10 @@ LIVE_COLUMNS: dict[str, tuple[type, object]] = {
     "launches": (np.int64, 0),
     "held": (np.int64, 0),  # GPUs held now
     "rate": (np.float64, 0.0),  # iterations per second on the current placement
-    # The same without communication (the network tiers' share taken out): the time a running
-    # job's progress took at this rate is its compute time, the rest of its time held is
-    # exposed communication. Equal to `rate` where the communication model does not apply.
+    # The rate of the job's latest launch without communication (the network tiers' share taken
+    # out): a running job's progress at this rate is its compute time, the rest of its time held
+    # exposed communication. Equal to `rate` where the communication model does not apply; not
+    # reset when the job stops (read it for running jobs).
     "compute_rate": (np.float64, 0.0),
     "placed_type": (np.int64, -1),  # GPU type code of the current placement
     "batch_used": (np.int64, 0),  # batch size of the current launch

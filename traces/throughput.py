@@ -19,13 +19,15 @@ here: it reads what it needs from the job table and from `Placement`, and caller
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import numpy as np
 
-from roundhouse.traces.communication import CommunicationTable, Tiers
 from roundhouse.traces.jobs import JobReader
+
+if TYPE_CHECKING:
+    from roundhouse.traces.communication import CommunicationTable, Tiers
 
 
 class ClusterShape(Protocol):
@@ -72,8 +74,11 @@ class ThroughputModel:
         self.cluster = cluster
         self._pairs = pairs  # the pair table, or where to load it from when a pair first runs
         # The communication profile, on a cluster with network tiers only (None: the model is off).
-        tiers = getattr(cluster, "tiers", None)
-        self.communication = None if tiers is None else communication or CommunicationTable.load()
+        self.communication = None
+        if getattr(cluster, "tiers", None) is not None:
+            from roundhouse.traces.communication import CommunicationTable
+
+            self.communication = communication or CommunicationTable.load()
 
     @property
     def pairs(self):
