@@ -309,3 +309,14 @@ def test_the_shipped_profile_is_what_the_script_derives(tmp_path):
         cells = [line.split("\t") for line in (shared_workloads() / name).read_text().splitlines()]
         sizes = [int(c[c.index("ALLREDUCE") + 1]) for c in cells if "ALLREDUCE" in c]
         assert (rows[model]["layers"], rows[model]["gradient_bytes"]) == (len(sizes), sum(sizes))
+
+
+def test_the_shape_shown_in_the_docs_is_what_the_example_gives(tmp_path):
+    import re
+
+    page = (REPO / "docs" / "clusters.md").read_text()
+    body = [b for b in re.findall(r"^```toml\n(.*?)^```", page, re.S | re.M) if "[tiers" in b][0]
+    path = tmp_path / "dally.toml"
+    path.write_text(body)
+    shown = re.search(r"show a tiered cluster's shape: `([^`]+)`", page, re.S).group(1)
+    assert Cluster.parse(str(path)).describe() == " ".join(shown.split())

@@ -6,14 +6,14 @@ and spread (one node or not); the pair table's value when two jobs share the lau
 one unit of work per second for jobs known only by their duration, slowed by their
 `spread_slowdown` when their GPUs span more nodes than they need. A launch spread over several
 GPU types runs at the pace of its slowest type. On a cluster with network tiers, a job whose
-model has a communication profile runs at its consolidated rate divided by
-`1 + communication share` of the tiers its GPUs span (traces/communication.py) instead of the
-spread rate or slowdown. The simulator (through the world's books) and
-the live backend's predictions both come here, and so do estimates for hypothetical placements
-(`estimate`), which job preparation and elements use.
+model has a communication profile runs at its consolidated rate divided by `1 + share`, the
+communication share of the tiers its GPUs span (traces/communication.py), instead of at the
+spread rate or slowdown. The simulator (through the world's books) and the live backend's
+predictions both come here, and so do estimates for hypothetical placements (`estimate`), which
+job preparation and elements use.
 
-A new factor (a network tier's bandwidth, a batch size's statistical efficiency) is added
-here: it reads what it needs from the job table and from `Placement`, and callers do not change.
+A new factor (a batch size's statistical efficiency, say) is added here: it reads what it needs
+from the job table and from `Placement`, and callers do not change.
 """
 
 from __future__ import annotations
