@@ -71,10 +71,9 @@ def test_eight_gpus_give_table_one_exactly_on_each_tier():
         shares = np.array([TABLE_I[m][t] / 100 for m in TABLE_I])
         assert compute / rates - 1 == pytest.approx(shares, rel=1e-12)
         computes.append(compute)
-    # Compute does not depend on the tier: one unit of work per second, or the throughput
-    # profile's consolidated rate for the models it knows (ResNet18 and ResNet50).
-    assert computes[0].tolist() == computes[1].tolist() == computes[2].tolist()
-    assert computes[0][[0, 1, 2, 5]].tolist() == [1.0] * 4
+    # Jobs known by their duration compute one unit of work per second, whatever the tier,
+    # even those whose model the throughput profile knows (ResNet18 and ResNet50).
+    assert computes[0].tolist() == computes[1].tolist() == computes[2].tolist() == [1.0] * 6
 
 
 def test_the_dally_trace_names_find_their_profiles():
@@ -111,7 +110,7 @@ def hand_share(model: str, machine: int, rack: int, network: int) -> float:
     )
 
 
-@pytest.mark.parametrize("model", ["VGG11", "MobileNetV3", "BERT-large"])
+@pytest.mark.parametrize("model", ["VGG11", "MobileNetV3", "ResNet50"])
 def test_other_sizes_and_uneven_spreads_follow_the_ring_formula(model):
     cases = [
         (2, [np.r_[0:2]], (2, 1, 1)),  # 2 GPUs, one machine
@@ -163,9 +162,8 @@ def test_a_launch_records_its_compute_rate_beside_its_rate():
     plan = Plan(launch_rows=rows, launch_gpus=np.concatenate([RACK, NETWORK + 16]), launch_counts=[8, 8])
     world.check_plan(plan)
     world.apply_plan(plan, 0.0)
-    compute = world.jobs.column("compute_rate")[rows]
-    assert compute[1] == 1.0  # AlexNet: one unit of work per second; ResNet18: the profile's rate
-    assert world.jobs.column("rate")[rows] == pytest.approx(compute / [2.16, 2.00], rel=1e-12)
+    assert world.jobs.column("compute_rate")[rows].tolist() == [1.0, 1.0]
+    assert world.jobs.column("rate")[rows] == pytest.approx([1 / 2.16, 1 / 2.00], rel=1e-12)
 
 
 def cluster_file(tmp_path, name: str, body: str):
@@ -320,3 +318,15 @@ def test_the_shape_shown_in_the_docs_is_what_the_example_gives(tmp_path):
     path.write_text(body)
     shown = re.search(r"show a tiered cluster's shape: `([^`]+)`", page, re.S).group(1)
     assert Cluster.parse(str(path)).describe() == " ".join(shown.split())
+
+
+def test_a_profiled_model_known_by_iterations_computes_at_the_profile_rate():
+    # ResNet-18 by iterations (no duration): compute is the throughput profile's consolidated
+    # rate for 4 V100s, and the rack tier's share slows it (2 machines x 2 GPUs).
+    world = World(Cluster.parse("dally:1"), ProfileTable.load())
+    trace = pl.DataFrame({"job_id": [0], "gpus": [4], "iterations": [1e6], "model": ["ResNet-18"], "batch_size": [32]})
+    batch, _ = world.prepare(trace, "test")
+    rows = world.add_jobs(batch)
+    rates, compute = rates_on(world, rows, [np.r_[0:2, 8:10]])
+    assert compute[0] == ProfileTable.load().rate("ResNet-18", 32, "V100", 4, True)
+    assert compute[0] / rates[0] - 1 == pytest.approx(hand_share("ResNet18", 2, 2, 1), rel=1e-12)

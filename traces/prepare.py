@@ -50,6 +50,10 @@ def prepare_jobs(
     type_rates = np.ones((n, len(gpu_types)), dtype=np.float64)
     reference_rate = np.ones(n, dtype=np.float64)
     known = np.array([m is not None for m in models], dtype=bool)
+    comm_rows = _communication_rows(model, raw_models, job_id, origin)
+    # Under the communication model a job with a duration computes for that long, whatever its
+    # model, as in Dally: its compute comes from its trace, the tiers add its communication.
+    known &= ~((comm_rows >= 0) & ~np.isnan(duration))
     if known.any():
         idx = known.nonzero()[0]
         sub_models, sub_batch, sub_gpus = models[idx], batch[idx], gpus[idx]
@@ -104,7 +108,7 @@ def prepare_jobs(
             if series.dtype.is_numeric()
             else np.array(series.to_list(), dtype=object)
         )
-    columns["comm_model"] = _communication_rows(model, raw_models, job_id, origin)
+    columns["comm_model"] = comm_rows
     columns.update(_placement_columns(trace, raw_models, models, known, batch, gpus, model, reference_gpu, origin))
     from roundhouse.traces.losscurves import initial_loss
 
