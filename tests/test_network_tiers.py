@@ -330,3 +330,22 @@ def test_a_profiled_model_known_by_iterations_computes_at_the_profile_rate():
     rates, compute = rates_on(world, rows, [np.r_[0:2, 8:10]])
     assert compute[0] == ProfileTable.load().rate("ResNet-18", 32, "V100", 4, True)
     assert compute[0] / rates[0] - 1 == pytest.approx(hand_share("ResNet18", 2, 2, 1), rel=1e-12)
+
+
+def test_a_bad_communication_profile_names_its_row_and_column(tmp_path):
+    from roundhouse.errors import TraceError
+
+    header = (
+        "model,also_named,layers,gradient_bytes,machine_share,rack_share,network_share,machine_scale,rack_scale,network_scale\n"
+    )
+    good = "VGG11,VGG,11,531405568,0.01,0.06,0.07,6.1,18.6,25.3\n"
+    path = tmp_path / "communication.csv"
+    path.write_text("# a comment line\n" + header + good + "AlexNet,,8,244361984,0.02,0.13,1.0,26.0,-87.1,697.0\n")
+    with pytest.raises(TraceError) as err:
+        CommunicationTable.load(path)
+    assert (err.value.row, err.value.column) == (4, "rack_scale")
+    path.write_text(header.replace(",network_scale", "") + good.replace(",25.3", ""))
+    with pytest.raises(TraceError, match="no column 'network_scale'"):
+        CommunicationTable.load(path)
+    path.write_text(header + good)
+    assert CommunicationTable.load(path).models == ("VGG11",)
