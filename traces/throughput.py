@@ -111,7 +111,8 @@ class ThroughputModel:
         if not len(rows):
             return rates
         counts = placement.counts
-        # Launches the communication model covers: a profiled model on more than one GPU.
+        # Launches the communication model covers: a model with a communication profile, on more
+        # than one GPU.
         talk = None
         if self.communication is not None:
             comm = jobs.column("comm_model")[rows]
