@@ -13,10 +13,17 @@ A spec file::
     gpu_memory_gb = 16
     network_gbps = 10      # bandwidth between nodes
     topology = "p3.8xlarge"   # optional: intra-node GPU links (runtime/topologies.py)
+    # or `machines_per_rack = 8` instead of `racks` (it must divide `nodes`)
+
+    [tiers]                # optional: the links of machine, rack and network tiers, which
+    [tiers.rack]           # turn on the communication model (traces/communication.py);
+    latency_ns = 5000      # each tier's keys default to Dally's values
+    bandwidth_gb_per_s = 200
 
 The shorthand: `32x4:V100` (32 nodes of 4 V100s), several groups joined by commas
 (`16x4:V100,16x4:P100`), and Gavel's `36:36:36` (V100:P100:K80 counts, one GPU per node, as
 Gavel's simulator sweeps use). A group may name its intra-node topology: `32x4:V100@p3.8xlarge`.
+`dally:N` is Dally's cluster of N racks: 8 machines of 8 V100s per rack, with Dally's tiers.
 """
 
 from __future__ import annotations
@@ -26,12 +33,16 @@ import re
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
 
 from roundhouse.errors import ClusterError, did_you_mean
 from roundhouse.traces.jobs import read_only
+
+if TYPE_CHECKING:
+    from roundhouse.traces.communication import Tiers
 
 GAVEL_TYPES = ("V100", "P100", "K80")
 
@@ -57,14 +68,19 @@ class NodeGroup:
 
 
 _GROUP_FIELDS = {f.name: f for f in attrs.fields(NodeGroup)}
-_INTS = {"nodes", "gpus_per_node", "racks", "cpus"}
+_INTS = {"nodes", "gpus_per_node", "racks", "cpus", "machines_per_rack"}
 _FLOATS = {"memory_gb", "gpu_memory_gb", "network_gbps"}
+_TIER_FIELDS = ("latency_ns", "bandwidth_gb_per_s")
+# Dally's cluster (`dally:N`): 8 GPUs per machine on NVSwitch, 8 machines per rack.
+DALLY_GPUS_PER_MACHINE = 8
+DALLY_MACHINES_PER_RACK = 8
 
 
 @attrs.frozen
 class ClusterSpec:
     name: str
     groups: tuple[NodeGroup, ...]
+    tiers: Tiers | None = None  # network tiers: the communication model is on
 
     @classmethod
     def parse(cls, text: str, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
@@ -73,7 +89,26 @@ class ClusterSpec:
         text = text.strip()
         if text.endswith(".toml") or Path(text).is_file():
             return cls.from_toml(Path(text), gpu_types)
+        if text.lower().startswith("dally"):
+            return cls.dally(text, gpu_types)
         return cls.from_shorthand(text, gpu_types)
+
+    @classmethod
+    def dally(cls, text: str, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
+        """`dally:N`: Dally's cluster of N racks, with Dally's network tiers."""
+        m = re.fullmatch(r"dally\s*:\s*(\d+)", text, re.I)
+        if m is None or int(m.group(1)) < 1:
+            raise ClusterError(f"bad cluster '{text}': write dally:N, N racks of Dally's machines (N at least 1)")
+        from roundhouse.traces.communication import DALLY_TIERS
+
+        racks = int(m.group(1))
+        nodes = racks * DALLY_MACHINES_PER_RACK
+        group = NodeGroup(nodes=nodes, gpus_per_node=DALLY_GPUS_PER_MACHINE, racks=racks)
+        problem = _gpu_type_problem(group.gpu_type, gpu_types)
+        if problem:
+            raise ClusterError(f"bad cluster '{text}': {problem}")
+        _check_size(f"bad cluster '{text}'", [group])
+        return cls(text, (group,), DALLY_TIERS)
 
     @classmethod
     def from_shorthand(cls, text: str, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
@@ -117,11 +152,13 @@ class ClusterSpec:
             raise ClusterError(f"cannot read cluster spec: {err}", path) from None
         except tomllib.TOMLDecodeError as err:
             raise ClusterError(f"not valid TOML: {err}", path) from None
-        unknown = [k for k in data if k not in ("name", "group")]
+        unknown = [k for k in data if k not in ("name", "group", "tiers")]
         if unknown:
-            hint = did_you_mean(unknown[0], ["name", "group"])
+            hint = did_you_mean(unknown[0], ["name", "group", "tiers"])
             raise ClusterError(
-                f"unknown key '{unknown[0]}'" + (f" ({hint})" if hint else "") + "; a spec has 'name' and [[group]] tables",
+                f"unknown key '{unknown[0]}'"
+                + (f" ({hint})" if hint else "")
+                + "; a spec has 'name', [[group]] tables and an optional [tiers] table",
                 path,
             )
         raw_groups = data.get("group")
@@ -132,7 +169,41 @@ class ClusterSpec:
         name = data.get("name", path.stem)
         if not isinstance(name, str):
             raise ClusterError("'name' must be a string", path)
-        return cls(name, tuple(groups))
+        tiers = _tiers_from_table(path, data["tiers"]) if "tiers" in data else None
+        return cls(name, tuple(groups), tiers)
+
+
+def _tiers_from_table(path: Path, table: object) -> Tiers:
+    """A [tiers] table: [tiers.machine], [tiers.rack] and [tiers.network], each with optional
+    `latency_ns` (0 or more) and `bandwidth_gb_per_s` (above 0); what is left out is Dally's."""
+    from roundhouse.traces.communication import DALLY_TIERS, TIER_NAMES, Tier, Tiers
+
+    if not isinstance(table, dict):
+        raise ClusterError("'tiers' must be a table ([tiers], with [tiers.machine], [tiers.rack], [tiers.network])", path)
+    tiers = {}
+    for key, value in table.items():
+        if key not in TIER_NAMES:
+            hint = did_you_mean(key, TIER_NAMES)
+            raise ClusterError(
+                f"[tiers]: unknown tier '{key}'" + (f" ({hint})" if hint else "") + f"; tiers are {', '.join(TIER_NAMES)}", path
+            )
+        where = f"[tiers.{key}]"
+        if not isinstance(value, dict):
+            raise ClusterError(f"{where} must be a table with {' and '.join(_TIER_FIELDS)}", path)
+        default = getattr(DALLY_TIERS, key)
+        fields = {"latency_ns": default.latency_ns, "bandwidth_gb_per_s": default.bandwidth_gb_per_s}
+        for field, number in value.items():
+            if field not in fields:
+                hint = did_you_mean(field, _TIER_FIELDS)
+                raise ClusterError(f"{where}: unknown key '{field}'" + (f" ({hint})" if hint else ""), path)
+            ok = not isinstance(number, bool) and isinstance(number, (int, float)) and math.isfinite(number)
+            if field == "latency_ns" and not (ok and number >= 0):
+                raise ClusterError(f"{where}: 'latency_ns' must be a finite number of 0 or more, got {number!r}", path)
+            if field == "bandwidth_gb_per_s" and not (ok and number > 0):
+                raise ClusterError(f"{where}: 'bandwidth_gb_per_s' must be a positive finite number, got {number!r}", path)
+            fields[field] = float(number)
+        tiers[key] = Tier(**fields)
+    return Tiers(**{t: tiers.get(t, getattr(DALLY_TIERS, t)) for t in TIER_NAMES})
 
 
 def _group_from_table(path: Path, number: int, table: object, gpu_types: Sequence[str] | None) -> NodeGroup:
@@ -140,9 +211,10 @@ def _group_from_table(path: Path, number: int, table: object, gpu_types: Sequenc
     if not isinstance(table, dict):
         raise ClusterError(f"{where} is not a table", path)
     values = {}
+    known = [*_GROUP_FIELDS, "machines_per_rack"]
     for key, value in table.items():
-        if key not in _GROUP_FIELDS:
-            hint = did_you_mean(key, _GROUP_FIELDS)
+        if key not in known:
+            hint = did_you_mean(key, known)
             raise ClusterError(f"{where}: unknown key '{key}'" + (f" ({hint})" if hint else ""), path)
         if key in _INTS:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
@@ -157,6 +229,15 @@ def _group_from_table(path: Path, number: int, table: object, gpu_types: Sequenc
     for required in ("nodes", "gpus_per_node"):
         if required not in values:
             raise ClusterError(f"{where}: missing '{required}'", path)
+    per_rack = values.pop("machines_per_rack", None)
+    if per_rack is not None:
+        if "racks" in values:
+            raise ClusterError(f"{where}: give 'racks' or 'machines_per_rack', not both", path)
+        if values["nodes"] % per_rack:
+            raise ClusterError(
+                f"{where}: 'machines_per_rack' ({per_rack}) does not divide 'nodes' ({values['nodes']}) into whole racks", path
+            )
+        values["racks"] = values["nodes"] // per_rack
     group = NodeGroup(**values)
     if group.racks > group.nodes:
         raise ClusterError(f"{where}: 'racks' ({group.racks}) is more than 'nodes' ({group.nodes})", path)
@@ -227,6 +308,8 @@ class Cluster:
                 gpu_memory.append(g.gpu_memory_gb)
                 network.append(g.network_gbps)
         self.racks: tuple[str, ...] = tuple(racks)
+        self.n_racks = len(racks)
+        self.tiers: Tiers | None = spec.tiers  # None: no network tiers, no communication model
         self.node_gpus = _ro(np.array(node_gpus, dtype=np.int64))
         self.node_type = _ro(np.array(node_type, dtype=np.int64))
         self.node_rack = _ro(np.array(node_rack, dtype=np.int64))
@@ -291,8 +374,22 @@ class Cluster:
         return "rack" if (racks == racks[0]).all() else "cluster"
 
     def describe(self) -> str:
+        """The cluster in one line; with network tiers, also its racks and each tier's links."""
         parts = [f"{g.nodes}x{g.gpus_per_node}:{g.gpu_type}" + (f"@{g.topology}" if g.topology else "") for g in self.spec.groups]
-        return f"{self.n_gpus} GPUs on {self.n_nodes} nodes ({', '.join(parts)})"
+        text = f"{self.n_gpus} GPUs on {self.n_nodes} nodes ({', '.join(parts)})"
+        if self.tiers is None:
+            return text
+        from roundhouse.traces.communication import TIER_NAMES
+
+        per_rack = np.bincount(self.node_rack, minlength=self.n_racks)
+        low, high = int(per_rack.min()), int(per_rack.max())
+        machines = (f"{low}" if low == high else f"{low}-{high}") + (" machine" if high == 1 else " machines")
+        racks = f"{self.n_racks} rack" + ("s" if self.n_racks > 1 else "")
+        links = ", ".join(
+            f"{name} {tier.latency_ns:,g} ns {tier.bandwidth_gb_per_s:,g} GB/s"
+            for name, tier in zip(TIER_NAMES, self.tiers.all())
+        )
+        return f"{text} in {racks} of {machines}; tiers: {links}"
 
     def frame(self):
         import polars as pl

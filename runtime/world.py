@@ -53,6 +53,7 @@ class World:
         # either, every launch runs at one unit of work per second (launch_rates' fast path).
         self._any_model = False
         self._any_slowdown = False
+        self._any_comm = False  # any job under the communication model (a cluster with tiers)
 
     @property
     def running_rows(self) -> np.ndarray:
@@ -102,6 +103,8 @@ class World:
             self._any_model = self._any_model or bool(np.count_nonzero(columns["has_model"]))
             slowdown = columns.get("spread_slowdown")
             self._any_slowdown = self._any_slowdown or (slowdown is not None and bool(np.count_nonzero(slowdown > 1.0)))
+            comm = columns.get("comm_model")
+            self._any_comm = self._any_comm or (comm is not None and bool(np.count_nonzero(comm >= 0)))
         return rows
 
     # --- progress and completions (from the backend) ---
@@ -198,16 +201,19 @@ class World:
         """Raise PlanError unless the plan can be carried out (runtime/plans.py)."""
         self._check(plan)
 
-    def launch_rates(self, plan: Plan) -> np.ndarray:
-        """Throughput of each launch of a plan (traces/throughput.py)."""
+    def launch_rates(self, plan: Plan, compute: np.ndarray | None = None) -> np.ndarray:
+        """Throughput of each launch of a plan (traces/throughput.py); `compute`, if given, is
+        filled with the rates without communication."""
         placement = Placement(plan.launch_gpus, plan.launch_counts, plan.launch_starts, plan.launch_batch, plan.launch_partner)
-        return self._rates(plan.launch_rows, placement)
+        return self._rates(plan.launch_rows, placement, compute)
 
-    def _rates(self, rows: np.ndarray, placement: Placement) -> np.ndarray:
-        if not self._any_model and not self._any_slowdown and placement.partner is None:
+    def _rates(self, rows: np.ndarray, placement: Placement, compute: np.ndarray | None = None) -> np.ndarray:
+        if not self._any_model and not self._any_slowdown and not self._any_comm and placement.partner is None:
+            if compute is not None:
+                compute[:] = 1.0
             return np.ones(len(rows))  # every job known by duration, nothing slows it down
         try:
-            return self.throughput.rates(self.jobs.reader, rows, placement, self._any_model)
+            return self.throughput.rates(self.jobs.reader, rows, placement, self._any_model, compute)
         except PlacementError as err:
             raise PlanError(str(err)) from None
 
@@ -218,7 +224,9 @@ class World:
             return None
         cols = self._cols
         rows, gpus, counts, starts = plan.launch_rows, plan.launch_gpus, plan.launch_counts, plan.launch_starts
-        rates = self.launch_rates(plan) if len(rows) else np.zeros(0)
+        # Rates without communication differ from the rates only under the communication model.
+        compute = np.empty(len(rows)) if self.throughput.communication is not None else None
+        rates = self.launch_rates(plan, compute) if len(rows) else np.zeros(0)
         if self._any_model and len(rates) and rates.min() <= 0:  # only a profile says "cannot run"
             bad = int((rates <= 0).nonzero()[0][0])
             gpu_type = self.cluster.gpu_types[self.cluster.gpu_type[gpus[starts[bad]]]]
@@ -253,6 +261,7 @@ class World:
         if len(rows):
             cols["status"][rows] = RUNNING
             cols["rate"][rows] = rates
+            cols["compute_rate"][rows] = rates if compute is None else compute
             cols["held"][rows] = counts
             cols["placed_type"][rows] = self.cluster.gpu_type[gpus[starts]] if len(self.cluster.gpu_types) > 1 else 0
             if plan.launch_batch is None:
@@ -287,4 +296,6 @@ class World:
             cols["partner"][survivors] = -1
             gpus = [self.gpus_of(int(r)) for r in survivors]
             alone = Placement.of(np.concatenate(gpus), [len(g) for g in gpus], batch=cols["batch_used"][survivors])
-            cols["rate"][survivors] = self._rates(survivors, alone)
+            compute = np.empty(len(survivors))
+            cols["rate"][survivors] = self._rates(survivors, alone, compute)
+            cols["compute_rate"][survivors] = compute

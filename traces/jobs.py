@@ -51,6 +51,9 @@ DERIVED_COLUMNS: dict[str, type] = {
     "has_model": np.bool_,  # the model is in the profile (else: one unit of work per second)
     "work": np.float64,  # total work
     "reference_rate": np.float64,  # throughput on the reference placement
+    # Row of the job's model in the communication profile (traces/communication.py); -1: none,
+    # or the cluster has no network tiers.
+    "comm_model": np.int64,
 }
 
 # Live fields, written by the runtime as rounds pass.
@@ -65,6 +68,11 @@ LIVE_COLUMNS: dict[str, tuple[type, object]] = {
     "launches": (np.int64, 0),
     "held": (np.int64, 0),  # GPUs held now
     "rate": (np.float64, 0.0),  # iterations per second on the current placement
+    # The rate of the job's latest launch without communication (the network tiers' share taken
+    # out): a running job's progress at this rate is its compute time, the rest of its time held
+    # exposed communication. Equal to `rate` where the communication model does not apply; not
+    # reset when the job stops (read it for running jobs).
+    "compute_rate": (np.float64, 0.0),
     "placed_type": (np.int64, -1),  # GPU type code of the current placement
     "batch_used": (np.int64, 0),  # batch size of the current launch
     # Live runs: the job failed for good (it is FINISHED without completing its work), and

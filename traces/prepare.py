@@ -50,6 +50,10 @@ def prepare_jobs(
     type_rates = np.ones((n, len(gpu_types)), dtype=np.float64)
     reference_rate = np.ones(n, dtype=np.float64)
     known = np.array([m is not None for m in models], dtype=bool)
+    comm_rows = _communication_rows(model, raw_models, job_id, origin)
+    # Under the communication model a job with a duration computes for that long, whatever its
+    # model, as in Dally: its compute comes from its trace, the tiers add its communication.
+    known &= ~((comm_rows >= 0) & ~np.isnan(duration))
     if known.any():
         idx = known.nonzero()[0]
         sub_models, sub_batch, sub_gpus = models[idx], batch[idx], gpus[idx]
@@ -109,6 +113,7 @@ def prepare_jobs(
             if series.dtype.is_numeric()
             else np.array(series.to_list(), dtype=object)
         )
+    columns["comm_model"] = comm_rows
     columns.update(_placement_columns(trace, raw_models, models, known, batch, gpus, model, reference_gpu, origin))
     from roundhouse.traces.losscurves import initial_loss
 
@@ -137,6 +142,25 @@ def _check_machine_resource(trace, name, what, per_node, job_id, gpus, origin) -
     else:
         where = f"its {gpus[i]} GPUs span at most {span} machines, and no {span} machines have more than {reach[i]:g} together"
     raise TraceError(origin, f"job {job_id[i]} asks for {demand[i]:g} {what} but {where}", column=name)
+
+
+def _communication_rows(model: ThroughputModel, raw_models, job_id, origin) -> np.ndarray:
+    """Each job's row in the communication profile; all -1 unless the cluster has network
+    tiers. On a tiered cluster a job that names a model must have a profile (a job with no
+    model has no communication: it runs as on a cluster without tiers)."""
+    table = model.communication
+    if table is None:
+        return np.full(len(raw_models), -1, dtype=np.int64)
+    rows = table.index(raw_models)
+    missing = (rows < 0) & np.array([m is not None for m in raw_models], dtype=bool)
+    if missing.any():
+        i = int(missing.nonzero()[0][0])
+        raise TraceError(
+            origin,
+            f"job {job_id[i]}: model {raw_models[i]!r} has no communication profile, which a cluster with network "
+            f"tiers needs (the profile {table.source} knows {', '.join(table.models)})",
+        )
+    return rows
 
 
 def _placement_columns(trace, raw_models, models, known, batch, gpus, model, reference_gpu, origin) -> dict:

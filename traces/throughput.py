@@ -5,23 +5,29 @@ second of each launch: the profile's value for the job's model, batch size, GPU 
 and spread (one node or not); the pair table's value when two jobs share the launch's GPUs;
 one unit of work per second for jobs known only by their duration, slowed by their
 `spread_slowdown` when their GPUs span more nodes than they need. A launch spread over several
-GPU types runs at the pace of its slowest type. The simulator (through the world's books) and
-the live backend's predictions both come here, and so do estimates for hypothetical placements
-(`estimate`), which job preparation and elements use.
+GPU types runs at the pace of its slowest type. On a cluster with network tiers, a job whose
+model has a communication profile runs at its consolidated rate divided by `1 + share`, the
+communication share of the tiers its GPUs span (traces/communication.py), instead of at the
+spread rate or slowdown. The simulator (through the world's books) and the live backend's
+predictions both come here, and so do estimates for hypothetical placements (`estimate`), which
+job preparation and elements use.
 
-A new factor (a network tier's bandwidth, a batch size's statistical efficiency) is added
-here: it reads what it needs from the job table and from `Placement`, and callers do not change.
+A new factor (a batch size's statistical efficiency, say) is added here: it reads what it needs
+from the job table and from `Placement`, and callers do not change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import numpy as np
 
 from roundhouse.traces.jobs import JobReader
+
+if TYPE_CHECKING:
+    from roundhouse.traces.communication import CommunicationTable, Tiers
 
 
 class ClusterShape(Protocol):
@@ -34,6 +40,9 @@ class ClusterShape(Protocol):
     max_gpus_per_node: int
     node_cpus: np.ndarray  # CPU cores per node
     node_memory_gb: np.ndarray  # memory per node
+    node_rack: np.ndarray  # rack per node
+    n_racks: int
+    tiers: Tiers | None  # network tiers (None: no communication model)
 
 
 class PlacementError(Exception):
@@ -62,10 +71,16 @@ class Placement:
 class ThroughputModel:
     """Rates of jobs on placements, from a throughput profile and a pair table."""
 
-    def __init__(self, profile, cluster: ClusterShape, pairs=None):
+    def __init__(self, profile, cluster: ClusterShape, pairs=None, communication: CommunicationTable | None = None):
         self.profile = profile
         self.cluster = cluster
         self._pairs = pairs  # the pair table, or where to load it from when a pair first runs
+        # The communication profile, on a cluster with network tiers only (None: the model is off).
+        self.communication = None
+        if getattr(cluster, "tiers", None) is not None:
+            from roundhouse.traces.communication import CommunicationTable
+
+            self.communication = communication or CommunicationTable.load()
 
     @property
     def pairs(self):
@@ -81,24 +96,68 @@ class ThroughputModel:
         spread; 0 where the profile has no entry."""
         return self.profile.rates(models, batch, gpu_type, gpus, consolidated)
 
-    def rates(self, jobs: JobReader, rows: np.ndarray, placement: Placement, any_model: bool = True) -> np.ndarray:
+    def rates(
+        self,
+        jobs: JobReader,
+        rows: np.ndarray,
+        placement: Placement,
+        any_model: bool = True,
+        compute: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Iterations per second of job `rows[i]` on launch i of `placement`. `any_model`:
         whether any job of the run has a profiled model (without one, only the spread slowdown
-        of jobs known by duration can matter)."""
+        of jobs known by duration can matter). `compute`, if given (as long as `rows`), is
+        filled with each launch's rate without communication (the same where the
+        communication model does not apply)."""
         rates = np.ones(len(rows))
         if not len(rows):
             return rates
-        has_model = jobs.column("has_model")[rows] if any_model else np.zeros(len(rows), dtype=bool)
         counts = placement.counts
+        # Launches the communication model covers: a model with a communication profile, on more
+        # than one GPU.
+        talk = None
+        table, tiers = self.communication, self.cluster.tiers
+        comm = np.zeros(0, dtype=np.int64)
+        if table is not None:
+            comm = jobs.column("comm_model")[rows]
+            talk = ((comm >= 0) & (counts > 1)).nonzero()[0]
+        has_model = jobs.column("has_model")[rows] if any_model else np.zeros(len(rows), dtype=bool)
         if not has_model.all() and counts[counts.argmax()] > 1:
-            self._spread_slowdown(jobs, rows, placement, rates, has_model)
+            self._spread_slowdown(jobs, rows, placement, rates, has_model, talk)
         if has_model.any():
-            self._profiled(jobs, rows, placement, rates, has_model)
+            self._profiled(jobs, rows, placement, rates, has_model, talk)
         if placement.partner is not None and np.count_nonzero(placement.partner >= 0):
             rates = self._pair_rates(jobs, rows, placement, rates)
+        if compute is not None:
+            compute[:] = rates
+        if talk is not None and len(talk) and table is not None and tiers is not None:
+            sizes = self.tier_sizes(placement, talk)
+            rates[talk] /= 1.0 + table.share(comm[talk], sizes, tiers)
         return rates
 
-    def _profiled(self, jobs: JobReader, rows, placement: Placement, rates: np.ndarray, has_model: np.ndarray) -> None:
+    def tier_sizes(self, placement: Placement, launches: np.ndarray) -> np.ndarray:
+        """(launches, 3): the ring sizes of each launch at each tier: the most GPUs it has on
+        one machine, the most machines it has in one rack, and how many racks it spans. An
+        uneven spread is as slow as its largest part."""
+        cluster = self.cluster
+        c = placement.counts[launches]
+        owner = np.arange(len(launches)).repeat(c)
+        offset = np.arange(int(c.sum())) - (c.cumsum() - c).repeat(c)
+        nodes = cluster.gpu_node[placement.gpus[placement.starts[launches].repeat(c) + offset]]
+        # GPUs per (launch, machine), then machines per (launch, rack): sorted keys keep each
+        # launch's entries together, so per-launch maxima are one reduceat each.
+        keys, per_machine = np.unique(owner * cluster.n_nodes + nodes, return_counts=True)
+        machine_owner = keys // cluster.n_nodes
+        racks = cluster.node_rack[keys % cluster.n_nodes]
+        rack_keys, per_rack = np.unique(machine_owner * cluster.n_racks + racks, return_counts=True)
+        rack_owner = rack_keys // cluster.n_racks
+        sizes = np.empty((len(launches), 3), dtype=np.int64)
+        sizes[:, 0] = np.maximum.reduceat(per_machine, _group_starts(machine_owner))
+        sizes[:, 1] = np.maximum.reduceat(per_rack, _group_starts(rack_owner))
+        sizes[:, 2] = np.bincount(rack_owner, minlength=len(launches))
+        return sizes
+
+    def _profiled(self, jobs: JobReader, rows, placement: Placement, rates: np.ndarray, has_model: np.ndarray, talk=None) -> None:
         cluster = self.cluster
         gpus, counts, starts = placement.gpus, placement.counts, placement.starts
         models = jobs.column("model")[rows]
@@ -106,6 +165,8 @@ class ThroughputModel:
         nodes = cluster.gpu_node[gpus]
         t_low, t_high = np.minimum.reduceat(types, starts), np.maximum.reduceat(types, starts)
         one_node = np.minimum.reduceat(nodes, starts) == np.maximum.reduceat(nodes, starts)
+        if talk is not None and len(talk):
+            one_node[talk] = True  # their compute is the consolidated rate; the tiers add communication
         batch = jobs.column("batch_size")[rows]
         if placement.batch is not None:
             batch = np.where(placement.batch > 0, placement.batch, batch)
@@ -122,14 +183,18 @@ class ThroughputModel:
             got = [self.profile.rate(models[j], batch[j], cluster.gpu_types[t], int(counts[j]), bool(one_node[j])) for t in on]
             rates[j] = min(r or 0.0 for r in got)
 
-    def _spread_slowdown(self, jobs: JobReader, rows, placement: Placement, rates: np.ndarray, has_model) -> None:
+    def _spread_slowdown(self, jobs: JobReader, rows, placement: Placement, rates: np.ndarray, has_model, talk=None) -> None:
         """Jobs known by duration run `spread_slowdown` times slower when their GPUs span more
-        nodes than they need (traces/placement.py); profiled jobs get the profile's spread rate."""
+        nodes than they need (traces/placement.py); profiled jobs get the profile's spread rate,
+        and jobs under the communication model (`talk`) their tiers' share instead."""
         if not jobs.has_column("spread_slowdown"):
             return
         counts = placement.counts
         # Only multi-GPU jobs known by duration with a slowdown can lose by spreading.
-        candidates = ((counts > 1) & ~has_model).nonzero()[0]
+        slow = (counts > 1) & ~has_model
+        if talk is not None and len(talk):
+            slow[talk] = False
+        candidates = slow.nonzero()[0]
         if len(candidates):
             factor = jobs.column("spread_slowdown")[rows[candidates]]
             candidates, factor = candidates[factor > 1.0], factor[factor > 1.0]
@@ -173,6 +238,11 @@ class ThroughputModel:
                 )
             rates[sel] = ra
         return rates
+
+
+def _group_starts(owners: np.ndarray) -> np.ndarray:
+    """Where each run of equal values starts in a sorted array (every launch has one)."""
+    return np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
 
 
 def consolidated_type_rates(
