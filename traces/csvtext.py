@@ -146,3 +146,29 @@ def _columns(path: str, names: list[str], rows: pl.Series | list[list[str]], num
 
 def _empty(names: list[str]) -> pl.DataFrame:
     return pl.DataFrame(schema={name: pl.String for name in names})
+
+
+def read_json_list(path: str, what: str) -> list:
+    """A JSON file that holds a list (of jobs): `what` names what the file should be, for the
+    messages (a cluster_job_log, a Helios job list)."""
+    import json
+
+    data = read_bytes(path)
+    try:
+        records = json.loads(data)
+    except UnicodeDecodeError as err:
+        raise TraceError(path, f"is not UTF-8 text (byte {err.start} cannot be decoded)") from None
+    except json.JSONDecodeError as err:
+        raise TraceError(path, f"is not valid JSON: {err.msg} (column {err.colno})", row=err.lineno) from None
+    except RecursionError:  # lists or objects nested thousands deep: no job list is
+        raise TraceError(path, f"is not valid JSON for {what}: it is nested too deeply") from None
+    if not isinstance(records, list):
+        raise TraceError(path, f"holds a JSON {json_kind(records)}; {what} is a list of jobs")
+    return records
+
+
+def json_kind(value) -> str:
+    """What a JSON value is, in JSON's words (for messages)."""
+    return {dict: "object", list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(
+        type(value), "null" if value is None else type(value).__name__
+    )

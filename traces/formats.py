@@ -18,7 +18,7 @@ import polars as pl
 
 from roundhouse.errors import TraceError, UsageError, did_you_mean
 from roundhouse.traces import canonical, gavel, helios, pai, philly, tiresias
-from roundhouse.traces.csvtext import data_lines, read_bytes, read_text
+from roundhouse.traces.csvtext import data_lines, read_bytes, read_json_list, read_text
 
 FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly", "helios", "pai")
 WRITE_FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias")
@@ -100,7 +100,7 @@ def file_columns(path: str | Path, format: str) -> tuple[str, ...]:
     keys of Philly's records), or as its format does where the file has no header (Gavel's
     tab-separated fields). `format` is what `load_trace` found; the file has been read by it."""
     if format in ("philly", "helios") and read_bytes(path).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"[":
-        records = philly.load_records(str(path))
+        records = read_json_list(str(path), "a list of jobs")
         return tuple(dict.fromkeys(key for record in records if isinstance(record, dict) for key in record))
     if format == "pai":
         return pai.file_columns(path)

@@ -34,7 +34,6 @@ in place.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import attrs
@@ -42,7 +41,8 @@ import numpy as np
 import polars as pl
 
 from roundhouse.errors import TraceError
-from roundhouse.traces.csvtext import read_bytes, read_cells
+from roundhouse.traces.csvtext import json_kind as _kind
+from roundhouse.traces.csvtext import read_bytes, read_cells, read_json_list
 from roundhouse.traces.schema import cast_column, validate
 
 CSV_COLUMNS: tuple[str, ...] = (
@@ -127,7 +127,7 @@ def _parse_csv(path: str) -> HeliosTrace:
 
 
 def _parse_json(path: str) -> HeliosTrace:
-    records = _load_records(path)
+    records = read_json_list(path, "a Helios job list")
     numbers = np.arange(1, len(records) + 1, dtype=np.int64)
     present = {key for record in records if isinstance(record, dict) for key in record}
     for number, record in enumerate(records, start=1):
@@ -176,21 +176,6 @@ def _finish(path: str, frame: pl.DataFrame, rows: np.ndarray, names: dict[str, s
     return HeliosTrace(validate(frame, path, rows, source_names=names), skipped)
 
 
-def _load_records(path: str) -> list:
-    data = read_bytes(path)
-    try:
-        records = json.loads(data)
-    except UnicodeDecodeError as err:
-        raise TraceError(path, f"is not UTF-8 text (byte {err.start} cannot be decoded)") from None
-    except json.JSONDecodeError as err:
-        raise TraceError(path, f"is not valid JSON: {err.msg} (column {err.colno})", row=err.lineno) from None
-    except RecursionError:
-        raise TraceError(path, "is not valid JSON for a list of jobs: it is nested too deeply") from None
-    if not isinstance(records, list):
-        raise TraceError(path, f"holds a JSON {_kind(records)}; a Helios job list is a list of jobs")
-    return records
-
-
 def _texts(path: str, records: list[dict], field: str) -> pl.Series:
     """One field of every record as text (Dally writes numbers as text; JSON numbers are fine
     too); a list, object or boolean is an error naming the record."""
@@ -224,9 +209,3 @@ def _seconds_after_first(times: pl.Series) -> pl.Series:
     if times.drop_nulls().len() == 0:  # no rows, or no times: the schema reports the missing values
         return pl.Series(times.name, [None] * times.len(), dtype=pl.Float64)
     return (times - times.min()).dt.total_seconds(fractional=True)
-
-
-def _kind(value) -> str:
-    return {dict: "object", list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(
-        type(value), "null" if value is None else type(value).__name__
-    )

@@ -33,7 +33,8 @@ import numpy as np
 import polars as pl
 
 from roundhouse.errors import TraceError
-from roundhouse.traces.csvtext import read_bytes
+from roundhouse.traces.csvtext import json_kind as _kind
+from roundhouse.traces.csvtext import read_json_list
 from roundhouse.traces.generators import philly_durations, philly_gpus, poisson_arrivals
 from roundhouse.traces.schema import validate
 
@@ -56,7 +57,7 @@ def read(path: str | Path) -> pl.DataFrame:
 def parse(path: str | Path) -> PhillyTrace:
     """Read a `cluster_job_log` file; errors name the record (1-based) and the field."""
     path = str(path)
-    records = load_records(path)
+    records = read_json_list(path, "a cluster_job_log")
     jobs: dict[str, list] = {k: [] for k in ("record", "jobid", "user", "vc", "status", "submitted")}
     attempts: dict[str, list] = {k: [] for k in ("record", "order", "start", "end", "gpus")}
     for number, record in enumerate(records, start=1):
@@ -101,21 +102,6 @@ def parse(path: str | Path) -> PhillyTrace:
     rows = frame.get_column("record").to_numpy()
     ordered = frame.select("job_id", "arrival_s", "gpus", "duration_s", "user", "name", "vc", "philly_status")
     return PhillyTrace(validate(ordered, path, rows), skipped)
-
-
-def load_records(path: str) -> list:
-    data = read_bytes(path)
-    try:
-        records = json.loads(data)
-    except UnicodeDecodeError as err:
-        raise TraceError(path, f"is not UTF-8 text (byte {err.start} cannot be decoded)") from None
-    except json.JSONDecodeError as err:
-        raise TraceError(path, f"is not valid JSON: {err.msg} (column {err.colno})", row=err.lineno) from None
-    except RecursionError:  # lists or objects nested thousands deep: no cluster_job_log is
-        raise TraceError(path, "is not valid JSON for a cluster_job_log: it is nested too deeply") from None
-    if not isinstance(records, list):
-        raise TraceError(path, f"holds a JSON {_kind(records)}; a cluster_job_log is a list of jobs")
-    return records
 
 
 def _collect(path: str, number: int, record, jobs: dict, attempts: dict) -> None:
@@ -182,12 +168,6 @@ def _times(path: str, text: pl.Series, records: list[int], column: str) -> pl.Se
             path, f"record {records[i]}: {text[i]!r} is not a time like '2017-10-03 08:00:00'", row=records[i], column=column
         )
     return parsed
-
-
-def _kind(value) -> str:
-    return {dict: "object", list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(
-        type(value), "null" if value is None else type(value).__name__
-    )
 
 
 # --- a synthetic cluster_job_log ----------------------------------------------------------

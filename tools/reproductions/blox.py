@@ -34,6 +34,7 @@ from roundhouse.tools.reproductions._runs import (
     value,
     write_graph,
 )
+from roundhouse.traces.generators import TIRESIAS_MODELS
 
 CLUSTER = "32x4:V100"
 
@@ -314,18 +315,6 @@ def blox_loss_termination(out_dir: Path, quick: bool) -> Report:
 
 # --- §4.3, Figs 10-11: placement -------------------------------------------------------------
 
-TIRESIAS_MODELS_10 = (
-    "VGG19",
-    "VGG16",
-    "VGG11",
-    "AlexNet",
-    "ResNet152",
-    "ResNet101",
-    "ResNet50",
-    "Inception4",
-    "Inception3",
-    "GoogleNet",
-)
 # Fig 11's eight workloads: the first five have a tensor skew above 0.12, the last three below.
 EIGHT_MODELS = ("VGG19", "VGG16", "VGG11", "AlexNet", "GoogleNet", "ResNet50", "Inception3", "ResNet101")
 SPREAD_SLOWDOWN = 1.67  # Tiresias' largest measured gain from consolidation (§6.2)
@@ -384,16 +373,16 @@ def blox_placement(out_dir: Path, quick: bool) -> Report:
     )
 
     # Fig 10: two hardware scenarios for the same ten models.
-    _, testbed = PlacementTable.load().lookup(list(TIRESIAS_MODELS_10))
+    _, testbed = PlacementTable.load().lookup(list(TIRESIAS_MODELS))
     scenarios = {
-        "P100, 100 Gbps (Tiresias testbed)": dict(zip(TIRESIAS_MODELS_10, np.nan_to_num(testbed, nan=1.0).tolist())),
-        "V100, 10 Gbps (every model sensitive)": {m: SPREAD_SLOWDOWN for m in TIRESIAS_MODELS_10},
+        "P100, 100 Gbps (Tiresias testbed)": dict(zip(TIRESIAS_MODELS, np.nan_to_num(testbed, nan=1.0).tolist())),
+        "V100, 10 Gbps (every model sensitive)": {m: SPREAD_SLOWDOWN for m in TIRESIAS_MODELS},
     }
     loads = [4, 8] if quick else [2, 4, 6, 8]
     specs = []
     for s, (scenario, slowdown) in enumerate(scenarios.items()):
         for load in loads:
-            trace = _placement_trace(traces / f"fig10-{s}-{load}.csv", n, load, 0, TIRESIAS_MODELS_10, slowdown)
+            trace = _placement_trace(traces / f"fig10-{s}-{load}.csv", n, load, 0, TIRESIAS_MODELS, slowdown)
             for placer, graph in (("Tiresias skew placement", skew_graph), ("consolidate all", consolidated_graph)):
                 specs.append(
                     RunSpec(
