@@ -267,7 +267,8 @@ def record_run(spec: RunSpec, key: str, timeout: float | None = None, sink: str 
     except RunTimeout:
         row.update(status="timeout", error=f"timed out after {timeout:g} s")
     except RoundhouseError as err:
-        row.update(status="error", error=str(err), traceback=getattr(err, "detail", "") or None)
+        text = str(err).removeprefix("error: ")  # the command line adds it when it prints the row
+        row.update(status="error", error=text, traceback=getattr(err, "detail", "") or None)
     except Exception as err:  # a run's failure is its result; the sweep goes on
         row.update(status="error", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
     row["run_s"] = time.perf_counter() - started

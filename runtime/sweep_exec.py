@@ -169,11 +169,10 @@ class DaskExecutor:
             raise UsageError("--dask: Dask's distributed package is not installed: pip install 'roundhouse[dask]'") from None
         self._distributed = distributed
         self.address = address
+        _check_address(address)
         try:
             self.client = distributed.Client(address, timeout=connect_timeout, set_as_default=False)
-        except ValueError as err:
-            raise UsageError(f"--dask {address}: not a scheduler address ({err}); write e.g. tcp://host:8786") from None
-        except (OSError, TimeoutError) as err:
+        except (OSError, TimeoutError, ValueError) as err:
             raise UsageError(
                 f"--dask {address}: no Dask scheduler answered within {connect_timeout:g} s ({_first_line(err)})"
             ) from None
@@ -189,7 +188,7 @@ class DaskExecutor:
             )
             futures[future] = task
         try:
-            for future in self._distributed.as_completed(list(futures)):
+            for future in self._distributed.as_completed(list(futures), loop=self.client.loop):
                 task = futures.pop(future)
                 try:
                     row = future.result()
@@ -203,6 +202,25 @@ class DaskExecutor:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _check_address(address: str) -> None:
+    """Refuse an address Dask could not connect to in any case, before trying (a Client given
+    one fails only after its own timeouts, with a traceback at exit)."""
+    from distributed.comm import parse_address
+    from distributed.comm.addressing import parse_host_port
+    from distributed.comm.registry import backends
+
+    try:
+        scheme, location = parse_address(address)
+        if scheme not in backends:
+            raise ValueError(f"unknown scheme '{scheme}' (known: {', '.join(sorted(backends))})")
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            host, _ = parse_host_port(location, 8786)
+            if not host:
+                raise ValueError("no host")
+    except ValueError as err:
+        raise UsageError(f"--dask {address}: not a scheduler address ({err}); write e.g. tcp://host:8786") from None
 
 
 def _dask_failure(err: BaseException) -> str:

@@ -94,7 +94,8 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     where it was given, and nothing runs."""
     graph_path = str(Path(args.graph).resolve())
     flat = load(args.graph)
-    base = compile_graph(flat, [Override(o) for o in args.overrides])
+    fixed = [Override(o) for o in args.overrides]
+    base = compile_graph(flat, fixed)
     check_sweepable(base)
     first_seed = int(base.settings.seed)
     runs = []
@@ -103,7 +104,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
         labels = {n: v for (n, _), v in zip(grid, combo)}
         for i in range(args.seeds):
             seeded = [Override(f"seed={first_seed + i}")] if "seed" not in labels else []
-            graph = compile_graph(flat, [*args.overrides, *varied, *seeded])
+            graph = compile_graph(flat, [*fixed, *varied, *seeded])
             load_cluster(graph, args.cluster)
             overrides = (*args.overrides, *(o.text for o in varied), *(o.text for o in seeded))
             spec = RunSpec(graph_path, overrides, args.cluster, until, {**labels, "seed": int(graph.settings.seed)})
