@@ -16,7 +16,7 @@ class SweepProbe(Element):
 
     Each run appends "start POINT SEED PID" to `log` when it starts and "end POINT SEED PID"
     when it finishes, sleeps `delay` seconds at its start, and fails at its start if its point
-    is `fail_at`.
+    is `fail_at` (or ends its process if it is `exit_at`).
 
     Ports:
         active: admitted, unfinished jobs.
@@ -26,6 +26,7 @@ class SweepProbe(Element):
         log: the file to append to ("" for none).
         delay: seconds to sleep at the start of a run.
         fail_at: the point whose runs fail (-1 for none).
+        exit_at: the point whose runs end their process at once (-1 for none).
     Counters:
         none
     See also: Fifo
@@ -40,6 +41,7 @@ class SweepProbe(Element):
     log: str = attrs.field(default="")
     delay: float = attrs.field(default=0.0)
     fail_at: int = attrs.field(default=-1)
+    exit_at: int = attrs.field(default=-1)
 
     def _note(self, ctx, what: str) -> None:
         if self.log:
@@ -52,6 +54,8 @@ class SweepProbe(Element):
         until = time.monotonic() + self.delay
         while time.monotonic() < until:
             time.sleep(0.02)
+        if self.point == self.exit_at:
+            os._exit(3)
         if self.point == self.fail_at:
             raise RuntimeError(f"point {self.point} fails on purpose")
 
