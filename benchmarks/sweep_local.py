@@ -9,7 +9,8 @@ its trace is fixed, so every run does the same work). Prints the sweep's wall ti
 command's start to its end: planning, worker start-up, runs, storing), the summed run time of
 the runs (as each worker measured its own), and their ratio. With W busy cores the ratio
 approaches 1/W (about one half on a 2-core machine) as runs get longer than the start-up.
-This is a script that prints figures, not a timed test.
+This is a script that prints figures, not a timed test. Measured once on a 2-core machine
+shared with other work: 100 runs, wall 277.9 s, summed run time 536.9 s, ratio 0.52.
 """
 
 from __future__ import annotations

@@ -16,9 +16,8 @@ from __future__ import annotations
 import fcntl
 import os
 import uuid
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import polars as pl
 
@@ -28,7 +27,7 @@ SUFFIX = ".parquet"
 _TEMPORARY = ".tmp"
 
 # Columns whose type is fixed, whatever one run's values are (a failed run's are mostly null).
-_SCHEMA = {
+_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "key": pl.String,
     "status": pl.String,
     "error": pl.String,
@@ -48,7 +47,7 @@ class ResultsStore:
         self.folder = Path(folder)
         self.labels = labels  # columns that hold a grid point's values, always as text
         self.unreadable: list[Path] = []
-        self._lock_file = None
+        self._lock_file: IO[str] | None = None
 
     # --- writing ---
     def lock(self, what: str = "--out") -> None:
@@ -71,8 +70,8 @@ class ResultsStore:
 
     def write(self, row: dict[str, Any]) -> Path:
         """Add one run's row (replacing an earlier row of the same key), all or nothing."""
-        schema = {name: _SCHEMA.get(name) or (pl.String if name in self.labels else None) for name in row}
-        frame = pl.DataFrame([row], schema_overrides={k: v for k, v in schema.items() if v is not None})
+        types = {name: _SCHEMA.get(name) or (pl.String if name in self.labels else None) for name in row}
+        frame = pl.DataFrame([row], schema_overrides={k: v for k, v in types.items() if v is not None})
         final = self.folder / f"{row['key']}{SUFFIX}"
         temporary = self.folder / f".{row['key']}.{uuid.uuid4().hex}{_TEMPORARY}"
         try:
@@ -117,7 +116,3 @@ def _sync_folder(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def timestamp(value: datetime) -> str:
-    return value.isoformat(timespec="seconds")
