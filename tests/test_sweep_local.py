@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,8 +13,10 @@ import polars as pl
 import pytest
 
 from roundhouse.runtime.results_store import ResultsStore
+from roundhouse.runtime.simulate import load_cluster
+from roundhouse.runtime.sweep import RunSpec, compile_spec
 from roundhouse.tools.cli import main
-from tests.test_sweep_dask import assert_each_run_once, executions, probe_graph, stored, sweep_args
+from tests.test_sweep_dask import TRACE, assert_each_run_once, executions, probe_graph, stored, sweep_args
 
 
 def store_bytes(out) -> dict[str, bytes]:
@@ -158,3 +161,40 @@ def test_a_dask_address_that_does_not_answer_is_reported_in_bounded_time(tmp_pat
     assert main([*args[:-1], "tcp://127.0.0.1:notaport"]) == 2
     assert "not a scheduler address" in capsys.readouterr().err
     assert not log.exists() and store_bytes(out) == kept
+
+
+def test_a_runs_key_follows_the_contents_of_every_input_not_their_paths(tmp_path):
+    first = tmp_path / "a"
+    first.mkdir()
+    shutil.copy(TRACE, first / "trace.csv")
+    (first / "nothing.py").write_text("# required, defines no element\n")
+    (first / "common.sched").write_text("round = 5min;\n")
+    (first / "cluster.toml").write_text('[[group]]\nnodes = 2\ngpus_per_node = 4\ngpu_type = "V100"\n')
+    (first / "g.sched").write_text(
+        'import "common.sched";\nrequire "nothing.py";\ncluster = "cluster.toml";\n'
+        'src :: TraceSource(path="trace.csv", jobs=5);\nsrc -> AcceptAll -> JobPool -> Fifo -> Consolidated -> Launch -> JobMetrics;\n'
+    )
+    second = tmp_path / "b"
+    shutil.copytree(first, second)
+
+    def key(folder, overrides=("seed=0",)):
+        return compile_spec(RunSpec(str(folder / "g.sched"), tuple(overrides)))[1]
+
+    base = key(first)
+    assert load_cluster(compile_spec(RunSpec(str(first / "g.sched")))[0], None).node_gpus.sum() == 8
+    assert key(second) == base  # a copy elsewhere: the same run
+    assert key(first, ["seed = 0"]) == base  # the same override, spaced otherwise
+    assert key(first, ["seed=1"]) != base
+    assert key(first, ["seed=0", "src.jobs=6"]) != base
+    for name, change in [
+        ("common.sched", "// a comment changes the text\n"),
+        ("nothing.py", "# so does this\n"),
+        ("trace.csv", ""),
+        ("cluster.toml", "\n"),
+    ]:
+        path = second / name
+        text = path.read_text()
+        path.write_text(text + change if change else text.rsplit("\n", 2)[0] + "\n")  # the trace: one row fewer
+        assert key(second) != base, name
+        path.write_text(text)
+        assert key(second) == base, name
