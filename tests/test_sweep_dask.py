@@ -59,6 +59,22 @@ def executions(log: Path, what: str = "start") -> collections.Counter:
     return collections.Counter((int(p), int(s)) for w, p, s, _ in (ln.split() for ln in lines) if w == what)
 
 
+def wait_until_quiet(client, log: Path, quiet_s: float = 2.0, limit_s: float = 60.0) -> None:
+    """Wait until the Dask scheduler holds no task and every run in the log has ended, with no
+    new line for `quiet_s` (longer than a worker takes to pick its next task)."""
+    deadline = time.monotonic() + limit_s
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        text = log.read_text() if log.exists() else ""
+        if text != last:
+            last, since = text, time.monotonic()
+        idle = not client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+        if idle and executions(log) == executions(log, "end") and time.monotonic() - since > quiet_s:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the workers did not go quiet")
+
+
 def stored(out: Path) -> pl.DataFrame:
     return ResultsStore(out / "results").read()
 
@@ -183,10 +199,9 @@ def test_an_interrupted_sweep_resumes_without_redoing_finished_runs(dask_cluster
     before = stored(out)
     done = {int(p) for p in before["probe.point"]}
     assert 3 <= len(done) < len(points)
-    # Runs of the dead sweep still on the workers may finish; wait until the scheduler drops them.
-    deadline = time.monotonic() + 30
-    while client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    # Runs of the dead sweep already on the workers go on (a task running in a worker cannot be
+    # stopped); wait until the scheduler has dropped its tasks and the workers are quiet.
+    wait_until_quiet(client, log)
     starts_before = executions(log)
     assert main(args) == 0
     frame = stored(out)
