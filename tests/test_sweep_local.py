@@ -29,8 +29,8 @@ def test_local_runs_that_fail_die_or_overstay_are_recorded_and_the_others_finish
     out = tmp_path / "out"
     more = ["--set", "probe.fail_at=2", "--set", "probe.exit_at=3", "--timeout", "4s", "--workers", "2"]
     # Point 4 sleeps for a minute: its run is stopped at its timeout.
-    graph.write_text(graph.read_text().replace("delay=0.0", "delay=0.0, fail_at=-1"))
     assert main([*sweep_args(graph, out, [1, 2, 3, 4, 5], *more), "--vary", "probe.delay=0"]) == 1
+    assert "2 of 5 runs failed" in capsys.readouterr().err
     slow = ["sweep", str(graph), "--vary", "probe.point=4", "--vary", "probe.delay=60", "--out", str(out), *more]
     started = time.monotonic()
     assert main(slow) == 1
@@ -49,7 +49,8 @@ def test_local_runs_that_fail_die_or_overstay_are_recorded_and_the_others_finish
     assert "fails on purpose" in errors["20"]
     assert "worker process died (exit status 3)" in errors["30"]
     assert errors["460"].startswith("timed out after 4 s")
-    assert "3 of 6" not in capsys.readouterr().err  # two separate sweeps, each told of its own
+    assert "1 of 1 runs failed" in capsys.readouterr().err
+    assert executions(log)[(4, 0)] == 2 and executions(log, "end")[(4, 0)] == 1  # the overdue run never ended
 
 
 @pytest.mark.slow
