@@ -3,13 +3,25 @@
 A sweep is a list of RunSpecs (a graph file, `--set` overrides, a cluster, a time limit and
 labels to carry along). Each run compiles its graph afresh, so runs share nothing; results come
 back in the order of the specs, whatever order they finish in.
+
+`roundhouse sweep` goes further (runtime/sweep_exec.py): each run has a key, a content hash of
+everything its result depends on (`run_key`), and is recorded as one row whatever happens to it
+(`record_run`), so that results can be stored as they come and a sweep resumed.
 """
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
+import json
 import multiprocessing
 import os
+import socket
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -85,3 +97,198 @@ def run_all(specs: list[RunSpec], workers: int | None = None) -> list[RunOutcome
 
 def summaries(outcomes: list[RunOutcome], sink: str | None = None) -> pl.DataFrame:
     return pl.DataFrame([o.summary(sink) for o in outcomes])
+
+
+# --- runs of a sweep: keyed by their inputs, timed out, recorded whatever happens -------------
+
+# Bump when what goes into a run's key changes, so that old results are not taken for new ones.
+KEY_SCHEME = 1
+
+
+class RunTimeout(BaseException):
+    """Raised inside a run that has used up its time. A BaseException, so that no element's
+    `except Exception` can swallow it and the engine does not report it as the element's fault."""
+
+
+def _file_digest(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _graph_files(flat) -> list[str]:
+    """The `.sched` files a graph is read from and the Python files they require, in load order."""
+    from roundhouse.runtime.dsl import ast
+    from roundhouse.runtime.dsl.loader import read_source
+    from roundhouse.runtime.dsl.parser import parse
+
+    files: list[str] = []
+    for path in flat.files:
+        files.append(path)
+        for st in parse(read_source(Path(path)), path).statements:
+            if isinstance(st, ast.Require):
+                files.append(str(Path(path).parent / st.path))
+    return files
+
+
+def _cluster_identity(graph, cluster: str | None) -> str:
+    """The cluster a run uses, as text: a spec file's contents (by digest), else the shorthand."""
+    spec = cluster if cluster is not None else graph.settings.cluster
+    if spec is None:
+        return ""
+    for candidate in (Path(graph.path).parent / spec, Path(spec)):
+        if candidate.is_file():
+            return "file:" + _file_digest(candidate)
+    return "spec:" + spec
+
+
+def run_key(graph, flat, spec: RunSpec) -> str:
+    """A content hash of everything a run's result depends on: the graph's files (imports and
+    required Python files included), every data file its arguments and settings name (traces,
+    profiles), the cluster, the overrides, the seed, the time limit and Roundhouse's version.
+    Equal keys mean the same run, wherever the files lie; a changed byte in any input gives a new key."""
+    from roundhouse import __version__
+    from roundhouse.runtime.values import FilePath
+
+    data = {}
+    for name, el in graph.elements.items():
+        for field in attrs.fields(type(el)):
+            value = getattr(el, field.name, None)
+            if isinstance(value, FilePath):
+                data[f"{name}.{field.name}"] = _file_digest(Path(value))
+    for field in attrs.fields(type(graph.settings)):
+        value = getattr(graph.settings, field.name)
+        if isinstance(value, FilePath):
+            data[f"setting {field.name}"] = _file_digest(Path(value))
+    identity = {
+        "scheme": KEY_SCHEME,
+        "roundhouse": __version__,
+        "graph": [_file_digest(f) for f in _graph_files(flat)],
+        "data": data,
+        "cluster": _cluster_identity(graph, spec.cluster),
+        "overrides": [_normal_override(o) for o in spec.overrides],
+        "seed": int(graph.settings.seed),
+        "until": spec.until,
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def _normal_override(text: str) -> str:
+    target, _, value = text.partition("=")
+    return f"{target.strip()}={value.strip()}"
+
+
+def compile_spec(spec: RunSpec):
+    """The compiled graph of a run and its key."""
+    from roundhouse.runtime.compiler import Override, compile_graph
+    from roundhouse.runtime.dsl.loader import load
+
+    flat = load(spec.graph)
+    graph = compile_graph(flat, [Override(o) for o in spec.overrides])
+    return graph, run_key(graph, flat, spec)
+
+
+class Watchdog:
+    """Raises RunTimeout in the thread that started it once `seconds` have passed.
+
+    The exception is delivered between two Python bytecodes of that thread, so it stops a run
+    whatever it is doing in Python (a Dask worker runs tasks in threads, where no signal
+    arrives); a long call into compiled code ends first. `stop` makes sure nothing is delivered
+    after the run is over."""
+
+    def __init__(self, seconds: float | None):
+        self._thread_id = threading.get_ident()
+        self._lock = threading.Lock()
+        self._done = False
+        self.fired = False
+        self._timer = None
+        if seconds is not None:
+            self._timer = threading.Timer(seconds, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if not self._done:
+                self.fired = True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(RunTimeout))
+
+    def stop(self) -> None:
+        with self._lock:
+            self._done = True
+            if self._timer is not None:
+                self._timer.cancel()
+            if self.fired:  # not yet delivered: take it back
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), None)
+
+
+# The columns every recorded run has; labels (one per varied name) and the metrics sink's
+# summary come beside them.
+RUN_COLUMNS = ("key", "status", "error", "traceback", "graph", "point", "seed", "rounds", "run_s", "worker", "finished_at")
+
+
+def point_text(labels: dict[str, Any]) -> str:
+    """A grid point as one string (the varied names and values, without the seed)."""
+    return " ".join(f"{k}={v}" for k, v in labels.items() if k != "seed") or "(one point)"
+
+
+def record_run(spec: RunSpec, key: str, timeout: float | None = None, sink: str | None = None) -> dict[str, Any]:
+    """Run one spec and return its row for the results store; never raises for the run's own
+    failures: an error or a timeout is recorded with its message (status 'error' or 'timeout').
+
+    The run's key is computed again here from the files as this process sees them: a worker
+    that sees other files (a graph edited during the sweep, another copy on a cluster node)
+    records an error instead of a result under a key that does not describe it."""
+    import traceback
+
+    from roundhouse.runtime.simulate import simulate
+
+    row = base_row(spec, key)
+    started = time.perf_counter()
+    metrics: dict[str, Any] = {}
+    try:
+        watchdog = Watchdog(timeout)
+        try:
+            graph, seen_key = compile_spec(spec)
+            row["seed"] = int(graph.settings.seed)
+            if seen_key != key:
+                raise RoundhouseError(
+                    f"{spec.graph}: the graph or one of its files differs here ({row['worker']}) from what the sweep "
+                    "was started with (was it edited during the sweep, or do the nodes have different copies?)"
+                )
+            result = simulate(graph, spec.cluster, until=spec.until)
+            outcome = RunOutcome(spec, result.rounds, result.wall_s, result.reports)
+            metrics = dict(outcome.reports[sink or outcome._sink_with("summary")]["summary"])
+            row["rounds"] = result.rounds
+        finally:
+            watchdog.stop()
+    except RunTimeout:
+        row.update(status="timeout", error=f"timed out after {timeout:g} s")
+    except RoundhouseError as err:
+        text = str(err).removeprefix("error: ")  # the command line adds it when it prints the row
+        row.update(status="error", error=text, traceback=getattr(err, "detail", "") or None)
+    except Exception as err:  # a run's failure is its result; the sweep goes on
+        row.update(status="error", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
+    row["run_s"] = time.perf_counter() - started
+    row["finished_at"] = datetime.now(UTC)
+    return {**row, **metrics}
+
+
+def base_row(spec: RunSpec, key: str, status: str = "ok", error: str | None = None) -> dict[str, Any]:
+    """A run's row without metrics: what is recorded of a run that failed before reporting any."""
+    return {
+        "key": key,
+        "status": status,
+        "error": error,
+        "traceback": None,
+        "graph": spec.graph,
+        "point": point_text(spec.labels),
+        "seed": spec.labels.get("seed"),
+        "rounds": None,
+        "run_s": None,
+        "worker": f"{socket.gethostname()}:{os.getpid()}",
+        "finished_at": datetime.now(UTC),
+        **{k: str(v) for k, v in spec.labels.items() if k != "seed"},
+    }

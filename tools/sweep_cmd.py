@@ -1,19 +1,29 @@
-"""`roundhouse sweep GRAPH --vary name=v1,v2,...`: simulate every combination, in parallel."""
+"""`roundhouse sweep GRAPH --vary name=v1,v2,...`: simulate every combination, in parallel, on
+this machine or on a Dask cluster, storing each run's result as it finishes (docs/sweeps.md)."""
 
 from __future__ import annotations
 
 import itertools
+import math
+import sys
 from pathlib import Path
 
+import polars as pl
 from rich.console import Console
 from rich.table import Table
 
 from roundhouse.errors import UsageError
-from roundhouse.runtime.compiler import Override, compile_file
+from roundhouse.runtime.compiler import Override, compile_graph
+from roundhouse.runtime.dsl.loader import load
 from roundhouse.runtime.files import make_folder, writing
+from roundhouse.runtime.results_store import ResultsStore
 from roundhouse.runtime.simulate import load_cluster
-from roundhouse.runtime.sweep import RunSpec, check_sweepable, run_all, summaries
+from roundhouse.runtime.sweep import RUN_COLUMNS, RunSpec, check_sweepable, run_key
+from roundhouse.runtime.sweep_exec import DaskExecutor, LocalExecutor, Task
 from roundhouse.tools.common import positive_int, seconds
+
+# The metrics the printed table shows (the stored rows and CSV files have them all).
+SHOWN_METRICS = ("jobs_finished", "avg_jct_s", "avg_responsiveness_s", "utilization")
 
 
 def register(sub) -> None:
@@ -28,9 +38,22 @@ def register(sub) -> None:
     )
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE", help="a fixed override")
     p.add_argument("--cluster", help="cluster spec for every run")
-    p.add_argument("--until", help="stop each run at this time (e.g. 48h)")
-    p.add_argument("--workers", type=positive_int, default=None, help="runs at a time (default: one per core)")
-    p.add_argument("--out", help="folder for summary.csv (one row per run)")
+    p.add_argument("--until", help="stop each run at this simulated time (e.g. 48h)")
+    p.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="runs per point, with seeds S..S+N-1 from the graph's seed S; the summary gives 95%% confidence intervals",
+    )
+    p.add_argument("--timeout", help="wall-clock time one run may take (e.g. 10min); a run past it is recorded as failed")
+    p.add_argument("--workers", type=positive_int, default=None, help="local runs at a time (default: one per core)")
+    p.add_argument("--dask", metavar="ADDRESS", help="run on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786)")
+    p.add_argument(
+        "--out",
+        help="folder for the results store (results/, one Parquet file per run: a repeated sweep skips finished "
+        "runs), summary.csv (one row per run) and points.csv (one row per point)",
+    )
     p.set_defaults(handler=sweep)
 
 
@@ -53,41 +76,211 @@ def split_values(text: str) -> list[str]:
     return [v for v in out if v]
 
 
-def sweep(args) -> int:
+def read_grid(items: list[str], seeds: int) -> list[tuple[str, list[str]]]:
     grid = []
-    for item in args.vary:
+    for item in items:
         name, sep, values = item.partition("=")
         if not sep or not name.strip() or not split_values(values):
             raise UsageError(f"--vary {item}: write --vary element.field=v1,v2 or --vary setting=v1,v2")
         grid.append((name.strip(), split_values(values)))
-    until = seconds(args.until, "--until")
-    out = make_folder(args.out, "--out") if args.out is not None else None
-    specs = []
+    if seeds > 1 and any(name == "seed" for name, _ in grid):
+        raise UsageError("--seeds: give either --seeds or --vary seed=..., not both")
+    return grid
+
+
+def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
+    """Every run of the sweep with its key, in grid order (seeds innermost). Every combination
+    is compiled and its cluster checked before any run starts, so a bad grid value is reported
+    where it was given, and nothing runs."""
+    graph_path = str(Path(args.graph).resolve())
+    flat = load(args.graph)
+    fixed = [Override(o) for o in args.overrides]
+    base = compile_graph(flat, fixed)
+    check_sweepable(base)
+    first_seed = int(base.settings.seed)
+    runs = []
     for combo in itertools.product(*(values for _, values in grid)):
         varied = [Override(f"{n}={v}", flag="--vary") for (n, _), v in zip(grid, combo)]
-        # Every combination is checked, its cluster included, before any runs.
-        graph = compile_file(args.graph, [*args.overrides, *varied])
-        check_sweepable(graph)
-        load_cluster(graph, args.cluster)
-        overrides = tuple(args.overrides) + tuple(o.text for o in varied)
         labels = {n: v for (n, _), v in zip(grid, combo)}
-        specs.append(RunSpec(str(Path(args.graph).resolve()), overrides, args.cluster, until, labels))
-    outcomes = run_all(specs, args.workers)
-    frame = summaries(outcomes)
-    table = Table(title=f"{Path(args.graph).name}: {len(specs)} runs")
-    shown = [n for n, _ in grid] + ["jobs_finished", "avg_jct_s", "avg_responsiveness_s", "utilization"]
-    for col in shown:
-        table.add_column(col)
-    for row in frame.iter_rows(named=True):
-        table.add_row(*[_fmt(row.get(c)) for c in shown])
-    Console().print(table)
+        for i in range(args.seeds):
+            seeded = [Override(f"seed={first_seed + i}")] if "seed" not in labels else []
+            graph = compile_graph(flat, [*fixed, *varied, *seeded])
+            load_cluster(graph, args.cluster)
+            overrides = (*args.overrides, *(o.text for o in varied), *(o.text for o in seeded))
+            spec = RunSpec(graph_path, overrides, args.cluster, until, {**labels, "seed": int(graph.settings.seed)})
+            runs.append((run_key(graph, flat, spec), spec))
+    return runs
+
+
+def sweep(args) -> int:
+    grid = read_grid(args.vary, args.seeds)
+    until = seconds(args.until, "--until")
+    timeout = seconds(args.timeout, "--timeout")
+    if timeout is not None and timeout <= 0:
+        raise UsageError("--timeout: must be more than 0")
+    if args.dask is not None and args.workers is not None:
+        raise UsageError("--workers: counts local worker processes; a Dask cluster has the workers it has")
+    names = tuple(n for n, _ in grid)
+    out = make_folder(args.out, "--out") if args.out is not None else None
+    runs = plan_runs(args, grid, until)
+    err = Console(stderr=True)
+    store = None
+    finished: dict[str, dict] = {}
     if out is not None:
-        with writing(out / "summary.csv"):
-            frame.write_csv(out / "summary.csv")
+        store = ResultsStore(out / "results", labels=names)
+        store.lock()
+        ours = {key for key, _ in runs}
+        for row in store.read().iter_rows(named=True):
+            if row["key"] in ours and row["status"] == "ok":
+                finished[row["key"]] = row
+        for path in store.unreadable:
+            err.print(f"warning: {path}: cannot be read (damaged?); its run is done again", highlight=False)
+    try:
+        tasks = list({key: Task(key, spec) for key, spec in runs if key not in finished}.values())
+        executor = DaskExecutor(args.dask) if args.dask is not None else LocalExecutor(args.workers)
+        try:
+            rows = dict(finished)
+            total = len({key for key, _ in runs})
+            if finished:
+                err.print(
+                    f"{len(finished)} of {total} runs already in {store.folder}; running the other {len(tasks)}", highlight=False
+                )
+            if tasks:
+                err.print(f"running {len(tasks)} runs on {executor.where}", highlight=False)
+            with SweepProgress(total, len(finished), err) as progress:
+                for row in executor.run(tasks, timeout):
+                    if store is not None:
+                        with writing(store.folder):
+                            store.write(row)
+                    rows[row["key"]] = row
+                    progress.update(row)
+        finally:
+            executor.close()
+    finally:
+        if store is not None:
+            store.unlock()
+    frame = _per_run(runs, rows, names)
+    points = point_summary(frame, names)
+    print_summary(Path(args.graph).name, names, frame, points)
+    if out is not None:
+        with writing(out):
+            frame.drop("traceback", strict=False).write_csv(out / "summary.csv")
+            points.write_csv(out / "points.csv")
+    failed = frame.filter(pl.col("status") != "ok")
+    if failed.height:
+        print(f"{failed.height} of {frame.height} runs failed:", file=sys.stderr)
+        for row in failed.iter_rows(named=True):
+            print(f"  {row['point']} seed={row['seed']}: {row['status']}: {row['error']}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _per_run(runs, rows: dict[str, dict], names: tuple[str, ...]) -> pl.DataFrame:
+    """One row per run of this sweep, in grid order; labels first, then the seed, the outcome and metrics."""
+    ordered = [{**rows[key], **{n: str(spec.labels[n]) for n in names}} for key, spec in runs]
+    frame = pl.DataFrame(ordered, infer_schema_length=None)
+    first = [*names, "seed", "status", "error"]
+    rest = [c for c in frame.columns if c not in first and c not in ("point", "graph", "finished_at", "traceback")]
+    return frame.select([*dict.fromkeys(first), *rest, "point"])
+
+
+def mean_ci(values: list[float]) -> tuple[float, float | None]:
+    """The mean and the half-width of its 95% confidence interval (Student's t), None for one value."""
+    from scipy import stats
+
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, None
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+
+
+def point_summary(frame: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
+    """One row per grid point: its runs, how many failed, and each metric's mean and 95% CI half-width."""
+    reserved = set(RUN_COLUMNS) | set(names)
+    metrics = [c for c, t in frame.schema.items() if c not in reserved and t.is_numeric()]
+    out = []
+    for point in dict.fromkeys(frame["point"].to_list()):
+        runs = frame.filter(pl.col("point") == point)
+        ok = runs.filter(pl.col("status") == "ok")
+        row = {n: runs[n][0] for n in names} | {"runs": runs.height, "failed": runs.height - ok.height}
+        for m in metrics:
+            values = [float(v) for v in ok[m].to_list() if v is not None]
+            mean, half = mean_ci(values) if values else (None, None)
+            row[f"{m}_mean"] = mean
+            row[f"{m}_ci95"] = half
+        out.append(row)
+    return pl.DataFrame(out, infer_schema_length=None)
+
+
+def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFrame) -> None:
+    seeds = frame.filter(pl.col("point") == frame["point"][0]).height
+    title = f"{graph_name}: {frame.height} runs" + (f", {seeds} seeds per point (mean ± 95% CI)" if seeds > 1 else "")
+    table = Table(title=title)
+    shown = [m for m in SHOWN_METRICS if f"{m}_mean" in points.columns]
+    for col in [*names, "runs", *shown]:
+        table.add_column(col)
+    for row in points.iter_rows(named=True):
+        runs = str(row["runs"]) if not row["failed"] else f"{row['runs'] - row['failed']}/{row['runs']} ok"
+        cells = [_fmt(row[n]) for n in names] + [runs]
+        for m in shown:
+            mean, half = row[f"{m}_mean"], row[f"{m}_ci95"]
+            cells.append(_fmt(mean) + (f" ± {_fmt(half)}" if half is not None else ""))
+        table.add_row(*cells)
+    Console().print(table)
 
 
 def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return "—" if v is None else str(v)
+
+
+class SweepProgress:
+    """Runs done, failed and remaining: a progress bar on a terminal, else one line per run."""
+
+    def __init__(self, total: int, done: int, console: Console):
+        self.total, self.done, self.failed = total, done, 0
+        self.console = console
+        self._bar = None
+        if console.is_terminal:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(
+                TextColumn("sweep"),
+                BarColumn(),
+                TextColumn("{task.fields[counts]}"),
+                TimeElapsedColumn(),
+                console=console,
+            )
+            self._task = self._bar.add_task("sweep", total=total, completed=done, counts=self._counts())
+
+    def _counts(self) -> str:
+        return f"{self.done} done, {self.failed} failed, {self.total - self.done - self.failed} remaining"
+
+    def __enter__(self):
+        if self._bar is not None:
+            self._bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+    def update(self, row: dict) -> None:
+        if row["status"] == "ok":
+            self.done += 1
+        else:
+            self.failed += 1
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done + self.failed, counts=self._counts())
+            if row["status"] != "ok":
+                self._bar.console.print(f"{row['status']}: {row['point']} seed={row['seed']}: {row['error']}", highlight=False)
+            return
+        what = f"{row['point']} seed={row['seed']}"
+        took = f" in {row['run_s']:.1f} s" if row.get("run_s") is not None else ""
+        note = f": {row['error']}" if row["status"] != "ok" else ""
+        self.console.print(
+            f"[{self._counts()}] {row['status']} {what}{took}{note}", highlight=False, markup=False, soft_wrap=True
+        )

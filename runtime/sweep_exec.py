@@ -1,0 +1,234 @@
+"""Where a sweep's runs execute: worker processes on this machine, or a Dask cluster.
+
+Both take (key, spec) tasks and yield one row per task as runs finish, in whatever order they
+finish: a run's result, or the record of its failure. Whatever happens to a run (it raises, it
+times out, its process dies), its row comes back and the other runs go on.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator
+from multiprocessing.connection import wait
+from typing import Any
+
+import attrs
+
+from roundhouse.errors import UsageError
+from roundhouse.runtime.sweep import RunSpec, base_row, record_run
+
+# How long past its timeout a local run may go on (it should have stopped itself by then: see
+# Watchdog) before its process is killed: a run stuck in compiled code stops all the same.
+KILL_GRACE_S = 5.0
+# How long to wait for a Dask scheduler to answer before saying that it does not.
+DASK_CONNECT_TIMEOUT_S = 10.0
+
+
+@attrs.frozen
+class Task:
+    key: str
+    spec: RunSpec
+
+
+# --- on this machine ------------------------------------------------------------------------
+
+
+def _watch_parent(parent: int) -> None:
+    """End this worker when the sweep that started it is gone (killed, so that it could not say)."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+
+def _worker_main(conn, timeout: float | None, parent: int) -> None:
+    import signal
+
+    # Ctrl-C goes to the whole process group; the sweep decides what stops, and stops us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        try:
+            conn.send(record_run(task.spec, task.key, timeout))
+        except (BrokenPipeError, EOFError):
+            return
+
+
+@attrs.define
+class _Slot:
+    process: Any
+    conn: Any
+    task: Task | None = None
+    started: float = 0.0
+
+
+class LocalExecutor:
+    """Worker processes on this machine, one run each at a time. Each is a fresh interpreter
+    (spawned, not forked: forking a process whose polars thread pool has started can deadlock
+    the child), reused from run to run; one that dies or overstays is replaced."""
+
+    def __init__(self, workers: int | None = None):
+        self.workers = workers or os.cpu_count() or 1
+        self.where = f"{self.workers} local worker process{'es' if self.workers != 1 else ''}"
+        self._context = multiprocessing.get_context("spawn")
+
+    def _start(self, timeout: float | None) -> _Slot:
+        ours, theirs = self._context.Pipe()
+        process = self._context.Process(target=_worker_main, args=(theirs, timeout, os.getpid()), daemon=True)
+        process.start()
+        theirs.close()
+        return _Slot(process, ours)
+
+    def run(self, tasks: list[Task], timeout: float | None = None) -> Iterator[dict[str, Any]]:
+        queue = deque(tasks)
+        slots = [self._start(timeout) for _ in range(min(self.workers, len(tasks)))]
+
+        def assign(slot: _Slot) -> None:
+            slot.task = queue.popleft() if queue else None
+            if slot.task is not None:
+                slot.started = time.monotonic()
+                slot.conn.send(slot.task)
+
+        try:
+            for slot in slots:
+                assign(slot)
+            while any(s.task is not None for s in slots):
+                busy = [s for s in slots if s.task is not None]
+                wait_s = None
+                if timeout is not None:
+                    wait_s = max(0.0, min(s.started for s in busy) + timeout + KILL_GRACE_S - time.monotonic())
+                ready = set(wait([s.conn for s in busy] + [s.process.sentinel for s in busy], timeout=wait_s))
+                for i, slot in enumerate(slots):
+                    task = slot.task
+                    if task is None:
+                        continue
+                    row = None
+                    if slot.conn in ready:
+                        try:
+                            row = slot.conn.recv()
+                        except (EOFError, OSError):
+                            row = None
+                    if row is not None:
+                        assign(slot)
+                        yield row
+                        continue
+                    overdue = timeout is not None and time.monotonic() > slot.started + timeout + KILL_GRACE_S
+                    if slot.process.sentinel in ready or slot.conn in ready or overdue:
+                        slot.process.kill()
+                        slot.process.join()
+                        if overdue:
+                            failure = base_row(
+                                task.spec, task.key, "timeout", f"timed out after {timeout:g} s (its process was killed)"
+                            )
+                        else:
+                            failure = base_row(
+                                task.spec, task.key, "error", f"its worker process died (exit status {slot.process.exitcode})"
+                            )
+                        slots[i] = self._start(timeout)
+                        assign(slots[i])
+                        yield failure
+        finally:
+            for slot in slots:
+                try:
+                    slot.conn.send(None)
+                except OSError:
+                    pass
+            for slot in slots:
+                slot.process.join(timeout=1.0 if slot.task is None else 0)
+                if slot.process.is_alive():
+                    slot.process.kill()
+                    slot.process.join()
+
+    def close(self) -> None:
+        pass
+
+
+# --- on a Dask cluster ------------------------------------------------------------------------
+
+
+class DaskExecutor:
+    """The workers of a running Dask cluster, given its scheduler's address. Dask moves a run
+    whose worker dies to another worker (up to its `allowed-failures` times); a row comes back
+    once per run whatever happens, and only the sweep (this process) writes the results store."""
+
+    def __init__(self, address: str, connect_timeout: float = DASK_CONNECT_TIMEOUT_S):
+        try:
+            import distributed
+        except ImportError:
+            raise UsageError("--dask: Dask's distributed package is not installed: pip install 'roundhouse[dask]'") from None
+        self._distributed = distributed
+        self.address = address
+        _check_address(address)
+        try:
+            self.client = distributed.Client(address, timeout=connect_timeout, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as err:
+            raise UsageError(
+                f"--dask {address}: no Dask scheduler answered within {connect_timeout:g} s ({_first_line(err)})"
+            ) from None
+        workers = self.client.scheduler_info().get("workers", {})
+        self.where = f"the Dask cluster at {address} ({len(workers)} worker{'s' if len(workers) != 1 else ''} now)"
+
+    def run(self, tasks: list[Task], timeout: float | None = None) -> Iterator[dict[str, Any]]:
+        sweep = uuid.uuid4().hex[:8]  # tasks of two sweeps never share a Dask key
+        futures = {}
+        for task in tasks:
+            future = self.client.submit(
+                record_run, task.spec, task.key, timeout, key=f"roundhouse-run-{sweep}-{task.key[:16]}", pure=False
+            )
+            futures[future] = task
+        try:
+            for future in self._distributed.as_completed(list(futures), loop=self.client.loop):
+                task = futures.pop(future)
+                try:
+                    row = future.result()
+                except Exception as err:  # the run never reported: its worker died, or Dask gave up on it
+                    row = base_row(task.spec, task.key, "error", _dask_failure(err))
+                future.release()
+                yield row
+        finally:
+            if futures:
+                self.client.cancel(list(futures))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _check_address(address: str) -> None:
+    """Refuse an address Dask could not connect to in any case, before trying (a Client given
+    one fails only after its own timeouts, with a traceback at exit)."""
+    from distributed.comm import parse_address
+    from distributed.comm.addressing import parse_host_port
+    from distributed.comm.registry import backends
+
+    try:
+        scheme, location = parse_address(address)
+        if scheme not in backends:
+            raise ValueError(f"unknown scheme '{scheme}' (known: {', '.join(sorted(backends))})")
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            host, _ = parse_host_port(location, 8786)
+            if not host:
+                raise ValueError("no host")
+    except ValueError as err:
+        raise UsageError(f"--dask {address}: not a scheduler address ({err}); write e.g. tcp://host:8786") from None
+
+
+def _dask_failure(err: BaseException) -> str:
+    if type(err).__name__ == "KilledWorker":
+        return f"the Dask workers running it died too often (Dask's allowed-failures): {_first_line(err)}"
+    return f"{type(err).__name__}: {_first_line(err)}"
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
