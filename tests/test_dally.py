@@ -173,6 +173,9 @@ def test_bad_arguments_are_refused(run_graph):
         with pytest.raises(RoundhouseError) as caught:
             run_graph(graph.format(args), jobs, cluster="2x4:V100")
         assert words in str(caught.value)
+    with pytest.raises(RoundhouseError) as caught:
+        run_graph(graph.format(""), jobs, cluster="1x4:V100,1x4:K80")
+    assert "DelayPlacer" in str(caught.value) and "one GPU type" in str(caught.value)
 
 
 # --- Algorithm 2 ---
@@ -244,15 +247,15 @@ def _active(world, rows):
 
 
 def test_ties_go_to_fewer_gpus_held_then_earlier_clock_then_lower_job_id(tiny):
-    # None has run, so all have Nw_sens 0. Job 0 was just launched (holds 2 GPUs); 5 and 3
-    # arrived at 0 and 1 at 10, all waiting.
-    world = make_world(tiny, [(0, 2, 0.0), (5, 1, 0.0), (3, 1, 0.0), (1, 1, 10.0)], {0: [0, 1]})
-    rows = np.array([world.jobs.row_of(j) for j in (0, 5, 3, 1)])
+    # None has run, so all have Nw_sens 0. Jobs 0 and 7 were just launched (on 2 GPUs and 1);
+    # 5 and 3 arrived at 0 and 1 at 10, all waiting.
+    world = make_world(tiny, [(0, 2, 0.0), (7, 1, 0.0), (5, 1, 0.0), (3, 1, 0.0), (1, 1, 10.0)], {0: [0, 1], 7: [2]})
+    rows = np.array([world.jobs.row_of(j) for j in (0, 7, 5, 3, 1)])
     policy = NetworkSensitive()
     ctx = Round(world, GraphSettings(), 20.0, 1, Events(time=20.0))
     policy.start(ctx)
     ranking = policy.tick(ctx, _active(world, rows))
-    assert world.jobs.column("job_id")[ranking.rows].tolist() == [3, 5, 1, 0]
+    assert world.jobs.column("job_id")[ranking.rows].tolist() == [3, 5, 1, 7, 0]
 
 
 # --- the graph ---
