@@ -94,6 +94,28 @@ class DelayTuner:
         return t_mc, t_rk
 
 
+class _Free:
+    """The GPUs on offer this round, with their counts per machine and per rack (kept up to
+    date as jobs take them, rather than counted again for every offer)."""
+
+    def __init__(self, cluster, available: np.ndarray) -> None:
+        self.cluster = cluster
+        self.available = available
+        self.node = cluster.per_node(available)
+        self.rack = np.bincount(cluster.gpu_rack[available], minlength=cluster.n_racks)
+        self.total = int(self.node.sum())
+
+    def take(self, within: np.ndarray | None, demand: int) -> np.ndarray:
+        """The lowest-numbered `demand` free GPUs (among those `within` marks), now taken."""
+        mask = self.available if within is None else self.available & within
+        ids = np.flatnonzero(mask)[:demand]
+        self.available[ids] = False
+        np.subtract.at(self.node, self.cluster.gpu_node[ids], 1)
+        np.subtract.at(self.rack, self.cluster.gpu_rack[ids], 1)
+        self.total -= demand
+        return ids
+
+
 @element
 class DelayPlacer(Placer):
     """Dally's placement: offer free GPUs to waiting jobs in ranking order, each waiting a
@@ -182,30 +204,26 @@ class DelayPlacer(Placer):
             t_mc = 0.0
         return t_mc, t_rk
 
-    def offer(self, cluster, available: np.ndarray, demand: int, starvation: float, now: float):
+    def offer(self, cluster, free: _Free, demand: int, starvation: float, now: float):
         """Algorithm 1 for one job: (GPU ids, level) or (None, None) when it declines."""
-        node_free = cluster.per_node(available)
-        fits = np.flatnonzero(node_free >= demand)
+        fits = np.flatnonzero(free.node >= demand)
         if len(fits):
-            node = int(fits[0])
-            ids = np.flatnonzero(available & (cluster.gpu_node == node))[:demand]
+            ids = free.take(cluster.gpu_node == int(fits[0]), demand)
             if self.tuned:
                 self._tuner.record("machine", demand, starvation, now)
             return ids, "machine"
         t_mc, t_rk = self.timers(demand, now)
         if starvation < t_mc:
             return None, None
-        rack_free = np.bincount(cluster.gpu_rack[available], minlength=cluster.n_racks)
-        fits = np.flatnonzero(rack_free >= demand)
+        fits = np.flatnonzero(free.rack >= demand)
         if len(fits):
-            rack = int(fits[0])
-            ids = np.flatnonzero(available & (cluster.gpu_rack == rack))[:demand]
+            ids = free.take(cluster.gpu_rack == int(fits[0]), demand)
             if self.tuned:
                 self._tuner.record("rack", demand, starvation, now)
             return ids, "rack"
         if starvation < t_rk:
             return None, None
-        return np.flatnonzero(available)[:demand], "network"
+        return free.take(None, demand), "network"
 
     def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
         cluster = ctx.cluster
@@ -215,26 +233,24 @@ class DelayPlacer(Placer):
         available = ctx.holder < 0
         if ctx.online is not None:
             available &= ctx.online
-        free = int(np.count_nonzero(available))
+        free = _Free(cluster, available)
         rows, want = ranking.rows, ranking.gpus
-        waiting = (ctx.jobs.column("held")[rows] == 0) & (want > 0) & (want <= free)
+        waiting = (ctx.jobs.column("held")[rows] == 0) & (want > 0) & (want <= free.total)
         launch_rows, launch_gpus, counts = [], [], []
         for i in np.flatnonzero(waiting).tolist():
             demand = int(want[i])
-            if demand > free:
+            if demand > free.total:
                 continue  # no offer can hold it this round
             row = int(rows[i])
-            ids, level = self.offer(cluster, available, demand, now - float(self._clock.since[row]), now)
+            ids, level = self.offer(cluster, free, demand, now - float(self._clock.since[row]), now)
             if ids is None:
                 self.counters["declined"] += 1
                 continue
-            available[ids] = False
-            free -= demand
             self.counters[level] += 1
             launch_rows.append(row)
             launch_gpus.append(ids)
             counts.append(demand)
-            if free == 0:
+            if free.total == 0:
                 break
         if not launch_rows:
             return Plan(keep=running)
