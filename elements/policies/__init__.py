@@ -2,6 +2,7 @@
 Ranking (or, for optimisation policies, Shares)."""
 
 from roundhouse.elements.policies import (  # noqa: F401  # noqa: F401
+    dally,
     fifo,
     gavel,  # noqa: F401
     las,
