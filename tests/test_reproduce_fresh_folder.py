@@ -86,7 +86,7 @@ def test_live_fidelity_quick_runs_from_a_fresh_folder_with_the_default_out(tmp_p
     assert "Traceback" not in done.stderr
     out = tmp_path / "runs" / "reproduce" / "live-fidelity"
     table = pl.read_csv(out / "jct.csv")
-    assert table.height == 6 and (table["live_jct_s"] > 0).all() and (table["sim_jct_s"] > 0).all()
+    assert table.height == 4 and (table["live_jct_s"] > 0).all() and (table["sim_jct_s"] > 0).all()
     assert "wrote jct-cdf.png, jct.csv to runs/reproduce/live-fidelity/" in " ".join(done.stdout.split())
     # Nothing was written outside the fresh folder's runs/ (the project's folder included).
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
