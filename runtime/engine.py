@@ -111,23 +111,25 @@ class Engine:
         self._order = list(graph.elements.values())
         self._sources = [e for e in self._order if e.category == "source"]
         self._sinks = [e for e in self._order if e.category == "sink"]
-        # For each element: (port name, port type, multi, source keys) per input port.
+        self._ctx: Round | None = None
+        self._no_arrivals = Jobs(world.jobs.reader, np.zeros(0, dtype=np.int64))
+        # What each category's `tick` returns, when it is not its output port's value: the
+        # engine turns it into the port value at one of the two boundary crossings.
+        crossings: dict[str, tuple[type, Callable[[Any], object]]] = {
+            "source": (JobBatch, self._arrivals),
+            "launch": (Plan, self._carry_out),
+        }
+        # Per element: its inputs (name, type, sources), its outputs (name, type), and its
+        # crossing (what its tick returns and how the engine applies it), if it has one.
         self._wiring = [
             (
                 el,
                 [(p.name, p.type, graph.sources_of(el.name, p.name)) for p in el.inputs],
                 [(p.name, p.type) for p in el.outputs],
+                crossings.get(el.category),
             )
             for el in self._order
         ]
-        self._ctx: Round | None = None
-        self._no_arrivals = Jobs(world.jobs.reader, np.zeros(0, dtype=np.int64))
-        # What each category's `tick` returns, when it is not its output port's value: the
-        # engine turns it into the port value at one of the two boundary crossings.
-        self._crossing: dict[str, tuple[type, Callable[[Any], object]]] = {
-            "source": (JobBatch, self._arrivals),
-            "launch": (Plan, self._carry_out),
-        }
         self._can_stall = not getattr(backend, "wall_clock", False)
         self._pending_events = Events(time=0.0)
         # Jobs a plan completed: reported as finished in the next round's events, as a job
@@ -227,7 +229,7 @@ class Engine:
         values: dict[tuple[str, str], object] = {}
         el: Element | None = None
         try:  # (one try for the round: an element's exception is reported naming `el`)
-            for el, inputs, outputs in self._wiring:
+            for el, inputs, outputs, crossing in self._wiring:
                 kwargs: dict[str, Any] = {}
                 for port, port_type, sources in inputs:
                     if not sources:
@@ -238,7 +240,6 @@ class Engine:
                         kwargs[port] = port_type.merge([values[s] for s in sources])
                 ctx.element = el
                 out = el.tick(ctx, **kwargs)
-                crossing = self._crossing.get(el.category)
                 if crossing is not None:
                     check_emitted(el, ctx, "tick", out, crossing[0])
                     out = crossing[1](out)

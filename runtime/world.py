@@ -37,7 +37,8 @@ class World:
         # Second job per GPU (space sharing); None until a plan first launches a pair, so that
         # runs without pairs never touch it.
         self.co_holder: np.ndarray | None = None
-        self.running_rows = np.zeros(0, dtype=np.int64)
+        self.running_rows = np.zeros(0, dtype=np.int64)  # sorted, read-only (see _set_running)
+        self.running_rows.setflags(write=False)
         self.unfinished = 0
         self.first_arrival_s = np.inf
         self.last_finish_s = 0.0
@@ -55,17 +56,13 @@ class World:
         self._any_slowdown = False
         self._any_comm = False  # any job under the communication model (a cluster with tiers)
 
-    @property
-    def running_rows(self) -> np.ndarray:
-        """Rows of the running jobs, sorted (a read-only array: a new one whenever it changes)."""
-        return self._running_rows
-
-    @running_rows.setter
-    def running_rows(self, rows: np.ndarray) -> None:
+    def _set_running(self, rows: np.ndarray) -> None:
+        """The running jobs' rows, sorted, as a read-only array that owns its data (a new one
+        whenever it changes), so that no view of it handed out can be made writeable again."""
         if rows.base is not None:
-            rows = rows.copy()  # own it, so that no view handed out can be made writeable again
+            rows = rows.copy()
         rows.setflags(write=False)
-        self._running_rows = rows
+        self.running_rows = rows
 
     @property
     def busy_gpu_s(self) -> float:
@@ -182,7 +179,7 @@ class World:
         cols["placed_type"][rows] = -1
         self.holder[isin_rows(self.holder, rows)] = -1
         if not leave_running_rows:
-            self.running_rows = without(self.running_rows, rows)
+            self._set_running(without(self.running_rows, rows))
         if self.co_holder is not None:
             self._leave_shared_gpus(rows)
 
@@ -273,7 +270,7 @@ class World:
         # The checked plan's keeps are the running jobs that go on running.
         running = np.concatenate((plan.keep, rows)) if len(rows) else plan.keep.copy()
         running.sort()
-        self.running_rows = running
+        self._set_running(running)
         return Events(time=now, launched=rows, suspended=suspend)
 
     # --- space sharing (only once a plan has launched a pair) ---
