@@ -51,3 +51,13 @@ def jobs_of(result, sink: str | None = None) -> dict[int, dict]:
     """The per-job table of the run's (only) metrics sink, by job id."""
     name = sink or next(iter(result.reports))
     return {row["job_id"]: row for row in result.reports[name]["jobs"].iter_rows(named=True)}
+
+
+def fails(capsys, *argv) -> str:
+    """Run the command line; it must exit 2 without a traceback. Returns what it printed."""
+    from roundhouse.tools.cli import main
+
+    assert main([str(a) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err

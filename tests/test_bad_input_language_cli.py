@@ -10,6 +10,7 @@ from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.dsl.loader import MAX_DEPTH
 from roundhouse.runtime.dsl.parser import parse, parse_value
 from roundhouse.tools.cli import main
+from tests.conftest import fails
 
 GRAPH = """round = 5min;
 cluster = "2x4:V100";
@@ -28,14 +29,6 @@ def graph(tmp_path):
     path = tmp_path / "g.sched"
     path.write_text(GRAPH)
     return path
-
-
-def fails(capsys, *argv) -> str:
-    """Run the command line; it must exit 2 without a traceback. Returns what it printed."""
-    assert main([str(a) for a in argv]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return err
 
 
 # --- numbers in the language ---

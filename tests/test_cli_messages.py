@@ -4,8 +4,7 @@ import re
 
 import pytest
 
-from roundhouse.tools.cli import main
-from tests.conftest import REPO
+from tests.conftest import REPO, fails
 
 GRAPH = """round = 5min;
 cluster = "2x4:V100";
@@ -19,14 +18,6 @@ def graph(tmp_path):
     path = tmp_path / "g.sched"
     path.write_text(GRAPH)
     return path
-
-
-def fails(capsys, *argv) -> str:
-    """Run the command line; it must exit 2 without a traceback. Returns what it printed."""
-    assert main([str(a) for a in argv]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return err
 
 
 # --- GPU types the throughput profile does not know ---
