@@ -1,7 +1,8 @@
 """Tiresias' placement: consolidate only the jobs that need it, spread the rest to limit
 fragmentation. Two ways to tell which jobs need it: the tensor-size skew that Tiresias'
 profiler measures (SkewAwarePlacer), or a profile of each model's measured slowdown when
-spread, Blox's "Tiresias+" (ProfiledPlacer). Both share the Placer steps of placer.py."""
+spread, Blox's "Tiresias+" (ProfiledPlacer). TiresiasDally is Tiresias as Dally's evaluation
+ran it on a cluster of network tiers. All share the Placer steps of placer.py."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
-from roundhouse.elements.placement.packing import choose_consolidated
+from roundhouse.elements.placement.packing import _of_type, choose_consolidated
 from roundhouse.elements.placement.placer import Placer
 from roundhouse.runtime.element import element, element_family
 from roundhouse.runtime.types import Ranking
 from roundhouse.runtime.values import positive
+from roundhouse.traces.placement import model_key
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -114,3 +116,74 @@ class ProfiledPlacer(_Selective):
         slowdown = ctx.jobs.column("spread_slowdown")[rows]
         with np.errstate(invalid="ignore"):
             return slowdown > self.tolerance
+
+
+def _first_with_room(counts: np.ndarray, want: int) -> int:
+    """The first group (machine or rack) with at least `want` GPUs free; -1 if none."""
+    fits = np.flatnonzero(counts >= want)
+    return int(fits[0]) if len(fits) else -1
+
+
+def _fewest_with_room(counts: np.ndarray, want: int) -> int:
+    """The group with the fewest free GPUs that still holds `want` (best fit); -1 if none."""
+    slack = np.where(counts >= want, counts - want, np.iinfo(np.int64).max)
+    group = int(slack.argmin())
+    return group if counts[group] >= want else -1
+
+
+@element
+class TiresiasDally(_Selective):
+    """Tiresias as Dally's evaluation ran it: high-skew models consolidated without relaxation,
+    the others placed on the first machine, rack or cluster-wide set of free GPUs that holds them.
+
+    A job of a model in `high_skew` (Dally's Table I labels VGG11, AlexNet and MobileNetV3 high
+    skew) takes the machine with the fewest free GPUs that holds it (a job larger than a machine:
+    the fullest rack that holds it; larger than a rack: the lowest-numbered free GPUs), and
+    otherwise waits, however long: Tiresias has no timer that relaxes consolidation. Every
+    other job takes the first machine with room, else the first rack with room, else the
+    lowest-numbered free GPUs, at once, whatever the tier. Pair it with Las (continuous 2D
+    attained service, GPUs x time, lowest first), not with TiresiasLas' discrete queues: Dally's
+    Tiresias orders jobs by their attained service itself. Running jobs the ranking no longer
+    selects are preempted (the Placer steps). Dally's simulator also lets a high-skew job fall
+    back to a rack when eight or more GPUs are free; that quirk is not reproduced.
+
+    Arguments:
+        high_skew: the models consolidated, named as in the trace (case and punctuation aside).
+    See also: SkewAwarePlacer, Las, DelayPlacer, Gandiva
+    Paper: Dally (IEEE BigData'25) §IV-A and Table I; Tiresias (NSDI'19) §3.3; cluster-sim TiresiasInterJobScheduler.
+    """
+
+    high_skew: list[str] = attrs.field(factory=lambda: ["VGG11", "AlexNet", "MobileNetV3"])
+
+    def start(self, ctx: RoundContext) -> None:
+        super().start(ctx)
+        self._keys = {model_key(name) for name in self.high_skew}
+        self._skewed = np.zeros(0, dtype=bool)  # per job row, filled as jobs arrive
+
+    def sensitive(self, ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
+        n = len(ctx.jobs)
+        if len(self._skewed) < n:
+            models = ctx.jobs.column("model")[len(self._skewed) : n]
+            new = [m is not None and model_key(str(m)) in self._keys for m in models]
+            self._skewed = np.concatenate([self._skewed, np.asarray(new, dtype=bool)])
+        return self._skewed[rows]
+
+    def choose(self, cluster, available, want, types, one_node):
+        for t in types:
+            mask = _of_type(cluster, available, t)
+            per_node = cluster.per_node(mask)
+            per_rack = np.bincount(cluster.gpu_rack[mask], minlength=cluster.n_racks)
+            pick = _fewest_with_room if one_node else _first_with_room
+            node = pick(per_node, want)
+            if node >= 0:
+                return np.flatnonzero(mask & (cluster.gpu_node == node))[:want]
+            if one_node and want <= cluster.max_gpus_per_node:
+                continue  # consolidated on one machine or not at all
+            rack = pick(per_rack, want)
+            if rack >= 0:
+                return np.flatnonzero(mask & (cluster.gpu_rack == rack))[:want]
+            if one_node and want <= int(np.bincount(cluster.gpu_rack).max()):
+                continue
+            if per_node.sum() >= want:
+                return np.flatnonzero(mask)[:want]
+        return None
