@@ -61,7 +61,11 @@ class Gandiva(Placer):
     def _machine(self, per_node: np.ndarray, want: int) -> tuple[int, bool]:
         """(machine, whether by affinity) for a job of `want` GPUs; machine -1 if none has room."""
         room = per_node >= want
-        for candidates, by_affinity in ((room & (self._affinity == want), True), (room & (self._affinity == 0), False), (room, False)):
+        for candidates, by_affinity in (
+            (room & (self._affinity == want), True),
+            (room & (self._affinity == 0), False),
+            (room, False),
+        ):
             if candidates.any():
                 return int(np.where(candidates, per_node, -1).argmax()), by_affinity
         return -1, False

@@ -13,10 +13,11 @@ import numpy as np
 
 from roundhouse.elements.placement.packing import _of_type, choose_consolidated
 from roundhouse.elements.placement.placer import Placer
+from roundhouse.errors import SchedError
 from roundhouse.runtime.element import element, element_family
 from roundhouse.runtime.types import Ranking
 from roundhouse.runtime.values import positive
-from roundhouse.traces.placement import model_key
+from roundhouse.traces.communication import CommunicationTable
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -137,7 +138,7 @@ class TiresiasDally(_Selective):
     the others placed on the first machine, rack or cluster-wide set of free GPUs that holds them.
 
     A job of a model in `high_skew` (Dally's Table I labels VGG11, AlexNet and MobileNetV3 high
-    skew) takes the machine with the fewest free GPUs that holds it (a job larger than a machine:
+    skew; any spelling the communication profile knows) takes the machine with the fewest free GPUs that holds it (a job larger than a machine:
     the fullest rack that holds it; larger than a rack: the lowest-numbered free GPUs), and
     otherwise waits, however long: Tiresias has no timer that relaxes consolidation. Every
     other job takes the first machine with room, else the first rack with room, else the
@@ -145,10 +146,11 @@ class TiresiasDally(_Selective):
     attained service, GPUs x time, lowest first), not with TiresiasLas' discrete queues: Dally's
     Tiresias orders jobs by their attained service itself. Running jobs the ranking no longer
     selects are preempted (the Placer steps). Dally's simulator also lets a high-skew job fall
-    back to a rack when eight or more GPUs are free; that quirk is not reproduced.
+    back to a rack when eight or more GPUs are free; that quirk is not reproduced. On a cluster
+    without network tiers no job has a communication profile, so none is consolidated.
 
     Arguments:
-        high_skew: the models consolidated, named as in the trace (case and punctuation aside).
+        high_skew: the models consolidated (names in the communication profile).
     See also: SkewAwarePlacer, Las, DelayPlacer, Gandiva
     Paper: Dally (IEEE BigData'25) §IV-A and Table I; Tiresias (NSDI'19) §3.3; cluster-sim TiresiasInterJobScheduler.
     """
@@ -157,16 +159,16 @@ class TiresiasDally(_Selective):
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
-        self._keys = {model_key(name) for name in self.high_skew}
-        self._skewed = np.zeros(0, dtype=bool)  # per job row, filled as jobs arrive
+        rows = CommunicationTable.load().index(self.high_skew)
+        if (rows < 0).any():
+            missing = [m for m, r in zip(self.high_skew, rows) if r < 0]
+            raise SchedError(
+                f"{self.name} (TiresiasDally): high_skew names models with no communication profile: {', '.join(missing)}"
+            )
+        self._skewed_models = rows
 
     def sensitive(self, ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
-        n = len(ctx.jobs)
-        if len(self._skewed) < n:
-            models = ctx.jobs.column("model")[len(self._skewed) : n]
-            new = [m is not None and model_key(str(m)) in self._keys for m in models]
-            self._skewed = np.concatenate([self._skewed, np.asarray(new, dtype=bool)])
-        return self._skewed[rows]
+        return np.isin(ctx.jobs.column("comm_model")[rows], self._skewed_models)
 
     def choose(self, cluster, available, want, types, one_node):
         for t in types:
