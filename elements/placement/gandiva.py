@@ -43,7 +43,7 @@ class Gandiva(Placer):
         spread: jobs larger than a machine placed on random GPUs so far.
         migrated: running jobs moved from several racks to one so far.
     See also: DelayPlacer, TiresiasDally, Fifo
-    Paper: Gandiva (OSDI'18) §3-4 (affinity, migration); Dally (IEEE BigData'25) §IV-A; cluster-sim GandivaInterJobScheduler.
+    Paper: Gandiva (OSDI'18), affinity and migration; Dally (IEEE BigData'25) §IV-A; cluster-sim GandivaInterJobScheduler.
     """
 
     seed: int | None = attrs.field(default=None, validator=non_negative)
