@@ -101,3 +101,24 @@ def test_a_running_job_s_communication_so_far_is_reported(run_graph, tmp_path):
     assert got[1]["finish_s"] is None
     assert got[1]["network_starts"] == 1
     assert got[1]["comm_s"] == pytest.approx(300.0)
+
+
+def test_the_delay_placer_reports_its_tuned_timers_as_they_change(tmp_path):
+    from roundhouse.elements.placement.dally import DelayPlacer
+    from roundhouse.runtime.cluster import Cluster
+    from tests.test_dally import TINY, fragmented, offer
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    world = fragmented(Cluster.parse(str(path)), [(1, 4, 0.0), (2, 4, 0.0)])
+    placer = DelayPlacer(tuned=True, history=1000.0, timeline=True)
+    # No machine has 4 free GPUs. With no history both timers are 0: job 1 takes a rack at 50 s,
+    # and its 50 s wait becomes the rack list of demand 4; at 80 s job 2's rack timer is 50 s.
+    assert offer(placer, world, [1], now=50.0) == {1: [2, 3, 6, 7]}
+    assert offer(placer, world, [2], now=80.0, started=False) == {2: [2, 3, 6, 7]}
+    # Now the rack list holds 50 and 80: mean 65 + 2 sample standard deviations (15 * sqrt 2).
+    assert placer.timers(4, 90.0) == pytest.approx((0.0, 65.0 + 30.0 * np.sqrt(2.0)))
+    placer.timers(4, 95.0)  # unchanged timers add no row
+    timers = placer.finish(None)["timers"]
+    assert timers.rows() == pytest.approx([(50.0, 4, 0.0, 0.0), (80.0, 4, 0.0, 50.0), (90.0, 4, 0.0, 65.0 + 30.0 * np.sqrt(2.0))])
+    assert DelayPlacer(tuned=True).finish(None) == {}
