@@ -16,6 +16,7 @@ class GraphSettings:
     # A round shorter than a millisecond would take forever to simulate any real trace.
     round: Duration = attrs.field(default=Duration(300.0), validator=at_least(MIN_ROUND))
     checkpoint: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
+    checkpoint_per_gpu: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     restore: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     cluster: str | None = None
     profile: FilePath | None = None
@@ -33,6 +34,7 @@ class GraphSettings:
 SETTING_DOCS = {
     "round": "length of a scheduling round (the simulator's step, the live backend's period)",
     "checkpoint": "simulated time a suspended job needs to checkpoint before its GPUs are free",
+    "checkpoint_per_gpu": "more checkpoint time per GPU the suspended job held (Dally's simulator: 1s)",
     "restore": "simulated time a launched job spends restoring before it makes progress",
     "cluster": 'the cluster: a spec file or a shorthand such as "32x4:V100" (--cluster overrides)',
     "profile": "the throughput profile table (default: the shipped Gavel table)",

@@ -76,5 +76,5 @@ def simulate(
     settings = graph.settings
     profile = profile or load_profile(graph)
     world = World(load_cluster(graph, cluster, profile), profile, settings.reference_gpu, settings.pair_profile)
-    backend = Simulator(world, settings.round, settings.checkpoint, settings.restore)
+    backend = Simulator(world, settings.round, settings.checkpoint, settings.restore, settings.checkpoint_per_gpu)
     return Engine(graph, world, backend, until=until, on_round=on_round).run()

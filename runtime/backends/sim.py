@@ -4,7 +4,8 @@ Round k covers [kR, (k+1)R).
 - Jobs arriving inside a round become visible at the next boundary (the sources see to that).
 - A running job progresses at its placement's throughput; one that finishes inside a round
   finishes at its exact time, and its GPUs stay idle until the round ends.
-- A suspended job occupies its GPUs for `checkpoint` seconds after the boundary; a launched job
+- A suspended job occupies its GPUs for `checkpoint` seconds after the boundary, plus
+  `checkpoint_per_gpu` for each GPU it held (Dally's simulator charges 1 s per GPU); a launched job
   starts once all its GPUs are free, then spends `restore` seconds before it progresses. A job
   that keeps its GPUs pays nothing (its lease is renewed). A job the plan completes frees its
   GPUs at the boundary, at no cost.
@@ -31,10 +32,13 @@ _NO_PROGRESS = Progress.empty()
 
 
 class Simulator:
-    def __init__(self, world: World, round_s: float, checkpoint_s: float = 0.0, restore_s: float = 0.0):
+    def __init__(
+        self, world: World, round_s: float, checkpoint_s: float = 0.0, restore_s: float = 0.0, checkpoint_per_gpu_s: float = 0.0
+    ):
         self.world = world
         self.round_s = float(round_s)
         self.checkpoint_s = float(checkpoint_s)
+        self.checkpoint_per_gpu_s = float(checkpoint_per_gpu_s)
         self.restore_s = float(restore_s)
         self._now = 0.0
         self._gpu_free_at = np.zeros(world.cluster.n_gpus)
@@ -66,12 +70,18 @@ class Simulator:
         """Called with a checked plan before the world's books change (so suspended jobs
         still hold their GPUs)."""
         now = self._now
-        if self.checkpoint_s > 0 and len(plan.suspend):
+        charges = self.checkpoint_s > 0 or self.checkpoint_per_gpu_s > 0
+        if charges and len(plan.suspend):
             freed = isin_rows(self.world.holder, plan.suspend)
             if self.world.co_holder is not None:  # space sharing: a GPU's second job checkpoints too
                 freed |= isin_rows(self.world.co_holder, plan.suspend)
-            self._gpu_free_at[freed] = now + self.checkpoint_s
-        if len(plan.launch_rows) and (self.checkpoint_s > 0 or self.restore_s > 0):
+            cost = self.checkpoint_s
+            if self.checkpoint_per_gpu_s > 0:
+                # Each GPU waits for its whole gang's checkpoint: per GPU held, by the job holding it.
+                held = self.world.jobs.column("held")
+                cost = cost + self.checkpoint_per_gpu_s * held[self.world.holder[freed]]
+            self._gpu_free_at[freed] = now + cost
+        if len(plan.launch_rows) and (charges or self.restore_s > 0):
             # (Without either cost a launched job starts at the boundary, as running ones do.)
             free_at = np.maximum.reduceat(self._gpu_free_at[plan.launch_gpus], plan.launch_starts)
             self._ready_rows = plan.launch_rows
