@@ -16,7 +16,10 @@ def test_dally_batch_quick(tmp_path, capsys):
     runs = pl.read_csv(out / "runs.csv")
     assert sorted(zip(runs["scheme"], runs["racks"])) == sorted((s, r) for s in SCHEMES for r in QUICK_RACKS)
     assert (runs["jobs_finished"] == runs["jobs_tracked"]).all()
-    starts = {(s, r): (m, k, n) for s, r, m, k, n in runs.select("scheme", "racks", "machine_starts", "rack_starts", "network_starts").rows()}
+    starts = {
+        (s, r): (m, k, n)
+        for s, r, m, k, n in runs.select("scheme", "racks", "machine_starts", "rack_starts", "network_starts").rows()
+    }
     for r in QUICK_RACKS:
         # No job of the mix is larger than a rack: waiting for the tightest fit never spans racks.
         assert starts[("Dally-fullyConsolidated", r)][2] == 0

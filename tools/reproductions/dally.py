@@ -73,7 +73,11 @@ def specs(trace: Path, racks: tuple[int, ...], schemes: dict[str, str] = SCHEMES
             overrides = [f"round={LEASE}", f'arrivals.path="{trace.resolve()}"']
             if scheme == "Dally":
                 overrides.append("place.timeline=true")
-            out.append(RunSpec(str(REPO / "graphs" / f"{graph}.sched"), tuple(overrides), f"dally:{r}", labels={"scheme": scheme, "racks": r}))
+            out.append(
+                RunSpec(
+                    str(REPO / "graphs" / f"{graph}.sched"), tuple(overrides), f"dally:{r}", labels={"scheme": scheme, "racks": r}
+                )
+            )
     return out
 
 
@@ -116,7 +120,12 @@ def gains(runs: pl.DataFrame, metric: str, base: str, racks: tuple[int, ...], sc
 
 
 def _per_size(values: list[float], racks: tuple[int, ...]) -> str:
-    return ", ".join(f"{r}: {v:+.0f}%" for r, v in zip(racks, values)) + " (racks: % lower)"
+    """Per size: "+20%" is 20% lower than the baseline, "-30%" 30% higher, "3.2x" over twice as high."""
+
+    def shown(v: float) -> str:
+        return f"{1 - v / 100:.1f}x" if v < -100 else f"{v:+.0f}%"
+
+    return ", ".join(f"{r}: {shown(v)}" for r, v in zip(racks, values)) + " (racks: % lower, or x as high)"
 
 
 def ordering(runs: pl.DataFrame, metric: str, racks: int) -> str:
@@ -154,7 +163,9 @@ def _timer_figure(timers: pl.DataFrame, gpus: int, path: Path, title: str) -> Pa
         for r in sorted(set(timers["racks"].to_list())):
             part = timers.filter((pl.col("racks") == r) & (pl.col("gpus") == gpus)).sort("time_s")
             if part.height:
-                ax.step((part["time_s"] / 3600).to_list(), (part["rack_timer_s"] / 3600).to_list(), where="post", label=f"{r} racks")
+                ax.step(
+                    (part["time_s"] / 3600).to_list(), (part["rack_timer_s"] / 3600).to_list(), where="post", label=f"{r} racks"
+                )
         ax.set_xlabel("time (h)")
         ax.set_ylabel(f"rack timer T_Rk of a {gpus}-GPU job (h)")
         ax.set_title(title, fontsize=10)
@@ -177,15 +188,39 @@ def _common(out_dir: Path, workload: str, quick: bool):
     runs, jobs, timers, racks = sweep(out_dir, workload, quick)
     name = f"dally-{workload}"
     figures = [
-        _against_racks(runs, "makespan_s", out_dir / f"{name}-makespan.png", "makespan (h)", f"Dally {workload}: makespan (Fig. 7)"),
-        _against_racks(runs, "p95_queue_s", out_dir / f"{name}-queue-p95.png", "p95 queueing delay (h)", f"Dally {workload}: p95 queueing (Fig. 8a)"),
-        _against_racks(runs, "p99_queue_s", out_dir / f"{name}-queue-p99.png", "p99 queueing delay (h)", f"Dally {workload}: p99 queueing (Fig. 8a)"),
-        _against_racks(runs, "avg_comm_s", out_dir / f"{name}-comm.png", "average exposed communication (h)", f"Dally {workload}: communication latency (Fig. 8b)"),
-        _against_racks(runs, "avg_jct_s", out_dir / f"{name}-jct.png", "average JCT (h)", f"Dally {workload}: average JCT (Fig. 13)"),
+        _against_racks(
+            runs, "makespan_s", out_dir / f"{name}-makespan.png", "makespan (h)", f"Dally {workload}: makespan (Fig. 7)"
+        ),
+        _against_racks(
+            runs,
+            "p95_queue_s",
+            out_dir / f"{name}-queue-p95.png",
+            "p95 queueing delay (h)",
+            f"Dally {workload}: p95 queueing (Fig. 8a)",
+        ),
+        _against_racks(
+            runs,
+            "p99_queue_s",
+            out_dir / f"{name}-queue-p99.png",
+            "p99 queueing delay (h)",
+            f"Dally {workload}: p99 queueing (Fig. 8a)",
+        ),
+        _against_racks(
+            runs,
+            "avg_comm_s",
+            out_dir / f"{name}-comm.png",
+            "average exposed communication (h)",
+            f"Dally {workload}: communication latency (Fig. 8b)",
+        ),
+        _against_racks(
+            runs, "avg_jct_s", out_dir / f"{name}-jct.png", "average JCT (h)", f"Dally {workload}: average JCT (Fig. 13)"
+        ),
     ]
     demand = p95_demand(jobs)
     if timers.height:
-        figures.append(_timer_figure(timers, demand, out_dir / f"{name}-timers.png", f"Dally {workload}: auto-tuned rack timer (Fig. 4)"))
+        figures.append(
+            _timer_figure(timers, demand, out_dir / f"{name}-timers.png", f"Dally {workload}: auto-tuned rack timer (Fig. 4)")
+        )
     return runs, jobs, timers, racks, figures, demand
 
 
@@ -225,8 +260,15 @@ def _timer_rows(timers: pl.DataFrame, demand: int, racks: tuple[int, ...]) -> li
 
 def _tier_row(jobs: pl.DataFrame) -> Comparison:
     """Claim: Dally keeps the network-sensitive models off the network tier more than the others."""
-    dally = jobs.filter(pl.col("scheme") == "Dally").group_by("trace_model").agg(
-        (pl.col("network_starts").sum() / (pl.col("machine_starts") + pl.col("rack_starts") + pl.col("network_starts")).sum()).alias("share")
+    dally = (
+        jobs.filter(pl.col("scheme") == "Dally")
+        .group_by("trace_model")
+        .agg(
+            (
+                pl.col("network_starts").sum()
+                / (pl.col("machine_starts") + pl.col("rack_starts") + pl.col("network_starts")).sum()
+            ).alias("share")
+        )
     )
     share = {m: s for m, s in dally.sort("share").rows()}
     return Comparison(
@@ -256,8 +298,14 @@ def _notes(quick: bool, racks: tuple[int, ...], runs: pl.DataFrame) -> list[str]
 def dally_batch(out_dir: Path, quick: bool) -> Report:
     runs, jobs, timers, racks, figures, demand = _common(out_dir, "batch", quick)
     comparisons = [
-        Comparison("Fig. 7: makespan, Dally vs Tiresias", "up to 69% lower (68% mean)", _per_size(gains(runs, "makespan_s", "Tiresias", racks), racks)),
-        Comparison("Fig. 7: makespan, Dally vs Gandiva", "up to 92% lower", _per_size(gains(runs, "makespan_s", "Gandiva", racks), racks)),
+        Comparison(
+            "Fig. 7: makespan, Dally vs Tiresias",
+            "up to 69% lower (68% mean)",
+            _per_size(gains(runs, "makespan_s", "Tiresias", racks), racks),
+        ),
+        Comparison(
+            "Fig. 7: makespan, Dally vs Gandiva", "up to 92% lower", _per_size(gains(runs, "makespan_s", "Gandiva", racks), racks)
+        ),
         *[
             Comparison(
                 f"Fig. 7: makespan order, {r} racks",
@@ -268,10 +316,26 @@ def dally_batch(out_dir: Path, quick: bool) -> Report:
             )
             for r in racks
         ],
-        Comparison("Fig. 8a: average queueing, Dally vs Tiresias", "18% to 31% lower", _per_size(gains(runs, "avg_queue_s", "Tiresias", racks), racks)),
-        Comparison("Fig. 8a: p95 queueing, Dally vs Tiresias", "58% to 71% lower", _per_size(gains(runs, "p95_queue_s", "Tiresias", racks), racks)),
-        Comparison("Fig. 8a: p99 queueing, Dally vs Tiresias", "67% to 78% lower", _per_size(gains(runs, "p99_queue_s", "Tiresias", racks), racks)),
-        Comparison("Fig. 8a: p99 queueing, Dally vs Gandiva", "up to 81% lower", _per_size(gains(runs, "p99_queue_s", "Gandiva", racks), racks)),
+        Comparison(
+            "Fig. 8a: average queueing, Dally vs Tiresias",
+            "18% to 31% lower",
+            _per_size(gains(runs, "avg_queue_s", "Tiresias", racks), racks),
+        ),
+        Comparison(
+            "Fig. 8a: p95 queueing, Dally vs Tiresias",
+            "58% to 71% lower",
+            _per_size(gains(runs, "p95_queue_s", "Tiresias", racks), racks),
+        ),
+        Comparison(
+            "Fig. 8a: p99 queueing, Dally vs Tiresias",
+            "67% to 78% lower",
+            _per_size(gains(runs, "p99_queue_s", "Tiresias", racks), racks),
+        ),
+        Comparison(
+            "Fig. 8a: p99 queueing, Dally vs Gandiva",
+            "up to 81% lower",
+            _per_size(gains(runs, "p99_queue_s", "Gandiva", racks), racks),
+        ),
         Comparison(
             "Fig. 8b: average communication, Dally vs Tiresias",
             "53% to 83% lower; Dally lowest of all",
@@ -279,7 +343,11 @@ def dally_batch(out_dir: Path, quick: bool) -> Report:
             + "; lowest: "
             + ", ".join(f"{r}: {ordering(runs, 'avg_comm_s', r).split(' < ')[0]}" for r in racks),
         ),
-        Comparison("Fig. 13a: average JCT, Dally vs Tiresias", "19% to 36% lower", _per_size(gains(runs, "avg_jct_s", "Tiresias", racks), racks)),
+        Comparison(
+            "Fig. 13a: average JCT, Dally vs Tiresias",
+            "19% to 36% lower",
+            _per_size(gains(runs, "avg_jct_s", "Tiresias", racks), racks),
+        ),
         Comparison(
             "Fig. 13a: average JCT, Dally vs Gandiva",
             "23% to 51% lower at 4-16 racks; 39% higher at 2 racks",
@@ -294,7 +362,9 @@ def dally_batch(out_dir: Path, quick: bool) -> Report:
         *_timer_rows(timers, demand, racks),
         _tier_row(jobs),
     ]
-    return Report(comparisons, tables={"runs": runs, "jobs": jobs, "timers": timers}, figures=figures, notes=_notes(quick, racks, runs))
+    return Report(
+        comparisons, tables={"runs": runs, "jobs": jobs, "timers": timers}, figures=figures, notes=_notes(quick, racks, runs)
+    )
 
 
 @experiment(
@@ -310,16 +380,29 @@ def dally_poisson(out_dir: Path, quick: bool) -> Report:
             "16% to 34% lower; at 4 racks Tiresias better",
             _per_size(gains(runs, "avg_jct_s", "Tiresias", racks), racks),
         ),
-        Comparison("Fig. 13b: average JCT, Dally vs Gandiva", "23% to 51% lower", _per_size(gains(runs, "avg_jct_s", "Gandiva", racks), racks)),
+        Comparison(
+            "Fig. 13b: average JCT, Dally vs Gandiva",
+            "23% to 51% lower",
+            _per_size(gains(runs, "avg_jct_s", "Gandiva", racks), racks),
+        ),
         Comparison(
             "Dally-manual vs Tiresias, average JCT (8 racks)",
             "Dally-manual 15% higher (Table III)",
             _per_size(gains(runs, "avg_jct_s", "Tiresias", (8,), scheme="Dally-manual"), (8,)),
         ),
-        *[Comparison(f"makespan order, {r} racks (not in the paper for Poisson)", "-", ordering(runs, "makespan_s", r)) for r in racks],
-        Comparison("average communication, Dally vs Tiresias", "- (Fig. 8b is batch)", _per_size(gains(runs, "avg_comm_s", "Tiresias", racks), racks)),
+        *[
+            Comparison(f"makespan order, {r} racks (not in the paper for Poisson)", "-", ordering(runs, "makespan_s", r))
+            for r in racks
+        ],
+        Comparison(
+            "average communication, Dally vs Tiresias",
+            "- (Fig. 8b is batch)",
+            _per_size(gains(runs, "avg_comm_s", "Tiresias", racks), racks),
+        ),
         *_table_rows(runs, "poisson", "Table III"),
         *_timer_rows(timers, demand, racks),
         _tier_row(jobs),
     ]
-    return Report(comparisons, tables={"runs": runs, "jobs": jobs, "timers": timers}, figures=figures, notes=_notes(quick, racks, runs))
+    return Report(
+        comparisons, tables={"runs": runs, "jobs": jobs, "timers": timers}, figures=figures, notes=_notes(quick, racks, runs)
+    )
