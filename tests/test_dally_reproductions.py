@@ -10,7 +10,8 @@ from roundhouse.tools.reproductions.dally import QUICK_RACKS, SCHEMES, p95_deman
 
 
 @pytest.mark.slow
-def test_dally_batch_quick(tmp_path, capsys):
+def test_dally_batch_quick(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")  # (table cells unwrapped)
     assert main(["reproduce", "dally-batch", "--quick", "--out", str(tmp_path)]) == 0
     out = tmp_path / "dally-batch"
     runs = pl.read_csv(out / "runs.csv")
