@@ -18,7 +18,7 @@ from roundhouse.runtime.simulate import simulate
 from roundhouse.runtime.types import Events, Plan, Ranking
 from roundhouse.runtime.world import World
 from roundhouse.traces.profiles import ProfileTable
-from tests.conftest import jobs_of
+from tests.conftest import fails, jobs_of
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -281,3 +281,47 @@ def test_each_dally_graph_runs_in_the_simulator(name):
         pl.col("first_start_s").is_not_null() & pl.col("first_start_s").is_not_nan()
     )
     assert len(started) > 0
+
+
+# --- bad input on Dally's graphs: located errors, never a traceback ---
+
+BAD_ROWS = [
+    ("1,0,200,100,BERT,,", "job 1 asks for 200 GPUs but the cluster has 128"),
+    ("3,0,2,100,LM,,", "job 3: model 'LM' has no communication profile, which a cluster with network tiers needs"),
+    ("4,0,2,100,BERT,5000,", "column 'cpus': job 4 asks for 5000 CPU cores but its 2 GPUs span at most 2 machines"),
+    ("5,0,2,100,BERT,,90000", "column 'memory_gb': job 5 asks for 90000 GB of memory but its 2 GPUs span at most 2 machines"),
+]
+
+
+@pytest.mark.parametrize("row, message", BAD_ROWS)
+@pytest.mark.parametrize("name", ["dally", "gandiva"])
+def test_a_bad_trace_row_on_a_dally_graph_is_a_located_error(tmp_path, capsys, name, row, message):
+    trace = tmp_path / "bad.csv"
+    trace.write_text(f"job_id,arrival_s,gpus,duration_s,model,cpus,memory_gb\n0,0,8,100,VGG11,,\n{row}\n")
+    err = fails(capsys, "run", REPO / "graphs" / f"{name}.sched", "--trace", trace, "--quiet")
+    assert err.startswith(f"error: {trace}: error: ") or err.startswith(f"{trace}: error: ")
+    assert message in err
+
+
+def test_a_cluster_whose_racks_do_not_add_up_is_located_by_check(tmp_path, capsys):
+    spec = tmp_path / "racks.toml"
+    spec.write_text('name = "bad"\n[[group]]\nnodes = 10\ngpus_per_node = 8\nmachines_per_rack = 4\n[tiers]\n')
+    graph = tmp_path / "g.sched"
+    text = (REPO / "graphs" / "dally-manual.sched").read_text().replace('"dally:2"', f'"{spec}"')
+    graph.write_text(text.replace("../traces/samples", str(REPO / "traces" / "samples")))
+    err = fails(capsys, "check", graph)
+    assert f"{graph}:" in err and "setting 'cluster'" in err
+    assert "'machines_per_rack' (4) does not divide 'nodes' (10) into whole racks" in err
+
+
+def test_tiresias_dally_refuses_a_high_skew_model_it_cannot_look_up(capsys):
+    err = fails(
+        capsys,
+        "run",
+        REPO / "graphs" / "tiresias-dally.sched",
+        "--set",
+        'place.high_skew=["VGG11", "Inception9"]',
+        "--until",
+        "1h",
+    )
+    assert "place (TiresiasDally): high_skew names models with no communication profile: Inception9" in err
