@@ -148,11 +148,12 @@ def _against_racks(runs: pl.DataFrame, metric: str, path: Path, ylabel: str, tit
             if part.height:
                 ax.plot(part["racks"].to_list(), (part[metric] / 3600).to_list(), marker="o", label=scheme)
         ax.set_xscale("log", base=2)
+        ax.set_yscale("log")  # (Gandiva's tails are ten times the others')
         ax.set_xticks(sorted(set(runs["racks"].to_list())), labels=[str(r) for r in sorted(set(runs["racks"].to_list()))])
         ax.set_xlabel("racks (64 GPUs each)")
-        ax.set_ylabel(ylabel)
+        ax.set_ylabel(ylabel + ", log scale")
         ax.set_title(title, fontsize=10)
-        ax.grid(alpha=0.3)
+        ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
 
     return save_figure(path, draw)
@@ -167,6 +168,7 @@ def _timer_figure(timers: pl.DataFrame, gpus: int, path: Path, title: str) -> Pa
                     (part["time_s"] / 3600).to_list(), (part["rack_timer_s"] / 3600).to_list(), where="post", label=f"{r} racks"
                 )
         ax.set_xlabel("time (h)")
+        ax.set_yscale("symlog", linthresh=1.0)  # (0 while no waits are recorded; thousands of hours at peaks)
         ax.set_ylabel(f"rack timer T_Rk of a {gpus}-GPU job (h)")
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
@@ -184,44 +186,33 @@ def p95_demand(jobs: pl.DataFrame) -> int:
 # --- the experiments ---------------------------------------------------------------------------
 
 
-def _common(out_dir: Path, workload: str, quick: bool):
-    runs, jobs, timers, racks = sweep(out_dir, workload, quick)
+# (metric, file name, axis label, what it shows): one figure each, against the number of racks.
+FIGURES = (
+    ("makespan_s", "makespan", "makespan (h)", "makespan (Fig. 7)"),
+    ("p95_queue_s", "queue-p95", "p95 queueing delay (h)", "p95 queueing (Fig. 8a)"),
+    ("p99_queue_s", "queue-p99", "p99 queueing delay (h)", "p99 queueing (Fig. 8a)"),
+    ("avg_comm_s", "comm", "average exposed communication (h)", "communication latency (Fig. 8b)"),
+    ("avg_jct_s", "jct", "average JCT (h)", "average JCT (Fig. 13)"),
+)
+
+
+def draw_figures(runs: pl.DataFrame, jobs: pl.DataFrame, timers: pl.DataFrame, out_dir: Path, workload: str) -> list[Path]:
+    """The experiment's figures from its tables (also to redraw them from saved CSVs)."""
     name = f"dally-{workload}"
     figures = [
-        _against_racks(
-            runs, "makespan_s", out_dir / f"{name}-makespan.png", "makespan (h)", f"Dally {workload}: makespan (Fig. 7)"
-        ),
-        _against_racks(
-            runs,
-            "p95_queue_s",
-            out_dir / f"{name}-queue-p95.png",
-            "p95 queueing delay (h)",
-            f"Dally {workload}: p95 queueing (Fig. 8a)",
-        ),
-        _against_racks(
-            runs,
-            "p99_queue_s",
-            out_dir / f"{name}-queue-p99.png",
-            "p99 queueing delay (h)",
-            f"Dally {workload}: p99 queueing (Fig. 8a)",
-        ),
-        _against_racks(
-            runs,
-            "avg_comm_s",
-            out_dir / f"{name}-comm.png",
-            "average exposed communication (h)",
-            f"Dally {workload}: communication latency (Fig. 8b)",
-        ),
-        _against_racks(
-            runs, "avg_jct_s", out_dir / f"{name}-jct.png", "average JCT (h)", f"Dally {workload}: average JCT (Fig. 13)"
-        ),
+        _against_racks(runs, metric, out_dir / f"{name}-{stem}.png", ylabel, f"Dally {workload}: {what}")
+        for metric, stem, ylabel, what in FIGURES
     ]
-    demand = p95_demand(jobs)
     if timers.height:
-        figures.append(
-            _timer_figure(timers, demand, out_dir / f"{name}-timers.png", f"Dally {workload}: auto-tuned rack timer (Fig. 4)")
-        )
-    return runs, jobs, timers, racks, figures, demand
+        title = f"Dally {workload}: auto-tuned rack timer (Fig. 4)"
+        figures.append(_timer_figure(timers, p95_demand(jobs), out_dir / f"{name}-timers.png", title))
+    return figures
+
+
+def _common(out_dir: Path, workload: str, quick: bool):
+    runs, jobs, timers, racks = sweep(out_dir, workload, quick)
+    figures = draw_figures(runs, jobs, timers, out_dir, workload)
+    return runs, jobs, timers, racks, figures, p95_demand(jobs)
 
 
 def _table_rows(runs: pl.DataFrame, workload: str, table: str) -> list[Comparison]:
