@@ -204,6 +204,7 @@ class DelayPlacer(Placer):
         rack_floor: the least tuned rack timer (0: the paper; 12 leases in the simulator).
         capped: cap tuned timers at 0.8 x history (machine) and history (rack), as the simulator.
         release: end every running job's lease at each round and offer its gang again (Dally's lease model).
+        timeline: report the tuned timers over time (a `timers` table: time, GPU demand, T_Mc, T_Rk, each time they change).
     Counters:
         machine: jobs placed on one machine so far.
         rack: jobs placed on one rack (not one machine) so far.
@@ -223,6 +224,7 @@ class DelayPlacer(Placer):
     rack_floor: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     capped: bool = attrs.field(default=False)
     release: bool = attrs.field(default=False)
+    timeline: bool = attrs.field(default=False)
 
     def __attrs_post_init__(self) -> None:
         if self.rack_wait < self.machine_wait:
@@ -243,6 +245,8 @@ class DelayPlacer(Placer):
         self._tuner = DelayTuner(self.history, self.sigma, self.machine_floor, self.rack_floor, self.capped)
         self._machine_size = cluster.max_gpus_per_node
         self._rack_size = int(np.bincount(cluster.gpu_rack).max())
+        self._timeline: list[tuple[float, int, float, float]] = []
+        self._last_timers: dict[int, tuple[float, float]] = {}
 
     def timers(self, demand: int, now: float) -> tuple[float, float]:
         """(T_Mc, T_Rk) for a job wanting `demand` GPUs, Algorithm 1's zero rules applied."""
@@ -254,6 +258,9 @@ class DelayPlacer(Placer):
             t_mc, t_rk = math.inf, math.inf
         elif self.tuned:
             t_mc, t_rk = self._tuner.timers(demand, now)
+            if self.timeline and self._last_timers.get(demand) != (t_mc, t_rk):
+                self._last_timers[demand] = (t_mc, t_rk)
+                self._timeline.append((now, demand, t_mc, t_rk))
         else:
             t_mc, t_rk = float(self.machine_wait), float(self.rack_wait)
         if demand > self._machine_size:
@@ -375,3 +382,11 @@ class DelayPlacer(Placer):
             keep=keep,
             suspend=suspend,
         )
+
+    def finish(self, ctx: RoundContext) -> dict:
+        if not self.timeline:
+            return {}
+        import polars as pl
+
+        schema = {"time_s": pl.Float64, "gpus": pl.Int64, "machine_timer_s": pl.Float64, "rack_timer_s": pl.Float64}
+        return {"timers": pl.DataFrame(self._timeline, schema=schema, orient="row")}
