@@ -187,7 +187,9 @@ class ThroughputModel:
         if placement.batch is None and len(uniform):
             # A job's own batch size: its rate there was looked up before, unless the
             # (model, batch, type, count, one node) is new to the run.
-            rates[uniform] = self._cache.rates(jobs, rows[uniform], t_low[uniform], counts[uniform], one_node[uniform], uniform, look_up)
+            rates[uniform] = self._cache.rates(
+                jobs, rows[uniform], t_low[uniform], counts[uniform], one_node[uniform], uniform, look_up
+            )
         elif len(uniform):
             rates[uniform] = look_up(uniform)
         for j in mixed.tolist():  # rare: one job over several GPU types
@@ -299,9 +301,9 @@ class _RateCache:
             column = self._column_of_shape[shape]
         need = (len(self._configs), int(self._column_of_shape.max()) + 1)
         if self._table.shape[0] < need[0] or self._table.shape[1] < need[1]:
-            grown = np.full((max(need[0], 2 * self._table.shape[0]), max(need[1], 2 * self._table.shape[1])), np.nan)
-            grown[: self._table.shape[0], : self._table.shape[1]] = self._table
-            self._table = grown
+            table = np.full((max(need[0], 2 * self._table.shape[0]), max(need[1], 2 * self._table.shape[1])), np.nan)
+            table[: self._table.shape[0], : self._table.shape[1]] = self._table
+            self._table = table
         out = self._table[config, column]
         missing = np.isnan(out)
         if missing.any():
