@@ -47,7 +47,7 @@ CASES = {
 }
 
 
-def _folder() -> Path:
+def _folder(trace: Path) -> Path:
     """A folder with Gavel's consolidated throughputs and one graph per case."""
     import polars as pl
 
@@ -58,7 +58,7 @@ def _folder() -> Path:
     ProfileTable.load().frame.filter(pl.col("placement") == "consolidated").write_csv(folder / "profile.csv")
     for i, chain in enumerate(CASES.values()):
         (folder / f"case{i}.sched").write_text(
-            f'round = 6min;\ncluster = "36:36:36";\nprofile = "profile.csv";\nsrc :: TraceSource(path="{TRACE}");\n'
+            f'round = 6min;\ncluster = "36:36:36";\nprofile = "profile.csv";\nsrc :: TraceSource(path="{trace}");\n'
             f"src -> AcceptAll -> JobPool -> {chain} -> GavelPlacer -> Launch -> m :: JobMetrics;\n"
         )
     return folder
@@ -85,11 +85,12 @@ def run_once(graph: Path, out: Path) -> dict:
     )
 
 
-def rows(repeat: int = 1) -> list[dict]:
-    """One row per case: the fastest of `repeat` runs (wall and CPU), Gavel's time, the ratio."""
-    if not TRACE.exists():
+def rows(repeat: int = 1, trace: Path = TRACE) -> list[dict]:
+    """One row per case: the fastest of `repeat` runs (wall and CPU), Gavel's time, the ratio
+    (none when Gavel's trace is not at `trace`)."""
+    if not trace.exists():
         return []
-    folder = _folder()
+    folder = _folder(trace)
     out = []
     for i, name in enumerate(CASES):
         runs = [run_once(folder / f"case{i}.sched", folder / f"out{i}-{k}") for k in range(repeat)]
@@ -113,13 +114,15 @@ def rows(repeat: int = 1) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1, help="runs per case (the fastest is reported)")
+    parser.add_argument("--data", type=Path, default=SHARED, help="the folder of Gavel's reference data (default: %(default)s)")
     args = parser.parse_args()
-    if not TRACE.exists():
-        print(f"skipped: Gavel's trace not found at {TRACE}")
+    trace = args.data / TRACE.name
+    if not trace.exists():
+        print(f"skipped: Gavel's trace not found at {trace}")
         return
     print("msr 0e4a51 (984 jobs), 36:36:36, 6-minute rounds, whole `roundhouse run --out` in a fresh process")
     print(f"{'case':34s} {'wall s':>8s} {'cpu s':>7s} {'rounds':>7s} {'avg JCT s':>10s} {'Gavel s':>8s} {'x faster':>9s}")
-    for row in rows(args.repeat):
+    for row in rows(args.repeat, trace):
         gavel = f"{row['gavel_s']:8.1f}" if row["gavel_s"] else f"{'-':>8s}"
         faster = f"{row['times_faster']:8.1f}x" if row["times_faster"] else f"{'-':>9s}"
         wall = f"{row['wall_s']:.2f}" + (f"-{row['slowest_wall_s']:.2f}" if args.repeat > 1 else "")
