@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import Any
 
 import attrs
@@ -105,6 +105,11 @@ class LiveBackend:
             status=self._on_status,
         )
         self.options = options
+        # Per round that sent launches or revocations (the last 100 such): seconds from the
+        # round's boundary on the wall clock to the last of them handed to the socket (the
+        # graph's tick and the journal's write-ahead included). `status` reports them.
+        self.send_lags: deque[float] = deque(maxlen=100)
+        self.send_rounds = 0
 
     @property
     def options(self) -> LiveOptions:
@@ -261,6 +266,9 @@ class LiveBackend:
         for att in launches:
             books.start_or_defer(att)
         self.server.flush()
+        if revoked or launches:
+            self.send_lags.append(time.time() - self.clock.wall(self.clock.now))
+            self.send_rounds += 1
 
     def advance(self) -> None:
         clock = self.clock
@@ -340,6 +348,12 @@ class LiveBackend:
             "nodes_online": self.nodes.count_online(),
             "nodes": len(self.nodes.slots),
             "gpus_online": int(self.nodes.online.sum()),
+            "cpu_s": time.process_time(),
+            "journal_writes": self.journal.writes,
+            "journal_commits": self.journal.commits,
+            "send_rounds": self.send_rounds,
+            "send_lag_median_s": float(np.median(self.send_lags)) if self.send_lags else 0.0,
+            "send_lag_max_s": max(self.send_lags, default=0.0),
             **dict(self.counters),
         }
         self.server.send(identity, "status_reply", status={k: float(v) for k, v in numbers.items()})
