@@ -212,6 +212,8 @@ class LiveBackend:
         if self.takeover.replaying:
             return self.takeover.replayed_poll()
         t = self.clock.now
+        self._polled_at = time.time()
+        self.counters["start_lag_s"] += max(0.0, self._polled_at - self.clock.wall(t))
         news, nodes = self.news, self.nodes
         progress = self.reports.since_last_poll(t, self.world.running_rows)
         finished = news.finished + news.failed
@@ -240,6 +242,7 @@ class LiveBackend:
             self.takeover.check_plan(plan)
             return
         started = time.perf_counter()
+        self.counters["tick_s"] += max(0.0, time.time() - getattr(self, "_polled_at", time.time()))
         self._apply(plan)
         self.counters["apply_s"] += time.perf_counter() - started
 
@@ -354,6 +357,7 @@ class LiveBackend:
             "send_rounds": self.send_rounds,
             "send_lag_median_s": float(np.median(self.send_lags)) if self.send_lags else 0.0,
             "send_lag_max_s": max(self.send_lags, default=0.0),
+            "send_lag_last_s": self.send_lags[-1] if self.send_lags else 0.0,
             **dict(self.counters),
         }
         self.server.send(identity, "status_reply", status={k: float(v) for k, v in numbers.items()})
