@@ -143,8 +143,15 @@ class EmulatedNodes:
                         node.exits.flush()
                 if self._stopping and not any(n.jobs for n in self.nodes):
                     break
+            # On the way out: resend what is due, then wait briefly (all nodes at once) for the acknowledgements.
             for node in self.nodes:
-                node.exits.flush_and_wait(lambda frames, node=node: self._on_frame(node, frames))
+                node.exits.flush()
+            deadline = time.time() + 2.0
+            while time.time() < deadline and any(n.exits.unacked and n.link.registered for n in self.nodes):
+                for sock, _ in poller.poll(timeout=100):
+                    node, is_monitor = by_socket[sock]
+                    if not is_monitor:
+                        drain(sock, lambda frames, node=node: self._on_frame(node, frames))
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
