@@ -90,7 +90,7 @@ class GavelRounds(Element):
             partner = self._partner[self._ran]
             mate = run_s[np.maximum(partner, 0)] - self._ran_partner_run_s
             got = np.where(partner >= 0, np.maximum(got, mate), got)
-        np.add.at(self._time, (self._ran, self._ran_col), got)
+        self._time[self._ran, self._ran_col] += got  # (each entry ran once: no repeated cell)
         np.add.at(self._given, self._ran_col, got)
         self._ran = self._ran[:0]
 
