@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import defaultdict, deque
+from collections import defaultdict
 from typing import Any
 
 import attrs
@@ -27,7 +27,7 @@ from roundhouse.runtime.backends.live.attempts import Attempts
 from roundhouse.runtime.backends.live.ending import checkpoint_running, stop_agents
 from roundhouse.runtime.backends.live.nodes import Nodes
 from roundhouse.runtime.backends.live.reports import Reports
-from roundhouse.runtime.backends.live.round import Clock, News
+from roundhouse.runtime.backends.live.round import Clock, News, SendLags
 from roundhouse.runtime.backends.live.server import Server
 from roundhouse.runtime.backends.live.submissions import Submissions
 from roundhouse.runtime.backends.live.takeover import Takeover
@@ -105,11 +105,7 @@ class LiveBackend:
             status=self._on_status,
         )
         self.options = options
-        # Per round that sent launches or revocations (the last 100 such): seconds from the
-        # round's boundary on the wall clock to the last of them handed to the socket (the
-        # graph's tick and the journal's write-ahead included). `status` reports them.
-        self.send_lags: deque[float] = deque(maxlen=100)
-        self.send_rounds = 0
+        self.send_lags = SendLags()
 
     @property
     def options(self) -> LiveOptions:
@@ -270,8 +266,7 @@ class LiveBackend:
             books.start_or_defer(att)
         self.server.flush()
         if revoked or launches:
-            self.send_lags.append(time.time() - self.clock.wall(self.clock.now))
-            self.send_rounds += 1
+            self.send_lags.add(time.time() - self.clock.wall(self.clock.now))
 
     def advance(self) -> None:
         clock = self.clock
@@ -354,10 +349,7 @@ class LiveBackend:
             "cpu_s": time.process_time(),
             "journal_writes": self.journal.writes,
             "journal_commits": self.journal.commits,
-            "send_rounds": self.send_rounds,
-            "send_lag_median_s": float(np.median(self.send_lags)) if self.send_lags else 0.0,
-            "send_lag_max_s": max(self.send_lags, default=0.0),
-            "send_lag_last_s": self.send_lags[-1] if self.send_lags else 0.0,
+            **self.send_lags.figures(),
             **dict(self.counters),
         }
         self.server.send(identity, "status_reply", status={k: float(v) for k, v in numbers.items()})
