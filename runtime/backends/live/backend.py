@@ -27,7 +27,7 @@ from roundhouse.runtime.backends.live.attempts import Attempts
 from roundhouse.runtime.backends.live.ending import checkpoint_running, stop_agents
 from roundhouse.runtime.backends.live.nodes import Nodes
 from roundhouse.runtime.backends.live.reports import Reports
-from roundhouse.runtime.backends.live.round import Clock, News
+from roundhouse.runtime.backends.live.round import Clock, News, SendLags
 from roundhouse.runtime.backends.live.server import Server
 from roundhouse.runtime.backends.live.submissions import Submissions
 from roundhouse.runtime.backends.live.takeover import Takeover
@@ -105,6 +105,7 @@ class LiveBackend:
             status=self._on_status,
         )
         self.options = options
+        self.send_lags = SendLags()
 
     @property
     def options(self) -> LiveOptions:
@@ -207,6 +208,8 @@ class LiveBackend:
         if self.takeover.replaying:
             return self.takeover.replayed_poll()
         t = self.clock.now
+        self._polled_at = time.time()
+        self.counters["start_lag_s"] += max(0.0, self._polled_at - self.clock.wall(t))
         news, nodes = self.news, self.nodes
         progress = self.reports.since_last_poll(t, self.world.running_rows)
         finished = news.finished + news.failed
@@ -235,6 +238,7 @@ class LiveBackend:
             self.takeover.check_plan(plan)
             return
         started = time.perf_counter()
+        self.counters["tick_s"] += max(0.0, time.time() - getattr(self, "_polled_at", time.time()))
         self._apply(plan)
         self.counters["apply_s"] += time.perf_counter() - started
 
@@ -261,6 +265,8 @@ class LiveBackend:
         for att in launches:
             books.start_or_defer(att)
         self.server.flush()
+        if revoked or launches:
+            self.send_lags.add(time.time() - self.clock.wall(self.clock.now))
 
     def advance(self) -> None:
         clock = self.clock
@@ -340,6 +346,10 @@ class LiveBackend:
             "nodes_online": self.nodes.count_online(),
             "nodes": len(self.nodes.slots),
             "gpus_online": int(self.nodes.online.sum()),
+            "cpu_s": time.process_time(),
+            "journal_writes": self.journal.writes,
+            "journal_commits": self.journal.commits,
+            **self.send_lags.figures(),
             **dict(self.counters),
         }
         self.server.send(identity, "status_reply", status={k: float(v) for k, v in numbers.items()})
