@@ -40,7 +40,7 @@ HARD_LIMIT = 8 << 20
 
 NAME_RE = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 METRIC_RE = r"[a-z][a-z0-9_]{0,31}"
-OUTCOMES = ("done", "preempted", "failed", "killed")
+OUTCOMES = ("done", "preempted", "failed", "killed", "resized")  # resized: a worker a resize let go
 
 # Exit codes of a training process that uses the client library.
 EXIT_DONE = 0
@@ -297,7 +297,7 @@ SCHEMAS: dict[str, Obj] = {
             "job": JOB,
             "attempt": ATTEMPT,
             "rank": RANK,
-            "outcome": Choice("done", "preempted"),
+            "outcome": Choice("done", "preempted", "resized"),
             "iteration": ITERATION,
             "start_iteration": ITERATION,
         },

@@ -1,0 +1,128 @@
+"""Elastic jobs for real: torch worker processes (gloo, CPU) grow and shrink while training,
+and a worker lost during a resize leads to a restart from a checkpoint with nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from roundhouse.agents import jobenv
+from roundhouse.agents.agent.processes import spawn_worker
+from roundhouse.agents.client import Lease
+from roundhouse.agents.elastic import write_request
+
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+HERE = Path(__file__).resolve().parent
+ITERATIONS = 160
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Elastic:
+    """One job's workers, started and resized the way the agent does it."""
+
+    def __init__(self, tmp: Path, attempt: int = 1, resume: str | None = None, resume_iteration: int | None = None):
+        self.tmp, self.attempt = tmp, attempt
+        self.record = tmp / "steps.jsonl"
+        self.procs: dict[int, object] = {}
+        self.resume, self.resume_iteration = resume, resume_iteration
+
+    def start(self, rank: int, world: int, port: int, batch: int, join: int = 0):
+        lease = self.tmp / f"lease-{self.attempt}-{rank}"
+        Lease.create(lease)
+        env = dict(os.environ)
+        env.update(
+            jobenv.variables(
+                job_id=1,
+                attempt=self.attempt,
+                rank=rank,
+                world_size=world,
+                master_addr="127.0.0.1",
+                master_port=port,
+                lease=lease,
+                iterations=ITERATIONS,
+                batch_size=batch,
+                seed=2,
+                threads=1,
+                checkpoint_dir=self.tmp / "ckpt",
+                pace_iters_per_s=25.0,
+                dist_timeout_s=8.0,
+                join_generation=join or None,
+                resume=self.resume if not join else None,
+                resume_iteration=self.resume_iteration if not join else None,
+            )
+        )
+        env.update(ELASTIC_RECORD=str(self.record), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+        argv = [sys.executable, str(HERE / "elastic_worker.py")]
+        self.procs[rank] = spawn_worker(argv, env, self.tmp, self.tmp / f"log-{self.attempt}-{rank}.txt")
+        return lease
+
+    def rows(self) -> list[dict]:
+        if not self.record.exists():
+            return []
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+
+    def wait_for(self, rank: int, iteration: int, timeout: float = 60.0) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if any(r["rank"] == rank and r["iteration"] >= iteration for r in self.rows()):
+                return
+            assert all(p.poll() is None for p in self.procs.values()), self.logs()
+            time.sleep(0.05)
+        raise AssertionError(f"rank {rank} did not reach iteration {iteration}\n{self.logs()}")
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text() for p in sorted(self.tmp.glob("log-*.txt")))
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_a_job_grows_from_one_to_two_workers_and_shrinks_back_while_training(tmp_path):
+    job = Elastic(tmp_path)
+    try:
+        lease0 = job.start(0, 1, _port(), 16)
+        job.wait_for(0, 30)
+        grow_port = _port()
+        write_request(lease0, generation=1, world_size=2, batch_size=8, master_port=grow_port)
+        job.start(1, 2, grow_port, 8, join=1)
+        job.wait_for(1, 90)
+        write_request(lease0, generation=2, world_size=1, batch_size=16, master_port=_port())
+        assert job.procs[1].wait(timeout=30) == 0  # it left the job
+        assert job.procs[0].wait(timeout=60) == 0, job.logs()
+    finally:
+        job.stop()
+    rows = job.rows()
+    rank0 = [r for r in rows if r["rank"] == 0]
+    rank1 = [r for r in rows if r["rank"] == 1]
+    # Every step done exactly once, in order: no gap, no repeat.
+    assert [r["iteration"] for r in rank0] == list(range(ITERATIONS))
+    steps1 = [r["iteration"] for r in rank1]
+    assert steps1 == list(range(steps1[0], steps1[-1] + 1)) and len(steps1) >= 50
+    # Two workers in lock-step while both ran, with the same weights after every step.
+    by_step = {r["iteration"]: r for r in rank0}
+    for r in rank1:
+        assert by_step[r["iteration"]]["world"] == 2 and r["world"] == 2
+        assert by_step[r["iteration"]]["checksum"] == pytest.approx(r["checksum"], rel=1e-9, abs=1e-9)
+    worlds = [r["world"] for r in rank0]
+    assert worlds[0] == 1 and worlds[-1] == 1 and 2 in worlds
+    # The gradient noise scale is measured while two replicas run.
+    assert any(r.get("grad_noise_scale", 0) > 0 for r in rank1)
+    # The loss keeps decreasing: before the resize, with two workers, after shrinking back.
+    grow, shrink = steps1[0], steps1[-1] + 1
+    segments = [rank0[:10], rank0[grow - 10 : grow], rank0[shrink - 10 : shrink], rank0[-10:]]
+    means = [sum(r["loss"] for r in s) / len(s) for s in segments]
+    assert means == sorted(means, reverse=True), means
