@@ -126,3 +126,36 @@ def test_a_job_grows_from_one_to_two_workers_and_shrinks_back_while_training(tmp
     segments = [rank0[:10], rank0[grow - 10 : grow], rank0[shrink - 10 : shrink], rank0[-10:]]
     means = [sum(r["loss"] for r in s) / len(s) for s in segments]
     assert means == sorted(means, reverse=True), means
+
+
+def test_a_worker_killed_during_a_resize_leads_to_a_restart_from_a_checkpoint_with_nothing_lost(tmp_path):
+    job = Elastic(tmp_path)
+    try:
+        lease0 = job.start(0, 1, _port(), 16)
+        job.wait_for(0, 20)
+        grow_port = _port()
+        write_request(lease0, generation=1, world_size=2, batch_size=8, master_port=grow_port)
+        joiner = job.start(1, 2, grow_port, 8, join=1)
+        job.procs[1].kill()  # dies before it has joined: rank 0 waits in the rendezvous, in vain
+        assert job.procs[0].wait(timeout=60) == 3, job.logs()  # preempted, after checkpointing
+        assert joiner
+    finally:
+        job.stop()
+    checkpoints = sorted((tmp_path / "ckpt").glob("a1-i*.pt"))
+    assert len(checkpoints) == 1, checkpoints
+    reached = int(checkpoints[0].stem.split("-i")[1])
+    done = [r["iteration"] for r in job.rows() if r["rank"] == 0]
+    assert done == list(range(reached))  # the checkpoint holds every step done
+    assert "resize to 2 workers failed" in job.logs()
+
+    # The scheduler relaunches the job from that checkpoint (here: on one worker).
+    again = Elastic(tmp_path, attempt=2, resume=str(checkpoints[0]), resume_iteration=reached)
+    try:
+        again.start(0, 1, _port(), 16)
+        assert again.procs[0].wait(timeout=60) == 0, again.logs()
+    finally:
+        again.stop()
+    rank0 = [r for r in again.rows() if r["rank"] == 0]
+    assert [r["iteration"] for r in rank0] == list(range(ITERATIONS))  # nothing lost, nothing repeated
+    losses = [r["loss"] for r in rank0]
+    assert sum(losses[-10:]) < sum(losses[reached - 10 : reached]) < sum(losses[:10])
