@@ -13,7 +13,7 @@ from roundhouse.agents.workloads.common import SGD, DataParallel, synthetic
 
 
 def blobs(g, n):
-    centres = torch.randn(4, 16, generator=g) * 2
+    centres = torch.randn(4, 16, generator=g) * 0.5
     labels = torch.randint(0, 4, (n,), generator=g)
     return centres[labels] + torch.randn(n, 16, generator=g), labels
 
@@ -23,7 +23,7 @@ def main() -> None:
     job = Job.from_env().setup()
     torch.manual_seed(job.seed)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-    optimizer = SGD(model.parameters(), lr=0.02, momentum=0.9)
+    optimizer = SGD(model.parameters(), lr=0.002, momentum=0.9)
     sync = GradientSync(model.parameters())
     job.track(model=model, optimizer=optimizer, gradient_noise=sync)
     job.resume()

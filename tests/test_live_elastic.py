@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from roundhouse.agents import jobenv
 from roundhouse.agents.agent.processes import spawn_worker
 from roundhouse.agents.client import Lease
 from roundhouse.agents.elastic import write_request
+from roundhouse.wire import protocol
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 HERE = Path(__file__).resolve().parent
@@ -95,17 +97,20 @@ def test_a_job_grows_from_one_to_two_workers_and_shrinks_back_while_training(tmp
     job = Elastic(tmp_path)
     try:
         lease0 = job.start(0, 1, _port(), 16)
-        job.wait_for(0, 30)
+        job.wait_for(0, 40)
         grow_port = _port()
         write_request(lease0, generation=1, world_size=2, batch_size=8, master_port=grow_port)
         job.start(1, 2, grow_port, 8, join=1)
-        job.wait_for(1, 90)
+        job.wait_for(1, 100)
         write_request(lease0, generation=2, world_size=1, batch_size=16, master_port=_port())
         assert job.procs[1].wait(timeout=30) == 0  # it left the job
         assert job.procs[0].wait(timeout=60) == 0, job.logs()
     finally:
         job.stop()
-    rows = job.rows()
+    _check_grow_and_shrink(job.rows())
+
+
+def _check_grow_and_shrink(rows: list[dict]) -> None:
     rank0 = [r for r in rows if r["rank"] == 0]
     rank1 = [r for r in rows if r["rank"] == 1]
     # Every step done exactly once, in order: no gap, no repeat.
@@ -123,7 +128,7 @@ def test_a_job_grows_from_one_to_two_workers_and_shrinks_back_while_training(tmp
     assert any(r.get("grad_noise_scale", 0) > 0 for r in rank1)
     # The loss keeps decreasing: before the resize, with two workers, after shrinking back.
     grow, shrink = steps1[0], steps1[-1] + 1
-    segments = [rank0[:10], rank0[grow - 10 : grow], rank0[shrink - 10 : shrink], rank0[-10:]]
+    segments = [rank0[:15], rank0[grow - 15 : grow], rank0[shrink - 15 : shrink], rank0[-15:]]
     means = [sum(r["loss"] for r in s) / len(s) for s in segments]
     assert means == sorted(means, reverse=True), means
 
@@ -132,7 +137,7 @@ def test_a_worker_killed_during_a_resize_leads_to_a_restart_from_a_checkpoint_wi
     job = Elastic(tmp_path)
     try:
         lease0 = job.start(0, 1, _port(), 16)
-        job.wait_for(0, 20)
+        job.wait_for(0, 40)
         grow_port = _port()
         write_request(lease0, generation=1, world_size=2, batch_size=8, master_port=grow_port)
         joiner = job.start(1, 2, grow_port, 8, join=1)
@@ -158,4 +163,89 @@ def test_a_worker_killed_during_a_resize_leads_to_a_restart_from_a_checkpoint_wi
     rank0 = [r for r in again.rows() if r["rank"] == 0]
     assert [r["iteration"] for r in rank0] == list(range(ITERATIONS))  # nothing lost, nothing repeated
     losses = [r["loss"] for r in rank0]
-    assert sum(losses[-10:]) < sum(losses[reached - 10 : reached]) < sum(losses[:10])
+    assert sum(losses[-15:]) < sum(losses[reached - 15 : reached]) < sum(losses[:15])
+
+
+def test_an_agent_carries_out_resize_messages(tmp_path):
+    """A real agent (two fake GPUs) told by a scheduler's socket to grow a running job onto
+    its second GPU and shrink it back; a resize of a job it does not run is refused."""
+    import zmq
+
+    port = _port()
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(f"tcp://127.0.0.1:{port}")
+    record = tmp_path / "steps.jsonl"
+    log_path = tmp_path / "agent.log"
+    argv = [sys.executable, "-m", "roundhouse.tools.cli", "agent", "--scheduler", f"tcp://127.0.0.1:{port}"]
+    argv += ["--insecure", "--name", "el", "--fake-gpus", "2:V100", "--emulate", "--workdir", str(tmp_path / "w")]
+    env = dict(os.environ, ELASTIC_RECORD=str(record))
+    with open(log_path, "wb") as log:
+        agent = subprocess.Popen(argv, cwd=HERE.parent, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    seq = protocol.Sequence()
+    seq.n = 10**12
+    exits: list[dict] = []
+
+    def receive(want: str, timeout: float = 60.0, **match):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if router.poll(100):
+                identity, frame = router.recv_multipart()
+                type_, _, body = protocol.decode(frame)
+                if type_ == "exited":
+                    exits.append(body)
+                    router.send_multipart([identity, protocol.encode("ack", seq.next(), job=body["job"], attempt=body["attempt"], rank=body["rank"])])
+                if type_ == want and all(body.get(k) == v for k, v in match.items()):
+                    return identity, body
+        raise AssertionError(f"no {want} {match} from the agent\n{log_path.read_text()}")
+
+    def rows() -> list[dict]:
+        return [json.loads(x) for x in record.read_text().splitlines() if x.strip()] if record.exists() else []
+
+    def reach(rank: int, iteration: int) -> None:
+        deadline = time.time() + 60
+        while not any(r["rank"] == rank and r["iteration"] >= iteration for r in rows()):
+            assert time.time() < deadline and agent.poll() is None, log_path.read_text()
+            receive("heartbeat", timeout=5)
+
+    try:
+        identity, _ = receive("register")
+        router.send_multipart([identity, protocol.encode("welcome", seq.next(), node_index=0, heartbeat_s=0.2, session="t")])
+        launch = dict(
+            job=3,
+            attempt=1,
+            ranks=[{"rank": 0, "gpu": 0}],
+            world_size=1,
+            master_addr="127.0.0.1",
+            master_port=_port(),
+            iterations=ITERATIONS,
+            batch_size=16,
+            checkpoint_dir=str(tmp_path / "ckpt"),
+            checkpoint_every_s=0,
+            command=[sys.executable, str(HERE / "elastic_worker.py")],
+            iters_per_s=25.0,
+        )
+        router.send_multipart([identity, protocol.encode("launch", seq.next(), **launch)])
+        reach(0, 40)
+        common = dict(attempt=1, master_addr="127.0.0.1", iters_per_s=25.0)
+        unknown = dict(common, job=999, generation=1, world_size=2, batch_size=8, master_port=_port(), ranks=[{"rank": 1, "gpu": 1}])
+        router.send_multipart([identity, protocol.encode("resize", seq.next(), **unknown)])
+        grow = dict(common, job=3, generation=1, world_size=2, batch_size=8, master_port=_port(), ranks=[{"rank": 1, "gpu": 1}])
+        router.send_multipart([identity, protocol.encode("resize", seq.next(), **grow)])
+        receive("started", job=3, rank=1)
+        reach(1, 100)
+        shrink = dict(common, job=3, generation=2, world_size=1, batch_size=16, master_port=_port(), ranks=[])
+        router.send_multipart([identity, protocol.encode("resize", seq.next(), **shrink)])
+        receive("exited", job=3, rank=0, timeout=90)
+        assert agent.poll() is None
+    finally:
+        agent.terminate()
+        agent.wait(timeout=30)
+        router.close()
+        ctx.term()
+    outcomes = {(e["rank"], e["outcome"]) for e in exits if e["job"] == 3}
+    assert outcomes == {(1, "resized"), (0, "done")}, exits
+    text = log_path.read_text()
+    assert "refused resize of job 999 attempt 1: this node runs no worker of it" in text
+    _check_grow_and_shrink(rows())

@@ -275,6 +275,22 @@ SCHEMAS: dict[str, Obj] = {
         },
     ),
     "revoke": Obj({"job": JOB, "attempt": ATTEMPT, "kill": Bool()}, {"rank": RANK}),
+    # Grow or shrink a running attempt in place: to the node of its rank 0 (which tells the job)
+    # and to every node that starts new ranks (`ranks`: those to start there; ranks at or beyond
+    # the new world size leave by themselves). `generation` counts the attempt's resizes.
+    "resize": Obj(
+        {
+            "job": JOB,
+            "attempt": ATTEMPT,
+            "generation": Int(1, 2**31),
+            "world_size": Int(1, 4096),
+            "batch_size": Int(1, 2**31),
+            "master_addr": Str(255),
+            "master_port": Int(1, 65535),
+            "ranks": ListOf(Obj({"rank": RANK, "gpu": GPU}), 4096),
+        },
+        {"iters_per_s": Num(0, 10**9)},
+    ),
     "ack": Obj({"job": JOB, "attempt": ATTEMPT, "rank": RANK}),
     "shutdown": Obj({"reason": Str(1000)}),
     "unknown": Obj({"reason": Str(1000)}),
