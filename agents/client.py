@@ -44,7 +44,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from roundhouse.agents.elastic import ElasticData, Rescale, ResizeFailed, Scaler
+from roundhouse.agents.elastic import ElasticData, Rescale, Scaler
 from roundhouse.agents.jobenv import JobEnv
 from roundhouse.wire import protocol
 from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED
@@ -356,40 +356,22 @@ class Job:
     # --- elastic jobs (agents/elastic.py) ---
     def elastic_data(self, dataset, batch_size: int = 0) -> ElasticData:
         """The dataset's batches for this worker, re-cut when the job is resized."""
-        size = self.batch_size or batch_size
-        return self.scaler.attach(ElasticData(dataset, size, self.seed, self.rank, self.world_size))
+        data = ElasticData(dataset, self.batch_size or batch_size, self.seed, self.rank, self.world_size)
+        return self.scaler.attach(data)
 
     def on_rescale(self, callback) -> None:
-        """Call `callback(Rescale)` after each resize this worker stays in (to rescale the
-        learning rate, rebuild what depends on the world size)."""
+        """Call `callback(Rescale)` after each resize this worker stays in (the learning rate...)."""
         self.scaler.callbacks.append(callback)
 
     def scaling(self, request: dict[str, int]) -> Rescale | None:
         """The scaling hook, at a step boundary, with the request every worker agreed on:
         re-form the job and return its new shape (world size, rank, batch size); the loader
         calls it. A worker lost on the way: checkpoint, and stop as preempted."""
-        try:
-            change = self.scaler.carry_out(request)
-        except ResizeFailed as err:
-            self.stop_after_loss(str(err))
-            return None
-        if change.leaving:
-            self.outcome = "resized"
-        return change
+        return self.scaler.scaling(request)
 
     def stop_after_loss(self, why: str) -> None:
-        """A worker was lost: this one still holds the last complete iteration, so it writes
-        it (without waiting for the others) and stops as preempted, to be restarted from it."""
-        self.log(f"{why}; checkpointing iteration {self.iteration} and stopping")
-        self._distributed = False  # the group is broken: no barrier, no destroy
-        if self.iteration > 0 and not self.join_generation_pending:
-            self.save_checkpoint(alone=True)
-        self.outcome = "preempted"
-
-    @property
-    def join_generation_pending(self) -> bool:
-        """Joined by a resize and has not received the state yet: nothing worth saving."""
-        return self.join_generation > 0 and self.scaler.generation < self.join_generation
+        """A worker was lost: write the last complete iteration held here, stop as preempted."""
+        self.scaler.stop_after_loss(why)
 
     def track(self, **objects: Any) -> None:
         """What a checkpoint holds: objects with state_dict()/load_state_dict()."""

@@ -230,6 +230,26 @@ class Scaler:
         self.callbacks: list = []
         self.pending_position: tuple[int, int] | None = None
 
+    def scaling(self, request: dict[str, int]) -> Rescale | None:
+        job = self.job
+        try:
+            change = self.carry_out(request)
+        except ResizeFailed as err:
+            self.stop_after_loss(str(err))
+            return None
+        if change.leaving:
+            job.outcome = "resized"
+        return change
+
+    def stop_after_loss(self, why: str) -> None:
+        job = self.job
+        job.log(f"{why}; checkpointing iteration {job.iteration} and stopping")
+        job._distributed = False  # the group is broken: no barrier, no destroy
+        joined = self.generation >= job.join_generation  # a worker still joining holds no state
+        if job.iteration > 0 and joined:
+            job.save_checkpoint(alone=True)
+        job.outcome = "preempted"
+
     def requested(self) -> dict[str, int] | None:
         """Rank 0's new request, if the agent made one (the lease byte says so: no file read
         on the usual iteration)."""
@@ -274,7 +294,11 @@ class Scaler:
             job._distributed = False
         if change.leaving:
             return change
-        job.world_size, job.batch_size, job.master = change.world_size, change.batch_size, (change.master_addr, change.master_port)
+        job.world_size, job.batch_size, job.master = (
+            change.world_size,
+            change.batch_size,
+            (change.master_addr, change.master_port),
+        )
         try:
             if change.world_size > 1:
                 job.init_group()

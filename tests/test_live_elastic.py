@@ -195,7 +195,12 @@ def test_an_agent_carries_out_resize_messages(tmp_path):
                 type_, _, body = protocol.decode(frame)
                 if type_ == "exited":
                     exits.append(body)
-                    router.send_multipart([identity, protocol.encode("ack", seq.next(), job=body["job"], attempt=body["attempt"], rank=body["rank"])])
+                    router.send_multipart(
+                        [
+                            identity,
+                            protocol.encode("ack", seq.next(), job=body["job"], attempt=body["attempt"], rank=body["rank"]),
+                        ]
+                    )
                 if type_ == want and all(body.get(k) == v for k, v in match.items()):
                     return identity, body
         raise AssertionError(f"no {want} {match} from the agent\n{log_path.read_text()}")
@@ -229,7 +234,9 @@ def test_an_agent_carries_out_resize_messages(tmp_path):
         router.send_multipart([identity, protocol.encode("launch", seq.next(), **launch)])
         reach(0, 40)
         common = dict(attempt=1, master_addr="127.0.0.1", iters_per_s=25.0)
-        unknown = dict(common, job=999, generation=1, world_size=2, batch_size=8, master_port=_port(), ranks=[{"rank": 1, "gpu": 1}])
+        unknown = dict(
+            common, job=999, generation=1, world_size=2, batch_size=8, master_port=_port(), ranks=[{"rank": 1, "gpu": 1}]
+        )
         router.send_multipart([identity, protocol.encode("resize", seq.next(), **unknown)])
         grow = dict(common, job=3, generation=1, world_size=2, batch_size=8, master_port=_port(), ranks=[{"rank": 1, "gpu": 1}])
         router.send_multipart([identity, protocol.encode("resize", seq.next(), **grow)])
