@@ -125,6 +125,12 @@ def unforkable_elements(graph: CompiledGraph) -> list[tuple[str, str, str]]:
     return out
 
 
+def forks_world(graph: CompiledGraph) -> bool:
+    """Whether the graph has an element that forks the world as it runs (the synthesizer: its
+    class says `forks_world = True`), so that every element of the graph must be forkable."""
+    return any(getattr(type(el), "forks_world", False) for el in graph.elements.values())
+
+
 def _element_state(el: Element) -> dict[str, Any]:
     """The element's state and fixed attributes (and counters), by name; a ForkError if it
     cannot be forked or holds an attribute it does not declare."""

@@ -277,3 +277,16 @@ def test_every_built_in_element_declares_its_state():
     problems = {cls.__name__: fork_problem(cls) for cls in registry.classes() if cls.__module__.startswith("roundhouse.elements")}
     assert len(problems) > 40
     assert {k: v for k, v in problems.items() if v} == {}
+
+
+def test_roundhouse_check_reports_unforkable_elements(user_graph, capsys):
+    from roundhouse.tools.cli import main
+
+    graph = user_graph("Undeclared")
+    assert main(["check", graph]) == 0  # without --fork, and nothing in the graph forks the world
+    capsys.readouterr()
+    assert main(["check", "--fork", graph]) == 2
+    err = capsys.readouterr().err
+    assert f"{graph}:4:" in err and "error: element 'Undeclared@" in err
+    assert "cannot be forked: it declares no state: add `state = ('_seen',)`" in err and "Traceback" not in err
+    assert main(["check", "--fork", user_graph("Declared"), "graphs/gavel-las.sched"]) == 0
