@@ -161,13 +161,18 @@ def take_over(engine: Engine, world: World | None = None, graph: CompiledGraph |
         engine._skip_idle_rounds(float(settings.round))
         return engine
     assert world is not None
+    return _fresh(graph, world, now)
+
+
+def _fresh(graph: CompiledGraph, world: World, now: float) -> Engine:
+    """`graph`'s elements started afresh on `world` at `now`, in the simulator, with every
+    unfinished job entering the graph at the next round."""
     settings = graph.settings
     sim = Simulator(world, settings.round, settings.checkpoint, settings.restore)
     sim._now = now
     fresh = Engine(graph, world, sim)
     fresh.begin()
-    status = world.jobs.column("status")
-    fresh.carry_in(np.flatnonzero(status != 2))  # every unfinished job enters the new graph
+    fresh.carry_in(np.flatnonzero(world.jobs.column("status") != 2))
     return fresh
 
 
@@ -223,6 +228,34 @@ def _metrics(world: World, rows: np.ndarray, start: float, end: float, service0:
         "jobs": int(len(rows)),
         "jobs_finished": int(done.sum()),
     }
+
+
+def whatif_snapshot(
+    path: str | Path, other: CompiledGraph | None, horizon_s: float = 30 * 86400.0
+) -> tuple[dict[str, Any], list[Projection]]:
+    """As `whatif`, from a simulation's snapshot file (`Simulation.save`) instead of a journal."""
+    from roundhouse.runtime.simulation import Simulation
+
+    sim = Simulation.load(path)
+    engine, world = sim._engine, sim.world
+    if sim.done:
+        raise UsageError(f"snapshot {path}: its run had already stopped ({sim.stop_reason})")
+    point = {
+        "journal": str(path),
+        "graph": sim.graph.path,
+        "cluster": world.cluster.describe(),
+        "now_s": engine.backend.now,
+        "rounds": engine._rounds,
+        "jobs": len(world.jobs),
+        "unfinished": int(world.unfinished),
+        "running": int(len(world.running_rows)),
+    }
+    copied = copy.deepcopy(world) if other is not None else None
+    out = [project(engine, Path(sim.graph.path).name, horizon_s)]
+    if other is not None:
+        assert copied is not None
+        out.append(project(_fresh(other, copied, point["now_s"]), Path(other.path).name, horizon_s))
+    return point, out
 
 
 def whatif(

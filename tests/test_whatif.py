@@ -3,6 +3,8 @@ test_whatif_live.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 from roundhouse.runtime.journal import Journal
 from tests.conftest import fails
 
@@ -22,3 +24,42 @@ def test_bad_journals_and_values_are_refused_clearly(tmp_path, capsys):
     assert "the run has not journaled a round yet" in fails(capsys, "whatif", begun)
     assert "--horizon: 'soon' is not a duration" in fails(capsys, "whatif", begun, "--horizon", "soon")
     assert "--horizon 0s: must be a positive duration" in fails(capsys, "whatif", begun, "--horizon", "0s")
+
+
+@pytest.mark.slow
+def test_whatif_from_a_simulation_snapshot_matches_running_on(tmp_path, capsys):
+    """From a snapshot: the run's own graph projected forward gives what running it on gives,
+    and another graph (here Srtf for Las) is run from the same world."""
+    import json
+
+    from roundhouse import Simulation
+    from roundhouse.tools.cli import main
+
+    graph = tmp_path / "las.sched"
+    graph.write_text(
+        'round = 15min;\ncluster = "4x2:V100";\n'
+        "src :: PoissonSource(rate=6/h, jobs=40, seed=2);\n"
+        "src -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch -> m :: JobMetrics;\n"
+    )
+    (tmp_path / "srtf.sched").write_text(graph.read_text().replace("Las", "Srtf"))
+    sim = Simulation(graph).run_until(6 * 3600)
+    path = sim.save(tmp_path / "six-hours.snap")
+    at, unfinished = sim.now, sim.world.unfinished
+    sim.run()
+    frame = sim.jobs()
+    assert main(["whatif", str(path), "--graph", str(tmp_path / "srtf.sched"), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["from"]["now_s"] == at and got["from"]["unfinished"] == unfinished
+    same, other = got["projections"]
+    finish, arrival = frame["finish_s"].to_numpy(), frame["arrival_s"].to_numpy()
+    # Unfinished at the snapshot (between two rounds: jobs that finished in the last round are
+    # reported at the next), or arriving later.
+    affected = finish > at - 900
+    assert same["metrics"]["jobs"] == int(affected.sum()) == other["metrics"]["jobs"]
+    assert same["metrics"]["avg_jct_s"] == pytest.approx((finish - arrival)[affected].mean())
+    assert same["metrics"]["makespan_s"] == pytest.approx(finish.max() - at)
+    assert other["stop"] == "every job finished" and other["metrics"]["jobs_finished"] == other["metrics"]["jobs"]
+    assert other["metrics"] != same["metrics"]
+    # --set without --graph: the snapshot's own graph with another argument.
+    assert main(["whatif", str(path), "--set", "Las@3.service=wall_seconds", "--json"]) == 0
+    assert [p["graph"] for p in json.loads(capsys.readouterr().out)["projections"]] == ["las.sched"] * 2

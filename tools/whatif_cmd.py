@@ -13,7 +13,8 @@ from rich.table import Table
 from roundhouse.errors import UsageError
 from roundhouse.runtime.compiler import Override, compile_file
 from roundhouse.runtime.simulate import load_cluster, load_profile
-from roundhouse.runtime.whatif import METRICS, whatif
+from roundhouse.runtime.snapshot import FORMAT_NAME
+from roundhouse.runtime.whatif import METRICS, whatif, whatif_snapshot
 from roundhouse.runtime.world import World
 from roundhouse.tools.common import seconds
 from roundhouse.tools.results import in_units
@@ -58,7 +59,14 @@ def whatif_command(args) -> int:
     other = None
     if args.graph is not None or args.overrides:
         other_path = args.graph
-        if other_path is None:  # the run's own graph with other arguments
+        text = None
+        if other_path is None and _is_snapshot(args.journal):  # the simulation's own graph, other arguments
+            from roundhouse.runtime.snapshot import read_header
+
+            header, _ = read_header(args.journal)
+            other_path, text = header["graph_path"], header["graph_text"]
+            overrides = [*map(Override, header["overrides"]), *(Override(o) for o in args.overrides)]
+        elif other_path is None:  # the run's own graph with other arguments
             from roundhouse.runtime.whatif import open_journal
 
             journal, meta = open_journal(args.journal)
@@ -67,17 +75,29 @@ def whatif_command(args) -> int:
             overrides = [*run_overrides, *(Override(o) for o in args.overrides)]
         else:
             overrides = [Override(o) for o in args.overrides]
-        other = compile_file(other_path, overrides)
+        other = compile_file(other_path, overrides, text=text)
 
     def load_world(graph) -> World:
         return World(load_cluster(graph, args.cluster), load_profile(graph), graph.settings.reference_gpu)
 
-    point, projections = whatif(args.journal, other, compile_run_graph, load_world, horizon)
+    if _is_snapshot(args.journal):
+        point, projections = whatif_snapshot(args.journal, other, horizon)
+    else:
+        point, projections = whatif(args.journal, other, compile_run_graph, load_world, horizon)
     if args.json:
         print(json.dumps({"from": point, "projections": [_as_dict(p) for p in projections]}, indent=2))
         return 0
     _print(point, projections)
     return 0
+
+
+def _is_snapshot(path: str) -> bool:
+    """A simulation's snapshot file (runtime/snapshot.py) rather than a journal."""
+    try:
+        with open(path, "rb") as f:
+            return FORMAT_NAME.encode() in f.read(200)
+    except OSError:
+        return False
 
 
 def _as_dict(p) -> dict:
