@@ -4,6 +4,7 @@ snapshot gives exactly what running on would have, for graphs whose elements hol
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -224,6 +225,13 @@ class Sloppy(_Doc):
 
 
 @element
+class Looksahead(_Doc):
+    __doc__ = _Doc.__doc__
+    state = ("_seen",)
+    forks_world = True  # as the synthesizer: every element of its graph must be forkable
+
+
+@element
 class Refuses(_Doc):
     __doc__ = _Doc.__doc__
     state = ("_seen",)
@@ -290,3 +298,13 @@ def test_roundhouse_check_reports_unforkable_elements(user_graph, capsys):
     assert f"{graph}:4:" in err and "error: element 'Undeclared@" in err
     assert "cannot be forked: it declares no state: add `state = ('_seen',)`" in err and "Traceback" not in err
     assert main(["check", "--fork", user_graph("Declared"), "graphs/gavel-las.sched"]) == 0
+    # A graph with an element that forks the world is checked as with --fork.
+    both = Path(graph).with_name("both.sched")
+    both.write_text(
+        'require "mine.py";\nround = 5min;\ncluster = "2x2:V100";\npool :: JobPool;\n'
+        "PoissonSource(rate=4/h, jobs=20, seed=1) -> AcceptAll -> pool -> Undeclared -> FirstFree -> Launch -> JobMetrics;\n"
+        "pool -> Looksahead;\n"
+    )
+    capsys.readouterr()
+    assert main(["check", str(both)]) == 2
+    assert "(Undeclared) cannot be forked" in capsys.readouterr().err
