@@ -105,6 +105,7 @@ def test_save_load_and_run_on_gives_the_same(tmp_path, mixed_reference):
     assert same(outcome(sim), expected)
 
 
+@pytest.mark.slow
 def test_gavel_lp_policy_forks_and_saves(tmp_path):
     whole = Simulation(GAVEL)
     whole.run()
@@ -308,3 +309,27 @@ def test_roundhouse_check_reports_unforkable_elements(user_graph, capsys):
     capsys.readouterr()
     assert main(["check", str(both)]) == 2
     assert "(Undeclared) cannot be forked" in capsys.readouterr().err
+
+
+# --- every shipped graph ------------------------------------------------------------------------
+SHIPPED = sorted(p.name for p in Path("graphs").glob("*.sched") if p.name != "live-loopback.sched")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_graph_forks_mid_run_to_the_same_results(name):
+    """Each graph's elements (sources, admission, policies and solvers, mechanisms, placers,
+    sinks) over its first 120 rounds: forked after 50, the fork and the original both give
+    what the unforked run gives."""
+    round_s = float(compile_file(f"graphs/{name}").settings.round)
+    until = 120 * round_s
+    whole = Simulation(f"graphs/{name}", until=until)
+    whole.run()
+    sim = Simulation(f"graphs/{name}", until=until).run_until(50 * round_s)
+    fork = sim.fork()
+    fork.run()
+    sim.run()
+    assert len(whole.jobs()) > 0
+    assert same(outcome(fork), outcome(whole)) and same(outcome(sim), outcome(whole))
+    timeless = lambda counters: {e: {k: v for k, v in c.items() if not k.endswith("_ms")} for e, c in counters.items()}  # noqa: E731
+    assert timeless(fork.result().counters) == timeless(whole.result().counters)
