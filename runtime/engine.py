@@ -142,6 +142,11 @@ class Engine:
         self._carried: np.ndarray | None = None
         self._taken_over = False
 
+    @property
+    def rounds(self) -> int:
+        """Rounds run so far."""
+        return self._rounds
+
     def carry_in(self, rows: np.ndarray) -> None:
         """Take over a world another graph has run (runtime/whatif.py): these jobs already in it
         enter this graph at the next round, as arrivals of the first source to tick, and from

@@ -99,7 +99,7 @@ class Simulation:
     @property
     def rounds(self) -> int:
         """Rounds run so far."""
-        return self._engine._rounds
+        return self._engine.rounds
 
     @property
     def done(self) -> bool:

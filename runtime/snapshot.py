@@ -226,7 +226,7 @@ def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
         "version": FORMAT_VERSION,
         **header,
         "now_s": engine.backend.now,
-        "rounds": engine._rounds,
+        "rounds": engine.rounds,
         "jobs": len(engine.world.jobs),
         "payload_bytes": len(payload),
         "payload_sha256": hashlib.sha256(payload).hexdigest(),

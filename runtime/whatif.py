@@ -103,11 +103,8 @@ def open_journal(path: str | Path) -> tuple[Journal, dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such journal file")
+    journal = Journal(path, read_only=True)
     try:
-        journal = object.__new__(Journal)
-        journal.path = path
-        journal.db = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True, check_same_thread=False)
-        journal._open = False
         meta = journal.meta()
         rounds = journal.db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0]
     except sqlite3.DatabaseError as err:
@@ -154,8 +151,7 @@ def take_over(engine: Engine, world: World | None = None, graph: CompiledGraph |
     now = engine.backend.now
     if graph is None:
         settings = engine.graph.settings
-        sim = Simulator(engine.world, settings.round, settings.checkpoint, settings.restore)
-        sim._now = now
+        sim = Simulator(engine.world, settings.round, settings.checkpoint, settings.restore, now)
         engine.backend = sim
         sim.advance()  # the round after the last journaled boundary (the engine advanced the replay)
         engine._skip_idle_rounds(float(settings.round))
@@ -168,8 +164,7 @@ def _fresh(graph: CompiledGraph, world: World, now: float) -> Engine:
     """`graph`'s elements started afresh on `world` at `now`, in the simulator, with every
     unfinished job entering the graph at the next round."""
     settings = graph.settings
-    sim = Simulator(world, settings.round, settings.checkpoint, settings.restore)
-    sim._now = now
+    sim = Simulator(world, settings.round, settings.checkpoint, settings.restore, now)
     fresh = Engine(graph, world, sim)
     fresh.begin()
     fresh.carry_in(np.flatnonzero(world.jobs.column("status") != 2))
@@ -245,7 +240,7 @@ def whatif_snapshot(
         "graph": sim.graph.path,
         "cluster": world.cluster.describe(),
         "now_s": engine.backend.now,
-        "rounds": engine._rounds,
+        "rounds": engine.rounds,
         "jobs": len(world.jobs),
         "unfinished": int(world.unfinished),
         "running": int(len(world.running_rows)),
@@ -280,7 +275,7 @@ def whatif(
         "graph": meta["graph"],
         "cluster": meta.get("cluster"),
         "now_s": engine.backend.now,
-        "rounds": engine._rounds,
+        "rounds": engine.rounds,
         "jobs": len(world.jobs),
         "unfinished": int(world.unfinished),
         "running": int(len(world.running_rows)),
