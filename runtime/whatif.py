@@ -144,20 +144,24 @@ def replay(journal: Journal, meta: dict[str, Any], graph: CompiledGraph, world: 
     return engine
 
 
-def take_over(engine: Engine, world: World | None = None, graph: CompiledGraph | None = None) -> Engine:
-    """An engine that simulates forward from a replayed engine's state: the same engine with
-    the simulator as its backend, or (given `graph`) that graph's elements started afresh on
-    `world` (a copy of the replayed world), with the jobs in the system as their arrivals."""
-    now = engine.backend.now
-    if graph is None:
-        settings = engine.graph.settings
-        sim = Simulator(engine.world, settings.round, settings.checkpoint, settings.restore, now)
-        engine.backend = sim
-        sim.advance()  # the round after the last journaled boundary (the engine advanced the replay)
-        engine._skip_idle_rounds(float(settings.round))
-        return engine
-    assert world is not None
-    return _fresh(graph, world, now)
+def take_over(engine: Engine) -> Engine:
+    """The replayed engine, simulating forward: the simulator as its backend from the last
+    journaled boundary, its elements keeping their replayed state."""
+    settings = engine.graph.settings
+    sim = Simulator(engine.world, settings.round, settings.checkpoint, settings.restore, engine.backend.now)
+    engine.backend = sim
+    sim.advance()  # the round after the last journaled boundary (the engine advanced the replay)
+    engine._skip_idle_rounds(float(settings.round))
+    return engine
+
+
+def simulate_ahead(world: World, graph: CompiledGraph, now: float, horizon_s: float) -> Projection:
+    """`graph` simulated from a copy of `world` at `now` (a round boundary): its elements start
+    afresh and every unfinished job enters it at the next round (as `take_over` does); the
+    metrics of those jobs and of any that arrive later, until they finish or `horizon_s`
+    passes. `world` itself is not changed. (A look-ahead for what-if questions, such as a
+    scheduler synthesizer's candidates.)"""
+    return project(_fresh(graph, copy.deepcopy(world), now), Path(graph.path).name, horizon_s)
 
 
 def _fresh(graph: CompiledGraph, world: World, now: float) -> Engine:
@@ -245,12 +249,9 @@ def whatif_snapshot(
         "unfinished": int(world.unfinished),
         "running": int(len(world.running_rows)),
     }
-    copied = copy.deepcopy(world) if other is not None else None
+    ahead = simulate_ahead(world, other, point["now_s"], horizon_s) if other is not None else None
     out = [project(engine, Path(sim.graph.path).name, horizon_s)]
-    if other is not None:
-        assert copied is not None
-        out.append(project(_fresh(other, copied, point["now_s"]), Path(other.path).name, horizon_s))
-    return point, out
+    return point, out + ([ahead] if ahead is not None else [])
 
 
 def whatif(
@@ -280,9 +281,7 @@ def whatif(
         "unfinished": int(world.unfinished),
         "running": int(len(world.running_rows)),
     }
-    copied = copy.deepcopy(world) if other is not None else None  # before the run's graph moves on
+    # (The other graph first: it starts from a copy of the world before the run's graph moves on.)
+    ahead = simulate_ahead(world, other, point["now_s"], horizon_s) if other is not None else None
     out = [project(take_over(engine), Path(meta["graph"]).name, horizon_s)]
-    if other is not None:
-        assert copied is not None
-        out.append(project(take_over(engine, copied, other), Path(other.path).name, horizon_s))
-    return point, out
+    return point, out + ([ahead] if ahead is not None else [])
