@@ -333,3 +333,17 @@ def test_every_shipped_graph_forks_mid_run_to_the_same_results(name):
     assert same(outcome(fork), outcome(whole)) and same(outcome(sim), outcome(whole))
     timeless = lambda counters: {e: {k: v for k, v in c.items() if not k.endswith("_ms")} for e, c in counters.items()}  # noqa: E731
     assert timeless(fork.result().counters) == timeless(whole.result().counters)
+
+
+def test_a_snapshot_keeps_its_graph_and_refuses_a_changed_one(tmp_path):
+    graph = tmp_path / "g.sched"
+    graph.write_text(GAVEL)
+    path = Simulation(graph).run_until(3600).save(tmp_path / "g.snap")
+    graph.write_text(GAVEL.replace("MaxMinFairness", "MaxThroughput"))  # edited since: the saved text is used
+    assert Simulation.load(path).graph.by_class("MaxMinFairness")
+    head, _, payload = path.read_bytes().partition(b"\n")
+    header = json.loads(head)
+    header["graph_text"] = graph.read_text()  # a snapshot whose graph is not its state's
+    path.write_bytes(json.dumps(header).encode() + b"\n" + payload)
+    with pytest.raises(SnapshotError, match="is not the one the snapshot was saved with"):
+        Simulation.load(path)
