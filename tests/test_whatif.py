@@ -63,3 +63,22 @@ def test_whatif_from_a_simulation_snapshot_matches_running_on(tmp_path, capsys):
     # --set without --graph: the snapshot's own graph with another argument.
     assert main(["whatif", str(path), "--set", "Las@3.service=wall_seconds", "--json"]) == 0
     assert [p["graph"] for p in json.loads(capsys.readouterr().out)["projections"]] == ["las.sched"] * 2
+
+
+def test_a_corrupt_or_newer_snapshot_is_refused_by_whatif(tmp_path, capsys):
+    import json
+
+    from roundhouse import Simulation
+
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 5min;\ncluster = "1x2:V100";\nPoissonSource(rate=4/h, jobs=5, seed=1) -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n'
+    )
+    path = Simulation(graph).run_until(3600).save(tmp_path / "s.snap")
+    head, _, payload = path.read_bytes().partition(b"\n")
+    path.write_bytes(head + b"\n" + payload[:-1] + bytes([payload[-1] ^ 1]))
+    assert f"error: snapshot {path}: corrupt" in fails(capsys, "whatif", path)
+    header = json.loads(head)
+    header["version"] = 99
+    path.write_bytes(json.dumps(header).encode() + b"\n" + payload)
+    assert "format version 99 is newer than this Roundhouse reads" in fails(capsys, "whatif", path)
