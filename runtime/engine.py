@@ -90,6 +90,15 @@ def check_emitted(el: Element, ctx: Round, port: str, value: object, port_type: 
         raise element_failure(el, ctx, f"it emitted {describe_value(value)} {on}, where a {port_type.__name__} belongs")
 
 
+def without_known(batch: JobBatch, world: World) -> JobBatch:
+    """The batch without the jobs the world already has (a graph that took over a world)."""
+    ids = batch.columns["job_id"].tolist()
+    new = np.fromiter((world.jobs.row_of(i) is None for i in ids), dtype=bool, count=len(ids))
+    if new.all():
+        return batch
+    return JobBatch({k: v[new] for k, v in batch.columns.items()}, batch.type_rates[new], batch.origin)
+
+
 class StalledError(RoundhouseError):
     """Jobs wait, nothing runs, and nothing will change: the graph cannot make progress."""
 
@@ -158,21 +167,13 @@ class Engine:
     def _arrivals(self, batch: JobBatch) -> Jobs:
         """A source's new jobs join the job table."""
         if self._taken_over:
-            batch = self._unknown(batch)
+            batch = without_known(batch, self.world)
             if self._carried is not None:
                 rows, self._carried = self._carried, None
                 return Jobs(self.world.jobs.reader, np.concatenate([rows, self.world.add_jobs(batch)]) if len(batch) else rows)
         if not len(batch):
             return self._no_arrivals
         return Jobs(self.world.jobs.reader, self.world.add_jobs(batch))
-
-    def _unknown(self, batch: JobBatch) -> JobBatch:
-        """The batch without the jobs the world already has."""
-        ids = batch.columns["job_id"].tolist()
-        new = np.fromiter((self.world.jobs.row_of(i) is None for i in ids), dtype=bool, count=len(ids))
-        if new.all():
-            return batch
-        return JobBatch({k: v[new] for k, v in batch.columns.items()}, batch.type_rates[new], batch.origin)
 
     def _carry_out(self, plan: Plan) -> Events:
         """A launcher's final plan: checked, handed to the backend, applied to the books."""
