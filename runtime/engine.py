@@ -216,23 +216,7 @@ class Engine:
 
     def step(self) -> str:
         """Run one round; returns why the run stops after it ("" while it goes on)."""
-        events, progress = self.backend.poll()
-        self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
-        if len(events.failed):
-            failed = isin_rows(events.finished, events.failed)
-            self.world.apply_failed(events.finished[failed], events.finished_at[failed])
-            self.world.apply_finished(events.finished[~failed], events.finished_at[~failed])
-        elif len(events.finished):
-            self.world.apply_finished(events.finished, events.finished_at)
-        if len(events.requeued):
-            self.world.apply_requeued(events.requeued)
-        if events.online is not None:
-            self.world.set_online(events.online)
-        if events.metrics:
-            self.world.apply_metrics(events.metrics)
-        if self._completed:
-            events = Events.merge([events, *self._completed])
-            self._completed = []
+        events = self.fold_in()
         round_s = float(self.graph.settings.round)
         ctx = self._context(events, int(round(self.backend.now / round_s)))
         self._ctx = ctx
@@ -254,6 +238,28 @@ class Engine:
         self.backend.advance()
         self._skip_idle_rounds(round_s)
         return ""
+
+    def fold_in(self) -> Events:
+        """A round's first part: what the backend reports since the last round, folded into the
+        world; returns the round's events."""
+        events, progress = self.backend.poll()
+        self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
+        if len(events.failed):
+            failed = isin_rows(events.finished, events.failed)
+            self.world.apply_failed(events.finished[failed], events.finished_at[failed])
+            self.world.apply_finished(events.finished[~failed], events.finished_at[~failed])
+        elif len(events.finished):
+            self.world.apply_finished(events.finished, events.finished_at)
+        if len(events.requeued):
+            self.world.apply_requeued(events.requeued)
+        if events.online is not None:
+            self.world.set_online(events.online)
+        if events.metrics:
+            self.world.apply_metrics(events.metrics)
+        if self._completed:
+            events = Events.merge([events, *self._completed])
+            self._completed = []
+        return events
 
     def end(self) -> RunResult:
         """Finish every element (their reports) after the last round."""

@@ -182,6 +182,14 @@ class Simulation:
         """The world state (read it; the engine is its only writer)."""
         return self._engine.world
 
+    def world_now(self) -> World:
+        """A copy of the world as of the clock. (Between two rounds the simulator has already
+        computed the last round's progress and completions, which `world` learns only at the
+        next round's start; here they are folded in.) This simulation is not changed."""
+        fork = snapshot.fork_engine(self._engine)
+        fork.fold_in()
+        return fork.world
+
     def jobs(self, columns: Sequence[str] = JOB_COLUMNS) -> pl.DataFrame:
         """Every job seen so far, one row each, with its times (NaN: not yet)."""
         return self._engine.world.jobs.frame(columns=list(columns))

@@ -156,7 +156,8 @@ def take_over(engine: Engine) -> Engine:
 
 
 def simulate_ahead(world: World, graph: CompiledGraph, now: float, horizon_s: float) -> Projection:
-    """`graph` simulated from a copy of `world` at `now` (a round boundary): its elements start
+    """`graph` simulated from a copy of `world` at `now` (a round boundary, with everything up to
+    it folded in: `Simulation.world_now`): its elements start
     afresh and every unfinished job enters it at the next round (as `take_over` does); the
     metrics of those jobs and of any that arrive later, until they finish or `horizon_s`
     passes. `world` itself is not changed. (A look-ahead for what-if questions, such as a
@@ -249,7 +250,7 @@ def whatif_snapshot(
         "unfinished": int(world.unfinished),
         "running": int(len(world.running_rows)),
     }
-    ahead = simulate_ahead(world, other, point["now_s"], horizon_s) if other is not None else None
+    ahead = simulate_ahead(sim.world_now(), other, point["now_s"], horizon_s) if other is not None else None
     out = [project(engine, Path(sim.graph.path).name, horizon_s)]
     return point, out + ([ahead] if ahead is not None else [])
 

@@ -347,3 +347,14 @@ def test_a_snapshot_keeps_its_graph_and_refuses_a_changed_one(tmp_path):
     path.write_bytes(json.dumps(header).encode() + b"\n" + payload)
     with pytest.raises(SnapshotError, match="is not the one the snapshot was saved with"):
         Simulation.load(path)
+
+
+def test_world_now_folds_in_the_last_round():
+    sim = Simulation(GAVEL).run_until(5 * 3600)
+    before = sim.world.jobs.column("done").copy()
+    now = sim.world_now()
+    assert now is not sim.world and np.array_equal(sim.world.jobs.column("done"), before)  # untouched
+    running = sim.world.running_rows
+    assert len(running) and (now.jobs.column("done")[running] > before[running]).all()
+    sim.step()  # the next round folds in exactly that
+    assert np.array_equal(sim.world.jobs.column("done")[running], now.jobs.column("done")[running])
