@@ -33,6 +33,7 @@ from roundhouse.runtime.engine import Engine
 from roundhouse.runtime.journal import Journal
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.world import World
+from roundhouse.traces.jobs import FINISHED
 
 # Metrics compared, in the order printed: (key, label, unit: "s" seconds, "%" a fraction, "" a count).
 METRICS = (
@@ -157,11 +158,10 @@ def take_over(engine: Engine) -> Engine:
 
 def simulate_ahead(world: World, graph: CompiledGraph, now: float, horizon_s: float) -> Projection:
     """`graph` simulated from a copy of `world` at `now` (a round boundary, with everything up to
-    it folded in: `Simulation.world_now`): its elements start
-    afresh and every unfinished job enters it at the next round (as `take_over` does); the
-    metrics of those jobs and of any that arrive later, until they finish or `horizon_s`
-    passes. `world` itself is not changed. (A look-ahead for what-if questions, such as a
-    scheduler synthesizer's candidates.)"""
+    it folded in: `Simulation.world_now`): its elements start afresh and every unfinished job
+    enters it at the next round; the metrics of those jobs and of any that arrive later, until
+    they finish or `horizon_s` passes. `world` itself is not changed. (A look-ahead for what-if
+    questions, such as a scheduler synthesizer's candidates.)"""
     return project(_fresh(graph, copy.deepcopy(world), now), Path(graph.path).name, horizon_s)
 
 
@@ -172,20 +172,22 @@ def _fresh(graph: CompiledGraph, world: World, now: float) -> Engine:
     sim = Simulator(world, settings.round, settings.checkpoint, settings.restore, now)
     fresh = Engine(graph, world, sim)
     fresh.begin()
-    fresh.carry_in(np.flatnonzero(world.jobs.column("status") != 2))
+    fresh.carry_in(np.flatnonzero(world.jobs.column("status") != FINISHED))
     return fresh
 
 
-def project(engine: Engine, label: str, horizon_s: float) -> Projection:
+def project(engine: Engine, label: str, horizon_s: float, base: World | None = None) -> Projection:
     """Run a taken-over engine until every job in the system and every job still to arrive
-    has finished (or the horizon); the metrics of those jobs from the fork point on."""
+    has finished (or the horizon); the metrics of those jobs from the fork point on. `base`:
+    the world as of the fork point, if the engine's own has not folded in everything up to it
+    (a simulation between two rounds: `Simulation.world_now`)."""
     world = engine.world
+    base = base or world
     start = engine.backend.now
-    known = len(world.jobs)
-    status = world.jobs.column("status")
-    affected_before = np.flatnonzero(status != 2)
-    service0 = world.jobs.column("service").copy()
-    preempt0 = world.jobs.column("preemptions").copy()
+    known = len(base.jobs)
+    affected_before = np.flatnonzero(base.jobs.column("status") != FINISHED)
+    service0 = base.jobs.column("service").copy()
+    preempt0 = base.jobs.column("preemptions").copy()
     stop = ""
     while not stop:
         if world.unfinished == 0 and not _arrivals_to_come(engine):
@@ -237,9 +239,9 @@ def whatif_snapshot(
     from roundhouse.runtime.simulation import Simulation
 
     sim = Simulation.load(path)
-    engine, world = sim._engine, sim.world
     if sim.done:
         raise UsageError(f"snapshot {path}: its run had already stopped ({sim.stop_reason})")
+    engine, world = sim._engine, sim.world_now()  # (the facts as of the clock, as both sides start)
     point = {
         "journal": str(path),
         "graph": sim.graph.path,
@@ -250,8 +252,8 @@ def whatif_snapshot(
         "unfinished": int(world.unfinished),
         "running": int(len(world.running_rows)),
     }
-    ahead = simulate_ahead(sim.world_now(), other, point["now_s"], horizon_s) if other is not None else None
-    out = [project(engine, Path(sim.graph.path).name, horizon_s)]
+    ahead = simulate_ahead(world, other, point["now_s"], horizon_s) if other is not None else None
+    out = [project(engine, Path(sim.graph.path).name, horizon_s, world)]
     return point, out + ([ahead] if ahead is not None else [])
 
 
