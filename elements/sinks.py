@@ -78,6 +78,8 @@ class JobMetrics(Element):
     §IV (queueing delay, communication latency, allocations per tier).
     """
 
+    state = ()
+
     category = "sink"
     inputs = (In("events", Events, multi=True),)
 
@@ -244,6 +246,8 @@ class LinkBandwidth(Element):
     See also: BandwidthAwareIntraNode, RandomIntraNode, JobMetrics
     Paper: Blox (EuroSys'24) §5.3, Table 4 (average bandwidth observed by single-node multi-GPU jobs).
     """
+
+    state = ("_seen",)
 
     category = "sink"
     inputs = (In("events", Events, multi=True),)

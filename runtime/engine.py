@@ -90,6 +90,15 @@ def check_emitted(el: Element, ctx: Round, port: str, value: object, port_type: 
         raise element_failure(el, ctx, f"it emitted {describe_value(value)} {on}, where a {port_type.__name__} belongs")
 
 
+def without_known(batch: JobBatch, world: World) -> JobBatch:
+    """The batch without the jobs the world already has (a graph that took over a world)."""
+    ids = batch.columns["job_id"].tolist()
+    new = np.fromiter((world.jobs.row_of(i) is None for i in ids), dtype=bool, count=len(ids))
+    if new.all():
+        return batch
+    return JobBatch({k: v[new] for k, v in batch.columns.items()}, batch.type_rates[new], batch.origin)
+
+
 class StalledError(RoundhouseError):
     """Jobs wait, nothing runs, and nothing will change: the graph cannot make progress."""
 
@@ -135,10 +144,33 @@ class Engine:
         # Jobs a plan completed: reported as finished in the next round's events, as a job
         # that finishes inside a round is (the world's books already show them finished).
         self._completed: list[Events] = []
+        self._started = 0.0
+        self._rounds = 0
+        self._idle_rounds = 0
+        self.stop_reason = ""
+        self._carried: np.ndarray | None = None
+        self._taken_over = False
+
+    @property
+    def rounds(self) -> int:
+        """Rounds run so far."""
+        return self._rounds
+
+    def carry_in(self, rows: np.ndarray) -> None:
+        """Take over a world another graph has run (runtime/whatif.py): these jobs already in it
+        enter this graph at the next round, as arrivals of the first source to tick, and from
+        then on a source's jobs that the world already has are not added again."""
+        self._carried = np.asarray(rows, dtype=np.int64)
+        self._taken_over = True
 
     # --- the two boundary crossings: arrivals and the plan ---
     def _arrivals(self, batch: JobBatch) -> Jobs:
         """A source's new jobs join the job table."""
+        if self._taken_over:
+            batch = without_known(batch, self.world)
+            if self._carried is not None:
+                rows, self._carried = self._carried, None
+                return Jobs(self.world.jobs.reader, np.concatenate([rows, self.world.add_jobs(batch)]) if len(batch) else rows)
         if not len(batch):
             return self._no_arrivals
         return Jobs(self.world.jobs.reader, self.world.add_jobs(batch))
@@ -163,51 +195,76 @@ class Engine:
         return Round(self.world, self.graph.settings, self.backend.now, round_index, events)
 
     def run(self) -> RunResult:
-        started = time.perf_counter()
+        self.begin()
+        while not self.step():
+            pass
+        return self.end()
+
+    # A run is `begin`, then `step` until it returns a stop reason, then `end` (runtime/simulation.py
+    # steps it; between two steps the engine's whole state can be forked, runtime/snapshot.py).
+    def begin(self) -> None:
+        """Start every element, before the first round."""
+        self._started = time.perf_counter()
+        self._rounds = 0
+        self._idle_rounds = 0
+        self.stop_reason = ""
         ctx = self._context(Events(time=self.backend.now), 0)
         self._ctx = ctx
         for el in self._order:
             ctx.element = el
             self._call(el, "start", ctx, el.start, ctx)
-        rounds = 0
-        idle_rounds = 0
+
+    def step(self) -> str:
+        """Run one round; returns why the run stops after it ("" while it goes on)."""
+        events = self.fold_in()
         round_s = float(self.graph.settings.round)
-        while True:
-            events, progress = self.backend.poll()
-            self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
-            if len(events.failed):
-                failed = isin_rows(events.finished, events.failed)
-                self.world.apply_failed(events.finished[failed], events.finished_at[failed])
-                self.world.apply_finished(events.finished[~failed], events.finished_at[~failed])
-            elif len(events.finished):
-                self.world.apply_finished(events.finished, events.finished_at)
-            if len(events.requeued):
-                self.world.apply_requeued(events.requeued)
-            if events.online is not None:
-                self.world.set_online(events.online)
-            if events.metrics:
-                self.world.apply_metrics(events.metrics)
-            if self._completed:
-                events = Events.merge([events, *self._completed])
-                self._completed = []
-            ctx = self._context(events, int(round(self.backend.now / round_s)))
-            self._ctx = ctx
-            self._tick_all(ctx)
-            rounds += 1
-            if self.on_round is not None:
-                self.on_round(ctx)
-            reason = self._stop_reason(ctx)
-            if reason:
-                break
-            # A live cluster can change (nodes join), so only a simulation can stall for good.
-            if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
-                idle_rounds += 1
-                if idle_rounds >= STALL_ROUNDS:
-                    raise StalledError(self._stall_message(ctx))
-            else:
-                idle_rounds = 0
-            self.backend.advance()
-            self._skip_idle_rounds(round_s)
+        ctx = self._context(events, int(round(self.backend.now / round_s)))
+        self._ctx = ctx
+        self._tick_all(ctx)
+        self._rounds += 1
+        if self.on_round is not None:
+            self.on_round(ctx)
+        reason = self._stop_reason(ctx)
+        if reason:
+            self.stop_reason = reason
+            return reason
+        # A live cluster can change (nodes join), so only a simulation can stall for good.
+        if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
+            self._idle_rounds += 1
+            if self._idle_rounds >= STALL_ROUNDS:
+                raise StalledError(self._stall_message(ctx))
+        else:
+            self._idle_rounds = 0
+        self.backend.advance()
+        self._skip_idle_rounds(round_s)
+        return ""
+
+    def fold_in(self) -> Events:
+        """A round's first part: what the backend reports since the last round, folded into the
+        world; returns the round's events."""
+        events, progress = self.backend.poll()
+        self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
+        if len(events.failed):
+            failed = isin_rows(events.finished, events.failed)
+            self.world.apply_failed(events.finished[failed], events.finished_at[failed])
+            self.world.apply_finished(events.finished[~failed], events.finished_at[~failed])
+        elif len(events.finished):
+            self.world.apply_finished(events.finished, events.finished_at)
+        if len(events.requeued):
+            self.world.apply_requeued(events.requeued)
+        if events.online is not None:
+            self.world.set_online(events.online)
+        if events.metrics:
+            self.world.apply_metrics(events.metrics)
+        if self._completed:
+            events = Events.merge([events, *self._completed])
+            self._completed = []
+        return events
+
+    def end(self) -> RunResult:
+        """Finish every element (their reports) after the last round."""
+        ctx = self._ctx
+        assert ctx is not None  # begun
         reports = {}
         for el in self._order:
             ctx.element = el
@@ -217,12 +274,12 @@ class Engine:
         counters = {el.name: dict(el.counters) for el in self._order if el.counters}
         return RunResult(
             world=self.world,
-            rounds=rounds,
+            rounds=self._rounds,
             end_s=self.backend.now,
-            stop_reason=reason,
+            stop_reason=self.stop_reason,
             reports=reports,
             counters=counters,
-            wall_s=time.perf_counter() - started,
+            wall_s=time.perf_counter() - self._started,
         )
 
     def _tick_all(self, ctx: Round) -> None:
