@@ -78,7 +78,7 @@ class JobMetrics(Element):
     §IV (queueing delay, communication latency, allocations per tier).
     """
 
-    state = ()
+    state = ("_starts",)
 
     category = "sink"
     inputs = (In("events", Events, multi=True),)

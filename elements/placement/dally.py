@@ -214,7 +214,7 @@ class DelayPlacer(Placer):
     Paper: Dally (IEEE BigData'25) §III-A (Algorithm 1) and §III-C (Algorithm 2); cluster-sim DallyIntraJobScheduler.
     """
 
-    state = ("_clock", "_tuner")
+    state = ("_clock", "_tuner", "_timeline", "_last_timers")
     fixed = ("_machine_size", "_rack_size")
 
     mode: str = attrs.field(default="delay", validator=one_of("delay", "no_wait", "fully_consolidated"))

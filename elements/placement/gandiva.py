@@ -46,6 +46,9 @@ class Gandiva(Placer):
     Paper: Gandiva (OSDI'18), affinity and migration; Dally (IEEE BigData'25) §IV-A; cluster-sim GandivaInterJobScheduler.
     """
 
+    state = ("_affinity", "_rng")
+    fixed = ("_rack_size",)
+
     seed: int | None = attrs.field(default=None, validator=non_negative)
 
     def start(self, ctx: RoundContext) -> None:

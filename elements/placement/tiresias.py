@@ -159,6 +159,9 @@ class TiresiasDally(_Selective):
     Paper: Dally (IEEE BigData'25) §IV-A and Table I; Tiresias (NSDI'19) §3.3; cluster-sim TiresiasInterJobScheduler.
     """
 
+    state = ()
+    fixed = ("_skewed_models",)
+
     high_skew: list[str] = attrs.field(factory=lambda: ["VGG11", "AlexNet", "MobileNetV3"])
 
     def start(self, ctx: RoundContext) -> None:

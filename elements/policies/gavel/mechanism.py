@@ -45,6 +45,7 @@ class GavelRounds(Element):
 
     state = (
         "_X",
+        "_tie_order",
         "_alive",
         "_any_pairs",
         "_col_type",
