@@ -42,6 +42,9 @@ class AcceptAll(Element):
         self.counters["admitted"] += len(jobs)
         return jobs
 
+    def quiet_until(self, ctx: RoundContext) -> float:
+        return float("inf")  # without new jobs it admits nothing
+
 
 @element
 class AcceptThreshold(Element):
@@ -99,3 +102,7 @@ class AcceptThreshold(Element):
         self.counters["queued"] = len(self._queue)
         self.counters["demand"] = demand
         return ctx.jobs.view(out, Jobs)
+
+    def quiet_until(self, ctx: RoundContext) -> float:
+        # Without completions or new jobs, the queue's head still does not fit: it releases nothing.
+        return float("inf")

@@ -55,6 +55,9 @@ class Launch(Element):
         self.counters["suspended"] += len(plan.suspend)
         return plan
 
+    def quiet_until(self, ctx: RoundContext) -> float:
+        return float("inf")  # it passes the plan on
+
 
 def with_completions(plan: Plan, rows: np.ndarray) -> Plan:
     """The plan with `rows` completed: taken out of its keeps and suspensions."""

@@ -49,3 +49,6 @@ class JobPool(Element):
         self.counters["active"] = len(self._rows)
         self.counters["running"] = len(ctx.running_rows)
         return ctx.jobs.view(self._rows, Active)
+
+    def quiet_until(self, ctx: RoundContext) -> float:
+        return float("inf")  # its jobs change only when jobs arrive or finish

@@ -86,6 +86,9 @@ class JobMetrics(Element):
     def goal_met(self, ctx: RoundContext) -> bool:
         return self.track is not None and self.counters["tracked_finished"] >= len(self.track)
 
+    def quiet_until(self, ctx: RoundContext) -> float:
+        return float("inf")  # it counts events only
+
     def finish(self, ctx: RoundContext) -> dict:
         jobs = job_table(ctx, self.track)
         return {"jobs": jobs, "summary": summarize(jobs, ctx)}

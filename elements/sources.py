@@ -50,6 +50,9 @@ class _Replay(Element):
     def next_arrival_s(self) -> float:
         return float(self._arrivals[self._next]) if self._next < len(self._arrivals) else float("inf")
 
+    def quiet_until(self, ctx: RoundContext) -> float:
+        return self.next_arrival_s() - 1e-9  # (the tolerance `tick` reads arrivals with)
+
 
 @element
 class TraceSource(_Replay):

@@ -133,6 +133,15 @@ class Element:
         """Sinks: True once what they measure is complete (the run may stop)."""
         return False
 
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        """Event skipping (runtime/engine.py): asked after a round whose plan changed nothing,
+        right after this element's tick. Returns a time before which ticking the element again
+        would emit the same outputs and leave its state and counters as they are, provided
+        nothing happens meanwhile (no arrival, no completion, no other change to its inputs
+        than running jobs making progress); `inf` if only such an event can change them. None
+        (the default): not declared, and the engine ticks the graph every round."""
+        return None
+
     @functools.cached_property
     def counters(self) -> dict[str, float]:
         """Counters (Click's read handlers): documented under `Counters:`. (Made on first use

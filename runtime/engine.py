@@ -47,6 +47,7 @@ class RunResult:
     reports: dict[str, dict]
     counters: dict[str, dict]
     wall_s: float
+    skipped_rounds: int = 0  # rounds not ticked (event skipping): nothing could change in them
 
 
 class ElementFailure(RoundhouseError):
@@ -131,6 +132,12 @@ class Engine:
             for el in self._order
         ]
         self._can_stall = not getattr(backend, "wall_clock", False)
+        # Event skipping (simulations only: a live cluster's events come from outside): rounds
+        # whose boundary lies before `_quiet_until` are not ticked (see `_quiet_time`).
+        self._skip = self._can_stall and bool(getattr(graph.settings, "skip_rounds", True))
+        self._quiet_until = -math.inf
+        self._plan_changed = False
+        self.skipped_rounds = 0
         self._pending_events = Events(time=0.0)
         # Jobs a plan completed: reported as finished in the next round's events, as a job
         # that finishes inside a round is (the world's books already show them finished).
@@ -155,6 +162,7 @@ class Engine:
             producer = self.graph.producer_of(ctx.element.name, "plan") if ctx.element else None
             who = f"'{producer}' ({type(self.graph.elements[producer]).__name__})" if producer else "the graph"
             raise PlanError(f"round {ctx.round_index} (t={ctx.now:g}s): plan from {who}: {err}") from None
+        self._plan_changed = applied is not None or len(plan.complete) > 0
         if len(plan.complete):
             self._completed.append(Events(time=ctx.now, finished=plan.complete, finished_at=np.full(len(plan.complete), ctx.now)))
         return ctx.events if applied is None else Events.merge([ctx.events, applied])
@@ -175,6 +183,16 @@ class Engine:
         while True:
             events, progress = self.backend.poll()
             self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
+            if self.backend.now < self._quiet_until and events.is_quiet() and not self._completed:
+                # A quiet round: ticking it would change nothing (`_quiet_time`), so only time passes.
+                rounds += 1
+                self.skipped_rounds += 1
+                if idle_rounds:  # (the same state as the last ticked round, which counted as idle)
+                    idle_rounds += 1
+                    if idle_rounds >= STALL_ROUNDS:
+                        raise StalledError(self._stall_message(ctx))
+                self.backend.advance()
+                continue
             if len(events.failed):
                 failed = isin_rows(events.finished, events.failed)
                 self.world.apply_failed(events.finished[failed], events.finished_at[failed])
@@ -192,8 +210,10 @@ class Engine:
                 self._completed = []
             ctx = self._context(events, int(round(self.backend.now / round_s)))
             self._ctx = ctx
+            self._plan_changed = False
             self._tick_all(ctx)
             rounds += 1
+            self._quiet_until = self._quiet_time(ctx) if self._skip and not self._plan_changed else -math.inf
             if self.on_round is not None:
                 self.on_round(ctx)
             reason = self._stop_reason(ctx)
@@ -223,6 +243,7 @@ class Engine:
             reports=reports,
             counters=counters,
             wall_s=time.perf_counter() - started,
+            skipped_rounds=self.skipped_rounds,
         )
 
     def _tick_all(self, ctx: Round) -> None:
@@ -287,6 +308,25 @@ class Engine:
         if self.world.unfinished == 0 and self._all_exhausted():
             return "every job finished"
         return ""
+
+    def _quiet_time(self, ctx: Round) -> float:
+        """After a round whose plan changed nothing: the time before which no element's output
+        can change unless something happens (an arrival, a completion: the backend reports
+        those as events, and a round with events is ticked). Rounds whose boundary lies
+        before it are skipped; every element must declare it (`Element.quiet_until`), else
+        every round is ticked. Results are those of ticking every round: a skipped round's
+        tick would have emitted the same values, and its plan, like this one, changed nothing.
+        """
+        quiet = math.inf if self.until is None else self.until - 1e-9
+        for el in self._order:
+            ctx.element = el
+            t = self._call(el, "quiet_until", ctx, el.quiet_until, ctx)
+            if t is None or t <= ctx.now:
+                ctx.element = None
+                return -math.inf
+            quiet = min(quiet, t)
+        ctx.element = None
+        return quiet
 
     def _skip_idle_rounds(self, round_s: float) -> None:
         """With no job in the system, jump straight to the round in which the next one arrives

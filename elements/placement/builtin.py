@@ -20,6 +20,9 @@ class FirstFree(Placer):
 
     consolidate_by_default = False
 
+    def quiet_until(self, ctx) -> float:
+        return float("inf")  # the same ranking on the same GPUs gets the same plan
+
 
 @element
 class Consolidated(Placer):
@@ -43,3 +46,6 @@ class Consolidated(Placer):
 
     def spreads_when_stuck(self) -> bool:
         return not self.strict
+
+    def quiet_until(self, ctx) -> float:
+        return float("inf")  # the same ranking on the same GPUs gets the same plan

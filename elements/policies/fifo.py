@@ -28,3 +28,6 @@ class Fifo(KeyOrder):
 
     def key(self, active: Active) -> np.ndarray:
         return active.arrival_s
+
+    def key_speed(self, active: Active) -> np.ndarray:
+        return np.zeros(len(active))

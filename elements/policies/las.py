@@ -35,5 +35,11 @@ class Las(KeyOrder):
 
     service: str = attrs.field(default="gpu_seconds", validator=one_of("gpu_seconds", "wall_seconds"))
 
+    exact_ties = True  # equal services at equal speeds grow by the same additions
+
     def key(self, active: Active) -> np.ndarray:
         return active.service if self.service == "gpu_seconds" else active.run_s
+
+    def key_speed(self, active: Active) -> np.ndarray:
+        held = active.held
+        return held.astype(np.float64) if self.service == "gpu_seconds" else (held > 0).astype(np.float64)

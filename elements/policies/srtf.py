@@ -26,3 +26,6 @@ class Srtf(KeyOrder):
 
     def key(self, active: Active) -> np.ndarray:
         return active.remaining_s
+
+    def key_speed(self, active: Active) -> np.ndarray:
+        return -active.column("rate") / active.reference_rate  # (rate is 0 for waiting jobs)

@@ -227,6 +227,9 @@ class Srsf(KeyOrder):
     def key(self, active: Active) -> np.ndarray:
         return active.remaining_s * active.gpus
 
+    def key_speed(self, active: Active) -> np.ndarray:
+        return -active.column("rate") / active.reference_rate * active.gpus
+
 
 @element
 class YarnCS(Policy):
