@@ -184,14 +184,13 @@ class Engine:
             events, progress = self.backend.poll()
             self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
             if self.backend.now < self._quiet_until and events.is_quiet() and not self._completed:
-                # A quiet round: ticking it would change nothing (`_quiet_time`), so only time passes.
-                rounds += 1
-                self.skipped_rounds += 1
-                if idle_rounds:  # (the same state as the last ticked round, which counted as idle)
-                    idle_rounds += 1
+                # Quiet rounds: ticking them would change nothing (`_quiet_time`); only time passes.
+                skipped = self._pass_quiet_rounds(STALL_ROUNDS - idle_rounds if idle_rounds else None)
+                rounds += skipped
+                if idle_rounds:  # (the state of the last ticked round, which counted as idle)
+                    idle_rounds += skipped
                     if idle_rounds >= STALL_ROUNDS:
-                        raise StalledError(self._stall_message(ctx))
-                self.backend.advance()
+                        raise StalledError(self._stall_message(self.backend.now - round_s))
                 continue
             if len(events.failed):
                 failed = isin_rows(events.finished, events.failed)
@@ -223,7 +222,7 @@ class Engine:
             if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
                 idle_rounds += 1
                 if idle_rounds >= STALL_ROUNDS:
-                    raise StalledError(self._stall_message(ctx))
+                    raise StalledError(self._stall_message(ctx.now))
             else:
                 idle_rounds = 0
             self.backend.advance()
@@ -328,6 +327,28 @@ class Engine:
         ctx.element = None
         return quiet
 
+    def _pass_quiet_rounds(self, at_most: int | None) -> int:
+        """From a quiet boundary: advance the rounds that start before `_quiet_until` (at most
+        `at_most`) without ticking them, the simulator's whole quiet rounds in one go; stops
+        after a round in which something happens. Returns how many rounds passed."""
+        backend = self.backend
+        # Rounds starting before `_quiet_until`, one fewer to be safe from the clock's rounding
+        # (a round left over is found quiet again at the next pass).
+        n = min((self._quiet_until - backend.now) / float(self.graph.settings.round), 10_000_000.0)
+        n = max(1, math.ceil(n) - 1)
+        if at_most is not None:
+            n = min(n, at_most)
+        passed = 0
+        if hasattr(backend, "advance_quiet"):
+            passed, progress = backend.advance_quiet(n)
+            if passed:
+                self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s, passed)
+        if not passed:  # the first round has an event (or the backend cannot tell): one round as usual
+            backend.advance()
+            passed = 1
+        self.skipped_rounds += passed
+        return passed
+
     def _skip_idle_rounds(self, round_s: float) -> None:
         """With no job in the system, jump straight to the round in which the next one arrives
         (ticking empty rounds would change nothing)."""
@@ -345,7 +366,7 @@ class Engine:
         if boundary > self.backend.now:
             self.backend.jump_to(boundary)
 
-    def _stall_message(self, ctx: Round) -> str:
+    def _stall_message(self, now: float) -> str:
         cols = self.world.jobs
         status = cols.column("status")
         waiting = (status == 0).nonzero()[0]
@@ -358,6 +379,6 @@ class Engine:
                 f"of {self.world.cluster.n_gpus}"
             )
         return (
-            f"run stalled at t={ctx.now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
+            f"run stalled at t={now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
             f"and no more jobs will arrive{detail}. Check the placer and admission arguments."
         )

@@ -105,13 +105,22 @@ class World:
         return rows
 
     # --- progress and completions (from the backend) ---
-    def apply_progress(self, rows, done, service, run_s) -> None:
+    def apply_progress(self, rows, done, service, run_s, rounds: int = 1) -> None:
+        """Running jobs' progress over a round (over `rounds` rounds alike: the same additions,
+        repeated, so that the totals match round by round to the last bit)."""
         if len(rows) == 0:
             return
         cols = self._cols
-        cols["done"][rows] += done
-        cols["service"][rows] += service
-        cols["run_s"][rows] += run_s
+        if rounds == 1:
+            cols["done"][rows] += done
+            cols["service"][rows] += service
+            cols["run_s"][rows] += run_s
+        else:
+            for name, step in (("done", done), ("service", service), ("run_s", run_s)):
+                total = cols[name][rows]
+                for _ in range(rounds):
+                    total += step
+                cols[name][rows] = total
         if "loss_speed" in cols:  # simulated loss curves (live jobs report their own loss)
             self._update_loss(rows, cols)
 
