@@ -123,7 +123,7 @@ class Simulator:
             return 0, _NO_PROGRESS
         now, k = self._now, 0
         if not len(rows):
-            for k in range(1, rounds + 1):
+            for _ in range(rounds):
                 now += self.round_s
             self._now = now
             return rounds, _NO_PROGRESS
