@@ -278,7 +278,7 @@ class World:
             cols["first_start_s"][rows] = np.fmin(cols["first_start_s"][rows], now)  # NaN: not started before
         # The checked plan's keeps are the running jobs that go on running.
         running = np.concatenate((plan.keep, rows)) if len(rows) else plan.keep.copy()
-        running.sort()
+        running.sort(kind="stable")  # (sorted keeps, then launches: timsort merges the runs)
         self._set_running(running)
         return Events(time=now, launched=rows, suspended=suspend)
 
