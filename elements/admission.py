@@ -27,6 +27,7 @@ class AcceptAll(Element):
         none
     Counters:
         admitted: jobs admitted so far.
+    Cost: O(k) over the jobs k arriving this round.
     See also: AcceptThreshold
     Paper: Blox (EuroSys'24) §3, admission_control/accept_all.py.
     """
@@ -64,6 +65,8 @@ class AcceptThreshold(Element):
         admitted: jobs admitted so far.
         queued: jobs waiting in the admission queue now.
         demand: GPUs asked for by admitted, unfinished jobs now.
+    Cost: O(k + a + q) over arriving jobs k, admitted unfinished jobs a (summing their demand) and
+        the queue q; O(a) in a round without arrivals or completions.
     See also: AcceptAll, JobPool
     Paper: Blox (EuroSys'24) §5.1, admission_control/load_based_accept.py.
     """

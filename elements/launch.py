@@ -36,6 +36,8 @@ class Launch(Element):
         launched: launches so far (first starts and restarts).
         suspended: suspensions so far.
         completed: jobs completed on request so far.
+    Cost: O(1) (the plan passes through); O(r + f) over running jobs r when f jobs on `finish` are
+        completed.
     See also: Consolidated, FirstFree, JobMetrics, LossTermination
     Paper: Blox (EuroSys'24) §3, job launch and preemption; §5.3, loss-based termination.
     """

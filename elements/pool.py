@@ -29,6 +29,7 @@ class JobPool(Element):
     Counters:
         active: jobs in the pool now.
         running: jobs of the pool that hold GPUs now.
+    Cost: O(k) over jobs k joining; O(n) over its jobs n in a round in which some finish.
     See also: AcceptAll, AcceptThreshold, Las
     Paper: Blox (EuroSys'24) §6.4, JobState.
     """

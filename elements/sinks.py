@@ -58,6 +58,7 @@ class JobMetrics(Element):
         failed: jobs that failed for good so far.
         launched: launches seen so far.
         suspended: suspensions seen so far.
+    Cost: O(e) over the round's events e; O(J) over all jobs J once, at the end (the job table).
     See also: Launch
     Paper: Blox (EuroSys'24) §4.2 (JCT and responsiveness); Gavel (OSDI'20) §7.1.
     """
@@ -173,6 +174,7 @@ class LinkBandwidth(Element):
         none
     Counters:
         launches: single-node multi-GPU launches measured so far.
+    Cost: O(r) over running jobs r (the links each spans).
     See also: BandwidthAwareIntraNode, RandomIntraNode, JobMetrics
     Paper: Blox (EuroSys'24) §5.3, Table 4 (average bandwidth observed by single-node multi-GPU jobs).
     """

@@ -14,6 +14,8 @@ class FirstFree(Placer):
 
     Arguments:
         none
+    Cost: O(n + G) over ranked jobs n and GPUs G (the available mask), plus O(l) for the l jobs it
+        launches; O(n) when every ranked job already runs.
     See also: Consolidated, Launch
     Paper: Blox (EuroSys'24) placement/first-gpu.py and §7 (the fidelity experiment).
     """
@@ -36,6 +38,8 @@ class Consolidated(Placer):
 
     Arguments:
         strict: wait for a consolidated placement rather than spread the job.
+    Cost: O(n + G) over ranked jobs n and GPUs G (the available mask), plus O(N log N) over nodes N
+        for each GPU count it places; O(n) when every ranked job already runs.
     See also: FirstFree, Launch
     Paper: Blox (EuroSys'24) placement/consolidated.py; Gavel (OSDI'20) §5 (placement).
     """

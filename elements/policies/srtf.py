@@ -20,6 +20,8 @@ class Srtf(KeyOrder):
         ranking: the jobs, shortest remaining time first.
     Counters:
         none
+    Cost: O(n log n) over the pool's jobs n (a stable sort by remaining time); skipped while no two
+        remaining times can swap (event skipping).
     See also: Las, Fifo, Srsf
     Paper: Tiresias (NSDI'19) §6 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.
     """
