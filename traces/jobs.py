@@ -184,14 +184,14 @@ class JobTable:
         k = len(batch)
         if k == 0:
             return np.zeros(0, dtype=np.int64)
-        ids = batch.columns["job_id"]
+        ids = batch.columns["job_id"].tolist()
         start = self._n
-        for offset, job_id in enumerate(ids.tolist()):
-            if job_id in self._row_of_id:
-                for j in range(offset):
-                    del self._row_of_id[int(ids[j])]
-                raise TraceError(batch.origin, f"job id {job_id} is used twice (job ids must be unique in a run)")
-            self._row_of_id[job_id] = start + offset
+        fresh = set(ids)
+        if len(fresh) < k or not self._row_of_id.keys().isdisjoint(fresh):  # (set operations: no loop in Python)
+            seen: set[int] = set()
+            twice = next(i for i in ids if i in self._row_of_id or i in seen or seen.add(i))  # type: ignore[func-returns-value]
+            raise TraceError(batch.origin, f"job id {twice} is used twice (job ids must be unique in a run)")
+        self._row_of_id.update(zip(ids, range(start, start + k)))
         self._reserve(start + k)
         for name, values in batch.columns.items():
             if name not in self._cols:
