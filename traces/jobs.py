@@ -207,6 +207,8 @@ class JobTable:
         if n <= self._capacity:
             return
         capacity = max(n, 2 * self._capacity)
+        # Faces first: they would keep every old array alive until the last column has grown.
+        self._faces.clear()
         for name, arr in self._cols.items():
             grown = np.empty(capacity, dtype=arr.dtype)
             grown[: self._n] = arr[: self._n]
