@@ -127,7 +127,7 @@ def job_table(ctx: RoundContext, track: IdRange | None) -> pl.DataFrame:
             pl.Series("preemptions", col("preemptions")),
             pl.Series("launches", col("launches")),
             floats("service_gpu_s", col("service")),
-            pl.Series("model", col("model"), dtype=pl.String),
+            pl.Series("model", col("model").tolist(), dtype=pl.String),  # (from numpy, None first fails)
             pl.Series("batch_size", col("batch_size")),
             floats("duration_s", col("duration_s")),
             status.replace_strict(list(range(len(STATUS_NAMES) + 1)), [*STATUS_NAMES, "failed"], return_dtype=pl.String),
