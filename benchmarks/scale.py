@@ -196,6 +196,7 @@ def plot(results: list[dict], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for ax, group, x_of, label in (
@@ -215,6 +216,9 @@ def plot(results: list[dict], path: Path) -> None:
             for x, y, r in zip(xs, ys, rows):
                 ax.annotate(r["name"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylim(bottom=0)
         ax.set_xlabel(label)
         ax.set_ylabel("µs per round (wall)")
         ax.grid(True, alpha=0.3)
