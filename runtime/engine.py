@@ -137,6 +137,7 @@ class Engine:
         self._skip = self._can_stall and bool(getattr(graph.settings, "skip_rounds", True))
         self._quiet_until = -math.inf
         self._plan_changed = False
+        self._asked = self._sources + [e for e in self._order if e.category != "source"]  # (sources answer cheaply)
         self.skipped_rounds = 0
         self._pending_events = Events(time=0.0)
         # Jobs a plan completed: reported as finished in the next round's events, as a job
@@ -316,11 +317,17 @@ class Engine:
         every round is ticked. Results are those of ticking every round: a skipped round's
         tick would have emitted the same values, and its plan, like this one, changed nothing.
         """
+        # Asking costs about as much as ticking a quiet round: only worth it when at least two
+        # rounds could pass, so the cheap answers (the next completion, arrivals) come first.
+        worth = ctx.now + 2 * ctx.round_s
+        next_finish = getattr(self.backend, "next_finish_s", None)
+        if next_finish is not None and next_finish() < worth:
+            return -math.inf
         quiet = math.inf if self.until is None else self.until - 1e-9
-        for el in self._order:
+        for el in self._asked:
             ctx.element = el
             t = self._call(el, "quiet_until", ctx, el.quiet_until, ctx)
-            if t is None or t <= ctx.now:
+            if t is None or t < worth:
                 ctx.element = None
                 return -math.inf
             quiet = min(quiet, t)

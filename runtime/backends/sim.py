@@ -113,6 +113,13 @@ class Simulator:
         self._ready_rows = self._ready_rows[:0]
         self._now = end
 
+    def next_finish_s(self) -> float:
+        """When the first running job would finish, as last computed for the jobs running now
+        (-inf when not known: the running jobs changed since)."""
+        if not len(self.world.running_rows):
+            return np.inf
+        return float(self._earliest_finish) if self.world.running_rows is self._full_rows else -np.inf
+
     def advance_quiet(self, rounds: int) -> tuple[int, Progress]:
         """Event skipping: advance up to `rounds` whole rounds in which the running jobs go on as
         they are and none finishes (each a round that `advance` would take its quiet path for).
