@@ -27,6 +27,7 @@ class AcceptAll(Element):
         none
     Counters:
         admitted: jobs admitted so far.
+    Cost: O(k) over the jobs k arriving this round.
     See also: AcceptThreshold
     Paper: Blox (EuroSys'24) §3, admission_control/accept_all.py.
     """
@@ -43,6 +44,9 @@ class AcceptAll(Element):
     def tick(self, ctx: RoundContext, jobs: Jobs) -> Jobs:
         self.counters["admitted"] += len(jobs)
         return jobs
+
+    def quiet_until(self, ctx: RoundContext) -> float:
+        return float("inf")  # without new jobs it admits nothing
 
 
 @element
@@ -63,6 +67,8 @@ class AcceptThreshold(Element):
         admitted: jobs admitted so far.
         queued: jobs waiting in the admission queue now.
         demand: GPUs asked for by admitted, unfinished jobs now.
+    Cost: O(k + a + q) over arriving jobs k, admitted unfinished jobs a (summing their demand) and
+        the queue q; O(a) in a round without arrivals or completions.
     See also: AcceptAll, JobPool
     Paper: Blox (EuroSys'24) §5.1, admission_control/load_based_accept.py.
     """
@@ -103,3 +109,7 @@ class AcceptThreshold(Element):
         self.counters["queued"] = len(self._queue)
         self.counters["demand"] = demand
         return ctx.jobs.view(out, Jobs)
+
+    def quiet_until(self, ctx: RoundContext) -> float:
+        # Without completions or new jobs, the queue's head still does not fit: it releases nothing.
+        return float("inf")

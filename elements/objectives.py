@@ -137,6 +137,7 @@ class CostMetrics(_RoundWatcher):
         track: job ids to report (half-open range); all jobs if omitted (the total counts all jobs).
     Counters:
         cost_usd: dollars spent so far.
+    Cost: O(r) over running jobs r (the GPU-hours each holds this round).
     See also: MinCost, MinCostSLO, SloMetrics
     Paper: Gavel (OSDI'20) §4.2 (cost policies) and §7.3 (cost experiment).
     """
@@ -201,6 +202,7 @@ class SloMetrics(_ObjectiveSink):
         track: job ids to report (half-open range); all jobs if omitted.
     Counters:
         violations: jobs that finished after their deadline so far.
+    Cost: O(f) over jobs f finishing this round.
     See also: MinCostSLO, CostMetrics, JobMetrics
     Paper: Gavel (OSDI'20) §4.2 (SLOs) and §7.3 (cost experiment: SLO violations).
     """
@@ -259,6 +261,7 @@ class FinishTimeFairnessMetrics(_ObjectiveSink):
         track: job ids to report (half-open range); all jobs if omitted.
     Counters:
         none
+    Cost: O(f) over jobs f finishing this round.
     See also: MinMaxRho, Themis, JobMetrics
     Paper: Gavel (OSDI'20) §4.2 and Fig. 10 (FTF); Themis (NSDI'20) §3 (finish-time fairness).
     """
@@ -328,6 +331,7 @@ class EffectiveThroughput(_RoundWatcher):
         by: a job-table column to break the series down by (e.g. "user").
     Counters:
         none
+    Cost: O(r) over running jobs r.
     See also: Hierarchical, MaxThroughput, JobMetrics
     Paper: Gavel (OSDI'20) §7.4 and Fig. 11 (effective throughput of hierarchical policies).
     """

@@ -47,6 +47,7 @@ class RunResult:
     reports: dict[str, dict]
     counters: dict[str, dict]
     wall_s: float
+    skipped_rounds: int = 0  # rounds not ticked (event skipping): nothing could change in them
 
 
 class ElementFailure(RoundhouseError):
@@ -140,6 +141,13 @@ class Engine:
             for el in self._order
         ]
         self._can_stall = not getattr(backend, "wall_clock", False)
+        # Event skipping (simulations only: a live cluster's events come from outside): rounds
+        # whose boundary lies before `_quiet_until` are not ticked (see `_quiet_time`).
+        self._skip = self._can_stall and bool(getattr(graph.settings, "skip_rounds", True))
+        self._quiet_until = -math.inf
+        self._plan_changed = False
+        self._asked = self._sources + [e for e in self._order if e.category != "source"]  # (sources answer cheaply)
+        self.skipped_rounds = 0
         self._pending_events = Events(time=0.0)
         # Jobs a plan completed: reported as finished in the next round's events, as a job
         # that finishes inside a round is (the world's books already show them finished).
@@ -187,6 +195,7 @@ class Engine:
             producer = self.graph.producer_of(ctx.element.name, "plan") if ctx.element else None
             who = f"'{producer}' ({type(self.graph.elements[producer]).__name__})" if producer else "the graph"
             raise PlanError(f"round {ctx.round_index} (t={ctx.now:g}s): plan from {who}: {err}") from None
+        self._plan_changed = applied is not None or len(plan.complete) > 0
         if len(plan.complete):
             self._completed.append(Events(time=ctx.now, finished=plan.complete, finished_at=np.full(len(plan.complete), ctx.now)))
         return ctx.events if applied is None else Events.merge([ctx.events, applied])
@@ -215,13 +224,27 @@ class Engine:
             self._call(el, "start", ctx, el.start, ctx)
 
     def step(self) -> str:
-        """Run one round; returns why the run stops after it ("" while it goes on)."""
-        events = self.fold_in()
+        """Run one round, after passing the quiet rounds before it (which change nothing);
+        returns why the run stops after it ("" while it goes on)."""
         round_s = float(self.graph.settings.round)
+        events = self._poll()
+        # Quiet rounds: ticking them would change nothing (`_quiet_time`); only time passes.
+        while self.backend.now < self._quiet_until and events.is_quiet() and not self._completed:
+            idle = self._idle_rounds
+            skipped = self._pass_quiet_rounds(STALL_ROUNDS - idle if idle else None)
+            self._rounds += skipped
+            if idle:  # (the state of the last ticked round, which counted as idle)
+                self._idle_rounds += skipped
+                if self._idle_rounds >= STALL_ROUNDS:
+                    raise StalledError(self._stall_message(self.backend.now - round_s))
+            events = self._poll()
+        events = self._fold(events)
         ctx = self._context(events, int(round(self.backend.now / round_s)))
         self._ctx = ctx
+        self._plan_changed = False
         self._tick_all(ctx)
         self._rounds += 1
+        self._quiet_until = self._quiet_time(ctx) if self._skip and not self._plan_changed else -math.inf
         if self.on_round is not None:
             self.on_round(ctx)
         reason = self._stop_reason(ctx)
@@ -232,7 +255,7 @@ class Engine:
         if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
             self._idle_rounds += 1
             if self._idle_rounds >= STALL_ROUNDS:
-                raise StalledError(self._stall_message(ctx))
+                raise StalledError(self._stall_message(ctx.now))
         else:
             self._idle_rounds = 0
         self.backend.advance()
@@ -242,8 +265,17 @@ class Engine:
     def fold_in(self) -> Events:
         """A round's first part: what the backend reports since the last round, folded into the
         world; returns the round's events."""
+        return self._fold(self._poll())
+
+    def _poll(self) -> Events:
+        """The backend's events since the last round, with the jobs' progress applied."""
         events, progress = self.backend.poll()
         self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
+        return events
+
+    def _fold(self, events: Events) -> Events:
+        """The round's events folded into the world (finished, failed, requeued jobs, nodes,
+        metrics), with the jobs that the last plan completed."""
         if len(events.failed):
             failed = isin_rows(events.finished, events.failed)
             self.world.apply_failed(events.finished[failed], events.finished_at[failed])
@@ -280,6 +312,7 @@ class Engine:
             reports=reports,
             counters=counters,
             wall_s=time.perf_counter() - self._started,
+            skipped_rounds=self.skipped_rounds,
         )
 
     def _tick_all(self, ctx: Round) -> None:
@@ -345,6 +378,53 @@ class Engine:
             return "every job finished"
         return ""
 
+    def _quiet_time(self, ctx: Round) -> float:
+        """After a round whose plan changed nothing: the time before which no element's output
+        can change unless something happens (an arrival, a completion: the backend reports
+        those as events, and a round with events is ticked). Rounds whose boundary lies
+        before it are skipped; every element must declare it (`Element.quiet_until`), else
+        every round is ticked. Results are those of ticking every round: a skipped round's
+        tick would have emitted the same values, and its plan, like this one, changed nothing.
+        """
+        # Asking costs about as much as ticking a quiet round: only worth it when at least two
+        # rounds could pass, so the cheap answers (the next completion, arrivals) come first.
+        worth = ctx.now + 2 * ctx.round_s
+        next_finish = getattr(self.backend, "next_finish_s", None)
+        if next_finish is not None and next_finish() < worth:
+            return -math.inf
+        quiet = math.inf if self.until is None else self.until - 1e-9
+        for el in self._asked:
+            ctx.element = el
+            t = self._call(el, "quiet_until", ctx, el.quiet_until, ctx)
+            if t is None or t < worth:
+                ctx.element = None
+                return -math.inf
+            quiet = min(quiet, t)
+        ctx.element = None
+        return quiet
+
+    def _pass_quiet_rounds(self, at_most: int | None) -> int:
+        """From a quiet boundary: advance the rounds that start before `_quiet_until` (at most
+        `at_most`) without ticking them, the simulator's whole quiet rounds in one go; stops
+        after a round in which something happens. Returns how many rounds passed."""
+        backend = self.backend
+        # Rounds starting before `_quiet_until`, one fewer to be safe from the clock's rounding
+        # (a round left over is found quiet again at the next pass).
+        n = min((self._quiet_until - backend.now) / float(self.graph.settings.round), 10_000_000.0)
+        n = max(1, math.ceil(n) - 1)
+        if at_most is not None:
+            n = min(n, at_most)
+        passed = 0
+        if hasattr(backend, "advance_quiet"):
+            passed, progress = backend.advance_quiet(n)
+            if passed:
+                self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s, passed)
+        if not passed:  # the first round has an event (or the backend cannot tell): one round as usual
+            backend.advance()
+            passed = 1
+        self.skipped_rounds += passed
+        return passed
+
     def _skip_idle_rounds(self, round_s: float) -> None:
         """With no job in the system, jump straight to the round in which the next one arrives
         (ticking empty rounds would change nothing)."""
@@ -362,7 +442,7 @@ class Engine:
         if boundary > self.backend.now:
             self.backend.jump_to(boundary)
 
-    def _stall_message(self, ctx: Round) -> str:
+    def _stall_message(self, now: float) -> str:
         cols = self.world.jobs
         status = cols.column("status")
         waiting = (status == 0).nonzero()[0]
@@ -375,6 +455,6 @@ class Engine:
                 f"of {self.world.cluster.n_gpus}"
             )
         return (
-            f"run stalled at t={ctx.now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
+            f"run stalled at t={now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
             f"and no more jobs will arrive{detail}. Check the placer and admission arguments."
         )

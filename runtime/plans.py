@@ -42,7 +42,7 @@ class PlanCheck:
             suspend = np.concatenate([suspend, ending])  # running jobs ended now, for the checks below
         if len(suspend):
             mentioned = np.concatenate((keep, suspend))
-            mentioned.sort()
+            mentioned.sort(kind="stable")  # (two sorted runs: a merge, not a quicksort)
         else:
             mentioned = keep
         # Kept, suspended and completed running jobs, together, must be exactly the running
@@ -51,7 +51,7 @@ class PlanCheck:
         running = self.world.running_rows
         # (Counting flags is cheaper than numpy's reductions, min/max/any/all, at these sizes.)
         if len(mentioned) != len(running) or np.count_nonzero(mentioned != running):
-            if not np.array_equal(np.sort(mentioned), running):
+            if not np.array_equal(np.sort(mentioned, kind="stable"), running):
                 self._explain_mismatch(keep, suspend)
         rows, gpus, counts = plan.launch_rows, plan.launch_gpus, plan.launch_counts
         if not len(rows):
@@ -60,7 +60,7 @@ class PlanCheck:
             raise PlanError(f"plan launches job {self._job(rows[isin_rows(rows, complete)][0])}, which it also completes")
         n, n_gpus = len(self.world.jobs), self.world.cluster.n_gpus
         ordered = rows.copy()
-        ordered.sort()
+        ordered.sort(kind="stable")
         if ordered[0] < 0 or ordered[-1] >= n:
             raise PlanError("plan launches a job row that does not exist")
         if np.count_nonzero(ordered[1:] == ordered[:-1]):

@@ -129,17 +129,27 @@ class World:
         return rows
 
     # --- progress and completions (from the backend) ---
-    def apply_progress(self, rows, done, service, run_s) -> None:
+    def apply_progress(self, rows, done, service, run_s, rounds: int = 1) -> None:
+        """Running jobs' progress over a round (over `rounds` rounds alike: the same additions,
+        repeated, so that the totals match round by round to the last bit)."""
         if len(rows) == 0:
             return
         cols = self._cols
-        cols["done"][rows] += done
-        cols["service"][rows] += service
-        cols["run_s"][rows] += run_s
         # (Rates are fixed per launch, so each round's work over the launch's compute rate adds
         # up to the job's compute time; a rate of 0 only marks a job that never ran.)
         compute_rate = cols["compute_rate"][rows]
-        cols["compute_s"][rows] += np.divide(done, compute_rate, out=np.zeros(len(rows)), where=compute_rate > 0)
+        compute_s = np.divide(done, compute_rate, out=np.zeros(len(rows)), where=compute_rate > 0)
+        if rounds == 1:
+            cols["done"][rows] += done
+            cols["service"][rows] += service
+            cols["run_s"][rows] += run_s
+            cols["compute_s"][rows] += compute_s
+        else:  # (round by round, so that the sums are those of ticking every round, to the bit)
+            for name, step in (("done", done), ("service", service), ("run_s", run_s), ("compute_s", compute_s)):
+                total = cols[name][rows]
+                for _ in range(rounds):
+                    total += step
+                cols[name][rows] = total
         if "loss_speed" in cols:  # simulated loss curves (live jobs report their own loss)
             self._update_loss(rows, cols)
 
@@ -297,7 +307,7 @@ class World:
             cols["first_start_s"][rows] = np.fmin(cols["first_start_s"][rows], now)  # NaN: not started before
         # The checked plan's keeps are the running jobs that go on running.
         running = np.concatenate((plan.keep, rows)) if len(rows) else plan.keep.copy()
-        running.sort()
+        running.sort(kind="stable")  # (sorted keeps, then launches: timsort merges the runs)
         self._set_running(running)
         return Events(time=now, launched=rows, suspended=suspend)
 

@@ -211,14 +211,14 @@ class JobTable:
         k = len(batch)
         if k == 0:
             return np.zeros(0, dtype=np.int64)
-        ids = batch.columns["job_id"]
+        ids = batch.columns["job_id"].tolist()
         start = self._n
-        for offset, job_id in enumerate(ids.tolist()):
-            if job_id in self._row_of_id:
-                for j in range(offset):
-                    del self._row_of_id[int(ids[j])]
-                raise TraceError(batch.origin, f"job id {job_id} is used twice (job ids must be unique in a run)")
-            self._row_of_id[job_id] = start + offset
+        fresh = set(ids)
+        if len(fresh) < k or not self._row_of_id.keys().isdisjoint(fresh):  # (set operations: no loop in Python)
+            seen: set[int] = set()
+            twice = next(i for i in ids if i in self._row_of_id or i in seen or seen.add(i))  # type: ignore[func-returns-value]
+            raise TraceError(batch.origin, f"job id {twice} is used twice (job ids must be unique in a run)")
+        self._row_of_id.update(zip(ids, range(start, start + k)))
         self._reserve(start + k)
         for name, values in batch.columns.items():
             if name not in self._cols:
@@ -234,6 +234,8 @@ class JobTable:
         if n <= self._capacity:
             return
         capacity = max(n, 2 * self._capacity)
+        # Faces first: they would keep every old array alive until the last column has grown.
+        self._faces.clear()
         for name, arr in self._cols.items():
             grown = np.empty(capacity, dtype=arr.dtype)
             grown[: self._n] = arr[: self._n]

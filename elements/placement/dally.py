@@ -210,6 +210,8 @@ class DelayPlacer(Placer):
         rack: jobs placed on one rack (not one machine) so far.
         network: jobs placed across racks so far.
         declined: offers declined to wait for a better placement so far.
+    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and nodes N
+        (delay timers and node scoring, job by job).
     See also: NetworkSensitive, Consolidated
     Paper: Dally (IEEE BigData'25) §III-A (Algorithm 1) and §III-C (Algorithm 2); cluster-sim DallyIntraJobScheduler.
     """

@@ -78,6 +78,8 @@ class BandwidthAwareIntraNode(_IntraNode):
 
     Arguments:
         none
+    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l g^2) over the jobs l it places and a
+        node's GPUs g (link bandwidths within the node).
     See also: RandomIntraNode, Consolidated, LinkBandwidth
     Paper: Blox (EuroSys'24) §5.3 and Table 4 (after Blink, MLSys'20).
     """
@@ -107,6 +109,8 @@ class RandomIntraNode(_IntraNode):
 
     Arguments:
         seed: seed for the draws (default: derived from the graph's seed).
+    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l g) over the jobs l it places and a node's
+        GPUs g.
     See also: BandwidthAwareIntraNode, Consolidated
     Paper: Blox (EuroSys'24) §5.3 and Table 4 ("Random").
     """

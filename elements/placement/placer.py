@@ -151,7 +151,7 @@ class Placer(Element):
             if len(suspend) < len(marked):
                 available[held_by_marked & ~isin_rows(holder, suspend)] = False
         if len(victims):
-            suspend = np.sort(np.concatenate([suspend, victims]))
+            suspend = np.sort(np.concatenate([suspend, victims]), kind="stable")
         if ranking.backfill and np.count_nonzero(available):
             backfill(self, cluster, available, want, selected, is_run, job_types, one_node, launches)
 

@@ -84,6 +84,8 @@ class SkewAwarePlacer(_Selective):
     Arguments:
         packlimit: the skew above which a job is consolidated (Tiresias gives no value; any cut
           between 0.15 and 0.61 separates Table 6's groups).
+    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and nodes N
+        (job by job).
     See also: ProfiledPlacer, Consolidated, TiresiasLas
     Paper: Tiresias (NSDI'19) §3.3 and Table 6; Blox (EuroSys'24) §4.3 (Fig 10).
     """
@@ -109,6 +111,8 @@ class ProfiledPlacer(_Selective):
 
     Arguments:
         tolerance: the slowdown above which a job is consolidated (1.05: more than 5% slower).
+    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and nodes N
+        (job by job).
     See also: SkewAwarePlacer, Consolidated
     Paper: Blox (EuroSys'24) §4.3 (Fig 11, Tiresias+); Tiresias (NSDI'19) §3.3.
     """

@@ -98,6 +98,8 @@ class Optimus(Policy):
     Counters:
         fitted: jobs whose remaining work comes from a fitted curve this round.
         extra_gpus: GPUs given beyond each job's first allocation this round.
+    Cost: O(n g) over the pool's jobs n and candidate GPU counts g (marginal gains, greedy), plus a
+        sort, O(n log n).
     See also: Srtf, Themis, Consolidated, LossTermination
     Paper: Optimus (EuroSys'18) §3-4; Blox (EuroSys'24) Table 7 and §4.2 (Figs 6-7).
     """

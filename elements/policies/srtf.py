@@ -20,6 +20,8 @@ class Srtf(KeyOrder):
         ranking: the jobs, shortest remaining time first.
     Counters:
         none
+    Cost: O(n log n) over the pool's jobs n (a stable sort by remaining time); skipped while no two
+        remaining times can swap (event skipping).
     See also: Las, Fifo, Srsf
     Paper: Tiresias (NSDI'19) §6 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.
     """
@@ -28,3 +30,6 @@ class Srtf(KeyOrder):
 
     def key(self, active: Active) -> np.ndarray:
         return active.remaining_s
+
+    def key_speed(self, active: Active) -> np.ndarray:
+        return -active.column("rate") / active.reference_rate  # (rate is 0 for waiting jobs)

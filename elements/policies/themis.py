@@ -35,6 +35,7 @@ class Themis(Policy):
         none
     Counters:
         max_rho: the largest rho among the pool's jobs this round (x1000, rounded).
+    Cost: O(n log n) over the pool's jobs n (finish-time fairness of each, then a sort).
     See also: MinMaxRho, FinishTimeFairnessMetrics, Las, Optimus
     Paper: Themis (NSDI'20) §3; Blox (EuroSys'24) Table 7 (finish-time fair policy, fair share collected per round).
     """

@@ -128,6 +128,7 @@ class TiresiasLas(_Queues):
 
     Ports:
         ranking: the jobs, first queue first, first-in first-out inside a queue.
+    Cost: O(n log n) over the pool's jobs n (queue of each, then a lexicographic sort).
     See also: Las, TiresiasGittins, SkewAwarePlacer, YarnCS
     Paper: Tiresias (NSDI'19) §3.2-3.3 and Pseudocode 2; testbed K=2 at 3200 GPU-seconds.
     """
@@ -159,6 +160,8 @@ class TiresiasGittins(_Queues):
         ranking: the jobs, first queue first, highest index first inside a queue.
     Arguments:
         history: a trace of past jobs whose service distribution to use (default: jobs seen so far).
+    Cost: O(n log s) over the pool's jobs n and service samples s (Gittins indices by binary
+        search), plus a sort, O(n log n).
     See also: TiresiasLas, Las
     Paper: Tiresias (NSDI'19) §3.2 (2D-Gittins, Pseudocode 1), Fig 7.
     """
@@ -226,6 +229,8 @@ class Srsf(KeyOrder):
         ranking: the jobs, least remaining service first.
     Counters:
         none
+    Cost: O(n log n) over the pool's jobs n (a stable sort by remaining service); skipped while no
+        two can swap (event skipping).
     See also: Srtf, TiresiasLas
     Paper: Tiresias (NSDI'19) §2.2, Table 1 and Fig 7 (SRSF).
     """
@@ -234,6 +239,9 @@ class Srsf(KeyOrder):
 
     def key(self, active: Active) -> np.ndarray:
         return active.remaining_s * active.gpus
+
+    def key_speed(self, active: Active) -> np.ndarray:
+        return -active.column("rate") / active.reference_rate * active.gpus
 
 
 @element
@@ -251,6 +259,7 @@ class YarnCS(Policy):
         none
     Counters:
         none
+    Cost: O(n log n) over the pool's jobs n (a stable sort by arrival).
     See also: Fifo, TiresiasLas, Consolidated
     Paper: Tiresias (NSDI'19) §6.1 (YARN-CS baseline).
     """

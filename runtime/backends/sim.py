@@ -130,6 +130,41 @@ class Simulator:
         self._ready_rows = self._ready_rows[:0]
         self._now = end
 
+    def next_finish_s(self) -> float:
+        """When the first running job would finish, as last computed for the jobs running now
+        (-inf when not known: the running jobs changed since)."""
+        if not len(self.world.running_rows):
+            return np.inf
+        return float(self._earliest_finish) if self.world.running_rows is self._full_rows else -np.inf
+
+    def advance_quiet(self, rounds: int) -> tuple[int, Progress]:
+        """Event skipping: advance up to `rounds` whole rounds in which the running jobs go on as
+        they are and none finishes (each a round that `advance` would take its quiet path for).
+        Returns how many it advanced and one round's progress, which the world adds that many
+        times (the same additions as round by round)."""
+        rows = self.world.running_rows
+        if len(self._ready_rows):
+            return 0, _NO_PROGRESS
+        now, k = self._now, 0
+        if not len(rows):
+            for _ in range(rounds):
+                now += self.round_s
+            self._now = now
+            return rounds, _NO_PROGRESS
+        if rows is not self._full_rows:
+            jobs = self.world.jobs
+            self._full_rows, self._full_rate, self._full = rows, jobs.column("rate")[rows], None
+            finish_at = now + (jobs.column("work")[rows] - jobs.column("done")[rows]) / self._full_rate
+            self._earliest_finish = finish_at[finish_at.argmin()]
+        earliest = self._earliest_finish
+        while k < rounds:
+            end = now + self.round_s
+            if not earliest > end + _SURE * max(1.0, end):
+                break
+            now, k = end, k + 1
+        self._now = now
+        return k, (self._full_round() if k else _NO_PROGRESS)
+
     def _full_round(self) -> Progress:
         """Progress of the running jobs over a whole round, made once for each running set (a
         new array whenever it changes)."""

@@ -113,6 +113,7 @@ class PairEstimator(Element):
     Counters:
         fingerprinted: jobs matched to a reference.
         measured: job-configuration pairs seen running together so far.
+    Cost: O(n) over the pool's jobs n (a look-up each, in Python), plus measuring each job new to it.
     See also: MaxMinFairness, GavelRounds
     Paper: Gavel (OSDI'20) §3.3 and §7.6 (Fig. 14); Quasar (ASPLOS'14) for the method.
     """

@@ -225,6 +225,8 @@ class MaxMinFairness(GavelSolver):
         objective: the last allocation's smallest weighted normalized throughput (its first level, with water filling).
         levels: water-filling levels solved (with water_filling=true).
         milp_stopped: bottleneck MILPs stopped at their time limit, their best solution used (with water_filling=true).
+    Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
+        O(n) over the pool's jobs n otherwise.
     See also: GavelRounds, Hierarchical, MinMaxRho
     Paper: Gavel (OSDI'20) §4.1 (heterogeneity-aware LAS), §4.3 (water filling).
     """
@@ -288,6 +290,8 @@ class MinMaxRho(GavelSolver):
     Counters:
         bisection_steps: feasibility LPs solved.
         rho: the largest expected rho of the last allocation.
+    Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
+        O(n) over the pool's jobs n otherwise.
     See also: MaxMinFairness, MinMakespan, FinishTimeFairnessMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimize Finish-Time Fairness); Themis (NSDI'20).
     """
@@ -386,6 +390,8 @@ class MinMakespan(GavelSolver):
 
     Counters:
         makespan_s: the makespan the last allocation promises, in seconds.
+    Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
+        O(n) over the pool's jobs n otherwise.
     See also: MinMaxRho, FifoHet, JobMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimize Makespan) and Appendix A.1.
     """
@@ -431,6 +437,8 @@ class MaxThroughput(GavelSolver):
     iterations/s are not comparable across models). Jobs that gain little from any type may get
     nothing; that is the policy. The cost experiments' baseline.
 
+    Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
+        O(n) over the pool's jobs n otherwise.
     See also: MinCost, MinCostSLO, EffectiveThroughput
     Paper: Gavel (OSDI'20) §4.2 (maximize total throughput).
     """
@@ -523,6 +531,8 @@ class MinCost(_CostSolver):
     the ratio is unchanged when every allocation is scaled down, every job is also held to at
     least an equal share of the cluster's time; within that, the program picks the GPU types.
 
+    Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
+        O(n) over the pool's jobs n otherwise.
     See also: MinCostSLO, MaxThroughput, CostMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimizing Total Cost); Charnes and Cooper (1962).
     """
@@ -551,6 +561,8 @@ class MinCostSLO(_CostSolver):
     Counters:
         slo_fallbacks: solves where the SLOs could not all be met and were dropped.
         slo_unattainable: jobs (at solves) whose deadline was out of reach even alone on the fastest type.
+    Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
+        O(n) over the pool's jobs n otherwise.
     See also: MinCost, SloMetrics, CostMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimize cost subject to SLOs) and §7.3 (cost experiment).
     """
@@ -597,6 +609,8 @@ class FifoHet(GavelSolver):
         space_sharing: add pair rows (two jobs on the same GPUs) from the pair table (method=lp).
         method: greedy (Gavel's implementation) or lp (the paper's objective).
         seed: seed for the agnostic mode's random type choice (default: derived from the graph's seed).
+    Cost: O(n log n) over the pool's jobs n, plus a linear program over classes when the job set
+        changes.
     See also: Fifo, MinMakespan, GavelRounds
     Paper: Gavel (OSDI'20) §4.2 (FIFO) and its policies/fifo.py.
     """
@@ -690,6 +704,8 @@ class Hierarchical(GavelSolver):
     Counters:
         levels: water-filling levels solved.
         milp_stopped: bottleneck MILPs stopped at their time limit, their best solution used.
+    Cost: Water filling: a sequence of linear programs (and at most one MILP) over entities and job
+        classes when the job set changes (solver time); O(n) over the pool's jobs n otherwise.
     See also: MaxMinFairness, GavelRounds, EffectiveThroughput
     Paper: Gavel (OSDI'20) §4.3 and Appendix A.1 (water filling, bottleneck MILP).
     """
