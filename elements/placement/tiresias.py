@@ -159,6 +159,8 @@ class TiresiasDally(_Selective):
 
     Arguments:
         high_skew: the models consolidated (names in the communication profile).
+    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and nodes N
+    (the machine or rack that holds it).
     See also: SkewAwarePlacer, Las, DelayPlacer, Gandiva
     Paper: Dally (IEEE BigData'25) §IV-A and Table I; Tiresias (NSDI'19) §3.3; cluster-sim TiresiasInterJobScheduler.
     """

@@ -25,7 +25,7 @@ class Fifo(KeyOrder):
     Paper: Blox (EuroSys'24) schedulers/fifo.py; Philly (ATC'19).
     """
 
-    state = ()
+    state = ("_ranked",)  # (the last ranking, for quiet_until)
 
     backfill: bool = False
 

@@ -26,7 +26,7 @@ class Srtf(KeyOrder):
     Paper: Tiresias (NSDI'19) §6 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.
     """
 
-    state = ()
+    state = ("_ranked",)  # (the last ranking, for quiet_until)
 
     def key(self, active: Active) -> np.ndarray:
         return active.remaining_s

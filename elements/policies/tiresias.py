@@ -235,7 +235,7 @@ class Srsf(KeyOrder):
     Paper: Tiresias (NSDI'19) §2.2, Table 1 and Fig 7 (SRSF).
     """
 
-    state = ()
+    state = ("_ranked",)  # (the last ranking, for quiet_until)
 
     def key(self, active: Active) -> np.ndarray:
         return active.remaining_s * active.gpus
