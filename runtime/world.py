@@ -55,6 +55,9 @@ class World:
         self._any_model = False
         self._any_slowdown = False
         self._any_comm = False  # any job under the communication model (a cluster with tiers)
+        # Why each job is where it is (runtime/explain.py's Recorder), when the run records it;
+        # kept here so that it is forked with the rest of the world.
+        self.explain = None
 
     def _set_running(self, rows: np.ndarray) -> None:
         """The running jobs' rows, sorted, as a read-only array that owns its data (a new one

@@ -17,9 +17,12 @@ import attrs
 import numpy as np
 
 from roundhouse.elements.placement.placer import Placer
+from roundhouse.elements.placement.reasons import explain_placement
 from roundhouse.elements.policies.dally import StarvationClock
 from roundhouse.errors import SchedError
 from roundhouse.runtime.element import element
+from roundhouse.runtime.explain import Reason
+from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Plan, Ranking
 from roundhouse.runtime.values import Duration, non_negative, one_of, positive
 
@@ -205,7 +208,8 @@ class DelayPlacer(Placer):
         return t_mc, t_rk
 
     def offer(self, cluster, free: _Free, demand: int, starvation: float, now: float):
-        """Algorithm 1 for one job: (GPU ids, level) or (None, None) when it declines."""
+        """Algorithm 1 for one job: (GPU ids, level), or (None, level) when it declines to wait
+        for a placement on one machine or one rack."""
         fits = np.flatnonzero(free.node >= demand)
         if len(fits):
             ids = free.take(cluster.gpu_node == int(fits[0]), demand)
@@ -214,7 +218,7 @@ class DelayPlacer(Placer):
             return ids, "machine"
         t_mc, t_rk = self.timers(demand, now)
         if starvation < t_mc:
-            return None, None
+            return None, "machine"
         fits = np.flatnonzero(free.rack >= demand)
         if len(fits):
             ids = free.take(cluster.gpu_rack == int(fits[0]), demand)
@@ -222,7 +226,7 @@ class DelayPlacer(Placer):
                 self._tuner.record("rack", demand, starvation, now)
             return ids, "rack"
         if starvation < t_rk:
-            return None, None
+            return None, "rack"
         return free.take(None, demand), "network"
 
     def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
@@ -237,14 +241,20 @@ class DelayPlacer(Placer):
         rows, want = ranking.rows, ranking.gpus
         waiting = (ctx.jobs.column("held")[rows] == 0) & (want > 0) & (want <= free.total)
         launch_rows, launch_gpus, counts = [], [], []
+        declined: list[tuple[int, int, float, float]] = []  # (position, reason, starved, timer)
         for i in np.flatnonzero(waiting).tolist():
             demand = int(want[i])
             if demand > free.total:
                 continue  # no offer can hold it this round
             row = int(rows[i])
-            ids, level = self.offer(cluster, free, demand, now - float(self._clock.since[row]), now)
+            starved = now - float(self._clock.since[row])
+            ids, level = self.offer(cluster, free, demand, starved, now)
             if ids is None:
                 self.counters["declined"] += 1
+                if ctx.explaining:
+                    timer = self.timers(demand, now)[0 if level == "machine" else 1]
+                    code = Reason.DELAY_MACHINE if level == "machine" else Reason.DELAY_RACK
+                    declined.append((i, code, starved, timer if math.isfinite(timer) else -1.0))
                 continue
             self.counters[level] += 1
             launch_rows.append(row)
@@ -252,6 +262,8 @@ class DelayPlacer(Placer):
             counts.append(demand)
             if free.total == 0:
                 break
+        if ctx.explaining:
+            self._explain(ctx, ranking, launch_rows, declined, free.available)
         if not launch_rows:
             return Plan(keep=running)
         launched = np.asarray(launch_rows, dtype=np.int64)
@@ -263,3 +275,16 @@ class DelayPlacer(Placer):
             launch_counts=np.asarray(counts, dtype=np.int64),
             keep=running,
         )
+
+    def _explain(self, ctx: RoundContext, ranking: Ranking, launched: list[int], declined: list, available) -> None:
+        """Declined offers wait for their timers; other waiting jobs, for GPUs."""
+        rows = ranking.rows
+        is_run = ctx.jobs.column("held")[rows] > 0
+        placed = isin_rows(rows, np.asarray(launched, dtype=np.int64))
+        skip = None
+        if declined:
+            pos, code, starved, timer = (np.asarray(v) for v in zip(*declined))
+            skip = np.zeros(len(rows), dtype=bool)
+            skip[pos] = True
+            ctx.explain(code.astype(np.int64), rows[pos], starved, timer)
+        explain_placement(ctx, ranking, is_run, placed, np.zeros(0, dtype=np.int64), available, skip)
