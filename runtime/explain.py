@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -94,17 +94,14 @@ _SUSPENSIONS = np.zeros(128, dtype=bool)
 _SUSPENSIONS[[Reason.SUSPENDED, Reason.RANKED_BEHIND, Reason.NOT_CHOSEN]] = True
 
 # Codes that mark an event rather than a state: recorded every time they are given.
-_IS_EVENT = np.zeros(128, dtype=bool)
-_IS_EVENT[[Reason.DEMOTED, Reason.PROMOTED]] = True
-_IS_EVENT = _IS_EVENT.tolist()  # (indexed with Python ints in the round)
+# (Lists: indexed with Python ints in the round.)
+_IS_EVENT = [c in (Reason.DEMOTED, Reason.PROMOTED) for c in range(128)]
 # Codes by which an element explains a suspension (counted, so that the engine need not look
 # for suspensions nobody explained when all were).
 _SUSPENSIONS_GIVEN = [c in (Reason.SUSPENDED, Reason.PREEMPTED, Reason.LEASE_END) for c in range(128)]
 
 # A record's key: which element gave which code, in one integer (element -1: the runtime).
 _CODES = 128
-
-Number = int | float | np.ndarray | Callable[[np.ndarray], np.ndarray]
 
 
 _ALL = slice(None)
@@ -115,6 +112,11 @@ class _Later:
 
     def __init__(self, fn: Callable[[], np.ndarray]):
         self.fn = fn
+
+
+# A reason's number: a constant, an array by row, a function of the positions of the rows
+# recorded (`sel`), or (the engine's) numbers worked out later.
+Number = int | float | np.ndarray | Callable[[Any], np.ndarray] | _Later
 
 
 def _machines(node: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -175,15 +177,18 @@ class Recorder:
         if not len(rows):
             return
         base = (element + 1) * _CODES
-        scalar = not isinstance(reason, np.ndarray)
-        if scalar:
-            reason = int(reason)
-            if _SUSPENSIONS_GIVEN[reason]:
+        key: Any
+        held: Any  # the key it holds from now on
+        if isinstance(reason, np.ndarray):
+            scalar = False
+            key, held = reason + base, _AFTER[reason] + base
+        else:
+            scalar, code = True, int(reason)
+            if _SUSPENSIONS_GIVEN[code]:
                 self._explained += len(rows)
-        key = reason + base
-        held = _AFTER_OF[reason] + base if scalar else _AFTER[reason] + base  # (the key it holds from now on)
-        sel = None
-        if changed_only and not (scalar and _IS_EVENT[reason]):
+            key, held = code + base, _AFTER_OF[code] + base
+        sel: Any = None
+        if changed_only and not (scalar and _IS_EVENT[code]):
             changed = self._key[rows] != held
             n = np.count_nonzero(changed)
             if n == 0:
@@ -273,8 +278,9 @@ class Recorder:
         return out
 
     def frame(self, world: World) -> pl.DataFrame:
-        """The record as a table, one row per change: t_s, job_id, state, reason, element,
-        element_class, ranked_by, a, b, c (see MEANINGS), in the order recorded."""
+        """The record as a table, one row per change: t_s, job_id, state, reason, element and
+        element_class (who gave it; empty: the runtime), ranked_by and ranked_by_class (the
+        element whose ranking a placer followed), a, b, c (see MEANINGS), in the order recorded."""
         import polars as pl
 
         cols = self.arrays()
@@ -285,6 +291,8 @@ class Recorder:
         label = np.array(["", *self.elements], dtype=object)[el + 1]
         klass = np.array(["", *self.classes], dtype=object)[el + 1]
         ranked = np.array(["", *self.ranked_by], dtype=object)[el + 1]
+        of = dict(zip(self.elements, self.classes))
+        ranked_class = np.array(["", *(of.get(r, "") for r in self.ranked_by)], dtype=object)[el + 1]
         return pl.DataFrame(
             {
                 "t_s": cols["t"],
@@ -294,6 +302,7 @@ class Recorder:
                 "element": pl.Series(label.tolist(), dtype=pl.Categorical),
                 "element_class": pl.Series(klass.tolist(), dtype=pl.Categorical),
                 "ranked_by": pl.Series(ranked.tolist(), dtype=pl.Categorical),
+                "ranked_by_class": pl.Series(ranked_class.tolist(), dtype=pl.Categorical),
                 "a": cols["a"],
                 "b": cols["b"],
                 "c": cols["c"],

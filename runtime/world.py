@@ -9,6 +9,8 @@ it is placed is traces/throughput.py; plan checking is runtime/plans.py.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from roundhouse.runtime import rowsets
@@ -18,6 +20,9 @@ from roundhouse.runtime.rowsets import isin_rows, without
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.traces.jobs import FINISHED, OWN_COLUMNS, PENDING, RUNNING, SPEC_COLUMNS, JobBatch, JobTable, read_only
 from roundhouse.traces.throughput import Placement, PlacementError, ThroughputModel
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.explain import Recorder
 
 __all__ = ["World", "PlanError"]
 
@@ -57,7 +62,7 @@ class World:
         self._any_comm = False  # any job under the communication model (a cluster with tiers)
         # Why each job is where it is (runtime/explain.py's Recorder), when the run records it;
         # kept here so that it is forked with the rest of the world.
-        self.explain = None
+        self.explain: Recorder | None = None
 
     def _set_running(self, rows: np.ndarray) -> None:
         """The running jobs' rows, sorted, as a read-only array that owns its data (a new one
