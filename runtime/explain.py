@@ -93,9 +93,10 @@ _AFTER_OF = _AFTER.tolist()  # (indexed with Python ints in the round)
 _SUSPENSIONS = np.zeros(128, dtype=bool)
 _SUSPENSIONS[[Reason.SUSPENDED, Reason.RANKED_BEHIND, Reason.NOT_CHOSEN]] = True
 
-# Codes that mark an event rather than a state: recorded every time they are given.
+# Codes recorded every time they are given, with no comparison: events rather than states, and
+# suspensions (a running job never holds a suspension's reason already).
 # (Lists: indexed with Python ints in the round.)
-_IS_EVENT = [c in (Reason.DEMOTED, Reason.PROMOTED) for c in range(128)]
+_ALWAYS = [c in (Reason.DEMOTED, Reason.PROMOTED, Reason.PREEMPTED, Reason.LEASE_END, Reason.SUSPENDED) for c in range(128)]
 # Codes by which an element explains a suspension (counted, so that the engine need not look
 # for suspensions nobody explained when all were).
 _SUSPENSIONS_GIVEN = [c in (Reason.SUSPENDED, Reason.PREEMPTED, Reason.LEASE_END) for c in range(128)]
@@ -107,16 +108,17 @@ _CODES = 128
 _ALL = slice(None)
 
 
-class _Later:
-    """Numbers worked out when the record is read rather than in the round."""
+class Later:
+    """Numbers worked out when the record is read rather than in the round, by a function of
+    arrays that never change (a plan's, or fresh ones an element made this round)."""
 
     def __init__(self, fn: Callable[[], np.ndarray]):
         self.fn = fn
 
 
-# A reason's number: a constant, an array by row, a function of the positions of the rows
-# recorded (`sel`), or (the engine's) numbers worked out later.
-Number = int | float | np.ndarray | Callable[[Any], np.ndarray] | _Later
+# A reason's number: a constant, an array by row, a function of the positions (in the rows
+# given) of the rows recorded, or numbers worked out when the record is read.
+Number = int | float | np.ndarray | Callable[[Any], np.ndarray] | Later
 
 
 def _machines(node: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -188,7 +190,7 @@ class Recorder:
                 self._explained += len(rows)
             key, held = code + base, _AFTER_OF[code] + base
         sel: Any = None
-        if changed_only and not (scalar and _IS_EVENT[code]):
+        if changed_only and not (scalar and _ALWAYS[code]):
             changed = self._key[rows] != held
             n = np.count_nonzero(changed)
             if n == 0:
@@ -200,16 +202,16 @@ class Recorder:
                     key, held = key[sel], held[sel]
                 if isinstance(t, np.ndarray):
                     t = t[sel]
-        if sel is None and (rows.base is not None or rows.flags.writeable):  # (its owner might change it)
-            rows = rows.copy()
+        if sel is None and rows.flags.writeable and rows.base is not None:
+            rows = rows.copy()  # (a writeable view: its owner may change; port values never do)
         self._key[rows] = held
         # The numbers, for the rows recorded: constants, arrays by row, or functions of `sel`.
         numbers = []
         for value in (a, b, c):
             if callable(value):
                 value = value(_ALL if sel is None else sel)
-            elif sel is not None and isinstance(value, np.ndarray):
-                value = value[sel]
+            elif sel is not None and isinstance(value, np.ndarray | Later):
+                value = (value.fn() if isinstance(value, Later) else value)[sel]
             numbers.append(value)
         self._chunks.append((t, rows, key, *numbers))
         self.records += len(rows)
@@ -233,8 +235,8 @@ class Recorder:
             # Which machines a launch is on is worked out when the record is read (a plan's
             # arrays never change), not in the round.
             gpus, starts, node = plan.launch_gpus, plan.launch_starts, world.cluster.gpu_node
-            first = _Later(lambda: node[gpus[starts]])
-            spanned = _Later(lambda: _machines(node[gpus], starts))
+            first = Later(lambda: node[gpus[starts]])
+            spanned = Later(lambda: _machines(node[gpus], starts))
             self.note(placer, Reason.LAUNCHED, plan.launch_rows, first, plan.launch_counts, spanned, t=now, changed_only=False)
 
     def events(self, events: Events) -> None:
@@ -268,7 +270,7 @@ class Recorder:
             out["key"][at:end] = key
             # (numbers are whole: ranks, counts, seconds rounded down)
             for name, value in (("a", a), ("b", b), ("c", c)):
-                if isinstance(value, _Later):
+                if isinstance(value, Later):
                     value = value.fn()
                 out[name][at:end] = np.asarray(value, dtype=np.float64).astype(np.int64)
             at = end

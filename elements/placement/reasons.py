@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roundhouse.runtime.explain import Reason
+from roundhouse.runtime.explain import Later, Reason
 from roundhouse.runtime.rowsets import isin_rows
 
 
@@ -28,7 +28,8 @@ def explain_placement(
     pos = idle if skip is None else idle[~skip[idle]]
     hit = None
     if len(suspend):
-        hit = (isin_rows(rows, suspend) & ~placed).nonzero()[0]  # (a job suspended and launched again was moved)
+        hit = isin_rows(rows, suspend).nonzero()[0]
+        hit = hit[~placed[hit]]  # (a job suspended and launched again was moved)
     if not len(pos) and (hit is None or not len(hit)):
         return
 
@@ -41,7 +42,11 @@ def explain_placement(
     if len(pos):
         _explain_waiting(ctx, ranking, pos, available, ahead)
     if hit is not None and len(hit):
-        ctx.explain(Reason.PREEMPTED, rows[hit], lambda sel: hit[sel] + 1, lambda sel: ahead(hit[sel]))
+        # (worked out when the record is read: a suspension is always recorded)
+        idle_ahead = idle.searchsorted(hit)
+        rank = Later(lambda: hit + 1)
+        holders = Later(lambda: hit - idle_ahead - np.arange(len(hit)))
+        ctx.explain(Reason.PREEMPTED, rows[hit], rank, holders)
 
 
 def _explain_waiting(ctx, ranking, pos: np.ndarray, available: np.ndarray, ahead) -> None:
