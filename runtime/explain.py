@@ -108,17 +108,14 @@ _CODES = 128
 _ALL = slice(None)
 
 
-class Later:
-    """Numbers worked out when the record is read rather than in the round, by a function of
-    arrays that never change (a plan's, or fresh ones an element made this round)."""
+# A reason's number: a constant, an array by row, or a function of the positions (in the rows
+# given) of the rows recorded.
+Number = int | float | np.ndarray | Callable[[Any], np.ndarray]
 
-    def __init__(self, fn: Callable[[], np.ndarray]):
-        self.fn = fn
-
-
-# A reason's number: a constant, an array by row, a function of the positions (in the rows
-# given) of the rows recorded, or numbers worked out when the record is read.
-Number = int | float | np.ndarray | Callable[[Any], np.ndarray] | Later
+# The record holds only numbers and arrays (no objects the garbage collector would have to
+# visit again and again as the record grows): a launch's numbers are kept as its plan's arrays,
+# marked by this in place of the first number, and worked out when the record is read.
+_LAUNCH = "launch"
 
 
 def _machines(node: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -145,6 +142,7 @@ class Recorder:
         self._chunks: list[tuple] = []
         self.records = 0
         self._explained = 0  # suspensions elements explained since the last plan
+        self._node: np.ndarray | None = None  # the machine of each GPU, once a plan launched
 
     def copy(self) -> Recorder:
         """An independent copy (a forked world's record goes on from here on its own)."""
@@ -210,8 +208,8 @@ class Recorder:
         for value in (a, b, c):
             if callable(value):
                 value = value(_ALL if sel is None else sel)
-            elif sel is not None and isinstance(value, np.ndarray | Later):
-                value = (value.fn() if isinstance(value, Later) else value)[sel]
+            elif sel is not None and isinstance(value, np.ndarray):
+                value = value[sel]
             numbers.append(value)
         self._chunks.append((t, rows, key, *numbers))
         self.records += len(rows)
@@ -231,13 +229,14 @@ class Recorder:
                 self.note(placer, Reason.SUSPENDED, rows[plain], t=now)
         if len(plan.complete):
             self.note(launcher, Reason.COMPLETED, plan.complete, t=now, changed_only=False)
-        if len(plan.launch_rows):
-            # Which machines a launch is on is worked out when the record is read (a plan's
-            # arrays never change), not in the round.
-            gpus, starts, node = plan.launch_gpus, plan.launch_starts, world.cluster.gpu_node
-            first = Later(lambda: node[gpus[starts]])
-            spanned = Later(lambda: _machines(node[gpus], starts))
-            self.note(placer, Reason.LAUNCHED, plan.launch_rows, first, plan.launch_counts, spanned, t=now, changed_only=False)
+        rows = plan.launch_rows
+        if len(rows):
+            key = int(Reason.LAUNCHED) + (placer + 1) * _CODES
+            self._key[rows] = key
+            self._node = world.cluster.gpu_node
+            # (which machines: worked out when the record is read; a plan's arrays never change)
+            self._chunks.append((now, rows, key, _LAUNCH, plan.launch_counts, plan.launch_gpus, plan.launch_starts))
+            self.records += len(rows)
 
     def events(self, events: Events) -> None:
         """What the backend reported: jobs that finished (at their exact times) or failed, and
@@ -263,15 +262,18 @@ class Recorder:
             "c": np.empty(n, dtype=np.int64),
         }
         at = 0
-        for t, rows, key, a, b, c in self._chunks:
+        for t, rows, key, *numbers in self._chunks:
             end = at + len(rows)
             out["t"][at:end] = t
             out["row"][at:end] = rows
             out["key"][at:end] = key
+            if numbers[0] is _LAUNCH:
+                counts, gpus, starts = numbers[1:]
+                assert self._node is not None  # set with the first launch
+                node = self._node[gpus]
+                numbers = [node[starts], counts, _machines(node, starts)]
             # (numbers are whole: ranks, counts, seconds rounded down)
-            for name, value in (("a", a), ("b", b), ("c", c)):
-                if isinstance(value, Later):
-                    value = value.fn()
+            for name, value in zip("abc", numbers):
                 out[name][at:end] = np.asarray(value, dtype=np.float64).astype(np.int64)
             at = end
         key = out.pop("key")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roundhouse.runtime.explain import Later, Reason
+from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.rowsets import isin_rows
 
 
@@ -42,11 +42,9 @@ def explain_placement(
     if len(pos):
         _explain_waiting(ctx, ranking, pos, available, ahead)
     if hit is not None and len(hit):
-        # (worked out when the record is read: a suspension is always recorded)
-        idle_ahead = idle.searchsorted(hit)
-        rank = Later(lambda: hit + 1)
-        holders = Later(lambda: hit - idle_ahead - np.arange(len(hit)))
-        ctx.explain(Reason.PREEMPTED, rows[hit], rank, holders)
+        # (jobs ahead that hold GPUs: all but those waiting and those suspended)
+        holders = hit - idle.searchsorted(hit) - np.arange(len(hit))
+        ctx.explain(Reason.PREEMPTED, rows[hit], hit + 1, holders)
 
 
 def _explain_waiting(ctx, ranking, pos: np.ndarray, available: np.ndarray, ahead) -> None:
