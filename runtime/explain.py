@@ -272,9 +272,8 @@ class Recorder:
                 assert self._node is not None  # set with the first launch
                 node = self._node[gpus]
                 numbers = [node[starts], counts, _machines(node, starts)]
-            # (numbers are whole: ranks, counts, seconds rounded down)
             for name, value in zip("abc", numbers):
-                out[name][at:end] = np.asarray(value, dtype=np.float64).astype(np.int64)
+                out[name][at:end] = value  # (whole numbers: ranks, counts, seconds rounded down)
             at = end
         key = out.pop("key")
         out["code"] = key % _CODES
@@ -288,25 +287,28 @@ class Recorder:
         import polars as pl
 
         cols = self.arrays()
-        names = {int(r): r.name.lower() for r in Reason}
-        states = {int(r): MEANINGS[r][0] for r in Reason}
-        codes = cols["code"].tolist()
-        el = cols["element"]
-        label = np.array(["", *self.elements], dtype=object)[el + 1]
-        klass = np.array(["", *self.classes], dtype=object)[el + 1]
-        ranked = np.array(["", *self.ranked_by], dtype=object)[el + 1]
+
+        def labels(table: list[str], index: np.ndarray) -> pl.Series:
+            """Strings by index, made from the index (a categorical of the few labels)."""
+            return pl.Series(index, dtype=pl.UInt32).replace_strict(list(range(len(table))), table, return_dtype=pl.Categorical)
+
+        codes = cols["code"]
+        names = [""] * _CODES
+        states = [""] * _CODES
+        for r in Reason:
+            names[r], states[r] = r.name.lower(), MEANINGS[r][0]
+        el = cols["element"] + 1  # (0: the runtime)
         of = dict(zip(self.elements, self.classes))
-        ranked_class = np.array(["", *(of.get(r, "") for r in self.ranked_by)], dtype=object)[el + 1]
         return pl.DataFrame(
             {
                 "t_s": cols["t"],
                 "job_id": world.jobs.column("job_id")[cols["row"]],
-                "state": pl.Series([states[c] for c in codes], dtype=pl.Categorical),
-                "reason": pl.Series([names[c] for c in codes], dtype=pl.Categorical),
-                "element": pl.Series(label.tolist(), dtype=pl.Categorical),
-                "element_class": pl.Series(klass.tolist(), dtype=pl.Categorical),
-                "ranked_by": pl.Series(ranked.tolist(), dtype=pl.Categorical),
-                "ranked_by_class": pl.Series(ranked_class.tolist(), dtype=pl.Categorical),
+                "state": labels(states, codes),
+                "reason": labels(names, codes),
+                "element": labels(["", *self.elements], el),
+                "element_class": labels(["", *self.classes], el),
+                "ranked_by": labels(["", *self.ranked_by], el),
+                "ranked_by_class": labels(["", *(of.get(r, "") for r in self.ranked_by)], el),
                 "a": cols["a"],
                 "b": cols["b"],
                 "c": cols["c"],
