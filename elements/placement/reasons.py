@@ -15,6 +15,8 @@ import numpy as np
 from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.rowsets import isin_rows
 
+_MANY = np.iinfo(np.int64).max
+
 
 def explain_placement(
     ctx, ranking, is_run: np.ndarray, placed: np.ndarray, suspend: np.ndarray, available: np.ndarray, skip=None
@@ -24,7 +26,8 @@ def explain_placement(
     `available` the GPUs the plan leaves free; `skip` marks positions the placer explained
     itself. (Called every round a placer decides: the common paths are a few array operations.)"""
     rows = ranking.rows
-    idle = (~(is_run | placed)).nonzero()[0]  # (suspended jobs ran at the round's start: not among them)
+    waiting = ~(is_run | placed)  # (suspended jobs ran at the round's start: not among them)
+    idle = waiting.nonzero()[0]
     pos = idle if skip is None else idle[~skip[idle]]
     hit = None
     if len(suspend):
@@ -40,32 +43,31 @@ def explain_placement(
         return behind if hit is None else behind - hit.searchsorted(p)
 
     if len(pos):
-        _explain_waiting(ctx, ranking, pos, available, ahead)
+        least = int(ranking.gpus.min(where=waiting, initial=_MANY)) if skip is None else int(ranking.gpus[pos].min())
+        _explain_waiting(ctx, ranking, pos, least, available, ahead)
     if hit is not None and len(hit):
         # (jobs ahead that hold GPUs: all but those waiting and those suspended)
         holders = hit - idle.searchsorted(hit) - np.arange(len(hit))
         ctx.explain(Reason.PREEMPTED, rows[hit], hit + 1, holders)
 
 
-def _explain_waiting(ctx, ranking, pos: np.ndarray, available: np.ndarray, ahead) -> None:
+def _explain_waiting(ctx, ranking, pos: np.ndarray, least: int, available: np.ndarray, ahead) -> None:
+    """Waiting jobs at ranking positions `pos`; `least`: the fewest GPUs one of them wants."""
     rows, want = ranking.rows, ranking.gpus
     cluster = ctx.cluster
-    wanted = want[pos]
-    least = int(wanted[wanted.argmin()])
     if least <= 0:  # a job the ranking gives no GPUs is not waiting for any
-        pos = pos[wanted > 0]
+        pos = pos[want[pos] > 0]
         if not len(pos):
             return
-        wanted = want[pos]
-        least = int(wanted.min())
+        least = int(want[pos].min())
     code: int | np.ndarray
     type_of: np.ndarray | None = None
     if len(cluster.gpu_types) == 1:
         left: np.ndarray | int = int(np.count_nonzero(available))
-        # (the common case at load: every waiting job wants more than is left)
-        code = (
-            int(Reason.RANKED_BEHIND) if least > left else np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
-        )
+        if least > left:  # (the common case at load: every waiting job wants more than is left)
+            code = int(Reason.RANKED_BEHIND)
+        else:
+            code = np.where(want[pos] > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
     else:
         free = np.bincount(cluster.gpu_type[available], minlength=len(cluster.gpu_types))
         usable = ctx.jobs.type_rates[rows[pos]] > 0
@@ -76,6 +78,7 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, available: np.ndarray, ahead
         room = np.where(usable, free[None, :], -1)
         type_of = room.argmax(axis=1)
         left = np.maximum(room.max(axis=1), 0)
+        wanted = want[pos]
         code = np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
         if asked is not None:
             code = np.where((asked >= 0) & (wanted > left), int(Reason.NO_FREE_TYPE), code)
