@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 
 from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import Jobs
 from roundhouse.runtime.values import Multiplier, positive
 from roundhouse.traces.jobs import FINISHED
@@ -43,6 +44,8 @@ class AcceptAll(Element):
 
     def tick(self, ctx: RoundContext, jobs: Jobs) -> Jobs:
         self.counters["admitted"] += len(jobs)
+        if len(jobs):
+            ctx.explain(Reason.ADMITTED, jobs.rows)
         return jobs
 
     def quiet_until(self, ctx: RoundContext) -> float:
@@ -108,6 +111,14 @@ class AcceptThreshold(Element):
         self.counters["admitted"] += release
         self.counters["queued"] = len(self._queue)
         self.counters["demand"] = demand
+        if ctx.explaining:
+            ctx.explain(Reason.ADMITTED, out)
+            if len(jobs) and len(self._queue):
+                # Held since arriving (a job still held costs nothing new): its place in the
+                # queue, the GPUs admitted jobs ask for, and the limit.
+                held = self._queue[-min(len(jobs), len(self._queue)) :]
+                place = len(self._queue) - len(held) + np.arange(1, len(held) + 1)
+                ctx.explain(Reason.HELD, held, place, demand, int(float(self.factor) * ctx.cluster.n_gpus))
         return ctx.jobs.view(out, Jobs)
 
     def quiet_until(self, ctx: RoundContext) -> float:

@@ -28,6 +28,7 @@ import numpy as np
 from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.context import Round
 from roundhouse.runtime.element import Element
+from roundhouse.runtime.explain import Recorder
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Events, Jobs, Plan
 from roundhouse.runtime.values import format_duration
@@ -112,6 +113,7 @@ class Engine:
         backend,
         until: float | None = None,
         on_round: Callable[[Round], None] | None = None,
+        explain: bool = False,
     ):
         self.graph = graph
         self.world = world
@@ -158,6 +160,15 @@ class Engine:
         self.stop_reason = ""
         self._carried: np.ndarray | None = None
         self._taken_over = False
+        if explain and world.explain is None:  # (a forked world goes on with its own record)
+            world.explain = self._recorder()
+        self._record: Recorder | None = world.explain
+        # Per launcher: the ids of the element whose plan it carries out, and its own.
+        self._plan_ids: dict[str, tuple[int, int]] = {}
+        if self._record is not None:
+            ids = self._record.ids
+            for el in (e for e in self._order if e.category == "launch"):
+                self._plan_ids[el.name] = (ids.get(graph.producer_of(el.name, "plan") or "", -1), ids.get(el.name, -1))
 
     @property
     def rounds(self) -> int:
@@ -171,17 +182,29 @@ class Engine:
         self._carried = np.asarray(rows, dtype=np.int64)
         self._taken_over = True
 
+    def _recorder(self) -> Recorder:
+        """A record of reasons naming this graph's elements; a placer's ranking is credited to
+        the element that ranked it."""
+        graph = self.graph
+        ranked_by = []
+        for el in self._order:
+            ranker = graph.producer_of(el.name, "ranking") if el.input("ranking") is not None else None
+            ranked_by.append(ranker or "")
+        return Recorder([e.name for e in self._order], [type(e).__name__ for e in self._order], ranked_by)
+
     # --- the two boundary crossings: arrivals and the plan ---
     def _arrivals(self, batch: JobBatch) -> Jobs:
         """A source's new jobs join the job table."""
+        carried = None
         if self._taken_over:
             batch = without_known(batch, self.world)
-            if self._carried is not None:
-                rows, self._carried = self._carried, None
-                return Jobs(self.world.jobs.reader, np.concatenate([rows, self.world.add_jobs(batch)]) if len(batch) else rows)
+            carried, self._carried = self._carried, None
         if not len(batch):
-            return self._no_arrivals
-        return Jobs(self.world.jobs.reader, self.world.add_jobs(batch))
+            return self._no_arrivals if carried is None else Jobs(self.world.jobs.reader, carried)
+        rows = self.world.add_jobs(batch)
+        if self._record is not None:
+            self._record.reserve(len(self.world.jobs))
+        return Jobs(self.world.jobs.reader, rows if carried is None else np.concatenate([carried, rows]))
 
     def _carry_out(self, plan: Plan) -> Events:
         """A launcher's final plan: checked, handed to the backend, applied to the books."""
@@ -196,6 +219,9 @@ class Engine:
             who = f"'{producer}' ({type(self.graph.elements[producer]).__name__})" if producer else "the graph"
             raise PlanError(f"round {ctx.round_index} (t={ctx.now:g}s): plan from {who}: {err}") from None
         self._plan_changed = applied is not None or len(plan.complete) > 0
+        if self._record is not None:
+            placer, launcher = self._plan_ids[ctx.element.name]
+            self._record.plan(plan, self.world, placer, launcher, ctx.now)
         if len(plan.complete):
             self._completed.append(Events(time=ctx.now, finished=plan.complete, finished_at=np.full(len(plan.complete), ctx.now)))
         return ctx.events if applied is None else Events.merge([ctx.events, applied])
@@ -288,6 +314,8 @@ class Engine:
             self.world.set_online(events.online)
         if events.metrics:
             self.world.apply_metrics(events.metrics)
+        if self._record is not None:
+            self._record.events(events)  # (completions a plan made were recorded with the plan)
         if self._completed:
             events = Events.merge([events, *self._completed])
             self._completed = []

@@ -72,9 +72,12 @@ def simulate(
     until: float | None = None,
     on_round: Callable | None = None,
     profile=None,
+    explain: bool = False,
 ) -> RunResult:
+    """Simulate the graph; with `explain`, the world records why each job is where it is
+    (runtime/explain.py), as `result.world.explain`."""
     settings = graph.settings
     profile = profile or load_profile(graph)
     world = World(load_cluster(graph, cluster, profile), profile, settings.reference_gpu, settings.pair_profile)
     backend = Simulator(world, settings.round, settings.checkpoint, settings.restore, settings.checkpoint_per_gpu)
-    return Engine(graph, world, backend, until=until, on_round=on_round).run()
+    return Engine(graph, world, backend, until=until, on_round=on_round, explain=explain).run()

@@ -149,7 +149,9 @@ def take_over(engine: Engine) -> Engine:
     """The replayed engine, simulating forward: the simulator as its backend from the last
     journaled boundary, its elements keeping their replayed state."""
     settings = engine.graph.settings
-    sim = Simulator(engine.world, settings.round, settings.checkpoint, settings.restore, settings.checkpoint_per_gpu, now=engine.backend.now)
+    sim = Simulator(
+        engine.world, settings.round, settings.checkpoint, settings.restore, settings.checkpoint_per_gpu, now=engine.backend.now
+    )
     engine.backend = sim
     sim.advance()  # the round after the last journaled boundary (the engine advanced the replay)
     engine._skip_idle_rounds(float(settings.round))

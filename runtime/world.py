@@ -10,6 +10,7 @@ it is placed is traces/throughput.py; plan checking is runtime/plans.py.
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from roundhouse.runtime.rowsets import isin_rows, without
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.traces.jobs import FINISHED, OWN_COLUMNS, PENDING, RUNNING, SPEC_COLUMNS, JobBatch, JobTable, read_only
 from roundhouse.traces.throughput import Placement, PlacementError, ThroughputModel
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.explain import Recorder
 
 __all__ = ["World", "PlanError"]
 
@@ -57,6 +61,9 @@ class World:
         self._any_model = False
         self._any_slowdown = False
         self._any_comm = False  # any job under the communication model (a cluster with tiers)
+        # Why each job is where it is (runtime/explain.py's Recorder), when the run records it;
+        # kept here so that it is forked with the rest of the world.
+        self.explain: Recorder | None = None
 
     # Forks and snapshots (runtime/snapshot.py): arrays copied, read-only faces made afresh; the
     # cluster, profile and throughput model shared. (A backend compares running sets by identity.)

@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "roundhouse.tools.trace_cmd",
     "roundhouse.tools.reproduce_cmd",
     "roundhouse.tools.sweep_cmd",
+    "roundhouse.tools.explain_cmd",
     "roundhouse.tools.plot_cmd",
     "roundhouse.tools.report_cmd",
     "roundhouse.tools.serve_cmd",

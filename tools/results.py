@@ -109,6 +109,13 @@ def write_results(out: Path, graph, cluster, result) -> None:
         "counters": result.counters,
     }
     (out / "run.json").write_text(json.dumps(run_info, indent=2, sort_keys=True, default=str) + "\n")
+    from roundhouse.runtime.explain import FILE_NAME
+
+    record = result.world.explain
+    if record is not None:
+        record.write(out / FILE_NAME, result.world)
+    elif (out / FILE_NAME).is_file():  # an earlier run's record would not explain this one
+        (out / FILE_NAME).unlink()
 
 
 def _settings(graph) -> dict:

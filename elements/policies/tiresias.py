@@ -18,6 +18,7 @@ import numpy as np
 
 from roundhouse.elements.policies.base import KeyOrder, Policy
 from roundhouse.runtime.element import element, element_family
+from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import Active, Ranking
 from roundhouse.runtime.values import Duration, FilePath, positive
 
@@ -103,7 +104,11 @@ class _Queues(Policy):
                 service = np.where(starved, 0.0, service)
                 queue = np.where(starved, 0, queue)
                 self.counters["promoted"] += int(starved.sum())
-        self.counters["demoted"] += int(np.count_nonzero(queue > self._queue[rows]))
+                ctx.explain(Reason.PROMOTED, who, 0, waited[starved])
+        demoted = queue > self._queue[rows]
+        if demoted.any():
+            self.counters["demoted"] += int(np.count_nonzero(demoted))
+            ctx.explain(Reason.DEMOTED, rows[demoted], queue[demoted], service[demoted])
         self._queue[rows] = queue
         return queue, service
 
