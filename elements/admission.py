@@ -42,6 +42,13 @@ class AcceptAll(Element):
         self.counters["admitted"] += len(jobs)
         return jobs
 
+    def hand_over(self) -> np.ndarray:
+        """The jobs it holds, to another gate taking its place (ChooseAdmission): none."""
+        return np.zeros(0, dtype=np.int64)
+
+    def take_over(self, admitted: np.ndarray) -> None:
+        """Take another gate's place, with the jobs admitted and not finished so far."""
+
 
 @element
 class AcceptThreshold(Element):
@@ -99,3 +106,15 @@ class AcceptThreshold(Element):
         self.counters["queued"] = len(self._queue)
         self.counters["demand"] = demand
         return ctx.jobs.view(out, Jobs)
+
+    def hand_over(self) -> np.ndarray:
+        """The jobs it holds, oldest first, to another gate taking its place (ChooseAdmission);
+        it holds none after."""
+        queue, self._queue = self._queue, self._queue[:0]
+        self.counters["queued"] = 0
+        return queue
+
+    def take_over(self, admitted: np.ndarray) -> None:
+        """Take another gate's place, with the jobs admitted and not finished so far: they
+        count against the load limit."""
+        self._admitted = np.array(admitted, dtype=np.int64)

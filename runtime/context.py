@@ -10,6 +10,7 @@ that). `Round` is the engine's implementation.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -78,6 +79,11 @@ class RoundContext(Protocol):
         """Sources: a canonical trace frame as job specs for this cluster (with another
         profile if given); returns the batch and the models the profile does not know."""
 
+    def fork(self) -> Any:
+        """Control elements ticked first in a round (a synthesizer): the state at the round's
+        start (world, clock, every element) as a frozen starting point for look-ahead
+        simulations (runtime/lookahead.py). The running world is not touched."""
+
 
 class Round:
     """The engine's round context (see RoundContext)."""
@@ -95,6 +101,7 @@ class Round:
         self.throughput = world.throughput
         self.reference_gpu = world.reference_gpu
         self.element: Any = None  # the element being ticked (set by the engine; names its generator)
+        self.fork: Callable[[], Any] = _no_fork  # (set by the engine)
 
     @property
     def holder(self) -> np.ndarray:
@@ -140,3 +147,7 @@ class Round:
 
     def prepare(self, trace: pl.DataFrame, origin: str, profile: Any = None) -> tuple[JobBatch, set[str]]:
         return self._world.prepare(trace, origin, profile)
+
+
+def _no_fork() -> Any:
+    raise RuntimeError("this round context has no engine to fork")

@@ -129,6 +129,7 @@ class Engine:
                 crossings.get(el.category),
             )
             for el in self._order
+            if el.name not in graph.held  # (a candidate is ticked by its holder)
         ]
         self._can_stall = not getattr(backend, "wall_clock", False)
         self._pending_events = Events(time=0.0)
@@ -160,7 +161,19 @@ class Engine:
         return ctx.events if applied is None else Events.merge([ctx.events, applied])
 
     def _context(self, events: Events, round_index: int) -> Round:
-        return Round(self.world, self.graph.settings, self.backend.now, round_index, events)
+        ctx = Round(self.world, self.graph.settings, self.backend.now, round_index, events)
+        ctx.fork = lambda: self._fork(ctx)
+        return ctx
+
+    def _fork(self, ctx: Round):
+        """The state at the start of the round being ticked, for look-ahead runs
+        (runtime/lookahead.py); only the round's first element may ask, before any acted."""
+        from roundhouse.runtime.lookahead import Fork
+
+        first = self._wiring[0][0] if self._wiring else None
+        if ctx.element is not first:
+            raise element_failure(ctx.element, ctx, "it forked the world after other elements had ticked this round")
+        return Fork.of(self, ctx)
 
     def run(self) -> RunResult:
         started = time.perf_counter()
@@ -173,23 +186,7 @@ class Engine:
         idle_rounds = 0
         round_s = float(self.graph.settings.round)
         while True:
-            events, progress = self.backend.poll()
-            self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
-            if len(events.failed):
-                failed = isin_rows(events.finished, events.failed)
-                self.world.apply_failed(events.finished[failed], events.finished_at[failed])
-                self.world.apply_finished(events.finished[~failed], events.finished_at[~failed])
-            elif len(events.finished):
-                self.world.apply_finished(events.finished, events.finished_at)
-            if len(events.requeued):
-                self.world.apply_requeued(events.requeued)
-            if events.online is not None:
-                self.world.set_online(events.online)
-            if events.metrics:
-                self.world.apply_metrics(events.metrics)
-            if self._completed:
-                events = Events.merge([events, *self._completed])
-                self._completed = []
+            events = self._fold()
             ctx = self._context(events, int(round(self.backend.now / round_s)))
             self._ctx = ctx
             self._tick_all(ctx)
@@ -224,6 +221,28 @@ class Engine:
             counters=counters,
             wall_s=time.perf_counter() - started,
         )
+
+    def _fold(self) -> Events:
+        """Step 1 of a round: fold what the backend reports into the world; returns the
+        round's events."""
+        events, progress = self.backend.poll()
+        self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
+        if len(events.failed):
+            failed = isin_rows(events.finished, events.failed)
+            self.world.apply_failed(events.finished[failed], events.finished_at[failed])
+            self.world.apply_finished(events.finished[~failed], events.finished_at[~failed])
+        elif len(events.finished):
+            self.world.apply_finished(events.finished, events.finished_at)
+        if len(events.requeued):
+            self.world.apply_requeued(events.requeued)
+        if events.online is not None:
+            self.world.set_online(events.online)
+        if events.metrics:
+            self.world.apply_metrics(events.metrics)
+        if self._completed:
+            events = Events.merge([events, *self._completed])
+            self._completed = []
+        return events
 
     def _tick_all(self, ctx: Round) -> None:
         values: dict[tuple[str, str], object] = {}

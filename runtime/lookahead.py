@@ -1,0 +1,139 @@
+"""Look-ahead runs: the state at the start of a round, forked, simulated forward.
+
+A control element ticked first in its round (the synthesizer, elements/control.py) asks the
+round context for a `Fork`: the world (job table, GPU occupancy, clock), the backend's own state
+when it is the simulator, every element's private state and the round's events, frozen as one
+pickled blob. The running world is not touched. `Fork.run` unpacks a fresh copy, lets the
+caller adjust the copied graph (select a candidate, say), and simulates forward from the
+round's start to a horizon with no new arrivals: what the jobs now in the system would see.
+A fork of a live run takes the live world's books and simulates them with the simulator.
+
+A fork is plain bytes, so that a process pool can run several candidates at once from one copy.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import io
+import pickle
+from collections.abc import Callable
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+
+from roundhouse.runtime.backends.sim import Simulator
+from roundhouse.traces.jobs import FINISHED, read_only
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.compiler import CompiledGraph
+    from roundhouse.runtime.context import Round
+    from roundhouse.runtime.engine import Engine
+    from roundhouse.runtime.world import World
+
+
+@attrs.frozen
+class Outlook:
+    """What the jobs in the system at the fork see over the horizon [start, end]."""
+
+    jobs: int  # jobs in the system at the fork (admitted or waiting to be)
+    finished: int  # of them, finished by the end
+    # Mean over those jobs of their time in the system within the horizon: the area under the
+    # number of jobs in the system, which a policy minimising average JCT keeps small.
+    time_in_system_s: float
+    # Mean over the jobs not yet started at the fork of their wait within the horizon.
+    wait_s: float
+    waiting: int
+
+
+@attrs.frozen
+class Fork:
+    """The state at the start of round `round_index` (time `now`), pickled."""
+
+    state: bytes
+    now: float
+    round_index: int
+
+    @classmethod
+    def of(cls, engine: Engine, ctx: Round) -> Fork:
+        backend = engine.backend if isinstance(engine.backend, Simulator) else None
+        state = (engine.graph, engine.world, backend, list(engine._completed), ctx.events)
+        return cls(dumps(state), ctx.now, ctx.round_index)
+
+    def run(self, horizon_s: float, adjust: Callable[[CompiledGraph], None] | None = None) -> Outlook:
+        """Simulate from the round's start to `now + horizon_s` (or until every job in the
+        system has finished) without new arrivals, after `adjust(graph)` on the copied graph."""
+        from roundhouse.runtime.engine import Engine
+
+        graph, world, backend, completed, events = pickle.loads(self.state)
+        _refresh(world)
+        settings = graph.settings
+        if backend is None:  # a live world's books, simulated from here
+            backend = Simulator(world, settings.round, settings.checkpoint, settings.restore)
+            backend.jump_to(self.now)
+        if adjust is not None:
+            adjust(graph)
+        status = world.jobs.column("status")
+        present = (status != FINISHED).nonzero()[0]
+        unstarted = present[np.isnan(world.jobs.column("first_start_s")[present])]
+        end = self.now + horizon_s
+        engine = Engine(graph, world, backend, until=end)
+        engine._completed = completed
+        # No arrivals: the sources are silenced and count as exhausted.
+        engine._wiring = [
+            (el, ins, outs, (crossing[0], lambda batch: engine._no_arrivals) if el.category == "source" and crossing else crossing)
+            for el, ins, outs, crossing in engine._wiring
+        ]
+        engine._sources = []
+        ctx = engine._context(events, self.round_index)
+        engine._ctx = ctx
+        engine._tick_all(ctx)
+        round_s = float(settings.round)
+        while not engine._stop_reason(ctx):
+            backend.advance()
+            engine._skip_idle_rounds(round_s)
+            ctx = engine._context(engine._fold(), int(round(backend.now / round_s)))
+            engine._ctx = ctx
+            engine._tick_all(ctx)
+        return outlook(world, present, unstarted, self.now, end)
+
+
+def outlook(world: World, present: np.ndarray, unstarted: np.ndarray, start: float, end: float) -> Outlook:
+    finish = world.jobs.column("finish_s")[present]
+    done = ~np.isnan(finish)
+    stay = np.where(done, np.minimum(finish, end), end) - start
+    first = world.jobs.column("first_start_s")[unstarted]
+    wait = np.where(np.isnan(first), end, np.minimum(first, end)) - start
+    return Outlook(
+        jobs=len(present),
+        finished=int(done.sum()),
+        time_in_system_s=float(stay.mean()) if len(stay) else 0.0,
+        wait_s=float(wait.mean()) if len(wait) else 0.0,
+        waiting=len(unstarted),
+    )
+
+
+def dumps(state: object) -> bytes:
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = _DISPATCH
+    pickler.dump(state)
+    return buffer.getvalue()
+
+
+def _mapping_proxy(items: dict) -> MappingProxyType:
+    return MappingProxyType(items)
+
+
+# Read-only mappings (profile indexes) pickle as the dict they show.
+_DISPATCH = {**copyreg.dispatch_table, MappingProxyType: lambda m: (_mapping_proxy, (dict(m),))}
+
+
+def _refresh(world: World) -> None:
+    """Read-only faces are views of the arrays they show; a copy made by pickling holds copies
+    instead, so they are made again."""
+    world.jobs._faces.clear()
+    world.holder_face, world.online_face = read_only(world.holder), read_only(world.online)
+    if world.co_holder is not None:
+        world.co_holder_face = read_only(world.co_holder)
