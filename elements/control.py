@@ -14,7 +14,7 @@ import polars as pl
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import Active, Jobs, Ranking
 from roundhouse.runtime.values import Duration, ElementRef, at_most, positive
-from roundhouse.traces.jobs import FINISHED, PENDING
+from roundhouse.traces.jobs import FINISHED
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -222,10 +222,11 @@ class Synthesizer(Element):
         combos = self.combinations
         if not self._choices:
             self._choices.append((ctx.round_index, ctx.now, 0))
-        # With no job waiting (admitted or not), no combination can act differently until the
-        # next arrival: nothing to simulate.
-        if len(combos) > 1 and np.count_nonzero(ctx.jobs.column("status") == PENDING):
-            outlooks = _simulate_all(self, ctx.fork(), combos)
+        fork = ctx.fork() if len(combos) > 1 else None
+        # With no job waiting and none arriving now, every combination runs the same jobs
+        # until the next arrival: nothing to simulate.
+        if fork is not None and not fork.quiet:
+            outlooks = _simulate_all(self, fork, combos)
             self.counters["simulated"] += len(combos)
             best = self._best(outlooks)
             self._record(ctx, combos, outlooks, best)

@@ -24,7 +24,7 @@ import attrs
 import numpy as np
 
 from roundhouse.runtime.backends.sim import Simulator
-from roundhouse.traces.jobs import FINISHED, read_only
+from roundhouse.traces.jobs import FINISHED, PENDING, read_only
 
 if TYPE_CHECKING:
     from roundhouse.runtime.compiler import CompiledGraph
@@ -54,12 +54,18 @@ class Fork:
     state: bytes
     now: float
     round_index: int
+    # No job waits and no source has one due at this boundary: until the next arrival, every
+    # choice of policy runs the same jobs where they are.
+    quiet: bool
 
     @classmethod
     def of(cls, engine: Engine, ctx: Round) -> Fork:
         backend = engine.backend if isinstance(engine.backend, Simulator) else None
         state = (engine.graph, engine.world, backend, list(engine._completed), ctx.events)
-        return cls(dumps(state), ctx.now, ctx.round_index)
+        due = [getattr(s, "next_arrival_s", lambda: -np.inf)() for s in engine._sources]
+        waiting = np.count_nonzero(engine.world.jobs.column("status") == PENDING)
+        quiet = not waiting and all(t > ctx.now + 1e-9 for t in due)
+        return cls(dumps(state), ctx.now, ctx.round_index, quiet)
 
     def run(self, horizon_s: float, adjust: Callable[[CompiledGraph], None] | None = None) -> Outlook:
         """Simulate from the round's start to `now + horizon_s` (or until every job in the
@@ -77,18 +83,22 @@ class Fork:
         status = world.jobs.column("status")
         present = (status != FINISHED).nonzero()[0]
         unstarted = present[np.isnan(world.jobs.column("first_start_s")[present])]
+        known = len(world.jobs)
         end = self.now + horizon_s
         engine = Engine(graph, world, backend, until=end)
         engine._completed = completed
-        # No arrivals: the sources are silenced and count as exhausted.
+        # The round's own arrivals join (the running world sees them this round too); later
+        # ones are not known: the sources are silenced and count as exhausted.
+        ctx = engine._context(events, self.round_index)
+        engine._ctx = ctx
+        engine._tick_all(ctx)
+        arrived = np.arange(known, len(world.jobs), dtype=np.int64)
+        present, unstarted = np.concatenate([present, arrived]), np.concatenate([unstarted, arrived])
         engine._wiring = [
             (el, ins, outs, (crossing[0], lambda batch: engine._no_arrivals) if el.category == "source" and crossing else crossing)
             for el, ins, outs, crossing in engine._wiring
         ]
         engine._sources = []
-        ctx = engine._context(events, self.round_index)
-        engine._ctx = ctx
-        engine._tick_all(ctx)
         round_s = float(settings.round)
         while not engine._stop_reason(ctx):
             backend.advance()

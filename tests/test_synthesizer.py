@@ -1,0 +1,124 @@
+"""Blox's scheduler synthesizer, pinned with hand-computed cases: it simulates each candidate
+from the round's start, picks the clearly best one, switches at its decision round, and the run
+from then on is that candidate's."""
+
+import polars as pl
+import pytest
+
+from roundhouse.errors import SchedError
+from roundhouse.runtime.compiler import compile_file
+from tests.conftest import jobs_of
+
+# One GPU, 5-minute rounds; a decision every 3 rounds (rounds 0, 3, 6, ...).
+SYNTH = """
+round = 300s;
+synth :: Synthesizer(switches=[order], every=3, horizon=10h, workers={workers});
+src   :: TraceSource(path="trace.csv");
+fifo  :: Fifo;
+srtf  :: Srtf;
+order :: ChoosePolicy(candidates=[fifo, srtf]);
+src -> AcceptAll -> JobPool -> order -> FirstFree -> Launch -> m :: JobMetrics;
+"""
+STATIC = """
+round = 300s;
+src :: TraceSource(path="trace.csv");
+src -> AcceptAll -> JobPool -> {policy} -> FirstFree -> Launch -> m :: JobMetrics;
+"""
+# L (1800 s) arrives at 0; S1 and S2 (300 s each) at 420 s, visible from round 2 (600 s).
+LATE_SHORT = [
+    {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 1800.0},
+    {"job_id": 1, "arrival_s": 420.0, "gpus": 1, "duration_s": 300.0},
+    {"job_id": 2, "arrival_s": 420.0, "gpus": 1, "duration_s": 300.0},
+]
+
+
+def finishes(result) -> dict[int, float]:
+    return {job_id: row["finish_s"] for job_id, row in jobs_of(result, "m").items()}
+
+
+def test_switches_at_its_decision_round_to_the_clearly_better_policy(run_graph):
+    result = run_graph(SYNTH.format(workers=1), LATE_SHORT, cluster="1x1:V100")
+    # Round 0 sees only L (arriving now): both policies do the same, FIFO (the first) stays. Rounds 1-2 run
+    # FIFO: L keeps the GPU although S1 and S2 wait from 600 s. At round 3 (900 s), from the
+    # same state: FIFO would finish L at 1800, S1 at 2100, S2 at 2400 (mean time in system from
+    # 900: (900 + 1200 + 1500) / 3 = 1200 s); SRTF suspends L for S1 (900-1200) and S2
+    # (1200-1500), then L (1500-2400): (1500 + 300 + 600) / 3 = 800 s. It switches to SRTF.
+    decisions = result.reports["synth"]["decisions"].filter(pl.col("round") == 3)
+    assert dict(zip(decisions["combination"], decisions["time_in_system_s"])) == pytest.approx({"fifo": 1200.0, "srtf": 800.0})
+    choices = result.reports["synth"]["choices"]
+    assert choices.select("round", "combination").rows() == [(0, "fifo"), (3, "srtf")]
+    assert finishes(result) == {0: 2400.0, 1: 1200.0, 2: 1500.0}
+    # Neither static policy gives this: FIFO throughout, or SRTF from round 2.
+    assert finishes(run_graph(STATIC.format(policy="Fifo"), LATE_SHORT, cluster="1x1:V100")) == {0: 1800.0, 1: 2100.0, 2: 2400.0}
+    assert finishes(run_graph(STATIC.format(policy="Srtf"), LATE_SHORT, cluster="1x1:V100")) == {0: 2400.0, 1: 900.0, 2: 1200.0}
+    counters = result.counters["synth"]
+    assert counters["switches"] == 1 and counters["choice"] == 1
+    # Round 6 (1800 s): only L is left, running; nothing waits, so nothing is simulated.
+    assert counters["simulated"] == 2 + 2  # rounds 0 and 3
+
+
+def test_picks_the_best_at_round_zero_and_then_equals_running_it(run_graph):
+    # A long job first, then four short ones, all at 0: SRTF is clearly best from the start.
+    jobs = [{"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 3000.0}] + [
+        {"job_id": i, "arrival_s": 0.0, "gpus": 1, "duration_s": 600.0} for i in range(1, 5)
+    ]
+    synth = run_graph(SYNTH.format(workers=1), jobs, cluster="1x1:V100")
+    static = run_graph(STATIC.format(policy="Srtf"), jobs, cluster="1x1:V100")
+    assert synth.reports["synth"]["choices"]["combination"].to_list() == ["fifo", "srtf"]
+    assert synth.reports["synth"]["choices"]["round"].to_list() == [0, 0]
+    assert finishes(synth) == finishes(static) == {1: 600.0, 2: 1200.0, 3: 1800.0, 4: 2400.0, 0: 5400.0}
+
+
+ADMISSION = """
+round = 300s;
+synth :: Synthesizer(switches=[admit, order], every=3, horizon=10h, workers=1);
+src   :: TraceSource(path="trace.csv");
+tight :: AcceptThreshold(factor=1.0x);
+all   :: AcceptAll;
+admit :: ChooseAdmission(candidates=[tight, all]);
+srtf  :: Srtf;
+order :: ChoosePolicy(candidates=[srtf]);
+src -> admit -> JobPool -> order -> FirstFree -> Launch -> m :: JobMetrics;
+"""
+
+
+def test_a_gate_switched_off_hands_its_queue_to_the_next(run_graph):
+    # Two GPUs, SRTF. A (1 GPU, 3000 s) and B (2 GPUs, 3000 s) at 0: the tight gate admits A and
+    # holds B (A's GPU plus B's two exceed 1.0x the cluster); Accept All admits both, but B
+    # does not fit beside A either: the same schedule, so the tight gate stays at round 0.
+    # C (1 GPU, 600 s) arrives at 700 s, seen at round 3 (900 s). Tight: C waits behind B:
+    # A ends 3000, B 3000-6000, C 6000-6600 (time in system from 900: 2100, 5100, 5700).
+    # Accept All: the tight gate hands B over, C is admitted too, and SRTF runs C on the free
+    # GPU 900-1500: 2100, 5100, 600. It switches at round 3; B still runs (the handover).
+    jobs = [
+        {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 3000.0},
+        {"job_id": 1, "arrival_s": 0.0, "gpus": 2, "duration_s": 3000.0},
+        {"job_id": 2, "arrival_s": 700.0, "gpus": 1, "duration_s": 600.0},
+    ]
+    result = run_graph(ADMISSION, jobs, cluster="1x2:V100")
+    decisions = result.reports["synth"]["decisions"].filter(pl.col("round") == 3)
+    assert dict(zip(decisions["combination"], decisions["time_in_system_s"])) == pytest.approx(
+        {"tight+srtf": (2100 + 5100 + 5700) / 3, "all+srtf": (2100 + 5100 + 600) / 3}
+    )
+    assert result.reports["synth"]["choices"].select("round", "combination").rows() == [(0, "tight+srtf"), (3, "all+srtf")]
+    assert finishes(result) == {0: 3000.0, 1: 6000.0, 2: 1500.0}
+    assert result.counters["admit"]["switches"] == 1
+    assert result.counters["tight"]["queued"] == 0
+
+
+def test_candidates_are_checked_in_the_graph(tmp_path):
+    bad = tmp_path / "bad.sched"
+    (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,60\n")
+    bad.write_text(
+        "round = 300s;\nfifo :: Fifo;\norder :: ChoosePolicy(candidates=[fifo, nope]);\n"
+        "TraceSource(path=\"t.csv\") -> AcceptAll -> JobPool -> order -> FirstFree -> Launch;\n"
+    )
+    with pytest.raises(SchedError, match="names no element 'nope'"):
+        compile_file(bad)
+    bad.write_text(
+        "round = 300s;\nfifo :: Fifo;\norder :: ChoosePolicy(candidates=[fifo]);\n"
+        "src :: TraceSource(path=\"t.csv\");\nsrc -> AcceptAll -> pool :: JobPool -> order -> FirstFree -> Launch;\n"
+        "pool -> fifo;\n"
+    )
+    with pytest.raises(SchedError, match="'fifo' is a candidate of 'order', which ticks it"):
+        compile_file(bad)
