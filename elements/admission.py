@@ -31,6 +31,8 @@ class AcceptAll(Element):
     Paper: Blox (EuroSys'24) §3, admission_control/accept_all.py.
     """
 
+    state = ()
+
     category = "admission"
     inputs = (In("jobs", Jobs, multi=True),)
     outputs = (Out("admitted", Jobs),)
@@ -71,6 +73,8 @@ class AcceptThreshold(Element):
     See also: AcceptAll, JobPool
     Paper: Blox (EuroSys'24) §5.1, admission_control/load_based_accept.py.
     """
+
+    state = ("_admitted", "_queue")
 
     category = "admission"
     inputs = (In("jobs", Jobs, multi=True),)

@@ -33,6 +33,7 @@ class _Switch(Element):
     """What the two switches share: candidates ticked in turn, one at a time."""
 
     holds = ("candidates",)
+    state = ("_selected", "_pending")
     candidates: list[ElementRef]
 
     def start(self, ctx: RoundContext) -> None:
@@ -91,6 +92,7 @@ class ChooseAdmission(_Switch):
     category = "control"
     inputs = (In("jobs", Jobs, multi=True),)
     outputs = (Out("admitted", Jobs),)
+    state = ("_selected", "_pending", "_admitted")
 
     candidates: list[ElementRef] = attrs.field(validator=_one_or_more)
 
@@ -190,6 +192,8 @@ class Synthesizer(Element):
     """
 
     category = "control"
+    state = ("_frozen", "_choice", "_choices", "_decisions")
+    forks_world = True  # (so `roundhouse check` asks every element of its graph to be forkable)
 
     switches: list[ElementRef] = attrs.field(validator=_one_or_more)
     every: int = attrs.field(default=10, validator=positive)

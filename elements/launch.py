@@ -40,6 +40,8 @@ class Launch(Element):
     Paper: Blox (EuroSys'24) §3, job launch and preemption; §5.3, loss-based termination.
     """
 
+    state = ()
+
     category = "launch"
     inputs = (In("plan", Plan), In("finish", Jobs, required=False, multi=True))
     outputs = (Out("events", Events),)

@@ -141,6 +141,9 @@ class CostMetrics(_RoundWatcher):
     Paper: Gavel (OSDI'20) §4.2 (cost policies) and §7.3 (cost experiment).
     """
 
+    state = ("_cost", "_done", "_gpu_s", "_partner", "_rows", "_service", "_type")
+    fixed = ("_price",)
+
     prices: list[str] = attrs.field(factory=lambda: list(GCP_2020_PRICES), validator=lambda i, a, v: parse_prices(v))
     track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
@@ -202,6 +205,8 @@ class SloMetrics(_ObjectiveSink):
     Paper: Gavel (OSDI'20) §4.2 (SLOs) and §7.3 (cost experiment: SLO violations).
     """
 
+    state = ()
+
     track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
     def start(self, ctx: RoundContext) -> None:
@@ -257,6 +262,8 @@ class FinishTimeFairnessMetrics(_ObjectiveSink):
     See also: MinMaxRho, Themis, JobMetrics
     Paper: Gavel (OSDI'20) §4.2 and Fig. 10 (FTF); Themis (NSDI'20) §3 (finish-time fairness).
     """
+
+    state = ("_area", "_in_system", "_times")
 
     track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
@@ -324,6 +331,8 @@ class EffectiveThroughput(_RoundWatcher):
     See also: Hierarchical, MaxThroughput, JobMetrics
     Paper: Gavel (OSDI'20) §7.4 and Fig. 11 (effective throughput of hierarchical policies).
     """
+
+    state = ("_done", "_partner", "_rows", "_series", "_service", "_type")
 
     by: str | None = None
 

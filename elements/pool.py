@@ -33,6 +33,8 @@ class JobPool(Element):
     Paper: Blox (EuroSys'24) §6.4, JobState.
     """
 
+    state = ("_rows",)
+
     category = "pool"
     inputs = (In("jobs", Jobs, multi=True),)
     outputs = (Out("active", Active),)

@@ -62,6 +62,8 @@ class JobMetrics(Element):
     Paper: Blox (EuroSys'24) §4.2 (JCT and responsiveness); Gavel (OSDI'20) §7.1.
     """
 
+    state = ()
+
     category = "sink"
     inputs = (In("events", Events, multi=True),)
 
@@ -173,6 +175,8 @@ class LinkBandwidth(Element):
     See also: BandwidthAwareIntraNode, RandomIntraNode, JobMetrics
     Paper: Blox (EuroSys'24) §5.3, Table 4 (average bandwidth observed by single-node multi-GPU jobs).
     """
+
+    state = ("_seen",)
 
     category = "sink"
     inputs = (In("events", Events, multi=True),)

@@ -23,6 +23,9 @@ class _Replay(Element):
     Like every source, it emits new jobs as a `JobBatch`; the engine adds them to the job
     table and passes them on as `Jobs`."""
 
+    state = ("_next",)
+    fixed = ("_batch", "_arrivals", "_none", "unknown_models")
+
     category = "source"
     outputs = (Out("jobs", Jobs),)
 
@@ -246,6 +249,8 @@ class LiveSource(Element):
     See also: TraceSource, PoissonSource, JobPool
     Paper: Blox (EuroSys'24) §6.3, the CentralScheduler's job submission.
     """
+
+    state = ("_live", "_none")
 
     category = "source"
     outputs = (Out("jobs", Jobs),)

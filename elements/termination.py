@@ -38,6 +38,8 @@ class LossTermination(Element):
     Paper: Blox (EuroSys'24) §5.3 (loss-based termination, Fig 16); Jeon et al. (ATC'19) §5.
     """
 
+    state = ()
+
     category = "mechanism"
     inputs = (In("active", Active),)
     outputs = (Out("remaining", Active), Out("converged", Jobs))

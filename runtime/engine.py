@@ -17,6 +17,7 @@ that raises or emits the wrong type by its graph name, class, declaration and ro
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -136,6 +137,10 @@ class Engine:
         # Jobs a plan completed: reported as finished in the next round's events, as a job
         # that finishes inside a round is (the world's books already show them finished).
         self._completed: list[Events] = []
+        self._started = 0.0
+        self._rounds = 0
+        self._idle_rounds = 0
+        self.stop_reason = ""
 
     # --- the two boundary crossings: arrivals and the plan ---
     def _arrivals(self, batch: JobBatch) -> Jobs:
@@ -162,7 +167,7 @@ class Engine:
 
     def _context(self, events: Events, round_index: int) -> Round:
         ctx = Round(self.world, self.graph.settings, self.backend.now, round_index, events)
-        ctx.fork = lambda: self._fork(ctx)
+        ctx.fork = functools.partial(self._fork, ctx)
         return ctx
 
     def _fork(self, ctx: Round):
@@ -176,35 +181,54 @@ class Engine:
         return Fork.of(self, ctx)
 
     def run(self) -> RunResult:
-        started = time.perf_counter()
+        self.begin()
+        while not self.step():
+            pass
+        return self.end()
+
+    # A run is `begin`, then `step` until it returns a stop reason, then `end` (runtime/simulation.py
+    # steps it; between two steps the engine's whole state can be forked, runtime/snapshot.py).
+    def begin(self) -> None:
+        """Start every element, before the first round."""
+        self._started = time.perf_counter()
+        self._rounds = 0
+        self._idle_rounds = 0
+        self.stop_reason = ""
         ctx = self._context(Events(time=self.backend.now), 0)
         self._ctx = ctx
         for el in self._order:
             ctx.element = el
             self._call(el, "start", ctx, el.start, ctx)
-        rounds = 0
-        idle_rounds = 0
+
+    def step(self) -> str:
+        """Run one round; returns why the run stops after it ("" while it goes on)."""
+        events = self._fold()
         round_s = float(self.graph.settings.round)
-        while True:
-            events = self._fold()
-            ctx = self._context(events, int(round(self.backend.now / round_s)))
-            self._ctx = ctx
-            self._tick_all(ctx)
-            rounds += 1
-            if self.on_round is not None:
-                self.on_round(ctx)
-            reason = self._stop_reason(ctx)
-            if reason:
-                break
-            # A live cluster can change (nodes join), so only a simulation can stall for good.
-            if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
-                idle_rounds += 1
-                if idle_rounds >= STALL_ROUNDS:
-                    raise StalledError(self._stall_message(ctx))
-            else:
-                idle_rounds = 0
-            self.backend.advance()
-            self._skip_idle_rounds(round_s)
+        ctx = self._context(events, int(round(self.backend.now / round_s)))
+        self._ctx = ctx
+        self._tick_all(ctx)
+        self._rounds += 1
+        if self.on_round is not None:
+            self.on_round(ctx)
+        reason = self._stop_reason(ctx)
+        if reason:
+            self.stop_reason = reason
+            return reason
+        # A live cluster can change (nodes join), so only a simulation can stall for good.
+        if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
+            self._idle_rounds += 1
+            if self._idle_rounds >= STALL_ROUNDS:
+                raise StalledError(self._stall_message(ctx))
+        else:
+            self._idle_rounds = 0
+        self.backend.advance()
+        self._skip_idle_rounds(round_s)
+        return ""
+
+    def end(self) -> RunResult:
+        """Finish every element (their reports) after the last round."""
+        ctx = self._ctx
+        assert ctx is not None  # begun
         reports = {}
         for el in self._order:
             ctx.element = el
@@ -214,12 +238,12 @@ class Engine:
         counters = {el.name: dict(el.counters) for el in self._order if el.counters}
         return RunResult(
             world=self.world,
-            rounds=rounds,
+            rounds=self._rounds,
             end_s=self.backend.now,
-            stop_reason=reason,
+            stop_reason=self.stop_reason,
             reports=reports,
             counters=counters,
-            wall_s=time.perf_counter() - started,
+            wall_s=time.perf_counter() - self._started,
         )
 
     def _fold(self) -> Events:

@@ -9,6 +9,8 @@ it is placed is traces/throughput.py; plan checking is runtime/plans.py.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from roundhouse.runtime import rowsets
@@ -55,6 +57,28 @@ class World:
         self._any_model = False
         self._any_slowdown = False
         self._any_comm = False  # any job under the communication model (a cluster with tiers)
+
+    # Forks and snapshots (runtime/snapshot.py): arrays copied, read-only faces made afresh; the
+    # cluster, profile and throughput model shared. (A backend compares running sets by identity.)
+    def __deepcopy__(self, memo: dict) -> World:
+        new = memo[id(self)] = object.__new__(World)
+        state = self.__getstate__()
+        for name in ("holder", "co_holder", "online", "running_rows"):
+            state[name] = memo[id(state[name])] = None if state[name] is None else state[name].copy()
+        new.__setstate__({**state, "jobs": copy.deepcopy(self.jobs, memo), "unknown_models": set(self.unknown_models)})
+        return new
+
+    def __getstate__(self) -> dict:
+        return {
+            k: v for k, v in self.__dict__.items() if k not in ("_cols", "_check", "holder_face", "online_face", "co_holder_face")
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._cols, self._check = self.jobs.writable, PlanCheck(self)
+        self.running_rows.setflags(write=False)  # (owns its data: made by _set_running, or a copy)
+        self.holder_face, self.online_face = read_only(self.holder), read_only(self.online)
+        self.co_holder_face = None if self.co_holder is None else read_only(self.co_holder)
 
     def _set_running(self, rows: np.ndarray) -> None:
         """The running jobs' rows, sorted, as a read-only array that owns its data (a new one

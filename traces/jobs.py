@@ -137,6 +137,30 @@ class JobTable:
     def __len__(self) -> int:
         return self._n
 
+    # Forks and snapshots (runtime/snapshot.py): columns copied as arrays (the object columns'
+    # items are immutable strings, so a shallow copy suffices), read-only faces made afresh.
+    def __deepcopy__(self, memo: dict) -> JobTable:
+        new = object.__new__(JobTable)
+        memo[id(self)] = new
+        new.__setstate__(
+            {
+                **self.__getstate__(),
+                "_cols": {name: arr.copy() for name, arr in self._cols.items()},
+                "_type_rates": self._type_rates.copy(),
+                "_row_of_id": self._row_of_id.copy(),
+            }
+        )
+        memo[id(self.reader)] = new.reader
+        return new
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_faces", "reader")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._faces = {}
+        self.reader = JobReader(self)
+
     @property
     def names(self) -> list[str]:
         return list(self._cols)

@@ -18,6 +18,8 @@ class FirstFree(Placer):
     Paper: Blox (EuroSys'24) placement/first-gpu.py and §7 (the fidelity experiment).
     """
 
+    state = ()
+
     consolidate_by_default = False
 
 
@@ -36,6 +38,8 @@ class Consolidated(Placer):
     See also: FirstFree, Launch
     Paper: Blox (EuroSys'24) placement/consolidated.py; Gavel (OSDI'20) §5 (placement).
     """
+
+    state = ()
 
     consolidate_by_default = True
 

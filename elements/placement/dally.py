@@ -158,6 +158,9 @@ class DelayPlacer(Placer):
     Paper: Dally (IEEE BigData'25) §III-A (Algorithm 1) and §III-C (Algorithm 2); cluster-sim DallyIntraJobScheduler.
     """
 
+    state = ("_clock", "_tuner")
+    fixed = ("_machine_size", "_rack_size")
+
     mode: str = attrs.field(default="delay", validator=one_of("delay", "no_wait", "fully_consolidated"))
     machine_wait: Duration = attrs.field(default=Duration(12 * 3600.0), validator=non_negative)
     rack_wait: Duration = attrs.field(default=Duration(24 * 3600.0), validator=non_negative)

@@ -82,6 +82,8 @@ class BandwidthAwareIntraNode(_IntraNode):
     Paper: Blox (EuroSys'24) §5.3 and Table 4 (after Blink, MLSys'20).
     """
 
+    state = ()
+
     def candidate_nodes(self, cluster, nodes: np.ndarray) -> np.ndarray:
         return nodes
 
@@ -108,6 +110,8 @@ class RandomIntraNode(_IntraNode):
     See also: BandwidthAwareIntraNode, Consolidated
     Paper: Blox (EuroSys'24) §5.3 and Table 4 ("Random").
     """
+
+    state = ("_rng",)
 
     seed: int | None = attrs.field(default=None, validator=non_negative)
 

@@ -85,6 +85,8 @@ class SkewAwarePlacer(_Selective):
     Paper: Tiresias (NSDI'19) §3.3 and Table 6; Blox (EuroSys'24) §4.3 (Fig 10).
     """
 
+    state = ()
+
     packlimit: float = attrs.field(default=0.3, validator=positive)
 
     def sensitive(self, ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
@@ -107,6 +109,8 @@ class ProfiledPlacer(_Selective):
     See also: SkewAwarePlacer, Consolidated
     Paper: Blox (EuroSys'24) §4.3 (Fig 11, Tiresias+); Tiresias (NSDI'19) §3.3.
     """
+
+    state = ()
 
     tolerance: float = attrs.field(default=1.05, validator=positive)
 

@@ -95,6 +95,8 @@ class NetworkSensitive(Policy):
     Paper: Dally (IEEE BigData'25) §III-B (Nw_sens); cluster-sim DallyInterJobScheduler (tie-breaks).
     """
 
+    state = ("_clock",)
+
     def start(self, ctx: RoundContext) -> None:
         self._clock = StarvationClock()
         self.counters["never_ran"] = 0

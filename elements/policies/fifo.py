@@ -24,6 +24,8 @@ class Fifo(KeyOrder):
     Paper: Blox (EuroSys'24) schedulers/fifo.py; Philly (ATC'19).
     """
 
+    state = ()
+
     backfill: bool = False
 
     def key(self, active: Active) -> np.ndarray:

@@ -33,6 +33,8 @@ class Las(KeyOrder):
     Paper: Tiresias (NSDI'19) §3.1 (2D attained service); Blox (EuroSys'24) schedulers/las.py and Table 7.
     """
 
+    state = ()
+
     service: str = attrs.field(default="gpu_seconds", validator=one_of("gpu_seconds", "wall_seconds"))
 
     def key(self, active: Active) -> np.ndarray:

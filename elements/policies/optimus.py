@@ -102,6 +102,9 @@ class Optimus(Policy):
     Paper: Optimus (EuroSys'18) §3-4; Blox (EuroSys'24) Table 7 and §4.2 (Figs 6-7).
     """
 
+    state = ("_count", "_elastic", "_loss", "_speed", "_x")
+    fixed = ("_counts", "_counts_list")
+
     threshold: float = attrs.field(default=0.001, validator=positive)
     samples: int = attrs.field(default=8, validator=[positive, at_most(1000)])  # a sample buffer per job: bounded
     max_gpus: int | None = attrs.field(default=None, validator=positive)

@@ -24,5 +24,7 @@ class Srtf(KeyOrder):
     Paper: Tiresias (NSDI'19) §6 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.
     """
 
+    state = ()
+
     def key(self, active: Active) -> np.ndarray:
         return active.remaining_s

@@ -39,6 +39,8 @@ class Themis(Policy):
     Paper: Themis (NSDI'20) §3; Blox (EuroSys'24) Table 7 (finish-time fair policy, fair share collected per round).
     """
 
+    state = ("_ideal", "_seen", "_share", "_share_s", "_since")
+
     def start(self, ctx: RoundContext) -> None:
         # Per job row: the integral of its fair share over its time in the pool, up to
         # `_since`, and the share it had from then on; its ideal finish time, once known.

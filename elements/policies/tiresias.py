@@ -132,6 +132,9 @@ class TiresiasLas(_Queues):
     Paper: Tiresias (NSDI'19) §3.2-3.3 and Pseudocode 2; testbed K=2 at 3200 GPU-seconds.
     """
 
+    state = ("_base_run", "_base_service", "_entered", "_known", "_queue")
+    fixed = ("_limits",)
+
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         queue, _ = self.queues_of(ctx, active)
         started, arrival = self.fifo_key(active)
@@ -159,6 +162,9 @@ class TiresiasGittins(_Queues):
     See also: TiresiasLas, Las
     Paper: Tiresias (NSDI'19) §3.2 (2D-Gittins, Pseudocode 1), Fig 7.
     """
+
+    state = ("_base_run", "_base_service", "_entered", "_known", "_prefix", "_queue", "_samples", "_seen")
+    fixed = ("_limits",)
 
     history: FilePath | None = None
 
@@ -224,6 +230,8 @@ class Srsf(KeyOrder):
     Paper: Tiresias (NSDI'19) §2.2, Table 1 and Fig 7 (SRSF).
     """
 
+    state = ()
+
     def key(self, active: Active) -> np.ndarray:
         return active.remaining_s * active.gpus
 
@@ -246,6 +254,8 @@ class YarnCS(Policy):
     See also: Fifo, TiresiasLas, Consolidated
     Paper: Tiresias (NSDI'19) §6.1 (YARN-CS baseline).
     """
+
+    state = ()
 
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         order = np.lexsort((np.arange(len(active)), active.arrival_s, ~active.running))

@@ -117,6 +117,9 @@ class PairEstimator(Element):
     Paper: Gavel (OSDI'20) §3.3 and §7.6 (Fig. 14); Quasar (ASPLOS'14) for the method.
     """
 
+    state = ("_R", "_by_config", "_match", "_measured", "_rng", "estimates")
+    fixed = ("_known", "_ref_iso", "_refs", "_types")
+
     category = "solver"
     inputs = (In("active", Active),)
     outputs = (Out("estimates", PairEstimates),)

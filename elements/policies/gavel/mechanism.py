@@ -43,6 +43,37 @@ class GavelRounds(Element):
     Paper: Gavel (OSDI'20) §5 (round-based mechanism, Algorithm 1) and its scheduler.py.
     """
 
+    state = (
+        "_X",
+        "_alive",
+        "_any_pairs",
+        "_col_type",
+        "_cols_of_type",
+        "_consolidated",
+        "_deficit",
+        "_fastest",
+        "_given",
+        "_last_reset",
+        "_one_type_each",
+        "_pair_deficit",
+        "_paired",
+        "_partner",
+        "_ran",
+        "_ran_col",
+        "_ran_partner_run_s",
+        "_ran_run_s",
+        "_repeat",
+        "_rng",
+        "_row_deficit",
+        "_rows",
+        "_sf",
+        "_shares",
+        "_time",
+        "_wanted",
+        "_wanted_alive",
+        "_wanting",
+    )
+
     category = "mechanism"
     inputs = (In("shares", Shares),)
     outputs = (Out("ranking", Ranking),)

@@ -39,6 +39,8 @@ class GavelPlacer(Element):
     Paper: Gavel (OSDI'20) §5 (placement, lease renewal) and its scheduler.py.
     """
 
+    state = ("_settled",)
+
     category = "placement"
     inputs = (In("ranking", Ranking),)
     outputs = (Out("plan", Plan),)

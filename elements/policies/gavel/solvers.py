@@ -229,6 +229,9 @@ class MaxMinFairness(GavelSolver):
     Paper: Gavel (OSDI'20) §4.1 (heterogeneity-aware LAS), §4.3 (water filling).
     """
 
+    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    fixed = ("_columns",)
+
     water_filling: bool = False
 
     def start(self, ctx: RoundContext) -> None:
@@ -288,6 +291,9 @@ class MinMaxRho(GavelSolver):
     See also: MaxMinFairness, MinMakespan, FinishTimeFairnessMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimize Finish-Time Fairness); Themis (NSDI'20).
     """
+
+    state = ("_estimates", "_last_done", "_last_iso", "_last_solve", "_shares", "_solved_rows", "_t_iso")
+    fixed = ("_columns",)
 
     # Below about 1e-9 the bracket [low, high] cannot narrow further in floating point (the
     # bisection would never end); at 1 or more it would not bisect at all.
@@ -384,6 +390,9 @@ class MinMakespan(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimize Makespan) and Appendix A.1.
     """
 
+    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    fixed = ("_columns",)
+
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         self.counters["makespan_s"] = 0.0
@@ -425,6 +434,9 @@ class MaxThroughput(GavelSolver):
     See also: MinCost, MinCostSLO, EffectiveThroughput
     Paper: Gavel (OSDI'20) §4.2 (maximize total throughput).
     """
+
+    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    fixed = ("_columns",)
 
     def allocate(self, ctx: RoundContext, problem: Problem):
         form, class_of, reps = self.formulation(ctx, problem, problem.reference)
@@ -515,6 +527,9 @@ class MinCost(_CostSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimizing Total Cost); Charnes and Cooper (1962).
     """
 
+    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    fixed = ("_columns", "_price")
+
     def allocate(self, ctx: RoundContext, problem: Problem):
         form, class_of, reps, values = self._ratio_program(ctx, problem, None)
         if values is None:
@@ -539,6 +554,9 @@ class MinCostSLO(_CostSolver):
     See also: MinCost, SloMetrics, CostMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimize cost subject to SLOs) and §7.3 (cost experiment).
     """
+
+    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    fixed = ("_columns", "_price")
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
@@ -582,6 +600,9 @@ class FifoHet(GavelSolver):
     See also: Fifo, MinMakespan, GavelRounds
     Paper: Gavel (OSDI'20) §4.2 (FIFO) and its policies/fifo.py.
     """
+
+    state = ("_estimates", "_held", "_last_solve", "_rng", "_shares", "_solved_rows")
+    fixed = ("_columns",)
 
     method: str = attrs.field(default="greedy", validator=one_of("greedy", "lp"))
     seed: int | None = attrs.field(default=None, validator=non_negative)
@@ -672,6 +693,9 @@ class Hierarchical(GavelSolver):
     See also: MaxMinFairness, GavelRounds, EffectiveThroughput
     Paper: Gavel (OSDI'20) §4.3 and Appendix A.1 (water filling, bottleneck MILP).
     """
+
+    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    fixed = ("_columns",)
 
     entities: list[IdRange | str] = attrs.field(factory=list)
     weights: list[float] = attrs.field(factory=list, validator=lambda i, a, v: _all_positive(v))
