@@ -60,6 +60,10 @@ class Fork:
 
     @classmethod
     def of(cls, engine: Engine, ctx: Round) -> Fork:
+        from roundhouse.runtime.snapshot import ForkError, unforkable_elements
+
+        for name, class_name, why in unforkable_elements(engine.graph):
+            raise ForkError(f"element '{name}' ({class_name}) cannot be forked: {why}")
         backend = engine.backend if isinstance(engine.backend, Simulator) else None
         state = (engine.graph, engine.world, backend, list(engine._completed), ctx.events)
         due = [getattr(s, "next_arrival_s", lambda: -np.inf)() for s in engine._sources]
