@@ -145,3 +145,42 @@ def test_roundhouse_check_reports_a_candidate_that_cannot_be_forked(tmp_path, ca
     err = capsys.readouterr().err
     assert "error: element 'srtf' (Undeclared) cannot be forked" in err and "Traceback" not in err
     assert main(["run", good, "--cluster", "1x1:V100"]) == 0
+
+
+def test_shipped_graph_checks_and_runs_a_while(capsys):
+    from roundhouse.runtime.simulate import simulate
+    from roundhouse.tools.cli import main
+    from tests.conftest import REPO
+
+    path = REPO / "graphs" / "blox-synthesizer.sched"
+    assert main(["check", str(path)]) == 0
+    graph = compile_file(path, ["synth.workers=1", "synth.horizon=2h"])
+    result = simulate(graph, until=12 * 3600.0)
+    assert result.counters["synth"]["decisions"] == 12 * 12 // 10 + 1
+    assert result.reports["synth"]["choices"]["round"][0] == 0
+
+
+@pytest.mark.slow
+def test_reproduce_blox_synthesizer_quick(tmp_path, capsys):
+    from roundhouse.tools.cli import main
+
+    assert main(["reproduce", "blox-synthesizer", "--quick", "--out", str(tmp_path)]) == 0
+    folder = tmp_path / "blox-synthesizer"
+    runs = pl.read_csv(folder / "runs.csv")
+    assert runs.height == 9 * 2 + 3 and runs["jobs_finished"].to_list() == runs["jobs_tracked"].to_list()
+    for workload in ("Philly-Trace", "bursty"):
+        part = runs.filter(pl.col("workload") == workload)
+        static = part.filter(~pl.col("scheduler").str.starts_with("Automatic"))
+        auto = part.filter(pl.col("scheduler") == "Automatic (jct)")["avg_jct_s"].item()
+        # It tracks the best static combination (Fig 14), well below the worst.
+        assert auto <= 1.05 * static["avg_jct_s"].min() and auto < static["avg_jct_s"].max()
+    philly = runs.filter(pl.col("workload") == "Philly-Trace")
+    both = philly.filter(pl.col("scheduler") == "Automatic (both)")
+    fifo = philly.filter(pl.col("scheduler") == "FIFO, Accept All")
+    # Asked for responsiveness too (Fig 20), it waits far less than FIFO for little JCT.
+    assert both["avg_responsiveness_s"].item() < 0.5 * fifo["avg_responsiveness_s"].item()
+    choices = pl.read_csv(folder / "choices.csv")
+    assert set(choices["scheduler"]) == {"Automatic (jct)", "Automatic (both)"} and choices.height >= 3
+    for name in ("fig14_philly", "fig14_bursty", "fig15_choices", "fig20_jct_responsiveness", "fig21_choices"):
+        assert (folder / f"{name}.png").stat().st_size > 1000
+    assert "closely matches it" in capsys.readouterr().out
