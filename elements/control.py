@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import numpy as np
@@ -33,7 +33,7 @@ class _Switch(Element):
     """What the two switches share: candidates ticked in turn, one at a time."""
 
     holds = ("candidates",)
-    state = ("_selected", "_pending")
+    state: ClassVar[tuple[str, ...] | None] = ("_selected", "_pending")
     candidates: list[ElementRef]
 
     def start(self, ctx: RoundContext) -> None:
@@ -277,10 +277,7 @@ class Synthesizer(Element):
             return {}
         combos = self.combinations
         choices = pl.DataFrame(
-            [
-                {"round": r, "time_s": t, "combination": self.label(combos[c]), "until_s": None}
-                for r, t, c in self._choices
-            ],
+            [{"round": r, "time_s": t, "combination": self.label(combos[c]), "until_s": None} for r, t, c in self._choices],
             schema={"round": pl.Int64, "time_s": pl.Float64, "combination": pl.String, "until_s": pl.Float64},
         )
         if choices.height:

@@ -99,7 +99,12 @@ class Fork:
         arrived = np.arange(known, len(world.jobs), dtype=np.int64)
         present, unstarted = np.concatenate([present, arrived]), np.concatenate([unstarted, arrived])
         engine._wiring = [
-            (el, ins, outs, (crossing[0], lambda batch: engine._no_arrivals) if el.category == "source" and crossing else crossing)
+            (
+                el,
+                ins,
+                outs,
+                (crossing[0], lambda batch: engine._no_arrivals) if el.category == "source" and crossing else crossing,
+            )
             for el, ins, outs, crossing in engine._wiring
         ]
         engine._sources = []

@@ -80,7 +80,7 @@ class Wiring:
     @staticmethod
     def references(el: Element) -> list[str]:
         """The names of the elements `el`'s arguments name."""
-        out = []
+        out: list[str] = []
         for field in attrs.fields(type(el)):
             value = getattr(el, field.name)
             out.extend(v.name for v in (value if isinstance(value, list) else [value]) if isinstance(v, ElementRef))

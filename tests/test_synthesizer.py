@@ -111,13 +111,13 @@ def test_candidates_are_checked_in_the_graph(tmp_path):
     (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,60\n")
     bad.write_text(
         "round = 300s;\nfifo :: Fifo;\norder :: ChoosePolicy(candidates=[fifo, nope]);\n"
-        "TraceSource(path=\"t.csv\") -> AcceptAll -> JobPool -> order -> FirstFree -> Launch;\n"
+        'TraceSource(path="t.csv") -> AcceptAll -> JobPool -> order -> FirstFree -> Launch;\n'
     )
     with pytest.raises(SchedError, match="names no element 'nope'"):
         compile_file(bad)
     bad.write_text(
         "round = 300s;\nfifo :: Fifo;\norder :: ChoosePolicy(candidates=[fifo]);\n"
-        "src :: TraceSource(path=\"t.csv\");\nsrc -> AcceptAll -> pool :: JobPool -> order -> FirstFree -> Launch;\n"
+        'src :: TraceSource(path="t.csv");\nsrc -> AcceptAll -> pool :: JobPool -> order -> FirstFree -> Launch;\n'
         "pool -> fifo;\n"
     )
     with pytest.raises(SchedError, match="'fifo' is a candidate of 'order', which ticks it"):
@@ -132,7 +132,9 @@ def test_roundhouse_check_reports_a_candidate_that_cannot_be_forked(tmp_path, ca
     (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,600\n1,0,1,60\n")
     text = SYNTH.format(workers=1).replace("srtf  :: Srtf;", "srtf  :: {policy};")
     for policy in ("Undeclared", "Declared"):
-        (tmp_path / f"{policy}.sched").write_text('require "mine.py";\n' + text.replace("{policy}", policy).replace("trace.csv", "t.csv"))
+        (tmp_path / f"{policy}.sched").write_text(
+            'require "mine.py";\n' + text.replace("{policy}", policy).replace("trace.csv", "t.csv")
+        )
     bad, good = str(tmp_path / "Undeclared.sched"), str(tmp_path / "Declared.sched")
     # The synthesizer forks the world: `check` asks every element to be forkable, unasked.
     assert main(["check", bad]) == 2

@@ -34,7 +34,9 @@ JOBS = """job_id,arrival_s,gpus,model,iterations,batch_size
 
 @pytest.mark.slow
 def test_live_synthesizer_forks_the_live_books_and_switches(tmp_path):
-    cluster = LiveCluster(tmp_path, GRAPH, {"profile.csv": TEST_PROFILE, "jobs.csv": JOBS}, serve_args=("--checkpoint-every", "0"))
+    cluster = LiveCluster(
+        tmp_path, GRAPH, {"profile.csv": TEST_PROFILE, "jobs.csv": JOBS}, serve_args=("--checkpoint-every", "0")
+    )
     try:
         cluster.start_scheduler()
         cluster.start_agent("node-a", gpus="1:V100")

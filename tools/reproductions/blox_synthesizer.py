@@ -107,7 +107,9 @@ def blox_synthesizer(out_dir: Path, quick: bool) -> Report:
             for policy_name, policy in POLICIES.items():
                 name = f"{policy_name}, {gate_name}"
                 graph = write_graph(
-                    out_dir, f"{slug}-{policy_name.lower()}-{gate_name.split()[-1].lower().replace('.', '_')}", static_graph(scale, bursty, gate, policy)
+                    out_dir,
+                    f"{slug}-{policy_name.lower()}-{gate_name.split()[-1].lower().replace('.', '_')}",
+                    static_graph(scale, bursty, gate, policy),
                 )
                 specs.append(RunSpec(str(graph), labels={"workload": workload, "scheduler": name}))
         metrics = ("jct", "both") if not bursty else ("jct",)
@@ -120,14 +122,24 @@ def blox_synthesizer(out_dir: Path, quick: bool) -> Report:
     for o in outcomes:
         if "synth" in o.reports:
             choices = o.reports["synth"]["choices"]
-            timelines.append(choices.with_columns(workload=pl.lit(o.spec.labels["workload"]), scheduler=pl.lit(o.spec.labels["scheduler"])))
+            timelines.append(
+                choices.with_columns(workload=pl.lit(o.spec.labels["workload"]), scheduler=pl.lit(o.spec.labels["scheduler"]))
+            )
     timeline = pl.concat(timelines).with_columns(chosen=pl.col("combination").map_elements(_pretty, return_dtype=pl.String))
     figures = [
         _bars(runs, "Philly-Trace", out_dir / "fig14_philly.png", "Blox Fig 14: average JCT, Philly-Trace"),
         _bars(runs, "bursty", out_dir / "fig14_bursty.png", "Blox Fig 14: average JCT, bursty load"),
-        _timeline(timeline.filter(pl.col("scheduler") == "Automatic (jct)"), out_dir / "fig15_choices.png", "Blox Fig 15: combination chosen (metric: JCT)"),
+        _timeline(
+            timeline.filter(pl.col("scheduler") == "Automatic (jct)"),
+            out_dir / "fig15_choices.png",
+            "Blox Fig 15: combination chosen (metric: JCT)",
+        ),
         _scatter(runs.filter(pl.col("workload") == "Philly-Trace"), out_dir / "fig20_jct_responsiveness.png"),
-        _timeline(timeline.filter(pl.col("scheduler") == "Automatic (both)"), out_dir / "fig21_choices.png", "Blox Fig 21: combination chosen (JCT and responsiveness)"),
+        _timeline(
+            timeline.filter(pl.col("scheduler") == "Automatic (both)"),
+            out_dir / "fig21_choices.png",
+            "Blox Fig 21: combination chosen (JCT and responsiveness)",
+        ),
     ]
 
     def best_static(workload: str, metric: str = "avg_jct_s") -> tuple[str, float]:
@@ -168,7 +180,11 @@ def blox_synthesizer(out_dir: Path, quick: bool) -> Report:
     )
     order = timeline.filter(pl.col("scheduler") == "Automatic (both)")["chosen"].to_list()
     comparisons.append(
-        Comparison("Philly-Trace: combinations over time, Fig 21", "LAS, then LAS 1.2x, LAS 1.4x, finally FIFO", " -> ".join(order[:8]) + (" ..." if len(order) > 8 else ""))
+        Comparison(
+            "Philly-Trace: combinations over time, Fig 21",
+            "LAS, then LAS 1.2x, LAS 1.4x, finally FIFO",
+            " -> ".join(order[:8]) + (" ..." if len(order) > 8 else ""),
+        )
     )
     notes = [
         f"{scale.jobs} jobs at {scale.rate:g} jobs/h on {scale.cluster}, jobs {scale.track[0]}..{scale.track[1] - 1} measured; "
