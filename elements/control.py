@@ -315,7 +315,14 @@ def _simulate_all(synth: Synthesizer, fork: Fork, combos: list[tuple[int, ...]])
         from concurrent.futures import ProcessPoolExecutor
 
         # Spawned, not forked: a live scheduler's sockets and threads stay in this process.
-        pool = _POOLS[id(synth)] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        from roundhouse.runtime.lookahead import install
+
+        pool = _POOLS[id(synth)] = ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=install,
+            initargs=(fork.shared.key, fork.shared.blob()),
+        )
     return list(pool.map(_simulate, *zip(*tasks)))
 
 

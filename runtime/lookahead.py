@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import copyreg
 import io
+import os
 import pickle
+import time
 from collections.abc import Callable
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -47,16 +49,23 @@ class Outlook:
     waiting: int
 
 
-@attrs.frozen
 class Fork:
-    """The state at the start of round `round_index` (time `now`), pickled."""
+    """The state at the start of round `round_index` (time `now`), pickled. What never changes
+    during a run (cluster, profile, throughput model, settings, the graph's structure, what
+    elements declare `fixed`) is pickled once per run, as `Shared`, and referred to."""
 
-    state: bytes
-    now: float
-    round_index: int
-    # No job waits and no source has one due at this boundary: until the next arrival, every
-    # choice of policy runs the same jobs where they are.
-    quiet: bool
+    def __init__(self, state: bytes, now: float, round_index: int, quiet: bool, shared: Shared):
+        self.state = state
+        self.now = now
+        self.round_index = round_index
+        # No job waits and no source has one due at this boundary: until the next arrival,
+        # every choice of policy runs the same jobs where they are.
+        self.quiet = quiet
+        self.shared = shared
+
+    def __getstate__(self) -> dict:
+        # (Sent to a pool's processes, which have the shared objects already: see `install`.)
+        return {**self.__dict__, "shared": self.shared.key}
 
     @classmethod
     def of(cls, engine: Engine, ctx: Round) -> Fork:
@@ -64,19 +73,21 @@ class Fork:
 
         for name, class_name, why in unforkable_elements(engine.graph):
             raise ForkError(f"element '{name}' ({class_name}) cannot be forked: {why}")
+        shared = Shared.of(engine)
         backend = engine.backend if isinstance(engine.backend, Simulator) else None
         state = (engine.graph, engine.world, backend, list(engine._completed), ctx.events)
         due = [getattr(s, "next_arrival_s", lambda: -np.inf)() for s in engine._sources]
         waiting = np.count_nonzero(engine.world.jobs.column("status") == PENDING)
         quiet = not waiting and all(t > ctx.now + 1e-9 for t in due)
-        return cls(dumps(state), ctx.now, ctx.round_index, quiet)
+        return cls(shared.dumps(state), ctx.now, ctx.round_index, quiet, shared)
 
     def run(self, horizon_s: float, adjust: Callable[[CompiledGraph], None] | None = None) -> Outlook:
         """Simulate from the round's start to `now + horizon_s` (or until every job in the
         system has finished) without new arrivals, after `adjust(graph)` on the copied graph."""
         from roundhouse.runtime.engine import Engine
 
-        graph, world, backend, completed, events = pickle.loads(self.state)
+        shared = self.shared if isinstance(self.shared, Shared) else _INSTALLED[self.shared]
+        graph, world, backend, completed, events = shared.loads(self.state)
         _refresh(world)
         settings = graph.settings
         if backend is None:  # a live world's books, simulated from here
@@ -131,6 +142,62 @@ def outlook(world: World, present: np.ndarray, unstarted: np.ndarray, start: flo
         wait_s=float(wait.mean()) if len(wait) else 0.0,
         waiting=len(unstarted),
     )
+
+
+class Shared:
+    """What forks of one run share, by reference: kept in this process, pickled once for a
+    pool's processes (`install`)."""
+
+    _BY_ENGINE: dict[int, Shared] = {}
+
+    def __init__(self, objects: list[object], key: str):
+        self.objects = objects
+        self.key = key
+        self._ids = {id(o): i for i, o in enumerate(objects)}
+
+    @classmethod
+    def of(cls, engine: Engine) -> Shared:
+        got = cls._BY_ENGINE.get(id(engine))
+        if got is None or got.objects[0] is not engine.world.cluster:
+            world, graph = engine.world, engine.graph
+            objects: list[object] = [world.cluster, world.profile, world.throughput, graph.settings, graph.graph, graph.decls]
+            for el in graph.elements.values():
+                objects += [el.__dict__[a] for a in type(el).fixed if a in el.__dict__]
+            got = cls._BY_ENGINE[id(engine)] = cls(objects, f"{os.getpid()}:{id(engine)}:{time.time_ns()}")
+        return got
+
+    def dumps(self, state: object) -> bytes:
+        buffer = io.BytesIO()
+        pickler = _Pickler(buffer, self._ids)
+        pickler.dispatch_table = _DISPATCH
+        pickler.dump(state)
+        return buffer.getvalue()
+
+    def loads(self, data: bytes):
+        unpickler = pickle.Unpickler(io.BytesIO(data))
+        unpickler.persistent_load = self.objects.__getitem__  # type: ignore[assignment]
+        return unpickler.load()
+
+    def blob(self) -> bytes:
+        """The shared objects themselves, for `install` in another process."""
+        return dumps(self.objects)
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, file, ids: dict[int, int]):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._shared_ids = ids
+
+    def persistent_id(self, obj: object) -> int | None:
+        return self._shared_ids.get(id(obj))
+
+
+_INSTALLED: dict[str, Shared] = {}
+
+
+def install(key: str, blob: bytes) -> None:
+    """In a pool's process: the shared objects of the forks it will be sent (its initializer)."""
+    _INSTALLED[key] = Shared(pickle.loads(blob), key)
 
 
 def dumps(state: object) -> bytes:

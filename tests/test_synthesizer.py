@@ -186,3 +186,47 @@ def test_reproduce_blox_synthesizer_quick(tmp_path, capsys):
     for name in ("fig14_philly", "fig14_bursty", "fig15_choices", "fig20_jct_responsiveness", "fig21_choices"):
         assert (folder / f"{name}.png").stat().st_size > 1000
     assert "closely matches it" in capsys.readouterr().out
+
+
+QUICK_GRAPH = """
+round = 5min;
+cluster = "2x2:V100";
+synth :: Synthesizer(switches=[admit, order], every=4, horizon=1h, workers={workers});
+arrivals :: PoissonSource(rate=2/h, jobs=16, gpus=single, models=blox, seed=2);
+all :: AcceptAll;
+a12 :: AcceptThreshold(factor=1.2x);
+admit :: ChooseAdmission(candidates=[all, a12]);
+fifo :: Fifo;
+srtf :: Srtf;
+las :: Las(service=wall_seconds);
+order :: ChoosePolicy(candidates=[fifo, srtf, las]);
+arrivals -> admit -> JobPool -> order -> FirstFree -> Launch -> m :: JobMetrics;
+"""
+
+
+@pytest.mark.slow
+def test_a_synthesizer_run_forks_and_saves_like_any_other(tmp_path):
+    from roundhouse.runtime.simulation import Simulation
+    from tests.test_fork import outcome, same
+
+    # A day (a synthesizer's decisions cost look-aheads): it switches after 6 hours.
+    sim = Simulation(QUICK_GRAPH.format(workers=1), until=24 * 3600).run_until(10 * 3600)
+    fork = sim.fork()
+    sim.save(tmp_path / "half.snap")
+    loaded = Simulation.load(tmp_path / "half.snap")
+    done = sim.run()
+    fork.run()
+    loaded.run()
+    assert same(outcome(fork), outcome(sim)) and same(outcome(loaded), outcome(sim))
+    assert done.counters["synth"]["switches"] >= 1 and done.counters["synth"]["simulated"] > 0
+
+
+@pytest.mark.slow
+def test_a_process_pool_decides_as_one_process_does():
+    from roundhouse.runtime.simulation import Simulation
+    from tests.test_fork import outcome, same
+
+    one, two = (Simulation(QUICK_GRAPH.format(workers=w), until=24 * 3600) for w in (1, 2))
+    a, b = one.run(), two.run()
+    assert same(outcome(one), outcome(two))
+    assert a.reports["synth"]["decisions"].equals(b.reports["synth"]["decisions"])
