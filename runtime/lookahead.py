@@ -175,7 +175,7 @@ class Shared:
 
     def loads(self, data: bytes):
         unpickler = pickle.Unpickler(io.BytesIO(data))
-        unpickler.persistent_load = self.objects.__getitem__  # type: ignore[assignment]
+        unpickler.persistent_load = self.objects.__getitem__  # type: ignore[method-assign]
         return unpickler.load()
 
     def blob(self) -> bytes:
