@@ -128,24 +128,28 @@ def test_roundhouse_check_reports_a_candidate_that_cannot_be_forked(tmp_path, ca
     from roundhouse.tools.cli import main
     from tests.test_fork import USER_ELEMENTS
 
-    (tmp_path / "mine.py").write_text(USER_ELEMENTS)
+    # (Class names of their own: the registry already has test_fork's.)
+    mine = USER_ELEMENTS
+    for name in ("Undeclared", "Declared", "Sloppy", "Refuses"):
+        mine = mine.replace(f"class {name}(", f"class Synth{name}(")
+    (tmp_path / "mine.py").write_text(mine)
     (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,600\n1,0,1,60\n")
     text = SYNTH.format(workers=1).replace("srtf  :: Srtf;", "srtf  :: {policy};")
-    for policy in ("Undeclared", "Declared"):
+    for policy in ("SynthUndeclared", "SynthDeclared"):
         (tmp_path / f"{policy}.sched").write_text(
             'require "mine.py";\n' + text.replace("{policy}", policy).replace("trace.csv", "t.csv")
         )
-    bad, good = str(tmp_path / "Undeclared.sched"), str(tmp_path / "Declared.sched")
+    bad, good = str(tmp_path / "SynthUndeclared.sched"), str(tmp_path / "SynthDeclared.sched")
     # The synthesizer forks the world: `check` asks every element to be forkable, unasked.
     assert main(["check", bad]) == 2
     err = capsys.readouterr().err
-    assert f"{bad}:7:" in err and "error: element 'srtf' (Undeclared) cannot be forked: it declares no state" in err
+    assert f"{bad}:7:" in err and "error: element 'srtf' (SynthUndeclared) cannot be forked: it declares no state" in err
     assert "Traceback" not in err
     assert main(["check", good]) == 0
     # Run anyway, it stops at its first fork with the same message, not a traceback.
     assert main(["run", bad, "--cluster", "1x1:V100"]) == 2
     err = capsys.readouterr().err
-    assert "error: element 'srtf' (Undeclared) cannot be forked" in err and "Traceback" not in err
+    assert "error: element 'srtf' (SynthUndeclared) cannot be forked" in err and "Traceback" not in err
     assert main(["run", good, "--cluster", "1x1:V100"]) == 0
 
 
