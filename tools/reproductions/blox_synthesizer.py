@@ -42,7 +42,7 @@ class Scale:
         return int(round(2 * self.rate * 2))  # twice the load for two hours
 
 
-FULL = Scale("32x4:V100", 8.0, 5000, (3000, 4000), "12h")
+FULL = Scale("32x4:V100", 8.0, 5000, (3000, 4000), "6h")
 QUICK = Scale("8x4:V100", 8.0, 200, (50, 150), "3h")
 
 
