@@ -55,6 +55,12 @@ class _Switch(Element):
     def selected(self) -> int:
         return self._selected if self._pending is None else self._pending
 
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        """Event skipping: as quiet as the candidate acting now (a synthesizer's decision
+        comes at a round it does not skip)."""
+        quiet = getattr(self._candidate(self._selected), "quiet_until", None)  # (the engine's skipping asks)
+        return quiet(ctx) if quiet is not None else None
+
     def _candidate(self, index: int) -> Element:
         return self.peers[self.candidates[index].name]
 
@@ -242,6 +248,12 @@ class Synthesizer(Element):
                     self.peers[ref.name].select(index)  # type: ignore[attr-defined]
         self.counters["decisions"] += 1
         self.counters["choice"] = self._choice
+
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        """Event skipping: nothing changes until its next decision round, which is not skipped."""
+        if self._frozen:
+            return float("inf")
+        return (ctx.round_index // self.every + 1) * self.every * ctx.round_s
 
     def _best(self, outlooks: list[Outlook]) -> int:
         jct = np.array([o.time_in_system_s for o in outlooks])
