@@ -61,6 +61,7 @@ class Wiring:
                                 )
                             )
                         holder_of[ref.name] = name
+                        self._check_candidate(el, elements[ref.name], field.name)
         for e in self.flat.edges:
             for end in (e.src, e.dst):
                 if end in holder_of:
@@ -71,6 +72,23 @@ class Wiring:
                             hint=f"connect '{holder_of[end]}' in its place",
                         )
                     )
+
+    def _check_candidate(self, holder: Element, candidate: Element, field: str) -> None:
+        """A candidate is ticked in its holder's place: it has the holder's ports."""
+
+        def shape(el: Element) -> str:
+            ins = ", ".join(f"{p.name} ({p.type.__name__})" for p in el.inputs) or "nothing"
+            outs = ", ".join(f"{p.name} ({p.type.__name__})" for p in el.outputs) or "nothing"
+            return f"takes {ins} and gives {outs}"
+
+        if shape(holder) != shape(candidate):
+            self.errors.append(
+                SchedError(
+                    f"'{candidate.name}' ({type(candidate).__name__}) cannot be a candidate of '{holder.name}' "
+                    f"({type(holder).__name__}): it {shape(candidate)}, where '{holder.name}' {shape(holder)}",
+                    self._argument_location(holder.name, field),
+                )
+            )
 
     def _argument_location(self, name: str, field: str) -> Location:
         decl = self.flat.decls[name]

@@ -122,6 +122,12 @@ def test_candidates_are_checked_in_the_graph(tmp_path):
     )
     with pytest.raises(SchedError, match="'fifo' is a candidate of 'order', which ticks it"):
         compile_file(bad)
+    bad.write_text(
+        "round = 300s;\nfifo :: Fifo;\nall :: AcceptAll;\norder :: ChoosePolicy(candidates=[fifo, all]);\n"
+        'TraceSource(path="t.csv") -> AcceptAll -> JobPool -> order -> FirstFree -> Launch;\n'
+    )
+    with pytest.raises(SchedError, match=r"'all' \(AcceptAll\) cannot be a candidate of 'order' \(ChoosePolicy\): it takes jobs"):
+        compile_file(bad)
 
 
 def test_roundhouse_check_reports_a_candidate_that_cannot_be_forked(tmp_path, capsys):
