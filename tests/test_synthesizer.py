@@ -36,7 +36,7 @@ def finishes(result) -> dict[int, float]:
     return {job_id: row["finish_s"] for job_id, row in jobs_of(result, "m").items()}
 
 
-def test_switches_at_its_decision_round_to_the_clearly_better_policy(run_graph):
+def test_switches_at_its_decision_round_to_the_clearly_better_policy(run_graph, tmp_path):
     result = run_graph(SYNTH.format(workers=1), LATE_SHORT, cluster="1x1:V100")
     # Round 0 sees only L (arriving now): both policies do the same, FIFO (the first) stays. Rounds 1-2 run
     # FIFO: L keeps the GPU although S1 and S2 wait from 600 s. At round 3 (900 s), from the
@@ -53,6 +53,15 @@ def test_switches_at_its_decision_round_to_the_clearly_better_policy(run_graph):
     assert finishes(run_graph(STATIC.format(policy="Srtf"), LATE_SHORT, cluster="1x1:V100")) == {0: 2400.0, 1: 900.0, 2: 1200.0}
     counters = result.counters["synth"]
     assert counters["switches"] == 1 and counters["choice"] == 1
+    # And the same as running FIFO to round 3, then SRTF from there (selected by hand).
+    from roundhouse.runtime.simulation import Simulation
+
+    (tmp_path / "by-hand.sched").write_text(SYNTH.format(workers=1))
+    by_hand = Simulation(str(tmp_path / "by-hand.sched"), cluster="1x1:V100", overrides=["synth.every=1000"])
+    by_hand.run_until(900)
+    by_hand.graph.elements["order"].select(1)
+    by_hand.run()
+    assert dict(zip(by_hand.jobs()["job_id"], by_hand.jobs()["finish_s"])) == finishes(result)
     # Round 6 (1800 s): only L is left, running; nothing waits, so nothing is simulated.
     assert counters["simulated"] == 2 + 2  # rounds 0 and 3
 
