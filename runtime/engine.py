@@ -141,13 +141,40 @@ class Engine:
         self._rounds = 0
         self._idle_rounds = 0
         self.stop_reason = ""
+        self._carried: np.ndarray | None = None
+        self._taken_over = False
+
+    @property
+    def rounds(self) -> int:
+        """Rounds run so far."""
+        return self._rounds
+
+    def carry_in(self, rows: np.ndarray) -> None:
+        """Take over a world another graph has run (runtime/whatif.py): these jobs already in it
+        enter this graph at the next round, as arrivals of the first source to tick, and from
+        then on a source's jobs that the world already has are not added again."""
+        self._carried = np.asarray(rows, dtype=np.int64)
+        self._taken_over = True
 
     # --- the two boundary crossings: arrivals and the plan ---
     def _arrivals(self, batch: JobBatch) -> Jobs:
         """A source's new jobs join the job table."""
+        if self._taken_over:
+            batch = self._unknown(batch)
+            if self._carried is not None:
+                rows, self._carried = self._carried, None
+                return Jobs(self.world.jobs.reader, np.concatenate([rows, self.world.add_jobs(batch)]) if len(batch) else rows)
         if not len(batch):
             return self._no_arrivals
         return Jobs(self.world.jobs.reader, self.world.add_jobs(batch))
+
+    def _unknown(self, batch: JobBatch) -> JobBatch:
+        """The batch without the jobs the world already has."""
+        ids = batch.columns["job_id"].tolist()
+        new = np.fromiter((self.world.jobs.row_of(i) is None for i in ids), dtype=bool, count=len(ids))
+        if new.all():
+            return batch
+        return JobBatch({k: v[new] for k, v in batch.columns.items()}, batch.type_rates[new], batch.origin)
 
     def _carry_out(self, plan: Plan) -> Events:
         """A launcher's final plan: checked, handed to the backend, applied to the books."""

@@ -74,6 +74,8 @@ class Simulation:
         sets = [*overrides, *(f"{k}={_setting_text(v)}" for k, v in settings.items())]
         self._header: dict[str, Any] = {"graph_path": path, "graph_text": text, "overrides": sets, "trace": None, "until": until}
         compiled = _compile(path, text, sets, trace)
+        if text is None:  # kept in snapshots: a graph file edited later does not change a saved run
+            self._header["graph_text"] = Path(path).read_text()
         if trace is not None:
             self._header["trace"] = str(Path(trace).resolve())
         profile = load_profile(compiled)
@@ -99,7 +101,7 @@ class Simulation:
     @property
     def rounds(self) -> int:
         """Rounds run so far."""
-        return self._engine._rounds
+        return self._engine.rounds
 
     @property
     def done(self) -> bool:
@@ -155,10 +157,15 @@ class Simulation:
         header, payload = snapshot.read_header(path)
         try:
             compiled = _compile(header["graph_path"], header["graph_text"], list(header["overrides"]), header.get("trace"))
-        except (KeyError, TypeError):
+        except (KeyError, TypeError, ValueError):
             raise snapshot.SnapshotError(
                 f"snapshot {path}: line 1: the header lacks the graph's path, text or overrides"
             ) from None
+        if snapshot.graph_key(compiled) != header.get("graph_key"):
+            raise snapshot.SnapshotError(
+                f"snapshot {path}: the graph {header['graph_path']} (or a file it imports or requires) is not the one "
+                "the snapshot was saved with: its elements, arguments or settings differ"
+            )
         cluster, offset = snapshot.load_cluster(path, payload)
         profile = load_profile(compiled)
         world = World(cluster, profile, compiled.settings.reference_gpu, compiled.settings.pair_profile)

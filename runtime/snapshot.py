@@ -180,6 +180,21 @@ def fork_engine(engine: Engine) -> Engine:
 
 
 # --- snapshots on disk -------------------------------------------------------------------------
+def graph_key(graph: CompiledGraph) -> str:
+    """What identifies a compiled graph: its settings, each element's class and arguments, and
+    its connections (a SHA-256, shortened)."""
+    text = json.dumps(
+        {
+            "settings": attrs.asdict(graph.settings),
+            "elements": {name: [type(el).__name__, el.config()] for name, el in graph.elements.items()},
+            "connections": [[c.src, c.src_port, c.dst, c.dst_port] for c in graph.connections],
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 class _Pickler(pickle.Pickler):
     def __init__(self, file, refs: dict[int, str]):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
@@ -228,8 +243,9 @@ def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         **header,
+        "graph_key": graph_key(engine.graph),
         "now_s": engine.backend.now,
-        "rounds": engine._rounds,
+        "rounds": engine.rounds,
         "jobs": len(engine.world.jobs),
         "payload_bytes": len(payload),
         "payload_sha256": hashlib.sha256(payload).hexdigest(),

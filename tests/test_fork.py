@@ -4,6 +4,7 @@ snapshot gives exactly what running on would have, for graphs whose elements hol
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -104,6 +105,7 @@ def test_save_load_and_run_on_gives_the_same(tmp_path, mixed_reference):
     assert same(outcome(sim), expected)
 
 
+@pytest.mark.slow
 def test_gavel_lp_policy_forks_and_saves(tmp_path):
     whole = Simulation(GAVEL)
     whole.run()
@@ -224,6 +226,13 @@ class Sloppy(_Doc):
 
 
 @element
+class Looksahead(_Doc):
+    __doc__ = _Doc.__doc__
+    state = ("_seen",)
+    forks_world = True  # as the synthesizer: every element of its graph must be forkable
+
+
+@element
 class Refuses(_Doc):
     __doc__ = _Doc.__doc__
     state = ("_seen",)
@@ -290,3 +299,51 @@ def test_roundhouse_check_reports_unforkable_elements(user_graph, capsys):
     assert f"{graph}:4:" in err and "error: element 'Undeclared@" in err
     assert "cannot be forked: it declares no state: add `state = ('_seen',)`" in err and "Traceback" not in err
     assert main(["check", "--fork", user_graph("Declared"), "graphs/gavel-las.sched"]) == 0
+    # A graph with an element that forks the world is checked as with --fork.
+    both = Path(graph).with_name("both.sched")
+    both.write_text(
+        'require "mine.py";\nround = 5min;\ncluster = "2x2:V100";\npool :: JobPool;\n'
+        "PoissonSource(rate=4/h, jobs=20, seed=1) -> AcceptAll -> pool -> Undeclared -> FirstFree -> Launch -> JobMetrics;\n"
+        "pool -> Looksahead;\n"
+    )
+    capsys.readouterr()
+    assert main(["check", str(both)]) == 2
+    assert "(Undeclared) cannot be forked" in capsys.readouterr().err
+
+
+# --- every shipped graph ------------------------------------------------------------------------
+SHIPPED = sorted(p.name for p in Path("graphs").glob("*.sched") if p.name != "live-loopback.sched")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_graph_forks_mid_run_to_the_same_results(name):
+    """Each graph's elements (sources, admission, policies and solvers, mechanisms, placers,
+    sinks) over its first 120 rounds: forked after 50, the fork and the original both give
+    what the unforked run gives."""
+    round_s = float(compile_file(f"graphs/{name}").settings.round)
+    until = 120 * round_s
+    whole = Simulation(f"graphs/{name}", until=until)
+    whole.run()
+    sim = Simulation(f"graphs/{name}", until=until).run_until(50 * round_s)
+    fork = sim.fork()
+    fork.run()
+    sim.run()
+    assert len(whole.jobs()) > 0
+    assert same(outcome(fork), outcome(whole)) and same(outcome(sim), outcome(whole))
+    timeless = lambda counters: {e: {k: v for k, v in c.items() if not k.endswith("_ms")} for e, c in counters.items()}  # noqa: E731
+    assert timeless(fork.result().counters) == timeless(whole.result().counters)
+
+
+def test_a_snapshot_keeps_its_graph_and_refuses_a_changed_one(tmp_path):
+    graph = tmp_path / "g.sched"
+    graph.write_text(GAVEL)
+    path = Simulation(graph).run_until(3600).save(tmp_path / "g.snap")
+    graph.write_text(GAVEL.replace("MaxMinFairness", "MaxThroughput"))  # edited since: the saved text is used
+    assert Simulation.load(path).graph.by_class("MaxMinFairness")
+    head, _, payload = path.read_bytes().partition(b"\n")
+    header = json.loads(head)
+    header["graph_text"] = graph.read_text()  # a snapshot whose graph is not its state's
+    path.write_bytes(json.dumps(header).encode() + b"\n" + payload)
+    with pytest.raises(SnapshotError, match="is not the one the snapshot was saved with"):
+        Simulation.load(path)

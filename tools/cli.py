@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "roundhouse.tools.serve_cmd",
     "roundhouse.tools.agent_cmd",
     "roundhouse.tools.submit_cmd",
+    "roundhouse.tools.whatif_cmd",
     "roundhouse.tools.keys_cmd",
     "roundhouse.tools.profile_cmd",
 )

@@ -31,12 +31,13 @@ _NO_PROGRESS = Progress.empty()
 
 
 class Simulator:
-    def __init__(self, world: World, round_s: float, checkpoint_s: float = 0.0, restore_s: float = 0.0):
+    def __init__(self, world: World, round_s: float, checkpoint_s: float = 0.0, restore_s: float = 0.0, now: float = 0.0):
+        """`now`: the first boundary (a simulation that takes over a world mid-run starts there)."""
         self.world = world
         self.round_s = float(round_s)
         self.checkpoint_s = float(checkpoint_s)
         self.restore_s = float(restore_s)
-        self._now = 0.0
+        self._now = float(now)
         self._gpu_free_at = np.zeros(world.cluster.n_gpus)
         # Jobs launched this round, and when each starts progressing (after GPUs free, restore).
         self._ready_rows = np.zeros(0, dtype=np.int64)
