@@ -2,6 +2,8 @@
 from the round's start, picks the clearly best one, switches at its decision round, and the run
 from then on is that candidate's."""
 
+import re
+
 import polars as pl
 import pytest
 
@@ -144,9 +146,7 @@ def test_roundhouse_check_reports_a_candidate_that_cannot_be_forked(tmp_path, ca
     from tests.test_fork import USER_ELEMENTS
 
     # (Class names of their own: the registry already has test_fork's.)
-    mine = USER_ELEMENTS
-    for name in ("Undeclared", "Declared", "Sloppy", "Refuses"):
-        mine = mine.replace(f"class {name}(", f"class Synth{name}(")
+    mine = re.sub(r"^class (?!_)(\w+)\(", r"class Synth\1(", USER_ELEMENTS, flags=re.M)
     (tmp_path / "mine.py").write_text(mine)
     (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,600\n1,0,1,60\n")
     text = SYNTH.format(workers=1).replace("srtf  :: Srtf;", "srtf  :: {policy};")
