@@ -78,7 +78,8 @@ class Fork:
         state = (engine.graph, engine.world, backend, list(engine._completed), ctx.events)
         due = [getattr(s, "next_arrival_s", lambda: -np.inf)() for s in engine._sources]
         waiting = np.count_nonzero(engine.world.jobs.column("status") == PENDING)
-        quiet = not waiting and all(t > ctx.now + 1e-9 for t in due)
+        submitted = ctx.events.submitted is not None and ctx.events.submitted.height > 0  # (live)
+        quiet = not waiting and not submitted and all(t > ctx.now + 1e-9 for t in due)
         return cls(shared.dumps(state), ctx.now, ctx.round_index, quiet, shared)
 
     def run(self, horizon_s: float, adjust: Callable[[CompiledGraph], None] | None = None) -> Outlook:
