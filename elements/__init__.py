@@ -2,6 +2,7 @@
 
 from roundhouse.elements import (  # noqa: F401  # noqa: F401
     admission,
+    control,
     launch,
     objectives,  # noqa: F401
     placement,

@@ -51,6 +51,13 @@ class AcceptAll(Element):
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # without new jobs it admits nothing
 
+    def hand_over(self) -> np.ndarray:
+        """The jobs it holds, to another gate taking its place (ChooseAdmission): none."""
+        return np.zeros(0, dtype=np.int64)
+
+    def take_over(self, admitted: np.ndarray) -> None:
+        """Take another gate's place, with the jobs admitted and not finished so far."""
+
 
 @element
 class AcceptThreshold(Element):
@@ -124,3 +131,15 @@ class AcceptThreshold(Element):
     def quiet_until(self, ctx: RoundContext) -> float:
         # Without completions or new jobs, the queue's head still does not fit: it releases nothing.
         return float("inf")
+
+    def hand_over(self) -> np.ndarray:
+        """The jobs it holds, oldest first, to another gate taking its place (ChooseAdmission);
+        it holds none after."""
+        queue, self._queue = self._queue, self._queue[:0]
+        self.counters["queued"] = 0
+        return queue
+
+    def take_over(self, admitted: np.ndarray) -> None:
+        """Take another gate's place, with the jobs admitted and not finished so far: they
+        count against the load limit."""
+        self._admitted = np.array(admitted, dtype=np.int64)

@@ -41,6 +41,8 @@ class CompiledGraph:
     graph: nx.MultiDiGraph
     decls: dict[str, Decl]
     setting_locations: dict[str, Location] = attrs.field(factory=dict)
+    # Elements another element ticks itself (its candidates, see Element.holds).
+    held: frozenset[str] = frozenset()
 
     def sources_of(self, element: str, port: str) -> list[tuple[str, str]]:
         return [(c.src, c.src_port) for c in self.connections if c.dst == element and c.dst_port == port]
@@ -120,7 +122,12 @@ class _Compiler:
             graph.add_edge(c.src, c.dst, src_port=c.src_port, dst_port=c.dst_port, location=c.location)
         wiring.check_cycles(graph, connections)
         self.fail_if_errors()
-        order = list(nx.lexicographical_topological_sort(graph, key=lambda n: order_index[n]))
+        for el in elements.values():
+            el.peers = {name: elements[name] for name in wiring.references(el)}
+        # A control element without inputs (a synthesizer) ticks first in its round, before any
+        # element has acted on it; otherwise the order of declaration breaks ties.
+        first = {n for n, el in elements.items() if el.category == "control" and not el.inputs}
+        order = list(nx.lexicographical_topological_sort(graph, key=lambda n: (n not in first, order_index[n])))
         return CompiledGraph(
             path=self.flat.path,
             settings=settings,
@@ -128,6 +135,7 @@ class _Compiler:
             connections=connections,
             graph=graph,
             decls=self.flat.decls,
+            held=wiring.held(elements),
             # Where each setting was written; one given with --set has no place in a file.
             setting_locations={
                 name: st.value.location for name, st in self.flat.settings.items() if name not in setting_overrides

@@ -11,6 +11,7 @@ that). `Round` is the engine's implementation.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -90,6 +91,11 @@ class RoundContext(Protocol):
         array by row, or a function of the positions (in `rows`) of the rows whose reason
         changed, so that numbers are worked out only for those. Nothing when not recording."""
 
+    def fork(self) -> Any:
+        """Control elements ticked first in a round (a synthesizer): the state at the round's
+        start (world, clock, every element) as a frozen starting point for look-ahead
+        simulations (runtime/lookahead.py). The running world is not touched."""
+
 
 class Round:
     """The engine's round context (see RoundContext)."""
@@ -108,6 +114,7 @@ class Round:
         self.reference_gpu = world.reference_gpu
         self.element: Any = None  # the element being ticked (set by the engine; names its generator)
         self._record = world.explain
+        self.fork: Callable[[], Any] = _no_fork  # (set by the engine)
 
     @property
     def holder(self) -> np.ndarray:
@@ -162,3 +169,7 @@ class Round:
         record = self._record
         if record is not None:
             record.note(record.ids[self.element.name], reason, rows, a, b, c, self.now)
+
+
+def _no_fork() -> Any:
+    raise RuntimeError("this round context has no engine to fork")

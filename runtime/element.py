@@ -111,6 +111,11 @@ class Element:
     # every element class is an attrs class.
     __attrs_attrs__: ClassVar[tuple[attrs.Attribute, ...]]
     _family_doc: ClassVar[Doc]
+    # Fields naming elements that this one ticks itself (a control element's candidates): the
+    # engine does not tick those, and their ports are not connected (runtime/wiring.py).
+    holds: ClassVar[tuple[str, ...]] = ()
+    # The elements its arguments name (ElementRef), by name: set by the compiler.
+    peers: dict[str, Element] = {}
 
     # Set by the compiler: the instance's name in the graph (e.g. "admit", "Las@2"), and where
     # the graph declares it (for messages about it).

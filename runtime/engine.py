@@ -17,6 +17,7 @@ that raises or emits the wrong type by its graph name, class, declaration and ro
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -141,6 +142,7 @@ class Engine:
                 crossings.get(el.category),
             )
             for el in self._order
+            if el.name not in graph.held  # (a candidate is ticked by its holder)
         ]
         self._can_stall = not getattr(backend, "wall_clock", False)
         # Event skipping (simulations only: a live cluster's events come from outside): rounds
@@ -227,7 +229,19 @@ class Engine:
         return ctx.events if applied is None else Events.merge([ctx.events, applied])
 
     def _context(self, events: Events, round_index: int) -> Round:
-        return Round(self.world, self.graph.settings, self.backend.now, round_index, events)
+        ctx = Round(self.world, self.graph.settings, self.backend.now, round_index, events)
+        ctx.fork = functools.partial(self._fork, ctx)
+        return ctx
+
+    def _fork(self, ctx: Round):
+        """The state at the start of the round being ticked, for look-ahead runs
+        (runtime/lookahead.py); only the round's first element may ask, before any acted."""
+        from roundhouse.runtime.lookahead import Fork
+
+        first = self._wiring[0][0] if self._wiring else None
+        if ctx.element is not first:
+            raise element_failure(ctx.element, ctx, "it forked the world after other elements had ticked this round")
+        return Fork.of(self, ctx)
 
     def run(self) -> RunResult:
         self.begin()

@@ -46,7 +46,7 @@ FORMAT_NAME = "roundhouse-snapshot"
 FORMAT_VERSION = 1
 
 # Attributes every element has outside its configuration and declarations.
-_BASE_ATTRIBUTES = frozenset({"name", "declared_at", "counters"})
+_BASE_ATTRIBUTES = frozenset({"name", "declared_at", "counters", "peers"})
 
 
 class ForkError(RoundhouseError):
@@ -167,6 +167,9 @@ def fork_engine(engine: Engine) -> Engine:
         new.__dict__.update(el.__dict__)  # configuration and fixed attributes: shared
         memo[id(el)] = new
         elements[name] = new
+    for new in elements.values():
+        if new.peers:  # (the elements it names are the fork's own)
+            new.peers = {name: elements[name] for name in new.peers}
     for name, state in states.items():
         fixed = type(engine.graph.elements[name]).fixed
         for attr, value in state.items():

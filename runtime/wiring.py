@@ -35,19 +35,84 @@ class Wiring:
         self.file_location = Location(flat.path, 1, 1, 1)
 
     def check_references(self, elements: dict[str, Element]) -> None:
+        holder_of: dict[str, str] = {}
         for name, el in elements.items():
             for field in attrs.fields(type(el)):
                 value = getattr(el, field.name)
-                if isinstance(value, ElementRef) and value.name not in elements:
-                    decl = self.flat.decls[name]
-                    arg = next((a for a in decl.args if a.name == field.name), None)
+                refs = [v for v in value if isinstance(v, ElementRef)] if isinstance(value, list) else [value]
+                for ref in refs:
+                    if not isinstance(ref, ElementRef):
+                        continue
+                    if ref.name not in elements:
+                        self.errors.append(
+                            SchedError(
+                                f"argument '{field.name}' of {type(el).__name__} names no element '{ref.name}'",
+                                self._argument_location(name, field.name),
+                                hint=did_you_mean(ref.name, elements),
+                            )
+                        )
+                    elif field.name in type(el).holds:
+                        if ref.name in holder_of or ref.name == name:
+                            other = holder_of.get(ref.name, name)
+                            self.errors.append(
+                                SchedError(
+                                    f"'{ref.name}' is already a candidate of '{other}': an element is ticked by one holder",
+                                    self._argument_location(name, field.name),
+                                )
+                            )
+                        holder_of[ref.name] = name
+                        self._check_candidate(el, elements[ref.name], field.name)
+        for e in self.flat.edges:
+            for end in (e.src, e.dst):
+                if end in holder_of:
                     self.errors.append(
                         SchedError(
-                            f"argument '{field.name}' of {type(el).__name__} names no element '{value.name}'",
-                            arg.value.location if arg else decl.location,
-                            hint=did_you_mean(value.name, elements),
+                            f"'{end}' is a candidate of '{holder_of[end]}', which ticks it: it cannot be connected itself",
+                            e.location,
+                            hint=f"connect '{holder_of[end]}' in its place",
                         )
                     )
+
+    def _check_candidate(self, holder: Element, candidate: Element, field: str) -> None:
+        """A candidate is ticked in its holder's place: it has the holder's ports."""
+
+        def shape(el: Element) -> str:
+            ins = ", ".join(f"{p.name} ({p.type.__name__})" for p in el.inputs) or "nothing"
+            outs = ", ".join(f"{p.name} ({p.type.__name__})" for p in el.outputs) or "nothing"
+            return f"takes {ins} and gives {outs}"
+
+        if shape(holder) != shape(candidate):
+            self.errors.append(
+                SchedError(
+                    f"'{candidate.name}' ({type(candidate).__name__}) cannot be a candidate of '{holder.name}' "
+                    f"({type(holder).__name__}): it {shape(candidate)}, where '{holder.name}' {shape(holder)}",
+                    self._argument_location(holder.name, field),
+                )
+            )
+
+    def _argument_location(self, name: str, field: str) -> Location:
+        decl = self.flat.decls[name]
+        arg = next((a for a in decl.args if a.name == field), None)
+        return arg.value.location if arg else decl.location
+
+    @staticmethod
+    def references(el: Element) -> list[str]:
+        """The names of the elements `el`'s arguments name."""
+        out: list[str] = []
+        for field in attrs.fields(type(el)):
+            value = getattr(el, field.name)
+            out.extend(v.name for v in (value if isinstance(value, list) else [value]) if isinstance(v, ElementRef))
+        return out
+
+    @staticmethod
+    def held(elements: dict[str, Element]) -> frozenset[str]:
+        """The elements another element ticks itself (its candidates; see Element.holds)."""
+        out: set[str] = set()
+        for el in elements.values():
+            for field in type(el).holds:
+                value = getattr(el, field)
+                out.update(v.name for v in (value if isinstance(value, list) else [value]) if isinstance(v, ElementRef))
+        return frozenset(out)
 
     # --- connections ---
     def connections(self, elements: dict[str, Element]) -> list[Connection]:
@@ -120,9 +185,10 @@ class Wiring:
                         conns[1].location,
                     )
                 )
+        held = self.held(elements)
         for name, el in elements.items():
             for port in el.inputs:
-                if port.required and (name, port.name) not in into:
+                if port.required and (name, port.name) not in into and name not in held:
                     decl = self.flat.decls[name]
                     self.errors.append(
                         SchedError(

@@ -1,0 +1,353 @@
+"""Control: elements that choose, while the run goes on, which of several candidate elements
+acts (switches), and the synthesizer that decides by simulating each choice ahead."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+import numpy as np
+import polars as pl
+
+from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.types import Active, Jobs, Ranking
+from roundhouse.runtime.values import Duration, ElementRef, at_most, positive
+from roundhouse.traces.jobs import FINISHED
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
+    from roundhouse.runtime.lookahead import Fork, Outlook
+
+
+def _one_or_more(instance, attribute, value) -> None:
+    if not value:
+        raise ValueError("must name at least one element")
+    names = [v.name for v in value]
+    if len(set(names)) != len(names):
+        raise ValueError(f"names an element twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
+
+
+class _Switch(Element):
+    """What the two switches share: candidates ticked in turn, one at a time."""
+
+    holds = ("candidates",)
+    state: ClassVar[tuple[str, ...] | None] = ("_selected", "_pending")
+    candidates: list[ElementRef]
+
+    def start(self, ctx: RoundContext) -> None:
+        self._selected = 0
+        self._pending: int | None = None
+        self.counters.update(selected=0, switches=0)
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.candidates]
+
+    def select(self, index: int) -> None:
+        """Make candidate `index` act from this round on (a synthesizer's decision)."""
+        if not 0 <= index < len(self.candidates):
+            raise IndexError(f"{self.name} has {len(self.candidates)} candidates, not {index + 1}")
+        self._pending = None if index == self._selected else index
+
+    @property
+    def selected(self) -> int:
+        return self._selected if self._pending is None else self._pending
+
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        """Event skipping: as quiet as the candidate acting now (a synthesizer's decision
+        comes at a round it does not skip)."""
+        quiet = getattr(self._candidate(self._selected), "quiet_until", None)  # (the engine's skipping asks)
+        return quiet(ctx) if quiet is not None else None
+
+    def _candidate(self, index: int) -> Element:
+        return self.peers[self.candidates[index].name]
+
+    def _tick_candidate(self, ctx: RoundContext, **inputs: Any) -> Any:
+        chosen = self._candidate(self._selected)
+        ctx_any: Any = ctx
+        ctx_any.element = chosen  # (its generator and messages are its own)
+        try:
+            return chosen.tick(ctx, **inputs)
+        finally:
+            ctx_any.element = self
+
+
+@element
+class ChooseAdmission(_Switch):
+    """Pass arriving jobs through one of several admission gates, the one selected now.
+
+    A synthesizer selects the gate. On a switch the gate that stops hands the jobs it still holds
+    to the one that starts (they come before this round's arrivals), which takes over the jobs
+    admitted so far and not finished (a load limit counts them). Gates not selected are not
+    ticked.
+
+    Ports:
+        jobs: arriving jobs (several sources may connect).
+        admitted: the selected gate's admitted jobs.
+    Arguments:
+        candidates: the admission gates to choose from, by name (the first acts at the start).
+    Counters:
+        selected: index of the gate acting now.
+        switches: times the gate changed.
+    See also: ChoosePolicy, Synthesizer, AcceptThreshold
+    Paper: Blox (EuroSys'24) §5.2, admission policies of the automatic scheduler synthesizer.
+    """
+
+    category = "control"
+    inputs = (In("jobs", Jobs, multi=True),)
+    outputs = (Out("admitted", Jobs),)
+    state = ("_selected", "_pending", "_admitted")
+
+    candidates: list[ElementRef] = attrs.field(validator=_one_or_more)
+
+    def start(self, ctx: RoundContext) -> None:
+        super().start(ctx)
+        self._admitted = np.zeros(0, dtype=np.int64)
+        for index in range(len(self.candidates)):
+            gate = self._candidate(index)
+            if not (hasattr(gate, "hand_over") and hasattr(gate, "take_over")):
+                raise TypeError(f"{type(gate).__name__} '{gate.name}' cannot hand its queue over to another gate")
+
+    def tick(self, ctx: RoundContext, jobs: Jobs) -> Jobs:
+        if len(ctx.events.finished) and len(self._admitted):
+            self._admitted = self._admitted[ctx.jobs.column("status")[self._admitted] != FINISHED]
+        if self._pending is not None:
+            held = self._candidate(self._selected).hand_over()  # type: ignore[attr-defined]
+            self._selected, self._pending = self._pending, None
+            self._candidate(self._selected).take_over(self._admitted)  # type: ignore[attr-defined]
+            self.counters["switches"] += 1
+            if len(held):
+                jobs = ctx.jobs.view(np.concatenate([held, jobs.rows]), Jobs)
+        self.counters["selected"] = self._selected
+        admitted = self._tick_candidate(ctx, jobs=jobs)
+        if len(admitted):
+            self._admitted = np.concatenate([self._admitted, admitted.rows])
+        return admitted
+
+
+@element
+class ChoosePolicy(_Switch):
+    """Rank the pool's jobs with one of several policies, the one selected now.
+
+    A synthesizer selects the policy. Policies not selected are not ticked: one that keeps
+    state of its own finds it as it left it when selected again.
+
+    Ports:
+        active: admitted, unfinished jobs.
+        ranking: the selected policy's ranking.
+    Arguments:
+        candidates: the policies to choose from, by name (the first acts at the start).
+    Counters:
+        selected: index of the policy acting now.
+        switches: times the policy changed.
+    See also: ChooseAdmission, Synthesizer, Fifo, Srtf, Las
+    Paper: Blox (EuroSys'24) §5.2, scheduling policies of the automatic scheduler synthesizer.
+    """
+
+    category = "control"
+    inputs = (In("active", Active),)
+    outputs = (Out("ranking", Ranking),)
+
+    candidates: list[ElementRef] = attrs.field(validator=_one_or_more)
+
+    def tick(self, ctx: RoundContext, active: Active) -> Ranking:
+        if self._pending is not None:
+            self._selected, self._pending = self._pending, None
+            self.counters["switches"] += 1
+        self.counters["selected"] = self._selected
+        return self._tick_candidate(ctx, active=active)
+
+
+METRICS = ("jct", "responsiveness", "both")
+
+
+@element
+class Synthesizer(Element):
+    """Every few rounds, simulate every combination of its switches' candidates ahead from now,
+    and switch to the one that serves the metric best.
+
+    Every `every` rounds (Blox: ten rounds of five minutes), from round 0, it forks the state at
+    the round's start (world, clock, every element) and, for each combination of the candidates
+    of the switches it names (three admission gates times three policies: nine), simulates the
+    jobs now in the system over `horizon`, without new arrivals, in a pool of `workers`
+    processes. It then selects the best combination in the switches, from this round on; a tie
+    keeps the one running. It ticks first in its round. Metrics, smaller is better: `jct`, the
+    mean time the jobs spend in the system within the horizon (the area under the number of
+    jobs in the system, whose sum average JCT is); `responsiveness`, the mean wait of the jobs
+    not yet started; `both`, each divided by the best combination's value, summed. Its report
+    `choices` says which combination ran from when, `decisions` what each one was expected to
+    give.
+
+    Ports:
+        none
+    Arguments:
+        switches: the ChooseAdmission and ChoosePolicy elements whose candidates it combines.
+        every: rounds between decisions.
+        horizon: how far ahead each combination is simulated.
+        metric: jct, responsiveness or both.
+        workers: processes simulating combinations at once (1: one after another, in this one).
+    Counters:
+        decisions: decisions made.
+        switches: times the combination changed.
+        simulated: look-ahead simulations run.
+        choice: index of the combination running now.
+    See also: ChooseAdmission, ChoosePolicy
+    Paper: Blox (EuroSys'24) §5.2 and Appendix A, the automatic scheduler synthesizer.
+    """
+
+    category = "control"
+    state = ("_frozen", "_choice", "_choices", "_decisions")
+    forks_world = True  # (so `roundhouse check` asks every element of its graph to be forkable)
+
+    switches: list[ElementRef] = attrs.field(validator=_one_or_more)
+    every: int = attrs.field(default=10, validator=positive)
+    horizon: Duration = attrs.field(default=Duration(12 * 3600.0), validator=positive)
+    metric: str = attrs.field(default="jct", validator=attrs.validators.in_(METRICS))
+    workers: int = attrs.field(default=2, validator=[positive, at_most(64)])
+
+    def start(self, ctx: RoundContext) -> None:
+        self._frozen = False  # (set in its own look-ahead copies: they do not decide again)
+        self._choice = 0
+        self._choices: list[tuple[int, float, int]] = []
+        self._decisions: list[dict[str, Any]] = []
+        self.counters.update(decisions=0, switches=0, simulated=0, choice=0)
+        for ref in self.switches:
+            if not isinstance(self.peers[ref.name], _Switch):
+                el = self.peers[ref.name]
+                raise TypeError(f"'{ref.name}' ({type(el).__name__}) is not a ChooseAdmission or ChoosePolicy switch")
+
+    @property
+    def combinations(self) -> list[tuple[int, ...]]:
+        sizes = [len(self.peers[ref.name].candidates) for ref in self.switches]  # type: ignore[attr-defined]
+        return list(itertools.product(*(range(n) for n in sizes)))
+
+    def label(self, combination: tuple[int, ...]) -> str:
+        return "+".join(self.peers[ref.name].candidates[i].name for ref, i in zip(self.switches, combination))  # type: ignore[attr-defined]
+
+    def tick(self, ctx: RoundContext) -> None:
+        if self._frozen or ctx.round_index % self.every:
+            return
+        combos = self.combinations
+        if not self._choices:
+            self._choices.append((ctx.round_index, ctx.now, 0))
+        fork = ctx.fork() if len(combos) > 1 else None
+        # With no job waiting and none arriving now, every combination runs the same jobs
+        # until the next arrival: nothing to simulate.
+        if fork is not None and not fork.quiet:
+            outlooks = _simulate_all(self, fork, combos)
+            self.counters["simulated"] += len(combos)
+            best = self._best(outlooks)
+            self._record(ctx, combos, outlooks, best)
+            if best != self._choice:
+                self._choice = best
+                self.counters["switches"] += 1
+                self._choices.append((ctx.round_index, ctx.now, best))
+                for ref, index in zip(self.switches, combos[best]):
+                    self.peers[ref.name].select(index)  # type: ignore[attr-defined]
+        self.counters["decisions"] += 1
+        self.counters["choice"] = self._choice
+
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        """Event skipping: nothing changes until its next decision round, which is not skipped."""
+        if self._frozen:
+            return float("inf")
+        return (ctx.round_index // self.every + 1) * self.every * ctx.round_s
+
+    def _best(self, outlooks: list[Outlook]) -> int:
+        jct = np.array([o.time_in_system_s for o in outlooks])
+        wait = np.array([o.wait_s for o in outlooks])
+        if self.metric == "jct":
+            score = jct
+        elif self.metric == "responsiveness":
+            score = wait
+        else:
+            score = jct / max(jct.min(), 1e-9) + wait / max(wait.min(), 1e-9)
+        # Within rounding of the best, the running combination stays.
+        near = score <= score.min() * (1 + 1e-9) + 1e-9
+        return self._choice if near[self._choice] else int(near.argmax())
+
+    def _record(self, ctx: RoundContext, combos, outlooks, best: int) -> None:
+        for i, (combo, o) in enumerate(zip(combos, outlooks)):
+            self._decisions.append(
+                {
+                    "round": ctx.round_index,
+                    "time_s": ctx.now,
+                    "combination": self.label(combo),
+                    "jobs": o.jobs,
+                    "finished": o.finished,
+                    "time_in_system_s": o.time_in_system_s,
+                    "wait_s": o.wait_s,
+                    "chosen": i == best,
+                }
+            )
+
+    def finish(self, ctx: RoundContext) -> dict[str, Any]:
+        _close_pool(self)
+        if self._frozen:
+            return {}
+        combos = self.combinations
+        choices = pl.DataFrame(
+            [{"round": r, "time_s": t, "combination": self.label(combos[c]), "until_s": None} for r, t, c in self._choices],
+            schema={"round": pl.Int64, "time_s": pl.Float64, "combination": pl.String, "until_s": pl.Float64},
+        )
+        if choices.height:
+            choices = choices.with_columns(until_s=pl.col("time_s").shift(-1).fill_null(ctx.now))
+        decisions = pl.DataFrame(
+            self._decisions,
+            schema={
+                "round": pl.Int64,
+                "time_s": pl.Float64,
+                "combination": pl.String,
+                "jobs": pl.Int64,
+                "finished": pl.Int64,
+                "time_in_system_s": pl.Float64,
+                "wait_s": pl.Float64,
+                "chosen": pl.Boolean,
+            },
+        )
+        return {"choices": choices, "decisions": decisions}
+
+
+# --- look-ahead runs, in this process or a pool ---------------------------------------------
+
+_POOLS: dict[int, Any] = {}  # per synthesizer (kept out of its state: a pool cannot be forked)
+
+
+def _simulate_all(synth: Synthesizer, fork: Fork, combos: list[tuple[int, ...]]) -> list[Outlook]:
+    switches = [ref.name for ref in synth.switches]
+    tasks = [(fork, float(synth.horizon), synth.name, switches, combo) for combo in combos]
+    workers = min(synth.workers, len(combos), os.cpu_count() or 1)
+    if workers <= 1:
+        return [_simulate(*t) for t in tasks]
+    pool = _POOLS.get(id(synth))
+    if pool is None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # Spawned, not forked: a live scheduler's sockets and threads stay in this process.
+        from roundhouse.runtime.lookahead import install
+
+        pool = _POOLS[id(synth)] = ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=install,
+            initargs=(fork.shared.key, fork.shared.blob()),
+        )
+    return list(pool.map(_simulate, *zip(*tasks)))
+
+
+def _simulate(fork: Fork, horizon_s: float, synth: str, switches: list[str], combo: tuple[int, ...]) -> Outlook:
+    def adjust(graph) -> None:
+        graph.elements[synth]._frozen = True
+        for name, index in zip(switches, combo):
+            graph.elements[name].select(index)
+
+    return fork.run(horizon_s, adjust)
+
+
+def _close_pool(synth: Synthesizer) -> None:
+    pool = _POOLS.pop(id(synth), None)
+    if pool is not None:
+        pool.shutdown()

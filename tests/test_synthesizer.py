@@ -1,0 +1,251 @@
+"""Blox's scheduler synthesizer, pinned with hand-computed cases: it simulates each candidate
+from the round's start, picks the clearly best one, switches at its decision round, and the run
+from then on is that candidate's."""
+
+import re
+
+import polars as pl
+import pytest
+
+from roundhouse.errors import SchedError
+from roundhouse.runtime.compiler import compile_file
+from tests.conftest import jobs_of
+
+# One GPU, 5-minute rounds; a decision every 3 rounds (rounds 0, 3, 6, ...).
+SYNTH = """
+round = 300s;
+synth :: Synthesizer(switches=[order], every=3, horizon=10h, workers={workers});
+src   :: TraceSource(path="trace.csv");
+fifo  :: Fifo;
+srtf  :: Srtf;
+order :: ChoosePolicy(candidates=[fifo, srtf]);
+src -> AcceptAll -> JobPool -> order -> FirstFree -> Launch -> m :: JobMetrics;
+"""
+STATIC = """
+round = 300s;
+src :: TraceSource(path="trace.csv");
+src -> AcceptAll -> JobPool -> {policy} -> FirstFree -> Launch -> m :: JobMetrics;
+"""
+# L (1800 s) arrives at 0; S1 and S2 (300 s each) at 420 s, visible from round 2 (600 s).
+LATE_SHORT = [
+    {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 1800.0},
+    {"job_id": 1, "arrival_s": 420.0, "gpus": 1, "duration_s": 300.0},
+    {"job_id": 2, "arrival_s": 420.0, "gpus": 1, "duration_s": 300.0},
+]
+
+
+def finishes(result) -> dict[int, float]:
+    return {job_id: row["finish_s"] for job_id, row in jobs_of(result, "m").items()}
+
+
+def test_switches_at_its_decision_round_to_the_clearly_better_policy(run_graph, tmp_path):
+    result = run_graph(SYNTH.format(workers=1), LATE_SHORT, cluster="1x1:V100")
+    # Round 0 sees only L (arriving now): both policies do the same, FIFO (the first) stays. Rounds 1-2 run
+    # FIFO: L keeps the GPU although S1 and S2 wait from 600 s. At round 3 (900 s), from the
+    # same state: FIFO would finish L at 1800, S1 at 2100, S2 at 2400 (mean time in system from
+    # 900: (900 + 1200 + 1500) / 3 = 1200 s); SRTF suspends L for S1 (900-1200) and S2
+    # (1200-1500), then L (1500-2400): (1500 + 300 + 600) / 3 = 800 s. It switches to SRTF.
+    decisions = result.reports["synth"]["decisions"].filter(pl.col("round") == 3)
+    assert dict(zip(decisions["combination"], decisions["time_in_system_s"])) == pytest.approx({"fifo": 1200.0, "srtf": 800.0})
+    choices = result.reports["synth"]["choices"]
+    assert choices.select("round", "combination").rows() == [(0, "fifo"), (3, "srtf")]
+    assert finishes(result) == {0: 2400.0, 1: 1200.0, 2: 1500.0}
+    # Neither static policy gives this: FIFO throughout, or SRTF from round 2.
+    assert finishes(run_graph(STATIC.format(policy="Fifo"), LATE_SHORT, cluster="1x1:V100")) == {0: 1800.0, 1: 2100.0, 2: 2400.0}
+    assert finishes(run_graph(STATIC.format(policy="Srtf"), LATE_SHORT, cluster="1x1:V100")) == {0: 2400.0, 1: 900.0, 2: 1200.0}
+    counters = result.counters["synth"]
+    assert counters["switches"] == 1 and counters["choice"] == 1
+    # And the same as running FIFO to round 3, then SRTF from there (selected by hand).
+    from roundhouse.runtime.simulation import Simulation
+
+    (tmp_path / "by-hand.sched").write_text(SYNTH.format(workers=1))
+    by_hand = Simulation(str(tmp_path / "by-hand.sched"), cluster="1x1:V100", overrides=["synth.every=1000"])
+    by_hand.run_until(900)
+    by_hand.graph.elements["order"].select(1)
+    by_hand.run()
+    assert dict(zip(by_hand.jobs()["job_id"], by_hand.jobs()["finish_s"])) == finishes(result)
+    # Round 6 (1800 s): only L is left, running; nothing waits, so nothing is simulated.
+    assert counters["simulated"] == 2 + 2  # rounds 0 and 3
+
+
+def test_picks_the_best_at_round_zero_and_then_equals_running_it(run_graph):
+    # A long job first, then four short ones, all at 0: SRTF is clearly best from the start.
+    jobs = [{"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 3000.0}] + [
+        {"job_id": i, "arrival_s": 0.0, "gpus": 1, "duration_s": 600.0} for i in range(1, 5)
+    ]
+    synth = run_graph(SYNTH.format(workers=1), jobs, cluster="1x1:V100")
+    static = run_graph(STATIC.format(policy="Srtf"), jobs, cluster="1x1:V100")
+    assert synth.reports["synth"]["choices"]["combination"].to_list() == ["fifo", "srtf"]
+    assert synth.reports["synth"]["choices"]["round"].to_list() == [0, 0]
+    assert finishes(synth) == finishes(static) == {1: 600.0, 2: 1200.0, 3: 1800.0, 4: 2400.0, 0: 5400.0}
+
+
+ADMISSION = """
+round = 300s;
+synth :: Synthesizer(switches=[admit, order], every=3, horizon=10h, workers=1);
+src   :: TraceSource(path="trace.csv");
+tight :: AcceptThreshold(factor=1.0x);
+all   :: AcceptAll;
+admit :: ChooseAdmission(candidates=[tight, all]);
+srtf  :: Srtf;
+order :: ChoosePolicy(candidates=[srtf]);
+src -> admit -> JobPool -> order -> FirstFree -> Launch -> m :: JobMetrics;
+"""
+
+
+def test_a_gate_switched_off_hands_its_queue_to_the_next(run_graph):
+    # Two GPUs, SRTF. A (1 GPU, 3000 s) and B (2 GPUs, 3000 s) at 0: the tight gate admits A and
+    # holds B (A's GPU plus B's two exceed 1.0x the cluster); Accept All admits both, but B
+    # does not fit beside A either: the same schedule, so the tight gate stays at round 0.
+    # C (1 GPU, 600 s) arrives at 700 s, seen at round 3 (900 s). Tight: C waits behind B:
+    # A ends 3000, B 3000-6000, C 6000-6600 (time in system from 900: 2100, 5100, 5700).
+    # Accept All: the tight gate hands B over, C is admitted too, and SRTF runs C on the free
+    # GPU 900-1500: 2100, 5100, 600. It switches at round 3; B still runs (the handover).
+    jobs = [
+        {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 3000.0},
+        {"job_id": 1, "arrival_s": 0.0, "gpus": 2, "duration_s": 3000.0},
+        {"job_id": 2, "arrival_s": 700.0, "gpus": 1, "duration_s": 600.0},
+    ]
+    result = run_graph(ADMISSION, jobs, cluster="1x2:V100")
+    decisions = result.reports["synth"]["decisions"].filter(pl.col("round") == 3)
+    assert dict(zip(decisions["combination"], decisions["time_in_system_s"])) == pytest.approx(
+        {"tight+srtf": (2100 + 5100 + 5700) / 3, "all+srtf": (2100 + 5100 + 600) / 3}
+    )
+    assert result.reports["synth"]["choices"].select("round", "combination").rows() == [(0, "tight+srtf"), (3, "all+srtf")]
+    assert finishes(result) == {0: 3000.0, 1: 6000.0, 2: 1500.0}
+    assert result.counters["admit"]["switches"] == 1
+    assert result.counters["tight"]["queued"] == 0
+
+
+def test_candidates_are_checked_in_the_graph(tmp_path):
+    bad = tmp_path / "bad.sched"
+    (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,60\n")
+    bad.write_text(
+        "round = 300s;\nfifo :: Fifo;\norder :: ChoosePolicy(candidates=[fifo, nope]);\n"
+        'TraceSource(path="t.csv") -> AcceptAll -> JobPool -> order -> FirstFree -> Launch;\n'
+    )
+    with pytest.raises(SchedError, match="names no element 'nope'"):
+        compile_file(bad)
+    bad.write_text(
+        "round = 300s;\nfifo :: Fifo;\norder :: ChoosePolicy(candidates=[fifo]);\n"
+        'src :: TraceSource(path="t.csv");\nsrc -> AcceptAll -> pool :: JobPool -> order -> FirstFree -> Launch;\n'
+        "pool -> fifo;\n"
+    )
+    with pytest.raises(SchedError, match="'fifo' is a candidate of 'order', which ticks it"):
+        compile_file(bad)
+    bad.write_text(
+        "round = 300s;\nfifo :: Fifo;\nall :: AcceptAll;\norder :: ChoosePolicy(candidates=[fifo, all]);\n"
+        'TraceSource(path="t.csv") -> AcceptAll -> JobPool -> order -> FirstFree -> Launch;\n'
+    )
+    with pytest.raises(SchedError, match=r"'all' \(AcceptAll\) cannot be a candidate of 'order' \(ChoosePolicy\): it takes jobs"):
+        compile_file(bad)
+
+
+def test_roundhouse_check_reports_a_candidate_that_cannot_be_forked(tmp_path, capsys):
+    from roundhouse.tools.cli import main
+    from tests.test_fork import USER_ELEMENTS
+
+    # (Class names of their own: the registry already has test_fork's.)
+    mine = re.sub(r"^class (?!_)(\w+)\(", r"class Synth\1(", USER_ELEMENTS, flags=re.M)
+    (tmp_path / "mine.py").write_text(mine)
+    (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,600\n1,0,1,60\n")
+    text = SYNTH.format(workers=1).replace("srtf  :: Srtf;", "srtf  :: {policy};")
+    for policy in ("SynthUndeclared", "SynthDeclared"):
+        (tmp_path / f"{policy}.sched").write_text(
+            'require "mine.py";\n' + text.replace("{policy}", policy).replace("trace.csv", "t.csv")
+        )
+    bad, good = str(tmp_path / "SynthUndeclared.sched"), str(tmp_path / "SynthDeclared.sched")
+    # The synthesizer forks the world: `check` asks every element to be forkable, unasked.
+    assert main(["check", bad]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:7:" in err and "error: element 'srtf' (SynthUndeclared) cannot be forked: it declares no state" in err
+    assert "Traceback" not in err
+    assert main(["check", good]) == 0
+    # Run anyway, it stops at its first fork with the same message, not a traceback.
+    assert main(["run", bad, "--cluster", "1x1:V100"]) == 2
+    err = capsys.readouterr().err
+    assert "error: element 'srtf' (SynthUndeclared) cannot be forked" in err and "Traceback" not in err
+    assert main(["run", good, "--cluster", "1x1:V100"]) == 0
+
+
+def test_shipped_graph_checks_and_runs_a_while(capsys):
+    from roundhouse.runtime.simulate import simulate
+    from roundhouse.tools.cli import main
+    from tests.conftest import REPO
+
+    path = REPO / "graphs" / "blox-synthesizer.sched"
+    assert main(["check", str(path)]) == 0
+    graph = compile_file(path, ["synth.workers=1", "synth.horizon=2h"])
+    result = simulate(graph, until=12 * 3600.0)
+    assert result.counters["synth"]["decisions"] == 12 * 12 // 10 + 1
+    assert result.reports["synth"]["choices"]["round"][0] == 0
+
+
+@pytest.mark.slow
+def test_reproduce_blox_synthesizer_quick(tmp_path, capsys):
+    from roundhouse.tools.cli import main
+
+    assert main(["reproduce", "blox-synthesizer", "--quick", "--out", str(tmp_path)]) == 0
+    folder = tmp_path / "blox-synthesizer"
+    runs = pl.read_csv(folder / "runs.csv")
+    assert runs.height == 9 * 2 + 3 and runs["jobs_finished"].to_list() == runs["jobs_tracked"].to_list()
+    for workload in ("Philly-Trace", "bursty"):
+        part = runs.filter(pl.col("workload") == workload)
+        static = part.filter(~pl.col("scheduler").str.starts_with("Automatic"))
+        auto = part.filter(pl.col("scheduler") == "Automatic (jct)")["avg_jct_s"].item()
+        # It tracks the best static combination (Fig 14), well below the worst.
+        assert auto <= 1.05 * static["avg_jct_s"].min() and auto < static["avg_jct_s"].max()
+    philly = runs.filter(pl.col("workload") == "Philly-Trace")
+    both = philly.filter(pl.col("scheduler") == "Automatic (both)")
+    fifo = philly.filter(pl.col("scheduler") == "FIFO, Accept All")
+    # Asked for responsiveness too (Fig 20), it waits far less than FIFO for little JCT.
+    assert both["avg_responsiveness_s"].item() < 0.5 * fifo["avg_responsiveness_s"].item()
+    choices = pl.read_csv(folder / "choices.csv")
+    assert set(choices["scheduler"]) == {"Automatic (jct)", "Automatic (both)"} and choices.height >= 3
+    for name in ("fig14_philly", "fig14_bursty", "fig15_choices", "fig20_jct_responsiveness", "fig21_choices"):
+        assert (folder / f"{name}.png").stat().st_size > 1000
+    assert "closely matches it" in capsys.readouterr().out
+
+
+QUICK_GRAPH = """
+round = 5min;
+cluster = "2x2:V100";
+synth :: Synthesizer(switches=[admit, order], every=4, horizon=1h, workers={workers});
+arrivals :: PoissonSource(rate=2/h, jobs=16, gpus=single, models=blox, seed=2);
+all :: AcceptAll;
+a12 :: AcceptThreshold(factor=1.2x);
+admit :: ChooseAdmission(candidates=[all, a12]);
+fifo :: Fifo;
+srtf :: Srtf;
+las :: Las(service=wall_seconds);
+order :: ChoosePolicy(candidates=[fifo, srtf, las]);
+arrivals -> admit -> JobPool -> order -> FirstFree -> Launch -> m :: JobMetrics;
+"""
+
+
+@pytest.mark.slow
+def test_a_synthesizer_run_forks_and_saves_like_any_other(tmp_path):
+    from roundhouse.runtime.simulation import Simulation
+    from tests.test_fork import outcome, same
+
+    # A day (a synthesizer's decisions cost look-aheads): it switches after 6 hours.
+    sim = Simulation(QUICK_GRAPH.format(workers=1), until=24 * 3600).run_until(10 * 3600)
+    fork = sim.fork()
+    sim.save(tmp_path / "half.snap")
+    loaded = Simulation.load(tmp_path / "half.snap")
+    done = sim.run()
+    fork.run()
+    loaded.run()
+    assert same(outcome(fork), outcome(sim)) and same(outcome(loaded), outcome(sim))
+    assert done.counters["synth"]["switches"] >= 1 and done.counters["synth"]["simulated"] > 0
+
+
+@pytest.mark.slow
+def test_a_process_pool_decides_as_one_process_does():
+    from roundhouse.runtime.simulation import Simulation
+    from tests.test_fork import outcome, same
+
+    one, two = (Simulation(QUICK_GRAPH.format(workers=w), until=24 * 3600) for w in (1, 2))
+    a, b = one.run(), two.run()
+    assert same(outcome(one), outcome(two))
+    assert a.reports["synth"]["decisions"].equals(b.reports["synth"]["decisions"])
