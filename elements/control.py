@@ -91,6 +91,7 @@ class ChooseAdmission(_Switch):
     Counters:
         selected: index of the gate acting now.
         switches: times the gate changed.
+    Cost: the selected candidate's cost; O(h) over the held jobs h when the candidate changes.
     See also: ChoosePolicy, Synthesizer, AcceptThreshold
     Paper: Blox (EuroSys'24) §5.2, admission policies of the automatic scheduler synthesizer.
     """
@@ -142,6 +143,7 @@ class ChoosePolicy(_Switch):
     Counters:
         selected: index of the policy acting now.
         switches: times the policy changed.
+    Cost: the selected candidate's cost.
     See also: ChooseAdmission, Synthesizer, Fifo, Srtf, Las
     Paper: Blox (EuroSys'24) §5.2, scheduling policies of the automatic scheduler synthesizer.
     """
@@ -193,6 +195,8 @@ class Synthesizer(Element):
         switches: times the combination changed.
         simulated: look-ahead simulations run.
         choice: index of the combination running now.
+    Cost: O(1) between decisions; at a decision, forking the world (O(J) over the job table)
+    plus one look-ahead simulation per combination over the horizon, spread over `workers`.
     See also: ChooseAdmission, ChoosePolicy
     Paper: Blox (EuroSys'24) §5.2 and Appendix A, the automatic scheduler synthesizer.
     """

@@ -18,7 +18,6 @@ that raises or emits the wrong type by its graph name, class, declaration and ro
 from __future__ import annotations
 
 import functools
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +30,7 @@ from roundhouse.runtime.context import Round
 from roundhouse.runtime.element import Element
 from roundhouse.runtime.explain import Recorder
 from roundhouse.runtime.rowsets import isin_rows
+from roundhouse.runtime.skipping import Skipping
 from roundhouse.runtime.types import Events, Jobs, Plan
 from roundhouse.runtime.values import format_duration
 from roundhouse.runtime.world import PlanError, World
@@ -145,14 +145,18 @@ class Engine:
             if el.name not in graph.held  # (a candidate is ticked by its holder)
         ]
         self._can_stall = not getattr(backend, "wall_clock", False)
-        # Event skipping (simulations only: a live cluster's events come from outside): rounds
-        # whose boundary lies before `_quiet_until` are not ticked (see `_quiet_time`).
-        self._skip = self._can_stall and bool(getattr(graph.settings, "skip_rounds", True))
-        self._quiet_until = -math.inf
+        # Event skipping (simulations only: a live cluster's events come from outside).
+        ticked = [el for el, *_ in self._wiring]
+        self._skipping = Skipping(
+            world,
+            backend,
+            float(graph.settings.round),
+            self._sources,
+            [e for e in ticked if e.category == "source"] + [e for e in ticked if e.category != "source"],
+            self._can_stall and bool(getattr(graph.settings, "skip_rounds", True)),
+        )
+        self._skipping.until = until
         self._plan_changed = False
-        self._asked = self._sources + [e for e in self._order if e.category != "source"]  # (sources answer cheaply)
-        self.skipped_rounds = 0
-        self._pending_events = Events(time=0.0)
         # Jobs a plan completed: reported as finished in the next round's events, as a job
         # that finishes inside a round is (the world's books already show them finished).
         self._completed: list[Events] = []
@@ -163,19 +167,24 @@ class Engine:
         self._carried: np.ndarray | None = None
         self._taken_over = False
         if explain and world.explain is None:  # (a forked world goes on with its own record)
-            world.explain = self._recorder()
+            world.explain = Recorder.for_graph(graph)
         self._record: Recorder | None = world.explain
         # Per launcher: the ids of the element whose plan it carries out, and its own.
-        self._plan_ids: dict[str, tuple[int, int]] = {}
-        if self._record is not None:
-            ids = self._record.ids
-            for el in (e for e in self._order if e.category == "launch"):
-                self._plan_ids[el.name] = (ids.get(graph.producer_of(el.name, "plan") or "", -1), ids.get(el.name, -1))
+        self._plan_ids = self._record.plan_ids(graph) if self._record is not None else {}
 
     @property
     def rounds(self) -> int:
         """Rounds run so far."""
         return self._rounds
+
+    def skip_idle_rounds(self) -> None:
+        """With no job in the system, move the clock to the round of the next arrival."""
+        self._skipping.skip_idle_rounds()
+
+    def pause_at(self, t: float | None) -> None:
+        """Skip no round past `t` (None: no such bound), for a caller that steps the engine
+        up to a time (runtime/simulation.py's run_until)."""
+        self._skipping.pause_at = t
 
     def carry_in(self, rows: np.ndarray) -> None:
         """Take over a world another graph has run (runtime/whatif.py): these jobs already in it
@@ -183,16 +192,6 @@ class Engine:
         then on a source's jobs that the world already has are not added again."""
         self._carried = np.asarray(rows, dtype=np.int64)
         self._taken_over = True
-
-    def _recorder(self) -> Recorder:
-        """A record of reasons naming this graph's elements; a placer's ranking is credited to
-        the element that ranked it."""
-        graph = self.graph
-        ranked_by = []
-        for el in self._order:
-            ranker = graph.producer_of(el.name, "ranking") if el.input("ranking") is not None else None
-            ranked_by.append(ranker or "")
-        return Recorder([e.name for e in self._order], [type(e).__name__ for e in self._order], ranked_by)
 
     # --- the two boundary crossings: arrivals and the plan ---
     def _arrivals(self, batch: JobBatch) -> Jobs:
@@ -268,15 +267,15 @@ class Engine:
         returns why the run stops after it ("" while it goes on)."""
         round_s = float(self.graph.settings.round)
         events = self._poll()
-        # Quiet rounds: ticking them would change nothing (`_quiet_time`); only time passes.
-        while self.backend.now < self._quiet_until and events.is_quiet() and not self._completed:
+        # Quiet rounds: ticking them would change nothing (runtime/skipping.py); only time passes.
+        while self._skipping.quiet(events, bool(self._completed)):
             idle = self._idle_rounds
-            skipped = self._pass_quiet_rounds(STALL_ROUNDS - idle if idle else None)
+            skipped = self._skipping.pass_quiet_rounds(STALL_ROUNDS - idle if idle else None)
             self._rounds += skipped
             if idle:  # (the state of the last ticked round, which counted as idle)
                 self._idle_rounds += skipped
                 if self._idle_rounds >= STALL_ROUNDS:
-                    raise StalledError(self._stall_message(self.backend.now - round_s))
+                    raise StalledError(stall_message(self.world, self.backend.now - round_s))
             events = self._poll()
         events = self._fold(events)
         ctx = self._context(events, int(round(self.backend.now / round_s)))
@@ -284,7 +283,7 @@ class Engine:
         self._plan_changed = False
         self._tick_all(ctx)
         self._rounds += 1
-        self._quiet_until = self._quiet_time(ctx) if self._skip and not self._plan_changed else -math.inf
+        self._skipping.after_tick(ctx, self._plan_changed, self._call)
         if self.on_round is not None:
             self.on_round(ctx)
         reason = self._stop_reason(ctx)
@@ -295,11 +294,11 @@ class Engine:
         if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
             self._idle_rounds += 1
             if self._idle_rounds >= STALL_ROUNDS:
-                raise StalledError(self._stall_message(ctx.now))
+                raise StalledError(stall_message(self.world, ctx.now))
         else:
             self._idle_rounds = 0
         self.backend.advance()
-        self._skip_idle_rounds(round_s)
+        self._skipping.skip_idle_rounds()
         return ""
 
     def fold_in(self) -> Events:
@@ -314,20 +313,8 @@ class Engine:
         return events
 
     def _fold(self, events: Events) -> Events:
-        """The round's events folded into the world (finished, failed, requeued jobs, nodes,
-        metrics), with the jobs that the last plan completed."""
-        if len(events.failed):
-            failed = isin_rows(events.finished, events.failed)
-            self.world.apply_failed(events.finished[failed], events.finished_at[failed])
-            self.world.apply_finished(events.finished[~failed], events.finished_at[~failed])
-        elif len(events.finished):
-            self.world.apply_finished(events.finished, events.finished_at)
-        if len(events.requeued):
-            self.world.apply_requeued(events.requeued)
-        if events.online is not None:
-            self.world.set_online(events.online)
-        if events.metrics:
-            self.world.apply_metrics(events.metrics)
+        """The round's events folded into the world, with the jobs that the last plan completed."""
+        fold_events(self.world, events)
         if self._record is not None:
             self._record.events(events)  # (completions a plan made were recorded with the plan)
         if self._completed:
@@ -354,7 +341,7 @@ class Engine:
             reports=reports,
             counters=counters,
             wall_s=time.perf_counter() - self._started,
-            skipped_rounds=self.skipped_rounds,
+            skipped_rounds=self._skipping.skipped,
         )
 
     def _tick_all(self, ctx: Round) -> None:
@@ -420,83 +407,35 @@ class Engine:
             return "every job finished"
         return ""
 
-    def _quiet_time(self, ctx: Round) -> float:
-        """After a round whose plan changed nothing: the time before which no element's output
-        can change unless something happens (an arrival, a completion: the backend reports
-        those as events, and a round with events is ticked). Rounds whose boundary lies
-        before it are skipped; every element must declare it (`Element.quiet_until`), else
-        every round is ticked. Results are those of ticking every round: a skipped round's
-        tick would have emitted the same values, and its plan, like this one, changed nothing.
-        """
-        # Asking costs about as much as ticking a quiet round: only worth it when at least two
-        # rounds could pass, so the cheap answers (the next completion, arrivals) come first.
-        worth = ctx.now + 2 * ctx.round_s
-        next_finish = getattr(self.backend, "next_finish_s", None)
-        if next_finish is not None and next_finish() < worth:
-            return -math.inf
-        quiet = math.inf if self.until is None else self.until - 1e-9
-        for el in self._asked:
-            ctx.element = el
-            t = self._call(el, "quiet_until", ctx, el.quiet_until, ctx)
-            if t is None or t < worth:
-                ctx.element = None
-                return -math.inf
-            quiet = min(quiet, t)
-        ctx.element = None
-        return quiet
 
-    def _pass_quiet_rounds(self, at_most: int | None) -> int:
-        """From a quiet boundary: advance the rounds that start before `_quiet_until` (at most
-        `at_most`) without ticking them, the simulator's whole quiet rounds in one go; stops
-        after a round in which something happens. Returns how many rounds passed."""
-        backend = self.backend
-        # Rounds starting before `_quiet_until`, one fewer to be safe from the clock's rounding
-        # (a round left over is found quiet again at the next pass).
-        n = min((self._quiet_until - backend.now) / float(self.graph.settings.round), 10_000_000.0)
-        n = max(1, math.ceil(n) - 1)
-        if at_most is not None:
-            n = min(n, at_most)
-        passed = 0
-        if hasattr(backend, "advance_quiet"):
-            passed, progress = backend.advance_quiet(n)
-            if passed:
-                self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s, passed)
-        if not passed:  # the first round has an event (or the backend cannot tell): one round as usual
-            backend.advance()
-            passed = 1
-        self.skipped_rounds += passed
-        return passed
+def fold_events(world: World, events: Events) -> None:
+    """What the backend reports, into the world's books: finished, failed and requeued jobs,
+    nodes online, metrics."""
+    if len(events.failed):
+        failed = isin_rows(events.finished, events.failed)
+        world.apply_failed(events.finished[failed], events.finished_at[failed])
+        world.apply_finished(events.finished[~failed], events.finished_at[~failed])
+    elif len(events.finished):
+        world.apply_finished(events.finished, events.finished_at)
+    if len(events.requeued):
+        world.apply_requeued(events.requeued)
+    if events.online is not None:
+        world.set_online(events.online)
+    if events.metrics:
+        world.apply_metrics(events.metrics)
 
-    def _skip_idle_rounds(self, round_s: float) -> None:
-        """With no job in the system, jump straight to the round in which the next one arrives
-        (ticking empty rounds would change nothing)."""
-        if self.world.unfinished or not hasattr(self.backend, "jump_to"):
-            return
-        upcoming = [s.next_arrival_s() for s in self._sources if hasattr(s, "next_arrival_s")]
-        if len(upcoming) != len(self._sources) or not upcoming:
-            return
-        nxt = min(upcoming)
-        if not math.isfinite(nxt):
-            return
-        boundary = math.ceil(nxt / round_s - 1e-12) * round_s
-        if self.until is not None:
-            boundary = min(boundary, math.ceil(self.until / round_s - 1e-12) * round_s)
-        if boundary > self.backend.now:
-            self.backend.jump_to(boundary)
 
-    def _stall_message(self, now: float) -> str:
-        cols = self.world.jobs
-        status = cols.column("status")
-        waiting = (status == 0).nonzero()[0]
-        gpus = cols.column("gpus")[waiting]
-        biggest = int(waiting[np.argmax(gpus)]) if len(waiting) else -1
-        detail = ""
-        if biggest >= 0:
-            detail = (
-                f"; the largest waiting job ({cols.column('job_id')[biggest]}) wants {gpus.max()} GPUs "
-                f"of {self.world.cluster.n_gpus}"
-            )
-        return (
-            f"run stalled at t={now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
-            f"and no more jobs will arrive{detail}. Check the placer and admission arguments."
-        )
+def stall_message(world: World, now: float) -> str:
+    """Why a simulation cannot make progress, naming the largest waiting job."""
+    cols = world.jobs
+    status = cols.column("status")
+    waiting = (status == 0).nonzero()[0]
+    gpus = cols.column("gpus")[waiting]
+    biggest = int(waiting[np.argmax(gpus)]) if len(waiting) else -1
+    detail = ""
+    if biggest >= 0:
+        detail = f"; the largest waiting job ({cols.column('job_id')[biggest]}) wants {gpus.max()} GPUs of {world.cluster.n_gpus}"
+    return (
+        f"run stalled at t={now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
+        f"and no more jobs will arrive{detail}. Check the placer and admission arguments."
+    )

@@ -144,6 +144,23 @@ class Recorder:
         self._explained = 0  # suspensions elements explained since the last plan
         self._node: np.ndarray | None = None  # the machine of each GPU, once a plan launched
 
+    @classmethod
+    def for_graph(cls, graph) -> Recorder:
+        """A record naming a compiled graph's elements; a placer's ranking is credited to the
+        element that ranked it."""
+        order = list(graph.elements.values())
+        ranked_by = [(graph.producer_of(el.name, "ranking") if el.input("ranking") is not None else None) or "" for el in order]
+        return cls([e.name for e in order], [type(e).__name__ for e in order], ranked_by)
+
+    def plan_ids(self, graph) -> dict[str, tuple[int, int]]:
+        """Per launcher of the graph: the ids of the element whose plan it carries out, and its own."""
+        ids = self.ids
+        return {
+            el.name: (ids.get(graph.producer_of(el.name, "plan") or "", -1), ids.get(el.name, -1))
+            for el in graph.elements.values()
+            if el.category == "launch"
+        }
+
     def copy(self) -> Recorder:
         """An independent copy (a forked world's record goes on from here on its own)."""
         other = Recorder.__new__(Recorder)

@@ -123,8 +123,8 @@ class Fork:
         round_s = float(settings.round)
         while not engine._stop_reason(ctx):
             backend.advance()
-            engine._skip_idle_rounds(round_s)
-            ctx = engine._context(engine._fold(), int(round(backend.now / round_s)))
+            engine.skip_idle_rounds()
+            ctx = engine._context(engine.fold_in(), int(round(backend.now / round_s)))
             engine._ctx = ctx
             engine._tick_all(ctx)
         return outlook(world, present, unstarted, self.now, end)

@@ -120,8 +120,12 @@ class Simulation:
 
     def run_until(self, t: float) -> Simulation:
         """Run rounds until the clock reaches `t` seconds (or the run stops)."""
-        while not self.done and self.now < t - 1e-9:
-            self._engine.step()
+        self._engine.pause_at(t)
+        try:
+            while not self.done and self.now < t - 1e-9:
+                self._engine.step()
+        finally:
+            self._engine.pause_at(None)
         return self
 
     def run(self) -> RunResult:

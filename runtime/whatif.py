@@ -154,7 +154,7 @@ def take_over(engine: Engine) -> Engine:
     )
     engine.backend = sim
     sim.advance()  # the round after the last journaled boundary (the engine advanced the replay)
-    engine._skip_idle_rounds(float(settings.round))
+    engine.skip_idle_rounds()
     return engine
 
 

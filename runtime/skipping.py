@@ -1,0 +1,117 @@
+"""Event skipping: rounds in which nothing can change are passed without ticking them.
+
+After a round whose plan changed nothing, every element the engine ticks is asked until when
+ticking it again would change nothing (`Element.quiet_until`); the rounds whose boundaries lie
+before the earliest answer, and before the next arrival or completion (a round with events is
+always ticked), pass without a tick, the simulator's in one go. Results are those of ticking
+every round: a skipped round's tick would have emitted the same values, and its plan, like the
+last one, would have changed nothing. An element that declares nothing is ticked every round.
+With no job in the system at all, the clock jumps to the round of the next arrival.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from roundhouse.runtime.element import Element
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import Round
+    from roundhouse.runtime.types import Events
+    from roundhouse.runtime.world import World
+
+
+class Skipping:
+    """The engine's event skipping: when the rounds ahead are quiet, and passing them."""
+
+    def __init__(self, world: World, backend, round_s: float, sources: list[Element], asked: list[Element], enabled: bool):
+        self.world = world
+        self.backend = backend
+        self.round_s = round_s
+        self.sources = sources
+        self.asked = asked  # (sources first: they answer cheaply)
+        self.enabled = enabled
+        self.quiet_until = -math.inf  # rounds whose boundary lies before it are not ticked
+        self.skipped = 0
+        # Never skip past these: the run's time limit, and where a caller stepping the engine
+        # wants it to pause (runtime/simulation.py's run_until).
+        self.until: float | None = None
+        self.pause_at: float | None = None
+
+    def _bound(self) -> float:
+        ends = [] if self.until is None else [self.until - 1e-9]
+        if self.pause_at is not None:  # (the round before the pause is ticked, so the step ends there)
+            ends.append(self.pause_at - self.round_s - 1e-9)
+        return min(ends) if ends else math.inf
+
+    def after_tick(self, ctx: Round, plan_changed: bool, call: Callable) -> None:
+        """After a ticked round: until when the rounds ahead are quiet (nothing to skip when its
+        plan changed something)."""
+        self.quiet_until = self._quiet_time(ctx, call) if self.enabled and not plan_changed else -math.inf
+
+    def quiet(self, events: Events, completing: bool) -> bool:
+        """Whether the round at the backend's clock may pass untouched."""
+        return self.backend.now < min(self.quiet_until, self._bound()) and events.is_quiet() and not completing
+
+    def _quiet_time(self, ctx: Round, call: Callable) -> float:
+        """The time before which no element's output can change unless something happens (an
+        arrival, a completion: the backend reports those as events)."""
+        # Asking costs about as much as ticking a quiet round: only worth it when at least two
+        # rounds could pass, so the cheap answers (the next completion, arrivals) come first.
+        worth = ctx.now + 2 * ctx.round_s
+        next_finish = getattr(self.backend, "next_finish_s", None)
+        if next_finish is not None and next_finish() < worth:
+            return -math.inf
+        quiet = self._bound()
+        for el in self.asked:
+            ctx.element = el
+            t = call(el, "quiet_until", ctx, el.quiet_until, ctx)
+            if t is None or t < worth:
+                ctx.element = None
+                return -math.inf
+            quiet = min(quiet, t)
+        ctx.element = None
+        return quiet
+
+    def pass_quiet_rounds(self, at_most: int | None) -> int:
+        """From a quiet boundary: advance the rounds that start before the quiet time (at most
+        `at_most`) without ticking them, the simulator's whole quiet rounds in one go; stops
+        after a round in which something happens. Returns how many rounds passed."""
+        backend = self.backend
+        # Rounds starting before the quiet time, one fewer to be safe from the clock's rounding
+        # (a round left over is found quiet again at the next pass).
+        n = min((min(self.quiet_until, self._bound()) - backend.now) / self.round_s, 10_000_000.0)
+        n = max(1, math.ceil(n) - 1)
+        if at_most is not None:
+            n = min(n, at_most)
+        passed = 0
+        if hasattr(backend, "advance_quiet"):
+            passed, progress = backend.advance_quiet(n)
+            if passed:
+                self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s, passed)
+        if not passed:  # the first round has an event (or the backend cannot tell): one round as usual
+            backend.advance()
+            passed = 1
+        self.skipped += passed
+        return passed
+
+    def skip_idle_rounds(self) -> None:
+        """With no job in the system, jump straight to the round in which the next one arrives
+        (ticking empty rounds would change nothing)."""
+        if self.world.unfinished or not hasattr(self.backend, "jump_to"):
+            return
+        upcoming = [s.next_arrival_s() for s in self.sources if hasattr(s, "next_arrival_s")]
+        if len(upcoming) != len(self.sources) or not upcoming:
+            return
+        nxt = min(upcoming)
+        if not math.isfinite(nxt):
+            return
+        round_s = self.round_s
+        boundary = math.ceil(nxt / round_s - 1e-12) * round_s
+        for end in (self.until, self.pause_at):
+            if end is not None:
+                boundary = min(boundary, math.ceil(end / round_s - 1e-12) * round_s)
+        if boundary > self.backend.now:
+            self.backend.jump_to(boundary)
