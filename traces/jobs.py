@@ -54,6 +54,9 @@ DERIVED_COLUMNS: dict[str, type] = {
     # Row of the job's model in the communication profile (traces/communication.py); -1: none,
     # or the cluster has no network tiers.
     "comm_model": np.int64,
+    # Row of the job's model in the CPU and memory sensitivity profile (traces/resources.py); -1:
+    # none (its speed does not depend on the CPU and memory that come with its GPUs).
+    "resource_model": np.int64,
 }
 
 # Live fields, written by the runtime as rounds pass.
@@ -80,6 +83,12 @@ LIVE_COLUMNS: dict[str, tuple[type, object]] = {
     "failed": (np.bool_, False),
     "interruptions": (np.int64, 0),
     "partner": (np.int64, -1),  # row of the job sharing this job's GPUs (space sharing), -1 none
+    # CPU cores and GB of memory held now with the job's GPUs (all its machines together), and
+    # the core-seconds and GB-seconds held since the run began (for CPU and memory utilisation).
+    "cpus_held": (np.float64, 0.0),
+    "memory_held_gb": (np.float64, 0.0),
+    "cpu_s": (np.float64, 0.0),
+    "memory_gb_s": (np.float64, 0.0),
 }
 
 # Job-table columns the runtime writes itself, which a trace or submission may not bring: a
