@@ -3,7 +3,8 @@
 placer.py holds the steps every placer shares (`Placer`); selection.py which ranked jobs fit,
 packing.py how GPUs are chosen and packed, preemption.py preemption and backfill. The placers:
 builtin.py (FirstFree, Consolidated), dally.py (DelayPlacer), tiresias.py (SkewAwarePlacer, ProfiledPlacer) and
-intranode.py (BandwidthAwareIntraNode, RandomIntraNode). Gavel's placer is with its policies.
+intranode.py (BandwidthAwareIntraNode, RandomIntraNode); synergy.py gives launched jobs
+CPU and memory with their GPUs (Proportional, SynergyTune). Gavel's placer is with its policies.
 """
 
-from roundhouse.elements.placement import builtin, dally, intranode, tiresias  # noqa: F401
+from roundhouse.elements.placement import builtin, dally, intranode, synergy, tiresias  # noqa: F401
