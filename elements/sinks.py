@@ -151,8 +151,22 @@ def summarize(jobs: pl.DataFrame, ctx: RoundContext) -> dict:
         "avg_queue_s": stat(np.mean, finished["queue_s"].to_numpy()),
         "makespan_s": makespan,
         "utilization": float(ctx.busy_gpu_s / (ctx.cluster.n_gpus * span)) if span > 0 else None,
+        **resource_utilization(ctx, span),
         "preemptions": int(jobs["preemptions"].sum()),
         "end_s": float(ctx.now),
+    }
+
+
+def resource_utilization(ctx: RoundContext, span: float) -> dict:
+    """CPU cores and memory held with GPUs, as fractions of the cluster's over the run (as GPU
+    utilization counts GPUs held): core-seconds over cores x span, likewise for memory."""
+    cluster = ctx.cluster
+    cpus, memory = float(np.sum(cluster.node_cpus)), float(np.sum(cluster.node_memory_gb))
+    if span <= 0:
+        return {"cpu_utilization": None, "memory_utilization": None}
+    return {
+        "cpu_utilization": float(ctx.jobs.column("cpu_s").sum() / (cpus * span)) if cpus > 0 else None,
+        "memory_utilization": float(ctx.jobs.column("memory_gb_s").sum() / (memory * span)) if memory > 0 else None,
     }
 
 
