@@ -1,0 +1,255 @@
+"""Synergy: CPU and memory with the GPUs. The sensitivity profile, the throughput model's
+factor, plan checking of allocations, the world's books, and the allocators Proportional and
+SynergyTune, all hand-computed on tiny clusters."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from roundhouse.elements.placement.synergy import Proportional, SynergyTune
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.context import Round
+from roundhouse.runtime.plans import PlanError
+from roundhouse.runtime.settings import GraphSettings
+from roundhouse.runtime.types import Events, Plan
+from roundhouse.runtime.world import World
+from roundhouse.traces.profiles import ProfileTable
+from roundhouse.traces.resources import ResourceTable
+
+# One machine like Synergy's: 8 GPUs, 24 cores, 500 GB (3 cores and 62.5 GB per GPU).
+SYNERGY_MACHINE = """
+name = "one"
+[[group]]
+nodes = {nodes}
+gpus_per_node = 8
+cpus = 24
+memory_gb = 500
+"""
+
+
+@pytest.fixture
+def machine(tmp_path):
+    def make(nodes=1, text=SYNERGY_MACHINE):
+        path = tmp_path / "cluster.toml"
+        path.write_text(text.format(nodes=nodes))
+        return Cluster.parse(str(path))
+
+    return make
+
+
+def world_of(cluster, jobs):
+    """jobs: (job_id, model, gpus). All known by duration (1e6 s)."""
+    world = World(cluster, ProfileTable.load())
+    frame = pl.DataFrame(
+        {
+            "job_id": [j for j, _, _ in jobs],
+            "arrival_s": [0.0] * len(jobs),
+            "gpus": [g for _, _, g in jobs],
+            "duration_s": [1e6] * len(jobs),
+            "model": [m for _, m, _ in jobs],
+        }
+    )
+    batch, _ = world.prepare(frame, "test")
+    world.add_jobs(batch)
+    return world
+
+
+def launch(world, gpus_by_job, alloc=None, keep=(), now=0.0):
+    """A plan launching job ids on GPU ids, with optional {job id: (cpus, memory)}."""
+    rows = [world.jobs.row_of(j) for j in gpus_by_job]
+    extra = {}
+    if alloc is not None:
+        extra = dict(
+            alloc_rows=[world.jobs.row_of(j) for j in alloc],
+            alloc_cpus=[c for c, _ in alloc.values()],
+            alloc_memory_gb=[m for _, m in alloc.values()],
+        )
+    return Plan(
+        launch_rows=rows,
+        launch_gpus=np.concatenate([np.asarray(g) for g in gpus_by_job.values()]) if rows else np.zeros(0, np.int64),
+        launch_counts=[len(g) for g in gpus_by_job.values()],
+        keep=np.array(sorted(world.jobs.row_of(j) for j in keep), dtype=np.int64),
+        **extra,
+    )
+
+
+def apply(world, plan, now=0.0):
+    world.check_plan(plan)
+    world.apply_plan(plan, now)
+
+
+def column(world, name, job):
+    return float(world.jobs.column(name)[world.jobs.row_of(job)])
+
+
+def speed(world, job):
+    """The job's rate over its rate on its own GPU count on one node at the proportional share
+    (ResNet18 is in Gavel's profile too, with a rate of its own)."""
+    return column(world, "rate", job) / column(world, "reference_rate", job)
+
+
+# --- the sensitivity profile ---
+
+
+def test_best_case_demands_are_synergys_per_model_demands():
+    table = ResourceTable.load()
+    best = {m: (table.best_cpus[i], table.best_memory_gb[i]) for i, m in enumerate(table.models)}
+    # simulator/models/<model>_1.py: cpus and mem of each model.
+    assert best["AlexNet"] == (12, 125)
+    assert best["ResNet18"] == (9, 62.5)
+    assert best["ResNet50"] == (4, 62.5)
+    assert best["M5"] == (6, 187.5)
+    assert best["DeepSpeech"] == (3, 62.5)
+    assert best["GNMT"] == (1, 20.83)
+
+
+def test_speed_is_bilinear_in_the_grid_and_clamped_at_its_edges():
+    table = ResourceTable.load()
+    res18, alexnet = table.index(["resnet-18", "AlexNet"])
+    assert table.index([None, "VGG"]).tolist() == [-1, -1]
+    # ResNet18 at 62.5 GB: 1.75 at 6 cores, 2.4 at 9; halfway is 7.5 cores.
+    assert table.relative_speed(np.array([res18]), [7.5], [62.5])[0] == pytest.approx((1.75 + 2.4) / 2)
+    # AlexNet at 12 cores: 2.0 at 62.5 GB, 2.94 at 125 GB; halfway is 93.75 GB.
+    assert table.relative_speed(np.array([alexnet]), [12], [93.75])[0] == pytest.approx((2.0 + 2.94) / 2)
+    # Beyond the grid: fewer than 1 core runs as 1 (0.37), more than 250 GB as 250.
+    assert table.relative_speed(np.array([res18, res18]), [0.5, 3], [62.5, 400]).tolist() == pytest.approx([0.37, 1.0])
+
+
+def test_a_bad_profile_is_refused_with_its_row(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("model,also_named,cpus_per_gpu,mem_10,mem_20\nX,,1,0.5,1\nX,,2,-1,1\n")
+    with pytest.raises(Exception, match=r"mem_10") as err:
+        ResourceTable.load(path)
+    assert "3" in str(err.value) and "-1" in str(err.value)
+
+
+# --- the throughput model and the world's books ---
+
+
+def test_gpu_proportional_allocation_changes_nothing(machine):
+    world = world_of(machine(), [(0, "ResNet18", 2)])
+    apply(world, launch(world, {0: [0, 1]}))
+    assert speed(world, 0) == pytest.approx(1.0)
+    assert (column(world, "cpus_held", 0), column(world, "memory_held_gb", 0)) == (6.0, 125.0)
+
+
+def test_a_jobs_speed_follows_its_cpu_and_memory(machine):
+    world = world_of(machine(), [(0, "ResNet18", 1), (1, "AlexNet", 1), (2, "GNMT", 1), (3, None, 1)])
+    plan = launch(world, {0: [0], 1: [1], 2: [2], 3: [3]}, alloc={0: (9, 62.5), 1: (2, 125), 2: (1, 20.83), 3: (1, 20)})
+    apply(world, plan)
+    assert speed(world, 0) == pytest.approx(2.4)  # best case, over 1.0 at 3 cores
+    assert speed(world, 1) == pytest.approx(0.66)  # starved of cores
+    assert speed(world, 2) == pytest.approx(1.0)  # GNMT does not care
+    assert speed(world, 3) == 1.0  # no model, no sensitivity
+    assert column(world, "cpus_held", 0) == 9.0
+
+
+def test_the_factor_is_relative_to_the_proportional_share_of_the_jobs_machines(machine):
+    # 4 cores and 62.5 GB per GPU: ResNet18's proportional speed is 1.3 in Synergy's units.
+    text = SYNERGY_MACHINE.replace("cpus = 24", "cpus = 32")
+    world = world_of(machine(text=text), [(0, "ResNet18", 2)])
+    apply(world, launch(world, {0: [0, 1]}, alloc={0: (18, 125)}))
+    assert speed(world, 0) == pytest.approx(2.4 / 1.3)
+
+
+def test_progress_books_core_seconds_and_a_kept_job_can_be_given_more(machine):
+    world = world_of(machine(), [(0, "ResNet18", 1)])
+    apply(world, launch(world, {0: [0]}))
+    row = np.array([world.jobs.row_of(0)])
+    world.apply_progress(row, np.array([100.0]), np.array([100.0]), np.array([100.0]))
+    assert column(world, "cpu_s", 0) == 300.0 and column(world, "memory_gb_s", 0) == 6250.0
+    apply(world, launch(world, {}, alloc={0: (9, 62.5)}, keep=[0]), 100.0)
+    assert speed(world, 0) == pytest.approx(2.4) and column(world, "cpus_held", 0) == 9.0
+    world.apply_finished(row, np.array([200.0]))
+    assert column(world, "cpus_held", 0) == 0.0
+
+
+# --- plan checking ---
+
+
+def test_no_machine_gives_more_than_it_has(machine):
+    world = world_of(machine(2), [(0, "AlexNet", 1), (1, "AlexNet", 1), (2, "AlexNet", 1)])
+    apply(world, launch(world, {0: [0]}, alloc={0: (12, 125)}))
+    # 12 + 12 cores, and the third job's proportional 3 (no allocation named): 27 > 24.
+    with pytest.raises(PlanError, match=r"machine 0 \(0, 1, 2\) 27 CPU cores, more than its 24"):
+        world.check_plan(launch(world, {1: [1], 2: [2]}, alloc={1: (12, 125)}, keep=[0]))
+    # On the other machine it fits.
+    world.check_plan(launch(world, {1: [8], 2: [2]}, alloc={1: (12, 125)}, keep=[0]))
+    with pytest.raises(PlanError, match=r"600 GB of memory, more than its 500"):
+        world.check_plan(launch(world, {1: [1]}, alloc={1: (3, 475)}, keep=[0]))
+
+
+def test_bad_allocations_are_refused_with_the_job_named(machine):
+    world = world_of(machine(), [(0, "AlexNet", 1), (1, "AlexNet", 1)])
+    with pytest.raises(PlanError, match="job 1, which it neither launches nor keeps"):
+        world.check_plan(launch(world, {0: [0]}, alloc={0: (3, 62.5), 1: (3, 62.5)}))
+    with pytest.raises(PlanError, match=r"job 0 -1 CPU cores"):
+        world.check_plan(launch(world, {0: [0]}, alloc={0: (-1, 62.5)}))
+    with pytest.raises(ValueError, match="come together"):
+        Plan(alloc_rows=[0], alloc_cpus=[1.0])
+
+
+# --- the allocators ---
+
+
+def tick(element, world, plan, now=300.0, events=None):
+    ctx = Round(world, GraphSettings(), now, 1, events or Events(time=now))
+    element.start(ctx)
+    out = element.tick(ctx, plan)
+    world.check_plan(out)
+    ids = world.jobs.column("job_id")
+    if out.alloc_rows is None or out.alloc_cpus is None or out.alloc_memory_gb is None:
+        return out, {}
+    return out, {int(ids[r]): (float(c), float(m)) for r, c, m in zip(out.alloc_rows, out.alloc_cpus, out.alloc_memory_gb)}
+
+
+def test_proportional_gives_each_launch_its_gpus_share(machine):
+    world = world_of(machine(), [(0, "AlexNet", 1), (1, "GNMT", 4)])
+    _, got = tick(Proportional(), world, launch(world, {0: [0], 1: [2, 3, 4, 5]}))
+    assert got == {0: (3.0, 62.5), 1: (12.0, 250.0)}
+
+
+def test_synergy_tune_by_hand(machine):
+    # One machine: 24 cores, 500 GB. AlexNet (1 GPU) wants 12 cores and 125 GB; ResNet18 (2
+    # GPUs) 18 and 125; GNMT (4 GPUs) 4 and 83.32, under its share, so that is its fallback.
+    # Fallbacks: 3+6+4 = 13 cores, 62.5+125+83.32 GB; spare 11 cores. AlexNet's extra 9 cores
+    # fit (2 left); ResNet18's extra 12 do not: it keeps its proportional share.
+    world = world_of(machine(), [(0, "AlexNet", 1), (1, "ResNet18", 2), (2, "GNMT", 4)])
+    out, got = tick(SynergyTune(), world, launch(world, {0: [0], 1: [1, 2], 2: [3, 4, 5, 6]}))
+    assert got == {0: (12.0, 125.0), 1: (6.0, 125.0), 2: pytest.approx((4.0, 4 * 20.83))}
+    world.apply_plan(out, 300.0)
+    assert speed(world, 0) == pytest.approx(2.94)
+    assert speed(world, 1) == pytest.approx(1.0)
+    # AlexNet finishes: its cores are spare again, and the kept ResNet18 gets its demand
+    # (6 + 4 = 10 cores of fallbacks, 14 spare, 12 needed). GNMT's allocation is unchanged.
+    row = world.jobs.row_of(0)
+    world.apply_finished(np.array([row]), np.array([400.0]))
+    keep = launch(world, {}, keep=[1, 2])
+    out, got = tick(SynergyTune(), world, keep, 600.0, Events(time=600.0, finished=[row], finished_at=[400.0]))
+    assert got == {1: (18.0, 125.0)}
+    world.apply_plan(out, 600.0)
+    assert speed(world, 1) == pytest.approx(2.4)
+    # A quiet round changes nothing and gives no allocations.
+    out, got = tick(SynergyTune(), world, keep, 900.0)
+    assert got == {} and not out.changes
+
+
+def test_synergy_tune_takes_back_spare_for_a_new_jobs_share(machine):
+    # AlexNet holds 12 cores; seven 1-GPU ResNet50s (4 cores each wanted, 3 fair) arrive:
+    # fallbacks 3 + 7*3 = 24 cores, nothing spare, so AlexNet drops to its 3 cores and no
+    # ResNet50 gets its fourth core.
+    jobs = [(0, "AlexNet", 1)] + [(k, "ResNet50", 1) for k in range(1, 8)]
+    world = world_of(machine(), jobs)
+    apply(world, launch(world, {0: [0]}, alloc={0: (12, 125)}))
+    _, got = tick(SynergyTune(), world, launch(world, {k: [k] for k in range(1, 8)}, keep=[0]))
+    assert got[0] == (3.0, 62.5)
+    assert all(got[k] == (3.0, 62.5) for k in range(1, 8))
+
+
+def test_synergy_tune_caps_a_demand_at_the_machine(machine):
+    # An 8-GPU AlexNet wants 96 cores: capped at the machine's 24, its share; it runs as fast.
+    world = world_of(machine(), [(0, "AlexNet", 8)])
+    _, got = tick(SynergyTune(), world, launch(world, {0: list(range(8))}))
+    assert got == {0: (24.0, 500.0)}
