@@ -4,19 +4,25 @@ SynergyTune, all hand-computed on tiny clusters."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import polars as pl
 import pytest
 
 from roundhouse.elements.placement.synergy import Proportional, SynergyTune
 from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.context import Round
 from roundhouse.runtime.plans import PlanError
 from roundhouse.runtime.settings import GraphSettings
+from roundhouse.runtime.simulate import simulate
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.world import World
+from roundhouse.tools.cli import main
 from roundhouse.traces.profiles import ProfileTable
 from roundhouse.traces.resources import ResourceTable
+from tests.conftest import REPO
 
 # One machine like Synergy's: 8 GPUs, 24 cores, 500 GB (3 cores and 62.5 GB per GPU).
 SYNERGY_MACHINE = """
@@ -253,3 +259,90 @@ def test_synergy_tune_caps_a_demand_at_the_machine(machine):
     world = world_of(machine(), [(0, "AlexNet", 8)])
     _, got = tick(SynergyTune(), world, launch(world, {0: list(range(8))}))
     assert got == {0: (24.0, 500.0)}
+
+
+# --- graphs, the live backend, the reproduction ---
+
+
+@pytest.mark.parametrize("name", ["synergy-proportional", "synergy-tune"])
+def test_shipped_graphs_check_and_run(name, capsys):
+    path = REPO / "graphs" / f"{name}.sched"
+    assert main(["check", str(path)]) == 0
+    result = simulate(compile_file(path), until=72 * 3600.0)
+    summary = next(r["summary"] for r in result.reports.values() if "summary" in r)
+    assert summary["jobs_finished"] > 20
+    jobs = result.world.jobs
+    alexnet = (jobs.column("task") == "image") & (jobs.column("status") == 2)
+    run_s, duration = jobs.column("run_s")[alexnet], jobs.column("duration_s")[alexnet]
+    faster = run_s < 0.99 * duration  # an image model given more than its proportional cores
+    if name == "synergy-tune":
+        assert faster.any() and summary["cpu_utilization"] > 0
+    else:
+        assert not faster.any() and summary["cpu_utilization"] == pytest.approx(summary["utilization"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_reproduce_synergy_philly_quick(tmp_path, capsys):
+    assert main(["reproduce", "synergy-philly", "--quick", "--out", str(tmp_path)]) == 0
+    folder = tmp_path / "synergy-philly"
+    runs = pl.read_csv(folder / "runs.csv")
+    jct = dict(zip(runs["allocation"], runs["avg_jct_s"]))
+    assert set(jct) == {"Proportional", "Synergy-Tune"}
+    assert jct["Synergy-Tune"] < jct["Proportional"]
+    assert runs["jobs_finished"].to_list() == [300, 300]
+    assert (folder / "jct_cdf.png").stat().st_size > 0
+    out = capsys.readouterr().out
+    assert "21.88 h" in out and "Synergy-Tune" in out
+
+
+LIVE_CLUSTER = """
+name = "two"
+[[group]]
+nodes = 2
+gpus_per_node = 2
+cpus = 12
+memory_gb = 125
+"""
+
+LIVE_GRAPH = """
+round = 1s;
+cluster = "cluster.toml";
+profile = "profile.csv";
+src :: TraceSource(path="jobs.csv");
+src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> SynergyTune -> run :: Launch -> m :: JobMetrics;
+run -> u :: ResourceUsage;
+"""
+
+# ResNet-18 wants 9 cores per GPU (it gets 9 of its machine's 12, 6 being its share); LM needs 1.
+LIVE_JOBS = """job_id,arrival_s,gpus,model,iterations,batch_size
+0,0,1,ResNet-18,300,16
+1,0,1,LM,600,10
+2,0,1,ResNet-18,300,16
+3,0,1,LM,600,10
+"""
+
+
+@pytest.mark.live
+@pytest.mark.slow
+def test_synergy_tune_runs_live_on_emulated_agents(tmp_path):
+    from tests.livecluster import TEST_PROFILE, LiveCluster
+
+    files = {"cluster.toml": LIVE_CLUSTER, "profile.csv": TEST_PROFILE, "jobs.csv": LIVE_JOBS}
+    cluster = LiveCluster(tmp_path, LIVE_GRAPH, files, serve_args=("--checkpoint-every", "0"))
+    try:
+        cluster.start_scheduler()
+        cluster.start_agent("node-a")
+        cluster.start_agent("node-b")
+        assert cluster.wait_exit("scheduler", timeout=120) == 0, cluster.logs()
+        out = cluster.folder / "out"
+        jobs = pl.read_csv(next(out.glob("*jobs.csv")))
+        assert jobs["status"].to_list() == ["finished"] * 4, cluster.logs()
+        usage = pl.read_csv(next(out.glob("*usage.csv")))
+        # Tune's allocations are not GPU-proportional: while all four run, 9 + 1 cores of 12 are
+        # held on each machine, 20 of 24 in all, while all 4 GPUs are.
+        busy = usage.filter(pl.col("gpu") == 1.0)
+        assert busy.height and busy["cpu"].to_list()[0] == pytest.approx(20 / 24), usage
+        summary = json.loads(next(out.glob("*summary.json")).read_text())
+        assert 0 < summary["cpu_utilization"] < summary["utilization"]
+    finally:
+        cluster.close()
