@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from roundhouse.elements.placement.synergy import Proportional, SynergyTune
+from roundhouse.elements.placement.synergy import Proportional, SynergyOpt, SynergyTune
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.context import Round
@@ -261,10 +261,39 @@ def test_synergy_tune_caps_a_demand_at_the_machine(machine):
     assert got == {0: (24.0, 500.0)}
 
 
+def test_synergy_opt_by_hand_beats_the_greedy_order(machine):
+    # One machine (24 cores): AlexNet and two ResNet18s, one GPU each; 9 cores are their shares.
+    # Tune, in order: AlexNet takes 12 (2.94x), the first ResNet18 9 (2.4x), the second keeps 3
+    # (1x): 6.34 in all. The best choice gives AlexNet 6 cores (1.75x) and each ResNet18 9
+    # (2.4x): 24 cores, 6.55.
+    jobs = [(0, "AlexNet", 1), (1, "ResNet18", 1), (2, "ResNet18", 1)]
+    world = world_of(machine(), jobs)
+    plan = launch(world, {0: [0], 1: [1], 2: [2]})
+    _, tune = tick(SynergyTune(), world, plan)
+    assert tune == {0: (12.0, 125.0), 1: (9.0, 62.5), 2: (3.0, 62.5)}
+    opt = SynergyOpt()
+    out, got = tick(opt, world, plan)
+    assert got == {0: (6.0, 62.5), 1: (9.0, 62.5), 2: (9.0, 62.5)}
+    assert opt.counters["solves"] == 1 and opt.counters["fallbacks"] == 0
+    world.apply_plan(out, 300.0)
+    assert [speed(world, j) for j in (0, 1, 2)] == pytest.approx([1.75, 2.4, 2.4])
+
+
+def test_synergy_opt_never_slows_a_job_below_its_share(machine):
+    # Seven ResNet50s and an AlexNet fill a machine: at most one can get more than its share
+    # (ResNet50's 4th core), and nobody gets less.
+    jobs = [(0, "AlexNet", 1)] + [(k, "ResNet50", 1) for k in range(1, 8)]
+    world = world_of(machine(), jobs)
+    out, got = tick(SynergyOpt(), world, launch(world, {k: [k] for k in range(8)}))
+    world.apply_plan(out, 300.0)
+    assert all(speed(world, k) >= 1.0 - 1e-9 for k in range(8))
+    assert sum(c for c, _ in got.values()) <= 24.0
+
+
 # --- graphs, the live backend, the reproduction ---
 
 
-@pytest.mark.parametrize("name", ["synergy-proportional", "synergy-tune"])
+@pytest.mark.parametrize("name", ["synergy-proportional", "synergy-tune", "synergy-opt"])
 def test_shipped_graphs_check_and_run(name, capsys):
     path = REPO / "graphs" / f"{name}.sched"
     assert main(["check", str(path)]) == 0
@@ -275,7 +304,7 @@ def test_shipped_graphs_check_and_run(name, capsys):
     alexnet = (jobs.column("task") == "image") & (jobs.column("status") == 2)
     run_s, duration = jobs.column("run_s")[alexnet], jobs.column("duration_s")[alexnet]
     faster = run_s < 0.99 * duration  # an image model given more than its proportional cores
-    if name == "synergy-tune":
+    if name != "synergy-proportional":
         assert faster.any() and summary["cpu_utilization"] > 0
     else:
         assert not faster.any() and summary["cpu_utilization"] == pytest.approx(summary["utilization"], rel=1e-6)

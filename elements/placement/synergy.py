@@ -7,8 +7,8 @@ runs on its allocation is the throughput model's business (traces/throughput.py,
 sensitivity profile of traces/resources.py); the runtime checks that no machine hands out more
 than it has (runtime/plans.py).
 
-Synergy-Opt (the paper's LP and its rounding) is not built: see SynergyTune's docstring and
-docs/reproductions.md.
+SynergyOpt states Synergy-Opt's first program per machine, over the placer's GPUs (its
+docstring and docs/reproductions.md say how that differs from Synergy's simulator).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 from roundhouse.runtime.element import Element, In, Out, element, element_family
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Plan
+from roundhouse.runtime.values import Duration, at_most, one_of, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -92,73 +93,207 @@ class SynergyTune(_Allocator):
 
     Unlike Synergy's simulator, the GPUs come from the placer before the CPU and memory are
     handed out (Synergy picks the first GPUs whose server has room for the demand), and
-    Synergy-Opt's LP is not built: its formulation allocates fractional servers and relies on
-    a rounding step the paper describes only informally (docs/reproductions.md).
+    SynergyOpt chooses all allocations together instead.
 
     Arguments:
         none
-    See also: Proportional, FirstFree, Fifo
+    See also: Proportional, SynergyOpt, FirstFree, Fifo
     Paper: Synergy (OSDI'22) §4.2 (Synergy-Tune); Blox (EuroSys'24) Table 3 and Fig. 5.
     """
 
     def tick(self, ctx: RoundContext, plan: Plan) -> Plan:
-        events = ctx.events
-        if not (plan.changes or len(events.finished) or len(events.requeued)) or not len(plan.keep) + len(plan.launch_rows):
+        if not _needs_allocation(ctx, plan):
             return plan  # nothing freed or taken: every job keeps what it has
-        cluster, jobs = ctx.cluster, ctx.jobs
-        # Who holds which GPU once the plan is carried out (a space-sharing pair: both).
-        keep = plan.keep
-        rows = np.concatenate([keep, plan.launch_rows])
-        gpu_owner = [np.asarray(ctx.holder)]
-        if ctx.co_holder is not None:
-            gpu_owner.append(np.asarray(ctx.co_holder))
-        gpus, owner = [], []
-        for h in gpu_owner:
-            mine = isin_rows(h, keep)
-            gpus.append(mine.nonzero()[0])
-            owner.append(h[mine])
-        gpus.append(plan.launch_gpus)
-        owner.append(plan.launch_rows.repeat(plan.launch_counts))
-        gpus_all, owner_all = np.concatenate(gpus), np.concatenate(owner)
-        position = np.searchsorted(np.sort(rows), owner_all)
-        order = np.argsort(rows, kind="stable")
-        job_of_gpu = order[position]  # index into `rows` of each GPU's job
-        n_jobs, n_nodes = len(rows), cluster.n_nodes
-        # GPUs of each job on each machine (jobs x machines), and each job's GPUs.
-        per_node = np.zeros((n_jobs, n_nodes))
-        np.add.at(per_node, (job_of_gpu, cluster.gpu_node[gpus_all]), 1.0)
-        counts = per_node.sum(axis=1)
-        spread = per_node / counts[:, None]
-        share_cpu, share_memory = ctx.throughput.gpu_shares()
-        fair = np.zeros((n_jobs, 2))
-        np.add.at(fair, job_of_gpu, np.stack([share_cpu[gpus_all], share_memory[gpus_all]], axis=1))
-        demand = best_case(ctx, rows, counts, fair)
-        capacity = np.stack([np.asarray(cluster.node_cpus, float), np.asarray(cluster.node_memory_gb, float)], axis=1)
-        # Per machine, a job's demand is capped at what the machine has.
-        portion = np.minimum(spread[:, :, None] * demand[:, None, :], capacity[None, :, :])
-        demand = portion.sum(axis=1)
-        fallback = np.where((demand > fair + 1e-9).any(axis=1)[:, None], fair, demand)
-        spare = capacity - np.einsum("jn,jr->nr", spread, fallback)
-        given = fallback.copy()
-        n_keep = len(keep)
-        held = np.stack([jobs.column("cpus_held")[keep], jobs.column("memory_held_gb")[keep]], axis=1)
-        had_demand = np.zeros(n_jobs, dtype=bool)
-        had_demand[:n_keep] = np.isclose(held, demand[:n_keep]).all(axis=1)
-        wants = (demand > fallback + 1e-9).any(axis=1)
-        kept = np.arange(n_jobs) < n_keep
+        r = RoundJobs.of(ctx, plan)
+        spare = r.capacity - np.einsum("jn,jr->nr", r.spread, r.fallback)
+        given = r.fallback.copy()
+        had_demand = np.zeros(r.n, dtype=bool)
+        had_demand[: r.n_keep] = np.isclose(r.held, r.demand[: r.n_keep]).all(axis=1)
+        wants = (r.demand > r.fallback + 1e-9).any(axis=1)
+        kept = np.arange(r.n) < r.n_keep
         sequence = np.concatenate(
             [(wants & had_demand).nonzero()[0], (wants & ~kept).nonzero()[0], (wants & kept & ~had_demand).nonzero()[0]]
         )
         for j in sequence.tolist():  # greedy in order: each grant changes what is left for the next
-            extra = spread[j][:, None] * (demand[j] - fallback[j])[None, :]
+            extra = r.spread[j][:, None] * (r.demand[j] - r.fallback[j])[None, :]
             if (extra <= spare + 1e-9).all():
                 spare -= extra
-                given[j] = demand[j]
-        # Launches, and kept jobs whose allocation changes.
-        changed = np.ones(n_jobs, dtype=bool)
-        changed[:n_keep] = ~np.isclose(held, given[:n_keep]).all(axis=1)
+                given[j] = r.demand[j]
         self.counters["allocated"] += len(plan.launch_rows)
-        return attrs.evolve(plan, alloc_rows=rows[changed], alloc_cpus=given[changed, 0], alloc_memory_gb=given[changed, 1])
+        return r.with_allocations(plan, given)
+
+
+@element
+class SynergyOpt(_Allocator):
+    """Choose every running job's CPU cores and memory together, to maximise their summed
+    speed, no job slower than on its GPU-proportional share: Synergy-Opt's first program as a
+    mixed-integer program on OR-Tools, over the placer's GPUs.
+
+    Each job with a sensitivity profile picks one point of its profile's grid (cores and GB per
+    GPU), or its proportional share; its speed there, over its speed at that share, is what the
+    objective adds up, and must be at least 1. Jobs without a profile keep SynergyTune's
+    fallback (their demand, or the proportional share). Every machine gives its jobs no more
+    cores or memory than it has. Ties go to the smaller allocation (a small penalty on what is
+    held), and a solve that finds nothing within `time_limit` leaves every job at its fallback.
+
+    Synergy's simulator (opt_algo/synergy_opt.py) states the same first program with the
+    cluster's totals instead of each machine's, then splits jobs over servers with a second,
+    fractional program that it does not round (its round-robin rounding is not called); here the
+    placer has already put each job's GPUs on machines, so the first program is solved per
+    machine and needs no second. The paper describes the rounding only in outline.
+
+    Arguments:
+        time_limit: how long one solve may take (default 5s).
+        solver: the OR-Tools MIP solver: SCIP (default) or CBC.
+    Counters:
+        allocated: launches given CPU and memory so far.
+        solves: programs solved so far.
+        fallbacks: solves that found no allocation in time (every job kept at its fallback).
+    See also: SynergyTune, Proportional
+    Paper: Synergy (OSDI'22) §4.1 (Synergy-Opt); Blox (EuroSys'24) Table 3.
+    """
+
+    time_limit: Duration = attrs.field(default=Duration(5.0), validator=[positive, at_most(3600.0)])
+    solver: str = attrs.field(default="SCIP", validator=one_of("SCIP", "CBC"))
+
+    def start(self, ctx: RoundContext) -> None:
+        self.counters.update(allocated=0, solves=0, fallbacks=0)
+
+    def tick(self, ctx: RoundContext, plan: Plan) -> Plan:
+        if not _needs_allocation(ctx, plan):
+            return plan
+        r = RoundJobs.of(ctx, plan)
+        given = self._solve(ctx, r)
+        self.counters["allocated"] += len(plan.launch_rows)
+        return r.with_allocations(plan, given)
+
+    def _solve(self, ctx: RoundContext, r: RoundJobs) -> np.ndarray:
+        from ortools.linear_solver import pywraplp
+
+        given = r.fallback.copy()
+        sensitive = (r.model >= 0).nonzero()[0]
+        if not len(sensitive):
+            return given
+        table = ctx.throughput.resources
+        grid = np.array([(c, m) for c in table.cpu_grid for m in table.memory_grid])
+        engine = pywraplp.Solver.CreateSolver(self.solver)
+        engine.SetTimeLimit(int(self.time_limit * 1000))
+        self.counters["solves"] += 1
+        # Each machine's room for the jobs with a profile (the others hold their fallbacks).
+        fixed = np.ones(r.n, dtype=bool)
+        fixed[sensitive] = False
+        room = r.capacity - np.einsum("jn,jr->nr", r.spread[fixed], r.fallback[fixed]) + 1e-6
+        limits = [[engine.Constraint(-engine.infinity(), float(room[n, k])) for n in range(len(room))] for k in range(2)]
+        total = r.capacity.sum(axis=0)
+        objective = engine.Objective()
+        choices: list[tuple[int, list, np.ndarray]] = []
+        for j in sensitive.tolist():
+            g = r.counts[j]
+            points = np.vstack([r.fair[j], grid * g])  # totals over the job's GPUs; first: its share
+            speed = table.relative_speed(np.full(len(points), r.model[j]), points[:, 0] / g, points[:, 1] / g)
+            keep = _useful(points, speed, r.spread[j], r.capacity)
+            points, speed = points[keep], speed[keep] / speed[0]
+            xs = [engine.BoolVar("") for _ in range(len(points))]
+            one = engine.Constraint(1.0, 1.0)
+            machines = r.spread[j].nonzero()[0]
+            for x, p, s in zip(xs, points, speed):
+                one.SetCoefficient(x, 1.0)
+                objective.SetCoefficient(x, float(s - 1e-3 * (p[0] / total[0] + p[1] / total[1])))
+                for n in machines.tolist():
+                    limits[0][n].SetCoefficient(x, float(r.spread[j, n] * p[0]))
+                    limits[1][n].SetCoefficient(x, float(r.spread[j, n] * p[1]))
+            choices.append((j, xs, points))
+        objective.SetMaximization()
+        status = engine.Solve()
+        if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+            self.counters["fallbacks"] += 1
+            return given
+        for j, xs, points in choices:
+            given[j] = points[int(np.argmax([x.solution_value() for x in xs]))]
+        return given
+
+
+def _useful(points: np.ndarray, speed: np.ndarray, spread: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Which of a job's candidate allocations (the first: its proportional share) are worth a
+    variable: they fit its machines, are no slower than its share, and no other candidate is as
+    fast with no more of either resource (on a strict tie, the earlier wins)."""
+    fits = ((spread[None, :, None] * points[:, None, :]) <= capacity[None, :, :] + 1e-9).all(axis=(1, 2))
+    ok = fits & (speed >= speed[0] - 1e-9)
+    ok[0] = True
+    n = len(points)
+    covers = (points[:, None, :] <= points[None, :, :] + 1e-9).all(axis=2) & (speed[:, None] >= speed[None, :] - 1e-9)
+    # i dominates k: i covers k and (i is strictly better somewhere, or equal and earlier)
+    strictly = (points[:, None, :] < points[None, :, :] - 1e-9).any(axis=2) | (speed[:, None] > speed[None, :] + 1e-9)
+    earlier = np.arange(n)[:, None] < np.arange(n)[None, :]
+    dominated = (covers & (strictly | earlier) & ok[:, None]).any(axis=0)  # (i never dominates itself)
+    dominated[0] = False
+    return ok & ~dominated
+
+
+def _needs_allocation(ctx: RoundContext, plan: Plan) -> bool:
+    """Whether this round can change what jobs should hold: something started, stopped or
+    moved, and some job runs after the plan."""
+    events = ctx.events
+    busy = plan.changes or len(events.finished) or len(events.requeued)
+    return bool(busy) and bool(len(plan.keep) + len(plan.launch_rows))
+
+
+@attrs.frozen
+class RoundJobs:
+    """The jobs running once a plan is carried out, as the allocators see them: rows (kept
+    first, then launches), each job's share of its GPUs on each machine (`spread`, jobs x
+    machines), GPU counts, GPU-proportional shares (`fair`, jobs x (cores, GB)), best-case
+    demands capped per machine, fallbacks, what kept jobs hold now, and machine capacities."""
+
+    rows: np.ndarray
+    n_keep: int
+    spread: np.ndarray
+    counts: np.ndarray
+    fair: np.ndarray
+    demand: np.ndarray
+    fallback: np.ndarray
+    held: np.ndarray
+    capacity: np.ndarray
+    model: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.rows)
+
+    @classmethod
+    def of(cls, ctx: RoundContext, plan: Plan) -> RoundJobs:
+        cluster, jobs, keep = ctx.cluster, ctx.jobs, plan.keep
+        rows = np.concatenate([keep, plan.launch_rows])
+        # Who holds which GPU once the plan is carried out (a space-sharing pair: both).
+        holders = [np.asarray(ctx.holder)] + ([np.asarray(ctx.co_holder)] if ctx.co_holder is not None else [])
+        gpus = [isin_rows(h, keep).nonzero()[0] for h in holders] + [plan.launch_gpus]
+        owner = [h[isin_rows(h, keep)] for h in holders] + [plan.launch_rows.repeat(plan.launch_counts)]
+        gpus_all, owner_all = np.concatenate(gpus), np.concatenate(owner)
+        order = np.argsort(rows, kind="stable")
+        job_of_gpu = order[np.searchsorted(rows[order], owner_all)]  # index into `rows` of each GPU's job
+        per_node = np.zeros((len(rows), cluster.n_nodes))
+        np.add.at(per_node, (job_of_gpu, cluster.gpu_node[gpus_all]), 1.0)
+        counts = per_node.sum(axis=1)
+        spread = per_node / counts[:, None]
+        share_cpu, share_memory = ctx.throughput.gpu_shares()
+        fair = np.zeros((len(rows), 2))
+        np.add.at(fair, job_of_gpu, np.stack([share_cpu[gpus_all], share_memory[gpus_all]], axis=1))
+        capacity = np.stack([np.asarray(cluster.node_cpus, float), np.asarray(cluster.node_memory_gb, float)], axis=1)
+        # Per machine, a job's demand is capped at what the machine has.
+        portion = np.minimum(spread[:, :, None] * best_case(ctx, rows, counts, fair)[:, None, :], capacity[None, :, :])
+        demand = portion.sum(axis=1)
+        fallback = np.where((demand > fair + 1e-9).any(axis=1)[:, None], fair, demand)
+        held = np.stack([jobs.column("cpus_held")[keep], jobs.column("memory_held_gb")[keep]], axis=1)
+        model = jobs.column("resource_model")[rows] if jobs.has_column("resource_model") else np.full(len(rows), -1)
+        return cls(rows, len(keep), spread, counts, fair, demand, fallback, held, capacity, model)
+
+    def with_allocations(self, plan: Plan, given: np.ndarray) -> Plan:
+        """The plan with `given` (jobs x (cores, GB)) for its launches and for the kept jobs
+        whose allocation changes."""
+        changed = np.ones(self.n, dtype=bool)
+        changed[: self.n_keep] = ~np.isclose(self.held, given[: self.n_keep]).all(axis=1)
+        rows = self.rows[changed]
+        return attrs.evolve(plan, alloc_rows=rows, alloc_cpus=given[changed, 0], alloc_memory_gb=given[changed, 1])
 
 
 def best_case(ctx: RoundContext, rows: np.ndarray, counts: np.ndarray, fair: np.ndarray) -> np.ndarray:
