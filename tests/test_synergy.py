@@ -375,3 +375,28 @@ def test_synergy_tune_runs_live_on_emulated_agents(tmp_path):
         assert 0 < summary["cpu_utilization"] < summary["utilization"]
     finally:
         cluster.close()
+
+
+def test_proportional_changes_nothing_against_no_allocator(tmp_path):
+    text = (REPO / "graphs" / "synergy-proportional.sched").read_text().replace("../", f"{REPO}/")
+    with_it = tmp_path / "with.sched"
+    with_it.write_text(text)
+    without = tmp_path / "without.sched"
+    without.write_text(text.replace("-> Proportional ", ""))
+    a = simulate(compile_file(with_it), until=48 * 3600.0)
+    b = simulate(compile_file(without), until=48 * 3600.0)
+    jobs_a = next(r["jobs"] for r in a.reports.values() if "jobs" in r)
+    jobs_b = next(r["jobs"] for r in b.reports.values() if "jobs" in r)
+    assert jobs_a.height > 50 and jobs_a.equals(jobs_b)
+
+
+def test_bad_allocator_arguments_are_refused_at_their_place(tmp_path):
+    from roundhouse.errors import RoundhouseError
+
+    path = tmp_path / "g.sched"
+    path.write_text(
+        'round = 5min;\ncluster = "1x4:V100";\nsrc :: PoissonSource(rate=1/h, jobs=5);\n'
+        'src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> SynergyOpt(solver="GLOP") -> Launch -> JobMetrics;\n'
+    )
+    with pytest.raises(RoundhouseError, match=r"g.sched:4:.*argument 'solver' of SynergyOpt must be one of 'SCIP', 'CBC'"):
+        compile_file(path)
