@@ -146,7 +146,6 @@ class SynergyOpt(_Allocator):
         time_limit: how long one solve may take (default 5s).
         solver: the OR-Tools MIP solver: SCIP (default) or CBC.
     Counters:
-        allocated: launches given CPU and memory so far.
         solves: programs solved so far.
         fallbacks: solves that found no allocation in time (every job kept at its fallback).
     See also: SynergyTune, Proportional
