@@ -160,13 +160,16 @@ def summarize(jobs: pl.DataFrame, ctx: RoundContext) -> dict:
 def resource_utilization(ctx: RoundContext, span: float) -> dict:
     """CPU cores and memory held with GPUs, as fractions of the cluster's over the run (as GPU
     utilization counts GPUs held): core-seconds over cores x span, likewise for memory."""
+    from roundhouse.traces.jobs import resource_seconds
+
     cluster = ctx.cluster
     cpus, memory = float(np.sum(cluster.node_cpus)), float(np.sum(cluster.node_memory_gb))
     if span <= 0:
         return {"cpu_utilization": None, "memory_utilization": None}
+    cpu_s, memory_s = resource_seconds(ctx.jobs)
     return {
-        "cpu_utilization": float(ctx.jobs.column("cpu_s").sum() / (cpus * span)) if cpus > 0 else None,
-        "memory_utilization": float(ctx.jobs.column("memory_gb_s").sum() / (memory * span)) if memory > 0 else None,
+        "cpu_utilization": cpu_s / (cpus * span) if cpus > 0 else None,
+        "memory_utilization": memory_s / (memory * span) if memory > 0 else None,
     }
 
 

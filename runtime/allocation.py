@@ -1,6 +1,6 @@
-"""CPU and memory allocations as the world books them: what each launch of a plan gets, and
-the placement of kept jobs a plan gives new amounts (for their rates). Pure functions of the
-plan and the world's arrays; the world (runtime/world.py) writes the results."""
+"""CPU and memory allocations as the world books them: what each launch of a plan gets, the
+placement of kept jobs a plan gives new amounts (for their rates), and the core-seconds an
+allocation that ends has held. The world (runtime/world.py) calls these with its own arrays."""
 
 from __future__ import annotations
 
@@ -9,6 +9,16 @@ import numpy as np
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Plan
 from roundhouse.traces.throughput import Placement, ThroughputModel
+
+
+def close_allocations(cols: dict[str, np.ndarray], rows: np.ndarray) -> None:
+    """Book, in the world's job-table columns, the core- and GB-seconds of these jobs' current
+    allocations, which end now (the world calls this; traces/jobs.py `resource_seconds` adds
+    the part of running allocations not booked yet)."""
+    held_s = cols["run_s"][rows] - cols["held_since_run_s"][rows]
+    cols["cpu_s"][rows] += cols["cpus_held"][rows] * held_s
+    cols["memory_gb_s"][rows] += cols["memory_held_gb"][rows] * held_s
+    cols["held_since_run_s"][rows] = cols["run_s"][rows]
 
 
 def launch_resources(throughput: ThroughputModel, plan: Plan) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from roundhouse.runtime import rowsets
-from roundhouse.runtime.allocation import held_placement, kept_allocations, launch_resources
+from roundhouse.runtime.allocation import close_allocations, held_placement, kept_allocations, launch_resources
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.plans import PlanCheck, PlanError
 from roundhouse.runtime.rowsets import isin_rows, without
@@ -113,8 +113,6 @@ class World:
         cols["done"][rows] += done
         cols["service"][rows] += service
         cols["run_s"][rows] += run_s
-        cols["cpu_s"][rows] += cols["cpus_held"][rows] * run_s
-        cols["memory_gb_s"][rows] += cols["memory_held_gb"][rows] * run_s
         if "loss_speed" in cols:  # simulated loss curves (live jobs report their own loss)
             self._update_loss(rows, cols)
 
@@ -178,6 +176,7 @@ class World:
         caller sets `running_rows` itself."""
         cols = self._cols
         cols["held"][rows] = 0
+        close_allocations(self._cols, rows)
         cols["cpus_held"][rows] = 0.0
         cols["memory_held_gb"][rows] = 0.0
         cols["rate"][rows] = 0.0
@@ -214,6 +213,7 @@ class World:
         """Kept jobs the plan gives new CPU and memory: their books and rates follow."""
         cols, (rows, cpus, memory) = self._cols, kept_allocations(plan)
         if len(rows):
+            close_allocations(self._cols, rows)
             cols["cpus_held"][rows], cols["memory_held_gb"][rows] = cpus, memory
             holders = [h for h in (self.holder, self.co_holder) if h is not None]
             partner = cols["partner"][rows] if self.co_holder is not None else None
@@ -279,6 +279,7 @@ class World:
             cols["compute_rate"][rows] = rates if compute is None else compute
             cols["held"][rows] = counts
             cols["cpus_held"][rows], cols["memory_held_gb"][rows] = launch_resources(self.throughput, plan)
+            cols["held_since_run_s"][rows] = cols["run_s"][rows]
             cols["placed_type"][rows] = self.cluster.gpu_type[gpus[starts]] if len(self.cluster.gpu_types) > 1 else 0
             if plan.launch_batch is None:
                 cols["batch_used"][rows] = cols["batch_size"][rows]

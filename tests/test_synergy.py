@@ -20,6 +20,7 @@ from roundhouse.runtime.simulate import simulate
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.world import World
 from roundhouse.tools.cli import main
+from roundhouse.traces.jobs import resource_seconds
 from roundhouse.traces.profiles import ProfileTable
 from roundhouse.traces.resources import ResourceTable
 from tests.conftest import REPO
@@ -165,11 +166,14 @@ def test_progress_books_core_seconds_and_a_kept_job_can_be_given_more(machine):
     apply(world, launch(world, {0: [0]}))
     row = np.array([world.jobs.row_of(0)])
     world.apply_progress(row, np.array([100.0]), np.array([100.0]), np.array([100.0]))
-    assert column(world, "cpu_s", 0) == 300.0 and column(world, "memory_gb_s", 0) == 6250.0
+    assert resource_seconds(world.jobs.reader) == (300.0, 6250.0)
     apply(world, launch(world, {}, alloc={0: (9, 62.5)}, keep=[0]), 100.0)
     assert speed(world, 0) == pytest.approx(2.4) and column(world, "cpus_held", 0) == 9.0
+    world.apply_progress(row, np.array([240.0]), np.array([100.0]), np.array([100.0]))
+    assert resource_seconds(world.jobs.reader) == (300.0 + 900.0, 12500.0)
     world.apply_finished(row, np.array([200.0]))
     assert column(world, "cpus_held", 0) == 0.0
+    assert resource_seconds(world.jobs.reader) == (1200.0, 12500.0)
 
 
 # --- plan checking ---
