@@ -24,9 +24,13 @@ def close_allocations(cols: dict[str, np.ndarray], rows: np.ndarray) -> None:
 def launch_resources(throughput: ThroughputModel, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     """The CPU cores and GB of memory of each launch of a plan: what the plan gives it, else
     the GPU-proportional share of its machines."""
-    cpus, memory = throughput.proportional(Placement(plan.launch_gpus, plan.launch_counts, plan.launch_starts))
+    if not len(plan.launch_rows):
+        return np.zeros(0), np.zeros(0)
+    share_cpu, share_memory = throughput.gpu_shares()
+    gpus, starts = plan.launch_gpus, plan.launch_starts
+    cpus, memory = np.add.reduceat(share_cpu[gpus], starts), np.add.reduceat(share_memory[gpus], starts)
     rows = plan.alloc_rows
-    if rows is None or plan.alloc_cpus is None or plan.alloc_memory_gb is None or not len(cpus):
+    if rows is None or plan.alloc_cpus is None or plan.alloc_memory_gb is None:
         return cpus, memory
     named = isin_rows(rows, plan.launch_rows)
     if named.any():
