@@ -11,4 +11,5 @@ from roundhouse.elements import (  # noqa: F401  # noqa: F401
     sinks,
     sources,
     termination,
+    usage,
 )

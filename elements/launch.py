@@ -66,6 +66,14 @@ class Launch(Element):
 def with_completions(plan: Plan, rows: np.ndarray) -> Plan:
     """The plan with `rows` completed: taken out of its keeps and suspensions."""
     complete = np.unique(np.concatenate([plan.complete, rows]))
+    if plan.alloc_rows is not None and plan.alloc_cpus is not None and plan.alloc_memory_gb is not None:
+        stays = ~isin_rows(plan.alloc_rows, complete)  # a completed job gets no CPU or memory
+        plan = attrs.evolve(
+            plan,
+            alloc_rows=plan.alloc_rows[stays],
+            alloc_cpus=plan.alloc_cpus[stays],
+            alloc_memory_gb=plan.alloc_memory_gb[stays],
+        )
     return attrs.evolve(
         plan,
         keep=plan.keep[~isin_rows(plan.keep, complete)],

@@ -223,6 +223,7 @@ def summarize(jobs: pl.DataFrame, ctx: RoundContext) -> dict:
         "avg_queue_s": stat(np.mean, queue),
         "makespan_s": makespan,
         "utilization": float(ctx.busy_gpu_s / (ctx.cluster.n_gpus * span)) if span > 0 else None,
+        **resource_utilization(ctx, span),
         "preemptions": int(jobs["preemptions"].sum()),
         "end_s": float(ctx.now),
         "median_queue_s": stat(np.median, queue),
@@ -233,6 +234,22 @@ def summarize(jobs: pl.DataFrame, ctx: RoundContext) -> dict:
         "p95_comm_s": stat(lambda a: np.percentile(a, 95), comm),
         "total_comm_s": float(comm.sum()),
         **{f"{tier}_starts": int(jobs[f"{tier}_starts"].sum()) for tier in START_TIERS},
+    }
+
+
+def resource_utilization(ctx: RoundContext, span: float) -> dict:
+    """CPU cores and memory held with GPUs, as fractions of the cluster's over the run (as GPU
+    utilization counts GPUs held): core-seconds over cores x span, likewise for memory."""
+    from roundhouse.traces.jobs import resource_seconds
+
+    cluster = ctx.cluster
+    cpus, memory = float(np.sum(cluster.node_cpus)), float(np.sum(cluster.node_memory_gb))
+    if span <= 0:
+        return {"cpu_utilization": None, "memory_utilization": None}
+    cpu_s, memory_s = resource_seconds(ctx.jobs)
+    return {
+        "cpu_utilization": cpu_s / (cpus * span) if cpus > 0 else None,
+        "memory_utilization": memory_s / (memory * span) if memory > 0 else None,
     }
 
 

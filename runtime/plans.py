@@ -55,6 +55,8 @@ class PlanCheck:
                 self._explain_mismatch(keep, suspend)
         rows, gpus, counts = plan.launch_rows, plan.launch_gpus, plan.launch_counts
         if not len(rows):
+            if plan.alloc_rows is not None:
+                self._check_resources(plan, suspend)
             return
         if len(complete) and isin_rows(rows, complete).any():
             raise PlanError(f"plan launches job {self._job(rows[isin_rows(rows, complete)][0])}, which it also completes")
@@ -96,6 +98,80 @@ class PlanCheck:
                 owner = rows.repeat(counts)[~ok][0]
                 raise PlanError(
                     f"plan puts job {self._job(owner)} on GPU {gpus[~ok][0]}, which job {self._job(holders[~ok][0])} holds"
+                )
+        if plan.alloc_rows is not None:
+            self._check_resources(plan, suspend)
+
+    def _check_resources(self, plan: Plan, suspend: np.ndarray) -> None:
+        """A plan's CPU and memory allocations: each names a job it launches or keeps, once,
+        with amounts of 0 or more; and no machine gives its jobs more cores or memory than it
+        has once the plan is carried out (a job's allocation spread over its machines like its
+        GPUs; launches the plan names no allocation for at the GPU-proportional share)."""
+        rows, cpus, memory = plan.alloc_rows, plan.alloc_cpus, plan.alloc_memory_gb
+        assert rows is not None and cpus is not None and memory is not None  # (Plan checks they come together)
+        if not len(rows):
+            return
+        world = self.world
+        cols = world.jobs.writable
+        if rows.min() < 0 or rows.max() >= len(world.jobs):
+            raise PlanError("plan gives CPU and memory to a job row that does not exist")
+        order = np.argsort(rows, kind="stable")
+        ordered = rows[order]
+        if np.count_nonzero(ordered[1:] == ordered[:-1]):
+            raise PlanError(f"plan gives CPU and memory to job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
+        bad = ~(np.isfinite(cpus) & (cpus >= 0) & np.isfinite(memory) & (memory >= 0))
+        if bad.any():
+            i = int(bad.nonzero()[0][0])
+            raise PlanError(
+                f"plan gives job {self._job(rows[i])} {cpus[i]:g} CPU cores and {memory[i]:g} GB of memory "
+                "(each must be a finite number, 0 or more)"
+            )
+        launched = isin_rows(rows, plan.launch_rows)
+        kept = isin_rows(rows, plan.keep)
+        if not (launched | kept).all():
+            raise PlanError(
+                f"plan gives CPU and memory to job {self._job(rows[~(launched | kept)][0])}, which it neither launches nor keeps"
+            )
+        cluster = world.cluster
+        share_cpu, share_memory = world.throughput.gpu_shares()
+        per_cpu, per_memory = np.zeros(cluster.n_gpus), np.zeros(cluster.n_gpus)
+        named_cpu, named_memory = cpus[order], memory[order]
+
+        def named(job_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            pos = np.minimum(np.searchsorted(ordered, job_rows), len(ordered) - 1)
+            return ordered[pos] == job_rows, named_cpu[pos], named_memory[pos]
+
+        for holder in (world.holder, world.co_holder):  # jobs that keep their GPUs
+            if holder is None:
+                continue
+            on = (holder >= 0) & ~isin_rows(holder, suspend)
+            h = holder[on]
+            held = np.maximum(cols["held"][h], 1)
+            hit, c, m = named(h)
+            per_cpu[on] += np.where(hit, c, cols["cpus_held"][h]) / held
+            per_memory[on] += np.where(hit, m, cols["memory_held_gb"][h]) / held
+        gpus, counts = plan.launch_gpus, plan.launch_counts
+        if len(gpus):
+            hit, c, m = named(plan.launch_rows)
+            hit, c, m, n = hit.repeat(counts), c.repeat(counts), m.repeat(counts), counts.repeat(counts)
+            np.add.at(per_cpu, gpus, np.where(hit, c / n, share_cpu[gpus]))
+            np.add.at(per_memory, gpus, np.where(hit, m / n, share_memory[gpus]))
+        for what, per_gpu, capacity in (
+            ("CPU cores", per_cpu, cluster.node_cpus),
+            ("GB of memory", per_memory, cluster.node_memory_gb),
+        ):
+            used = np.bincount(cluster.gpu_node, weights=per_gpu, minlength=cluster.n_nodes)
+            over = used > np.asarray(capacity, dtype=np.float64) * (1 + 1e-9) + 1e-9
+            if over.any():
+                node = int(over.nonzero()[0][0])
+                on_node = cluster.gpu_node == node
+                jobs = np.unique(
+                    np.concatenate([h[on_node][h[on_node] >= 0] for h in (world.holder, world.co_holder) if h is not None])
+                )
+                jobs = np.union1d(jobs[~isin_rows(jobs, suspend)], plan.launch_rows.repeat(counts)[on_node[gpus]])
+                names = ", ".join(str(self._job(r)) for r in jobs[:5].tolist())
+                raise PlanError(
+                    f"plan gives the jobs on machine {node} ({names}) {used[node]:g} {what}, more than its {capacity[node]:g}"
                 )
 
     def partners(self, plan: Plan) -> np.ndarray:

@@ -168,6 +168,11 @@ class Plan:
     `launch_gpus` (grouped by launch, in launch order), with batch size `launch_batch[i]`
     (0: the job's own). With space sharing, `launch_partner[i]` is the row of the job launched
     in the same plan on exactly the same GPUs (-1: the launch has its GPUs to itself).
+
+    CPU and memory (optional): job `alloc_rows[i]`, launched or kept by this plan, holds
+    `alloc_cpus[i]` CPU cores and `alloc_memory_gb[i]` GB of memory from now on, all its
+    machines together, spread over them like its GPUs. A launch not named gets the
+    GPU-proportional share of its machines; a kept job not named keeps what it has.
     """
 
     launch_rows: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
@@ -178,10 +183,22 @@ class Plan:
     suspend: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     complete: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     launch_partner: np.ndarray | None = attrs.field(default=None, converter=_optional_rows)
+    alloc_rows: np.ndarray | None = attrs.field(default=None, converter=_optional_rows)
+    alloc_cpus: np.ndarray | None = attrs.field(default=None, converter=_optional_fractions)
+    alloc_memory_gb: np.ndarray | None = attrs.field(default=None, converter=_optional_fractions)
     launch_starts: np.ndarray = attrs.field(init=False, repr=False, eq=False)  # where each launch's GPUs begin
 
     def __attrs_post_init__(self) -> None:
         n = len(self.launch_rows)
+        if self.alloc_rows is not None or self.alloc_cpus is not None or self.alloc_memory_gb is not None:
+            k = -1 if self.alloc_rows is None else len(self.alloc_rows)
+            if (
+                self.alloc_cpus is None
+                or self.alloc_memory_gb is None
+                or len(self.alloc_cpus) != k
+                or len(self.alloc_memory_gb) != k
+            ):
+                raise ValueError("Plan: alloc_rows, alloc_cpus and alloc_memory_gb come together, one entry each per job")
         if not n and not len(self.launch_counts) and not len(self.launch_gpus):
             object.__setattr__(self, "launch_starts", _EMPTY_ROWS)  # a plan without launches
             return
@@ -224,7 +241,12 @@ class Plan:
 
     @property
     def changes(self) -> bool:
-        return len(self.launch_rows) > 0 or len(self.suspend) > 0 or len(self.complete) > 0
+        return (
+            len(self.launch_rows) > 0
+            or len(self.suspend) > 0
+            or len(self.complete) > 0
+            or (self.alloc_rows is not None and len(self.alloc_rows) > 0)
+        )
 
 
 @attrs.frozen

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from roundhouse.runtime import rowsets
+from roundhouse.runtime.allocation import close_allocations, held_placement, kept_allocations, launch_resources
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.plans import PlanCheck, PlanError
 from roundhouse.runtime.rowsets import isin_rows, without
@@ -220,6 +221,9 @@ class World:
         caller sets `running_rows` itself."""
         cols = self._cols
         cols["held"][rows] = 0
+        close_allocations(self._cols, rows)
+        cols["cpus_held"][rows] = 0.0
+        cols["memory_held_gb"][rows] = 0.0
         cols["rate"][rows] = 0.0
         cols["placed_type"][rows] = -1
         self.holder[isin_rows(self.holder, rows)] = -1
@@ -246,11 +250,25 @@ class World:
     def launch_rates(self, plan: Plan, compute: np.ndarray | None = None) -> np.ndarray:
         """Throughput of each launch of a plan (traces/throughput.py); `compute`, if given, is
         filled with the rates without communication."""
-        placement = Placement(plan.launch_gpus, plan.launch_counts, plan.launch_starts, plan.launch_batch, plan.launch_partner)
+        cpus, memory = launch_resources(self.throughput, plan) if plan.alloc_rows is not None else (None, None)
+        placement = Placement(plan.launch_gpus, plan.launch_counts, plan.launch_starts, plan.launch_batch, plan.launch_partner, cpus, memory)  # fmt: skip
         return self._rates(plan.launch_rows, placement, compute)
 
+    def _reallocate(self, plan: Plan) -> None:
+        """Kept jobs the plan gives new CPU and memory: their books and rates follow."""
+        cols, (rows, cpus, memory) = self._cols, kept_allocations(plan)
+        if len(rows):
+            close_allocations(self._cols, rows)
+            cols["cpus_held"][rows], cols["memory_held_gb"][rows] = cpus, memory
+            holders = [h for h in (self.holder, self.co_holder) if h is not None]
+            partner = cols["partner"][rows] if self.co_holder is not None else None
+            placement = held_placement(holders, cols["batch_used"][rows], partner, rows, cpus, memory)
+            compute = np.empty(len(rows))
+            cols["rate"][rows] = self._rates(rows, placement, compute)
+            cols["compute_rate"][rows] = compute
+
     def _rates(self, rows: np.ndarray, placement: Placement, compute: np.ndarray | None = None) -> np.ndarray:
-        if not self._any_model and not self._any_slowdown and not self._any_comm and placement.partner is None:
+        if placement.partner is None and placement.cpus is None and not (self._any_model or self._any_slowdown or self._any_comm):
             if compute is not None:
                 compute[:] = 1.0
             return np.ones(len(rows))  # every job known by duration, nothing slows it down
@@ -305,6 +323,8 @@ class World:
             cols["rate"][rows] = rates
             cols["compute_rate"][rows] = rates if compute is None else compute
             cols["held"][rows] = counts
+            cols["cpus_held"][rows], cols["memory_held_gb"][rows] = launch_resources(self.throughput, plan)
+            cols["held_since_run_s"][rows] = cols["run_s"][rows]
             cols["placed_type"][rows] = self.cluster.gpu_type[gpus[starts]] if len(self.cluster.gpu_types) > 1 else 0
             if plan.launch_batch is None:
                 cols["batch_used"][rows] = cols["batch_size"][rows]
@@ -316,6 +336,8 @@ class World:
         running = np.concatenate((plan.keep, rows)) if len(rows) else plan.keep.copy()
         running.sort(kind="stable")  # (sorted keeps, then launches: timsort merges the runs)
         self._set_running(running)
+        if plan.alloc_rows is not None and len(plan.alloc_rows):
+            self._reallocate(plan)
         return Events(time=now, launched=rows, suspended=suspend)
 
     # --- space sharing (only once a plan has launched a pair) ---
@@ -337,7 +359,8 @@ class World:
         if len(survivors):
             cols["partner"][survivors] = -1
             gpus = [self.gpus_of(int(r)) for r in survivors]
-            alone = Placement.of(np.concatenate(gpus), [len(g) for g in gpus], batch=cols["batch_used"][survivors])
+            held = {"cpus": cols["cpus_held"][survivors], "memory_gb": cols["memory_held_gb"][survivors]}
+            alone = Placement.of(np.concatenate(gpus), [len(g) for g in gpus], batch=cols["batch_used"][survivors], **held)
             compute = np.empty(len(survivors))
             cols["rate"][survivors] = self._rates(survivors, alone, compute)
             cols["compute_rate"][survivors] = compute

@@ -32,6 +32,8 @@ METRICS = (
     "avg_queue_s",
     "makespan_s",
     "utilization",
+    "cpu_utilization",
+    "memory_utilization",
     "preemptions",
     "end_s",
     "median_queue_s",

@@ -38,6 +38,9 @@ def in_units(span_s: float | None):
     return lambda seconds: "—" if seconds is None else f"{seconds / size:.2f} {unit}"
 
 
+_RESOURCES = (("CPU", "cpu_utilization"), ("memory", "memory_utilization"))
+
+
 def print_summary(console: Console, graph, cluster, result, live: bool = False) -> None:
     for name, report in result.reports.items():
         _print_objectives(console, name, report)
@@ -58,6 +61,7 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
             ("average queueing", show(summary["avg_queue_s"])),
             ("makespan", show(summary["makespan_s"])),
             ("utilization", "—" if summary["utilization"] is None else f"{summary['utilization']:.1%}"),
+            *((f"{what} utilization", f"{summary[key]:.1%}") for what, key in _RESOURCES if summary.get(key) is not None),
             ("preemptions", str(summary["preemptions"])),
         ]
         for k, v in rows:

@@ -398,7 +398,9 @@ def synergy_philly(jobs: int, rate_per_s: float, seed: int, gpus: str = "philly"
     counts (or one GPU each with `gpus="single"`), tasks split image/language/speech 20/70/10
     (exactly, in whole jobs), the model uniform among its task's. Each job asks for its model's
     best-case CPU cores and memory per GPU times its GPUs (`cpus`, `memory_gb`); the `task`
-    column names its class. Durations are what the job takes with its best-case demand met."""
+    column names its class. Durations are what the job takes at the GPU-proportional share of
+    CPU and memory, as in Synergy's simulator (traces/resources.py: a job given its best-case
+    demand runs faster by its model's sensitivity)."""
     if jobs < 1:
         raise ValueError(f"the number of jobs must be 1 or more, got {jobs}")
     arrival_rng, duration_rng, gpu_rng, task_rng, model_rng = (

@@ -54,6 +54,9 @@ DERIVED_COLUMNS: dict[str, type] = {
     # Row of the job's model in the communication profile (traces/communication.py); -1: none,
     # or the cluster has no network tiers.
     "comm_model": np.int64,
+    # Row of the job's model in the CPU and memory sensitivity profile (traces/resources.py); -1:
+    # none (its speed does not depend on the CPU and memory that come with its GPUs).
+    "resource_model": np.int64,
 }
 
 # Live fields, written by the runtime as rounds pass.
@@ -83,6 +86,14 @@ LIVE_COLUMNS: dict[str, tuple[type, object]] = {
     "failed": (np.bool_, False),
     "interruptions": (np.int64, 0),
     "partner": (np.int64, -1),  # row of the job sharing this job's GPUs (space sharing), -1 none
+    # CPU cores and GB of memory held now with the job's GPUs (all its machines together); the
+    # core-seconds and GB-seconds held under earlier allocations, and the job's `run_s` when the
+    # current one began (so that per-round progress need not count them: `resource_seconds`).
+    "cpus_held": (np.float64, 0.0),
+    "memory_held_gb": (np.float64, 0.0),
+    "cpu_s": (np.float64, 0.0),
+    "memory_gb_s": (np.float64, 0.0),
+    "held_since_run_s": (np.float64, 0.0),
 }
 
 # Job-table columns the runtime writes itself, which a trace or submission may not bring: a
@@ -260,6 +271,14 @@ class JobTable:
             values = self._cols[name][: self._n][rows]
             data[name] = values.tolist() if values.dtype == object else values
         return pl.DataFrame(data)
+
+
+def resource_seconds(reader: JobReader) -> tuple[float, float]:
+    """Core-seconds and GB-seconds of memory held with GPUs since the run began, all jobs."""
+    pending = reader.column("run_s") - reader.column("held_since_run_s")
+    cpu = reader.column("cpu_s") + reader.column("cpus_held") * pending
+    memory = reader.column("memory_gb_s") + reader.column("memory_held_gb") * pending
+    return float(cpu.sum()), float(memory.sum())
 
 
 class JobReader:

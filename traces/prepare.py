@@ -114,6 +114,9 @@ def prepare_jobs(
             else np.array(series.to_list(), dtype=object)
         )
     columns["comm_model"] = comm_rows
+    from roundhouse.traces.resources import ResourceTable
+
+    columns["resource_model"] = ResourceTable.load().index(raw_models)
     columns.update(_placement_columns(trace, raw_models, models, known, batch, gpus, model, reference_gpu, origin))
     from roundhouse.traces.losscurves import initial_loss
 

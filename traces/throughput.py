@@ -8,7 +8,10 @@ one unit of work per second for jobs known only by their duration, slowed by the
 GPU types runs at the pace of its slowest type. On a cluster with network tiers, a job whose
 model has a communication profile runs at its consolidated rate divided by `1 + share`, the
 communication share of the tiers its GPUs span (traces/communication.py), instead of at the
-spread rate or slowdown. The simulator (through the world's books) and the live backend's
+spread rate or slowdown. A launch given its own CPU cores and memory (`Placement.cpus`,
+`memory_gb`) whose model has a CPU and memory sensitivity profile (traces/resources.py) runs at
+its speed on that allocation over its speed at the GPU-proportional share of its machines; a
+launch given no allocation gets that share, and its rate does not change. The simulator (through the world's books) and the live backend's
 predictions both come here, and so do estimates for hypothetical placements (`estimate`), which
 job preparation and elements use.
 
@@ -54,18 +57,22 @@ class PlacementError(Exception):
 class Placement:
     """Where a set of launches runs: launch i holds `counts[i]` GPUs, the next ones in `gpus`
     (grouped by launch); `batch[i]` its batch size (0 or None: the job's own); `partner[i]`
-    the row of a job sharing exactly those GPUs (-1 or None: none)."""
+    the row of a job sharing exactly those GPUs (-1 or None: none); `cpus[i]` and
+    `memory_gb[i]` the CPU cores and GB of memory that come with its GPUs, all machines together
+    (None: the GPU-proportional share)."""
 
     gpus: np.ndarray
     counts: np.ndarray
     starts: np.ndarray
     batch: np.ndarray | None = None
     partner: np.ndarray | None = None
+    cpus: np.ndarray | None = None
+    memory_gb: np.ndarray | None = None
 
     @classmethod
-    def of(cls, gpus, counts, batch=None, partner=None) -> Placement:
+    def of(cls, gpus, counts, batch=None, partner=None, cpus=None, memory_gb=None) -> Placement:
         counts = np.asarray(counts, dtype=np.int64)
-        return cls(np.asarray(gpus, dtype=np.int64), counts, counts.cumsum() - counts, batch, partner)
+        return cls(np.asarray(gpus, dtype=np.int64), counts, counts.cumsum() - counts, batch, partner, cpus, memory_gb)
 
 
 class ThroughputModel:
@@ -75,6 +82,8 @@ class ThroughputModel:
         self.profile = profile
         self.cluster = cluster
         self._pairs = pairs  # the pair table, or where to load it from when a pair first runs
+        self._gpu_share: tuple[np.ndarray, np.ndarray] | None = None  # per GPU: its machine's cores and GB over its GPUs
+        self._resources = None  # the CPU and memory sensitivity profile, loaded when an allocation first needs it
         # The communication profile, on a cluster with network tiers only (None: the model is off).
         self.communication = None
         if getattr(cluster, "tiers", None) is not None:
@@ -91,6 +100,55 @@ class ThroughputModel:
         if not isinstance(self._pairs, PairTable):
             self._pairs = PairTable.load(self._pairs)
         return self._pairs
+
+    @property
+    def resources(self):
+        """The CPU and memory sensitivity profile (traces/resources.py), loaded on first use."""
+        if self._resources is None:
+            from roundhouse.traces.resources import ResourceTable
+
+            self._resources = ResourceTable.load()
+        return self._resources
+
+    def gpu_shares(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per GPU: the CPU cores and GB of memory that come with it under a GPU-proportional
+        allocation (its machine's, divided by the machine's GPUs)."""
+        if self._gpu_share is None:
+            cluster = self.cluster
+            per_node = np.bincount(cluster.gpu_node, minlength=cluster.n_nodes)
+            node = cluster.gpu_node
+            self._gpu_share = (
+                np.asarray(cluster.node_cpus, dtype=np.float64)[node] / per_node[node],
+                np.asarray(cluster.node_memory_gb, dtype=np.float64)[node] / per_node[node],
+            )
+        return self._gpu_share
+
+    def proportional(self, placement: Placement) -> tuple[np.ndarray, np.ndarray]:
+        """Each launch's GPU-proportional CPU cores and GB of memory, all its machines together."""
+        if not len(placement.counts):
+            return np.zeros(0), np.zeros(0)
+        cpu, memory = self.gpu_shares()
+        gpus, starts = placement.gpus, placement.starts
+        return np.add.reduceat(cpu[gpus], starts), np.add.reduceat(memory[gpus], starts)
+
+    def resource_factor(self, jobs: JobReader, rows: np.ndarray, placement: Placement) -> np.ndarray | None:
+        """Each launch's speed on its CPU and memory allocation over its speed at the
+        GPU-proportional share of its GPUs (1 for models without a sensitivity profile); None
+        when the placement gives no allocation or no launch has such a model."""
+        if placement.cpus is None or placement.memory_gb is None or not jobs.has_column("resource_model"):
+            return None
+        model = jobs.column("resource_model")[rows]
+        sensitive = (model >= 0).nonzero()[0]
+        if not len(sensitive):
+            return None
+        fair_cpus, fair_memory = self.proportional(placement)
+        counts = placement.counts[sensitive]
+        table, m = self.resources, model[sensitive]
+        given = table.relative_speed(m, placement.cpus[sensitive] / counts, placement.memory_gb[sensitive] / counts)
+        fair = table.relative_speed(m, fair_cpus[sensitive] / counts, fair_memory[sensitive] / counts)
+        factor = np.ones(len(rows))
+        factor[sensitive] = given / fair
+        return factor
 
     def estimate(self, models, batch, gpu_type: str, gpus, consolidated: bool = True) -> np.ndarray:
         """Rates of jobs (by model and batch size) on `gpus` GPUs of `gpu_type`, on one node or
@@ -129,6 +187,9 @@ class ThroughputModel:
             self._profiled(jobs, rows, placement, rates, has_model, talk)
         if placement.partner is not None and np.count_nonzero(placement.partner >= 0):
             rates = self._pair_rates(jobs, rows, placement, rates)
+        factor = self.resource_factor(jobs, rows, placement)
+        if factor is not None:  # starved or fed CPU and memory: compute runs slower or faster
+            rates = rates * factor
         if compute is not None:
             compute[:] = rates
         if talk is not None and len(talk) and table is not None and tiers is not None:

@@ -1,0 +1,330 @@
+"""CPU and memory with the GPUs: Synergy's allocators (Mohan et al., OSDI 2022).
+
+They take a placer's plan (which GPUs each job gets) and say how many CPU cores and how much
+memory come with those GPUs, for the jobs the plan launches and, when that changes, for the
+jobs it keeps. A job's allocation is spread over its machines like its GPUs. How fast a job
+runs on its allocation is the throughput model's business (traces/throughput.py, with the
+sensitivity profile of traces/resources.py); the runtime checks that no machine hands out more
+than it has (runtime/plans.py).
+
+SynergyOpt states Synergy-Opt's first program per machine, over the placer's GPUs (its
+docstring and docs/reproductions.md say how that differs from Synergy's simulator).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+
+from roundhouse.runtime.element import Element, In, Out, element, element_family
+from roundhouse.runtime.rowsets import isin_rows
+from roundhouse.runtime.types import Plan
+from roundhouse.runtime.values import Duration, at_most, one_of, positive
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
+
+
+@element_family
+class _Allocator(Element):
+    """The shared ports of the CPU and memory allocators.
+
+    Ports:
+        plan: a placer's plan (which GPUs each job gets).
+        allocated: the same plan, with each launched job's CPU cores and memory (and new ones
+            for kept jobs whose share changes).
+    Counters:
+        allocated: launches given CPU and memory so far.
+    """
+
+    category = "placement"
+    inputs = (In("plan", Plan),)
+    outputs = (Out("allocated", Plan),)
+
+    def start(self, ctx: RoundContext) -> None:
+        self.counters.update(allocated=0)
+
+
+@element
+class Proportional(_Allocator):
+    """Give every launched job the CPU cores and memory that come with its GPUs in proportion:
+    on a machine of 8 GPUs, 24 cores and 500 GB, 3 cores and 62.5 GB per GPU.
+
+    This is what every plan gets when no allocator says otherwise (the GPU-proportional
+    baseline of Synergy's evaluation); the element makes it explicit in a graph.
+
+    Arguments:
+        none
+    Cost: O(l) over the jobs l the plan launches.
+    See also: SynergyTune, Launch
+    Paper: Synergy (OSDI'22) §2 and §6 (GPU-proportional allocation); Blox (EuroSys'24) Fig. 5.
+    """
+
+    state = ()
+
+    def tick(self, ctx: RoundContext, plan: Plan) -> Plan:
+        if not len(plan.launch_rows):
+            return plan
+        cpus, memory = ctx.throughput.proportional(_placement(plan))
+        self.counters["allocated"] += len(plan.launch_rows)
+        return attrs.evolve(plan, alloc_rows=plan.launch_rows, alloc_cpus=cpus, alloc_memory_gb=memory)
+
+
+@element
+class SynergyTune(_Allocator):
+    """Give jobs their best-case CPU cores and memory where their machines have room, and
+    never less than they need of the GPU-proportional share.
+
+    Each job's demand is its model's best-case vector in the sensitivity profile (the fewest
+    cores, then the least memory, at which it reaches its top speed; traces/resources.py),
+    times its GPUs; a job whose model has no profile asks for its trace's `cpus` and
+    `memory_gb`, else for the proportional share. On a machine, a job's share of its demand is
+    capped at what the machine has. Its fallback is the proportional share when it demands
+    more than that of either resource, else its demand (a job that needs less than its share
+    leaves the rest to others: the spare Synergy hands on).
+
+    Every round in which jobs start, stop or move, all running jobs first get their fallbacks, which always fit
+    (the fallbacks never exceed the proportional shares). The spare left on each machine then
+    goes, whole demands only, to jobs in this order: kept jobs that already had their demand
+    (so that running jobs keep what they got when they can), launches in the plan's order,
+    then the other kept jobs. A job whose demand does not fit on all its machines stays at its
+    fallback. This reaches the states Synergy-Tune's three steps reach (demand; else the
+    proportional share; else peers reduced to their proportional shares) without its
+    failure path, and also lets a kept job grow again when room frees up.
+
+    Unlike Synergy's simulator, the GPUs come from the placer before the CPU and memory are
+    handed out (Synergy picks the first GPUs whose server has room for the demand), and
+    SynergyOpt chooses all allocations together instead.
+
+    Arguments:
+        none
+    Cost: O(1) in a round where no job starts, stops or moves; else O(r N) over the running jobs
+    r and machines N (one greedy pass over the jobs that want more than their fallback).
+    See also: Proportional, SynergyOpt, FirstFree, Fifo
+    Paper: Synergy (OSDI'22) §4.2 (Synergy-Tune); Blox (EuroSys'24) Table 3 and Fig. 5.
+    """
+
+    state = ()
+
+    def tick(self, ctx: RoundContext, plan: Plan) -> Plan:
+        if not _needs_allocation(ctx, plan):
+            return plan  # nothing freed or taken: every job keeps what it has
+        r = RoundJobs.of(ctx, plan)
+        spare = r.capacity - np.einsum("jn,jr->nr", r.spread, r.fallback)
+        given = r.fallback.copy()
+        had_demand = np.zeros(r.n, dtype=bool)
+        had_demand[: r.n_keep] = np.isclose(r.held, r.demand[: r.n_keep]).all(axis=1)
+        wants = (r.demand > r.fallback + 1e-9).any(axis=1)
+        kept = np.arange(r.n) < r.n_keep
+        sequence = np.concatenate(
+            [(wants & had_demand).nonzero()[0], (wants & ~kept).nonzero()[0], (wants & kept & ~had_demand).nonzero()[0]]
+        )
+        for j in sequence.tolist():  # greedy in order: each grant changes what is left for the next
+            extra = r.spread[j][:, None] * (r.demand[j] - r.fallback[j])[None, :]
+            if (extra <= spare + 1e-9).all():
+                spare -= extra
+                given[j] = r.demand[j]
+        self.counters["allocated"] += len(plan.launch_rows)
+        return r.with_allocations(plan, given)
+
+
+@element
+class SynergyOpt(_Allocator):
+    """Choose every running job's CPU cores and memory together, to maximise their summed
+    speed, no job slower than on its GPU-proportional share: Synergy-Opt's first program as a
+    mixed-integer program on OR-Tools, over the placer's GPUs.
+
+    Each job with a sensitivity profile picks one point of its profile's grid (cores and GB per
+    GPU), or its proportional share; its speed there, over its speed at that share, is what the
+    objective adds up, and must be at least 1. Jobs without a profile keep SynergyTune's
+    fallback (their demand, or the proportional share). Every machine gives its jobs no more
+    cores or memory than it has. Ties go to the smaller allocation (a small penalty on what is
+    held), and a solve that finds nothing within `time_limit` leaves every job at its fallback.
+
+    Synergy's simulator (opt_algo/synergy_opt.py) states the same first program with the
+    cluster's totals instead of each machine's, then splits jobs over servers with a second,
+    fractional program that it does not round (its round-robin rounding is not called); here the
+    placer has already put each job's GPUs on machines, so the first program is solved per
+    machine and needs no second. The paper describes the rounding only in outline.
+
+    Arguments:
+        time_limit: how long one solve may take (default 5s).
+        solver: the OR-Tools MIP solver: SCIP (default) or CBC.
+    Counters:
+        solves: programs solved so far.
+        fallbacks: solves that found no allocation in time (every job kept at its fallback).
+    Cost: O(1) in a round where no job starts, stops or moves; else one mixed-integer program per
+    machine, over its jobs times the points of their profiles' grids (bounded by `time_limit`).
+    See also: SynergyTune, Proportional
+    Paper: Synergy (OSDI'22) §4.1 (Synergy-Opt); Blox (EuroSys'24) Table 3.
+    """
+
+    state = ()
+
+    time_limit: Duration = attrs.field(default=Duration(5.0), validator=[positive, at_most(3600.0)])
+    solver: str = attrs.field(default="SCIP", validator=one_of("SCIP", "CBC"))
+
+    def start(self, ctx: RoundContext) -> None:
+        self.counters.update(allocated=0, solves=0, fallbacks=0)
+
+    def tick(self, ctx: RoundContext, plan: Plan) -> Plan:
+        if not _needs_allocation(ctx, plan):
+            return plan
+        r = RoundJobs.of(ctx, plan)
+        given = self._solve(ctx, r)
+        self.counters["allocated"] += len(plan.launch_rows)
+        return r.with_allocations(plan, given)
+
+    def _solve(self, ctx: RoundContext, r: RoundJobs) -> np.ndarray:
+        from ortools.linear_solver import pywraplp
+
+        given = r.fallback.copy()
+        sensitive = (r.model >= 0).nonzero()[0]
+        if not len(sensitive):
+            return given
+        table = ctx.throughput.resources
+        grid = np.array([(c, m) for c in table.cpu_grid for m in table.memory_grid])
+        engine = pywraplp.Solver.CreateSolver(self.solver)
+        engine.SetTimeLimit(int(self.time_limit * 1000))
+        self.counters["solves"] += 1
+        # Each machine's room for the jobs with a profile (the others hold their fallbacks).
+        fixed = np.ones(r.n, dtype=bool)
+        fixed[sensitive] = False
+        room = r.capacity - np.einsum("jn,jr->nr", r.spread[fixed], r.fallback[fixed]) + 1e-6
+        limits = [[engine.Constraint(-engine.infinity(), float(room[n, k])) for n in range(len(room))] for k in range(2)]
+        total = r.capacity.sum(axis=0)
+        objective = engine.Objective()
+        choices: list[tuple[int, list, np.ndarray]] = []
+        for j in sensitive.tolist():
+            g = r.counts[j]
+            points = np.vstack([r.fair[j], grid * g])  # totals over the job's GPUs; first: its share
+            speed = table.relative_speed(np.full(len(points), r.model[j]), points[:, 0] / g, points[:, 1] / g)
+            keep = _useful(points, speed, r.spread[j], r.capacity)
+            points, speed = points[keep], speed[keep] / speed[0]
+            xs = [engine.BoolVar("") for _ in range(len(points))]
+            one = engine.Constraint(1.0, 1.0)
+            machines = r.spread[j].nonzero()[0]
+            for x, p, s in zip(xs, points, speed):
+                one.SetCoefficient(x, 1.0)
+                objective.SetCoefficient(x, float(s - 1e-3 * (p[0] / total[0] + p[1] / total[1])))
+                for n in machines.tolist():
+                    limits[0][n].SetCoefficient(x, float(r.spread[j, n] * p[0]))
+                    limits[1][n].SetCoefficient(x, float(r.spread[j, n] * p[1]))
+            choices.append((j, xs, points))
+        objective.SetMaximization()
+        status = engine.Solve()
+        if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+            self.counters["fallbacks"] += 1
+            return given
+        for j, xs, points in choices:
+            given[j] = points[int(np.argmax([x.solution_value() for x in xs]))]
+        return given
+
+
+def _useful(points: np.ndarray, speed: np.ndarray, spread: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Which of a job's candidate allocations (the first: its proportional share) are worth a
+    variable: they fit its machines, are no slower than its share, and no other candidate is as
+    fast with no more of either resource (on a strict tie, the earlier wins)."""
+    fits = ((spread[None, :, None] * points[:, None, :]) <= capacity[None, :, :] + 1e-9).all(axis=(1, 2))
+    ok = fits & (speed >= speed[0] - 1e-9)
+    ok[0] = True
+    n = len(points)
+    covers = (points[:, None, :] <= points[None, :, :] + 1e-9).all(axis=2) & (speed[:, None] >= speed[None, :] - 1e-9)
+    # i dominates k: i covers k and (i is strictly better somewhere, or equal and earlier)
+    strictly = (points[:, None, :] < points[None, :, :] - 1e-9).any(axis=2) | (speed[:, None] > speed[None, :] + 1e-9)
+    earlier = np.arange(n)[:, None] < np.arange(n)[None, :]
+    dominated = (covers & (strictly | earlier) & ok[:, None]).any(axis=0)  # (i never dominates itself)
+    dominated[0] = False
+    return ok & ~dominated
+
+
+def _needs_allocation(ctx: RoundContext, plan: Plan) -> bool:
+    """Whether this round can change what jobs should hold: something started, stopped or
+    moved, and some job runs after the plan."""
+    events = ctx.events
+    busy = plan.changes or len(events.finished) or len(events.requeued)
+    return bool(busy) and bool(len(plan.keep) + len(plan.launch_rows))
+
+
+@attrs.frozen
+class RoundJobs:
+    """The jobs running once a plan is carried out, as the allocators see them: rows (kept
+    first, then launches), each job's share of its GPUs on each machine (`spread`, jobs x
+    machines), GPU counts, GPU-proportional shares (`fair`, jobs x (cores, GB)), best-case
+    demands capped per machine, fallbacks, what kept jobs hold now, and machine capacities."""
+
+    rows: np.ndarray
+    n_keep: int
+    spread: np.ndarray
+    counts: np.ndarray
+    fair: np.ndarray
+    demand: np.ndarray
+    fallback: np.ndarray
+    held: np.ndarray
+    capacity: np.ndarray
+    model: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.rows)
+
+    @classmethod
+    def of(cls, ctx: RoundContext, plan: Plan) -> RoundJobs:
+        cluster, jobs, keep = ctx.cluster, ctx.jobs, plan.keep
+        rows = np.concatenate([keep, plan.launch_rows])
+        # Who holds which GPU once the plan is carried out (a space-sharing pair: both).
+        holders = [np.asarray(ctx.holder)] + ([np.asarray(ctx.co_holder)] if ctx.co_holder is not None else [])
+        gpus = [isin_rows(h, keep).nonzero()[0] for h in holders] + [plan.launch_gpus]
+        owner = [h[isin_rows(h, keep)] for h in holders] + [plan.launch_rows.repeat(plan.launch_counts)]
+        gpus_all, owner_all = np.concatenate(gpus), np.concatenate(owner)
+        order = np.argsort(rows, kind="stable")
+        job_of_gpu = order[np.searchsorted(rows[order], owner_all)]  # index into `rows` of each GPU's job
+        per_node = np.zeros((len(rows), cluster.n_nodes))
+        np.add.at(per_node, (job_of_gpu, cluster.gpu_node[gpus_all]), 1.0)
+        counts = per_node.sum(axis=1)
+        spread = per_node / counts[:, None]
+        share_cpu, share_memory = ctx.throughput.gpu_shares()
+        fair = np.zeros((len(rows), 2))
+        np.add.at(fair, job_of_gpu, np.stack([share_cpu[gpus_all], share_memory[gpus_all]], axis=1))
+        capacity = np.stack([np.asarray(cluster.node_cpus, float), np.asarray(cluster.node_memory_gb, float)], axis=1)
+        # Per machine, a job's demand is capped at what the machine has.
+        portion = np.minimum(spread[:, :, None] * best_case(ctx, rows, counts, fair)[:, None, :], capacity[None, :, :])
+        demand = portion.sum(axis=1)
+        fallback = np.where((demand > fair + 1e-9).any(axis=1)[:, None], fair, demand)
+        held = np.stack([jobs.column("cpus_held")[keep], jobs.column("memory_held_gb")[keep]], axis=1)
+        model = jobs.column("resource_model")[rows] if jobs.has_column("resource_model") else np.full(len(rows), -1)
+        return cls(rows, len(keep), spread, counts, fair, demand, fallback, held, capacity, model)
+
+    def with_allocations(self, plan: Plan, given: np.ndarray) -> Plan:
+        """The plan with `given` (jobs x (cores, GB)) for its launches and for the kept jobs
+        whose allocation changes."""
+        changed = np.ones(self.n, dtype=bool)
+        changed[: self.n_keep] = ~np.isclose(self.held, given[: self.n_keep]).all(axis=1)
+        rows = self.rows[changed]
+        return attrs.evolve(plan, alloc_rows=rows, alloc_cpus=given[changed, 0], alloc_memory_gb=given[changed, 1])
+
+
+def best_case(ctx: RoundContext, rows: np.ndarray, counts: np.ndarray, fair: np.ndarray) -> np.ndarray:
+    """(jobs, 2): each job's best-case CPU cores and GB of memory, all its GPUs together: its
+    model's from the sensitivity profile, else its trace's `cpus` and `memory_gb`, else `fair`."""
+    jobs = ctx.jobs
+    demand = fair.copy()
+    for column, k in (("cpus", 0), ("memory_gb", 1)):
+        if jobs.has_column(column):
+            asked = jobs.column(column)[rows]
+            demand[:, k] = np.where(np.isnan(asked), demand[:, k], asked)
+    model = jobs.column("resource_model")[rows] if jobs.has_column("resource_model") else np.full(len(rows), -1)
+    known = model >= 0
+    if known.any():
+        table = ctx.throughput.resources
+        demand[known, 0] = table.best_cpus[model[known]] * counts[known]
+        demand[known, 1] = table.best_memory_gb[model[known]] * counts[known]
+    return demand
+
+
+def _placement(plan: Plan):
+    from roundhouse.traces.throughput import Placement
+
+    return Placement(plan.launch_gpus, plan.launch_counts, plan.launch_starts)

@@ -1,0 +1,60 @@
+"""CPU and memory allocations as the world books them: what each launch of a plan gets, the
+placement of kept jobs a plan gives new amounts (for their rates), and the core-seconds an
+allocation that ends has held. The world (runtime/world.py) calls these with its own arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roundhouse.runtime.rowsets import isin_rows
+from roundhouse.runtime.types import Plan
+from roundhouse.traces.throughput import Placement, ThroughputModel
+
+
+def close_allocations(cols: dict[str, np.ndarray], rows: np.ndarray) -> None:
+    """Book, in the world's job-table columns, the core- and GB-seconds of these jobs' current
+    allocations, which end now (the world calls this; traces/jobs.py `resource_seconds` adds
+    the part of running allocations not booked yet)."""
+    held_s = cols["run_s"][rows] - cols["held_since_run_s"][rows]
+    cols["cpu_s"][rows] += cols["cpus_held"][rows] * held_s
+    cols["memory_gb_s"][rows] += cols["memory_held_gb"][rows] * held_s
+    cols["held_since_run_s"][rows] = cols["run_s"][rows]
+
+
+def launch_resources(throughput: ThroughputModel, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """The CPU cores and GB of memory of each launch of a plan: what the plan gives it, else
+    the GPU-proportional share of its machines."""
+    if not len(plan.launch_rows):
+        return np.zeros(0), np.zeros(0)
+    share_cpu, share_memory = throughput.gpu_shares()
+    gpus, starts = plan.launch_gpus, plan.launch_starts
+    cpus, memory = np.add.reduceat(share_cpu[gpus], starts), np.add.reduceat(share_memory[gpus], starts)
+    rows = plan.alloc_rows
+    if rows is None or plan.alloc_cpus is None or plan.alloc_memory_gb is None:
+        return cpus, memory
+    named = isin_rows(rows, plan.launch_rows)
+    if named.any():
+        at = {int(r): i for i, r in enumerate(plan.launch_rows.tolist())}
+        where = np.array([at[int(r)] for r in rows[named].tolist()], dtype=np.int64)
+        cpus[where], memory[where] = plan.alloc_cpus[named], plan.alloc_memory_gb[named]
+    return cpus, memory
+
+
+def kept_allocations(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kept jobs a plan gives CPU and memory (sorted rows), with their amounts."""
+    rows, cpus, memory = plan.alloc_rows, plan.alloc_cpus, plan.alloc_memory_gb
+    assert rows is not None and cpus is not None and memory is not None
+    kept = ~isin_rows(rows, plan.launch_rows)
+    order = np.argsort(rows[kept], kind="stable")
+    return rows[kept][order], cpus[kept][order], memory[kept][order]
+
+
+def held_placement(holders, batch, partner, rows, cpus, memory) -> Placement:
+    """Where running jobs `rows` (sorted) are, from the GPU holder arrays (a space-sharing
+    partner's shared GPUs included), with these allocations."""
+    gpus = np.concatenate([isin_rows(h, rows).nonzero()[0] for h in holders])
+    owner = np.concatenate([h[isin_rows(h, rows)] for h in holders])
+    sort = np.lexsort((gpus, owner))
+    gpus, owner = gpus[sort], owner[sort]
+    counts = np.bincount(np.searchsorted(rows, owner), minlength=len(rows))
+    return Placement.of(gpus, counts, batch=batch, partner=partner, cpus=cpus, memory_gb=memory)
