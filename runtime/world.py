@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 __all__ = ["World", "PlanError"]
 
 
+# What a World remakes when copied or loaded rather than carrying it (views and faces).
+_REMADE = ("_cols", "_check", "holder_face", "online_face", "co_holder_face")
+
+
 class World:
     """The cluster, the job table, which job holds which GPU, and the clock's totals."""
 
@@ -77,9 +81,7 @@ class World:
         return new
 
     def __getstate__(self) -> dict:
-        return {
-            k: v for k, v in self.__dict__.items() if k not in ("_cols", "_check", "holder_face", "online_face", "co_holder_face")
-        }
+        return {k: v for k, v in self.__dict__.items() if k not in _REMADE}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -230,7 +232,7 @@ class World:
         if not leave_running_rows:
             self._set_running(without(self.running_rows, rows))
         if self.co_holder is not None:
-            self._leave_shared_gpus(rows)
+            leave_shared_gpus(self, rows)
 
     def apply_metrics(self, metrics) -> None:
         """Store the latest metrics jobs reported (loss, iteration time, ...) as float columns
@@ -288,15 +290,7 @@ class World:
         compute = np.empty(len(rows)) if self.throughput.communication is not None else None
         rates = self.launch_rates(plan, compute) if len(rows) else np.zeros(0)
         if self._any_model and len(rates) and rates.min() <= 0:  # only a profile says "cannot run"
-            bad = int((rates <= 0).nonzero()[0][0])
-            gpu_type = self.cluster.gpu_types[self.cluster.gpu_type[gpus[starts[bad]]]]
-            why = ""
-            if self.profile.canonical_gpu_type(gpu_type) is None:  # a cluster spec the profile cannot serve
-                why = f" (the throughput profile has no GPU type '{gpu_type}'; it knows {', '.join(self.profile.gpu_types)})"
-            raise PlanError(
-                f"plan puts job {cols['job_id'][rows[bad]]} ({cols['model'][rows[bad]]}) on {counts[bad]} "
-                f"{gpu_type} GPU(s), where it cannot run{why}"
-            )
+            raise PlanError(cannot_run(self, plan, rates))
         suspend = plan.suspend
         if len(plan.complete):
             self.complete(plan.complete, now)
@@ -340,27 +334,40 @@ class World:
             self._reallocate(plan)
         return Events(time=now, launched=rows, suspended=suspend)
 
-    # --- space sharing (only once a plan has launched a pair) ---
-    def _leave_shared_gpus(self, rows: np.ndarray) -> None:
-        """Jobs that stop running (finished or suspended) leave their GPUs: a partner that
-        stays gets its GPUs to itself, at its own throughput from the next round on."""
-        cols = self._cols
-        co = self.co_holder
-        assert co is not None  # called only once a pair has run
-        co[isin_rows(co, rows)] = -1
-        lone = (self.holder < 0) & (co >= 0)
-        self.holder[lone] = co[lone]
-        co[lone] = -1
-        mates = cols["partner"][rows]
-        cols["partner"][rows] = -1
-        survivors = mates[mates >= 0]
-        survivors = survivors[cols["status"][survivors] == RUNNING]
-        survivors = survivors[cols["partner"][survivors] >= 0]
-        if len(survivors):
-            cols["partner"][survivors] = -1
-            gpus = [self.gpus_of(int(r)) for r in survivors]
-            held = {"cpus": cols["cpus_held"][survivors], "memory_gb": cols["memory_held_gb"][survivors]}
-            alone = Placement.of(np.concatenate(gpus), [len(g) for g in gpus], batch=cols["batch_used"][survivors], **held)
-            compute = np.empty(len(survivors))
-            cols["rate"][survivors] = self._rates(survivors, alone, compute)
-            cols["compute_rate"][survivors] = compute
+
+def cannot_run(world: World, plan: Plan, rates: np.ndarray) -> str:
+    """Why the first launch the profile gives no rate cannot run."""
+    cols, cluster = world._cols, world.cluster
+    rows, gpus, counts, starts = plan.launch_rows, plan.launch_gpus, plan.launch_counts, plan.launch_starts
+    bad = int((rates <= 0).nonzero()[0][0])
+    gpu_type = cluster.gpu_types[cluster.gpu_type[gpus[starts[bad]]]]
+    why = ""
+    if world.profile.canonical_gpu_type(gpu_type) is None:  # a cluster spec the profile cannot serve
+        why = f" (the throughput profile has no GPU type '{gpu_type}'; it knows {', '.join(world.profile.gpu_types)})"
+    return f"plan puts job {cols['job_id'][rows[bad]]} ({cols['model'][rows[bad]]}) on {counts[bad]} {gpu_type} GPU(s), where it cannot run{why}"
+
+
+# --- space sharing (only once a plan has launched a pair) ---
+def leave_shared_gpus(world: World, rows: np.ndarray) -> None:
+    """Jobs that stop running (finished or suspended) leave their GPUs: a partner that
+    stays gets its GPUs to itself, at its own throughput from the next round on."""
+    cols = world._cols
+    co = world.co_holder
+    assert co is not None  # called only once a pair has run
+    co[isin_rows(co, rows)] = -1
+    lone = (world.holder < 0) & (co >= 0)
+    world.holder[lone] = co[lone]
+    co[lone] = -1
+    mates = cols["partner"][rows]
+    cols["partner"][rows] = -1
+    survivors = mates[mates >= 0]
+    survivors = survivors[cols["status"][survivors] == RUNNING]
+    survivors = survivors[cols["partner"][survivors] >= 0]
+    if len(survivors):
+        cols["partner"][survivors] = -1
+        gpus = [world.gpus_of(int(r)) for r in survivors]
+        held = {"cpus": cols["cpus_held"][survivors], "memory_gb": cols["memory_held_gb"][survivors]}
+        alone = Placement.of(np.concatenate(gpus), [len(g) for g in gpus], batch=cols["batch_used"][survivors], **held)
+        compute = np.empty(len(survivors))
+        cols["rate"][survivors] = world._rates(survivors, alone, compute)
+        cols["compute_rate"][survivors] = compute
