@@ -143,7 +143,7 @@ class ChoosePolicy(_Switch):
     Counters:
         selected: index of the policy acting now.
         switches: times the policy changed.
-    Cost: the selected candidate's cost.
+    Cost: O(1) besides the selected candidate's own cost.
     See also: ChooseAdmission, Synthesizer, Fifo, Srtf, Las
     Paper: Blox (EuroSys'24) §5.2, scheduling policies of the automatic scheduler synthesizer.
     """
