@@ -16,7 +16,7 @@ Who sends what:
 | from -> to            | messages                                                        |
 |-----------------------|-----------------------------------------------------------------|
 | agent -> scheduler    | register, heartbeat, started, metrics, exited, stopping         |
-| scheduler -> agent    | welcome, launch, revoke, ack, unknown, shutdown, error          |
+| scheduler -> agent    | welcome, launch, revoke, resize, ack, unknown, shutdown, error  |
 | submitter -> scheduler| submit, status, lease (a round-trip lease check, for comparison)|
 | scheduler -> submitter| accepted, status_reply, lease_reply, error                      |
 | job -> agent (local)  | report, checkpointed, exiting                                   |
@@ -40,7 +40,7 @@ HARD_LIMIT = 8 << 20
 
 NAME_RE = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 METRIC_RE = r"[a-z][a-z0-9_]{0,31}"
-OUTCOMES = ("done", "preempted", "failed", "killed")
+OUTCOMES = ("done", "preempted", "failed", "killed", "resized")  # resized: a worker a resize let go
 
 # Exit codes of a training process that uses the client library.
 EXIT_DONE = 0
@@ -275,6 +275,24 @@ SCHEMAS: dict[str, Obj] = {
         },
     ),
     "revoke": Obj({"job": JOB, "attempt": ATTEMPT, "kill": Bool()}, {"rank": RANK}),
+    # Grow or shrink a running attempt in place: to the node of its rank 0 (which tells the job)
+    # and to every node that starts new ranks (`ranks`: those to start there; ranks at or beyond
+    # the new world size leave by themselves). `generation` counts the attempt's resizes.
+    "resize": Obj(
+        {
+            "job": JOB,
+            "attempt": ATTEMPT,
+            "generation": Int(1, 2**31),
+            "world_size": Int(1, 4096),
+            "batch_size": Int(1, 2**31),
+            "master_addr": Str(255),
+            "master_port": Int(1, 65535),
+            "ranks": ListOf(Obj({"rank": RANK, "gpu": GPU}), 4096),
+        },
+        # The learning-rate factor the plan's rule gives (runtime/types.py LR_RULES; absent:
+        # the job adapts its learning rate itself).
+        {"iters_per_s": Num(0, 10**9), "lr_scale": Num(0, 10**6)},
+    ),
     "ack": Obj({"job": JOB, "attempt": ATTEMPT, "rank": RANK}),
     "shutdown": Obj({"reason": Str(1000)}),
     "unknown": Obj({"reason": Str(1000)}),
@@ -297,7 +315,7 @@ SCHEMAS: dict[str, Obj] = {
             "job": JOB,
             "attempt": ATTEMPT,
             "rank": RANK,
-            "outcome": Choice("done", "preempted"),
+            "outcome": Choice("done", "preempted", "resized"),
             "iteration": ITERATION,
             "start_iteration": ITERATION,
         },

@@ -22,7 +22,9 @@ import attrs
 import numpy as np
 
 from roundhouse.errors import RoundhouseError
+from roundhouse.runtime import resizing
 from roundhouse.runtime.backends.base import Progress
+from roundhouse.runtime.backends.live import resizes
 from roundhouse.runtime.backends.live.attempts import Attempts
 from roundhouse.runtime.backends.live.ending import checkpoint_running, stop_agents
 from roundhouse.runtime.backends.live.nodes import Nodes
@@ -244,15 +246,20 @@ class LiveBackend:
                 "it shares GPUs between jobs (space_sharing=true), which live agents do not do: "
                 "they run one job per GPU; space sharing is simulated only"
             )
-        self.takeover.planned(plan)
         books = self.attempts
+        # Resizes: in place where the agents can, else checkpoint and restart (a move). Checked
+        # before the plan is recorded: a refused plan leaves no trace.
+        resized = resizes.plan_resizes(books, plan, resizing.rates(self.world, plan)[1]) if len(plan.resize_rows) else []
+        self.takeover.planned(plan)
         # The attempts to revoke, before a move (suspend and launch in one round) makes a new one
         # current. Jobs a plan completes (where plans can: a loss-based termination) stop the
         # same way: they checkpoint and exit, and the world has already counted them finished.
-        ending = np.concatenate([plan.suspend, plan.complete])
+        restarted = [r for r in resized if not r.in_place]
+        ending = np.concatenate([plan.suspend, plan.complete, [r.att.row for r in restarted]]).astype(np.int64)
         revoked = [books.current.get(row) for row in ending.tolist()]
         rates = self.world.launch_rates(plan).tolist() if len(plan.launch_rows) else []
         launches = [books.new(a.row, np.asarray(a.gpus), a.batch_size, rate) for a, rate in zip(plan.launch, rates)]
+        launches += [books.new(r.att.row, r.gpus, r.batch, r.rate) for r in restarted]
         # Write ahead: the round and the new attempts are durable before any message leaves.
         self.takeover.journal_round()
         self.server.flush()
@@ -260,6 +267,9 @@ class LiveBackend:
             books.revoke(att)
         for att in launches:
             books.start_or_defer(att)
+        for r in resized:
+            if r.in_place:
+                resizes.carry_out(books, self.nodes, r)
         self.server.flush()
 
     def advance(self) -> None:

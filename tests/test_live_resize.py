@@ -1,0 +1,90 @@
+"""Resizes reaching live agents: the `resize` message (validated), in place where the agents can,
+checkpoint and restart otherwise, and a resize of a job with nothing running refused before
+anything leaves. Stand-in agents on real ZeroMQ sockets (tests/test_live_backend.py)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from roundhouse.runtime.types import LR_LINEAR, LR_SQRT, Assignment, Plan, Resize
+from roundhouse.runtime.world import PlanError
+from roundhouse.wire import protocol
+from tests.test_live_backend import add_jobs, live, pump, round_trip  # noqa: F401 (the fixture)
+
+
+def _frame(**body) -> bytes:
+    return json.dumps({"v": protocol.VERSION, "type": "resize", "seq": 1, **body}).encode()
+
+
+def test_the_resize_message_is_validated():
+    body = dict(job=7, attempt=1, generation=1, world_size=2, batch_size=64, master_addr="h", master_port=4000, ranks=[])
+    assert protocol.decode(_frame(**body, lr_scale=2.0))[2]["lr_scale"] == 2.0
+    assert protocol.decode(protocol.encode("resize", 3, **body))[:2] == ("resize", 3)
+    for bad, where in (
+        (dict(body, world_size=0), "world_size"),
+        (dict(body, lr_scale=-1.0), "lr_scale"),
+        (dict(body, ranks=[{"rank": 1}]), "gpu"),
+        (dict(body, colour="red"), "colour"),
+    ):
+        with pytest.raises(protocol.ProtocolError, match=where):
+            protocol.decode(_frame(**bad))
+
+
+@pytest.mark.live
+def test_grow_and_shrink_in_place_then_a_restart(live):  # noqa: F811
+    world, backend, (a, b), journal = live
+    for ag in (a, b):
+        ag.receive()
+    (row,) = add_jobs(world, [{"job_id": 5, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 900.0, "batch_size": 20}])
+    round_trip(world, backend, Plan.of([Assignment(row, [0])]))
+    pump(backend)
+    assert [t for t, _ in a.receive()] == ["launch"]
+    # Grow onto the second GPU of the same node, batch 40: one resize message to node a.
+    round_trip(world, backend, Plan.of(resizes=[Resize(row, [0, 1], 40, LR_LINEAR)]))
+    pump(backend)
+    [(t, msg)] = a.receive()
+    assert t == "resize" and msg["world_size"] == 2 and msg["batch_size"] == 40 and msg["generation"] == 1
+    assert msg["ranks"] == [{"rank": 1, "gpu": 1}] and msg["lr_scale"] == 2.0
+    assert b.receive() == [] and world.jobs.column("resizes")[row] == 1
+    # Shrink back: rank 1 leaves by itself; its exit is acknowledged, the attempt goes on.
+    round_trip(world, backend, Plan.of(resizes=[Resize(row, [0], 20, LR_SQRT)]))
+    pump(backend)
+    [(t, msg)] = a.receive()
+    assert t == "resize" and msg["world_size"] == 1 and msg["ranks"] == [] and msg["generation"] == 2
+    a.send("heartbeat", running=[{"job": 5, "attempt": 1, "rank": 1, "gpu": 1, "iteration": 30}])
+    a.exited(5, 1, 1, "resized", 30)
+    pump(backend)
+    assert [t for t, _ in a.receive()] == ["ack"]  # no kill for the leaving rank, just the ack
+    assert backend.attempts.current[row].n == 1 and not backend.attempts.current[row].ended
+    # Onto node b, where the job has no worker: a checkpoint and restart, as a move.
+    round_trip(world, backend, Plan.of(resizes=[Resize(row, [2, 3], 40)]))
+    pump(backend)
+    assert a.receive() == [("revoke", {"job": 5, "attempt": 1, "kill": False, "rank": 0})]
+    a.exited(5, 1, 0, "preempted", 44, checkpoint="/ck/job-5/a1-i44.pt")
+    pump(backend)
+    [(t, launch)] = b.receive()
+    assert t == "launch" and launch["attempt"] == 2 and launch["resume_iteration"] == 44 and launch["batch_size"] == 40
+    assert world.jobs.column("preemptions")[row] == 0 and world.jobs.column("resizes")[row] == 3
+
+
+@pytest.mark.live
+def test_a_resize_of_a_job_with_nothing_on_the_agents_is_refused(live):  # noqa: F811
+    world, backend, (a, b), journal = live
+    for ag in (a, b):
+        ag.receive()
+    (row,) = add_jobs(world, [{"job_id": 6, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 900.0}])
+    round_trip(world, backend, Plan.of([Assignment(row, [0])]))
+    pump(backend)
+    a.receive()
+    backend.attempts.current[row].revoked = True  # as if its attempt were on its way out
+    plan = Plan.of(resizes=[Resize(row, [0, 1])])
+    world.check_plan(plan)
+    before = len(backend.takeover.plans)
+    with pytest.raises(PlanError, match="resizes job 6, which has no attempt running"):
+        backend.apply(plan)
+    pump(backend)
+    assert len(backend.takeover.plans) == before and a.receive() == [] and b.receive() == []
+    assert np.array_equal(world.gpus_of(row), [0])
