@@ -44,6 +44,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from roundhouse.agents.elastic import ElasticData, Rescale, Scaler
 from roundhouse.agents.jobenv import JobEnv
 from roundhouse.wire import protocol
 from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED
@@ -68,6 +69,11 @@ class Lease:
     def revoked(self) -> bool:
         m = self._map
         return m is not None and m[0] == _REVOKED
+
+    def signal(self) -> int:
+        """The byte itself: 0 held, 1 revoked, 2 a resize requested (agents/elastic.py)."""
+        m = self._map
+        return m[0] if m is not None else 0
 
     def close(self) -> None:
         if self._map is not None:
@@ -173,6 +179,8 @@ class LeaseLoader:
                 job.outcome = "done"
                 return
             self._agree()
+            if job.outcome == "resized":
+                return  # this worker left the job in a resize
             if self._stop_at is not None and job.iteration >= self._stop_at:
                 job.save_checkpoint()
                 job.outcome = "preempted"
@@ -191,26 +199,43 @@ class LeaseLoader:
         job = self.job
         revoked = job.lease.revoked()
         due = job.checkpoint_due()
+        scaler = job.scaler
+        resize = scaler.requested()
         if job.world_size > 1:
             import torch
             import torch.distributed as dist
 
             # The scheduler tells rank 0 only; any worker told (its agent stopping, say) may propose.
             proposal = job.iteration + 1 if revoked and self._stop_at is None else 0
-            flags = torch.tensor([proposal, 1 if due and job.rank == 0 else 0], dtype=torch.int64)
-            dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+            flags = torch.tensor([proposal, 1 if due and job.rank == 0 else 0, *scaler.pack(resize)], dtype=torch.int64)
+            try:
+                dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+            except Exception as err:  # a worker is gone: keep what this one holds, then stop
+                job.stop_after_loss(f"a worker was lost: {err}")
+                self._stop_at = job.iteration
+                return
             if flags[0] > 0 and self._stop_at is None:
                 self._stop_at = int(flags[0])
                 job.log(f"revoked: all workers stop after iteration {self._stop_at}")
             if flags[1] and self._stop_at is None:
                 job.save_checkpoint()
+            resize = scaler.unpack(flags[2:].tolist())
         elif revoked and self._stop_at is None:
             self._stop_at = job.iteration
         elif due:
             job.save_checkpoint()
+        if resize is not None and self._stop_at is None:
+            change = job.scaling(resize)
+            if job.outcome == "preempted":
+                self._stop_at = job.iteration
+            elif change is not None and not change.leaving:
+                self._agree()  # with the new group, as a worker that has just joined does first
 
     def _batches(self) -> Iterator[Any]:
         data = self.data
+        if getattr(data, "elastic", False):
+            yield from data  # it keeps its own position (in samples)
+            return
         n = len(data) if hasattr(data, "__len__") else 0
         epoch, offset = divmod(self.job.iteration, n) if n else (0, self.job.iteration)
         sampler = getattr(data, "sampler", None)
@@ -261,6 +286,7 @@ class Job:
         self.dist_timeout_s = e.dist_timeout_s
         self.gpu = e.gpu
         self.lease = Lease(e.lease)
+        self.join_generation = e.join_generation  # > 0: started by a resize, joining running workers
         self._agent = e.agent
         self.iteration = 0
         self.start_iteration = 0
@@ -283,6 +309,7 @@ class Job:
         self._checkpoint_s: list[float] = []
         self._distributed = False
         self._pace_due = 0.0  # when the last iteration was due at the emulated speed
+        self.scaler = Scaler(self)
 
     @classmethod
     def from_env(cls) -> Job:
@@ -301,21 +328,50 @@ class Job:
         if torch.cuda.is_available() and self.gpu not in (None, "-1"):
             self.device = "cuda"
         if self.world_size > 1:
-            import datetime
-
-            import torch.distributed as dist
-
-            backend = "nccl" if self.device == "cuda" else "gloo"
-            timeout = datetime.timedelta(seconds=self.dist_timeout_s)
-            dist.init_process_group(
-                backend,
-                init_method=f"tcp://{self.master[0]}:{self.master[1]}",
-                rank=self.rank,
-                world_size=self.world_size,
-                timeout=timeout,
-            )
-            self._distributed = True
+            try:
+                self.init_group()
+            except Exception as err:
+                if not self.join_generation:
+                    raise
+                self.stop_after_loss(f"joining the resized job failed: {err}")  # the others restart it
+                self.finish()
         return self
+
+    def init_group(self) -> None:
+        """Join the job's process group (NCCL on GPUs, gloo on CPUs) at `master`."""
+        import datetime
+
+        import torch.distributed as dist
+
+        backend = "nccl" if self.device == "cuda" else "gloo"
+        dist.init_process_group(
+            backend,
+            init_method=f"tcp://{self.master[0]}:{self.master[1]}",
+            rank=self.rank,
+            world_size=self.world_size,
+            timeout=datetime.timedelta(seconds=self.dist_timeout_s),
+        )
+        self._distributed = True
+
+    # --- elastic jobs (agents/elastic.py) ---
+    def elastic_data(self, dataset, batch_size: int = 0) -> ElasticData:
+        """The dataset's batches for this worker, re-cut when the job is resized."""
+        data = ElasticData(dataset, self.batch_size or batch_size, self.seed, self.rank, self.world_size)
+        return self.scaler.attach(data)
+
+    def on_rescale(self, callback) -> None:
+        """Call `callback(Rescale)` after each resize this worker stays in (the learning rate...)."""
+        self.scaler.callbacks.append(callback)
+
+    def scaling(self, request: dict[str, int]) -> Rescale | None:
+        """The scaling hook, at a step boundary, with the request every worker agreed on:
+        re-form the job and return its new shape (world size, rank, batch size); the loader
+        calls it. A worker lost on the way: checkpoint, and stop as preempted."""
+        return self.scaler.scaling(request)
+
+    def stop_after_loss(self, why: str) -> None:
+        """A worker was lost: write the last complete iteration held here, stop as preempted."""
+        self.scaler.stop_after_loss(why)
 
     def track(self, **objects: Any) -> None:
         """What a checkpoint holds: objects with state_dict()/load_state_dict()."""
@@ -327,17 +383,26 @@ class Job:
     # --- checkpoints ---
     def resume(self) -> int:
         """Load the checkpoint this attempt was given (if any); returns the iteration to start at."""
+        import torch
+
+        if self.join_generation > 0:
+            try:  # a worker started by a resize: the state comes from rank 0
+                self.scaler.broadcast_state()
+            except Exception as err:
+                self.stop_after_loss(f"joining the resized job failed: {err}")
+                self.finish()
+            self.scaler.generation = self.join_generation
+            self.start_iteration = self.iteration
+            self.log(f"joined as rank {self.rank} of {self.world_size} at iteration {self.iteration}")
+            return self.iteration
         if not self.resume_path:
             self.log("starting at iteration 0")
             return 0
-        import torch
-
         state = torch.load(self.resume_path, map_location="cpu", weights_only=False)
-        for name, obj in self._tracked.items():
-            _unwrap(obj).load_state_dict(state["objects"][name])
+        self.load_state(state)
         if "rng" in state:
             torch.set_rng_state(state["rng"])
-        self.iteration = self.start_iteration = int(state["iteration"])
+        self.start_iteration = self.iteration
         if self.resume_iteration is not None and self.iteration != self.resume_iteration:
             raise RuntimeError(f"checkpoint {self.resume_path} holds iteration {self.iteration}, not {self.resume_iteration}")
         self.checkpoint_path, self.checkpoint_iteration = self.resume_path, self.iteration
@@ -348,23 +413,37 @@ class Job:
         every = self.checkpoint_every_s
         return every > 0 and time.time() - self._last_checkpoint >= every and self.iteration > (self.checkpoint_iteration or 0)
 
-    def save_checkpoint(self) -> str:
+    def checkpoint_state(self) -> dict[str, Any]:
+        import torch
+
+        return {
+            "job": self.job_id,
+            "iteration": self.iteration,
+            "objects": {name: _unwrap(obj).state_dict() for name, obj in self._tracked.items()},
+            "rng": torch.get_rng_state(),
+            "elastic": self.scaler.state(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        for name, obj in self._tracked.items():
+            if name in state["objects"]:  # a checkpoint from before this object was tracked lacks it
+                _unwrap(obj).load_state_dict(state["objects"][name])
+        self.iteration = int(state["iteration"])
+        self.scaler.load(state.get("elastic", {}))
+
+    def save_checkpoint(self, alone: bool = False) -> str:
         """Rank 0 writes the tracked objects at this iteration (atomically); every worker waits
-        until it is on disk. Returns the path."""
+        until it is on disk. Returns the path. `alone`: this worker writes, whatever its rank
+        (the others may be gone)."""
         import torch
 
         started = time.perf_counter()
         path = self.checkpoint_dir / f"a{self.attempt}-i{self.iteration}.pt"
         if self.checkpoint_iteration == self.iteration and self.checkpoint_path:
             return self.checkpoint_path  # nothing new since the last one
-        if self.rank == 0:
+        if self.rank == 0 or alone:
             self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-            state = {
-                "job": self.job_id,
-                "iteration": self.iteration,
-                "objects": {name: _unwrap(obj).state_dict() for name, obj in self._tracked.items()},
-                "rng": torch.get_rng_state(),
-            }
+            state = self.checkpoint_state()
             tmp = path.with_suffix(f".tmp{os.getpid()}")
             torch.save(state, tmp)
             os.replace(tmp, path)
@@ -462,7 +541,7 @@ class Job:
         sys.stderr.flush()
         # Skip the interpreter's teardown of torch (a second or more): everything that matters
         # (checkpoint files, the exit message) is complete by now.
-        os._exit(EXIT_DONE if outcome == "done" else EXIT_PREEMPTED)
+        os._exit(EXIT_DONE if outcome in ("done", "resized") else EXIT_PREEMPTED)
 
     def _send(self, type_: str, **fields: Any) -> None:
         if not self._agent:

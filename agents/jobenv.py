@@ -25,6 +25,7 @@ reads (agents/client.py), with their meanings and the defaults a job assumes whe
 | ROUNDHOUSE_PACE               | pace_iters_per_s   | an emulated GPU's speed, iterations/s (0: as fast as it goes) |
 | ROUNDHOUSE_LAUNCHED_AT        | launched_at        | when the agent started the process (Unix time)            |
 | ROUNDHOUSE_DIST_TIMEOUT       | dist_timeout_s     | how long the job's collectives wait for a worker, seconds |
+| ROUNDHOUSE_JOIN               | join_generation    | started by this resize of a running job (0: a launch)     |
 
 This module imports only the standard library: training processes import it.
 """
@@ -59,6 +60,7 @@ VARIABLES: dict[str, str] = {
     "pace_iters_per_s": "ROUNDHOUSE_PACE",
     "launched_at": "ROUNDHOUSE_LAUNCHED_AT",
     "dist_timeout_s": "ROUNDHOUSE_DIST_TIMEOUT",
+    "join_generation": "ROUNDHOUSE_JOIN",
 }
 
 
@@ -89,6 +91,7 @@ class JobEnv:
     pace_iters_per_s: float = 0.0
     launched_at: float | None = None
     dist_timeout_s: float = 120.0
+    join_generation: int = 0
 
     @classmethod
     def read(cls, env: Mapping[str, str]) -> JobEnv:

@@ -33,15 +33,27 @@ JOB_COLUMNS = (
     "batch_size",
     "duration_s",
     "status",
+    "queue_after_preemption_s",
+    "comm_s",
+    "machine_starts",
+    "rack_starts",
+    "network_starts",
 )
+# How a start's GPUs are spread (Dally's machine, rack and network tiers), in column order.
+START_TIERS = ("machine", "rack", "network")
 
 
 @element
 class JobMetrics(Element):
-    """Per-job outcomes and the run's summary: JCT, responsiveness, makespan, utilization.
+    """Per-job outcomes and the run's summary: JCT, responsiveness, queueing, communication, makespan, utilization.
 
     JCT is finish minus arrival; responsiveness is first start minus arrival (Blox §4.2); queueing
-    is the time a job spent without GPUs (JCT minus time holding GPUs). With `track`, only jobs
+    is the time a job spent without GPUs (JCT minus time holding GPUs), of which the time after
+    its first start is its wait after preemptions. Exposed communication is the time a job held
+    GPUs minus the time its work would have taken at its placements' compute rates (the
+    communication model's share, and restore time; Dally's "communication latency"). Each start
+    is counted by the tier its GPUs span: one machine, one rack, or several racks (network). The
+    summary gives the mean, median, p95 and p99 of JCT and queueing. With `track`, only jobs
     whose id is in the range count, and the run may stop once all of them have finished (the
     steady-state window of Blox and Gavel, e.g. `track=3000..4000`).
 
@@ -54,12 +66,16 @@ class JobMetrics(Element):
         track: job ids to measure (half-open: 3000..4000 is 3000 to 3999); all jobs if omitted.
     Counters:
         finished: jobs finished so far (failed ones included).
+        machine_starts: starts on one machine so far.
+        rack_starts: starts on one rack, several machines, so far.
+        network_starts: starts across racks so far.
         tracked_finished: tracked jobs finished so far.
         failed: jobs that failed for good so far.
         launched: launches seen so far.
         suspended: suspensions seen so far.
     See also: Launch
-    Paper: Blox (EuroSys'24) §4.2 (JCT and responsiveness); Gavel (OSDI'20) §7.1.
+    Paper: Blox (EuroSys'24) §4.2 (JCT and responsiveness); Gavel (OSDI'20) §7.1; Dally (IEEE BigData'25)
+    §IV (queueing delay, communication latency, allocations per tier).
     """
 
     category = "sink"
@@ -69,8 +85,12 @@ class JobMetrics(Element):
 
     def start(self, ctx: RoundContext) -> None:
         self.counters.update(finished=0, tracked_finished=0, failed=0, launched=0, suspended=0)
+        self.counters.update({f"{tier}_starts": 0 for tier in START_TIERS})
+        self._starts = np.zeros((0, len(START_TIERS)), dtype=np.int64)  # per job row, per tier
 
     def tick(self, ctx: RoundContext, events: Events) -> None:
+        if len(events.launched):
+            self._count_starts(ctx, events.launched)
         self.counters["launched"] += len(events.launched)
         self.counters["suspended"] += len(events.suspended)
         self.counters["failed"] += len(events.failed)
@@ -83,15 +103,46 @@ class JobMetrics(Element):
             else:
                 self.counters["tracked_finished"] += len(events.finished)
 
+    def _count_starts(self, ctx: RoundContext, launched: np.ndarray) -> None:
+        """Count each launched job's start by the tier its GPUs span (all launches at once)."""
+        n = len(ctx.jobs)
+        if len(self._starts) < n:
+            grown = np.zeros((max(n, 2 * len(self._starts)), len(START_TIERS)), dtype=np.int64)
+            grown[: len(self._starts)] = self._starts
+            self._starts = grown
+        holder = ctx.holder
+        owners = [holder]
+        if ctx.co_holder is not None:
+            owners.append(ctx.co_holder)
+        gpus = np.concatenate([np.flatnonzero(np.isin(h, launched)) for h in owners])
+        rows = np.concatenate([h[np.isin(h, launched)] for h in owners])
+        order = np.argsort(rows, kind="stable")
+        rows, gpus = rows[order], gpus[order]
+        first = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        cluster = ctx.cluster
+        node, rack = cluster.gpu_node[gpus], cluster.gpu_rack[gpus]
+        one_node = np.minimum.reduceat(node, first) == np.maximum.reduceat(node, first)
+        one_rack = np.minimum.reduceat(rack, first) == np.maximum.reduceat(rack, first)
+        tier = np.where(one_node, 0, np.where(one_rack, 1, 2))
+        np.add.at(self._starts, (rows[first], tier), 1)
+        counts = np.bincount(tier, minlength=len(START_TIERS))
+        for name, k in zip(START_TIERS, counts.tolist()):
+            self.counters[f"{name}_starts"] += k
+
     def goal_met(self, ctx: RoundContext) -> bool:
         return self.track is not None and self.counters["tracked_finished"] >= len(self.track)
 
     def finish(self, ctx: RoundContext) -> dict:
-        jobs = job_table(ctx, self.track)
+        n = len(ctx.jobs)
+        starts = np.zeros((n, len(START_TIERS)), dtype=np.int64)
+        starts[: min(n, len(self._starts))] = self._starts[:n]
+        jobs = job_table(ctx, self.track, starts)
         return {"jobs": jobs, "summary": summarize(jobs, ctx)}
 
 
-def job_table(ctx: RoundContext, track: IdRange | None) -> pl.DataFrame:
+def job_table(ctx: RoundContext, track: IdRange | None, starts: np.ndarray | None = None) -> pl.DataFrame:
+    """One row per (tracked) job the run has seen, finished or not; `starts` (job rows x
+    START_TIERS) counts each job's starts by the tier they spanned."""
     """One row per (tracked) job the run has seen, finished or not."""
     table = ctx.jobs
     ids = table.column("job_id")
@@ -103,6 +154,11 @@ def job_table(ctx: RoundContext, track: IdRange | None) -> pl.DataFrame:
     failed = col("failed")
     finish = np.where(failed, np.nan, finish)
     jct = finish - arrival
+    queue = jct - col("run_s")
+    responsiveness = first - arrival
+    if starts is None:
+        starts = np.zeros((len(ids), len(START_TIERS)), dtype=np.int64)
+    starts = starts[rows]
     from roundhouse.traces.jobs import STATUS_NAMES
 
     frame = pl.DataFrame(
@@ -112,8 +168,8 @@ def job_table(ctx: RoundContext, track: IdRange | None) -> pl.DataFrame:
             "first_start_s": first,
             "finish_s": finish,
             "jct_s": jct,
-            "queue_s": jct - col("run_s"),
-            "responsiveness_s": first - arrival,
+            "queue_s": queue,
+            "responsiveness_s": responsiveness,
             "run_s": col("run_s"),
             "gpus": col("gpus"),
             "preemptions": col("preemptions"),
@@ -123,6 +179,11 @@ def job_table(ctx: RoundContext, track: IdRange | None) -> pl.DataFrame:
             "batch_size": col("batch_size"),
             "duration_s": col("duration_s"),
             "status": [STATUS_NAMES[s] if not f else "failed" for s, f in zip(col("status").tolist(), failed.tolist())],
+            # Waiting after the first start: between each preemption and the next start.
+            # (Clipped at 0: the differences of equal sums can come out a rounding error below.)
+            "queue_after_preemption_s": np.maximum(queue - responsiveness, 0.0),
+            "comm_s": np.maximum(col("run_s") - col("compute_s"), 0.0),
+            **{f"{tier}_starts": starts[:, k] for k, tier in enumerate(START_TIERS)},
         },
         schema_overrides={"model": pl.String, "status": pl.String},
     )
@@ -135,6 +196,8 @@ def summarize(jobs: pl.DataFrame, ctx: RoundContext) -> dict:
     started = jobs.filter(pl.col("first_start_s").is_not_null())
     jct = finished["jct_s"].to_numpy()
     responsiveness = started["responsiveness_s"].to_numpy()
+    queue = finished["queue_s"].to_numpy()
+    comm = finished["comm_s"].to_numpy()
     stat = lambda f, a: float(f(a)) if len(a) else None  # noqa: E731
     span = ctx.now - (ctx.first_arrival_s if np.isfinite(ctx.first_arrival_s) else 0.0)
     makespan = number(finished["finish_s"].max()) - number(jobs["arrival_s"].min()) if finished.height else None
@@ -148,11 +211,19 @@ def summarize(jobs: pl.DataFrame, ctx: RoundContext) -> dict:
         "p99_jct_s": stat(lambda a: np.percentile(a, 99), jct),
         "avg_responsiveness_s": stat(np.mean, responsiveness),
         "median_responsiveness_s": stat(np.median, responsiveness),
-        "avg_queue_s": stat(np.mean, finished["queue_s"].to_numpy()),
+        "avg_queue_s": stat(np.mean, queue),
         "makespan_s": makespan,
         "utilization": float(ctx.busy_gpu_s / (ctx.cluster.n_gpus * span)) if span > 0 else None,
         "preemptions": int(jobs["preemptions"].sum()),
         "end_s": float(ctx.now),
+        "median_queue_s": stat(np.median, queue),
+        "p95_queue_s": stat(lambda a: np.percentile(a, 95), queue),
+        "p99_queue_s": stat(lambda a: np.percentile(a, 99), queue),
+        "avg_queue_after_preemption_s": stat(np.mean, finished["queue_after_preemption_s"].to_numpy()),
+        "avg_comm_s": stat(np.mean, comm),
+        "p95_comm_s": stat(lambda a: np.percentile(a, 95), comm),
+        "total_comm_s": float(comm.sum()),
+        **{f"{tier}_starts": int(jobs[f"{tier}_starts"].sum()) for tier in START_TIERS},
     }
 
 

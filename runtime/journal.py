@@ -85,6 +85,8 @@ class Journal:
         except sqlite3.DatabaseError as err:
             raise UsageError(f"{self.path}: cannot use as a journal: {err}") from None
         self._open = False
+        self.writes = 0  # rows written (inserted or updated) since the journal was opened
+        self.commits = 0
 
     # --- the run ---
     def meta(self) -> dict[str, Any]:
@@ -118,11 +120,13 @@ class Journal:
 
     def add_round(self, k: int, now: float, record: dict) -> None:
         self._begin()
+        self.writes += 1
         self.db.execute("INSERT OR REPLACE INTO rounds VALUES (?, ?, ?)", (k, now, json.dumps(record, separators=(",", ":"))))
 
     # --- submissions ---
     def add_submission(self, job_id: int, spec: dict, received_s: float) -> None:
         self._begin()
+        self.writes += 1
         self.db.execute("INSERT INTO submissions VALUES (?, ?, ?, NULL)", (job_id, json.dumps(spec), received_s))
 
     def submission_ids(self) -> set[int]:
@@ -145,11 +149,13 @@ class Journal:
 
     def mark_delivered(self, ids: list[int], k: int) -> None:
         self._begin()
+        self.writes += len(ids)
         self.db.executemany("UPDATE submissions SET round = ? WHERE job_id = ?", [(k, i) for i in ids])
 
     # --- attempts ---
     def add_attempt(self, a: AttemptRow) -> None:
         self._begin()
+        self.writes += 1
         self.db.execute(
             "INSERT OR REPLACE INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
@@ -182,6 +188,7 @@ class Journal:
         reason: str,
     ) -> None:
         self._begin()
+        self.writes += 1
         self.db.execute(
             "UPDATE attempts SET ended_s=?, outcome=?, end_iteration=?, checkpoint=?, checkpoint_iteration=?, reason=? "
             "WHERE job_id=? AND attempt=?",
@@ -190,6 +197,7 @@ class Journal:
 
     def note_checkpoint(self, job_id: int, attempt: int, path: str, iteration: int) -> None:
         self._begin()
+        self.writes += 1
         self.db.execute(
             "UPDATE attempts SET checkpoint=?, checkpoint_iteration=? WHERE job_id=? AND attempt=? "
             "AND (checkpoint_iteration IS NULL OR checkpoint_iteration < ?)",
@@ -210,6 +218,7 @@ class Journal:
 
     def add_exit(self, node: str, received_s: float, body: dict) -> None:
         self._begin()
+        self.writes += 1
         self.db.execute(
             "INSERT OR IGNORE INTO exits VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (
@@ -231,6 +240,7 @@ class Journal:
     # --- nodes ---
     def set_node(self, name: str, slot: int, address: str, joined_s: float) -> None:
         self._begin()
+        self.writes += 1
         self.db.execute("INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, ?)", (name, slot, address, joined_s))
 
     def nodes(self) -> dict[str, tuple[int, str]]:
@@ -246,6 +256,7 @@ class Journal:
         if self._open:
             self.db.execute("COMMIT")
             self._open = False
+            self.commits += 1
 
     def close(self) -> None:
         self.commit()

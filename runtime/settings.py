@@ -16,6 +16,7 @@ class GraphSettings:
     # A round shorter than a millisecond would take forever to simulate any real trace.
     round: Duration = attrs.field(default=Duration(300.0), validator=at_least(MIN_ROUND))
     checkpoint: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
+    checkpoint_per_gpu: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     restore: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     # What resizing a running elastic job costs (ONES §5: about 1 s in place, over 20 s by
     # checkpoint and restart).
@@ -38,6 +39,7 @@ class GraphSettings:
 SETTING_DOCS = {
     "round": "length of a scheduling round (the simulator's step, the live backend's period)",
     "checkpoint": "simulated time a suspended job needs to checkpoint before its GPUs are free",
+    "checkpoint_per_gpu": "more checkpoint time per GPU the suspended job held (Dally's simulator: 1s)",
     "restore": "simulated time a launched job spends restoring before it makes progress",
     "resize_in_place": "simulated time a job resized in place pauses before it progresses again (ONES: about 1 s)",
     "resize_restart": "simulated time a job resized by checkpoint and restart pauses before it progresses again",

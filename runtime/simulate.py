@@ -88,6 +88,12 @@ def simulate(
         load_cluster(graph, cluster, profile), profile, settings.reference_gpu, settings.pair_profile, load_elastic(graph)
     )
     backend = Simulator(
-        world, settings.round, settings.checkpoint, settings.restore, settings.resize_in_place, settings.resize_restart
+        world,
+        settings.round,
+        settings.checkpoint,
+        settings.restore,
+        settings.checkpoint_per_gpu,
+        settings.resize_in_place,
+        settings.resize_restart,
     )
     return Engine(graph, world, backend, until=until, on_round=on_round).run()

@@ -112,6 +112,10 @@ class World:
         cols["done"][rows] += done
         cols["service"][rows] += service
         cols["run_s"][rows] += run_s
+        # (Rates are fixed per launch, so each round's work over the launch's compute rate adds
+        # up to the job's compute time; a rate of 0 only marks a job that never ran.)
+        compute_rate = cols["compute_rate"][rows]
+        cols["compute_s"][rows] += np.divide(done, compute_rate, out=np.zeros(len(rows)), where=compute_rate > 0)
         if "loss_speed" in cols:  # simulated loss curves (live jobs report their own loss)
             self._update_loss(rows, cols)
 

@@ -55,6 +55,17 @@ def test_emulate_needs_fake_gpus(capsys):
 
 
 @pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--nodes", "0", "--fake-gpus", "8:V100", "--emulate"], "--nodes 0: give 1 or more"),
+        (["--nodes", "4", "--fake-gpus", "8:V100"], "--nodes needs --fake-gpus and --emulate"),
+    ],
+)
+def test_many_nodes_need_emulated_gpus(capsys, extra, message):
+    _fails(capsys, ["agent", "--scheduler", f"tcp://127.0.0.1:{free_port()}", "--insecure", *extra], message)
+
+
+@pytest.mark.parametrize(
     "extra, message",
     [
         (["--status", "--timeout", "1e999s"], "1e999s"),  # refused as it is read, or by its bounds

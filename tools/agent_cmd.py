@@ -21,6 +21,13 @@ def register(sub) -> None:
         "on the faked GPU type (no faster; a slower CPU stays slower)",
     )
     p.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="with --fake-gpus and --emulate: emulate this many nodes in this one process, named NAME-0, NAME-1, ... "
+        "(jobs run as timers at the profile's speed, not as processes; see docs/live.md, At scale)",
+    )
+    p.add_argument(
         "--address",
         help="the address other nodes reach this one at, for multi-node jobs "
         "(default: 127.0.0.1 for a loopback scheduler, else the host name)",
@@ -56,6 +63,15 @@ def agent_command(args) -> int:
     if args.emulate and not args.fake_gpus:
         raise UsageError("--emulate needs --fake-gpus: only pretend GPUs are held to the profile's speed")
     gpus = find_gpus(args.fake_gpus)
+    if args.nodes < 1:
+        raise UsageError(f"--nodes {args.nodes}: give 1 or more")
+    if args.nodes > 1:
+        if not args.emulate:
+            raise UsageError("--nodes needs --fake-gpus and --emulate: only emulated nodes share a process")
+        from roundhouse.agents.agent.emulated import EmulatedNodes
+
+        address = args.address or ("127.0.0.1" if is_loopback(args.scheduler) else socket.getfqdn())
+        return EmulatedNodes(args.scheduler, name, args.nodes, gpus, security, address=address).run()
     threads = args.threads_per_gpu
     if threads < 0:
         raise UsageError("--threads-per-gpu must be 0 or more")

@@ -34,6 +34,16 @@ METRICS = (
     "utilization",
     "preemptions",
     "end_s",
+    "median_queue_s",
+    "p95_queue_s",
+    "p99_queue_s",
+    "avg_queue_after_preemption_s",
+    "avg_comm_s",
+    "p95_comm_s",
+    "total_comm_s",
+    "machine_starts",
+    "rack_starts",
+    "network_starts",
 )
 # Columns a results store may keep about each run that are neither varied nor measured.
 BOOKKEEPING = {

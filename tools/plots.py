@@ -6,17 +6,19 @@ from __future__ import annotations
 import io
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
-import matplotlib
 import numpy as np
 import polars as pl
-from matplotlib.figure import Figure
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import writing
 from roundhouse.runtime.values import duration_from_text, rate_from_text
 from roundhouse.tools.outputs import RunFolder, SweepFolder
+
+if TYPE_CHECKING:  # matplotlib loads on the first figure: every command registers this module's kinds
+    from matplotlib.figure import Figure
 
 KINDS = ("jct-cdf", "load", "utilisation", "gantt")
 RUN_KINDS = ("jct-cdf", "utilisation", "gantt")
@@ -58,6 +60,8 @@ def save(fig: Figure, out: Path) -> None:
 
 
 def figure_bytes(fig: Figure, fmt: str) -> bytes:
+    import matplotlib
+
     buffer = io.BytesIO()
     with matplotlib.rc_context(_RC):
         fig.savefig(buffer, format=fmt, dpi=110, metadata=_METADATA[fmt])
@@ -65,6 +69,9 @@ def figure_bytes(fig: Figure, fmt: str) -> bytes:
 
 
 def _new_figure(width: float = 7.0, height: float = 4.0) -> tuple[Figure, object]:
+    import matplotlib
+    from matplotlib.figure import Figure
+
     with matplotlib.rc_context(_RC):
         fig = Figure(figsize=(width, height), layout="constrained")
         ax = fig.add_subplot()
@@ -176,6 +183,8 @@ def gantt_figure(run: RunFolder) -> Figure:
     width = float(np.clip(300 / max(n, 1), 0.8, 8.0))
     gpus = jobs["gpus"].to_numpy().astype(int)
     sizes = np.unique(gpus[started])
+    import matplotlib
+
     colours = matplotlib.colormaps["viridis"](np.linspace(0.1, 0.85, max(len(sizes), 1)))
     preempted = jobs["preemptions"].fill_null(0).to_numpy() > 0
     for colour, g in zip(colours, sizes):

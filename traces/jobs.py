@@ -76,6 +76,9 @@ LIVE_COLUMNS: dict[str, tuple[type, object]] = {
     # exposed communication. Equal to `rate` where the communication model does not apply; not
     # reset when the job stops (read it for running jobs).
     "compute_rate": (np.float64, 0.0),
+    # Seconds the work done so far would have taken at each launch's `compute_rate`: `run_s`
+    # minus this is the job's exposed communication (and restore) time.
+    "compute_s": (np.float64, 0.0),
     "placed_type": (np.int64, -1),  # GPU type code of the current placement
     "batch_used": (np.int64, 0),  # batch size of the current launch
     # Live runs: the job failed for good (it is FINISHED without completing its work), and

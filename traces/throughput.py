@@ -96,6 +96,7 @@ class ThroughputModel:
             from roundhouse.traces.communication import CommunicationTable
 
             self.communication = communication or CommunicationTable.load()
+        self._cache = _RateCache(len(cluster.gpu_types))
 
     @property
     def pairs(self):
@@ -227,11 +228,24 @@ class ThroughputModel:
         idx = has_model.nonzero()[0]
         same = t_low[idx] == t_high[idx]
         uniform, mixed = idx[same], idx[~same]
-        keys = np.stack([t_low[uniform], counts[uniform], one_node[uniform]], axis=1)
-        for key in np.unique(keys, axis=0):
-            sel = uniform[(keys == key).all(axis=1)]
-            t, count, consolidated = (int(k) for k in key)
-            rates[sel] = self.estimate(models[sel], batch[sel], cluster.gpu_types[t], count, bool(consolidated))
+
+        def look_up(sel: np.ndarray) -> np.ndarray:
+            keys = np.stack([t_low[sel], counts[sel], one_node[sel]], axis=1)
+            out = np.empty(len(sel))
+            for key in np.unique(keys, axis=0):
+                at = (keys == key).all(axis=1)
+                t, count, consolidated = (int(k) for k in key)
+                out[at] = self.estimate(models[sel[at]], batch[sel[at]], cluster.gpu_types[t], count, bool(consolidated))
+            return out
+
+        if placement.batch is None and len(uniform):
+            # A job's own batch size: its rate there was looked up before, unless the
+            # (model, batch, type, count, one node) is new to the run.
+            rates[uniform] = self._cache.rates(
+                jobs, rows[uniform], t_low[uniform], counts[uniform], one_node[uniform], uniform, look_up
+            )
+        elif len(uniform):
+            rates[uniform] = look_up(uniform)
         for j in mixed.tolist():  # rare: one job over several GPU types
             on = np.unique(types[starts[j] : starts[j] + counts[j]])
             got = [self.profile.rate(models[j], batch[j], cluster.gpu_types[t], int(counts[j]), bool(one_node[j])) for t in on]
@@ -292,6 +306,64 @@ class ThroughputModel:
                 )
             rates[sel] = ra
         return rates
+
+
+class _RateCache:
+    """Profile rates already looked up, by job configuration (model and batch size) and launch
+    shape (GPU type, GPU count, one node or not): most launches of a long run repeat a shape
+    its job ran in before, and the profile's dictionary, asked job by job, costs far more
+    than an array look-up. Its size follows the distinct configurations and shapes, not the
+    jobs (each row only remembers its configuration's number)."""
+
+    def __init__(self, n_types: int):
+        self._n_types = n_types
+        self._jobs: JobReader | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._config_of_row = np.full(0, -1, dtype=np.int64)
+        self._configs: dict[tuple[str, int], int] = {}
+        self._column_of_shape = np.full(0, -1, dtype=np.int64)
+        self._table = np.full((0, 0), np.nan)
+
+    def rates(self, jobs: JobReader, rows, t, counts, one_node, at: np.ndarray, look_up) -> np.ndarray:
+        """Rates of `rows` on launches of these shapes; `look_up(at[i...])` gives the ones not
+        seen before."""
+        if jobs is not self._jobs:  # another job table: its rows are other jobs
+            self._jobs = jobs
+            self._reset()
+        if len(self._config_of_row) < len(jobs):
+            grown = np.full(max(len(jobs), 2 * len(self._config_of_row)), -1, dtype=np.int64)
+            grown[: len(self._config_of_row)] = self._config_of_row
+            self._config_of_row = grown
+        config = self._config_of_row[rows]
+        if (config < 0).any():
+            models, batch = jobs.column("model"), jobs.column("batch_size")
+            for r in rows[config < 0].tolist():
+                key = (models[r], int(batch[r]))
+                self._config_of_row[r] = self._configs.setdefault(key, len(self._configs))
+            config = self._config_of_row[rows]
+        shape = (counts * self._n_types + t) * 2 + one_node
+        if len(self._column_of_shape) <= shape.max():
+            grown = np.full(2 * int(shape.max()) + 2, -1, dtype=np.int64)
+            grown[: len(self._column_of_shape)] = self._column_of_shape
+            self._column_of_shape = grown
+        column = self._column_of_shape[shape]
+        if (column < 0).any():
+            for k in np.unique(shape[column < 0]).tolist():
+                self._column_of_shape[k] = int(self._column_of_shape.max()) + 1
+            column = self._column_of_shape[shape]
+        need = (len(self._configs), int(self._column_of_shape.max()) + 1)
+        if self._table.shape[0] < need[0] or self._table.shape[1] < need[1]:
+            table = np.full((max(need[0], 2 * self._table.shape[0]), max(need[1], 2 * self._table.shape[1])), np.nan)
+            table[: self._table.shape[0], : self._table.shape[1]] = self._table
+            self._table = table
+        out = self._table[config, column]
+        missing = np.isnan(out)
+        if missing.any():
+            out[missing] = look_up(at[missing])
+            self._table[config[missing], column[missing]] = out[missing]
+        return out
 
 
 def _group_starts(owners: np.ndarray) -> np.ndarray:

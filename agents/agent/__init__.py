@@ -29,7 +29,8 @@ Its parts, one idea each: `service` (the agent: its loop, the scheduler's messag
 `scheduler_link` (the connection to the scheduler: registration, heartbeats, numbered
 messages), `processes` (launching and supervising the job processes), `leases` (revocation,
 the two-phase stop), `job_reports` (the reports socket from the jobs), `exits` (exit reports
-kept until acknowledged), `messages` (reading a socket's messages), `gpus` (finding the
+kept until acknowledged), `emulated` (many emulated nodes in one process, jobs as timers:
+`--nodes`), `messages` (reading a socket's messages), `gpus` (finding the
 node's GPUs) and `workfolder` (the work folder).
 """
 

@@ -11,7 +11,7 @@ from roundhouse.wire import protocol
 from roundhouse.wire.protocol import ProtocolError
 
 log = logging.getLogger("roundhouse.agent")
-FROM_SCHEDULER = frozenset({"welcome", "launch", "revoke", "ack", "unknown", "shutdown", "error"})
+FROM_SCHEDULER = frozenset({"welcome", "launch", "revoke", "resize", "ack", "unknown", "shutdown", "error"})
 FROM_JOBS = frozenset({"report", "checkpointed", "exiting"})
 
 

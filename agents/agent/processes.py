@@ -19,6 +19,7 @@ import attrs
 from roundhouse.agents import jobenv
 from roundhouse.agents.agent.job_reports import JobReports
 from roundhouse.agents.client import Lease
+from roundhouse.agents.elastic import write_request
 from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED
 
 log = logging.getLogger("roundhouse.agent")
@@ -117,6 +118,9 @@ class Workers:
             self.waiting.append(w)
         self.start_waiting()
 
+    def resize(self, body: dict, stopping: bool) -> bool:
+        return resize(self, body, stopping)
+
     def _end_launch(self, body: dict, rank: int, outcome: str, reason: str, permanent: bool) -> None:
         start = body.get("resume_iteration") or 0
         self.report_exit(
@@ -209,6 +213,7 @@ class Workers:
                 pace_iters_per_s=spec["iters_per_s"] if self.emulate and spec.get("iters_per_s") else None,
                 resume=spec.get("resume") or None,
                 resume_iteration=(spec.get("resume_iteration") or 0) if spec.get("resume") else None,
+                join_generation=spec.get("join_generation"),
             )
         )
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
@@ -255,6 +260,8 @@ class Workers:
                 outcome, reason = "done", ""
             elif code in (EXIT_DONE, EXIT_PREEMPTED) and final.get("outcome") == "preempted":
                 outcome, reason = "preempted", ""
+            elif code == EXIT_DONE and final.get("outcome") == "resized":
+                outcome, reason = "resized", "left the job in a resize"
             elif w.killed:
                 outcome, reason = "killed", "terminated by the agent"
             else:
@@ -302,6 +309,66 @@ class Workers:
                 proc.update(checkpoint=w.checkpoint, checkpoint_iteration=int(w.checkpoint_iteration))
             out.append(proc)
         return out
+
+
+def resize(self: Workers, body: dict, stopping: bool) -> bool:
+    """A resize from the scheduler: ask rank 0 (if it runs here) to re-form the job at its
+    next step boundary, and start the new ranks given for this node, which join it (their
+    state comes from rank 0). Refused, and logged, for an attempt this node does not run,
+    a GPU it lacks or a rank it already has: nothing changes then."""
+    job, attempt = body["job"], body["attempt"]
+    mine = sorted((w for w in self.by_key.values() if (w.job, w.attempt) == (job, attempt)), key=lambda w: w.rank)
+    running = [w for w in mine if w.process is not None and w.process.poll() is None]
+    reason = ""
+    if not running:
+        reason = "this node runs no worker of it"
+    elif stopping:
+        reason = "the agent is stopping"
+    else:
+        for r in body["ranks"]:
+            if r["gpu"] not in self.gpus:
+                reason = f"this node has no GPU {r['gpu']}"
+            elif (job, attempt, r["rank"]) in self.by_key or not 0 < r["rank"] < body["world_size"]:
+                reason = f"rank {r['rank']} is not a new rank of a job of {body['world_size']} workers"
+    if reason:
+        log.warning("refused resize of job %d attempt %d: %s", job, attempt, reason)
+        self.counters["refused_resizes"] = self.counters.get("refused_resizes", 0) + 1
+        return False
+    if running[0].rank == 0:
+        write_request(running[0].lease_path, body["generation"], body["world_size"], body["batch_size"], body["master_port"])
+    spec = dict(running[0].spec or {})
+    spec.update(
+        world_size=body["world_size"],
+        batch_size=body["batch_size"],
+        master_addr=body["master_addr"],
+        master_port=body["master_port"],
+        ranks=body["ranks"],
+        join_generation=body["generation"],
+        resume=None,
+        resume_iteration=None,
+    )
+    if "iters_per_s" in body:
+        spec["iters_per_s"] = body["iters_per_s"]
+    for w in running:
+        w.spec = {**(w.spec or {}), "world_size": body["world_size"], "batch_size": body["batch_size"]}
+    log.info("resizing job %d attempt %d to %d workers (generation %d)", job, attempt, body["world_size"], body["generation"])
+    for r in body["ranks"]:
+        key = (job, attempt, r["rank"])
+        w = Worker(
+            job,
+            attempt,
+            r["rank"],
+            r["gpu"],
+            self.workdir / "leases" / f"{job}-{attempt}-{r['rank']}",
+            self.workdir / "logs" / f"job-{job}-attempt-{attempt}-rank-{r['rank']}.log",
+        )
+        w.spec = spec
+        w.start_iteration = w.iteration = running[0].iteration
+        w.checkpoint, w.checkpoint_iteration = running[0].checkpoint, running[0].checkpoint_iteration
+        self.by_key[key] = w
+        self.waiting.append(w)
+    self.start_waiting()
+    return True
 
 
 def spawn_worker(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path) -> subprocess.Popen:

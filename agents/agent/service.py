@@ -197,3 +197,6 @@ class Agent:
 
     def _on_revoke(self, body) -> None:
         self.revocations.on_revoke(body)
+
+    def _on_resize(self, body) -> None:
+        self.workers.resize(body, stopping=bool(self._stopping))

@@ -15,30 +15,31 @@ from collections.abc import Callable
 
 def train(build_model: Callable, dataset, loss_fn: Callable, default_batch: int, lr: float = 0.05) -> None:
     import torch
-    from torch.utils.data import DataLoader
 
-    from roundhouse.agents.client import Job, ResumableSampler
+    from roundhouse.agents.client import Job
+    from roundhouse.agents.elastic import GradientSync
 
     job = Job.from_env().setup()
     torch.manual_seed(job.seed)
     model = build_model().to(job.device)
     optimizer = SGD(model.parameters(), lr=lr, momentum=0.9)
-    job.track(model=model, optimizer=optimizer)
+    sync = GradientSync(model.parameters())
+    job.track(model=model, optimizer=optimizer, gradient_noise=sync)
     job.resume()
-    parallel = DataParallel(model) if job.world_size > 1 else None
-    batch = job.batch_size or default_batch
-    sampler = ResumableSampler(len(dataset), batch, seed=job.seed, rank=job.rank, world_size=job.world_size)
-    data = DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True)
+    if job.world_size > 1 and not job.join_generation:
+        DataParallel(model)  # every worker starts from rank 0's weights
+    data = job.elastic_data(dataset, default_batch)
+    # A resize changes the global batch: the learning rate follows its square root.
+    job.on_rescale(lambda change: setattr(optimizer, "lr", optimizer.lr * change.batch_ratio**0.5))
     model.train()
     for inputs, targets in job.loader(data):
         inputs, targets = inputs.to(job.device), targets.to(job.device)
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(model(inputs), targets)
         loss.backward()
-        if parallel is not None:
-            parallel.average_gradients()
+        noise = sync.average(data.batch_size)  # with several workers; their gradient noise scale
         optimizer.step()
-        job.report(loss=loss.item())
+        job.report(loss=loss.item(), **noise)
     job.finish()
 
 

@@ -2,8 +2,9 @@
 
 placer.py holds the steps every placer shares (`Placer`); selection.py which ranked jobs fit,
 packing.py how GPUs are chosen and packed, preemption.py preemption and backfill. The placers:
-builtin.py (FirstFree, Consolidated), dally.py (DelayPlacer), tiresias.py (SkewAwarePlacer, ProfiledPlacer) and
+builtin.py (FirstFree, Consolidated), dally.py (DelayPlacer), gandiva.py (Gandiva), tiresias.py
+(SkewAwarePlacer, ProfiledPlacer, TiresiasDally) and
 intranode.py (BandwidthAwareIntraNode, RandomIntraNode). Gavel's placer is with its policies.
 """
 
-from roundhouse.elements.placement import builtin, dally, intranode, tiresias  # noqa: F401
+from roundhouse.elements.placement import builtin, dally, gandiva, intranode, tiresias  # noqa: F401

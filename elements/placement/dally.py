@@ -20,6 +20,7 @@ from roundhouse.elements.placement.placer import Placer
 from roundhouse.elements.policies.dally import StarvationClock
 from roundhouse.errors import SchedError
 from roundhouse.runtime.element import element
+from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Plan, Ranking
 from roundhouse.runtime.values import Duration, non_negative, one_of, positive
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
 
 LEVELS = ("machine", "rack")
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 class DelayTuner:
@@ -96,24 +98,64 @@ class DelayTuner:
 
 class _Free:
     """The GPUs on offer this round, with their counts per machine and per rack (kept up to
-    date as jobs take them, rather than counted again for every offer)."""
+    date as jobs take them, rather than counted again for every offer).
 
-    def __init__(self, cluster, available: np.ndarray) -> None:
+    With lease release, `cost` gives each offered GPU the price of taking it: 0 for an idle
+    GPU, else the higher the better the job that held it ranks. Within a level the group
+    (machine or rack) is picked whose `demand` cheapest GPUs cost least, and those are taken:
+    idle GPUs first, then those of the lowest-ranked gangs, so that a higher-ranked job
+    displaces as little as it can (first fit among equals)."""
+
+    def __init__(self, cluster, available: np.ndarray, cost: np.ndarray | None = None) -> None:
         self.cluster = cluster
         self.available = available
+        self.cost = cost
         self.node = cluster.per_node(available)
         self.rack = np.bincount(cluster.gpu_rack[available], minlength=cluster.n_racks)
         self.total = int(self.node.sum())
+        if cost is not None:
+            idle = available & (cost == 0)
+            self.idle_node = cluster.per_node(idle)
+            self.idle_rack = np.bincount(cluster.gpu_rack[idle], minlength=cluster.n_racks)
+
+    def first(self, level: str, demand: int) -> int:
+        """The machine (or rack) to take `demand` GPUs from; -1 if none has room."""
+        counts = self.node if level == "machine" else self.rack
+        fits = np.flatnonzero(counts >= demand)
+        if self.cost is None or len(fits) <= 1:
+            return int(fits[0]) if len(fits) else -1
+        idle = np.flatnonzero((self.idle_node if level == "machine" else self.idle_rack) >= demand)
+        if len(idle):
+            return int(idle[0])
+        ids = np.flatnonzero(self.available)
+        group = (self.cluster.gpu_node if level == "machine" else self.cluster.gpu_rack)[ids]
+        order = np.lexsort((self.cost[ids], group))  # by group, cheapest first inside one
+        start = np.searchsorted(group[order], fits)
+        dearest = self.cost[ids[order[start + demand - 1]]]  # the dearest GPU each group must give
+        return int(fits[int(dearest.argmin())])
 
     def take(self, within: np.ndarray | None, demand: int) -> np.ndarray:
-        """The lowest-numbered `demand` free GPUs (among those `within` marks), now taken."""
-        mask = self.available if within is None else self.available & within
-        ids = np.flatnonzero(mask)[:demand]
-        self.available[ids] = False
-        np.subtract.at(self.node, self.cluster.gpu_node[ids], 1)
-        np.subtract.at(self.rack, self.cluster.gpu_rack[ids], 1)
-        self.total -= demand
+        """The `demand` cheapest offered GPUs among those `within` marks (lowest-numbered
+        among equals), now taken."""
+        ids = np.flatnonzero(self.available if within is None else self.available & within)
+        if self.cost is None:
+            ids = ids[:demand]
+        else:
+            ids = np.sort(ids[np.argsort(self.cost[ids], kind="stable")[:demand]])
+        self.take_ids(ids)
         return ids
+
+    def take_ids(self, ids: np.ndarray) -> None:
+        """These offered GPUs are now taken."""
+        self.available[ids] = False
+        nodes, racks = self.cluster.gpu_node[ids], self.cluster.gpu_rack[ids]
+        np.subtract.at(self.node, nodes, 1)
+        np.subtract.at(self.rack, racks, 1)
+        self.total -= len(ids)
+        if self.cost is not None:
+            idle = self.cost[ids] == 0
+            np.subtract.at(self.idle_node, nodes[idle], 1)
+            np.subtract.at(self.idle_rack, racks[idle], 1)
 
 
 @element
@@ -139,6 +181,18 @@ class DelayPlacer(Placer):
     `mode=fully_consolidated` waits as long as it takes for the most consolidated placement
     that can ever fit (Dally-fullyConsolidated). Needs a cluster of one GPU type.
 
+    Leases (`release=true`): a running job holds its GPUs for one round. At each round's end
+    every gang is released and offered again with the free GPUs, to all jobs in ranking order
+    (so a job that ranks higher may take GPUs a running job held: Dally's preemption). Within
+    a level, idle GPUs are taken first, then those of the lowest-ranked gangs (the machine or
+    rack is chosen to displace as little as it can). A running job whose whole gang
+    is still on offer at its turn keeps it (its lease is renewed at no cost), unless a tighter
+    placement has room now (one machine for a job spread over machines, one rack for one
+    spread over racks): then it moves there. A running job part of whose gang was taken has
+    lost its GPUs: its starvation clock starts again and it decides as a waiting job (Algorithm
+    1 with no wait behind it), else it is suspended. A suspended or moved job pays the graph's
+    checkpoint cost (`checkpoint_per_gpu = 1s` is Dally's simulator's 1 s per GPU).
+
     Arguments:
         mode: delay (timers), no_wait (both timers 0) or fully_consolidated (wait for the tightest fit).
         machine_wait: the machine timer T_Mc when not tuned (Dally-manual: 12h).
@@ -149,6 +203,8 @@ class DelayPlacer(Placer):
         machine_floor: the least tuned machine timer (0: the paper; 6 leases in the simulator).
         rack_floor: the least tuned rack timer (0: the paper; 12 leases in the simulator).
         capped: cap tuned timers at 0.8 x history (machine) and history (rack), as the simulator.
+        release: end every running job's lease at each round and offer its gang again (Dally's lease model).
+        timeline: report the tuned timers over time (a `timers` table: time, GPU demand, T_Mc, T_Rk, each time they change).
     Counters:
         machine: jobs placed on one machine so far.
         rack: jobs placed on one rack (not one machine) so far.
@@ -167,6 +223,8 @@ class DelayPlacer(Placer):
     machine_floor: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     rack_floor: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     capped: bool = attrs.field(default=False)
+    release: bool = attrs.field(default=False)
+    timeline: bool = attrs.field(default=False)
 
     def __attrs_post_init__(self) -> None:
         if self.rack_wait < self.machine_wait:
@@ -187,6 +245,8 @@ class DelayPlacer(Placer):
         self._tuner = DelayTuner(self.history, self.sigma, self.machine_floor, self.rack_floor, self.capped)
         self._machine_size = cluster.max_gpus_per_node
         self._rack_size = int(np.bincount(cluster.gpu_rack).max())
+        self._timeline: list[tuple[float, int, float, float]] = []
+        self._last_timers: dict[int, tuple[float, float]] = {}
 
     def timers(self, demand: int, now: float) -> tuple[float, float]:
         """(T_Mc, T_Rk) for a job wanting `demand` GPUs, Algorithm 1's zero rules applied."""
@@ -198,6 +258,9 @@ class DelayPlacer(Placer):
             t_mc, t_rk = math.inf, math.inf
         elif self.tuned:
             t_mc, t_rk = self._tuner.timers(demand, now)
+            if self.timeline and self._last_timers.get(demand) != (t_mc, t_rk):
+                self._last_timers[demand] = (t_mc, t_rk)
+                self._timeline.append((now, demand, t_mc, t_rk))
         else:
             t_mc, t_rk = float(self.machine_wait), float(self.rack_wait)
         if demand > self._machine_size:
@@ -206,18 +269,18 @@ class DelayPlacer(Placer):
 
     def offer(self, cluster, free: _Free, demand: int, starvation: float, now: float):
         """Algorithm 1 for one job: (GPU ids, level) or (None, None) when it declines."""
-        fits = np.flatnonzero(free.node >= demand)
-        if len(fits):
-            ids = free.take(cluster.gpu_node == int(fits[0]), demand)
+        node = free.first("machine", demand)
+        if node >= 0:
+            ids = free.take(cluster.gpu_node == node, demand)
             if self.tuned:
                 self._tuner.record("machine", demand, starvation, now)
             return ids, "machine"
         t_mc, t_rk = self.timers(demand, now)
         if starvation < t_mc:
             return None, None
-        fits = np.flatnonzero(free.rack >= demand)
-        if len(fits):
-            ids = free.take(cluster.gpu_rack == int(fits[0]), demand)
+        rack = free.first("rack", demand)
+        if rack >= 0:
+            ids = free.take(cluster.gpu_rack == rack, demand)
             if self.tuned:
                 self._tuner.record("rack", demand, starvation, now)
             return ids, "rack"
@@ -225,24 +288,70 @@ class DelayPlacer(Placer):
             return None, None
         return free.take(None, demand), "network"
 
+    def reoffer(self, cluster, free: _Free, own: np.ndarray, demand: int):
+        """A released gang whose GPUs are all offered again: (GPU ids, level) of a tighter
+        placement if one has room now (taken at once, as Algorithm 1 takes a machine), else
+        (own GPUs, None): it keeps them."""
+        nodes, racks = cluster.gpu_node[own], cluster.gpu_rack[own]
+        if nodes.min() != nodes.max() and demand <= self._machine_size:
+            node = free.first("machine", demand)
+            if node >= 0:
+                return free.take(cluster.gpu_node == node, demand), "machine"
+        if racks.min() != racks.max() and demand <= self._rack_size:
+            rack = free.first("rack", demand)
+            if rack >= 0:
+                return free.take(cluster.gpu_rack == rack, demand), "rack"
+        free.take_ids(own)
+        return own, None
+
     def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
         cluster = ctx.cluster
         now = ctx.now
-        self._clock.update(ctx)
+        clock = self._clock
+        clock.update(ctx)
         running = ctx.running_rows
-        available = ctx.holder < 0
+        holder = ctx.holder
+        available = holder < 0
         if ctx.online is not None:
             available &= ctx.online
-        free = _Free(cluster, available)
         rows, want = ranking.rows, ranking.gpus
-        waiting = (ctx.jobs.column("held")[rows] == 0) & (want > 0) & (want <= free.total)
-        launch_rows, launch_gpus, counts = [], [], []
-        for i in np.flatnonzero(waiting).tolist():
+        held = ctx.jobs.column("held")[rows]
+        released = self.release and len(running) > 0
+        cost = None
+        if released:
+            # Every lease ends at the round: the gangs are offered again, priced by their rank.
+            held_now = holder >= 0
+            if ctx.online is not None:
+                held_now &= ctx.online
+            available |= held_now
+            price = np.zeros(len(ctx.jobs) + 1)
+            price[rows] = len(rows) - np.arange(len(rows), dtype=np.float64)
+            price[len(ctx.jobs)] = 0.0  # (index of the idle GPUs' holder, -1)
+            cost = np.where(held_now, price[holder], 0.0)
+            cost[held_now & (cost == 0)] = 0.5  # held by a job the ranking leaves out: cheap, not free
+        free = _Free(cluster, available, cost)
+        offered = (want > 0) & (want <= free.total) & ((held == 0) | released)
+        launch_rows, launch_gpus, counts, kept = [], [], [], []
+        for i in np.flatnonzero(offered).tolist():
             demand = int(want[i])
             if demand > free.total:
                 continue  # no offer can hold it this round
             row = int(rows[i])
-            ids, level = self.offer(cluster, free, demand, now - float(self._clock.since[row]), now)
+            level: str | None
+            if held[i] > 0:
+                own = ctx.gpus_of(row)
+                if len(own) == demand and free.available[own].all():
+                    ids, level = self.reoffer(cluster, free, own, demand)
+                    if level is None:
+                        kept.append(row)
+                        continue
+                else:
+                    # Higher-ranked jobs took part of its gang: it has lost its GPUs, and its
+                    # starvation clock starts again.
+                    clock.since[row] = now
+                    ids, level = self.offer(cluster, free, demand, 0.0, now)
+            else:
+                ids, level = self.offer(cluster, free, demand, now - float(clock.since[row]), now)
             if ids is None:
                 self.counters["declined"] += 1
                 continue
@@ -252,14 +361,32 @@ class DelayPlacer(Placer):
             counts.append(demand)
             if free.total == 0:
                 break
+        suspend = _NO_ROWS
+        keep = running
+        if released:
+            keep = np.asarray(sorted(kept), dtype=np.int64)
+            suspend = running[~isin_rows(running, keep)]
+            lost = suspend[~isin_rows(suspend, np.asarray(launch_rows, dtype=np.int64))]
+            clock.lost(lost, now)
+            self.counters["preempted"] += len(lost)
+            self.counters["moved"] += len(suspend) - len(lost)
         if not launch_rows:
-            return Plan(keep=running)
+            return Plan(keep=keep, suspend=suspend)
         launched = np.asarray(launch_rows, dtype=np.int64)
-        self._clock.started(launched, now)
+        clock.started(launched, now)
         self.counters["launched"] += len(launched)
         return Plan(
             launch_rows=launched,
             launch_gpus=np.concatenate(launch_gpus),
             launch_counts=np.asarray(counts, dtype=np.int64),
-            keep=running,
+            keep=keep,
+            suspend=suspend,
         )
+
+    def finish(self, ctx: RoundContext) -> dict:
+        if not self.timeline:
+            return {}
+        import polars as pl
+
+        schema = {"time_s": pl.Float64, "gpus": pl.Int64, "machine_timer_s": pl.Float64, "rack_timer_s": pl.Float64}
+        return {"timers": pl.DataFrame(self._timeline, schema=schema, orient="row")}

@@ -1,7 +1,8 @@
 """Tiresias' placement: consolidate only the jobs that need it, spread the rest to limit
 fragmentation. Two ways to tell which jobs need it: the tensor-size skew that Tiresias'
 profiler measures (SkewAwarePlacer), or a profile of each model's measured slowdown when
-spread, Blox's "Tiresias+" (ProfiledPlacer). Both share the Placer steps of placer.py."""
+spread, Blox's "Tiresias+" (ProfiledPlacer). TiresiasDally is Tiresias as Dally's evaluation
+ran it on a cluster of network tiers. All share the Placer steps of placer.py."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
-from roundhouse.elements.placement.packing import choose_consolidated
+from roundhouse.elements.placement.packing import _of_type, choose_consolidated
 from roundhouse.elements.placement.placer import Placer
+from roundhouse.errors import SchedError
 from roundhouse.runtime.element import element, element_family
 from roundhouse.runtime.types import Ranking
 from roundhouse.runtime.values import positive
+from roundhouse.traces.communication import CommunicationTable
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -114,3 +117,75 @@ class ProfiledPlacer(_Selective):
         slowdown = ctx.jobs.column("spread_slowdown")[rows]
         with np.errstate(invalid="ignore"):
             return slowdown > self.tolerance
+
+
+def _first_with_room(counts: np.ndarray, want: int) -> int:
+    """The first group (machine or rack) with at least `want` GPUs free; -1 if none."""
+    fits = np.flatnonzero(counts >= want)
+    return int(fits[0]) if len(fits) else -1
+
+
+def _fewest_with_room(counts: np.ndarray, want: int) -> int:
+    """The group with the fewest free GPUs that still holds `want` (best fit); -1 if none."""
+    slack = np.where(counts >= want, counts - want, np.iinfo(np.int64).max)
+    group = int(slack.argmin())
+    return group if counts[group] >= want else -1
+
+
+@element
+class TiresiasDally(_Selective):
+    """Tiresias as Dally's evaluation ran it: high-skew models consolidated without relaxation,
+    the others placed on the first machine, rack or cluster-wide set of free GPUs that holds them.
+
+    A job of a model in `high_skew` (Dally's Table I labels VGG11, AlexNet and MobileNetV3 high
+    skew; any spelling the communication profile knows) takes the machine with the fewest free GPUs that holds it (a job larger than a machine:
+    the fullest rack that holds it; larger than a rack: the lowest-numbered free GPUs), and
+    otherwise waits, however long: Tiresias has no timer that relaxes consolidation. Every
+    other job takes the first machine with room, else the first rack with room, else the
+    lowest-numbered free GPUs, at once, whatever the tier. Pair it with Las (continuous 2D
+    attained service, GPUs x time, lowest first), not with TiresiasLas' discrete queues: Dally's
+    Tiresias orders jobs by their attained service itself. Running jobs the ranking no longer
+    selects are preempted (the Placer steps). Dally's simulator also lets a high-skew job fall
+    back to a rack when eight or more GPUs are free; that quirk is not reproduced. On a cluster
+    without network tiers no job has a communication profile, so none is consolidated.
+
+    Arguments:
+        high_skew: the models consolidated (names in the communication profile).
+    See also: SkewAwarePlacer, Las, DelayPlacer, Gandiva
+    Paper: Dally (IEEE BigData'25) §IV-A and Table I; Tiresias (NSDI'19) §3.3; cluster-sim TiresiasInterJobScheduler.
+    """
+
+    high_skew: list[str] = attrs.field(factory=lambda: ["VGG11", "AlexNet", "MobileNetV3"])
+
+    def start(self, ctx: RoundContext) -> None:
+        super().start(ctx)
+        rows = CommunicationTable.load().index(self.high_skew)
+        if (rows < 0).any():
+            missing = [m for m, r in zip(self.high_skew, rows) if r < 0]
+            raise SchedError(
+                f"{self.name} (TiresiasDally): high_skew names models with no communication profile: {', '.join(missing)}"
+            )
+        self._skewed_models = rows
+
+    def sensitive(self, ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
+        return np.isin(ctx.jobs.column("comm_model")[rows], self._skewed_models)
+
+    def choose(self, cluster, available, want, types, one_node):
+        for t in types:
+            mask = _of_type(cluster, available, t)
+            per_node = cluster.per_node(mask)
+            per_rack = np.bincount(cluster.gpu_rack[mask], minlength=cluster.n_racks)
+            pick = _fewest_with_room if one_node else _first_with_room
+            node = pick(per_node, want)
+            if node >= 0:
+                return np.flatnonzero(mask & (cluster.gpu_node == node))[:want]
+            if one_node and want <= cluster.max_gpus_per_node:
+                continue  # consolidated on one machine or not at all
+            rack = pick(per_rack, want)
+            if rack >= 0:
+                return np.flatnonzero(mask & (cluster.gpu_rack == rack))[:want]
+            if one_node and want <= int(np.bincount(cluster.gpu_rack).max()):
+                continue
+            if per_node.sum() >= want:
+                return np.flatnonzero(mask)[:want]
+        return None

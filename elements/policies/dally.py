@@ -64,6 +64,11 @@ class StarvationClock:
         self.since[changed] = ctx.now
         self._holding = holding.copy()
 
+    def lost(self, rows: np.ndarray, now: float) -> None:
+        """The owner took all their GPUs from `rows` at `now`."""
+        self.since[rows] = now
+        self._holding[rows] = False
+
     def started(self, rows: np.ndarray, now: float) -> None:
         """The owner launched `rows` at `now`."""
         self.since[rows] = now

@@ -4,7 +4,8 @@ Round k covers [kR, (k+1)R).
 - Jobs arriving inside a round become visible at the next boundary (the sources see to that).
 - A running job progresses at its placement's throughput; one that finishes inside a round
   finishes at its exact time, and its GPUs stay idle until the round ends.
-- A suspended job occupies its GPUs for `checkpoint` seconds after the boundary; a launched job
+- A suspended job occupies its GPUs for `checkpoint` seconds after the boundary, plus
+  `checkpoint_per_gpu` for each GPU it held (Dally's simulator charges 1 s per GPU); a launched job
   starts once all its GPUs are free, then spends `restore` seconds before it progresses. A job
   that keeps its GPUs pays nothing (its lease is renewed). A job the plan completes frees its
   GPUs at the boundary, at no cost.
@@ -42,12 +43,14 @@ class Simulator:
         round_s: float,
         checkpoint_s: float = 0.0,
         restore_s: float = 0.0,
+        checkpoint_per_gpu_s: float = 0.0,
         resize_in_place_s: float = 1.0,
         resize_restart_s: float = 20.0,
     ):
         self.world = world
         self.round_s = float(round_s)
         self.checkpoint_s = float(checkpoint_s)
+        self.checkpoint_per_gpu_s = float(checkpoint_per_gpu_s)
         self.restore_s = float(restore_s)
         self.resize_in_place_s = float(resize_in_place_s)
         self.resize_restart_s = float(resize_restart_s)
@@ -81,26 +84,32 @@ class Simulator:
         """Called with a checked plan before the world's books change (so suspended jobs
         still hold their GPUs)."""
         now = self._now
-        if self.checkpoint_s > 0 and len(plan.suspend):
+        charges = self.checkpoint_s > 0 or self.checkpoint_per_gpu_s > 0
+        if charges and len(plan.suspend):
             freed = isin_rows(self.world.holder, plan.suspend)
             if self.world.co_holder is not None:  # space sharing: a GPU's second job checkpoints too
                 freed |= isin_rows(self.world.co_holder, plan.suspend)
-            self._gpu_free_at[freed] = now + self.checkpoint_s
+            cost = self.checkpoint_s
+            if self.checkpoint_per_gpu_s > 0:
+                # Each GPU waits for its whole gang's checkpoint: per GPU held, by the job holding it.
+                held = self.world.jobs.column("held")
+                cost = cost + self.checkpoint_per_gpu_s * held[self.world.holder[freed]]
+            self._gpu_free_at[freed] = now + cost
         if len(self._ready_rows):  # pauses carried over from the last round, unless this plan ends or redoes them
             gone = np.concatenate((plan.suspend, plan.complete, plan.resize_rows))
             if len(gone):
                 stay = ~isin_rows(self._ready_rows, np.sort(gone))
                 self._ready_rows, self._ready_at = self._ready_rows[stay], self._ready_at[stay]
         parts = [(self._ready_rows, self._ready_at)] if len(self._ready_rows) else []
-        if len(plan.launch_rows) and (self.checkpoint_s > 0 or self.restore_s > 0):
+        if len(plan.launch_rows) and (charges or self.restore_s > 0):
             # (Without either cost a launched job starts at the boundary, as running ones do.)
             free_at = np.maximum.reduceat(self._gpu_free_at[plan.launch_gpus], plan.launch_starts)
             parts.append((plan.launch_rows, np.maximum(free_at, now) + self.restore_s))
         if len(plan.resize_rows):
             free_at = np.maximum.reduceat(self._gpu_free_at[plan.resize_gpus], plan.resize_starts)
             in_place = plan.resize_in_place if plan.resize_in_place is not None else np.ones(len(plan.resize_rows), bool)
-            cost = np.where(in_place, self.resize_in_place_s, self.resize_restart_s)
-            parts.append((plan.resize_rows, np.maximum(free_at, now) + cost))
+            pause = np.where(in_place, self.resize_in_place_s, self.resize_restart_s)
+            parts.append((plan.resize_rows, np.maximum(free_at, now) + pause))
         if parts:
             rows = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
             at = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]

@@ -90,7 +90,7 @@ class GavelRounds(Element):
             partner = self._partner[self._ran]
             mate = run_s[np.maximum(partner, 0)] - self._ran_partner_run_s
             got = np.where(partner >= 0, np.maximum(got, mate), got)
-        np.add.at(self._time, (self._ran, self._ran_col), got)
+        self._time[self._ran, self._ran_col] += got  # (each entry ran once: no repeated cell)
         np.add.at(self._given, self._ran_col, got)
         self._ran = self._ran[:0]
 
@@ -120,6 +120,10 @@ class GavelRounds(Element):
         self._shares = shares
         self._rows, self._partner, self._X = rows, partner, np.asarray(X)
         self._deficit = deficit
+        # Per column, the entries in tie-break order (deficit, then allocation, then entry),
+        # fixed until the next allocation: a round then sorts by priority alone.
+        entry = np.arange(len(rows))
+        self._tie_order = [np.lexsort((entry, -self._X[:, c], -deficit[:, c])) for c in range(k)]
         # Times restart at half a round (Gavel's choice), so every fraction is positive and
         # the priority X / f is finite: X times all time given out on the type, over own time.
         self._time = np.full(self._X.shape, ctx.round_s / 2)
@@ -206,7 +210,9 @@ class GavelRounds(Element):
                 if not len(cand):
                     continue
                 if self._any_pairs or int(sf[cand].sum()) > left[t]:  # (when all fit, order does not matter)
-                    cand = cand[np.lexsort((cand, -X[cand, c], -self._deficit[cand, c], -priority[cand, c]))]
+                    tied = self._tie_order[c]
+                    cand = tied[ok[tied]]
+                    cand = cand[np.argsort(-priority[cand, c], kind="stable")]
                 picked, left[t] = _greedy(cand, sf, partner, rows, taken, int(left[t]), self._any_pairs)
                 if len(picked):
                     chosen.append(picked)

@@ -85,50 +85,39 @@ class GavelPlacer(Element):
         available = ~isin_rows(holder, kept)  # GPUs of jobs that stay are taken; the rest are free
         if co is not None:
             available &= ~isin_rows(np.asarray(co), kept)
-        positions, gpus_out = [], []
         todo = np.flatnonzero(~keep)
-        strict = np.zeros(n, dtype=bool) if ranking.consolidate is None else np.asarray(ranking.consolidate, dtype=bool)
-        for t in np.unique(types[todo]).tolist():
-            here = todo[types[todo] == t]
-            here = here[np.argsort(-want[here], kind="stable")]  # largest first, then ranking order
-            singles = here[want[here] == 1]
-            for i in here[want[here] > 1].tolist():
-                got = _choose(cluster, available, int(want[i]), t, bool(strict[i]))
-                if got is not None:
-                    available[got] = False
-                    positions.append(i)
-                    gpus_out.append(got)
-            if len(singles):
-                taken = pack_best_fit(cluster, available, t, 1, len(singles))
-                for i, g in zip(singles[: len(taken)].tolist(), taken):
-                    positions.append(i)
-                    gpus_out.append(g)
+        if cluster.max_gpus_per_node == 1:
+            positions, counts, gpus = _on_one_gpu_servers(cluster, available, types, want, todo, ranking.consolidate)
+        else:
+            positions, counts, gpus = _job_by_job(cluster, available, types, want, todo, ranking.consolidate)
         self.counters["unplaced"] += len(todo) - len(positions)
 
-        launch_rows, launch_gpus, counts, mates = [], [], [], []
-        for i, g in zip(positions, gpus_out):
-            launch_rows.append(rows[i])
-            launch_gpus.append(g)
-            counts.append(len(g))
-            mates.append(partner[i])
-            if partner[i] >= 0:
-                launch_rows.append(partner[i])
-                launch_gpus.append(g)
-                counts.append(len(g))
-                mates.append(rows[i])
         suspend = running[~isin_rows(running, kept)] if len(kept) else running
-        self.counters["launched"] += len(launch_rows)
+        keep_rows = running[isin_rows(running, kept)] if len(kept) else running[:0]
         self.counters["kept"] += len(running) - len(suspend)
         self.counters["suspended"] += len(suspend)
-        if not launch_rows:
-            return Plan(keep=running[isin_rows(running, kept)], suspend=suspend)
+        if not len(positions):
+            return Plan(keep=keep_rows, suspend=suspend)
+        launch_rows, mates = rows[positions], partner[positions]
+        paired = mates >= 0
+        if paired.any():  # both jobs of a pair get the same GPUs, the partner right after its entry
+            starts = np.cumsum(counts) - counts
+            order = np.argsort(np.concatenate([np.arange(len(positions)) * 2, np.flatnonzero(paired) * 2 + 1]), kind="stable")
+            firsts = np.concatenate([starts, starts[paired]])[order]
+            counts = np.concatenate([counts, counts[paired]])[order]
+            launch_rows, mates = (
+                np.concatenate([launch_rows, mates[paired]])[order],
+                np.concatenate([mates, launch_rows[paired]])[order],
+            )
+            gpus = gpus[firsts.repeat(counts) + np.arange(int(counts.sum())) - (np.cumsum(counts) - counts).repeat(counts)]
+        self.counters["launched"] += len(launch_rows)
         return Plan(
-            launch_rows=np.asarray(launch_rows, dtype=np.int64),
-            launch_gpus=np.concatenate(launch_gpus),
-            launch_counts=np.asarray(counts, dtype=np.int64),
-            keep=running[isin_rows(running, kept)],
+            launch_rows=launch_rows,
+            launch_gpus=gpus,
+            launch_counts=counts,
+            keep=keep_rows,
             suspend=suspend,
-            launch_partner=np.asarray(mates, dtype=np.int64) if (np.asarray(mates) >= 0).any() else None,
+            launch_partner=mates if paired.any() else None,
         )
 
     @staticmethod
@@ -142,6 +131,78 @@ class GavelPlacer(Element):
             nodes = ctx.cluster.gpu_node[ctx.gpus_of(int(rows[i]))]
             out[i] = len(nodes) > 0 and (nodes == nodes[0]).all()
         return out
+
+
+def _job_by_job(cluster, available, types, want, todo, consolidate):
+    """Entries placed type by type, largest first, each on the best-fit node (or as few nodes
+    as possible); single-GPU entries packed at once. Returns (positions, counts, GPUs)."""
+    positions, gpus_out = [], []
+    strict = np.zeros(len(want), dtype=bool) if consolidate is None else np.asarray(consolidate, dtype=bool)
+    for t in np.unique(types[todo]).tolist():
+        here = todo[types[todo] == t]
+        here = here[np.argsort(-want[here], kind="stable")]  # largest first, then ranking order
+        singles = here[want[here] == 1]
+        for i in here[want[here] > 1].tolist():
+            got = _choose(cluster, available, int(want[i]), t, bool(strict[i]))
+            if got is not None:
+                available[got] = False
+                positions.append(i)
+                gpus_out.append(got)
+        if len(singles):
+            taken = pack_best_fit(cluster, available, t, 1, len(singles))
+            positions.extend(singles[: len(taken)].tolist())
+            gpus_out.extend(taken)
+    if not positions:
+        return _NONE, _NONE, _NONE
+    return (
+        np.asarray(positions, dtype=np.int64),
+        np.array([len(g) for g in gpus_out], dtype=np.int64),
+        np.concatenate(gpus_out).astype(np.int64, copy=False),
+    )
+
+
+def _on_one_gpu_servers(cluster, available, types, want, todo, consolidate):
+    """`_job_by_job` where every server has one GPU (Gavel's simulated clusters), without a
+    search per job: there the best fit and the fewest-nodes choice both come down to the
+    lowest-numbered free GPUs of the type, so each type's entries, largest first, take the
+    next free GPUs in turn (an entry that does not fit is skipped; one that must sit on one
+    server cannot, beyond one GPU). Cost: one pass over the GPUs per type, not per job."""
+    if not len(todo):
+        return _NONE, _NONE, _NONE
+    t_todo = types[todo]
+    order = np.lexsort((-want[todo], t_todo))  # by type, then largest first, then ranking order
+    todo, t_todo = todo[order], t_todo[order]
+    sizes = want[todo]
+    if consolidate is not None:
+        fits_one = ~np.asarray(consolidate, dtype=bool)[todo] | (sizes <= 1)
+        todo, t_todo, sizes = todo[fits_one], t_todo[fits_one], sizes[fits_one]
+    bounds = np.flatnonzero(np.r_[True, t_todo[1:] != t_todo[:-1], True])
+    positions, counts, gpus = [], [], []
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        t = int(t_todo[a])
+        ids = np.flatnonzero(available & cluster.type_mask[t] if len(cluster.gpu_types) > 1 else available)
+        s = sizes[a:b]
+        ends = np.cumsum(s)
+        if ends[-1] <= len(ids):  # everyone fits
+            take = np.arange(a, b)
+        else:  # greedy with skips: the wants are few, a scalar walk is cheapest
+            room, picked = len(ids), []
+            for k, w in enumerate(s.tolist()):
+                if w <= room:
+                    picked.append(a + k)
+                    room -= w
+            take = np.asarray(picked, dtype=np.int64)
+        if not len(take):
+            continue
+        c = sizes[take]
+        got = ids[: int(c.sum())]
+        available[got] = False
+        positions.append(todo[take])
+        counts.append(c)
+        gpus.append(got)
+    if not positions:
+        return _NONE, _NONE, _NONE
+    return np.concatenate(positions), np.concatenate(counts), np.concatenate(gpus)
 
 
 def _choose(cluster, available: np.ndarray, want: int, t: int, one_node: bool):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import shlex
-from collections import defaultdict
+from collections import defaultdict, deque
 from pathlib import Path
 
 import attrs
@@ -86,7 +86,8 @@ class Attempts:
         self.freed_at: dict[int, float] = {}  # GPUs lost (requeue, failure) at this time
         self.unconfirmed: set[tuple[int, int]] = set()  # after a restart: not yet reported by an agent
         self.ports_used: set[int] = set()
-        self._next_port = options.ports[0]
+        self._port_range: tuple[int, int] | None = None
+        self._free_ports: deque[int] = deque()
 
     def _column(self, name: str) -> np.ndarray:
         return self.world.jobs.column(name)
@@ -124,11 +125,16 @@ class Attempts:
         )
 
     def _pick_port(self) -> int:
+        """A rendezvous port no live attempt uses: the one free longest (ports freed go to the
+        back of the line), in constant time; the range's first when every port is taken."""
         lo, hi = self.options.ports
-        for _ in range(hi - lo):
-            port = self._next_port
-            self._next_port = lo + (self._next_port + 1 - lo) % (hi - lo)
-            if port not in self.ports_used:
+        if self._port_range != (lo, hi):
+            self._port_range = (lo, hi)
+            self._free_ports = deque(range(lo, hi))
+        free = self._free_ports
+        while free:
+            port = free.popleft()
+            if port not in self.ports_used:  # (a port taken back after a restart is skipped here)
                 return port
         return lo
 
@@ -152,10 +158,8 @@ class Attempts:
         if has_model:
             self.reached[row] = att.start_iteration
         model = self._column("model")[row]
-        try:
-            command = self._column("command")[row]
-        except KeyError:  # no job of the run has given a command
-            command = None
+        # (Asked first: a missing column's error spells out the closest names, a millisecond a launch.)
+        command = self._column("command")[row] if self.world.jobs.has_column("command") else None
         command = command if isinstance(command, str) and command.strip() else None
         workload = workload_module(canonical_model(model) or model) if command is None and isinstance(model, str) else None
         if command is None and workload is None:
@@ -265,7 +269,10 @@ class Attempts:
     def _drop(self, att: Attempt) -> None:
         att.ended = True
         self.live.pop((att.job_id, att.n), None)
-        self.ports_used.discard(att.master_port)
+        if att.master_port in self.ports_used:
+            self.ports_used.discard(att.master_port)
+            if self._port_range is not None and self._port_range[0] <= att.master_port < self._port_range[1]:
+                self._free_ports.append(att.master_port)
 
     def conclude(self, att: Attempt, outcome: str, t: float, permanent: bool, from_journal: bool = False) -> None:
         self._drop(att)

@@ -22,14 +22,13 @@ import attrs
 import numpy as np
 
 from roundhouse.errors import RoundhouseError
-from roundhouse.runtime import resizing
 from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.backends.live import resizes
 from roundhouse.runtime.backends.live.attempts import Attempts
 from roundhouse.runtime.backends.live.ending import checkpoint_running, stop_agents
 from roundhouse.runtime.backends.live.nodes import Nodes
 from roundhouse.runtime.backends.live.reports import Reports
-from roundhouse.runtime.backends.live.round import Clock, News
+from roundhouse.runtime.backends.live.round import Clock, News, SendLags
 from roundhouse.runtime.backends.live.server import Server
 from roundhouse.runtime.backends.live.submissions import Submissions
 from roundhouse.runtime.backends.live.takeover import Takeover
@@ -107,6 +106,7 @@ class LiveBackend:
             status=self._on_status,
         )
         self.options = options
+        self.send_lags = SendLags()
 
     @property
     def options(self) -> LiveOptions:
@@ -209,6 +209,8 @@ class LiveBackend:
         if self.takeover.replaying:
             return self.takeover.replayed_poll()
         t = self.clock.now
+        self._polled_at = time.time()
+        self.counters["start_lag_s"] += max(0.0, self._polled_at - self.clock.wall(t))
         news, nodes = self.news, self.nodes
         progress = self.reports.since_last_poll(t, self.world.running_rows)
         finished = news.finished + news.failed
@@ -237,6 +239,7 @@ class LiveBackend:
             self.takeover.check_plan(plan)
             return
         started = time.perf_counter()
+        self.counters["tick_s"] += max(0.0, time.time() - getattr(self, "_polled_at", time.time()))
         self._apply(plan)
         self.counters["apply_s"] += time.perf_counter() - started
 
@@ -247,19 +250,16 @@ class LiveBackend:
                 "they run one job per GPU; space sharing is simulated only"
             )
         books = self.attempts
-        # Resizes: in place where the agents can, else checkpoint and restart (a move). Checked
-        # before the plan is recorded: a refused plan leaves no trace.
-        resized = resizes.plan_resizes(books, plan, resizing.rates(self.world, plan)[1]) if len(plan.resize_rows) else []
+        resized = resizes.plan_resizes(books, plan)  # checked first: a refused plan leaves no trace
         self.takeover.planned(plan)
         # The attempts to revoke, before a move (suspend and launch in one round) makes a new one
         # current. Jobs a plan completes (where plans can: a loss-based termination) stop the
         # same way: they checkpoint and exit, and the world has already counted them finished.
-        restarted = [r for r in resized if not r.in_place]
-        ending = np.concatenate([plan.suspend, plan.complete, [r.att.row for r in restarted]]).astype(np.int64)
+        ending = np.concatenate([plan.suspend, plan.complete, resizes.restarted_rows(resized)])
         revoked = [books.current.get(row) for row in ending.tolist()]
         rates = self.world.launch_rates(plan).tolist() if len(plan.launch_rows) else []
         launches = [books.new(a.row, np.asarray(a.gpus), a.batch_size, rate) for a, rate in zip(plan.launch, rates)]
-        launches += [books.new(r.att.row, r.gpus, r.batch, r.rate) for r in restarted]
+        launches += resizes.relaunches(books, resized)  # resizes by checkpoint and restart, as moves
         # Write ahead: the round and the new attempts are durable before any message leaves.
         self.takeover.journal_round()
         self.server.flush()
@@ -267,10 +267,10 @@ class LiveBackend:
             books.revoke(att)
         for att in launches:
             books.start_or_defer(att)
-        for r in resized:
-            if r.in_place:
-                resizes.carry_out(books, self.nodes, r)
+        resizes.carry_out(books, self.nodes, resized)
         self.server.flush()
+        if revoked or launches:
+            self.send_lags.add(time.time() - self.clock.wall(self.clock.now))
 
     def advance(self) -> None:
         clock = self.clock
@@ -350,6 +350,10 @@ class LiveBackend:
             "nodes_online": self.nodes.count_online(),
             "nodes": len(self.nodes.slots),
             "gpus_online": int(self.nodes.online.sum()),
+            "cpu_s": time.process_time(),
+            "journal_writes": self.journal.writes,
+            "journal_commits": self.journal.commits,
+            **self.send_lags.figures(),
             **dict(self.counters),
         }
         self.server.send(identity, "status_reply", status={k: float(v) for k, v in numbers.items()})

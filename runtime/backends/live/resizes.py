@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
+from roundhouse.runtime import resizing
 from roundhouse.runtime.plans import PlanError
 from roundhouse.runtime.resizing import lr_scale
 from roundhouse.runtime.types import LR_LINEAR, Plan
@@ -43,9 +44,12 @@ class LiveResize:
     in_place: bool
 
 
-def plan_resizes(books: Attempts, plan: Plan, rates: np.ndarray) -> list[LiveResize]:
+def plan_resizes(books: Attempts, plan: Plan) -> list[LiveResize]:
     """The plan's resizes against the books; PlanError (nothing sent) for a job that has no
     attempt running on agents."""
+    if not len(plan.resize_rows):
+        return []
+    rates = resizing.rates(books.world, plan)[1]
     out: list[LiveResize] = []
     ids = books.world.jobs.column("job_id")
     own_batch = books.world.jobs.column("batch_size")
@@ -80,8 +84,24 @@ def _in_place_order(att: Attempt, new: np.ndarray, gpu_node: np.ndarray) -> tupl
     return np.concatenate([kept, extra]), ok
 
 
-def carry_out(books: Attempts, nodes: Nodes, resize: LiveResize) -> None:
-    """Send an in-place resize and update the attempt's books (after the round is journaled)."""
+def restarted_rows(resized: list[LiveResize]) -> np.ndarray:
+    """The rows of jobs resized by checkpoint and restart (their attempts are revoked)."""
+    return np.array([r.att.row for r in resized if not r.in_place], dtype=np.int64)
+
+
+def relaunches(books: Attempts, resized: list[LiveResize]) -> list[Attempt]:
+    """New attempts on the new GPUs for the resizes done by checkpoint and restart."""
+    return [books.new(r.att.row, r.gpus, r.batch, r.rate) for r in resized if not r.in_place]
+
+
+def carry_out(books: Attempts, nodes: Nodes, resized: list[LiveResize]) -> None:
+    """Send the in-place resizes and update the attempts' books (after the round is journaled)."""
+    for resize in resized:
+        if resize.in_place:
+            _carry_out(books, nodes, resize)
+
+
+def _carry_out(books: Attempts, nodes: Nodes, resize: LiveResize) -> None:
     att, cluster = resize.att, books.world.cluster
     old_n = att.world_size
     att.generation += 1

@@ -4,7 +4,9 @@ clock) and the news (what happened since the last round boundary, for the next p
 from __future__ import annotations
 
 import math
+import statistics
 import time
+from collections import deque
 
 import attrs
 
@@ -57,3 +59,27 @@ class News:
     def clear(self) -> None:
         self.finished, self.failed, self.requeued = [], [], []
         self.metrics, self.joined, self.lost = {}, [], []
+
+
+@attrs.define
+class SendLags:
+    """Per round that sent launches or revocations (the last 100 such): seconds from the round's
+    boundary on the wall clock to the last of them handed to the socket (the poll, the graph's
+    tick and the journal's write-ahead included)."""
+
+    recent: deque[float] = attrs.field(factory=lambda: deque(maxlen=100))
+    rounds: int = 0
+
+    def add(self, lag_s: float) -> None:
+        self.recent.append(lag_s)
+        self.rounds += 1
+
+    def figures(self) -> dict[str, float]:
+        """What `status` reports: how many rounds sent, and the lags of the recent ones."""
+        recent = self.recent
+        return {
+            "send_rounds": self.rounds,
+            "send_lag_median_s": statistics.median(recent) if recent else 0.0,
+            "send_lag_max_s": max(recent, default=0.0),
+            "send_lag_last_s": recent[-1] if recent else 0.0,
+        }

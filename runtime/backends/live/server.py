@@ -115,6 +115,7 @@ class Server:
 
     def _receive(self, frames) -> None:
         self.counters["messages_in"] += 1
+        self.counters["bytes_in"] += len(frames[-1])
         identity = frames[0].bytes
         try:
             if len(frames) != 2:
@@ -172,6 +173,7 @@ class Server:
         try:
             self._socket.send_multipart([identity, frame], zmq.NOBLOCK)
             self.counters["messages_out"] += 1
+            self.counters["bytes_out"] += len(frame)
         except zmq.ZMQError as err:  # the peer left (ROUTER_MANDATORY) or its queue is full
             level = logging.WARNING if self._name_of(identity) is not None else logging.DEBUG
             log.log(level, "could not send %s to %s: %s", type_, self.who(identity), err.strerror)

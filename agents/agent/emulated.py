@@ -1,0 +1,279 @@
+"""Many emulated nodes in one agent process (`roundhouse agent --nodes N --fake-gpus 8:V100
+--emulate`), so that one machine can drive a scheduler with a production-sized cluster.
+
+Each node is a node on the wire as a real agent's is: its own DEALER connection (so its own
+identity at the scheduler's ROUTER), its own name (`NAME-0` ... `NAME-{N-1}`), registration,
+heartbeats, numbered messages and exit reports kept until acknowledged. What it does not have
+is job processes: a job "runs" as a timer at the speed the launch carries (the scheduler's
+profile for that placement, `iters_per_s`), from its resume iteration to its last. It is
+started at once; a revocation ends it at the iteration it reached, with a checkpoint named
+after that iteration (nothing is written); it ends done when its iterations are over.
+Progress reaches the scheduler in heartbeats and exit reports (no metrics messages).
+
+A multi-node job's ranks learn of a revocation, which the scheduler sends only to rank 0's node,
+through this process (the emulated nodes share it): so a job must not be spread over nodes of
+two emulating processes. A launch without a speed (a job known only by its duration) runs at
+one iteration per second, as the simulator runs it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import signal
+import time
+import uuid
+
+import attrs
+import zmq
+
+from roundhouse.agents.agent.exits import ExitReports
+from roundhouse.agents.agent.gpus import Gpu
+from roundhouse.agents.agent.messages import drain
+from roundhouse.agents.agent.scheduler_link import SchedulerLink
+from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED
+from roundhouse.wire.security import ClientSecurity
+
+log = logging.getLogger("roundhouse.agent")
+
+
+@attrs.define(eq=False)
+class _Job:
+    """One rank of a launch, running as a timer."""
+
+    node: int
+    job: int
+    attempt: int
+    rank: int
+    gpu: int
+    start_iteration: int
+    iterations: int
+    iters_per_s: float
+    started_at: float
+    checkpoint_dir: str
+
+    def iteration(self, now: float) -> int:
+        return min(self.iterations, self.start_iteration + int((now - self.started_at) * self.iters_per_s))
+
+    @property
+    def ends_at(self) -> float:
+        return self.started_at + max(0, self.iterations - self.start_iteration) / self.iters_per_s
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.job, self.attempt, self.rank)
+
+
+class _Node:
+    """One emulated node: its link to the scheduler, its exit reports, its running ranks."""
+
+    def __init__(self, index: int, name: str, scheduler: str, security: ClientSecurity, gpus: list[Gpu], address: str):
+        self.index = index
+        self.name = name
+        self.counters: dict[str, int] = {"bad_messages": 0, "launched": 0, "exits": 0}
+        self.gpus = {g.index for g in gpus}
+        hello = dict(
+            node=name, address=address, session=uuid.uuid4().hex[:16], gpus=[{"index": g.index, "type": g.type} for g in gpus]
+        )
+        self.link = SchedulerLink(scheduler, security, hello, self.counters)
+        self.exits = ExitReports(self.link, self.counters)
+        self.jobs: dict[tuple[int, int, int], _Job] = {}
+
+    def running(self, now: float) -> list[dict]:
+        return [
+            {"job": j.job, "attempt": j.attempt, "rank": j.rank, "gpu": j.gpu, "iteration": j.iteration(now)}
+            for j in self.jobs.values()
+        ]
+
+
+class EmulatedNodes:
+    """`count` emulated nodes served from one thread. See the module's docstring."""
+
+    def __init__(
+        self,
+        scheduler: str,
+        name: str,
+        count: int,
+        gpus: list[Gpu],
+        security: ClientSecurity,
+        address: str = "127.0.0.1",
+    ):
+        self.nodes = [_Node(i, f"{name}-{i}", scheduler, security, gpus, address) for i in range(count)]
+        self._ends: list[tuple[float, int, tuple[int, int, int]]] = []  # (time, node, key): a heap of completions
+        self._stopping: str | None = None
+
+    def run(self) -> int:
+        context = zmq.Context()
+        poller = zmq.Poller()
+        by_socket = {}
+        for node in self.nodes:
+            dealer, monitor = node.link.open(context)
+            poller.register(dealer, zmq.POLLIN)
+            poller.register(monitor, zmq.POLLIN)
+            by_socket[dealer] = (node, False)
+            by_socket[monitor] = (node, True)
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        gpus = len(self.nodes[0].gpus)
+        log.info(
+            "emulating %d nodes of %d GPUs (%s ...), scheduler %s",
+            len(self.nodes),
+            gpus,
+            self.nodes[0].name,
+            self.nodes[0].link.scheduler,
+        )
+        status = 0
+        try:
+            while True:
+                timeout = 50
+                if self._ends:
+                    timeout = max(0, min(timeout, int((self._ends[0][0] - time.time()) * 1000) + 1))
+                for sock, _ in poller.poll(timeout=timeout):
+                    node, is_monitor = by_socket[sock]
+                    if is_monitor:
+                        node.link.watch_handshakes()
+                    else:
+                        drain(sock, lambda frames, node=node: self._on_frame(node, frames))
+                if any(n.link.refused for n in self.nodes):
+                    status = 2
+                    break
+                now = time.time()
+                self._finish_due(now)
+                for node in self.nodes:
+                    if node.link.keep_alive(now, lambda node=node: node.running(time.time())):
+                        node.exits.flush()
+                if self._stopping and not any(n.jobs for n in self.nodes):
+                    break
+            # On the way out: resend what is due, then wait briefly (all nodes at once) for the acknowledgements.
+            for node in self.nodes:
+                node.exits.flush()
+            deadline = time.time() + 2.0
+            while time.time() < deadline and any(n.exits.unacked and n.link.registered for n in self.nodes):
+                for sock, _ in poller.poll(timeout=100):
+                    node, is_monitor = by_socket[sock]
+                    if not is_monitor:
+                        drain(sock, lambda frames, node=node: self._on_frame(node, frames))
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            for node in self.nodes:
+                node.link.close()
+            context.term()
+        log.info("emulated nodes stopped%s", f" ({self._stopping})" if self._stopping else "")
+        return status
+
+    def _on_signal(self, signum, frame) -> None:
+        self.stop(f"signal {signal.Signals(signum).name}")
+
+    def stop(self, why: str) -> None:
+        """Every running rank ends preempted at the iteration it reached; then out."""
+        if self._stopping:
+            return
+        self._stopping = why
+        now = time.time()
+        for node in self.nodes:
+            for job in list(node.jobs.values()):
+                self._end(node, job, "preempted", now)
+
+    # --- the scheduler's messages ---
+    def _on_frame(self, node: _Node, frames) -> None:
+        got = node.link.receive(frames)
+        if got is None:
+            return
+        type_, body = got
+        if type_ == "welcome":
+            first = not node.link.registered
+            node.link.registered = True
+            node.link.heartbeat_s = body["heartbeat_s"]
+            if first or node.exits.unacked:
+                node.exits.flush(force=True)
+        elif type_ == "unknown":
+            if node.link.registered or time.time() - node.link.last_register > 1.0:
+                node.link.registered = False
+                node.link.register(node.running(time.time()))
+        elif type_ == "error":
+            if not node.link.registered:
+                log.error("the scheduler refused to register node %s: %s", node.name, body["reason"])
+                node.link.refused = True
+            else:
+                log.warning("the scheduler says to %s: %s", node.name, body["reason"])
+        elif type_ == "shutdown":
+            node.link.send("stopping")
+            self.stop(f"the scheduler asked: {body['reason']}")
+        elif type_ == "ack":
+            node.exits.acknowledged((body["job"], body["attempt"], body["rank"]))
+        elif type_ == "launch":
+            self._launch(node, body)
+        elif type_ == "revoke":
+            self._revoke(body)
+
+    def _launch(self, node: _Node, body: dict) -> None:
+        start = body.get("resume_iteration") or 0
+        for r in body["ranks"]:
+            key = (body["job"], body["attempt"], r["rank"])
+            if r["gpu"] not in node.gpus:
+                reason = f"this node has no GPU {r['gpu']}"
+                node.exits.report(
+                    *key, "failed", start, start, body.get("resume"), body.get("resume_iteration"), None, reason, permanent=True
+                )
+                return
+        now = time.time()
+        for r in body["ranks"]:
+            key = (body["job"], body["attempt"], r["rank"])
+            if key in node.jobs or key in node.exits.unacked:
+                continue  # a repeated launch
+            if self._stopping:
+                node.exits.report(
+                    *key,
+                    "preempted",
+                    start,
+                    start,
+                    body.get("resume"),
+                    body.get("resume_iteration"),
+                    None,
+                    "the agent is stopping",
+                    permanent=False,
+                )
+                continue
+            rate = float(body.get("iters_per_s") or 0.0) or 1.0
+            job = _Job(node.index, *key, r["gpu"], start, int(body["iterations"]), rate, now, body["checkpoint_dir"])
+            node.jobs[key] = job
+            node.counters["launched"] += 1
+            node.link.send("started", job=key[0], attempt=key[1], rank=key[2])
+            heapq.heappush(self._ends, (job.ends_at, node.index, key))
+
+    def _revoke(self, body: dict) -> None:
+        """A revocation (sent to rank 0's node) ends every rank of the attempt, on every node."""
+        now = time.time()
+        for node in self.nodes:
+            for job in [j for j in node.jobs.values() if j.job == body["job"] and j.attempt == body["attempt"]]:
+                if body["kill"] or body.get("rank") in (None, job.rank):
+                    self._end(node, job, "killed" if body["kill"] else "preempted", now)
+
+    # --- running ---
+    def _finish_due(self, now: float) -> None:
+        while self._ends and self._ends[0][0] <= now:
+            _, index, key = heapq.heappop(self._ends)
+            node = self.nodes[index]
+            job = node.jobs.get(key)
+            if job is not None:
+                self._end(node, job, "done", now)
+
+    def _end(self, node: _Node, job: _Job, outcome: str, now: float) -> None:
+        del node.jobs[job.key]
+        iteration = job.iteration(now)
+        checkpoint = None
+        if outcome == "preempted":
+            checkpoint = f"{job.checkpoint_dir}/emulated-job-{job.job}-iteration-{iteration}"
+        node.exits.report(
+            job.job,
+            job.attempt,
+            job.rank,
+            outcome,
+            iteration,
+            job.start_iteration,
+            checkpoint,
+            iteration if checkpoint else None,
+            {"done": EXIT_DONE, "preempted": EXIT_PREEMPTED}.get(outcome),
+            "terminated by the agent" if outcome == "killed" else "",
+            permanent=False,
+        )

@@ -1,0 +1,48 @@
+"""Wall time of the full `roundhouse reproduce dally-batch`: 6 schemes x 4 cluster sizes (2, 4,
+8 and 16 racks of Dally's machines), 500 jobs, on the local process pool.
+
+    python benchmarks/dally_batch.py            # the full sweep (the target: under 5 minutes on 2 cores)
+    python benchmarks/dally_batch.py --quick    # the --quick version (the target: under a minute)
+
+Prints the wall time of the whole experiment and the summed run time of its 24 runs (as each
+worker measured its own). A script that prints figures, not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from roundhouse.tools.reproductions import load_all  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--experiment", default="dally-batch", choices=("dally-batch", "dally-poisson"))
+    parser.add_argument("--out", help="keep the experiment's tables and figures in this folder")
+    args = parser.parse_args()
+    experiment = load_all()[args.experiment]
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(args.out).resolve() if args.out else Path(scratch)
+        out.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        report = experiment.run(out, args.quick)
+        wall = time.perf_counter() - started
+        for name, frame in report.tables.items():
+            frame.write_csv(out / f"{name}.csv")
+    runs = report.tables["runs"]
+    print(f"{args.experiment}{' --quick' if args.quick else ''}: {runs.height} runs")
+    print(f"wall time: {wall:.1f} s; summed run time {runs['wall_s'].sum():.1f} s; slowest run {runs['wall_s'].max():.1f} s")
+    for row in runs.sort("wall_s", descending=True).head(5).iter_rows(named=True):
+        print(f"  {row['scheme']:<24} {row['racks']:>2} racks: {row['wall_s']:.1f} s, {row['rounds']} rounds")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Gandiva (OSDI'18) as Dally's evaluation ran it: network-agnostic placement with machine
+affinity by GPU demand, and migration of spread jobs when a better placement frees up."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+
+from roundhouse.elements.placement.placer import Placer
+from roundhouse.errors import SchedError
+from roundhouse.runtime.element import element
+from roundhouse.runtime.types import Plan, Ranking
+from roundhouse.runtime.values import non_negative
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
+
+
+@element
+class Gandiva(Placer):
+    """Gandiva's placement as in Dally's evaluation: jobs of up to a machine's GPUs on one
+    machine, chosen by affinity to their GPU demand; larger jobs on random free GPUs; a job
+    spread over racks moves to one rack when one frees up.
+
+    Running jobs keep their GPUs (Gandiva does not preempt here). Waiting jobs are served in
+    ranking order (pair it with Fifo(backfill=true): Dally's Gandiva orders bids by arrival, and
+    a job that fits nowhere lets later ones through). A job wanting at most one machine's GPUs
+    takes, among the machines with room for it, the one with the most free GPUs whose affinity
+    is its GPU demand; else an unclaimed machine (with the most free GPUs), which from then on
+    has that affinity; else any machine with room; else it waits: it is never spread. A
+    machine with no running job loses its affinity. A larger job takes free GPUs at random
+    (seeded), whatever the tier: Gandiva knows nothing of racks. Then, in ranking order, a
+    running job larger than a machine but no larger than a rack whose GPUs span several racks
+    moves (suspended and launched again, paying the checkpoint) to the rack with the fewest free
+    GPUs that holds it, if any does. Needs a cluster of one GPU type.
+
+    Arguments:
+        seed: seed of the random spread of large jobs (default: the graph's).
+    Counters:
+        affinity: jobs placed on a machine whose affinity is their GPU demand so far.
+        spread: jobs larger than a machine placed on random GPUs so far.
+        migrated: running jobs moved from several racks to one so far.
+    See also: DelayPlacer, TiresiasDally, Fifo
+    Paper: Gandiva (OSDI'18), affinity and migration; Dally (IEEE BigData'25) §IV-A; cluster-sim GandivaInterJobScheduler.
+    """
+
+    seed: int | None = attrs.field(default=None, validator=non_negative)
+
+    def start(self, ctx: RoundContext) -> None:
+        super().start(ctx)
+        cluster = ctx.cluster
+        if len(cluster.gpu_types) > 1:
+            raise SchedError(f"{self.name} (Gandiva): needs a cluster of one GPU type, got {', '.join(cluster.gpu_types)}")
+        self.counters.update(affinity=0, spread=0, migrated=0)
+        self._rng = ctx.rng(self.seed)
+        self._affinity = np.zeros(cluster.n_nodes, dtype=np.int64)  # per machine: GPU demand, 0: none
+        self._rack_size = int(np.bincount(cluster.gpu_rack).max())
+
+    def _machine(self, per_node: np.ndarray, want: int) -> tuple[int, bool]:
+        """(machine, whether by affinity) for a job of `want` GPUs; machine -1 if none has room."""
+        room = per_node >= want
+        for candidates, by_affinity in (
+            (room & (self._affinity == want), True),
+            (room & (self._affinity == 0), False),
+            (room, False),
+        ):
+            if candidates.any():
+                return int(np.where(candidates, per_node, -1).argmax()), by_affinity
+        return -1, False
+
+    def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
+        cluster = ctx.cluster
+        running = ctx.running_rows
+        holder = ctx.holder
+        available = holder < 0
+        if ctx.online is not None:
+            available &= ctx.online
+        busy_nodes = np.bincount(cluster.gpu_node[holder >= 0], minlength=cluster.n_nodes) > 0
+        self._affinity[~busy_nodes] = 0
+        rows, want = ranking.rows, ranking.gpus
+        held = ctx.jobs.column("held")[rows]
+        launch_rows: list[int] = []
+        launch_gpus: list[np.ndarray] = []
+        moved: list[int] = []
+        machine_size = cluster.max_gpus_per_node
+        for i in np.flatnonzero((held == 0) & (want > 0)).tolist():
+            demand = int(want[i])
+            if demand > np.count_nonzero(available):
+                continue
+            if demand <= machine_size:
+                node, by_affinity = self._machine(cluster.per_node(available), demand)
+                if node < 0:
+                    continue
+                ids = np.flatnonzero(available & (cluster.gpu_node == node))[:demand]
+                self._affinity[node] = demand if self._affinity[node] == 0 else self._affinity[node]
+                self.counters["affinity"] += int(by_affinity)
+            else:
+                ids = np.sort(self._rng.choice(np.flatnonzero(available), size=demand, replace=False))
+                self.counters["spread"] += 1
+            available[ids] = False
+            launch_rows.append(int(rows[i]))
+            launch_gpus.append(ids)
+        # Migration: a running job spread over racks that one rack could now hold.
+        for i in np.flatnonzero((held > 0) & (want > machine_size) & (want <= self._rack_size)).tolist():
+            row = int(rows[i])
+            if len(np.unique(cluster.gpu_rack[ctx.gpus_of(row)])) < 2:
+                continue
+            per_rack = np.bincount(cluster.gpu_rack[available], minlength=cluster.n_racks)
+            demand = int(want[i])
+            slack = np.where(per_rack >= demand, per_rack - demand, np.iinfo(np.int64).max)
+            rack = int(slack.argmin())
+            if per_rack[rack] < demand:
+                continue
+            ids = np.flatnonzero(available & (cluster.gpu_rack == rack))[:demand]
+            available[ids] = False
+            launch_rows.append(row)
+            launch_gpus.append(ids)
+            moved.append(row)
+        if not launch_rows:
+            return Plan(keep=running)
+        self.counters["launched"] += len(launch_rows)
+        self.counters["moved"] += len(moved)
+        self.counters["migrated"] += len(moved)
+        suspend = np.asarray(sorted(moved), dtype=np.int64)
+        return Plan(
+            launch_rows=np.asarray(launch_rows, dtype=np.int64),
+            launch_gpus=np.concatenate(launch_gpus),
+            launch_counts=np.asarray([len(g) for g in launch_gpus], dtype=np.int64),
+            keep=running[~np.isin(running, suspend)] if len(suspend) else running,
+            suspend=suspend,
+        )
