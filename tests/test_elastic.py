@@ -12,6 +12,7 @@ from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.types import LR_LINEAR, LR_SQRT, Assignment, Plan, Resize
 from roundhouse.runtime.world import PlanError, World
 from roundhouse.traces.profiles import ProfileTable
+from tests.conftest import SHARED
 
 
 def _world(jobs: list[dict], cluster: str = "2x2:V100", **costs):
@@ -199,3 +200,25 @@ def test_elastic_trace_errors_are_located(tmp_path):
     (tmp_path / "broken" / "x" / "placements.csv").write_text("placement,local_bsz,step_time,sync_time\n1,4,abc,0\n")
     with pytest.raises(TraceError, match=r"placements.csv:2.*step_time"):
         ElasticProfile.load_pollux(tmp_path / "broken")
+
+
+POLLUX = SHARED / "data" / "pollux" / "traces"
+
+
+@pytest.mark.skipif(not POLLUX.is_dir(), reason="../shared/data/pollux not present")
+def test_pollux_applications_fitted_efficiency_matches_their_curves():
+    from roundhouse.traces.goodput import ElasticProfile
+
+    profile = ElasticProfile.load_pollux(POLLUX)
+    assert [a.name for a in profile.apps] == ["bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"]
+    for app in profile.apps:
+        for path in POLLUX.glob(f"{app.name}/validation-*.csv"):
+            m = int(path.stem.split("-")[-1])
+            curve = pl.read_csv(path)
+            measured = curve["progress"][app.epochs - 1] / (curve["iteration"][app.epochs - 1] * m / app.init_batch)
+            got = profile.efficiency(np.array([profile.row(app.name)]), [m])[0]
+            assert got == pytest.approx(measured, rel=0.03), (app.name, m)
+    # More GPUs and a larger batch: more samples/s; across machines slower than within one.
+    cifar = np.full(3, profile.row("CIFAR10"))
+    one, four, spread = profile.throughput(cifar, [1, 1, 4], [1, 4, 4], [128, 512, 512])
+    assert one < spread < four
