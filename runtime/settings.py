@@ -22,6 +22,9 @@ class GraphSettings:
     # checkpoint and restart).
     resize_in_place: Duration = attrs.field(default=Duration(1.0), validator=non_negative)
     resize_restart: Duration = attrs.field(default=Duration(20.0), validator=non_negative)
+    # Epochs of extra training a resize costs per doubling of the batch size beyond 2x in one
+    # step (ONES Figs. 13-14: large jumps hurt convergence); 0: linear scaling holds exactly.
+    batch_jump_penalty: float = attrs.field(default=0.0, validator=non_negative)
     cluster: str | None = None
     profile: FilePath | None = None
     pair_profile: FilePath | None = None
@@ -43,6 +46,7 @@ SETTING_DOCS = {
     "restore": "simulated time a launched job spends restoring before it makes progress",
     "resize_in_place": "simulated time a job resized in place pauses before it progresses again (ONES: about 1 s)",
     "resize_restart": "simulated time a job resized by checkpoint and restart pauses before it progresses again",
+    "batch_jump_penalty": "epochs of extra training per doubling beyond 2x of a job's batch size in one resize (0: none)",
     "cluster": 'the cluster: a spec file or a shorthand such as "32x4:V100" (--cluster overrides)',
     "profile": "the throughput profile table (default: the shipped Gavel table)",
     "pair_profile": "throughputs of two jobs sharing GPUs, for space sharing (default: the shipped Gavel pair table)",

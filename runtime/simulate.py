@@ -87,6 +87,7 @@ def simulate(
     world = World(
         load_cluster(graph, cluster, profile), profile, settings.reference_gpu, settings.pair_profile, load_elastic(graph)
     )
+    world.batch_jump_penalty = float(settings.batch_jump_penalty)
     backend = Simulator(
         world,
         settings.round,

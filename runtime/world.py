@@ -50,6 +50,7 @@ class World:
         self.holder_face, self.online_face = read_only(self.holder), read_only(self.online)
         self.co_holder_face: np.ndarray | None = None
         self.all_online = True
+        self.batch_jump_penalty = 0.0  # epochs per doubling beyond 2x in one resize (runtime/resizing.py)
         # Whether any job so far has a profiled model, or slows down when spread: without
         # either, every launch runs at one unit of work per second (launch_rates' fast path).
         self._any_model = False

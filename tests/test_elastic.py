@@ -222,3 +222,16 @@ def test_pollux_applications_fitted_efficiency_matches_their_curves():
     cifar = np.full(3, profile.row("CIFAR10"))
     one, four, spread = profile.throughput(cifar, [1, 1, 4], [1, 4, 4], [128, 512, 512])
     assert one < spread < four
+
+
+def test_batch_jump_penalty_adds_epochs_for_large_jumps_only():
+    jobs = [dict(job_id=1, arrival_s=0.0, gpus=1, duration_s=1000.0, batch_size=32, epoch_size=100.0)]
+    world, sim = _world(jobs)
+    world.batch_jump_penalty = 1.5
+    _step(world, sim, Plan.of([Assignment(0, [0])]))
+    _step(world, sim, Plan.of(resizes=[Resize(0, [0, 1], 64)]))  # 2x: within ONES' safe doubling
+    assert _col(world, "work")[0] == 1000.0
+    _step(world, sim, Plan.of(resizes=[Resize(0, [0, 1], 512)]))  # 8x: two doublings beyond 2x
+    assert _col(world, "work")[0] == pytest.approx(1000.0 + 1.5 * 2 * 100.0)
+    _step(world, sim, Plan.of(resizes=[Resize(0, [0], 32)]))  # shrinking costs nothing
+    assert _col(world, "work")[0] == pytest.approx(1300.0)

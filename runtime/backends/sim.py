@@ -59,6 +59,7 @@ class Simulator:
         # Jobs launched this round, and when each starts progressing (after GPUs free, restore).
         self._ready_rows = np.zeros(0, dtype=np.int64)
         self._ready_at = np.zeros(0)
+        self._paused = np.zeros(0, dtype=bool)  # which of them pause for a resize (those carry over)
         self._events: Events | None = None
         self._full_rows = np.zeros(0, dtype=np.int64)  # (compared by identity: no running set is this one)
         self._full: Progress | None = None
@@ -99,22 +100,21 @@ class Simulator:
             gone = np.concatenate((plan.suspend, plan.complete, plan.resize_rows))
             if len(gone):
                 stay = ~isin_rows(self._ready_rows, np.sort(gone))
-                self._ready_rows, self._ready_at = self._ready_rows[stay], self._ready_at[stay]
-        parts = [(self._ready_rows, self._ready_at)] if len(self._ready_rows) else []
+                self._ready_rows, self._ready_at, self._paused = self._ready_rows[stay], self._ready_at[stay], self._paused[stay]
+        parts = [(self._ready_rows, self._ready_at, self._paused)] if len(self._ready_rows) else []
         if len(plan.launch_rows) and (charges or self.restore_s > 0):
             # (Without either cost a launched job starts at the boundary, as running ones do.)
             free_at = np.maximum.reduceat(self._gpu_free_at[plan.launch_gpus], plan.launch_starts)
-            parts.append((plan.launch_rows, np.maximum(free_at, now) + self.restore_s))
+            parts.append((plan.launch_rows, np.maximum(free_at, now) + self.restore_s, np.zeros(len(free_at), bool)))
         if len(plan.resize_rows):
             free_at = np.maximum.reduceat(self._gpu_free_at[plan.resize_gpus], plan.resize_starts)
             in_place = plan.resize_in_place if plan.resize_in_place is not None else np.ones(len(plan.resize_rows), bool)
             pause = np.where(in_place, self.resize_in_place_s, self.resize_restart_s)
-            parts.append((plan.resize_rows, np.maximum(free_at, now) + pause))
+            parts.append((plan.resize_rows, np.maximum(free_at, now) + pause, np.ones(len(free_at), bool)))
         if parts:
-            rows = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
-            at = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+            rows, at, paused = (np.concatenate([p[i] for p in parts]) for i in range(3))
             order = rows.argsort()
-            self._ready_rows, self._ready_at = rows[order], at[order]
+            self._ready_rows, self._ready_at, self._paused = rows[order], at[order], paused[order]
 
     def advance(self) -> None:
         world = self.world
@@ -149,9 +149,9 @@ class Simulator:
                 run_s = held_until - now
                 self._progress = Progress(rows, done, jobs.column("held")[rows] * run_s, run_s)
                 self._events = Events(time=end, finished=rows[finished], finished_at=finish_at[finished])
-        if len(self._ready_rows):  # a pause that outlasts the round goes on into the next
-            later = self._ready_at > end
-            self._ready_rows, self._ready_at = self._ready_rows[later], self._ready_at[later]
+        if len(self._ready_rows):  # a resize's pause that outlasts the round goes on into the next
+            later = self._paused & (self._ready_at > end)
+            self._ready_rows, self._ready_at, self._paused = self._ready_rows[later], self._ready_at[later], self._paused[later]
         self._now = end
 
     def _full_round(self) -> Progress:
