@@ -235,3 +235,20 @@ def test_batch_jump_penalty_adds_epochs_for_large_jumps_only():
     assert _col(world, "work")[0] == pytest.approx(1000.0 + 1.5 * 2 * 100.0)
     _step(world, sim, Plan.of(resizes=[Resize(0, [0], 32)]))  # shrinking costs nothing
     assert _col(world, "work")[0] == pytest.approx(1300.0)
+
+
+def test_a_graph_runs_elastic_jobs_at_their_goodput(run_graph, tmp_path):
+    from tests.conftest import jobs_of
+
+    _app_folder(tmp_path / "apps")
+    graph = """
+    round = 100s;
+    elastic_profile = "apps";
+    src :: TraceSource(path="trace.csv");
+    src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
+    """
+    # Two epochs (1000 steps at M0 = 100: 100,000 samples); batch 400 on one GPU runs at 4/7 x
+    # 400 / 0.6 samples/s of goodput, so it takes 100,000 / 380.95 = 262.5 s.
+    jobs = [dict(job_id=0, arrival_s=0.0, gpus=1, model="toy", epochs=2.0, batch_size=400)]
+    got = jobs_of(run_graph(graph, jobs, cluster="1x2:V100"))
+    assert got[0]["finish_s"] == pytest.approx(100_000 / (400 / 0.6 * 4 / 7), rel=0.01)
