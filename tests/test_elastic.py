@@ -252,3 +252,18 @@ def test_a_graph_runs_elastic_jobs_at_their_goodput(run_graph, tmp_path):
     jobs = [dict(job_id=0, arrival_s=0.0, gpus=1, model="toy", epochs=2.0, batch_size=400)]
     got = jobs_of(run_graph(graph, jobs, cluster="1x2:V100"))
     assert got[0]["finish_s"] == pytest.approx(100_000 / (400 / 0.6 * 4 / 7), rel=0.01)
+
+
+def test_best_batch_for_an_allocation(tmp_path):
+    from roundhouse.traces.goodput import ElasticProfile
+
+    profile = ElasticProfile.load_pollux(_app_folder(tmp_path), epochs={"toy": 3})
+    # On one GPU, batch M (> 100) costs 2 accumulated steps: goodput M / (0.2 + 0.001 M) x
+    # 400 / (300 + M), which falls from M = 100 (500/s) on: the best is M0. On two GPUs, batch M
+    # is one step of M/2 per GPU: goodput M / (0.1 + 0.0005 M) x 400 / (300 + M), largest at
+    # M = sqrt(0.1 x 300 / 0.0005) = 245 (within the geometric grid's spacing).
+    batch, good = profile.best_batch(np.zeros(2, np.int64), [1, 1], [1, 2])
+    assert batch[0] == 100 and good[0] == pytest.approx(500.0, rel=0.01)
+    assert 230 <= batch[1] <= 260
+    m = 245.0
+    assert good[1] == pytest.approx(m / (0.1 + 0.0005 * m) * 400 / (300 + m), rel=0.01)

@@ -190,6 +190,8 @@ class ElasticProfile:
         self._phi = np.array([a.noise_scale for a in self.apps])
         self._init = np.array([a.init_batch for a in self.apps], dtype=np.float64)
         self._max_local = np.array([a.max_local for a in self.apps], dtype=np.float64)
+        self._min_local = np.array([a.min_local for a in self.apps], dtype=np.float64)
+        self._max_batch = np.array([a.max_batch for a in self.apps], dtype=np.float64)
 
     @classmethod
     def load_pollux(cls, directory: str | Path, epochs: dict[str, int] | None = None) -> ElasticProfile:
@@ -225,6 +227,27 @@ class ElasticProfile:
     def efficiency(self, app: np.ndarray, batch) -> np.ndarray:
         app = np.asarray(app, dtype=np.int64)
         return efficiency(self._phi[app], self._init[app], batch)
+
+    def best_batch(self, app: np.ndarray, nodes, replicas, candidates: int = 50) -> tuple[np.ndarray, np.ndarray]:
+        """(global batch size, goodput) that maximise each job's goodput on a placement of
+        `replicas` GPUs over `nodes` machines, as Pollux's agent picks it: `candidates` sizes
+        spaced geometrically from max(M0, smallest per-GPU batch x replicas) to the largest
+        validated batch (whole samples; more GPUs than that range allows: the smallest, goodput 0
+        where even it is too large)."""
+        app = np.asarray(app, dtype=np.int64)
+        nodes = np.broadcast_to(np.asarray(nodes, dtype=np.float64), app.shape)
+        replicas = np.broadcast_to(np.asarray(replicas, dtype=np.float64), app.shape)
+        low = np.maximum(self._init[app], self._min_local[app] * replicas)
+        high = np.maximum(self._max_batch[app], low)
+        steps = np.linspace(0.0, 1.0, candidates)
+        batch = np.floor(np.exp(np.log(low)[:, None] + (np.log(high) - np.log(low))[:, None] * steps[None, :]))
+        shape = batch.shape
+        a = np.repeat(app, candidates)
+        good = self.rates(a, np.repeat(nodes, candidates), np.repeat(replicas, candidates), batch.ravel()).reshape(shape)
+        good = np.where(batch <= self._max_batch[app][:, None], good, 0.0)
+        best = good.argmax(axis=1)
+        pick = np.arange(len(app))
+        return batch[pick, best].astype(np.int64), good[pick, best]
 
 
 _LOADED: dict[tuple, ElasticProfile] = {}
