@@ -147,9 +147,9 @@ def fit_noise_scale(init_batch: float, curves: dict[int, tuple[np.ndarray, np.nd
         batch.append(float(m))
     if not measured:
         return math.inf  # one curve only: no batch size says what efficiency costs (E = 1)
-    eff, m = np.array(measured), np.array(batch)
+    eff, sizes = np.array(measured), np.array(batch)
     grid = np.logspace(-2, 9, 2201)  # 0.01 .. 1e9 samples, 200 points a decade
-    err = ((np.log(efficiency(grid[:, None], init_batch, m[None, :])) - np.log(eff)[None, :]) ** 2).sum(axis=1)
+    err = ((np.log(efficiency(grid[:, None], init_batch, sizes[None, :])) - np.log(eff)[None, :]) ** 2).sum(axis=1)
     return float(grid[err.argmin()])
 
 
