@@ -41,12 +41,16 @@ def test_grow_and_shrink_in_place_then_a_restart(live):  # noqa: F811
     (row,) = add_jobs(world, [{"job_id": 5, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 900.0, "batch_size": 20}])
     round_trip(world, backend, Plan.of([Assignment(row, [0])]))
     pump(backend)
-    assert [t for t, _ in a.receive()] == ["launch"]
-    # Grow onto the second GPU of the same node, batch 40: one resize message to node a.
+    [(t, launched)] = a.receive()
+    assert t == "launch"
+    # Grow onto the second GPU of the same node, global batch 40 (20 per worker): one resize
+    # message, to node a.
     round_trip(world, backend, Plan.of(resizes=[Resize(row, [0, 1], 40, LR_LINEAR)]))
     pump(backend)
     [(t, msg)] = a.receive()
-    assert t == "resize" and msg["world_size"] == 2 and msg["batch_size"] == 40 and msg["generation"] == 1
+    assert t == "resize" and msg["world_size"] == 2 and msg["batch_size"] == 20 and msg["generation"] == 1
+    assert msg["master_port"] != launched["master_port"]  # a new rendezvous for the new group
+    grown_port = msg["master_port"]
     assert msg["ranks"] == [{"rank": 1, "gpu": 1}] and msg["lr_scale"] == 2.0
     assert b.receive() == [] and world.jobs.column("resizes")[row] == 1
     # Shrink back: rank 1 leaves by itself; its exit is acknowledged, the attempt goes on.
@@ -54,6 +58,7 @@ def test_grow_and_shrink_in_place_then_a_restart(live):  # noqa: F811
     pump(backend)
     [(t, msg)] = a.receive()
     assert t == "resize" and msg["world_size"] == 1 and msg["ranks"] == [] and msg["generation"] == 2
+    assert msg["batch_size"] == 20 and msg["master_port"] not in (grown_port, launched["master_port"])
     a.send("heartbeat", running=[{"job": 5, "attempt": 1, "rank": 1, "gpu": 1, "iteration": 30}])
     a.exited(5, 1, 1, "resized", 30)
     pump(backend)

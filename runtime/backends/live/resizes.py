@@ -4,7 +4,8 @@ A resize is done in place when the plan asks for it and the agents can: the job 
 0..k-1 on the GPUs they hold, ranks past the new size leave by themselves, and new ranks start
 on nodes that already run a worker of the job (they get their state from rank 0). One `resize`
 message goes to rank 0's node (which tells the job at its next step boundary) and one to each
-other node that starts new ranks. Any other resize (asked by checkpoint and restart, new ranks on
+other node that starts new ranks, with a new rendezvous port and the batch size per worker (the
+plan's global batch over the new world size, rounded up), as the agents expect (docs/live.md). Any other resize (asked by checkpoint and restart, new ranks on
 a node the job is not on, GPUs reshuffled) is a checkpoint and restart: the attempt is revoked and
 a new one launched on the new GPUs once it has checkpointed, as a move is.
 
@@ -109,6 +110,10 @@ def _carry_out(books: Attempts, nodes: Nodes, resize: LiveResize) -> None:
     att.slots = cluster.gpu_node[resize.gpus]
     att.batch = resize.batch
     att.iters_per_s = resize.rate if att.iters_per_s else 0.0
+    # A new rendezvous for the re-formed group (the old one's store still holds its port).
+    books.ports_used.discard(att.master_port)
+    att.master_port = books._pick_port()
+    books.ports_used.add(att.master_port)
     for rank in range(len(resize.gpus), old_n):  # leaving ranks exit by themselves (`resized`)
         att.exits.pop(rank, None)
         att.leaving.add(rank)
@@ -119,7 +124,7 @@ def _carry_out(books: Attempts, nodes: Nodes, resize: LiveResize) -> None:
         attempt=att.n,
         generation=att.generation,
         world_size=att.world_size,
-        batch_size=att.batch,
+        batch_size=max(1, -(-att.batch // att.world_size)),  # per worker: the plan's is global
         master_addr=rank0.address if rank0 is not None else "127.0.0.1",
         master_port=att.master_port,
     )
