@@ -93,3 +93,110 @@ def test_a_resize_of_a_job_with_nothing_on_the_agents_is_refused(live):  # noqa:
     pump(backend)
     assert len(backend.takeover.plans) == before and a.receive() == [] and b.receive() == []
     assert np.array_equal(world.gpus_of(row), [0])
+
+
+ITERATIONS = 300
+ELASTIC_PROFILE = """model,batch_size,gpu_type,gpus,placement,iters_per_s
+LM,20,V100,1,consolidated,25
+LM,20,V100,2,consolidated,25
+LM,40,V100,2,consolidated,25
+"""
+
+
+@pytest.mark.live
+@pytest.mark.slow
+def test_a_plan_grows_and_shrinks_a_training_job_through_a_real_agent(tmp_path):
+    """The scheduler's side and the agent's side together: a plan's resizes reach a real agent
+    (two emulated GPUs), whose torch workers (gloo) grow from one to two and shrink back while
+    training; every step is done once, and the job finishes."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from roundhouse.runtime.backends.live import LiveBackend, LiveOptions
+    from roundhouse.runtime.cluster import Cluster
+    from roundhouse.runtime.journal import Journal
+    from roundhouse.runtime.world import World
+    from roundhouse.traces.profiles import ProfileTable
+    from roundhouse.wire.security import ServerSecurity
+    from tests.livecluster import free_port
+
+    here = Path(__file__).resolve().parent
+    (tmp_path / "profile.csv").write_text(ELASTIC_PROFILE)
+    world = World(Cluster.parse("1x2:V100"), ProfileTable.load(tmp_path / "profile.csv"), "V100")
+    address = f"tcp://127.0.0.1:{free_port()}"
+    journal = Journal(tmp_path / "j.sqlite")
+    base = free_port()
+    options = LiveOptions(
+        heartbeat_s=0.2,
+        heartbeat_timeout_s=60.0,
+        max_retries=0,
+        wait_for_agents_s=0.0,
+        checkpoint_dir=str(tmp_path / "ck"),
+        ports=(base, base + 20),
+    )
+    backend = LiveBackend(
+        world, 0.2, address, ServerSecurity(None), journal, options, {"graph_digest": "x", "cluster": "c", "round_s": 0.2}
+    )
+    backend.start()
+    record = tmp_path / "steps.jsonl"
+    argv = [sys.executable, "-m", "roundhouse.tools.cli", "agent", "--scheduler", address, "--insecure", "--name", "el"]
+    argv += ["--fake-gpus", "2:V100", "--emulate", "--workdir", str(tmp_path / "w")]
+    log_path = tmp_path / "agent.log"
+    with open(log_path, "wb") as log:
+        env = dict(__import__("os").environ, ELASTIC_RECORD=str(record), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+        agent = subprocess.Popen(argv, cwd=here.parent, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def rows() -> list[dict]:
+        return [json.loads(x) for x in record.read_text().splitlines() if x.strip()] if record.exists() else []
+
+    def until(check, what: str, timeout: float = 90.0) -> None:
+        deadline = time.time() + timeout
+        while not check():
+            assert time.time() < deadline and agent.poll() is None, f"{what}\n{log_path.read_text()}"
+            pump(backend, 0.1)
+
+    finished: list[int] = []
+
+    def round_(plan) -> None:
+        events = round_trip(world, backend, plan)
+        finished.extend(events.finished.tolist())
+
+    try:
+        until(lambda: backend.nodes.slots[0] is not None, "the agent registers")
+        command = f"{sys.executable} {here / 'elastic_worker.py'}"
+        (row,) = add_jobs(
+            world,
+            [
+                {
+                    "job_id": 3,
+                    "arrival_s": 0.0,
+                    "gpus": 1,
+                    "model": "LM",
+                    "iterations": float(ITERATIONS),
+                    "batch_size": 20,
+                    "command": command,
+                }
+            ],
+        )
+        round_(Plan.of([Assignment(row, [0])]))
+        until(lambda: any(r["iteration"] >= 40 for r in rows()), "rank 0 trains")
+        round_(Plan.of(resizes=[Resize(row, [0, 1], 40)]))  # two workers of 20
+        until(lambda: any(r["rank"] == 1 and r["iteration"] >= 120 for r in rows()), "rank 1 joins and trains")
+        round_(Plan.of(resizes=[Resize(row, [0], 20)]))
+        until(lambda: (round_(None) or True) and row in finished, "the job finishes", timeout=120)
+    finally:
+        agent.terminate()
+        agent.wait(timeout=30)
+        backend.close()
+        journal.close()
+    got = rows()
+    rank0 = [r["iteration"] for r in got if r["rank"] == 0]
+    rank1 = [r["iteration"] for r in got if r["rank"] == 1]
+    assert rank0 == list(range(ITERATIONS))  # every step once, in order: none lost in the resizes
+    assert rank1 == list(range(rank1[0], rank1[-1] + 1)) and rank1[0] >= 40 and rank1[-1] < ITERATIONS - 1
+    worlds = [r["world"] for r in got if r["rank"] == 0]
+    assert worlds[0] == 1 and 2 in worlds and worlds[-1] == 1
+    assert {r["batch"] for r in got if r["rank"] == 1} == {20}
+    assert world.jobs.column("resizes")[row] == 2 and world.jobs.column("preemptions")[row] == 0
