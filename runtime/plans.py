@@ -43,7 +43,7 @@ class PlanCheck:
         resized = plan.resize_rows
         if len(suspend) or len(resized):
             mentioned = np.concatenate((keep, suspend, resized))
-            mentioned.sort()
+            mentioned.sort(kind="stable")  # (sorted runs: a merge, not a quicksort)
         else:
             mentioned = keep
         # Kept, suspended and completed running jobs, together, must be exactly the running
@@ -52,7 +52,7 @@ class PlanCheck:
         running = self.world.running_rows
         # (Counting flags is cheaper than numpy's reductions, min/max/any/all, at these sizes.)
         if len(mentioned) != len(running) or np.count_nonzero(mentioned != running):
-            if not np.array_equal(np.sort(mentioned), running):
+            if not np.array_equal(np.sort(mentioned, kind="stable"), running):
                 if len(resized):
                     self._resizes_named_once(plan, keep, suspend)
                 self._explain_mismatch(keep, suspend, resized)
@@ -65,7 +65,7 @@ class PlanCheck:
             raise PlanError(f"plan launches job {self._job(rows[isin_rows(rows, complete)][0])}, which it also completes")
         n, n_gpus = len(self.world.jobs), self.world.cluster.n_gpus
         ordered = rows.copy()
-        ordered.sort()
+        ordered.sort(kind="stable")
         if ordered[0] < 0 or ordered[-1] >= n:
             raise PlanError("plan launches a job row that does not exist")
         if np.count_nonzero(ordered[1:] == ordered[:-1]):

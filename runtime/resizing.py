@@ -57,6 +57,11 @@ def apply(
     if world.batch_jump_penalty > 0 and "epoch_size" in cols:
         cols["work"][rows] += jump_penalty(world.batch_jump_penalty, cols["batch_used"][rows], batch, cols["epoch_size"][rows])
     cols["batch_used"][rows] = batch
+    note_goodput(world, cols, rows, rate, batch)
+
+
+def note_goodput(world: World, cols: dict[str, np.ndarray], rows: np.ndarray, rate: np.ndarray, batch: np.ndarray) -> None:
+    """Jobs launched or resized: their goodput (their rate) and the efficiency of their batch."""
     cols["goodput"][rows] = rate
     cols["efficiency"][rows] = world.throughput.efficiency(world.jobs.reader, rows, batch)
 

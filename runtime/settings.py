@@ -31,6 +31,9 @@ class GraphSettings:
     elastic_profile: FilePath | None = None
     seed: int = attrs.field(default=0, validator=non_negative)
     reference_gpu: str = "V100"
+    # Skip the ticks of rounds in which no element's output can change (same results; off to
+    # compare, or to watch every round).
+    skip_rounds: bool = True
 
     def __attrs_post_init__(self) -> None:
         if self.checkpoint + self.restore >= self.round:
@@ -53,6 +56,7 @@ SETTING_DOCS = {
     "elastic_profile": "a folder of elastic applications (Pollux's per-application measurements) whose jobs resize",
     "seed": "seed from which elements without their own seed derive theirs",
     "reference_gpu": "GPU type on which trace durations were measured",
+    "skip_rounds": "skip ticking rounds in which nothing can change until the next event (results are identical); false ticks every round",
 }
 
 attrs.resolve_types(GraphSettings)

@@ -44,9 +44,11 @@ class Simulator:
         checkpoint_s: float = 0.0,
         restore_s: float = 0.0,
         checkpoint_per_gpu_s: float = 0.0,
+        now: float = 0.0,
         resize_in_place_s: float = 1.0,
         resize_restart_s: float = 20.0,
     ):
+        """`now`: the first boundary (a simulation that takes over a world mid-run starts there)."""
         self.world = world
         self.round_s = float(round_s)
         self.checkpoint_s = float(checkpoint_s)
@@ -54,7 +56,7 @@ class Simulator:
         self.restore_s = float(restore_s)
         self.resize_in_place_s = float(resize_in_place_s)
         self.resize_restart_s = float(resize_restart_s)
-        self._now = 0.0
+        self._now = float(now)
         self._gpu_free_at = np.zeros(world.cluster.n_gpus)
         # Jobs launched this round, and when each starts progressing (after GPUs free, restore).
         self._ready_rows = np.zeros(0, dtype=np.int64)
@@ -66,6 +68,20 @@ class Simulator:
         self._full_rate = np.zeros(0)
         self._earliest_finish = -np.inf  # of the jobs in _full_rows, as last computed
         self._progress = _NO_PROGRESS
+
+    @classmethod
+    def for_graph(cls, world: World, settings, now: float = 0.0) -> Simulator:
+        """A simulator with a graph's costs (checkpoint, restore, resizes) from its settings."""
+        return cls(
+            world,
+            settings.round,
+            settings.checkpoint,
+            settings.restore,
+            settings.checkpoint_per_gpu,
+            now=now,
+            resize_in_place_s=settings.resize_in_place,
+            resize_restart_s=settings.resize_restart,
+        )
 
     @property
     def now(self) -> float:
@@ -153,6 +169,41 @@ class Simulator:
             later = self._paused & (self._ready_at > end)
             self._ready_rows, self._ready_at, self._paused = self._ready_rows[later], self._ready_at[later], self._paused[later]
         self._now = end
+
+    def next_finish_s(self) -> float:
+        """When the first running job would finish, as last computed for the jobs running now
+        (-inf when not known: the running jobs changed since)."""
+        if not len(self.world.running_rows):
+            return np.inf
+        return float(self._earliest_finish) if self.world.running_rows is self._full_rows else -np.inf
+
+    def advance_quiet(self, rounds: int) -> tuple[int, Progress]:
+        """Event skipping: advance up to `rounds` whole rounds in which the running jobs go on as
+        they are and none finishes (each a round that `advance` would take its quiet path for).
+        Returns how many it advanced and one round's progress, which the world adds that many
+        times (the same additions as round by round)."""
+        rows = self.world.running_rows
+        if len(self._ready_rows):
+            return 0, _NO_PROGRESS
+        now, k = self._now, 0
+        if not len(rows):
+            for _ in range(rounds):
+                now += self.round_s
+            self._now = now
+            return rounds, _NO_PROGRESS
+        if rows is not self._full_rows:
+            jobs = self.world.jobs
+            self._full_rows, self._full_rate, self._full = rows, jobs.column("rate")[rows], None
+            finish_at = now + (jobs.column("work")[rows] - jobs.column("done")[rows]) / self._full_rate
+            self._earliest_finish = finish_at[finish_at.argmin()]
+        earliest = self._earliest_finish
+        while k < rounds:
+            end = now + self.round_s
+            if not earliest > end + _SURE * max(1.0, end):
+                break
+            now, k = end, k + 1
+        self._now = now
+        return k, (self._full_round() if k else _NO_PROGRESS)
 
     def _full_round(self) -> Progress:
         """Progress of the running jobs over a whole round, made once for each running set (a
