@@ -136,6 +136,12 @@ class PlanCheck:
         if _largest(gpus.view(np.uint64)) >= n_gpus:
             raise PlanError(f"plan resizes onto GPU {gpus[(gpus < 0) | (gpus >= n_gpus)][0]}, which does not exist")
         owner = rows.repeat(counts)
+        per_gpu = np.bincount(gpus, minlength=n_gpus)
+        if _largest(per_gpu) > 1:
+            gpu = int(np.argmax(per_gpu))
+            raise PlanError(
+                f"plan resizes job {self._job(owner[gpus == gpu][-1])} onto GPU {gpu}, which it gives another job too"
+            )
         if not world.all_online and not world.online[gpus].all():
             off = ~world.online[gpus]
             raise PlanError(f"plan resizes job {self._job(owner[off][0])} onto GPU {gpus[off][0]}, which is offline")

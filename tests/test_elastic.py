@@ -99,6 +99,8 @@ def test_bad_resizes_are_located_and_change_nothing():
         (Plan.of(keep=[1], resizes=[Resize(0, [0, 9])]), "GPU 9, which does not exist"),
         (Plan.of(keep=[1], resizes=[Resize(0, [0, 1], 1)]), "batch size 1 on 2 GPUs"),
         (Plan(keep=[0]), "job 11 is neither kept nor suspended"),
+        (Plan.of(resizes=[Resize(0, [0, 1]), Resize(1, [1, 2])]), "job 11 onto GPU 1, which it gives another job too"),
+        (Plan.of(resizes=[Resize(0, [0]), Resize(0, [1])], keep=[1]), "resizes job 10 twice"),
     ]
     for plan, message in cases:
         with pytest.raises(PlanError, match=message):
@@ -267,3 +269,11 @@ def test_best_batch_for_an_allocation(tmp_path):
     assert 230 <= batch[1] <= 260
     m = 245.0
     assert good[1] == pytest.approx(m / (0.1 + 0.0005 * m) * 400 / (300 + m), rel=0.01)
+
+
+def test_two_jobs_swap_gpus_by_resizes():
+    world, sim = _world(TWO)
+    _step(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [2])]))
+    _step(world, sim, Plan.of(resizes=[Resize(0, [2]), Resize(1, [0], in_place=False)]))
+    assert world.gpus_of(0).tolist() == [2] and world.gpus_of(1).tolist() == [0]
+    assert _col(world, "done").tolist() == pytest.approx([199.0, 180.0])  # 1 s in place, 20 s by restart
