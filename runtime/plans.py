@@ -80,7 +80,7 @@ class PlanCheck:
             launchable = (status == PENDING) | ((status == RUNNING) & isin_rows(rows, suspend))
             if np.count_nonzero(launchable) < len(rows):
                 row, what = rows[~launchable][0], status[~launchable][0]
-                reason = "has finished" if what == FINISHED else "is running (suspend it to move or resize it)"
+                reason = "has finished" if what == FINISHED else "is running (resize it, or suspend it to launch it elsewhere)"
                 raise PlanError(f"plan launches job {self._job(row)}, which {reason}")
         counted = gpus  # GPUs of launches that count towards occupancy (a pair's second does not)
         if plan.launch_partner is not None:
