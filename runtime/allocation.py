@@ -4,11 +4,16 @@ allocation that ends has held. The world (runtime/world.py) calls these with its
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Plan
 from roundhouse.traces.throughput import Placement, ThroughputModel
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.world import World
 
 
 def close_allocations(cols: dict[str, np.ndarray], rows: np.ndarray) -> None:
@@ -58,3 +63,17 @@ def held_placement(holders, batch, partner, rows, cpus, memory) -> Placement:
     gpus, owner = gpus[sort], owner[sort]
     counts = np.bincount(np.searchsorted(rows, owner), minlength=len(rows))
     return Placement.of(gpus, counts, batch=batch, partner=partner, cpus=cpus, memory_gb=memory)
+
+
+def reallocate(world: World, plan: Plan) -> None:
+    """Kept jobs the plan gives new CPU and memory: their books and rates follow."""
+    cols, (rows, cpus, memory) = world._cols, kept_allocations(plan)
+    if len(rows):
+        close_allocations(world._cols, rows)
+        cols["cpus_held"][rows], cols["memory_held_gb"][rows] = cpus, memory
+        holders = [h for h in (world.holder, world.co_holder) if h is not None]
+        partner = cols["partner"][rows] if world.co_holder is not None else None
+        placement = held_placement(holders, cols["batch_used"][rows], partner, rows, cpus, memory)
+        compute = np.empty(len(rows))
+        cols["rate"][rows] = world._rates(rows, placement, compute)
+        cols["compute_rate"][rows] = compute

@@ -92,7 +92,7 @@ class Fork:
         _refresh(world)
         settings = graph.settings
         if backend is None:  # a live world's books, simulated from here
-            backend = Simulator(world, settings.round, settings.checkpoint, settings.restore)
+            backend = Simulator.for_graph(world, settings)
             backend.jump_to(self.now)
         if adjust is not None:
             adjust(graph)

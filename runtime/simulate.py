@@ -66,6 +66,23 @@ def load_profile(graph: CompiledGraph):
     return ProfileTable.load(graph.settings.profile)
 
 
+def load_elastic(graph: CompiledGraph):
+    """The graph's elastic profile (traces/goodput.py), or None."""
+    if graph.settings.elastic_profile is None:
+        return None
+    from roundhouse.traces.goodput import ElasticProfile
+
+    return ElasticProfile.load_pollux(graph.settings.elastic_profile)
+
+
+def new_world(graph: CompiledGraph, cluster: Cluster, profile) -> World:
+    """A world for the graph: its cluster, profiles (throughput, pairs, elastic) and settings."""
+    settings = graph.settings
+    world = World(cluster, profile, settings.reference_gpu, settings.pair_profile, load_elastic(graph))
+    world.batch_jump_penalty = float(settings.batch_jump_penalty)
+    return world
+
+
 def simulate(
     graph: CompiledGraph,
     cluster: str | Cluster | None = None,
@@ -78,6 +95,6 @@ def simulate(
     (runtime/explain.py), as `result.world.explain`."""
     settings = graph.settings
     profile = profile or load_profile(graph)
-    world = World(load_cluster(graph, cluster, profile), profile, settings.reference_gpu, settings.pair_profile)
-    backend = Simulator(world, settings.round, settings.checkpoint, settings.restore, settings.checkpoint_per_gpu)
+    world = new_world(graph, load_cluster(graph, cluster, profile), profile)
+    backend = Simulator.for_graph(world, settings)
     return Engine(graph, world, backend, until=until, on_round=on_round, explain=explain).run()

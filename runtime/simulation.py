@@ -20,7 +20,7 @@ from roundhouse.runtime import snapshot
 from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file
 from roundhouse.runtime.engine import Engine, RunResult
-from roundhouse.runtime.simulate import load_cluster, load_profile
+from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from roundhouse.runtime.world import World
 
 if TYPE_CHECKING:
@@ -79,9 +79,7 @@ class Simulation:
         if trace is not None:
             self._header["trace"] = str(Path(trace).resolve())
         profile = load_profile(compiled)
-        world = World(
-            load_cluster(compiled, cluster, profile), profile, compiled.settings.reference_gpu, compiled.settings.pair_profile
-        )
+        world = new_world(compiled, load_cluster(compiled, cluster, profile), profile)
         self._engine = _engine(compiled, world, until)
         self._engine.begin()
         self._result: RunResult | None = None
@@ -172,7 +170,7 @@ class Simulation:
             )
         cluster, offset = snapshot.load_cluster(path, payload)
         profile = load_profile(compiled)
-        world = World(cluster, profile, compiled.settings.reference_gpu, compiled.settings.pair_profile)
+        world = new_world(compiled, cluster, profile)
         fresh = _engine(compiled, world, header.get("until"))
         return cls._of(snapshot.restore(path, payload, offset, fresh), header)
 
@@ -244,5 +242,5 @@ def _compile(path: str, text: str | None, overrides: list[str], trace: str | Pat
 
 def _engine(compiled: CompiledGraph, world: World, until: float | None) -> Engine:
     settings = compiled.settings
-    backend = Simulator(world, settings.round, settings.checkpoint, settings.restore, settings.checkpoint_per_gpu)
+    backend = Simulator.for_graph(world, settings)
     return Engine(compiled, world, backend, until=until)

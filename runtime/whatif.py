@@ -149,9 +149,7 @@ def take_over(engine: Engine) -> Engine:
     """The replayed engine, simulating forward: the simulator as its backend from the last
     journaled boundary, its elements keeping their replayed state."""
     settings = engine.graph.settings
-    sim = Simulator(
-        engine.world, settings.round, settings.checkpoint, settings.restore, settings.checkpoint_per_gpu, now=engine.backend.now
-    )
+    sim = Simulator.for_graph(engine.world, settings, now=engine.backend.now)
     engine.backend = sim
     sim.advance()  # the round after the last journaled boundary (the engine advanced the replay)
     engine.skip_idle_rounds()
@@ -171,7 +169,7 @@ def _fresh(graph: CompiledGraph, world: World, now: float) -> Engine:
     """`graph`'s elements started afresh on `world` at `now`, in the simulator, with every
     unfinished job entering the graph at the next round."""
     settings = graph.settings
-    sim = Simulator(world, settings.round, settings.checkpoint, settings.restore, settings.checkpoint_per_gpu, now=now)
+    sim = Simulator.for_graph(world, settings, now=now)
     fresh = Engine(graph, world, sim)
     fresh.begin()
     fresh.carry_in(np.flatnonzero(world.jobs.column("status") != FINISHED))

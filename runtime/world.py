@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from roundhouse.runtime import rowsets
-from roundhouse.runtime.allocation import close_allocations, held_placement, kept_allocations, launch_resources
+from roundhouse.runtime import resizing, rowsets
+from roundhouse.runtime.allocation import close_allocations, launch_resources, reallocate
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.plans import PlanCheck, PlanError
 from roundhouse.runtime.rowsets import isin_rows, without
@@ -36,11 +36,11 @@ _REMADE = ("_cols", "_check", "holder_face", "online_face", "co_holder_face")
 class World:
     """The cluster, the job table, which job holds which GPU, and the clock's totals."""
 
-    def __init__(self, cluster: Cluster, profile, reference_gpu: str = "V100", pairs=None):
+    def __init__(self, cluster: Cluster, profile, reference_gpu: str = "V100", pairs=None, elastic=None):
         self.cluster = cluster
         self.profile = profile
         self.reference_gpu = reference_gpu
-        self.throughput = ThroughputModel(profile, cluster, pairs)
+        self.throughput = ThroughputModel(profile, cluster, pairs, elastic=elastic)
         self.jobs = JobTable(len(cluster.gpu_types))
         self._cols = self.jobs.writable  # the world is the job table's writer
         self._check = PlanCheck(self)
@@ -61,6 +61,7 @@ class World:
         self.holder_face, self.online_face = read_only(self.holder), read_only(self.online)
         self.co_holder_face: np.ndarray | None = None
         self.all_online = True
+        self.batch_jump_penalty = 0.0  # epochs per doubling beyond 2x in one resize (runtime/resizing.py)
         # Whether any job so far has a profiled model, or slows down when spread: without
         # either, every launch runs at one unit of work per second (launch_rates' fast path).
         self._any_model = False
@@ -119,7 +120,7 @@ class World:
         another profile); returns the batch and the models the profile does not know."""
         from roundhouse.traces.prepare import prepare_jobs
 
-        model = self.throughput if profile is None else ThroughputModel(profile, self.cluster)
+        model = self.throughput if profile is None else ThroughputModel(profile, self.cluster, elastic=self.throughput.elastic)
         return prepare_jobs(trace, model, self.reference_gpu, self.cluster.n_gpus, origin)
 
     # --- arrivals ---
@@ -256,19 +257,6 @@ class World:
         placement = Placement(plan.launch_gpus, plan.launch_counts, plan.launch_starts, plan.launch_batch, plan.launch_partner, cpus, memory)  # fmt: skip
         return self._rates(plan.launch_rows, placement, compute)
 
-    def _reallocate(self, plan: Plan) -> None:
-        """Kept jobs the plan gives new CPU and memory: their books and rates follow."""
-        cols, (rows, cpus, memory) = self._cols, kept_allocations(plan)
-        if len(rows):
-            close_allocations(self._cols, rows)
-            cols["cpus_held"][rows], cols["memory_held_gb"][rows] = cpus, memory
-            holders = [h for h in (self.holder, self.co_holder) if h is not None]
-            partner = cols["partner"][rows] if self.co_holder is not None else None
-            placement = held_placement(holders, cols["batch_used"][rows], partner, rows, cpus, memory)
-            compute = np.empty(len(rows))
-            cols["rate"][rows] = self._rates(rows, placement, compute)
-            cols["compute_rate"][rows] = compute
-
     def _rates(self, rows: np.ndarray, placement: Placement, compute: np.ndarray | None = None) -> np.ndarray:
         if placement.partner is None and placement.cpus is None and not (self._any_model or self._any_slowdown or self._any_comm):
             if compute is not None:
@@ -291,6 +279,7 @@ class World:
         rates = self.launch_rates(plan, compute) if len(rows) else np.zeros(0)
         if self._any_model and len(rates) and rates.min() <= 0:  # only a profile says "cannot run"
             raise PlanError(cannot_run(self, plan, rates))
+        resize = resizing.rates(self, plan) if len(plan.resize_rows) else None
         suspend = plan.suspend
         if len(plan.complete):
             self.complete(plan.complete, now)
@@ -303,6 +292,8 @@ class World:
             cols["status"][suspend] = PENDING
             cols["preemptions"][suspend] += 1
             self._release(suspend, leave_running_rows=True)
+        if resize is not None:
+            resizing.apply(self, self._cols, plan, *resize)
         if paired:
             second = ~self._check.partners(plan)
             per_gpu = second.repeat(counts)
@@ -326,13 +317,14 @@ class World:
                 cols["batch_used"][rows] = np.where(plan.launch_batch > 0, plan.launch_batch, cols["batch_size"][rows])
             cols["launches"][rows] += 1
             cols["first_start_s"][rows] = np.fmin(cols["first_start_s"][rows], now)  # NaN: not started before
-        # The checked plan's keeps are the running jobs that go on running.
-        running = np.concatenate((plan.keep, rows)) if len(rows) else plan.keep.copy()
-        running.sort(kind="stable")  # (sorted keeps, then launches: timsort merges the runs)
+            resizing.note_goodput(self, cols, rows, rates, cols["batch_used"][rows])
+        # The checked plan's keeps (and resizes) are the running jobs that go on running.
+        running = np.concatenate((plan.keep, plan.resize_rows, rows)) if len(rows) or len(plan.resize_rows) else plan.keep.copy()
+        running.sort(kind="stable")  # (sorted runs: timsort merges them)
         self._set_running(running)
         if plan.alloc_rows is not None and len(plan.alloc_rows):
-            self._reallocate(plan)
-        return Events(time=now, launched=rows, suspended=suspend)
+            reallocate(self, plan)
+        return Events(time=now, launched=rows, suspended=suspend, resized=plan.resize_rows)
 
 
 def cannot_run(world: World, plan: Plan, rates: np.ndarray) -> str:

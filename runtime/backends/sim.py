@@ -9,7 +9,12 @@ Round k covers [kR, (k+1)R).
   starts once all its GPUs are free, then spends `restore` seconds before it progresses. A job
   that keeps its GPUs pays nothing (its lease is renewed). A job the plan completes frees its
   GPUs at the boundary, at no cost.
-- Attained service counts GPU-seconds held, restore time included.
+- A resized job (an elastic job given other GPUs or another batch size) keeps its progress and
+  pauses: it starts again once all its new GPUs are free, then after `resize_in_place` seconds
+  (an in-place change, about 1 s in ONES) or `resize_restart` seconds (a checkpoint and
+  restart, 20 s or more). It holds its new GPUs meanwhile. A pause longer than the round goes
+  on into the next.
+- Attained service counts GPU-seconds held, restore and resize time included.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class Simulator:
         restore_s: float = 0.0,
         checkpoint_per_gpu_s: float = 0.0,
         now: float = 0.0,
+        resize_in_place_s: float = 1.0,
+        resize_restart_s: float = 20.0,
     ):
         """`now`: the first boundary (a simulation that takes over a world mid-run starts there)."""
         self.world = world
@@ -47,17 +54,34 @@ class Simulator:
         self.checkpoint_s = float(checkpoint_s)
         self.checkpoint_per_gpu_s = float(checkpoint_per_gpu_s)
         self.restore_s = float(restore_s)
+        self.resize_in_place_s = float(resize_in_place_s)
+        self.resize_restart_s = float(resize_restart_s)
         self._now = float(now)
         self._gpu_free_at = np.zeros(world.cluster.n_gpus)
         # Jobs launched this round, and when each starts progressing (after GPUs free, restore).
         self._ready_rows = np.zeros(0, dtype=np.int64)
         self._ready_at = np.zeros(0)
+        self._paused = np.zeros(0, dtype=bool)  # which of them pause for a resize (those carry over)
         self._events: Events | None = None
         self._full_rows = np.zeros(0, dtype=np.int64)  # (compared by identity: no running set is this one)
         self._full: Progress | None = None
         self._full_rate = np.zeros(0)
         self._earliest_finish = -np.inf  # of the jobs in _full_rows, as last computed
         self._progress = _NO_PROGRESS
+
+    @classmethod
+    def for_graph(cls, world: World, settings, now: float = 0.0) -> Simulator:
+        """A simulator with a graph's costs (checkpoint, restore, resizes) from its settings."""
+        return cls(
+            world,
+            settings.round,
+            settings.checkpoint,
+            settings.restore,
+            settings.checkpoint_per_gpu,
+            now=now,
+            resize_in_place_s=settings.resize_in_place,
+            resize_restart_s=settings.resize_restart,
+        )
 
     @property
     def now(self) -> float:
@@ -88,11 +112,25 @@ class Simulator:
                 held = self.world.jobs.column("held")
                 cost = cost + self.checkpoint_per_gpu_s * held[self.world.holder[freed]]
             self._gpu_free_at[freed] = now + cost
+        if len(self._ready_rows):  # pauses carried over from the last round, unless this plan ends or redoes them
+            gone = np.concatenate((plan.suspend, plan.complete, plan.resize_rows))
+            if len(gone):
+                stay = ~isin_rows(self._ready_rows, np.sort(gone))
+                self._ready_rows, self._ready_at, self._paused = self._ready_rows[stay], self._ready_at[stay], self._paused[stay]
+        parts = [(self._ready_rows, self._ready_at, self._paused)] if len(self._ready_rows) else []
         if len(plan.launch_rows) and (charges or self.restore_s > 0):
             # (Without either cost a launched job starts at the boundary, as running ones do.)
             free_at = np.maximum.reduceat(self._gpu_free_at[plan.launch_gpus], plan.launch_starts)
-            self._ready_rows = plan.launch_rows
-            self._ready_at = np.maximum(free_at, now) + self.restore_s
+            parts.append((plan.launch_rows, np.maximum(free_at, now) + self.restore_s, np.zeros(len(free_at), bool)))
+        if len(plan.resize_rows):
+            free_at = np.maximum.reduceat(self._gpu_free_at[plan.resize_gpus], plan.resize_starts)
+            in_place = plan.resize_in_place if plan.resize_in_place is not None else np.ones(len(plan.resize_rows), bool)
+            pause = np.where(in_place, self.resize_in_place_s, self.resize_restart_s)
+            parts.append((plan.resize_rows, np.maximum(free_at, now) + pause, np.ones(len(free_at), bool)))
+        if parts:
+            rows, at, paused = (np.concatenate([p[i] for p in parts]) for i in range(3))
+            order = rows.argsort()
+            self._ready_rows, self._ready_at, self._paused = rows[order], at[order], paused[order]
 
     def advance(self) -> None:
         world = self.world
@@ -127,7 +165,9 @@ class Simulator:
                 run_s = held_until - now
                 self._progress = Progress(rows, done, jobs.column("held")[rows] * run_s, run_s)
                 self._events = Events(time=end, finished=rows[finished], finished_at=finish_at[finished])
-        self._ready_rows = self._ready_rows[:0]
+        if len(self._ready_rows):  # a resize's pause that outlasts the round goes on into the next
+            later = self._paused & (self._ready_at > end)
+            self._ready_rows, self._ready_at, self._paused = self._ready_rows[later], self._ready_at[later], self._paused[later]
         self._now = end
 
     def next_finish_s(self) -> float:
