@@ -1,5 +1,5 @@
-"""Dally's graphs and its baselines' live on loopback: for each, a scheduler and four emulated
-agents (two GPUs each) forming a tiny cluster with network tiers (two racks of two machines),
+"""Dally's graphs and its baselines' live on loopback: for each, a scheduler and one agent
+process emulating four machines (two GPUs each) forming a tiny cluster with network tiers (two racks of two machines),
 and two short training jobs, one of which spans two machines. The live backend paces the
 emulated GPUs at the rates the communication model gives each placement, as the simulator."""
 
@@ -55,8 +55,13 @@ def test_every_dally_graph_runs_live_on_a_tiered_cluster(tmp_path):
         cluster.graph = REPO / "graphs" / f"{name}.sched"  # the graph itself, not a copy
         try:
             cluster.start_scheduler()
-            for node in ("m0", "m1", "m2", "m3"):
-                cluster.start_agent(node)
+            # One agent process emulating the four machines (jobs run as timers at their
+            # placement's rate): the graphs' decisions are what is tested, not worker processes.
+            cluster._spawn(
+                "agents",
+                ["agent", "--scheduler", cluster.address, "--insecure", "--name", "m", "--nodes", "4",
+                 "--fake-gpus", "2:V100", "--emulate"],
+            )  # fmt: skip
             status = cluster.wait_exit("scheduler", timeout=120)
             assert status == 0, f"{name}\n{cluster.logs()}"
             jobs = pl.read_csv(folder / "out" / "jobs.csv")
