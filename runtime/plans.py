@@ -40,8 +40,9 @@ class PlanCheck:
         ending = self._check_complete(complete) if len(complete) else complete
         if len(ending):
             suspend = np.concatenate([suspend, ending])  # running jobs ended now, for the checks below
-        if len(suspend):
-            mentioned = np.concatenate((keep, suspend))
+        resized = plan.resize_rows
+        if len(suspend) or len(resized):
+            mentioned = np.concatenate((keep, suspend, resized))
             mentioned.sort()
         else:
             mentioned = keep
@@ -52,7 +53,11 @@ class PlanCheck:
         # (Counting flags is cheaper than numpy's reductions, min/max/any/all, at these sizes.)
         if len(mentioned) != len(running) or np.count_nonzero(mentioned != running):
             if not np.array_equal(np.sort(mentioned), running):
-                self._explain_mismatch(keep, suspend)
+                if len(resized):
+                    self._resizes_named_once(plan, keep, suspend)
+                self._explain_mismatch(keep, suspend, resized)
+        if len(resized):
+            self._check_resizes(plan, suspend)
         rows, gpus, counts = plan.launch_rows, plan.launch_gpus, plan.launch_counts
         if not len(rows):
             return
@@ -81,6 +86,8 @@ class PlanCheck:
         if plan.launch_partner is not None:
             first = self.partners(plan)
             counted = gpus if first.all() else gpus[first.repeat(counts)]
+        if len(resized):
+            counted = np.concatenate((counted, plan.resize_gpus))
         per_gpu = np.bincount(counted, minlength=n_gpus)
         if _largest(per_gpu) > 1:
             raise PlanError(f"plan puts two jobs (or one twice) on GPU {int(np.argmax(per_gpu))}")
@@ -92,10 +99,80 @@ class PlanCheck:
                 continue
             holders = holder[gpus]
             ok = (holders < 0) | isin_rows(holders, suspend)
+            if len(resized):  # GPUs a resized job gives up (the resize check saw that it keeps none twice)
+                ok |= isin_rows(holders, resized) & ~np.isin(gpus, plan.resize_gpus)
             if np.count_nonzero(ok) < len(ok):
                 owner = rows.repeat(counts)[~ok][0]
                 raise PlanError(
                     f"plan puts job {self._job(owner)} on GPU {gpus[~ok][0]}, which job {self._job(holders[~ok][0])} holds"
+                )
+
+    def _resizes_named_once(self, plan: Plan, keep: np.ndarray, suspend: np.ndarray) -> None:
+        """A resize of a job that is not running, or of one the plan also keeps or suspends."""
+        rows = plan.resize_rows
+        if rows.min() < 0 or rows.max() >= len(self.world.jobs):
+            raise PlanError("plan resizes a job row that does not exist")
+        status = self.world.jobs.writable["status"][rows]
+        if (status != RUNNING).any():
+            bad = rows[status != RUNNING][0]
+            what = "has finished" if status[status != RUNNING][0] == FINISHED else "is waiting (launch it instead)"
+            raise PlanError(f"plan resizes job {self._job(bad)}, which is not running: it {what}")
+        twice = rows[isin_rows(rows, np.sort(np.concatenate((keep, suspend))))]
+        if len(twice):
+            raise PlanError(f"plan resizes job {self._job(twice[0])} and also keeps or suspends it")
+        ordered = np.sort(rows)
+        if np.count_nonzero(ordered[1:] == ordered[:-1]):
+            raise PlanError(f"plan resizes job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
+
+    def _check_resizes(self, plan: Plan, suspend: np.ndarray) -> None:
+        """Resizes name running jobs (the accounting above saw to that) and give each at least
+        one existing, online GPU that is free, its own, or given up in this plan, within the
+        job's limits (`max_gpus`, `max_batch_size` columns, where the job has them)."""
+        world, cols = self.world, self.world.jobs.writable
+        rows, gpus, counts = plan.resize_rows, plan.resize_gpus, plan.resize_counts
+        if counts[counts.argmin()] < 1:
+            raise PlanError(f"plan resizes job {self._job(rows[counts < 1][0])} to no GPU")
+        n_gpus = world.cluster.n_gpus
+        if _largest(gpus.view(np.uint64)) >= n_gpus:
+            raise PlanError(f"plan resizes onto GPU {gpus[(gpus < 0) | (gpus >= n_gpus)][0]}, which does not exist")
+        owner = rows.repeat(counts)
+        if not world.all_online and not world.online[gpus].all():
+            off = ~world.online[gpus]
+            raise PlanError(f"plan resizes job {self._job(owner[off][0])} onto GPU {gpus[off][0]}, which is offline")
+        for holder in (world.holder, world.co_holder):
+            if holder is None:
+                continue
+            holders = holder[gpus]
+            # Free, the job's own, or a GPU that a suspended or another resized job gives up.
+            ok = (holders < 0) | (holders == owner) | isin_rows(holders, suspend) | isin_rows(holders, rows)
+            if np.count_nonzero(ok) < len(ok):
+                raise PlanError(
+                    f"plan resizes job {self._job(owner[~ok][0])} onto GPU {gpus[~ok][0]}, "
+                    f"which job {self._job(holders[~ok][0])} holds (busy)"
+                )
+        if "max_gpus" in cols:
+            limit = cols["max_gpus"][rows].astype(np.float64)
+            over = counts > np.where(np.isnan(limit) | (limit <= 0), np.inf, limit)
+            if over.any():
+                i = int(over.nonzero()[0][0])
+                raise PlanError(f"plan resizes job {self._job(rows[i])} to {counts[i]} GPUs, past its limit of {int(limit[i])}")
+        if plan.resize_batch is not None:
+            batch = plan.resize_batch
+            if (batch < 0).any():
+                raise PlanError(f"plan resizes job {self._job(rows[batch < 0][0])} to a negative batch size")
+            if "max_batch_size" in cols:
+                limit = cols["max_batch_size"][rows].astype(np.float64)
+                over = batch > np.where(np.isnan(limit) | (limit <= 0), np.inf, limit)
+                if over.any():
+                    i = int(over.nonzero()[0][0])
+                    raise PlanError(
+                        f"plan resizes job {self._job(rows[i])} to batch size {batch[i]}, past its limit of {int(limit[i])}"
+                    )
+            small = (batch > 0) & (batch < counts)
+            if small.any():
+                i = int(small.nonzero()[0][0])
+                raise PlanError(
+                    f"plan resizes job {self._job(rows[i])} to batch size {batch[i]} on {counts[i]} GPUs (under one sample per GPU)"
                 )
 
     def partners(self, plan: Plan) -> np.ndarray:
@@ -141,7 +218,7 @@ class PlanCheck:
     def _job(self, row) -> int:
         return int(self.world.jobs.writable["job_id"][row])
 
-    def _explain_mismatch(self, keep: np.ndarray, suspend: np.ndarray) -> None:
+    def _explain_mismatch(self, keep: np.ndarray, suspend: np.ndarray, resized: np.ndarray) -> None:
         n = len(self.world.jobs)
         for name, rows in (("keep", keep), ("suspend", suspend)):
             if len(rows) and (rows.min() < 0 or rows.max() >= n):
@@ -149,7 +226,7 @@ class PlanCheck:
             not_running = rows[self.world.jobs.writable["status"][rows] != RUNNING] if len(rows) else rows
             if len(not_running):
                 raise PlanError(f"plan asks to {name} job {self._job(not_running[0])}, which is not running")
-        missing = without(self.world.running_rows, np.concatenate([keep, suspend]))
+        missing = without(self.world.running_rows, np.concatenate([keep, suspend, resized]))
         if len(missing):
-            raise PlanError(f"running job {self._job(missing[0])} is neither kept nor suspended")
+            raise PlanError(f"running job {self._job(missing[0])} is neither kept nor suspended (nor resized)")
         raise PlanError("plan keeps or suspends a job twice")

@@ -18,9 +18,14 @@ class GraphSettings:
     checkpoint: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     checkpoint_per_gpu: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     restore: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
+    # What resizing a running elastic job costs (ONES §5: about 1 s in place, over 20 s by
+    # checkpoint and restart).
+    resize_in_place: Duration = attrs.field(default=Duration(1.0), validator=non_negative)
+    resize_restart: Duration = attrs.field(default=Duration(20.0), validator=non_negative)
     cluster: str | None = None
     profile: FilePath | None = None
     pair_profile: FilePath | None = None
+    elastic_profile: FilePath | None = None
     seed: int = attrs.field(default=0, validator=non_negative)
     reference_gpu: str = "V100"
 
@@ -36,9 +41,12 @@ SETTING_DOCS = {
     "checkpoint": "simulated time a suspended job needs to checkpoint before its GPUs are free",
     "checkpoint_per_gpu": "more checkpoint time per GPU the suspended job held (Dally's simulator: 1s)",
     "restore": "simulated time a launched job spends restoring before it makes progress",
+    "resize_in_place": "simulated time a job resized in place pauses before it progresses again (ONES: about 1 s)",
+    "resize_restart": "simulated time a job resized by checkpoint and restart pauses before it progresses again",
     "cluster": 'the cluster: a spec file or a shorthand such as "32x4:V100" (--cluster overrides)',
     "profile": "the throughput profile table (default: the shipped Gavel table)",
     "pair_profile": "throughputs of two jobs sharing GPUs, for space sharing (default: the shipped Gavel pair table)",
+    "elastic_profile": "a folder of elastic applications (Pollux's per-application measurements) whose jobs resize",
     "seed": "seed from which elements without their own seed derive theirs",
     "reference_gpu": "GPU type on which trace durations were measured",
 }

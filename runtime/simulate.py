@@ -66,6 +66,15 @@ def load_profile(graph: CompiledGraph):
     return ProfileTable.load(graph.settings.profile)
 
 
+def load_elastic(graph: CompiledGraph):
+    """The graph's elastic profile (traces/goodput.py), or None."""
+    if graph.settings.elastic_profile is None:
+        return None
+    from roundhouse.traces.goodput import ElasticProfile
+
+    return ElasticProfile.load_pollux(graph.settings.elastic_profile)
+
+
 def simulate(
     graph: CompiledGraph,
     cluster: str | Cluster | None = None,
@@ -75,6 +84,16 @@ def simulate(
 ) -> RunResult:
     settings = graph.settings
     profile = profile or load_profile(graph)
-    world = World(load_cluster(graph, cluster, profile), profile, settings.reference_gpu, settings.pair_profile)
-    backend = Simulator(world, settings.round, settings.checkpoint, settings.restore, settings.checkpoint_per_gpu)
+    world = World(
+        load_cluster(graph, cluster, profile), profile, settings.reference_gpu, settings.pair_profile, load_elastic(graph)
+    )
+    backend = Simulator(
+        world,
+        settings.round,
+        settings.checkpoint,
+        settings.restore,
+        checkpoint_per_gpu_s=settings.checkpoint_per_gpu,
+        resize_in_place_s=settings.resize_in_place,
+        resize_restart_s=settings.resize_restart,
+    )
     return Engine(graph, world, backend, until=until, on_round=on_round).run()

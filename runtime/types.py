@@ -157,12 +157,40 @@ class Assignment:
     batch_size: int = 0
 
 
+# How a resize sets the learning rate from the new global batch size B and the job's own B0:
+# keep it, scale it by B/B0 (Goyal et al.; ONES), by sqrt(B/B0), or let the job's optimizer
+# adapt it from its gradient statistics (AdaScale; Pollux). Plans carry the code (an index).
+LR_RULES: tuple[str, ...] = ("keep", "linear", "sqrt", "adascale")
+LR_KEEP, LR_LINEAR, LR_SQRT, LR_ADASCALE = range(4)
+
+
+@attrs.frozen
+class Resize:
+    """One resize of a running job: its new GPUs (those it keeps among them too), its new
+    global batch size (0: unchanged), the learning-rate rule (an index into LR_RULES), and
+    whether it is done in place (True) or by checkpoint and restart."""
+
+    row: int
+    gpus: tuple[int, ...] = attrs.field(converter=lambda g: tuple(int(x) for x in g))
+    batch_size: int = 0
+    lr_rule: int = LR_LINEAR
+    in_place: bool = True
+
+
 @attrs.frozen
 class Plan:
     """A round's decisions, columnar. Every running job is either kept (its lease is renewed,
-    it pays nothing), suspended, or completed; moving or resizing a job is a suspension plus a
-    launch. `complete` names unfinished jobs to finish now, with the work they have done (a
-    job that has converged, Blox §5.3): their GPUs are free at once for this plan's launches.
+    it pays nothing), suspended, resized, or completed. `complete` names unfinished jobs to
+    finish now, with the work they have done (a job that has converged, Blox §5.3): their
+    GPUs are free at once for this plan's launches.
+
+    Resize i gives running job `resize_rows[i]` the `resize_counts[i]` GPUs next in
+    `resize_gpus` (grouped by resize, in order), global batch size `resize_batch[i]` (0: the
+    one it runs with), learning-rate rule `resize_lr[i]` (LR_RULES) and, when
+    `resize_in_place[i]`, an in-place change (the simulator's `resize_in_place` cost) rather
+    than a checkpoint and restart (`resize_restart`). A resized job keeps its identity and
+    progress: it is not counted as preempted. Moving a job to other GPUs of the same count is
+    a resize too.
 
     Launch i runs job `launch_rows[i]` on `launch_counts[i]` GPUs, the next ones in
     `launch_gpus` (grouped by launch, in launch order), with batch size `launch_batch[i]`
@@ -178,9 +206,20 @@ class Plan:
     suspend: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     complete: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     launch_partner: np.ndarray | None = attrs.field(default=None, converter=_optional_rows)
+    # Resizes of running jobs (see above).
+    resize_rows: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
+    resize_gpus: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
+    resize_counts: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
+    resize_batch: np.ndarray | None = attrs.field(default=None, converter=_optional_rows)
+    resize_lr: np.ndarray | None = attrs.field(default=None, converter=_optional_rows)
+    resize_in_place: np.ndarray | None = attrs.field(
+        default=None, converter=lambda a: None if a is None else frozen_array(a, bool)
+    )
     launch_starts: np.ndarray = attrs.field(init=False, repr=False, eq=False)  # where each launch's GPUs begin
+    resize_starts: np.ndarray = attrs.field(init=False, repr=False, eq=False)  # where each resize's GPUs begin
 
     def __attrs_post_init__(self) -> None:
+        self._check_resizes()
         n = len(self.launch_rows)
         if not n and not len(self.launch_counts) and not len(self.launch_gpus):
             object.__setattr__(self, "launch_starts", _EMPTY_ROWS)  # a plan without launches
@@ -194,15 +233,44 @@ class Plan:
             raise ValueError("Plan: launch_partner needs one entry per launch")
         object.__setattr__(self, "launch_starts", ends - self.launch_counts)
 
+    def _check_resizes(self) -> None:
+        n = len(self.resize_rows)
+        if not n and not len(self.resize_counts) and not len(self.resize_gpus):
+            object.__setattr__(self, "resize_starts", _EMPTY_ROWS)
+            return
+        ends = self.resize_counts.cumsum()
+        if len(self.resize_counts) != n or (n and int(ends[-1]) != len(self.resize_gpus)) or (not n and len(self.resize_gpus)):
+            raise ValueError("Plan: resize_counts must give one GPU count per resize, summing to len(resize_gpus)")
+        for name in ("resize_batch", "resize_lr", "resize_in_place"):
+            value = getattr(self, name)
+            if value is not None and len(value) != n:
+                raise ValueError(f"Plan: {name} needs one entry per resize")
+        if self.resize_lr is not None and n and (self.resize_lr.min() < 0 or self.resize_lr.max() >= len(LR_RULES)):
+            raise ValueError(f"Plan: resize_lr holds a code outside 0..{len(LR_RULES) - 1} ({', '.join(LR_RULES)})")
+        object.__setattr__(self, "resize_starts", ends - self.resize_counts)
+
     @classmethod
     def empty(cls) -> Plan:
         return cls()
 
     @classmethod
-    def of(cls, launches: Sequence[Assignment] = (), keep=_EMPTY_ROWS, suspend=_EMPTY_ROWS) -> Plan:
-        """A plan from a list of Assignments (convenient when a placer decides job by job)."""
+    def of(
+        cls, launches: Sequence[Assignment] = (), keep=_EMPTY_ROWS, suspend=_EMPTY_ROWS, resizes: Sequence[Resize] = ()
+    ) -> Plan:
+        """A plan from lists of Assignments and Resizes (convenient when a placer decides job
+        by job)."""
+        extra: dict = {}
+        if resizes:
+            extra = dict(
+                resize_rows=[r.row for r in resizes],
+                resize_gpus=np.concatenate([np.asarray(r.gpus, dtype=np.int64) for r in resizes]),
+                resize_counts=[len(r.gpus) for r in resizes],
+                resize_batch=[r.batch_size for r in resizes],
+                resize_lr=[r.lr_rule for r in resizes],
+                resize_in_place=[r.in_place for r in resizes],
+            )
         if not launches:
-            return cls(keep=keep, suspend=suspend)
+            return cls(keep=keep, suspend=suspend, **extra)
         return cls(
             launch_rows=[a.row for a in launches],
             launch_gpus=np.concatenate([np.asarray(a.gpus, dtype=np.int64) for a in launches]),
@@ -210,6 +278,19 @@ class Plan:
             launch_batch=frozen_array([a.batch_size for a in launches], np.int64),
             keep=keep,
             suspend=suspend,
+            **extra,
+        )
+
+    @property
+    def resizes(self) -> tuple[Resize, ...]:
+        """The resizes as Resize values (for reading plans in tests and tools)."""
+        n = len(self.resize_rows)
+        batch = self.resize_batch if self.resize_batch is not None else np.zeros(n, np.int64)
+        lr = self.resize_lr if self.resize_lr is not None else np.full(n, LR_LINEAR, np.int64)
+        in_place = self.resize_in_place if self.resize_in_place is not None else np.ones(n, bool)
+        return tuple(
+            Resize(int(r), self.resize_gpus[s : s + c], int(b), int(lr_), bool(p))
+            for r, s, c, b, lr_, p in zip(self.resize_rows, self.resize_starts, self.resize_counts, batch, lr, in_place)
         )
 
     @property
@@ -224,7 +305,7 @@ class Plan:
 
     @property
     def changes(self) -> bool:
-        return len(self.launch_rows) > 0 or len(self.suspend) > 0 or len(self.complete) > 0
+        return len(self.launch_rows) > 0 or len(self.suspend) > 0 or len(self.complete) > 0 or len(self.resize_rows) > 0
 
 
 @attrs.frozen
@@ -241,6 +322,7 @@ class Events:
     launched: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     suspended: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     failed: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
+    resized: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)  # running jobs a plan resized
     nodes_joined: tuple[str, ...] = ()
     nodes_lost: tuple[str, ...] = ()
     # Metrics reported by jobs (loss, iteration time, ...), by row.
@@ -261,6 +343,7 @@ class Events:
             or len(self.launched)
             or len(self.suspended)
             or len(self.failed)
+            or len(self.resized)
             or len(self.requeued)
             or self.metrics
             or self.nodes_joined
@@ -296,6 +379,7 @@ class Events:
             launched=cat("launched"),
             suspended=cat("suspended"),
             failed=cat("failed"),
+            resized=cat("resized"),
             nodes_joined=sum((e.nodes_joined for e in many), ()),
             nodes_lost=sum((e.nodes_lost for e in many), ()),
             metrics=metrics,

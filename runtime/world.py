@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roundhouse.runtime import rowsets
+from roundhouse.runtime import resizing, rowsets
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.plans import PlanCheck, PlanError
 from roundhouse.runtime.rowsets import isin_rows, without
@@ -25,11 +25,11 @@ __all__ = ["World", "PlanError"]
 class World:
     """The cluster, the job table, which job holds which GPU, and the clock's totals."""
 
-    def __init__(self, cluster: Cluster, profile, reference_gpu: str = "V100", pairs=None):
+    def __init__(self, cluster: Cluster, profile, reference_gpu: str = "V100", pairs=None, elastic=None):
         self.cluster = cluster
         self.profile = profile
         self.reference_gpu = reference_gpu
-        self.throughput = ThroughputModel(profile, cluster, pairs)
+        self.throughput = ThroughputModel(profile, cluster, pairs, elastic=elastic)
         self.jobs = JobTable(len(cluster.gpu_types))
         self._cols = self.jobs.writable  # the world is the job table's writer
         self._check = PlanCheck(self)
@@ -85,7 +85,7 @@ class World:
         another profile); returns the batch and the models the profile does not know."""
         from roundhouse.traces.prepare import prepare_jobs
 
-        model = self.throughput if profile is None else ThroughputModel(profile, self.cluster)
+        model = self.throughput if profile is None else ThroughputModel(profile, self.cluster, elastic=self.throughput.elastic)
         return prepare_jobs(trace, model, self.reference_gpu, self.cluster.n_gpus, origin)
 
     # --- arrivals ---
@@ -238,6 +238,7 @@ class World:
                 f"plan puts job {cols['job_id'][rows[bad]]} ({cols['model'][rows[bad]]}) on {counts[bad]} "
                 f"{gpu_type} GPU(s), where it cannot run{why}"
             )
+        resize = resizing.rates(self, plan) if len(plan.resize_rows) else None
         suspend = plan.suspend
         if len(plan.complete):
             self.complete(plan.complete, now)
@@ -250,6 +251,8 @@ class World:
             cols["status"][suspend] = PENDING
             cols["preemptions"][suspend] += 1
             self._release(suspend, leave_running_rows=True)
+        if resize is not None:
+            resizing.apply(self, self._cols, plan, *resize)
         if paired:
             second = ~self._check.partners(plan)
             per_gpu = second.repeat(counts)
@@ -271,11 +274,13 @@ class World:
                 cols["batch_used"][rows] = np.where(plan.launch_batch > 0, plan.launch_batch, cols["batch_size"][rows])
             cols["launches"][rows] += 1
             cols["first_start_s"][rows] = np.fmin(cols["first_start_s"][rows], now)  # NaN: not started before
-        # The checked plan's keeps are the running jobs that go on running.
-        running = np.concatenate((plan.keep, rows)) if len(rows) else plan.keep.copy()
+            cols["goodput"][rows] = rates
+            cols["efficiency"][rows] = self.throughput.efficiency(self.jobs.reader, rows, cols["batch_used"][rows])
+        # The checked plan's keeps and resizes are the running jobs that go on running.
+        running = np.concatenate((plan.keep, plan.resize_rows, rows))
         running.sort()
         self._set_running(running)
-        return Events(time=now, launched=rows, suspended=suspend)
+        return Events(time=now, launched=rows, suspended=suspend, resized=plan.resize_rows)
 
     # --- space sharing (only once a plan has launched a pair) ---
     def _leave_shared_gpus(self, rows: np.ndarray) -> None:

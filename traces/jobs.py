@@ -54,6 +54,9 @@ DERIVED_COLUMNS: dict[str, type] = {
     # Row of the job's model in the communication profile (traces/communication.py); -1: none,
     # or the cluster has no network tiers.
     "comm_model": np.int64,
+    # Row of the job's application in the elastic profile (traces/goodput.py); -1: none. Such a
+    # job's work is samples (at its application's initial batch size) and its rate its goodput.
+    "elastic_model": np.int64,
 }
 
 # Live fields, written by the runtime as rounds pass.
@@ -83,6 +86,18 @@ LIVE_COLUMNS: dict[str, tuple[type, object]] = {
     "failed": (np.bool_, False),
     "interruptions": (np.int64, 0),
     "partner": (np.int64, -1),  # row of the job sharing this job's GPUs (space sharing), -1 none
+    # Elastic jobs. How often a plan resized the job (not counted as preemptions), and the
+    # learning-rate rule of its latest resize (runtime/types.py LR_RULES; -1: never resized)
+    # with the factor it gives its learning rate (NaN: the job adapts it itself, AdaScale).
+    "resizes": (np.int64, 0),
+    "lr_rule": (np.int8, -1),
+    "lr_scale": (np.float64, 1.0),
+    # Statistical efficiency of the batch size the job runs with (progress per sample
+    # processed, relative to its application's initial batch size; 1 where no efficiency model applies) and
+    # goodput = throughput x efficiency, the progress its work is counted in, per second
+    # (equal to `rate` for a running job; traces/throughput.py). Set at launch and resize.
+    "efficiency": (np.float64, 1.0),
+    "goodput": (np.float64, 0.0),
 }
 
 # Job-table columns the runtime writes itself, which a trace or submission may not bring: a
@@ -335,6 +350,8 @@ class JobView:
     first_start_s = property(lambda self: self.column("first_start_s"))
     held = property(lambda self: self.column("held"))
     reference_rate = property(lambda self: self.column("reference_rate"))
+    goodput = property(lambda self: self.column("goodput"))
+    efficiency = property(lambda self: self.column("efficiency"))
 
     @property
     def running(self) -> np.ndarray:

@@ -36,8 +36,9 @@ def prepare_jobs(
 
     models = np.empty(n, dtype=object)
     unknown: set[str] = set()
+    elastic_rows = _elastic_rows(model, raw_models)
     for i, m in enumerate(raw_models):
-        if m is None:
+        if m is None or elastic_rows[i] >= 0:
             continue
         canonical = profile.canonical_model(m)
         if canonical is None:
@@ -46,11 +47,16 @@ def prepare_jobs(
     for i, m in enumerate(models):
         if m is not None and batch[i] <= 0:
             batch[i] = profile.default_batch_size(m)
+    elastic = elastic_rows >= 0
+    if elastic.any():
+        known_elastic = _prepare_elastic(model, elastic_rows, batch, models, job_id, origin)
 
     type_rates = np.ones((n, len(gpu_types)), dtype=np.float64)
     reference_rate = np.ones(n, dtype=np.float64)
     known = np.array([m is not None for m in models], dtype=bool)
+    known &= ~elastic  # elastic jobs' rates are set below
     comm_rows = _communication_rows(model, raw_models, job_id, origin)
+    comm_rows[elastic] = -1
     # Under the communication model a job with a duration computes for that long, whatever its
     # model, as in Dally: its compute comes from its trace, the tiers add its communication.
     known &= ~((comm_rows >= 0) & ~np.isnan(duration))
@@ -73,6 +79,17 @@ def prepare_jobs(
                 f"job {job_id[i]}: the profile has no throughput for {models[i]} (batch size {batch[i]}) "
                 f"on {gpus[i]} GPU(s) of any type in this cluster ({', '.join(gpu_types)})",
             )
+    if elastic.any():
+        idx = elastic.nonzero()[0]
+        type_rates[idx], reference_rate[idx] = known_elastic.rates(model, gpus[idx], batch[idx])
+        # An elastic job's work: samples (at its initial batch size) to the end of its training.
+        iterations = iterations.copy()
+        work_samples = known_elastic.work
+        if "epochs" in trace.columns:  # a trace may say how many epochs each job trains for
+            epochs = get("epochs", np.float64, np.nan)[idx]
+            work_samples = np.where(np.isnan(epochs), work_samples, epochs * known_elastic.epoch_samples)
+        iterations[idx] = np.where(np.isnan(iterations[idx]), work_samples, iterations[idx])
+        known |= elastic
     missing_duration = ~known & np.isnan(duration)
     if missing_duration.any():
         i = int(missing_duration.nonzero()[0][0])
@@ -82,6 +99,12 @@ def prepare_jobs(
             "so its speed is unknown",
         )
     work = np.where(~np.isnan(iterations) & known, iterations, duration * reference_rate)
+    no_work = np.isnan(work)
+    if no_work.any():  # a profiled, non-elastic job given epochs only
+        i = int(no_work.nonzero()[0][0])
+        raise TraceError(
+            origin, f"job {job_id[i]}: {raw_models[i]!r} is not an elastic application, so it needs duration_s or iterations"
+        )
     too_big = gpus > n_gpus
     if too_big.any():
         i = int(too_big.nonzero()[0][0])
@@ -114,6 +137,10 @@ def prepare_jobs(
             else np.array(series.to_list(), dtype=object)
         )
     columns["comm_model"] = comm_rows
+    columns["elastic_model"] = elastic_rows
+    if elastic.any():
+        limit = columns.get("max_batch_size", np.full(n, np.nan))
+        columns["max_batch_size"] = np.where(elastic & np.isnan(limit), known_elastic.max_batch_full(n, elastic), limit)
     columns.update(_placement_columns(trace, raw_models, models, known, batch, gpus, model, reference_gpu, origin))
     from roundhouse.traces.losscurves import initial_loss
 
@@ -121,6 +148,57 @@ def prepare_jobs(
     if loss is not None:
         columns["loss"] = loss  # a live column from here on (the world updates it with progress)
     return JobBatch(columns, type_rates, origin), unknown
+
+
+def _elastic_rows(model: ThroughputModel, raw_models) -> np.ndarray:
+    """Each job's application in the elastic profile, -1 for none (or no elastic profile)."""
+    out = np.full(len(raw_models), -1, dtype=np.int64)
+    if model.elastic is not None:
+        for i, m in enumerate(raw_models):
+            out[i] = model.elastic.row(m)
+    return out
+
+
+class _ElasticJobs:
+    """The elastic jobs of a trace: their applications, batch sizes and work."""
+
+    def __init__(self, model: ThroughputModel, apps: np.ndarray, batch: np.ndarray, idx: np.ndarray):
+        assert model.elastic is not None
+        self.profile, self.apps, self.idx = model.elastic, apps, idx
+        self.work = np.array([self.profile.apps[a].work_samples for a in apps.tolist()])
+        self.epoch_samples = np.array([self.profile.apps[a].epoch_samples for a in apps.tolist()])
+
+    def rates(self, model: ThroughputModel, gpus: np.ndarray, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(jobs, GPU types) and reference goodput at the requested GPU count, consolidated
+        (as few machines as hold them). The elastic profile knows no GPU types: the same on each."""
+        nodes = -(-gpus // max(1, model.cluster.max_gpus_per_node))
+        rate = self.profile.rates(self.apps, nodes, gpus, batch)
+        return np.repeat(rate[:, None], len(model.cluster.gpu_types), axis=1), rate
+
+    def max_batch_full(self, n: int, elastic: np.ndarray) -> np.ndarray:
+        out = np.full(n, np.nan)
+        out[elastic] = [self.profile.apps[a].max_batch for a in self.apps.tolist()]
+        return out
+
+
+def _prepare_elastic(model: ThroughputModel, elastic_rows, batch, models, job_id, origin) -> _ElasticJobs:
+    """Elastic jobs get their application's name and initial batch size (unless the trace gives
+    one); a batch size outside the validated range is an error naming the job."""
+    assert model.elastic is not None
+    idx = (elastic_rows >= 0).nonzero()[0]
+    apps = elastic_rows[idx]
+    for i, a in zip(idx.tolist(), apps.tolist()):
+        app = model.elastic.apps[a]
+        models[i] = app.name
+        if batch[i] <= 0:
+            batch[i] = app.init_batch
+        elif not app.init_batch <= batch[i] <= app.max_batch:
+            raise TraceError(
+                origin,
+                f"job {job_id[i]}: batch size {batch[i]} is outside what the elastic profile covers for "
+                f"{app.name} ({app.init_batch} to {app.max_batch})",
+            )
+    return _ElasticJobs(model, apps, batch[idx], idx)
 
 
 def _check_machine_resource(trace, name, what, per_node, job_id, gpus, origin) -> None:

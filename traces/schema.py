@@ -35,6 +35,11 @@ Optional extra columns the simulator and elements understand (empty cells: not g
 - `cpus` Float64 >= 0, finite: CPU cores the job asks for, in all (Helios' cpu_num, Alibaba
   PAI's plan_cpu / 100 summed over its instances, Synergy's per-model demand)
 - `memory_gb` Float64 >= 0, finite: main memory the job asks for in GB, in all
+- `epochs` Float64: for an elastic job (its model an application of the run's elastic
+  profile, traces/goodput.py), how many epochs it trains for; stands in for `iterations`
+- `max_gpus`, `max_batch_size` Float64: the most GPUs and the largest global batch size a
+  plan may resize the job to (empty: no limit; an elastic job's batch limit defaults to its
+  application's largest validated batch size)
 
 A run refuses a job whose `cpus` or `memory_gb` cannot fit on the machines its GPUs can span
 (traces/prepare.py), as it refuses a job asking for more GPUs than the cluster has.
@@ -74,8 +79,12 @@ DEFAULT_WEIGHT = 1.0
 PLACEMENT_COLUMNS: tuple[str, ...] = ("tensor_skew", "spread_slowdown")  # traces/placement.py
 # A job's CPU and memory demand (all its GPUs together); checked against the machines at run time.
 RESOURCE_COLUMNS: tuple[str, ...] = ("cpus", "memory_gb")
+# Elastic jobs' columns (traces/goodput.py; limits that plans resizing a job must respect).
+ELASTIC_COLUMNS = ("epochs", "max_gpus", "max_batch_size")
 # Optional columns that the simulator and elements do arithmetic on: always Float64.
-NUMERIC_EXTRAS: frozenset[str] = frozenset((*PLACEMENT_COLUMNS, *LOSS_COLUMNS, *RESOURCE_COLUMNS, "loss", "slo_factor"))
+NUMERIC_EXTRAS: frozenset[str] = frozenset(
+    (*PLACEMENT_COLUMNS, *LOSS_COLUMNS, *RESOURCE_COLUMNS, "loss", "slo_factor", *ELASTIC_COLUMNS)
+)
 
 # (column, lower bound, bound is inclusive, sentence). Nulls pass; `_REQUIRED_VALUES` catches them.
 _BOUNDS: tuple[tuple[str, float, bool, str], ...] = (
@@ -151,7 +160,8 @@ def validate(
 
     frame = pl.DataFrame(list(columns.values()))
     frame = frame.with_columns(pl.col("weight").fill_null(DEFAULT_WEIGHT), canonical_model_names(frame.get_column("model")))
-    problems += _value_problems(frame, shown)
+    epochs = [e for e in extras if e.name == "epochs"]  # elastic jobs' alternative to iterations
+    problems += _value_problems(frame.hstack(epochs) if epochs else frame, shown)
     problems += _duplicate_ids(frame, path, rows, shown("job_id"))
     if problems:
         index, _, _, column, message = min(problems)
@@ -220,7 +230,8 @@ def _check_header(df: pl.DataFrame, path: str, names: Mapping[str, str]) -> None
     for required in REQUIRED_COLUMNS:
         if required not in df.columns:
             _missing_column(path, names.get(required, required), found, found_text)
-    if "duration_s" not in df.columns and not ("model" in df.columns and "iterations" in df.columns):
+    has_work = "iterations" in df.columns or "epochs" in df.columns
+    if "duration_s" not in df.columns and not ("model" in df.columns and has_work):
         wanted = names.get("duration_s", "duration_s")
         either = f"'{wanted}' (or both '{names.get('model', 'model')}' and '{names.get('iterations', 'iterations')}')"
         hint = did_you_mean(wanted, found)
@@ -333,13 +344,10 @@ def _value_problems(frame: pl.DataFrame, shown: Callable[[str], str]) -> list[tu
     for name, bound, inclusive, sentence in _BOUNDS:
         low = pl.col(name) < bound if inclusive else pl.col(name) <= bound
         checks.append((name, low, sentence))  # polars orders NaN above every number
-    checks.append(
-        (
-            "duration_s",
-            pl.col("duration_s").is_null() & (pl.col("model").is_null() | pl.col("iterations").is_null()),
-            "",
-        )
-    )
+    no_work = pl.col("iterations").is_null()
+    if "epochs" in frame.columns:  # elastic jobs (traces/goodput.py) may give epochs instead
+        no_work = no_work & pl.col("epochs").is_null()
+    checks.append(("duration_s", pl.col("duration_s").is_null() & (pl.col("model").is_null() | no_work), ""))
     flags = frame.select([expr.fill_null(False).alias(f"c{i}") for i, (_, expr, _) in enumerate(checks)])
     problems = []
     for i, (name, _, sentence) in enumerate(checks):

@@ -12,8 +12,12 @@ spread rate or slowdown. The simulator (through the world's books) and the live 
 predictions both come here, and so do estimates for hypothetical placements (`estimate`), which
 job preparation and elements use.
 
-A new factor (a batch size's statistical efficiency, say) is added here: it reads what it needs
-from the job table and from `Placement`, and callers do not change.
+Elastic jobs (an `elastic_model` row, from an elastic profile, traces/goodput.py) run at their
+goodput: samples/s from Pollux's throughput model for their GPU count, the machines those span
+and their global batch size, times the statistical efficiency of that batch size.
+
+A new factor is added here: it reads what it needs from the job table and from `Placement`, and
+callers do not change.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from roundhouse.traces.jobs import JobReader
 
 if TYPE_CHECKING:
     from roundhouse.traces.communication import CommunicationTable, Tiers
+    from roundhouse.traces.goodput import ElasticProfile
 
 
 class ClusterShape(Protocol):
@@ -71,9 +76,19 @@ class Placement:
 class ThroughputModel:
     """Rates of jobs on placements, from a throughput profile and a pair table."""
 
-    def __init__(self, profile, cluster: ClusterShape, pairs=None, communication: CommunicationTable | None = None):
+    def __init__(
+        self,
+        profile,
+        cluster: ClusterShape,
+        pairs=None,
+        communication: CommunicationTable | None = None,
+        elastic: ElasticProfile | None = None,
+    ):
         self.profile = profile
         self.cluster = cluster
+        # Elastic applications (traces/goodput.py): throughput from GPU count, placement and
+        # batch size, and statistical efficiency; None: no job of the run is elastic.
+        self.elastic = elastic
         self._pairs = pairs  # the pair table, or where to load it from when a pair first runs
         # The communication profile, on a cluster with network tiers only (None: the model is off).
         self.communication = None
@@ -91,6 +106,18 @@ class ThroughputModel:
         if not isinstance(self._pairs, PairTable):
             self._pairs = PairTable.load(self._pairs)
         return self._pairs
+
+    def efficiency(self, jobs: JobReader, rows: np.ndarray, batch: np.ndarray) -> np.ndarray:
+        """Statistical efficiency of job `rows[i]` at global batch size `batch[i]`: the progress
+        one sample makes, relative to a sample at its application's initial batch size (1 where
+        no efficiency model applies)."""
+        out = np.ones(len(rows))
+        if self.elastic is not None and len(rows) and jobs.has_column("elastic_model"):
+            app = jobs.column("elastic_model")[rows]
+            sel = (app >= 0).nonzero()[0]
+            if len(sel):
+                out[sel] = self.elastic.efficiency(app[sel], np.asarray(batch)[sel])
+        return out
 
     def estimate(self, models, batch, gpu_type: str, gpus, consolidated: bool = True) -> np.ndarray:
         """Rates of jobs (by model and batch size) on `gpus` GPUs of `gpu_type`, on one node or
@@ -123,10 +150,23 @@ class ThroughputModel:
             comm = jobs.column("comm_model")[rows]
             talk = ((comm >= 0) & (counts > 1)).nonzero()[0]
         has_model = jobs.column("has_model")[rows] if any_model else np.zeros(len(rows), dtype=bool)
+        elastic = None
+        if self.elastic is not None and any_model and jobs.has_column("elastic_model"):
+            app = jobs.column("elastic_model")[rows]
+            elastic = (app >= 0).nonzero()[0]
+            if len(elastic):
+                has_model = has_model.copy()
+                has_model[elastic] = False  # their rates come from the elastic profile, below
+                if talk is not None:
+                    talk = talk[app[talk] < 0]
+            else:
+                elastic = None
         if not has_model.all() and counts[counts.argmax()] > 1:
             self._spread_slowdown(jobs, rows, placement, rates, has_model, talk)
         if has_model.any():
             self._profiled(jobs, rows, placement, rates, has_model, talk)
+        if elastic is not None:
+            rates[elastic] = self._elastic_rates(jobs, rows, placement, elastic)
         if placement.partner is not None and np.count_nonzero(placement.partner >= 0):
             rates = self._pair_rates(jobs, rows, placement, rates)
         if compute is not None:
@@ -135,6 +175,20 @@ class ThroughputModel:
             sizes = self.tier_sizes(placement, talk)
             rates[talk] /= 1.0 + table.share(comm[talk], sizes, tiers)
         return rates
+
+    def _elastic_rates(self, jobs: JobReader, rows, placement: Placement, launches: np.ndarray) -> np.ndarray:
+        """Goodput of elastic jobs (traces/goodput.py): from their GPU count, how many machines
+        those span, and their global batch size."""
+        assert self.elastic is not None
+        cluster, counts = self.cluster, placement.counts[launches]
+        owner = np.arange(len(launches)).repeat(counts)
+        offset = np.arange(int(counts.sum())) - (counts.cumsum() - counts).repeat(counts)
+        node = cluster.gpu_node[placement.gpus[placement.starts[launches].repeat(counts) + offset]]
+        nodes = np.bincount(np.unique(owner * cluster.n_nodes + node) // cluster.n_nodes, minlength=len(launches))
+        batch = jobs.column("batch_size")[rows[launches]]
+        if placement.batch is not None:
+            batch = np.where(placement.batch[launches] > 0, placement.batch[launches], batch)
+        return self.elastic.rates(jobs.column("elastic_model")[rows[launches]], nodes, counts, batch)
 
     def tier_sizes(self, placement: Placement, launches: np.ndarray) -> np.ndarray:
         """(launches, 3): the ring sizes of each launch at each tier: the most GPUs it has on

@@ -9,7 +9,12 @@ Round k covers [kR, (k+1)R).
   starts once all its GPUs are free, then spends `restore` seconds before it progresses. A job
   that keeps its GPUs pays nothing (its lease is renewed). A job the plan completes frees its
   GPUs at the boundary, at no cost.
-- Attained service counts GPU-seconds held, restore time included.
+- A resized job (an elastic job given other GPUs or another batch size) keeps its progress and
+  pauses: it starts again once all its new GPUs are free, then after `resize_in_place` seconds
+  (an in-place change, about 1 s in ONES) or `resize_restart` seconds (a checkpoint and
+  restart, 20 s or more). It holds its new GPUs meanwhile. A pause longer than the round goes
+  on into the next.
+- Attained service counts GPU-seconds held, restore and resize time included.
 """
 
 from __future__ import annotations
@@ -33,13 +38,22 @@ _NO_PROGRESS = Progress.empty()
 
 class Simulator:
     def __init__(
-        self, world: World, round_s: float, checkpoint_s: float = 0.0, restore_s: float = 0.0, checkpoint_per_gpu_s: float = 0.0
+        self,
+        world: World,
+        round_s: float,
+        checkpoint_s: float = 0.0,
+        restore_s: float = 0.0,
+        checkpoint_per_gpu_s: float = 0.0,
+        resize_in_place_s: float = 1.0,
+        resize_restart_s: float = 20.0,
     ):
         self.world = world
         self.round_s = float(round_s)
         self.checkpoint_s = float(checkpoint_s)
         self.checkpoint_per_gpu_s = float(checkpoint_per_gpu_s)
         self.restore_s = float(restore_s)
+        self.resize_in_place_s = float(resize_in_place_s)
+        self.resize_restart_s = float(resize_restart_s)
         self._now = 0.0
         self._gpu_free_at = np.zeros(world.cluster.n_gpus)
         # Jobs launched this round, and when each starts progressing (after GPUs free, restore).
@@ -81,11 +95,26 @@ class Simulator:
                 held = self.world.jobs.column("held")
                 cost = cost + self.checkpoint_per_gpu_s * held[self.world.holder[freed]]
             self._gpu_free_at[freed] = now + cost
+        if len(self._ready_rows):  # pauses carried over from the last round, unless this plan ends or redoes them
+            gone = np.concatenate((plan.suspend, plan.complete, plan.resize_rows))
+            if len(gone):
+                stay = ~isin_rows(self._ready_rows, np.sort(gone))
+                self._ready_rows, self._ready_at = self._ready_rows[stay], self._ready_at[stay]
+        parts = [(self._ready_rows, self._ready_at)] if len(self._ready_rows) else []
         if len(plan.launch_rows) and (charges or self.restore_s > 0):
             # (Without either cost a launched job starts at the boundary, as running ones do.)
             free_at = np.maximum.reduceat(self._gpu_free_at[plan.launch_gpus], plan.launch_starts)
-            self._ready_rows = plan.launch_rows
-            self._ready_at = np.maximum(free_at, now) + self.restore_s
+            parts.append((plan.launch_rows, np.maximum(free_at, now) + self.restore_s))
+        if len(plan.resize_rows):
+            free_at = np.maximum.reduceat(self._gpu_free_at[plan.resize_gpus], plan.resize_starts)
+            in_place = plan.resize_in_place if plan.resize_in_place is not None else np.ones(len(plan.resize_rows), bool)
+            cost = np.where(in_place, self.resize_in_place_s, self.resize_restart_s)
+            parts.append((plan.resize_rows, np.maximum(free_at, now) + cost))
+        if parts:
+            rows = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
+            at = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+            order = rows.argsort()
+            self._ready_rows, self._ready_at = rows[order], at[order]
 
     def advance(self) -> None:
         world = self.world
@@ -120,7 +149,9 @@ class Simulator:
                 run_s = held_until - now
                 self._progress = Progress(rows, done, jobs.column("held")[rows] * run_s, run_s)
                 self._events = Events(time=end, finished=rows[finished], finished_at=finish_at[finished])
-        self._ready_rows = self._ready_rows[:0]
+        if len(self._ready_rows):  # a pause that outlasts the round goes on into the next
+            later = self._ready_at > end
+            self._ready_rows, self._ready_at = self._ready_rows[later], self._ready_at[later]
         self._now = end
 
     def _full_round(self) -> Progress:

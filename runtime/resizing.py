@@ -1,0 +1,67 @@
+"""Resizing running jobs (elastic jobs): the world's side of a plan's resizes. A resized job
+keeps its identity and its progress and goes on running on its new GPUs, at its new batch size
+and rate; what the change costs in time is the backend's (runtime/backends/sim.py). Checks are
+in runtime/plans.py with the rest of plan checking."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from roundhouse.runtime.plans import PlanError
+from roundhouse.runtime.rowsets import isin_rows
+from roundhouse.runtime.types import LR_ADASCALE, LR_KEEP, LR_LINEAR, LR_SQRT, Plan
+from roundhouse.traces.throughput import Placement
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.world import World
+
+
+def rates(world: World, plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The batch size, rate and compute rate each resized job will run at (computed before
+    anything changes, so that a job that cannot run there leaves the books untouched)."""
+    cols, rows = world.jobs.writable, plan.resize_rows
+    batch = cols["batch_used"][rows].copy()
+    if plan.resize_batch is not None:
+        batch = np.where(plan.resize_batch > 0, plan.resize_batch, batch)
+    placement = Placement(plan.resize_gpus, plan.resize_counts, plan.resize_starts, batch)
+    compute = np.empty(len(rows))
+    got = world._rates(rows, placement, compute)
+    if got.min() <= 0:
+        bad = int((got <= 0).nonzero()[0][0])
+        raise PlanError(
+            f"plan resizes job {cols['job_id'][rows[bad]]} ({cols['model'][rows[bad]]}) to "
+            f"{plan.resize_counts[bad]} GPU(s) with batch size {batch[bad]}, where it cannot run"
+        )
+    return batch, got, compute
+
+
+def apply(
+    world: World, cols: dict[str, np.ndarray], plan: Plan, batch: np.ndarray, rate: np.ndarray, compute: np.ndarray
+) -> None:
+    """Resized jobs keep running (same identity, same progress) on their new GPUs, at their
+    new batch size and rate; their learning-rate factor follows the plan's rule."""
+    rows, counts, gpus = plan.resize_rows, plan.resize_counts, plan.resize_gpus
+    world.holder[isin_rows(world.holder, rows)] = -1
+    world.holder[gpus] = rows.repeat(counts)
+    cols["held"][rows] = counts
+    cols["rate"][rows] = rate
+    cols["compute_rate"][rows] = compute
+    cols["batch_used"][rows] = batch
+    cluster = world.cluster
+    cols["placed_type"][rows] = cluster.gpu_type[gpus[plan.resize_starts]] if len(cluster.gpu_types) > 1 else 0
+    cols["resizes"][rows] += 1
+    rule = plan.resize_lr if plan.resize_lr is not None else np.full(len(rows), LR_LINEAR)
+    cols["lr_rule"][rows] = rule
+    cols["lr_scale"][rows] = lr_scale(rule, batch / np.maximum(cols["batch_size"][rows], 1))
+    cols["goodput"][rows] = rate
+    cols["efficiency"][rows] = world.throughput.efficiency(world.jobs.reader, rows, batch)
+
+
+def lr_scale(rule: np.ndarray, ratio: np.ndarray) -> np.ndarray:
+    """The factor a learning-rate rule gives the job's own learning rate when its batch size is
+    `ratio` times its own (NaN: the job adapts it itself)."""
+    return np.select(
+        [rule == LR_KEEP, rule == LR_LINEAR, rule == LR_SQRT, rule == LR_ADASCALE], [1.0, ratio, np.sqrt(ratio), np.nan]
+    )

@@ -1,0 +1,201 @@
+"""Elastic jobs: resizing as a plan decision (checks, costs, progress kept), the batch-size-aware
+throughput model and statistical efficiency (goodput), hand-computed."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from roundhouse.runtime.backends.sim import Simulator
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.types import LR_LINEAR, LR_SQRT, Assignment, Plan, Resize
+from roundhouse.runtime.world import PlanError, World
+from roundhouse.traces.profiles import ProfileTable
+
+
+def _world(jobs: list[dict], cluster: str = "2x2:V100", **costs):
+    world = World(Cluster.parse(cluster), ProfileTable.load())
+    batch, _ = world.prepare(pl.DataFrame(jobs), "test")
+    world.add_jobs(batch)
+    return world, Simulator(world, 100.0, **costs)
+
+
+def _step(world, sim, plan: Plan) -> None:
+    """Apply a plan at the current boundary, run one round, fold the results in."""
+    world.check_plan(plan)
+    sim.apply(plan)
+    world.apply_plan(plan, sim.now)
+    sim.advance()
+    events, progress = sim.poll()
+    world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
+    world.apply_finished(events.finished, events.finished_at)
+
+
+def _col(world, name):
+    return world.jobs.column(name)
+
+
+# Two jobs known by duration (one unit of work per second on any placement).
+TWO = [
+    dict(job_id=10, arrival_s=0.0, gpus=1, duration_s=1000.0, batch_size=32, max_gpus=2, max_batch_size=128),
+    dict(job_id=11, arrival_s=0.0, gpus=1, duration_s=1000.0),
+]
+
+
+@pytest.mark.parametrize(("in_place", "cost"), [(True, 1.0), (False, 20.0)])
+def test_resize_cost_and_progress(in_place, cost):
+    world, sim = _world(TWO)
+    _step(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [2])]))
+    assert _col(world, "done").tolist() == [100.0, 100.0]
+    # Job 10 grows from GPU 0 to GPUs 0-1 with batch 64 (linear rule); job 11 is kept.
+    plan = Plan.of(keep=[1], resizes=[Resize(0, [0, 1], 64, LR_LINEAR, in_place)])
+    _step(world, sim, plan)
+    # It keeps its identity and progress: 100 done before, then it pauses `cost` seconds.
+    assert _col(world, "done")[0] == pytest.approx(100.0 + 100.0 - cost)
+    assert _col(world, "done")[1] == pytest.approx(200.0)
+    assert _col(world, "held").tolist() == [2, 1]
+    assert _col(world, "batch_used")[0] == 64 and _col(world, "lr_scale")[0] == 2.0
+    assert _col(world, "resizes").tolist() == [1, 0]
+    assert _col(world, "preemptions").tolist() == [0, 0] and _col(world, "launches").tolist() == [1, 1]
+    assert world.gpus_of(0).tolist() == [0, 1]
+    # Service counts the pause (GPUs held): 100 s on 1 GPU, then 100 s on 2.
+    assert _col(world, "service")[0] == pytest.approx(100.0 + 200.0)
+    # Shrink back with the sqrt rule; the pause is charged again.
+    _step(world, sim, Plan.of(keep=[1], resizes=[Resize(0, [1], 32, LR_SQRT, in_place)]))
+    assert _col(world, "done")[0] == pytest.approx(300.0 - 2 * cost)
+    assert world.gpus_of(0).tolist() == [1] and _col(world, "lr_scale")[0] == 1.0
+
+
+def test_a_pause_longer_than_the_round_goes_on():
+    world, sim = _world(TWO, resize_restart_s=150.0)
+    _step(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [2])]))
+    _step(world, sim, Plan.of(keep=[1], resizes=[Resize(0, [0, 1], in_place=False)]))
+    assert _col(world, "done")[0] == pytest.approx(100.0)  # paused the whole round
+    _step(world, sim, Plan(keep=[0, 1]))
+    assert _col(world, "done")[0] == pytest.approx(150.0)  # 50 s left of the pause
+
+
+def test_resize_onto_gpus_a_suspended_job_gives_up():
+    world, sim = _world(TWO, cluster="1x2:V100")
+    _step(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [1])]))
+    _step(world, sim, Plan.of(suspend=[1], resizes=[Resize(0, [0, 1], 64)]))
+    assert world.gpus_of(0).tolist() == [0, 1] and _col(world, "status")[1] == 0
+
+
+def test_bad_resizes_are_located_and_change_nothing():
+    world, sim = _world(TWO + [dict(job_id=12, arrival_s=0.0, gpus=1, duration_s=10.0)])
+    _step(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [2])]))
+    before = {name: _col(world, name).copy() for name in ("held", "batch_used", "rate", "resizes", "status")}
+    holder = world.holder.copy()
+    cases = [
+        (Plan.of(keep=[1], resizes=[Resize(0, [0, 1, 3])]), "job 10 to 3 GPUs, past its limit of 2"),
+        (Plan.of(keep=[1], resizes=[Resize(0, [0], 256)]), "job 10 to batch size 256, past its limit of 128"),
+        (Plan.of(keep=[1], resizes=[Resize(0, [0, 2])]), "job 10 onto GPU 2, which job 11 holds"),
+        (Plan.of(keep=[0, 1], resizes=[Resize(2, [1])]), "resizes job 12, which is not running"),
+        (Plan.of(keep=[0, 1], resizes=[Resize(1, [3])]), "resizes job 11 and also keeps"),
+        (Plan.of([Assignment(2, [1])], keep=[1], resizes=[Resize(0, [0, 1])]), "two jobs"),
+        (Plan.of(keep=[1], resizes=[Resize(0, [0, 9])]), "GPU 9, which does not exist"),
+        (Plan.of(keep=[1], resizes=[Resize(0, [0, 1], 1)]), "batch size 1 on 2 GPUs"),
+        (Plan(keep=[0]), "job 11 is neither kept nor suspended"),
+    ]
+    for plan, message in cases:
+        with pytest.raises(PlanError, match=message):
+            world.check_plan(plan)
+            world.apply_plan(plan, sim.now)
+    for name, values in before.items():
+        assert np.array_equal(_col(world, name), values), name
+    assert np.array_equal(world.holder, holder)
+    with pytest.raises(ValueError, match="resize_lr"):
+        Plan(resize_rows=[0], resize_gpus=[0], resize_counts=[1], resize_lr=[7])
+
+
+def test_launch_onto_gpus_a_resized_job_gives_up():
+    world, sim = _world(TWO + [dict(job_id=12, arrival_s=0.0, gpus=1, duration_s=1000.0)])
+    _step(world, sim, Plan.of([Assignment(0, [0, 1], 64), Assignment(1, [2])]))
+    plan = Plan.of([Assignment(2, [1])], keep=[1], resizes=[Resize(0, [0], 32)])
+    _step(world, sim, plan)
+    assert world.gpus_of(0).tolist() == [0] and world.gpus_of(2).tolist() == [1]
+    assert world.running_rows.tolist() == [0, 1, 2]
+    assert _col(world, "done").tolist() == pytest.approx([199.0, 200.0, 100.0])
+
+
+# --- throughput from GPU count, placement and batch size; efficiency; goodput ---
+
+ALPHA_C, BETA_C, PHI, M0 = 0.1, 0.001, 300.0, 100
+
+
+def _app_folder(root, name="toy"):
+    """An application measured exactly: step time 0.1 + 0.001 x local batch on one GPU (no
+    sync), and validation curves at batch 100, 200 and 400 made with noise scale 300."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    lines = ["placement,local_bsz,step_time,sync_time"]
+    lines += [f"1,{m},{ALPHA_C + BETA_C * m},0.0" for m in (50, 100, 200, 400, 800)]
+    (folder / "placements.csv").write_text("\n".join(lines) + "\n")
+    for m in (100, 200, 400):
+        eff = (PHI + M0) / (PHI + m)
+        rows = ["progress,iteration,metric,grad_sqr,grad_var"]
+        rows += [f"{e * 500.0},{e * 500.0 / (eff * m / M0)},0.5,1.0,1.0" for e in range(1, 4)]
+        (folder / f"validation-{m}.csv").write_text("\n".join(rows) + "\n")
+    return root
+
+
+def test_fitted_efficiency_and_goodput_at_two_batch_sizes(tmp_path):
+    from roundhouse.traces.goodput import ElasticProfile
+
+    profile = ElasticProfile.load_pollux(_app_folder(tmp_path), epochs={"toy": 3})
+    app = profile.apps[0]
+    assert app.noise_scale == pytest.approx(PHI, rel=0.012)  # the fit's log grid: 200 points a decade
+    assert (app.init_batch, app.max_batch, app.epochs) == (100, 400, 3)
+    assert app.work_samples == pytest.approx(1500 * M0)  # three epochs of 500 steps at M0
+    assert app.params[:2] == pytest.approx([ALPHA_C, BETA_C], rel=1e-3)
+    # Batch 100 on one GPU: one 0.2 s step of 100 samples, efficiency 1: goodput 500/s.
+    # Batch 400 on one GPU: two accumulated steps of 200 (0.3 s each): 400 / 0.6 samples/s,
+    # efficiency (300 + 100) / (300 + 400) = 4/7: goodput 380.95/s.
+    # Batch 400 on two GPUs of one machine: 200 each, one 0.3 s step: 1333.3 x 4/7 = 761.9/s.
+    got = profile.rates(np.zeros(3, np.int64), [1, 1, 1], [1, 1, 2], [100, 400, 400])
+    assert got == pytest.approx([500.0, 400 / 0.6 * 4 / 7, 400 / 0.3 * 4 / 7], rel=0.01)
+    assert profile.efficiency(np.zeros(2, np.int64), [100, 400]) == pytest.approx([1.0, 4 / 7], rel=0.01)
+
+
+def test_elastic_job_resized_keeps_progress_at_its_new_goodput(tmp_path):
+    from roundhouse.traces.goodput import ElasticProfile
+
+    profile = ElasticProfile.load_pollux(_app_folder(tmp_path), epochs={"toy": 3})
+    world = World(Cluster.parse("2x2:V100"), ProfileTable.load(), elastic=profile)
+    jobs = pl.DataFrame([dict(job_id=0, arrival_s=0.0, gpus=1, model="toy", epochs=3.0)])
+    batch, unknown = world.prepare(jobs, "test")
+    assert not unknown
+    world.add_jobs(batch)
+    sim = Simulator(world, 100.0)
+    assert _col(world, "work")[0] == pytest.approx(3 * 500 * M0) and _col(world, "batch_size")[0] == M0
+    assert _col(world, "max_batch_size")[0] == 400  # the largest validated batch size
+    _step(world, sim, Plan.of([Assignment(0, [0])]))
+    g1 = _col(world, "goodput")[0]
+    assert g1 == pytest.approx(500.0, rel=0.01) and _col(world, "efficiency")[0] == 1.0
+    _step(world, sim, Plan.of(resizes=[Resize(0, [0, 1], 400)]))
+    g2, eff = _col(world, "goodput")[0], _col(world, "efficiency")[0]
+    assert eff == pytest.approx(4 / 7, rel=0.01) and g2 == pytest.approx(400 / 0.3 * 4 / 7, rel=0.01)
+    assert _col(world, "rate")[0] == g2
+    assert _col(world, "done")[0] == pytest.approx(100 * g1 + 99 * g2)  # the in-place second
+    with pytest.raises(PlanError, match="batch size 800, past its limit of 400"):
+        world.check_plan(Plan.of(resizes=[Resize(0, [0, 1], 800)]))
+
+
+def test_elastic_trace_errors_are_located(tmp_path):
+    from roundhouse.errors import TraceError
+    from roundhouse.traces.goodput import ElasticProfile
+
+    profile = ElasticProfile.load_pollux(_app_folder(tmp_path), epochs={"toy": 3})
+    world = World(Cluster.parse("2x2:V100"), ProfileTable.load(), elastic=profile)
+    bad = pl.DataFrame([dict(job_id=7, arrival_s=0.0, gpus=1, model="toy", epochs=2.0, batch_size=1000)])
+    with pytest.raises(TraceError, match=r"job 7: batch size 1000 is outside .* toy \(100 to 400\)"):
+        world.prepare(bad, "t.csv")
+    with pytest.raises(TraceError, match="no such folder"):
+        ElasticProfile.load_pollux(tmp_path / "nowhere")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "x").mkdir()
+    (tmp_path / "broken" / "x" / "placements.csv").write_text("placement,local_bsz,step_time,sync_time\n1,4,abc,0\n")
+    with pytest.raises(TraceError, match=r"placements.csv:2.*step_time"):
+        ElasticProfile.load_pollux(tmp_path / "broken")

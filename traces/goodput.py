@@ -1,0 +1,290 @@
+"""Elastic jobs: throughput as a function of GPU count, placement and batch size, statistical
+efficiency of a batch size, and goodput = throughput x efficiency (Pollux, Qiao et al., OSDI 2021,
+§3.1-3.2; the model forms of its public simulator, petuum/adaptdl branch osdi21-artifact,
+`simulator/goodput.py`, Apache-2.0, re-expressed here over arrays).
+
+**Throughput.** One optimizer step of a job on `replicas` GPUs spread over `nodes` machines, with
+per-GPU (atomic) batch `m` and `s` gradient-accumulation steps, takes
+
+    T_compute = alpha_c + beta_c * m                               (forward and backward pass)
+    T_network = alpha_n + beta_n * max(replicas - 2, 0)   if nodes > 1 (the slowest link: between machines)
+              = alpha_r + beta_r * max(replicas - 2, 0)   if nodes = 1 and replicas > 1
+              = 0                                         on one GPU
+    T_step    = s * T_compute + (T_compute^gamma + T_network^gamma)^(1/gamma)
+
+(gamma in [1, 10] says how far the gradient sync overlaps the backward pass), and processes
+`replicas * m * (s + 1)` samples. The seven parameters are fitted per application, as Pollux's
+agent does, to the measured step and sync times in `placements.csv` and `scalability.csv`
+(minimising the RMS log error of compute and step time, with Pollux's small regularisers).
+
+**Efficiency.** With the gradient noise scale phi (Pollux's PGNS) and the application's initial
+batch size M0, a step at batch M makes the progress of (phi + M0)/(phi + M) * M/M0 steps at M0;
+per sample, the efficiency is
+
+    E(M) = (phi + M0) / (phi + M)
+
+(goodput.py's `efficiency`: gain / scale with gain = (var + sqr)/(var/scale + sqr), scale = M/M0,
+phi = var/sqr * M0). We fit one phi per application on the `validation-<M>.csv` curves: at each
+epoch, a curve's progress (in steps at M0) over its iterations times M/M0 is its cumulative
+efficiency at M; phi minimises the squared log error over all curves and epochs. (Pollux's
+simulator reads a per-epoch noise scale instead; a single phi is the averaged curve.)
+
+**Work.** An elastic job's work is counted in samples at M0 (progress that does not depend on
+the batch size it trains with): `max_epochs` epochs of the application's progress curve times M0.
+Its rate in the job table is its goodput, samples/s x E(M).
+
+Locating a batch on a placement: local batch ceil(M / replicas); accumulation steps so that the
+atomic batch stays within the application's largest measured one (and at least one on a single
+GPU above M0, as Pollux does); atomic batch ceil(local / (steps + 1)).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import attrs
+import numpy as np
+
+from roundhouse.errors import TraceError
+
+PARAM_NAMES = ("alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r", "beta_r", "gamma")
+
+# Epochs each application trains for, transcribed from Pollux's simulator (adaptdl
+# osdi21-artifact, simulator/applications.py, APPLICATIONS), with yolov3's largest atomic batch.
+POLLUX_EPOCHS = {"bert": 2, "cifar10": 100, "ncf": 10, "imagenet": 90, "deepspeech2": 80, "yolov3": 50}
+POLLUX_MAX_LOCAL = {"yolov3": 8}
+
+
+def step_time(params: np.ndarray, nodes, replicas, atomic, accum) -> np.ndarray:
+    """Seconds per optimizer step (see the module docstring); `params` is (..., 7) in
+    PARAM_NAMES order, broadcast against the other arguments."""
+    p = np.asarray(params, dtype=np.float64)
+    nodes, replicas = np.asarray(nodes), np.asarray(replicas)
+    compute = p[..., 0] + p[..., 1] * atomic
+    retro = np.maximum(replicas - 2, 1e-8)
+    network = np.where(nodes > 1, p[..., 2] + p[..., 3] * retro, np.where(replicas > 1, p[..., 4] + p[..., 5] * retro, 1e-8))
+    gamma = p[..., 6]
+    optim = np.exp(np.log(compute**gamma + network**gamma) / gamma)
+    return accum * compute + optim
+
+
+def split_batch(batch, replicas, max_local, init_batch) -> tuple[np.ndarray, np.ndarray]:
+    """(atomic batch, accumulation steps) of a global batch on `replicas` GPUs."""
+    batch, replicas = np.asarray(batch, dtype=np.float64), np.asarray(replicas, dtype=np.float64)
+    eps = 1e-8
+    local = np.ceil(batch / replicas - eps)
+    accum = np.ceil(local / max_local - eps) - 1
+    accum = np.where((replicas == 1) & (batch > init_batch + eps), np.maximum(accum, 1), accum)
+    atomic = np.ceil(local / (accum + 1) - eps)
+    return atomic, accum
+
+
+def efficiency(phi, init_batch, batch) -> np.ndarray:
+    """Statistical efficiency of global batch `batch`: progress per sample relative to a sample
+    at the initial batch size, (phi + M0) / (phi + M)."""
+    phi = np.asarray(phi, dtype=np.float64)
+    return (phi + init_batch) / (phi + np.asarray(batch, dtype=np.float64))
+
+
+def fit_perf_params(nodes, replicas, atomic, compute_time, step_s) -> np.ndarray:
+    """Pollux's throughput parameters fitted to measured (compute, step) times; returns the
+    seven parameters (PARAM_NAMES). Same objective and bounds as Pollux's `fit_perf_params`."""
+    from scipy.optimize import minimize
+
+    nodes, replicas, atomic = (np.asarray(a, dtype=np.float64) for a in (nodes, replicas, atomic))
+    compute_time, step_s = np.asarray(compute_time, dtype=np.float64), np.asarray(step_s, dtype=np.float64)
+    start = np.array([1e-1, 1e-2] * 3 + [1.0 + 1e-3])
+    lower = np.array([1e-8, 1e-8] * 3 + [1.0])
+    upper = np.array([np.inf, np.inf] * 3 + [10.0])
+    fixed = np.zeros(7, dtype=bool)
+    if len(np.unique(atomic)) == 1:
+        start[0] = lower[0] = upper[0] = compute_time.mean() / 2
+        fixed[0] = True
+    if not (nodes > 1).any():
+        fixed[2:4] = True
+    if not ((nodes == 1) & (replicas > 1)).any():
+        fixed[4:6] = True
+    if not (replicas > 2).any():
+        fixed[[3, 5]] = True
+    start[fixed & (np.arange(7) != 0)] = lower[fixed & (np.arange(7) != 0)]
+    free = ~fixed
+    log_compute, log_step = np.log(compute_time), np.log(step_s)
+
+    def objective(x: np.ndarray) -> float:
+        p = start.copy()
+        p[free] = x
+        pred_compute = p[0] + p[1] * atomic
+        retro = np.maximum(replicas - 2, 1e-8)
+        network = np.where(nodes > 1, p[2] + p[3] * retro, np.where(replicas > 1, p[4] + p[5] * retro, 1e-8))
+        log_optim = np.log(pred_compute ** p[6] + network ** p[6]) / p[6]
+        err = np.sqrt(((np.log(pred_compute) - log_compute) ** 2).mean()) + np.sqrt(((log_optim - log_step) ** 2).mean())
+        reg = 1e-3 * (p[6] - 1) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
+        return float(err + reg)
+
+    result = minimize(objective, start[free], method="L-BFGS-B", bounds=list(zip(lower[free], upper[free])))
+    params = start.copy()
+    params[free] = result.x
+    if not (nodes > 1).any():  # Pollux's prior: crossing machines is no faster than staying on one
+        params[2] = max(params[2], params[4] * 1.1)
+        params[3] = max(params[3], params[5] * 1.1)
+    return params
+
+
+def fit_noise_scale(init_batch: float, curves: dict[int, tuple[np.ndarray, np.ndarray]], epochs: int) -> float:
+    """One gradient noise scale phi for an application, from its validation curves: `curves[M]`
+    holds (progress in steps at M0, iterations at M) per epoch. Least squares in log efficiency
+    over every curve above M0 and every epoch up to `epochs`, on a fine log grid (vectorised)."""
+    measured, batch = [], []
+    for m, (progress, iterations) in curves.items():
+        if m <= init_batch:
+            continue
+        k = min(epochs, len(progress))
+        measured.append(progress[:k] / (iterations[:k] * m / init_batch))
+        batch.append(np.full(k, float(m)))
+    if not measured:
+        return math.inf  # one curve only: no batch size says what efficiency costs (E = 1)
+    eff, m = np.concatenate(measured), np.concatenate(batch)
+    grid = np.logspace(-2, 9, 2201)  # 0.01 .. 1e9 samples, 200 points a decade
+    err = ((np.log(efficiency(grid[:, None], init_batch, m[None, :])) - np.log(eff)[None, :]) ** 2).sum(axis=1)
+    return float(grid[err.argmin()])
+
+
+@attrs.frozen
+class ElasticApp:
+    """One application's fitted models and limits."""
+
+    name: str
+    params: np.ndarray  # PARAM_NAMES
+    noise_scale: float  # phi, samples
+    init_batch: int  # M0: the smallest validated batch size
+    max_batch: int  # the largest validated batch size
+    min_local: int
+    max_local: int
+    epochs: int
+    epoch_samples: float  # samples at M0 in one epoch
+    work_samples: float  # samples at M0 to the end of training
+
+    def rate(self, nodes, replicas, batch) -> np.ndarray:
+        """Goodput: samples/s x efficiency, of global batch `batch` on a placement."""
+        return self.throughput(nodes, replicas, batch) * efficiency(self.noise_scale, self.init_batch, batch)
+
+    def throughput(self, nodes, replicas, batch) -> np.ndarray:
+        """Samples per second of global batch `batch` on `replicas` GPUs over `nodes` machines."""
+        atomic, accum = split_batch(batch, replicas, self.max_local, self.init_batch)
+        return np.asarray(replicas) * atomic * (accum + 1) / step_time(self.params, nodes, replicas, atomic, accum)
+
+
+class ElasticProfile:
+    """Elastic applications by name (a profile kind beside the throughput tables): throughput
+    from GPU count, placement and batch size, and statistical efficiency."""
+
+    def __init__(self, apps: list[ElasticApp], origin: str = ""):
+        self.apps = tuple(apps)
+        self.origin = origin
+        self._index = {a.name.lower(): i for i, a in enumerate(self.apps)}
+        self._params = np.stack([a.params for a in self.apps]) if apps else np.zeros((0, 7))
+        self._phi = np.array([a.noise_scale for a in self.apps])
+        self._init = np.array([a.init_batch for a in self.apps], dtype=np.float64)
+        self._max_local = np.array([a.max_local for a in self.apps], dtype=np.float64)
+
+    @classmethod
+    def load_pollux(cls, directory: str | Path, epochs: dict[str, int] | None = None) -> ElasticProfile:
+        """Pollux's per-application measurements (one folder per application, each with
+        placements.csv, scalability.csv and validation-<batch>.csv), fitted."""
+        root = Path(directory)
+        key = (str(root.resolve()), tuple(sorted((epochs or {}).items())))
+        if key in _LOADED:  # fitting takes about half a second per application: once per process
+            return _LOADED[key]
+        if not root.is_dir():
+            raise TraceError(str(root), "no such folder (an elastic profile is a folder of application folders)")
+        epochs = {**POLLUX_EPOCHS, **(epochs or {})}
+        apps = [_load_app(sub, epochs) for sub in sorted(root.iterdir()) if (sub / "placements.csv").is_file()]
+        if not apps:
+            raise TraceError(str(root), "no application folder with a placements.csv in it")
+        loaded = _LOADED[key] = cls(apps, str(root))
+        return loaded
+
+    def row(self, name: str | None) -> int:
+        """The application's index, -1 if unknown."""
+        return -1 if name is None else self._index.get(str(name).lower(), -1)
+
+    def rates(self, app: np.ndarray, nodes, replicas, batch) -> np.ndarray:
+        """Goodput of each (application index, placement, global batch)."""
+        return self.throughput(app, nodes, replicas, batch) * self.efficiency(app, batch)
+
+    def throughput(self, app: np.ndarray, nodes, replicas, batch) -> np.ndarray:
+        app = np.asarray(app, dtype=np.int64)
+        replicas = np.asarray(replicas, dtype=np.float64)
+        atomic, accum = split_batch(batch, replicas, self._max_local[app], self._init[app])
+        return replicas * atomic * (accum + 1) / step_time(self._params[app], nodes, replicas, atomic, accum)
+
+    def efficiency(self, app: np.ndarray, batch) -> np.ndarray:
+        app = np.asarray(app, dtype=np.int64)
+        return efficiency(self._phi[app], self._init[app], batch)
+
+
+_LOADED: dict[tuple, ElasticProfile] = {}
+
+
+def _read_csv(path: Path, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
+    import polars as pl
+
+    try:
+        frame = pl.read_csv(path)
+    except (OSError, pl.exceptions.PolarsError) as err:
+        raise TraceError(str(path), f"cannot read it ({err})") from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise TraceError(str(path), f"missing column(s) {', '.join(missing)}")
+    out = {c: frame[c].cast(pl.Float64, strict=False).to_numpy() for c in columns}
+    for c, values in out.items():
+        bad = np.isnan(values) | (values < 0)
+        if bad.any():
+            raise TraceError(f"{path}:{int(bad.nonzero()[0][0]) + 2}", f"column '{c}' must be a non-negative number")
+    return out
+
+
+def _load_app(folder: Path, epochs: dict[str, int]) -> ElasticApp:
+    name = folder.name
+    placements = _read_csv(folder / "placements.csv", ("placement", "local_bsz", "step_time", "sync_time"))
+    digits = [str(int(p)) for p in placements["placement"]]
+    nodes = np.array([len(d) for d in digits], dtype=np.float64)
+    replicas = np.array([sum(map(int, d)) for d in digits], dtype=np.float64)
+    atomic, step_s, sync = placements["local_bsz"], placements["step_time"], placements["sync_time"]
+    scale_path = folder / "scalability.csv"
+    if scale_path.is_file():
+        s = _read_csv(scale_path, ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"))
+        nodes, replicas = np.r_[nodes, s["num_nodes"]], np.r_[replicas, s["num_replicas"]]
+        atomic, step_s, sync = np.r_[atomic, s["local_bsz"]], np.r_[step_s, s["step_time"]], np.r_[sync, s["sync_time"]]
+    params = fit_perf_params(nodes, replicas, atomic, step_s - sync, step_s)
+    curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for path in sorted(folder.glob("validation-*.csv")):
+        try:
+            batch = int(path.stem.split("-")[-1])
+        except ValueError:
+            raise TraceError(str(path), "a validation file's name must end in its batch size, validation-<batch>.csv") from None
+        v = _read_csv(path, ("progress", "iteration"))
+        curves[batch] = (v["progress"], v["iteration"])
+    if not curves:
+        raise TraceError(str(folder), "no validation-<batch>.csv file (the efficiency model needs one)")
+    init_batch = min(curves)
+    n_epochs = min(epochs.get(name, 10**9), min(len(c[0]) for c in curves.values()))
+    phi = fit_noise_scale(init_batch, curves, n_epochs)
+    # Pollux's get_progress: the least progress any curve shows at that epoch.
+    work_steps = min(float(c[0][n_epochs - 1]) for c in curves.values())
+    first_epoch = min(float(c[0][0]) for c in curves.values())
+    min_local = int(placements["local_bsz"].min())
+    max_local = POLLUX_MAX_LOCAL.get(name, int(placements["local_bsz"].max()))
+    return ElasticApp(
+        name=name,
+        params=params,
+        noise_scale=phi,
+        init_batch=init_batch,
+        max_batch=max(curves),
+        min_local=min_local,
+        max_local=max_local,
+        epochs=n_epochs,
+        epoch_samples=first_epoch * init_batch,
+        work_samples=work_steps * init_batch,
+    )
