@@ -83,7 +83,7 @@ class BetaPredictor:
             loss = self._nll(x, y)
             loss.backward()
             opt.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
         self.fits += 1
         return losses
 
