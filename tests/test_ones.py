@@ -3,6 +3,8 @@ hand-computed; the trace reader's checks."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -85,3 +87,21 @@ def test_trace_reader_and_generator(tmp_path):
     bad.write_text(",".join(ones.TRACE_COLUMNS) + "\n0,resnet50,imagenet,10000,10,32,5e-4,0.008,0.55,16\n5,gpt,wiki,1,1,1,1,1,1,1\n")
     with pytest.raises(TraceError, match=r"bad.csv:3.*unknown model/task 'gpt-wiki'"):
         ones.read_trace(bad)
+
+
+def test_graph_checks_runs_and_renders(tmp_path):
+    """graphs/ones.sched on a ten-job ONES-like trace: every job finishes, jobs are resized."""
+    from roundhouse.runtime.compiler import compile_file
+    from roundhouse.runtime.simulate import simulate
+
+    trace = tmp_path / "ones-10.csv"
+    ones.generate(10, seed=0).write_csv(trace)
+    text = (Path(__file__).parents[1] / "graphs" / "ones.sched").read_text()
+    graph_file = tmp_path / "ones.sched"
+    graph_file.write_text(text.replace("../traces/samples/ones-60.csv", str(trace)))
+    result = simulate(compile_file(graph_file))
+    assert result.stop_reason == "every job finished"
+    jobs = result.world.jobs
+    assert np.isfinite(jobs.column("finish_s")).all() and len(jobs.column("finish_s")) == 10
+    assert jobs.column("resizes").sum() > 0
+    assert any(c.get("generations", 0) > 0 for c in result.counters.values())

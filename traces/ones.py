@@ -88,7 +88,7 @@ def application(name: str, epoch_size: float = REFERENCE_EPOCH) -> ElasticApp:
     return ElasticApp(
         name=name,
         params=params,
-        noise_scale=math.inf,
+        noise_scale=1e15,  # efficiency 1 to 12 digits (an infinite one would make inf/inf)
         init_batch=local,  # a job starts on one GPU (ONES' start policy)
         max_batch=max(cap, init),
         min_local=1,

@@ -148,25 +148,28 @@ class Ones(Element):
         old = remap[self._pop]
         holder = np.asarray(ctx.holder)
         current = np.where(holder >= 0, index[np.maximum(holder, 0)], search.EMPTY)
-        pop = search.refresh(np.vstack([current[None, :], old]), allowed)
         new = epochs < 2  # the artifact: jobs under two epochs are neither predicted nor preempted
         x = features(size, np.zeros(n), epochs, np.full(n, np.nan), np.zeros(n))
         factor = np.where(new, 0.0, self._predictor.factor(x, self.sample, self._rng))
-        candidates = [pop]
-        if self.search:
-            k = self.population
-            candidates.append(search.crossover(pop, self._rng, max(k // 2, 1), self.swap, allowed))
-            candidates.append(search.mutate(pop, self._rng, self.mutate_rate, new & running))
-        pop = np.vstack(candidates)
         # Fill: new jobs first come first served one GPU each, then by predicted time on one GPU.
         arrival_order = np.argsort(active.arrival_s, kind="stable")
-        pop = search.fill(pop, arrival_order[new[arrival_order]], np.ones(n, dtype=np.int64))
-        remaining_1 = active.done * np.maximum(factor, 1e-9) / np.maximum(speed[:, 1], 1e-9)
-        remaining_1 = np.where(new, active.done / np.maximum(speed[:, 1], 1e-9), remaining_1)
-        pop = search.fill(pop, np.argsort(remaining_1, kind="stable"), allowed)
-        pop = search.reorder(pop, n)
-        scores = search.score(pop, active.done, factor, speed)
-        pop, scores = search.select(pop, scores, self.population)
+        one_gpu = np.maximum(speed[:, 1], 1e-9)
+        remaining_1 = np.where(new, active.done, active.done * factor) / one_gpu
+        pop, _ = search.generation(
+            np.vstack([current[None, :], old]),
+            self._rng,
+            allowed=allowed,
+            new_order=arrival_order[new[arrival_order]],
+            fill_order=np.argsort(remaining_1, kind="stable"),
+            immune=new & running,
+            processed=active.done,
+            factor=factor,
+            speed=speed,
+            keep=self.population,
+            swap=self.swap,
+            mutate_rate=self.mutate_rate,
+            evolve=self.search,
+        )
         self._pop, self._pop_rows = pop, rows.copy()
         self.counters["generations"] += 1
         return self._deploy(ctx, active, pop[0], current, epochs, held, limit)

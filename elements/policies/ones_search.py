@@ -139,3 +139,32 @@ def scale_down(limit: np.ndarray, processed_s: np.ndarray, sigma: float, roundin
 def resume_limit(limit: np.ndarray, rejected: np.ndarray) -> np.ndarray:
     """Resume (§3.3.2): a waiting job left out of the deployed schedule halves its limit."""
     return np.where(rejected, np.maximum(limit // 2, 1), limit)
+
+
+def generation(
+    pop: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    allowed: np.ndarray,
+    new_order: np.ndarray,
+    fill_order: np.ndarray,
+    immune: np.ndarray,
+    processed: np.ndarray,
+    factor: np.ndarray,
+    speed: np.ndarray,
+    keep: int,
+    swap: float = 0.5,
+    mutate_rate: float = 0.3,
+    evolve: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One generation: refresh, crossover (keep/2 pairs), mutation (one mutant per candidate),
+    fill (jobs in `new_order` one GPU each, then those in `fill_order` up to `allowed`), reorder,
+    and elitist selection of `keep` by score. Returns the population and its scores, best first."""
+    n = len(allowed)
+    pop = refresh(pop, allowed)
+    if evolve:
+        pop = np.vstack([pop, crossover(pop, rng, max(keep // 2, 1), swap, allowed), mutate(pop, rng, mutate_rate, immune)])
+    pop = fill(pop, new_order, np.ones(n, dtype=np.int64))
+    pop = fill(pop, fill_order, allowed)
+    pop = reorder(pop, n)
+    return select(pop, score(pop, processed, factor, speed), keep)
