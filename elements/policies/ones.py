@@ -43,7 +43,7 @@ class Ones(Element):
         mutate_rate: theta, the chance a job is preempted in a mutant (paper: not given; artifact: 0.3).
         swap: the per-GPU swap chance in crossover (artifact: 0.5).
         sigma: the scale-down rate, per second (paper: the arrival rate, 1/30 s); 0 turns scale-down off.
-        rounding: "ceil" (the formula as printed) or "floor" for the inner ceiling.
+        rounding: "floor" (default: double until 1/sigma, hold until 2/sigma, then shrink) or "ceil", the formula as printed, under which R never grows past its start once a job has run.
         limit: apply the batch limit R (off: any job may take up to max_gpus at once).
         search: run crossover and mutation (off: refresh and fill only, a greedy SRPT-like schedule).
         sample: draw completion fractions from the Beta (off: use their means).
@@ -69,7 +69,7 @@ class Ones(Element):
     mutate_rate: float = attrs.field(default=0.3, validator=at_most(1.0))
     swap: float = attrs.field(default=0.5, validator=at_most(1.0))
     sigma: float = attrs.field(default=1.0 / 30.0)
-    rounding: str = attrs.field(default="ceil", validator=attrs.validators.in_(("ceil", "floor")))
+    rounding: str = attrs.field(default="floor", validator=attrs.validators.in_(("ceil", "floor")))
     limit: bool = True
     search: bool = True
     sample: bool = True
