@@ -42,7 +42,7 @@ class Ones(Element):
         population: K candidates kept (paper: the cluster's GPUs, 64; artifact: 16).
         mutate_rate: theta, the chance a job is preempted in a mutant (paper: not given; artifact: 0.3).
         swap: the per-GPU swap chance in crossover (artifact: 0.5).
-        sigma: the scale-down rate, per second (paper: the arrival rate, 1/30 s); 0 turns scale-down off.
+        sigma: the scale-down rate, per second (paper: the arrival rate, 1/30 s; default: the artifact's 1 / the median run time of the jobs that have run); 0 turns scale-down off.
         rounding: "floor" (default: double until 1/sigma, hold until 2/sigma, then shrink) or "ceil", the formula as printed, under which R never grows past its start once a job has run.
         limit: apply the batch limit R (off: any job may take up to max_gpus at once).
         search: run crossover and mutation (off: refresh and fill only, a greedy SRPT-like schedule).
@@ -68,7 +68,7 @@ class Ones(Element):
     population: int = attrs.field(default=16, validator=[positive, at_most(1024)])
     mutate_rate: float = attrs.field(default=0.3, validator=at_most(1.0))
     swap: float = attrs.field(default=0.5, validator=at_most(1.0))
-    sigma: float = attrs.field(default=1.0 / 30.0)
+    sigma: float | None = None
     rounding: str = attrs.field(default="floor", validator=attrs.validators.in_(("ceil", "floor")))
     limit: bool = True
     search: bool = True
@@ -135,7 +135,12 @@ class Ones(Element):
             return Plan()
         size = _column(ctx, "epoch_size", rows, 1.0)
         epochs = active.done / size
-        max_gpus = np.minimum(np.nan_to_num(_column(ctx, "max_gpus", rows, c), nan=c), c).astype(np.int64)
+        max_gpus = np.minimum(np.nan_to_num(_column(ctx, "max_gpus", rows, c), nan=c), c)
+        # The batch limit caps GPUs too: the local batch stays fixed as GPUs are added.
+        local = _column(ctx, "local_batch", rows, np.nan)
+        local = np.where(np.isnan(local), active.column("batch_size"), local)
+        max_batch = np.nan_to_num(_column(ctx, "max_batch_size", rows, np.inf), nan=np.inf)
+        max_gpus = np.maximum(np.minimum(max_gpus, np.floor(max_batch / local)), 1).astype(np.int64)
         running = active.running
         held = active.held
         limit = self._update_limits(rows, epochs, running, held, active.run_s, max_gpus)
@@ -181,7 +186,11 @@ class Ones(Element):
         self._scaled_at[rows[fresh]] = 0.0
         due = running & (epochs - self._scaled_at[rows] >= 1.0) & (held >= limit)
         if due.any():
-            grown = search.scale_down(limit[due], run_s[due], self.sigma, self.rounding) if self.sigma > 0 else 2 * limit[due]
+            sigma = self.sigma
+            if sigma is None:
+                ran = run_s[run_s > 0]
+                sigma = 1.0 / float(np.median(ran)) if len(ran) else 0.0
+            grown = search.scale_down(limit[due], run_s[due], sigma, self.rounding) if sigma > 0 else 2 * limit[due]
             limit[due] = grown
             self._scaled_at[rows[due]] = epochs[due]
         # A waiting job that ran before asks for what it had (resume), halved each time it is left out.
