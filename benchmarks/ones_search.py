@@ -44,7 +44,9 @@ def main() -> None:
                 keep=k,
             )
             times.append(time.perf_counter() - started)
-        print(f"K = {k:2d}: one generation on {c} GPUs, {n} jobs: median {1000 * np.median(times):.1f} ms, max {1000 * max(times):.1f} ms (target 50 ms)")
+        print(
+            f"K = {k:2d}: one generation on {c} GPUs, {n} jobs: median {1000 * np.median(times):.1f} ms, max {1000 * max(times):.1f} ms (target 50 ms)"
+        )
 
 
 if __name__ == "__main__":

@@ -38,7 +38,9 @@ def test_one_generation_on_a_tiny_cluster():
     r = np.random.default_rng(0)
     a, b = r.integers(0, 3, 2), r.integers(0, 3, 2)
     mask = r.random((2, 4)) < 0.5
-    expect = s.trim(np.concatenate([np.where(mask, refreshed[b], refreshed[a]), np.where(mask, refreshed[a], refreshed[b])]), allowed)
+    expect = s.trim(
+        np.concatenate([np.where(mask, refreshed[b], refreshed[a]), np.where(mask, refreshed[a], refreshed[b])]), allowed
+    )
     assert children.tolist() == expect.tolist()
     assert (s.job_counts(children, 3) <= allowed).all()
     # Mutation: theta = 1 drops every job not immune; theta = 0 nothing.
@@ -84,7 +86,9 @@ def test_trace_reader_and_generator(tmp_path):
     assert abs(g["arrival_s"].diff().mean() - 30.0) < 6.0
     assert g.equals(ones.generate(200, seed=3))
     bad = tmp_path / "bad.csv"
-    bad.write_text(",".join(ones.TRACE_COLUMNS) + "\n0,resnet50,imagenet,10000,10,32,5e-4,0.008,0.55,16\n5,gpt,wiki,1,1,1,1,1,1,1\n")
+    bad.write_text(
+        ",".join(ones.TRACE_COLUMNS) + "\n0,resnet50,imagenet,10000,10,32,5e-4,0.008,0.55,16\n5,gpt,wiki,1,1,1,1,1,1,1\n"
+    )
     with pytest.raises(TraceError, match=r"bad.csv:3.*unknown model/task 'gpt-wiki'"):
         ones.read_trace(bad)
 

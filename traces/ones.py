@@ -29,7 +29,6 @@ every batch size makes the same progress per sample (efficiency 1), so goodput =
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -81,7 +80,9 @@ def application(name: str, epoch_size: float = REFERENCE_EPOCH) -> ElasticApp:
     """One ONES application as an elastic application (module docstring)."""
     _, gpus, local, base_lr, max_lr, _, _, _, epochs, rate, mb = _PAIR[name]
     sync = 2.0 * mb / 1000.0
-    params = np.array([_STEP_S, 1.0 / rate, sync / _INTER_GBPS, 0.1 * sync / _INTER_GBPS, sync / _INTRA_GBPS, 0.05 * sync / _INTRA_GBPS, 1.5])
+    params = np.array(
+        [_STEP_S, 1.0 / rate, sync / _INTER_GBPS, 0.1 * sync / _INTER_GBPS, sync / _INTRA_GBPS, 0.05 * sync / _INTRA_GBPS, 1.5]
+    )
     init = local * gpus
     # The artifact's cap on the global batch: base batch x max_lr / base_lr (notes §2).
     cap = int(local * max_lr / base_lr)
@@ -130,7 +131,10 @@ def parse_trace(raw: pl.DataFrame, origin: str) -> pl.DataFrame:
         bad = values.is_null() | ~values.is_finite().fill_null(False) | (values < (0 if col == "time" else 1e-300))
         if bad.any():
             i = int(bad.arg_max() or 0)
-            raise TraceError(f"{origin}:{i + 2}", f"column {col!r}: {raw[col][i]!r} is not a {'non-negative' if col == 'time' else 'positive'} number")
+            raise TraceError(
+                f"{origin}:{i + 2}",
+                f"column {col!r}: {raw[col][i]!r} is not a {'non-negative' if col == 'time' else 'positive'} number",
+            )
         numbers[col] = values.to_numpy()
     names = (raw["model"].str.to_lowercase() + "-" + raw["task"].str.to_lowercase()).to_list()
     for i, name in enumerate(names):

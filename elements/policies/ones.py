@@ -57,7 +57,7 @@ class Ones(Element):
         deployed: schedules deployed.
         held_back: rounds a better schedule waited for the epoch gate.
         refits: predictor refits.
-    See also: Optimus, Tiresias, Fifo
+    See also: Optimus, TiresiasLas, Fifo
     Paper: ONES (SC'21) §3.2-3.3, Algorithm 1, Eqs. 6-8, Figs. 7-10.
     """
 
@@ -247,7 +247,9 @@ class Ones(Element):
             self._epoch_mark[rows[changed]] = epochs[changed]
             left_out = ~running & ~np.isin(np.arange(n), best)
             self._limit[rows[left_out & (active.run_s > 0)]] = np.maximum(limit[left_out & (active.run_s > 0)] // 2, 1)
-            return Plan.of(launches, keep=np.asarray(keep, dtype=np.int64), suspend=np.asarray(suspend, dtype=np.int64), resizes=resizes)
+            return Plan.of(
+                launches, keep=np.asarray(keep, dtype=np.int64), suspend=np.asarray(suspend, dtype=np.int64), resizes=resizes
+            )
         self.counters["held_back"] += 1
         # Only waiting jobs whose GPUs in the best schedule are all free now start.
         free = current < 0

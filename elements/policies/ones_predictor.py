@@ -20,7 +20,9 @@ FEATURES = 5
 def features(epoch_size, initial_loss, epochs, loss, acc) -> np.ndarray:
     """(n, 5) features; a missing loss (NaN) counts as no loss reduction, a missing accuracy
     as 0 (the simulator reports neither unless the trace has loss curves)."""
-    epoch_size, initial_loss, epochs, loss, acc = (np.asarray(a, dtype=np.float64) for a in (epoch_size, initial_loss, epochs, loss, acc))
+    epoch_size, initial_loss, epochs, loss, acc = (
+        np.asarray(a, dtype=np.float64) for a in (epoch_size, initial_loss, epochs, loss, acc)
+    )
     init = np.nan_to_num(np.minimum(initial_loss, 100.0), nan=0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         reduction = np.where(init > 0, 1.0 - loss / init, 0.0)

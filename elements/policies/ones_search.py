@@ -92,7 +92,7 @@ def fill(pop: np.ndarray, order: np.ndarray, target: np.ndarray) -> np.ndarray:
     if not len(order):
         return pop
     out = pop.copy()
-    k, n = len(out), len(target)
+    n = len(target)
     have = job_counts(out, n)[:, order]
     want = np.maximum(target[order][None, :] - have, 0)
     free = (out < 0).sum(axis=1)

@@ -108,8 +108,8 @@ class Simulator:
         if len(plan.resize_rows):
             free_at = np.maximum.reduceat(self._gpu_free_at[plan.resize_gpus], plan.resize_starts)
             in_place = plan.resize_in_place if plan.resize_in_place is not None else np.ones(len(plan.resize_rows), bool)
-            cost = np.where(in_place, self.resize_in_place_s, self.resize_restart_s)
-            parts.append((plan.resize_rows, np.maximum(free_at, now) + cost))
+            pause = np.where(in_place, self.resize_in_place_s, self.resize_restart_s)
+            parts.append((plan.resize_rows, np.maximum(free_at, now) + pause))
         if parts:
             rows = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
             at = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]

@@ -73,7 +73,11 @@ def _wilcoxon(a: np.ndarray, b: np.ndarray) -> float:
     return float(wilcoxon(a, b).pvalue)
 
 
-@experiment("ones-64gpu", "ONES vs Tiresias, Optimus and FIFO on 64 GPUs, 400 jobs; scaling; ablations", "ONES (SC'21) §5, Figs 15-18, Table 4")
+@experiment(
+    "ones-64gpu",
+    "ONES vs Tiresias, Optimus and FIFO on 64 GPUs, 400 jobs; scaling; ablations",
+    "ONES (SC'21) §5, Figs 15-18, Table 4",
+)
 def ones_64gpu(out_dir: Path, quick: bool) -> Report:
     trace = _trace(out_dir, quick)
     node_counts = (4, 16) if quick else (4, 8, 12, 16)  # machines of 4 GPUs: 16 to 64 GPUs
@@ -81,14 +85,21 @@ def ones_64gpu(out_dir: Path, quick: bool) -> Report:
     for name, chain in SCHEDULERS.items():
         specs.append(RunSpec(str(_graph(out_dir, f"{name}-16", trace, chain, 16)), labels={"scheduler": name, "nodes": 16}))
     for name, (chain, _) in ({} if quick else ABLATIONS).items():
-        specs.append(RunSpec(str(_graph(out_dir, name.replace(" ", "_").replace(",", ""), trace, chain, 16)), labels={"scheduler": name, "nodes": 16}))
+        specs.append(
+            RunSpec(
+                str(_graph(out_dir, name.replace(" ", "_").replace(",", ""), trace, chain, 16)),
+                labels={"scheduler": name, "nodes": 16},
+            )
+        )
     for nodes in node_counts:
         if nodes == 16:
             continue
         for name, chain in SCHEDULERS.items():
             if name == "FIFO":
                 continue
-            specs.append(RunSpec(str(_graph(out_dir, f"{name}-{nodes}", trace, chain, nodes)), labels={"scheduler": name, "nodes": nodes}))
+            specs.append(
+                RunSpec(str(_graph(out_dir, f"{name}-{nodes}", trace, chain, nodes)), labels={"scheduler": name, "nodes": nodes})
+            )
     outcomes = run(specs)
     jobs = jobs_table(outcomes)
     # Steady state: the first 5% of jobs are left out (ONES §5.1).
@@ -109,7 +120,9 @@ def ones_64gpu(out_dir: Path, quick: bool) -> Report:
     main = summary.filter(pl.col("nodes") == 16)
     get = {r["scheduler"]: r for r in main.to_dicts()}
     ones_row = get["ONES"]
-    per_job = {s: jobs.filter((pl.col("scheduler") == s) & (pl.col("nodes") == 16)).sort("job_id")["jct_s"].to_numpy() for s in get}
+    per_job = {
+        s: jobs.filter((pl.col("scheduler") == s) & (pl.col("nodes") == 16)).sort("job_id")["jct_s"].to_numpy() for s in get
+    }
     comparisons = [
         Comparison("ONES average JCT (s)", f"{PAPER_ONES_JCT:.1f}", f"{ones_row['avg_jct_s']:.1f}"),
         Comparison("share of ONES jobs under 200 s", "86%", f"{100 * ones_row['under_200s']:.0f}%"),
@@ -119,7 +132,11 @@ def ones_64gpu(out_dir: Path, quick: bool) -> Report:
         red = 100 * (row["avg_jct_s"] - ones_row["avg_jct_s"]) / row["avg_jct_s"]
         qred = 100 * (row["avg_queue_s"] - ones_row["avg_queue_s"]) / max(row["avg_queue_s"], 1e-9)
         p = _wilcoxon(per_job["ONES"], per_job[base]) if len(per_job["ONES"]) == len(per_job[base]) else float("nan")
-        paper = f"-{PAPER_REDUCTION[base]}% JCT, -{PAPER_QUEUE_REDUCTION[base]}% queueing, p = {PAPER_WILCOXON[base]:.3g}" if base in PAPER_REDUCTION else "(artifact only)"
+        paper = (
+            f"-{PAPER_REDUCTION[base]}% JCT, -{PAPER_QUEUE_REDUCTION[base]}% queueing, p = {PAPER_WILCOXON[base]:.3g}"
+            if base in PAPER_REDUCTION
+            else "(artifact only)"
+        )
         comparisons.append(
             Comparison(
                 f"ONES vs {base}: JCT, queueing, paired Wilcoxon p",
@@ -128,7 +145,11 @@ def ones_64gpu(out_dir: Path, quick: bool) -> Report:
             )
         )
     figure = plot_bars(
-        main["scheduler"].to_list(), main["avg_jct_s"].to_list(), out_dir / "ones_avg_jct.png", "average JCT (s)", "ONES §5: average JCT, 64 GPUs"
+        main["scheduler"].to_list(),
+        main["avg_jct_s"].to_list(),
+        out_dir / "ones_avg_jct.png",
+        "average JCT (s)",
+        "ONES §5: average JCT, 64 GPUs",
     )
     scaling = summary.filter(pl.col("scheduler").is_in(["ONES", "Tiresias", "Optimus"]))
 
