@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 
 from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import Jobs
 from roundhouse.runtime.values import Multiplier, positive
 from roundhouse.traces.jobs import FINISHED
@@ -27,9 +28,12 @@ class AcceptAll(Element):
         none
     Counters:
         admitted: jobs admitted so far.
+    Cost: O(k) over the jobs k arriving this round.
     See also: AcceptThreshold
     Paper: Blox (EuroSys'24) §3, admission_control/accept_all.py.
     """
+
+    state = ()
 
     category = "admission"
     inputs = (In("jobs", Jobs, multi=True),)
@@ -40,7 +44,12 @@ class AcceptAll(Element):
 
     def tick(self, ctx: RoundContext, jobs: Jobs) -> Jobs:
         self.counters["admitted"] += len(jobs)
+        if len(jobs):
+            ctx.explain(Reason.ADMITTED, jobs.rows)
         return jobs
+
+    def quiet_until(self, ctx: RoundContext) -> float:
+        return float("inf")  # without new jobs it admits nothing
 
 
 @element
@@ -61,9 +70,13 @@ class AcceptThreshold(Element):
         admitted: jobs admitted so far.
         queued: jobs waiting in the admission queue now.
         demand: GPUs asked for by admitted, unfinished jobs now.
+    Cost: O(k + a + q) over arriving jobs k, admitted unfinished jobs a (summing their demand) and
+        the queue q; O(a) in a round without arrivals or completions.
     See also: AcceptAll, JobPool
     Paper: Blox (EuroSys'24) §5.1, admission_control/load_based_accept.py.
     """
+
+    state = ("_admitted", "_queue")
 
     category = "admission"
     inputs = (In("jobs", Jobs, multi=True),)
@@ -98,4 +111,16 @@ class AcceptThreshold(Element):
         self.counters["admitted"] += release
         self.counters["queued"] = len(self._queue)
         self.counters["demand"] = demand
+        if ctx.explaining:
+            ctx.explain(Reason.ADMITTED, out)
+            if len(jobs) and len(self._queue):
+                # Held since arriving (a job still held costs nothing new): its place in the
+                # queue, the GPUs admitted jobs ask for, and the limit.
+                held = self._queue[-min(len(jobs), len(self._queue)) :]
+                place = len(self._queue) - len(held) + np.arange(1, len(held) + 1)
+                ctx.explain(Reason.HELD, held, place, demand, int(float(self.factor) * ctx.cluster.n_gpus))
         return ctx.jobs.view(out, Jobs)
+
+    def quiet_until(self, ctx: RoundContext) -> float:
+        # Without completions or new jobs, the queue's head still does not fit: it releases nothing.
+        return float("inf")

@@ -36,9 +36,13 @@ class Launch(Element):
         launched: launches so far (first starts and restarts).
         suspended: suspensions so far.
         completed: jobs completed on request so far.
+    Cost: O(1) (the plan passes through); O(r + f) over running jobs r when f jobs on `finish` are
+        completed.
     See also: Consolidated, FirstFree, JobMetrics, LossTermination
     Paper: Blox (EuroSys'24) §3, job launch and preemption; §5.3, loss-based termination.
     """
+
+    state = ()
 
     category = "launch"
     inputs = (In("plan", Plan), In("finish", Jobs, required=False, multi=True))
@@ -54,6 +58,9 @@ class Launch(Element):
         self.counters["launched"] += len(plan.launch_rows)
         self.counters["suspended"] += len(plan.suspend)
         return plan
+
+    def quiet_until(self, ctx: RoundContext) -> float:
+        return float("inf")  # it passes the plan on
 
 
 def with_completions(plan: Plan, rows: np.ndarray) -> Plan:

@@ -137,9 +137,13 @@ class CostMetrics(_RoundWatcher):
         track: job ids to report (half-open range); all jobs if omitted (the total counts all jobs).
     Counters:
         cost_usd: dollars spent so far.
+    Cost: O(r) over running jobs r (the GPU-hours each holds this round).
     See also: MinCost, MinCostSLO, SloMetrics
     Paper: Gavel (OSDI'20) §4.2 (cost policies) and §7.3 (cost experiment).
     """
+
+    state = ("_cost", "_done", "_gpu_s", "_partner", "_rows", "_service", "_type")
+    fixed = ("_price",)
 
     prices: list[str] = attrs.field(factory=lambda: list(GCP_2020_PRICES), validator=lambda i, a, v: parse_prices(v))
     track: IdRange | None = attrs.field(default=None, validator=job_ids)
@@ -198,9 +202,12 @@ class SloMetrics(_ObjectiveSink):
         track: job ids to report (half-open range); all jobs if omitted.
     Counters:
         violations: jobs that finished after their deadline so far.
+    Cost: O(f) over jobs f finishing this round.
     See also: MinCostSLO, CostMetrics, JobMetrics
     Paper: Gavel (OSDI'20) §4.2 (SLOs) and §7.3 (cost experiment: SLO violations).
     """
+
+    state = ()
 
     track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
@@ -254,9 +261,12 @@ class FinishTimeFairnessMetrics(_ObjectiveSink):
         track: job ids to report (half-open range); all jobs if omitted.
     Counters:
         none
+    Cost: O(f) over jobs f finishing this round.
     See also: MinMaxRho, Themis, JobMetrics
     Paper: Gavel (OSDI'20) §4.2 and Fig. 10 (FTF); Themis (NSDI'20) §3 (finish-time fairness).
     """
+
+    state = ("_area", "_in_system", "_times")
 
     track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
@@ -321,9 +331,12 @@ class EffectiveThroughput(_RoundWatcher):
         by: a job-table column to break the series down by (e.g. "user").
     Counters:
         none
+    Cost: O(r) over running jobs r.
     See also: Hierarchical, MaxThroughput, JobMetrics
     Paper: Gavel (OSDI'20) §7.4 and Fig. 11 (effective throughput of hierarchical policies).
     """
+
+    state = ("_done", "_partner", "_rows", "_series", "_service", "_type")
 
     by: str | None = None
 

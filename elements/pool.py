@@ -29,9 +29,12 @@ class JobPool(Element):
     Counters:
         active: jobs in the pool now.
         running: jobs of the pool that hold GPUs now.
+    Cost: O(k) over jobs k joining; O(n) over its jobs n in a round in which some finish.
     See also: AcceptAll, AcceptThreshold, Las
     Paper: Blox (EuroSys'24) §6.4, JobState.
     """
+
+    state = ("_rows",)
 
     category = "pool"
     inputs = (In("jobs", Jobs, multi=True),)
@@ -49,3 +52,6 @@ class JobPool(Element):
         self.counters["active"] = len(self._rows)
         self.counters["running"] = len(ctx.running_rows)
         return ctx.jobs.view(self._rows, Active)
+
+    def quiet_until(self, ctx: RoundContext) -> float:
+        return float("inf")  # its jobs change only when jobs arrive or finish

@@ -73,10 +73,13 @@ class JobMetrics(Element):
         failed: jobs that failed for good so far.
         launched: launches seen so far.
         suspended: suspensions seen so far.
+    Cost: O(e) over the round's events e; O(J) over all jobs J once, at the end (the job table).
     See also: Launch
     Paper: Blox (EuroSys'24) §4.2 (JCT and responsiveness); Gavel (OSDI'20) §7.1; Dally (IEEE BigData'25)
     §IV (queueing delay, communication latency, allocations per tier).
     """
+
+    state = ("_starts",)
 
     category = "sink"
     inputs = (In("events", Events, multi=True),)
@@ -132,6 +135,9 @@ class JobMetrics(Element):
     def goal_met(self, ctx: RoundContext) -> bool:
         return self.track is not None and self.counters["tracked_finished"] >= len(self.track)
 
+    def quiet_until(self, ctx: RoundContext) -> float:
+        return float("inf")  # it counts events only
+
     def finish(self, ctx: RoundContext) -> dict:
         n = len(ctx.jobs)
         starts = np.zeros((n, len(START_TIERS)), dtype=np.int64)
@@ -161,34 +167,37 @@ def job_table(ctx: RoundContext, track: IdRange | None, starts: np.ndarray | Non
     starts = starts[rows]
     from roundhouse.traces.jobs import STATUS_NAMES
 
+    # Column by column, from the arrays (a million jobs: no Python object per cell). NaN marks
+    # "not yet" (not started, not finished): those cells are empty.
+    floats = lambda name, values: pl.Series(name, values, nan_to_null=True)  # noqa: E731
+    status = pl.Series("status", np.where(failed, len(STATUS_NAMES), col("status")))
     frame = pl.DataFrame(
-        {
-            "job_id": col("job_id"),
-            "arrival_s": arrival,
-            "first_start_s": first,
-            "finish_s": finish,
-            "jct_s": jct,
-            "queue_s": queue,
-            "responsiveness_s": responsiveness,
-            "run_s": col("run_s"),
-            "gpus": col("gpus"),
-            "preemptions": col("preemptions"),
-            "launches": col("launches"),
-            "service_gpu_s": col("service"),
-            "model": col("model").tolist(),
-            "batch_size": col("batch_size"),
-            "duration_s": col("duration_s"),
-            "status": [STATUS_NAMES[s] if not f else "failed" for s, f in zip(col("status").tolist(), failed.tolist())],
+        [
+            pl.Series("job_id", col("job_id")),
+            floats("arrival_s", arrival),
+            floats("first_start_s", first),
+            floats("finish_s", finish),
+            floats("jct_s", jct),
+            floats("queue_s", queue),
+            floats("responsiveness_s", responsiveness),
+            floats("run_s", col("run_s")),
+            pl.Series("gpus", col("gpus")),
+            pl.Series("preemptions", col("preemptions")),
+            pl.Series("launches", col("launches")),
+            floats("service_gpu_s", col("service")),
+            pl.Series("model", col("model").tolist(), dtype=pl.String),  # (from numpy, None first fails)
+            pl.Series("batch_size", col("batch_size")),
+            floats("duration_s", col("duration_s")),
+            status.replace_strict(list(range(len(STATUS_NAMES) + 1)), [*STATUS_NAMES, "failed"], return_dtype=pl.String),
             # Waiting after the first start: between each preemption and the next start.
             # (Clipped at 0: the differences of equal sums can come out a rounding error below.)
-            "queue_after_preemption_s": np.maximum(queue - responsiveness, 0.0),
-            "comm_s": np.maximum(col("run_s") - col("compute_s"), 0.0),
-            **{f"{tier}_starts": starts[:, k] for k, tier in enumerate(START_TIERS)},
-        },
-        schema_overrides={"model": pl.String, "status": pl.String},
+            floats("queue_after_preemption_s", np.maximum(queue - responsiveness, 0.0)),
+            floats("comm_s", np.maximum(col("run_s") - col("compute_s"), 0.0)),
+            *(pl.Series(f"{tier}_starts", starts[:, k]) for k, tier in enumerate(START_TIERS)),
+        ]
     )
-    # NaN marks "not yet" (not started, not finished); write those cells empty.
-    return frame.with_columns(pl.col(pl.Float64).fill_nan(None)).sort("job_id")
+    job_ids = frame["job_id"]
+    return frame if job_ids.is_sorted() else frame.sort("job_id")
 
 
 def summarize(jobs: pl.DataFrame, ctx: RoundContext) -> dict:
@@ -241,9 +250,12 @@ class LinkBandwidth(Element):
         none
     Counters:
         launches: single-node multi-GPU launches measured so far.
+    Cost: O(r) over running jobs r (the links each spans).
     See also: BandwidthAwareIntraNode, RandomIntraNode, JobMetrics
     Paper: Blox (EuroSys'24) §5.3, Table 4 (average bandwidth observed by single-node multi-GPU jobs).
     """
+
+    state = ("_seen",)
 
     category = "sink"
     inputs = (In("events", Events, multi=True),)

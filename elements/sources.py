@@ -23,6 +23,9 @@ class _Replay(Element):
     Like every source, it emits new jobs as a `JobBatch`; the engine adds them to the job
     table and passes them on as `Jobs`."""
 
+    state = ("_next",)
+    fixed = ("_batch", "_arrivals", "_none", "unknown_models")
+
     category = "source"
     outputs = (Out("jobs", Jobs),)
 
@@ -50,6 +53,9 @@ class _Replay(Element):
     def next_arrival_s(self) -> float:
         return float(self._arrivals[self._next]) if self._next < len(self._arrivals) else float("inf")
 
+    def quiet_until(self, ctx: RoundContext) -> float:
+        return self.next_arrival_s() - 1e-9  # (the tolerance `tick` reads arrivals with)
+
 
 @element
 class TraceSource(_Replay):
@@ -72,6 +78,8 @@ class TraceSource(_Replay):
           (every job runs for its duration_s wherever it is placed, as in Tiresias' simulator).
     Counters:
         arrived: jobs emitted so far.
+    Cost: O(k + log J) over the jobs k arriving this round (a binary search in the trace's J
+        arrivals and a slice); reading the trace once, O(J).
     See also: PoissonSource, AcceptAll, JobPool
     Paper: Blox (EuroSys'24) §4 (Philly-Trace with Poisson arrivals); Gavel (OSDI'20) §7.1.
     """
@@ -124,6 +132,8 @@ class PoissonSource(_Replay):
         start_id: the first job id.
     Counters:
         arrived: jobs emitted so far.
+    Cost: O(k + log J) over the jobs k arriving this round (a binary search in the J generated
+        arrivals and a slice).
     See also: TraceSource
     Paper: Gavel (OSDI'20) §7.1 and its generate_job; Blox (EuroSys'24) §4.
     """
@@ -170,6 +180,8 @@ class BurstSource(_Replay):
         seed: seed (default: derived from the graph's seed).
     Counters:
         arrived: jobs emitted so far.
+    Cost: O(k + log J) over the jobs k arriving this round (a binary search in the J generated
+        arrivals and a slice).
     See also: PoissonSource, TraceSource, AcceptThreshold
     Paper: Blox (EuroSys'24) §5.1 (a spike of 16 jobs in one hour each day, Fig 13) and §5.2 (bursty load).
     """
@@ -243,9 +255,12 @@ class LiveSource(Element):
         jobs: how many jobs to expect: once that many have arrived the run may end when all are done (unlimited if omitted: the scheduler serves until stopped or --until).
     Counters:
         arrived: jobs emitted so far.
+    Cost: O(k) over the jobs k submitted since the last round.
     See also: TraceSource, PoissonSource, JobPool
     Paper: Blox (EuroSys'24) §6.3, the CentralScheduler's job submission.
     """
+
+    state = ("_live", "_none")
 
     category = "source"
     outputs = (Out("jobs", Jobs),)
@@ -293,6 +308,8 @@ class CostWorkload(_Replay):
         start_id: the first job id.
     Counters:
         arrived: jobs emitted so far.
+    Cost: O(k + log J) over the jobs k arriving this round (a binary search in the J generated
+        arrivals and a slice).
     See also: PoissonSource, MinCostSLO, SloMetrics
     Paper: Gavel (OSDI'20) §7.3 (cost experiment).
     """

@@ -34,9 +34,12 @@ class LossTermination(Element):
         threshold: relative distance to the converged loss at which a job is finished (0.001 = 0.1%).
     Counters:
         terminated: jobs finished early so far.
+    Cost: O(n) over the pool's jobs n (each job's loss against its threshold).
     See also: Launch, Optimus
     Paper: Blox (EuroSys'24) §5.3 (loss-based termination, Fig 16); Jeon et al. (ATC'19) §5.
     """
+
+    state = ()
 
     category = "mechanism"
     inputs = (In("active", Active),)

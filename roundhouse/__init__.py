@@ -6,3 +6,15 @@ name in site-packages (`from roundhouse.runtime.element import element`).
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["Simulation", "__version__"]
+
+
+def __getattr__(name: str):
+    # `roundhouse.Simulation` (runtime/simulation.py), imported on first use: `import roundhouse`
+    # alone stays cheap.
+    if name == "Simulation":
+        from roundhouse.runtime.simulation import Simulation
+
+        return Simulation
+    raise AttributeError(f"module 'roundhouse' has no attribute {name!r}")

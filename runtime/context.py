@@ -2,7 +2,8 @@
 
 `RoundContext` is the whole interface: the clock, the graph's settings, the cluster's shape,
 read-only views of the job table and of who holds which GPU, the throughput model and profile
-look-ups, a seeded generator, and job preparation for sources. Nothing in it changes the world:
+look-ups, a seeded generator, job preparation for sources, and `explain`, through which an
+element says why it decided what it did (runtime/explain.py). Nothing in it changes the world:
 elements change it only through what they emit (runtime/engine.py says how the engine applies
 that). `Round` is the engine's implementation.
 """
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from roundhouse.runtime.explain import Number
 from roundhouse.traces.jobs import JobBatch, JobReader
 
 if TYPE_CHECKING:
@@ -78,6 +80,16 @@ class RoundContext(Protocol):
         """Sources: a canonical trace frame as job specs for this cluster (with another
         profile if given); returns the batch and the models the profile does not know."""
 
+    @property
+    def explaining(self) -> bool:
+        """Whether the run records reasons (elements may skip working out their numbers)."""
+
+    def explain(self, reason: int | np.ndarray, rows: np.ndarray, a: Number = 0, b: Number = 0, c: Number = 0) -> None:
+        """The ticked element says why these job rows are where they are: a `Reason` code (or
+        one per row) and its numbers (runtime/explain.py's MEANINGS), each a constant, an
+        array by row, or a function of the positions (in `rows`) of the rows whose reason
+        changed, so that numbers are worked out only for those. Nothing when not recording."""
+
 
 class Round:
     """The engine's round context (see RoundContext)."""
@@ -95,6 +107,7 @@ class Round:
         self.throughput = world.throughput
         self.reference_gpu = world.reference_gpu
         self.element: Any = None  # the element being ticked (set by the engine; names its generator)
+        self._record = world.explain
 
     @property
     def holder(self) -> np.ndarray:
@@ -140,3 +153,12 @@ class Round:
 
     def prepare(self, trace: pl.DataFrame, origin: str, profile: Any = None) -> tuple[JobBatch, set[str]]:
         return self._world.prepare(trace, origin, profile)
+
+    @property
+    def explaining(self) -> bool:
+        return self._record is not None
+
+    def explain(self, reason: int | np.ndarray, rows: np.ndarray, a: Number = 0, b: Number = 0, c: Number = 0) -> None:
+        record = self._record
+        if record is not None:
+            record.note(record.ids[self.element.name], reason, rows, a, b, c, self.now)

@@ -21,12 +21,15 @@ generated (see `parse_doc`)::
         backfill: what the field does.
     Counters:
         ranked: what the counter counts.
+    Cost: O(n log n) over the pool's jobs n per round.
     See also: Fifo, Srtf
     Paper: Tiresias (NSDI'19) §3.
 
 Every port, argument and counter is listed (or the section says `none`). Entries that a family
 of elements shares are written once, in the docstring of the family's base class (see
-`element_family`).
+`element_family`). `Cost:` is what a round costs the element, as an algorithm's complexity
+(docs/cost-model.md); a family may state it for its members, and the library's own elements
+must state it (elements of one's own may leave it out).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ CATEGORIES = (
     "control",
 )
 
-SECTIONS = ("Ports", "Arguments", "Counters", "See also", "Paper")
+SECTIONS = ("Ports", "Arguments", "Counters", "Cost", "See also", "Paper")
 
 
 @attrs.frozen
@@ -90,6 +93,7 @@ class Doc:
     counters: dict[str, str]
     see_also: tuple[str, ...]
     paper: str
+    cost: str = ""  # per-round cost, as a complexity (required of the library's elements)
 
 
 def _no_tick(self: Element, ctx: RoundContext, **inputs: Any) -> Any:
@@ -113,6 +117,16 @@ class Element:
     name: str = "?"
     declared_at: Location | None = None
 
+    # What a fork of the simulation copies (runtime/snapshot.py; docs/writing-elements.md). `state`
+    # names every attribute the element sets outside its configuration that changes as rounds
+    # pass (deep-copied into a fork, saved in snapshots); `fixed` names those set in `start` and
+    # never changed after (shared by forks, saved in snapshots). `state = ()` says there is none.
+    # An element that declares no `state`, sets an attribute neither names, or says
+    # `forkable = False` cannot be forked, and `roundhouse check --fork` says so.
+    state: ClassVar[tuple[str, ...] | None] = None
+    fixed: ClassVar[tuple[str, ...]] = ()
+    forkable: ClassVar[bool] = True
+
     def start(self, ctx: RoundContext) -> None:
         """Called once before the first round: clear private state, read files, seed RNGs."""
 
@@ -132,6 +146,15 @@ class Element:
     def goal_met(self, ctx: RoundContext) -> bool:
         """Sinks: True once what they measure is complete (the run may stop)."""
         return False
+
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        """Event skipping (runtime/engine.py): asked after a round whose plan changed nothing,
+        right after this element's tick. Returns a time before which ticking the element again
+        would emit the same outputs and leave its state and counters as they are, provided
+        nothing happens meanwhile (no arrival, no completion, no other change to its inputs
+        than running jobs making progress); `inf` if only such an event can change them. None
+        (the default): not declared, and the engine ticks the graph every round."""
+        return None
 
     @functools.cached_property
     def counters(self) -> dict[str, float]:
@@ -248,7 +271,7 @@ def type_name(annotation: Any) -> str:
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
 
 
-_SECTION_RE = re.compile(r"^(Ports|Arguments|Counters|See also|Paper):\s*(.*)$")
+_SECTION_RE = re.compile(r"^(Ports|Arguments|Counters|Cost|See also|Paper):\s*(.*)$")
 
 
 def parse_doc(cls: type[Element], family: bool = False) -> Doc:
@@ -282,6 +305,11 @@ def parse_doc(cls: type[Element], family: bool = False) -> Doc:
             sections[current].append(line)
     # A family's members may leave out a section their families fill in; a family needs none.
     optional = SECTIONS if family else ("Ports", "Arguments", "Counters") if families else ()
+    cost = " ".join(s.strip() for s in sections.get("Cost", ())).strip()
+    for inherited in reversed(families):  # the nearest family's cost, unless the element states its own
+        cost = cost or inherited.cost
+    if cost or not cls.__module__.startswith("roundhouse."):
+        optional = (*optional, "Cost")  # required of the library's own elements only
     missing = [s for s in SECTIONS if s not in sections and s not in optional]
     if missing:
         raise TypeError(f"{where}: missing section(s) {', '.join(s + ':' for s in missing)}")
@@ -329,4 +357,5 @@ def parse_doc(cls: type[Element], family: bool = False) -> Doc:
         counters=counters,
         see_also=tuple(s.strip() for s in see_also.split(",") if s.strip() and s.strip().lower() != "none"),
         paper=paper,
+        cost=cost,
     )

@@ -28,6 +28,7 @@ import numpy as np
 from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.context import Round
 from roundhouse.runtime.element import Element
+from roundhouse.runtime.explain import Recorder
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Events, Jobs, Plan
 from roundhouse.runtime.values import format_duration
@@ -47,6 +48,7 @@ class RunResult:
     reports: dict[str, dict]
     counters: dict[str, dict]
     wall_s: float
+    skipped_rounds: int = 0  # rounds not ticked (event skipping): nothing could change in them
 
 
 class ElementFailure(RoundhouseError):
@@ -90,6 +92,15 @@ def check_emitted(el: Element, ctx: Round, port: str, value: object, port_type: 
         raise element_failure(el, ctx, f"it emitted {describe_value(value)} {on}, where a {port_type.__name__} belongs")
 
 
+def without_known(batch: JobBatch, world: World) -> JobBatch:
+    """The batch without the jobs the world already has (a graph that took over a world)."""
+    ids = batch.columns["job_id"].tolist()
+    new = np.fromiter((world.jobs.row_of(i) is None for i in ids), dtype=bool, count=len(ids))
+    if new.all():
+        return batch
+    return JobBatch({k: v[new] for k, v in batch.columns.items()}, batch.type_rates[new], batch.origin)
+
+
 class StalledError(RoundhouseError):
     """Jobs wait, nothing runs, and nothing will change: the graph cannot make progress."""
 
@@ -102,6 +113,7 @@ class Engine:
         backend,
         until: float | None = None,
         on_round: Callable[[Round], None] | None = None,
+        explain: bool = False,
     ):
         self.graph = graph
         self.world = world
@@ -131,17 +143,68 @@ class Engine:
             for el in self._order
         ]
         self._can_stall = not getattr(backend, "wall_clock", False)
+        # Event skipping (simulations only: a live cluster's events come from outside): rounds
+        # whose boundary lies before `_quiet_until` are not ticked (see `_quiet_time`).
+        self._skip = self._can_stall and bool(getattr(graph.settings, "skip_rounds", True))
+        self._quiet_until = -math.inf
+        self._plan_changed = False
+        self._asked = self._sources + [e for e in self._order if e.category != "source"]  # (sources answer cheaply)
+        self.skipped_rounds = 0
         self._pending_events = Events(time=0.0)
         # Jobs a plan completed: reported as finished in the next round's events, as a job
         # that finishes inside a round is (the world's books already show them finished).
         self._completed: list[Events] = []
+        self._started = 0.0
+        self._rounds = 0
+        self._idle_rounds = 0
+        self.stop_reason = ""
+        self._carried: np.ndarray | None = None
+        self._taken_over = False
+        if explain and world.explain is None:  # (a forked world goes on with its own record)
+            world.explain = self._recorder()
+        self._record: Recorder | None = world.explain
+        # Per launcher: the ids of the element whose plan it carries out, and its own.
+        self._plan_ids: dict[str, tuple[int, int]] = {}
+        if self._record is not None:
+            ids = self._record.ids
+            for el in (e for e in self._order if e.category == "launch"):
+                self._plan_ids[el.name] = (ids.get(graph.producer_of(el.name, "plan") or "", -1), ids.get(el.name, -1))
+
+    @property
+    def rounds(self) -> int:
+        """Rounds run so far."""
+        return self._rounds
+
+    def carry_in(self, rows: np.ndarray) -> None:
+        """Take over a world another graph has run (runtime/whatif.py): these jobs already in it
+        enter this graph at the next round, as arrivals of the first source to tick, and from
+        then on a source's jobs that the world already has are not added again."""
+        self._carried = np.asarray(rows, dtype=np.int64)
+        self._taken_over = True
+
+    def _recorder(self) -> Recorder:
+        """A record of reasons naming this graph's elements; a placer's ranking is credited to
+        the element that ranked it."""
+        graph = self.graph
+        ranked_by = []
+        for el in self._order:
+            ranker = graph.producer_of(el.name, "ranking") if el.input("ranking") is not None else None
+            ranked_by.append(ranker or "")
+        return Recorder([e.name for e in self._order], [type(e).__name__ for e in self._order], ranked_by)
 
     # --- the two boundary crossings: arrivals and the plan ---
     def _arrivals(self, batch: JobBatch) -> Jobs:
         """A source's new jobs join the job table."""
+        carried = None
+        if self._taken_over:
+            batch = without_known(batch, self.world)
+            carried, self._carried = self._carried, None
         if not len(batch):
-            return self._no_arrivals
-        return Jobs(self.world.jobs.reader, self.world.add_jobs(batch))
+            return self._no_arrivals if carried is None else Jobs(self.world.jobs.reader, carried)
+        rows = self.world.add_jobs(batch)
+        if self._record is not None:
+            self._record.reserve(len(self.world.jobs))
+        return Jobs(self.world.jobs.reader, rows if carried is None else np.concatenate([carried, rows]))
 
     def _carry_out(self, plan: Plan) -> Events:
         """A launcher's final plan: checked, handed to the backend, applied to the books."""
@@ -155,6 +218,10 @@ class Engine:
             producer = self.graph.producer_of(ctx.element.name, "plan") if ctx.element else None
             who = f"'{producer}' ({type(self.graph.elements[producer]).__name__})" if producer else "the graph"
             raise PlanError(f"round {ctx.round_index} (t={ctx.now:g}s): plan from {who}: {err}") from None
+        self._plan_changed = applied is not None or len(plan.complete) > 0
+        if self._record is not None:
+            placer, launcher = self._plan_ids[ctx.element.name]
+            self._record.plan(plan, self.world, placer, launcher, ctx.now)
         if len(plan.complete):
             self._completed.append(Events(time=ctx.now, finished=plan.complete, finished_at=np.full(len(plan.complete), ctx.now)))
         return ctx.events if applied is None else Events.merge([ctx.events, applied])
@@ -163,51 +230,101 @@ class Engine:
         return Round(self.world, self.graph.settings, self.backend.now, round_index, events)
 
     def run(self) -> RunResult:
-        started = time.perf_counter()
+        self.begin()
+        while not self.step():
+            pass
+        return self.end()
+
+    # A run is `begin`, then `step` until it returns a stop reason, then `end` (runtime/simulation.py
+    # steps it; between two steps the engine's whole state can be forked, runtime/snapshot.py).
+    def begin(self) -> None:
+        """Start every element, before the first round."""
+        self._started = time.perf_counter()
+        self._rounds = 0
+        self._idle_rounds = 0
+        self.stop_reason = ""
         ctx = self._context(Events(time=self.backend.now), 0)
         self._ctx = ctx
         for el in self._order:
             ctx.element = el
             self._call(el, "start", ctx, el.start, ctx)
-        rounds = 0
-        idle_rounds = 0
+
+    def step(self) -> str:
+        """Run one round, after passing the quiet rounds before it (which change nothing);
+        returns why the run stops after it ("" while it goes on)."""
         round_s = float(self.graph.settings.round)
-        while True:
-            events, progress = self.backend.poll()
-            self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
-            if len(events.failed):
-                failed = isin_rows(events.finished, events.failed)
-                self.world.apply_failed(events.finished[failed], events.finished_at[failed])
-                self.world.apply_finished(events.finished[~failed], events.finished_at[~failed])
-            elif len(events.finished):
-                self.world.apply_finished(events.finished, events.finished_at)
-            if len(events.requeued):
-                self.world.apply_requeued(events.requeued)
-            if events.online is not None:
-                self.world.set_online(events.online)
-            if events.metrics:
-                self.world.apply_metrics(events.metrics)
-            if self._completed:
-                events = Events.merge([events, *self._completed])
-                self._completed = []
-            ctx = self._context(events, int(round(self.backend.now / round_s)))
-            self._ctx = ctx
-            self._tick_all(ctx)
-            rounds += 1
-            if self.on_round is not None:
-                self.on_round(ctx)
-            reason = self._stop_reason(ctx)
-            if reason:
-                break
-            # A live cluster can change (nodes join), so only a simulation can stall for good.
-            if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
-                idle_rounds += 1
-                if idle_rounds >= STALL_ROUNDS:
-                    raise StalledError(self._stall_message(ctx))
-            else:
-                idle_rounds = 0
-            self.backend.advance()
-            self._skip_idle_rounds(round_s)
+        events = self._poll()
+        # Quiet rounds: ticking them would change nothing (`_quiet_time`); only time passes.
+        while self.backend.now < self._quiet_until and events.is_quiet() and not self._completed:
+            idle = self._idle_rounds
+            skipped = self._pass_quiet_rounds(STALL_ROUNDS - idle if idle else None)
+            self._rounds += skipped
+            if idle:  # (the state of the last ticked round, which counted as idle)
+                self._idle_rounds += skipped
+                if self._idle_rounds >= STALL_ROUNDS:
+                    raise StalledError(self._stall_message(self.backend.now - round_s))
+            events = self._poll()
+        events = self._fold(events)
+        ctx = self._context(events, int(round(self.backend.now / round_s)))
+        self._ctx = ctx
+        self._plan_changed = False
+        self._tick_all(ctx)
+        self._rounds += 1
+        self._quiet_until = self._quiet_time(ctx) if self._skip and not self._plan_changed else -math.inf
+        if self.on_round is not None:
+            self.on_round(ctx)
+        reason = self._stop_reason(ctx)
+        if reason:
+            self.stop_reason = reason
+            return reason
+        # A live cluster can change (nodes join), so only a simulation can stall for good.
+        if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
+            self._idle_rounds += 1
+            if self._idle_rounds >= STALL_ROUNDS:
+                raise StalledError(self._stall_message(ctx.now))
+        else:
+            self._idle_rounds = 0
+        self.backend.advance()
+        self._skip_idle_rounds(round_s)
+        return ""
+
+    def fold_in(self) -> Events:
+        """A round's first part: what the backend reports since the last round, folded into the
+        world; returns the round's events."""
+        return self._fold(self._poll())
+
+    def _poll(self) -> Events:
+        """The backend's events since the last round, with the jobs' progress applied."""
+        events, progress = self.backend.poll()
+        self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
+        return events
+
+    def _fold(self, events: Events) -> Events:
+        """The round's events folded into the world (finished, failed, requeued jobs, nodes,
+        metrics), with the jobs that the last plan completed."""
+        if len(events.failed):
+            failed = isin_rows(events.finished, events.failed)
+            self.world.apply_failed(events.finished[failed], events.finished_at[failed])
+            self.world.apply_finished(events.finished[~failed], events.finished_at[~failed])
+        elif len(events.finished):
+            self.world.apply_finished(events.finished, events.finished_at)
+        if len(events.requeued):
+            self.world.apply_requeued(events.requeued)
+        if events.online is not None:
+            self.world.set_online(events.online)
+        if events.metrics:
+            self.world.apply_metrics(events.metrics)
+        if self._record is not None:
+            self._record.events(events)  # (completions a plan made were recorded with the plan)
+        if self._completed:
+            events = Events.merge([events, *self._completed])
+            self._completed = []
+        return events
+
+    def end(self) -> RunResult:
+        """Finish every element (their reports) after the last round."""
+        ctx = self._ctx
+        assert ctx is not None  # begun
         reports = {}
         for el in self._order:
             ctx.element = el
@@ -217,12 +334,13 @@ class Engine:
         counters = {el.name: dict(el.counters) for el in self._order if el.counters}
         return RunResult(
             world=self.world,
-            rounds=rounds,
+            rounds=self._rounds,
             end_s=self.backend.now,
-            stop_reason=reason,
+            stop_reason=self.stop_reason,
             reports=reports,
             counters=counters,
-            wall_s=time.perf_counter() - started,
+            wall_s=time.perf_counter() - self._started,
+            skipped_rounds=self.skipped_rounds,
         )
 
     def _tick_all(self, ctx: Round) -> None:
@@ -288,6 +406,53 @@ class Engine:
             return "every job finished"
         return ""
 
+    def _quiet_time(self, ctx: Round) -> float:
+        """After a round whose plan changed nothing: the time before which no element's output
+        can change unless something happens (an arrival, a completion: the backend reports
+        those as events, and a round with events is ticked). Rounds whose boundary lies
+        before it are skipped; every element must declare it (`Element.quiet_until`), else
+        every round is ticked. Results are those of ticking every round: a skipped round's
+        tick would have emitted the same values, and its plan, like this one, changed nothing.
+        """
+        # Asking costs about as much as ticking a quiet round: only worth it when at least two
+        # rounds could pass, so the cheap answers (the next completion, arrivals) come first.
+        worth = ctx.now + 2 * ctx.round_s
+        next_finish = getattr(self.backend, "next_finish_s", None)
+        if next_finish is not None and next_finish() < worth:
+            return -math.inf
+        quiet = math.inf if self.until is None else self.until - 1e-9
+        for el in self._asked:
+            ctx.element = el
+            t = self._call(el, "quiet_until", ctx, el.quiet_until, ctx)
+            if t is None or t < worth:
+                ctx.element = None
+                return -math.inf
+            quiet = min(quiet, t)
+        ctx.element = None
+        return quiet
+
+    def _pass_quiet_rounds(self, at_most: int | None) -> int:
+        """From a quiet boundary: advance the rounds that start before `_quiet_until` (at most
+        `at_most`) without ticking them, the simulator's whole quiet rounds in one go; stops
+        after a round in which something happens. Returns how many rounds passed."""
+        backend = self.backend
+        # Rounds starting before `_quiet_until`, one fewer to be safe from the clock's rounding
+        # (a round left over is found quiet again at the next pass).
+        n = min((self._quiet_until - backend.now) / float(self.graph.settings.round), 10_000_000.0)
+        n = max(1, math.ceil(n) - 1)
+        if at_most is not None:
+            n = min(n, at_most)
+        passed = 0
+        if hasattr(backend, "advance_quiet"):
+            passed, progress = backend.advance_quiet(n)
+            if passed:
+                self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s, passed)
+        if not passed:  # the first round has an event (or the backend cannot tell): one round as usual
+            backend.advance()
+            passed = 1
+        self.skipped_rounds += passed
+        return passed
+
     def _skip_idle_rounds(self, round_s: float) -> None:
         """With no job in the system, jump straight to the round in which the next one arrives
         (ticking empty rounds would change nothing)."""
@@ -305,7 +470,7 @@ class Engine:
         if boundary > self.backend.now:
             self.backend.jump_to(boundary)
 
-    def _stall_message(self, ctx: Round) -> str:
+    def _stall_message(self, now: float) -> str:
         cols = self.world.jobs
         status = cols.column("status")
         waiting = (status == 0).nonzero()[0]
@@ -318,6 +483,6 @@ class Engine:
                 f"of {self.world.cluster.n_gpus}"
             )
         return (
-            f"run stalled at t={ctx.now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
+            f"run stalled at t={now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
             f"and no more jobs will arrive{detail}. Check the placer and admission arguments."
         )

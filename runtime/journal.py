@@ -75,13 +75,17 @@ class AttemptRow:
 class Journal:
     """One live run's journal file. Changes are grouped and committed by `commit()`."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, read_only: bool = False):
+        """`read_only`: only read it (`roundhouse whatif`; its scheduler may be writing it)."""
         self.path = Path(path)
         try:
-            self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(_TABLES)
+            if read_only:
+                self.db = sqlite3.connect(f"file:{self.path.resolve()}?mode=ro", uri=True, check_same_thread=False)
+            else:
+                self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=NORMAL")
+                self.db.executescript(_TABLES)
         except sqlite3.DatabaseError as err:
             raise UsageError(f"{self.path}: cannot use as a journal: {err}") from None
         self._open = False

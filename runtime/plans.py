@@ -43,7 +43,7 @@ class PlanCheck:
         resized = plan.resize_rows
         if len(suspend) or len(resized):
             mentioned = np.concatenate((keep, suspend, resized))
-            mentioned.sort()
+            mentioned.sort(kind="stable")  # (sorted runs: a merge, not a quicksort)
         else:
             mentioned = keep
         # Kept, suspended and completed running jobs, together, must be exactly the running
@@ -52,7 +52,7 @@ class PlanCheck:
         running = self.world.running_rows
         # (Counting flags is cheaper than numpy's reductions, min/max/any/all, at these sizes.)
         if len(mentioned) != len(running) or np.count_nonzero(mentioned != running):
-            if not np.array_equal(np.sort(mentioned), running):
+            if not np.array_equal(np.sort(mentioned, kind="stable"), running):
                 if len(resized):
                     self._resizes_named_once(plan, keep, suspend)
                 self._explain_mismatch(keep, suspend, resized)
@@ -65,7 +65,7 @@ class PlanCheck:
             raise PlanError(f"plan launches job {self._job(rows[isin_rows(rows, complete)][0])}, which it also completes")
         n, n_gpus = len(self.world.jobs), self.world.cluster.n_gpus
         ordered = rows.copy()
-        ordered.sort()
+        ordered.sort(kind="stable")
         if ordered[0] < 0 or ordered[-1] >= n:
             raise PlanError("plan launches a job row that does not exist")
         if np.count_nonzero(ordered[1:] == ordered[:-1]):
@@ -80,7 +80,7 @@ class PlanCheck:
             launchable = (status == PENDING) | ((status == RUNNING) & isin_rows(rows, suspend))
             if np.count_nonzero(launchable) < len(rows):
                 row, what = rows[~launchable][0], status[~launchable][0]
-                reason = "has finished" if what == FINISHED else "is running (suspend it to move or resize it)"
+                reason = "has finished" if what == FINISHED else "is running (resize it, or suspend it to launch it elsewhere)"
                 raise PlanError(f"plan launches job {self._job(row)}, which {reason}")
         counted = gpus  # GPUs of launches that count towards occupancy (a pair's second does not)
         if plan.launch_partner is not None:
@@ -136,6 +136,12 @@ class PlanCheck:
         if _largest(gpus.view(np.uint64)) >= n_gpus:
             raise PlanError(f"plan resizes onto GPU {gpus[(gpus < 0) | (gpus >= n_gpus)][0]}, which does not exist")
         owner = rows.repeat(counts)
+        per_gpu = np.bincount(gpus, minlength=n_gpus)
+        if _largest(per_gpu) > 1:
+            gpu = int(np.argmax(per_gpu))
+            raise PlanError(
+                f"plan resizes job {self._job(owner[gpus == gpu][-1])} onto GPU {gpu}, which it gives another job too"
+            )
         if not world.all_online and not world.online[gpus].all():
             off = ~world.online[gpus]
             raise PlanError(f"plan resizes job {self._job(owner[off][0])} onto GPU {gpus[off][0]}, which is offline")

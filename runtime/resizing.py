@@ -48,15 +48,31 @@ def apply(
     cols["held"][rows] = counts
     cols["rate"][rows] = rate
     cols["compute_rate"][rows] = compute
-    cols["batch_used"][rows] = batch
     cluster = world.cluster
     cols["placed_type"][rows] = cluster.gpu_type[gpus[plan.resize_starts]] if len(cluster.gpu_types) > 1 else 0
     cols["resizes"][rows] += 1
     rule = plan.resize_lr if plan.resize_lr is not None else np.full(len(rows), LR_LINEAR)
     cols["lr_rule"][rows] = rule
     cols["lr_scale"][rows] = lr_scale(rule, batch / np.maximum(cols["batch_size"][rows], 1))
+    if world.batch_jump_penalty > 0 and "epoch_size" in cols:
+        cols["work"][rows] += jump_penalty(world.batch_jump_penalty, cols["batch_used"][rows], batch, cols["epoch_size"][rows])
+    cols["batch_used"][rows] = batch
+    note_goodput(world, cols, rows, rate, batch)
+
+
+def note_goodput(world: World, cols: dict[str, np.ndarray], rows: np.ndarray, rate: np.ndarray, batch: np.ndarray) -> None:
+    """Jobs launched or resized: their goodput (their rate) and the efficiency of their batch."""
     cols["goodput"][rows] = rate
     cols["efficiency"][rows] = world.throughput.efficiency(world.jobs.reader, rows, batch)
+
+
+def jump_penalty(epochs: float, before: np.ndarray, after: np.ndarray, epoch_size: np.ndarray) -> np.ndarray:
+    """Work a resize adds under ONES' convergence caveat: `epochs` epochs for each doubling of
+    the batch size beyond 2x in one step (none for growth within 2x, a shrink, or a job without
+    an epoch size). ONES' linear scaling rule keeps epochs to target otherwise unchanged."""
+    doublings = np.log2(np.maximum(after, 1) / np.maximum(before, 1)) - 1.0
+    extra = epochs * np.maximum(doublings, 0.0) * epoch_size
+    return np.where(np.isnan(extra), 0.0, extra)
 
 
 def lr_scale(rule: np.ndarray, ratio: np.ndarray) -> np.ndarray:

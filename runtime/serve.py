@@ -47,7 +47,9 @@ def serve(
     cluster: str | Cluster | None = None,
     until: float | None = None,
     on_round: Callable | None = None,
+    explain: bool = False,
 ) -> RunResult:
+    """Run the graph live; with `explain`, the world records why each job is where it is."""
     options = options or LiveOptions()
     settings = graph.settings
     world = World(load_cluster(graph, cluster), load_profile(graph), settings.reference_gpu)
@@ -77,7 +79,7 @@ def serve(
         if not backend.started:  # stopped while waiting for agents: no round ran
             log.info("%s before round 0: the run did not begin", backend.stop_requested)
             return RunResult(world, 0, 0.0, backend.stop_requested, {}, {}, 0.0)
-        result = Engine(graph, world, backend, on_round=on_round).run()
+        result = Engine(graph, world, backend, on_round=on_round, explain=explain).run()
         running = len(world.running_rows)
         if backend.at_limit:
             backend.checkpoint_running()

@@ -22,12 +22,18 @@ class GraphSettings:
     # checkpoint and restart).
     resize_in_place: Duration = attrs.field(default=Duration(1.0), validator=non_negative)
     resize_restart: Duration = attrs.field(default=Duration(20.0), validator=non_negative)
+    # Epochs of extra training a resize costs per doubling of the batch size beyond 2x in one
+    # step (ONES Figs. 13-14: large jumps hurt convergence); 0: linear scaling holds exactly.
+    batch_jump_penalty: float = attrs.field(default=0.0, validator=non_negative)
     cluster: str | None = None
     profile: FilePath | None = None
     pair_profile: FilePath | None = None
     elastic_profile: FilePath | None = None
     seed: int = attrs.field(default=0, validator=non_negative)
     reference_gpu: str = "V100"
+    # Skip the ticks of rounds in which no element's output can change (same results; off to
+    # compare, or to watch every round).
+    skip_rounds: bool = True
 
     def __attrs_post_init__(self) -> None:
         if self.checkpoint + self.restore >= self.round:
@@ -43,12 +49,14 @@ SETTING_DOCS = {
     "restore": "simulated time a launched job spends restoring before it makes progress",
     "resize_in_place": "simulated time a job resized in place pauses before it progresses again (ONES: about 1 s)",
     "resize_restart": "simulated time a job resized by checkpoint and restart pauses before it progresses again",
+    "batch_jump_penalty": "epochs of extra training per doubling beyond 2x of a job's batch size in one resize (0: none)",
     "cluster": 'the cluster: a spec file or a shorthand such as "32x4:V100" (--cluster overrides)',
     "profile": "the throughput profile table (default: the shipped Gavel table)",
     "pair_profile": "throughputs of two jobs sharing GPUs, for space sharing (default: the shipped Gavel pair table)",
     "elastic_profile": "a folder of elastic applications (Pollux's per-application measurements) whose jobs resize, or \"ones\" for ONES' ten built in",
     "seed": "seed from which elements without their own seed derive theirs",
     "reference_gpu": "GPU type on which trace durations were measured",
+    "skip_rounds": "skip ticking rounds in which nothing can change until the next event (results are identical); false ticks every round",
 }
 
 attrs.resolve_types(GraphSettings)

@@ -82,25 +82,26 @@ def load_elastic(graph: CompiledGraph):
     return ElasticProfile.load_pollux(path)
 
 
+def new_world(graph: CompiledGraph, cluster: Cluster, profile) -> World:
+    """A world for the graph: its cluster, profiles (throughput, pairs, elastic) and settings."""
+    settings = graph.settings
+    world = World(cluster, profile, settings.reference_gpu, settings.pair_profile, load_elastic(graph))
+    world.batch_jump_penalty = float(settings.batch_jump_penalty)
+    return world
+
+
 def simulate(
     graph: CompiledGraph,
     cluster: str | Cluster | None = None,
     until: float | None = None,
     on_round: Callable | None = None,
     profile=None,
+    explain: bool = False,
 ) -> RunResult:
+    """Simulate the graph; with `explain`, the world records why each job is where it is
+    (runtime/explain.py), as `result.world.explain`."""
     settings = graph.settings
     profile = profile or load_profile(graph)
-    world = World(
-        load_cluster(graph, cluster, profile), profile, settings.reference_gpu, settings.pair_profile, load_elastic(graph)
-    )
-    backend = Simulator(
-        world,
-        settings.round,
-        settings.checkpoint,
-        settings.restore,
-        checkpoint_per_gpu_s=settings.checkpoint_per_gpu,
-        resize_in_place_s=settings.resize_in_place,
-        resize_restart_s=settings.resize_restart,
-    )
-    return Engine(graph, world, backend, until=until, on_round=on_round).run()
+    world = new_world(graph, load_cluster(graph, cluster, profile), profile)
+    backend = Simulator.for_graph(world, settings)
+    return Engine(graph, world, backend, until=until, on_round=on_round, explain=explain).run()

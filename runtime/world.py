@@ -9,6 +9,9 @@ it is placed is traces/throughput.py; plan checking is runtime/plans.py.
 
 from __future__ import annotations
 
+import copy
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from roundhouse.runtime import resizing, rowsets
@@ -18,6 +21,9 @@ from roundhouse.runtime.rowsets import isin_rows, without
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.traces.jobs import FINISHED, OWN_COLUMNS, PENDING, RUNNING, SPEC_COLUMNS, JobBatch, JobTable, read_only
 from roundhouse.traces.throughput import Placement, PlacementError, ThroughputModel
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.explain import Recorder
 
 __all__ = ["World", "PlanError"]
 
@@ -50,11 +56,37 @@ class World:
         self.holder_face, self.online_face = read_only(self.holder), read_only(self.online)
         self.co_holder_face: np.ndarray | None = None
         self.all_online = True
+        self.batch_jump_penalty = 0.0  # epochs per doubling beyond 2x in one resize (runtime/resizing.py)
         # Whether any job so far has a profiled model, or slows down when spread: without
         # either, every launch runs at one unit of work per second (launch_rates' fast path).
         self._any_model = False
         self._any_slowdown = False
         self._any_comm = False  # any job under the communication model (a cluster with tiers)
+        # Why each job is where it is (runtime/explain.py's Recorder), when the run records it;
+        # kept here so that it is forked with the rest of the world.
+        self.explain: Recorder | None = None
+
+    # Forks and snapshots (runtime/snapshot.py): arrays copied, read-only faces made afresh; the
+    # cluster, profile and throughput model shared. (A backend compares running sets by identity.)
+    def __deepcopy__(self, memo: dict) -> World:
+        new = memo[id(self)] = object.__new__(World)
+        state = self.__getstate__()
+        for name in ("holder", "co_holder", "online", "running_rows"):
+            state[name] = memo[id(state[name])] = None if state[name] is None else state[name].copy()
+        new.__setstate__({**state, "jobs": copy.deepcopy(self.jobs, memo), "unknown_models": set(self.unknown_models)})
+        return new
+
+    def __getstate__(self) -> dict:
+        return {
+            k: v for k, v in self.__dict__.items() if k not in ("_cols", "_check", "holder_face", "online_face", "co_holder_face")
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._cols, self._check = self.jobs.writable, PlanCheck(self)
+        self.running_rows.setflags(write=False)  # (owns its data: made by _set_running, or a copy)
+        self.holder_face, self.online_face = read_only(self.holder), read_only(self.online)
+        self.co_holder_face = None if self.co_holder is None else read_only(self.co_holder)
 
     def _set_running(self, rows: np.ndarray) -> None:
         """The running jobs' rows, sorted, as a read-only array that owns its data (a new one
@@ -105,17 +137,27 @@ class World:
         return rows
 
     # --- progress and completions (from the backend) ---
-    def apply_progress(self, rows, done, service, run_s) -> None:
+    def apply_progress(self, rows, done, service, run_s, rounds: int = 1) -> None:
+        """Running jobs' progress over a round (over `rounds` rounds alike: the same additions,
+        repeated, so that the totals match round by round to the last bit)."""
         if len(rows) == 0:
             return
         cols = self._cols
-        cols["done"][rows] += done
-        cols["service"][rows] += service
-        cols["run_s"][rows] += run_s
         # (Rates are fixed per launch, so each round's work over the launch's compute rate adds
         # up to the job's compute time; a rate of 0 only marks a job that never ran.)
         compute_rate = cols["compute_rate"][rows]
-        cols["compute_s"][rows] += np.divide(done, compute_rate, out=np.zeros(len(rows)), where=compute_rate > 0)
+        compute_s = np.divide(done, compute_rate, out=np.zeros(len(rows)), where=compute_rate > 0)
+        if rounds == 1:
+            cols["done"][rows] += done
+            cols["service"][rows] += service
+            cols["run_s"][rows] += run_s
+            cols["compute_s"][rows] += compute_s
+        else:  # (round by round, so that the sums are those of ticking every round, to the bit)
+            for name, step in (("done", done), ("service", service), ("run_s", run_s), ("compute_s", compute_s)):
+                total = cols[name][rows]
+                for _ in range(rounds):
+                    total += step
+                cols[name][rows] = total
         if "loss_speed" in cols:  # simulated loss curves (live jobs report their own loss)
             self._update_loss(rows, cols)
 
@@ -274,11 +316,10 @@ class World:
                 cols["batch_used"][rows] = np.where(plan.launch_batch > 0, plan.launch_batch, cols["batch_size"][rows])
             cols["launches"][rows] += 1
             cols["first_start_s"][rows] = np.fmin(cols["first_start_s"][rows], now)  # NaN: not started before
-            cols["goodput"][rows] = rates
-            cols["efficiency"][rows] = self.throughput.efficiency(self.jobs.reader, rows, cols["batch_used"][rows])
-        # The checked plan's keeps and resizes are the running jobs that go on running.
-        running = np.concatenate((plan.keep, plan.resize_rows, rows))
-        running.sort()
+            resizing.note_goodput(self, cols, rows, rates, cols["batch_used"][rows])
+        # The checked plan's keeps (and resizes) are the running jobs that go on running.
+        running = np.concatenate((plan.keep, plan.resize_rows, rows)) if len(rows) or len(plan.resize_rows) else plan.keep.copy()
+        running.sort(kind="stable")  # (sorted runs: timsort merges them)
         self._set_running(running)
         return Events(time=now, launched=rows, suspended=suspend, resized=plan.resize_rows)
 

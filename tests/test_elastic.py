@@ -12,6 +12,7 @@ from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.types import LR_LINEAR, LR_SQRT, Assignment, Plan, Resize
 from roundhouse.runtime.world import PlanError, World
 from roundhouse.traces.profiles import ProfileTable
+from tests.conftest import SHARED
 
 
 def _world(jobs: list[dict], cluster: str = "2x2:V100", **costs):
@@ -98,6 +99,8 @@ def test_bad_resizes_are_located_and_change_nothing():
         (Plan.of(keep=[1], resizes=[Resize(0, [0, 9])]), "GPU 9, which does not exist"),
         (Plan.of(keep=[1], resizes=[Resize(0, [0, 1], 1)]), "batch size 1 on 2 GPUs"),
         (Plan(keep=[0]), "job 11 is neither kept nor suspended"),
+        (Plan.of(resizes=[Resize(0, [0, 1]), Resize(1, [1, 2])]), "job 11 onto GPU 1, which it gives another job too"),
+        (Plan.of(resizes=[Resize(0, [0]), Resize(0, [1])], keep=[1]), "resizes job 10 twice"),
     ]
     for plan, message in cases:
         with pytest.raises(PlanError, match=message):
@@ -199,3 +202,78 @@ def test_elastic_trace_errors_are_located(tmp_path):
     (tmp_path / "broken" / "x" / "placements.csv").write_text("placement,local_bsz,step_time,sync_time\n1,4,abc,0\n")
     with pytest.raises(TraceError, match=r"placements.csv:2.*step_time"):
         ElasticProfile.load_pollux(tmp_path / "broken")
+
+
+POLLUX = SHARED / "data" / "pollux" / "traces"
+
+
+@pytest.mark.skipif(not POLLUX.is_dir(), reason="../shared/data/pollux not present")
+def test_pollux_applications_fitted_efficiency_matches_their_curves():
+    from roundhouse.traces.goodput import ElasticProfile
+
+    profile = ElasticProfile.load_pollux(POLLUX)
+    assert [a.name for a in profile.apps] == ["bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"]
+    for app in profile.apps:
+        for path in POLLUX.glob(f"{app.name}/validation-*.csv"):
+            m = int(path.stem.split("-")[-1])
+            curve = pl.read_csv(path)
+            measured = curve["progress"][app.epochs - 1] / (curve["iteration"][app.epochs - 1] * m / app.init_batch)
+            got = profile.efficiency(np.array([profile.row(app.name)]), [m])[0]
+            assert got == pytest.approx(measured, rel=0.03), (app.name, m)
+    # More GPUs and a larger batch: more samples/s; across machines slower than within one.
+    cifar = np.full(3, profile.row("CIFAR10"))
+    one, four, spread = profile.throughput(cifar, [1, 1, 4], [1, 4, 4], [128, 512, 512])
+    assert one < spread < four
+
+
+def test_batch_jump_penalty_adds_epochs_for_large_jumps_only():
+    jobs = [dict(job_id=1, arrival_s=0.0, gpus=1, duration_s=1000.0, batch_size=32, epoch_size=100.0)]
+    world, sim = _world(jobs)
+    world.batch_jump_penalty = 1.5
+    _step(world, sim, Plan.of([Assignment(0, [0])]))
+    _step(world, sim, Plan.of(resizes=[Resize(0, [0, 1], 64)]))  # 2x: within ONES' safe doubling
+    assert _col(world, "work")[0] == 1000.0
+    _step(world, sim, Plan.of(resizes=[Resize(0, [0, 1], 512)]))  # 8x: two doublings beyond 2x
+    assert _col(world, "work")[0] == pytest.approx(1000.0 + 1.5 * 2 * 100.0)
+    _step(world, sim, Plan.of(resizes=[Resize(0, [0], 32)]))  # shrinking costs nothing
+    assert _col(world, "work")[0] == pytest.approx(1300.0)
+
+
+def test_a_graph_runs_elastic_jobs_at_their_goodput(run_graph, tmp_path):
+    from tests.conftest import jobs_of
+
+    _app_folder(tmp_path / "apps")
+    graph = """
+    round = 100s;
+    elastic_profile = "apps";
+    src :: TraceSource(path="trace.csv");
+    src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
+    """
+    # Two epochs (1000 steps at M0 = 100: 100,000 samples); batch 400 on one GPU runs at 4/7 x
+    # 400 / 0.6 samples/s of goodput, so it takes 100,000 / 380.95 = 262.5 s.
+    jobs = [dict(job_id=0, arrival_s=0.0, gpus=1, model="toy", epochs=2.0, batch_size=400)]
+    got = jobs_of(run_graph(graph, jobs, cluster="1x2:V100"))
+    assert got[0]["finish_s"] == pytest.approx(100_000 / (400 / 0.6 * 4 / 7), rel=0.01)
+
+
+def test_best_batch_for_an_allocation(tmp_path):
+    from roundhouse.traces.goodput import ElasticProfile
+
+    profile = ElasticProfile.load_pollux(_app_folder(tmp_path), epochs={"toy": 3})
+    # On one GPU, batch M (> 100) costs 2 accumulated steps: goodput M / (0.2 + 0.001 M) x
+    # 400 / (300 + M), which falls from M = 100 (500/s) on: the best is M0. On two GPUs, batch M
+    # is one step of M/2 per GPU: goodput M / (0.1 + 0.0005 M) x 400 / (300 + M), largest at
+    # M = sqrt(0.1 x 300 / 0.0005) = 245 (within the geometric grid's spacing).
+    batch, good = profile.best_batch(np.zeros(2, np.int64), [1, 1], [1, 2])
+    assert batch[0] == 100 and good[0] == pytest.approx(500.0, rel=0.01)
+    assert 230 <= batch[1] <= 260
+    m = 245.0
+    assert good[1] == pytest.approx(m / (0.1 + 0.0005 * m) * 400 / (300 + m), rel=0.01)
+
+
+def test_two_jobs_swap_gpus_by_resizes():
+    world, sim = _world(TWO)
+    _step(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [2])]))
+    _step(world, sim, Plan.of(resizes=[Resize(0, [2]), Resize(1, [0], in_place=False)]))
+    assert world.gpus_of(0).tolist() == [2] and world.gpus_of(1).tolist() == [0]
+    assert _col(world, "done").tolist() == pytest.approx([199.0, 180.0])  # 1 s in place, 20 s by restart

@@ -142,3 +142,44 @@ def test_each_shared_entry_is_written_once():
                 continue
             for name, text in (*family.ports.items(), *family.arguments.items(), *family.counters.items()):
                 assert f"{name}: {text}" not in own, f"{cls.__name__} repeats {base.__name__}'s entry {name!r}"
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [c for c in registry.classes() if c.__module__.startswith("roundhouse.elements")],
+    ids=lambda c: c.__name__,
+)
+def test_every_library_element_states_its_cost_per_round(cls):
+    cost = parse_doc(cls).cost
+    assert cost.endswith(".") and ("O(" in cost or "linear program" in cost or "Water filling" in cost), cost
+
+
+def test_cost_is_required_of_the_library_and_optional_for_ones_own():
+    from roundhouse.runtime.element import Element, In, Out
+    from roundhouse.runtime.types import Active, Ranking
+
+    class Mine(Element):
+        """Mine.
+
+        Ports:
+            active: jobs.
+            ranking: order.
+        Arguments:
+            none
+        Counters:
+            none
+        See also: Las
+        Paper: none.
+        """
+
+        category = "policy"
+        inputs = (In("active", Active),)
+        outputs = (Out("ranking", Ranking),)
+
+    Mine = attrs.define(slots=False)(Mine)
+    assert parse_doc(Mine).cost == ""  # a test module's element: not the library's
+    Mine.__module__ = "roundhouse.elements.mine"
+    with pytest.raises(TypeError, match="missing section.*Cost:"):
+        parse_doc(Mine)
+    Mine.__doc__ = Mine.__doc__.replace("        See also:", "        Cost: O(n) over the pool's jobs n.\n        See also:")
+    assert parse_doc(Mine).cost == "O(n) over the pool's jobs n."

@@ -9,6 +9,7 @@ import json
 import signal
 import time
 
+import polars as pl
 import pytest
 
 from roundhouse.agents.submitter import Submitter
@@ -90,6 +91,9 @@ def test_a_resumed_run_with_a_time_limit_reports_the_whole_run(tmp_path):
         assert cluster.wait_exit("scheduler", timeout=60) == 0, cluster.logs()
         first = json.loads((out / "run.json").read_text())
         assert first["rounds"] == len(cluster.query("SELECT k FROM rounds")) == 4, cluster.log("scheduler")
+        # A live run's --out keeps the record of its decisions too: both jobs were launched.
+        record = pl.read_parquet(out / "explain.parquet")
+        assert sorted(record.filter(pl.col("reason") == "launched")["job_id"].to_list()) == [0, 1], record
         cluster.serve_args[cluster.serve_args.index("--until") + 1] = "2s"
         cluster.start_scheduler()
         cluster.wait_for(lambda: "taking over" in cluster.log("scheduler"), 30, "the resumed run")

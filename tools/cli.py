@@ -18,11 +18,13 @@ COMMAND_MODULES = (
     "roundhouse.tools.trace_cmd",
     "roundhouse.tools.reproduce_cmd",
     "roundhouse.tools.sweep_cmd",
+    "roundhouse.tools.explain_cmd",
     "roundhouse.tools.plot_cmd",
     "roundhouse.tools.report_cmd",
     "roundhouse.tools.serve_cmd",
     "roundhouse.tools.agent_cmd",
     "roundhouse.tools.submit_cmd",
+    "roundhouse.tools.whatif_cmd",
     "roundhouse.tools.keys_cmd",
     "roundhouse.tools.profile_cmd",
 )

@@ -99,6 +99,8 @@ def _show(console: Console, cls) -> None:
         for k, v in doc.counters.items():
             t.add_row(k, v)
         console.print(t)
+    if doc.cost:
+        console.print("cost per round: " + doc.cost, highlight=False)
     if doc.see_also:
         console.print("see also: " + ", ".join(doc.see_also))
     console.print("paper: " + doc.paper, highlight=False)
@@ -130,6 +132,8 @@ def reference_markdown(classes) -> str:
                 out.append("")
             if doc.counters:
                 out += ["Counters: " + "; ".join(f"`{k}`: {v}" for k, v in doc.counters.items()), ""]
+            if doc.cost:
+                out += [f"Cost per round: {doc.cost}", ""]
             if doc.see_also:
                 out += ["See also: " + ", ".join(doc.see_also), ""]
             out += [f"Paper: {doc.paper}", ""]

@@ -81,7 +81,8 @@ def run_live(args, bind: str) -> int:
     journal = check_output_file(args.journal, "--journal") if args.journal else checkpoints / "roundhouse-journal.sqlite"
     if args.out:
         make_folder(args.out, "--out")
-    result = serve(graph, bind, security, journal, options, cluster=cluster, until=until)
+    explain = bool(args.out) and getattr(args, "explain", True)  # (`serve` has no --no-explain)
+    result = serve(graph, bind, security, journal, options, cluster=cluster, until=until, explain=explain)
     print_summary(Console(stderr=True), graph, cluster, result, live=True)
     if args.out:
         with writing(args.out):

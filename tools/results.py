@@ -103,11 +103,19 @@ def write_results(out: Path, graph, cluster, result) -> None:
         "cluster": cluster.describe(),
         "settings": {k: (float(v) if isinstance(v, float) else v) for k, v in _settings(graph).items()},
         "rounds": result.rounds,
+        "skipped_rounds": result.skipped_rounds,
         "end_s": result.end_s,
         "stop_reason": result.stop_reason,
         "counters": result.counters,
     }
     (out / "run.json").write_text(json.dumps(run_info, indent=2, sort_keys=True, default=str) + "\n")
+    from roundhouse.runtime.explain import FILE_NAME
+
+    record = result.world.explain
+    if record is not None:
+        record.write(out / FILE_NAME, result.world)
+    elif (out / FILE_NAME).is_file():  # an earlier run's record would not explain this one
+        (out / FILE_NAME).unlink()
 
 
 def _settings(graph) -> dict:

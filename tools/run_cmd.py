@@ -28,7 +28,13 @@ def register(sub) -> None:
         help="override an element argument (element.field=value) or a graph setting (round=10min); repeatable",
     )
     p.add_argument("--until", help="stop the simulation at this time (e.g. 48h)")
-    p.add_argument("--out", help="folder for jobs.csv, summary.json and run.json")
+    p.add_argument("--out", help="folder for jobs.csv, summary.json, run.json and explain.parquet")
+    p.add_argument(
+        "--no-explain",
+        dest="explain",
+        action="store_false",
+        help="with --out, keep no record of why each job waited or ran (explain.parquet, read by `roundhouse explain`)",
+    )
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.add_argument(
         "--live", metavar="ADDR", help="run live on `roundhouse agent` nodes, listening on ADDR (as `roundhouse serve`)"
@@ -47,7 +53,8 @@ def run(args) -> int:
     console = Console(stderr=True, quiet=args.quiet)
     progress = _Progress(console) if console.is_terminal and not args.quiet else None
     try:
-        result = simulate(graph, cluster, until=until, on_round=progress.update if progress else None)
+        on_round = progress.update if progress else None
+        result = simulate(graph, cluster, until=until, on_round=on_round, explain=out is not None and args.explain)
     finally:
         if progress:
             progress.close()

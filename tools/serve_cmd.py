@@ -26,7 +26,7 @@ def register(sub) -> None:
         help="end the run at this time (e.g. 2h), cutting the round in progress short; running jobs are checkpointed, "
         "and serve run again with the same journal resumes them",
     )
-    p.add_argument("--out", help="folder for jobs.csv, summary.json and run.json when the run ends")
+    p.add_argument("--out", help="folder for jobs.csv, summary.json, run.json and explain.parquet when the run ends")
     p.set_defaults(handler=serve_command)
 
 

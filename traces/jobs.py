@@ -155,6 +155,30 @@ class JobTable:
     def __len__(self) -> int:
         return self._n
 
+    # Forks and snapshots (runtime/snapshot.py): columns copied as arrays (the object columns'
+    # items are immutable strings, so a shallow copy suffices), read-only faces made afresh.
+    def __deepcopy__(self, memo: dict) -> JobTable:
+        new = object.__new__(JobTable)
+        memo[id(self)] = new
+        new.__setstate__(
+            {
+                **self.__getstate__(),
+                "_cols": {name: arr.copy() for name, arr in self._cols.items()},
+                "_type_rates": self._type_rates.copy(),
+                "_row_of_id": self._row_of_id.copy(),
+            }
+        )
+        memo[id(self.reader)] = new.reader
+        return new
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_faces", "reader")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._faces = {}
+        self.reader = JobReader(self)
+
     @property
     def names(self) -> list[str]:
         return list(self._cols)
@@ -202,14 +226,14 @@ class JobTable:
         k = len(batch)
         if k == 0:
             return np.zeros(0, dtype=np.int64)
-        ids = batch.columns["job_id"]
+        ids = batch.columns["job_id"].tolist()
         start = self._n
-        for offset, job_id in enumerate(ids.tolist()):
-            if job_id in self._row_of_id:
-                for j in range(offset):
-                    del self._row_of_id[int(ids[j])]
-                raise TraceError(batch.origin, f"job id {job_id} is used twice (job ids must be unique in a run)")
-            self._row_of_id[job_id] = start + offset
+        fresh = set(ids)
+        if len(fresh) < k or not self._row_of_id.keys().isdisjoint(fresh):  # (set operations: no loop in Python)
+            seen: set[int] = set()
+            twice = next(i for i in ids if i in self._row_of_id or i in seen or seen.add(i))  # type: ignore[func-returns-value]
+            raise TraceError(batch.origin, f"job id {twice} is used twice (job ids must be unique in a run)")
+        self._row_of_id.update(zip(ids, range(start, start + k)))
         self._reserve(start + k)
         for name, values in batch.columns.items():
             if name not in self._cols:
@@ -225,6 +249,8 @@ class JobTable:
         if n <= self._capacity:
             return
         capacity = max(n, 2 * self._capacity)
+        # Faces first: they would keep every old array alive until the last column has grown.
+        self._faces.clear()
         for name, arr in self._cols.items():
             grown = np.empty(capacity, dtype=arr.dtype)
             grown[: self._n] = arr[: self._n]

@@ -141,6 +141,11 @@ def prepare_jobs(
     if elastic.any():
         limit = columns.get("max_batch_size", np.full(n, np.nan))
         columns["max_batch_size"] = np.where(elastic & np.isnan(limit), known_elastic.max_batch_full(n, elastic), limit)
+        size = columns.get("epoch_size", np.full(n, np.nan)).copy()
+        size[known_elastic.idx] = np.where(
+            np.isnan(size[known_elastic.idx]), known_elastic.epoch_samples, size[known_elastic.idx]
+        )
+        columns["epoch_size"] = size
     columns.update(_placement_columns(trace, raw_models, models, known, batch, gpus, model, reference_gpu, origin))
     from roundhouse.traces.losscurves import initial_loss
 

@@ -40,6 +40,8 @@ Optional extra columns the simulator and elements understand (empty cells: not g
 - `max_gpus`, `max_batch_size` Float64: the most GPUs and the largest global batch size a
   plan may resize the job to (empty: no limit; an elastic job's batch limit defaults to its
   application's largest validated batch size)
+- `epoch_size` Float64: samples in one of the job's epochs (an elastic job's defaults to its
+  application's), for the `batch_jump_penalty` setting
 
 A run refuses a job whose `cpus` or `memory_gb` cannot fit on the machines its GPUs can span
 (traces/prepare.py), as it refuses a job asking for more GPUs than the cluster has.
@@ -80,7 +82,7 @@ PLACEMENT_COLUMNS: tuple[str, ...] = ("tensor_skew", "spread_slowdown")  # trace
 # A job's CPU and memory demand (all its GPUs together); checked against the machines at run time.
 RESOURCE_COLUMNS: tuple[str, ...] = ("cpus", "memory_gb")
 # Elastic jobs' columns (traces/goodput.py; limits that plans resizing a job must respect).
-ELASTIC_COLUMNS = ("epochs", "max_gpus", "max_batch_size")
+ELASTIC_COLUMNS = ("epochs", "epoch_size", "max_gpus", "max_batch_size")
 # Optional columns that the simulator and elements do arithmetic on: always Float64.
 NUMERIC_EXTRAS: frozenset[str] = frozenset(
     (*PLACEMENT_COLUMNS, *LOSS_COLUMNS, *RESOURCE_COLUMNS, "loss", "slo_factor", *ELASTIC_COLUMNS)

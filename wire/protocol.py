@@ -16,7 +16,7 @@ Who sends what:
 | from -> to            | messages                                                        |
 |-----------------------|-----------------------------------------------------------------|
 | agent -> scheduler    | register, heartbeat, started, metrics, exited, stopping         |
-| scheduler -> agent    | welcome, launch, revoke, ack, unknown, shutdown, error          |
+| scheduler -> agent    | welcome, launch, revoke, resize, ack, unknown, shutdown, error  |
 | submitter -> scheduler| submit, status, lease (a round-trip lease check, for comparison)|
 | scheduler -> submitter| accepted, status_reply, lease_reply, error                      |
 | job -> agent (local)  | report, checkpointed, exiting                                   |
@@ -289,7 +289,9 @@ SCHEMAS: dict[str, Obj] = {
             "master_port": Int(1, 65535),
             "ranks": ListOf(Obj({"rank": RANK, "gpu": GPU}), 4096),
         },
-        {"iters_per_s": Num(0, 10**9)},
+        # The learning-rate factor the plan's rule gives (runtime/types.py LR_RULES; absent:
+        # the job adapts its learning rate itself).
+        {"iters_per_s": Num(0, 10**9), "lr_scale": Num(0, 10**6)},
     ),
     "ack": Obj({"job": JOB, "attempt": ATTEMPT, "rank": RANK}),
     "shutdown": Obj({"reason": Str(1000)}),

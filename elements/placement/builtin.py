@@ -14,11 +14,18 @@ class FirstFree(Placer):
 
     Arguments:
         none
+    Cost: O(n + G) over ranked jobs n and GPUs G (the available mask), plus O(l) for the l jobs it
+        launches; O(n) when every ranked job already runs.
     See also: Consolidated, Launch
     Paper: Blox (EuroSys'24) placement/first-gpu.py and §7 (the fidelity experiment).
     """
 
+    state = ()
+
     consolidate_by_default = False
+
+    def quiet_until(self, ctx) -> float:
+        return float("inf")  # the same ranking on the same GPUs gets the same plan
 
 
 @element
@@ -33,9 +40,13 @@ class Consolidated(Placer):
 
     Arguments:
         strict: wait for a consolidated placement rather than spread the job.
+    Cost: O(n + G) over ranked jobs n and GPUs G (the available mask), plus O(N log N) over nodes N
+        for each GPU count it places; O(n) when every ranked job already runs.
     See also: FirstFree, Launch
     Paper: Blox (EuroSys'24) placement/consolidated.py; Gavel (OSDI'20) §5 (placement).
     """
+
+    state = ()
 
     consolidate_by_default = True
 
@@ -43,3 +54,6 @@ class Consolidated(Placer):
 
     def spreads_when_stuck(self) -> bool:
         return not self.strict
+
+    def quiet_until(self, ctx) -> float:
+        return float("inf")  # the same ranking on the same GPUs gets the same plan

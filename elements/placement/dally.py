@@ -17,9 +17,11 @@ import attrs
 import numpy as np
 
 from roundhouse.elements.placement.placer import Placer
+from roundhouse.elements.placement.reasons import explain_placement
 from roundhouse.elements.policies.dally import StarvationClock
 from roundhouse.errors import SchedError
 from roundhouse.runtime.element import element
+from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Plan, Ranking
 from roundhouse.runtime.values import Duration, non_negative, one_of, positive
@@ -210,9 +212,14 @@ class DelayPlacer(Placer):
         rack: jobs placed on one rack (not one machine) so far.
         network: jobs placed across racks so far.
         declined: offers declined to wait for a better placement so far.
+    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and nodes N
+        (delay timers and node scoring, job by job).
     See also: NetworkSensitive, Consolidated
     Paper: Dally (IEEE BigData'25) §III-A (Algorithm 1) and §III-C (Algorithm 2); cluster-sim DallyIntraJobScheduler.
     """
+
+    state = ("_clock", "_tuner", "_timeline", "_last_timers")
+    fixed = ("_machine_size", "_rack_size")
 
     mode: str = attrs.field(default="delay", validator=one_of("delay", "no_wait", "fully_consolidated"))
     machine_wait: Duration = attrs.field(default=Duration(12 * 3600.0), validator=non_negative)
@@ -268,7 +275,8 @@ class DelayPlacer(Placer):
         return t_mc, t_rk
 
     def offer(self, cluster, free: _Free, demand: int, starvation: float, now: float):
-        """Algorithm 1 for one job: (GPU ids, level) or (None, None) when it declines."""
+        """Algorithm 1 for one job: (GPU ids, level), or (None, level) when it declines to wait
+        for a placement on one machine or one rack."""
         node = free.first("machine", demand)
         if node >= 0:
             ids = free.take(cluster.gpu_node == node, demand)
@@ -277,7 +285,7 @@ class DelayPlacer(Placer):
             return ids, "machine"
         t_mc, t_rk = self.timers(demand, now)
         if starvation < t_mc:
-            return None, None
+            return None, "machine"
         rack = free.first("rack", demand)
         if rack >= 0:
             ids = free.take(cluster.gpu_rack == rack, demand)
@@ -285,7 +293,7 @@ class DelayPlacer(Placer):
                 self._tuner.record("rack", demand, starvation, now)
             return ids, "rack"
         if starvation < t_rk:
-            return None, None
+            return None, "rack"
         return free.take(None, demand), "network"
 
     def reoffer(self, cluster, free: _Free, own: np.ndarray, demand: int):
@@ -332,12 +340,14 @@ class DelayPlacer(Placer):
         free = _Free(cluster, available, cost)
         offered = (want > 0) & (want <= free.total) & ((held == 0) | released)
         launch_rows, launch_gpus, counts, kept = [], [], [], []
+        declined: list[tuple[int, int, float, float]] = []  # (position, reason, starved, timer)
         for i in np.flatnonzero(offered).tolist():
             demand = int(want[i])
             if demand > free.total:
                 continue  # no offer can hold it this round
             row = int(rows[i])
             level: str | None
+            starved = 0.0
             if held[i] > 0:
                 own = ctx.gpus_of(row)
                 if len(own) == demand and free.available[own].all():
@@ -349,11 +359,16 @@ class DelayPlacer(Placer):
                     # Higher-ranked jobs took part of its gang: it has lost its GPUs, and its
                     # starvation clock starts again.
                     clock.since[row] = now
-                    ids, level = self.offer(cluster, free, demand, 0.0, now)
+                    ids, level = self.offer(cluster, free, demand, starved, now)
             else:
-                ids, level = self.offer(cluster, free, demand, now - float(clock.since[row]), now)
+                starved = now - float(clock.since[row])
+                ids, level = self.offer(cluster, free, demand, starved, now)
             if ids is None:
                 self.counters["declined"] += 1
+                if ctx.explaining:
+                    timer = self.timers(demand, now)[0 if level == "machine" else 1]
+                    code = Reason.DELAY_MACHINE if level == "machine" else Reason.DELAY_RACK
+                    declined.append((i, code, starved, timer if math.isfinite(timer) else -1.0))
                 continue
             self.counters[level] += 1
             launch_rows.append(row)
@@ -370,6 +385,8 @@ class DelayPlacer(Placer):
             clock.lost(lost, now)
             self.counters["preempted"] += len(lost)
             self.counters["moved"] += len(suspend) - len(lost)
+        if ctx.explaining:
+            self._explain(ctx, ranking, launch_rows, declined, suspend, free.available)
         if not launch_rows:
             return Plan(keep=keep, suspend=suspend)
         launched = np.asarray(launch_rows, dtype=np.int64)
@@ -390,3 +407,16 @@ class DelayPlacer(Placer):
 
         schema = {"time_s": pl.Float64, "gpus": pl.Int64, "machine_timer_s": pl.Float64, "rack_timer_s": pl.Float64}
         return {"timers": pl.DataFrame(self._timeline, schema=schema, orient="row")}
+
+    def _explain(self, ctx: RoundContext, ranking: Ranking, launched: list[int], declined: list, suspend, available) -> None:
+        """Declined offers wait for their timers; other waiting jobs, for GPUs."""
+        rows = ranking.rows
+        is_run = ctx.jobs.column("held")[rows] > 0
+        placed = isin_rows(rows, np.asarray(launched, dtype=np.int64))
+        skip = None
+        if declined:
+            pos, code, starved, timer = (np.asarray(v) for v in zip(*declined))
+            skip = np.zeros(len(rows), dtype=bool)
+            skip[pos] = True
+            ctx.explain(code.astype(np.int64), rows[pos], starved, timer)
+        explain_placement(ctx, ranking, is_run, placed, suspend, available, skip)

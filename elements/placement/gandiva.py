@@ -42,9 +42,14 @@ class Gandiva(Placer):
         affinity: jobs placed on a machine whose affinity is their GPU demand so far.
         spread: jobs larger than a machine placed on random GPUs so far.
         migrated: running jobs moved from several racks to one so far.
+    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and
+    machines N, plus O(m R) over the running jobs m larger than a machine and racks R (migration).
     See also: DelayPlacer, TiresiasDally, Fifo
     Paper: Gandiva (OSDI'18), affinity and migration; Dally (IEEE BigData'25) §IV-A; cluster-sim GandivaInterJobScheduler.
     """
+
+    state = ("_affinity", "_rng")
+    fixed = ("_rack_size",)
 
     seed: int | None = attrs.field(default=None, validator=non_negative)
 

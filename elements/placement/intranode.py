@@ -78,9 +78,13 @@ class BandwidthAwareIntraNode(_IntraNode):
 
     Arguments:
         none
+    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l g^2) over the jobs l it places and a
+        node's GPUs g (link bandwidths within the node).
     See also: RandomIntraNode, Consolidated, LinkBandwidth
     Paper: Blox (EuroSys'24) §5.3 and Table 4 (after Blink, MLSys'20).
     """
+
+    state = ()
 
     def candidate_nodes(self, cluster, nodes: np.ndarray) -> np.ndarray:
         return nodes
@@ -105,9 +109,13 @@ class RandomIntraNode(_IntraNode):
 
     Arguments:
         seed: seed for the draws (default: derived from the graph's seed).
+    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l g) over the jobs l it places and a node's
+        GPUs g.
     See also: BandwidthAwareIntraNode, Consolidated
     Paper: Blox (EuroSys'24) §5.3 and Table 4 ("Random").
     """
+
+    state = ("_rng",)
 
     seed: int | None = attrs.field(default=None, validator=non_negative)
 

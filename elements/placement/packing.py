@@ -90,7 +90,15 @@ def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int)
     taken; returns them, one row per job placed (the first jobs, in order)."""
     mask = _of_type(cluster, available, t)
     counts = cluster.per_node(mask)
-    if size == 1:  # each job on one GPU: the GPUs of the fullest nodes first
+    if size == 1 and cluster.uniform_nodes:  # each job on one GPU: the GPUs of the fullest nodes first
+        # Nodes by available GPUs (ties by number; small ints sort by radix), only as many as
+        # the jobs need: the cost follows the nodes, not every GPU.
+        order = counts.astype(np.int16).argsort(kind="stable")
+        order = order[counts[order] > 0]
+        nodes = order[: int(counts[order].cumsum().searchsorted(count)) + 1]
+        grid = cluster.node_first_gpu[nodes][:, None] + np.arange(cluster.max_gpus_per_node)
+        taken = grid[mask[grid]][:count][:, None]
+    elif size == 1:
         ids = mask.nonzero()[0]
         taken = ids[counts[cluster.gpu_node[ids]].argsort(kind="stable")[:count]][:, None]
     elif cluster.uniform_nodes and size == cluster.max_gpus_per_node:  # whole nodes, in order
@@ -102,7 +110,7 @@ def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int)
     else:
         ids = mask.nonzero()[0]  # grouped by node, ascending
         slots = counts // size
-        order = counts.argsort(kind="stable")
+        order = counts.astype(np.int16).argsort(kind="stable")
         per_node = slots[order]
         node_of_job = order.repeat(per_node)[:count]
         # k-th job on its node: its place in the run of that node's slots.

@@ -41,6 +41,7 @@ from roundhouse.elements.placement.packing import (
     pack_whole_nodes,
 )
 from roundhouse.elements.placement.preemption import backfill, preempt_below
+from roundhouse.elements.placement.reasons import explain_placement
 from roundhouse.elements.placement.selection import _allowed_types, _select
 from roundhouse.runtime.element import Element, In, Out, element_family
 from roundhouse.runtime.rowsets import isin_rows
@@ -151,10 +152,12 @@ class Placer(Element):
             if len(suspend) < len(marked):
                 available[held_by_marked & ~isin_rows(holder, suspend)] = False
         if len(victims):
-            suspend = np.sort(np.concatenate([suspend, victims]))
+            suspend = np.sort(np.concatenate([suspend, victims]), kind="stable")
         if ranking.backfill and np.count_nonzero(available):
             backfill(self, cluster, available, want, selected, is_run, job_types, one_node, launches)
 
+        if ctx.explaining:
+            explain_placement(ctx, ranking, is_run, launches.placed, suspend, available)
         positions, counts, gpus = launches.arrays()
         if not len(positions) and not len(suspend):
             return Plan(keep=running)

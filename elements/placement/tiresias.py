@@ -84,9 +84,13 @@ class SkewAwarePlacer(_Selective):
     Arguments:
         packlimit: the skew above which a job is consolidated (Tiresias gives no value; any cut
           between 0.15 and 0.61 separates Table 6's groups).
+    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and nodes N
+        (job by job).
     See also: ProfiledPlacer, Consolidated, TiresiasLas
     Paper: Tiresias (NSDI'19) §3.3 and Table 6; Blox (EuroSys'24) §4.3 (Fig 10).
     """
+
+    state = ()
 
     packlimit: float = attrs.field(default=0.3, validator=positive)
 
@@ -107,9 +111,13 @@ class ProfiledPlacer(_Selective):
 
     Arguments:
         tolerance: the slowdown above which a job is consolidated (1.05: more than 5% slower).
+    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and nodes N
+        (job by job).
     See also: SkewAwarePlacer, Consolidated
     Paper: Blox (EuroSys'24) §4.3 (Fig 11, Tiresias+); Tiresias (NSDI'19) §3.3.
     """
+
+    state = ()
 
     tolerance: float = attrs.field(default=1.05, validator=positive)
 
@@ -151,9 +159,14 @@ class TiresiasDally(_Selective):
 
     Arguments:
         high_skew: the models consolidated (names in the communication profile).
+    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and nodes N
+    (the machine or rack that holds it).
     See also: SkewAwarePlacer, Las, DelayPlacer, Gandiva
     Paper: Dally (IEEE BigData'25) §IV-A and Table I; Tiresias (NSDI'19) §3.3; cluster-sim TiresiasInterJobScheduler.
     """
+
+    state = ()
+    fixed = ("_skewed_models",)
 
     high_skew: list[str] = attrs.field(factory=lambda: ["VGG11", "AlexNet", "MobileNetV3"])
 

@@ -3,7 +3,7 @@ by one per-job key, smallest first."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -38,10 +38,53 @@ class KeyOrder(Policy):
     """
 
     backfill: bool = True
+    # Whether jobs whose keys are equal and move at the same speed stay equal (the key is
+    # accumulated by the same additions), so that their order cannot flip by rounding.
+    exact_ties: ClassVar[bool] = False
 
     def key(self, active: Active) -> np.ndarray:
         raise NotImplementedError
 
+    def key_speed(self, active: Active) -> np.ndarray | None:
+        """How fast each job's key changes, per second, while nothing happens but running jobs'
+        progress; None: not declared (the policy is then ticked every round)."""
+        return None
+
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
-        rows = active.rows[self.key(active).argsort(kind="stable")]
+        keys = self.key(active)
+        order = keys.argsort(kind="stable")
+        self._ranked = (active, keys[order], order)  # (for quiet_until)
+        rows = active.rows[order]
         return Ranking(rows, ctx.jobs.column("gpus")[rows], backfill=self.backfill)
+
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        active, keys, order = self._ranked
+        speed = self.key_speed(active)
+        if speed is None:
+            return None
+        # A round before the first moment two neighbours in the order could swap: the round
+        # that ticks then sees the swap coming, and ticks each round until it has happened.
+        return ctx.now + first_swap_s(keys, speed[order], self.exact_ties) - ctx.round_s
+
+
+def first_swap_s(keys: np.ndarray, speed: np.ndarray, exact_ties: bool) -> float:
+    """Seconds until two neighbours of a sorted key array could change places, each key moving
+    at its speed (0: they could now; inf: never). The order of a sorted array changes first
+    between neighbours. A margin covers the rounding of keys accumulated round by round."""
+    if len(keys) < 2:
+        return np.inf
+    if not np.isfinite(keys).all():
+        return 0.0
+    gap = keys[1:] - keys[:-1]
+    closing = speed[:-1] - speed[1:]
+    margin = 1e-9 * (np.abs(keys[1:]) + np.abs(keys[:-1]))
+    # Neighbours at the same speed keep their gap, but rounding could close a tiny one.
+    level = (closing == 0) & (gap <= margin) & (speed[:-1] != 0)
+    if exact_ties:
+        level &= gap > 0
+    if level.any():
+        return 0.0
+    near = closing > 0
+    if not near.any():
+        return np.inf
+    return max(0.0, float(((gap[near] - margin[near]) / closing[near]).min()))

@@ -96,9 +96,12 @@ class NetworkSensitive(Policy):
         none
     Counters:
         never_ran: ranked jobs that have never run, in the last round.
+    Cost: O(n log n) over the pool's jobs n (a lexicographic sort).
     See also: DelayPlacer, TiresiasLas
     Paper: Dally (IEEE BigData'25) §III-B (Nw_sens); cluster-sim DallyInterJobScheduler (tie-breaks).
     """
+
+    state = ("_clock",)
 
     def start(self, ctx: RoundContext) -> None:
         self._clock = StarvationClock()

@@ -20,11 +20,17 @@ class Fifo(KeyOrder):
         ranking: the jobs, earliest arrival first.
     Counters:
         none
+    Cost: O(n log n) over the pool's jobs n (a stable sort by arrival).
     See also: Las, Srtf, YarnCS
     Paper: Blox (EuroSys'24) schedulers/fifo.py; Philly (ATC'19).
     """
+
+    state = ("_ranked",)  # (the last ranking, for quiet_until)
 
     backfill: bool = False
 
     def key(self, active: Active) -> np.ndarray:
         return active.arrival_s
+
+    def key_speed(self, active: Active) -> np.ndarray:
+        return np.zeros(len(active))

@@ -29,11 +29,21 @@ class Las(KeyOrder):
         service: gpu_seconds (GPUs x seconds held, as Tiresias) or wall_seconds (seconds held, as Blox).
     Counters:
         none
+    Cost: O(n log n) over the pool's jobs n (a stable sort by attained service); skipped while no
+        running job's service can pass another job's (event skipping).
     See also: Fifo, Srtf, TiresiasLas
     Paper: Tiresias (NSDI'19) §3.1 (2D attained service); Blox (EuroSys'24) schedulers/las.py and Table 7.
     """
 
+    state = ("_ranked",)  # (the last ranking, for quiet_until)
+
     service: str = attrs.field(default="gpu_seconds", validator=one_of("gpu_seconds", "wall_seconds"))
+
+    exact_ties = True  # equal services at equal speeds grow by the same additions
 
     def key(self, active: Active) -> np.ndarray:
         return active.service if self.service == "gpu_seconds" else active.run_s
+
+    def key_speed(self, active: Active) -> np.ndarray:
+        held = active.held
+        return held.astype(np.float64) if self.service == "gpu_seconds" else (held > 0).astype(np.float64)

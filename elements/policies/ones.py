@@ -57,6 +57,8 @@ class Ones(Element):
         deployed: schedules deployed.
         held_back: rounds a better schedule waited for the epoch gate.
         refits: predictor refits.
+    Cost: O(K C + K n) per generation over K candidates, C GPUs and n jobs (array operations, no
+        per-job loop), plus a predictor refit (a few hundred small torch steps) per completion.
     See also: Optimus, TiresiasLas, Fifo
     Paper: ONES (SC'21) §3.2-3.3, Algorithm 1, Eqs. 6-8, Figs. 7-10.
     """

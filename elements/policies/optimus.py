@@ -98,9 +98,14 @@ class Optimus(Policy):
     Counters:
         fitted: jobs whose remaining work comes from a fitted curve this round.
         extra_gpus: GPUs given beyond each job's first allocation this round.
+    Cost: O(n g) over the pool's jobs n and candidate GPU counts g (marginal gains, greedy), plus a
+        sort, O(n log n).
     See also: Srtf, Themis, Consolidated, LossTermination
     Paper: Optimus (EuroSys'18) §3-4; Blox (EuroSys'24) Table 7 and §4.2 (Figs 6-7).
     """
+
+    state = ("_count", "_elastic", "_loss", "_speed", "_x")
+    fixed = ("_counts", "_counts_list")
 
     threshold: float = attrs.field(default=0.001, validator=positive)
     samples: int = attrs.field(default=8, validator=[positive, at_most(1000)])  # a sample buffer per job: bounded

@@ -20,9 +20,16 @@ class Srtf(KeyOrder):
         ranking: the jobs, shortest remaining time first.
     Counters:
         none
+    Cost: O(n log n) over the pool's jobs n (a stable sort by remaining time); skipped while no two
+        remaining times can swap (event skipping).
     See also: Las, Fifo, Srsf
     Paper: Tiresias (NSDI'19) §6 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.
     """
 
+    state = ("_ranked",)  # (the last ranking, for quiet_until)
+
     def key(self, active: Active) -> np.ndarray:
         return active.remaining_s
+
+    def key_speed(self, active: Active) -> np.ndarray:
+        return -active.column("rate") / active.reference_rate  # (rate is 0 for waiting jobs)

@@ -35,9 +35,12 @@ class Themis(Policy):
         none
     Counters:
         max_rho: the largest rho among the pool's jobs this round (x1000, rounded).
+    Cost: O(n log n) over the pool's jobs n (finish-time fairness of each, then a sort).
     See also: MinMaxRho, FinishTimeFairnessMetrics, Las, Optimus
     Paper: Themis (NSDI'20) §3; Blox (EuroSys'24) Table 7 (finish-time fair policy, fair share collected per round).
     """
+
+    state = ("_ideal", "_seen", "_share", "_share_s", "_since")
 
     def start(self, ctx: RoundContext) -> None:
         # Per job row: the integral of its fair share over its time in the pool, up to

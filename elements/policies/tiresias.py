@@ -18,6 +18,7 @@ import numpy as np
 
 from roundhouse.elements.policies.base import KeyOrder, Policy
 from roundhouse.runtime.element import element, element_family
+from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import Active, Ranking
 from roundhouse.runtime.values import Duration, FilePath, positive
 
@@ -103,7 +104,11 @@ class _Queues(Policy):
                 service = np.where(starved, 0.0, service)
                 queue = np.where(starved, 0, queue)
                 self.counters["promoted"] += int(starved.sum())
-        self.counters["demoted"] += int(np.count_nonzero(queue > self._queue[rows]))
+                ctx.explain(Reason.PROMOTED, who, 0, waited[starved])
+        demoted = queue > self._queue[rows]
+        if demoted.any():
+            self.counters["demoted"] += int(np.count_nonzero(demoted))
+            ctx.explain(Reason.DEMOTED, rows[demoted], queue[demoted], service[demoted])
         self._queue[rows] = queue
         return queue, service
 
@@ -128,9 +133,13 @@ class TiresiasLas(_Queues):
 
     Ports:
         ranking: the jobs, first queue first, first-in first-out inside a queue.
+    Cost: O(n log n) over the pool's jobs n (queue of each, then a lexicographic sort).
     See also: Las, TiresiasGittins, SkewAwarePlacer, YarnCS
     Paper: Tiresias (NSDI'19) §3.2-3.3 and Pseudocode 2; testbed K=2 at 3200 GPU-seconds.
     """
+
+    state = ("_base_run", "_base_service", "_entered", "_known", "_queue")
+    fixed = ("_limits",)
 
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         queue, _ = self.queues_of(ctx, active)
@@ -156,9 +165,14 @@ class TiresiasGittins(_Queues):
         ranking: the jobs, first queue first, highest index first inside a queue.
     Arguments:
         history: a trace of past jobs whose service distribution to use (default: jobs seen so far).
+    Cost: O(n log s) over the pool's jobs n and service samples s (Gittins indices by binary
+        search), plus a sort, O(n log n).
     See also: TiresiasLas, Las
     Paper: Tiresias (NSDI'19) §3.2 (2D-Gittins, Pseudocode 1), Fig 7.
     """
+
+    state = ("_base_run", "_base_service", "_entered", "_known", "_prefix", "_queue", "_samples", "_seen")
+    fixed = ("_limits",)
 
     history: FilePath | None = None
 
@@ -220,12 +234,19 @@ class Srsf(KeyOrder):
         ranking: the jobs, least remaining service first.
     Counters:
         none
+    Cost: O(n log n) over the pool's jobs n (a stable sort by remaining service); skipped while no
+        two can swap (event skipping).
     See also: Srtf, TiresiasLas
     Paper: Tiresias (NSDI'19) §2.2, Table 1 and Fig 7 (SRSF).
     """
 
+    state = ("_ranked",)  # (the last ranking, for quiet_until)
+
     def key(self, active: Active) -> np.ndarray:
         return active.remaining_s * active.gpus
+
+    def key_speed(self, active: Active) -> np.ndarray:
+        return -active.column("rate") / active.reference_rate * active.gpus
 
 
 @element
@@ -243,9 +264,12 @@ class YarnCS(Policy):
         none
     Counters:
         none
+    Cost: O(n log n) over the pool's jobs n (a stable sort by arrival).
     See also: Fifo, TiresiasLas, Consolidated
     Paper: Tiresias (NSDI'19) §6.1 (YARN-CS baseline).
     """
+
+    state = ()
 
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         order = np.lexsort((np.arange(len(active)), active.arrival_s, ~active.running))

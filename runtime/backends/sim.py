@@ -44,9 +44,11 @@ class Simulator:
         checkpoint_s: float = 0.0,
         restore_s: float = 0.0,
         checkpoint_per_gpu_s: float = 0.0,
+        now: float = 0.0,
         resize_in_place_s: float = 1.0,
         resize_restart_s: float = 20.0,
     ):
+        """`now`: the first boundary (a simulation that takes over a world mid-run starts there)."""
         self.world = world
         self.round_s = float(round_s)
         self.checkpoint_s = float(checkpoint_s)
@@ -54,17 +56,32 @@ class Simulator:
         self.restore_s = float(restore_s)
         self.resize_in_place_s = float(resize_in_place_s)
         self.resize_restart_s = float(resize_restart_s)
-        self._now = 0.0
+        self._now = float(now)
         self._gpu_free_at = np.zeros(world.cluster.n_gpus)
         # Jobs launched this round, and when each starts progressing (after GPUs free, restore).
         self._ready_rows = np.zeros(0, dtype=np.int64)
         self._ready_at = np.zeros(0)
+        self._paused = np.zeros(0, dtype=bool)  # which of them pause for a resize (those carry over)
         self._events: Events | None = None
         self._full_rows = np.zeros(0, dtype=np.int64)  # (compared by identity: no running set is this one)
         self._full: Progress | None = None
         self._full_rate = np.zeros(0)
         self._earliest_finish = -np.inf  # of the jobs in _full_rows, as last computed
         self._progress = _NO_PROGRESS
+
+    @classmethod
+    def for_graph(cls, world: World, settings, now: float = 0.0) -> Simulator:
+        """A simulator with a graph's costs (checkpoint, restore, resizes) from its settings."""
+        return cls(
+            world,
+            settings.round,
+            settings.checkpoint,
+            settings.restore,
+            settings.checkpoint_per_gpu,
+            now=now,
+            resize_in_place_s=settings.resize_in_place,
+            resize_restart_s=settings.resize_restart,
+        )
 
     @property
     def now(self) -> float:
@@ -99,22 +116,21 @@ class Simulator:
             gone = np.concatenate((plan.suspend, plan.complete, plan.resize_rows))
             if len(gone):
                 stay = ~isin_rows(self._ready_rows, np.sort(gone))
-                self._ready_rows, self._ready_at = self._ready_rows[stay], self._ready_at[stay]
-        parts = [(self._ready_rows, self._ready_at)] if len(self._ready_rows) else []
+                self._ready_rows, self._ready_at, self._paused = self._ready_rows[stay], self._ready_at[stay], self._paused[stay]
+        parts = [(self._ready_rows, self._ready_at, self._paused)] if len(self._ready_rows) else []
         if len(plan.launch_rows) and (charges or self.restore_s > 0):
             # (Without either cost a launched job starts at the boundary, as running ones do.)
             free_at = np.maximum.reduceat(self._gpu_free_at[plan.launch_gpus], plan.launch_starts)
-            parts.append((plan.launch_rows, np.maximum(free_at, now) + self.restore_s))
+            parts.append((plan.launch_rows, np.maximum(free_at, now) + self.restore_s, np.zeros(len(free_at), bool)))
         if len(plan.resize_rows):
             free_at = np.maximum.reduceat(self._gpu_free_at[plan.resize_gpus], plan.resize_starts)
             in_place = plan.resize_in_place if plan.resize_in_place is not None else np.ones(len(plan.resize_rows), bool)
             pause = np.where(in_place, self.resize_in_place_s, self.resize_restart_s)
-            parts.append((plan.resize_rows, np.maximum(free_at, now) + pause))
+            parts.append((plan.resize_rows, np.maximum(free_at, now) + pause, np.ones(len(free_at), bool)))
         if parts:
-            rows = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
-            at = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+            rows, at, paused = (np.concatenate([p[i] for p in parts]) for i in range(3))
             order = rows.argsort()
-            self._ready_rows, self._ready_at = rows[order], at[order]
+            self._ready_rows, self._ready_at, self._paused = rows[order], at[order], paused[order]
 
     def advance(self) -> None:
         world = self.world
@@ -149,10 +165,45 @@ class Simulator:
                 run_s = held_until - now
                 self._progress = Progress(rows, done, jobs.column("held")[rows] * run_s, run_s)
                 self._events = Events(time=end, finished=rows[finished], finished_at=finish_at[finished])
-        if len(self._ready_rows):  # a pause that outlasts the round goes on into the next
-            later = self._ready_at > end
-            self._ready_rows, self._ready_at = self._ready_rows[later], self._ready_at[later]
+        if len(self._ready_rows):  # a resize's pause that outlasts the round goes on into the next
+            later = self._paused & (self._ready_at > end)
+            self._ready_rows, self._ready_at, self._paused = self._ready_rows[later], self._ready_at[later], self._paused[later]
         self._now = end
+
+    def next_finish_s(self) -> float:
+        """When the first running job would finish, as last computed for the jobs running now
+        (-inf when not known: the running jobs changed since)."""
+        if not len(self.world.running_rows):
+            return np.inf
+        return float(self._earliest_finish) if self.world.running_rows is self._full_rows else -np.inf
+
+    def advance_quiet(self, rounds: int) -> tuple[int, Progress]:
+        """Event skipping: advance up to `rounds` whole rounds in which the running jobs go on as
+        they are and none finishes (each a round that `advance` would take its quiet path for).
+        Returns how many it advanced and one round's progress, which the world adds that many
+        times (the same additions as round by round)."""
+        rows = self.world.running_rows
+        if len(self._ready_rows):
+            return 0, _NO_PROGRESS
+        now, k = self._now, 0
+        if not len(rows):
+            for _ in range(rounds):
+                now += self.round_s
+            self._now = now
+            return rounds, _NO_PROGRESS
+        if rows is not self._full_rows:
+            jobs = self.world.jobs
+            self._full_rows, self._full_rate, self._full = rows, jobs.column("rate")[rows], None
+            finish_at = now + (jobs.column("work")[rows] - jobs.column("done")[rows]) / self._full_rate
+            self._earliest_finish = finish_at[finish_at.argmin()]
+        earliest = self._earliest_finish
+        while k < rounds:
+            end = now + self.round_s
+            if not earliest > end + _SURE * max(1.0, end):
+                break
+            now, k = end, k + 1
+        self._now = now
+        return k, (self._full_round() if k else _NO_PROGRESS)
 
     def _full_round(self) -> Progress:
         """Progress of the running jobs over a whole round, made once for each running set (a

@@ -113,9 +113,13 @@ class PairEstimator(Element):
     Counters:
         fingerprinted: jobs matched to a reference.
         measured: job-configuration pairs seen running together so far.
+    Cost: O(n) over the pool's jobs n (a look-up each, in Python), plus measuring each job new to it.
     See also: MaxMinFairness, GavelRounds
     Paper: Gavel (OSDI'20) §3.3 and §7.6 (Fig. 14); Quasar (ASPLOS'14) for the method.
     """
+
+    state = ("_R", "_by_config", "_match", "_measured", "_rng", "estimates")
+    fixed = ("_known", "_ref_iso", "_refs", "_types")
 
     category = "solver"
     inputs = (In("active", Active),)

@@ -6,6 +6,7 @@ import attrs
 import numpy as np
 
 from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import Ranking, Shares
 from roundhouse.runtime.values import non_negative, one_of
 from roundhouse.traces.jobs import FINISHED
@@ -39,9 +40,43 @@ class GavelRounds(Element):
         scheduled: entries chosen in the last round.
         pairs: pair entries chosen in the last round.
         idle_gpus: GPUs left without a job in the last round.
+    Cost: O(n c) over jobs n and allocation columns c (GPU types, with pairs), plus a sort of the
+        jobs by priority, O(n log n).
     See also: MaxMinFairness, GavelPlacer, Hierarchical
     Paper: Gavel (OSDI'20) §5 (round-based mechanism, Algorithm 1) and its scheduler.py.
     """
+
+    state = (
+        "_X",
+        "_tie_order",
+        "_alive",
+        "_any_pairs",
+        "_col_type",
+        "_cols_of_type",
+        "_consolidated",
+        "_deficit",
+        "_fastest",
+        "_given",
+        "_last_reset",
+        "_one_type_each",
+        "_pair_deficit",
+        "_paired",
+        "_partner",
+        "_ran",
+        "_ran_col",
+        "_ran_partner_run_s",
+        "_ran_run_s",
+        "_repeat",
+        "_rng",
+        "_row_deficit",
+        "_rows",
+        "_sf",
+        "_shares",
+        "_time",
+        "_wanted",
+        "_wanted_alive",
+        "_wanting",
+    )
 
     category = "mechanism"
     inputs = (In("shares", Shares),)
@@ -239,7 +274,21 @@ class GavelRounds(Element):
         )
         if self._one_type_each and not self._any_pairs and len(picked) == self._wanting:
             self._repeat = (ranking, picked)
+        if ctx.explaining:
+            self._explain(ctx, picked, taken, int(left.sum()))
         return ranking
+
+    def _explain(self, ctx, picked: np.ndarray, taken: np.ndarray, idle: int) -> None:
+        """Jobs of entries not chosen this round wait; those that ran lose their GPUs as their
+        round (lease) ends."""
+        missed = self._wanted_alive.any(axis=1) & ~self._paired
+        missed[picked] = False
+        rows = self._rows[missed]
+        rows = rows[~taken[rows]]  # (a job chosen in a pair is not waiting)
+        if len(rows):
+            ran = ctx.jobs.column("held")[rows] > 0
+            code = np.where(ran, int(Reason.LEASE_END), int(Reason.NOT_CHOSEN))
+            ctx.explain(code, rows, len(picked), idle)
 
 
 def _greedy(cand, sf, partner, rows, taken, left: int, with_pairs: bool):

@@ -35,9 +35,13 @@ class GavelPlacer(Element):
         kept: lease extensions so far (running jobs that kept their GPUs).
         suspended: running jobs suspended so far.
         unplaced: entries that found no room so far.
+    Cost: O(l G) over the jobs l it places and the GPUs G it scans for each (server by server, in
+        Python).
     See also: GavelRounds, Consolidated
     Paper: Gavel (OSDI'20) §5 (placement, lease renewal) and its scheduler.py.
     """
+
+    state = ("_settled",)
 
     category = "placement"
     inputs = (In("ranking", Ranking),)

@@ -225,9 +225,14 @@ class MaxMinFairness(GavelSolver):
         objective: the last allocation's smallest weighted normalized throughput (its first level, with water filling).
         levels: water-filling levels solved (with water_filling=true).
         milp_stopped: bottleneck MILPs stopped at their time limit, their best solution used (with water_filling=true).
+    Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
+        O(n) over the pool's jobs n otherwise.
     See also: GavelRounds, Hierarchical, MinMaxRho
     Paper: Gavel (OSDI'20) §4.1 (heterogeneity-aware LAS), §4.3 (water filling).
     """
+
+    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    fixed = ("_columns",)
 
     water_filling: bool = False
 
@@ -285,9 +290,14 @@ class MinMaxRho(GavelSolver):
     Counters:
         bisection_steps: feasibility LPs solved.
         rho: the largest expected rho of the last allocation.
+    Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
+        O(n) over the pool's jobs n otherwise.
     See also: MaxMinFairness, MinMakespan, FinishTimeFairnessMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimize Finish-Time Fairness); Themis (NSDI'20).
     """
+
+    state = ("_estimates", "_last_done", "_last_iso", "_last_solve", "_shares", "_solved_rows", "_t_iso")
+    fixed = ("_columns",)
 
     # Below about 1e-9 the bracket [low, high] cannot narrow further in floating point (the
     # bisection would never end); at 1 or more it would not bisect at all.
@@ -380,9 +390,14 @@ class MinMakespan(GavelSolver):
 
     Counters:
         makespan_s: the makespan the last allocation promises, in seconds.
+    Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
+        O(n) over the pool's jobs n otherwise.
     See also: MinMaxRho, FifoHet, JobMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimize Makespan) and Appendix A.1.
     """
+
+    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    fixed = ("_columns",)
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
@@ -422,9 +437,14 @@ class MaxThroughput(GavelSolver):
     iterations/s are not comparable across models). Jobs that gain little from any type may get
     nothing; that is the policy. The cost experiments' baseline.
 
+    Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
+        O(n) over the pool's jobs n otherwise.
     See also: MinCost, MinCostSLO, EffectiveThroughput
     Paper: Gavel (OSDI'20) §4.2 (maximize total throughput).
     """
+
+    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    fixed = ("_columns",)
 
     def allocate(self, ctx: RoundContext, problem: Problem):
         form, class_of, reps = self.formulation(ctx, problem, problem.reference)
@@ -511,9 +531,14 @@ class MinCost(_CostSolver):
     the ratio is unchanged when every allocation is scaled down, every job is also held to at
     least an equal share of the cluster's time; within that, the program picks the GPU types.
 
+    Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
+        O(n) over the pool's jobs n otherwise.
     See also: MinCostSLO, MaxThroughput, CostMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimizing Total Cost); Charnes and Cooper (1962).
     """
+
+    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    fixed = ("_columns", "_price")
 
     def allocate(self, ctx: RoundContext, problem: Problem):
         form, class_of, reps, values = self._ratio_program(ctx, problem, None)
@@ -536,9 +561,14 @@ class MinCostSLO(_CostSolver):
     Counters:
         slo_fallbacks: solves where the SLOs could not all be met and were dropped.
         slo_unattainable: jobs (at solves) whose deadline was out of reach even alone on the fastest type.
+    Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
+        O(n) over the pool's jobs n otherwise.
     See also: MinCost, SloMetrics, CostMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimize cost subject to SLOs) and §7.3 (cost experiment).
     """
+
+    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    fixed = ("_columns", "_price")
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
@@ -579,9 +609,14 @@ class FifoHet(GavelSolver):
         space_sharing: add pair rows (two jobs on the same GPUs) from the pair table (method=lp).
         method: greedy (Gavel's implementation) or lp (the paper's objective).
         seed: seed for the agnostic mode's random type choice (default: derived from the graph's seed).
+    Cost: O(n log n) over the pool's jobs n, plus a linear program over classes when the job set
+        changes.
     See also: Fifo, MinMakespan, GavelRounds
     Paper: Gavel (OSDI'20) §4.2 (FIFO) and its policies/fifo.py.
     """
+
+    state = ("_estimates", "_held", "_last_solve", "_rng", "_shares", "_solved_rows")
+    fixed = ("_columns",)
 
     method: str = attrs.field(default="greedy", validator=one_of("greedy", "lp"))
     seed: int | None = attrs.field(default=None, validator=non_negative)
@@ -669,9 +704,14 @@ class Hierarchical(GavelSolver):
     Counters:
         levels: water-filling levels solved.
         milp_stopped: bottleneck MILPs stopped at their time limit, their best solution used.
+    Cost: Water filling: a sequence of linear programs (and at most one MILP) over entities and job
+        classes when the job set changes (solver time); O(n) over the pool's jobs n otherwise.
     See also: MaxMinFairness, GavelRounds, EffectiveThroughput
     Paper: Gavel (OSDI'20) §4.3 and Appendix A.1 (water filling, bottleneck MILP).
     """
+
+    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    fixed = ("_columns",)
 
     entities: list[IdRange | str] = attrs.field(factory=list)
     weights: list[float] = attrs.field(factory=list, validator=lambda i, a, v: _all_positive(v))

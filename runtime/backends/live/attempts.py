@@ -53,6 +53,8 @@ class Attempt:
     ended: bool = False
     successor: Attempt | None = None
     waits_for: Attempt | None = None  # the previous attempt, still checkpointing: launch after it
+    generation: int = 0  # in-place resizes so far (runtime/backends/live/resizes.py)
+    leaving: set[int] = attrs.field(factory=set)  # ranks an in-place shrink let go (they exit by themselves)
 
     @property
     def world_size(self) -> int:

@@ -23,6 +23,7 @@ import numpy as np
 
 from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.backends.base import Progress
+from roundhouse.runtime.backends.live import resizes
 from roundhouse.runtime.backends.live.attempts import Attempts
 from roundhouse.runtime.backends.live.ending import checkpoint_running, stop_agents
 from roundhouse.runtime.backends.live.nodes import Nodes
@@ -248,15 +249,17 @@ class LiveBackend:
                 "it shares GPUs between jobs (space_sharing=true), which live agents do not do: "
                 "they run one job per GPU; space sharing is simulated only"
             )
-        self.takeover.planned(plan)
         books = self.attempts
+        resized = resizes.plan_resizes(books, plan)  # checked first: a refused plan leaves no trace
+        self.takeover.planned(plan)
         # The attempts to revoke, before a move (suspend and launch in one round) makes a new one
         # current. Jobs a plan completes (where plans can: a loss-based termination) stop the
         # same way: they checkpoint and exit, and the world has already counted them finished.
-        ending = np.concatenate([plan.suspend, plan.complete])
+        ending = np.concatenate([plan.suspend, plan.complete, resizes.restarted_rows(resized)])
         revoked = [books.current.get(row) for row in ending.tolist()]
         rates = self.world.launch_rates(plan).tolist() if len(plan.launch_rows) else []
         launches = [books.new(a.row, np.asarray(a.gpus), a.batch_size, rate) for a, rate in zip(plan.launch, rates)]
+        launches += resizes.relaunches(books, resized)  # resizes by checkpoint and restart, as moves
         # Write ahead: the round and the new attempts are durable before any message leaves.
         self.takeover.journal_round()
         self.server.flush()
@@ -264,6 +267,7 @@ class LiveBackend:
             books.revoke(att)
         for att in launches:
             books.start_or_defer(att)
+        resizes.carry_out(books, self.nodes, resized)
         self.server.flush()
         if revoked or launches:
             self.send_lags.add(time.time() - self.clock.wall(self.clock.now))

@@ -37,6 +37,11 @@ def plan_record(plan: Plan, ids: np.ndarray) -> dict:
         "counts": plan.launch_counts.tolist(),
         "suspend": [int(ids[r]) for r in plan.suspend.tolist()],
         "complete": [int(ids[r]) for r in getattr(plan, "complete", ())],
+        **(
+            {"resize": [int(ids[r]) for r in plan.resize_rows.tolist()], "resize_gpus": plan.resize_gpus.tolist()}
+            if len(plan.resize_rows)
+            else {}
+        ),
     }
 
 
@@ -44,7 +49,8 @@ def same_plan(plan: Plan, recorded: dict | None, ids: np.ndarray) -> bool:
     if recorded is None:
         return False
     got = plan_record(plan, ids)
-    return all(got[key] == recorded[key] for key in ("launch", "gpus", "suspend"))
+    same = all(got[key] == recorded[key] for key in ("launch", "gpus", "suspend"))
+    return same and all(got.get(key, []) == recorded.get(key, []) for key in ("resize", "resize_gpus"))
 
 
 def replayed(record: dict, now: float, jobs, n_gpus: int, submitted) -> tuple[Events, Progress]:

@@ -90,6 +90,8 @@ class Reports:
             key = (proc["job"], proc["attempt"])
             att = books.live.get(key)
             rank = proc["rank"]
+            if att is not None and rank in att.leaving:
+                continue  # let go by an in-place shrink, on its way out
             if att is None or rank >= att.world_size or int(att.slots[rank]) != node.slot or rank in att.exits:
                 stale.add(key)
                 continue

@@ -1,0 +1,70 @@
+"""What recording decision explanations costs: the 10,000-job LAS case of engine_las.py, run
+with and without the record, interleaved.
+
+    python benchmarks/explain_cost.py              # 10,000 jobs, 3 runs of each
+    python benchmarks/explain_cost.py --repeat 5   # more runs of each
+    python benchmarks/explain_cost.py --jobs 1000  # a smaller case
+
+Runs alternate (without, with, without, with, ...) so that both see the same machine load, and
+the fastest of each is compared, in wall time and in the process's CPU time (steadier when
+other work shares the machine). Target: recording costs under 15% of the simulation time.
+Writing the record (explain.parquet, once at the end of a run) is timed apart. This is a
+script that prints figures, not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.engine_las import graph, philly_las  # noqa: E402
+from roundhouse.runtime.compiler import compile_file  # noqa: E402
+from roundhouse.runtime.simulate import simulate  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=10_000, metavar="N", help="jobs in the LAS case (default 10,000)")
+    parser.add_argument("--repeat", type=int, default=3, metavar="N", help="runs with and without the record (default 3)")
+    parser.add_argument("--placer", choices=("Consolidated", "FirstFree"), default="Consolidated")
+    args = parser.parse_args()
+    if args.jobs < 1 or args.repeat < 1:
+        parser.error("--jobs and --repeat must be at least 1")
+    compiled = compile_file(graph(philly_las(args.jobs, args.placer)))
+    walls: dict[bool, list[float]] = {False: [], True: []}
+    cpus: dict[bool, list[float]] = {False: [], True: []}
+    result = None
+    for _ in range(args.repeat):
+        for explain in (False, True):
+            started, cpu = time.perf_counter(), time.process_time()
+            got = simulate(compiled, explain=explain)
+            walls[explain].append(time.perf_counter() - started)
+            cpus[explain].append(time.process_time() - cpu)
+            if explain:
+                result = got
+    assert result is not None and result.world.explain is not None
+    record = result.world.explain
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "explain.parquet"
+        record.write(path, result.world)
+        size = path.stat().st_size
+    write_s = time.perf_counter() - started
+    print(f"LAS, {args.jobs:,} Philly jobs, {args.placer}, {result.rounds} rounds, {args.repeat} interleaved runs of each")
+    for label, times in (("wall", walls), ("CPU", cpus)):
+        off, on = min(times[False]), min(times[True])
+        print(f"  {label:4s} without the record  {off:7.2f} s  (runs: {', '.join(f'{w:.2f}' for w in times[False])})")
+        print(f"  {label:4s} with the record     {on:7.2f} s  (runs: {', '.join(f'{w:.2f}' for w in times[True])})")
+        print(f"  {label:4s} recording costs     {(on - off) / off:+7.1%}  (target: under 15%)")
+    print(
+        f"  record: {record.records:,} changes over {result.rounds:,} rounds; explain.parquet {size / 1e6:.1f} MB, written in {write_s:.2f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()

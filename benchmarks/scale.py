@@ -1,0 +1,270 @@
+"""How the engine's cost grows: with active jobs, with cluster size, and at production sizes.
+
+    python benchmarks/scale.py            # every case (the million-job ones take minutes)
+    python benchmarks/scale.py --quick    # the small cases only (about a minute)
+    python benchmarks/scale.py --only million-160   # one case by name
+    python benchmarks/scale.py --no-skip  # the same with event skipping off (skip_rounds=false)
+
+Each case runs in a subprocess of its own, so that its peak resident memory is its own; the
+table gives wall time (the whole run: reading or generating the trace, simulating, and for the
+CLI cases writing jobs.csv and summary.json), rounds (ticked and skipped), rounds per second,
+microseconds per round and peak RSS. The plot (docs/figures/scale.png unless --plot says
+otherwise) draws microseconds per round against the mean number of jobs in the system and
+against the cluster's GPUs.
+
+Traces come from Roundhouse's own generator (Philly durations and GPU counts, Poisson
+arrivals), written to a temporary folder. Figures depend on the machine and on what else runs
+on it; compare versions of the code on the same machine, runs interleaved. This is a script
+that prints figures, not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+# name: (group, what, jobs, rate per hour, cluster, policy, placer, how it runs, in --quick)
+#   group "active": jobs in the system grow with the number of jobs (overloaded 128 GPUs)
+#   group "size": the cluster grows at a fixed 80% offered load
+#   how: "engine" (simulate in process, as benchmarks/engine_las.py) or "cli" (roundhouse run --out)
+CASES: dict[str, tuple] = {
+    "active-1k": ("active", "1,000 jobs, 8/h, 128 GPUs", 1_000, 8.0, "32x4:V100", "Las", "Consolidated", "engine", True),
+    "active-10k": ("active", "10,000 jobs, 8/h, 128 GPUs", 10_000, 8.0, "32x4:V100", "Las", "Consolidated", "engine", True),
+    "active-100k": (
+        "active",
+        "100,000 jobs, 8/h, 128 GPUs (engine_las --full)",
+        100_000,
+        8.0,
+        "32x4:V100",
+        "Las",
+        "Consolidated",
+        "engine",
+        False,
+    ),
+    "size-128": ("size", "128 GPUs, 2,000 jobs at 80% load", 2_000, 3.2, "16x8:V100", "Las", "Consolidated", "engine", True),
+    "size-1024": (
+        "size",
+        "1,024 GPUs, 16,000 jobs at 80% load",
+        16_000,
+        25.6,
+        "128x8:V100",
+        "Las",
+        "Consolidated",
+        "engine",
+        True,
+    ),
+    "size-6400": (
+        "size",
+        "6,400 GPUs, 100,000 jobs at 80% load",
+        100_000,
+        160.0,
+        "800x8:V100",
+        "Las",
+        "Consolidated",
+        "engine",
+        False,
+    ),
+    "million-160": (
+        "headline",
+        "1,000,000 jobs, 160/h, 6,400 GPUs (CLI)",
+        1_000_000,
+        160.0,
+        "800x8:V100",
+        "Las",
+        "Consolidated",
+        "cli",
+        False,
+    ),
+    "million-400": (
+        "headline",
+        "1,000,000 jobs, 400/h (overloaded), 6,400 GPUs (CLI)",
+        1_000_000,
+        400.0,
+        "800x8:V100",
+        "Las",
+        "Consolidated",
+        "cli",
+        False,
+    ),
+    "alibaba-fifo": (
+        "alibaba",
+        "Alibaba's shape: 20,000 jobs, 1,000/min, 6,500 GPUs, FIFO (CLI)",
+        20_000,
+        60_000.0,
+        "1625x4:V100",
+        "Fifo",
+        "Consolidated",
+        "cli",
+        True,
+    ),
+    "alibaba-sjf": (
+        "alibaba",
+        "the same, shortest job first (CLI)",
+        20_000,
+        60_000.0,
+        "1625x4:V100",
+        "Srtf",
+        "Consolidated",
+        "cli",
+        True,
+    ),
+}
+# Gavel's heterogeneity-aware LAS and FIFO on its msr trace are measured by the Gavel scale
+# benchmark (benchmarks/gavel_scale.py, when present), which this script runs and quotes.
+GAVEL_BENCHMARK = REPO / "benchmarks" / "gavel_scale.py"
+
+
+def graph_text(trace: Path, cluster: str, policy: str, placer: str, skip: bool) -> str:
+    return (
+        f'round = 5min;\ncluster = "{cluster}";\nskip_rounds = {"true" if skip else "false"};\n'
+        f'src :: TraceSource(path="{trace}");\n'
+        f"src -> AcceptAll -> JobPool -> {policy} -> {placer} -> Launch -> m :: JobMetrics;\n"
+    )
+
+
+def child(name: str, folder: Path, skip: bool) -> None:
+    """Run one case in this process and print its figures as one JSON line."""
+    _, _, jobs, rate, cluster, policy, placer, how, _ = CASES[name]
+    started = time.perf_counter()
+    from roundhouse.traces.generators import generate
+
+    trace = folder / f"{name}.csv"
+    generate(jobs, rate / 3600.0, seed=0).write_csv(trace)
+    generated = time.perf_counter() - started
+    graph = folder / f"{name}.sched"
+    graph.write_text(graph_text(trace, cluster, policy, placer, skip))
+    started = time.perf_counter()
+    if how == "cli":
+        from roundhouse.tools.cli import main
+
+        out = folder / f"{name}-out"
+        status = main(["run", str(graph), "--out", str(out), "--quiet"])
+        if status:
+            raise SystemExit(status)
+        wall = time.perf_counter() - started
+        run = json.loads((out / "run.json").read_text())
+        rounds = run["rounds"]
+        skipped = run.get("skipped_rounds")
+        summary = json.loads((out / "summary.json").read_text())
+    else:
+        from roundhouse.runtime.compiler import compile_file
+        from roundhouse.runtime.simulate import simulate
+
+        result = simulate(compile_file(graph))
+        wall = time.perf_counter() - started
+        rounds, skipped = result.rounds, result.skipped_rounds
+        summary = result.reports["m"]["summary"]
+    span = summary["end_s"]
+    in_system = (summary["avg_jct_s"] or 0.0) * summary["jobs_finished"] / span if span else 0.0  # Little's law
+    print(
+        json.dumps(
+            {
+                "name": name,
+                "wall_s": wall,
+                "generate_s": generated,
+                "rounds": rounds,
+                "skipped": skipped,
+                "in_system": in_system,
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "avg_jct_h": (summary["avg_jct_s"] or 0.0) / 3600,
+            }
+        )
+    )
+
+
+def run_case(name: str, folder: Path, skip: bool) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = [sys.executable, __file__, "--child", name, "--folder", str(folder)] + ([] if skip else ["--no-skip"])
+    done = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+    if done.returncode:
+        raise SystemExit(f"case {name} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, group, x_of, label in (
+        (left, "active", lambda r: r["in_system"], "mean jobs in the system (128 GPUs, overloaded)"),
+        (
+            right,
+            "size",
+            lambda r: float(CASES[r["name"]][4].split("x")[0]) * int(CASES[r["name"]][4].split("x")[1].split(":")[0]),
+            "GPUs (80% load)",
+        ),
+    ):
+        rows = [r for r in results if CASES[r["name"]][0] == group]
+        if rows:
+            xs = [x_of(r) for r in rows]
+            ys = [r["wall_s"] / r["rounds"] * 1e6 for r in rows]
+            ax.plot(xs, ys, "o-")
+            for x, y, r in zip(xs, ys, rows):
+                ax.annotate(r["name"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel(label)
+        ax.set_ylabel("µs per round (wall)")
+        ax.grid(True, alpha=0.3)
+    fig.suptitle("Roundhouse engine: cost of a round (LAS, Consolidated, 5-minute rounds)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the small cases only")
+    parser.add_argument("--only", metavar="NAME", action="append", help=f"run only these cases ({', '.join(CASES)})")
+    parser.add_argument("--no-skip", action="store_true", help="event skipping off (skip_rounds=false)")
+    parser.add_argument("--plot", type=Path, default=REPO / "docs" / "figures" / "scale.png", help="where to write the plot")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.folder, not args.no_skip)
+        return
+    names = args.only or [n for n, case in CASES.items() if case[8] or not args.quick]
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; the cases are {', '.join(CASES)}")
+    print(
+        f"{'case':58s} {'wall s':>8s} {'rounds':>9s} {'skipped':>9s} {'rounds/s':>9s} {'us/round':>9s} {'in system':>10s} {'peak RSS':>9s}"
+    )
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            r = run_case(name, Path(tmp), not args.no_skip)
+            results.append(r)
+            skipped = "" if r["skipped"] is None else f"{r['skipped']:,}"
+            print(
+                f"{CASES[name][1]:58s} {r['wall_s']:8.2f} {r['rounds']:9,} {skipped:>9s} {r['rounds'] / r['wall_s']:9,.0f} "
+                f"{r['wall_s'] / r['rounds'] * 1e6:9.0f} {r['in_system']:10,.0f} {r['peak_rss_mb']:7.0f} MB",
+                flush=True,
+            )
+    if GAVEL_BENCHMARK.exists() and not args.only:
+        print("\nGavel's heterogeneity-aware LAS and FIFO on msr 0e4a51 (benchmarks/gavel_scale.py):", flush=True)
+        subprocess.run([sys.executable, str(GAVEL_BENCHMARK)], check=False)
+    if not args.only:
+        plot(results, args.plot)
+        print(f"\nplot written to {args.plot}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""Why a placer left ranked jobs waiting, or suspended them (runtime/explain.py's reasons).
+
+A waiting job that wants more GPUs than the round's plan leaves free waits behind the jobs ranked
+ahead of it (RANKED_BEHIND); one of a ranking that names a GPU type, for GPUs of that type
+(NO_FREE_TYPE); one that would fit in the GPUs left but not where it must go (one machine, say)
+for room (NO_ROOM); without backfilling, every job behind the first that did not fit is blocked
+by it (BLOCKED). A running job suspended while still ranked was preempted for the jobs ranked
+ahead of it (PREEMPTED).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roundhouse.runtime.explain import Reason
+from roundhouse.runtime.rowsets import isin_rows
+
+_MANY = np.iinfo(np.int64).max
+
+
+def explain_placement(
+    ctx, ranking, is_run: np.ndarray, placed: np.ndarray, suspend: np.ndarray, available: np.ndarray, skip=None
+) -> None:
+    """Give the reasons for a placer's round: `is_run` and `placed` mark ranking positions
+    running at the round's start and launched by the plan, `suspend` the rows suspended,
+    `available` the GPUs the plan leaves free; `skip` marks positions the placer explained
+    itself. (Called every round a placer decides: the common paths are a few array operations.)"""
+    rows = ranking.rows
+    waiting = ~(is_run | placed)  # (suspended jobs ran at the round's start: not among them)
+    idle = waiting.nonzero()[0]
+    pos = idle if skip is None else idle[~skip[idle]]
+    hit = None
+    if len(suspend):
+        hit = isin_rows(rows, suspend).nonzero()[0]
+        hit = hit[~placed[hit]]  # (a job suspended and launched again was moved)
+    if not len(pos) and (hit is None or not len(hit)):
+        return
+
+    def ahead(p: np.ndarray) -> np.ndarray:
+        """Jobs ranked ahead of positions `p` that hold GPUs after the plan: all but those
+        that wait and those suspended (worked out for the few whose reason changed)."""
+        behind = p - idle.searchsorted(p)
+        return behind if hit is None else behind - hit.searchsorted(p)
+
+    if len(pos):
+        least = int(ranking.gpus.min(where=waiting, initial=_MANY)) if skip is None else int(ranking.gpus[pos].min())
+        _explain_waiting(ctx, ranking, pos, least, available, ahead)
+    if hit is not None and len(hit):
+        # (jobs ahead that hold GPUs: all but those waiting and those suspended)
+        holders = hit - idle.searchsorted(hit) - np.arange(len(hit))
+        ctx.explain(Reason.PREEMPTED, rows[hit], hit + 1, holders)
+
+
+def _explain_waiting(ctx, ranking, pos: np.ndarray, least: int, available: np.ndarray, ahead) -> None:
+    """Waiting jobs at ranking positions `pos`; `least`: the fewest GPUs one of them wants."""
+    rows, want = ranking.rows, ranking.gpus
+    cluster = ctx.cluster
+    if least <= 0:  # a job the ranking gives no GPUs is not waiting for any
+        pos = pos[want[pos] > 0]
+        if not len(pos):
+            return
+        least = int(want[pos].min())
+    code: int | np.ndarray
+    type_of: np.ndarray | None = None
+    if len(cluster.gpu_types) == 1:
+        left: np.ndarray | int = int(np.count_nonzero(available))
+        if least > left:  # (the common case at load: every waiting job wants more than is left)
+            code = int(Reason.RANKED_BEHIND)
+        else:
+            code = np.where(want[pos] > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
+    else:
+        free = np.bincount(cluster.gpu_type[available], minlength=len(cluster.gpu_types))
+        usable = ctx.jobs.type_rates[rows[pos]] > 0
+        asked = ranking.gpu_type[pos] if ranking.gpu_type is not None else None
+        if asked is not None:
+            usable = np.where(asked[:, None] >= 0, np.arange(len(free))[None, :] == asked[:, None], usable)
+        # The type it could use with the most GPUs free, and how many.
+        room = np.where(usable, free[None, :], -1)
+        type_of = room.argmax(axis=1)
+        left = np.maximum(room.max(axis=1), 0)
+        wanted = want[pos]
+        code = np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
+        if asked is not None:
+            code = np.where((asked >= 0) & (wanted > left), int(Reason.NO_FREE_TYPE), code)
+    first = int(pos[0])
+    if not ranking.backfill and len(pos) > 1:
+        code = np.full(len(pos), code) if isinstance(code, int) else code
+        code[1:] = int(Reason.BLOCKED)
+
+    def second(sel: np.ndarray) -> np.ndarray:
+        b = ahead(pos[sel])
+        if isinstance(code, int):
+            return b
+        here = code[sel]
+        b = np.where(here == Reason.BLOCKED, first + 1, b)
+        if type_of is not None:
+            b = np.where(here == Reason.NO_FREE_TYPE, type_of[sel], b)
+        return b
+
+    ctx.explain(code, rows[pos], lambda sel: pos[sel] + 1, second, left)

@@ -1,0 +1,319 @@
+"""Decision explanations: why each job is where it is, round by round, recorded compactly.
+
+Elements that decide give reasons through the round context (`ctx.explain(reason, rows, a, b,
+c)`): a `Reason` code and up to three numbers whose meaning the code fixes (`MEANINGS`). The
+engine adds what the plan did (launched, suspended, completed) and what the backend reported
+(finished, failed, requeued). The `Recorder` keeps, per job, the reason it holds now (the code
+and the element that gave it) and appends a record only when that changes: a job that waits for
+the same reason as last round costs a comparison, nothing more, and rounds skipped because
+nothing can change record nothing. Each record carries the time its reason began; its numbers
+are those of that moment.
+
+Records are kept columnar, as the arrays elements hand over (appended to a list, joined when
+the record is written), so recording is a few numpy operations per element per round. The
+recorder is a plain object on the world (`World.explain`), copied with `copy()` when a world is
+forked. `frame(world)` gives the record as a table, written beside a run's jobs.csv as
+explain.parquet (docs/explain.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from roundhouse.runtime.types import Events, Plan
+    from roundhouse.runtime.world import World
+
+FILE_NAME = "explain.parquet"
+
+
+class Reason(IntEnum):
+    """Why a job is where it is. The numbers a, b, c of each code are listed in MEANINGS."""
+
+    ADMITTED = 1
+    HELD = 2
+    RANKED_BEHIND = 3
+    NO_FREE_TYPE = 4
+    NO_ROOM = 5
+    BLOCKED = 6
+    DELAY_MACHINE = 7
+    DELAY_RACK = 8
+    NOT_CHOSEN = 9
+    LAUNCHED = 20
+    SUSPENDED = 21
+    PREEMPTED = 22
+    LEASE_END = 23
+    DEMOTED = 24
+    PROMOTED = 25
+    FINISHED = 30
+    FAILED = 31
+    COMPLETED = 32
+    REQUEUED = 33
+
+
+# Per code: the job's state, and what its numbers a, b, c mean ("" for unused).
+MEANINGS: dict[Reason, tuple[str, str, str, str]] = {
+    Reason.ADMITTED: ("waiting", "", "", ""),
+    Reason.HELD: ("held", "place in the admission queue", "GPUs asked for by admitted jobs", "the gate's limit in GPUs"),
+    Reason.RANKED_BEHIND: ("waiting", "rank", "jobs ranked ahead that hold GPUs", "GPUs left free"),
+    Reason.NO_FREE_TYPE: ("waiting", "rank", "GPU type code", "GPUs of that type left free"),
+    Reason.NO_ROOM: ("waiting", "rank", "", "GPUs left free"),
+    Reason.BLOCKED: ("waiting", "rank", "rank of the job that does not fit", ""),
+    Reason.DELAY_MACHINE: ("waiting", "seconds starved", "machine timer in seconds", ""),
+    Reason.DELAY_RACK: ("waiting", "seconds starved", "rack timer in seconds", ""),
+    Reason.NOT_CHOSEN: ("waiting", "entries chosen this round", "GPUs left idle", ""),
+    Reason.LAUNCHED: ("running", "machine of its first GPU", "GPUs", "machines spanned"),
+    Reason.SUSPENDED: ("suspended", "", "", ""),
+    Reason.PREEMPTED: ("suspended", "rank", "jobs ranked ahead that hold GPUs", ""),
+    Reason.LEASE_END: ("suspended", "entries chosen this round", "", ""),
+    Reason.DEMOTED: ("note", "queue", "GPU-seconds of service", ""),
+    Reason.PROMOTED: ("note", "queue", "seconds waited", ""),
+    Reason.FINISHED: ("finished", "", "", ""),
+    Reason.FAILED: ("finished", "", "", ""),
+    Reason.COMPLETED: ("finished", "", "", ""),
+    Reason.REQUEUED: ("waiting", "", "", ""),
+}
+
+# The reason a job holds after a code: a job preempted for the jobs ranked ahead goes on
+# waiting behind them, and one whose Gavel round ended goes on not being chosen, so that the
+# next round's reason is no change (and costs nothing).
+_AFTER = np.arange(128)
+_AFTER[Reason.PREEMPTED] = Reason.RANKED_BEHIND
+_AFTER[Reason.LEASE_END] = Reason.NOT_CHOSEN
+_AFTER_OF = _AFTER.tolist()  # (indexed with Python ints in the round)
+
+# Reasons a running job holds only when an element has just explained its suspension: the
+# engine adds a plain SUSPENDED to the other suspensions.
+_SUSPENSIONS = np.zeros(128, dtype=bool)
+_SUSPENSIONS[[Reason.SUSPENDED, Reason.RANKED_BEHIND, Reason.NOT_CHOSEN]] = True
+
+# Codes recorded every time they are given, with no comparison: events rather than states, and
+# suspensions (a running job never holds a suspension's reason already).
+# (Lists: indexed with Python ints in the round.)
+_ALWAYS = [c in (Reason.DEMOTED, Reason.PROMOTED, Reason.PREEMPTED, Reason.LEASE_END, Reason.SUSPENDED) for c in range(128)]
+# Codes by which an element explains a suspension (counted, so that the engine need not look
+# for suspensions nobody explained when all were).
+_SUSPENSIONS_GIVEN = [c in (Reason.SUSPENDED, Reason.PREEMPTED, Reason.LEASE_END) for c in range(128)]
+
+# A record's key: which element gave which code, in one integer (element -1: the runtime).
+_CODES = 128
+
+
+_ALL = slice(None)
+
+
+# A reason's number: a constant, an array by row, or a function of the positions (in the rows
+# given) of the rows recorded.
+Number = int | float | np.ndarray | Callable[[Any], np.ndarray]
+
+# The record holds only numbers and arrays (no objects the garbage collector would have to
+# visit again and again as the record grows): a launch's numbers are kept as its plan's arrays,
+# marked by this in place of the first number, and worked out when the record is read.
+_LAUNCH = "launch"
+
+
+def _machines(node: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """How many machines each launch spans: one more each time its GPUs' machine changes."""
+    step = np.empty(len(node), dtype=np.int64)
+    step[0] = 1
+    np.not_equal(node[1:], node[:-1], out=step[1:], casting="unsafe")
+    step[starts] = 1
+    return np.add.reduceat(step, starts)
+
+
+class Recorder:
+    """The run's record of reasons. `elements`: the graph's element names (an element's id is
+    its index); `classes` and `ranked_by` (the element whose ranking a placer follows, or "")
+    describe them in the written record."""
+
+    def __init__(self, elements: Sequence[str], classes: Sequence[str], ranked_by: Sequence[str]):
+        self.elements = list(elements)
+        self.classes = list(classes)
+        self.ranked_by = list(ranked_by)
+        self.ids = {name: i for i, name in enumerate(self.elements)}
+        self._key = np.zeros(0, dtype=np.int64)  # per job row: the key of the reason it holds now
+        # The records, as the arrays they came in: (time, rows, key, a, b, c).
+        self._chunks: list[tuple] = []
+        self.records = 0
+        self._explained = 0  # suspensions elements explained since the last plan
+        self._node: np.ndarray | None = None  # the machine of each GPU, once a plan launched
+
+    def copy(self) -> Recorder:
+        """An independent copy (a forked world's record goes on from here on its own)."""
+        other = Recorder.__new__(Recorder)
+        other.__dict__.update(self.__dict__)
+        other._key = self._key.copy()
+        other._chunks = list(self._chunks)  # (the arrays in them are never written again)
+        return other
+
+    def reserve(self, n_jobs: int) -> None:
+        """Room for rows up to `n_jobs` (called as jobs join the table)."""
+        if len(self._key) < n_jobs:
+            grown = np.zeros(max(n_jobs, 2 * len(self._key)), dtype=np.int64)
+            grown[: len(self._key)] = self._key
+            self._key = grown
+
+    def note(
+        self,
+        element: int,
+        reason: int | np.ndarray,
+        rows: np.ndarray,
+        a: Number = 0,
+        b: Number = 0,
+        c: Number = 0,
+        t: float | np.ndarray = 0.0,
+        changed_only: bool = True,
+    ) -> None:
+        """These jobs hold `reason` (a code, or one per row) from `element` since `t`. Only rows
+        whose reason or element differs from the one they hold are recorded (all rows, with
+        `changed_only=False`: launches and completions always change where a job is). Arrays
+        of numbers are kept as given: hand over ones nobody changes afterwards."""
+        if not len(rows):
+            return
+        base = (element + 1) * _CODES
+        key: Any
+        held: Any  # the key it holds from now on
+        if isinstance(reason, np.ndarray):
+            scalar = False
+            key, held = reason + base, _AFTER[reason] + base
+        else:
+            scalar, code = True, int(reason)
+            if _SUSPENSIONS_GIVEN[code]:
+                self._explained += len(rows)
+            key, held = code + base, _AFTER_OF[code] + base
+        sel: Any = None
+        if changed_only and not (scalar and _ALWAYS[code]):
+            changed = self._key[rows] != held
+            n = np.count_nonzero(changed)
+            if n == 0:
+                return
+            if n < len(rows):
+                sel = changed.nonzero()[0]
+                rows = rows[sel]
+                if not scalar:
+                    key, held = key[sel], held[sel]
+                if isinstance(t, np.ndarray):
+                    t = t[sel]
+        if sel is None and rows.flags.writeable and rows.base is not None:
+            rows = rows.copy()  # (a writeable view: its owner may change; port values never do)
+        self._key[rows] = held
+        # The numbers, for the rows recorded: constants, arrays by row, or functions of `sel`.
+        numbers = []
+        for value in (a, b, c):
+            if callable(value):
+                value = value(_ALL if sel is None else sel)
+            elif sel is not None and isinstance(value, np.ndarray):
+                value = value[sel]
+            numbers.append(value)
+        self._chunks.append((t, rows, key, *numbers))
+        self.records += len(rows)
+
+    # --- what the engine records ---
+    def plan(self, plan: Plan, world: World, placer: int, launcher: int, now: float) -> None:
+        """What a carried-out plan did (called for every plan): suspensions no element
+        explained, completions, launches (on which machine, how many GPUs, over how many
+        machines)."""
+        explained, self._explained = self._explained, 0
+        if not plan.changes:
+            return
+        if len(plan.suspend) > explained:
+            rows = plan.suspend
+            plain = ~_SUSPENSIONS[self._key[rows] % _CODES]
+            if plain.any():
+                self.note(placer, Reason.SUSPENDED, rows[plain], t=now)
+        if len(plan.complete):
+            self.note(launcher, Reason.COMPLETED, plan.complete, t=now, changed_only=False)
+        rows = plan.launch_rows
+        if len(rows):
+            key = int(Reason.LAUNCHED) + (placer + 1) * _CODES
+            self._key[rows] = key
+            self._node = world.cluster.gpu_node
+            # (which machines: worked out when the record is read; a plan's arrays never change)
+            self._chunks.append((now, rows, key, _LAUNCH, plan.launch_counts, plan.launch_gpus, plan.launch_starts))
+            self.records += len(rows)
+
+    def events(self, events: Events) -> None:
+        """What the backend reported: jobs that finished (at their exact times) or failed, and
+        jobs that lost their GPUs without a plan."""
+        if len(events.finished):
+            reason: int | np.ndarray = Reason.FINISHED
+            if len(events.failed):
+                reason = np.where(np.isin(events.finished, events.failed), int(Reason.FAILED), int(Reason.FINISHED))
+            self.note(-1, reason, events.finished, t=events.finished_at)
+        if len(events.requeued):
+            self.note(-1, Reason.REQUEUED, events.requeued, t=events.time)
+
+    # --- reading it ---
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The records as columns: t, row, code, element (-1: the runtime), a, b, c."""
+        n = self.records
+        out = {
+            "t": np.empty(n),
+            "row": np.empty(n, dtype=np.int64),
+            "key": np.empty(n, dtype=np.int64),
+            "a": np.empty(n, dtype=np.int64),
+            "b": np.empty(n, dtype=np.int64),
+            "c": np.empty(n, dtype=np.int64),
+        }
+        at = 0
+        for t, rows, key, *numbers in self._chunks:
+            end = at + len(rows)
+            out["t"][at:end] = t
+            out["row"][at:end] = rows
+            out["key"][at:end] = key
+            if numbers[0] is _LAUNCH:
+                counts, gpus, starts = numbers[1:]
+                assert self._node is not None  # set with the first launch
+                node = self._node[gpus]
+                numbers = [node[starts], counts, _machines(node, starts)]
+            for name, value in zip("abc", numbers):
+                out[name][at:end] = value  # (whole numbers: ranks, counts, seconds rounded down)
+            at = end
+        key = out.pop("key")
+        out["code"] = key % _CODES
+        out["element"] = key // _CODES - 1
+        return out
+
+    def frame(self, world: World) -> pl.DataFrame:
+        """The record as a table, one row per change: t_s, job_id, state, reason, element and
+        element_class (who gave it; empty: the runtime), ranked_by and ranked_by_class (the
+        element whose ranking a placer followed), a, b, c (see MEANINGS), in the order recorded."""
+        import polars as pl
+
+        cols = self.arrays()
+
+        def labels(table: list[str], index: np.ndarray) -> pl.Series:
+            """Strings by index, made from the index (a categorical of the few labels)."""
+            return pl.Series(index, dtype=pl.UInt32).replace_strict(list(range(len(table))), table, return_dtype=pl.Categorical)
+
+        codes = cols["code"]
+        names = [""] * _CODES
+        states = [""] * _CODES
+        for r in Reason:
+            names[r], states[r] = r.name.lower(), MEANINGS[r][0]
+        el = cols["element"] + 1  # (0: the runtime)
+        of = dict(zip(self.elements, self.classes))
+        return pl.DataFrame(
+            {
+                "t_s": cols["t"],
+                "job_id": world.jobs.column("job_id")[cols["row"]],
+                "state": labels(states, codes),
+                "reason": labels(names, codes),
+                "element": labels(["", *self.elements], el),
+                "element_class": labels(["", *self.classes], el),
+                "ranked_by": labels(["", *self.ranked_by], el),
+                "ranked_by_class": labels(["", *(of.get(r, "") for r in self.ranked_by)], el),
+                "a": cols["a"],
+                "b": cols["b"],
+                "c": cols["c"],
+            }
+        )
+
+    def write(self, path, world: World) -> None:
+        self.frame(world).write_parquet(path, compression="zstd")

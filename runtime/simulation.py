@@ -1,0 +1,242 @@
+"""`Simulation`: a graph run in the simulator a round at a time, for notebooks and for tools
+that look ahead (the synthesizer, `roundhouse whatif`). docs/simulation-api.md shows it in use.
+
+    sim = Simulation("graphs/las.sched", cluster="8x4:V100")
+    sim.run_until(3600 * 24)
+    other = sim.fork()          # an independent copy, between two rounds
+    sim.run(); other.run()      # each gives what running `sim` on would have
+    sim.save("day1.snap"); again = Simulation.load("day1.snap")
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roundhouse.errors import UsageError
+from roundhouse.runtime import snapshot
+from roundhouse.runtime.backends.sim import Simulator
+from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file
+from roundhouse.runtime.engine import Engine, RunResult
+from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
+from roundhouse.runtime.world import World
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from roundhouse.runtime.cluster import Cluster
+
+# Columns of `Simulation.jobs()`: each job's spec, where it is, and its times.
+JOB_COLUMNS = (
+    "job_id",
+    "arrival_s",
+    "gpus",
+    "status",
+    "first_start_s",
+    "finish_s",
+    "service",
+    "done",
+    "work",
+    "preemptions",
+)
+
+
+def _graph_source(graph: str | Path) -> tuple[str, str | None]:
+    """(path, text): a `.sched` file's path, or text (anything with a newline or a `::`),
+    compiled as if it were a file in the current folder."""
+    if isinstance(graph, Path) or ("\n" not in graph and "::" not in graph):
+        return str(graph), None
+    return "<simulation>.sched", graph
+
+
+class Simulation:
+    """A graph in the simulator, run a round at a time; forkable, and saved to and loaded from
+    snapshot files.
+
+    `graph`: a `.sched` path or the text of a graph. `trace`: replaces the path of every
+    `TraceSource` (as `--trace`). `cluster`: a spec (`"8x4:V100"`, a `.toml` file) or a
+    `Cluster`; default the graph's `cluster` setting. `overrides`: `--set` texts
+    (`"admit.factor=1.2"`). Keyword settings are graph settings (`seed=3`, `round="1min"`).
+    `until`: stop at this time (seconds), as `--until`."""
+
+    def __init__(
+        self,
+        graph: str | Path,
+        trace: str | Path | None = None,
+        cluster: str | Cluster | None = None,
+        overrides: Sequence[str] = (),
+        until: float | None = None,
+        **settings: Any,
+    ):
+        path, text = _graph_source(graph)
+        sets = [*overrides, *(f"{k}={_setting_text(v)}" for k, v in settings.items())]
+        self._header: dict[str, Any] = {"graph_path": path, "graph_text": text, "overrides": sets, "trace": None, "until": until}
+        compiled = _compile(path, text, sets, trace)
+        if text is None:  # kept in snapshots: a graph file edited later does not change a saved run
+            self._header["graph_text"] = Path(path).read_text()
+        if trace is not None:
+            self._header["trace"] = str(Path(trace).resolve())
+        profile = load_profile(compiled)
+        world = new_world(compiled, load_cluster(compiled, cluster, profile), profile)
+        self._engine = _engine(compiled, world, until)
+        self._engine.begin()
+        self._result: RunResult | None = None
+
+    @classmethod
+    def _of(cls, engine: Engine, header: dict[str, Any]) -> Simulation:
+        sim = object.__new__(cls)
+        sim._engine, sim._header, sim._result = engine, dict(header), None
+        return sim
+
+    # --- running ---
+    @property
+    def now(self) -> float:
+        """The clock: the next round's boundary, in seconds since the run began."""
+        return self._engine.backend.now
+
+    @property
+    def rounds(self) -> int:
+        """Rounds run so far."""
+        return self._engine.rounds
+
+    @property
+    def done(self) -> bool:
+        """True once the run has stopped (every job finished, a sink's goal met, `until`)."""
+        return bool(self._engine.stop_reason)
+
+    @property
+    def stop_reason(self) -> str:
+        return self._engine.stop_reason
+
+    def step(self) -> bool:
+        """Run one round; returns True while the run goes on."""
+        if self.done:
+            return False
+        return not self._engine.step()
+
+    def run_until(self, t: float) -> Simulation:
+        """Run rounds until the clock reaches `t` seconds (or the run stops)."""
+        while not self.done and self.now < t - 1e-9:
+            self._engine.step()
+        return self
+
+    def run(self) -> RunResult:
+        """Run to the end; returns the run's result (reports by sink, counters)."""
+        while not self.done:
+            self._engine.step()
+        if self._result is None:
+            self._result = self._engine.end()
+        return self._result
+
+    # --- forking and snapshots ---
+    def fork(self) -> Simulation:
+        """An independent copy of this simulation as it stands (between two rounds): running
+        both on gives each exactly what running this one on would have. A ForkError names an
+        element whose state is not declared."""
+        if self._result is not None:
+            raise UsageError("this simulation has ended (run() was called): fork it before it ends")
+        return Simulation._of(snapshot.fork_engine(self._engine), self._header)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the simulation's whole state to a snapshot file (runtime/snapshot.py)."""
+        from roundhouse import __version__
+
+        if self._result is not None:
+            raise UsageError("this simulation has ended (run() was called): save it before it ends")
+        snapshot.save(self._engine, path, {**self._header, "roundhouse": __version__})
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Simulation:
+        """A simulation from a snapshot file, ready to run on; a SnapshotError names the file
+        and what is wrong with it (not a snapshot, corrupt, a newer format)."""
+        header, payload = snapshot.read_header(path)
+        try:
+            compiled = _compile(header["graph_path"], header["graph_text"], list(header["overrides"]), header.get("trace"))
+        except (KeyError, TypeError, ValueError):
+            raise snapshot.SnapshotError(
+                f"snapshot {path}: line 1: the header lacks the graph's path, text or overrides"
+            ) from None
+        if snapshot.graph_key(compiled) != header.get("graph_key"):
+            raise snapshot.SnapshotError(
+                f"snapshot {path}: the graph {header['graph_path']} (or a file it imports or requires) is not the one "
+                "the snapshot was saved with: its elements, arguments or settings differ"
+            )
+        cluster, offset = snapshot.load_cluster(path, payload)
+        profile = load_profile(compiled)
+        world = new_world(compiled, cluster, profile)
+        fresh = _engine(compiled, world, header.get("until"))
+        return cls._of(snapshot.restore(path, payload, offset, fresh), header)
+
+    # --- results ---
+    @property
+    def graph(self) -> CompiledGraph:
+        return self._engine.graph
+
+    @property
+    def world(self) -> World:
+        """The world state (read it; the engine is its only writer)."""
+        return self._engine.world
+
+    def world_now(self) -> World:
+        """A copy of the world as of the clock. (Between two rounds the simulator has already
+        computed the last round's progress and completions, which `world` learns only at the
+        next round's start; here they are folded in.) This simulation is not changed."""
+        fork = snapshot.fork_engine(self._engine)
+        fork.fold_in()
+        return fork.world
+
+    def jobs(self, columns: Sequence[str] = JOB_COLUMNS) -> pl.DataFrame:
+        """Every job seen so far, one row each, with its times (NaN: not yet)."""
+        return self._engine.world.jobs.frame(columns=list(columns))
+
+    def result(self) -> RunResult:
+        """The run's result: at its end, the final one; before, that of a fork ended now (the
+        simulation itself goes on unchanged)."""
+        if self._result is not None:
+            return self._result
+        return self.fork()._engine.end()
+
+    def summary(self) -> dict[str, Any]:
+        """The first metrics sink's summary (average JCT, makespan, utilisation, ...), as
+        `roundhouse run` prints it; empty if the graph has no such sink."""
+        for report in self.result().reports.values():
+            if isinstance(report, dict) and "summary" in report:
+                return dict(report["summary"])
+        return {}
+
+    def __repr__(self) -> str:
+        state = f"stopped: {self.stop_reason}" if self.done else "running"
+        return f"Simulation({Path(self._header['graph_path']).name}, t={self.now:g}s, {self.rounds} rounds, {len(self.world.jobs)} jobs, {state})"
+
+
+def _setting_text(value: Any) -> str:
+    """A Python value as `.sched` text for a setting."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str) and any(c.isdigit() for c in value[:1]):
+        return value  # a duration or rate as written: "5min", "8/h"
+    return json.dumps(str(value))
+
+
+def _compile(path: str, text: str | None, overrides: list[str], trace: str | Path | None) -> CompiledGraph:
+    sets = [Override(o) for o in overrides]
+    if trace is not None:
+        from roundhouse.runtime.dsl.loader import load
+
+        sources = [d.name for d in load(path, text).decls.values() if d.class_name == "TraceSource"]
+        if not sources:
+            raise UsageError(f"trace: {path} has no TraceSource element whose trace it could replace")
+        quoted = json.dumps(str(Path(trace).resolve()))
+        sets += [Override(f"{name}.path={quoted}") for name in sources]
+    return compile_file(path, sets, text=text)
+
+
+def _engine(compiled: CompiledGraph, world: World, until: float | None) -> Engine:
+    settings = compiled.settings
+    backend = Simulator.for_graph(world, settings)
+    return Engine(compiled, world, backend, until=until)

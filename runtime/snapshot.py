@@ -1,0 +1,312 @@
+"""Forking a running simulation in memory, and snapshots of it on disk.
+
+A simulation's whole state is the engine's (its counters, the round context, events carried to
+the next round), the world's (job table, GPU holders, clock totals), the backend's (the clock,
+GPUs busy checkpointing, jobs about to start) and every element's own state. The world and the
+job table copy themselves as arrays (their `__deepcopy__`); an element's state is what its
+class declares (`Element.state` and `Element.fixed`, runtime/element.py), so forking needs no
+per-element code. Everything else is copied by `copy.deepcopy` with one memo, which keeps
+sharing intact: a ranking an element holds still names rows of the fork's own job table, and
+the backend's running set is still the world's.
+
+What never changes during a run is shared, not copied: the compiled graph's configuration,
+the cluster, the throughput profile and model, the settings.
+
+A snapshot file is one JSON header line, then the state as two pickles (see `save` for the
+fields and `FORMAT_VERSION` for when it changes). Only open snapshots you made: unpickling runs
+whatever the file asks for, as with any pickle.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import inspect
+import io
+import json
+import pickle
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from roundhouse.errors import RoundhouseError
+from roundhouse.runtime.element import Element
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.compiler import CompiledGraph
+    from roundhouse.runtime.engine import Engine
+
+FORMAT_NAME = "roundhouse-snapshot"
+# Version 1: header line (JSON), then pickle 1 (the cluster), then pickle 2 (engine, world,
+# backend and element states, with the graph, its elements, profile, throughput model and
+# settings as references to the ones rebuilt from the header).
+FORMAT_VERSION = 1
+
+# Attributes every element has outside its configuration and declarations.
+_BASE_ATTRIBUTES = frozenset({"name", "declared_at", "counters"})
+
+
+class ForkError(RoundhouseError):
+    """A simulation that cannot be forked or saved (an element without declared state)."""
+
+
+class SnapshotError(RoundhouseError):
+    """A snapshot file that cannot be read: not a snapshot, corrupt, or of a newer format."""
+
+
+# --- which elements can be forked --------------------------------------------------------------
+_ASSIGNED: dict[type, frozenset[str]] = {}
+
+
+def assigned_attributes(cls: type[Element]) -> frozenset[str]:
+    """Attributes the element's own code sets on `self` (`self.x = ...` anywhere in its class and
+    its bases below Element), other than its configuration fields and the base attributes."""
+    got = _ASSIGNED.get(cls)
+    if got is None:
+        got = _ASSIGNED[cls] = _scan(cls)
+    return got
+
+
+def _scan(cls: type[Element]) -> frozenset[str]:
+    found: set[str] = set()
+    for klass in cls.__mro__:
+        if klass in (Element, object) or not issubclass(klass, Element):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = list(node.targets)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            while targets:
+                t = targets.pop()
+                if isinstance(t, (ast.Tuple, ast.List)):
+                    targets.extend(t.elts)
+                elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    found.add(t.attr)
+    return frozenset(found - _config_names(cls) - _BASE_ATTRIBUTES)
+
+
+def _config_names(cls: type[Element]) -> frozenset[str]:
+    return frozenset(f.name for f in attrs.fields(cls))
+
+
+def fork_problem(cls: type[Element]) -> str | None:
+    """Why elements of this class cannot be forked, or None when they can."""
+    if not cls.forkable:
+        return "it says it cannot be forked (forkable = False)"
+    if cls.state is None:
+        found = sorted(assigned_attributes(cls))
+        add = f"state = ({', '.join(repr(a) for a in found)}{',' if len(found) == 1 else ''})" if found else "state = ()"
+        return f"it declares no state: add `{add}` to the class (docs/writing-elements.md, 'State and forking')"
+    undeclared = sorted(assigned_attributes(cls) - set(cls.state) - set(cls.fixed))
+    if undeclared:
+        return (
+            f"it sets attribute(s) {', '.join(undeclared)} that neither its `state` nor its `fixed` names: "
+            "add each to `state` (changes as rounds pass) or `fixed` (set in start, never changed after)"
+        )
+    return None
+
+
+def unforkable_elements(graph: CompiledGraph) -> list[tuple[str, str, str]]:
+    """The graph's elements that cannot be forked: (graph name, class name, why), in tick order."""
+    out = []
+    for name, el in graph.elements.items():
+        why = fork_problem(type(el))
+        if why is not None:
+            out.append((name, type(el).__name__, why))
+    return out
+
+
+def forks_world(graph: CompiledGraph) -> bool:
+    """Whether the graph has an element that forks the world as it runs (the synthesizer: its
+    class says `forks_world = True`), so that every element of the graph must be forkable."""
+    return any(getattr(type(el), "forks_world", False) for el in graph.elements.values())
+
+
+def _element_state(el: Element) -> dict[str, Any]:
+    """The element's state and fixed attributes (and counters), by name; a ForkError if it
+    cannot be forked or holds an attribute it does not declare."""
+    cls = type(el)
+    # (The source scan of `fork_problem` only when something is wrong: forks are frequent.)
+    why = fork_problem(cls) if cls.state is None or not cls.forkable else None
+    held = el.__dict__
+    if why is None:
+        declared = set(cls.state or ()) | set(cls.fixed)
+        stray = sorted(set(held) - declared - _config_names(cls) - _BASE_ATTRIBUTES)
+        if stray:
+            why = f"it holds attribute(s) {', '.join(stray)} that neither its `state` nor its `fixed` names"
+    if why is not None:
+        raise ForkError(f"element '{el.name}' ({cls.__name__}) cannot be forked: {why}")
+    return {name: held[name] for name in (*(cls.state or ()), *cls.fixed, "counters") if name in held}
+
+
+# --- forking in memory -------------------------------------------------------------------------
+def _shared(engine: Engine) -> list[object]:
+    """What forks share: never changed during a run."""
+    world = engine.world
+    return [world.cluster, world.profile, world.throughput, engine.graph.settings, engine.on_round, engine.graph.graph]
+
+
+def fork_engine(engine: Engine) -> Engine:
+    """An independent copy of a begun engine, between two rounds, with its world, backend and
+    elements: running both on gives each what running the original on would have."""
+    states = {name: _element_state(el) for name, el in engine.graph.elements.items()}
+    memo: dict[int, Any] = {id(obj): obj for obj in _shared(engine)}
+    copy.deepcopy(engine.world, memo)  # first: element states refer to its job table
+    elements = {}
+    for name, el in engine.graph.elements.items():
+        new = object.__new__(type(el))
+        new.__dict__.update(el.__dict__)  # configuration and fixed attributes: shared
+        memo[id(el)] = new
+        elements[name] = new
+    for name, state in states.items():
+        fixed = type(engine.graph.elements[name]).fixed
+        for attr, value in state.items():
+            if attr not in fixed:
+                elements[name].__dict__[attr] = copy.deepcopy(value, memo)
+    memo[id(engine.graph)] = attrs.evolve(engine.graph, elements=elements)
+    return copy.deepcopy(engine, memo)
+
+
+# --- snapshots on disk -------------------------------------------------------------------------
+def graph_key(graph: CompiledGraph) -> str:
+    """What identifies a compiled graph: its settings, each element's class and arguments, and
+    its connections (a SHA-256, shortened)."""
+    text = json.dumps(
+        {
+            "settings": attrs.asdict(graph.settings),
+            "elements": {name: [type(el).__name__, el.config()] for name, el in graph.elements.items()},
+            "connections": [[c.src, c.src_port, c.dst, c.dst_port] for c in graph.connections],
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, file, refs: dict[int, str]):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._refs = refs
+
+    def persistent_id(self, obj: object) -> str | None:
+        return self._refs.get(id(obj))
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file, refs: dict[str, object]):
+        super().__init__(file)
+        self._objects = refs
+
+    def persistent_load(self, pid: Any) -> object:
+        if pid not in self._objects:
+            raise pickle.UnpicklingError(f"unknown reference {pid!r}")
+        return self._objects[pid]
+
+
+def _references(engine: Engine) -> dict[str, object]:
+    world = engine.world
+    refs: dict[str, object] = {
+        "graph": engine.graph,
+        "settings": engine.graph.settings,
+        "profile": world.profile,
+        "throughput": world.throughput,
+        "cluster": world.cluster,
+        "on_round": engine.on_round,
+    }
+    refs.update({f"element:{name}": el for name, el in engine.graph.elements.items()})
+    return refs
+
+
+def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
+    """Write the engine's whole state to `path`. `header` says how to rebuild what is shared
+    (the graph's text and path, `--set` overrides); the file's first line is a JSON object with
+    `format`, `version`, those fields and the payload's length and SHA-256."""
+    states = {name: _element_state(el) for name, el in engine.graph.elements.items()}
+    refs = {id(obj): key for key, obj in _references(engine).items() if obj is not None}
+    buf = io.BytesIO()
+    pickle.dump(engine.world.cluster, buf, protocol=pickle.HIGHEST_PROTOCOL)
+    _Pickler(buf, refs).dump({"engine": engine, "elements": states})
+    payload = buf.getvalue()
+    head = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        **header,
+        "graph_key": graph_key(engine.graph),
+        "now_s": engine.backend.now,
+        "rounds": engine.rounds,
+        "jobs": len(engine.world.jobs),
+        "payload_bytes": len(payload),
+        "payload_sha256": hashlib.sha256(payload).hexdigest(),
+    }
+    Path(path).write_bytes(json.dumps(head).encode() + b"\n" + payload)
+
+
+def read_header(path: str | Path) -> tuple[dict[str, Any], bytes]:
+    """The header and payload of a snapshot file; a SnapshotError naming the file and what is
+    wrong: not a snapshot, a newer format, cut short or changed."""
+    where = f"snapshot {path}"
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise SnapshotError(f"{where}: cannot read it ({err.strerror or err})") from None
+    line, _, payload = data.partition(b"\n")
+    try:
+        header = json.loads(line.decode())
+    except (UnicodeDecodeError, ValueError):
+        header = None
+    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+        raise SnapshotError(f"{where}: not a Roundhouse snapshot (line 1 is not a '{FORMAT_NAME}' header)")
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise SnapshotError(f"{where}: line 1: 'version' must be an integer, got {version!r}")
+    if version > FORMAT_VERSION:
+        raise SnapshotError(
+            f"{where}: line 1: format version {version} is newer than this Roundhouse reads "
+            f"(version {FORMAT_VERSION}); open it with the Roundhouse that wrote it ({header.get('roundhouse', '?')}) or newer"
+        )
+    if version < 1:
+        raise SnapshotError(f"{where}: line 1: unknown format version {version}")
+    size, digest = header.get("payload_bytes"), header.get("payload_sha256")
+    if not isinstance(size, int) or not isinstance(digest, str):
+        raise SnapshotError(f"{where}: line 1: the header lacks 'payload_bytes' and 'payload_sha256'")
+    if len(payload) != size:
+        raise SnapshotError(f"{where}: corrupt: the state after line 1 is {len(payload)} bytes, the header says {size}")
+    if hashlib.sha256(payload).hexdigest() != digest:
+        raise SnapshotError(f"{where}: corrupt: the state after line 1 does not match the header's SHA-256")
+    return header, payload
+
+
+def load_cluster(path: str | Path, payload: bytes):
+    """The snapshot's cluster (its first pickle), and where the second begins."""
+    buf = io.BytesIO(payload)
+    try:
+        cluster = pickle.load(buf)
+    except Exception as err:  # (a checksum-valid file from another build: report, don't trace)
+        raise SnapshotError(f"snapshot {path}: cannot read its cluster: {type(err).__name__}: {err}") from None
+    return cluster, buf.tell()
+
+
+def restore(path: str | Path, payload: bytes, offset: int, fresh: Engine) -> Engine:
+    """The saved engine, rebuilt around `fresh` (an engine made from the snapshot's header:
+    its graph, elements, profile and throughput model take the saved ones' places)."""
+    buf = io.BytesIO(payload)
+    buf.seek(offset)
+    try:
+        saved = _Unpickler(buf, _references(fresh)).load()
+    except Exception as err:
+        raise SnapshotError(f"snapshot {path}: cannot read its state: {type(err).__name__}: {err}") from None
+    for name, state in saved["elements"].items():
+        el = fresh.graph.elements.get(name)
+        if el is None:
+            raise SnapshotError(f"snapshot {path}: its state names element '{name}', which its graph does not declare")
+        el.__dict__.update(state)
+    return saved["engine"]

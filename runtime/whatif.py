@@ -1,0 +1,290 @@
+"""What-if from a live scheduler's state: rebuild it from the journal, then simulate forward.
+
+A live run is a deterministic function of its graph and of what its journal records round by
+round (runtime/journal.py), so replaying the journaled rounds through the run's graph rebuilds
+the scheduler's whole state as of its last journaled round: the job table, who holds which GPU,
+and every element's own state. From there the simulator takes over: under the same graph (its
+elements keep their replayed state: what the scheduler will do if nothing changes), and, forked
+from the same world, under another graph (its elements start afresh, and the jobs in the system
+enter it as arrivals at the next round, running ones still holding their GPUs until its plan
+says otherwise). Jobs then progress at the throughput model's rates, as in any simulation.
+
+`roundhouse whatif` (tools/whatif_cmd.py) prints the two side by side.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from roundhouse.errors import UsageError
+from roundhouse.runtime.backends.base import Progress
+from roundhouse.runtime.backends.live.records import replayed, same_plan
+from roundhouse.runtime.backends.live.submissions import Submissions
+from roundhouse.runtime.backends.sim import Simulator
+from roundhouse.runtime.compiler import CompiledGraph
+from roundhouse.runtime.engine import Engine
+from roundhouse.runtime.journal import Journal
+from roundhouse.runtime.types import Events, Plan
+from roundhouse.runtime.world import World
+from roundhouse.traces.jobs import FINISHED
+
+# Metrics compared, in the order printed: (key, label, unit: "s" seconds, "%" a fraction, "" a count).
+METRICS = (
+    ("avg_jct_s", "average JCT", "s"),
+    ("p95_jct_s", "p95 JCT", "s"),
+    ("avg_queue_s", "average queueing delay", "s"),
+    ("makespan_s", "makespan (from now)", "s"),
+    ("utilization", "utilisation (from now)", "%"),
+    ("preemptions", "preemptions (from now)", ""),
+    ("jobs", "jobs in the system or to come", ""),
+    ("jobs_finished", "of them finished", ""),
+)
+
+
+class JournalReplay:
+    """A backend that replays a live run's journal: each round's events and progress as the
+    live backend reported them. `stop_requested` is set once the last round has been ticked."""
+
+    def __init__(self, world: World, journal: Journal):
+        self.world = world
+        self._journal = journal
+        self._rounds = list(journal.rounds())
+        self._at = 0
+        self._plans: list[dict] = []
+        self.divergences = 0  # plans that differ from the journal's (the graph is not the run's)
+
+    @property
+    def rounds(self) -> int:
+        return len(self._rounds)
+
+    @property
+    def remaining(self) -> int:
+        return len(self._rounds) - self._at
+
+    @property
+    def now(self) -> float:
+        return float(self._rounds[min(self._at, len(self._rounds) - 1)][1])
+
+    def poll(self) -> tuple[Events, Progress]:
+        _, now, record = self._rounds[self._at]
+        ids = record.get("submitted") or []
+        submitted = Submissions.frame(self._journal.submissions(ids)) if ids else Submissions.empty()
+        self._plans = list(record.get("plans", []))
+        return replayed(record, now, self.world.jobs, self.world.cluster.n_gpus, submitted)
+
+    def apply(self, plan: Plan) -> None:
+        recorded = self._plans.pop(0) if self._plans else None
+        if not same_plan(plan, recorded, self.world.jobs.column("job_id")):
+            self.divergences += 1
+
+    def advance(self) -> None:
+        self._at += 1
+
+
+@attrs.frozen
+class Projection:
+    """One graph's simulated future from the fork point."""
+
+    graph: str
+    metrics: dict[str, float | int | None]
+    end_s: float
+    stop: str
+
+
+def open_journal(path: str | Path) -> tuple[Journal, dict[str, Any]]:
+    """The journal at `path`, read without writing (its scheduler may still be running), and
+    its run's meta; a UsageError naming the file if it is not a live scheduler's journal."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such journal file")
+    journal = Journal(path, read_only=True)
+    try:
+        meta = journal.meta()
+        rounds = journal.db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0]
+    except sqlite3.DatabaseError as err:
+        raise UsageError(f"{path}: not a live scheduler's journal ({err})") from None
+    if not meta or "graph" not in meta or "round_s" not in meta:
+        raise UsageError(f"{path}: not a live scheduler's journal (it has no run recorded)")
+    if not rounds:
+        raise UsageError(f"{path}: the run has not journaled a round yet; try again once it has begun")
+    return journal, meta
+
+
+def replay(journal: Journal, meta: dict[str, Any], graph: CompiledGraph, world: World) -> Engine:
+    """An engine on `world` with the run's graph, its journaled rounds replayed: the live
+    scheduler's state as of its last journaled round."""
+    from roundhouse.runtime.serve import graph_digest
+
+    if graph_digest(graph) != meta.get("graph_digest"):
+        raise UsageError(
+            f"{journal.path}: the graph {graph.path} is not the run's (its elements, arguments or settings differ from "
+            "those the journal recorded); give the run's graph as it was with --run-graph, and its --set with --run-set"
+        )
+    if world.cluster.describe() != meta.get("cluster"):
+        raise UsageError(
+            f"{journal.path}: the run's cluster was {meta.get('cluster')}, not {world.cluster.describe()}; give it with --cluster"
+        )
+    backend = JournalReplay(world, journal)
+    engine = Engine(graph, world, backend)
+    engine.begin()
+    while backend.remaining:
+        if engine.step():
+            break
+    if backend.divergences:
+        raise UsageError(
+            f"{journal.path}: replaying the run through {meta['graph']} gave {backend.divergences} plan(s) other than "
+            "the journal's: the graph or its files (traces, profile) are not those of the run"
+        )
+    return engine
+
+
+def take_over(engine: Engine) -> Engine:
+    """The replayed engine, simulating forward: the simulator as its backend from the last
+    journaled boundary, its elements keeping their replayed state."""
+    settings = engine.graph.settings
+    sim = Simulator.for_graph(engine.world, settings, now=engine.backend.now)
+    engine.backend = sim
+    sim.advance()  # the round after the last journaled boundary (the engine advanced the replay)
+    engine._skip_idle_rounds(float(settings.round))
+    return engine
+
+
+def simulate_ahead(world: World, graph: CompiledGraph, now: float, horizon_s: float) -> Projection:
+    """`graph` simulated from a copy of `world` at `now` (a round boundary, with everything up to
+    it folded in: `Simulation.world_now`): its elements start afresh and every unfinished job
+    enters it at the next round; the metrics of those jobs and of any that arrive later, until
+    they finish or `horizon_s` passes. `world` itself is not changed. (A look-ahead for what-if
+    questions, such as a scheduler synthesizer's candidates.)"""
+    return project(_fresh(graph, copy.deepcopy(world), now), Path(graph.path).name, horizon_s)
+
+
+def _fresh(graph: CompiledGraph, world: World, now: float) -> Engine:
+    """`graph`'s elements started afresh on `world` at `now`, in the simulator, with every
+    unfinished job entering the graph at the next round."""
+    settings = graph.settings
+    sim = Simulator.for_graph(world, settings, now=now)
+    fresh = Engine(graph, world, sim)
+    fresh.begin()
+    fresh.carry_in(np.flatnonzero(world.jobs.column("status") != FINISHED))
+    return fresh
+
+
+def project(engine: Engine, label: str, horizon_s: float, base: World | None = None) -> Projection:
+    """Run a taken-over engine until every job in the system and every job still to arrive
+    has finished (or the horizon); the metrics of those jobs from the fork point on. `base`:
+    the world as of the fork point, if the engine's own has not folded in everything up to it
+    (a simulation between two rounds: `Simulation.world_now`)."""
+    world = engine.world
+    base = base or world
+    start = engine.backend.now
+    known = len(base.jobs)
+    affected_before = np.flatnonzero(base.jobs.column("status") != FINISHED)
+    service0 = base.jobs.column("service").copy()
+    preempt0 = base.jobs.column("preemptions").copy()
+    stop = ""
+    while not stop:
+        if world.unfinished == 0 and not _arrivals_to_come(engine):
+            stop = "every job finished"
+            break
+        if engine.backend.now >= start + horizon_s:
+            stop = f"reached the horizon ({horizon_s / 86400:g} days)"
+            break
+        stop = engine.step()
+    end = engine.backend.now
+    rows = np.concatenate([affected_before, np.arange(known, len(world.jobs))])
+    return Projection(label, _metrics(world, rows, start, end, service0, preempt0), end, stop)
+
+
+def _arrivals_to_come(engine: Engine) -> bool:
+    sources = [el for el in engine.graph.elements.values() if el.category == "source"]
+    return any(math.isfinite(s.next_arrival_s()) for s in sources if hasattr(s, "next_arrival_s"))
+
+
+def _metrics(world: World, rows: np.ndarray, start: float, end: float, service0: np.ndarray, preempt0: np.ndarray) -> dict:
+    jobs = world.jobs
+    arrival = jobs.column("arrival_s")[rows]
+    finish = jobs.column("finish_s")[rows]
+    first = jobs.column("first_start_s")[rows]
+    done = ~np.isnan(finish)
+    jct = finish[done] - arrival[done]
+    started = ~np.isnan(first)
+    old = rows[rows < len(service0)]
+    gpu_s = float(jobs.column("service")[rows].sum() - service0[old].sum())
+    span = end - start
+    n_gpus = int(world.online.sum())
+    last = float(finish[done].max()) if done.any() else None
+    return {
+        "avg_jct_s": float(jct.mean()) if len(jct) else None,
+        "p95_jct_s": float(np.percentile(jct, 95)) if len(jct) else None,
+        "avg_queue_s": float((first[started] - arrival[started]).mean()) if started.any() else None,
+        "makespan_s": None if last is None else max(last - start, 0.0),
+        "utilization": gpu_s / (n_gpus * span) if span > 0 and n_gpus else None,
+        "preemptions": int(jobs.column("preemptions")[rows].sum() - preempt0[old].sum()),
+        "jobs": int(len(rows)),
+        "jobs_finished": int(done.sum()),
+    }
+
+
+def whatif_snapshot(
+    path: str | Path, other: CompiledGraph | None, horizon_s: float = 30 * 86400.0
+) -> tuple[dict[str, Any], list[Projection]]:
+    """As `whatif`, from a simulation's snapshot file (`Simulation.save`) instead of a journal."""
+    from roundhouse.runtime.simulation import Simulation
+
+    sim = Simulation.load(path)
+    if sim.done:
+        raise UsageError(f"snapshot {path}: its run had already stopped ({sim.stop_reason})")
+    engine, world = sim._engine, sim.world_now()  # (the facts as of the clock, as both sides start)
+    point = {
+        "journal": str(path),
+        "graph": sim.graph.path,
+        "cluster": world.cluster.describe(),
+        "now_s": engine.backend.now,
+        "rounds": engine.rounds,
+        "jobs": len(world.jobs),
+        "unfinished": int(world.unfinished),
+        "running": int(len(world.running_rows)),
+    }
+    ahead = simulate_ahead(world, other, point["now_s"], horizon_s) if other is not None else None
+    out = [project(engine, Path(sim.graph.path).name, horizon_s, world)]
+    return point, out + ([ahead] if ahead is not None else [])
+
+
+def whatif(
+    journal_path: str | Path,
+    other: CompiledGraph | None,
+    compile_run_graph,
+    load_world,
+    horizon_s: float = 30 * 86400.0,
+) -> tuple[dict[str, Any], list[Projection]]:
+    """Replay the journal and project forward under the run's graph and, if given, `other`.
+    `compile_run_graph(path)` compiles the run's graph; `load_world(graph)` makes the world for
+    a graph (its cluster and profile). Returns the fork point's facts and the projections."""
+    journal, meta = open_journal(journal_path)
+    try:
+        graph = compile_run_graph(meta["graph"])
+        world = load_world(graph)
+        engine = replay(journal, meta, graph, world)
+    finally:
+        journal.db.close()
+    point = {
+        "journal": str(journal_path),
+        "graph": meta["graph"],
+        "cluster": meta.get("cluster"),
+        "now_s": engine.backend.now,
+        "rounds": engine.rounds,
+        "jobs": len(world.jobs),
+        "unfinished": int(world.unfinished),
+        "running": int(len(world.running_rows)),
+    }
+    # (The other graph first: it starts from a copy of the world before the run's graph moves on.)
+    ahead = simulate_ahead(world, other, point["now_s"], horizon_s) if other is not None else None
+    out = [project(take_over(engine), Path(meta["graph"]).name, horizon_s)]
+    return point, out + ([ahead] if ahead is not None else [])

@@ -1,0 +1,133 @@
+"""Event skipping: rounds in which nothing can change are not ticked, and every job's times are
+those of ticking every round."""
+
+from pathlib import Path
+
+import attrs
+import numpy as np
+import pytest
+
+from roundhouse.elements.policies.base import first_swap_s
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.simulate import simulate
+
+GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
+COLUMNS = ("arrival_s", "first_start_s", "finish_s", "service", "run_s", "done", "preemptions", "launches")
+
+
+def run_both(path: Path, until: float | None = None, **settings):
+    """The graph run with skipping off and on: (result off, result on)."""
+    results = []
+    for skip in (False, True):
+        graph = compile_file(path)
+        graph = attrs.evolve(graph, settings=attrs.evolve(graph.settings, skip_rounds=skip, **settings))
+        results.append(simulate(graph, until=until))
+    return results
+
+
+def assert_same(off, on) -> None:
+    assert (on.rounds, on.end_s, on.stop_reason) == (off.rounds, off.end_s, off.stop_reason)
+    assert len(on.world.jobs) == len(off.world.jobs)
+    for name in COLUMNS:  # bit for bit (NaN: not started, not finished)
+        np.testing.assert_array_equal(on.world.jobs.column(name), off.world.jobs.column(name), err_msg=name)
+    timeless = lambda counters: {el: {k: v for k, v in c.items() if not k.endswith("_ms")} for el, c in counters.items()}  # noqa: E731
+    assert timeless(on.counters) == timeless(off.counters)
+    assert off.skipped_rounds == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "hours"),
+    [
+        ("las.sched", 600),
+        ("fifo.sched", 600),
+        ("srtf.sched", 600),
+        ("tiresias.sched", 2),
+        ("gavel-las.sched", 40),
+        ("dally.sched", 30),
+        ("themis.sched", 150),
+        ("optimus.sched", 150),
+        ("blox-accept-1.2x.sched", 300),
+    ],
+)
+def test_graphs_give_the_same_times_with_and_without_skipping(name, hours):
+    off, on = run_both(GRAPHS / name, until=hours * 3600.0)
+    assert_same(off, on)
+
+
+def test_las_skips_rounds_and_preempts_as_it_would(tmp_path):
+    # Multi-GPU jobs at a load that makes LAS preempt: skipping must stop before each swap.
+    graph = tmp_path / "las.sched"
+    graph.write_text(
+        'round = 5min;\ncluster = "8x4:V100";\n'
+        "src :: PoissonSource(rate=3/h, jobs=400, seed=3);\n"
+        "src -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch -> m :: JobMetrics;\n"
+    )
+    off, on = run_both(graph)
+    assert_same(off, on)
+    assert on.counters["m"]["suspended"] > 0  # preemptions happened
+    assert on.skipped_rounds > on.rounds // 10
+
+
+@pytest.mark.parametrize("policy", ["Las(service=wall_seconds)", "Srtf", "Srsf", "Fifo(backfill=true)"])
+def test_checkpoint_and_restore_costs_are_kept(tmp_path, policy):
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 5min;\ncheckpoint = 20s;\nrestore = 45s;\ncluster = "4x4:V100";\n'
+        "src :: PoissonSource(rate=2/h, jobs=150, seed=1);\n"
+        f"src -> AcceptAll -> JobPool -> {policy} -> FirstFree -> Launch -> m :: JobMetrics;\n"
+    )
+    off, on = run_both(graph)
+    assert_same(off, on)
+    assert on.skipped_rounds > 0
+
+
+def test_single_gpu_ties_and_a_tracked_window(tmp_path):
+    # Blox's LAS experiment, smaller: running jobs tie on attained service and stay tied.
+    graph = tmp_path / "blox.sched"
+    graph.write_text(
+        'round = 5min;\ncluster = "8x4:V100";\n'
+        "src :: PoissonSource(rate=1/h, jobs=600, gpus=single, seed=0);\n"
+        "src -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch -> m :: JobMetrics(track=200..400);\n"
+    )
+    off, on = run_both(graph)
+    assert_same(off, on)
+    assert on.skipped_rounds > on.rounds // 3
+
+
+def test_the_setting_turns_skipping_off(tmp_path):
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 5min;\nskip_rounds = false;\ncluster = "2x4:V100";\n'
+        "src :: PoissonSource(rate=1/h, jobs=30, seed=0);\n"
+        "src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;\n"
+    )
+    assert simulate(compile_file(graph)).skipped_rounds == 0
+    graph.write_text(graph.read_text().replace("skip_rounds = false", "skip_rounds = true"))
+    assert simulate(compile_file(graph)).skipped_rounds > 0
+
+
+def test_an_undeclared_element_is_ticked_every_round(tmp_path):
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 5min;\ncluster = "2x4:V100";\n'
+        "src :: PoissonSource(rate=1/h, jobs=30, seed=0);\n"
+        "src -> AcceptAll -> JobPool -> TiresiasLas -> FirstFree -> Launch -> m :: JobMetrics;\n"
+    )
+    assert simulate(compile_file(graph)).skipped_rounds == 0
+
+
+def test_first_swap_of_neighbours():
+    # 0 then 100: the first closes at 2/s on the second, swapping in 50 s (less a margin).
+    assert first_swap_s(np.array([0.0, 100.0]), np.array([2.0, 0.0]), False) == pytest.approx(50.0)
+    # Moving apart, or together at the same speed: never.
+    assert first_swap_s(np.array([0.0, 100.0]), np.array([0.0, 1.0]), False) == np.inf
+    assert first_swap_s(np.array([0.0, 100.0]), np.array([1.0, 1.0]), False) == np.inf
+    # Equal keys at equal speed: exact ties stay; otherwise rounding could part them.
+    assert first_swap_s(np.array([5.0, 5.0]), np.array([1.0, 1.0]), True) == np.inf
+    assert first_swap_s(np.array([5.0, 5.0]), np.array([1.0, 1.0]), False) == 0.0
+    # Equal keys, the first faster: now.
+    assert first_swap_s(np.array([5.0, 5.0]), np.array([2.0, 1.0]), True) == 0.0
+    # Only neighbours matter: the earliest of the pairs.
+    keys, speed = np.array([0.0, 10.0, 11.0]), np.array([0.0, 1.0, 0.0])
+    assert first_swap_s(keys, speed, False) == pytest.approx(1.0)

@@ -1,0 +1,92 @@
+"""`roundhouse whatif` on a real live run on loopback (emulated agents): from the journal of a
+scheduler still running, then from the saved journal of the finished run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sqlite3
+
+import pytest
+
+from tests.livecluster import TEST_PROFILE, LiveCluster
+
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
+GRAPH = """
+round = 2s;
+cluster = "2x2:V100";
+profile = "profile.csv";
+src :: TraceSource(path="jobs.csv");
+src -> AcceptAll -> JobPool -> Srtf -> FirstFree -> Launch -> m :: JobMetrics;
+"""
+FIFO = GRAPH.replace("Srtf", "Fifo")
+
+JOBS = """job_id,arrival_s,gpus,model,iterations,batch_size
+0,0,2,LM,900,10
+1,0,1,ResNet-18,480,16
+2,0,1,Recommendation,900,64
+3,4,1,ResNet-18,120,16
+4,4,1,LM,250,10
+5,9,1,Recommendation,200,64
+6,12,2,ResNet-18,100,16
+7,13,1,LM,300,10
+"""
+
+
+def whatif(capsys, *argv) -> dict:
+    from roundhouse.tools.cli import main
+
+    capsys.readouterr()
+    assert main(["whatif", *map(str, argv), "--json"]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def test_whatif_from_a_running_scheduler_and_from_its_saved_journal(tmp_path, capsys):
+    cluster = LiveCluster(tmp_path, GRAPH, {"profile.csv": TEST_PROFILE, "jobs.csv": JOBS, "fifo.sched": FIFO})
+    try:
+        cluster.start_scheduler()
+        cluster.start_agent("node-a")
+        cluster.start_agent("node-b")
+        cluster.wait_for(
+            lambda: (cluster.query("SELECT COUNT(*) FROM rounds") or [(0,)])[0][0] >= 8, 60, "eight journaled rounds"
+        )
+        # While the scheduler runs: its state as of its last journaled round, projected forward.
+        live = whatif(capsys, cluster.journal_path, "--graph", tmp_path / "fifo.sched")
+        point = live["from"]
+        assert point["rounds"] >= 8 and point["jobs"] >= 3 and point["unfinished"] >= 1, point
+        same, other = live["projections"]
+        assert (same["graph"], other["graph"]) == ("graph.sched", "fifo.sched")
+        for p in (same, other):
+            assert p["stop"] == "every job finished", p
+            m = p["metrics"]
+            assert m["jobs"] == m["jobs_finished"] == 8 - (point["jobs"] - point["unfinished"]), (point, m)
+            assert m["avg_jct_s"] > 0 and m["makespan_s"] > 0 and 0 < m["utilization"] <= 1
+        # FIFO gives the waiting jobs Srtf had preempted their GPUs back first: another future.
+        assert same["metrics"] != other["metrics"]
+        cluster.kill("scheduler", signal.SIGTERM)  # the run stops; its journal stays
+        cluster.wait_exit("scheduler", timeout=60)
+    finally:
+        cluster.close()
+
+    # The saved journal: the same answer every time, and the table for people.
+    saved = whatif(capsys, cluster.journal_path, "--graph", tmp_path / "fifo.sched")
+    assert saved["from"]["rounds"] >= point["rounds"] and saved == whatif(
+        capsys, cluster.journal_path, "--graph", tmp_path / "fifo.sched"
+    )
+    finished = cluster.query("SELECT COUNT(DISTINCT job_id) FROM attempts WHERE outcome = 'done'")[0][0]
+    assert saved["from"]["jobs"] - saved["from"]["unfinished"] == finished
+    # The run's own graph with other arguments (--set), from the journal cut after round 8.
+    cut = tmp_path / "cut.sqlite"
+    shutil.copy(cluster.journal_path, cut)
+    with sqlite3.connect(cut) as db:
+        db.execute("DELETE FROM rounds WHERE k > 8")
+    again = whatif(capsys, cut, "--set", "Srtf@3.backfill=false")
+    assert again["from"]["rounds"] == 9 and [p["graph"] for p in again["projections"]] == ["graph.sched"] * 2
+    from roundhouse.tools.cli import main
+
+    assert main(["whatif", str(cut), "--graph", str(tmp_path / "fifo.sched")]) == 0
+    out = capsys.readouterr().out
+    for label in ("average JCT", "makespan (from now)", "average queueing delay", "utilisation (from now)", "difference"):
+        assert label in out, out

@@ -1,0 +1,169 @@
+"""`roundhouse explain RUN JOB`: a job's timeline, with why it waited, ran or was suspended.
+
+Reads the record a run kept (explain.parquet, written beside jobs.csv by `roundhouse run GRAPH
+--out DIR`; runtime/explain.py) and prints one line per change, in plain words:
+
+    t=1h05m   waiting: rank 14 wants 8 GPUs; the 13 jobs ranked ahead hold all but 2 (ranked by 'order', Las)
+    t=2h      running: launched on machine 3 (8 GPUs) by 'place' (Consolidated)
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from pathlib import Path
+
+from roundhouse.errors import UsageError
+from roundhouse.runtime.explain import FILE_NAME
+
+COLUMNS = ("t_s", "job_id", "state", "reason", "element", "element_class", "ranked_by", "ranked_by_class", "a", "b", "c")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "explain",
+        help="print a job's timeline with the reasons it waited, ran or was suspended",
+        description="Print a job's timeline from the record a run kept (explain.parquet, written by "
+        "`roundhouse run GRAPH --out DIR` unless --no-explain is given): when it was admitted, "
+        "waited (its rank and the jobs ranked ahead, no free GPUs of its type, an admission gate "
+        "holding it, a delay timer), launched, was suspended (preempted, its Gavel round ended), "
+        "and finished, each with the element that decided it. A line is printed when the reason "
+        "changes; its numbers are those of that moment. docs/explain.md lists every reason.",
+    )
+    p.add_argument("run", help="the folder a run wrote with --out")
+    p.add_argument("job", help="the job's id (as in jobs.csv)")
+    p.set_defaults(handler=explain)
+
+
+def explain(args) -> int:
+    record = read_record(args.run)
+    rows = job_rows(record, args.run, args.job)
+    print(f"job {args.job}: {len(rows)} change(s) recorded in {args.run}")
+    for row in rows:
+        print(f"  t={clock(row['t_s']):<10} {describe(row)}")
+    return 0
+
+
+def read_record(run: str):
+    import polars as pl
+
+    folder = Path(run)
+    if not folder.is_dir():
+        raise UsageError(
+            f"{run}: no such folder" if not folder.exists() else f"{run}: not a folder (give the folder a run wrote with --out)"
+        )
+    path = folder / FILE_NAME
+    if not path.is_file():
+        what = "a run's folder" if (folder / "run.json").is_file() else "a folder without run.json (not a run's --out folder?)"
+        raise UsageError(
+            f"{run}: {what} with no {FILE_NAME}: the run kept no record of its decisions "
+            "(run it again with `roundhouse run GRAPH --out DIR`, without --no-explain)"
+        )
+    try:
+        record = pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UsageError(f"{path}: cannot be read as Parquet ({first})") from None
+    missing = [c for c in COLUMNS if c not in record.columns]
+    if missing:
+        raise UsageError(f"{path}: no column {', '.join(repr(c) for c in missing)} (not a record `roundhouse run` wrote?)")
+    return record
+
+
+def job_rows(record, run: str, job: str) -> list[dict]:
+    import polars as pl
+
+    ids = record["job_id"].cast(pl.String)
+    rows = record.filter(ids == job.strip())
+    if rows.height == 0:
+        known = ids.unique(maintain_order=True)
+        close = difflib.get_close_matches(job, known.to_list(), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise UsageError(
+            f"{run}: no job '{job}' in the record ({known.len()} jobs, ids such as {', '.join(known.head(3).to_list())}){hint}"
+        )
+    return rows.sort("t_s", maintain_order=True).to_dicts()
+
+
+def clock(seconds: float) -> str:
+    """A time as 1d02h, 1h05m, 5m, 30s, 1h05m12.5s (exact finish times keep their fraction)."""
+    if not math.isfinite(seconds):
+        return str(seconds)
+    whole = int(seconds)
+    fraction = seconds - whole
+    d, rest = divmod(whole, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    sec = f"{s + fraction:g}s" if fraction else f"{s}s"
+    tail = (f"{m:02d}m" if m or s or fraction else "") + (sec if s or fraction else "")
+    if d:
+        return f"{d}d{h:02d}h{tail}"
+    if h:
+        return f"{h}h{tail}"
+    if m:
+        return f"{m}m" + (sec if s or fraction else "")
+    return sec
+
+
+def _by(row: dict) -> str:
+    name, klass = row["element"], row["element_class"]
+    return f"{klass} '{name}'" if name else "the run"
+
+
+def _ranked_by(row: dict) -> str:
+    """Who decided: the element whose ranking a placer followed, then the placer."""
+    ranker = row["ranked_by"]
+    if ranker and ranker != row["element"]:
+        return f"{row['ranked_by_class']} '{ranker}', placed by {_by(row)}"
+    return _by(row)
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def describe(row: dict) -> str:
+    """One record in words."""
+    reason, a, b, c = row["reason"], int(row["a"]), int(row["b"]), int(row["c"])
+    by = _by(row)
+    if reason == "admitted":
+        return f"waiting: admitted by {by}"
+    if reason == "held":
+        return f"held: admission queue place {a}; admitted jobs ask for {_plural(b, 'GPU')} of a limit of {c} ({by})"
+    if reason == "ranked_behind":
+        ahead = _plural(b, "job") + " ranked ahead"
+        return f"waiting: rank {a}; {ahead} hold GPUs, {c} left free, not enough for it ({_ranked_by(row)})"
+    if reason == "no_free_type":
+        return f"waiting: rank {a}; only {c} GPU(s) of the type it needs (type {b}) left free ({_ranked_by(row)})"
+    if reason == "no_room":
+        return f"waiting: rank {a}; {c} GPU(s) left free, but not where it can run (one machine) ({_ranked_by(row)})"
+    if reason == "blocked":
+        return f"waiting: rank {a}; rank {b} does not fit and no job behind it may start first (no backfill) ({_ranked_by(row)})"
+    if reason in ("delay_machine", "delay_rack"):
+        level = "one machine" if reason == "delay_machine" else "one rack"
+        timer = "for ever" if b < 0 else f"until its timer of {clock(b)}"
+        return f"waiting: declined GPUs to wait for {level}; starved {clock(a)}, waits {timer} ({by})"
+    if reason == "not_chosen":
+        return f"waiting: not chosen this round: {_plural(a, 'entry', 'entries')} further behind their allocation took the GPUs ({by})"
+    if reason == "launched":
+        where = f"machine {a}" if c <= 1 else f"{c} machines from machine {a}"
+        return f"running: launched on {where} ({_plural(b, 'GPU')}) ({_ranked_by(row)})"
+    if reason == "suspended":
+        return f"suspended by {by}"
+    if reason == "preempted":
+        return f"suspended: preempted at rank {a} for the {_plural(b, 'job')} ranked ahead; waits behind them ({_ranked_by(row)})"
+    if reason == "lease_end":
+        return f"suspended: its round (lease) ended and {_plural(a, 'entry', 'entries')} further behind their allocation took the GPUs ({by})"
+    if reason == "demoted":
+        return f"note: demoted to queue {a} after {b} GPU-seconds of service ({by})"
+    if reason == "promoted":
+        return f"note: promoted back to queue {a} after waiting {clock(b)} ({by})"
+    if reason == "finished":
+        return "finished"
+    if reason == "failed":
+        return "failed"
+    if reason == "completed":
+        return f"finished: completed on request by {by}"
+    if reason == "requeued":
+        return "waiting: lost its GPUs without a plan (its node was lost or its lease expired); waits again"
+    return f"{row['state']}: {reason} ({by}; a={a}, b={b}, c={c})"

@@ -1,0 +1,151 @@
+"""`roundhouse whatif JOURNAL`: from a live scheduler's journal, simulate forward under its own
+graph and under another (`--graph`, or its own with `--set`), and print the metrics side by side
+(runtime/whatif.py; docs/whatif.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from roundhouse.errors import UsageError
+from roundhouse.runtime.compiler import Override, compile_file
+from roundhouse.runtime.simulate import load_cluster, load_profile
+from roundhouse.runtime.snapshot import FORMAT_NAME
+from roundhouse.runtime.whatif import METRICS, whatif, whatif_snapshot
+from roundhouse.runtime.world import World
+from roundhouse.tools.common import seconds
+from roundhouse.tools.results import in_units
+
+
+def register(sub) -> None:
+    p = sub.add_parser("whatif", help="simulate forward from a live scheduler's journal, under its graph and another")
+    p.add_argument(
+        "journal", metavar="JOURNAL", help="the live scheduler's journal (its --journal file; it may still be running)"
+    )
+    p.add_argument("--graph", help="the other graph to compare with (default: the run's own, with --set)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override an argument or setting of the other graph (element.field=value); repeatable",
+    )
+    p.add_argument("--run-graph", help="the run's graph, if it is no longer where the journal says")
+    p.add_argument(
+        "--run-set", action="append", default=[], metavar="NAME=VALUE", help="a --set the scheduler was started with; repeatable"
+    )
+    p.add_argument("--cluster", help="the run's cluster, if the scheduler was given --cluster")
+    p.add_argument("--horizon", default="30d", help="simulate at most this far ahead (default 30d)")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.set_defaults(handler=whatif_command)
+
+
+def whatif_command(args) -> int:
+    horizon = seconds(args.horizon, "--horizon")
+    if horizon is None or not 0 < horizon < float("inf"):
+        raise UsageError(f"--horizon {args.horizon}: must be a positive duration")
+    run_overrides = [Override(o, "--run-set") for o in args.run_set]
+
+    def compile_run_graph(path: str):
+        path = args.run_graph or path
+        if not Path(path).is_file():
+            raise UsageError(f"the run's graph {path} is not there (the journal names it); give it with --run-graph")
+        return compile_file(path, run_overrides)
+
+    other = None
+    if args.graph is not None or args.overrides:
+        other_path = args.graph
+        text = None
+        if other_path is None and _is_snapshot(args.journal):  # the simulation's own graph, other arguments
+            from roundhouse.runtime.snapshot import read_header
+
+            header, _ = read_header(args.journal)
+            other_path, text = header["graph_path"], header["graph_text"]
+            overrides = [*map(Override, header["overrides"]), *(Override(o) for o in args.overrides)]
+        elif other_path is None:  # the run's own graph with other arguments
+            from roundhouse.runtime.whatif import open_journal
+
+            journal, meta = open_journal(args.journal)
+            journal.db.close()
+            other_path = args.run_graph or meta["graph"]
+            overrides = [*run_overrides, *(Override(o) for o in args.overrides)]
+        else:
+            overrides = [Override(o) for o in args.overrides]
+        other = compile_file(other_path, overrides, text=text)
+
+    def load_world(graph) -> World:
+        return World(load_cluster(graph, args.cluster), load_profile(graph), graph.settings.reference_gpu)
+
+    if _is_snapshot(args.journal):
+        point, projections = whatif_snapshot(args.journal, other, horizon)
+    else:
+        point, projections = whatif(args.journal, other, compile_run_graph, load_world, horizon)
+    if args.json:
+        print(json.dumps({"from": point, "projections": [_as_dict(p) for p in projections]}, indent=2))
+        return 0
+    _print(point, projections)
+    return 0
+
+
+def _is_snapshot(path: str) -> bool:
+    """A simulation's snapshot file (runtime/snapshot.py) rather than a journal."""
+    try:
+        with open(path, "rb") as f:
+            return FORMAT_NAME.encode() in f.read(200)
+    except OSError:
+        return False
+
+
+def _as_dict(p) -> dict:
+    return {"graph": p.graph, "end_s": p.end_s, "stop": p.stop, "metrics": p.metrics}
+
+
+def _print(point: dict, projections) -> None:
+    console = Console()
+    console.print(
+        f"from {point['journal']}: round {point['rounds'] - 1} at t={point['now_s']:g}s of {point['graph']} on "
+        f"{point['cluster']}: {point['jobs']} job(s) seen, {point['unfinished']} unfinished, {point['running']} running"
+    )
+    span = max((p.metrics["makespan_s"] or 0.0) for p in projections)
+    show = in_units(span)
+    table = Table(title="simulated from here on", show_header=True)
+    table.add_column("metric")
+    names = [p.graph for p in projections]
+    if len(names) == 2 and names[0] == names[1]:
+        names = [f"{names[0]} (as run)", f"{names[1]} (with --set)"]
+    for name in names:
+        table.add_column(name, justify="right")
+    if len(projections) == 2:
+        table.add_column("difference", justify="right")
+    for key, label, unit in METRICS:
+        values = [p.metrics[key] for p in projections]
+        cells = [_cell(v, unit, show) for v in values]
+        if len(values) == 2:
+            a, b = values
+            if a is None or b is None:
+                cells.append("—")
+            elif unit == "s":
+                cells.append(("+" if b >= a else "-") + show(abs(b - a)) + (f" ({(b - a) / a:+.0%})" if a else ""))
+            elif unit == "%":
+                cells.append(f"{round((b - a) * 100, 1) + 0.0:+.1f} points")
+            else:
+                cells.append(f"{b - a:+d}")
+        table.add_row(label, *cells)
+    console.print(table)
+    for p in projections:
+        if p.stop != "every job finished":
+            console.print(f"{p.graph}: stopped early: {p.stop}")
+
+
+def _cell(value, unit: str, show) -> str:
+    if value is None:
+        return "—"
+    if unit == "s":
+        return show(value)
+    if unit == "%":
+        return f"{value:.1%}"
+    return str(value)
