@@ -67,6 +67,8 @@ class Ones(Element):
     inputs = (In("active", Active),)
     outputs = (Out("plan", Plan),)
 
+    state = ("_epoch_mark", "_limit", "_pop", "_pop_rows", "_predictor", "_rng", "_scaled_at", "_seen")
+
     population: int = attrs.field(default=16, validator=[positive, at_most(1024)])
     mutate_rate: float = attrs.field(default=0.3, validator=at_most(1.0))
     swap: float = attrs.field(default=0.5, validator=at_most(1.0))
