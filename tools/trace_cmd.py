@@ -239,7 +239,9 @@ def generate_command(args: argparse.Namespace) -> int:
         from roundhouse.traces import ones
 
         if gpus != "philly" or models != "none" or start_id != 0 or loss != "none":
-            raise UsageError("--workload ones has its own GPU counts and models: leave out --gpus, --models, --start-id and --loss")
+            raise UsageError(
+                "--workload ones has its own GPU counts and models: leave out --gpus, --models, --start-id and --loss"
+            )
         frame = ones.generate(jobs, 1.0 / rate, seed)
     elif workload == "tiresias":
         from roundhouse.traces.generators import tiresias_testbed
