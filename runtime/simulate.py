@@ -70,9 +70,16 @@ def load_elastic(graph: CompiledGraph):
     """The graph's elastic profile (traces/goodput.py), or None."""
     if graph.settings.elastic_profile is None:
         return None
+    from pathlib import Path
+
     from roundhouse.traces.goodput import ElasticProfile
 
-    return ElasticProfile.load_pollux(graph.settings.elastic_profile)
+    path = Path(graph.settings.elastic_profile)
+    if path.name.lower() == "ones" and not path.exists():  # ONES' ten applications, built in (traces/ones.py)
+        from roundhouse.traces import ones
+
+        return ones.profile()
+    return ElasticProfile.load_pollux(path)
 
 
 def new_world(graph: CompiledGraph, cluster: Cluster, profile) -> World:

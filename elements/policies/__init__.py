@@ -6,6 +6,7 @@ from roundhouse.elements.policies import (  # noqa: F401  # noqa: F401
     fifo,
     gavel,  # noqa: F401
     las,
+    ones,
     optimus,
     srtf,
     themis,

@@ -1,0 +1,53 @@
+"""Wall time of one ONES generation (refresh, crossover, mutation, fill, reorder, selection) on
+64 GPUs with 100 active jobs, for the artifact's K = 16 and the paper's K = 64. The target: under
+50 ms. A script that prints figures, not a timed test.
+
+    python benchmarks/ones_search.py
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from roundhouse.elements.policies import ones_search as search  # noqa: E402
+
+
+def main() -> None:
+    c, n = 64, 100
+    rng = np.random.default_rng(0)
+    speed = np.concatenate([np.zeros((n, 1)), np.cumsum(rng.uniform(50, 500, (n, c)), axis=1)], axis=1)
+    allowed = rng.integers(1, 17, n)
+    processed = rng.uniform(1e4, 1e6, n)
+    factor = rng.uniform(0.1, 5.0, n)
+    new = rng.random(n) < 0.2
+    for k in (16, 64):
+        pop = np.full((k, c), search.EMPTY, dtype=np.int64)
+        times = []
+        for _ in range(30):
+            started = time.perf_counter()
+            pop, _ = search.generation(
+                pop,
+                rng,
+                allowed=allowed,
+                new_order=np.flatnonzero(new),
+                fill_order=np.argsort(processed * factor / speed[:, 1]),
+                immune=new,
+                processed=processed,
+                factor=factor,
+                speed=speed,
+                keep=k,
+            )
+            times.append(time.perf_counter() - started)
+        print(
+            f"K = {k:2d}: one generation on {c} GPUs, {n} jobs: median {1000 * np.median(times):.1f} ms, max {1000 * max(times):.1f} ms (target 50 ms)"
+        )
+
+
+if __name__ == "__main__":
+    main()

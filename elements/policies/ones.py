@@ -1,0 +1,272 @@
+"""ONES (Bian et al., SC'21): the online evolutionary search over batch sizes and GPU counts,
+with its per-job batch limit and Beta completion predictor, as one element."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+
+from roundhouse.elements.policies import ones_search as search
+from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.types import LR_LINEAR, Active, Assignment, Plan, Resize
+from roundhouse.runtime.values import FilePath, at_most, positive
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
+
+
+@element
+class Ones(Element):
+    """ONES: evolve a population of schedules, deploy the best once jobs have trained an epoch.
+
+    Each round runs one generation of the search: refresh (drop finished jobs, trim each job to
+    its batch limit R), uniform crossover, uniform mutation, fill (new jobs one GPU each, first
+    come first served; then jobs by predicted remaining time on one GPU, up to R), reorder for
+    locality, and elitist selection of the best `population` by Eq. 8 (remaining GPU-time, with
+    one completion fraction drawn per job from the Beta predictor, shared by all candidates).
+    The best is deployed only when every running job it changes has trained `gate_epochs`
+    epochs since its last change; until then only waiting jobs whose GPUs are free start.
+    Resizes are in place (the simulator's resize_in_place cost) unless `in_place` is off; a
+    job's global batch is its local batch times its GPUs, its learning rate scaled linearly.
+
+    R (GPUs, as the artifact counts it) starts at 1; after each epoch a job running at its
+    limit asks for R' = ceil(2R / ceil(sigma T + 1)) (T its processed time: doubling at first,
+    then shrinking against convoys), at most its `max_gpus`; a waiting job left out halves R.
+
+    Ports:
+        active: admitted, unfinished jobs (elastic ones: their model in the elastic profile).
+        plan: launches, resizes, suspensions.
+    Arguments:
+        population: K candidates kept (paper: the cluster's GPUs, 64; artifact: 16).
+        mutate_rate: theta, the chance a job is preempted in a mutant (paper: not given; artifact: 0.3).
+        swap: the per-GPU swap chance in crossover (artifact: 0.5).
+        sigma: the scale-down rate, per second (paper: the arrival rate, 1/30 s; default: the artifact's 1 / the median run time of the jobs that have run); 0 turns scale-down off.
+        rounding: "floor" (default: double until 1/sigma, hold until 2/sigma, then shrink) or "ceil", the formula as printed, under which R never grows past its start once a job has run.
+        limit: apply the batch limit R (off: any job may take up to max_gpus at once).
+        search: run crossover and mutation (off: refresh and fill only, a greedy SRPT-like schedule).
+        sample: draw completion fractions from the Beta (off: use their means).
+        gate_epochs: epochs a changed job must have trained before the next change.
+        in_place: resizes in place (about 1 s) rather than by checkpoint and restart.
+        history: job_history.csv of the artifact, to seed the predictor (none: no seed).
+        refit_steps: Adam steps of each refit of the predictor (on every completion).
+        seed: the element's own random seed.
+    Counters:
+        generations: generations run.
+        deployed: schedules deployed.
+        held_back: rounds a better schedule waited for the epoch gate.
+        refits: predictor refits.
+    Cost: O(K C + K n) per generation over K candidates, C GPUs and n jobs (array operations, no
+        per-job loop), plus a predictor refit (a few hundred small torch steps) per completion.
+    See also: Optimus, TiresiasLas, Fifo
+    Paper: ONES (SC'21) §3.2-3.3, Algorithm 1, Eqs. 6-8, Figs. 7-10.
+    """
+
+    category = "placement"
+    inputs = (In("active", Active),)
+    outputs = (Out("plan", Plan),)
+
+    state = ("_epoch_mark", "_limit", "_pop", "_pop_rows", "_predictor", "_rng", "_scaled_at", "_seen")
+
+    population: int = attrs.field(default=16, validator=[positive, at_most(1024)])
+    mutate_rate: float = attrs.field(default=0.3, validator=at_most(1.0))
+    swap: float = attrs.field(default=0.5, validator=at_most(1.0))
+    sigma: float | None = None
+    rounding: str = attrs.field(default="floor", validator=attrs.validators.in_(("ceil", "floor")))
+    limit: bool = True
+    search: bool = True
+    sample: bool = True
+    gate_epochs: float = 1.0
+    in_place: bool = True
+    history: FilePath | None = None
+    refit_steps: int = attrs.field(default=100, validator=[positive, at_most(100000)])
+    seed: int | None = None
+
+    def start(self, ctx: RoundContext) -> None:
+        from roundhouse.elements.policies.ones_predictor import BetaPredictor, history_points
+
+        self._rng = ctx.rng(self.seed)
+        self._predictor = BetaPredictor(seed=int(self._rng.integers(2**31)), steps=self.refit_steps)
+        if self.history is not None:
+            from roundhouse.traces.ones import read_history
+
+            self._predictor.add(*history_points(read_history(self.history)))
+            self._predictor.fit()
+        c = ctx.cluster.n_gpus
+        self._pop = np.full((self.population, c), search.EMPTY, dtype=np.int64)
+        self._pop_rows = np.zeros(0, dtype=np.int64)  # job rows the population's indices name
+        n = len(ctx.jobs)
+        self._limit = np.ones(n, dtype=np.int64)
+        self._epoch_mark = np.zeros(n)  # epochs done at the job's last change
+        self._scaled_at = np.zeros(n)  # epochs done at the last limit update
+        self._seen = np.zeros(n, dtype=bool)
+        self.counters.update(generations=0, deployed=0, held_back=0, refits=0)
+
+    def _grow(self, n: int) -> None:
+        if len(self._limit) < n:
+            extra = n - len(self._limit)
+            self._limit = np.r_[self._limit, np.ones(extra, dtype=np.int64)]
+            self._epoch_mark = np.r_[self._epoch_mark, np.zeros(extra)]
+            self._scaled_at = np.r_[self._scaled_at, np.zeros(extra)]
+            self._seen = np.r_[self._seen, np.zeros(extra, dtype=bool)]
+
+    def _learn(self, ctx: RoundContext) -> None:
+        """Refit the predictor on the jobs finished since the last round: one point per epoch."""
+        finished = ctx.events.finished
+        if not len(finished):
+            return
+        from roundhouse.elements.policies.ones_predictor import features
+
+        size = _column(ctx, "epoch_size", finished, 1.0)
+        total = ctx.jobs.column("work")[finished]
+        epochs = np.maximum(np.round(total / size), 1).astype(np.int64)
+        job = np.repeat(np.arange(len(finished)), epochs)
+        k = np.arange(len(job)) - np.repeat(np.cumsum(epochs) - epochs, epochs) + 1
+        x = features(size[job], np.zeros(len(job)), k, np.full(len(job), np.nan), np.zeros(len(job)))
+        self._predictor.add(x, k / epochs[job])
+        self._predictor.fit()
+        self.counters["refits"] += 1
+
+    def tick(self, ctx: RoundContext, active: Active) -> Plan:
+        from roundhouse.elements.policies.ones_predictor import features
+
+        self._grow(len(ctx.jobs))
+        self._learn(ctx)
+        n, c = len(active), ctx.cluster.n_gpus
+        rows = active.rows
+        if not n:
+            return Plan()
+        size = _column(ctx, "epoch_size", rows, 1.0)
+        epochs = active.done / size
+        max_gpus = np.minimum(np.nan_to_num(_column(ctx, "max_gpus", rows, c), nan=c), c)
+        # The batch limit caps GPUs too: the local batch stays fixed as GPUs are added.
+        local = _column(ctx, "local_batch", rows, np.nan)
+        local = np.where(np.isnan(local), active.column("batch_size"), local)
+        max_batch = np.nan_to_num(_column(ctx, "max_batch_size", rows, np.inf), nan=np.inf)
+        max_gpus = np.maximum(np.minimum(max_gpus, np.floor(max_batch / local)), 1).astype(np.int64)
+        running = active.running
+        held = active.held
+        limit = self._update_limits(rows, epochs, running, held, active.run_s, max_gpus)
+        allowed = np.where(self.limit, limit, max_gpus)
+        speed = self._speeds(ctx, active)
+        # The old population, its job indices mapped onto this round's jobs.
+        index = np.full(len(ctx.jobs), search.EMPTY, dtype=np.int64)
+        index[rows] = np.arange(n)
+        remap = np.r_[index[self._pop_rows], search.EMPTY]  # the last entry maps EMPTY
+        old = remap[self._pop]
+        holder = np.asarray(ctx.holder)
+        current = np.where(holder >= 0, index[np.maximum(holder, 0)], search.EMPTY)
+        new = epochs < 2  # the artifact: jobs under two epochs are neither predicted nor preempted
+        x = features(size, np.zeros(n), epochs, np.full(n, np.nan), np.zeros(n))
+        factor = np.where(new, 0.0, self._predictor.factor(x, self.sample, self._rng))
+        # Fill: new jobs first come first served one GPU each, then by predicted time on one GPU.
+        arrival_order = np.argsort(active.arrival_s, kind="stable")
+        one_gpu = np.maximum(speed[:, 1], 1e-9)
+        remaining_1 = np.where(new, active.done, active.done * factor) / one_gpu
+        pop, _ = search.generation(
+            np.vstack([current[None, :], old]),
+            self._rng,
+            allowed=allowed,
+            new_order=arrival_order[new[arrival_order]],
+            fill_order=np.argsort(remaining_1, kind="stable"),
+            immune=new & running,
+            processed=active.done,
+            factor=factor,
+            speed=speed,
+            keep=self.population,
+            swap=self.swap,
+            mutate_rate=self.mutate_rate,
+            evolve=self.search,
+        )
+        self._pop, self._pop_rows = pop, rows.copy()
+        self.counters["generations"] += 1
+        return self._deploy(ctx, active, pop[0], current, epochs, held, limit)
+
+    def _update_limits(self, rows, epochs, running, held, run_s, max_gpus) -> np.ndarray:
+        limit = self._limit[rows]
+        fresh = ~self._seen[rows]
+        self._seen[rows] = True
+        self._scaled_at[rows[fresh]] = 0.0
+        due = running & (epochs - self._scaled_at[rows] >= 1.0) & (held >= limit)
+        if due.any():
+            sigma = self.sigma
+            if sigma is None:
+                ran = run_s[run_s > 0]
+                sigma = 1.0 / float(np.median(ran)) if len(ran) else 0.0
+            grown = search.scale_down(limit[due], run_s[due], sigma, self.rounding) if sigma > 0 else 2 * limit[due]
+            limit[due] = grown
+            self._scaled_at[rows[due]] = epochs[due]
+        # A waiting job that ran before asks for what it had (resume), halved each time it is left out.
+        waiting_started = ~running & (run_s > 0)
+        limit = search.resume_limit(limit, waiting_started)
+        limit = np.clip(limit, 1, max_gpus)
+        self._limit[rows] = limit
+        return limit
+
+    def _speeds(self, ctx: RoundContext, active: Active) -> np.ndarray:
+        """(n, C+1) samples/s at 0..C GPUs, each at local batch x GPUs, consolidated."""
+        n, c = len(active), ctx.cluster.n_gpus
+        counts = np.arange(c + 1)
+        per_node = ctx.cluster.max_gpus_per_node
+        elastic = ctx.throughput.elastic
+        app = _column(ctx, "elastic_model", active.rows, -1).astype(np.int64)
+        local = _column(ctx, "local_batch", active.rows, np.nan)
+        local = np.where(np.isnan(local), active.column("batch_size"), local)
+        speed = np.zeros((n, c + 1))
+        ok = app >= 0
+        if elastic is not None and ok.any():
+            cc = np.broadcast_to(counts[1:], (int(ok.sum()), c))
+            speed[ok, 1:] = elastic.throughput(app[ok][:, None], np.ceil(cc / per_node), cc, local[ok][:, None] * cc)
+        # A job the elastic profile does not know runs at its own rate on the GPUs it asked for.
+        rigid = np.flatnonzero(~ok)
+        speed[rigid, np.minimum(active.gpus[rigid], c)] = active.reference_rate[rigid]
+        return speed
+
+    def _deploy(self, ctx, active, best, current, epochs, held, limit) -> Plan:
+        rows, n = active.rows, len(active)
+        changed = np.zeros(n, dtype=bool)
+        diff = best != current
+        changed[best[diff & (best >= 0)]] = True
+        changed[current[diff & (current >= 0)]] = True
+        running = held > 0
+        affected = changed & running
+        ready = epochs - self._epoch_mark[rows] >= self.gate_epochs
+        local = _column(ctx, "local_batch", rows, np.nan)
+        local = np.where(np.isnan(local), active.column("batch_size"), local).astype(np.int64)
+        if not (affected & ~ready).any():
+            self.counters["deployed"] += int(changed.any())
+            gpus_of = [np.flatnonzero(best == j) for j in range(n)]
+            launches, resizes, keep, suspend = [], [], [], []
+            for j in np.flatnonzero(changed | running).tolist():
+                g = gpus_of[j]
+                if not running[j]:
+                    launches.append(Assignment(int(rows[j]), g.tolist(), int(local[j] * len(g))))
+                elif not len(g):
+                    suspend.append(int(rows[j]))
+                elif changed[j]:
+                    resizes.append(Resize(int(rows[j]), g.tolist(), int(local[j] * len(g)), LR_LINEAR, self.in_place))
+                else:
+                    keep.append(int(rows[j]))
+            self._epoch_mark[rows[changed]] = epochs[changed]
+            left_out = ~running & ~np.isin(np.arange(n), best)
+            self._limit[rows[left_out & (active.run_s > 0)]] = np.maximum(limit[left_out & (active.run_s > 0)] // 2, 1)
+            return Plan.of(
+                launches, keep=np.asarray(keep, dtype=np.int64), suspend=np.asarray(suspend, dtype=np.int64), resizes=resizes
+            )
+        self.counters["held_back"] += 1
+        # Only waiting jobs whose GPUs in the best schedule are all free now start.
+        free = current < 0
+        launches = []
+        for j in np.flatnonzero(~running).tolist():
+            g = np.flatnonzero(best == j)
+            if len(g) and free[g].all():
+                launches.append(Assignment(int(rows[j]), g.tolist(), int(local[j] * len(g))))
+                self._epoch_mark[rows[j]] = epochs[j]
+        return Plan.of(launches, keep=rows[running])
+
+
+def _column(ctx: RoundContext, name: str, rows: np.ndarray, default: float) -> np.ndarray:
+    if ctx.jobs.has_column(name):
+        return np.asarray(ctx.jobs.column(name)[rows], dtype=np.float64)
+    return np.full(len(rows), default, dtype=np.float64)

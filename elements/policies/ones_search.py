@@ -1,0 +1,170 @@
+"""ONES' online evolutionary search (Bian et al., SC'21, §3.2) over arrays, and its per-job batch
+limit R (§3.3.2). No element here: elements/policies/ones.py wires these to the round.
+
+A candidate schedule is a genome with one gene per GPU: the index of the job on it (0..n-1, the
+jobs of this round) or EMPTY. A population is a (K, C) int array. A job's local batch follows
+from its GPU count (the artifact's encoding): global batch = local batch x GPUs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+EMPTY = -1
+
+
+def job_counts(pop: np.ndarray, n: int) -> np.ndarray:
+    """(K, n): GPUs each candidate gives each job."""
+    k = len(pop)
+    filled = pop >= 0
+    flat = (np.arange(k)[:, None] * n + pop)[filled]
+    return np.bincount(flat, minlength=k * n).reshape(k, n)
+
+
+def occurrence(pop: np.ndarray) -> np.ndarray:
+    """(K, C): for each gene, how many genes of the same job lie left of it in its candidate."""
+    k, c = pop.shape
+    key = (np.arange(k)[:, None] * (pop.max(initial=0) + 2) + pop + 1) * c + np.arange(c)
+    order = np.argsort(key, axis=None, kind="stable")
+    group = (key.ravel() // c)[order]
+    start = np.r_[0, np.flatnonzero(np.diff(group)) + 1]
+    rank = np.arange(k * c) - np.repeat(start, np.diff(np.r_[start, k * c]))
+    out = np.empty(k * c, dtype=np.int64)
+    out[order] = rank
+    return out.reshape(k, c)
+
+
+def score(pop: np.ndarray, processed: np.ndarray, factor: np.ndarray, speed: np.ndarray) -> np.ndarray:
+    """Eq. 8, lower is better: sum over running jobs of Y_processed * c / X(c) * (1/rho - 1).
+    `factor` is 1/rho - 1 per job (0 for a job without a prediction); `speed` is (n, C+1)
+    samples/s at each GPU count."""
+    n = len(processed)
+    c = job_counts(pop, n)
+    x = speed[np.arange(n)[None, :], c]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        term = np.where(c > 0, processed * c / x * factor, 0.0)
+    return np.nan_to_num(term, nan=0.0, posinf=1e30).sum(axis=1)
+
+
+def trim(pop: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """Genes of a job past its `allowed` count (per job; 0 drops the job) become EMPTY,
+    keeping its leftmost ones."""
+    out = pop.copy()
+    filled = out >= 0
+    over = filled & (occurrence(out) >= allowed[np.where(filled, out, 0)])
+    out[over] = EMPTY
+    return out
+
+
+def refresh(pop: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """Refresh (§3.2.2 step 1): free the GPUs of jobs that are gone (allowed 0) and trim each
+    job to what it may hold now (its batch limit)."""
+    return trim(pop, allowed)
+
+
+def crossover(pop: np.ndarray, rng: np.random.Generator, pairs: int, swap: float, allowed: np.ndarray) -> np.ndarray:
+    """Uniform crossover (Fig. 8): `pairs` random parent pairs; per GPU, with probability
+    `swap` child 1 takes parent 2's gene and child 2 parent 1's. Genes a job cannot hold
+    (past its allowed count) are dropped. Returns 2 x pairs children."""
+    k = len(pop)
+    first, second = rng.integers(0, k, pairs), rng.integers(0, k, pairs)
+    mask = rng.random((pairs, pop.shape[1])) < swap
+    a, b = pop[first], pop[second]
+    children = np.concatenate([np.where(mask, b, a), np.where(mask, a, b)])
+    return trim(children, allowed)
+
+
+def mutate(pop: np.ndarray, rng: np.random.Generator, rate: float, immune: np.ndarray) -> np.ndarray:
+    """Uniform mutation (Fig. 9): in each candidate, each job not `immune` is preempted with
+    probability `rate` (its GPUs freed, to be refilled by fill)."""
+    n = len(immune)
+    drop = (rng.random((len(pop), n)) < rate) & ~immune[None, :]
+    out = pop.copy()
+    filled = out >= 0
+    hit = filled & drop[np.arange(len(pop))[:, None], np.where(filled, out, 0)]
+    out[hit] = EMPTY
+    return out
+
+
+def fill(pop: np.ndarray, order: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Give free GPUs to jobs in `order`, each up to `target` GPUs (per job), first come first
+    served along the order; the same for every candidate, done for all at once."""
+    if not len(order):
+        return pop
+    out = pop.copy()
+    n = len(target)
+    have = job_counts(out, n)[:, order]
+    want = np.maximum(target[order][None, :] - have, 0)
+    free = (out < 0).sum(axis=1)
+    before = np.cumsum(want, axis=1) - want
+    grant = np.clip(free[:, None] - before, 0, want)
+    jobs = np.repeat(np.broadcast_to(order, grant.shape).ravel(), grant.ravel())
+    total = grant.sum(axis=1)
+    ek, ep = np.nonzero(out < 0)
+    starts = np.r_[0, np.cumsum(free)[:-1]]
+    rank = np.arange(len(ek)) - starts[ek]
+    take = rank < total[ek]
+    out[ek[take], ep[take]] = jobs
+    return out
+
+
+def reorder(pop: np.ndarray, n: int) -> np.ndarray:
+    """Reorder (Fig. 10): each job's GPUs packed next to each other, jobs in the order they
+    first appear, free GPUs last (so a job spans as few machines as it can)."""
+    k, c = pop.shape
+    filled = pop >= 0
+    first = np.full((k, n + 1), c, dtype=np.int64)
+    kk = np.broadcast_to(np.arange(k)[:, None], pop.shape)
+    pos = np.broadcast_to(np.arange(c)[None, :], pop.shape)
+    np.minimum.at(first, (kk[filled], pop[filled]), pos[filled])
+    key = np.where(filled, first[kk, np.where(filled, pop, n)] * c + pos, c * c + pos)
+    return np.take_along_axis(pop, np.argsort(key, axis=1, kind="stable"), axis=1)
+
+
+def select(pop: np.ndarray, scores: np.ndarray, keep: int) -> tuple[np.ndarray, np.ndarray]:
+    """Elitist selection: the `keep` candidates with the lowest scores (ties: the earlier)."""
+    best = np.argsort(scores, kind="stable")[:keep]
+    return pop[best], scores[best]
+
+
+def scale_down(limit: np.ndarray, processed_s: np.ndarray, sigma: float, rounding: str = "ceil") -> np.ndarray:
+    """The scale-down rule against convoys (§3.3.2): R' = ceil(2R / ceil(sigma T + 1)), T the
+    job's processed time. `rounding="floor"` takes the inner ceiling as a floor (double until
+    1/sigma, hold until 2/sigma, then shrink), the other reading of the printed formula."""
+    inner = sigma * np.asarray(processed_s, dtype=np.float64) + 1.0
+    inner = np.ceil(inner) if rounding == "ceil" else np.floor(inner)
+    return np.maximum(np.ceil(2.0 * limit / inner), 1).astype(np.int64)
+
+
+def resume_limit(limit: np.ndarray, rejected: np.ndarray) -> np.ndarray:
+    """Resume (§3.3.2): a waiting job left out of the deployed schedule halves its limit."""
+    return np.where(rejected, np.maximum(limit // 2, 1), limit)
+
+
+def generation(
+    pop: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    allowed: np.ndarray,
+    new_order: np.ndarray,
+    fill_order: np.ndarray,
+    immune: np.ndarray,
+    processed: np.ndarray,
+    factor: np.ndarray,
+    speed: np.ndarray,
+    keep: int,
+    swap: float = 0.5,
+    mutate_rate: float = 0.3,
+    evolve: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One generation: refresh, crossover (keep/2 pairs), mutation (one mutant per candidate),
+    fill (jobs in `new_order` one GPU each, then those in `fill_order` up to `allowed`), reorder,
+    and elitist selection of `keep` by score. Returns the population and its scores, best first."""
+    n = len(allowed)
+    pop = refresh(pop, allowed)
+    if evolve:
+        pop = np.vstack([pop, crossover(pop, rng, max(keep // 2, 1), swap, allowed), mutate(pop, rng, mutate_rate, immune)])
+    pop = fill(pop, new_order, np.ones(n, dtype=np.int64))
+    pop = fill(pop, fill_order, allowed)
+    pop = reorder(pop, n)
+    return select(pop, score(pop, processed, factor, speed), keep)

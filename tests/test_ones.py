@@ -1,0 +1,111 @@
+"""ONES: the search's operators on a tiny cluster, the batch-limit rules and the Beta predictor,
+hand-computed; the trace reader's checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from roundhouse.elements.policies import ones_search as s
+from roundhouse.elements.policies.ones_predictor import BetaPredictor, history_points
+from roundhouse.errors import TraceError
+from roundhouse.traces import ones
+
+E = s.EMPTY
+HISTORY = "/work/shared/data/ones/job_history.csv"
+
+
+def test_counts_and_score_by_hand():
+    pop = np.array([[0, 0, 1, E], [1, 1, 1, 0]])
+    assert s.job_counts(pop, 2).tolist() == [[2, 1], [1, 3]]
+    speed = np.array([[0, 10, 16, 20, 22], [0, 5, 10, 15, 20.0]])
+    processed, factor = np.array([100.0, 50.0]), np.array([1.0, 3.0])
+    # candidate 0: 100*2/16*1 + 50*1/5*3 = 12.5 + 30; candidate 1: 100*1/10*1 + 50*3/15*3 = 10 + 30
+    assert s.score(pop, processed, factor, speed).tolist() == pytest.approx([42.5, 40.0])
+
+
+def test_one_generation_on_a_tiny_cluster():
+    """Four GPUs, three jobs; seed 0; each operator checked against what it must do."""
+    rng = np.random.default_rng(0)
+    pop = np.array([[0, 0, 1, 1], [2, 0, 0, E], [1, 2, 2, 2]])
+    allowed = np.array([2, 1, 2])  # job 1 limited to one GPU, job 2 to two
+    refreshed = s.refresh(pop, allowed)
+    assert refreshed.tolist() == [[0, 0, 1, E], [2, 0, 0, E], [1, 2, 2, E]]
+    # Crossover: children take, per GPU, one parent's gene or the other's, then are trimmed.
+    children = s.crossover(refreshed, np.random.default_rng(0), 2, 0.5, allowed)
+    r = np.random.default_rng(0)
+    a, b = r.integers(0, 3, 2), r.integers(0, 3, 2)
+    mask = r.random((2, 4)) < 0.5
+    expect = s.trim(
+        np.concatenate([np.where(mask, refreshed[b], refreshed[a]), np.where(mask, refreshed[a], refreshed[b])]), allowed
+    )
+    assert children.tolist() == expect.tolist()
+    assert (s.job_counts(children, 3) <= allowed).all()
+    # Mutation: theta = 1 drops every job not immune; theta = 0 nothing.
+    immune = np.array([False, True, False])
+    assert s.mutate(refreshed, rng, 1.0, immune).tolist() == [[E, E, 1, E], [E, E, E, E], [1, E, E, E]]
+    assert s.mutate(refreshed, rng, 0.0, immune).tolist() == refreshed.tolist()
+    # Fill: job 2 then job 0, each up to two GPUs, into the free GPUs in order.
+    filled = s.fill(refreshed, np.array([2, 0]), np.array([2, 0, 2]))
+    # (candidate 2: job 2 already has two, so job 0 takes the free GPU)
+    assert filled.tolist() == [[0, 0, 1, 2], [2, 0, 0, 2], [1, 2, 2, 0]]
+    # Reorder: each job's GPUs next to each other, in order of first appearance, free last.
+    assert s.reorder(np.array([[1, 0, 1, E, 0, 2]]), 3).tolist() == [[1, 1, 0, 0, 2, E]]
+    # Selection: elitist, the lowest scores kept.
+    kept, scores = s.select(filled, np.array([3.0, 1.0, 2.0]), 2)
+    assert kept.tolist() == [filled[1].tolist(), filled[2].tolist()] and scores.tolist() == [1.0, 2.0]
+
+
+def test_batch_limit_transitions():
+    r = np.array([1, 2, 4, 4, 8])
+    t = np.array([0.0, 0.0, 20.0, 45.0, 100.0])
+    # ceil(2R / ceil(T/30 + 1)): doubling at T = 0, held for T in (0, 30], 2R/3 up to 60 s, ...
+    assert s.scale_down(r, t, 1 / 30).tolist() == [2, 4, 4, 3, 4]
+    # The floor reading: doubling until 30 s, hold until 60 s, then shrinking.
+    assert s.scale_down(r, t, 1 / 30, "floor").tolist() == [2, 4, 8, 4, 4]
+    assert s.resume_limit(np.array([8, 1, 5]), np.array([True, True, False])).tolist() == [4, 1, 5]
+
+
+def test_beta_predictor_likelihood_goes_down():
+    p = BetaPredictor(seed=0, steps=60)
+    p.add(*history_points(ones.read_history(HISTORY)))
+    before = p.nll()
+    losses = p.fit()
+    assert p.nll() < before and losses[-1] < losses[0]
+    factor = p.factor(p.x[:5], sample=False, rng=np.random.default_rng(0))
+    assert (factor >= 0).all() and np.isfinite(factor).all()
+
+
+def test_trace_reader_and_generator(tmp_path):
+    trace = ones.read_trace("/work/shared/data/ones/trace_1.csv")
+    assert trace.height == 400 and set(trace["model"].unique()) == set(ones.PAIR_NAMES)
+    g = ones.generate(200, seed=3)
+    assert g.height == 200 and g["arrival_s"].is_sorted()
+    assert abs(g["arrival_s"].diff().mean() - 30.0) < 6.0
+    assert g.equals(ones.generate(200, seed=3))
+    bad = tmp_path / "bad.csv"
+    bad.write_text(
+        ",".join(ones.TRACE_COLUMNS) + "\n0,resnet50,imagenet,10000,10,32,5e-4,0.008,0.55,16\n5,gpt,wiki,1,1,1,1,1,1,1\n"
+    )
+    with pytest.raises(TraceError, match=r"bad.csv:3.*unknown model/task 'gpt-wiki'"):
+        ones.read_trace(bad)
+
+
+def test_graph_checks_runs_and_renders(tmp_path):
+    """graphs/ones.sched on a ten-job ONES-like trace: every job finishes, jobs are resized."""
+    from roundhouse.runtime.compiler import compile_file
+    from roundhouse.runtime.simulate import simulate
+
+    trace = tmp_path / "ones-10.csv"
+    ones.generate(10, seed=0).write_csv(trace)
+    text = (Path(__file__).parents[1] / "graphs" / "ones.sched").read_text()
+    graph_file = tmp_path / "ones.sched"
+    graph_file.write_text(text.replace("../traces/samples/ones-60.csv", str(trace)))
+    result = simulate(compile_file(graph_file))
+    assert result.stop_reason == "every job finished"
+    jobs = result.world.jobs
+    assert np.isfinite(jobs.column("finish_s")).all() and len(jobs.column("finish_s")) == 10
+    assert jobs.column("resizes").sum() > 0
+    assert any(c.get("generations", 0) > 0 for c in result.counters.values())

@@ -1,0 +1,196 @@
+"""ONES workloads (Bian et al., SC'21): the reader of its trace format, its completion-predictor
+history, a generator of ONES-like workloads, and the elastic applications they run as.
+
+**Trace** (the artifact's `traces/trace_1.csv`): one job a row,
+`time,model,task,epoch_size,patience,batch_size,lr,max_lr,target_acc,num_gpus`, where
+`batch_size` is the per-GPU batch and `num_gpus` the GPUs the user asked for. Read into the
+canonical schema: `job_id` (row order), `arrival_s`, `gpus`, `model` (the application,
+`<model>-<task>`, e.g. `resnet50-imagenet`), `batch_size` (global: local x requested GPUs, what
+a scheduler that keeps the request runs), and `epochs`, `epoch_size`, `local_batch`, `patience`,
+`lr`, `max_lr`, `target_acc`, `max_gpus`, `max_batch_size` as extra columns. The elastic
+profile counts work in epochs of REFERENCE_EPOCH samples, so `epochs` holds the job's epochs
+scaled by epoch_size / REFERENCE_EPOCH (its work in samples is then right); `job_epochs` holds
+the epochs themselves.
+
+**Epochs to target.** The trace says when a job stops (a target accuracy held for `patience`
+epochs), not how many epochs that takes; the simulator needs a number. Ours: each application's
+`epochs` below, read off the 20 completed jobs of the artifact's `job_history.csv` (their median
+epoch count by task, 4-5 for BERT, 20-35 for the vision jobs), the same for every batch size
+(ONES' linear scaling rule, §3.3.2).
+
+**Throughput** (ours: the paper profiles it online and prints no model). Each application is an
+elastic application in Pollux's throughput form (traces/goodput.py): compute
+alpha_c + beta_c x local batch per step, and an all-reduce whose cost grows with the model's size,
+slower between machines (InfiniBand) than within one (NVLink); beta_c is the inverse of a V100's
+samples/s on that model, and the per-GPU rates are of the order of the artifact's history (about
+100 samples/s for BERT, thousands for CIFAR). The noise scale is infinite: under linear LR scaling
+every batch size makes the same progress per sample (efficiency 1), so goodput = throughput.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from roundhouse.errors import TraceError
+from roundhouse.traces.goodput import ElasticApp, ElasticProfile
+
+TRACE_COLUMNS = ("time", "model", "task", "epoch_size", "patience", "batch_size", "lr", "max_lr", "target_acc", "num_gpus")
+HISTORY_COLUMNS = (
+    "id",
+    "epoch",
+    "epoch_size",
+    "num_samples",
+    "total_workload",
+    "batch_size",
+    "lr",
+    "initial_loss",
+    "loss",
+    "acc",
+    "throughput",
+)
+
+# The ten model/dataset pairs of ONES' Table 2, with the artifact's trace settings (notes §4):
+# requested GPUs, local batch, base and largest learning rate, target accuracy, patience, the
+# dataset sizes it samples. Then ours: epochs to target, V100 samples/s, model size (MB).
+#            name                 gpus local base_lr  max_lr  target patience sizes            epochs  rate   MB
+PAIRS = (
+    ("alexnet-imagenet", 16, 64, 2.5e-4, 0.004, 0.25, 20, (10000, 20000), 30, 1500.0, 240.0),
+    ("resnet50-imagenet", 16, 32, 5e-4, 0.008, 0.55, 10, (10000, 20000), 20, 300.0, 100.0),
+    ("vgg16-imagenet", 16, 32, 5e-4, 0.008, 0.55, 10, (10000, 20000), 20, 200.0, 550.0),
+    ("inception_v3-imagenet", 16, 32, 5e-4, 0.008, 0.55, 10, (10000, 20000), 20, 250.0, 100.0),
+    ("resnet18-cifar", 4, 256, 0.005, 0.08, 0.7, 10, (20000, 40000), 25, 4000.0, 45.0),
+    ("googlenet-cifar", 4, 256, 0.005, 0.08, 0.7, 10, (20000, 40000), 25, 2000.0, 25.0),
+    ("vgg16-cifar", 4, 128, 0.001, 0.016, 0.7, 10, (20000, 40000), 25, 3000.0, 60.0),
+    ("bert-cola", 2, 16, 5e-6, 2e-5, 0.8, 5, (5000, 8000), 5, 100.0, 440.0),
+    ("bert-mrpc", 2, 16, 5e-6, 2e-5, 0.8, 5, (3600,), 5, 100.0, 440.0),
+    ("bert-sst2", 8, 32, 2.5e-6, 2e-5, 0.9, 5, (10000, 20000), 4, 100.0, 440.0),
+)
+PAIR_NAMES = tuple(p[0] for p in PAIRS)
+_PAIR = {p[0]: p for p in PAIRS}
+# Interconnects (ours): an all-reduce moves about twice the model; NVLink within a machine at
+# ~20 GB/s, EDR InfiniBand between machines at ~10 GB/s, and a fixed start-up cost per step.
+_INTRA_GBPS, _INTER_GBPS, _STEP_S = 20.0, 10.0, 0.005
+REFERENCE_EPOCH = 20000.0
+
+
+def application(name: str, epoch_size: float = REFERENCE_EPOCH) -> ElasticApp:
+    """One ONES application as an elastic application (module docstring)."""
+    _, gpus, local, base_lr, max_lr, _, _, _, epochs, rate, mb = _PAIR[name]
+    sync = 2.0 * mb / 1000.0
+    params = np.array(
+        [_STEP_S, 1.0 / rate, sync / _INTER_GBPS, 0.1 * sync / _INTER_GBPS, sync / _INTRA_GBPS, 0.05 * sync / _INTRA_GBPS, 1.5]
+    )
+    init = local * gpus
+    # The artifact's cap on the global batch: base batch x max_lr / base_lr (notes §2).
+    cap = int(local * max_lr / base_lr)
+    return ElasticApp(
+        name=name,
+        params=params,
+        noise_scale=1e15,  # efficiency 1 to 12 digits (an infinite one would make inf/inf)
+        init_batch=local,  # a job starts on one GPU (ONES' start policy)
+        max_batch=max(cap, init),
+        min_local=1,
+        max_local=4 * local,
+        epochs=epochs,
+        epoch_samples=float(epoch_size),
+        work_samples=float(epochs * epoch_size),
+    )
+
+
+def profile() -> ElasticProfile:
+    """The ten ONES applications as an elastic profile (one epoch size each: a job's own
+    `epochs` x `epoch_size` sets its work)."""
+    return ElasticProfile([application(n) for n in PAIR_NAMES], "ones")
+
+
+def read_trace(path: str | Path) -> pl.DataFrame:
+    """ONES' trace format in the canonical schema (module docstring). A missing column, an
+    unknown model/task pair or a non-positive number is an error naming the file and row."""
+    path = Path(path)
+    origin = str(path)
+    try:
+        raw = pl.read_csv(path, infer_schema_length=0)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise TraceError(origin, f"cannot read the ONES trace: {exc}") from None
+    return parse_trace(raw, origin)
+
+
+def parse_trace(raw: pl.DataFrame, origin: str) -> pl.DataFrame:
+    """read_trace on a frame already loaded (cells as text or numbers)."""
+    missing = [c for c in TRACE_COLUMNS if c not in raw.columns]
+    if missing:
+        raise TraceError(origin, f"missing column(s) {', '.join(missing)} (an ONES trace has {', '.join(TRACE_COLUMNS)})")
+    numbers = {}
+    for col in TRACE_COLUMNS:
+        if col in ("model", "task"):
+            continue
+        values = raw[col].cast(pl.Float64, strict=False)
+        bad = values.is_null() | ~values.is_finite().fill_null(False) | (values < (0 if col == "time" else 1e-300))
+        if bad.any():
+            i = int(bad.arg_max() or 0)
+            raise TraceError(
+                f"{origin}:{i + 2}",
+                f"column {col!r}: {raw[col][i]!r} is not a {'non-negative' if col == 'time' else 'positive'} number",
+            )
+        numbers[col] = values.to_numpy()
+    names = (raw["model"].str.to_lowercase() + "-" + raw["task"].str.to_lowercase()).to_list()
+    for i, name in enumerate(names):
+        if name not in _PAIR:
+            raise TraceError(f"{origin}:{i + 2}", f"unknown model/task {name!r} (ONES' pairs: {', '.join(PAIR_NAMES)})")
+    epochs = np.array([_PAIR[n][8] for n in names], dtype=np.float64)
+    gpus = numbers["num_gpus"].astype(np.int64)
+    local = numbers["batch_size"].astype(np.int64)
+    cap = (local * numbers["max_lr"] / numbers["lr"]).astype(np.int64)
+    return pl.DataFrame(
+        {
+            "job_id": np.arange(len(names), dtype=np.int64),
+            "arrival_s": numbers["time"],
+            "gpus": gpus,
+            "model": names,
+            "batch_size": local * gpus,
+            "epochs": epochs * numbers["epoch_size"] / REFERENCE_EPOCH,
+            "job_epochs": epochs,
+            "local_batch": local,
+            "epoch_size": numbers["epoch_size"],
+            "patience": numbers["patience"],
+            "lr": numbers["lr"],
+            "max_lr": numbers["max_lr"],
+            "target_acc": numbers["target_acc"],
+            # The artifact's caps: at most 4x the requested GPUs, and base batch x max_lr/base_lr.
+            "max_gpus": (4 * gpus).astype(np.float64),
+            "max_batch_size": np.maximum(cap, local).astype(np.float64),
+        }
+    )
+
+
+def generate(jobs: int = 400, mean_gap_s: float = 30.0, seed: int = 0) -> pl.DataFrame:
+    """An ONES-like workload: `jobs` jobs drawn evenly over the ten pairs of Table 2 (each pair
+    one of its dataset sizes at random), Poisson arrivals with mean gap `mean_gap_s` from 0, in
+    the same columns as read_trace."""
+    if jobs < 1 or mean_gap_s <= 0:
+        raise ValueError(f"need jobs >= 1 and mean_gap_s > 0, got {jobs} and {mean_gap_s}")
+    rng = np.random.default_rng(seed)
+    pick = rng.permutation(np.arange(jobs) % len(PAIRS))
+    arrival = np.concatenate(([0.0], np.cumsum(rng.exponential(mean_gap_s, jobs - 1))))
+    rows = []
+    for p, t in zip(pick.tolist(), np.floor(arrival).tolist(), strict=True):
+        name, gpus, local, base_lr, max_lr, target, patience, sizes, *_ = PAIRS[p]
+        model, task = name.split("-")
+        rows.append((t, model, task, int(rng.choice(sizes)), patience, local, base_lr, max_lr, target, gpus))
+    return parse_trace(pl.DataFrame(rows, schema=list(TRACE_COLUMNS), orient="row"), "generated")
+
+
+def read_history(path: str | Path) -> pl.DataFrame:
+    """The artifact's `job_history.csv`: per-epoch logs of completed jobs (HISTORY_COLUMNS)."""
+    path = Path(path)
+    try:
+        frame = pl.read_csv(path)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise TraceError(str(path), f"cannot read the job history: {exc}") from None
+    missing = [c for c in HISTORY_COLUMNS if c not in frame.columns]
+    if missing:
+        raise TraceError(str(path), f"missing column(s) {', '.join(missing)}")
+    return frame.select(HISTORY_COLUMNS).cast({c: pl.Float64 for c in HISTORY_COLUMNS if c != "id"})
