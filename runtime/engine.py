@@ -149,7 +149,6 @@ class Engine:
         ticked = [el for el, *_ in self._wiring]
         self._skipping = Skipping(
             world,
-            backend,
             float(graph.settings.round),
             self._sources,
             [e for e in ticked if e.category == "source"] + [e for e in ticked if e.category != "source"],
@@ -179,7 +178,7 @@ class Engine:
 
     def skip_idle_rounds(self) -> None:
         """With no job in the system, move the clock to the round of the next arrival."""
-        self._skipping.skip_idle_rounds()
+        self._skipping.skip_idle_rounds(self.backend)
 
     def pause_at(self, t: float | None) -> None:
         """Skip no round past `t` (None: no such bound), for a caller that steps the engine
@@ -268,9 +267,9 @@ class Engine:
         round_s = float(self.graph.settings.round)
         events = self._poll()
         # Quiet rounds: ticking them would change nothing (runtime/skipping.py); only time passes.
-        while self._skipping.quiet(events, bool(self._completed)):
+        while self._skipping.quiet(self.backend, events, bool(self._completed)):
             idle = self._idle_rounds
-            skipped = self._skipping.pass_quiet_rounds(STALL_ROUNDS - idle if idle else None)
+            skipped = self._skipping.pass_quiet_rounds(self.backend, STALL_ROUNDS - idle if idle else None)
             self._rounds += skipped
             if idle:  # (the state of the last ticked round, which counted as idle)
                 self._idle_rounds += skipped
@@ -283,7 +282,7 @@ class Engine:
         self._plan_changed = False
         self._tick_all(ctx)
         self._rounds += 1
-        self._skipping.after_tick(ctx, self._plan_changed, self._call)
+        self._skipping.after_tick(ctx, self.backend, self._plan_changed, self._call)
         if self.on_round is not None:
             self.on_round(ctx)
         reason = self._stop_reason(ctx)
@@ -298,7 +297,7 @@ class Engine:
         else:
             self._idle_rounds = 0
         self.backend.advance()
-        self._skipping.skip_idle_rounds()
+        self._skipping.skip_idle_rounds(self.backend)
         return ""
 
     def fold_in(self) -> Events:

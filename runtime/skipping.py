@@ -26,9 +26,8 @@ if TYPE_CHECKING:
 class Skipping:
     """The engine's event skipping: when the rounds ahead are quiet, and passing them."""
 
-    def __init__(self, world: World, backend, round_s: float, sources: list[Element], asked: list[Element], enabled: bool):
+    def __init__(self, world: World, round_s: float, sources: list[Element], asked: list[Element], enabled: bool):
         self.world = world
-        self.backend = backend
         self.round_s = round_s
         self.sources = sources
         self.asked = asked  # (sources first: they answer cheaply)
@@ -46,22 +45,23 @@ class Skipping:
             ends.append(self.pause_at - self.round_s - 1e-9)
         return min(ends) if ends else math.inf
 
-    def after_tick(self, ctx: Round, plan_changed: bool, call: Callable) -> None:
+    # (The backend is passed in, not kept: a what-if run swaps the engine's backend for a simulator.)
+    def after_tick(self, ctx: Round, backend, plan_changed: bool, call: Callable) -> None:
         """After a ticked round: until when the rounds ahead are quiet (nothing to skip when its
         plan changed something)."""
-        self.quiet_until = self._quiet_time(ctx, call) if self.enabled and not plan_changed else -math.inf
+        self.quiet_until = self._quiet_time(ctx, backend, call) if self.enabled and not plan_changed else -math.inf
 
-    def quiet(self, events: Events, completing: bool) -> bool:
+    def quiet(self, backend, events: Events, completing: bool) -> bool:
         """Whether the round at the backend's clock may pass untouched."""
-        return self.backend.now < min(self.quiet_until, self._bound()) and events.is_quiet() and not completing
+        return backend.now < min(self.quiet_until, self._bound()) and events.is_quiet() and not completing
 
-    def _quiet_time(self, ctx: Round, call: Callable) -> float:
+    def _quiet_time(self, ctx: Round, backend, call: Callable) -> float:
         """The time before which no element's output can change unless something happens (an
         arrival, a completion: the backend reports those as events)."""
         # Asking costs about as much as ticking a quiet round: only worth it when at least two
         # rounds could pass, so the cheap answers (the next completion, arrivals) come first.
         worth = ctx.now + 2 * ctx.round_s
-        next_finish = getattr(self.backend, "next_finish_s", None)
+        next_finish = getattr(backend, "next_finish_s", None)
         if next_finish is not None and next_finish() < worth:
             return -math.inf
         quiet = self._bound()
@@ -75,11 +75,10 @@ class Skipping:
         ctx.element = None
         return quiet
 
-    def pass_quiet_rounds(self, at_most: int | None) -> int:
+    def pass_quiet_rounds(self, backend, at_most: int | None) -> int:
         """From a quiet boundary: advance the rounds that start before the quiet time (at most
         `at_most`) without ticking them, the simulator's whole quiet rounds in one go; stops
         after a round in which something happens. Returns how many rounds passed."""
-        backend = self.backend
         # Rounds starting before the quiet time, one fewer to be safe from the clock's rounding
         # (a round left over is found quiet again at the next pass).
         n = min((min(self.quiet_until, self._bound()) - backend.now) / self.round_s, 10_000_000.0)
@@ -97,10 +96,10 @@ class Skipping:
         self.skipped += passed
         return passed
 
-    def skip_idle_rounds(self) -> None:
+    def skip_idle_rounds(self, backend) -> None:
         """With no job in the system, jump straight to the round in which the next one arrives
         (ticking empty rounds would change nothing)."""
-        if self.world.unfinished or not hasattr(self.backend, "jump_to"):
+        if self.world.unfinished or not hasattr(backend, "jump_to"):
             return
         upcoming = [s.next_arrival_s() for s in self.sources if hasattr(s, "next_arrival_s")]
         if len(upcoming) != len(self.sources) or not upcoming:
@@ -113,5 +112,5 @@ class Skipping:
         for end in (self.until, self.pause_at):
             if end is not None:
                 boundary = min(boundary, math.ceil(end / round_s - 1e-12) * round_s)
-        if boundary > self.backend.now:
-            self.backend.jump_to(boundary)
+        if boundary > backend.now:
+            backend.jump_to(boundary)
