@@ -15,9 +15,6 @@ import numpy as np
 from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.rowsets import isin_rows
 
-_MANY = np.iinfo(np.int64).max
-
-
 def explain_placement(
     ctx, ranking, is_run: np.ndarray, placed: np.ndarray, suspend: np.ndarray, available: np.ndarray, skip=None
 ) -> None:
@@ -26,8 +23,7 @@ def explain_placement(
     `available` the GPUs the plan leaves free; `skip` marks positions the placer explained
     itself. (Called every round a placer decides: the common paths are a few array operations.)"""
     rows = ranking.rows
-    waiting = ~(is_run | placed)  # (suspended jobs ran at the round's start: not among them)
-    idle = waiting.nonzero()[0]
+    idle = (~(is_run | placed)).nonzero()[0]  # waiting (suspended jobs ran at the round's start)
     pos = idle if skip is None else idle[~skip[idle]]
     hit = None
     if len(suspend):
@@ -43,31 +39,33 @@ def explain_placement(
         return behind if hit is None else behind - hit.searchsorted(p)
 
     if len(pos):
-        least = int(ranking.gpus.min(where=waiting, initial=_MANY)) if skip is None else int(ranking.gpus[pos].min())
-        _explain_waiting(ctx, ranking, pos, least, available, ahead)
+        _explain_waiting(ctx, ranking, pos, available, ahead)
     if hit is not None and len(hit):
         # (jobs ahead that hold GPUs: all but those waiting and those suspended)
         holders = hit - idle.searchsorted(hit) - np.arange(len(hit))
         ctx.explain(Reason.PREEMPTED, rows[hit], hit + 1, holders)
 
 
-def _explain_waiting(ctx, ranking, pos: np.ndarray, least: int, available: np.ndarray, ahead) -> None:
-    """Waiting jobs at ranking positions `pos`; `least`: the fewest GPUs one of them wants."""
+def _explain_waiting(ctx, ranking, pos: np.ndarray, available: np.ndarray, ahead) -> None:
+    """Waiting jobs at ranking positions `pos`."""
     rows, want = ranking.rows, ranking.gpus
     cluster = ctx.cluster
-    if least <= 0:  # a job the ranking gives no GPUs is not waiting for any
-        pos = pos[want[pos] > 0]
+    wanted = want[pos]
+    # (Counts of comparisons rather than a minimum: a reduction costs several times as much,
+    # and this runs every round.)
+    if np.count_nonzero(wanted <= 0):  # a job the ranking gives no GPUs is not waiting for any
+        keep = wanted > 0
+        pos, wanted = pos[keep], wanted[keep]
         if not len(pos):
             return
-        least = int(want[pos].min())
     code: int | np.ndarray
     type_of: np.ndarray | None = None
     if len(cluster.gpu_types) == 1:
         left: np.ndarray | int = int(np.count_nonzero(available))
-        if least > left:  # (the common case at load: every waiting job wants more than is left)
+        if not np.count_nonzero(wanted <= left):  # (the common case at load: none fits in what is left)
             code = int(Reason.RANKED_BEHIND)
         else:
-            code = np.where(want[pos] > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
+            code = np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
     else:
         free = np.bincount(cluster.gpu_type[available], minlength=len(cluster.gpu_types))
         usable = ctx.jobs.type_rates[rows[pos]] > 0
@@ -78,7 +76,6 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, least: int, available: np.nd
         room = np.where(usable, free[None, :], -1)
         type_of = room.argmax(axis=1)
         left = np.maximum(room.max(axis=1), 0)
-        wanted = want[pos]
         code = np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
         if asked is not None:
             code = np.where((asked >= 0) & (wanted > left), int(Reason.NO_FREE_TYPE), code)
