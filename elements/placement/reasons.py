@@ -53,20 +53,22 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, available: np.ndarray, ahead
     wanted = want[pos]
     # (Counts of comparisons rather than a minimum: a reduction costs several times as much,
     # and this runs every round.)
-    if np.count_nonzero(wanted <= 0):  # a job the ranking gives no GPUs is not waiting for any
-        keep = wanted > 0
-        pos, wanted = pos[keep], wanted[keep]
-        if not len(pos):
-            return
     code: int | np.ndarray
     type_of: np.ndarray | None = None
     if len(cluster.gpu_types) == 1:
         left: np.ndarray | int = int(np.count_nonzero(available))
-        if not np.count_nonzero(wanted <= left):  # (the common case at load: none fits in what is left)
-            code = int(Reason.RANKED_BEHIND)
-        else:
-            code = np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
+        # The common case at load: none fits in what is left (so none wants no GPUs either).
+        code = int(Reason.RANKED_BEHIND)
+        if np.count_nonzero(wanted <= left):
+            pos, wanted = _wanting(pos, wanted)
+            if not len(pos):
+                return
+            if np.count_nonzero(wanted <= left):
+                code = np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
     else:
+        pos, wanted = _wanting(pos, wanted)
+        if not len(pos):
+            return
         free = np.bincount(cluster.gpu_type[available], minlength=len(cluster.gpu_types))
         usable = ctx.jobs.type_rates[rows[pos]] > 0
         asked = ranking.gpu_type[pos] if ranking.gpu_type is not None else None
@@ -95,3 +97,12 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, available: np.ndarray, ahead
         return b
 
     ctx.explain(code, rows[pos], lambda sel: pos[sel] + 1, second, left)
+
+
+def _wanting(pos: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions, and GPUs wanted, of jobs that want GPUs: a job the ranking gives none is
+    not waiting for any."""
+    if np.count_nonzero(wanted <= 0):
+        keep = wanted > 0
+        return pos[keep], wanted[keep]
+    return pos, wanted
