@@ -15,6 +15,7 @@ import numpy as np
 from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.rowsets import isin_rows
 
+
 def explain_placement(
     ctx, ranking, is_run: np.ndarray, placed: np.ndarray, suspend: np.ndarray, available: np.ndarray, skip=None
 ) -> None:
