@@ -15,8 +15,6 @@ import numpy as np
 from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.rowsets import isin_rows
 
-_MANY = np.iinfo(np.int64).max
-
 
 def explain_placement(
     ctx, ranking, is_run: np.ndarray, placed: np.ndarray, suspend: np.ndarray, available: np.ndarray, skip=None
@@ -26,8 +24,7 @@ def explain_placement(
     `available` the GPUs the plan leaves free; `skip` marks positions the placer explained
     itself. (Called every round a placer decides: the common paths are a few array operations.)"""
     rows = ranking.rows
-    waiting = ~(is_run | placed)  # (suspended jobs ran at the round's start: not among them)
-    idle = waiting.nonzero()[0]
+    idle = (~(is_run | placed)).nonzero()[0]  # waiting (suspended jobs ran at the round's start)
     pos = idle if skip is None else idle[~skip[idle]]
     hit = None
     if len(suspend):
@@ -43,32 +40,36 @@ def explain_placement(
         return behind if hit is None else behind - hit.searchsorted(p)
 
     if len(pos):
-        least = int(ranking.gpus.min(where=waiting, initial=_MANY)) if skip is None else int(ranking.gpus[pos].min())
-        _explain_waiting(ctx, ranking, pos, least, available, ahead)
+        _explain_waiting(ctx, ranking, pos, available, ahead)
     if hit is not None and len(hit):
         # (jobs ahead that hold GPUs: all but those waiting and those suspended)
         holders = hit - idle.searchsorted(hit) - np.arange(len(hit))
         ctx.explain(Reason.PREEMPTED, rows[hit], hit + 1, holders)
 
 
-def _explain_waiting(ctx, ranking, pos: np.ndarray, least: int, available: np.ndarray, ahead) -> None:
-    """Waiting jobs at ranking positions `pos`; `least`: the fewest GPUs one of them wants."""
+def _explain_waiting(ctx, ranking, pos: np.ndarray, available: np.ndarray, ahead) -> None:
+    """Waiting jobs at ranking positions `pos`."""
     rows, want = ranking.rows, ranking.gpus
     cluster = ctx.cluster
-    if least <= 0:  # a job the ranking gives no GPUs is not waiting for any
-        pos = pos[want[pos] > 0]
-        if not len(pos):
-            return
-        least = int(want[pos].min())
+    wanted = want[pos]
+    # (Counts of comparisons rather than a minimum: a reduction costs several times as much,
+    # and this runs every round.)
     code: int | np.ndarray
     type_of: np.ndarray | None = None
     if len(cluster.gpu_types) == 1:
         left: np.ndarray | int = int(np.count_nonzero(available))
-        if least > left:  # (the common case at load: every waiting job wants more than is left)
-            code = int(Reason.RANKED_BEHIND)
-        else:
-            code = np.where(want[pos] > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
+        # The common case at load: none fits in what is left (so none wants no GPUs either).
+        code = int(Reason.RANKED_BEHIND)
+        if np.count_nonzero(wanted <= left):
+            pos, wanted = _wanting(pos, wanted)
+            if not len(pos):
+                return
+            if np.count_nonzero(wanted <= left):
+                code = np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
     else:
+        pos, wanted = _wanting(pos, wanted)
+        if not len(pos):
+            return
         free = np.bincount(cluster.gpu_type[available], minlength=len(cluster.gpu_types))
         usable = ctx.jobs.type_rates[rows[pos]] > 0
         asked = ranking.gpu_type[pos] if ranking.gpu_type is not None else None
@@ -78,7 +79,6 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, least: int, available: np.nd
         room = np.where(usable, free[None, :], -1)
         type_of = room.argmax(axis=1)
         left = np.maximum(room.max(axis=1), 0)
-        wanted = want[pos]
         code = np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
         if asked is not None:
             code = np.where((asked >= 0) & (wanted > left), int(Reason.NO_FREE_TYPE), code)
@@ -98,3 +98,12 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, least: int, available: np.nd
         return b
 
     ctx.explain(code, rows[pos], lambda sel: pos[sel] + 1, second, left)
+
+
+def _wanting(pos: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions, and GPUs wanted, of jobs that want GPUs: a job the ranking gives none is
+    not waiting for any."""
+    if np.count_nonzero(wanted <= 0):
+        keep = wanted > 0
+        return pos[keep], wanted[keep]
+    return pos, wanted
