@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 
 from roundhouse.runtime.element import Element, In, element, job_ids
+from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Events
 from roundhouse.runtime.values import IdRange, number
 
@@ -114,11 +115,11 @@ class JobMetrics(Element):
             grown[: len(self._starts)] = self._starts
             self._starts = grown
         holder = ctx.holder
-        owners = [holder]
+        gpus = np.flatnonzero(isin_rows(holder, launched))
+        rows = holder[gpus]
         if ctx.co_holder is not None:
-            owners.append(ctx.co_holder)
-        gpus = np.concatenate([np.flatnonzero(np.isin(h, launched)) for h in owners])
-        rows = np.concatenate([h[np.isin(h, launched)] for h in owners])
+            co = np.flatnonzero(isin_rows(ctx.co_holder, launched))
+            gpus, rows = np.concatenate([gpus, co]), np.concatenate([rows, ctx.co_holder[co]])
         order = np.argsort(rows, kind="stable")
         rows, gpus = rows[order], gpus[order]
         first = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])

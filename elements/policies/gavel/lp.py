@@ -266,4 +266,19 @@ def with_column(matrix: sp.spmatrix, var: int, coefficients) -> sp.csr_matrix:
     rows = np.concatenate([m.row, np.arange(n)[keep]])
     cols = np.concatenate([m.col, np.full(int(keep.sum()), var)])
     vals = np.concatenate([m.data, coefficients[keep]])
-    return sp.csr_matrix((vals, (rows, cols)), shape=(n, max(m.shape[1], var + 1)))
+    return sparse_rows(rows, cols, vals, (n, max(m.shape[1], var + 1)))
+
+
+def sparse_rows(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
+    """The CSR matrix with entries (rows, cols, vals), duplicates summed: the same matrix, in
+    the same canonical form (indices sorted), as `sp.csr_matrix((vals, (rows, cols)))`, built
+    with two numpy passes rather than through scipy's COO conversion (a solver builds a few
+    of these per solve, each in tens of microseconds)."""
+    rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+    order = np.lexsort((cols, rows))
+    r, c = rows[order], cols[order]
+    if len(r) > 1 and ((r[1:] == r[:-1]) & (c[1:] == c[:-1])).any():
+        return sp.csr_matrix((vals, (rows, cols)), shape=shape)  # duplicates: scipy sums them
+    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r, minlength=shape[0]), out=indptr[1:])
+    return sp.csr_matrix((np.asarray(vals, dtype=np.float64)[order], c, indptr), shape=shape)

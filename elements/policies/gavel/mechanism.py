@@ -57,6 +57,7 @@ class GavelRounds(Element):
         "_deficit",
         "_fastest",
         "_given",
+        "_last",
         "_last_reset",
         "_one_type_each",
         "_pair_deficit",
@@ -101,6 +102,7 @@ class GavelRounds(Element):
         self._given = np.zeros(0)  # time given out per column since the last reset
         self._any_pairs = False
         self._repeat: tuple[Ranking, np.ndarray] | None = None
+        self._last: tuple[Ranking, np.ndarray, np.ndarray] | None = None  # last round's ranking, entries, columns
         # What was handed to the placer last round, to account for the time it received.
         self._ran = np.zeros(0, dtype=np.int64)
         self._ran_col = np.zeros(0, dtype=np.int64)
@@ -181,6 +183,7 @@ class GavelRounds(Element):
         self._wanted = usable & ((self._X > 0) | (self.work_conserving & ~self._paired[:, None]))
         self._one_type_each = bool((self._wanted.sum(axis=1) <= 1).all())
         self._repeat = None
+        self._last = None
         self._alive = np.ones(len(rows), dtype=bool)
         self._update_alive(ctx)
         placements = shares.placement
@@ -264,14 +267,21 @@ class GavelRounds(Element):
         self.counters["scheduled"] = len(picked)
         self.counters["pairs"] = int(self._paired[picked].sum()) if self._any_pairs else 0
         self.counters["idle_gpus"] = int(left.sum())
-        ranking = Ranking(
-            rows=rows[picked],
-            gpus=sf[picked],
-            gpu_type=self._col_type[cols],
-            consolidate=None if self._consolidated is None else self._consolidated[cols],
-            backfill=False,
-            partner=partner[picked] if self._any_pairs else None,
-        )
+        last = self._last
+        if last is not None and np.array_equal(last[1], picked) and np.array_equal(last[2], cols):
+            # The same entries on the same columns as last round: the same ranking, so that the
+            # placer sees it unchanged and renews every lease without searching again.
+            ranking = last[0]
+        else:
+            ranking = Ranking(
+                rows=rows[picked],
+                gpus=sf[picked],
+                gpu_type=self._col_type[cols],
+                consolidate=None if self._consolidated is None else self._consolidated[cols],
+                backfill=False,
+                partner=partner[picked] if self._any_pairs else None,
+            )
+            self._last = (ranking, picked, cols)
         if self._one_type_each and not self._any_pairs and len(picked) == self._wanting:
             self._repeat = (ranking, picked)
         if ctx.explaining:
