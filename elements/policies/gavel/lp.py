@@ -86,8 +86,7 @@ class LinearProgram:
         return np.arange(start, start + n)
 
     def build(self) -> mbh.ModelBuilderHelper:
-        blocks = [sp.csr_matrix((b.data, b.indices, b.indptr), shape=(b.shape[0], self.n_vars)) for b in self._blocks]
-        matrix = sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, self.n_vars))
+        matrix = _stacked(self._blocks, self.n_vars)
         model = mbh.ModelBuilderHelper()
         row_lb = np.concatenate(self._row_lb) if self._row_lb else np.zeros(0)
         row_ub = np.concatenate(self._row_ub) if self._row_ub else np.zeros(0)
@@ -257,14 +256,26 @@ class LinearProgram:
         return Solution(status == pywraplp.Solver.OPTIMAL, names.get(status, f"status {status}"), float(objective), values)
 
 
+def _stacked(blocks: list[sp.csr_matrix], n_vars: int) -> sp.csr_matrix:
+    """The blocks' rows one under the other, over `n_vars` columns (what `sp.vstack` makes of
+    CSR blocks, without its checks: a solve stacks a few small blocks)."""
+    if not blocks:
+        return sp.csr_matrix((0, n_vars))
+    ends = np.cumsum([0] + [b.nnz for b in blocks[:-1]])
+    indptr = np.concatenate([[0]] + [b.indptr[1:] + end for b, end in zip(blocks, ends.tolist())])
+    data = np.concatenate([b.data for b in blocks])
+    indices = np.concatenate([b.indices for b in blocks])
+    return sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, n_vars))
+
+
 def with_column(matrix: sp.spmatrix, var: int, coefficients) -> sp.csr_matrix:
     """`matrix` with `coefficients` (one per row) added in the column of variable `var`."""
-    m = sp.coo_matrix(matrix)
+    m = matrix.tocsr() if sp.issparse(matrix) else sp.csr_matrix(matrix)
     n = m.shape[0]
     coefficients = np.broadcast_to(np.asarray(coefficients, dtype=np.float64), (n,))
     keep = coefficients != 0
-    rows = np.concatenate([m.row, np.arange(n)[keep]])
-    cols = np.concatenate([m.col, np.full(int(keep.sum()), var)])
+    rows = np.concatenate([np.repeat(np.arange(n), np.diff(m.indptr)), np.arange(n)[keep]])
+    cols = np.concatenate([m.indices, np.full(int(keep.sum()), var)])
     vals = np.concatenate([m.data, coefficients[keep]])
     return sparse_rows(rows, cols, vals, (n, max(m.shape[1], var + 1)))
 

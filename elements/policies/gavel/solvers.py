@@ -266,7 +266,8 @@ class MaxMinFairness(GavelSolver):
         form.add_variables(lp)
         z = int(lp.variables(1, lb=-np.inf, obj=1.0)[0])
         run = form.runnable
-        lp.constraints(with_column(form.throughput(scale)[run], z, -1.0), lb=0.0)
+        throughput = form.throughput(scale)
+        lp.constraints(with_column(throughput if run.all() else throughput[run], z, -1.0), lb=0.0)
         form.validity(lp)
         got = _solve_or_fail(lp, self.lp, self.name)
         self.counters["objective"] = got.objective
