@@ -122,7 +122,9 @@ class JobMetrics(Element):
             gpus, rows = np.concatenate([gpus, co]), np.concatenate([rows, ctx.co_holder[co]])
         order = np.argsort(rows, kind="stable")
         rows, gpus = rows[order], gpus[order]
-        first = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        leads = np.ones(len(rows), dtype=bool)
+        np.not_equal(rows[1:], rows[:-1], out=leads[1:])
+        first = np.flatnonzero(leads)
         cluster = ctx.cluster
         node, rack = cluster.gpu_node[gpus], cluster.gpu_rack[gpus]
         one_node = np.minimum.reduceat(node, first) == np.maximum.reduceat(node, first)

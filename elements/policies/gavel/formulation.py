@@ -119,7 +119,7 @@ def classes(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     np.any(ordered[1:] != ordered[:-1], axis=1, out=leads[1:])
     starts = np.flatnonzero(leads)
     group = np.cumsum(leads) - 1
-    first, counts = order[starts], np.diff(np.r_[starts, n])
+    first, counts = order[starts], np.diff(starts, append=n)
     # Number classes in order of first appearance, so that the program's rows follow the jobs.
     by_first = np.argsort(first, kind="stable")
     rank = np.empty_like(by_first)

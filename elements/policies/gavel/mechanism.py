@@ -76,6 +76,7 @@ class GavelRounds(Element):
         "_time",
         "_wanted",
         "_wanted_alive",
+        "_wanted_by_col",
         "_wanting",
     )
 
@@ -102,7 +103,7 @@ class GavelRounds(Element):
         self._given = np.zeros(0)  # time given out per column since the last reset
         self._any_pairs = False
         self._repeat: tuple[Ranking, np.ndarray] | None = None
-        self._last: tuple[Ranking, np.ndarray, np.ndarray] | None = None  # last round's ranking, entries, columns
+        self._last: tuple[Ranking, bytes, bytes] | None = None  # last round's ranking, its entries and columns
         # What was handed to the placer last round, to account for the time it received.
         self._ran = np.zeros(0, dtype=np.int64)
         self._ran_col = np.zeros(0, dtype=np.int64)
@@ -205,6 +206,7 @@ class GavelRounds(Element):
             alive &= ~self._paired | (status[np.maximum(self._partner, 0)] != FINISHED)
         self._alive = alive
         self._wanted_alive = self._wanted & alive[:, None]
+        self._wanted_by_col = np.ascontiguousarray(self._wanted_alive.T)  # (a row per column: read each round)
         self._wanting = int(self._wanted_alive.any(axis=1).sum())
 
     def _fastest_first(self, ctx, shares: Shares) -> np.ndarray:
@@ -229,29 +231,33 @@ class GavelRounds(Element):
             ranking, picked = self._repeat
             self._ran_run_s = ctx.jobs.column("run_s")[rows[picked]]
             return ranking
-        priority = X * (self._given / self._time)
+        priority = (X * (self._given / self._time)).T  # (a row per column: one column read at a time)
         types = self._rng.permutation(len(self._cols_of_type)) if self.order == "shuffled" else self._fastest
-        left = np.array(ctx.cluster.gpus_by_type, dtype=np.int64)
-        taken = np.zeros(len(ctx.jobs), dtype=bool)  # job rows given GPUs this round
+        left = list(ctx.cluster.gpus_by_type)
+        with_pairs = self._any_pairs
+        # Who has GPUs this round: by job row with pairs (a job may sit in several entries);
+        # else each entry is its own job, and marks by entry are cheaper.
+        taken = np.zeros(len(ctx.jobs) if with_pairs else len(rows), dtype=bool)
         chosen, chosen_col = [], []
         any_taken = False
         for t in types.tolist():
             for c in self._cols_of_type[t]:
                 if left[t] <= 0:
                     break
-                ok = self._wanted_alive[:, c]
+                ok = self._wanted_by_col[c]
                 if any_taken:
-                    ok = ok & ~taken[rows]
-                    if self._any_pairs:
-                        ok &= ~self._paired | ~taken[np.maximum(partner, 0)]
-                cand = np.flatnonzero(ok)
+                    if with_pairs:
+                        ok = ok & ~taken[rows] & (~self._paired | ~taken[np.maximum(partner, 0)])
+                    else:
+                        ok = ok & ~taken
+                cand = ok.nonzero()[0]
                 if not len(cand):
                     continue
-                if self._any_pairs or int(sf[cand].sum()) > left[t]:  # (when all fit, order does not matter)
+                if with_pairs or int(sf[cand].sum()) > left[t]:  # (when all fit, order does not matter)
                     tied = self._tie_order[c]
                     cand = tied[ok[tied]]
-                    cand = cand[np.argsort(-priority[cand, c], kind="stable")]
-                picked, left[t] = _greedy(cand, sf, partner, rows, taken, int(left[t]), self._any_pairs)
+                    cand = cand[np.argsort(-priority[c][cand], kind="stable")]
+                picked, left[t] = _greedy(cand, sf, partner, rows, taken, int(left[t]), with_pairs)
                 if len(picked):
                     chosen.append(picked)
                     chosen_col.append(np.full(len(picked), c, dtype=np.int64))
@@ -266,9 +272,9 @@ class GavelRounds(Element):
             self._ran_partner_run_s = run_s[np.maximum(partner[picked], 0)]
         self.counters["scheduled"] = len(picked)
         self.counters["pairs"] = int(self._paired[picked].sum()) if self._any_pairs else 0
-        self.counters["idle_gpus"] = int(left.sum())
+        self.counters["idle_gpus"] = sum(left)
         last = self._last
-        if last is not None and np.array_equal(last[1], picked) and np.array_equal(last[2], cols):
+        if last is not None and last[1] == picked.tobytes() and last[2] == cols.tobytes():
             # The same entries on the same columns as last round: the same ranking, so that the
             # placer sees it unchanged and renews every lease without searching again.
             ranking = last[0]
@@ -281,11 +287,14 @@ class GavelRounds(Element):
                 backfill=False,
                 partner=partner[picked] if self._any_pairs else None,
             )
-            self._last = (ranking, picked, cols)
+            self._last = (ranking, picked.tobytes(), cols.tobytes())
         if self._one_type_each and not self._any_pairs and len(picked) == self._wanting:
             self._repeat = (ranking, picked)
         if ctx.explaining:
-            self._explain(ctx, picked, taken, int(left.sum()))
+            if not with_pairs:  # (by job row, as with pairs)
+                taken = np.zeros(len(ctx.jobs), dtype=bool)
+                taken[rows[picked]] = True
+            self._explain(ctx, picked, taken, sum(left))
         return ranking
 
     def _explain(self, ctx, picked: np.ndarray, taken: np.ndarray, idle: int) -> None:
@@ -304,12 +313,12 @@ class GavelRounds(Element):
 def _greedy(cand, sf, partner, rows, taken, left: int, with_pairs: bool):
     """Algorithm 1 on one type's queue (already in priority order): take each entry whose GPU
     count fits in what is left and whose jobs are not taken yet. Marks the jobs in `taken`;
-    returns (entries taken, GPUs left)."""
+    returns (entries taken, GPUs left). Without pairs, `taken` is by entry, not job row."""
     if not with_pairs:
         sizes = sf[cand]
         ends = np.cumsum(sizes)
         if ends[-1] <= left:  # everyone fits
-            taken[rows[cand]] = True
+            taken[cand] = True
             return cand, left - int(ends[-1])
         fit = int(np.searchsorted(ends, left, side="right"))  # the first `fit` entries all fit
         chosen = list(cand[:fit])
@@ -322,7 +331,7 @@ def _greedy(cand, sf, partner, rows, taken, left: int, with_pairs: bool):
                     if left == 0:
                         break
         picked = np.asarray(chosen, dtype=np.int64)
-        taken[rows[picked]] = True
+        taken[picked] = True
         return picked, left
     pairs_picked: list[int] = []
     for i in cand.tolist():

@@ -180,7 +180,9 @@ def _on_one_gpu_servers(cluster, available, types, want, todo, consolidate):
     if consolidate is not None:
         fits_one = ~np.asarray(consolidate, dtype=bool)[todo] | (sizes <= 1)
         todo, t_todo, sizes = todo[fits_one], t_todo[fits_one], sizes[fits_one]
-    bounds = np.flatnonzero(np.r_[True, t_todo[1:] != t_todo[:-1], True])
+    edges = np.ones(len(t_todo) + 1, dtype=bool)  # (np.r_ costs more than the rest of this line)
+    np.not_equal(t_todo[1:], t_todo[:-1], out=edges[1:-1])
+    bounds = np.flatnonzero(edges)
     positions, counts, gpus = [], [], []
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         t = int(t_todo[a])
