@@ -96,8 +96,8 @@ class GavelPlacer(Element):
             positions, counts, gpus = _job_by_job(cluster, available, types, want, todo, ranking.consolidate)
         self.counters["unplaced"] += len(todo) - len(positions)
 
-        suspend = running[~isin_rows(running, kept)] if len(kept) else running
-        keep_rows = running[isin_rows(running, kept)] if len(kept) else running[:0]
+        staying = isin_rows(running, kept)
+        suspend, keep_rows = running[~staying], running[staying]
         self.counters["kept"] += len(running) - len(suspend)
         self.counters["suspended"] += len(suspend)
         if not len(positions):
