@@ -1,15 +1,21 @@
 """Gavel's heterogeneity-aware path at speed gives the same runs: GavelPlacer's one-GPU-server
 placement against its job-by-job search, the throughput model's remembered rates against the
-profile's look-ups, every job's times compared; and, with Gavel's data at hand, the whole msr
-0e4a51 trace against Gavel's own per-job results."""
+profile's look-ups, the mechanism's unchanged rankings against fresh ones, every job's times
+compared; the LP's quick assembly (job classes, sparse rows, a new column, stacked blocks)
+against scipy's and numpy's general routines, entry for entry; and, with Gavel's data at hand,
+the whole msr 0e4a51 trace against Gavel's own per-job results."""
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import polars as pl
 import pytest
+import scipy.sparse as sp
 
-from roundhouse.elements.policies.gavel import placement
+from roundhouse.elements.policies.gavel import mechanism, placement
+from roundhouse.elements.policies.gavel.formulation import classes
+from roundhouse.elements.policies.gavel.lp import _stacked, sparse_rows, with_column
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import simulate
 from roundhouse.traces import throughput
@@ -67,6 +73,83 @@ def test_remembered_rates_equal_the_profiles(monkeypatch):
     monkeypatch.setattr(throughput._RateCache, "rates", lambda self, jobs, rows, t, counts, one_node, at, look_up: look_up(at))
     looked_up, _ = _run([])
     _same(remembered, looked_up)
+
+
+def test_an_unchanged_ranking_handed_on_equals_a_fresh_one(monkeypatch):
+    renewed = []
+    tick = placement.GavelPlacer.tick
+
+    def placing(self, ctx, ranking):
+        renewed.append(ranking is self._settled)
+        return tick(self, ctx, ranking)
+
+    monkeypatch.setattr(placement.GavelPlacer, "tick", placing)
+    handed_on, _ = _run([])
+    assert sum(renewed) > 100  # the placer saw last round's ranking again and renewed every lease
+    # A fresh copy every round: the placer searches again each time.
+    schedule = mechanism.GavelRounds._schedule
+    monkeypatch.setattr(mechanism.GavelRounds, "_schedule", lambda self, ctx: attrs.evolve(schedule(self, ctx)))
+    renewed.clear()
+    fresh, _ = _run([])
+    assert not any(renewed)
+    _same(handed_on, fresh)
+
+
+def _classes_by_unique(*keys):
+    """The general way: np.unique over rows, classes renumbered by first appearance."""
+    n = len(keys[0])
+    table = np.column_stack([np.asarray(k, dtype=np.float64).reshape(n, -1) for k in keys])
+    _, first, inverse, counts = np.unique(table, axis=0, return_index=True, return_inverse=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.reshape(-1)], first[order], counts[order]
+
+
+def test_job_classes_equal_numpys_unique():
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n, k = int(rng.integers(1, 120)), int(rng.integers(1, 7))
+        T = rng.choice([0.0, 0.5, 1.25, 3.0], size=(n, k))
+        keys = (T, rng.choice([1.0, 2.0, 4.0], size=n), rng.choice([1.0, 2.0], size=n))
+        for ours, general in zip(classes(*keys), _classes_by_unique(*keys)):
+            np.testing.assert_array_equal(ours, general)
+
+
+def _same_csr(a, b) -> None:
+    assert a.shape == b.shape
+    for part in ("data", "indices", "indptr"):
+        np.testing.assert_array_equal(getattr(a, part), getattr(b, part), err_msg=part)
+
+
+def test_sparse_assembly_equals_scipys():
+    rng = np.random.default_rng(5)
+    for i in range(300):
+        n_rows, n_cols, n = int(rng.integers(1, 30)), int(rng.integers(1, 50)), int(rng.integers(0, 200))
+        rows, cols, vals = rng.integers(0, n_rows, n), rng.integers(0, n_cols, n), rng.normal(size=n)
+        if i % 2:  # without repeated cells (the common case), in a shuffled order
+            once = np.unique(rows * n_cols + cols, return_index=True)[1]
+            rows, cols, vals = rows[once][::-1], cols[once][::-1], vals[once][::-1]
+        _same_csr(sparse_rows(rows, cols, vals, (n_rows, n_cols)), sp.csr_matrix((vals, (rows, cols)), shape=(n_rows, n_cols)))
+        matrix = sp.random(n_rows, n_cols, density=0.3, random_state=i, format="csr")
+        var, column = int(rng.integers(0, n_cols + 3)), rng.choice([0.0, -1.0, 2.5], size=n_rows)
+        m = matrix.tocoo()
+        keep = column != 0
+        general = sp.csr_matrix(
+            (
+                np.r_[m.data, column[keep]],
+                (np.r_[m.row, np.flatnonzero(keep)], np.r_[m.col, np.full(keep.sum(), var)]),
+            ),
+            shape=(n_rows, max(n_cols, var + 1)),
+        )
+        _same_csr(with_column(matrix, var, column), general)
+        blocks = [matrix, sp.random(int(rng.integers(0, 9)), n_cols, density=0.5, random_state=i + 1, format="csr")]
+        _same_csr(
+            _stacked(blocks, n_cols + 2),
+            sp.vstack(
+                [sp.csr_matrix((b.data, b.indices, b.indptr), shape=(b.shape[0], n_cols + 2)) for b in blocks], format="csr"
+            ),
+        )
 
 
 @pytest.mark.slow

@@ -41,7 +41,8 @@ class GavelRounds(Element):
         pairs: pair entries chosen in the last round.
         idle_gpus: GPUs left without a job in the last round.
     Cost: O(n c) over jobs n and allocation columns c (GPU types, with pairs), plus a sort of the
-        jobs by priority, O(n log n).
+        jobs by priority, O(n log n), on a type whose GPUs do not hold every entry that wants
+        them. A round that picks the same entries as the last hands on the same ranking.
     See also: MaxMinFairness, GavelPlacer, Hierarchical
     Paper: Gavel (OSDI'20) §5 (round-based mechanism, Algorithm 1) and its scheduler.py.
     """

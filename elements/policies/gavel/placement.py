@@ -35,8 +35,10 @@ class GavelPlacer(Element):
         kept: lease extensions so far (running jobs that kept their GPUs).
         suspended: running jobs suspended so far.
         unplaced: entries that found no room so far.
-    Cost: O(l G) over the jobs l it places and the GPUs G it scans for each (server by server, in
-        Python).
+    Cost: O(n) over the ranking's entries n when every entry keeps its GPUs (O(1) when the
+        ranking is the very one it placed last round); otherwise O(n + G) on one-GPU servers
+        (Gavel's simulated clusters: one pass over the GPUs per type), else O(l G) over the jobs
+        l it places and the GPUs G it scans for each (server by server, in Python).
     See also: GavelRounds, Consolidated
     Paper: Gavel (OSDI'20) §5 (placement, lease renewal) and its scheduler.py.
     """
