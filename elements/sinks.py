@@ -130,7 +130,7 @@ class JobMetrics(Element):
         one_node = np.minimum.reduceat(node, first) == np.maximum.reduceat(node, first)
         one_rack = np.minimum.reduceat(rack, first) == np.maximum.reduceat(rack, first)
         tier = np.where(one_node, 0, np.where(one_rack, 1, 2))
-        np.add.at(self._starts, (rows[first], tier), 1)
+        self._starts[rows[first], tier] += 1  # (one start per launched job: no repeated cell)
         counts = np.bincount(tier, minlength=len(START_TIERS))
         for name, k in zip(START_TIERS, counts.tolist()):
             self.counters[f"{name}_starts"] += k

@@ -385,6 +385,7 @@ class _RateCache:
         self._config_of_row = np.full(0, -1, dtype=np.int64)
         self._configs: dict[tuple[str, int], int] = {}
         self._column_of_shape = np.full(0, -1, dtype=np.int64)
+        self._n_columns = 0  # shapes seen: columns of the table in use
         self._table = np.full((0, 0), np.nan)
 
     def rates(self, jobs: JobReader, rows, t, counts, one_node, at: np.ndarray, look_up) -> np.ndarray:
@@ -412,9 +413,10 @@ class _RateCache:
         column = self._column_of_shape[shape]
         if (column < 0).any():
             for k in np.unique(shape[column < 0]).tolist():
-                self._column_of_shape[k] = int(self._column_of_shape.max()) + 1
+                self._column_of_shape[k] = self._n_columns
+                self._n_columns += 1
             column = self._column_of_shape[shape]
-        need = (len(self._configs), int(self._column_of_shape.max()) + 1)
+        need = (len(self._configs), self._n_columns)
         if self._table.shape[0] < need[0] or self._table.shape[1] < need[1]:
             table = np.full((max(need[0], 2 * self._table.shape[0]), max(need[1], 2 * self._table.shape[1])), np.nan)
             table[: self._table.shape[0], : self._table.shape[1]] = self._table
