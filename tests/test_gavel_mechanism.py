@@ -58,14 +58,14 @@ def test_greedy_selection_skips_entries_that_do_not_fit():
     """Algorithm 1: an entry too large for what is left is skipped; later, smaller ones still run."""
     sf = np.array([1, 2, 1])
     rows = np.array([10, 11, 12])
-    taken = np.zeros(20, dtype=bool)
+    taken = np.zeros(3, dtype=bool)  # (without pairs, marks by entry)
     picked, left = _greedy(np.array([0, 1, 2]), sf, np.full(3, -1), rows, taken, 2, False)
-    assert picked.tolist() == [0, 2] and left == 0 and taken[[10, 12]].all() and not taken[11]
+    assert picked.tolist() == [0, 2] and left == 0 and taken[[0, 2]].all() and not taken[1]
     taken[:] = False
     picked, left = _greedy(np.array([1, 0, 2]), sf, np.full(3, -1), rows, taken, 3, False)
     assert picked.tolist() == [1, 0] and left == 0
-    # With pairs, an entry whose partner is taken is skipped too.
-    taken[:] = False
+    # With pairs, marks by job row; an entry whose partner is taken is skipped too.
+    taken = np.zeros(20, dtype=bool)
     partner = np.array([12, -1, -1])
     picked, left = _greedy(np.array([0, 2, 1]), np.array([1, 1, 1]), partner, rows, taken, 3, True)
     assert picked.tolist() == [0, 1] and left == 1
