@@ -102,7 +102,7 @@ class Pollux(Element):
 
     def start(self, ctx: RoundContext) -> None:
         self._rng = ctx.rng(self.seed)
-        self._pop = np.zeros((0, 0, ctx.cluster.n_nodes), dtype=np.int64)
+        self._pop = np.zeros((0, 0, ctx.cluster.n_nodes), dtype=np.int8)
         self._pop_rows = np.zeros(0, dtype=np.int64)
         self._most = np.zeros(len(ctx.jobs), dtype=np.int64)
         self._tables: dict[tuple[int, int], np.ndarray] = {}  # (application, fixed batch) -> goodput table
@@ -158,7 +158,7 @@ class Pollux(Element):
         index = np.full(len(ctx.jobs), -1, dtype=np.int64)
         index[jobs.rows] = np.arange(n)
         held_by = np.where(holder >= 0, index[np.maximum(holder, 0)], -1)
-        base = np.zeros((n, k), dtype=np.int64)
+        base = np.zeros((n, k), dtype=np.int8)
         np.add.at(base, (held_by[held_by >= 0], cluster.gpu_node[held_by >= 0]), 1)
         usable = (holder < 0) | (held_by >= 0)  # GPUs of jobs outside the search stay theirs
         if ctx.online is not None:
@@ -181,23 +181,20 @@ class Pollux(Element):
             return search.fitness(states, table, base, factor, scale, p)
 
         # The last population, its jobs mapped onto this round's (new jobs get nothing).
-        old = np.zeros((len(self._pop), n, k), dtype=np.int64)
+        old = np.zeros((len(self._pop), n, k), dtype=np.int8)
         at = index[self._pop_rows]
         old[:, at[at >= 0]] = self._pop[:, at >= 0]
-        pop = search.repair(np.concatenate([base[None], old]), self._rng, limit, capacity, self.interference)
-        score = evaluate(pop)
-        for _ in range(self.generations):
-            pop, score = search.generation(
-                pop,
-                score,
-                self._rng,
-                base=base,
-                capacity=capacity,
-                max_replicas=limit,
-                evaluate=evaluate,
-                keep=self.population,
-                interference=self.interference,
-            )
+        pop, score = search.search(
+            np.concatenate([base[None], old]),
+            self._rng,
+            base=base,
+            capacity=capacity,
+            max_replicas=limit,
+            evaluate=evaluate,
+            keep=self.population,
+            generations=self.generations,
+            interference=self.interference,
+        )
         self._pop, self._pop_rows = pop, jobs.rows.copy()
         self.counters["searches"] += 1
         self.counters["fitness"] = int(round(float(score[0]) * 1000))
