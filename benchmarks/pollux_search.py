@@ -4,10 +4,12 @@ crossover, mutation, repair, fitness, selection) on 16 machines of 4 GPUs, for 2
 Beside it, if pymoo 0.4 can be imported (put it on PYTHONPATH) and petuum/adaptdl's
 osdi21-artifact `simulator/` is given, Pollux's own `PolluxPolicy.optimize` on the same jobs
 (its speedups from the same goodput tables; pymoo 0.4.2.2 and autograd installed with
-`pip install --no-deps --target DIR`, its pure-Python build). Medians of wall and CPU time (the machine is shared: CPU time is the steadier figure). A script
-that prints figures, not a timed test.
+`pip install --no-deps --target DIR`, its pure-Python build). Medians of wall and CPU time
+(the machine is shared: CPU time is the steadier figure). A script that prints figures, not a
+timed test.
 
     python benchmarks/pollux_search.py [--pollux /path/to/adaptdl/simulator]
+    PYTHONPATH=/tmp/pymoo04 python benchmarks/pollux_search.py --pollux /tmp/adaptdl_sim
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import attrs
 import numpy as np
 
 from roundhouse.elements.policies import pollux_search as search
+from roundhouse.elements.policies.base import job_column as _column
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import LR_ADASCALE, LR_LINEAR, Active, Plan
 from roundhouse.runtime.values import Duration, at_most, non_negative, positive
@@ -32,12 +33,6 @@ def goodput_table(elastic, app: np.ndarray, batch: np.ndarray, machines: int, gp
             _, good = elastic.best_batch(a, kk, rr)
         out[i, 1:, 1:][ok] = good
     return out
-
-
-def _column(ctx: RoundContext, name: str, rows: np.ndarray, default: float) -> np.ndarray:
-    if ctx.jobs.has_column(name):
-        return np.asarray(ctx.jobs.column(name)[rows], dtype=np.float64)
-    return np.full(len(rows), default, dtype=np.float64)
 
 
 @element
