@@ -277,3 +277,34 @@ def test_graph_checks_and_runs_small_workload_in_the_simulator(tmp_path):
     assert np.isfinite(jobs.column("finish_s")).all()
     assert jobs.column("resizes").sum() > 0  # jobs grew (explore doubles their cap) or shrank
     assert (jobs.column("held") == 0).all()
+
+
+def test_search_stops_once_the_best_stops_improving():
+    capacity, base, limit = np.array([2]), np.zeros((1, 1), dtype=np.int8), np.array([2])
+    table = np.zeros((1, 2, 3))
+    table[0, 1, 1], table[0, 1, 2] = 1.0, 2.0
+    calls = []
+
+    def evaluate(states):
+        calls.append(len(states))
+        return s.fitness(states, table, base, np.ones(1), 1.0, -1)
+
+    pop, score = s.search(
+        base[None], np.random.default_rng(0), base=base, capacity=capacity, max_replicas=limit, evaluate=evaluate, keep=4,
+        generations=50, patience=3,
+    )  # fmt: skip
+    # The best (both GPUs) is found within a few generations; three more without gain, then stop.
+    assert pop[0].tolist() == [[2]] and score[0] == pytest.approx(2.001)
+    assert len(calls) < 20
+    calls.clear()
+    s.search(
+        base[None],
+        np.random.default_rng(0),
+        base=base,
+        capacity=capacity,
+        max_replicas=limit,
+        evaluate=evaluate,
+        keep=4,
+        generations=50,
+    )
+    assert len(calls) == 51  # without patience: every generation

@@ -63,6 +63,7 @@ class Pollux(Element):
     Arguments:
         population: candidates kept (Pollux: 100).
         generations: generations per search (Pollux: 100).
+        patience: stop a search early once its best has not improved for this many generations (default: never; Pollux runs all).
         p: exponent of the generalised mean (Pollux: -1; 0 is the geometric mean, 1 the arithmetic).
         restart_delay: the delay in the restart penalty (Pollux: 30 s; 0 turns it off).
         interference: allow at most one distributed job per machine (Pollux's interference avoidance).
@@ -88,6 +89,7 @@ class Pollux(Element):
 
     population: int = attrs.field(default=100, validator=[positive, at_most(4096)])
     generations: int = attrs.field(default=100, validator=[positive, at_most(100000)])
+    patience: int | None = attrs.field(default=None, validator=attrs.validators.optional([positive, at_most(100000)]))
     p: float = attrs.field(default=-1.0, validator=[at_most(10.0)])
     restart_delay: Duration = attrs.field(default=Duration(search.RESTART_DELAY_S), validator=non_negative)
     interference: bool = True
@@ -189,6 +191,7 @@ class Pollux(Element):
             keep=self.population,
             generations=self.generations,
             interference=self.interference,
+            patience=self.patience,
         )
         self._pop, self._pop_rows = pop, jobs.rows.copy()
         self.counters["searches"] += 1

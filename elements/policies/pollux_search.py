@@ -173,12 +173,17 @@ def search(
     keep: int,
     generations: int,
     interference: bool = True,
+    patience: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A whole search: the `start` candidates repaired, then `generations` generations.
+    """A whole search: the `start` candidates repaired, then `generations` generations, or
+    fewer: with `patience`, it stops once the best fitness has not grown for that many.
     Returns the population and its fitness, best first."""
     pop = repair(start, rng, max_replicas, capacity, interference)
     score = evaluate(pop)
+    best, still = float(score.max()), 0
     for _ in range(generations):
+        if patience is not None and still >= patience:
+            break
         pop, score = generation(
             pop,
             score,
@@ -190,4 +195,6 @@ def search(
             keep=keep,
             interference=interference,
         )
+        still = 0 if score[0] > best else still + 1
+        best = max(best, float(score[0]))
     return pop, score
