@@ -11,7 +11,7 @@ import numpy as np
 from roundhouse.elements.policies import pollux_search as search
 from roundhouse.elements.policies.base import job_column as _column
 from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import LR_ADASCALE, LR_LINEAR, Active, Plan
+from roundhouse.runtime.types import LR_ADASCALE, LR_LINEAR, Active, Assignment, Plan, Resize
 from roundhouse.runtime.values import Duration, at_most, non_negative, positive
 
 if TYPE_CHECKING:
@@ -201,8 +201,6 @@ class Pollux(Element):
     def _deploy(self, ctx: RoundContext, jobs: Active, best: np.ndarray, base: np.ndarray) -> Plan:
         """The plan that turns the current allocation into `best`: unchanged jobs keep their
         GPUs; changed ones take, machine by machine, the GPUs nobody kept there."""
-        from roundhouse.runtime.types import Assignment, Resize
-
         cluster = ctx.cluster
         holder = np.asarray(ctx.holder)
         running = jobs.running
