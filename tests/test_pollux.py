@@ -308,3 +308,20 @@ def test_search_stops_once_the_best_stops_improving():
         generations=50,
     )
     assert len(calls) == 51  # without patience: every generation
+
+
+def test_the_scheduling_interval_spaces_searches(run_graph):
+    graph = """
+    round = 60s;
+    cluster = "2x4:V100";
+    elastic_profile = "pollux";
+    src :: TraceSource(path="trace.csv");
+    src -> AcceptAll -> JobPool -> sched :: Pollux(seed=0, population=10, generations=3, interval=3min) -> PolluxAgent -> Launch -> JobMetrics;
+    """
+    # Long jobs (ten ImageNet epochs: 12.8 M samples), so that every round has jobs running.
+    jobs = [dict(job_id=i, arrival_s=0.0, gpus=1, model="imagenet", batch_size=200, epochs=10.0) for i in range(3)]
+    result = run_graph(graph, jobs, until=15 * 60.0)
+    # Rounds at 0, 60, ..., 900 s: searches at 0, 180, 360, 540, 720 and 900 s only.
+    assert result.counters["sched"]["searches"] == 6
+    every = run_graph(graph.replace(", interval=3min", ""), jobs, until=15 * 60.0)
+    assert every.counters["sched"]["searches"] == 16
