@@ -44,16 +44,21 @@ JOBS = """job_id,arrival_s,gpus,model,iterations,batch_size
 
 @pytest.mark.slow
 def test_every_dally_graph_runs_live_on_a_tiered_cluster(tmp_path):
-    for name in GRAPHS:
-        folder = tmp_path / name
-        folder.mkdir()
-        for file, text in {"spec.toml": SPEC, "jobs.csv": JOBS, "profile.csv": PROFILE}.items():
-            (folder / file).write_text(text)
-        options = ["--cluster", str(folder / "spec.toml"), "--trace", str(folder / "jobs.csv")]
-        options += ["--set", f'profile="{folder / "profile.csv"}"', "--set", "round=2s"]
-        cluster = LiveCluster(folder, "", serve_args=("--stop-agents", "--checkpoint-every", "0", *options))
-        cluster.graph = REPO / "graphs" / f"{name}.sched"  # the graph itself, not a copy
-        try:
+    # The six runs are independent (each its own folder, ports and processes) and mostly wait on
+    # rounds: they run side by side, and each is then checked on its own.
+    clusters = {}
+    try:
+        for name in GRAPHS:
+            folder = tmp_path / name
+            folder.mkdir()
+            for file, text in {"spec.toml": SPEC, "jobs.csv": JOBS, "profile.csv": PROFILE}.items():
+                (folder / file).write_text(text)
+            options = ["--cluster", str(folder / "spec.toml"), "--trace", str(folder / "jobs.csv")]
+            options += ["--set", f'profile="{folder / "profile.csv"}"', "--set", "round=2s"]
+            # Round 0 waits for all four machines however long six runs starting at once take.
+            options += ["--wait-for-agents", "120s"]
+            cluster = clusters[name] = LiveCluster(folder, "", serve_args=("--stop-agents", "--checkpoint-every", "0", *options))
+            cluster.graph = REPO / "graphs" / f"{name}.sched"  # the graph itself, not a copy
             cluster.start_scheduler()
             # One agent process emulating the four machines (jobs run as timers at their
             # placement's rate): the graphs' decisions are what is tested, not worker processes.
@@ -62,14 +67,16 @@ def test_every_dally_graph_runs_live_on_a_tiered_cluster(tmp_path):
                 ["agent", "--scheduler", cluster.address, "--insecure", "--name", "m", "--nodes", "4",
                  "--fake-gpus", "2:V100", "--emulate"],
             )  # fmt: skip
-            status = cluster.wait_exit("scheduler", timeout=120)
+        for name, cluster in clusters.items():
+            status = cluster.wait_exit("scheduler", timeout=180)
             assert status == 0, f"{name}\n{cluster.logs()}"
-            jobs = pl.read_csv(folder / "out" / "jobs.csv")
+            jobs = pl.read_csv(cluster.folder / "out" / "jobs.csv")
             assert jobs["status"].to_list() == ["finished"] * 2, f"{name}\n{jobs}\n{cluster.logs()}"
             # Job 1 first ran on one rack (GPUs 4 per rack): Dally's placers and TiresiasDally
             # take the first rack with room; Gandiva knows no racks.
             gpus = cluster.query("SELECT gpus FROM attempts WHERE job_id = 1 AND attempt = 1")[0][0]
             racks = {g // 4 for g in json.loads(gpus)}
             assert name == "gandiva" or racks == {1}, (name, gpus)
-        finally:
+    finally:
+        for cluster in clusters.values():
             cluster.close()
