@@ -62,14 +62,20 @@ def make_world(cluster, jobs, running=None):
     return world
 
 
-def tick(placer, world, order, now=300.0, start=True, apply=False):
-    """One round of `placer` over the jobs `order` (job ids, in ranking order): the plan, as
-    ({job id: GPU ids launched}, kept job ids, suspended job ids)."""
+def round_plan(placer, world, order, now=300.0, start=True) -> Plan:
+    """One round of `placer` over the jobs `order` (job ids, in ranking order): its plan."""
     ctx = Round(world, GraphSettings(), now, 1, Events(time=now))
+    ctx.element = placer  # (who gives reasons, when the world keeps a record of them)
     if start:
         placer.start(ctx)
     rows = np.array([world.jobs.row_of(j) for j in order], dtype=np.int64)
-    plan = placer.tick(ctx, Ranking(rows, world.jobs.column("gpus")[rows], backfill=True))
+    return placer.tick(ctx, Ranking(rows, world.jobs.column("gpus")[rows], backfill=True))
+
+
+def tick(placer, world, order, now=300.0, start=True, apply=False):
+    """One round of `placer` over the jobs `order` (job ids, in ranking order): the plan, as
+    ({job id: GPU ids launched}, kept job ids, suspended job ids)."""
+    plan = round_plan(placer, world, order, now, start)
     world.check_plan(plan)
     ids = world.jobs.column("job_id")
     launched = {int(ids[a.row]): sorted(int(g) for g in a.gpus) for a in plan.launch}
@@ -141,11 +147,7 @@ def test_a_gang_that_lost_part_of_its_gpus_and_declines_has_one_reason_its_timer
     record.reserve(len(world.jobs))
     placer = leased()
     placer.name = "place"
-    ctx = Round(world, GraphSettings(), 300.0, 1, Events(time=300.0))
-    ctx.element = placer
-    placer.start(ctx)
-    order = np.array([world.jobs.row_of(j) for j in (9, 1, 2, 3, 4, 5)], dtype=np.int64)
-    plan = placer.tick(ctx, Ranking(order, world.jobs.column("gpus")[order], backfill=True))
+    plan = round_plan(placer, world, [9, 1, 2, 3, 4, 5])
     ids = world.jobs.column("job_id")
     assert sorted(int(ids[r]) for r in plan.suspend) == [5] and placer.counters["declined"] == 1
     record.plan(plan, world, 0, 1, 300.0)
