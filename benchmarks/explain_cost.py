@@ -1,13 +1,16 @@
 """What recording decision explanations costs: the 10,000-job LAS case of engine_las.py, run
 with and without the record, interleaved.
 
-    python benchmarks/explain_cost.py              # 10,000 jobs, 3 runs of each
-    python benchmarks/explain_cost.py --repeat 5   # more runs of each
+    python benchmarks/explain_cost.py              # 10,000 jobs, 5 runs of each
+    python benchmarks/explain_cost.py --repeat 9   # more runs of each
     python benchmarks/explain_cost.py --jobs 1000  # a smaller case
 
-Runs alternate (without, with, without, with, ...) so that both see the same machine load, and
-the fastest of each is compared, in wall time and in the process's CPU time (steadier when
-other work shares the machine). Target: recording costs under 15% of the simulation time.
+Runs alternate (without, with, without, with, ...) so that both see the same machine load,
+and each is timed in the process's CPU time (steadier than wall time when other work shares
+the machine; wall time is printed too). The cost is the median of the runs with the record
+over the median of those without; its spread is the range of the ratios of the pairs of runs
+(each run with the record over the run without it just before it). The machine's load average
+is printed before and after. Target: recording costs under 15% of the simulation time.
 Writing the record (explain.parquet, once at the end of a run) is timed apart. This is a
 script that prints figures, not a timed test.
 """
@@ -15,6 +18,8 @@ script that prints figures, not a timed test.
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import tempfile
 import time
@@ -27,15 +32,21 @@ from roundhouse.runtime.compiler import compile_file  # noqa: E402
 from roundhouse.runtime.simulate import simulate  # noqa: E402
 
 
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} cores"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000, metavar="N", help="jobs in the LAS case (default 10,000)")
-    parser.add_argument("--repeat", type=int, default=3, metavar="N", help="runs with and without the record (default 3)")
+    parser.add_argument("--repeat", type=int, default=5, metavar="N", help="runs with and without the record (default 5)")
     parser.add_argument("--placer", choices=("Consolidated", "FirstFree"), default="Consolidated")
     args = parser.parse_args()
     if args.jobs < 1 or args.repeat < 1:
         parser.error("--jobs and --repeat must be at least 1")
     compiled = compile_file(graph(philly_las(args.jobs, args.placer)))
+    before = load()
     walls: dict[bool, list[float]] = {False: [], True: []}
     cpus: dict[bool, list[float]] = {False: [], True: []}
     result = None
@@ -56,11 +67,16 @@ def main() -> None:
         size = path.stat().st_size
     write_s = time.perf_counter() - started
     print(f"LAS, {args.jobs:,} Philly jobs, {args.placer}, {result.rounds} rounds, {args.repeat} interleaved runs of each")
-    for label, times in (("wall", walls), ("CPU", cpus)):
-        off, on = min(times[False]), min(times[True])
-        print(f"  {label:4s} without the record  {off:7.2f} s  (runs: {', '.join(f'{w:.2f}' for w in times[False])})")
-        print(f"  {label:4s} with the record     {on:7.2f} s  (runs: {', '.join(f'{w:.2f}' for w in times[True])})")
-        print(f"  {label:4s} recording costs     {(on - off) / off:+7.1%}  (target: under 15%)")
+    print(f"  before: {before}; after: {load()}")
+    for label, times in (("CPU", cpus), ("wall", walls)):
+        off, on = statistics.median(times[False]), statistics.median(times[True])
+        pairs = [b / a - 1 for a, b in zip(times[False], times[True])]
+        print(f"  {label:4s} without the record  median {off:7.2f} s  (runs: {', '.join(f'{t:.2f}' for t in times[False])})")
+        print(f"  {label:4s} with the record     median {on:7.2f} s  (runs: {', '.join(f'{t:.2f}' for t in times[True])})")
+        print(
+            f"  {label:4s} recording costs     {(on - off) / off:+7.1%}  (pairs: {min(pairs):+.1%} to {max(pairs):+.1%}; "
+            f"median pair {statistics.median(pairs):+.1%}; target: under 15%)"
+        )
     print(
         f"  record: {record.records:,} changes over {result.rounds:,} rounds; explain.parquet {size / 1e6:.1f} MB, written in {write_s:.2f} s"
     )

@@ -88,10 +88,11 @@ _AFTER[Reason.PREEMPTED] = Reason.RANKED_BEHIND
 _AFTER[Reason.LEASE_END] = Reason.NOT_CHOSEN
 _AFTER_OF = _AFTER.tolist()  # (indexed with Python ints in the round)
 
-# Reasons a running job holds only when an element has just explained its suspension: the
-# engine adds a plain SUSPENDED to the other suspensions.
+# Reasons a running job holds only when an element has just explained its suspension (a
+# released Dally job that declines an offer waits for its timer): the engine adds a plain
+# SUSPENDED to the other suspensions.
 _SUSPENSIONS = np.zeros(128, dtype=bool)
-_SUSPENSIONS[[Reason.SUSPENDED, Reason.RANKED_BEHIND, Reason.NOT_CHOSEN]] = True
+_SUSPENSIONS[[Reason.SUSPENDED, Reason.RANKED_BEHIND, Reason.NOT_CHOSEN, Reason.DELAY_MACHINE, Reason.DELAY_RACK]] = True
 
 # Codes recorded every time they are given, with no comparison: events rather than states, and
 # suspensions (a running job never holds a suspension's reason already).

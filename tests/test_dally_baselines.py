@@ -62,14 +62,20 @@ def make_world(cluster, jobs, running=None):
     return world
 
 
-def tick(placer, world, order, now=300.0, start=True, apply=False):
-    """One round of `placer` over the jobs `order` (job ids, in ranking order): the plan, as
-    ({job id: GPU ids launched}, kept job ids, suspended job ids)."""
+def round_plan(placer, world, order, now=300.0, start=True) -> Plan:
+    """One round of `placer` over the jobs `order` (job ids, in ranking order): its plan."""
     ctx = Round(world, GraphSettings(), now, 1, Events(time=now))
+    ctx.element = placer  # (who gives reasons, when the world keeps a record of them)
     if start:
         placer.start(ctx)
     rows = np.array([world.jobs.row_of(j) for j in order], dtype=np.int64)
-    plan = placer.tick(ctx, Ranking(rows, world.jobs.column("gpus")[rows], backfill=True))
+    return placer.tick(ctx, Ranking(rows, world.jobs.column("gpus")[rows], backfill=True))
+
+
+def tick(placer, world, order, now=300.0, start=True, apply=False):
+    """One round of `placer` over the jobs `order` (job ids, in ranking order): the plan, as
+    ({job id: GPU ids launched}, kept job ids, suspended job ids)."""
+    plan = round_plan(placer, world, order, now, start)
     world.check_plan(plan)
     ids = world.jobs.column("job_id")
     launched = {int(ids[a.row]): sorted(int(g) for g in a.gpus) for a in plan.launch}
@@ -122,6 +128,33 @@ def test_a_gang_that_lost_part_of_its_gpus_decides_again_as_a_waiting_job(tiny):
     assert launched == {9: [0, 1, 2, 3]}
     assert kept == [1, 3, 4] and suspended == [5, 6]
     assert placer.counters["preempted"] == 2 and placer.counters["declined"] == 0  # nothing left to offer
+
+
+def test_a_gang_that_lost_part_of_its_gpus_and_declines_has_one_reason_its_timer(tiny):
+    # Job 5 (4 GPUs, ranked last) spans machines 0 and 1 (GPUs 2-5); jobs 1 and 2 hold GPUs 1
+    # and 7, jobs 3 and 4 machines 2 and 3; GPUs 0 and 6 are idle. Job 9 (2 GPUs) ranks first
+    # and takes an idle GPU and one of job 5's (the cheapest gang) on one machine. Job 5 lost
+    # part of its gang: starved 0 s, it is offered 1 GPU on that machine and 3 on the other,
+    # under its 100 s machine timer it declines and is suspended. Its reason is the timer, and
+    # only that: it was offered GPUs, so it was not preempted for the jobs ranked ahead, and
+    # the engine adds no plain suspension to it.
+    from roundhouse.runtime.explain import Reason, Recorder
+
+    running = {1: [1], 2: [7], 3: [8, 9, 10, 11], 4: [12, 13, 14, 15], 5: [2, 3, 4, 5]}
+    jobs = [(1, 1, "BERT"), (2, 1, "BERT"), (3, 4, "BERT"), (4, 4, "BERT"), (5, 4, "BERT"), (9, 2, "BERT")]
+    world = make_world(tiny, jobs, running)
+    world.explain = record = Recorder(["place", "launch"], ["DelayPlacer", "Launch"], ["", ""])
+    record.reserve(len(world.jobs))
+    placer = leased()
+    placer.name = "place"
+    plan = round_plan(placer, world, [9, 1, 2, 3, 4, 5])
+    ids = world.jobs.column("job_id")
+    assert sorted(int(ids[r]) for r in plan.suspend) == [5] and placer.counters["declined"] == 1
+    record.plan(plan, world, 0, 1, 300.0)
+    cols = record.arrays()
+    five = cols["row"] == world.jobs.row_of(5)
+    assert cols["code"][five].tolist() == [Reason.DELAY_MACHINE]
+    assert (cols["element"][five].tolist(), cols["a"][five].tolist(), cols["b"][five].tolist()) == ([0], [0], [100])
 
 
 def test_a_gang_that_lost_part_of_its_gpus_takes_a_machine_that_has_room(tiny):

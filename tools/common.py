@@ -1,5 +1,6 @@
 """What the commands share: command-line value types (a bad value is a UsageError naming its
-flag) and the one form in which an error is printed."""
+flag), the repeated NAME=VALUE option of the commands that compile a graph, and the one form
+in which an error is printed."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import re
 
 from roundhouse.errors import RoundhouseError, UsageError
+from roundhouse.runtime.compiler import Override
 from roundhouse.runtime.values import duration_from_text
 
 
@@ -31,6 +33,19 @@ def seconds(text: str | None, flag: str) -> float | None:
     if value < 0:
         raise UsageError(f"{flag}: must be 0 or more")
     return value
+
+
+def add_overrides(parser, help: str, flag: str = "--set") -> None:
+    """A repeated `flag NAME=VALUE` option (an element argument or a graph setting), collected
+    as texts in `args.overrides` for `--set` (`args.run_set` for `--run-set`); `overrides`
+    parses them."""
+    dest = "overrides" if flag == "--set" else flag.lstrip("-").replace("-", "_")
+    parser.add_argument(flag, dest=dest, action="append", default=[], metavar="NAME=VALUE", help=help)
+
+
+def overrides(texts, flag: str = "--set") -> list[Override]:
+    """The texts of a repeated option made by `add_overrides`, each naming its flag in errors."""
+    return [Override(text, flag) for text in texts]
 
 
 # An error message names its place, if it has one, then says "error:" (`g.sched:3:9: error: ...`,

@@ -12,6 +12,7 @@ from rich.table import Table
 from roundhouse.errors import UsageError
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load
+from roundhouse.tools.common import overrides
 from roundhouse.traces.csvtext import check_trace_file
 
 
@@ -19,15 +20,15 @@ def compile_with_overrides(args):
     """The graph of `args.graph`, with `--set` overrides and `--trace` replacing the path of
     every TraceSource."""
     flat = load(args.graph)
-    overrides = [Override(o) for o in args.overrides]
+    given = overrides(args.overrides)
     if args.trace is not None:
         sources = [d.name for d in flat.decls.values() if d.class_name == "TraceSource"]
         if not sources:
             raise UsageError(f"--trace: {args.graph} has no TraceSource element whose trace it could replace")
         check_trace_file(args.trace)  # the message a trace reader gives, before the graph is built
         quoted = json.dumps(str(Path(args.trace).resolve()))
-        overrides += [Override(f"{name}.path={quoted}") for name in sources]
-    return compile_graph(flat, overrides)
+        given += [Override(f"{name}.path={quoted}") for name in sources]
+    return compile_graph(flat, given)
 
 
 def in_units(span_s: float | None):

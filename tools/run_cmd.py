@@ -9,7 +9,7 @@ from rich.console import Console
 from roundhouse.runtime.files import make_folder, writing
 from roundhouse.runtime.simulate import load_cluster, simulate
 from roundhouse.runtime.values import format_duration
-from roundhouse.tools.common import seconds
+from roundhouse.tools.common import add_overrides, seconds
 from roundhouse.tools.live_run import add_live_options, run_live
 from roundhouse.tools.results import compile_with_overrides, print_summary, write_results
 
@@ -19,14 +19,7 @@ def register(sub) -> None:
     p.add_argument("graph", help="the .sched file")
     p.add_argument("--cluster", help="cluster spec: a .toml file or a shorthand such as 32x4:V100 or 36:36:36")
     p.add_argument("--trace", help="trace file for the graph's TraceSource elements (overrides their path)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override an element argument (element.field=value) or a graph setting (round=10min); repeatable",
-    )
+    add_overrides(p, "override an element argument (element.field=value) or a graph setting (round=10min); repeatable")
     p.add_argument("--until", help="stop the simulation at this time (e.g. 48h)")
     p.add_argument("--out", help="folder for jobs.csv, summary.json, run.json and explain.parquet")
     p.add_argument(

@@ -3,6 +3,7 @@ nodes (`roundhouse run GRAPH --live ADDR` is the same)."""
 
 from __future__ import annotations
 
+from roundhouse.tools.common import add_overrides
 from roundhouse.tools.live_run import add_live_options, run_live
 
 
@@ -11,14 +12,7 @@ def register(sub) -> None:
     p.add_argument("graph", help="the .sched file")
     p.add_argument("--bind", required=True, metavar="ADDR", help="where agents and submitters connect, e.g. tcp://0.0.0.0:5555")
     add_live_options(p)
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override an element argument or a graph setting; repeatable",
-    )
+    add_overrides(p, "override an element argument or a graph setting; repeatable")
     p.add_argument("--trace", help="trace file for the graph's TraceSource elements (overrides their path)")
     p.add_argument("--cluster", help="the cluster the agents form (default: the graph's cluster setting)")
     p.add_argument(

@@ -20,7 +20,7 @@ from roundhouse.runtime.results_store import ResultsStore
 from roundhouse.runtime.simulate import load_cluster
 from roundhouse.runtime.sweep import RUN_COLUMNS, RunSpec, check_sweepable, run_key
 from roundhouse.runtime.sweep_exec import DaskExecutor, LocalExecutor, Task
-from roundhouse.tools.common import positive_int, seconds
+from roundhouse.tools.common import add_overrides, overrides, positive_int, seconds
 
 # The metrics the printed table shows (the stored rows and CSV files have them all).
 SHOWN_METRICS = ("jobs_finished", "avg_jct_s", "avg_responsiveness_s", "utilization")
@@ -36,7 +36,7 @@ def register(sub) -> None:
         metavar="NAME=V1,V2,...",
         help="an element argument (element.field) or setting and its values; repeat for a grid",
     )
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE", help="a fixed override")
+    add_overrides(p, "a fixed override (element.field=value or a graph setting); repeatable")
     p.add_argument("--cluster", help="cluster spec for every run")
     p.add_argument("--until", help="stop each run at this simulated time (e.g. 48h)")
     p.add_argument(
@@ -94,7 +94,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     where it was given, and nothing runs."""
     graph_path = str(Path(args.graph).resolve())
     flat = load(args.graph)
-    fixed = [Override(o) for o in args.overrides]
+    fixed = overrides(args.overrides)
     base = compile_graph(flat, fixed)
     check_sweepable(base)
     first_seed = int(base.settings.seed)
@@ -106,8 +106,8 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
             seeded = [Override(f"seed={first_seed + i}")] if "seed" not in labels else []
             graph = compile_graph(flat, [*fixed, *varied, *seeded])
             load_cluster(graph, args.cluster)
-            overrides = (*args.overrides, *(o.text for o in varied), *(o.text for o in seeded))
-            spec = RunSpec(graph_path, overrides, args.cluster, until, {**labels, "seed": int(graph.settings.seed)})
+            texts = (*args.overrides, *(o.text for o in varied), *(o.text for o in seeded))
+            spec = RunSpec(graph_path, texts, args.cluster, until, {**labels, "seed": int(graph.settings.seed)})
             runs.append((run_key(graph, flat, spec), spec))
     return runs
 

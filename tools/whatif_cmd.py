@@ -11,12 +11,12 @@ from rich.console import Console
 from rich.table import Table
 
 from roundhouse.errors import UsageError
-from roundhouse.runtime.compiler import Override, compile_file
+from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import load_cluster, load_elastic, load_profile
 from roundhouse.runtime.snapshot import FORMAT_NAME
 from roundhouse.runtime.whatif import METRICS, whatif, whatif_snapshot
 from roundhouse.runtime.world import World
-from roundhouse.tools.common import seconds
+from roundhouse.tools.common import add_overrides, overrides, seconds
 from roundhouse.tools.results import in_units
 
 
@@ -26,18 +26,9 @@ def register(sub) -> None:
         "journal", metavar="JOURNAL", help="the live scheduler's journal (its --journal file; it may still be running)"
     )
     p.add_argument("--graph", help="the other graph to compare with (default: the run's own, with --set)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override an argument or setting of the other graph (element.field=value); repeatable",
-    )
+    add_overrides(p, "override an argument or setting of the other graph (element.field=value); repeatable")
     p.add_argument("--run-graph", help="the run's graph, if it is no longer where the journal says")
-    p.add_argument(
-        "--run-set", action="append", default=[], metavar="NAME=VALUE", help="a --set the scheduler was started with; repeatable"
-    )
+    add_overrides(p, "a --set the scheduler was started with; repeatable", "--run-set")
     p.add_argument("--cluster", help="the run's cluster, if the scheduler was given --cluster")
     p.add_argument("--horizon", default="30d", help="simulate at most this far ahead (default 30d)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -48,7 +39,7 @@ def whatif_command(args) -> int:
     horizon = seconds(args.horizon, "--horizon")
     if horizon is None or not 0 < horizon < float("inf"):
         raise UsageError(f"--horizon {args.horizon}: must be a positive duration")
-    run_overrides = [Override(o, "--run-set") for o in args.run_set]
+    run_overrides = overrides(args.run_set, "--run-set")
 
     def compile_run_graph(path: str):
         path = args.run_graph or path
@@ -65,17 +56,17 @@ def whatif_command(args) -> int:
 
             header, _ = read_header(args.journal)
             other_path, text = header["graph_path"], header["graph_text"]
-            overrides = [*map(Override, header["overrides"]), *(Override(o) for o in args.overrides)]
+            others = [*overrides(header["overrides"]), *overrides(args.overrides)]
         elif other_path is None:  # the run's own graph with other arguments
             from roundhouse.runtime.whatif import open_journal
 
             journal, meta = open_journal(args.journal)
             journal.db.close()
             other_path = args.run_graph or meta["graph"]
-            overrides = [*run_overrides, *(Override(o) for o in args.overrides)]
+            others = [*run_overrides, *overrides(args.overrides)]
         else:
-            overrides = [Override(o) for o in args.overrides]
-        other = compile_file(other_path, overrides, text=text)
+            others = overrides(args.overrides)
+        other = compile_file(other_path, others, text=text)
 
     def load_world(graph) -> World:
         return World(

@@ -16,58 +16,54 @@ from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.rowsets import isin_rows
 
 
-def explain_placement(
-    ctx, ranking, is_run: np.ndarray, placed: np.ndarray, suspend: np.ndarray, available: np.ndarray, skip=None
-) -> None:
+def explain_placement(ctx, ranking, is_run, placed: np.ndarray, suspend: np.ndarray, available: np.ndarray, skip=None) -> None:
     """Give the reasons for a placer's round: `is_run` and `placed` mark ranking positions
     running at the round's start and launched by the plan, `suspend` the rows suspended,
     `available` the GPUs the plan leaves free; `skip` marks positions the placer explained
-    itself. (Called every round a placer decides: the common paths are a few array operations.)"""
+    itself (waiting or suspended). (Called every round a placer decides: the common paths are a
+    few array operations, each over the ranking at most once.)"""
     rows = ranking.rows
     idle = (~(is_run | placed)).nonzero()[0]  # waiting (suspended jobs ran at the round's start)
     pos = idle if skip is None else idle[~skip[idle]]
     hit = None
     if len(suspend):
-        hit = isin_rows(rows, suspend).nonzero()[0]
-        hit = hit[~placed[hit]]  # (a job suspended and launched again was moved)
-    if not len(pos) and (hit is None or not len(hit)):
-        return
-
-    def ahead(p: np.ndarray) -> np.ndarray:
-        """Jobs ranked ahead of positions `p` that hold GPUs after the plan: all but those
-        that wait and those suspended (worked out for the few whose reason changed)."""
-        behind = p - idle.searchsorted(p)
-        return behind if hit is None else behind - hit.searchsorted(p)
-
+        # Positions of the jobs suspended and not launched again (one launched again was moved).
+        hit = (isin_rows(rows, suspend) > placed).nonzero()[0]
+        if not len(hit):
+            hit = None
     if len(pos):
-        _explain_waiting(ctx, ranking, pos, available, ahead)
-    if hit is not None and len(hit):
+        _explain_waiting(ctx, ranking, pos, idle, hit, available)
+    if hit is not None:
         # (jobs ahead that hold GPUs: all but those waiting and those suspended)
         holders = hit - idle.searchsorted(hit) - np.arange(len(hit))
+        if skip is not None:
+            keep = ~skip[hit]
+            hit, holders = hit[keep], holders[keep]
         ctx.explain(Reason.PREEMPTED, rows[hit], hit + 1, holders)
 
 
-def _explain_waiting(ctx, ranking, pos: np.ndarray, available: np.ndarray, ahead) -> None:
-    """Waiting jobs at ranking positions `pos`."""
+def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, available: np.ndarray) -> None:
+    """Waiting jobs at ranking positions `pos`; `idle`: all waiting positions, `hit`: those of
+    the suspended jobs (or None), for the count of jobs ranked ahead that hold GPUs."""
     rows, want = ranking.rows, ranking.gpus
     cluster = ctx.cluster
-    wanted = want[pos]
     # (Counts of comparisons rather than a minimum: a reduction costs several times as much,
     # and this runs every round.)
     code: int | np.ndarray
     type_of: np.ndarray | None = None
     if len(cluster.gpu_types) == 1:
         left: np.ndarray | int = int(np.count_nonzero(available))
-        # The common case at load: none fits in what is left (so none wants no GPUs either).
         code = int(Reason.RANKED_BEHIND)
-        if np.count_nonzero(wanted <= left):
-            pos, wanted = _wanting(pos, wanted)
+        # The common case at load: no ranked job fits in what is left (so none wants no GPUs
+        # either). Asked of the whole ranking, which spares picking out the waiting jobs' wants.
+        if np.count_nonzero(want <= left):
+            pos, wanted = _wanting(pos, want[pos])
             if not len(pos):
                 return
             if np.count_nonzero(wanted <= left):
                 code = np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
     else:
-        pos, wanted = _wanting(pos, wanted)
+        pos, wanted = _wanting(pos, want[pos])
         if not len(pos):
             return
         free = np.bincount(cluster.gpu_type[available], minlength=len(cluster.gpu_types))
@@ -87,8 +83,13 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, available: np.ndarray, ahead
         code = np.full(len(pos), code) if isinstance(code, int) else code
         code[1:] = int(Reason.BLOCKED)
 
-    def second(sel: np.ndarray) -> np.ndarray:
-        b = ahead(pos[sel])
+    def second(sel) -> np.ndarray:
+        """Jobs ranked ahead that hold GPUs after the plan (all but those that wait and those
+        suspended), worked out for the few whose reason changed."""
+        p = pos[sel]
+        b = p - idle.searchsorted(p)
+        if hit is not None:
+            b -= hit.searchsorted(p)
         if isinstance(code, int):
             return b
         here = code[sel]

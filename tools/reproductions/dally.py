@@ -209,12 +209,6 @@ def draw_figures(runs: pl.DataFrame, jobs: pl.DataFrame, timers: pl.DataFrame, o
     return figures
 
 
-def _common(out_dir: Path, workload: str, quick: bool):
-    runs, jobs, timers, racks = sweep(out_dir, workload, quick)
-    figures = draw_figures(runs, jobs, timers, out_dir, workload)
-    return runs, jobs, timers, racks, figures, p95_demand(jobs)
-
-
 def _table_rows(runs: pl.DataFrame, workload: str, table: str) -> list[Comparison]:
     rows = []
     for scheme, paper in TABLES[workload].items():
@@ -281,81 +275,80 @@ def _notes(quick: bool, racks: tuple[int, ...], runs: pl.DataFrame) -> list[str]
     return notes
 
 
+def _lower(
+    runs: pl.DataFrame, racks: tuple[int, ...], claim: str, paper: str, metric: str, base: str, scheme: str = "Dally"
+) -> Comparison:
+    """A claim that `scheme` gets a lower `metric` than `base`: ours, per size."""
+    return Comparison(claim, paper, _per_size(gains(runs, metric, base, racks, scheme), racks))
+
+
+def _report(out_dir: Path, workload: str, quick: bool, table: str, claims) -> Report:
+    """One experiment's report: `claims(runs, racks)` (the rows of its own figures), then the rows
+    both experiments have (the paper's table, the tuned timers, the network tier)."""
+    runs, jobs, timers, racks = sweep(out_dir, workload, quick)
+    figures = draw_figures(runs, jobs, timers, out_dir, workload)
+    comparisons = [
+        *claims(runs, racks),
+        *_table_rows(runs, workload, table),
+        *_timer_rows(timers, p95_demand(jobs), racks),
+        _tier_row(jobs),
+    ]
+    return Report(
+        comparisons, tables={"runs": runs, "jobs": jobs, "timers": timers}, figures=figures, notes=_notes(quick, racks, runs)
+    )
+
+
 @experiment(
     "dally-batch",
     "Dally vs its ablations, Tiresias and Gandiva on a 500-job batch workload, 2-16 racks",
     "Dally (IEEE BigData'25) Figs. 4, 7, 8, 13a, Table II",
 )
 def dally_batch(out_dir: Path, quick: bool) -> Report:
-    runs, jobs, timers, racks, figures, demand = _common(out_dir, "batch", quick)
-    comparisons = [
-        Comparison(
-            "Fig. 7: makespan, Dally vs Tiresias",
-            "up to 69% lower (68% mean)",
-            _per_size(gains(runs, "makespan_s", "Tiresias", racks), racks),
-        ),
-        Comparison(
-            "Fig. 7: makespan, Dally vs Gandiva", "up to 92% lower", _per_size(gains(runs, "makespan_s", "Gandiva", racks), racks)
-        ),
-        *[
+    def claims(runs: pl.DataFrame, racks: tuple[int, ...]) -> list[Comparison]:
+        return [
+            _lower(runs, racks, "Fig. 7: makespan, Dally vs Tiresias", "up to 69% lower (68% mean)", "makespan_s", "Tiresias"),
+            _lower(runs, racks, "Fig. 7: makespan, Dally vs Gandiva", "up to 92% lower", "makespan_s", "Gandiva"),
+            *[
+                Comparison(
+                    f"Fig. 7: makespan order, {r} racks",
+                    "Dally < manual, fullyConsolidated < Tiresias < Gandiva; noWait worse than Tiresias"
+                    if r >= 4
+                    else "Gandiva close to Dally; noWait better than Tiresias",
+                    ordering(runs, "makespan_s", r),
+                )
+                for r in racks
+            ],
+            _lower(runs, racks, "Fig. 8a: average queueing, Dally vs Tiresias", "18% to 31% lower", "avg_queue_s", "Tiresias"),
+            _lower(runs, racks, "Fig. 8a: p95 queueing, Dally vs Tiresias", "58% to 71% lower", "p95_queue_s", "Tiresias"),
+            _lower(runs, racks, "Fig. 8a: p99 queueing, Dally vs Tiresias", "67% to 78% lower", "p99_queue_s", "Tiresias"),
+            _lower(runs, racks, "Fig. 8a: p99 queueing, Dally vs Gandiva", "up to 81% lower", "p99_queue_s", "Gandiva"),
             Comparison(
-                f"Fig. 7: makespan order, {r} racks",
-                "Dally < manual, fullyConsolidated < Tiresias < Gandiva; noWait worse than Tiresias"
-                if r >= 4
-                else "Gandiva close to Dally; noWait better than Tiresias",
-                ordering(runs, "makespan_s", r),
-            )
-            for r in racks
-        ],
-        Comparison(
-            "Fig. 8a: average queueing, Dally vs Tiresias",
-            "18% to 31% lower",
-            _per_size(gains(runs, "avg_queue_s", "Tiresias", racks), racks),
-        ),
-        Comparison(
-            "Fig. 8a: p95 queueing, Dally vs Tiresias",
-            "58% to 71% lower",
-            _per_size(gains(runs, "p95_queue_s", "Tiresias", racks), racks),
-        ),
-        Comparison(
-            "Fig. 8a: p99 queueing, Dally vs Tiresias",
-            "67% to 78% lower",
-            _per_size(gains(runs, "p99_queue_s", "Tiresias", racks), racks),
-        ),
-        Comparison(
-            "Fig. 8a: p99 queueing, Dally vs Gandiva",
-            "up to 81% lower",
-            _per_size(gains(runs, "p99_queue_s", "Gandiva", racks), racks),
-        ),
-        Comparison(
-            "Fig. 8b: average communication, Dally vs Tiresias",
-            "53% to 83% lower; Dally lowest of all",
-            _per_size(gains(runs, "avg_comm_s", "Tiresias", racks), racks)
-            + "; lowest: "
-            + ", ".join(f"{r}: {ordering(runs, 'avg_comm_s', r).split(' < ')[0]}" for r in racks),
-        ),
-        Comparison(
-            "Fig. 13a: average JCT, Dally vs Tiresias",
-            "19% to 36% lower",
-            _per_size(gains(runs, "avg_jct_s", "Tiresias", racks), racks),
-        ),
-        Comparison(
-            "Fig. 13a: average JCT, Dally vs Gandiva",
-            "23% to 51% lower at 4-16 racks; 39% higher at 2 racks",
-            _per_size(gains(runs, "avg_jct_s", "Gandiva", racks), racks),
-        ),
-        Comparison(
-            "Dally vs Dally-manual, average JCT",
-            "9.6% lower (Table II, 8 racks); Dally better at every size",
-            _per_size(gains(runs, "avg_jct_s", "Dally-manual", racks), racks),
-        ),
-        *_table_rows(runs, "batch", "Table II"),
-        *_timer_rows(timers, demand, racks),
-        _tier_row(jobs),
-    ]
-    return Report(
-        comparisons, tables={"runs": runs, "jobs": jobs, "timers": timers}, figures=figures, notes=_notes(quick, racks, runs)
-    )
+                "Fig. 8b: average communication, Dally vs Tiresias",
+                "53% to 83% lower; Dally lowest of all",
+                _per_size(gains(runs, "avg_comm_s", "Tiresias", racks), racks)
+                + "; lowest: "
+                + ", ".join(f"{r}: {ordering(runs, 'avg_comm_s', r).split(' < ')[0]}" for r in racks),
+            ),
+            _lower(runs, racks, "Fig. 13a: average JCT, Dally vs Tiresias", "19% to 36% lower", "avg_jct_s", "Tiresias"),
+            _lower(
+                runs,
+                racks,
+                "Fig. 13a: average JCT, Dally vs Gandiva",
+                "23% to 51% lower at 4-16 racks; 39% higher at 2 racks",
+                "avg_jct_s",
+                "Gandiva",
+            ),
+            _lower(
+                runs,
+                racks,
+                "Dally vs Dally-manual, average JCT",
+                "9.6% lower (Table II, 8 racks); Dally better at every size",
+                "avg_jct_s",
+                "Dally-manual",
+            ),
+        ]
+
+    return _report(out_dir, "batch", quick, "Table II", claims)
 
 
 @experiment(
@@ -364,36 +357,31 @@ def dally_batch(out_dir: Path, quick: bool) -> Report:
     "Dally (IEEE BigData'25) Fig. 13b, Table III",
 )
 def dally_poisson(out_dir: Path, quick: bool) -> Report:
-    runs, jobs, timers, racks, figures, demand = _common(out_dir, "poisson", quick)
-    comparisons = [
-        Comparison(
-            "Fig. 13b: average JCT, Dally vs Tiresias",
-            "16% to 34% lower; at 4 racks Tiresias better",
-            _per_size(gains(runs, "avg_jct_s", "Tiresias", racks), racks),
-        ),
-        Comparison(
-            "Fig. 13b: average JCT, Dally vs Gandiva",
-            "23% to 51% lower",
-            _per_size(gains(runs, "avg_jct_s", "Gandiva", racks), racks),
-        ),
-        Comparison(
-            "Dally-manual vs Tiresias, average JCT (8 racks)",
-            "Dally-manual 15% higher (Table III)",
-            _per_size(gains(runs, "avg_jct_s", "Tiresias", (8,), scheme="Dally-manual"), (8,)),
-        ),
-        *[
-            Comparison(f"makespan order, {r} racks (not in the paper for Poisson)", "-", ordering(runs, "makespan_s", r))
-            for r in racks
-        ],
-        Comparison(
-            "average communication, Dally vs Tiresias",
-            "- (Fig. 8b is batch)",
-            _per_size(gains(runs, "avg_comm_s", "Tiresias", racks), racks),
-        ),
-        *_table_rows(runs, "poisson", "Table III"),
-        *_timer_rows(timers, demand, racks),
-        _tier_row(jobs),
-    ]
-    return Report(
-        comparisons, tables={"runs": runs, "jobs": jobs, "timers": timers}, figures=figures, notes=_notes(quick, racks, runs)
-    )
+    def claims(runs: pl.DataFrame, racks: tuple[int, ...]) -> list[Comparison]:
+        return [
+            _lower(
+                runs,
+                racks,
+                "Fig. 13b: average JCT, Dally vs Tiresias",
+                "16% to 34% lower; at 4 racks Tiresias better",
+                "avg_jct_s",
+                "Tiresias",
+            ),
+            _lower(runs, racks, "Fig. 13b: average JCT, Dally vs Gandiva", "23% to 51% lower", "avg_jct_s", "Gandiva"),
+            _lower(
+                runs,
+                (8,),
+                "Dally-manual vs Tiresias, average JCT (8 racks)",
+                "Dally-manual 15% higher (Table III)",
+                "avg_jct_s",
+                "Tiresias",
+                scheme="Dally-manual",
+            ),
+            *[
+                Comparison(f"makespan order, {r} racks (not in the paper for Poisson)", "-", ordering(runs, "makespan_s", r))
+                for r in racks
+            ],
+            _lower(runs, racks, "average communication, Dally vs Tiresias", "- (Fig. 8b is batch)", "avg_comm_s", "Tiresias"),
+        ]
+
+    return _report(out_dir, "poisson", quick, "Table III", claims)
