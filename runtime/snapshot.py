@@ -2,15 +2,16 @@
 
 A simulation's whole state is the engine's (its counters, the round context, events carried to
 the next round), the world's (job table, GPU holders, clock totals), the backend's (the clock,
-GPUs busy checkpointing, jobs about to start) and every element's own state. The world and the
-job table copy themselves as arrays (their `__deepcopy__`); an element's state is what its
-class declares (`Element.state` and `Element.fixed`, runtime/element.py), so forking needs no
-per-element code. Everything else is copied by `copy.deepcopy` with one memo, which keeps
-sharing intact: a ranking an element holds still names rows of the fork's own job table, and
-the backend's running set is still the world's.
-
-What never changes during a run is shared, not copied: the compiled graph's configuration,
-the cluster, the throughput profile and model, the settings.
+GPUs busy checkpointing, jobs about to start) and every element's own state: what its class
+declares (`Element.state` and `Element.fixed`, runtime/element.py), so forking needs no
+per-element code. There is one way to fork, `pack`: the engine pickled whole, with what never
+changes during a run (the cluster, the throughput profile and model, the settings, the compiled
+graph's structure, every element's configuration and fixed attributes) referred to rather than
+copied. Unpacking gives an independent engine; pickling keeps sharing intact (a ranking an
+element holds still names rows of the fork's own job table, and the backend's running set is
+still the world's). `fork_engine` forks between two rounds (`Simulation.fork`); a look-ahead
+forks inside a round (runtime/lookahead.py, the synthesizer), from a simulation or from a live
+run's books, and runs the bytes in other processes.
 
 A snapshot file is one JSON header line, then the state as two pickles (see `save` for the
 fields and `FORMAT_VERSION` for when it changes). Only open snapshots you made: unpickling runs
@@ -20,14 +21,17 @@ whatever the file asks for, as with any pickle.
 from __future__ import annotations
 
 import ast
-import copy
+import copyreg
 import hashlib
 import inspect
 import io
 import json
+import os
 import pickle
 import textwrap
+import time
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -149,34 +153,107 @@ def _element_state(el: Element) -> dict[str, Any]:
 
 
 # --- forking in memory -------------------------------------------------------------------------
-def _shared(engine: Engine) -> list[object]:
-    """What forks share: never changed during a run."""
-    world = engine.world
-    return [world.cluster, world.profile, world.throughput, engine.graph.settings, engine.on_round, engine.graph.graph]
+class Shared:
+    """What the forks of one run share, by reference: what never changes during a run (the
+    cluster, the throughput profile and model, the settings, the compiled graph's structure,
+    every element's configuration and `fixed` attributes). Kept in this process; pickled once
+    for a pool's processes (`blob`, `install`), which then receive forks as bytes alone."""
+
+    _BY_ENGINE: dict[int, Shared] = {}
+
+    def __init__(self, objects: list[object], key: str):
+        self.objects = objects
+        self.key = key
+        self.ids = {id(o): i for i, o in enumerate(objects)}
+
+    @classmethod
+    def of(cls, engine: Engine) -> Shared:
+        got = cls._BY_ENGINE.get(id(engine))
+        if got is None or got.objects[0] is not engine.world.cluster:
+            world, graph = engine.world, engine.graph
+            objects: list[object] = [world.cluster, world.profile, world.throughput, graph.settings, graph.graph, graph.decls]
+            for el in graph.elements.values():
+                held = el.__dict__
+                objects += [held[a] for a in (*_config_names(type(el)), *type(el).fixed) if a in held]
+            got = cls._BY_ENGINE[id(engine)] = cls(objects, f"{os.getpid()}:{id(engine)}:{time.time_ns()}")
+        return got
+
+    def blob(self) -> bytes:
+        """The shared objects themselves, for `install` in another process."""
+        return pickle.dumps(self.objects, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+_INSTALLED: dict[str, Shared] = {}
+
+
+def install(key: str, blob: bytes) -> None:
+    """In a pool's process: the shared objects of the forks it will be sent (its initializer)."""
+    _INSTALLED[key] = Shared(pickle.loads(blob), key)
+
+
+# What a fork leaves out: a live backend (sockets, threads), replaced by the simulator when
+# unpacked, and the caller's per-round hook.
+_LEFT_OUT = "left out"
+
+
+class Packed:
+    """An engine's whole state, as bytes, with what its run shares by reference: the form every
+    fork takes. Each `unpack` gives an independent engine; a pool's process unpacks the same
+    bytes once it has the shared objects (`install`). A live engine's backend is left out: the
+    copy simulates from the live clock (`now`) with the simulator."""
+
+    def __init__(self, data: bytes, shared: Shared | str, now: float):
+        self.data = data
+        self.shared = shared
+        self.now = now
+
+    def __getstate__(self) -> dict:
+        # (Sent to a pool's processes, which have the shared objects already: see `install`.)
+        return {**self.__dict__, "shared": self.shared.key if isinstance(self.shared, Shared) else self.shared}
+
+    def unpack(self) -> Engine:
+        from roundhouse.runtime.backends.sim import Simulator
+
+        shared = self.shared if isinstance(self.shared, Shared) else _INSTALLED[self.shared]
+        unpickler = pickle.Unpickler(io.BytesIO(self.data))
+        unpickler.persistent_load = lambda pid: None if pid == _LEFT_OUT else shared.objects[pid]  # type: ignore[method-assign]
+        engine = unpickler.load()
+        if engine.backend is None:  # a live world's books, simulated from here
+            engine.backend = Simulator.for_graph(engine.world, engine.graph.settings)
+            engine.backend.jump_to(self.now)
+        return engine
+
+
+def pack(engine: Engine) -> Packed:
+    """The engine's whole state (world, backend, every element's declared state), packed; a
+    ForkError names an element that cannot be forked. The engine itself is not touched."""
+    for el in engine.graph.elements.values():
+        _element_state(el)  # (raises for an element holding undeclared state)
+    shared = Shared.of(engine)
+    left_out = {id(engine.on_round)} if engine.on_round is not None else set()
+    if getattr(engine.backend, "wall_clock", False):
+        left_out.add(id(engine.backend))
+    buffer = io.BytesIO()
+    pickler = _Pickler(buffer, shared.ids, left_out)
+    pickler.dispatch_table = _DISPATCH
+    pickler.dump(engine)
+    return Packed(buffer.getvalue(), shared, engine.backend.now)
 
 
 def fork_engine(engine: Engine) -> Engine:
     """An independent copy of a begun engine, between two rounds, with its world, backend and
     elements: running both on gives each what running the original on would have."""
-    states = {name: _element_state(el) for name, el in engine.graph.elements.items()}
-    memo: dict[int, Any] = {id(obj): obj for obj in _shared(engine)}
-    copy.deepcopy(engine.world, memo)  # first: element states refer to its job table
-    elements = {}
-    for name, el in engine.graph.elements.items():
-        new = object.__new__(type(el))
-        new.__dict__.update(el.__dict__)  # configuration and fixed attributes: shared
-        memo[id(el)] = new
-        elements[name] = new
-    for new in elements.values():
-        if new.peers:  # (the elements it names are the fork's own)
-            new.peers = {name: elements[name] for name in new.peers}
-    for name, state in states.items():
-        fixed = type(engine.graph.elements[name]).fixed
-        for attr, value in state.items():
-            if attr not in fixed:
-                elements[name].__dict__[attr] = copy.deepcopy(value, memo)
-    memo[id(engine.graph)] = attrs.evolve(engine.graph, elements=elements)
-    return copy.deepcopy(engine, memo)
+    fork = pack(engine).unpack()
+    fork.on_round = engine.on_round
+    return fork
+
+
+def _mapping_proxy(items: dict) -> MappingProxyType:
+    return MappingProxyType(items)
+
+
+# Read-only mappings (profile indexes) pickle as the dict they show.
+_DISPATCH = {**copyreg.dispatch_table, MappingProxyType: lambda m: (_mapping_proxy, (dict(m),))}
 
 
 # --- snapshots on disk -------------------------------------------------------------------------
@@ -196,11 +273,16 @@ def graph_key(graph: CompiledGraph) -> str:
 
 
 class _Pickler(pickle.Pickler):
-    def __init__(self, file, refs: dict[int, str]):
+    """Pickles objects in `refs` (by id) as references, and those in `left_out` as nothing."""
+
+    def __init__(self, file, refs: dict[int, Any], left_out: frozenset[int] | set[int] = frozenset()):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self._refs = refs
+        self._left_out = left_out
 
-    def persistent_id(self, obj: object) -> str | None:
+    def persistent_id(self, obj: object) -> Any:
+        if id(obj) in self._left_out:
+            return _LEFT_OUT
         return self._refs.get(id(obj))
 
 
