@@ -331,13 +331,13 @@ def _simulate_all(synth: Synthesizer, fork: Fork, combos: list[tuple[int, ...]])
         from concurrent.futures import ProcessPoolExecutor
 
         # Spawned, not forked: a live scheduler's sockets and threads stay in this process.
-        from roundhouse.runtime.lookahead import install
+        from roundhouse.runtime.snapshot import install
 
         pool = _POOLS[id(synth)] = ProcessPoolExecutor(
             workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=install,
-            initargs=(fork.shared.key, fork.shared.blob()),
+            initargs=(fork.packed.shared.key, fork.packed.shared.blob()),  # type: ignore[union-attr]
         )
     return list(pool.map(_simulate, *zip(*tasks)))
 
