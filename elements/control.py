@@ -331,13 +331,16 @@ def _simulate_all(synth: Synthesizer, fork: Fork, combos: list[tuple[int, ...]])
         from concurrent.futures import ProcessPoolExecutor
 
         # Spawned, not forked: a live scheduler's sockets and threads stay in this process.
-        from roundhouse.runtime.snapshot import install
+        from roundhouse.runtime.snapshot import Shared, install
+
+        shared = fork.packed.shared
+        assert isinstance(shared, Shared)  # (a fork made in this process)
 
         pool = _POOLS[id(synth)] = ProcessPoolExecutor(
             workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=install,
-            initargs=(fork.packed.shared.key, fork.packed.shared.blob()),  # type: ignore[union-attr]
+            initargs=(shared.key, shared.blob()),
         )
     return list(pool.map(_simulate, *zip(*tasks)))
 

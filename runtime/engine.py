@@ -408,7 +408,6 @@ class Engine:
         return all(s.exhausted() for s in self._sources)
 
 
-
 def why_stop(engine: Engine, ctx: Round) -> str:
     """Why the run stops after the round `ctx` ("" while it goes on)."""
     requested = getattr(engine.backend, "stop_requested", "")  # a live backend told to stop
