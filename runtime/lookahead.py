@@ -47,10 +47,11 @@ class Outlook:
 class Fork:
     """The state at the start of round `round_index` (time `now`), packed."""
 
-    def __init__(self, packed: Packed, now: float, round_index: int, quiet: bool):
+    def __init__(self, packed: Packed, now: float, round_index: int, quiet: bool, arriving: bool):
         self.packed = packed
         self.now = now
         self.round_index = round_index
+        self.arriving = arriving  # jobs join this round (a source has some due, or submitted live)
         # No job waits and no source has one due at this boundary: until the next arrival,
         # every choice of policy runs the same jobs where they are.
         self.quiet = quiet
@@ -64,8 +65,8 @@ class Fork:
         due = [getattr(s, "next_arrival_s", lambda: -np.inf)() for s in engine.graph.elements.values() if s.category == "source"]
         waiting = np.count_nonzero(engine.world.jobs.column("status") == PENDING)
         submitted = ctx.events.submitted is not None and ctx.events.submitted.height > 0  # (live)
-        quiet = not waiting and not submitted and all(t > ctx.now + 1e-9 for t in due)
-        return cls(packed, ctx.now, ctx.round_index, quiet)
+        arriving = submitted or any(t <= ctx.now + 1e-9 for t in due)
+        return cls(packed, ctx.now, ctx.round_index, not waiting and not arriving, arriving)
 
     def run(self, horizon_s: float, adjust: Callable[[CompiledGraph], None] | None = None) -> Outlook:
         """Simulate from the round's start to `now + horizon_s` (or until every job in the
