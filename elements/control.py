@@ -351,7 +351,7 @@ def _simulate_all(synth: Synthesizer, fork: Fork, combos: list[tuple[int, ...]])
         # Spawned, not forked: a live scheduler's sockets and threads stay in this process.
         from roundhouse.runtime.snapshot import Shared, install
 
-        shared = fork.packed.shared
+        shared = fork.packed().shared
         assert isinstance(shared, Shared)  # (a fork made in this process)
 
         pool = _POOLS[id(synth)] = ProcessPoolExecutor(

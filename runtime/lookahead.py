@@ -1,15 +1,15 @@
 """Look-ahead runs: the state at the start of a round, forked, simulated forward.
 
 A control element ticked first in its round (the synthesizer, elements/control.py) asks the
-round context for a `Fork`: the engine packed as forks are (runtime/snapshot.py's `pack`: the
-world, the backend's own state, every element's declared state and the round's events), the
-running world untouched. `Fork.run` unpacks a fresh copy, lets the caller adjust the copied
+round context for a `Fork`: the engine forked as any fork is (runtime/snapshot.py's
+`fork_engine`: the world, the backend's own state, every element's declared state and the
+round's events), the running world untouched. `Fork.run` takes a fresh copy of it, lets the caller adjust the copied
 graph (select a candidate, say), plays the round again from its start and simulates forward to
 a horizon with no later arrivals (`Engine.look_ahead`, with event skipping): what the jobs now
-in the system would see. A fork of a live run is packed the same way, its live backend left
+in the system would see. A fork of a live run is made the same way, its live backend left
 out: the copy simulates the live world's books with the simulator.
 
-A fork is plain bytes, so that a process pool can run several candidates at once from one copy.
+A pool's processes are sent the fork as bytes (`pack`), to run several candidates at once.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
-from roundhouse.runtime.snapshot import ForkError, Packed, pack, unforkable_elements
+from roundhouse.runtime.snapshot import ForkError, Packed, fork_engine, pack, unforkable_elements
 from roundhouse.traces.jobs import FINISHED, PENDING
 
 if TYPE_CHECKING:
@@ -45,33 +45,43 @@ class Outlook:
 
 
 class Fork:
-    """The state at the start of round `round_index` (time `now`), packed."""
+    """The state at the start of round `round_index` (time `now`): a fork of the engine
+    (runtime/snapshot.py's `fork_engine`) that is never run itself; each `run` runs a copy."""
 
-    def __init__(self, packed: Packed, now: float, round_index: int, quiet: bool, arriving: bool):
-        self.packed = packed
+    def __init__(self, base: Engine, now: float, round_index: int, quiet: bool, arriving: bool):
+        self.base: Engine | None = base
+        self._packed: Packed | None = None
         self.now = now
         self.round_index = round_index
-        self.arriving = arriving  # jobs join this round (a source has some due, or submitted live)
         # No job waits and no source has one due at this boundary: until the next arrival,
         # every choice of policy runs the same jobs where they are.
         self.quiet = quiet
+        self.arriving = arriving  # jobs join this round (a source has some due, or submitted live)
+
+    def packed(self) -> Packed:
+        """The fork as bytes (what a pool's process is sent)."""
+        if self._packed is None:
+            assert self.base is not None
+            self._packed = pack(self.base)
+        return self._packed
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "base": None, "_packed": self.packed()}
 
     @classmethod
     def of(cls, engine: Engine, ctx: Round) -> Fork:
         for name, class_name, why in unforkable_elements(engine.graph):
             raise ForkError(f"element '{name}' ({class_name}) cannot be forked: {why}")
-        packed = pack(engine)
-        packed.now = ctx.now
         due = [getattr(s, "next_arrival_s", lambda: -np.inf)() for s in engine.graph.elements.values() if s.category == "source"]
         waiting = np.count_nonzero(engine.world.jobs.column("status") == PENDING)
         submitted = ctx.events.submitted is not None and ctx.events.submitted.height > 0  # (live)
         arriving = submitted or any(t <= ctx.now + 1e-9 for t in due)
-        return cls(packed, ctx.now, ctx.round_index, not waiting and not arriving, arriving)
+        return cls(fork_engine(engine, ctx.now), ctx.now, ctx.round_index, not waiting and not arriving, arriving)
 
     def run(self, horizon_s: float, adjust: Callable[[CompiledGraph], None] | None = None) -> Outlook:
         """Simulate from the round's start to `now + horizon_s` (or until every job in the
         system has finished) without new arrivals, after `adjust(graph)` on the copied graph."""
-        engine = self.packed.unpack()
+        engine = fork_engine(self.base) if self.base is not None else self.packed().unpack()
         world = engine.world
         if adjust is not None:
             adjust(engine.graph)

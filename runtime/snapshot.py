@@ -21,7 +21,7 @@ whatever the file asks for, as with any pickle.
 from __future__ import annotations
 
 import ast
-import copyreg
+import copy
 import hashlib
 import inspect
 import io
@@ -159,7 +159,7 @@ class Shared:
     every element's configuration and `fixed` attributes). Kept in this process; pickled once
     for a pool's processes (`blob`, `install`), which then receive forks as bytes alone."""
 
-    _BY_ENGINE: dict[int, Shared] = {}
+    _BY_CLUSTER: dict[int, Shared] = {}  # (a run's forks share its cluster, and all the rest)
 
     def __init__(self, objects: list[object], key: str):
         self.objects = objects
@@ -168,14 +168,14 @@ class Shared:
 
     @classmethod
     def of(cls, engine: Engine) -> Shared:
-        got = cls._BY_ENGINE.get(id(engine))
-        if got is None or got.objects[0] is not engine.world.cluster:
+        got = cls._BY_CLUSTER.get(id(engine.world.cluster))
+        if got is None or got.objects[0] is not engine.world.cluster or got.objects[4] is not engine.graph.graph:
             world, graph = engine.world, engine.graph
             objects: list[object] = [world.cluster, world.profile, world.throughput, graph.settings, graph.graph, graph.decls]
             for el in graph.elements.values():
                 held = el.__dict__
                 objects += [held[a] for a in (*_config_names(type(el)), *type(el).fixed) if a in held]
-            got = cls._BY_ENGINE[id(engine)] = cls(objects, f"{os.getpid()}:{id(engine)}:{time.time_ns()}")
+            got = cls._BY_CLUSTER[id(engine.world.cluster)] = cls(objects, f"{os.getpid()}:{id(engine)}:{time.time_ns()}")
         return got
 
     def blob(self) -> bytes:
@@ -191,16 +191,10 @@ def install(key: str, blob: bytes) -> None:
     _INSTALLED[key] = Shared(pickle.loads(blob), key)
 
 
-# What a fork leaves out: a live backend (sockets, threads), replaced by the simulator when
-# unpacked, and the caller's per-round hook.
-_LEFT_OUT = "left out"
-
-
 class Packed:
-    """An engine's whole state, as bytes, with what its run shares by reference: the form every
-    fork takes. Each `unpack` gives an independent engine; a pool's process unpacks the same
-    bytes once it has the shared objects (`install`). A live engine's backend is left out: the
-    copy simulates from the live clock (`now`) with the simulator."""
+    """A fork's whole state, as bytes, with what its run shares by reference, for a pool's
+    processes. Each `unpack` gives an independent engine; a process unpacks the bytes once it has
+    the shared objects (`install`)."""
 
     def __init__(self, data: bytes, shared: Shared | str, now: float):
         self.data = data
@@ -212,48 +206,93 @@ class Packed:
         return {**self.__dict__, "shared": self.shared.key if isinstance(self.shared, Shared) else self.shared}
 
     def unpack(self) -> Engine:
-        from roundhouse.runtime.backends.sim import Simulator
-
         shared = self.shared if isinstance(self.shared, Shared) else _INSTALLED[self.shared]
-        unpickler = pickle.Unpickler(io.BytesIO(self.data))
-        unpickler.persistent_load = lambda pid: None if pid == _LEFT_OUT else shared.objects[pid]  # type: ignore[method-assign]
-        engine = unpickler.load()
-        if engine.backend is None:  # a live world's books, simulated from here
-            engine.backend = Simulator.for_graph(engine.world, engine.graph.settings)
-            engine.backend.jump_to(self.now)
-        return engine
+        _INSTALLED.setdefault(shared.key, shared)  # (where `_shared_object` finds them)
+        return pickle.loads(self.data)
 
 
 def pack(engine: Engine) -> Packed:
-    """The engine's whole state (world, backend, every element's declared state), packed; a
-    ForkError names an element that cannot be forked. The engine itself is not touched."""
-    for el in engine.graph.elements.values():
-        _element_state(el)  # (raises for an element holding undeclared state)
+    """A fork of the engine (`fork_engine`, not run) as bytes, for other processes: what its run
+    shares is referred to, not copied (a process has it once: `install`)."""
     shared = Shared.of(engine)
-    left_out = {id(engine.on_round)} if engine.on_round is not None else set()
-    if getattr(engine.backend, "wall_clock", False):
-        left_out.add(id(engine.backend))
     buffer = io.BytesIO()
-    pickler = _Pickler(buffer, shared.ids, left_out)
-    pickler.dispatch_table = _DISPATCH
-    pickler.dump(engine)
+    _ForkPickler(buffer, shared, {id(engine.on_round)} if engine.on_round is not None else set()).dump(engine)
     return Packed(buffer.getvalue(), shared, engine.backend.now)
 
 
-def fork_engine(engine: Engine) -> Engine:
-    """An independent copy of a begun engine, between two rounds, with its world, backend and
-    elements: running both on gives each what running the original on would have."""
-    fork = pack(engine).unpack()
-    fork.on_round = engine.on_round
+class _ForkPickler(pickle.Pickler):
+    """Pickles the shared objects as references to them and what is left out as None. (A
+    reducer override, not a persistent id: it is not asked about the many plain values, such
+    as the job table's strings, so it costs little.)"""
+
+    def __init__(self, file, shared: Shared, left_out: set[int]):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._shared = shared
+        self._left_out = left_out
+
+    def reducer_override(self, obj: object) -> Any:
+        if id(obj) in self._left_out:
+            return (_none, ())
+        at = self._shared.ids.get(id(obj))
+        if at is not None:
+            return (_shared_object, (self._shared.key, at))
+        if type(obj) is MappingProxyType:  # (profile indexes: pickled as the dict they show)
+            return (_mapping_proxy, (dict(obj),))
+        return NotImplemented
+
+
+def _shared_object(key: str, at: int) -> object:
+    return _INSTALLED[key].objects[at]
+
+
+def _none() -> None:
+    return None
+
+
+def _shared(engine: Engine) -> list[object]:
+    """What forks share: never changed during a run."""
+    world = engine.world
+    return [world.cluster, world.profile, world.throughput, engine.graph.settings, engine.on_round, engine.graph.graph]
+
+
+def fork_engine(engine: Engine, now: float | None = None) -> Engine:
+    """An independent copy of a begun engine, with its world, backend and elements: between two
+    rounds, running both on gives each what running the original on would have; inside a round
+    (a look-ahead, runtime/lookahead.py), the state as of the round's start. A live engine's
+    backend (sockets, threads) is left out: the copy simulates its books from `now` with the
+    simulator. The one way to fork: `pack` sends such a copy to other processes."""
+    from roundhouse.runtime.backends.sim import Simulator
+
+    states = {name: _element_state(el) for name, el in engine.graph.elements.items()}
+    memo: dict[int, Any] = {id(obj): obj for obj in _shared(engine)}
+    live = getattr(engine.backend, "wall_clock", False)
+    if live:
+        memo[id(engine.backend)] = None
+    copy.deepcopy(engine.world, memo)  # first: element states refer to its job table
+    elements = {}
+    for name, el in engine.graph.elements.items():
+        new = object.__new__(type(el))
+        new.__dict__.update(el.__dict__)  # configuration and fixed attributes: shared
+        memo[id(el)] = new
+        elements[name] = new
+    for new in elements.values():
+        if new.peers:  # (the elements it names are the fork's own)
+            new.peers = {name: elements[name] for name in new.peers}
+    for name, state in states.items():
+        fixed = type(engine.graph.elements[name]).fixed
+        for attr, value in state.items():
+            if attr not in fixed:
+                elements[name].__dict__[attr] = copy.deepcopy(value, memo)
+    memo[id(engine.graph)] = attrs.evolve(engine.graph, elements=elements)
+    fork = copy.deepcopy(engine, memo)
+    if live:
+        fork.backend = Simulator.for_graph(fork.world, fork.graph.settings)
+        fork.backend.jump_to(engine.backend.now if now is None else now)
     return fork
 
 
 def _mapping_proxy(items: dict) -> MappingProxyType:
     return MappingProxyType(items)
-
-
-# Read-only mappings (profile indexes) pickle as the dict they show.
-_DISPATCH = {**copyreg.dispatch_table, MappingProxyType: lambda m: (_mapping_proxy, (dict(m),))}
 
 
 # --- snapshots on disk -------------------------------------------------------------------------
@@ -273,16 +312,11 @@ def graph_key(graph: CompiledGraph) -> str:
 
 
 class _Pickler(pickle.Pickler):
-    """Pickles objects in `refs` (by id) as references, and those in `left_out` as nothing."""
-
-    def __init__(self, file, refs: dict[int, Any], left_out: frozenset[int] | set[int] = frozenset()):
+    def __init__(self, file, refs: dict[int, str]):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self._refs = refs
-        self._left_out = left_out
 
-    def persistent_id(self, obj: object) -> Any:
-        if id(obj) in self._left_out:
-            return _LEFT_OUT
+    def persistent_id(self, obj: object) -> str | None:
         return self._refs.get(id(obj))
 
 
