@@ -207,7 +207,8 @@ class Synthesizer(Element):
         simulated: look-ahead simulations run.
         choice: index of the combination running now.
     Cost: O(1) between decisions; at a decision, forking the world (O(J) over the job table)
-    plus one look-ahead simulation per combination over the horizon, spread over `workers`.
+    plus one look-ahead simulation per combination over the horizon, spread over `workers`
+    (combinations whose gates have nothing to admit before the horizon: one for all).
     See also: ChooseAdmission, ChoosePolicy
     Paper: Blox (EuroSys'24) §5.2 and Appendix A, the automatic scheduler synthesizer.
     """

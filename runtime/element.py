@@ -124,7 +124,7 @@ class Element:
 
     # What a fork of the simulation copies (runtime/snapshot.py; docs/writing-elements.md). `state`
     # names every attribute the element sets outside its configuration that changes as rounds
-    # pass (copied into a fork, saved in snapshots); `fixed` names those set in `start` and
+    # pass (deep-copied into a fork, saved in snapshots); `fixed` names those set in `start` and
     # never changed after (shared by forks, saved in snapshots). `state = ()` says there is none.
     # An element that declares no `state`, sets an attribute neither names, or says
     # `forkable = False` cannot be forked, and `roundhouse check --fork` says so.

@@ -2,16 +2,20 @@
 
 A simulation's whole state is the engine's (its counters, the round context, events carried to
 the next round), the world's (job table, GPU holders, clock totals), the backend's (the clock,
-GPUs busy checkpointing, jobs about to start) and every element's own state: what its class
-declares (`Element.state` and `Element.fixed`, runtime/element.py), so forking needs no
-per-element code. There is one way to fork, `pack`: the engine pickled whole, with what never
-changes during a run (the cluster, the throughput profile and model, the settings, the compiled
-graph's structure, every element's configuration and fixed attributes) referred to rather than
-copied. Unpacking gives an independent engine; pickling keeps sharing intact (a ranking an
-element holds still names rows of the fork's own job table, and the backend's running set is
-still the world's). `fork_engine` forks between two rounds (`Simulation.fork`); a look-ahead
-forks inside a round (runtime/lookahead.py, the synthesizer), from a simulation or from a live
-run's books, and runs the bytes in other processes.
+GPUs busy checkpointing, jobs about to start) and every element's own state. The world and the
+job table copy themselves as arrays (their `__deepcopy__`); an element's state is what its
+class declares (`Element.state` and `Element.fixed`, runtime/element.py), so forking needs no
+per-element code. Everything else is copied by `copy.deepcopy` with one memo, which keeps
+sharing intact: a ranking an element holds still names rows of the fork's own job table, and
+the backend's running set is still the world's.
+
+What never changes during a run is shared, not copied: the compiled graph's configuration,
+the cluster, the throughput profile and model, the settings.
+
+There is one way to fork, `fork_engine`: between two rounds (`Simulation.fork`), and inside a
+round for a look-ahead (runtime/lookahead.py, the synthesizer), from a simulation or from a live
+run's books (its live backend left out: the copy simulates with the simulator). `pack` pickles
+such a fork for a pool's processes, with what is shared referred to (each process holds it once).
 
 A snapshot file is one JSON header line, then the state as two pickles (see `save` for the
 fields and `FORMAT_VERSION` for when it changes). Only open snapshots you made: unpickling runs
@@ -180,7 +184,9 @@ class Shared:
 
     def blob(self) -> bytes:
         """The shared objects themselves, for `install` in another process."""
-        return pickle.dumps(self.objects, protocol=pickle.HIGHEST_PROTOCOL)
+        buffer = io.BytesIO()
+        _ForkPickler(buffer, Shared([], self.key), set()).dump(self.objects)
+        return buffer.getvalue()
 
 
 _INSTALLED: dict[str, Shared] = {}
