@@ -51,6 +51,10 @@ class AcceptAll(Element):
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # without new jobs it admits nothing
 
+    def holding(self) -> int:
+        """Jobs it holds back now (ChooseAdmission): none."""
+        return 0
+
     def hand_over(self) -> np.ndarray:
         """The jobs it holds, to another gate taking its place (ChooseAdmission): none."""
         return np.zeros(0, dtype=np.int64)
@@ -131,6 +135,10 @@ class AcceptThreshold(Element):
     def quiet_until(self, ctx: RoundContext) -> float:
         # Without completions or new jobs, the queue's head still does not fit: it releases nothing.
         return float("inf")
+
+    def holding(self) -> int:
+        """Jobs it holds back now, in its queue (ChooseAdmission)."""
+        return len(self._queue)
 
     def hand_over(self) -> np.ndarray:
         """The jobs it holds, oldest first, to another gate taking its place (ChooseAdmission);

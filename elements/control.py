@@ -61,6 +61,11 @@ class _Switch(Element):
         quiet = getattr(self._candidate(self._selected), "quiet_until", None)  # (the engine's skipping asks)
         return quiet(ctx) if quiet is not None else None
 
+    def interchangeable(self, arriving: bool) -> bool:
+        """Whether, from now on and with no arrivals after this round's (a look-ahead), every
+        candidate would act as the selected one does (the synthesizer then simulates one)."""
+        return False
+
     def _candidate(self, index: int) -> Element:
         return self.peers[self.candidates[index].name]
 
@@ -126,6 +131,12 @@ class ChooseAdmission(_Switch):
         if len(admitted):
             self._admitted = np.concatenate([self._admitted, admitted.rows])
         return admitted
+
+    def interchangeable(self, arriving: bool) -> bool:
+        """With no job arriving this round and none held back by the selected gate, no gate has
+        a job to admit or hold before the horizon: each admits nothing, as the selected one."""
+        gate = self._candidate(self._selected)
+        return not arriving and self._pending is None and getattr(gate, "holding", lambda: -1)() == 0
 
 
 @element
@@ -196,7 +207,8 @@ class Synthesizer(Element):
         simulated: look-ahead simulations run.
         choice: index of the combination running now.
     Cost: O(1) between decisions; at a decision, forking the world (O(J) over the job table)
-    plus one look-ahead simulation per combination over the horizon, spread over `workers`.
+    plus one look-ahead simulation per combination over the horizon, spread over `workers`
+    (combinations whose gates have nothing to admit before the horizon: one for all).
     See also: ChooseAdmission, ChoosePolicy
     Paper: Blox (EuroSys'24) §5.2 and Appendix A, the automatic scheduler synthesizer.
     """
@@ -240,8 +252,15 @@ class Synthesizer(Element):
         # With no job waiting and none arriving now, every combination runs the same jobs
         # until the next arrival: nothing to simulate.
         if fork is not None and not fork.quiet:
-            outlooks = _simulate_all(self, fork, combos)
-            self.counters["simulated"] += len(combos)
+            # Combinations that differ only in switches whose candidates would act alike give
+            # the same look-ahead: each is simulated once, under the candidate acting now.
+            alike = [self.peers[ref.name].interchangeable(fork.arriving) for ref in self.switches]  # type: ignore[attr-defined]
+            acting = combos[self._choice]
+            keys = [tuple(a if same else c for c, a, same in zip(combo, acting, alike)) for combo in combos]
+            distinct = list(dict.fromkeys(keys))
+            simulated = dict(zip(distinct, _simulate_all(self, fork, distinct)))
+            outlooks = [simulated[k] for k in keys]
+            self.counters["simulated"] += len(distinct)
             best = self._best(outlooks)
             self._record(ctx, combos, outlooks, best)
             if best != self._choice:
@@ -331,13 +350,16 @@ def _simulate_all(synth: Synthesizer, fork: Fork, combos: list[tuple[int, ...]])
         from concurrent.futures import ProcessPoolExecutor
 
         # Spawned, not forked: a live scheduler's sockets and threads stay in this process.
-        from roundhouse.runtime.lookahead import install
+        from roundhouse.runtime.snapshot import Shared, install
+
+        shared = fork.packed().shared
+        assert isinstance(shared, Shared)  # (a fork made in this process)
 
         pool = _POOLS[id(synth)] = ProcessPoolExecutor(
             workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=install,
-            initargs=(fork.shared.key, fork.shared.blob()),
+            initargs=(shared.key, shared.blob()),
         )
     return list(pool.map(_simulate, *zip(*tasks)))
 

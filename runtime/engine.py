@@ -185,6 +185,20 @@ class Engine:
         up to a time (runtime/simulation.py's run_until)."""
         self._skipping.pause_at = t
 
+    def look_ahead(self, until: float) -> None:
+        """Simulate ahead to `until`, without the run's per-round hook (a look-ahead forked from
+        a run: runtime/lookahead.py)."""
+        self.until = self._skipping.until = until
+        self.on_round = None
+
+    def stop_arrivals(self) -> None:
+        """From the next round on, no new jobs: the sources tick no more (their ports carry no
+        jobs) and count as exhausted (a look-ahead knows only the jobs in the system)."""
+        silent = {id(el) for el in self._sources}
+        self._wiring = [(Silenced(w[0], self._no_arrivals), w[1], w[2], None) if id(w[0]) in silent else w for w in self._wiring]
+        self._skipping.asked = [e for e in self._skipping.asked if id(e) not in silent]
+        self._sources = self._skipping.sources = []
+
     def carry_in(self, rows: np.ndarray) -> None:
         """Take over a world another graph has run (runtime/whatif.py): these jobs already in it
         enter this graph at the next round, as arrivals of the first source to tick, and from
@@ -259,7 +273,7 @@ class Engine:
         self._ctx = ctx
         for el in self._order:
             ctx.element = el
-            self._call(el, "start", ctx, el.start, ctx)
+            call_element(el, "start", ctx, el.start, ctx)
 
     def step(self) -> str:
         """Run one round, after passing the quiet rounds before it (which change nothing);
@@ -276,16 +290,25 @@ class Engine:
                 if self._idle_rounds >= STALL_ROUNDS:
                     raise StalledError(stall_message(self.world, self.backend.now - round_s))
             events = self._poll()
-        events = self._fold(events)
+        return self.play_round(self._fold(events))
+
+    def play_round(self, events: Events | None = None) -> str:
+        """Tick the round at the backend's clock with its events (`fold_in`), then move to the
+        next: `step` without its start. None: the round being ticked, again from its start (a
+        look-ahead forked in it: runtime/lookahead.py). Returns why the run stops, or ""."""
+        if events is None:
+            assert self._ctx is not None
+            events = self._ctx.events
+        round_s = float(self.graph.settings.round)
         ctx = self._context(events, int(round(self.backend.now / round_s)))
         self._ctx = ctx
         self._plan_changed = False
         self._tick_all(ctx)
         self._rounds += 1
-        self._skipping.after_tick(ctx, self.backend, self._plan_changed, self._call)
+        self._skipping.after_tick(ctx, self.backend, self._plan_changed, call_element)
         if self.on_round is not None:
             self.on_round(ctx)
-        reason = self._stop_reason(ctx)
+        reason = why_stop(self, ctx)
         if reason:
             self.stop_reason = reason
             return reason
@@ -328,7 +351,7 @@ class Engine:
         reports = {}
         for el in self._order:
             ctx.element = el
-            got = self._call(el, "finish", ctx, el.finish, ctx)
+            got = call_element(el, "finish", ctx, el.finish, ctx)
             if got:
                 reports[el.name] = got
         counters = {el.name: dict(el.counters) for el in self._order if el.counters}
@@ -381,30 +404,46 @@ class Engine:
             raise element_failure(el, ctx, f"its tick raised {type(err).__name__}: {err}", err) from err
         ctx.element = None
 
-    def _call(self, el: Element, what: str, ctx: Round, fn, *args, **kwargs):
-        """Call an element's code; an exception from it is reported naming the element."""
-        try:
-            return fn(*args, **kwargs)
-        except (RoundhouseError, KeyboardInterrupt):
-            raise
-        except Exception as err:
-            raise element_failure(el, ctx, f"its {what} raised {type(err).__name__}: {err}", err) from err
-
     def _all_exhausted(self) -> bool:
         return all(s.exhausted() for s in self._sources)
 
-    def _stop_reason(self, ctx: Round) -> str:
-        requested = getattr(self.backend, "stop_requested", "")  # a live backend told to stop
-        if requested:
-            return requested
-        if self.until is not None and ctx.now + 1e-9 >= self.until:
-            return f"reached the time limit ({format_duration(self.until)})"
-        for sink in self._sinks:
-            if sink.goal_met(ctx):
-                return f"{sink.name}: every tracked job finished"
-        if self.world.unfinished == 0 and self._all_exhausted():
-            return "every job finished"
-        return ""
+
+def why_stop(engine: Engine, ctx: Round) -> str:
+    """Why the run stops after the round `ctx` ("" while it goes on)."""
+    requested = getattr(engine.backend, "stop_requested", "")  # a live backend told to stop
+    if requested:
+        return requested
+    if engine.until is not None and ctx.now + 1e-9 >= engine.until:
+        return f"reached the time limit ({format_duration(engine.until)})"
+    for sink in engine._sinks:
+        if sink.goal_met(ctx):
+            return f"{sink.name}: every tracked job finished"
+    if engine.world.unfinished == 0 and engine._all_exhausted():
+        return "every job finished"
+    return ""
+
+
+def call_element(el: Element, what: str, ctx: Round, fn, *args, **kwargs):
+    """Call an element's code; an exception from it is reported naming the element."""
+    try:
+        return fn(*args, **kwargs)
+    except (RoundhouseError, KeyboardInterrupt):
+        raise
+    except Exception as err:
+        raise element_failure(el, ctx, f"its {what} raised {type(err).__name__}: {err}", err) from err
+
+
+class Silenced:
+    """A source in a look-ahead: ticked in its place, it adds no jobs (`Engine.look_ahead`)."""
+
+    category = "source"
+
+    def __init__(self, source: Element, none: Jobs):
+        self.name = source.name
+        self._none = none
+
+    def tick(self, ctx: Round) -> Jobs:
+        return self._none
 
 
 def fold_events(world: World, events: Events) -> None:

@@ -12,6 +12,11 @@ the backend's running set is still the world's.
 What never changes during a run is shared, not copied: the compiled graph's configuration,
 the cluster, the throughput profile and model, the settings.
 
+There is one way to fork, `fork_engine`: between two rounds (`Simulation.fork`), and inside a
+round for a look-ahead (runtime/lookahead.py, the synthesizer), from a simulation or from a live
+run's books (its live backend left out: the copy simulates with the simulator). `pack` pickles
+such a fork for a pool's processes, with what is shared referred to (each process holds it once).
+
 A snapshot file is one JSON header line, then the state as two pickles (see `save` for the
 fields and `FORMAT_VERSION` for when it changes). Only open snapshots you made: unpickling runs
 whatever the file asks for, as with any pickle.
@@ -25,9 +30,12 @@ import hashlib
 import inspect
 import io
 import json
+import os
 import pickle
 import textwrap
+import time
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -149,17 +157,123 @@ def _element_state(el: Element) -> dict[str, Any]:
 
 
 # --- forking in memory -------------------------------------------------------------------------
+class Shared:
+    """What the forks of one run share, by reference: what never changes during a run (the
+    cluster, the throughput profile and model, the settings, the compiled graph's structure,
+    every element's configuration and `fixed` attributes). Kept in this process; pickled once
+    for a pool's processes (`blob`, `install`), which then receive forks as bytes alone."""
+
+    _BY_CLUSTER: dict[int, Shared] = {}  # (a run's forks share its cluster, and all the rest)
+
+    def __init__(self, objects: list[object], key: str):
+        self.objects = objects
+        self.key = key
+        self.ids = {id(o): i for i, o in enumerate(objects)}
+
+    @classmethod
+    def of(cls, engine: Engine) -> Shared:
+        got = cls._BY_CLUSTER.get(id(engine.world.cluster))
+        if got is None or got.objects[0] is not engine.world.cluster or got.objects[4] is not engine.graph.graph:
+            world, graph = engine.world, engine.graph
+            objects: list[object] = [world.cluster, world.profile, world.throughput, graph.settings, graph.graph, graph.decls]
+            for el in graph.elements.values():
+                held = el.__dict__
+                objects += [held[a] for a in (*_config_names(type(el)), *type(el).fixed) if a in held]
+            got = cls._BY_CLUSTER[id(engine.world.cluster)] = cls(objects, f"{os.getpid()}:{id(engine)}:{time.time_ns()}")
+        return got
+
+    def blob(self) -> bytes:
+        """The shared objects themselves, for `install` in another process."""
+        buffer = io.BytesIO()
+        _ForkPickler(buffer, Shared([], self.key), set()).dump(self.objects)
+        return buffer.getvalue()
+
+
+_INSTALLED: dict[str, Shared] = {}
+
+
+def install(key: str, blob: bytes) -> None:
+    """In a pool's process: the shared objects of the forks it will be sent (its initializer)."""
+    _INSTALLED[key] = Shared(pickle.loads(blob), key)
+
+
+class Packed:
+    """A fork's whole state, as bytes, with what its run shares by reference, for a pool's
+    processes. Each `unpack` gives an independent engine; a process unpacks the bytes once it has
+    the shared objects (`install`)."""
+
+    def __init__(self, data: bytes, shared: Shared | str, now: float):
+        self.data = data
+        self.shared = shared
+        self.now = now
+
+    def __getstate__(self) -> dict:
+        # (Sent to a pool's processes, which have the shared objects already: see `install`.)
+        return {**self.__dict__, "shared": self.shared.key if isinstance(self.shared, Shared) else self.shared}
+
+    def unpack(self) -> Engine:
+        shared = self.shared if isinstance(self.shared, Shared) else _INSTALLED[self.shared]
+        _INSTALLED.setdefault(shared.key, shared)  # (where `_shared_object` finds them)
+        return pickle.loads(self.data)
+
+
+def pack(engine: Engine) -> Packed:
+    """A fork of the engine (`fork_engine`, not run) as bytes, for other processes: what its run
+    shares is referred to, not copied (a process has it once: `install`)."""
+    shared = Shared.of(engine)
+    buffer = io.BytesIO()
+    _ForkPickler(buffer, shared, {id(engine.on_round)} if engine.on_round is not None else set()).dump(engine)
+    return Packed(buffer.getvalue(), shared, engine.backend.now)
+
+
+class _ForkPickler(pickle.Pickler):
+    """Pickles the shared objects as references to them and what is left out as None. (A
+    reducer override, not a persistent id: it is not asked about the many plain values, such
+    as the job table's strings, so it costs little.)"""
+
+    def __init__(self, file, shared: Shared, left_out: set[int]):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._shared = shared
+        self._left_out = left_out
+
+    def reducer_override(self, obj: object) -> Any:
+        if id(obj) in self._left_out:
+            return (_none, ())
+        at = self._shared.ids.get(id(obj))
+        if at is not None:
+            return (_shared_object, (self._shared.key, at))
+        if type(obj) is MappingProxyType:  # (profile indexes: pickled as the dict they show)
+            return (_mapping_proxy, (dict(obj),))
+        return NotImplemented
+
+
+def _shared_object(key: str, at: int) -> object:
+    return _INSTALLED[key].objects[at]
+
+
+def _none() -> None:
+    return None
+
+
 def _shared(engine: Engine) -> list[object]:
     """What forks share: never changed during a run."""
     world = engine.world
     return [world.cluster, world.profile, world.throughput, engine.graph.settings, engine.on_round, engine.graph.graph]
 
 
-def fork_engine(engine: Engine) -> Engine:
-    """An independent copy of a begun engine, between two rounds, with its world, backend and
-    elements: running both on gives each what running the original on would have."""
+def fork_engine(engine: Engine, now: float | None = None) -> Engine:
+    """An independent copy of a begun engine, with its world, backend and elements: between two
+    rounds, running both on gives each what running the original on would have; inside a round
+    (a look-ahead, runtime/lookahead.py), the state as of the round's start. A live engine's
+    backend (sockets, threads) is left out: the copy simulates its books from `now` with the
+    simulator. The one way to fork: `pack` sends such a copy to other processes."""
+    from roundhouse.runtime.backends.sim import Simulator
+
     states = {name: _element_state(el) for name, el in engine.graph.elements.items()}
     memo: dict[int, Any] = {id(obj): obj for obj in _shared(engine)}
+    live = getattr(engine.backend, "wall_clock", False)
+    if live:
+        memo[id(engine.backend)] = None
     copy.deepcopy(engine.world, memo)  # first: element states refer to its job table
     elements = {}
     for name, el in engine.graph.elements.items():
@@ -176,7 +290,15 @@ def fork_engine(engine: Engine) -> Engine:
             if attr not in fixed:
                 elements[name].__dict__[attr] = copy.deepcopy(value, memo)
     memo[id(engine.graph)] = attrs.evolve(engine.graph, elements=elements)
-    return copy.deepcopy(engine, memo)
+    fork = copy.deepcopy(engine, memo)
+    if live:
+        fork.backend = Simulator.for_graph(fork.world, fork.graph.settings)
+        fork.backend.jump_to(engine.backend.now if now is None else now)
+    return fork
+
+
+def _mapping_proxy(items: dict) -> MappingProxyType:
+    return MappingProxyType(items)
 
 
 # --- snapshots on disk -------------------------------------------------------------------------

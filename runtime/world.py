@@ -78,6 +78,8 @@ class World:
         state = self.__getstate__()
         for name in ("holder", "co_holder", "online", "running_rows"):
             state[name] = memo[id(state[name])] = None if state[name] is None else state[name].copy()
+        if self.explain is not None:  # (the fork's record goes on on its own; the engine's is the same)
+            state["explain"] = memo[id(self.explain)] = self.explain.copy()
         new.__setstate__({**state, "jobs": copy.deepcopy(self.jobs, memo), "unknown_models": set(self.unknown_models)})
         return new
 

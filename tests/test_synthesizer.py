@@ -4,6 +4,7 @@ from then on is that candidate's."""
 
 import re
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -249,3 +250,46 @@ def test_a_process_pool_decides_as_one_process_does():
     a, b = one.run(), two.run()
     assert same(outcome(one), outcome(two))
     assert a.reports["synth"]["decisions"].equals(b.reports["synth"]["decisions"])
+
+
+def test_a_look_ahead_sees_what_a_fork_between_rounds_run_on_without_arrivals_sees(monkeypatch):
+    """The synthesizer's look-ahead (forked inside a round) and `Simulation.fork` (between two
+    rounds) are one fork: from the same boundary, each combination's outlook is the same."""
+    from roundhouse.elements import control
+    from roundhouse.runtime.lookahead import outlook
+    from roundhouse.runtime.simulation import Simulation
+    from roundhouse.traces.jobs import FINISHED
+
+    forks = []
+    real = control._simulate_all
+    monkeypatch.setattr(control, "_simulate_all", lambda synth, fork, combos: forks.append(fork) or real(synth, fork, combos))
+    sim = Simulation(QUICK_GRAPH.format(workers=1), until=24 * 3600).run_until(6 * 3600)
+    before = sim.fork()  # at a boundary before the next decision that simulates
+    forks.clear()
+    while not forks:
+        assert sim.step()
+    fork = forks[0]
+    horizon = float(sim.graph.elements["synth"].horizon)
+    combos = sim.graph.elements["synth"].combinations
+    assert len(combos) == 6 and fork.round_index % 4 == 0
+    for combo in combos:
+        looked = control._simulate(fork, horizon, "synth", ["admit", "order"], combo)
+        # The same from the earlier fork: run to the decision's boundary, select the combination
+        # in a copy, play on with the engine's public hooks, arrivals stopped after that round.
+        copy = before.fork().run_until(fork.now)
+        assert copy.now == fork.now
+        engine, world = copy._engine, copy.world_now()
+        copy.graph.elements["synth"]._frozen = True
+        for name, index in zip(["admit", "order"], combo):
+            copy.graph.elements[name].select(index)
+        present = (world.jobs.column("status") != FINISHED).nonzero()[0]
+        engine.look_ahead(fork.now + horizon)
+        stop = engine.step()
+        engine.stop_arrivals()
+        while not stop:
+            stop = engine.step()
+        arrived = np.arange(len(world.jobs), len(copy.world.jobs))
+        unstarted = np.concatenate([present[np.isnan(world.jobs.column("first_start_s")[present])], arrived])
+        present = np.concatenate([present, arrived])
+        assert looked == outlook(copy.world, present, unstarted, fork.now, fork.now + horizon)
+        assert looked.jobs > 0
