@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
-import scipy.sparse as sp
 
+from roundhouse.elements.policies.gavel.libraries import sp
 from roundhouse.elements.policies.gavel.lp import sparse_rows
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
-import scipy.sparse as sp
-from ortools.linear_solver.python import model_builder_helper as mbh
+
+from roundhouse.elements.policies.gavel.libraries import mbh, sp
 
 if TYPE_CHECKING:
     from ortools.linear_solver import pywraplp
