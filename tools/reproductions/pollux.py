@@ -26,7 +26,7 @@ CLUSTER = "16x4:V100"
 
 # Pollux's element as graphs/pollux.sched runs it (genetic search over allocations, each job's
 # batch size for its allocation).
-POLLUX = "Pollux(seed=0) -> Launch"
+POLLUX = "Pollux(seed=0) -> PolluxAgent -> Launch"
 POLICIES = {
     "Pollux": POLLUX,
     "FIFO": "Fifo -> Consolidated -> Launch",
