@@ -53,7 +53,7 @@ SETTING_DOCS = {
     "cluster": 'the cluster: a spec file or a shorthand such as "32x4:V100" (--cluster overrides)',
     "profile": "the throughput profile table (default: the shipped Gavel table)",
     "pair_profile": "throughputs of two jobs sharing GPUs, for space sharing (default: the shipped Gavel pair table)",
-    "elastic_profile": "a folder of elastic applications (Pollux's per-application measurements) whose jobs resize, or \"ones\" for ONES' ten built in",
+    "elastic_profile": "a folder of elastic applications (Pollux's per-application measurements) whose jobs resize, or \"ones\" / \"pollux\" for ONES' ten or Pollux's six built in",
     "seed": "seed from which elements without their own seed derive theirs",
     "reference_gpu": "GPU type on which trace durations were measured",
     "skip_rounds": "skip ticking rounds in which nothing can change until the next event (results are identical); false ticks every round",

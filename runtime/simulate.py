@@ -75,10 +75,10 @@ def load_elastic(graph: CompiledGraph):
     from roundhouse.traces.goodput import ElasticProfile
 
     path = Path(graph.settings.elastic_profile)
-    if path.name.lower() == "ones" and not path.exists():  # ONES' ten applications, built in (traces/ones.py)
-        from roundhouse.traces import ones
+    if path.name.lower() in ("ones", "pollux") and not path.exists():  # built in: traces/ones.py, traces/pollux.py
+        from roundhouse.traces import ones, pollux
 
-        return ones.profile()
+        return ones.profile() if path.name.lower() == "ones" else pollux.profile()
     return ElasticProfile.load_pollux(path)
 
 

@@ -4,7 +4,7 @@
     roundhouse trace convert IN OUT [--from F] [--to canonical|gavel|tiresias]
     roundhouse trace generate -o OUT --jobs N --rate 8/h --seed S [--gpus philly|single]
                               [--models none|blox] [--format canonical|gavel|tiresias|philly]
-                              [--workload philly|tiresias|dally-batch|dally-poisson|synergy|ones]
+                              [--workload philly|tiresias|dally-batch|dally-poisson|synergy|ones|pollux]
                               [--loss none|blox]
 
 `--workload dally-batch` puts every job at time 0 and takes no --rate.
@@ -28,7 +28,7 @@ from roundhouse.runtime.values import describe, rate_from_text
 GENERATE_FORMATS = ("canonical", "gavel", "tiresias", "philly")
 GPU_CHOICES = ("philly", "single")
 MODEL_CHOICES = ("none", "blox")
-WORKLOAD_CHOICES = ("philly", "tiresias", "dally-batch", "dally-poisson", "synergy", "ones")
+WORKLOAD_CHOICES = ("philly", "tiresias", "dally-batch", "dally-poisson", "synergy", "ones", "pollux")
 LOSS_CHOICES = ("none", "blox")
 
 
@@ -73,7 +73,8 @@ def register(subparsers) -> None:
         "models and 2 min-2 h durations), dally-batch or dally-poisson (Dally's six models and GPU-demand "
         "mix, all at time 0 or Poisson arrivals), synergy (Philly durations and GPU counts, Synergy's "
         "image/language/speech models 20/70/10 with CPU and memory demands), ones (ONES' ten model/dataset "
-        "pairs, equally many of each, its trace's columns) (default: philly)",
+        "pairs, equally many of each, its trace's columns), pollux (Pollux's six applications in its workload 6's "
+        "mix, a GPU count and batch size each) (default: philly)",
     )
     generate.add_argument(
         "--loss", default="none", help="none or blox (loss curves: 75%% of jobs converge at 40%% of their work) (default: none)"
@@ -243,6 +244,14 @@ def generate_command(args: argparse.Namespace) -> int:
                 "--workload ones has its own GPU counts and models: leave out --gpus, --models, --start-id and --loss"
             )
         frame = ones.generate(jobs, 1.0 / rate, seed)
+    elif workload == "pollux":
+        from roundhouse.traces import pollux
+
+        if gpus != "philly" or models != "none" or start_id != 0 or loss != "none":
+            raise UsageError(
+                "--workload pollux has its own GPU counts and models: leave out --gpus, --models, --start-id and --loss"
+            )
+        frame = pollux.generate(jobs, 1.0 / rate, seed)
     elif workload == "tiresias":
         from roundhouse.traces.generators import tiresias_testbed
 

@@ -3,7 +3,8 @@
 Formats: `canonical` (our CSV or Parquet), `gavel` (`.trace`), `tiresias` (CSV with `num_gpu`
 and `submit_time`), `philly` (`cluster_job_log` JSON), `helios` (Helios' `cluster_log.csv`, or
 a JSON job list like Dally's), `pai` (Alibaba PAI 2020's `pai_task_table.csv`, with or without
-its header). With format "auto" the extension decides, then the contents (Philly's file is
+its header), `pollux` (Pollux's workload CSV, `name,time,application,num_replicas,batch_size`).
+With format "auto" the extension decides, then the contents (Philly's file is
 usually called just `cluster_job_log`); a file that fits none is an error that lists the
 formats, never a guess.
 """
@@ -17,10 +18,11 @@ import attrs
 import polars as pl
 
 from roundhouse.errors import TraceError, UsageError, did_you_mean
-from roundhouse.traces import canonical, gavel, helios, pai, philly, tiresias
+from roundhouse.traces import canonical, gavel, helios, pai, philly, pollux, tiresias
 from roundhouse.traces.csvtext import data_lines, read_bytes, read_json_list, read_text
+from roundhouse.traces.schema import validate
 
-FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly", "helios", "pai")
+FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly", "helios", "pai", "pollux")
 WRITE_FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias")
 _SNIFF_BYTES = 65536
 _PARQUET_MAGIC = b"PAR1"
@@ -68,6 +70,8 @@ def detect_format(path: str | Path) -> str:
             return "helios"
         if pai.looks_like(fields, Path(path).name):
             return "pai"
+        if pollux.looks_like(fields):
+            return "pollux"
         return "tiresias" if tiresias.looks_like(fields) else "canonical"
     raise TraceError(path, f"cannot tell the trace format from the name or the contents; name it (one of {', '.join(FORMATS)})")
 
@@ -90,6 +94,8 @@ def load_trace(path: str | Path, format: str = "auto") -> LoadedTrace:
         return LoadedTrace(gavel.read(path), format)
     if format == "tiresias":
         return LoadedTrace(tiresias.read(path), format)
+    if format == "pollux":
+        return LoadedTrace(validate(pollux.read_workload(path), str(path)), format)
     if canonical.is_parquet(path) or read_bytes(path)[:4] == _PARQUET_MAGIC:
         return LoadedTrace(canonical.read_parquet(path), format)
     return LoadedTrace(canonical.read_csv(path), format)

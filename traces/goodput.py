@@ -186,6 +186,12 @@ class ElasticProfile:
         self.apps = tuple(apps)
         self.origin = origin
         self._index = {a.name.lower(): i for i, a in enumerate(self.apps)}
+        # Traces spell models Gavel's way once read (Pollux's "ncf" becomes "Recommendation"):
+        # an application is found under that name too, unless another application has it.
+        from roundhouse.traces.profiles import canonical_model
+
+        for i, a in enumerate(self.apps):
+            self._index.setdefault(str(canonical_model(a.name) or a.name).lower(), i)
         self._params = np.stack([a.params for a in self.apps]) if apps else np.zeros((0, 7))
         self._phi = np.array([a.noise_scale for a in self.apps])
         self._init = np.array([a.init_batch for a in self.apps], dtype=np.float64)

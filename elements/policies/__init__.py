@@ -8,6 +8,7 @@ from roundhouse.elements.policies import (  # noqa: F401  # noqa: F401
     las,
     ones,
     optimus,
+    pollux,
     srtf,
     themis,
     tiresias,

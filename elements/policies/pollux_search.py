@@ -1,0 +1,148 @@
+"""Pollux's cluster-wide allocation search (Qiao et al., OSDI 2021, §4.2, PolluxSched) over
+arrays. No element here: elements/policies/pollux.py wires these to the round.
+
+A candidate allocation is a (J, K) array of how many GPUs each of the round's J jobs gets on
+each of the K machines; a population is (P, J, K). The model is that of Pollux's public
+simulator (petuum/adaptdl branch osdi21-artifact, `simulator/pollux.py`, Apache-2.0), written
+here again over numpy arrays:
+
+- **speedup** of job j on r GPUs over k machines: its goodput there at its goodput-best batch
+  size over its goodput at a fair share (ceil(C / J) GPUs, as few machines as hold them), then
+  scaled by machines / GPUs (so that a machine's worth of GPUs is worth 1);
+- **restart penalty**: a job whose allocation changes has its speedup multiplied by
+  max(age - restarts x delay, 0) / (age + delay) (delay 30 s, the simulator's);
+- **fitness**: the generalised (power) mean of the jobs' speedups (+0.001) with exponent p
+  (-1 by default, a harmonic mean: more negative is fairer; 0 the geometric mean);
+- **crossover**: single-point over jobs (children take one parent's rows before the point,
+  the other's after it), parents by binary tournament on fitness;
+- **mutation**: each job reset to its current allocation with chance 0.1; each job picked
+  with chance 0.1 has each of its entries zeroed with chance 0.1; then entries grow to a random
+  count up to the machine's size, with a chance that favours machines with room and machines
+  the job is on already;
+- **repair** (in job order, earlier jobs first): at most one distributed job per machine
+  (interference avoidance: a later one loses its GPUs there), at most `max_replicas` GPUs and
+  16 machines per job (machines in random order), no machine past its GPUs;
+- **selection**: the best `population` of parents and children by fitness (elitist).
+
+Pollux's simulator runs NSGA-II on two objectives (this fitness and the cluster's utility,
+which only its autoscaler uses) and picks the best by fitness; with a fixed cluster we keep
+the single objective, so selection is plain truncation rather than non-dominated sorting.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+RESTART_DELAY_S = 30.0  # Pollux's simulator: the delay its restart penalty assumes
+MAX_NODES = 16  # Pollux's repair: at most this many machines per job
+
+
+def counts(states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(machines, GPUs) of each job in each candidate: two (P, J) arrays."""
+    return np.count_nonzero(states, axis=-1), states.sum(axis=-1)
+
+
+def speedups(states: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """(P, J) speedups; `table[j, k, r]` is job j's speedup on r GPUs over k machines."""
+    k, r = counts(states)
+    j = np.arange(states.shape[1])[None, :]
+    return table[j, k, r]
+
+
+def restart_factor(age: np.ndarray, restarts: np.ndarray, delay: float = RESTART_DELAY_S) -> np.ndarray:
+    """The factor a job's speedup takes when its allocation changes (module docstring)."""
+    return np.maximum(age - restarts * delay, 0.0) / (age + delay)
+
+
+def power_mean(values: np.ndarray, p: float) -> np.ndarray:
+    """Generalised mean over the last axis of values + 0.001 (p = 0: geometric)."""
+    if p == 0:
+        return np.exp(np.log(np.maximum(values, 1e-3)).mean(axis=-1))
+    return (((values + 1e-3) ** p).mean(axis=-1)) ** (1.0 / p)
+
+
+def fitness(states: np.ndarray, table: np.ndarray, base: np.ndarray, factor: np.ndarray, scale: float, p: float) -> np.ndarray:
+    """(P,) fitness of each candidate, larger is better: the power mean of the jobs' scaled
+    speedups, penalised where their allocation differs from `base` (the current one)."""
+    if states.shape[1] == 0:
+        return np.zeros(len(states))
+    s = speedups(states, table) * scale
+    moved = (states != base[None]).any(axis=-1)
+    return power_mean(np.where(moved, s * factor[None, :], s), p)
+
+
+def tournament(score: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
+    """`n` indices, each the better of two drawn at random (ties: the first drawn)."""
+    a, b = rng.integers(0, len(score), n), rng.integers(0, len(score), n)
+    return np.where(score[b] > score[a], b, a)
+
+
+def crossover(first: np.ndarray, second: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Single-point crossover over jobs of parent pairs (first[i], second[i]): two children per
+    pair, the first with `first`'s rows before the point and `second`'s from it, the second the
+    other way round."""
+    pairs, n_jobs = first.shape[:2]
+    point = rng.integers(0, max(n_jobs, 1), size=(pairs, 1, 1))
+    before = np.arange(n_jobs)[None, :, None] < point
+    return np.concatenate([np.where(before, first, second), np.where(before, second, first)])
+
+
+def mutate(states: np.ndarray, rng: np.random.Generator, base: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Pollux's three mutations (module docstring); `capacity` is each machine's GPUs."""
+    p, j, k = states.shape
+    out = np.where((rng.random((p, j)) < 0.1)[..., None], base[None], states)
+    picked = np.where(rng.random((p, j)) < 0.1, 0.1, 0.0)
+    out = np.where(rng.random(out.shape) < picked[..., None], 0, out)
+    free = capacity[None, :] - out.sum(axis=1)  # (P, K)
+    room = np.broadcast_to((free >= 1)[:, None, :], out.shape)  # one GPU a replica
+    prob1 = room / np.maximum(room.sum(axis=-1, keepdims=True), 1)
+    on = (out > 0) & room
+    prob2 = on / np.maximum(on.sum(axis=-1, keepdims=True), 1)
+    grow = rng.random(out.shape) < prob1 + prob2 - prob1 * prob2
+    top = np.broadcast_to(capacity[None, None, :], out.shape)
+    drawn = out + np.floor(rng.random(out.shape) * (top - out + 1)).astype(out.dtype)
+    return np.where(grow & (top >= out), drawn, out)
+
+
+def repair(
+    states: np.ndarray, rng: np.random.Generator, max_replicas: np.ndarray, capacity: np.ndarray, interference: bool = True
+) -> np.ndarray:
+    """Make every candidate feasible (module docstring); jobs earlier in the array win.
+    `interference` off leaves out interference avoidance (an ablation)."""
+    out = states.copy()
+    if interference:  # on each machine only the first distributed job keeps its GPUs
+        distributed = np.count_nonzero(out, axis=-1) > 1
+        there = (out > 0) & distributed[..., None]
+        out[there & (np.cumsum(there, axis=1) > 1)] = 0
+    # At most max_replicas GPUs and MAX_NODES machines per job, machines taken in random order.
+    shuffle = np.argsort(rng.random(out.shape), axis=-1)
+    s = np.take_along_axis(out, shuffle, axis=-1)
+    s = np.diff(np.minimum(np.cumsum(s, axis=-1), max_replicas[None, :, None]), axis=-1, prepend=0)
+    s[np.cumsum(s > 0, axis=-1) > MAX_NODES] = 0
+    out = np.take_along_axis(s, np.argsort(shuffle, axis=-1), axis=-1)
+    # Machines' sizes: jobs in order take what is left.
+    return np.diff(np.minimum(np.cumsum(out, axis=1), capacity[None, None, :]), axis=1, prepend=0)
+
+
+def generation(
+    pop: np.ndarray,
+    score: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    base: np.ndarray,
+    capacity: np.ndarray,
+    max_replicas: np.ndarray,
+    evaluate,
+    keep: int,
+    interference: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One generation: `keep` children (tournament, crossover, mutation, repair), then the best
+    `keep` of parents and children. Returns the population and its fitness, best first."""
+    pairs = max(keep // 2, 1)
+    parents = tournament(score, rng, 2 * pairs)
+    children = crossover(pop[parents[:pairs]], pop[parents[pairs:]], rng)
+    children = repair(mutate(children, rng, base, capacity), rng, max_replicas, capacity, interference)
+    merged = np.concatenate([pop, children])
+    scores = np.concatenate([score, evaluate(children)])
+    best = np.argsort(-scores, kind="stable")[:keep]
+    return merged[best], scores[best]

@@ -1,0 +1,170 @@
+"""Pollux workloads (Qiao et al., OSDI 2021): the reader of its workload CSVs and a generator of
+Pollux-like workloads.
+
+**Workload** (Pollux's simulator, petuum/adaptdl branch osdi21-artifact, `simulator/workloads*/`):
+one job a row, `name,time,application,num_replicas,batch_size`, where `time` is the arrival in
+seconds, `application` names one of the application folders beside the workloads
+(`traces/<application>/`, Pollux's measurements, turned into an elastic profile by
+traces/goodput.py), and `num_replicas`/`batch_size` the tuned GPU count and global batch size
+that Pollux's baselines run with. Read into the canonical schema: `job_id` (row order, as the
+names' suffixes count), `arrival_s`, `model` (the application), `gpus`, `batch_size`, with
+`epochs` (the application's, as Pollux's simulator trains it), and `name`, `max_gpus` and
+`batch_fixed` as extra columns.
+
+**Limits, as Pollux's simulator sets them** (`simulator.py`, `get_pollux_job_info`): a job may
+hold at most min(64, largest validated batch / smallest per-GPU batch) GPUs (`max_gpus`); NCF
+jobs run on one GPU at their trace batch size, 32,768, which the agent does not change
+(`batch_fixed` = 1; the simulator sets `target_batch_size` for them).
+
+A row whose application the profile does not know, or whose batch size lies outside the
+application's validated range, is an error naming the file, the line and the column. The
+profile is Pollux's six applications as fitted here (`profile()`, FITTED), or a folder of
+measurements given to `read_workload`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from roundhouse.errors import TraceError
+from roundhouse.traces.goodput import ElasticApp, ElasticProfile
+
+WORKLOAD_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
+# Pollux's simulator caps a job at 64 replicas ("simulator can't handle more") and runs NCF on
+# one GPU at a fixed batch size.
+MAX_REPLICAS = 64
+FIXED_BATCH_APPS = ("ncf",)
+
+# Ours, for the generator: (GPUs, global batch) configurations per application, each a
+# validated batch size with a per-GPU batch inside the measured range.
+CONFIGS = {
+    "cifar10": ((1, 128), (2, 256), (4, 512), (8, 1024)),
+    "ncf": ((1, 32768),),
+    "deepspeech2": ((1, 20), (2, 40), (4, 80), (8, 160)),
+    "bert": ((1, 12), (2, 24), (4, 48), (8, 96)),
+    "yolov3": ((1, 8), (2, 16), (4, 32), (8, 64)),
+    "imagenet": ((4, 800), (8, 1600), (16, 3200), (32, 6400)),
+}
+# The share of each application among the jobs of Pollux's workload 6 (counted from its 160 rows).
+MIX = {"cifar10": 67, "ncf": 54, "deepspeech2": 16, "bert": 15, "yolov3": 5, "imagenet": 3}
+
+
+# Pollux's six applications as traces/goodput.py fits them from Pollux's measurements
+# (`simulator/traces/<application>/` of petuum/adaptdl osdi21-artifact, Apache-2.0), transcribed
+# so that a graph can run them without the data (`elastic_profile = "pollux";`); a test refits
+# them from ../shared/data/pollux/traces. Columns: the seven throughput parameters (PARAM_NAMES),
+# noise scale phi, M0, largest validated batch, smallest and largest per-GPU batch, epochs,
+# samples at M0 in the first epoch and to the end of training.
+FITTED = (
+    ("bert", (0.171941, 0.05861, 1.38572, 0.00943149, 0.284176, 0.00964167, 1.9022), 9015.71, 12, 384, 4, 12, 2, 88644.0, 177288.0),
+    ("cifar10", (0.0174183, 0.000700725, 0.122056, 0.00264181, 0.0316082, 0.00279674, 2.06935), 5956.62, 128, 4096, 32, 1024, 100, 50011.441, 5000052.2),
+    ("deepspeech2", (0.311104, 0.0238438, 0.487111, 0.00981888, 0.0840068, 0.00136567, 1.41305), 1035.14, 20, 640, 10, 80, 80, 7134.5473, 570720.0),
+    ("imagenet", (0.0641618, 0.00448009, 0.299279, 0.00663444, 0.0572989, 0.00206451, 2.46504), 19724.2, 200, 12800, 20, 200, 90, 1281185.4, 115305120.0),
+    ("ncf", (0.00690817, 6.41644e-07, 0.0170994, 0.000566384, 0.0221973, 6.91078e-06, 1.24866), 1531090.0, 256, 32768, 32, 32768, 10, 4970904.1, 49708544.0),
+    ("yolov3", (0.187088, 0.0253875, 0.749225, 0.0107151, 0.128345, 0.0174386, 1.10795), 512.861, 8, 512, 4, 8, 50, 16551.783, 827551.82),
+)  # fmt: skip
+
+
+def profile() -> ElasticProfile:
+    """Pollux's six applications, fitted (FITTED), as an elastic profile."""
+    apps = [
+        ElasticApp(name, np.array(params), phi, m0, top, low, high, epochs, first, work)
+        for name, params, phi, m0, top, low, high, epochs, first, work in FITTED
+    ]
+    return ElasticProfile(apps, "pollux")
+
+
+def looks_like(header: list[str]) -> bool:
+    """Whether a CSV header is a Pollux workload's (used by format detection)."""
+    return [h.strip() for h in header] == list(WORKLOAD_COLUMNS)
+
+
+def read_workload(path: str | Path, apps: ElasticProfile | str | Path | None = None) -> pl.DataFrame:
+    """A Pollux workload CSV in the canonical schema (module docstring). `apps` is the elastic
+    profile (or its folder) that names the applications; by default Pollux's six (FITTED)."""
+    path = Path(path)
+    origin = str(path)
+    try:
+        raw = pl.read_csv(path, infer_schema_length=0)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise TraceError(origin, f"cannot read the Pollux workload: {exc}") from None
+    if apps is not None and not isinstance(apps, ElasticProfile):
+        apps = ElasticProfile.load_pollux(apps)
+    return parse_workload(raw, origin, apps)
+
+
+def parse_workload(raw: pl.DataFrame, origin: str, apps: ElasticProfile | None = None) -> pl.DataFrame:
+    """read_workload on a frame already loaded (cells as text or numbers)."""
+    known = apps or profile()
+    missing = [c for c in WORKLOAD_COLUMNS if c not in raw.columns]
+    if missing:
+        raise TraceError(origin, f"missing column(s) {', '.join(missing)} (a Pollux workload has {', '.join(WORKLOAD_COLUMNS)})")
+    numbers = {}
+    for col in ("time", "num_replicas", "batch_size"):
+        values = raw[col].cast(pl.Float64, strict=False)
+        whole = col != "time"
+        bad = values.is_null() | ~values.is_finite().fill_null(False) | (values < (1 if whole else 0))
+        if whole:
+            bad = bad | (values.fill_null(0.5) % 1 != 0)
+        if bad.any():
+            i = int(bad.arg_max() or 0)
+            what = "a whole number of at least 1" if whole else "a non-negative number"
+            raise TraceError(f"{origin}:{i + 2}", f"column '{col}': {raw[col][i]!r} is not {what}")
+        numbers[col] = values.to_numpy()
+    names = [str(a).strip().lower() if a is not None else "" for a in raw["application"].to_list()]
+    n = len(names)
+    max_gpus, epochs = np.empty(n), np.empty(n)
+    for i, name in enumerate(names):
+        a = known.row(name)
+        if a < 0 or name != known.apps[a].name.lower():
+            choices = ", ".join(app.name for app in known.apps)
+            raise TraceError(
+                f"{origin}:{i + 2}", f"column 'application': unknown application {raw['application'][i]!r} (known: {choices})"
+            )
+        app = known.apps[a]
+        batch = numbers["batch_size"][i]
+        if not app.init_batch <= batch <= app.max_batch:
+            raise TraceError(
+                f"{origin}:{i + 2}",
+                f"column 'batch_size': {int(batch)} is outside what the elastic profile covers for {app.name} "
+                f"({app.init_batch} to {app.max_batch})",
+            )
+        max_gpus[i] = min(MAX_REPLICAS, app.max_batch // max(app.min_local, 1))
+        epochs[i] = app.epochs
+    fixed = np.isin(np.array(names, dtype=object), FIXED_BATCH_APPS)
+    max_gpus[fixed] = 1.0
+    return pl.DataFrame(
+        {
+            "job_id": np.arange(n, dtype=np.int64),
+            "arrival_s": numbers["time"],
+            "gpus": numbers["num_replicas"].astype(np.int64),
+            "model": names,
+            "batch_size": numbers["batch_size"].astype(np.int64),
+            "epochs": epochs,
+            "name": [str(v) for v in raw["name"].to_list()],
+            "max_gpus": max_gpus,
+            "batch_fixed": fixed.astype(np.float64),
+        }
+    )
+
+
+def generate(jobs: int = 160, mean_gap_s: float = 180.0, seed: int = 0) -> pl.DataFrame:
+    """A Pollux-like workload (ours, seeded): Poisson arrivals with mean gap `mean_gap_s` from 0
+    (Pollux's workloads: 160 jobs over 8 hours, one every 3 minutes), applications drawn with
+    the shares of Pollux's workload 6 (MIX), and a (GPUs, batch) configuration of the
+    application at random (CONFIGS). Same columns as read_workload."""
+    if jobs < 1 or not mean_gap_s > 0:
+        raise ValueError(f"need jobs >= 1 and mean_gap_s > 0, got {jobs} and {mean_gap_s}")
+    rng = np.random.default_rng(seed)
+    arrival = np.floor(np.concatenate(([0.0], np.cumsum(rng.exponential(mean_gap_s, jobs - 1)))))
+    weights = np.array(list(MIX.values()), dtype=np.float64)
+    names = np.array(list(MIX), dtype=object)[rng.choice(len(MIX), size=jobs, p=weights / weights.sum())]
+    pick = rng.random(jobs)
+    rows = []
+    for i, (name, u) in enumerate(zip(names.tolist(), pick.tolist(), strict=True)):
+        replicas, batch = CONFIGS[name][int(u * len(CONFIGS[name]))]
+        rows.append((f"{name}-{i}", arrival[i], name, replicas, batch))
+    return parse_workload(pl.DataFrame(rows, schema=list(WORKLOAD_COLUMNS), orient="row"), "generated")
