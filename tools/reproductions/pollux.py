@@ -53,7 +53,6 @@ cluster = "{CLUSTER}";
 elastic_profile = "{PROFILE}";
 restore = 30s;
 resize_restart = 30s;
-resize_in_place = 30s;
 TraceSource(path="{workload}") -> AcceptAll -> JobPool -> {chain} -> report :: JobMetrics;
 """
 
