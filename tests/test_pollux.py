@@ -119,7 +119,7 @@ class Scripted:
     def __init__(self, *draws):
         self.draws = list(draws)
 
-    def random(self, shape=None):
+    def random(self, shape=None, dtype=None):
         return np.asarray(self.draws.pop(0), dtype=np.float64).reshape(shape)
 
     def integers(self, low, high=None, size=None):
@@ -164,9 +164,11 @@ def test_mutation_resets_zeroes_and_grows():
     rng = Scripted(
         [[0.05, 0.5]],  # job 0 (< 0.1) is reset to its current allocation [1, 0]
         [[0.5, 0.05]],  # job 1 is picked for zeroing, entries with a draw < 0.1 become 0
-        [[[0.5, 0.5], [0.5, 0.01]]],  # ...job 1's second entry
-        [[[0.99, 0.99], [0.2, 0.99]]],  # grow: job 1 on machine 0 (chance 1/2: both machines have room)
-        [[[0.0, 0.0], [0.5, 0.0]]],  # to current + floor(0.5 x (4 - 0 + 1)) = 2
+        [[0.5, 0.01]],  # ...one draw per entry of job 1: its second entry
+        # Grow: job 0 on machine 0 (chance 1: 1/2 for a machine with room, 1 for its only
+        # machine with room), job 1 on machine 0 (chance 1/2: both machines have room).
+        [[[0.99, 0.99], [0.2, 0.99]]],
+        [0.0, 0.5],  # to now + floor(u x (4 - now + 1)): job 0 stays at 1, job 1 gets 2
     )
     out = s.mutate(state, rng, base, capacity)
     assert out[0].tolist() == [[1, 0], [2, 0]]
@@ -275,3 +277,34 @@ def test_graph_checks_and_runs_small_workload_in_the_simulator(tmp_path):
     assert np.isfinite(jobs.column("finish_s")).all()
     assert jobs.column("resizes").sum() > 0  # jobs grew (explore doubles their cap) or shrank
     assert (jobs.column("held") == 0).all()
+
+
+def test_search_stops_once_the_best_stops_improving():
+    capacity, base, limit = np.array([2]), np.zeros((1, 1), dtype=np.int8), np.array([2])
+    table = np.zeros((1, 2, 3))
+    table[0, 1, 1], table[0, 1, 2] = 1.0, 2.0
+    calls = []
+
+    def evaluate(states):
+        calls.append(len(states))
+        return s.fitness(states, table, base, np.ones(1), 1.0, -1)
+
+    pop, score = s.search(
+        base[None], np.random.default_rng(0), base=base, capacity=capacity, max_replicas=limit, evaluate=evaluate, keep=4,
+        generations=50, patience=3,
+    )  # fmt: skip
+    # The best (both GPUs) is found within a few generations; three more without gain, then stop.
+    assert pop[0].tolist() == [[2]] and score[0] == pytest.approx(2.001)
+    assert len(calls) < 20
+    calls.clear()
+    s.search(
+        base[None],
+        np.random.default_rng(0),
+        base=base,
+        capacity=capacity,
+        max_replicas=limit,
+        evaluate=evaluate,
+        keep=4,
+        generations=50,
+    )
+    assert len(calls) == 51  # without patience: every generation

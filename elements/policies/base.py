@@ -88,3 +88,11 @@ def first_swap_s(keys: np.ndarray, speed: np.ndarray, exact_ties: bool) -> float
     if not near.any():
         return np.inf
     return max(0.0, float(((gap[near] - margin[near]) / closing[near]).min()))
+
+
+def job_column(ctx: RoundContext, name: str, rows: np.ndarray, default: float) -> np.ndarray:
+    """A job-table column at `rows` as floats, or `default` for each row if the table has no
+    such column (a trace's optional extras: `max_gpus`, `epoch_size`, ...)."""
+    if ctx.jobs.has_column(name):
+        return np.asarray(ctx.jobs.column(name)[rows], dtype=np.float64)
+    return np.full(len(rows), default, dtype=np.float64)

@@ -9,6 +9,7 @@ import attrs
 import numpy as np
 
 from roundhouse.elements.policies import ones_search as search
+from roundhouse.elements.policies.base import job_column as _column
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import LR_LINEAR, Active, Assignment, Plan, Resize
 from roundhouse.runtime.values import FilePath, at_most, positive
@@ -264,9 +265,3 @@ class Ones(Element):
                 launches.append(Assignment(int(rows[j]), g.tolist(), int(local[j] * len(g))))
                 self._epoch_mark[rows[j]] = epochs[j]
         return Plan.of(launches, keep=rows[running])
-
-
-def _column(ctx: RoundContext, name: str, rows: np.ndarray, default: float) -> np.ndarray:
-    if ctx.jobs.has_column(name):
-        return np.asarray(ctx.jobs.column(name)[rows], dtype=np.float64)
-    return np.full(len(rows), default, dtype=np.float64)

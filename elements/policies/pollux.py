@@ -9,6 +9,7 @@ import attrs
 import numpy as np
 
 from roundhouse.elements.policies import pollux_search as search
+from roundhouse.elements.policies.base import job_column as _column
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import LR_ADASCALE, LR_LINEAR, Active, Plan
 from roundhouse.runtime.values import Duration, at_most, non_negative, positive
@@ -32,12 +33,6 @@ def goodput_table(elastic, app: np.ndarray, batch: np.ndarray, machines: int, gp
             _, good = elastic.best_batch(a, kk, rr)
         out[i, 1:, 1:][ok] = good
     return out
-
-
-def _column(ctx: RoundContext, name: str, rows: np.ndarray, default: float) -> np.ndarray:
-    if ctx.jobs.has_column(name):
-        return np.asarray(ctx.jobs.column(name)[rows], dtype=np.float64)
-    return np.full(len(rows), default, dtype=np.float64)
 
 
 @element
@@ -68,6 +63,7 @@ class Pollux(Element):
     Arguments:
         population: candidates kept (Pollux: 100).
         generations: generations per search (Pollux: 100).
+        patience: stop a search early once its best has not improved for this many generations (default: never; Pollux runs all).
         p: exponent of the generalised mean (Pollux: -1; 0 is the geometric mean, 1 the arithmetic).
         restart_delay: the delay in the restart penalty (Pollux: 30 s; 0 turns it off).
         interference: allow at most one distributed job per machine (Pollux's interference avoidance).
@@ -93,6 +89,7 @@ class Pollux(Element):
 
     population: int = attrs.field(default=100, validator=[positive, at_most(4096)])
     generations: int = attrs.field(default=100, validator=[positive, at_most(100000)])
+    patience: int | None = attrs.field(default=None, validator=attrs.validators.optional([positive, at_most(100000)]))
     p: float = attrs.field(default=-1.0, validator=[at_most(10.0)])
     restart_delay: Duration = attrs.field(default=Duration(search.RESTART_DELAY_S), validator=non_negative)
     interference: bool = True
@@ -102,7 +99,7 @@ class Pollux(Element):
 
     def start(self, ctx: RoundContext) -> None:
         self._rng = ctx.rng(self.seed)
-        self._pop = np.zeros((0, 0, ctx.cluster.n_nodes), dtype=np.int64)
+        self._pop = np.zeros((0, 0, ctx.cluster.n_nodes), dtype=np.int8)
         self._pop_rows = np.zeros(0, dtype=np.int64)
         self._most = np.zeros(len(ctx.jobs), dtype=np.int64)
         self._tables: dict[tuple[int, int], np.ndarray] = {}  # (application, fixed batch) -> goodput table
@@ -158,7 +155,7 @@ class Pollux(Element):
         index = np.full(len(ctx.jobs), -1, dtype=np.int64)
         index[jobs.rows] = np.arange(n)
         held_by = np.where(holder >= 0, index[np.maximum(holder, 0)], -1)
-        base = np.zeros((n, k), dtype=np.int64)
+        base = np.zeros((n, k), dtype=np.int8)
         np.add.at(base, (held_by[held_by >= 0], cluster.gpu_node[held_by >= 0]), 1)
         usable = (holder < 0) | (held_by >= 0)  # GPUs of jobs outside the search stay theirs
         if ctx.online is not None:
@@ -181,23 +178,21 @@ class Pollux(Element):
             return search.fitness(states, table, base, factor, scale, p)
 
         # The last population, its jobs mapped onto this round's (new jobs get nothing).
-        old = np.zeros((len(self._pop), n, k), dtype=np.int64)
+        old = np.zeros((len(self._pop), n, k), dtype=np.int8)
         at = index[self._pop_rows]
         old[:, at[at >= 0]] = self._pop[:, at >= 0]
-        pop = search.repair(np.concatenate([base[None], old]), self._rng, limit, capacity, self.interference)
-        score = evaluate(pop)
-        for _ in range(self.generations):
-            pop, score = search.generation(
-                pop,
-                score,
-                self._rng,
-                base=base,
-                capacity=capacity,
-                max_replicas=limit,
-                evaluate=evaluate,
-                keep=self.population,
-                interference=self.interference,
-            )
+        pop, score = search.search(
+            np.concatenate([base[None], old]),
+            self._rng,
+            base=base,
+            capacity=capacity,
+            max_replicas=limit,
+            evaluate=evaluate,
+            keep=self.population,
+            generations=self.generations,
+            interference=self.interference,
+            patience=self.patience,
+        )
         self._pop, self._pop_rows = pop, jobs.rows.copy()
         self.counters["searches"] += 1
         self.counters["fitness"] = int(round(float(score[0]) * 1000))

@@ -2,7 +2,7 @@
 arrays. No element here: elements/policies/pollux.py wires these to the round.
 
 A candidate allocation is a (J, K) array of how many GPUs each of the round's J jobs gets on
-each of the K machines; a population is (P, J, K). The model is that of Pollux's public
+each of the K machines; a population is (P, J, K) of int8 (a machine has at most 127 GPUs). The model is that of Pollux's public
 simulator (petuum/adaptdl branch osdi21-artifact, `simulator/pollux.py`, Apache-2.0), written
 here again over numpy arrays:
 
@@ -88,40 +88,54 @@ def crossover(first: np.ndarray, second: np.ndarray, rng: np.random.Generator) -
 
 
 def mutate(states: np.ndarray, rng: np.random.Generator, base: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-    """Pollux's three mutations (module docstring); `capacity` is each machine's GPUs."""
+    """Pollux's three mutations (module docstring); `capacity` is each machine's GPUs. Random
+    draws: resets (P, J), picks (P, J), zeroing (one per entry of a picked job), growth (P, J,
+    K), new counts (one per grown entry)."""
     p, j, k = states.shape
-    out = np.where((rng.random((p, j)) < 0.1)[..., None], base[None], states)
-    picked = np.where(rng.random((p, j)) < 0.1, 0.1, 0.0)
-    out = np.where(rng.random(out.shape) < picked[..., None], 0, out)
-    free = capacity[None, :] - out.sum(axis=1)  # (P, K)
-    room = np.broadcast_to((free >= 1)[:, None, :], out.shape)  # one GPU a replica
-    prob1 = room / np.maximum(room.sum(axis=-1, keepdims=True), 1)
-    on = (out > 0) & room
-    prob2 = on / np.maximum(on.sum(axis=-1, keepdims=True), 1)
-    grow = rng.random(out.shape) < prob1 + prob2 - prob1 * prob2
-    top = np.broadcast_to(capacity[None, None, :], out.shape)
-    drawn = out + np.floor(rng.random(out.shape) * (top - out + 1)).astype(out.dtype)
-    return np.where(grow & (top >= out), drawn, out)
+    f32 = np.float32
+    out = np.where((rng.random((p, j), dtype=f32) < 0.1)[..., None], base[None], states)
+    picked = rng.random((p, j), dtype=f32) < 0.1
+    if picked.any():
+        rows = out[picked]
+        rows[rng.random(rows.shape, dtype=f32) < 0.1] = 0
+        out[picked] = rows
+    room = (capacity[None, :] - out.sum(axis=1)) >= 1  # (P, K): machines with a GPU free
+    prob1 = (room / np.maximum(room.sum(axis=-1, keepdims=True), 1)).astype(f32)[:, None, :]
+    on = (out > 0) & room[:, None, :]
+    prob2 = on / np.maximum(on.sum(axis=-1, keepdims=True), 1).astype(f32)
+    grow = np.nonzero(rng.random(out.shape, dtype=f32) < prob1 + prob2 - prob1 * prob2)
+    now, top = out[grow], capacity[grow[2]]
+    out[grow] = now + np.floor(rng.random(len(now)) * (top - now + 1)).astype(out.dtype)
+    return out
 
 
 def repair(
     states: np.ndarray, rng: np.random.Generator, max_replicas: np.ndarray, capacity: np.ndarray, interference: bool = True
 ) -> np.ndarray:
     """Make every candidate feasible (module docstring); jobs earlier in the array win.
-    `interference` off leaves out interference avoidance (an ablation)."""
+    `interference` off leaves out interference avoidance (an ablation). Only the jobs and
+    candidates that break a rule are touched (the rest are feasible already)."""
     out = states.copy()
     if interference:  # on each machine only the first distributed job keeps its GPUs
         distributed = np.count_nonzero(out, axis=-1) > 1
         there = (out > 0) & distributed[..., None]
         out[there & (np.cumsum(there, axis=1) > 1)] = 0
     # At most max_replicas GPUs and MAX_NODES machines per job, machines taken in random order.
-    shuffle = np.argsort(rng.random(out.shape), axis=-1)
-    s = np.take_along_axis(out, shuffle, axis=-1)
-    s = np.diff(np.minimum(np.cumsum(s, axis=-1), max_replicas[None, :, None]), axis=-1, prepend=0)
-    s[np.cumsum(s > 0, axis=-1) > MAX_NODES] = 0
-    out = np.take_along_axis(s, np.argsort(shuffle, axis=-1), axis=-1)
+    limit = np.broadcast_to(max_replicas[None, :], out.shape[:2])
+    over = (out.sum(axis=-1) > limit) | (np.count_nonzero(out, axis=-1) > MAX_NODES)
+    if over.any():
+        rows = out[over]
+        shuffle = np.argsort(rng.random(rows.shape), axis=-1)
+        r = np.take_along_axis(rows, shuffle, axis=-1)
+        r = np.diff(np.minimum(np.cumsum(r, axis=-1, dtype=np.int16), limit[over][:, None]), axis=-1, prepend=0)
+        r[np.cumsum(r > 0, axis=-1) > MAX_NODES] = 0
+        out[over] = np.take_along_axis(r, np.argsort(shuffle, axis=-1), axis=-1)
     # Machines' sizes: jobs in order take what is left.
-    return np.diff(np.minimum(np.cumsum(out, axis=1), capacity[None, None, :]), axis=1, prepend=0)
+    full = (out.sum(axis=1) > capacity[None, :]).any(axis=-1)
+    if full.any():
+        taken = np.minimum(np.cumsum(out[full], axis=1, dtype=np.int16), capacity[None, None, :])
+        out[full] = np.diff(taken, axis=1, prepend=0)
+    return out
 
 
 def generation(
@@ -146,3 +160,41 @@ def generation(
     scores = np.concatenate([score, evaluate(children)])
     best = np.argsort(-scores, kind="stable")[:keep]
     return merged[best], scores[best]
+
+
+def search(
+    start: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    base: np.ndarray,
+    capacity: np.ndarray,
+    max_replicas: np.ndarray,
+    evaluate,
+    keep: int,
+    generations: int,
+    interference: bool = True,
+    patience: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A whole search: the `start` candidates repaired, then `generations` generations, or
+    fewer: with `patience`, it stops once the best fitness has not grown for that many.
+    Returns the population and its fitness, best first."""
+    pop = repair(start, rng, max_replicas, capacity, interference)
+    score = evaluate(pop)
+    best, still = float(score.max()), 0
+    for _ in range(generations):
+        if patience is not None and still >= patience:
+            break
+        pop, score = generation(
+            pop,
+            score,
+            rng,
+            base=base,
+            capacity=capacity,
+            max_replicas=max_replicas,
+            evaluate=evaluate,
+            keep=keep,
+            interference=interference,
+        )
+        still = 0 if score[0] > best else still + 1
+        best = max(best, float(score[0]))
+    return pop, score

@@ -1,0 +1,125 @@
+"""Wall time of one Pollux allocation search (100 candidates, 100 generations: tournaments,
+crossover, mutation, repair, fitness, selection) on 16 machines of 4 GPUs, for 20 active jobs
+(about what Pollux's workload 6 keeps active) and 100 (ONES-like load). The target: under 1 s.
+Beside it, if pymoo 0.4 can be imported (put it on PYTHONPATH) and petuum/adaptdl's
+osdi21-artifact `simulator/` is given, Pollux's own `PolluxPolicy.optimize` on the same jobs
+(its speedups from the same goodput tables; pymoo 0.4.2.2 and autograd installed with
+`pip install --no-deps --target DIR`, its pure-Python build). Medians of wall and CPU time
+(the machine is shared: CPU time is the steadier figure). A script that prints figures, not a
+timed test.
+
+    python benchmarks/pollux_search.py [--pollux /path/to/adaptdl/simulator]
+    PYTHONPATH=/tmp/pymoo04 python benchmarks/pollux_search.py --pollux /tmp/adaptdl_sim
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from roundhouse.elements.policies import pollux_search as search  # noqa: E402
+from roundhouse.elements.policies.pollux import goodput_table  # noqa: E402
+from roundhouse.traces import pollux  # noqa: E402
+
+MACHINES, PER_MACHINE = 16, 4
+
+
+def jobs(n: int, rng: np.random.Generator):
+    """n jobs of Pollux's applications in workload 6's mix, a random current allocation (one
+    machine each, as long as GPUs last), ages and restarts; their goodput tables."""
+    profile = pollux.profile()
+    weights = np.array(list(pollux.MIX.values()), dtype=np.float64)
+    names = np.array(list(pollux.MIX))[rng.choice(len(pollux.MIX), n, p=weights / weights.sum())]
+    app = np.array([profile.row(a) for a in names])
+    fixed = np.where(names == "ncf", 32768, 0)
+    keys = sorted(set(zip(app.tolist(), fixed.tolist(), strict=True)))
+    tables = dict(
+        zip(
+            keys,
+            goodput_table(
+                profile, np.array([k[0] for k in keys]), np.array([k[1] for k in keys]), MACHINES, MACHINES * PER_MACHINE
+            ),
+        )
+    )
+    goodput = np.stack([tables[k] for k in zip(app.tolist(), fixed.tolist(), strict=True)])
+    base = np.zeros((n, MACHINES), dtype=np.int8)
+    for j in range(min(n, MACHINES * 2)):
+        base[j, j % MACHINES] += 1 + (j < MACHINES)
+    limit = np.where(names == "ncf", 1, 16)
+    return names, goodput, base, limit, rng.uniform(60, 3600, n), rng.integers(0, 3, n)
+
+
+def ours(goodput, base, limit, age, restarts, rng) -> tuple[float, float]:
+    n, c = len(base), MACHINES * PER_MACHINE
+    fair_r = np.minimum(np.ceil(c / n), limit).astype(np.int64)
+    table = goodput / np.maximum(goodput[np.arange(n), 1, fair_r], 1e-12)[:, None, None]
+    factor = search.restart_factor(age, restarts)
+    capacity = np.full(MACHINES, PER_MACHINE)
+
+    def evaluate(states):
+        return search.fitness(states, table, base, factor, MACHINES / c, -1.0)
+
+    started, cpu = time.perf_counter(), time.process_time()
+    search.search(base[None], rng, base=base, capacity=capacity, max_replicas=limit, evaluate=evaluate, keep=100, generations=100)
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+def theirs(simulator: Path, names, goodput, base, limit, age, restarts) -> tuple[float, float]:
+    """Pollux's PolluxPolicy.optimize on the same jobs (speedup functions from our tables)."""
+    sys.path.insert(0, str(simulator))
+    for alias, kind in (("int", int), ("float", float), ("bool", bool)):  # NumPy 2 dropped what Pollux's code uses
+        if alias not in np.__dict__:
+            setattr(np, alias, kind)
+    from pollux import PolluxPolicy  # type: ignore[import-not-found]
+    from utils import JobInfo, NodeInfo  # type: ignore[import-not-found]
+
+    n = len(base)
+    infos = {}
+    for j in range(n):
+        table = goodput[j] / max(goodput[j, 1, 1], 1e-12)
+        info = JobInfo(
+            resources={"nvidia.com/gpu": 1},
+            speedup_fn=lambda k, r, t=table: t[np.asarray(k), np.asarray(r)],
+            creation_timestamp=-age[j],
+            attained_service=0,
+            min_replicas=0,
+            max_replicas=int(limit[j]),
+            preemptible=True,
+        )
+        info.num_restarts, info.age = int(restarts[j]), float(age[j])
+        infos[f"job-{j}"] = info
+    nodes = {m: NodeInfo({"nvidia.com/gpu": PER_MACHINE}, preemptible=False) for m in range(MACHINES)}
+    current = {f"job-{j}": [m for m in range(MACHINES) for _ in range(base[j, m])] for j in range(n)}
+    started, cpu = time.perf_counter(), time.process_time()
+    PolluxPolicy().optimize(infos, nodes, current, nodes[0])
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pollux", type=Path, help="petuum/adaptdl osdi21-artifact simulator/ folder")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    for n in (20, 100):
+        rng = np.random.default_rng(n)
+        names, goodput, base, limit, age, restarts = jobs(n, rng)
+        wall, cpu = np.median([ours(goodput, base, limit, age, restarts, rng) for _ in range(args.repeat)], axis=0)
+        line = f"{n:3d} jobs on {MACHINES * PER_MACHINE} GPUs: ours {1000 * wall:.0f} ms wall, {1000 * cpu:.0f} ms CPU (target 1000 ms)"
+        if args.pollux is not None:
+            try:
+                runs = [theirs(args.pollux, names, goodput, base, limit, age, restarts) for _ in range(max(args.repeat // 2, 1))]
+                wall, cpu = np.median(runs, axis=0)
+                line += f"; Pollux's PolluxPolicy.optimize {1000 * wall:.0f} ms wall, {1000 * cpu:.0f} ms CPU"
+            except ImportError as err:
+                line += f"; Pollux's own search cannot run here ({err})"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
