@@ -45,13 +45,16 @@ LOADS = (1, 5, 10, 15, 20, 30, 40)  # jobs/hour, Blox Figs. 8-9 (1 to 40)
 
 def graph_text(workload: Path, chain: str, interval_s: float, note: str) -> str:
     """A graph of Pollux's setting: 16 x 4 GPUs, the trace's applications as an elastic profile,
-    the simulator's 30 s charge on every change of a job's GPUs."""
+    the simulator's 30 s charge on every change of a job's GPUs. A start's charge must end
+    inside its round (the simulator carries only resize pauses over), so at a 30 s interval it
+    is 29 s, one second less than Pollux's."""
+    restore = min(30.0, interval_s - 1.0)
     return f"""
 // Pollux's setting ({note}): 16 machines of 4 GPUs, Pollux's measured applications.
 round = {interval_s:g}s;
 cluster = "{CLUSTER}";
 elastic_profile = "{PROFILE}";
-restore = 30s;
+restore = {restore:g}s;
 resize_restart = 30s;
 TraceSource(path="{workload}") -> AcceptAll -> JobPool -> {chain} -> report :: JobMetrics;
 """
