@@ -12,9 +12,10 @@ from roundhouse.elements.policies import ones_search as s
 from roundhouse.elements.policies.ones_predictor import BetaPredictor, history_points
 from roundhouse.errors import TraceError
 from roundhouse.traces import ones
+from tests.conftest import SHARED
 
 E = s.EMPTY
-HISTORY = "/work/shared/data/ones/job_history.csv"
+HISTORY = str(SHARED / "data" / "ones" / "job_history.csv")
 
 
 def test_counts_and_score_by_hand():
@@ -79,7 +80,7 @@ def test_beta_predictor_likelihood_goes_down():
 
 
 def test_trace_reader_and_generator(tmp_path):
-    trace = ones.read_trace("/work/shared/data/ones/trace_1.csv")
+    trace = ones.read_trace(str(SHARED / "data" / "ones" / "trace_1.csv"))
     assert trace.height == 400 and set(trace["model"].unique()) == set(ones.PAIR_NAMES)
     g = ones.generate(200, seed=3)
     assert g.height == 200 and g["arrival_s"].is_sorted()

@@ -15,9 +15,10 @@ from roundhouse.errors import TraceError
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.types import LR_ADASCALE, Plan
 from roundhouse.traces import pollux
+from tests.conftest import SHARED
 from tests.test_elastic import _app_folder
 
-DATA = Path("/work/shared/data/pollux")
+DATA = SHARED / "data" / "pollux"
 GRAPH = Path(__file__).parents[1] / "graphs" / "pollux.sched"
 
 

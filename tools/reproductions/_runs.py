@@ -14,6 +14,8 @@ from roundhouse.runtime.sweep import RunOutcome, RunSpec, run_all
 
 # Two cores are shared by everyone on the machine this was built on; more when there are more.
 WORKERS = max(1, min(2, os.cpu_count() or 1))
+# The reference data from the original projects, beside the repository (never copied into it).
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 def write_graph(out_dir: Path, name: str, text: str) -> Path:

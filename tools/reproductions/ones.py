@@ -10,9 +10,9 @@ import polars as pl
 
 from roundhouse.runtime.sweep import RunSpec
 from roundhouse.tools.reproductions import Comparison, Report, experiment
-from roundhouse.tools.reproductions._runs import jobs_table, plot_bars, run, save_figure, write_graph
+from roundhouse.tools.reproductions._runs import SHARED_DATA, jobs_table, plot_bars, run, save_figure, write_graph
 
-TRACE = "/work/shared/data/ones/trace_1.csv"
+TRACE = str(SHARED_DATA / "ones" / "trace_1.csv")
 # The paper's figures (ONES §5, Table 4; notes §5): average JCT, and reductions by ONES.
 PAPER_ONES_JCT = 244.97
 PAPER_REDUCTION = {"Tiresias": 45.6, "Optimus": 41.7}

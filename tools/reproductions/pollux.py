@@ -17,9 +17,18 @@ import polars as pl
 
 from roundhouse.runtime.sweep import RunSpec
 from roundhouse.tools.reproductions import Comparison, Report, experiment
-from roundhouse.tools.reproductions._runs import hours, plot_against_load, run, save_figure, summary_table, value, write_graph
+from roundhouse.tools.reproductions._runs import (
+    SHARED_DATA,
+    hours,
+    plot_against_load,
+    run,
+    save_figure,
+    summary_table,
+    value,
+    write_graph,
+)
 
-DATA = Path("/work/shared/data/pollux")
+DATA = SHARED_DATA / "pollux"
 WORKLOAD = DATA / "workloads" / "workload-6.csv"
 PROFILE = DATA / "traces"
 CLUSTER = "16x4:V100"
