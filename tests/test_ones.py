@@ -109,3 +109,25 @@ def test_graph_checks_runs_and_renders(tmp_path):
     assert np.isfinite(jobs.column("finish_s")).all() and len(jobs.column("finish_s")) == 10
     assert jobs.column("resizes").sum() > 0
     assert any(c.get("generations", 0) > 0 for c in result.counters.values())
+
+
+def test_a_batch_size_no_application_covers_is_a_located_error(tmp_path, capsys):
+    """A row of ONES' trace whose batch (local batch x GPUs) is past what its application runs:
+    the run stops before it starts, naming the file, the job and the range; nothing is written."""
+    from roundhouse.tools.cli import main
+
+    raw = tmp_path / "ones.csv"
+    raw.write_text(
+        ",".join(ones.TRACE_COLUMNS) + "\n0,resnet18,cifar,2000,10,256,0.005,0.08,0.7,4\n"
+        "30,resnet18,cifar,2000,10,100000,0.005,0.08,0.7,4\n"
+    )
+    trace = tmp_path / "jobs.csv"
+    ones.read_trace(raw).write_csv(trace)
+    graph = Path(__file__).parents[1] / "graphs" / "ones.sched"
+    assert main(["run", str(graph), "--trace", str(trace), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"{trace}: error: job 1: batch size 400000 is outside what the elastic profile covers for resnet18-cifar (256 to 4096)"
+        in err
+    )
+    assert "Traceback" not in err and not (tmp_path / "out" / "jobs.csv").exists()
