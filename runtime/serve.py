@@ -16,8 +16,7 @@ from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.engine import Engine, RunResult
 from roundhouse.runtime.journal import Journal
-from roundhouse.runtime.simulate import load_cluster, load_elastic, load_profile
-from roundhouse.runtime.world import World
+from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 
 log = logging.getLogger("roundhouse.scheduler")
 
@@ -52,9 +51,10 @@ def serve(
     """Run the graph live; with `explain`, the world records why each job is where it is."""
     options = options or LiveOptions()
     settings = graph.settings
-    # Elastic applications too (resizes, goodput), as in the simulator; no pair profile live.
-    world = World(load_cluster(graph, cluster), load_profile(graph), settings.reference_gpu, elastic=load_elastic(graph))
-    world.batch_jump_penalty = float(settings.batch_jump_penalty)
+    # The same world as a simulation's: the graph's pair and elastic profiles too (ONES' and
+    # Pollux's jobs resize by their elastic profile's throughput).
+    profile = load_profile(graph)
+    world = new_world(graph, load_cluster(graph, cluster, profile), profile)
     journal = Journal(journal_path)
     meta = {
         "graph": str(graph.path),

@@ -200,3 +200,26 @@ def test_a_plan_grows_and_shrinks_a_training_job_through_a_real_agent(tmp_path):
     assert worlds[0] == 1 and 2 in worlds and worlds[-1] == 1
     assert {r["batch"] for r in got if r["rank"] == 1} == {20}
     assert world.jobs.column("resizes")[row] == 2 and world.jobs.column("preemptions")[row] == 0
+
+
+@pytest.mark.live
+def test_a_resized_exit_from_an_unknown_job_or_rank_is_acknowledged_and_changes_nothing(live):  # noqa: F811
+    """Agents say a rank left after a resize with an `exited` ("resized") message; one naming a
+    job, an attempt or a rank this scheduler does not run is acknowledged (so the agent stops
+    resending it) and leaves the books, the world and the running job as they were."""
+    world, backend, (a, b), journal = live
+    for ag in (a, b):
+        ag.receive()
+    (row,) = add_jobs(world, [{"job_id": 8, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 900.0}])
+    round_trip(world, backend, Plan.of([Assignment(row, [0])]))
+    pump(backend)
+    a.receive()
+    att = backend.attempts.current[row]
+    holder = world.holder.copy()
+    for job, attempt, rank in ((999, 1, 1), (8, 7, 1), (8, 1, 5)):
+        a.exited(job, attempt, rank, "resized", 30)
+        pump(backend)
+        assert a.receive() == [("ack", {"job": job, "attempt": attempt, "rank": rank})]
+    assert att.exits == {} and not att.ended and backend.attempts.current[row] is att
+    assert np.array_equal(world.holder, holder) and world.running_rows.tolist() == [row]
+    assert b.receive() == []

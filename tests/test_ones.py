@@ -110,3 +110,52 @@ def test_graph_checks_runs_and_renders(tmp_path):
     assert np.isfinite(jobs.column("finish_s")).all() and len(jobs.column("finish_s")) == 10
     assert jobs.column("resizes").sum() > 0
     assert any(c.get("generations", 0) > 0 for c in result.counters.values())
+
+
+def test_a_batch_size_no_application_covers_is_a_located_error(tmp_path, capsys):
+    """A row of ONES' trace whose batch (local batch x GPUs) is past what its application runs:
+    the run stops before it starts, naming the file, the job and the range; nothing is written."""
+    from roundhouse.tools.cli import main
+
+    raw = tmp_path / "ones.csv"
+    raw.write_text(
+        ",".join(ones.TRACE_COLUMNS) + "\n0,resnet18,cifar,2000,10,256,0.005,0.08,0.7,4\n"
+        "30,resnet18,cifar,2000,10,100000,0.005,0.08,0.7,4\n"
+    )
+    trace = tmp_path / "jobs.csv"
+    ones.read_trace(raw).write_csv(trace)
+    graph = Path(__file__).parents[1] / "graphs" / "ones.sched"
+    assert main(["run", str(graph), "--trace", str(trace), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"{trace}: error: job 1: batch size 400000 is outside what the elastic profile covers for resnet18-cifar (256 to 4096)"
+        in err
+    )
+    assert "Traceback" not in err and not (tmp_path / "out" / "jobs.csv").exists()
+
+
+def test_the_elements_batch_limit_through_a_jobs_life():
+    """Ones' R, round by round (sigma = 1/30 s, the floor reading): 1 at the start; doubled after
+    an epoch at the limit while the job has run under 30 s; held once it is past 30 s; halved
+    each round it waits after having run; never past the job's own cap."""
+    from roundhouse.elements.policies.ones import Ones
+
+    o = Ones(sigma=1 / 30, rounding="floor")
+    o._limit, o._seen, o._scaled_at = np.ones(3, dtype=np.int64), np.zeros(3, dtype=bool), np.zeros(3)
+    rows, cap = np.arange(3), np.array([8, 8, 2])
+
+    def update(epochs, running, held, run_s):
+        return o._update_limits(rows, np.array(epochs), np.array(running), np.array(held), np.array(run_s), cap).tolist()
+
+    # Job 0 has trained an epoch at its limit in 10 s: 2 / floor(10/30 + 1) x 2 = 2. Job 1 is half
+    # way through its first epoch; job 2 has not run.
+    assert update([1.0, 0.5, 0.0], [True, True, False], [1, 1, 0], [10.0, 10.0, 0.0]) == [2, 1, 1]
+    # Job 0 is not at its new limit yet, or not an epoch past its last change: held. Job 1 doubles.
+    assert update([1.5, 1.0, 0.0], [True, True, False], [1, 1, 0], [20.0, 20.0, 0.0]) == [2, 2, 1]
+    # An epoch later at 2 GPUs: job 0 has run 40 s (2R / floor(40/30 + 1) = 4/2 = 2, held), job 1
+    # 70 s (4 / floor(70/30 + 1) = 4/3, up to 2).
+    assert update([2.0, 2.0, 0.0], [True, True, False], [2, 2, 0], [40.0, 70.0, 0.0]) == [2, 2, 1]
+    # Job 0 is suspended: waiting after having run, its limit halves each round; job 2 runs
+    # an epoch fast and doubles, up to its cap of 2 GPUs and no further.
+    assert update([2.0, 3.0, 1.0], [False, True, True], [0, 2, 1], [40.0, 80.0, 5.0]) == [1, 2, 2]
+    assert update([2.0, 3.0, 2.0], [False, True, True], [0, 2, 2], [40.0, 80.0, 10.0]) == [1, 2, 2]

@@ -8,7 +8,9 @@ is job processes: a job "runs" as a timer at the speed the launch carries (the s
 profile for that placement, `iters_per_s`), from its resume iteration to its last. It is
 started at once; a revocation ends it at the iteration it reached, with a checkpoint named
 after that iteration (nothing is written); it ends done when its iterations are over.
-Progress reaches the scheduler in heartbeats and exit reports (no metrics messages).
+Progress reaches the scheduler in heartbeats and exit reports (no metrics messages). A resize in
+place changes the timer's speed from the iteration reached; ranks past the new size leave
+(`resized`) and new ranks start at that iteration.
 
 A multi-node job's ranks learn of a revocation, which the scheduler sends only to rank 0's node,
 through this process (the emulated nodes share it): so a job must not be spread over nodes of
@@ -205,6 +207,8 @@ class EmulatedNodes:
             self._launch(node, body)
         elif type_ == "revoke":
             self._revoke(body)
+        elif type_ == "resize":
+            self._resize(node, body)
 
     def _launch(self, node: _Node, body: dict) -> None:
         start = body.get("resume_iteration") or 0
@@ -249,13 +253,44 @@ class EmulatedNodes:
                 if body["kill"] or body.get("rank") in (None, job.rank):
                     self._end(node, job, "killed" if body["kill"] else "preempted", now)
 
+    def _resize(self, node: _Node, body: dict) -> None:
+        """A resize in place (sent to rank 0's node and to each node given new ranks): the
+        attempt goes on from the iteration it reached at its new speed, ranks past the new size
+        leave (`resized`), and this node's new ranks join. Refused, as a real agent refuses it,
+        for an attempt no emulated node runs or a GPU this node lacks."""
+        now = time.time()
+        attempt = (body["job"], body["attempt"])
+        ranks = [(n, j) for n in self.nodes for j in n.jobs.values() if (j.job, j.attempt) == attempt]
+        lacking = [r["gpu"] for r in body["ranks"] if r["gpu"] not in node.gpus]
+        if not ranks or lacking or self._stopping:
+            why = (
+                "this node runs no worker of it" if not ranks else f"this node has no GPU {lacking[0]}" if lacking else "stopping"
+            )
+            log.warning("refused resize of job %d attempt %d: %s", *attempt, why)
+            return
+        reached = max(j.iteration(now) for _, j in ranks)
+        rate = float(body.get("iters_per_s") or 0.0) or ranks[0][1].iters_per_s
+        for owner, job in ranks:
+            if job.rank >= body["world_size"]:
+                self._end(owner, job, "resized", now)
+            else:  # (a stale completion in the heap is skipped by _finish_due)
+                job.start_iteration, job.started_at, job.iters_per_s = reached, now, rate
+                heapq.heappush(self._ends, (job.ends_at, owner.index, job.key))
+        for r in body["ranks"]:
+            key = (*attempt, r["rank"])
+            if key not in node.jobs:
+                job = _Job(node.index, *key, r["gpu"], reached, ranks[0][1].iterations, rate, now, ranks[0][1].checkpoint_dir)
+                node.jobs[key] = job
+                node.link.send("started", job=key[0], attempt=key[1], rank=key[2])
+                heapq.heappush(self._ends, (job.ends_at, node.index, key))
+
     # --- running ---
     def _finish_due(self, now: float) -> None:
         while self._ends and self._ends[0][0] <= now:
             _, index, key = heapq.heappop(self._ends)
             node = self.nodes[index]
             job = node.jobs.get(key)
-            if job is not None:
+            if job is not None and job.ends_at <= now:
                 self._end(node, job, "done", now)
 
     def _end(self, node: _Node, job: _Job, outcome: str, now: float) -> None:
@@ -273,7 +308,7 @@ class EmulatedNodes:
             job.start_iteration,
             checkpoint,
             iteration if checkpoint else None,
-            {"done": EXIT_DONE, "preempted": EXIT_PREEMPTED}.get(outcome),
-            "terminated by the agent" if outcome == "killed" else "",
+            {"done": EXIT_DONE, "resized": EXIT_DONE, "preempted": EXIT_PREEMPTED}.get(outcome),
+            {"killed": "terminated by the agent", "resized": "left the job in a resize"}.get(outcome, ""),
             permanent=False,
         )

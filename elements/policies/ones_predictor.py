@@ -66,26 +66,41 @@ class BetaPredictor:
     def nll(self) -> float:
         """Mean negative log-likelihood of the training points under the current model."""
         with torch.no_grad():
-            return float(self._nll(torch.as_tensor(self.x, dtype=torch.float32), torch.as_tensor(self.y, dtype=torch.float32)))
+            x, log_y, log_1y = self._tensors()
+            return float(self._nll(x, log_y, log_1y))
 
-    def _nll(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def _tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The points as tensors, with the logs of the labels the likelihood needs."""
+        y = torch.as_tensor(self.y, dtype=torch.float32)
+        return torch.as_tensor(self.x, dtype=torch.float32), torch.log(y), torch.log1p(-y)
+
+    def _nll(self, x: torch.Tensor, log_y: torch.Tensor, log_1y: torch.Tensor) -> torch.Tensor:
+        # The Beta log-density written out: a third cheaper than torch.distributions.Beta's,
+        # which goes through the Dirichlet and recomputes the logs of the labels every step.
         alpha, beta = self._params(x)
-        return -torch.distributions.Beta(alpha, beta).log_prob(y).mean()
+        log_p = (alpha - 1) * log_y + (beta - 1) * log_1y + torch.lgamma(alpha + beta) - torch.lgamma(alpha) - torch.lgamma(beta)
+        return -log_p.mean()
 
     def fit(self, steps: int | None = None) -> list[float]:
         """Full-batch Adam on the negative log-likelihood; returns the loss at each step."""
         if not len(self.y):
             return []
-        x = torch.as_tensor(self.x, dtype=torch.float32)
-        y = torch.as_tensor(self.y, dtype=torch.float32)
+        x, log_y, log_1y = self._tensors()
         opt = torch.optim.Adam(self.net.parameters(), lr=self.lr, weight_decay=1e-4)
         losses = []
-        for _ in range(self.steps if steps is None else steps):
-            opt.zero_grad()
-            loss = self._nll(x, y)
-            loss.backward()
-            opt.step()
-            losses.append(float(loss.detach()))
+        # One thread: the model is so small that more only add overhead, many times the work
+        # itself on a busy machine (and the simulator's other processes want the cores).
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for _ in range(self.steps if steps is None else steps):
+                opt.zero_grad()
+                loss = self._nll(x, log_y, log_1y)
+                loss.backward()
+                opt.step()
+                losses.append(float(loss.detach()))
+        finally:
+            torch.set_num_threads(threads)
         self.fits += 1
         return losses
 

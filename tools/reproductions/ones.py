@@ -10,7 +10,7 @@ import polars as pl
 
 from roundhouse.runtime.sweep import RunSpec
 from roundhouse.tools.reproductions import Comparison, Report, experiment
-from roundhouse.tools.reproductions._runs import SHARED_DATA, jobs_table, plot_bars, run, save_figure, write_graph
+from roundhouse.tools.reproductions._runs import SHARED_DATA, jobs_table, pct_lower, plot_bars, run, save_figure, write_graph
 
 TRACE = str(SHARED_DATA / "ones" / "trace_1.csv")
 # The paper's figures (ONES §5, Table 4; notes §5): average JCT, and reductions by ONES.
@@ -79,6 +79,11 @@ def _wilcoxon(a: np.ndarray, b: np.ndarray) -> float:
     "ONES (SC'21) §5, Figs 15-18, Table 4",
 )
 def ones_64gpu(out_dir: Path, quick: bool) -> Report:
+    return report(jobs_table(run(specs(out_dir, quick))), out_dir, quick)
+
+
+def specs(out_dir: Path, quick: bool) -> list[RunSpec]:
+    """The runs, the main comparison on 64 GPUs first (a long run can be cut short there)."""
     trace = _trace(out_dir, quick)
     node_counts = (4, 16) if quick else (4, 8, 12, 16)  # machines of 4 GPUs: 16 to 64 GPUs
     specs = []
@@ -100,8 +105,11 @@ def ones_64gpu(out_dir: Path, quick: bool) -> Report:
             specs.append(
                 RunSpec(str(_graph(out_dir, f"{name}-{nodes}", trace, chain, nodes)), labels={"scheduler": name, "nodes": nodes})
             )
-    outcomes = run(specs)
-    jobs = jobs_table(outcomes)
+    return specs
+
+
+def report(jobs: pl.DataFrame, out_dir: Path, quick: bool) -> Report:
+    """The comparisons, tables and figures from the runs' jobs (jobs_table of their outcomes)."""
     # Steady state: the first 5% of jobs are left out (ONES §5.1).
     cut = int(np.ceil(0.05 * jobs["job_id"].n_unique()))
     jobs = jobs.filter(pl.col("job_id") >= cut)
@@ -129,8 +137,6 @@ def ones_64gpu(out_dir: Path, quick: bool) -> Report:
     ]
     for base in ("Tiresias", "Optimus", "FIFO"):
         row = get[base]
-        red = 100 * (row["avg_jct_s"] - ones_row["avg_jct_s"]) / row["avg_jct_s"]
-        qred = 100 * (row["avg_queue_s"] - ones_row["avg_queue_s"]) / max(row["avg_queue_s"], 1e-9)
         p = _wilcoxon(per_job["ONES"], per_job[base]) if len(per_job["ONES"]) == len(per_job[base]) else float("nan")
         paper = (
             f"-{PAPER_REDUCTION[base]}% JCT, -{PAPER_QUEUE_REDUCTION[base]}% queueing, p = {PAPER_WILCOXON[base]:.3g}"
@@ -141,7 +147,27 @@ def ones_64gpu(out_dir: Path, quick: bool) -> Report:
             Comparison(
                 f"ONES vs {base}: JCT, queueing, paired Wilcoxon p",
                 paper,
-                f"{base} {row['avg_jct_s']:.0f} s; JCT {red:+.1f}% , queueing {qred:+.1f}% lower with ONES; p = {p:.3g}; {base} under 200 s: {100 * row['under_200s']:.0f}%",
+                f"{base} {row['avg_jct_s']:.0f} s; ONES' JCT {pct_lower(row['avg_jct_s'], ones_row['avg_jct_s'])}, "
+                f"queueing {pct_lower(row['avg_queue_s'], ones_row['avg_queue_s'])}; p = {p:.3g}; "
+                f"{base} under 200 s: {100 * row['under_200s']:.0f}%",
+            )
+        )
+    for name in ABLATIONS:
+        if name in get:
+            comparisons.append(
+                Comparison(
+                    f"ablation: {name}, average JCT (s)",
+                    "not in the paper (should be worse than ONES)",
+                    f"{get[name]['avg_jct_s']:.1f} against ONES' {ones_row['avg_jct_s']:.1f}",
+                )
+            )
+    by_size = {(r["scheduler"], r["nodes"]): r["avg_jct_s"] for r in summary.to_dicts()}
+    sizes = sorted({n for s, n in by_size if s == "ONES"})
+    for base, (small, large) in PAPER_SCALING.items():
+        gains = [f"{4 * n} GPUs: {pct_lower(by_size[(base, n)], by_size[('ONES', n)])}" for n in sizes if (base, n) in by_size]
+        comparisons.append(
+            Comparison(
+                f"ONES' JCT against {base}'s as the cluster grows", f"{small}% lower on 16 GPUs, {large}% on 64", "; ".join(gains)
             )
         )
     figure = plot_bars(
