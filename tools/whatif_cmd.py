@@ -12,7 +12,7 @@ from rich.table import Table
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.simulate import load_cluster, load_elastic, load_profile
+from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from roundhouse.runtime.snapshot import FORMAT_NAME
 from roundhouse.runtime.whatif import METRICS, whatif, whatif_snapshot
 from roundhouse.runtime.world import World
@@ -69,9 +69,9 @@ def whatif_command(args) -> int:
         other = compile_file(other_path, others, text=text)
 
     def load_world(graph) -> World:
-        return World(
-            load_cluster(graph, args.cluster), load_profile(graph), graph.settings.reference_gpu, elastic=load_elastic(graph)
-        )
+        # The same world as the live scheduler's and a simulation's (elastic and pair profiles too).
+        profile = load_profile(graph)
+        return new_world(graph, load_cluster(graph, args.cluster, profile), profile)
 
     if _is_snapshot(args.journal):
         point, projections = whatif_snapshot(args.journal, other, horizon)
