@@ -48,6 +48,8 @@ class AcceptAll(Element):
             ctx.explain(Reason.ADMITTED, jobs.rows)
         return jobs
 
+    quiet_after_change = True
+
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # without new jobs it admits nothing
 

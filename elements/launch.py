@@ -59,6 +59,8 @@ class Launch(Element):
         self.counters["suspended"] += len(plan.suspend)
         return plan
 
+    quiet_after_change = True
+
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # it passes the plan on
 

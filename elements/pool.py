@@ -53,5 +53,7 @@ class JobPool(Element):
         self.counters["running"] = len(ctx.running_rows)
         return ctx.jobs.view(self._rows, Active)
 
+    quiet_after_change = True
+
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # its jobs change only when jobs arrive or finish

@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 
 from roundhouse.runtime.element import Element, In, element, job_ids
+from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Events
 from roundhouse.runtime.values import IdRange, number
 
@@ -117,8 +118,9 @@ class JobMetrics(Element):
         owners = [holder]
         if ctx.co_holder is not None:
             owners.append(ctx.co_holder)
-        gpus = np.concatenate([np.flatnonzero(np.isin(h, launched)) for h in owners])
-        rows = np.concatenate([h[np.isin(h, launched)] for h in owners])
+        held = [isin_rows(h, launched) for h in owners]
+        gpus = np.concatenate([m.nonzero()[0] for m in held])
+        rows = np.concatenate([h[m] for h, m in zip(owners, held)])
         order = np.argsort(rows, kind="stable")
         rows, gpus = rows[order], gpus[order]
         first = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
@@ -134,6 +136,8 @@ class JobMetrics(Element):
 
     def goal_met(self, ctx: RoundContext) -> bool:
         return self.track is not None and self.counters["tracked_finished"] >= len(self.track)
+
+    quiet_after_change = True
 
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # it counts events only

@@ -131,6 +131,9 @@ class Element:
     state: ClassVar[tuple[str, ...] | None] = None
     fixed: ClassVar[tuple[str, ...]] = ()
     forkable: ClassVar[bool] = True
+    # Event skipping: whether `quiet_until` also answers after a round whose plan changed
+    # something (for the world as that plan left it), not only after one that changed nothing.
+    quiet_after_change: ClassVar[bool] = False
 
     def start(self, ctx: RoundContext) -> None:
         """Called once before the first round: clear private state, read files, seed RNGs."""
@@ -153,8 +156,9 @@ class Element:
         return False
 
     def quiet_until(self, ctx: RoundContext) -> float | None:
-        """Event skipping (runtime/engine.py): asked after a round whose plan changed nothing,
-        right after this element's tick. Returns a time before which ticking the element again
+        """Event skipping (runtime/skipping.py): asked after a round whose plan changed nothing
+        (and, when every element of the graph sets `quiet_after_change`, after any round),
+        right after the round's last tick. Returns a time before which ticking the element again
         would emit the same outputs and leave its state and counters as they are, provided
         nothing happens meanwhile (no arrival, no completion, no other change to its inputs
         than running jobs making progress); `inf` if only such an event can change them. None

@@ -32,6 +32,9 @@ class Skipping:
         self.sources = sources
         self.asked = asked  # (sources first: they answer cheaply)
         self.enabled = enabled
+        # Whether every element answers for the world a changing plan left, too: then the
+        # rounds after a launch need not be ticked once more before they may pass.
+        self.after_change = all(el.quiet_after_change for el in asked)
         self.quiet_until = -math.inf  # rounds whose boundary lies before it are not ticked
         self.skipped = 0
         # Never skip past these: the run's time limit, and where a caller stepping the engine
@@ -48,8 +51,9 @@ class Skipping:
     # (The backend is passed in, not kept: a what-if run swaps the engine's backend for a simulator.)
     def after_tick(self, ctx: Round, backend, plan_changed: bool, call: Callable) -> None:
         """After a ticked round: until when the rounds ahead are quiet (nothing to skip when its
-        plan changed something)."""
-        self.quiet_until = self._quiet_time(ctx, backend, call) if self.enabled and not plan_changed else -math.inf
+        plan changed something, unless every element answers for the world the plan left)."""
+        asks = self.enabled and (self.after_change or not plan_changed)
+        self.quiet_until = self._quiet_time(ctx, backend, call) if asks else -math.inf
 
     def quiet(self, backend, events: Events, completing: bool) -> bool:
         """Whether the round at the backend's clock may pass untouched."""

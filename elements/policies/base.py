@@ -57,6 +57,8 @@ class KeyOrder(Policy):
         rows = active.rows[order]
         return Ranking(rows, ctx.jobs.column("gpus")[rows], backfill=self.backfill)
 
+    quiet_after_change = True
+
     def quiet_until(self, ctx: RoundContext) -> float | None:
         active, keys, order = self._ranked
         speed = self.key_speed(active)
