@@ -61,6 +61,9 @@ class Launch(Element):
 
     quiet_after_change = True
 
+    def completions_wait(self, ctx: RoundContext) -> bool:
+        return True  # (it passes the plan on)
+
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # it passes the plan on
 

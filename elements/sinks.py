@@ -142,6 +142,15 @@ class JobMetrics(Element):
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # it counts events only
 
+    def completions_wait(self, ctx: RoundContext) -> bool:
+        # Counted later, the same; unless the jobs running now could complete what it tracks
+        # (the run stops at the round in which they do).
+        if self.track is None:
+            return True
+        ids = ctx.jobs.column("job_id")[ctx.running_rows]
+        running = int(np.count_nonzero((ids >= self.track.start) & (ids < self.track.stop)))
+        return self.counters["tracked_finished"] + running < len(self.track)
+
     def finish(self, ctx: RoundContext) -> dict:
         n = len(ctx.jobs)
         starts = np.zeros((n, len(START_TIERS)), dtype=np.int64)

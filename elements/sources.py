@@ -55,6 +55,9 @@ class _Replay(Element):
 
     quiet_after_change = True
 
+    def completions_wait(self, ctx: RoundContext) -> bool:
+        return True  # (it does not see completions)
+
     def quiet_until(self, ctx: RoundContext) -> float:
         return self.next_arrival_s() - 1e-9  # (the tolerance `tick` reads arrivals with)
 

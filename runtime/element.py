@@ -165,6 +165,14 @@ class Element:
         (the default): not declared, and the engine ticks the graph every round."""
         return None
 
+    def completions_wait(self, ctx: RoundContext) -> bool:
+        """Event skipping, asked with `quiet_until`: whether a completion of a job running now
+        may reach this element at a later tick (in that tick's events) rather than in a tick of
+        its own, with the same results and counters, provided nothing else happens meanwhile.
+        The engine then passes rounds whose only events are such completions, while every
+        element says so. False (the default): each completion is ticked in its round."""
+        return False
+
     @functools.cached_property
     def counters(self) -> dict[str, float]:
         """Counters (Click's read handlers): documented under `Counters:`. (Made on first use

@@ -79,6 +79,21 @@ def element_failure(el: Element, ctx: Round, what: str, cause: BaseException | N
     return failure
 
 
+def call_element(el: Element, what: str, ctx: Round, fn, *args, **kwargs):
+    """Call an element's code; an exception from it is reported naming the element."""
+    try:
+        return fn(*args, **kwargs)
+    except (RoundhouseError, KeyboardInterrupt):
+        raise
+    except Exception as err:
+        raise element_failure(el, ctx, f"its {what} raised {type(err).__name__}: {err}", err) from err
+
+
+def exhausted(sources: list[Element]) -> bool:
+    """Whether no source will bring another job."""
+    return all(s.exhausted() for s in sources)
+
+
 def describe_value(value: object) -> str:
     if value is None:
         return "None"
@@ -259,30 +274,19 @@ class Engine:
         self._ctx = ctx
         for el in self._order:
             ctx.element = el
-            self._call(el, "start", ctx, el.start, ctx)
+            call_element(el, "start", ctx, el.start, ctx)
 
     def step(self) -> str:
         """Run one round, after passing the quiet rounds before it (which change nothing);
         returns why the run stops after it ("" while it goes on)."""
         round_s = float(self.graph.settings.round)
-        events = self._poll()
-        # Quiet rounds: ticking them would change nothing (runtime/skipping.py); only time passes.
-        while self._skipping.quiet(self.backend, events, bool(self._completed)):
-            idle = self._idle_rounds
-            skipped = self._skipping.pass_quiet_rounds(self.backend, STALL_ROUNDS - idle if idle else None)
-            self._rounds += skipped
-            if idle:  # (the state of the last ticked round, which counted as idle)
-                self._idle_rounds += skipped
-                if self._idle_rounds >= STALL_ROUNDS:
-                    raise StalledError(stall_message(self.world, self.backend.now - round_s))
-            events = self._poll()
-        events = self._fold(events)
+        events = self._pass_quiet(round_s)
         ctx = self._context(events, int(round(self.backend.now / round_s)))
         self._ctx = ctx
         self._plan_changed = False
         self._tick_all(ctx)
         self._rounds += 1
-        self._skipping.after_tick(ctx, self.backend, self._plan_changed, self._call)
+        self._skipping.after_tick(ctx, self.backend, self._plan_changed, call_element)
         if self.on_round is not None:
             self.on_round(ctx)
         reason = self._stop_reason(ctx)
@@ -290,7 +294,7 @@ class Engine:
             self.stop_reason = reason
             return reason
         # A live cluster can change (nodes join), so only a simulation can stall for good.
-        if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
+        if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and exhausted(self._sources):
             self._idle_rounds += 1
             if self._idle_rounds >= STALL_ROUNDS:
                 raise StalledError(stall_message(self.world, ctx.now))
@@ -299,6 +303,28 @@ class Engine:
         self.backend.advance()
         self._skipping.skip_idle_rounds(self.backend)
         return ""
+
+    def _pass_quiet(self, round_s: float) -> Events:
+        """Pass the rounds ahead that need no tick (runtime/skipping.py); returns the events of
+        the next round to tick, folded into the world, with the completions that waited."""
+        events, waited = self._poll(), []
+        while True:
+            if self._skipping.quiet(self.backend, events, bool(self._completed)):
+                idle = self._idle_rounds
+                skipped = self._skipping.pass_quiet_rounds(self.backend, STALL_ROUNDS - idle if idle else None)
+                self._rounds += skipped
+                if idle:  # (the state of the last ticked round, which counted as idle)
+                    self._idle_rounds += skipped
+                    if self._idle_rounds >= STALL_ROUNDS:
+                        raise StalledError(stall_message(self.world, self.backend.now - round_s))
+            elif self._skipping.may_wait(self.backend, events, bool(self._completed)):
+                waited.append(self._fold(events))  # (into the world's books at once)
+                if not self._skipping.pass_waiting_round(self.backend):
+                    return Events.merge(waited)
+                self._rounds += 1
+            else:
+                return Events.merge([*waited, self._fold(events)])
+            events = self._poll()
 
     def fold_in(self) -> Events:
         """A round's first part: what the backend reports since the last round, folded into the
@@ -328,7 +354,7 @@ class Engine:
         reports = {}
         for el in self._order:
             ctx.element = el
-            got = self._call(el, "finish", ctx, el.finish, ctx)
+            got = call_element(el, "finish", ctx, el.finish, ctx)
             if got:
                 reports[el.name] = got
         counters = {el.name: dict(el.counters) for el in self._order if el.counters}
@@ -381,18 +407,6 @@ class Engine:
             raise element_failure(el, ctx, f"its tick raised {type(err).__name__}: {err}", err) from err
         ctx.element = None
 
-    def _call(self, el: Element, what: str, ctx: Round, fn, *args, **kwargs):
-        """Call an element's code; an exception from it is reported naming the element."""
-        try:
-            return fn(*args, **kwargs)
-        except (RoundhouseError, KeyboardInterrupt):
-            raise
-        except Exception as err:
-            raise element_failure(el, ctx, f"its {what} raised {type(err).__name__}: {err}", err) from err
-
-    def _all_exhausted(self) -> bool:
-        return all(s.exhausted() for s in self._sources)
-
     def _stop_reason(self, ctx: Round) -> str:
         requested = getattr(self.backend, "stop_requested", "")  # a live backend told to stop
         if requested:
@@ -402,7 +416,7 @@ class Engine:
         for sink in self._sinks:
             if sink.goal_met(ctx):
                 return f"{sink.name}: every tracked job finished"
-        if self.world.unfinished == 0 and self._all_exhausted():
+        if self.world.unfinished == 0 and exhausted(self._sources):
             return "every job finished"
         return ""
 

@@ -1,12 +1,16 @@
 """Event skipping: rounds in which nothing can change are passed without ticking them.
 
-After a round whose plan changed nothing, every element the engine ticks is asked until when
-ticking it again would change nothing (`Element.quiet_until`); the rounds whose boundaries lie
-before the earliest answer, and before the next arrival or completion (a round with events is
-always ticked), pass without a tick, the simulator's in one go. Results are those of ticking
-every round: a skipped round's tick would have emitted the same values, and its plan, like the
-last one, would have changed nothing. An element that declares nothing is ticked every round.
-With no job in the system at all, the clock jumps to the round of the next arrival.
+After a round whose plan changed nothing (after any round, when every element sets
+`quiet_after_change`), every element the engine ticks is asked until when ticking it again
+would change nothing (`Element.quiet_until`); the rounds whose boundaries lie before the
+earliest answer, and before the next arrival or completion (a round with events is always
+ticked), pass without a tick, the simulator's in one go. Results are those of ticking every
+round: a skipped round's tick would have emitted the same values, and its plan would have
+changed nothing. When every element also says that completions may wait
+(`Element.completions_wait`), a round whose only events are completions passes too: they go
+into the world's books at once and reach the elements with the next ticked round's events.
+An element that declares nothing is ticked every round. With no job in the system at all,
+the clock jumps to the round of the next arrival.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class Skipping:
         # rounds after a launch need not be ticked once more before they may pass.
         self.after_change = all(el.quiet_after_change for el in asked)
         self.quiet_until = -math.inf  # rounds whose boundary lies before it are not ticked
+        self.waits = False  # whether completions may wait for the next ticked round
         self.skipped = 0
         # Never skip past these: the run's time limit, and where a caller stepping the engine
         # wants it to pause (runtime/simulation.py's run_until).
@@ -53,20 +58,38 @@ class Skipping:
         """After a ticked round: until when the rounds ahead are quiet (nothing to skip when its
         plan changed something, unless every element answers for the world the plan left)."""
         asks = self.enabled and (self.after_change or not plan_changed)
+        self.waits = asks and all(call(el, "completions_wait", ctx, el.completions_wait, ctx) for el in self.asked)
         self.quiet_until = self._quiet_time(ctx, backend, call) if asks else -math.inf
 
     def quiet(self, backend, events: Events, completing: bool) -> bool:
         """Whether the round at the backend's clock may pass untouched."""
         return backend.now < min(self.quiet_until, self._bound()) and events.is_quiet() and not completing
 
+    def may_wait(self, backend, events: Events, completing: bool) -> bool:
+        """Whether the round at the backend's clock, whose only events are completions, may pass
+        untouched, its completions reaching the elements at the next ticked round (every
+        element said `completions_wait`)."""
+        return self.waits and backend.now < min(self.quiet_until, self._bound()) and not completing and only_finished(events)
+
+    def pass_waiting_round(self, backend) -> bool:
+        """After a round whose completions wait (already in the world's books): pass it unless
+        the run may end here (no job left) or nothing runs any more."""
+        if not self.world.unfinished or not len(self.world.running_rows):
+            return False
+        backend.advance()
+        self.skipped += 1
+        return True
+
     def _quiet_time(self, ctx: Round, backend, call: Callable) -> float:
         """The time before which no element's output can change unless something happens (an
         arrival, a completion: the backend reports those as events)."""
         # Asking costs about as much as ticking a quiet round: only worth it when at least two
         # rounds could pass, so the cheap answers (the next completion, arrivals) come first.
-        worth = ctx.now + 2 * ctx.round_s
+        # (When completions may wait, the next completion does not end the quiet rounds, and
+        # each round passed saves a tick.)
+        worth = ctx.now + (1 if self.waits else 2) * ctx.round_s
         next_finish = getattr(backend, "next_finish_s", None)
-        if next_finish is not None and next_finish() < worth:
+        if not self.waits and next_finish is not None and next_finish() < worth:
             return -math.inf
         quiet = self._bound()
         for el in self.asked:
@@ -118,3 +141,8 @@ class Skipping:
                 boundary = min(boundary, math.ceil(end / round_s - 1e-12) * round_s)
         if boundary > backend.now:
             backend.jump_to(boundary)
+
+
+def only_finished(events: Events) -> bool:
+    """Whether jobs finished and nothing else happened."""
+    return bool(len(events.finished)) and events.is_quiet_but_finished()

@@ -19,7 +19,8 @@ class _Renewing(Placer):
     """A placer whose plan depends only on the ranking and on who holds which GPUs, so that
     event skipping may pass the rounds after it: after a plan that changed nothing (the same
     ranking on the same GPUs gets the same plan), and after one that left every ranked job
-    running on what it asks for (the next plan renews every lease)."""
+    running on what it asks for (the next plan renews every lease, as it does when some of
+    those jobs finish: then completions may wait for the next ticked round)."""
 
     state = ("_last",)  # (the last ranking, and whether its plan changed nothing)
 
@@ -35,6 +36,10 @@ class _Renewing(Placer):
         if unchanged or self.renews_all(ctx, ranking):
             return float("inf")
         return None
+
+    def completions_wait(self, ctx: RoundContext) -> bool:
+        # Every ranked job runs: with fewer of them, in any order, every lease is renewed.
+        return self.renews_all(ctx, self._last[0])
 
 
 @element
