@@ -166,7 +166,7 @@ class Engine:
             world,
             float(graph.settings.round),
             self._sources,
-            [e for e in ticked if e.category == "source"] + [e for e in ticked if e.category != "source"],
+            sorted(ticked, key=lambda e: (e.category != "source", e.category != "placement")),
             self._can_stall and bool(getattr(graph.settings, "skip_rounds", True)),
         )
         self._skipping.until = until

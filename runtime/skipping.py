@@ -34,7 +34,7 @@ class Skipping:
         self.world = world
         self.round_s = round_s
         self.sources = sources
-        self.asked = asked  # (sources first: they answer cheaply)
+        self.asked = asked  # (sources first, then placers: they answer cheaply)
         self.enabled = enabled
         # Whether every element answers for the world a changing plan left, too: then the
         # rounds after a launch need not be ticked once more before they may pass.
@@ -58,7 +58,7 @@ class Skipping:
         """After a ticked round: until when the rounds ahead are quiet (nothing to skip when its
         plan changed something, unless every element answers for the world the plan left)."""
         asks = self.enabled and (self.after_change or not plan_changed)
-        self.waits = asks and all(call(el, "completions_wait", ctx, el.completions_wait, ctx) for el in self.asked)
+        self.waits = False
         self.quiet_until = self._quiet_time(ctx, backend, call) if asks else -math.inf
 
     def quiet(self, backend, events: Events, completing: bool) -> bool:
@@ -83,14 +83,15 @@ class Skipping:
     def _quiet_time(self, ctx: Round, backend, call: Callable) -> float:
         """The time before which no element's output can change unless something happens (an
         arrival, a completion: the backend reports those as events)."""
-        # Asking costs about as much as ticking a quiet round: only worth it when at least two
-        # rounds could pass, so the cheap answers (the next completion, arrivals) come first.
-        # (When completions may wait, the next completion does not end the quiet rounds, and
-        # each round passed saves a tick.)
-        worth = ctx.now + (1 if self.waits else 2) * ctx.round_s
+        # Asking costs about as much as ticking a quiet round: not worth it when a completion
+        # ends the quiet rounds within two (unless completions may wait), so the cheap answers
+        # (the next completion, arrivals, placers) come first. A round passes when its boundary
+        # lies before every answer: an answer before the next boundary ends the asking.
         next_finish = getattr(backend, "next_finish_s", None)
-        if not self.waits and next_finish is not None and next_finish() < worth:
+        finish_soon = next_finish is not None and next_finish() < ctx.now + 2 * ctx.round_s
+        if finish_soon and not self._completions_wait(ctx, call):
             return -math.inf
+        worth = ctx.now + ctx.round_s
         quiet = self._bound()
         for el in self.asked:
             ctx.element = el
@@ -100,7 +101,14 @@ class Skipping:
                 return -math.inf
             quiet = min(quiet, t)
         ctx.element = None
+        if not finish_soon:  # (for completions inside the quiet rounds)
+            self._completions_wait(ctx, call)
         return quiet
+
+    def _completions_wait(self, ctx: Round, call: Callable) -> bool:
+        """Asks every element whether completions may wait for the next ticked round."""
+        self.waits = all(call(el, "completions_wait", ctx, el.completions_wait, ctx) for el in self.asked)
+        return self.waits
 
     def pass_quiet_rounds(self, backend, at_most: int | None) -> int:
         """From a quiet boundary: advance the rounds that start before the quiet time (at most

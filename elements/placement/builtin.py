@@ -49,7 +49,8 @@ class FirstFree(_Renewing):
     Arguments:
         none
     Cost: O(n + G) over ranked jobs n and GPUs G (the available mask), plus O(l) for the l jobs it
-        launches; O(n) when every ranked job already runs.
+        launches; O(n) when every ranked job already runs. Not ticked in rounds after a plan that
+        left every ranked job running, until an arrival (event skipping).
     See also: Consolidated, Launch
     Paper: Blox (EuroSys'24) placement/first-gpu.py and §7 (the fidelity experiment).
     """
@@ -70,7 +71,8 @@ class Consolidated(_Renewing):
     Arguments:
         strict: wait for a consolidated placement rather than spread the job.
     Cost: O(n + G) over ranked jobs n and GPUs G (the available mask), plus O(N log N) over nodes N
-        for each GPU count it places; O(n) when every ranked job already runs.
+        for each GPU count it places; O(n) when every ranked job already runs. Not ticked in rounds
+        after a plan that left every ranked job running, until an arrival (event skipping).
     See also: FirstFree, Launch
     Paper: Blox (EuroSys'24) placement/consolidated.py; Gavel (OSDI'20) §5 (placement).
     """
