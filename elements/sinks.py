@@ -121,17 +121,19 @@ class JobMetrics(Element):
         if ctx.co_holder is not None:
             owners.append(ctx.co_holder)
         held = [isin_rows(h, launched) for h in owners]
-        gpus = np.concatenate([m.nonzero()[0] for m in held])
-        rows = np.concatenate([h[m] for h, m in zip(owners, held)])
+        gpus = held[0].nonzero()[0] if len(held) == 1 else np.concatenate([m.nonzero()[0] for m in held])
+        rows = holder[gpus] if len(held) == 1 else np.concatenate([h[m] for h, m in zip(owners, held)])
         order = np.argsort(rows, kind="stable")
         rows, gpus = rows[order], gpus[order]
-        first = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        starts = np.ones(len(rows), dtype=bool)
+        np.not_equal(rows[1:], rows[:-1], out=starts[1:])
+        first = starts.nonzero()[0]
         cluster = ctx.cluster
         node, rack = cluster.gpu_node[gpus], cluster.gpu_rack[gpus]
         one_node = np.minimum.reduceat(node, first) == np.maximum.reduceat(node, first)
         one_rack = np.minimum.reduceat(rack, first) == np.maximum.reduceat(rack, first)
         tier = np.where(one_node, 0, np.where(one_rack, 1, 2))
-        np.add.at(self._starts, (rows[first], tier), 1)
+        self._starts[rows[first], tier] += 1  # (each launched job once: no repeated index)
         counts = np.bincount(tier, minlength=len(START_TIERS))
         for name, k in zip(START_TIERS, counts.tolist()):
             self.counters[f"{name}_starts"] += k
