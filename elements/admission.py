@@ -48,6 +48,11 @@ class AcceptAll(Element):
             ctx.explain(Reason.ADMITTED, jobs.rows)
         return jobs
 
+    quiet_after_change = True
+
+    def completions_wait(self, ctx: RoundContext) -> bool:
+        return True  # (it does not see completions)
+
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # without new jobs it admits nothing
 

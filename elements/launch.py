@@ -59,6 +59,11 @@ class Launch(Element):
         self.counters["suspended"] += len(plan.suspend)
         return plan
 
+    quiet_after_change = True
+
+    def completions_wait(self, ctx: RoundContext) -> bool:
+        return True  # (it passes the plan on)
+
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # it passes the plan on
 

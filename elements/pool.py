@@ -53,5 +53,10 @@ class JobPool(Element):
         self.counters["running"] = len(ctx.running_rows)
         return ctx.jobs.view(self._rows, Active)
 
+    quiet_after_change = True
+
+    def completions_wait(self, ctx: RoundContext) -> bool:
+        return True  # (finished jobs leave at its next tick, in order)
+
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # its jobs change only when jobs arrive or finish

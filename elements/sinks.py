@@ -74,7 +74,9 @@ class JobMetrics(Element):
         failed: jobs that failed for good so far.
         launched: launches seen so far.
         suspended: suspensions seen so far.
-    Cost: O(e) over the round's events e; O(J) over all jobs J once, at the end (the job table).
+    Cost: O(e) over the round's events e, plus O(r) over running jobs r with `track` (event
+        skipping asks whether they could close the window); O(J) over all jobs J once, at the end
+        (the job table).
     See also: Launch
     Paper: Blox (EuroSys'24) §4.2 (JCT and responsiveness); Gavel (OSDI'20) §7.1; Dally (IEEE BigData'25)
     §IV (queueing delay, communication latency, allocations per tier).
@@ -138,8 +140,19 @@ class JobMetrics(Element):
     def goal_met(self, ctx: RoundContext) -> bool:
         return self.track is not None and self.counters["tracked_finished"] >= len(self.track)
 
+    quiet_after_change = True
+
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # it counts events only
+
+    def completions_wait(self, ctx: RoundContext) -> bool:
+        # Counted later, the same; unless the jobs running now could complete what it tracks
+        # (the run stops at the round in which they do).
+        if self.track is None:
+            return True
+        ids = ctx.jobs.column("job_id")[ctx.running_rows]
+        running = int(np.count_nonzero((ids >= self.track.start) & (ids < self.track.stop)))
+        return self.counters["tracked_finished"] + running < len(self.track)
 
     def finish(self, ctx: RoundContext) -> dict:
         n = len(ctx.jobs)

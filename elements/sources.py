@@ -53,6 +53,11 @@ class _Replay(Element):
     def next_arrival_s(self) -> float:
         return float(self._arrivals[self._next]) if self._next < len(self._arrivals) else float("inf")
 
+    quiet_after_change = True
+
+    def completions_wait(self, ctx: RoundContext) -> bool:
+        return True  # (it does not see completions)
+
     def quiet_until(self, ctx: RoundContext) -> float:
         return self.next_arrival_s() - 1e-9  # (the tolerance `tick` reads arrivals with)
 

@@ -131,6 +131,9 @@ class Element:
     state: ClassVar[tuple[str, ...] | None] = None
     fixed: ClassVar[tuple[str, ...]] = ()
     forkable: ClassVar[bool] = True
+    # Event skipping: whether `quiet_until` also answers after a round whose plan changed
+    # something (for the world as that plan left it), not only after one that changed nothing.
+    quiet_after_change: ClassVar[bool] = False
 
     def start(self, ctx: RoundContext) -> None:
         """Called once before the first round: clear private state, read files, seed RNGs."""
@@ -153,13 +156,22 @@ class Element:
         return False
 
     def quiet_until(self, ctx: RoundContext) -> float | None:
-        """Event skipping (runtime/engine.py): asked after a round whose plan changed nothing,
-        right after this element's tick. Returns a time before which ticking the element again
+        """Event skipping (runtime/skipping.py): asked after a round whose plan changed nothing
+        (and, when every element of the graph sets `quiet_after_change`, after any round),
+        right after the round's last tick. Returns a time before which ticking the element again
         would emit the same outputs and leave its state and counters as they are, provided
         nothing happens meanwhile (no arrival, no completion, no other change to its inputs
         than running jobs making progress); `inf` if only such an event can change them. None
         (the default): not declared, and the engine ticks the graph every round."""
         return None
+
+    def completions_wait(self, ctx: RoundContext) -> bool:
+        """Event skipping, asked with `quiet_until`: whether a completion of a job running now
+        may reach this element at a later tick (in that tick's events) rather than in a tick of
+        its own, with the same results and counters, provided nothing else happens meanwhile.
+        The engine then passes rounds whose only events are such completions, while every
+        element says so. False (the default): each completion is ticked in its round."""
+        return False
 
     @functools.cached_property
     def counters(self) -> dict[str, float]:

@@ -79,6 +79,21 @@ def element_failure(el: Element, ctx: Round, what: str, cause: BaseException | N
     return failure
 
 
+def call_element(el: Element, what: str, ctx: Round, fn, *args, **kwargs):
+    """Call an element's code; an exception from it is reported naming the element."""
+    try:
+        return fn(*args, **kwargs)
+    except (RoundhouseError, KeyboardInterrupt):
+        raise
+    except Exception as err:
+        raise element_failure(el, ctx, f"its {what} raised {type(err).__name__}: {err}", err) from err
+
+
+def exhausted(sources: list[Element]) -> bool:
+    """Whether no source will bring another job."""
+    return all(s.exhausted() for s in sources)
+
+
 def describe_value(value: object) -> str:
     if value is None:
         return "None"
@@ -151,7 +166,7 @@ class Engine:
             world,
             float(graph.settings.round),
             self._sources,
-            [e for e in ticked if e.category == "source"] + [e for e in ticked if e.category != "source"],
+            sorted(ticked, key=lambda e: (e.category != "source", e.category != "placement")),
             self._can_stall and bool(getattr(graph.settings, "skip_rounds", True)),
         )
         self._skipping.until = until
@@ -279,18 +294,7 @@ class Engine:
         """Run one round, after passing the quiet rounds before it (which change nothing);
         returns why the run stops after it ("" while it goes on)."""
         round_s = float(self.graph.settings.round)
-        events = self._poll()
-        # Quiet rounds: ticking them would change nothing (runtime/skipping.py); only time passes.
-        while self._skipping.quiet(self.backend, events, bool(self._completed)):
-            idle = self._idle_rounds
-            skipped = self._skipping.pass_quiet_rounds(self.backend, STALL_ROUNDS - idle if idle else None)
-            self._rounds += skipped
-            if idle:  # (the state of the last ticked round, which counted as idle)
-                self._idle_rounds += skipped
-                if self._idle_rounds >= STALL_ROUNDS:
-                    raise StalledError(stall_message(self.world, self.backend.now - round_s))
-            events = self._poll()
-        return self.play_round(self._fold(events))
+        return self.play_round(pass_quiet(self, round_s))
 
     def play_round(self, events: Events | None = None) -> str:
         """Tick the round at the backend's clock with its events (`fold_in`), then move to the
@@ -313,7 +317,7 @@ class Engine:
             self.stop_reason = reason
             return reason
         # A live cluster can change (nodes join), so only a simulation can stall for good.
-        if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and self._all_exhausted():
+        if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and exhausted(self._sources):
             self._idle_rounds += 1
             if self._idle_rounds >= STALL_ROUNDS:
                 raise StalledError(stall_message(self.world, ctx.now))
@@ -404,8 +408,28 @@ class Engine:
             raise element_failure(el, ctx, f"its tick raised {type(err).__name__}: {err}", err) from err
         ctx.element = None
 
-    def _all_exhausted(self) -> bool:
-        return all(s.exhausted() for s in self._sources)
+
+def pass_quiet(engine: Engine, round_s: float) -> Events:
+    """Pass the rounds ahead that need no tick (runtime/skipping.py); returns the events of
+    the next round to tick, folded into the world, with the completions that waited."""
+    events, waited = engine._poll(), []
+    while True:
+        if engine._skipping.quiet(engine.backend, events, bool(engine._completed)):
+            idle = engine._idle_rounds
+            skipped = engine._skipping.pass_quiet_rounds(engine.backend, STALL_ROUNDS - idle if idle else None)
+            engine._rounds += skipped
+            if idle:  # (the state of the last ticked round, which counted as idle)
+                engine._idle_rounds += skipped
+                if engine._idle_rounds >= STALL_ROUNDS:
+                    raise StalledError(stall_message(engine.world, engine.backend.now - round_s))
+        elif engine._skipping.may_wait(engine.backend, events, bool(engine._completed)):
+            waited.append(engine._fold(events))  # (into the world's books at once)
+            if not engine._skipping.pass_waiting_round(engine.backend):
+                return Events.merge(waited)
+            engine._rounds += 1
+        else:
+            return Events.merge([*waited, engine._fold(events)])
+        events = engine._poll()
 
 
 def why_stop(engine: Engine, ctx: Round) -> str:
@@ -418,19 +442,9 @@ def why_stop(engine: Engine, ctx: Round) -> str:
     for sink in engine._sinks:
         if sink.goal_met(ctx):
             return f"{sink.name}: every tracked job finished"
-    if engine.world.unfinished == 0 and engine._all_exhausted():
+    if engine.world.unfinished == 0 and exhausted(engine._sources):
         return "every job finished"
     return ""
-
-
-def call_element(el: Element, what: str, ctx: Round, fn, *args, **kwargs):
-    """Call an element's code; an exception from it is reported naming the element."""
-    try:
-        return fn(*args, **kwargs)
-    except (RoundhouseError, KeyboardInterrupt):
-        raise
-    except Exception as err:
-        raise element_failure(el, ctx, f"its {what} raised {type(err).__name__}: {err}", err) from err
 
 
 class Silenced:

@@ -1,12 +1,16 @@
 """Event skipping: rounds in which nothing can change are passed without ticking them.
 
-After a round whose plan changed nothing, every element the engine ticks is asked until when
-ticking it again would change nothing (`Element.quiet_until`); the rounds whose boundaries lie
-before the earliest answer, and before the next arrival or completion (a round with events is
-always ticked), pass without a tick, the simulator's in one go. Results are those of ticking
-every round: a skipped round's tick would have emitted the same values, and its plan, like the
-last one, would have changed nothing. An element that declares nothing is ticked every round.
-With no job in the system at all, the clock jumps to the round of the next arrival.
+After a round whose plan changed nothing (after any round, when every element sets
+`quiet_after_change`), every element the engine ticks is asked until when ticking it again
+would change nothing (`Element.quiet_until`); the rounds whose boundaries lie before the
+earliest answer, and before the next arrival or completion (a round with events is always
+ticked), pass without a tick, the simulator's in one go. Results are those of ticking every
+round: a skipped round's tick would have emitted the same values, and its plan would have
+changed nothing. When every element also says that completions may wait
+(`Element.completions_wait`), a round whose only events are completions passes too: they go
+into the world's books at once and reach the elements with the next ticked round's events.
+An element that declares nothing is ticked every round. With no job in the system at all,
+the clock jumps to the round of the next arrival.
 """
 
 from __future__ import annotations
@@ -30,9 +34,13 @@ class Skipping:
         self.world = world
         self.round_s = round_s
         self.sources = sources
-        self.asked = asked  # (sources first: they answer cheaply)
+        self.asked = asked  # (sources first, then placers: they answer cheaply)
         self.enabled = enabled
+        # Whether every element answers for the world a changing plan left, too: then the
+        # rounds after a launch need not be ticked once more before they may pass.
+        self.after_change = all(el.quiet_after_change for el in asked)
         self.quiet_until = -math.inf  # rounds whose boundary lies before it are not ticked
+        self.waits = False  # whether completions may wait for the next ticked round
         self.skipped = 0
         # Never skip past these: the run's time limit, and where a caller stepping the engine
         # wants it to pause (runtime/simulation.py's run_until).
@@ -48,22 +56,42 @@ class Skipping:
     # (The backend is passed in, not kept: a what-if run swaps the engine's backend for a simulator.)
     def after_tick(self, ctx: Round, backend, plan_changed: bool, call: Callable) -> None:
         """After a ticked round: until when the rounds ahead are quiet (nothing to skip when its
-        plan changed something)."""
-        self.quiet_until = self._quiet_time(ctx, backend, call) if self.enabled and not plan_changed else -math.inf
+        plan changed something, unless every element answers for the world the plan left)."""
+        asks = self.enabled and (self.after_change or not plan_changed)
+        self.waits = False
+        self.quiet_until = self._quiet_time(ctx, backend, call) if asks else -math.inf
 
     def quiet(self, backend, events: Events, completing: bool) -> bool:
         """Whether the round at the backend's clock may pass untouched."""
         return backend.now < min(self.quiet_until, self._bound()) and events.is_quiet() and not completing
 
+    def may_wait(self, backend, events: Events, completing: bool) -> bool:
+        """Whether the round at the backend's clock, whose only events are completions, may pass
+        untouched, its completions reaching the elements at the next ticked round (every
+        element said `completions_wait`)."""
+        return self.waits and backend.now < min(self.quiet_until, self._bound()) and not completing and only_finished(events)
+
+    def pass_waiting_round(self, backend) -> bool:
+        """After a round whose completions wait (already in the world's books): pass it unless
+        the run may end here (no job left) or nothing runs any more."""
+        if not self.world.unfinished or not len(self.world.running_rows):
+            return False
+        backend.advance()
+        self.skipped += 1
+        return True
+
     def _quiet_time(self, ctx: Round, backend, call: Callable) -> float:
         """The time before which no element's output can change unless something happens (an
         arrival, a completion: the backend reports those as events)."""
-        # Asking costs about as much as ticking a quiet round: only worth it when at least two
-        # rounds could pass, so the cheap answers (the next completion, arrivals) come first.
-        worth = ctx.now + 2 * ctx.round_s
+        # Asking costs about as much as ticking a quiet round: not worth it when a completion
+        # ends the quiet rounds within two (unless completions may wait), so the cheap answers
+        # (the next completion, arrivals, placers) come first. A round passes when its boundary
+        # lies before every answer: an answer before the next boundary ends the asking.
         next_finish = getattr(backend, "next_finish_s", None)
-        if next_finish is not None and next_finish() < worth:
+        finish_soon = next_finish is not None and next_finish() < ctx.now + 2 * ctx.round_s
+        if finish_soon and not self._completions_wait(ctx, call):
             return -math.inf
+        worth = ctx.now + ctx.round_s
         quiet = self._bound()
         for el in self.asked:
             ctx.element = el
@@ -73,7 +101,14 @@ class Skipping:
                 return -math.inf
             quiet = min(quiet, t)
         ctx.element = None
+        if not finish_soon:  # (for completions inside the quiet rounds)
+            self._completions_wait(ctx, call)
         return quiet
+
+    def _completions_wait(self, ctx: Round, call: Callable) -> bool:
+        """Asks every element whether completions may wait for the next ticked round."""
+        self.waits = all(call(el, "completions_wait", ctx, el.completions_wait, ctx) for el in self.asked)
+        return self.waits
 
     def pass_quiet_rounds(self, backend, at_most: int | None) -> int:
         """From a quiet boundary: advance the rounds that start before the quiet time (at most
@@ -114,3 +149,8 @@ class Skipping:
                 boundary = min(boundary, math.ceil(end / round_s - 1e-12) * round_s)
         if boundary > backend.now:
             backend.jump_to(boundary)
+
+
+def only_finished(events: Events) -> bool:
+    """Whether jobs finished and nothing else happened."""
+    return bool(len(events.finished)) and events.is_quiet_but_finished()

@@ -361,9 +361,12 @@ class Events:
 
     def is_quiet(self) -> bool:
         """Nothing happened: only the time is set."""
+        return not len(self.finished) and self.is_quiet_but_finished()
+
+    def is_quiet_but_finished(self) -> bool:
+        """Nothing happened but, maybe, jobs finishing."""
         return not (
-            len(self.finished)
-            or len(self.launched)
+            len(self.launched)
             or len(self.suspended)
             or len(self.failed)
             or len(self.resized)

@@ -95,6 +95,37 @@ def test_single_gpu_ties_and_a_tracked_window(tmp_path):
     assert on.skipped_rounds > on.rounds // 3
 
 
+def rounds_with(times: np.ndarray, round_s: float) -> int:
+    """How many distinct round boundaries the times are seen at."""
+    times = times[np.isfinite(times)]
+    return len(np.unique(np.ceil(times / round_s - 1e-9)))
+
+
+@pytest.mark.parametrize("placer", ["Consolidated", "FirstFree"])
+def test_only_arrivals_are_ticked_while_every_job_runs(tmp_path, placer):
+    # A cluster that never fills: the round after a launch and the rounds in which jobs only
+    # finish are passed (the completions reach the elements at the next ticked round); the
+    # run still stops at the round in which the last job finishes.
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 5min;\ncluster = "8x4:V100";\n'
+        "src :: PoissonSource(rate=1/h, jobs=300, gpus=single, seed=2);\n"
+        f"src -> AcceptAll -> JobPool -> Las -> {placer} -> Launch -> m :: JobMetrics;\n"
+    )
+    off, on = run_both(graph)
+    assert_same(off, on)
+    jobs = off.world.jobs
+    arrivals = rounds_with(jobs.column("arrival_s"), 300.0)
+    finishes = rounds_with(jobs.column("finish_s"), 300.0)
+    ticked = on.rounds - on.skipped_rounds
+    assert ticked <= arrivals + 1 < arrivals + finishes // 2
+    # With a tracked window, completions that could end it are ticked each in its round.
+    graph.write_text(graph.read_text().replace("JobMetrics;", "JobMetrics(track=100..200);"))
+    off, on = run_both(graph)
+    assert_same(off, on)
+    assert on.stop_reason.startswith("m:") and on.skipped_rounds > on.rounds // 2
+
+
 def test_the_setting_turns_skipping_off(tmp_path):
     graph = tmp_path / "g.sched"
     graph.write_text(

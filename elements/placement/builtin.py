@@ -2,34 +2,64 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from roundhouse.elements.placement.placer import Placer
-from roundhouse.runtime.element import element
+from roundhouse.runtime.element import element, element_family
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import RoundContext
+    from roundhouse.runtime.types import Plan, Ranking
+
+
+@element_family
+class _Renewing(Placer):
+    """A placer whose plan depends only on the ranking and on who holds which GPUs, so that
+    event skipping may pass the rounds after it: after a plan that changed nothing (the same
+    ranking on the same GPUs gets the same plan), and after one that left every ranked job
+    running on what it asks for (the next plan renews every lease, as it does when some of
+    those jobs finish: then completions may wait for the next ticked round)."""
+
+    state = ("_last",)  # (the last ranking, and whether its plan changed nothing)
+
+    quiet_after_change = True
+
+    def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
+        plan = super().tick(ctx, ranking)
+        self._last = (ranking, not (len(plan.launch_rows) or len(plan.suspend) or len(plan.resize_rows)))
+        return plan
+
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        ranking, unchanged = self._last
+        if unchanged or self.renews_all(ctx, ranking):
+            return float("inf")
+        return None
+
+    def completions_wait(self, ctx: RoundContext) -> bool:
+        # Every ranked job runs: with fewer of them, in any order, every lease is renewed.
+        return self.renews_all(ctx, self._last[0])
 
 
 @element
-class FirstFree(Placer):
+class FirstFree(_Renewing):
     """Place each job on the lowest-numbered free GPUs, wherever they are.
 
     Arguments:
         none
     Cost: O(n + G) over ranked jobs n and GPUs G (the available mask), plus O(l) for the l jobs it
-        launches; O(n) when every ranked job already runs.
+        launches; O(n) when every ranked job already runs. Not ticked in rounds after a plan that
+        left every ranked job running, until an arrival (event skipping).
     See also: Consolidated, Launch
     Paper: Blox (EuroSys'24) placement/first-gpu.py and §7 (the fidelity experiment).
     """
 
-    state = ()
-
     consolidate_by_default = False
-
-    def quiet_until(self, ctx) -> float:
-        return float("inf")  # the same ranking on the same GPUs gets the same plan
 
 
 @element
-class Consolidated(Placer):
+class Consolidated(_Renewing):
     """Place each job on as few nodes as possible: one node whenever it fits in one.
 
     Jobs are packed largest first, each on the node with the fewest free GPUs that can hold it
@@ -41,12 +71,11 @@ class Consolidated(Placer):
     Arguments:
         strict: wait for a consolidated placement rather than spread the job.
     Cost: O(n + G) over ranked jobs n and GPUs G (the available mask), plus O(N log N) over nodes N
-        for each GPU count it places; O(n) when every ranked job already runs.
+        for each GPU count it places; O(n) when every ranked job already runs. Not ticked in rounds
+        after a plan that left every ranked job running, until an arrival (event skipping).
     See also: FirstFree, Launch
     Paper: Blox (EuroSys'24) placement/consolidated.py; Gavel (OSDI'20) §5 (placement).
     """
-
-    state = ()
 
     consolidate_by_default = True
 
@@ -54,6 +83,3 @@ class Consolidated(Placer):
 
     def spreads_when_stuck(self) -> bool:
         return not self.strict
-
-    def quiet_until(self, ctx) -> float:
-        return float("inf")  # the same ranking on the same GPUs gets the same plan

@@ -98,18 +98,29 @@ class Placer(Element):
     def _custom_choice(self) -> bool:
         return type(self).choose is not Placer.choose
 
+    def _keeps(self, ctx: RoundContext, ranking: Ranking) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Per ranked job: GPUs held, whether it runs on what it asks for (so may keep its
+        GPUs), and the GPU type it is placed on (None when the ranking names no types)."""
+        held_r = ctx.jobs.column("held")[ranking.rows]
+        keeps = held_r == ranking.gpus  # running with what it asks for (or waiting and asking for 0)
+        placed_r = None
+        if ranking.gpu_type is not None:
+            placed_r = ctx.jobs.column("placed_type")[ranking.rows]
+            keeps &= (ranking.gpu_type < 0) | (ranking.gpu_type == placed_r)
+        keeps &= held_r > 0
+        return held_r, keeps, placed_r
+
+    def renews_all(self, ctx: RoundContext, ranking: Ranking) -> bool:
+        """Whether every ranked job runs on what it asks for and nothing else runs: this
+        ranking's plan renews every lease."""
+        return len(ranking.rows) == len(ctx.running_rows) and bool(self._keeps(ctx, ranking)[1].all())
+
     def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
         cluster = ctx.cluster
         running = ctx.running_rows
         rows, want = ranking.rows, ranking.gpus
-        held_r = ctx.jobs.column("held")[rows]
+        held_r, keeps, placed_r = self._keeps(ctx, ranking)
         is_run = held_r > 0
-        stays = held_r == want  # running with what it asks for (or waiting and asking for 0)
-        placed_r = None
-        if ranking.gpu_type is not None:
-            placed_r = ctx.jobs.column("placed_type")[rows]
-            stays &= (ranking.gpu_type < 0) | (ranking.gpu_type == placed_r)
-        keeps = is_run & stays  # running jobs that may keep their GPUs
         n_keeps = int(np.count_nonzero(keeps))
         if n_keeps == len(rows) == len(running):
             return Plan(keep=running)  # every job runs already: all leases renewed

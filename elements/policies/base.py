@@ -57,6 +57,11 @@ class KeyOrder(Policy):
         rows = active.rows[order]
         return Ranking(rows, ctx.jobs.column("gpus")[rows], backfill=self.backfill)
 
+    quiet_after_change = True
+
+    def completions_wait(self, ctx: RoundContext) -> bool:
+        return True  # (its ranking depends on the pool it is given, not on past ticks)
+
     def quiet_until(self, ctx: RoundContext) -> float | None:
         active, keys, order = self._ranked
         speed = self.key_speed(active)

@@ -171,11 +171,23 @@ class Simulator:
         self._now = end
 
     def next_finish_s(self) -> float:
-        """When the first running job would finish, as last computed for the jobs running now
-        (-inf when not known: the running jobs changed since)."""
-        if not len(self.world.running_rows):
+        """When the first running job would finish, running from now on as they are (-inf when
+        not known: some wait to start, after a checkpoint, restore or resize)."""
+        rows = self.world.running_rows
+        if not len(rows):
             return np.inf
-        return float(self._earliest_finish) if self.world.running_rows is self._full_rows else -np.inf
+        if rows is not self._full_rows:
+            if len(self._ready_rows):
+                return -np.inf
+            self._full_set(rows)
+        return float(self._earliest_finish)
+
+    def _full_set(self, rows: np.ndarray) -> None:
+        """The running jobs, from now on: their rates, and when the first of them finishes."""
+        jobs = self.world.jobs
+        self._full_rows, self._full_rate, self._full = rows, jobs.column("rate")[rows], None
+        finish_at = self._now + (jobs.column("work")[rows] - jobs.column("done")[rows]) / self._full_rate
+        self._earliest_finish = finish_at[finish_at.argmin()]
 
     def advance_quiet(self, rounds: int) -> tuple[int, Progress]:
         """Event skipping: advance up to `rounds` whole rounds in which the running jobs go on as
@@ -192,10 +204,7 @@ class Simulator:
             self._now = now
             return rounds, _NO_PROGRESS
         if rows is not self._full_rows:
-            jobs = self.world.jobs
-            self._full_rows, self._full_rate, self._full = rows, jobs.column("rate")[rows], None
-            finish_at = now + (jobs.column("work")[rows] - jobs.column("done")[rows]) / self._full_rate
-            self._earliest_finish = finish_at[finish_at.argmin()]
+            self._full_set(rows)
         earliest = self._earliest_finish
         while k < rounds:
             end = now + self.round_s
