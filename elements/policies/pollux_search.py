@@ -118,7 +118,9 @@ def mutate(states: np.ndarray, rng: np.random.Generator, base: np.ndarray, capac
     K), new counts (one per grown entry)."""
     p, j, k = states.shape
     f32 = np.float32
-    out = np.where((rng.random((p, j), dtype=f32) < 0.1)[..., None], base[None], states)
+    out = states.copy()
+    reset = rng.random((p, j), dtype=f32) < 0.1
+    out[reset] = base[np.nonzero(reset)[1]]
     picked = rng.random((p, j), dtype=f32) < 0.1
     if picked.any():
         rows = out[picked]
@@ -126,10 +128,16 @@ def mutate(states: np.ndarray, rng: np.random.Generator, base: np.ndarray, capac
         out[picked] = rows
     used = np.ones(j) @ out.astype(np.float64)  # (P, K): GPUs taken on each machine
     room = (capacity[None, :] - used) >= 1  # machines with a GPU free
-    prob1 = (room / np.maximum(room.sum(axis=-1, keepdims=True), 1)).astype(f32)[:, None, :]
+    prob1 = (room / np.maximum(room.sum(axis=-1, keepdims=True), 1)).astype(f32)
     on = (out > 0) & room[:, None, :]
-    prob2 = on / np.maximum(_sums(on)[..., None], 1).astype(f32)
-    grow = np.flatnonzero(rng.random(out.shape, dtype=f32) < prob1 + prob2 - prob1 * prob2)
+    # Growth's chance prob1 + prob2 - prob1 * prob2, where prob2 is 1 / (the job's machines
+    # with room) on those machines and 0 elsewhere (the chance is prob1 there, exactly).
+    chance = np.repeat(prob1[:, None, :], j, axis=1)
+    where = np.flatnonzero(on)
+    p1 = prob1.reshape(-1)[where // (j * k) * k + where % k]
+    p2 = (f32(1) / np.maximum(_sums(on), 1).astype(f32)).reshape(-1)[where // k]
+    chance.reshape(-1)[where] = p1 + p2 - p1 * p2
+    grow = np.flatnonzero(rng.random(out.shape, dtype=f32) < chance)
     flat = out.reshape(-1)  # a view: `out` is a fresh contiguous array
     now, top = flat[grow], capacity[grow % k]
     flat[grow] = now + np.floor(rng.random(len(now)) * (top - now + 1)).astype(out.dtype)
@@ -147,7 +155,7 @@ def repair(
     if interference:  # on each machine only the first distributed job keeps its GPUs
         there = (out > 0) & (_sums(out != 0) > 1)[..., None]
         first = there.argmax(axis=1)[:, None, :]  # (P, 1, K): the first such job on each machine
-        out[there & (np.arange(n_jobs)[None, :, None] > first)] = 0
+        np.multiply(out, ~there | (np.arange(n_jobs)[None, :, None] <= first), out=out)
     # At most max_replicas GPUs and MAX_NODES machines per job, machines taken in random order.
     limit = np.broadcast_to(max_replicas[None, :], out.shape[:2])
     over = _sums(out) > limit
@@ -166,11 +174,12 @@ def repair(
         out[over] = rows
     # Machines' sizes: jobs in order take what is left.
     full = ((np.ones(n_jobs) @ out.astype(np.float64)) > capacity[None, :]).any(axis=-1)
-    if full.any():
-        taken = np.minimum(np.cumsum(out[full], axis=1, dtype=np.int16), capacity[None, None, :])
-        r = taken.copy()
-        r[:, 1:] -= taken[:, :-1]
-        out[full] = r
+    if full.any():  # running totals over jobs: one product with a triangle of ones (exact)
+        rows = out[full].transpose(1, 0, 2)  # (J, candidates, K)
+        taken = (np.tri(n_jobs) @ rows.reshape(n_jobs, -1).astype(np.float64)).reshape(rows.shape)
+        np.minimum(taken, capacity, out=taken)
+        taken[1:] -= taken[:-1].copy()
+        out[full] = taken.transpose(1, 0, 2)
     return out
 
 
