@@ -40,7 +40,15 @@ MAX_NODES = 16  # Pollux's repair: at most this many machines per job
 def _sums(a: np.ndarray) -> np.ndarray:
     """Sums over the last axis as float64, by a matrix product: exact for these small
     integers and several times faster than an integer reduction over a short axis."""
-    return a.astype(np.float64) @ np.ones(a.shape[-1])
+    n = a.shape[-1]
+    ones = _ONES.get(n)
+    if ones is None:
+        ones = _ONES[n] = np.ones(n)
+        ones.flags.writeable = False
+    return a.astype(np.float64) @ ones
+
+
+_ONES: dict[int, np.ndarray] = {}  # vectors of ones by length, for _sums
 
 
 def counts(states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
