@@ -182,10 +182,13 @@ def repair(
         out[over] = rows
     # Machines' sizes: jobs in order take what is left.
     full = ((np.ones(n_jobs) @ out.astype(np.float64)) > capacity[None, :]).any(axis=-1)
-    if full.any():  # running totals over jobs: one product with a triangle of ones (exact)
-        rows = out[full].transpose(1, 0, 2)  # (J, candidates, K)
-        taken = (np.tri(n_jobs) @ rows.reshape(n_jobs, -1).astype(np.float64)).reshape(rows.shape)
-        np.minimum(taken, capacity, out=taken)
+    if full.any():  # running totals over jobs, jobs first: (J, candidates, K)
+        rows = out[full].transpose(1, 0, 2)
+        if n_jobs <= 32:  # a product with a triangle of ones (exact) beats cumsum while J is small
+            taken = (np.tri(n_jobs) @ rows.reshape(n_jobs, -1).astype(np.float64)).reshape(rows.shape)
+        else:
+            taken = np.cumsum(rows, axis=0, dtype=np.int16)
+        np.minimum(taken, capacity, out=taken, casting="unsafe")
         taken[1:] -= taken[:-1].copy()
         out[full] = taken.transpose(1, 0, 2)
     return out
