@@ -143,7 +143,8 @@ def mutate(states: np.ndarray, rng: np.random.Generator, base: np.ndarray, capac
     chance = np.repeat(prob1[:, None, :], j, axis=1)
     where = np.flatnonzero(on)
     p1 = prob1.reshape(-1)[where // (j * k) * k + where % k]
-    p2 = (f32(1) / np.maximum(_sums(on), 1).astype(f32)).reshape(-1)[where // k]
+    job = where // k  # each entry's (candidate, job), flat
+    p2 = f32(1) / np.bincount(job, minlength=p * j)[job].astype(f32)
     chance.reshape(-1)[where] = p1 + p2 - p1 * p2
     grow = np.flatnonzero(rng.random(out.shape, dtype=f32) < chance)
     flat = out.reshape(-1)  # a view: `out` is a fresh contiguous array
@@ -161,19 +162,21 @@ def repair(
     out = states.copy()
     n_jobs, k = out.shape[1:]
     if interference:  # on each machine only the first distributed job keeps its GPUs
-        there = (out > 0) & (_sums(out != 0) > 1)[..., None]
+        on = out > 0
+        there = on & (_sums(on) > 1)[..., None]
         first = there.argmax(axis=1)[:, None, :]  # (P, 1, K): the first such job on each machine
         np.multiply(out, ~there | (np.arange(n_jobs)[None, :, None] <= first), out=out)
     # At most max_replicas GPUs and MAX_NODES machines per job, machines taken in random order.
-    limit = np.broadcast_to(max_replicas[None, :], out.shape[:2])
-    over = _sums(out) > limit
+    over = _sums(out) > max_replicas[None, :]
     if k > MAX_NODES:
         over |= _sums(out != 0) > MAX_NODES
     if over.any():
         rows = out[over]
         shuffle = np.argsort(rng.random(rows.shape), axis=-1)
         at = (shuffle + (np.arange(len(rows)) * k)[:, None]).ravel()
-        taken = np.minimum(np.cumsum(rows.reshape(-1)[at].reshape(rows.shape), axis=-1, dtype=np.int16), limit[over][:, None])
+        taken = np.minimum(
+            np.cumsum(rows.reshape(-1)[at].reshape(rows.shape), axis=-1, dtype=np.int16), max_replicas[np.nonzero(over)[1], None]
+        )
         r = taken.copy()
         r[:, 1:] -= taken[:, :-1]
         if k > MAX_NODES:
