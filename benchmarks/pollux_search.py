@@ -64,9 +64,7 @@ def ours(goodput, base, limit, age, restarts, rng, patience=None) -> tuple[float
     factor = search.restart_factor(age, restarts)
     capacity = np.full(MACHINES, PER_MACHINE)
 
-    def evaluate(states):
-        return search.fitness(states, table, base, factor, MACHINES / c, -1.0)
-
+    evaluate = search.scorer(table, base, factor, MACHINES / c, -1.0)
     started, cpu = time.perf_counter(), time.process_time()
     search.search(
         base[None],

@@ -136,6 +136,22 @@ def test_power_mean_and_restart_penalty_by_hand():
     assert s.restart_factor(np.array([90.0, 10.0]), np.array([1, 1])).tolist() == [0.5, 0.0]
 
 
+def test_scorer_matches_the_power_mean_of_looked_up_speedups_exactly():
+    # The scorer computes each table entry's term once per round; its fitness must be the
+    # power mean of the looked-up (and penalised) speedups to the last bit, or runs change.
+    rng = np.random.default_rng(3)
+    table, factor = rng.random((6, 5, 9)) * 2, rng.random(6)
+    states = rng.integers(0, 3, (40, 6, 4)).astype(np.int8)
+    base = states[0]
+    k, r = np.count_nonzero(states, axis=-1), states.sum(axis=-1)
+    assert np.array_equal(s.counts(states)[0], k) and np.array_equal(s.counts(states)[1], r)
+    speed = table[np.arange(6)[None, :], k, r] * 0.25
+    moved = (states != base[None]).any(axis=-1)
+    for p in (-1.0, 0, 1.0, -2.0):
+        want = s.power_mean(np.where(moved, speed * factor[None, :], speed), p)
+        assert np.array_equal(s.scorer(table, base, factor, 0.25, p)(states), want)
+
+
 def test_fitness_penalises_only_jobs_that_move():
     # Two jobs, two machines; table[j, k, r]: speedup of job j on r GPUs over k machines.
     table = np.zeros((2, 3, 5))

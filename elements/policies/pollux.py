@@ -174,8 +174,7 @@ class Pollux(Element):
         factor = search.restart_factor(age, restarts, self.restart_delay) if self.restart_delay > 0 else np.ones(n)
         scale, p = k / c, self.p
 
-        def evaluate(states: np.ndarray) -> np.ndarray:
-            return search.fitness(states, table, base, factor, scale, p)
+        evaluate = search.scorer(table, base, factor, scale, p)
 
         # The last population, its jobs mapped onto this round's (new jobs get nothing).
         old = np.zeros((len(self._pop), n, k), dtype=np.int8)

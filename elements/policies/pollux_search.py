@@ -37,9 +37,23 @@ RESTART_DELAY_S = 30.0  # Pollux's simulator: the delay its restart penalty assu
 MAX_NODES = 16  # Pollux's repair: at most this many machines per job
 
 
+def _sums(a: np.ndarray) -> np.ndarray:
+    """Sums over the last axis as float64, by a matrix product: exact for these small
+    integers and several times faster than an integer reduction over a short axis."""
+    n = a.shape[-1]
+    ones = _ONES.get(n)
+    if ones is None:
+        ones = _ONES[n] = np.ones(n)
+        ones.flags.writeable = False
+    return a.astype(np.float64) @ ones
+
+
+_ONES: dict[int, np.ndarray] = {}  # vectors of ones by length, for _sums
+
+
 def counts(states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(machines, GPUs) of each job in each candidate: two (P, J) arrays."""
-    return np.count_nonzero(states, axis=-1), states.sum(axis=-1)
+    return _sums(states != 0).astype(np.int64), _sums(states).astype(np.int64)
 
 
 def speedups(states: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -61,14 +75,33 @@ def power_mean(values: np.ndarray, p: float) -> np.ndarray:
     return (((values + 1e-3) ** p).mean(axis=-1)) ** (1.0 / p)
 
 
+def scorer(table: np.ndarray, base: np.ndarray, factor: np.ndarray, scale: float, p: float):
+    """The fitness function of one round (see `fitness`): each table entry's term of the power
+    mean, unmoved and moved, is computed once here, so that a generation only looks them up.
+    The terms are the same element-wise operations as `power_mean` on the looked-up values."""
+    n, size = table.shape[0], table[0].size
+    s = table * scale
+    both = np.stack([s, s * factor[:, None, None]])  # (unmoved, moved) x (J, K + 1, C + 1)
+    terms = (np.log(np.maximum(both, 1e-3)) if p == 0 else (both + 1e-3) ** p).ravel()
+    offset = np.arange(n) * size
+    stride = table.shape[2]
+
+    def evaluate(states: np.ndarray) -> np.ndarray:
+        if n == 0:
+            return np.zeros(len(states))
+        k, r = counts(states)
+        moved = _sums(states != base[None]) > 0
+        v = terms[offset + k * stride + r + moved * (n * size)]
+        return np.exp(v.mean(axis=-1)) if p == 0 else v.mean(axis=-1) ** (1.0 / p)
+
+    return evaluate
+
+
 def fitness(states: np.ndarray, table: np.ndarray, base: np.ndarray, factor: np.ndarray, scale: float, p: float) -> np.ndarray:
     """(P,) fitness of each candidate, larger is better: the power mean of the jobs' scaled
-    speedups, penalised where their allocation differs from `base` (the current one)."""
-    if states.shape[1] == 0:
-        return np.zeros(len(states))
-    s = speedups(states, table) * scale
-    moved = (states != base[None]).any(axis=-1)
-    return power_mean(np.where(moved, s * factor[None, :], s), p)
+    speedups, penalised where their allocation differs from `base` (the current one). A
+    search evaluates many populations against one table: build `scorer` once for it."""
+    return scorer(table, base, factor, scale, p)(states)
 
 
 def tournament(score: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -93,19 +126,30 @@ def mutate(states: np.ndarray, rng: np.random.Generator, base: np.ndarray, capac
     K), new counts (one per grown entry)."""
     p, j, k = states.shape
     f32 = np.float32
-    out = np.where((rng.random((p, j), dtype=f32) < 0.1)[..., None], base[None], states)
+    out = states.copy()
+    reset = rng.random((p, j), dtype=f32) < 0.1
+    out[reset] = base[np.nonzero(reset)[1]]
     picked = rng.random((p, j), dtype=f32) < 0.1
     if picked.any():
         rows = out[picked]
         rows[rng.random(rows.shape, dtype=f32) < 0.1] = 0
         out[picked] = rows
-    room = (capacity[None, :] - out.sum(axis=1)) >= 1  # (P, K): machines with a GPU free
-    prob1 = (room / np.maximum(room.sum(axis=-1, keepdims=True), 1)).astype(f32)[:, None, :]
+    used = np.ones(j) @ out.astype(np.float64)  # (P, K): GPUs taken on each machine
+    room = (capacity[None, :] - used) >= 1  # machines with a GPU free
+    prob1 = (room / np.maximum(room.sum(axis=-1, keepdims=True), 1)).astype(f32)
     on = (out > 0) & room[:, None, :]
-    prob2 = on / np.maximum(on.sum(axis=-1, keepdims=True), 1).astype(f32)
-    grow = np.nonzero(rng.random(out.shape, dtype=f32) < prob1 + prob2 - prob1 * prob2)
-    now, top = out[grow], capacity[grow[2]]
-    out[grow] = now + np.floor(rng.random(len(now)) * (top - now + 1)).astype(out.dtype)
+    # Growth's chance prob1 + prob2 - prob1 * prob2, where prob2 is 1 / (the job's machines
+    # with room) on those machines and 0 elsewhere (the chance is prob1 there, exactly).
+    chance = np.repeat(prob1[:, None, :], j, axis=1)
+    where = np.flatnonzero(on)
+    p1 = prob1.reshape(-1)[where // (j * k) * k + where % k]
+    job = where // k  # each entry's (candidate, job), flat
+    p2 = f32(1) / np.bincount(job, minlength=p * j)[job].astype(f32)
+    chance.reshape(-1)[where] = p1 + p2 - p1 * p2
+    grow = np.flatnonzero(rng.random(out.shape, dtype=f32) < chance)
+    flat = out.reshape(-1)  # a view: `out` is a fresh contiguous array
+    now, top = flat[grow], capacity[grow % k]
+    flat[grow] = now + np.floor(rng.random(len(now)) * (top - now + 1)).astype(out.dtype)
     return out
 
 
@@ -116,25 +160,40 @@ def repair(
     `interference` off leaves out interference avoidance (an ablation). Only the jobs and
     candidates that break a rule are touched (the rest are feasible already)."""
     out = states.copy()
+    n_jobs, k = out.shape[1:]
     if interference:  # on each machine only the first distributed job keeps its GPUs
-        distributed = np.count_nonzero(out, axis=-1) > 1
-        there = (out > 0) & distributed[..., None]
-        out[there & (np.cumsum(there, axis=1) > 1)] = 0
+        on = out > 0
+        there = on & (_sums(on) > 1)[..., None]
+        first = there.argmax(axis=1)[:, None, :]  # (P, 1, K): the first such job on each machine
+        np.multiply(out, ~there | (np.arange(n_jobs)[None, :, None] <= first), out=out)
     # At most max_replicas GPUs and MAX_NODES machines per job, machines taken in random order.
-    limit = np.broadcast_to(max_replicas[None, :], out.shape[:2])
-    over = (out.sum(axis=-1) > limit) | (np.count_nonzero(out, axis=-1) > MAX_NODES)
+    over = _sums(out) > max_replicas[None, :]
+    if k > MAX_NODES:
+        over |= _sums(out != 0) > MAX_NODES
     if over.any():
         rows = out[over]
         shuffle = np.argsort(rng.random(rows.shape), axis=-1)
-        r = np.take_along_axis(rows, shuffle, axis=-1)
-        r = np.diff(np.minimum(np.cumsum(r, axis=-1, dtype=np.int16), limit[over][:, None]), axis=-1, prepend=0)
-        r[np.cumsum(r > 0, axis=-1) > MAX_NODES] = 0
-        out[over] = np.take_along_axis(r, np.argsort(shuffle, axis=-1), axis=-1)
+        at = (shuffle + (np.arange(len(rows)) * k)[:, None]).ravel()
+        taken = np.minimum(
+            np.cumsum(rows.reshape(-1)[at].reshape(rows.shape), axis=-1, dtype=np.int16), max_replicas[np.nonzero(over)[1], None]
+        )
+        r = taken.copy()
+        r[:, 1:] -= taken[:, :-1]
+        if k > MAX_NODES:
+            r[np.cumsum(r > 0, axis=-1) > MAX_NODES] = 0
+        rows.reshape(-1)[at] = r.reshape(-1)
+        out[over] = rows
     # Machines' sizes: jobs in order take what is left.
-    full = (out.sum(axis=1) > capacity[None, :]).any(axis=-1)
-    if full.any():
-        taken = np.minimum(np.cumsum(out[full], axis=1, dtype=np.int16), capacity[None, None, :])
-        out[full] = np.diff(taken, axis=1, prepend=0)
+    full = ((np.ones(n_jobs) @ out.astype(np.float64)) > capacity[None, :]).any(axis=-1)
+    if full.any():  # running totals over jobs, jobs first: (J, candidates, K)
+        rows = out[full].transpose(1, 0, 2)
+        if n_jobs <= 32:  # a product with a triangle of ones (exact) beats cumsum while J is small
+            taken = (np.tri(n_jobs) @ rows.reshape(n_jobs, -1).astype(np.float64)).reshape(rows.shape)
+        else:
+            taken = np.cumsum(rows, axis=0, dtype=np.int16)
+        np.minimum(taken, capacity, out=taken, casting="unsafe")
+        taken[1:] -= taken[:-1].copy()
+        out[full] = taken.transpose(1, 0, 2)
     return out
 
 
