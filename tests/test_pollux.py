@@ -342,3 +342,33 @@ def test_the_scheduling_interval_spaces_searches(run_graph):
     assert result.counters["sched"]["searches"] == 6
     every = run_graph(graph.replace(", interval=3min", ""), jobs, until=15 * 60.0)
     assert every.counters["sched"]["searches"] == 16
+
+
+def test_a_measured_noise_scale_replaces_the_fitted_one(tmp_path):
+    """A live job reports the gradient noise scale it measures (job-table column
+    `grad_noise_scale`); the agent and the search use it instead of the application's fitted
+    one, and a job that reported none (NaN) keeps the fitted one."""
+    from roundhouse.elements.policies.pollux import PolluxAgent, goodput_table
+    from roundhouse.traces.goodput import ElasticProfile
+
+    profile = ElasticProfile.load_pollux(_app_folder(tmp_path), epochs={"toy": 3})
+    # The toy's goodput on two GPUs of one machine is M / (0.1 + 0.0005 M) x (phi + 100) / (phi + M):
+    # its best batch is sqrt(phi / 0.0005), 245 at the fitted phi = 300, 775 at phi = 3,000 (where
+    # the largest validated batch, 400, caps it).
+    assert profile.noise_scale(np.array([0, 0]), np.array([np.nan, 3000.0])).tolist() == pytest.approx([300.0, 3000.0], rel=0.02)
+    fitted, _ = profile.best_batch(np.array([0]), 1, 2)
+    measured, _ = profile.best_batch(np.array([0]), 1, 2, phi=np.array([3000.0]))
+    assert 230 <= fitted[0] <= 260 and 380 <= measured[0] <= 400
+
+    ctx = _ctx(profile, [0, 0])
+    columns = {"elastic_model": np.array([0.0, 0.0]), "grad_noise_scale": np.array([np.nan, 3000.0])}
+    ctx.jobs = SimpleNamespace(has_column=lambda n: n in columns, column=lambda n: columns[n])
+    agent = PolluxAgent()
+    agent.start(ctx)
+    plan = Plan(resize_rows=[0, 1], resize_gpus=[0, 1, 2, 3], resize_counts=[2, 2])
+    out = agent.tick(ctx, plan)
+    assert out.resize_batch.tolist() == [fitted[0], measured[0]]
+
+    table = goodput_table(profile, np.array([0, 0]), np.array([0, 0]), 1, 2, np.array([np.nan, 3000.0]))
+    assert table[0, 1, 2] == pytest.approx(profile.rates(np.array([0]), 1, 2, fitted)[0])
+    assert table[1, 1, 2] == pytest.approx(profile.rates(np.array([0]), 1, 2, measured, np.array([3000.0]))[0])

@@ -220,9 +220,10 @@ class ElasticProfile:
         """The application's index, -1 if unknown."""
         return -1 if name is None else self._index.get(str(name).lower(), -1)
 
-    def rates(self, app: np.ndarray, nodes, replicas, batch) -> np.ndarray:
-        """Goodput of each (application index, placement, global batch)."""
-        return self.throughput(app, nodes, replicas, batch) * self.efficiency(app, batch)
+    def rates(self, app: np.ndarray, nodes, replicas, batch, phi=None) -> np.ndarray:
+        """Goodput of each (application index, placement, global batch); `phi`, if given, is
+        each one's measured gradient noise scale (NaN: the application's fitted one)."""
+        return self.throughput(app, nodes, replicas, batch) * self.efficiency(app, batch, phi)
 
     def throughput(self, app: np.ndarray, nodes, replicas, batch) -> np.ndarray:
         app = np.asarray(app, dtype=np.int64)
@@ -230,11 +231,21 @@ class ElasticProfile:
         atomic, accum = split_batch(batch, replicas, self._max_local[app], self._init[app])
         return replicas * atomic * (accum + 1) / step_time(self._params[app], nodes, replicas, atomic, accum)
 
-    def efficiency(self, app: np.ndarray, batch) -> np.ndarray:
+    def efficiency(self, app: np.ndarray, batch, phi=None) -> np.ndarray:
         app = np.asarray(app, dtype=np.int64)
-        return efficiency(self._phi[app], self._init[app], batch)
+        return efficiency(self.noise_scale(app, phi), self._init[app], batch)
 
-    def best_batch(self, app: np.ndarray, nodes, replicas, candidates: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    def noise_scale(self, app: np.ndarray, phi=None) -> np.ndarray:
+        """Each job's gradient noise scale: the one it measured (a live job reports it: the
+        job-table column `grad_noise_scale`) where given, positive and finite, else its
+        application's fitted one."""
+        fitted = self._phi[np.asarray(app, dtype=np.int64)]
+        if phi is None:
+            return fitted
+        phi = np.broadcast_to(np.asarray(phi, dtype=np.float64), fitted.shape)
+        return np.where(np.isfinite(phi) & (phi > 0), phi, fitted)
+
+    def best_batch(self, app: np.ndarray, nodes, replicas, candidates: int = 50, phi=None) -> tuple[np.ndarray, np.ndarray]:
         """(global batch size, goodput) that maximise each job's goodput on a placement of
         `replicas` GPUs over `nodes` machines, as Pollux's agent picks it: `candidates` sizes
         spaced geometrically from max(M0, smallest per-GPU batch x replicas) to the largest
@@ -249,7 +260,8 @@ class ElasticProfile:
         batch = np.floor(np.exp(np.log(low)[:, None] + (np.log(high) - np.log(low))[:, None] * steps[None, :]))
         shape = batch.shape
         a = np.repeat(app, candidates)
-        good = self.rates(a, np.repeat(nodes, candidates), np.repeat(replicas, candidates), batch.ravel()).reshape(shape)
+        phi = None if phi is None else np.repeat(np.broadcast_to(np.asarray(phi, dtype=np.float64), app.shape), candidates)
+        good = self.rates(a, np.repeat(nodes, candidates), np.repeat(replicas, candidates), batch.ravel(), phi).reshape(shape)
         good = np.where(batch <= self._max_batch[app][:, None], good, 0.0)
         best = good.argmax(axis=1)
         pick = np.arange(len(app))

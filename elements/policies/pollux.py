@@ -18,19 +18,23 @@ if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
 
 
-def goodput_table(elastic, app: np.ndarray, batch: np.ndarray, machines: int, gpus: int) -> np.ndarray:
+def goodput_table(
+    elastic, app: np.ndarray, batch: np.ndarray, machines: int, gpus: int, phi: np.ndarray | None = None
+) -> np.ndarray:
     """(J, machines+1, gpus+1): each job's goodput on r GPUs over k machines (0 where k = 0 or
-    k > r), at its goodput-best batch size, or at `batch` where that is positive (a fixed one)."""
+    k > r), at its goodput-best batch size, or at `batch` where that is positive (a fixed one);
+    `phi`: each job's measured gradient noise scale (NaN or absent: its application's)."""
     k, r = np.meshgrid(np.arange(1, machines + 1), np.arange(1, gpus + 1), indexing="ij")
     ok = k <= r
     kk, rr = k[ok].astype(np.float64), r[ok].astype(np.float64)
     out = np.zeros((len(app), machines + 1, gpus + 1))
     for i in range(len(app)):  # one row of the table per distinct (application, fixed batch)
         a = np.full(len(kk), app[i])
+        noise = None if phi is None else np.full(len(kk), phi[i])
         if batch[i] > 0:
-            good = elastic.rates(a, kk, rr, np.full(len(kk), float(batch[i])))
+            good = elastic.rates(a, kk, rr, np.full(len(kk), float(batch[i])), noise)
         else:
-            _, good = elastic.best_batch(a, kk, rr)
+            _, good = elastic.best_batch(a, kk, rr, phi=noise)
         out[i, 1:, 1:][ok] = good
     return out
 
@@ -102,7 +106,7 @@ class Pollux(Element):
         self._pop = np.zeros((0, 0, ctx.cluster.n_nodes), dtype=np.int8)
         self._pop_rows = np.zeros(0, dtype=np.int64)
         self._most = np.zeros(len(ctx.jobs), dtype=np.int64)
-        self._tables: dict[tuple[int, int], np.ndarray] = {}  # (application, fixed batch) -> goodput table
+        self._tables: dict[tuple[int, int, float], np.ndarray] = {}  # (application, fixed batch, noise scale) -> goodput table
         self._last = -np.inf
         self.counters.update(searches=0, changed=0, fitness=0)
 
@@ -140,13 +144,22 @@ class Pollux(Element):
     def _table(self, ctx: RoundContext, jobs: Active, app: np.ndarray, elastic) -> np.ndarray:
         fixed = _column(ctx, "batch_fixed", jobs.rows, 0.0) > 0
         batch = np.where(fixed, jobs.column("batch_size"), 0).astype(np.int64)
-        keys = list(zip(app.tolist(), batch.tolist(), strict=True))
+        # A live job reports the gradient noise scale it measures; a simulated one has none
+        # (-1: its application's fitted one), so its table is computed once per run.
+        measured = _column(ctx, "grad_noise_scale", jobs.rows, np.nan)
+        phi = np.where(np.isfinite(measured) & (measured > 0), measured, -1.0)
+        keys = list(zip(app.tolist(), batch.tolist(), phi.tolist(), strict=True))
         todo = sorted({key for key in keys if key not in self._tables})
         if todo:
             a, b = np.array([t[0] for t in todo]), np.array([t[1] for t in todo])
-            for key, rows in zip(todo, goodput_table(elastic, a, b, ctx.cluster.n_nodes, ctx.cluster.n_gpus), strict=True):
+            noise = np.array([t[2] if t[2] > 0 else np.nan for t in todo])
+            for key, rows in zip(todo, goodput_table(elastic, a, b, ctx.cluster.n_nodes, ctx.cluster.n_gpus, noise), strict=True):
                 self._tables[key] = rows
-        return np.stack([self._tables[key] for key in keys])
+        tables = np.stack([self._tables[key] for key in keys])
+        if (phi > 0).any():  # measured noise scales change every round: keep only this round's
+            used = set(keys)
+            self._tables = {key: t for key, t in self._tables.items() if key[2] < 0 or key in used}
+        return tables
 
     def _search(self, ctx: RoundContext, jobs: Active, app: np.ndarray, elastic) -> tuple[np.ndarray, np.ndarray]:
         cluster = ctx.cluster
@@ -280,7 +293,8 @@ class PolluxAgent(Element):
         machines = np.bincount(pairs // ctx.cluster.n_nodes, minlength=n)
         out = given.copy()
         if tune.any():
-            batch, _ = elastic.best_batch(app[tune], machines[tune], counts[tune], self.candidates)
+            phi = _column(ctx, "grad_noise_scale", rows, np.nan)[tune]  # measured live, else NaN
+            batch, _ = elastic.best_batch(app[tune], machines[tune], counts[tune], self.candidates, phi)
             out[tune] = batch
         return out, tune
 
