@@ -157,9 +157,13 @@ class JobTable:
         for name, dtype in {**SPEC_COLUMNS, **DERIVED_COLUMNS}.items():
             self._cols[name] = np.empty(capacity, dtype=dtype)
         for name, (dtype, fill) in LIVE_COLUMNS.items():
-            self._cols[name] = np.full(capacity, fill, dtype=dtype)
+            self._cols[name] = _filled(capacity, dtype, fill)
         self._type_rates = np.zeros((capacity, n_gpu_types))
-        self._row_of_id: dict[int, int] = {}
+        # Job id -> row. While ids arrive in increasing order (every trace and generator gives
+        # them so), the job_id column is sorted and a binary search finds a row: no dict of a
+        # million Python ints (about 110 MB). The dict is built the first time an id comes out
+        # of order, and kept from then on.
+        self._row_of_id: dict[int, int] | None = None
         self._faces: dict[str, np.ndarray] = {}  # read-only faces of the storage, made on first read
         self.reader = JobReader(self)
 
@@ -176,7 +180,7 @@ class JobTable:
                 **self.__getstate__(),
                 "_cols": {name: arr.copy() for name, arr in self._cols.items()},
                 "_type_rates": self._type_rates.copy(),
-                "_row_of_id": self._row_of_id.copy(),
+                "_row_of_id": None if self._row_of_id is None else self._row_of_id.copy(),
             }
         )
         memo[id(self.reader)] = new.reader
@@ -216,7 +220,11 @@ class JobTable:
         return face[: self._n]
 
     def row_of(self, job_id: int) -> int | None:
-        return self._row_of_id.get(int(job_id))
+        if self._row_of_id is not None:
+            return self._row_of_id.get(int(job_id))
+        ids = self._cols["job_id"][: self._n]
+        row = int(np.searchsorted(ids, job_id))
+        return row if row < self._n and ids[row] == job_id else None
 
     # --- for the writer (runtime/world.py) ---
     @property
@@ -237,14 +245,10 @@ class JobTable:
         k = len(batch)
         if k == 0:
             return np.zeros(0, dtype=np.int64)
-        ids = batch.columns["job_id"].tolist()
         start = self._n
-        fresh = set(ids)
-        if len(fresh) < k or not self._row_of_id.keys().isdisjoint(fresh):  # (set operations: no loop in Python)
-            seen: set[int] = set()
-            twice = next(i for i in ids if i in self._row_of_id or i in seen or seen.add(i))  # type: ignore[func-returns-value]
-            raise TraceError(batch.origin, f"job id {twice} is used twice (job ids must be unique in a run)")
-        self._row_of_id.update(zip(ids, range(start, start + k)))
+        ids = batch.columns["job_id"]
+        if self._row_of_id is not None or not self._after_last(ids):
+            self._add_ids(ids.tolist(), start, batch.origin)
         self._reserve(start + k)
         for name, values in batch.columns.items():
             if name not in self._cols:
@@ -256,6 +260,24 @@ class JobTable:
         self._n = start + k
         return np.arange(start, start + k, dtype=np.int64)
 
+    def _after_last(self, ids: np.ndarray) -> bool:
+        """Whether `ids` increase strictly and all come after the ids the table holds."""
+        if self._n and not ids[0] > self._cols["job_id"][self._n - 1]:
+            return False
+        return len(ids) == 1 or bool((ids[1:] > ids[:-1]).all())
+
+    def _add_ids(self, ids: list[int], start: int, origin: str) -> None:
+        """Ids out of order: look rows up in a dict from now on, refusing an id seen before."""
+        if self._row_of_id is None:
+            self._row_of_id = dict(zip(self._cols["job_id"][:start].tolist(), range(start)))
+        k = len(ids)
+        fresh = set(ids)
+        if len(fresh) < k or not self._row_of_id.keys().isdisjoint(fresh):  # (set operations: no loop in Python)
+            seen: set[int] = set()
+            twice = next(i for i in ids if i in self._row_of_id or i in seen or seen.add(i))  # type: ignore[func-returns-value]
+            raise TraceError(origin, f"job id {twice} is used twice (job ids must be unique in a run)")
+        self._row_of_id.update(zip(ids, range(start, start + k)))
+
     def _reserve(self, n: int) -> None:
         if n <= self._capacity:
             return
@@ -263,12 +285,13 @@ class JobTable:
         # Faces first: they would keep every old array alive until the last column has grown.
         self._faces.clear()
         for name, arr in self._cols.items():
-            grown = np.empty(capacity, dtype=arr.dtype)
-            grown[: self._n] = arr[: self._n]
             if name in LIVE_COLUMNS:
-                grown[self._n :] = LIVE_COLUMNS[name][1]
-            elif arr.dtype.kind == "f":
-                grown[self._n :] = np.nan
+                grown = _filled(capacity, arr.dtype, LIVE_COLUMNS[name][1])
+            else:
+                grown = (
+                    np.full(capacity, np.nan, dtype=arr.dtype) if arr.dtype.kind == "f" else np.empty(capacity, dtype=arr.dtype)
+                )
+            grown[: self._n] = arr[: self._n]
             self._cols[name] = grown
         rates = np.zeros((capacity, self._n_types))
         rates[: self._n] = self._type_rates[: self._n]
@@ -286,6 +309,14 @@ class JobTable:
             values = self._cols[name][: self._n][rows]
             data[name] = values.tolist() if values.dtype == object else values
         return pl.DataFrame(data)
+
+
+def _filled(capacity: int, dtype, fill) -> np.ndarray:
+    """A live column's storage. Zeros come from the allocator already zeroed, so the pages of a
+    column no job writes (or of rows not yet added) take no memory."""
+    if fill == 0:  # (NaN is not)
+        return np.zeros(capacity, dtype=dtype)
+    return np.full(capacity, fill, dtype=dtype)
 
 
 def resource_seconds(reader: JobReader) -> tuple[float, float]:
