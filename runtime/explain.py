@@ -139,8 +139,11 @@ class Recorder:
         self.ranked_by = list(ranked_by)
         self.ids = {name: i for i, name in enumerate(self.elements)}
         self._key = np.zeros(0, dtype=np.int64)  # per job row: the key of the reason it holds now
-        # The records, as the arrays they came in: (time, rows, key, a, b, c).
+        # The records, as the arrays they came in: (time, rows, key, a, b, c); every
+        # _CHUNKS of them joined into a block of columns (`_join`), so that a million jobs'
+        # records are a few arrays rather than hundreds of thousands of small ones.
         self._chunks: list[tuple] = []
+        self._blocks: list[dict[str, np.ndarray]] = []
         self.records = 0
         self._explained = 0  # suspensions elements explained since the last plan
         self._node: np.ndarray | None = None  # the machine of each GPU, once a plan launched
@@ -168,6 +171,7 @@ class Recorder:
         other.__dict__.update(self.__dict__)
         other._key = self._key.copy()
         other._chunks = list(self._chunks)  # (the arrays in them are never written again)
+        other._blocks = list(self._blocks)
         return other
 
     def reserve(self, n_jobs: int) -> None:
@@ -238,6 +242,9 @@ class Recorder:
         explained, completions, launches (on which machine, how many GPUs, over how many
         machines)."""
         explained, self._explained = self._explained, 0
+        if len(self._chunks) >= _CHUNKS:
+            self._blocks.append(self._join(self._chunks, narrow=True))
+            self._chunks = []
         if not plan.changes:
             return
         if len(plan.suspend) > explained:
@@ -270,7 +277,14 @@ class Recorder:
     # --- reading it ---
     def arrays(self) -> dict[str, np.ndarray]:
         """The records as columns: t, row, code, element (-1: the runtime), a, b, c."""
-        n = self.records
+        blocks = [*self._blocks, self._join(self._chunks)]
+        out = {name: np.concatenate([b[name] for b in blocks], dtype=blocks[-1][name].dtype) for name in blocks[-1]}
+        return _split_key(out)
+
+    def _join(self, chunks: list[tuple], narrow: bool = False) -> dict[str, np.ndarray]:
+        """Chunks of records as columns t, row, key, a, b, c; with `narrow`, whole-number
+        columns whose values fit in 32 bits are kept in 32 bits (widened again when read)."""
+        n = sum(len(chunk[1]) for chunk in chunks)
         out = {
             "t": np.empty(n),
             "row": np.empty(n, dtype=np.int64),
@@ -280,7 +294,7 @@ class Recorder:
             "c": np.empty(n, dtype=np.int64),
         }
         at = 0
-        for t, rows, key, *numbers in self._chunks:
+        for t, rows, key, *numbers in chunks:
             end = at + len(rows)
             out["t"][at:end] = t
             out["row"][at:end] = rows
@@ -293,18 +307,20 @@ class Recorder:
             for name, value in zip("abc", numbers):
                 out[name][at:end] = value  # (whole numbers: ranks, counts, seconds rounded down)
             at = end
-        key = out.pop("key")
-        out["code"] = key % _CODES
-        out["element"] = key // _CODES - 1
+        if narrow:
+            for name, values in out.items():
+                if values.dtype.kind == "i" and (not n or (values.min() >= _I32.min and values.max() <= _I32.max)):
+                    out[name] = values.astype(np.int32)
         return out
 
     def frame(self, world: World) -> pl.DataFrame:
         """The record as a table, one row per change: t_s, job_id, state, reason, element and
         element_class (who gave it; empty: the runtime), ranked_by and ranked_by_class (the
         element whose ranking a placer followed), a, b, c (see MEANINGS), in the order recorded."""
-        import polars as pl
+        return self._table(self.arrays(), world)
 
-        cols = self.arrays()
+    def _table(self, cols: dict[str, np.ndarray], world: World) -> pl.DataFrame:
+        import polars as pl
 
         def labels(table: list[str], index: np.ndarray) -> pl.Series:
             """Strings by index, made from the index (a categorical of the few labels)."""
@@ -327,11 +343,39 @@ class Recorder:
                 "element_class": labels(["", *self.classes], el),
                 "ranked_by": labels(["", *self.ranked_by], el),
                 "ranked_by_class": labels(["", *(of.get(r, "") for r in self.ranked_by)], el),
-                "a": cols["a"],
-                "b": cols["b"],
-                "c": cols["c"],
+                "a": cols["a"].astype(np.int64, copy=False),
+                "b": cols["b"].astype(np.int64, copy=False),
+                "c": cols["c"].astype(np.int64, copy=False),
             }
         )
 
     def write(self, path, world: World) -> None:
-        self.frame(world).write_parquet(path, compression="zstd")
+        """The record as Parquet, written block by block (one row group each), so that a
+        million jobs' records never stand in memory as one table."""
+        import pyarrow.parquet as pq
+
+        writer = None
+        try:
+            for block in [*self._blocks, self._join(self._chunks)]:
+                if writer is not None and not len(block["t"]):
+                    continue
+                piece = self._table(_split_key(dict(block)), world).to_arrow()
+                if writer is None:
+                    writer = pq.ParquetWriter(path, piece.schema, compression="zstd")
+                writer.write_table(piece)
+        finally:
+            if writer is not None:
+                writer.close()
+
+
+_I32 = np.iinfo(np.int32)
+# Chunks of records kept as they came before they are joined into a block of columns.
+_CHUNKS = 4096
+
+
+def _split_key(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A record's key as its code and its element (-1: the runtime)."""
+    key = cols.pop("key").astype(np.int64, copy=False)
+    cols["code"] = key % _CODES
+    cols["element"] = key // _CODES - 1
+    return cols

@@ -227,3 +227,32 @@ def test_only_changes_are_recorded_and_a_copy_goes_on_alone():
     cols = record.arrays()
     assert cols["t"].tolist() == [300.0, 300.0, 300.0, 900.0, 900.0]
     assert cols["a"].tolist() == [1, 2, 3, 7, 8] and cols["code"][-1] == Reason.NO_ROOM
+
+
+def test_records_joined_into_blocks_read_and_write_as_one_table(tmp_path, monkeypatch):
+    # A long run's records are joined into blocks of columns as they come, and written block
+    # by block: the table and the file are the same as with every record kept as it came.
+    import roundhouse.runtime.explain as explain
+
+    jobs = [job(i, 100 * i, 1 + i % 3, 900 + 250 * (i % 5)) for i in range(40)]
+    write_trace(tmp_path / "trace.csv", jobs)
+    (tmp_path / "g.sched").write_text(textwrap.dedent(FIFO_STRICT))
+    graph = compile_file(tmp_path / "g.sched")
+
+    def record(chunks: int):
+        monkeypatch.setattr(explain, "_CHUNKS", chunks)
+        result = simulate(graph, "2x2:V100", explain=True)
+        record = result.world.explain
+        path = tmp_path / f"explain-{chunks}.parquet"
+        record.write(path, result.world)
+        return record, record.frame(result.world), pl.read_parquet(path)
+
+    whole, whole_frame, whole_file = record(10**9)
+    blocks, blocks_frame, blocks_file = record(3)
+    assert not whole._blocks and len(blocks._blocks) > 3
+    assert blocks._blocks[0]["row"].dtype == np.int32  # small numbers kept in 32 bits
+    assert whole.records == blocks.records == whole_frame.height > 100
+    assert blocks_frame.equals(whole_frame) and blocks_file.equals(whole_file)
+    assert whole_file.equals(whole_frame) and whole_file.schema == whole_frame.schema
+    for name, values in whole.arrays().items():
+        assert np.array_equal(blocks.arrays()[name], values) and blocks.arrays()[name].dtype == values.dtype, name
