@@ -155,7 +155,24 @@ def prepare_jobs(
     loss = initial_loss(trace, origin)
     if loss is not None:
         columns["loss"] = loss  # a live column from here on (the world updates it with progress)
-    return JobBatch(columns, type_rates, origin), unknown
+    return JobBatch({name: _one_value(values) for name, values in columns.items()}, _one_value(type_rates), origin), unknown
+
+
+def _one_value(values: np.ndarray) -> np.ndarray:
+    """A column whose jobs all have the same value, as that value repeated without memory (a
+    read-only broadcast view); other columns as they are. A source keeps its whole trace
+    prepared for the run, and most of a large generated trace's columns are defaults (no
+    model, no user, weight 1, ...): a million jobs' copies of them took some 100 MB."""
+    if len(values) < 2:
+        return values
+    first = values[0]
+    if values.dtype.kind == "f" and np.isnan(first).all():
+        same = bool(np.isnan(values).all())
+    elif values.dtype == object:
+        same = first is None and not np.not_equal(values, None).any()
+    else:
+        same = bool((values == first).all())
+    return np.broadcast_to(values[:1].copy(), values.shape) if same else values
 
 
 def _elastic_rows(model: ThroughputModel, raw_models) -> np.ndarray:
