@@ -168,9 +168,9 @@ def job_table(ctx: RoundContext, track: IdRange | None, starts: np.ndarray | Non
     """One row per (tracked) job the run has seen, finished or not."""
     table = ctx.jobs
     ids = table.column("job_id")
-    rows = np.arange(len(ids))
+    rows: np.ndarray | slice = slice(None)  # (every job: the columns themselves, no copies)
     if track is not None:
-        rows = rows[(ids >= track.start) & (ids < track.stop)]
+        rows = np.flatnonzero((ids >= track.start) & (ids < track.stop))
     col = lambda name: table.column(name)[rows]  # noqa: E731
     arrival, first, finish = col("arrival_s"), col("first_start_s"), col("finish_s")
     failed = col("failed")
@@ -217,8 +217,11 @@ def job_table(ctx: RoundContext, track: IdRange | None, starts: np.ndarray | Non
 
 
 def summarize(jobs: pl.DataFrame, ctx: RoundContext) -> dict:
-    finished = jobs.filter(pl.col("finish_s").is_not_null())
-    started = jobs.filter(pl.col("first_start_s").is_not_null())
+    # (Only the columns read below: a million jobs' whole table is not copied.)
+    finished = jobs.select("finish_s", "jct_s", "queue_s", "comm_s", "queue_after_preemption_s").filter(
+        pl.col("finish_s").is_not_null()
+    )
+    started = jobs.select("first_start_s", "responsiveness_s").filter(pl.col("first_start_s").is_not_null())
     jct = finished["jct_s"].to_numpy()
     responsiveness = started["responsiveness_s"].to_numpy()
     queue = finished["queue_s"].to_numpy()
