@@ -5,17 +5,23 @@
     python benchmarks/scale.py --only million-160   # one case by name
     python benchmarks/scale.py --no-skip  # the same with event skipping off (skip_rounds=false)
 
-Each case runs in a subprocess of its own, so that its peak resident memory is its own; the
-table gives wall time (the whole run: reading or generating the trace, simulating, and for the
-CLI cases writing jobs.csv and summary.json), rounds (ticked and skipped), rounds per second,
-microseconds per round and peak RSS. The plot (docs/figures/scale.png unless --plot says
+Each case's trace is generated first, by `roundhouse trace generate` in a process of its own
+(Roundhouse's own generator: Philly durations and GPU counts, Poisson arrivals), into a
+temporary folder. Each case then runs in a subprocess of its own, so that its peak resident
+memory is its own and no generator's: "cli" cases are `roundhouse run GRAPH --out DIR` as the
+command line runs it (reading the trace, simulating, writing jobs.csv, summary.json and
+explain.parquet), "engine" cases simulate in process (as benchmarks/engine_las.py). The first
+table gives wall time (the whole run, start-up included), rounds (ticked and skipped), rounds
+per second, microseconds per round and peak RSS; the second splits each CLI run into its
+phases, with each phase's wall time and its own peak RSS (the kernel's high-water mark, reset
+at the start of the phase): start-up (imports, compiling the graph, loading the cluster and
+profiles), reading the trace (parsing and checking it, and preparing the job specs), the
+simulation, and writing the results. The plot (docs/figures/scale.png unless --plot says
 otherwise) draws microseconds per round against the mean number of jobs in the system and
 against the cluster's GPUs.
 
-Traces come from Roundhouse's own generator (Philly durations and GPU counts, Poisson
-arrivals), written to a temporary folder. Figures depend on the machine and on what else runs
-on it; compare versions of the code on the same machine, runs interleaved. This is a script
-that prints figures, not a timed test.
+Figures depend on the machine and on what else runs on it; compare versions of the code on the
+same machine, runs interleaved. This is a script that prints figures, not a timed test.
 """
 
 from __future__ import annotations
@@ -23,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -132,26 +137,76 @@ def graph_text(trace: Path, cluster: str, policy: str, placer: str, skip: bool) 
     )
 
 
+PHASES = ("start-up", "read", "simulate", "write")
+
+
+class _Phases:
+    """Wall time and peak resident memory of each phase of a run in this process. A phase's
+    peak is the kernel's high-water mark of resident memory, reset when the phase begins."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.wall: dict[str, float] = {}
+        self.peak_mb: dict[str, float] = {}
+        self._at = self.started
+        _reset_peak()
+
+    def end(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.wall[phase] = self.wall.get(phase, 0.0) + now - self._at
+        self.peak_mb[phase] = max(self.peak_mb.get(phase, 0.0), _peak_mb())
+        self._at = now
+        _reset_peak()
+
+    def around(self, module, name: str, before: str | None, after: str | None) -> None:
+        """End phase `before` when `module.name` is called and phase `after` when it returns."""
+        original = getattr(module, name)
+
+        def timed(*args, **kwargs):
+            if before:
+                self.end(before)
+            out = original(*args, **kwargs)
+            if after:
+                self.end(after)
+            return out
+
+        setattr(module, name, timed)
+
+
+def _reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as f:  # "5": reset the peak resident set size (Linux)
+        f.write("5")
+
+
+def _peak_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def child(name: str, folder: Path, skip: bool) -> None:
     """Run one case in this process and print its figures as one JSON line."""
     _, _, jobs, rate, cluster, policy, placer, how, _ = CASES[name]
-    started = time.perf_counter()
-    from roundhouse.traces.generators import generate
-
-    trace = folder / f"{name}.csv"
-    generate(jobs, rate / 3600.0, seed=0).write_csv(trace)
-    generated = time.perf_counter() - started
+    phases = _Phases()
     graph = folder / f"{name}.sched"
-    graph.write_text(graph_text(trace, cluster, policy, placer, skip))
-    started = time.perf_counter()
+    graph.write_text(graph_text(trace_path(folder, jobs, rate), cluster, policy, placer, skip))
     if how == "cli":
+        import roundhouse.tools.run_cmd as run_cmd
+        import roundhouse.traces.formats as formats
+        import roundhouse.traces.prepare as prepare
         from roundhouse.tools.cli import main
 
+        # (TraceSource imports the reader and the world the preparation when they are used.)
+        phases.around(formats, "read_trace", "start-up", None)
+        phases.around(prepare, "prepare_jobs", None, "read")
+        phases.around(run_cmd, "write_results", "simulate", "write")
         out = folder / f"{name}-out"
         status = main(["run", str(graph), "--out", str(out), "--quiet"])
         if status:
             raise SystemExit(status)
-        wall = time.perf_counter() - started
+        wall = time.perf_counter() - phases.started
         run = json.loads((out / "run.json").read_text())
         rounds = run["rounds"]
         skipped = run.get("skipped_rounds")
@@ -161,7 +216,8 @@ def child(name: str, folder: Path, skip: bool) -> None:
         from roundhouse.runtime.simulate import simulate
 
         result = simulate(compile_file(graph))
-        wall = time.perf_counter() - started
+        wall = time.perf_counter() - phases.started
+        phases.end("simulate")
         rounds, skipped = result.rounds, result.skipped_rounds
         summary = result.reports["m"]["summary"]
     span = summary["end_s"]
@@ -171,24 +227,46 @@ def child(name: str, folder: Path, skip: bool) -> None:
             {
                 "name": name,
                 "wall_s": wall,
-                "generate_s": generated,
                 "rounds": rounds,
                 "skipped": skipped,
                 "in_system": in_system,
-                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "peak_rss_mb": max(phases.peak_mb.values()),
+                "phases_s": phases.wall,
+                "phases_peak_mb": phases.peak_mb,
                 "avg_jct_h": (summary["avg_jct_s"] or 0.0) / 3600,
             }
         )
     )
 
 
+def trace_path(folder: Path, jobs: int, rate: float) -> Path:
+    return folder / f"trace-{jobs}-{rate:g}.csv"
+
+
+def generate_trace(folder: Path, jobs: int, rate: float) -> float:
+    """The case's trace, from `roundhouse trace generate` in a process of its own (once per
+    jobs and rate); returns the seconds it took (0 if the trace was there already)."""
+    path = trace_path(folder, jobs, rate)
+    if path.exists():
+        return 0.0
+    started = time.perf_counter()
+    args = [sys.executable, "-m", "roundhouse.tools.cli", "trace", "generate", "-o", str(path)]
+    args += ["--jobs", str(jobs), "--rate", f"{rate:g}/h", "--seed", "0"]
+    done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
+    if done.returncode:
+        raise SystemExit(f"generating {path.name} failed:\n{done.stderr}")
+    return time.perf_counter() - started
+
+
 def run_case(name: str, folder: Path, skip: bool) -> dict:
+    _, _, jobs, rate, *_ = CASES[name]
+    generated = generate_trace(folder, jobs, rate)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     args = [sys.executable, __file__, "--child", name, "--folder", str(folder)] + ([] if skip else ["--no-skip"])
     done = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
     if done.returncode:
         raise SystemExit(f"case {name} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "generate_s": generated}
 
 
 def plot(results: list[dict], path: Path) -> None:
@@ -258,6 +336,13 @@ def main() -> None:
                 f"{r['wall_s'] / r['rounds'] * 1e6:9.0f} {r['in_system']:10,.0f} {r['peak_rss_mb']:7.0f} MB",
                 flush=True,
             )
+    cli = [r for r in results if CASES[r["name"]][7] == "cli"]
+    if cli:
+        print("\nCLI runs by phase: wall seconds, and each phase's own peak RSS in MB")
+        print(f"{'case':14s}" + "".join(f" {phase:>18s}" for phase in PHASES))
+        for r in cli:
+            cells = "".join(f" {r['phases_s'].get(p, 0.0):9.2f} s {r['phases_peak_mb'].get(p, 0.0):5.0f} MB" for p in PHASES)
+            print(f"{r['name']:14s}{cells}")
     if GAVEL_BENCHMARK.exists() and not args.only:
         print("\nGavel's heterogeneity-aware LAS and FIFO on msr 0e4a51 (benchmarks/gavel_scale.py):", flush=True)
         subprocess.run([sys.executable, str(GAVEL_BENCHMARK)], check=False)
