@@ -4,7 +4,7 @@ Arguments are converted and validated by runtime/arguments.py; connections and t
 structure are checked by runtime/wiring.py.
 
 parse -> resolve classes in the registry -> build configurations (converted, validated) ->
-build a networkx graph -> check unknown ports, port type mismatches, fan-in, unconnected
+build the graph of connections -> check unknown ports, port type mismatches, fan-in, unconnected
 required inputs, cycles, exactly one pool, at least one launcher -> topological order.
 Every problem found is reported at once, each at its file, line and column.
 `roundhouse check` runs all of this without running anything.
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import networkx as nx
 
 from roundhouse.errors import Location, SchedError, SchedErrors, did_you_mean
 from roundhouse.runtime import registry
@@ -29,7 +28,7 @@ from roundhouse.runtime.dsl.loader import Decl, FlatGraph, load
 from roundhouse.runtime.dsl.parser import parse_value
 from roundhouse.runtime.element import Element
 from roundhouse.runtime.settings import GraphSettings
-from roundhouse.runtime.wiring import Connection, Wiring
+from roundhouse.runtime.wiring import Connection, Topology, Wiring
 
 
 @attrs.define
@@ -38,7 +37,7 @@ class CompiledGraph:
     settings: GraphSettings
     elements: dict[str, Element]  # in tick (topological) order
     connections: list[Connection]
-    graph: nx.MultiDiGraph
+    graph: Topology
     decls: dict[str, Decl]
     setting_locations: dict[str, Location] = attrs.field(factory=dict)
     # Elements another element ticks itself (its candidates, see Element.holds).
@@ -114,12 +113,8 @@ class _Compiler:
         self.fail_if_errors()
         wiring.check_structure(elements, connections)
         self.fail_if_errors()
-        graph = nx.MultiDiGraph()
+        graph = Topology(elements, ((c.src, c.dst) for c in connections))
         order_index = {name: i for i, name in enumerate(self.flat.decls)}
-        for name, el in elements.items():
-            graph.add_node(name, element=el)
-        for c in connections:
-            graph.add_edge(c.src, c.dst, src_port=c.src_port, dst_port=c.dst_port, location=c.location)
         wiring.check_cycles(graph, connections)
         self.fail_if_errors()
         for el in elements.values():
@@ -127,7 +122,7 @@ class _Compiler:
         # A control element without inputs (a synthesizer) ticks first in its round, before any
         # element has acted on it; otherwise the order of declaration breaks ties.
         first = {n for n, el in elements.items() if el.category == "control" and not el.inputs}
-        order = list(nx.lexicographical_topological_sort(graph, key=lambda n: (n not in first, order_index[n])))
+        order = graph.order(key=lambda n: (n not in first, order_index[n]))
         return CompiledGraph(
             path=self.flat.path,
             settings=settings,

@@ -4,10 +4,10 @@ problem is collected with its place in the file, so that all are reported at onc
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 
 import attrs
-import networkx as nx
 
 from roundhouse.errors import Location, SchedError, did_you_mean
 from roundhouse.runtime import registry
@@ -215,10 +215,9 @@ class Wiring:
                 SchedError("the graph has no launcher: add a Launch element to carry out its plans", self.file_location)
             )
 
-    def check_cycles(self, graph: nx.MultiDiGraph, connections: list[Connection]) -> None:
-        try:
-            cycle = nx.find_cycle(graph)
-        except nx.NetworkXNoCycle:
+    def check_cycles(self, graph: Topology, connections: list[Connection]) -> None:
+        cycle = graph.find_cycle()
+        if cycle is None:
             return
         names = [edge[0] for edge in cycle] + [cycle[0][0]]
         src, dst = cycle[-1][0], cycle[-1][1]
@@ -230,6 +229,61 @@ class Wiring:
                 hint="a graph is ticked once per round in order; feed information back through the world state instead",
             )
         )
+
+
+class Topology:
+    """Who feeds whom: the elements (in declaration order) and one edge per connection. (A
+    graph has tens of elements: plain lists, rather than a graph library to import at start-up.)"""
+
+    def __init__(self, nodes, edges):
+        self.nodes: list[str] = list(nodes)
+        self.successors: dict[str, list[str]] = {n: [] for n in self.nodes}
+        for src, dst in edges:
+            self.successors[src].append(dst)
+
+    def order(self, key) -> list[str]:
+        """A topological order that takes, among the elements ready, the one of smallest `key`."""
+        waiting = dict.fromkeys(self.nodes, 0)
+        for targets in self.successors.values():
+            for dst in targets:
+                waiting[dst] += 1
+        ready = [(key(n), n) for n in self.nodes if not waiting[n]]
+        heapq.heapify(ready)
+        out = []
+        while ready:
+            _, node = heapq.heappop(ready)
+            out.append(node)
+            for dst in self.successors[node]:
+                waiting[dst] -= 1
+                if not waiting[dst]:
+                    heapq.heappush(ready, (key(dst), dst))
+        return out
+
+    def find_cycle(self) -> list[tuple[str, str]] | None:
+        """The edges of a cycle (the first a depth-first search meets, from the elements in
+        declaration order), or None."""
+        done: set[str] = set()
+        for root in self.nodes:
+            if root in done:
+                continue
+            path = [root]
+            on_path = {root}
+            nexts = [iter(self.successors[root])]
+            while nexts:
+                dst = next(nexts[-1], None)
+                if dst is None:
+                    done.add(path[-1])
+                    on_path.discard(path.pop())
+                    nexts.pop()
+                elif dst in on_path:
+                    start = path.index(dst)
+                    cycle = path[start:] + [dst]
+                    return list(zip(cycle[:-1], cycle[1:]))
+                elif dst not in done:
+                    path.append(dst)
+                    on_path.add(dst)
+                    nexts.append(iter(self.successors[dst]))
+        return None
 
 
 def _type_hint(port_type: type) -> str | None:
