@@ -30,8 +30,14 @@ COMMAND_MODULES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; with `command` (a command's name), of that one only, so that
+    running one command does not import the modules of the fifteen others."""
     import importlib
+
+    modules = COMMAND_MODULES
+    if command is not None and f"roundhouse.tools.{command}_cmd" in COMMAND_MODULES:
+        modules = (f"roundhouse.tools.{command}_cmd",)
 
     parser = argparse.ArgumentParser(
         prog="roundhouse",
@@ -45,16 +51,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    args = parser.parse_args([a for a in argv if a != "--debug"])
+    argv = [a for a in argv if a != "--debug"]
+    # (The command comes first: the main parser's only other option is --help. Help, or an
+    # unknown or missing command, gets the whole parser, whose messages list every command.)
+    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
+    args = parser.parse_args(argv)
     try:
         status = args.handler(args)
     except RoundhouseError as err:

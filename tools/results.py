@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load
 from roundhouse.tools.common import overrides
 from roundhouse.traces.csvtext import check_trace_file
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def compile_with_overrides(args):
@@ -43,6 +44,8 @@ _RESOURCES = (("CPU", "cpu_utilization"), ("memory", "memory_utilization"))
 
 
 def print_summary(console: Console, graph, cluster, result, live: bool = False) -> None:
+    from rich.table import Table
+
     for name, report in result.reports.items():
         _print_objectives(console, name, report)
         summary = report.get("summary")
@@ -80,6 +83,8 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
 
 def _print_objectives(console: Console, name: str, report: dict) -> None:
     """Sinks other than JobMetrics (cost, SLOs, fairness, ...) report flat dicts of numbers."""
+    from rich.table import Table
+
     for key, value in report.items():
         if key == "summary" or not isinstance(value, dict):
             continue

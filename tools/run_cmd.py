@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from roundhouse.runtime.files import make_folder, writing
 from roundhouse.runtime.simulate import load_cluster, simulate
@@ -12,6 +11,9 @@ from roundhouse.runtime.values import format_duration
 from roundhouse.tools.common import add_overrides, seconds
 from roundhouse.tools.live_run import add_live_options, run_live
 from roundhouse.tools.results import compile_with_overrides, print_summary, write_results
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def register(sub) -> None:
@@ -43,8 +45,12 @@ def run(args) -> int:
     graph = compile_with_overrides(args)
     cluster = load_cluster(graph, args.cluster)
     out = make_folder(args.out, "--out") if args.out is not None else None
-    console = Console(stderr=True, quiet=args.quiet)
-    progress = _Progress(console) if console.is_terminal and not args.quiet else None
+    progress = None
+    if not args.quiet:  # (rich only when something is printed: importing it is a start-up cost)
+        from rich.console import Console
+
+        console = Console(stderr=True)
+        progress = _Progress(console) if console.is_terminal else None
     try:
         on_round = progress.update if progress else None
         result = simulate(graph, cluster, until=until, on_round=on_round, explain=out is not None and args.explain)
@@ -52,7 +58,7 @@ def run(args) -> int:
         if progress:
             progress.close()
     if not args.quiet:
-        print_summary(Console(quiet=args.quiet), graph, cluster, result)
+        print_summary(Console(), graph, cluster, result)
     if out is not None:
         with writing(out):
             write_results(out, graph, cluster, result)
