@@ -51,7 +51,23 @@ _TERMINAL_TEXT = {
 @functools.cache
 def _parser() -> lark.Lark:
     grammar = resources.files("roundhouse.runtime.dsl").joinpath("grammar.lark").read_text()
-    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=_cache_file())
+
+
+def _cache_file() -> str | bool:
+    """Where lark keeps the parser tables it builds from the grammar (building them is about a
+    tenth of a second of every command's start-up): the user's cache folder, or nowhere if it
+    cannot be made. Lark checks the grammar's hash before it uses the file."""
+    import os
+    import sys
+    from pathlib import Path
+
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "roundhouse"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return str(folder / f"grammar-lark{lark.__version__}-py{sys.version_info[0]}.{sys.version_info[1]}.cache")
 
 
 def _terminal_text(name: str) -> str:
