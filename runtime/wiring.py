@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import attrs
 
@@ -235,13 +237,13 @@ class Topology:
     """Who feeds whom: the elements (in declaration order) and one edge per connection. (A
     graph has tens of elements: plain lists, rather than a graph library to import at start-up.)"""
 
-    def __init__(self, nodes, edges):
+    def __init__(self, nodes: Iterable[str], edges: Iterable[tuple[str, str]]) -> None:
         self.nodes: list[str] = list(nodes)
         self.successors: dict[str, list[str]] = {n: [] for n in self.nodes}
         for src, dst in edges:
             self.successors[src].append(dst)
 
-    def order(self, key) -> list[str]:
+    def order(self, key: Callable[[str], Any]) -> list[str]:
         """A topological order that takes, among the elements ready, the one of smallest `key`."""
         waiting = dict.fromkeys(self.nodes, 0)
         for targets in self.successors.values():

@@ -169,7 +169,7 @@ def _one_value(values: np.ndarray) -> np.ndarray:
     if values.dtype.kind == "f" and np.isnan(first).all():
         same = bool(np.isnan(values).all())
     elif values.dtype == object:
-        same = first is None and not np.not_equal(values, None).any()
+        same = first is None and not np.not_equal(values, np.array(None, dtype=object)).any()
     else:
         same = bool((values == first).all())
     return np.broadcast_to(values[:1].copy(), values.shape) if same else values
