@@ -69,3 +69,28 @@ def test_a_copy_looks_ids_up_on_its_own():
     other.append(batch([0]))  # out of order in the copy only
     assert table._row_of_id is None and table.row_of(0) is None
     assert other.row_of(0) == 2 and other.row_of(2) == 1
+
+
+def test_a_prepared_trace_keeps_shared_values_once_and_the_table_gets_them_all():
+    from roundhouse.runtime.cluster import Cluster
+    from roundhouse.traces.generators import generate
+    from roundhouse.traces.prepare import prepare_jobs
+    from roundhouse.traces.profiles import ProfileTable
+    from roundhouse.traces.throughput import ThroughputModel
+
+    profile = ProfileTable.load()
+    cluster = Cluster.parse("4x4:V100", profile.gpu_types)
+    trace = generate(500, 0.01, seed=1)
+    batch, _ = prepare_jobs(trace, ThroughputModel(profile, cluster), "V100", cluster.n_gpus, "t")
+    shared = {name for name, values in batch.columns.items() if values.strides == (0,)}
+    # Generated jobs have no model, user or SLO, weight 1: one value each, kept once.
+    assert {"model", "user", "weight", "slo_s", "batch_size", "has_model"} <= shared
+    assert not {"job_id", "arrival_s", "gpus", "duration_s", "work"} & shared
+    assert batch.type_rates.strides[0] == 0 and not batch.columns["weight"].flags.writeable
+    table = JobTable(batch.type_rates.shape[1], capacity=8)
+    for start in range(0, 500, 37):  # as a source hands them out, round by round
+        table.append(batch.slice(start, min(start + 37, 500)))
+    assert table.column("weight").tolist() == [1.0] * 500 and table.column("model").tolist() == [None] * 500
+    assert np.isnan(table.column("slo_s")).all() and table.type_rates.tolist() == [[1.0]] * 500
+    assert table.column("job_id").tolist() == trace["job_id"].to_list()
+    assert table.column("work").tolist() == trace["duration_s"].to_list()
