@@ -127,12 +127,17 @@ class JobBatch:
     columns: dict[str, np.ndarray]
     type_rates: np.ndarray  # (jobs, GPU types): iterations/s on each type, consolidated; 0 = cannot run
     origin: str = ""
+    # The job ids increase strictly down the batch (so in every slice of it): the job table
+    # then checks only a slice's first id against the ids it holds.
+    ids_increasing: bool = False
 
     def __len__(self) -> int:
         return len(self.columns["job_id"])
 
     def slice(self, start: int, stop: int) -> JobBatch:
-        return JobBatch({k: v[start:stop] for k, v in self.columns.items()}, self.type_rates[start:stop], self.origin)
+        return JobBatch(
+            {k: v[start:stop] for k, v in self.columns.items()}, self.type_rates[start:stop], self.origin, self.ids_increasing
+        )
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
@@ -247,24 +252,27 @@ class JobTable:
             return np.zeros(0, dtype=np.int64)
         start = self._n
         ids = batch.columns["job_id"]
-        if self._row_of_id is not None or not self._after_last(ids):
+        if self._row_of_id is not None or not self._after_last(ids, batch.ids_increasing):
             self._add_ids(ids.tolist(), start, batch.origin)
         self._reserve(start + k)
+        cols, stop = self._cols, start + k
         for name, values in batch.columns.items():
-            if name not in self._cols:
+            column = cols.get(name)
+            if column is None:
                 fill = np.nan if values.dtype.kind == "f" else None
-                self._cols[name] = np.full(self._capacity, fill, dtype=values.dtype if values.dtype.kind == "f" else object)
+                column = cols[name] = np.full(self._capacity, fill, dtype=values.dtype if values.dtype.kind == "f" else object)
                 self._faces.pop(name, None)
-            self._cols[name][start : start + k] = values
+            column[start:stop] = values
         self._type_rates[start : start + k] = batch.type_rates
         self._n = start + k
         return np.arange(start, start + k, dtype=np.int64)
 
-    def _after_last(self, ids: np.ndarray) -> bool:
-        """Whether `ids` increase strictly and all come after the ids the table holds."""
-        if self._n and not ids[0] > self._cols["job_id"][self._n - 1]:
+    def _after_last(self, ids: np.ndarray, increasing: bool) -> bool:
+        """Whether `ids` (known to increase, or not) increase strictly and all come after the
+        ids the table holds."""
+        if self._n and not int(ids[0]) > int(self._cols["job_id"][self._n - 1]):
             return False
-        return len(ids) == 1 or bool((ids[1:] > ids[:-1]).all())
+        return increasing or len(ids) == 1 or np.count_nonzero(ids[1:] > ids[:-1]) == len(ids) - 1
 
     def _add_ids(self, ids: list[int], start: int, origin: str) -> None:
         """Ids out of order: look rows up in a dict from now on, refusing an id seen before."""

@@ -155,7 +155,9 @@ def prepare_jobs(
     loss = initial_loss(trace, origin)
     if loss is not None:
         columns["loss"] = loss  # a live column from here on (the world updates it with progress)
-    return JobBatch({name: _one_value(values) for name, values in columns.items()}, _one_value(type_rates), origin), unknown
+    increasing = n < 2 or bool(np.count_nonzero(job_id[1:] > job_id[:-1]) == n - 1)
+    columns = {name: _one_value(values) for name, values in columns.items()}
+    return JobBatch(columns, _one_value(type_rates), origin, increasing), unknown
 
 
 def _one_value(values: np.ndarray) -> np.ndarray:

@@ -94,3 +94,33 @@ def test_a_prepared_trace_keeps_shared_values_once_and_the_table_gets_them_all()
     assert np.isnan(table.column("slo_s")).all() and table.type_rates.tolist() == [[1.0]] * 500
     assert table.column("job_id").tolist() == trace["job_id"].to_list()
     assert table.column("work").tolist() == trace["duration_s"].to_list()
+
+
+def test_a_batch_says_whether_its_ids_increase_and_the_table_follows():
+    import polars as pl
+
+    from roundhouse.runtime.cluster import Cluster
+    from roundhouse.traces.prepare import prepare_jobs
+    from roundhouse.traces.profiles import ProfileTable
+    from roundhouse.traces.schema import validate
+    from roundhouse.traces.throughput import ThroughputModel
+
+    profile = ProfileTable.load()
+    cluster = Cluster.parse("1x4:V100", profile.gpu_types)
+    model = ThroughputModel(profile, cluster)
+
+    def prepared(ids):
+        frame = pl.DataFrame({"job_id": ids, "arrival_s": [0.0, 1.0, 2.0, 3.0], "gpus": [1] * 4, "duration_s": [9.0] * 4})
+        return prepare_jobs(validate(frame, "t"), model, "V100", 4, "t")[0]
+
+    ordered, shuffled = prepared([1, 2, 5, 9]), prepared([4, 2, 7, 3])
+    assert ordered.ids_increasing and ordered.slice(1, 3).ids_increasing and not shuffled.ids_increasing
+    table = JobTable(1)
+    table.append(ordered.slice(0, 2))
+    table.append(ordered.slice(2, 4))
+    assert table._row_of_id is None and table.row_of(9) == 3
+    with pytest.raises(TraceError, match="job id 2 is used twice"):
+        table.append(shuffled)
+    other = JobTable(1)
+    other.append(shuffled)
+    assert [other.row_of(i) for i in (4, 2, 7, 3)] == [0, 1, 2, 3]
