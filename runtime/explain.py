@@ -9,11 +9,11 @@ the same reason as last round costs a comparison, nothing more, and rounds skipp
 nothing can change record nothing. Each record carries the time its reason began; its numbers
 are those of that moment.
 
-Records are kept columnar, as the arrays elements hand over (appended to a list, joined when
-the record is written), so recording is a few numpy operations per element per round. The
-recorder is a plain object on the world (`World.explain`), copied with `copy()` when a world is
-forked. `frame(world)` gives the record as a table, written beside a run's jobs.csv as
-explain.parquet (docs/explain.md).
+Records are kept columnar, as the arrays elements hand over (appended to a list, and every few
+thousand of them joined into one block of columns), so recording is a few numpy operations per
+element per round. The recorder is a plain object on the world (`World.explain`), copied with
+`copy()` when a world is forked. `frame(world)` gives the record as a table; `write` writes it
+block by block beside a run's jobs.csv as explain.parquet (docs/explain.md).
 """
 
 from __future__ import annotations
