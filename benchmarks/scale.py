@@ -174,16 +174,25 @@ class _Phases:
 
 
 def _reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as f:  # "5": reset the peak resident set size (Linux)
-        f.write("5")
+    try:
+        with open("/proc/self/clear_refs", "w") as f:  # "5": reset the peak resident set size (Linux)
+            f.write("5")
+    except OSError:  # (elsewhere a phase's peak is the peak so far)
+        pass
 
 
 def _peak_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource  # (kilobytes on Linux, bytes on macOS)
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 1024 / (1024 if sys.platform == "darwin" else 1)
 
 
 def child(name: str, folder: Path, skip: bool) -> None:
