@@ -277,13 +277,15 @@ class Recorder:
     # --- reading it ---
     def arrays(self) -> dict[str, np.ndarray]:
         """The records as columns: t, row, code, element (-1: the runtime), a, b, c."""
-        blocks = [*self._blocks, self._join(self._chunks)]
+        blocks = [*map(_records, self._blocks), self._join(self._chunks)]
         out = {name: np.concatenate([b[name] for b in blocks], dtype=blocks[-1][name].dtype) for name in blocks[-1]}
         return _split_key(out)
 
     def _join(self, chunks: list[tuple], narrow: bool = False) -> dict[str, np.ndarray]:
-        """Chunks of records as columns t, row, key, a, b, c; with `narrow`, whole-number
-        columns whose values fit in 32 bits are kept in 32 bits (widened again when read)."""
+        """Chunks of records as columns t, row, key, a, b, c. With `narrow` (a block kept for
+        the rest of the run): whole-number columns whose values fit in 32 bits are kept in 32
+        bits, and a column that every chunk gave as one number (a round's time, a reason) is
+        kept once per chunk, beside each chunk's length (`_records` widens them again)."""
         n = sum(len(chunk[1]) for chunk in chunks)
         out = {
             "t": np.empty(n),
@@ -294,8 +296,15 @@ class Recorder:
             "c": np.empty(n, dtype=np.int64),
         }
         at = 0
+        once: dict[str, list | None] = {name: [] for name in ("t", "key", "a", "b", "c")}  # per chunk, while numbers
         for t, rows, key, *numbers in chunks:
             end = at + len(rows)
+            if narrow:
+                given = (t, key, *(numbers if numbers[0] is not _LAUNCH else (rows,) * 3))
+                for name, value in zip(once, given):
+                    kept = once[name]
+                    if kept is not None:
+                        once[name] = None if isinstance(value, np.ndarray) else (kept.append(value) or kept)
             out["t"][at:end] = t
             out["row"][at:end] = rows
             out["key"][at:end] = key
@@ -308,8 +317,14 @@ class Recorder:
                 out[name][at:end] = value  # (whole numbers: ranks, counts, seconds rounded down)
             at = end
         if narrow:
+            for name, kept in once.items():
+                if kept is not None and chunks:
+                    del out[name]
+                    out[name + _ONCE] = np.array(kept, dtype=np.float64 if name == "t" else np.int64)
+            if any(name.endswith(_ONCE) for name in out):
+                out["lengths"] = np.array([len(chunk[1]) for chunk in chunks], dtype=np.int64)
             for name, values in out.items():
-                if values.dtype.kind == "i" and (not n or (values.min() >= _I32.min and values.max() <= _I32.max)):
+                if values.dtype.kind == "i" and (not len(values) or (values.min() >= _I32.min and values.max() <= _I32.max)):
                     out[name] = values.astype(np.int32)
         return out
 
@@ -357,12 +372,16 @@ class Recorder:
         writer = None
         try:
             for block in [*self._blocks, self._join(self._chunks)]:
-                if writer is not None and not len(block["t"]):
-                    continue
-                piece = self._table(_split_key(dict(block)), world).to_arrow()
-                if writer is None:
-                    writer = pq.ParquetWriter(path, piece.schema, compression="zstd")
-                writer.write_table(piece)
+                block = _records(block)
+                n = len(block["t"])
+                for start in range(0, max(n, 1), _PIECE):  # (a block of a busy run holds millions)
+                    if writer is not None and not n:
+                        break
+                    piece = {name: values[start : start + _PIECE] for name, values in block.items()}
+                    table = self._table(_split_key(piece), world).to_arrow()
+                    if writer is None:
+                        writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+                    writer.write_table(table)
         finally:
             if writer is not None:
                 writer.close()
@@ -371,6 +390,24 @@ class Recorder:
 _I32 = np.iinfo(np.int32)
 # Chunks of records kept as they came before they are joined into a block of columns.
 _CHUNKS = 4096
+# Records written to the file at once (one row group).
+_PIECE = 1 << 18
+
+
+# A block's column kept once per chunk is named with this after the column's name.
+_ONCE = "/chunk"
+
+
+def _records(block: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A block's columns with one entry per record (columns kept once per chunk repeated)."""
+    lengths = block.get("lengths")
+    out = {}
+    for name, values in block.items():
+        if name.endswith(_ONCE):
+            out[name.removesuffix(_ONCE)] = np.repeat(values, lengths)
+        elif name != "lengths":
+            out[name] = values
+    return out
 
 
 def _split_key(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

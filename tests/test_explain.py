@@ -230,8 +230,8 @@ def test_only_changes_are_recorded_and_a_copy_goes_on_alone():
 
 
 def test_records_joined_into_blocks_read_and_write_as_one_table(tmp_path, monkeypatch):
-    # A long run's records are joined into blocks of columns as they come, and written block
-    # by block: the table and the file are the same as with every record kept as it came.
+    # A long run's records are joined into blocks of columns as they come, and written piece
+    # by piece: the table and the file are the same as with every record kept as it came.
     import roundhouse.runtime.explain as explain
 
     jobs = [job(i, 100 * i, 1 + i % 3, 900 + 250 * (i % 5)) for i in range(40)]
@@ -239,8 +239,9 @@ def test_records_joined_into_blocks_read_and_write_as_one_table(tmp_path, monkey
     (tmp_path / "g.sched").write_text(textwrap.dedent(FIFO_STRICT))
     graph = compile_file(tmp_path / "g.sched")
 
-    def record(chunks: int):
+    def record(chunks: int, piece: int = 1 << 18):
         monkeypatch.setattr(explain, "_CHUNKS", chunks)
+        monkeypatch.setattr(explain, "_PIECE", piece)
         result = simulate(graph, "2x2:V100", explain=True)
         record = result.world.explain
         path = tmp_path / f"explain-{chunks}.parquet"
@@ -248,9 +249,13 @@ def test_records_joined_into_blocks_read_and_write_as_one_table(tmp_path, monkey
         return record, record.frame(result.world), pl.read_parquet(path)
 
     whole, whole_frame, whole_file = record(10**9)
-    blocks, blocks_frame, blocks_file = record(3)
+    blocks, blocks_frame, blocks_file = record(3, piece=7)  # written seven records at a time
+    import pyarrow.parquet as pq
+
+    assert pq.ParquetFile(tmp_path / "explain-3.parquet").metadata.num_row_groups > whole_frame.height // 7
     assert not whole._blocks and len(blocks._blocks) > 3
     assert blocks._blocks[0]["row"].dtype == np.int32  # small numbers kept in 32 bits
+    assert any(name.endswith("/chunk") for block in blocks._blocks for name in block)  # a round's time, once
     assert whole.records == blocks.records == whole_frame.height > 100
     assert blocks_frame.equals(whole_frame) and blocks_file.equals(whole_file)
     assert whole_file.equals(whole_frame) and whole_file.schema == whole_frame.schema
