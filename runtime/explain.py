@@ -303,8 +303,12 @@ class Recorder:
                 given = (t, key, *(numbers if numbers[0] is not _LAUNCH else (rows,) * 3))
                 for name, value in zip(once, given):
                     kept = once[name]
-                    if kept is not None:
-                        once[name] = None if isinstance(value, np.ndarray) else (kept.append(value) or kept)
+                    if kept is None:
+                        continue
+                    if isinstance(value, np.ndarray):
+                        once[name] = None
+                    else:
+                        kept.append(value)
             out["t"][at:end] = t
             out["row"][at:end] = rows
             out["key"][at:end] = key
@@ -400,7 +404,7 @@ _ONCE = "/chunk"
 
 def _records(block: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A block's columns with one entry per record (columns kept once per chunk repeated)."""
-    lengths = block.get("lengths")
+    lengths = block.get("lengths", 0)
     out = {}
     for name, values in block.items():
         if name.endswith(_ONCE):
