@@ -253,7 +253,9 @@ class Engine:
             self._record.plan(plan, self.world, placer, launcher, ctx.now)
         if len(plan.complete):
             self._completed.append(Events(time=ctx.now, finished=plan.complete, finished_at=np.full(len(plan.complete), ctx.now)))
-        return ctx.events if applied is None else Events.merge([ctx.events, applied])
+        if applied is None:
+            return ctx.events
+        return applied if ctx.events.is_quiet() and ctx.events.time <= applied.time else Events.merge([ctx.events, applied])
 
     def _context(self, events: Events, round_index: int) -> Round:
         ctx = Round(self.world, self.graph.settings, self.backend.now, round_index, events)
@@ -335,7 +337,7 @@ class Engine:
     def _poll(self) -> Events:
         """The backend's events since the last round, with the jobs' progress applied."""
         events, progress = self.backend.poll()
-        self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
+        self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s, block=progress.block)
         return events
 
     def _fold(self, events: Events) -> Events:
@@ -428,7 +430,8 @@ def pass_quiet(engine: Engine, round_s: float) -> Events:
                 return Events.merge(waited)
             engine._rounds += 1
         else:
-            return Events.merge([*waited, engine._fold(events)])
+            folded = engine._fold(events)
+            return Events.merge([*waited, folded]) if waited else folded
         events = engine._poll()
 
 

@@ -124,7 +124,7 @@ class Skipping:
         if hasattr(backend, "advance_quiet"):
             passed, progress = backend.advance_quiet(n)
             if passed:
-                self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s, passed)
+                self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s, passed, progress.block)
         if not passed:  # the first round has an event (or the backend cannot tell): one round as usual
             backend.advance()
             passed = 1
