@@ -148,9 +148,10 @@ class Simulator:
                 if rows is not self._full_rows:
                     self._full_rows, self._full_rate, self._full = rows, jobs.column("rate")[rows], None
                 remaining = jobs.column("work")[rows] - jobs.column("done")[rows]
-                start: np.ndarray | float = np.empty(len(rows))
-                start.fill(now)
-                start[rows.searchsorted(self._ready_rows)] = self._ready_at
+                starts = np.empty(len(rows))
+                starts.fill(now)
+                starts[rows.searchsorted(self._ready_rows)] = self._ready_at
+                start: np.ndarray | float = starts
                 finish_at = start + remaining / self._full_rate
                 self._earliest_finish = finish_at[finish_at.argmin()]  # (an index lookup: cheaper than .min())
             else:
