@@ -362,7 +362,7 @@ def add_progress(cols: dict[str, np.ndarray], rows: np.ndarray, steps, rounds: i
         return
     total = np.empty((4, len(rows)))
     for i, name in enumerate(_PROGRESS):
-        np.take(cols[name], rows, out=total[i])
+        cols[name].take(rows, out=total[i])
     step = steps if isinstance(steps, np.ndarray) else np.stack(steps)
     for _ in range(rounds):
         total += step
