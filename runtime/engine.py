@@ -401,7 +401,7 @@ class Engine:
         ctx.element = None
 
 
-def wired_inputs(graph, el: Element) -> list[tuple[str, tuple[str, str] | None, type, list]]:
+def wired_inputs(graph, el: Element) -> list[tuple[str, tuple[str, str] | None, Any, list]]:
     """An element's inputs: port name, the key of its value when it has one source (else None),
     its type, and its sources."""
     out = []
