@@ -74,9 +74,9 @@ class JobMetrics(Element):
         failed: jobs that failed for good so far.
         launched: launches seen so far.
         suspended: suspensions seen so far.
-    Cost: O(e) over the round's events e, plus O(r) over running jobs r with `track` (event
-        skipping asks whether they could close the window); O(J) over all jobs J once, at the end
-        (the job table).
+    Cost: O(e) over the round's events e (a start's tier from the GPUs its launch names), plus
+        O(r) over running jobs r with `track` once they are enough to close the window (event
+        skipping asks whether they could); O(J) over all jobs J once, at the end (the job table).
     See also: Launch
     Paper: Blox (EuroSys'24) §4.2 (JCT and responsiveness); Gavel (OSDI'20) §7.1; Dally (IEEE BigData'25)
     §IV (queueing delay, communication latency, allocations per tier).
