@@ -74,9 +74,9 @@ class JobMetrics(Element):
         failed: jobs that failed for good so far.
         launched: launches seen so far.
         suspended: suspensions seen so far.
-    Cost: O(e) over the round's events e, plus O(r) over running jobs r with `track` (event
-        skipping asks whether they could close the window); O(J) over all jobs J once, at the end
-        (the job table).
+    Cost: O(e) over the round's events e (a start's tier from the GPUs its launch names), plus
+        O(r) over running jobs r with `track` once they are enough to close the window (event
+        skipping asks whether they could); O(J) over all jobs J once, at the end (the job table).
     See also: Launch
     Paper: Blox (EuroSys'24) §4.2 (JCT and responsiveness); Gavel (OSDI'20) §7.1; Dally (IEEE BigData'25)
     §IV (queueing delay, communication latency, allocations per tier).
@@ -95,46 +95,46 @@ class JobMetrics(Element):
         self._starts = np.zeros((0, len(START_TIERS)), dtype=np.int64)  # per job row, per tier
 
     def tick(self, ctx: RoundContext, events: Events) -> None:
+        counters = self.counters
         if len(events.launched):
-            self._count_starts(ctx, events.launched)
-        self.counters["launched"] += len(events.launched)
-        self.counters["suspended"] += len(events.suspended)
-        self.counters["failed"] += len(events.failed)
+            self._count_starts(ctx, events)
+            counters["launched"] += len(events.launched)
+        if len(events.suspended):
+            counters["suspended"] += len(events.suspended)
+        if len(events.failed):
+            counters["failed"] += len(events.failed)
         if len(events.finished):
-            self.counters["finished"] += len(events.finished)
+            counters["finished"] += len(events.finished)
             if self.track is not None:
                 ids = ctx.jobs.column("job_id")[events.finished]
                 inside = (ids >= self.track.start) & (ids < self.track.stop)
-                self.counters["tracked_finished"] += int(inside.sum())
+                counters["tracked_finished"] += int(np.count_nonzero(inside))
             else:
-                self.counters["tracked_finished"] += len(events.finished)
+                counters["tracked_finished"] += len(events.finished)
 
-    def _count_starts(self, ctx: RoundContext, launched: np.ndarray) -> None:
+    def _count_starts(self, ctx: RoundContext, events: Events) -> None:
         """Count each launched job's start by the tier its GPUs span (all launches at once)."""
         n = len(ctx.jobs)
         if len(self._starts) < n:
             grown = np.zeros((max(n, 2 * len(self._starts)), len(START_TIERS)), dtype=np.int64)
             grown[: len(self._starts)] = self._starts
             self._starts = grown
-        holder = ctx.holder
-        gpus = np.flatnonzero(isin_rows(holder, launched))
-        rows = holder[gpus]
-        if ctx.co_holder is not None:
-            co = np.flatnonzero(isin_rows(ctx.co_holder, launched))
-            gpus, rows = np.concatenate([gpus, co]), np.concatenate([rows, ctx.co_holder[co]])
-        order = np.argsort(rows, kind="stable")
-        rows, gpus = rows[order], gpus[order]
-        leads = np.ones(len(rows), dtype=bool)
-        np.not_equal(rows[1:], rows[:-1], out=leads[1:])
-        first = np.flatnonzero(leads)
+        rows, gpus, counts = events.launched, events.launched_gpus, events.launched_counts
+        if len(counts) != len(rows):  # (hand-made events: the GPUs the launched jobs hold)
+            rows, gpus, counts = held_gpus(ctx, rows)
+        if len(gpus) == len(rows):  # one GPU each: every start is on one machine
+            self._starts[rows, 0] += 1
+            self.counters["machine_starts"] += len(rows)
+            return
+        first = counts.cumsum() - counts
         cluster = ctx.cluster
-        node, rack = cluster.gpu_node[gpus], cluster.gpu_rack[gpus]
-        one_node = np.minimum.reduceat(node, first) == np.maximum.reduceat(node, first)
-        one_rack = np.minimum.reduceat(rack, first) == np.maximum.reduceat(rack, first)
-        tier = np.where(one_node, 0, np.where(one_rack, 1, 2))
-        self._starts[rows[first], tier] += 1  # (one start per launched job: no repeated cell)
-        counts = np.bincount(tier, minlength=len(START_TIERS))
-        for name, k in zip(START_TIERS, counts.tolist()):
+        node = cluster.gpu_node[gpus]
+        tier = (np.minimum.reduceat(node, first) != np.maximum.reduceat(node, first)).astype(np.int64)
+        if np.count_nonzero(tier):  # (a start over several machines: one rack, or several)
+            rack = cluster.gpu_rack[gpus]
+            tier[np.minimum.reduceat(rack, first) != np.maximum.reduceat(rack, first)] = 2
+        self._starts[rows, tier] += 1  # (one start per launched job: no repeated cell)
+        for name, k in zip(START_TIERS, np.bincount(tier, minlength=len(START_TIERS)).tolist()):
             self.counters[f"{name}_starts"] += k
 
     def goal_met(self, ctx: RoundContext) -> bool:
@@ -150,7 +150,10 @@ class JobMetrics(Element):
         # (the run stops at the round in which they do).
         if self.track is None:
             return True
-        ids = ctx.jobs.column("job_id")[ctx.running_rows]
+        running_rows = ctx.running_rows
+        if self.counters["tracked_finished"] + len(running_rows) < len(self.track):
+            return True  # (too few jobs run to close it, whichever they are)
+        ids = ctx.jobs.column("job_id")[running_rows]
         running = int(np.count_nonzero((ids >= self.track.start) & (ids < self.track.stop)))
         return self.counters["tracked_finished"] + running < len(self.track)
 
@@ -160,6 +163,22 @@ class JobMetrics(Element):
         starts[: min(n, len(self._starts))] = self._starts[:n]
         jobs = job_table(ctx, self.track, starts)
         return {"jobs": jobs, "summary": summarize(jobs, ctx)}
+
+
+def held_gpus(ctx: RoundContext, launched: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The launched jobs (in row order), the GPUs each holds (grouped by job) and how many."""
+    holder = ctx.holder
+    gpus = np.flatnonzero(isin_rows(holder, launched))
+    rows = holder[gpus]
+    if ctx.co_holder is not None:
+        co = np.flatnonzero(isin_rows(ctx.co_holder, launched))
+        gpus, rows = np.concatenate([gpus, co]), np.concatenate([rows, ctx.co_holder[co]])
+    order = np.argsort(rows, kind="stable")
+    rows, gpus = rows[order], gpus[order]
+    leads = np.ones(len(rows), dtype=bool)
+    np.not_equal(rows[1:], rows[:-1], out=leads[1:])
+    first = np.flatnonzero(leads)
+    return rows[first], gpus, np.diff(np.append(first, len(rows)))
 
 
 def job_table(ctx: RoundContext, track: IdRange | None, starts: np.ndarray | None = None) -> pl.DataFrame:

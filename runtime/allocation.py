@@ -33,7 +33,10 @@ def launch_resources(throughput: ThroughputModel, plan: Plan) -> tuple[np.ndarra
         return np.zeros(0), np.zeros(0)
     share_cpu, share_memory = throughput.gpu_shares()
     gpus, starts = plan.launch_gpus, plan.launch_starts
-    cpus, memory = np.add.reduceat(share_cpu[gpus], starts), np.add.reduceat(share_memory[gpus], starts)
+    if len(gpus) == len(starts):  # one GPU each
+        cpus, memory = share_cpu[gpus], share_memory[gpus]
+    else:
+        cpus, memory = np.add.reduceat(share_cpu[gpus], starts), np.add.reduceat(share_memory[gpus], starts)
     rows = plan.alloc_rows
     if rows is None or plan.alloc_cpus is None or plan.alloc_memory_gb is None:
         return cpus, memory

@@ -150,12 +150,7 @@ class Engine:
         # Per element: its inputs (name, type, sources), its outputs (name, type), and its
         # crossing (what its tick returns and how the engine applies it), if it has one.
         self._wiring = [
-            (
-                el,
-                [(p.name, p.type, graph.sources_of(el.name, p.name)) for p in el.inputs],
-                [(p.name, p.type) for p in el.outputs],
-                crossings.get(el.category),
-            )
+            (el, wired_inputs(graph, el), [((el.name, p.name), p.name, p.type) for p in el.outputs], crossings.get(el.category))
             for el in self._order
             if el.name not in graph.held  # (a candidate is ticked by its holder)
         ]
@@ -253,7 +248,9 @@ class Engine:
             self._record.plan(plan, self.world, placer, launcher, ctx.now)
         if len(plan.complete):
             self._completed.append(Events(time=ctx.now, finished=plan.complete, finished_at=np.full(len(plan.complete), ctx.now)))
-        return ctx.events if applied is None else Events.merge([ctx.events, applied])
+        if applied is None:
+            return ctx.events
+        return applied if ctx.events.is_quiet() and ctx.events.time <= applied.time else Events.merge([ctx.events, applied])
 
     def _context(self, events: Events, round_index: int) -> Round:
         ctx = Round(self.world, self.graph.settings, self.backend.now, round_index, events)
@@ -335,7 +332,7 @@ class Engine:
     def _poll(self) -> Events:
         """The backend's events since the last round, with the jobs' progress applied."""
         events, progress = self.backend.poll()
-        self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
+        self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s, block=progress.block)
         return events
 
     def _fold(self, events: Events) -> Events:
@@ -376,30 +373,25 @@ class Engine:
         try:  # (one try for the round: an element's exception is reported naming `el`)
             for el, inputs, outputs, crossing in self._wiring:
                 kwargs: dict[str, Any] = {}
-                for port, port_type, sources in inputs:
-                    if not sources:
-                        kwargs[port] = None
-                    elif len(sources) == 1:
-                        kwargs[port] = values[sources[0]]
-                    else:
-                        kwargs[port] = port_type.merge([values[s] for s in sources])
+                for port, key, port_type, sources in inputs:  # (key: the one source's value, if one)
+                    kwargs[port] = values[key] if key is not None else port_type.merge([values[s] for s in sources]) if sources else None  # fmt: skip
                 ctx.element = el
                 out = el.tick(ctx, **kwargs)
                 if crossing is not None:
                     check_emitted(el, ctx, "tick", out, crossing[0])
                     out = crossing[1](out)
                 if len(outputs) == 1:
-                    port, port_type = outputs[0]
+                    key, port, port_type = outputs[0]
                     if type(out) is not port_type:  # (exact types: cheaper than isinstance, and ports are final)
                         check_emitted(el, ctx, port, out, port_type)
-                    values[(el.name, port)] = out
+                    values[key] = out
                 elif outputs:
                     if not isinstance(out, dict):
                         raise element_failure(el, ctx, f"its tick returned {describe_value(out)}, not a dict of its output ports")
-                    for port, port_type in outputs:
+                    for key, port, port_type in outputs:
                         got = out.get(port)
                         check_emitted(el, ctx, port, got, port_type)
-                        values[(el.name, port)] = got
+                        values[key] = got
         except (RoundhouseError, KeyboardInterrupt):
             raise
         except Exception as err:
@@ -407,6 +399,16 @@ class Engine:
                 raise
             raise element_failure(el, ctx, f"its tick raised {type(err).__name__}: {err}", err) from err
         ctx.element = None
+
+
+def wired_inputs(graph, el: Element) -> list[tuple[str, tuple[str, str] | None, Any, list]]:
+    """An element's inputs: port name, the key of its value when it has one source (else None),
+    its type, and its sources."""
+    out = []
+    for p in el.inputs:
+        sources = graph.sources_of(el.name, p.name)
+        out.append((p.name, sources[0] if len(sources) == 1 else None, p.type, sources))
+    return out
 
 
 def pass_quiet(engine: Engine, round_s: float) -> Events:
@@ -428,7 +430,8 @@ def pass_quiet(engine: Engine, round_s: float) -> Events:
                 return Events.merge(waited)
             engine._rounds += 1
         else:
-            return Events.merge([*waited, engine._fold(events)])
+            folded = engine._fold(events)
+            return Events.merge([*waited, folded]) if waited else folded
         events = engine._poll()
 
 

@@ -66,15 +66,15 @@ class PlanCheck:
         if len(complete) and isin_rows(rows, complete).any():
             raise PlanError(f"plan launches job {self._job(rows[isin_rows(rows, complete)][0])}, which it also completes")
         n, n_gpus = len(self.world.jobs), self.world.cluster.n_gpus
-        ordered = rows.copy()
-        ordered.sort(kind="stable")
-        if ordered[0] < 0 or ordered[-1] >= n:
+        # Seen as unsigned, a negative row or GPU id is too large.
+        if _largest(rows.view(np.uint64)) >= n:
             raise PlanError("plan launches a job row that does not exist")
-        if np.count_nonzero(ordered[1:] == ordered[:-1]):
-            raise PlanError(f"plan launches job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
-        if counts[counts.argmin()] < 1:
+        if len(rows) > 1:
+            ordered = np.sort(rows)
+            if np.count_nonzero(ordered[1:] == ordered[:-1]):
+                raise PlanError(f"plan launches job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
+        if len(gpus) != len(rows) and counts[counts.argmin()] < 1:  # (as many GPUs as launches: one each)
             raise PlanError(f"plan launches job {self._job(rows[counts < 1][0])} on no GPU")
-        # Seen as unsigned, a negative GPU id is too large.
         if _largest(gpus.view(np.uint64)) >= n_gpus:
             raise PlanError(f"plan uses GPU {gpus[(gpus < 0) | (gpus >= n_gpus)][0]}, which does not exist")
         status = self.world.jobs.writable["status"][rows]
@@ -90,9 +90,11 @@ class PlanCheck:
             counted = gpus if first.all() else gpus[first.repeat(counts)]
         if len(resized):
             counted = np.concatenate((counted, plan.resize_gpus))
-        per_gpu = np.bincount(counted, minlength=n_gpus)
-        if _largest(per_gpu) > 1:
-            raise PlanError(f"plan puts two jobs (or one twice) on GPU {int(np.argmax(per_gpu))}")
+        if len(counted) > 1:  # (sorted GPU ids: a GPU given twice has an equal neighbour)
+            ordered = np.sort(counted)
+            twice = ordered[1:] == ordered[:-1]
+            if np.count_nonzero(twice):
+                raise PlanError(f"plan puts two jobs (or one twice) on GPU {int(ordered[1:][twice][0])}")
         if not self.world.all_online and not self.world.online[gpus].all():
             off = gpus[~self.world.online[gpus]][0]
             raise PlanError(f"plan puts job {self._job(rows.repeat(counts)[gpus == off][0])} on GPU {off}, which is offline")
@@ -100,7 +102,9 @@ class PlanCheck:
             if holder is None:
                 continue
             holders = holder[gpus]
-            ok = (holders < 0) | isin_rows(holders, suspend)
+            ok = holders < 0
+            if len(suspend):
+                ok |= isin_rows(holders, suspend)
             if len(resized):  # GPUs a resized job gives up (the resize check saw that it keeps none twice)
                 ok |= isin_rows(holders, resized) & ~np.isin(gpus, plan.resize_gpus)
             if np.count_nonzero(ok) < len(ok):

@@ -63,7 +63,8 @@ def apply(
 def note_goodput(world: World, cols: dict[str, np.ndarray], rows: np.ndarray, rate: np.ndarray, batch: np.ndarray) -> None:
     """Jobs launched or resized: their goodput (their rate) and the efficiency of their batch."""
     cols["goodput"][rows] = rate
-    cols["efficiency"][rows] = world.throughput.efficiency(world.jobs.reader, rows, batch)
+    throughput = world.throughput
+    cols["efficiency"][rows] = 1.0 if throughput.elastic is None else throughput.efficiency(world.jobs.reader, rows, batch)
 
 
 def jump_penalty(epochs: float, before: np.ndarray, after: np.ndarray, epoch_size: np.ndarray) -> np.ndarray:

@@ -39,19 +39,53 @@ class Skipping:
         # Whether every element answers for the world a changing plan left, too: then the
         # rounds after a launch need not be ticked once more before they may pass.
         self.after_change = all(el.quiet_after_change for el in asked)
-        self.quiet_until = -math.inf  # rounds whose boundary lies before it are not ticked
+        self._quiet_until = -math.inf  # rounds whose boundary lies before it are not ticked
         self.waits = False  # whether completions may wait for the next ticked round
         self.skipped = 0
         # Never skip past these: the run's time limit, and where a caller stepping the engine
         # wants it to pause (runtime/simulation.py's run_until).
-        self.until: float | None = None
-        self.pause_at: float | None = None
+        self._until: float | None = None
+        self._pause_at: float | None = None
+        self._end = math.inf  # (the earlier of the two, as `_bound` gives it)
+        self._quiet_end = -math.inf  # rounds whose boundary lies before it may pass: the smaller of the two
+
+    @property
+    def until(self) -> float | None:
+        return self._until
+
+    @until.setter
+    def until(self, t: float | None) -> None:
+        self._until = t
+        self._set_end()
+
+    @property
+    def pause_at(self) -> float | None:
+        return self._pause_at
+
+    @pause_at.setter
+    def pause_at(self, t: float | None) -> None:
+        self._pause_at = t
+        self._set_end()
+
+    def _set_end(self) -> None:
+        ends = [] if self._until is None else [self._until - 1e-9]
+        if self._pause_at is not None:  # (the round before the pause is ticked, so the step ends there)
+            ends.append(self._pause_at - self.round_s - 1e-9)
+        self._end = min(ends) if ends else math.inf
+        self._quiet_end = min(self._quiet_until, self._end)
 
     def _bound(self) -> float:
-        ends = [] if self.until is None else [self.until - 1e-9]
-        if self.pause_at is not None:  # (the round before the pause is ticked, so the step ends there)
-            ends.append(self.pause_at - self.round_s - 1e-9)
-        return min(ends) if ends else math.inf
+        return self._end
+
+    @property
+    def quiet_until(self) -> float:
+        """Rounds whose boundary lies before it are not ticked (as the elements answered)."""
+        return self._quiet_until
+
+    @quiet_until.setter
+    def quiet_until(self, t: float) -> None:
+        self._quiet_until = t
+        self._quiet_end = min(t, self._end)
 
     # (The backend is passed in, not kept: a what-if run swaps the engine's backend for a simulator.)
     def after_tick(self, ctx: Round, backend, plan_changed: bool, call: Callable) -> None:
@@ -63,13 +97,13 @@ class Skipping:
 
     def quiet(self, backend, events: Events, completing: bool) -> bool:
         """Whether the round at the backend's clock may pass untouched."""
-        return backend.now < min(self.quiet_until, self._bound()) and events.is_quiet() and not completing
+        return backend.now < self._quiet_end and events.is_quiet() and not completing
 
     def may_wait(self, backend, events: Events, completing: bool) -> bool:
         """Whether the round at the backend's clock, whose only events are completions, may pass
         untouched, its completions reaching the elements at the next ticked round (every
         element said `completions_wait`)."""
-        return self.waits and backend.now < min(self.quiet_until, self._bound()) and not completing and only_finished(events)
+        return self.waits and backend.now < self._quiet_end and not completing and only_finished(events)
 
     def pass_waiting_round(self, backend) -> bool:
         """After a round whose completions wait (already in the world's books): pass it unless
@@ -83,32 +117,36 @@ class Skipping:
     def _quiet_time(self, ctx: Round, backend, call: Callable) -> float:
         """The time before which no element's output can change unless something happens (an
         arrival, a completion: the backend reports those as events)."""
-        # Asking costs about as much as ticking a quiet round: not worth it when a completion
-        # ends the quiet rounds within two (unless completions may wait), so the cheap answers
-        # (the next completion, arrivals, placers) come first. A round passes when its boundary
-        # lies before every answer: an answer before the next boundary ends the asking.
-        next_finish = getattr(backend, "next_finish_s", None)
-        finish_soon = next_finish is not None and next_finish() < ctx.now + 2 * ctx.round_s
-        if finish_soon and not self._completions_wait(ctx, call):
-            return -math.inf
+        # A round passes when its boundary lies before every answer: an answer before the next
+        # boundary ends the asking, so the cheap answers (arrivals, placers) come first.
+        # Asking about completions costs about as much as ticking a quiet round: when one ends
+        # the quiet rounds within two, they are worth passing only if completions may wait.
         worth = ctx.now + ctx.round_s
-        quiet = self._bound()
-        for el in self.asked:
-            ctx.element = el
-            t = call(el, "quiet_until", ctx, el.quiet_until, ctx)
-            if t is None or t < worth:
-                ctx.element = None
-                return -math.inf
-            quiet = min(quiet, t)
+        quiet = self._end
+        el, asking = None, "quiet_until"
+        try:  # (one try for all: an element's exception is reported naming `el`)
+            for el in self.asked:
+                ctx.element = el
+                t = el.quiet_until(ctx)
+                if t is None or t < worth:
+                    ctx.element = None
+                    return -math.inf
+                quiet = min(quiet, t)
+            next_finish = getattr(backend, "next_finish_s", None)
+            finish_soon = next_finish is not None and next_finish() < ctx.now + 2 * ctx.round_s
+            # (asked either way, for completions inside the quiet rounds)
+            self.waits, asking = True, "completions_wait"
+            for el in self.asked:
+                ctx.element = el
+                if not el.completions_wait(ctx):
+                    self.waits = False
+                    break
+        except Exception as err:
+            if el is None:
+                raise
+            call(el, asking, ctx, _reraise, err)
         ctx.element = None
-        if not finish_soon:  # (for completions inside the quiet rounds)
-            self._completions_wait(ctx, call)
-        return quiet
-
-    def _completions_wait(self, ctx: Round, call: Callable) -> bool:
-        """Asks every element whether completions may wait for the next ticked round."""
-        self.waits = all(call(el, "completions_wait", ctx, el.completions_wait, ctx) for el in self.asked)
-        return self.waits
+        return -math.inf if finish_soon and not self.waits else quiet
 
     def pass_quiet_rounds(self, backend, at_most: int | None) -> int:
         """From a quiet boundary: advance the rounds that start before the quiet time (at most
@@ -116,7 +154,7 @@ class Skipping:
         after a round in which something happens. Returns how many rounds passed."""
         # Rounds starting before the quiet time, one fewer to be safe from the clock's rounding
         # (a round left over is found quiet again at the next pass).
-        n = min((min(self.quiet_until, self._bound()) - backend.now) / self.round_s, 10_000_000.0)
+        n = min((self._quiet_end - backend.now) / self.round_s, 10_000_000.0)
         n = max(1, math.ceil(n) - 1)
         if at_most is not None:
             n = min(n, at_most)
@@ -124,7 +162,7 @@ class Skipping:
         if hasattr(backend, "advance_quiet"):
             passed, progress = backend.advance_quiet(n)
             if passed:
-                self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s, passed)
+                self.world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s, passed, progress.block)
         if not passed:  # the first round has an event (or the backend cannot tell): one round as usual
             backend.advance()
             passed = 1
@@ -149,6 +187,10 @@ class Skipping:
                 boundary = min(boundary, math.ceil(end / round_s - 1e-12) * round_s)
         if boundary > backend.now:
             backend.jump_to(boundary)
+
+
+def _reraise(err: BaseException):
+    raise err
 
 
 def only_finished(events: Events) -> bool:

@@ -343,6 +343,10 @@ class Events:
     finished: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     finished_at: np.ndarray = attrs.field(default=_NO_FLOATS, converter=_floats)
     launched: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
+    # Where the launched jobs went: `launched_counts[i]` GPUs for `launched[i]`, the next ones in
+    # `launched_gpus` (grouped by launch, in order). Empty when not given (hand-made events).
+    launched_gpus: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
+    launched_counts: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     suspended: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     failed: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)
     resized: np.ndarray = attrs.field(default=_EMPTY_ROWS, converter=_rows)  # running jobs a plan resized
@@ -398,11 +402,15 @@ class Events:
         metrics: dict[int, Mapping[str, float]] = {}
         for e in many:
             metrics.update(e.metrics)
+        launched, counts = cat("launched"), cat("launched_counts")
+        placed = len(counts) == len(launched)  # (where every part says where its launches went)
         return cls(
             time=time,
             finished=cat("finished"),
             finished_at=cat("finished_at"),
-            launched=cat("launched"),
+            launched=launched,
+            launched_gpus=cat("launched_gpus") if placed else _EMPTY_ROWS,
+            launched_counts=counts if placed else _EMPTY_ROWS,
             suspended=cat("suspended"),
             failed=cat("failed"),
             resized=cat("resized"),

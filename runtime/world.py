@@ -134,35 +134,29 @@ class World:
             columns = batch.columns
             arrival = columns["arrival_s"]
             self.first_arrival_s = min(self.first_arrival_s, float(arrival[arrival.argmin()]))
+            # (Each flag, once set, stays: its column need not be looked at again.)
             self._any_model = self._any_model or bool(np.count_nonzero(columns["has_model"]))
-            slowdown = columns.get("spread_slowdown")
+            slowdown = None if self._any_slowdown else columns.get("spread_slowdown")
             self._any_slowdown = self._any_slowdown or (slowdown is not None and bool(np.count_nonzero(slowdown > 1.0)))
-            comm = columns.get("comm_model")
+            comm = None if self._any_comm else columns.get("comm_model")
             self._any_comm = self._any_comm or (comm is not None and bool(np.count_nonzero(comm >= 0)))
         return rows
 
     # --- progress and completions (from the backend) ---
-    def apply_progress(self, rows, done, service, run_s, rounds: int = 1) -> None:
+    def apply_progress(self, rows, done, service, run_s, rounds: int = 1, block: np.ndarray | None = None) -> None:
         """Running jobs' progress over a round (over `rounds` rounds alike: the same additions,
-        repeated, so that the totals match round by round to the last bit)."""
+        repeated, so that the totals match round by round to the last bit). `block`: the four
+        steps in one array, compute seconds included (backends/base.py's Progress)."""
         if len(rows) == 0:
             return
         cols = self._cols
-        # (Rates are fixed per launch, so each round's work over the launch's compute rate adds
-        # up to the job's compute time; a rate of 0 only marks a job that never ran.)
-        compute_rate = cols["compute_rate"][rows]
-        compute_s = np.divide(done, compute_rate, out=np.zeros(len(rows)), where=compute_rate > 0)
-        if rounds == 1:
-            cols["done"][rows] += done
-            cols["service"][rows] += service
-            cols["run_s"][rows] += run_s
-            cols["compute_s"][rows] += compute_s
-        else:  # (round by round, so that the sums are those of ticking every round, to the bit)
-            for name, step in (("done", done), ("service", service), ("run_s", run_s), ("compute_s", compute_s)):
-                total = cols[name][rows]
-                for _ in range(rounds):
-                    total += step
-                cols[name][rows] = total
+        if block is None:
+            # (Rates are fixed per launch, so each round's work over the launch's compute rate
+            # adds up to the job's compute time; a rate of 0 only marks a job that never ran.)
+            compute_s = compute_seconds(done, cols["compute_rate"][rows])
+            add_progress(cols, rows, (done, service, run_s, compute_s), rounds)
+        else:
+            add_progress(cols, rows, block, rounds)
         if "loss_speed" in cols:  # simulated loss curves (live jobs report their own loss)
             self._update_loss(rows, cols)
 
@@ -255,15 +249,25 @@ class World:
     def launch_rates(self, plan: Plan, compute: np.ndarray | None = None) -> np.ndarray:
         """Throughput of each launch of a plan (traces/throughput.py); `compute`, if given, is
         filled with the rates without communication."""
+        if plan.launch_partner is None and plan.alloc_rows is None and self._plain():
+            return self._plain_rates(len(plan.launch_rows), compute)
         cpus, memory = launch_resources(self.throughput, plan) if plan.alloc_rows is not None else (None, None)
         placement = Placement(plan.launch_gpus, plan.launch_counts, plan.launch_starts, plan.launch_batch, plan.launch_partner, cpus, memory)  # fmt: skip
         return self._rates(plan.launch_rows, placement, compute)
 
+    def _plain(self) -> bool:
+        """Every job so far known by duration, and nothing slows any down."""
+        return not (self._any_model or self._any_slowdown or self._any_comm)
+
+    @staticmethod
+    def _plain_rates(n: int, compute: np.ndarray | None) -> np.ndarray:
+        if compute is not None:
+            compute[:] = 1.0
+        return np.ones(n)  # one unit of work per second, wherever
+
     def _rates(self, rows: np.ndarray, placement: Placement, compute: np.ndarray | None = None) -> np.ndarray:
-        if placement.partner is None and placement.cpus is None and not (self._any_model or self._any_slowdown or self._any_comm):
-            if compute is not None:
-                compute[:] = 1.0
-            return np.ones(len(rows))  # every job known by duration, nothing slows it down
+        if placement.partner is None and placement.cpus is None and self._plain():
+            return self._plain_rates(len(rows), compute)
         try:
             return self.throughput.rates(self.jobs.reader, rows, placement, self._any_model, compute)
         except PlacementError as err:
@@ -275,7 +279,7 @@ class World:
         if not plan.changes:
             return None
         cols = self._cols
-        rows, gpus, counts, starts = plan.launch_rows, plan.launch_gpus, plan.launch_counts, plan.launch_starts
+        rows, gpus, counts = plan.launch_rows, plan.launch_gpus, plan.launch_counts
         # Rates without communication differ from the rates only under the communication model.
         compute = np.empty(len(rows)) if self.throughput.communication is not None else None
         rates = self.launch_rates(plan, compute) if len(rows) else np.zeros(0)
@@ -306,27 +310,64 @@ class World:
         elif len(rows):
             self.holder[gpus] = rows.repeat(counts)
         if len(rows):
-            cols["status"][rows] = RUNNING
-            cols["rate"][rows] = rates
-            cols["compute_rate"][rows] = rates if compute is None else compute
-            cols["held"][rows] = counts
-            cols["cpus_held"][rows], cols["memory_held_gb"][rows] = launch_resources(self.throughput, plan)
-            cols["held_since_run_s"][rows] = cols["run_s"][rows]
-            cols["placed_type"][rows] = self.cluster.gpu_type[gpus[starts]] if len(self.cluster.gpu_types) > 1 else 0
-            if plan.launch_batch is None:
-                cols["batch_used"][rows] = cols["batch_size"][rows]
-            else:
-                cols["batch_used"][rows] = np.where(plan.launch_batch > 0, plan.launch_batch, cols["batch_size"][rows])
-            cols["launches"][rows] += 1
-            cols["first_start_s"][rows] = np.fmin(cols["first_start_s"][rows], now)  # NaN: not started before
-            resizing.note_goodput(self, cols, rows, rates, cols["batch_used"][rows])
+            book_launches(self, plan, rates, compute, now)
         # The checked plan's keeps (and resizes) are the running jobs that go on running.
         running = np.concatenate((plan.keep, plan.resize_rows, rows)) if len(rows) or len(plan.resize_rows) else plan.keep.copy()
         running.sort(kind="stable")  # (sorted runs: timsort merges them)
         self._set_running(running)
         if plan.alloc_rows is not None and len(plan.alloc_rows):
             reallocate(self, plan)
-        return Events(time=now, launched=rows, suspended=suspend, resized=plan.resize_rows)
+        return Events(time=now, launched=rows, launched_gpus=gpus, launched_counts=counts, suspended=suspend, resized=plan.resize_rows)  # fmt: skip
+
+
+def book_launches(world: World, plan: Plan, rates: np.ndarray, compute: np.ndarray | None, now: float) -> None:
+    """A checked plan's launches, into the job table (the holder arrays are the caller's)."""
+    cols, cluster = world._cols, world.cluster
+    rows, gpus, counts = plan.launch_rows, plan.launch_gpus, plan.launch_counts
+    cols["status"][rows] = RUNNING
+    cols["rate"][rows] = rates
+    cols["compute_rate"][rows] = rates if compute is None else compute
+    cols["held"][rows] = counts
+    cols["cpus_held"][rows], cols["memory_held_gb"][rows] = launch_resources(world.throughput, plan)
+    cols["held_since_run_s"][rows] = cols["run_s"][rows]
+    cols["placed_type"][rows] = cluster.gpu_type[gpus[plan.launch_starts]] if len(cluster.gpu_types) > 1 else 0
+    batch = cols["batch_size"][rows]
+    if plan.launch_batch is not None:
+        batch = np.where(plan.launch_batch > 0, plan.launch_batch, batch)
+    cols["batch_used"][rows] = batch
+    cols["launches"][rows] += 1
+    cols["first_start_s"][rows] = np.fmin(cols["first_start_s"][rows], now)  # NaN: not started before
+    resizing.note_goodput(world, cols, rows, rates, batch)
+
+
+_PROGRESS = ("done", "service", "run_s", "compute_s")
+
+
+def compute_seconds(done: np.ndarray, compute_rate: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Seconds of compute that `done` work took at these compute rates (0 where a rate is 0)."""
+    if out is None:
+        out = np.zeros(len(done))
+    else:
+        out.fill(0.0)
+    return np.divide(done, compute_rate, out=out, where=compute_rate > 0)
+
+
+def add_progress(cols: dict[str, np.ndarray], rows: np.ndarray, steps, rounds: int) -> None:
+    """Add each step (done, service, run_s, compute_s) to its column at `rows`, `rounds` times
+    over (repeated additions, not one of `rounds` times the step: the same bits as round by
+    round). One array of the four steps is added in one pass per round."""
+    if rounds == 1 and not isinstance(steps, np.ndarray):
+        for name, step in zip(_PROGRESS, steps):
+            cols[name][rows] += step
+        return
+    total = np.empty((4, len(rows)))
+    for i, name in enumerate(_PROGRESS):
+        cols[name].take(rows, out=total[i])
+    step = steps if isinstance(steps, np.ndarray) else np.stack(steps)
+    for _ in range(rounds):
+        total += step
+    for i, name in enumerate(_PROGRESS):
+        cols[name][rows] = total[i]
 
 
 def cannot_run(world: World, plan: Plan, rates: np.ndarray) -> str:

@@ -18,6 +18,10 @@ class Progress:
     done: np.ndarray  # iterations
     service: np.ndarray  # GPU-seconds held
     run_s: np.ndarray  # wall-clock seconds held
+    # Optional, from a backend that repeats one round's progress while the same jobs run: the
+    # four steps (done, service, run_s, and compute seconds: done over the launch's compute
+    # rate) as the rows of one array, which the world adds in one pass per round.
+    block: np.ndarray | None = None
 
     @classmethod
     def empty(cls) -> Progress:

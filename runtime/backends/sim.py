@@ -24,7 +24,7 @@ import numpy as np
 from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Events, Plan
-from roundhouse.runtime.world import World
+from roundhouse.runtime.world import World, compute_seconds
 
 # Relative slack when deciding that a job finishes inside a round, so that float rounding in
 # accumulated progress never pushes an exact finish into the next round.
@@ -67,6 +67,7 @@ class Simulator:
         self._full: Progress | None = None
         self._full_rate = np.zeros(0)
         self._earliest_finish = -np.inf  # of the jobs in _full_rows, as last computed
+        self._finish: tuple | None = None  # (boundary, rows, remaining work, finish times), as last computed
         self._progress = _NO_PROGRESS
 
     @classmethod
@@ -143,27 +144,32 @@ class Simulator:
             self._progress, self._events = self._full_round(), Events(time=end)
         else:
             jobs = world.jobs
-            if rows is not self._full_rows:
-                self._full_rows, self._full_rate, self._full = rows, jobs.column("rate")[rows], None
-            rate = self._full_rate
-            remaining = jobs.column("work")[rows] - jobs.column("done")[rows]
-            start: np.ndarray | float
             if len(self._ready_rows):
-                start = np.empty(len(rows))
-                start.fill(now)
-                start[rows.searchsorted(self._ready_rows)] = self._ready_at
+                if rows is not self._full_rows:
+                    self._full_rows, self._full_rate, self._full = rows, jobs.column("rate")[rows], None
+                remaining = jobs.column("work")[rows] - jobs.column("done")[rows]
+                starts = np.empty(len(rows))
+                starts.fill(now)
+                starts[rows.searchsorted(self._ready_rows)] = self._ready_at
+                start: np.ndarray | float = starts
+                finish_at = start + remaining / self._full_rate
+                self._earliest_finish = finish_at[finish_at.argmin()]  # (an index lookup: cheaper than .min())
             else:
                 start = now
-            finish_at = start + remaining / rate
-            self._earliest_finish = finish_at[finish_at.argmin()]  # (an index lookup: cheaper than .min())
+                remaining, finish_at = self._finish_times(rows)
+            rate = self._full_rate
             if not len(self._ready_rows) and self._earliest_finish > end + _EPS * max(1.0, end):
                 self._progress, self._events = self._full_round(), Events(time=end)  # everyone runs the round through
             else:
                 finished = finish_at <= end + _EPS * max(1.0, end)
                 held_until = np.where(finished, finish_at, end)
-                done = np.where(finished, remaining, rate * np.maximum(held_until - start, 0.0))
-                run_s = held_until - now
-                self._progress = Progress(rows, done, jobs.column("held")[rows] * run_s, run_s)
+                block = np.empty((4, len(rows)))
+                done, service, run_s, compute_s = block
+                done[:] = np.where(finished, remaining, rate * np.maximum(held_until - start, 0.0))
+                np.subtract(held_until, now, out=run_s)
+                np.multiply(jobs.column("held")[rows], run_s, out=service)
+                compute_seconds(done, jobs.column("compute_rate")[rows], out=compute_s)
+                self._progress = Progress(rows, done, service, run_s, block)
                 self._events = Events(time=end, finished=rows[finished], finished_at=finish_at[finished])
         if len(self._ready_rows):  # a resize's pause that outlasts the round goes on into the next
             later = self._paused & (self._ready_at > end)
@@ -179,15 +185,23 @@ class Simulator:
         if rows is not self._full_rows:
             if len(self._ready_rows):
                 return -np.inf
-            self._full_set(rows)
+            self._finish_times(rows)
         return float(self._earliest_finish)
 
-    def _full_set(self, rows: np.ndarray) -> None:
-        """The running jobs, from now on: their rates, and when the first of them finishes."""
+    def _finish_times(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The running jobs' remaining work, and when each finishes running from now on (none
+        waiting to start); the first of those times is kept. Worked out once per boundary and
+        running set (asked before the round's end, then when it is advanced)."""
+        if self._finish is not None and self._finish[0] == self._now and self._finish[1] is rows:
+            return self._finish[2], self._finish[3]
         jobs = self.world.jobs
-        self._full_rows, self._full_rate, self._full = rows, jobs.column("rate")[rows], None
-        finish_at = self._now + (jobs.column("work")[rows] - jobs.column("done")[rows]) / self._full_rate
-        self._earliest_finish = finish_at[finish_at.argmin()]
+        if rows is not self._full_rows:
+            self._full_rows, self._full_rate, self._full = rows, jobs.column("rate")[rows], None
+        remaining = jobs.column("work")[rows] - jobs.column("done")[rows]
+        finish_at = self._now + remaining / self._full_rate
+        self._earliest_finish = finish_at[finish_at.argmin()]  # (an index lookup: cheaper than .min())
+        self._finish = (self._now, rows, remaining, finish_at)
+        return remaining, finish_at
 
     def advance_quiet(self, rounds: int) -> tuple[int, Progress]:
         """Event skipping: advance up to `rounds` whole rounds in which the running jobs go on as
@@ -204,7 +218,7 @@ class Simulator:
             self._now = now
             return rounds, _NO_PROGRESS
         if rows is not self._full_rows:
-            self._full_set(rows)
+            self._finish_times(rows)
         earliest = self._earliest_finish
         while k < rounds:
             end = now + self.round_s
@@ -218,8 +232,12 @@ class Simulator:
         """Progress of the running jobs over a whole round, made once for each running set (a
         new array whenever it changes)."""
         if self._full is None:
-            rows, r = self._full_rows, self.round_s
-            run_s = np.empty(len(rows))
+            rows, r, jobs = self._full_rows, self.round_s, self.world.jobs
+            block = np.empty((4, len(rows)))
+            done, service, run_s, compute_s = block
+            np.multiply(self._full_rate, r, out=done)
+            np.multiply(jobs.column("held")[rows], r, out=service)
             run_s.fill(r)
-            self._full = Progress(rows, self._full_rate * r, self.world.jobs.column("held")[rows] * r, run_s)
+            compute_seconds(done, jobs.column("compute_rate")[rows], out=compute_s)
+            self._full = Progress(rows, done, service, run_s, block)
         return self._full
