@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import numpy as np
 
@@ -42,7 +44,9 @@ class GavelRounds(Element):
         idle_gpus: GPUs left without a job in the last round.
     Cost: O(n c) over jobs n and allocation columns c (GPU types, with pairs), plus a sort of the
         jobs by priority, O(n log n), on a type whose GPUs do not hold every entry that wants
-        them. A round that picks the same entries as the last hands on the same ranking.
+        them. A round that picks the same entries as the last hands on the same ranking; event
+        skipping passes the rounds ahead that would pick them again (O(n) to find how many:
+        the first meeting of neighbouring priorities), except with the shuffled order or pairs.
     See also: MaxMinFairness, GavelPlacer, Hierarchical
     Paper: Gavel (OSDI'20) §5 (round-based mechanism, Algorithm 1) and its scheduler.py.
     """
@@ -74,6 +78,8 @@ class GavelRounds(Element):
         "_rows",
         "_sf",
         "_shares",
+        "_sorted",
+        "_ticked",
         "_time",
         "_wanted",
         "_wanted_alive",
@@ -110,20 +116,70 @@ class GavelRounds(Element):
         self._ran_col = np.zeros(0, dtype=np.int64)
         self._ran_run_s = np.zeros(0)
         self._ran_partner_run_s = np.zeros(0)
+        # Per column sorted last round: its candidates in priority order and those it took.
+        self._sorted: list[tuple[int, np.ndarray, np.ndarray]] = []
+        self._ticked = ctx.round_index  # the round of the last tick (event skipping passes some)
         self.counters.update(resets=0, scheduled=0, pairs=0, idle_gpus=0)
 
     def tick(self, ctx, shares: Shares) -> Ranking:
         self._account(ctx)
+        self._ticked = ctx.round_index
         if shares is not self._shares:
             self._reset(ctx, shares)
         return self._schedule(ctx)
 
+    # --- event skipping ---
+    quiet_after_change = True
+
+    def quiet_until(self, ctx) -> float | None:
+        """The rounds ahead that pick the same entries on the same columns, so that the ranking
+        is the very same (and the placer renews every lease). Between events, only the entries
+        picked gain time, each a round's worth per round on its column: in a column whose
+        candidates were sorted, each key X / f keeps its order with its neighbours until the
+        first pair meets (`_rounds_in_order`), and a column whose candidates all fit stays so.
+        Not declared for the shuffled order (a random draw every round) or pairs."""
+        if self._shares is None or not len(self._rows) or self._repeat is not None:
+            return math.inf  # the same ranking until an event (no entries, or all that want run)
+        if self.order == "shuffled" or self._any_pairs:
+            return None
+        r = float(ctx.round_s)
+        # Whole seconds: a round adds exactly r to a running job's run_s, as `_account`
+        # replays for the rounds not ticked.
+        if r != math.floor(r) or ctx.now >= 2.0**50:
+            return None
+        rounds = math.inf
+        mark = np.zeros(len(self._rows), dtype=bool)
+        for c, cand, picked in self._sorted:
+            mark[picked] = True
+            rounds = min(rounds, _rounds_in_order(self._X[cand, c], self._time[cand, c], mark[cand], r))
+            if rounds < 1:
+                return None
+            mark[picked] = False
+        return ctx.now + (rounds + 0.5) * r
+
     # --- bookkeeping ---
     def _account(self, ctx) -> None:
-        """Credit the entries that ran last round with the time they held their GPUs."""
+        """Credit the entries that ran last round with the time they held their GPUs (and, for
+        rounds event skipping did not tick, a round's worth each, as those ticks would have:
+        `quiet_until` answers only where that is what each of them ran)."""
         if not len(self._ran):
             return
         run_s = ctx.jobs.column("run_s")
+        passed = ctx.round_index - self._ticked - 1
+        if passed > 0:
+            # (Once every entry that wants GPUs has them, the ticks hand on the same ranking and
+            # credit nothing more: only the first round counts.)
+            held = self._ran_run_s
+            for _ in range(1 if self._repeat is not None else passed):  # (the world's additions, round by round, to the bit)
+                after = held + ctx.round_s
+                step = after - held
+                self._time[self._ran, self._ran_col] += step
+                np.add.at(self._given, self._ran_col, step)
+                held = after
+            self._ran_run_s = held
+            if self._repeat is not None:
+                self._ran = self._ran[:0]
+                return
         got = run_s[self._rows[self._ran]] - self._ran_run_s
         if self._any_pairs:
             partner = self._partner[self._ran]
@@ -240,6 +296,7 @@ class GavelRounds(Element):
         # else each entry is its own job, and marks by entry are cheaper.
         taken = np.zeros(len(ctx.jobs) if with_pairs else len(rows), dtype=bool)
         chosen, chosen_col = [], []
+        self._sorted = []
         any_taken = False
         for t in types.tolist():
             for c in self._cols_of_type[t]:
@@ -258,7 +315,10 @@ class GavelRounds(Element):
                     tied = self._tie_order[c]
                     cand = tied[ok[tied]]
                     cand = cand[np.argsort(-priority[c][cand], kind="stable")]
-                picked, left[t] = _greedy(cand, sf, partner, rows, taken, int(left[t]), with_pairs)
+                    picked, left[t] = _greedy(cand, sf, partner, rows, taken, int(left[t]), with_pairs)
+                    self._sorted.append((c, cand, picked))
+                else:
+                    picked, left[t] = _greedy(cand, sf, partner, rows, taken, int(left[t]), with_pairs)
                 if len(picked):
                     chosen.append(picked)
                     chosen_col.append(np.full(len(picked), c, dtype=np.int64))
@@ -349,6 +409,34 @@ def _greedy(cand, sf, partner, rows, taken, left: int, with_pairs: bool):
         if left == 0:
             break
     return np.asarray(pairs_picked, dtype=np.int64), left
+
+
+# Keys that stay this much apart (relatively) keep their order in floating point, however the
+# priority X * given / time is rounded: event skipping's margin.
+_MARGIN = 1e-9
+
+
+def _rounds_in_order(X: np.ndarray, T: np.ndarray, on: np.ndarray, r: float) -> float:
+    """How many rounds ahead a column's candidates (in priority order: keys X / T, T the time
+    received) keep their order when those `on` the column gain r a round and the others
+    nothing: the first meeting of neighbours, less a relative margin. Neighbours alike (same X,
+    same T, both gaining or neither) stay tied, and a key of 0 stays behind or tied. 0 when two
+    neighbours are closer than the margin already."""
+    if len(X) < 2:
+        return math.inf
+    xa, xb, ta, tb = X[:-1], X[1:], T[:-1], T[1:]
+    pa, pb = on[:-1], on[1:]
+    # d(m) = X_a (T_b + m r p_b) - (1 + margin) X_b (T_a + m r p_a): the ahead stays ahead while d >= 0.
+    wide = (1.0 + _MARGIN) * xb
+    d0 = xa * tb - wide * ta
+    s = r * (xa * pb - wide * pa)
+    open_ = ~(((xa == xb) & (ta == tb) & (pa == pb)) | (xb == 0))
+    if np.count_nonzero(open_ & (d0 + s < 0)):
+        return 0.0
+    falling = open_ & (s < 0)
+    if not np.count_nonzero(falling):
+        return math.inf
+    return float(math.floor((-d0[falling] / s[falling]).min()))
 
 
 def _grown(a: np.ndarray, n: int, k: int) -> np.ndarray:
