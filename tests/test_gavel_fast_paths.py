@@ -14,8 +14,8 @@ import pytest
 import scipy.sparse as sp
 
 from roundhouse.elements.policies.gavel import mechanism, placement
-from roundhouse.elements.policies.gavel.formulation import classes
-from roundhouse.elements.policies.gavel.lp import _stacked, sparse_rows, with_column
+from roundhouse.elements.policies.gavel.formulation import Columns, Formulation, classes
+from roundhouse.elements.policies.gavel.lp import LinearProgram, _stacked, sparse_rows, with_column
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import simulate
 from roundhouse.traces import throughput
@@ -187,6 +187,30 @@ def test_sparse_assembly_equals_scipys():
                 [sp.csr_matrix((b.data, b.indices, b.indptr), shape=(b.shape[0], n_cols + 2)) for b in blocks], format="csr"
             ),
         )
+
+
+def test_rows_laid_out_directly_equal_the_sorted_assembly():
+    """The max-min program's throughput rows (with the objective's variable) and the validity
+    rows, laid out class by class, against `_matrix`'s sorted assembly, entry for entry."""
+    rng = np.random.default_rng(7)
+    for i in range(200):
+        c, types = int(rng.integers(1, 30)), int(rng.integers(1, 4))
+        capacity = rng.integers(1, 40, size=types).astype(np.float64)
+        spread = i % 2 == 1  # placement-sensitive: each type twice
+        gpu_type = np.repeat(np.arange(types), 2) if spread else np.arange(types)
+        columns = Columns(tuple(f"c{j}" for j in range(len(gpu_type))), gpu_type, None, capacity)
+        T = rng.choice([0.0, 0.5, 1.25, 3.0], size=(c, len(gpu_type)))
+        form = Formulation(T, rng.choice([1.0, 2.0, 4.0], size=c), rng.integers(1, 5, size=c), columns)
+        lp = LinearProgram()
+        form.add_variables(lp)
+        z = int(lp.variables(1)[0])
+        scale = rng.uniform(0.1, 3.0, size=c)
+        run = np.flatnonzero(rng.random(c) < 0.8)
+        fast = form.throughput_rows(scale, run, z, -1.0)
+        assert fast is not None
+        _same_csr(fast.tocsr(lp.n_vars), with_column(form.throughput(scale)[run], z, -1.0))
+        _same_csr(form._time_rows().tocsr(form.n_vars), form.time())
+        _same_csr(form._capacity_rows().tocsr(form.n_vars), form.capacity())
 
 
 @pytest.mark.slow

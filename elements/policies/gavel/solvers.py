@@ -280,8 +280,11 @@ class MaxMinFairness(GavelSolver):
         form.add_variables(lp)
         z = int(lp.variables(1, lb=-np.inf, obj=1.0)[0])
         run = form.runnable
-        throughput = form.throughput(scale)
-        lp.constraints(with_column(throughput if run.all() else throughput[run], z, -1.0), lb=0.0)
+        rows = form.throughput_rows(scale, np.flatnonzero(run), z, -1.0)
+        if rows is None:
+            throughput = form.throughput(scale)
+            rows = with_column(throughput if run.all() else throughput[run], z, -1.0)
+        lp.constraints(rows, lb=0.0)
         form.validity(lp)
         got = _solve_or_fail(lp, self.lp, self.name)
         self.counters["objective"] = got.objective
