@@ -116,14 +116,13 @@ class GavelRounds(Element):
         self._ran_col = np.zeros(0, dtype=np.int64)
         self._ran_run_s = np.zeros(0)
         self._ran_partner_run_s = np.zeros(0)
-        # Per column sorted last round: its candidates in priority order and those it took.
-        self._sorted: list[tuple[int, np.ndarray, np.ndarray]] = []
-        self._ticked = ctx.round_index  # the round of the last tick (event skipping passes some)
+        self._sorted: list[tuple[int, np.ndarray, np.ndarray]] = []  # per column sorted: candidates, taken
+        self._ticked: int | None = None  # the round asked about event skipping, until the next tick
         self.counters.update(resets=0, scheduled=0, pairs=0, idle_gpus=0)
 
     def tick(self, ctx, shares: Shares) -> Ranking:
         self._account(ctx)
-        self._ticked = ctx.round_index
+        self._ticked = None
         if shares is not self._shares:
             self._reset(ctx, shares)
         return self._schedule(ctx)
@@ -132,51 +131,25 @@ class GavelRounds(Element):
     quiet_after_change = True
 
     def quiet_until(self, ctx) -> float | None:
-        """The rounds ahead that pick the same entries on the same columns, so that the ranking
-        is the very same (and the placer renews every lease). Between events, only the entries
-        picked gain time, each a round's worth per round on its column: in a column whose
-        candidates were sorted, each key X / f keeps its order with its neighbours until the
-        first pair meets (`_rounds_in_order`), and a column whose candidates all fit stays so.
-        Not declared for the shuffled order (a random draw every round) or pairs."""
+        """The rounds ahead that pick the same entries on the same columns (`_repeating`)."""
+        self._ticked = ctx.round_index  # (rounds passed from here are credited at the next tick)
         if self._shares is None or not len(self._rows) or self._repeat is not None:
             return math.inf  # the same ranking until an event (no entries, or all that want run)
         if self.order == "shuffled" or self._any_pairs:
             return None
-        r = float(ctx.round_s)
-        # Whole seconds: a round adds exactly r to a running job's run_s, as `_account`
-        # replays for the rounds not ticked.
-        if r != math.floor(r) or ctx.now >= 2.0**50:
-            return None
-        rounds = math.inf
-        mark = np.zeros(len(self._rows), dtype=bool)
-        for c, cand, picked in self._sorted:
-            mark[picked] = True
-            rounds = min(rounds, _rounds_in_order(self._X[cand, c], self._time[cand, c], mark[cand], r))
-            if rounds < 1:
-                return None
-            mark[picked] = False
-        return ctx.now + (rounds + 0.5) * r
+        return _repeating(self._sorted, self._X, self._time, len(self._rows), ctx)
 
     # --- bookkeeping ---
     def _account(self, ctx) -> None:
-        """Credit the entries that ran last round with the time they held their GPUs (and, for
-        rounds event skipping did not tick, a round's worth each, as those ticks would have:
-        `quiet_until` answers only where that is what each of them ran)."""
+        """Credit the entries that ran last round with the time they held their GPUs (and the
+        rounds event skipping did not tick as those ticks would have: `_credit`)."""
         if not len(self._ran):
             return
         run_s = ctx.jobs.column("run_s")
-        passed = ctx.round_index - self._ticked - 1
-        if passed > 0:
-            # (Once every entry that wants GPUs has them, the ticks hand on the same ranking and
-            # credit nothing more: only the first round counts.)
-            held = self._ran_run_s
-            for _ in range(1 if self._repeat is not None else passed):  # (the world's additions, round by round, to the bit)
-                after = held + ctx.round_s
-                step = after - held
-                self._time[self._ran, self._ran_col] += step
-                np.add.at(self._given, self._ran_col, step)
-                held = after
-            self._ran_run_s = held
+        passed = ctx.round_index - self._ticked - 1 if self._ticked is not None else 0
+        if passed > 0:  # (with every wanting entry running, ticks credit only the first round)
+            rounds = 1 if self._repeat is not None else passed
+            self._ran_run_s = _credit(self._time, self._given, self._ran, self._ran_col, self._ran_run_s, ctx.round_s, rounds)
             if self._repeat is not None:
                 self._ran = self._ran[:0]
                 return
@@ -252,26 +225,11 @@ class GavelRounds(Element):
                 cols = cols[np.argsort([placements[c] != "consolidated" for c in cols], kind="stable")]
             by_type.append(cols.tolist())
         self._cols_of_type = by_type
-        self._fastest = self._fastest_first(ctx, shares)
+        self._fastest = _fastest_first(ctx, shares)
         self._consolidated = None if placements is None else np.array([p == "consolidated" for p in placements])
 
     def _update_alive(self, ctx) -> None:
-        """Entries whose jobs have all not finished."""
-        status = ctx.jobs.column("status")
-        alive = status[self._rows] != FINISHED
-        if self._any_pairs:
-            alive &= ~self._paired | (status[np.maximum(self._partner, 0)] != FINISHED)
-        self._alive = alive
-        self._wanted_alive = self._wanted & alive[:, None]
-        self._wanted_by_col = np.ascontiguousarray(self._wanted_alive.T)  # (a row per column: read each round)
-        self._wanting = int(self._wanted_alive.any(axis=1).sum())
-
-    def _fastest_first(self, ctx, shares: Shares) -> np.ndarray:
-        """Physical GPU types, fastest first: by the jobs' mean throughput relative to their best."""
-        n_types = len(ctx.cluster.gpu_types)
-        rates = ctx.jobs.type_rates[shares.rows] if len(shares.rows) else np.ones((1, n_types))
-        relative = rates / np.maximum(rates.max(axis=1, keepdims=True), 1e-300)
-        return np.argsort(-relative.mean(axis=0), kind="stable")
+        self._alive, self._wanted_alive, self._wanted_by_col, self._wanting = _alive(self, ctx)
 
     # --- Algorithm 1 ---
     def _schedule(self, ctx) -> Ranking:
@@ -355,20 +313,75 @@ class GavelRounds(Element):
             if not with_pairs:  # (by job row, as with pairs)
                 taken = np.zeros(len(ctx.jobs), dtype=bool)
                 taken[rows[picked]] = True
-            self._explain(ctx, picked, taken, sum(left))
+            _explain(self, ctx, picked, taken, sum(left))
         return ranking
 
-    def _explain(self, ctx, picked: np.ndarray, taken: np.ndarray, idle: int) -> None:
-        """Jobs of entries not chosen this round wait; those that ran lose their GPUs as their
-        round (lease) ends."""
-        missed = self._wanted_alive.any(axis=1) & ~self._paired
-        missed[picked] = False
-        rows = self._rows[missed]
-        rows = rows[~taken[rows]]  # (a job chosen in a pair is not waiting)
-        if len(rows):
-            ran = ctx.jobs.column("held")[rows] > 0
-            code = np.where(ran, int(Reason.LEASE_END), int(Reason.NOT_CHOSEN))
-            ctx.explain(code, rows, len(picked), idle)
+
+def _alive(mech: GavelRounds, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Entries whose jobs have all not finished; of them, those that want each column (and by
+    column, a row each: read every round), and how many want any."""
+    status = ctx.jobs.column("status")
+    alive = status[mech._rows] != FINISHED
+    if mech._any_pairs:
+        alive &= ~mech._paired | (status[np.maximum(mech._partner, 0)] != FINISHED)
+    wanted = mech._wanted & alive[:, None]
+    return alive, wanted, np.ascontiguousarray(wanted.T), int(wanted.any(axis=1).sum())
+
+
+def _explain(mech: GavelRounds, ctx, picked: np.ndarray, taken: np.ndarray, idle: int) -> None:
+    """Jobs of entries not chosen this round wait; those that ran lose their GPUs as their
+    round (lease) ends."""
+    missed = mech._wanted_alive.any(axis=1) & ~mech._paired
+    missed[picked] = False
+    rows = mech._rows[missed]
+    rows = rows[~taken[rows]]  # (a job chosen in a pair is not waiting)
+    if len(rows):
+        ran = ctx.jobs.column("held")[rows] > 0
+        code = np.where(ran, int(Reason.LEASE_END), int(Reason.NOT_CHOSEN))
+        ctx.explain(code, rows, len(picked), idle)
+
+
+def _fastest_first(ctx, shares: Shares) -> np.ndarray:
+    """Physical GPU types, fastest first: by the jobs' mean throughput relative to their best."""
+    n_types = len(ctx.cluster.gpu_types)
+    rates = ctx.jobs.type_rates[shares.rows] if len(shares.rows) else np.ones((1, n_types))
+    relative = rates / np.maximum(rates.max(axis=1, keepdims=True), 1e-300)
+    return np.argsort(-relative.mean(axis=0), kind="stable")
+
+
+def _credit(time: np.ndarray, given: np.ndarray, ran: np.ndarray, col: np.ndarray, run_s: np.ndarray, r: float, rounds: int):
+    """Credit entries that ran `rounds` whole rounds that event skipping did not tick, each as
+    its tick would have (the difference the world's addition of a round made to `run_s`,
+    round by round, to the bit); returns `run_s` after them."""
+    for _ in range(rounds):
+        after = run_s + r
+        step = after - run_s
+        time[ran, col] += step
+        np.add.at(given, col, step)
+        run_s = after
+    return run_s
+
+
+def _repeating(sorted_cols, X: np.ndarray, time: np.ndarray, n: int, ctx) -> float | None:
+    """Until when the mechanism picks the same entries on the same columns, nothing happening.
+    Between events only the entries picked gain time, a round's worth each per round on their
+    column: in a column whose candidates were sorted (`sorted_cols`: the column, its candidates
+    in priority order, those it took), each key X / f keeps its order with its neighbours until
+    the first pair meets (`_rounds_in_order`); a column whose candidates all fit stays so. Only
+    for whole-second rounds, where a round adds exactly r to a running job's run_s (what
+    `_credit` replays)."""
+    r = float(ctx.round_s)
+    if r != math.floor(r) or ctx.now >= 2.0**50:
+        return None
+    rounds = math.inf
+    mark = np.zeros(n, dtype=bool)
+    for c, cand, picked in sorted_cols:
+        mark[picked] = True
+        rounds = min(rounds, _rounds_in_order(X[cand, c], time[cand, c], mark[cand], r))
+        if rounds < 1:
+            return None
+        mark[picked] = False
+    return ctx.now + (rounds + 0.5) * r
 
 
 def _greedy(cand, sf, partner, rows, taken, left: int, with_pairs: bool):

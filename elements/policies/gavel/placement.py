@@ -59,13 +59,12 @@ class GavelPlacer(Element):
         # passes renew as many leases each (counted at the next tick).
         self._renewing = 0
         self._renewed = False  # whether the last plan renewed every lease
-        self._ticked = ctx.round_index
+        self._ticked: int | None = None  # the round asked about event skipping, until the next tick
 
     def tick(self, ctx, ranking: Ranking) -> Plan:
-        passed = ctx.round_index - self._ticked - 1
-        if passed > 0:
-            self.counters["kept"] += passed * self._renewing
-        self._ticked = ctx.round_index
+        if self._ticked is not None and ctx.round_index > self._ticked + 1:
+            self.counters["kept"] += (ctx.round_index - self._ticked - 1) * self._renewing
+        self._ticked = None
         if ranking is self._settled and not len(ctx.events.finished):
             # The same entries as last round, all placed then and untouched since: every lease renews.
             running = ctx.running_rows
@@ -87,6 +86,7 @@ class GavelPlacer(Element):
     quiet_after_change = True
 
     def quiet_until(self, ctx) -> float | None:
+        self._ticked = ctx.round_index  # (rounds passed from here are counted at the next tick)
         return math.inf if self._renewed else None
 
     def _place(self, ctx, ranking: Ranking) -> Plan:
