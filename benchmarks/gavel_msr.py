@@ -15,7 +15,8 @@ consolidated throughputs, as tools/reproductions/gavel.py's fidelity runs:
 - FIFO, aware: graphs/gavel-fifo.sched's heterogeneity-aware FIFO (Gavel's `fifo_perf`).
 
 Prints wall time, the process's CPU time (user + system: less disturbed than wall time when
-other work shares the machine), rounds, and how many times faster than Gavel's simulator. The
+other work shares the machine), rounds (and how many of them event skipping passed without a
+tick), and how many times faster than Gavel's simulator. The
 target for LAS is under 1.5 s wall (at least 40 times Gavel's). `rows()` returns the figures
 for benchmarks/scale.py. This is a script that prints figures, not a timed test.
 """
@@ -80,6 +81,7 @@ def run_once(graph: Path, out: Path) -> dict:
         wall_s=wall,
         cpu_s=(after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
         rounds=run.get("rounds"),
+        skipped=run.get("skipped_rounds"),
         jobs=summary.get("jobs_finished"),
         avg_jct_s=summary.get("avg_jct_s"),
     )
@@ -103,6 +105,7 @@ def rows(repeat: int = 1, trace: Path = TRACE) -> list[dict]:
                 slowest_wall_s=max(r["wall_s"] for r in runs),
                 cpu_s=min(r["cpu_s"] for r in runs),
                 rounds=best["rounds"],
+                skipped=best["skipped"],
                 avg_jct_s=best["avg_jct_s"],
                 gavel_s=gavel,
                 times_faster=None if gavel is None else gavel / best["wall_s"],
@@ -121,13 +124,16 @@ def main() -> None:
         print(f"skipped: Gavel's trace not found at {trace}")
         return
     print("msr 0e4a51 (984 jobs), 36:36:36, 6-minute rounds, whole `roundhouse run --out` in a fresh process")
-    print(f"{'case':34s} {'wall s':>8s} {'cpu s':>7s} {'rounds':>7s} {'avg JCT s':>10s} {'Gavel s':>8s} {'x faster':>9s}")
+    print(
+        f"{'case':34s} {'wall s':>8s} {'cpu s':>7s} {'rounds':>7s} {'skipped':>8s} {'avg JCT s':>10s} {'Gavel s':>8s} {'x faster':>9s}"
+    )
     for row in rows(args.repeat, trace):
         gavel = f"{row['gavel_s']:8.1f}" if row["gavel_s"] else f"{'-':>8s}"
         faster = f"{row['times_faster']:8.1f}x" if row["times_faster"] else f"{'-':>9s}"
         wall = f"{row['wall_s']:.2f}" + (f"-{row['slowest_wall_s']:.2f}" if args.repeat > 1 else "")
         print(
-            f"{row['case']:34s} {wall:>8s} {row['cpu_s']:7.2f} {row['rounds'] or '-':>7} {row['avg_jct_s']:10.0f} {gavel} {faster}"
+            f"{row['case']:34s} {wall:>8s} {row['cpu_s']:7.2f} {row['rounds'] or '-':>7} {row['skipped'] or 0:>8} "
+            f"{row['avg_jct_s']:10.0f} {gavel} {faster}"
         )
         if row["case"].endswith("LAS"):
             verdict = "met" if row["wall_s"] < LAS_TARGET_S else "MISSED"

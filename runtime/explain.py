@@ -252,6 +252,7 @@ class Recorder:
             plain = ~_SUSPENSIONS[self._key[rows] % _CODES]
             if plain.any():
                 self.note(placer, Reason.SUSPENDED, rows[plain], t=now)
+                self._explained = 0  # (its own notes explain nothing to the next plan)
         if len(plan.complete):
             self.note(launcher, Reason.COMPLETED, plan.complete, t=now, changed_only=False)
         rows = plan.launch_rows

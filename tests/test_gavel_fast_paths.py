@@ -14,8 +14,8 @@ import pytest
 import scipy.sparse as sp
 
 from roundhouse.elements.policies.gavel import mechanism, placement
-from roundhouse.elements.policies.gavel.formulation import classes
-from roundhouse.elements.policies.gavel.lp import _stacked, sparse_rows, with_column
+from roundhouse.elements.policies.gavel.formulation import Columns, Formulation, classes
+from roundhouse.elements.policies.gavel.lp import LinearProgram, _stacked, sparse_rows, with_column
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import simulate
 from roundhouse.traces import throughput
@@ -84,15 +84,52 @@ def test_an_unchanged_ranking_handed_on_equals_a_fresh_one(monkeypatch):
         return tick(self, ctx, ranking)
 
     monkeypatch.setattr(placement.GavelPlacer, "tick", placing)
-    handed_on, _ = _run([])
+    # Every round ticked (event skipping passes most rounds that hand on the same ranking).
+    handed_on, _ = _run(["skip_rounds=false"])
     assert sum(renewed) > 100  # the placer saw last round's ranking again and renewed every lease
     # A fresh copy every round: the placer searches again each time.
     schedule = mechanism.GavelRounds._schedule
     monkeypatch.setattr(mechanism.GavelRounds, "_schedule", lambda self, ctx: attrs.evolve(schedule(self, ctx)))
     renewed.clear()
-    fresh, _ = _run([])
+    fresh, _ = _run(["skip_rounds=false"])
     assert not any(renewed)
     _same(handed_on, fresh)
+
+
+@pytest.mark.parametrize("overrides", [[], ["solve.placement_sensitive=true"], ["rounds.work_conserving=false"]])
+def test_rounds_that_pick_the_same_entries_pass_untouched(overrides):
+    """Event skipping on Gavel's path: rounds in which the mechanism would pick the same entries
+    (its priorities move only for the entries that run) pass without a tick, the mechanism's
+    times and the placer's lease count caught up at the next tick; every job's times and every
+    counter as when every round is ticked."""
+    skipped, on = _run(overrides)
+    ticked, off = _run([*overrides, "skip_rounds=false"])
+    assert on.skipped_rounds > 300 and off.skipped_rounds == 0
+    assert on.rounds == off.rounds
+    _same(skipped, ticked)
+    for name, counters in off.counters.items():
+        assert {k: v for k, v in on.counters[name].items() if k != "solve_ms"} == {
+            k: v for k, v in counters.items() if k != "solve_ms"
+        }, name
+
+
+def test_rounds_in_order_meets_at_the_first_crossing():
+    """The quiet time of a sorted column: entries that run fall, the others stay; neighbours
+    closer than the margin, or about to meet, end it."""
+    r = 360.0
+    X, T = np.array([0.5, 0.25]), np.array([180.0, 180.0])
+    # The first runs: 0.5 / (180 + 360 m) meets 0.25 / 180 at m = 0.5: not even one round.
+    assert mechanism._rounds_in_order(X, T, np.array([True, False]), r) == 0
+    # Three times apart: 0.75 / (180 + 360 m) >= 0.25 / 180 while m <= 1 (less the margin: 0 whole rounds).
+    assert mechanism._rounds_in_order(np.array([0.75, 0.25]), T, np.array([True, False]), r) == 0
+    assert mechanism._rounds_in_order(np.array([2.5, 0.25]), T, np.array([True, False]), r) == 4  # meets at m = 4.5
+    # The one behind runs: it only falls further behind. Alike neighbours stay tied.
+    assert mechanism._rounds_in_order(X, T, np.array([False, True]), r) == np.inf
+    assert mechanism._rounds_in_order(np.array([0.5, 0.5]), T, np.array([True, True]), r) == np.inf
+    # A key of 0 (work-conserving entries with no share) stays behind; a near tie ends it at once.
+    assert mechanism._rounds_in_order(np.array([0.5, 0.0]), T, np.array([True, False]), r) == np.inf
+    assert mechanism._rounds_in_order(np.array([0.0, 0.0]), np.array([180.0, 540.0]), np.array([True, False]), r) == np.inf
+    assert mechanism._rounds_in_order(np.array([0.5, 0.5 * (1 - 1e-12)]), T, np.array([False, False]), r) == 0
 
 
 def _classes_by_unique(*keys):
@@ -150,6 +187,30 @@ def test_sparse_assembly_equals_scipys():
                 [sp.csr_matrix((b.data, b.indices, b.indptr), shape=(b.shape[0], n_cols + 2)) for b in blocks], format="csr"
             ),
         )
+
+
+def test_rows_laid_out_directly_equal_the_sorted_assembly():
+    """The max-min program's throughput rows (with the objective's variable) and the validity
+    rows, laid out class by class, against `_matrix`'s sorted assembly, entry for entry."""
+    rng = np.random.default_rng(7)
+    for i in range(200):
+        c, types = int(rng.integers(1, 30)), int(rng.integers(1, 4))
+        capacity = rng.integers(1, 40, size=types).astype(np.float64)
+        spread = i % 2 == 1  # placement-sensitive: each type twice
+        gpu_type = np.repeat(np.arange(types), 2) if spread else np.arange(types)
+        columns = Columns(tuple(f"c{j}" for j in range(len(gpu_type))), gpu_type, None, capacity)
+        T = rng.choice([0.0, 0.5, 1.25, 3.0], size=(c, len(gpu_type)))
+        form = Formulation(T, rng.choice([1.0, 2.0, 4.0], size=c), rng.integers(1, 5, size=c), columns)
+        lp = LinearProgram()
+        form.add_variables(lp)
+        z = int(lp.variables(1)[0])
+        scale = rng.uniform(0.1, 3.0, size=c)
+        run = np.flatnonzero(rng.random(c) < 0.8)
+        fast = form.throughput_rows(scale, run, z, -1.0)
+        assert fast is not None
+        _same_csr(fast.tocsr(lp.n_vars), with_column(form.throughput(scale)[run], z, -1.0))
+        _same_csr(form._time_rows().tocsr(form.n_vars), form.time())
+        _same_csr(form._capacity_rows().tocsr(form.n_vars), form.capacity())
 
 
 @pytest.mark.slow

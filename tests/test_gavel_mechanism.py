@@ -15,7 +15,8 @@ def _graph(tmp_path, jobs, cluster, solver="MaxMinFairness", rounds="GavelRounds
     (tmp_path / "profile.csv").write_text(profile)
     pl.DataFrame(jobs).write_csv(tmp_path / "trace.csv")
     (tmp_path / "g.sched").write_text(
-        f'round = 6min;\ncluster = "{cluster}";\nprofile = "profile.csv";\n{extra_settings}'
+        # (every round ticked: the tests watch the world round by round)
+        f'round = 6min;\ncluster = "{cluster}";\nprofile = "profile.csv";\nskip_rounds = false;\n{extra_settings}'
         f'src :: TraceSource(path="trace.csv");\n'
         f"src -> AcceptAll -> JobPool -> solve :: {solver} -> mech :: {rounds} -> place :: GavelPlacer -> Launch -> m :: JobMetrics;\n"
     )

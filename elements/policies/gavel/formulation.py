@@ -25,7 +25,7 @@ import attrs
 import numpy as np
 
 from roundhouse.elements.policies.gavel.libraries import sp
-from roundhouse.elements.policies.gavel.lp import sparse_rows
+from roundhouse.elements.policies.gavel.lp import RowBlock, sparse_rows
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -266,8 +266,54 @@ class Formulation:
 
     def validity(self, lp) -> None:
         """Each member's time at most 1; each type's GPUs at most its count."""
+        if self.pairs is None and self._x_in_order():
+            lp.constraints(self._time_rows(), ub=1.0)
+            lp.constraints(self._capacity_rows(), ub=self.columns.capacity)
+            return
         lp.constraints(self.time(), ub=1.0)
         lp.constraints(self.capacity(), ub=self.columns.capacity)
+
+    # --- the same rows laid out directly (no pairs; x numbered class by class, column by
+    # column, as `add_variables` numbers it): what `_matrix` makes, without sorting ---
+    def _x_in_order(self) -> bool:
+        x = self.x.ravel()
+        return len(x) == 0 or (x[0] + len(x) - 1 == x[-1] and bool(np.all(x[1:] > x[:-1])))
+
+    def _time_rows(self) -> RowBlock:
+        n = self.c * self.k
+        return RowBlock(np.ones(n), self.x.ravel(), np.arange(0, n + 1, self.k, dtype=np.int64))
+
+    def _capacity_rows(self) -> RowBlock:
+        per_class = self.counts * self.sf
+        data, indices, ends = [], [], [0]
+        for t in range(len(self.columns.capacity)):
+            on = self.columns.gpu_type == t
+            vals = np.repeat(per_class, int(np.count_nonzero(on)))
+            keep = vals != 0
+            data.append(vals[keep])
+            indices.append(self.x[:, on].ravel()[keep])
+            ends.append(ends[-1] + int(np.count_nonzero(keep)))
+        return RowBlock(np.concatenate(data), np.concatenate(indices), np.asarray(ends, dtype=np.int64))
+
+    def throughput_rows(self, scale: np.ndarray, rows: np.ndarray, var: int, coefficient: float) -> RowBlock | None:
+        """`with_column(throughput(scale)[rows], var, coefficient)` laid out directly, for the
+        classes `rows` (ascending) and a variable `var` numbered after x; None when it cannot
+        be (pairs, or x not numbered in order)."""
+        if (
+            self.pairs is not None
+            or not self._x_in_order()
+            or (len(self.x.ravel()) and var <= self.x.ravel()[-1])
+            or not coefficient
+        ):
+            return None
+        vals = (self.T * np.asarray(scale, dtype=np.float64)[:, None])[rows]
+        n = len(vals)
+        keep = np.concatenate([vals != 0, np.ones((n, 1), dtype=bool)], axis=1)
+        data = np.concatenate([vals, np.full((n, 1), float(coefficient))], axis=1)[keep]
+        indices = np.concatenate([self.x[rows], np.full((n, 1), var, dtype=np.int64)], axis=1)[keep]
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(keep.sum(axis=1), out=indptr[1:])
+        return RowBlock(data, indices, indptr)
 
     def _matrix(self, rows, cols, vals, n_rows) -> sp.csr_matrix:
         rows, cols, vals = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)

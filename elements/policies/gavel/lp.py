@@ -27,6 +27,25 @@ _WARM_LIMIT_S = 2.0  # a warm LP re-solve taking longer than this is restarted f
 
 
 @attrs.frozen
+class RowBlock:
+    """Constraint rows already in canonical CSR form (each row's column indices sorted, none
+    repeated): the data, column indices and row pointers, without a SciPy matrix around them.
+    A formulation whose rows it can lay out directly hands them over so (a solve stacks a few
+    small blocks, and making each a SciPy matrix cost more than the rest of the assembly)."""
+
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+
+    @property
+    def nnz(self) -> int:
+        return len(self.data)
+
+    def tocsr(self, n_vars: int) -> sp.csr_matrix:
+        return sp.csr_matrix((self.data, self.indices, self.indptr), shape=(len(self.indptr) - 1, n_vars))
+
+
+@attrs.frozen
 class Solution:
     optimal: bool
     status: str
@@ -75,9 +94,10 @@ class LinearProgram:
 
     def constraints(self, matrix, lb=-INF, ub=INF) -> np.ndarray:
         """Add rows `lb <= matrix @ variables <= ub` (matrix: scipy sparse or dense, with as many
-        columns as there are variables so far, or fewer); returns the row indices."""
-        matrix = sp.csr_matrix(matrix)
-        n = matrix.shape[0]
+        columns as there are variables so far, or fewer, or a `RowBlock`); returns the row indices."""
+        if not isinstance(matrix, RowBlock):
+            matrix = sp.csr_matrix(matrix)
+        n = len(matrix.indptr) - 1
         self._blocks.append(matrix)
         self._row_lb.append(np.broadcast_to(np.asarray(lb, dtype=np.float64), (n,)))
         self._row_ub.append(np.broadcast_to(np.asarray(ub, dtype=np.float64), (n,)))
@@ -256,7 +276,7 @@ class LinearProgram:
         return Solution(status == pywraplp.Solver.OPTIMAL, names.get(status, f"status {status}"), float(objective), values)
 
 
-def _stacked(blocks: list[sp.csr_matrix], n_vars: int) -> sp.csr_matrix:
+def _stacked(blocks: list[sp.csr_matrix | RowBlock], n_vars: int) -> sp.csr_matrix:
     """The blocks' rows one under the other, over `n_vars` columns (what `sp.vstack` makes of
     CSR blocks, without its checks: a solve stacks a few small blocks)."""
     if not blocks:

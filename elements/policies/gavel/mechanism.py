@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import numpy as np
 
@@ -42,7 +44,9 @@ class GavelRounds(Element):
         idle_gpus: GPUs left without a job in the last round.
     Cost: O(n c) over jobs n and allocation columns c (GPU types, with pairs), plus a sort of the
         jobs by priority, O(n log n), on a type whose GPUs do not hold every entry that wants
-        them. A round that picks the same entries as the last hands on the same ranking.
+        them. A round that picks the same entries as the last hands on the same ranking; event
+        skipping passes the rounds ahead that would pick them again (O(n) to find how many:
+        the first meeting of neighbouring priorities), except with the shuffled order or pairs.
     See also: MaxMinFairness, GavelPlacer, Hierarchical
     Paper: Gavel (OSDI'20) §5 (round-based mechanism, Algorithm 1) and its scheduler.py.
     """
@@ -74,6 +78,8 @@ class GavelRounds(Element):
         "_rows",
         "_sf",
         "_shares",
+        "_sorted",
+        "_ticked",
         "_time",
         "_wanted",
         "_wanted_alive",
@@ -110,20 +116,43 @@ class GavelRounds(Element):
         self._ran_col = np.zeros(0, dtype=np.int64)
         self._ran_run_s = np.zeros(0)
         self._ran_partner_run_s = np.zeros(0)
+        self._sorted: list[tuple[int, np.ndarray, np.ndarray]] = []  # per column sorted: candidates, taken
+        self._ticked: int | None = None  # the round asked about event skipping, until the next tick
         self.counters.update(resets=0, scheduled=0, pairs=0, idle_gpus=0)
 
     def tick(self, ctx, shares: Shares) -> Ranking:
         self._account(ctx)
+        self._ticked = None
         if shares is not self._shares:
             self._reset(ctx, shares)
         return self._schedule(ctx)
 
+    # --- event skipping ---
+    quiet_after_change = True
+
+    def quiet_until(self, ctx) -> float | None:
+        """The rounds ahead that pick the same entries on the same columns (`_repeating`)."""
+        self._ticked = ctx.round_index  # (rounds passed from here are credited at the next tick)
+        if self._shares is None or not len(self._rows) or self._repeat is not None:
+            return math.inf  # the same ranking until an event (no entries, or all that want run)
+        if self.order == "shuffled" or self._any_pairs:
+            return None
+        return _repeating(self._sorted, self._X, self._time, len(self._rows), ctx)
+
     # --- bookkeeping ---
     def _account(self, ctx) -> None:
-        """Credit the entries that ran last round with the time they held their GPUs."""
+        """Credit the entries that ran last round with the time they held their GPUs (and the
+        rounds event skipping did not tick as those ticks would have: `_credit`)."""
         if not len(self._ran):
             return
         run_s = ctx.jobs.column("run_s")
+        passed = ctx.round_index - self._ticked - 1 if self._ticked is not None else 0
+        if passed > 0:  # (with every wanting entry running, ticks credit only the first round)
+            rounds = 1 if self._repeat is not None else passed
+            self._ran_run_s = _credit(self._time, self._given, self._ran, self._ran_col, self._ran_run_s, ctx.round_s, rounds)
+            if self._repeat is not None:
+                self._ran = self._ran[:0]
+                return
         got = run_s[self._rows[self._ran]] - self._ran_run_s
         if self._any_pairs:
             partner = self._partner[self._ran]
@@ -196,26 +225,11 @@ class GavelRounds(Element):
                 cols = cols[np.argsort([placements[c] != "consolidated" for c in cols], kind="stable")]
             by_type.append(cols.tolist())
         self._cols_of_type = by_type
-        self._fastest = self._fastest_first(ctx, shares)
+        self._fastest = _fastest_first(ctx, shares)
         self._consolidated = None if placements is None else np.array([p == "consolidated" for p in placements])
 
     def _update_alive(self, ctx) -> None:
-        """Entries whose jobs have all not finished."""
-        status = ctx.jobs.column("status")
-        alive = status[self._rows] != FINISHED
-        if self._any_pairs:
-            alive &= ~self._paired | (status[np.maximum(self._partner, 0)] != FINISHED)
-        self._alive = alive
-        self._wanted_alive = self._wanted & alive[:, None]
-        self._wanted_by_col = np.ascontiguousarray(self._wanted_alive.T)  # (a row per column: read each round)
-        self._wanting = int(self._wanted_alive.any(axis=1).sum())
-
-    def _fastest_first(self, ctx, shares: Shares) -> np.ndarray:
-        """Physical GPU types, fastest first: by the jobs' mean throughput relative to their best."""
-        n_types = len(ctx.cluster.gpu_types)
-        rates = ctx.jobs.type_rates[shares.rows] if len(shares.rows) else np.ones((1, n_types))
-        relative = rates / np.maximum(rates.max(axis=1, keepdims=True), 1e-300)
-        return np.argsort(-relative.mean(axis=0), kind="stable")
+        self._alive, self._wanted_alive, self._wanted_by_col, self._wanting = _alive(self, ctx)
 
     # --- Algorithm 1 ---
     def _schedule(self, ctx) -> Ranking:
@@ -240,6 +254,7 @@ class GavelRounds(Element):
         # else each entry is its own job, and marks by entry are cheaper.
         taken = np.zeros(len(ctx.jobs) if with_pairs else len(rows), dtype=bool)
         chosen, chosen_col = [], []
+        self._sorted = []
         any_taken = False
         for t in types.tolist():
             for c in self._cols_of_type[t]:
@@ -258,7 +273,10 @@ class GavelRounds(Element):
                     tied = self._tie_order[c]
                     cand = tied[ok[tied]]
                     cand = cand[np.argsort(-priority[c][cand], kind="stable")]
-                picked, left[t] = _greedy(cand, sf, partner, rows, taken, int(left[t]), with_pairs)
+                    picked, left[t] = _greedy(cand, sf, partner, rows, taken, int(left[t]), with_pairs)
+                    self._sorted.append((c, cand, picked))
+                else:
+                    picked, left[t] = _greedy(cand, sf, partner, rows, taken, int(left[t]), with_pairs)
                 if len(picked):
                     chosen.append(picked)
                     chosen_col.append(np.full(len(picked), c, dtype=np.int64))
@@ -295,20 +313,75 @@ class GavelRounds(Element):
             if not with_pairs:  # (by job row, as with pairs)
                 taken = np.zeros(len(ctx.jobs), dtype=bool)
                 taken[rows[picked]] = True
-            self._explain(ctx, picked, taken, sum(left))
+            _explain(self, ctx, picked, taken, sum(left))
         return ranking
 
-    def _explain(self, ctx, picked: np.ndarray, taken: np.ndarray, idle: int) -> None:
-        """Jobs of entries not chosen this round wait; those that ran lose their GPUs as their
-        round (lease) ends."""
-        missed = self._wanted_alive.any(axis=1) & ~self._paired
-        missed[picked] = False
-        rows = self._rows[missed]
-        rows = rows[~taken[rows]]  # (a job chosen in a pair is not waiting)
-        if len(rows):
-            ran = ctx.jobs.column("held")[rows] > 0
-            code = np.where(ran, int(Reason.LEASE_END), int(Reason.NOT_CHOSEN))
-            ctx.explain(code, rows, len(picked), idle)
+
+def _alive(mech: GavelRounds, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Entries whose jobs have all not finished; of them, those that want each column (and by
+    column, a row each: read every round), and how many want any."""
+    status = ctx.jobs.column("status")
+    alive = status[mech._rows] != FINISHED
+    if mech._any_pairs:
+        alive &= ~mech._paired | (status[np.maximum(mech._partner, 0)] != FINISHED)
+    wanted = mech._wanted & alive[:, None]
+    return alive, wanted, np.ascontiguousarray(wanted.T), int(wanted.any(axis=1).sum())
+
+
+def _explain(mech: GavelRounds, ctx, picked: np.ndarray, taken: np.ndarray, idle: int) -> None:
+    """Jobs of entries not chosen this round wait; those that ran lose their GPUs as their
+    round (lease) ends."""
+    missed = mech._wanted_alive.any(axis=1) & ~mech._paired
+    missed[picked] = False
+    rows = mech._rows[missed]
+    rows = rows[~taken[rows]]  # (a job chosen in a pair is not waiting)
+    if len(rows):
+        ran = ctx.jobs.column("held")[rows] > 0
+        code = np.where(ran, int(Reason.LEASE_END), int(Reason.NOT_CHOSEN))
+        ctx.explain(code, rows, len(picked), idle)
+
+
+def _fastest_first(ctx, shares: Shares) -> np.ndarray:
+    """Physical GPU types, fastest first: by the jobs' mean throughput relative to their best."""
+    n_types = len(ctx.cluster.gpu_types)
+    rates = ctx.jobs.type_rates[shares.rows] if len(shares.rows) else np.ones((1, n_types))
+    relative = rates / np.maximum(rates.max(axis=1, keepdims=True), 1e-300)
+    return np.argsort(-relative.mean(axis=0), kind="stable")
+
+
+def _credit(time: np.ndarray, given: np.ndarray, ran: np.ndarray, col: np.ndarray, run_s: np.ndarray, r: float, rounds: int):
+    """Credit entries that ran `rounds` whole rounds that event skipping did not tick, each as
+    its tick would have (the difference the world's addition of a round made to `run_s`,
+    round by round, to the bit); returns `run_s` after them."""
+    for _ in range(rounds):
+        after = run_s + r
+        step = after - run_s
+        time[ran, col] += step
+        np.add.at(given, col, step)
+        run_s = after
+    return run_s
+
+
+def _repeating(sorted_cols, X: np.ndarray, time: np.ndarray, n: int, ctx) -> float | None:
+    """Until when the mechanism picks the same entries on the same columns, nothing happening.
+    Between events only the entries picked gain time, a round's worth each per round on their
+    column: in a column whose candidates were sorted (`sorted_cols`: the column, its candidates
+    in priority order, those it took), each key X / f keeps its order with its neighbours until
+    the first pair meets (`_rounds_in_order`); a column whose candidates all fit stays so. Only
+    for whole-second rounds, where a round adds exactly r to a running job's run_s (what
+    `_credit` replays)."""
+    r = float(ctx.round_s)
+    if r != math.floor(r) or ctx.now >= 2.0**50:
+        return None
+    rounds = math.inf
+    mark = np.zeros(n, dtype=bool)
+    for c, cand, picked in sorted_cols:
+        mark[picked] = True
+        rounds = min(rounds, _rounds_in_order(X[cand, c], time[cand, c], mark[cand], r))
+        if rounds < 1:
+            return None
+        mark[picked] = False
+    return ctx.now + (rounds + 0.5) * r
 
 
 def _greedy(cand, sf, partner, rows, taken, left: int, with_pairs: bool):
@@ -349,6 +422,34 @@ def _greedy(cand, sf, partner, rows, taken, left: int, with_pairs: bool):
         if left == 0:
             break
     return np.asarray(pairs_picked, dtype=np.int64), left
+
+
+# Keys that stay this much apart (relatively) keep their order in floating point, however the
+# priority X * given / time is rounded: event skipping's margin.
+_MARGIN = 1e-9
+
+
+def _rounds_in_order(X: np.ndarray, T: np.ndarray, on: np.ndarray, r: float) -> float:
+    """How many rounds ahead a column's candidates (in priority order: keys X / T, T the time
+    received) keep their order when those `on` the column gain r a round and the others
+    nothing: the first meeting of neighbours, less a relative margin. Neighbours alike (same X,
+    same T, both gaining or neither) stay tied, and a key of 0 stays behind or tied. 0 when two
+    neighbours are closer than the margin already."""
+    if len(X) < 2:
+        return math.inf
+    xa, xb, ta, tb = X[:-1], X[1:], T[:-1], T[1:]
+    pa, pb = on[:-1], on[1:]
+    # d(m) = X_a (T_b + m r p_b) - (1 + margin) X_b (T_a + m r p_a): the ahead stays ahead while d >= 0.
+    wide = (1.0 + _MARGIN) * xb
+    d0 = xa * tb - wide * ta
+    s = r * (xa * pb - wide * pa)
+    open_ = ~(((xa == xb) & (ta == tb) & (pa == pb)) | (xb == 0))
+    if np.count_nonzero(open_ & (d0 + s < 0)):
+        return 0.0
+    falling = open_ & (s < 0)
+    if not np.count_nonzero(falling):
+        return math.inf
+    return float(math.floor((-d0[falling] / s[falling]).min()))
 
 
 def _grown(a: np.ndarray, n: int, k: int) -> np.ndarray:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from roundhouse.elements.placement.packing import choose_consolidated, pack_best_fit
@@ -36,14 +38,15 @@ class GavelPlacer(Element):
         suspended: running jobs suspended so far.
         unplaced: entries that found no room so far.
     Cost: O(n) over the ranking's entries n when every entry keeps its GPUs (O(1) when the
-        ranking is the very one it placed last round); otherwise O(n + G) on one-GPU servers
+        ranking is the very one it placed last round, and not ticked while the mechanism hands
+        that one on: event skipping); otherwise O(n + G) on one-GPU servers
         (Gavel's simulated clusters: one pass over the GPUs per type), else O(l G) over the jobs
         l it places and the GPUs G it scans for each (server by server, in Python).
     See also: GavelRounds, Consolidated
     Paper: Gavel (OSDI'20) §5 (placement, lease renewal) and its scheduler.py.
     """
 
-    state = ("_settled",)
+    state = ("_renewed", "_renewing", "_settled", "_ticked")
 
     category = "placement"
     inputs = (In("ranking", Ranking),)
@@ -52,17 +55,39 @@ class GavelPlacer(Element):
     def start(self, ctx) -> None:
         self.counters.update(launched=0, kept=0, suspended=0, unplaced=0)
         self._settled: Ranking | None = None  # a ranking whose entries all run as placed
+        # Jobs running after the last plan, and that plan's round: rounds that event skipping
+        # passes renew as many leases each (counted at the next tick).
+        self._renewing = 0
+        self._renewed = False  # whether the last plan renewed every lease
+        self._ticked: int | None = None  # the round asked about event skipping, until the next tick
 
     def tick(self, ctx, ranking: Ranking) -> Plan:
+        if self._ticked is not None and ctx.round_index > self._ticked + 1:
+            self.counters["kept"] += (ctx.round_index - self._ticked - 1) * self._renewing
+        self._ticked = None
         if ranking is self._settled and not len(ctx.events.finished):
             # The same entries as last round, all placed then and untouched since: every lease renews.
             running = ctx.running_rows
             self.counters["kept"] += len(running)
+            self._renewing, self._renewed = len(running), True
             return Plan(keep=running)
         unplaced = self.counters["unplaced"]
         plan = self._place(ctx, ranking)
         self._settled = ranking if self.counters["unplaced"] == unplaced else None
+        self._renewing = len(plan.keep) + len(plan.launch_rows)
+        self._renewed = self._settled is not None and not (len(plan.launch_rows) or len(plan.suspend))
         return plan
+
+    # Event skipping: given again the ranking whose entries all run as placed, the plan renews
+    # every lease (the mechanism hands on the very same ranking while it picks the same entries).
+    # Answered only after a plan that renewed every lease: after one that moved jobs, the
+    # mechanism mostly picks others the round after (Gavel's rounds rotate jobs), and asking
+    # it then would cost more than the rare round it saves.
+    quiet_after_change = True
+
+    def quiet_until(self, ctx) -> float | None:
+        self._ticked = ctx.round_index  # (rounds passed from here are counted at the next tick)
+        return math.inf if self._renewed else None
 
     def _place(self, ctx, ranking: Ranking) -> Plan:
         cluster = ctx.cluster

@@ -98,6 +98,7 @@ class GavelSolver(Element):
         self._solved_rows = np.zeros(0, dtype=np.int64)
         self._last_solve = -math.inf
         self._estimates: PairEstimates | None = None
+        self._pending = False  # the job set changed since the last solve (the interval holds it back)
         self.counters.update(solves=0, solve_ms=0.0, classes=0)
 
     def tick(self, ctx: RoundContext, active: Active, pairs: PairEstimates | None = None) -> Shares:
@@ -105,8 +106,10 @@ class GavelSolver(Element):
         rows = active.rows
         if self._shares is not None:
             unchanged = len(rows) == len(self._solved_rows) and np.array_equal(rows, self._solved_rows)
+            self._pending = not unchanged
             if unchanged or ctx.now - self._last_solve < float(self.interval) - 1e-9:
                 return self._shares
+        self._pending = False
         started = time.perf_counter()
         if len(rows):
             fractions, pair_rows, pair_fractions = self.allocate(ctx, self.problem(ctx, active))
@@ -123,6 +126,17 @@ class GavelSolver(Element):
         self.counters["solves"] += 1
         self.counters["solve_ms"] += (time.perf_counter() - started) * 1e3
         return self._shares
+
+    # Event skipping: the same Shares until the job set changes (an arrival or completion), or,
+    # when it changed within the interval, until the interval ends.
+    quiet_after_change = True
+
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        if self._estimates is not None:
+            return None  # (a pair estimator's estimates may change between events)
+        if self._pending:
+            return self._last_solve + float(self.interval) - 1e-6
+        return math.inf
 
     @property
     def allocation(self) -> Shares | None:
@@ -226,12 +240,12 @@ class MaxMinFairness(GavelSolver):
         levels: water-filling levels solved (with water_filling=true).
         milp_stopped: bottleneck MILPs stopped at their time limit, their best solution used (with water_filling=true).
     Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
-        O(n) over the pool's jobs n otherwise.
+        O(n) over the pool's jobs n otherwise, and not ticked between events (event skipping).
     See also: GavelRounds, Hierarchical, MinMaxRho
     Paper: Gavel (OSDI'20) §4.1 (heterogeneity-aware LAS), §4.3 (water filling).
     """
 
-    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows")
     fixed = ("_columns",)
 
     water_filling: bool = False
@@ -266,8 +280,11 @@ class MaxMinFairness(GavelSolver):
         form.add_variables(lp)
         z = int(lp.variables(1, lb=-np.inf, obj=1.0)[0])
         run = form.runnable
-        throughput = form.throughput(scale)
-        lp.constraints(with_column(throughput if run.all() else throughput[run], z, -1.0), lb=0.0)
+        rows = form.throughput_rows(scale, np.flatnonzero(run), z, -1.0)
+        if rows is None:
+            throughput = form.throughput(scale)
+            rows = with_column(throughput if run.all() else throughput[run], z, -1.0)
+        lp.constraints(rows, lb=0.0)
         form.validity(lp)
         got = _solve_or_fail(lp, self.lp, self.name)
         self.counters["objective"] = got.objective
@@ -297,7 +314,7 @@ class MinMaxRho(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimize Finish-Time Fairness); Themis (NSDI'20).
     """
 
-    state = ("_estimates", "_last_done", "_last_iso", "_last_solve", "_shares", "_solved_rows", "_t_iso")
+    state = ("_estimates", "_last_done", "_last_iso", "_last_solve", "_pending", "_shares", "_solved_rows", "_t_iso")
     fixed = ("_columns",)
 
     # Below about 1e-9 the bracket [low, high] cannot narrow further in floating point (the
@@ -397,7 +414,7 @@ class MinMakespan(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimize Makespan) and Appendix A.1.
     """
 
-    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows")
     fixed = ("_columns",)
 
     def start(self, ctx: RoundContext) -> None:
@@ -444,7 +461,7 @@ class MaxThroughput(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (maximize total throughput).
     """
 
-    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows")
     fixed = ("_columns",)
 
     def allocate(self, ctx: RoundContext, problem: Problem):
@@ -538,7 +555,7 @@ class MinCost(_CostSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimizing Total Cost); Charnes and Cooper (1962).
     """
 
-    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows")
     fixed = ("_columns", "_price")
 
     def allocate(self, ctx: RoundContext, problem: Problem):
@@ -568,7 +585,7 @@ class MinCostSLO(_CostSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimize cost subject to SLOs) and §7.3 (cost experiment).
     """
 
-    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows")
     fixed = ("_columns", "_price")
 
     def start(self, ctx: RoundContext) -> None:
@@ -616,7 +633,7 @@ class FifoHet(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (FIFO) and its policies/fifo.py.
     """
 
-    state = ("_estimates", "_held", "_last_solve", "_rng", "_shares", "_solved_rows")
+    state = ("_estimates", "_held", "_last_solve", "_pending", "_rng", "_shares", "_solved_rows")
     fixed = ("_columns",)
 
     method: str = attrs.field(default="greedy", validator=one_of("greedy", "lp"))
@@ -711,7 +728,7 @@ class Hierarchical(GavelSolver):
     Paper: Gavel (OSDI'20) §4.3 and Appendix A.1 (water filling, bottleneck MILP).
     """
 
-    state = ("_estimates", "_last_solve", "_shares", "_solved_rows")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows")
     fixed = ("_columns",)
 
     entities: list[IdRange | str] = attrs.field(factory=list)
