@@ -2,7 +2,7 @@
 
     python benchmarks/scale.py            # every case (the million-job ones take minutes)
     python benchmarks/scale.py --quick    # the small cases only (about a minute)
-    python benchmarks/scale.py --only million-160   # one case by name
+    python benchmarks/scale.py --only million-160   # one case by name (gavel-msr: Gavel's msr runs)
     python benchmarks/scale.py --no-skip  # the same with event skipping off (skip_rounds=false)
 
 Each case's trace is generated first, by `roundhouse trace generate` in a process of its own
@@ -124,9 +124,10 @@ CASES: dict[str, tuple] = {
         True,
     ),
 }
-# Gavel's heterogeneity-aware LAS and FIFO on its msr trace are measured by the Gavel scale
-# benchmark (benchmarks/gavel_scale.py, when present), which this script runs and quotes.
-GAVEL_BENCHMARK = REPO / "benchmarks" / "gavel_scale.py"
+# Gavel's heterogeneity-aware LAS and FIFO on its msr trace, whole CLI runs beside Gavel's own
+# simulator, are measured by benchmarks/gavel_msr.py; this script prints its rows as the case
+# named here (skipped when Gavel's trace is not beside the project).
+GAVEL_CASE = "gavel-msr"
 
 
 def graph_text(trace: Path, cluster: str, policy: str, placer: str, skip: bool) -> str:
@@ -315,10 +316,32 @@ def plot(results: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def print_gavel_rows() -> None:
+    """Gavel's heterogeneity-aware LAS and FIFO on msr 0e4a51, whole CLI runs, with the seconds
+    Gavel's own simulator takes (benchmarks/gavel_msr.py)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import gavel_msr
+
+    rows = gavel_msr.rows()
+    if not rows:
+        print(f"\nGavel's msr trace not found at {gavel_msr.TRACE}: its cases skipped")
+        return
+    print("\nGavel's msr 0e4a51 (984 jobs, 36:36:36, 6-minute rounds), `roundhouse run --out` in a fresh process")
+    print(f"{'case':34s} {'wall s':>8s} {'cpu s':>7s} {'rounds':>7s} {'skipped':>8s} {'Gavel s':>8s} {'x faster':>9s}")
+    for row in rows:
+        anchor = f"{row['gavel_s']:8.1f}" if row["gavel_s"] else f"{'-':>8s}"
+        faster = f"{row['times_faster']:8.1f}x" if row["times_faster"] else f"{'-':>9s}"
+        print(
+            f"{row['case']:34s} {row['wall_s']:8.2f} {row['cpu_s']:7.2f} {row['rounds'] or '-':>7} "
+            f"{row['skipped'] or 0:>8} {anchor} {faster}",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the small cases only")
-    parser.add_argument("--only", metavar="NAME", action="append", help=f"run only these cases ({', '.join(CASES)})")
+    parser.add_argument("--only", metavar="NAME", action="append", help=f"run only these cases ({', '.join([*CASES, GAVEL_CASE])})")
     parser.add_argument("--no-skip", action="store_true", help="event skipping off (skip_rounds=false)")
     parser.add_argument("--plot", type=Path, default=REPO / "docs" / "figures" / "scale.png", help="where to write the plot")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -327,10 +350,12 @@ def main() -> None:
     if args.child:
         child(args.child, args.folder, not args.no_skip)
         return
-    names = args.only or [n for n, case in CASES.items() if case[8] or not args.quick]
-    unknown = [n for n in names if n not in CASES]
+    names = args.only or [*(n for n, case in CASES.items() if case[8] or not args.quick), GAVEL_CASE]
+    unknown = [n for n in names if n not in CASES and n != GAVEL_CASE]
     if unknown:
-        parser.error(f"unknown case(s) {', '.join(unknown)}; the cases are {', '.join(CASES)}")
+        parser.error(f"unknown case(s) {', '.join(unknown)}; the cases are {', '.join([*CASES, GAVEL_CASE])}")
+    gavel = GAVEL_CASE in names
+    names = [n for n in names if n != GAVEL_CASE]
     print(
         f"{'case':58s} {'wall s':>8s} {'rounds':>9s} {'skipped':>9s} {'rounds/s':>9s} {'us/round':>9s} {'in system':>10s} {'peak RSS':>9s}"
     )
@@ -352,9 +377,8 @@ def main() -> None:
         for r in cli:
             cells = "".join(f" {r['phases_s'].get(p, 0.0):9.2f} s {r['phases_peak_mb'].get(p, 0.0):5.0f} MB" for p in PHASES)
             print(f"{r['name']:14s}{cells}")
-    if GAVEL_BENCHMARK.exists() and not args.only:
-        print("\nGavel's heterogeneity-aware LAS and FIFO on msr 0e4a51 (benchmarks/gavel_scale.py):", flush=True)
-        subprocess.run([sys.executable, str(GAVEL_BENCHMARK)], check=False)
+    if gavel:
+        print_gavel_rows()
     if not args.only:
         plot(results, args.plot)
         print(f"\nplot written to {args.plot}")
