@@ -341,7 +341,9 @@ def print_gavel_rows() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the small cases only")
-    parser.add_argument("--only", metavar="NAME", action="append", help=f"run only these cases ({', '.join([*CASES, GAVEL_CASE])})")
+    parser.add_argument(
+        "--only", metavar="NAME", action="append", help=f"run only these cases ({', '.join([*CASES, GAVEL_CASE])})"
+    )
     parser.add_argument("--no-skip", action="store_true", help="event skipping off (skip_rounds=false)")
     parser.add_argument("--plot", type=Path, default=REPO / "docs" / "figures" / "scale.png", help="where to write the plot")
     parser.add_argument("--child", help=argparse.SUPPRESS)
