@@ -123,7 +123,9 @@ Number = int | float | np.ndarray | Callable[[Any], np.ndarray]
 
 # The record holds only numbers and arrays (no objects the garbage collector would have to
 # visit again and again as the record grows): a launch's numbers are kept as its plan's arrays,
-# marked by this in place of the first number, and worked out when the record is read.
+# marked by this in place of the first number, and worked out when the record is read. (The
+# only string among the numbers: found by its type, since a record pickled and read back, a
+# packed fork's, holds an equal string, not this one.)
 _LAUNCH = "launch"
 
 
@@ -353,8 +355,9 @@ class Recorder:
         once: dict[str, list | None] = {name: [] for name in ("t", "key", "a", "b", "c")}  # per chunk, while numbers
         for t, rows, key, *numbers in chunks:
             end = at + len(rows)
+            launch = type(numbers[0]) is str  # (_LAUNCH)
             if narrow:
-                given = (t, key, *(numbers if numbers[0] is not _LAUNCH else (rows,) * 3))
+                given = (t, key, *(numbers if not launch else (rows,) * 3))
                 for name, value in zip(once, given):
                     kept = once[name]
                     if kept is None:
@@ -366,7 +369,7 @@ class Recorder:
             out["t"][at:end] = t
             out["row"][at:end] = rows
             out["key"][at:end] = key
-            if numbers[0] is _LAUNCH:
+            if launch:
                 counts, gpus, starts = numbers[1:]
                 assert self._node is not None  # set with the first launch
                 node = self._node[gpus]
@@ -409,14 +412,16 @@ class Recorder:
             columns[name] = _labels(table, el)
         for name in "abc":
             columns[name] = pa.array(cols[name].astype(np.int64, copy=False))
-        return pa.table(columns, schema=_schema())
+        return pa.Table.from_arrays(list(columns.values()), schema=_schema())
 
     def write(self, path, world: World) -> None:
         """The record as Parquet, written block by block (one row group for every `_PIECE`
         records at most), so that a million jobs' records never stand in memory as one table."""
         import pyarrow.parquet as pq
 
-        with pq.ParquetWriter(path, _schema(), compression="zstd") as writer:
+        # (Statistics only for time and job, the columns one filters on: the labels' would
+        # cost a third of the writing.)
+        with pq.ParquetWriter(path, _schema(), compression="zstd", write_statistics=["t_s", "job_id"]) as writer:
             for block in [*self._all_blocks(), self._join(self._chunks)]:
                 block = _records(block)
                 for start in range(0, len(block["t"]), _PIECE):  # (a block of a busy run holds millions)
