@@ -21,6 +21,7 @@ writes it block by block beside a run's jobs.csv as explain.parquet (docs/explai
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import tempfile
@@ -422,7 +423,7 @@ class Recorder:
         # (Statistics only for time and job, the columns one filters on: the labels' would
         # cost a third of the writing.)
         with pq.ParquetWriter(path, _schema(), compression="zstd", write_statistics=["t_s", "job_id"]) as writer:
-            for block in [*self._all_blocks(), self._join(self._chunks)]:
+            for block in itertools.chain(self._all_blocks(), [self._join(self._chunks)]):  # (spilled ones one at a time)
                 block = _records(block)
                 for start in range(0, len(block["t"]), _PIECE):  # (a block of a busy run holds millions)
                     piece = {name: values[start : start + _PIECE] for name, values in block.items()}
