@@ -142,3 +142,15 @@ def test_the_temporary_folder_goes_when_the_process_exits():
     assert done.returncode == 3, done.stderr
     path = done.stdout.strip()
     assert path.endswith("blocks") and not os.path.exists(os.path.dirname(path))
+
+
+def test_writing_reads_the_spilled_blocks_one_at_a_time(graph, tmp_path, monkeypatch):
+    # (Not all read in first: the point of spilling is that the record never stands in memory.)
+    spill_every_block(monkeypatch)
+    world = run_on(begun(graph)).world
+    steps: list[str] = []
+    read, table = explain._Spill.read, explain.Recorder._table
+    monkeypatch.setattr(explain._Spill, "read", lambda self, i: steps.append("read") or read(self, i))
+    monkeypatch.setattr(explain.Recorder, "_table", lambda self, c, w: steps.append("table") or table(self, c, w))
+    world.explain.write(tmp_path / "e.parquet", world)
+    assert steps.count("read") > 10 and "read,read" not in ",".join(steps)
