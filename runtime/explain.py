@@ -319,10 +319,10 @@ class Recorder:
             if self._spill is None:
                 self._spill = _Spill()
                 self._spilled.append((self._spill, 0))
-            for block in self._blocks:
-                self._spill.add(block)
-            self._spilled[-1] = (self._spill, self._spilled[-1][1] + len(self._blocks))
-            self._blocks, self._held = [], 0
+            while self._blocks:  # (one at a time: a failed write leaves the record whole)
+                self._spill.add(self._blocks[0])
+                self._spilled[-1] = (self._spill, self._spilled[-1][1] + 1)
+                self._held -= _nbytes(self._blocks.pop(0))
 
     def _all_blocks(self) -> Iterator[dict[str, np.ndarray]]:
         """The joined blocks in the order recorded, spilled ones read back one at a time."""

@@ -154,3 +154,29 @@ def test_writing_reads_the_spilled_blocks_one_at_a_time(graph, tmp_path, monkeyp
     monkeypatch.setattr(explain.Recorder, "_table", lambda self, c, w: steps.append("table") or table(self, c, w))
     world.explain.write(tmp_path / "e.parquet", world)
     assert steps.count("read") > 10 and "read,read" not in ",".join(steps)
+
+
+def test_a_spill_that_fails_leaves_the_record_whole(graph, monkeypatch):
+    whole = run_on(begun(graph)).world
+    spill_every_block(monkeypatch)
+    engine = run_on(begun(graph), 30)
+    record = engine.world.explain
+    monkeypatch.setattr(explain, "_SPILL_BYTES", 10**9)
+    run_on(engine, 30)  # blocks held in memory
+    assert len(record._blocks) > 2
+    add, calls = explain._Spill.add, []
+
+    def full_disk(self, block):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        add(self, block)
+
+    monkeypatch.setattr(explain._Spill, "add", full_disk)
+    monkeypatch.setattr(explain, "_SPILL_BYTES", 0)
+    with pytest.raises(OSError):
+        record._keep(record._blocks.pop())  # (the last block again, to spill every one held)
+    assert calls == [1, 1] and record._spilled[-1][1] == len(record._spill._index)  # the first one kept
+    monkeypatch.setattr(explain._Spill, "add", add)
+    run_on(engine)
+    assert record.frame(engine.world).equals(whole.explain.frame(whole))
