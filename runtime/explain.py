@@ -11,14 +11,22 @@ are those of that moment.
 
 Records are kept columnar, as the arrays elements hand over (appended to a list, and every few
 thousand of them joined into one block of columns), so recording is a few numpy operations per
-element per round. The recorder is a plain object on the world (`World.explain`), copied with
-`copy()` when a world is forked. `frame(world)` gives the record as a table; `write` writes it
-block by block beside a run's jobs.csv as explain.parquet (docs/explain.md).
+element per round. Once the blocks held in memory pass a few megabytes they are written out
+(spilled) to a file in a temporary folder of the record's own, so that a long run holds a
+bounded part of its record in memory. The recorder is a plain object on the world
+(`World.explain`), copied with `copy()` when a world is forked (a copy shares the blocks spilled
+so far and spills its own elsewhere). `frame(world)` gives the record as a table; `write`
+writes it block by block beside a run's jobs.csv as explain.parquet (docs/explain.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +34,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     import polars as pl
+    import pyarrow as pa
 
     from roundhouse.runtime.types import Events, Plan
     from roundhouse.runtime.world import World
@@ -115,7 +124,9 @@ Number = int | float | np.ndarray | Callable[[Any], np.ndarray]
 
 # The record holds only numbers and arrays (no objects the garbage collector would have to
 # visit again and again as the record grows): a launch's numbers are kept as its plan's arrays,
-# marked by this in place of the first number, and worked out when the record is read.
+# marked by this in place of the first number, and worked out when the record is read. (The
+# only string among the numbers: found by its type, since a record pickled and read back, a
+# packed fork's, holds an equal string, not this one.)
 _LAUNCH = "launch"
 
 
@@ -143,8 +154,14 @@ class Recorder:
         # _CHUNKS of them joined into a block of columns (`_join`), so that a million jobs'
         # records are a few arrays rather than hundreds of thousands of small ones.
         self._chunks: list[tuple] = []
-        self._blocks: list[dict[str, np.ndarray]] = []
+        self._blocks: list[dict[str, np.ndarray]] = []  # blocks held in memory
+        self._held = 0  # their bytes
+        # Blocks spilled to disk, oldest first, before those held: (spill file, how many of
+        # its blocks belong to this record); the last may be this record's own (`_spill`).
+        self._spilled: list[tuple[_Spill, int]] = []
+        self._spill: _Spill | None = None
         self.records = 0
+        self._joined = 0  # records in blocks
         self._explained = 0  # suspensions elements explained since the last plan
         self._node: np.ndarray | None = None  # the machine of each GPU, once a plan launched
 
@@ -172,7 +189,25 @@ class Recorder:
         other._key = self._key.copy()
         other._chunks = list(self._chunks)  # (the arrays in them are never written again)
         other._blocks = list(self._blocks)
+        # (Blocks spilled so far are shared: a spill file is only appended to, and the copy
+        # reads as many of its blocks as there are now. Its own go to a file of its own.)
+        other._spilled = list(self._spilled)
+        other._spill = None
         return other
+
+    def __deepcopy__(self, memo: dict) -> Recorder:
+        return self.copy()
+
+    def __getstate__(self) -> dict:
+        # Pickled (a snapshot, a fork packed for another process): the spilled blocks are read
+        # in, since the temporary folder belongs to this process's record alone.
+        state = dict(self.__dict__)
+        if self._spilled:
+            spilled = [store.read(i) for store, n in self._spilled for i in range(n)]
+            state["_blocks"] = spilled + self._blocks
+            state["_held"] = self._held + sum(_nbytes(block) for block in spilled)
+            state["_spilled"], state["_spill"] = [], None
+        return state
 
     def reserve(self, n_jobs: int) -> None:
         """Room for rows up to `n_jobs` (called as jobs join the table)."""
@@ -242,9 +277,9 @@ class Recorder:
         explained, completions, launches (on which machine, how many GPUs, over how many
         machines)."""
         explained, self._explained = self._explained, 0
-        if len(self._chunks) >= _CHUNKS:
-            self._blocks.append(self._join(self._chunks, narrow=True))
-            self._chunks = []
+        if len(self._chunks) >= _CHUNKS or self.records - self._joined >= _ROWS:
+            self._keep(self._join(self._chunks, narrow=True))
+            self._chunks, self._joined = [], self.records
         if not plan.changes:
             return
         if len(plan.suspend) > explained:
@@ -275,10 +310,31 @@ class Recorder:
         if len(events.requeued):
             self.note(-1, Reason.REQUEUED, events.requeued, t=events.time)
 
+    # --- keeping it ---
+    def _keep(self, block: dict[str, np.ndarray]) -> None:
+        """Keep a joined block; once the blocks held pass `_SPILL_BYTES`, spill them all."""
+        self._blocks.append(block)
+        self._held += _nbytes(block)
+        if self._held > _SPILL_BYTES:
+            if self._spill is None:
+                self._spill = _Spill()
+                self._spilled.append((self._spill, 0))
+            while self._blocks:  # (one at a time: a failed write leaves the record whole)
+                self._spill.add(self._blocks[0])
+                self._spilled[-1] = (self._spill, self._spilled[-1][1] + 1)
+                self._held -= _nbytes(self._blocks.pop(0))
+
+    def _all_blocks(self) -> Iterator[dict[str, np.ndarray]]:
+        """The joined blocks in the order recorded, spilled ones read back one at a time."""
+        for store, n in self._spilled:
+            for i in range(n):
+                yield store.read(i)
+        yield from self._blocks
+
     # --- reading it ---
     def arrays(self) -> dict[str, np.ndarray]:
         """The records as columns: t, row, code, element (-1: the runtime), a, b, c."""
-        blocks = [*map(_records, self._blocks), self._join(self._chunks)]
+        blocks = [*map(_records, self._all_blocks()), self._join(self._chunks)]
         out = {name: np.concatenate([b[name] for b in blocks], dtype=blocks[-1][name].dtype) for name in blocks[-1]}
         return _split_key(out)
 
@@ -300,8 +356,9 @@ class Recorder:
         once: dict[str, list | None] = {name: [] for name in ("t", "key", "a", "b", "c")}  # per chunk, while numbers
         for t, rows, key, *numbers in chunks:
             end = at + len(rows)
+            launch = type(numbers[0]) is str  # (_LAUNCH)
             if narrow:
-                given = (t, key, *(numbers if numbers[0] is not _LAUNCH else (rows,) * 3))
+                given = (t, key, *(numbers if not launch else (rows,) * 3))
                 for name, value in zip(once, given):
                     kept = once[name]
                     if kept is None:
@@ -313,7 +370,7 @@ class Recorder:
             out["t"][at:end] = t
             out["row"][at:end] = rows
             out["key"][at:end] = key
-            if numbers[0] is _LAUNCH:
+            if launch:
                 counts, gpus, starts = numbers[1:]
                 assert self._node is not None  # set with the first launch
                 node = self._node[gpus]
@@ -337,64 +394,117 @@ class Recorder:
         """The record as a table, one row per change: t_s, job_id, state, reason, element and
         element_class (who gave it; empty: the runtime), ranked_by and ranked_by_class (the
         element whose ranking a placer followed), a, b, c (see MEANINGS), in the order recorded."""
-        return self._table(self.arrays(), world)
-
-    def _table(self, cols: dict[str, np.ndarray], world: World) -> pl.DataFrame:
         import polars as pl
 
-        def labels(table: list[str], index: np.ndarray) -> pl.Series:
-            """Strings by index, made from the index (a categorical of the few labels)."""
-            return pl.Series(index, dtype=pl.UInt32).replace_strict(list(range(len(table))), table, return_dtype=pl.Categorical)
+        return pl.from_arrow(self._table(self.arrays(), world))  # type: ignore[return-value]
+
+    def _table(self, cols: dict[str, np.ndarray], world: World) -> pa.Table:
+        """Columns as the record's table, built as Arrow arrays: the labels are dictionaries of
+        the few names with an index per record (no strings per record)."""
+        import pyarrow as pa
 
         codes = cols["code"]
-        names = [""] * _CODES
-        states = [""] * _CODES
-        for r in Reason:
-            names[r], states[r] = r.name.lower(), MEANINGS[r][0]
         el = cols["element"] + 1  # (0: the runtime)
         of = dict(zip(self.elements, self.classes))
-        return pl.DataFrame(
-            {
-                "t_s": cols["t"],
-                "job_id": world.jobs.column("job_id")[cols["row"]],
-                "state": labels(states, codes),
-                "reason": labels(names, codes),
-                "element": labels(["", *self.elements], el),
-                "element_class": labels(["", *self.classes], el),
-                "ranked_by": labels(["", *self.ranked_by], el),
-                "ranked_by_class": labels(["", *(of.get(r, "") for r in self.ranked_by)], el),
-                "a": cols["a"].astype(np.int64, copy=False),
-                "b": cols["b"].astype(np.int64, copy=False),
-                "c": cols["c"].astype(np.int64, copy=False),
-            }
-        )
+        names = ["", *self.elements], ["", *self.classes], ["", *self.ranked_by], ["", *(of.get(r, "") for r in self.ranked_by)]
+        columns = {"t_s": pa.array(cols["t"]), "job_id": pa.array(world.jobs.column("job_id")[cols["row"]])}
+        columns["state"], columns["reason"] = _labels(_STATES, codes), _labels(_NAMES, codes)
+        for name, table in zip(("element", "element_class", "ranked_by", "ranked_by_class"), names):
+            columns[name] = _labels(table, el)
+        for name in "abc":
+            columns[name] = pa.array(cols[name].astype(np.int64, copy=False))
+        return pa.Table.from_arrays(list(columns.values()), schema=_schema())
 
     def write(self, path, world: World) -> None:
-        """The record as Parquet, written block by block (one row group each), so that a
-        million jobs' records never stand in memory as one table."""
+        """The record as Parquet, written block by block (one row group for every `_PIECE`
+        records at most), so that a million jobs' records never stand in memory as one table."""
         import pyarrow.parquet as pq
 
-        writer = None
-        try:
-            for block in [*self._blocks, self._join(self._chunks)]:
+        # (Statistics only for time and job, the columns one filters on: the labels' would
+        # cost a third of the writing.)
+        with pq.ParquetWriter(path, _schema(), compression="zstd", write_statistics=["t_s", "job_id"]) as writer:
+            for block in itertools.chain(self._all_blocks(), [self._join(self._chunks)]):  # (spilled ones one at a time)
                 block = _records(block)
-                n = len(block["t"])
-                for start in range(0, max(n, 1), _PIECE):  # (a block of a busy run holds millions)
-                    if writer is not None and not n:
-                        break
+                for start in range(0, len(block["t"]), _PIECE):  # (a block of a busy run holds millions)
                     piece = {name: values[start : start + _PIECE] for name, values in block.items()}
-                    table = self._table(_split_key(piece), world).to_arrow()
-                    if writer is None:
-                        writer = pq.ParquetWriter(path, table.schema, compression="zstd")
-                    writer.write_table(table)
-        finally:
-            if writer is not None:
-                writer.close()
+                    writer.write_table(self._table(_split_key(piece), world))
+
+
+class _Spill:
+    """Blocks of a record written to one file, in a temporary folder of its own, their columns'
+    raw bytes one after the other. Only ever appended to, so that forks of the record read the
+    blocks written before they were made while it goes on. The folder is removed when the last
+    record that uses it is dropped, or when the process exits (also after a failed run)."""
+
+    def __init__(self) -> None:
+        folder = tempfile.mkdtemp(prefix="roundhouse-explain-")
+        self.path = os.path.join(folder, "blocks")
+        self._removal = weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+        # Per block: (column, dtype, where its bytes begin, values).
+        self._index: list[list[tuple[str, str, int, int]]] = []
+
+    def add(self, block: dict[str, np.ndarray]) -> None:
+        entry = []
+        with open(self.path, "ab") as f:
+            at = f.tell()  # (the file's end: bytes of an earlier write that failed are skipped)
+            for name, values in block.items():
+                values = np.ascontiguousarray(values)
+                f.write(values.data)
+                entry.append((name, values.dtype.str, at, len(values)))
+                at += values.nbytes
+        self._index.append(entry)
+
+    def read(self, i: int) -> dict[str, np.ndarray]:
+        with open(self.path, "rb") as f:
+            out = {}
+            for name, dtype, at, n in self._index[i]:
+                f.seek(at)
+                out[name] = np.fromfile(f, dtype=dtype, count=n)
+            return out
+
+
+def _nbytes(block: dict[str, np.ndarray]) -> int:
+    return sum(values.nbytes for values in block.values())
+
+
+# The labels of a record's code: its state and its reason's name.
+_STATES = [""] * _CODES
+_NAMES = [""] * _CODES
+for _r in Reason:
+    _NAMES[_r], _STATES[_r] = _r.name.lower(), MEANINGS[_r][0]
+
+
+def _labels(table: list[str], index: np.ndarray) -> pa.DictionaryArray:
+    """Strings by index, as a dictionary of the distinct strings and an index into it per value
+    (polars reads it as a categorical)."""
+    import pyarrow as pa
+
+    distinct = list(dict.fromkeys(table))
+    at = np.array([distinct.index(name) for name in table], dtype=np.uint32)
+    return pa.DictionaryArray.from_arrays(pa.array(at[index]), pa.array(distinct, pa.string()))
+
+
+def _schema() -> pa.Schema:
+    """The written table's schema: the labels as polars writes a categorical."""
+    import pyarrow as pa
+
+    label = pa.dictionary(pa.uint32(), pa.string())
+    meta = {b"_PL_CATEGORICAL2": b"0;0;u32;"}  # (as polars marks a categorical it writes)
+    fields = [pa.field("t_s", pa.float64()), pa.field("job_id", pa.int64())]
+    fields += [
+        pa.field(n, label, metadata=meta) for n in ("state", "reason", "element", "element_class", "ranked_by", "ranked_by_class")
+    ]
+    fields += [pa.field(n, pa.int64()) for n in "abc"]
+    return pa.schema(fields)
 
 
 _I32 = np.iinfo(np.int32)
-# Chunks of records kept as they came before they are joined into a block of columns.
+# Chunks of records kept as they came before they are joined into a block of columns (or
+# records, whichever comes first: a busy round's chunks hold thousands).
 _CHUNKS = 4096
+_ROWS = 1 << 19
+# Bytes of blocks held in memory before they are spilled to disk.
+_SPILL_BYTES = 16 << 20
 # Records written to the file at once (one row group).
 _PIECE = 1 << 18
 
