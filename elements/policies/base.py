@@ -50,11 +50,15 @@ class KeyOrder(Policy):
         progress; None: not declared (the policy is then ticked every round)."""
         return None
 
+    def start(self, ctx: RoundContext) -> None:
+        self._ranked = None
+
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         keys = self.key(active)
-        order = keys.argsort(kind="stable")
-        self._ranked = (active, keys[order], order)  # (for quiet_until)
+        ranked = self._ranked
+        order = stable_order(keys, active.rows, None if ranked is None else ranked[3], len(ctx.jobs))
         rows = active.rows[order]
+        self._ranked = (active, keys[order], order, rows)  # (for quiet_until, and the next round's guess)
         return Ranking(rows, ctx.jobs.column("gpus")[rows], backfill=self.backfill)
 
     quiet_after_change = True
@@ -63,13 +67,50 @@ class KeyOrder(Policy):
         return True  # (its ranking depends on the pool it is given, not on past ticks)
 
     def quiet_until(self, ctx: RoundContext) -> float | None:
-        active, keys, order = self._ranked
+        active, keys, order, _ = self._ranked
         speed = self.key_speed(active)
         if speed is None:
             return None
         # A round before the first moment two neighbours in the order could swap: the round
         # that ticks then sees the swap coming, and ticks each round until it has happened.
         return ctx.now + first_swap_s(keys, speed[order], self.exact_ties) - ctx.round_s
+
+
+# Below this many jobs a plain sort costs less than guessing its order.
+_GUESS_FROM = 512
+_positions = np.full(0, -1, dtype=np.int64)  # row -> place in the rows being ranked; -1 between calls
+
+
+def stable_order(keys: np.ndarray, rows: np.ndarray, last: np.ndarray | None, table_rows: int) -> np.ndarray:
+    """`keys.argsort(kind="stable")`, found from the last ranking's rows `last`: the jobs in
+    that order (the new ones after them, in order) are sorted already but for the few whose key
+    moved, and a stable sort of a nearly sorted array costs about one pass over it rather than
+    n log n. Ties come out in the last ranking's order, which is the rows' order except where a
+    job whose key moved lands on another's key: checked, and then sorted again in full."""
+    n = len(rows)
+    if last is None or n < _GUESS_FROM:
+        return keys.argsort(kind="stable")
+    global _positions
+    if len(_positions) < table_rows:  # (rows of the job table, which only grows)
+        _positions = np.full(2 * table_rows, -1, dtype=np.int64)
+    where = _positions
+    where[rows] = np.arange(n)
+    guess = where[last]
+    where[rows] = -1  # (left as found: the buffer is shared)
+    guess = guess[guess >= 0]  # jobs that left the pool are gone
+    if len(guess) < n:  # new jobs after the others, in the rows' order
+        seen = np.zeros(n, dtype=bool)
+        seen[guess] = True
+        guess = np.concatenate([guess, (~seen).nonzero()[0]])
+    guessed = keys[guess]
+    within = guessed.argsort(kind="stable")
+    order = guess[within]
+    ordered = guessed[within]
+    if n and ordered[-1] != ordered[-1]:  # NaN keys (sorted last) tie with nothing: sort in full
+        return keys.argsort(kind="stable")
+    if np.count_nonzero((ordered[1:] == ordered[:-1]) & (order[1:] < order[:-1])):
+        return keys.argsort(kind="stable")  # a tie out of the rows' order
+    return order
 
 
 def first_swap_s(keys: np.ndarray, speed: np.ndarray, exact_ties: bool) -> float:
