@@ -86,7 +86,8 @@ def stable_order(keys: np.ndarray, rows: np.ndarray, last: np.ndarray | None, ta
     that order (the new ones after them, in order) are sorted already but for the few whose key
     moved, and a stable sort of a nearly sorted array costs about one pass over it rather than
     n log n. Ties come out in the last ranking's order, which is the rows' order except where a
-    job whose key moved lands on another's key: checked, and then sorted again in full."""
+    job whose key moved lands on another's key (services grow by whole rounds, so this is
+    common): those runs of equal keys are put in the rows' order again."""
     n = len(rows)
     if last is None or n < _GUESS_FROM:
         return keys.argsort(kind="stable")
@@ -108,8 +109,15 @@ def stable_order(keys: np.ndarray, rows: np.ndarray, last: np.ndarray | None, ta
     ordered = guessed[within]
     if n and ordered[-1] != ordered[-1]:  # NaN keys (sorted last) tie with nothing: sort in full
         return keys.argsort(kind="stable")
-    if np.count_nonzero((ordered[1:] == ordered[:-1]) & (order[1:] < order[:-1])):
-        return keys.argsort(kind="stable")  # a tie out of the rows' order
+    tie = ordered[1:] == ordered[:-1]
+    wrong = tie & (order[1:] < order[:-1])
+    if np.count_nonzero(wrong):  # ties out of the rows' order: sort each such run of equal keys
+        run = np.zeros(n, dtype=np.int64)
+        np.cumsum(~tie, out=run[1:])
+        fix = np.zeros(int(run[-1]) + 1, dtype=bool)
+        fix[run[1:][wrong]] = True
+        inside = fix[run].nonzero()[0]
+        order[inside] = np.sort(order[inside] + run[inside] * n) - run[inside] * n
     return order
 
 
