@@ -20,8 +20,10 @@ class Srtf(KeyOrder):
         ranking: the jobs, shortest remaining time first.
     Counters:
         none
-    Cost: O(n log n) over the pool's jobs n (a stable sort by remaining time); skipped while no two
-        remaining times can swap (event skipping).
+    Cost: O(n + r log n) over the pool's jobs n and the r whose remaining time moved (the running
+        ones): a stable sort of the pool taken in the last round's order, nearly sorted already
+        (O(n log n) in the first round); skipped while no two remaining times can swap (event
+        skipping).
     See also: Las, Fifo, Srsf
     Paper: Tiresias (NSDI'19) §6 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.
     """
