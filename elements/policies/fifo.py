@@ -21,8 +21,8 @@ class Fifo(KeyOrder):
     Counters:
         none
     Cost: O(n + k log n) over the pool's jobs n and the k that joined: a stable sort of the pool
-        taken in the last round's order, sorted already but for the new jobs (O(n log n) in the
-        first round).
+        taken in the last round's order, sorted already but for the new jobs (a plain O(n log n)
+        sort below 8,192 jobs and in the first round).
     See also: Las, Srtf, YarnCS
     Paper: Blox (EuroSys'24) schedulers/fifo.py; Philly (ATC'19).
     """

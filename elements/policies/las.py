@@ -30,9 +30,9 @@ class Las(KeyOrder):
     Counters:
         none
     Cost: O(n + r log n) over the pool's jobs n and the r whose service moved (the running ones):
-        a stable sort of the pool taken in the last round's order, nearly sorted already (O(n log n)
-        in the first round); skipped while no running job's service can pass another job's (event
-        skipping).
+        a stable sort of the pool taken in the last round's order, nearly sorted already (a plain
+        O(n log n) sort below 8,192 jobs and in the first round); skipped while no running job's
+        service can pass another job's (event skipping).
     See also: Fifo, Srtf, TiresiasLas
     Paper: Tiresias (NSDI'19) §3.1 (2D attained service); Blox (EuroSys'24) schedulers/las.py and Table 7.
     """

@@ -235,8 +235,9 @@ class Srsf(KeyOrder):
     Counters:
         none
     Cost: O(n + r log n) over the pool's jobs n and the r whose remaining service moved: a stable
-        sort of the pool taken in the last round's order, nearly sorted already (O(n log n) in the
-        first round); skipped while no two can swap (event skipping).
+        sort of the pool taken in the last round's order, nearly sorted already (a plain O(n log n)
+        sort below 8,192 jobs and in the first round); skipped while no two can swap (event
+        skipping).
     See also: Srtf, TiresiasLas
     Paper: Tiresias (NSDI'19) §2.2, Table 1 and Fig 7 (SRSF).
     """
