@@ -19,7 +19,7 @@ def _cases(seed: int):
     rows = np.sort(rng.choice(10 * n, n, replace=False))
     rng.shuffle(rows[n // 2 :])  # admission order need not be row order
     keys = rng.integers(0, 50, n).astype(np.float64) * 300.0  # many exact ties
-    last = rows[keys.argsort(kind="stable")]
+    last = rows[keys.argsort(kind="stable")], np.sort(keys, kind="stable")
     moved = rng.choice(n, n // 20, replace=False)
     keys[moved] += 300.0 * rng.integers(0, 3, len(moved))  # some land on others' keys
     left = rng.random(n) < 0.05
@@ -34,14 +34,16 @@ def test_same_order_as_a_full_stable_sort(seed):
     expected = keys.argsort(kind="stable")
     assert np.array_equal(stable_order(keys, rows, last, table), expected)
     # A guess that is no guess at all (reversed) gives the same order too.
-    assert np.array_equal(stable_order(keys, rows, last[::-1].copy(), table), expected)
+    assert np.array_equal(stable_order(keys, rows, (last[0][::-1].copy(), last[1][::-1].copy()), table), expected)
 
 
 def test_nan_keys_and_a_stale_guess():
     rows, keys, last, table = _cases(99)
     keys[::7] = np.nan
+    keys[3::11] = np.inf
     assert np.array_equal(stable_order(keys, rows, last, table), keys.argsort(kind="stable"))
-    assert np.array_equal(stable_order(keys, rows, np.array([1, 2, 3]), table), keys.argsort(kind="stable"))
+    stale = (np.array([1, 2, 3]), np.zeros(3))
+    assert np.array_equal(stable_order(keys, rows, stale, table), keys.argsort(kind="stable"))
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -50,7 +52,16 @@ def test_keys_that_move_without_ties(seed):
     n = 2000
     rows = rng.permutation(5 * n)[:n]
     keys = np.where(rng.random(n) < 0.5, 0.0, rng.random(n) * 1e5)  # waiting jobs tie at 0
-    last = rows[keys.argsort(kind="stable")]
+    last = rows[keys.argsort(kind="stable")], np.sort(keys, kind="stable")
     running = rng.choice(n, 100, replace=False)
     keys[running] += rng.random(100) * 1e4
     assert np.array_equal(stable_order(keys, rows, last, 5 * n), keys.argsort(kind="stable"))
+
+
+def test_a_pool_that_changes_its_order():
+    rows, keys, last, table = _cases(5)
+    rng = np.random.default_rng(5)
+    keys = keys[: len(rows)]
+    shuffled = rng.permutation(len(rows))  # the same jobs, in another order
+    got = stable_order(keys[shuffled], rows[shuffled], last, table)
+    assert np.array_equal(got, keys[shuffled].argsort(kind="stable"))

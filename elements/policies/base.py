@@ -56,7 +56,7 @@ class KeyOrder(Policy):
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         keys = self.key(active)
         ranked = self._ranked
-        order = stable_order(keys, active.rows, None if ranked is None else ranked[3], len(ctx.jobs))
+        order = stable_order(keys, active.rows, None if ranked is None else (ranked[3], ranked[1]), len(ctx.jobs))
         rows = active.rows[order]
         self._ranked = (active, keys[order], order, rows)  # (for quiet_until, and the next round's guess)
         return Ranking(rows, ctx.jobs.column("gpus")[rows], backfill=self.backfill)
@@ -82,44 +82,47 @@ _GUESS_FROM = 8192
 _positions = np.full(0, -1, dtype=np.int64)  # row -> place in the rows being ranked; -1 between calls
 
 
-def stable_order(keys: np.ndarray, rows: np.ndarray, last: np.ndarray | None, table_rows: int) -> np.ndarray:
-    """`keys.argsort(kind="stable")`, found from the last ranking's rows `last`: the jobs in
-    that order (the new ones after them, in order) are sorted already but for the few whose key
-    moved, and a stable sort of a nearly sorted array costs about one pass over it rather than
-    n log n. Ties come out in the last ranking's order, which is the rows' order except where a
-    job whose key moved lands on another's key (services grow by whole rounds, so this is
-    common): those runs of equal keys are put in the rows' order again."""
+def stable_order(keys: np.ndarray, rows: np.ndarray, last: tuple | None, table_rows: int) -> np.ndarray:
+    """`keys.argsort(kind="stable")`, found from the last ranking (`last`: its rows, and their
+    keys then): the jobs whose key did not move keep their order, which is still sorted by key and
+    then by place in `rows`; only the others (the running jobs, the new ones) are sorted, and
+    merged in by (key, place), so that the work beyond a few passes over the arrays follows the
+    jobs whose key moved."""
     n = len(rows)
     if last is None or n < _GUESS_FROM:
         return keys.argsort(kind="stable")
+    last_rows, last_keys = last
     global _positions
     if len(_positions) < table_rows:  # (rows of the job table, which only grows)
         _positions = np.full(2 * table_rows, -1, dtype=np.int64)
     where = _positions
     where[rows] = np.arange(n)
-    guess = where[last]
+    guess = where[last_rows]
     where[rows] = -1  # (left as found: the buffer is shared)
-    guess = guess[guess >= 0]  # jobs that left the pool are gone
-    if len(guess) < n:  # new jobs after the others, in the rows' order
-        seen = np.zeros(n, dtype=bool)
-        seen[guess] = True
-        guess = np.concatenate([guess, (~seen).nonzero()[0]])
-    guessed = keys[guess]
-    within = guessed.argsort(kind="stable")
-    order = guess[within]
-    ordered = guessed[within]
-    if n and ordered[-1] != ordered[-1]:  # NaN keys (sorted last) tie with nothing: sort in full
+    same = (guess >= 0) & (keys[guess] == last_keys)  # (a -1 reads the last key, and is masked)
+    kept = guess[same]
+    kept_keys = last_keys[same]
+    # They are in order if the rows kept their order (a pool only adds and removes jobs): checked.
+    ahead, behind = kept_keys[:-1], kept_keys[1:]
+    if np.count_nonzero((behind < ahead) | ((behind == ahead) & (kept[1:] < kept[:-1]))):
         return keys.argsort(kind="stable")
-    tie = ordered[1:] == ordered[:-1]
-    wrong = tie & (order[1:] < order[:-1])
-    if np.count_nonzero(wrong):  # ties out of the rows' order: sort each such run of equal keys
-        run = np.zeros(n, dtype=np.int64)
-        np.cumsum(~tie, out=run[1:])
-        fix = np.zeros(int(run[-1]) + 1, dtype=bool)
-        fix[run[1:][wrong]] = True
-        inside = fix[run].nonzero()[0]
-        order[inside] = np.sort(order[inside] + run[inside] * n, kind="stable") - run[inside] * n  # (nearly sorted: timsort)
-    return order
+    if len(kept) == n:
+        return kept
+    moved = np.ones(n, dtype=bool)
+    moved[kept] = False
+    others = moved.nonzero()[0]
+    others = others[keys[others].argsort(kind="stable")]
+    other_keys = keys[others]
+    at = kept_keys.searchsorted(other_keys)
+    tied = at < kept_keys.searchsorted(other_keys, side="right")
+    if np.count_nonzero(tied):
+        # Within a run of equal keys the kept jobs are in place order: compare (run, place).
+        run_start = np.arange(len(kept))
+        run_start[1:] *= behind != ahead  # (0 inside a run; the accumulated maximum fills it)
+        np.maximum.accumulate(run_start, out=run_start)
+        width = n + 1
+        at = (run_start * width + kept).searchsorted(np.where(tied, at * width + others, at * width - 1))
+    return np.insert(kept, at, others)
 
 
 def first_swap_s(keys: np.ndarray, speed: np.ndarray, exact_ties: bool) -> float:
