@@ -29,8 +29,8 @@ class Las(KeyOrder):
         service: gpu_seconds (GPUs x seconds held, as Tiresias) or wall_seconds (seconds held, as Blox).
     Counters:
         none
-    Cost: O(n + r log n) over the pool's jobs n and the r whose service moved (the running ones):
-        a stable sort of the pool taken in the last round's order, nearly sorted already (a plain
+    Cost: O(n + r log n) over the pool's jobs n and the r whose service moved (the running ones and
+        the new): the last round's order kept for the others, those r sorted and merged in (a plain
         O(n log n) sort below 8,192 jobs and in the first round); skipped while no running job's
         service can pass another job's (event skipping).
     See also: Fifo, Srtf, TiresiasLas

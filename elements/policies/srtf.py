@@ -21,8 +21,8 @@ class Srtf(KeyOrder):
     Counters:
         none
     Cost: O(n + r log n) over the pool's jobs n and the r whose remaining time moved (the running
-        ones): a stable sort of the pool taken in the last round's order, nearly sorted already (a
-        plain O(n log n) sort below 8,192 jobs and in the first round); skipped while no two
+        ones and the new): the last round's order kept for the others, those r sorted and merged in
+        (a plain O(n log n) sort below 8,192 jobs and in the first round); skipped while no two
         remaining times can swap (event skipping).
     See also: Las, Fifo, Srsf
     Paper: Tiresias (NSDI'19) §6 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.
