@@ -51,7 +51,8 @@ class KeyOrder(Policy):
         return None
 
     def start(self, ctx: RoundContext) -> None:
-        self._ranked = None
+        # (the pool, its keys in ranking order, the order, the ranked rows)
+        self._ranked: tuple[Active, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         keys = self.key(active)
@@ -67,6 +68,7 @@ class KeyOrder(Policy):
         return True  # (its ranking depends on the pool it is given, not on past ticks)
 
     def quiet_until(self, ctx: RoundContext) -> float | None:
+        assert self._ranked is not None  # (asked after a tick)
         active, keys, order, _ = self._ranked
         speed = self.key_speed(active)
         if speed is None:
