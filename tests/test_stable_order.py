@@ -65,3 +65,10 @@ def test_a_pool_that_changes_its_order():
     shuffled = rng.permutation(len(rows))  # the same jobs, in another order
     got = stable_order(keys[shuffled], rows[shuffled], last, table)
     assert np.array_equal(got, keys[shuffled].argsort(kind="stable"))
+
+
+def test_an_empty_pool():
+    rows, keys, last, table = _cases(7)
+    empty = np.zeros(0, dtype=np.int64)
+    assert len(stable_order(np.zeros(0), empty, last, table)) == 0
+    assert np.array_equal(stable_order(keys, rows, (empty, np.zeros(0)), table), keys.argsort(kind="stable"))

@@ -91,7 +91,7 @@ def stable_order(keys: np.ndarray, rows: np.ndarray, last: tuple | None, table_r
     merged in by (key, place), so that the work beyond a few passes over the arrays follows the
     jobs whose key moved."""
     n = len(rows)
-    if last is None or n < _GUESS_FROM:
+    if last is None or n < _GUESS_FROM or n == 0:
         return keys.argsort(kind="stable")
     last_rows, last_keys = last
     global _positions
