@@ -7,7 +7,7 @@ import bisect
 
 import numpy as np
 
-from roundhouse.elements.placement.packing import _NEVER, _NONE, _of_type
+from roundhouse.elements.placement.packing import _NEVER, _NONE, _of_type, next_true
 from roundhouse.runtime.rowsets import isin_rows
 
 
@@ -24,6 +24,7 @@ def preempt_below(
     # next ones in this order after the `taken` victims so far.
     tail_rows: np.ndarray | None = None
     all_ids = all_owner = _NONE
+    by_node: _TailByNode | None = None
     taken = 0
     victims: list[int] = []
     fewest = _fewest_by_search if placer._custom_choice() else _fewest_builtin
@@ -44,7 +45,9 @@ def preempt_below(
             all_ids, all_owner = _gpus_in_order(holder, tail_rows)
         lo, hi = all_owner.searchsorted((taken, taken + below))
         tail_ids, victim_of = all_ids[lo:hi], all_owner[lo:hi] - taken
-        count = fewest(placer, cluster, available, tail_ids, victim_of, g, types, together)
+        if by_node is None and fewest is _fewest_builtin:
+            by_node = _TailByNode(cluster, all_ids, all_owner)
+        count = fewest(placer, cluster, available, tail_ids, victim_of, g, types, together, (by_node, lo, hi, taken))
         if count is None:
             hopeless.add(shape)
             continue
@@ -80,12 +83,14 @@ def backfill(placer, cluster, available, want, selected, is_run, job_types, one_
         # A job that must fit on one node fails when it is larger than any node's room.
         room = cluster.per_node(available)
         fails_from[2] = room[room.argmax()] + 1
+
+    def worth(a: int, b: int) -> np.ndarray:
+        return (sizes[a:b] <= left) & (sizes[a:b] < fails_from[shape[a:b]])
+
     start = 0
     while start < len(waiting):  # one step per attempt: jump to the next job worth trying
-        tail = slice(start, None)
-        worth = (sizes[tail] <= left) & (sizes[tail] < fails_from[shape[tail]])
-        k = start + int(worth.argmax())
-        if not worth[k - start]:
+        k = next_true(worth, start, len(waiting))
+        if k < 0:
             break
         i, g = int(waiting[k]), int(sizes[k])
         got = placer.choose(cluster, available, g, [0] if job_types is None else job_types[i], bool(together[k]))
@@ -109,13 +114,39 @@ def _gpus_in_order(holder: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np
     return held[order], owner[order]
 
 
-def _fewest_builtin(placer, cluster, free, tail_ids, victim_of, want, types, one_node) -> int | None:
+class _TailByNode:
+    """The tail's GPUs (in tail order, with whose each is) grouped by node, tail order inside a
+    node: the GPUs of a stretch of the tail on one node are then a run found by two searches,
+    so that each job's count costs a search per node rather than a sort of its stretch."""
+
+    def __init__(self, cluster, ids: np.ndarray, owner: np.ndarray):
+        nodes = cluster.gpu_node[ids]
+        self.order = nodes.argsort(kind="stable")
+        width = len(ids) + 1
+        self.key = nodes[self.order] * width + self.order
+        self.base = np.arange(cluster.n_nodes, dtype=np.int64) * width
+        self.owner = owner
+
+    def fewest(self, need: np.ndarray, lo: int, hi: int, taken: int) -> int:
+        """Fewest victims (counted from `taken`) after which some node gets `need` more GPUs
+        (per node, at least 1) from the tail's stretch lo..hi."""
+        start = self.key.searchsorted(self.base + lo)
+        ok = need <= self.key.searchsorted(self.base + hi) - start
+        if not np.count_nonzero(ok):
+            return _NEVER
+        enough_at = self.owner[self.order[start[ok] + need[ok] - 1]]
+        return int(enough_at[enough_at.argmin()]) - taken + 1
+
+
+def _fewest_builtin(placer, cluster, free, tail_ids, victim_of, want, types, one_node, stretch=None) -> int | None:
     """Fewest tail victims (their GPUs in `tail_ids`, `victim_of` saying whose) after which the
-    built-in choice succeeds, counted rather than searched."""
+    built-in choice succeeds, counted rather than searched. `stretch`: the whole tail grouped by
+    node (`_TailByNode`), and where `tail_ids` lies in it (lo, hi) and how many victims it
+    starts after."""
     best = _NEVER
     for t in types:
         if one_node and want <= cluster.max_gpus_per_node:
-            best = min(best, _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t))
+            best = min(best, _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t, stretch))
         if not one_node or want > cluster.max_gpus_per_node or placer.spreads_when_stuck():
             best = min(best, _fewest_for_count(cluster, free, tail_ids, victim_of, want, t))
     return None if best == _NEVER else max(best, 1)
@@ -130,7 +161,7 @@ def _fewest_for_count(cluster, free, tail_ids, victim_of, want, t) -> int:
     return int(of_type[need - 1]) + 1 if len(of_type) >= need else _NEVER
 
 
-def _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t) -> int:
+def _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t, stretch=None) -> int:
     """Fewest tail victims after which some node of type t has `want` available GPUs."""
     counts = cluster.per_node(_of_type(cluster, free, t))
     need = want - counts
@@ -138,6 +169,9 @@ def _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t) -> int:
         need = np.where(cluster.node_type == t, need, _NEVER)
     if need[need.argmin()] <= 0:  # (an index lookup: cheaper than .min())
         return 0
+    if stretch is not None and stretch[0] is not None:
+        by_node, lo, hi, taken = stretch
+        return by_node.fewest(need, lo, hi, taken)
     nodes = cluster.gpu_node[tail_ids]
     have = np.bincount(nodes, minlength=cluster.n_nodes)  # tail GPUs on each node
     ok = need <= have
@@ -150,7 +184,7 @@ def _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t) -> int:
     return int(enough_at[enough_at.argmin()]) + 1
 
 
-def _fewest_by_search(placer, cluster, free, tail_ids, victim_of, want, types, one_node) -> int | None:
+def _fewest_by_search(placer, cluster, free, tail_ids, victim_of, want, types, one_node, stretch=None) -> int | None:
     """For placers with their own `choose`: binary search on how many tail victims to free
     (freeing more never makes a placement impossible)."""
 
