@@ -7,8 +7,14 @@ import bisect
 
 import numpy as np
 
-from roundhouse.elements.placement.packing import _NEVER, _NONE, _of_type, next_true
-from roundhouse.runtime.rowsets import isin_rows
+from roundhouse.elements.placement.packing import (
+    _NEVER,
+    _NONE,
+    _best_fit_on_one_node,
+    _of_type,
+    choose_first_free,
+)
+from roundhouse.runtime.rowsets import index_in
 
 
 def preempt_below(
@@ -87,54 +93,115 @@ def backfill(placer, cluster, available, want, selected, is_run, job_types, one_
     def worth(a: int, b: int) -> np.ndarray:
         return (sizes[a:b] <= left) & (sizes[a:b] < fails_from[shape[a:b]])
 
-    start = 0
-    while start < len(waiting):  # one step per attempt: jump to the next job worth trying
-        k = next_true(worth, start, len(waiting))
-        if k < 0:
-            break
-        i, g = int(waiting[k]), int(sizes[k])
-        got = placer.choose(cluster, available, g, [0] if job_types is None else job_types[i], bool(together[k]))
-        if got is None:
-            fails_from[shape[k]] = g
-        else:
+    # The built-in choice on one GPU type keeps the nodes' available counts, and the available
+    # GPUs in order, up to date itself rather than counting every GPU per attempt (None: to
+    # count again).
+    fast = job_types is None and not placer._custom_choice()
+    spread = placer.spreads_when_stuck()
+    counts: np.ndarray | None = None
+    free_ids: np.ndarray | None = None
+    placed: list[int] = []
+    taken: list[np.ndarray] = []
+    # Windows of candidates, each tested at once; a candidate is tested again when its turn
+    # comes, as what is left only shrinks. Windows grow fourfold from 64 while they hold none,
+    # so that finding the next candidate costs about the distance to it.
+    start, width = 0, 64
+    while start < len(waiting) and left > 0:
+        end = min(start + width, len(waiting))
+        hits = worth(start, end).nonzero()[0]
+        width = 64 if len(hits) else 4 * width
+        for k in (hits + start).tolist():
+            g, sh = int(sizes[k]), int(shape[k])
+            if g > left or g >= fails_from[sh]:
+                continue
+            together_k = bool(together[k])
+            if fast and together_k and g <= cluster.max_gpus_per_node:
+                if counts is None:
+                    counts = cluster.per_node(available)
+                got = _best_fit_on_one_node(cluster, available, counts, g)
+                if got is not None:
+                    counts[cluster.gpu_node[got[0]]] -= g
+                    free_ids = None
+                elif spread:
+                    got = choose_first_free(cluster, available, g, [0])
+                    counts = free_ids = None
+            elif fast and not together_k:  # the lowest-numbered available GPUs
+                if free_ids is None:
+                    free_ids = available.nonzero()[0]
+                got, free_ids = free_ids[:g], free_ids[g:]  # (g <= left: there are enough)
+                counts = None
+            else:
+                got = placer.choose(cluster, available, g, [0] if job_types is None else job_types[int(waiting[k])], together_k)
+                counts = free_ids = None
+            if got is None:
+                fails_from[sh] = g
+                continue
             available[got] = False
-            launches.add(i, got)
+            placed.append(int(waiting[k]))
+            taken.append(got)
             left -= g
             if left == 0:
                 break
-        start = k + 1
+        start = end
+    if placed:
+        launches.add_run(
+            np.asarray(placed, dtype=np.int64), np.asarray([len(t) for t in taken], dtype=np.int64), np.concatenate(taken)
+        )
 
 
 def _gpus_in_order(holder: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The GPUs held by `rows`, grouped by job in the order of `rows`, and whose each is."""
-    held = isin_rows(holder, rows).nonzero()[0]
-    by_row = rows.argsort()
-    owner = by_row[rows[by_row].searchsorted(holder[held])]
-    order = owner.argsort(kind="stable")
+    place = index_in(holder, rows)
+    held = (place >= 0).nonzero()[0]
+    owner = place[held]
+    order = _small_ints(owner, len(rows)).argsort(kind="stable")  # (ascending GPU ids within a job)
     return held[order], owner[order]
+
+
+def _small_ints(values: np.ndarray, bound: int) -> np.ndarray:
+    """Non-negative integers below `bound`, as 16-bit ones where they fit: numpy's stable sort
+    of those is a radix sort, one pass per byte, rather than a merge sort."""
+    return values.astype(np.int16) if bound < 32768 else values
 
 
 class _TailByNode:
     """The tail's GPUs (in tail order, with whose each is) grouped by node, tail order inside a
-    node: the GPUs of a stretch of the tail on one node are then a run found by two searches,
-    so that each job's count costs a search per node rather than a sort of its stretch."""
+    node, and for each node how many of its GPUs lie before the stretch of the tail asked about
+    and before the stretch's end. The stretch only moves one way as the round's jobs are
+    taken in ranking order (its start down the tail as victims are taken, its end up it as jobs
+    rank lower), so the counts follow it by counting the GPUs it passed, and each job's count
+    costs a few passes over the nodes, not a search per node."""
 
     def __init__(self, cluster, ids: np.ndarray, owner: np.ndarray):
-        nodes = cluster.gpu_node[ids]
-        self.order = nodes.argsort(kind="stable")
-        width = len(ids) + 1
-        self.key = nodes[self.order] * width + self.order
-        self.base = np.arange(cluster.n_nodes, dtype=np.int64) * width
+        self.nodes = cluster.gpu_node[ids]
+        self.n_nodes = cluster.n_nodes
+        self.order = _small_ints(self.nodes, cluster.n_nodes).argsort(kind="stable")
+        self.end = np.bincount(self.nodes, minlength=cluster.n_nodes)  # (the whole tail, at first)
+        self.first = self.end.cumsum() - self.end  # where each node's group starts in `order`
+        self.start = np.zeros(cluster.n_nodes, dtype=np.int64)
+        self.lo, self.hi = 0, len(ids)
         self.owner = owner
+
+    def _follow(self, lo: int, hi: int) -> None:
+        if lo != self.lo:
+            a, b = sorted((self.lo, lo))
+            moved = np.bincount(self.nodes[a:b], minlength=self.n_nodes)
+            self.start += moved if lo > self.lo else -moved
+            self.lo = lo
+        if hi != self.hi:
+            a, b = sorted((self.hi, hi))
+            moved = np.bincount(self.nodes[a:b], minlength=self.n_nodes)
+            self.end += moved if hi > self.hi else -moved
+            self.hi = hi
 
     def fewest(self, need: np.ndarray, lo: int, hi: int, taken: int) -> int:
         """Fewest victims (counted from `taken`) after which some node gets `need` more GPUs
         (per node, at least 1) from the tail's stretch lo..hi."""
-        start = self.key.searchsorted(self.base + lo)
-        ok = need <= self.key.searchsorted(self.base + hi) - start
+        self._follow(lo, hi)
+        ok = need <= self.end - self.start
         if not np.count_nonzero(ok):
             return _NEVER
-        enough_at = self.owner[self.order[start[ok] + need[ok] - 1]]
+        enough_at = self.owner[self.order[self.first[ok] + self.start[ok] + need[ok] - 1]]
         return int(enough_at[enough_at.argmin()]) - taken + 1
 
 
