@@ -72,3 +72,20 @@ def test_an_empty_pool():
     empty = np.zeros(0, dtype=np.int64)
     assert len(stable_order(np.zeros(0), empty, last, table)) == 0
     assert np.array_equal(stable_order(keys, rows, (empty, np.zeros(0)), table), keys.argsort(kind="stable"))
+
+
+@pytest.mark.parametrize("distinct", [1, 3, 40, 200, 2000])
+def test_moved_jobs_tied_with_few_or_many_runs(distinct):
+    # Moved jobs landing on one, a few or many runs of equal keys (the merge places them run by
+    # run when the runs are few, and over the whole kept order when they are many).
+    rng = np.random.default_rng(distinct)
+    n = 6000
+    rows = rng.permutation(3 * n)[:n]
+    keys = rng.integers(0, distinct, n).astype(np.float64)
+    last = rows[keys.argsort(kind="stable")], np.sort(keys, kind="stable")
+    moved = rng.choice(n, 500, replace=False)
+    keys[moved] = rng.integers(0, distinct + 1, len(moved))  # mostly onto existing runs
+    joined = rng.choice(np.setdiff1d(np.arange(3 * n), rows), 40, replace=False)
+    rows = np.concatenate([rows, joined])
+    keys = np.concatenate([keys, rng.integers(0, distinct, 40).astype(np.float64)])
+    assert np.array_equal(stable_order(keys, rows, last, 3 * n), keys.argsort(kind="stable"))

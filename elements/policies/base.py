@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from roundhouse.runtime import rowsets
 from roundhouse.runtime.element import Element, In, Out, element_family
 from roundhouse.runtime.types import Active, Ranking
 
@@ -81,7 +82,7 @@ class KeyOrder(Policy):
 # Below this many jobs a plain sort costs less than guessing its order (measured: the guess is
 # about 2-3 times faster from 10,000 jobs, slower below about 5,000).
 _GUESS_FROM = 8192
-_positions = np.full(0, -1, dtype=np.int64)  # row -> place in the rows being ranked; -1 between calls
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 def stable_order(keys: np.ndarray, rows: np.ndarray, last: tuple | None, table_rows: int) -> np.ndarray:
@@ -94,13 +95,8 @@ def stable_order(keys: np.ndarray, rows: np.ndarray, last: tuple | None, table_r
     if last is None or n < _GUESS_FROM or n == 0:
         return keys.argsort(kind="stable")
     last_rows, last_keys = last
-    global _positions
-    if len(_positions) < table_rows:  # (rows of the job table, which only grows)
-        _positions = np.full(2 * table_rows, -1, dtype=np.int64)
-    where = _positions
-    where[rows] = np.arange(n)
-    guess = where[last_rows]
-    where[rows] = -1  # (left as found: the buffer is shared)
+    rowsets.reserve(table_rows)  # (rows of the job table, which only grows)
+    guess = rowsets.index_in(last_rows, rows)
     same = (guess >= 0) & (keys[guess] == last_keys)  # (a -1 reads the last key, and is masked)
     kept = guess[same]
     kept_keys = last_keys[same]
@@ -116,15 +112,39 @@ def stable_order(keys: np.ndarray, rows: np.ndarray, last: tuple | None, table_r
     others = others[keys[others].argsort(kind="stable")]
     other_keys = keys[others]
     at = kept_keys.searchsorted(other_keys)
-    tied = at < kept_keys.searchsorted(other_keys, side="right")
-    if np.count_nonzero(tied):
-        # Within a run of equal keys the kept jobs are in place order: compare (run, place).
-        run_start = np.arange(len(kept))
-        run_start[1:] *= behind != ahead  # (0 inside a run; the accumulated maximum fills it)
-        np.maximum.accumulate(run_start, out=run_start)
-        width = n + 1
-        at = (run_start * width + kept).searchsorted(np.where(tied, at * width + others, at * width - 1))
-    return np.insert(kept, at, others)
+    tied = (kept_keys[np.minimum(at, len(kept) - 1)] == other_keys).nonzero()[0] if len(kept) else _NONE
+    if len(tied):
+        # Within a run of equal keys the kept jobs are in place order, and the moved jobs tied
+        # with one run are next to each other (sorted by key, then place): each such group is
+        # placed among its run's kept jobs by one search. Runs are few (services grow by whole
+        # rounds); where they are many, (run, place) is compared over the whole kept order.
+        starts = at[tied]
+        cuts = (starts[1:] != starts[:-1]).nonzero()[0] + 1
+        if len(cuts) < 64:
+            for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(tied)]):
+                group = tied[a:b]
+                lo = int(starts[a])
+                hi = int(kept_keys.searchsorted(other_keys[group[0]], side="right"))
+                at[group] = lo + kept[lo:hi].searchsorted(others[group].astype(kept.dtype))
+        else:
+            run_start = np.arange(len(kept))
+            run_start[1:] *= behind != ahead  # (0 inside a run; the accumulated maximum fills it)
+            np.maximum.accumulate(run_start, out=run_start)
+            width = n + 1
+            where = at * width - 1
+            where[tied] += others[tied] + 1
+            at = (run_start * width + kept).searchsorted(where)
+    # Merged: the moved jobs' places in the result are their places in the kept order, shifted
+    # by the moved jobs before them (`at` does not decrease: both are sorted).
+    if len(at) > 1 and np.count_nonzero(at[1:] < at[:-1]):
+        return np.insert(kept, at, others)  # (not expected; np.insert orders them itself)
+    merged = np.empty(n, dtype=np.int64)
+    dest = at + np.arange(len(at))
+    merged[dest] = others
+    rest = np.ones(n, dtype=bool)
+    rest[dest] = False
+    merged[rest] = kept
+    return merged
 
 
 def first_swap_s(keys: np.ndarray, speed: np.ndarray, exact_ties: bool) -> float:
