@@ -37,6 +37,10 @@ def preempt_below(
     # A job that cannot fit even with its whole tail suspended fails again for any job of
     # the same shape ranked below it: its tail is shorter, and GPUs only leave that pool.
     hopeless: set[tuple] = set()
+    quick = fewest is _fewest_builtin and job_types is None and not placer.spreads_when_stuck()
+    node_free: np.ndarray | None = None  # available GPUs per node (None: to count again)
+    placed: list[int] = []
+    taken_gpus: list[np.ndarray] = []
     for i in unplaced.tolist():
         below = len(kept) - bisect.bisect_right(kept, i) - taken  # kept jobs below i still running
         if below <= 0:
@@ -50,24 +54,51 @@ def preempt_below(
             tail_rows = rows[kept_pos[::-1]]
             all_ids, all_owner = _gpus_in_order(holder, tail_rows)
         lo, hi = all_owner.searchsorted((taken, taken + below))
-        tail_ids, victim_of = all_ids[lo:hi], all_owner[lo:hi] - taken
         if by_node is None and fewest is _fewest_builtin:
             by_node = _TailByNode(cluster, all_ids, all_owner)
-        count = fewest(placer, cluster, available, tail_ids, victim_of, g, types, together, (by_node, lo, hi, taken))
-        if count is None:
-            hopeless.add(shape)
-            continue
-        freed = tail_ids[: victim_of.searchsorted(count)]
-        trial = available.copy()
-        trial[freed] = True
-        got = placer.choose(cluster, trial, g, types, together)
+        if quick and together and g <= cluster.max_gpus_per_node:
+            # The built-in count and choice (`_fewest_for_one_node`, `choose_consolidated`) on
+            # the nodes' available counts, kept up to date here rather than counted per job.
+            assert by_node is not None
+            if node_free is None:
+                node_free = cluster.per_node(available)
+            need = g - node_free
+            count = 1 if need[need.argmin()] <= 0 else by_node.fewest(need, lo, hi, taken)
+            if count == _NEVER:
+                hopeless.add(shape)
+                continue
+            freed = all_ids[lo : all_owner.searchsorted(taken + count)]
+            available[freed] = True
+            node_free += np.bincount(cluster.gpu_node[freed], minlength=cluster.n_nodes)
+            got = _best_fit_on_one_node(cluster, available, node_free, g)
+            if got is not None:
+                node_free[cluster.gpu_node[got[0]]] -= g
+        else:
+            tail_ids, victim_of = all_ids[lo:hi], all_owner[lo:hi] - taken
+            found = fewest(placer, cluster, available, tail_ids, victim_of, g, types, together, (by_node, lo, hi, taken))
+            if found is None:
+                hopeless.add(shape)
+                continue
+            count = found
+            freed = tail_ids[: victim_of.searchsorted(count)]
+            trial = available.copy()
+            trial[freed] = True
+            got = placer.choose(cluster, trial, g, types, together)
+            available[freed] = True
+            node_free = None
         if got is None:  # the count said it fits; a disagreement is a bug in the placer
             raise RuntimeError(f"{type(placer).__name__}: shortest-tail count and choose disagree")
         victims += tail_rows[taken : taken + count].tolist()
         taken += count
-        available[freed] = True
         available[got] = False
-        launches.add(i, got)
+        placed.append(i)
+        taken_gpus.append(got)
+    if placed:
+        launches.add_run(
+            np.asarray(placed, dtype=np.int64),
+            np.asarray([len(t) for t in taken_gpus], dtype=np.int64),
+            np.concatenate(taken_gpus),
+        )
     return np.asarray(victims, dtype=np.int64)
 
 
