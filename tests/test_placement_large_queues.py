@@ -2,7 +2,7 @@
 stretch, the backfill that keeps the nodes' counts itself) give what the plain computation gives:
 the same placer with its choice taken one job at a time (the shortest tail found by binary search
 with `choose`, every backfill attempt through `choose`), on random pools with ties, multi-GPU
-jobs, and empty, partly full and full clusters."""
+jobs, nodes of one or two sizes, and empty, partly full and full clusters."""
 
 import numpy as np
 import pytest
@@ -29,7 +29,7 @@ class PlainFirstFree(FirstFree):
 def _pool(seed: int):
     """A cluster, who holds which GPU, and a ranking over running and waiting jobs."""
     rng = np.random.default_rng(seed)
-    cluster = Cluster.parse(str(rng.choice(["6x4:V100", "5x8:V100", "8x2:V100", "3x8:V100"])))
+    cluster = Cluster.parse(str(rng.choice(["6x4:V100", "5x8:V100", "8x2:V100", "3x8:V100", "2x4:V100,2x8:V100"])))
     g = cluster.n_gpus
     n = int(rng.integers(4, 60))
     rows = rng.permutation(ROWS)[:n]
