@@ -71,8 +71,10 @@ class Consolidated(_Renewing):
     Arguments:
         strict: wait for a consolidated placement rather than spread the job.
     Cost: O(n + G) over ranked jobs n and GPUs G (the available mask), plus O(N log N) over nodes N
-        for each GPU count it places; O(n) when every ranked job already runs. Not ticked in rounds
-        after a plan that left every ranked job running, until an arrival (event skipping).
+        for each GPU count it places, and O(N) for each job that preempts to fit or is backfilled
+        (the nodes' available counts kept up to date; the running jobs' GPUs grouped by node once
+        a round); O(n) when every ranked job already runs. Not ticked in rounds after a plan that left every ranked job
+        running, until an arrival (event skipping).
     See also: FirstFree, Launch
     Paper: Blox (EuroSys'24) placement/consolidated.py; Gavel (OSDI'20) §5 (placement).
     """

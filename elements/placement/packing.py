@@ -23,6 +23,21 @@ def _constant(n: int, value) -> np.ndarray:
     return buffer[:n]
 
 
+def next_true(test, start: int, stop: int) -> int:
+    """The first index in [start, stop) where `test(a, b)` (a boolean array for indices a to b)
+    is true, or -1: tested in windows that grow fourfold from 64, so that finding the next
+    candidate in a long ranking costs about the distance to it, not the length of what is left."""
+    width = 64
+    while start < stop:
+        end = min(start + width, stop)
+        hit = test(start, end)
+        j = int(hit.argmax())
+        if hit[j]:
+            return start + j
+        start, width = end, 4 * width
+    return -1
+
+
 class _Launches:
     """The round's assignments as arrays: ranking positions, GPU counts, GPU ids."""
 

@@ -7,8 +7,14 @@ import bisect
 
 import numpy as np
 
-from roundhouse.elements.placement.packing import _NEVER, _NONE, _of_type
-from roundhouse.runtime.rowsets import isin_rows
+from roundhouse.elements.placement.packing import (
+    _NEVER,
+    _NONE,
+    _best_fit_on_one_node,
+    _of_type,
+    choose_first_free,
+)
+from roundhouse.runtime.rowsets import index_in
 
 
 def preempt_below(
@@ -24,12 +30,17 @@ def preempt_below(
     # next ones in this order after the `taken` victims so far.
     tail_rows: np.ndarray | None = None
     all_ids = all_owner = _NONE
+    by_node: _TailByNode | None = None
     taken = 0
     victims: list[int] = []
     fewest = _fewest_by_search if placer._custom_choice() else _fewest_builtin
     # A job that cannot fit even with its whole tail suspended fails again for any job of
     # the same shape ranked below it: its tail is shorter, and GPUs only leave that pool.
     hopeless: set[tuple] = set()
+    quick = fewest is _fewest_builtin and job_types is None and not placer.spreads_when_stuck()
+    node_free: np.ndarray | None = None  # available GPUs per node (None: to count again)
+    placed: list[int] = []
+    taken_gpus: list[np.ndarray] = []
     for i in unplaced.tolist():
         below = len(kept) - bisect.bisect_right(kept, i) - taken  # kept jobs below i still running
         if below <= 0:
@@ -43,22 +54,51 @@ def preempt_below(
             tail_rows = rows[kept_pos[::-1]]
             all_ids, all_owner = _gpus_in_order(holder, tail_rows)
         lo, hi = all_owner.searchsorted((taken, taken + below))
-        tail_ids, victim_of = all_ids[lo:hi], all_owner[lo:hi] - taken
-        count = fewest(placer, cluster, available, tail_ids, victim_of, g, types, together)
-        if count is None:
-            hopeless.add(shape)
-            continue
-        freed = tail_ids[: victim_of.searchsorted(count)]
-        trial = available.copy()
-        trial[freed] = True
-        got = placer.choose(cluster, trial, g, types, together)
+        if by_node is None and fewest is _fewest_builtin:
+            by_node = _TailByNode(cluster, all_ids, all_owner)
+        if quick and together and g <= cluster.max_gpus_per_node:
+            # The built-in count and choice (`_fewest_for_one_node`, `choose_consolidated`) on
+            # the nodes' available counts, kept up to date here rather than counted per job.
+            assert by_node is not None
+            if node_free is None:
+                node_free = cluster.per_node(available)
+            need = g - node_free
+            count = 1 if need[need.argmin()] <= 0 else by_node.fewest(need, lo, hi, taken)
+            if count == _NEVER:
+                hopeless.add(shape)
+                continue
+            freed = all_ids[lo : all_owner.searchsorted(taken + count)]
+            available[freed] = True
+            node_free += np.bincount(cluster.gpu_node[freed], minlength=cluster.n_nodes)
+            got = _best_fit_on_one_node(cluster, available, node_free, g)
+            if got is not None:
+                node_free[cluster.gpu_node[got[0]]] -= g
+        else:
+            tail_ids, victim_of = all_ids[lo:hi], all_owner[lo:hi] - taken
+            found = fewest(placer, cluster, available, tail_ids, victim_of, g, types, together, (by_node, lo, hi, taken))
+            if found is None:
+                hopeless.add(shape)
+                continue
+            count = found
+            freed = tail_ids[: victim_of.searchsorted(count)]
+            trial = available.copy()
+            trial[freed] = True
+            got = placer.choose(cluster, trial, g, types, together)
+            available[freed] = True
+            node_free = None
         if got is None:  # the count said it fits; a disagreement is a bug in the placer
             raise RuntimeError(f"{type(placer).__name__}: shortest-tail count and choose disagree")
         victims += tail_rows[taken : taken + count].tolist()
         taken += count
-        available[freed] = True
         available[got] = False
-        launches.add(i, got)
+        placed.append(i)
+        taken_gpus.append(got)
+    if placed:
+        launches.add_run(
+            np.asarray(placed, dtype=np.int64),
+            np.asarray([len(t) for t in taken_gpus], dtype=np.int64),
+            np.concatenate(taken_gpus),
+        )
     return np.asarray(victims, dtype=np.int64)
 
 
@@ -80,42 +120,131 @@ def backfill(placer, cluster, available, want, selected, is_run, job_types, one_
         # A job that must fit on one node fails when it is larger than any node's room.
         room = cluster.per_node(available)
         fails_from[2] = room[room.argmax()] + 1
-    start = 0
-    while start < len(waiting):  # one step per attempt: jump to the next job worth trying
-        tail = slice(start, None)
-        worth = (sizes[tail] <= left) & (sizes[tail] < fails_from[shape[tail]])
-        k = start + int(worth.argmax())
-        if not worth[k - start]:
-            break
-        i, g = int(waiting[k]), int(sizes[k])
-        got = placer.choose(cluster, available, g, [0] if job_types is None else job_types[i], bool(together[k]))
-        if got is None:
-            fails_from[shape[k]] = g
-        else:
+
+    def worth(a: int, b: int) -> np.ndarray:
+        return (sizes[a:b] <= left) & (sizes[a:b] < fails_from[shape[a:b]])
+
+    # The built-in choice on one GPU type keeps the nodes' available counts, and the available
+    # GPUs in order, up to date itself rather than counting every GPU per attempt (None: to
+    # count again).
+    fast = job_types is None and not placer._custom_choice()
+    spread = placer.spreads_when_stuck()
+    counts: np.ndarray | None = None
+    free_ids: np.ndarray | None = None
+    placed: list[int] = []
+    taken: list[np.ndarray] = []
+    # Windows of candidates, each tested at once; a candidate is tested again when its turn
+    # comes, as what is left only shrinks. Windows grow fourfold from 64 while they hold none,
+    # so that finding the next candidate costs about the distance to it.
+    start, width = 0, 64
+    while start < len(waiting) and left > 0:
+        end = min(start + width, len(waiting))
+        hits = worth(start, end).nonzero()[0]
+        width = 64 if len(hits) else 4 * width
+        for k in (hits + start).tolist():
+            g, sh = int(sizes[k]), int(shape[k])
+            if g > left or g >= fails_from[sh]:
+                continue
+            together_k = bool(together[k])
+            if fast and together_k and g <= cluster.max_gpus_per_node:
+                if counts is None:
+                    counts = cluster.per_node(available)
+                got = _best_fit_on_one_node(cluster, available, counts, g)
+                if got is not None:
+                    counts[cluster.gpu_node[got[0]]] -= g
+                    free_ids = None
+                elif spread:
+                    got = choose_first_free(cluster, available, g, [0])
+                    counts = free_ids = None
+            elif fast and not together_k:  # the lowest-numbered available GPUs
+                if free_ids is None:
+                    free_ids = available.nonzero()[0]
+                got, free_ids = free_ids[:g], free_ids[g:]  # (g <= left: there are enough)
+                counts = None
+            else:
+                got = placer.choose(cluster, available, g, [0] if job_types is None else job_types[int(waiting[k])], together_k)
+                counts = free_ids = None
+            if got is None:
+                fails_from[sh] = g
+                continue
             available[got] = False
-            launches.add(i, got)
+            placed.append(int(waiting[k]))
+            taken.append(got)
             left -= g
             if left == 0:
                 break
-        start = k + 1
+        start = end
+    if placed:
+        launches.add_run(
+            np.asarray(placed, dtype=np.int64), np.asarray([len(t) for t in taken], dtype=np.int64), np.concatenate(taken)
+        )
 
 
 def _gpus_in_order(holder: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The GPUs held by `rows`, grouped by job in the order of `rows`, and whose each is."""
-    held = isin_rows(holder, rows).nonzero()[0]
-    by_row = rows.argsort()
-    owner = by_row[rows[by_row].searchsorted(holder[held])]
-    order = owner.argsort(kind="stable")
+    place = index_in(holder, rows)
+    held = (place >= 0).nonzero()[0]
+    owner = place[held]
+    order = _small_ints(owner, len(rows)).argsort(kind="stable")  # (ascending GPU ids within a job)
     return held[order], owner[order]
 
 
-def _fewest_builtin(placer, cluster, free, tail_ids, victim_of, want, types, one_node) -> int | None:
+def _small_ints(values: np.ndarray, bound: int) -> np.ndarray:
+    """Non-negative integers below `bound`, as 16-bit ones where they fit: numpy's stable sort
+    of those is a radix sort, one pass per byte, rather than a merge sort."""
+    return values.astype(np.int16) if bound < 32768 else values
+
+
+class _TailByNode:
+    """The tail's GPUs (in tail order, with whose each is) grouped by node, tail order inside a
+    node, and for each node how many of its GPUs lie before the stretch of the tail asked about
+    and before the stretch's end. The stretch only moves one way as the round's jobs are
+    taken in ranking order (its start down the tail as victims are taken, its end up it as jobs
+    rank lower), so the counts follow it by counting the GPUs it passed, and each job's count
+    costs a few passes over the nodes, not a search per node."""
+
+    def __init__(self, cluster, ids: np.ndarray, owner: np.ndarray):
+        self.nodes = cluster.gpu_node[ids]
+        self.n_nodes = cluster.n_nodes
+        self.order = _small_ints(self.nodes, cluster.n_nodes).argsort(kind="stable")
+        self.end = np.bincount(self.nodes, minlength=cluster.n_nodes)  # (the whole tail, at first)
+        self.first = self.end.cumsum() - self.end  # where each node's group starts in `order`
+        self.start = np.zeros(cluster.n_nodes, dtype=np.int64)
+        self.lo, self.hi = 0, len(ids)
+        self.owner = owner
+
+    def _follow(self, lo: int, hi: int) -> None:
+        if lo != self.lo:
+            a, b = sorted((self.lo, lo))
+            moved = np.bincount(self.nodes[a:b], minlength=self.n_nodes)
+            self.start += moved if lo > self.lo else -moved
+            self.lo = lo
+        if hi != self.hi:
+            a, b = sorted((self.hi, hi))
+            moved = np.bincount(self.nodes[a:b], minlength=self.n_nodes)
+            self.end += moved if hi > self.hi else -moved
+            self.hi = hi
+
+    def fewest(self, need: np.ndarray, lo: int, hi: int, taken: int) -> int:
+        """Fewest victims (counted from `taken`) after which some node gets `need` more GPUs
+        (per node, at least 1) from the tail's stretch lo..hi."""
+        self._follow(lo, hi)
+        ok = need <= self.end - self.start
+        if not np.count_nonzero(ok):
+            return _NEVER
+        enough_at = self.owner[self.order[self.first[ok] + self.start[ok] + need[ok] - 1]]
+        return int(enough_at[enough_at.argmin()]) - taken + 1
+
+
+def _fewest_builtin(placer, cluster, free, tail_ids, victim_of, want, types, one_node, stretch=None) -> int | None:
     """Fewest tail victims (their GPUs in `tail_ids`, `victim_of` saying whose) after which the
-    built-in choice succeeds, counted rather than searched."""
+    built-in choice succeeds, counted rather than searched. `stretch`: the whole tail grouped by
+    node (`_TailByNode`), and where `tail_ids` lies in it (lo, hi) and how many victims it
+    starts after."""
     best = _NEVER
     for t in types:
         if one_node and want <= cluster.max_gpus_per_node:
-            best = min(best, _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t))
+            best = min(best, _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t, stretch))
         if not one_node or want > cluster.max_gpus_per_node or placer.spreads_when_stuck():
             best = min(best, _fewest_for_count(cluster, free, tail_ids, victim_of, want, t))
     return None if best == _NEVER else max(best, 1)
@@ -130,7 +259,7 @@ def _fewest_for_count(cluster, free, tail_ids, victim_of, want, t) -> int:
     return int(of_type[need - 1]) + 1 if len(of_type) >= need else _NEVER
 
 
-def _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t) -> int:
+def _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t, stretch=None) -> int:
     """Fewest tail victims after which some node of type t has `want` available GPUs."""
     counts = cluster.per_node(_of_type(cluster, free, t))
     need = want - counts
@@ -138,6 +267,9 @@ def _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t) -> int:
         need = np.where(cluster.node_type == t, need, _NEVER)
     if need[need.argmin()] <= 0:  # (an index lookup: cheaper than .min())
         return 0
+    if stretch is not None and stretch[0] is not None:
+        by_node, lo, hi, taken = stretch
+        return by_node.fewest(need, lo, hi, taken)
     nodes = cluster.gpu_node[tail_ids]
     have = np.bincount(nodes, minlength=cluster.n_nodes)  # tail GPUs on each node
     ok = need <= have
@@ -150,7 +282,7 @@ def _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t) -> int:
     return int(enough_at[enough_at.argmin()]) + 1
 
 
-def _fewest_by_search(placer, cluster, free, tail_ids, victim_of, want, types, one_node) -> int | None:
+def _fewest_by_search(placer, cluster, free, tail_ids, victim_of, want, types, one_node, stretch=None) -> int | None:
     """For placers with their own `choose`: binary search on how many tail victims to free
     (freeing more never makes a placement impossible)."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roundhouse.elements.placement.packing import _NEVER, _constant
+from roundhouse.elements.placement.packing import _NEVER, _constant, next_true
 from roundhouse.runtime.types import Ranking
 
 
@@ -32,11 +32,9 @@ def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: n
             return selected, on_type
         i = k
         while left > 0 and i < n:  # a few jobs at most: jump to the next one that fits what is left
-            fits = (want[i:] - 1).view(np.uint64) < left  # 1 <= want <= left
-            j = int(fits.argmax())
-            if not fits[j]:
+            i = next_true(lambda a, b, left=left: (want[a:b] - 1).view(np.uint64) < left, i, n)  # 1 <= want <= left
+            if i < 0:
                 break
-            i += j
             selected[i] = True
             left -= int(want[i])
             i += 1

@@ -20,7 +20,9 @@ class Fifo(KeyOrder):
         ranking: the jobs, earliest arrival first.
     Counters:
         none
-    Cost: O(n log n) over the pool's jobs n (a stable sort by arrival).
+    Cost: O(n + k log n) over the pool's jobs n and the k that joined: the last round's order kept,
+        the new jobs sorted and merged in (a plain O(n log n) sort below 8,192 jobs and in the first
+        round).
     See also: Las, Srtf, YarnCS
     Paper: Blox (EuroSys'24) schedulers/fifo.py; Philly (ATC'19).
     """

@@ -29,8 +29,10 @@ class Las(KeyOrder):
         service: gpu_seconds (GPUs x seconds held, as Tiresias) or wall_seconds (seconds held, as Blox).
     Counters:
         none
-    Cost: O(n log n) over the pool's jobs n (a stable sort by attained service); skipped while no
-        running job's service can pass another job's (event skipping).
+    Cost: O(n + r log n) over the pool's jobs n and the r whose service moved (the running ones and
+        the new): the last round's order kept for the others, those r sorted and merged in (a plain
+        O(n log n) sort below 8,192 jobs and in the first round); skipped while no running job's
+        service can pass another job's (event skipping).
     See also: Fifo, Srtf, TiresiasLas
     Paper: Tiresias (NSDI'19) §3.1 (2D attained service); Blox (EuroSys'24) schedulers/las.py and Table 7.
     """

@@ -20,7 +20,9 @@ class Srtf(KeyOrder):
         ranking: the jobs, shortest remaining time first.
     Counters:
         none
-    Cost: O(n log n) over the pool's jobs n (a stable sort by remaining time); skipped while no two
+    Cost: O(n + r log n) over the pool's jobs n and the r whose remaining time moved (the running
+        ones and the new): the last round's order kept for the others, those r sorted and merged in
+        (a plain O(n log n) sort below 8,192 jobs and in the first round); skipped while no two
         remaining times can swap (event skipping).
     See also: Las, Fifo, Srsf
     Paper: Tiresias (NSDI'19) §6 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.

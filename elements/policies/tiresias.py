@@ -234,8 +234,9 @@ class Srsf(KeyOrder):
         ranking: the jobs, least remaining service first.
     Counters:
         none
-    Cost: O(n log n) over the pool's jobs n (a stable sort by remaining service); skipped while no
-        two can swap (event skipping).
+    Cost: O(n + r log n) over the pool's jobs n and the r whose remaining service moved: the last
+        round's order kept for the others, those r sorted and merged in (a plain O(n log n) sort
+        below 8,192 jobs and in the first round); skipped while no two can swap (event skipping).
     See also: Srtf, TiresiasLas
     Paper: Tiresias (NSDI'19) §2.2, Table 1 and Fig 7 (SRSF).
     """
