@@ -143,8 +143,11 @@ class Placer(Element):
         holder = ctx.holder
         # Running jobs not kept are marked for suspension (step 5 may keep them after all).
         marked = running[~isin_rows(running, rows[kept_mask])] if n_keeps else running
-        held_by_marked = isin_rows(holder, marked)
-        available = (holder < 0) | held_by_marked
+        available = holder < 0
+        held_by_marked = available  # (read only when some are marked)
+        if len(marked):
+            held_by_marked = isin_rows(holder, marked)
+            available |= held_by_marked
         if online is not None:
             available &= online
         one_node = self.one_node(ctx, ranking)
