@@ -42,6 +42,7 @@ JOB_COLUMNS = (
 )
 # How a start's GPUs are spread (Dally's machine, rack and network tiers), in column order.
 START_TIERS = ("machine", "rack", "network")
+_TIER_COUNTERS = tuple(f"{tier}_starts" for tier in START_TIERS)
 
 
 @element
@@ -130,12 +131,16 @@ class JobMetrics(Element):
         cluster = ctx.cluster
         node = cluster.gpu_node[gpus]
         tier = (np.minimum.reduceat(node, first) != np.maximum.reduceat(node, first)).astype(np.int64)
-        if np.count_nonzero(tier):  # (a start over several machines: one rack, or several)
-            rack = cluster.gpu_rack[gpus]
-            tier[np.minimum.reduceat(rack, first) != np.maximum.reduceat(rack, first)] = 2
+        counters = self.counters
+        if not np.count_nonzero(tier):  # every start on one machine
+            self._starts[rows, 0] += 1
+            counters["machine_starts"] += len(rows)
+            return
+        rack = cluster.gpu_rack[gpus]  # (a start over several machines: one rack, or several)
+        tier[np.minimum.reduceat(rack, first) != np.maximum.reduceat(rack, first)] = 2
         self._starts[rows, tier] += 1  # (one start per launched job: no repeated cell)
-        for name, k in zip(START_TIERS, np.bincount(tier, minlength=len(START_TIERS)).tolist()):
-            self.counters[f"{name}_starts"] += k
+        for name, k in zip(_TIER_COUNTERS, np.bincount(tier, minlength=len(START_TIERS)).tolist()):
+            counters[name] += k
 
     def goal_met(self, ctx: RoundContext) -> bool:
         return self.track is not None and self.counters["tracked_finished"] >= len(self.track)

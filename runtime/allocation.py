@@ -20,10 +20,11 @@ def close_allocations(cols: dict[str, np.ndarray], rows: np.ndarray) -> None:
     """Book, in the world's job-table columns, the core- and GB-seconds of these jobs' current
     allocations, which end now (the world calls this; traces/jobs.py `resource_seconds` adds
     the part of running allocations not booked yet)."""
-    held_s = cols["run_s"][rows] - cols["held_since_run_s"][rows]
+    run_s, since = cols["run_s"][rows], cols["held_since_run_s"]
+    held_s = run_s - since[rows]
     cols["cpu_s"][rows] += cols["cpus_held"][rows] * held_s
     cols["memory_gb_s"][rows] += cols["memory_held_gb"][rows] * held_s
-    cols["held_since_run_s"][rows] = cols["run_s"][rows]
+    since[rows] = run_s
 
 
 def launch_resources(throughput: ThroughputModel, plan: Plan) -> tuple[np.ndarray, np.ndarray]:

@@ -66,16 +66,16 @@ class PlanCheck:
         if len(complete) and isin_rows(rows, complete).any():
             raise PlanError(f"plan launches job {self._job(rows[isin_rows(rows, complete)][0])}, which it also completes")
         n, n_gpus = len(self.world.jobs), self.world.cluster.n_gpus
-        # Seen as unsigned, a negative row or GPU id is too large.
-        if _largest(rows.view(np.uint64)) >= n:
+        # Sorted, the ends show a row or GPU id out of range, and neighbours one given twice.
+        ordered = np.sort(rows) if len(rows) > 1 else rows
+        if ordered[0] < 0 or ordered[-1] >= n:
             raise PlanError("plan launches a job row that does not exist")
-        if len(rows) > 1:
-            ordered = np.sort(rows)
-            if np.count_nonzero(ordered[1:] == ordered[:-1]):
-                raise PlanError(f"plan launches job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
+        if len(rows) > 1 and np.count_nonzero(ordered[1:] == ordered[:-1]):
+            raise PlanError(f"plan launches job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
         if len(gpus) != len(rows) and counts[counts.argmin()] < 1:  # (as many GPUs as launches: one each)
             raise PlanError(f"plan launches job {self._job(rows[counts < 1][0])} on no GPU")
-        if _largest(gpus.view(np.uint64)) >= n_gpus:
+        ordered_gpus = np.sort(gpus) if len(gpus) > 1 else gpus
+        if ordered_gpus[0] < 0 or ordered_gpus[-1] >= n_gpus:
             raise PlanError(f"plan uses GPU {gpus[(gpus < 0) | (gpus >= n_gpus)][0]}, which does not exist")
         status = self.world.jobs.writable["status"][rows]
         if np.count_nonzero(status):  # PENDING is 0: only launches of jobs that are not waiting need a look
@@ -91,7 +91,7 @@ class PlanCheck:
         if len(resized):
             counted = np.concatenate((counted, plan.resize_gpus))
         if len(counted) > 1:  # (sorted GPU ids: a GPU given twice has an equal neighbour)
-            ordered = np.sort(counted)
+            ordered = ordered_gpus if counted is gpus else np.sort(counted)
             twice = ordered[1:] == ordered[:-1]
             if np.count_nonzero(twice):
                 raise PlanError(f"plan puts two jobs (or one twice) on GPU {int(ordered[1:][twice][0])}")

@@ -393,15 +393,22 @@ class Events:
             only = news[0] if news else many[0]
             return only if only.time == time else attrs.evolve(only, time=time)
 
+        many = news  # (a quiet event adds nothing but its time)
+
         def cat(name: str) -> np.ndarray:
-            parts = [a for a in (getattr(e, name) for e in many) if len(a)]
-            if not parts:
-                return getattr(many[0], name)
-            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+            first, *rest = [getattr(e, name) for e in many]
+            for a in rest:
+                if len(a):
+                    if not len(first):
+                        first = a
+                        continue
+                    return np.concatenate([b for b in [getattr(e, name) for e in many] if len(b)])
+            return first
 
         metrics: dict[int, Mapping[str, float]] = {}
         for e in many:
-            metrics.update(e.metrics)
+            if e.metrics:
+                metrics.update(e.metrics)
         launched, counts = cat("launched"), cat("launched_counts")
         placed = len(counts) == len(launched)  # (where every part says where its launches went)
         return cls(

@@ -256,13 +256,14 @@ class JobTable:
             self._add_ids(ids.tolist(), start, batch.origin)
         self._reserve(start + k)
         cols, stop = self._cols, start + k
+        at: int | slice = start if k == 1 else slice(start, stop)  # (one job, as most rounds bring: an item each)
         for name, values in batch.columns.items():
             column = cols.get(name)
             if column is None:
                 fill = np.nan if values.dtype.kind == "f" else None
                 column = cols[name] = np.full(self._capacity, fill, dtype=values.dtype if values.dtype.kind == "f" else object)
                 self._faces.pop(name, None)
-            column[start:stop] = values
+            column[at] = values[0] if k == 1 else values
         self._type_rates[start : start + k] = batch.type_rates
         self._n = start + k
         return np.arange(start, start + k, dtype=np.int64)

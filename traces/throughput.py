@@ -276,21 +276,25 @@ class ThroughputModel:
     def _profiled(self, jobs: JobReader, rows, placement: Placement, rates: np.ndarray, has_model: np.ndarray, talk=None) -> None:
         cluster = self.cluster
         gpus, counts, starts = placement.gpus, placement.counts, placement.starts
-        models = jobs.column("model")[rows]
         types = cluster.gpu_type[gpus]
         nodes = cluster.gpu_node[gpus]
         t_low, t_high = np.minimum.reduceat(types, starts), np.maximum.reduceat(types, starts)
         one_node = np.minimum.reduceat(nodes, starts) == np.maximum.reduceat(nodes, starts)
         if talk is not None and len(talk):
             one_node[talk] = True  # their compute is the consolidated rate; the tiers add communication
-        batch = jobs.column("batch_size")[rows]
-        if placement.batch is not None:
-            batch = np.where(placement.batch > 0, placement.batch, batch)
         idx = has_model.nonzero()[0]
         same = t_low[idx] == t_high[idx]
         uniform, mixed = idx[same], idx[~same]
 
+        def models_and_batch() -> tuple[np.ndarray, np.ndarray]:
+            # (read only where the cache lacks a rate: a launch whose rate the run has seen needs neither)
+            batch = jobs.column("batch_size")[rows]
+            if placement.batch is not None:
+                batch = np.where(placement.batch > 0, placement.batch, batch)
+            return jobs.column("model")[rows], batch
+
         def look_up(sel: np.ndarray) -> np.ndarray:
+            models, batch = models_and_batch()
             keys = np.stack([t_low[sel], counts[sel], one_node[sel]], axis=1)
             out = np.empty(len(sel))
             for key in np.unique(keys, axis=0):
@@ -307,6 +311,8 @@ class ThroughputModel:
             )
         elif len(uniform):
             rates[uniform] = look_up(uniform)
+        if len(mixed):
+            models, batch = models_and_batch()
         for j in mixed.tolist():  # rare: one job over several GPU types
             on = np.unique(types[starts[j] : starts[j] + counts[j]])
             got = [self.profile.rate(models[j], batch[j], cluster.gpu_types[t], int(counts[j]), bool(one_node[j])) for t in on]

@@ -22,7 +22,9 @@ class _Renewing(Placer):
     running on what it asks for (the next plan renews every lease, as it does when some of
     those jobs finish: then completions may wait for the next ticked round)."""
 
-    state = ("_last",)  # (the last ranking, and whether its plan changed nothing)
+    # (the last ranking, and whether its plan changed nothing; whether that ranking renews every
+    # lease, and the running rows that answer is for)
+    state = ("_last", "_renews")
 
     quiet_after_change = True
 
@@ -33,13 +35,26 @@ class _Renewing(Placer):
 
     def quiet_until(self, ctx: RoundContext) -> float | None:
         ranking, unchanged = self._last
-        if unchanged or self.renews_all(ctx, ranking):
+        if unchanged or self._renews_last(ctx):
             return float("inf")
         return None
 
     def completions_wait(self, ctx: RoundContext) -> bool:
         # Every ranked job runs: with fewer of them, in any order, every lease is renewed.
-        return self.renews_all(ctx, self._last[0])
+        return self._renews_last(ctx)
+
+    def _renews_last(self, ctx: RoundContext) -> bool:
+        """`renews_all` for the last ranking, worked out once per running set: event skipping
+        asks twice after a tick. The world's running rows are a new array whenever the jobs
+        running or the GPUs they hold change, so the same array means the same answer."""
+        ranking = self._last[0]
+        running = ctx.running_rows.base  # (the world's own array: the view's owner)
+        known = getattr(self, "_renews", None)
+        if known is not None and known[0] is ranking and known[1] is running and running is not None:
+            return known[2]
+        answer = self.renews_all(ctx, ranking)
+        self._renews = (ranking, running, answer)
+        return answer
 
 
 @element

@@ -105,7 +105,10 @@ def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int)
     taken; returns them, one row per job placed (the first jobs, in order)."""
     mask = _of_type(cluster, available, t)
     counts = cluster.per_node(mask)
-    if size == 1 and cluster.uniform_nodes:  # each job on one GPU: the GPUs of the fullest nodes first
+    if count == 1:  # one job: straight to the best-fit node (what every branch below would pick)
+        got = _best_fit_on_one_node(cluster, mask, counts, size)
+        taken = np.zeros((0, size), dtype=np.int64) if got is None else got[None, :]
+    elif size == 1 and cluster.uniform_nodes:  # each job on one GPU: the GPUs of the fullest nodes first
         # Nodes by available GPUs (ties by number; small ints sort by radix), only as many as
         # the jobs need: the cost follows the nodes, not every GPU.
         order = counts.astype(np.int16).argsort(kind="stable")
@@ -119,9 +122,6 @@ def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int)
     elif cluster.uniform_nodes and size == cluster.max_gpus_per_node:  # whole nodes, in order
         nodes = (counts == size).nonzero()[0][:count]
         taken = cluster.node_first_gpu[nodes][:, None] + np.arange(size)
-    elif count == 1:  # one job: straight to the best-fit node
-        got = _best_fit_on_one_node(cluster, mask, counts, size)
-        taken = np.zeros((0, size), dtype=np.int64) if got is None else got[None, :]
     else:
         ids = mask.nonzero()[0]  # grouped by node, ascending
         slots = counts // size

@@ -130,13 +130,24 @@ class Placer(Element):
         if job_types is not None and placed_r is None:
             placed_r = ctx.jobs.column("placed_type")[rows]
         online = ctx.online  # None unless a live node is lost: then only its GPUs count
-        selected, on_type = _select(cluster, ranking, job_types, keeps, placed_r, online)
+        # Every running job ranked and kept, and every ranked job fits (one GPU type): step 1
+        # selects them all, and nothing is left for step 5's backfill.
+        all_fit = (
+            job_types is None and online is None and n_keeps == len(running) and int(np.maximum(want, 0).sum()) <= cluster.n_gpus
+        )
+        if all_fit:
+            selected, on_type = want > 0, _constant(len(rows), 0)
+        else:
+            selected, on_type = _select(cluster, ranking, job_types, keeps, placed_r, online)
         kept_mask = keeps & selected
         holder = ctx.holder
         # Running jobs not kept are marked for suspension (step 5 may keep them after all).
         marked = running[~isin_rows(running, rows[kept_mask])] if n_keeps else running
-        held_by_marked = isin_rows(holder, marked)
-        available = (holder < 0) | held_by_marked
+        available = holder < 0
+        held_by_marked = available  # (read only when some are marked)
+        if len(marked):
+            held_by_marked = isin_rows(holder, marked)
+            available |= held_by_marked
         if online is not None:
             available &= online
         one_node = self.one_node(ctx, ranking)
@@ -164,7 +175,7 @@ class Placer(Element):
                 available[held_by_marked & ~isin_rows(holder, suspend)] = False
         if len(victims):
             suspend = np.sort(np.concatenate([suspend, victims]), kind="stable")
-        if ranking.backfill and np.count_nonzero(available):
+        if ranking.backfill and not all_fit and np.count_nonzero(available):
             backfill(self, cluster, available, want, selected, is_run, job_types, one_node, launches)
 
         if ctx.explaining:
