@@ -279,11 +279,12 @@ class GavelRounds(Element):
                     picked, left[t] = _greedy(cand, sf, partner, rows, taken, int(left[t]), with_pairs)
                 if len(picked):
                     chosen.append(picked)
-                    chosen_col.append(np.full(len(picked), c, dtype=np.int64))
+                    chosen_col.append(c)
                     any_taken = True
 
         picked = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
-        cols = np.concatenate(chosen_col) if chosen_col else np.zeros(0, dtype=np.int64)
+        # Each entry's column: one repeat for the round rather than an array per column.
+        cols = np.repeat(np.asarray(chosen_col, dtype=np.int64), [len(p) for p in chosen])
         run_s = ctx.jobs.column("run_s")
         self._ran, self._ran_col = picked, cols
         self._ran_run_s = run_s[rows[picked]]
@@ -395,16 +396,19 @@ def _greedy(cand, sf, partner, rows, taken, left: int, with_pairs: bool):
             taken[cand] = True
             return cand, left - int(ends[-1])
         fit = int(np.searchsorted(ends, left, side="right"))  # the first `fit` entries all fit
-        chosen = list(cand[:fit])
+        picked = cand[:fit]
         left -= int(ends[fit - 1]) if fit else 0
         if left > 0 and fit < len(cand):
-            for i in cand[fit:][sizes[fit:] <= left].tolist():
-                if sf[i] <= left:
-                    chosen.append(i)
-                    left -= int(sf[i])
+            rest = sizes[fit:] <= left
+            extra = []  # (a scalar walk over the few that may still fit: Python ints, not numpy's)
+            for i, w in zip(cand[fit:][rest].tolist(), sizes[fit:][rest].tolist()):
+                if w <= left:
+                    extra.append(i)
+                    left -= w
                     if left == 0:
                         break
-        picked = np.asarray(chosen, dtype=np.int64)
+            if extra:
+                picked = np.concatenate([picked, np.asarray(extra, dtype=np.int64)])
         taken[picked] = True
         return picked, left
     pairs_picked: list[int] = []

@@ -215,20 +215,21 @@ def _on_one_gpu_servers(cluster, available, types, want, todo, consolidate):
         t = int(t_todo[a])
         ids = np.flatnonzero(available & cluster.type_mask[t] if len(cluster.gpu_types) > 1 else available)
         s = sizes[a:b]
-        ends = np.cumsum(s)
-        if ends[-1] <= len(ids):  # everyone fits
-            take = np.arange(a, b)
+        total = int(s.sum())
+        if total <= len(ids):  # everyone fits
+            take = slice(a, b)  # (a slice: no index array to build)
         else:  # greedy with skips: the wants are few, a scalar walk is cheapest
             room, picked = len(ids), []
             for k, w in enumerate(s.tolist()):
                 if w <= room:
                     picked.append(a + k)
                     room -= w
+            if not picked:
+                continue
             take = np.asarray(picked, dtype=np.int64)
-        if not len(take):
-            continue
+            total = len(ids) - room
         c = sizes[take]
-        got = ids[: int(c.sum())]
+        got = ids[:total]
         available[got] = False
         positions.append(todo[take])
         counts.append(c)
