@@ -82,7 +82,7 @@ class GavelRounds(Element):
         "_ticked",
         "_time",
         "_wanted",
-        "_wanted_alive",
+        "_waiting",
         "_wanted_by_col",
         "_wanting",
     )
@@ -229,7 +229,7 @@ class GavelRounds(Element):
         self._consolidated = None if placements is None else np.array([p == "consolidated" for p in placements])
 
     def _update_alive(self, ctx) -> None:
-        self._alive, self._wanted_alive, self._wanted_by_col, self._wanting = _alive(self, ctx)
+        self._alive, self._waiting, self._wanted_by_col, self._wanting = _alive(self, ctx)
 
     # --- Algorithm 1 ---
     def _schedule(self, ctx) -> Ranking:
@@ -311,31 +311,32 @@ class GavelRounds(Element):
         if self._one_type_each and not self._any_pairs and len(picked) == self._wanting:
             self._repeat = (ranking, picked)
         if ctx.explaining:
-            if not with_pairs:  # (by job row, as with pairs)
-                taken = np.zeros(len(ctx.jobs), dtype=bool)
-                taken[rows[picked]] = True
-            _explain(self, ctx, picked, taken, sum(left))
+            _explain(self, ctx, picked, taken if with_pairs else None, sum(left))
         return ranking
 
 
 def _alive(mech: GavelRounds, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Entries whose jobs have all not finished; of them, those that want each column (and by
-    column, a row each: read every round), and how many want any."""
+    """Entries whose jobs have all not finished; the single entries among them that want GPUs
+    (those that wait when not chosen); by column, those that want it (a row each: read every
+    round); and how many entries want any."""
     status = ctx.jobs.column("status")
     alive = status[mech._rows] != FINISHED
     if mech._any_pairs:
         alive &= ~mech._paired | (status[np.maximum(mech._partner, 0)] != FINISHED)
     wanted = mech._wanted & alive[:, None]
-    return alive, wanted, np.ascontiguousarray(wanted.T), int(wanted.any(axis=1).sum())
+    wanting = wanted.any(axis=1)
+    return alive, wanting & ~mech._paired, np.ascontiguousarray(wanted.T), int(wanting.sum())
 
 
-def _explain(mech: GavelRounds, ctx, picked: np.ndarray, taken: np.ndarray, idle: int) -> None:
+def _explain(mech: GavelRounds, ctx, picked: np.ndarray, taken: np.ndarray | None, idle: int) -> None:
     """Jobs of entries not chosen this round wait; those that ran lose their GPUs as their
-    round (lease) ends."""
-    missed = mech._wanted_alive.any(axis=1) & ~mech._paired
+    round (lease) ends. `taken` marks job rows chosen, with pairs (without, an entry not
+    chosen is a job not chosen)."""
+    missed = mech._waiting.copy()
     missed[picked] = False
     rows = mech._rows[missed]
-    rows = rows[~taken[rows]]  # (a job chosen in a pair is not waiting)
+    if taken is not None:
+        rows = rows[~taken[rows]]  # (a job chosen in a pair is not waiting)
     if len(rows):
         ran = ctx.jobs.column("held")[rows] > 0
         code = np.where(ran, int(Reason.LEASE_END), int(Reason.NOT_CHOSEN))
