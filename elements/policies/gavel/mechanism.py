@@ -246,7 +246,7 @@ class GavelRounds(Element):
             ranking, picked = self._repeat
             self._ran_run_s = ctx.jobs.column("run_s")[rows[picked]]
             return ranking
-        priority = (X * (self._given / self._time)).T  # (a row per column: one column read at a time)
+        priority = None  # (worked out when a type's GPUs do not hold every entry that wants them)
         types = self._rng.permutation(len(self._cols_of_type)) if self.order == "shuffled" else self._fastest
         left = list(ctx.cluster.gpus_by_type)
         with_pairs = self._any_pairs
@@ -265,18 +265,22 @@ class GavelRounds(Element):
                     if with_pairs:
                         ok = ok & ~taken[rows] & (~self._paired | ~taken[np.maximum(partner, 0)])
                     else:
-                        ok = ok & ~taken
+                        ok = ok > taken  # (wanted and not taken, in one pass)
                 cand = ok.nonzero()[0]
                 if not len(cand):
                     continue
-                if with_pairs or int(sf[cand].sum()) > left[t]:  # (when all fit, order does not matter)
+                need = int(sf[cand].sum())
+                if with_pairs or need > left[t]:  # (when all fit, order does not matter)
+                    if priority is None:
+                        priority = (X * (self._given / self._time)).T  # (a row per column: one read at a time)
                     tied = self._tie_order[c]
                     cand = tied[ok[tied]]
                     cand = cand[np.argsort(-priority[c][cand], kind="stable")]
                     picked, left[t] = _greedy(cand, sf, partner, rows, taken, int(left[t]), with_pairs)
                     self._sorted.append((c, cand, picked))
-                else:
-                    picked, left[t] = _greedy(cand, sf, partner, rows, taken, int(left[t]), with_pairs)
+                else:  # every entry fits: all are taken (entries are jobs here: no pairs)
+                    picked, left[t] = cand, int(left[t]) - need
+                    taken[cand] = True
                 if len(picked):
                     chosen.append(picked)
                     chosen_col.append(c)
