@@ -250,8 +250,7 @@ class GavelRounds(Element):
         types = self._rng.permutation(len(self._cols_of_type)) if self.order == "shuffled" else self._fastest
         left = list(ctx.cluster.gpus_by_type)
         with_pairs = self._any_pairs
-        # Who has GPUs this round: by job row with pairs (a job may sit in several entries);
-        # else each entry is its own job, and marks by entry are cheaper.
+        # Who has GPUs: by job row with pairs (a job may sit in several entries), else by entry (each its own job).
         taken = np.zeros(len(ctx.jobs) if with_pairs else len(rows), dtype=bool)
         chosen, chosen_col = [], []
         self._sorted = []
@@ -271,8 +270,7 @@ class GavelRounds(Element):
                     continue
                 need = int(sf[cand].sum())
                 if with_pairs or need > left[t]:  # (when all fit, order does not matter)
-                    if priority is None:
-                        priority = (X * (self._given / self._time)).T  # (a row per column: one read at a time)
+                    priority = (X * (self._given / self._time)).T if priority is None else priority  # (a row per column)
                     tied = self._tie_order[c]
                     cand = tied[ok[tied]]
                     cand = cand[np.argsort(-priority[c][cand], kind="stable")]
