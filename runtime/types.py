@@ -396,14 +396,10 @@ class Events:
         many = news  # (a quiet event adds nothing but its time)
 
         def cat(name: str) -> np.ndarray:
-            first, *rest = [getattr(e, name) for e in many]
-            for a in rest:
-                if len(a):
-                    if not len(first):
-                        first = a
-                        continue
-                    return np.concatenate([b for b in [getattr(e, name) for e in many] if len(b)])
-            return first
+            parts = [a for a in (getattr(e, name) for e in many) if len(a)]
+            if not parts:
+                return getattr(many[0], name)
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
         metrics: dict[int, Mapping[str, float]] = {}
         for e in many:
