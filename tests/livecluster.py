@@ -4,6 +4,7 @@ process started, by process id."""
 
 from __future__ import annotations
 
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -19,6 +20,18 @@ LM,10,V100,2,consolidated,120
 Recommendation,64,V100,1,consolidated,150
 Recommendation,64,V100,2,consolidated,100
 """
+
+
+def stop(process: subprocess.Popen, timeout: float = 30.0) -> None:
+    """Stop a process a test started: SIGTERM, then SIGKILL if it has not exited in `timeout`
+    (a test that failed half-way must not leave an agent behind for the tests after it)."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 class LiveCluster(Loopback):

@@ -236,6 +236,25 @@ def test_crashes_are_retried_then_fail_and_lost_nodes_requeue(live):
     assert world.jobs.column("status")[r1] == 0 and world.jobs.column("interruptions")[r1] == 1
 
 
+def test_the_scheduler_s_own_stall_does_not_lose_its_agents(live):
+    """Heartbeats are judged only over the time the scheduler listened: after it was away (a
+    round that overran, a stalled disk) longer than the heartbeat timeout, its agents are still
+    up; an agent that then stays silent while it listens is lost as before."""
+    world, backend, agents, _ = live
+    backend.options = attrs.evolve(backend.options, heartbeat_timeout_s=0.5)
+    for a in agents:
+        a.send("heartbeat", running=[])
+    pump(backend, 0.1)
+    time.sleep(1.0)  # the scheduler away: nothing served, nothing checked
+    pump(backend, 0.1)
+    assert [n.online for n in backend.nodes.slots] == [True, True] and backend.counters["nodes_lost"] == 0
+    deadline = time.time() + 3
+    while time.time() < deadline and backend.nodes.slots[1].online:
+        agents[0].send("heartbeat", running=[])
+        pump(backend, 0.1)
+    assert [n.online for n in backend.nodes.slots] == [True, False] and backend.counters["nodes_lost"] == 1
+
+
 def test_lease_checks_and_bad_submissions_are_answered(live):
     world, backend, agents, _ = live
     (row,) = add_jobs(world, [{"job_id": 3, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0}])

@@ -18,6 +18,7 @@ from roundhouse.agents.agent.processes import spawn_worker
 from roundhouse.agents.client import Lease
 from roundhouse.agents.elastic import write_request
 from roundhouse.wire import protocol
+from tests.livecluster import stop
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 HERE = Path(__file__).resolve().parent
@@ -247,8 +248,7 @@ def test_an_agent_carries_out_resize_messages(tmp_path):
         receive("exited", job=3, rank=0, timeout=90)
         assert agent.poll() is None
     finally:
-        agent.terminate()
-        agent.wait(timeout=30)
+        stop(agent)
         router.close()
         ctx.term()
     outcomes = {(e["rank"], e["outcome"]) for e in exits if e["job"] == 3}

@@ -16,7 +16,7 @@ from roundhouse.agents.submitter import Submitter
 from roundhouse.wire import protocol
 from roundhouse.wire.security import ClientSecurity
 from tests.conftest import REPO
-from tests.livecluster import LiveCluster, free_port
+from tests.livecluster import LiveCluster, free_port, stop
 
 # Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
 pytestmark = pytest.mark.live
@@ -242,9 +242,7 @@ def test_an_agent_survives_garbage_and_keeps_serving(tmp_path):
         assert all(w in text for w in wanted), text[-2000:]
         assert "Traceback" not in text
     finally:
-        if agent.poll() is None:
-            agent.terminate()
-        agent.wait(timeout=20)
+        stop(agent, timeout=20)
         log.close()
         router.close()
         ctx.term()

@@ -120,7 +120,7 @@ def test_a_plan_grows_and_shrinks_a_training_job_through_a_real_agent(tmp_path):
     from roundhouse.runtime.world import World
     from roundhouse.traces.profiles import ProfileTable
     from roundhouse.wire.security import ServerSecurity
-    from tests.livecluster import free_port
+    from tests.livecluster import free_port, stop
 
     here = Path(__file__).resolve().parent
     (tmp_path / "profile.csv").write_text(ELASTIC_PROFILE)
@@ -183,12 +183,12 @@ def test_a_plan_grows_and_shrinks_a_training_job_through_a_real_agent(tmp_path):
         round_(Plan.of([Assignment(row, [0])]))
         until(lambda: any(r["iteration"] >= 40 for r in rows()), "rank 0 trains")
         round_(Plan.of(resizes=[Resize(row, [0, 1], 40)]))  # two workers of 20
-        until(lambda: any(r["rank"] == 1 and r["iteration"] >= 120 for r in rows()), "rank 1 joins and trains")
+        # Rank 1 trains a few steps; the shrink then has most of the job left to land in.
+        until(lambda: any(r["rank"] == 1 and r["iteration"] >= 60 for r in rows()), "rank 1 joins and trains")
         round_(Plan.of(resizes=[Resize(row, [0], 20)]))
         until(lambda: (round_(None) or True) and row in finished, "the job finishes", timeout=120)
     finally:
-        agent.terminate()
-        agent.wait(timeout=30)
+        stop(agent)
         backend.close()
         journal.close()
     got = rows()

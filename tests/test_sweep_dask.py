@@ -34,6 +34,7 @@ def dask_cluster():
     )
     client = Client(cluster, set_as_default=False)
     try:
+        client.wait_for_workers(2, timeout=120)  # (both up before a test counts on them)
         yield cluster, client
     finally:
         client.close()

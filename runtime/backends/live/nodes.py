@@ -59,6 +59,7 @@ class Nodes:
         self.by_identity: dict[bytes, Node] = {}
         self.online = np.zeros(cluster.n_gpus, dtype=bool)
         self.online_changed = True  # the first poll always reports which GPUs are up
+        self._checked_at: float | None = None  # when `check` last ran (the scheduler listening)
         # Set by the backend: a node was lost (its attempts lose their workers there), and an
         # agent listed its running processes (registering: it has just (re)connected).
         self.on_lost: Callable[[Node], list[int]] = lambda node: []  # returns the jobs it affected
@@ -116,9 +117,19 @@ class Nodes:
 
     # --- lost nodes ---
     def check(self) -> None:
+        """Lose the agents silent for longer than the heartbeat timeout. Silence counts only while
+        the scheduler listens: a gap between two checks longer than a heartbeat period (a round
+        that overran, a stalled disk, a paused machine) is the scheduler's own, and an agent
+        whose heartbeats stopped reaching it then is not lost for that time."""
         wall = time.time()
+        away = 0.0 if self._checked_at is None else wall - self._checked_at - self.options.heartbeat_s
+        self._checked_at = wall
         for node in self.slots:
-            if node is not None and node.online and wall - node.last_seen > self.options.heartbeat_timeout_s:
+            if node is None or not node.online:
+                continue
+            if away > 0:
+                node.last_seen = min(node.last_seen + away, wall)
+            if wall - node.last_seen > self.options.heartbeat_timeout_s:
                 self.lose(node, f"no heartbeat for {wall - node.last_seen:.1f}s")
 
     def lose(self, node: Node, why: str) -> None:
