@@ -71,6 +71,7 @@ def test_a_loopback_cluster_given_relative_paths_runs(tmp_path, monkeypatch):
 
 @pytest.mark.live
 @pytest.mark.slow
+@pytest.mark.timeout(1000)  # (its run may take up to 900 s on a slow machine: the wait below)
 def test_live_fidelity_quick_runs_from_a_fresh_folder_with_the_default_out(tmp_path):
     """What a new user types first: `roundhouse reproduce --quick live-fidelity` in an empty folder."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
