@@ -77,20 +77,41 @@ class Ranking:
     (None: the placer decides). `partner[i]` the row of a job to run on the same GPUs as
     `rows[i]` (space sharing; -1 for none; the partner has no entry of its own). `backfill`:
     when a job does not fit, may lower ones run?
+
+    A ranking by one key (`Ranking.by_key`) is kept in the pool's order with each job's key, and
+    put in order (a stable sort by key) when `rows` or `gpus` is first read: a placer that needs
+    only part of the order (every job fits, and only the newcomers are to be placed) reads the
+    jobs in any order (`any_order`) and orders just that part (`order_of`).
     """
 
-    rows: np.ndarray = attrs.field(converter=_rows)
-    gpus: np.ndarray = attrs.field(converter=_rows)
+    _stored_rows: np.ndarray = attrs.field(converter=_rows, alias="rows")
+    _stored_gpus: np.ndarray = attrs.field(converter=_rows, alias="gpus")
     gpu_type: np.ndarray | None = attrs.field(default=None)
     batch_size: np.ndarray | None = attrs.field(default=None)
     consolidate: np.ndarray | None = attrs.field(default=None)
     backfill: bool = True
     partner: np.ndarray | None = attrs.field(default=None)
+    # The key the order sorts by, per job in the stored order (None: stored in ranking order),
+    # and the order once found (given, or sorted when first asked).
+    keys: np.ndarray | None = attrs.field(default=None, eq=False)
+    _order: np.ndarray | None = attrs.field(default=None, alias="order", eq=False, repr=False)
+    _in_order: tuple[np.ndarray, np.ndarray] | None = attrs.field(default=None, init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        n = len(self.rows)
-        if len(self.gpus) != n:
-            raise ValueError(f"Ranking.gpus has {len(self.gpus)} entries for {n} jobs")
+        n = len(self._stored_rows)
+        if len(self._stored_gpus) != n:
+            raise ValueError(f"Ranking.gpus has {len(self._stored_gpus)} entries for {n} jobs")
+        if self.keys is not None:
+            if (
+                self.gpu_type is not None
+                or self.batch_size is not None
+                or self.consolidate is not None
+                or self.partner is not None
+            ):
+                raise ValueError("a Ranking by key carries rows, GPUs and keys only")
+            if len(self.keys) != n:
+                raise ValueError(f"Ranking.keys has {len(self.keys)} entries for {n} jobs")
+            return
         if self.gpu_type is None and self.batch_size is None and self.consolidate is None and self.partner is None:
             return  # a plain ranking (most policies): nothing else to check
         for name, value in (
@@ -102,8 +123,60 @@ class Ranking:
             if value is not None and len(value) != n:
                 raise ValueError(f"Ranking.{name} has {len(value)} entries for {n} jobs")
 
+    @classmethod
+    def by_key(
+        cls, rows: np.ndarray, gpus: np.ndarray, keys: np.ndarray, backfill: bool = True, order: np.ndarray | None = None
+    ) -> Ranking:
+        """Jobs ranked by `keys`, smallest first, ties in the order of `rows` (a stable sort);
+        `order`: that sort, if already known (`keys.argsort(kind="stable")`)."""
+        return cls(rows, gpus, backfill=backfill, keys=frozen_array(keys), order=order)
+
+    @property
+    def order(self) -> np.ndarray:
+        """For a ranking by key: the stored jobs' places in ranking order (the stable sort by key)."""
+        order = self._order
+        if order is None:
+            assert self.keys is not None  # (a ranking stored in order has no order to find)
+            order = self.keys.argsort(kind="stable")
+            object.__setattr__(self, "_order", order)  # (found once: a cache, not a change)
+        return order
+
+    @property
+    def ordered(self) -> bool:
+        """Whether the ranking order is known (stored in order, or found already)."""
+        return self.keys is None or self._order is not None
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The jobs, best first."""
+        return self._stored_rows if self.keys is None else self._ordered()[0]
+
+    @property
+    def gpus(self) -> np.ndarray:
+        """GPUs each job should get, in ranking order."""
+        return self._stored_gpus if self.keys is None else self._ordered()[1]
+
+    def _ordered(self) -> tuple[np.ndarray, np.ndarray]:
+        got = self._in_order
+        if got is None:
+            order = self.order
+            got = (frozen_rows(self._stored_rows[order]), frozen_rows(self._stored_gpus[order]))
+            object.__setattr__(self, "_in_order", got)
+        return got
+
+    def any_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """The jobs and the GPUs each should get, in an order that is not necessarily the
+        ranking's (for questions the order does not change), without sorting."""
+        return self._stored_rows, self._stored_gpus
+
+    def order_of(self, positions: np.ndarray) -> np.ndarray:
+        """Places in `any_order`'s arrays (ascending), in ranking order."""
+        if self.keys is None or len(positions) < 2:
+            return positions
+        return positions[self.keys[positions].argsort(kind="stable")]
+
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self._stored_rows)
 
     @classmethod
     def empty(cls) -> Ranking:

@@ -1,15 +1,17 @@
 """The shortcuts that make a ticked round cheaper give what the plain computation gives: one job
 packed straight onto its best-fit node, a ranking that fits whole selected without the selection
-pass, events merged from the ones that say something, the plan check's errors in their order, and
-a renewing placer's answer kept for its running set."""
+pass, events merged from the ones that say something, the plan check's errors in their order, a
+renewing placer's answer kept for its running set, a ranking by key put in order only where it is
+read, and a placer that places only the newcomers when every job fits."""
 
 import numpy as np
 import polars as pl
 import pytest
 
-from roundhouse.elements.placement.builtin import Consolidated
+from roundhouse.elements.placement.builtin import Consolidated, FirstFree
 from roundhouse.elements.placement.packing import pack_best_fit
 from roundhouse.elements.placement.selection import _select
+from roundhouse.elements.placement.tiresias import SkewAwarePlacer
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.context import Round
 from roundhouse.runtime.settings import GraphSettings
@@ -113,3 +115,73 @@ def test_a_renewing_placer_answers_again_once_the_running_jobs_change():
     world.apply_plan(Plan(keep=np.arange(2), suspend=[2]), 0.0)  # job 2 stops: the ranking no longer runs whole
     assert placer.quiet_until(ctx) is None and not placer.completions_wait(ctx)
     assert placer.renews_all(ctx, ranking) is False
+
+
+def test_a_ranking_by_key_is_the_stable_sort_of_its_keys():
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n = int(rng.integers(0, 30))
+        rows = rng.permutation(100)[:n]
+        gpus = rng.integers(1, 5, n)
+        keys = rng.integers(0, 4, n).astype(float)  # (many ties)
+        ranking = Ranking.by_key(rows, gpus, keys)
+        assert ranking.ordered == (n == 0) or not ranking.ordered
+        subset = np.sort(rng.permutation(n)[: int(rng.integers(0, n + 1))])
+        order = keys.argsort(kind="stable")
+        # Part of the order, found without the whole: the whole order restricted to the part.
+        assert np.array_equal(ranking.order_of(subset), order[np.isin(order, subset)])
+        assert np.array_equal(ranking.any_order()[0], rows)
+        assert np.array_equal(ranking.rows, rows[order]) and np.array_equal(ranking.gpus, gpus[order])
+        assert ranking.ordered and len(ranking) == n
+        assert not ranking.rows.flags.writeable
+    with pytest.raises(ValueError, match="keys has 2 entries for 3 jobs"):
+        Ranking.by_key(np.arange(3), np.ones(3, np.int64), np.zeros(2))
+
+
+def _busy_world(rng, cluster: str):
+    """Jobs of 1, 2, 4 or 8 GPUs; some running where Consolidated put them, the rest waiting."""
+    world = World(Cluster.parse(cluster), profile=None)
+    n = int(rng.integers(4, 40))
+    gpus = rng.choice([1, 1, 1, 2, 4, 8], n)
+    frame = pl.DataFrame({"job_id": list(range(n)), "arrival_s": [0.0] * n, "gpus": gpus.tolist(), "duration_s": [1e6] * n})
+    batch, _ = world.prepare(frame, "test")
+    world.add_jobs(batch)
+    first = rng.permutation(n)[: int(rng.integers(0, n))]
+    placer = Consolidated()
+    ctx = Round(world, GraphSettings(), 0.0, 0, Events(time=0.0))
+    placer.start(ctx)
+    plan = placer.tick(ctx, Ranking(first, gpus[first]))
+    world.check_plan(plan)
+    world.apply_plan(plan, 0.0)
+    return world, gpus
+
+
+@pytest.mark.parametrize(
+    "placer_class, strict", [(Consolidated, True), (Consolidated, False), (FirstFree, None), (SkewAwarePlacer, None)]
+)
+@pytest.mark.parametrize("cluster", ["4x8:V100", "6x4:V100"])
+def test_placing_only_the_newcomers_gives_the_whole_ranking_s_plan(placer_class, strict, cluster):
+    rng = np.random.default_rng(13)
+    fast = 0
+    for _ in range(150):
+        world, gpus = _busy_world(rng, cluster)
+        ctx = Round(world, GraphSettings(), 300.0, 1, Events(time=300.0))
+        running = world.running_rows
+        waiting = np.setdiff1d(np.arange(len(gpus)), running)
+        pool = np.sort(np.concatenate([running, waiting[: int(rng.integers(0, len(waiting) + 1))]]))
+        keys = rng.integers(0, 3, len(pool)).astype(float)
+        by_key = Ranking.by_key(pool, gpus[pool], keys)
+        order = keys.argsort(kind="stable")
+        in_order = Ranking(pool[order], gpus[pool][order])
+        plans = []
+        for ranking in (by_key, in_order):
+            placer = placer_class() if strict is None else placer_class(strict=strict)
+            placer.start(ctx)
+            plan = placer.tick(ctx, ranking)
+            plans.append((plan, dict(placer.counters)))
+        fast += not by_key.ordered  # (placed from the newcomers' order alone)
+        (a, ca), (b, cb) = plans
+        for name in ("launch_rows", "launch_gpus", "launch_counts", "keep", "suspend"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+        assert ca == cb
+    assert fast > 20

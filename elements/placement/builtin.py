@@ -64,8 +64,10 @@ class FirstFree(_Renewing):
     Arguments:
         none
     Cost: O(n + G) over ranked jobs n and GPUs G (the available mask), plus O(l) for the l jobs it
-        launches; O(n) when every ranked job already runs. Not ticked in rounds after a plan that
-        left every ranked job running, until an arrival (event skipping).
+        launches; O(n) when every ranked job already runs, and O(n + G + k log k) when every ranked
+        job fits (the k not running put in order among themselves, a ranking by key not sorted).
+        Not ticked in rounds after a plan that left every ranked job running, until an arrival
+        (event skipping).
     See also: Consolidated, Launch
     Paper: Blox (EuroSys'24) placement/first-gpu.py and §7 (the fidelity experiment).
     """
@@ -88,8 +90,10 @@ class Consolidated(_Renewing):
     Cost: O(n + G) over ranked jobs n and GPUs G (the available mask), plus O(N log N) over nodes N
         for each GPU count it places, and O(N) for each job that preempts to fit or is backfilled
         (the nodes' available counts kept up to date; the running jobs' GPUs grouped by node once
-        a round); O(n) when every ranked job already runs. Not ticked in rounds after a plan that left every ranked job
-        running, until an arrival (event skipping).
+        a round); O(n) when every ranked job already runs, and O(n + G + k log k) plus the packing
+        when every ranked job fits (the k not running put in order among themselves, a ranking by
+        key not sorted). Not ticked in rounds after a plan that left every ranked job running,
+        until an arrival (event skipping).
     See also: FirstFree, Launch
     Paper: Blox (EuroSys'24) placement/consolidated.py; Gavel (OSDI'20) §5 (placement).
     """

@@ -18,6 +18,10 @@ Every placer here works in the same steps (`Placer`), and they differ in how the
 5. A running job marked in step 2 whose GPUs nobody took keeps running after all; GPUs still
    free go, in ranking order, to waiting jobs that fit (when the ranking allows backfilling).
 
+When every running job is ranked and kept and every ranked job fits, the steps come down to
+step 3 for the jobs not running, in ranking order among themselves: a ranking by key is then not
+put in order as a whole (`Placer._place_newcomers`).
+
 Unlike Blox's placement module, consolidated jobs that do not fill a node exactly are placed
 (Blox misspells a variable there and never places them), and the ranking is followed once per
 round (Blox calls its scheduler twice).
@@ -113,9 +117,19 @@ class Placer(Element):
     def renews_all(self, ctx: RoundContext, ranking: Ranking) -> bool:
         """Whether every ranked job runs on what it asks for and nothing else runs: this
         ranking's plan renews every lease."""
-        return len(ranking.rows) == len(ctx.running_rows) and bool(self._keeps(ctx, ranking)[1].all())
+        if len(ranking) != len(ctx.running_rows):
+            return False
+        if ranking.gpu_type is None:  # (the order does not matter: not sorted for this)
+            rows, want = ranking.any_order()
+            held = ctx.jobs.column("held")[rows]
+            return bool(np.count_nonzero(held == want) == len(rows)) and not np.count_nonzero(held <= 0)
+        return bool(self._keeps(ctx, ranking)[1].all())
 
     def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
+        if not ranking.ordered:
+            plan = self._place_newcomers(ctx, ranking)
+            if plan is not None:
+                return plan
         cluster = ctx.cluster
         running = ctx.running_rows
         rows, want = ranking.rows, ranking.gpus
@@ -197,6 +211,36 @@ class Placer(Element):
             keep=running[~isin_rows(running, suspend)] if len(suspend) else running,
             suspend=suspend,
         )
+
+    def _place_newcomers(self, ctx: RoundContext, ranking: Ranking) -> Plan | None:
+        """The round's plan when every running job is ranked and kept and every ranked job fits
+        (one GPU type, every GPU online, each job asking for GPUs), and the jobs not running all
+        find room: every running job keeps its GPUs and the others are packed as step 3 packs
+        them, in ranking order among themselves; so only they are put in order. None when
+        any of this does not hold (the steps decide, over the whole ranking in order)."""
+        cluster = ctx.cluster
+        if ctx.online is not None or len(cluster.gpu_types) > 1:
+            return None
+        running = ctx.running_rows
+        rows, want = ranking.any_order()
+        held = ctx.jobs.column("held")[rows]
+        keeps = held == want
+        keeps &= held > 0
+        n_keeps = int(np.count_nonzero(keeps))
+        if n_keeps != len(running) or np.count_nonzero(want <= 0) or int(want.sum()) > cluster.n_gpus:
+            return None
+        if n_keeps == len(rows):
+            return Plan(keep=running)  # every job runs already: all leases renewed
+        newcomers = ranking.order_of((~keeps).nonzero()[0])
+        mine = Ranking(rows[newcomers], want[newcomers], backfill=ranking.backfill)
+        launches = _Launches(len(mine))
+        available = ctx.holder < 0
+        at = np.arange(len(mine))
+        if len(self._pack(cluster, available, at, mine.gpus, _constant(len(mine), 0), self.one_node(ctx, mine), None, launches)):
+            return None  # one found no room: it may preempt (step 4)
+        positions, counts, gpus = launches.arrays()
+        self.counters["launched"] += len(positions)
+        return Plan(launch_rows=mine.rows[positions], launch_gpus=gpus, launch_counts=counts, keep=running)
 
     # --- the steps ---
     def _job_types(self, ctx: RoundContext, ranking: Ranking):

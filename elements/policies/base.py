@@ -32,7 +32,9 @@ class Policy(Element):
 @element_family
 class KeyOrder(Policy):
     """Ranks jobs by `key(active)`, smallest first, each wanting the GPUs it asked for. The sort
-    is stable over the pool's admission order, so ties go to the job admitted first.
+    is stable over the pool's admission order, so ties go to the job admitted first. The ranking
+    goes on by key (`Ranking.by_key`): below 8,192 jobs it is sorted only when its order is read,
+    and a placer with room for every job reads the order of the newcomers alone.
 
     Arguments:
         backfill: let lower-ranked jobs run when a higher one does not fit.
@@ -52,16 +54,23 @@ class KeyOrder(Policy):
         return None
 
     def start(self, ctx: RoundContext) -> None:
-        # (the pool, its keys in ranking order, the order, the ranked rows)
-        self._ranked: tuple[Active, np.ndarray, np.ndarray, np.ndarray] | None = None
+        # (the pool and the ranking made of it, for quiet_until and the next round's guess)
+        self._ranked: tuple[Active, Ranking] | None = None
 
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         keys = self.key(active)
-        ranked = self._ranked
-        order = stable_order(keys, active.rows, None if ranked is None else (ranked[3], ranked[1]), len(ctx.jobs))
-        rows = active.rows[order]
-        self._ranked = (active, keys[order], order, rows)  # (for quiet_until, and the next round's guess)
-        return Ranking(rows, ctx.jobs.column("gpus")[rows], backfill=self.backfill)
+        rows = active.rows
+        gpus = ctx.jobs.column("gpus")[rows]
+        order = None
+        if len(rows) >= _GUESS_FROM:  # (smaller pools are put in order when the order is asked for)
+            last = self._ranked[1] if self._ranked is not None else None
+            guess = None
+            if last is not None and last.keys is not None and last.ordered:
+                guess = (last.rows, last.keys[last.order])
+            order = stable_order(keys, rows, guess, len(ctx.jobs))
+        ranking = Ranking.by_key(rows, gpus, keys, backfill=self.backfill, order=order)
+        self._ranked = (active, ranking)
+        return ranking
 
     quiet_after_change = True
 
@@ -70,10 +79,13 @@ class KeyOrder(Policy):
 
     def quiet_until(self, ctx: RoundContext) -> float | None:
         assert self._ranked is not None  # (asked after a tick)
-        active, keys, order, _ = self._ranked
+        active, ranking = self._ranked
         speed = self.key_speed(active)
         if speed is None:
             return None
+        order = ranking.order
+        assert ranking.keys is not None  # (made by_key)
+        keys = ranking.keys[order]
         # A round before the first moment two neighbours in the order could swap: the round
         # that ticks then sees the swap coming, and ticks each round until it has happened.
         return ctx.now + first_swap_s(keys, speed[order], self.exact_ties) - ctx.round_s

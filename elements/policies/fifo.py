@@ -21,8 +21,9 @@ class Fifo(KeyOrder):
     Counters:
         none
     Cost: O(n + k log n) over the pool's jobs n and the k that joined: the last round's order kept,
-        the new jobs sorted and merged in (a plain O(n log n) sort below 8,192 jobs and in the first
-        round).
+        the new jobs sorted and merged in. Below 8,192 jobs, O(n): the plain O(n log n) sort waits
+        until the order is read, and a placer with room for every job reads only the newcomers'
+        order, O(k log k).
     See also: Las, Srtf, YarnCS
     Paper: Blox (EuroSys'24) schedulers/fifo.py; Philly (ATC'19).
     """

@@ -30,9 +30,10 @@ class Las(KeyOrder):
     Counters:
         none
     Cost: O(n + r log n) over the pool's jobs n and the r whose service moved (the running ones and
-        the new): the last round's order kept for the others, those r sorted and merged in (a plain
-        O(n log n) sort below 8,192 jobs and in the first round); skipped while no running job's
-        service can pass another job's (event skipping).
+        the new): the last round's order kept for the others, those r sorted and merged in. Below
+        8,192 jobs, O(n): the plain O(n log n) sort waits until the order is read, and a placer
+        with room for every job reads only the newcomers' order, O(k log k). Skipped while no
+        running job's service can pass another job's (event skipping).
     See also: Fifo, Srtf, TiresiasLas
     Paper: Tiresias (NSDI'19) §3.1 (2D attained service); Blox (EuroSys'24) schedulers/las.py and Table 7.
     """

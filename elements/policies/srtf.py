@@ -21,9 +21,10 @@ class Srtf(KeyOrder):
     Counters:
         none
     Cost: O(n + r log n) over the pool's jobs n and the r whose remaining time moved (the running
-        ones and the new): the last round's order kept for the others, those r sorted and merged in
-        (a plain O(n log n) sort below 8,192 jobs and in the first round); skipped while no two
-        remaining times can swap (event skipping).
+        ones and the new): the last round's order kept for the others, those r sorted and merged
+        in. Below 8,192 jobs, O(n): the plain O(n log n) sort waits until the order is read, and a
+        placer with room for every job reads only the newcomers' order, O(k log k). Skipped while
+        no two remaining times can swap (event skipping).
     See also: Las, Fifo, Srsf
     Paper: Tiresias (NSDI'19) §6 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.
     """

@@ -235,8 +235,9 @@ class Srsf(KeyOrder):
     Counters:
         none
     Cost: O(n + r log n) over the pool's jobs n and the r whose remaining service moved: the last
-        round's order kept for the others, those r sorted and merged in (a plain O(n log n) sort
-        below 8,192 jobs and in the first round); skipped while no two can swap (event skipping).
+        round's order kept for the others, those r sorted and merged in. Below 8,192 jobs, O(n): the
+        plain O(n log n) sort waits until the order is read, and a placer with room for every job
+        reads only the newcomers' order, O(k log k). Skipped while no two can swap (event skipping).
     See also: Srtf, TiresiasLas
     Paper: Tiresias (NSDI'19) §2.2, Table 1 and Fig 7 (SRSF).
     """
