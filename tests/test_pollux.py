@@ -73,7 +73,12 @@ def test_generator_is_seeded_and_reads_back(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data/pollux not present")
 def test_built_in_profile_is_the_fit_of_pollux_measurements():
-    from roundhouse.traces.goodput import ElasticProfile
+    # The built-in table holds the fit of Pollux's measurements. The fit (L-BFGS-B on numerical
+    # gradients) does not land on the same parameters on every machine: with other BLAS kernels
+    # it stops at slightly different points, and for NCF at a much worse one. So the table is
+    # checked by what it is for: its parameters fit the measurements at least as well as the fit
+    # made here, and everything not found by the optimizer is the same.
+    from roundhouse.traces.goodput import ElasticProfile, perf_fit_error, perf_measurements
 
     fitted = ElasticProfile.load_pollux(DATA / "traces")
     built = pollux.profile()
@@ -85,7 +90,9 @@ def test_built_in_profile_is_the_fit_of_pollux_measurements():
             b.max_local,
             b.epochs,
         )
-        assert b.params == pytest.approx(a.params, rel=1e-4) and b.noise_scale == pytest.approx(a.noise_scale, rel=1e-4)
+        measured = perf_measurements(DATA / "traces" / a.name)
+        assert perf_fit_error(b.params, *measured) <= perf_fit_error(a.params, *measured) + 1e-4, a.name
+        assert b.noise_scale == pytest.approx(a.noise_scale, rel=1e-4)
         assert b.work_samples == pytest.approx(a.work_samples, rel=1e-6)
 
 

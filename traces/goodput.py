@@ -89,6 +89,24 @@ def efficiency(phi, init_batch, batch) -> np.ndarray:
     return (phi + init_batch) / (phi + np.asarray(batch, dtype=np.float64))
 
 
+def perf_fit_error(params: np.ndarray, nodes, replicas, atomic, compute_time, step_s) -> float:
+    """How far throughput parameters are from measured (compute, step) times: the objective
+    `fit_perf_params` minimizes (log errors, with Pollux's regularization)."""
+    nodes, replicas, atomic = (np.asarray(a, dtype=np.float64) for a in (nodes, replicas, atomic))
+    log_compute, log_step = np.log(np.asarray(compute_time, dtype=np.float64)), np.log(np.asarray(step_s, dtype=np.float64))
+    return _perf_fit_error(np.asarray(params, dtype=np.float64), nodes, replicas, atomic, log_compute, log_step)
+
+
+def _perf_fit_error(p: np.ndarray, nodes, replicas, atomic, log_compute, log_step) -> float:
+    pred_compute = p[0] + p[1] * atomic
+    retro = np.maximum(replicas - 2, 1e-8)
+    network = np.where(nodes > 1, p[2] + p[3] * retro, np.where(replicas > 1, p[4] + p[5] * retro, 1e-8))
+    log_optim = np.log(pred_compute ** p[6] + network ** p[6]) / p[6]
+    err = np.sqrt(((np.log(pred_compute) - log_compute) ** 2).mean()) + np.sqrt(((log_optim - log_step) ** 2).mean())
+    reg = 1e-3 * (p[6] - 1) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
+    return float(err + reg)
+
+
 def fit_perf_params(nodes, replicas, atomic, compute_time, step_s) -> np.ndarray:
     """Pollux's throughput parameters fitted to measured (compute, step) times; returns the
     seven parameters (PARAM_NAMES). Same objective and bounds as Pollux's `fit_perf_params`."""
@@ -116,13 +134,7 @@ def fit_perf_params(nodes, replicas, atomic, compute_time, step_s) -> np.ndarray
     def objective(x: np.ndarray) -> float:
         p = start.copy()
         p[free] = x
-        pred_compute = p[0] + p[1] * atomic
-        retro = np.maximum(replicas - 2, 1e-8)
-        network = np.where(nodes > 1, p[2] + p[3] * retro, np.where(replicas > 1, p[4] + p[5] * retro, 1e-8))
-        log_optim = np.log(pred_compute ** p[6] + network ** p[6]) / p[6]
-        err = np.sqrt(((np.log(pred_compute) - log_compute) ** 2).mean()) + np.sqrt(((log_optim - log_step) ** 2).mean())
-        reg = 1e-3 * (p[6] - 1) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
-        return float(err + reg)
+        return _perf_fit_error(p, nodes, replicas, atomic, log_compute, log_step)
 
     result = minimize(objective, start[free], method="L-BFGS-B", bounds=list(zip(lower[free], upper[free])))
     params = start.copy()
@@ -289,8 +301,9 @@ def _read_csv(path: Path, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
     return out
 
 
-def _load_app(folder: Path, epochs: dict[str, int]) -> ElasticApp:
-    name = folder.name
+def perf_measurements(folder: Path) -> tuple[np.ndarray, ...]:
+    """An application folder's measured step times (placements.csv, and scalability.csv if
+    there): nodes, replicas, local batch, compute seconds and step seconds per measurement."""
     placements = _read_csv(folder / "placements.csv", ("placement", "local_bsz", "step_time", "sync_time"))
     digits = [str(int(p)) for p in placements["placement"]]
     nodes = np.array([len(d) for d in digits], dtype=np.float64)
@@ -301,7 +314,13 @@ def _load_app(folder: Path, epochs: dict[str, int]) -> ElasticApp:
         s = _read_csv(scale_path, ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"))
         nodes, replicas = np.r_[nodes, s["num_nodes"]], np.r_[replicas, s["num_replicas"]]
         atomic, step_s, sync = np.r_[atomic, s["local_bsz"]], np.r_[step_s, s["step_time"]], np.r_[sync, s["sync_time"]]
-    params = fit_perf_params(nodes, replicas, atomic, step_s - sync, step_s)
+    return nodes, replicas, atomic, step_s - sync, step_s
+
+
+def _load_app(folder: Path, epochs: dict[str, int]) -> ElasticApp:
+    name = folder.name
+    placements = _read_csv(folder / "placements.csv", ("local_bsz",))
+    params = fit_perf_params(*perf_measurements(folder))
     curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for path in sorted(folder.glob("validation-*.csv")):
         try:

@@ -54,8 +54,10 @@ MIX = {"cifar10": 67, "ncf": 54, "deepspeech2": 16, "bert": 15, "yolov3": 5, "im
 
 # Pollux's six applications as traces/goodput.py fits them from Pollux's measurements
 # (`simulator/traces/<application>/` of petuum/adaptdl osdi21-artifact, Apache-2.0), transcribed
-# so that a graph can run them without the data (`elastic_profile = "pollux";`); a test refits
-# them from ../shared/data/pollux/traces. Columns: the seven throughput parameters (PARAM_NAMES),
+# so that a graph can run them without the data (`elastic_profile = "pollux";`), and the same on
+# every machine: the fit (L-BFGS-B on numerical gradients) stops at slightly different points
+# with different BLAS kernels, and for NCF at a much worse one on some. A test refits them from
+# ../shared/data/pollux/traces and checks that these fit the measurements at least as well. Columns: the seven throughput parameters (PARAM_NAMES),
 # noise scale phi, M0, largest validated batch, smallest and largest per-GPU batch, epochs,
 # samples at M0 in the first epoch and to the end of training.
 FITTED = (
