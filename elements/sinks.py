@@ -43,6 +43,9 @@ JOB_COLUMNS = (
 # How a start's GPUs are spread (Dally's machine, rack and network tiers), in column order.
 START_TIERS = ("machine", "rack", "network")
 _TIER_COUNTERS = tuple(f"{tier}_starts" for tier in START_TIERS)
+# Launches whose tiers are worked out together: a round's few launches cost a list append, and
+# the tiers' passes are made over many rounds' launches at once.
+START_BATCH = 1 << 16
 
 
 @element
@@ -68,14 +71,16 @@ class JobMetrics(Element):
         track: job ids to measure (half-open: 3000..4000 is 3000 to 3999); all jobs if omitted.
     Counters:
         finished: jobs finished so far (failed ones included).
-        machine_starts: starts on one machine so far.
-        rack_starts: starts on one rack, several machines, so far.
-        network_starts: starts across racks so far.
+        machine_starts: starts on one machine (counted a batch of launches at a time; all
+            of them once the run ends).
+        rack_starts: starts on one rack, several machines (as machine_starts).
+        network_starts: starts across racks (as machine_starts).
         tracked_finished: tracked jobs finished so far.
         failed: jobs that failed for good so far.
         launched: launches seen so far.
         suspended: suspensions seen so far.
-    Cost: O(e) over the round's events e (a start's tier from the GPUs its launch names), plus
+    Cost: O(e) over the round's events e (launches' tiers, from the GPUs each names, worked out
+        for many rounds' launches at once), plus
         O(r) over running jobs r with `track` once they are enough to close the window (event
         skipping asks whether they could); O(J) over all jobs J once, at the end (the job table).
     See also: Launch
@@ -83,7 +88,7 @@ class JobMetrics(Element):
     §IV (queueing delay, communication latency, allocations per tier).
     """
 
-    state = ("_starts",)
+    state = ("_starts", "_pending", "_pending_launches")
 
     category = "sink"
     inputs = (In("events", Events, multi=True),)
@@ -94,11 +99,14 @@ class JobMetrics(Element):
         self.counters.update(finished=0, tracked_finished=0, failed=0, launched=0, suspended=0)
         self.counters.update({f"{tier}_starts": 0 for tier in START_TIERS})
         self._starts = np.zeros((0, len(START_TIERS)), dtype=np.int64)  # per job row, per tier
+        # Launches not yet counted by tier: (rows, their GPUs one launch after another, counts).
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._pending_launches = 0
 
     def tick(self, ctx: RoundContext, events: Events) -> None:
         counters = self.counters
         if len(events.launched):
-            self._count_starts(ctx, events)
+            self._note_starts(ctx, events)
             counters["launched"] += len(events.launched)
         if len(events.suspended):
             counters["suspended"] += len(events.suspended)
@@ -113,34 +121,38 @@ class JobMetrics(Element):
             else:
                 counters["tracked_finished"] += len(events.finished)
 
-    def _count_starts(self, ctx: RoundContext, events: Events) -> None:
-        """Count each launched job's start by the tier its GPUs span (all launches at once)."""
+    def _note_starts(self, ctx: RoundContext, events: Events) -> None:
+        rows, gpus, counts = events.launched, events.launched_gpus, events.launched_counts
+        if len(counts) != len(rows):  # (hand-made events: the GPUs the launched jobs hold now)
+            rows, gpus, counts = held_gpus(ctx, rows)
+        self._pending.append((rows, gpus, counts))
+        self._pending_launches += len(rows)
+        if self._pending_launches >= START_BATCH:
+            self._count_starts(ctx)
+
+    def _count_starts(self, ctx: RoundContext) -> None:
+        """Count the pending launches' starts by the tier their GPUs span, all at once."""
+        if not self._pending:
+            return
+        parts = list(zip(*self._pending))
+        rows, gpus, counts = (np.concatenate(p) for p in parts)
+        self._pending, self._pending_launches = [], 0
         n = len(ctx.jobs)
         if len(self._starts) < n:
             grown = np.zeros((max(n, 2 * len(self._starts)), len(START_TIERS)), dtype=np.int64)
             grown[: len(self._starts)] = self._starts
             self._starts = grown
-        rows, gpus, counts = events.launched, events.launched_gpus, events.launched_counts
-        if len(counts) != len(rows):  # (hand-made events: the GPUs the launched jobs hold)
-            rows, gpus, counts = held_gpus(ctx, rows)
-        if len(gpus) == len(rows):  # one GPU each: every start is on one machine
-            self._starts[rows, 0] += 1
-            self.counters["machine_starts"] += len(rows)
-            return
-        first = counts.cumsum() - counts
-        cluster = ctx.cluster
-        node = cluster.gpu_node[gpus]
-        tier = (np.minimum.reduceat(node, first) != np.maximum.reduceat(node, first)).astype(np.int64)
-        counters = self.counters
-        if not np.count_nonzero(tier):  # every start on one machine
-            self._starts[rows, 0] += 1
-            counters["machine_starts"] += len(rows)
-            return
-        rack = cluster.gpu_rack[gpus]  # (a start over several machines: one rack, or several)
-        tier[np.minimum.reduceat(rack, first) != np.maximum.reduceat(rack, first)] = 2
-        self._starts[rows, tier] += 1  # (one start per launched job: no repeated cell)
+        tier = np.zeros(len(rows), dtype=np.int64)
+        if len(gpus) > len(rows):  # (one GPU each: every start is on one machine)
+            first = counts.cumsum() - counts
+            cluster = ctx.cluster
+            node, rack = cluster.gpu_node[gpus], cluster.gpu_rack[gpus]
+            tier[np.minimum.reduceat(node, first) != np.maximum.reduceat(node, first)] = 1
+            tier[np.minimum.reduceat(rack, first) != np.maximum.reduceat(rack, first)] = 2
+        # A job may start more than once in a batch: cells are counted, not assigned.
+        np.add.at(self._starts.reshape(-1), rows * len(START_TIERS) + tier, 1)
         for name, k in zip(_TIER_COUNTERS, np.bincount(tier, minlength=len(START_TIERS)).tolist()):
-            counters[name] += k
+            self.counters[name] += k
 
     def goal_met(self, ctx: RoundContext) -> bool:
         return self.track is not None and self.counters["tracked_finished"] >= len(self.track)
@@ -163,6 +175,7 @@ class JobMetrics(Element):
         return self.counters["tracked_finished"] + running < len(self.track)
 
     def finish(self, ctx: RoundContext) -> dict:
+        self._count_starts(ctx)
         n = len(ctx.jobs)
         starts = np.zeros((n, len(START_TIERS)), dtype=np.int64)
         starts[: min(n, len(self._starts))] = self._starts[:n]

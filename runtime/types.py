@@ -149,20 +149,26 @@ class Ranking:
     @property
     def rows(self) -> np.ndarray:
         """The jobs, best first."""
-        return self._stored_rows if self.keys is None else self._ordered()[0]
+        if self.keys is None:
+            return self._stored_rows
+        got = self._in_order  # (read often: the sorted arrays kept, without a call)
+        return (got if got is not None else self._ordered())[0]
 
     @property
     def gpus(self) -> np.ndarray:
         """GPUs each job should get, in ranking order."""
-        return self._stored_gpus if self.keys is None else self._ordered()[1]
+        if self.keys is None:
+            return self._stored_gpus
+        got = self._in_order
+        return (got if got is not None else self._ordered())[1]
 
     def _ordered(self) -> tuple[np.ndarray, np.ndarray]:
-        got = self._in_order
-        if got is None:
-            order = self.order
-            got = (frozen_rows(self._stored_rows[order]), frozen_rows(self._stored_gpus[order]))
-            object.__setattr__(self, "_in_order", got)
-        return got
+        order = self.order
+        rows, gpus = self._stored_rows[order], self._stored_gpus[order]  # (new int64 arrays: ours to freeze)
+        rows.setflags(write=False)
+        gpus.setflags(write=False)
+        object.__setattr__(self, "_in_order", (rows, gpus))
+        return rows, gpus
 
     def any_order(self) -> tuple[np.ndarray, np.ndarray]:
         """The jobs and the GPUs each should get, in an order that is not necessarily the

@@ -122,3 +122,30 @@ def test_the_delay_placer_reports_its_tuned_timers_as_they_change(tmp_path):
     timers = placer.finish(None)["timers"]
     assert timers.rows() == pytest.approx([(50.0, 4, 0.0, 0.0), (80.0, 4, 0.0, 50.0), (90.0, 4, 0.0, 65.0 + 30.0 * np.sqrt(2.0))])
     assert DelayPlacer(tuned=True).finish(None) == {}
+
+
+def test_starts_counted_in_batches_are_those_counted_round_by_round(run_graph, tmp_path, monkeypatch):
+    # LAS time-shares an overloaded tiered cluster, and FirstFree spreads jobs over machines and
+    # racks: many starts per job, of every tier. Counting one round's launches at a time, or a
+    # few rounds' (a job then starts more than once in a batch), or all at the end gives the same.
+    from roundhouse.elements import sinks
+
+    cluster = tmp_path / "three.toml"
+    cluster.write_text(textwrap.dedent(THREE_MACHINES))
+    graph = """
+    round = 5min;
+    src :: PoissonSource(rate=12/h, jobs=150, seed=3);
+    src -> AcceptAll -> JobPool -> Las -> FirstFree -> Launch -> m :: JobMetrics;
+    """
+    columns = ["job_id", "machine_starts", "rack_starts", "network_starts"]
+    seen = []
+    for batch in (1, 7, sinks.START_BATCH):
+        monkeypatch.setattr(sinks, "START_BATCH", batch)
+        result = run_graph(graph, cluster=str(cluster))
+        counters = result.counters["m"]
+        seen.append((result.reports["m"]["jobs"].select(columns), [counters[c] for c in columns[1:]]))
+    table, counts = seen[0]
+    assert min(counts) > 0 and table["machine_starts"].max() > 7  # every tier, and repeated starts
+    assert counts == [int(table[c].sum()) for c in columns[1:]]
+    for other, other_counts in seen[1:]:
+        assert other.equals(table) and other_counts == counts

@@ -38,6 +38,22 @@ def test_one_job_goes_where_the_first_of_several_would(spec):
     assert compared > 100  # (most draws place the job)
 
 
+@pytest.mark.parametrize("spec", ["6x4:V100", "3x8:V100", "100x8:V100", "2x4:V100,2x2:K80", "5x3:V100"])
+def test_packing_many_jobs_of_a_size_is_best_fit_one_after_another(spec):
+    cluster = Cluster.parse(spec)
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        available = rng.random(cluster.n_gpus) < rng.random()
+        t = int(rng.integers(len(cluster.gpu_types)))
+        size = int(rng.integers(1, cluster.max_gpus_per_node + 1))
+        count = int(rng.integers(2, 30))
+        many, one = available.copy(), available.copy()
+        together = pack_best_fit(cluster, many, t, size, count)
+        singly = [pack_best_fit(cluster, one, t, size, 1) for _ in range(count)]
+        assert np.array_equal(together, np.concatenate(singly))
+        assert np.array_equal(many, one)
+
+
 def test_a_ranking_that_fits_whole_is_selected_whole():
     cluster = Cluster.parse("4x4:V100")
     rng = np.random.default_rng(11)

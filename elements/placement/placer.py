@@ -96,7 +96,7 @@ class Placer(Element):
         """Which ranked jobs must be placed on as few nodes as possible: the ranking's say,
         else the placer's default. Placers that decide per job (by model) override this."""
         if ranking.consolidate is None:
-            return _constant(len(ranking.rows), self.consolidate_by_default)
+            return _constant(len(ranking), self.consolidate_by_default)
         return np.asarray(ranking.consolidate, dtype=bool)
 
     def _custom_choice(self) -> bool:
@@ -105,11 +105,12 @@ class Placer(Element):
     def _keeps(self, ctx: RoundContext, ranking: Ranking) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Per ranked job: GPUs held, whether it runs on what it asks for (so may keep its
         GPUs), and the GPU type it is placed on (None when the ranking names no types)."""
-        held_r = ctx.jobs.column("held")[ranking.rows]
+        rows = ranking.rows
+        held_r = ctx.jobs.column("held")[rows]
         keeps = held_r == ranking.gpus  # running with what it asks for (or waiting and asking for 0)
         placed_r = None
         if ranking.gpu_type is not None:
-            placed_r = ctx.jobs.column("placed_type")[ranking.rows]
+            placed_r = ctx.jobs.column("placed_type")[rows]
             keeps &= (ranking.gpu_type < 0) | (ranking.gpu_type == placed_r)
         keeps &= held_r > 0
         return held_r, keeps, placed_r
@@ -221,13 +222,15 @@ class Placer(Element):
         cluster = ctx.cluster
         if ctx.online is not None or len(cluster.gpu_types) > 1:
             return None
-        running = ctx.running_rows
         rows, want = ranking.any_order()
+        if int(want.sum()) > cluster.n_gpus:  # (the cheapest test first: a queue that cannot all run)
+            return None
+        running = ctx.running_rows
         held = ctx.jobs.column("held")[rows]
         keeps = held == want
         keeps &= held > 0
         n_keeps = int(np.count_nonzero(keeps))
-        if n_keeps != len(running) or np.count_nonzero(want <= 0) or int(want.sum()) > cluster.n_gpus:
+        if n_keeps != len(running) or np.count_nonzero(want <= 0):
             return None
         if n_keeps == len(rows):
             return Plan(keep=running)  # every job runs already: all leases renewed
