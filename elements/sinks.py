@@ -122,6 +122,8 @@ class JobMetrics(Element):
                 counters["tracked_finished"] += len(events.finished)
 
     def _note_starts(self, ctx: RoundContext, events: Events) -> None:
+        """Keep a round's launches for `_count_starts` (as the events hold them: a value sent
+        on a port is not changed afterwards, as the explanation record relies on too)."""
         rows, gpus, counts = events.launched, events.launched_gpus, events.launched_counts
         if len(counts) != len(rows):  # (hand-made events: the GPUs the launched jobs hold now)
             rows, gpus, counts = held_gpus(ctx, rows)
