@@ -301,10 +301,15 @@ def _read_csv(path: Path, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
     return out
 
 
-def perf_measurements(folder: Path) -> tuple[np.ndarray, ...]:
+_PLACEMENT_COLUMNS = ("placement", "local_bsz", "step_time", "sync_time")
+
+
+def perf_measurements(folder: Path, placements: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
     """An application folder's measured step times (placements.csv, and scalability.csv if
-    there): nodes, replicas, local batch, compute seconds and step seconds per measurement."""
-    placements = _read_csv(folder / "placements.csv", ("placement", "local_bsz", "step_time", "sync_time"))
+    there): nodes, replicas, local batch, compute seconds and step seconds per measurement.
+    `placements`: placements.csv's columns, if already read."""
+    if placements is None:
+        placements = _read_csv(folder / "placements.csv", _PLACEMENT_COLUMNS)
     digits = [str(int(p)) for p in placements["placement"]]
     nodes = np.array([len(d) for d in digits], dtype=np.float64)
     replicas = np.array([sum(map(int, d)) for d in digits], dtype=np.float64)
@@ -319,8 +324,8 @@ def perf_measurements(folder: Path) -> tuple[np.ndarray, ...]:
 
 def _load_app(folder: Path, epochs: dict[str, int]) -> ElasticApp:
     name = folder.name
-    placements = _read_csv(folder / "placements.csv", ("local_bsz",))
-    params = fit_perf_params(*perf_measurements(folder))
+    placements = _read_csv(folder / "placements.csv", _PLACEMENT_COLUMNS)
+    params = fit_perf_params(*perf_measurements(folder, placements))
     curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for path in sorted(folder.glob("validation-*.csv")):
         try:
