@@ -121,9 +121,7 @@ class Placer(Element):
         if len(ranking) != len(ctx.running_rows):
             return False
         if ranking.gpu_type is None:  # (the order does not matter: not sorted for this)
-            rows, want = ranking.any_order()
-            held = ctx.jobs.column("held")[rows]
-            return bool(np.count_nonzero(held == want) == len(rows)) and not np.count_nonzero(held <= 0)
+            return int(np.count_nonzero(_keeps_any_order(ctx, ranking)[2])) == len(ranking)
         return bool(self._keeps(ctx, ranking)[1].all())
 
     def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
@@ -222,13 +220,10 @@ class Placer(Element):
         cluster = ctx.cluster
         if ctx.online is not None or len(cluster.gpu_types) > 1:
             return None
-        rows, want = ranking.any_order()
-        if int(want.sum()) > cluster.n_gpus:  # (the cheapest test first: a queue that cannot all run)
+        if int(ranking.any_order()[1].sum()) > cluster.n_gpus:  # (the cheapest test first: a queue that cannot all run)
             return None
         running = ctx.running_rows
-        held = ctx.jobs.column("held")[rows]
-        keeps = held == want
-        keeps &= held > 0
+        rows, want, keeps = _keeps_any_order(ctx, ranking)
         n_keeps = int(np.count_nonzero(keeps))
         if n_keeps != len(running) or np.count_nonzero(want <= 0):
             return None
@@ -300,3 +295,13 @@ class Placer(Element):
                 spread = np.sort(np.concatenate([spread, stuck]))
             pack_first_free(cluster, available, t, spread, want, launches)
         return positions[~launches.placed[positions]]
+
+
+def _keeps_any_order(ctx: RoundContext, ranking: Ranking) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ranked jobs and their GPU counts in any order (`Ranking.any_order`, not sorted), and
+    which of them run on what they ask for (for a ranking that names no GPU types)."""
+    rows, want = ranking.any_order()
+    held = ctx.jobs.column("held")[rows]
+    keeps = held == want
+    keeps &= held > 0
+    return rows, want, keeps
