@@ -2,35 +2,37 @@
 
 Most graphs use no Gavel element, yet every scheduler, agent and CLI process registers them;
 importing scipy.sparse and OR-Tools' model builder up front cost each of those processes about
-0.3 s. The modules below load when an attribute is first read (Python's `LazyLoader`).
+0.3 s, and even finding them without importing them (Python's `LazyLoader` needs their specs)
+about 0.04 s. The names below stand for the modules and import them when one of their
+attributes is first read.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["mbh", "sp"]
 
 
-def _lazy(name: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    assert spec is not None and spec.loader is not None, name
-    loader = importlib.util.LazyLoader(spec.loader)
-    spec.loader = loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
+class _OnFirstUse(ModuleType):
+    """A module imported when one of its attributes is first read."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._module: ModuleType | None = None
+
+    def __getattr__(self, attr: str) -> Any:  # (called only for names the stand-in lacks)
+        module = self._module
+        if module is None:
+            module = self._module = importlib.import_module(self.__name__)
+        return getattr(module, attr)
 
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
     from ortools.linear_solver.python import model_builder_helper as mbh
 else:
-    sp = _lazy("scipy.sparse")
-    mbh = _lazy("ortools.linear_solver.python.model_builder_helper")
+    sp = _OnFirstUse("scipy.sparse")
+    mbh = _OnFirstUse("ortools.linear_solver.python.model_builder_helper")
