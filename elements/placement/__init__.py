@@ -7,5 +7,3 @@ builtin.py (FirstFree, Consolidated), dally.py (DelayPlacer), gandiva.py (Gandiv
 RandomIntraNode); synergy.py gives launched jobs CPU and memory with their GPUs (Proportional,
 SynergyTune, SynergyOpt). Gavel's placer is with its policies.
 """
-
-from roundhouse.elements.placement import builtin, dally, gandiva, intranode, synergy, tiresias  # noqa: F401

@@ -5,5 +5,3 @@ filling of hierarchical policies, formulation.py and lp.py the shared program ma
 mechanism.py the round-based mechanism (Shares -> Ranking with a GPU type per entry),
 placement.py its placer, estimator.py the pair-throughput estimator.
 """
-
-from roundhouse.elements.policies.gavel import estimator, mechanism, placement, solvers  # noqa: F401
