@@ -1,10 +1,10 @@
 """The LP libraries, loaded on first use.
 
-Most graphs use no Gavel element, yet every scheduler, agent and CLI process registers them;
-importing scipy.sparse and OR-Tools' model builder up front cost each of those processes about
-0.3 s, and even finding them without importing them (Python's `LazyLoader` needs their specs)
-about 0.04 s. The names below stand for the modules and import them when one of their
-attributes is first read.
+A process may import Gavel's elements without solving a program: listing or checking elements,
+checking a graph, a scheduler before its first solve. Importing scipy.sparse and OR-Tools' model
+builder up front would cost each such process about 0.3 s, and even finding them without
+importing them (Python's `LazyLoader` needs their specs) about 0.04 s. The names below stand for
+the modules and import them when one of their attributes is first read.
 """
 
 from __future__ import annotations
