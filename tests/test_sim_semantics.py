@@ -219,3 +219,19 @@ def test_finishes_after_long_quiet_stretches_are_exact(run_graph):
     jobs = [{"job_id": i, "arrival_s": 0.0, "gpus": 1, "duration_s": d} for i, d in enumerate(durations)]
     got = jobs_of(run_graph(FIFO, jobs, cluster="1x4:V100"))
     assert [got[i]["finish_s"] for i in range(4)] == pytest.approx(durations, rel=1e-12, abs=1e-9)
+
+
+def test_a_job_finishing_inside_a_round_books_only_the_part_it_ran(run_graph):
+    # Two jobs from 0 on one 4-GPU node: A (2 GPUs, 450 s) finishes 150 s into its second round,
+    # B (1 GPU, 1000 s) inside its fourth; A's last round counts 150 s, not the whole round.
+    jobs = [
+        {"job_id": 0, "arrival_s": 0.0, "gpus": 2, "duration_s": 450.0},
+        {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0},
+    ]
+    result = run_graph(FIFO, jobs, cluster="1x4:V100")
+    got = jobs_of(result)
+    assert got[0]["finish_s"] == 450.0 and got[0]["run_s"] == 450.0 and got[0]["service_gpu_s"] == 900.0
+    assert got[1]["finish_s"] == 1000.0 and got[1]["run_s"] == 1000.0 and got[1]["service_gpu_s"] == 1000.0
+    table = result.world.jobs
+    assert table.column("done")[:2].tolist() == [450.0, 1000.0]
+    assert table.column("compute_s")[:2].tolist() == [450.0, 1000.0]  # (work over the compute rate, 1 here)

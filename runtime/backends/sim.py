@@ -162,11 +162,18 @@ class Simulator:
                 self._progress, self._events = self._full_round(), Events(time=end)  # everyone runs the round through
             else:
                 finished = finish_at <= end + _EPS * max(1.0, end)
-                held_until = np.where(finished, finish_at, end)
                 block = np.empty((4, len(rows)))
                 done, service, run_s, compute_s = block
-                done[:] = np.where(finished, remaining, rate * np.maximum(held_until - start, 0.0))
-                np.subtract(held_until, now, out=run_s)
+                if isinstance(start, float):  # every job from the boundary: a whole round, but for the few that finish
+                    ending = finished.nonzero()[0]
+                    np.multiply(rate, max(end - start, 0.0), out=done)
+                    done[ending] = remaining[ending]
+                    run_s.fill(end - now)
+                    run_s[ending] = finish_at[ending] - now
+                else:
+                    held_until = np.where(finished, finish_at, end)
+                    done[:] = np.where(finished, remaining, rate * np.maximum(held_until - start, 0.0))
+                    np.subtract(held_until, now, out=run_s)
                 np.multiply(jobs.column("held")[rows], run_s, out=service)
                 compute_seconds(done, jobs.column("compute_rate")[rows], out=compute_s)
                 self._progress = Progress(rows, done, service, run_s, block)
