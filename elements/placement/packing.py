@@ -122,6 +122,16 @@ def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int)
     elif cluster.uniform_nodes and size == cluster.max_gpus_per_node:  # whole nodes, in order
         nodes = (counts == size).nonzero()[0][:count]
         taken = cluster.node_first_gpu[nodes][:, None] + np.arange(size)
+    elif cluster.uniform_nodes:  # the nodes that hold one, fewest available first, only as many as needed
+        order = counts.astype(np.int16).argsort(kind="stable")
+        order = order[counts[order] >= size]
+        slots = counts[order] // size
+        nodes = order[: int(slots.cumsum().searchsorted(count)) + 1]
+        grid = cluster.node_first_gpu[nodes][:, None] + np.arange(cluster.max_gpus_per_node)
+        free = mask[grid]
+        # Each node's first (jobs it takes) x size available GPUs, in id order, cut into jobs.
+        free &= free.cumsum(axis=1) <= (slots[: len(nodes)] * size)[:, None]
+        taken = grid[free].reshape(-1, size)[:count]
     else:
         ids = mask.nonzero()[0]  # grouped by node, ascending
         slots = counts // size
