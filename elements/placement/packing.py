@@ -108,30 +108,24 @@ def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int)
     if count == 1:  # one job: straight to the best-fit node (what every branch below would pick)
         got = _best_fit_on_one_node(cluster, mask, counts, size)
         taken = np.zeros((0, size), dtype=np.int64) if got is None else got[None, :]
-    elif size == 1 and cluster.uniform_nodes:  # each job on one GPU: the GPUs of the fullest nodes first
-        # Nodes by available GPUs (ties by number; small ints sort by radix), only as many as
-        # the jobs need: the cost follows the nodes, not every GPU.
-        order = counts.astype(np.int16).argsort(kind="stable")
-        order = order[counts[order] > 0]
-        nodes = order[: int(counts[order].cumsum().searchsorted(count)) + 1]
-        grid = cluster.node_first_gpu[nodes][:, None] + np.arange(cluster.max_gpus_per_node)
-        taken = grid[mask[grid]][:count][:, None]
-    elif size == 1:
-        ids = mask.nonzero()[0]
-        taken = ids[counts[cluster.gpu_node[ids]].argsort(kind="stable")[:count]][:, None]
     elif cluster.uniform_nodes and size == cluster.max_gpus_per_node:  # whole nodes, in order
         nodes = (counts == size).nonzero()[0][:count]
         taken = cluster.node_first_gpu[nodes][:, None] + np.arange(size)
-    elif cluster.uniform_nodes:  # the nodes that hold one, fewest available first, only as many as needed
+    elif cluster.uniform_nodes:
+        # The nodes that hold one, fewest available GPUs first (ties by number; small ints sort
+        # by radix), only as many as the jobs need: the cost follows those nodes, not every GPU.
         order = counts.astype(np.int16).argsort(kind="stable")
         order = order[counts[order] >= size]
-        slots = counts[order] // size
+        slots = counts[order] if size == 1 else counts[order] // size
         nodes = order[: int(slots.cumsum().searchsorted(count)) + 1]
         grid = cluster.node_first_gpu[nodes][:, None] + np.arange(cluster.max_gpus_per_node)
         free = mask[grid]
-        # Each node's first (jobs it takes) x size available GPUs, in id order, cut into jobs.
-        free &= free.cumsum(axis=1) <= (slots[: len(nodes)] * size)[:, None]
+        if size > 1:  # each node's first (jobs it takes) x size available GPUs, in id order
+            free &= free.cumsum(axis=1) <= (slots[: len(nodes)] * size)[:, None]
         taken = grid[free].reshape(-1, size)[:count]
+    elif size == 1:
+        ids = mask.nonzero()[0]
+        taken = ids[counts[cluster.gpu_node[ids]].argsort(kind="stable")[:count]][:, None]
     else:
         ids = mask.nonzero()[0]  # grouped by node, ascending
         slots = counts // size
