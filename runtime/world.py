@@ -345,11 +345,14 @@ _PROGRESS = ("done", "service", "run_s", "compute_s")
 
 def compute_seconds(done: np.ndarray, compute_rate: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Seconds of compute that `done` work took at these compute rates (0 where a rate is 0)."""
+    ran = compute_rate > 0
+    if np.count_nonzero(ran) == len(ran):  # (as running jobs' rates are: a plain division is cheaper than a masked one)
+        return np.divide(done, compute_rate, out=out)
     if out is None:
         out = np.zeros(len(done))
     else:
         out.fill(0.0)
-    return np.divide(done, compute_rate, out=out, where=compute_rate > 0)
+    return np.divide(done, compute_rate, out=out, where=ran)
 
 
 def add_progress(cols: dict[str, np.ndarray], rows: np.ndarray, steps, rounds: int) -> None:
