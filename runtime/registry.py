@@ -43,13 +43,15 @@ def builtin_modules() -> dict[str, str]:
 
 
 def register(cls: type[Element]) -> None:
+    # Where a class of this name is defined already: registered, or a built-in not imported yet.
     existing = _CLASSES.get(cls.__name__)
-    if existing is not None and existing is not cls:
-        if (existing.__module__, existing.__qualname__) != (cls.__module__, cls.__qualname__):
-            raise TypeError(f"element class {cls.__name__} is defined twice: in {existing.__module__} and {cls.__module__}")
-    builtin = builtin_modules().get(cls.__name__)
-    if existing is None and builtin is not None and builtin != cls.__module__:  # (a built-in not imported yet)
-        raise TypeError(f"element class {cls.__name__} is defined twice: in {builtin} and {cls.__module__}")
+    home = (
+        (existing.__module__, existing.__qualname__)
+        if existing is not None
+        else (builtin_modules().get(cls.__name__), cls.__name__)
+    )
+    if home[0] is not None and home != (cls.__module__, cls.__qualname__):
+        raise TypeError(f"element class {cls.__name__} is defined twice: in {home[0]} and {cls.__module__}")
     _CLASSES[cls.__name__] = cls
 
 
