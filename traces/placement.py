@@ -22,6 +22,7 @@ import polars as pl
 
 from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import read_cells
+from roundhouse.traces.distinct import DistinctNames
 from roundhouse.traces.profiles import _key, canonical_model
 from roundhouse.traces.schema import PLACEMENT_COLUMNS, cast_column
 
@@ -96,12 +97,12 @@ def check_columns(path: str, skew: pl.Series, slowdown: pl.Series, lines=None, j
         raise TraceError(path, f"{sentence}, got {values[i]:g}", row=int(np.asarray(lines)[i]), column=column)
 
 
-def placement_columns(trace: pl.DataFrame, raw_models: list, origin: str) -> dict[str, np.ndarray]:
+def placement_columns(trace: pl.DataFrame, models: DistinctNames, origin: str) -> dict[str, np.ndarray]:
     """The jobs' `tensor_skew` and `spread_slowdown`: the trace's own cells where it has them,
     else the shipped table's value for the job's model (NaN when neither knows)."""
-    skew, slow = PlacementTable.load().lookup(raw_models)
-    out = {"tensor_skew": skew, "spread_slowdown": slow}
-    empty = pl.Series([None] * trace.height, dtype=pl.Float64)
+    skew, slow = PlacementTable.load().lookup(models.names)
+    out = {"tensor_skew": models.per_row(skew, np.nan, np.float64), "spread_slowdown": models.per_row(slow, np.nan, np.float64)}
+    empty = pl.repeat(None, trace.height, dtype=pl.Float64, eager=True)
     own = {name: trace[name].cast(pl.Float64, strict=False) if name in trace.columns else empty for name in PLACEMENT_COLUMNS}
     if any(name in trace.columns for name in PLACEMENT_COLUMNS):
         check_columns(origin, own["tensor_skew"], own["spread_slowdown"], job_ids=trace["job_id"].to_list())

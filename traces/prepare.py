@@ -8,8 +8,9 @@ import numpy as np
 import polars as pl
 
 from roundhouse.errors import TraceError
+from roundhouse.traces.distinct import DistinctNames
 from roundhouse.traces.jobs import JobBatch
-from roundhouse.traces.throughput import ThroughputModel, consolidated_type_rates
+from roundhouse.traces.throughput import ThroughputModel
 
 
 def prepare_jobs(
@@ -32,42 +33,41 @@ def prepare_jobs(
     duration = get("duration_s", np.float64, np.nan)
     iterations = get("iterations", np.float64, np.nan)
     batch = get("batch_size", np.int64, 0).copy()  # filled in below (polars may hand out a read-only view)
-    raw_models = trace["model"].to_list() if "model" in trace.columns else [None] * n
+    names = DistinctNames.of(trace["model"] if "model" in trace.columns else None, n)
 
-    models = np.empty(n, dtype=object)
-    unknown: set[str] = set()
-    elastic_rows = _elastic_rows(model, raw_models)
-    for i, m in enumerate(raw_models):
-        if m is None or elastic_rows[i] >= 0:
-            continue
-        canonical = profile.canonical_model(m)
-        if canonical is None:
-            unknown.add(m)
-        models[i] = canonical
-    for i, m in enumerate(models):
-        if m is not None and batch[i] <= 0:
-            batch[i] = profile.default_batch_size(m)
+    # Per distinct name: its application in the elastic profile, else its name in the profile.
+    apps = [_elastic_row(model, m) for m in names.names]
+    elastic_rows = names.per_row(apps, -1, np.int64)
+    canonical = [profile.canonical_model(m) for m in names.names]
+    unknown = {m for m, c, a in zip(names.names, canonical, apps) if c is None and a < 0}
     elastic = elastic_rows >= 0
+    known = names.per_row([c is not None for c in canonical], False, bool) & ~elastic
+    models = names.per_row(canonical, None)
+    models[elastic] = None  # (named below, from their application)
+    unset = known & (batch <= 0)
+    if unset.any():
+        defaults = [profile.default_batch_size(c) if c is not None else 0 for c in canonical]
+        batch[unset] = names.per_row(defaults, 0, np.int64)[unset]
     if elastic.any():
         known_elastic = _prepare_elastic(model, elastic_rows, batch, models, job_id, origin)
 
     type_rates = np.ones((n, len(gpu_types)), dtype=np.float64)
     reference_rate = np.ones(n, dtype=np.float64)
-    known = np.array([m is not None for m in models], dtype=bool)
-    known &= ~elastic  # elastic jobs' rates are set below
-    comm_rows = _communication_rows(model, raw_models, job_id, origin)
+    comm_rows = _communication_rows(model, names, job_id, origin)
     comm_rows[elastic] = -1
     # Under the communication model a job with a duration computes for that long, whatever its
     # model, as in Dally: its compute comes from its trace, the tiers add its communication.
     known &= ~((comm_rows >= 0) & ~np.isnan(duration))
     if known.any():
         idx = known.nonzero()[0]
-        sub_models, sub_batch, sub_gpus = models[idx], batch[idx], gpus[idx]
+        configs = _Configs(names, canonical, batch, idx)
+        sub_gpus = gpus[idx]
         ref = np.zeros(len(idx))
         for g in np.unique(sub_gpus):
             sel = sub_gpus == g
-            ref[sel] = model.estimate(sub_models[sel], sub_batch[sel], reference_gpu, int(g), True)
-        type_rates[idx] = consolidated_type_rates(model, sub_models, sub_batch, sub_gpus, gpu_types)
+            ref[sel] = configs.estimate(model, sel, reference_gpu, int(g), True)
+            for t, name in enumerate(gpu_types):  # on one node
+                type_rates[idx[sel], t] = configs.estimate(model, sel, name, int(g), True)
         # Without a reference-type entry, the fastest type stands in as the reference.
         ref = np.where(ref > 0, ref, type_rates[idx].max(axis=1))
         reference_rate[idx] = ref
@@ -95,7 +95,7 @@ def prepare_jobs(
         i = int(missing_duration.nonzero()[0][0])
         raise TraceError(
             origin,
-            f"job {job_id[i]}: model {raw_models[i]!r} is not in the profile and the job has no duration_s, "
+            f"job {job_id[i]}: model {names.name_of(i)!r} is not in the profile and the job has no duration_s, "
             "so its speed is unknown",
         )
     work = np.where(~np.isnan(iterations) & known, iterations, duration * reference_rate)
@@ -103,7 +103,7 @@ def prepare_jobs(
     if no_work.any():  # a profiled, non-elastic job given epochs only
         i = int(no_work.nonzero()[0][0])
         raise TraceError(
-            origin, f"job {job_id[i]}: {raw_models[i]!r} is not an elastic application, so it needs duration_s or iterations"
+            origin, f"job {job_id[i]}: {names.name_of(i)!r} is not an elastic application, so it needs duration_s or iterations"
         )
     too_big = gpus > n_gpus
     if too_big.any():
@@ -139,7 +139,7 @@ def prepare_jobs(
     columns["comm_model"] = comm_rows
     from roundhouse.traces.resources import ResourceTable
 
-    columns["resource_model"] = ResourceTable.load().index(raw_models)
+    columns["resource_model"] = names.per_row(ResourceTable.load().index(names.names), -1, np.int64)
     columns["elastic_model"] = elastic_rows
     if elastic.any():
         limit = columns.get("max_batch_size", np.full(n, np.nan))
@@ -149,7 +149,9 @@ def prepare_jobs(
             np.isnan(size[known_elastic.idx]), known_elastic.epoch_samples, size[known_elastic.idx]
         )
         columns["epoch_size"] = size
-    columns.update(_placement_columns(trace, raw_models, models, known, batch, gpus, model, reference_gpu, origin))
+    # (Elastic jobs are named after their applications by now.)
+    models_by_name = [model.elastic.apps[a].name if a >= 0 and model.elastic is not None else c for a, c in zip(apps, canonical)]
+    columns.update(_placement_columns(trace, names, models_by_name, known, batch, gpus, model, reference_gpu, origin))
     from roundhouse.traces.losscurves import initial_loss
 
     loss = initial_loss(trace, origin)
@@ -177,13 +179,9 @@ def _one_value(values: np.ndarray) -> np.ndarray:
     return np.broadcast_to(values[:1].copy(), values.shape) if same else values
 
 
-def _elastic_rows(model: ThroughputModel, raw_models) -> np.ndarray:
-    """Each job's application in the elastic profile, -1 for none (or no elastic profile)."""
-    out = np.full(len(raw_models), -1, dtype=np.int64)
-    if model.elastic is not None:
-        for i, m in enumerate(raw_models):
-            out[i] = model.elastic.row(m)
-    return out
+def _elastic_row(model: ThroughputModel, name: str) -> int:
+    """A model's application in the elastic profile, -1 for none (or no elastic profile)."""
+    return -1 if model.elastic is None else model.elastic.row(name)
 
 
 class _ElasticJobs:
@@ -192,8 +190,8 @@ class _ElasticJobs:
     def __init__(self, model: ThroughputModel, apps: np.ndarray, batch: np.ndarray, idx: np.ndarray):
         assert model.elastic is not None
         self.profile, self.apps, self.idx = model.elastic, apps, idx
-        self.work = np.array([self.profile.apps[a].work_samples for a in apps.tolist()])
-        self.epoch_samples = np.array([self.profile.apps[a].epoch_samples for a in apps.tolist()])
+        self.work = _per_app(self.profile, "work_samples", float)[apps]
+        self.epoch_samples = _per_app(self.profile, "epoch_samples", float)[apps]
 
     def rates(self, model: ThroughputModel, gpus: np.ndarray, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(jobs, GPU types) and reference goodput at the requested GPU count, consolidated
@@ -204,27 +202,35 @@ class _ElasticJobs:
 
     def max_batch_full(self, n: int, elastic: np.ndarray) -> np.ndarray:
         out = np.full(n, np.nan)
-        out[elastic] = [self.profile.apps[a].max_batch for a in self.apps.tolist()]
+        out[elastic] = _per_app(self.profile, "max_batch", float)[self.apps]
         return out
+
+
+def _per_app(profile, field: str, dtype) -> np.ndarray:
+    """One field of every application of the elastic profile, by application index."""
+    return np.array([getattr(app, field) for app in profile.apps], dtype=dtype)
 
 
 def _prepare_elastic(model: ThroughputModel, elastic_rows, batch, models, job_id, origin) -> _ElasticJobs:
     """Elastic jobs get their application's name and initial batch size (unless the trace gives
     one); a batch size outside the validated range is an error naming the job."""
     assert model.elastic is not None
+    profile = model.elastic
     idx = (elastic_rows >= 0).nonzero()[0]
     apps = elastic_rows[idx]
-    for i, a in zip(idx.tolist(), apps.tolist()):
-        app = model.elastic.apps[a]
-        models[i] = app.name
-        if batch[i] <= 0:
-            batch[i] = app.init_batch
-        elif not app.init_batch <= batch[i] <= app.max_batch:
-            raise TraceError(
-                origin,
-                f"job {job_id[i]}: batch size {batch[i]} is outside what the elastic profile covers for "
-                f"{app.name} ({app.init_batch} to {app.max_batch})",
-            )
+    models[idx] = _per_app(profile, "name", object)[apps]
+    init, largest = _per_app(profile, "init_batch", np.int64)[apps], _per_app(profile, "max_batch", np.int64)[apps]
+    given = batch[idx]
+    outside = (given > 0) & ((given < init) | (given > largest))
+    if outside.any():
+        k = int(outside.nonzero()[0][0])
+        i, app = int(idx[k]), profile.apps[int(apps[k])]
+        raise TraceError(
+            origin,
+            f"job {job_id[i]}: batch size {batch[i]} is outside what the elastic profile covers for "
+            f"{app.name} ({app.init_batch} to {app.max_batch})",
+        )
+    batch[idx] = np.where(given > 0, given, init)
     return _ElasticJobs(model, apps, batch[idx], idx)
 
 
@@ -249,36 +255,61 @@ def _check_machine_resource(trace, name, what, per_node, job_id, gpus, origin) -
     raise TraceError(origin, f"job {job_id[i]} asks for {demand[i]:g} {what} but {where}", column=name)
 
 
-def _communication_rows(model: ThroughputModel, raw_models, job_id, origin) -> np.ndarray:
+def _communication_rows(model: ThroughputModel, names: DistinctNames, job_id, origin) -> np.ndarray:
     """Each job's row in the communication profile; all -1 unless the cluster has network
     tiers. On a tiered cluster a job that names a model must have a profile (a job with no
     model has no communication: it runs as on a cluster without tiers)."""
     table = model.communication
     if table is None:
-        return np.full(len(raw_models), -1, dtype=np.int64)
-    rows = table.index(raw_models)
-    missing = (rows < 0) & np.array([m is not None for m in raw_models], dtype=bool)
+        return np.full(len(names.codes), -1, dtype=np.int64)
+    rows = names.per_row(table.index(names.names), -1, np.int64)
+    missing = (rows < 0) & (names.codes >= 0)
     if missing.any():
         i = int(missing.nonzero()[0][0])
         raise TraceError(
             origin,
-            f"job {job_id[i]}: model {raw_models[i]!r} has no communication profile, which a cluster with network "
+            f"job {job_id[i]}: model {names.name_of(i)!r} has no communication profile, which a cluster with network "
             f"tiers needs (the profile {table.source} knows {', '.join(table.models)})",
         )
     return rows
 
 
-def _placement_columns(trace, raw_models, models, known, batch, gpus, model, reference_gpu, origin) -> dict:
+def _placement_columns(trace, names: DistinctNames, models_by_name, known, batch, gpus, model, reference_gpu, origin) -> dict:
     """`tensor_skew` and `spread_slowdown` per job (traces/placement.py). For a job whose model
     is in the profile, the slowdown is what the profile implies on the reference GPU type."""
     from roundhouse.traces.placement import placement_columns
 
-    out = placement_columns(trace, raw_models, origin)
+    out = placement_columns(trace, names, origin)
     multi = (known & (gpus > 1)).nonzero()[0]
+    if not len(multi):
+        return out
+    configs = _Configs(names, models_by_name, batch, multi)
     for g in np.unique(gpus[multi]):
-        sel = multi[gpus[multi] == g]
-        together = model.estimate(models[sel], batch[sel], reference_gpu, int(g), True)
-        apart = model.estimate(models[sel], batch[sel], reference_gpu, int(g), False)
+        sel = gpus[multi] == g
+        together = configs.estimate(model, sel, reference_gpu, int(g), True)
+        apart = configs.estimate(model, sel, reference_gpu, int(g), False)
         with np.errstate(divide="ignore", invalid="ignore"):
-            out["spread_slowdown"][sel] = np.where((together > 0) & (apart > 0), together / apart, np.nan)
+            out["spread_slowdown"][multi[sel]] = np.where((together > 0) & (apart > 0), together / apart, np.nan)
     return out
+
+
+class _Configs:
+    """The (model, batch size) pairs of the jobs at `rows`, as the distinct pairs and each job's
+    index into them: a trace of a million jobs holds a few dozen, so the profile is asked once
+    per distinct pair (and GPU count, GPU type, placement), and the answers gathered.
+    `models_by_name[k]`: the model of the jobs naming `names.names[k]`."""
+
+    def __init__(self, names: DistinctNames, models_by_name: list, batch: np.ndarray, rows: np.ndarray):
+        codes, sizes = names.codes[rows], batch[rows]
+        low, span = int(sizes.min()), int(sizes.max()) - int(sizes.min()) + 1
+        if span * (len(names.names) + 1) < 2**62:  # (one integer per pair: numpy sorts those fastest)
+            _, first, self.of = np.unique(codes * span + (sizes - low), return_index=True, return_inverse=True)
+        else:
+            _, first, self.of = np.unique(np.stack([codes, sizes], axis=1), axis=0, return_index=True, return_inverse=True)
+        self.of = self.of.ravel()
+        self.models = np.array([models_by_name[c] for c in codes[first].tolist()], dtype=object)
+        self.batch = sizes[first]
+
+    def estimate(self, model: ThroughputModel, sel: np.ndarray, gpu_type: str, gpus: int, consolidated: bool) -> np.ndarray:
+        """`model.estimate` for the jobs `rows[sel]`, all on `gpus` GPUs."""
+        return model.estimate(self.models, self.batch, gpu_type, gpus, consolidated)[self.of[sel]]

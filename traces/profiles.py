@@ -155,8 +155,9 @@ class ProfileTable:
     def rates(self, models, batch_sizes, gpu_type: str, gpus, consolidated: bool = True) -> np.ndarray:
         """`rate()` over arrays (gpus and batch sizes may be scalars); 0.0 where there is no entry.
 
-        Dictionary lookups, one per job: about a microsecond each, so cheap both for the few
-        launches of a round and for a whole trace prepared at once."""
+        Dictionary lookups, one per job: about a microsecond each, cheap for the few launches of
+        a round. A whole trace is prepared by asking once per distinct (model, batch size) pair
+        (traces/prepare.py)."""
         models = list(models)
         n = len(models)
         batch = np.broadcast_to(np.asarray(batch_sizes if batch_sizes is not None else 0), (n,))

@@ -143,7 +143,7 @@ def validate(
             if problem is not None:
                 problems.append((problem[0], order, 0, shown(name), problem[1]))
         else:
-            series = pl.Series(name, [None] * df.height, dtype=dtype)
+            series = pl.repeat(None, df.height, dtype=dtype, eager=True)
         columns[name] = series.alias(name)
     extras = []
     for name in df.columns:

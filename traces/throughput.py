@@ -25,7 +25,6 @@ callers do not change.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -438,16 +437,3 @@ class _RateCache:
 def _group_starts(owners: np.ndarray) -> np.ndarray:
     """Where each run of equal values starts in a sorted array (every launch has one)."""
     return np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
-
-
-def consolidated_type_rates(
-    model: ThroughputModel, models: np.ndarray, batch: np.ndarray, gpus: np.ndarray, gpu_types: Sequence[str]
-) -> np.ndarray:
-    """(jobs, GPU types): each job's rate on each type at its own GPU count, on one node; 0
-    where it cannot run. Lookups per distinct GPU count keep the profile calls vectorised."""
-    out = np.zeros((len(models), len(gpu_types)))
-    for g in np.unique(gpus):
-        sel = gpus == g
-        for t, name in enumerate(gpu_types):
-            out[sel, t] = model.estimate(models[sel], batch[sel], name, int(g), True)
-    return out
