@@ -13,6 +13,10 @@ import attrs
 import numpy as np
 import polars as pl
 
+# Up to this many rows the names are split by a dictionary, beyond it by polars (measured: about
+# 0.4 ms for polars' calls, 1 µs a row for the dictionary).
+_FEW_ROWS = 1024
+
 
 @attrs.frozen
 class DistinctNames:
@@ -27,6 +31,10 @@ class DistinctNames:
         """The names of a string column (None: a trace without the column, n rows naming none)."""
         if column is None:
             return cls([], np.full(n, -1, dtype=np.int64))
+        if n <= _FEW_ROWS:  # (a handful of jobs, as live submissions bring: a dictionary costs less than polars' calls)
+            index: dict[str, int] = {}
+            codes = [-1 if name is None else index.setdefault(name, len(index)) for name in column.to_list()]
+            return cls(list(index), np.array(codes, dtype=np.int64))
         names = column.drop_nulls().unique(maintain_order=True)
         at = pl.int_range(len(names), eager=True)
         codes = column.replace_strict(names, at, default=None, return_dtype=pl.Int64).fill_null(-1).to_numpy()

@@ -24,7 +24,7 @@ from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import read_cells
 from roundhouse.traces.distinct import DistinctNames
 from roundhouse.traces.profiles import _key, canonical_model
-from roundhouse.traces.schema import PLACEMENT_COLUMNS, cast_column
+from roundhouse.traces.schema import PLACEMENT_COLUMNS, cast_column, null_column
 
 SHIPPED_PLACEMENT = Path(__file__).with_name("profiles") / "placement.csv"
 
@@ -102,7 +102,7 @@ def placement_columns(trace: pl.DataFrame, models: DistinctNames, origin: str) -
     else the shipped table's value for the job's model (NaN when neither knows)."""
     skew, slow = PlacementTable.load().lookup(models.names)
     out = {"tensor_skew": models.per_row(skew, np.nan, np.float64), "spread_slowdown": models.per_row(slow, np.nan, np.float64)}
-    empty = pl.repeat(None, trace.height, dtype=pl.Float64, eager=True)
+    empty = null_column("empty", pl.Float64, trace.height)
     own = {name: trace[name].cast(pl.Float64, strict=False) if name in trace.columns else empty for name in PLACEMENT_COLUMNS}
     if any(name in trace.columns for name in PLACEMENT_COLUMNS):
         check_columns(origin, own["tensor_skew"], own["spread_slowdown"], job_ids=trace["job_id"].to_list())

@@ -143,7 +143,7 @@ def validate(
             if problem is not None:
                 problems.append((problem[0], order, 0, shown(name), problem[1]))
         else:
-            series = pl.repeat(None, df.height, dtype=dtype, eager=True)
+            series = null_column(name, dtype, df.height)
         columns[name] = series.alias(name)
     extras = []
     for name in df.columns:
@@ -178,6 +178,11 @@ def validate(
 def empty_trace() -> pl.DataFrame:
     """A valid trace with no jobs (what a header-only file reads as)."""
     return pl.DataFrame(schema=CANONICAL_COLUMNS)
+
+
+def null_column(name: str, dtype, n: int) -> pl.Series:
+    """A column of n empty cells (made in constant time, for a trace of one job or of millions)."""
+    return pl.Series(name, [None], dtype=dtype).new_from_index(0, n)
 
 
 def cast_column(

@@ -14,6 +14,18 @@ from roundhouse.traces.schema import validate
 from roundhouse.traces.throughput import ThroughputModel
 
 
+@pytest.mark.parametrize("n", [9, 5000])  # (split by a dictionary, and by polars)
+def test_distinct_names_are_each_rows_name_in_order_of_first_appearance(n):
+    rng = np.random.default_rng(n)
+    pool = ["ResNet-50", "LM", "A3C", "Transformer", "x", None]
+    values = [pool[i] for i in rng.integers(0, len(pool), n)]
+    names = DistinctNames.of(pl.Series(values, dtype=pl.String), n)
+    first_seen = list(dict.fromkeys(v for v in values if v is not None))
+    assert names.names == first_seen
+    assert [names.name_of(i) for i in range(n)] == values
+    assert names.codes.dtype == np.int64
+
+
 def test_distinct_names_in_order_of_first_appearance_with_none_apart():
     names = DistinctNames.of(pl.Series(["b", None, "a", "b", None, "c", "a"], dtype=pl.String), 7)
     assert names.names == ["b", "a", "c"]
