@@ -33,12 +33,12 @@ class DistinctNames:
             return cls([], np.full(n, -1, dtype=np.int64))
         if n <= _FEW_ROWS:  # (a handful of jobs, as live submissions bring: a dictionary costs less than polars' calls)
             index: dict[str, int] = {}
-            codes = [-1 if name is None else index.setdefault(name, len(index)) for name in column.to_list()]
-            return cls(list(index), np.array(codes, dtype=np.int64))
+            found = [-1 if name is None else index.setdefault(name, len(index)) for name in column.to_list()]
+            return cls(list(index), np.array(found, dtype=np.int64))
         names = column.drop_nulls().unique(maintain_order=True)
         at = pl.int_range(len(names), eager=True)
-        codes = column.replace_strict(names, at, default=None, return_dtype=pl.Int64).fill_null(-1).to_numpy()
-        return cls(names.to_list(), codes)
+        codes = column.replace_strict(names, at, default=None, return_dtype=pl.Int64).fill_null(-1)
+        return cls(names.to_list(), codes.to_numpy())
 
     def name_of(self, row: int) -> str | None:
         code = int(self.codes[row])
