@@ -76,7 +76,7 @@ def measure(label: str, text: str, repeat: int = 1) -> float:
     spread = f" (slowest {max(walls):.2f} s)" if repeat > 1 else ""
     summary = result.reports["m"]["summary"]
     print(
-        f"{label:44s} {result.rounds:8d} rounds ({result.skipped_rounds:6d} skipped) {wall:8.2f} s {result.rounds / wall:8.0f} rounds/s "
+        f"{label:44s} {result.rounds:8d} rounds ({result.skipped_rounds:6d} skipped, {result.passed_rounds:6d} passed) {wall:8.2f} s {result.rounds / wall:8.0f} rounds/s "
         f"{wall / result.rounds * 1e6:6.0f} us/round  avg JCT {summary['avg_jct_s'] / 3600:7.1f} h  "
         f"preemptions {summary['preemptions']}{spread}"
     )

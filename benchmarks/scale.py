@@ -11,8 +11,8 @@ temporary folder. Each case then runs in a subprocess of its own, so that its pe
 memory is its own and no generator's: "cli" cases are `roundhouse run GRAPH --out DIR` as the
 command line runs it (reading the trace, simulating, writing jobs.csv, summary.json and
 explain.parquet), "engine" cases simulate in process (as benchmarks/engine_las.py). The first
-table gives wall time (the whole run, start-up included), rounds (ticked and skipped), rounds
-per second, microseconds per round and peak RSS; the second splits each CLI run into its
+table gives wall time (the whole run, start-up included), rounds (ticked and skipped, and of
+the skipped ones those carried out in passing: jobs arrived and found room), rounds per second, microseconds per round and peak RSS; the second splits each CLI run into its
 phases, with each phase's wall time and its own peak RSS (the kernel's high-water mark, reset
 at the start of the phase): start-up (imports, compiling the graph, loading the cluster and
 profiles), reading the trace (parsing and checking it, and preparing the job specs), the
@@ -219,7 +219,7 @@ def child(name: str, folder: Path, skip: bool) -> None:
         wall = time.perf_counter() - phases.started
         run = json.loads((out / "run.json").read_text())
         rounds = run["rounds"]
-        skipped = run.get("skipped_rounds")
+        skipped, passed = run.get("skipped_rounds"), run.get("passed_rounds")
         summary = json.loads((out / "summary.json").read_text())
     else:
         from roundhouse.runtime.compiler import compile_file
@@ -228,7 +228,7 @@ def child(name: str, folder: Path, skip: bool) -> None:
         result = simulate(compile_file(graph))
         wall = time.perf_counter() - phases.started
         phases.end("simulate")
-        rounds, skipped = result.rounds, result.skipped_rounds
+        rounds, skipped, passed = result.rounds, result.skipped_rounds, result.passed_rounds
         summary = result.reports["m"]["summary"]
     span = summary["end_s"]
     in_system = (summary["avg_jct_s"] or 0.0) * summary["jobs_finished"] / span if span else 0.0  # Little's law
@@ -239,6 +239,7 @@ def child(name: str, folder: Path, skip: bool) -> None:
                 "wall_s": wall,
                 "rounds": rounds,
                 "skipped": skipped,
+                "passed": passed,
                 "in_system": in_system,
                 "peak_rss_mb": max(phases.peak_mb.values()),
                 "phases_s": phases.wall,
@@ -359,16 +360,16 @@ def main() -> None:
     gavel = GAVEL_CASE in names
     names = [n for n in names if n != GAVEL_CASE]
     print(
-        f"{'case':58s} {'wall s':>8s} {'rounds':>9s} {'skipped':>9s} {'rounds/s':>9s} {'us/round':>9s} {'in system':>10s} {'peak RSS':>9s}"
+        f"{'case':58s} {'wall s':>8s} {'rounds':>9s} {'skipped':>9s} {'passed':>9s} {'rounds/s':>9s} {'us/round':>9s} {'in system':>10s} {'peak RSS':>9s}"
     )
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             r = run_case(name, Path(tmp), not args.no_skip)
             results.append(r)
-            skipped = "" if r["skipped"] is None else f"{r['skipped']:,}"
+            skipped, passed = ("" if r[k] is None else f"{r[k]:,}" for k in ("skipped", "passed"))
             print(
-                f"{CASES[name][1]:58s} {r['wall_s']:8.2f} {r['rounds']:9,} {skipped:>9s} {r['rounds'] / r['wall_s']:9,.0f} "
+                f"{CASES[name][1]:58s} {r['wall_s']:8.2f} {r['rounds']:9,} {skipped:>9s} {passed:>9s} {r['rounds'] / r['wall_s']:9,.0f} "
                 f"{r['wall_s'] / r['rounds'] * 1e6:9.0f} {r['in_system']:10,.0f} {r['peak_rss_mb']:7.0f} MB",
                 flush=True,
             )

@@ -56,6 +56,9 @@ class AcceptAll(Element):
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # without new jobs it admits nothing
 
+    def arrivals_wait(self, ctx: RoundContext) -> bool:
+        return True  # (ticked in a round carried out in passing, as in any other)
+
     def holding(self) -> int:
         """Jobs it holds back now (ChooseAdmission): none."""
         return 0

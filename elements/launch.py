@@ -67,6 +67,9 @@ class Launch(Element):
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # it passes the plan on
 
+    def arrivals_wait(self, ctx: RoundContext) -> bool:
+        return True  # (ticked with the placer's plan in a round carried out in passing)
+
 
 def with_completions(plan: Plan, rows: np.ndarray) -> Plan:
     """The plan with `rows` completed: taken out of its keeps and suspensions."""

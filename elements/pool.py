@@ -29,12 +29,13 @@ class JobPool(Element):
     Counters:
         active: jobs in the pool now.
         running: jobs of the pool that hold GPUs now.
-    Cost: O(k) over jobs k joining; O(n) over its jobs n in a round in which some finish.
+    Cost: O(k) over jobs k joining; O(n) over its jobs n in a round in which some finish. Not
+        ticked in rounds carried out in passing (their arrivals join at its next tick).
     See also: AcceptAll, AcceptThreshold, Las
     Paper: Blox (EuroSys'24) §6.4, JobState.
     """
 
-    state = ("_rows",)
+    state = ("_rows", "_later")
 
     category = "pool"
     inputs = (In("jobs", Jobs, multi=True),)
@@ -42,9 +43,13 @@ class JobPool(Element):
 
     def start(self, ctx: RoundContext) -> None:
         self._rows = np.zeros(0, dtype=np.int64)
+        self._later: list[np.ndarray] = []  # jobs admitted in rounds carried out in passing
         self.counters.update(active=0, running=0)
 
     def tick(self, ctx: RoundContext, jobs: Jobs) -> Active:
+        if self._later:  # (in admission order, before this round's)
+            self._rows = np.concatenate([self._rows, *self._later])
+            self._later = []
         if len(ctx.events.finished) and len(self._rows):
             self._rows = self._rows[ctx.jobs.column("status")[self._rows] != FINISHED]
         if len(jobs):
@@ -60,3 +65,11 @@ class JobPool(Element):
 
     def quiet_until(self, ctx: RoundContext) -> float:
         return float("inf")  # its jobs change only when jobs arrive or finish
+
+    def arrivals_wait(self, ctx: RoundContext) -> bool:
+        return True  # (they join at its next tick, `join_later`, in order)
+
+    def join_later(self, jobs: Jobs) -> None:
+        """Jobs admitted in a round carried out in passing (runtime/passing.py): they join at
+        the next tick, before that round's arrivals, as they would have joined round by round."""
+        self._later.append(jobs.rows)

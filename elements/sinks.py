@@ -12,6 +12,7 @@ from roundhouse.runtime.element import Element, In, element, job_ids
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Events
 from roundhouse.runtime.values import IdRange, number
+from roundhouse.traces.jobs import PENDING
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -80,15 +81,16 @@ class JobMetrics(Element):
         launched: launches seen so far.
         suspended: suspensions seen so far.
     Cost: O(e) over the round's events e (launches' tiers, from the GPUs each names, worked out
-        for many rounds' launches at once), plus
-        O(r) over running jobs r with `track` once they are enough to close the window (event
-        skipping asks whether they could); O(J) over all jobs J once, at the end (the job table).
+        for many rounds' launches at once; those of rounds carried out in passing at its next
+        tick), plus O(t) over the tracked jobs t once all have arrived (event skipping asks whether
+        the jobs running could close the window); O(J) over all jobs J once, at the end (the job
+        table).
     See also: Launch
     Paper: Blox (EuroSys'24) §4.2 (JCT and responsiveness); Gavel (OSDI'20) §7.1; Dally (IEEE BigData'25)
     §IV (queueing delay, communication latency, allocations per tier).
     """
 
-    state = ("_starts", "_pending", "_pending_launches")
+    state = ("_starts", "_pending", "_pending_launches", "_seen", "_tracked")
 
     category = "sink"
     inputs = (In("events", Events, multi=True),)
@@ -102,6 +104,7 @@ class JobMetrics(Element):
         # Launches not yet counted by tier: (rows, their GPUs one launch after another, counts).
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._pending_launches = 0
+        self._seen, self._tracked = 0, np.zeros(0, dtype=np.int64)  # (`_tracked_rows`)
 
     def tick(self, ctx: RoundContext, events: Events) -> None:
         counters = self.counters
@@ -166,15 +169,30 @@ class JobMetrics(Element):
 
     def completions_wait(self, ctx: RoundContext) -> bool:
         # Counted later, the same; unless the jobs running now could complete what it tracks
-        # (the run stops at the round in which they do).
+        # (the run stops at the round in which they do): they cannot while a tracked job has
+        # yet to arrive, or waits. (Read from the world's books: the counters lag behind
+        # completions that wait and rounds carried out in passing.)
         if self.track is None:
             return True
-        running_rows = ctx.running_rows
-        if self.counters["tracked_finished"] + len(running_rows) < len(self.track):
-            return True  # (too few jobs run to close it, whichever they are)
-        ids = ctx.jobs.column("job_id")[running_rows]
-        running = int(np.count_nonzero((ids >= self.track.start) & (ids < self.track.stop)))
-        return self.counters["tracked_finished"] + running < len(self.track)
+        tracked = self._tracked_rows(ctx)
+        if len(tracked) < len(self.track):
+            return True
+        return bool(np.count_nonzero(ctx.jobs.column("status")[tracked] == PENDING))
+
+    def arrivals_wait(self, ctx: RoundContext) -> bool:
+        return self.completions_wait(ctx)  # (it counts the round's launches and completions at its next tick)
+
+    def _tracked_rows(self, ctx: RoundContext) -> np.ndarray:
+        """Rows of the tracked jobs in the job table (which only grows: each row is looked at once)."""
+        assert self.track is not None
+        n = len(ctx.jobs)
+        if self._seen < n:
+            ids = ctx.jobs.column("job_id")[self._seen : n]
+            new = ((ids >= self.track.start) & (ids < self.track.stop)).nonzero()[0]
+            if len(new):
+                self._tracked = np.concatenate([self._tracked, new + self._seen])
+            self._seen = n
+        return self._tracked
 
     def finish(self, ctx: RoundContext) -> dict:
         self._count_starts(ctx)

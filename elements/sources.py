@@ -61,6 +61,9 @@ class _Replay(Element):
     def quiet_until(self, ctx: RoundContext) -> float:
         return self.next_arrival_s() - 1e-9  # (the tolerance `tick` reads arrivals with)
 
+    def arrivals_wait(self, ctx: RoundContext) -> bool:
+        return True  # (ticked in a round carried out in passing, as in any other)
+
 
 @element
 class TraceSource(_Replay):

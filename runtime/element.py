@@ -173,6 +173,19 @@ class Element:
         element says so. False (the default): each completion is ticked in its round."""
         return False
 
+    def arrivals_wait(self, ctx: RoundContext) -> bool:
+        """Event skipping, asked with `completions_wait` (and again after each round passed this
+        way): whether a round in which every job in the system runs on what it asks for, and the
+        jobs arriving all find room on free GPUs, may be carried out in passing
+        (runtime/passing.py), with the same results and counters. In such a round the sources and
+        admission gates are ticked as usual, the policy ranks only the arrivals
+        (`rank_arrivals`), the placer places only them (`place_arrivals`) and the launcher
+        carries the plan out; the pool receives the arrivals at its next tick (`join_later`), the
+        other elements the round's events in their next tick's. For the policy and the placer
+        the answer also says that their output's order does not matter meanwhile. False (the
+        default): such rounds are ticked."""
+        return False
+
     @functools.cached_property
     def counters(self) -> dict[str, float]:
         """Counters (Click's read handlers): documented under `Counters:`. (Made on first use

@@ -29,6 +29,7 @@ from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.context import Round
 from roundhouse.runtime.element import Element
 from roundhouse.runtime.explain import Recorder
+from roundhouse.runtime.passing import Passing
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.skipping import Skipping
 from roundhouse.runtime.types import Events, Jobs, Plan
@@ -50,6 +51,7 @@ class RunResult:
     counters: dict[str, dict]
     wall_s: float
     skipped_rounds: int = 0  # rounds not ticked (event skipping): nothing could change in them
+    passed_rounds: int = 0  # of which rounds carried out in passing: jobs arrived and found room
 
 
 class ElementFailure(RoundhouseError):
@@ -165,6 +167,8 @@ class Engine:
             self._can_stall and bool(getattr(graph.settings, "skip_rounds", True)),
         )
         self._skipping.until = until
+        # Rounds carried out in passing (runtime/passing.py), within event skipping.
+        self._passing = Passing(graph, self._wiring, self._skipping.enabled and self._skipping.after_change, call_element)
         self._plan_changed = False
         # Jobs a plan completed: reported as finished in the next round's events, as a job
         # that finishes inside a round is (the world's books already show them finished).
@@ -208,6 +212,7 @@ class Engine:
         self._wiring = [(Silenced(w[0], self._no_arrivals), w[1], w[2], None) if id(w[0]) in silent else w for w in self._wiring]
         self._skipping.asked = [e for e in self._skipping.asked if id(e) not in silent]
         self._sources = self._skipping.sources = []
+        self._passing.roles = None
 
     def carry_in(self, rows: np.ndarray) -> None:
         """Take over a world another graph has run (runtime/whatif.py): these jobs already in it
@@ -301,12 +306,19 @@ class Engine:
             assert self._ctx is not None
             events = self._ctx.events
         round_s = float(self.graph.settings.round)
-        ctx = self._context(events, int(round(self.backend.now / round_s)))
+        values: dict[tuple[str, str], object] = {}
+        start = 0
+        front = self._passing.take_front()  # (a round that could not pass: its front has ticked)
+        if front is not None:
+            ctx, values, start = front
+        else:
+            ctx = self._context(events, int(round(self.backend.now / round_s)))
         self._ctx = ctx
         self._plan_changed = False
-        self._tick_all(ctx)
+        self._tick_all(ctx, values, start)
         self._rounds += 1
-        self._skipping.after_tick(ctx, self.backend, self._plan_changed, call_element)
+        self._passing.check(ctx)
+        self._skipping.after_tick(ctx, self.backend, self._plan_changed, call_element, self._passing.unordered)
         if self.on_round is not None:
             self.on_round(ctx)
         reason = why_stop(self, ctx)
@@ -365,13 +377,15 @@ class Engine:
             counters=counters,
             wall_s=time.perf_counter() - self._started,
             skipped_rounds=self._skipping.skipped,
+            passed_rounds=self._passing.total,
         )
 
-    def _tick_all(self, ctx: Round) -> None:
-        values: dict[tuple[str, str], object] = {}
+    def _tick_all(self, ctx: Round, values: dict[tuple[str, str], object], start: int = 0, stop: int | None = None) -> None:
+        """Tick the elements `start` to `stop` of the tick order (all, by default), their port
+        values read from and written to `values`."""
         el: Element | None = None
         try:  # (one try for the round: an element's exception is reported naming `el`)
-            for el, inputs, outputs, crossing in self._wiring:
+            for el, inputs, outputs, crossing in self._wiring[start:stop] if start or stop is not None else self._wiring:
                 kwargs: dict[str, Any] = {}
                 for port, key, port_type, sources in inputs:  # (key: the one source's value, if one)
                     kwargs[port] = values[key] if key is not None else port_type.merge([values[s] for s in sources]) if sources else None  # fmt: skip
@@ -429,6 +443,12 @@ def pass_quiet(engine: Engine, round_s: float) -> Events:
             if not engine._skipping.pass_waiting_round(engine.backend):
                 return Events.merge(waited)
             engine._rounds += 1
+        elif engine._passing.may_pass(engine, events):
+            folded = engine._fold(events)
+            passed = engine._passing.pass_round(engine, folded)
+            if passed is None:  # an arrival finds no room: the round is ticked, from the pool on
+                return engine._passing.ticked_with(Events.merge([*waited, folded]) if waited else folded)
+            waited += (folded, passed)
         else:
             folded = engine._fold(events)
             return Events.merge([*waited, folded]) if waited else folded

@@ -46,7 +46,7 @@ class Skipping:
         # wants it to pause (runtime/simulation.py's run_until).
         self._until: float | None = None
         self._pause_at: float | None = None
-        self._end = math.inf  # (the earlier of the two, as `_bound` gives it)
+        self._end = math.inf  # (the earlier of the two, as `bound` gives it)
         self._quiet_end = -math.inf  # rounds whose boundary lies before it may pass: the smaller of the two
 
     @property
@@ -74,7 +74,8 @@ class Skipping:
         self._end = min(ends) if ends else math.inf
         self._quiet_end = min(self._quiet_until, self._end)
 
-    def _bound(self) -> float:
+    def bound(self) -> float:
+        """No round at or after this time passes untouched (the time limit, a pause)."""
         return self._end
 
     @property
@@ -88,12 +89,14 @@ class Skipping:
         self._quiet_end = min(t, self._end)
 
     # (The backend is passed in, not kept: a what-if run swaps the engine's backend for a simulator.)
-    def after_tick(self, ctx: Round, backend, plan_changed: bool, call: Callable) -> None:
-        """After a ticked round: until when the rounds ahead are quiet (nothing to skip when its
-        plan changed something, unless every element answers for the world the plan left)."""
+    def after_tick(self, ctx: Round, backend, plan_changed: bool, call: Callable, unordered: Element | None = None) -> None:
+        """After a ticked round (or one carried out in passing): until when the rounds ahead are
+        quiet (nothing to skip when its plan changed something, unless every element answers for
+        the world the plan left). `unordered`: a policy not to ask, because the order of its
+        ranking does not matter to the plan meanwhile (runtime/passing.py)."""
         asks = self.enabled and (self.after_change or not plan_changed)
         self.waits = False
-        self.quiet_until = self._quiet_time(ctx, backend, call) if asks else -math.inf
+        self.quiet_until = self._quiet_time(ctx, backend, call, unordered) if asks else -math.inf
 
     def quiet(self, backend, events: Events, completing: bool) -> bool:
         """Whether the round at the backend's clock may pass untouched."""
@@ -114,7 +117,7 @@ class Skipping:
         self.skipped += 1
         return True
 
-    def _quiet_time(self, ctx: Round, backend, call: Callable) -> float:
+    def _quiet_time(self, ctx: Round, backend, call: Callable, unordered: Element | None) -> float:
         """The time before which no element's output can change unless something happens (an
         arrival, a completion: the backend reports those as events)."""
         # A round passes when its boundary lies before every answer: an answer before the next
@@ -126,6 +129,8 @@ class Skipping:
         el, asking = None, "quiet_until"
         try:  # (one try for all: an element's exception is reported naming `el`)
             for el in self.asked:
+                if el is unordered:
+                    continue
                 ctx.element = el
                 t = el.quiet_until(ctx)
                 if t is None or t < worth:

@@ -114,6 +114,7 @@ def write_results(out: Path, graph, cluster, result) -> None:
         "settings": {k: (float(v) if isinstance(v, float) else v) for k, v in _settings(graph).items()},
         "rounds": result.rounds,
         "skipped_rounds": result.skipped_rounds,
+        "passed_rounds": result.passed_rounds,
         "end_s": result.end_s,
         "stop_reason": result.stop_reason,
         "counters": result.counters,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import attrs
+import numpy as np
 
 from roundhouse.elements.placement.placer import Placer
 from roundhouse.runtime.element import element, element_family
@@ -23,14 +24,38 @@ class _Renewing(Placer):
     those jobs finish: then completions may wait for the next ticked round)."""
 
     # (the last ranking, and whether its plan changed nothing; whether that ranking renews every
-    # lease, and the running rows that answer is for)
-    state = ("_last", "_renews")
+    # lease, and the running rows that answer is for; whether a plan made in passing since then
+    # left every job in the system running on what it asks for)
+    state = ("_last", "_renews", "_passed")
 
     quiet_after_change = True
+
+    def start(self, ctx: RoundContext) -> None:
+        super().start(ctx)
+        self._passed = False
 
     def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
         plan = super().tick(ctx, ranking)
         self._last = (ranking, not (len(plan.launch_rows) or len(plan.suspend) or len(plan.resize_rows)))
+        self._passed = False
+        return plan
+
+    def arrivals_wait(self, ctx: RoundContext) -> bool:
+        # Every job in the system runs on what it asks for: then the order of a ranking does not
+        # matter to the plan, and arrivals that find room are placed by step 3 alone.
+        return self._renews_last(ctx)
+
+    def place_arrivals(self, ctx: RoundContext, arrivals: Ranking) -> Plan | None:
+        cluster = ctx.cluster
+        if ctx.online is not None or len(cluster.gpu_types) > 1:
+            return None
+        want = arrivals.gpus
+        available = ctx.holder < 0
+        if np.count_nonzero(want <= 0) or int(want.sum()) > int(np.count_nonzero(available)):
+            return None  # (as `_place_newcomers` decides for the whole ranking)
+        plan = self._launch_newcomers(ctx, arrivals, available)
+        if plan is not None:
+            self._passed = True
         return plan
 
     def quiet_until(self, ctx: RoundContext) -> float | None:
@@ -47,6 +72,8 @@ class _Renewing(Placer):
         """`renews_all` for the last ranking, worked out once per running set: event skipping
         asks twice after a tick. The world's running rows are a new array whenever the jobs
         running or the GPUs they hold change, so the same array means the same answer."""
+        if self._passed:
+            return True
         ranking = self._last[0]
         running = ctx.running_rows.base  # (the world's own array: the view's owner)
         known = getattr(self, "_renews", None)
@@ -67,7 +94,8 @@ class FirstFree(_Renewing):
         launches; O(n) when every ranked job already runs, and O(n + G + k log k) when every ranked
         job fits (the k not running put in order among themselves, a ranking by key not sorted).
         Not ticked in rounds after a plan that left every ranked job running, until an arrival
-        (event skipping).
+        (event skipping); then, in a round in which the arrivals all find room, it places only
+        them, O(G + k) (carried out in passing).
     See also: Consolidated, Launch
     Paper: Blox (EuroSys'24) placement/first-gpu.py and §7 (the fidelity experiment).
     """
@@ -93,7 +121,8 @@ class Consolidated(_Renewing):
         a round); O(n) when every ranked job already runs, and O(n + G + k log k) plus the packing
         when every ranked job fits (the k not running put in order among themselves, a ranking by
         key not sorted). Not ticked in rounds after a plan that left every ranked job running,
-        until an arrival (event skipping).
+        until an arrival (event skipping); then, in a round in which the arrivals all find room, it
+        places only them, O(G) plus the packing (carried out in passing).
     See also: FirstFree, Launch
     Paper: Blox (EuroSys'24) placement/consolidated.py; Gavel (OSDI'20) §5 (placement).
     """

@@ -112,16 +112,25 @@ def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int)
         nodes = (counts == size).nonzero()[0][:count]
         taken = cluster.node_first_gpu[nodes][:, None] + np.arange(size)
     elif cluster.uniform_nodes:
-        # The nodes that hold one, fewest available GPUs first (ties by number; small ints sort
-        # by radix), only as many as the jobs need: the cost follows those nodes, not every GPU.
-        order = counts.astype(np.int16).argsort(kind="stable")
-        order = order[counts[order] >= size]
-        slots = counts[order] if size == 1 else counts[order] // size
-        nodes = order[: int(slots.cumsum().searchsorted(count)) + 1]
+        # The nodes that hold one, fewest available GPUs first (ties by number), only as many as
+        # the jobs need: taken count by count, from `size` up, so that the cost follows those
+        # nodes and the few counts they have, not a sort of every node.
+        picked, need = [], count
+        for c in range(size, cluster.max_gpus_per_node + 1):
+            here = (counts == c).nonzero()[0]
+            if len(here):
+                here = here[: -(-need // (c // size))]
+                picked.append(here)
+                need -= len(here) * (c // size)
+                if need <= 0:
+                    break
+        if not picked:
+            return np.zeros((0, size), dtype=np.int64)
+        nodes = np.concatenate(picked) if len(picked) > 1 else picked[0]
         grid = cluster.node_first_gpu[nodes][:, None] + np.arange(cluster.max_gpus_per_node)
         free = mask[grid]
         if size > 1:  # each node's first (jobs it takes) x size available GPUs, in id order
-            free &= free.cumsum(axis=1) <= (slots[: len(nodes)] * size)[:, None]
+            free &= free.cumsum(axis=1) <= (counts[nodes] // size * size)[:, None]
         taken = grid[free].reshape(-1, size)[:count]
     elif size == 1:
         ids = mask.nonzero()[0]

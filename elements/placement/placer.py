@@ -230,15 +230,28 @@ class Placer(Element):
         if n_keeps == len(rows):
             return Plan(keep=running)  # every job runs already: all leases renewed
         newcomers = ranking.order_of((~keeps).nonzero()[0])
-        mine = Ranking(rows[newcomers], want[newcomers], backfill=ranking.backfill)
+        return self._launch_newcomers(ctx, Ranking(rows[newcomers], want[newcomers], backfill=ranking.backfill), ctx.holder < 0)
+
+    def place_arrivals(self, ctx: RoundContext, arrivals: Ranking) -> Plan | None:
+        """A round carried out in passing (runtime/passing.py), in which every job in the system
+        runs on what it asks for: the plan that would place `arrivals` (in the policy's order)
+        and renew every lease, or None when one of them would not find room on free GPUs (the
+        round is ticked). None by default: placers that declare `arrivals_wait` implement it."""
+        return None
+
+    def _launch_newcomers(self, ctx: RoundContext, mine: Ranking, available: np.ndarray) -> Plan | None:
+        """Every running job keeps its GPUs, and the jobs of `mine` (none running, in ranking
+        order) are packed on the `available` GPUs as step 3 packs them; None when one finds no room
+        (it may preempt: step 4)."""
         launches = _Launches(len(mine))
-        available = ctx.holder < 0
         at = np.arange(len(mine))
-        if len(self._pack(cluster, available, at, mine.gpus, _constant(len(mine), 0), self.one_node(ctx, mine), None, launches)):
-            return None  # one found no room: it may preempt (step 4)
+        if len(
+            self._pack(ctx.cluster, available, at, mine.gpus, _constant(len(mine), 0), self.one_node(ctx, mine), None, launches)
+        ):
+            return None
         positions, counts, gpus = launches.arrays()
         self.counters["launched"] += len(positions)
-        return Plan(launch_rows=mine.rows[positions], launch_gpus=gpus, launch_counts=counts, keep=running)
+        return Plan(launch_rows=mine.rows[positions], launch_gpus=gpus, launch_counts=counts, keep=ctx.running_rows)
 
     # --- the steps ---
     def _job_types(self, ctx: RoundContext, ranking: Ranking):

@@ -9,7 +9,7 @@ import numpy as np
 
 from roundhouse.runtime import rowsets
 from roundhouse.runtime.element import Element, In, Out, element_family
-from roundhouse.runtime.types import Active, Ranking
+from roundhouse.runtime.types import Active, Jobs, Ranking
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -27,6 +27,12 @@ class Policy(Element):
     category = "policy"
     inputs = (In("active", Active),)
     outputs = (Out("ranking", Ranking),)
+
+    def rank_arrivals(self, ctx: RoundContext, arrivals: Jobs) -> Ranking | None:
+        """A round carried out in passing (runtime/passing.py): the arriving jobs in the order,
+        and with the GPUs, that this policy's ranking of the whole pool would give them among
+        themselves. None: it cannot tell (the round is ticked)."""
+        return None
 
 
 @element_family
@@ -76,6 +82,17 @@ class KeyOrder(Policy):
 
     def completions_wait(self, ctx: RoundContext) -> bool:
         return True  # (its ranking depends on the pool it is given, not on past ticks)
+
+    def arrivals_wait(self, ctx: RoundContext) -> bool:
+        return True  # (its state only remembers the last ranking, to guess the next one's order)
+
+    def rank_arrivals(self, ctx: RoundContext, arrivals: Jobs) -> Ranking:
+        # Each job's key is its own, and the sort is stable over admission order, in which the
+        # round's arrivals come last: among themselves they are in the order of their keys alone.
+        rows = arrivals.rows
+        keys = self.key(ctx.jobs.view(rows, Active))
+        order = keys.argsort(kind="stable")
+        return Ranking(rows[order], ctx.jobs.column("gpus")[rows[order]], backfill=self.backfill)
 
     def quiet_until(self, ctx: RoundContext) -> float | None:
         assert self._ranked is not None  # (asked after a tick)

@@ -33,7 +33,9 @@ class Las(KeyOrder):
         the new): the last round's order kept for the others, those r sorted and merged in. Below
         8,192 jobs, O(n): the plain O(n log n) sort waits until the order is read, and a placer
         with room for every job reads only the newcomers' order, O(k log k). Skipped while no
-        running job's service can pass another job's (event skipping).
+        running job's service can pass another job's (event skipping), and while every job runs
+        (its order does not matter then); in a round carried out in passing it ranks only the k
+        arrivals, O(k log k).
     See also: Fifo, Srtf, TiresiasLas
     Paper: Tiresias (NSDI'19) §3.1 (2D attained service); Blox (EuroSys'24) schedulers/las.py and Table 7.
     """
