@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
-from roundhouse.runtime.skipping import _reraise
+from roundhouse.runtime.skipping import all_say
 from roundhouse.runtime.types import Events, Jobs
 
 if TYPE_CHECKING:
@@ -131,22 +131,9 @@ class Passing:
 
     def check(self, ctx: Round) -> None:
         """After a ticked or passed round: whether every element says `arrivals_wait`."""
-        self.ready = False
-        if self.roles is None or self.passed >= MAX_PASSED:
-            return
-        el = None
-        try:  # (one try for all: an element's exception is reported naming `el`)
-            for el in self.roles.asked:
-                ctx.element = el
-                if not el.arrivals_wait(ctx):
-                    ctx.element = None
-                    return
-        except Exception as err:
-            if el is None:
-                raise
-            self._call(el, "arrivals_wait", ctx, _reraise, err)
-        ctx.element = None
-        self.ready = True
+        self.ready = (
+            self.roles is not None and self.passed < MAX_PASSED and all_say(self.roles.asked, "arrivals_wait", ctx, self._call)
+        )
 
     def may_pass(self, engine, events: Events) -> bool:
         """Whether the round at the backend's clock, with these events (not yet folded), is one

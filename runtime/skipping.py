@@ -126,7 +126,7 @@ class Skipping:
         # the quiet rounds within two, they are worth passing only if completions may wait.
         worth = ctx.now + ctx.round_s
         quiet = self._end
-        el, asking = None, "quiet_until"
+        el = None
         try:  # (one try for all: an element's exception is reported naming `el`)
             for el in self.asked:
                 if el is unordered:
@@ -137,20 +137,15 @@ class Skipping:
                     ctx.element = None
                     return -math.inf
                 quiet = min(quiet, t)
-            next_finish = getattr(backend, "next_finish_s", None)
-            finish_soon = next_finish is not None and next_finish() < ctx.now + 2 * ctx.round_s
-            # (asked either way, for completions inside the quiet rounds)
-            self.waits, asking = True, "completions_wait"
-            for el in self.asked:
-                ctx.element = el
-                if not el.completions_wait(ctx):
-                    self.waits = False
-                    break
         except Exception as err:
             if el is None:
                 raise
-            call(el, asking, ctx, _reraise, err)
+            call(el, "quiet_until", ctx, _reraise, err)
         ctx.element = None
+        next_finish = getattr(backend, "next_finish_s", None)
+        finish_soon = next_finish is not None and next_finish() < ctx.now + 2 * ctx.round_s
+        # (asked either way, for completions inside the quiet rounds)
+        self.waits = all_say(self.asked, "completions_wait", ctx, call)
         return -math.inf if finish_soon and not self.waits else quiet
 
     def pass_quiet_rounds(self, backend, at_most: int | None) -> int:
@@ -192,6 +187,25 @@ class Skipping:
                 boundary = min(boundary, math.ceil(end / round_s - 1e-12) * round_s)
         if boundary > backend.now:
             backend.jump_to(boundary)
+
+
+def all_say(asked: list[Element] | tuple[Element, ...], question: str, ctx: Round, call: Callable) -> bool:
+    """Whether every element answers yes to `question` (a method taking the round context, such
+    as `completions_wait`), asked in order until one says no; an element's exception is reported
+    naming it (`call`: the engine's `call_element`)."""
+    el = None
+    try:
+        for el in asked:
+            ctx.element = el
+            if not getattr(el, question)(ctx):
+                return False
+        return True
+    except Exception as err:
+        if el is None:
+            raise
+        return call(el, question, ctx, _reraise, err)
+    finally:
+        ctx.element = None
 
 
 def _reraise(err: BaseException):

@@ -101,3 +101,20 @@ def test_a_graph_of_another_shape_ticks_its_arrival_rounds(tmp_path):
     assert_same(off, on)
     assert on.passed_rounds == 0 and on.skipped_rounds > 0
     assert np.isfinite(on.world.jobs.column("finish_s")).all()
+
+
+def test_an_element_that_fails_to_answer_is_named(tmp_path, monkeypatch):
+    from roundhouse.elements.launch import Launch
+    from roundhouse.elements.sinks import JobMetrics
+    from roundhouse.runtime.engine import ElementFailure
+
+    def broken(self, ctx):
+        raise ZeroDivisionError("no answer")
+
+    monkeypatch.setattr(JobMetrics, "arrivals_wait", broken)
+    with pytest.raises(ElementFailure, match=r"element 'm' \(JobMetrics.*its arrivals_wait raised ZeroDivisionError: no answer"):
+        simulate(compile_file(graph_file(tmp_path, jobs=20)))
+    monkeypatch.undo()
+    monkeypatch.setattr(Launch, "completions_wait", broken)  # (asked after every element's arrivals_wait)
+    with pytest.raises(ElementFailure, match=r"element 'Launch@\d+' \(Launch.*its completions_wait raised ZeroDivisionError"):
+        simulate(compile_file(graph_file(tmp_path, jobs=20)))
