@@ -342,53 +342,60 @@ class Recorder:
         """Chunks of records as columns t, row, key, a, b, c. With `narrow` (a block kept for
         the rest of the run): whole-number columns whose values fit in 32 bits are kept in 32
         bits, and a column that every chunk gave as one number (a round's time, a reason) is
-        kept once per chunk, beside each chunk's length (`_records` widens them again)."""
-        n = sum(len(chunk[1]) for chunk in chunks)
-        out = {
-            "t": np.empty(n),
-            "row": np.empty(n, dtype=np.int64),
-            "key": np.empty(n, dtype=np.int64),
-            "a": np.empty(n, dtype=np.int64),
-            "b": np.empty(n, dtype=np.int64),
-            "c": np.empty(n, dtype=np.int64),
-        }
-        at = 0
-        once: dict[str, list | None] = {name: [] for name in ("t", "key", "a", "b", "c")}  # per chunk, while numbers
-        for t, rows, key, *numbers in chunks:
-            end = at + len(rows)
-            launch = type(numbers[0]) is str  # (_LAUNCH)
-            if narrow:
-                given = (t, key, *(numbers if not launch else (rows,) * 3))
-                for name, value in zip(once, given):
-                    kept = once[name]
-                    if kept is None:
-                        continue
-                    if isinstance(value, np.ndarray):
-                        once[name] = None
-                    else:
-                        kept.append(value)
-            out["t"][at:end] = t
-            out["row"][at:end] = rows
-            out["key"][at:end] = key
-            if launch:
-                counts, gpus, starts = numbers[1:]
-                assert self._node is not None  # set with the first launch
-                node = self._node[gpus]
-                numbers = [node[starts], counts, _machines(node, starts)]
-            for name, value in zip("abc", numbers):
-                out[name][at:end] = value  # (whole numbers: ranks, counts, seconds rounded down)
-            at = end
+        kept once per chunk, beside each chunk's length (`_records` widens them again). Each
+        column is made in a few passes over all the chunks, not a pass per chunk: a round
+        leaves a few chunks, and a block joins thousands."""
+        lengths = np.fromiter((len(chunk[1]) for chunk in chunks), dtype=np.int64, count=len(chunks))
+        ends = lengths.cumsum()
+        begins = ends - lengths
+        rows = np.concatenate([chunk[1] for chunk in chunks]) if chunks else np.empty(0, dtype=np.int64)
+        out: dict[str, np.ndarray] = {"row": rows.astype(np.int64, copy=False)}
+        launch = [type(chunk[3]) is str for chunk in chunks]  # (_LAUNCH)
+        computed: dict[int, tuple] = {}  # per launch chunk: its numbers a, b, c
+        if any(launch):
+            computed = self._launch_numbers(chunks, launch)
+        once: dict[str, np.ndarray] = {}
+        for name, at in (("t", 0), ("key", 2), ("a", 3), ("b", 4), ("c", 5)):
+            values = [computed[k][at - 3] if at >= 3 and k in computed else chunk[at] for k, chunk in enumerate(chunks)]
+            dtype = np.float64 if name == "t" else np.int64
+            arrays = [k for k, v in enumerate(values) if isinstance(v, np.ndarray)]
+            if not arrays:
+                each = np.array(values, dtype=dtype) if values else np.empty(0, dtype=dtype)
+                if narrow and chunks:
+                    once[name] = each
+                    continue
+                out[name] = np.repeat(each, lengths)
+                continue
+            column = np.repeat(np.array([0 if isinstance(v, np.ndarray) else v for v in values], dtype=dtype), lengths)
+            given = lengths[arrays]
+            where = np.arange(int(given.sum())) + np.repeat(begins[arrays] - (given.cumsum() - given), given)
+            column[where] = np.concatenate([values[k] for k in arrays])
+            out[name] = column
         if narrow:
-            for name, kept in once.items():
-                if kept is not None and chunks:
-                    del out[name]
-                    out[name + _ONCE] = np.array(kept, dtype=np.float64 if name == "t" else np.int64)
-            if any(name.endswith(_ONCE) for name in out):
-                out["lengths"] = np.array([len(chunk[1]) for chunk in chunks], dtype=np.int64)
-            for name, values in out.items():
-                if values.dtype.kind == "i" and (not len(values) or (values.min() >= _I32.min and values.max() <= _I32.max)):
-                    out[name] = values.astype(np.int32)
-        return out
+            for name, each in once.items():
+                out[name + _ONCE] = each
+            if once:
+                out["lengths"] = lengths
+            for name, kept in out.items():
+                if kept.dtype.kind == "i" and (not len(kept) or (kept.min() >= _I32.min and kept.max() <= _I32.max)):
+                    out[name] = kept.astype(np.int32)
+        return {
+            name: out[name] for name in (*(n for n in _COLUMN_ORDER if n in out), *(n for n in out if n not in _COLUMN_ORDER))
+        }
+
+    def _launch_numbers(self, chunks: list[tuple], launch: list[bool]) -> dict[int, tuple]:
+        """The numbers of the launch chunks (machine of the first GPU, GPU count, machines
+        spanned), worked out for all of them at once."""
+        assert self._node is not None  # set with the first launch
+        at = [k for k, is_launch in enumerate(launch) if is_launch]
+        counts = [chunks[k][4] for k in at]
+        gpus = [chunks[k][5] for k in at]
+        offsets = np.cumsum([0, *(len(g) for g in gpus[:-1])])
+        starts = np.concatenate([chunks[k][6] + offset for k, offset in zip(at, offsets.tolist())])
+        node = self._node[np.concatenate(gpus)]
+        first, machines = node[starts], _machines(node, starts)
+        cuts = np.cumsum([len(c) for c in counts])[:-1]
+        return {k: (a, b, c) for k, a, b, c in zip(at, np.split(first, cuts), counts, np.split(machines, cuts))}
 
     def frame(self, world: World) -> pl.DataFrame:
         """The record as a table, one row per change: t_s, job_id, state, reason, element and
@@ -531,6 +538,8 @@ _PIECE = 1 << 18
 
 # A block's column kept once per chunk is named with this after the column's name.
 _ONCE = "/chunk"
+# The order of a joined block's columns.
+_COLUMN_ORDER = ("t", "row", "key", "a", "b", "c")
 
 
 def _records(block: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

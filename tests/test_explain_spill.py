@@ -180,3 +180,33 @@ def test_a_spill_that_fails_leaves_the_record_whole(graph, monkeypatch):
     monkeypatch.setattr(explain._Spill, "add", add)
     run_on(engine)
     assert record.frame(engine.world).equals(whole.explain.frame(whole))
+
+
+def test_a_joined_block_reads_back_as_its_chunks_records():
+    # Chunks as a round leaves them: numbers given once or per row, reasons per row, launches
+    # (whose machine, GPU count and machines spanned are worked out when joined).
+    record = explain.Recorder(["a", "b"], ["A", "B"], ["", ""])
+    record._node = np.repeat(np.arange(4), 4)  # 4 machines of 4 GPUs
+    launch_gpus, launch_counts = np.array([0, 1, 6, 7, 8, 3]), np.array([2, 3, 1])
+    chunks = [
+        (300.0, np.array([5, 6]), 10, 0, 0, 0),
+        (np.array([301.5, 302.0, 303.25]), np.array([1, 2, 3]), 20, np.array([4, 5, 6]), 7, 1.0),
+        (600.0, np.array([7, 8, 9]), 30, explain._LAUNCH, launch_counts, launch_gpus, np.array([0, 2, 5])),
+        (900.0, np.array([4]), np.array([40]), 2**40, 0, 0),
+    ]
+    expected = {
+        "t": [300.0, 300.0, 301.5, 302.0, 303.25, 600.0, 600.0, 600.0, 900.0],
+        "row": [5, 6, 1, 2, 3, 7, 8, 9, 4],
+        "key": [10, 10, 20, 20, 20, 30, 30, 30, 40],
+        "a": [0, 0, 4, 5, 6, 0, 1, 0, 2**40],  # a launch: the machine of its first GPU
+        "b": [0, 0, 7, 7, 7, 2, 3, 1, 0],  # a launch: its GPU count
+        "c": [0, 0, 1, 1, 1, 1, 2, 1, 0],  # a launch: the machines it spans
+    }
+    for narrow in (False, True):
+        got = explain._records(record._join(chunks, narrow=narrow))
+        for name, values in expected.items():
+            np.testing.assert_array_equal(got[name], values, err_msg=f"{name}, narrow={narrow}")
+    narrow = record._join(chunks, narrow=True)
+    assert narrow["row"].dtype == np.int32 and narrow["a"].dtype == np.int64  # (2**40 does not fit in 32 bits)
+    assert "key/chunk" not in narrow and "t" in narrow  # (given per row by some chunk: kept per row)
+    assert record._join(chunks[:1], narrow=True)["t/chunk"].tolist() == [300.0]
