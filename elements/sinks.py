@@ -12,7 +12,7 @@ from roundhouse.runtime.element import Element, In, element, job_ids
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Events
 from roundhouse.runtime.values import IdRange, number
-from roundhouse.traces.jobs import PENDING
+from roundhouse.traces.jobs import FINISHED
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -82,9 +82,9 @@ class JobMetrics(Element):
         suspended: suspensions seen so far.
     Cost: O(e) over the round's events e (launches' tiers, from the GPUs each names, worked out
         for many rounds' launches at once; those of rounds carried out in passing at its next
-        tick), plus O(t) over the tracked jobs t once all have arrived (event skipping asks whether
-        the jobs running could close the window); O(J) over all jobs J once, at the end (the job
-        table).
+        tick), plus O(t) over the tracked jobs t in a round whose completions wait, once all have
+        arrived (event skipping asks whether they closed the window); O(J) over all jobs J once,
+        at the end (the job table).
     See also: Launch
     Paper: Blox (EuroSys'24) §4.2 (JCT and responsiveness); Gavel (OSDI'20) §7.1; Dally (IEEE BigData'25)
     §IV (queueing delay, communication latency, allocations per tier).
@@ -168,19 +168,20 @@ class JobMetrics(Element):
         return float("inf")  # it counts events only
 
     def completions_wait(self, ctx: RoundContext) -> bool:
-        # Counted later, the same; unless the jobs running now could complete what it tracks
-        # (the run stops at the round in which they do): they cannot while a tracked job has
-        # yet to arrive, or waits. (Read from the world's books: the counters lag behind
-        # completions that wait and rounds carried out in passing.)
-        if self.track is None:
-            return True
-        tracked = self._tracked_rows(ctx)
-        if len(tracked) < len(self.track):
-            return True
-        return bool(np.count_nonzero(ctx.jobs.column("status")[tracked] == PENDING))
+        # Counted later, the same: the round whose completions finish what it tracks is ticked
+        # (`goal_met_in_books`), and the run stops in it.
+        return True
 
     def arrivals_wait(self, ctx: RoundContext) -> bool:
-        return self.completions_wait(ctx)  # (it counts the round's launches and completions at its next tick)
+        return True  # (it counts the round's launches and completions at its next tick)
+
+    def goal_met_in_books(self, ctx: RoundContext) -> bool:
+        # (Read from the world's books: the counters lag behind completions that wait and
+        # rounds carried out in passing.)
+        if self.track is None:
+            return False
+        tracked = self._tracked_rows(ctx)
+        return len(tracked) >= len(self.track) and not np.count_nonzero(ctx.jobs.column("status")[tracked] != FINISHED)
 
     def _tracked_rows(self, ctx: RoundContext) -> np.ndarray:
         """Rows of the tracked jobs in the job table (which only grows: each row is looked at once)."""

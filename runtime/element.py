@@ -155,6 +155,13 @@ class Element:
         """Sinks: True once what they measure is complete (the run may stop)."""
         return False
 
+    def goal_met_in_books(self, ctx: RoundContext) -> bool:
+        """Sinks: whether the world's books already show what they measure complete, before
+        their next tick counts it. Event skipping asks it of a round whose completions would
+        otherwise wait (runtime/skipping.py): such a round is ticked, so that the run stops in
+        it, as it would round by round."""
+        return False
+
     def quiet_until(self, ctx: RoundContext) -> float | None:
         """Event skipping (runtime/skipping.py): asked after a round whose plan changed nothing
         (and, when every element of the graph sets `quiet_after_change`, after any round),

@@ -440,11 +440,13 @@ def pass_quiet(engine: Engine, round_s: float) -> Events:
                     raise StalledError(stall_message(engine.world, engine.backend.now - round_s))
         elif engine._skipping.may_wait(engine.backend, events, bool(engine._completed)):
             waited.append(engine._fold(events))  # (into the world's books at once)
-            if not engine._skipping.pass_waiting_round(engine.backend):
+            if goal_in_books(engine) or not engine._skipping.pass_waiting_round(engine.backend):
                 return Events.merge(waited)
             engine._rounds += 1
         elif engine._passing.may_pass(engine, events):
             folded = engine._fold(events)
+            if goal_in_books(engine):
+                return Events.merge([*waited, folded]) if waited else folded
             passed = engine._passing.pass_round(engine, folded)
             if passed is None:  # an arrival finds no room: the round is ticked, from the pool on
                 return engine._passing.ticked_with(Events.merge([*waited, folded]) if waited else folded)
@@ -453,6 +455,14 @@ def pass_quiet(engine: Engine, round_s: float) -> Events:
             folded = engine._fold(events)
             return Events.merge([*waited, folded]) if waited else folded
         events = engine._poll()
+
+
+def goal_in_books(engine: Engine) -> bool:
+    """Whether the world's books show a sink's goal met (`Element.goal_met_in_books`): the round
+    whose events were just folded in is then ticked, so that the run stops in it."""
+    ctx = engine._ctx
+    assert ctx is not None  # (after a round)
+    return any(call_element(sink, "goal_met_in_books", ctx, sink.goal_met_in_books, ctx) for sink in engine._sinks)
 
 
 def why_stop(engine: Engine, ctx: Round) -> str:

@@ -25,8 +25,9 @@ over admission order, in which they come last). The world's books, the backend a
 explanation record are written by the same calls as in a ticked round. The pool joins the
 arrivals in order and drops finished jobs at its next tick, as round by round; the policy keeps
 only its last ranking (to guess the next one's order); the sinks count the same events one tick
-later, and `JobMetrics` says no while the jobs running could close its tracked window (the run
-stops in the round in which they do). While every job runs, the order of a ranking does not
+later, and a round whose completions meet a sink's goal in the world's books
+(`Element.goal_met_in_books`: `JobMetrics`' tracked window) is ticked, so that the run stops in
+it. While every job runs, the order of a ranking does not
 matter to the plan, and the ranking goes to the placer alone: so the policy's quiet time (when
 its order could next change) is not asked either, before rounds that pass untouched.
 """

@@ -119,7 +119,7 @@ def test_only_arrivals_are_ticked_while_every_job_runs(tmp_path, placer):
     finishes = rounds_with(jobs.column("finish_s"), 300.0)
     ticked = on.rounds - on.skipped_rounds
     assert ticked <= arrivals + 1 < arrivals + finishes // 2
-    # With a tracked window, completions that could end it are ticked each in its round.
+    # With a tracked window, the round whose completions end it is ticked, and the run stops there.
     graph.write_text(graph.read_text().replace("JobMetrics;", "JobMetrics(track=100..200);"))
     off, on = run_both(graph)
     assert_same(off, on)
