@@ -26,6 +26,7 @@ import attrs
 import numpy as np
 
 from roundhouse.errors import RoundhouseError
+from roundhouse.runtime.bulk import Bulk
 from roundhouse.runtime.context import Round
 from roundhouse.runtime.element import Element
 from roundhouse.runtime.explain import Recorder
@@ -169,6 +170,7 @@ class Engine:
         self._skipping.until = until
         # Rounds carried out in passing (runtime/passing.py), within event skipping.
         self._passing = Passing(graph, self._wiring, self._skipping.enabled and self._skipping.after_change, call_element)
+        self._bulk = Bulk(self._passing, call_element)  # (runs of them carried out in bulk: runtime/bulk.py)
         self._plan_changed = False
         # Jobs a plan completed: reported as finished in the next round's events, as a job
         # that finishes inside a round is (the world's books already show them finished).
@@ -257,8 +259,16 @@ class Engine:
             return ctx.events
         return applied if ctx.events.is_quiet() and ctx.events.time <= applied.time else Events.merge([ctx.events, applied])
 
-    def _context(self, events: Events, round_index: int) -> Round:
-        ctx = Round(self.world, self.graph.settings, self.backend.now, round_index, events)
+    def goal_in_books(self) -> bool:
+        """Whether the world's books show a sink's goal met (`Element.goal_met_in_books`): the round
+        whose events were just folded in is then ticked, so that the run stops in it."""
+        ctx = self._ctx
+        assert ctx is not None  # (after a round)
+        return any(call_element(sink, "goal_met_in_books", ctx, sink.goal_met_in_books, ctx) for sink in self._sinks)
+
+    def _context(self, events: Events, round_index: int, now: float | None = None) -> Round:
+        """The context of a round (at the backend's clock, or at `now`)."""
+        ctx = Round(self.world, self.graph.settings, self.backend.now if now is None else now, round_index, events)
         ctx.fork = functools.partial(self._fork, ctx)
         return ctx
 
@@ -440,29 +450,29 @@ def pass_quiet(engine: Engine, round_s: float) -> Events:
                     raise StalledError(stall_message(engine.world, engine.backend.now - round_s))
         elif engine._skipping.may_wait(engine.backend, events, bool(engine._completed)):
             waited.append(engine._fold(events))  # (into the world's books at once)
-            if goal_in_books(engine) or not engine._skipping.pass_waiting_round(engine.backend):
+            if engine.goal_in_books() or not engine._skipping.pass_waiting_round(engine.backend):
                 return Events.merge(waited)
             engine._rounds += 1
         elif engine._passing.may_pass(engine, events):
             folded = engine._fold(events)
-            if goal_in_books(engine):
+            if engine.goal_in_books():
                 return Events.merge([*waited, folded]) if waited else folded
-            passed = engine._passing.pass_round(engine, folded)
-            if passed is None:  # an arrival finds no room: the round is ticked, from the pool on
-                return engine._passing.ticked_with(Events.merge([*waited, folded]) if waited else folded)
-            waited += (folded, passed)
+            if engine._bulk.may_carry(engine):  # (this round and those after it, as far as they may pass)
+                carried, after = engine._bulk.carry(engine, folded)
+                if after == "front":  # an arrival finds no room: that round is ticked, from the pool on
+                    return engine._passing.ticked_with(Events.merge([*waited, carried]) if waited else carried)
+                if after == "tick":  # a sink's goal is met: that round is ticked
+                    return Events.merge([*waited, carried]) if waited else carried
+                waited.append(carried)
+            else:
+                passed = engine._passing.pass_round(engine, folded)
+                if passed is None:  # an arrival finds no room: the round is ticked, from the pool on
+                    return engine._passing.ticked_with(Events.merge([*waited, folded]) if waited else folded)
+                waited += (folded, passed)
         else:
             folded = engine._fold(events)
             return Events.merge([*waited, folded]) if waited else folded
         events = engine._poll()
-
-
-def goal_in_books(engine: Engine) -> bool:
-    """Whether the world's books show a sink's goal met (`Element.goal_met_in_books`): the round
-    whose events were just folded in is then ticked, so that the run stops in it."""
-    ctx = engine._ctx
-    assert ctx is not None  # (after a round)
-    return any(call_element(sink, "goal_met_in_books", ctx, sink.goal_met_in_books, ctx) for sink in engine._sinks)
 
 
 def why_stop(engine: Engine, ctx: Round) -> str:

@@ -130,11 +130,14 @@ class Passing:
         """The policy whose order does not matter now (None: every element is asked)."""
         return self.roles.policy if self.ready and self.roles is not None else None
 
+    @property
+    def full(self) -> bool:
+        """Whether the rounds passed since the last tick reach the bound on what waits in memory."""
+        return self.passed >= MAX_PASSED
+
     def check(self, ctx: Round) -> None:
         """After a ticked or passed round: whether every element says `arrivals_wait`."""
-        self.ready = (
-            self.roles is not None and self.passed < MAX_PASSED and all_say(self.roles.asked, "arrivals_wait", ctx, self._call)
-        )
+        self.ready = self.roles is not None and not self.full and all_say(self.roles.asked, "arrivals_wait", ctx, self._call)
 
     def may_pass(self, engine, events: Events) -> bool:
         """Whether the round at the backend's clock, with these events (not yet folded), is one

@@ -130,14 +130,28 @@ class JobBatch:
     # The job ids increase strictly down the batch (so in every slice of it): the job table
     # then checks only a slice's first id against the ids it holds.
     ids_increasing: bool = False
+    # A slice's whole batch and where the slice starts in it (None: not a slice), so that the job
+    # table can write the next slices' rows ahead, in one pass (`JobTable.append`).
+    whole: JobBatch | None = attrs.field(default=None, eq=False, repr=False)
+    offset: int = attrs.field(default=0, eq=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.columns["job_id"])
 
     def slice(self, start: int, stop: int) -> JobBatch:
+        whole = self if self.whole is None else self.whole
         return JobBatch(
-            {k: v[start:stop] for k, v in self.columns.items()}, self.type_rates[start:stop], self.origin, self.ids_increasing
+            {k: v[start:stop] for k, v in self.columns.items()},
+            self.type_rates[start:stop],
+            self.origin,
+            self.ids_increasing,
+            whole,
+            self.offset + start,
         )
+
+
+# How many jobs of a batch the job table writes ahead at a time.
+_AHEAD = 4096
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
@@ -171,6 +185,8 @@ class JobTable:
         self._row_of_id: dict[int, int] | None = None
         self._faces: dict[str, np.ndarray] = {}  # read-only faces of the storage, made on first read
         self.reader = JobReader(self)
+        # Rows written ahead past the end (`append`): the whole batch, and the stretch of it.
+        self._ahead: tuple[JobBatch, int, int] | None = None
 
     def __len__(self) -> int:
         return self._n
@@ -192,12 +208,13 @@ class JobTable:
         return new
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_faces", "reader")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_faces", "reader", "_ahead")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._faces = {}
         self.reader = JobReader(self)
+        self._ahead = None
 
     @property
     def names(self) -> list[str]:
@@ -246,27 +263,55 @@ class JobTable:
         return self._cols[name]
 
     def append(self, batch: JobBatch) -> np.ndarray:
-        """Add jobs; returns their rows. A job id seen before is an error naming both sources."""
+        """Add jobs; returns their rows. A job id seen before is an error naming both sources.
+
+        A slice of a batch whose ids increase is followed, as sources emit them, by the next slice:
+        the rows of the slices to come are written ahead, past the table's end, in one pass
+        (`_write_ahead`), and such a slice then only moves the end."""
         k = len(batch)
         if k == 0:
             return np.zeros(0, dtype=np.int64)
         start = self._n
+        ahead = self._ahead
+        if ahead is not None and batch.whole is ahead[0] and batch.offset == ahead[1] and batch.offset + k <= ahead[2]:
+            self._ahead = (ahead[0], ahead[1] + k, ahead[2])
+            self._n = start + k
+            return np.arange(start, start + k, dtype=np.int64)
+        self._ahead = None  # (whatever was written ahead lies where these rows go)
         ids = batch.columns["job_id"]
         if self._row_of_id is not None or not self._after_last(ids, batch.ids_increasing):
             self._add_ids(ids.tolist(), start, batch.origin)
         self._reserve(start + k)
-        cols, stop = self._cols, start + k
-        at: int | slice = start if k == 1 else slice(start, stop)  # (one job, as most rounds bring: an item each)
-        for name, values in batch.columns.items():
+        self._write(batch.columns, batch.type_rates, start, k)
+        self._n = start + k
+        if batch.whole is not None and batch.ids_increasing and self._row_of_id is None:
+            self._write_ahead(batch.whole, batch.offset + k)
+        return np.arange(start, start + k, dtype=np.int64)
+
+    def _write(self, columns: dict[str, np.ndarray], type_rates: np.ndarray, start: int, k: int) -> None:
+        """Write k jobs' specs into the storage from row `start` (the end stays where it is)."""
+        cols = self._cols
+        at: int | slice = start if k == 1 else slice(start, start + k)  # (one job, as most rounds bring: an item each)
+        for name, values in columns.items():
             column = cols.get(name)
             if column is None:
                 fill = np.nan if values.dtype.kind == "f" else None
                 column = cols[name] = np.full(self._capacity, fill, dtype=values.dtype if values.dtype.kind == "f" else object)
                 self._faces.pop(name, None)
             column[at] = values[0] if k == 1 else values
-        self._type_rates[start : start + k] = batch.type_rates
-        self._n = start + k
-        return np.arange(start, start + k, dtype=np.int64)
+        self._type_rates[start : start + k] = type_rates
+
+    def _write_ahead(self, whole: JobBatch, offset: int) -> None:
+        """Write the jobs of `whole` from `offset` on (up to `_AHEAD` of them) past the table's end,
+        where the next slices of it go. Nothing else reads rows past the end; the next append of
+        anything else writes over them."""
+        stop = min(len(whole), offset + _AHEAD)
+        if stop <= offset:
+            return
+        start = self._n
+        self._reserve(start + stop - offset)
+        self._write({k: v[offset:stop] for k, v in whole.columns.items()}, whole.type_rates[offset:stop], start, stop - offset)
+        self._ahead = (whole, offset, stop)
 
     def _after_last(self, ids: np.ndarray, increasing: bool) -> bool:
         """Whether `ids` (known to increase, or not) increase strictly and all come after the
@@ -290,6 +335,7 @@ class JobTable:
     def _reserve(self, n: int) -> None:
         if n <= self._capacity:
             return
+        self._ahead = None  # (only the rows up to the end are kept)
         capacity = max(n, 2 * self._capacity)
         # Faces first: they would keep every old array alive until the last column has grown.
         self._faces.clear()

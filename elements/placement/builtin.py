@@ -9,10 +9,11 @@ import numpy as np
 
 from roundhouse.elements.placement.placer import Placer
 from roundhouse.runtime.element import element, element_family
+from roundhouse.runtime.types import Plan
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
-    from roundhouse.runtime.types import Plan, Ranking
+    from roundhouse.runtime.types import Ranking
 
 
 @element_family
@@ -46,17 +47,24 @@ class _Renewing(Placer):
         return self._renews_last(ctx)
 
     def place_arrivals(self, ctx: RoundContext, arrivals: Ranking) -> Plan | None:
-        cluster = ctx.cluster
-        if ctx.online is not None or len(cluster.gpu_types) > 1:
+        if ctx.online is not None or len(ctx.cluster.gpu_types) > 1:
+            return None
+        packed = self.pack_arrivals(ctx, arrivals, ctx.holder < 0)
+        if packed is None:
+            return None
+        rows, counts, gpus = packed
+        return Plan(launch_rows=rows, launch_gpus=gpus, launch_counts=counts, keep=ctx.running_rows)
+
+    def pack_arrivals(self, ctx: RoundContext, arrivals: Ranking, available: np.ndarray):
+        if ctx.online is not None or len(ctx.cluster.gpu_types) > 1:
             return None
         want = arrivals.gpus
-        available = ctx.holder < 0
         if np.count_nonzero(want <= 0) or int(want.sum()) > int(np.count_nonzero(available)):
             return None  # (as `_place_newcomers` decides for the whole ranking)
-        plan = self._launch_newcomers(ctx, arrivals, available)
-        if plan is not None:
+        packed = self._pack_newcomers(ctx, arrivals, available)
+        if packed is not None:
             self._passed = True
-        return plan
+        return packed
 
     def quiet_until(self, ctx: RoundContext) -> float | None:
         ranking, unchanged = self._last

@@ -239,10 +239,25 @@ class Placer(Element):
         round is ticked). None by default: placers that declare `arrivals_wait` implement it."""
         return None
 
+    def pack_arrivals(self, ctx: RoundContext, arrivals: Ranking, available: np.ndarray):
+        """`place_arrivals` on the GPUs marked in `available` (those it takes are marked taken),
+        for rounds carried out in bulk (runtime/bulk.py): the rows launched, their GPU counts and
+        their GPUs (grouped by launch, in order), or None. None by default."""
+        return None
+
     def _launch_newcomers(self, ctx: RoundContext, mine: Ranking, available: np.ndarray) -> Plan | None:
         """Every running job keeps its GPUs, and the jobs of `mine` (none running, in ranking
         order) are packed on the `available` GPUs as step 3 packs them; None when one finds no room
         (it may preempt: step 4)."""
+        packed = self._pack_newcomers(ctx, mine, available)
+        if packed is None:
+            return None
+        rows, counts, gpus = packed
+        return Plan(launch_rows=rows, launch_gpus=gpus, launch_counts=counts, keep=ctx.running_rows)
+
+    def _pack_newcomers(self, ctx: RoundContext, mine: Ranking, available: np.ndarray):
+        """`_launch_newcomers`' launches: the rows placed, their GPU counts and their GPUs (grouped
+        by launch, in order); None when one finds no room."""
         launches = _Launches(len(mine))
         at = np.arange(len(mine))
         if len(
@@ -251,7 +266,7 @@ class Placer(Element):
             return None
         positions, counts, gpus = launches.arrays()
         self.counters["launched"] += len(positions)
-        return Plan(launch_rows=mine.rows[positions], launch_gpus=gpus, launch_counts=counts, keep=ctx.running_rows)
+        return mine.rows[positions], counts, gpus
 
     # --- the steps ---
     def _job_types(self, ctx: RoundContext, ranking: Ranking):

@@ -34,6 +34,8 @@ _EPS = 1e-9
 # more than the rounding that accumulated progress can add.
 _SURE = 1e-6
 _NO_PROGRESS = Progress.empty()
+# Clock and round below this, in whole seconds, keep every book a whole number that adds exactly.
+_WHOLE = 2.0**40
 
 
 class Simulator:
@@ -248,3 +250,35 @@ class Simulator:
             compute_seconds(done, jobs.column("compute_rate")[rows], out=compute_s)
             self._full = Progress(rows, done, service, run_s, block)
         return self._full
+
+    # --- rounds carried out in bulk (runtime/bulk.py) ---
+    def runs_whole_rounds(self) -> bool:
+        """Whether every job runs whole rounds that add whole numbers to its books, and finishes
+        at its start plus its remaining work, wherever it runs: no checkpoint, restore or resize
+        to wait for, one unit of work per second everywhere (no profile, nothing slowing down,
+        no shared GPUs), and rounds and clock in whole seconds."""
+        world = self.world
+        return (
+            self.restore_s == 0
+            and self.checkpoint_s == 0
+            and self.checkpoint_per_gpu_s == 0
+            and not len(self._ready_rows)
+            and self.round_s.is_integer()
+            and self._now.is_integer()
+            and max(self.round_s, self._now) < _WHOLE
+            and world._plain()
+            and world.co_holder is None
+            and "loss_speed" not in world.jobs.writable
+        )
+
+    @staticmethod
+    def finishes_by(finish_at: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """`advance`'s test of which jobs finish in a round that ends at `end`."""
+        return finish_at <= end + _EPS * np.maximum(1.0, end)
+
+    def resume(self, now: float, events: Events | None, progress: Progress) -> None:
+        """Take up the run at the boundary `now`, after rounds carried out elsewhere, with the last
+        of them's completions and their progress waiting for the next poll."""
+        self._now = float(now)
+        self._events, self._progress = events, progress
+        self._full_rows, self._full, self._finish = np.zeros(0, dtype=np.int64), None, None

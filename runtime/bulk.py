@@ -1,0 +1,422 @@
+"""Rounds carried out in bulk: a run of rounds carried out in passing (runtime/passing.py) whose
+books are written once for the whole run.
+
+While every job in the system runs on what it asks for, a round carried out in passing needs,
+from the rounds before it, only which GPUs are free: its sources and admission gates tick, the
+policy ranks the arrivals and the placer packs them on the free GPUs. Everything else the round
+does is bookkeeping: the world's books for the launches, the progress of every running job, the
+completions, and the simulator's clock. When the simulator runs whole rounds
+(`Simulator.runs_whole_rounds`: one unit of work per second wherever a job runs, rounds and clock
+in whole seconds, no checkpoint or restore to wait for), that bookkeeping does not depend on the
+order of the rounds either:
+
+- a job's progress over a whole round is the same whole numbers every round (the round's seconds
+  of work, run time and compute time, its GPUs times the round of service), so k rounds add
+  exactly k times as much;
+- the simulator's test finds a job finishing at the start of its round plus its remaining work,
+  and that sum is the same number in every round (one rounding of the same exact value: the work
+  done and the clock grow by the same whole numbers), so the round each job finishes in is known
+  when it starts.
+
+So a run of such rounds is carried out with, per round, only the front's tick, the ranking and
+the packing of the arrivals (as in passing), and freeing the GPUs of the jobs that finished; the
+launches, the completions and the progress of every job are written into the world's books at
+the end, and the simulator takes up the run at the boundary after the last round, holding that
+round's completions, as round by round. The rounds between arrivals, with completions or with
+nothing, are carried out in the same pass (they are the rounds event skipping passes: every
+element says that completions wait, and none but the source asks for a tick before the next
+arrival).
+
+Why results are identical. Each round's plan is the one passing makes: the same placer packs the
+same arrivals, in the same order, on the same free GPUs. The books end as round by round: whole
+numbers added in bulk are the same bits, each finishing job's last partial round is added to
+the same whole-round total, and the completions go through the world's usual calls. The
+explanation record, the pool, the launcher, the sources and admission gates get the same calls
+in the same order, round by round. The run stops where passing would stop ticking rounds: at a
+round whose arrivals do not all find room (it is ticked from the pool on, as in passing), at the
+memory bound of passing, at the time limit, where the system empties, or where a job that does
+not run at one unit of work per second arrives (that round is ticked, with the same plan).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
+
+from roundhouse.runtime.backends.base import Progress
+from roundhouse.runtime.plans import PlanError
+from roundhouse.runtime.skipping import all_say
+from roundhouse.runtime.types import Events, Jobs, Plan
+from roundhouse.runtime.world import book_launches, compute_seconds
+from roundhouse.traces.jobs import FINISHED
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.passing import Passing
+
+_TOLERANCE = 1e-9  # (the one sources read arrivals with)
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+_NO_FLOATS = np.zeros(0)
+
+
+class Bulk:
+    """The engine's rounds carried out in bulk: whether a run of them may start, and carrying it out."""
+
+    def __init__(self, passing: Passing, call: Callable):
+        self._passing = passing
+        self._call = call  # (the engine's `call_element`: an element's exception names it)
+
+    def may_carry(self, engine) -> bool:
+        """Whether the round about to be carried out in passing may start a run carried out in
+        bulk: the simulator runs whole rounds, completions wait, and no element but the source
+        asks for a tick before the next arrival."""
+        roles, backend = self._passing.roles, engine.backend
+        if roles is None or not hasattr(backend, "runs_whole_rounds") or not backend.runs_whole_rounds():
+            return False
+        ctx = engine._ctx
+        if not all_say(roles.asked, "completions_wait", ctx, self._call):
+            return False
+        for el in roles.asked:
+            if el is roles.source or el is roles.policy:
+                continue
+            ctx.element = el
+            t = self._call(el, "quiet_until", ctx, el.quiet_until, ctx)
+            ctx.element = None
+            if t is None or t != math.inf:
+                return False
+        return True
+
+    def carry(self, engine, folded: Events) -> tuple[Events, str]:
+        """Carry out the rounds from the backend's clock (whose own events, `folded`, are in the
+        world's books) for as long as they may pass. Returns their events (the sinks get them at
+        their next tick) and what comes next: "poll" (the backend's next poll gives the next
+        round's events, as after any round carried out in passing), "front" (the round after
+        them is ticked from the pool on: its arrivals found no room, `Passing.ticked_with`) or
+        "tick" (that round, its events folded in, is ticked: they meet a sink's goal)."""
+        run = _Run(engine, self._passing, self._call)
+        after = run.go(folded)
+        run.book(after)
+        return Events.merge([folded, run.events()]), after
+
+
+class _Run:
+    """One run of rounds carried out in bulk: the rounds as they go, then the books."""
+
+    def __init__(self, engine, passing: Passing, call: Callable):
+        self.engine, self.passing, self.call = engine, passing, call
+        world, backend = engine.world, engine.backend
+        self.world, self.backend, self.cols = world, backend, world.jobs.writable
+        self.round_s = engine._skipping.round_s
+        self.b0 = backend.now
+        # The jobs running now, by the round (offset from this one) each finishes in.
+        running = world.running_rows
+        cols = self.cols
+        finish_at = self.b0 + (cols["work"][running] - cols["done"][running]) / cols["rate"][running]
+        offset = finish_offsets(backend, finish_at, np.zeros(len(running), dtype=np.int64), self.b0, self.round_s)
+        order = offset.argsort(kind="stable")
+        self.first, self.first_offset = running, offset  # (sorted)
+        self._by_offset = (offset[order], running[order], finish_at[order])
+        self._next_first = 0  # how many of them (in that order) finished in rounds carried out
+        holder = world.holder
+        ids = (holder >= 0).nonzero()[0]
+        gpu_offset = offset[running.searchsorted(holder[ids])]
+        by = gpu_offset.argsort(kind="stable")
+        self._gpus = (gpu_offset[by], ids[by])
+        # Jobs launched in the run, by the round they finish in: rows, finish times, GPUs.
+        self._due: dict[int, list[tuple[int, float, np.ndarray]]] = {}
+        self._due_offsets: list[int] = []
+        self.available = holder < 0
+        # What the run did, for the books and the sinks.
+        # per round: rows, GPU counts, GPUs, time, offset, and the offsets of the rounds they finish in
+        self.launched: list[tuple[np.ndarray, np.ndarray, np.ndarray, float, int, np.ndarray]] = []
+        self.finished: list[tuple[np.ndarray, np.ndarray, int]] = []  # rows, times, offset (per round, in row order)
+        self.rounds = 0  # rounds carried out
+        self.folded = 0  # jobs whose completions were folded in (not yet in the world's books)
+        self.last_time = self.b0  # the last round with events
+        self.last_ctx = None
+        self.end = 0  # offset of the boundary the run ends at
+
+    # --- the rounds ---
+    def go(self, folded: Events) -> str:
+        """Carry out rounds from this one; returns what comes after them (`Bulk.carry`)."""
+        engine, passing, world = self.engine, self.passing, self.world
+        roles = passing.roles
+        assert roles is not None
+        bound = engine._skipping.bound()
+        j, b, events = 0, self.b0, cast("Events | None", folded)
+        unfinished, running = world.unfinished, len(world.running_rows)
+        while True:
+            stop_after = False
+            if roles.source.next_arrival_s() <= b + _TOLERANCE:
+                placed = self._pass(j, b, events)
+                if placed is None:
+                    self.end = j
+                    return "front"
+                unfinished = world.unfinished - self.folded
+                running += placed
+                stop_after = passing.full
+            # The round's end: the jobs that finish in it are the next round's events.
+            rows, times, gpus = self._finishing(j)
+            j, b = j + 1, b + self.round_s
+            self.rounds += 1
+            self.end = j
+            if stop_after or b >= bound:
+                self._pending = (rows, times)
+                return "poll"
+            arrives = roles.source.next_arrival_s() <= b + _TOLERANCE
+            if len(rows) and not arrives and (unfinished - len(rows) == 0 or running - len(rows) == 0):
+                self._pending = (rows, times)  # (a round whose completions empty the system is ticked)
+                return "poll"
+            if len(rows):
+                events = self._fold(rows, times, gpus, j, b)
+                unfinished -= len(rows)
+                running -= len(rows)
+                if engine.goal_in_books():
+                    self.end = j
+                    return "tick"
+            else:
+                events = None  # (nothing happened: made when a round needs them)
+            if not arrives and not len(rows):
+                skip = self._quiet_rounds(j, b, bound)  # rounds with nothing in them
+                if skip is None:  # (nothing ahead at all: left to event skipping)
+                    self._pending = (_NO_ROWS, _NO_FLOATS)
+                    return "poll"
+                j, b = j + skip, b + skip * self.round_s
+                self.rounds += skip
+                self.end = j
+                if b >= bound:
+                    self._pending = (_NO_ROWS, _NO_FLOATS)
+                    return "poll"
+
+    def _pass(self, j: int, b: float, events: Events | None) -> int | None:
+        """Round j, with its events (None: none), carried out in passing: the number of jobs
+        launched, or None when the round is to be ticked from the pool on (its front has ticked)."""
+        engine, passing, call = self.engine, self.passing, self.call
+        roles = passing.roles
+        assert roles is not None
+        ctx = engine._context(Events(time=b) if events is None else events, int(round(b / self.round_s)), b)
+        engine._ctx = ctx
+        values: dict[tuple[str, str], object] = {}
+        engine._tick_all(ctx, values, 0, roles.front)
+        arrivals = Jobs.merge([cast(Jobs, values[key]) for key in roles.admitted])
+        packed = None
+        if len(arrivals) and self.world._plain():
+            ctx.element = roles.policy
+            ranking = call(roles.policy, "rank_arrivals", ctx, roles.policy.rank_arrivals, ctx, arrivals)
+            if ranking is not None:
+                ctx.element = roles.placer
+                packed = call(roles.placer, "pack_arrivals", ctx, roles.placer.pack_arrivals, ctx, ranking, self.available)
+        ctx.element = None
+        if packed is None:
+            passing._front = (ctx, values, roles.front)
+            return None
+        rows, counts, gpus = packed
+        holder = self.world.holder
+        if np.count_nonzero(holder[gpus] >= 0):
+            raise PlanError(
+                f"round {ctx.round_index} (t={b:g}s): plan from '{roles.placer.name}': it launches on a GPU already held"
+            )
+        holder[gpus] = rows.repeat(counts)
+        roles.pool.join_later(arrivals)
+        plan = Plan(launch_rows=rows, launch_gpus=gpus, launch_counts=counts)
+        ctx.element = engine._wiring[roles.launcher][0]
+        call(ctx.element, "tick", ctx, ctx.element.tick, ctx, plan)
+        ctx.element = None
+        if engine._record is not None:
+            placer_id, launcher_id = engine._plan_ids[engine._wiring[roles.launcher][0].name]
+            engine._record.plan(plan, self.world, placer_id, launcher_id, b)
+        self.launched.append((rows, counts, gpus, b, j, self._note_due(rows, counts, gpus, b, j)))
+        self.last_time = b
+        passing.passed += 1
+        passing.total += 1
+        self.last_ctx = ctx
+        return len(rows)
+
+    def _note_due(self, rows: np.ndarray, counts: np.ndarray, gpus: np.ndarray, b: float, j: int) -> np.ndarray:
+        """Launches of round j: when each finishes, and its GPUs; returns the rounds they finish in."""
+        cols = self.cols
+        finish_at = b + (cols["work"][rows] - cols["done"][rows]) / 1.0  # (a whole-rounds run: every rate is 1)
+        offsets = finish_offsets(self.backend, finish_at, np.full(len(rows), j, dtype=np.int64), self.b0, self.round_s)
+        starts = (counts.cumsum() - counts).tolist()
+        due, heap = self._due, self._due_offsets
+        for row, at, k, s, c in zip(rows.tolist(), finish_at.tolist(), offsets.tolist(), starts, counts.tolist(), strict=True):
+            entries = due.get(k)
+            if entries is None:
+                entries = due[k] = []
+                heapq.heappush(heap, k)
+            entries.append((row, at, gpus[s : s + c]))
+        return offsets
+
+    def _finishing(self, j: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """The jobs that finish in round j (in row order), their finish times and their GPUs."""
+        offsets, rows0, at0 = self._by_offset
+        lo = self._next_first
+        hi = lo if lo >= len(offsets) or offsets[lo] != j else int(offsets.searchsorted(j, side="right"))
+        self._next_first = hi
+        entries = self._due.pop(j, None)
+        if entries is not None:
+            heapq.heappop(self._due_offsets)  # (j is the smallest: rounds go in order)
+        if hi == lo and entries is None:
+            return _NO_ROWS, _NO_FLOATS, []
+        gpus: list[np.ndarray] = []
+        if hi > lo:
+            g_offsets, g_ids = self._gpus
+            a, z = g_offsets.searchsorted(j), g_offsets.searchsorted(j, side="right")
+            gpus.append(g_ids[a:z])
+        if entries is None:
+            return rows0[lo:hi], at0[lo:hi], gpus
+        rows = [*rows0[lo:hi].tolist(), *(e[0] for e in entries)]
+        at = [*at0[lo:hi].tolist(), *(e[1] for e in entries)]
+        gpus += [e[2] for e in entries]
+        order = np.argsort(rows, kind="stable")
+        return np.array(rows, dtype=np.int64)[order], np.array(at)[order], gpus
+
+    def _fold(self, rows: np.ndarray, times: np.ndarray, gpus: list[np.ndarray], j: int, b: float) -> Events:
+        """Round j's events, the completions of the round before: their GPUs are free."""
+        freed = gpus[0] if len(gpus) == 1 else np.concatenate(gpus)
+        self.world.holder[freed] = -1
+        self.available[freed] = True
+        self.cols["status"][rows] = FINISHED  # (ahead of their books: what a sink's goal reads)
+        events = Events(time=b, finished=rows, finished_at=times)
+        if self.engine._record is not None:
+            self.engine._record.events(events)
+        self.finished.append((rows, times, j - 1))
+        self.folded += len(rows)
+        self.last_time = b
+        return events
+
+    def _quiet_rounds(self, j: int, b: float, bound: float) -> int | None:
+        """How many rounds from round j (which has no events) have none either: up to the next
+        arrival's round, the next round with completions, or the bound, whichever comes first
+        (None: none of them lies ahead)."""
+        roles = self.passing.roles
+        assert roles is not None
+        upto = math.inf
+        t = roles.source.next_arrival_s()
+        if t != math.inf:
+            upto = arrival_offset(t, self.b0, self.round_s)
+        offsets = self._by_offset[0]
+        if self._next_first < len(offsets):
+            upto = min(upto, int(offsets[self._next_first]))
+        if self._due_offsets:
+            upto = min(upto, self._due_offsets[0])
+        if bound != math.inf:
+            upto = min(upto, j + max(0, math.ceil((bound - b) / self.round_s)))
+        return None if upto == math.inf else max(0, int(upto) - j)
+
+    # --- the books ---
+    def book(self, after: str) -> None:
+        """Write the run into the world's books and hand the simulator the boundary after it
+        (holding the last round's completions when the next poll is to give them)."""
+        rows, start, finish = self._book_launches()
+        self._book_progress(rows, start, finish)
+        now = self.b0 + self.end * self.round_s
+        events, progress = None, Progress.empty()
+        if after == "poll":
+            rows, at = self._pending
+            events = Events(time=now, finished=rows, finished_at=at) if len(rows) else Events(time=now)
+            if len(rows):
+                block = np.stack(last_part(self.cols, rows, at, np.full(len(rows), now - self.round_s)))
+                progress = Progress(rows, block[0], block[1], block[2], block)
+        self.backend.resume(now, events, progress)
+        engine = self.engine
+        engine._rounds += self.rounds
+        engine._idle_rounds = 0
+        engine._skipping.skipped += self.rounds
+        engine._plan_changed = False
+        if after == "poll" and self.last_ctx is not None:  # (as after the last round carried out in passing)
+            engine._ctx = self.last_ctx
+            self.passing.check(self.last_ctx)
+            engine._skipping.after_tick(self.last_ctx, self.backend, True, self.call, self.passing.unordered)
+
+    def _book_launches(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The run's launches into the books; returns the rows launched, the rounds they launched
+        in and the rounds they finish in."""
+        launched = self.launched
+        if not launched:
+            return _NO_ROWS, _NO_ROWS, _NO_ROWS
+        rows, counts, gpus, finish = (np.concatenate([x[i] for x in launched]) for i in (0, 1, 2, 5))
+        start = np.repeat([x[4] for x in launched], [len(x[0]) for x in launched])
+        world = self.world
+        plan = Plan(launch_rows=rows, launch_gpus=gpus, launch_counts=counts)
+        book_launches(world, plan, np.ones(len(rows)), None, self.b0 + start * self.round_s)  # (one unit of work a second)
+        world._set_running(np.sort(np.concatenate([world.running_rows, rows])))
+        return rows, start, finish
+
+    def _book_progress(self, rows: np.ndarray, start: np.ndarray, finish: np.ndarray) -> None:
+        """Every job that ran: its whole rounds; for those whose completions were folded in, the
+        last part of a round, and their completions."""
+        cols, R = self.cols, self.round_s
+        every = np.concatenate([self.first, rows])
+        since = np.concatenate([np.zeros(len(self.first), dtype=np.int64), start])
+        step = (np.minimum(np.concatenate([self.first_offset, finish]), self.end) - since) * R  # (whole numbers: exact)
+        cols["done"][every] += step
+        cols["run_s"][every] += step
+        cols["compute_s"][every] += step
+        cols["service"][every] += cols["held"][every] * step
+        if not self.finished:
+            return
+        gone, at = (np.concatenate([f[i] for f in self.finished]) for i in (0, 1))
+        boundary = self.b0 + np.repeat([f[2] for f in self.finished], [len(f[0]) for f in self.finished]) * R
+        done, service, run_s, compute_s = last_part(cols, gone, at, boundary)
+        cols["done"][gone] += done
+        cols["service"][gone] += service
+        cols["run_s"][gone] += run_s
+        cols["compute_s"][gone] += compute_s
+        self.world.apply_finished(gone, at)
+
+    def events(self) -> Events:
+        """The run's completions and launches, as the sinks get them at their next tick."""
+        finished = [f for f in self.finished if len(f[0])]
+        launched = self.launched
+        cat = np.concatenate
+        return Events(
+            time=self.last_time,
+            finished=cat([f[0] for f in finished]) if finished else _NO_ROWS,
+            finished_at=cat([f[1] for f in finished]) if finished else _NO_FLOATS,
+            launched=cat([x[0] for x in launched]) if launched else _NO_ROWS,
+            launched_gpus=cat([x[2] for x in launched]) if launched else _NO_ROWS,
+            launched_counts=cat([x[1] for x in launched]) if launched else _NO_ROWS,
+        )
+
+
+def arrival_offset(t: float, b0: float, round_s: float) -> int:
+    """Offset from the boundary `b0` of the round whose boundary first reads an arrival at `t`
+    (as sources read)."""
+    k = max(0, math.ceil((t - _TOLERANCE - b0) / round_s))
+    while t > b0 + k * round_s + _TOLERANCE:
+        k += 1
+    while k > 0 and t <= b0 + (k - 1) * round_s + _TOLERANCE:
+        k -= 1
+    return k
+
+
+def finish_offsets(backend, finish_at: np.ndarray, start: np.ndarray, b0: float, round_s: float) -> np.ndarray:
+    """The round (offset from the boundary `b0`) each job finishes in, running from round
+    `start`: the first whose end passes its finish time by the simulator's test."""
+    finishes_by = backend.finishes_by
+    k = np.maximum(start, np.ceil((finish_at - b0) / round_s).astype(np.int64) - 1)
+    while True:
+        late = ~finishes_by(finish_at, b0 + (k + 1) * round_s)  # (whole numbers: the clock's own sums)
+        if not np.count_nonzero(late):
+            break
+        k[late] += 1
+    while True:
+        early = (k > start) & finishes_by(finish_at, b0 + k * round_s)
+        if not np.count_nonzero(early):
+            break
+        k[early] -= 1
+    return k
+
+
+def last_part(cols: dict[str, np.ndarray], rows: np.ndarray, at: np.ndarray, boundary: np.ndarray):
+    """The progress of jobs over the round they finish in, which began at `boundary` (their
+    whole rounds booked): as the simulator's `advance` adds it."""
+    done = cols["work"][rows] - cols["done"][rows]
+    run_s = at - boundary
+    service = cols["held"][rows] * run_s
+    compute_s = compute_seconds(done, cols["compute_rate"][rows])
+    return done, service, run_s, compute_s

@@ -1,0 +1,105 @@
+"""Rounds carried out in bulk: a run of rounds carried out in passing, whose books are written once
+for the whole run, leaves every job, the counters, the explanation record and the clock where
+carrying the rounds out one at a time leaves them."""
+
+import numpy as np
+import pytest
+
+from roundhouse.runtime import bulk, passing
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.simulate import simulate
+from tests.test_passing import graph_file
+
+# Every column a round writes, compared bit for bit (NaN equal to NaN).
+COLUMNS = (
+    "status", "first_start_s", "finish_s", "done", "service", "run_s", "compute_s", "cpu_s",
+    "memory_gb_s", "held_since_run_s", "launches", "held", "rate", "placed_type", "batch_used",
+)  # fmt: skip
+
+
+def run_with_and_without(path, monkeypatch, until=None):
+    """The graph run one round at a time in passing (bulk off), then with runs carried out in bulk;
+    also what each run in bulk was followed by."""
+    graph = compile_file(path)
+    with monkeypatch.context() as m:
+        m.setattr(bulk.Bulk, "may_carry", lambda self, engine: False)
+        one_by_one = simulate(graph, explain=True, until=until)
+    afters: list[str] = []
+    book = bulk._Run.book
+
+    def booking(self, after):
+        afters.append(after)
+        return book(self, after)
+
+    monkeypatch.setattr(bulk._Run, "book", booking)
+    in_bulk = simulate(compile_file(path), explain=True, until=until)
+    return one_by_one, in_bulk, afters
+
+
+def assert_same_runs(a, b):
+    ja, jb = a.world.jobs, b.world.jobs
+    assert len(ja) == len(jb) > 0
+    for name in COLUMNS:
+        x, y = ja.column(name), jb.column(name)
+        same = (x == y) | (np.isnan(x) & np.isnan(y)) if x.dtype.kind == "f" else x == y
+        assert same.all(), f"{name} differs for rows {np.flatnonzero(~same)[:5]}"
+    assert np.array_equal(a.world.holder, b.world.holder)
+    assert np.array_equal(a.world.running_rows, b.world.running_rows)
+    assert (a.rounds, a.end_s, a.stop_reason, a.skipped_rounds, a.passed_rounds) == (
+        b.rounds,
+        b.end_s,
+        b.stop_reason,
+        b.skipped_rounds,
+        b.passed_rounds,
+    )
+    assert a.counters == b.counters
+    assert a.reports["m"]["summary"] == b.reports["m"]["summary"]
+    assert a.world.explain.frame(a.world).equals(b.world.explain.frame(b.world))
+
+
+@pytest.mark.parametrize(
+    ("policy", "placer"),
+    [
+        ("Las", "Consolidated"),
+        ("Las(service=wall_seconds)", "FirstFree"),
+        ("Fifo", "Consolidated(strict=false)"),
+        ("Srtf", "FirstFree"),
+    ],
+)
+def test_runs_in_bulk_leave_every_job_where_rounds_one_by_one_leave_it(tmp_path, monkeypatch, policy, placer):
+    one_by_one, in_bulk, afters = run_with_and_without(graph_file(tmp_path, policy=policy, placer=placer), monkeypatch)
+    assert_same_runs(one_by_one, in_bulk)
+    assert afters and in_bulk.passed_rounds > 0
+
+
+def test_a_run_in_bulk_ends_at_an_arrival_that_finds_no_room(tmp_path, monkeypatch):
+    # Four times the load: the cluster fills now and then; that round is ticked from the pool on.
+    one_by_one, in_bulk, afters = run_with_and_without(graph_file(tmp_path, rate=8, jobs=300, seed=5), monkeypatch)
+    assert_same_runs(one_by_one, in_bulk)
+    assert "front" in afters and in_bulk.counters["m"]["suspended"] > 0
+
+
+def test_a_run_in_bulk_ends_in_the_round_that_meets_a_tracked_window(tmp_path, monkeypatch):
+    # Few arrivals: most rounds between them have completions or nothing, carried out in the same run.
+    path = graph_file(tmp_path, rate=0.5, jobs=200, seed=3, track="(track=40..90)")
+    one_by_one, in_bulk, afters = run_with_and_without(path, monkeypatch)
+    assert_same_runs(one_by_one, in_bulk)
+    assert afters[-1] == "tick" and in_bulk.stop_reason.startswith("m:")
+
+
+def test_a_run_in_bulk_stops_at_the_time_limit_and_the_memory_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(passing, "MAX_PASSED", 7)
+    path = graph_file(tmp_path, rate=3, jobs=300, seed=8)
+    one_by_one, in_bulk, afters = run_with_and_without(path, monkeypatch, until=200 * 3600.0)
+    assert_same_runs(one_by_one, in_bulk)
+    assert in_bulk.stop_reason.startswith("reached the time limit")
+    assert afters.count("poll") > 5  # (runs of at most seven rounds carried out in passing)
+
+
+def test_no_run_in_bulk_when_launches_wait_for_a_restore(tmp_path, monkeypatch):
+    # A job then starts part of the way into its first round: its books are not whole rounds.
+    path = graph_file(tmp_path)
+    path.write_text("restore = 7s;\n" + path.read_text())
+    one_by_one, in_bulk, afters = run_with_and_without(path, monkeypatch)
+    assert_same_runs(one_by_one, in_bulk)
+    assert afters == [] and in_bulk.passed_rounds > 0
