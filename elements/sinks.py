@@ -90,7 +90,7 @@ class JobMetrics(Element):
     §IV (queueing delay, communication latency, allocations per tier).
     """
 
-    state = ("_starts", "_pending", "_pending_launches", "_seen", "_tracked")
+    state = ("_starts", "_pending", "_pending_launches", "_seen", "_tracked", "_open")
 
     category = "sink"
     inputs = (In("events", Events, multi=True),)
@@ -105,6 +105,7 @@ class JobMetrics(Element):
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._pending_launches = 0
         self._seen, self._tracked = 0, np.zeros(0, dtype=np.int64)  # (`_tracked_rows`)
+        self._open = -1  # a tracked job not finished when last looked at (-1: none known)
 
     def tick(self, ctx: RoundContext, events: Events) -> None:
         counters = self.counters
@@ -181,7 +182,14 @@ class JobMetrics(Element):
         if self.track is None:
             return False
         tracked = self._tracked_rows(ctx)
-        return len(tracked) >= len(self.track) and not np.count_nonzero(ctx.jobs.column("status")[tracked] != FINISHED)
+        if len(tracked) < len(self.track):
+            return False
+        status = ctx.jobs.column("status")
+        if self._open >= 0 and status[self._open] != FINISHED:  # (asked after every fold: one look, mostly)
+            return False
+        open_ = (status[tracked] != FINISHED).nonzero()[0]
+        self._open = int(tracked[open_[0]]) if len(open_) else -1
+        return not len(open_)
 
     def _tracked_rows(self, ctx: RoundContext) -> np.ndarray:
         """Rows of the tracked jobs in the job table (which only grows: each row is looked at once)."""

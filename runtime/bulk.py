@@ -40,8 +40,8 @@ not run at one unit of work per second arrives (that round is ticked, with the s
 
 from __future__ import annotations
 
-import heapq
 import math
+from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 _TOLERANCE = 1e-9  # (the one sources read arrivals with)
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 _NO_FLOATS = np.zeros(0)
+_FEW = 4  # (up to this many jobs, their finishing rounds are worked out one by one: cheaper than arrays)
 
 
 class Bulk:
@@ -126,8 +127,7 @@ class _Run:
         by = gpu_offset.argsort(kind="stable")
         self._gpus = (gpu_offset[by], ids[by])
         # Jobs launched in the run, by the round they finish in: rows, finish times, GPUs.
-        self._due: dict[int, list[tuple[int, float, np.ndarray]]] = {}
-        self._due_offsets: list[int] = []
+        self._due: defaultdict[int, list[tuple[int, float, np.ndarray]]] = defaultdict(list)
         self.available = holder < 0
         # What the run did, for the books and the sinks.
         # per round: rows, GPU counts, GPUs, time, offset, and the offsets of the rounds they finish in
@@ -148,9 +148,10 @@ class _Run:
         bound = engine._skipping.bound()
         j, b, events = 0, self.b0, cast("Events | None", folded)
         unfinished, running = world.unfinished, len(world.running_rows)
+        arrives = True  # (the round carried out in passing that starts the run)
         while True:
             stop_after = False
-            if roles.source.next_arrival_s() <= b + _TOLERANCE:
+            if arrives:
                 placed = self._pass(j, b, events)
                 if placed is None:
                     self.end = j
@@ -171,7 +172,7 @@ class _Run:
                 self._pending = (rows, times)  # (a round whose completions empty the system is ticked)
                 return "poll"
             if len(rows):
-                events = self._fold(rows, times, gpus, j, b)
+                events = self._fold(rows, times, gpus, j, b, arrives)
                 unfinished -= len(rows)
                 running -= len(rows)
                 if engine.goal_in_books():
@@ -190,6 +191,7 @@ class _Run:
                 if b >= bound:
                     self._pending = (_NO_ROWS, _NO_FLOATS)
                     return "poll"
+                arrives = roles.source.next_arrival_s() <= b + _TOLERANCE
 
     def _pass(self, j: int, b: float, events: Events | None) -> int | None:
         """Round j, with its events (None: none), carried out in passing: the number of jobs
@@ -201,7 +203,10 @@ class _Run:
         engine._ctx = ctx
         values: dict[tuple[str, str], object] = {}
         engine._tick_all(ctx, values, 0, roles.front)
-        arrivals = Jobs.merge([cast(Jobs, values[key]) for key in roles.admitted])
+        admitted = roles.admitted
+        arrivals = (
+            cast(Jobs, values[admitted[0]]) if len(admitted) == 1 else Jobs.merge([cast(Jobs, values[key]) for key in admitted])
+        )
         packed = None
         if len(arrivals) and self.world._plain():
             ctx.element = roles.policy
@@ -238,16 +243,12 @@ class _Run:
     def _note_due(self, rows: np.ndarray, counts: np.ndarray, gpus: np.ndarray, b: float, j: int) -> np.ndarray:
         """Launches of round j: when each finishes, and its GPUs; returns the rounds they finish in."""
         cols = self.cols
-        finish_at = b + (cols["work"][rows] - cols["done"][rows]) / 1.0  # (a whole-rounds run: every rate is 1)
+        finish_at = b + (cols["work"][rows] - cols["done"][rows])  # (a whole-rounds run: every rate is 1)
         offsets = finish_offsets(self.backend, finish_at, np.full(len(rows), j, dtype=np.int64), self.b0, self.round_s)
-        starts = (counts.cumsum() - counts).tolist()
-        due, heap = self._due, self._due_offsets
-        for row, at, k, s, c in zip(rows.tolist(), finish_at.tolist(), offsets.tolist(), starts, counts.tolist(), strict=True):
-            entries = due.get(k)
-            if entries is None:
-                entries = due[k] = []
-                heapq.heappush(heap, k)
-            entries.append((row, at, gpus[s : s + c]))
+        due, start = self._due, 0
+        for row, at, k, stop in zip(rows.tolist(), finish_at.tolist(), offsets.tolist(), counts.cumsum().tolist(), strict=True):
+            due[k].append((row, at, gpus[start:stop]))
+            start = stop
         return offsets
 
     def _finishing(self, j: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
@@ -257,8 +258,6 @@ class _Run:
         hi = lo if lo >= len(offsets) or offsets[lo] != j else int(offsets.searchsorted(j, side="right"))
         self._next_first = hi
         entries = self._due.pop(j, None)
-        if entries is not None:
-            heapq.heappop(self._due_offsets)  # (j is the smallest: rounds go in order)
         if hi == lo and entries is None:
             return _NO_ROWS, _NO_FLOATS, []
         gpus: list[np.ndarray] = []
@@ -268,21 +267,23 @@ class _Run:
             gpus.append(g_ids[a:z])
         if entries is None:
             return rows0[lo:hi], at0[lo:hi], gpus
-        rows = [*rows0[lo:hi].tolist(), *(e[0] for e in entries)]
-        at = [*at0[lo:hi].tolist(), *(e[1] for e in entries)]
+        rows = np.array([*rows0[lo:hi].tolist(), *(e[0] for e in entries)], dtype=np.int64)
+        at = np.array([*at0[lo:hi].tolist(), *(e[1] for e in entries)])
         gpus += [e[2] for e in entries]
-        order = np.argsort(rows, kind="stable")
-        return np.array(rows, dtype=np.int64)[order], np.array(at)[order], gpus
+        order = rows.argsort()  # (rows are distinct)
+        return rows[order], at[order], gpus
 
-    def _fold(self, rows: np.ndarray, times: np.ndarray, gpus: list[np.ndarray], j: int, b: float) -> Events:
-        """Round j's events, the completions of the round before: their GPUs are free."""
+    def _fold(self, rows: np.ndarray, times: np.ndarray, gpus: list[np.ndarray], j: int, b: float, needed: bool) -> Events | None:
+        """Round j's events, the completions of the round before: their GPUs are free. Returns
+        them as `Events` when `needed` (the round is carried out in passing) or recorded."""
         freed = gpus[0] if len(gpus) == 1 else np.concatenate(gpus)
         self.world.holder[freed] = -1
         self.available[freed] = True
         self.cols["status"][rows] = FINISHED  # (ahead of their books: what a sink's goal reads)
-        events = Events(time=b, finished=rows, finished_at=times)
-        if self.engine._record is not None:
-            self.engine._record.events(events)
+        record = self.engine._record
+        events = Events(time=b, finished=rows, finished_at=times) if needed or record is not None else None
+        if record is not None:
+            record.events(events)
         self.finished.append((rows, times, j - 1))
         self.folded += len(rows)
         self.last_time = b
@@ -301,8 +302,8 @@ class _Run:
         offsets = self._by_offset[0]
         if self._next_first < len(offsets):
             upto = min(upto, int(offsets[self._next_first]))
-        if self._due_offsets:
-            upto = min(upto, self._due_offsets[0])
+        if self._due:
+            upto = min(upto, min(self._due))
         if bound != math.inf:
             upto = min(upto, j + max(0, math.ceil((bound - b) / self.round_s)))
         return None if upto == math.inf else max(0, int(upto) - j)
@@ -397,18 +398,35 @@ def arrival_offset(t: float, b0: float, round_s: float) -> int:
 def finish_offsets(backend, finish_at: np.ndarray, start: np.ndarray, b0: float, round_s: float) -> np.ndarray:
     """The round (offset from the boundary `b0`) each job finishes in, running from round
     `start`: the first whose end passes its finish time by the simulator's test."""
+    if len(finish_at) <= _FEW:
+        return np.array(
+            [finish_offset(backend, f, s, b0, round_s) for f, s in zip(finish_at.tolist(), start.tolist(), strict=True)],
+            dtype=np.int64,
+        )
     finishes_by = backend.finishes_by
-    k = np.maximum(start, np.ceil((finish_at - b0) / round_s).astype(np.int64) - 1)
+    k = np.ceil((finish_at - b0) / round_s).astype(np.int64)
+    k -= 1
+    np.maximum(k, start, out=k)
+    # (Division's rounding may put k a round off: looked at once, and moved only where it is.)
     while True:
-        late = ~finishes_by(finish_at, b0 + (k + 1) * round_s)  # (whole numbers: the clock's own sums)
-        if not np.count_nonzero(late):
-            break
-        k[late] += 1
-    while True:
-        early = (k > start) & finishes_by(finish_at, b0 + k * round_s)
-        if not np.count_nonzero(early):
-            break
-        k[early] -= 1
+        ends = b0 + (k + 1) * round_s  # (whole numbers: the clock's own sums)
+        late = ~finishes_by(finish_at, ends)
+        early = finishes_by(finish_at, ends - round_s)
+        early &= k > start
+        if not (np.count_nonzero(late) or np.count_nonzero(early)):
+            return k
+        k += late
+        k -= early
+
+
+def finish_offset(backend, finish_at: float, start: int, b0: float, round_s: float) -> int:
+    """`finish_offsets` for one job."""
+    finishes_by = backend.finishes_by_one
+    k = max(start, math.ceil((finish_at - b0) / round_s) - 1)
+    while not finishes_by(finish_at, b0 + (k + 1) * round_s):
+        k += 1
+    while k > start and finishes_by(finish_at, b0 + k * round_s):
+        k -= 1
     return k
 
 

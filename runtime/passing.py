@@ -111,7 +111,7 @@ def roles(graph, wiring: list) -> Roles | None:
 # Rounds carried out in passing one after another before one is ticked: the arrivals, launches
 # and completions they hand on wait in memory until then (a headline million's run passes almost
 # every round), so a tick now and then bounds what waits.
-MAX_PASSED = 1024
+MAX_PASSED = 4096
 
 
 class Passing:

@@ -131,15 +131,17 @@ class World:
         rowsets.reserve(len(self.jobs))
         self.unfinished += len(rows)
         if len(rows):  # (index lookups and flag counts: cheaper than numpy's reductions here)
-            columns = batch.columns
-            arrival = columns["arrival_s"]
+            arrival = batch.columns["arrival_s"]
             self.first_arrival_s = min(self.first_arrival_s, float(arrival[arrival.argmin()]))
-            # (Each flag, once set, stays: its column need not be looked at again.)
-            self._any_model = self._any_model or bool(np.count_nonzero(columns["has_model"]))
-            slowdown = None if self._any_slowdown else columns.get("spread_slowdown")
-            self._any_slowdown = self._any_slowdown or (slowdown is not None and bool(np.count_nonzero(slowdown > 1.0)))
-            comm = None if self._any_comm else columns.get("comm_model")
-            self._any_comm = self._any_comm or (comm is not None and bool(np.count_nonzero(comm >= 0)))
+            whole = batch.whole
+            if whole is not None and "flags" not in whole.memo:
+                whole.memo["flags"] = _flags(whole.columns, False, False, False)
+            if whole is None or whole.memo["flags"] != (False, False, False):
+                # (Each flag, once set, stays: its column need not be looked at again. A slice of a
+                # batch none of whose jobs sets one sets none.)
+                self._any_model, self._any_slowdown, self._any_comm = _flags(
+                    batch.columns, self._any_model, self._any_slowdown, self._any_comm
+                )
         return rows
 
     # --- progress and completions (from the backend) ---
@@ -318,6 +320,17 @@ class World:
         if plan.alloc_rows is not None and len(plan.alloc_rows):
             reallocate(self, plan)
         return Events(time=now, launched=rows, launched_gpus=gpus, launched_counts=counts, suspended=suspend, resized=plan.resize_rows)  # fmt: skip
+
+
+def _flags(columns: dict[str, np.ndarray], model: bool, slowdown: bool, comm: bool) -> tuple[bool, bool, bool]:
+    """The world's flags (any job with a profiled model, any slowed down when spread, any under
+    the communication model), set as they are or by these jobs' columns."""
+    model = model or bool(np.count_nonzero(columns["has_model"]))
+    spread = None if slowdown else columns.get("spread_slowdown")
+    slowdown = slowdown or (spread is not None and bool(np.count_nonzero(spread > 1.0)))
+    comm_model = None if comm else columns.get("comm_model")
+    comm = comm or (comm_model is not None and bool(np.count_nonzero(comm_model >= 0)))
+    return model, slowdown, comm
 
 
 def book_launches(world: World, plan: Plan, rates: np.ndarray, compute: np.ndarray | None, now: float) -> None:

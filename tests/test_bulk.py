@@ -103,3 +103,24 @@ def test_no_run_in_bulk_when_launches_wait_for_a_restore(tmp_path, monkeypatch):
     one_by_one, in_bulk, afters = run_with_and_without(path, monkeypatch)
     assert_same_runs(one_by_one, in_bulk)
     assert afters == [] and in_bulk.passed_rounds > 0
+
+
+def test_the_rounds_jobs_finish_in_are_the_simulators_one_by_one_and_all_at_once():
+    # Finish times on round ends, just past them and a tolerance away, far and near: one job at a
+    # time (Python floats) and many (arrays) give the round the simulator's own test gives.
+    from roundhouse.runtime.backends.sim import Simulator
+
+    rng = np.random.default_rng(11)
+    b0, round_s = 3000.0, 300.0
+    ends = b0 + round_s * rng.integers(1, 500, 400)
+    finish_at = np.concatenate(
+        [ends, ends + 1e-9 * ends, ends + 2e-9 * ends, ends - 1e-7, b0 + rng.uniform(0, 2e5, 400), np.array([b0, b0 + 1e-12])]
+    )
+    start = rng.integers(0, 3, len(finish_at))
+    start = np.minimum(start, np.maximum(0, np.floor((finish_at - b0) / round_s).astype(np.int64)))
+    many = bulk.finish_offsets(Simulator, finish_at, start, b0, round_s)
+    one = [bulk.finish_offset(Simulator, float(f), int(s), b0, round_s) for f, s in zip(finish_at, start, strict=True)]
+    assert many.tolist() == one
+    for f, s, k in zip(finish_at.tolist(), start.tolist(), one, strict=True):
+        assert Simulator.finishes_by_one(f, b0 + (k + 1) * round_s)  # it finishes in round k ...
+        assert k == s or not Simulator.finishes_by_one(f, b0 + k * round_s)  # ... and not in the one before

@@ -134,6 +134,9 @@ class JobBatch:
     # table can write the next slices' rows ahead, in one pass (`JobTable.append`).
     whole: JobBatch | None = attrs.field(default=None, eq=False, repr=False)
     offset: int = attrs.field(default=0, eq=False, repr=False)
+    # What readers worked out about all of a whole batch's jobs, once, by name (the world: whether
+    # any of them makes its rates other than one unit of work per second).
+    memo: dict[str, object] = attrs.field(factory=dict, eq=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.columns["job_id"])

@@ -103,7 +103,7 @@ class FirstFree(_Renewing):
         job fits (the k not running put in order among themselves, a ranking by key not sorted).
         Not ticked in rounds after a plan that left every ranked job running, until an arrival
         (event skipping); then, in a round in which the arrivals all find room, it places only
-        them, O(G + k) (carried out in passing).
+        them, O(G + k) (carried out in passing, or in bulk).
     See also: Consolidated, Launch
     Paper: Blox (EuroSys'24) placement/first-gpu.py and §7 (the fidelity experiment).
     """
@@ -130,7 +130,7 @@ class Consolidated(_Renewing):
         when every ranked job fits (the k not running put in order among themselves, a ranking by
         key not sorted). Not ticked in rounds after a plan that left every ranked job running,
         until an arrival (event skipping); then, in a round in which the arrivals all find room, it
-        places only them, O(G) plus the packing (carried out in passing).
+        places only them, O(G) plus the packing (carried out in passing, or in bulk).
     See also: FirstFree, Launch
     Paper: Blox (EuroSys'24) placement/consolidated.py; Gavel (OSDI'20) §5 (placement).
     """

@@ -276,6 +276,11 @@ class Simulator:
         """`advance`'s test of which jobs finish in a round that ends at `end`."""
         return finish_at <= end + _EPS * np.maximum(1.0, end)
 
+    @staticmethod
+    def finishes_by_one(finish_at: float, end: float) -> bool:
+        """`finishes_by` for one job (the same operations on the same floats: the same answer)."""
+        return finish_at <= end + _EPS * max(1.0, end)
+
     def resume(self, now: float, events: Events | None, progress: Progress) -> None:
         """Take up the run at the boundary `now`, after rounds carried out elsewhere, with the last
         of them's completions and their progress waiting for the next poll."""
