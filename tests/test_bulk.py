@@ -8,7 +8,7 @@ import pytest
 from roundhouse.runtime import bulk, passing
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import simulate
-from tests.test_passing import graph_file
+from tests.test_passing import SHAPES, graph_file
 
 # Every column a round writes, compared bit for bit (NaN equal to NaN).
 COLUMNS = (
@@ -57,15 +57,7 @@ def assert_same_runs(a, b):
     assert a.world.explain.frame(a.world).equals(b.world.explain.frame(b.world))
 
 
-@pytest.mark.parametrize(
-    ("policy", "placer"),
-    [
-        ("Las", "Consolidated"),
-        ("Las(service=wall_seconds)", "FirstFree"),
-        ("Fifo", "Consolidated(strict=false)"),
-        ("Srtf", "FirstFree"),
-    ],
-)
+@pytest.mark.parametrize(("policy", "placer"), SHAPES)
 def test_runs_in_bulk_leave_every_job_where_rounds_one_by_one_leave_it(tmp_path, monkeypatch, policy, placer):
     one_by_one, in_bulk, afters = run_with_and_without(graph_file(tmp_path, policy=policy, placer=placer), monkeypatch)
     assert_same_runs(one_by_one, in_bulk)
