@@ -72,10 +72,13 @@ class Bulk:
 
     def may_carry(self, engine) -> bool:
         """Whether the round about to be carried out in passing may start a run carried out in
-        bulk: the simulator runs whole rounds, completions wait, and no element but the source
-        asks for a tick before the next arrival."""
+        bulk: the placer packs arrivals on a mask (`packs_arrivals`), the simulator runs whole
+        rounds, completions wait, and no element but the source asks for a tick before the next
+        arrival."""
         roles, backend = self._passing.roles, engine.backend
-        if roles is None or not hasattr(backend, "runs_whole_rounds") or not backend.runs_whole_rounds():
+        if roles is None or not getattr(roles.placer, "packs_arrivals", False):
+            return False
+        if not hasattr(backend, "runs_whole_rounds") or not backend.runs_whole_rounds():
             return False
         ctx = engine._ctx
         if not all_say(roles.asked, "completions_wait", ctx, self._call):

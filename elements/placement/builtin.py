@@ -46,9 +46,9 @@ class _Renewing(Placer):
         # matter to the plan, and arrivals that find room are placed by step 3 alone.
         return self._renews_last(ctx)
 
+    packs_arrivals = True
+
     def place_arrivals(self, ctx: RoundContext, arrivals: Ranking) -> Plan | None:
-        if ctx.online is not None or len(ctx.cluster.gpu_types) > 1:
-            return None
         packed = self.pack_arrivals(ctx, arrivals, ctx.holder < 0)
         if packed is None:
             return None

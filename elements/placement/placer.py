@@ -239,10 +239,14 @@ class Placer(Element):
         round is ticked). None by default: placers that declare `arrivals_wait` implement it."""
         return None
 
+    # Whether `pack_arrivals` is given (rounds are carried out in bulk only with such a placer).
+    packs_arrivals = False
+
     def pack_arrivals(self, ctx: RoundContext, arrivals: Ranking, available: np.ndarray):
         """`place_arrivals` on the GPUs marked in `available` (those it takes are marked taken),
         for rounds carried out in bulk (runtime/bulk.py): the rows launched, their GPU counts and
-        their GPUs (grouped by launch, in order), or None. None by default."""
+        their GPUs (grouped by launch, in order), or None. None by default; a placer that gives
+        it says so with `packs_arrivals = True`."""
         return None
 
     def _launch_newcomers(self, ctx: RoundContext, mine: Ranking, available: np.ndarray) -> Plan | None:
