@@ -32,10 +32,11 @@ same arrivals, in the same order, on the same free GPUs. The books end as round 
 numbers added in bulk are the same bits, each finishing job's last partial round is added to
 the same whole-round total, and the completions go through the world's usual calls. The
 explanation record, the pool, the launcher, the sources and admission gates get the same calls
-in the same order, round by round. The run stops where passing would stop ticking rounds: at a
-round whose arrivals do not all find room (it is ticked from the pool on, as in passing), at the
-memory bound of passing, at the time limit, where the system empties, or where a job that does
-not run at one unit of work per second arrives (that round is ticked, with the same plan).
+in the same order, round by round. The run ends where round by round a round would be ticked
+or the run would stop: at a round whose arrivals do not all find room (ticked from the pool on,
+as in passing), at a round whose completions meet a sink's goal in the world's books (ticked),
+at the memory bound of passing, at the time limit, where the system empties, or where a job that
+does not run at one unit of work per second arrives (that round is ticked, with the same plan).
 """
 
 from __future__ import annotations
