@@ -9,11 +9,10 @@ import numpy as np
 
 from roundhouse.elements.placement.placer import Placer
 from roundhouse.runtime.element import element, element_family
-from roundhouse.runtime.types import Plan
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
-    from roundhouse.runtime.types import Ranking
+    from roundhouse.runtime.types import Plan, Ranking
 
 
 @element_family
@@ -49,11 +48,7 @@ class _Renewing(Placer):
     packs_arrivals = True
 
     def place_arrivals(self, ctx: RoundContext, arrivals: Ranking) -> Plan | None:
-        packed = self.pack_arrivals(ctx, arrivals, ctx.holder < 0)
-        if packed is None:
-            return None
-        rows, counts, gpus = packed
-        return Plan(launch_rows=rows, launch_gpus=gpus, launch_counts=counts, keep=ctx.running_rows)
+        return self._keeping_all(ctx, self.pack_arrivals(ctx, arrivals, ctx.holder < 0))
 
     def pack_arrivals(self, ctx: RoundContext, arrivals: Ranking, available: np.ndarray):
         if ctx.online is not None or len(ctx.cluster.gpu_types) > 1:

@@ -253,7 +253,11 @@ class Placer(Element):
         """Every running job keeps its GPUs, and the jobs of `mine` (none running, in ranking
         order) are packed on the `available` GPUs as step 3 packs them; None when one finds no room
         (it may preempt: step 4)."""
-        packed = self._pack_newcomers(ctx, mine, available)
+        return self._keeping_all(ctx, self._pack_newcomers(ctx, mine, available))
+
+    @staticmethod
+    def _keeping_all(ctx: RoundContext, packed) -> Plan | None:
+        """The plan that launches `packed` (rows, GPU counts, GPUs) and renews every lease (None: no packing)."""
         if packed is None:
             return None
         rows, counts, gpus = packed
