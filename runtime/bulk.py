@@ -42,7 +42,6 @@ does not run at one unit of work per second arrives (that round is ticked, with 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
@@ -61,7 +60,7 @@ if TYPE_CHECKING:
 _TOLERANCE = 1e-9  # (the one sources read arrivals with)
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 _NO_FLOATS = np.zeros(0)
-_FEW = 4  # (up to this many jobs, their finishing rounds are worked out one by one: cheaper than arrays)
+_NEVER = np.iinfo(np.int64).max
 
 
 class Bulk:
@@ -74,8 +73,8 @@ class Bulk:
     def may_carry(self, engine) -> bool:
         """Whether the round about to be carried out in passing may start a run carried out in
         bulk: the placer packs arrivals on a mask (`packs_arrivals`), the simulator runs whole
-        rounds, completions wait, and no element but the source asks for a tick before the next
-        arrival."""
+        rounds, completions wait, no element but the source asks for a tick before the next
+        arrival, and every running job holds GPUs."""
         roles, backend = self._passing.roles, engine.backend
         if roles is None or not getattr(roles.placer, "packs_arrivals", False):
             return False
@@ -92,7 +91,8 @@ class Bulk:
             ctx.element = None
             if t is None or t != math.inf:
                 return False
-        return True
+        world = engine.world  # (every running job holds GPUs: its completion is found by them)
+        return not np.count_nonzero(world.jobs.writable["held"][world.running_rows] <= 0)
 
     def carry(self, engine, folded: Events) -> tuple[Events, str]:
         """Carry out the rounds from the backend's clock (whose own events, `folded`, are in the
@@ -120,18 +120,23 @@ class _Run:
         running = world.running_rows
         cols = self.cols
         finish_at = self.b0 + (cols["work"][running] - cols["done"][running]) / cols["rate"][running]
-        offset = finish_offsets(backend, finish_at, np.zeros(len(running), dtype=np.int64), self.b0, self.round_s)
-        order = offset.argsort(kind="stable")
-        self.first, self.first_offset = running, offset  # (sorted)
-        self._by_offset = (offset[order], running[order], finish_at[order])
-        self._next_first = 0  # how many of them (in that order) finished in rounds carried out
+        self._deadlines = RoundDeadlines(backend, self.b0, self.round_s)
+        offset = self._deadlines.offsets(finish_at, 0)
+        self.first, self.first_offset = running, offset
+        # Per GPU: the round its job finishes in (`_NEVER` for a free GPU), whether it is its
+        # job's first GPU (which stands for the job), and there, when the job finishes. Every
+        # running job holds GPUs (`Bulk.may_carry`), so a round's completions are found by GPU.
         holder = world.holder
         ids = (holder >= 0).nonzero()[0]
-        gpu_offset = offset[running.searchsorted(holder[ids])]
-        by = gpu_offset.argsort(kind="stable")
-        self._gpus = (gpu_offset[by], ids[by])
-        # Jobs launched in the run, by the round they finish in: rows, finish times, GPUs.
-        self._due: defaultdict[int, list[tuple[int, float, np.ndarray]]] = defaultdict(list)
+        held = holder[ids]
+        place = running.searchsorted(held)
+        self._due = np.full(len(holder), _NEVER, dtype=np.int64)
+        self._due[ids] = offset[place]
+        leads = ids[np.unique(held, return_index=True)[1]]
+        self._lead = np.zeros(len(holder), dtype=bool)
+        self._lead[leads] = True
+        self._at = np.zeros(len(holder))
+        self._at[leads] = finish_at
         self.available = holder < 0
         # What the run did, for the books and the sinks.
         # per round: rows, GPU counts, GPUs, time, offset, and the offsets of the rounds they finish in
@@ -245,44 +250,33 @@ class _Run:
         return len(rows)
 
     def _note_due(self, rows: np.ndarray, counts: np.ndarray, gpus: np.ndarray, b: float, j: int) -> np.ndarray:
-        """Launches of round j: when each finishes, and its GPUs; returns the rounds they finish in."""
+        """Launches of round j: when each finishes, marked on its GPUs; returns the rounds they finish in."""
         cols = self.cols
         finish_at = b + (cols["work"][rows] - cols["done"][rows])  # (a whole-rounds run: every rate is 1)
-        offsets = finish_offsets(self.backend, finish_at, np.full(len(rows), j, dtype=np.int64), self.b0, self.round_s)
-        due, start = self._due, 0
-        for row, at, k, stop in zip(rows.tolist(), finish_at.tolist(), offsets.tolist(), counts.cumsum().tolist(), strict=True):
-            due[k].append((row, at, gpus[start:stop]))
-            start = stop
+        offsets = self._deadlines.offsets(finish_at, j)
+        self._due[gpus] = offsets.repeat(counts)
+        leads = gpus[counts.cumsum() - counts]
+        self._lead[leads] = True
+        self._at[leads] = finish_at
         return offsets
 
-    def _finishing(self, j: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    def _finishing(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The jobs that finish in round j (in row order), their finish times and their GPUs."""
-        offsets, rows0, at0 = self._by_offset
-        lo = self._next_first
-        hi = lo if lo >= len(offsets) or offsets[lo] != j else int(offsets.searchsorted(j, side="right"))
-        self._next_first = hi
-        entries = self._due.pop(j, None)
-        if hi == lo and entries is None:
-            return _NO_ROWS, _NO_FLOATS, []
-        gpus: list[np.ndarray] = []
-        if hi > lo:
-            g_offsets, g_ids = self._gpus
-            a, z = g_offsets.searchsorted(j), g_offsets.searchsorted(j, side="right")
-            gpus.append(g_ids[a:z])
-        if entries is None:
-            return rows0[lo:hi], at0[lo:hi], gpus
-        rows = np.array([*rows0[lo:hi].tolist(), *(e[0] for e in entries)], dtype=np.int64)
-        at = np.array([*at0[lo:hi].tolist(), *(e[1] for e in entries)])
-        gpus += [e[2] for e in entries]
+        gpus = (self._due == j).nonzero()[0]
+        if not len(gpus):
+            return _NO_ROWS, _NO_FLOATS, gpus
+        leads = gpus[self._lead[gpus]]
+        rows = self.world.holder[leads]
         order = rows.argsort()  # (rows are distinct)
-        return rows[order], at[order], gpus
+        return rows[order], self._at[leads[order]], gpus
 
-    def _fold(self, rows: np.ndarray, times: np.ndarray, gpus: list[np.ndarray], j: int, b: float, needed: bool) -> Events | None:
-        """Round j's events, the completions of the round before: their GPUs are free. Returns
-        them as `Events` when `needed` (the round is carried out in passing) or recorded."""
-        freed = gpus[0] if len(gpus) == 1 else np.concatenate(gpus)
+    def _fold(self, rows: np.ndarray, times: np.ndarray, freed: np.ndarray, j: int, b: float, needed: bool) -> Events | None:
+        """Round j's events, the completions of the round before: their GPUs (`freed`) are free.
+        Returns them as `Events` when `needed` (the round is carried out in passing) or recorded."""
         self.world.holder[freed] = -1
         self.available[freed] = True
+        self._due[freed] = _NEVER
+        self._lead[freed] = False
         self.cols["status"][rows] = FINISHED  # (ahead of their books: what a sink's goal reads)
         record = self.engine._record
         events = Events(time=b, finished=rows, finished_at=times) if needed or record is not None else None
@@ -303,11 +297,9 @@ class _Run:
         t = roles.source.next_arrival_s()
         if t != math.inf:
             upto = arrival_offset(t, self.b0, self.round_s)
-        offsets = self._by_offset[0]
-        if self._next_first < len(offsets):
-            upto = min(upto, int(offsets[self._next_first]))
-        if self._due:
-            upto = min(upto, min(self._due))
+        due = int(self._due.min())
+        if due != _NEVER:
+            upto = min(upto, due)
         if bound != math.inf:
             upto = min(upto, j + max(0, math.ceil((bound - b) / self.round_s)))
         return None if upto == math.inf else max(0, int(upto) - j)
@@ -399,39 +391,30 @@ def arrival_offset(t: float, b0: float, round_s: float) -> int:
     return k
 
 
-def finish_offsets(backend, finish_at: np.ndarray, start: np.ndarray, b0: float, round_s: float) -> np.ndarray:
-    """The round (offset from the boundary `b0`) each job finishes in, running from round
-    `start`: the first whose end passes its finish time by the simulator's test."""
-    if len(finish_at) <= _FEW:
-        return np.array(
-            [finish_offset(backend, f, s, b0, round_s) for f, s in zip(finish_at.tolist(), start.tolist(), strict=True)],
-            dtype=np.int64,
-        )
-    finishes_by = backend.finishes_by
-    k = np.ceil((finish_at - b0) / round_s).astype(np.int64)
-    k -= 1
-    np.maximum(k, start, out=k)
-    # (Division's rounding may put k a round off: looked at once, and moved only where it is.)
-    while True:
-        ends = b0 + (k + 1) * round_s  # (whole numbers: the clock's own sums)
-        late = ~finishes_by(finish_at, ends)
-        early = finishes_by(finish_at, ends - round_s)
-        early &= k > start
-        if not (np.count_nonzero(late) or np.count_nonzero(early)):
-            return k
-        k += late
-        k -= early
+class RoundDeadlines:
+    """The simulator's deadline (`finish_deadline`) at the end of each round of a run, by offset
+    from its first boundary `b0`: a job finishing at f finishes in the first round whose
+    deadline is f or later. The table grows as later rounds are asked for."""
 
+    def __init__(self, backend, b0: float, round_s: float):
+        self._deadline, self._b0, self._round_s = backend.finish_deadline, b0, round_s
+        self._table = _NO_FLOATS
 
-def finish_offset(backend, finish_at: float, start: int, b0: float, round_s: float) -> int:
-    """`finish_offsets` for one job."""
-    finishes_by = backend.finishes_by_one
-    k = max(start, math.ceil((finish_at - b0) / round_s) - 1)
-    while not finishes_by(finish_at, b0 + (k + 1) * round_s):
-        k += 1
-    while k > start and finishes_by(finish_at, b0 + k * round_s):
-        k -= 1
-    return k
+    def offsets(self, finish_at: np.ndarray, start) -> np.ndarray:
+        """The round each job finishes in, running from round `start` (one for all, or one each)."""
+        k = self._table.searchsorted(finish_at)
+        if len(k) and k.max() == len(self._table):
+            self._grow(float(finish_at.max()))
+            k = self._table.searchsorted(finish_at)
+        np.maximum(k, start, out=k)
+        return k
+
+    def _grow(self, latest: float) -> None:
+        n = max(1024, 2 * len(self._table))
+        while self._b0 + n * self._round_s < latest:
+            n *= 2
+        ends = self._b0 + np.arange(1, n + 1) * self._round_s  # (whole numbers: the clock's own sums)
+        self._table = self._deadline(ends)
 
 
 def last_part(cols: dict[str, np.ndarray], rows: np.ndarray, at: np.ndarray, boundary: np.ndarray):

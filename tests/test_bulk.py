@@ -97,22 +97,23 @@ def test_no_run_in_bulk_when_launches_wait_for_a_restore(tmp_path, monkeypatch):
     assert afters == [] and in_bulk.passed_rounds > 0
 
 
-def test_the_rounds_jobs_finish_in_are_the_simulators_one_by_one_and_all_at_once():
-    # Finish times on round ends, just past them and a tolerance away, far and near: one job at a
-    # time (Python floats) and many (arrays) give the round the simulator's own test gives.
+def test_the_rounds_jobs_finish_in_are_the_simulators():
+    # Finish times on round ends, just past them and a tolerance away, far and near (past the
+    # deadlines' first table, so that it grows): each job is found in the round the simulator's
+    # own test puts it in, and not in the one before, whether asked for one start or one each.
     from roundhouse.runtime.backends.sim import Simulator
 
     rng = np.random.default_rng(11)
     b0, round_s = 3000.0, 300.0
-    ends = b0 + round_s * rng.integers(1, 500, 400)
+    ends = b0 + round_s * rng.integers(1, 5000, 400)
     finish_at = np.concatenate(
-        [ends, ends + 1e-9 * ends, ends + 2e-9 * ends, ends - 1e-7, b0 + rng.uniform(0, 2e5, 400), np.array([b0, b0 + 1e-12])]
+        [ends, ends + 1e-9 * ends, ends + 2e-9 * ends, ends - 1e-7, b0 + rng.uniform(0, 2e6, 400), np.array([b0, b0 + 1e-12])]
     )
     start = rng.integers(0, 3, len(finish_at))
     start = np.minimum(start, np.maximum(0, np.floor((finish_at - b0) / round_s).astype(np.int64)))
-    many = bulk.finish_offsets(Simulator, finish_at, start, b0, round_s)
-    one = [bulk.finish_offset(Simulator, float(f), int(s), b0, round_s) for f, s in zip(finish_at, start, strict=True)]
-    assert many.tolist() == one
-    for f, s, k in zip(finish_at.tolist(), start.tolist(), one, strict=True):
-        assert Simulator.finishes_by_one(f, b0 + (k + 1) * round_s)  # it finishes in round k ...
-        assert k == s or not Simulator.finishes_by_one(f, b0 + k * round_s)  # ... and not in the one before
+    offsets = bulk.RoundDeadlines(Simulator, b0, round_s).offsets(finish_at, start)
+    for f, s, k in zip(finish_at.tolist(), start.tolist(), offsets.tolist(), strict=True):
+        assert f <= Simulator.finish_deadline(b0 + (k + 1) * round_s)  # it finishes in round k ...
+        assert k == s or f > Simulator.finish_deadline(b0 + k * round_s)  # ... and not in the one before
+    one_start = bulk.RoundDeadlines(Simulator, b0, round_s).offsets(finish_at, 2)
+    assert one_start.tolist() == np.maximum(bulk.RoundDeadlines(Simulator, b0, round_s).offsets(finish_at, 0), 2).tolist()

@@ -160,10 +160,11 @@ class Simulator:
                 start = now
                 remaining, finish_at = self._finish_times(rows)
             rate = self._full_rate
-            if not len(self._ready_rows) and self._earliest_finish > end + _EPS * max(1.0, end):
+            deadline = self.finish_deadline(end)
+            if not len(self._ready_rows) and self._earliest_finish > deadline:
                 self._progress, self._events = self._full_round(), Events(time=end)  # everyone runs the round through
             else:
-                finished = finish_at <= end + _EPS * max(1.0, end)
+                finished = finish_at <= deadline
                 block = np.empty((4, len(rows)))
                 done, service, run_s, compute_s = block
                 if isinstance(start, float):  # every job from the boundary: a whole round, but for the few that finish
@@ -272,14 +273,10 @@ class Simulator:
         )
 
     @staticmethod
-    def finishes_by(finish_at: np.ndarray, end: np.ndarray) -> np.ndarray:
-        """`advance`'s test of which jobs finish in a round that ends at `end`."""
-        return finish_at <= end + _EPS * np.maximum(1.0, end)
-
-    @staticmethod
-    def finishes_by_one(finish_at: float, end: float) -> bool:
-        """`finishes_by` for one job (the same operations on the same floats: the same answer)."""
-        return finish_at <= end + _EPS * max(1.0, end)
+    def finish_deadline(end):
+        """The latest finish time that `advance` counts as within a round that ends at `end` (a
+        float or an array): the end and a relative tolerance, for rounding in the clock's sums."""
+        return end + _EPS * np.maximum(1.0, end)
 
     def resume(self, now: float, events: Events | None, progress: Progress) -> None:
         """Take up the run at the boundary `now`, after rounds carried out elsewhere, with the last
