@@ -10,6 +10,7 @@ it is placed is traces/throughput.py; plan checking is runtime/plans.py.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -322,7 +323,7 @@ class World:
         return Events(time=now, launched=rows, launched_gpus=gpus, launched_counts=counts, suspended=suspend, resized=plan.resize_rows)  # fmt: skip
 
 
-def _flags(columns: dict[str, np.ndarray], model: bool, slowdown: bool, comm: bool) -> tuple[bool, bool, bool]:
+def _flags(columns: Mapping[str, np.ndarray], model: bool, slowdown: bool, comm: bool) -> tuple[bool, bool, bool]:
     """The world's flags (any job with a profiled model, any slowed down when spread, any under
     the communication model), set as they are or by these jobs' columns."""
     model = model or bool(np.count_nonzero(columns["has_model"]))

@@ -19,7 +19,7 @@ reader or on a view leads back to the writable table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Self, TypeVar
 
 import attrs
@@ -117,6 +117,29 @@ LIVE_COLUMNS: dict[str, tuple[type, object]] = {
 OWN_COLUMNS: frozenset[str] = frozenset(DERIVED_COLUMNS) | frozenset(LIVE_COLUMNS)
 
 
+class _SliceColumns(Mapping[str, np.ndarray]):
+    """A slice's columns, each cut from the whole batch's when first read: the job table has
+    most slices' rows written ahead, and then reads only their arrival times."""
+
+    __slots__ = ("_whole", "_start", "_stop", "_cut")
+
+    def __init__(self, whole: Mapping[str, np.ndarray], start: int, stop: int):
+        self._whole, self._start, self._stop = whole, start, stop
+        self._cut: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        column = self._cut.get(name)
+        if column is None:
+            column = self._cut[name] = self._whole[name][self._start : self._stop]
+        return column
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._whole)
+
+    def __len__(self) -> int:
+        return len(self._whole)
+
+
 @attrs.frozen
 class JobBatch:
     """Prepared job specs, columnar: what a source emits, in arrival order (traces/prepare.py).
@@ -124,7 +147,7 @@ class JobBatch:
     Made once per trace (vectorised), then sliced round by round.
     """
 
-    columns: dict[str, np.ndarray]
+    columns: Mapping[str, np.ndarray]
     type_rates: np.ndarray  # (jobs, GPU types): iterations/s on each type, consolidated; 0 = cannot run
     origin: str = ""
     # The job ids increase strictly down the batch (so in every slice of it): the job table
@@ -144,7 +167,7 @@ class JobBatch:
     def slice(self, start: int, stop: int) -> JobBatch:
         whole = self if self.whole is None else self.whole
         return JobBatch(
-            {k: v[start:stop] for k, v in self.columns.items()},
+            _SliceColumns(whole.columns, self.offset + start, self.offset + stop),
             self.type_rates[start:stop],
             self.origin,
             self.ids_increasing,
@@ -291,7 +314,7 @@ class JobTable:
             self._write_ahead(batch.whole, batch.offset + k)
         return np.arange(start, start + k, dtype=np.int64)
 
-    def _write(self, columns: dict[str, np.ndarray], type_rates: np.ndarray, start: int, k: int) -> None:
+    def _write(self, columns: Mapping[str, np.ndarray], type_rates: np.ndarray, start: int, k: int) -> None:
         """Write k jobs' specs into the storage from row `start` (the end stays where it is)."""
         cols = self._cols
         at: int | slice = start if k == 1 else slice(start, start + k)  # (one job, as most rounds bring: an item each)
