@@ -130,6 +130,12 @@ Number = int | float | np.ndarray | Callable[[Any], np.ndarray]
 _LAUNCH = "launch"
 
 
+def _positions(begins: np.ndarray, lengths: np.ndarray, chunks: list[int]) -> np.ndarray:
+    """The places, in joined columns, of the records of these chunks (in order)."""
+    given = lengths[chunks]
+    return np.arange(int(given.sum())) + np.repeat(begins[chunks] - (given.cumsum() - given), given)
+
+
 def _machines(node: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """How many machines each launch spans: one more each time its GPUs' machine changes."""
     step = np.empty(len(node), dtype=np.int64)
@@ -345,32 +351,41 @@ class Recorder:
         kept once per chunk, beside each chunk's length (`_records` widens them again). Each
         column is made in a few passes over all the chunks, not a pass per chunk: a round
         leaves a few chunks, and a block joins thousands."""
-        lengths = np.fromiter((len(chunk[1]) for chunk in chunks), dtype=np.int64, count=len(chunks))
-        ends = lengths.cumsum()
-        begins = ends - lengths
-        rows = np.concatenate([chunk[1] for chunk in chunks]) if chunks else np.empty(0, dtype=np.int64)
+        fields = list(zip(*chunks)) if chunks else [()] * 6  # t, rows, key, a, b, c (a launch's: _LAUNCH, counts, GPUs)
+        lengths = np.fromiter(map(len, fields[1]), dtype=np.int64, count=len(chunks))
+        begins = lengths.cumsum() - lengths
+        rows = np.concatenate(fields[1]) if chunks else np.empty(0, dtype=np.int64)
         out: dict[str, np.ndarray] = {"row": rows.astype(np.int64, copy=False)}
-        launch = [type(chunk[3]) is str for chunk in chunks]  # (_LAUNCH)
-        computed: dict[int, tuple] = {}  # per launch chunk: its numbers a, b, c
-        if any(launch):
-            computed = self._launch_numbers(chunks, launch)
+        n = len(chunks)
+        launch = np.fromiter(map(isinstance, fields[3], itertools.repeat(str)), dtype=bool, count=n)  # (_LAUNCH)
+        launches = launch.nonzero()[0].tolist()
         once: dict[str, np.ndarray] = {}
-        for name, at in (("t", 0), ("key", 2), ("a", 3), ("b", 4), ("c", 5)):
-            values = [computed[k][at - 3] if at >= 3 and k in computed else chunk[at] for k, chunk in enumerate(chunks)]
+        for name, values in zip(("t", "key", "a", "b", "c"), (fields[0], fields[2], *fields[3:6])):
             dtype = np.float64 if name == "t" else np.int64
-            arrays = [k for k, v in enumerate(values) if isinstance(v, np.ndarray)]
-            if not arrays:
+            given = np.fromiter(map(isinstance, values, itertools.repeat(np.ndarray)), dtype=bool, count=n)
+            worked_out = name in ("a", "c") and launches  # (a launch's own a and c: below)
+            if worked_out:
+                given &= ~launch
+            arrays = given.nonzero()[0].tolist()
+            if not arrays and not worked_out:
                 each = np.array(values, dtype=dtype) if values else np.empty(0, dtype=dtype)
                 if narrow and chunks:
                     once[name] = each
                     continue
                 out[name] = np.repeat(each, lengths)
                 continue
-            column = np.repeat(np.array([0 if isinstance(v, np.ndarray) else v for v in values], dtype=dtype), lengths)
-            given = lengths[arrays]
-            where = np.arange(int(given.sum())) + np.repeat(begins[arrays] - (given.cumsum() - given), given)
-            column[where] = np.concatenate([values[k] for k in arrays])
+            numbers = list(values)
+            for k in itertools.chain(arrays, launches if worked_out else ()):
+                numbers[k] = 0
+            column = np.repeat(np.array(numbers, dtype=dtype), lengths)
+            if arrays:
+                column[_positions(begins, lengths, arrays)] = np.concatenate([values[k] for k in arrays])
             out[name] = column
+        if launches:
+            first, machines = self._launch_numbers(chunks, launches)
+            where = _positions(begins, lengths, launches)
+            out["a"][where] = first
+            out["c"][where] = machines
         if narrow:
             for name, each in once.items():
                 out[name + _ONCE] = each
@@ -383,19 +398,18 @@ class Recorder:
             name: out[name] for name in (*(n for n in _COLUMN_ORDER if n in out), *(n for n in out if n not in _COLUMN_ORDER))
         }
 
-    def _launch_numbers(self, chunks: list[tuple], launch: list[bool]) -> dict[int, tuple]:
-        """The numbers of the launch chunks (machine of the first GPU, GPU count, machines
-        spanned), worked out for all of them at once."""
+    def _launch_numbers(self, chunks: list[tuple], launches: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The numbers a and c of the launch chunks (machine of the first GPU, machines spanned;
+        b is the GPU count), for all of them at once, one after another."""
         assert self._node is not None  # set with the first launch
-        at = [k for k, is_launch in enumerate(launch) if is_launch]
-        counts = [chunks[k][4] for k in at]
-        gpus = [chunks[k][5] for k in at]
-        offsets = np.cumsum([0, *(len(g) for g in gpus[:-1])])
-        starts = np.concatenate([chunks[k][6] + offset for k, offset in zip(at, offsets.tolist())])
+        gpus = [chunks[k][5] for k in launches]
+        offsets = np.fromiter(map(len, gpus), dtype=np.int64, count=len(gpus)).cumsum()
+        offsets[1:] = offsets[:-1]
+        offsets[0] = 0
+        starts = np.concatenate([chunks[k][6] for k in launches])
+        starts += np.repeat(offsets, [len(chunks[k][6]) for k in launches])
         node = self._node[np.concatenate(gpus)]
-        first, machines = node[starts], _machines(node, starts)
-        cuts = np.cumsum([len(c) for c in counts])[:-1]
-        return {k: (a, b, c) for k, a, b, c in zip(at, np.split(first, cuts), counts, np.split(machines, cuts))}
+        return node[starts], _machines(node, starts)
 
     def frame(self, world: World) -> pl.DataFrame:
         """The record as a table, one row per change: t_s, job_id, state, reason, element and
