@@ -130,6 +130,73 @@ Number = int | float | np.ndarray | Callable[[Any], np.ndarray]
 _LAUNCH = "launch"
 
 
+def join_chunks(chunks: list[tuple], node: np.ndarray | None, narrow: bool = False) -> dict[str, np.ndarray]:
+    """Chunks of records as columns t, row, key, a, b, c. With `narrow` (a block kept for
+    the rest of the run): whole-number columns whose values fit in 32 bits are kept in 32
+    bits, and a column that every chunk gave as one number (a round's time, a reason) is
+    kept once per chunk, beside each chunk's length (`_records` widens them again). Each
+    column is made in a few passes over all the chunks, not a pass per chunk: a round
+    leaves a few chunks, and a block joins thousands."""
+    fields = list(zip(*chunks)) if chunks else [()] * 6  # t, rows, key, a, b, c (a launch's: _LAUNCH, counts, GPUs)
+    lengths = np.fromiter(map(len, fields[1]), dtype=np.int64, count=len(chunks))
+    begins = lengths.cumsum() - lengths
+    rows = np.concatenate(fields[1]) if chunks else np.empty(0, dtype=np.int64)
+    out: dict[str, np.ndarray] = {"row": rows.astype(np.int64, copy=False)}
+    n = len(chunks)
+    launch = np.fromiter(map(isinstance, fields[3], itertools.repeat(str)), dtype=bool, count=n)  # (_LAUNCH)
+    launches = launch.nonzero()[0].tolist()
+    once: dict[str, np.ndarray] = {}
+    for name, values in zip(("t", "key", "a", "b", "c"), (fields[0], fields[2], *fields[3:6])):
+        dtype = np.float64 if name == "t" else np.int64
+        given = np.fromiter(map(isinstance, values, itertools.repeat(np.ndarray)), dtype=bool, count=n)
+        worked_out = name in ("a", "c") and launches  # (a launch's own a and c: below)
+        if worked_out:
+            given &= ~launch
+        arrays = given.nonzero()[0].tolist()
+        if not arrays and not worked_out:
+            each = np.array(values, dtype=dtype) if values else np.empty(0, dtype=dtype)
+            if narrow and chunks:
+                once[name] = each
+                continue
+            out[name] = np.repeat(each, lengths)
+            continue
+        numbers = list(values)
+        for k in itertools.chain(arrays, launches if worked_out else ()):
+            numbers[k] = 0
+        column = np.repeat(np.array(numbers, dtype=dtype), lengths)
+        if arrays:
+            column[_positions(begins, lengths, arrays)] = np.concatenate([values[k] for k in arrays])
+        out[name] = column
+    if launches:
+        first, machines = _launch_numbers(chunks, launches, node)
+        where = _positions(begins, lengths, launches)
+        out["a"][where] = first
+        out["c"][where] = machines
+    if narrow:
+        for name, each in once.items():
+            out[name + _ONCE] = each
+        if once:
+            out["lengths"] = lengths
+        for name, kept in out.items():
+            if kept.dtype.kind == "i" and (not len(kept) or (kept.min() >= _I32.min and kept.max() <= _I32.max)):
+                out[name] = kept.astype(np.int32)
+    return {name: out[name] for name in (*(n for n in _COLUMN_ORDER if n in out), *(n for n in out if n not in _COLUMN_ORDER))}
+
+
+def _launch_numbers(chunks: list[tuple], launches: list[int], node: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The numbers a and c of the launch chunks (machine of the first GPU, machines spanned;
+    b is the GPU count), for all of them at once, one after another."""
+    assert node is not None  # (the machine of each GPU: set with the first launch)
+    gpus = [chunks[k][5] for k in launches]
+    offsets = np.fromiter(map(len, gpus), dtype=np.int64, count=len(gpus)).cumsum()
+    offsets[1:] = offsets[:-1]
+    offsets[0] = 0
+    starts = np.concatenate([chunks[k][6] for k in launches])
+    starts += np.repeat(offsets, [len(chunks[k][6]) for k in launches])
+    on = node[np.concatenate(gpus)]
+    return on[starts], _machines(on, starts)
+
+
 def _positions(begins: np.ndarray, lengths: np.ndarray, chunks: list[int]) -> np.ndarray:
     """The places, in joined columns, of the records of these chunks (in order)."""
     given = lengths[chunks]
@@ -157,7 +224,7 @@ class Recorder:
         self.ids = {name: i for i, name in enumerate(self.elements)}
         self._key = np.zeros(0, dtype=np.int64)  # per job row: the key of the reason it holds now
         # The records, as the arrays they came in: (time, rows, key, a, b, c); every
-        # _CHUNKS of them joined into a block of columns (`_join`), so that a million jobs'
+        # _CHUNKS of them joined into a block of columns (`join_chunks`), so that a million jobs'
         # records are a few arrays rather than hundreds of thousands of small ones.
         self._chunks: list[tuple] = []
         self._blocks: list[dict[str, np.ndarray]] = []  # blocks held in memory
@@ -284,7 +351,7 @@ class Recorder:
         machines)."""
         explained, self._explained = self._explained, 0
         if len(self._chunks) >= _CHUNKS or self.records - self._joined >= _ROWS:
-            self._keep(self._join(self._chunks, narrow=True))
+            self._keep(join_chunks(self._chunks, self._node, narrow=True))
             self._chunks, self._joined = [], self.records
         if not plan.changes:
             return
@@ -340,76 +407,9 @@ class Recorder:
     # --- reading it ---
     def arrays(self) -> dict[str, np.ndarray]:
         """The records as columns: t, row, code, element (-1: the runtime), a, b, c."""
-        blocks = [*map(_records, self._all_blocks()), self._join(self._chunks)]
+        blocks = [*map(_records, self._all_blocks()), join_chunks(self._chunks, self._node)]
         out = {name: np.concatenate([b[name] for b in blocks], dtype=blocks[-1][name].dtype) for name in blocks[-1]}
         return _split_key(out)
-
-    def _join(self, chunks: list[tuple], narrow: bool = False) -> dict[str, np.ndarray]:
-        """Chunks of records as columns t, row, key, a, b, c. With `narrow` (a block kept for
-        the rest of the run): whole-number columns whose values fit in 32 bits are kept in 32
-        bits, and a column that every chunk gave as one number (a round's time, a reason) is
-        kept once per chunk, beside each chunk's length (`_records` widens them again). Each
-        column is made in a few passes over all the chunks, not a pass per chunk: a round
-        leaves a few chunks, and a block joins thousands."""
-        fields = list(zip(*chunks)) if chunks else [()] * 6  # t, rows, key, a, b, c (a launch's: _LAUNCH, counts, GPUs)
-        lengths = np.fromiter(map(len, fields[1]), dtype=np.int64, count=len(chunks))
-        begins = lengths.cumsum() - lengths
-        rows = np.concatenate(fields[1]) if chunks else np.empty(0, dtype=np.int64)
-        out: dict[str, np.ndarray] = {"row": rows.astype(np.int64, copy=False)}
-        n = len(chunks)
-        launch = np.fromiter(map(isinstance, fields[3], itertools.repeat(str)), dtype=bool, count=n)  # (_LAUNCH)
-        launches = launch.nonzero()[0].tolist()
-        once: dict[str, np.ndarray] = {}
-        for name, values in zip(("t", "key", "a", "b", "c"), (fields[0], fields[2], *fields[3:6])):
-            dtype = np.float64 if name == "t" else np.int64
-            given = np.fromiter(map(isinstance, values, itertools.repeat(np.ndarray)), dtype=bool, count=n)
-            worked_out = name in ("a", "c") and launches  # (a launch's own a and c: below)
-            if worked_out:
-                given &= ~launch
-            arrays = given.nonzero()[0].tolist()
-            if not arrays and not worked_out:
-                each = np.array(values, dtype=dtype) if values else np.empty(0, dtype=dtype)
-                if narrow and chunks:
-                    once[name] = each
-                    continue
-                out[name] = np.repeat(each, lengths)
-                continue
-            numbers = list(values)
-            for k in itertools.chain(arrays, launches if worked_out else ()):
-                numbers[k] = 0
-            column = np.repeat(np.array(numbers, dtype=dtype), lengths)
-            if arrays:
-                column[_positions(begins, lengths, arrays)] = np.concatenate([values[k] for k in arrays])
-            out[name] = column
-        if launches:
-            first, machines = self._launch_numbers(chunks, launches)
-            where = _positions(begins, lengths, launches)
-            out["a"][where] = first
-            out["c"][where] = machines
-        if narrow:
-            for name, each in once.items():
-                out[name + _ONCE] = each
-            if once:
-                out["lengths"] = lengths
-            for name, kept in out.items():
-                if kept.dtype.kind == "i" and (not len(kept) or (kept.min() >= _I32.min and kept.max() <= _I32.max)):
-                    out[name] = kept.astype(np.int32)
-        return {
-            name: out[name] for name in (*(n for n in _COLUMN_ORDER if n in out), *(n for n in out if n not in _COLUMN_ORDER))
-        }
-
-    def _launch_numbers(self, chunks: list[tuple], launches: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """The numbers a and c of the launch chunks (machine of the first GPU, machines spanned;
-        b is the GPU count), for all of them at once, one after another."""
-        assert self._node is not None  # set with the first launch
-        gpus = [chunks[k][5] for k in launches]
-        offsets = np.fromiter(map(len, gpus), dtype=np.int64, count=len(gpus)).cumsum()
-        offsets[1:] = offsets[:-1]
-        offsets[0] = 0
-        starts = np.concatenate([chunks[k][6] for k in launches])
-        starts += np.repeat(offsets, [len(chunks[k][6]) for k in launches])
-        node = self._node[np.concatenate(gpus)]
-        return node[starts], _machines(node, starts)
 
     def frame(self, world: World) -> pl.DataFrame:
         """The record as a table, one row per change: t_s, job_id, state, reason, element and
@@ -444,7 +444,9 @@ class Recorder:
         # (Statistics only for time and job, the columns one filters on: the labels' would
         # cost a third of the writing.)
         with pq.ParquetWriter(path, _schema(), compression="zstd", write_statistics=["t_s", "job_id"]) as writer:
-            for block in itertools.chain(self._all_blocks(), [self._join(self._chunks)]):  # (spilled ones one at a time)
+            for block in itertools.chain(
+                self._all_blocks(), [join_chunks(self._chunks, self._node)]
+            ):  # (spilled ones one at a time)
                 block = _records(block)
                 for start in range(0, len(block["t"]), _PIECE):  # (a block of a busy run holds millions)
                     piece = {name: values[start : start + _PIECE] for name, values in block.items()}

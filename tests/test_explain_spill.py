@@ -185,8 +185,7 @@ def test_a_spill_that_fails_leaves_the_record_whole(graph, monkeypatch):
 def test_a_joined_block_reads_back_as_its_chunks_records():
     # Chunks as a round leaves them: numbers given once or per row, reasons per row, launches
     # (whose machine, GPU count and machines spanned are worked out when joined).
-    record = explain.Recorder(["a", "b"], ["A", "B"], ["", ""])
-    record._node = np.repeat(np.arange(4), 4)  # 4 machines of 4 GPUs
+    node = np.repeat(np.arange(4), 4)  # 4 machines of 4 GPUs
     launch_gpus, launch_counts = np.array([0, 1, 6, 7, 8, 3]), np.array([2, 3, 1])
     chunks = [
         (300.0, np.array([5, 6]), 10, 0, 0, 0),
@@ -203,10 +202,10 @@ def test_a_joined_block_reads_back_as_its_chunks_records():
         "c": [0, 0, 1, 1, 1, 1, 2, 1, 0],  # a launch: the machines it spans
     }
     for narrow in (False, True):
-        got = explain._records(record._join(chunks, narrow=narrow))
+        got = explain._records(explain.join_chunks(chunks, node, narrow=narrow))
         for name, values in expected.items():
             np.testing.assert_array_equal(got[name], values, err_msg=f"{name}, narrow={narrow}")
-    narrow = record._join(chunks, narrow=True)
+    narrow = explain.join_chunks(chunks, node, narrow=True)
     assert narrow["row"].dtype == np.int32 and narrow["a"].dtype == np.int64  # (2**40 does not fit in 32 bits)
     assert "key/chunk" not in narrow and "t" in narrow  # (given per row by some chunk: kept per row)
-    assert record._join(chunks[:1], narrow=True)["t/chunk"].tolist() == [300.0]
+    assert explain.join_chunks(chunks[:1], node, narrow=True)["t/chunk"].tolist() == [300.0]
