@@ -61,6 +61,8 @@ _TOLERANCE = 1e-9  # (the one sources read arrivals with)
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 _NO_FLOATS = np.zeros(0)
 _NEVER = np.iinfo(np.int64).max
+_TABLE_ROUNDS = 1 << 20  # (the deadlines of a run's rounds worked out at once, at most: 8 MB)
+_EXACT_S = 2.0**52  # (seconds from a run's start past which the clock's sums would not be whole numbers)
 
 
 class Bulk:
@@ -394,7 +396,8 @@ def arrival_offset(t: float, b0: float, round_s: float) -> int:
 class RoundDeadlines:
     """The simulator's deadline (`finish_deadline`) at the end of each round of a run, by offset
     from its first boundary `b0`: a job finishing at f finishes in the first round whose
-    deadline is f or later. The table grows as later rounds are asked for."""
+    deadline is f or later. The table grows as later rounds are asked for, up to `_TABLE_ROUNDS`;
+    a job finishing beyond it has its round worked out alone, with the same test."""
 
     def __init__(self, backend, b0: float, round_s: float):
         self._deadline, self._b0, self._round_s = backend.finish_deadline, b0, round_s
@@ -404,17 +407,34 @@ class RoundDeadlines:
         """The round each job finishes in, running from round `start` (one for all, or one each)."""
         k = self._table.searchsorted(finish_at)
         if len(k) and k.max() == len(self._table):
-            self._grow(float(finish_at.max()))
-            k = self._table.searchsorted(finish_at)
+            if len(self._table) < _TABLE_ROUNDS:
+                self._grow(float(finish_at.max()))
+                k = self._table.searchsorted(finish_at)
+            far = (k == len(self._table)).nonzero()[0]
+            if len(far):
+                k[far] = [self._far(f) for f in finish_at[far].tolist()]
         np.maximum(k, start, out=k)
         return k
 
     def _grow(self, latest: float) -> None:
         n = max(1024, 2 * len(self._table))
-        while self._b0 + n * self._round_s < latest:
+        while n < _TABLE_ROUNDS and self._b0 + n * self._round_s < latest:
             n *= 2
-        ends = self._b0 + np.arange(1, n + 1) * self._round_s  # (whole numbers: the clock's own sums)
+        ends = self._b0 + np.arange(1, min(n, _TABLE_ROUNDS) + 1) * self._round_s  # (whole numbers: the clock's own sums)
         self._table = self._deadline(ends)
+
+    def _far(self, finish_at: float) -> int:
+        """The round of a job that finishes past the table (none, `_NEVER`, so far ahead that the
+        clock's sums would no longer be whole numbers: no run gets there)."""
+        b0, round_s, deadline = self._b0, self._round_s, self._deadline
+        if finish_at - b0 >= _EXACT_S:
+            return _NEVER
+        k = max(len(self._table), math.ceil((finish_at - b0) / round_s) - 1)
+        while finish_at > deadline(b0 + (k + 1) * round_s):
+            k += 1
+        while k > len(self._table) and finish_at <= deadline(b0 + k * round_s):
+            k -= 1
+        return k
 
 
 def last_part(cols: dict[str, np.ndarray], rows: np.ndarray, at: np.ndarray, boundary: np.ndarray):

@@ -117,3 +117,19 @@ def test_the_rounds_jobs_finish_in_are_the_simulators():
         assert k == s or f > Simulator.finish_deadline(b0 + k * round_s)  # ... and not in the one before
     one_start = bulk.RoundDeadlines(Simulator, b0, round_s).offsets(finish_at, 2)
     assert one_start.tolist() == np.maximum(bulk.RoundDeadlines(Simulator, b0, round_s).offsets(finish_at, 0), 2).tolist()
+
+
+def test_jobs_finishing_past_the_deadlines_table_get_their_round_alone():
+    # Finish times past the table's largest size are worked out one by one with the same test;
+    # ones so far ahead that the clock's sums would not be whole numbers finish in no run.
+    from roundhouse.runtime.backends.sim import Simulator
+
+    rng = np.random.default_rng(5)
+    b0, round_s = 3000.0, 300.0
+    ends = b0 + round_s * (bulk._TABLE_ROUNDS + rng.integers(0, 10**6, 50)).astype(float)
+    finish_at = np.concatenate([ends, ends + 1e-9 * ends, ends + 3e-9 * ends, ends - 1e-6, b0 + rng.uniform(0, 1e5, 20)])
+    offsets = bulk.RoundDeadlines(Simulator, b0, round_s).offsets(finish_at, 0)
+    for f, k in zip(finish_at.tolist(), offsets.tolist(), strict=True):
+        assert Simulator.finish_deadline(b0 + k * round_s) < f <= Simulator.finish_deadline(b0 + (k + 1) * round_s)
+    never = bulk.RoundDeadlines(Simulator, b0, round_s).offsets(np.array([b0 + 2.0**52, 1e300]), 0)
+    assert never.tolist() == [bulk._NEVER, bulk._NEVER]
