@@ -211,7 +211,8 @@ class _TailByNode:
         self.first = self.end.cumsum() - self.end  # where each node's group starts in `order`
         self.start = np.zeros(cluster.n_nodes, dtype=np.int64)
         self.lo, self.hi = 0, len(ids)
-        self.owner = owner
+        # Whose each GPU in `order` is, and past the end `_NEVER`: where a node has too few.
+        self.owner_in_order = np.append(owner[self.order], _NEVER)
 
     def _follow(self, lo: int, hi: int) -> None:
         if lo != self.lo:
@@ -229,11 +230,12 @@ class _TailByNode:
         """Fewest victims (counted from `taken`) after which some node gets `need` more GPUs
         (per node, at least 1) from the tail's stretch lo..hi."""
         self._follow(lo, hi)
-        ok = need <= self.end - self.start
-        if not np.count_nonzero(ok):
-            return _NEVER
-        enough_at = self.owner[self.order[self.first[ok] + self.start[ok] + need[ok] - 1]]
-        return int(enough_at[enough_at.argmin()]) - taken + 1
+        at = self.first + self.start
+        at += need
+        at -= 1
+        enough_at = self.owner_in_order[np.where(need <= self.end - self.start, at, len(self.owner_in_order) - 1)]
+        first = int(enough_at[enough_at.argmin()])
+        return _NEVER if first == _NEVER else first - taken + 1
 
 
 def _fewest_builtin(placer, cluster, free, tail_ids, victim_of, want, types, one_node, stretch=None) -> int | None:
