@@ -137,12 +137,12 @@ def join_chunks(chunks: list[tuple], node: np.ndarray | None, narrow: bool = Fal
     kept once per chunk, beside each chunk's length (`_records` widens them again). Each
     column is made in a few passes over all the chunks, not a pass per chunk: a round
     leaves a few chunks, and a block joins thousands."""
+    n = len(chunks)
     fields = list(zip(*chunks)) if chunks else [()] * 6  # t, rows, key, a, b, c (a launch's: _LAUNCH, counts, GPUs)
-    lengths = np.fromiter(map(len, fields[1]), dtype=np.int64, count=len(chunks))
+    lengths = np.fromiter(map(len, fields[1]), dtype=np.int64, count=n)
     begins = lengths.cumsum() - lengths
     rows = np.concatenate(fields[1]) if chunks else np.empty(0, dtype=np.int64)
     out: dict[str, np.ndarray] = {"row": rows.astype(np.int64, copy=False)}
-    n = len(chunks)
     launch = np.fromiter(map(isinstance, fields[3], itertools.repeat(str)), dtype=bool, count=n)  # (_LAUNCH)
     launches = launch.nonzero()[0].tolist()
     once: dict[str, np.ndarray] = {}

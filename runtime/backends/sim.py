@@ -275,7 +275,11 @@ class Simulator:
     @staticmethod
     def finish_deadline(end):
         """The latest finish time that `advance` counts as within a round that ends at `end` (a
-        float or an array): the end and a relative tolerance, for rounding in the clock's sums."""
+        float or an array): the end and a relative tolerance, for rounding in the clock's sums.
+        (The same operations either way, so the same answer; a float, as `advance` asks every
+        round, without a numpy call.)"""
+        if isinstance(end, float):
+            return end + _EPS * max(1.0, end)
         return end + _EPS * np.maximum(1.0, end)
 
     def resume(self, now: float, events: Events | None, progress: Progress) -> None:
