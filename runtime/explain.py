@@ -222,7 +222,11 @@ class Recorder:
         self.classes = list(classes)
         self.ranked_by = list(ranked_by)
         self.ids = {name: i for i, name in enumerate(self.elements)}
-        self._key = np.zeros(0, dtype=np.int64)  # per job row: the key of the reason it holds now
+        # Per job row: the key of the reason it holds now. As narrow as the graph's keys allow:
+        # each round compares the keys of every waiting job, read at rows spread over the whole
+        # job table, and a narrower array is read faster.
+        narrow = (len(self.elements) + 1) * _CODES <= np.iinfo(np.int16).max
+        self._key = np.zeros(0, dtype=np.int16 if narrow else np.int32)
         # The records, as the arrays they came in: (time, rows, key, a, b, c); every
         # _CHUNKS of them joined into a block of columns (`join_chunks`), so that a million jobs'
         # records are a few arrays rather than hundreds of thousands of small ones.
@@ -285,7 +289,7 @@ class Recorder:
     def reserve(self, n_jobs: int) -> None:
         """Room for rows up to `n_jobs` (called as jobs join the table)."""
         if len(self._key) < n_jobs:
-            grown = np.zeros(max(n_jobs, 2 * len(self._key)), dtype=np.int64)
+            grown = np.zeros(max(n_jobs, 2 * len(self._key)), dtype=self._key.dtype)
             grown[: len(self._key)] = self._key
             self._key = grown
 

@@ -4,14 +4,20 @@ the same placer with its choice taken one job at a time (the shortest tail found
 with `choose`, every backfill attempt through `choose`), on random pools with ties, multi-GPU
 jobs, nodes of one or two sizes, and empty, partly full and full clusters."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from roundhouse.elements.placement import placer as placer_module
 from roundhouse.elements.placement.builtin import Consolidated, FirstFree
 from roundhouse.elements.placement.packing import _Launches
 from roundhouse.elements.placement.preemption import _gpus_in_order, backfill, preempt_below
 from roundhouse.runtime import rowsets
 from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.simulate import simulate
+from tests.test_event_skipping import COLUMNS
 
 ROWS = 400  # job rows are drawn below this
 
@@ -122,3 +128,52 @@ def test_gpus_in_order_groups_each_jobs_gpus_in_the_given_order(seed):
     ids, owner = _gpus_in_order(holder, tail)
     expected = [(gpu, k) for k, row in enumerate(tail.tolist()) for gpu in (holder == row).nonzero()[0].tolist()]
     assert list(zip(ids.tolist(), owner.tolist())) == expected
+
+
+LONG_QUEUE = """round = {round};
+cluster = "{cluster}";
+src :: PoissonSource(rate={rate}/h, jobs={jobs}, seed=3{models});
+src -> AcceptAll -> JobPool -> {ranking} -> place :: Consolidated -> Launch -> m :: JobMetrics;
+"""
+GRAPHS = {
+    # Four times what 64 GPUs serve: a queue that grows, with preemptions every round.
+    "las": dict(round="5min", cluster="8x8:V100", rate=8, jobs=400, models="", ranking="Las"),
+    # A ranking that names a GPU type per job (Gavel's mechanism) on three types.
+    "gavel": dict(
+        round="6min",
+        cluster=str(Path(__file__).resolve().parents[1] / "clusters" / "gavel-simulated.toml"),
+        rate=40,
+        jobs=200,
+        models=", gpus=single, models=blox",
+        ranking="MaxMinFairness -> GavelRounds",
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(GRAPHS))
+def test_keeps_read_at_the_running_jobs_places_are_those_read_for_every_ranked_job(tmp_path, monkeypatch, shape):
+    # A long ranking's keeps are read only where running jobs are ranked: with that read for every
+    # ranking, and with it for none, every job's times, the counters and the explanations agree.
+    path = tmp_path / "g.sched"
+    path.write_text(LONG_QUEUE.format(**GRAPHS[shape]))
+    runs, used = [], []
+    for sparse in (False, True):
+        with monkeypatch.context() as m:
+            if sparse:
+
+                def keeps(self, ctx, ranking):
+                    used.append(len(ranking))
+                    return placer_module._keeps_of_running(ctx, ranking)
+
+                m.setattr(placer_module.Placer, "_keeps", keeps)
+            else:
+                m.setattr(placer_module, "_FEW_RUN_FROM", 1 << 62)
+            runs.append(simulate(compile_file(path), explain=True, until=200 * 3600.0))
+    plain, sparse_run = runs
+    assert used and max(used) > 0
+    for name in COLUMNS:
+        np.testing.assert_array_equal(plain.world.jobs.column(name), sparse_run.world.jobs.column(name), err_msg=name)
+    timeless = lambda counters: {el: {k: v for k, v in c.items() if not k.endswith("_ms")} for el, c in counters.items()}  # noqa: E731
+    assert timeless(plain.counters) == timeless(sparse_run.counters)
+    assert plain.counters["place"]["preempted"] > 0
+    assert plain.world.explain.frame(plain.world).equals(sparse_run.world.explain.frame(sparse_run.world))

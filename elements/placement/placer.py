@@ -106,6 +106,8 @@ class Placer(Element):
         """Per ranked job: GPUs held, whether it runs on what it asks for (so may keep its
         GPUs), and the GPU type it is placed on (None when the ranking names no types)."""
         rows = ranking.rows
+        if len(rows) >= _FEW_RUN_FROM and len(ctx.running_rows) * 4 <= len(rows):
+            return _keeps_of_running(ctx, ranking)
         held_r = ctx.jobs.column("held")[rows]
         keeps = held_r == ranking.gpus  # running with what it asks for (or waiting and asking for 0)
         placed_r = None
@@ -331,6 +333,35 @@ class Placer(Element):
                 spread = np.sort(np.concatenate([spread, stuck]))
             pack_first_free(cluster, available, t, spread, want, launches)
         return positions[~launches.placed[positions]]
+
+
+# From this many ranked jobs, when at most a quarter of them run, `Placer._keeps` reads the job
+# table only at the running jobs' places: found with a byte per job row, that costs a fraction of
+# reading every ranked job's held count from the table, in ranking order (measured: about 0.25 ms
+# against 1 ms for 134,000 ranked jobs; below a few thousand the plain reading has fewer calls).
+_FEW_RUN_FROM = 8192
+
+
+def _keeps_of_running(ctx: RoundContext, ranking: Ranking) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """`Placer._keeps`, reading the job table only where a running job is ranked: a job holds
+    GPUs only while it runs (the world sets a job's held count when it launches and clears it
+    when it stops), so every other ranked job holds none and is placed on no type."""
+    rows = ranking.rows
+    at = isin_rows(rows, ctx.running_rows).nonzero()[0]
+    mine = rows[at]
+    held_r = np.zeros(len(rows), dtype=np.int64)
+    held_r[at] = ctx.jobs.column("held")[mine]
+    keep_at = held_r[at] == ranking.gpus[at]
+    placed_r = None
+    if ranking.gpu_type is not None:
+        placed_r = np.full(len(rows), -1, dtype=np.int64)
+        placed_r[at] = ctx.jobs.column("placed_type")[mine]
+        asked = ranking.gpu_type[at]
+        keep_at &= (asked < 0) | (asked == placed_r[at])
+    keep_at &= held_r[at] > 0
+    keeps = np.zeros(len(rows), dtype=bool)
+    keeps[at] = keep_at
+    return held_r, keeps, placed_r
 
 
 def _keeps_any_order(ctx: RoundContext, ranking: Ranking) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -105,24 +105,31 @@ def preempt_below(
 def backfill(placer, cluster, available, want, selected, is_run, job_types, one_node, launches) -> None:
     """Step 5: GPUs still free go to waiting jobs that were not selected, in ranking order."""
     left = int(np.count_nonzero(available))
-    waiting = (~(selected | is_run) & (want > 0) & (want <= left)).nonzero()[0]
-    if not len(waiting):
-        return
-    sizes, together = want[waiting], one_node[waiting]
     # Jobs of one shape (GPU types, on one node or not, more than a node or not) fail alike:
-    # as GPUs only get fewer, a size that failed fails again for every larger one.
-    shape = together * 2 + (together & (sizes > cluster.max_gpus_per_node))
-    if job_types is not None:
-        ids: dict[tuple, int] = {}
-        shape = np.array([ids.setdefault((tuple(job_types[i]), s), len(ids)) for i, s in zip(waiting.tolist(), shape.tolist())])
-    fails_from = np.full(int(shape.max()) + 1, _NEVER)
-    if job_types is None and len(fails_from) > 2 and not (placer._custom_choice() or placer.spreads_when_stuck()):
+    # as GPUs only get fewer, a size that failed fails again for every larger one. Shapes on one
+    # GPU type: 0 spread, 2 on one node, 3 on whole nodes; with types, one id per (types, shape).
+    fails_from = [_NEVER] * 4
+    shape_ids: dict[tuple, int] | None = None if job_types is None else {}
+    if job_types is None and not (placer._custom_choice() or placer.spreads_when_stuck()):
         # A job that must fit on one node fails when it is larger than any node's room.
         room = cluster.per_node(available)
-        fails_from[2] = room[room.argmax()] + 1
+        fails_from[2] = int(room[room.argmax()]) + 1
 
-    def worth(a: int, b: int) -> np.ndarray:
-        return (sizes[a:b] <= left) & (sizes[a:b] < fails_from[shape[a:b]])
+    def candidates(a: int, b: int) -> tuple[list[int], list[int], list[bool], list[int]]:
+        """The waiting jobs at ranking positions a..b that fit what is left and whose shape has
+        not failed at their size: positions, sizes, on one node or not, shapes."""
+        w = want[a:b]
+        at = (~(selected[a:b] | is_run[a:b]) & (w > 0) & (w <= left)).nonzero()[0]
+        sizes, together = w[at], one_node[a:b][at]
+        shape = together * 2 + (together & (sizes > cluster.max_gpus_per_node))
+        if shape_ids is not None:
+            shape = np.array(
+                [shape_ids.setdefault((tuple(job_types[a + i]), s), len(shape_ids)) for i, s in zip(at.tolist(), shape.tolist())],
+                dtype=np.int64,
+            )
+            fails_from.extend([_NEVER] * (len(shape_ids) - len(fails_from)))
+        worth = (sizes < np.asarray(fails_from)[shape]).nonzero()[0] if len(at) else at
+        return (at[worth] + a).tolist(), sizes[worth].tolist(), together[worth].tolist(), shape[worth].tolist()
 
     # The built-in choice on one GPU type keeps the nodes' available counts, and the available
     # GPUs in order, up to date itself rather than counting every GPU per attempt (None: to
@@ -133,19 +140,18 @@ def backfill(placer, cluster, available, want, selected, is_run, job_types, one_
     free_ids: np.ndarray | None = None
     placed: list[int] = []
     taken: list[np.ndarray] = []
-    # Windows of candidates, each tested at once; a candidate is tested again when its turn
-    # comes, as what is left only shrinks. Windows grow fourfold from 64 while they hold none,
-    # so that finding the next candidate costs about the distance to it.
-    start, width = 0, 64
-    while start < len(waiting) and left > 0:
-        end = min(start + width, len(waiting))
-        hits = worth(start, end).nonzero()[0]
-        width = 64 if len(hits) else 4 * width
-        for k in (hits + start).tolist():
-            g, sh = int(sizes[k]), int(shape[k])
+    # Windows of the ranking, each one's candidates found at once and read only as far as GPUs
+    # are left (a long queue's tail is never looked at); a candidate is tested again when its
+    # turn comes, as what is left only shrinks. Windows grow fourfold from 64 while they hold
+    # none, so that finding the next candidate costs about the distance to it.
+    start, width, n = 0, 64, len(want)
+    while start < n and left > 0:
+        end = min(start + width, n)
+        positions, sizes, together, shapes = candidates(start, end)
+        width = 64 if positions else 4 * width
+        for i, g, together_k, sh in zip(positions, sizes, together, shapes):
             if g > left or g >= fails_from[sh]:
                 continue
-            together_k = bool(together[k])
             if fast and together_k and g <= cluster.max_gpus_per_node:
                 if counts is None:
                     counts = cluster.per_node(available)
@@ -162,13 +168,13 @@ def backfill(placer, cluster, available, want, selected, is_run, job_types, one_
                 got, free_ids = free_ids[:g], free_ids[g:]  # (g <= left: there are enough)
                 counts = None
             else:
-                got = placer.choose(cluster, available, g, [0] if job_types is None else job_types[int(waiting[k])], together_k)
+                got = placer.choose(cluster, available, g, [0] if job_types is None else job_types[i], together_k)
                 counts = free_ids = None
             if got is None:
                 fails_from[sh] = g
                 continue
             available[got] = False
-            placed.append(int(waiting[k]))
+            placed.append(i)
             taken.append(got)
             left -= g
             if left == 0:
