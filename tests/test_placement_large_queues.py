@@ -16,6 +16,7 @@ from roundhouse.elements.placement.preemption import _gpus_in_order, backfill, p
 from roundhouse.runtime import rowsets
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.simulate import simulate
 from tests.test_event_skipping import COLUMNS
 
@@ -161,11 +162,11 @@ def test_keeps_read_at_the_running_jobs_places_are_those_read_for_every_ranked_j
         with monkeypatch.context() as m:
             if sparse:
 
-                def keeps(self, ctx, ranking):
-                    used.append(len(ranking))
-                    return placer_module._keeps_of_running(ctx, ranking)
+                def everywhere(ctx, rows):
+                    used.append(len(rows))
+                    return isin_rows(rows, ctx.running_rows).nonzero()[0]
 
-                m.setattr(placer_module.Placer, "_keeps", keeps)
+                m.setattr(placer_module, "_running_places", everywhere)
             else:
                 m.setattr(placer_module, "_FEW_RUN_FROM", 1 << 62)
             runs.append(simulate(compile_file(path), explain=True, until=200 * 3600.0))

@@ -106,13 +106,12 @@ class Placer(Element):
         """Per ranked job: GPUs held, whether it runs on what it asks for (so may keep its
         GPUs), and the GPU type it is placed on (None when the ranking names no types)."""
         rows = ranking.rows
-        if len(rows) >= _FEW_RUN_FROM and len(ctx.running_rows) * 4 <= len(rows):
-            return _keeps_of_running(ctx, ranking)
-        held_r = ctx.jobs.column("held")[rows]
+        at = _running_places(ctx, rows)
+        held_r = _read_ranked(ctx, "held", rows, at, 0)
         keeps = held_r == ranking.gpus  # running with what it asks for (or waiting and asking for 0)
         placed_r = None
         if ranking.gpu_type is not None:
-            placed_r = ctx.jobs.column("placed_type")[rows]
+            placed_r = _read_ranked(ctx, "placed_type", rows, at, -1)
             keeps &= (ranking.gpu_type < 0) | (ranking.gpu_type == placed_r)
         keeps &= held_r > 0
         return held_r, keeps, placed_r
@@ -342,26 +341,24 @@ class Placer(Element):
 _FEW_RUN_FROM = 8192
 
 
-def _keeps_of_running(ctx: RoundContext, ranking: Ranking) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """`Placer._keeps`, reading the job table only where a running job is ranked: a job holds
-    GPUs only while it runs (the world sets a job's held count when it launches and clears it
-    when it stops), so every other ranked job holds none and is placed on no type."""
-    rows = ranking.rows
-    at = isin_rows(rows, ctx.running_rows).nonzero()[0]
-    mine = rows[at]
-    held_r = np.zeros(len(rows), dtype=np.int64)
-    held_r[at] = ctx.jobs.column("held")[mine]
-    keep_at = held_r[at] == ranking.gpus[at]
-    placed_r = None
-    if ranking.gpu_type is not None:
-        placed_r = np.full(len(rows), -1, dtype=np.int64)
-        placed_r[at] = ctx.jobs.column("placed_type")[mine]
-        asked = ranking.gpu_type[at]
-        keep_at &= (asked < 0) | (asked == placed_r[at])
-    keep_at &= held_r[at] > 0
-    keeps = np.zeros(len(rows), dtype=bool)
-    keeps[at] = keep_at
-    return held_r, keeps, placed_r
+def _running_places(ctx: RoundContext, rows: np.ndarray) -> np.ndarray | None:
+    """Where running jobs are ranked, in a long ranking with few of them running; None: read
+    every ranked job. A job holds GPUs only while it runs (the world sets its held count when it
+    launches and clears it when it stops), so the others hold none and are placed on no type."""
+    if len(rows) < _FEW_RUN_FROM or len(ctx.running_rows) * 4 > len(rows):
+        return None
+    return isin_rows(rows, ctx.running_rows).nonzero()[0]
+
+
+def _read_ranked(ctx: RoundContext, name: str, rows: np.ndarray, at: np.ndarray | None, fill: int) -> np.ndarray:
+    """The job table's column `name` for the ranked `rows`, read at places `at` only (`fill`
+    elsewhere) or, with `at` None, everywhere."""
+    column = ctx.jobs.column(name)
+    if at is None:
+        return column[rows]
+    out = np.full(len(rows), fill, dtype=column.dtype)
+    out[at] = column[rows[at]]
+    return out
 
 
 def _keeps_any_order(ctx: RoundContext, ranking: Ranking) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
