@@ -23,7 +23,8 @@ class JobPool(Element):
 
     Ports:
         jobs: jobs admitted this round (several admission gates may connect).
-        active: all admitted, unfinished jobs, in admission order.
+        active: all admitted, unfinished jobs, in admission order, with what changed since its last
+            view (`Active.lineage`: which of those jobs stayed, and the jobs that joined after them).
     Arguments:
         none
     Counters:
@@ -35,7 +36,7 @@ class JobPool(Element):
     Paper: Blox (EuroSys'24) §6.4, JobState.
     """
 
-    state = ("_rows", "_later")
+    state = ("_rows", "_later", "_token", "_views")
 
     category = "pool"
     inputs = (In("jobs", Jobs, multi=True),)
@@ -44,19 +45,30 @@ class JobPool(Element):
     def start(self, ctx: RoundContext) -> None:
         self._rows = np.zeros(0, dtype=np.int64)
         self._later: list[np.ndarray] = []  # jobs admitted in rounds carried out in passing
+        # The views' lineage (`Active.lineage`): this pool's token (an object of its own, which
+        # a fork copies with the policies that hold it), and the number of views made.
+        self._token = object()
+        self._views = 0
         self.counters.update(active=0, running=0)
 
     def tick(self, ctx: RoundContext, jobs: Jobs) -> Active:
+        before = len(self._rows)
         if self._later:  # (in admission order, before this round's)
             self._rows = np.concatenate([self._rows, *self._later])
             self._later = []
+        stayed = None  # (which of the last view's jobs are still here; None: all)
         if len(ctx.events.finished) and len(self._rows):
-            self._rows = self._rows[ctx.jobs.column("status")[self._rows] != FINISHED]
+            unfinished = ctx.jobs.column("status")[self._rows] != FINISHED
+            self._rows = self._rows[unfinished]
+            stayed = unfinished[:before]
         if len(jobs):
             self._rows = np.concatenate([self._rows, jobs.rows])
         self.counters["active"] = len(self._rows)
         self.counters["running"] = len(ctx.running_rows)
-        return ctx.jobs.view(self._rows, Active)
+        self._views += 1
+        active = ctx.jobs.view(self._rows, Active)
+        active.lineage = (self._token, self._views, stayed)
+        return active
 
     quiet_after_change = True
 

@@ -356,6 +356,7 @@ class _Run:
         cols["run_s"][every] += step
         cols["compute_s"][every] += step
         cols["service"][every] += cols["held"][every] * step
+        self.world.progress_log.note(every)  # (`gone` are among them)
         if not self.finished:
             return
         gone, at = (np.concatenate([f[i] for f in self.finished]) for i in (0, 1))

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from roundhouse.runtime.cluster import Cluster
+    from roundhouse.runtime.progress_log import ProgressReader
     from roundhouse.runtime.settings import GraphSettings
     from roundhouse.runtime.types import Events
     from roundhouse.runtime.world import World
@@ -91,6 +92,11 @@ class RoundContext(Protocol):
         array by row, or a function of the positions (in `rows`) of the rows whose reason
         changed, so that numbers are worked out only for those. Nothing when not recording."""
 
+    def progress_reader(self) -> ProgressReader:
+        """A reader of the job rows the world adds progress to from now on (runtime/progress_log.py),
+        for an element that keeps something per job that moves only with progress. Close it when
+        it is no longer read."""
+
     def fork(self) -> Any:
         """Control elements ticked first in a round (a synthesizer): the state at the round's
         start (world, clock, every element) as a frozen starting point for look-ahead
@@ -144,6 +150,9 @@ class Round:
     @property
     def first_arrival_s(self) -> float:
         return self._world.first_arrival_s
+
+    def progress_reader(self) -> ProgressReader:
+        return self._world.progress_log.open()
 
     def gpus_of(self, row: int) -> np.ndarray:
         gpus = self._world.gpus_of(int(row))  # a new array: writing it would change nothing

@@ -131,20 +131,29 @@ class Ranking:
         `order`: that sort, if already known (`keys.argsort(kind="stable")`)."""
         return cls(rows, gpus, backfill=backfill, keys=frozen_array(keys), order=order)
 
+    @classmethod
+    def in_key_order(cls, rows: np.ndarray, gpus: np.ndarray, keys: np.ndarray, backfill: bool = True) -> Ranking:
+        """Jobs ranked by `keys` and already stored in ranking order (a policy that keeps its
+        order from round to round)."""
+        ranking = cls(rows, gpus, backfill=backfill, keys=frozen_array(keys))
+        object.__setattr__(ranking, "_in_order", (ranking._stored_rows, ranking._stored_gpus))
+        return ranking
+
     @property
     def order(self) -> np.ndarray:
         """For a ranking by key: the stored jobs' places in ranking order (the stable sort by key)."""
         order = self._order
         if order is None:
             assert self.keys is not None  # (a ranking stored in order has no order to find)
-            order = self.keys.argsort(kind="stable")
+            # (stored in order: the places as they are; else the sort, found once)
+            order = np.arange(len(self.keys)) if self._in_order is not None else self.keys.argsort(kind="stable")
             object.__setattr__(self, "_order", order)  # (found once: a cache, not a change)
         return order
 
     @property
     def ordered(self) -> bool:
         """Whether the ranking order is known (stored in order, or found already)."""
-        return self.keys is None or self._order is not None
+        return self.keys is None or self._order is not None or self._in_order is not None
 
     @property
     def rows(self) -> np.ndarray:

@@ -19,6 +19,7 @@ from roundhouse.runtime import resizing, rowsets
 from roundhouse.runtime.allocation import close_allocations, launch_resources, reallocate
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.plans import PlanCheck, PlanError
+from roundhouse.runtime.progress_log import ProgressLog
 from roundhouse.runtime.rowsets import isin_rows, without
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.traces.jobs import FINISHED, OWN_COLUMNS, PENDING, RUNNING, SPEC_COLUMNS, JobBatch, JobTable, read_only
@@ -71,6 +72,8 @@ class World:
         # Why each job is where it is (runtime/explain.py's Recorder), when the run records it;
         # kept here so that it is forked with the rest of the world.
         self.explain: Recorder | None = None
+        # Which jobs progress was added to, for the elements that read it (runtime/progress_log.py).
+        self.progress_log = ProgressLog()
 
     # Forks and snapshots (runtime/snapshot.py): arrays copied, read-only faces made afresh; the
     # cluster, profile and throughput model shared. (A backend compares running sets by identity.)
@@ -81,6 +84,7 @@ class World:
             state[name] = memo[id(state[name])] = None if state[name] is None else state[name].copy()
         if self.explain is not None:  # (the fork's record goes on on its own; the engine's is the same)
             state["explain"] = memo[id(self.explain)] = self.explain.copy()
+        state["progress_log"] = copy.deepcopy(self.progress_log, memo)  # (with its readers, which the elements' state names)
         new.__setstate__({**state, "jobs": copy.deepcopy(self.jobs, memo), "unknown_models": set(self.unknown_models)})
         return new
 
@@ -152,6 +156,7 @@ class World:
         steps in one array, compute seconds included (backends/base.py's Progress)."""
         if len(rows) == 0:
             return
+        self.progress_log.note(rows)
         cols = self._cols
         if block is None:
             # (Rates are fixed per launch, so each round's work over the launch's compute rate

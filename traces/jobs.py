@@ -538,6 +538,17 @@ class Jobs(JobView):
 
 
 class Active(JobView):
-    """All admitted, unfinished jobs, running or waiting, with their live fields."""
+    """All admitted, unfinished jobs, running or waiting, with their live fields.
 
-    __slots__ = ()
+    A pool's view says how it follows the pool's last one (`lineage`): the pool's token, the
+    number of views it has made, and which of the last view's jobs are still here (a mask over
+    its rows, or None for all), first and in order, the jobs that joined after them. A policy
+    that keeps an order between rounds reads it to see what changed without comparing the
+    sets. None for any other view.
+    """
+
+    __slots__ = ("lineage",)
+
+    def __init__(self, reader: JobReader, rows: np.ndarray):
+        super().__init__(reader, rows)
+        self.lineage: tuple[object, int, np.ndarray | None] | None = None

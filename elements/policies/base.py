@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from roundhouse.elements.policies.kept_order import KeptOrder, interleave, interleaving, kept_order, merge_places
 from roundhouse.runtime import rowsets
 from roundhouse.runtime.element import Element, In, Out, element_family
 from roundhouse.runtime.types import Active, Jobs, Ranking
@@ -40,7 +41,9 @@ class KeyOrder(Policy):
     """Ranks jobs by `key(active)`, smallest first, each wanting the GPUs it asked for. The sort
     is stable over the pool's admission order, so ties go to the job admitted first. The ranking
     goes on by key (`Ranking.by_key`): below 8,192 jobs it is sorted only when its order is read,
-    and a placer with room for every job reads the order of the newcomers alone.
+    and a placer with room for every job reads the order of the newcomers alone. From 8,192 jobs,
+    a policy whose keys move only with progress keeps its order from tick to tick and mends it
+    (elements/policies/kept_order.py); another finds its order from the last one (`stable_order`).
 
     Arguments:
         backfill: let lower-ranked jobs run when a higher one does not fit.
@@ -50,6 +53,9 @@ class KeyOrder(Policy):
     # Whether jobs whose keys are equal and move at the same speed stay equal (the key is
     # accumulated by the same additions), so that their order cannot flip by rounding.
     exact_ties: ClassVar[bool] = False
+    # Whether a job's key moves only when the world adds progress to it (or never): a long
+    # queue's order is then kept from round to round and mended (elements/policies/kept_order.py).
+    keys_move_with_progress: ClassVar[bool] = False
 
     def key(self, active: Active) -> np.ndarray:
         raise NotImplementedError
@@ -62,10 +68,19 @@ class KeyOrder(Policy):
     def start(self, ctx: RoundContext) -> None:
         # (the pool and the ranking made of it, for quiet_until and the next round's guess)
         self._ranked: tuple[Active, Ranking] | None = None
+        self._kept: KeptOrder | None = None  # (a long queue's order, kept from round to round)
 
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
-        keys = self.key(active)
         rows = active.rows
+        if len(rows) >= _GUESS_FROM and self.keys_move_with_progress and active.lineage is not None:
+            kept = self._kept = kept_order(self._kept, self.key, ctx, active)
+            ranking = Ranking.in_key_order(kept.rows, kept.gpus, kept.keys, backfill=self.backfill)
+            self._ranked = (ctx.jobs.view(kept.rows, Active), ranking)  # (the jobs in their stored order)
+            return ranking
+        if self._kept is not None:  # (a short queue again: sorted as it is read)
+            self._kept.reader.close()
+            self._kept = None
+        keys = self.key(active)
         gpus = ctx.jobs.column("gpus")[rows]
         order = None
         if len(rows) >= _GUESS_FROM:  # (smaller pools are put in order when the order is asked for)
@@ -111,7 +126,6 @@ class KeyOrder(Policy):
 # Below this many jobs a plain sort costs less than guessing its order (measured: the guess is
 # about 2-3 times faster from 10,000 jobs, slower below about 5,000).
 _GUESS_FROM = 8192
-_NONE = np.zeros(0, dtype=np.int64)
 
 
 def stable_order(keys: np.ndarray, rows: np.ndarray, last: tuple | None, table_rows: int) -> np.ndarray:
@@ -139,41 +153,12 @@ def stable_order(keys: np.ndarray, rows: np.ndarray, last: tuple | None, table_r
     moved[kept] = False
     others = moved.nonzero()[0]
     others = others[keys[others].argsort(kind="stable")]
-    other_keys = keys[others]
-    at = kept_keys.searchsorted(other_keys)
-    tied = (kept_keys[np.minimum(at, len(kept) - 1)] == other_keys).nonzero()[0] if len(kept) else _NONE
-    if len(tied):
-        # Within a run of equal keys the kept jobs are in place order, and the moved jobs tied
-        # with one run are next to each other (sorted by key, then place): each such group is
-        # placed among its run's kept jobs by one search. Runs are few (services grow by whole
-        # rounds); where they are many, (run, place) is compared over the whole kept order.
-        starts = at[tied]
-        cuts = (starts[1:] != starts[:-1]).nonzero()[0] + 1
-        if len(cuts) < 64:
-            for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(tied)]):
-                group = tied[a:b]
-                lo = int(starts[a])
-                hi = int(kept_keys.searchsorted(other_keys[group[0]], side="right"))
-                at[group] = lo + kept[lo:hi].searchsorted(others[group].astype(kept.dtype))
-        else:
-            run_start = np.arange(len(kept))
-            run_start[1:] *= behind != ahead  # (0 inside a run; the accumulated maximum fills it)
-            np.maximum.accumulate(run_start, out=run_start)
-            width = n + 1
-            where = at * width - 1
-            where[tied] += others[tied] + 1
-            at = (run_start * width + kept).searchsorted(where)
+    at = merge_places(kept_keys, kept, keys[others], others)
     # Merged: the moved jobs' places in the result are their places in the kept order, shifted
     # by the moved jobs before them (`at` does not decrease: both are sorted).
     if len(at) > 1 and np.count_nonzero(at[1:] < at[:-1]):
         return np.insert(kept, at, others)  # (not expected; np.insert orders them itself)
-    merged = np.empty(n, dtype=np.int64)
-    dest = at + np.arange(len(at))
-    merged[dest] = others
-    rest = np.ones(n, dtype=bool)
-    rest[dest] = False
-    merged[rest] = kept
-    return merged
+    return interleave(*interleaving(at, n), kept, others)
 
 
 def first_swap_s(keys: np.ndarray, speed: np.ndarray, exact_ties: bool) -> float:

@@ -20,17 +20,18 @@ class Fifo(KeyOrder):
         ranking: the jobs, earliest arrival first.
     Counters:
         none
-    Cost: O(n + k log n) over the pool's jobs n and the k that joined: the last round's order kept,
-        the new jobs sorted and merged in. Below 8,192 jobs, O(n): the plain O(n log n) sort waits
-        until the order is read, and a placer with room for every job reads only the newcomers'
-        order, O(k log k).
+    Cost: from 8,192 jobs in a pool's view, O(n + r log r) over the pool's jobs n and the r that
+        joined, left or progressed: last tick's order is kept and mended, in a few copies of the
+        order's arrays. Below 8,192 jobs, O(n): the plain O(n log n) sort waits until the order is
+        read, and a placer with room for every job reads only the newcomers' order, O(k log k).
     See also: Las, Srtf, YarnCS
     Paper: Blox (EuroSys'24) schedulers/fifo.py; Philly (ATC'19).
     """
 
-    state = ("_ranked",)  # (the last ranking, for quiet_until)
+    state = ("_ranked", "_kept")  # (the last ranking, for quiet_until; a long queue's order)
 
     backfill: bool = False
+    keys_move_with_progress = True  # (an arrival time never moves)
 
     def key(self, active: Active) -> np.ndarray:
         return active.arrival_s

@@ -29,10 +29,12 @@ class Las(KeyOrder):
         service: gpu_seconds (GPUs x seconds held, as Tiresias) or wall_seconds (seconds held, as Blox).
     Counters:
         none
-    Cost: O(n + r log n) over the pool's jobs n and the r whose service moved (the running ones and
-        the new): the last round's order kept for the others, those r sorted and merged in. Below
-        8,192 jobs, O(n): the plain O(n log n) sort waits until the order is read, and a placer
-        with room for every job reads only the newcomers' order, O(k log k). Skipped while no
+    Cost: from 8,192 jobs in a pool's view, O(n + r log r) over the pool's jobs n and the r the world
+        added progress to, that joined or that left: last tick's order is kept and mended, those r
+        taken out, sorted by their new service and merged back in, in a few copies of the order's
+        arrays; no other job's service is read. Below 8,192 jobs, O(n): the plain O(n log n) sort
+        waits until the order is read, and a placer with room for every job reads only the
+        newcomers' order, O(k log k). Skipped while no
         running job's service can pass another job's (event skipping), and while every job runs
         (its order does not matter then); in a round carried out in passing it ranks only the k
         arrivals, O(k log k).
@@ -40,11 +42,12 @@ class Las(KeyOrder):
     Paper: Tiresias (NSDI'19) §3.1 (2D attained service); Blox (EuroSys'24) schedulers/las.py and Table 7.
     """
 
-    state = ("_ranked",)  # (the last ranking, for quiet_until)
+    state = ("_ranked", "_kept")  # (the last ranking, for quiet_until; a long queue's order)
 
     service: str = attrs.field(default="gpu_seconds", validator=one_of("gpu_seconds", "wall_seconds"))
 
     exact_ties = True  # equal services at equal speeds grow by the same additions
+    keys_move_with_progress = True  # (a job attains service only as it progresses)
 
     def key(self, active: Active) -> np.ndarray:
         return active.service if self.service == "gpu_seconds" else active.run_s
