@@ -11,8 +11,8 @@ import pytest
 from roundhouse import Simulation
 from roundhouse.elements.policies import base as policy_base
 from roundhouse.elements.policies import kept_order as kept_module
+from roundhouse.elements.policies.base import merge_places
 from roundhouse.elements.policies.fifo import Fifo
-from roundhouse.elements.policies.kept_order import merge_places
 from roundhouse.elements.policies.las import Las
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.progress_log import ProgressReader

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from roundhouse.elements.policies.kept_order import KeptOrder, interleave, interleaving, kept_order, merge_places
+from roundhouse.elements.policies.kept_order import KeptOrder, interleave, interleaving, kept_order
 from roundhouse.runtime import rowsets
 from roundhouse.runtime.element import Element, In, Out, element_family
 from roundhouse.runtime.types import Active, Jobs, Ranking
@@ -126,6 +126,7 @@ class KeyOrder(Policy):
 # Below this many jobs a plain sort costs less than guessing its order (measured: the guess is
 # about 2-3 times faster from 10,000 jobs, slower below about 5,000).
 _GUESS_FROM = 8192
+_NO_PLACES = np.zeros(0, dtype=np.int64)
 
 
 def stable_order(keys: np.ndarray, rows: np.ndarray, last: tuple | None, table_rows: int) -> np.ndarray:
@@ -159,6 +160,37 @@ def stable_order(keys: np.ndarray, rows: np.ndarray, last: tuple | None, table_r
     if len(at) > 1 and np.count_nonzero(at[1:] < at[:-1]):
         return np.insert(kept, at, others)  # (not expected; np.insert orders them itself)
     return interleave(*interleaving(at, n), kept, others)
+
+
+def merge_places(kept_keys: np.ndarray, kept_second: np.ndarray, other_keys: np.ndarray, other_second: np.ndarray) -> np.ndarray:
+    """Where each of the others goes among the kept: how many kept entries come before it. Both
+    are sorted by key, then by a second number (a place, an admission number; distinct between
+    the two); the result does not decrease."""
+    n = len(kept_keys)
+    at = kept_keys.searchsorted(other_keys)
+    tied = (kept_keys[np.minimum(at, n - 1)] == other_keys).nonzero()[0] if n else _NO_PLACES
+    if not len(tied):
+        return at
+    # Within a run of equal keys the kept are in order of their second numbers, and the others
+    # tied with one run are next to each other: each such group is placed among its run by one
+    # search. Runs are few (services grow by whole rounds); where they are many, (run, second)
+    # is compared over the whole kept order.
+    starts = at[tied]
+    cuts = (starts[1:] != starts[:-1]).nonzero()[0] + 1
+    if len(cuts) < 64:
+        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(tied)]):
+            group = tied[a:b]
+            lo = int(starts[a])
+            hi = int(kept_keys.searchsorted(other_keys[group[0]], side="right"))
+            at[group] = lo + kept_second[lo:hi].searchsorted(other_second[group].astype(kept_second.dtype))
+        return at
+    run_start = np.arange(n)
+    run_start[1:] *= kept_keys[1:] != kept_keys[:-1]  # (0 inside a run; the accumulated maximum fills it)
+    np.maximum.accumulate(run_start, out=run_start)
+    width = int(max(kept_second.max(), other_second.max())) + 2
+    where = at * width - 1
+    where[tied] += other_second[tied] + 1
+    return (run_start * width + kept_second).searchsorted(where)
 
 
 def first_swap_s(keys: np.ndarray, speed: np.ndarray, exact_ties: bool) -> float:

@@ -31,18 +31,24 @@ _NONE = np.zeros(0, dtype=np.int64)
 
 
 class KeptOrder:
-    """The pool's jobs in ranking order: rows, keys, admission numbers and GPU counts, and what
-    the next tick needs to follow the pool (its view's token and number, its rows in admission
-    order, the next admission number) and the world (a progress reader)."""
+    """The pool's jobs in ranking order: rows, GPU counts, and each job's key and admission number
+    as one complex number (the key its real part, the number its imaginary part: numpy orders
+    complex numbers by real part, then imaginary part, so that one search or sort compares both);
+    and what the next tick needs to follow the pool (its view's token and number, its rows in
+    admission order, the next admission number) and the world (a progress reader)."""
 
-    __slots__ = ("rows", "keys", "admitted", "gpus", "pool_rows", "token", "views", "next_admitted", "reader")
+    __slots__ = ("rows", "ranked", "gpus", "pool_rows", "token", "views", "next_admitted", "reader")
 
-    def __init__(self, rows, keys, admitted, gpus, pool_rows, lineage, next_admitted: int, reader: ProgressReader):
-        self.rows, self.keys, self.admitted, self.gpus = rows, keys, admitted, gpus
+    def __init__(self, rows, ranked, gpus, pool_rows, lineage, next_admitted: int, reader: ProgressReader):
+        self.rows, self.ranked, self.gpus = rows, ranked, gpus
         self.pool_rows = pool_rows
         self.token, self.views = lineage[0], lineage[1]
         self.next_admitted = next_admitted
         self.reader = reader
+
+    @property
+    def keys(self) -> np.ndarray:
+        return self.ranked.real
 
 
 Key = Callable[[Active], np.ndarray]
@@ -62,12 +68,11 @@ def kept_order(kept: KeptOrder | None, key: Key, ctx: RoundContext, active: Acti
     keys = key(active)
     order = keys.argsort(kind="stable")  # (an admission number is a place in the pool's order)
     in_order = rows[order]
-    gpus = ctx.jobs.column("gpus")[in_order]
     lineage = active.lineage
     assert lineage is not None  # (asked for a pool's view only)
-    if keys.dtype.kind != "f" or np.isnan(keys).any():
-        lineage = (None, -1, None)  # (not mended: NaN has no place in a sorted search)
-    return KeptOrder(in_order, keys[order], order, gpus, rows, lineage, len(rows), reader)
+    if not _comparable(keys):
+        lineage = (None, -1, None)  # (not mended: sorted afresh each tick)
+    return KeptOrder(in_order, _ranked(keys[order], order), ctx.jobs.column("gpus")[in_order], rows, lineage, len(rows), reader)
 
 
 def _mend(kept: KeptOrder, key: Key, ctx: RoundContext, active: Active) -> KeptOrder | None:
@@ -90,13 +95,13 @@ def _mend(kept: KeptOrder, key: Key, ctx: RoundContext, active: Active) -> KeptO
     if hit is not None and np.count_nonzero(hit):
         again = hit.nonzero()[0]
         stay = ~hit
-        k_rows, k_keys, k_admitted, k_gpus = kept.rows[stay], kept.keys[stay], kept.admitted[stay], kept.gpus[stay]
-        a_rows, a_admitted, a_gpus = kept.rows[again], kept.admitted[again], kept.gpus[again]
+        k_rows, k_ranked, k_gpus = kept.rows[stay], kept.ranked[stay], kept.gpus[stay]
+        a_rows, a_admitted, a_gpus = kept.rows[again], kept.ranked.imag[again], kept.gpus[again]
         if len(left):  # (jobs that left are not put back)
             back = ~isin_rows(a_rows, left)
             a_rows, a_admitted, a_gpus = a_rows[back], a_admitted[back], a_gpus[back]
     else:
-        k_rows, k_keys, k_admitted, k_gpus = kept.rows, kept.keys, kept.admitted, kept.gpus
+        k_rows, k_ranked, k_gpus = kept.rows, kept.ranked, kept.gpus
         a_rows, a_admitted, a_gpus = _NONE, _NONE, _NONE
     next_admitted = kept.next_admitted + len(joined)
     if len(joined):
@@ -107,54 +112,35 @@ def _mend(kept: KeptOrder, key: Key, ctx: RoundContext, active: Active) -> KeptO
         return None  # (not the pool it follows: sorted afresh)
     if len(a_rows):
         a_keys = key(ctx.jobs.view(a_rows, Active))
-        if a_keys.dtype.kind != "f" or np.isnan(a_keys).any() or k_keys.dtype != a_keys.dtype:
-            return None  # (NaN has no place in a sorted search; the plain sort puts it last)
-        order = a_admitted.argsort(kind="stable")
-        order = order[a_keys[order].argsort(kind="stable")]  # by key, ties by admission
-        a_rows, a_keys, a_admitted, a_gpus = a_rows[order], a_keys[order], a_admitted[order], a_gpus[order]
-        at = merge_places(k_keys, k_admitted, a_keys, a_admitted)
-        dest, rest = interleaving(at, len(rows))
-        k_rows, k_keys, k_admitted, k_gpus = (
-            interleave(dest, rest, k, a)
-            for k, a in ((k_rows, a_rows), (k_keys, a_keys), (k_admitted, a_admitted), (k_gpus, a_gpus))
+        if not _comparable(a_keys):
+            return None
+        a_ranked = _ranked(a_keys, a_admitted)
+        order = a_ranked.argsort()  # by key, ties by admission (no two jobs share a number)
+        a_rows, a_ranked, a_gpus = a_rows[order], a_ranked[order], a_gpus[order]
+        dest, rest = interleaving(k_ranked.searchsorted(a_ranked), len(rows))
+        k_rows, k_ranked, k_gpus = (
+            interleave(dest, rest, k, a) for k, a in ((k_rows, a_rows), (k_ranked, a_ranked), (k_gpus, a_gpus))
         )
-    return KeptOrder(k_rows, k_keys, k_admitted, k_gpus, rows, lineage, next_admitted, kept.reader)
+    return KeptOrder(k_rows, k_ranked, k_gpus, rows, lineage, next_admitted, kept.reader)
 
 
-def merge_places(kept_keys: np.ndarray, kept_second: np.ndarray, other_keys: np.ndarray, other_second: np.ndarray) -> np.ndarray:
-    """Where each of the others goes among the kept: how many kept entries come before it. Both
-    are sorted by key, then by a second number (a place, an admission number; distinct between
-    the two); the result does not decrease."""
-    n = len(kept_keys)
-    at = kept_keys.searchsorted(other_keys)
-    tied = (kept_keys[np.minimum(at, n - 1)] == other_keys).nonzero()[0] if n else _NONE
-    if not len(tied):
-        return at
-    # Within a run of equal keys the kept are in order of their second numbers, and the others
-    # tied with one run are next to each other: each such group is placed among its run by one
-    # search. Runs are few (services grow by whole rounds); where they are many, (run, second)
-    # is compared over the whole kept order.
-    starts = at[tied]
-    cuts = (starts[1:] != starts[:-1]).nonzero()[0] + 1
-    if len(cuts) < 64:
-        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(tied)]):
-            group = tied[a:b]
-            lo = int(starts[a])
-            hi = int(kept_keys.searchsorted(other_keys[group[0]], side="right"))
-            at[group] = lo + kept_second[lo:hi].searchsorted(other_second[group].astype(kept_second.dtype))
-        return at
-    run_start = np.arange(n)
-    run_start[1:] *= kept_keys[1:] != kept_keys[:-1]  # (0 inside a run; the accumulated maximum fills it)
-    np.maximum.accumulate(run_start, out=run_start)
-    width = int(max(kept_second.max(), other_second.max())) + 2
-    where = at * width - 1
-    where[tied] += other_second[tied] + 1
-    return (run_start * width + kept_second).searchsorted(where)
+def _comparable(keys: np.ndarray) -> bool:
+    """Keys a complex number holds exactly and a search can place: floats of at most 64 bits,
+    none NaN (the plain sort puts NaN last, a search has no place for it)."""
+    return keys.dtype.kind == "f" and keys.dtype.itemsize <= 8 and not np.isnan(keys).any()
+
+
+def _ranked(keys: np.ndarray, admitted: np.ndarray) -> np.ndarray:
+    """Key and admission number as one complex number each (numbers below 2**53 are exact)."""
+    ranked = np.empty(len(keys), dtype=np.complex128)
+    ranked.real = keys
+    ranked.imag = admitted
+    return ranked
 
 
 def interleaving(at: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """For `merge_places`' result: the others' places in the merged arrays of length `n`, and a
-    mask of the kept's places."""
+    """For others merged among kept entries, `at[i]` kept entries before the i-th (not
+    decreasing): the others' places in the merged arrays of length `n`, and a mask of the kept's."""
     dest = at + np.arange(len(at))
     rest = np.ones(n, dtype=bool)
     rest[dest] = False
