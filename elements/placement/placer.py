@@ -146,9 +146,7 @@ class Placer(Element):
         online = ctx.online  # None unless a live node is lost: then only its GPUs count
         # Every running job ranked and kept, and every ranked job fits (one GPU type): step 1
         # selects them all, and nothing is left for step 5's backfill.
-        all_fit = (
-            job_types is None and online is None and n_keeps == len(running) and int(np.maximum(want, 0).sum()) <= cluster.n_gpus
-        )
+        all_fit = job_types is None and online is None and n_keeps == len(running) and _wants_fit(want, cluster.n_gpus)
         if all_fit:
             selected, on_type = want > 0, _constant(len(rows), 0)
         else:
@@ -339,6 +337,14 @@ class Placer(Element):
 # reading every ranked job's held count from the table, in ranking order (measured: about 0.3 ms
 # against 1.1 ms for 134,000 ranked jobs; below a few thousand the plain reading has fewer calls).
 _FEW_RUN_FROM = 8192
+
+
+def _wants_fit(want: np.ndarray, gpus: int) -> bool:
+    """Whether the GPUs the ranked jobs want (none for a job wanting none) add up to at most
+    `gpus`. A long queue's first gpus + 1 jobs usually want more already: only they are added."""
+    if int(np.maximum(want[: gpus + 1], 0).sum()) > gpus:
+        return False
+    return len(want) <= gpus + 1 or int(np.maximum(want, 0).sum()) <= gpus
 
 
 def _running_places(ctx: RoundContext, rows: np.ndarray) -> np.ndarray | None:

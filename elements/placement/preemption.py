@@ -3,8 +3,6 @@ the running jobs ranked below it; GPUs still free afterwards go to waiting jobs 
 
 from __future__ import annotations
 
-import bisect
-
 import numpy as np
 
 from roundhouse.elements.placement.packing import (
@@ -24,7 +22,11 @@ def preempt_below(
     selected running jobs ranked below it that makes it fit; those are suspended."""
     if not len(kept_pos):
         return _NONE
-    kept = kept_pos.tolist()  # ascending
+    # Kept jobs ranked below each unplaced job (`kept_pos` ascends); the victims taken later
+    # come off it. A job with none below it cannot preempt, then or later: not looked at.
+    below_at = len(kept_pos) - kept_pos.searchsorted(unplaced, side="right")
+    can = below_at > 0
+    unplaced, below_at = unplaced[can], below_at[can]
     # The kept jobs' GPUs, the lowest-ranked job first (found when first needed). Victims
     # are always taken from that end, so the kept jobs still running below a job are the
     # next ones in this order after the `taken` victims so far.
@@ -41,8 +43,8 @@ def preempt_below(
     node_free: np.ndarray | None = None  # available GPUs per node (None: to count again)
     placed: list[int] = []
     taken_gpus: list[np.ndarray] = []
-    for i in unplaced.tolist():
-        below = len(kept) - bisect.bisect_right(kept, i) - taken  # kept jobs below i still running
+    for i, below in zip(unplaced.tolist(), below_at.tolist()):
+        below -= taken  # kept jobs below i still running
         if below <= 0:
             continue
         types = [0] if job_types is None else job_types[i]

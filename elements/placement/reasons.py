@@ -27,8 +27,10 @@ def explain_placement(ctx, ranking, is_run, placed: np.ndarray, suspend: np.ndar
     pos = idle if skip is None else idle[~skip[idle]]
     hit = None
     if len(suspend):
-        # Positions of the jobs suspended and not launched again (one launched again was moved).
-        hit = (isin_rows(rows, suspend) > placed).nonzero()[0]
+        # Positions of the jobs suspended and not launched again (one launched again was moved),
+        # looked for where jobs ran at the round's start: only a running job is suspended.
+        ran = is_run.nonzero()[0]
+        hit = ran[isin_rows(rows[ran], suspend) > placed[ran]]
         if not len(hit):
             hit = None
     if len(pos):
