@@ -93,6 +93,7 @@ class World:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("progress_log", ProgressLog())  # (a snapshot written before the log)
         self._cols, self._check = self.jobs.writable, PlanCheck(self)
         self.running_rows.setflags(write=False)  # (owns its data: made by _set_running, or a copy)
         self.holder_face, self.online_face = read_only(self.holder), read_only(self.online)

@@ -178,3 +178,13 @@ def test_keeps_read_at_the_running_jobs_places_are_those_read_for_every_ranked_j
     assert timeless(plain.counters) == timeless(sparse_run.counters)
     assert plain.counters["place"]["preempted"] > 0
     assert plain.world.explain.frame(plain.world).equals(sparse_run.world.explain.frame(sparse_run.world))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_wants_fit_adds_what_every_ranked_job_wants(seed):
+    # The head of the ranking is added first; the answer is the sum over every ranked job's
+    # wanted GPUs (none for a job wanting none) against the cluster's GPUs.
+    rng = np.random.default_rng(seed)
+    gpus = int(rng.integers(1, 40))
+    want = rng.choice([-1, 0, 0, 1, 2, 4, 8], int(rng.integers(0, 3 * gpus)))
+    assert placer_module._wants_fit(want, gpus) == (int(np.maximum(want, 0).sum()) <= gpus)
