@@ -16,7 +16,8 @@ element per round. Once the blocks held in memory pass a few megabytes they are 
 bounded part of its record in memory. The recorder is a plain object on the world
 (`World.explain`), copied with `copy()` when a world is forked (a copy shares the blocks spilled
 so far and spills its own elsewhere). `frame(world)` gives the record as a table; `write`
-writes it block by block beside a run's jobs.csv as explain.parquet (docs/explain.md).
+writes it block by block beside a run's jobs.csv as explain.parquet (docs/explain.md,
+runtime/explain_file.py), finishing the file a run from the command line writes as it goes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import tempfile
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from enum import IntEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
+    from roundhouse.runtime.explain_file import Labels, RecordFile
     from roundhouse.runtime.types import Events, Plan
     from roundhouse.runtime.world import World
 
@@ -241,6 +244,7 @@ class Recorder:
         self._joined = 0  # records in blocks
         self._explained = 0  # suspensions elements explained since the last plan
         self._node: np.ndarray | None = None  # the machine of each GPU, once a plan launched
+        self._file: RecordFile | None = None  # explain.parquet written as the run goes (`write_as_it_goes`), or None
 
     @classmethod
     def for_graph(cls, graph) -> Recorder:
@@ -270,6 +274,7 @@ class Recorder:
         # reads as many of its blocks as there are now. Its own go to a file of its own.)
         other._spilled = list(self._spilled)
         other._spill = None
+        other._file = None  # (the file being written is this record's)
         return other
 
     def __deepcopy__(self, memo: dict) -> Recorder:
@@ -284,7 +289,12 @@ class Recorder:
             state["_blocks"] = spilled + self._blocks
             state["_held"] = self._held + sum(_nbytes(block) for block in spilled)
             state["_spilled"], state["_spill"] = [], None
+        state["_file"] = None  # (a file being written stays with this process's record)
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_file", None)  # (a record pickled before files were written as runs went)
 
     def reserve(self, n_jobs: int) -> None:
         """Room for rows up to `n_jobs` (called as jobs join the table)."""
@@ -392,6 +402,8 @@ class Recorder:
         """Keep a joined block; once the blocks held pass `_SPILL_BYTES`, spill them all."""
         self._blocks.append(block)
         self._held += _nbytes(block)
+        if self._file is not None:
+            self._file.add(block)
         if self._held > _SPILL_BYTES:
             if self._spill is None:
                 self._spill = _Spill()
@@ -424,37 +436,45 @@ class Recorder:
         return pl.from_arrow(self._table(self.arrays(), world))  # type: ignore[return-value]
 
     def _table(self, cols: dict[str, np.ndarray], world: World) -> pa.Table:
-        """Columns as the record's table, built as Arrow arrays: the labels are dictionaries of
-        the few names with an index per record (no strings per record)."""
-        import pyarrow as pa
+        return self._labels(world).table(cols)
 
-        codes = cols["code"]
-        el = cols["element"] + 1  # (0: the runtime)
-        of = dict(zip(self.elements, self.classes))
-        names = ["", *self.elements], ["", *self.classes], ["", *self.ranked_by], ["", *(of.get(r, "") for r in self.ranked_by)]
-        columns = {"t_s": _arrow(cols["t"]), "job_id": _arrow(world.jobs.column("job_id")[cols["row"]])}
-        columns["state"], columns["reason"] = _labels(_STATES, codes), _labels(_NAMES, codes)
-        for name, table in zip(("element", "element_class", "ranked_by", "ranked_by_class"), names):
-            columns[name] = _labels(table, el)
-        for name in "abc":
-            columns[name] = _arrow(cols[name].astype(np.int64, copy=False))
-        return pa.Table.from_arrays(list(columns.values()), schema=_schema())
+    def _labels(self, world: World) -> Labels:
+        from roundhouse.runtime.explain_file import Labels
+
+        return Labels(self.elements, self.classes, self.ranked_by, world.jobs)
 
     def write(self, path, world: World) -> None:
-        """The record as Parquet, written block by block (one row group for every `_PIECE`
-        records at most), so that a million jobs' records never stand in memory as one table."""
-        import pyarrow.parquet as pq
+        """The record as Parquet (runtime/explain_file.py), finished by the thread that has
+        written it as it went when it was given this path (`write_as_it_goes`)."""
+        from roundhouse.runtime.explain_file import RecordFile
 
-        # (Statistics only for time and job, the columns one filters on: the labels' would
-        # cost a third of the writing.)
-        with pq.ParquetWriter(path, _schema(), compression="zstd", write_statistics=["t_s", "job_id"]) as writer:
-            for block in itertools.chain(
-                self._all_blocks(), [join_chunks(self._chunks, self._node)]
-            ):  # (spilled ones one at a time)
-                block = _records(block)
-                for start in range(0, len(block["t"]), _PIECE):  # (a block of a busy run holds millions)
-                    piece = {name: values[start : start + _PIECE] for name, values in block.items()}
-                    writer.write_table(self._table(_split_key(piece), world))
+        last = join_chunks(self._chunks, self._node)
+        file, self._file = self._file, None
+        if file is not None and file.path == Path(path):
+            file.add(last)
+            file.close()
+            return
+        if file is not None:
+            file.abandon()
+        file = RecordFile(path, lambda cols: self._table(cols, world))
+        try:
+            for block in itertools.chain(self._all_blocks(), [last]):  # (spilled ones one at a time)
+                file.add(block)
+        except BaseException:
+            file.abandon()
+            raise
+        file.close()
+
+    def write_as_it_goes(self, path, world: World) -> None:
+        """Write the record to `path` (explain.parquet) as the run goes, on a thread of its own:
+        the blocks joined so far, then each as it is joined; `write(path, world)` finishes it."""
+        from roundhouse.runtime.explain_file import RecordFile
+
+        if self._file is not None:
+            self._file.abandon()
+        self._file = RecordFile.on_a_thread(path, self._labels(world))
+        for block in self._all_blocks():
+            self._file.add(block)
 
 
 class _Spill:
@@ -494,57 +514,6 @@ def _nbytes(block: dict[str, np.ndarray]) -> int:
     return sum(values.nbytes for values in block.values())
 
 
-# The labels of a record's code: its state and its reason's name.
-_STATES = [""] * _CODES
-_NAMES = [""] * _CODES
-for _r in Reason:
-    _NAMES[_r], _STATES[_r] = _r.name.lower(), MEANINGS[_r][0]
-
-
-def _labels(table: list[str], index: np.ndarray) -> pa.DictionaryArray:
-    """Strings by index, as a dictionary of the distinct strings and an index into it per value
-    (polars reads it as a categorical)."""
-    import pyarrow as pa
-
-    distinct = list(dict.fromkeys(table))
-    at = np.array([distinct.index(name) for name in table], dtype=np.uint32)
-    return pa.DictionaryArray.from_arrays(_arrow(at[index]), _arrow_strings(distinct))
-
-
-# Arrow arrays are made from the numpy arrays' memory rather than with `pa.array`, which first
-# looks for pandas and so imports it: about 0.2 s of every command-line run that writes a record.
-def _arrow(values: np.ndarray) -> pa.Array:
-    """Numbers (a numpy array) as an Arrow array over the same memory."""
-    import pyarrow as pa
-
-    values = np.ascontiguousarray(values)
-    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
-
-
-def _arrow_strings(names: list[str]) -> pa.Array:
-    """Strings as an Arrow string array: their UTF-8 bytes one after the other, and offsets."""
-    import pyarrow as pa
-
-    encoded = [name.encode() for name in names]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
-    np.cumsum(np.array([len(e) for e in encoded], dtype=np.int32), out=offsets[1:])
-    return pa.Array.from_buffers(pa.string(), len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
-
-
-def _schema() -> pa.Schema:
-    """The written table's schema: the labels as polars writes a categorical."""
-    import pyarrow as pa
-
-    label = pa.dictionary(pa.uint32(), pa.string())
-    meta = {b"_PL_CATEGORICAL2": b"0;0;u32;"}  # (as polars marks a categorical it writes)
-    fields = [pa.field("t_s", pa.float64()), pa.field("job_id", pa.int64())]
-    fields += [
-        pa.field(n, label, metadata=meta) for n in ("state", "reason", "element", "element_class", "ranked_by", "ranked_by_class")
-    ]
-    fields += [pa.field(n, pa.int64()) for n in "abc"]
-    return pa.schema(fields)
-
-
 _I32 = np.iinfo(np.int32)
 # Chunks of records kept as they came before they are joined into a block of columns (or
 # records, whichever comes first: a busy round's chunks hold thousands).
@@ -552,8 +521,6 @@ _CHUNKS = 4096
 _ROWS = 1 << 19
 # Bytes of blocks held in memory before they are spilled to disk.
 _SPILL_BYTES = 16 << 20
-# Records written to the file at once (one row group).
-_PIECE = 1 << 18
 
 
 # A block's column kept once per chunk is named with this after the column's name.

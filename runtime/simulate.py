@@ -97,11 +97,16 @@ def simulate(
     on_round: Callable | None = None,
     profile=None,
     explain: bool = False,
+    explain_to: Path | None = None,
 ) -> RunResult:
     """Simulate the graph; with `explain`, the world records why each job is where it is
-    (runtime/explain.py), as `result.world.explain`."""
+    (runtime/explain.py), as `result.world.explain`, and with `explain_to` as well writes the
+    record to that file as the run goes (`result.world.explain.write` to it finishes it)."""
     settings = graph.settings
     profile = profile or load_profile(graph)
     world = new_world(graph, load_cluster(graph, cluster, profile), profile)
     backend = Simulator.for_graph(world, settings)
-    return Engine(graph, world, backend, until=until, on_round=on_round, explain=explain).run()
+    engine = Engine(graph, world, backend, until=until, on_round=on_round, explain=explain)
+    if explain_to is not None and world.explain is not None:
+        world.explain.write_as_it_goes(explain_to, world)
+    return engine.run()

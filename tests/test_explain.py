@@ -233,6 +233,7 @@ def test_records_joined_into_blocks_read_and_write_as_one_table(tmp_path, monkey
     # A long run's records are joined into blocks of columns as they come, and written piece
     # by piece: the table and the file are the same as with every record kept as it came.
     import roundhouse.runtime.explain as explain
+    import roundhouse.runtime.explain_file as explain_file
 
     jobs = [job(i, 100 * i, 1 + i % 3, 900 + 250 * (i % 5)) for i in range(40)]
     write_trace(tmp_path / "trace.csv", jobs)
@@ -241,7 +242,7 @@ def test_records_joined_into_blocks_read_and_write_as_one_table(tmp_path, monkey
 
     def record(chunks: int, piece: int = 1 << 18):
         monkeypatch.setattr(explain, "_CHUNKS", chunks)
-        monkeypatch.setattr(explain, "_PIECE", piece)
+        monkeypatch.setattr(explain_file, "PIECE", piece)
         result = simulate(graph, "2x2:V100", explain=True)
         record = result.world.explain
         path = tmp_path / f"explain-{chunks}.parquet"

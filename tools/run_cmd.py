@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from roundhouse.runtime.explain import FILE_NAME
 from roundhouse.runtime.files import make_folder, writing
 from roundhouse.runtime.simulate import load_cluster, simulate
 from roundhouse.runtime.values import format_duration
@@ -53,7 +54,9 @@ def run(args) -> int:
         progress = _Progress(console) if console.is_terminal else None
     try:
         on_round = progress.update if progress else None
-        result = simulate(graph, cluster, until=until, on_round=on_round, explain=out is not None and args.explain)
+        # (The record is written as the run goes, beside it: write_results finishes the file.)
+        record = out / FILE_NAME if out is not None and args.explain else None
+        result = simulate(graph, cluster, until=until, on_round=on_round, explain=record is not None, explain_to=record)
     finally:
         if progress:
             progress.close()
