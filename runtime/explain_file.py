@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from roundhouse.runtime.explain import MEANINGS, Reason, _records, _split_key
+from roundhouse.runtime.explain import _CODES, MEANINGS, Reason, _records, _split_key
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -34,8 +34,8 @@ PIECE = 1 << 18
 _WAITING = 2
 
 # The labels of a record's code: its state and its reason's name.
-_STATES = [""] * 128
-_NAMES = [""] * 128
+_STATES = [""] * _CODES
+_NAMES = [""] * _CODES
 for _r in Reason:
     _NAMES[_r], _STATES[_r] = _r.name.lower(), MEANINGS[_r][0]
 
