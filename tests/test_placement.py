@@ -5,7 +5,12 @@ import polars as pl
 import pytest
 
 from roundhouse.elements.placement.builtin import Consolidated, FirstFree
-from roundhouse.elements.placement.packing import choose_consolidated, fills_in_order, pack_best_fit
+from roundhouse.elements.placement.packing import (
+    choose_consolidated,
+    fills_in_order,
+    pack_best_fit,
+    pack_best_fit_one_by_one,
+)
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.context import Round
 from roundhouse.runtime.settings import GraphSettings
@@ -109,6 +114,34 @@ def test_best_fit_packs_small_jobs_on_the_fullest_nodes():
     available = np.array([1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1], dtype=bool)
     taken = pack_best_fit(cluster, available, 0, 2, 2)
     assert taken.tolist() == [[6, 7], [0, 1]]
+
+
+@pytest.mark.parametrize("spec", ["40x8:V100", "12x4:V100", "9x2:V100", "4x8:V100,4x8:K80"])
+@pytest.mark.parametrize("seed", range(6))
+def test_packing_one_by_one_is_best_fit_a_size_at_a_time(spec, seed):
+    # A few jobs of several sizes on nodes partly taken, placed one by one on lists of nodes:
+    # each must land where best fit, largest first, puts it job by job (`choose_consolidated`
+    # on one node) and where `pack_best_fit` puts it a size at a time, in the same order.
+    rng = np.random.default_rng(seed)
+    cluster = Cluster.parse(spec)
+    per = cluster.max_gpus_per_node
+    for jobs in (2, 5, 13, 32, 60):
+        available = rng.random(cluster.n_gpus) < rng.uniform(0.2, 0.9)
+        sizes = np.sort(rng.choice([s for s in (1, 2, 3, 4, 8) if s <= per], size=jobs))[::-1].astype(np.int64)
+        by_job, expected, placed_expected = available.copy(), [], []
+        for size in sizes.tolist():
+            got = choose_consolidated(cluster, by_job, size, [0])
+            placed_expected.append(got is not None)
+            if got is not None:
+                by_job[got] = False
+                expected.extend(got.tolist())
+        by_size, grouped = available.copy(), []
+        for size in sorted(set(sizes.tolist()), reverse=True):
+            grouped.extend(pack_best_fit(cluster, by_size, 0, size, int((sizes == size).sum())).ravel().tolist())
+        placed, gpus = pack_best_fit_one_by_one(cluster, available, 0, sizes)
+        assert placed.tolist() == placed_expected
+        assert gpus.tolist() == expected == grouped
+        assert (available == by_job).all() and (available == by_size).all()
 
 
 @pytest.mark.parametrize("spec", ["8x4:V100", "4x8:V100", "6x2:V100"])

@@ -119,7 +119,8 @@ class Consolidated(_Renewing):
     Arguments:
         strict: wait for a consolidated placement rather than spread the job.
     Cost: O(n + G) over ranked jobs n and GPUs G (the available mask), plus O(N log N) over nodes N
-        for each GPU count it places, and O(N) for each job that preempts to fit or is backfilled
+        for each GPU count it places (for a few jobs of several counts, once, and O(N) a job at
+        worst), and O(N) for each job that preempts to fit or is backfilled
         (the nodes' available counts kept up to date; the running jobs' GPUs grouped by node once
         a round); O(n) when every ranked job already runs, and O(n + G + k log k) plus the packing
         when every ranked job fits (the k not running put in order among themselves, a ranking by

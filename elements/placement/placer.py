@@ -35,12 +35,14 @@ import numpy as np
 
 from roundhouse.elements.placement.packing import (
     _NONE,
+    FEW_JOBS_PER_SIZE,
     _constant,
     _Launches,
     choose_consolidated,
     choose_first_free,
     fills_in_order,
     pack_best_fit,
+    pack_best_fit_one_by_one,
     pack_first_free,
     pack_whole_nodes,
 )
@@ -310,7 +312,19 @@ class Placer(Element):
                 launches.add_run(together[order], sizes[order], ids)
                 sizes = together = _NONE
             # Largest first; ties in ranking order (positions are ascending).
-            for size in sorted(set(sizes.tolist()), reverse=True):
+            by_size = sorted(set(sizes.tolist()), reverse=True)
+            if (
+                cluster.uniform_nodes
+                and len(by_size) > 1
+                and by_size[0] <= cluster.max_gpus_per_node
+                and len(sizes) <= FEW_JOBS_PER_SIZE * (len(by_size) - 1)
+            ):  # (a few jobs of several sizes: one by one costs less than a size at a time)
+                order = (-sizes).argsort(kind="stable")
+                sizes = sizes[order]
+                placed, gpus = pack_best_fit_one_by_one(cluster, available, t, sizes)
+                launches.add_run(together[order][placed], sizes[placed], gpus)
+                by_size = []
+            for size in by_size:
                 group = together[sizes == size] if len(together) > 1 else together
                 if size <= cluster.max_gpus_per_node:
                     taken = pack_best_fit(cluster, available, t, size, len(group))
