@@ -26,8 +26,22 @@ JOBS = "job_id,arrival_s,gpus,model,iterations,batch_size\n" + "".join(f"{i},0,1
 
 
 def _agent(cluster: LiveCluster, name: str, *extra: str, gpus: str = "1:V100"):
-    """An agent as a user starts it: no --workdir unless `extra` gives one."""
-    args = ["agent", "--scheduler", cluster.address, "--name", name, "--fake-gpus", gpus, "--emulate", *extra]
+    """An agent as a user starts it: no --workdir unless `extra` gives one. Three agents share
+    this machine's cores, so each job gets one thread (by default each agent would give its one
+    job every core, and six spinning threads on two cores slowed the jobs tenfold)."""
+    args = [
+        "agent",
+        "--scheduler",
+        cluster.address,
+        "--name",
+        name,
+        "--fake-gpus",
+        gpus,
+        "--emulate",
+        "--threads-per-gpu",
+        "1",
+        *extra,
+    ]
     return cluster._spawn(name, args)
 
 
