@@ -76,6 +76,7 @@ def test_agents_remove_their_work_folders_unless_asked_to_keep_them(tmp_path, te
         cluster.wait_for(lambda: len(cluster.query("SELECT * FROM exits WHERE outcome = 'done'")) == 3, 60, "the jobs")
         # One job ran on each agent (three one-GPU jobs, three one-GPU nodes).
         assert sorted(row[0] for row in cluster.query("SELECT node FROM exits")) == ["keeper", "named", "plain"]
+        assert "each worker (a job process on one GPU) trains with 1 CPU thread(s)" in cluster.log("plain")
         plain = _work_folder(cluster.log("plain"))
         assert plain.parent == temp and plain.name.startswith("rh-plain-")
         assert list((plain / "logs").iterdir()) and (plain / "reports.sock").exists()

@@ -94,6 +94,8 @@ class Agent:
         )
         if self.emulate:
             log.info("emulating GPUs: every job runs no faster than the scheduler's profile says it would")
+        if self.workers.threads_per_gpu > 0:  # (said: agents sharing a machine must share its cores)
+            log.info("each worker (a job process on one GPU) trains with %d CPU thread(s)", self.workers.threads_per_gpu)
         status = 0
         try:
             while True:
