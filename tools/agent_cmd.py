@@ -43,7 +43,7 @@ def register(sub) -> None:
         "--threads-per-gpu",
         type=int,
         default=0,
-        help="CPU threads per job process (default: with --fake-gpus, the cores divided among the GPUs)",
+        help="CPU threads per job process (default: with --fake-gpus, the cores it may use divided among the GPUs)",
     )
     add_security(p, "the agent reads scheduler.key and NAME.key_secret")
     p.add_argument("--log-level", default="info", help="debug, info, warning or error")
@@ -76,7 +76,8 @@ def agent_command(args) -> int:
     if threads < 0:
         raise UsageError("--threads-per-gpu must be 0 or more")
     if threads == 0 and args.fake_gpus:
-        threads = max(1, (os.cpu_count() or 1) // len(gpus))
+        # (the cores this process may run on: a container or `taskset` may give fewer than the machine has)
+        threads = max(1, len(os.sched_getaffinity(0)) // len(gpus))
     if args.workdir:
         make_folder(args.workdir, "--workdir")
     address = args.address or ("127.0.0.1" if is_loopback(args.scheduler) else socket.getfqdn())
