@@ -37,18 +37,27 @@ RESTART_DELAY_S = 30.0  # Pollux's simulator: the delay its restart penalty assu
 MAX_NODES = 16  # Pollux's repair: at most this many machines per job
 
 
-def _sums(a: np.ndarray) -> np.ndarray:
-    """Sums over the last axis as float64, by a matrix product: exact for these small
-    integers and several times faster than an integer reduction over a short axis."""
-    n = a.shape[-1]
+def _ones(n: int) -> np.ndarray:
     ones = _ONES.get(n)
     if ones is None:
         ones = _ONES[n] = np.ones(n)
         ones.flags.writeable = False
-    return a.astype(np.float64) @ ones
+    return ones
 
 
-_ONES: dict[int, np.ndarray] = {}  # vectors of ones by length, for _sums
+_ONES: dict[int, np.ndarray] = {}  # vectors of ones by length, for the sums below
+
+
+def _sums(a: np.ndarray) -> np.ndarray:
+    """Sums over the last axis as float64, by a matrix product: exact for these small
+    integers and several times faster than an integer reduction over a short axis."""
+    return a.astype(np.float64) @ _ones(a.shape[-1])
+
+
+def _taken(states: np.ndarray) -> np.ndarray:
+    """(P, K) GPUs taken on each machine in each candidate of a (P, J, K) population, as
+    `_sums` takes them (over the jobs' axis)."""
+    return _ones(states.shape[1]) @ states.astype(np.float64)
 
 
 def counts(states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -106,7 +115,7 @@ def fitness(states: np.ndarray, table: np.ndarray, base: np.ndarray, factor: np.
 
 def tournament(score: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
     """`n` indices, each the better of two drawn at random (ties: the first drawn)."""
-    a, b = rng.integers(0, len(score), n), rng.integers(0, len(score), n)
+    a, b = rng.integers(0, len(score), (2, n))  # the same draws as two calls of n each
     return np.where(score[b] > score[a], b, a)
 
 
@@ -115,7 +124,9 @@ def crossover(first: np.ndarray, second: np.ndarray, rng: np.random.Generator) -
     pair, the first with `first`'s rows before the point and `second`'s from it, the second the
     other way round."""
     pairs, n_jobs = first.shape[:2]
-    point = rng.integers(0, max(n_jobs, 1), size=(pairs, 1, 1))
+    if n_jobs <= 1:  # every point is 0, which numpy gives without a draw: the parents swap
+        return np.concatenate([second, first])
+    point = rng.integers(0, n_jobs, size=(pairs, 1, 1))
     before = np.arange(n_jobs)[None, :, None] < point
     return np.concatenate([np.where(before, first, second), np.where(before, second, first)])
 
@@ -126,23 +137,21 @@ def mutate(states: np.ndarray, rng: np.random.Generator, base: np.ndarray, capac
     K), new counts (one per grown entry)."""
     p, j, k = states.shape
     f32 = np.float32
-    out = states.copy()
     reset = rng.random((p, j), dtype=f32) < 0.1
-    out[reset] = base[np.nonzero(reset)[1]]
+    out = np.where(reset[..., None], base, states)  # a fresh array, as `flat` below needs
     picked = rng.random((p, j), dtype=f32) < 0.1
-    if picked.any():
-        rows = out[picked]
-        rows[rng.random(rows.shape, dtype=f32) < 0.1] = 0
-        out[picked] = rows
-    used = np.ones(j) @ out.astype(np.float64)  # (P, K): GPUs taken on each machine
-    room = (capacity[None, :] - used) >= 1  # machines with a GPU free
-    prob1 = (room / np.maximum(room.sum(axis=-1, keepdims=True), 1)).astype(f32)
+    n_picked = np.count_nonzero(picked)
+    if n_picked:
+        out[picked] *= rng.random((n_picked, k), dtype=f32) >= 0.1
+    used = _taken(out)
+    room = used < capacity  # machines with a GPU free
+    prob1 = (room / np.maximum(_sums(room), 1)[:, None]).astype(f32)
     on = (out > 0) & room[:, None, :]
     # Growth's chance prob1 + prob2 - prob1 * prob2, where prob2 is 1 / (the job's machines
     # with room) on those machines and 0 elsewhere (the chance is prob1 there, exactly).
     chance = np.repeat(prob1[:, None, :], j, axis=1)
     where = np.flatnonzero(on)
-    p1 = prob1.reshape(-1)[where // (j * k) * k + where % k]
+    p1 = chance.reshape(-1)[where]
     job = where // k  # each entry's (candidate, job), flat
     p2 = f32(1) / np.bincount(job, minlength=p * j)[job].astype(f32)
     chance.reshape(-1)[where] = p1 + p2 - p1 * p2
@@ -161,7 +170,7 @@ def repair(
     candidates that break a rule are touched (the rest are feasible already)."""
     out = states.copy()
     n_jobs, k = out.shape[1:]
-    if interference:  # on each machine only the first distributed job keeps its GPUs
+    if interference and n_jobs > 1:  # on each machine only the first distributed job keeps its GPUs
         on = out > 0
         there = on & (_sums(on) > 1)[..., None]
         first = there.argmax(axis=1)[:, None, :]  # (P, 1, K): the first such job on each machine
@@ -184,8 +193,9 @@ def repair(
         rows.reshape(-1)[at] = r.reshape(-1)
         out[over] = rows
     # Machines' sizes: jobs in order take what is left.
-    full = ((np.ones(n_jobs) @ out.astype(np.float64)) > capacity[None, :]).any(axis=-1)
-    if full.any():  # running totals over jobs, jobs first: (J, candidates, K)
+    past = _taken(out) > capacity
+    if past.any():  # running totals over jobs, jobs first: (J, candidates, K)
+        full = past.any(axis=-1)
         rows = out[full].transpose(1, 0, 2)
         if n_jobs <= 32:  # a product with a triangle of ones (exact) beats cumsum while J is small
             taken = (np.tri(n_jobs) @ rows.reshape(n_jobs, -1).astype(np.float64)).reshape(rows.shape)
