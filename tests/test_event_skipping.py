@@ -126,6 +126,51 @@ def test_only_arrivals_are_ticked_while_every_job_runs(tmp_path, placer):
     assert on.stop_reason.startswith("m:") and on.skipped_rounds > on.rounds // 2
 
 
+# Six machines of 4 GPUs with network tiers, two machines to a rack: racks of GPUs 0-7, 8-15, 16-23.
+TIERED = 'name = "tiered"\n[[group]]\nnodes = 6\ngpus_per_node = 4\nmachines_per_rack = 2\n[tiers]\n'
+
+
+def tiered_graph(tmp_path, trace: str, chain: str) -> Path:
+    (tmp_path / "cluster.toml").write_text(TIERED)
+    (tmp_path / "jobs.csv").write_text("job_id,arrival_s,gpus,duration_s,model\n" + trace)
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 5min;\ncheckpoint_per_gpu = 1s;\ncluster = "cluster.toml";\n'
+        f'TraceSource(path="jobs.csv") -> AcceptAll -> JobPool -> {chain} -> Launch -> m :: JobMetrics;\n'
+    )
+    return graph
+
+
+def test_gandiva_passes_the_rounds_between_events_through_a_spread_and_a_migration(tmp_path):
+    # Four-GPU jobs take machines 0 to 5 in order; those on machines 1 and 3 finish first, so the
+    # 8-GPU job arriving at one hour takes their GPUs (spread at random over racks 0 and 1), and
+    # moves to rack 2 when the jobs on machines 4 and 5 have finished.
+    trace = "0,0,4,108000,BERT\n1,0,4,1800,BERT\n2,0,4,108000,BERT\n3,0,4,1800,BERT\n4,0,4,5400,BERT\n5,0,4,7200,BERT\n"
+    off, on = run_both(tiered_graph(tmp_path, trace + "6,3600,8,108000,BERT\n", "Fifo(backfill=true) -> place :: Gandiva"))
+    assert_same(off, on)
+    assert (on.counters["place"]["spread"], on.counters["place"]["migrated"]) == (1, 1)
+    assert on.skipped_rounds > on.rounds // 2
+
+
+@pytest.mark.parametrize("placer", ["TiresiasDally", "SkewAwarePlacer"])
+def test_tiresias_placers_pass_the_rounds_between_swaps(tmp_path, placer):
+    # More GPUs asked for than the 24 there are: LAS rotates the jobs, and the placer's plan
+    # changes only where the ranking does.
+    trace = "0,0,8,20000,BERT\n1,600,4,30000,VGG11\n2,1200,8,40000,BERT\n3,1800,4,25000,VGG11\n"
+    trace += "4,7200,8,9000,BERT\n5,9000,2,15000,VGG11\n6,30000,8,20000,BERT\n"
+    off, on = run_both(tiered_graph(tmp_path, trace, f"Las -> place :: {placer}"))
+    assert_same(off, on)
+    assert on.counters["place"]["preempted"] > 0
+    assert on.skipped_rounds > on.rounds // 3
+
+
+@pytest.mark.parametrize("name", ["synergy-tune.sched", "synergy-proportional.sched"])
+def test_cpu_and_memory_allocators_pass_the_rounds_in_which_nothing_starts_or_stops(name):
+    off, on = run_both(GRAPHS / name, until=100 * 3600.0)
+    assert_same(off, on)
+    assert on.skipped_rounds > on.rounds // 3
+
+
 def test_the_setting_turns_skipping_off(tmp_path):
     graph = tmp_path / "g.sched"
     graph.write_text(

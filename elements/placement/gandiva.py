@@ -3,6 +3,7 @@ affinity by GPU demand, and migration of spread jobs when a better placement fre
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import attrs
@@ -44,6 +45,8 @@ class Gandiva(Placer):
         migrated: running jobs moved from several racks to one so far.
     Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and
     machines N, plus O(m R) over the running jobs m larger than a machine and racks R (migration).
+        Not ticked after a round whose plan changed nothing, until an arrival or a completion
+        (event skipping).
     See also: DelayPlacer, TiresiasDally, Fifo
     Paper: Gandiva (OSDI'18), affinity and migration; Dally (IEEE BigData'25) §IV-A; cluster-sim GandivaInterJobScheduler.
     """
@@ -74,6 +77,14 @@ class Gandiva(Placer):
             if candidates.any():
                 return int(np.where(candidates, per_node, -1).argmax()), by_affinity
         return -1, False
+
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        # Asked after a round whose plan changed nothing: no waiting job found room and no
+        # spread job could move. Its choices read only the ranking, the GPUs' holders and the
+        # machines' affinities (which follow the holders), never the jobs' progress, and its
+        # random draws and counters move only with a launch: until an arrival or a completion
+        # changes what it is given, each tick would give the same plan again.
+        return math.inf
 
     def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
         cluster = ctx.cluster

@@ -13,6 +13,7 @@ docstring and docs/reproductions.md say how that differs from Synergy's simulato
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import attrs
@@ -46,6 +47,11 @@ class _Allocator(Element):
     def start(self, ctx: RoundContext) -> None:
         self.counters.update(allocated=0)
 
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        # Asked after a round whose plan changed nothing. Until an arrival or a completion, each
+        # round's plan changes nothing either, and an allocator hands such a plan on as it is.
+        return math.inf
+
 
 @element
 class Proportional(_Allocator):
@@ -57,7 +63,8 @@ class Proportional(_Allocator):
 
     Arguments:
         none
-    Cost: O(l) over the jobs l the plan launches.
+    Cost: O(l) over the jobs l the plan launches. Not ticked in rounds in which nothing starts or
+        stops (event skipping).
     See also: SynergyTune, Launch
     Paper: Synergy (OSDI'22) §2 and §6 (GPU-proportional allocation); Blox (EuroSys'24) Fig. 5.
     """
@@ -100,8 +107,9 @@ class SynergyTune(_Allocator):
 
     Arguments:
         none
-    Cost: O(1) in a round where no job starts, stops or moves; else O(r N) over the running jobs
-    r and machines N (one greedy pass over the jobs that want more than their fallback).
+    Cost: O(1) in a round where no job starts, stops or moves (and such rounds are not ticked:
+        event skipping); else O(r N) over the running jobs r and machines N (one greedy pass over
+        the jobs that want more than their fallback).
     See also: Proportional, SynergyOpt, FirstFree, Fifo
     Paper: Synergy (OSDI'22) §4.2 (Synergy-Tune); Blox (EuroSys'24) Table 3 and Fig. 5.
     """
@@ -155,8 +163,9 @@ class SynergyOpt(_Allocator):
     Counters:
         solves: programs solved so far.
         fallbacks: solves that found no allocation in time (every job kept at its fallback).
-    Cost: O(1) in a round where no job starts, stops or moves; else one mixed-integer program per
-    machine, over its jobs times the points of their profiles' grids (bounded by `time_limit`).
+    Cost: O(1) in a round where no job starts, stops or moves (and such rounds are not ticked:
+        event skipping); else one mixed-integer program per machine, over its jobs times the points
+        of their profiles' grids (bounded by `time_limit`).
     See also: SynergyTune, Proportional
     Paper: Synergy (OSDI'22) §4.1 (Synergy-Opt); Blox (EuroSys'24) Table 3.
     """

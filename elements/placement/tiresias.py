@@ -6,6 +6,7 @@ ran it on a cluster of network tiers. All share the Placer steps of placer.py.""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import attrs
@@ -51,6 +52,12 @@ class _Selective(Placer):
         super().start(ctx)
         self.counters["consolidated"] = 0
 
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        # Asked after a round whose plan changed nothing. The Placer steps and these choices read
+        # only the ranking, who holds which GPUs and each job's model, never the clock or the
+        # jobs' progress, and draw nothing: the same ranking on the same GPUs gets the same plan.
+        return math.inf
+
 
 def choose_fewest_holes(cluster, available: np.ndarray, want: int, types: list[int]) -> np.ndarray | None:
     """GPUs that leave the cluster least fragmented: one node if the job fits in one (the node
@@ -85,7 +92,8 @@ class SkewAwarePlacer(_Selective):
         packlimit: the skew above which a job is consolidated (Tiresias gives no value; any cut
           between 0.15 and 0.61 separates Table 6's groups).
     Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and nodes N
-        (job by job).
+        (job by job). Not ticked after a round whose plan changed nothing, while the ranking stays
+        the same and no job arrives or finishes (event skipping).
     See also: ProfiledPlacer, Consolidated, TiresiasLas
     Paper: Tiresias (NSDI'19) §3.3 and Table 6; Blox (EuroSys'24) §4.3 (Fig 10).
     """
@@ -112,7 +120,8 @@ class ProfiledPlacer(_Selective):
     Arguments:
         tolerance: the slowdown above which a job is consolidated (1.05: more than 5% slower).
     Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and nodes N
-        (job by job).
+        (job by job). Not ticked after a round whose plan changed nothing, while the ranking stays
+        the same and no job arrives or finishes (event skipping).
     See also: SkewAwarePlacer, Consolidated
     Paper: Blox (EuroSys'24) §4.3 (Fig 11, Tiresias+); Tiresias (NSDI'19) §3.3.
     """
@@ -160,7 +169,8 @@ class TiresiasDally(_Selective):
     Arguments:
         high_skew: the models consolidated (names in the communication profile).
     Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and nodes N
-    (the machine or rack that holds it).
+        (the machine or rack that holds it). Not ticked after a round whose plan changed nothing,
+        while the ranking stays the same and no job arrives or finishes (event skipping).
     See also: SkewAwarePlacer, Las, DelayPlacer, Gandiva
     Paper: Dally (IEEE BigData'25) §IV-A and Table I; Tiresias (NSDI'19) §3.3; cluster-sim TiresiasInterJobScheduler.
     """
