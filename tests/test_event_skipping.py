@@ -171,6 +171,23 @@ def test_cpu_and_memory_allocators_pass_the_rounds_in_which_nothing_starts_or_st
     assert on.skipped_rounds > on.rounds // 3
 
 
+@pytest.mark.parametrize("promotion", ["", ", promote_knob=2"])
+def test_tiresias_queues_pass_the_rounds_before_a_job_changes_queue(tmp_path, promotion):
+    # Three queues: running jobs are demoted as their service reaches each limit, and with the
+    # knob waiting jobs are promoted back once they have waited twice as long as they ran.
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 5min;\ncluster = "4x4:V100";\nsrc :: PoissonSource(rate=2/h, jobs=150, seed=4);\n'
+        f"src -> AcceptAll -> JobPool -> order :: TiresiasLas(queues=3, thresholds=[1h, 8h]{promotion}) "
+        "-> Consolidated -> Launch -> m :: JobMetrics;\n"
+    )
+    off, on = run_both(graph)
+    assert_same(off, on)
+    assert on.counters["order"]["demoted"] > 0 and on.counters["m"]["suspended"] > 0
+    assert (on.counters["order"]["promoted"] > 0) == bool(promotion)
+    assert on.skipped_rounds > on.rounds // 4
+
+
 def test_the_setting_turns_skipping_off(tmp_path):
     graph = tmp_path / "g.sched"
     graph.write_text(
@@ -188,7 +205,7 @@ def test_an_undeclared_element_is_ticked_every_round(tmp_path):
     graph.write_text(
         'round = 5min;\ncluster = "2x4:V100";\n'
         "src :: PoissonSource(rate=1/h, jobs=30, seed=0);\n"
-        "src -> AcceptAll -> JobPool -> TiresiasLas -> FirstFree -> Launch -> m :: JobMetrics;\n"
+        "src -> AcceptAll -> JobPool -> TiresiasGittins -> FirstFree -> Launch -> m :: JobMetrics;\n"
     )
     assert simulate(compile_file(graph)).skipped_rounds == 0
 
