@@ -164,8 +164,8 @@ def test_tiresias_placers_pass_the_rounds_between_swaps(tmp_path, placer):
     assert on.skipped_rounds > on.rounds // 3
 
 
-@pytest.mark.parametrize("name", ["synergy-tune.sched", "synergy-proportional.sched"])
-def test_cpu_and_memory_allocators_pass_the_rounds_in_which_nothing_starts_or_stops(name):
+@pytest.mark.parametrize("name", ["synergy-tune.sched", "synergy-proportional.sched", "yarn-cs.sched"])
+def test_allocators_and_yarn_pass_the_rounds_in_which_nothing_starts_or_stops(name):
     off, on = run_both(GRAPHS / name, until=100 * 3600.0)
     assert_same(off, on)
     assert on.skipped_rounds > on.rounds // 3

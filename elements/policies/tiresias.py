@@ -296,12 +296,18 @@ class YarnCS(Policy):
         none
     Counters:
         none
-    Cost: O(n log n) over the pool's jobs n (a stable sort by arrival).
+    Cost: O(n log n) over the pool's jobs n (a stable sort by arrival). Not ticked after a round
+        whose plan changed nothing, until an arrival or a completion (event skipping).
     See also: Fifo, TiresiasLas, Consolidated
     Paper: Tiresias (NSDI'19) §6.1 (YARN-CS baseline).
     """
 
     state = ()
+
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        # Asked after a round whose plan changed nothing: the same jobs run and wait, in the same
+        # order of arrival, until an arrival or a completion.
+        return math.inf
 
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         order = np.lexsort((np.arange(len(active)), active.arrival_s, ~active.running))
