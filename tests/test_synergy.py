@@ -405,3 +405,29 @@ def test_bad_allocator_arguments_are_refused_at_their_place(tmp_path):
     )
     with pytest.raises(RoundhouseError, match=r"g.sched:4:.*argument 'solver' of SynergyOpt must be one of 'SCIP', 'CBC'"):
         compile_file(path)
+
+
+def test_useful_candidates_compared_for_many_jobs_at_once_are_those_compared_one_by_one():
+    # The rule stated plainly, job by job: a candidate is worth a variable when it fits, is no
+    # slower than the share (the first), and no other such candidate is as fast with no more of
+    # either resource (strictly better somewhere, or equal and earlier). Values on a coarse grid
+    # give many ties.
+    from roundhouse.elements.placement.synergy import _useful
+
+    rng = np.random.default_rng(7)
+    jobs, n = 40, 12
+    points = rng.integers(1, 5, size=(jobs, n, 2)).astype(float)
+    speed = rng.integers(1, 4, size=(jobs, n)) / 2.0
+    fits = rng.random((jobs, n)) < 0.8
+    got = _useful(points, speed, fits)
+    for j in range(jobs):
+        ok = [k == 0 or (fits[j, k] and speed[j, k] >= speed[j, 0]) for k in range(n)]
+
+        def dominates(i, k):
+            covers = (points[j, i] <= points[j, k]).all() and speed[j, i] >= speed[j, k]
+            better = (points[j, i] < points[j, k]).any() or speed[j, i] > speed[j, k]
+            return ok[i] and i != k and covers and (better or i < k)
+
+        expected = [ok[k] and (k == 0 or not any(dominates(i, k) for i in range(n))) for k in range(n)]
+        assert got[j].tolist() == expected, j
+    assert 0 < got.sum() < got.size

@@ -193,8 +193,7 @@ class SynergyOpt(_Allocator):
         sensitive = (r.model >= 0).nonzero()[0]
         if not len(sensitive):
             return given
-        table = ctx.throughput.resources
-        grid = np.array([(c, m) for c in table.cpu_grid for m in table.memory_grid])
+        points, gain, useful = _candidates(ctx.throughput.resources, r, sensitive)
         engine = pywraplp.Solver.CreateSolver(self.solver)
         engine.SetTimeLimit(int(self.time_limit * 1000))
         self.counters["solves"] += 1
@@ -203,49 +202,82 @@ class SynergyOpt(_Allocator):
         fixed[sensitive] = False
         room = r.capacity - np.einsum("jn,jr->nr", r.spread[fixed], r.fallback[fixed]) + 1e-6
         limits = [[engine.Constraint(-engine.infinity(), float(room[n, k])) for n in range(len(room))] for k in range(2)]
-        total = r.capacity.sum(axis=0)
         objective = engine.Objective()
         choices: list[tuple[int, list, np.ndarray]] = []
-        for j in sensitive.tolist():
-            g = r.counts[j]
-            points = np.vstack([r.fair[j], grid * g])  # totals over the job's GPUs; first: its share
-            speed = table.relative_speed(np.full(len(points), r.model[j]), points[:, 0] / g, points[:, 1] / g)
-            keep = _useful(points, speed, r.spread[j], r.capacity)
-            points, speed = points[keep], speed[keep] / speed[0]
-            xs = [engine.BoolVar("") for _ in range(len(points))]
-            one = engine.Constraint(1.0, 1.0)
+        for k, j in enumerate(sensitive.tolist()):
+            at = useful[k].nonzero()[0]
+            job_points = points[k, at]
             machines = r.spread[j].nonzero()[0]
-            for x, p, s in zip(xs, points, speed):
+            # (the coefficients as Python floats, worked out for all the job's candidates at once)
+            cpus = (job_points[:, 0, None] * r.spread[j, machines]).tolist()
+            memory = (job_points[:, 1, None] * r.spread[j, machines]).tolist()
+            xs = [engine.BoolVar("") for _ in range(len(at))]
+            one = engine.Constraint(1.0, 1.0)
+            for x, value, cpu_row, memory_row in zip(xs, gain[k, at].tolist(), cpus, memory):
                 one.SetCoefficient(x, 1.0)
-                objective.SetCoefficient(x, float(s - 1e-3 * (p[0] / total[0] + p[1] / total[1])))
-                for n in machines.tolist():
-                    limits[0][n].SetCoefficient(x, float(r.spread[j, n] * p[0]))
-                    limits[1][n].SetCoefficient(x, float(r.spread[j, n] * p[1]))
-            choices.append((j, xs, points))
+                objective.SetCoefficient(x, value)
+                for n, c, m in zip(machines.tolist(), cpu_row, memory_row):
+                    limits[0][n].SetCoefficient(x, c)
+                    limits[1][n].SetCoefficient(x, m)
+            choices.append((j, xs, job_points))
         objective.SetMaximization()
         status = engine.Solve()
         if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
             self.counters["fallbacks"] += 1
             return given
-        for j, xs, points in choices:
-            given[j] = points[int(np.argmax([x.solution_value() for x in xs]))]
+        for j, xs, job_points in choices:
+            given[j] = job_points[int(np.argmax([x.solution_value() for x in xs]))]
         return given
 
 
-def _useful(points: np.ndarray, speed: np.ndarray, spread: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-    """Which of a job's candidate allocations (the first: its proportional share) are worth a
-    variable: they fit its machines, are no slower than its share, and no other candidate is as
-    fast with no more of either resource (on a strict tie, the earlier wins)."""
-    fits = ((spread[None, :, None] * points[:, None, :]) <= capacity[None, :, :] + 1e-9).all(axis=(1, 2))
-    ok = fits & (speed >= speed[0] - 1e-9)
-    ok[0] = True
-    n = len(points)
-    covers = (points[:, None, :] <= points[None, :, :] + 1e-9).all(axis=2) & (speed[:, None] >= speed[None, :] - 1e-9)
+_CHUNK = 256  # (jobs whose candidates are compared at once: some 2 MB of comparisons each)
+
+
+def _candidates(table, r: RoundJobs, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each of `jobs` (rows of `r` with a sensitivity profile), all at once: its candidate
+    allocations (jobs x candidates x (cores, GB), totals over its GPUs: first its proportional
+    share, then each point of the profile's grid), each one's term of the objective (its speed
+    over its speed at the share, less a small penalty on what it holds), and which are worth a
+    variable (`_useful`)."""
+    grid = np.array([(c, m) for c in table.cpu_grid for m in table.memory_grid])
+    g = r.counts[jobs]
+    points = np.concatenate([r.fair[jobs][:, None, :], grid[None, :, :] * g[:, None, None]], axis=1)
+    shape = points.shape[:2]
+    per_gpu = points / g[:, None, None]
+    models = np.repeat(r.model[jobs], shape[1])
+    speed = table.relative_speed(models, per_gpu[:, :, 0].ravel(), per_gpu[:, :, 1].ravel()).reshape(shape)
+    # Does each candidate fit on every machine of the job (a machine it is not on takes none of it)?
+    fits = np.ones(shape, dtype=bool)
+    job, node = r.spread[jobs].nonzero()
+    on_node = r.spread[jobs[job], node][:, None, None] * points[job]
+    short, at = (~(on_node <= r.capacity[node][:, None, :] + 1e-9).all(axis=2)).nonzero()
+    fits[job[short], at] = False
+    useful = np.concatenate(
+        [_useful(points[c : c + _CHUNK], speed[c : c + _CHUNK], fits[c : c + _CHUNK]) for c in range(0, len(jobs), _CHUNK)]
+    )
+    total = r.capacity.sum(axis=0)
+    gain = speed / speed[:, :1] - 1e-3 * (points[:, :, 0] / total[0] + points[:, :, 1] / total[1])
+    return points, gain, useful
+
+
+def _useful(points: np.ndarray, speed: np.ndarray, fits: np.ndarray) -> np.ndarray:
+    """Which of each job's candidate allocations (jobs x candidates; the first: its proportional
+    share) are worth a variable: they fit its machines, are no slower than its share, and no
+    other candidate is as fast with no more of either resource (on a strict tie, the earlier
+    wins)."""
+    ok = fits & (speed >= speed[:, :1] - 1e-9)
+    ok[:, 0] = True
+    n = points.shape[1]
+    # (the two resources compared one by one: reducing a trailing axis of two costs far more)
+    cores, memory = points[:, :, 0], points[:, :, 1]
+    c_low, c_high, m_low, m_high = cores[:, :, None], cores[:, None, :], memory[:, :, None], memory[:, None, :]
+    faster, slower = speed[:, :, None], speed[:, None, :]
+    covers = (c_low <= c_high + 1e-9) & (m_low <= m_high + 1e-9) & (faster >= slower - 1e-9)
     # i dominates k: i covers k and (i is strictly better somewhere, or equal and earlier)
-    strictly = (points[:, None, :] < points[None, :, :] - 1e-9).any(axis=2) | (speed[:, None] > speed[None, :] + 1e-9)
+    strictly = (c_low < c_high - 1e-9) | (m_low < m_high - 1e-9) | (faster > slower + 1e-9)
     earlier = np.arange(n)[:, None] < np.arange(n)[None, :]
-    dominated = (covers & (strictly | earlier) & ok[:, None]).any(axis=0)  # (i never dominates itself)
-    dominated[0] = False
+    dominated = (covers & (strictly | earlier) & ok[:, :, None]).any(axis=1)  # (i never dominates itself)
+    dominated[:, 0] = False
     return ok & ~dominated
 
 
