@@ -110,6 +110,28 @@ def hand_share(model: str, machine: int, rack: int, network: int) -> float:
     )
 
 
+def test_ring_sizes_of_many_launches_at_once_are_those_of_each_alone(monkeypatch):
+    # Random gangs on 4 racks, counted together in tables a few launches at a time (the tables
+    # made small here), against each launch's GPUs counted by hand.
+    import roundhouse.traces.throughput as throughput
+
+    world, _ = world_with("dally:4", ["VGG11"])
+    cluster = world.cluster
+    rng = np.random.default_rng(3)
+    counts = rng.choice([1, 2, 3, 8, 12, 24], 60)
+    gpus = np.concatenate([rng.choice(len(cluster.gpu_node), c, replace=False) for c in counts])
+    placement = Placement.of(gpus, counts)
+    launches = rng.permutation(60)[:50]
+    expected = []
+    for k in launches:
+        own = gpus[placement.starts[k] : placement.starts[k] + counts[k]]
+        machines, per_machine = np.unique(cluster.gpu_node[own], return_counts=True)
+        _, per_rack = np.unique(cluster.node_rack[machines], return_counts=True)
+        expected.append([per_machine.max(), per_rack.max(), len(per_rack)])
+    monkeypatch.setattr(throughput, "_TIER_TABLE", 7 * cluster.n_nodes)
+    assert world.throughput.tier_sizes(placement, launches).tolist() == expected
+
+
 @pytest.mark.parametrize("model", ["VGG11", "MobileNetV3", "ResNet50"])
 def test_other_sizes_and_uneven_spreads_follow_the_ring_formula(model):
     cases = [

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from roundhouse.traces.communication import CommunicationTable, Tiers
     from roundhouse.traces.goodput import ElasticProfile
 
+_TIER_TABLE = 1 << 18  # (entries of `tier_sizes`' dense tables at most: 2 MB)
+
 
 class ClusterShape(Protocol):
     """What the model needs to know of a cluster (runtime/cluster.py's Cluster has it)."""
@@ -255,21 +257,22 @@ class ThroughputModel:
         one machine, the most machines it has in one rack, and how many racks it spans. An
         uneven spread is as slow as its largest part."""
         cluster = self.cluster
-        c = placement.counts[launches]
-        owner = np.arange(len(launches)).repeat(c)
-        offset = np.arange(int(c.sum())) - (c.cumsum() - c).repeat(c)
-        nodes = cluster.gpu_node[placement.gpus[placement.starts[launches].repeat(c) + offset]]
-        # GPUs per (launch, machine), then machines per (launch, rack): sorted keys keep each
-        # launch's entries together, so per-launch maxima are one reduceat each.
-        keys, per_machine = np.unique(owner * cluster.n_nodes + nodes, return_counts=True)
-        machine_owner = keys // cluster.n_nodes
-        racks = cluster.node_rack[keys % cluster.n_nodes]
-        rack_keys, per_rack = np.unique(machine_owner * cluster.n_racks + racks, return_counts=True)
-        rack_owner = rack_keys // cluster.n_racks
         sizes = np.empty((len(launches), 3), dtype=np.int64)
-        sizes[:, 0] = np.maximum.reduceat(per_machine, _group_starts(machine_owner))
-        sizes[:, 1] = np.maximum.reduceat(per_rack, _group_starts(rack_owner))
-        sizes[:, 2] = np.bincount(rack_owner, minlength=len(launches))
+        # GPUs per (launch, machine) and machines per (launch, rack) counted into dense tables,
+        # some launches at a time so that a table stays within a few MB.
+        step = max(1, _TIER_TABLE // cluster.n_nodes)
+        for lo in range(0, len(launches), step):
+            part = launches[lo : lo + step]
+            n, c = len(part), placement.counts[part]
+            offset = np.arange(int(c.sum())) - (c.cumsum() - c).repeat(c)
+            nodes = cluster.gpu_node[placement.gpus[placement.starts[part].repeat(c) + offset]]
+            keys = np.arange(n).repeat(c) * cluster.n_nodes + nodes
+            per_machine = np.bincount(keys, minlength=n * cluster.n_nodes).reshape(n, cluster.n_nodes)
+            racks = (np.arange(n)[:, None] * cluster.n_racks + cluster.node_rack)[per_machine > 0]
+            per_rack = np.bincount(racks, minlength=n * cluster.n_racks).reshape(n, cluster.n_racks)
+            sizes[lo : lo + n, 0] = per_machine.max(axis=1)
+            sizes[lo : lo + n, 1] = per_rack.max(axis=1)
+            sizes[lo : lo + n, 2] = np.count_nonzero(per_rack, axis=1)
         return sizes
 
     def _profiled(self, jobs: JobReader, rows, placement: Placement, rates: np.ndarray, has_model: np.ndarray, talk=None) -> None:
@@ -432,8 +435,3 @@ class _RateCache:
             out[missing] = look_up(at[missing])
             self._table[config[missing], column[missing]] = out[missing]
         return out
-
-
-def _group_starts(owners: np.ndarray) -> np.ndarray:
-    """Where each run of equal values starts in a sorted array (every launch has one)."""
-    return np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])

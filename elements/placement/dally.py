@@ -64,29 +64,38 @@ class DelayTuner:
         self.capped = capped
         self.min_wait = float(min_wait)
         self._lists: dict[tuple[str, int], deque[tuple[float, float]]] = {}
+        # Each list's mean + 2 sigma while the list stays as it is (asked for every offer declined).
+        self._values: dict[tuple[str, int], float] = {}
 
     def record(self, level: str, demand: int, wait: float, now: float) -> None:
         """A job wanting `demand` GPUs accepted at `level` after waiting `wait` seconds."""
         if wait < self.min_wait:
             return
         self._lists.setdefault((level, demand), deque()).append((now, float(wait)))
+        self._values.pop((level, demand), None)
 
     def waits(self, level: str, demand: int, now: float) -> list[float]:
         """The waits still in the window at `now` (older records are dropped)."""
         entries = self._lists.get((level, demand))
         if not entries:
             return []
-        while entries and entries[0][0] < now - self.window:
-            entries.popleft()
+        if entries[0][0] < now - self.window:
+            self._values.pop((level, demand), None)
+            while entries and entries[0][0] < now - self.window:
+                entries.popleft()
         return [w for _, w in entries]
 
     def value(self, level: str, demand: int, now: float) -> float:
         """mean + 2 sigma of the level's waits in the window (0 for none)."""
+        entries = self._lists.get((level, demand))
+        if entries and entries[0][0] >= now - self.window and (level, demand) in self._values:
+            return self._values[(level, demand)]  # (no wait recorded or dropped since)
         waits = self.waits(level, demand, now)
         if not waits:
             return 0.0
         spread = float(np.std(waits, ddof=self.ddof)) if len(waits) > self.ddof else 0.0
-        return float(np.mean(waits)) + 2.0 * spread
+        value = self._values[(level, demand)] = float(np.mean(waits)) + 2.0 * spread
+        return value
 
     def timers(self, demand: int, now: float) -> tuple[float, float]:
         """(machine timer, cumulative rack timer) for a job wanting `demand` GPUs."""
