@@ -350,7 +350,11 @@ class DelayPlacer(Placer):
         offered = (want > 0) & (want <= free.total) & ((held == 0) | released)
         launch_rows, launch_gpus, counts, kept = [], [], [], []
         declined: list[tuple[int, int, float, float]] = []  # (position, reason, starved, timer)
-        for i in np.flatnonzero(offered).tolist():
+        at = np.flatnonzero(offered)
+        least_after = np.minimum.accumulate(want[at][::-1])[::-1].tolist()  # (the smallest demand from here on)
+        for k, i in enumerate(at.tolist()):
+            if least_after[k] > free.total:
+                break  # no offer can hold any job left this round
             demand = int(want[i])
             if demand > free.total:
                 continue  # no offer can hold it this round
