@@ -421,13 +421,15 @@ def test_useful_candidates_compared_for_many_jobs_at_once_are_those_compared_one
     fits = rng.random((jobs, n)) < 0.8
     got = _useful(points, speed, fits)
     for j in range(jobs):
-        ok = [k == 0 or (fits[j, k] and speed[j, k] >= speed[j, 0]) for k in range(n)]
-
-        def dominates(i, k):
-            covers = (points[j, i] <= points[j, k]).all() and speed[j, i] >= speed[j, k]
-            better = (points[j, i] < points[j, k]).any() or speed[j, i] > speed[j, k]
-            return ok[i] and i != k and covers and (better or i < k)
-
-        expected = [ok[k] and (k == 0 or not any(dominates(i, k) for i in range(n))) for k in range(n)]
+        p, v = points[j], speed[j]
+        ok = [k == 0 or (fits[j, k] and v[k] >= v[0]) for k in range(n)]
+        expected = []
+        for k in range(n):
+            dominated = False
+            for i in range(n):
+                covers = (p[i] <= p[k]).all() and v[i] >= v[k]
+                better = (p[i] < p[k]).any() or v[i] > v[k]
+                dominated |= ok[i] and i != k and covers and (better or i < k)
+            expected.append(ok[k] and (k == 0 or not dominated))
         assert got[j].tolist() == expected, j
     assert 0 < got.sum() < got.size

@@ -276,7 +276,7 @@ def _useful(points: np.ndarray, speed: np.ndarray, fits: np.ndarray) -> np.ndarr
     # i dominates k: i covers k and (i is strictly better somewhere, or equal and earlier)
     strictly = (c_low < c_high - 1e-9) | (m_low < m_high - 1e-9) | (faster > slower + 1e-9)
     earlier = np.arange(n)[:, None] < np.arange(n)[None, :]
-    dominated = (covers & (strictly | earlier) & ok[:, :, None]).any(axis=1)  # (i never dominates itself)
+    dominated = np.any(covers & (strictly | earlier) & ok[:, :, None], axis=1)  # (i never dominates itself)
     dominated[:, 0] = False
     return ok & ~dominated
 
