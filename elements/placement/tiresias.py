@@ -138,8 +138,9 @@ class ProfiledPlacer(_Selective):
 
 def _first_with_room(counts: np.ndarray, want: int) -> int:
     """The first group (machine or rack) with at least `want` GPUs free; -1 if none."""
-    fits = np.flatnonzero(counts >= want)
-    return int(fits[0]) if len(fits) else -1
+    fits = counts >= want
+    group = int(fits.argmax())
+    return group if fits[group] else -1
 
 
 def _fewest_with_room(counts: np.ndarray, want: int) -> int:
@@ -191,19 +192,21 @@ class TiresiasDally(_Selective):
         self._skewed_models = rows
 
     def sensitive(self, ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
-        return np.isin(ctx.jobs.column("comm_model")[rows], self._skewed_models)
+        # (a few models: compared one by one, cheaper than a set membership test that sorts)
+        return (ctx.jobs.column("comm_model")[rows, None] == self._skewed_models).any(axis=1)
 
     def choose(self, cluster, available, want, types, one_node):
+        pick = _fewest_with_room if one_node else _first_with_room
         for t in types:
             mask = _of_type(cluster, available, t)
             per_node = cluster.per_node(mask)
-            per_rack = np.bincount(cluster.gpu_rack[mask], minlength=cluster.n_racks)
-            pick = _fewest_with_room if one_node else _first_with_room
             node = pick(per_node, want)
-            if node >= 0:
-                return np.flatnonzero(mask & (cluster.gpu_node == node))[:want]
+            if node >= 0:  # (a machine's GPUs are numbered one after another)
+                first = int(cluster.node_first_gpu[node])
+                return np.flatnonzero(mask[first : first + int(cluster.node_gpus[node])])[:want] + first
             if one_node and want <= cluster.max_gpus_per_node:
                 continue  # consolidated on one machine or not at all
+            per_rack = np.bincount(cluster.gpu_rack[mask], minlength=cluster.n_racks)
             rack = pick(per_rack, want)
             if rack >= 0:
                 return np.flatnonzero(mask & (cluster.gpu_rack == rack))[:want]
