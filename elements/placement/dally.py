@@ -76,26 +76,29 @@ class DelayTuner:
 
     def waits(self, level: str, demand: int, now: float) -> list[float]:
         """The waits still in the window at `now` (older records are dropped)."""
-        entries = self._lists.get((level, demand))
-        if not entries:
-            return []
-        if entries[0][0] < now - self.window:
-            self._values.pop((level, demand), None)
-            while entries and entries[0][0] < now - self.window:
-                entries.popleft()
-        return [w for _, w in entries]
+        entries = self._in_window(level, demand, now)
+        return [w for _, w in entries] if entries else []
 
     def value(self, level: str, demand: int, now: float) -> float:
         """mean + 2 sigma of the level's waits in the window (0 for none)."""
-        entries = self._lists.get((level, demand))
-        if entries and entries[0][0] >= now - self.window and (level, demand) in self._values:
-            return self._values[(level, demand)]  # (no wait recorded or dropped since)
-        waits = self.waits(level, demand, now)
-        if not waits:
+        entries = self._in_window(level, demand, now)
+        if not entries:
             return 0.0
-        spread = float(np.std(waits, ddof=self.ddof)) if len(waits) > self.ddof else 0.0
-        value = self._values[(level, demand)] = float(np.mean(waits)) + 2.0 * spread
+        value = self._values.get((level, demand))
+        if value is None:  # (a wait was recorded or dropped since it was worked out)
+            waits = [w for _, w in entries]
+            spread = float(np.std(waits, ddof=self.ddof)) if len(waits) > self.ddof else 0.0
+            value = self._values[(level, demand)] = float(np.mean(waits)) + 2.0 * spread
         return value
+
+    def _in_window(self, level: str, demand: int, now: float) -> deque[tuple[float, float]] | None:
+        """The list's records after those older than the window are dropped."""
+        entries = self._lists.get((level, demand))
+        if entries and entries[0][0] < now - self.window:
+            self._values.pop((level, demand), None)
+            while entries and entries[0][0] < now - self.window:
+                entries.popleft()
+        return entries
 
     def timers(self, demand: int, now: float) -> tuple[float, float]:
         """(machine timer, cumulative rack timer) for a job wanting `demand` GPUs."""

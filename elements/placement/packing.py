@@ -251,6 +251,12 @@ def _best_fit_on_one_node(cluster, mask: np.ndarray, counts: np.ndarray, want: i
     node = int((counts - want).view(np.uint64).argmin())  # least slack; as unsigned, a negative one is huge
     if counts[node] < want:
         return None
+    return first_on_node(cluster, mask, node, want)
+
+
+def first_on_node(cluster, mask: np.ndarray, node: int, want: int) -> np.ndarray:
+    """The first `want` GPUs marked in `mask` on `node` (read from the node's own range: a
+    node's GPUs are numbered one after another)."""
     start = int(cluster.node_first_gpu[node])
     return start + mask[start : start + int(cluster.node_gpus[node])].nonzero()[0][:want]
 

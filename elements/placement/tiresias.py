@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
-from roundhouse.elements.placement.packing import _of_type, choose_consolidated
+from roundhouse.elements.placement.packing import _of_type, choose_consolidated, first_on_node
 from roundhouse.elements.placement.placer import Placer
 from roundhouse.errors import SchedError
 from roundhouse.runtime.element import element, element_family
@@ -201,9 +201,8 @@ class TiresiasDally(_Selective):
             mask = _of_type(cluster, available, t)
             per_node = cluster.per_node(mask)
             node = pick(per_node, want)
-            if node >= 0:  # (a machine's GPUs are numbered one after another)
-                first = int(cluster.node_first_gpu[node])
-                return np.flatnonzero(mask[first : first + int(cluster.node_gpus[node])])[:want] + first
+            if node >= 0:
+                return first_on_node(cluster, mask, node, want)
             if one_node and want <= cluster.max_gpus_per_node:
                 continue  # consolidated on one machine or not at all
             per_rack = np.bincount(cluster.gpu_rack[mask], minlength=cluster.n_racks)
