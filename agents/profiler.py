@@ -1,7 +1,8 @@
 """Measure the example workloads on this machine, for the simulator's profile table.
 
 For each model, batch size and worker count, `profile()` runs the real workload exactly as the
-agent would (agents/agent/processes.spawn_worker: one process per worker in its own session, data-parallel
+agent would (one process per worker in its own session, forked from a process that has imported PyTorch
+(agents/agent/forkserver.py), data-parallel
 over gloo or NCCL, the client library's lease and reports), `concurrent` copies at once (fake GPUs on one machine share its CPUs; profiling them
 side by side measures what each gets), and:
 
@@ -21,9 +22,7 @@ iters_per_s`, placement `consolidated`); the overheads are what the graph settin
 
 from __future__ import annotations
 
-import os
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,7 +31,8 @@ import attrs
 import zmq
 
 from roundhouse.agents import jobenv
-from roundhouse.agents.agent.processes import PROJECT_ROOT, spawn_worker
+from roundhouse.agents.agent.forkserver import ForkServer
+from roundhouse.agents.agent.processes import start_workload, worker_environment
 from roundhouse.agents.client import Lease
 from roundhouse.agents.workloads import workload_for
 from roundhouse.errors import UsageError
@@ -144,8 +144,11 @@ class _Runner:
         self.endpoint = f"ipc://{folder}/reports.sock"
         self.pull.bind(self.endpoint)
         self.jobs = 0
+        self.forks = ForkServer(worker_environment())
+        self.forks.wait_ready()  # so that every launch is timed as the agent makes it
 
     def close(self) -> None:
+        self.forks.close()
         self.pull.close(linger=0)
         self.ctx.term()
 
@@ -164,7 +167,7 @@ class _Runner:
         for rank in range(gpus):
             lease = self.folder / f"lease-{job}-{attempt}-{rank}"
             Lease.create(lease)
-            env = dict(os.environ)
+            env = worker_environment()
             env.update(
                 jobenv.variables(
                     rank=rank,
@@ -190,10 +193,9 @@ class _Runner:
                 ),
                 GLOO_SOCKET_IFNAME="lo",
                 OMP_NUM_THREADS=str(self.threads),
-                PYTHONPATH=os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p),
             )
             log = self.folder / f"job-{job}-{attempt}-{rank}.log"
-            procs.append((rank, lease, spawn_worker([sys.executable, "-m", workload_for(model)], env, self.folder, log)))
+            procs.append((rank, lease, start_workload(self.forks, workload_for(model), env, self.folder, log)))
         return procs
 
     def measure(self, model: str, batch: int, gpus: int, seconds: float, companions: list[tuple[str, int]]) -> Measurement:

@@ -22,16 +22,18 @@ src :: TraceSource(path="jobs.csv");
 src -> AcceptAll -> JobPool -> Srtf -> FirstFree -> Launch -> m :: JobMetrics;
 """
 FIFO = GRAPH.replace("Srtf", "Fifo")
+# Long enough that the run is still busy at round 8, when the first projection is made (workers
+# start in milliseconds, forked from the agent's fork server).
 
 JOBS = """job_id,arrival_s,gpus,model,iterations,batch_size
-0,0,2,LM,900,10
-1,0,1,ResNet-18,480,16
-2,0,1,Recommendation,900,64
-3,4,1,ResNet-18,120,16
-4,4,1,LM,250,10
-5,9,1,Recommendation,200,64
-6,12,2,ResNet-18,100,16
-7,13,1,LM,300,10
+0,0,2,LM,2700,10
+1,0,1,ResNet-18,1440,16
+2,0,1,Recommendation,2700,64
+3,4,1,ResNet-18,360,16
+4,4,1,LM,750,10
+5,9,1,Recommendation,600,64
+6,12,2,ResNet-18,300,16
+7,13,1,LM,900,10
 """
 
 

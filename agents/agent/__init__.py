@@ -6,7 +6,8 @@ machine without GPUs, which still runs real training processes; with `--emulate`
 job is held to the speed the scheduler's profile gives for its model on the faked GPU type, so
 that a CPU machine emulates a GPU cluster, heterogeneous ones included), and then:
 
-- launches each job's workers on this node as subprocesses, one per GPU, with
+- launches each job's workers on this node as processes, one per GPU (forked from a process
+  that has already imported PyTorch, when the job is a workload module), with
   `CUDA_VISIBLE_DEVICES`, `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`/`MASTER_PORT` and
   the ROUNDHOUSE_ variables the client library reads (agents/jobenv.py); a launch onto a GPU
   that a previous job still holds (it is checkpointing) waits until that GPU is free;
@@ -22,12 +23,13 @@ that a CPU machine emulates a GPU cluster, heterogeneous ones included), and the
 - heartbeats, and re-registers (listing its running workers) when a restarted scheduler does
   not know it.
 
-Workers die with the agent (Linux PR_SET_PDEATHSIG): a lost agent's jobs are restarted
+Workers die with the agent (Linux PR_SET_PDEATHSIG, through the fork server): a lost agent's jobs are restarted
 elsewhere from their checkpoints by the scheduler, and must not run on behind its back.
 
 Its parts, one idea each: `service` (the agent: its loop, the scheduler's messages, stopping),
 `scheduler_link` (the connection to the scheduler: registration, heartbeats, numbered
-messages), `processes` (launching and supervising the job processes), `leases` (revocation,
+messages), `processes` (launching and supervising the job processes), `forkserver` (the
+process the workers are forked from), `leases` (revocation,
 the two-phase stop), `job_reports` (the reports socket from the jobs), `exits` (exit reports
 kept until acknowledged), `emulated` (many emulated nodes in one process, jobs as timers:
 `--nodes`), `messages` (reading a socket's messages), `gpus` (finding the

@@ -4,7 +4,6 @@ until it is free), signalling them, and reaping their exits into exit reports.""
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
@@ -17,6 +16,7 @@ from pathlib import Path
 import attrs
 
 from roundhouse.agents import jobenv
+from roundhouse.agents.agent.forkserver import ForkedWorker, ForkServer, die_with_parent
 from roundhouse.agents.agent.job_reports import JobReports
 from roundhouse.agents.client import Lease
 from roundhouse.agents.elastic import write_request
@@ -34,7 +34,7 @@ class Worker:
     gpu: int
     lease_path: Path
     log_path: Path
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen | ForkedWorker | None = None
     launched_at: float = 0.0
     start_iteration: int = 0
     iteration: int = 0
@@ -75,6 +75,17 @@ class Workers:
         self.by_key: dict[tuple[int, int, int], Worker] = {}
         self.waiting: deque[Worker] = deque()  # launches whose GPU is still busy
         self._gpu_busy: dict[int, tuple[int, int, int]] = {}
+        self.forks: ForkServer | None = None
+
+    def open_forks(self) -> None:
+        """Start the fork server (agents/agent/forkserver.py): workload launches wait until it
+        has imported PyTorch, then fork from it, unless it fails, when they start processes."""
+        self.forks = ForkServer(worker_environment())
+
+    def close_forks(self) -> None:
+        if self.forks is not None:
+            self.forks.close()
+            self.forks = None
 
     def get(self, key: tuple[int, int, int]) -> Worker | None:
         return self.by_key.get(key)
@@ -142,6 +153,8 @@ class Workers:
             holder = self._gpu_busy.get(w.gpu)
             if holder is not None and holder != w.key:
                 continue
+            if w.spec.get("workload") and self.forks is not None and not self.forks.lost and not self.forks.ready():
+                continue  # the fork server is still importing; a new process would import as long
             self.waiting.remove(w)
             self._spawn(w)
 
@@ -153,7 +166,10 @@ class Workers:
         env = self._environment(w, spec)
         argv = [sys.executable, "-m", spec["workload"]] if spec.get("workload") else list(spec.get("command") or [])
         try:
-            w.process = spawn_worker(argv, env, job_dir, w.log_path)
+            if spec.get("workload"):
+                w.process = start_workload(self.forks, spec["workload"], env, job_dir, w.log_path)
+            else:
+                w.process = spawn_worker(argv, env, job_dir, w.log_path)
         except (OSError, ValueError) as err:
             reason = f"cannot start {argv[:1]}: {err}"
             log.warning("job %d attempt %d rank %d: %s", w.job, w.attempt, w.rank, reason)
@@ -189,7 +205,7 @@ class Workers:
 
     def _environment(self, w: Worker, spec: dict) -> dict[str, str]:
         """The worker's environment: the agent's, with the variables the job reads (agents/jobenv.py)."""
-        env = dict(os.environ)
+        env = worker_environment()
         env.update(
             jobenv.variables(
                 gpu=w.gpu,
@@ -216,7 +232,6 @@ class Workers:
                 join_generation=spec.get("join_generation"),
             )
         )
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
         if self.threads_per_gpu > 0:
             env["OMP_NUM_THREADS"] = str(self.threads_per_gpu)
         if spec["master_addr"].startswith("127.") or spec["master_addr"] == "localhost":
@@ -371,6 +386,23 @@ def resize(self: Workers, body: dict, stopping: bool) -> bool:
     return True
 
 
+def worker_environment() -> dict[str, str]:
+    """The agent's environment, with this project importable (where it is not installed)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def start_workload(
+    forks: ForkServer | None, module: str, env: dict[str, str], cwd: Path, log_path: Path
+) -> subprocess.Popen | ForkedWorker:
+    """Start a worker that runs a workload module: forked from the fork server when it is
+    ready, else a new process (`python -m module`)."""
+    if forks is not None and forks.ready():
+        return forks.start(module, env, cwd, log_path)
+    return spawn_worker([sys.executable, "-m", module], env, cwd, log_path)
+
+
 def spawn_worker(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path) -> subprocess.Popen:
     """Start one training process as the agent does: its own session (so it can be signalled
     as a group, and, where the kernel groups sessions for CPU fairness, it gets a session's
@@ -384,7 +416,7 @@ def spawn_worker(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
 
 
@@ -397,16 +429,3 @@ def _tail(path: Path, lines: int = 8) -> str:
     except OSError:
         return "(no log)"
     return " | ".join(text.strip().splitlines()[-lines:])
-
-
-try:  # loaded here, not in the forked child (loading a library after fork is unsafe)
-    _libc = ctypes.CDLL("libc.so.6", use_errno=True)
-except OSError:
-    _libc = None
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: die when the agent dies (Linux), so that a lost agent's jobs
-    do not run on while the scheduler restarts them elsewhere."""
-    if _libc is not None:
-        _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

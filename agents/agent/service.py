@@ -84,6 +84,7 @@ class Agent:
         poller.register(jobs, zmq.POLLIN)
         poller.register(monitor, zmq.POLLIN)
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        self.workers.open_forks()
         log.info(
             "agent %s: %d GPU(s) (%s), scheduler %s, work folder %s",
             self.name,
@@ -129,6 +130,7 @@ class Agent:
             for w in self.workers.all():
                 self.workers.terminate(w, hard=True)
             self.workers.reap(wait=True)
+            self.workers.close_forks()
             self.reports.close()
             self.link.close()
             context.term()
