@@ -121,6 +121,8 @@ class ForkServer:
                 pid = int(event["started"])
                 self._children.add(pid)
                 return ForkedWorker(self, pid)
+        self._process.kill()  # stuck: give it up, and start processes directly from now on
+        self._lose()
         raise OSError("the fork server did not answer")
 
     def returncode(self, pid: int, block: bool = False, timeout: float | None = None) -> int | None:
@@ -245,28 +247,37 @@ def _serve(sock: socket.socket) -> dict | None:
             request = json.loads(line)
             sys.stdout.flush()
             sys.stderr.flush()
+            settled_r, settled_w = os.pipe()
             try:
                 pid = os.fork()
             except OSError as err:
+                os.close(settled_r)
+                os.close(settled_w)
                 send(id=request["id"], error=f"cannot fork: {err}")
                 continue
             if pid == 0:
+                # Its own session and death with the server before the owner hears of it, so
+                # that the owner can signal its group at once.
+                os.setsid()
+                die_with_parent()
+                if os.getppid() != server:
+                    os._exit(1)  # the server ended before the signal was set
+                os.close(settled_r)
+                os.close(settled_w)
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 os.close(wake_r)
                 os.close(wake_w)
                 sock.close()
-                request["server"] = server
                 return request
+            os.close(settled_w)
+            os.read(settled_r, 1)  # end of file once the child has settled (or died)
+            os.close(settled_r)
             send(id=request["id"], started=pid)
 
 
 def _become(request: dict) -> None:
-    """In the child: the worker's session, parent-death signal, output, folder and environment."""
-    os.setsid()
-    die_with_parent()
-    if os.getppid() != request["server"]:
-        os._exit(1)  # the server ended before the signal was set
+    """In the child: the worker's output, folder, environment, threads and arguments."""
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)

@@ -397,9 +397,12 @@ def start_workload(
     forks: ForkServer | None, module: str, env: dict[str, str], cwd: Path, log_path: Path
 ) -> subprocess.Popen | ForkedWorker:
     """Start a worker that runs a workload module: forked from the fork server when it is
-    ready, else a new process (`python -m module`)."""
+    ready, else (or if it fails to fork) a new process (`python -m module`)."""
     if forks is not None and forks.ready():
-        return forks.start(module, env, cwd, log_path)
+        try:
+            return forks.start(module, env, cwd, log_path)
+        except OSError as err:
+            log.warning("fork server: %s; starting the worker as a new process", err)
     return spawn_worker([sys.executable, "-m", module], env, cwd, log_path)
 
 
