@@ -8,6 +8,7 @@ tables and a summary at the end of the run.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import attrs
@@ -15,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from roundhouse.errors import SchedError
-from roundhouse.runtime.element import Element, In, element, element_family, job_ids
+from roundhouse.runtime.element import Element, In, element, element_family, job_ids, rounds_add_exactly
 from roundhouse.runtime.types import Events
 from roundhouse.runtime.values import IdRange, number
 from roundhouse.traces.jobs import FINISHED
@@ -104,6 +105,19 @@ class _RoundWatcher(_ObjectiveSink):
         done = ctx.jobs.column("done")[rows] - self._done
         return rows, self._type, self._gpu_seconds(service), done
 
+    def _passed_rounds(self, step: np.ndarray, rounds: int) -> list[np.ndarray]:
+        """GPU-seconds charged, round by round, for the `rounds` whole rounds since the last tick
+        that event skipping did not tick (nothing happened in them, and `rounds_add_exactly`):
+        each added `step` (the GPUs held then, times the round) to the remembered jobs' service,
+        as the simulator adds it, so that the differences are those their ticks would have taken."""
+        service, charged = self._service, []
+        for _ in range(rounds):
+            after = service + step
+            charged.append(self._gpu_seconds(after - service))
+            service = after
+        self._service = service
+        return charged
+
     def _remember(self, ctx: RoundContext) -> None:
         rows = np.array(ctx.running_rows)
         self._rows = rows
@@ -137,12 +151,14 @@ class CostMetrics(_RoundWatcher):
         track: job ids to report (half-open range); all jobs if omitted (the total counts all jobs).
     Counters:
         cost_usd: dollars spent so far.
-    Cost: O(r) over running jobs r (the GPU-hours each holds this round).
+    Cost: O(r) over running jobs r (the GPU-hours each holds this round). Event skipping passes
+        the rounds in which nothing happens (rounds of whole seconds); each is charged at the
+        next tick, O(r) apiece, with the same additions as its own tick.
     See also: MinCost, MinCostSLO, SloMetrics
     Paper: Gavel (OSDI'20) §4.2 (cost policies) and §7.3 (cost experiment).
     """
 
-    state = ("_cost", "_done", "_gpu_s", "_partner", "_rows", "_service", "_type")
+    state = ("_cost", "_done", "_gpu_s", "_partner", "_rows", "_service", "_step", "_ticked", "_type")
     fixed = ("_price",)
 
     prices: list[str] = attrs.field(factory=lambda: list(GCP_2020_PRICES), validator=lambda i, a, v: parse_prices(v))
@@ -160,19 +176,40 @@ class CostMetrics(_RoundWatcher):
         self._price = np.array([given[t] for t in types]) / 3600.0  # dollars per GPU-second
         self._cost = np.zeros(1024)
         self._gpu_s = np.zeros((1024, len(types)))
+        self._ticked: int | None = None  # the round asked about event skipping, until the next tick
+        self._step = np.zeros(0)  # what each remembered job's service gains in a round passed
         self.counters["cost_usd"] = 0.0
 
     def tick(self, ctx: RoundContext, events: Events) -> None:
-        rows, gpu_type, gpu_s, _ = self._last_round(ctx)
+        if self._ticked is not None and len(self._rows):
+            for gpu_s in self._passed_rounds(self._step, ctx.round_index - self._ticked - 1):
+                self._charge(ctx, gpu_s)
+        self._ticked = None
+        rows, _, gpu_s, _ = self._last_round(ctx)
         if len(rows):
-            n = len(ctx.jobs)
-            if n > len(self._cost):
-                self._cost, self._gpu_s = _grown(self._cost, 2 * n), _grown(self._gpu_s, 2 * n)
-            spent = gpu_s * self._price[gpu_type]
-            np.add.at(self._cost, rows, spent)
-            np.add.at(self._gpu_s, (rows, gpu_type), gpu_s)
-            self.counters["cost_usd"] += float(spent.sum())
+            self._charge(ctx, gpu_s)
         self._remember(ctx)
+
+    def _charge(self, ctx: RoundContext, gpu_s: np.ndarray) -> None:
+        """The remembered jobs pay for a round's GPU-seconds."""
+        rows, gpu_type = self._rows, self._type
+        n = len(ctx.jobs)
+        if n > len(self._cost):
+            self._cost, self._gpu_s = _grown(self._cost, 2 * n), _grown(self._gpu_s, 2 * n)
+        spent = gpu_s * self._price[gpu_type]
+        np.add.at(self._cost, rows, spent)
+        np.add.at(self._gpu_s, (rows, gpu_type), gpu_s)
+        self.counters["cost_usd"] += float(spent.sum())
+
+    quiet_after_change = True
+
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        # Until an event, when the rounds passed meanwhile can be replayed at the next tick.
+        if not rounds_add_exactly(ctx):
+            return None
+        self._ticked = ctx.round_index
+        self._step = ctx.jobs.column("held")[self._rows] * float(ctx.round_s)  # (as the simulator's round adds)
+        return math.inf
 
     def finish(self, ctx: RoundContext) -> dict:
         rows = _tracked(ctx, self.track)
@@ -202,7 +239,8 @@ class SloMetrics(_ObjectiveSink):
         track: job ids to report (half-open range); all jobs if omitted.
     Counters:
         violations: jobs that finished after their deadline so far.
-    Cost: O(f) over jobs f finishing this round.
+    Cost: O(f) over jobs f finishing this round; rounds without completions change nothing
+        (event skipping passes them).
     See also: MinCostSLO, CostMetrics, JobMetrics
     Paper: Gavel (OSDI'20) §4.2 (SLOs) and §7.3 (cost experiment: SLO violations).
     """
@@ -218,6 +256,11 @@ class SloMetrics(_ObjectiveSink):
         if len(events.finished):
             late = events.finished_at > slo_deadlines(ctx, events.finished) + 1e-9
             self.counters["violations"] += int(late.sum())
+
+    quiet_after_change = True
+
+    def quiet_until(self, ctx: RoundContext) -> float:
+        return math.inf  # it counts completions only
 
     def finish(self, ctx: RoundContext) -> dict:
         rows = _tracked(ctx, self.track)
@@ -261,12 +304,14 @@ class FinishTimeFairnessMetrics(_ObjectiveSink):
         track: job ids to report (half-open range); all jobs if omitted.
     Counters:
         none
-    Cost: O(f) over jobs f finishing this round.
+    Cost: O(n) over the job table (the jobs in the system, integrated over time). Event skipping
+        passes the rounds in which nothing happens; each adds its point at the next tick, O(1)
+        apiece, as its own tick would have.
     See also: MinMaxRho, Themis, JobMetrics
     Paper: Gavel (OSDI'20) §4.2 and Fig. 10 (FTF); Themis (NSDI'20) §3 (finish-time fairness).
     """
 
-    state = ("_area", "_in_system", "_times")
+    state = ("_area", "_in_system", "_ticked", "_times")
 
     track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
@@ -274,11 +319,27 @@ class FinishTimeFairnessMetrics(_ObjectiveSink):
         self._times = [ctx.now]
         self._area = [0.0]  # integral over time of the number of jobs in the system
         self._in_system = 0
+        self._ticked: int | None = None  # the round asked about event skipping, until the next tick
 
     def tick(self, ctx: RoundContext, events: Events) -> None:
+        if self._ticked is not None and self._in_system:
+            # The rounds event skipping passed: their points, at the clock's readings (the
+            # backend adds a round to its clock each round), as their ticks would have added them.
+            # (With no job in the system the count stays flat: the points would change nothing.)
+            for _ in range(ctx.round_index - self._ticked - 1):
+                now = self._times[-1] + ctx.round_s
+                self._area.append(self._area[-1] + (now - self._times[-1]) * self._in_system)
+                self._times.append(now)
+        self._ticked = None
         self._area.append(self._area[-1] + (ctx.now - self._times[-1]) * self._in_system)
         self._times.append(ctx.now)
         self._in_system = len(ctx.jobs) - int(np.count_nonzero(ctx.jobs.column("status") == FINISHED))
+
+    quiet_after_change = True
+
+    def quiet_until(self, ctx: RoundContext) -> float:
+        self._ticked = ctx.round_index  # (the rounds passed from here are added at the next tick)
+        return math.inf
 
     def finish(self, ctx: RoundContext) -> dict:
         rows = _tracked(ctx, self.track)

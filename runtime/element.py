@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import re
 import sys
 import typing
@@ -213,6 +214,16 @@ class Element:
 
     def config(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in attrs.fields(type(self))}
+
+
+def rounds_add_exactly(ctx: RoundContext) -> bool:
+    """Event skipping: whether each round adds exactly `round_s` to a running job's run time
+    (and `held` times that to its service), as rounds of whole seconds do while the clock stays
+    where sums of whole numbers are exact. An element that settles, at its next tick, the rounds
+    event skipping did not tick can then replay them addition by addition, as their ticks would
+    have, to the bit."""
+    r = float(ctx.round_s)
+    return r == math.floor(r) and ctx.now < 2.0**50
 
 
 def _find_port(ports: tuple[Port, ...], key: str | int) -> Port | None:

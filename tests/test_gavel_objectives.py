@@ -99,3 +99,47 @@ def test_prices_must_cover_the_cluster(tmp_path):
     jobs = [dict(job_id=0, arrival_s=0.0, gpus=1, model="ja", iterations=360.0)]
     with pytest.raises(SchedError, match="no price for GPU type K80"):
         _run(tmp_path, jobs, 'run -> CostMetrics(prices=["V100:1"]);\n', cluster="1x1:V100,1x1:K80")
+
+
+def _same_reports(a, b, path="") -> None:
+    if isinstance(a, pl.DataFrame):
+        assert a.equals(b), path
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for key in a:
+            _same_reports(a[key], b[key], f"{path}/{key}")
+    else:
+        assert a == b or (a != a and b != b), (path, a, b)
+
+
+LAS_FTF = """
+round = 299.9s;
+cluster = "32x4:V100";
+arrivals :: TraceSource(path="{trace}");
+arrivals -> AcceptAll -> JobPool -> Las(service=wall_seconds) -> FirstFree -> run :: Launch -> JobMetrics;
+run -> fairness :: FinishTimeFairnessMetrics;
+"""
+
+
+@pytest.mark.parametrize("graph", ["gavel-cost-slo", "las-ftf"])
+def test_rounds_event_skipping_passes_are_counted_as_their_ticks_would_have(graph, tmp_path):
+    """Cost and the jobs in the system over time are settled at the next tick for the rounds
+    event skipping did not tick: every report and counter as when every round is ticked. (LAS
+    with rounds of a fraction of a second: clock readings that are not whole numbers, where the
+    points' times must be added as the clock adds them.)"""
+    from tests.conftest import REPO
+
+    if graph == "las-ftf":
+        (tmp_path / "g.sched").write_text(LAS_FTF.format(trace=REPO / "traces" / "samples" / "philly-1000.csv"))
+        path, overrides = tmp_path / "g.sched", ["arrivals.jobs=300"]
+    else:
+        path, overrides = REPO / "graphs" / f"{graph}.sched", ["arrivals.jobs=40"]
+    skipped = simulate(compile_file(path, overrides))
+    ticked = simulate(compile_file(path, [*overrides, "skip_rounds=false"]))
+    assert skipped.skipped_rounds > 200 and ticked.skipped_rounds == 0
+    assert skipped.rounds == ticked.rounds
+    _same_reports(skipped.reports, ticked.reports)
+    for name, counters in ticked.counters.items():
+        assert {k: v for k, v in skipped.counters[name].items() if k != "solve_ms"} == {
+            k: v for k, v in counters.items() if k != "solve_ms"
+        }, name

@@ -7,7 +7,7 @@ import math
 import attrs
 import numpy as np
 
-from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.element import Element, In, Out, element, rounds_add_exactly
 from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import Ranking, Shares
 from roundhouse.runtime.values import non_negative, one_of
@@ -374,9 +374,9 @@ def _repeating(sorted_cols, X: np.ndarray, time: np.ndarray, n: int, ctx) -> flo
     the first pair meets (`_rounds_in_order`); a column whose candidates all fit stays so. Only
     for whole-second rounds, where a round adds exactly r to a running job's run_s (what
     `_credit` replays)."""
-    r = float(ctx.round_s)
-    if r != math.floor(r) or ctx.now >= 2.0**50:
+    if not rounds_add_exactly(ctx):
         return None
+    r = float(ctx.round_s)
     rounds = math.inf
     mark = np.zeros(n, dtype=bool)
     for c, cand, picked in sorted_cols:
