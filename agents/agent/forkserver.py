@@ -79,6 +79,7 @@ class ForkServer:
         self._started_at = time.monotonic()
         self._ready = False
         self.lost = False  # the server ended (or never became ready): start processes directly
+        # By request: a process id may be reused once its process has been reaped.
         self._children: set[int] = set()
         self._exits: dict[int, int] = {}
         self._next_id = 0
@@ -118,20 +119,20 @@ class ForkServer:
                     continue
                 if "error" in event:
                     raise OSError(event["error"])
-                pid = int(event["started"])
-                self._children.add(pid)
-                return ForkedWorker(self, pid)
+                self._children.add(request["id"])
+                return ForkedWorker(self, int(event["started"]), request["id"])
         self._process.kill()  # stuck: give it up, and start processes directly from now on
         self._lose()
         raise OSError("the fork server did not answer")
 
-    def returncode(self, pid: int, block: bool = False, timeout: float | None = None) -> int | None:
-        """The child's exit status (negative: the signal that ended it), or None while it runs."""
+    def returncode(self, request: int, block: bool = False, timeout: float | None = None) -> int | None:
+        """The exit status (negative: the signal that ended it) of the child forked for a
+        request, or None while it runs."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self._read(block=False)
-            if pid in self._exits or not block:
-                return self._exits.get(pid)
+            if request in self._exits or not block:
+                return self._exits.get(request)
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return None
@@ -172,35 +173,36 @@ class ForkServer:
             if event.get("ready"):
                 self._ready = True
             elif "exited" in event:
-                self._exits[int(event["exited"])] = int(event["code"])
-                self._children.discard(int(event["exited"]))
+                self._exits[int(event["id"])] = int(event["code"])
+                self._children.discard(int(event["id"]))
             events.append(event)
         return events
 
     def _lose(self) -> None:
         # The server's children die with it (their parent-death signal).
         self.lost = True
-        for pid in self._children:
-            self._exits.setdefault(pid, -signal.SIGKILL)
+        for request in self._children:
+            self._exits.setdefault(request, -signal.SIGKILL)
         self._children.clear()
 
 
 class ForkedWorker:
     """A child of the fork server, answering as much of `subprocess.Popen` as the agent uses."""
 
-    def __init__(self, server: ForkServer, pid: int):
+    def __init__(self, server: ForkServer, pid: int, request: int):
         self._server = server
         self.pid = pid
+        self._request = request
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self._server.returncode(self.pid)
+            self.returncode = self._server.returncode(self._request)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            self.returncode = self._server.returncode(self.pid, block=True, timeout=timeout)
+            self.returncode = self._server.returncode(self._request, block=True, timeout=timeout)
         if self.returncode is None:
             raise subprocess.TimeoutExpired(f"forked worker {self.pid}", timeout or 0.0)
         return self.returncode
@@ -217,6 +219,7 @@ def _serve(sock: socket.socket) -> dict | None:
     signal.signal(signal.SIGCHLD, lambda *_: None)  # set_wakeup_fd needs a handler to write
     signal.set_wakeup_fd(wake_w)
     server = os.getpid()
+    requests: dict[int, int] = {}  # the request each living child was forked for, by process id
 
     def send(**event) -> None:
         sock.sendall(json.dumps(event).encode() + b"\n")
@@ -235,7 +238,7 @@ def _serve(sock: socket.socket) -> dict | None:
                 break
             if pid == 0:
                 break
-            send(exited=pid, code=os.waitstatus_to_exitcode(status))
+            send(exited=pid, id=requests.pop(pid, -1), code=os.waitstatus_to_exitcode(status))
         if sock not in readable:
             continue
         data = sock.recv(1 << 16)
@@ -273,6 +276,7 @@ def _serve(sock: socket.socket) -> dict | None:
             os.close(settled_w)
             os.read(settled_r, 1)  # end of file once the child has settled (or died)
             os.close(settled_r)
+            requests[pid] = request["id"]
             send(id=request["id"], started=pid)
 
 
