@@ -22,9 +22,9 @@ src :: TraceSource(path="jobs.csv");
 src -> AcceptAll -> JobPool -> Srtf -> FirstFree -> Launch -> m :: JobMetrics;
 """
 FIFO = GRAPH.replace("Srtf", "Fifo")
+
 # Long enough that the run is still busy at round 8, when the first projection is made (workers
 # start in milliseconds, forked from the agent's fork server).
-
 JOBS = """job_id,arrival_s,gpus,model,iterations,batch_size
 0,0,2,LM,2700,10
 1,0,1,ResNet-18,1440,16
