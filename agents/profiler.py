@@ -1,10 +1,10 @@
 """Measure the example workloads on this machine, for the simulator's profile table.
 
 For each model, batch size and worker count, `profile()` runs the real workload exactly as the
-agent would (one process per worker in its own session, forked from a process that has imported PyTorch
-(agents/agent/forkserver.py), data-parallel
-over gloo or NCCL, the client library's lease and reports), `concurrent` copies at once (fake GPUs on one machine share its CPUs; profiling them
-side by side measures what each gets), and:
+agent would (one process per worker in its own session, forked from a process that has imported
+PyTorch: agents/agent/forkserver.py; data-parallel over gloo or NCCL; the client library's lease
+and reports), `concurrent` copies at once (fake GPUs on one machine share its CPUs; profiling
+them side by side measures what each gets), and:
 
 1. starts the job, then `concurrent - 1` companions (jobs on the node's other fake GPUs:
    copies of itself, or the models given with `beside`, each in turn), one after another,

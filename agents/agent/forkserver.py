@@ -93,10 +93,11 @@ class ForkServer:
 
     def wait_ready(self) -> bool:
         """Wait until the server has imported what it preloads; False if it failed to."""
-        while not self._ready and not self.lost:
+        while not self.ready():
+            if self.lost:
+                return False
             self._read(block=True, timeout=1.0)
-            self.ready()
-        return not self.lost
+        return True
 
     def start(self, module: str, env: dict[str, str], cwd: Path, log_path: Path) -> ForkedWorker:
         """Fork a child that runs `module` as `python -m` would. Raises OSError if it cannot."""
