@@ -4,6 +4,8 @@
     python benchmarks/scale.py --quick    # the small cases only (about a minute)
     python benchmarks/scale.py --only million-160   # one case by name (gavel-msr: Gavel's msr runs)
     python benchmarks/scale.py --no-skip  # the same with event skipping off (skip_rounds=false)
+    python benchmarks/scale.py --only alibaba-fifo --alibaba CLUSTERDATA/cluster-trace-gpu-v2020/simulator
+                                          # Alibaba's simulator run on the same trace (an hour or more)
 
 Each case's trace is generated first, by `roundhouse trace generate` in a process of its own
 (Roundhouse's own generator: Philly durations and GPU counts, Poisson arrivals), into a
@@ -18,7 +20,9 @@ at the start of the phase): start-up (imports, compiling the graph, loading the 
 profiles), reading the trace (parsing and checking it, and preparing the job specs), the
 simulation, and writing the results. The plot (docs/figures/scale.png unless --plot says
 otherwise) draws microseconds per round against the mean number of jobs in the system and
-against the cluster's GPUs.
+against the cluster's GPUs. The Alibaba-shape cases are printed again beside Alibaba's own
+simulator (benchmarks/alibaba_sim.py): its README's figures on its own trace, or with --alibaba
+its run on the same generated trace, measured now.
 
 Figures depend on the machine and on what else runs on it; compare versions of the code on the
 same machine, runs interleaved. This is a script that prints figures, not a timed test.
@@ -37,6 +41,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+import alibaba_sim  # noqa: E402  (beside this script)
 
 # name: (group, what, jobs, rate per hour, cluster, policy, placer, how it runs, in --quick)
 #   group "active": jobs in the system grow with the number of jobs (overloaded 128 GPUs)
@@ -128,6 +134,9 @@ CASES: dict[str, tuple] = {
 # simulator, are measured by benchmarks/gavel_msr.py; this script prints its rows as the case
 # named here (skipped when Gavel's trace is not beside the project).
 GAVEL_CASE = "gavel-msr"
+# The policy of Alibaba's simulator that each Alibaba-shape case's policy stands for
+# (benchmarks/alibaba_sim.py runs it, or gives its README's figures).
+ALIBABA_POLICIES = {"Fifo": "FIFO", "Srtf": "SJF"}
 
 
 def graph_text(trace: Path, cluster: str, policy: str, placer: str, skip: bool) -> str:
@@ -293,7 +302,7 @@ def plot(results: list[dict], path: Path) -> None:
         (
             right,
             "size",
-            lambda r: float(CASES[r["name"]][4].split("x")[0]) * int(CASES[r["name"]][4].split("x")[1].split(":")[0]),
+            lambda r: gpus_of(CASES[r["name"]][4]),
             "GPUs (80% load)",
         ),
     ):
@@ -317,10 +326,45 @@ def plot(results: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def gpus_of(cluster: str) -> int:
+    """The GPUs of a cluster written NODESxGPUS:TYPE."""
+    nodes, per_node = cluster.split(":")[0].split("x")
+    return int(nodes) * int(per_node)
+
+
+def print_alibaba_rows(results: list[dict], folder: Path, alibaba: tuple[Path, str] | None) -> None:
+    """Alibaba's shape beside Alibaba's simulator: run now on the same trace when `alibaba` (its
+    simulator's folder and the Python to run it with) is given, else its README's figures (its
+    own trace, its authors' machine)."""
+    rows = [r for r in results if CASES[r["name"]][0] == "alibaba"]
+    if not rows:
+        return
+    where = "run now on the same trace" if alibaba else "its README's figures: its own trace, so no ratio; --alibaba runs it"
+    print(f"\nAlibaba's shape beside Alibaba's simulator ({where})")
+    print(f"{'case':14s} {'wall s':>8s} {'avg JCT h':>10s} {'Alibaba s':>10s} {'Alibaba JCT h':>14s} {'x faster':>9s}")
+    for r in rows:
+        _, _, jobs, rate, cluster, policy, *_ = CASES[r["name"]]
+        theirs = ALIBABA_POLICIES[policy]
+        if alibaba:
+            try:
+                measured = alibaba_sim.run_alibaba(
+                    *alibaba, theirs, trace_path(folder, jobs, rate), gpus_of(cluster), round(rate / 60), jobs
+                )
+            except alibaba_sim.AlibabaFailed as err:
+                sys.exit(f"error: {err}")
+            their_s, their_jct_s = measured["wall_s"], measured["avg_jct_s"]
+        else:
+            their_s, their_jct_s = alibaba_sim.README_FIGURES[theirs]
+        faster = f"{their_s / r['wall_s']:8.1f}x" if alibaba else f"{'-':>9s}"
+        print(
+            f"{r['name']:14s} {r['wall_s']:8.2f} {r['avg_jct_h']:10.2f} {their_s:10.1f} {their_jct_s / 3600:14.2f} {faster}",
+            flush=True,
+        )
+
+
 def print_gavel_rows() -> None:
     """Gavel's heterogeneity-aware LAS and FIFO on msr 0e4a51, whole CLI runs, with the seconds
     Gavel's own simulator takes (benchmarks/gavel_msr.py)."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
     import gavel_msr
 
     rows = gavel_msr.rows()
@@ -347,6 +391,10 @@ def main() -> None:
     )
     parser.add_argument("--no-skip", action="store_true", help="event skipping off (skip_rounds=false)")
     parser.add_argument("--plot", type=Path, default=REPO / "docs" / "figures" / "scale.png", help="where to write the plot")
+    parser.add_argument(
+        "--alibaba", type=Path, help="the folder cluster-trace-gpu-v2020/simulator of Alibaba's clusterdata: run it now too"
+    )
+    parser.add_argument("--alibaba-python", default=sys.executable, help="the Python to run it with (default: this one)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -358,6 +406,12 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; the cases are {', '.join([*CASES, GAVEL_CASE])}")
     gavel = GAVEL_CASE in names
+    alibaba = None
+    if args.alibaba is not None:
+        wrong = alibaba_sim.check_folder(args.alibaba)
+        if wrong:
+            parser.error(f"--alibaba {args.alibaba}: {wrong}")
+        alibaba = (args.alibaba.resolve(), args.alibaba_python)
     names = [n for n in names if n != GAVEL_CASE]
     print(
         f"{'case':58s} {'wall s':>8s} {'rounds':>9s} {'skipped':>9s} {'passed':>9s} {'rounds/s':>9s} {'us/round':>9s} {'in system':>10s} {'peak RSS':>9s}"
@@ -373,6 +427,7 @@ def main() -> None:
                 f"{r['wall_s'] / r['rounds'] * 1e6:9.0f} {r['in_system']:10,.0f} {r['peak_rss_mb']:7.0f} MB",
                 flush=True,
             )
+        print_alibaba_rows(results, Path(tmp), alibaba)
     cli = [r for r in results if CASES[r["name"]][7] == "cli"]
     if cli:
         print("\nCLI runs by phase: wall seconds, and each phase's own peak RSS in MB")

@@ -1,0 +1,102 @@
+"""Alibaba's GPU-cluster simulator beside ours, on the same generated trace.
+
+Alibaba's public simulator for its PAI 2020 GPU trace (github.com/alibaba/clusterdata, folder
+`cluster-trace-gpu-v2020/simulator`) replays jobs on a pool of GPUs one simulated second at a
+time, with FIFO and shortest-job-first allocation among others. Its README's sample output is
+the scaling benchmark's anchor for "Alibaba's shape": 20,000 jobs of its own trace arriving
+1,000 a minute on 6,500 GPUs.
+
+`benchmarks/scale.py --alibaba FOLDER` runs that simulator (FOLDER is its `simulator/` folder,
+from a checkout of clusterdata; it needs numpy and matplotlib) on the trace the scale case
+generated, converted to the simulator's columns here, so both run the same jobs in one sitting.
+Its trace files are not needed. What differs, and is printed beside the figures: it schedules
+every second where we schedule every 5 minutes; it places jobs on one node of 6,500 GPUs (its
+README's configuration, no topology) where we place them on 1,625 servers of 4; it gives the
+jobs of each minute the same arrival instant (its `arrival_rate` mode) where the generated trace
+spreads them; it never preempts a running job (it preempts only when the cluster's capacity
+shrinks, which it does not here) where our rankings are preemptive (`Srtf` stands for its SJF,
+and both know every job's duration); both try the next job when one does not fit.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+# Its README's sample output ("Output"): its own trace pai_job_duration_estimate_100K.csv, 20,000
+# jobs, 1,000 a minute, one node of 6,500 GPUs, load-balancing placement, seed 42, on its authors'
+# machine. Wall seconds (`runtime`) and average JCT in seconds (`avg_jct`).
+README_FIGURES = {"FIFO": (110.53, 7918.47), "SJF": (51.96, 5988.61)}
+
+# Its allocation policies by number (its utils.py, ALLOC_POLICY_DICT); preemption policy 2 (LGF)
+# as in its README's runs.
+POLICY_CODES = {"FIFO": 8, "SJF": 0}
+
+# Run in the simulator's own Python, with its folder first on the path: the simulator built as its
+# run_simulator.py builds it, the shape given on the command line, one JSON line printed.
+DRIVER = """
+import json, logging, sys, tempfile
+from pathlib import Path
+folder, trace, policy, gpus, per_minute, jobs = sys.argv[1:7]
+sys.path.insert(0, folder)
+from simulator import Simulator
+log = Path(tempfile.mkdtemp(prefix="alibaba-sim-")) / "run.log"
+logging.basicConfig(level=logging.WARNING, format="%(message)s", filename=log, filemode="a")
+simulator = Simulator(
+    csv_file=Path(trace), alloc_policy=int(policy), preempt_policy=2, sort_node_policy=3, num_nodes=1,
+    random_seed=42, max_time=int(1e9), num_spare_node=0, pattern=0, hetero=False, num_gpus=int(gpus),
+    num_cpus=round(23.22 * int(gpus)), describe_file=None, log_file=log, export_job_stats=False,
+    export_cluster_util=False, arrival_rate=int(per_minute), num_jobs_limit=int(jobs), gpu_type_matching=0,
+    verbose=0)
+done, avg_jct, avg_wait, makespan = simulator.simulator_go(repeat=1)[0]
+print(json.dumps(dict(jobs=done, avg_jct_s=avg_jct, avg_wait_s=avg_wait, makespan_s=makespan)))
+"""
+
+
+class AlibabaFailed(Exception):
+    """Alibaba's simulator could not be started, or did not print its results."""
+
+
+def check_folder(folder: Path) -> str | None:
+    """What is wrong with `folder` as the simulator's folder, or None."""
+    missing = [name for name in ("simulator.py", "cluster.py", "scheduler.py") if not (folder / name).exists()]
+    return f"no {', '.join(missing)} there (give the folder cluster-trace-gpu-v2020/simulator)" if missing else None
+
+
+def write_trace(ours: Path, theirs: Path) -> None:
+    """Our trace (job_id, arrival_s, gpus, duration_s) in the simulator's columns: one instance
+    of `gpus` GPUs and no CPUs per job, one user, submit times ours (it keeps their order)."""
+    import polars as pl
+
+    pl.read_csv(ours).select(
+        pl.col("job_id"),
+        pl.lit("generated").alias("user"),
+        pl.col("duration_s").alias("duration"),
+        pl.col("gpus").alias("num_gpu"),
+        pl.lit(0).alias("num_cpu"),
+        pl.col("arrival_s").alias("submit_time"),
+        pl.lit(1).alias("num_inst"),
+        pl.lit("V100").alias("gpu_type"),
+    ).write_csv(theirs)
+
+
+def run_alibaba(folder: Path, python: str, policy: str, trace: Path, gpus: int, per_minute: int, jobs: int) -> dict:
+    """The simulator on `trace` (our columns) under `policy` ("FIFO" or "SJF"), in a fresh process:
+    wall seconds of the whole process, and the jobs, average JCT and wait, and makespan it reports."""
+    converted = trace.with_name(f"{trace.stem}-alibaba.csv")
+    if not converted.exists():
+        write_trace(trace, converted)
+    args = [python, "-c", DRIVER, str(folder), str(converted), str(POLICY_CODES[policy]), str(gpus), str(per_minute), str(jobs)]
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, check=False)
+    except OSError as err:  # no such Python, or not executable
+        raise AlibabaFailed(f"cannot run Alibaba's simulator with {python}: {err.strerror}") from None
+    wall = time.perf_counter() - started
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines or not lines[-1].startswith("{"):
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:]) or "(it printed nothing)"
+        raise AlibabaFailed(f"Alibaba's simulator ({policy}) in {folder} exited with status {done.returncode}:\n{tail}")
+    return {"wall_s": wall, **json.loads(lines[-1])}
