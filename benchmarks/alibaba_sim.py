@@ -21,9 +21,9 @@ and both know every job's duration); both try the next job when one does not fit
 from __future__ import annotations
 
 import json
-import subprocess
-import time
 from pathlib import Path
+
+from anchor_run import failure, run_anchor
 
 # Its README's sample output ("Output"): its own trace pai_job_duration_estimate_100K.csv, 20,000
 # jobs, 1,000 a minute, one node of 6,500 GPUs, load-balancing placement, seed 42, on its authors'
@@ -53,10 +53,6 @@ simulator = Simulator(
 done, avg_jct, avg_wait, makespan = simulator.simulator_go(repeat=1)[0]
 print(json.dumps(dict(jobs=done, avg_jct_s=avg_jct, avg_wait_s=avg_wait, makespan_s=makespan)))
 """
-
-
-class AlibabaFailed(Exception):
-    """Alibaba's simulator could not be started, or did not print its results."""
 
 
 def check_folder(folder: Path) -> str | None:
@@ -89,14 +85,8 @@ def run_alibaba(folder: Path, python: str, policy: str, trace: Path, gpus: int, 
     if not converted.exists():
         write_trace(trace, converted)
     args = [python, "-c", DRIVER, str(folder), str(converted), str(POLICY_CODES[policy]), str(gpus), str(per_minute), str(jobs)]
-    started = time.perf_counter()
-    try:
-        done = subprocess.run(args, capture_output=True, text=True, check=False)
-    except OSError as err:  # no such Python, or not executable
-        raise AlibabaFailed(f"cannot run Alibaba's simulator with {python}: {err.strerror}") from None
-    wall = time.perf_counter() - started
+    done, wall = run_anchor(args, "Alibaba's simulator")
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines or not lines[-1].startswith("{"):
-        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:]) or "(it printed nothing)"
-        raise AlibabaFailed(f"Alibaba's simulator ({policy}) in {folder} exited with status {done.returncode}:\n{tail}")
+        raise failure(done, f"Alibaba's simulator ({policy}) in {folder}")
     return {"wall_s": wall, **json.loads(lines[-1])}

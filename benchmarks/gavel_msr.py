@@ -45,6 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from anchor_run import AnchorFailed, failure, run_anchor
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data" / "gavel"
 TRACE = SHARED / "msr_seed0_0e4a51.trace"
@@ -103,35 +105,18 @@ def run_once(graph: Path, out: Path) -> dict:
     )
 
 
-class GavelFailed(Exception):
-    """Gavel's simulator did not run to its end, or printed no average JCT."""
-
-
 def run_gavel(checkout: Path, python: str, policy: str, trace: Path) -> dict:
-    """Gavel's own simulator on `trace` under `policy`, in a fresh process: wall seconds and the
-    average JCT it prints."""
-    started = time.perf_counter()
-    try:
-        done = run_gavel_process(checkout, python, policy, trace)
-    except OSError as err:  # no such Python, or not executable
-        raise GavelFailed(f"cannot run Gavel's simulator with {python}: {err.strerror}") from None
-    wall = time.perf_counter() - started
+    """Gavel's own simulator on `trace` under `policy`, in a fresh process, as Gavel's shared
+    results were made (`simulate_scheduler_with_trace.py`, seed 0, ECOS, 360 s rounds, one GPU
+    per server on 36:36:36): wall seconds and the average JCT it prints."""
+    args = [python, "scripts/drivers/simulate_scheduler_with_trace.py", "-t", str(trace), "-p", policy,
+            "--throughputs_file", str(trace.parent / "simulation_throughputs.json"), "-c", "36:36:36",
+            "--seed", "0", "--solver", "ECOS", "--time_per_iteration", "360"]  # fmt: skip
+    done, wall = run_anchor(args, "Gavel's simulator", cwd=checkout)
     found = re.search(r"Average job completion time: ([0-9.]+) seconds", done.stdout)
     if done.returncode != 0 or not found:
-        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:]) or "(it printed nothing)"
-        raise GavelFailed(f"Gavel's simulator ({policy}) in {checkout} exited with status {done.returncode}:\n{tail}")
+        raise failure(done, f"Gavel's simulator ({policy}) in {checkout}")
     return dict(wall_s=wall, avg_jct_s=float(found.group(1)))
-
-
-def run_gavel_process(checkout: Path, python: str, policy: str, trace: Path) -> subprocess.CompletedProcess:
-    """`simulate_scheduler_with_trace.py` as Gavel's shared results were made: seed 0, ECOS, 360 s
-    rounds, one GPU per server on 36:36:36."""
-    return subprocess.run(
-        [python, "scripts/drivers/simulate_scheduler_with_trace.py", "-t", str(trace), "-p", policy,
-         "--throughputs_file", str(trace.parent / "simulation_throughputs.json"), "-c", "36:36:36",
-         "--seed", "0", "--solver", "ECOS", "--time_per_iteration", "360"],
-        cwd=checkout, capture_output=True, text=True,
-    )  # fmt: skip
 
 
 def rows(repeat: int = 1, trace: Path = TRACE, gavel: tuple[Path, str] | None = None) -> list[dict]:
@@ -190,7 +175,7 @@ def main() -> None:
     )
     try:
         measured = rows(args.repeat, trace, gavel)
-    except GavelFailed as err:
+    except AnchorFailed as err:
         sys.exit(f"error: {err}")
     for row in measured:
         theirs = f"{row['gavel_s']:8.1f}" if row["gavel_s"] else f"{'-':>8s}"

@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import alibaba_sim  # noqa: E402  (beside this script)
+from anchor_run import AnchorFailed  # noqa: E402
 
 # name: (group, what, jobs, rate per hour, cluster, policy, placer, how it runs, in --quick)
 #   group "active": jobs in the system grow with the number of jobs (overloaded 128 GPUs)
@@ -350,7 +351,7 @@ def print_alibaba_rows(results: list[dict], folder: Path, alibaba: tuple[Path, s
                 measured = alibaba_sim.run_alibaba(
                     *alibaba, theirs, trace_path(folder, jobs, rate), gpus_of(cluster), round(rate / 60), jobs
                 )
-            except alibaba_sim.AlibabaFailed as err:
+            except AnchorFailed as err:
                 sys.exit(f"error: {err}")
             their_s, their_jct_s = measured["wall_s"], measured["avg_jct_s"]
         else:
