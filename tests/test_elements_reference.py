@@ -183,3 +183,30 @@ def test_cost_is_required_of_the_library_and_optional_for_ones_own():
         parse_doc(Mine)
     Mine.__doc__ = Mine.__doc__.replace("        See also:", "        Cost: O(n) over the pool's jobs n.\n        See also:")
     assert parse_doc(Mine).cost == "O(n) over the pool's jobs n."
+
+
+def test_an_empty_paper_entry_says_what_to_write():
+    from roundhouse.runtime.element import Element, In, Out
+    from roundhouse.runtime.types import Active, Ranking
+
+    class Unsourced(Element):
+        """Unsourced.
+
+        Ports:
+            active: jobs.
+            ranking: order.
+        Arguments:
+            none
+        Counters:
+            none
+        See also: Las
+        Paper:
+        """
+
+        category = "policy"
+        inputs = (In("active", Active),)
+        outputs = (Out("ranking", Ranking),)
+
+    Unsourced = attrs.define(slots=False)(Unsourced)
+    with pytest.raises(TypeError, match=r"needs an entry after 'Paper:' \('Paper: none.'"):
+        parse_doc(Unsourced)
