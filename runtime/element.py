@@ -396,8 +396,8 @@ def parse_doc(cls: type[Element], family: bool = False) -> Doc:
     see_also = " ".join(s.strip() for s in sections.get("See also", ())).strip()
     paper = " ".join(s.strip() for s in sections.get("Paper", ())).strip()
     if not family and (not synopsis or not paper):
-        missing = "a synopsis line" if not synopsis else "an entry after 'Paper:' ('Paper: none.' for an element from no paper)"
-        raise TypeError(f"{where}: needs {missing}")
+        needed = "a synopsis line" if not synopsis else "an entry after 'Paper:' ('Paper: none.' for an element from no paper)"
+        raise TypeError(f"{where}: needs {needed}")
     return Doc(
         synopsis=synopsis,
         description=description,

@@ -465,6 +465,13 @@ class Recorder:
             raise
         file.close()
 
+    def abandon_file(self) -> None:
+        """Stop writing the file begun by `write_as_it_goes`, and leave none (the run's other
+        results could not be written)."""
+        file, self._file = self._file, None
+        if file is not None:
+            file.abandon()
+
     def write_as_it_goes(self, path, world: World) -> None:
         """Write the record to `path` (explain.parquet) as the run goes, on a thread of its own:
         the blocks joined so far, then each as it is joined; `write(path, world)` finishes it."""

@@ -27,6 +27,24 @@ def make_folder(path: str | Path, what: str) -> Path:
     return folder
 
 
+# What marks a folder as one run's results (`roundhouse run --out`) or a sweep's (`roundhouse
+# sweep --out`): the two kinds are read differently, so neither is written into the other.
+_RUN_MARKS = ("run.json",)
+_SWEEP_MARKS = ("results", "summary.csv", "points.csv")
+
+
+def results_folder(path: str | Path, what: str, kind: str) -> Path:
+    """`make_folder` for a command's results, `kind` "run" or "sweep": a folder that holds the
+    other kind's results is refused (each would hide the other from `report`, `plot` and
+    `explain`)."""
+    folder = make_folder(path, what)
+    marks, other = (_SWEEP_MARKS, "a sweep's") if kind == "run" else (_RUN_MARKS, "a run's")
+    found = [name for name in marks if (folder / name).exists()]
+    if found:
+        raise UsageError(f"{what} {path}: holds {other} results ({', '.join(found)}); give another folder, or remove them first")
+    return folder
+
+
 def check_output_file(path: str | Path, what: str) -> Path:
     """A file about to be written (or opened for writing): its folder must exist already (we do
     not create folders for a file named on the command line; a typo would silently make them)."""

@@ -57,6 +57,47 @@ def test_run_is_deterministic_to_the_byte(tiny, tmp_path):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
 
 
+TWO_SINKS = TINY.replace("-> Launch -> report :: JobMetrics;", "-> run :: Launch -> a :: JobMetrics;\nrun -> b :: JobMetrics;")
+
+
+def test_a_run_into_an_earlier_runs_folder_replaces_all_of_its_files(tiny, tmp_path):
+    out = tmp_path / "out"
+    assert main(["run", str(tiny), "--out", str(out), "--quiet"]) == 0
+    assert json.loads((out / "run.json").read_text())["files"] == ["explain.parquet", "jobs.csv", "run.json", "summary.json"]
+    two = tmp_path / "two.sched"
+    two.write_text(TWO_SINKS)
+    assert main(["run", str(two), "--out", str(out), "--quiet", "--no-explain"]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["a-jobs.csv", "a-summary.json", "b-jobs.csv", "b-summary.json", "run.json"]
+    assert main(["run", str(tiny), "--out", str(out), "--quiet"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["explain.parquet", "jobs.csv", "run.json", "summary.json"]
+
+
+def test_a_run_that_cannot_write_its_results_leaves_the_earlier_ones(tiny, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", str(tiny), "--out", str(out), "--quiet"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (out / "summary.json").unlink()
+    (out / "summary.json").mkdir()  # (the last file replaced cannot be: a folder stands there)
+    del before["summary.json"]
+    later = tmp_path / "later.sched"
+    later.write_text(TINY.replace("Las", "Fifo"))
+    assert main(["run", str(later), "--out", str(out), "--quiet"]) == 2
+    assert "cannot write" in capsys.readouterr().err
+    after = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert after == before  # the earlier run's files as they were, and no partial file left
+
+
+def test_run_and_sweep_refuse_each_others_folders(tiny, tmp_path, capsys):
+    run_out, sweep_out = tmp_path / "run", tmp_path / "sweep"
+    assert main(["run", str(tiny), "--out", str(run_out), "--quiet"]) == 0
+    assert main(["sweep", str(tiny), "--vary", "round=5min", "--out", str(sweep_out)]) == 0
+    assert main(["sweep", str(tiny), "--vary", "round=5min", "--out", str(run_out)]) == 2
+    assert f"--out {run_out}: holds a run's results (run.json)" in capsys.readouterr().err
+    assert main(["run", str(tiny), "--out", str(sweep_out), "--quiet"]) == 2
+    assert f"--out {sweep_out}: holds a sweep's results (results, summary.csv, points.csv)" in capsys.readouterr().err
+
+
 def test_run_overrides_cluster_trace_settings_and_until(tiny, tmp_path):
     other = tmp_path / "other.csv"
     pl.DataFrame({"job_id": [7], "arrival_s": [0.0], "gpus": [8], "duration_s": [100.0]}).write_csv(other)
@@ -91,9 +132,13 @@ def test_run_overrides_cluster_trace_settings_and_until(tiny, tmp_path):
     "args, message",
     [
         (["--until", "10 minutes"], "--until"),
+        (["--until", "-5h"], "--until: must be 0 or more"),  # (a value with a minus, after a space)
         (["--cluster", "4xx"], "bad cluster"),
         (["--set", "place.strict=maybe"], "expects true or false"),
         (["--set", "nowhere.x=1"], "no element 'nowhere'"),
+        (["--set", "round=-1min"], "setting 'round' must be at least 0.001s, got -1min\n 1 | -1min\n   | ^^^^^"),
+        (["--set", "place.strict="], "--set place.strict=: bad value: no value after '='"),
+        (["--set", "src.path=other.csv"], "hint: text such as a file path is written in quotes: '\"other.csv\"'"),
         (["--trace", "/nonexistent.csv"], "no such file"),
     ],
 )
@@ -172,3 +217,13 @@ def test_elements_list_and_reference(capsys):
     assert "factor" in ref and "multiplier" in ref and "required" in ref and "Blox" in ref
     assert main(["elements", "Lass"]) == 2
     assert "did you mean 'Las'" in capsys.readouterr().err
+
+
+def test_a_track_range_that_matches_no_job_is_noted(tiny, tmp_path, capsys):
+    graph = tmp_path / "tracked.sched"
+    graph.write_text(TINY.replace("report :: JobMetrics;", "report :: JobMetrics(track=100..200);"))
+    assert main(["run", str(graph)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())  # (rich wraps lines at the terminal's width)
+    assert "note: report tracked no job: none in its track range arrived before the run ended" in printed
+    assert main(["run", str(tiny)]) == 0
+    assert "tracked no job" not in capsys.readouterr().out

@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 
 from roundhouse.tools.cli import main
-from roundhouse.tools.outputs import open_folder
-from roundhouse.tools.plots import busy_gpus, metric_bands
+from roundhouse.tools.outputs import NOT_VARIED, open_folder
+from roundhouse.tools.plots import busy_gpus, metric_bands, recorded_busy_gpus
 
 HEADER = "job_id,arrival_s,first_start_s,finish_s,jct_s,queue_s,responsiveness_s,run_s,gpus,preemptions,launches,service_gpu_s,model,batch_size,duration_s,status"
 # Five jobs on an 8-GPU cluster, a run that stopped at 200 s. Job 2 still runs at the end, job 3
@@ -106,6 +106,21 @@ def test_busy_gpus_of_a_real_run_add_up_to_its_measured_utilization(tmp_path, po
     assert busy[-1] == pytest.approx(0.0, abs=1e-9)
     if policy == "Fifo":
         assert set(busy.tolist()) <= {0.0, 1.0, 2.0}
+    # From the run's explanation record the curve is exact: whole GPUs, never more than the
+    # cluster's two, with the same area.
+    exact = recorded_busy_gpus(pl.read_parquet(tmp_path / "out" / "explain.parquet"), run.jobs, run.end_s)
+    assert exact is not None
+    times, busy = exact
+    assert set(busy.tolist()) <= {0.0, 1.0, 2.0} and busy[-1] == 0.0
+    assert float(np.sum(np.diff(times) * busy[:-1])) / (2 * span) == pytest.approx(run.summary["utilization"], rel=1e-9)
+
+
+def test_the_recorded_curve_gives_way_when_the_record_does_not_account_for_the_jobs(tmp_path):
+    run = open_folder(str(hand_run(tmp_path / "run")))
+    record = pl.DataFrame(
+        {"t_s": [0.0], "job_id": [0], "state": ["running"], "reason": ["launched"], "a": [0], "b": [1], "c": [1]}
+    )  # job 0 held 2 GPUs (jobs.csv), not 1
+    assert recorded_busy_gpus(record, run.jobs, run.end_s) is None
 
 
 def sweep_csv(folder, rows) -> None:
@@ -288,6 +303,21 @@ def test_report_of_a_sweep(tmp_path):
     assert page.count("<tr>") == 1 + len(rows) and "40.0%" in page
     listed = re.findall(r'<tr><td class="">([^<]*)</td><td class="n">([^<]*)</td>', page)
     assert listed == [("4/h", "0"), ("4/h", "1"), ("16/h", "0"), ("16/h", "1")]
+
+
+def test_report_and_plot_of_a_store_two_sweeps_of_different_names_wrote(tmp_path):
+    # The first sweep varied the round, the second a seed of the arrivals: each run has the
+    # other's name unset, and ran with the graph's own value of it.
+    rows = [{"round": r, "arrivals.seed": None, "seed": 0, "avg_jct_s": v} for r, v in (("5min", 10.0), ("10min", 12.0))]
+    rows += [{"round": None, "arrivals.seed": s, "seed": 0, "avg_jct_s": v} for s, v in (("1", 11.0), ("2", 13.0))]
+    sweep_csv(tmp_path / "sweep", rows)
+    sweep = open_folder(str(tmp_path / "sweep"))
+    assert sorted(sweep.table["round"].to_list()) == sorted(["5min", "10min", NOT_VARIED, NOT_VARIED])
+    bands, axis = metric_bands(sweep, "avg_jct_s", "round")
+    assert axis.categorical and set(bands["x"].to_list()) == {"5min", "10min", NOT_VARIED}
+    assert main(["report", str(tmp_path / "sweep"), "-o", str(tmp_path / "r.html")]) == 0
+    assert NOT_VARIED.replace("'", "&#x27;") in (tmp_path / "r.html").read_text()
+    assert main(["plot", str(tmp_path / "sweep"), "-o", str(tmp_path / "p.png")]) == 0
 
 
 @pytest.mark.slow

@@ -170,6 +170,10 @@ def test_job_larger_than_the_cluster_is_a_clear_error(run_graph):
 
     with pytest.raises(RoundhouseError, match="asks for 8 GPUs but the cluster has 4"):
         run_graph(FIFO, [{"job_id": 3, "arrival_s": 0.0, "gpus": 8, "duration_s": 10.0}], cluster="1x4:V100")
+    # A profiled model too: the cluster's size is the cause, not the profile's entries.
+    profiled = {"job_id": 3, "arrival_s": 0.0, "gpus": 8, "duration_s": 10.0, "model": "ResNet-18", "batch_size": 128}
+    with pytest.raises(RoundhouseError, match="asks for 8 GPUs but the cluster has 4"):
+        run_graph(FIFO, [profiled], cluster="1x4:V100")
 
 
 def test_idle_gaps_are_skipped_without_changing_results(run_graph):

@@ -35,6 +35,10 @@ def test_bad_sweep_values_are_reported(tmp_path, capsys):
     assert main(["sweep", graph, "--vary", "arrivals.jobs=50,many"]) == 2
     assert "expects" in capsys.readouterr().err
     assert main(["sweep", graph, "--vary", "nothing"]) == 2
+    assert main(["sweep", graph, "--vary", "round=5min", "--vary", "round=10min"]) == 2
+    assert "round is varied twice" in capsys.readouterr().err
+    assert main(["sweep", graph, "--vary", "round=5min,10min,5min"]) == 2
+    assert "the value 5min is given twice" in capsys.readouterr().err
 
 
 def test_reproduce_runs_a_registered_experiment(tmp_path, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from roundhouse.errors import EXIT_USER_ERROR, RoundhouseError
@@ -56,10 +57,24 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _negative_values(argv: list[str]) -> list[str]:
+    """`--until -5h` read as `--until=-5h`: argparse takes a value that starts with '-' and is
+    not a plain number for an option and answers "expected one argument", where the command's
+    own check would say what is wrong with the value. (No positional argument of ours starts
+    with a minus and a digit.)"""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and re.match(r"-\.?\d", arg):
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    argv = [a for a in argv if a != "--debug"]
+    argv = _negative_values([a for a in argv if a != "--debug"])
     # (The command comes first: the main parser's only other option is --help. Help, or an
     # unknown or missing command, gets the whole parser, whose messages list every command.)
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)

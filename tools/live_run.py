@@ -64,7 +64,7 @@ def live_options(args):
 def run_live(args, bind: str) -> int:
     from rich.console import Console
 
-    from roundhouse.runtime.files import check_output_file, make_folder, writing
+    from roundhouse.runtime.files import check_output_file, make_folder, results_folder, writing
     from roundhouse.runtime.serve import serve
     from roundhouse.runtime.simulate import load_cluster
     from roundhouse.wire.security import ServerSecurity
@@ -80,7 +80,7 @@ def run_live(args, bind: str) -> int:
     checkpoints = make_folder(args.checkpoints, "--checkpoints")
     journal = check_output_file(args.journal, "--journal") if args.journal else checkpoints / "roundhouse-journal.sqlite"
     if args.out:
-        make_folder(args.out, "--out")
+        results_folder(args.out, "--out", "run")
     explain = bool(args.out) and getattr(args, "explain", True)  # (`serve` has no --no-explain)
     result = serve(graph, bind, security, journal, options, cluster=cluster, until=until, explain=explain)
     print_summary(Console(stderr=True), graph, cluster, result, live=True)

@@ -97,6 +97,10 @@ class RunFolder:
         return int(m.group(1)) if m else None
 
 
+# What a sweep store says of a name a run did not vary.
+NOT_VARIED = "(graph's own)"
+
+
 @attrs.frozen
 class SweepFolder:
     path: Path
@@ -181,6 +185,10 @@ def _open_sweep(path: Path) -> SweepFolder:
     labels = [c for c in table.columns if c not in METRICS and c not in BOOKKEEPING]
     seeds = [c for c in labels if c == "seed" or c.endswith(".seed")]
     labels = tuple([c for c in labels if c not in seeds] + seeds)  # seeds last, as a sweep orders its runs
+    # A store that sweeps of different names wrote: a run that did not vary a name ran with the
+    # graph's own value of it.
+    unset = [c for c in labels if ok[c].null_count()]
+    ok = ok.with_columns(pl.col(c).cast(pl.String).fill_null(NOT_VARIED) for c in unset)
     return SweepFolder(path, source, ok, labels, marked.height - ok.height, graph)
 
 

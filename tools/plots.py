@@ -135,8 +135,53 @@ def busy_gpus(jobs: pl.DataFrame, end_s: float) -> tuple[np.ndarray, np.ndarray]
     return times, np.cumsum(np.add.reduceat(change[order], first))
 
 
+def recorded_busy_gpus(record: pl.DataFrame, jobs: pl.DataFrame, end_s: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """GPUs held over time, exactly, from a run's explanation record (explain.parquet): a job
+    holds the GPUs of its launch until its next change that leaves it not running. None when
+    the record does not account for exactly the jobs of jobs.csv and each one's time held
+    (`run_s`): a resize, which the record does not hold, changes a running job's GPUs, and a
+    sink's jobs.csv may hold only some of the run's jobs."""
+    changes = record.filter(pl.col("state").cast(pl.String) != "note").select(
+        "t_s",
+        "job_id",
+        pl.when(pl.col("reason").cast(pl.String) == "launched")
+        .then(pl.col("b"))
+        .when(pl.col("state").cast(pl.String) == "running")
+        .then(None)
+        .otherwise(0)
+        .alias("held"),
+    )
+    changes = changes.with_columns(pl.col("held").forward_fill().over("job_id").fill_null(0))
+    changes = changes.with_columns(
+        (pl.col("held") - pl.col("held").shift(1).over("job_id").fill_null(0)).alias("change"),
+        (pl.col("t_s").shift(-1).over("job_id").fill_null(end_s) - pl.col("t_s")).alias("span"),
+    )
+    per_job = changes.group_by(pl.col("job_id").cast(pl.Float64)).agg((pl.col("held") * pl.col("span")).sum().alias("gpu_s"))
+    expected = jobs.select(
+        pl.col("job_id").cast(pl.Float64), (pl.col("gpus") * pl.col("run_s").fill_nan(None).fill_null(0.0)).alias("expected")
+    )
+    if per_job.join(expected, on="job_id", how="anti").height:  # (jobs.csv of a sink that saw only some)
+        return None
+    both = expected.join(per_job, on="job_id", how="left").with_columns(pl.col("gpu_s").fill_null(0.0))
+    if (
+        both.height != jobs.height
+        or not ((both["gpu_s"] - both["expected"]).abs() <= 1e-6 * np.maximum(1.0, both["expected"].to_numpy())).all()
+    ):
+        return None
+    steps = changes.filter(pl.col("change") != 0)
+    if not steps.height:
+        return np.zeros(0), np.zeros(0)
+    by_time = steps.group_by("t_s").agg(pl.col("change").sum()).sort("t_s")
+    return by_time["t_s"].to_numpy().astype(float), np.cumsum(by_time["change"].to_numpy().astype(float))
+
+
 def utilisation_figure(run: RunFolder) -> Figure:
-    times, busy = busy_gpus(run.jobs, run.end_s)
+    from roundhouse.runtime.explain import FILE_NAME
+
+    exact = None
+    if (run.path / FILE_NAME).is_file():
+        exact = recorded_busy_gpus(pl.read_parquet(run.path / FILE_NAME), run.jobs, run.end_s)
+    times, busy = exact if exact is not None else busy_gpus(run.jobs, run.end_s)
     if not len(times):
         raise UsageError(f"{run.path}: no job started in this run; no GPU was ever busy")
     end = max(run.end_s, float(times[-1]))
@@ -153,7 +198,7 @@ def utilisation_figure(run: RunFolder) -> Figure:
         if measured is not None:
             ax.axhline(measured * capacity, color="grey", linewidth=1, linestyle="--", label=f"measured average: {measured:.1%}")
     preempted = int((run.jobs["preemptions"].fill_null(0) > 0).sum())
-    if preempted:
+    if preempted and exact is None:
         ax.set_title(f"{preempted} preempted jobs: their GPU time spread over first start to finish", fontsize=8, loc="right")
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("busy GPUs")

@@ -3,7 +3,9 @@ run's summary, writing its results."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -71,6 +73,8 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
         for k, v in rows:
             table.add_row(k, v)
         console.print(table)
+        if summary["jobs_tracked"] == 0 and len(result.world.jobs):
+            console.print(f"note: {name} tracked no job: none in its track range arrived before the run ended")
     console.print(
         f"{result.rounds} rounds, {'ran' if live else 'simulated'} {in_units(result.end_s)(result.end_s)} in {result.wall_s:.2f} s "
         f"({result.rounds / max(result.wall_s, 1e-9):,.0f} rounds/s); stopped: {result.stop_reason}"
@@ -98,16 +102,26 @@ def _print_objectives(console: Console, name: str, report: dict) -> None:
 
 def write_results(out: Path, graph, cluster, result) -> None:
     """One folder per run: the sinks' tables and summaries, and what was run (no wall times,
-    so that the same inputs give byte-identical files)."""
+    so that the same inputs give byte-identical files). Every file is written whole beside the
+    earlier run's before any replaces it, and the earlier run's files this run does not write
+    are removed: a write that fails leaves the earlier results as they were, and a folder never
+    holds two runs' files."""
+    from roundhouse.runtime.explain import FILE_NAME
+
     out.mkdir(parents=True, exist_ok=True)
+    earlier = _files_of_earlier_run(out)
+    writes = []  # (file name, how to write it), run.json last: it says which files are the run's
     single = len(result.reports) == 1
     for element, report in result.reports.items():
         for key, value in report.items():
             stem = key if single else f"{element}-{key}"
             if hasattr(value, "write_csv"):
-                value.write_csv(out / f"{stem}.csv")
+                writes.append((f"{stem}.csv", value.write_csv))
             else:
-                (out / f"{stem}.json").write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+                text = json.dumps(value, indent=2, sort_keys=True) + "\n"
+                writes.append((f"{stem}.json", lambda path, text=text: path.write_text(text)))
+    record = result.world.explain
+    files = sorted([name for name, _ in writes] + ["run.json"] + ([FILE_NAME] if record is not None else []))
     run_info = {
         "graph": str(graph.path),
         "cluster": cluster.describe(),
@@ -118,15 +132,49 @@ def write_results(out: Path, graph, cluster, result) -> None:
         "end_s": result.end_s,
         "stop_reason": result.stop_reason,
         "counters": result.counters,
+        "files": files,
     }
-    (out / "run.json").write_text(json.dumps(run_info, indent=2, sort_keys=True, default=str) + "\n")
-    from roundhouse.runtime.explain import FILE_NAME
+    text = json.dumps(run_info, indent=2, sort_keys=True, default=str) + "\n"
+    writes.append(("run.json", lambda path: path.write_text(text)))
+    parts = [out / f".{name}.partial" for name, _ in writes]
+    try:
+        for name in files:  # (what a rename cannot replace, found before anything is written)
+            if (out / name).is_dir():
+                raise IsADirectoryError(errno.EISDIR, "a folder stands where the file goes", str(out / name))
+        for part, (_, write) in zip(parts, writes):
+            write(part)
+        if record is not None:
+            record.write(out / FILE_NAME, result.world)  # (renamed into place once whole)
+        for part, (name, _) in zip(parts, writes):
+            os.replace(part, out / name)
+    except BaseException:
+        if record is not None:
+            record.abandon_file()  # (the record written as the run went: no part of it left)
+        raise
+    finally:
+        for part in parts:
+            part.unlink(missing_ok=True)
+    for name in sorted(earlier - set(files)):
+        (out / name).unlink(missing_ok=True)
 
-    record = result.world.explain
-    if record is not None:
-        record.write(out / FILE_NAME, result.world)
-    elif (out / FILE_NAME).is_file():  # an earlier run's record would not explain this one
-        (out / FILE_NAME).unlink()
+
+# An earlier run's files, when its run.json does not list them (or cannot be read): the names a
+# run writes with one metrics sink, and with several.
+_EARLIER_NAMES = ("jobs.csv", "summary.json", "explain.parquet")
+_EARLIER_PATTERNS = ("*-jobs.csv", "*-summary.json")
+
+
+def _files_of_earlier_run(out: Path) -> set[str]:
+    """The files an earlier run wrote in `out`: as its run.json lists them, else by their names."""
+    try:
+        listed = json.loads((out / "run.json").read_text()).get("files")
+    except (OSError, ValueError, AttributeError):
+        listed = None
+    if isinstance(listed, list) and all(isinstance(name, str) and Path(name).name == name for name in listed):
+        return set(listed)
+    return {name for name in _EARLIER_NAMES if (out / name).is_file()} | {
+        path.name for pattern in _EARLIER_PATTERNS for path in out.glob(pattern)
+    }
 
 
 def _settings(graph) -> dict:

@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING
 
 from roundhouse.runtime.explain import FILE_NAME
-from roundhouse.runtime.files import make_folder, writing
+from roundhouse.runtime.files import results_folder, writing
 from roundhouse.runtime.simulate import load_cluster, simulate
 from roundhouse.runtime.values import format_duration
 from roundhouse.tools.common import add_overrides, seconds
@@ -45,7 +45,7 @@ def run(args) -> int:
     until = seconds(args.until, "--until")
     graph = compile_with_overrides(args)
     cluster = load_cluster(graph, args.cluster)
-    out = make_folder(args.out, "--out") if args.out is not None else None
+    out = results_folder(args.out, "--out", "run") if args.out is not None else None
     progress = None
     if not args.quiet:  # (rich only when something is printed: importing it is a start-up cost)
         from rich.console import Console

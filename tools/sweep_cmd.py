@@ -15,7 +15,7 @@ from rich.table import Table
 from roundhouse.errors import UsageError
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load
-from roundhouse.runtime.files import make_folder, writing
+from roundhouse.runtime.files import results_folder, writing
 from roundhouse.runtime.results_store import ResultsStore
 from roundhouse.runtime.simulate import load_cluster
 from roundhouse.runtime.sweep import RUN_COLUMNS, RunSpec, check_sweepable, run_key
@@ -82,7 +82,13 @@ def read_grid(items: list[str], seeds: int) -> list[tuple[str, list[str]]]:
         name, sep, values = item.partition("=")
         if not sep or not name.strip() or not split_values(values):
             raise UsageError(f"--vary {item}: write --vary element.field=v1,v2 or --vary setting=v1,v2")
-        grid.append((name.strip(), split_values(values)))
+        name, listed = name.strip(), split_values(values)
+        if any(name == other for other, _ in grid):
+            raise UsageError(f"--vary {item}: {name} is varied twice; list all its values in one --vary {name}=v1,v2")
+        twice = [v for i, v in enumerate(listed) if v in listed[:i]]
+        if twice:
+            raise UsageError(f"--vary {item}: the value {twice[0]} is given twice (each run of a point is a seed: --seeds N)")
+        grid.append((name, listed))
     if seeds > 1 and any(name == "seed" for name, _ in grid):
         raise UsageError("--seeds: give either --seeds or --vary seed=..., not both")
     return grid
@@ -121,7 +127,7 @@ def sweep(args) -> int:
     if args.dask is not None and args.workers is not None:
         raise UsageError("--workers: counts local worker processes; a Dask cluster has the workers it has")
     names = tuple(n for n, _ in grid)
-    out = make_folder(args.out, "--out") if args.out is not None else None
+    out = results_folder(args.out, "--out", "sweep") if args.out is not None else None
     runs = plan_runs(args, grid, until)
     err = Console(stderr=True)
     store = None

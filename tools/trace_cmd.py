@@ -181,6 +181,7 @@ def convert_command(args: argparse.Namespace) -> int:
 
 def generate_command(args: argparse.Namespace) -> int:
     from roundhouse.traces import philly
+    from roundhouse.traces.canonical import PARQUET_SUFFIXES
     from roundhouse.traces.formats import write_trace
     from roundhouse.traces.generators import generate
 
@@ -207,7 +208,13 @@ def generate_command(args: argparse.Namespace) -> int:
     format = args.format
     if format == "auto":
         suffix = Path(args.output).suffix.lower()
-        format = {".json": "philly", ".trace": "gavel"}.get(suffix, "canonical")
+        format = {".json": "philly", ".trace": "gavel", ".csv": "canonical"}.get(suffix, "")
+        format = format or ("canonical" if suffix in PARQUET_SUFFIXES else "")
+        if not format:
+            raise UsageError(
+                f"cannot tell which format to write '{args.output}' in from its extension; use .csv or .parquet "
+                "(canonical), .trace (gavel) or .json (philly), or name the format with --format"
+            )
     format = _choice(format, "--format", GENERATE_FORMATS)
 
     if format == "philly":

@@ -227,6 +227,18 @@ def _steps(frame: pl.DataFrame, profile: ProfileTable, path: str) -> pl.Series:
             f"{row['model']} (batch size {row['batch_size']}) on {row['gpus']} GPU(s) to derive them from its duration",
             column="iterations",
         )
+    # A job's duration is kept only as steps at its throughput: without one, read back it would
+    # have no duration, and its speed would come from elsewhere (or be unknown).
+    lost = frame.get_column("duration_s").is_not_null() & ~pl.Series(rates > 0)
+    if lost.any():
+        row = frame.row(int(lost.arg_true()[0]), named=True)
+        raise TraceError(
+            path,
+            f"job {row['job_id']}: a Gavel trace keeps steps, not durations, and {profile.source} has no V100 "
+            f"throughput for {row['model']} (batch size {row['batch_size']}) on {row['gpus']} GPU(s) to keep its "
+            "duration_s as steps; write the trace as canonical CSV or Parquet instead",
+            column="duration_s",
+        )
     steps = iterations.fill_null(from_duration)
     return steps.round().clip(lower_bound=1).cast(pl.Int64)
 

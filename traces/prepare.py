@@ -51,6 +51,10 @@ def prepare_jobs(
     if elastic.any():
         known_elastic = _prepare_elastic(model, elastic_rows, batch, models, job_id, origin)
 
+    too_big = gpus > n_gpus  # (first: no profile has a rate for more GPUs than there are)
+    if too_big.any():
+        i = int(too_big.nonzero()[0][0])
+        raise TraceError(origin, f"job {job_id[i]} asks for {gpus[i]} GPUs but the cluster has {n_gpus}")
     type_rates = np.ones((n, len(gpu_types)), dtype=np.float64)
     reference_rate = np.ones(n, dtype=np.float64)
     comm_rows = _communication_rows(model, names, job_id, origin)
@@ -105,10 +109,6 @@ def prepare_jobs(
         raise TraceError(
             origin, f"job {job_id[i]}: {names.name_of(i)!r} is not an elastic application, so it needs duration_s or iterations"
         )
-    too_big = gpus > n_gpus
-    if too_big.any():
-        i = int(too_big.nonzero()[0][0])
-        raise TraceError(origin, f"job {job_id[i]} asks for {gpus[i]} GPUs but the cluster has {n_gpus}")
     for name, what, per_node in (
         ("cpus", "CPU cores", model.cluster.node_cpus),
         ("memory_gb", "GB of memory", model.cluster.node_memory_gb),

@@ -10,6 +10,7 @@ import functools
 import re
 from importlib import resources
 
+import attrs
 import lark
 from lark import Token, Transformer, v_args
 
@@ -315,10 +316,35 @@ def _one_of(items: list[str]) -> str:
     return "one of " + ", ".join(items)
 
 
+_VALUE_AT = "__value__ = "  # (a value is parsed as the right side of a setting)
+
+
 def parse_value(text: str, where: str = "<command line>") -> ast.Value:
-    """Parse a single value as written in a `.sched` file (for `--set element.field=VALUE`)."""
-    program = parse(f"__value__ = {text};", where)
+    """Parse a single value as written in a `.sched` file (for `--set element.field=VALUE`).
+    Errors point into `text` itself, as the user wrote it."""
+    if not text.strip():
+        raise SchedError("no value after '='")
+    try:
+        program = parse(f"{_VALUE_AT}{text};", where)
+    except SchedError as err:
+        quoted = '"' in text or "'" in text
+        hint = err.hint if quoted else f"text such as a file path is written in quotes: '\"{text}\"'"
+        raise SchedError(err.message, _in_text(err.location), hint=hint) from None
+    finally:
+        remember_source(where, text)
     # Text such as `5min; x :: Las` parses as several statements; a value is exactly one.
     if len(program.statements) != 1 or not isinstance(program.statements[0], ast.Setting):
         raise SchedError(f"'{text}' is not a single value (a value cannot contain ';' or statements)")
-    return program.statements[0].value
+    return _value_in_text(program.statements[0].value)
+
+
+def _in_text(location: Location | None) -> Location | None:
+    """A location in the setting `parse_value` parses, moved into the value's own text."""
+    if location is None or location.line != 1:
+        return location
+    return attrs.evolve(location, column=max(1, location.column - len(_VALUE_AT)))
+
+
+def _value_in_text(value: ast.Value) -> ast.Value:
+    inner = tuple(_value_in_text(v) for v in value.items) if value.kind == "list" else value.value
+    return attrs.evolve(value, value=inner, location=_in_text(value.location))
