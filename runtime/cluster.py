@@ -148,8 +148,10 @@ class ClusterSpec:
             data = tomllib.loads(path.read_text())
         except FileNotFoundError:
             raise ClusterError("cluster spec not found", path) from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise ClusterError(f"cannot read cluster spec: {err}", path) from None
+        except UnicodeDecodeError as err:
+            raise ClusterError(f"cannot read cluster spec: not UTF-8 text (at byte offset {err.start})", path) from None
+        except OSError as err:
+            raise ClusterError(f"cannot read cluster spec: {err.strerror or err}", path) from None
         except tomllib.TOMLDecodeError as err:
             raise ClusterError(f"not valid TOML: {err}", path) from None
         unknown = [k for k in data if k not in ("name", "group", "tiers")]

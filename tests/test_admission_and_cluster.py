@@ -120,3 +120,11 @@ def test_bad_spec_files_name_the_file_and_the_problem(tmp_path, body, message):
     with pytest.raises(ClusterError) as info:
         Cluster.parse(str(spec))
     assert str(spec) in str(info.value) and message in str(info.value)
+
+
+def test_a_spec_file_that_is_not_utf8_text_says_so(tmp_path):
+    spec = tmp_path / "bad.toml"
+    spec.write_bytes(b"[[group]]\nnodes = 2\nname = '\xff'\n")
+    with pytest.raises(ClusterError) as info:
+        Cluster.parse(str(spec))
+    assert str(spec) in str(info.value) and "not UTF-8 text (at byte offset 28)" in str(info.value)

@@ -206,6 +206,8 @@ def test_the_record_is_off_with_no_explain_and_bad_requests_are_located(run_out,
     text = fails(capsys, "explain", out, "0")
     assert f"{out}: a run's folder with no {FILE_NAME}" in text and "--no-explain" in text
     assert "no such folder" in fails(capsys, "explain", tmp_path / "nowhere", "0")
+    (tmp_path / "sweep" / "results").mkdir(parents=True)
+    assert "a sweep's folder: sweeps keep no record" in fails(capsys, "explain", tmp_path / "sweep", "0")
     (out / FILE_NAME).write_text("not parquet")
     assert f"{out / FILE_NAME}: cannot be read as Parquet" in fails(capsys, "explain", out, "0")
     pl.DataFrame({"t_s": [0.0]}).write_parquet(out / FILE_NAME)

@@ -54,6 +54,11 @@ def read_record(run: str):
         )
     path = folder / FILE_NAME
     if not path.is_file():
+        if (folder / "results").is_dir() or (folder / "summary.csv").is_file():
+            raise UsageError(
+                f"{run}: a sweep's folder: sweeps keep no record of their runs' decisions "
+                "(run the point of interest with `roundhouse run GRAPH --set NAME=VALUE --out DIR`)"
+            )
         what = "a run's folder" if (folder / "run.json").is_file() else "a folder without run.json (not a run's --out folder?)"
         raise UsageError(
             f"{run}: {what} with no {FILE_NAME}: the run kept no record of its decisions "
