@@ -28,6 +28,7 @@ Gavel's simulator sweeps use). A group may name its intra-node topology: `32x4:V
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import tomllib
@@ -74,6 +75,16 @@ _TIER_FIELDS = ("latency_ns", "bandwidth_gb_per_s")
 # Dally's cluster (`dally:N`): 8 GPUs per machine on NVSwitch, 8 machines per rack.
 DALLY_GPUS_PER_MACHINE = 8
 DALLY_MACHINES_PER_RACK = 8
+
+
+def _as_written(value) -> str:
+    """A value read from a spec file, as TOML writes it (true, not True; strings in quotes)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if value != value else ("inf" if value > 0 else "-inf")
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):  # (a date or a table: Python's own text)
+        return repr(value)
 
 
 @attrs.frozen
@@ -200,9 +211,11 @@ def _tiers_from_table(path: Path, table: object) -> Tiers:
                 raise ClusterError(f"{where}: unknown key '{field}'" + (f" ({hint})" if hint else ""), path)
             ok = not isinstance(number, bool) and isinstance(number, (int, float)) and math.isfinite(number)
             if field == "latency_ns" and not (ok and number >= 0):
-                raise ClusterError(f"{where}: 'latency_ns' must be a finite number of 0 or more, got {number!r}", path)
+                raise ClusterError(f"{where}: 'latency_ns' must be a finite number of 0 or more, got {_as_written(number)}", path)
             if field == "bandwidth_gb_per_s" and not (ok and number > 0):
-                raise ClusterError(f"{where}: 'bandwidth_gb_per_s' must be a positive finite number, got {number!r}", path)
+                raise ClusterError(
+                    f"{where}: 'bandwidth_gb_per_s' must be a positive finite number, got {_as_written(number)}", path
+                )
             fields[field] = float(number)
         tiers[key] = Tier(**fields)
     return Tiers(**{t: tiers.get(t, getattr(DALLY_TIERS, t)) for t in TIER_NAMES})
@@ -220,13 +233,15 @@ def _group_from_table(path: Path, number: int, table: object, gpu_types: Sequenc
             raise ClusterError(f"{where}: unknown key '{key}'" + (f" ({hint})" if hint else ""), path)
         if key in _INTS:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
-                raise ClusterError(f"{where}: '{key}' must be a whole number from 1 to {MAX_GPUS:,}, got {value!r}", path)
+                raise ClusterError(
+                    f"{where}: '{key}' must be a whole number from 1 to {MAX_GPUS:,}, got {_as_written(value)}", path
+                )
         elif key in _FLOATS:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise ClusterError(f"{where}: '{key}' must be a positive finite number, got {value!r}", path)
+                raise ClusterError(f"{where}: '{key}' must be a positive finite number, got {_as_written(value)}", path)
             value = float(value)
         elif not isinstance(value, str) or not value:
-            raise ClusterError(f"{where}: '{key}' must be a non-empty string, got {value!r}", path)
+            raise ClusterError(f"{where}: '{key}' must be a non-empty string, got {_as_written(value)}", path)
         values[key] = value
     for required in ("nodes", "gpus_per_node"):
         if required not in values:
