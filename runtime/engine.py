@@ -421,8 +421,18 @@ class Engine:
         except Exception as err:
             if el is None:  # not raised by an element
                 raise
-            raise element_failure(el, ctx, f"its tick raised {type(err).__name__}: {err}", err) from err
+            what = f"its tick raised {type(err).__name__}: {err}"
+            raise element_failure(el, ctx, what + self._fed_by_own_code(el, inputs), err) from err
         ctx.element = None
+
+    def _fed_by_own_code(self, el: Element, inputs) -> str:
+        """When a library element fails on its inputs, which of them came from elements defined
+        outside the library (a `require`d file): the likelier cause, named in the message."""
+        if not type(el).__module__.startswith("roundhouse."):
+            return ""
+        names = {name for _, _, _, sources in inputs for name, _ in sources}
+        own = [f"'{n}' ({type(self.graph.elements[n]).__name__})" for n in sorted(names) if not type(self.graph.elements[n]).__module__.startswith("roundhouse.")]  # fmt: skip
+        return f" (its input came from {', '.join(own)}, defined outside the library: check what it emits)" if own else ""
 
 
 def wired_inputs(graph, el: Element) -> list[tuple[str, tuple[str, str] | None, Any, list]]:

@@ -133,6 +133,8 @@ def test_a_spec_file_that_is_not_utf8_text_says_so(tmp_path):
 def test_a_spec_files_bad_values_are_quoted_as_toml_writes_them(tmp_path):
     spec = tmp_path / "bad.toml"
     for line, shown in (("network_gbps = true", "got true"), ("memory_gb = -inf", "got -inf"), ("nodes = 'two'", 'got "two"')):
-        spec.write_text(f"[[group]]\nnodes = 2\ngpus_per_node = 4\n{line}\n".replace("nodes = 2\n", "" if "nodes" in line else "nodes = 2\n"))
+        spec.write_text(
+            f"[[group]]\nnodes = 2\ngpus_per_node = 4\n{line}\n".replace("nodes = 2\n", "" if "nodes" in line else "nodes = 2\n")
+        )
         with pytest.raises(ClusterError, match=shown):
             Cluster.parse(str(spec))

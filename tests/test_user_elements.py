@@ -76,3 +76,17 @@ def test_the_guide_quotes_the_message_for_a_missing_section(tmp_path, capsys):
     (tmp_path / "g.sched").write_text('require "quiet.py";\n')
     assert main(["check", str(tmp_path / "g.sched")]) == 2
     assert quoted in capsys.readouterr().err
+
+
+def test_a_library_element_failing_on_what_ones_own_element_emits_names_it(tmp_path, capsys):
+    # The guide's policy, made to rank rows the job table does not have: the placer fails on
+    # them, and the message names the element that fed it.
+    (python,) = blocks("python")
+    broken = python.replace("return Ranking(", "return Ranking(10**6 + ", 1).replace("SmallestFirst", "OffTheTable")
+    assert "10**6" in broken  # (a class of its own name: a process registers each name once)
+    (tmp_path / "smallest_first.py").write_text(broken)
+    (graph,) = [b for b in blocks("") if "require" in b]
+    (tmp_path / "g.sched").write_text(graph.replace("SmallestFirst", "OffTheTable"))
+    assert main(["run", str(tmp_path / "g.sched"), "--cluster", "4x4:V100", "--quiet"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "its input came from" in err and "(OffTheTable), defined outside the library: check what it emits" in err

@@ -329,7 +329,8 @@ def parse_value(text: str, where: str = "<command line>") -> ast.Value:
     except SchedError as err:
         quoted = '"' in text or "'" in text
         hint = err.hint if quoted else f"text such as a file path is written in quotes: '\"{text}\"'"
-        raise SchedError(err.message, _in_text(err.location), hint=hint) from None
+        location = None if err.location is None else _in_text(err.location)
+        raise SchedError(err.message, location, hint=hint) from None
     finally:
         remember_source(where, text)
     # Text such as `5min; x :: Las` parses as several statements; a value is exactly one.
@@ -338,9 +339,9 @@ def parse_value(text: str, where: str = "<command line>") -> ast.Value:
     return _value_in_text(program.statements[0].value)
 
 
-def _in_text(location: Location | None) -> Location | None:
+def _in_text(location: Location) -> Location:
     """A location in the setting `parse_value` parses, moved into the value's own text."""
-    if location is None or location.line != 1:
+    if location.line != 1:
         return location
     return attrs.evolve(location, column=max(1, location.column - len(_VALUE_AT)))
 
