@@ -430,8 +430,8 @@ class Engine:
         outside the library (a `require`d file): the likelier cause, named in the message."""
         if not type(el).__module__.startswith("roundhouse."):
             return ""
-        names = {name for _, _, _, sources in inputs for name, _ in sources}
-        own = [f"'{n}' ({type(self.graph.elements[n]).__name__})" for n in sorted(names) if not type(self.graph.elements[n]).__module__.startswith("roundhouse.")]  # fmt: skip
+        feeding = [self.graph.elements[name] for name in sorted({n for *_, sources in inputs for n, _ in sources})]
+        own = [f"'{e.name}' ({type(e).__name__})" for e in feeding if not type(e).__module__.startswith("roundhouse.")]
         return f" (its input came from {', '.join(own)}, defined outside the library: check what it emits)" if own else ""
 
 
