@@ -154,7 +154,7 @@ def test_every_library_element_states_its_cost_per_round(cls):
     assert cost.endswith(".") and ("O(" in cost or "linear program" in cost or "Water filling" in cost), cost
 
 
-def test_cost_is_required_of_the_library_and_optional_for_ones_own():
+def test_cost_is_required_of_the_library_and_optional_for_ones_own_and_paper_of_both():
     from roundhouse.runtime.element import Element, In, Out
     from roundhouse.runtime.types import Active, Ranking
 
@@ -183,30 +183,7 @@ def test_cost_is_required_of_the_library_and_optional_for_ones_own():
         parse_doc(Mine)
     Mine.__doc__ = Mine.__doc__.replace("        See also:", "        Cost: O(n) over the pool's jobs n.\n        See also:")
     assert parse_doc(Mine).cost == "O(n) over the pool's jobs n."
-
-
-def test_an_empty_paper_entry_says_what_to_write():
-    from roundhouse.runtime.element import Element, In, Out
-    from roundhouse.runtime.types import Active, Ranking
-
-    class Unsourced(Element):
-        """Unsourced.
-
-        Ports:
-            active: jobs.
-            ranking: order.
-        Arguments:
-            none
-        Counters:
-            none
-        See also: Las
-        Paper:
-        """
-
-        category = "policy"
-        inputs = (In("active", Active),)
-        outputs = (Out("ranking", Ranking),)
-
-    Unsourced = attrs.define(slots=False)(Unsourced)
+    # An element from no paper says so: an empty entry is refused, naming what to write.
+    Mine.__doc__ = Mine.__doc__.replace("Paper: none.", "Paper:")
     with pytest.raises(TypeError, match=r"needs an entry after 'Paper:' \('Paper: none.'"):
-        parse_doc(Unsourced)
+        parse_doc(Mine)
