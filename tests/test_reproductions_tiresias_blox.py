@@ -60,6 +60,8 @@ def test_tiresias_sim_quick(tmp_path):
     assert avg["Tiresias-G"] == pytest.approx(avg["Tiresias-L"], rel=0.1)
     assert avg["SRTF"] < avg["Tiresias-L"]  # the oracle does better, as in the paper's simulation
     assert all(path.exists() for path in report.figures)
+    graphs = sorted(p.name for p in (tmp_path / "graphs").iterdir())  # every graph it ran
+    assert graphs == ["srtf.sched", "tiresias-gittins.sched", "tiresias.sched", "yarn-cs.sched"]
 
 
 def test_loss_termination_quick(tmp_path):

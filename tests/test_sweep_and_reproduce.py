@@ -58,5 +58,7 @@ def test_reproduce_runs_a_registered_experiment(tmp_path, capsys):
         assert pl.read_csv(tmp_path / "unit-test-experiment" / "runs.csv")["x"].to_list() == [1, 2]
         assert main(["reproduce", "unit-test-experimnt"]) == 2
         assert "did you mean 'unit-test-experiment'" in capsys.readouterr().err
+        assert main(["reproduce", "unit-test-experiment", "--out", " "]) == 2
+        assert "--out: the folder name is empty" in capsys.readouterr().err
     finally:
         EXPERIMENTS.pop("unit-test-experiment")

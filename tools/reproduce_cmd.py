@@ -33,6 +33,8 @@ def reproduce(args) -> int:
             table.add_row(e.name, e.title, e.paper)
         console.print(table)
         return 0
+    if not args.out.strip():
+        raise UsageError("--out: the folder name is empty")
     for name in args.names:
         if name not in experiments:
             hint = did_you_mean(name, experiments)
@@ -48,7 +50,7 @@ def reproduce(args) -> int:
                 frame.write_csv(out / f"{table_name}.csv")
         table = Table(title=f"{e.name}: paper vs Roundhouse")
         for col in ("what", "paper", "ours", "note"):
-            table.add_column(col)
+            table.add_column(col, overflow="fold")  # (a long word, a path, wraps rather than being cut)
         for c in report.comparisons:
             table.add_row(c.what, c.paper, c.ours, c.note)
         console.print(table)

@@ -8,8 +8,9 @@ average) 128 GPUs then saturate at about 7.6 jobs/hour, where the paper sees its
 behaviour change. Placement experiments (Figs 10-11, Table 4) need multi-GPU jobs and use
 Philly's GPU counts (1/2/4/8 with probability .7/.1/.15/.05).
 
-Every experiment writes the graphs it runs under graphs/, the per-run summaries (runs.csv) and
-per-job results (jobs.csv), and its plots. `--quick` measures jobs 300 to 399 of 700 at fewer
+Every experiment writes the graphs it runs under graphs/, the per-run summaries (runs.csv; the
+intra-node one bandwidth.csv and launches.csv), per-job results (jobs.csv) where it measures
+jobs one by one (admission, loss-based termination), and its plots. `--quick` measures jobs 300 to 399 of 700 at fewer
 loads: the same effects, noisier, in well under a minute.
 """
 

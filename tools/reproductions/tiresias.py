@@ -128,6 +128,8 @@ def tiresias_sim(out_dir: Path, quick: bool) -> Report:
     traces = out_dir / "traces"
     traces.mkdir(parents=True, exist_ok=True)
     graphs = dict(GRAPHS, SRTF=write_graph(out_dir, "srtf", SRTF_GRAPH))
+    for shipped in GRAPHS.values():  # (a copy of each, as run; its runs set the trace's path)
+        write_graph(out_dir, shipped.stem, f"// graphs/{shipped.name} as this experiment ran it\n" + shipped.read_text())
     specs = []
     for seed in seeds:
         frame = tiresias_testbed(480, 1.0 / 30.0, seed)
