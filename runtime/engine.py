@@ -422,17 +422,18 @@ class Engine:
             if el is None:  # not raised by an element
                 raise
             what = f"its tick raised {type(err).__name__}: {err}"
-            raise element_failure(el, ctx, what + self._fed_by_own_code(el, inputs), err) from err
+            raise element_failure(el, ctx, what + fed_by_own_code(self.graph, el, inputs), err) from err
         ctx.element = None
 
-    def _fed_by_own_code(self, el: Element, inputs) -> str:
-        """When a library element fails on its inputs, which of them came from elements defined
-        outside the library (a `require`d file): the likelier cause, named in the message."""
-        if not type(el).__module__.startswith("roundhouse."):
-            return ""
-        feeding = [self.graph.elements[name] for name in sorted({n for *_, sources in inputs for n, _ in sources})]
-        own = [f"'{e.name}' ({type(e).__name__})" for e in feeding if not type(e).__module__.startswith("roundhouse.")]
-        return f" (its input came from {', '.join(own)}, defined outside the library: check what it emits)" if own else ""
+
+def fed_by_own_code(graph, el: Element, inputs) -> str:
+    """When a library element fails on its inputs, which of them came from elements defined
+    outside the library (a `require`d file): the likelier cause, named in the message."""
+    if not type(el).__module__.startswith("roundhouse."):
+        return ""
+    feeding = [graph.elements[name] for name in sorted({n for *_, sources in inputs for n, _ in sources})]
+    own = [f"'{e.name}' ({type(e).__name__})" for e in feeding if not type(e).__module__.startswith("roundhouse.")]
+    return f" (its input came from {', '.join(own)}, defined outside the library: check what it emits)" if own else ""
 
 
 def wired_inputs(graph, el: Element) -> list[tuple[str, tuple[str, str] | None, Any, list]]:
