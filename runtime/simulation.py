@@ -23,10 +23,10 @@ from roundhouse.runtime.engine import Engine, RunResult
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from roundhouse.runtime.world import World
 
+from roundhouse.runtime.cluster import Cluster
+
 if TYPE_CHECKING:
     import polars as pl
-
-    from roundhouse.runtime.cluster import Cluster
 
 # Columns of `Simulation.jobs()`: each job's spec, where it is, and its times.
 JOB_COLUMNS = (
@@ -46,8 +46,10 @@ JOB_COLUMNS = (
 def _graph_source(graph: str | Path) -> tuple[str, str | None]:
     """(path, text): a `.sched` file's path, or text (anything with a newline or a `::`),
     compiled as if it were a file in the current folder."""
+    if not isinstance(graph, (str, Path)):
+        raise UsageError(f"graph: expected a .sched path or a graph's text, got {type(graph).__name__}")
     if isinstance(graph, Path) or ("\n" not in graph and "::" not in graph):
-        return str(graph), None
+        return str(Path(graph).resolve()), None  # (a snapshot loads from any folder)
     return "<simulation>.sched", graph
 
 
@@ -71,6 +73,11 @@ class Simulation:
         **settings: Any,
     ):
         path, text = _graph_source(graph)
+        if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
+            raise UsageError('overrides: expected a list of --set texts, such as ["admit.factor=1.2x"]')
+        if cluster is not None and not isinstance(cluster, (str, Path, Cluster)):
+            raise UsageError(f"cluster: expected a spec such as \"8x4:V100\", a .toml path or a Cluster, got {type(cluster).__name__}")
+        until = _time_argument("until", until)
         sets = [*overrides, *(f"{k}={_setting_text(v)}" for k, v in settings.items())]
         self._header: dict[str, Any] = {"graph_path": path, "graph_text": text, "overrides": sets, "trace": None, "until": until}
         compiled = _compile(path, text, sets, trace)
@@ -118,6 +125,7 @@ class Simulation:
 
     def run_until(self, t: float) -> Simulation:
         """Run rounds until the clock reaches `t` seconds (or the run stops)."""
+        t = _time_argument("t", t)
         self._engine.pause_at(t)
         try:
             while not self.done and self.now < t - 1e-9:
@@ -158,7 +166,7 @@ class Simulation:
         and what is wrong with it (not a snapshot, corrupt, a newer format)."""
         header, payload = snapshot.read_header(path)
         try:
-            compiled = _compile(header["graph_path"], header["graph_text"], list(header["overrides"]), header.get("trace"))
+            compiled = graph_of_snapshot(header, [])
         except (KeyError, TypeError, ValueError):
             raise snapshot.SnapshotError(
                 f"snapshot {path}: line 1: the header lacks the graph's path, text or overrides"
@@ -194,6 +202,8 @@ class Simulation:
 
     def jobs(self, columns: Sequence[str] = JOB_COLUMNS) -> pl.DataFrame:
         """Every job seen so far, one row each, with its times (NaN: not yet)."""
+        if isinstance(columns, str):
+            raise UsageError(f'columns: expected a list of column names, such as ["{columns}"]')
         return self._engine.world.jobs.frame(columns=list(columns))
 
     def result(self) -> RunResult:
@@ -225,6 +235,20 @@ def _setting_text(value: Any) -> str:
     if isinstance(value, str) and any(c.isdigit() for c in value[:1]):
         return value  # a duration or rate as written: "5min", "8/h"
     return json.dumps(str(value))
+
+
+def _time_argument(name: str, value):
+    """A time in seconds given to the API: a number of 0 or more (None: no limit)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise UsageError(f"{name}: expected seconds, a number of 0 or more, got {value!r}")
+    return float(value)
+
+
+def graph_of_snapshot(header: dict[str, Any], overrides: list[str]) -> CompiledGraph:
+    """The graph a snapshot was saved with (its text, `--set` texts and trace), with more `overrides`."""
+    return _compile(header["graph_path"], header["graph_text"], [*header["overrides"], *overrides], header.get("trace"))
 
 
 def _compile(path: str, text: str | None, overrides: list[str], trace: str | Path | None) -> CompiledGraph:

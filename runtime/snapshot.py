@@ -372,7 +372,15 @@ def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
         "payload_bytes": len(payload),
         "payload_sha256": hashlib.sha256(payload).hexdigest(),
     }
-    Path(path).write_bytes(json.dumps(head).encode() + b"\n" + payload)
+    # Written whole beside the file, then renamed over it: a save that fails (a full disk, an
+    # interruption) leaves an earlier snapshot of that name as it was.
+    target = Path(path)
+    part = target.with_name(target.name + ".partial")
+    try:
+        part.write_bytes(json.dumps(head).encode() + b"\n" + payload)
+        os.replace(part, target)
+    finally:
+        part.unlink(missing_ok=True)
 
 
 def read_header(path: str | Path) -> tuple[dict[str, Any], bytes]:

@@ -81,3 +81,54 @@ def test_a_corrupt_or_newer_snapshot_is_refused_by_whatif(tmp_path, capsys):
     header["version"] = 99
     path.write_bytes(json.dumps(header).encode() + b"\n" + payload)
     assert "format version 99 is newer than this Roundhouse reads" in fails(capsys, "whatif", path)
+
+
+def test_a_snapshot_loads_from_any_folder_keeps_its_trace_and_refuses_a_journals_options(tmp_path, capsys, monkeypatch):
+    import json
+
+    import polars as pl
+
+    from roundhouse import Simulation
+    from roundhouse.tools.cli import main
+
+    (tmp_path / "run").mkdir()
+    monkeypatch.chdir(tmp_path / "run")  # (the graph named by a relative path)
+    (tmp_path / "run" / "g.sched").write_text(
+        'round = 5min;\ncluster = "1x2:V100";\nsrc :: TraceSource(path="none.csv");\n'
+        "src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
+    )
+    rows = [{"job_id": i, "arrival_s": 600.0 * i, "gpus": 1, "duration_s": 1800.0 + 300 * i} for i in range(8)]
+    pl.DataFrame(rows).write_csv(tmp_path / "run" / "trace.csv")
+    path = Simulation("g.sched", trace="trace.csv").run_until(3600).save(tmp_path / "s.snap")
+    monkeypatch.chdir(tmp_path)
+    # The same graph with the same arguments, its trace kept: the two sides agree.
+    assert main(["whatif", str(path), "--set", "Fifo@3.backfill=false", "--json"]) == 0
+    same, other = json.loads(capsys.readouterr().out)["projections"]
+    assert same["metrics"] == other["metrics"] and same["metrics"]["jobs"] > 0
+    for argv, words in (
+        (["--cluster", "2x2:V100"], "--cluster: only for a live scheduler's journal"),
+        (["--run-set", "src.path=x"], "--run-set: only for a live scheduler's journal"),
+        (["--set", 'cluster="1x1:K80"'], "the snapshot's cluster is its own"),
+    ):
+        assert words in fails(capsys, "whatif", path, *argv)
+
+
+def test_a_snapshot_save_that_fails_leaves_the_earlier_file(tmp_path, monkeypatch):
+    from roundhouse import Simulation
+    from roundhouse.runtime import snapshot
+
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 5min;\ncluster = "1x2:V100";\nPoissonSource(rate=4/h, jobs=5, seed=1) -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n'
+    )
+    sim = Simulation(graph).run_until(3600)
+    path = sim.save(tmp_path / "s.snap")
+    before = path.read_bytes()
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(snapshot.os, "replace", full_disk)
+    with pytest.raises(OSError):
+        sim.run_until(7200).save(path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir() if p.suffix == ".partial"] == []

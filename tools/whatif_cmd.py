@@ -47,16 +47,31 @@ def whatif_command(args) -> int:
             raise UsageError(f"the run's graph {path} is not there (the journal names it); give it with --run-graph")
         return compile_file(path, run_overrides)
 
+    snapshot_file = _is_snapshot(args.journal)
+    if snapshot_file:  # (a snapshot holds its own world: what only a journal's run needs is refused)
+        given = [
+            flag
+            for flag, value in (("--cluster", args.cluster), ("--run-graph", args.run_graph), ("--run-set", args.run_set))
+            if value
+        ]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)}: only for a live scheduler's journal; {args.journal} is a simulation's snapshot, which holds its own graph and cluster"
+            )
+        fixed = [o for o in overrides(args.overrides) if o.target in _SNAPSHOT_FIXED]
+        if fixed:
+            raise UsageError(f"{fixed[0].label}: the snapshot's {fixed[0].target} is its own (the world forks as it was saved)")
     other = None
     if args.graph is not None or args.overrides:
         other_path = args.graph
         text = None
-        if other_path is None and _is_snapshot(args.journal):  # the simulation's own graph, other arguments
+        if other_path is None and snapshot_file:  # the simulation's own graph (and trace), other arguments
+            from roundhouse.runtime.simulation import graph_of_snapshot
             from roundhouse.runtime.snapshot import read_header
 
             header, _ = read_header(args.journal)
-            other_path, text = header["graph_path"], header["graph_text"]
-            others = [*overrides(header["overrides"]), *overrides(args.overrides)]
+            overrides(args.overrides)  # (checked as written, naming --set)
+            other = graph_of_snapshot(header, list(args.overrides))
         elif other_path is None:  # the run's own graph with other arguments
             from roundhouse.runtime.whatif import open_journal
 
@@ -66,14 +81,15 @@ def whatif_command(args) -> int:
             others = [*run_overrides, *overrides(args.overrides)]
         else:
             others = overrides(args.overrides)
-        other = compile_file(other_path, others, text=text)
+        if other is None:
+            other = compile_file(other_path, others, text=text)
 
     def load_world(graph) -> World:
         # The same world as the live scheduler's and a simulation's (elastic and pair profiles too).
         profile = load_profile(graph)
         return new_world(graph, load_cluster(graph, args.cluster, profile), profile)
 
-    if _is_snapshot(args.journal):
+    if snapshot_file:
         point, projections = whatif_snapshot(args.journal, other, horizon)
     else:
         point, projections = whatif(args.journal, other, compile_run_graph, load_world, horizon)
@@ -82,6 +98,10 @@ def whatif_command(args) -> int:
         return 0
     _print(point, projections)
     return 0
+
+
+# Settings a snapshot's world was built with, which a fork of it keeps.
+_SNAPSHOT_FIXED = ("cluster", "profile", "pair_profile", "elastic_profile", "reference_gpu")
 
 
 def _is_snapshot(path: str) -> bool:
