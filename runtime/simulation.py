@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any
 from roundhouse.errors import UsageError
 from roundhouse.runtime import snapshot
 from roundhouse.runtime.backends.sim import Simulator
+from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file
 from roundhouse.runtime.engine import Engine, RunResult
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from roundhouse.runtime.world import World
-
-from roundhouse.runtime.cluster import Cluster
 
 if TYPE_CHECKING:
     import polars as pl
@@ -76,7 +75,9 @@ class Simulation:
         if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
             raise UsageError('overrides: expected a list of --set texts, such as ["admit.factor=1.2x"]')
         if cluster is not None and not isinstance(cluster, (str, Path, Cluster)):
-            raise UsageError(f"cluster: expected a spec such as \"8x4:V100\", a .toml path or a Cluster, got {type(cluster).__name__}")
+            raise UsageError(
+                f'cluster: expected a spec such as "8x4:V100", a .toml path or a Cluster, got {type(cluster).__name__}'
+            )
         until = _time_argument("until", until)
         sets = [*overrides, *(f"{k}={_setting_text(v)}" for k, v in settings.items())]
         self._header: dict[str, Any] = {"graph_path": path, "graph_text": text, "overrides": sets, "trace": None, "until": until}

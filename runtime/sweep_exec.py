@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import socket
 import threading
 import time
 import uuid
@@ -216,9 +217,13 @@ def _check_address(address: str) -> None:
         if scheme not in backends:
             raise ValueError(f"unknown scheme '{scheme}' (known: {', '.join(sorted(backends))})")
         if scheme in ("tcp", "tls", "ws", "wss"):
-            host, _ = parse_host_port(location, 8786)
+            host, port = parse_host_port(location)  # (a port given: a bare word is no address)
             if not host:
                 raise ValueError("no host")
+            try:
+                socket.getaddrinfo(host, port)
+            except OSError:
+                raise ValueError(f"no such host '{host}'") from None
     except ValueError as err:
         raise UsageError(f"--dask {address}: not a scheduler address ({err}); write e.g. tcp://host:8786") from None
 
