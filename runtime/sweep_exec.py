@@ -81,8 +81,12 @@ class LocalExecutor:
 
     def __init__(self, workers: int | None = None):
         self.workers = workers or os.cpu_count() or 1
-        self.where = f"{self.workers} local worker process{'es' if self.workers != 1 else ''}"
         self._context = multiprocessing.get_context("spawn")
+
+    def where_for(self, runs: int) -> str:
+        """Where `runs` runs go: as many worker processes as there are runs, at most `workers`."""
+        n = min(self.workers, runs)
+        return f"{n} local worker process{'es' if n != 1 else ''}"
 
     def _start(self, timeout: float | None) -> _Slot:
         ours, theirs = self._context.Pipe()
@@ -178,7 +182,11 @@ class DaskExecutor:
                 f"--dask {address}: no Dask scheduler answered within {connect_timeout:g} s ({_first_line(err)})"
             ) from None
         workers = self.client.scheduler_info().get("workers", {})
-        self.where = f"the Dask cluster at {address} ({len(workers)} worker{'s' if len(workers) != 1 else ''} now)"
+        self._where = f"the Dask cluster at {address} ({len(workers)} worker{'s' if len(workers) != 1 else ''} now)"
+
+    def where_for(self, runs: int) -> str:
+        """Where `runs` runs go (the cluster spreads them over its workers)."""
+        return self._where
 
     def run(self, tasks: list[Task], timeout: float | None = None) -> Iterator[dict[str, Any]]:
         sweep = uuid.uuid4().hex[:8]  # tasks of two sweeps never share a Dask key

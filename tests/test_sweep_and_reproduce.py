@@ -1,6 +1,7 @@
 """Parallel sweeps and the reproduce command's framework."""
 
 import polars as pl
+import pytest
 
 from roundhouse.runtime.sweep import RunSpec, run_all, summaries
 from roundhouse.tools.cli import main
@@ -62,3 +63,13 @@ def test_reproduce_runs_a_registered_experiment(tmp_path, capsys):
         assert "--out: the folder name is empty" in capsys.readouterr().err
     finally:
         EXPERIMENTS.pop("unit-test-experiment")
+
+
+def test_a_points_mean_and_interval_over_seeds():
+    from roundhouse.tools.sweep_cmd import mean_ci
+
+    value = 119157.01049574852  # (three of it sum to a number whose third is not it, by rounding)
+    assert mean_ci([value] * 3) == (value, 0.0)
+    mean, half = mean_ci([1.0, 2.0, 3.0])
+    assert mean == 2.0 and half == pytest.approx(4.302653 / 3**0.5, rel=1e-6)  # t(0.975, 2) * 1 / sqrt(3)
+    assert mean_ci([5.0]) == (5.0, None)

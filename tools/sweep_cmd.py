@@ -152,7 +152,7 @@ def sweep(args) -> int:
                     f"{len(finished)} of {total} runs already in {store.folder}; running the other {len(tasks)}", highlight=False
                 )
             if tasks:
-                err.print(f"running {len(tasks)} runs on {executor.where}", highlight=False)
+                err.print(f"running {len(tasks)} runs on {executor.where_for(len(tasks))}", highlight=False)
             with SweepProgress(total, len(finished), err) as progress:
                 for row in executor.run(tasks, timeout):
                     if store is not None:
@@ -198,6 +198,8 @@ def mean_ci(values: list[float]) -> tuple[float, float | None]:
     mean = sum(values) / n
     if n < 2:
         return mean, None
+    if min(values) == max(values):  # (identical runs: no spread, where the sum's rounding would show one)
+        return values[0], 0.0
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     return mean, float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
 
