@@ -130,7 +130,8 @@ def test_a_grid_naming_an_unknown_setting_or_field_runs_nothing_and_keeps_the_st
         (["--vary", "prob.point=1,2"], "the graph has no element 'prob'"),
         (["--vary", "probe.point=1,x"], "--vary probe.point"),
         (["--vary", "seed=1,2", "--seeds", "3"], "--seeds: give either --seeds or --vary seed"),
-        (["--timeout", "0s"], "--timeout: must be more than 0"),
+        (["--timeout", "0s"], "--timeout 0s: must be more than 0"),
+        (["--timeout", "-5s"], "--timeout -5s: must be more than 0"),
     ]
     for extra, message in cases:
         assert main(["sweep", str(graph), "--out", str(out), *extra]) == 2, extra

@@ -23,7 +23,8 @@ def test_bad_journals_and_values_are_refused_clearly(tmp_path, capsys):
     journal.close()
     assert "the run has not journaled a round yet" in fails(capsys, "whatif", begun)
     assert "--horizon: 'soon' is not a duration" in fails(capsys, "whatif", begun, "--horizon", "soon")
-    assert "--horizon 0s: must be a positive duration" in fails(capsys, "whatif", begun, "--horizon", "0s")
+    assert "--horizon 0s: must be more than 0" in fails(capsys, "whatif", begun, "--horizon", "0s")
+    assert "--horizon -1h: must be more than 0" in fails(capsys, "whatif", begun, "--horizon", "-1h")
 
 
 @pytest.mark.slow

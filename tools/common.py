@@ -23,15 +23,16 @@ def positive_int(text: str) -> int:
     return value
 
 
-def seconds(text: str | None, flag: str) -> float | None:
+def seconds(text: str | None, flag: str, positive: bool = False) -> float | None:
+    """A duration given on the command line, in seconds: 0 or more (more than 0 if `positive`)."""
     if text is None:
         return None
     try:
         value = float(duration_from_text(text))
     except ValueError as err:
         raise UsageError(f"{flag}: {err}") from None
-    if value < 0:
-        raise UsageError(f"{flag}: must be 0 or more")
+    if value < 0 or (positive and value == 0):
+        raise UsageError(f"{flag} {text}: must be more than 0" if positive else f"{flag}: must be 0 or more")
     return value
 
 

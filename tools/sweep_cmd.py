@@ -121,9 +121,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
 def sweep(args) -> int:
     grid = read_grid(args.vary, args.seeds)
     until = seconds(args.until, "--until")
-    timeout = seconds(args.timeout, "--timeout")
-    if timeout is not None and timeout <= 0:
-        raise UsageError("--timeout: must be more than 0")
+    timeout = seconds(args.timeout, "--timeout", positive=True)
     if args.dask is not None and args.workers is not None:
         raise UsageError("--workers: counts local worker processes; a Dask cluster has the workers it has")
     names = tuple(n for n, _ in grid)

@@ -36,9 +36,9 @@ def register(sub) -> None:
 
 
 def whatif_command(args) -> int:
-    horizon = seconds(args.horizon, "--horizon")
-    if horizon is None or not 0 < horizon < float("inf"):
-        raise UsageError(f"--horizon {args.horizon}: must be a positive duration")
+    horizon = seconds(args.horizon, "--horizon", positive=True)
+    if horizon is None or horizon == float("inf"):
+        raise UsageError(f"--horizon {args.horizon}: must be a finite duration")
     run_overrides = overrides(args.run_set, "--run-set")
 
     def compile_run_graph(path: str):
