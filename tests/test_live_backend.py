@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import attrs
@@ -236,6 +237,25 @@ def test_crashes_are_retried_then_fail_and_lost_nodes_requeue(live):
     assert world.jobs.column("status")[r1] == 0 and world.jobs.column("interruptions")[r1] == 1
 
 
+def test_a_job_whose_numbers_a_launch_cannot_carry_fails_alone(live):
+    # (A trace's row, not a submission: submissions are refused before they are journaled.)
+    world, backend, agents, _ = live
+    for ag in agents:
+        ag.receive()
+    big, small = add_jobs(
+        world,
+        [
+            {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 1e20},
+            {"job_id": 2, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0},
+        ],
+    )
+    round_trip(world, backend, Plan(launch_rows=[big, small], launch_gpus=[0, 2], launch_counts=[1, 1]))
+    pump(backend)
+    events = round_trip(world, backend, None)
+    assert events.failed.tolist() == [big] and world.jobs.column("failed")[big]
+    assert [t for t, _ in agents[1].receive()].count("launch") == 1  # the other job went out
+
+
 def test_the_scheduler_s_own_stall_does_not_lose_its_agents(live):
     """Heartbeats are judged only over the time the scheduler listened: after it was away (a
     round that overran, a stalled disk) longer than the heartbeat timeout, its agents are still
@@ -267,13 +287,22 @@ def test_lease_checks_and_bad_submissions_are_answered(live):
     user.send("submit", jobs=[{"job_id": 3, "model": "LM", "iterations": 5, "gpus": 1}])
     user.send("submit", jobs=[{"model": "LM", "iterations": 5, "gpus": 9}])
     user.send("submit", jobs=[{"model": "LM", "iterations": 5, "gpus": 1}])
+    # Numbers a launch message could not carry are refused at submission, not at launch.
+    user.send("submit", jobs=[{"model": "LM", "iterations": 10**20, "gpus": 1}])
+    user.send("submit", jobs=[{"job_id": 2**62 + 1, "model": "LM", "iterations": 5, "gpus": 1}])
     pump(backend)
     replies = user.receive()
     assert replies[0] == ("lease_reply", {"job": 3, "attempt": 1, "valid": True})
     assert replies[1] == ("lease_reply", {"job": 3, "attempt": 9, "valid": False})
-    reasons = [b["reason"] for t, b in replies[2:5]]
+    reasons = [b["reason"] for t, b in replies if t == "error"]  # (answered at once; `accepted` once journaled)
     assert "not in the profile" in reasons[0] and "already in use" in reasons[1] and "9 GPU" in reasons[2]
-    assert replies[5] == ("accepted", {"job_ids": [4]})
+    assert "iterations 100,000,000,000,000,000,000 is more than a live launch carries" in reasons[3]
+    assert "job_id 4,611,686,018,427,387,905 is more than a live launch carries" in reasons[4]
+    assert [b for t, b in replies if t == "accepted"] == [{"job_ids": [4]}]
+    # A message numbered past what an error reply can refer to is refused, and answered.
+    user.sock.send(json.dumps({"v": 1, "type": "status", "seq": 2**62 + 5}).encode())
+    pump(backend)
+    assert "bad 'seq'" in user.receive()[0][1]["reason"]
     events = round_trip(world, backend, None)
     assert events.submitted["job_id"].to_list() == [4] and events.submitted["model"].to_list() == ["LM"]
     user.sock.close()

@@ -209,10 +209,13 @@ class _Cell(Spec):
 
 
 JOB = Int(0, 2**62)
+# A message's `seq`: one within what an `error` reply may refer back to (`ref`).
+SEQ_MAX = 2**62
 ATTEMPT = Int(1, 10**6)
 RANK = Int(0, 4095)
 GPU = Int(0, 4095)
 ITERATION = Int(0, 2**53)
+BATCH_SIZE = Int(0, 2**31)
 PATH = Str(4096)
 METRICS = MapOf(Num())
 
@@ -260,7 +263,7 @@ SCHEMAS: dict[str, Obj] = {
             "master_addr": Str(255),
             "master_port": Int(1, 65535),
             "iterations": ITERATION,
-            "batch_size": Int(0, 2**31),
+            "batch_size": BATCH_SIZE,
             "checkpoint_dir": PATH,
             "checkpoint_every_s": Num(0, 10**7),
         },
@@ -296,7 +299,7 @@ SCHEMAS: dict[str, Obj] = {
     "ack": Obj({"job": JOB, "attempt": ATTEMPT, "rank": RANK}),
     "shutdown": Obj({"reason": Str(1000)}),
     "unknown": Obj({"reason": Str(1000)}),
-    "error": Obj({"reason": Str(4000)}, {"ref": Int(0, 2**62)}),
+    "error": Obj({"reason": Str(4000)}, {"ref": Int(0, SEQ_MAX)}),
     # submitter -> scheduler
     "submit": Obj({"jobs": ListOf(MapOf(_Cell(), 32, r"[a-z][a-z0-9_]{0,31}"), 10000)}),
     "status": Obj({}),
@@ -372,7 +375,7 @@ def decode(frame: bytes, allowed: frozenset[str] | set[str] | None = None) -> tu
         raise ProtocolError(f"unsupported protocol version {_show(version)} (this side speaks {VERSION})")
     type_ = raw.get("type")
     seq = raw.get("seq")
-    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 2**63:
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= SEQ_MAX:
         raise ProtocolError("missing or bad 'seq'", type_ if isinstance(type_, str) else None)
     if not isinstance(type_, str) or type_ not in SCHEMAS:
         raise ProtocolError(f"unknown message type {_show(type_)}", None, seq)

@@ -23,6 +23,7 @@ from roundhouse.runtime.backends.live.round import Clock, News
 from roundhouse.runtime.journal import AttemptRow, Journal
 from roundhouse.runtime.world import FINISHED, RUNNING, World
 from roundhouse.traces.profiles import canonical_model
+from roundhouse.wire import protocol
 from roundhouse.wire.workloads import workload_module
 
 log = logging.getLogger("roundhouse.scheduler")
@@ -163,12 +164,7 @@ class Attempts:
         command = command if isinstance(command, str) and command.strip() else None
         workload = workload_module(canonical_model(model) or model) if command is None and isinstance(model, str) else None
         if command is None and workload is None:
-            reason = f"no workload for model {model!r} and no command: give the job a 'command'"
-            log.warning("job %d cannot run: %s", att.job_id, reason)
-            for rank in range(att.world_size):
-                att.exits[rank] = {"outcome": "failed", "iteration": att.start_iteration, "reason": reason}
-            att.sent = True
-            self.maybe_end(att, self.clock.now_s(), permanent=True)
+            self._cannot_run(att, f"no workload for model {model!r} and no command: give the job a 'command'")
             return
         rank0 = self.nodes.slots[int(att.slots[0])]
         common = dict(
@@ -189,6 +185,11 @@ class Attempts:
             seed=int(att.job_id % 2**31),
             iters_per_s=att.iters_per_s or None,
         )
+        try:  # (a job whose numbers the wire cannot carry fails alone; it must not stop the scheduler)
+            protocol.encode("launch", 0, ranks=[{"rank": 0, "gpu": 0}], **common)
+        except protocol.ProtocolError as err:
+            self._cannot_run(att, f"its launch message cannot carry it ({err.reason})")
+            return
         att.sent = True
         cluster = self.world.cluster
         for slot in sorted({int(s) for s in att.slots}):
@@ -213,6 +214,14 @@ class Attempts:
         if len(att.exits) == att.world_size:  # every node it was meant for is gone
             self.requeue_now(att, self.clock.now_s())
             self.maybe_end(att, self.clock.now_s())
+
+    def _cannot_run(self, att, reason: str) -> None:
+        """The attempt fails for good before it is sent: every rank exits with `reason`."""
+        log.warning("job %d cannot run: %s", att.job_id, reason)
+        for rank in range(att.world_size):
+            att.exits[rank] = {"outcome": "failed", "iteration": att.start_iteration, "reason": reason}
+        att.sent = True
+        self.maybe_end(att, self.clock.now_s(), permanent=True)
 
     def revoke(self, att: Attempt | None) -> None:
         if att is None or att.ended:

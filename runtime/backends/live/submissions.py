@@ -10,6 +10,7 @@ import polars as pl
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.journal import Journal
+from roundhouse.wire import protocol
 
 
 class Submissions:
@@ -53,6 +54,7 @@ class Submissions:
             row["job_id"] = str(job_id)
         frame = _text_frame(rows)
         checked = validate(frame.with_columns(arrival_s=pl.lit("0")), "submission")
+        _within_the_wire(checked)
         self.world.prepare(checked, "submission")
         self._next_id = next_id  # ids are used up only by accepted jobs
         for spec, job_id in zip(frame.to_dicts(), ids):
@@ -87,3 +89,18 @@ class Submissions:
 def _text_frame(rows: list[dict]) -> pl.DataFrame:
     columns = sorted({k for r in rows for k in r})
     return pl.DataFrame({c: [r.get(c) for r in rows] for c in columns}, schema={c: pl.String for c in columns})
+
+
+# The job columns a launch message carries, and the wire's limit on each (wire/protocol.py).
+_WIRE_LIMITS = (("job_id", protocol.JOB.hi), ("iterations", protocol.ITERATION.hi), ("batch_size", protocol.BATCH_SIZE.hi))
+
+
+def _within_the_wire(frame: pl.DataFrame) -> None:
+    """Refuse jobs whose numbers a launch message could not carry, before they are journaled."""
+    for column, most in _WIRE_LIMITS:
+        if column in frame.columns:
+            over = frame.filter(pl.col(column) > most)
+            if over.height:
+                value = over[column][0]
+                shown = f"{value:,.0f}" if isinstance(value, float) else f"{value:,}"
+                raise UsageError(f"job {over['job_id'][0]}: {column} {shown} is more than a live launch carries ({most:,})")
