@@ -33,6 +33,12 @@ def test_serve_with_an_address_it_cannot_bind_says_so_and_exits(live_graph, tmp_
         "cannot listen on tcp://127.0.0.1:notaport",
     )
     assert time.monotonic() - started < 10  # it used to hang in Context.term()
+    # ZeroMQ takes a port past 65535 modulo 65536: it would listen elsewhere than it says.
+    _fails(
+        capsys,
+        ["serve", live_graph, "--bind", "tcp://127.0.0.1:112646", "--insecure", "--checkpoints", tmp_path / "ck"],
+        "tcp://127.0.0.1:112646: port 112646 is not a TCP port (1 to 65535)",
+    )
 
 
 @pytest.mark.parametrize(
@@ -44,6 +50,7 @@ def test_serve_with_an_address_it_cannot_bind_says_so_and_exits(live_graph, tmp_
 )
 def test_clients_with_a_bad_address_say_so(capsys, args):
     _fails(capsys, args, "cannot connect to tcp://127.0.0.1:notaport")
+    _fails(capsys, [a.replace("notaport", "99999") for a in args], "port 99999 is not a TCP port")
 
 
 def test_emulate_needs_fake_gpus(capsys):

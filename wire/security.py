@@ -39,9 +39,18 @@ def is_loopback(address: str) -> bool:
     return address.startswith(_LOOPBACK_PREFIXES)
 
 
+def check_port(address: str) -> None:
+    """Refuse a TCP port past 65535, which ZeroMQ takes modulo 65536 (a scheduler would listen
+    elsewhere than it says)."""
+    port = re.fullmatch(r"tcp://.*:(\d+)", address)
+    if port is not None and not 0 < int(port.group(1)) <= 65535:
+        raise UsageError(f"{address}: port {port.group(1)} is not a TCP port (1 to 65535)")
+
+
 def check_connect_address(address: str) -> None:
     """Refuse an address ZeroMQ cannot connect to (`tcp://host:notaport`), before any socket of
     the caller exists: a half-built context would otherwise be left to hang in `term()`."""
+    check_port(address)
     with zmq.Context() as context, context.socket(zmq.DEALER) as probe:
         probe.setsockopt(zmq.LINGER, 0)
         try:

@@ -16,7 +16,7 @@ from roundhouse.errors import UsageError
 from roundhouse.runtime.journal import Journal
 from roundhouse.wire import protocol
 from roundhouse.wire.protocol import ProtocolError, SeqTracker
-from roundhouse.wire.security import HANDSHAKE_FAILURES, REFUSALS, ServerSecurity
+from roundhouse.wire.security import HANDSHAKE_FAILURES, REFUSALS, ServerSecurity, check_port
 
 if TYPE_CHECKING:
     from zmq.auth.thread import ThreadAuthenticator
@@ -60,6 +60,7 @@ class Server:
         return self._socket is not None
 
     def start(self) -> None:
+        check_port(self.bind)  # (before any socket exists)
         self._context = zmq.Context()
         # Owned by `close()` from here on: a socket left open makes `Context.term()` wait forever.
         self._socket = sock = self._context.socket(zmq.ROUTER)
