@@ -345,3 +345,33 @@ def test_a_plan_that_shares_gpus_is_refused_before_anything_leaves(live):
         backend.apply(plan)
     pump(backend)
     assert len(backend.takeover.plans) == plans_before and all(ag.receive() == [] for ag in agents)
+
+
+def test_with_keys_an_agent_registers_only_under_its_own_keys_name(live):
+    world, backend, agents, _ = live
+    nodes = backend.nodes
+    sent = []
+    real_send = nodes.server.send
+    nodes.server.send = lambda identity, type_, **body: sent.append((identity, type_, body))
+
+    class Frame:  # (what ZeroMQ gives a CURVE-authenticated message: the key's name)
+        def __init__(self, key):
+            self.key = key
+
+        def get(self, name):
+            return self.key if name == "User-Id" else None
+
+    body = {
+        "node": "b",
+        "address": "127.0.0.1",
+        "session": "new",
+        "gpus": [{"index": i, "type": "V100"} for i in range(2)],
+        "running": [],
+    }
+    try:
+        before = nodes.by_name["b"].session
+        nodes.on_register(b"alice", 1, body, Frame("alice"))
+        assert sent and sent[-1][1] == "error" and "node b registers with the key of alice" in sent[-1][2]["reason"]
+        assert nodes.by_name["b"].session == before and b"alice" not in nodes.by_identity  # nothing changed
+    finally:
+        nodes.server.send = real_send

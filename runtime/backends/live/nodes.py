@@ -165,6 +165,12 @@ class Nodes:
     def on_register(self, identity, seq, body, frame) -> None:
         cluster = self.cluster
         name = body["node"]
+        key = _key_of(frame)
+        if key and key != name:  # (with keys, an agent's name is its key's: no key speaks for another node)
+            reason = f"node {name} registers with the key of {key}: an agent registers under its own key's name"
+            log.warning("refused registration: %s", reason)
+            self.server.send(identity, "error", reason=reason)
+            return
         types = {g["type"] for g in body["gpus"]}
         count = len(body["gpus"])
         if len(types) != 1 or sorted(g["index"] for g in body["gpus"]) != list(range(count)):
@@ -211,10 +217,7 @@ class Nodes:
             self.server.forget(node.identity)
         node.identity, node.session, node.address = identity, body["session"], body["address"]
         node.last_seen = time.time()
-        try:
-            node.key = frame.get("User-Id") or ""
-        except Exception:
-            node.key = ""
+        node.key = key
         self.by_identity[identity] = node
         self.journal.set_node(name, node.slot, node.address, self.clock.now_s())
         if not node.online:
@@ -253,3 +256,11 @@ class Nodes:
         if node is not None:
             node.last_seen = time.time()
         return node
+
+
+def _key_of(frame) -> str:
+    """The name of the CURVE key a message came with ("" without keys)."""
+    try:
+        return frame.get("User-Id") or ""
+    except Exception:  # (no authentication on the socket: ZeroMQ has no User-Id to give)
+        return ""
