@@ -85,7 +85,7 @@ def serve(
         running = len(world.running_rows)
         if backend.at_limit:
             backend.checkpoint_running()
-        elif running:
+        elif running and not options.stop_agents:  # (with --stop-agents, the agents checkpoint them: ending.py)
             log.info(
                 "the run stopped with %d job(s) running: they keep running on their nodes; "
                 "`roundhouse serve` with the same --journal takes them back",

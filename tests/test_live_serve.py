@@ -133,6 +133,26 @@ def test_sigterm_while_waiting_for_agents_stops_promptly(tmp_path):
         cluster.close()
 
 
+def test_sigterm_with_stop_agents_keeps_the_checkpoints_the_agents_write_as_they_stop(tmp_path):
+    # The agents checkpoint a running job as they stop: the scheduler waits for its exit and
+    # journals it, so that a rerun would resume it from there (it used to close first).
+    jobs = "0,0,1,LM,1000000,10\n"
+    cluster = _cluster(tmp_path, 'TraceSource(path="jobs.csv")', jobs, serve_args=("--stop-agents",))
+    try:
+        cluster.start_scheduler()
+        _start_two_agents(cluster)
+        cluster.wait_for(lambda: cluster.query("SELECT count(*) FROM attempts") == [(1,)], 60, "the launch")
+        cluster.wait_for(lambda: "started job 0 attempt 1" in cluster.log("node-a"), 60, "the job's start")
+        time.sleep(3)  # (it trains a while)
+        cluster.kill("scheduler", signal.SIGTERM)
+        assert cluster.processes["scheduler"].returncode == 0, cluster.log("scheduler")
+        [(attempt, start, outcome, _, checkpoint_iteration, _)] = cluster.attempts()[0]
+        assert (attempt, start, outcome) == (1, 0, "preempted") and checkpoint_iteration > 0, cluster.logs()
+        assert f"checkpointed as their agents stopped (job 0 at iteration {checkpoint_iteration})" in cluster.log("scheduler")
+    finally:
+        cluster.close()
+
+
 def test_a_live_run_ends_at_its_time_limit_not_a_round_later(tmp_path):
     # Rounds of five minutes, a limit of 2 s: the round in progress is cut short at 2 s.
     jobs = "0,0,1,LM,5000,10\n"

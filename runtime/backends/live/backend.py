@@ -185,7 +185,7 @@ class LiveBackend:
         try:
             self._journal_last_round()
             if self.server.open and self.options.stop_agents:
-                stop_agents(self.nodes, self.server, self.options.heartbeat_timeout_s)
+                stop_agents(self.nodes, self.server, self.options.heartbeat_timeout_s, self.attempts, self.options.end_wait_s)
             if self.server.open:
                 self.server.flush()
         finally:

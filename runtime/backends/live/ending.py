@@ -52,10 +52,12 @@ def checkpoint_running(
     return left()
 
 
-def stop_agents(nodes: Nodes, server: Server, timeout_s: float) -> None:
+def stop_agents(nodes: Nodes, server: Server, timeout_s: float, attempts: Attempts, wait_s: float) -> None:
     """Ask every connected agent to shut down and wait for each to answer, asking again every
     half second (a message can be lost with a connection), for at most `timeout_s`; say which
-    did not answer."""
+    did not answer. An agent checkpoints the jobs it still runs as it stops: their exits are
+    then awaited (at most `wait_s`) and journaled, so that a rerun resumes them from there."""
+    running = [att for att in attempts.live.values() if not att.ended]
     asked = {n.name for n in nodes.ask_to_stop("the scheduler's run ended")}
     deadline = time.time() + timeout_s
     silent = lambda: sorted(n for n in asked if not nodes.by_name[n].stopping)  # noqa: E731
@@ -71,3 +73,14 @@ def stop_agents(nodes: Nodes, server: Server, timeout_s: float) -> None:
         )
     else:
         log.info("asked %d agent(s) to stop; every one answered: %s", len(asked), ", ".join(sorted(asked)))
+    if running:
+        server.serve(time.time() + wait_s, lambda: all(att.ended for att in running), lambda: None)
+        server.flush()
+        kept = [att for att in running if att.ended and att.checkpoint_iteration]
+        if kept:
+            log.info(
+                "%d job(s) checkpointed as their agents stopped (%s); `roundhouse serve` with the same --journal resumes them",
+                len(kept),
+                ", ".join(f"job {att.job_id} at iteration {att.checkpoint_iteration}" for att in kept[:10])
+                + (" ..." if len(kept) > 10 else ""),
+            )
