@@ -40,6 +40,8 @@ class CompiledGraph:
     graph: Topology
     decls: dict[str, Decl]
     setting_locations: dict[str, Location] = attrs.field(factory=dict)
+    # The option that gave each setting given on the command line ("--vary cluster").
+    setting_flags: dict[str, str] = attrs.field(factory=dict)
     # Elements another element ticks itself (its candidates, see Element.holds).
     held: frozenset[str] = frozenset()
 
@@ -135,6 +137,7 @@ class _Compiler:
             setting_locations={
                 name: st.value.location for name, st in self.flat.settings.items() if name not in setting_overrides
             },
+            setting_flags=dict(self._setting_flags),
         )
 
     # --- overrides and settings ---

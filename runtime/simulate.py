@@ -31,7 +31,7 @@ def load_cluster(graph: CompiledGraph, cluster: str | Cluster | None, profile=No
         )
     location = graph.setting_locations.get("cluster")
     if location is None:  # given with --set: relative to the current folder, as other --set paths
-        return _from_flag("--set cluster", spec, known)
+        return _from_flag(graph.setting_flags.get("cluster", "--set cluster"), spec, known)
     # A spec file named in the graph is relative to the graph's folder.
     relative = Path(graph.path).parent / spec
     try:

@@ -40,6 +40,8 @@ def test_bad_sweep_values_are_reported(tmp_path, capsys):
     assert "round is varied twice" in capsys.readouterr().err
     assert main(["sweep", graph, "--vary", "round=5min,10min,5min"]) == 2
     assert "the value 5min is given twice" in capsys.readouterr().err
+    assert main(["sweep", graph, "--vary", 'cluster="4x4:V100","4x4:Z999"']) == 2
+    assert "error: --vary cluster: bad cluster '4x4:Z999'" in capsys.readouterr().err
 
 
 def test_reproduce_runs_a_registered_experiment(tmp_path, capsys):
