@@ -162,6 +162,11 @@ def simulate_ahead(world: World, graph: CompiledGraph, now: float, horizon_s: fl
     enters it at the next round; the metrics of those jobs and of any that arrive later, until
     they finish or `horizon_s` passes. `world` itself is not changed. (A look-ahead for what-if
     questions, such as a scheduler synthesizer's candidates.)"""
+    if isinstance(horizon_s, bool) or not isinstance(horizon_s, (int, float)) or not horizon_s > 0:
+        raise UsageError(f"horizon_s: expected seconds, a number more than 0, got {horizon_s!r}")
+    latest = np.nanmax(np.concatenate([world.jobs.column("first_start_s"), world.jobs.column("finish_s"), [-np.inf]]))
+    if not now >= latest:  # (a clock before what the world has seen: its projection would be nonsense)
+        raise UsageError(f"now: {now:g} s is before the world's last recorded start or finish, at {latest:g} s")
     return project(_fresh(graph, copy.deepcopy(world), now), Path(graph.path).name, horizon_s)
 
 

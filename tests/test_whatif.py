@@ -133,3 +133,22 @@ def test_a_snapshot_save_that_fails_leaves_the_earlier_file(tmp_path, monkeypatc
     with pytest.raises(OSError):
         sim.run_until(7200).save(path)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir() if p.suffix == ".partial"] == []
+
+
+def test_simulate_ahead_refuses_a_horizon_of_none_and_a_clock_before_the_worlds(tmp_path):
+    from roundhouse import Simulation
+    from roundhouse.errors import UsageError
+    from roundhouse.runtime.compiler import compile_file
+    from roundhouse.runtime.whatif import simulate_ahead
+
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 5min;\ncluster = "1x2:V100";\nPoissonSource(rate=4/h, jobs=5, seed=1) -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n'
+    )
+    sim = Simulation(graph).run_until(3 * 3600)
+    world, other = sim.world_now(), compile_file(str(graph))
+    with pytest.raises(UsageError, match="horizon_s: expected seconds, a number more than 0, got -1"):
+        simulate_ahead(world, other, sim.now, -1)
+    with pytest.raises(UsageError, match="now: 60 s is before the world's last recorded start or finish"):
+        simulate_ahead(world, other, 60.0, 3600)
+    assert simulate_ahead(world, other, sim.now, 3600).stop
