@@ -308,7 +308,10 @@ def main() -> None:
     for name in PRELOADED:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
-    request = _serve(sock)
+    try:
+        request = _serve(sock)
+    except (ConnectionResetError, BrokenPipeError):  # the owner (an agent stopping) went first: end quietly
+        return
     if request is None:
         return
     _become(request)
