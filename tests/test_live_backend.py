@@ -120,6 +120,22 @@ def add_jobs(world, rows: list[dict]):
     return world.add_jobs(batch)
 
 
+def launch_two(live, first_iterations: float):
+    """Jobs 1 (of `first_iterations`) and 2 (of 100), one GPU each, launched on nodes a and b."""
+    world, backend, agents, _ = live
+    for ag in agents:
+        ag.receive()
+    rows = add_jobs(
+        world,
+        [
+            {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": first_iterations},
+            {"job_id": 2, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0},
+        ],
+    )
+    round_trip(world, backend, Plan(launch_rows=rows, launch_gpus=[0, 2], launch_counts=[1, 1]))
+    return rows
+
+
 def round_trip(world, backend, plan: Plan):
     """One round as the engine runs it: poll and fold, then apply the plan."""
     events, progress = backend.poll()
@@ -205,16 +221,7 @@ def test_launch_revoke_and_relaunch_from_the_checkpoint(live):
 
 def test_crashes_are_retried_then_fail_and_lost_nodes_requeue(live):
     world, backend, agents, _ = live
-    for ag in agents:
-        ag.receive()
-    r0, r1 = add_jobs(
-        world,
-        [
-            {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0},
-            {"job_id": 2, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0},
-        ],
-    )
-    round_trip(world, backend, Plan(launch_rows=[r0, r1], launch_gpus=[0, 2], launch_counts=[1, 1]))
+    r0, r1 = launch_two(live, 100.0)
     agents[0].exited(1, 1, 0, "failed", 10, reason="exit status 1")
     pump(backend)
     events = round_trip(world, backend, Plan(launch_rows=[r0], launch_gpus=[0], launch_counts=[1], keep=[r1]))
@@ -240,16 +247,7 @@ def test_crashes_are_retried_then_fail_and_lost_nodes_requeue(live):
 def test_a_job_whose_numbers_a_launch_cannot_carry_fails_alone(live):
     # (A trace's row, not a submission: submissions are refused before they are journaled.)
     world, backend, agents, _ = live
-    for ag in agents:
-        ag.receive()
-    big, small = add_jobs(
-        world,
-        [
-            {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 1e20},
-            {"job_id": 2, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0},
-        ],
-    )
-    round_trip(world, backend, Plan(launch_rows=[big, small], launch_gpus=[0, 2], launch_counts=[1, 1]))
+    big, small = launch_two(live, 1e20)
     pump(backend)
     events = round_trip(world, backend, None)
     assert events.failed.tolist() == [big] and world.jobs.column("failed")[big]

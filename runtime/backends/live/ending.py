@@ -43,12 +43,7 @@ def checkpoint_running(
         )
     stopped = [att for att in ending if att.ended]
     if stopped:
-        log.info(
-            "%d attempt(s) checkpointed and stopped (%s); `roundhouse serve` with the same --journal resumes them",
-            len(stopped),
-            ", ".join(f"job {att.job_id} at iteration {att.checkpoint_iteration}" for att in stopped[:10])
-            + (" ..." if len(stopped) > 10 else ""),
-        )
+        log.info("%d attempt(s) checkpointed and stopped (%s); %s", len(stopped), _where(stopped), _RESUMED)
     return left()
 
 
@@ -78,9 +73,13 @@ def stop_agents(nodes: Nodes, server: Server, timeout_s: float, attempts: Attemp
         server.flush()
         kept = [att for att in running if att.ended and att.checkpoint_iteration]
         if kept:
-            log.info(
-                "%d job(s) checkpointed as their agents stopped (%s); `roundhouse serve` with the same --journal resumes them",
-                len(kept),
-                ", ".join(f"job {att.job_id} at iteration {att.checkpoint_iteration}" for att in kept[:10])
-                + (" ..." if len(kept) > 10 else ""),
-            )
+            log.info("%d job(s) checkpointed as their agents stopped (%s); %s", len(kept), _where(kept), _RESUMED)
+
+
+_RESUMED = "`roundhouse serve` with the same --journal resumes them"
+
+
+def _where(stopped: list[Attempt]) -> str:
+    """Where checkpointed attempts stopped (the first ten)."""
+    shown = ", ".join(f"job {att.job_id} at iteration {att.checkpoint_iteration}" for att in stopped[:10])
+    return shown + (" ..." if len(stopped) > 10 else "")
