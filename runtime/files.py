@@ -33,6 +33,11 @@ _RUN_MARKS = ("run.json",)
 _SWEEP_MARKS = ("results", "summary.csv", "points.csv")
 
 
+def holds_a_sweep(folder: Path) -> bool:
+    """Whether `folder` holds a sweep's results (`roundhouse sweep --out`)."""
+    return any((folder / name).exists() for name in _SWEEP_MARKS)
+
+
 def results_folder(path: str | Path, what: str, kind: str) -> Path:
     """`make_folder` for a command's results, `kind` "run" or "sweep": a folder that holds the
     other kind's results is refused (each would hide the other from `report`, `plot` and

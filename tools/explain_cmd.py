@@ -15,6 +15,7 @@ from pathlib import Path
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.explain import FILE_NAME
+from roundhouse.runtime.files import holds_a_sweep
 
 COLUMNS = ("t_s", "job_id", "state", "reason", "element", "element_class", "ranked_by", "ranked_by_class", "a", "b", "c")
 
@@ -54,7 +55,7 @@ def read_record(run: str):
         )
     path = folder / FILE_NAME
     if not path.is_file():
-        if (folder / "results").is_dir() or (folder / "summary.csv").is_file():
+        if holds_a_sweep(folder):
             raise UsageError(
                 f"{run}: a sweep's folder: sweeps keep no record of their runs' decisions "
                 "(run the point of interest with `roundhouse run GRAPH --set NAME=VALUE --out DIR`)"

@@ -16,6 +16,7 @@ import attrs
 import polars as pl
 
 from roundhouse.errors import UsageError
+from roundhouse.runtime.files import holds_a_sweep
 
 # The columns of a JobMetrics summary (elements/sinks.py); the other columns of a sweep's
 # table are its varied names, apart from the bookkeeping below.
@@ -119,7 +120,7 @@ def open_folder(text: str) -> RunFolder | SweepFolder:
         raise UsageError(f"{text}: not a folder (give the folder a run or a sweep wrote with --out)")
     if (path / "run.json").is_file():
         return _open_run(path)
-    if (path / "results").is_dir() or (path / "summary.csv").is_file():
+    if holds_a_sweep(path):
         return _open_sweep(path)
     raise UsageError(
         f"{text}: neither a run's folder (no run.json, as `roundhouse run GRAPH --out DIR` writes) "
