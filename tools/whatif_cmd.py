@@ -62,27 +62,20 @@ def whatif_command(args) -> int:
         if fixed:
             raise UsageError(f"{fixed[0].label}: the snapshot's {fixed[0].target} is its own (the world forks as it was saved)")
     other = None
-    if args.graph is not None or args.overrides:
-        other_path = args.graph
-        text = None
-        if other_path is None and snapshot_file:  # the simulation's own graph (and trace), other arguments
-            from roundhouse.runtime.simulation import graph_of_snapshot
-            from roundhouse.runtime.snapshot import read_header
+    if args.graph is not None:
+        other = compile_file(args.graph, overrides(args.overrides))
+    elif args.overrides and snapshot_file:  # the simulation's own graph (and trace), other arguments
+        from roundhouse.runtime.simulation import graph_of_snapshot
+        from roundhouse.runtime.snapshot import read_header
 
-            header, _ = read_header(args.journal)
-            overrides(args.overrides)  # (checked as written, naming --set)
-            other = graph_of_snapshot(header, list(args.overrides))
-        elif other_path is None:  # the run's own graph with other arguments
-            from roundhouse.runtime.whatif import open_journal
+        header, _ = read_header(args.journal)
+        other = graph_of_snapshot(header, list(args.overrides))  # (checked above as written, naming --set)
+    elif args.overrides:  # the run's own graph with other arguments
+        from roundhouse.runtime.whatif import open_journal
 
-            journal, meta = open_journal(args.journal)
-            journal.db.close()
-            other_path = args.run_graph or meta["graph"]
-            others = [*run_overrides, *overrides(args.overrides)]
-        else:
-            others = overrides(args.overrides)
-        if other is None:
-            other = compile_file(other_path, others, text=text)
+        journal, meta = open_journal(args.journal)
+        journal.db.close()
+        other = compile_file(args.run_graph or meta["graph"], [*run_overrides, *overrides(args.overrides)])
 
     def load_world(graph) -> World:
         # The same world as the live scheduler's and a simulation's (elastic and pair profiles too).
