@@ -44,12 +44,13 @@ JOB_COLUMNS = (
 
 def _graph_source(graph: str | Path) -> tuple[str, str | None]:
     """(path, text): a `.sched` file's path, or text (anything with a newline or a `::`),
-    compiled as if it were a file in the current folder."""
+    compiled as if it were a file in the current folder. Both paths are absolute, so that a
+    snapshot loads from any folder with the relative paths in its graph meaning what they did."""
     if not isinstance(graph, (str, Path)):
         raise UsageError(f"graph: expected a .sched path or a graph's text, got {type(graph).__name__}")
     if isinstance(graph, Path) or ("\n" not in graph and "::" not in graph):
         return str(Path(graph).resolve()), None  # (a snapshot loads from any folder)
-    return "<simulation>.sched", graph
+    return str(Path.cwd() / "<simulation>.sched"), graph
 
 
 class Simulation:

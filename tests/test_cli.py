@@ -165,6 +165,19 @@ def test_check_reports_ok_and_errors(tiny, tmp_path, capsys):
     assert f"{bad}:4:" in captured.err and "did you mean 'Las'" in captured.err
 
 
+def test_options_may_come_between_positional_arguments(tiny, tmp_path, capsys):
+    bad = tmp_path / "bad.sched"
+    bad.write_text(TINY.replace("Las", "Lass"))
+    assert main(["check", str(tiny), "--fork", str(bad)]) == 2  # both files read, the option too
+    assert f"{bad}:4:" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ended:  # an unknown option is still named, by its command
+        main(["check", str(tiny), "--nonsense", str(bad)])
+    assert ended.value.code == 2 and "roundhouse check: error: unrecognized arguments: --nonsense" in capsys.readouterr().err
+    # The trace after the options is read (with none, submit would ask what to run); nothing listens.
+    assert main(["submit", "tcp://127.0.0.1:9", "--insecure", str(tmp_path / "trace.csv"), "--timeout", "0.2s"]) == 2
+    assert "no answer from the scheduler at tcp://127.0.0.1:9 within 0.2s" in capsys.readouterr().err
+
+
 def test_check_every_shipped_graph(capsys):
     graphs = sorted(str(p) for p in (REPO / "graphs").glob("*.sched"))
     assert graphs and main(["check", *graphs]) == 0

@@ -288,6 +288,9 @@ def test_lease_checks_and_bad_submissions_are_answered(live):
     # Numbers a launch message could not carry are refused at submission, not at launch.
     user.send("submit", jobs=[{"model": "LM", "iterations": 10**20, "gpus": 1}])
     user.send("submit", jobs=[{"job_id": 2**62 + 1, "model": "LM", "iterations": 5, "gpus": 1}])
+    # What a launch would change is refused too: a part of an iteration, a command not of words.
+    user.send("submit", jobs=[{"model": "LM", "iterations": 5.5, "gpus": 1}])
+    user.send("submit", jobs=[{"command": True, "duration_s": 60, "gpus": 1}])
     pump(backend)
     replies = user.receive()
     assert replies[0] == ("lease_reply", {"job": 3, "attempt": 1, "valid": True})
@@ -296,6 +299,8 @@ def test_lease_checks_and_bad_submissions_are_answered(live):
     assert "not in the profile" in reasons[0] and "already in use" in reasons[1] and "9 GPU" in reasons[2]
     assert "iterations 100,000,000,000,000,000,000 is more than a live launch carries" in reasons[3]
     assert "job_id 4,611,686,018,427,387,905 is more than a live launch carries" in reasons[4]
+    assert "iterations 5.5 is not a whole number" in reasons[5]
+    assert "command True: must be text or a list of words" in reasons[6]
     assert [b for t, b in replies if t == "accepted"] == [{"job_ids": [4]}]
     # A message numbered past what an error reply can refer to is refused, and answered.
     user.sock.send(json.dumps({"v": 1, "type": "status", "seq": 2**62 + 5}).encode())

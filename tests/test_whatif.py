@@ -112,6 +112,14 @@ def test_a_snapshot_loads_from_any_folder_keeps_its_trace_and_refuses_a_journals
         (["--set", 'cluster="1x1:K80"'], "the snapshot's cluster is its own"),
     ):
         assert words in fails(capsys, "whatif", path, *argv)
+    # A graph given as text reads its relative paths from the folder it was given in, there too.
+    monkeypatch.chdir(tmp_path / "run")
+    text = (tmp_path / "run" / "g.sched").read_text().replace("none.csv", "trace.csv")
+    path = Simulation(text).run_until(3600).save(tmp_path / "t.snap")
+    monkeypatch.chdir(tmp_path)
+    loaded = Simulation.load(path)
+    loaded.run()
+    assert loaded.jobs()["finish_s"].is_not_null().sum() == 8
 
 
 def test_a_snapshot_save_that_fails_leaves_the_earlier_file(tmp_path, monkeypatch):

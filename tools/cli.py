@@ -71,6 +71,26 @@ def _negative_values(argv: list[str]) -> list[str]:
     return out
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The command line read with a command's options allowed between its positional arguments
+    (`submit ADDR --insecure jobs.csv`, `check a.sched --flag b.sched`). argparse reads them so
+    only when asked, and not through subcommands: the command's own parser reads them again."""
+    args, rest = parser.parse_known_args(argv)
+    if not rest:
+        return args
+    command = _subcommands(parser).get(argv[0])
+    if command is None or _subcommands(command):  # a command of commands: argparse's own message
+        return parser.parse_args(argv)
+    return command.parse_intermixed_args(argv[1:])
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -78,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     # (The command comes first: the main parser's only other option is --help. Help, or an
     # unknown or missing command, gets the whole parser, whose messages list every command.)
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     try:
         status = args.handler(args)
     except RoundhouseError as err:

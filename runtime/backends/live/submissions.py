@@ -29,8 +29,8 @@ class Submissions:
         for spec in specs:
             row = {}
             for k, v in spec.items():
-                if k == "command" and isinstance(v, list):
-                    v = shlex.join(v)
+                if k == "command":
+                    v = _command_text(v)
                 row[k] = None if v is None else str(v).lower() if isinstance(v, bool) else str(v)
             rows.append(row)
         taken = set(self.world.jobs.column("job_id").tolist()) | self.journal.submission_ids()
@@ -86,6 +86,16 @@ class Submissions:
         )
 
 
+def _command_text(command) -> str | None:
+    """A job's command as a shell would read it: given as text or as a list of words. Anything
+    else (`true`, a number) would be read as a command of that name, which is not what was meant."""
+    if command is None or isinstance(command, str):
+        return command
+    if isinstance(command, list) and all(isinstance(word, str) for word in command):
+        return shlex.join(command)
+    raise UsageError(f"command {command!r}: must be text or a list of words (strings)")
+
+
 def _text_frame(rows: list[dict]) -> pl.DataFrame:
     columns = sorted({k for r in rows for k in r})
     return pl.DataFrame({c: [r.get(c) for r in rows] for c in columns}, schema={c: pl.String for c in columns})
@@ -96,7 +106,13 @@ _WIRE_LIMITS = (("job_id", protocol.JOB.hi), ("iterations", protocol.ITERATION.h
 
 
 def _within_the_wire(frame: pl.DataFrame) -> None:
-    """Refuse jobs whose numbers a launch message could not carry, before they are journaled."""
+    """Refuse jobs whose numbers a launch message could not carry, before they are journaled. A
+    live job trains whole iterations: a fraction (which a simulated trace may hold) is refused
+    rather than rounded, as a run would otherwise train for other than what was asked."""
+    if "iterations" in frame.columns:
+        split = frame.filter(pl.col("iterations") != pl.col("iterations").floor())
+        if split.height:
+            raise UsageError(f"job {split['job_id'][0]}: iterations {split['iterations'][0]:g} is not a whole number")
     for column, most in _WIRE_LIMITS:
         if column in frame.columns:
             over = frame.filter(pl.col(column) > most)
