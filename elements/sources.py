@@ -69,8 +69,9 @@ class _Replay(Element):
 class TraceSource(_Replay):
     """Replay a job trace: each job arrives at its `arrival_s`.
 
-    Reads any trace format Roundhouse knows (canonical CSV or Parquet, Philly's
-    `cluster_job_log`, Gavel's `.trace`, Tiresias' CSV, Pollux's workload CSV). With `rate`, the arrival times are
+    Reads any trace format Roundhouse knows (canonical CSV or Parquet, Gavel's `.trace`,
+    Tiresias' CSV, Philly's `cluster_job_log`, Helios' and Dally's logs, Alibaba PAI's task
+    table, Pollux's workload CSV, the ONES artifact's trace). With `rate`, the arrival times are
     drawn again as a Poisson process at that rate (as Blox and Gavel do with the Philly trace,
     which then contributes only the job population); the jobs keep their order.
 
@@ -81,7 +82,7 @@ class TraceSource(_Replay):
         rate: if given, redraw arrivals as a Poisson process at this rate.
         jobs: if given, use only the first this many jobs (in arrival order).
         seed: seed for the redrawn arrivals (default: derived from the graph's seed).
-        format: the trace format: auto, canonical, philly, gavel, tiresias or pollux.
+        format: the trace format: auto, canonical, gavel, tiresias, philly, helios, pai, pollux or ones.
         timing: profile (jobs whose model the profile knows run at its throughputs) or duration
           (every job runs for its duration_s wherever it is placed, as in Tiresias' simulator).
     Counters:
@@ -96,7 +97,9 @@ class TraceSource(_Replay):
     rate: Rate | None = attrs.field(default=None, validator=[positive, at_most(MAX_RATE)])
     jobs: int | None = attrs.field(default=None, validator=[positive, at_most(MAX_JOBS)])
     seed: int | None = attrs.field(default=None, validator=non_negative)
-    format: str = attrs.field(default="auto", validator=one_of("auto", "canonical", "philly", "gavel", "tiresias", "pollux"))
+    format: str = attrs.field(
+        default="auto", validator=one_of("auto", "canonical", "gavel", "tiresias", "philly", "helios", "pai", "pollux", "ones")
+    )
     timing: str = attrs.field(default="profile", validator=one_of("profile", "duration"))
 
     def start(self, ctx: RoundContext) -> None:

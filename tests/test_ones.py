@@ -92,6 +92,9 @@ def test_trace_reader_and_generator(tmp_path):
     )
     with pytest.raises(TraceError, match=r"bad.csv:3.*unknown model/task 'gpt-wiki'"):
         ones.read_trace(bad)
+    bad.write_text(bad.read_text().replace("wiki,1,1,1,1,1,1,1", "wiki,1,1,1,1,1,1,0.5"))  # half a GPU
+    with pytest.raises(TraceError, match=r"bad.csv:3: error: column 'num_gpus': '0.5' is not a whole number of at least 1"):
+        ones.read_trace(bad)
 
 
 def test_graph_checks_runs_and_renders(tmp_path):

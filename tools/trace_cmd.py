@@ -16,6 +16,7 @@ argparse's usage dumps, so that every mistake reads the same way.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -37,14 +38,16 @@ def register(subparsers) -> None:
         "trace",
         help="describe, convert and generate job traces",
         description="Describe, convert and generate job traces (canonical CSV/Parquet, Gavel, Tiresias, Philly, "
-        "Helios and Dally, Alibaba PAI).",
+        "Helios and Dally, Alibaba PAI, Pollux, ONES).",
     )
     actions = parser.add_subparsers(dest="trace_command", metavar="ACTION")
     actions.required = True
 
     describe = actions.add_parser("describe", help="summarise a trace: jobs, arrivals, GPUs, durations, models")
     describe.add_argument("file", help="trace file (any supported format)")
-    describe.add_argument("--format", default="auto", help="canonical, gavel, tiresias, philly, helios or pai (default: detect)")
+    describe.add_argument(
+        "--format", default="auto", help="canonical, gavel, tiresias, philly, helios, pai, pollux or ones (default: detect)"
+    )
     describe.set_defaults(handler=describe_command)
 
     convert = actions.add_parser("convert", help="convert a trace from one format to another")
@@ -73,7 +76,7 @@ def register(subparsers) -> None:
         "models and 2 min-2 h durations), dally-batch or dally-poisson (Dally's six models and GPU-demand "
         "mix, all at time 0 or Poisson arrivals), synergy (Philly durations and GPU counts, Synergy's "
         "image/language/speech models 20/70/10 with CPU and memory demands), ones (ONES' ten model/dataset "
-        "pairs, equally many of each, its trace's columns), pollux (Pollux's six applications in its workload 6's "
+        "pairs, equally many of each, with the columns its elastic jobs need), pollux (Pollux's six applications in its workload 6's "
         "mix, a GPU count and batch size each) (default: philly)",
     )
     generate.add_argument(
@@ -170,10 +173,16 @@ def convert_command(args: argparse.Namespace) -> int:
     source = check_format(args.source_format, FORMATS)
     target = check_format(args.target_format, WRITE_FORMATS)
     loaded = load_trace(args.input, source)
-    write_trace(loaded.frame, args.output, target)
+    lost = write_trace(loaded.frame, args.output, target)
     note = f" ({loaded.skipped} records skipped: {loaded.skipped_what})" if loaded.skipped else ""
     print(f"wrote {loaded.frame.height} jobs to {args.output}{note}")
+    _say_lost(lost)
     return 0
+
+
+def _say_lost(lost: list[str]) -> None:
+    for what in lost:
+        print(f"note: {what}", file=sys.stderr)
 
 
 # --- generate ---------------------------------------------------------------------------
@@ -227,8 +236,6 @@ def generate_command(args: argparse.Namespace) -> int:
         philly.write_cluster_job_log(records, args.output)
         print(f"wrote {len(records)} records to {args.output}")
         return 0
-    if format == "gavel" and models == "none":
-        raise UsageError("--format gavel needs --models blox: every line of a Gavel trace names a model")
     loss = _choice(args.loss, "--loss", LOSS_CHOICES)
     if workload in ("dally-batch", "dally-poisson", "synergy"):
         from roundhouse.traces.generators import dally_workload, synergy_philly
@@ -269,9 +276,12 @@ def generate_command(args: argparse.Namespace) -> int:
             )
         frame = tiresias_testbed(jobs, rate, seed)
     else:
+        if format == "gavel" and models == "none":
+            raise UsageError("--format gavel needs --models blox: every line of a Gavel trace names a model")
         frame = generate(jobs, rate, seed, gpus=gpus, models=models, start_id=start_id, loss=loss)
-    write_trace(frame, args.output, format)
+    lost = write_trace(frame, args.output, format)
     print(f"wrote {frame.height} jobs to {args.output}")
+    _say_lost(lost)
     return 0
 
 

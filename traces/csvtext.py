@@ -12,7 +12,6 @@ write and read) are split with polars, vectorised; a file with quotes goes throu
 from __future__ import annotations
 
 import csv
-import io
 from pathlib import Path
 
 import attrs
@@ -92,19 +91,41 @@ def read_cells(path: str | Path, separator: str = ",", text: str | None = None) 
 
 
 def _split_quoted(path: str, text: str, separator: str) -> tuple[list[str], list[list[str]], np.ndarray]:
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=separator, strict=False)
+    """Records as Python's `csv` reads them, strictly (a quote left open is an error, not the
+    rest of the file read as one value). Blank and comment lines are skipped where a record
+    would begin, as `data_lines` skips them, so that a file reads the same with quotes or without."""
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    first = 0  # the line the record being read began on (0-based)
+    at_start = True
+    position = 0
+
+    def feed():
+        nonlocal first, at_start, position
+        while position < len(lines):
+            line = lines[position]
+            position += 1
+            if at_start:
+                bare = line.strip()
+                if not bare or bare.startswith("#"):
+                    continue
+                first, at_start = position - 1, False
+            yield line + "\n"
+
+    reader = csv.reader(feed(), delimiter=separator, strict=True)
     records: list[list[str]] = []
     numbers: list[int] = []
-    previous_end = 0
-    try:
-        for record in reader:
-            start, previous_end = previous_end + 1, reader.line_num
-            if not any(cell.strip() for cell in record) or record[0].lstrip().startswith("#"):
-                continue
-            records.append(record)
-            numbers.append(start)
-    except csv.Error as err:
-        raise TraceError(path, f"cannot be read as CSV: {err}", row=previous_end + 1) from None
+    while True:
+        at_start = True
+        try:
+            record = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as err:
+            if position >= len(lines):
+                raise TraceError(path, "a quoted value in this row is not closed by the end of the file", row=first + 1) from None
+            raise TraceError(path, f"cannot be read as CSV: {err}", row=position) from None
+        records.append(record)
+        numbers.append(first + 1)
     if not records:
         raise TraceError(path, "is empty (no header line)")
     return records[0], records[1:], np.asarray(numbers, dtype=np.int64)
@@ -148,6 +169,27 @@ def _empty(names: list[str]) -> pl.DataFrame:
     return pl.DataFrame(schema={name: pl.String for name in names})
 
 
+# What a numeric cell must be: a count (a whole number, at least 1), a time (0 or more) or an
+# amount (more than 0); each as a test failed by a bad value, and the words for it.
+NUMBER_KINDS = {
+    "count": (lambda v: (v < 1) | (v % 1 != 0), "a whole number of at least 1"),
+    "time": (lambda v: v < 0, "a number, 0 or more"),
+    "amount": (lambda v: v <= 0, "a number more than 0"),
+}
+
+
+def number_column(cells: pl.DataFrame, column: str, lines: np.ndarray, origin: str, kind: str) -> np.ndarray:
+    """A column of cells as finite numbers of a `NUMBER_KINDS` kind, or a `TraceError` naming
+    the first bad cell's line (`lines[i]` is row i's)."""
+    values = cells.get_column(column).cast(pl.Float64, strict=False)
+    fails, words = NUMBER_KINDS[kind]
+    bad = values.is_null() | ~values.is_finite().fill_null(False) | fails(values).fill_null(True)
+    if bad.any():
+        i = int(bad.arg_true()[0])
+        raise TraceError(origin, f"{cells.get_column(column)[i]!r} is not {words}", row=int(lines[i]), column=column)
+    return values.to_numpy()
+
+
 def read_json_list(path: str, what: str) -> list:
     """A JSON file that holds a list (of jobs): `what` names what the file should be, for the
     messages (a cluster_job_log, a Helios job list)."""
@@ -165,6 +207,37 @@ def read_json_list(path: str, what: str) -> list:
     if not isinstance(records, list):
         raise TraceError(path, f"holds a JSON {json_kind(records)}; {what} is a list of jobs")
     return records
+
+
+def located_in_json(err: TraceError) -> TraceError:
+    """An error that names a record of a JSON list by its number, named by the line the record
+    begins on (what `file:N:` means everywhere), its number kept in the message. The lines are
+    found only when an error needs one: reading the list itself does not track them."""
+    if err.row is None:
+        return err
+    message = err.message if err.message.startswith("record ") else f"record {err.row}: {err.message}"
+    return TraceError(err.path, message, row=json_record_line(err.path, err.row), column=err.column)
+
+
+def json_record_line(path: str, number: int) -> int:
+    """The line on which record `number` (from 1) of the JSON list in `path` begins."""
+    import json
+    import re
+
+    text = read_text(path)
+    decoder = json.JSONDecoder()
+
+    between = re.compile(r"[\s,]*")
+
+    def past_separators(at: int) -> int:
+        found = between.match(text, at)  # (always found: it may be empty)
+        return found.end() if found else at
+
+    at = past_separators(text.index("[") + 1)
+    for _ in range(number - 1):
+        _, at = decoder.raw_decode(text, at)
+        at = past_separators(at)
+    return text.count("\n", 0, at) + 1
 
 
 def json_kind(value) -> str:

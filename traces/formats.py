@@ -3,7 +3,8 @@
 Formats: `canonical` (our CSV or Parquet), `gavel` (`.trace`), `tiresias` (CSV with `num_gpu`
 and `submit_time`), `philly` (`cluster_job_log` JSON), `helios` (Helios' `cluster_log.csv`, or
 a JSON job list like Dally's), `pai` (Alibaba PAI 2020's `pai_task_table.csv`, with or without
-its header), `pollux` (Pollux's workload CSV, `name,time,application,num_replicas,batch_size`).
+its header), `pollux` (Pollux's workload CSV, `name,time,application,num_replicas,batch_size`),
+`ones` (the ONES artifact's trace, `time,model,task,epoch_size,...,num_gpus`).
 With format "auto" the extension decides, then the contents (Philly's file is
 usually called just `cluster_job_log`); a file that fits none is an error that lists the
 formats, never a guess.
@@ -18,11 +19,11 @@ import attrs
 import polars as pl
 
 from roundhouse.errors import TraceError, UsageError, did_you_mean
-from roundhouse.traces import canonical, gavel, helios, pai, philly, pollux, tiresias
+from roundhouse.traces import canonical, gavel, helios, ones, pai, philly, pollux, tiresias
 from roundhouse.traces.csvtext import data_lines, read_bytes, read_json_list, read_text
 from roundhouse.traces.schema import validate
 
-FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly", "helios", "pai", "pollux")
+FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly", "helios", "pai", "pollux", "ones")
 WRITE_FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias")
 _SNIFF_BYTES = 65536
 _PARQUET_MAGIC = b"PAR1"
@@ -72,6 +73,8 @@ def detect_format(path: str | Path) -> str:
             return "pai"
         if pollux.looks_like(fields):
             return "pollux"
+        if ones.looks_like(fields):
+            return "ones"
         return "tiresias" if tiresias.looks_like(fields) else "canonical"
     raise TraceError(path, f"cannot tell the trace format from the name or the contents; name it (one of {', '.join(FORMATS)})")
 
@@ -96,6 +99,8 @@ def load_trace(path: str | Path, format: str = "auto") -> LoadedTrace:
         return LoadedTrace(tiresias.read(path), format)
     if format == "pollux":
         return LoadedTrace(validate(pollux.read_workload(path), str(path)), format)
+    if format == "ones":
+        return LoadedTrace(validate(ones.read_trace(path), str(path)), format)
     if canonical.is_parquet(path) or read_bytes(path)[:4] == _PARQUET_MAGIC:
         return LoadedTrace(canonical.read_parquet(path), format)
     return LoadedTrace(canonical.read_csv(path), format)
@@ -124,9 +129,10 @@ def read_trace(path: str | Path, format: str = "auto") -> pl.DataFrame:
     return load_trace(path, format).frame
 
 
-def write_trace(df: pl.DataFrame, path: str | Path, format: str = "auto") -> None:
+def write_trace(df: pl.DataFrame, path: str | Path, format: str = "auto") -> list[str]:
     """Write a trace. "auto" and "canonical" write CSV or Parquet by extension (`.parquet`,
-    `.pq`); "auto" writes Gavel's format for a `.trace` file."""
+    `.pq`); "auto" writes Gavel's format for a `.trace` file. Returns, in words, what the
+    format could not keep as it was (nothing for canonical files), for whoever asked to say."""
     format = check_format(format, WRITE_FORMATS)
     if format == "auto":
         suffix = Path(path).suffix.lower()
@@ -140,8 +146,8 @@ def write_trace(df: pl.DataFrame, path: str | Path, format: str = "auto") -> Non
                 "(canonical) or .trace (gavel), or name the format"
             )
     if format == "gavel":
-        gavel.write(df, path)
-    elif format == "tiresias":
-        tiresias.write(df, path)
-    else:
-        canonical.write(df, path)
+        return gavel.write(df, path)
+    if format == "tiresias":
+        return tiresias.write(df, path)
+    canonical.write(df, path)
+    return []

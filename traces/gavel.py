@@ -27,7 +27,7 @@ import polars as pl
 from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import data_lines, read_text
 from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
-from roundhouse.traces.schema import cast_column, validate
+from roundhouse.traces.schema import cast_column, columns_with_values, validate
 
 COLUMNS_10: tuple[str, ...] = (
     "job_type",
@@ -60,6 +60,7 @@ SOURCE_NAMES = {
     "model": "job_type",
     "batch_size": "job_type",
     "duration_s": "total_steps",
+    "slo_factor": "SLO",
 }
 # Gavel's job types for these models carry no "(batch size N)".
 UNBATCHED_MODELS = frozenset({"A3C", "CycleGAN"})
@@ -141,7 +142,8 @@ def read(path: str | Path, profile: ProfileTable | None = None) -> pl.DataFrame:
     if width == 10:
         columns["weight"] = col("priority_weight", pl.Float64)
         slo = col("SLO", pl.Float64)
-        columns["slo_factor"] = pl.select(pl.when(slo >= 0).then(slo)).to_series()
+        # Only -1 says "none"; any other factor is checked as given (0, -0.5, nan are refused).
+        columns["slo_factor"] = pl.select(pl.when(slo != -1).then(slo)).to_series()
     columns["command"] = raw.get_column("command")
     if width == 10:
         columns["working_directory"] = raw.get_column("working_directory")
@@ -158,12 +160,20 @@ def job_type(model: str, batch_size: int | None) -> str:
     return f"{model} (batch size {batch_size})"
 
 
-def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = None) -> None:
-    """Write jobs as a 10-field Gavel trace.
+# What a Gavel trace's ten fields carry: every other column is left out of it (and said to be).
+CARRIED = frozenset(
+    ("job_id", "arrival_s", "gpus", "duration_s", "iterations", "model", "batch_size", "weight", "slo_s", "slo_factor")
+    + ("command", "working_directory", "num_steps_arg", "needs_data_dir")
+)
+
+
+def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = None) -> list[str]:
+    """Write jobs as a 10-field Gavel trace; returns, in words, what the format could not keep.
 
     Every job needs a model. total_steps is the job's `iterations`, or, for a job that has only a
     duration, duration × its isolated V100 throughput (as Gavel's own generator computes it).
-    Missing commands are filled from Gavel's job table.
+    Missing commands are filled from Gavel's job table. Job ids are not written: Gavel numbers
+    jobs by line.
     """
     path = str(path)
     profile = profile or ProfileTable.load()
@@ -211,20 +221,30 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
     )
     text = out.select(pl.concat_str(list(COLUMNS_10), separator="\t")).to_series()
     Path(path).write_text("".join(line + "\n" for line in text.to_list()), encoding="utf-8", newline="")
+    notes = []
+    dropped = [c for c in columns_with_values(frame) if c not in CARRIED]
+    if dropped:
+        notes.append(f"left out, as a Gavel trace has no field for them: {', '.join(dropped)}")
+    if not frame.get_column("job_id").equals(pl.Series("job_id", range(frame.height)), check_dtypes=False):
+        notes.append("job ids not kept: read back, the jobs are numbered 0, 1, 2, ... in arrival order")
+    if (frame.get_column("iterations").drop_nulls() % 1 != 0).any():
+        notes.append("iterations rounded to whole steps")
+    return notes
 
 
 def _steps(frame: pl.DataFrame, profile: ProfileTable, path: str) -> pl.Series:
     iterations = frame.get_column("iterations")
     rates = profile.rates(frame["model"], frame["batch_size"], REFERENCE_GPU_TYPE, frame["gpus"])
-    from_duration = pl.Series(frame.get_column("duration_s").to_numpy() * rates)
-    needed = iterations.is_null() & ~(from_duration > 0).fill_null(False)
+    derived = frame.get_column("duration_s").to_numpy() * rates
+    from_duration = pl.Series(derived)
+    needed = iterations.is_null() & ~pl.Series(derived > 0)  # (numpy's comparison: NaN is not above 0)
     if needed.any():
         i = int(needed.arg_true()[0])
         row = frame.row(i, named=True)
         raise TraceError(
             path,
             f"job {row['job_id']} has no iterations, and {profile.source} has no V100 throughput for "
-            f"{row['model']} (batch size {row['batch_size']}) on {row['gpus']} GPU(s) to derive them from its duration",
+            f"{_model_text(row)} on {row['gpus']} GPU(s) to derive them from its duration",
             column="iterations",
         )
     # A job's duration is kept only as steps at its throughput: without one, read back it would
@@ -235,12 +255,17 @@ def _steps(frame: pl.DataFrame, profile: ProfileTable, path: str) -> pl.Series:
         raise TraceError(
             path,
             f"job {row['job_id']}: a Gavel trace keeps steps, not durations, and {profile.source} has no V100 "
-            f"throughput for {row['model']} (batch size {row['batch_size']}) on {row['gpus']} GPU(s) to keep its "
+            f"throughput for {_model_text(row)} on {row['gpus']} GPU(s) to keep its "
             "duration_s as steps; write the trace as canonical CSV or Parquet instead",
             column="duration_s",
         )
     steps = iterations.fill_null(from_duration)
     return steps.round().clip(lower_bound=1).cast(pl.Int64)
+
+
+def _model_text(row: dict) -> str:
+    batch = row["batch_size"]
+    return row["model"] if batch is None else f"{row['model']} (batch size {batch})"
 
 
 def _slo_factor(frame: pl.DataFrame) -> pl.Series:

@@ -42,7 +42,7 @@ import polars as pl
 
 from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import json_kind as _kind
-from roundhouse.traces.csvtext import read_bytes, read_cells, read_json_list
+from roundhouse.traces.csvtext import located_in_json, read_bytes, read_cells, read_json_list
 from roundhouse.traces.schema import cast_column, validate
 
 CSV_COLUMNS: tuple[str, ...] = (
@@ -128,6 +128,13 @@ def _parse_csv(path: str) -> HeliosTrace:
 
 def _parse_json(path: str) -> HeliosTrace:
     records = read_json_list(path, "a Helios job list")
+    try:
+        return _parse_records(path, records)
+    except TraceError as err:
+        raise located_in_json(err) from None
+
+
+def _parse_records(path: str, records: list) -> HeliosTrace:
     numbers = np.arange(1, len(records) + 1, dtype=np.int64)
     present = {key for record in records if isinstance(record, dict) for key in record}
     for number, record in enumerate(records, start=1):

@@ -35,6 +35,7 @@ import numpy as np
 import polars as pl
 
 from roundhouse.errors import TraceError
+from roundhouse.traces.csvtext import number_column, read_cells
 from roundhouse.traces.goodput import ElasticApp, ElasticProfile
 
 TRACE_COLUMNS = ("time", "model", "task", "epoch_size", "patience", "batch_size", "lr", "max_lr", "target_acc", "num_gpus")
@@ -106,40 +107,39 @@ def profile() -> ElasticProfile:
     return ElasticProfile([application(n) for n in PAIR_NAMES], "ones")
 
 
+def looks_like(header: list[str]) -> bool:
+    """Whether a CSV header is the ONES artifact's trace's (used by format detection)."""
+    return [h.strip() for h in header] == list(TRACE_COLUMNS)
+
+
+# What each number is (csvtext.NUMBER_KINDS): counts are whole, rates and targets need not be.
+_KINDS = {"time": "time", "epoch_size": "count", "patience": "count", "batch_size": "count", "num_gpus": "count"}
+
+
 def read_trace(path: str | Path) -> pl.DataFrame:
     """ONES' trace format in the canonical schema (module docstring). A missing column, an
-    unknown model/task pair or a non-positive number is an error naming the file and row."""
-    path = Path(path)
-    origin = str(path)
-    try:
-        raw = pl.read_csv(path, infer_schema_length=0)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise TraceError(origin, f"cannot read the ONES trace: {exc}") from None
-    return parse_trace(raw, origin)
+    unknown model/task pair or a number out of range is an error naming the file and line."""
+    cells = read_cells(path)
+    return parse_trace(cells.frame, str(path), cells.lines)
 
 
-def parse_trace(raw: pl.DataFrame, origin: str) -> pl.DataFrame:
-    """read_trace on a frame already loaded (cells as text or numbers)."""
+def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None) -> pl.DataFrame:
+    """read_trace on a frame already loaded (cells as text or numbers); `lines[i]` is where row
+    i is in the file (by default, the line after a header)."""
     missing = [c for c in TRACE_COLUMNS if c not in raw.columns]
     if missing:
         raise TraceError(origin, f"missing column(s) {', '.join(missing)} (an ONES trace has {', '.join(TRACE_COLUMNS)})")
-    numbers = {}
-    for col in TRACE_COLUMNS:
-        if col in ("model", "task"):
-            continue
-        values = raw[col].cast(pl.Float64, strict=False)
-        bad = values.is_null() | ~values.is_finite().fill_null(False) | (values < (0 if col == "time" else 1e-300))
-        if bad.any():
-            i = int(bad.arg_max() or 0)
-            raise TraceError(
-                f"{origin}:{i + 2}",
-                f"column {col!r}: {raw[col][i]!r} is not a {'non-negative' if col == 'time' else 'positive'} number",
-            )
-        numbers[col] = values.to_numpy()
+    if lines is None:
+        lines = np.arange(raw.height) + 2
+    numbers = {
+        col: number_column(raw, col, lines, origin, _KINDS.get(col, "amount"))
+        for col in TRACE_COLUMNS
+        if col not in ("model", "task")
+    }
     names = (raw["model"].str.to_lowercase() + "-" + raw["task"].str.to_lowercase()).to_list()
     for i, name in enumerate(names):
         if name not in _PAIR:
-            raise TraceError(f"{origin}:{i + 2}", f"unknown model/task {name!r} (ONES' pairs: {', '.join(PAIR_NAMES)})")
+            raise TraceError(origin, f"unknown model/task {name!r} (ONES' pairs: {', '.join(PAIR_NAMES)})", row=int(lines[i]))
     epochs = np.array([_PAIR[n][8] for n in names], dtype=np.float64)
     gpus = numbers["num_gpus"].astype(np.int64)
     local = numbers["batch_size"].astype(np.int64)

@@ -118,6 +118,10 @@ def parse(path: str | Path) -> PaiTrace:
     instances = values["inst_num"].fill_null(0.0)
     gpu = values["plan_gpu"].fill_null(0.0)
     start, end = values["start_time"], values["end_time"]
+    backwards = ((start > 0) & (end > 0) & (end < start)).fill_null(False)
+    if backwards.any():
+        i = int(backwards.arg_true()[0])
+        raise TraceError(path, f"{end[i]:g} is before the task's start_time {start[i]:g}", row=int(rows[i]), column="end_time")
     ran = ((start > 0) & (end > start)).fill_null(False)
     tasks = pl.DataFrame(
         {

@@ -34,7 +34,7 @@ import polars as pl
 
 from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import json_kind as _kind
-from roundhouse.traces.csvtext import read_json_list
+from roundhouse.traces.csvtext import located_in_json, read_json_list
 from roundhouse.traces.generators import philly_durations, philly_gpus, poisson_arrivals
 from roundhouse.traces.schema import validate
 
@@ -58,6 +58,13 @@ def parse(path: str | Path) -> PhillyTrace:
     """Read a `cluster_job_log` file; errors name the record (1-based) and the field."""
     path = str(path)
     records = read_json_list(path, "a cluster_job_log")
+    try:
+        return _parse_records(path, records)
+    except TraceError as err:
+        raise located_in_json(err) from None
+
+
+def _parse_records(path: str, records: list) -> PhillyTrace:
     jobs: dict[str, list] = {k: [] for k in ("record", "jobid", "user", "vc", "status", "submitted")}
     attempts: dict[str, list] = {k: [] for k in ("record", "order", "start", "end", "gpus")}
     for number, record in enumerate(records, start=1):
@@ -73,7 +80,18 @@ def parse(path: str | Path) -> PhillyTrace:
             "seconds": (end - start).dt.total_seconds(fractional=True),
             "gpus": pl.Series(attempts["gpus"], dtype=pl.Int64),
         }
-    ).filter(pl.col("seconds") > 0)  # an attempt without both times, or of no length, never ran
+    )
+    backwards = (tries.get_column("seconds") < 0).fill_null(False)
+    if backwards.any():
+        i = int(backwards.arg_true()[0])
+        number = int(tries.get_column("record")[i])
+        raise TraceError(
+            path,
+            f"record {number}: attempt {int(tries.get_column('order')[i]) + 1} ends at {end[i]}, before it starts ({start[i]})",
+            row=number,
+            column="end_time",
+        )
+    tries = tries.filter(pl.col("seconds") > 0)  # an attempt without both times, or of no length, never ran
     per_job = (
         tries.sort("record", "order")
         .group_by("record", maintain_order=True)

@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 
 from roundhouse.errors import TraceError
+from roundhouse.traces.csvtext import number_column, read_cells
 from roundhouse.traces.goodput import ElasticApp, ElasticProfile
 
 WORKLOAD_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
@@ -87,35 +88,28 @@ def looks_like(header: list[str]) -> bool:
 def read_workload(path: str | Path, apps: ElasticProfile | str | Path | None = None) -> pl.DataFrame:
     """A Pollux workload CSV in the canonical schema (module docstring). `apps` is the elastic
     profile (or its folder) that names the applications; by default Pollux's six (FITTED)."""
-    path = Path(path)
-    origin = str(path)
-    try:
-        raw = pl.read_csv(path, infer_schema_length=0)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise TraceError(origin, f"cannot read the Pollux workload: {exc}") from None
+    cells = read_cells(path)
     if apps is not None and not isinstance(apps, ElasticProfile):
         apps = ElasticProfile.load_pollux(apps)
-    return parse_workload(raw, origin, apps)
+    return parse_workload(cells.frame, str(path), apps, cells.lines)
 
 
-def parse_workload(raw: pl.DataFrame, origin: str, apps: ElasticProfile | None = None) -> pl.DataFrame:
-    """read_workload on a frame already loaded (cells as text or numbers)."""
+def parse_workload(
+    raw: pl.DataFrame, origin: str, apps: ElasticProfile | None = None, lines: np.ndarray | None = None
+) -> pl.DataFrame:
+    """read_workload on a frame already loaded (cells as text or numbers); `lines[i]` is where
+    row i is in the file (by default, the line after a header)."""
     known = apps or profile()
     missing = [c for c in WORKLOAD_COLUMNS if c not in raw.columns]
     if missing:
         raise TraceError(origin, f"missing column(s) {', '.join(missing)} (a Pollux workload has {', '.join(WORKLOAD_COLUMNS)})")
-    numbers = {}
-    for col in ("time", "num_replicas", "batch_size"):
-        values = raw[col].cast(pl.Float64, strict=False)
-        whole = col != "time"
-        bad = values.is_null() | ~values.is_finite().fill_null(False) | (values < (1 if whole else 0))
-        if whole:
-            bad = bad | (values.fill_null(0.5) % 1 != 0)
-        if bad.any():
-            i = int(bad.arg_max() or 0)
-            what = "a whole number of at least 1" if whole else "a non-negative number"
-            raise TraceError(f"{origin}:{i + 2}", f"column '{col}': {raw[col][i]!r} is not {what}")
-        numbers[col] = values.to_numpy()
+    if lines is None:
+        lines = np.arange(raw.height) + 2
+    numbers = {
+        "time": number_column(raw, "time", lines, origin, "time"),
+        "num_replicas": number_column(raw, "num_replicas", lines, origin, "count"),
+        "batch_size": number_column(raw, "batch_size", lines, origin, "count"),
+    }
     names = [str(a).strip().lower() if a is not None else "" for a in raw["application"].to_list()]
     n = len(names)
     max_gpus, epochs = np.empty(n), np.empty(n)
@@ -124,15 +118,19 @@ def parse_workload(raw: pl.DataFrame, origin: str, apps: ElasticProfile | None =
         if a < 0 or name != known.apps[a].name.lower():
             choices = ", ".join(app.name for app in known.apps)
             raise TraceError(
-                f"{origin}:{i + 2}", f"column 'application': unknown application {raw['application'][i]!r} (known: {choices})"
+                origin,
+                f"unknown application {raw['application'][i]!r} (known: {choices})",
+                row=int(lines[i]),
+                column="application",
             )
         app = known.apps[a]
         batch = numbers["batch_size"][i]
         if not app.init_batch <= batch <= app.max_batch:
             raise TraceError(
-                f"{origin}:{i + 2}",
-                f"column 'batch_size': {int(batch)} is outside what the elastic profile covers for {app.name} "
-                f"({app.init_batch} to {app.max_batch})",
+                origin,
+                f"{int(batch)} is outside what the elastic profile covers for {app.name} ({app.init_batch} to {app.max_batch})",
+                row=int(lines[i]),
+                column="batch_size",
             )
         max_gpus[i] = min(MAX_REPLICAS, app.max_batch // max(app.min_local, 1))
         epochs[i] = app.epochs

@@ -55,6 +55,7 @@ readers of public formats rename theirs (Philly's `status` is kept as `philly_st
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -100,6 +101,17 @@ _BOUNDS: tuple[tuple[str, float, bool, str], ...] = (
     ("slo_s", 0, False, "must be greater than 0"),
 )
 _FINITE = ("arrival_s", "duration_s", "iterations", "weight", "slo_s")
+
+# The same for optional numbers: (lower bound, bound is inclusive, sentence); finite too.
+_EXTRA_BOUNDS: dict[str, tuple[float, bool, str]] = {
+    **{name: (0.0, True, "must be 0 or more") for name in RESOURCE_COLUMNS},
+    "slo_factor": (0.0, False, "must be greater than 0"),
+    # An elastic job's work and limits (traces/goodput.py): no work, or a cap of no GPU, is no job.
+    "epochs": (0.0, False, "must be greater than 0"),
+    "epoch_size": (0.0, False, "must be greater than 0"),
+    "max_gpus": (1.0, True, "must be at least 1"),
+    "max_batch_size": (1.0, True, "must be at least 1"),
+}
 
 # A text cell of an extra column counts as a number only in the plain forms that writers produce.
 # An exponent needs its sign, so hex-like ids such as Philly's virtual cluster `6214e9` stay text.
@@ -151,8 +163,8 @@ def validate(
             series, problem = _cast(df.get_column(name), pl.Float64)
             if problem is not None:
                 problems.append((problem[0], len(CANONICAL_COLUMNS), 0, name, problem[1]))
-            elif name in RESOURCE_COLUMNS:
-                problems += _resource_problems(series, name)
+            elif name in _EXTRA_BOUNDS:
+                problems += _extra_problems(series, name, shown(name))
             extras.append(series.alias(name))
         elif name not in CANONICAL_COLUMNS:
             series, complaint = _cast_extra(df.get_column(name))
@@ -173,6 +185,20 @@ def validate(
         frame = frame.hstack(extras)
         initial_loss(frame, path)  # for its checks: a bad loss curve is refused by every reader
     return frame.sort(["arrival_s", "job_id"], maintain_order=True)
+
+
+def columns_with_values(frame: pl.DataFrame) -> list[str]:
+    """The columns of a validated trace that say something about its jobs: a value in some row
+    (the weight, only where it is not the default). What a writer must keep or say it drops."""
+    held = []
+    for name in frame.columns:
+        column = frame.get_column(name)
+        if name == "weight":
+            if (column != DEFAULT_WEIGHT).any():
+                held.append(name)
+        elif column.null_count() < column.len():
+            held.append(name)
+    return held
 
 
 def empty_trace() -> pl.DataFrame:
@@ -320,14 +346,20 @@ def _text_to_int(text: pl.Series) -> pl.Series:
     return direct.fill_null(via_float)
 
 
+_NOT_KEPT_BY_A_FLOAT = r"^[+-]?0\d|^[+-]?\d{16,}$"
+
+
 def _cast_extra(series: pl.Series) -> tuple[pl.Series, str | None]:
-    """Keep a non-canonical column: numbers as Float64, everything else as text."""
+    """Keep a non-canonical column: numbers as Float64, everything else as text. Numbers that
+    a Float64 would change are text too: an identifier with leading zeros (`007`), or a whole
+    number of more digits than a Float64 holds exactly (a 64-bit id)."""
     source = series.dtype
     if source == pl.String:
         text = series.str.strip_chars()
         text = pl.select(pl.when(text.str.len_bytes() > 0).then(text)).to_series().alias(series.name)
         # An all-empty column counts as numbers: nulls that arithmetic can use.
-        if text.drop_nulls().str.contains(_NUMBER_TEXT).all():
+        given = text.drop_nulls()
+        if given.str.contains(_NUMBER_TEXT).all() and not given.str.contains(_NOT_KEPT_BY_A_FLOAT).any():
             return text.cast(pl.Float64, strict=False), None
         return text, None
     if source.is_numeric() or source == pl.Boolean or source == pl.Null:
@@ -376,15 +408,18 @@ def _value_problems(frame: pl.DataFrame, shown: Callable[[str], str]) -> list[tu
     return problems
 
 
-def _resource_problems(series: pl.Series, name: str) -> list[tuple[int, int, int, str, str]]:
-    """A CPU or memory demand must be a finite number, 0 or more (empty: not given)."""
-    bad = (series.is_nan() | series.is_infinite() | (series < 0)).fill_null(False)
+def _extra_problems(series: pl.Series, name: str, shown: str) -> list[tuple[int, int, int, str, str]]:
+    """An optional number's range (`_EXTRA_BOUNDS`): finite, and at or above its bound (empty:
+    not given)."""
+    bound, inclusive, sentence = _EXTRA_BOUNDS[name]
+    low = series < bound if inclusive else series <= bound
+    bad = (series.is_nan() | series.is_infinite() | low).fill_null(False)
     if not bad.any():
         return []
     index = int(bad.arg_true()[0])
     value = series[index]
-    sentence = "must be 0 or more" if value < 0 else "must be a finite number"
-    return [(index, len(CANONICAL_COLUMNS), 1, name, f"{sentence}, got {_show(value)}")]
+    message = sentence if math.isfinite(value) else "must be a finite number"
+    return [(index, len(CANONICAL_COLUMNS), 1, shown, f"{message}, got {_show(value)}")]
 
 
 def _duplicate_ids(frame: pl.DataFrame, path: str, rows: np.ndarray, column: str) -> list[tuple]:

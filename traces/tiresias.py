@@ -4,9 +4,9 @@ Header `job_id,num_gpu,submit_time,iterations,model_name,duration,interval`; tim
 from 0, `interval` the gap to the next submission. Mapping: job_id → job_id, num_gpu → gpus,
 submit_time → arrival_s, iterations → iterations, model_name → model, duration → duration_s.
 `interval` is dropped on reading (it follows from the arrivals) and recomputed on writing.
-Other columns are kept as extras. The writer adds a `batch_size` column after the seven when
-jobs have batch sizes (Tiresias reads rows as dicts, so an extra column does it no harm, and
-without it a model's throughput would be ambiguous). Tiresias' model names (vgg19, resnet50, ...) are its own and
+Other columns are kept as extras. The writer adds every other column that has a value (a
+`batch_size`, without which a model's throughput would be ambiguous, weights, users, resources)
+after the seven: Tiresias reads rows as dicts, so an extra column does it no harm. Tiresias' model names (vgg19, resnet50, ...) are its own and
 mostly absent from our profile table; known ones are mapped to Gavel's names.
 
 Tiresias parses whole numbers only (`value.isdigit()`), so the writer rounds times, durations
@@ -22,7 +22,7 @@ import polars as pl
 from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import read_cells
 from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
-from roundhouse.traces.schema import validate
+from roundhouse.traces.schema import columns_with_values, validate
 
 COLUMNS: tuple[str, ...] = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration", "interval")
 RENAME = {"num_gpu": "gpus", "submit_time": "arrival_s", "model_name": "model", "duration": "duration_s"}
@@ -47,12 +47,14 @@ def read(path: str | Path) -> pl.DataFrame:
     return validate(frame, str(path), cells.lines, source_names=SOURCE_NAMES)
 
 
-def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = None) -> None:
-    """Write jobs as a Tiresias CSV, in arrival order.
+def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = None) -> list[str]:
+    """Write jobs as a Tiresias CSV, in arrival order; returns, in words, what was rounded.
 
     A job without iterations gets duration × its V100 throughput when the profile knows its
     model, else one iteration per second (Blox's convention); a job without a duration gets
-    iterations / throughput. A job without a model is written with an empty model_name.
+    iterations / throughput. A job without a model is written with an empty model_name. Every
+    other column with a value (batch size, weight, user, resources, loss curves) follows the
+    seven, as the reader keeps it.
     """
     path = str(path)
     profile = profile or ProfileTable.load()
@@ -78,6 +80,15 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
             "interval": (submit.shift(-1) - submit).fill_null(0),
         }
     )
-    if frame.get_column("batch_size").is_not_null().any():
-        out = out.with_columns(frame.get_column("batch_size"))
+    mapped = {"job_id", "gpus", "arrival_s", "iterations", "model", "duration_s"}
+    out = out.hstack([frame.get_column(c) for c in columns_with_values(frame) if c not in mapped])
     Path(path).write_text(out.write_csv(), encoding="utf-8", newline="")
+    return [
+        f"{what} rounded to whole numbers (Tiresias reads no fractions)"
+        for what, given in (
+            ("arrival times", frame.get_column("arrival_s")),
+            ("durations", frame.get_column("duration_s")),
+            ("iterations", frame.get_column("iterations")),
+        )
+        if (given.drop_nulls() % 1 != 0).any()
+    ]

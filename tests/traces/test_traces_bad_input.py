@@ -206,3 +206,50 @@ def test_generate_largest_start_id_fits(tmp_path):
     args = ["trace", "generate", "-o", str(out), "--jobs", "3", "--rate", "8/h", "--seed", "1"]
     assert main(args + ["--start-id", str(2**63 - 3)]) == 0
     assert read_trace(out)["job_id"].max() == 2**63 - 1
+
+
+# --- quoted text, kept values, optional numbers ----------------------------------------------
+
+
+def test_a_quote_left_open_is_an_error_not_the_rest_of_the_file(tmp_path, capsys):
+    path = write(tmp_path, f'{HEADER},user\n0,0,1,10,"a\n1,5,2,20,b\n2,6,1,1,c\n')
+    fails(["trace", "describe", str(path)], capsys, f"{path}:2: error: a quoted value in this row is not closed")
+    # A comment line holding a quote is a comment still, and quoted separators and lines are values.
+    path = write(tmp_path, f'# the "users, quoted\n{HEADER},user\r\n0,0,1,10,"a,b"\r\n\r\n1,5,2,20,"two\nlines"\n')
+    assert read_trace(path)["user"].to_list() == ["a,b", "two\nlines"]
+
+
+@pytest.mark.parametrize("quoted", ["", '"'])
+def test_an_empty_row_is_an_error_with_quotes_in_the_file_or_without(tmp_path, capsys, quoted):
+    path = write(tmp_path, f"{HEADER},user\n0,0,1,10,{quoted}a{quoted}\n,,,,\n")
+    fails(["trace", "describe", str(path)], capsys, f"{path}:3: error: column 'job_id': has no value")
+
+
+def test_numbers_a_float_would_change_stay_text(tmp_path):
+    path = write(tmp_path, f"{HEADER},name,origin,share\n0,0,1,10,007,9007199254740993,0.5\n1,5,2,20,012,1,0.25\n")
+    frame = read_trace(path)
+    assert frame["name"].to_list() == ["007", "012"] and frame["origin"].to_list() == ["9007199254740993", "1"]
+    assert frame["share"].to_list() == [0.5, 0.25]  # plain numbers are numbers still
+
+
+@pytest.mark.parametrize(
+    "column, value, words",
+    [
+        ("slo_factor", "-3", "must be greater than 0, got -3"),
+        ("slo_factor", "nan", "must be a finite number, got nan"),
+        ("epochs", "-1", "must be greater than 0, got -1"),
+        ("epoch_size", "0", "must be greater than 0, got 0"),
+        ("max_gpus", "0.5", "must be at least 1, got 0.5"),
+        ("cpus", "inf", "must be a finite number, got inf"),
+    ],
+)
+def test_optional_numbers_are_checked_like_the_canonical_ones(tmp_path, capsys, column, value, words):
+    path = write(tmp_path, f"{HEADER},{column}\n0,0,1,10,1\n1,5,1,10,{value}\n")
+    fails(["trace", "describe", str(path)], capsys, f"{path}:3: error: column '{column}': {words}")
+
+
+def test_a_gavel_slo_of_minus_one_is_none_and_other_negatives_are_refused(tmp_path, capsys):
+    line = "ResNet-18 (batch size 32)\tpython3 main.py\tcifar10\t--num_steps\t1\t1000\t1\t1.0\t{}\t0.0\n"
+    assert read_trace(write(tmp_path, line.format("-1"), "a.trace"))["slo_factor"].to_list() == [None]
+    path = write(tmp_path, line.format("-0.5"), "b.trace")
+    fails(["trace", "describe", str(path)], capsys, f"{path}:1: error: column 'SLO': must be greater than 0, got -0.5")

@@ -51,6 +51,41 @@ def test_convert_between_formats(tmp_path, capsys):
     assert "no model" in capsys.readouterr().err
 
 
+def test_convert_says_what_a_format_cannot_keep_and_tiresias_keeps_the_rest(tmp_path, capsys):
+    source = tmp_path / "c.csv"
+    source.write_text(
+        "job_id,arrival_s,gpus,duration_s,model,batch_size,user,weight,cpus\n"
+        "5,0.4,1,100.6,ResNet-18,64,alice,2.5,3\n7,10.5,2,200,ResNet-50,32,bob,1,4\n"
+    )
+    assert main(["trace", "convert", str(source), str(tmp_path / "c.trace")]) == 0
+    err = capsys.readouterr().err
+    assert "note: left out, as a Gavel trace has no field for them: user, cpus" in err
+    assert "note: job ids not kept" in err
+    assert main(["trace", "convert", str(source), str(tmp_path / "t.csv"), "--to", "tiresias"]) == 0
+    assert "note: arrival times rounded to whole numbers" in capsys.readouterr().err
+    back = read_trace(tmp_path / "t.csv", "tiresias")
+    assert back["job_id"].to_list() == [5, 7] and back["user"].to_list() == ["alice", "bob"]
+    assert back["weight"].to_list() == [2.5, 1.0] and back["cpus"].to_list() == [3.0, 4.0]
+    # Canonical to canonical keeps everything and says nothing.
+    assert main(["trace", "convert", str(source), str(tmp_path / "same.csv")]) == 0
+    assert "note:" not in capsys.readouterr().err
+
+
+def test_the_ones_artifact_trace_is_a_format_and_every_format_is_a_trace_source_s(tmp_path):
+    from roundhouse.elements.sources import TraceSource
+    from roundhouse.traces.formats import FORMATS, load_trace
+
+    path = tmp_path / "trace.csv"
+    path.write_text(
+        "time,model,task,epoch_size,patience,batch_size,lr,max_lr,target_acc,num_gpus\n"
+        "0,resnet50,imagenet,10000,10,32,5.00E-04,0.008,0.55,4\n"
+    )
+    loaded = load_trace(path)
+    assert loaded.format == "ones" and loaded.frame["model"].to_list() == ["resnet50-imagenet"]
+    for name in ("auto", *FORMATS):
+        TraceSource(path=str(path), format=name)  # accepted: every format a trace file can be in
+
+
 def test_generate(tmp_path):
     out = tmp_path / "g.parquet"
     assert main(["trace", "generate", "-o", str(out), "--jobs", "30", "--rate", "2/min", "--seed", "3"]) == 0
@@ -71,6 +106,8 @@ def test_generate(tmp_path):
         (["--models", "gavel"], "--models must be one of none, blox"),
         (["--format", "csv"], "--format must be one of"),
         (["--format", "gavel"], "needs --models blox"),
+        # A workload with models of its own is not told to add --models.
+        (["--format", "gavel", "--workload", "tiresias"], "has no V100 throughput for Inception4 on 1 GPU(s)"),
         (["--format", "philly", "--models", "blox"], "cluster_job_log"),
     ],
 )

@@ -153,21 +153,23 @@ def test_dally_json_without_arrival_time_uses_submissions(tmp_path):
         ({"arrival_time": "-5"}, 2, "arrival_time", "must be 0 or more"),
         ({"total_iterations": "0"}, 2, "total_iterations", "must be greater than 0"),
         ({"time_per_iteration": "fast"}, 2, None, None),  # an extra column of text: kept, not an error
-        ({"cpu_num": "-1"}, 2, "cpus", "must be 0 or more"),
+        ({"cpu_num": "-1"}, 2, "cpu_num", "must be 0 or more"),  # (the file's own name for cpus)
         ({"job_id": "1"}, 2, "job_id", "used twice"),
     ],
 )
 def test_dally_json_damaged_records_are_located(tmp_path, change, record, column, words):
     records = [dally_record("1", "VGG", "1"), dally_record("2", "VGG", "4")]
     records[record - 1].update(change)
-    path = write(tmp_path, json.dumps(records), "d.json")
+    path = write(tmp_path, json.dumps(records, indent=2), "d.json")  # (pretty-printed, as Dally's own files)
     if words is None:
         assert read_trace(path).height == 2
         return
     with pytest.raises(TraceError) as caught:
         read_trace(path)
-    assert caught.value.row == record and caught.value.column == column, str(caught.value)
-    assert words in str(caught.value)
+    # Named by the line the record begins on, and by its number.
+    first_line = path.read_text().split("\n").index("  {", 2) + 1
+    assert caught.value.row == first_line and caught.value.column == column, str(caught.value)
+    assert f"record {record}: " in str(caught.value) and words in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -270,6 +272,7 @@ def test_pai_task_table_with_header_reads_the_same(tmp_path):
         (3, 2, "inf", "inst_num", "must be a finite number, 0 or more"),
         (6, 4, "soon", "start_time", "'soon' is not a number"),
         (6, 0, "", "job_name", "has no value"),
+        (1, 5, "1739100.0", "end_time", "1.7391e+06 is before the task's start_time 1.73916e+06"),
     ],
 )
 def test_pai_damaged_rows_are_located(tmp_path, line, cell, value, column, words):

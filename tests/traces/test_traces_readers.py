@@ -219,8 +219,12 @@ def attempt(start, end, *gpus_per_machine):
 
 
 def write_json(tmp_path, records, name="cluster_job_log"):
+    """One record to a line, after the list's opening line: record n is on line n + 1."""
     path = tmp_path / name
-    path.write_text(json.dumps(records))
+    if isinstance(records, list):
+        path.write_text("[\n" + ",\n".join(json.dumps(r) for r in records) + "\n]\n")
+    else:
+        path.write_text(json.dumps(records))
     return path
 
 
@@ -272,13 +276,23 @@ def test_philly_truncated_json(tmp_path):
     "records, row, column, words",
     [
         ({"jobid": "a"}, None, None, "list of jobs"),
-        ([job("a", "2017-10-01 10:00:00", []), 7], 2, None, "expected an object"),
-        ([job("a", "2017-10-01 10:00:00", "none")], 1, "attempts", "expected a list"),
-        ([job("a", 5, [])], 1, "submitted_time", "expected a time"),
-        ([job("a", "yesterday", [])], 1, "submitted_time", "'yesterday' is not a time"),
-        ([job("a", "2017-10-01 10:00:00", [attempt("2017-10-01 10:00:00", "soon", 1)])], 1, "end_time", "not a time"),
-        ([{"jobid": "a", "attempts": []}], 1, "submitted_time", "missing"),
-        ([job("a", "2017-10-01 10:00:00", [{"start_time": None, "end_time": None, "detail": [{"gpus": 3}]}])], 1, "gpus", "list"),
+        ([job("a", "2017-10-01 10:00:00", []), 7], 3, None, "record 2: is a JSON number, expected an object"),
+        ([job("a", "2017-10-01 10:00:00", "none")], 2, "attempts", "expected a list"),
+        ([job("a", 5, [])], 2, "submitted_time", "expected a time"),
+        ([job("b", "2017-10-01 10:00:00", []), job("a", "yesterday", [])], 3, "submitted_time", "'yesterday' is not a time"),
+        ([job("a", "2017-10-01 10:00:00", [attempt("2017-10-01 10:00:00", "soon", 1)])], 2, "end_time", "not a time"),
+        ([{"jobid": "a", "attempts": []}], 2, "submitted_time", "missing"),
+        ([job("a", "2017-10-01 10:00:00", [{"start_time": None, "end_time": None, "detail": [{"gpus": 3}]}])], 2, "gpus", "list"),
+        # An attempt that ends before it starts is an error, not a job that never ran.
+        (
+            [
+                job("b", "2017-10-01 10:00:00", []),
+                job("a", "2017-10-01 10:00:00", [attempt("2017-10-01 11:00:00", "2017-10-01 10:30:00", 1)]),
+            ],
+            3,
+            "end_time",
+            "record 2: attempt 1 ends at 2017-10-01 10:30:00, before it starts (2017-10-01 11:00:00)",
+        ),
     ],
 )
 def test_philly_malformed_records(tmp_path, records, row, column, words):
