@@ -50,9 +50,10 @@ def fraction_to_converge(start, final, speed, threshold):
         return np.maximum(((start - final) / (final * threshold) - 1.0) / speed, 0.0)
 
 
-def initial_loss(trace: pl.DataFrame, origin: str) -> np.ndarray | None:
+def initial_loss(trace: pl.DataFrame, origin: str, rows: np.ndarray | None = None) -> np.ndarray | None:
     """The jobs' loss before they start (NaN: no curve), or None if the trace has no curves.
-    Checks the curve columns: all three or none, final > 0, start > final, speed >= 0."""
+    Checks the curve columns: all three or none, final > 0, start > final, speed >= 0. A
+    problem names the row's line in `origin` (`rows[i]`), or the job once rows are not the file's."""
     present = [c for c in LOSS_COLUMNS if c in trace.columns]
     if not present:
         return None
@@ -81,5 +82,7 @@ def initial_loss(trace: pl.DataFrame, origin: str) -> np.ndarray | None:
         bad = given & wrong
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
+            if rows is not None:
+                raise TraceError(origin, sentence, row=int(rows[i]), column=column)
             raise TraceError(origin, f"job {ids[i]}: {sentence}", column=column)
     return np.where(given, start, np.nan)

@@ -183,7 +183,15 @@ def validate(
 
     if extras:
         frame = frame.hstack(extras)
-        initial_loss(frame, path)  # for its checks: a bad loss curve is refused by every reader
+        # For their checks, while rows are the file's: a bad curve or placement value is refused
+        # by every reader, and named by its line.
+        initial_loss(frame, path, rows)
+        if any(name in frame.columns for name in PLACEMENT_COLUMNS):
+            from roundhouse.traces.placement import check_columns
+
+            empty = null_column("empty", pl.Float64, frame.height)
+            skew, slowdown = (frame.get_column(c) if c in frame.columns else empty for c in PLACEMENT_COLUMNS)
+            check_columns(path, skew, slowdown, lines=rows)
     return frame.sort(["arrival_s", "job_id"], maintain_order=True)
 
 

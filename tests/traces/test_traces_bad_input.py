@@ -141,7 +141,11 @@ def test_incomplete_or_doubled_loss_columns(tmp_path, capsys):
     # Every reader checks the curves, so `trace describe` already says what `run` would.
     fails(["trace", "describe", str(partial)], capsys, str(partial), "needs all three columns")
     upside_down = write(tmp_path, f"{LOSS_HEADER}\n0,0,1,100,0.5,0.7,3\n", "upside-down.csv")
-    fails(["trace", "describe", str(upside_down)], capsys, "job 0: must be greater than loss_final")
+    fails(
+        ["trace", "describe", str(upside_down)],
+        capsys,
+        f"{upside_down}:2: error: column 'loss_start': must be greater than loss_final",
+    )
 
 
 def test_loss_termination_without_loss_final(tmp_path, capsys):
@@ -241,6 +245,7 @@ def test_numbers_a_float_would_change_stay_text(tmp_path):
         ("epoch_size", "0", "must be greater than 0, got 0"),
         ("max_gpus", "0.5", "must be at least 1, got 0.5"),
         ("cpus", "inf", "must be a finite number, got inf"),
+        ("tensor_skew", "2", "must be between 0 and 1 (a share of the model), got 2"),
     ],
 )
 def test_optional_numbers_are_checked_like_the_canonical_ones(tmp_path, capsys, column, value, words):
