@@ -44,14 +44,25 @@ def remember_source(path: str, text: str) -> None:
     _SOURCES[path] = text
 
 
+def source_lines(text: str) -> list[str]:
+    """The lines of a source text as the parser counts them: only a newline ends a line (not a
+    form feed, a lone carriage return or U+2028, which `str.splitlines` would also split at)."""
+    return text.split("\n")
+
+
 def source_line(location: Location) -> str | None:
     text = _SOURCES.get(location.path)
     if text is None:
         return None
-    lines = text.splitlines()
+    lines = source_lines(text)
     if 1 <= location.line <= len(lines):
-        return lines[location.line - 1]
+        # Other line-breaking characters are shown as spaces, so that the underline stays below
+        # the column the error names.
+        return "".join(" " if ch in _SHOWN_AS_SPACE else ch for ch in lines[location.line - 1])
     return None
+
+
+_SHOWN_AS_SPACE = frozenset("\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
 
 
 def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:

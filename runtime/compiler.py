@@ -5,7 +5,7 @@ structure are checked by runtime/wiring.py.
 
 parse -> resolve classes in the registry -> build configurations (converted, validated) ->
 build the graph of connections -> check unknown ports, port type mismatches, fan-in, unconnected
-required inputs, cycles, exactly one pool, at least one launcher -> topological order.
+required inputs and outputs, cycles, exactly one pool, at least one launcher -> topological order.
 Every problem found is reported at once, each at its file, line and column.
 `roundhouse check` runs all of this without running anything.
 """
@@ -13,6 +13,7 @@ Every problem found is reported at once, each at its file, line and column.
 from __future__ import annotations
 
 import os
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -92,7 +93,6 @@ class _Compiler:
         self.overrides = overrides
         self.errors: list[SchedError] = []
         self._setting_flags: dict[str, str] = {}  # setting name -> the option that gave it
-        self.file_location = Location(flat.path, 1, 1, 1)
 
     def fail_if_errors(self) -> None:
         if len(self.errors) == 1:
@@ -189,12 +189,15 @@ class _Compiler:
                     )
                 )
                 continue
-            base_dir = str(Path(self.flat.path).parent) if location is not None else os.getcwd()
+            # A path in a file is relative to the file that writes it (an imported one included).
+            base_dir = str(Path(location.path).parent) if location is not None else os.getcwd()
             try:
                 converted = convert(value, field.type, base_dir, f"setting '{name}'")
             except SchedError as err:
                 self.errors.append(err if location is not None else SchedError(f"{self._setting_flags[name]}: {err.message}"))
                 continue
+            if name == "cluster" and location is not None:
+                converted = self._cluster_path(converted, base_dir)
             complaint = validate(field, converted)
             if complaint:
                 self.errors.append(SchedError(f"setting '{name}' {complaint}", value.location))
@@ -203,8 +206,19 @@ class _Compiler:
         try:
             return GraphSettings(**values)
         except (ValueError, TypeError) as err:
-            self.errors.append(SchedError(f"settings do not fit together: {err}", self.file_location))
+            # Point at the last written of the settings the complaint names.
+            named = [v.location for n, (v, where) in given.items() if where is not None and re.search(rf"\b{n}\b", str(err))]
+            self.errors.append(SchedError(f"settings do not fit together: {err}", named[-1] if named else None))
             return GraphSettings()
+
+    def _cluster_path(self, spec: str, base_dir: str) -> str:
+        """The `cluster` setting is a shorthand or a spec file; the run finds a file relative to
+        the graph's folder, so one named by an imported file in another folder is given from there."""
+        graph_dir = str(Path(self.flat.path).parent)
+        written = Path(base_dir) / spec
+        if base_dir == graph_dir or os.path.isabs(spec) or not (spec.endswith(".toml") or written.is_file()):
+            return spec
+        return os.path.relpath(written, graph_dir)
 
     # --- elements ---
     def _build(self, decl: Decl, overrides) -> Element | None:

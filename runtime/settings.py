@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import os
+
 import attrs
 
-from roundhouse.runtime.values import Duration, FilePath, at_least, non_negative
+from roundhouse.runtime.values import Duration, FilePath, at_least, existing_file, non_negative
 
 MIN_ROUND = Duration(0.001)
+
+
+# Elastic profiles built in (traces/ones.py, traces/pollux.py), named instead of a folder.
+BUILT_IN_ELASTIC = ("ones", "pollux")
+
+
+def existing_folder_or_built_in(instance, attribute, value) -> None:
+    """For `elastic_profile`: a folder of applications, or the name of one built in."""
+    if value is not None and not os.path.isdir(value) and os.path.basename(value).lower() not in BUILT_IN_ELASTIC:
+        raise ValueError(f'names no folder: {value} (nor a profile built in: "ones" or "pollux")')
 
 
 @attrs.frozen(kw_only=True)
@@ -26,9 +38,9 @@ class GraphSettings:
     # step (ONES Figs. 13-14: large jumps hurt convergence); 0: linear scaling holds exactly.
     batch_jump_penalty: float = attrs.field(default=0.0, validator=non_negative)
     cluster: str | None = None
-    profile: FilePath | None = None
-    pair_profile: FilePath | None = None
-    elastic_profile: FilePath | None = None
+    profile: FilePath | None = attrs.field(default=None, validator=existing_file)
+    pair_profile: FilePath | None = attrs.field(default=None, validator=existing_file)
+    elastic_profile: FilePath | None = attrs.field(default=None, validator=existing_folder_or_built_in)
     seed: int = attrs.field(default=0, validator=non_negative)
     reference_gpu: str = "V100"
     # Skip the ticks of rounds in which no element's output can change (same results; off to

@@ -1,5 +1,5 @@
 """Wiring: connecting elements' ports and checking the graph's structure (unknown ports, port
-type mismatches, fan-in, unconnected required inputs, one pool, a launcher, no cycles). Every
+type mismatches, fan-in, unconnected required inputs and outputs, one pool, a launcher, no cycles). Every
 problem is collected with its place in the file, so that all are reported at once."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from roundhouse.runtime import registry
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.loader import Edge, FlatGraph
 from roundhouse.runtime.element import Element, Port
+from roundhouse.runtime.types import Events
 from roundhouse.runtime.values import ElementRef
 
 
@@ -45,25 +46,29 @@ class Wiring:
                 for ref in refs:
                     if not isinstance(ref, ElementRef):
                         continue
+                    where = self._argument_location(name, field.name, ref.name)
                     if ref.name not in elements:
                         self.errors.append(
                             SchedError(
                                 f"argument '{field.name}' of {type(el).__name__} names no element '{ref.name}'",
-                                self._argument_location(name, field.name),
+                                where,
                                 hint=did_you_mean(ref.name, elements),
                             )
                         )
                     elif field.name in type(el).holds:
-                        if ref.name in holder_of or ref.name == name:
-                            other = holder_of.get(ref.name, name)
+                        if ref.name == name:
+                            self.errors.append(SchedError(f"'{name}' names itself as one of its own candidates", where))
+                            continue
+                        if ref.name in holder_of:
                             self.errors.append(
                                 SchedError(
-                                    f"'{ref.name}' is already a candidate of '{other}': an element is ticked by one holder",
-                                    self._argument_location(name, field.name),
+                                    f"'{ref.name}' is already a candidate of '{holder_of[ref.name]}': "
+                                    "an element is ticked by one holder",
+                                    where,
                                 )
                             )
                         holder_of[ref.name] = name
-                        self._check_candidate(el, elements[ref.name], field.name)
+                        self._check_candidate(el, elements[ref.name], field.name, where)
         for e in self.flat.edges:
             for end in (e.src, e.dst):
                 if end in holder_of:
@@ -75,7 +80,7 @@ class Wiring:
                         )
                     )
 
-    def _check_candidate(self, holder: Element, candidate: Element, field: str) -> None:
+    def _check_candidate(self, holder: Element, candidate: Element, field: str, where: Location) -> None:
         """A candidate is ticked in its holder's place: it has the holder's ports."""
 
         def shape(el: Element) -> str:
@@ -88,14 +93,20 @@ class Wiring:
                 SchedError(
                     f"'{candidate.name}' ({type(candidate).__name__}) cannot be a candidate of '{holder.name}' "
                     f"({type(holder).__name__}): it {shape(candidate)}, where '{holder.name}' {shape(holder)}",
-                    self._argument_location(holder.name, field),
+                    where,
                 )
             )
 
-    def _argument_location(self, name: str, field: str) -> Location:
+    def _argument_location(self, name: str, field: str, item: str | None = None) -> Location:
+        """Where element `name` writes argument `field`: the `item` it names, if given and in a list."""
         decl = self.flat.decls[name]
         arg = next((a for a in decl.args if a.name == field), None)
-        return arg.value.location if arg else decl.location
+        if arg is None:
+            return decl.location
+        if arg.value.kind == "list":
+            named = (v.location for v in arg.value.items if v.kind == "reference" and v.word == item)
+            return next(named, arg.value.location)
+        return arg.value.location
 
     @staticmethod
     def references(el: Element) -> list[str]:
@@ -188,17 +199,20 @@ class Wiring:
                     )
                 )
         held = self.held(elements)
+        out_of = {(c.src, c.src_port) for c in connections}
         for name, el in elements.items():
+            if name in held:  # its holder's ports are connected in its place
+                continue
+            decl = self.flat.decls[name]
             for port in el.inputs:
-                if port.required and (name, port.name) not in into and name not in held:
-                    decl = self.flat.decls[name]
-                    self.errors.append(
-                        SchedError(
-                            f"'{name}' ({type(el).__name__}) input [{port.name}] ({port.type.__name__}) is not connected",
-                            decl.location,
-                            hint=_type_hint(port.type),
-                        )
-                    )
+                if port.required and (name, port.name) not in into:
+                    self._unconnected(el, port, "input", decl.location, _type_hint(port.type))
+            # What an element gives and nobody takes is lost: a source would draw jobs that
+            # never reach the pool, a policy would rank for no placer. Events are the exception:
+            # they report what happened, and a graph need not watch them (sinks are optional).
+            for port in el.outputs:
+                if port.type is not Events and (name, port.name) not in out_of:
+                    self._unconnected(el, port, "output", decl.location, _taker_hint(port.type))
         pools = [el for el in elements.values() if el.category == "pool"]
         if not pools:
             self.errors.append(
@@ -216,6 +230,25 @@ class Wiring:
             self.errors.append(
                 SchedError("the graph has no launcher: add a Launch element to carry out its plans", self.file_location)
             )
+
+    def _unconnected(self, el: Element, port: Port, side: str, location: Location, hint: str | None) -> None:
+        """Reports a port nothing connects to; one that a compound instance's port stands for is
+        reported once, at the instance, as that instance's port."""
+        for op in self.flat.open_ports:
+            inner = el.input(_key(op.inner_port)) if side == "input" else el.output(_key(op.inner_port))
+            if op.inner == el.name and op.side == side and inner is port:
+                # An instance inside another that is itself unconnected: name the outermost.
+                while outer := next(
+                    (o for o in self.flat.open_ports if (o.inner, o.side, _key(o.inner_port)) == (op.instance, side, op.key)),
+                    None,
+                ):
+                    op = outer
+                message = f"'{op.instance}' ({op.class_name}) {side} [{op.key}] ({port.type.__name__}) is not connected"
+                if not any(e.message == message and e.location == op.location for e in self.errors):
+                    self.errors.append(SchedError(message, op.location, hint=hint))
+                return
+        message = f"'{el.name}' ({type(el).__name__}) {side} [{port.name}] ({port.type.__name__}) is not connected"
+        self.errors.append(SchedError(message, location, hint=hint))
 
     def check_cycles(self, graph: Topology, connections: list[Connection]) -> None:
         cycle = graph.find_cycle()
@@ -286,6 +319,17 @@ class Topology:
                     on_path.add(dst)
                     nexts.append(iter(self.successors[dst]))
         return None
+
+
+def _key(port: ast.PortRef | None) -> str | int:
+    return 0 if port is None else port.key
+
+
+def _taker_hint(port_type: type) -> str | None:
+    takers = [cls.__name__ for cls in registry.classes() if any(p.type is port_type for p in cls.inputs)]
+    if takers:
+        return f"{port_type.__name__} goes into e.g. " + ", ".join(takers[:4])
+    return None
 
 
 def _type_hint(port_type: type) -> str | None:

@@ -264,3 +264,49 @@ def test_unreadable_graphs_and_imports(tmp_path, capsys, target, message):
     with pytest.raises(SchedError) as got:
         compile_file(path)
     assert message in got.value.message and str(got.value.location) == f"{path}:1:8"
+
+
+@pytest.mark.parametrize(
+    "text, message, hint",
+    [
+        ("src :: PoissonSource(rate=8/h jobs=50);\n", "unexpected 'jobs', expected ')' or ','", None),
+        ("src :: PoissonSource(rate=8/h, jobs=50;\n", "unexpected ';', expected ')' or ','", None),
+        ("x :: Las(thresholds=[1h 2h]);\n", "unexpected '2h', expected ',' or ']'", None),
+        ("a -> b c;\n", "unexpected 'c', expected one of", None),
+        (
+            "round = 5min\nsrc :: Fifo;\n",
+            "unexpected 'src', expected ';'",
+            "a statement ends with ';' (did the previous line forget one?)",
+        ),
+    ],
+)
+def test_syntax_errors_name_only_what_could_come_next(text, message, hint):
+    with pytest.raises(SchedError) as info:
+        parse(text, "g.sched")
+    assert info.value.message.startswith(message) and info.value.hint == hint
+
+
+def test_path_settings_of_an_imported_file_are_relative_to_it(tmp_path, capsys):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "c.toml").write_text('[[group]]\nnodes = 2\ngpus_per_node = 4\ngpu_type = "V100"\n')
+    (lib / "settings.sched").write_text('cluster = "c.toml";\n')
+    graph = tmp_path / "g.sched"
+    graph.write_text('import "lib/settings.sched";\n' + GRAPH.replace('cluster = "2x4:V100";\n', ""))
+    assert main(["check", str(graph)]) == 0
+    assert "8 GPUs on 2 nodes" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ('profile = "nope.csv";', "setting 'profile' names no file"),
+        ('pair_profile = "nope.csv";', "setting 'pair_profile' names no file"),
+        ('elastic_profile = "nope";', "setting 'elastic_profile' names no folder"),
+    ],
+)
+def test_path_settings_must_name_existing_files(tmp_path, capsys, setting, message):
+    graph = tmp_path / "g.sched"
+    graph.write_text(GRAPH + setting + "\n")
+    err = fails(capsys, "check", graph)
+    assert f"{graph}:5:" in err and message in err

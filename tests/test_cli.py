@@ -192,7 +192,7 @@ def test_render(tiny, tmp_path, fmt):
     data = out.read_bytes()
     if fmt == "dot":
         text = data.decode()
-        assert "Las" in text and "n_src:out_jobs:e -> n_AcceptAll_1:in_jobs:w" in text
+        assert "Las" in text and "n_src:out_jobs:e -> n_AcceptAll_40_1:in_jobs:w" in text
         assert "#ffd9c2" in text  # policies are coloured
     elif fmt == "svg":
         assert b"<svg" in data and b"Consolidated" in data
@@ -200,6 +200,20 @@ def test_render(tiny, tmp_path, fmt):
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
     else:
         assert data[:5] == b"%PDF-"
+
+
+def test_render_keeps_elements_apart_whose_names_differ_only_in_punctuation(tmp_path):
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        "src :: PoissonSource(rate=8/h);\nAcceptAll_1 :: AcceptAll;\n"
+        "src -> AcceptAll -> AcceptAll_1 -> JobPool -> Las -> Consolidated -> Launch;\n"
+    )
+    out = tmp_path / "g.dot"
+    assert main(["render", str(graph), "-o", str(out)]) == 0
+    text = out.read_text()
+    # One node per element, and the edge between the two gates joins two different nodes.
+    assert text.count("[label=<") == 7
+    assert "n_AcceptAll_40_1:out_admitted:e -> n_AcceptAll__1:in_jobs:w" in text
 
 
 def test_render_needs_a_known_format(tiny, tmp_path, capsys):
@@ -228,6 +242,10 @@ def test_elements_list_and_reference(capsys):
     assert main(["elements", "AcceptThreshold"]) == 0
     ref = capsys.readouterr().out
     assert "factor" in ref and "multiplier" in ref and "required" in ref and "Blox" in ref
+    # An optional argument without a value of its own is "not given": `none` is not a value a graph can write.
+    assert main(["elements", "--markdown", "PoissonSource"]) == 0
+    seed = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| `seed`"))
+    assert "| not given |" in seed and "none" not in seed
     assert main(["elements", "Lass"]) == 2
     assert "did you mean 'Las'" in capsys.readouterr().err
 

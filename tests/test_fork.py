@@ -304,7 +304,7 @@ def test_roundhouse_check_reports_unforkable_elements(user_graph, capsys):
     both.write_text(
         'require "mine.py";\nround = 5min;\ncluster = "2x2:V100";\npool :: JobPool;\n'
         "PoissonSource(rate=4/h, jobs=20, seed=1) -> AcceptAll -> pool -> Undeclared -> FirstFree -> Launch -> JobMetrics;\n"
-        "pool -> Looksahead;\n"
+        "pool -> Looksahead -> FirstFree -> Launch;\n"
     )
     capsys.readouterr()
     assert main(["check", str(both)]) == 2

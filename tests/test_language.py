@@ -261,3 +261,111 @@ def test_an_overridden_argument_is_replaced_not_checked(tmp_path):
         compile_file(path)
     graph = compile_file(path, [f'src.path="{trace}"'])
     assert graph.elements["src"].path == REPO_TRACE
+
+
+def errors_of(path, overrides=()):
+    with pytest.raises((SchedError, SchedErrors)) as info:
+        compile_file(path, overrides)
+    return info.value.errors if isinstance(info.value, SchedErrors) else [info.value]
+
+
+@pytest.mark.parametrize(
+    "extra, name, line",
+    [
+        ("spare :: PoissonSource(rate=8/h, jobs=50, start_id=1000);\n", "'spare' (PoissonSource)", 3),
+        ("PoissonSource(rate=1/h);\n", "(PoissonSource)", 3),
+        ("pool -> Fifo;\n", "(Fifo)", 3),
+    ],
+)
+def test_an_unconnected_output_is_an_error_at_the_declaration(tmp_path, extra, name, line):
+    text = "src :: PoissonSource(rate=8/h, jobs=5);\nsrc -> " + CHAIN + extra
+    (err,) = errors_of(write(tmp_path, "g.sched", text))
+    assert name in err.message and "output" in err.message and "is not connected" in err.message
+    assert err.location.line == line and err.hint and "goes into e.g." in err.hint
+
+
+def test_events_need_no_sink(tmp_path):
+    graph = compile_file(
+        write(tmp_path, "g.sched", "src :: PoissonSource(rate=8/h);\nsrc -> JobPool -> Las -> Consolidated -> Launch;\n")
+    )
+    assert "Launch@4" in graph.elements
+
+
+@pytest.mark.parametrize("brk", ["\x0c", "\u2028", "\r", "\x0b", "\x85"])
+def test_lines_are_counted_as_the_parser_counts_them(tmp_path, brk):
+    between = brk if brk.isspace() and brk in "\x0c\r" else " "  # (the others are no white space of the language)
+    text = f"round = 5min;\n// a {brk} b\nsrc :: PoissonSource(rate=8/h, jobs=5);{between}src -> {CHAIN.strip()[:-1]} -> bogus;\n"
+    (err,) = errors_of(write(tmp_path, "g.sched", text))
+    assert "unknown element or class 'bogus'" in err.message
+    shown = str(err).splitlines()
+    assert err.location.line == 3 and shown[1].endswith("-> bogus;")  # the line with the error, quoted whole
+    assert shown[2].index("^") == shown[1].index("bogus")
+
+
+def test_end_of_file_points_after_the_last_token(tmp_path):
+    (err,) = errors_of(write(tmp_path, "g.sched", "round = 5min;\n// a \x0c b\nsrc :: Fifo // no ';'\n\n\n"))
+    assert err.message == "unexpected end of file: missing ';' at the end of the last statement"
+    assert (err.location.line, err.location.column) == (3, 12)
+
+
+def test_settings_that_do_not_fit_point_at_one_of_them(tmp_path):
+    text = "// a comment\nround = 1min;\ncheckpoint = 40s;\nrestore = 30s;\nsrc :: PoissonSource(rate=8/h);\nsrc -> " + CHAIN
+    (err,) = errors_of(write(tmp_path, "g.sched", text))
+    assert "settings do not fit together" in err.message and err.location.line == 4
+
+
+def test_a_byte_order_mark_is_not_part_of_the_text(tmp_path):
+    path = tmp_path / "g.sched"
+    path.write_bytes(b"\xef\xbb\xbfround = 2min;\nsrc :: PoissonSource(rate=8/h);\nsrc -> " + CHAIN.encode())
+    assert compile_file(path).settings.round == 120
+
+
+@pytest.mark.parametrize(
+    "body, message, col",
+    [
+        ("input -> x :: AcceptAll; output -> y :: AcceptAll -> output;", "'output' is where connections leave", 43),
+        ("input -> AcceptAll -> input; input -> AcceptAll -> output;", "'input' is where connections enter", 40),
+    ],
+)
+def test_compound_ports_connected_the_wrong_way(tmp_path, body, message, col):
+    text = f"elementclass G {{ {body} }}\nsrc :: PoissonSource(rate=8/h);\nsrc -> G -> G -> " + CHAIN
+    (err,) = errors_of(write(tmp_path, "g.sched", text))  # once, though G is used twice
+    assert message in err.message and (err.location.line, err.location.column) == (1, col)
+
+
+def test_an_unconnected_compound_is_reported_at_its_instance(tmp_path):
+    text = (
+        "elementclass Gate { input -> AcceptAll -> output; }\nelementclass Outer { input -> h :: Gate -> output; }\n"
+        "src :: PoissonSource(rate=8/h);\nsrc -> g :: Gate -> " + CHAIN + "o :: Outer;\n"
+    )
+    errors = errors_of(write(tmp_path, "g.sched", text))
+    assert [(e.message.split(" is")[0], e.location.line, e.location.column) for e in errors] == [
+        ("'o' (Outer) input [0] (Jobs)", 5, 1),
+        ("'o' (Outer) output [0] (Jobs)", 5, 1),
+    ]
+
+
+def test_a_switch_that_names_itself_gets_one_error_at_the_item(tmp_path):
+    text = (
+        "src :: PoissonSource(rate=8/h);\nfifo :: Fifo;\norder :: ChoosePolicy(candidates=[fifo, srtff, order]);\n"
+        "src -> AcceptAll -> JobPool -> order -> Consolidated -> Launch;\n"
+    )
+    errors = errors_of(write(tmp_path, "g.sched", text))
+    assert [(e.message, e.location.column, e.location.length) for e in errors] == [
+        ("argument 'candidates' of ChoosePolicy names no element 'srtff'", 41, 5),
+        ("'order' names itself as one of its own candidates", 48, 5),
+    ]
+
+
+def test_names_in_a_compound_mean_its_own_elements_first(tmp_path):
+    text = (
+        "elementclass Switch { fifo :: Fifo; srtf :: Srtf; input -> ChoosePolicy(candidates=[fifo, srtf]) -> output; }\n"
+        "src :: PoissonSource(rate=8/h);\nsrc -> AcceptAll -> JobPool -> s :: Switch -> Consolidated -> Launch;\n"
+    )
+    graph = compile_file(write(tmp_path, "g.sched", text))
+    (switch,) = [el for name, el in graph.elements.items() if name.startswith("s/ChoosePolicy")]
+    assert [c.name for c in switch.candidates] == ["s/fifo", "s/srtf"]
+    # Without one of its own, a name means the graph's element.
+    graph = compile_file(write(tmp_path, "g.sched", text.replace("fifo :: Fifo; ", "") + "fifo :: Fifo;\n"))
+    (switch,) = [el for name, el in graph.elements.items() if name.startswith("s/ChoosePolicy")]
+    assert [c.name for c in switch.candidates] == ["fifo", "s/srtf"]

@@ -54,11 +54,21 @@ def _get(name: str):
 
 
 def _default(field) -> str:
+    """An argument's default: a value as a `.sched` file writes it, or words where there is no
+    such value (an optional argument left out is "not given"; `none` is no value of the language)."""
     if field.default is attrs.NOTHING:
         return "required"
     if isinstance(field.default, attrs.Factory):
         return "(computed)"
+    if field.default is None:
+        return "not given"
     return describe(field.default)
+
+
+def _default_markdown(field) -> str:
+    """The default as a Markdown cell: values in code type, words plain."""
+    words = field.default is attrs.NOTHING or field.default is None or isinstance(field.default, attrs.Factory)
+    return _default(field) if words else f"`{_default(field)}`"
 
 
 def _ports(cls):
@@ -128,7 +138,7 @@ def reference_markdown(classes) -> str:
             if fields:
                 out += ["| argument | type | default | what |", "|---|---|---|---|"]
                 for f in fields:
-                    out.append(f"| `{f.name}` | {type_name(f.type)} | `{_default(f)}` | {doc.arguments.get(f.name, '')} |")
+                    out.append(f"| `{f.name}` | {type_name(f.type)} | {_default_markdown(f)} | {doc.arguments.get(f.name, '')} |")
                 out.append("")
             if doc.counters:
                 out += ["Counters: " + "; ".join(f"`{k}`: {v}" for k, v in doc.counters.items()), ""]

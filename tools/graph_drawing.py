@@ -58,7 +58,10 @@ def to_dot(graph: CompiledGraph) -> graphviz.Digraph:
 
 
 def _node_id(name: str) -> str:
-    return "n_" + "".join(ch if ch.isalnum() else "_" for ch in name)
+    """A Graphviz id for an element: letters and digits kept, '_' doubled and any other
+    character written as its code, so that different names (`AcceptAll@1`, `AcceptAll_1`)
+    never share a node."""
+    return "n_" + "".join(ch if ch.isascii() and ch.isalnum() else "__" if ch == "_" else f"_{ord(ch):x}_" for ch in name)
 
 
 def _label(name: str, el, decl) -> str:

@@ -34,7 +34,8 @@ def read_source(path: Path) -> str:
         data = f.read(MAX_SOURCE_BYTES + 1)
     if len(data) > MAX_SOURCE_BYTES:
         raise ValueError(f"it is larger than {MAX_SOURCE_BYTES // 2**20} MB, which no .sched file is")
-    return data.decode("utf-8")
+    # Some editors begin a UTF-8 file with a byte order mark; it is not part of the text.
+    return data.decode("utf-8").removeprefix("\ufeff")
 
 
 def _why_unreadable(err: Exception) -> str:
@@ -71,6 +72,20 @@ class Edge:
     location: Location
 
 
+@attrs.frozen
+class OpenPort:
+    """A port of a compound instance that nothing outside connects to, and the port of the
+    element inside that it stands for (so that a check names the instance, not its insides)."""
+
+    instance: str
+    class_name: str
+    side: str  # "input" or "output"
+    key: str | int
+    location: Location  # the instance's declaration
+    inner: str
+    inner_port: ast.PortRef | None
+
+
 @attrs.define
 class FlatGraph:
     path: str
@@ -78,6 +93,7 @@ class FlatGraph:
     decls: dict[str, Decl]
     edges: list[Edge]
     files: list[str]
+    open_ports: list[OpenPort] = attrs.field(factory=list)
 
 
 def load(path: str | Path, text: str | None = None) -> FlatGraph:
@@ -120,6 +136,14 @@ def load_element_file(path: Path) -> str | None:
     return None
 
 
+def _in_scope(value: ast.Value, local: dict[str, str]) -> ast.Value:
+    if value.kind == "reference" and value.word in local:
+        return attrs.evolve(value, value=local[value.word])
+    if value.kind == "list":
+        return attrs.evolve(value, value=tuple(_in_scope(v, local) for v in value.items))
+    return value
+
+
 def _key(port: ast.PortRef | None):
     return 0 if port is None else port.key
 
@@ -133,7 +157,8 @@ class _Loader:
         self.files: list[str] = []
         self.decls: dict[str, Decl] = {}
         self.edges: list[Edge] = []
-        self.compounds: dict[str, str] = {}  # instance full name -> elementclass name
+        self.compounds: dict[str, tuple[str, Location]] = {}  # instance -> elementclass name, declaration
+        self.open_ports: list[OpenPort] = []
         self.anonymous = 0
 
     def load(self, path: str, text: str | None) -> FlatGraph:
@@ -151,9 +176,11 @@ class _Loader:
         self._splice_compounds()
         self._raise_if_errors()
         settings = {name: s for name, (s, _) in self.settings.items()}
-        return FlatGraph(path, settings, self.decls, self.edges, self.files)
+        return FlatGraph(path, settings, self.decls, self.edges, self.files, self.open_ports)
 
     def _raise_if_errors(self) -> None:
+        # An elementclass's body is expanded once per instance: report each of its problems once.
+        self.errors = list({(e.message, e.location): e for e in self.errors}.values())
         if len(self.errors) == 1:
             raise self.errors[0]
         if self.errors:
@@ -258,9 +285,36 @@ class _Loader:
                     self.errors.append(SchedError(f"statement does nothing: '{node.name}' alone", node.location))
                 continue
             for i, (src, dst) in enumerate(zip(names, names[1:])):
-                if src is None or dst is None:
+                if src is None or dst is None or self._wrong_way(chain.endpoints[i].node, chain.endpoints[i + 1].node):
                     continue
                 self.edges.append(Edge(src, chain.endpoints[i].out_port, dst, chain.endpoints[i + 1].in_port, chain.arrows[i]))
+        if prefix:
+            self._scope_references(prefix, local)
+
+    def _scope_references(self, prefix: str, local: dict[str, str]) -> None:
+        """A name in the arguments of an element of a compound means the compound's own element
+        of that name, if it has one (`fifo` in instance `s` is `s/fifo`); else one of the graph's."""
+        mine = [d for full, d in self.decls.items() if full.startswith(prefix) and "/" not in full[len(prefix) :]]
+        for decl in mine:
+            args = tuple(attrs.evolve(a, value=_in_scope(a.value, local)) for a in decl.args)
+            self.decls[decl.name] = attrs.evolve(decl, args=args)
+
+    def _wrong_way(self, src: ast.Node, dst: ast.Node) -> bool:
+        """Inside an elementclass, connections come in at `input` and leave at `output`;
+        reports (and returns True for) a connection that goes the other way."""
+        if src.class_name is None and src.name == "output":
+            self.errors.append(
+                SchedError(
+                    "'output' is where connections leave the elementclass: connect into it ('... -> output')", src.location
+                )
+            )
+            return True
+        if dst.class_name is None and dst.name == "input":
+            self.errors.append(
+                SchedError("'input' is where connections enter the elementclass: connect from it ('input -> ...')", dst.location)
+            )
+            return True
+        return False
 
     def _endpoint(self, ep: ast.Endpoint, local, prefix, base_dir, env, params_owner, stack) -> str | None:
         node = ep.node
@@ -311,7 +365,7 @@ class _Loader:
         bound = self._bind_params(definition, args, node)
         if bound is None:
             return
-        self.compounds[full] = definition.name
+        self.compounds[full] = (definition.name, node.location)
         self._expand(
             [(c, class_dir) for c in definition.body],
             prefix=full + "/",
@@ -383,7 +437,7 @@ class _Loader:
 
     # --- compounds ---
     def _splice_compounds(self) -> None:
-        for full, class_name in self.compounds.items():
+        for full, (class_name, declared_at) in self.compounds.items():
             for into, out_of, side in ((full, full + "/input", "input"), (full + "/output", full, "output")):
                 incoming = [e for e in self.edges if e.dst == into]
                 outgoing = [e for e in self.edges if e.src == out_of]
@@ -395,6 +449,13 @@ class _Loader:
                     by_key[_key(e.src_port)].append(e)
                 ports_inside = {_key(e.dst_port) for e in incoming} if side == "output" else set(by_key)
                 if side == "input":
+                    connected = {_key(e.dst_port) for e in incoming}
+                    self.open_ports += [
+                        OpenPort(full, class_name, side, k, declared_at, e.dst, e.dst_port)
+                        for k, inner in by_key.items()
+                        if k not in connected
+                        for e in inner
+                    ]
                     for e_in in incoming:
                         k = _key(e_in.dst_port)
                         if k not in by_key:
@@ -406,6 +467,13 @@ class _Loader:
                     inside = defaultdict(list)
                     for e in incoming:
                         inside[_key(e.dst_port)].append(e)
+                    connected = {_key(e.src_port) for e in outgoing}
+                    self.open_ports += [
+                        OpenPort(full, class_name, side, k, declared_at, e.src, e.src_port)
+                        for k, inner in inside.items()
+                        if k not in connected
+                        for e in inner
+                    ]
                     for e_out in outgoing:
                         k = _key(e_out.src_port)
                         if k not in inside:

@@ -286,33 +286,39 @@ def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) ->
         if ch == "-" and not rest.startswith("->"):
             return SchedError("unexpected '-' (a connection is written 'a -> b')", loc)
         return SchedError(f"unexpected character {ch!r}", loc)
-    if isinstance(err, lark.exceptions.UnexpectedEOF):
-        lines = text.splitlines() or [""]
-        last = len(lines)
-        loc = Location(path, last, len(lines[-1]) + 1, 1)
-        expected = sorted({_terminal_text(t) for t in err.expected})
+    assert isinstance(err, lark.exceptions.UnexpectedToken)  # what an LALR parser raises besides
+    tok = err.token
+    # The parser's own expected set merges every context a value can end in (an argument list, a
+    # list, a setting); asking which tokens it would accept here gives only the real ones.
+    accepted = err.interactive_parser.accepts() if err.interactive_parser is not None else err.expected
+    expected = sorted({_terminal_text(t) for t in accepted or err.expected})
+    if tok.type == "$END":
+        # Lark places the end at the last token: point just after it, not at blank lines below.
+        loc = Location(path, tok.end_line or 1, tok.end_column or 1, 1)
         if "';'" in expected:
             return SchedError("unexpected end of file: missing ';' at the end of the last statement", loc)
         return SchedError("unexpected end of file, expected " + _one_of(expected), loc)
-    assert isinstance(err, lark.exceptions.UnexpectedToken)
-    tok = err.token
-    if tok.type == "$END":
-        lines = text.splitlines() or [""]
-        loc = Location(path, len(lines), len(lines[-1]) + 1, 1)
-        shown = "end of file"
-    else:
-        loc = Location(path, line, column, max(1, len(str(tok))))
-        shown = f"'{tok}'"
-    expected = sorted({_terminal_text(t) for t in err.expected})
-    if "';'" in expected and tok.type != "$END":
+    loc = Location(path, line, column, max(1, len(str(tok))))
+    hint = None
+    if "';'" in expected and _end_line_before(err) < line:
         hint = "a statement ends with ';' (did the previous line forget one?)"
-        return SchedError(f"unexpected {shown}, expected " + _one_of(expected), loc, hint=hint)
-    return SchedError(f"unexpected {shown}, expected " + _one_of(expected), loc)
+    return SchedError(f"unexpected '{tok}', expected " + _one_of(expected), loc, hint=hint)
+
+
+def _end_line_before(err: lark.exceptions.UnexpectedToken) -> int:
+    """The line on which the text parsed before the unexpected token ends (0 if none was)."""
+    stack = err.interactive_parser.parser_state.value_stack if err.interactive_parser is not None else []
+    last = stack[-1] if stack else None
+    if isinstance(last, Token):
+        return last.end_line or 0
+    if isinstance(last, lark.Tree) and not last.meta.empty:
+        return last.meta.end_line
+    return 0
 
 
 def _one_of(items: list[str]) -> str:
-    if len(items) == 1:
-        return items[0]
+    if len(items) <= 2:
+        return " or ".join(items)
     return "one of " + ", ".join(items)
 
 
