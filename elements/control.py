@@ -3,8 +3,12 @@ acts (switches), and the synthesizer that decides by simulating each choice ahea
 
 from __future__ import annotations
 
+import ast
+import functools
 import itertools
 import os
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -185,8 +189,11 @@ class Synthesizer(Element):
     the round's start (world, clock, every element) and, for each combination of the candidates
     of the switches it names (three admission gates times three policies: nine), simulates the
     jobs now in the system over `horizon`, without new arrivals, in a pool of `workers`
-    processes. It then selects the best combination in the switches, from this round on; a tie
-    keeps the one running. It ticks first in its round. Metrics, smaller is better: `jct`, the
+    processes. Where it cannot start processes, it simulates them one after another in its own
+    (as `workers=1`): inside a daemon process (a sweep's local or Dask worker), or under a main
+    script that a started process would run again (one without an `if __name__ == "__main__":`
+    guard). The choices are the same either way. It then selects the best combination in the
+    switches, from this round on; a tie keeps the one running. It ticks first in its round. Metrics, smaller is better: `jct`, the
     mean time the jobs spend in the system within the horizon (the area under the number of
     jobs in the system, whose sum average JCT is); `responsiveness`, the mean wait of the jobs
     not yet started; `both`, each divided by the best combination's value, summed. Its report
@@ -200,7 +207,8 @@ class Synthesizer(Element):
         every: rounds between decisions.
         horizon: how far ahead each combination is simulated.
         metric: jct, responsiveness or both.
-        workers: processes simulating combinations at once (1: one after another, in this one).
+        workers: processes simulating combinations at once (1: one after another, in this one;
+            also where it cannot start processes, see above).
     Counters:
         decisions: decisions made.
         switches: times the combination changed.
@@ -342,9 +350,9 @@ def _simulate_all(synth: Synthesizer, fork: Fork, combos: list[tuple[int, ...]])
     switches = [ref.name for ref in synth.switches]
     tasks = [(fork, float(synth.horizon), synth.name, switches, combo) for combo in combos]
     workers = min(synth.workers, len(combos), os.cpu_count() or 1)
-    if workers <= 1:
-        return [_simulate(*t) for t in tasks]
     pool = _POOLS.get(id(synth))
+    if workers <= 1 or (pool is None and not can_start_processes()):
+        return [_simulate(*t) for t in tasks]
     if pool is None:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -362,6 +370,46 @@ def _simulate_all(synth: Synthesizer, fork: Fork, combos: list[tuple[int, ...]])
             initargs=(shared.key, shared.blob()),
         )
     return list(pool.map(_simulate, *zip(*tasks)))
+
+
+def can_start_processes() -> bool:
+    """Whether a spawned pool can start here: not in a daemon process (which may have no
+    children: a sweep's local and Dask workers are daemons), and not under a main module that a
+    spawned child would run again from the top (it would start the run again, and fail)."""
+    import multiprocessing
+
+    if multiprocessing.current_process().daemon:
+        return False
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None:  # `python -m NAME`: a child imports NAME, except a package's __main__
+        if spec.name == "__main__" or spec.name.endswith(".__main__"):
+            return True
+        path = getattr(spec, "origin", None)
+    else:
+        path = getattr(main, "__file__", None)
+    if path is None:  # interactive, `python -c`, a notebook: a child imports no main
+        return True
+    return _guarded(os.path.abspath(path))
+
+
+@functools.cache
+def _guarded(path: str) -> bool:
+    """Whether the script at `path` runs its work only under `if __name__ == "__main__":`."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"), path)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return False  # (not readable as Python: do not risk running it again)
+
+    def is_guard(node: ast.stmt) -> bool:
+        if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+            return False
+        sides = [node.test.left, *node.test.comparators]
+        names = {s.id for s in sides if isinstance(s, ast.Name)}
+        texts = {s.value for s in sides if isinstance(s, ast.Constant)}
+        return len(sides) == 2 and names == {"__name__"} and texts == {"__main__"}
+
+    return any(is_guard(node) for node in tree.body)
 
 
 def _simulate(fork: Fork, horizon_s: float, synth: str, switches: list[str], combo: tuple[int, ...]) -> Outlook:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import UsageError, did_you_mean
 from roundhouse.runtime import snapshot
 from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.cluster import Cluster
@@ -67,7 +67,7 @@ class Simulation:
         self,
         graph: str | Path,
         trace: str | Path | None = None,
-        cluster: str | Cluster | None = None,
+        cluster: str | Path | Cluster | None = None,
         overrides: Sequence[str] = (),
         until: float | None = None,
         **settings: Any,
@@ -79,6 +79,10 @@ class Simulation:
             raise UsageError(
                 f'cluster: expected a spec such as "8x4:V100", a .toml path or a Cluster, got {type(cluster).__name__}'
             )
+        if trace is not None and not isinstance(trace, (str, Path)):
+            raise UsageError(f"trace: expected the path of a trace file, got {type(trace).__name__}")
+        if isinstance(cluster, Path):
+            cluster = str(cluster)  # (a spec is text: a .toml path reads as one)
         until = _time_argument("until", until)
         sets = [*overrides, *(f"{k}={_setting_text(v)}" for k, v in settings.items())]
         self._header: dict[str, Any] = {"graph_path": path, "graph_text": text, "overrides": sets, "trace": None, "until": until}
@@ -159,6 +163,7 @@ class Simulation:
 
         if self._result is not None:
             raise UsageError("this simulation has ended (run() was called): save it before it ends")
+        _file_argument("path", path, "the snapshot file to write, such as run.snap")
         snapshot.save(self._engine, path, {**self._header, "roundhouse": __version__})
         return Path(path)
 
@@ -166,6 +171,7 @@ class Simulation:
     def load(cls, path: str | Path) -> Simulation:
         """A simulation from a snapshot file, ready to run on; a SnapshotError names the file
         and what is wrong with it (not a snapshot, corrupt, a newer format)."""
+        _file_argument("path", path, "a snapshot file written by Simulation.save")
         header, payload = snapshot.read_header(path)
         try:
             compiled = graph_of_snapshot(header, [])
@@ -206,6 +212,17 @@ class Simulation:
         """Every job seen so far, one row each, with its times (NaN: not yet)."""
         if isinstance(columns, str):
             raise UsageError(f'columns: expected a list of column names, such as ["{columns}"]')
+        if not isinstance(columns, Sequence):
+            raise UsageError(f'columns: expected a list of column names, such as ["status"], got {type(columns).__name__}')
+        table = self._engine.world.jobs
+        unknown = [c for c in columns if not isinstance(c, str) or not table.has_column(c)]
+        if unknown:
+            hint = did_you_mean(str(unknown[0]), table.names)
+            raise UsageError(
+                f"columns: the job table has no column {unknown[0]!r}"
+                + (f" ({hint})" if hint else "")
+                + f"; it has {', '.join(table.names)}"
+            )
         return self._engine.world.jobs.frame(columns=list(columns))
 
     def result(self) -> RunResult:
@@ -246,6 +263,11 @@ def _time_argument(name: str, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
         raise UsageError(f"{name}: expected seconds, a number of 0 or more, got {value!r}")
     return float(value)
+
+
+def _file_argument(name: str, value, what: str) -> None:
+    if not isinstance(value, (str, Path)) or not str(value):
+        raise UsageError(f"{name}: expected {what}, got {value!r}")
 
 
 def graph_of_snapshot(header: dict[str, Any], overrides: list[str]) -> CompiledGraph:

@@ -375,10 +375,17 @@ def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
     # Written whole beside the file, then renamed over it: a save that fails (a full disk, an
     # interruption) leaves an earlier snapshot of that name as it was.
     target = Path(path)
+    # Checked first: the partial file goes beside the target, which for a directory is outside it.
+    if target.is_dir():
+        raise SnapshotError(f"snapshot {path}: is a directory; give the file to write, such as {target / 'run.snap'}")
+    if not target.parent.is_dir():
+        raise SnapshotError(f"snapshot {path}: cannot write it: no directory {target.parent}")
     part = target.with_name(target.name + ".partial")
     try:
         part.write_bytes(json.dumps(head).encode() + b"\n" + payload)
         os.replace(part, target)
+    except OSError as err:
+        raise SnapshotError(f"snapshot {path}: cannot write it ({err.strerror or err})") from None
     finally:
         part.unlink(missing_ok=True)
 

@@ -123,6 +123,17 @@ def test_the_recorded_curve_gives_way_when_the_record_does_not_account_for_the_j
     assert recorded_busy_gpus(record, run.jobs, run.end_s) is None
 
 
+def store_of(folder, rows) -> None:
+    """A sweep's results store, one Parquet file per row, as `sweep --out` writes it."""
+    from roundhouse.runtime.results_store import ResultsStore
+    from roundhouse.tools.outputs import METRICS
+
+    store = ResultsStore(folder / "results", labels=tuple(k for k in rows[0] if k not in ("status", "seed", *METRICS)))
+    store.folder.mkdir(parents=True)
+    for i, row in enumerate(rows):
+        store.write({"key": f"{i:064d}", "seed": 0, **row})
+
+
 def sweep_csv(folder, rows) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     pl.DataFrame(rows).write_csv(folder / "summary.csv")
@@ -234,6 +245,19 @@ def test_plot_a_sweep_from_its_summary_and_from_a_results_store(tmp_path):
         (lambda p: sweep_csv(p, [{"x": 1, "avg_jct_s": 1.0}]), ["--metric", "nope"], "--metric nope: not a metric", False),
         (lambda p: sweep_csv(p, [{"x": 1, "avg_jct_s": 1.0}]), ["--kind", "gantt"], "is a sweep", False),
         (lambda p: (p.mkdir(), (p / "results").mkdir()), [], "holds no Parquet files", True),
+        (
+            lambda p: hand_run(p),
+            ["--metric", "nosuch", "--x", "nosuch"],
+            "--metric nosuch, --x nosuch: only for --kind load",
+            False,
+        ),
+        (lambda p: hand_run(p), ["--kind", "gantt", "--x", "seed"], "--x seed: only for --kind load", False),
+        (
+            lambda p: store_of(p, [{"x": "1", "status": "error"}, {"x": "2", "status": "timeout"}]),
+            [],
+            "no run of the sweep finished (2 failed)",
+            False,
+        ),
     ],
 )
 def test_bad_input_gets_a_message_and_status_2(tmp_path, capsys, make, argv, words, report_too):
@@ -376,3 +400,75 @@ def test_the_report_opens_in_a_headless_browser(real_run, tmp_path):
     picture = Image.open(BytesIO(shot)).convert("RGB")
     colours = picture.getcolors(maxcolors=1 << 20)
     assert picture.width > 500 and colours is not None and len(colours) > 50
+
+
+def test_a_damaged_file_of_a_results_store_is_named_and_left_out(tmp_path, capsys):
+    rows = [{"arrivals.rate": r, "status": "ok", "avg_jct_s": v} for r, v in (("4/h", 10.0), ("8/h", 20.0), ("16/h", 40.0))]
+    store_of(tmp_path / "sweep", rows)
+    damaged = sorted((tmp_path / "sweep" / "results").glob("*.parquet"))[1]
+    damaged.write_bytes(b"PAR1 not a whole file")
+    assert main(["plot", str(tmp_path / "sweep"), "-o", str(tmp_path / "p.png")]) == 0
+    assert f"warning: {damaged}: cannot be read (damaged?)" in capsys.readouterr().err
+    assert open_folder(str(tmp_path / "sweep")).table["arrivals.rate"].to_list() == ["4/h", "16/h"]
+    assert main(["report", str(tmp_path / "sweep"), "-o", str(tmp_path / "r.html")]) == 0
+    assert f"1 damaged files of the results store left out ({damaged.name})" in (tmp_path / "r.html").read_text()
+    for path in (tmp_path / "sweep" / "results").glob("*.parquet"):
+        path.write_bytes(b"PAR1 not a whole file")
+    assert main(["plot", str(tmp_path / "sweep"), "-o", str(tmp_path / "q.png")]) == 2
+    assert "none of its 3 Parquet files can be read" in capsys.readouterr().err
+
+
+def test_a_varied_cluster_is_an_axis_like_any_other_varied_name(tmp_path):
+    rows = [
+        {
+            "cluster": f'"dally:{racks}"',
+            "place.mode": mode,
+            "status": "ok",
+            "avg_jct_s": 100.0 / racks + extra,
+            "utilization": 0.5,
+        }
+        for racks in (2, 4)
+        for mode, extra in (("no_wait", 1.0), ("fully_consolidated", 0.0))
+    ]
+    store_of(tmp_path / "sweep", rows)
+    sweep = open_folder(str(tmp_path / "sweep"))
+    assert set(sweep.labels) == {"cluster", "place.mode", "seed"}
+    bands, axis = metric_bands(sweep, "avg_jct_s", "cluster")
+    assert axis.categorical and bands.height == 4 and set(bands["runs"]) == {1}  # nothing pooled across clusters
+    bands, _ = metric_bands(sweep, "avg_jct_s", "place.mode")
+    assert sorted(bands["series"].unique()) == ['cluster="dally:2"', 'cluster="dally:4"']
+    assert main(["plot", str(tmp_path / "sweep"), "--x", "cluster", "-o", str(tmp_path / "p.png")]) == 0
+    assert main(["report", str(tmp_path / "sweep"), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "<th>cluster</th>" in page and page.count("dally:4") == 2
+
+
+def test_a_resized_job_is_drawn_with_the_gpu_time_it_held_within_the_cluster(tmp_path):
+    # 8 GPUs. Job 0 asked for 1 GPU and, grown, held 600 GPU-seconds over 0-100 s (6 on
+    # average); job 1 held its 4 GPUs over 50-150 s. Spread, 50-100 s would hold 10: the 2
+    # above the cluster go into 100-150 s, where 4 are free.
+    jobs = "0,0.0,0.0,100.0,100.0,0.0,0.0,100.0,1,0,1,600.0,,,100.0,finished\n"
+    jobs += "1,50.0,50.0,150.0,100.0,0.0,0.0,100.0,4,0,1,400.0,,,100.0,finished\n"
+    run = open_folder(str(hand_run(tmp_path / "run", jobs=jobs)))
+    times, busy = busy_gpus(run.jobs, run.end_s)
+    assert times.tolist() == [0.0, 50.0, 100.0, 150.0] and busy.tolist() == [6.0, 10.0, 4.0, 0.0]
+    times, busy = busy_gpus(run.jobs, run.end_s, run.cluster_gpus)
+    assert busy.tolist() == [6.0, 8.0, 6.0, 0.0]
+    assert main(["plot", str(tmp_path / "run"), "--kind", "utilisation", "-o", str(tmp_path / "u.svg")]) == 0
+    assert b"1 preempted or resized jobs" in (tmp_path / "u.svg").read_bytes()
+
+
+def test_the_utilisation_of_an_elastic_run_adds_up_to_its_measured_utilization(tmp_path):
+    """Pollux grows and shrinks jobs: their requested `gpus` say little of what they held."""
+    from tests.conftest import REPO
+
+    out = tmp_path / "out"
+    assert main(["run", str(REPO / "graphs" / "pollux.sched"), "--set", "arrivals.jobs=12", "--out", str(out)]) == 0
+    run = open_folder(str(out))
+    record = pl.read_parquet(out / "explain.parquet")
+    assert recorded_busy_gpus(record, run.jobs, run.end_s) is None  # (the record holds no resizes)
+    times, busy = busy_gpus(run.jobs, run.end_s, run.cluster_gpus)
+    span = run.summary["end_s"] - float(run.jobs["arrival_s"].min())
+    area = float(np.sum(np.diff(times) * busy[:-1]))
+    assert area / (run.cluster_gpus * span) == pytest.approx(run.summary["utilization"], rel=1e-9)
+    assert busy.max() <= run.cluster_gpus + 1e-9 and busy.min() >= -1e-9

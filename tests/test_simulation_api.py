@@ -45,3 +45,32 @@ def test_bad_graph_and_settings_are_located_errors(tmp_path):
         Simulation("graphs/fifo.sched", round="soon")
     with pytest.raises(UsageError, match="no TraceSource"):
         Simulation("graphs/gavel-fifo.sched", trace="traces/samples/philly-1000.csv")
+
+
+def test_paths_are_taken_as_paths_and_bad_arguments_name_themselves(tmp_path):
+    from pathlib import Path
+
+    from roundhouse.runtime.snapshot import SnapshotError
+
+    here = os.getcwd()
+    os.chdir(REPO)
+    try:
+        sim = Simulation("graphs/fifo.sched", cluster=Path("clusters/gavel-physical.toml"), overrides=["arrivals.jobs=5"])
+        as_text = Simulation("graphs/fifo.sched", cluster="clusters/gavel-physical.toml", overrides=["arrivals.jobs=5"])
+    finally:
+        os.chdir(here)
+    assert sim.world.cluster.node_gpus.sum() == as_text.world.cluster.node_gpus.sum() > 0
+    with pytest.raises(UsageError, match=r"^trace: expected the path of a trace file, got int"):
+        Simulation(REPO / "graphs" / "fifo.sched", trace=123)
+    with pytest.raises(UsageError, match=r"^columns: the job table has no column 'nosuch'.*; it has job_id"):
+        sim.jobs(["nosuch"])
+    with pytest.raises(SnapshotError, match=r"is a directory; give the file to write"):
+        sim.save(tmp_path)
+    with pytest.raises(SnapshotError, match=r"cannot write it: no directory .*nodir"):
+        sim.save(tmp_path / "nodir" / "x.snap")
+    assert list(tmp_path.iterdir()) == [] and not (tmp_path.parent / f"{tmp_path.name}.partial").exists()
+    with pytest.raises(UsageError, match=r"^path: expected the snapshot file to write"):
+        sim.save(123)
+    with pytest.raises(UsageError, match=r"^path: expected a snapshot file written by Simulation.save, got 123"):
+        Simulation.load(123)
+    assert sim.jobs(["job_id"]).columns == ["job_id"]  # (and a good column still reads)

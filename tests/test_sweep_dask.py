@@ -214,3 +214,18 @@ def test_an_interrupted_sweep_resumes_without_redoing_finished_runs(dask_cluster
     # Finished runs kept their rows (same key, same finishing time).
     kept = frame.filter(pl.col("key").is_in(before["key"].to_list())).sort("key")
     assert kept["finished_at"].to_list() == before.sort("key")["finished_at"].to_list()
+
+
+SYNTH_TINY = ["--set", "arrivals.jobs=20", "--set", "synth.horizon=1h", "--cluster", "4x4:V100"]
+
+
+def test_the_synthesizer_graph_runs_on_dask_workers(dask_cluster, tmp_path, capsys):
+    """Dask's worker processes are daemons, which may start no pool: the synthesizer's look-aheads
+    run in the worker, and decide as a pool would."""
+    cluster, _ = dask_cluster
+    out = tmp_path / "out"
+    graph = REPO / "graphs" / "blox-synthesizer.sched"
+    args = ["sweep", str(graph), "--vary", "synth.metric=jct,both", *SYNTH_TINY, "--dask", cluster.scheduler_address]
+    assert main([*args, "--out", str(out)]) == 0, capsys.readouterr().err
+    frame = stored(out)
+    assert set(frame["status"]) == {"ok"} and set(frame["jobs_finished"]) == {20}

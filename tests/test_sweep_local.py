@@ -132,6 +132,10 @@ def test_a_grid_naming_an_unknown_setting_or_field_runs_nothing_and_keeps_the_st
         (["--vary", "seed=1,2", "--seeds", "3"], "--seeds: give either --seeds or --vary seed"),
         (["--timeout", "0s"], "--timeout 0s: must be more than 0"),
         (["--timeout", "-5s"], "--timeout -5s: must be more than 0"),
+        (
+            ["--vary", "probe.point=1,2", "--set", "probe.point=2"],
+            "--set probe.point=2 and --vary probe.point=...: probe.point is both fixed and varied",
+        ),
     ]
     for extra, message in cases:
         assert main(["sweep", str(graph), "--out", str(out), *extra]) == 2, extra
@@ -201,3 +205,39 @@ def test_a_runs_key_follows_the_contents_of_every_input_not_their_paths(tmp_path
         assert key(second) != base, name
         path.write_text(text)
         assert key(second) == base, name
+
+
+@pytest.mark.slow
+def test_the_synthesizer_graph_runs_on_local_sweep_workers(tmp_path, capsys):
+    """A local sweep's workers are daemon processes, which may start no pool: the synthesizer's
+    look-aheads run in the worker (its default is two processes), with the same results."""
+    from tests.conftest import REPO
+    from tests.test_sweep_dask import SYNTH_TINY
+
+    graph = REPO / "graphs" / "blox-synthesizer.sched"
+    out = tmp_path / "out"
+    args = ["sweep", str(graph), "--vary", "synth.workers=1,2", *SYNTH_TINY, "--workers", "2", "--out", str(out)]
+    assert main(args) == 0, capsys.readouterr().err
+    frame = stored(out).sort("synth.workers")
+    assert set(frame["status"]) == {"ok"} and set(frame["jobs_finished"]) == {20}
+    one, two = frame.select("rounds", "avg_jct_s", "avg_responsiveness_s", "makespan_s", "preemptions").iter_rows()
+    assert one == two
+
+
+def test_bracketed_values_print_as_given_and_a_pooled_point_lists_its_seeds(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # (one table row a line)
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        f'round = 5min;\ncluster = "2x2:V100";\nsrc :: TraceSource(path="{TRACE}", jobs=6);\n'
+        "fifo :: Fifo;\nsrtf :: Srtf;\norder :: ChoosePolicy(candidates=[fifo, srtf]);\n"
+        "src -> AcceptAll -> JobPool -> order -> FirstFree -> Launch -> JobMetrics;\n"
+    )
+    out = tmp_path / "out"
+    args = ["sweep", str(graph), "--vary", "order.candidates=[fifo, srtf],[srtf, fifo]", "--vary", "seed=0,1,2"]
+    assert main([*args, "--workers", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    rows = [line for line in printed.splitlines() if "[fifo, srtf]" in line or "[srtf, fifo]" in line]
+    assert len(rows) == 2, printed  # rich would take [brackets] for markup and print blank cells
+    assert all("0,1,2" in line for line in rows), printed  # each point pools three seeds
+    points = pl.read_csv(out / "points.csv")
+    assert points["seed"].to_list() == ["0,1,2", "0,1,2"] and points["runs"].to_list() == [3, 3]

@@ -2,7 +2,9 @@
 from the round's start, picks the clearly best one, switches at its decision round, and the run
 from then on is that candidate's."""
 
+import os
 import re
+import sys
 
 import numpy as np
 import polars as pl
@@ -293,3 +295,48 @@ def test_a_look_ahead_sees_what_a_fork_between_rounds_run_on_without_arrivals_se
         present = np.concatenate([present, arrived])
         assert looked == outlook(copy.world, present, unstarted, fork.now, fork.now + horizon)
         assert looked.jobs > 0
+
+
+def test_it_starts_no_pool_in_a_daemon_or_under_a_script_that_would_run_again(tmp_path, monkeypatch):
+    import multiprocessing
+    import types
+
+    from roundhouse.elements import control
+
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text('import sys\n\nif __name__ == "__main__":\n    sys.exit(0)\n')
+    bare = tmp_path / "bare.py"
+    bare.write_text("import sys\n\nsys.exit(0)\n")
+    main = types.ModuleType("__main__")
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    assert control.can_start_processes()  # interactive: no main file a child would run
+    main.__file__ = str(guarded)
+    assert control.can_start_processes()
+    main.__file__ = str(bare)
+    assert not control.can_start_processes()
+    main.__file__ = str(guarded)
+    monkeypatch.setattr(multiprocessing.current_process(), "daemon", True)
+    assert not control.can_start_processes()
+
+
+def test_a_script_without_a_main_guard_runs_it_as_one_process_would(tmp_path):
+    """A spawned pool would run such a script again from its top; the synthesizer simulates in
+    the script's process instead, and decides as it does with one worker."""
+    import subprocess
+
+    from roundhouse.runtime.simulation import Simulation
+    from tests.conftest import REPO
+
+    script = tmp_path / "plain.py"
+    script.write_text(
+        "from roundhouse import Simulation\n"
+        f"sim = Simulation({QUICK_GRAPH.format(workers=2)!r}, until=8 * 3600)\n"
+        "result = sim.run()\n"
+        f"result.reports['synth']['decisions'].write_csv({str(tmp_path / 'two.csv')!r})\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    one = Simulation(QUICK_GRAPH.format(workers=1), until=8 * 3600).run().reports["synth"]["decisions"]
+    two = pl.read_csv(tmp_path / "two.csv", schema=one.schema)
+    assert one.height > 0 and two.equals(one)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import attrs
@@ -17,6 +18,7 @@ import polars as pl
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import holds_a_sweep
+from roundhouse.runtime.results_store import ResultsStore
 
 # The columns of a JobMetrics summary (elements/sinks.py); the other columns of a sweep's
 # table are its varied names, apart from the bookkeeping below.
@@ -48,7 +50,8 @@ METRICS = (
     "rack_starts",
     "network_starts",
 )
-# Columns a results store may keep about each run that are neither varied nor measured.
+# Columns a results store may keep about each run that are neither varied nor measured. (A
+# sweep records a setting such as `cluster` only when it varies it: then it is an axis.)
 BOOKKEEPING = {
     "key",
     "run_key",
@@ -58,7 +61,6 @@ BOOKKEEPING = {
     "wall_s",
     "rounds",
     "graph",
-    "cluster",
     "trace",
     "overrides",
     "settings",
@@ -110,6 +112,7 @@ class SweepFolder:
     labels: tuple[str, ...]  # the varied names, in table order
     failed: int  # runs the store records as failed
     graph: str | None  # the graph, if the store records one
+    unreadable: tuple[Path, ...] = ()  # damaged files of the results store, left out
 
 
 def open_folder(text: str) -> RunFolder | SweepFolder:
@@ -154,14 +157,21 @@ def _open_run(path: Path) -> RunFolder:
 
 def _open_sweep(path: Path) -> SweepFolder:
     store = path / "results"
+    unreadable: tuple[Path, ...] = ()
     if store.is_dir():
-        files = sorted(store.rglob("*.parquet"))
-        if not files:
+        results = ResultsStore(store)
+        if not results.files():
             raise UsageError(f"{store}: the results store holds no Parquet files (no run has finished)")
         try:
-            table = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
-        except (pl.exceptions.PolarsError, OSError) as err:
-            raise UsageError(f"{store}: cannot be read as Parquet ({_first_line(err)})") from None
+            table = results.read()
+        except (pl.exceptions.PolarsError, OSError) as err:  # (files that read, but do not fit together)
+            raise UsageError(f"{store}: its files cannot be read as one table ({_first_line(err)})") from None
+        # As a sweep does: a damaged file is named and left out, and the other runs still count.
+        unreadable = tuple(results.unreadable)
+        for damaged in unreadable:
+            print(f"warning: {damaged}: cannot be read (damaged?); its run is left out", file=sys.stderr)
+        if len(unreadable) == len(results.files()):
+            raise UsageError(f"{store}: none of its {len(unreadable)} Parquet files can be read (damaged?)")
         source = store
     else:
         source = path / "summary.csv"
@@ -190,7 +200,7 @@ def _open_sweep(path: Path) -> SweepFolder:
     # graph's own value of it.
     unset = [c for c in labels if ok[c].null_count()]
     ok = ok.with_columns(pl.col(c).cast(pl.String).fill_null(NOT_VARIED) for c in unset)
-    return SweepFolder(path, source, ok, labels, marked.height - ok.height, graph)
+    return SweepFolder(path, source, ok, labels, marked.height - ok.height, graph, unreadable)
 
 
 def _read_json(path: Path) -> dict:

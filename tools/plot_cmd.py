@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from roundhouse.errors import UsageError
 from roundhouse.tools.outputs import SweepFolder, open_folder
 from roundhouse.tools.plots import KINDS, figure, file_format, save
 
@@ -16,7 +17,7 @@ def register(sub) -> None:
         "--kind",
         help=f"{', '.join(KINDS)} (default: jct-cdf for a run, load for a sweep)",
     )
-    p.add_argument("--metric", default="avg_jct_s", help="for --kind load: the summary column to draw (default avg_jct_s)")
+    p.add_argument("--metric", help="for --kind load: the summary column to draw (default avg_jct_s)")
     p.add_argument("--x", help="for --kind load: the varied name on the x axis (default: the first one that is not a seed)")
     p.add_argument("-o", "--output", required=True, help="output file: .png or .svg")
     p.set_defaults(handler=plot)
@@ -26,5 +27,9 @@ def plot(args) -> int:
     file_format(Path(args.output))  # before any work
     folder = open_folder(args.folder)
     kind = args.kind or ("load" if isinstance(folder, SweepFolder) else "jct-cdf")
-    save(figure(folder, kind, args.metric, args.x), Path(args.output))
+    # Options that would not change the figure are refused rather than ignored.
+    given = [f"--{name} {value}" for name, value in (("metric", args.metric), ("x", args.x)) if value is not None]
+    if given and kind != "load":
+        raise UsageError(f"{', '.join(given)}: only for --kind load, a sweep's metric against a varied name (not --kind {kind})")
+    save(figure(folder, kind, args.metric or "avg_jct_s", args.x), Path(args.output))
     return 0

@@ -110,29 +110,71 @@ def jct_cdf_figure(run: RunFolder) -> Figure:
     return fig
 
 
-def busy_gpus(jobs: pl.DataFrame, end_s: float) -> tuple[np.ndarray, np.ndarray]:
+def busy_gpus(jobs: pl.DataFrame, end_s: float, capacity: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """GPUs held over time, as a step function: busy[i] GPUs from times[i] until times[i + 1].
 
     A job holds its GPUs from its first start to its finish (to `end_s` if it had not
     finished); a job never started holds nothing. jobs.csv does not say when a preempted job
-    was suspended, only how long it held its GPUs in all (run_s): its GPUs count in that
-    proportion over the whole span, so that the area under the curve is the GPU time held."""
-    started = jobs.filter(pl.col("first_start_s").is_not_null() & pl.col("first_start_s").is_not_nan())
-    start = started["first_start_s"].to_numpy().astype(float)
-    stop = started["finish_s"].fill_nan(None).fill_null(end_s).to_numpy().astype(float)
-    stop = np.maximum(stop, start)
-    gpus = started["gpus"].to_numpy().astype(float)
-    span = stop - start
-    held = started["run_s"].fill_nan(None).fill_null(0.0).to_numpy().astype(float)
-    preempted = (started["preemptions"].fill_null(0).to_numpy() > 0) & (span > 0)
-    gpus = np.where(preempted, gpus * np.clip(held / np.where(span > 0, span, 1.0), 0.0, 1.0), gpus)
+    was suspended, nor when an elastic one (Pollux, ONES) grew or shrank, only the GPU time it
+    held in all (`service_gpu_s`; without it, its requested `gpus` times `run_s`): a job that
+    did not hold its requested GPUs throughout counts that GPU time spread evenly over its
+    span, so that the area under the curve is the GPU time held. Given the cluster's
+    `capacity`, GPU time so spread above it is drawn in the nearest later (else earlier) time
+    with GPUs free: the curve never exceeds the cluster, and its area stays the same."""
+    start, stop, gpus, _ = held_gpus(jobs, end_s)
     edges = np.concatenate((start, stop))
     change = np.concatenate((gpus, -gpus))
     order = np.argsort(edges, kind="stable")
     times, first = np.unique(edges[order], return_index=True)
     if not len(times):
         return times, np.zeros(0)
-    return times, np.cumsum(np.add.reduceat(change[order], first))
+    busy = np.cumsum(np.add.reduceat(change[order], first))
+    if capacity:
+        busy = _within(times, busy, float(capacity))
+    return times, busy
+
+
+def held_gpus(jobs: pl.DataFrame, end_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Of each job that started: its first start, its finish (or `end_s`), the GPUs drawn for it
+    over that span, and whether they are its GPU time spread (it did not hold its requested GPUs
+    throughout: preempted or resized)."""
+    started = jobs.filter(pl.col("first_start_s").is_not_null() & pl.col("first_start_s").is_not_nan())
+    start = started["first_start_s"].to_numpy().astype(float)
+    stop = started["finish_s"].fill_nan(None).fill_null(end_s).to_numpy().astype(float)
+    stop = np.maximum(stop, start)
+    gpus = started["gpus"].to_numpy().astype(float)
+    span = stop - start
+    held = gpus * started["run_s"].fill_nan(None).fill_null(0.0).to_numpy().astype(float)
+    if "service_gpu_s" in started.columns:  # (what a resized job held, which `gpus` does not say)
+        service = started["service_gpu_s"].cast(pl.Float64).fill_nan(None).fill_null(np.nan).to_numpy().astype(float)
+        held = np.where(np.isnan(service), held, service)
+    # Within rounding of its requested GPUs over the whole span, a job is drawn with them.
+    whole = np.abs(held - gpus * span) <= 1e-9 * np.maximum(1.0, gpus * span)
+    spread = ~whole & (span > 0)
+    gpus = np.where(spread, np.maximum(held, 0.0) / np.where(span > 0, span, 1.0), gpus)
+    return start, stop, gpus, spread
+
+
+def _within(times: np.ndarray, busy: np.ndarray, capacity: float) -> np.ndarray:
+    """`busy` with what exceeds `capacity` moved into the nearest later steps with room, and
+    what passes the last step back into the nearest earlier ones. The jobs really held no more
+    than the cluster within the span, so everything finds room."""
+    widths = np.diff(times)
+    busy = busy.copy()
+    if not len(widths) or busy[:-1].max() <= capacity:
+        return busy
+    carry = 0.0  # GPU-seconds still to place
+    for i in [*range(len(widths)), *reversed(range(len(widths)))]:
+        if widths[i] <= 0:
+            continue
+        if busy[i] > capacity:
+            carry += (busy[i] - capacity) * widths[i]
+            busy[i] = capacity
+        elif carry > 0:
+            moved = min(carry, (capacity - busy[i]) * widths[i])
+            busy[i] += moved / widths[i]
+            carry -= moved
+    return busy
 
 
 def recorded_busy_gpus(record: pl.DataFrame, jobs: pl.DataFrame, end_s: float) -> tuple[np.ndarray, np.ndarray] | None:
@@ -181,7 +223,7 @@ def utilisation_figure(run: RunFolder) -> Figure:
     exact = None
     if (run.path / FILE_NAME).is_file():
         exact = recorded_busy_gpus(pl.read_parquet(run.path / FILE_NAME), run.jobs, run.end_s)
-    times, busy = exact if exact is not None else busy_gpus(run.jobs, run.end_s)
+    times, busy = exact if exact is not None else busy_gpus(run.jobs, run.end_s, run.cluster_gpus)
     if not len(times):
         raise UsageError(f"{run.path}: no job started in this run; no GPU was ever busy")
     end = max(run.end_s, float(times[-1]))
@@ -197,9 +239,11 @@ def utilisation_figure(run: RunFolder) -> Figure:
         measured = run.summary.get("utilization")
         if measured is not None:
             ax.axhline(measured * capacity, color="grey", linewidth=1, linestyle="--", label=f"measured average: {measured:.1%}")
-    preempted = int((run.jobs["preemptions"].fill_null(0) > 0).sum())
-    if preempted and exact is None:
-        ax.set_title(f"{preempted} preempted jobs: their GPU time spread over first start to finish", fontsize=8, loc="right")
+    spread = int(held_gpus(run.jobs, run.end_s)[3].sum())
+    if spread and exact is None:
+        ax.set_title(
+            f"{spread} preempted or resized jobs: their GPU time spread over first start to finish", fontsize=8, loc="right"
+        )
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("busy GPUs")
     ax.set_xlim(0, end / size)
@@ -297,6 +341,11 @@ def metric_bands(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = 
     from scipy import stats
 
     table = sweep.table
+    if table.height == 0:  # (before the options: they cannot be checked against no runs)
+        raise UsageError(
+            f"{sweep.source}: no run of the sweep finished ({sweep.failed} failed); nothing to draw "
+            "(`roundhouse sweep` prints each failed run's error)"
+        )
     varied = [label for label in sweep.labels if not is_seed(label)]
     if x is None:
         if not varied:

@@ -23,8 +23,10 @@ SWEEP_METRICS = ("avg_jct_s", "p99_jct_s", "avg_responsiveness_s", "utilization"
 SWEEP_COLUMNS = ("jobs_finished", "avg_jct_s", "p99_jct_s", "avg_responsiveness_s", "utilization", "preemptions")
 CAPTIONS = {
     "jct-cdf": "Job completion times of the finished jobs.",
-    "utilisation": "GPUs held over time, counted from each job's first start to its finish.",
-    "gantt": "Each job in arrival order: grey while it waited, a bar from its first start to its finish.",
+    "utilisation": "GPUs held over time, from each job's first start to its finish (a preempted or resized "
+    "job's GPU time spread over that span when the run's record does not say when it held what).",
+    "gantt": "Each job in arrival order: grey while it waited, a bar from its first start to its finish, "
+    "coloured by the GPUs it requested.",
 }
 
 STYLE = """
@@ -117,6 +119,9 @@ def sweep_page(sweep: SweepFolder) -> str:
     facts = [f"{table.height} runs finished", f"read from {sweep.source.name}"]
     if sweep.failed:
         facts.append(f"{sweep.failed} runs failed (left out)")
+    if sweep.unreadable:
+        names = ", ".join(p.name for p in sweep.unreadable)
+        facts.append(f"{len(sweep.unreadable)} damaged files of the results store left out ({names})")
     plots = []
     for metric in (m for m in SWEEP_METRICS if m in table.columns):
         try:

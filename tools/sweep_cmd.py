@@ -10,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from roundhouse.errors import UsageError
@@ -94,6 +95,17 @@ def read_grid(items: list[str], seeds: int) -> list[tuple[str, list[str]]]:
     return grid
 
 
+def _refuse_fixed_and_varied(fixed: list[str], varied: tuple[str, ...]) -> None:
+    """A name both fixed and varied would silently take the varied values: say so instead."""
+    for text in fixed:
+        name = text.partition("=")[0].strip()
+        if name in varied:
+            raise UsageError(
+                f"--set {text} and --vary {name}=...: {name} is both fixed and varied; "
+                f"keep one (--set for one value in every run, --vary for several)"
+            )
+
+
 def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     """Every run of the sweep with its key, in grid order (seeds innermost). Every combination
     is compiled and its cluster checked before any run starts, so a bad grid value is reported
@@ -125,6 +137,7 @@ def sweep(args) -> int:
     if args.dask is not None and args.workers is not None:
         raise UsageError("--workers: counts local worker processes; a Dask cluster has the workers it has")
     names = tuple(n for n, _ in grid)
+    _refuse_fixed_and_varied(args.overrides, names)
     out = results_folder(args.out, "--out", "sweep") if args.out is not None else None
     runs = plan_runs(args, grid, until)
     err = Console(stderr=True)
@@ -138,7 +151,7 @@ def sweep(args) -> int:
             if row["key"] in ours and row["status"] == "ok":
                 finished[row["key"]] = row
         for path in store.unreadable:
-            err.print(f"warning: {path}: cannot be read (damaged?); its run is done again", highlight=False)
+            err.print(f"warning: {path}: cannot be read (damaged?); its run is done again", highlight=False, markup=False)
     try:
         tasks = list({key: Task(key, spec) for key, spec in runs if key not in finished}.values())
         executor = DaskExecutor(args.dask) if args.dask is not None else LocalExecutor(args.workers)
@@ -147,10 +160,12 @@ def sweep(args) -> int:
             total = len({key for key, _ in runs})
             if finished:
                 err.print(
-                    f"{len(finished)} of {total} runs already in {store.folder}; running the other {len(tasks)}", highlight=False
+                    f"{len(finished)} of {total} runs already in {store.folder}; running the other {len(tasks)}",
+                    highlight=False,
+                    markup=False,
                 )
             if tasks:
-                err.print(f"running {len(tasks)} runs on {executor.where_for(len(tasks))}", highlight=False)
+                err.print(f"running {len(tasks)} runs on {executor.where_for(len(tasks))}", highlight=False, markup=False)
             with SweepProgress(total, len(finished), err) as progress:
                 for row in executor.run(tasks, timeout):
                     if store is not None:
@@ -210,7 +225,10 @@ def point_summary(frame: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
     for point in dict.fromkeys(frame["point"].to_list()):
         runs = frame.filter(pl.col("point") == point)
         ok = runs.filter(pl.col("status") == "ok")
-        row = {n: runs[n][0] for n in names} | {"runs": runs.height, "failed": runs.height - ok.height}
+        # A varied seed is pooled like the seeds of --seeds (the point leaves it out): its cell
+        # lists the seeds pooled rather than claim the first.
+        row = {n: ",".join(map(str, dict.fromkeys(runs[n].to_list()))) if n == "seed" else runs[n][0] for n in names}
+        row |= {"runs": runs.height, "failed": runs.height - ok.height}
         for m in metrics:
             values = [float(v) for v in ok[m].to_list() if v is not None]
             mean, half = mean_ci(values) if values else (None, None)
@@ -223,10 +241,10 @@ def point_summary(frame: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
 def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFrame) -> None:
     seeds = frame.filter(pl.col("point") == frame["point"][0]).height
     title = f"{graph_name}: {frame.height} runs" + (f", {seeds} seeds per point (mean ± 95% CI)" if seeds > 1 else "")
-    table = Table(title=title)
+    table = Table(title=escape(title))  # (rich reads [brackets] in cells as markup)
     shown = [m for m in SHOWN_METRICS if f"{m}_mean" in points.columns]
     for col in [*names, "runs", *shown]:
-        table.add_column(col)
+        table.add_column(escape(col))
     for row in points.iter_rows(named=True):
         runs = str(row["runs"]) if not row["failed"] else f"{row['runs'] - row['failed']}/{row['runs']} ok"
         cells = [_fmt(row[n]) for n in names] + [runs]
@@ -240,7 +258,7 @@ def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFr
 def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
-    return "—" if v is None else str(v)
+    return "—" if v is None else escape(str(v))
 
 
 class SweepProgress:
@@ -282,7 +300,9 @@ class SweepProgress:
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done + self.failed, counts=self._counts())
             if row["status"] != "ok":
-                self._bar.console.print(f"{row['status']}: {row['point']} seed={row['seed']}: {row['error']}", highlight=False)
+                self._bar.console.print(
+                    f"{row['status']}: {row['point']} seed={row['seed']}: {row['error']}", highlight=False, markup=False
+                )
             return
         what = f"{row['point']} seed={row['seed']}"
         took = f" in {row['run_s']:.1f} s" if row.get("run_s") is not None else ""
