@@ -67,18 +67,28 @@ def load_profile(graph: CompiledGraph):
 
 
 def load_elastic(graph: CompiledGraph):
-    """The graph's elastic profile (traces/goodput.py), or None."""
+    """The graph's elastic profile (traces/goodput.py), or None. "ones" or "pollux" alone names
+    a built-in profile (traces/ones.py, traces/pollux.py) unless a folder of that name is there."""
     if graph.settings.elastic_profile is None:
         return None
+    import os
     from pathlib import Path
 
+    from roundhouse.errors import TraceError
     from roundhouse.traces.goodput import ElasticProfile
 
     path = Path(graph.settings.elastic_profile)
-    if path.name.lower() in ("ones", "pollux") and not path.exists():  # built in: traces/ones.py, traces/pollux.py
+    name = path.name.lower()
+    if name in ("ones", "pollux") and not path.exists():
+        # The setting was resolved against the graph's folder (the current one for --set): a
+        # bare name is that folder joined with the name; any other folder was written out.
+        given_in_graph = "elastic_profile" in graph.setting_locations
+        base = Path(os.path.normpath(Path(graph.path).parent)) if given_in_graph else Path.cwd()
+        if path.parent != base:
+            raise TraceError(str(path), f'no such folder (the built-in profile is named "{name}" alone, without a folder)')
         from roundhouse.traces import ones, pollux
 
-        return ones.profile() if path.name.lower() == "ones" else pollux.profile()
+        return ones.profile() if name == "ones" else pollux.profile()
     return ElasticProfile.load_pollux(path)
 
 

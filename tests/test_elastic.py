@@ -277,3 +277,67 @@ def test_two_jobs_swap_gpus_by_resizes():
     _step(world, sim, Plan.of(resizes=[Resize(0, [2]), Resize(1, [0], in_place=False)]))
     assert world.gpus_of(0).tolist() == [2] and world.gpus_of(1).tolist() == [0]
     assert _col(world, "done").tolist() == pytest.approx([199.0, 180.0])  # 1 s in place, 20 s by restart
+
+
+def _header_only(path):
+    path.write_text(path.read_text().split("\n")[0] + "\n")
+
+
+def _replace_row(path, line, row):
+    lines = path.read_text().split("\n")
+    lines[line - 1] = row
+    path.write_text("\n".join(lines))
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda f: _header_only(f / "placements.csv"), r"toy/placements.csv: error: has no measurements \(only a header\)"),
+        (lambda f: _header_only(f / "validation-200.csv"), r"toy/validation-200.csv: error: has no measurements"),
+        (
+            lambda f: _replace_row(f / "placements.csv", 3, "1,100,0,0.0"),
+            r"placements.csv:3: error: column 'step_time': '0' is not a number more than 0",
+        ),
+        (
+            lambda f: _replace_row(f / "placements.csv", 2, "1,50,0.15,0.15"),
+            r"placements.csv:2: error: column 'sync_time': 0.15 is not less than step_time 0.15",
+        ),
+        (
+            lambda f: _replace_row(f / "placements.csv", 2, "10,50,0.15,0.0"),
+            r"placements.csv:2: error: column 'placement': 10 has a 0 digit",
+        ),
+        (
+            lambda f: _replace_row(f / "placements.csv", 2, "1,12.5,0.15,0.0"),
+            r"placements.csv:2: error: column 'local_bsz': '12.5' is not a whole number",
+        ),
+        (
+            lambda f: _replace_row(f / "validation-100.csv", 3, "1000.0,0,0.5,1.0,1.0"),
+            r"validation-100.csv:3: error: column 'iteration': '0' is not a number more than 0",
+        ),
+    ],
+)
+def test_bad_measurement_files_are_located_errors(tmp_path, damage, message):
+    """A measurement file with no rows, a zero step time or a cell that cannot be what its
+    column says stops the fit with the file (and line and column), never a traceback or a fit
+    of garbage."""
+    from roundhouse.errors import TraceError
+    from roundhouse.traces.goodput import ElasticProfile
+
+    damage(_app_folder(tmp_path) / "toy")
+    with pytest.raises(TraceError, match=message):
+        ElasticProfile.load_pollux(tmp_path, epochs={"toy": 3})
+
+
+def test_batch_jump_penalty_charges_resizes_not_launches():
+    """The penalty weighs ONES' mid-training jump (a resize growing the batch past 2x), not the
+    batch a job is launched or relaunched at, however far that is from its own or its last."""
+    jobs = [dict(job_id=1, arrival_s=0.0, gpus=1, duration_s=1000.0, batch_size=32, epoch_size=100.0)]
+    world, sim = _world(jobs)
+    world.batch_jump_penalty = 1.5
+    _step(world, sim, Plan.of([Assignment(0, [0, 1], 512)]))  # 16x its own batch, at launch
+    assert _col(world, "work")[0] == 1000.0 and _col(world, "batch_used")[0] == 512
+    _step(world, sim, Plan.of(suspend=np.array([0])))
+    _step(world, sim, Plan.of([Assignment(0, [0], 32)]))
+    _step(world, sim, Plan.of(suspend=np.array([0])))
+    _step(world, sim, Plan.of([Assignment(0, [0, 1], 512)]))  # relaunched at 16x its last
+    assert _col(world, "work")[0] == 1000.0

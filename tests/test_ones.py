@@ -139,8 +139,9 @@ def test_a_batch_size_no_application_covers_is_a_located_error(tmp_path, capsys)
 
 def test_the_elements_batch_limit_through_a_jobs_life():
     """Ones' R, round by round (sigma = 1/30 s, the floor reading): 1 at the start; doubled after
-    an epoch at the limit while the job has run under 30 s; held once it is past 30 s; halved
-    each round it waits after having run; never past the job's own cap."""
+    an epoch at the limit while the job has run under 30 s; held once it is past 30 s; left
+    alone while the job waits (only a deployed schedule that leaves it out halves it); never
+    past the job's own cap."""
     from roundhouse.elements.policies.ones import Ones
 
     o = Ones(sigma=1 / 30, rounding="floor")
@@ -158,7 +159,128 @@ def test_the_elements_batch_limit_through_a_jobs_life():
     # An epoch later at 2 GPUs: job 0 has run 40 s (2R / floor(40/30 + 1) = 4/2 = 2, held), job 1
     # 70 s (4 / floor(70/30 + 1) = 4/3, up to 2).
     assert update([2.0, 2.0, 0.0], [True, True, False], [2, 2, 0], [40.0, 70.0, 0.0]) == [2, 2, 1]
-    # Job 0 is suspended: waiting after having run, its limit halves each round; job 2 runs
-    # an epoch fast and doubles, up to its cap of 2 GPUs and no further.
-    assert update([2.0, 3.0, 1.0], [False, True, True], [0, 2, 1], [40.0, 80.0, 5.0]) == [1, 2, 2]
-    assert update([2.0, 3.0, 2.0], [False, True, True], [0, 2, 2], [40.0, 80.0, 10.0]) == [1, 2, 2]
+    # Job 0 is suspended: waiting after having run, its limit stays what it was round after
+    # round; job 2 runs an epoch fast and doubles, up to its cap of 2 GPUs and no further.
+    assert update([2.0, 3.0, 1.0], [False, True, True], [0, 2, 1], [40.0, 80.0, 5.0]) == [2, 2, 2]
+    assert update([2.0, 3.0, 2.0], [False, True, True], [0, 2, 2], [40.0, 80.0, 10.0]) == [2, 2, 2]
+
+
+class _Active:
+    """The parts of a round's Active that Ones._deploy reads."""
+
+    def __init__(self, run_s, batch):
+        self.rows = np.arange(len(run_s))
+        self.run_s = np.asarray(run_s, dtype=np.float64)
+        self._batch = np.asarray(batch, dtype=np.float64)
+
+    def __len__(self):
+        return len(self.rows)
+
+    def column(self, name):
+        assert name == "batch_size"
+        return self._batch
+
+
+def test_a_preempted_jobs_limit_is_set_once_and_halved_only_when_left_out():
+    """ONES §3.3.2, Resume: a preempted job may ask again for what it held (R is set to that,
+    once); each deployed schedule that still leaves it waiting halves R. Waiting rounds in
+    between change nothing."""
+    from types import SimpleNamespace
+
+    from roundhouse.elements.policies.ones import Ones
+
+    o = Ones(gate_epochs=1.0)
+    o.counters.update(deployed=0, held_back=0)
+    o._limit, o._seen = np.array([8, 8, 8]), np.ones(3, dtype=bool)
+    o._epoch_mark, o._scaled_at = np.zeros(3), np.zeros(3)
+    ctx = SimpleNamespace(jobs=SimpleNamespace(has_column=lambda name: False))
+    epochs, cap = np.array([5.0, 5.0, 5.0]), np.array([8, 8, 8])
+    active = _Active([100.0, 50.0, 100.0], [32, 32, 32])
+    # Job 0 holds GPUs 0-1 with R = 8, job 2 GPUs 2-3; job 1 waits, having run. The schedule
+    # deployed gives every GPU to job 2: job 0 is suspended (R: what it held, 2) and job 1 is
+    # left out (R: 8 halved, 4).
+    current, best = np.array([0, 0, 2, 2]), np.array([2, 2, 2, 2])
+    plan = o._deploy(ctx, active, best, current, epochs, np.array([2, 0, 2]), o._limit.copy())
+    assert plan.suspend.tolist() == [0] and o._limit.tolist() == [2, 4, 8]
+    # Three rounds of waiting: the limits of the waiting jobs are left alone.
+    for _ in range(3):
+        got = o._update_limits(np.arange(3), epochs, np.array([False, False, True]), np.array([0, 0, 4]), active.run_s, cap)
+        assert got.tolist() == [2, 4, 8]
+    # The next schedule deployed leaves both out again: each halves once.
+    o._deploy(ctx, active, np.array([2, 2, 2, 2]), np.array([2, 2, 2, 2]), epochs + 1, np.array([0, 0, 4]), o._limit.copy())
+    assert o._limit.tolist() == [1, 2, 8]
+
+
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        ("mutate_rate=-0.5", "argument 'mutate_rate' of Ones must be 0 or more, got -0.5"),
+        ("mutate_rate=1.5", "argument 'mutate_rate' of Ones must be at most 1, got 1.5"),
+        ("swap=-1", "argument 'swap' of Ones must be 0 or more, got -1"),
+        ("gate_epochs=-3", "argument 'gate_epochs' of Ones must be 0 or more, got -3"),
+        ("sigma=-1", "argument 'sigma' of Ones must be 0 or more, got -1"),
+        ("rounding=round", "argument 'rounding' of Ones must be one of 'ceil', 'floor', got \"round\""),
+        ("seed=-2", "argument 'seed' of Ones must be 0 or more, got -2"),
+    ],
+)
+def test_bad_arguments_are_located_errors(capsys, argument, message):
+    from tests.conftest import fails
+
+    graph = Path(__file__).parents[1] / "graphs" / "ones.sched"
+    err = fails(capsys, "run", graph, "--set", f"Ones@2.{argument}", "--until", "1min")
+    assert f"--set Ones@2.{argument}: {message}" in err and "attrs" not in err
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("5", ",512,", ",abc,"), r"h.csv:5: error: column 'batch_size': 'abc' is not a whole number of at least 1"),
+        (("7", "879686", "0"), r"h.csv:7: error: column 'total_workload': '0' is not a number more than 0"),
+        (("3", ",80000,", ",1800000,"), r"h.csv:3: error: column 'num_samples': 1.8e\+06 is more than total_workload 879686"),
+        (("4", ",0.01,", ",,"), r"h.csv:4: error: column 'lr': '' is not a number more than 0"),
+    ],
+)
+def test_history_errors_name_file_line_and_column(tmp_path, edit, message):
+    """A bad cell of the history that seeds the predictor stops the run before it starts,
+    naming where it is (the reader, and the element given the file)."""
+    from roundhouse.runtime.compiler import compile_file
+    from roundhouse.runtime.simulate import simulate
+
+    line, old, new = edit
+    lines = Path(HISTORY).read_text().split("\n")
+    assert old in lines[int(line) - 1]
+    lines[int(line) - 1] = lines[int(line) - 1].replace(old, new, 1)
+    bad = tmp_path / "h.csv"
+    bad.write_text("\n".join(lines))
+    with pytest.raises(TraceError, match=message):
+        ones.read_history(bad)
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 10s;\ncluster = "16x4:V100";\nelastic_profile = "ones";\n'
+        f'TraceSource(path="{tmp_path / "t.csv"}") -> AcceptAll -> JobPool -> Ones(history="h.csv", seed=0) -> Launch -> JobMetrics;\n'
+    )
+    ones.generate(1, seed=0).write_csv(tmp_path / "t.csv")
+    with pytest.raises(TraceError, match=message):  # itself, not an element's crash around it
+        simulate(compile_file(graph), until=10.0)
+
+
+def test_learning_from_jobs_of_tiny_or_unknown_epoch_sizes():
+    """Epoch sizes the trace checks let through (a tiny one; an empty cell) give the predictor
+    a bounded number of points per finished job instead of one per epoch (10^15 here)."""
+    from types import SimpleNamespace
+
+    from roundhouse.elements.policies.ones import Ones
+
+    o = Ones(refit_steps=1)
+    o._predictor = BetaPredictor(seed=0, steps=1)
+    o.counters.update(refits=0)
+    table = {"epoch_size": np.array([1e-6, np.nan, 100.0]), "work": np.array([1e9, 500.0, 1000.0])}
+    ctx = SimpleNamespace(
+        events=SimpleNamespace(finished=np.arange(3)),
+        jobs=SimpleNamespace(has_column=table.__contains__, column=table.__getitem__),
+    )
+    o._learn(ctx)
+    # Job 0: 1000 points spread over its 10^9 (capped) epochs; job 1 (no size: one sample an
+    # epoch): 500; job 2: its 10 epochs.
+    assert len(o._predictor.y) == 1000 + 500 + 10 and o.counters["refits"] == 1
+    assert np.isfinite(o._predictor.x).all() and (o._predictor.y > 0).all() and (o._predictor.y < 1).all()

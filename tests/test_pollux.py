@@ -384,3 +384,42 @@ def test_a_measured_noise_scale_replaces_the_fitted_one(tmp_path):
     table = goodput_table(profile, np.array([0, 0]), np.array([0, 0]), 1, 2, np.array([np.nan, 3000.0]))
     assert table[0, 1, 2] == pytest.approx(profile.rates(np.array([0]), 1, 2, fitted)[0])
     assert table[1, 1, 2] == pytest.approx(profile.rates(np.array([0]), 1, 2, measured, np.array([3000.0]))[0])
+
+
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        ("p=-500", "argument 'p' of Pollux must be at least -10, got -500"),
+        ("p=11", "argument 'p' of Pollux must be at most 10, got 11"),
+        ("interval=-1min", "argument 'interval' of Pollux must be 0 or more, got -1min"),
+        ("seed=-1", "argument 'seed' of Pollux must be 0 or more, got -1"),
+    ],
+)
+def test_bad_arguments_are_located_errors(capsys, argument, message):
+    from tests.conftest import fails
+
+    graph = Path(__file__).parents[1] / "graphs" / "pollux.sched"
+    err = fails(capsys, "run", graph, "--set", f"sched.{argument}", "--until", "1min")
+    assert f"--set sched.{argument}: {message}" in err
+
+
+def test_only_the_bare_names_mean_the_built_in_profiles(run_graph, tmp_path, monkeypatch):
+    """ "pollux" alone is Pollux's six built in; a path ending in pollux that names no folder is
+    an error, not the built-in profile. A folder of that name, where there is one, is read."""
+    graph = """
+    round = 60s;
+    cluster = "1x4:V100";
+    elastic_profile = "pollux";
+    TraceSource(path="trace.csv") -> AcceptAll -> JobPool -> Pollux(seed=0, population=4, generations=2) -> PolluxAgent -> Launch -> JobMetrics;
+    """
+    jobs = [dict(job_id=0, arrival_s=0.0, gpus=1, model="cifar10", batch_size=128, epochs=1.0)]
+    assert run_graph(graph, jobs).stop_reason == "every job finished"
+    monkeypatch.chdir(tmp_path)
+    for given in ("/no/such/dir/pollux", "elsewhere/pollux"):
+        with pytest.raises(TraceError, match=r"pollux: error: no such folder \(the built-in profile is named \"pollux\" alone"):
+            run_graph(graph, jobs, overrides=[f'elastic_profile="{given}"'])
+    assert run_graph(graph, jobs, overrides=['elastic_profile="pollux"']).stop_reason == "every job finished"
+    # A folder named pollux beside the graph is that folder's applications (here: only "toy").
+    _app_folder(tmp_path / "pollux")
+    with pytest.raises(TraceError, match="cifar10"):
+        run_graph(graph, jobs)

@@ -283,25 +283,53 @@ class ElasticProfile:
 _LOADED: dict[tuple, ElasticProfile] = {}
 
 
-def _read_csv(path: Path, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
-    import polars as pl
+def _read_csv(path: Path, kinds: dict[str, str]) -> dict[str, np.ndarray]:
+    """A measurement file's columns as numbers of their kinds (csvtext.NUMBER_KINDS: a count is
+    whole and at least 1, a time 0 or more, an amount more than 0); a TraceError names the
+    file, line and column of the first bad cell, or the file if it holds no rows."""
+    from roundhouse.traces.csvtext import number_column, read_cells
 
-    try:
-        frame = pl.read_csv(path)
-    except (OSError, pl.exceptions.PolarsError) as err:
-        raise TraceError(str(path), f"cannot read it ({err})") from None
-    missing = [c for c in columns if c not in frame.columns]
+    cells = read_cells(path)
+    missing = [c for c in kinds if c not in cells.frame.columns]
     if missing:
         raise TraceError(str(path), f"missing column(s) {', '.join(missing)}")
-    out = {c: frame[c].cast(pl.Float64, strict=False).to_numpy() for c in columns}
-    for c, values in out.items():
-        bad = np.isnan(values) | (values < 0)
-        if bad.any():
-            raise TraceError(f"{path}:{int(bad.nonzero()[0][0]) + 2}", f"column '{c}' must be a non-negative number")
+    if not cells.frame.height:
+        raise TraceError(str(path), "has no measurements (only a header)")
+    out = {c: number_column(cells.frame, c, cells.lines, str(path), kind) for c, kind in kinds.items()}
+    if "sync_time" in out:
+        # Compute time is step time less sync time: the throughput fit takes its logarithm.
+        bad = np.flatnonzero(out["sync_time"] >= out["step_time"])
+        if bad.size:
+            i = int(bad[0])
+            raise TraceError(
+                str(path),
+                f"{out['sync_time'][i]:g} is not less than step_time {out['step_time'][i]:g}",
+                row=int(cells.lines[i]),
+                column="sync_time",
+            )
+    if "placement" in out:
+        # Each digit is one machine's GPUs: a 0 would count a machine that holds none.
+        bad = np.flatnonzero(["0" in str(int(p)) for p in out["placement"]])
+        if bad.size:
+            i = int(bad[0])
+            raise TraceError(
+                str(path),
+                f"{int(out['placement'][i])} has a 0 digit (each digit is one machine's GPUs, 1 to 9)",
+                row=int(cells.lines[i]),
+                column="placement",
+            )
     return out
 
 
-_PLACEMENT_COLUMNS = ("placement", "local_bsz", "step_time", "sync_time")
+_PLACEMENT_COLUMNS = {"placement": "count", "local_bsz": "count", "step_time": "amount", "sync_time": "time"}
+_SCALABILITY_COLUMNS = {
+    "num_nodes": "count",
+    "num_replicas": "count",
+    "local_bsz": "count",
+    "step_time": "amount",
+    "sync_time": "time",
+}
+_VALIDATION_COLUMNS = {"progress": "amount", "iteration": "amount"}
 
 
 def perf_measurements(folder: Path, placements: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
@@ -316,7 +344,7 @@ def perf_measurements(folder: Path, placements: dict[str, np.ndarray] | None = N
     atomic, step_s, sync = placements["local_bsz"], placements["step_time"], placements["sync_time"]
     scale_path = folder / "scalability.csv"
     if scale_path.is_file():
-        s = _read_csv(scale_path, ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"))
+        s = _read_csv(scale_path, _SCALABILITY_COLUMNS)
         nodes, replicas = np.r_[nodes, s["num_nodes"]], np.r_[replicas, s["num_replicas"]]
         atomic, step_s, sync = np.r_[atomic, s["local_bsz"]], np.r_[step_s, s["step_time"]], np.r_[sync, s["sync_time"]]
     return nodes, replicas, atomic, step_s - sync, step_s
@@ -332,7 +360,7 @@ def _load_app(folder: Path, epochs: dict[str, int]) -> ElasticApp:
             batch = int(path.stem.split("-")[-1])
         except ValueError:
             raise TraceError(str(path), "a validation file's name must end in its batch size, validation-<batch>.csv") from None
-        v = _read_csv(path, ("progress", "iteration"))
+        v = _read_csv(path, _VALIDATION_COLUMNS)
         curves[batch] = (v["progress"], v["iteration"])
     if not curves:
         raise TraceError(str(folder), "no validation-<batch>.csv file (the efficiency model needs one)")

@@ -184,13 +184,25 @@ def generate(jobs: int = 400, mean_gap_s: float = 30.0, seed: int = 0) -> pl.Dat
 
 
 def read_history(path: str | Path) -> pl.DataFrame:
-    """The artifact's `job_history.csv`: per-epoch logs of completed jobs (HISTORY_COLUMNS)."""
-    path = Path(path)
-    try:
-        frame = pl.read_csv(path)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise TraceError(str(path), f"cannot read the job history: {exc}") from None
-    missing = [c for c in HISTORY_COLUMNS if c not in frame.columns]
+    """The artifact's `job_history.csv`: per-epoch logs of completed jobs (HISTORY_COLUMNS), the
+    numbers as floats. A bad cell is an error naming the file, line and column."""
+    origin = str(path)
+    cells = read_cells(path)
+    raw, lines = cells.frame, cells.lines
+    missing = [c for c in HISTORY_COLUMNS if c not in raw.columns]
     if missing:
-        raise TraceError(str(path), f"missing column(s) {', '.join(missing)}")
-    return frame.select(HISTORY_COLUMNS).cast({c: pl.Float64 for c in HISTORY_COLUMNS if c != "id"})
+        raise TraceError(origin, f"missing column(s) {', '.join(missing)}")
+    # A label is num_samples / total_workload: both must be positive, the first no larger.
+    kinds = {"epoch": "count", "epoch_size": "count", "num_samples": "amount", "total_workload": "amount"}
+    kinds |= {"batch_size": "count", "lr": "amount", "throughput": "amount"}
+    numbers = {c: number_column(raw, c, lines, origin, kinds.get(c, "time")) for c in HISTORY_COLUMNS if c != "id"}
+    over = np.flatnonzero(numbers["num_samples"] > numbers["total_workload"])
+    if over.size:
+        i = int(over[0])
+        raise TraceError(
+            origin,
+            f"{numbers['num_samples'][i]:g} is more than total_workload {numbers['total_workload'][i]:g}",
+            row=int(lines[i]),
+            column="num_samples",
+        )
+    return pl.DataFrame({"id": raw["id"], **numbers})

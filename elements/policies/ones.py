@@ -12,10 +12,23 @@ from roundhouse.elements.policies import ones_search as search
 from roundhouse.elements.policies.base import job_column as _column
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import LR_LINEAR, Active, Assignment, Plan, Resize
-from roundhouse.runtime.values import FilePath, at_most, positive
+from roundhouse.runtime.values import FilePath, at_most, non_negative, one_of, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
+
+
+# Bounds on what a trace's epoch size may imply (a tiny one makes a job of billions of epochs):
+# the epochs a job is counted as having, and the predictor points one finished job gives.
+_MAX_EPOCHS = 1e9
+_POINTS_PER_JOB = 1000
+
+
+def _epoch_sizes(ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
+    """Samples per epoch of each job; one where the trace gives none (an empty cell, or no
+    column), as for a job whose work is not counted in samples."""
+    size = _column(ctx, "epoch_size", rows, 1.0)
+    return np.where(np.isfinite(size) & (size > 0), size, 1.0)
 
 
 @element
@@ -34,7 +47,8 @@ class Ones(Element):
 
     R (GPUs, as the artifact counts it) starts at 1; after each epoch a job running at its
     limit asks for R' = ceil(2R / ceil(sigma T + 1)) (T its processed time: doubling at first,
-    then shrinking against convoys), at most its `max_gpus`; a waiting job left out halves R.
+    then shrinking against convoys), at most its `max_gpus`; a preempted job's R becomes at most
+    the GPUs it held (resume), and halves each time a deployed schedule leaves it out.
 
     Ports:
         active: admitted, unfinished jobs (elastic ones: their model in the elastic profile).
@@ -50,7 +64,7 @@ class Ones(Element):
         sample: draw completion fractions from the Beta (off: use their means).
         gate_epochs: epochs a changed job must have trained before the next change.
         in_place: resizes in place (about 1 s) rather than by checkpoint and restart.
-        history: job_history.csv of the artifact, to seed the predictor (none: no seed).
+        history: job_history.csv of the artifact, to seed the predictor (not given: no seed).
         refit_steps: Adam steps of each refit of the predictor (on every completion).
         seed: the element's own random seed.
     Counters:
@@ -71,18 +85,19 @@ class Ones(Element):
     state = ("_epoch_mark", "_limit", "_pop", "_pop_rows", "_predictor", "_rng", "_scaled_at", "_seen")
 
     population: int = attrs.field(default=16, validator=[positive, at_most(1024)])
-    mutate_rate: float = attrs.field(default=0.3, validator=at_most(1.0))
-    swap: float = attrs.field(default=0.5, validator=at_most(1.0))
-    sigma: float | None = None
-    rounding: str = attrs.field(default="floor", validator=attrs.validators.in_(("ceil", "floor")))
+    mutate_rate: float = attrs.field(default=0.3, validator=[non_negative, at_most(1.0)])
+    swap: float = attrs.field(default=0.5, validator=[non_negative, at_most(1.0)])
+    # Per second: anything near 1 already shrinks R to 1 after a second of running.
+    sigma: float | None = attrs.field(default=None, validator=[non_negative, at_most(1000.0)])
+    rounding: str = attrs.field(default="floor", validator=one_of("ceil", "floor"))
     limit: bool = True
     search: bool = True
     sample: bool = True
-    gate_epochs: float = 1.0
+    gate_epochs: float = attrs.field(default=1.0, validator=[non_negative, at_most(1e6)])
     in_place: bool = True
     history: FilePath | None = None
     refit_steps: int = attrs.field(default=100, validator=[positive, at_most(100000)])
-    seed: int | None = None
+    seed: int | None = attrs.field(default=None, validator=non_negative)
 
     def start(self, ctx: RoundContext) -> None:
         from roundhouse.elements.policies.ones_predictor import BetaPredictor, history_points
@@ -119,11 +134,13 @@ class Ones(Element):
             return
         from roundhouse.elements.policies.ones_predictor import features
 
-        size = _column(ctx, "epoch_size", finished, 1.0)
+        size = _epoch_sizes(ctx, finished)
         total = ctx.jobs.column("work")[finished]
-        epochs = np.maximum(np.round(total / size), 1).astype(np.int64)
-        job = np.repeat(np.arange(len(finished)), epochs)
-        k = np.arange(len(job)) - np.repeat(np.cumsum(epochs) - epochs, epochs) + 1
+        epochs = np.maximum(np.round(np.minimum(total / size, _MAX_EPOCHS)), 1)
+        # A job of very many (tiny) epochs gives points spread evenly over them, not one each.
+        points = np.minimum(epochs, _POINTS_PER_JOB).astype(np.int64)
+        job = np.repeat(np.arange(len(finished)), points)
+        k = (np.arange(len(job)) - np.repeat(np.cumsum(points) - points, points) + 1) * (epochs / points)[job]
         x = features(size[job], np.zeros(len(job)), k, np.full(len(job), np.nan), np.zeros(len(job)))
         self._predictor.add(x, k / epochs[job])
         self._predictor.fit()
@@ -138,8 +155,8 @@ class Ones(Element):
         rows = active.rows
         if not n:
             return Plan()
-        size = _column(ctx, "epoch_size", rows, 1.0)
-        epochs = active.done / size
+        size = _epoch_sizes(ctx, rows)
+        epochs = np.minimum(active.done / size, _MAX_EPOCHS)
         max_gpus = np.minimum(np.nan_to_num(_column(ctx, "max_gpus", rows, c), nan=c), c)
         # The batch limit caps GPUs too: the local batch stays fixed as GPUs are added.
         local = _column(ctx, "local_batch", rows, np.nan)
@@ -198,9 +215,8 @@ class Ones(Element):
             grown = search.scale_down(limit[due], run_s[due], sigma, self.rounding) if sigma > 0 else 2 * limit[due]
             limit[due] = grown
             self._scaled_at[rows[due]] = epochs[due]
-        # A waiting job that ran before asks for what it had (resume), halved each time it is left out.
-        waiting_started = ~running & (run_s > 0)
-        limit = search.resume_limit(limit, waiting_started)
+        # A waiting job's R is left alone here: it was set when the job was preempted and is
+        # halved only when a deployed schedule leaves it out (_deploy), not every round it waits.
         limit = np.clip(limit, 1, max_gpus)
         self._limit[rows] = limit
         return limit
@@ -245,13 +261,16 @@ class Ones(Element):
                     launches.append(Assignment(int(rows[j]), g.tolist(), int(local[j] * len(g))))
                 elif not len(g):
                     suspend.append(int(rows[j]))
+                    # Resume (§3.3.2): a preempted job may ask again for at most what it had.
+                    self._limit[rows[j]] = max(min(int(limit[j]), int(held[j])), 1)
                 elif changed[j]:
                     resizes.append(Resize(int(rows[j]), g.tolist(), int(local[j] * len(g)), LR_LINEAR, self.in_place))
                 else:
                     keep.append(int(rows[j]))
             self._epoch_mark[rows[changed]] = epochs[changed]
-            left_out = ~running & ~np.isin(np.arange(n), best)
-            self._limit[rows[left_out & (active.run_s > 0)]] = np.maximum(limit[left_out & (active.run_s > 0)] // 2, 1)
+            # A job that ran, still waiting under the schedule deployed, is rejected: R halves.
+            rejected = ~running & (active.run_s > 0) & ~np.isin(np.arange(n), best)
+            self._limit[rows[rejected]] = search.resume_limit(limit, rejected)[rejected]
             return Plan.of(
                 launches, keep=np.asarray(keep, dtype=np.int64), suspend=np.asarray(suspend, dtype=np.int64), resizes=resizes
             )

@@ -12,7 +12,7 @@ from roundhouse.elements.policies import pollux_search as search
 from roundhouse.elements.policies.base import job_column as _column
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import LR_ADASCALE, LR_LINEAR, Active, Assignment, Plan, Resize
-from roundhouse.runtime.values import Duration, at_most, non_negative, positive
+from roundhouse.runtime.values import Duration, at_least, at_most, non_negative, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -94,12 +94,13 @@ class Pollux(Element):
     population: int = attrs.field(default=100, validator=[positive, at_most(4096)])
     generations: int = attrs.field(default=100, validator=[positive, at_most(100000)])
     patience: int | None = attrs.field(default=None, validator=attrs.validators.optional([positive, at_most(100000)]))
-    p: float = attrs.field(default=-1.0, validator=[at_most(10.0)])
+    # (0.001)^p overflows a float past p = -100; -10 already weighs the slowest job almost alone.
+    p: float = attrs.field(default=-1.0, validator=[at_least(-10.0), at_most(10.0)])
     restart_delay: Duration = attrs.field(default=Duration(search.RESTART_DELAY_S), validator=non_negative)
     interference: bool = True
     explore: bool = True
-    interval: Duration | None = None
-    seed: int | None = None
+    interval: Duration | None = attrs.field(default=None, validator=non_negative)
+    seed: int | None = attrs.field(default=None, validator=non_negative)
 
     def start(self, ctx: RoundContext) -> None:
         self._rng = ctx.rng(self.seed)
