@@ -231,7 +231,6 @@ def held_gpus(ctx: RoundContext, launched: np.ndarray) -> tuple[np.ndarray, np.n
 def job_table(ctx: RoundContext, track: IdRange | None, starts: np.ndarray | None = None) -> pl.DataFrame:
     """One row per (tracked) job the run has seen, finished or not; `starts` (job rows x
     START_TIERS) counts each job's starts by the tier they spanned."""
-    """One row per (tracked) job the run has seen, finished or not."""
     table = ctx.jobs
     ids = table.column("job_id")
     rows: np.ndarray | slice = slice(None)  # (every job: the columns themselves, no copies)
@@ -267,7 +266,7 @@ def job_table(ctx: RoundContext, track: IdRange | None, starts: np.ndarray | Non
             pl.Series("preemptions", col("preemptions")),
             pl.Series("launches", col("launches")),
             floats("service_gpu_s", col("service")),
-            pl.Series("model", col("model").tolist(), dtype=pl.String),  # (from numpy, None first fails)
+            pl.Series("model", _model_names(ctx, col).tolist(), dtype=pl.String),  # (from numpy, None first fails)
             pl.Series("batch_size", col("batch_size")),
             floats("duration_s", col("duration_s")),
             status.replace_strict(list(range(len(STATUS_NAMES) + 1)), [*STATUS_NAMES, "failed"], return_dtype=pl.String),
@@ -280,6 +279,30 @@ def job_table(ctx: RoundContext, track: IdRange | None, starts: np.ndarray | Non
     )
     job_ids = frame["job_id"]
     return frame if job_ids.is_sorted() else frame.sort("job_id")
+
+
+def _model_names(ctx: RoundContext, col) -> np.ndarray:
+    """Each job's model as the throughput profile names it; where that profile does not know it,
+    as the communication or the CPU and memory profile does (Dally's and Synergy's models are
+    mostly not in the throughput profile), else none. (The job table keeps no other spelling of
+    the trace's name.)"""
+    names = col("model")
+    missing = np.array([m is None for m in names.tolist()], dtype=bool)
+    if not missing.any():
+        return names
+    names = names.copy()
+    table = ctx.throughput.communication
+    if table is not None and ctx.jobs.has_column("comm_model"):
+        rows = col("comm_model")
+        named = missing & (rows >= 0)
+        if named.any():
+            names[named] = np.array(table.models, dtype=object)[rows[named]]
+            missing &= ~named
+    rows = col("resource_model") if ctx.jobs.has_column("resource_model") else np.full(len(names), -1)
+    named = missing & (rows >= 0)
+    if named.any():
+        names[named] = np.array(ctx.throughput.resources.models, dtype=object)[rows[named]]
+    return names
 
 
 def summarize(jobs: pl.DataFrame, ctx: RoundContext) -> dict:

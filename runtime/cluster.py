@@ -98,7 +98,7 @@ class ClusterSpec:
         """A spec from a TOML file path or the command-line shorthand. With `gpu_types`, a
         group of any other GPU type (compared case-insensitively) is an error."""
         text = text.strip()
-        if text.endswith(".toml") or Path(text).is_file():
+        if text.endswith(".toml") or _is_file(text):
             return cls.from_toml(Path(text), gpu_types)
         if text.lower().startswith("dally"):
             return cls.dally(text, gpu_types)
@@ -184,6 +184,15 @@ class ClusterSpec:
             raise ClusterError("'name' must be a string", path)
         tiers = _tiers_from_table(path, data["tiers"]) if "tiers" in data else None
         return cls(name, tuple(groups), tiers)
+
+
+def _is_file(text: str) -> bool:
+    """Whether `text` names a file; False where it cannot be a path at all (too long a name, a
+    NUL), so that a long shorthand reaches its own parser."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _tiers_from_table(path: Path, table: object) -> Tiers:
@@ -308,6 +317,14 @@ class Cluster:
     """
 
     def __init__(self, spec: ClusterSpec):
+        # GPU types are compared without regard to case: spellings that differ only in case are
+        # one type, spelt as first written, so placers see one type where the spec means one.
+        spelling: dict[str, str] = {}
+        for g in spec.groups:
+            spelling.setdefault(g.gpu_type.lower(), g.gpu_type)
+        if any(spelling[g.gpu_type.lower()] != g.gpu_type for g in spec.groups):
+            groups = tuple(attrs.evolve(g, gpu_type=spelling[g.gpu_type.lower()]) for g in spec.groups)
+            spec = attrs.evolve(spec, groups=groups)
         self.spec = spec
         self.gpu_types: tuple[str, ...] = tuple(dict.fromkeys(g.gpu_type for g in spec.groups))
         racks: list[str] = []

@@ -26,6 +26,13 @@ def _largest(a: np.ndarray):
     return a[a.argmax()]
 
 
+def _share_weights(owner: np.ndarray, cpu: np.ndarray, memory: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each GPU's part of its job's CPU cores and of its memory, from the GPUs' owners and their
+    GPU-proportional shares: its share over the job's summed shares."""
+    _, job = np.unique(owner, return_inverse=True)
+    return cpu / np.bincount(job, weights=cpu)[job], memory / np.bincount(job, weights=memory)[job]
+
+
 class PlanCheck:
     """Checks plans against one world's books."""
 
@@ -118,8 +125,8 @@ class PlanCheck:
     def _check_resources(self, plan: Plan, suspend: np.ndarray) -> None:
         """A plan's CPU and memory allocations: each names a job it launches or keeps, once,
         with amounts of 0 or more; and no machine gives its jobs more cores or memory than it
-        has once the plan is carried out (a job's allocation spread over its machines like its
-        GPUs; launches the plan names no allocation for at the GPU-proportional share)."""
+        has once the plan is carried out (a job's allocation spread over its GPUs like its
+        GPU-proportional share; launches the plan names no allocation for at that share)."""
         rows, cpus, memory = plan.alloc_rows, plan.alloc_cpus, plan.alloc_memory_gb
         assert rows is not None and cpus is not None and memory is not None  # (Plan checks they come together)
         if not len(rows):
@@ -154,21 +161,30 @@ class PlanCheck:
             pos = np.minimum(np.searchsorted(ordered, job_rows), len(ordered) - 1)
             return ordered[pos] == job_rows, named_cpu[pos], named_memory[pos]
 
+        # Each GPU's part of its job's allocation: its share of the job's GPU-proportional share
+        # (like the allocators, elements/placement/synergy.py `machine_weights`), so that a job
+        # on machines of different shapes gives each no more than that machine's room allows.
+        kept_gpus, kept_owner = [], []
         for holder in (world.holder, world.co_holder):  # jobs that keep their GPUs
             if holder is None:
                 continue
-            on = (holder >= 0) & ~isin_rows(holder, suspend)
-            h = holder[on]
-            held = np.maximum(cols["held"][h], 1)
+            on = ((holder >= 0) & ~isin_rows(holder, suspend)).nonzero()[0]
+            kept_gpus.append(on)
+            kept_owner.append(holder[on])
+        if kept_gpus:
+            on, h = np.concatenate(kept_gpus), np.concatenate(kept_owner)
+            w_cpu, w_memory = _share_weights(h, share_cpu[on], share_memory[on])
             hit, c, m = named(h)
-            per_cpu[on] += np.where(hit, c, cols["cpus_held"][h]) / held
-            per_memory[on] += np.where(hit, m, cols["memory_held_gb"][h]) / held
+            np.add.at(per_cpu, on, np.where(hit, c, cols["cpus_held"][h]) * w_cpu)
+            np.add.at(per_memory, on, np.where(hit, m, cols["memory_held_gb"][h]) * w_memory)
         gpus, counts = plan.launch_gpus, plan.launch_counts
         if len(gpus):
+            owner = plan.launch_rows.repeat(counts)
+            w_cpu, w_memory = _share_weights(owner, share_cpu[gpus], share_memory[gpus])
             hit, c, m = named(plan.launch_rows)
-            hit, c, m, n = hit.repeat(counts), c.repeat(counts), m.repeat(counts), counts.repeat(counts)
-            np.add.at(per_cpu, gpus, np.where(hit, c / n, share_cpu[gpus]))
-            np.add.at(per_memory, gpus, np.where(hit, m / n, share_memory[gpus]))
+            hit, c, m = hit.repeat(counts), c.repeat(counts), m.repeat(counts)
+            np.add.at(per_cpu, gpus, np.where(hit, c * w_cpu, share_cpu[gpus]))
+            np.add.at(per_memory, gpus, np.where(hit, m * w_memory, share_memory[gpus]))
         for what, per_gpu, capacity in (
             ("CPU cores", per_cpu, cluster.node_cpus),
             ("GB of memory", per_memory, cluster.node_memory_gb),

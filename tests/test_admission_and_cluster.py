@@ -138,3 +138,25 @@ def test_a_spec_files_bad_values_are_quoted_as_toml_writes_them(tmp_path):
         )
         with pytest.raises(ClusterError, match=shown):
             Cluster.parse(str(spec))
+
+
+def test_a_shorthand_too_long_for_a_file_name_is_parsed_as_a_shorthand():
+    # 81 groups: 323 characters, past the 255 a file name may have.
+    c = Cluster.parse(",".join(["1x8"] * 81))
+    assert (c.n_gpus, c.n_nodes) == (648, 81)
+    with pytest.raises(ClusterError, match="'1y8' is not NODESxGPUS"):
+        Cluster.parse(",".join(["1x8"] * 80 + ["1y8"]))
+
+
+def test_gpu_types_that_differ_only_in_case_are_one_type(tmp_path):
+    spec = tmp_path / "c.toml"
+    spec.write_text(
+        '[[group]]\nnodes = 2\ngpus_per_node = 8\ngpu_type = "V100"\n'
+        '[[group]]\nnodes = 2\ngpus_per_node = 8\ngpu_type = "v100"\n'
+        '[[group]]\nnodes = 1\ngpus_per_node = 4\ngpu_type = "p100"\n'
+    )
+    c = Cluster.parse(str(spec))
+    assert c.gpu_types == ("V100", "p100") and c.gpus_by_type.tolist() == [32, 4]
+    assert "2x8:V100, 2x8:V100, 1x4:p100" in c.describe()
+    # A spec of one spelling keeps it.
+    assert Cluster.parse("2x4:v100").gpu_types == ("v100",)

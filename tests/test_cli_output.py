@@ -88,3 +88,18 @@ def test_render_shows_a_path_as_the_graph_writes_it(tmp_path, capsys, monkeypatc
     assert main(["render", str(REPO / "graphs" / "las.sched"), "-o", str(out)]) == 0
     written = re.search(r'path="([^"]*)"', (REPO / "graphs" / "las.sched").read_text()).group(1)
     assert f"path=&quot;{written}&quot;" in out.read_text()
+
+
+def test_a_placers_report_leaves_the_sinks_files_their_plain_names(tmp_path):
+    # DelayPlacer's timeline is a report, but the placer is no sink: jobs.csv and summary.json
+    # keep their names, and its table is written under its own.
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 5min;\ncluster = "dally:1";\nsrc :: PoissonSource(rate=6/h, jobs=12);\n'
+        "src -> AcceptAll -> JobPool -> NetworkSensitive -> place :: DelayPlacer(tuned=true, timeline=true)"
+        " -> Launch -> report :: JobMetrics;\n"
+    )
+    out = tmp_path / "out"
+    assert main(["run", str(graph), "--out", str(out), "--quiet", "--no-explain"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["jobs.csv", "place-timers.csv", "run.json", "summary.json"]
+    assert pl.read_csv(out / "place-timers.csv").columns[:2] == ["time_s", "gpus"]

@@ -269,3 +269,31 @@ def test_the_dally_graph_checks_and_runs():
     assert place["launched"] > 0 and place["launched"] == place["machine"] + place["rack"] + place["network"]
     finished = result.reports["report"]["jobs"].filter(pl.col("finish_s").is_not_nan() & pl.col("finish_s").is_not_null())
     assert 0 < len(finished) < 500
+
+
+def test_arguments_that_would_have_no_effect_are_refused(run_graph, tiny):
+    graph = 'round = 1min;\nsrc :: TraceSource(path="trace.csv");\nsrc -> AcceptAll -> JobPool -> NetworkSensitive -> DelayPlacer{} -> Launch -> JobMetrics;\n'
+    jobs = [{"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 60.0}]
+    for args, words in (
+        ("(tuned=true, machine_wait=30h)", "machine_wait has no effect with tuned=true"),
+        ("(tuned=true, rack_wait=1h)", "rack_wait has no effect with tuned=true"),
+        ("(mode=no_wait, machine_wait=1h)", "machine_wait has no effect with mode=no_wait"),
+        ("(mode=fully_consolidated, rack_wait=1h)", "rack_wait has no effect with mode=fully_consolidated"),
+        ("(sigma=population)", "sigma is an auto-tuner argument and has no effect without tuned=true"),
+        ("(machine_wait=1h, capped=true)", "capped is an auto-tuner argument"),
+        ("(history=6h)", "history is an auto-tuner argument"),
+        ("(machine_wait=30h)", "rack_wait (86400s) is shorter than machine_wait (108000s)"),  # the default rack timer
+    ):
+        with pytest.raises(RoundhouseError) as caught:
+            run_graph(graph.format(args), jobs, cluster="2x4:V100")
+        assert words in str(caught.value)
+    # What does have an effect is accepted, and the defaults are Dally-manual's and the paper's.
+    assert (DelayPlacer().machine_timer, DelayPlacer().rack_timer) == (12 * 3600.0, 24 * 3600.0)
+    placer = DelayPlacer(tuned=True, sigma="population", capped=True, machine_floor=60.0)
+    placer.start(Round(make_world(tiny, [(1, 1, 0.0)]), GraphSettings(), 0.0, 1, Events(time=0.0)))
+    assert (placer._tuner.ddof, placer._tuner.capped, placer._tuner.machine_floor, placer._tuner.window) == (
+        0,
+        True,
+        60.0,
+        86400.0,
+    )

@@ -433,3 +433,117 @@ def test_useful_candidates_compared_for_many_jobs_at_once_are_those_compared_one
             expected.append(ok[k] and (k == 0 or not dominated))
         assert got[j].tolist() == expected, j
     assert 0 < got.sum() < got.size
+
+
+# --- machines of different shapes ---
+
+# Synergy's machine and one with half the GPUs, twice the cores and a fifth of the memory:
+# shares of 3 cores and 62.5 GB per GPU on the first, 12 cores and 25 GB on the second.
+MIXED_MACHINES = """
+[[group]]
+nodes = 1
+gpus_per_node = 8
+cpus = 24
+memory_gb = 500
+[[group]]
+nodes = 1
+gpus_per_node = 4
+cpus = 48
+memory_gb = 100
+"""
+
+
+@pytest.mark.parametrize("allocator", [Proportional, SynergyTune, SynergyOpt])
+def test_allocators_fit_a_job_spread_over_machines_of_different_shapes(machine, allocator):
+    # A job on all 12 GPUs: its share is 24 + 48 cores and 500 + 100 GB. Split by GPU count it
+    # would put 48 cores on the 24-core machine; split by share each machine gives its all.
+    world = world_of(machine(text=MIXED_MACHINES), [(0, "GNMT", 12)])
+    out, got = tick(allocator(), world, launch(world, {0: list(range(12))}))  # (tick checks the plan)
+    cpus, memory = got[0]
+    assert cpus <= 72 + 1e-9 and memory <= 600 + 1e-9
+    if allocator is Proportional:
+        assert got[0] == (72.0, 600.0)
+    world.apply_plan(out, 300.0)
+
+
+def test_a_kept_job_on_mixed_machines_is_checked_by_its_share(machine):
+    # The job holds all 12 GPUs at its share; a one-GPU launch on machine 0 that asks for one
+    # more core overcommits machine 0 (24 + 1), and one that asks for none fits.
+    world = world_of(machine(text=MIXED_MACHINES), [(0, "GNMT", 11), (1, "AlexNet", 1)])
+    apply(world, launch(world, {0: list(range(1, 12))}, alloc={0: (21 + 48, 437.5 + 100)}))
+    with pytest.raises(PlanError, match=r"machine 0 \(0, 1\) 25 CPU cores, more than its 24"):
+        world.check_plan(launch(world, {1: [0]}, alloc={1: (4, 62.5)}, keep=[0]))
+    world.check_plan(launch(world, {1: [0]}, alloc={1: (3, 62.5)}, keep=[0]))
+
+
+def test_machine_weights_split_by_gpu_count_where_machines_are_alike():
+    from roundhouse.elements.placement.synergy import machine_weights
+
+    per_node = np.array([[2.0, 1.0, 0.0], [1.0, 0.0, 4.0]])
+    share = np.array([[3.0, 62.5], [3.0, 62.5], [12.0, 25.0]])
+    w = machine_weights(per_node, share)
+    assert np.array_equal(w[0], np.array([[2 / 3, 2 / 3], [1 / 3, 1 / 3], [0, 0]]))  # the same arithmetic
+    assert w[1, :, 0] == pytest.approx([3 / 51, 0, 48 / 51]) and w[1, :, 1] == pytest.approx([62.5 / 162.5, 0, 100 / 162.5])
+
+
+def test_shipped_allocators_run_on_mixed_machines(tmp_path, capsys):
+    cluster = tmp_path / "mixed.toml"
+    cluster.write_text(MIXED_MACHINES.replace("nodes = 1", "nodes = 8"))
+    for name in ("synergy-proportional", "synergy-tune"):
+        code = main(["run", str(REPO / "graphs" / f"{name}.sched"), "--cluster", str(cluster), "--until", "24h",
+                     "--out", str(tmp_path / name)])  # fmt: skip
+        assert code == 0, capsys.readouterr().err
+        assert (tmp_path / name / "jobs.csv").is_file()
+
+
+def test_synergy_opt_bounds_its_solves_by_nodes_not_the_wall_clock(machine, monkeypatch):
+    # By default no wall-clock limit is set (where it bites, results depend on the machine);
+    # a node limit, the same everywhere, bounds a solve instead.
+    from ortools.linear_solver import pywraplp
+
+    def no_clock(self, ms):
+        raise AssertionError("a wall-clock limit was set")
+
+    given: list[str] = []
+    real = pywraplp.Solver.SetSolverSpecificParametersAsString
+    monkeypatch.setattr(pywraplp.Solver, "SetTimeLimit", no_clock)
+    monkeypatch.setattr(
+        pywraplp.Solver, "SetSolverSpecificParametersAsString", lambda self, text: given.append(text) or real(self, text)
+    )
+    jobs = [(0, "AlexNet", 1), (1, "ResNet18", 1), (2, "ResNet18", 1)]
+    world = world_of(machine(), jobs)
+    plan = launch(world, {0: [0], 1: [1], 2: [2]})
+    _, got = tick(SynergyOpt(), world, plan)
+    assert got == {0: (6.0, 62.5), 1: (9.0, 62.5), 2: (9.0, 62.5)}
+    assert given == ["limits/totalnodes = 10000\n"]
+    # One node is enough for these programs: the same allocation on any machine.
+    _, got = tick(SynergyOpt(node_limit=1), world, plan)
+    assert got == {0: (6.0, 62.5), 1: (9.0, 62.5), 2: (9.0, 62.5)} and given[-1] == "limits/totalnodes = 1\n"
+
+
+def test_synergy_opt_refuses_a_node_limit_for_cbc(tmp_path):
+    from roundhouse.errors import RoundhouseError
+
+    path = tmp_path / "g.sched"
+    path.write_text(
+        'round = 5min;\ncluster = "1x4:V100";\nsrc :: PoissonSource(rate=1/h, jobs=5);\n'
+        'src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> SynergyOpt(solver="CBC", node_limit=50) -> Launch -> JobMetrics;\n'
+    )
+    with pytest.raises(RoundhouseError, match=r"node_limit applies to SCIP only: OR-Tools passes no node limit to CBC"):
+        compile_file(path)
+
+
+def test_jobs_csv_names_models_the_throughput_profile_does_not_know(run_graph):
+    # Synergy's M5 and ShuffleNet are only in the CPU and memory profile, and Dally's BERT-large
+    # and MobileNetV3 only in the communication profile (with network tiers, where every model
+    # must have one); a name no profile knows stays blank.
+    from tests.conftest import jobs_of
+
+    graph = 'round = 5min;\nsrc :: TraceSource(path="trace.csv");\nsrc -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n'
+    for cluster, models, expected in (
+        ("1x8:V100", ["M5", "ShuffleNet", "ResNet-50", "NoSuchNet"], ["M5", "ShuffleNet", "ResNet-50", None]),
+        ("dally:1", ["BERT-large", "MobileNetV3", "ResNet-50"], ["BERT-large", "MobileNetV3", "ResNet-50"]),
+    ):
+        jobs = [{"job_id": k, "arrival_s": 0.0, "gpus": 1, "duration_s": 600.0, "model": m} for k, m in enumerate(models)]
+        got = jobs_of(run_graph(graph, jobs, cluster=cluster))
+        assert [got[k]["model"] for k in range(len(models))] == expected

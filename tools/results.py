@@ -101,7 +101,9 @@ def _print_objectives(console: Console, name: str, report: dict) -> None:
 
 
 def write_results(out: Path, graph, cluster, result) -> None:
-    """One folder per run: the sinks' tables and summaries, and what was run (no wall times,
+    """One folder per run: the sinks' tables and summaries (with one sink, jobs.csv and
+    summary.json; with several, each under its element's name, as other elements' reports
+    always are), and what was run (no wall times,
     so that the same inputs give byte-identical files). Every file is written whole beside the
     earlier run's before any replaces it, and the earlier run's files this run does not write
     are removed: a write that fails leaves the earlier results as they were, and a folder never
@@ -111,10 +113,14 @@ def write_results(out: Path, graph, cluster, result) -> None:
     out.mkdir(parents=True, exist_ok=True)
     earlier = _files_of_earlier_run(out)
     writes = []  # (file name, how to write it), run.json last: it says which files are the run's
-    single = len(result.reports) == 1
+    # The sink's files keep their plain names when it is the only sink that reports: another
+    # element's report (a placer's timeline) is written under that element's name beside them.
+    elements = getattr(graph, "elements", {})
+    sinks = [name for name in result.reports if getattr(elements.get(name), "category", "sink") == "sink"]
+    plain = set(result.reports) if len(result.reports) == 1 else set(sinks) if len(sinks) == 1 else set()
     for element, report in result.reports.items():
         for key, value in report.items():
-            stem = key if single else f"{element}-{key}"
+            stem = key if element in plain else f"{element}-{key}"
             if hasattr(value, "write_csv"):
                 writes.append((f"{stem}.csv", value.write_csv))
             else:

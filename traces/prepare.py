@@ -60,7 +60,8 @@ def prepare_jobs(
     comm_rows = _communication_rows(model, names, job_id, origin)
     comm_rows[elastic] = -1
     # Under the communication model a job with a duration computes for that long, whatever its
-    # model, as in Dally: its compute comes from its trace, the tiers add its communication.
+    # model: its compute comes from its trace, the tiers add its communication. (Dally's own
+    # simulator divides it by the job's GPUs; docs/reproductions.md says why we do not.)
     known &= ~((comm_rows >= 0) & ~np.isnan(duration))
     if known.any():
         idx = known.nonzero()[0]

@@ -193,7 +193,9 @@ class DelayPlacer(Placer):
     `capped`, at most 0.8 x history / history (the simulator's floors are 6 and 12 leases,
     with these caps). `mode=no_wait` sets both timers to 0 (Dally-noWait);
     `mode=fully_consolidated` waits as long as it takes for the most consolidated placement
-    that can ever fit (Dally-fullyConsolidated). Needs a cluster of one GPU type.
+    that can ever fit (Dally-fullyConsolidated). An argument that would have no effect (a timer
+    with `tuned=true` or another mode; an auto-tuner argument without `tuned=true`) is refused.
+    Needs a cluster of one GPU type.
 
     Leases (`release=true`): a running job holds its GPUs for one round. At each round's end
     every gang is released and offered again with the free GPUs, to all jobs in ranking order
@@ -209,14 +211,14 @@ class DelayPlacer(Placer):
 
     Arguments:
         mode: delay (timers), no_wait (both timers 0) or fully_consolidated (wait for the tightest fit).
-        machine_wait: the machine timer T_Mc when not tuned (Dally-manual: 12h).
-        rack_wait: the cumulative rack timer T_Rk when not tuned (Dally-manual: 24h).
+        machine_wait: the machine timer T_Mc (default 12h, Dally-manual's); mode=delay, not tuned only.
+        rack_wait: the cumulative rack timer T_Rk (default 24h, Dally-manual's); mode=delay, not tuned only.
         tuned: set the timers with the auto-tuner (Algorithm 2) instead.
-        history: the auto-tuner's window (HISTORY_TIME_LIMIT): waits older than this are dropped.
-        sigma: sample (the paper) or population (the authors' simulator) standard deviation.
-        machine_floor: the least tuned machine timer (0: the paper; 6 leases in the simulator).
-        rack_floor: the least tuned rack timer (0: the paper; 12 leases in the simulator).
-        capped: cap tuned timers at 0.8 x history (machine) and history (rack), as the simulator.
+        history: the auto-tuner's window (HISTORY_TIME_LIMIT): waits older than this are dropped (default 24h; tuned only).
+        sigma: sample (the paper; default) or population (the authors' simulator) standard deviation (tuned only).
+        machine_floor: the least tuned machine timer (default 0, the paper; 6 leases in the simulator; tuned only).
+        rack_floor: the least tuned rack timer (default 0, the paper; 12 leases in the simulator; tuned only).
+        capped: cap tuned timers at 0.8 x history (machine) and history (rack), as the simulator (default false; tuned only).
         release: end every running job's lease at each round and offer its gang again (Dally's lease model).
         timeline: report the tuned timers over time (a `timers` table: time, GPU demand, T_Mc, T_Rk, each time they change).
     Counters:
@@ -233,26 +235,44 @@ class DelayPlacer(Placer):
     state = ("_clock", "_tuner", "_timeline", "_last_timers")
     fixed = ("_machine_size", "_rack_size")
 
+    # The timers' and the tuner's arguments default to None (their values below) so that one
+    # given where it has no effect is refused rather than silently ignored.
     mode: str = attrs.field(default="delay", validator=one_of("delay", "no_wait", "fully_consolidated"))
-    machine_wait: Duration = attrs.field(default=Duration(12 * 3600.0), validator=non_negative)
-    rack_wait: Duration = attrs.field(default=Duration(24 * 3600.0), validator=non_negative)
+    machine_wait: Duration | None = attrs.field(default=None, validator=non_negative)
+    rack_wait: Duration | None = attrs.field(default=None, validator=non_negative)
     tuned: bool = attrs.field(default=False)
-    history: Duration = attrs.field(default=Duration(24 * 3600.0), validator=positive)
-    sigma: str = attrs.field(default="sample", validator=one_of("sample", "population"))
-    machine_floor: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
-    rack_floor: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
-    capped: bool = attrs.field(default=False)
+    history: Duration | None = attrs.field(default=None, validator=positive)
+    sigma: str | None = attrs.field(default=None, validator=attrs.validators.optional(one_of("sample", "population")))
+    machine_floor: Duration | None = attrs.field(default=None, validator=non_negative)
+    rack_floor: Duration | None = attrs.field(default=None, validator=non_negative)
+    capped: bool | None = attrs.field(default=None)
     release: bool = attrs.field(default=False)
     timeline: bool = attrs.field(default=False)
 
     def __attrs_post_init__(self) -> None:
-        if self.rack_wait < self.machine_wait:
-            raise ValueError(
-                f"rack_wait ({self.rack_wait:g}s) is shorter than machine_wait ({self.machine_wait:g}s): "
-                "the rack timer counts the whole wait, machine wait included"
-            )
         if self.tuned and self.mode != "delay":
             raise ValueError(f"tuned=true needs mode=delay (mode={self.mode} sets its own timers)")
+        fixed = [name for name in ("machine_wait", "rack_wait") if getattr(self, name) is not None]
+        if fixed and self.mode != "delay":
+            raise ValueError(f"{fixed[0]} has no effect with mode={self.mode}, which sets its own timers")
+        if fixed and self.tuned:
+            raise ValueError(f"{fixed[0]} has no effect with tuned=true: the auto-tuner sets the timers")
+        tuner = [n for n in ("history", "sigma", "machine_floor", "rack_floor", "capped") if getattr(self, n) is not None]
+        if tuner and not self.tuned:
+            raise ValueError(f"{tuner[0]} is an auto-tuner argument and has no effect without tuned=true")
+        if self.rack_timer < self.machine_timer:
+            raise ValueError(
+                f"rack_wait ({self.rack_timer:g}s) is shorter than machine_wait ({self.machine_timer:g}s): "
+                "the rack timer counts the whole wait, machine wait included"
+            )
+
+    @property
+    def machine_timer(self) -> float:
+        return 12 * 3600.0 if self.machine_wait is None else float(self.machine_wait)
+
+    @property
+    def rack_timer(self) -> float:
+        return 24 * 3600.0 if self.rack_wait is None else float(self.rack_wait)
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
@@ -261,7 +281,13 @@ class DelayPlacer(Placer):
             raise SchedError(f"{self.name} (DelayPlacer): needs a cluster of one GPU type, got {', '.join(cluster.gpu_types)}")
         self.counters.update(machine=0, rack=0, network=0, declined=0)
         self._clock = StarvationClock()
-        self._tuner = DelayTuner(self.history, self.sigma, self.machine_floor, self.rack_floor, self.capped)
+        self._tuner = DelayTuner(
+            24 * 3600.0 if self.history is None else float(self.history),
+            self.sigma or "sample",
+            float(self.machine_floor or 0.0),
+            float(self.rack_floor or 0.0),
+            bool(self.capped),
+        )
         self._machine_size = cluster.max_gpus_per_node
         self._rack_size = int(np.bincount(cluster.gpu_rack).max())
         self._timeline: list[tuple[float, int, float, float]] = []
@@ -281,7 +307,7 @@ class DelayPlacer(Placer):
                 self._last_timers[demand] = (t_mc, t_rk)
                 self._timeline.append((now, demand, t_mc, t_rk))
         else:
-            t_mc, t_rk = float(self.machine_wait), float(self.rack_wait)
+            t_mc, t_rk = self.machine_timer, self.rack_timer
         if demand > self._machine_size:
             t_mc = 0.0
         return t_mc, t_rk

@@ -2,7 +2,8 @@
 
 They take a placer's plan (which GPUs each job gets) and say how many CPU cores and how much
 memory come with those GPUs, for the jobs the plan launches and, when that changes, for the
-jobs it keeps. A job's allocation is spread over its machines like its GPUs. How fast a job
+jobs it keeps. A job's allocation is spread over its machines like its GPU-proportional share
+(`machine_weights`: like its GPUs where its machines are alike). How fast a job
 runs on its allocation is the throughput model's business (traces/throughput.py, with the
 sensitivity profile of traces/resources.py); the runtime checks that no machine hands out more
 than it has (runtime/plans.py).
@@ -120,7 +121,7 @@ class SynergyTune(_Allocator):
         if not _needs_allocation(ctx, plan):
             return plan  # nothing freed or taken: every job keeps what it has
         r = RoundJobs.of(ctx, plan)
-        spare = r.capacity - np.einsum("jn,jr->nr", r.spread, r.fallback)
+        spare = r.capacity - np.einsum("jnr,jr->nr", r.spread, r.fallback)
         given = r.fallback.copy()
         had_demand = np.zeros(r.n, dtype=bool)
         had_demand[: r.n_keep] = np.isclose(r.held, r.demand[: r.n_keep]).all(axis=1)
@@ -130,7 +131,7 @@ class SynergyTune(_Allocator):
             [(wants & had_demand).nonzero()[0], (wants & ~kept).nonzero()[0], (wants & kept & ~had_demand).nonzero()[0]]
         )
         for j in sequence.tolist():  # greedy in order: each grant changes what is left for the next
-            extra = r.spread[j][:, None] * (r.demand[j] - r.fallback[j])[None, :]
+            extra = r.spread[j] * (r.demand[j] - r.fallback[j])[None, :]
             if (extra <= spare + 1e-9).all():
                 spare -= extra
                 given[j] = r.demand[j]
@@ -149,7 +150,14 @@ class SynergyOpt(_Allocator):
     objective adds up, and must be at least 1. Jobs without a profile keep SynergyTune's
     fallback (their demand, or the proportional share). Every machine gives its jobs no more
     cores or memory than it has. Ties go to the smaller allocation (a small penalty on what is
-    held), and a solve that finds nothing within `time_limit` leaves every job at its fallback.
+    held), and a solve that finds nothing within its limits leaves every job at its fallback.
+
+    A solve is bounded by `node_limit` branch-and-bound nodes, a count of work that is the same
+    on every machine, so the same inputs give the same allocations (SCIP, single-threaded);
+    the best allocation found by then is used. `time_limit`, off by default, bounds a solve by
+    the wall clock instead: where it cuts a solve short, what was found by then depends on the
+    machine's speed and load, and results are no longer reproducible. OR-Tools passes no node
+    limit to CBC, so with `solver=CBC` a solve is bounded only by `time_limit`, if given.
 
     Synergy's simulator (opt_algo/synergy_opt.py) states the same first program with the
     cluster's totals instead of each machine's, then splits jobs over servers with a second,
@@ -158,22 +166,34 @@ class SynergyOpt(_Allocator):
     machine and needs no second. The paper describes the rounding only in outline.
 
     Arguments:
-        time_limit: how long one solve may take (default 5s).
+        node_limit: the branch-and-bound nodes one SCIP solve may explore (default 10000;
+            deterministic). Not with CBC.
+        time_limit: how long one solve may take by the wall clock (default: no limit); results
+            depend on the machine when it is reached.
         solver: the OR-Tools MIP solver: SCIP (default) or CBC.
     Counters:
         solves: programs solved so far.
-        fallbacks: solves that found no allocation in time (every job kept at its fallback).
+        fallbacks: solves that found no allocation within their limits (every job kept at its
+            fallback).
     Cost: O(1) in a round where no job starts, stops or moves (and such rounds are not ticked:
         event skipping); else one mixed-integer program per machine, over its jobs times the points
-        of their profiles' grids (bounded by `time_limit`).
+        of their profiles' grids (bounded by `node_limit`, or `time_limit`).
     See also: SynergyTune, Proportional
     Paper: Synergy (OSDI'22) §4.1 (Synergy-Opt); Blox (EuroSys'24) Table 3.
     """
 
     state = ()
 
-    time_limit: Duration = attrs.field(default=Duration(5.0), validator=[positive, at_most(3600.0)])
+    node_limit: int | None = attrs.field(default=None, validator=[positive, at_most(10**9)])
+    time_limit: Duration | None = attrs.field(default=None, validator=[positive, at_most(3600.0)])
     solver: str = attrs.field(default="SCIP", validator=one_of("SCIP", "CBC"))
+
+    def __attrs_post_init__(self) -> None:
+        if self.solver == "CBC" and self.node_limit is not None:
+            raise ValueError(
+                "node_limit applies to SCIP only: OR-Tools passes no node limit to CBC "
+                "(bound CBC's solves with time_limit, which makes results depend on the machine)"
+            )
 
     def start(self, ctx: RoundContext) -> None:
         self.counters.update(allocated=0, solves=0, fallbacks=0)
@@ -195,22 +215,26 @@ class SynergyOpt(_Allocator):
             return given
         points, gain, useful = _candidates(ctx.throughput.resources, r, sensitive)
         engine = pywraplp.Solver.CreateSolver(self.solver)
-        engine.SetTimeLimit(int(self.time_limit * 1000))
+        if self.solver == "SCIP":
+            nodes = _NODE_LIMIT if self.node_limit is None else self.node_limit
+            engine.SetSolverSpecificParametersAsString(f"limits/totalnodes = {nodes}\n")
+        if self.time_limit is not None:
+            engine.SetTimeLimit(max(1, int(self.time_limit * 1000)))
         self.counters["solves"] += 1
         # Each machine's room for the jobs with a profile (the others hold their fallbacks).
         fixed = np.ones(r.n, dtype=bool)
         fixed[sensitive] = False
-        room = r.capacity - np.einsum("jn,jr->nr", r.spread[fixed], r.fallback[fixed]) + 1e-6
+        room = r.capacity - np.einsum("jnr,jr->nr", r.spread[fixed], r.fallback[fixed]) + 1e-6
         limits = [[engine.Constraint(-engine.infinity(), float(room[n, k])) for n in range(len(room))] for k in range(2)]
         objective = engine.Objective()
         choices: list[tuple[int, list, np.ndarray]] = []
         for k, j in enumerate(sensitive.tolist()):
             at = useful[k].nonzero()[0]
             job_points = points[k, at]
-            machines = r.spread[j].nonzero()[0]
+            machines = r.spread[j, :, 0].nonzero()[0]
             # (the coefficients as Python floats, worked out for all the job's candidates at once)
-            cpus = (job_points[:, 0, None] * r.spread[j, machines]).tolist()
-            memory = (job_points[:, 1, None] * r.spread[j, machines]).tolist()
+            cpus = (job_points[:, 0, None] * r.spread[j, machines, 0]).tolist()
+            memory = (job_points[:, 1, None] * r.spread[j, machines, 1]).tolist()
             xs = [engine.BoolVar("") for _ in range(len(at))]
             one = engine.Constraint(1.0, 1.0)
             for x, value, cpu_row, memory_row in zip(xs, gain[k, at].tolist(), cpus, memory):
@@ -230,6 +254,7 @@ class SynergyOpt(_Allocator):
         return given
 
 
+_NODE_LIMIT = 10_000  # (SCIP's nodes per solve by default: the programs here take a few)
 _CHUNK = 256  # (jobs whose candidates are compared at once: some 2 MB of comparisons each)
 
 
@@ -248,8 +273,8 @@ def _candidates(table, r: RoundJobs, jobs: np.ndarray) -> tuple[np.ndarray, np.n
     speed = table.relative_speed(models, per_gpu[:, :, 0].ravel(), per_gpu[:, :, 1].ravel()).reshape(shape)
     # Does each candidate fit on every machine of the job (a machine it is not on takes none of it)?
     fits = np.ones(shape, dtype=bool)
-    job, node = r.spread[jobs].nonzero()
-    on_node = r.spread[jobs[job], node][:, None, None] * points[job]
+    job, node = r.spread[jobs, :, 0].nonzero()
+    on_node = r.spread[jobs[job], node][:, None, :] * points[job]
     short, at = (~(on_node <= r.capacity[node][:, None, :] + 1e-9).all(axis=2)).nonzero()
     fits[job[short], at] = False
     useful = np.concatenate(
@@ -292,8 +317,8 @@ def _needs_allocation(ctx: RoundContext, plan: Plan) -> bool:
 @attrs.frozen
 class RoundJobs:
     """The jobs running once a plan is carried out, as the allocators see them: rows (kept
-    first, then launches), each job's share of its GPUs on each machine (`spread`, jobs x
-    machines), GPU counts, GPU-proportional shares (`fair`, jobs x (cores, GB)), best-case
+    first, then launches), the part of each job's allocation on each machine (`spread`, jobs x
+    machines x (cores, GB): `machine_weights`), GPU counts, GPU-proportional shares (`fair`, jobs x (cores, GB)), best-case
     demands capped per machine, fallbacks, what kept jobs hold now, and machine capacities."""
 
     rows: np.ndarray
@@ -325,13 +350,13 @@ class RoundJobs:
         per_node = np.zeros((len(rows), cluster.n_nodes))
         np.add.at(per_node, (job_of_gpu, cluster.gpu_node[gpus_all]), 1.0)
         counts = per_node.sum(axis=1)
-        spread = per_node / counts[:, None]
         share_cpu, share_memory = ctx.throughput.gpu_shares()
         fair = np.zeros((len(rows), 2))
         np.add.at(fair, job_of_gpu, np.stack([share_cpu[gpus_all], share_memory[gpus_all]], axis=1))
         capacity = np.stack([np.asarray(cluster.node_cpus, float), np.asarray(cluster.node_memory_gb, float)], axis=1)
+        spread = machine_weights(per_node, capacity / np.asarray(cluster.node_gpus, float)[:, None])
         # Per machine, a job's demand is capped at what the machine has.
-        portion = np.minimum(spread[:, :, None] * best_case(ctx, rows, counts, fair)[:, None, :], capacity[None, :, :])
+        portion = np.minimum(spread * best_case(ctx, rows, counts, fair)[:, None, :], capacity[None, :, :])
         demand = portion.sum(axis=1)
         fallback = np.where((demand > fair + 1e-9).any(axis=1)[:, None], fair, demand)
         held = np.stack([jobs.column("cpus_held")[keep], jobs.column("memory_held_gb")[keep]], axis=1)
@@ -345,6 +370,26 @@ class RoundJobs:
         changed[: self.n_keep] = ~np.isclose(self.held, given[: self.n_keep]).all(axis=1)
         rows = self.rows[changed]
         return attrs.evolve(plan, alloc_rows=rows, alloc_cpus=given[changed, 0], alloc_memory_gb=given[changed, 1])
+
+
+def machine_weights(per_node: np.ndarray, node_share: np.ndarray) -> np.ndarray:
+    """(jobs, machines, 2): the part of each job's CPU cores and of its memory that each machine
+    gives, from its GPUs per machine (`per_node`, jobs x machines) and each machine's
+    GPU-proportional share per GPU (`node_share`, machines x (cores, GB)): in proportion to the
+    shares of its GPUs there, so that the proportional share always fits where machines differ.
+    runtime/plans.py spreads allocations the same way when it checks them."""
+    counts = per_node.sum(axis=1)
+    by_count = per_node / np.maximum(counts, 1)[:, None]
+    weighted = per_node[:, :, None] * node_share[None, :, :]
+    total = weighted.sum(axis=1, keepdims=True)
+    weighted = weighted / np.where(total > 0, total, 1.0)
+    # Where all of a job's machines give the same share per GPU, the GPU count split is the same
+    # spread; its arithmetic is kept there, so results on such clusters do not move by a rounding.
+    on = per_node > 0
+    high = np.where(on[:, :, None], node_share[None, :, :], -np.inf).max(axis=1)
+    low = np.where(on[:, :, None], node_share[None, :, :], np.inf).min(axis=1)
+    alike = (high == low)[:, None, :]
+    return np.where(alike, by_count[:, :, None], weighted)
 
 
 def best_case(ctx: RoundContext, rows: np.ndarray, counts: np.ndarray, fair: np.ndarray) -> np.ndarray:
