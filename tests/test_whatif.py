@@ -138,7 +138,7 @@ def test_a_snapshot_save_that_fails_leaves_the_earlier_file(tmp_path, monkeypatc
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(snapshot.os, "replace", full_disk)
-    with pytest.raises(OSError):
+    with pytest.raises(snapshot.SnapshotError, match=r"cannot write it \(No space left on device\)"):
         sim.run_until(7200).save(path)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir() if p.suffix == ".partial"] == []
 

@@ -7,12 +7,11 @@
 - `elementclass Name { $a, $b=default | input -> ... -> output; }` defines a compound. Each
   instance `c :: Name(...)` is expanded in place, its inner elements named `c/inner`, and
   connections to `c [port]` are spliced through to what `input [port]` / `output [port]`
-  connect to inside.
+  connect to inside (runtime/dsl/compounds.py). The records it loads into are in flat.py.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 
 import attrs
@@ -20,7 +19,11 @@ import attrs
 from roundhouse.errors import Location, SchedError, SchedErrors, did_you_mean
 from roundhouse.runtime import registry
 from roundhouse.runtime.dsl import ast
+from roundhouse.runtime.dsl.compounds import splice
+from roundhouse.runtime.dsl.flat import Decl, Edge, FlatGraph, OpenPort
 from roundhouse.runtime.dsl.parser import parse
+
+__all__ = ["Decl", "Edge", "FlatGraph", "load", "load_element_file", "read_source"]
 
 RESERVED = ("input", "output")
 
@@ -49,51 +52,6 @@ def _why_unreadable(err: Exception) -> str:
 # How deep imports may chain and compounds may nest: far beyond any real graph, and well short
 # of Python's recursion limit, so that a runaway file gets a message instead of a crash.
 MAX_DEPTH = 100
-
-
-@attrs.frozen
-class Decl:
-    """One element of the flat graph, with its arguments as written (parameters substituted)."""
-
-    name: str
-    class_name: str
-    args: tuple[ast.Arg, ...]
-    location: Location
-    class_location: Location
-    base_dir: str  # folder of the declaring file, for relative paths in arguments
-
-
-@attrs.frozen
-class Edge:
-    src: str
-    src_port: ast.PortRef | None
-    dst: str
-    dst_port: ast.PortRef | None
-    location: Location
-
-
-@attrs.frozen
-class OpenPort:
-    """A port of a compound instance that nothing outside connects to, and the port of the
-    element inside that it stands for (so that a check names the instance, not its insides)."""
-
-    instance: str
-    class_name: str
-    side: str  # "input" or "output"
-    key: str | int
-    location: Location  # the instance's declaration
-    inner: str
-    inner_port: ast.PortRef | None
-
-
-@attrs.define
-class FlatGraph:
-    path: str
-    settings: dict[str, ast.Setting]
-    decls: dict[str, Decl]
-    edges: list[Edge]
-    files: list[str]
-    open_ports: list[OpenPort] = attrs.field(factory=list)
 
 
 def load(path: str | Path, text: str | None = None) -> FlatGraph:
@@ -144,10 +102,6 @@ def _in_scope(value: ast.Value, local: dict[str, str]) -> ast.Value:
     return value
 
 
-def _key(port: ast.PortRef | None):
-    return 0 if port is None else port.key
-
-
 class _Loader:
     def __init__(self) -> None:
         self.errors: list[SchedError] = []
@@ -173,7 +127,8 @@ class _Loader:
         self._raise_if_errors()
         self._expand(self.chains, prefix="", env=None, params_owner=None, stack=())
         self._raise_if_errors()
-        self._splice_compounds()
+        self.edges, self.open_ports, errors = splice(self.compounds, self.edges)
+        self.errors += errors
         self._raise_if_errors()
         settings = {name: s for name, (s, _) in self.settings.items()}
         return FlatGraph(path, settings, self.decls, self.edges, self.files, self.open_ports)
@@ -434,59 +389,3 @@ class _Loader:
                 return None
             return attrs.evolve(value, value=tuple(items))
         return value
-
-    # --- compounds ---
-    def _splice_compounds(self) -> None:
-        for full, (class_name, declared_at) in self.compounds.items():
-            for into, out_of, side in ((full, full + "/input", "input"), (full + "/output", full, "output")):
-                incoming = [e for e in self.edges if e.dst == into]
-                outgoing = [e for e in self.edges if e.src == out_of]
-                if not incoming and not outgoing:
-                    continue
-                self.edges = [e for e in self.edges if e.dst != into and e.src != out_of]
-                by_key = defaultdict(list)
-                for e in outgoing:
-                    by_key[_key(e.src_port)].append(e)
-                ports_inside = {_key(e.dst_port) for e in incoming} if side == "output" else set(by_key)
-                if side == "input":
-                    connected = {_key(e.dst_port) for e in incoming}
-                    self.open_ports += [
-                        OpenPort(full, class_name, side, k, declared_at, e.dst, e.dst_port)
-                        for k, inner in by_key.items()
-                        if k not in connected
-                        for e in inner
-                    ]
-                    for e_in in incoming:
-                        k = _key(e_in.dst_port)
-                        if k not in by_key:
-                            self._no_port(full, class_name, "input", k, ports_inside, e_in.dst_port, e_in.location)
-                            continue
-                        for e_out in by_key[k]:
-                            self.edges.append(Edge(e_in.src, e_in.src_port, e_out.dst, e_out.dst_port, e_in.location))
-                else:
-                    inside = defaultdict(list)
-                    for e in incoming:
-                        inside[_key(e.dst_port)].append(e)
-                    connected = {_key(e.src_port) for e in outgoing}
-                    self.open_ports += [
-                        OpenPort(full, class_name, side, k, declared_at, e.src, e.src_port)
-                        for k, inner in inside.items()
-                        if k not in connected
-                        for e in inner
-                    ]
-                    for e_out in outgoing:
-                        k = _key(e_out.src_port)
-                        if k not in inside:
-                            self._no_port(full, class_name, "output", k, set(inside), e_out.src_port, e_out.location)
-                            continue
-                        for e_in in inside[k]:
-                            self.edges.append(Edge(e_in.src, e_in.src_port, e_out.dst, e_out.dst_port, e_out.location))
-
-    def _no_port(self, full, class_name, side, key, known, port_ref, location) -> None:
-        shown = ", ".join(str(k) for k in sorted(known, key=str)) or "none"
-        self.errors.append(
-            SchedError(
-                f"'{full}' ({class_name}) has no {side} port [{key}]; its {side} ports: {shown}",
-                port_ref.location if port_ref is not None else location,
-            )
-        )

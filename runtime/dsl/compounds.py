@@ -1,0 +1,84 @@
+"""Compound instances spliced into the flat graph (runtime/dsl/loader.py expands their bodies).
+
+Inside an instance `c` of an elementclass, `input [k]` and `output [k]` are elements named
+`c/input` and `c/output`; a connection into `c [k]` is joined to what `c/input [k]` connects
+to, and what `c/output [k]` receives leaves by the connections out of `c [k]`. A port of an
+instance that nothing outside connects to is kept as an `OpenPort`, so that the structure
+check reports the instance rather than the element inside it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from roundhouse.errors import Location, SchedError
+from roundhouse.runtime.dsl.flat import Edge, OpenPort, port_key
+
+
+def splice(compounds: dict[str, tuple[str, Location]], edges: list[Edge]) -> tuple[list[Edge], list[OpenPort], list[SchedError]]:
+    """The edges with every instance in `compounds` (full name -> elementclass, declaration)
+    spliced out, the ports of instances left open, and connections to ports that do not exist."""
+    open_ports: list[OpenPort] = []
+    errors: list[SchedError] = []
+    for full, (class_name, declared_at) in compounds.items():
+        for into, out_of, side in ((full, full + "/input", "input"), (full + "/output", full, "output")):
+            incoming = [e for e in edges if e.dst == into]
+            outgoing = [e for e in edges if e.src == out_of]
+            if not incoming and not outgoing:
+                continue
+            edges = [e for e in edges if e.dst != into and e.src != out_of]
+            if side == "input":
+                inside = _by_port(outgoing, source=True)  # what `input [k]` leads to
+                outside, known = incoming, set(inside)
+                open_ports += _open(full, class_name, side, declared_at, inside, {port_key(e.dst_port) for e in incoming})
+            else:
+                inside = _by_port(incoming, source=False)  # what reaches `output [k]`
+                outside, known = outgoing, set(inside)
+                open_ports += _open(full, class_name, side, declared_at, inside, {port_key(e.src_port) for e in outgoing})
+            for e_out in outside:
+                k = port_key(e_out.dst_port if side == "input" else e_out.src_port)
+                if k not in inside:
+                    errors.append(_no_port(full, class_name, side, k, known, e_out))
+                    continue
+                for e_in in inside[k]:
+                    if side == "input":  # (outside, inside): the outer edge comes in, the inner leads on
+                        edges.append(Edge(e_out.src, e_out.src_port, e_in.dst, e_in.dst_port, e_out.location))
+                    else:
+                        edges.append(Edge(e_in.src, e_in.src_port, e_out.dst, e_out.dst_port, e_out.location))
+    return edges, open_ports, errors
+
+
+def _by_port(edges: list[Edge], source: bool) -> dict[str | int, list[Edge]]:
+    grouped: dict[str | int, list[Edge]] = defaultdict(list)
+    for e in edges:
+        grouped[port_key(e.src_port if source else e.dst_port)].append(e)
+    return grouped
+
+
+def _open(
+    full: str, class_name: str, side: str, declared_at: Location, inside: dict[str | int, list[Edge]], connected: set
+) -> list[OpenPort]:
+    """The inner ends of the instance's ports that nothing outside connects to."""
+    return [
+        OpenPort(
+            full,
+            class_name,
+            side,
+            k,
+            declared_at,
+            e.dst if side == "input" else e.src,
+            e.dst_port if side == "input" else e.src_port,
+        )
+        for k, inner in inside.items()
+        if k not in connected
+        for e in inner
+    ]
+
+
+def _no_port(full: str, class_name: str, side: str, key, known: set, edge: Edge) -> SchedError:
+    port_ref = edge.dst_port if side == "input" else edge.src_port
+    shown = ", ".join(str(k) for k in sorted(known, key=str)) or "none"
+    return SchedError(
+        f"'{full}' ({class_name}) has no {side} port [{key}]; its {side} ports: {shown}",
+        port_ref.location if port_ref is not None else edge.location,
+    )

@@ -1,0 +1,59 @@
+"""The flat graph a `.sched` file and its imports load into (runtime/dsl/loader.py): its
+elements as declared, its connections, and the ports of compound instances left open."""
+
+from __future__ import annotations
+
+import attrs
+
+from roundhouse.errors import Location
+from roundhouse.runtime.dsl import ast
+
+
+@attrs.frozen
+class Decl:
+    """One element of the flat graph, with its arguments as written (parameters substituted)."""
+
+    name: str
+    class_name: str
+    args: tuple[ast.Arg, ...]
+    location: Location
+    class_location: Location
+    base_dir: str  # folder of the declaring file, for relative paths in arguments
+
+
+@attrs.frozen
+class Edge:
+    src: str
+    src_port: ast.PortRef | None
+    dst: str
+    dst_port: ast.PortRef | None
+    location: Location
+
+
+@attrs.frozen
+class OpenPort:
+    """A port of a compound instance that nothing outside connects to, and the port of the
+    element inside that it stands for (so that a check names the instance, not its insides)."""
+
+    instance: str
+    class_name: str
+    side: str  # "input" or "output"
+    key: str | int
+    location: Location  # the instance's declaration
+    inner: str
+    inner_port: ast.PortRef | None
+
+
+@attrs.define
+class FlatGraph:
+    path: str
+    settings: dict[str, ast.Setting]
+    decls: dict[str, Decl]
+    edges: list[Edge]
+    files: list[str]
+    open_ports: list[OpenPort] = attrs.field(factory=list)
+
+
+def port_key(port: ast.PortRef | None) -> str | int:
+    """A connection's port as written: `[name]` or `[N]`, or 0 where none is named."""
+    return 0 if port is None else port.key
