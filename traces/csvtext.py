@@ -53,12 +53,15 @@ def check_trace_file(path: str | Path) -> None:
 def read_bytes(path: str | Path) -> bytes:
     p = Path(path)
     try:
-        return p.read_bytes()
+        data = p.read_bytes()
     except (FileNotFoundError, IsADirectoryError):
         check_trace_file(path)
         raise
     except OSError as err:
         raise TraceError(str(path), f"cannot be read: {err.strerror or err}") from None
+    if data[:2] == b"\x1f\x8b":  # gzip's magic number: a compressed trace read as text is noise
+        raise TraceError(str(path), "is gzip-compressed; decompress it first (gunzip)")
+    return data
 
 
 def data_lines(text: str, comment: str | None = "#") -> tuple[pl.Series, np.ndarray]:

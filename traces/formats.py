@@ -145,6 +145,8 @@ def write_trace(df: pl.DataFrame, path: str | Path, format: str = "auto") -> lis
                 f"cannot tell which format to write '{path}' in from its extension; use .csv or .parquet "
                 "(canonical) or .trace (gavel), or name the format"
             )
+    if format in ("gavel", "tiresias") and canonical.is_parquet(path):
+        raise UsageError(f"{path}: a {format} trace is text; a .parquet file holds a canonical trace")
     if format == "gavel":
         return gavel.write(df, path)
     if format == "tiresias":

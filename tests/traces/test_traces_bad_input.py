@@ -258,3 +258,15 @@ def test_a_gavel_slo_of_minus_one_is_none_and_other_negatives_are_refused(tmp_pa
     assert read_trace(write(tmp_path, line.format("-1"), "a.trace"))["slo_factor"].to_list() == [None]
     path = write(tmp_path, line.format("-0.5"), "b.trace")
     fails(["trace", "describe", str(path)], capsys, f"{path}:1: error: column 'SLO': must be greater than 0, got -0.5")
+
+
+def test_a_compressed_trace_and_a_text_format_in_a_parquet_file_are_refused(tmp_path, capsys):
+    import gzip
+
+    path = tmp_path / "t.csv.gz"
+    path.write_bytes(gzip.compress(f"{HEADER}\n0,0,1,10\n".encode()))
+    fails(["trace", "describe", str(path)], capsys, f"{path}: error: is gzip-compressed; decompress it first")
+    out = tmp_path / "x.parquet"
+    args = ["trace", "generate", "-o", str(out), "--format", "tiresias", "--jobs", "5", "--rate", "4/h", "--seed", "1"]
+    fails(args, capsys, "a tiresias trace is text; a .parquet file holds a canonical trace")
+    assert not out.exists()
