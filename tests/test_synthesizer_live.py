@@ -43,8 +43,8 @@ def test_live_synthesizer_forks_the_live_books_and_switches(tmp_path):
         status = cluster.wait_exit("scheduler", timeout=150)
         assert status == 0, cluster.logs()
         out = cluster.folder / "out"
-        assert (out / "m-jobs.csv").is_file(), (sorted(p.name for p in out.iterdir()), cluster.logs())
-        jobs = pl.read_csv(out / "m-jobs.csv")
+        assert (out / "jobs.csv").is_file(), (sorted(p.name for p in out.iterdir()), cluster.logs())  # (the one sink)
+        jobs = pl.read_csv(out / "jobs.csv")
         assert jobs["status"].to_list() == ["finished"] * 3, cluster.logs()
         choices = pl.read_csv(out / "synth-choices.csv")
         assert choices["combination"].to_list() == ["fifo", "srtf"], (choices, cluster.logs())
