@@ -395,11 +395,13 @@ def can_start_processes() -> bool:
 
 @functools.cache
 def _guarded(path: str) -> bool:
-    """Whether the script at `path` runs its work only under `if __name__ == "__main__":`."""
+    """Whether the script at `path` runs its work only under `if __name__ == "__main__":`: at its
+    top level, besides the guard, only imports, definitions and constants (what a child that
+    imports it again may run). Anything else, or a script that cannot be read, counts as not."""
     try:
         tree = ast.parse(Path(path).read_text(encoding="utf-8"), path)
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
-        return False  # (not readable as Python: do not risk running it again)
+        return False
 
     def is_guard(node: ast.stmt) -> bool:
         if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
@@ -409,7 +411,16 @@ def _guarded(path: str) -> bool:
         texts = {s.value for s in sides if isinstance(s, ast.Constant)}
         return len(sides) == 2 and names == {"__name__"} and texts == {"__main__"}
 
-    return any(is_guard(node) for node in tree.body)
+    def harmless(node: ast.stmt) -> bool:
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return True
+        value = node.value if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign)) else None
+        return value is not None and all(
+            isinstance(n, (ast.Constant, ast.Tuple, ast.List, ast.Load, ast.UnaryOp, ast.USub)) for n in ast.walk(value)
+        )
+
+    guards = [node for node in tree.body if is_guard(node)]
+    return bool(guards) and all(harmless(node) for node in tree.body if node not in guards)
 
 
 def _simulate(fork: Fork, horizon_s: float, synth: str, switches: list[str], combo: tuple[int, ...]) -> Outlook:

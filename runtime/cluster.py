@@ -98,7 +98,7 @@ class ClusterSpec:
         """A spec from a TOML file path or the command-line shorthand. With `gpu_types`, a
         group of any other GPU type (compared case-insensitively) is an error."""
         text = text.strip()
-        if text.endswith(".toml") or _is_file(text):
+        if text.endswith(".toml") or names_a_file(text):
             return cls.from_toml(Path(text), gpu_types)
         if text.lower().startswith("dally"):
             return cls.dally(text, gpu_types)
@@ -186,13 +186,20 @@ class ClusterSpec:
         return cls(name, tuple(groups), tiers)
 
 
-def _is_file(text: str) -> bool:
-    """Whether `text` names a file; False where it cannot be a path at all (too long a name, a
+def names_a_file(path: str | Path) -> bool:
+    """Whether `path` names a file; False where it cannot be a path at all (too long a name, a
     NUL), so that a long shorthand reaches its own parser."""
     try:
-        return Path(text).is_file()
+        return Path(path).is_file()
     except (OSError, ValueError):
         return False
+
+
+def spec_file(spec: str, folder: str | Path) -> Path | None:
+    """The file a cluster spec written in a graph names, relative to the graph's `folder` (a
+    `.toml` name, or any file there); None for a shorthand such as "32x4:V100"."""
+    path = Path(folder) / spec
+    return path if spec.endswith(".toml") or names_a_file(path) else None
 
 
 def _tiers_from_table(path: Path, table: object) -> Tiers:

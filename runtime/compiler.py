@@ -24,6 +24,7 @@ import attrs
 from roundhouse.errors import Location, SchedError, SchedErrors, did_you_mean
 from roundhouse.runtime import registry
 from roundhouse.runtime.arguments import convert, validate
+from roundhouse.runtime.cluster import spec_file
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.loader import Decl, FlatGraph, load
 from roundhouse.runtime.dsl.parser import parse_value
@@ -215,8 +216,8 @@ class _Compiler:
         """The `cluster` setting is a shorthand or a spec file; the run finds a file relative to
         the graph's folder, so one named by an imported file in another folder is given from there."""
         graph_dir = str(Path(self.flat.path).parent)
-        written = Path(base_dir) / spec
-        if base_dir == graph_dir or os.path.isabs(spec) or not (spec.endswith(".toml") or written.is_file()):
+        written = spec_file(spec, base_dir)
+        if base_dir == graph_dir or os.path.isabs(spec) or written is None:
             return spec
         return os.path.relpath(written, graph_dir)
 

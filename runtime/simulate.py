@@ -8,9 +8,10 @@ from pathlib import Path
 
 from roundhouse.errors import ClusterError, SchedError, UsageError
 from roundhouse.runtime.backends.sim import Simulator
-from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.cluster import Cluster, spec_file
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.engine import Engine, RunResult
+from roundhouse.runtime.settings import BUILT_IN_ELASTIC
 from roundhouse.runtime.world import World
 
 
@@ -33,9 +34,9 @@ def load_cluster(graph: CompiledGraph, cluster: str | Cluster | None, profile=No
     if location is None:  # given with --set: relative to the current folder, as other --set paths
         return _from_flag(graph.setting_flags.get("cluster", "--set cluster"), spec, known)
     # A spec file named in the graph is relative to the graph's folder.
-    relative = Path(graph.path).parent / spec
+    file = spec_file(spec, Path(graph.path).parent)
     try:
-        return Cluster.parse(str(relative) if spec.endswith(".toml") or relative.is_file() else spec, known)
+        return Cluster.parse(spec if file is None else str(file), known)
     except ClusterError as err:
         where = f"{err.path}: " if err.path else ""
         raise SchedError(f"setting 'cluster': {where}{err.message}", location) from None
@@ -79,11 +80,11 @@ def load_elastic(graph: CompiledGraph):
 
     path = Path(graph.settings.elastic_profile)
     name = path.name.lower()
-    if name in ("ones", "pollux") and not path.exists():
-        # The setting was resolved against the graph's folder (the current one for --set): a
-        # bare name is that folder joined with the name; any other folder was written out.
-        given_in_graph = "elastic_profile" in graph.setting_locations
-        base = Path(os.path.normpath(Path(graph.path).parent)) if given_in_graph else Path.cwd()
+    if name in BUILT_IN_ELASTIC and not path.exists():
+        # The setting was resolved against the folder of the file that wrote it (the current
+        # one for --set): a bare name is that folder joined with the name; any other was written out.
+        written = graph.setting_locations.get("elastic_profile")
+        base = Path(os.path.normpath(Path(written.path).parent)) if written is not None else Path.cwd()
         if path.parent != base:
             raise TraceError(str(path), f'no such folder (the built-in profile is named "{name}" alone, without a folder)')
         from roundhouse.traces import ones, pollux

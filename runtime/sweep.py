@@ -28,6 +28,7 @@ import attrs
 import polars as pl
 
 from roundhouse.errors import RoundhouseError
+from roundhouse.runtime.cluster import names_a_file
 
 # The sink whose report has a per-run "summary" and a "jobs" table; a sweep compares runs by it.
 METRICS_SINK = "JobMetrics"
@@ -139,7 +140,7 @@ def _cluster_identity(graph, cluster: str | None) -> str:
     if spec is None:
         return ""
     for candidate in (Path(graph.path).parent / spec, Path(spec)):
-        if candidate.is_file():
+        if names_a_file(candidate):
             return "file:" + _file_digest(candidate)
     return "spec:" + spec
 

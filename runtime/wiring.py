@@ -14,6 +14,7 @@ import attrs
 from roundhouse.errors import Location, SchedError, did_you_mean
 from roundhouse.runtime import registry
 from roundhouse.runtime.dsl import ast
+from roundhouse.runtime.dsl.flat import port_key
 from roundhouse.runtime.dsl.loader import Edge, FlatGraph
 from roundhouse.runtime.element import Element, Port
 from roundhouse.runtime.types import Events
@@ -235,11 +236,11 @@ class Wiring:
         """Reports a port nothing connects to; one that a compound instance's port stands for is
         reported once, at the instance, as that instance's port."""
         for op in self.flat.open_ports:
-            inner = el.input(_key(op.inner_port)) if side == "input" else el.output(_key(op.inner_port))
+            inner = el.input(port_key(op.inner_port)) if side == "input" else el.output(port_key(op.inner_port))
             if op.inner == el.name and op.side == side and inner is port:
                 # An instance inside another that is itself unconnected: name the outermost.
                 while outer := next(
-                    (o for o in self.flat.open_ports if (o.inner, o.side, _key(o.inner_port)) == (op.instance, side, op.key)),
+                    (o for o in self.flat.open_ports if (o.inner, o.side, port_key(o.inner_port)) == (op.instance, side, op.key)),
                     None,
                 ):
                     op = outer
@@ -319,10 +320,6 @@ class Topology:
                     on_path.add(dst)
                     nexts.append(iter(self.successors[dst]))
         return None
-
-
-def _key(port: ast.PortRef | None) -> str | int:
-    return 0 if port is None else port.key
 
 
 def _taker_hint(port_type: type) -> str | None:

@@ -419,6 +419,11 @@ def test_only_the_bare_names_mean_the_built_in_profiles(run_graph, tmp_path, mon
         with pytest.raises(TraceError, match=r"pollux: error: no such folder \(the built-in profile is named \"pollux\" alone"):
             run_graph(graph, jobs, overrides=[f'elastic_profile="{given}"'])
     assert run_graph(graph, jobs, overrides=['elastic_profile="pollux"']).stop_reason == "every job finished"
+    # The bare name written in an imported file in another folder is the built-in profile too.
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "common.sched").write_text('elastic_profile = "pollux";\n')
+    imported = 'import "lib/common.sched";\n' + graph.replace('elastic_profile = "pollux";', "")
+    assert run_graph(imported, jobs).stop_reason == "every job finished"
     # A folder named pollux beside the graph is that folder's applications (here: only "toy").
     _app_folder(tmp_path / "pollux")
     with pytest.raises(TraceError, match="cifar10"):

@@ -314,6 +314,11 @@ def test_it_starts_no_pool_in_a_daemon_or_under_a_script_that_would_run_again(tm
     assert control.can_start_processes()
     main.__file__ = str(bare)
     assert not control.can_start_processes()
+    # A guard is not enough where work is done outside it too: a child would run that again.
+    both = tmp_path / "both.py"
+    both.write_text('import os\n\nhere = os.getcwd()\nLIMIT = -3\n\nif __name__ == "__main__":\n    pass\n')
+    main.__file__ = str(both)
+    assert not control.can_start_processes()
     main.__file__ = str(guarded)
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True)
     assert not control.can_start_processes()

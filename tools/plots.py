@@ -121,7 +121,7 @@ def busy_gpus(jobs: pl.DataFrame, end_s: float, capacity: int | None = None) -> 
     span, so that the area under the curve is the GPU time held. Given the cluster's
     `capacity`, GPU time so spread above it is drawn in the nearest later (else earlier) time
     with GPUs free: the curve never exceeds the cluster, and its area stays the same."""
-    start, stop, gpus, _ = held_gpus(jobs, end_s)
+    start, stop, gpus, _ = drawn_gpus(jobs, end_s)
     edges = np.concatenate((start, stop))
     change = np.concatenate((gpus, -gpus))
     order = np.argsort(edges, kind="stable")
@@ -134,7 +134,7 @@ def busy_gpus(jobs: pl.DataFrame, end_s: float, capacity: int | None = None) -> 
     return times, busy
 
 
-def held_gpus(jobs: pl.DataFrame, end_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def drawn_gpus(jobs: pl.DataFrame, end_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Of each job that started: its first start, its finish (or `end_s`), the GPUs drawn for it
     over that span, and whether they are its GPU time spread (it did not hold its requested GPUs
     throughout: preempted or resized)."""
@@ -239,7 +239,7 @@ def utilisation_figure(run: RunFolder) -> Figure:
         measured = run.summary.get("utilization")
         if measured is not None:
             ax.axhline(measured * capacity, color="grey", linewidth=1, linestyle="--", label=f"measured average: {measured:.1%}")
-    spread = int(held_gpus(run.jobs, run.end_s)[3].sum())
+    spread = int(drawn_gpus(run.jobs, run.end_s)[3].sum())
     if spread and exact is None:
         ax.set_title(
             f"{spread} preempted or resized jobs: their GPU time spread over first start to finish", fontsize=8, loc="right"

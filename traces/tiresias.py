@@ -81,9 +81,12 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
         }
     )
     mapped = {"job_id", "gpus", "arrival_s", "iterations", "model", "duration_s"}
-    out = out.hstack([frame.get_column(c) for c in columns_with_values(frame) if c not in mapped])
+    extras = [c for c in columns_with_values(frame) if c not in mapped]
+    taken = [c for c in extras if c in COLUMNS]  # a column named as one of Tiresias' own
+    out = out.hstack([frame.get_column(c) for c in extras if c not in COLUMNS])
     Path(path).write_text(out.write_csv(), encoding="utf-8", newline="")
-    return [
+    notes = [f"left out, as Tiresias' own columns have these names: {', '.join(taken)}"] if taken else []
+    return notes + [
         f"{what} rounded to whole numbers (Tiresias reads no fractions)"
         for what, given in (
             ("arrival times", frame.get_column("arrival_s")),

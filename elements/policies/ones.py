@@ -48,7 +48,8 @@ class Ones(Element):
     R (GPUs, as the artifact counts it) starts at 1; after each epoch a job running at its
     limit asks for R' = ceil(2R / ceil(sigma T + 1)) (T its processed time: doubling at first,
     then shrinking against convoys), at most its `max_gpus`; a preempted job's R becomes at most
-    the GPUs it held (resume), and halves each time a deployed schedule leaves it out.
+    the GPUs it held (resume), and halves each time a schedule leaves it waiting (the paper's
+    "rejected": still waiting in the next schedule, read as each decision once the gate is open).
 
     Ports:
         active: admitted, unfinished jobs (elastic ones: their model in the elastic profile).
@@ -87,7 +88,7 @@ class Ones(Element):
     population: int = attrs.field(default=16, validator=[positive, at_most(1024)])
     mutate_rate: float = attrs.field(default=0.3, validator=[non_negative, at_most(1.0)])
     swap: float = attrs.field(default=0.5, validator=[non_negative, at_most(1.0)])
-    # Per second: anything near 1 already shrinks R to 1 after a second of running.
+    # Per second: a sigma near 1 shrinks R to 1 within seconds of running.
     sigma: float | None = attrs.field(default=None, validator=[non_negative, at_most(1000.0)])
     rounding: str = attrs.field(default="floor", validator=one_of("ceil", "floor"))
     limit: bool = True
@@ -216,7 +217,7 @@ class Ones(Element):
             limit[due] = grown
             self._scaled_at[rows[due]] = epochs[due]
         # A waiting job's R is left alone here: it was set when the job was preempted and is
-        # halved only when a deployed schedule leaves it out (_deploy), not every round it waits.
+        # halved by _deploy, once for each decision that leaves it waiting (not twice a round).
         limit = np.clip(limit, 1, max_gpus)
         self._limit[rows] = limit
         return limit

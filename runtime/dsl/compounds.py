@@ -35,16 +35,16 @@ def splice(compounds: dict[str, tuple[str, Location]], edges: list[Edge]) -> tup
                 inside = _by_port(incoming, source=False)  # what reaches `output [k]`
                 outside, known = outgoing, set(inside)
                 open_ports += _open(full, class_name, side, declared_at, inside, {port_key(e.src_port) for e in outgoing})
-            for e_out in outside:
-                k = port_key(e_out.dst_port if side == "input" else e_out.src_port)
+            for outer in outside:
+                k = port_key(outer.dst_port if side == "input" else outer.src_port)
                 if k not in inside:
-                    errors.append(_no_port(full, class_name, side, k, known, e_out))
+                    errors.append(_no_port(full, class_name, side, k, known, outer))
                     continue
-                for e_in in inside[k]:
-                    if side == "input":  # (outside, inside): the outer edge comes in, the inner leads on
-                        edges.append(Edge(e_out.src, e_out.src_port, e_in.dst, e_in.dst_port, e_out.location))
-                    else:
-                        edges.append(Edge(e_in.src, e_in.src_port, e_out.dst, e_out.dst_port, e_out.location))
+                for inner in inside[k]:
+                    if side == "input":  # the outer edge comes in, the inner one leads on
+                        edges.append(Edge(outer.src, outer.src_port, inner.dst, inner.dst_port, outer.location))
+                    else:  # the inner edge reaches the output, the outer one leads on
+                        edges.append(Edge(inner.src, inner.src_port, outer.dst, outer.dst_port, outer.location))
     return edges, open_ports, errors
 
 

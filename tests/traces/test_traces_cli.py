@@ -66,6 +66,11 @@ def test_convert_says_what_a_format_cannot_keep_and_tiresias_keeps_the_rest(tmp_
     back = read_trace(tmp_path / "t.csv", "tiresias")
     assert back["job_id"].to_list() == [5, 7] and back["user"].to_list() == ["alice", "bob"]
     assert back["weight"].to_list() == [2.5, 1.0] and back["cpus"].to_list() == [3.0, 4.0]
+    # A column named as one of Tiresias' own is left out, and said to be.
+    clash = tmp_path / "clash.csv"
+    clash.write_text("job_id,arrival_s,gpus,duration_s,interval\n0,0,1,10,5\n")
+    assert main(["trace", "convert", str(clash), str(tmp_path / "t2.csv"), "--to", "tiresias"]) == 0
+    assert "note: left out, as Tiresias' own columns have these names: interval" in capsys.readouterr().err
     # Canonical to canonical keeps everything and says nothing.
     assert main(["trace", "convert", str(source), str(tmp_path / "same.csv")]) == 0
     assert "note:" not in capsys.readouterr().err
