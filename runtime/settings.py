@@ -6,9 +6,10 @@ import os
 
 import attrs
 
-from roundhouse.runtime.values import Duration, FilePath, at_least, existing_file, non_negative
+from roundhouse.runtime.values import Duration, FilePath, at_least, at_most, existing_file, non_negative
 
 MIN_ROUND = Duration(0.001)
+MAX_ROUND = Duration(7 * 86400.0)
 
 
 # Elastic profiles built in (traces/ones.py, traces/pollux.py), named instead of a folder.
@@ -25,8 +26,9 @@ def existing_folder_or_built_in(instance, attribute, value) -> None:
 class GraphSettings:
     """Settings of a whole graph. Each has a default; the `.sched` file may override any."""
 
-    # A round shorter than a millisecond would take forever to simulate any real trace.
-    round: Duration = attrs.field(default=Duration(300.0), validator=at_least(MIN_ROUND))
+    # A round shorter than a millisecond would take forever to simulate any real trace; one
+    # longer than a week is no scheduler's (and past it, clocks of rounds lose their seconds).
+    round: Duration = attrs.field(default=Duration(300.0), validator=[at_least(MIN_ROUND), at_most(MAX_ROUND)])
     checkpoint: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     checkpoint_per_gpu: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     restore: Duration = attrs.field(default=Duration(0.0), validator=non_negative)

@@ -132,7 +132,7 @@ def format_duration(seconds: float) -> str:
     for unit in ("d", "h", "min", "s"):
         n = seconds / DURATION_UNITS[unit]
         if abs(n) >= 1 and float(n).is_integer():
-            return f"{int(n)}{unit}"
+            return f"{int(n)}{unit}" if abs(n) < 1e15 else f"{n:g}{unit}"  # (not 300 digits)
     return f"{seconds:g}s"
 
 

@@ -70,6 +70,8 @@ def test_infinite_or_tiny_round_refused(graph, capsys):
     assert "--set round=1e999s" in err and "too large" in err
     err = fails(capsys, "run", graph, "--set", "round=1e-300s")
     assert "setting 'round' must be at least 0.001s" in err
+    err = fails(capsys, "run", graph, "--set", "round=1e300d")  # (finite, and no scheduler's)
+    assert "setting 'round' must be at most 7d, got 1e+300d" in err
     graph.write_text(GRAPH.replace("round = 5min", "round = 1e999min"))
     assert f"{graph}:1:9" in fails(capsys, "check", graph)
 
