@@ -12,6 +12,7 @@ standalone entry point, and is not in the shared folder.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -57,4 +58,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # No options: the parser gives --help and refuses anything else.
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

@@ -10,6 +10,7 @@ prints figures, not a timed test.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -65,4 +66,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # No options: the parser gives --help and refuses anything else.
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()
