@@ -106,6 +106,20 @@ def test_strict_fifo_stops_at_the_first_job_that_does_not_fit():
     assert launched == {2: [3]}
 
 
+def test_without_backfilling_no_job_starts_below_one_held_up_by_fragmentation():
+    # 2 nodes x 4, two GPUs free on each. Job 4 (3 GPUs, rank 1) fits the capacity but no
+    # node: it waits. Job 5 (1 GPU, rank 2) also fits, and a strict queue keeps it behind 4.
+    world = world_with("2x4:V100", [(0, 2), (2, 2), (4, 3), (5, 1)], {0: [0, 1], 2: [4, 5]})
+    launched, suspended, kept = place(Consolidated(), world, [0, 2, 4, 5], backfill=False)
+    assert launched == {} and suspended == [] and kept == [0, 2]
+    launched, _, _ = place(Consolidated(), world, [0, 2, 4, 5], backfill=True)
+    assert launched == {5: [2]}
+    # Below the job that waits, none starts; above it, every job that found room does.
+    world = world_with("2x4:V100", [(0, 2), (2, 2), (3, 2), (4, 3), (5, 1)], {0: [0, 1], 2: [4, 5]})
+    launched, _, kept = place(Consolidated(), world, [0, 2, 3, 4, 5], backfill=False)
+    assert launched == {3: [2, 3]} and kept == [0, 2]
+
+
 def test_best_fit_packs_small_jobs_on_the_fullest_nodes():
     cluster = Cluster.parse("3x4:V100")
     available = np.array([1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1], dtype=bool)  # free: 4, 2, 1

@@ -14,7 +14,10 @@ Every placer here works in the same steps (`Placer`), and they differ in how the
    largest first, each on the node with the fewest available GPUs that holds it (best fit);
    jobs that may spread on the lowest-numbered available GPUs, in ranking order.
 4. A selected job that cannot be packed (fragmentation) preempts the shortest tail of the
-   selected running jobs ranked below it that makes it fit, or waits this round.
+   selected running jobs ranked below it that makes it fit, or waits this round. When the
+   ranking does not allow backfilling, no job starts below one that waits: steps 3 and 4 are
+   done again without the jobs ranked below the first that found no room, as a strict queue
+   (and Blox's placement, which stops at the first job it cannot place) would have it.
 5. A running job marked in step 2 whose GPUs nobody took keeps running after all; GPUs still
    free go, in ranking order, to waiting jobs that fit (when the ranking allows backfilling).
 
@@ -166,16 +169,17 @@ class Placer(Element):
             available &= online
         one_node = self.one_node(ctx, ranking)
 
-        # Step 3: pack the selected jobs that are not kept (waiting ones, and moves).
-        launches = _Launches(len(rows))
+        # Steps 3 and 4: pack the selected jobs that are not kept (waiting ones, and moves); a
+        # selected job that found no room preempts selected running jobs below it.
         to_place = (selected & ~keeps).nonzero()[0]
-        unplaced = self._pack(cluster, available, to_place, want, on_type, one_node, job_types, launches)
-
-        # Step 4: a selected job that found no room preempts selected running jobs below it.
-        victims = _NONE
-        if len(unplaced):
-            victims = preempt_below(
-                self, cluster, holder, available, unplaced, kept_mask.nonzero()[0], rows, want, job_types, one_node, launches
+        kept_pos = kept_mask.nonzero()[0]
+        if ranking.backfill:
+            launches, victims = self._pack_and_preempt(
+                cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types
+            )
+        else:
+            launches, victims, available = self._pack_in_line(
+                cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types
             )
 
         # Step 5: marked jobs none of whose GPUs were taken keep running; then backfill.
@@ -278,6 +282,36 @@ class Placer(Element):
         return mine.rows[positions], counts, gpus
 
     # --- the steps ---
+    def _pack_and_preempt(self, cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types):
+        """Steps 3 and 4 on the GPUs marked in `available` (those taken are marked taken): the
+        launches, and the running jobs preempted for them."""
+        rows, want = ranking.rows, ranking.gpus
+        launches = _Launches(len(rows))
+        unplaced = self._pack(cluster, available, to_place, want, on_type, one_node, job_types, launches)
+        victims = _NONE
+        if len(unplaced):
+            victims = preempt_below(
+                self, cluster, holder, available, unplaced, kept_pos, rows, want, job_types, one_node, launches
+            )
+        return launches, victims
+
+    def _pack_in_line(self, cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types):
+        """Steps 3 and 4 for a ranking that does not allow backfilling: no job starts ahead of a
+        higher-ranked one that waits. Step 3 packs largest first, so a job ranked below one
+        that found no room (fragmentation) may have been placed: then the two steps are done
+        again without the jobs below it, until none is placed below a job that waits (each pass
+        packs fewer jobs, so this ends). Returns the launches, the victims and the GPUs left."""
+        while True:
+            left = available.copy()
+            launches, victims = self._pack_and_preempt(
+                cluster, holder, left, to_place, kept_pos, ranking, on_type, one_node, job_types
+            )
+            placed = launches.placed
+            waits = to_place[~placed[to_place]]
+            if not len(waits) or not placed[waits[0] + 1 :].any():
+                return launches, victims, left
+            to_place = to_place[to_place < waits[0] + 1]
+
     def _job_types(self, ctx: RoundContext, ranking: Ranking):
         """GPU types each ranked job may use, fastest first (None: every job may use type 0,
         the only one)."""

@@ -145,7 +145,7 @@ def blox_policies(out_dir: Path, quick: bool) -> Report:
 
 # Blox's LAS (schedulers/las.py): attained service in wall-clock seconds held; jobs without a
 # placement preference go on the first free GPUs anywhere.
-BLOX_LAS = "Las(service=wall_seconds)"
+BLOX_LAS = "Las(service=wall_seconds, backfill=false)"
 
 GATES = {
     "Accept All": "AcceptAll",

@@ -24,7 +24,7 @@ from roundhouse.tools.reproductions import Comparison, Report, experiment
 from roundhouse.tools.reproductions._runs import hours, pct_lower, run, save_figure, summary_table, value, write_graph
 
 GATES = {"Accept All": "AcceptAll", "Accept 1.2x": "AcceptThreshold(factor=1.2x)", "Accept 1.4x": "AcceptThreshold(factor=1.4x)"}
-POLICIES = {"FIFO": "Fifo", "SRTF": "Srtf", "LAS": "Las(service=wall_seconds)"}
+POLICIES = {"FIFO": "Fifo", "SRTF": "Srtf", "LAS": "Las(service=wall_seconds, backfill=false)"}
 # Names the synthesizer's graph gives its candidates, and how the figures write them.
 CANDIDATE_NAMES = {"all": "Accept All", "a12": "Accept 1.2x", "a14": "Accept 1.4x", "fifo": "FIFO", "srtf": "SRTF", "las": "LAS"}
 
@@ -83,7 +83,7 @@ a14 :: AcceptThreshold(factor=1.4x);
 admit :: ChooseAdmission(candidates=[all, a12, a14]);
 fifo :: Fifo;
 srtf :: Srtf;
-las :: Las(service=wall_seconds);
+las :: Las(service=wall_seconds, backfill=false);
 order :: ChoosePolicy(candidates=[fifo, srtf, las]);""",
     )
 

@@ -40,7 +40,7 @@ POLICIES = {
     "Pollux": POLLUX,
     "FIFO": "Fifo -> Consolidated -> Launch",
     # Blox's simplified single-queue LAS: attained service in seconds held.
-    "LAS": "Las(service=wall_seconds) -> Consolidated -> Launch",
+    "LAS": "Las(service=wall_seconds, backfill=false) -> Consolidated -> Launch",
 }
 
 # Average JCT (s) of Pollux on workload 6 by scheduling interval: the raw results the Pollux
