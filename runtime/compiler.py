@@ -6,7 +6,8 @@ structure are checked by runtime/wiring.py.
 parse -> resolve classes in the registry -> build configurations (converted, validated) ->
 build the graph of connections -> check unknown ports, port type mismatches, fan-in, unconnected
 required inputs and outputs, cycles, exactly one pool, at least one launcher -> topological order.
-Every problem found is reported at once, each at its file, line and column.
+Every problem found is reported at once, each at its file, line and column. An element class
+the graph has no instance of is checked as far as it can be without one (`_check_body`).
 `roundhouse check` runs all of this without running anything.
 """
 
@@ -26,7 +27,7 @@ from roundhouse.runtime import registry
 from roundhouse.runtime.arguments import convert, validate
 from roundhouse.runtime.cluster import spec_file
 from roundhouse.runtime.dsl import ast
-from roundhouse.runtime.dsl.loader import Decl, FlatGraph, load
+from roundhouse.runtime.dsl.loader import Body, Decl, FlatGraph, load
 from roundhouse.runtime.dsl.parser import parse_value
 from roundhouse.runtime.element import Element
 from roundhouse.runtime.settings import GraphSettings
@@ -109,6 +110,8 @@ class _Compiler:
             built = self._build(decl, element_overrides.get(decl.name, []))
             if built is not None:
                 elements[decl.name] = built
+        for body in self.flat.bodies:
+            self._check_body(body)
         self.fail_if_errors()
         wiring = Wiring(self.flat, self.errors)
         wiring.check_references(elements)
@@ -207,9 +210,14 @@ class _Compiler:
         try:
             return GraphSettings(**values)
         except (ValueError, TypeError) as err:
-            # Point at the last written of the settings the complaint names.
-            named = [v.location for n, (v, where) in given.items() if where is not None and re.search(rf"\b{n}\b", str(err))]
-            self.errors.append(SchedError(f"settings do not fit together: {err}", named[-1] if named else None))
+            # Name the options that gave settings the complaint names, else point at the last
+            # written of them.
+            named = [(n, where) for n, (_, where) in given.items() if re.search(rf"\b{n}\b", str(err))]
+            flags = [self._setting_flags[n] for n, where in named if where is None]
+            if flags:
+                self.errors.append(SchedError(f"{', '.join(flags)}: settings do not fit together: {err}"))
+            else:
+                self.errors.append(SchedError(f"settings do not fit together: {err}", named[-1][1] if named else None))
             return GraphSettings()
 
     def _cluster_path(self, spec: str, base_dir: str) -> str:
@@ -222,7 +230,11 @@ class _Compiler:
         return os.path.relpath(written, graph_dir)
 
     # --- elements ---
-    def _build(self, decl: Decl, overrides) -> Element | None:
+    def _build(self, decl: Decl, overrides, open_params: bool = False) -> Element | None:
+        """The element `decl` declares, configured; None, the problems reported, if it cannot
+        be. With `open_params` (an element class's body without an instance), an argument that
+        takes a parameter is for the instance to give: only its name is checked, and then the
+        element is not configured but stands for its class (`_unconfigured`)."""
         cls = registry.get(decl.class_name)
         if cls is None:
             known = registry.names()
@@ -268,6 +280,9 @@ class _Compiler:
             if field.name in overridden:
                 kwargs[field.name] = _REPLACED  # --set gives this argument; the file's value is not used
                 continue
+            if open_params and _takes_parameter(arg.value):
+                kwargs[field.name] = _OPEN
+                continue
             value = self._argument(cls, field, arg.value, decl.base_dir, arg.value.location)
             kwargs[field.name] = value
             if value is _BAD:
@@ -299,14 +314,39 @@ class _Compiler:
             return None
         if not ok:
             return None
+        if any(v is _OPEN for v in kwargs.values()):
+            return _unconfigured(cls, decl)
         try:
             instance = cls(**kwargs)
         except (ValueError, TypeError) as err:
-            self.errors.append(SchedError(f"{cls.__name__} '{decl.name}': {err}", decl.class_location))
+            self.errors.append(_arguments_together(cls, decl, str(err), overrides))
             return None
         instance.name = decl.name
         instance.declared_at = decl.location
         return instance
+
+    def _check_body(self, body: Body) -> None:
+        """An element class the graph has no instance of (flat.py `Body`), checked for what does
+        not depend on an instance: its elements' classes and arguments (as `_build` with
+        `open_params`), and its connections' ports and types, the ports its own `input` and
+        `output` lead to inside included. What its `input` and `output` connect to outside, and
+        what stays unconnected, are an instance's, and are not checked."""
+        found = len(self.errors)
+        elements: dict[str, Element] = {}
+        for decl in body.graph.decls.values():
+            built = self._build(decl, [], open_params=True)
+            if built is not None:
+                elements[decl.name] = built
+        wiring = _BodyWiring(body.graph, self.errors)
+        wiring.connections(elements)
+        wiring.open_ends(elements, *body.ports)
+        # A class used inside others is expanded in each: each of its problems is reported once.
+        seen = {(e.message, e.location) for e in self.errors[:found]}
+        new, self.errors[found:] = self.errors[found:], []
+        for err in new:
+            if (err.message, err.location) not in seen:
+                seen.add((err.message, err.location))
+                self.errors.append(err)
 
     def _argument(self, cls, field, value_node, base_dir, location, prefix=""):
         what = f"argument '{field.name}' of {cls.__name__}"
@@ -324,3 +364,41 @@ class _Compiler:
 
 _BAD = object()
 _REPLACED = object()
+_OPEN = object()  # an argument that takes a parameter of an element class without an instance
+
+
+def _takes_parameter(value: ast.Value) -> bool:
+    return value.kind == "param" or (value.kind == "list" and any(_takes_parameter(v) for v in value.items))
+
+
+def _unconfigured(cls: type[Element], decl: Decl) -> Element:
+    """An element of an element class's body that waits for an instance's parameters: it stands
+    for its class (its ports, for the connections' checks) and is never configured or run."""
+    element = object.__new__(cls)
+    element.name = decl.name
+    element.declared_at = decl.location
+    return element
+
+
+class _BodyWiring(Wiring):
+    """Wiring of an element class's body: also the connections at its own `input` and `output`."""
+
+    def open_ends(self, elements: dict[str, Element], inlet: str, outlet: str) -> None:
+        """The port inside that each connection from `input` enters and each one into `output` leaves."""
+        for e in self.flat.edges:
+            if e.src == inlet and e.dst in elements:
+                self._port(elements[e.dst], e.dst_port, "input", e)
+            if e.dst == outlet and e.src in elements:
+                self._port(elements[e.src], e.src_port, "output", e)
+
+
+def _arguments_together(cls: type[Element], decl: Decl, complaint: str, overrides) -> SchedError:
+    """An element's arguments that do not fit together. Where the complaint names an argument
+    given with --set, it is that option's error (as one in a single argument given with --set
+    is), on the command line rather than at the element's line; else it is the file's."""
+    message = f"{cls.__name__} '{decl.name}': {complaint}"
+    named = [label for field, _, label in overrides if re.search(rf"\b{re.escape(field)}\b", complaint)]
+    if named:
+        return SchedError(f"{', '.join(named)}: {message}", hint=f"'{decl.name}' is declared at {decl.location}")
+    given = ", ".join(label for _, _, label in overrides)
+    return SchedError(message, decl.class_location, hint=f"its arguments include {given}" if given else None)

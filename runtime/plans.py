@@ -26,11 +26,35 @@ def _largest(a: np.ndarray):
     return a[a.argmax()]
 
 
-def _share_weights(owner: np.ndarray, cpu: np.ndarray, memory: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each GPU's part of its job's CPU cores and of its memory, from the GPUs' owners and their
-    GPU-proportional shares: its share over the job's summed shares."""
+def share_weights(job: np.ndarray, gpus: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """How a job's CPU cores and memory, all its machines together, are spread over its GPUs: by
+    each machine's GPU-proportional share per GPU, so that the job's proportional share fits on
+    every machine even where machines differ. The allocators (elements/placement/synergy.py)
+    spread what they give this way, and the plan check below spreads what it checks this way.
+
+    The parts are pieces of jobs: a GPU each (the plan check) or a job's GPUs on one machine
+    (the allocators). `job`: each piece's job, an index 0, 1, ...; `gpus`: its GPUs; `share`:
+    (pieces, 2), the cores and GB per GPU of its machine. Returns (pieces, 2): each piece's part
+    of its job's cores and of its memory (a job's parts add up to 1)."""
+    n = int(job.max()) + 1 if len(job) else 0
+    weighted = gpus[:, None] * share
+    total = np.stack([np.bincount(job, weights=weighted[:, k], minlength=n) for k in (0, 1)], axis=1)[job]
+    weighted = weighted / np.where(total > 0, total, 1.0)
+    # Where all of a job's machines give the same share per GPU, the split by GPU count is the
+    # same spread; its arithmetic is kept there, so that results on such clusters do not move
+    # by a rounding. (Summed piece by piece in order, as a sum over machines in machine order.)
+    by_count = gpus / np.maximum(np.bincount(job, weights=gpus, minlength=n), 1)[job]
+    some = np.zeros((n, 2))
+    some[job] = share  # (one piece's share per job, whichever: its machines are alike if all have it)
+    unlike = np.stack([np.bincount(job, weights=share[:, k] != some[job, k], minlength=n) for k in (0, 1)], axis=1)
+    return np.where((unlike == 0)[job], by_count[:, None], weighted)
+
+
+def _per_gpu_weights(owner: np.ndarray, cpu: np.ndarray, memory: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`share_weights` of GPUs, from the job holding each and its share of cores and of memory."""
     _, job = np.unique(owner, return_inverse=True)
-    return cpu / np.bincount(job, weights=cpu)[job], memory / np.bincount(job, weights=memory)[job]
+    w = share_weights(job, np.ones(len(owner)), np.stack([cpu, memory], axis=1))
+    return w[:, 0], w[:, 1]
 
 
 class PlanCheck:
@@ -161,9 +185,8 @@ class PlanCheck:
             pos = np.minimum(np.searchsorted(ordered, job_rows), len(ordered) - 1)
             return ordered[pos] == job_rows, named_cpu[pos], named_memory[pos]
 
-        # Each GPU's part of its job's allocation: its share of the job's GPU-proportional share
-        # (like the allocators, elements/placement/synergy.py `machine_weights`), so that a job
-        # on machines of different shapes gives each no more than that machine's room allows.
+        # Each GPU's part of its job's allocation (`share_weights`, as the allocators spread it),
+        # so that a job on machines of different shapes gives each no more than its room allows.
         kept_gpus, kept_owner = [], []
         for holder in (world.holder, world.co_holder):  # jobs that keep their GPUs
             if holder is None:
@@ -173,14 +196,14 @@ class PlanCheck:
             kept_owner.append(holder[on])
         if kept_gpus:
             on, h = np.concatenate(kept_gpus), np.concatenate(kept_owner)
-            w_cpu, w_memory = _share_weights(h, share_cpu[on], share_memory[on])
+            w_cpu, w_memory = _per_gpu_weights(h, share_cpu[on], share_memory[on])
             hit, c, m = named(h)
             np.add.at(per_cpu, on, np.where(hit, c, cols["cpus_held"][h]) * w_cpu)
             np.add.at(per_memory, on, np.where(hit, m, cols["memory_held_gb"][h]) * w_memory)
         gpus, counts = plan.launch_gpus, plan.launch_counts
         if len(gpus):
             owner = plan.launch_rows.repeat(counts)
-            w_cpu, w_memory = _share_weights(owner, share_cpu[gpus], share_memory[gpus])
+            w_cpu, w_memory = _per_gpu_weights(owner, share_cpu[gpus], share_memory[gpus])
             hit, c, m = named(plan.launch_rows)
             hit, c, m = hit.repeat(counts), c.repeat(counts), m.repeat(counts)
             np.add.at(per_cpu, gpus, np.where(hit, c * w_cpu, share_cpu[gpus]))

@@ -32,6 +32,24 @@ if TYPE_CHECKING:
 LEVELS = ("machine", "rack")
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 
+# DelayPlacer's defaults for the timers' and the auto-tuner's arguments: Dally-manual's timers,
+# the paper's tuner.
+MACHINE_WAIT, RACK_WAIT, HISTORY = 12 * 3600.0, 24 * 3600.0, 24 * 3600.0
+_DEFAULTS: dict[str, object] = {
+    "machine_wait": MACHINE_WAIT,
+    "rack_wait": RACK_WAIT,
+    "history": HISTORY,
+    "sigma": "sample",
+    "machine_floor": 0.0,
+    "rack_floor": 0.0,
+    "capped": False,
+}
+
+
+def _not_default(placer: DelayPlacer, names: tuple[str, ...]) -> list[str]:
+    """Those of the placer's arguments `names` that are given a value other than their default."""
+    return [n for n in names if getattr(placer, n) is not None and getattr(placer, n) != _DEFAULTS[n]]
+
 
 class DelayTuner:
     """Dally's auto-tuner (Algorithm 2): per (level, GPU demand), the waits of the jobs that
@@ -194,7 +212,8 @@ class DelayPlacer(Placer):
     with these caps). `mode=no_wait` sets both timers to 0 (Dally-noWait);
     `mode=fully_consolidated` waits as long as it takes for the most consolidated placement
     that can ever fit (Dally-fullyConsolidated). An argument that would have no effect (a timer
-    with `tuned=true` or another mode; an auto-tuner argument without `tuned=true`) is refused.
+    with `tuned=true` or another mode; an auto-tuner argument without `tuned=true`) is refused,
+    unless it is given its default value (`capped=false`), which changes nothing anywhere.
     Needs a cluster of one GPU type.
 
     Leases (`release=true`): a running job holds its GPUs for one round. At each round's end
@@ -235,8 +254,9 @@ class DelayPlacer(Placer):
     state = ("_clock", "_tuner", "_timeline", "_last_timers")
     fixed = ("_machine_size", "_rack_size")
 
-    # The timers' and the tuner's arguments default to None (their values below) so that one
-    # given where it has no effect is refused rather than silently ignored.
+    # The timers' and the tuner's arguments default to None (their values in _DEFAULTS) so that
+    # one given where it has no effect is refused rather than silently ignored. Given as its
+    # default value it has the same effect everywhere (none to miss), and is accepted.
     mode: str = attrs.field(default="delay", validator=one_of("delay", "no_wait", "fully_consolidated"))
     machine_wait: Duration | None = attrs.field(default=None, validator=non_negative)
     rack_wait: Duration | None = attrs.field(default=None, validator=non_negative)
@@ -252,12 +272,12 @@ class DelayPlacer(Placer):
     def __attrs_post_init__(self) -> None:
         if self.tuned and self.mode != "delay":
             raise ValueError(f"tuned=true needs mode=delay (mode={self.mode} sets its own timers)")
-        fixed = [name for name in ("machine_wait", "rack_wait") if getattr(self, name) is not None]
+        fixed = _not_default(self, ("machine_wait", "rack_wait"))
         if fixed and self.mode != "delay":
             raise ValueError(f"{fixed[0]} has no effect with mode={self.mode}, which sets its own timers")
         if fixed and self.tuned:
             raise ValueError(f"{fixed[0]} has no effect with tuned=true: the auto-tuner sets the timers")
-        tuner = [n for n in ("history", "sigma", "machine_floor", "rack_floor", "capped") if getattr(self, n) is not None]
+        tuner = _not_default(self, ("history", "sigma", "machine_floor", "rack_floor", "capped"))
         if tuner and not self.tuned:
             raise ValueError(f"{tuner[0]} is an auto-tuner argument and has no effect without tuned=true")
         if self.rack_timer < self.machine_timer:
@@ -268,11 +288,11 @@ class DelayPlacer(Placer):
 
     @property
     def machine_timer(self) -> float:
-        return 12 * 3600.0 if self.machine_wait is None else float(self.machine_wait)
+        return MACHINE_WAIT if self.machine_wait is None else float(self.machine_wait)
 
     @property
     def rack_timer(self) -> float:
-        return 24 * 3600.0 if self.rack_wait is None else float(self.rack_wait)
+        return RACK_WAIT if self.rack_wait is None else float(self.rack_wait)
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
@@ -282,7 +302,7 @@ class DelayPlacer(Placer):
         self.counters.update(machine=0, rack=0, network=0, declined=0)
         self._clock = StarvationClock()
         self._tuner = DelayTuner(
-            24 * 3600.0 if self.history is None else float(self.history),
+            HISTORY if self.history is None else float(self.history),
             self.sigma or "sample",
             float(self.machine_floor or 0.0),
             float(self.rack_floor or 0.0),

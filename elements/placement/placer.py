@@ -174,12 +174,12 @@ class Placer(Element):
         to_place = (selected & ~keeps).nonzero()[0]
         kept_pos = kept_mask.nonzero()[0]
         if ranking.backfill:
-            launches, victims = self._pack_and_preempt(
-                cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types
+            launches, victims = _pack_and_preempt(
+                self, cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types
             )
         else:
-            launches, victims, available = self._pack_in_line(
-                cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types
+            launches, victims, available = _pack_in_line(
+                self, cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types
             )
 
         # Step 5: marked jobs none of whose GPUs were taken keep running; then backfill.
@@ -282,36 +282,6 @@ class Placer(Element):
         return mine.rows[positions], counts, gpus
 
     # --- the steps ---
-    def _pack_and_preempt(self, cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types):
-        """Steps 3 and 4 on the GPUs marked in `available` (those taken are marked taken): the
-        launches, and the running jobs preempted for them."""
-        rows, want = ranking.rows, ranking.gpus
-        launches = _Launches(len(rows))
-        unplaced = self._pack(cluster, available, to_place, want, on_type, one_node, job_types, launches)
-        victims = _NONE
-        if len(unplaced):
-            victims = preempt_below(
-                self, cluster, holder, available, unplaced, kept_pos, rows, want, job_types, one_node, launches
-            )
-        return launches, victims
-
-    def _pack_in_line(self, cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types):
-        """Steps 3 and 4 for a ranking that does not allow backfilling: no job starts ahead of a
-        higher-ranked one that waits. Step 3 packs largest first, so a job ranked below one
-        that found no room (fragmentation) may have been placed: then the two steps are done
-        again without the jobs below it, until none is placed below a job that waits (each pass
-        packs fewer jobs, so this ends). Returns the launches, the victims and the GPUs left."""
-        while True:
-            left = available.copy()
-            launches, victims = self._pack_and_preempt(
-                cluster, holder, left, to_place, kept_pos, ranking, on_type, one_node, job_types
-            )
-            placed = launches.placed
-            waits = to_place[~placed[to_place]]
-            if not len(waits) or not placed[waits[0] + 1 :].any():
-                return launches, victims, left
-            to_place = to_place[to_place < waits[0] + 1]
-
     def _job_types(self, ctx: RoundContext, ranking: Ranking):
         """GPU types each ranked job may use, fastest first (None: every job may use type 0,
         the only one)."""
@@ -378,6 +348,36 @@ class Placer(Element):
                 spread = np.sort(np.concatenate([spread, stuck]))
             pack_first_free(cluster, available, t, spread, want, launches)
         return positions[~launches.placed[positions]]
+
+
+def _pack_and_preempt(placer, cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types):
+    """Steps 3 and 4 on the GPUs marked in `available` (those taken are marked taken): the
+    launches, and the running jobs preempted for them."""
+    rows, want = ranking.rows, ranking.gpus
+    launches = _Launches(len(rows))
+    unplaced = placer._pack(cluster, available, to_place, want, on_type, one_node, job_types, launches)
+    victims = _NONE
+    if len(unplaced):
+        victims = preempt_below(placer, cluster, holder, available, unplaced, kept_pos, rows, want, job_types, one_node, launches)
+    return launches, victims
+
+
+def _pack_in_line(placer, cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types):
+    """Steps 3 and 4 for a ranking that does not allow backfilling: no job starts ahead of a
+    higher-ranked one that waits. Step 3 packs largest first, so a job ranked below one
+    that found no room (fragmentation) may have been placed: then the two steps are done
+    again without the jobs below it, until none is placed below a job that waits (each pass
+    packs fewer jobs, so this ends). Returns the launches, the victims and the GPUs left."""
+    while True:
+        left = available.copy()
+        launches, victims = _pack_and_preempt(
+            placer, cluster, holder, left, to_place, kept_pos, ranking, on_type, one_node, job_types
+        )
+        placed = launches.placed
+        waits = to_place[~placed[to_place]]
+        if not len(waits) or not placed[waits[0] + 1 :].any():
+            return launches, victims, left
+        to_place = to_place[to_place <= waits[0]]
 
 
 # From this many ranked jobs, when at most a quarter of them run, `Placer._keeps` reads the job

@@ -3,7 +3,8 @@
 They take a placer's plan (which GPUs each job gets) and say how many CPU cores and how much
 memory come with those GPUs, for the jobs the plan launches and, when that changes, for the
 jobs it keeps. A job's allocation is spread over its machines like its GPU-proportional share
-(`machine_weights`: like its GPUs where its machines are alike). How fast a job
+(like its GPUs where its machines are alike: runtime/plans.py `share_weights`, the rule plans
+are checked by, through `machine_weights`). How fast a job
 runs on its allocation is the throughput model's business (traces/throughput.py, with the
 sensitivity profile of traces/resources.py); the runtime checks that no machine hands out more
 than it has (runtime/plans.py).
@@ -21,6 +22,7 @@ import attrs
 import numpy as np
 
 from roundhouse.runtime.element import Element, In, Out, element, element_family
+from roundhouse.runtime.plans import share_weights
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Plan
 from roundhouse.runtime.values import Duration, at_most, one_of, positive
@@ -375,21 +377,13 @@ class RoundJobs:
 def machine_weights(per_node: np.ndarray, node_share: np.ndarray) -> np.ndarray:
     """(jobs, machines, 2): the part of each job's CPU cores and of its memory that each machine
     gives, from its GPUs per machine (`per_node`, jobs x machines) and each machine's
-    GPU-proportional share per GPU (`node_share`, machines x (cores, GB)): in proportion to the
-    shares of its GPUs there, so that the proportional share always fits where machines differ.
-    runtime/plans.py spreads allocations the same way when it checks them."""
-    counts = per_node.sum(axis=1)
-    by_count = per_node / np.maximum(counts, 1)[:, None]
-    weighted = per_node[:, :, None] * node_share[None, :, :]
-    total = weighted.sum(axis=1, keepdims=True)
-    weighted = weighted / np.where(total > 0, total, 1.0)
-    # Where all of a job's machines give the same share per GPU, the GPU count split is the same
-    # spread; its arithmetic is kept there, so results on such clusters do not move by a rounding.
-    on = per_node > 0
-    high = np.where(on[:, :, None], node_share[None, :, :], -np.inf).max(axis=1)
-    low = np.where(on[:, :, None], node_share[None, :, :], np.inf).min(axis=1)
-    alike = (high == low)[:, None, :]
-    return np.where(alike, by_count[:, :, None], weighted)
+    GPU-proportional share per GPU (`node_share`, machines x (cores, GB)): the runtime's one
+    rule (runtime/plans.py `share_weights`, by which plans are checked), a job's GPUs on one
+    machine taken together."""
+    job, node = per_node.nonzero()  # (by job, then machine: the order the rule sums in)
+    weights = np.zeros((*per_node.shape, 2))
+    weights[job, node] = share_weights(job, per_node[job, node], node_share[node])
+    return weights
 
 
 def best_case(ctx: RoundContext, rows: np.ndarray, counts: np.ndarray, fair: np.ndarray) -> np.ndarray:

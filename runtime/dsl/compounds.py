@@ -1,4 +1,5 @@
-"""Compound instances spliced into the flat graph (runtime/dsl/loader.py expands their bodies).
+"""Compound instances: their parameters bound and substituted, and their bodies spliced into the
+flat graph (runtime/dsl/loader.py expands the bodies).
 
 Inside an instance `c` of an elementclass, `input [k]` and `output [k]` are elements named
 `c/input` and `c/output`; a connection into `c [k]` is joined to what `c/input [k]` connects
@@ -11,7 +12,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from roundhouse.errors import Location, SchedError
+import attrs
+
+from roundhouse.errors import Location, SchedError, did_you_mean
+from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.flat import Edge, OpenPort, port_key
 
 
@@ -82,3 +86,70 @@ def _no_port(full: str, class_name: str, side: str, key, known: set, edge: Edge)
         f"'{full}' ({class_name}) has no {side} port [{key}]; its {side} ports: {shown}",
         port_ref.location if port_ref is not None else edge.location,
     )
+
+
+def bind_params(definition: ast.ElementClass, args, node: ast.Node, errors: list[SchedError]) -> dict[str, ast.Value] | None:
+    """The values of an instance's parameters, from its arguments and the defaults; None (the
+    problems added to `errors`) when they do not bind."""
+    params = {p.name: p for p in definition.params}
+    bound: dict[str, ast.Value] = {}
+    ok = True
+    order = [p.name for p in definition.params]
+    for i, a in enumerate(args):
+        name = a.name if a.name is not None else (order[i] if i < len(order) else None)
+        if name is not None and name in bound:
+            errors.append(SchedError(f"{definition.name}: parameter '{name}' is given twice", a.location))
+            ok = False
+            continue
+        if a.name is None:
+            if i >= len(order):
+                errors.append(SchedError(f"{definition.name} takes {len(order)} parameter(s)", a.location))
+                ok = False
+                continue
+            bound[order[i]] = a.value
+        elif a.name not in params:
+            errors.append(
+                SchedError(f"{definition.name} has no parameter '{a.name}'", a.location, hint=did_you_mean(a.name, params))
+            )
+            ok = False
+        else:
+            bound[a.name] = a.value
+    for p in definition.params:
+        if p.name not in bound:
+            if p.default is None:
+                errors.append(SchedError(f"{definition.name} needs parameter '{p.name}'", node.class_location or node.location))
+                ok = False
+            else:
+                bound[p.name] = p.default
+    return bound if ok else None
+
+
+def unbound(definition: ast.ElementClass) -> dict[str, ast.Value]:
+    """Parameters bound to themselves: an elementclass's body expanded without an instance
+    keeps `$name` where an instance would give a value."""
+    return {p.name: ast.Value("param", p.name, p.location, f"${p.name}") for p in definition.params}
+
+
+def substitute(
+    value: ast.Value, env: dict[str, ast.Value] | None, owner: str | None, errors: list[SchedError]
+) -> ast.Value | None:
+    """A value with the parameters of `env` (those of elementclass `owner`; None outside one)
+    replaced by their values; None (the problem added to `errors`) for an unknown parameter."""
+    if value.kind == "param":
+        if env is None:
+            errors.append(SchedError(f"${value.value} is used outside an elementclass", value.location))
+            return None
+        if value.word not in env:
+            errors.append(
+                SchedError(
+                    f"elementclass {owner} has no parameter ${value.value}", value.location, hint=did_you_mean(value.word, env)
+                )
+            )
+            return None
+        return env[value.word]
+    if value.kind == "list":
+        items = [substitute(v, env, owner, errors) for v in value.items]
+        if any(v is None for v in items):
+            return None
+        return attrs.evolve(value, value=tuple(items))
+    return value

@@ -1,5 +1,6 @@
 """The flat graph a `.sched` file and its imports load into (runtime/dsl/loader.py): its
-elements as declared, its connections, and the ports of compound instances left open."""
+elements as declared, its connections, the ports of compound instances left open, and the
+bodies of the element classes it has no instance of (to be checked as far as they can be)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,24 @@ class FlatGraph:
     edges: list[Edge]
     files: list[str]
     open_ports: list[OpenPort] = attrs.field(factory=list)
+    bodies: list[Body] = attrs.field(factory=list)
+
+
+@attrs.frozen
+class Body:
+    """An element class the graph has no instance of, expanded as an instance named after it
+    would be, so that what does not depend on an instance is checked (runtime/compiler.py): its
+    elements `Name/inner` (an argument that takes a parameter keeps `$param`), and connections,
+    those that enter at `input` from `Name/input` and those that leave at `output` to
+    `Name/output`. It is not part of the graph."""
+
+    name: str
+    graph: FlatGraph
+
+    @property
+    def ports(self) -> tuple[str, str]:
+        """The elementclass's own `input` and `output`, as its connections name them."""
+        return f"{self.name}/input", f"{self.name}/output"
 
 
 def port_key(port: ast.PortRef | None) -> str | int:

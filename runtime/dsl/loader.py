@@ -8,6 +8,9 @@
   instance `c :: Name(...)` is expanded in place, its inner elements named `c/inner`, and
   connections to `c [port]` are spliced through to what `input [port]` / `output [port]`
   connect to inside (runtime/dsl/compounds.py). The records it loads into are in flat.py.
+- An elementclass the graph has no instance of is expanded too, on its own and apart from the
+  graph (a `Body`), its `$parameters` left as they are, so that its problems are reported as
+  Click reports them: the compiler checks what does not depend on an instance.
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ import attrs
 from roundhouse.errors import Location, SchedError, SchedErrors, did_you_mean
 from roundhouse.runtime import registry
 from roundhouse.runtime.dsl import ast
-from roundhouse.runtime.dsl.compounds import splice
-from roundhouse.runtime.dsl.flat import Decl, Edge, FlatGraph, OpenPort
+from roundhouse.runtime.dsl.compounds import bind_params, splice, substitute, unbound
+from roundhouse.runtime.dsl.flat import Body, Decl, Edge, FlatGraph, OpenPort
 from roundhouse.runtime.dsl.parser import parse
 
-__all__ = ["Decl", "Edge", "FlatGraph", "load", "load_element_file", "read_source"]
+__all__ = ["Body", "Decl", "Edge", "FlatGraph", "load", "load_element_file", "read_source"]
 
 RESERVED = ("input", "output")
 
@@ -113,6 +116,7 @@ class _Loader:
         self.edges: list[Edge] = []
         self.compounds: dict[str, tuple[str, Location]] = {}  # instance -> elementclass name, declaration
         self.open_ports: list[OpenPort] = []
+        self.bodies: list[Body] = []
         self.anonymous = 0
 
     def load(self, path: str, text: str | None) -> FlatGraph:
@@ -126,12 +130,13 @@ class _Loader:
         self._read(path, text, depth=0, stack=())
         self._raise_if_errors()
         self._expand(self.chains, prefix="", env=None, params_owner=None, stack=())
+        self._expand_unused()
         self._raise_if_errors()
         self.edges, self.open_ports, errors = splice(self.compounds, self.edges)
         self.errors += errors
         self._raise_if_errors()
         settings = {name: s for name, (s, _) in self.settings.items()}
-        return FlatGraph(path, settings, self.decls, self.edges, self.files, self.open_ports)
+        return FlatGraph(path, settings, self.decls, self.edges, self.files, self.open_ports, self.bodies)
 
     def _raise_if_errors(self) -> None:
         # An elementclass's body is expanded once per instance: report each of its problems once.
@@ -300,8 +305,8 @@ class _Loader:
         return None
 
     def _declare(self, full: str, node: ast.Node, base_dir: str, env, params_owner, stack) -> None:
-        substituted = [self._substitute_arg(a, env, params_owner) for a in (node.args or ())]
-        args = tuple(a for a in substituted if a is not None)
+        substituted = [(a, substitute(a.value, env, params_owner, self.errors)) for a in (node.args or ())]
+        args = tuple(attrs.evolve(a, value=v) for a, v in substituted if v is not None)
         if len(args) < len(substituted):
             return
         class_name = node.class_name
@@ -317,7 +322,7 @@ class _Loader:
         if len(stack) >= MAX_DEPTH:
             self.errors.append(SchedError(f"element classes nest more than {MAX_DEPTH} deep", node.class_location))
             return
-        bound = self._bind_params(definition, args, node)
+        bound = bind_params(definition, args, node, self.errors)
         if bound is None:
             return
         self.compounds[full] = (definition.name, node.location)
@@ -329,63 +334,30 @@ class _Loader:
             stack=stack + (definition.name,),
         )
 
-    def _bind_params(self, definition: ast.ElementClass, args, node: ast.Node) -> dict | None:
-        params = {p.name: p for p in definition.params}
-        bound: dict[str, ast.Value] = {}
-        ok = True
-        order = [p.name for p in definition.params]
-        for i, a in enumerate(args):
-            name = a.name if a.name is not None else (order[i] if i < len(order) else None)
-            if name is not None and name in bound:
-                self.errors.append(SchedError(f"{definition.name}: parameter '{name}' is given twice", a.location))
-                ok = False
+    # --- element classes without an instance ---
+    def _expand_unused(self) -> None:
+        """Expand each element class the graph has no instance of, apart from the graph, into a
+        `Body`, so that its problems are reported as Click reports them (the compiler checks
+        its elements and connections). Its parameters keep their `$name`s; a class inside
+        another such class is checked inside it, with the arguments it is given there."""
+        used = {cls for cls, _ in self.compounds.values()}
+        graph = self.decls, self.edges, self.compounds
+        unused = [name for name in self.classes if name not in used]
+        nested = {  # (the names a body uses: classes among them are inside another)
+            n
+            for name in unused
+            for c in self.classes[name][0].body
+            for ep in c.endpoints
+            for n in (ep.node.name, ep.node.class_name)
+        }
+        for name in sorted(unused, key=lambda n: n in nested):  # (those inside no other first)
+            if name in used:  # (expanded inside one already)
                 continue
-            if a.name is None:
-                if i >= len(order):
-                    self.errors.append(SchedError(f"{definition.name} takes {len(order)} parameter(s)", a.location))
-                    ok = False
-                    continue
-                bound[order[i]] = a.value
-            elif a.name not in params:
-                self.errors.append(
-                    SchedError(f"{definition.name} has no parameter '{a.name}'", a.location, hint=did_you_mean(a.name, params))
-                )
-                ok = False
-            else:
-                bound[a.name] = a.value
-        for p in definition.params:
-            if p.name not in bound:
-                if p.default is None:
-                    self.errors.append(
-                        SchedError(f"{definition.name} needs parameter '{p.name}'", node.class_location or node.location)
-                    )
-                    ok = False
-                else:
-                    bound[p.name] = p.default
-        return bound if ok else None
-
-    def _substitute_arg(self, arg: ast.Arg, env, params_owner) -> ast.Arg | None:
-        value = self._substitute(arg.value, env, params_owner)
-        return None if value is None else attrs.evolve(arg, value=value)
-
-    def _substitute(self, value: ast.Value, env, params_owner) -> ast.Value | None:
-        if value.kind == "param":
-            if env is None:
-                self.errors.append(SchedError(f"${value.value} is used outside an elementclass", value.location))
-                return None
-            if value.word not in env:
-                self.errors.append(
-                    SchedError(
-                        f"elementclass {params_owner} has no parameter ${value.value}",
-                        value.location,
-                        hint=did_you_mean(value.word, env),
-                    )
-                )
-                return None
-            return env[value.word]
-        if value.kind == "list":
-            items = [self._substitute(v, env, params_owner) for v in value.items]
-            if any(v is None for v in items):
-                return None
-            return attrs.evolve(value, value=tuple(items))
-        return value
+            definition, class_dir = self.classes[name]
+            self.decls, self.edges, self.compounds = {}, [], {}
+            self._expand([(c, class_dir) for c in definition.body], name + "/", unbound(definition), name, (name,))
+            used.update(cls for cls, _ in self.compounds.values())
+            edges, _, errors = splice(self.compounds, self.edges)
+            self.errors += errors
+            self.bodies.append(Body(name, FlatGraph(definition.location.path, {}, self.decls, edges, [])))
+        self.decls, self.edges, self.compounds = graph
