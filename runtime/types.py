@@ -287,8 +287,8 @@ class Plan:
 
     CPU and memory (optional): job `alloc_rows[i]`, launched or kept by this plan, holds
     `alloc_cpus[i]` CPU cores and `alloc_memory_gb[i]` GB of memory from now on, all its
-    machines together, spread over them by their shares per GPU (placement/synergy.py,
-    `machine_weights`: like its GPUs where its machines are alike). A launch not named gets the
+    machines together, spread over them by their shares per GPU (runtime/plans.py,
+    `share_weights`: like its GPUs where its machines are alike). A launch not named gets the
     GPU-proportional share of its machines; a kept job not named keeps what it has.
     """
 
