@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -51,6 +52,34 @@ from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED
 
 LEASE_BYTES = 8
 _REVOKED = 1
+# What the library itself reports beside a job's own metrics (they count against the wire's limit).
+_OWN_METRICS = frozenset({"loss", "iter_time_s", "iters_per_s", "startup_s", "steady_iters_per_s", "checkpoint_s"})
+_METRIC_NAME = re.compile(protocol.METRIC_RE)
+
+
+def _checked_metrics(new: dict[str, Any], held: dict[str, float]) -> dict[str, float]:
+    """`new` as numbers, if the wire can carry them beside the metrics `held` already: names of
+    lower-case letters, digits and '_' (the wire's rule, checked here too so that a script run by
+    hand does not crash only once an agent runs it), and at most the wire's number of names.
+    Otherwise a ValueError naming the metric."""
+    names = set(held) | _OWN_METRICS
+    out = {}
+    for name, value in new.items():
+        if not _METRIC_NAME.fullmatch(name):
+            raise ValueError(
+                f"metric name {name!r}: use lower-case letters, digits and '_', starting with a letter (up to 32 characters)"
+            )
+        if name not in names and len(names) >= protocol.METRICS.max_len:
+            raise ValueError(
+                f"metric {name!r}: a job reports at most {protocol.METRICS.max_len - len(_OWN_METRICS)} metric names "
+                f"besides the library's own ({', '.join(sorted(_OWN_METRICS))})"
+            )
+        names.add(name)
+        try:
+            out[name] = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"metric {name!r}: {value!r} is not a number") from None
+    return out
 
 
 # --- leases -------------------------------------------------------------------------------
@@ -488,10 +517,9 @@ class Job:
     def report(self, loss: float | None = None, **metrics: float) -> None:
         """Record the latest loss and other metrics; they reach the scheduler with the next
         report (at most every ROUNDHOUSE_REPORT_EVERY seconds)."""
-        if loss is not None:
-            self._latest["loss"] = float(loss)
-        for k, v in metrics.items():
-            self._latest[k] = float(v)
+        new = {} if loss is None else {"loss": loss}
+        new.update(metrics)
+        self._latest.update(_checked_metrics(new, self._latest))
 
     def summary(self) -> dict[str, float]:
         """Measured figures: iterations per second (after warm-up), start-up and checkpoint time."""

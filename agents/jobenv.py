@@ -102,7 +102,13 @@ class JobEnv:
             if text in (None, ""):
                 continue
             kind = _KINDS[field.name]
-            given[field.name] = kind(text)
+            try:
+                given[field.name] = kind(text)
+            except ValueError:
+                expected = {int: "a whole number", float: "a number"}.get(kind, kind.__name__)
+                if field.name.endswith("_s"):
+                    expected += " of seconds"
+                raise ValueError(f"{VARIABLES[field.name]}={text!r}: expected {expected}") from None
         return cls(**given)
 
 

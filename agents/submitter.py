@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
+from collections.abc import Sequence
 
 import zmq
 
@@ -15,7 +17,12 @@ log = logging.getLogger("roundhouse.submit")
 
 
 class SchedulerError(RoundhouseError):
-    """The scheduler refused a request, or could not be reached."""
+    """The scheduler refused a request, or could not be reached. `accepted`: the ids of jobs it
+    had accepted before, in a submission sent as several messages."""
+
+    def __init__(self, message: str, accepted: list[int] | None = None):
+        super().__init__(message)
+        self.accepted = accepted or []
 
 
 class Submitter:
@@ -73,13 +80,93 @@ class Submitter:
                     raise SchedulerError(f"the scheduler refused: {body['reason']}")
                 return body
 
-    def submit(self, jobs: list[dict]) -> list[int]:
+    def submit(self, jobs: list[dict], where: Sequence[str] | None = None) -> list[int]:
         """Submit jobs (canonical trace fields: model, iterations, gpus, ... or command,
-        duration_s); returns their job ids."""
+        duration_s); returns their job ids. `where[i]` names job i for the user (`t.csv:12`, the
+        line of a file); by default `job i+1`.
+
+        Jobs go in one `submit` message when they fit in one (so the scheduler accepts all of them
+        or none); otherwise in as few as they fit in, and a refusal after some were accepted says
+        which ids were accepted and which job was refused."""
+        where = list(where) if where is not None else [f"job {i + 1}" for i in range(len(jobs))]
+        for i, job in enumerate(jobs):
+            try:
+                _SUBMITTED_JOB.check(job, "job")
+            except protocol.ProtocolError as err:
+                raise SchedulerError(f"{where[i]}: cannot send it: {err.reason}") from None
         ids: list[int] = []
-        for i in range(0, len(jobs), 1000):
-            ids += self.request("submit", "accepted", jobs=jobs[i : i + 1000])["job_ids"]
+        for start, end in _chunks(jobs):
+            try:
+                got = self.request("submit", "accepted", jobs=jobs[start:end])["job_ids"]
+            except SchedulerError as err:
+                reason = _name_rows(str(err), where, start)
+                if not ids:
+                    raise SchedulerError(reason) from None
+                rest = (
+                    f"whether it accepted {where[start]} to {where[end - 1]} is not known "
+                    f"(`roundhouse submit {self.address} --status` counts what it holds), and later jobs were not sent"
+                    if reason.startswith("no answer")
+                    else f"jobs from {where[start]} on were not submitted"
+                )
+                raise SchedulerError(
+                    f"{reason}\nthe scheduler had already accepted {len(ids)} job(s), {where[0]} to {where[start - 1]} "
+                    f"(ids {id_ranges(ids)}); {rest}",
+                    accepted=ids,
+                ) from None
+            ids += got
         return ids
 
     def status(self) -> dict[str, float]:
         return self.request("status", "status_reply")["status"]
+
+
+# One submitted job as the wire carries it, and the most jobs one `submit` message holds.
+_SUBMITTED = protocol.SCHEMAS["submit"].fields["jobs"]
+assert isinstance(_SUBMITTED, protocol.ListOf)
+_SUBMITTED_JOB = _SUBMITTED.item
+MAX_JOBS_PER_MESSAGE = _SUBMITTED.max_len
+# How the scheduler names a submitted row in a refusal: `submission:N:`, N counted from 1 in
+# the message (trace errors name the row; runtime/backends/live/submissions.py).
+_ROW = re.compile(r"\bsubmission:(\d+):")
+
+
+def _name_rows(text: str, where: list[str], offset: int) -> str:
+    """The scheduler's `submission:N:` (N counted in one message) as the user's name for the job."""
+
+    def name(match: re.Match) -> str:
+        index = offset + int(match.group(1)) - 1
+        return f"{where[index]}:" if 0 <= index < len(where) else match.group(0)
+
+    return _ROW.sub(name, text, count=1)
+
+
+def _chunks(jobs: list[dict]) -> list[tuple[int, int]]:
+    """[start, end) ranges of jobs, each as many as one message carries (count and size)."""
+    out = []
+    start = 0
+    while start < len(jobs):
+        size = min(MAX_JOBS_PER_MESSAGE, len(jobs) - start)
+        while True:
+            try:  # (the largest `seq`, so that the message sent later is no larger)
+                protocol.encode("submit", protocol.SEQ_MAX, jobs=jobs[start : start + size])
+                break
+            except ValueError:  # larger than a message
+                if size == 1:
+                    raise SchedulerError(
+                        f"job {start + 1}: larger than a message carries ({protocol.MAX_BYTES:,} bytes)"
+                    ) from None
+                size //= 2
+        out.append((start, start + size))
+        start += size
+    return out
+
+
+def id_ranges(ids: list[int]) -> str:
+    """`0-999, 1200, 1202-1203`: job ids as runs of consecutive numbers."""
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

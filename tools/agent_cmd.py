@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 from roundhouse.errors import UsageError
 from roundhouse.tools.common import seconds
@@ -59,19 +60,14 @@ def agent_command(args) -> int:
 
     setup_logging(args.log_level)
     name = args.name or socket.gethostname().split(".")[0]
+    if args.nodes < 1:
+        raise UsageError(f"--nodes {args.nodes}: give 1 or more")
+    if args.nodes > 1:
+        return _emulated_nodes(args, name)
     security = ClientSecurity.choose(args.keys, name, args.insecure, args.scheduler)
     if args.emulate and not args.fake_gpus:
         raise UsageError("--emulate needs --fake-gpus: only pretend GPUs are held to the profile's speed")
     gpus = find_gpus(args.fake_gpus)
-    if args.nodes < 1:
-        raise UsageError(f"--nodes {args.nodes}: give 1 or more")
-    if args.nodes > 1:
-        if not args.emulate:
-            raise UsageError("--nodes needs --fake-gpus and --emulate: only emulated nodes share a process")
-        from roundhouse.agents.agent.emulated import EmulatedNodes
-
-        address = args.address or ("127.0.0.1" if is_loopback(args.scheduler) else socket.getfqdn())
-        return EmulatedNodes(args.scheduler, name, args.nodes, gpus, security, address=address).run()
     threads = args.threads_per_gpu
     if threads < 0:
         raise UsageError("--threads-per-gpu must be 0 or more")
@@ -94,3 +90,39 @@ def agent_command(args) -> int:
         keep_workdir=args.keep_workdir,
     )
     return agent.run()
+
+
+def _emulated_nodes(args, name: str) -> int:
+    """`--nodes N`: N emulated nodes NAME-0 ... NAME-{N-1} in this process, each checked before
+    any connection: its name (what the wire carries), its key pair with --keys (the scheduler
+    admits a node only under a key named after it), and the files and sockets they all need."""
+    from roundhouse.agents.agent import find_gpus
+    from roundhouse.agents.agent.emulated import EmulatedNodes, check_node_budget
+    from roundhouse.wire.security import ClientSecurity, check_name, is_loopback
+
+    if not (args.emulate and args.fake_gpus):
+        raise UsageError("--nodes needs --fake-gpus and --emulate: only emulated nodes share a process")
+    check_name(name, "--name")
+    last = f"{name}-{args.nodes - 1}"
+    try:
+        check_name(last, "node name")
+    except UsageError:
+        raise UsageError(
+            f"--nodes {args.nodes} with --name {name}: the node names {name}-0 to {last} must be at most 64 characters "
+            "(letters, digits, '.', '_' and '-'); give a shorter --name"
+        ) from None
+    gpus = find_gpus(args.fake_gpus)
+    check_node_budget(args.nodes)
+    if args.keys and not args.insecure and Path(args.keys).is_dir():
+        missing = [f"{name}-{i}" for i in range(args.nodes) if not (Path(args.keys) / f"{name}-{i}.key_secret").is_file()]
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            raise UsageError(
+                f"--nodes {args.nodes} with --keys {args.keys}: each emulated node connects with its own key pair "
+                f"(the scheduler admits a node only under a key named after it), and {args.keys} has none for {shown}; "
+                f"make them with `roundhouse keys {args.keys} {name}-{{0..{args.nodes - 1}}}` (bash)"
+            )
+    for i in range(args.nodes):  # (each node's key pair readable, its keys well formed)
+        security = ClientSecurity.choose(args.keys, f"{name}-{i}", args.insecure, args.scheduler)
+    address = args.address or ("127.0.0.1" if is_loopback(args.scheduler) else socket.getfqdn())
+    return EmulatedNodes(args.scheduler, name, args.nodes, gpus, security, address=address).run()

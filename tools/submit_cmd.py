@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import TraceError, UsageError
 from roundhouse.tools.common import seconds
 from roundhouse.tools.live_options import add_security, setup_logging
 
@@ -12,15 +12,19 @@ from roundhouse.tools.live_options import add_security, setup_logging
 def register(sub) -> None:
     p = sub.add_parser("submit", help="submit jobs to a live scheduler, or ask for its status")
     p.add_argument("scheduler", metavar="ADDR", help="the scheduler's address, e.g. tcp://sched:5555")
-    p.add_argument("trace", nargs="?", help="a trace file of jobs to submit (their arrival times are ignored)")
+    p.add_argument(
+        "trace",
+        nargs="?",
+        help="a trace file of jobs to submit, all at once (their arrival times are ignored; a canonical trace may leave out arrival_s)",
+    )
     p.add_argument("--model", help="model of one job (e.g. ResNet-18, LM, Recommendation)")
     p.add_argument("--iterations", type=int, help="iterations the job trains for")
-    p.add_argument("--gpus", type=int, default=1, help="GPUs (workers) the job needs (default 1)")
+    p.add_argument("--gpus", type=int, help="GPUs (workers) the job needs (default 1)")
     p.add_argument("--batch-size", type=int, help="batch size per worker")
     p.add_argument("--command", help="a command to run instead of a model's workload (quote it)")
     p.add_argument("--duration", help="with --command: how long the job runs on the reference GPU (e.g. 10min)")
     p.add_argument("--job-id", type=int, help="the job's id (default: the scheduler picks one)")
-    p.add_argument("--count", type=int, default=1, help="submit this many such jobs (default 1)")
+    p.add_argument("--count", type=int, help="submit this many such jobs (default 1)")
     p.add_argument("--status", action="store_true", help="print the scheduler's status and submit nothing")
     p.add_argument("--name", default="submitter", help="key name with --keys (default: submitter)")
     p.add_argument("--timeout", default="10s", help="how long to wait for the scheduler (default 10s)")
@@ -49,29 +53,54 @@ def submit_command(args) -> int:
     setup_logging("warning")
     security = ClientSecurity.choose(args.keys, args.name, args.insecure, args.scheduler)
     timeout = _bounded_seconds(args.timeout, "--timeout", MAX_TIMEOUT_S)
-    jobs = [] if args.status else jobs_from_args(args)
+    given = _job_flags(args)
+    if args.status and (args.trace or given):
+        raise UsageError(f"--status submits nothing: leave out {args.trace or given[0]}")
+    jobs, where = ([], None) if args.status else jobs_from_args(args)
     with Submitter(args.scheduler, security, timeout) as client:
         if args.status:
             print(json.dumps({k: (int(v) if float(v).is_integer() else v) for k, v in client.status().items()}, indent=2))
             return 0
-        ids = client.submit(jobs)
+        ids = client.submit(jobs, where)
     print(f"submitted {len(ids)} job(s): {', '.join(map(str, ids))}")
     return 0
 
 
-def jobs_from_args(args) -> list[dict]:
-    if args.trace:
-        if args.model or args.command or args.iterations:
-            raise UsageError("give a trace file or --model/--command, not both")
-        from roundhouse.traces.formats import read_trace
+# The flags that describe the job(s) to submit: (attribute, flag).
+_JOB_FLAGS = (
+    ("model", "--model"),
+    ("command", "--command"),
+    ("iterations", "--iterations"),
+    ("duration", "--duration"),
+    ("gpus", "--gpus"),
+    ("batch_size", "--batch-size"),
+    ("job_id", "--job-id"),
+    ("count", "--count"),
+)
 
-        frame = read_trace(args.trace).drop("arrival_s")
-        return [{k: v for k, v in row.items() if v is not None} for row in frame.to_dicts()]
+
+def _job_flags(args) -> list[str]:
+    """The job flags given on the command line (what a trace file or --status would leave unused)."""
+    return [flag for name, flag in _JOB_FLAGS if getattr(args, name) is not None]
+
+
+def jobs_from_args(args) -> tuple[list[dict], list[str] | None]:
+    """The jobs to submit, and how to name each to the user (None: `job N`)."""
+    if args.trace:
+        given = _job_flags(args)
+        if given:
+            raise UsageError(
+                f"{given[0]} describes a job given on the command line, and the trace file {args.trace} gives its own jobs: "
+                "give one or the other"
+            )
+        return trace_jobs(args.trace)
     if not args.model and not args.command:
         raise UsageError("say what to run: a trace file, --model NAME --iterations N, or --command CMD --duration TIME")
-    if not 1 <= args.count <= MAX_COUNT or args.gpus < 1:
+    count = 1 if args.count is None else args.count
+    gpus = 1 if args.gpus is None else args.gpus
+    if not 1 <= count <= MAX_COUNT or gpus < 1:
         raise UsageError(f"--count must be 1 to {MAX_COUNT:,} and --gpus at least 1")
-    job: dict = {"gpus": args.gpus}
+    job: dict = {"gpus": gpus}
     if args.model:
         job["model"] = args.model
         if args.iterations is None and args.duration is None:
@@ -87,7 +116,50 @@ def jobs_from_args(args) -> list[dict]:
     if args.duration is not None:
         job["duration_s"] = _bounded_seconds(args.duration, "--duration", MAX_DURATION_S)
     if args.job_id is not None:
-        if args.count != 1:
+        if count != 1:
             raise UsageError("--job-id names one job; leave it out with --count")
         job["job_id"] = args.job_id
-    return [dict(job) for _ in range(args.count)]
+    return [dict(job) for _ in range(count)], None
+
+
+_FILE_ORDER = "roundhouse_file_order_"  # (a column no trace has: the rows' order in the file)
+
+
+def trace_jobs(path: str) -> tuple[list[dict], list[str]]:
+    """The jobs of a trace file in the file's order, checked as a trace, and where each is in the
+    file (`t.csv:12`: a CSV's line, a Parquet or JSON file's record). Arrival times are not sent
+    (a submitted job arrives when the scheduler takes it); a canonical trace may leave them out."""
+    import polars as pl
+
+    from roundhouse.traces.canonical import is_parquet
+    from roundhouse.traces.csvtext import read_cells
+    from roundhouse.traces.formats import detect_format, read_trace
+    from roundhouse.traces.schema import validate
+
+    if detect_format(path) != "canonical":
+        frame = read_trace(path)  # the other formats' readers number their own rows
+        rows = [f"{path}: job {i + 1}" for i in range(frame.height)]
+        return _job_dicts(frame.drop("arrival_s")), rows
+    lines = None
+    with open(path, "rb") as file:
+        parquet = is_parquet(path) or file.read(4) == b"PAR1"
+    if parquet:
+        try:
+            raw = pl.read_parquet(path)
+        except (pl.exceptions.PolarsError, OSError, ValueError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise TraceError(path, f"cannot be read as Parquet: {first}") from None
+        numbers = list(range(1, raw.height + 1))
+    else:
+        cells = read_cells(path)
+        raw, lines = cells.frame, cells.lines
+        numbers = [int(n) for n in lines]
+    if "arrival_s" not in raw.columns:
+        raw = raw.with_columns(pl.lit("0").alias("arrival_s"))
+    raw = raw.with_columns(pl.Series(_FILE_ORDER, range(raw.height)))
+    frame = validate(raw, path, lines).sort(_FILE_ORDER).drop(_FILE_ORDER, "arrival_s")
+    return _job_dicts(frame), [f"{path}:{n}" for n in numbers]
+
+
+def _job_dicts(frame) -> list[dict]:
+    return [{k: v for k, v in row.items() if v is not None} for row in frame.to_dicts()]

@@ -173,7 +173,7 @@ class Obj(Spec):
         out = {}
         for name, spec in self.fields.items():
             if name not in value:
-                raise ProtocolError(f"{where}: missing field '{name}'")
+                raise ProtocolError(f"{where + ': ' if where else ''}missing field '{name}'")
             out[name] = spec.check(value[name], f"{where}.{name}" if where else name)
         for name, spec in self.optional.items():
             got = value.get(name)

@@ -17,8 +17,10 @@ addresses; it says so loudly when it starts.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
+import struct
 from pathlib import Path
 
 import attrs
@@ -32,11 +34,35 @@ from roundhouse.wire.protocol import NAME_RE
 
 SCHEDULER_KEY = "scheduler"
 AUTHORIZED = "authorized"
-_LOOPBACK_PREFIXES = ("tcp://127.", "tcp://localhost:", "tcp://[::1]:", "ipc://", "inproc://")
+_LOOPBACK_V4 = ipaddress.ip_network("127.0.0.0/8")
+# A CURVE key in a key file: 32 bytes, written as 40 Z85 characters.
+KEY_BYTES = 32
+KEY_CHARS = 40
 
 
 def is_loopback(address: str) -> bool:
-    return address.startswith(_LOOPBACK_PREFIXES)
+    """Whether `address` stays on this machine: `ipc://` or `inproc://`, or TCP to an IP address
+    in 127.0.0.0/8, to ::1, or to exactly `localhost`. Not a prefix test: `tcp://127.example.net`
+    is a DNS name anywhere, and ZeroMQ's `tcp://SOURCE;DESTINATION` form (any `;`) connects to
+    its destination."""
+    if ";" in address:
+        return False
+    if address.startswith(("ipc://", "inproc://")):
+        return True
+    if not address.startswith("tcp://"):
+        return False
+    host, colon, port = address[len("tcp://") :].rpartition(":")
+    if not colon or not host:
+        return False
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip in _LOOPBACK_V4 or ip == ipaddress.IPv6Address("::1")
 
 
 def check_port(address: str) -> None:
@@ -75,7 +101,25 @@ def _load(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
         raise UsageError(f"{path}: not a ZeroMQ key file: {err}") from None
     if secret and private is None:
         raise UsageError(f"{path}: holds no secret key (use the .key_secret file)")
+    _check_key(path, "public", public)
+    if private is not None:
+        _check_key(path, "secret", private)
     return public, private
+
+
+def _check_key(path: Path, which: str, key: bytes) -> None:
+    """A key ZeroMQ takes: 40 Z85 characters that decode to 32 bytes. A key edited by hand or cut
+    short on copying would otherwise fail deep in ZeroMQ (`Invalid argument`), naming no file."""
+    try:
+        raw = z85.decode(key) if len(key) == KEY_CHARS else b""
+        good = len(raw) == KEY_BYTES and z85.encode(raw) == key
+    except (ValueError, KeyError, TypeError, OverflowError, struct.error):
+        good = False
+    if not good:
+        raise UsageError(
+            f"{path}: not a ZeroMQ key file: the {which} key is not {KEY_CHARS} Z85 characters ({KEY_BYTES} bytes); "
+            "make keys with `roundhouse keys DIR NAME...`"
+        )
 
 
 @attrs.frozen
@@ -113,13 +157,21 @@ class ServerSecurity:
             log.warning("INSECURE MODE: no authentication and no encryption; for development on this machine only")
             return None
         public, secret = _load(self.keys / f"{SCHEDULER_KEY}.key_secret", secret=True)
+        # The socket's keys first: a key ZeroMQ refuses then leaves no authenticator thread running.
+        try:
+            socket.curve_secretkey = secret
+            socket.curve_publickey = public
+            socket.curve_server = True
+        except zmq.ZMQError as err:
+            raise UsageError(f"{self.keys / SCHEDULER_KEY}.key_secret: ZeroMQ refuses its keys: {err.strerror}") from None
         auth = ThreadAuthenticator(context, log=logging.getLogger("roundhouse.auth"))
         auth.start()
-        auth.configure_curve_callback("*", _KnownKeys(self.keys / AUTHORIZED, log))
-        auth.curve_user_id = _KnownKeys.user_id_of(auth)  # type: ignore[method-assign]
-        socket.curve_secretkey = secret
-        socket.curve_publickey = public
-        socket.curve_server = True
+        try:
+            auth.configure_curve_callback("*", _KnownKeys(self.keys / AUTHORIZED, log))
+            auth.curve_user_id = _KnownKeys.user_id_of(auth)  # type: ignore[method-assign]
+        except BaseException:
+            auth.stop()
+            raise
         return auth
 
 
@@ -143,7 +195,8 @@ class _KnownKeys:
         for path in sorted(self.folder.glob("*.key")):
             try:
                 public, _ = zmq.auth.load_certificate(str(path))
-            except (ValueError, OSError):
+                _check_key(path, "public", public)
+            except (ValueError, OSError, UsageError):
                 self.log.warning("ignoring unreadable key file %s", path)
                 continue
             names[public] = path.stem
@@ -193,15 +246,22 @@ class ClientSecurity:
     def insecure(self) -> bool:
         return self.keys is None
 
+    def named(self, name: str) -> ClientSecurity:
+        """The same security under another key name (an emulated node's own pair, NAME-i)."""
+        return self if self.keys is None else attrs.evolve(self, name=name)
+
     def apply(self, socket: zmq.Socket, log: logging.Logger) -> None:
         if self.keys is None:
             log.warning("INSECURE MODE: connecting without authentication or encryption (development only)")
             return
         server_public, _ = _load(self.keys / f"{SCHEDULER_KEY}.key", secret=False)
         public, secret = _load(self.keys / f"{self.name}.key_secret", secret=True)
-        socket.curve_secretkey = secret
-        socket.curve_publickey = public
-        socket.curve_serverkey = server_public
+        try:
+            socket.curve_secretkey = secret
+            socket.curve_publickey = public
+            socket.curve_serverkey = server_public
+        except zmq.ZMQError as err:
+            raise UsageError(f"{self.keys}: ZeroMQ refuses the keys of {self.name!r}: {err.strerror}") from None
 
 
 # Monitor events that mean a peer was refused (or refused us) during the handshake.

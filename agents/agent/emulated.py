@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import resource
 import signal
 import time
 import uuid
@@ -33,10 +34,50 @@ from roundhouse.agents.agent.exits import ExitReports
 from roundhouse.agents.agent.gpus import Gpu
 from roundhouse.agents.agent.messages import drain
 from roundhouse.agents.agent.scheduler_link import SchedulerLink
+from roundhouse.errors import UsageError
 from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED
 from roundhouse.wire.security import ClientSecurity
 
 log = logging.getLogger("roundhouse.agent")
+
+# What each emulated node holds open: its DEALER socket and its handshake monitor (a pair of
+# sockets) in ZeroMQ, and as files their three mailboxes and the TCP connection.
+SOCKETS_PER_NODE = 3
+FILES_PER_NODE = 4
+_SPARE_FILES = 64  # the process's own: Python, logging, the scheduler address probe
+
+
+def _open_files_limit() -> int:
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def check_node_budget(count: int) -> None:
+    """Refuse, before any socket exists, more emulated nodes than this process can open files or
+    ZeroMQ sockets for; raise the soft open-file limit as far as the nodes need (up to the hard
+    limit), as an unprivileged process may."""
+    need = count * FILES_PER_NODE + _SPARE_FILES
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and need > soft:
+        if hard != resource.RLIM_INFINITY and need > hard:
+            most = max(0, (hard - _SPARE_FILES) // FILES_PER_NODE)
+            raise UsageError(
+                f"--nodes {count}: {count} emulated nodes need about {need:,} open files, and this process may open "
+                f"at most {hard:,} (ulimit -Hn): emulate at most {most:,} nodes per process, or raise the limit"
+            )
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+        except (ValueError, OSError) as err:
+            raise UsageError(
+                f"--nodes {count}: {count} emulated nodes need about {need:,} open files, and this process may open "
+                f"{soft:,} (ulimit -n), which it could not raise ({err})"
+            ) from None
+    with zmq.Context() as context:
+        most_sockets = context.get(zmq.SOCKET_LIMIT)
+    if count * SOCKETS_PER_NODE + 64 > most_sockets:
+        raise UsageError(
+            f"--nodes {count}: ZeroMQ opens at most {most_sockets:,} sockets in a process, "
+            f"{SOCKETS_PER_NODE} a node: emulate at most {(most_sockets - 64) // SOCKETS_PER_NODE:,} nodes per process"
+        )
 
 
 @attrs.define(eq=False)
@@ -100,20 +141,35 @@ class EmulatedNodes:
         security: ClientSecurity,
         address: str = "127.0.0.1",
     ):
-        self.nodes = [_Node(i, f"{name}-{i}", scheduler, security, gpus, address) for i in range(count)]
+        # Each node connects with its own key pair, NAME-i, whatever name `security` has (the
+        # scheduler admits a node only under a key named after it); `agent_command` checked them.
+        self.nodes = [_Node(i, f"{name}-{i}", scheduler, security.named(f"{name}-{i}"), gpus, address) for i in range(count)]
         self._ends: list[tuple[float, int, tuple[int, int, int]]] = []  # (time, node, key): a heap of completions
         self._stopping: str | None = None
 
     def run(self) -> int:
+        check_node_budget(len(self.nodes))
         context = zmq.Context()
+        context.set(zmq.MAX_SOCKETS, len(self.nodes) * SOCKETS_PER_NODE + 64)
         poller = zmq.Poller()
         by_socket = {}
-        for node in self.nodes:
-            dealer, monitor = node.link.open(context)
-            poller.register(dealer, zmq.POLLIN)
-            poller.register(monitor, zmq.POLLIN)
-            by_socket[dealer] = (node, False)
-            by_socket[monitor] = (node, True)
+        opened = 0
+        try:
+            for node in self.nodes:
+                dealer, monitor = node.link.open(context)
+                opened += 1
+                poller.register(dealer, zmq.POLLIN)
+                poller.register(monitor, zmq.POLLIN)
+                by_socket[dealer] = (node, False)
+                by_socket[monitor] = (node, True)
+        except zmq.ZMQError as err:
+            for node in self.nodes[:opened]:
+                node.link.close()
+            context.destroy(linger=0)
+            raise UsageError(
+                f"--nodes {len(self.nodes)}: could not open the connection of node {opened} ({err.strerror}); "
+                f"this process may open {_open_files_limit()} files (ulimit -n): emulate fewer nodes per process"
+            ) from None
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         gpus = len(self.nodes[0].gpus)
         log.info(

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import attrs
+
+from roundhouse.wire import protocol
+
+# The most GPUs a node registers: what the wire's `register` message carries.
+_REGISTERED_GPUS = protocol.SCHEMAS["register"].fields["gpus"]
+assert isinstance(_REGISTERED_GPUS, protocol.ListOf)
+MAX_GPUS = _REGISTERED_GPUS.max_len
 
 
 @attrs.frozen
@@ -17,8 +26,15 @@ def find_gpus(fake: str | None) -> list[Gpu]:
 
     if fake:
         count, _, kind = fake.partition(":")
-        if not count.isdigit() or int(count) < 1 or not kind:
+        if not re.fullmatch(r"[0-9]+", count) or int(count) < 1 or not kind:
             raise UsageError(f"--fake-gpus {fake!r}: write COUNT:TYPE, e.g. 4:V100")
+        if int(count) > MAX_GPUS:
+            raise UsageError(f"--fake-gpus {fake}: at most {MAX_GPUS} GPUs per node (what a registration carries)")
+        if not re.fullmatch(protocol.NAME_RE, kind):
+            raise UsageError(
+                f"--fake-gpus {fake}: GPU type {kind!r} must be a plain name "
+                "(up to 64 letters, digits, '.', '_' and '-', starting with a letter or digit)"
+            )
         return [Gpu(i, kind) for i in range(int(count))]
     try:
         import pynvml  # type: ignore
@@ -47,4 +63,6 @@ def _gpu_type(name: str) -> str:
     for known in ("A100", "H100", "V100", "P100", "K80", "T4", "A10", "L4"):
         if known in name.upper():
             return known
-    return name.split()[-1].replace(" ", "-")
+    # (a name the wire carries: plain characters, at most 64)
+    plain = re.sub(r"[^A-Za-z0-9_.-]", "-", name.split()[-1] if name.split() else "GPU").lstrip("_.-")[:64]
+    return plain or "GPU"
