@@ -271,14 +271,36 @@ def job_table(ctx: RoundContext, track: IdRange | None, starts: np.ndarray | Non
             floats("duration_s", col("duration_s")),
             status.replace_strict(list(range(len(STATUS_NAMES) + 1)), [*STATUS_NAMES, "failed"], return_dtype=pl.String),
             # Waiting after the first start: between each preemption and the next start.
-            # (Clipped at 0: the differences of equal sums can come out a rounding error below.)
-            floats("queue_after_preemption_s", np.maximum(queue - responsiveness, 0.0)),
-            floats("comm_s", np.maximum(col("run_s") - col("compute_s"), 0.0)),
+            floats("queue_after_preemption_s", _waited_after_preemption(queue, responsiveness, jct, col("preemptions"))),
+            floats("comm_s", _exposed_communication(ctx, col("run_s"), col("compute_s"))),
             *(pl.Series(f"{tier}_starts", starts[:, k]) for k, tier in enumerate(START_TIERS)),
         ]
     )
     job_ids = frame["job_id"]
     return frame if job_ids.is_sorted() else frame.sort("job_id")
+
+
+# Differences of equal sums that come out within this share of their terms are rounding: 0.
+_ROUNDING = 1e-9
+
+
+def _waited_after_preemption(
+    queue: np.ndarray, responsiveness: np.ndarray, jct: np.ndarray, preemptions: np.ndarray
+) -> np.ndarray:
+    """The queueing after the first start: 0 for a job never preempted, and the rounding of
+    the difference of two sums (queueing and first wait) taken as 0."""
+    waited = queue - responsiveness
+    rounding = np.abs(waited) <= _ROUNDING * np.abs(jct)
+    return np.where((preemptions == 0) | rounding, np.where(np.isnan(waited), np.nan, 0.0), np.maximum(waited, 0.0))
+
+
+def _exposed_communication(ctx: RoundContext, run_s: np.ndarray, compute_s: np.ndarray) -> np.ndarray:
+    """Time run beyond time computing: 0 on a cluster without network tiers (no communication
+    model), and the rounding of the difference of two sums taken as 0."""
+    if getattr(ctx.cluster, "tiers", None) is None:
+        return np.zeros(len(run_s))
+    comm = run_s - compute_s
+    return np.where(comm <= _ROUNDING * np.abs(run_s), 0.0, comm)
 
 
 def _model_names(ctx: RoundContext, col) -> np.ndarray:

@@ -271,10 +271,36 @@ def element(cls: E) -> E:
         raise TypeError(f"{cls.__name__}.category must be one of {CATEGORIES}, got {cls.category!r}")
     cls = attrs.define(kw_only=True, slots=False, eq=False, field_transformer=_configure_fields)(cls)
     cls.doc = parse_doc(cls)
+    if not getattr(cls.finish, "_checks_counters", False):
+        cls.finish = _checking_counters(cls.finish)  # type: ignore[method-assign]
     from roundhouse.runtime import registry
 
     registry.register(cls)
     return cls
+
+
+def _checking_counters(finish: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """`finish`, then a check that every counter the element set is documented under
+    `Counters:`. (Counters are made as the run goes, so they are checked at its end.)"""
+
+    @functools.wraps(finish)
+    def checked(self: Element, ctx: RoundContext) -> dict[str, Any]:
+        reports = finish(self, ctx)
+        counters = self.__dict__.get("counters")  # (not made: none set)
+        undocumented = sorted(str(k) for k in counters or () if k not in type(self).doc.counters)
+        if undocumented:
+            from roundhouse.runtime.engine import element_failure
+
+            raise element_failure(
+                self,
+                ctx,  # type: ignore[arg-type]
+                f"it set counter(s) that its docstring does not document under `Counters:`: {', '.join(undocumented)} "
+                "(document each as `    name: what it counts`; docs/writing-elements.md)",
+            )
+        return reports
+
+    checked._checks_counters = True  # type: ignore[attr-defined]
+    return checked
 
 
 def element_family(cls: E) -> E:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roundhouse.errors import UsageError, did_you_mean
+from roundhouse.errors import ClusterError, TraceError, UsageError, did_you_mean
 from roundhouse.runtime import snapshot
 from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.cluster import Cluster
@@ -85,14 +85,15 @@ class Simulation:
             cluster = str(cluster)  # (a spec is text: a .toml path reads as one)
         until = _time_argument("until", until)
         sets = [*overrides, *(f"{k}={_setting_text(v)}" for k, v in settings.items())]
+        _refuse_repeats(sets, len(overrides))
         self._header: dict[str, Any] = {"graph_path": path, "graph_text": text, "overrides": sets, "trace": None, "until": until}
-        compiled = _compile(path, text, sets, trace)
+        compiled = _compile(path, text, sets, trace, cluster)
         if text is None:  # kept in snapshots: a graph file edited later does not change a saved run
             self._header["graph_text"] = Path(path).read_text()
         if trace is not None:
             self._header["trace"] = str(Path(trace).resolve())
         profile = load_profile(compiled)
-        world = new_world(compiled, load_cluster(compiled, cluster, profile), profile)
+        world = new_world(compiled, _cluster(compiled, cluster, profile), profile)
         self._engine = _engine(compiled, world, until)
         self._engine.begin()
         self._result: RunResult | None = None
@@ -245,6 +246,33 @@ class Simulation:
         return f"Simulation({Path(self._header['graph_path']).name}, t={self.now:g}s, {self.rounds} rounds, {len(self.world.jobs)} jobs, {state})"
 
 
+def _refuse_repeats(sets: list[str], given: int) -> None:
+    """A name set twice (the first `given` texts are `overrides`, the rest keyword settings) is
+    refused, as two `--set`s of one name are: the last would win without a word."""
+    first: dict[str, int] = {}
+    for i, text in enumerate(sets):
+        target = Override(text).target
+        if target in first:
+            j = first[target]
+            where = "overrides" if i < given else "keyword settings" if j >= given else "overrides and keyword settings"
+            raise UsageError(f"{where}: {target} is set twice ({sets[j]!r} and {text!r}); keep one")
+        first[target] = i
+
+
+def _cluster(compiled: CompiledGraph, cluster: str | Cluster | None, profile) -> Cluster:
+    """The cluster, a problem with the `cluster` argument said as the argument's (not as `--cluster`'s)."""
+    try:
+        return load_cluster(compiled, cluster, profile)
+    except ClusterError as err:
+        if cluster is None or err.path is None:
+            raise
+        raise UsageError(f"cluster: {err.path}: {err.message}") from None
+    except UsageError as err:
+        if cluster is None or not str(err).startswith("--cluster: "):
+            raise
+        raise UsageError(f"cluster: {str(err).removeprefix('--cluster: ')}") from None
+
+
 def _setting_text(value: Any) -> str:
     """A Python value as `.sched` text for a setting."""
     if isinstance(value, bool):
@@ -271,21 +299,44 @@ def _file_argument(name: str, value, what: str) -> None:
 
 
 def graph_of_snapshot(header: dict[str, Any], overrides: list[str]) -> CompiledGraph:
-    """The graph a snapshot was saved with (its text, `--set` texts and trace), with more `overrides`."""
-    return _compile(header["graph_path"], header["graph_text"], [*header["overrides"], *overrides], header.get("trace"))
+    """The graph a snapshot was saved with (its text, `--set` texts and trace), with more
+    `overrides`, which replace what those set."""
+    return _compile(header["graph_path"], header["graph_text"], header["overrides"], header.get("trace"), then=overrides)
 
 
-def _compile(path: str, text: str | None, overrides: list[str], trace: str | Path | None) -> CompiledGraph:
+def _compile(
+    path: str,
+    text: str | None,
+    overrides: list[str],
+    trace: str | Path | None,
+    cluster: str | Cluster | None = None,
+    then: Sequence[str] = (),
+) -> CompiledGraph:
+    """The graph with `overrides` (each name once), `trace` replacing its TraceSources' paths,
+    and then `then` (a snapshot's graph changed for `whatif`: these replace what the others set)."""
     sets = [Override(o) for o in overrides]
+    first = {o.target: o for o in sets}
+    if cluster is not None and "cluster" in first:
+        raise UsageError(
+            f"cluster: the cluster is given twice ({cluster!r} and {first['cluster'].text!r} in overrides); keep one"
+        )
     if trace is not None:
         from roundhouse.runtime.dsl.loader import load
+        from roundhouse.traces.csvtext import check_trace_file
 
         sources = [d.name for d in load(path, text).decls.values() if d.class_name == "TraceSource"]
         if not sources:
             raise UsageError(f"trace: {path} has no TraceSource element whose trace it could replace")
+        replaced = [o for o in sets if o.target in {f"{name}.path" for name in sources}]
+        if replaced:
+            raise UsageError(f"trace: it replaces {replaced[0].target}, also given in overrides ({replaced[0].text!r}); keep one")
+        try:
+            check_trace_file(trace)  # (before the graph is built, which would blame an override)
+        except TraceError as err:
+            raise UsageError(f"trace: {err.path}: {err.message}") from None
         quoted = json.dumps(str(Path(trace).resolve()))
         sets += [Override(f"{name}.path={quoted}") for name in sources]
-    return compile_file(path, sets, text=text)
+    return compile_file(path, [*sets, *(Override(o) for o in then)], text=text)
 
 
 def _engine(compiled: CompiledGraph, world: World, until: float | None) -> Engine:

@@ -142,3 +142,101 @@ def test_every_error_message_has_one_form(tmp_path, capsys):
         err = fails(capsys, *argv)
         assert ONE_FORM.match(err), f"{what}: {err!r}"
         assert err.count("error: ") == 1 or "error(s)" in err, f"{what}: {err!r}"
+
+
+# --- roundhouse profile: what it would measure wrongly, or forever, is refused before measuring ---
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--models", "LM,LM"], "error: --models LM,LM: LM is listed twice"),
+        (["--models", "LM", "--batch-sizes", "10,10"], "error: --batch-sizes 10,10: 10 is listed twice"),
+        (["--gpus", "1,1"], "error: --gpus 1,1: 1 is listed twice"),
+        (["--seconds", "nan"], "error: --seconds: 'nan' is not a duration"),
+        (["--seconds", "inf"], "error: --seconds: 'inf' is not a duration"),
+        (["--seconds", "0.5"], "error: --seconds 0.5: must be a finite time of 1 second or more"),
+        (["--concurrent", "0"], "error: --concurrent 0: must be at least 1"),
+        (["--threads", "0"], "error: --threads 0: must be at least 1"),
+        (["--beside", "ResNet-18"], "error: --beside ResNet-18: only with --concurrent 2 or more"),
+    ],
+)
+def test_profile_refuses_repeats_endless_times_and_options_it_would_ignore(tmp_path, capsys, options, message):
+    err = fails(capsys, "profile", *options, "--out", tmp_path / "p.csv")
+    assert err.startswith(message), err
+    assert not (tmp_path / "p.csv").exists()
+
+
+def test_profile_takes_a_duration_and_its_hint_names_the_whole_path(tmp_path, capsys, monkeypatch):
+    import roundhouse.agents.profiler as profiler
+    from roundhouse.tools.cli import main
+
+    measured = {}
+
+    class Result:
+        restore_s, checkpoint_s = 1.0, 2.0
+
+        def csv(self, header):
+            return f"# {header}\n"
+
+    def fake(models, batches, gpus, gpu_type, seconds, *rest, **kw):
+        measured["seconds"] = seconds
+        return Result()
+
+    monkeypatch.setattr(profiler, "profile", fake)
+    monkeypatch.chdir(tmp_path)
+    assert main(["profile", "--models", "LM", "--seconds", "2min", "--out", "p.csv"]) == 0
+    assert measured["seconds"] == 120.0
+    # A graph reads `profile` relative to its own folder: a path relative to here would mislead.
+    assert f'`profile = "{tmp_path / "p.csv"}";`' in capsys.readouterr().out
+
+
+# --- one name given twice: refused, as a graph that sets a setting twice is ---
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            ["--set", "round=1min", "--set", "round=10min"],
+            "error: --set round=1min and --set round=10min: round is set twice; keep one",
+        ),
+        (
+            ["--set", "report.track=5..10", "--set", "report.track=1..3"],
+            "error: --set report.track=5..10 and --set report.track=1..3: report.track is set twice; keep one",
+        ),
+        (['--set=cluster="4x4"', "--cluster", "8x4"], 'error: --cluster 8x4 and --set cluster="4x4": the cluster is given twice'),
+    ],
+)
+def test_run_refuses_a_name_given_twice(graph, capsys, options, message):
+    err = fails(capsys, "run", graph, *options, "--until", "1h")
+    assert err.startswith(message), err
+
+
+def test_run_refuses_trace_beside_a_set_of_the_path_it_replaces(tmp_path, capsys):
+    path = tmp_path / "t.sched"
+    path.write_text(
+        GRAPH.replace("PoissonSource(rate=8/h, jobs=5, seed=0)", f'TraceSource(path="{REPO}/traces/samples/philly-1000.csv")')
+    )
+    trace = REPO / "traces" / "samples" / "philly-single-200.csv"
+    err = fails(capsys, "run", path, "--trace", trace, "--set", 'arrivals.path="x.csv"')
+    assert err.startswith(f'error: --trace {trace} and --set arrivals.path="x.csv": --trace replaces arrivals.path; keep one'), (
+        err
+    )
+    err = fails(capsys, "sweep", path, "--vary", "seed=1,2", "--set", "order.backfill=true", "--set", "order.backfill=false")
+    assert "order.backfill is set twice" in err
+
+
+def test_reproduce_list_with_names_lists_those_and_refuses_unknown_ones(capsys):
+    from roundhouse.tools.cli import main
+
+    assert main(["reproduce", "--list", "tiresias-toy"]) == 0
+    out = capsys.readouterr().out
+    assert "tiresias-toy" in out and "blox-intranode" not in out
+    err = fails(capsys, "reproduce", "--list", "tiresias-typo")
+    assert err.startswith("error: no experiment 'tiresias-typo'")
+
+
+def test_whatif_of_a_folder_says_it_is_one(tmp_path, capsys):
+    err = fails(capsys, "whatif", tmp_path)
+    assert err.startswith(f"error: {tmp_path}: is a folder; give a live scheduler's journal file or a simulation's snapshot file")

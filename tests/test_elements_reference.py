@@ -187,3 +187,38 @@ def test_cost_is_required_of_the_library_and_optional_for_ones_own_and_paper_of_
     Mine.__doc__ = Mine.__doc__.replace("Paper: none.", "Paper:")
     with pytest.raises(TypeError, match=r"needs an entry after 'Paper:' \('Paper: none.'"):
         parse_doc(Mine)
+
+
+def _counters_set_in_code(cls) -> set[str]:
+    """The counters the class's code (and its bases') sets by name: `self.counters["x"]` and
+    `self.counters.update(x=...)`. (A run checks every one at its end; this finds them in
+    elements no test graph runs.)"""
+    import ast
+    import textwrap
+
+    found = set()
+    for klass in cls.__mro__:
+        if not klass.__module__.startswith("roundhouse."):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "counters":
+                if isinstance(node.slice, ast.Constant):
+                    found.add(node.slice.value)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "update"
+                and isinstance(node.func.value, ast.Attribute)
+                and node.func.value.attr == "counters"
+            ):
+                found.update(kw.arg for kw in node.keywords if kw.arg)
+    return found
+
+
+@pytest.mark.parametrize("cls", registry.classes(), ids=lambda c: c.__name__)
+def test_every_counter_the_code_sets_is_documented(cls):
+    assert _counters_set_in_code(cls) <= set(cls.doc.counters)

@@ -241,6 +241,44 @@ def test_plot_a_sweep_from_its_summary_and_from_a_results_store(tmp_path):
         (lambda p: (hand_run(p), (p / "run.json").write_text("{not json")), [], "run.json:1: not valid JSON", True),
         (lambda p: (hand_run(p), (p / "jobs.csv").unlink()), [], "no jobs.csv", True),
         (lambda p: (hand_run(p), (p / "jobs.csv").write_text("a,b\n1,2\n")), [], "no column 'job_id'", True),
+        # A row cut short (the last one, say): named, not drawn as if whole.
+        (
+            lambda p: hand_run(p, jobs=JOBS + "5,70.0,75.0,90.0,20.0,0.0,5.0,15.0\n"),
+            [],
+            "jobs.csv:7: no value in column 'gpus'",
+            True,
+        ),
+        (
+            lambda p: (hand_run(p), (p / "run.json").write_text('{"graph": 5, "end_s": 200.0}')),
+            [],
+            "run.json: 'graph' should be a string, not 5",
+            True,
+        ),
+        (
+            lambda p: (hand_run(p), (p / "run.json").write_text('{"end_s": "soon"}')),
+            [],
+            "run.json: 'end_s' should be a number, not \"soon\"",
+            True,
+        ),
+        # A run of no length: nothing to draw against time (no matplotlib warning).
+        (
+            lambda p: (
+                hand_run(p, jobs="0,0.0,0.0,,,,0.0,0.0,1,0,1,0.0,,,5.0,running\n"),
+                (p / "run.json").write_text('{"end_s": 0.0}'),
+            ),
+            ["--kind", "utilisation"],
+            "the run lasted 0 s",
+            False,
+        ),
+        (
+            lambda p: (
+                hand_run(p, jobs="0,0.0,0.0,,,,0.0,0.0,1,0,1,0.0,,,5.0,running\n"),
+                (p / "run.json").write_text('{"end_s": 0.0}'),
+            ),
+            ["--kind", "gantt"],
+            "the run lasted 0 s",
+            False,
+        ),
         (lambda p: sweep_csv(p, [{"seed": 0, "avg_jct_s": 1.0}]), [], "varies nothing but the seed", False),
         (lambda p: sweep_csv(p, [{"x": 1, "avg_jct_s": 1.0}]), ["--metric", "nope"], "--metric nope: not a metric", False),
         (lambda p: sweep_csv(p, [{"x": 1, "avg_jct_s": 1.0}]), ["--kind", "gantt"], "is a sweep", False),
@@ -261,10 +299,14 @@ def test_plot_a_sweep_from_its_summary_and_from_a_results_store(tmp_path):
     ],
 )
 def test_bad_input_gets_a_message_and_status_2(tmp_path, capsys, make, argv, words, report_too):
+    import warnings
+
     folder = tmp_path / "in"
     make(folder)
     out = tmp_path / "out.png"
-    assert main(["plot", str(folder), *argv, "-o", str(out)]) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (a Python warning would reach the user with our source paths)
+        assert main(["plot", str(folder), *argv, "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and words in err and "Traceback" not in err
     assert not out.exists()
@@ -472,3 +514,89 @@ def test_the_utilisation_of_an_elastic_run_adds_up_to_its_measured_utilization(t
     area = float(np.sum(np.diff(times) * busy[:-1]))
     assert area / (run.cluster_gpus * span) == pytest.approx(run.summary["utilization"], rel=1e-9)
     assert busy.max() <= run.cluster_gpus + 1e-9 and busy.min() >= -1e-9
+
+
+# --- review: the utilisation of a tracked sink, a damaged record, every sink in the report ---
+
+
+@pytest.fixture
+def tracked_run(tmp_path, monkeypatch):
+    """The TINY LAS run (it preempts) with a sink that tracks only jobs 2 to 5."""
+    rows = [{"job_id": i, "arrival_s": 30.0 * i, "gpus": 1 + i % 2, "duration_s": 400.0 + 90 * i} for i in range(10)]
+    pl.DataFrame(rows).write_csv(tmp_path / "trace.csv")
+    (tmp_path / "g.sched").write_text(TINY.replace("JobMetrics", "JobMetrics(track=2..6)"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "g.sched", "--out", "out"]) == 0
+    return tmp_path / "out"
+
+
+def _drawn_lines(fig):
+    [ax] = fig.axes
+    return {line.get_label(): line for line in ax.get_lines()}
+
+
+def test_the_utilisation_of_a_tracked_sink_is_every_jobs_from_the_record(tracked_run):
+    from roundhouse.tools.plots import _record, utilisation_figure
+
+    run = open_folder(str(tracked_run))
+    assert run.jobs.height == 4 and run.busy_gpu_s > 0
+    exact = recorded_busy_gpus(_record(run), run.jobs, run.end_s, run.busy_gpu_s)
+    assert exact is not None
+    times, busy = exact
+    area = float(np.sum(np.diff(np.append(times, run.end_s)) * busy))
+    assert area == pytest.approx(run.busy_gpu_s, rel=1e-9)
+    assert area / (2 * run.end_s) == pytest.approx(run.summary["utilization"], rel=1e-9)  # (the first job arrives at 0)
+    lines = _drawn_lines(utilisation_figure(run))
+    assert "GPUs held" in lines and any(label.startswith("measured average") for label in lines)
+
+
+def test_without_the_record_a_tracked_sinks_curve_says_whose_it_is(tracked_run):
+    from roundhouse.tools.plots import utilisation_figure
+
+    (tracked_run / "explain.parquet").unlink()
+    fig = utilisation_figure(open_folder(str(tracked_run)))
+    lines = _drawn_lines(fig)
+    assert "GPUs held by the tracked jobs" in lines
+    assert not any(label.startswith("measured average") for label in lines)  # (the run's, not the curve's)
+    assert "only the 4 jobs jobs.csv tracks" in fig.axes[0].get_title(loc="right")
+
+
+def test_a_damaged_record_is_named_and_the_curve_drawn_from_jobs_csv(real_run, tmp_path, capsys):
+    record = real_run / "explain.parquet"
+    record.write_bytes(record.read_bytes()[:100])
+    assert main(["plot", str(real_run), "--kind", "utilisation", "-o", str(tmp_path / "u.png")]) == 0
+    assert main(["report", str(real_run), "-o", str(tmp_path / "r.html")]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {record}: cannot be read as Parquet (" in err and "Traceback" not in err
+    assert is_png((tmp_path / "u.png").read_bytes())
+
+
+TWO_SINKS = """\
+round = 5min;
+cluster = "2x4:V100";
+src :: PoissonSource(rate=8/h, jobs=20, seed=1);
+src -> AcceptAll -> JobPool -> Fifo -> Consolidated -> run :: Launch -> m1 :: JobMetrics;
+run -> m2 :: JobMetrics(track=10..20);
+"""
+
+
+def test_the_report_shows_every_sinks_summary_as_run_prints_it(tmp_path, capsys):
+    (tmp_path / "two.sched").write_text(TWO_SINKS)
+    assert main(["run", str(tmp_path / "two.sched"), "--out", str(tmp_path / "o")]) == 0
+    printed = " ".join(capsys.readouterr().out.split())  # (rich wraps long titles)
+    assert main(["report", str(tmp_path / "o"), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    summary = page[page.index("<h2>Summary</h2>") : page.index("<h2>Plots</h2>")]
+    for sink in ("m1", "m2"):
+        assert f"<h3>two.sched · {sink} · 8 GPUs on 2 nodes (2x4:V100)</h3>" in summary
+        assert f"two.sched · {sink} · 8 GPUs on 2 nodes (2x4:V100)" in printed
+    for row in ("CPU utilization", "memory utilization", "average JCT", "preemptions"):
+        assert summary.count(f">{row}<") == 2 and row in printed
+    assert "From m1's per-job table (m1-jobs.csv)" in page
+
+
+def test_the_report_says_when_the_summary_is_missing(real_run, tmp_path):
+    (real_run / "summary.json").unlink()
+    assert main(["report", str(real_run), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "summary.json: not there; the run&#x27;s summary cannot be shown." in page

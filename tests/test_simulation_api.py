@@ -74,3 +74,26 @@ def test_paths_are_taken_as_paths_and_bad_arguments_name_themselves(tmp_path):
     with pytest.raises(UsageError, match=r"^path: expected a snapshot file written by Simulation.save, got 123"):
         Simulation.load(123)
     assert sim.jobs(["job_id"]).columns == ["job_id"]  # (and a good column still reads)
+
+
+def test_missing_files_and_names_given_twice_are_usage_errors_naming_the_argument(tmp_path):
+    fifo = REPO / "graphs" / "fifo.sched"
+    with pytest.raises(UsageError, match=r"^trace: .*nope\.csv: no such file$"):
+        Simulation(fifo, trace=tmp_path / "nope.csv")
+    with pytest.raises(UsageError, match=r"^trace: .*: is a folder"):
+        Simulation(fifo, trace=tmp_path)
+    with pytest.raises(UsageError, match=r"^cluster: .*nope\.toml: cluster spec not found"):
+        Simulation(fifo, cluster=tmp_path / "nope.toml")
+    with pytest.raises(UsageError, match=r"^cluster: bad cluster '8xx'"):
+        Simulation(fifo, cluster="8xx")
+    # The last would win without a word: refused, as two `--set`s of one name are.
+    with pytest.raises(
+        UsageError, match=r"^overrides and keyword settings: round is set twice \('round=1min' and 'round=10min'\)"
+    ):
+        Simulation(fifo, overrides=["round=1min"], round="10min")
+    with pytest.raises(UsageError, match=r"^overrides: arrivals.jobs is set twice"):
+        Simulation(fifo, overrides=["arrivals.jobs=5", "arrivals.jobs=6"])
+    with pytest.raises(UsageError, match=r"^cluster: the cluster is given twice"):
+        Simulation(fifo, cluster="8x4:V100", overrides=['cluster="4x4:V100"'])
+    with pytest.raises(UsageError, match=r"^trace: it replaces arrivals.path, also given in overrides"):
+        Simulation(fifo, trace=REPO / "traces/samples/philly-1000.csv", overrides=['arrivals.path="x.csv"'])

@@ -90,3 +90,56 @@ def test_a_library_element_failing_on_what_ones_own_element_emits_names_it(tmp_p
     assert main(["run", str(tmp_path / "g.sched"), "--cluster", "4x4:V100", "--quiet"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "its input came from" in err and "(OffTheTable), defined outside the library: check what it emits" in err
+
+
+KEYED = '''
+import numpy as np
+
+from roundhouse.elements.policies.base import KeyOrder
+from roundhouse.runtime.element import element
+
+
+@element
+class FewestFirst(KeyOrder):
+    """Rank jobs by the GPUs they ask for, fewest first.
+
+    See also: Las
+    Paper: none.
+    """
+
+    keys_move_with_progress = True
+
+    def key(self, active):
+        return active.gpus.astype(float)
+'''
+
+
+def test_a_key_order_written_as_the_guide_says_forks(tmp_path, capsys):
+    # The guide: a KeyOrder subclass only defines key(); the state KeyOrder keeps is its own to declare.
+    (tmp_path / "keyed.py").write_text(KEYED)
+    graph = tmp_path / "keyed.sched"
+    graph.write_text(
+        'require "keyed.py";\nround = 5min;\ncluster = "4x4:V100";\n'
+        "PoissonSource(rate=8/h, jobs=30, seed=1) -> AcceptAll -> JobPool -> FewestFirst -> Consolidated -> Launch -> JobMetrics;\n"
+    )
+    assert main(["check", "--fork", str(graph)]) == 0, capsys.readouterr().err
+    from roundhouse import Simulation
+
+    sim = Simulation(graph)
+    sim.run_until(3600)
+    fork = sim.fork()
+    fork.run(), sim.run()
+    assert fork.summary() == sim.summary() and fork.summary()["jobs_finished"] == 30
+
+
+def test_a_counter_left_out_of_the_docstring_fails_the_run_naming_it(tmp_path, capsys):
+    (python,) = blocks("python")
+    assert "        ranked: jobs ranked in the last round." in python
+    undocumented = python.replace("        ranked: jobs ranked in the last round.", "        none")
+    (tmp_path / "smallest_first.py").write_text(undocumented.replace("SmallestFirst", "Uncounted"))  # (a name once a process)
+    (graph,) = [b for b in blocks("") if "require" in b]
+    (tmp_path / "g.sched").write_text(graph.replace("SmallestFirst", "Uncounted"))
+    assert main(["run", str(tmp_path / "g.sched"), "--cluster", "4x4:V100", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"element 'Uncounted@\d+' \(Uncounted; .*\): it set counter\(s\) that its docstring does not", err), err
+    assert "under `Counters:`: ranked (" in err and "Traceback" not in err

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import signal
 import sys
+import threading
 
 from roundhouse.errors import EXIT_USER_ERROR, RoundhouseError
 from roundhouse.tools.common import error_text
@@ -91,7 +94,33 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
     return {}
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, `timeout`, a batch scheduler), raised where the command is, so that it
+    stops as on Ctrl-C: files being written are removed (a record's `.part`, spill folders)."""
+
+
+def _on_terminate(process: int):
+    def handler(signum, frame):
+        if os.getpid() != process:  # (a worker forked with this handler: it ends as it would have)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise Terminated
+
+    return handler
+
+
 def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is not threading.main_thread():  # (signals reach the main thread only)
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _on_terminate(os.getpid()))
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     argv = _negative_values([a for a in argv if a != "--debug"])
@@ -113,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{err.filename}: " if err.filename else ""
         print(f"error: {where}{err.strerror or err}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except Terminated:
+        print("terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -45,8 +45,16 @@ def add_overrides(parser, help: str, flag: str = "--set") -> None:
 
 
 def overrides(texts, flag: str = "--set") -> list[Override]:
-    """The texts of a repeated option made by `add_overrides`, each naming its flag in errors."""
-    return [Override(text, flag) for text in texts]
+    """The texts of a repeated option made by `add_overrides`, each naming its flag in errors. A
+    name given twice is refused, as a graph that sets a setting twice is: the last would win
+    without a word."""
+    given = [Override(text, flag) for text in texts]
+    first: dict[str, Override] = {}
+    for o in given:
+        if o.target in first:
+            raise UsageError(f"{first[o.target].label} and {o.label}: {o.target} is set twice; keep one")
+        first[o.target] = o
+    return given
 
 
 # An error message names its place, if it has one, then says "error:" (`g.sched:3:9: error: ...`,

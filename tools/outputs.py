@@ -94,6 +94,34 @@ class RunFolder:
         return float(self.info.get("end_s") or 0.0)
 
     @property
+    def busy_gpu_s(self) -> float | None:
+        """The GPU time every job of the run held (run.json; None from runs that did not write it)."""
+        value = self.info.get("busy_gpu_s")
+        return None if value is None else float(value)
+
+    def reports(self) -> list[tuple[str, dict, dict]]:
+        """Each metrics sink's summary and what each element reported as flat dicts (cost,
+        SLOs, fairness), as `roundhouse run` printed them: (element name; its summary, or {}
+        when it has none; {name: dict}). From run.json's list of what each element reported,
+        else (a run.json written before it listed them) the sinks' summaries by file name."""
+        listed = self.info.get("reports")
+        if isinstance(listed, dict) and all(isinstance(files, dict) for files in listed.values()):
+            out = []
+            for element, files in listed.items():
+                found = {
+                    key: _read_json(self.path / name)
+                    for key, name in files.items()
+                    if str(name).endswith(".json") and Path(str(name)).name == name and (self.path / name).is_file()
+                }
+                summary = found.pop("summary", None)
+                if summary is not None or found:
+                    out.append((element, summary or {}, found))
+            return out
+        if (self.path / "summary.json").is_file():
+            return [(self.sink or "", _read_json(self.path / "summary.json"), {})]
+        return [(p.name.removesuffix("-summary.json"), _read_json(p), {}) for p in sorted(self.path.glob("*-summary.json"))]
+
+    @property
     def cluster_gpus(self) -> int | None:
         """The cluster's GPU count, from how run.json describes it ("128 GPUs on 32 nodes ...")."""
         m = re.match(r"\s*(\d+) GPUs", str(self.info.get("cluster", "")))
@@ -131,8 +159,19 @@ def open_folder(text: str) -> RunFolder | SweepFolder:
     )
 
 
+# What run.json says that plots and reports read, and the type each must have.
+_RUN_FACTS = {"graph": (str,), "cluster": (str,), "end_s": (int, float), "busy_gpu_s": (int, float)}
+# Columns of jobs.csv with a value in every row (a row cut short lacks the last ones).
+_ALWAYS = ("job_id", "arrival_s", "run_s", "gpus", "preemptions")
+
+
 def _open_run(path: Path) -> RunFolder:
     info = _read_json(path / "run.json")
+    for key, types in _RUN_FACTS.items():
+        value = info.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+            what = "a string" if types == (str,) else "a number"
+            raise UsageError(f"{path / 'run.json'}: {key!r} should be {what}, not {json.dumps(value)}")
     jobs_files = [path / "jobs.csv"] if (path / "jobs.csv").is_file() else sorted(path.glob("*-jobs.csv"))
     if not jobs_files:
         raise UsageError(f"{path}: the run wrote no jobs.csv (its graph has no JobMetrics sink)")
@@ -152,6 +191,11 @@ def _open_run(path: Path) -> RunFolder:
             jobs = jobs.with_columns(pl.col(c).cast(pl.Float64) for c in JOB_COLUMNS)
         except pl.exceptions.PolarsError as err:
             raise UsageError(f"{jobs_file}: a column that should hold numbers does not ({_first_line(err)})") from None
+        for column in _ALWAYS:
+            empty = jobs[column].is_null() | jobs[column].is_nan()
+            if empty.any():
+                line = int(empty.arg_true()[0]) + 2  # (after the header line)
+                raise UsageError(f"{jobs_file}:{line}: no value in column {column!r} (a row cut short?)")
     return RunFolder(path, info, jobs, summary, sink)
 
 

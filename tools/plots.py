@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import math
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -177,12 +178,15 @@ def _within(times: np.ndarray, busy: np.ndarray, capacity: float) -> np.ndarray:
     return busy
 
 
-def recorded_busy_gpus(record: pl.DataFrame, jobs: pl.DataFrame, end_s: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """GPUs held over time, exactly, from a run's explanation record (explain.parquet): a job
-    holds the GPUs of its launch until its next change that leaves it not running. None when
-    the record does not account for exactly the jobs of jobs.csv and each one's time held
-    (`run_s`): a resize, which the record does not hold, changes a running job's GPUs, and a
-    sink's jobs.csv may hold only some of the run's jobs."""
+def recorded_busy_gpus(
+    record: pl.DataFrame, jobs: pl.DataFrame, end_s: float, busy_gpu_s: float | None = None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """GPUs held over time by every job of the run, exactly, from its explanation record
+    (explain.parquet): a job holds the GPUs of its launch until its next change that leaves it
+    not running. None when the record does not account for the GPU time held: a resize, which
+    the record does not hold, changes a running job's GPUs. Each job of jobs.csv must have held
+    its `run_s` with its `gpus`; when jobs.csv holds only some jobs (a sink that tracks a
+    range), the record's jobs together must have held the run's `busy_gpu_s` (run.json)."""
     changes = record.filter(pl.col("state").cast(pl.String) != "note").select(
         "t_s",
         "job_id",
@@ -202,14 +206,13 @@ def recorded_busy_gpus(record: pl.DataFrame, jobs: pl.DataFrame, end_s: float) -
     expected = jobs.select(
         pl.col("job_id").cast(pl.Float64), (pl.col("gpus") * pl.col("run_s").fill_nan(None).fill_null(0.0)).alias("expected")
     )
-    if per_job.join(expected, on="job_id", how="anti").height:  # (jobs.csv of a sink that saw only some)
-        return None
+    close = lambda a, b: abs(a - b) <= 1e-6 * np.maximum(1.0, b)  # noqa: E731
     both = expected.join(per_job, on="job_id", how="left").with_columns(pl.col("gpu_s").fill_null(0.0))
-    if (
-        both.height != jobs.height
-        or not ((both["gpu_s"] - both["expected"]).abs() <= 1e-6 * np.maximum(1.0, both["expected"].to_numpy())).all()
-    ):
+    if both.height != jobs.height or not close(both["gpu_s"].to_numpy(), both["expected"].to_numpy()).all():
         return None
+    others = per_job.join(expected, on="job_id", how="anti")
+    if others.height and (busy_gpu_s is None or not close(float(per_job["gpu_s"].sum()), busy_gpu_s)):
+        return None  # (jobs jobs.csv does not list, whose GPU time nothing confirms)
     steps = changes.filter(pl.col("change") != 0)
     if not steps.height:
         return np.zeros(0), np.zeros(0)
@@ -217,41 +220,81 @@ def recorded_busy_gpus(record: pl.DataFrame, jobs: pl.DataFrame, end_s: float) -
     return by_time["t_s"].to_numpy().astype(float), np.cumsum(by_time["change"].to_numpy().astype(float))
 
 
-def utilisation_figure(run: RunFolder) -> Figure:
+def _record(run: RunFolder) -> pl.DataFrame | None:
+    """The run's explanation record, if it has one that reads; a damaged one is named and left
+    out (the curve is then drawn from jobs.csv)."""
     from roundhouse.runtime.explain import FILE_NAME
 
-    exact = None
-    if (run.path / FILE_NAME).is_file():
-        exact = recorded_busy_gpus(pl.read_parquet(run.path / FILE_NAME), run.jobs, run.end_s)
+    path = run.path / FILE_NAME
+    if not path.is_file():
+        return None
+    try:
+        record = pl.read_parquet(path, columns=["t_s", "job_id", "state", "reason", "b"])
+    except (pl.exceptions.PolarsError, OSError) as err:
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"warning: {path}: cannot be read as Parquet ({text}); GPUs held are drawn from jobs.csv", file=sys.stderr)
+        return None
+    return record
+
+
+def _lasted(run: RunFolder) -> float:
+    """How long the run lasted, refused when it lasted no time (nothing to draw against time)."""
+    if run.end_s <= 0 and not (run.jobs["finish_s"].fill_nan(None).drop_nulls() > 0).any():
+        raise UsageError(f"{run.path}: the run lasted 0 s (it stopped where it started); there is no time to draw")
+    return run.end_s
+
+
+def utilisation_figure(run: RunFolder) -> Figure:
+    _lasted(run)
+    record = _record(run)
+    exact = None if record is None else recorded_busy_gpus(record, run.jobs, run.end_s, run.busy_gpu_s)
     times, busy = exact if exact is not None else busy_gpus(run.jobs, run.end_s, run.cluster_gpus)
     if not len(times):
         raise UsageError(f"{run.path}: no job started in this run; no GPU was ever busy")
+    # jobs.csv of a sink that tracks a range holds only some jobs: drawn from it, the curve is theirs.
+    only_tracked = exact is None and _holds_only_some(run, record)
     end = max(run.end_s, float(times[-1]))
+    if end <= 0:
+        raise UsageError(f"{run.path}: the run lasted 0 s (it stopped where it started); there is no time to draw")
     unit, size = _time_unit(end)
     fig, ax = _new_figure(8.0, 3.6)
     t = np.concatenate((times, [end])) / size
     b = np.concatenate((busy, [busy[-1]]))
     ax.fill_between(t, b, step="post", alpha=0.35, linewidth=0)
-    ax.step(t, b, where="post", linewidth=1, label="GPUs held")
+    ax.step(t, b, where="post", linewidth=1, label="GPUs held by the tracked jobs" if only_tracked else "GPUs held")
     capacity = run.cluster_gpus
     if capacity:
         ax.axhline(capacity, color="black", linewidth=1, linestyle=":", label=f"cluster: {capacity} GPUs")
         measured = run.summary.get("utilization")
-        if measured is not None:
+        if measured is not None and not only_tracked:  # (the run's, not the tracked jobs' curve's)
             ax.axhline(measured * capacity, color="grey", linewidth=1, linestyle="--", label=f"measured average: {measured:.1%}")
     spread = int(drawn_gpus(run.jobs, run.end_s)[3].sum())
+    notes = []
+    if only_tracked:
+        notes.append(f"only the {run.jobs.height} jobs jobs.csv tracks")
     if spread and exact is None:
-        ax.set_title(
-            f"{spread} preempted or resized jobs: their GPU time spread over first start to finish", fontsize=8, loc="right"
-        )
+        notes.append(f"{spread} preempted or resized jobs: their GPU time spread over first start to finish")
+    if notes:
+        ax.set_title("; ".join(notes), fontsize=8, loc="right")
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("busy GPUs")
     ax.set_xlim(0, end / size)
-    ax.set_ylim(bottom=0)
-    ax.set_ylim(0, max(capacity or 0, float(busy.max())) * 1.25)
+    ax.set_ylim(0, max(capacity or 0, float(busy.max())) * 1.25 or 1.0)
     ax.legend(loc="upper right", fontsize=7, ncols=3)
     ax.set_title(_title(run, "GPU utilisation"), loc="left")
     return fig
+
+
+def _holds_only_some(run: RunFolder, record: pl.DataFrame | None) -> bool:
+    """Whether jobs.csv lists only some of the run's jobs: the record names others, or the GPU
+    time its jobs held falls short of the run's (run.json)."""
+    if record is not None:
+        recorded = record["job_id"].unique().to_numpy().astype(float)
+        return not np.isin(recorded, run.jobs["job_id"].to_numpy().astype(float)).all()
+    if run.busy_gpu_s is None or "service_gpu_s" not in run.jobs.columns:
+        return False
+    held = float(run.jobs["service_gpu_s"].cast(pl.Float64).fill_nan(None).fill_null(0.0).sum())
+    return held < run.busy_gpu_s * (1 - 1e-6) - 1e-6
 
 
 def gantt_figure(run: RunFolder) -> Figure:
@@ -259,7 +302,7 @@ def gantt_figure(run: RunFolder) -> Figure:
     start to its finish, coloured by its GPU count."""
     jobs = run.jobs.sort(["arrival_s", "job_id"])
     n = jobs.height
-    end = max(run.end_s, float(np.nanmax(jobs["finish_s"].fill_null(np.nan).to_numpy(), initial=0.0)))
+    end = max(_lasted(run), float(np.nanmax(jobs["finish_s"].fill_null(np.nan).to_numpy(), initial=0.0)))
     unit, size = _time_unit(end)
     fig, ax = _new_figure(8.0, min(12.0, 2.0 + 0.18 * n))
     rows = np.arange(n)

@@ -3,12 +3,14 @@ simulator (graph setting `profile = "FILE"`), with the launch and checkpoint ove
 
 from __future__ import annotations
 
+import math
 import platform
 import time
 from pathlib import Path
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import check_output_file, writing
+from roundhouse.tools.common import seconds
 
 
 def register(sub) -> None:
@@ -19,7 +21,11 @@ def register(sub) -> None:
     p.add_argument("--batch-sizes", help="comma-separated batch sizes for every model (default: each model's own)")
     p.add_argument("--gpus", default="1", help="worker counts, comma-separated (default 1)")
     p.add_argument("--gpu-type", default="V100", help="the GPU type to file the measurements under (default V100)")
-    p.add_argument("--seconds", type=float, default=5.0, help="how long to count iterations, all copies training (default 5)")
+    p.add_argument(
+        "--seconds",
+        default="5",
+        help="how long to count iterations, all copies training: 1 or more, in seconds or with a unit (default 5)",
+    )
     p.add_argument(
         "--concurrent",
         type=int,
@@ -43,7 +49,15 @@ def _ints(text: str, flag: str) -> list[int]:
         raise UsageError(f"{flag}: {text!r} is not a comma-separated list of whole numbers") from None
     if not values or min(values) < 1:
         raise UsageError(f"{flag}: give whole numbers of 1 or more")
+    _once(values, flag, text)
     return values
+
+
+def _once(values: list, flag: str, text: str) -> None:
+    """A value listed twice would be measured twice, and a profile that lists an entry twice is refused."""
+    twice = [v for i, v in enumerate(values) if v in values[:i]]
+    if twice:
+        raise UsageError(f"{flag} {text}: {twice[0]} is listed twice")
 
 
 def profile_command(args) -> int:
@@ -57,25 +71,34 @@ def profile_command(args) -> int:
         if canonical is None:
             raise UsageError(f"--models: unknown model {name.strip()!r}")
         models.append(canonical)
+    _once(models, "--models", args.models)
     batches = None
     if args.batch_sizes:
         sizes = _ints(args.batch_sizes, "--batch-sizes")
         batches = {m: sizes for m in models}
-    if args.seconds < 1 or args.concurrent < 1 or args.threads < 1:
-        raise UsageError("--seconds must be at least 1, --concurrent and --threads at least 1")
+    gpus = _ints(args.gpus, "--gpus")
+    duration = seconds(args.seconds, "--seconds")
+    if duration is None or not math.isfinite(duration) or duration < 1:
+        raise UsageError(f"--seconds {args.seconds}: must be a finite time of 1 second or more")
+    for flag, value in (("--concurrent", args.concurrent), ("--threads", args.threads)):
+        if value < 1:
+            raise UsageError(f"{flag} {value}: must be at least 1")
     beside = None
     if args.beside:
+        if args.concurrent < 2:
+            raise UsageError(
+                f"--beside {args.beside}: only with --concurrent 2 or more (the models of the jobs run beside the measured one)"
+            )
         beside = [canonical_model(b.strip()) for b in args.beside.split(",")]
         if None in beside:
             raise UsageError(f"--beside: unknown model in {args.beside!r}")
-    result = profile(
-        models, batches, _ints(args.gpus, "--gpus"), args.gpu_type, args.seconds, args.concurrent, args.threads, beside=beside
-    )
+    result = profile(models, batches, gpus, args.gpu_type, duration, args.concurrent, args.threads, beside=beside)
     header = f"measured by `roundhouse profile` on {platform.node()} ({platform.processor() or platform.machine()}), {time.strftime('%Y-%m-%d %H:%M')}"
     with writing(args.out):
         Path(args.out).write_text(result.csv(header))
+    # (A graph reads `profile` relative to its own folder: the hint gives the file's whole path.)
     print(
-        f'wrote {args.out}: use it with `profile = "{args.out}";` and restore = {result.restore_s:.2f}s; '
-        f"checkpoint = {result.checkpoint_s:.2f}s; in the graph"
+        f'wrote {args.out}: use it with `profile = "{Path(args.out).resolve()}";` and restore = {result.restore_s:.2f}s; '
+        f"checkpoint = {result.checkpoint_s:.2f}s; in the graph (a relative path there is relative to the graph's folder)"
     )
     return 0

@@ -16,7 +16,7 @@ from roundhouse.runtime.files import writing
 from roundhouse.tools.graph_drawing import draw
 from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
 from roundhouse.tools.plots import RUN_KINDS, figure, figure_bytes, x_axis
-from roundhouse.tools.results import in_units
+from roundhouse.tools.results import in_units, objectives, summary_rows
 
 # The metrics a sweep's report draws against its first varied name, when the sweep has them.
 SWEEP_METRICS = ("avg_jct_s", "p99_jct_s", "avg_responsiveness_s", "utilization")
@@ -37,6 +37,7 @@ h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { font-size: 1.2em; border-bot
 table { border-collapse: collapse; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 0.25em 0.7em; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f3f3f3; text-align: left; }
+h3 { font-size: 1em; margin: 1em 0 0.3em 0; }
 figure { margin: 1.2em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 0.9em; }
 .note { background: #fff8e0; border-left: 4px solid #e0b000; padding: 0.4em 0.8em; }
@@ -65,20 +66,6 @@ def run_page(run: RunFolder) -> str:
     if run.jobs.height == 0:
         raise UsageError(f"{run.path}: the run has no jobs (its jobs.csv has no rows); there is nothing to report")
     info = run.info
-    show = in_units(run.summary.get("makespan_s") or run.end_s)
-    s = run.summary
-    rows = [
-        ("jobs finished / tracked", f"{s.get('jobs_finished', '—')} / {s.get('jobs_tracked', '—')}"),
-        ("average JCT", show(s.get("avg_jct_s"))),
-        ("median JCT", show(s.get("median_jct_s"))),
-        ("p95 JCT", show(s.get("p95_jct_s"))),
-        ("p99 JCT", show(s.get("p99_jct_s"))),
-        ("average responsiveness", show(s.get("avg_responsiveness_s"))),
-        ("average queueing", show(s.get("avg_queue_s"))),
-        ("makespan", show(s.get("makespan_s"))),
-        ("utilization", "—" if s.get("utilization") is None else f"{s['utilization']:.1%}"),
-        ("preemptions", str(s.get("preemptions", "—"))),
-    ]
     facts = [
         f"cluster: {info.get('cluster', '—')}",
         f"{info.get('rounds', '—')} rounds",
@@ -86,19 +73,33 @@ def run_page(run: RunFolder) -> str:
         f"stopped: {info.get('stop_reason', '—')}",
     ]
     plots = []
+    reports = run.reports()
+    if len([r for r in reports if r[1]]) > 1:
+        jobs_file = "jobs.csv" if run.sink is None else f"{run.sink}-jobs.csv"
+        plots.append(f"<p>From {html.escape(run.sink or 'the sink')}'s per-job table ({html.escape(jobs_file)}).</p>")
     for kind in RUN_KINDS:
         try:
             plots.append(_figure_html(figure(run, kind), CAPTIONS[kind]))
         except UsageError as err:  # e.g. no job finished: the other plots still tell something
             plots.append(_note(str(err)))
     name = Path(run.graph).name if run.graph else run.path.name
-    return _page(
-        f"Run of {name}",
-        facts,
-        _graph_html(run.graph),
-        _table(["metric", "value"], rows),
-        plots,
-    )
+    return _page(f"Run of {name}", facts, _graph_html(run.graph), _summaries_html(run, name, reports), plots)
+
+
+def _summaries_html(run: RunFolder, name: str, reports: list[tuple[str, dict, dict]]) -> str:
+    """Every sink's summary and every objective an element reported, as `roundhouse run` prints
+    them, each under the title run gives it."""
+    parts = []
+    for element, summary, objectives_of in reports:
+        if summary:
+            title = " · ".join(x for x in (name, element, str(run.info.get("cluster") or "")) if x)
+            parts.append(f"<h3>{html.escape(title)}</h3>\n{_table(['metric', 'value'], summary_rows(summary))}")
+        for key, rows in objectives(objectives_of):
+            parts.append(f"<h3>{html.escape(f'{element} · {key}')}</h3>\n{_table(['metric', 'value'], rows)}")
+    if not parts:
+        summary_file = "summary.json" if run.sink is None else f"{run.sink}-summary.json"
+        return _note(f"{run.path / summary_file}: not there; the run's summary cannot be shown.")
+    return "\n".join(parts)
 
 
 def sweep_page(sweep: SweepFolder) -> str:

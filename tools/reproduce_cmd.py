@@ -16,7 +16,7 @@ from roundhouse.tools.reproductions import ExperimentFailed, load_all
 def register(sub) -> None:
     p = sub.add_parser("reproduce", help="reproduce a published experiment (paper's numbers beside ours)")
     p.add_argument("names", nargs="*", metavar="NAME", help="experiments to run (see --list)")
-    p.add_argument("--list", action="store_true", help="list the experiments")
+    p.add_argument("--list", action="store_true", help="list the experiments (with NAMEs, those)")
     p.add_argument("--out", default="runs/reproduce", help="folder for tables and plots (default: runs/reproduce)")
     p.add_argument("--quick", action="store_true", help="a smaller version that still shows the effect")
     p.set_defaults(handler=reproduce)
@@ -25,20 +25,21 @@ def register(sub) -> None:
 def reproduce(args) -> int:
     experiments = load_all()
     console = Console()
-    if args.list or not args.names:
-        table = Table(title="experiments")
-        for col in ("name", "what", "paper"):
-            table.add_column(col)
-        for e in experiments.values():
-            table.add_row(e.name, e.title, e.paper)
-        console.print(table)
-        return 0
-    if not args.out.strip():
-        raise UsageError("--out: the folder name is empty")
     for name in args.names:
         if name not in experiments:
             hint = did_you_mean(name, experiments)
             raise UsageError(f"no experiment '{name}'" + (f"; {hint}" if hint else "; --list shows them"))
+    if args.list or not args.names:  # (with names, --list lists those)
+        table = Table(title="experiments")
+        for col in ("name", "what", "paper"):
+            table.add_column(col)
+        for e in experiments.values():
+            if not args.names or e.name in args.names:
+                table.add_row(e.name, e.title, e.paper)
+        console.print(table)
+        return 0
+    if not args.out.strip():
+        raise UsageError("--out: the folder name is empty")
     for name in args.names:
         e = experiments[name]
         shown = make_folder(str(Path(args.out) / name), "--out")  # messages name it as the user wrote it

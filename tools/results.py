@@ -28,9 +28,16 @@ def compile_with_overrides(args):
         sources = [d.name for d in flat.decls.values() if d.class_name == "TraceSource"]
         if not sources:
             raise UsageError(f"--trace: {args.graph} has no TraceSource element whose trace it could replace")
+        for o in given:  # (--trace would replace the path given with --set without a word)
+            if o.target in {f"{name}.path" for name in sources}:
+                raise UsageError(f"--trace {args.trace} and {o.label}: --trace replaces {o.target}; keep one")
         check_trace_file(args.trace)  # the message a trace reader gives, before the graph is built
         quoted = json.dumps(str(Path(args.trace).resolve()))
         given += [Override(f"{name}.path={quoted}") for name in sources]
+    cluster = getattr(args, "cluster", None)
+    for o in given:  # (--cluster would replace the cluster given with --set without a word)
+        if cluster is not None and o.target == "cluster":
+            raise UsageError(f"--cluster {cluster} and {o.label}: the cluster is given twice; keep one")
     return compile_graph(flat, given)
 
 
@@ -56,21 +63,7 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
         table = Table(title=f"{Path(graph.path).name} · {name} · {cluster.describe()}", show_header=False)
         table.add_column("metric")
         table.add_column("value", justify="right")
-        show = in_units(summary["makespan_s"])
-        rows = [
-            ("jobs finished / tracked", f"{summary['jobs_finished']} / {summary['jobs_tracked']}"),
-            ("average JCT", show(summary["avg_jct_s"])),
-            ("median JCT", show(summary["median_jct_s"])),
-            ("p95 JCT", show(summary["p95_jct_s"])),
-            ("p99 JCT", show(summary["p99_jct_s"])),
-            ("average responsiveness", show(summary["avg_responsiveness_s"])),
-            ("average queueing", show(summary["avg_queue_s"])),
-            ("makespan", show(summary["makespan_s"])),
-            ("utilization", "—" if summary["utilization"] is None else f"{summary['utilization']:.1%}"),
-            *((f"{what} utilization", f"{summary[key]:.1%}") for what, key in _RESOURCES if summary.get(key) is not None),
-            ("preemptions", str(summary["preemptions"])),
-        ]
-        for k, v in rows:
+        for k, v in summary_rows(summary):
             table.add_row(k, v)
         console.print(table)
         if summary["jobs_tracked"] == 0 and len(result.world.jobs):
@@ -85,18 +78,46 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
         )
 
 
+def summary_rows(summary: dict) -> list[tuple[str, str]]:
+    """A metrics sink's summary as `roundhouse run` prints it and `roundhouse report` shows it:
+    (metric, value) rows ("—" for a value the summary lacks)."""
+    show = in_units(summary.get("makespan_s"))
+    get = summary.get
+    percent = lambda key: "—" if get(key) is None else f"{get(key):.1%}"  # noqa: E731
+    return [
+        ("jobs finished / tracked", f"{get('jobs_finished', '—')} / {get('jobs_tracked', '—')}"),
+        ("average JCT", show(get("avg_jct_s"))),
+        ("median JCT", show(get("median_jct_s"))),
+        ("p95 JCT", show(get("p95_jct_s"))),
+        ("p99 JCT", show(get("p99_jct_s"))),
+        ("average responsiveness", show(get("avg_responsiveness_s"))),
+        ("average queueing", show(get("avg_queue_s"))),
+        ("makespan", show(get("makespan_s"))),
+        ("utilization", percent("utilization")),
+        *((f"{what} utilization", percent(key)) for what, key in _RESOURCES if get(key) is not None),
+        ("preemptions", str(get("preemptions", "—"))),
+    ]
+
+
+def objectives(report: dict) -> list[tuple[str, list[tuple[str, str]]]]:
+    """What sinks other than JobMetrics (cost, SLOs, fairness, ...) report, flat dicts of
+    numbers: (name, rows) for each, as `roundhouse run` prints them and `report` shows them."""
+    return [
+        (key, [(k, "—" if v is None else (f"{v:,.4g}" if isinstance(v, float) else str(v))) for k, v in value.items()])
+        for key, value in report.items()
+        if key != "summary" and isinstance(value, dict)
+    ]
+
+
 def _print_objectives(console: Console, name: str, report: dict) -> None:
-    """Sinks other than JobMetrics (cost, SLOs, fairness, ...) report flat dicts of numbers."""
     from rich.table import Table
 
-    for key, value in report.items():
-        if key == "summary" or not isinstance(value, dict):
-            continue
+    for key, rows in objectives(report):
         table = Table(title=f"{name} · {key}", show_header=False)
         table.add_column("metric")
         table.add_column("value", justify="right")
-        for k, v in value.items():
-            table.add_row(k, "—" if v is None else (f"{v:,.4g}" if isinstance(v, float) else str(v)))
+        for k, v in rows:
+            table.add_row(k, v)
         console.print(table)
 
 
@@ -118,6 +139,7 @@ def write_results(out: Path, graph, cluster, result) -> None:
     elements = getattr(graph, "elements", {})
     sinks = [name for name in result.reports if getattr(elements.get(name), "category", "sink") == "sink"]
     plain = set(result.reports) if len(result.reports) == 1 else set(sinks) if len(sinks) == 1 else set()
+    reported: dict[str, dict[str, str]] = {}  # element -> its report's name -> the file
     for element, report in result.reports.items():
         for key, value in report.items():
             stem = key if element in plain else f"{element}-{key}"
@@ -126,6 +148,7 @@ def write_results(out: Path, graph, cluster, result) -> None:
             else:
                 text = json.dumps(value, indent=2, sort_keys=True) + "\n"
                 writes.append((f"{stem}.json", lambda path, text=text: path.write_text(text)))
+            reported.setdefault(element, {})[key] = writes[-1][0]
     record = result.world.explain
     files = sorted([name for name, _ in writes] + ["run.json"] + ([FILE_NAME] if record is not None else []))
     run_info = {
@@ -139,6 +162,10 @@ def write_results(out: Path, graph, cluster, result) -> None:
         "stop_reason": result.stop_reason,
         "counters": result.counters,
         "files": files,
+        # What each element reported (a file each), and the GPU time every job held: `report`
+        # and `plot` read them (a tracked sink's jobs.csv holds only some of the jobs).
+        "reports": reported,
+        "busy_gpu_s": float(result.world.busy_gpu_s),
     }
     text = json.dumps(run_info, indent=2, sort_keys=True, default=str) + "\n"
     writes.append(("run.json", lambda path: path.write_text(text)))

@@ -23,7 +23,10 @@ from roundhouse.tools.results import in_units
 def register(sub) -> None:
     p = sub.add_parser("whatif", help="simulate forward from a live scheduler's journal, under its graph and another")
     p.add_argument(
-        "journal", metavar="JOURNAL", help="the live scheduler's journal (its --journal file; it may still be running)"
+        "journal",
+        metavar="JOURNAL_OR_SNAPSHOT",
+        help="the live scheduler's journal (its --journal file; it may still be running), or a simulation's snapshot "
+        "(Simulation.save)",
     )
     p.add_argument("--graph", help="the other graph to compare with (default: the run's own, with --set)")
     add_overrides(p, "override an argument or setting of the other graph (element.field=value); repeatable")
@@ -40,6 +43,8 @@ def whatif_command(args) -> int:
     if horizon is None or horizon == float("inf"):
         raise UsageError(f"--horizon {args.horizon}: must be a finite duration")
     run_overrides = overrides(args.run_set, "--run-set")
+    if Path(args.journal).is_dir():
+        raise UsageError(f"{args.journal}: is a folder; give a live scheduler's journal file or a simulation's snapshot file")
 
     def compile_run_graph(path: str):
         path = args.run_graph or path

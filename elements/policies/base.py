@@ -50,6 +50,9 @@ class KeyOrder(Policy):
     """
 
     backfill: bool = True
+    # (the last ranking, for quiet_until; a long queue's order). A subclass that keeps more
+    # writes `state = KeyOrder.state + ("_mine",)`.
+    state = ("_ranked", "_kept")
     # Whether jobs whose keys are equal and move at the same speed stay equal (the key is
     # accumulated by the same additions), so that their order cannot flip by rounding.
     exact_ties: ClassVar[bool] = False

@@ -28,8 +28,6 @@ class Fifo(KeyOrder):
     Paper: Blox (EuroSys'24) schedulers/fifo.py; Philly (ATC'19).
     """
 
-    state = ("_ranked", "_kept")  # (the last ranking, for quiet_until; a long queue's order)
-
     backfill: bool = False
     keys_move_with_progress = True  # (an arrival time never moves)
 

@@ -42,8 +42,6 @@ class Las(KeyOrder):
     Paper: Tiresias (NSDI'19) §3.1 (2D attained service); Blox (EuroSys'24) schedulers/las.py and Table 7.
     """
 
-    state = ("_ranked", "_kept")  # (the last ranking, for quiet_until; a long queue's order)
-
     service: str = attrs.field(default="gpu_seconds", validator=one_of("gpu_seconds", "wall_seconds"))
 
     exact_ties = True  # equal services at equal speeds grow by the same additions

@@ -29,8 +29,6 @@ class Srtf(KeyOrder):
     Paper: Tiresias (NSDI'19) §6 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.
     """
 
-    state = ("_ranked", "_kept")  # (the last ranking, for quiet_until; a long queue's order)
-
     def key(self, active: Active) -> np.ndarray:
         return active.remaining_s
 

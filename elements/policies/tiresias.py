@@ -272,8 +272,6 @@ class Srsf(KeyOrder):
     Paper: Tiresias (NSDI'19) §2.2, Table 1 and Fig 7 (SRSF).
     """
 
-    state = ("_ranked", "_kept")  # (the last ranking, for quiet_until; a long queue's order)
-
     def key(self, active: Active) -> np.ndarray:
         return active.remaining_s * active.gpus
 
