@@ -160,12 +160,13 @@ class _Compiler:
             if "." in o.target:
                 element, field = o.target.rsplit(".", 1)
                 if element not in self.flat.decls:
-                    self.errors.append(
-                        SchedError(
-                            f"{o.label}: the graph has no element '{element}'",
-                            hint=did_you_mean(element, self.flat.decls),
-                        )
-                    )
+                    inner = [name for name in self.flat.decls if name.startswith(f"{element}/")]
+                    if inner:  # a compound's instance: its elements are set by their own names
+                        message = f"{o.label}: '{element}' is a compound; its elements are {', '.join(inner)}"
+                        hint = f"set one of them ({o.flag} {inner[0]}.{field}=...) or the argument where '{element}' is declared"
+                    else:
+                        message, hint = f"{o.label}: the graph has no element '{element}'", did_you_mean(element, self.flat.decls)
+                    self.errors.append(SchedError(message, hint=hint))
                     continue
                 per_element[element].append((field, value, o.label))
             else:

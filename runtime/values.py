@@ -202,7 +202,7 @@ def existing_file(instance, attribute, value) -> None:
     import os
 
     if value is not None and not os.path.isfile(value):
-        raise ValueError(f"names no file: {value}")
+        raise ValueError(f"names a folder, not a file: {value}" if os.path.isdir(value) else f"names no file: {value}")
 
 
 def one_of(*choices: str):

@@ -312,3 +312,17 @@ def test_path_settings_must_name_existing_files(tmp_path, capsys, setting, messa
     graph.write_text(GRAPH + setting + "\n")
     err = fails(capsys, "check", graph)
     assert f"{graph}:5:" in err and message in err
+
+
+def test_set_on_a_compound_names_its_elements(tmp_path, capsys):
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        "elementclass Gate { $f | input -> AcceptThreshold(factor=$f) -> output; }\n"
+        'round = 5min;\ncluster = "4x4:V100";\n'
+        "src :: PoissonSource(rate=4/h, jobs=20, seed=0);\ng :: Gate(1.5x);\n"
+        "src -> g -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
+    )
+    err = fails(capsys, "run", graph, "--until", "0", "--set", "g.factor=2x")
+    assert "'g' is a compound; its elements are g/AcceptThreshold@1" in err
+    assert "--set g/AcceptThreshold@1.factor=" in err
+    assert main(["run", str(graph), "--until", "0", "--set", "g/AcceptThreshold@1.factor=2x"]) == 0

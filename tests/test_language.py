@@ -188,6 +188,7 @@ def test_nested_compounds(tmp_path):
         ("/* never closed\nsrc :: PoissonSource(rate=8/h);\n", "unterminated comment", 1, 1),
         ("x :: Las(backfill=$b);\n", "$b is used outside an elementclass", 1, 19),
         ('src :: TraceSource(path="nowhere.csv");\n', "names no file", 1, 25),
+        ('src :: TraceSource(path=".");\n', "names a folder, not a file", 1, 25),
     ],
 )
 def test_errors_point_at_the_problem(tmp_path, text, message, line, col):
