@@ -73,12 +73,15 @@ class AcceptAll(Element):
 
 @element
 class AcceptThreshold(Element):
-    """Admit jobs while the GPU demand of admitted, unfinished jobs stays within a load factor.
+    """Admit jobs while the GPU demand of admitted, unfinished jobs is within a load factor.
 
-    A job is admitted when the GPUs asked for by all admitted, unfinished jobs plus its own
-    stay at or below `factor` times the cluster's GPUs; the others wait in a first-in first-out
-    queue and are released, oldest first, as admitted jobs finish. A job that alone exceeds the
-    limit is admitted once nothing else is admitted, so that it cannot block the queue forever.
+    Blox's load-based admission, rule for rule: arriving jobs join a first-in first-out queue,
+    and each round the queue's head is admitted, oldest first, while the GPUs asked for by the
+    admitted, unfinished jobs (those admitted this round included) are at or below `factor`
+    times the cluster's GPUs. The test is made before each job is added, so the last job
+    admitted may take the demand past the limit, and a job larger than the limit is admitted
+    whenever the demand is within it (so it cannot block the queue forever). The rest wait
+    until admitted jobs finish.
 
     Ports:
         jobs: arriving jobs (several sources may connect).
@@ -117,11 +120,13 @@ class AcceptThreshold(Element):
         demand = int(gpus[self._admitted].sum())
         release = 0
         if len(self._queue):
+            # Blox's test, made before each queued job is taken: the demand so far, this round's
+            # admissions included, against the limit. Non-decreasing along the queue, so the jobs
+            # that pass are a prefix of it.
             limit = float(self.factor) * ctx.cluster.n_gpus
-            cumulative = demand + np.cumsum(gpus[self._queue])
-            release = int(np.searchsorted(cumulative, limit + 1e-9, side="right"))
-            if release == 0 and len(self._admitted) == 0:
-                release = 1
+            sizes = gpus[self._queue]
+            before = np.cumsum(sizes) - sizes + demand
+            release = int(np.searchsorted(before, limit + 1e-9, side="right"))
         out = self._queue[:release]
         if release:
             self._queue = self._queue[release:]
@@ -141,7 +146,8 @@ class AcceptThreshold(Element):
         return ctx.jobs.view(out, Jobs)
 
     def quiet_until(self, ctx: RoundContext) -> float:
-        # Without completions or new jobs, the queue's head still does not fit: it releases nothing.
+        # A job still queued after a tick found the demand past the limit; without completions
+        # or new jobs the demand stays there, and it releases nothing.
         return float("inf")
 
     def holding(self) -> int:

@@ -161,6 +161,7 @@ class _Compiler:
                 element, field = o.target.rsplit(".", 1)
                 if element not in self.flat.decls:
                     inner = [name for name in self.flat.decls if name.startswith(f"{element}/")]
+                    hint: str | None
                     if inner:  # a compound's instance: its elements are set by their own names
                         message = f"{o.label}: '{element}' is a compound; its elements are {', '.join(inner)}"
                         hint = f"set one of them ({o.flag} {inner[0]}.{field}=...) or the argument where '{element}' is declared"

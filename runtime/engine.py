@@ -532,7 +532,9 @@ def fold_events(world: World, events: Events) -> None:
 
 
 def stall_message(world: World, now: float) -> str:
-    """Why a simulation cannot make progress, naming the largest waiting job."""
+    """Why a simulation cannot make progress, naming the largest waiting job and what it is
+    measured against: the cluster's GPUs, or on a cluster of several GPU types the largest
+    type's (a placer puts a job on GPUs of one type)."""
     cols = world.jobs
     status = cols.column("status")
     waiting = (status == 0).nonzero()[0]
@@ -540,7 +542,12 @@ def stall_message(world: World, now: float) -> str:
     biggest = int(waiting[np.argmax(gpus)]) if len(waiting) else -1
     detail = ""
     if biggest >= 0:
-        detail = f"; the largest waiting job ({cols.column('job_id')[biggest]}) wants {gpus.max()} GPUs of {world.cluster.n_gpus}"
+        cluster = world.cluster
+        of = f"of {cluster.n_gpus}"
+        if len(cluster.gpu_types) > 1:
+            largest = int(np.argmax(cluster.gpus_by_type))
+            of = f"of one type, and the largest type, {cluster.gpu_types[largest]}, has {cluster.gpus_by_type[largest]}"
+        detail = f"; the largest waiting job ({cols.column('job_id')[biggest]}) wants {gpus.max()} GPUs {of}"
     return (
         f"run stalled at t={now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
         f"and no more jobs will arrive{detail}. Check the placer and admission arguments."

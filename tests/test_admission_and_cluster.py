@@ -5,42 +5,87 @@ import pytest
 
 from roundhouse.errors import ClusterError
 from roundhouse.runtime.cluster import MAX_GPUS, Cluster
-from tests.conftest import jobs_of
+from tests.conftest import jobs_of, write_trace
 
 
-def test_accept_threshold_holds_jobs_back_first_in_first_out(run_graph):
+def gate_after(tmp_path, graph: str, jobs: list[dict], cluster: str, rounds: int) -> dict:
+    """The counters of the graph's element `gate` after its first `rounds` rounds."""
+    from roundhouse.runtime.simulation import Simulation
+
+    write_trace(tmp_path / "gate.csv", jobs)
+    sim = Simulation(graph.replace('"trace.csv"', f'"{tmp_path / "gate.csv"}"'), cluster=cluster)
+    for _ in range(rounds):
+        sim.step()
+    return dict(sim.graph.elements["gate"].counters)
+
+
+def test_accept_threshold_holds_jobs_back_first_in_first_out(run_graph, tmp_path):
     graph = """
     round = 100s;
     src :: TraceSource(path="trace.csv");
-    src -> gate :: AcceptThreshold(factor=1.0x) -> JobPool -> Las -> FirstFree -> Launch -> m :: JobMetrics;
+    src -> gate :: AcceptThreshold(factor=1.0x) -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
     """
-    # 4 GPUs: jobs of 2, 2, 1, 1 GPUs at t=0. Admitted demand may reach 4 GPUs: jobs 0 and 1.
+    # 4 GPUs: jobs of 2, 2, 1, 1 GPUs at t=0. As in Blox, the queue's head is admitted while the
+    # demand before it is at most 4: jobs 0 (0), 1 (2) and 2 (4, taking it to 5), not job 3 (5).
     jobs = [
         {"job_id": 0, "arrival_s": 0.0, "gpus": 2, "duration_s": 150.0},
         {"job_id": 1, "arrival_s": 0.0, "gpus": 2, "duration_s": 350.0},
         {"job_id": 2, "arrival_s": 0.0, "gpus": 1, "duration_s": 100.0},
         {"job_id": 3, "arrival_s": 0.0, "gpus": 1, "duration_s": 100.0},
     ]
+    assert gate_after(tmp_path, graph, jobs, "1x4:V100", 1) == {"admitted": 3, "queued": 1, "demand": 5}
     result = run_graph(graph, jobs, cluster="1x4:V100")
     got = jobs_of(result)
     assert got[0]["first_start_s"] == 0.0 and got[1]["first_start_s"] == 0.0
-    # Job 0 finishes at 150; seen at 200, when jobs 2 and 3 (1 GPU each) are released together.
+    # Job 0 finishes at 150; seen at 200 (demand 3), when job 3 is admitted. Jobs 2 and 3 start
+    # there together, on job 0's GPUs.
     assert got[2]["first_start_s"] == 200.0 and got[3]["first_start_s"] == 200.0
     assert result.counters["gate"]["admitted"] == 4 and result.counters["gate"]["queued"] == 0
 
 
-def test_a_job_larger_than_the_limit_is_admitted_alone(run_graph):
+def test_the_last_job_admitted_may_take_the_demand_past_the_limit(run_graph, tmp_path):
+    # Blox's rule tests the demand before each job. A limit of 2 GPUs (0.5x of 4): job 0 (1 GPU)
+    # is admitted at demand 0, job 1 (2 GPUs) at demand 1, taking it to 3; job 2 (1 GPU) then
+    # finds 3 and waits at the gate until job 1 ends at 100.
     graph = """
     round = 100s;
     src :: TraceSource(path="trace.csv");
-    src -> AcceptThreshold(factor=0.5x) -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
+    src -> gate :: AcceptThreshold(factor=0.5x) -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
     """
+    jobs = [
+        {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0},
+        {"job_id": 1, "arrival_s": 0.0, "gpus": 2, "duration_s": 100.0},
+        {"job_id": 2, "arrival_s": 0.0, "gpus": 1, "duration_s": 100.0},
+    ]
+    assert gate_after(tmp_path, graph, jobs, "1x4:V100", 1) == {"admitted": 2, "queued": 1, "demand": 3}
+    got = jobs_of(run_graph(graph, jobs, cluster="1x4:V100"))
+    assert got[0]["first_start_s"] == 0.0 and got[1]["first_start_s"] == 0.0
+    assert got[2]["first_start_s"] == 100.0
+
+
+def test_a_job_larger_than_the_limit_is_admitted_when_the_demand_is_within_it(run_graph, tmp_path):
+    graph = """
+    round = 100s;
+    src :: TraceSource(path="trace.csv");
+    src -> gate :: AcceptThreshold(factor=0.5x) -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
+    """
+    # A limit of 2 GPUs. Job 0 (4 GPUs) is admitted at once (demand 0); job 1 then finds 4.
     jobs = [
         {"job_id": 0, "arrival_s": 0.0, "gpus": 4, "duration_s": 100.0},
         {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "duration_s": 100.0},
     ]
     got = jobs_of(run_graph(graph, jobs, cluster="1x4:V100"))
     assert got[0]["first_start_s"] == 0.0 and got[1]["first_start_s"] == 100.0
+    # Not only when nothing else is admitted: beside a 1-GPU job (demand 1), a 4-GPU job seen at
+    # 100 is admitted too, and waits in the pool for room; the 1-GPU job behind it finds 5.
+    jobs = [
+        {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 300.0},
+        {"job_id": 1, "arrival_s": 50.0, "gpus": 4, "duration_s": 100.0},
+        {"job_id": 2, "arrival_s": 50.0, "gpus": 1, "duration_s": 100.0},
+    ]
+    assert gate_after(tmp_path, graph, jobs, "1x4:V100", 2) == {"admitted": 2, "queued": 1, "demand": 5}
+    got = jobs_of(run_graph(graph, jobs, cluster="1x4:V100"))
+    assert got[1]["first_start_s"] == 300.0 and got[2]["first_start_s"] == 400.0
 
 
 def test_cluster_shorthands():

@@ -128,12 +128,12 @@ def test_no_room_on_one_machine(run_out, capsys):
 
 
 def test_held_by_the_admission_gate(run_out, capsys):
-    # Admission at 1x of a 2-GPU machine: job 0 asks for both GPUs, so job 1 is held (first in
-    # the queue, 2 GPUs asked for, a limit of 2) until job 0 finishes at 600.
-    text = FIFO_STRICT.replace("AcceptAll", "AcceptThreshold(factor=1x)")
+    # Admission at 0.5x of a 2-GPU machine: job 0 asks for both GPUs, past the limit of 1, so
+    # job 1 is held (first in the queue, 2 GPUs asked for, a limit of 1) until job 0 finishes at 600.
+    text = FIFO_STRICT.replace("AcceptAll", "AcceptThreshold(factor=0.5x)")
     out = run_out(text, [job(0, 0, 2, 600), job(1, 0, 1, 60)], "1x2:V100")
     assert timeline(capsys, out, 1)[:3] == [
-        ("0s", "held: admission queue place 1; admitted jobs ask for 2 GPUs of a limit of 2 (AcceptThreshold 'admit')"),
+        ("0s", "held: admission queue place 1; admitted jobs ask for 2 GPUs of a limit of 1 (AcceptThreshold 'admit')"),
         ("10m", "waiting: admitted by AcceptThreshold 'admit'"),
         ("10m", "running: launched on machine 0 (1 GPU) (Fifo 'order', placed by Consolidated 'place')"),
     ]

@@ -176,6 +176,41 @@ def test_job_larger_than_the_cluster_is_a_clear_error(run_graph):
         run_graph(FIFO, [profiled], cluster="1x4:V100")
 
 
+def test_job_larger_than_every_gpu_type_is_a_clear_error(run_graph):
+    # Four GPUs in all, but two of each type: a placer puts a job on one type, so a 4-GPU job
+    # would wait forever (and, in a FIFO queue, the 1-GPU job behind it too).
+    from roundhouse.errors import RoundhouseError
+
+    jobs = [
+        {"job_id": 7, "arrival_s": 0.0, "gpus": 4, "duration_s": 100.0},
+        {"job_id": 8, "arrival_s": 0.0, "gpus": 1, "duration_s": 50.0},
+    ]
+    message = "job 7 asks for 4 GPUs but the largest GPU type of the cluster, V100, has 2 (a job runs on GPUs of one type)"
+    with pytest.raises(RoundhouseError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        run_graph(FIFO, jobs, cluster="1x2:V100,1x2:K80")
+    # The largest type is the measure, not the first: three K80s take a 3-GPU job.
+    jobs[0]["gpus"] = 3
+    got = jobs_of(run_graph(FIFO, jobs, cluster="1x2:V100,1x3:K80"))
+    assert got[7]["finish_s"] == pytest.approx(100.0) and got[8]["finish_s"] == pytest.approx(50.0)
+    with pytest.raises(RoundhouseError, match="asks for 4 GPUs but the largest GPU type of the cluster, K80, has 3"):
+        run_graph(FIFO, [dict(jobs[0], gpus=4)], cluster="1x2:V100,1x3:K80")
+
+
+def test_stall_names_the_largest_gpu_type_on_a_mixed_cluster(run_graph):
+    # With an elastic profile the trace check lets such a job through (Pollux and Ones choose a
+    # job's GPUs over the whole cluster); a placer cannot place it, and the stall says why.
+    from roundhouse.runtime.engine import StalledError
+
+    graph = 'elastic_profile = "pollux";\n' + FIFO.replace("300s", "10s")
+    jobs = [
+        {"job_id": 0, "arrival_s": 0.0, "gpus": 4, "duration_s": 100.0},
+        {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "duration_s": 50.0},
+    ]
+    with pytest.raises(StalledError) as stalled:
+        run_graph(graph, jobs, cluster="1x2:V100,1x2:K80")
+    assert "the largest waiting job (0) wants 4 GPUs of one type, and the largest type, V100, has 2." in str(stalled.value)
+
+
 def test_idle_gaps_are_skipped_without_changing_results(run_graph):
     jobs = [
         {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 100.0},
@@ -239,3 +274,37 @@ def test_a_job_finishing_inside_a_round_books_only_the_part_it_ran(run_graph):
     table = result.world.jobs
     assert table.column("done")[:2].tolist() == [450.0, 1000.0]
     assert table.column("compute_s")[:2].tolist() == [450.0, 1000.0]  # (work over the compute rate, 1 here)
+
+
+def test_checkpoint_wait_and_restore_count_as_held_time_from_the_launching_boundary(run_graph):
+    """docs/semantics.md: a launched job's lease and its held time start at the round boundary;
+    waiting for the GPUs' previous holder to checkpoint, like its own restore, counts as held
+    (attained service, run time) but makes no progress. The suspended job's checkpoint is not
+    its own held time."""
+    las = """
+    round = 300s;
+    checkpoint = 20s;
+    restore = 30s;
+    src :: TraceSource(path="trace.csv");
+    src -> AcceptAll -> JobPool -> Las -> FirstFree -> Launch -> m :: JobMetrics;
+    """
+    jobs = [
+        {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0},
+        {"job_id": 1, "arrival_s": 100.0, "gpus": 1, "duration_s": 200.0},
+    ]
+    result = run_graph(las, jobs, cluster="1x1:V100")
+    got = jobs_of(result)
+    # Job 1 is launched at 300 onto the GPU job 0 checkpoints on until 320; it restores until 350
+    # and works 200 s. It holds the GPU from 300: 20 s of waiting + 30 s of restore + 200 s.
+    one = got[1]
+    assert one["first_start_s"] == 300.0 and one["finish_s"] == pytest.approx(550.0)
+    assert one["run_s"] == pytest.approx(250.0) and one["service_gpu_s"] == pytest.approx(250.0)
+    assert one["queue_s"] == pytest.approx(450.0 - 250.0)  # the wait for the checkpoint is not queueing
+    # Job 0 holds [0, 300) (restore included) and, relaunched at 600 on a free GPU, [600, 1360):
+    # its checkpoint after 300 is not its own held time.
+    zero = got[0]
+    assert zero["finish_s"] == pytest.approx(1360.0)
+    assert zero["run_s"] == pytest.approx(300.0 + 760.0) and zero["service_gpu_s"] == pytest.approx(1060.0)
+    assert zero["queue_s"] == pytest.approx(300.0)
+    # Utilisation counts the checkpoint's 20 s once, as job 1's held time: 1310 GPU-s over [0, 1500).
+    assert result.reports["m"]["summary"]["utilization"] == pytest.approx(1310.0 / 1500.0)

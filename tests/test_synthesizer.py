@@ -87,7 +87,7 @@ ADMISSION = """
 round = 300s;
 synth :: Synthesizer(switches=[admit, order], every=3, horizon=10h, workers=1);
 src   :: TraceSource(path="trace.csv");
-tight :: AcceptThreshold(factor=1.0x);
+tight :: AcceptThreshold(factor=0.4x);
 all   :: AcceptAll;
 admit :: ChooseAdmission(candidates=[tight, all]);
 srtf  :: Srtf;
@@ -98,7 +98,7 @@ src -> admit -> JobPool -> order -> FirstFree -> Launch -> m :: JobMetrics;
 
 def test_a_gate_switched_off_hands_its_queue_to_the_next(run_graph):
     # Two GPUs, SRTF. A (1 GPU, 3000 s) and B (2 GPUs, 3000 s) at 0: the tight gate admits A and
-    # holds B (A's GPU plus B's two exceed 1.0x the cluster); Accept All admits both, but B
+    # holds B (A's one GPU is already past the limit, 0.4x of 2 GPUs); Accept All admits both, but B
     # does not fit beside A either: the same schedule, so the tight gate stays at round 0.
     # C (1 GPU, 600 s) arrives at 700 s, seen at round 3 (900 s). Tight: C waits behind B:
     # A ends 3000, B 3000-6000, C 6000-6600 (time in system from 900: 2100, 5100, 5700).

@@ -55,6 +55,7 @@ def prepare_jobs(
     if too_big.any():
         i = int(too_big.nonzero()[0][0])
         raise TraceError(origin, f"job {job_id[i]} asks for {gpus[i]} GPUs but the cluster has {n_gpus}")
+    _check_largest_type(model, gpus, job_id, origin)
     type_rates = np.ones((n, len(gpu_types)), dtype=np.float64)
     reference_rate = np.ones(n, dtype=np.float64)
     comm_rows = _communication_rows(model, names, job_id, origin)
@@ -233,6 +234,26 @@ def _prepare_elastic(model: ThroughputModel, elastic_rows, batch, models, job_id
         )
     batch[idx] = np.where(given > 0, given, init)
     return _ElasticJobs(model, apps, batch[idx], idx)
+
+
+def _check_largest_type(model: ThroughputModel, gpus: np.ndarray, job_id: np.ndarray, origin: str) -> None:
+    """Refuse a job asking for more GPUs than the cluster's largest GPU type has: the placers
+    put a job on GPUs of one type, so it would wait forever (and, in a strict queue, every job
+    behind it too). Not in a run with an elastic profile: there Pollux and Ones choose each
+    job's GPUs themselves, from the whole cluster, and may mix types."""
+    cluster = model.cluster
+    if len(cluster.gpu_types) < 2 or model.elastic is not None:
+        return  # (one type: the cluster's size, checked already)
+    by_type = np.bincount(cluster.gpu_type, minlength=len(cluster.gpu_types))
+    largest = int(by_type.argmax())  # (the first of equals, in the spec's order)
+    over = gpus > by_type[largest]
+    if over.any():
+        i = int(over.nonzero()[0][0])
+        raise TraceError(
+            origin,
+            f"job {job_id[i]} asks for {gpus[i]} GPUs but the largest GPU type of the cluster, "
+            f"{cluster.gpu_types[largest]}, has {by_type[largest]} (a job runs on GPUs of one type)",
+        )
 
 
 def _check_machine_resource(trace, name, what, per_node, job_id, gpus, origin) -> None:

@@ -44,7 +44,9 @@ Optional extra columns the simulator and elements understand (empty cells: not g
   application's), for the `batch_jump_penalty` setting
 
 A run refuses a job whose `cpus` or `memory_gb` cannot fit on the machines its GPUs can span
-(traces/prepare.py), as it refuses a job asking for more GPUs than the cluster has.
+(traces/prepare.py), as it refuses a job asking for more GPUs than the cluster has, or, on a
+cluster of several GPU types and with no elastic profile, than its largest type has (a placer
+puts a job on GPUs of one type).
 
 These are numbers whatever the file holds: a cell that is not one is an error naming its row.
 

@@ -44,6 +44,8 @@ class Ones(Element):
     epochs since its last change; until then only waiting jobs whose GPUs are free start.
     Resizes are in place (the simulator's resize_in_place cost) unless `in_place` is off; a
     job's global batch is its local batch times its GPUs, its learning rate scaled linearly.
+    It chooses GPUs from the whole cluster, whatever their type: a job spread over several
+    types runs at the pace of the slowest.
 
     R (GPUs, as the artifact counts it) starts at 1; after each epoch a job running at its
     limit asks for R' = ceil(2R / ceil(sigma T + 1)) (T its processed time: doubling at first,

@@ -55,7 +55,9 @@ class Pollux(Element):
     others launched, resized by checkpoint and restart (the simulator's `resize_restart`;
     Pollux's simulator charges 30 s) or suspended. Launches and resizes carry batch size 0 (the
     job's own): put PolluxAgent after it to tune them. Only elastic jobs (their model in the
-    elastic profile) are scheduled; others keep what they hold and are not started.
+    elastic profile) are scheduled; others keep what they hold and are not started. Machines
+    are chosen whatever their GPU type: a job spread over several types runs at the pace of the
+    slowest.
 
     A job may hold at most its `max_gpus`, the largest validated batch over the smallest
     per-GPU batch, and (with `explore`, as Pollux's simulator) twice the most GPUs it has run
