@@ -167,7 +167,8 @@ def blox_synthesizer(out_dir: Path, quick: bool) -> Report:
             Comparison(
                 f"{workload}: combinations the synthesizer ran (Fig 15)",
                 "switches continuously among policies",
-                f"{used.height - 1} switches; " + ", ".join(sorted(set(used["chosen"].to_list()))),
+                f"{used.height - 1} switch{'es' if used.height != 2 else ''}; "
+                + ", ".join(sorted(set(used["chosen"].to_list()))),
             )
         )
     both_jct = value(runs, "avg_jct_s", workload="Philly-Trace", scheduler="Automatic (both)")
