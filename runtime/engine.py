@@ -492,7 +492,9 @@ def why_stop(engine: Engine, ctx: Round) -> str:
     if requested:
         return requested
     if engine.until is not None and ctx.now + 1e-9 >= engine.until:
-        return f"reached the time limit ({format_duration(engine.until)})"
+        # Rounds are not cut short: the run ends at the first boundary at or after the limit.
+        past = "" if ctx.now - engine.until <= 1e-9 else f"; the run ends at the round boundary {format_duration(ctx.now)}"
+        return f"reached the time limit ({format_duration(engine.until)}{past})"
     for sink in engine._sinks:
         if sink.goal_met(ctx):
             return f"{sink.name}: every tracked job finished"

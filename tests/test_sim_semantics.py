@@ -152,6 +152,19 @@ def test_until_stops_the_run(run_graph):
     assert row["finish_s"] is None and row["status"] == "running"
 
 
+def test_a_limit_inside_a_round_ends_the_run_at_the_next_boundary_and_says_so(run_graph):
+    # 300 s rounds; a limit at 400 s ends the run at 600 s, and the job finishing at 500 s is in
+    # the results as finished.
+    jobs = [
+        {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 500.0},
+        {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "duration_s": 1e6},
+    ]
+    result = run_graph(FIFO, jobs, cluster="1x2:V100", until=400.0)
+    assert result.end_s == 600.0
+    assert result.stop_reason == "reached the time limit (400s; the run ends at the round boundary 10min)"
+    assert jobs_of(result)[0]["finish_s"] == 500.0
+
+
 def test_tracked_window_stops_when_tracked_jobs_finish(run_graph):
     graph = """
     round = 300s;
