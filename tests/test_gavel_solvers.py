@@ -8,7 +8,7 @@ import pytest
 from roundhouse.elements.policies.gavel.formulation import Columns, Formulation, classes
 from roundhouse.elements.policies.gavel.lp import LinearProgram, with_column
 from roundhouse.elements.policies.gavel.waterfill import water_fill
-from roundhouse.errors import SchedError
+from roundhouse.errors import SchedError, TraceError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import simulate
 
@@ -230,11 +230,12 @@ def test_fifo_het_passes_over_a_job_that_only_fits_where_it_cannot_run(tmp_path)
     graph, _ = _run(tmp_path, "FifoHet(interval=0)", jobs, "1x1:V100,1x1:K80", profile, until=400.0)
     X = graph.elements["solve"].allocation.fractions
     assert X.tolist() == [[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]]
-    # Without room anywhere the job at the head still blocks the ones behind it.
+    # A job larger than every GPU type could never run (and would block a strict queue for
+    # good): the trace check refuses it before the run.
     profile += "v100only,1,V100,2,consolidated,5.0\n"
     jobs[1]["gpus"] = 2
-    graph, _ = _run(tmp_path, "FifoHet(interval=0)", jobs, "1x1:V100,1x1:K80", profile, until=400.0)
-    assert graph.elements["solve"].allocation.fractions.tolist() == [[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
+    with pytest.raises(TraceError, match="job 1 asks for 2 GPUs but the largest GPU type of the cluster, V100, has 1"):
+        _run(tmp_path, "FifoHet(interval=0)", jobs, "1x1:V100,1x1:K80", profile, until=400.0)
 
 
 def test_a_solve_at_time_zero_does_not_hold_back_the_next_one(tmp_path):
