@@ -40,5 +40,10 @@ def test_the_wheel_holds_only_the_roundhouse_package(tmp_path):
         assert f"roundhouse/{module}" in names, module
     for data in ("runtime/dsl/grammar.lark", "traces/profiles/gavel.csv", "traces/samples/philly-1000.csv"):
         assert f"roundhouse/{data}" in names, data
+    # Every shipped graph and cluster spec, where the reproductions and the graphs' own relative
+    # paths look for them.
+    for folder, suffix in (("graphs", ".sched"), ("clusters", ".toml")):
+        shipped = {f"roundhouse/{folder}/{f.name}" for f in (REPO / folder).glob(f"*{suffix}")}
+        assert shipped and shipped <= set(names), folder
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "roundhouse = roundhouse.tools.cli:main" in entry
