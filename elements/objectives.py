@@ -230,15 +230,19 @@ class CostMetrics(_RoundWatcher):
 
 @element
 class SloMetrics(_ObjectiveSink):
-    """SLO violations: jobs that finished after their deadline (or have not finished by it).
+    """SLO violations: jobs that finished after their deadline, or had not finished when it passed.
 
     A job's deadline is its arrival plus its `slo_s`, or plus `slo_factor` times its isolated
-    duration on the reference type (Gavel's traces); jobs without either have no SLO.
+    duration on the reference type (Gavel's traces); jobs without either have no SLO. A job
+    still unfinished when the run ends (`--until`, a time limit) violates its SLO only if its
+    deadline has passed by then; one whose deadline is still ahead is reported as open (status
+    `open` in the per-job table, counted in `open` of the summary), neither met nor violated.
+    `violation_pct` is violations over all jobs with an SLO, open ones included.
 
     Arguments:
         track: job ids to report (half-open range); all jobs if omitted.
     Counters:
-        violations: jobs that finished after their deadline so far.
+        violations: jobs that finished after their deadline so far; at the end of the run, plus the unfinished jobs whose deadline had passed (all jobs: the summary's count when track is omitted).
     Cost: O(f) over jobs f finishing this round; rounds without completions change nothing
         (event skipping passes them).
     See also: MinCostSLO, CostMetrics, JobMetrics
@@ -262,12 +266,24 @@ class SloMetrics(_ObjectiveSink):
     def quiet_until(self, ctx: RoundContext) -> float:
         return math.inf  # it counts completions only
 
-    def finish(self, ctx: RoundContext) -> dict:
-        rows = _tracked(ctx, self.track)
+    def _outcomes(self, ctx: RoundContext, rows: np.ndarray):
+        """(deadline, finish time, late, open) of each job: late if it finished after its
+        deadline or is unfinished with its deadline passed; open if unfinished before it."""
         deadline = slo_deadlines(ctx, rows)
         finish = ctx.jobs.column("finish_s")[rows]
         has = np.isfinite(deadline)
-        late = has & ~(np.nan_to_num(finish, nan=np.inf) <= deadline + 1e-9)
+        finished = np.isfinite(finish)
+        late = has & np.where(finished, finish > deadline + 1e-9, deadline <= ctx.now)
+        return deadline, finish, late, has & ~finished & ~late
+
+    def finish(self, ctx: RoundContext) -> dict:
+        # The counter, over every job, as the summary counts them (at the end, the unfinished
+        # jobs whose deadline has passed are late too).
+        self.counters["violations"] = int(self._outcomes(ctx, np.arange(len(ctx.jobs)))[2].sum())
+        rows = _tracked(ctx, self.track)
+        deadline, finish, late, still_open = self._outcomes(ctx, rows)
+        has = np.isfinite(deadline)
+        status = np.where(late, "violated", np.where(still_open, "open", "met"))
         jobs = (
             pl.DataFrame(
                 {
@@ -275,6 +291,7 @@ class SloMetrics(_ObjectiveSink):
                     "deadline_s": deadline[has],
                     "finish_s": finish[has],
                     "violated": late[has],
+                    "status": status[has],
                 }
             )
             .with_columns(pl.col("finish_s").fill_nan(None))
@@ -286,6 +303,7 @@ class SloMetrics(_ObjectiveSink):
             "slo": {
                 "jobs_with_slo": with_slo,
                 "violations": int(late.sum()),
+                "open": int(still_open.sum()),
                 "violation_pct": 100.0 * late.sum() / with_slo if with_slo else None,
             },
         }
@@ -298,7 +316,9 @@ class FinishTimeFairnessMetrics(_ObjectiveSink):
 
     n is the average number of jobs in the system over the job's lifetime (arrival to finish);
     the 1/n share gives the job each type's GPUs in proportion (at most its own GPU count), at
-    its profiled throughputs. rho < 1: the job did better than its fair share; rho > 1: worse.
+    its profiled throughputs, as MinMaxRho's X_iso does: a type with fewer GPUs than the job
+    asks for adds nothing (the job cannot run there). rho < 1: the job did better than its fair
+    share; rho > 1: worse.
 
     Arguments:
         track: job ids to report (half-open range); all jobs if omitted.
@@ -350,7 +370,11 @@ class FinishTimeFairnessMetrics(_ObjectiveSink):
         times, area = np.array(self._times), np.array(self._area)
         span = np.maximum(finish - arrival, 1e-9)
         n_avg = np.maximum((np.interp(finish, times, area) - np.interp(arrival, times, area)) / span, 1.0)
-        rates = table.type_rates[rows]
+        # The isolated rates as the solvers (MinMaxRho) see them: 0 on a type with fewer GPUs
+        # than the job asks for, where its share would be time it cannot use.
+        from roundhouse.elements.policies.gavel.formulation import Columns, job_throughputs
+
+        rates = job_throughputs(ctx, rows, Columns.of(ctx.cluster))
         capacity = np.asarray(ctx.cluster.gpus_by_type, dtype=np.float64)
         sf = table.column("gpus")[rows].astype(np.float64)
         share = capacity[None, :] / n_avg[:, None] / sf[:, None]

@@ -15,15 +15,15 @@ ja,1,K80,1,consolidated,1.0
 """
 
 
-def _run(tmp_path, jobs, sinks: str, cluster="1x1:V100", policy="Fifo -> Consolidated"):
-    (tmp_path / "profile.csv").write_text(PROFILE)
+def _run(tmp_path, jobs, sinks: str, cluster="1x1:V100", policy="Fifo -> Consolidated", profile=PROFILE, until=None):
+    (tmp_path / "profile.csv").write_text(profile)
     pl.DataFrame(jobs).write_csv(tmp_path / "trace.csv")
     (tmp_path / "g.sched").write_text(
         f'round = 6min;\ncluster = "{cluster}";\nprofile = "profile.csv";\nsrc :: TraceSource(path="trace.csv");\n'
         f"src -> AcceptAll -> JobPool -> {policy} -> run :: Launch -> m :: JobMetrics;\n{sinks}"
     )
     graph = compile_file(tmp_path / "g.sched")
-    return simulate(graph)
+    return simulate(graph, until=until)
 
 
 def test_cost_is_gpu_hours_times_price(tmp_path):
@@ -66,9 +66,25 @@ def test_slo_violations(tmp_path):
     ]
     result = _run(tmp_path, jobs, "run -> slo :: SloMetrics;\n")
     slo = result.reports["slo"]
-    assert slo["slo"] == {"jobs_with_slo": 2, "violations": 1, "violation_pct": 50.0}
+    assert slo["slo"] == {"jobs_with_slo": 2, "violations": 1, "open": 0, "violation_pct": 50.0}
     assert slo["deadlines"]["violated"].to_list() == [False, True]
+    assert slo["deadlines"]["status"].to_list() == ["met", "violated"]
     assert result.counters["slo"]["violations"] == 1
+
+
+def test_an_unfinished_job_violates_only_once_its_deadline_has_passed(tmp_path):
+    # The run stops at 2 h. Job 0 (50,000 s of work, SLO 100 h) is still running, its deadline
+    # far ahead: open, not violated. Job 1 waits behind it (FIFO) past its 1 h deadline: violated.
+    jobs = [
+        dict(job_id=0, arrival_s=0.0, gpus=1, model="ja", iterations=1e5, slo_s=360000.0),
+        dict(job_id=1, arrival_s=0.0, gpus=1, model="ja", iterations=3600.0, slo_s=3600.0),
+    ]
+    result = _run(tmp_path, jobs, "run -> slo :: SloMetrics;\n", until=7200.0)
+    slo = result.reports["slo"]
+    assert slo["slo"] == {"jobs_with_slo": 2, "violations": 1, "open": 1, "violation_pct": 50.0}
+    assert slo["deadlines"]["status"].to_list() == ["open", "violated"]
+    assert slo["deadlines"]["violated"].to_list() == [False, True]
+    assert result.counters["slo"]["violations"] == 1  # the counter agrees with the summary
 
 
 def test_finish_time_fairness_of_a_job_alone_is_one(tmp_path):
@@ -82,6 +98,27 @@ def test_finish_time_fairness_of_a_job_alone_is_one(tmp_path):
     result = _run(tmp_path, jobs, "run -> f :: FinishTimeFairnessMetrics;\n")
     rho = result.reports["f"]["rho_per_job"]["rho"].to_list()
     assert rho == pytest.approx([0.5, 4 / 3])
+
+
+def test_finish_time_fairness_gives_no_share_on_a_type_too_small_for_the_job(tmp_path):
+    # A 2-GPU job alone on 1 V100 + 2 K80 can run only on the two K80s (2 it/s). Its 1/n share
+    # (n = 1) holds 1/3 of the V100 type, where it cannot run: that part adds nothing, so its
+    # isolated time is 7200 / (2 * 2/3) = 5400 s and rho = 3600 / 5400, as MinMaxRho finds.
+    profile = "model,batch_size,gpu_type,gpus,placement,iters_per_s\njb,1,V100,2,consolidated,20.0\njb,1,K80,2,consolidated,2.0\n"
+    jobs = [dict(job_id=0, arrival_s=0.0, gpus=2, model="jb", iterations=7200.0)]
+    result = _run(
+        tmp_path,
+        jobs,
+        "run -> f :: FinishTimeFairnessMetrics;\n",
+        cluster="1x1:V100,1x2:K80",
+        policy="solve :: MinMaxRho -> GavelRounds -> GavelPlacer",
+        profile=profile,
+    )
+    row = result.reports["f"]["rho_per_job"].row(0, named=True)
+    assert row["jct_s"] == pytest.approx(3600.0)
+    assert row["isolated_s"] == pytest.approx(5400.0)
+    assert row["rho"] == pytest.approx(2 / 3)
+    assert row["rho"] == pytest.approx(result.counters["solve"]["rho"], rel=2e-3)
 
 
 def test_effective_throughput_in_reference_gpus(tmp_path):

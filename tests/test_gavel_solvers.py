@@ -200,6 +200,58 @@ def test_min_cost_slo_meets_deadlines_and_falls_back_when_it_cannot(tmp_path):
     assert solver.allocation.fractions[0, 0] == pytest.approx(1.0, abs=1e-5)
 
 
+# Two jobs that run only on the V100 (no K80 row: too little memory) and one that runs on both.
+SMALL_TYPE_PROFILE = """model,batch_size,gpu_type,gpus,placement,iters_per_s
+big,1,V100,1,consolidated,4.0
+ja,1,V100,1,consolidated,4.0
+ja,1,K80,1,consolidated,1.0
+"""
+
+
+@pytest.mark.parametrize("solver", ["MinCost", "MinCostSLO"])
+def test_min_cost_relaxes_an_equal_share_that_does_not_fit_the_types(tmp_path, solver):
+    # 3 GPUs for 3 jobs: the equal share is all of each job's time, but the two V100-only jobs
+    # cannot both have all of the one V100. The largest share all can have is 1/2.
+    jobs = [dict(job_id=i, arrival_s=0.0, gpus=1, model="big", iterations=1e6) for i in range(2)]
+    jobs.append(dict(job_id=2, arrival_s=0.0, gpus=1, model="ja", iterations=1e6))
+    graph, _ = _run(tmp_path, solver, jobs, "1x1:V100,1x2:K80", SMALL_TYPE_PROFILE)
+    solve = graph.elements["solve"]
+    X = solve.allocation.fractions
+    assert np.allclose(X[:2], [[0.5, 0.0], [0.5, 0.0]], atol=1e-5)
+    assert X[2].sum() >= 0.5 - 1e-5 and X[:, 0].sum() <= 1.0 + 1e-6 and X[:, 1].sum() <= 2.0 + 1e-6
+    assert solve.counters["floor_relaxed"] == 1 and solve.counters["unsolved"] == 0
+    if solver == "MinCostSLO":
+        assert solve.counters["slo_fallbacks"] == 0  # no job has an SLO
+
+
+def test_min_cost_slo_keeps_slos_the_equal_share_conflicts_with(tmp_path):
+    # Job 0 must do 90,000 iterations in 10,000 s: 9 it/s, 0.9 of the V100. The equal share
+    # (2/3 of the time for each of 3 jobs on 2 GPUs) does not fit with that, but the SLO can be
+    # met: the share is lowered, the SLO kept, and job 0 finishes in time.
+    profile = COST_PROFILE + "jb,1,V100,1,consolidated,4.0\njb,1,K80,1,consolidated,1.0\n"
+    jobs = [dict(job_id=0, arrival_s=0.0, gpus=1, model="fast", iterations=9e4, slo_s=1e4)]
+    jobs += [dict(job_id=i, arrival_s=0.0, gpus=1, model="jb", iterations=1e5, slo_s=None) for i in (1, 2)]
+    graph, _ = _run(tmp_path, f"MinCostSLO({PRICES})", jobs, "1x1:V100,1x1:K80", profile)
+    solve = graph.elements["solve"]
+    X = solve.allocation.fractions
+    assert 10.0 * X[0, 0] + 1.0 * X[0, 1] >= 9.0 - 1e-5
+    assert solve.counters["slo_fallbacks"] == 0 and solve.counters["floor_relaxed"] == 1
+    graph, result = _run(
+        tmp_path, f"MinCostSLO({PRICES})", jobs, "1x1:V100,1x1:K80", profile, until=None, extra="run -> slo :: SloMetrics;\n"
+    )
+    assert result.reports["slo"]["slo"]["violations"] == 0
+    assert graph.elements["solve"].counters["slo_fallbacks"] == 0
+
+
+def test_min_cost_without_a_solution_says_so_and_still_allocates(tmp_path):
+    # With every GPU free, no allocation spends exactly one unit: the cost program has no
+    # optimum. The jobs get the largest common share of time instead of nothing, and it is counted.
+    graph, _ = _run(tmp_path, 'MinCost(prices=["V100:0", "K80:0"])', _example_jobs(), "1x1:V100,1x1:K80")
+    solve = graph.elements["solve"]
+    assert solve.counters["unsolved"] == 1
+    assert np.allclose(solve.allocation.fractions.sum(axis=1), 2 / 3, atol=1e-5)
+
+
 def test_fifo_het_greedy_gives_earlier_jobs_the_fastest_type(tmp_path):
     jobs = [dict(job_id=i, arrival_s=float(i), gpus=1, model="ja", iterations=1e6) for i in range(3)]
     graph, _ = _run(tmp_path, "FifoHet(interval=0)", jobs, "1x1:V100,1x1:K80", until=400.0)

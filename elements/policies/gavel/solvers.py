@@ -492,6 +492,9 @@ class _CostSolver(GavelSolver):
 
     Arguments:
         prices: hourly price per GPU of each type, as "TYPE:DOLLARS" (default: 2020 GCP on-demand).
+    Counters:
+        floor_relaxed: solves where the equal share of the cluster's time did not fit the GPU types (jobs that can run only on a small type) or, with SLOs, the SLO rows, so every job was held to the largest common share that fits instead.
+        unsolved: solves where the cost program had no optimum even so (e.g. every usable type priced at 0); each job then gets that largest common share, without regard to cost.
     """
 
     prices: list[str] = attrs.field(
@@ -501,21 +504,50 @@ class _CostSolver(GavelSolver):
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         self._price = _price_columns(parse_prices(self.prices), ctx, self._columns, f"{self.name} ({type(self).__name__})")
+        self.counters.update(floor_relaxed=0, unsolved=0)
 
     def _ratio_program(self, ctx: RoundContext, problem: Problem, slo_need: np.ndarray | None):
         """Maximize total normalized throughput over total spend (§4.2), as the LP of
         Charnes and Cooper: scaled variables v = t * X with spend(v) = 1. Every job is also given
         at least an equal share of the cluster's time (the ratio alone is scale-free and would
-        run only the most cost-effective job). Returns (formulation, classes, reps, X or None)."""
+        run only the most cost-effective job); when that share does not fit the GPU types, the
+        largest share every job can have at once, with the SLO rows met. Returns (formulation,
+        classes, reps, X or None (no job can run, or the SLO rows alone cannot be met))."""
         form, class_of, reps = self.formulation(
             ctx, problem, problem.reference, slo_need if slo_need is not None else problem.reference
         )
         if not form.runnable.any():
             return form, class_of, reps, None
+        need = None
+        if slo_need is not None:
+            need = np.where(form.runnable, slo_need[reps], np.inf)
+            if not np.isfinite(need).any():
+                need = None
+        equal = min(1.0, float(problem.columns.capacity.sum()) / float(problem.sf.sum())) * (1 - 1e-6)
+        values = self._ratio(form, problem, reps, need, equal)
+        if values is not None:
+            return form, class_of, reps, values
+        # The equal share may not fit the types (two jobs that run only on a single V100 cannot
+        # each have time 1 of it), or may conflict with the SLO rows: find the largest common
+        # share that fits. Nothing fits only when the SLO rows themselves cannot all be met.
+        share, fallback = self._largest_share(form, need)
+        if share is None:
+            return form, class_of, reps, None
+        floor = share * (1 - 1e-6)
+        if floor < equal:
+            self.counters["floor_relaxed"] += 1
+            values = self._ratio(form, problem, reps, need, floor)
+        if values is None:
+            self.counters["unsolved"] += 1
+            values = fallback
+        return form, class_of, reps, values
+
+    def _ratio(self, form: Formulation, problem: Problem, reps: np.ndarray, need: np.ndarray | None, floor: float):
+        """The Charnes-Cooper LP with every runnable class's time at least `floor` (and, with
+        `need`, each class's throughput at least its need): X, or None if it has no optimum."""
         lp = LinearProgram()
         form.add_variables(lp, scaled=True)
         t = int(lp.variables(1, lb=0.0)[0])
-        floor = min(1.0, float(problem.columns.capacity.sum()) / float(problem.sf.sum())) * (1 - 1e-6)
         time_m = form.time()
         run = form.runnable
         lp.constraints(with_column(time_m, t, -1.0), ub=0.0)
@@ -523,20 +555,35 @@ class _CostSolver(GavelSolver):
         lp.constraints(with_column(form.capacity(), t, -problem.columns.capacity), ub=0.0)
         lp.constraints(form.cost(self._price), lb=1.0, ub=1.0)
         work = form.throughput(form.sf / problem.reference[reps])
-        if slo_need is not None:
-            need = slo_need[reps]
-            has = np.isfinite(need) & run
-            if has.any():
-                raw = form.throughput()
-                lp.constraints(with_column(raw[has], t, -need[has]), lb=0.0)
+        if need is not None:
+            has = np.isfinite(need)
+            lp.constraints(with_column(form.throughput()[has], t, -need[has]), lb=0.0)
         lp.build()
         lp.set_objective(np.arange(form.n_vars), np.asarray(work.multiply(form.counts[:, None]).sum(axis=0)).ravel())
         got = lp.solve(self.lp)
         if not got.optimal or got.values[t] <= 0:
-            return form, class_of, reps, None
+            return None
         values = got.values.copy()
         values[: form.n_vars] /= values[t]
-        return form, class_of, reps, values
+        return values
+
+    def _largest_share(self, form: Formulation, need: np.ndarray | None):
+        """The largest time share every runnable class can have at once (with `need`, while
+        each meets its need), and an allocation that gives it; (None, None) if none can."""
+        lp = LinearProgram()
+        form.add_variables(lp)
+        share = int(lp.variables(1, lb=0.0, ub=1.0, obj=1.0)[0])
+        lp.constraints(with_column(form.time()[form.runnable], share, -1.0), lb=0.0)
+        form.validity(lp)
+        if need is not None:
+            has = np.isfinite(need)
+            lp.constraints(form.throughput()[has], lb=need[has])
+            got = lp.solve(self.lp)
+            if not got.optimal:
+                return None, None
+        else:
+            got = _solve_or_fail(lp, self.lp, self.name)  # (a share of 0 always fits)
+        return max(float(got.values[share]), 0.0), got.values
 
 
 @element
@@ -547,10 +594,13 @@ class MinCost(_CostSolver):
     reference-GPU equivalents and each GPU charged at its type's hourly price (a shared GPU once).
     The linear-fractional program becomes one LP by the Charnes-Cooper transformation. Because
     the ratio is unchanged when every allocation is scaled down, every job is also held to at
-    least an equal share of the cluster's time; within that, the program picks the GPU types.
+    least an equal share of the cluster's time (its GPUs over all GPUs asked for, at most 1);
+    within that, the program picks the GPU types. When that share does not fit (jobs that can
+    run only on a small type), every job is held to the largest share all can have at once,
+    found by one more LP, and that is counted (floor_relaxed).
 
-    Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
-        O(n) over the pool's jobs n otherwise.
+    Cost: A linear program over job classes C x GPU types when the job set changes (two more when
+        the equal share does not fit; solver time); O(n) over the pool's jobs n otherwise.
     See also: MinCostSLO, MaxThroughput, CostMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimizing Total Cost); Charnes and Cooper (1962).
     """
@@ -561,7 +611,7 @@ class MinCost(_CostSolver):
     def allocate(self, ctx: RoundContext, problem: Problem):
         form, class_of, reps, values = self._ratio_program(ctx, problem, None)
         if values is None:
-            return _empty(problem)
+            return _empty(problem)  # (no job can run)
         return self.solution(form, values, class_of, problem.rows)
 
 
@@ -572,15 +622,16 @@ class MinCostSLO(_CostSolver):
     MinCost plus `throughput(m, X) >= steps_m / (deadline_m - now)` for each job with an SLO
     (§4.2). The deadline is arrival plus the trace's `slo_s`, or plus `slo_factor` times the
     job's isolated duration on the reference type (Gavel's SLO factor). A job that could not
-    meet its deadline even alone on its fastest type asks for that type's throughput instead;
-    if the program is still infeasible, it is solved again without SLOs (as Gavel does) and the
-    fallback is counted.
+    meet its deadline even alone on its fastest type asks for that type's throughput instead.
+    When the SLO rows conflict with MinCost's equal share of time, the share is lowered to the
+    largest that fits with them (floor_relaxed); only when no allocation at all meets the SLO
+    rows is the program solved again without SLOs (as Gavel does), and the fallback is counted.
 
     Counters:
-        slo_fallbacks: solves where the SLOs could not all be met and were dropped.
+        slo_fallbacks: solves where no allocation could meet every SLO, so the SLOs were dropped (never without a job with an SLO).
         slo_unattainable: jobs (at solves) whose deadline was out of reach even alone on the fastest type.
-    Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
-        O(n) over the pool's jobs n otherwise.
+    Cost: A linear program over job classes C x GPU types when the job set changes (two more when
+        the equal share does not fit; solver time); O(n) over the pool's jobs n otherwise.
     See also: MinCost, SloMetrics, CostMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimize cost subject to SLOs) and §7.3 (cost experiment).
     """
@@ -603,11 +654,13 @@ class MinCostSLO(_CostSolver):
         need = np.where(out_of_reach, best * (1 - 1e-6), need)
         need = np.where(np.isfinite(deadline), need, np.inf)
         form, class_of, reps, values = self._ratio_program(ctx, problem, need)
-        if values is None:
+        if values is None and form.runnable.any():
+            # Only the SLO rows themselves can leave the program without a solution, and then
+            # some runnable job has an SLO.
             self.counters["slo_fallbacks"] += 1
             form, class_of, reps, values = self._ratio_program(ctx, problem, None)
-            if values is None:
-                return _empty(problem)
+        if values is None:
+            return _empty(problem)  # (no job can run)
         return self.solution(form, values, class_of, problem.rows)
 
 
