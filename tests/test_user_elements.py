@@ -143,3 +143,14 @@ def test_a_counter_left_out_of_the_docstring_fails_the_run_naming_it(tmp_path, c
     err = capsys.readouterr().err
     assert re.search(r"element 'Uncounted@\d+' \(Uncounted; .*\): it set counter\(s\) that its docstring does not", err), err
     assert "under `Counters:`: ranked (" in err and "Traceback" not in err
+
+
+def test_the_reference_shows_ones_own_elements_with_require(tmp_path, capsys):
+    (python,) = blocks("python")
+    # (its own name: the guide's class may be registered already by another test in this process)
+    (tmp_path / "mine.py").write_text(python.replace("SmallestFirst", "SmallestFirstShown"))
+    assert main(["elements", "SmallestFirstShown", "--require", str(tmp_path / "mine.py")]) == 0
+    out = capsys.readouterr().out
+    assert "SmallestFirstShown" in out and "ranked" in out
+    assert main(["elements", "--require", str(tmp_path / "none.py")]) == 2
+    assert f"--require {tmp_path / 'none.py'}: no such file" in capsys.readouterr().err

@@ -2,10 +2,13 @@
 
 Without a name: every element class by category. With one: its synopsis, ports, arguments
 (with types and defaults), counters, see-also and source paper. `--markdown` prints the whole
-reference as Markdown (docs/elements.md is made with it).
+reference as Markdown (docs/elements.md is made with it). `--require FILE` loads a Python file of
+one's own elements first, as a graph's `require` does, so that they are listed and shown too.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import attrs
 from rich.console import Console
@@ -13,6 +16,7 @@ from rich.table import Table
 
 from roundhouse.errors import UsageError, did_you_mean
 from roundhouse.runtime import registry
+from roundhouse.runtime.dsl.loader import load_element_file
 from roundhouse.runtime.element import CATEGORIES, type_name
 from roundhouse.runtime.values import describe
 
@@ -21,10 +25,21 @@ def register(sub) -> None:
     p = sub.add_parser("elements", help="list element classes, or show one's reference")
     p.add_argument("name", nargs="?", help="an element class, e.g. Las")
     p.add_argument("--markdown", action="store_true", help="print the reference as Markdown")
+    p.add_argument(
+        "--require",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="a Python file of your own elements to load first (repeatable)",
+    )
     p.set_defaults(handler=elements)
 
 
 def elements(args) -> int:
+    for path in args.require:
+        problem = load_element_file(Path(path))
+        if problem:
+            raise UsageError(f"--require {path}: {problem}")
     console = Console()
     if args.markdown:
         classes = [_get(args.name)] if args.name else registry.classes()
