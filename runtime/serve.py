@@ -37,6 +37,22 @@ def graph_digest(graph: CompiledGraph) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def journaled_graph(journaled: str, journal_path: str | Path) -> Path:
+    """The run's graph as its journal names it. Journals hold its absolute path; older ones
+    hold it as it was given to `serve`, relative to the folder serve ran in. Such a path is
+    tried from the current folder, then from the journal's folder and the one above it (the
+    default journal, checkpoints/roundhouse-journal.sqlite, is inside serve's folder). Returns
+    the first that is a file, else the path as journaled (for the caller to report)."""
+    path = Path(journaled)
+    if path.is_absolute() or path.is_file():
+        return path
+    folder = Path(journal_path).resolve().parent
+    for base in (folder, folder.parent):
+        if (base / path).is_file():
+            return base / path
+    return path
+
+
 def serve(
     graph: CompiledGraph,
     bind: str,
@@ -57,7 +73,8 @@ def serve(
     world = new_world(graph, load_cluster(graph, cluster, profile), profile)
     journal = Journal(journal_path)
     meta = {
-        "graph": str(graph.path),
+        # Absolute: `whatif` may read the journal from another folder than serve's.
+        "graph": str(Path(graph.path).resolve()),
         "graph_digest": graph_digest(graph),
         "cluster": world.cluster.describe(),
         "round_s": float(settings.round),

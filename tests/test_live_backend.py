@@ -381,3 +381,163 @@ def test_with_keys_an_agent_registers_only_under_its_own_keys_name(live):
         assert nodes.by_name["b"].session == before and b"alice" not in nodes.by_identity  # nothing changed
     finally:
         nodes.server.send = real_send
+
+
+def _launch_across(live, job_id: int, iterations: float = 500.0) -> int:
+    """A 2-GPU job on GPUs 1 and 2: rank 0 on node a, rank 1 on node b."""
+    world, backend, agents, _ = live
+    for ag in agents:
+        ag.receive()
+    (row,) = add_jobs(world, [{"job_id": job_id, "arrival_s": 0.0, "gpus": 2, "model": "LM", "iterations": iterations}])
+    round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[1, 2], launch_counts=[2]))
+    pump(backend)
+    assert [t for t, _ in agents[0].receive()] == ["launch"] and [t for t, _ in agents[1].receive()] == ["launch"]
+    return row
+
+
+def _lose_node_b(live) -> None:
+    """Node b falls silent (its agent died) while node a keeps heartbeating."""
+    _, backend, agents, _ = live
+    backend.options = attrs.evolve(backend.options, heartbeat_timeout_s=0.5)
+    deadline = time.time() + 5
+    while time.time() < deadline and backend.nodes.slots[1].online:
+        agents[0].send("heartbeat", running=[])
+        pump(backend, 0.1)
+    assert not backend.nodes.slots[1].online
+
+
+def test_a_rank_ended_before_it_started_ends_its_attempt_on_every_node(live):
+    """The revocation reaches rank 0 while it still waits to start (its agent's fork server is
+    importing PyTorch): it ends at once, and its peers elsewhere are killed, since they would
+    wait in their rendezvous for it. Without that, the relaunch waited for them for good."""
+    world, backend, agents, journal = live
+    row = _launch_across(live, 5)
+    # Suspended and moved in one round: the relaunch waits for this attempt to exit.
+    round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[0, 1], launch_counts=[2], suspend=[row]))
+    pump(backend)
+    assert agents[0].receive() == [("revoke", {"job": 5, "attempt": 1, "kill": False, "rank": 0})]
+    assert agents[1].receive() == []
+    agents[0].exited(5, 1, 0, "preempted", 0, reason="revoked before it started")
+    pump(backend)
+    [(kind, kill)] = agents[1].receive()
+    assert kind == "revoke" and kill["kill"] and (kill["job"], kill["attempt"]) == (5, 1)
+    assert [t for t, _ in agents[0].receive()] == ["ack"]
+    agents[1].exited(5, 1, 1, "killed", 0, reason="terminated by the agent")
+    pump(backend)
+    launches = [b for t, b in agents[0].receive() if t == "launch"]
+    assert [(b["attempt"], [r["rank"] for r in b["ranks"]]) for b in launches] == [(2, [0, 1])]
+    assert [(r.attempt, r.outcome) for r in journal.attempts(5)] == [(1, "killed"), (2, None)]
+    assert backend.attempts.retries[row] == 0
+
+
+def test_a_peer_s_failure_after_its_node_was_lost_requeues_the_job_without_a_retry(live):
+    """Node b's agent dies; rank 0 on node a fails at once (its collective broke), before the
+    heartbeat timeout declares b lost. That is a node loss: the job is requeued from its
+    checkpoint and no retry is counted, even with --retries 0."""
+    world, backend, agents, journal = live
+    backend.options = attrs.evolve(backend.options, max_retries=0)
+    row = _launch_across(live, 6)
+    agents[1].send("heartbeat", running=[{"job": 6, "attempt": 1, "rank": 1, "gpu": 0, "iteration": 10}])
+    pump(backend, 0.1)
+    # Node b dies here (it sends nothing more); its peer's collective breaks.
+    agents[0].exited(6, 1, 0, "failed", 10, reason="exit status 1; ... Connection closed by peer")
+    pump(backend, 0.1)
+    _lose_node_b(live)
+    events = round_trip(world, backend, None)
+    assert events.requeued.tolist() == [row] and events.failed.tolist() == []
+    assert not world.jobs.column("failed")[row] and world.jobs.column("status")[row] == 0
+    assert backend.attempts.retries[row] == 0
+    assert [(r.attempt, r.outcome) for r in journal.attempts(6)] == [(1, "killed")]
+
+
+def test_a_job_s_own_failure_still_counts_when_a_node_is_lost_afterwards(live):
+    """Rank 0 fails while node b is up (b is heard from well after the failure); b is lost
+    only later: the failure is the job's own and counts as a try."""
+    world, backend, agents, journal = live
+    row = _launch_across(live, 8)
+    agents[0].exited(8, 1, 0, "failed", 10, reason="exit status 1; ZeroDivisionError")
+    pump(backend, 0.1)
+    assert [t for t, _ in agents[1].receive()] == ["revoke"]  # the kill of rank 1
+    time.sleep(0.3)  # (more than a heartbeat period)
+    agents[1].send("heartbeat", running=[{"job": 8, "attempt": 1, "rank": 1, "gpu": 0, "iteration": 10}])
+    pump(backend, 0.1)
+    _lose_node_b(live)
+    events = round_trip(world, backend, None)
+    assert events.requeued.tolist() == [row] and backend.attempts.retries[row] == 1
+    assert [(r.attempt, r.outcome) for r in journal.attempts(8)] == [(1, "failed")]
+
+
+def test_a_failure_with_no_node_lost_counts_as_a_try(live):
+    world, backend, agents, journal = live
+    row = _launch_across(live, 9)
+    agents[0].exited(9, 1, 0, "failed", 10, reason="exit status 1; ZeroDivisionError")
+    pump(backend, 0.1)
+    assert [t for t, _ in agents[1].receive()] == ["revoke"]
+    agents[1].exited(9, 1, 1, "killed", 10, reason="terminated by the agent")
+    pump(backend, 0.1)
+    events = round_trip(world, backend, None)
+    assert events.requeued.tolist() == [row] and backend.attempts.retries[row] == 1
+    assert [(r.attempt, r.outcome) for r in journal.attempts(9)] == [(1, "failed")]
+
+
+def test_a_command_that_does_not_split_into_words_is_refused_or_fails_alone(live):
+    """Refused at submission, naming the job; a job that holds one all the same (a trace's
+    row, a journal from before the check) fails as "cannot run" at its launch, and the
+    scheduler carries on."""
+    world, backend, agents, _ = live
+    ctx = zmq.Context()
+    user = FakeAgent(ctx, backend.bind, "user")
+    user.send("submit", jobs=[{"command": "echo 'oops", "duration_s": 5, "gpus": 1}])
+    user.send("submit", jobs=[{"command": "echo" + " x" * 300, "duration_s": 5, "gpus": 1}])
+    replies: list = []
+    deadline = time.time() + 10
+    while len(replies) < 2 and time.time() < deadline:
+        pump(backend, 0.1)
+        replies += user.receive()
+    reasons = [b["reason"] for t, b in replies if t == "error"]
+    assert len(reasons) == 2, replies
+    assert 'job 0: command "echo \'oops": no closing quotation' in reasons[0]
+    assert "job 0: command has more than 256 entries" in reasons[1]
+    user.sock.close()
+    ctx.term()
+
+    for ag in agents:
+        ag.receive()
+    rows = add_jobs(
+        world,
+        [
+            {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "command": "echo 'oops", "duration_s": 5.0},
+            {"job_id": 2, "arrival_s": 0.0, "gpus": 1, "command": "sleep 5", "duration_s": 5.0},
+        ],
+    )
+    round_trip(world, backend, Plan(launch_rows=rows, launch_gpus=[0, 2], launch_counts=[1, 1]))
+    pump(backend)
+    events = round_trip(world, backend, None)
+    assert events.failed.tolist() == [rows[0]] and world.jobs.column("failed")[rows[0]]
+    [(kind, launch)] = agents[1].receive()
+    assert kind == "launch" and launch["command"] == ["sleep", "5"]  # the other job went out
+
+
+def test_a_registration_the_welcome_cannot_answer_changes_nothing(live):
+    """A heartbeat period the welcome cannot carry (`serve` refuses one at start; the backend
+    may be given one directly): the registration is refused with a reason, and the node is not
+    counted online, named or journaled."""
+    world, backend, agents, journal = live
+    nodes = backend.nodes
+    nodes.lose(nodes.by_name["b"], "a test")
+    pump(backend)
+    backend.options = attrs.evolve(backend.options, heartbeat_s=7200.0, heartbeat_timeout_s=10800.0)
+    ctx = zmq.Context()
+    c = FakeAgent(ctx, backend.bind, "c")
+    c.register()
+    replies: list = []
+    deadline = time.time() + 5
+    while not replies and time.time() < deadline:
+        pump(backend, 0.1)
+        replies += c.receive()
+    assert [t for t, _ in replies] == ["error"] and "cannot welcome node c: heartbeat_s" in replies[0][1]["reason"]
+    assert "c" not in nodes.by_name and nodes.slots[1].name == "b" and not nodes.slots[1].online
+    assert nodes.online.tolist() == [True, True, False, False] and "c" not in journal.nodes()
+    assert backend.counters["handler_errors"] == 0
+    c.sock.close()
+    ctx.term()

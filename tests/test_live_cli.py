@@ -17,6 +17,20 @@ from roundhouse.tools.cli import main
             "shorter than --heartbeat-timeout",
         ),
         (["serve", "{g}", "--bind", "tcp://127.0.0.1:5999", "--insecure", "--ports", "9..3"], "LOW < HIGH"),
+        # What the protocol's welcome (the heartbeat period) and launch (the checkpoint period)
+        # carry: a value past it would fail every registration or every job.
+        (
+            ["serve", "{g}", "--bind", "tcp://127.0.0.1:5999", "--insecure", "--heartbeat", "2h", "--heartbeat-timeout", "3h"],
+            "--heartbeat 2h: must be between 0.01s and 1h",
+        ),
+        (
+            ["serve", "{g}", "--bind", "tcp://127.0.0.1:5999", "--insecure", "--heartbeat", "1ms"],
+            "--heartbeat 1ms: must be between 0.01s and 1h",
+        ),
+        (
+            ["run", "{g}", "--live", "tcp://127.0.0.1:5999", "--insecure", "--checkpoint-every", "200d"],
+            "--checkpoint-every 200d: must be at most 10000000s",
+        ),
         (["serve", "{g}", "--bind", "tcp://127.0.0.1:5999", "--insecure", "--until", "soon"], "--until"),
         (["serve", "{g}", "--bind", "nonsense", "--insecure"], "only for loopback"),
         (["run", "{g}", "--live", "tcp://10.1.2.3:5999", "--insecure"], "only for loopback"),

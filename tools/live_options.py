@@ -1,5 +1,5 @@
 """Command-line pieces shared by the live subcommands (serve, run --live, agent, submit):
-logging, security flags and durations."""
+logging, security flags and durations (bounded by what the wire carries)."""
 
 from __future__ import annotations
 
@@ -39,3 +39,25 @@ def setup_logging(level: str = "info") -> None:
 def add_security(parser, who: str) -> None:
     parser.add_argument("--keys", metavar="DIR", help=f"CURVE key folder made by `roundhouse keys` ({who})")
     parser.add_argument("--insecure", action="store_true", help="no authentication or encryption: loopback development only")
+
+
+def wire_bounds(message: str, field: str) -> tuple[float, float]:
+    """The range of a numeric field of a protocol message (wire/protocol.py), e.g. the
+    heartbeat period a `welcome` carries."""
+    from roundhouse.wire import protocol
+
+    spec = protocol.SCHEMAS[message].fields[field]
+    assert isinstance(spec, (protocol.Num, protocol.Int)), f"{message}.{field} is not a number"
+    return float(spec.lo), float(spec.hi)
+
+
+def duration_within(value: float, text: str, flag: str, message: str, field: str) -> float:
+    """`value` (from `flag TEXT`) if a `message` can carry it as `field`; else a UsageError
+    naming the flag and the range."""
+    from roundhouse.runtime.values import format_duration
+
+    lo, hi = wire_bounds(message, field)
+    if lo <= value <= hi:
+        return value
+    span = f"at most {format_duration(hi)}" if lo == 0 else f"between {format_duration(lo)} and {format_duration(hi)}"
+    raise UsageError(f"{flag} {text}: must be {span} (what the protocol's {message} message carries)")

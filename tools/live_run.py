@@ -6,7 +6,7 @@ from pathlib import Path
 
 from roundhouse.errors import UsageError
 from roundhouse.tools.common import seconds
-from roundhouse.tools.live_options import add_security, setup_logging
+from roundhouse.tools.live_options import add_security, duration_within, setup_logging
 from roundhouse.tools.results import compile_with_overrides, print_summary, write_results
 
 
@@ -49,11 +49,16 @@ def live_options(args):
     timeout = seconds(args.heartbeat_timeout, "--heartbeat-timeout")
     if not 0 < heartbeat < timeout:
         raise UsageError("--heartbeat must be positive and shorter than --heartbeat-timeout")
+    # Agents learn the heartbeat period from the welcome, and jobs the checkpoint period from
+    # their launch: a value those messages cannot carry would fail every registration or launch.
+    duration_within(heartbeat, args.heartbeat, "--heartbeat", "welcome", "heartbeat_s")
+    checkpoint_every = seconds(args.checkpoint_every, "--checkpoint-every")
+    duration_within(checkpoint_every, args.checkpoint_every, "--checkpoint-every", "launch", "checkpoint_every_s")
     return LiveOptions(
         heartbeat_s=heartbeat,
         heartbeat_timeout_s=timeout,
         max_retries=args.retries,
-        checkpoint_every_s=seconds(args.checkpoint_every, "--checkpoint-every"),
+        checkpoint_every_s=checkpoint_every,
         checkpoint_dir=args.checkpoints,
         ports=(lo, hi),
         wait_for_agents_s=seconds(args.wait_for_agents, "--wait-for-agents"),

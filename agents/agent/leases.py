@@ -2,7 +2,10 @@
 of a memory-mapped file); revoking it sets that byte, and the worker sees it at its next
 iteration, checkpoints and exits (the scheduler revokes only rank 0 of a multi-worker job; the
 workers agree on the exit iteration among themselves). A worker that has not exited within the
-grace period is terminated (SIGTERM, then SIGKILL)."""
+grace period is terminated (SIGTERM, then SIGKILL). A worker revoked before it started cannot
+take part in that agreement, so the other workers of its attempt here end with it: those not
+started yet as preempted, the started ones terminated (they would wait for it in their
+rendezvous or collectives until the dist timeout, holding their GPUs)."""
 
 from __future__ import annotations
 
@@ -30,15 +33,36 @@ class Revocations:
         if not targets:
             log.debug("revoke of job %d attempt %d: not running here (any more)", body["job"], body["attempt"])
             return
+        unstarted: list[int] = []
         for w in targets:
             if w.process is None:
-                self.workers.waiting.remove(w)
-                self.workers.end_unstarted(w, "preempted", "revoked before it started")
+                self._end_unstarted(w, "revoked before it started")
+                if not _joins(w):
+                    unstarted.append(w.rank)
             elif body["kill"]:
                 log.info("killing job %d attempt %d rank %d", w.job, w.attempt, w.rank)
                 self.workers.terminate(w, hard=False)
             else:
                 self.revoke(w)
+        if unstarted:
+            self.end_attempt(body["job"], body["attempt"], f"rank {unstarted[0]} of its attempt was revoked before it started")
+
+    def end_attempt(self, job: int, attempt: int, why: str) -> None:
+        """End every worker of an attempt here: one of them ended before it started, so the
+        others cannot agree on an exit with it (nor form their process group)."""
+        for w in self.workers.all():
+            if (w.job, w.attempt) != (job, attempt):
+                continue
+            if w.process is None:
+                self._end_unstarted(w, why)
+            elif not w.killed:
+                log.info("terminating job %d attempt %d rank %d: %s", w.job, w.attempt, w.rank, why)
+                self.workers.terminate(w, hard=False)
+
+    def _end_unstarted(self, w: Worker, why: str) -> None:
+        if w in self.workers.waiting:
+            self.workers.waiting.remove(w)
+        self.workers.end_unstarted(w, "preempted", why)
 
     def revoke(self, w: Worker) -> None:
         if w.process is None or w.revoked_at is not None:
@@ -49,9 +73,12 @@ class Revocations:
 
     def revoke_all(self, why: str) -> None:
         """Revoke every worker; those still waiting for their GPU end as preempted at once."""
+        ended = {(w.job, w.attempt) for w in self.workers.waiting if not _joins(w)}
         for w in list(self.workers.waiting):
             self.workers.end_unstarted(w, "preempted", why)
         self.workers.waiting.clear()
+        for job, attempt in sorted(ended):
+            self.end_attempt(job, attempt, f"{why} before a worker of its attempt started")
         for w in self.workers.all():
             self.revoke(w)
 
@@ -73,3 +100,9 @@ class Revocations:
                     self.grace_s,
                 )
                 self.workers.terminate(w, hard=False)
+
+
+def _joins(w: Worker) -> bool:
+    """A new rank of a resize in place: the workers already running hold the job's state, and
+    they checkpoint and exit by themselves if it never joins (agents/elastic.py)."""
+    return (w.spec or {}).get("join_generation") is not None

@@ -47,6 +47,7 @@ class Attempt:
     requeued: bool = False  # the world was told it lost its GPUs
     kill_sent: bool = False
     exits: dict[int, dict] = attrs.field(factory=dict)  # rank -> exited body (or a loss)
+    exit_wall: dict[int, float] = attrs.field(factory=dict)  # rank -> wall time its exit report arrived
     last_exit_s: float = 0.0
     iteration: int = 0
     checkpoint: str | None = None
@@ -61,10 +62,27 @@ class Attempt:
     def world_size(self) -> int:
         return len(self.gpus)
 
-    def lose_ranks(self, ranks, iteration: int) -> None:
-        """These workers are gone with their node (or never reached it)."""
+    def lose_ranks(self, ranks, iteration: int, heard: float | None = None) -> None:
+        """These workers are gone with their node (or never reached it); `heard`: the wall time
+        their node was last heard from (None: not known, or never)."""
         for rank in ranks:
-            self.exits.setdefault(int(rank), {"outcome": "killed", "iteration": iteration, "lost": True})
+            self.exits.setdefault(int(rank), {"outcome": "killed", "iteration": iteration, "lost": True, "heard": heard})
+
+    def lost_with_a_node(self, slack_s: float) -> bool:
+        """Whether the attempt ended because a node it ran on was lost: a rank was lost with its
+        node, and no worker elsewhere failed while that node was still clearly alive. A worker
+        whose peer's node dies fails at once (its collective breaks), before the heartbeat
+        timeout declares the node lost: that failure is the loss's, not the job's. A failure
+        reported more than `slack_s` (a heartbeat period) before every lost node was last
+        heard from came while they were all up, and is the job's own."""
+        lost = [e.get("heard") for e in self.exits.values() if e.get("lost")]
+        if not lost:
+            return False
+        silent_since = min(-math.inf if h is None else h for h in lost)
+        return not any(
+            e["outcome"] == "failed" and not e.get("lost") and self.exit_wall.get(rank, math.inf) < silent_since - slack_s
+            for rank, e in self.exits.items()
+        )
 
 
 class Attempts:
@@ -167,6 +185,13 @@ class Attempts:
             self._cannot_run(att, f"no workload for model {model!r} and no command: give the job a 'command'")
             return
         rank0 = self.nodes.slots[int(att.slots[0])]
+        # (A job the wire cannot carry, or whose command does not split into words, fails alone:
+        # it must not stop the scheduler, nor a restart that replays the journal holding it.)
+        try:
+            words = shlex.split(command) if command else None
+        except ValueError as err:
+            self._cannot_run(att, f"its command {command!r} does not split into words ({str(err).lower()})")
+            return
         common = dict(
             job=att.job_id,
             attempt=att.n,
@@ -178,14 +203,14 @@ class Attempts:
             checkpoint_dir=f"{self.checkpoint_root}/job-{att.job_id}",
             checkpoint_every_s=float(self.options.checkpoint_every_s),
             workload=workload,
-            command=shlex.split(command) if command else None,
+            command=words,
             model=model if isinstance(model, str) else None,
             resume=att.resume,
             resume_iteration=att.start_iteration if att.resume else None,
             seed=int(att.job_id % 2**31),
             iters_per_s=att.iters_per_s or None,
         )
-        try:  # (a job whose numbers the wire cannot carry fails alone; it must not stop the scheduler)
+        try:
             protocol.encode("launch", 0, ranks=[{"rank": 0, "gpu": 0}], **common)
         except protocol.ProtocolError as err:
             self._cannot_run(att, f"its launch message cannot carry it ({err.reason})")
@@ -267,6 +292,8 @@ class Attempts:
         outcomes = {e["outcome"] for e in att.exits.values()}
         if att.exits[0]["outcome"] == "done":
             outcome = "done"
+        elif att.lost_with_a_node(self.options.heartbeat_s):
+            outcome = "killed"  # a node loss: requeued from the checkpoint, no retry counted
         elif "failed" in outcomes:
             outcome = "failed"
         elif "killed" in outcomes:

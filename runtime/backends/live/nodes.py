@@ -16,6 +16,7 @@ from roundhouse.runtime.backends.live.round import Clock, News
 from roundhouse.runtime.backends.live.server import Server
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.journal import Journal
+from roundhouse.wire import protocol
 
 log = logging.getLogger("roundhouse.scheduler")
 
@@ -28,6 +29,7 @@ class Node:
     identity: bytes | None = None
     session: str = ""
     last_seen: float = 0.0
+    heard: float = 0.0  # wall time of its last message (last_seen, unlike this, allows for the scheduler's own stalls)
     online: bool = False
     key: str = ""
     outbox: list = attrs.field(factory=list)  # messages for a node presumed up that has not re-registered
@@ -202,6 +204,19 @@ class Nodes:
                 self.server.send(identity, "error", reason=reason)
                 return
             slot = free[0]
+        else:
+            slot = node.slot
+        # The answer is checked before anything changes: a welcome that cannot be sent must
+        # not leave the node counted online (nor journaled) with no agent behind it.
+        welcome = dict(node_index=slot, heartbeat_s=self.options.heartbeat_s, session=self.session)
+        try:
+            protocol.SCHEMAS["welcome"].check(welcome, "")
+        except protocol.ProtocolError as err:
+            reason = f"the scheduler cannot welcome node {name}: {err.reason}"
+            log.error("refused registration: %s", reason)
+            self.server.send(identity, "error", reason=reason)
+            return
+        if node is None:
             old = self.slots[slot]
             if old is not None:
                 del self.by_name[old.name]
@@ -216,7 +231,7 @@ class Nodes:
             self.by_identity.pop(node.identity, None)
             self.server.forget(node.identity)
         node.identity, node.session, node.address = identity, body["session"], body["address"]
-        node.last_seen = time.time()
+        node.heard = node.last_seen = time.time()
         node.key = key
         self.by_identity[identity] = node
         self.journal.set_node(name, node.slot, node.address, self.clock.now_s())
@@ -236,7 +251,7 @@ class Nodes:
             cluster_type,
             len(body["running"]),
         )
-        self.server.send(identity, "welcome", node_index=node.slot, heartbeat_s=self.options.heartbeat_s, session=self.session)
+        self.server.send(identity, "welcome", **welcome)
         held, node.outbox = node.outbox, []
         for type_, fields in held:
             self.server.send(identity, type_, **fields)
@@ -247,14 +262,14 @@ class Nodes:
         if node is None or not node.online:
             self.server.send(identity, "unknown", reason="this scheduler does not know this agent: register")
             return
-        node.last_seen = time.time()
+        node.heard = node.last_seen = time.time()
         self.on_running(node, body["running"], False)
 
     def seen(self, identity: bytes) -> Node | None:
         """The registered node of a connection, now known to be alive; None if unknown."""
         node = self.by_identity.get(identity)
         if node is not None:
-            node.last_seen = time.time()
+            node.heard = node.last_seen = time.time()
         return node
 
 

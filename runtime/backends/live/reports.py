@@ -7,6 +7,7 @@ at a round boundary, and the lease round trip submitters may ask for."""
 from __future__ import annotations
 
 import logging
+import time
 
 import numpy as np
 
@@ -112,7 +113,7 @@ class Reports:
         affected = [att for att in books.live.values() if (att.slots == node.slot).any()]
         t = books.clock.now_s()
         for att in affected:
-            att.lose_ranks(np.flatnonzero(att.slots == node.slot).tolist(), att.iteration)
+            att.lose_ranks(np.flatnonzero(att.slots == node.slot).tolist(), att.iteration, node.heard or None)
             books.kill_rest(att)
             books.requeue_now(att, t)
             books.maybe_end(att, t)
@@ -151,6 +152,7 @@ class Reports:
             return
         books.unconfirmed.discard(key)
         att.exits[body["rank"]] = body
+        att.exit_wall[body["rank"]] = time.time()
         att.last_exit_s = books.clock.now_s()
         self.journal.add_exit(node.name, att.last_exit_s, body)
         self.progress(att, body["iteration"], body.get("checkpoint"), body.get("checkpoint_iteration"))
@@ -166,7 +168,9 @@ class Reports:
             body["iteration"],
             f" ({body['reason']})" if body["reason"] else "",
         )
-        if body["outcome"] in ("failed", "killed"):
+        if body["outcome"] in ("failed", "killed") or _ended_unstarted(body):
+            # The others would wait for this worker in their rendezvous or collectives, and a
+            # worker that never started cannot agree on an exit iteration with them.
             books.kill_rest(att)
         books.maybe_end(att, att.last_exit_s, permanent=body["permanent"])
         self.server.after_commit(identity, "ack", **ack)
@@ -177,3 +181,10 @@ class Reports:
         self.counters["lease_checks"] += 1
         valid = att is not None and not att.revoked
         self.server.send(identity, "lease_reply", job=body["job"], attempt=body["attempt"], valid=valid)
+
+
+def _ended_unstarted(body: dict) -> bool:
+    """An exit of a worker that never ran: preempted, with no process to give an exit status
+    (its agent ended it while it waited for its GPU), at the iteration it would have started
+    from."""
+    return body["outcome"] == "preempted" and body.get("exit_code") is None and body["iteration"] <= body["start_iteration"]

@@ -29,9 +29,8 @@ class Submissions:
         for spec in specs:
             row = {}
             for k, v in spec.items():
-                if k == "command":
-                    v = _command_text(v)
-                row[k] = None if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+                if k != "command":
+                    row[k] = None if v is None else str(v).lower() if isinstance(v, bool) else str(v)
             rows.append(row)
         taken = set(self.world.jobs.column("job_id").tolist()) | self.journal.submission_ids()
         ids = []
@@ -50,8 +49,10 @@ class Submissions:
                 if ids[-1] in taken:
                     raise UsageError(f"job id {ids[-1]} is already in use")
             taken.add(ids[-1])
-        for row, job_id in zip(rows, ids):
+        for spec, row, job_id in zip(specs, rows, ids):
             row["job_id"] = str(job_id)
+            if "command" in spec:
+                row["command"] = _command_text(spec["command"], job_id)
         frame = _text_frame(rows)
         checked = validate(frame.with_columns(arrival_s=pl.lit("0")), "submission")
         _within_the_wire(checked)
@@ -86,14 +87,32 @@ class Submissions:
         )
 
 
-def _command_text(command) -> str | None:
+def _command_text(command, job_id: int) -> str | None:
     """A job's command as a shell would read it: given as text or as a list of words. Anything
-    else (`true`, a number) would be read as a command of that name, which is not what was meant."""
-    if command is None or isinstance(command, str):
-        return command
+    else (`true`, a number) would be read as a command of that name, which is not what was meant.
+    Text must split into words as a shell would (closed quotes, no lone trailing backslash), and
+    into no more words than a launch carries: the launch splits it, and a job it cannot run
+    is better refused now than journaled."""
+    if command is None:
+        return None
     if isinstance(command, list) and all(isinstance(word, str) for word in command):
-        return shlex.join(command)
-    raise UsageError(f"command {command!r}: must be text or a list of words (strings)")
+        text = shlex.join(command)
+    elif isinstance(command, str):
+        text = command
+    else:
+        raise UsageError(f"job {job_id}: command {command!r}: must be text or a list of words (strings)")
+    try:
+        words = shlex.split(text)
+    except ValueError as err:
+        raise UsageError(f"job {job_id}: command {text!r}: {str(err).lower()} (it does not split into words)") from None
+    try:
+        _LAUNCH_COMMAND.check(words, "command")
+    except protocol.ProtocolError as err:
+        raise UsageError(f"job {job_id}: {err.reason} (more than a live launch carries)") from None
+    return text
+
+
+_LAUNCH_COMMAND = protocol.SCHEMAS["launch"].optional["command"]
 
 
 def _text_frame(rows: list[dict]) -> pl.DataFrame:
