@@ -63,6 +63,11 @@ def test_serve_journals_the_graph_s_absolute_path(tmp_path, monkeypatch, capsys)
         assert journal.meta()["graph"] == str(tmp_path.resolve() / "g.sched")
     finally:
         journal.close()
+    # whatif blames a --run-graph that names no file on the option, not on the journal
+    capsys.readouterr()
+    journal_file = str(tmp_path / "checkpoints" / "roundhouse-journal.sqlite")
+    assert main(["whatif", journal_file, "--run-graph", str(tmp_path / "gone.sched")]) == 2
+    assert f"--run-graph {tmp_path / 'gone.sched'}: no such file" in capsys.readouterr().err
 
 
 def test_an_old_journal_s_relative_graph_path_is_found_from_the_current_folder_or_the_journal_s(tmp_path, monkeypatch):

@@ -46,11 +46,23 @@ def whatif_command(args) -> int:
     if Path(args.journal).is_dir():
         raise UsageError(f"{args.journal}: is a folder; give a live scheduler's journal file or a simulation's snapshot file")
 
+    def run_graph_file(journaled: str) -> Path:
+        """The run's graph: --run-graph if given, else as the journal names it."""
+        if args.run_graph:
+            if not Path(args.run_graph).is_file():
+                raise UsageError(f"--run-graph {args.run_graph}: no such file")
+            return Path(args.run_graph)
+        from roundhouse.runtime.serve import journaled_graph
+
+        found = journaled_graph(journaled, args.journal)
+        if not found.is_file():
+            raise UsageError(
+                f"the run's graph {journaled} is not there (the journal {args.journal} names it); give it with --run-graph"
+            )
+        return found
+
     def compile_run_graph(path: str):
-        path = args.run_graph or path
-        if not Path(path).is_file():
-            raise UsageError(f"the run's graph {path} is not there (the journal names it); give it with --run-graph")
-        return compile_file(path, run_overrides)
+        return compile_file(run_graph_file(path), run_overrides)
 
     snapshot_file = _is_snapshot(args.journal)
     if snapshot_file:  # (a snapshot holds its own world: what only a journal's run needs is refused)
@@ -80,7 +92,7 @@ def whatif_command(args) -> int:
 
         journal, meta = open_journal(args.journal)
         journal.db.close()
-        other = compile_file(args.run_graph or meta["graph"], [*run_overrides, *overrides(args.overrides)])
+        other = compile_file(run_graph_file(meta["graph"]), [*run_overrides, *overrides(args.overrides)])
 
     def load_world(graph) -> World:
         # The same world as the live scheduler's and a simulation's (elastic and pair profiles too).

@@ -69,7 +69,11 @@ class Server:
         sock.setsockopt(zmq.LINGER, 500)
         sock.setsockopt(zmq.SNDHWM, 100_000)
         sock.setsockopt(zmq.RCVHWM, 100_000)
-        self._auth = self.security.apply(self._context, sock, log)
+        try:
+            self._auth = self.security.apply(self._context, sock, log)
+        except BaseException:  # (a key ZeroMQ refuses: the socket must not stay open)
+            self.close()
+            raise
         self._monitor = sock.get_monitor_socket(sum(HANDSHAKE_FAILURES))
         try:
             sock.bind(self.bind)
