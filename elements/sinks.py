@@ -59,9 +59,11 @@ class JobMetrics(Element):
     GPUs minus the time its work would have taken at its placements' compute rates (the
     communication model's share, and restore time; Dally's "communication latency"). Each start
     is counted by the tier its GPUs span: one machine, one rack, or several racks (network). The
-    summary gives the mean, median, p95 and p99 of JCT and queueing. With `track`, only jobs
-    whose id is in the range count, and the run may stop once all of them have finished (the
-    steady-state window of Blox and Gavel, e.g. `track=3000..4000`).
+    summary gives the mean, median, p95 and p99 of JCT and queueing over the finished jobs, and
+    responsiveness over the jobs that started (it counts both). With `track`, only jobs whose id
+    is in the range count, and the run may stop once as many of them have finished as the range
+    names ids (the steady-state window of Blox and Gavel, e.g. `track=3000..4000`): ids missing
+    from the trace keep the run going until every job has finished.
 
     A job that fails for good (live runs: its process kept crashing) is listed with status
     `failed` and no finish time, and counts in no JCT.
@@ -343,6 +345,7 @@ def summarize(jobs: pl.DataFrame, ctx: RoundContext) -> dict:
     return {
         "jobs_tracked": jobs.height,
         "jobs_finished": finished.height,
+        "jobs_started": started.height,
         "jobs_failed": int((jobs["status"] == "failed").sum()),
         "avg_jct_s": stat(np.mean, jct),
         "median_jct_s": stat(np.median, jct),

@@ -258,3 +258,20 @@ def test_a_track_range_that_matches_no_job_is_noted(tiny, tmp_path, capsys):
     assert "note: report tracked no job: none in its track range arrived before the run ended" in printed
     assert main(["run", str(tiny)]) == 0
     assert "tracked no job" not in capsys.readouterr().out
+
+
+def test_jobs_that_never_started_and_a_window_that_never_filled_are_noted(tiny, tmp_path, capsys):
+    # One node of 4 GPUs, FIFO: job 1 (4 GPUs, arrived at 60 s) waits behind job 0 until 3,000 s,
+    # so a run cut at 10 minutes has one of its two jobs never started.
+    graph = tmp_path / "fifo.sched"
+    graph.write_text(TINY.replace("Las", "Fifo").replace('"4x4:V100"', '"1x4:V100"'))
+    assert main(["run", str(graph), "--until", "10min", "--out", str(tmp_path / "cut")]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "note: report: 1 of its 2 job(s) never started; responsiveness is over the 1 that did" in printed
+    summary = json.loads((tmp_path / "cut" / "summary.json").read_text())
+    assert (summary["jobs_tracked"], summary["jobs_started"], summary["jobs_finished"]) == (2, 1, 0)
+    # A window naming ids the trace lacks (3 and 4) never fills: it does not stop the run.
+    graph.write_text(TINY.replace("report :: JobMetrics;", "report :: JobMetrics(track=0..5);"))
+    assert main(["run", str(graph)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "note: report tracks ids 0..5 but the run saw 3 of them: the window never filled" in printed

@@ -68,6 +68,18 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
         console.print(table)
         if summary["jobs_tracked"] == 0 and len(result.world.jobs):
             console.print(f"note: {name} tracked no job: none in its track range arrived before the run ended")
+        elif summary.get("jobs_started", summary["jobs_tracked"]) < summary["jobs_tracked"]:
+            console.print(
+                f"note: {name}: {summary['jobs_tracked'] - summary['jobs_started']} of its {summary['jobs_tracked']} job(s) "
+                f"never started; responsiveness is over the {summary['jobs_started']} that did, JCT and queueing over "
+                f"the {summary['jobs_finished']} that finished"
+            )
+        track = getattr(getattr(graph, "elements", {}).get(name), "track", None)
+        if track is not None and 0 < summary["jobs_tracked"] < len(track):
+            console.print(
+                f"note: {name} tracks ids {track.start}..{track.stop} but the run saw {summary['jobs_tracked']} of them: "
+                "the window never filled, so it did not stop the run"
+            )
     console.print(
         f"{result.rounds} rounds, {'ran' if live else 'simulated'} {in_units(result.end_s)(result.end_s)} in {result.wall_s:.2f} s "
         f"({result.rounds / max(result.wall_s, 1e-9):,.0f} rounds/s); stopped: {result.stop_reason}"
