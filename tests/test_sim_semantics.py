@@ -11,6 +11,21 @@ src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
 """
 
 
+# LAS on one GPU with checkpoint and restore costs: a 1000 s job runs first; a second arrives at
+# 100 and preempts it at 300.
+LAS_WITH_COSTS = """
+round = 300s;
+checkpoint = 20s;
+restore = 30s;
+src :: TraceSource(path="trace.csv");
+src -> AcceptAll -> JobPool -> Las -> FirstFree -> Launch -> m :: JobMetrics;
+"""
+PREEMPTING_PAIR = [
+    {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0},
+    {"job_id": 1, "arrival_s": 100.0, "gpus": 1, "duration_s": 200.0},
+]
+
+
 def test_issue_example_fifo_one_gpu(run_graph):
     # One 1-GPU node, 300 s rounds; A (1000 s) at 0, B (500 s) at 100.
     jobs = [
@@ -45,18 +60,7 @@ def test_arrivals_become_visible_at_the_next_boundary(run_graph):
 
 def test_checkpoint_and_restore_costs_and_free_lease_renewal(run_graph):
     # LAS on one GPU: a 1000 s job runs first; a second arrives at 100 and preempts it at 300.
-    las = """
-    round = 300s;
-    checkpoint = 20s;
-    restore = 30s;
-    src :: TraceSource(path="trace.csv");
-    src -> AcceptAll -> JobPool -> Las -> FirstFree -> Launch -> m :: JobMetrics;
-    """
-    jobs = [
-        {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0},
-        {"job_id": 1, "arrival_s": 100.0, "gpus": 1, "duration_s": 200.0},
-    ]
-    got = jobs_of(run_graph(las, jobs, cluster="1x1:V100"))
+    got = jobs_of(run_graph(LAS_WITH_COSTS, PREEMPTING_PAIR, cluster="1x1:V100"))
     # Round [0,300): job 0 launches at 0 and restores 30 s, so it has done 270 s of work.
     # At 300, job 1 has less service (0 < 300): job 0 is suspended (its checkpoint keeps the
     # GPU busy until 320), job 1 starts at 320, restores until 350, and finishes at 550.
@@ -66,7 +70,9 @@ def test_checkpoint_and_restore_costs_and_free_lease_renewal(run_graph):
     assert got[0]["finish_s"] == pytest.approx(600 + 30 + 730)
     assert got[0]["preemptions"] == 1 and got[0]["launches"] == 2
     # A job that keeps its GPUs pays nothing: a lone 1000 s job with restore=30s runs 30 + 1000.
-    alone = jobs_of(run_graph(las, [{"job_id": 5, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0}], cluster="1x1:V100"))
+    alone = jobs_of(
+        run_graph(LAS_WITH_COSTS, [{"job_id": 5, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0}], cluster="1x1:V100")
+    )
     assert alone[5]["finish_s"] == pytest.approx(1030.0)
 
 
@@ -294,18 +300,7 @@ def test_checkpoint_wait_and_restore_count_as_held_time_from_the_launching_bound
     waiting for the GPUs' previous holder to checkpoint, like its own restore, counts as held
     (attained service, run time) but makes no progress. The suspended job's checkpoint is not
     its own held time."""
-    las = """
-    round = 300s;
-    checkpoint = 20s;
-    restore = 30s;
-    src :: TraceSource(path="trace.csv");
-    src -> AcceptAll -> JobPool -> Las -> FirstFree -> Launch -> m :: JobMetrics;
-    """
-    jobs = [
-        {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0},
-        {"job_id": 1, "arrival_s": 100.0, "gpus": 1, "duration_s": 200.0},
-    ]
-    result = run_graph(las, jobs, cluster="1x1:V100")
+    result = run_graph(LAS_WITH_COSTS, PREEMPTING_PAIR, cluster="1x1:V100")
     got = jobs_of(result)
     # Job 1 is launched at 300 onto the GPU job 0 checkpoints on until 320; it restores until 350
     # and works 200 s. It holds the GPU from 300: 20 s of waiting + 30 s of restore + 200 s.
