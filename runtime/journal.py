@@ -265,3 +265,8 @@ class Journal:
     def close(self) -> None:
         self.commit()
         self.db.close()
+
+    def remove(self) -> None:
+        """Delete the closed journal's files (SQLite's write-ahead log and index beside it)."""
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)

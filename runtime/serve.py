@@ -4,8 +4,6 @@ one (runtime/backends/live/) and the clock is the wall clock."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import signal
 from collections.abc import Callable
@@ -19,22 +17,6 @@ from roundhouse.runtime.journal import Journal
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 
 log = logging.getLogger("roundhouse.scheduler")
-
-
-def graph_digest(graph: CompiledGraph) -> str:
-    """What identifies a graph for the journal: its settings, elements' arguments and wiring."""
-    import attrs
-
-    text = json.dumps(
-        {
-            "settings": attrs.asdict(graph.settings),
-            "elements": {name: [type(el).__name__, el.config()] for name, el in graph.elements.items()},
-            "connections": [[c.src, c.src_port, c.dst, c.dst_port] for c in graph.connections],
-        },
-        sort_keys=True,
-        default=str,
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def journaled_graph(journaled: str, journal_path: str | Path) -> Path:
@@ -71,15 +53,20 @@ def serve(
     # Pollux's jobs resize by their elastic profile's throughput).
     profile = load_profile(graph)
     world = new_world(graph, load_cluster(graph, cluster, profile), profile)
+    created = not Path(journal_path).exists()
     journal = Journal(journal_path)
     meta = {
         # Absolute: `whatif` may read the journal from another folder than serve's.
         "graph": str(Path(graph.path).resolve()),
-        "graph_digest": graph_digest(graph),
+        "graph_digest": graph.key(),
         "cluster": world.cluster.describe(),
         "round_s": float(settings.round),
     }
-    backend = LiveBackend(world, settings.round, bind, security, journal, options, meta)
+    try:
+        backend = LiveBackend(world, settings.round, bind, security, journal, options, meta)
+    except BaseException:
+        _close(journal, created)
+        raise
     previous = {}
 
     def stop(signum, frame):
@@ -113,4 +100,14 @@ def serve(
         for s, handler in previous.items():
             signal.signal(s, handler)
         backend.close()
-        journal.close()
+        _close(journal, created)
+
+
+def _close(journal: Journal, created: bool) -> None:
+    """Close the journal; one made for a run that never began (the address was taken, the keys
+    were refused, it was stopped while waiting for agents) holds nothing, and is removed rather
+    than left to be mistaken for one that does."""
+    began = bool(journal.meta())
+    journal.close()
+    if created and not began:
+        journal.remove()

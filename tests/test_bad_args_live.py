@@ -41,6 +41,34 @@ def test_serve_with_an_address_it_cannot_bind_says_so_and_exits(live_graph, tmp_
     )
 
 
+def test_serve_that_cannot_start_leaves_no_journal_or_folder_behind(live_graph, tmp_path, capsys):
+    """A journal made for a run that never began would be taken for one to resume."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ck = tmp_path / "ck"
+        _fails(
+            capsys,
+            ["serve", live_graph, "--bind", f"tcp://127.0.0.1:{port}", "--insecure", "--checkpoints", ck],
+            "Address already in use",
+        )
+        assert not ck.exists()
+        # A folder that was there stays, and so does a journal that was there.
+        ck.mkdir()
+        old = tmp_path / "old.sqlite"
+        old.write_bytes(b"")
+        for journal in ([], ["--journal", old]):
+            _fails(
+                capsys,
+                ["serve", live_graph, "--bind", f"tcp://127.0.0.1:{port}", "--insecure", "--checkpoints", ck, *journal],
+                "Address already in use",
+            )
+        assert ck.is_dir() and not any(ck.iterdir()) and old.exists()
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -82,12 +82,18 @@ def run_live(args, bind: str) -> int:
     cluster = load_cluster(graph, args.cluster)
     # The checkpoint folder is made if needed (jobs write there); an explicit --journal must be
     # in an existing folder, so a mistyped path is an error rather than a new folder tree.
+    fresh_folder = not Path(args.checkpoints).exists()
     checkpoints = make_folder(args.checkpoints, "--checkpoints")
     journal = check_output_file(args.journal, "--journal") if args.journal else checkpoints / "roundhouse-journal.sqlite"
     if args.out:
         results_folder(args.out, "--out", "run")
     explain = bool(args.out) and getattr(args, "explain", True)  # (`serve` has no --no-explain)
-    result = serve(graph, bind, security, journal, options, cluster=cluster, until=until, explain=explain)
+    try:
+        result = serve(graph, bind, security, journal, options, cluster=cluster, until=until, explain=explain)
+    except BaseException:
+        if fresh_folder and not any(checkpoints.iterdir()):  # made for a run that never began
+            checkpoints.rmdir()
+        raise
     print_summary(Console(stderr=True), graph, cluster, result, live=True)
     if args.out:
         with writing(args.out):
