@@ -13,6 +13,8 @@ the graph has no instance of is checked as far as it can be without one (`_check
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from collections import defaultdict
@@ -57,6 +59,21 @@ class CompiledGraph:
 
     def by_class(self, class_name: str) -> list[Element]:
         return [e for e in self.elements.values() if type(e).__name__ == class_name]
+
+    def key(self) -> str:
+        """What identifies the graph, for a snapshot or a live run's journal to be matched with
+        it: its settings, each element's class and arguments, and its connections (a SHA-256,
+        shortened)."""
+        text = json.dumps(
+            {
+                "settings": attrs.asdict(self.settings),
+                "elements": {name: [type(el).__name__, el.config()] for name, el in self.elements.items()},
+                "connections": [[c.src, c.src_port, c.dst, c.dst_port] for c in self.connections],
+            },
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @attrs.frozen

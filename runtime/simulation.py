@@ -180,7 +180,7 @@ class Simulation:
             raise snapshot.SnapshotError(
                 f"snapshot {path}: line 1: the header lacks the graph's path, text or overrides"
             ) from None
-        if snapshot.graph_key(compiled) != header.get("graph_key"):
+        if compiled.key() != header.get("graph_key"):
             raise snapshot.SnapshotError(
                 f"snapshot {path}: the graph {header['graph_path']} (or a file it imports or requires) is not the one "
                 "the snapshot was saved with: its elements, arguments or settings differ"

@@ -302,21 +302,6 @@ def _mapping_proxy(items: dict) -> MappingProxyType:
 
 
 # --- snapshots on disk -------------------------------------------------------------------------
-def graph_key(graph: CompiledGraph) -> str:
-    """What identifies a compiled graph: its settings, each element's class and arguments, and
-    its connections (a SHA-256, shortened)."""
-    text = json.dumps(
-        {
-            "settings": attrs.asdict(graph.settings),
-            "elements": {name: [type(el).__name__, el.config()] for name, el in graph.elements.items()},
-            "connections": [[c.src, c.src_port, c.dst, c.dst_port] for c in graph.connections],
-        },
-        sort_keys=True,
-        default=str,
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 class _Pickler(pickle.Pickler):
     def __init__(self, file, refs: dict[int, str]):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
@@ -365,7 +350,7 @@ def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         **header,
-        "graph_key": graph_key(engine.graph),
+        "graph_key": engine.graph.key(),
         "now_s": engine.backend.now,
         "rounds": engine.rounds,
         "jobs": len(engine.world.jobs),

@@ -120,9 +120,7 @@ def open_journal(path: str | Path) -> tuple[Journal, dict[str, Any]]:
 def replay(journal: Journal, meta: dict[str, Any], graph: CompiledGraph, world: World) -> Engine:
     """An engine on `world` with the run's graph, its journaled rounds replayed: the live
     scheduler's state as of its last journaled round."""
-    from roundhouse.runtime.serve import graph_digest
-
-    if graph_digest(graph) != meta.get("graph_digest"):
+    if graph.key() != meta.get("graph_digest"):
         raise UsageError(
             f"{journal.path}: the graph {graph.path} is not the run's (its elements, arguments or settings differ from "
             "those the journal recorded); give the run's graph as it was with --run-graph, and its --set with --run-set"
