@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 from anchor_run import failure, run_anchor
+from bench_common import not_a_script
 
 # Its README's sample output ("Output"): its own trace pai_job_duration_estimate_100K.csv, 20,000
 # jobs, 1,000 a minute, one node of 6,500 GPUs, load-balancing placement, seed 42, on its authors'
@@ -37,12 +38,12 @@ POLICY_CODES = {"FIFO": 8, "SJF": 0}
 # Run in the simulator's own Python, with its folder first on the path: the simulator built as its
 # run_simulator.py builds it, the shape given on the command line, one JSON line printed.
 DRIVER = """
-import json, logging, sys, tempfile
+import json, logging, sys
 from pathlib import Path
-folder, trace, policy, gpus, per_minute, jobs = sys.argv[1:7]
+folder, trace, policy, gpus, per_minute, jobs, log = sys.argv[1:8]
 sys.path.insert(0, folder)
 from simulator import Simulator
-log = Path(tempfile.mkdtemp(prefix="alibaba-sim-")) / "run.log"
+log = Path(log)
 logging.basicConfig(level=logging.WARNING, format="%(message)s", filename=log, filemode="a")
 simulator = Simulator(
     csv_file=Path(trace), alloc_policy=int(policy), preempt_policy=2, sort_node_policy=3, num_nodes=1,
@@ -80,13 +81,20 @@ def write_trace(ours: Path, theirs: Path) -> None:
 
 def run_alibaba(folder: Path, python: str, policy: str, trace: Path, gpus: int, per_minute: int, jobs: int) -> dict:
     """The simulator on `trace` (our columns) under `policy` ("FIFO" or "SJF"), in a fresh process:
-    wall seconds of the whole process, and the jobs, average JCT and wait, and makespan it reports."""
+    wall seconds of the whole process, and the jobs, average JCT and wait, and makespan it reports.
+    Its converted trace and its log are written beside `trace`."""
     converted = trace.with_name(f"{trace.stem}-alibaba.csv")
     if not converted.exists():
         write_trace(trace, converted)
-    args = [python, "-c", DRIVER, str(folder), str(converted), str(POLICY_CODES[policy]), str(gpus), str(per_minute), str(jobs)]
+    log = trace.with_name(f"{trace.stem}-alibaba-{policy}.log")
+    args = [python, "-c", DRIVER, str(folder), str(converted), str(POLICY_CODES[policy]), str(gpus), str(per_minute)]
+    args += [str(jobs), str(log)]
     done, wall = run_anchor(args, "Alibaba's simulator")
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines or not lines[-1].startswith("{"):
         raise failure(done, f"Alibaba's simulator ({policy}) in {folder}")
     return {"wall_s": wall, **json.loads(lines[-1])}
+
+
+if __name__ == "__main__":
+    not_a_script("benchmarks/scale.py --only alibaba-fifo (with --alibaba FOLDER to run Alibaba's simulator)")

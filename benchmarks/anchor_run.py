@@ -7,6 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from bench_common import not_a_script
+
 
 class AnchorFailed(Exception):
     """The other simulator could not be started, or did not report its results."""
@@ -27,3 +29,7 @@ def failure(done: subprocess.CompletedProcess, what: str) -> AnchorFailed:
     """The error for a run of `what` that ended without its results: its status and last lines."""
     tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:]) or "(it printed nothing)"
     return AnchorFailed(f"{what} exited with status {done.returncode}:\n{tail}")
+
+
+if __name__ == "__main__":
+    not_a_script("benchmarks/scale.py or benchmarks/gavel_msr.py")

@@ -26,12 +26,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--experiment", default="dally-batch", choices=("dally-batch", "dally-poisson"))
-    parser.add_argument("--out", help="keep the experiment's tables and figures in this folder")
+    parser.add_argument("--out", type=Path, help="keep the experiment's tables and figures in this folder")
     args = parser.parse_args()
+    if args.out is not None:
+        if args.out.exists() and not args.out.is_dir():
+            parser.error(f"--out {args.out}: a file of that name is there; give a folder")
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # no permission, or a file on the way
+            parser.error(f"--out {args.out}: cannot make the folder ({err.strerror})")
     experiment = load_all()[args.experiment]
     with tempfile.TemporaryDirectory() as scratch:
-        out = Path(args.out).resolve() if args.out else Path(scratch)
-        out.mkdir(parents=True, exist_ok=True)
+        out = args.out.resolve() if args.out else Path(scratch)
         started = time.perf_counter()
         report = experiment.run(out, args.quick)
         wall = time.perf_counter() - started

@@ -50,11 +50,16 @@ HEADER = """\
 def read_workload(path: Path) -> tuple[int, int]:
     """(layers, total all-reduce bytes) of one ASTRA-sim workload file."""
     layers, volume = 0, 0
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(path.read_text().splitlines(), 1):
         cells = line.split("\t")
         if "ALLREDUCE" in cells:
+            try:
+                volume += int(cells[cells.index("ALLREDUCE") + 1])
+            except (IndexError, ValueError):
+                raise SystemExit(
+                    f"error: {path}:{number}: expected the all-reduce bytes after ALLREDUCE, a whole number"
+                ) from None
             layers += 1
-            volume += int(cells[cells.index("ALLREDUCE") + 1])
     if not layers:
         raise SystemExit(f"error: {path}: no layer with an ALLREDUCE column")
     return layers, volume
@@ -86,9 +91,14 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=SHIPPED_COMMUNICATION)
     args = parser.parse_args(argv)
     if not args.workloads.is_dir():
-        print(f"error: {args.workloads}: no such folder (give --workloads)", file=sys.stderr)
-        return 2
-    args.out.write_text(derive(args.workloads))
+        parser.error(f"--workloads {args.workloads}: no such folder")
+    if not args.out.parent.is_dir() or args.out.is_dir():
+        parser.error(f"--out {args.out}: not a file in an existing folder")
+    text = derive(args.workloads)
+    try:
+        args.out.write_text(text)
+    except OSError as err:
+        parser.error(f"--out {args.out}: cannot write it ({err.strerror})")
     print(f"wrote {args.out}")
     return 0
 

@@ -25,10 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.engine_las import graph, philly_las  # noqa: E402
-from roundhouse.runtime.compiler import compile_file  # noqa: E402
+from bench_common import at_least  # noqa: E402
+from engine_las import compiled, philly_las  # noqa: E402
+
 from roundhouse.runtime.simulate import simulate  # noqa: E402
 
 
@@ -39,13 +41,11 @@ def load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=10_000, metavar="N", help="jobs in the LAS case (default 10,000)")
-    parser.add_argument("--repeat", type=int, default=5, metavar="N", help="runs with and without the record (default 5)")
+    parser.add_argument("--jobs", type=at_least(1), default=10_000, metavar="N", help="jobs in the LAS case (default 10,000)")
+    parser.add_argument("--repeat", type=at_least(1), default=5, metavar="N", help="runs with and without the record (default 5)")
     parser.add_argument("--placer", choices=("Consolidated", "FirstFree"), default="Consolidated")
     args = parser.parse_args()
-    if args.jobs < 1 or args.repeat < 1:
-        parser.error("--jobs and --repeat must be at least 1")
-    compiled = compile_file(graph(philly_las(args.jobs, args.placer)))
+    graph = compiled(philly_las(args.jobs, args.placer))
     before = load()
     walls: dict[bool, list[float]] = {False: [], True: []}
     cpus: dict[bool, list[float]] = {False: [], True: []}
@@ -53,7 +53,7 @@ def main() -> None:
     for _ in range(args.repeat):
         for explain in (False, True):
             started, cpu = time.perf_counter(), time.process_time()
-            got = simulate(compiled, explain=explain)
+            got = simulate(graph, explain=explain)
             walls[explain].append(time.perf_counter() - started)
             cpus[explain].append(time.process_time() - cpu)
             if explain:

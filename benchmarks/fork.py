@@ -18,7 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_common import at_least  # noqa: E402
 
 from roundhouse.runtime.simulation import Simulation  # noqa: E402
 
@@ -36,8 +39,8 @@ src -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch -> m :: JobMetrics;
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=10_000, help="jobs in the world (default 10,000)")
-    parser.add_argument("--forks", type=int, default=20, help="forks timed at each point (default 20)")
+    parser.add_argument("--jobs", type=at_least(1), default=10_000, help="jobs in the world (default 10,000)")
+    parser.add_argument("--forks", type=at_least(1), default=20, help="forks timed at each point (default 20)")
     args = parser.parse_args()
     sim = Simulation(las(args.jobs))
     span_s = args.jobs / RATE_PER_H * 3600

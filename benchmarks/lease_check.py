@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,7 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from live_common import LoadAgents, start_scheduler, submitter, wait_until  # noqa: E402
+from bench_common import above, at_least  # noqa: E402
+from live_common import LoadAgents, running_scheduler, submitter, wait_until  # noqa: E402
 
 
 def job(mode: str, target: str, job_id: int, iteration_s: float, seconds: float, out) -> None:
@@ -70,43 +70,40 @@ def measure(mode: str, n: int, address: str, folder: Path, iteration_s: float, s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max", type=int, default=64, help="most jobs (default 64)")
-    parser.add_argument("--iteration", type=float, default=0.01, help="seconds per training iteration (default 0.01)")
-    parser.add_argument("--seconds", type=float, default=3.0, help="how long each job runs (default 3)")
+    parser.add_argument("--max", type=at_least(1), default=64, help="most jobs (default 64)")
+    parser.add_argument("--iteration", type=at_least(0.0), default=0.01, help="seconds per training iteration (default 0.01)")
+    parser.add_argument("--seconds", type=above(0.0), default=3.0, help="how long each job runs (default 3)")
     args = parser.parse_args()
     counts = [n for n in (1, 4, 16, 32, 64, 128, 256) if n <= args.max]
     nodes = max(1, (max(counts) + 3) // 4)
-    cluster = start_scheduler(nodes, 4)
-    agents = None
-    folder = Path(tempfile.mkdtemp(prefix="rh-lease-"))
-    try:
+    with running_scheduler(nodes, 4) as cluster:
+        folder = cluster.folder  # (for the optimistic leases' files)
         agents = LoadAgents(cluster.address, nodes, 4)
-        with submitter(cluster.address) as client:
-            wait_until(lambda: client.status()["nodes_online"] == nodes, 60, agents.serve)
-            client.submit([{"command": "true", "duration_s": 1e6, "gpus": 1} for _ in range(max(counts))])
-            wait_until(lambda: agents.launches >= max(counts), 60, agents.serve)
-            agents.serve_in_background()
-            print(
-                f"{max(counts)} jobs running on {nodes} agents; each checks its lease before every "
-                f"{1000 * args.iteration:g} ms iteration for {args.seconds:g} s"
-            )
-            print(
-                f"{'jobs':>6}  {'optimistic mean':>16}  {'p95':>8}  {'round trip mean':>16}  {'p95':>10}  {'checks made/answered':>21}"
-            )
-            for n in counts:
-                local = measure("optimistic", n, cluster.address, folder, args.iteration, args.seconds)
-                before = client.status().get("lease_checks", 0.0)
-                central = measure("central", n, cluster.address, folder, args.iteration, args.seconds)
-                answered = int(client.status().get("lease_checks", 0.0) - before)
+        try:
+            with submitter(cluster.address) as client:
+                wait_until(lambda: client.status()["nodes_online"] == nodes, 60, agents.serve)
+                client.submit([{"command": "true", "duration_s": 1e6, "gpus": 1} for _ in range(max(counts))])
+                wait_until(lambda: agents.launches >= max(counts), 60, agents.serve)
+                agents.serve_in_background()
                 print(
-                    f"{n:>6}  {1e6 * local.mean():>13.2f} us  {1e6 * np.percentile(local, 95):>5.2f} us  "
-                    f"{1e6 * central.mean():>13.1f} us  {1e6 * np.percentile(central, 95):>7.1f} us  "
-                    f"{len(central):>10}/{answered:<10}"
+                    f"{max(counts)} jobs running on {nodes} agents; each checks its lease before every "
+                    f"{1000 * args.iteration:g} ms iteration for {args.seconds:g} s"
                 )
-    finally:
-        if agents is not None:
+                print(
+                    f"{'jobs':>6}  {'optimistic mean':>16}  {'p95':>8}  {'round trip mean':>16}  {'p95':>10}  {'checks made/answered':>21}"
+                )
+                for n in counts:
+                    local = measure("optimistic", n, cluster.address, folder, args.iteration, args.seconds)
+                    before = client.status().get("lease_checks", 0.0)
+                    central = measure("central", n, cluster.address, folder, args.iteration, args.seconds)
+                    answered = int(client.status().get("lease_checks", 0.0) - before)
+                    print(
+                        f"{n:>6}  {1e6 * local.mean():>13.2f} us  {1e6 * np.percentile(local, 95):>5.2f} us  "
+                        f"{1e6 * central.mean():>13.1f} us  {1e6 * np.percentile(central, 95):>7.1f} us  "
+                        f"{len(central):>10}/{answered:<10}"
+                    )
+        finally:
             agents.close()
-        cluster.close()
 
 
 if __name__ == "__main__":

@@ -6,14 +6,20 @@ The agents register, heartbeat and, if asked, answer each launch at once with `s
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import zmq
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_common import not_a_script  # noqa: E402
 
 from roundhouse.agents.submitter import Submitter  # noqa: E402
 from roundhouse.tools.loopback import Loopback  # noqa: E402
@@ -28,18 +34,34 @@ src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
 """
 
 
-def start_scheduler(nodes: int, gpus: int, round_s: str = "1s") -> Loopback:
-    folder = Path(tempfile.mkdtemp(prefix="rh-bench-"))
-    (folder / "graph.sched").write_text(GRAPH.format(round=round_s, nodes=nodes, gpus=gpus))
-    cluster = Loopback(
-        folder,
-        folder / "graph.sched",
-        heartbeat="1s",
-        timeout="30s",
-        serve_args=("--wait-for-agents", "60s", "--log-level", "warning"),
-    )
-    cluster.start_scheduler()
-    return cluster
+@contextmanager
+def live_cluster(prefix: str, graph: str, **loopback) -> Iterator[Loopback]:
+    """A Loopback cluster (its processes not started yet) in a fresh temporary folder holding
+    `graph`. At the end every process it started is stopped and the folder removed; if the body
+    failed, the folder is kept for its logs and its path printed."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    (folder / "graph.sched").write_text(graph)
+    cluster = Loopback(folder, folder / "graph.sched", **loopback)
+    ok = False
+    try:
+        yield cluster
+        ok = True
+    finally:
+        cluster.close()
+        if ok:
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            print(f"the run did not finish; its folder (logs included) is kept: {folder}", file=sys.stderr)
+
+
+@contextmanager
+def running_scheduler(nodes: int, gpus: int, round_s: str = "1s") -> Iterator[Loopback]:
+    """A scheduler (Fifo, FirstFree) for `nodes` agents of `gpus` GPUs, as `live_cluster`."""
+    graph = GRAPH.format(round=round_s, nodes=nodes, gpus=gpus)
+    serve_args = ("--wait-for-agents", "60s", "--log-level", "warning")
+    with live_cluster("rh-bench-", graph, heartbeat="1s", timeout="30s", serve_args=serve_args) as cluster:
+        cluster.start_scheduler()
+        yield cluster
 
 
 class LoadAgents:
@@ -155,3 +177,7 @@ def wait_until(check, timeout: float, serve=None) -> None:
             serve(0.2)
         else:
             time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    not_a_script("benchmarks/scheduler_messages.py, benchmarks/lease_check.py or benchmarks/live_scale.py")

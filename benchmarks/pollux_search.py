@@ -23,7 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_common import at_least  # noqa: E402
 
 from roundhouse.elements.policies import pollux_search as search  # noqa: E402
 from roundhouse.elements.policies.pollux import goodput_table  # noqa: E402
@@ -114,7 +117,9 @@ def theirs(simulator: Path, names, goodput, base, limit, age, restarts) -> tuple
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pollux", type=Path, help="petuum/adaptdl osdi21-artifact simulator/ folder")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--repeat", type=at_least(1), default=5, help="searches timed per case; the median is printed (default 5)"
+    )
     args = parser.parse_args()
     for n in (20, 100):
         rng = np.random.default_rng(n)

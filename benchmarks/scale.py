@@ -4,6 +4,7 @@
     python benchmarks/scale.py --quick    # the small cases only (about a minute)
     python benchmarks/scale.py --only million-160   # one case by name (gavel-msr: Gavel's msr runs)
     python benchmarks/scale.py --no-skip  # the same with event skipping off (skip_rounds=false)
+    python benchmarks/scale.py --plot docs/figures/scale.png   # every case, and the docs' plot redrawn
     python benchmarks/scale.py --only alibaba-fifo --alibaba CLUSTERDATA/cluster-trace-gpu-v2020/simulator
                                           # Alibaba's simulator on the same trace too (some 12 minutes a policy)
 
@@ -18,11 +19,12 @@ the skipped ones those carried out in passing: jobs arrived and found room), rou
 phases, with each phase's wall time and its own peak RSS (the kernel's high-water mark, reset
 at the start of the phase): start-up (imports, compiling the graph, loading the cluster and
 profiles), reading the trace (parsing and checking it, and preparing the job specs), the
-simulation, and writing the results. The plot (docs/figures/scale.png unless --plot says
-otherwise) draws microseconds per round against the mean number of jobs in the system and
-against the cluster's GPUs. The Alibaba-shape cases are printed again beside Alibaba's own
-simulator (benchmarks/alibaba_sim.py): its README's figures on its own trace, or with --alibaba
-its run on the same generated trace, measured now.
+simulation, and writing the results. With --plot FILE, a plot of microseconds per round
+against the mean number of jobs in the system and against the cluster's GPUs is written to FILE
+(docs/figures/scale.png is a full run's: `--plot docs/figures/scale.png`). The Alibaba-shape
+cases are printed again beside Alibaba's own simulator (benchmarks/alibaba_sim.py): its README's
+figures on its own trace, or with --alibaba its run on the same generated trace, measured now.
+--no-skip turns event skipping off in every case, Gavel's included.
 
 Figures depend on the machine and on what else runs on it; compare versions of the code on the
 same machine, runs interleaved. This is a script that prints figures, not a timed test.
@@ -363,12 +365,12 @@ def print_alibaba_rows(results: list[dict], folder: Path, alibaba: tuple[Path, s
         )
 
 
-def print_gavel_rows() -> None:
+def print_gavel_rows(skip: bool) -> None:
     """Gavel's heterogeneity-aware LAS and FIFO on msr 0e4a51, whole CLI runs, with the seconds
     Gavel's own simulator takes (benchmarks/gavel_msr.py)."""
     import gavel_msr
 
-    rows = gavel_msr.rows()
+    rows = gavel_msr.rows(skip=skip)
     if not rows:
         print(f"\nGavel's msr trace not found at {gavel_msr.TRACE}: its cases skipped")
         return
@@ -391,7 +393,7 @@ def main() -> None:
         "--only", metavar="NAME", action="append", help=f"run only these cases ({', '.join([*CASES, GAVEL_CASE])})"
     )
     parser.add_argument("--no-skip", action="store_true", help="event skipping off (skip_rounds=false)")
-    parser.add_argument("--plot", type=Path, default=REPO / "docs" / "figures" / "scale.png", help="where to write the plot")
+    parser.add_argument("--plot", type=Path, help="write the plot to this file (docs/figures/scale.png is a full run's)")
     parser.add_argument(
         "--alibaba", type=Path, help="the folder cluster-trace-gpu-v2020/simulator of Alibaba's clusterdata: run it now too"
     )
@@ -406,6 +408,12 @@ def main() -> None:
     unknown = [n for n in names if n not in CASES and n != GAVEL_CASE]
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; the cases are {', '.join([*CASES, GAVEL_CASE])}")
+    if args.plot is not None:
+        # Checked before the cases run, which can take minutes.
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        if args.plot.is_dir() or args.plot.suffix[1:].lower() not in FigureCanvasAgg.get_supported_filetypes():
+            parser.error(f"--plot {args.plot}: give a file ending in .png, .svg or .pdf")
     gavel = GAVEL_CASE in names
     alibaba = None
     if args.alibaba is not None:
@@ -437,8 +445,8 @@ def main() -> None:
             cells = "".join(f" {r['phases_s'].get(p, 0.0):9.2f} s {r['phases_peak_mb'].get(p, 0.0):5.0f} MB" for p in PHASES)
             print(f"{r['name']:14s}{cells}")
     if gavel:
-        print_gavel_rows()
-    if not args.only:
+        print_gavel_rows(not args.no_skip)
+    if args.plot is not None:
         plot(results, args.plot)
         print(f"\nplot written to {args.plot}")
 

@@ -24,7 +24,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
+
+from bench_common import at_least  # noqa: E402
 
 from roundhouse.runtime.results_store import ResultsStore  # noqa: E402
 from roundhouse.tools.cli import main  # noqa: E402
@@ -51,7 +54,7 @@ def run(runs: int, workers: int | None) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=100)
-    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--runs", type=at_least(1), default=100)
+    parser.add_argument("--workers", type=at_least(1), default=None)
     options = parser.parse_args()
     run(options.runs, options.workers)
