@@ -5,15 +5,23 @@ solvers, Pollux, Optimus and the rest) costs every command-line run and every sc
 about a tenth of a second. So the registry finds the built-in elements in the library's source
 text (each is a class under `@element`), and imports an element's module when the element is
 first looked up; listing every class (`classes`) imports them all.
+
+Users' own elements come from Python files a graph requires (`require "x.py";`, loaded by
+runtime/dsl/loader.py). Each file is imported once, and its classes are known by the file they
+came from. Within `scope()`, what such files add is forgotten at its end: `roundhouse check`
+reads several graphs, each of which may require its own copy of a file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from roundhouse.errors import did_you_mean
@@ -23,6 +31,11 @@ if TYPE_CHECKING:
 
 _CLASSES: dict[str, type[Element]] = {}
 _LOADED = False
+# Users' element files imported (resolved path -> module), the file each of their classes came
+# from (as its path was given), and the file being imported now.
+_FILES: dict[str, ModuleType] = {}
+_FILE_OF: dict[str, str] = {}
+_IMPORTING: list[str] = []
 _LIBRARY = "roundhouse.elements"
 # A built-in element: `@element` (maybe with other decorators after it), then its class line.
 _DECLARED = re.compile(r"^@element\n(?:@[^\n]*\n)*class (\w+)", re.MULTILINE)
@@ -42,8 +55,13 @@ def builtin_modules() -> dict[str, str]:
     return found
 
 
+class DefinedTwice(TypeError):
+    """Two element classes of one name: the message names where each is defined."""
+
+
 def register(cls: type[Element]) -> None:
     # Where a class of this name is defined already: registered, or a built-in not imported yet.
+    # (The same module defining it again is a file imported again after it failed half-way.)
     existing = _CLASSES.get(cls.__name__)
     home = (
         (existing.__module__, existing.__qualname__)
@@ -51,8 +69,49 @@ def register(cls: type[Element]) -> None:
         else (builtin_modules().get(cls.__name__), cls.__name__)
     )
     if home[0] is not None and home != (cls.__module__, cls.__qualname__):
-        raise TypeError(f"element class {cls.__name__} is defined twice: in {home[0]} and {cls.__module__}")
+        first = _FILE_OF.get(cls.__name__, home[0])
+        here = _IMPORTING[-1] if _IMPORTING else cls.__module__
+        raise DefinedTwice(f"element class {cls.__name__} is defined twice: in {first} and {here}")
     _CLASSES[cls.__name__] = cls
+    if _IMPORTING:
+        _FILE_OF[cls.__name__] = _IMPORTING[-1]
+
+
+def imported_file(resolved: str) -> ModuleType | None:
+    """The module of a user's element file imported already (by its resolved path)."""
+    return _FILES.get(resolved)
+
+
+def keep_file(resolved: str, module: ModuleType) -> None:
+    """Record a user's element file as imported, so that it is not imported again."""
+    _FILES[resolved] = module
+
+
+@contextlib.contextmanager
+def importing_file(shown: str) -> Iterator[None]:
+    """Around the import of a user's element file: the classes it registers come from `shown`
+    (its path as given), which messages about them name."""
+    _IMPORTING.append(shown)
+    try:
+        yield
+    finally:
+        _IMPORTING.pop()
+
+
+@contextlib.contextmanager
+def scope() -> Iterator[None]:
+    """Forget, at the end, the element files imported within and their classes (built-in
+    classes imported within stay): what one graph requires is not seen by the next."""
+    files, file_of = dict(_FILES), dict(_FILE_OF)
+    try:
+        yield
+    finally:
+        for name in set(_FILE_OF) - set(file_of):
+            _CLASSES.pop(name, None)
+        _FILES.clear()
+        _FILES.update(files)
+        _FILE_OF.clear()
+        _FILE_OF.update(file_of)
 
 
 def load_builtin() -> None:

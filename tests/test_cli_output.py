@@ -103,3 +103,46 @@ def test_a_placers_report_leaves_the_sinks_files_their_plain_names(tmp_path):
     assert main(["run", str(graph), "--out", str(out), "--quiet", "--no-explain"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["jobs.csv", "place-timers.csv", "run.json", "summary.json"]
     assert pl.read_csv(out / "place-timers.csv").columns[:2] == ["time_s", "gpus"]
+
+
+def test_render_ties_each_element_named_in_an_argument_to_the_one_naming_it(tmp_path):
+    from roundhouse.runtime.compiler import compile_file
+
+    path = REPO / "graphs" / "blox-synthesizer.sched"
+    out = tmp_path / "synth.dot"
+    assert main(["render", str(path), "-o", str(out)]) == 0
+    dashed = set(re.findall(r"(n_\w+) -> (n_\w+) \[label=(\w+) [^]]*style=dashed", out.read_text()))
+    graph = compile_file(path)
+    assert graph.held == {"acceptall", "accept12", "accept14", "fifo", "srtf", "las"}
+    for holder, held in (("admit", ("acceptall", "accept12", "accept14")), ("order", ("fifo", "srtf", "las"))):
+        assert {(f"n_{holder}", f"n_{h}", "candidates") for h in held} <= dashed
+    assert {("n_synth", "n_admit", "switches"), ("n_synth", "n_order", "switches")} <= dashed
+    assert len(dashed) == 8
+    # Drawn by Graphviz, every element is tied into the picture: no box stands apart.
+    svg = tmp_path / "synth.svg"
+    assert main(["render", str(path), "-o", str(svg)]) == 0
+    assert svg.read_text().count('class="edge"') == len(graph.connections) + 8
+
+
+TRACED = 'round = 5min;\ncluster = "4x4";\nt :: TraceSource(path="{trace}");\nt -> AcceptAll -> JobPool -> Fifo -> Consolidated -> Launch -> JobMetrics;\n'
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_check_reads_the_header_of_each_trace_as_a_run_would(tmp_path, capsys, suffix):
+    trace = tmp_path / f"t.{suffix}"
+    frame = pl.DataFrame({"job_id": [1], "arrival_s": [0.0], "gpus": [1]})
+    frame.write_csv(trace) if suffix == "csv" else frame.write_parquet(trace)
+    graph = tmp_path / "g.sched"
+    graph.write_text(TRACED.format(trace=trace.name))
+    good = tmp_path / "good.sched"
+    good.write_text(TRACED.format(trace="good.csv"))
+    (tmp_path / "good.csv").write_text("job_id,arrival_s,gpus,duration_s\n1,0,1,60\n")
+    assert main(["check", str(good), str(graph)]) == 2  # (each graph on its own: the first is ok)
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"{good}: ok")
+    assert captured.err.startswith(
+        f"{graph}:3:23: error: argument 'path' of TraceSource: t.{suffix}: missing column 'duration_s' (or both 'model' "
+        "and 'iterations'); columns found: 'job_id', 'arrival_s', 'gpus'\n 3 | t :: TraceSource("
+    )
+    assert main(["run", str(graph), "--quiet"]) == 2  # what a run says of the same trace
+    assert "missing column 'duration_s'" in capsys.readouterr().err

@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from roundhouse.runtime.sweep import point_text
 from roundhouse.tools.cli import main
 from roundhouse.tools.outputs import NOT_VARIED, open_folder
 from roundhouse.tools.plots import busy_gpus, metric_bands, recorded_busy_gpus
@@ -123,20 +124,24 @@ def test_the_recorded_curve_gives_way_when_the_record_does_not_account_for_the_j
     assert recorded_busy_gpus(record, run.jobs, run.end_s) is None
 
 
-def store_of(folder, rows) -> None:
+def with_points(rows, varied) -> list[dict]:
+    """The rows with each run's `point`, its `varied` names and values, as a sweep records it."""
+    return [{**row, "point": point_text({n: row[n] for n in varied if row.get(n) is not None})} for row in rows]
+
+
+def store_of(folder, rows, varied) -> None:
     """A sweep's results store, one Parquet file per row, as `sweep --out` writes it."""
     from roundhouse.runtime.results_store import ResultsStore
-    from roundhouse.tools.outputs import METRICS
 
-    store = ResultsStore(folder / "results", labels=tuple(k for k in rows[0] if k not in ("status", "seed", *METRICS)))
+    store = ResultsStore(folder / "results", labels=varied)
     store.folder.mkdir(parents=True)
-    for i, row in enumerate(rows):
+    for i, row in enumerate(with_points(rows, varied)):
         store.write({"key": f"{i:064d}", "seed": 0, **row})
 
 
-def sweep_csv(folder, rows) -> None:
+def sweep_csv(folder, rows, varied) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    pl.DataFrame(rows).write_csv(folder / "summary.csv")
+    pl.DataFrame(with_points(rows, varied)).write_csv(folder / "summary.csv")
 
 
 def test_load_bands_are_the_mean_and_a_95_percent_interval_over_seeds(tmp_path):
@@ -147,7 +152,7 @@ def test_load_bands_are_the_mean_and_a_95_percent_interval_over_seeds(tmp_path):
                 rows.append(
                     {"order": policy, "arrivals.rate": rate, "seed": seed, "avg_jct_s": base + shift + noise, "utilization": 0.5}
                 )
-    sweep_csv(tmp_path / "sweep", rows)
+    sweep_csv(tmp_path / "sweep", rows, ("order", "arrivals.rate"))
     sweep = open_folder(str(tmp_path / "sweep"))
     assert sweep.labels == ("order", "arrivals.rate", "seed")
     bands, axis = metric_bands(sweep, "avg_jct_s", "arrivals.rate")
@@ -165,7 +170,8 @@ def test_load_bands_are_the_mean_and_a_95_percent_interval_over_seeds(tmp_path):
 
 
 def test_one_seed_per_point_draws_no_band_and_words_sit_in_order(tmp_path):
-    sweep_csv(tmp_path / "sweep", [{"order": o, "avg_jct_s": v} for o, v in (("las", 5.0), ("fifo", 7.0), ("srtf", 6.0))])
+    rows = [{"order": o, "avg_jct_s": v} for o, v in (("las", 5.0), ("fifo", 7.0), ("srtf", 6.0))]
+    sweep_csv(tmp_path / "sweep", rows, ("order",))
     bands, axis = metric_bands(open_folder(str(tmp_path / "sweep")))
     assert axis.categorical and bands["x"].to_list() == ["las", "fifo", "srtf"]
     assert (bands["low"] == bands["mean"]).all() and (bands["high"] == bands["mean"]).all()
@@ -203,16 +209,21 @@ def test_plot_a_sweep_from_its_summary_and_from_a_results_store(tmp_path):
     rows = [
         {"arrivals.rate": r, "seed": s, "avg_jct_s": 100.0 * (i + 1) + s} for i, r in enumerate(("4/h", "8/h")) for s in range(3)
     ]
-    sweep_csv(tmp_path / "sweep", rows)
+    sweep_csv(tmp_path / "sweep", rows, ("arrivals.rate",))
     out = tmp_path / "load.svg"
     assert main(["plot", str(tmp_path / "sweep"), "-o", str(out)]) == 0
     assert is_svg(out.read_bytes()) and b"avg_jct_s against arrivals.rate" in out.read_bytes()
 
     store = tmp_path / "store" / "results"
     store.mkdir(parents=True)
+    rows = with_points(rows, ("arrivals.rate",))
     parts = [pl.DataFrame(rows[:3]).with_columns(status=pl.lit("ok")), pl.DataFrame(rows[3:]).with_columns(status=pl.lit("ok"))]
-    failed = pl.DataFrame([{"arrivals.rate": "8/h", "seed": 9, "avg_jct_s": None, "status": "error", "error": "boom"}])
-    late = pl.DataFrame([{"arrivals.rate": "8/h", "seed": 8, "avg_jct_s": 1e9, "status": "timeout"}])
+    failed = pl.DataFrame(
+        [{"arrivals.rate": "8/h", "seed": 9, "avg_jct_s": None, "status": "error", "error": "boom", "point": "arrivals.rate=8/h"}]
+    )
+    late = pl.DataFrame(
+        [{"arrivals.rate": "8/h", "seed": 8, "avg_jct_s": 1e9, "status": "timeout", "point": "arrivals.rate=8/h"}]
+    )
     for i, part in enumerate([*parts, failed, late]):
         part.write_parquet(store / f"part-{i}.parquet")
     sweep = open_folder(str(tmp_path / "store"))
@@ -279,9 +290,46 @@ def test_plot_a_sweep_from_its_summary_and_from_a_results_store(tmp_path):
             "the run lasted 0 s",
             False,
         ),
-        (lambda p: sweep_csv(p, [{"seed": 0, "avg_jct_s": 1.0}]), [], "varies nothing but the seed", False),
-        (lambda p: sweep_csv(p, [{"x": 1, "avg_jct_s": 1.0}]), ["--metric", "nope"], "--metric nope: not a metric", False),
-        (lambda p: sweep_csv(p, [{"x": 1, "avg_jct_s": 1.0}]), ["--kind", "gantt"], "is a sweep", False),
+        (lambda p: sweep_csv(p, [{"seed": 0, "avg_jct_s": 1.0}], ()), [], "varies nothing but the seed", False),
+        (
+            lambda p: sweep_csv(p, [{"x": 1, "avg_jct_s": 1.0}], ("x",)),
+            ["--metric", "nope"],
+            "--metric nope: not a metric",
+            False,
+        ),
+        (lambda p: sweep_csv(p, [{"x": 1, "avg_jct_s": 1.0}], ("x",)), ["--kind", "gantt"], "is a sweep", False),
+        # Each option names the other when given a name of the other kind.
+        (
+            lambda p: sweep_csv(p, [{"x": 1, "avg_jct_s": 1.0}], ("x",)),
+            ["--x", "avg_jct_s"],
+            "--x avg_jct_s: a metric, not a name the sweep varied (draw it with --metric avg_jct_s); it varied x",
+            False,
+        ),
+        (
+            lambda p: sweep_csv(p, [{"x": 1, "avg_jct_s": 1.0}], ("x",)),
+            ["--metric", "x"],
+            "--metric x: a name the sweep varied, not a metric (draw against it with --x x); its metrics are avg_jct_s",
+            False,
+        ),
+        # Without each run's point, what was varied is not guessed from the column names.
+        (
+            lambda p: (p.mkdir(), (p / "summary.csv").write_text("x,jobs_started,avg_jct_s\n1,5,2.0\n")),
+            [],
+            "no column 'point'",
+            True,
+        ),
+        (
+            lambda p: (hand_run(p), (p / "run.json").write_text('{"end_s": -5.0}')),
+            [],
+            "run.json: 'end_s' should be a number of 0 or more, not -5.0",
+            True,
+        ),
+        (
+            lambda p: (hand_run(p), (p / "run.json").write_text('{"end_s": 200.0, "busy_gpu_s": NaN}')),
+            [],
+            "run.json: 'busy_gpu_s' should be a number of 0 or more, not NaN",
+            True,
+        ),
         (lambda p: (p.mkdir(), (p / "results").mkdir()), [], "holds no Parquet files", True),
         (
             lambda p: hand_run(p),
@@ -291,7 +339,7 @@ def test_plot_a_sweep_from_its_summary_and_from_a_results_store(tmp_path):
         ),
         (lambda p: hand_run(p), ["--kind", "gantt", "--x", "seed"], "--x seed: only for --kind load", False),
         (
-            lambda p: store_of(p, [{"x": "1", "status": "error"}, {"x": "2", "status": "timeout"}]),
+            lambda p: store_of(p, [{"x": "1", "status": "error"}, {"x": "2", "status": "timeout"}], ("x",)),
             [],
             "no run of the sweep finished (2 failed)",
             False,
@@ -359,9 +407,9 @@ def test_report_of_a_sweep(tmp_path):
     rows = [
         {"arrivals.rate": r, "seed": seed, "avg_jct_s": 10.0 + seed, "utilization": 0.4}
         for seed in (1, 0)
-        for r in ("16/h", "4/h")  # as a results store may list them: by key, not by value
+        for r in ("16/h", "4/h")  # listed by the rate as a number, not as the sweep ran them
     ]
-    sweep_csv(tmp_path / "sweep", rows)
+    sweep_csv(tmp_path / "sweep", rows, ("arrivals.rate",))
     out = tmp_path / "r.html"
     assert main(["report", str(tmp_path / "sweep"), "-o", str(out)]) == 0
     page = out.read_text()
@@ -376,7 +424,7 @@ def test_report_and_plot_of_a_store_two_sweeps_of_different_names_wrote(tmp_path
     # other's name unset, and ran with the graph's own value of it.
     rows = [{"round": r, "arrivals.seed": None, "seed": 0, "avg_jct_s": v} for r, v in (("5min", 10.0), ("10min", 12.0))]
     rows += [{"round": None, "arrivals.seed": s, "seed": 0, "avg_jct_s": v} for s, v in (("1", 11.0), ("2", 13.0))]
-    sweep_csv(tmp_path / "sweep", rows)
+    sweep_csv(tmp_path / "sweep", rows, ("round", "arrivals.seed"))
     sweep = open_folder(str(tmp_path / "sweep"))
     assert sorted(sweep.table["round"].to_list()) == sorted(["5min", "10min", NOT_VARIED, NOT_VARIED])
     bands, axis = metric_bands(sweep, "avg_jct_s", "round")
@@ -446,7 +494,7 @@ def test_the_report_opens_in_a_headless_browser(real_run, tmp_path):
 
 def test_a_damaged_file_of_a_results_store_is_named_and_left_out(tmp_path, capsys):
     rows = [{"arrivals.rate": r, "status": "ok", "avg_jct_s": v} for r, v in (("4/h", 10.0), ("8/h", 20.0), ("16/h", 40.0))]
-    store_of(tmp_path / "sweep", rows)
+    store_of(tmp_path / "sweep", rows, ("arrivals.rate",))
     damaged = sorted((tmp_path / "sweep" / "results").glob("*.parquet"))[1]
     damaged.write_bytes(b"PAR1 not a whole file")
     assert main(["plot", str(tmp_path / "sweep"), "-o", str(tmp_path / "p.png")]) == 0
@@ -472,7 +520,7 @@ def test_a_varied_cluster_is_an_axis_like_any_other_varied_name(tmp_path):
         for racks in (2, 4)
         for mode, extra in (("no_wait", 1.0), ("fully_consolidated", 0.0))
     ]
-    store_of(tmp_path / "sweep", rows)
+    store_of(tmp_path / "sweep", rows, ("cluster", "place.mode"))
     sweep = open_folder(str(tmp_path / "sweep"))
     assert set(sweep.labels) == {"cluster", "place.mode", "seed"}
     bands, axis = metric_bands(sweep, "avg_jct_s", "cluster")
@@ -558,7 +606,11 @@ def test_without_the_record_a_tracked_sinks_curve_says_whose_it_is(tracked_run):
     lines = _drawn_lines(fig)
     assert "GPUs held by the tracked jobs" in lines
     assert not any(label.startswith("measured average") for label in lines)  # (the run's, not the curve's)
-    assert "only the 4 jobs jobs.csv tracks" in fig.axes[0].get_title(loc="right")
+    # Both notes apply (LAS preempted some of the jobs): each on its own line under the title.
+    title, *notes = fig.axes[0].get_title(loc="left").split("\n")
+    assert title == "GPU utilisation · g.sched" and fig.axes[0].get_title(loc="right") == ""
+    assert notes[0] == "only the 4 jobs jobs.csv tracks"
+    assert re.fullmatch(r"\d+ preempted or resized jobs: their GPU time spread over first start to finish", notes[1])
 
 
 def test_a_damaged_record_is_named_and_the_curve_drawn_from_jobs_csv(real_run, tmp_path, capsys):
@@ -600,3 +652,131 @@ def test_the_report_says_when_the_summary_is_missing(real_run, tmp_path):
     assert main(["report", str(real_run), "-o", str(tmp_path / "r.html")]) == 0
     page = (tmp_path / "r.html").read_text()
     assert "summary.json: not there; the run&#x27;s summary cannot be shown." in page
+
+
+# --- sweeps as `roundhouse sweep` writes them: labels, grid order, incomplete and failed sweeps ---
+
+SWEPT = """\
+round = 5min;
+cluster = "2x4:V100";
+arrivals :: PoissonSource(rate=8/h, jobs=60, seed=1);
+arrivals -> AcceptAll -> JobPool -> order :: Las(service=wall_seconds) -> Consolidated -> Launch -> JobMetrics;
+"""
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """Two sweeps of one graph stopped at 3 h, so that the jobs that started differ from run to
+    run: the policy's service measure one way and the other round, at two rates, each with two
+    seeds of the arrivals."""
+    folder = tmp_path_factory.mktemp("swept")
+    (folder / "g.sched").write_text(SWEPT)
+    for name, services in (("ahead", "wall_seconds,gpu_seconds"), ("back", "gpu_seconds,wall_seconds")):
+        argv = ["sweep", str(folder / "g.sched"), "--vary", f"order.service={services}", "--vary", "arrivals.rate=4/h,16/h"]
+        argv += ["--vary", "arrivals.seed=0,1", "--until", "3h", "--workers", "2", "--out", str(folder / name)]
+        assert main(argv) == 0
+    return folder
+
+
+def test_what_a_sweep_measured_is_never_taken_for_what_it_varied(swept, tmp_path):
+    sweep = open_folder(str(swept / "ahead"))
+    assert sweep.labels == ("order.service", "arrivals.rate", "arrivals.seed", "seed")
+    assert sweep.table["jobs_started"].n_unique() > 1 and "jobs_started" in sweep.metrics
+    bands, axis = metric_bands(sweep, "jobs_started", "arrivals.rate")
+    # One line per service measure, each point the mean of the two seeds of the arrivals.
+    assert sorted(bands["series"].unique()) == ["order.service=gpu_seconds", "order.service=wall_seconds"]
+    assert bands.height == 4 and set(bands["runs"]) == {2} and axis.positions == {"4/h": 4.0, "16/h": 16.0}
+    out = tmp_path / "p.svg"
+    assert main(["plot", str(swept / "ahead"), "--x", "arrivals.rate", "--metric", "jobs_started", "-o", str(out)]) == 0
+    assert b"jobs_started against arrivals.rate" in out.read_bytes()
+
+
+@pytest.mark.parametrize("name, first", [("ahead", "wall_seconds"), ("back", "gpu_seconds")])
+def test_words_are_drawn_and_listed_in_the_order_the_sweep_ran_them(swept, tmp_path, name, first):
+    second = {"wall_seconds": "gpu_seconds", "gpu_seconds": "wall_seconds"}[first]
+    summary_only = tmp_path / "summary-only"
+    summary_only.mkdir()
+    (summary_only / "summary.csv").write_bytes((swept / name / "summary.csv").read_bytes())
+    for folder in (swept / name, summary_only):  # the results store keeps its runs by key
+        _, axis = metric_bands(open_folder(str(folder)), "avg_jct_s", "order.service")
+        assert axis.categorical and axis.positions == {first: 0.0, second: 1.0}
+        assert main(["report", str(folder), "-o", str(tmp_path / "r.html")]) == 0
+        cells = re.findall(r'<tr><td class="">([^<]*)</td>', (tmp_path / "r.html").read_text())
+        assert cells == [first] * 4 + [second] * 4
+
+
+def test_a_sweep_that_did_not_finish_says_so(swept, tmp_path, capsys):
+    import shutil
+
+    stopped = tmp_path / "stopped"
+    shutil.copytree(swept / "ahead", stopped)
+    (stopped / "summary.csv").unlink()
+    (stopped / "points.csv").unlink()
+    for kept, path in enumerate(sorted((stopped / "results").glob("*.parquet"))):
+        if kept >= 3:
+            path.unlink()
+    assert main(["report", str(stopped), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    said = "the sweep did not finish (no summary.csv); 3 runs are in its results store"
+    assert f"Incomplete: {said}" in page and "incomplete" in page[page.index('class="facts"') :].split("</p>")[0]
+    assert main(["plot", str(stopped), "--x", "arrivals.rate", "-o", str(tmp_path / "p.svg")]) == 0
+    assert f"warning: {stopped}: {said}" in capsys.readouterr().err
+    assert b"incomplete: the sweep did not finish" in (tmp_path / "p.svg").read_bytes()
+    # A finished sweep whose store has lost a run: summary.csv says how many there were.
+    shutil.rmtree(stopped)
+    shutil.copytree(swept / "ahead", stopped)
+    sorted((stopped / "results").glob("*.parquet"))[0].unlink()
+    assert open_folder(str(stopped)).incomplete == "7 of the 8 runs summary.csv lists are in its results store"
+    assert open_folder(str(swept / "ahead")).incomplete is None
+
+
+def test_the_report_of_a_sweep_whose_every_run_failed_says_so(tmp_path):
+    rows = [{"x": "1", "status": "error", "error": "boom"}, {"x": "2", "status": "timeout", "error": "timed out"}]
+    store_of(tmp_path / "sweep", rows, ("x",))
+    assert main(["report", str(tmp_path / "sweep"), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    plots = page[page.index("<h2>Plots</h2>") :]
+    assert "No run of the sweep finished (2 failed): there is nothing to plot" in plots and "<img" not in plots
+
+
+# --- Graphviz's dot missing or failing ---------------------------------------------------------
+
+
+def _failing_dot(folder):
+    """A `dot` that fails as one lacking a format's plugin does."""
+    folder.mkdir()
+    dot = folder / "dot"
+    dot.write_text('#!/bin/sh\necho "Format: \\"svg\\" not recognized. No formats found." >&2\nexit 1\n')
+    dot.chmod(0o755)
+    return folder
+
+
+def test_a_failing_dot_is_quoted_by_render_and_noted_by_the_report(real_run, tmp_path, monkeypatch, capsys):
+    import os
+
+    monkeypatch.setenv("PATH", f"{_failing_dot(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}")
+    out = tmp_path / "g.svg"
+    assert main(["render", str(tmp_path / "g.sched"), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "error: Graphviz's 'dot' failed to draw the graph as svg (exit status 1): Format: \"svg\" not recognized"
+    )
+    assert "Traceback" not in err and not out.exists()
+    assert main(["report", str(real_run), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    graph = page[page.index("<h2>Graph</h2>") : page.index("<h2>Summary</h2>")]
+    assert "could not be drawn: Graphviz&#x27;s &#x27;dot&#x27; failed" in graph and "not recognized" in graph
+    assert page.count('<figure class="plot"><img') == 3
+
+
+def test_without_dot_render_offers_a_dot_file_and_the_report_a_note(real_run, tmp_path, monkeypatch, capsys):
+    (tmp_path / "nothing").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    assert main(["render", str(tmp_path / "g.sched"), "-o", str(tmp_path / "g.png")]) == 2
+    assert f"not installed (apt-get install graphviz); or write the graph as a .dot file (-o {tmp_path / 'g.dot'})" in (
+        capsys.readouterr().err
+    )
+    assert main(["report", str(real_run), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    graph = page[page.index("<h2>Graph</h2>") : page.index("<h2>Summary</h2>")]
+    assert "Graphviz&#x27;s &#x27;dot&#x27; program is not installed" in graph and ".dot" not in graph

@@ -154,3 +154,43 @@ def test_the_reference_shows_ones_own_elements_with_require(tmp_path, capsys):
     assert "SmallestFirstShown" in out and "ranked" in out
     assert main(["elements", "--require", str(tmp_path / "none.py")]) == 2
     assert f"--require {tmp_path / 'none.py'}: no such file" in capsys.readouterr().err
+
+
+def _two_copies(tmp_path, name: str):
+    """The guide's graph and element file, twice (in a/ and b/), its class renamed `name` (a
+    name no other test registers: a process keeps what it has imported)."""
+    (python,) = blocks("python")
+    (graph,) = [b for b in blocks("") if "require" in b]
+    graphs = []
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "smallest_first.py").write_text(python.replace("SmallestFirst", name))
+        (tmp_path / folder / "g.sched").write_text(graph.replace("SmallestFirst", name))
+        graphs.append(str(tmp_path / folder / "g.sched"))
+    return graphs
+
+
+def test_graphs_checked_together_each_require_their_own_copy_of_a_file(tmp_path, capsys):
+    a, b = _two_copies(tmp_path, "SmallestFirstTwice")
+    assert main(["check", a, b]) == 0, capsys.readouterr().err
+    assert [line.split(":")[0] for line in capsys.readouterr().out.splitlines()] == [a, b]
+    assert main(["check", b, a, b]) == 0  # (what each required is forgotten after it, in any order)
+    capsys.readouterr()
+    # Both files in one graph define the class twice: the message names the two files.
+    both = tmp_path / "both.sched"
+    both.write_text('require "a/smallest_first.py";\nrequire "b/smallest_first.py";\n')
+    assert main(["check", str(both)]) == 2
+    err = capsys.readouterr().err
+    first, second = tmp_path / "a" / "smallest_first.py", tmp_path / "b" / "smallest_first.py"
+    assert f"element class SmallestFirstTwice is defined twice: in {first} and {second}" in err
+    assert "roundhouse_user" not in err and "TypeError" not in err
+
+
+def test_the_reference_refuses_two_files_defining_one_class_naming_both(tmp_path, capsys):
+    _two_copies(tmp_path, "SmallestFirstListed")
+    first, second = tmp_path / "a" / "smallest_first.py", tmp_path / "b" / "smallest_first.py"
+    assert main(["elements", "--require", str(first), "--require", str(second)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --require {second}: {second}:")
+    assert f"element class SmallestFirstListed is defined twice: in {first} and {second}" in err
+    assert "Traceback" not in err

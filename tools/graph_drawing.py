@@ -4,7 +4,6 @@ category (what `roundhouse render` writes and `roundhouse report` embeds)."""
 from __future__ import annotations
 
 import html
-import shutil
 from pathlib import Path
 
 import attrs
@@ -12,7 +11,7 @@ import graphviz
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.compiler import CompiledGraph
-from roundhouse.runtime.values import FilePath, describe
+from roundhouse.runtime.values import ElementRef, FilePath, describe
 
 FORMATS = ("svg", "png", "pdf", "dot")
 
@@ -32,14 +31,31 @@ COLOURS = {
 }
 
 
+class DotMissing(UsageError):
+    """Graphviz's `dot` is not installed: nothing but the .dot text can be written."""
+
+
 def draw(graph: CompiledGraph, fmt: str) -> bytes:
-    """The graph as a file of format `fmt` (one of FORMATS)."""
+    """The graph as a file of format `fmt` (one of FORMATS). A UsageError when Graphviz's `dot`
+    is missing (DotMissing) or fails, quoting what it said."""
     dot = to_dot(graph)
     if fmt == "dot":
         return dot.source.encode()
-    if shutil.which("dot") is None:
-        raise UsageError("Graphviz's 'dot' program is not installed (apt-get install graphviz), or write a .dot file")
-    return dot.pipe(format=fmt)
+    try:
+        return dot.pipe(format=fmt, quiet=True)  # (what dot says is quoted when it fails)
+    except graphviz.ExecutableNotFound:
+        raise DotMissing("Graphviz's 'dot' program is not installed (apt-get install graphviz)") from None
+    except graphviz.CalledProcessError as err:
+        said = "; ".join(line.strip() for line in _text(err.stderr).splitlines() if line.strip())
+        raise UsageError(
+            f"Graphviz's 'dot' failed to draw the graph as {fmt} (exit status {err.returncode})" + (f": {said}" if said else "")
+        ) from None
+    except OSError as err:
+        raise UsageError(f"Graphviz's 'dot' could not be run: {err.strerror or err}") from None
+
+
+def _text(output: bytes | str | None) -> str:
+    return output.decode("utf-8", errors="replace") if isinstance(output, bytes) else output or ""
 
 
 def to_dot(graph: CompiledGraph) -> graphviz.Digraph:
@@ -54,6 +70,15 @@ def to_dot(graph: CompiledGraph) -> graphviz.Digraph:
     for c in graph.connections:
         src_type = graph.elements[c.src].output(c.src_port).type.__name__
         dot.edge(f"{_node_id(c.src)}:out_{c.src_port}:e", f"{_node_id(c.dst)}:in_{c.dst_port}:w", label=src_type)
+    # Elements named in another's arguments have no connection of their own (a switch ticks
+    # its candidates, the synthesizer steers its switches): a dashed edge, labelled with the
+    # argument, ties each to the element that names it.
+    for el_name, el in graph.elements.items():
+        for field in attrs.fields(type(el)):
+            value = getattr(el, field.name)
+            for ref in value if isinstance(value, list) else [value]:
+                if isinstance(ref, ElementRef) and ref.name in graph.elements:
+                    dot.edge(_node_id(el_name), _node_id(ref.name), label=field.name, style="dashed", color="#777777")
     return dot
 
 

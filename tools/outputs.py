@@ -3,12 +3,15 @@
 A run's folder (`roundhouse run GRAPH --out DIR`) holds run.json, and its JobMetrics sink's
 jobs.csv and summary.json (`ELEMENT-jobs.csv` and `ELEMENT-summary.json` when the graph has
 several sinks). A sweep's folder (`roundhouse sweep --out DIR`) holds summary.csv, one row per
-run, or a results/ store of Parquet files with the same columns (and a `status` other than
-"ok", or an `error`, marking runs that failed)."""
+run in the order the sweep ran them, and a results/ store of Parquet files with the same columns
+(a `status` other than "ok", or an `error`, marking runs that failed). Each run's `point` says
+what the sweep varied ("name=value ..."), beside its `seed`: those are the labels, and every
+other numeric column is something measured."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -19,61 +22,8 @@ import polars as pl
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import holds_a_sweep
 from roundhouse.runtime.results_store import ResultsStore
+from roundhouse.runtime.sweep import point_text
 
-# The columns of a JobMetrics summary (elements/sinks.py); the other columns of a sweep's
-# table are its varied names, apart from the bookkeeping below.
-METRICS = (
-    "jobs_tracked",
-    "jobs_finished",
-    "jobs_failed",
-    "avg_jct_s",
-    "median_jct_s",
-    "p95_jct_s",
-    "p99_jct_s",
-    "avg_responsiveness_s",
-    "median_responsiveness_s",
-    "avg_queue_s",
-    "makespan_s",
-    "utilization",
-    "cpu_utilization",
-    "memory_utilization",
-    "preemptions",
-    "end_s",
-    "median_queue_s",
-    "p95_queue_s",
-    "p99_queue_s",
-    "avg_queue_after_preemption_s",
-    "avg_comm_s",
-    "p95_comm_s",
-    "total_comm_s",
-    "machine_starts",
-    "rack_starts",
-    "network_starts",
-)
-# Columns a results store may keep about each run that are neither varied nor measured. (A
-# sweep records a setting such as `cluster` only when it varies it: then it is an axis.)
-BOOKKEEPING = {
-    "key",
-    "run_key",
-    "hash",
-    "status",
-    "error",
-    "wall_s",
-    "rounds",
-    "graph",
-    "trace",
-    "overrides",
-    "settings",
-    "version",
-    "roundhouse_version",
-    "started_at",
-    "finished_at",
-    "worker",
-    "stop_reason",
-    "traceback",
-    "point",
-    "run_s",
-}
 JOB_COLUMNS = ("job_id", "arrival_s", "first_start_s", "finish_s", "jct_s", "run_s", "gpus", "preemptions")
 
 
@@ -136,11 +86,17 @@ NOT_VARIED = "(graph's own)"
 class SweepFolder:
     path: Path
     source: Path  # summary.csv or the results/ folder
-    table: pl.DataFrame  # one row per run that finished, labels as written
-    labels: tuple[str, ...]  # the varied names, in table order
+    table: pl.DataFrame  # one row per run that finished, in the order the sweep ran them, labels as written
+    labels: tuple[str, ...]  # the varied names (as the runs' points name them) and the seed, seeds last
     failed: int  # runs the store records as failed
     graph: str | None  # the graph, if the store records one
     unreadable: tuple[Path, ...] = ()  # damaged files of the results store, left out
+    incomplete: str | None = None  # why the folder may not hold every run of its sweep
+
+    @property
+    def metrics(self) -> list[str]:
+        """The columns that may be drawn: numeric, and not a label."""
+        return [c for c, t in self.table.schema.items() if t.is_numeric() and c not in self.labels]
 
 
 def open_folder(text: str) -> RunFolder | SweepFolder:
@@ -161,6 +117,7 @@ def open_folder(text: str) -> RunFolder | SweepFolder:
 
 # What run.json says that plots and reports read, and the type each must have.
 _RUN_FACTS = {"graph": (str,), "cluster": (str,), "end_s": (int, float), "busy_gpu_s": (int, float)}
+_AMOUNTS = ("end_s", "busy_gpu_s")  # a time and a GPU time: finite, 0 or more
 # Columns of jobs.csv with a value in every row (a row cut short lacks the last ones).
 _ALWAYS = ("job_id", "arrival_s", "run_s", "gpus", "preemptions")
 
@@ -172,6 +129,9 @@ def _open_run(path: Path) -> RunFolder:
         if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
             what = "a string" if types == (str,) else "a number"
             raise UsageError(f"{path / 'run.json'}: {key!r} should be {what}, not {json.dumps(value)}")
+        # (Python's json reads NaN and Infinity; a time or a GPU time is neither, nor below 0.)
+        if key in _AMOUNTS and value is not None and not (math.isfinite(value) and value >= 0):
+            raise UsageError(f"{path / 'run.json'}: {key!r} should be a number of 0 or more, not {json.dumps(value)}")
     jobs_files = [path / "jobs.csv"] if (path / "jobs.csv").is_file() else sorted(path.glob("*-jobs.csv"))
     if not jobs_files:
         raise UsageError(f"{path}: the run wrote no jobs.csv (its graph has no JobMetrics sink)")
@@ -201,7 +161,9 @@ def _open_run(path: Path) -> RunFolder:
 
 def _open_sweep(path: Path) -> SweepFolder:
     store = path / "results"
+    summary = path / "summary.csv"
     unreadable: tuple[Path, ...] = ()
+    incomplete = None
     if store.is_dir():
         results = ResultsStore(store)
         if not results.files():
@@ -216,13 +178,12 @@ def _open_sweep(path: Path) -> SweepFolder:
             print(f"warning: {damaged}: cannot be read (damaged?); its run is left out", file=sys.stderr)
         if len(unreadable) == len(results.files()):
             raise UsageError(f"{store}: none of its {len(unreadable)} Parquet files can be read (damaged?)")
+        table, incomplete = _in_grid_order(table, summary, {p.stem for p in unreadable})
         source = store
+    elif summary.is_file():
+        table, source = _read_summary(summary), summary
     else:
-        source = path / "summary.csv"
-        try:
-            table = pl.read_csv(source, infer_schema_length=None)
-        except (pl.exceptions.PolarsError, UnicodeDecodeError) as err:
-            raise UsageError(f"{source}: cannot be read as CSV ({_first_line(err)})") from None
+        raise UsageError(f"{path}: holds neither results/ nor summary.csv, as `roundhouse sweep --out` writes")
     for name, dtype in table.schema.items():
         if isinstance(dtype, pl.Struct):  # labels kept as one struct column
             table = table.unnest(name)
@@ -237,14 +198,101 @@ def _open_sweep(path: Path) -> SweepFolder:
     if "graph" in table.columns and table.height:
         graphs = table["graph"].drop_nulls().unique().to_list()
         graph = str(graphs[0]) if len(graphs) == 1 else None
-    labels = [c for c in table.columns if c not in METRICS and c not in BOOKKEEPING]
-    seeds = [c for c in labels if c == "seed" or c.endswith(".seed")]
-    labels = tuple([c for c in labels if c not in seeds] + seeds)  # seeds last, as a sweep orders its runs
+    labels = _varied(table, source)
     # A store that sweeps of different names wrote: a run that did not vary a name ran with the
     # graph's own value of it.
     unset = [c for c in labels if ok[c].null_count()]
     ok = ok.with_columns(pl.col(c).cast(pl.String).fill_null(NOT_VARIED) for c in unset)
-    return SweepFolder(path, source, ok, labels, marked.height - ok.height, graph, unreadable)
+    return SweepFolder(path, source, ok, labels, marked.height - ok.height, graph, unreadable, incomplete)
+
+
+def _read_summary(path: Path) -> pl.DataFrame:
+    """summary.csv with its labels as written (read as numbers, `1e3` would become 1000.0)."""
+    try:
+        text = pl.read_csv(path, infer_schema_length=0)
+        labels = [c for c in _varied(text, path) if c in text.columns and c != "seed"]
+        return pl.read_csv(path, infer_schema_length=None, schema_overrides=dict.fromkeys(labels, pl.String))
+    except (pl.exceptions.PolarsError, UnicodeDecodeError) as err:
+        raise UsageError(f"{path}: cannot be read as CSV ({_first_line(err)})") from None
+
+
+def _varied(table: pl.DataFrame, source: Path) -> tuple[str, ...]:
+    """The names the sweep varied, from what each run recorded: its `point` names them with
+    their values ("name=value ...", in the order they were given to --vary), and its `seed`
+    column holds its seed. Seeds come last, as a sweep orders its runs."""
+    if "point" not in table.columns:
+        raise UsageError(
+            f"{source}: no column 'point' (each run's varied names and values, as `roundhouse sweep` writes), "
+            "so what the sweep varied cannot be told from what it measured"
+        )
+    texts = {
+        c: pl.col(c).cast(pl.String)
+        for c, t in table.schema.items()
+        if c != "point" and (t.is_numeric() or t in (pl.String, pl.Boolean, pl.Categorical))
+    }
+    names: dict[str, None] = {}
+    points = table.filter(pl.col("point").is_not_null()).unique("point", maintain_order=True)
+    for row in points.select(pl.col("point").cast(pl.String), *(e.alias(c) for c, e in texts.items())).iter_rows(named=True):
+        found = _names_in(row.pop("point"), row)
+        if found is None:
+            raise UsageError(f"{source}: a run's point does not match its columns, so what the sweep varied cannot be told")
+        names.update(dict.fromkeys(found))
+    if "seed" in table.columns:
+        names["seed"] = None
+    seeds = [c for c in names if c == "seed" or c.endswith(".seed")]
+    return tuple([c for c in names if c not in seeds] + seeds)
+
+
+def _names_in(point: str, values: dict[str, str | None]) -> list[str] | None:
+    """The names `point` (as runtime/sweep.py's point_text writes it) gives, in its order:
+    each `name=value` must be a column of that name holding that value. None if it does not read."""
+    if point == point_text({}):
+        return []
+    found: list[str] = []
+    rest = point
+    while rest:
+        given = (f"{c}={v}" for c, v in values.items() if v is not None and c not in found)
+        term = next((t for t in given if rest == t or rest.startswith(t + " ")), None)
+        if term is None:
+            return None
+        found.append(term.partition("=")[0])
+        rest = rest[len(term) :].removeprefix(" ")
+    return found
+
+
+def _in_grid_order(table: pl.DataFrame, summary: Path, damaged: set[str]) -> tuple[pl.DataFrame, str | None]:
+    """A results store's runs (kept in key order) in the order the sweep ran them, which
+    summary.csv lists by key; runs it does not list (an earlier sweep's, or one that did not
+    finish) after them, in the order they finished. And why the store may not hold the whole
+    sweep: no summary.csv (the sweep did not finish), or runs summary.csv lists that it lacks
+    (`damaged`: the keys of its files that cannot be read, named already)."""
+    keys = _listed_keys(summary)
+    finished = ["finished_at"] if "finished_at" in table.columns else []
+    if "key" in table.columns:
+        rank = {key: i for i, key in enumerate(keys or ())}
+        ranked = pl.col("key").cast(pl.String).replace_strict(rank, default=None, return_dtype=pl.Int64)
+        table = table.sort([ranked, *finished], nulls_last=True, maintain_order=True)
+    if keys is None:
+        return table, f"the sweep did not finish (no {summary.name}); {table.height} runs are in its results store"
+    stored = damaged | (set(table["key"].cast(pl.String).to_list()) if "key" in table.columns else set())
+    there = sum(key in stored for key in keys)
+    if there < len(keys):
+        return table, f"{there} of the {len(keys)} runs {summary.name} lists are in its results store"
+    return table, None
+
+
+def _listed_keys(summary: Path) -> list[str] | None:
+    """The keys of the runs summary.csv lists, in the order the sweep ran them; None without
+    it. One that cannot be read is named, and the store's runs kept in the order they finished."""
+    if not summary.is_file():
+        return None
+    try:
+        return pl.read_csv(summary, columns=["key"], schema_overrides={"key": pl.String})["key"].to_list()
+    except (pl.exceptions.PolarsError, UnicodeDecodeError) as err:
+        print(
+            f"warning: {summary}: cannot be read as CSV ({_first_line(err)}); runs are listed as they finished", file=sys.stderr
+        )
+        return []
 
 
 def _read_json(path: Path) -> dict:

@@ -3,6 +3,7 @@ output folder (PNG or SVG, by the file's suffix)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from roundhouse.errors import UsageError
@@ -31,5 +32,8 @@ def plot(args) -> int:
     given = [f"--{name} {value}" for name, value in (("metric", args.metric), ("x", args.x)) if value is not None]
     if given and kind != "load":
         raise UsageError(f"{', '.join(given)}: only for --kind load, a sweep's metric against a varied name (not --kind {kind})")
-    save(figure(folder, kind, args.metric or "avg_jct_s", args.x), Path(args.output))
+    fig = figure(folder, kind, args.metric or "avg_jct_s", args.x)
+    if isinstance(folder, SweepFolder) and folder.incomplete:  # (the figure says so too)
+        print(f"warning: {folder.path}: {folder.incomplete}; drawn from those runs", file=sys.stderr)
+    save(fig, Path(args.output))
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import math
 import sys
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,6 +89,12 @@ def _time_unit(span_s: float) -> tuple[str, float]:
 def _title(folder: RunFolder, what: str) -> str:
     graph = Path(folder.graph).name if folder.graph else folder.path.name
     return f"{what} · {graph}" + (f" · {folder.sink}" if folder.sink else "")
+
+
+def _set_title(ax, title: str, notes: list[str]) -> None:
+    """The title, and each note on a line of its own below it (beside the title, a long note
+    and a long title would run into each other)."""
+    ax.set_title("\n".join([title, *(textwrap.fill(note, 90) for note in notes)]), loc="left")
 
 
 # --- runs -----------------------------------------------------------------------------------
@@ -274,14 +281,12 @@ def utilisation_figure(run: RunFolder) -> Figure:
         notes.append(f"only the {run.jobs.height} jobs jobs.csv tracks")
     if spread and exact is None:
         notes.append(f"{spread} preempted or resized jobs: their GPU time spread over first start to finish")
-    if notes:
-        ax.set_title("; ".join(notes), fontsize=8, loc="right")
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("busy GPUs")
     ax.set_xlim(0, end / size)
     ax.set_ylim(0, max(capacity or 0, float(busy.max())) * 1.25 or 1.0)
     ax.legend(loc="upper right", fontsize=7, ncols=3)
-    ax.set_title(_title(run, "GPU utilisation"), loc="left")
+    _set_title(ax, _title(run, "GPU utilisation"), notes)
     return fig
 
 
@@ -336,9 +341,8 @@ def gantt_figure(run: RunFolder) -> Figure:
     if n <= 30:
         ax.set_yticks(rows, [str(int(j)) for j in jobs["job_id"].to_list()])
     ax.legend(loc="upper right", fontsize=7)
-    if preempted.any():
-        ax.set_title(f"lighter: {int(preempted.sum())} preempted jobs, holding GPUs part of the bar", fontsize=8, loc="right")
-    ax.set_title(_title(run, "Jobs over time"), loc="left")
+    notes = [f"lighter: {int(preempted.sum())} preempted jobs, holding GPUs part of the bar"] if preempted.any() else []
+    _set_title(ax, _title(run, "Jobs over time"), notes)
     return fig
 
 
@@ -394,11 +398,22 @@ def metric_bands(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = 
         if not varied:
             raise UsageError(f"{sweep.source}: the sweep varies nothing but the seed; there is no axis to draw against")
         x = varied[0]
+    # Each option is checked against what the sweep recorded: its labels, and the rest measured.
+    metrics = sweep.metrics
     if x not in sweep.labels:
-        raise UsageError(f"--x {x}: not a name the sweep varied (it varied {', '.join(sweep.labels) or 'nothing'})")
-    numeric = [c for c, t in table.schema.items() if t.is_numeric() and c not in sweep.labels]
-    if metric not in numeric:
-        raise UsageError(f"--metric {metric}: not a metric of {sweep.source} (it has {', '.join(numeric) or 'none'})")
+        why = (
+            f"a metric, not a name the sweep varied (draw it with --metric {x})"
+            if x in metrics
+            else "not a name the sweep varied"
+        )
+        raise UsageError(f"--x {x}: {why}; it varied {', '.join(sweep.labels) or 'nothing'}")
+    if metric not in metrics:
+        why = (
+            f"a name the sweep varied, not a metric (draw against it with --x {metric})"
+            if metric in sweep.labels
+            else f"not a metric of {sweep.source}"
+        )
+        raise UsageError(f"--metric {metric}: {why}; its metrics are {', '.join(metrics) or 'none'}")
     others = [label for label in varied if label != x]
     data = table.select(
         pl.col(x).cast(pl.String).alias("x"),
@@ -453,7 +468,8 @@ def load_figure(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = N
     ax.set_xlabel(axis.name + (f" ({axis.unit})" if axis.unit and not axis.categorical and len(ticks) > 12 else ""))
     ax.set_ylabel(metric + unit)
     most = int(bands["runs"].max())
-    ax.set_title(f"{metric} against {axis.name}" + (f" · mean of up to {most} seeds, 95% band" if most > 1 else ""))
+    title = f"{metric} against {axis.name}" + (f" · mean of up to {most} seeds, 95% band" if most > 1 else "")
+    _set_title(ax, title, [f"incomplete: {sweep.incomplete}"] if sweep.incomplete else [])
     if bands["series"].n_unique() > 1:
         ax.legend(fontsize=7)
     return fig

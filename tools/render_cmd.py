@@ -7,7 +7,7 @@ from pathlib import Path
 from roundhouse.errors import UsageError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.files import writing
-from roundhouse.tools.graph_drawing import FORMATS, draw
+from roundhouse.tools.graph_drawing import FORMATS, DotMissing, draw
 
 
 def register(sub) -> None:
@@ -22,7 +22,13 @@ def render(args) -> int:
     fmt = out.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
         raise UsageError(f"-o {args.output}: cannot tell the format; end the name in {', '.join('.' + f for f in FORMATS)}")
-    data = draw(compile_file(args.graph), fmt)
+    graph = compile_file(args.graph)
+    try:
+        data = draw(graph, fmt)
+    except DotMissing as err:
+        raise UsageError(
+            f"{err}; or write the graph as a .dot file (-o {out.with_suffix('.dot')}), which needs no Graphviz"
+        ) from None
     with writing(out):
         out.write_bytes(data)
     return 0

@@ -107,7 +107,7 @@ def sweep_page(sweep: SweepFolder) -> str:
     columns = [*sweep.labels, *(c for c in SWEEP_COLUMNS if c in table.columns)]
     span = max((v for c in ("avg_jct_s", "p99_jct_s") if c in table.columns for v in table[c].drop_nulls().to_list()), default=0)
     show = in_units(span)
-    # A results store keeps its runs in key order: list them by the values varied, as placed on a plot's axis.
+    # The runs by the values varied, as a plot places them: numbers by value, words as the sweep ran them.
     order = [
         pl.col(n).cast(pl.String).replace_strict(x_axis(n, table[n].cast(pl.String).to_list()).positions, default=None)
         for n in sweep.labels
@@ -123,8 +123,21 @@ def sweep_page(sweep: SweepFolder) -> str:
     if sweep.unreadable:
         names = ", ".join(p.name for p in sweep.unreadable)
         facts.append(f"{len(sweep.unreadable)} damaged files of the results store left out ({names})")
+    summary = _table(columns, rows)
+    if sweep.incomplete:
+        facts.append("incomplete")
+        summary = _note(f"Incomplete: {sweep.incomplete}; the tables and plots show only those runs.") + summary
     plots = []
-    for metric in (m for m in SWEEP_METRICS if m in table.columns):
+    # (Every run failed: the figures would each say so, or, without the metrics' columns, be left out.)
+    drawn = [m for m in SWEEP_METRICS if m in table.columns] if table.height else []
+    if not table.height:
+        plots.append(
+            _note(
+                f"No run of the sweep finished ({sweep.failed} failed): there is nothing to plot "
+                "(`roundhouse sweep` prints each failed run's error)."
+            )
+        )
+    for metric in drawn:
         try:
             plots.append(
                 _figure_html(figure(sweep, "load", metric), f"{metric} against load; bands are 95% intervals over seeds.")
@@ -133,7 +146,7 @@ def sweep_page(sweep: SweepFolder) -> str:
             plots.append(_note(str(err)))
     graph = _graph_html(sweep.graph) if sweep.graph else _note("The sweep's folder does not record its graph.")
     title = f"Sweep of {Path(sweep.graph).name}" if sweep.graph else f"Sweep in {sweep.path.name}"
-    return _page(title, facts, graph, _table(columns, rows), plots)
+    return _page(title, facts, graph, summary, plots)
 
 
 def _cell(column: str, value, show) -> str:

@@ -63,9 +63,6 @@ def load(path: str | Path, text: str | None = None) -> FlatGraph:
     return _Loader().load(str(path), text)
 
 
-_REQUIRED: dict[str, object] = {}
-
-
 def load_element_file(path: Path) -> str | None:
     """Import a Python file once; returns a one-line description of what went wrong, if anything.
     (A problem in the user's own Python is shown as its file, line and message, not a traceback.)"""
@@ -74,7 +71,7 @@ def load_element_file(path: Path) -> str | None:
     import traceback
 
     resolved = str(path.resolve())
-    if resolved in _REQUIRED:
+    if registry.imported_file(resolved) is not None:
         return None
     if path.suffix != ".py":
         return "a required file is Python ending in .py (a .sched file is brought in with import)"
@@ -87,13 +84,16 @@ def load_element_file(path: Path) -> str | None:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with registry.importing_file(str(path)):
+            spec.loader.exec_module(module)
     except (Exception, SystemExit) as err:  # the user's code: report where, not how deep
         del sys.modules[name]
         frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename == resolved]
         where = f"{path}:{frames[-1].lineno}: " if frames else (f"{path}:{err.lineno}: " if isinstance(err, SyntaxError) else "")
-        return f"{where}{type(err).__name__}: {err}"
-    _REQUIRED[resolved] = module
+        # (The registry's own complaint says all there is; its type would add nothing.)
+        what = str(err) if isinstance(err, registry.DefinedTwice) else f"{type(err).__name__}: {err}"
+        return f"{where}{what}"
+    registry.keep_file(resolved, module)
     return None
 
 
