@@ -49,7 +49,7 @@ import numpy as np
 
 from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.plans import PlanError
-from roundhouse.runtime.skipping import all_say
+from roundhouse.runtime.skipping import ARRIVAL_TOLERANCE, all_say, arrival_offset
 from roundhouse.runtime.types import Events, Jobs, Plan
 from roundhouse.runtime.world import book_launches, compute_seconds
 from roundhouse.traces.jobs import FINISHED
@@ -57,7 +57,6 @@ from roundhouse.traces.jobs import FINISHED
 if TYPE_CHECKING:
     from roundhouse.runtime.passing import Passing
 
-_TOLERANCE = 1e-9  # (the one sources read arrivals with)
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 _NO_FLOATS = np.zeros(0)
 _NEVER = np.iinfo(np.int64).max
@@ -178,7 +177,7 @@ class _Run:
             if stop_after or b >= bound:
                 self._pending = (rows, times)
                 return "poll"
-            arrives = roles.source.next_arrival_s() <= b + _TOLERANCE
+            arrives = roles.source.next_arrival_s() <= b + ARRIVAL_TOLERANCE
             if len(rows) and not arrives and (unfinished - len(rows) == 0 or running - len(rows) == 0):
                 self._pending = (rows, times)  # (a round whose completions empty the system is ticked)
                 return "poll"
@@ -202,7 +201,7 @@ class _Run:
                 if b >= bound:
                     self._pending = (_NO_ROWS, _NO_FLOATS)
                     return "poll"
-                arrives = roles.source.next_arrival_s() <= b + _TOLERANCE
+                arrives = roles.source.next_arrival_s() <= b + ARRIVAL_TOLERANCE
 
     def _pass(self, j: int, b: float, events: Events | None) -> int | None:
         """Round j, with its events (None: none), carried out in passing: the number of jobs
@@ -381,17 +380,6 @@ class _Run:
             launched_gpus=cat([x[2] for x in launched]) if launched else _NO_ROWS,
             launched_counts=cat([x[1] for x in launched]) if launched else _NO_ROWS,
         )
-
-
-def arrival_offset(t: float, b0: float, round_s: float) -> int:
-    """Offset from the boundary `b0` of the round whose boundary first reads an arrival at `t`
-    (as sources read)."""
-    k = max(0, math.ceil((t - _TOLERANCE - b0) / round_s))
-    while t > b0 + k * round_s + _TOLERANCE:
-        k += 1
-    while k > 0 and t <= b0 + (k - 1) * round_s + _TOLERANCE:
-        k -= 1
-    return k
 
 
 class RoundDeadlines:

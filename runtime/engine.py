@@ -306,6 +306,11 @@ class Engine:
         """Run one round, after passing the quiet rounds before it (which change nothing);
         returns why the run stops after it ("" while it goes on)."""
         round_s = float(self.graph.settings.round)
+        if self._skipping.jump_cut:  # (a pause ended the last step in an empty system's jump)
+            self._skipping.jump_cut = False
+            self._skipping.skip_idle_rounds(self.backend)
+            if self._skipping.jump_cut:  # paused again before the next arrival: no round to run yet
+                return ""
         return self.play_round(pass_quiet(self, round_s))
 
     def play_round(self, events: Events | None = None) -> str:

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from roundhouse.runtime.types import Events
     from roundhouse.runtime.world import World
 
+ARRIVAL_TOLERANCE = 1e-9  # (the one sources read arrivals with: an arrival this close after a boundary is read there)
+
 
 class Skipping:
     """The engine's event skipping: when the rounds ahead are quiet, and passing them."""
@@ -48,6 +50,9 @@ class Skipping:
         self._pause_at: float | None = None
         self._end = math.inf  # (the earlier of the two, as `bound` gives it)
         self._quiet_end = -math.inf  # rounds whose boundary lies before it may pass: the smaller of the two
+        # A jump over an empty system that a pause cut short: the next step finishes it, so that
+        # a run stepped to a time and on gives what a run straight through gives.
+        self.jump_cut = False
 
     @property
     def until(self) -> float | None:
@@ -181,12 +186,26 @@ class Skipping:
         if not math.isfinite(nxt):
             return
         round_s = self.round_s
-        boundary = math.ceil(nxt / round_s - 1e-12) * round_s
-        for end in (self.until, self.pause_at):
-            if end is not None:
-                boundary = min(boundary, math.ceil(end / round_s - 1e-12) * round_s)
+        boundary = arrival_offset(nxt, 0.0, round_s) * round_s  # (the round whose boundary reads it)
+        if self.until is not None:
+            boundary = min(boundary, math.ceil(self.until / round_s - 1e-12) * round_s)
+        if self.pause_at is not None:
+            pause = math.ceil(self.pause_at / round_s - 1e-12) * round_s
+            self.jump_cut = pause < boundary
+            boundary = min(boundary, pause)
         if boundary > backend.now:
             backend.jump_to(boundary)
+
+
+def arrival_offset(t: float, b0: float, round_s: float) -> int:
+    """Offset from the boundary `b0` of the round whose boundary first reads an arrival at `t`
+    (as sources read)."""
+    k = max(0, math.ceil((t - ARRIVAL_TOLERANCE - b0) / round_s))
+    while t > b0 + k * round_s + ARRIVAL_TOLERANCE:
+        k += 1
+    while k > 0 and t <= b0 + (k - 1) * round_s + ARRIVAL_TOLERANCE:
+        k -= 1
+    return k
 
 
 def all_say(asked: list[Element] | tuple[Element, ...], question: str, ctx: Round, call: Callable) -> bool:

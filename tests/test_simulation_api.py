@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -97,3 +98,38 @@ def test_missing_files_and_names_given_twice_are_usage_errors_naming_the_argumen
         Simulation(fifo, cluster="8x4:V100", overrides=['cluster="4x4:V100"'])
     with pytest.raises(UsageError, match=r"^trace: it replaces arrivals.path, also given in overrides"):
         Simulation(fifo, trace=REPO / "traces/samples/philly-1000.csv", overrides=['arrivals.path="x.csv"'])
+
+
+def _gap_graph(tmp_path, arrival_s: str) -> str:
+    """A job at 0 s, then, after an empty stretch, one at `arrival_s`; a sink that records every
+    round it sees."""
+    trace = tmp_path / "gap.csv"
+    trace.write_text(f"job_id,arrival_s,gpus,duration_s\n0,0,1,100\n1,{arrival_s},1,100\n")
+    return (
+        f'round = 5min; cluster = "1x4:V100"; a :: TraceSource(path="{trace}"); run :: Launch;'
+        " a -> AcceptAll -> JobPool -> Fifo -> FirstFree -> run -> m :: JobMetrics; run -> usage :: ResourceUsage;"
+    )
+
+
+def test_a_run_stepped_to_times_gives_what_a_run_straight_through_gives(tmp_path):
+    """The jump over an empty system is cut where `run_until` pauses, and the next step goes on
+    with it rather than ticking the empty rounds a straight run never sees."""
+    graph = _gap_graph(tmp_path, "30000")
+    straight = Simulation(graph).run()
+    stepped = Simulation(graph)
+    for t in range(3600, 30000, 3600):  # (pauses in the empty stretch, before the arrival)
+        stepped.run_until(t)
+        assert stepped.now == t and not stepped.done
+    result = stepped.run()
+    assert straight.rounds == 4  # rounds 0 and 300 s, then the arrival's 30000 and 30300 s
+    assert (result.rounds, result.end_s, result.counters) == (straight.rounds, straight.end_s, straight.counters)
+    assert json.dumps(result.reports, default=str, sort_keys=True) == json.dumps(straight.reports, default=str, sort_keys=True)
+
+
+def test_an_arrival_just_after_a_boundary_starts_there_whether_or_not_the_system_was_empty(tmp_path):
+    """Sources read an arrival within a nanosecond after a boundary at that boundary; the jump over
+    an empty system lands on the same boundary."""
+    alone = Simulation(_gap_graph(tmp_path, "900.0000000005"))
+    alone.run()
+    starts = alone.jobs(["job_id", "first_start_s"]).to_dicts()
+    assert starts == [{"job_id": 0, "first_start_s": 0.0}, {"job_id": 1, "first_start_s": 900.0}]
