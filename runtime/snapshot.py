@@ -30,6 +30,7 @@ import hashlib
 import inspect
 import io
 import json
+import math
 import os
 import pickle
 import textwrap
@@ -407,7 +408,25 @@ def read_header(path: str | Path) -> tuple[dict[str, Any], bytes]:
         raise SnapshotError(f"{where}: corrupt: the state after line 1 is {len(payload)} bytes, the header says {size}")
     if hashlib.sha256(payload).hexdigest() != digest:
         raise SnapshotError(f"{where}: corrupt: the state after line 1 does not match the header's SHA-256")
+    _check_run_fields(header, where)
     return header, payload
+
+
+def _check_run_fields(header: dict[str, Any], where: str) -> None:
+    """The header's description of the run (the checksum covers only the state after it)."""
+    wanted = {
+        "graph_path": (lambda v: isinstance(v, str), "a path"),
+        "graph_text": (lambda v: isinstance(v, str), "the graph's text"),
+        "overrides": (lambda v: isinstance(v, list) and all(isinstance(o, str) for o in v), "a list of --set texts"),
+        "trace": (lambda v: v is None or isinstance(v, str), "a path or null"),
+        "until": (
+            lambda v: v is None or (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0),
+            "a time in seconds or null",
+        ),
+    }
+    for key, (fits, what) in wanted.items():
+        if key in header and not fits(header[key]):
+            raise SnapshotError(f"{where}: line 1: '{key}' must be {what}, got {header[key]!r}")
 
 
 def load_cluster(path: str | Path, payload: bytes):

@@ -165,6 +165,24 @@ def test_a_newer_snapshot_format_is_refused(snap):
         Simulation.load(snap)
 
 
+@pytest.mark.parametrize(
+    "key, value, what",
+    [
+        ("until", "2d", "a time in seconds or null"),
+        ("until", -5, "a time in seconds or null"),
+        ("graph_path", None, "a path"),
+        ("overrides", "arrivals.jobs=3", "a list of --set texts"),
+        ("trace", 7, "a path or null"),
+    ],
+)
+def test_an_edited_header_is_refused_naming_the_field(snap, key, value, what):
+    """The checksum covers the state after line 1, not the header's account of the run."""
+    head, _, payload = snap.read_bytes().partition(b"\n")
+    snap.write_bytes(json.dumps({**json.loads(head), key: value}).encode() + b"\n" + payload)
+    with pytest.raises(SnapshotError, match=rf"snapshot {snap}: line 1: '{key}' must be {what}, got "):
+        Simulation.load(snap)
+
+
 def test_not_a_snapshot(tmp_path):
     path = tmp_path / "x.snap"
     path.write_text("round = 5min;\n")
