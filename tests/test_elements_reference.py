@@ -222,3 +222,17 @@ def _counters_set_in_code(cls) -> set[str]:
 @pytest.mark.parametrize("cls", registry.classes(), ids=lambda c: c.__name__)
 def test_every_counter_the_code_sets_is_documented(cls):
     assert _counters_set_in_code(cls) <= set(cls.doc.counters)
+
+
+def test_a_list_default_is_shown_as_its_value_and_written_back_gives_the_same_element():
+    """A list argument's default (a fresh list per instance) is shown as the list, in the
+    language, so that writing it out explicitly is the same element."""
+    from roundhouse.runtime.compiler import compile_file
+    from roundhouse.tools.elements_cmd import _default
+
+    shown = {f.name: _default(f) for f in attrs.fields(registry.get("TiresiasLas"))}
+    assert shown["thresholds"] == "[1h]"
+    text = 'round = 5min; cluster = "1x4:V100"; PoissonSource(rate=1/h, jobs=1, seed=0) -> AcceptAll -> JobPool -> {} -> FirstFree -> Launch -> JobMetrics;'
+    written = compile_file("g.sched", text=text.format(f"p :: TiresiasLas(thresholds={shown['thresholds']})"))
+    default = compile_file("g.sched", text=text.format("p :: TiresiasLas"))
+    assert written.elements["p"].config() == default.elements["p"].config()

@@ -74,7 +74,8 @@ def _default(field) -> str:
     if field.default is attrs.NOTHING:
         return "required"
     if isinstance(field.default, attrs.Factory):
-        return "(computed)"
+        # A fresh value each instance (a list): shown as that value, unless it depends on the rest.
+        return "(computed)" if field.default.takes_self else describe(field.default.factory())
     if field.default is None:
         return "not given"
     return describe(field.default)
@@ -82,7 +83,7 @@ def _default(field) -> str:
 
 def _default_markdown(field) -> str:
     """The default as a Markdown cell: values in code type, words plain."""
-    words = field.default is attrs.NOTHING or field.default is None or isinstance(field.default, attrs.Factory)
+    words = field.default is attrs.NOTHING or field.default is None or _default(field) == "(computed)"
     return _default(field) if words else f"`{_default(field)}`"
 
 

@@ -58,7 +58,7 @@ class _Queues(Policy):
         if len(self.thresholds) != self.queues - 1:
             raise ValueError(
                 f"{self.queues} queue(s) need {self.queues - 1} threshold(s), got {len(self.thresholds)} "
-                "(the last queue has no upper limit)"
+                "(the last queue has no upper limit; the default, [1h], is two queues' limit)"
             )
 
     def start(self, ctx: RoundContext) -> None:
