@@ -22,6 +22,24 @@ class RoundhouseError(Exception):
 
     exit_code = EXIT_USER_ERROR
 
+    def __reduce__(self):
+        # Rebuilt from its text and attributes, not by calling __init__ again: the subclasses'
+        # arguments are not their `args`, and an error raised in a worker process (a sweep's,
+        # a reproduction's) must reach the parent as itself, not as a failed unpickling.
+        return _rebuild, (type(self), self.args, self.__dict__, self._quoted_sources())
+
+    def _quoted_sources(self) -> dict[str, str]:
+        """The source texts (by path) that its text quotes, sent with it to another process."""
+        return {}
+
+
+def _rebuild(cls: type[RoundhouseError], args: tuple, state: dict, sources: dict[str, str]) -> RoundhouseError:
+    for path, text in sources.items():
+        _SOURCES.setdefault(path, text)  # (this process's own copy, if it has one, stays)
+    err = cls.__new__(cls, *args)  # (BaseException.__new__ keeps `args`)
+    err.__dict__.update(state)
+    return err
+
 
 @attrs.frozen
 class Location:
@@ -89,6 +107,11 @@ class SchedError(RoundhouseError):
         self.location = location
         self.hint = hint
 
+    def _quoted_sources(self) -> dict[str, str]:
+        if self.location is None or self.location.path not in _SOURCES:
+            return {}
+        return {self.location.path: _SOURCES[self.location.path]}
+
     def __str__(self) -> str:
         if self.location is None:
             head = f"error: {self.message}"
@@ -128,15 +151,18 @@ class SchedErrors(RoundhouseError):
 
 
 class TraceError(RoundhouseError):
-    """A bad trace file or row. `row` is the 1-based line (CSV) or record number (JSON, Parquet)."""
+    """A bad trace file or row. `row` is the 1-based line (CSV) or record number (JSON, Parquet);
+    `also`, counted the same way, is another row the problem involves (where a repeated value
+    was first used), named at the end of the message."""
 
-    def __init__(self, path: str, message: str, row: int | None = None, column: str | None = None):
+    def __init__(self, path: str, message: str, row: int | None = None, column: str | None = None, also: int | None = None):
         self.path = str(path)
         self.row = row
         self.column = column
-        self.message = message
+        self.also = also
+        self.message = message if also is None else f"{message}: here and at {self.path}:{also}"
         where = self.path if row is None else f"{self.path}:{row}"
-        what = f"column '{column}': {message}" if column else message
+        what = f"column '{column}': {self.message}" if column else self.message
         super().__init__(f"{where}: error: {what}")
 
 

@@ -156,7 +156,9 @@ class ClusterSpec:
     @classmethod
     def from_toml(cls, path: Path, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
         try:
-            data = tomllib.loads(path.read_text())
+            # A byte-order mark (some Windows editors write one) is not TOML: dropped after
+            # decoding, so that a bad byte's offset stays the file's.
+            data = tomllib.loads(path.read_text(encoding="utf-8").removeprefix("\ufeff"))
         except FileNotFoundError:
             raise ClusterError("cluster spec not found", path) from None
         except UnicodeDecodeError as err:

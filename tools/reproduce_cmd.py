@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import traceback
 from pathlib import Path
 
@@ -10,7 +12,11 @@ from rich.table import Table
 
 from roundhouse.errors import RoundhouseError, UsageError, did_you_mean
 from roundhouse.runtime.files import make_folder, writing
-from roundhouse.tools.reproductions import ExperimentFailed, load_all
+from roundhouse.tools.reproductions import DEFAULT_DATA, Experiment, ExperimentFailed, load_all, reading_data_from
+
+# What marks a folder as one experiment's output (`--out/NAME`): which experiment, what else was
+# in the folder when it ran (kept), and, once it is over, what it wrote (what a rerun removes).
+MARK = "reproduction.json"
 
 
 def register(sub) -> None:
@@ -19,6 +25,13 @@ def register(sub) -> None:
     p.add_argument("--list", action="store_true", help="list the experiments (with NAMEs, those)")
     p.add_argument("--out", default="runs/reproduce", help="folder for tables and plots (default: runs/reproduce)")
     p.add_argument("--quick", action="store_true", help="a smaller version that still shows the effect")
+    p.add_argument(
+        "--data",
+        metavar="FOLDER",
+        default=str(DEFAULT_DATA),
+        help="the original projects' reference data (gavel/, ones/, pollux/), read in place "
+        "(default: ../shared/data beside the project)",
+    )
     p.set_defaults(handler=reproduce)
 
 
@@ -40,40 +53,122 @@ def reproduce(args) -> int:
         return 0
     if not args.out.strip():
         raise UsageError("--out: the folder name is empty")
-    for name in args.names:
-        e = experiments[name]
-        shown = make_folder(str(Path(args.out) / name), "--out")  # messages name it as the user wrote it
-        out = shown.resolve()  # experiments hand it to processes that start in other folders
-        console.print(f"[bold]{e.name}[/bold]: {e.title} ({e.paper})" + (" [quick]" if args.quick else ""))
-        with writing(shown):
-            report = _run(e, out, shown, args.quick)  # writes its figures into `out`
-            for table_name, frame in report.tables.items():
-                frame.write_csv(out / f"{table_name}.csv")
-        table = Table(title=f"{e.name}: paper vs Roundhouse")
-        for col in ("what", "paper", "ours", "note"):
-            table.add_column(col, overflow="fold")  # (a long word, a path, wraps rather than being cut)
-        for c in report.comparisons:
-            table.add_row(c.what, c.paper, c.ours, c.note)
-        console.print(table)
-        for note in report.notes:
-            console.print(f"note: {note}", highlight=False)
-        written = [f.name for f in report.figures] + [f"{t}.csv" for t in report.tables]
-        if written:
-            console.print(f"wrote {', '.join(written)} to {shown}/")
+    if not args.data.strip():
+        raise UsageError("--data: the folder name is empty")
+    data = Path(args.data)
+    for name in args.names:  # (all before any runs: a missing folder is found in seconds, not hours)
+        _check_data(experiments[name], data)
+    with reading_data_from(data.resolve()):  # (absolute: graphs that name its files run elsewhere)
+        for name in args.names:
+            _reproduce(experiments[name], args, console)
     return 0
 
 
-def _run(e, out: Path, shown: Path, quick: bool):
+def _reproduce(e: Experiment, args, console: Console) -> None:
+    shown = make_folder(str(Path(args.out) / e.name), "--out")  # messages name it as the user wrote it
+    out = shown.resolve()  # experiments hand it to processes that start in other folders
+    with writing(shown):
+        others = _clear(out, shown, e.name)
+        _mark(out, e.name, args.quick, others)
+    console.print(f"[bold]{e.name}[/bold]: {e.title} ({e.paper})" + (" [quick]" if args.quick else ""))
+    try:
+        report = _run(e, out, shown, args.quick)  # writes its figures into `out`
+        with writing(shown):
+            for table_name, frame in report.tables.items():
+                frame.write_csv(out / f"{table_name}.csv")
+    finally:  # (a failed run too: its failure.txt goes with the next run)
+        with writing(shown):
+            _mark(out, e.name, args.quick, others, {p.name for p in out.iterdir()} - others - {MARK})
+    table = Table(title=f"{e.name}: paper vs Roundhouse")
+    for col in ("what", "paper", "ours", "note"):
+        table.add_column(col, overflow="fold")  # (a long word, a path, wraps rather than being cut)
+    for c in report.comparisons:
+        table.add_row(c.what, c.paper, c.ours, c.note)
+    console.print(table)
+    for note in report.notes:
+        console.print(f"note: {note}", highlight=False)
+    written = [f.name for f in report.figures] + [f"{t}.csv" for t in report.tables]
+    if written:
+        console.print(f"wrote {', '.join(written)} to {shown}/")
+
+
+def _check_data(e: Experiment, data: Path) -> None:
+    """A message, before anything runs, if a folder of reference data the experiment reads is missing."""
+    for sub in e.data:
+        if not (data / sub).is_dir():
+            raise UsageError(
+                f"experiment {e.name} reads reference data from {data / sub}, which is not a folder; "
+                f"give the folder that holds {Path(sub).parts[0]}/ with --data FOLDER"
+            )
+
+
+def _clear(out: Path, shown: Path, name: str) -> set[str]:
+    """Remove from `out` what an earlier run of experiment `name` wrote there, so that none of it
+    stays beside the new results (a stale failure.txt, a full run's graphs after a quick run);
+    return what is left, which is not the experiment's. As `run --out` refuses another command's
+    results, a folder that is not this experiment's output (no MARK of it) is refused unless it
+    is empty: nothing but what the experiment wrote is ever removed."""
+    mark = out / MARK
+    present = {p.name for p in out.iterdir()} - {MARK}
+    if not mark.is_file():
+        if present:
+            listed = ", ".join(sorted(present)[:3]) + (", ..." if len(present) > 3 else "")
+            raise UsageError(
+                f"--out {shown}: holds files that `roundhouse reproduce {name}` did not write ({listed}; no {MARK}); "
+                "give another folder, or remove them first"
+            )
+        return set()
+    earlier = _read_mark(mark, name)
+    if earlier is None:
+        raise UsageError(f"--out {shown}: its {MARK} is not one of experiment {name}; give another folder, or remove it first")
+    others, wrote = earlier
+    # What the earlier run wrote; if it was stopped before it could say, all it did not find there.
+    ours = present & wrote if wrote is not None else present - others
+    for entry in sorted(ours):
+        path = out / entry
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    return present - ours
+
+
+def _mark(out: Path, name: str, quick: bool, others: set[str], wrote: set[str] | None = None) -> None:
+    fields: dict[str, object] = {"experiment": name, "quick": quick, "others": sorted(others)}
+    if wrote is not None:
+        fields["wrote"] = sorted(wrote)
+    (out / MARK).write_text(json.dumps(fields, indent=2) + "\n")
+
+
+def _read_mark(mark: Path, name: str) -> tuple[set[str], set[str] | None] | None:
+    """A mark's (others, wrote), or None if it is not a mark of experiment `name`."""
+    try:
+        found = json.loads(mark.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(found, dict) or found.get("experiment") != name:
+        return None
+    names = [found.get("others", []), found.get("wrote", [])]
+    if not all(isinstance(n, list) and all(isinstance(x, str) for x in n) for n in names):
+        return None
+    return set(names[0]), (set(names[1]) if "wrote" in found else None)
+
+
+def _run(e: Experiment, out: Path, shown: Path, quick: bool):
     """Run one experiment; a failure is a message (exit status 2), with any Python detail in a file."""
     try:
         return e.run(out, quick)
     except ExperimentFailed as err:
         raise ExperimentFailed(f"error: experiment {e.name} failed: {err}") from None
-    except (RoundhouseError, OSError):
+    except RoundhouseError:
         raise
+    except OSError as err:  # (a file it reads or writes: which one the error says, not which way)
+        where = f"{err.filename}: " if err.filename else ""
+        raise ExperimentFailed(f"error: experiment {e.name} failed: {where}{err.strerror or err}") from None
     except Exception as err:
         detail = shown / "failure.txt"
-        detail.write_text(traceback.format_exc())
+        with writing(detail):
+            detail.write_text(traceback.format_exc())
         raise ExperimentFailed(
             f"error: experiment {e.name} failed: {type(err).__name__}: {err}\n  the Python detail is in {detail}"
         ) from None

@@ -172,10 +172,12 @@ def _empty(names: list[str]) -> pl.DataFrame:
     return pl.DataFrame(schema={name: pl.String for name in names})
 
 
-# What a numeric cell must be: a count (a whole number, at least 1), a time (0 or more) or an
-# amount (more than 0); each as a test failed by a bad value, and the words for it.
+# What a numeric cell must be: a count (a whole number, at least 1), an index (a whole number,
+# 0 or more), a time (0 or more) or an amount (more than 0); each as a test failed by a bad
+# value, and the words for it.
 NUMBER_KINDS = {
     "count": (lambda v: (v < 1) | (v % 1 != 0), "a whole number of at least 1"),
+    "index": (lambda v: (v < 0) | (v % 1 != 0) | (v >= 2.0**63), "a whole number, 0 or more"),
     "time": (lambda v: v < 0, "a number, 0 or more"),
     "amount": (lambda v: v <= 0, "a number more than 0"),
 }
@@ -214,12 +216,18 @@ def read_json_list(path: str, what: str) -> list:
 
 def located_in_json(err: TraceError) -> TraceError:
     """An error that names a record of a JSON list by its number, named by the line the record
-    begins on (what `file:N:` means everywhere), its number kept in the message. The lines are
-    found only when an error needs one: reading the list itself does not track them."""
+    begins on (what `file:N:` means everywhere), its number kept in the message; another record
+    it names (`also`) becomes a line the same way. The lines are found only when an error needs
+    one: reading the list itself does not track them."""
     if err.row is None:
         return err
-    message = err.message if err.message.startswith("record ") else f"record {err.row}: {err.message}"
-    return TraceError(err.path, message, row=json_record_line(err.path, err.row), column=err.column)
+    message, also = err.message, None
+    if err.also is not None:  # (named again, by its line, as the new error ends its message)
+        message = message.removesuffix(f": here and at {err.path}:{err.also}")
+        also = json_record_line(err.path, err.also)
+    if not message.startswith("record "):
+        message = f"record {err.row}: {message}"
+    return TraceError(err.path, message, row=json_record_line(err.path, err.row), column=err.column, also=also)
 
 
 def json_record_line(path: str, number: int) -> int:

@@ -20,13 +20,19 @@ import polars as pl
 
 from roundhouse.errors import TraceError, UsageError, did_you_mean
 from roundhouse.traces import canonical, gavel, helios, ones, pai, philly, pollux, tiresias
-from roundhouse.traces.csvtext import data_lines, read_bytes, read_json_list, read_text
+from roundhouse.traces.csvtext import data_lines, read_bytes, read_cells, read_json_list, read_text
 from roundhouse.traces.schema import validate
 
 FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly", "helios", "pai", "pollux", "ones")
 WRITE_FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias")
 _SNIFF_BYTES = 65536
 _PARQUET_MAGIC = b"PAR1"
+# What Pollux's and ONES' files call the canonical columns they hold as they are (ONES' model is
+# its model and task, its batch size per GPU).
+_OWN_NAMES = {
+    "pollux": {"arrival_s": "time", "gpus": "num_replicas", "model": "application"},
+    "ones": {"arrival_s": "time", "gpus": "num_gpus"},
+}
 
 
 @attrs.frozen
@@ -97,10 +103,14 @@ def load_trace(path: str | Path, format: str = "auto") -> LoadedTrace:
         return LoadedTrace(gavel.read(path), format)
     if format == "tiresias":
         return LoadedTrace(tiresias.read(path), format)
-    if format == "pollux":
-        return LoadedTrace(validate(pollux.read_workload(path), str(path)), format)
-    if format == "ones":
-        return LoadedTrace(validate(ones.read_trace(path), str(path)), format)
+    if format in ("pollux", "ones"):
+        # The file's own lines and column names, for what only the schema's checks find.
+        cells = read_cells(path)
+        if format == "pollux":
+            frame = pollux.parse_workload(cells.frame, str(path), lines=cells.lines)
+        else:
+            frame = ones.parse_trace(cells.frame, str(path), cells.lines)
+        return LoadedTrace(validate(frame, str(path), cells.lines, source_names=_OWN_NAMES[format]), format)
     if canonical.is_parquet(path) or read_bytes(path)[:4] == _PARQUET_MAGIC:
         return LoadedTrace(canonical.read_parquet(path), format)
     return LoadedTrace(canonical.read_csv(path), format)

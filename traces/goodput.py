@@ -356,10 +356,11 @@ def _load_app(folder: Path, epochs: dict[str, int]) -> ElasticApp:
     params = fit_perf_params(*perf_measurements(folder, placements))
     curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for path in sorted(folder.glob("validation-*.csv")):
-        try:
-            batch = int(path.stem.split("-")[-1])
-        except ValueError:
-            raise TraceError(str(path), "a validation file's name must end in its batch size, validation-<batch>.csv") from None
+        digits = path.stem.removeprefix("validation-")
+        # A batch of 0 would be the smallest, so the initial batch: every job would need no work.
+        if not (digits.isascii() and digits.isdigit()) or int(digits) < 1:
+            raise TraceError(str(path), "a validation file's name must end in its batch size, at least 1: validation-<batch>.csv")
+        batch = int(digits)
         v = _read_csv(path, _VALIDATION_COLUMNS)
         curves[batch] = (v["progress"], v["iteration"])
     if not curves:

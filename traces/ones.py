@@ -75,6 +75,7 @@ _PAIR = {p[0]: p for p in PAIRS}
 # ~20 GB/s, EDR InfiniBand between machines at ~10 GB/s, and a fixed start-up cost per step.
 _INTRA_GBPS, _INTER_GBPS, _STEP_S = 20.0, 10.0, 0.005
 REFERENCE_EPOCH = 20000.0
+_INT64_LIMIT = 2.0**63
 
 
 def application(name: str, epoch_size: float = REFERENCE_EPOCH) -> ElasticApp:
@@ -141,9 +142,29 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
         if name not in _PAIR:
             raise TraceError(origin, f"unknown model/task {name!r} (ONES' pairs: {', '.join(PAIR_NAMES)})", row=int(lines[i]))
     epochs = np.array([_PAIR[n][8] for n in names], dtype=np.float64)
+    # The job's work in samples must be finite, and what becomes a 64-bit integer (four times
+    # the GPUs, the artifact's cap; the global batch) must fit one: else an error on its line.
+    with np.errstate(over="ignore"):
+        work = epochs * numbers["epoch_size"]
+        limits = (
+            ("epoch_size", work, np.inf, "the job's work in samples (its epochs x epoch_size) is not finite"),
+            ("num_gpus", 4.0 * numbers["num_gpus"], _INT64_LIMIT, "four times it (the GPUs a job may grow to) exceeds 2**63"),
+            (
+                "batch_size",
+                numbers["batch_size"] * numbers["num_gpus"],
+                _INT64_LIMIT,
+                "the global batch (x num_gpus) exceeds 2**63",
+            ),
+        )
+    for column, values, limit, why in limits:
+        over = np.flatnonzero(~(values < limit))
+        if over.size:
+            i = int(over[0])
+            raise TraceError(origin, f"{raw[column][i]} is too large: {why}", row=int(lines[i]), column=column)
     gpus = numbers["num_gpus"].astype(np.int64)
     local = numbers["batch_size"].astype(np.int64)
-    cap = (local * numbers["max_lr"] / numbers["lr"]).astype(np.int64)
+    # (A cap beyond 2**53 samples caps nothing; held there, it stays finite and exact.)
+    cap = np.minimum(np.floor(local * numbers["max_lr"] / numbers["lr"]), 2.0**53)
     return pl.DataFrame(
         {
             "job_id": np.arange(len(names), dtype=np.int64),
@@ -151,7 +172,7 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
             "gpus": gpus,
             "model": names,
             "batch_size": local * gpus,
-            "epochs": epochs * numbers["epoch_size"] / REFERENCE_EPOCH,
+            "epochs": work / REFERENCE_EPOCH,
             "job_epochs": epochs,
             "local_batch": local,
             "epoch_size": numbers["epoch_size"],
@@ -161,7 +182,7 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
             "target_acc": numbers["target_acc"],
             # The artifact's caps: at most 4x the requested GPUs, and base batch x max_lr/base_lr.
             "max_gpus": (4 * gpus).astype(np.float64),
-            "max_batch_size": np.maximum(cap, local).astype(np.float64),
+            "max_batch_size": np.maximum(cap, local),
         }
     )
 

@@ -178,10 +178,13 @@ def validate(
     frame = frame.with_columns(pl.col("weight").fill_null(DEFAULT_WEIGHT), canonical_model_names(frame.get_column("model")))
     epochs = [e for e in extras if e.name == "epochs"]  # elastic jobs' alternative to iterations
     problems += _value_problems(frame.hstack(epochs) if epochs else frame, shown)
-    problems += _duplicate_ids(frame, path, rows, shown("job_id"))
+    repeated, first_use = _duplicate_ids(frame, shown("job_id"))
+    problems += repeated
     if problems:
-        index, _, _, column, message = min(problems)
-        raise TraceError(path, message, row=int(rows[index]) if index >= 0 else None, column=column)
+        first = min(problems)
+        index, _, _, column, message = first
+        also = int(rows[first_use]) if repeated and first == repeated[0] else None
+        raise TraceError(path, message, row=int(rows[index]) if index >= 0 else None, column=column, also=also)
 
     if extras:
         frame = frame.hstack(extras)
@@ -432,17 +435,18 @@ def _extra_problems(series: pl.Series, name: str, shown: str) -> list[tuple[int,
     return [(index, len(CANONICAL_COLUMNS), 1, shown, f"{message}, got {_show(value)}")]
 
 
-def _duplicate_ids(frame: pl.DataFrame, path: str, rows: np.ndarray, column: str) -> list[tuple]:
-    """The second use of a job id, in file order, naming the row of the first."""
+def _duplicate_ids(frame: pl.DataFrame, column: str) -> tuple[list[tuple[int, int, int, str, str]], int]:
+    """The second use of a job id, in file order, and the index of the row of its first use (the
+    error names it as `also`, so that a reader can turn both into lines the same way)."""
     ids = frame.get_column("job_id")
     repeated = ids.is_not_null() & ~ids.is_first_distinct()
     if not repeated.any():
-        return []
+        return [], -1
     second = int(repeated.arg_true()[0])
     job_id = ids[second]
     first = int((ids == job_id).arg_true()[0])
     order = list(CANONICAL_COLUMNS).index("job_id")
-    return [(second, order, 1, column, f"job id {job_id} is used twice: here and at {path}:{int(rows[first])}")]
+    return [(second, order, 1, column, f"job id {job_id} is used twice")], first
 
 
 def _quote(text: str) -> str:

@@ -11,11 +11,17 @@ import numpy as np
 import polars as pl
 
 from roundhouse.runtime.sweep import RunOutcome, RunSpec, run_all
+from roundhouse.runtime.values import describe
 
 # Two cores are shared by everyone on the machine this was built on; more when there are more.
 WORKERS = max(1, min(2, os.cpu_count() or 1))
-# The reference data from the original projects, beside the repository (never copied into it).
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+def sched_string(text: str | Path) -> str:
+    """`text` as a `.sched` string literal, for a path or a name written into a graph or a `--set`
+    value: quotes and backslashes escaped as the grammar reads them (runtime/dsl/grammar.lark),
+    and a line break as \\n, since a literal cannot span lines."""
+    return describe(str(text)).replace("\n", "\\n")
 
 
 def write_graph(out_dir: Path, name: str, text: str) -> Path:

@@ -31,6 +31,7 @@ from roundhouse.tools.reproductions._runs import (
     plot_bars,
     plot_cdf,
     run,
+    sched_string,
     summary_table,
     value,
     write_graph,
@@ -64,7 +65,7 @@ def _source_graph(policy: str, placer: str = "Consolidated", admit: str = "Accep
     return f"""
 round = 5min;
 {COSTS}
-cluster = "{CLUSTER}";
+cluster = {sched_string(CLUSTER)};
 arrivals :: PoissonSource(rate=1/h, jobs=100, gpus=single, models=blox, seed=0);
 admit    :: {admit};
 pool     :: JobPool;
@@ -244,8 +245,8 @@ def blox_admission(out_dir: Path, quick: bool) -> Report:
 LOSS_GRAPH = """
 round = 5min;
 {costs}
-cluster = "{cluster}";
-arrivals :: TraceSource(path="{trace}");
+cluster = {cluster};
+arrivals :: TraceSource(path={trace});
 pool     :: JobPool;
 run      :: Launch;
 report   :: JobMetrics(track={lo}..{hi});
@@ -281,7 +282,9 @@ def blox_loss_termination(out_dir: Path, quick: bool) -> Report:
             graph = write_graph(
                 out_dir,
                 f"fifo-{name}-{seed}",
-                LOSS_GRAPH.format(costs=COSTS, cluster=CLUSTER, trace=trace.resolve(), lo=lo, hi=hi, body=body),
+                LOSS_GRAPH.format(
+                    costs=COSTS, cluster=sched_string(CLUSTER), trace=sched_string(trace.resolve()), lo=lo, hi=hi, body=body
+                ),
             )
             specs.append(RunSpec(str(graph), labels={"termination": name, "seed": seed}))
     outcomes = run(specs)
@@ -323,7 +326,7 @@ SPREAD_SLOWDOWN = 1.67  # Tiresias' largest measured gain from consolidation (§
 PLACEMENT_GRAPH = """
 round = 5min;
 {costs}
-cluster = "{cluster}";
+cluster = {cluster};
 arrivals :: TraceSource(path="unset.csv", timing=duration);
 report   :: JobMetrics(track=0..100);
 arrivals -> AcceptAll -> JobPool -> TiresiasLas(queues=2, thresholds=[1h]) -> {placer} -> Launch -> report;
@@ -359,18 +362,24 @@ def blox_placement(out_dir: Path, quick: bool) -> Report:
     traces.mkdir(parents=True, exist_ok=True)
     track = f"report.track={lo}..{hi}"
     skew_graph = write_graph(
-        out_dir, "tiresias-skew", PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="SkewAwarePlacer(packlimit=0.3)")
+        out_dir,
+        "tiresias-skew",
+        PLACEMENT_GRAPH.format(costs=COSTS, cluster=sched_string(CLUSTER), placer="SkewAwarePlacer(packlimit=0.3)"),
     )
     consolidated_graph = write_graph(
-        out_dir, "tiresias-consolidated", PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="Consolidated")
+        out_dir,
+        "tiresias-consolidated",
+        PLACEMENT_GRAPH.format(costs=COSTS, cluster=sched_string(CLUSTER), placer="Consolidated"),
     )
     skew8_graph = write_graph(
         out_dir,
         "tiresias-skew-0.12",
-        PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="SkewAwarePlacer(packlimit=0.12)"),
+        PLACEMENT_GRAPH.format(costs=COSTS, cluster=sched_string(CLUSTER), placer="SkewAwarePlacer(packlimit=0.12)"),
     )
     profiled_graph = write_graph(
-        out_dir, "tiresias-plus", PLACEMENT_GRAPH.format(costs=COSTS, cluster=CLUSTER, placer="ProfiledPlacer(tolerance=1.05)")
+        out_dir,
+        "tiresias-plus",
+        PLACEMENT_GRAPH.format(costs=COSTS, cluster=sched_string(CLUSTER), placer="ProfiledPlacer(tolerance=1.05)"),
     )
 
     # Fig 10: two hardware scenarios for the same ten models.
@@ -388,7 +397,7 @@ def blox_placement(out_dir: Path, quick: bool) -> Report:
                 specs.append(
                     RunSpec(
                         str(graph),
-                        (f'arrivals.path="{trace.resolve()}"', track),
+                        (f"arrivals.path={sched_string(trace.resolve())}", track),
                         labels={"figure": "10", "scenario": scenario, "placer": placer, "load": load},
                     )
                 )
@@ -400,7 +409,7 @@ def blox_placement(out_dir: Path, quick: bool) -> Report:
             specs.append(
                 RunSpec(
                     str(graph),
-                    (f'arrivals.path="{trace.resolve()}"', track),
+                    (f"arrivals.path={sched_string(trace.resolve())}", track),
                     labels={"figure": "11", "sensitive": k, "placer": placer, "load": 8},
                 )
             )

@@ -21,7 +21,16 @@ import polars as pl
 
 from roundhouse.runtime.sweep import RunSpec
 from roundhouse.tools.reproductions import Comparison, Report, experiment
-from roundhouse.tools.reproductions._runs import hours, pct_lower, run, save_figure, summary_table, value, write_graph
+from roundhouse.tools.reproductions._runs import (
+    hours,
+    pct_lower,
+    run,
+    save_figure,
+    sched_string,
+    summary_table,
+    value,
+    write_graph,
+)
 
 GATES = {"Accept All": "AcceptAll", "Accept 1.2x": "AcceptThreshold(factor=1.2x)", "Accept 1.4x": "AcceptThreshold(factor=1.4x)"}
 POLICIES = {"FIFO": "Fifo", "SRTF": "Srtf", "LAS": "Las(service=wall_seconds, backfill=false)"}
@@ -59,7 +68,7 @@ def _graph(scale: Scale, bursty: bool, body: str) -> str:
 round = 5min;
 checkpoint = 30s;
 restore = 30s;
-cluster = "{scale.cluster}";
+cluster = {sched_string(scale.cluster)};
 arrivals :: PoissonSource(rate={scale.rate:g}/h, jobs={scale.jobs}, gpus=single, models=blox, seed=0);
 report   :: JobMetrics(track={scale.track[0]}..{scale.track[1]});
 {body}

@@ -14,7 +14,7 @@ import polars as pl
 
 from roundhouse.runtime.sweep import RunOutcome, RunSpec
 from roundhouse.tools.reproductions import Comparison, Report, experiment
-from roundhouse.tools.reproductions._runs import jobs_table, run, save_figure, summary_table
+from roundhouse.tools.reproductions._runs import jobs_table, run, save_figure, sched_string, summary_table
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,7 +70,7 @@ def specs(trace: Path, racks: tuple[int, ...], schemes: dict[str, str] = SCHEMES
     out = []
     for r in racks:
         for scheme, graph in schemes.items():
-            overrides = [f"round={LEASE}", f'arrivals.path="{trace.resolve()}"']
+            overrides = [f"round={LEASE}", f"arrivals.path={sched_string(trace.resolve())}"]
             if scheme == "Dally":
                 overrides.append("place.timeline=true")
             out.append(

@@ -10,18 +10,20 @@ output folder). The continuous experiments measure Gavel's steady-state window, 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+from roundhouse.errors import TraceError
 from roundhouse.runtime.sweep import RunSpec, run_all
-from roundhouse.tools.reproductions import Comparison, Report, experiment
-from roundhouse.tools.reproductions._runs import save_figure
+from roundhouse.tools.reproductions import Comparison, Report, data_folder, experiment
+from roundhouse.tools.reproductions._runs import save_figure, sched_string
+from roundhouse.traces.csvtext import number_column, read_cells
 
 REPO = Path(__file__).resolve().parents[2]
 GRAPHS = REPO / "graphs"
-SHARED = REPO.parent / "shared" / "data" / "gavel"
 PAPER = "Gavel (OSDI'20)"
 FIGURE_SIZE = (6.4, 4.2)
 
@@ -32,7 +34,7 @@ def _profile(out: Path) -> str:
 
     path = out / "profile-consolidated.csv"
     ProfileTable.load().frame.filter(pl.col("placement") == "consolidated").write_csv(path)
-    return f'profile="{path}"'
+    return f"profile={sched_string(path)}"
 
 
 def _mean_std(frame: pl.DataFrame, by: list[str], column: str) -> pl.DataFrame:
@@ -251,7 +253,8 @@ def cost(out: Path, quick: bool) -> Report:
         ("min cost + SLOs", f"MinCostSLO({prices})"),
     ):
         path = out / f"cost-{solver.split('(')[0]}.sched"
-        text = graph_text.replace('"../clusters/', f'"{GRAPHS.parent / "clusters"}/')
+        # The shipped graph names its cluster relative to graphs/; the copy runs elsewhere.
+        text = re.sub(r'"\.\./clusters/([^"]*)"', lambda m: sched_string(REPO / "clusters" / m.group(1)), graph_text)
         path.write_text(text.replace(f"MinCostSLO({prices})", solver))
         graphs[policy] = path
     profile = _profile(out)
@@ -436,25 +439,65 @@ FIDELITY_TRACES = {
 }
 
 
-@experiment("gavel-fidelity", "Per-job JCTs against Gavel's own simulator on its traces", PAPER + " (its simulator's output)")
+# The columns read from Gavel's per-job results.
+RESULT_COLUMNS = ("policy", "job_id", "jct_s")
+
+
+def gavel_results(path: Path, policies: tuple[str, ...]) -> pl.DataFrame:
+    """Gavel's per-job results (`*_results_all_policies.csv`) as policy, job_id, gavel_jct_s;
+    a row with an empty jct_s (Gavel recorded none for the job) is left out. A bad cell is an
+    error naming the file, the line and the column; a missing column or policy, the file."""
+    cells = read_cells(path)
+    origin = str(path)
+    missing = [c for c in RESULT_COLUMNS if c not in cells.frame.columns]
+    if missing:
+        raise TraceError(
+            origin,
+            f"missing column(s) {', '.join(missing)} (what is read of Gavel's per-job results: {', '.join(RESULT_COLUMNS)})",
+        )
+    recorded = (cells.frame["jct_s"].str.strip_chars() != "").to_numpy()
+    frame, lines = cells.frame.filter(recorded), cells.lines[recorded]
+    theirs = pl.DataFrame(
+        {
+            "policy": frame["policy"].str.strip_chars(),
+            "job_id": number_column(frame, "job_id", lines, origin, "index").astype(np.int64),
+            "gavel_jct_s": number_column(frame, "jct_s", lines, origin, "amount"),
+        }
+    )
+    absent = [p for p in policies if p not in set(theirs["policy"].to_list())]
+    if absent:
+        raise TraceError(origin, f"no per-job results for policy {', '.join(absent)}")
+    return theirs
+
+
+@experiment(
+    "gavel-fidelity",
+    "Per-job JCTs against Gavel's own simulator on its traces",
+    PAPER + " (its simulator's output)",
+    data=("gavel",),
+)
 def fidelity(out: Path, quick: bool) -> Report:
     report = Report()
-    if not SHARED.exists():
-        report.notes.append(f"skipped: Gavel's reference data not found at {SHARED}")
-        return report
-    profile = _profile(out)
+    shared = data_folder() / "gavel"
     traces = {k: v for k, v in FIDELITY_TRACES.items() if not quick or k.startswith("phys")}
+    # Gavel's results are read first: a damaged file is reported before the runs, not after.
+    results = {name: gavel_results(shared / file, tuple(FIDELITY_POLICIES)) for name, (_, file, _) in traces.items()}
+    profile = _profile(out)
     specs = []
     for name, (trace, _, cluster) in traces.items():
         for policy, (solver, order, wc) in {**FIDELITY_POLICIES, "fifo_perf": FIFO_PERF}.items():
             path = out / f"fidelity-{policy}.sched"
             path.write_text(
                 'round = 6min;\nsrc :: TraceSource(path="trace");\n'
-                f'src -> AcceptAll -> JobPool -> {solver} -> GavelRounds(order="{order}", work_conserving={wc}) -> GavelPlacer -> Launch -> report :: JobMetrics;\n'
+                f"src -> AcceptAll -> JobPool -> {solver} -> GavelRounds(order={sched_string(order)}, work_conserving={wc})"
+                " -> GavelPlacer -> Launch -> report :: JobMetrics;\n"
             )
             specs.append(
                 RunSpec(
-                    str(path), (profile, f'src.path="{SHARED / trace}"'), cluster=cluster, labels=dict(trace=name, policy=policy)
+                    str(path),
+                    (profile, f"src.path={sched_string(shared / trace)}"),
+                    cluster=cluster,
+                    labels=dict(trace=name, policy=policy),
                 )
             )
     rows, per_job = [], []
@@ -477,12 +520,12 @@ def fidelity(out: Path, quick: bool) -> Report:
                 )
             )
             continue
-        theirs = (
-            pl.read_csv(SHARED / traces[name][1])
-            .filter(pl.col("policy") == policy)
-            .select("job_id", pl.col("jct_s").alias("gavel_jct_s"))
-        )
+        theirs = results[name].filter(pl.col("policy") == policy).select("job_id", "gavel_jct_s")
         joined = o.jobs("report").select("job_id", "jct_s").join(theirs, on="job_id").drop_nulls()
+        if joined.height == 0:
+            raise TraceError(
+                str(shared / traces[name][1]), f"none of policy {policy}'s job ids is a job of {shared / traces[name][0]}"
+            )
         relative = np.abs((joined["jct_s"] / joined["gavel_jct_s"] - 1).to_numpy())
         rows.append(
             dict(

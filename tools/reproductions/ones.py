@@ -9,10 +9,11 @@ import numpy as np
 import polars as pl
 
 from roundhouse.runtime.sweep import RunSpec
-from roundhouse.tools.reproductions import Comparison, Report, experiment
-from roundhouse.tools.reproductions._runs import SHARED_DATA, jobs_table, pct_lower, plot_bars, run, save_figure, write_graph
+from roundhouse.tools.reproductions import Comparison, Report, data_folder, experiment
+from roundhouse.tools.reproductions._runs import jobs_table, pct_lower, plot_bars, run, save_figure, sched_string, write_graph
 
-TRACE = str(SHARED_DATA / "ones" / "trace_1.csv")
+# ONES' trace, in the reference data.
+TRACE_IN_DATA = Path("ones") / "trace_1.csv"
 # The paper's figures (ONES §5, Table 4; notes §5): average JCT, and reductions by ONES.
 PAPER_ONES_JCT = 244.97
 PAPER_REDUCTION = {"Tiresias": 45.6, "Optimus": 41.7}
@@ -42,11 +43,11 @@ def _graph(out: Path, name: str, trace: Path, chain: str, nodes: int) -> Path:
         f"""
 // ONES §5 setting: {name}. ONES' applications (traces/ones.py), {nodes} machines of 4 GPUs.
 round = {round_s};
-cluster = "{nodes}x4:V100";
+cluster = {sched_string(f"{nodes}x4:V100")};
 elastic_profile = "ones";
 resize_in_place = 1s;
 resize_restart = 20s;
-TraceSource(path="{trace}") -> AcceptAll -> JobPool -> {chain} -> report :: JobMetrics;
+TraceSource(path={sched_string(trace)}) -> AcceptAll -> JobPool -> {chain} -> report :: JobMetrics;
 """,
     )
 
@@ -56,7 +57,7 @@ def _trace(out: Path, quick: bool) -> Path:
 
     folder = out / "traces"
     folder.mkdir(parents=True, exist_ok=True)
-    frame = ones.read_trace(TRACE)
+    frame = ones.read_trace(data_folder() / TRACE_IN_DATA)
     if quick:  # the first 40 jobs of the same trace
         frame = frame.head(40)
     path = folder / "ones-trace.csv"
@@ -77,6 +78,7 @@ def _wilcoxon(a: np.ndarray, b: np.ndarray) -> float:
     "ones-64gpu",
     "ONES vs Tiresias, Optimus and FIFO on 64 GPUs, 400 jobs; scaling; ablations",
     "ONES (SC'21) §5, Figs 15-18, Table 4",
+    data=(str(TRACE_IN_DATA.parent),),
 )
 def ones_64gpu(out_dir: Path, quick: bool) -> Report:
     return report(jobs_table(run(specs(out_dir, quick))), out_dir, quick)

@@ -1,7 +1,8 @@
 """Pollux (Qiao et al., OSDI'21) as Blox reproduces it: the scheduling-interval sweep of Blox
 Fig. 3 (Pollux §5.3.2) and the load sweep of Blox Figs. 8-9 (Pollux, FIFO and single-queue LAS on
 64 GPUs at 1 to 40 jobs/hour), on Pollux's workload 6 (Blox's "Pollux-Trace") and Pollux's
-measured applications, both read in place from `../shared/data/pollux/`.
+measured applications, both read in place from the reference data's `pollux/` (by default
+`../shared/data/pollux/`; `roundhouse reproduce --data` names another folder).
 
 Every run charges what Pollux's simulator charges: 30 s without progress whenever a job gets
 GPUs (a start, a restart elsewhere, a resize), and nothing to give them up. FIFO and LAS keep
@@ -16,21 +17,26 @@ import numpy as np
 import polars as pl
 
 from roundhouse.runtime.sweep import RunSpec
-from roundhouse.tools.reproductions import Comparison, Report, experiment
+from roundhouse.tools.reproductions import DEFAULT_DATA, Comparison, Report, data_folder, experiment
 from roundhouse.tools.reproductions._runs import (
-    SHARED_DATA,
     hours,
     plot_against_load,
     run,
     save_figure,
+    sched_string,
     summary_table,
     value,
     write_graph,
 )
+from roundhouse.traces.csvtext import read_cells
+from roundhouse.traces.pollux import parse_workload
 
-DATA = SHARED_DATA / "pollux"
-WORKLOAD = DATA / "workloads" / "workload-6.csv"
-PROFILE = DATA / "traces"
+# Where Pollux's data is in the reference data, and (for benchmarks and tests) in its default folder.
+WORKLOAD_IN_DATA = Path("pollux") / "workloads" / "workload-6.csv"
+PROFILE_IN_DATA = Path("pollux") / "traces"
+DATA = DEFAULT_DATA / "pollux"
+WORKLOAD = DEFAULT_DATA / WORKLOAD_IN_DATA
+PROFILE = DEFAULT_DATA / PROFILE_IN_DATA
 CLUSTER = "16x4:V100"
 
 # Pollux's element as graphs/pollux.sched runs it (genetic search over allocations, each job's
@@ -52,7 +58,7 @@ INTERVALS = (30, 60, 120, 240, 480)
 LOADS = (1, 5, 10, 15, 20, 30, 40)  # jobs/hour, Blox Figs. 8-9 (1 to 40)
 
 
-def graph_text(workload: Path, chain: str, interval_s: float, note: str) -> str:
+def graph_text(workload: Path, chain: str, interval_s: float, note: str, profile: Path = PROFILE) -> str:
     """A graph of Pollux's setting: 16 x 4 GPUs, the trace's applications as an elastic profile,
     the simulator's 30 s charge on every change of a job's GPUs. A start's charge must end
     inside its round (the simulator carries only resize pauses over), so at a 30 s interval it
@@ -61,19 +67,29 @@ def graph_text(workload: Path, chain: str, interval_s: float, note: str) -> str:
     return f"""
 // Pollux's setting ({note}): 16 machines of 4 GPUs, Pollux's measured applications.
 round = {interval_s:g}s;
-cluster = "{CLUSTER}";
-elastic_profile = "{PROFILE}";
+cluster = {sched_string(CLUSTER)};
+elastic_profile = {sched_string(profile)};
 restore = {restore:g}s;
 resize_restart = 30s;
-TraceSource(path="{workload}") -> AcceptAll -> JobPool -> {chain} -> report :: JobMetrics;
+TraceSource(path={sched_string(workload)}) -> AcceptAll -> JobPool -> {chain} -> report :: JobMetrics;
 """
 
 
-def retimed_workload(out_dir: Path, per_hour: float, jobs: int, seed: int = 0) -> Path:
+def workload_cells(workload: Path) -> pl.DataFrame:
+    """Workload 6's cells as text, once Pollux's reader has found nothing wrong with them: a
+    damaged file is named (with its line) here, not as the copy an experiment would write."""
+    cells = read_cells(workload)
+    # (Against Pollux's six applications as traces/pollux.py transcribes their fit: refitting
+    # the profile folder here would take seconds, and every run refits it anyway.)
+    parse_workload(cells.frame, str(workload), lines=cells.lines)
+    return cells.frame
+
+
+def retimed_workload(out_dir: Path, per_hour: float, jobs: int, seed: int = 0, workload: Path = WORKLOAD) -> Path:
     """Workload 6's jobs in their order (applications, tuned GPUs and batch sizes) with Poisson
     arrivals at `per_hour`, written as a Pollux workload under the experiment's folder. One seed
     for every load: the same gaps, scaled."""
-    frame = pl.read_csv(WORKLOAD).head(jobs)
+    frame = workload_cells(workload).head(jobs)
     gaps = np.random.default_rng(seed).exponential(1.0, frame.height)
     gaps[0] = 0.0
     arrival = np.floor(np.cumsum(gaps) * 3600.0 / per_hour).astype(np.int64)
@@ -84,11 +100,11 @@ def retimed_workload(out_dir: Path, per_hour: float, jobs: int, seed: int = 0) -
     return path
 
 
-def first_jobs(out_dir: Path, jobs: int) -> Path:
+def first_jobs(out_dir: Path, jobs: int, workload: Path = WORKLOAD) -> Path:
     """Workload 6 itself, or its first `jobs` jobs as they arrive there."""
-    frame = pl.read_csv(WORKLOAD)
+    frame = workload_cells(workload)
     if jobs >= frame.height:
-        return WORKLOAD
+        return workload
     folder = out_dir / "workloads"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"workload-6-first-{jobs}.csv"
@@ -100,14 +116,16 @@ def first_jobs(out_dir: Path, jobs: int) -> Path:
     "pollux-interval",
     "Pollux's average JCT as the scheduling interval goes from 30 s to 8 min (workload 6, 64 GPUs)",
     "Blox (EuroSys'24) Fig. 3; Pollux (OSDI'21) §5.3.2",
+    data=(str(WORKLOAD_IN_DATA.parent), str(PROFILE_IN_DATA)),
 )
 def pollux_interval(out_dir: Path, quick: bool) -> Report:
     jobs = 40 if quick else 160
     intervals = (60, 480) if quick else INTERVALS
-    trace = first_jobs(out_dir, jobs)
+    trace = first_jobs(out_dir, jobs, data_folder() / WORKLOAD_IN_DATA)
+    profile = data_folder() / PROFILE_IN_DATA
     specs = [
         RunSpec(
-            str(write_graph(out_dir, f"pollux-{s}s", graph_text(trace, POLLUX, s, f"scheduling interval {s} s"))),
+            str(write_graph(out_dir, f"pollux-{s}s", graph_text(trace, POLLUX, s, f"scheduling interval {s} s", profile))),
             labels={"interval_s": s},
         )
         for s in intervals
@@ -159,15 +177,17 @@ def pollux_interval(out_dir: Path, quick: bool) -> Report:
     "pollux-load",
     "Pollux, FIFO and LAS on 64 GPUs at 1 to 40 jobs/hour (Pollux-Trace): average JCT and responsiveness",
     "Blox (EuroSys'24) §4.2, Figs. 8-9",
+    data=(str(WORKLOAD_IN_DATA.parent), str(PROFILE_IN_DATA)),
 )
 def pollux_load(out_dir: Path, quick: bool) -> Report:
     jobs = 30 if quick else 160
     loads = (5, 40) if quick else LOADS
+    profile = data_folder() / PROFILE_IN_DATA
     specs = []
     for load in loads:
-        trace = retimed_workload(out_dir, load, jobs)
+        trace = retimed_workload(out_dir, load, jobs, workload=data_folder() / WORKLOAD_IN_DATA)
         for name, chain in POLICIES.items():
-            text = graph_text(trace, chain, 60, f"{name} at {load} jobs/hour")
+            text = graph_text(trace, chain, 60, f"{name} at {load} jobs/hour", profile)
             graph = write_graph(out_dir, f"{name.lower()}-{load}-per-hour", text)
             specs.append(RunSpec(str(graph), labels={"policy": name, "load": load}))
     runs = summary_table(run(specs)).sort(["load", "policy"])

@@ -11,7 +11,16 @@ import polars as pl
 
 from roundhouse.runtime.sweep import RunSpec
 from roundhouse.tools.reproductions import Comparison, Report, experiment
-from roundhouse.tools.reproductions._runs import hours, jobs_table, pct_lower, plot_cdf, run, summary_table, write_graph
+from roundhouse.tools.reproductions._runs import (
+    hours,
+    jobs_table,
+    pct_lower,
+    plot_cdf,
+    run,
+    sched_string,
+    summary_table,
+    write_graph,
+)
 from roundhouse.traces.generators import synergy_philly
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,12 +36,12 @@ PAPER_TUNE_MEAN_H = 21.8766
 PAPER_TUNE_P99_H = 156.9331
 
 
-def _graph(allocator: str) -> str:
+def _graph(allocator: str, trace: str) -> str:
     return f"""
 // Synergy's FIFO on 16 servers of 8 GPUs, 24 cores and 500 GB; CPU and memory by {allocator}.
 round = 5min;
-cluster = "{CLUSTER}";
-arrivals :: TraceSource(path="../traces/workload.csv");
+cluster = {sched_string(CLUSTER)};
+arrivals :: TraceSource(path={sched_string(trace)});
 arrivals -> AcceptAll -> JobPool -> Fifo -> FirstFree -> {allocator} -> Launch -> report :: JobMetrics;
 """
 
@@ -53,7 +62,7 @@ def synergy_philly_experiment(out_dir: Path, quick: bool) -> Report:
         for name, element in ALLOCATORS.items():
             if quick and element == "SynergyOpt":
                 continue  # a program per round: too slow for a quick run
-            graph = write_graph(out_dir, f"{element.lower()}-{seed}", _graph(element).replace("workload.csv", trace.name))
+            graph = write_graph(out_dir, f"{element.lower()}-{seed}", _graph(element, f"../traces/{trace.name}"))
             specs.append(RunSpec(str(graph), labels={"allocation": name, "seed": seed}))
     outcomes = run(specs)
     runs = summary_table(outcomes)

@@ -18,6 +18,7 @@ from roundhouse.tools.reproductions._runs import (
     plot_bars,
     plot_cdf,
     run,
+    sched_string,
     summary_table,
     write_graph,
 )
@@ -198,13 +199,9 @@ def tiresias_sim(out_dir: Path, quick: bool) -> Report:
 def _spec(graph: Path, trace: Path, policy: str, seed: int, effect: str) -> RunSpec:
     return RunSpec(
         str(graph),
-        (f"arrivals.path={_quoted(trace)}",),
+        (f"arrivals.path={sched_string(trace.resolve())}",),
         labels={"policy": policy, "seed": seed, "placement_effect": effect},
     )
-
-
-def _quoted(path: Path) -> str:
-    return '"' + str(Path(path).resolve()) + '"'
 
 
 def _ratios(frame: pl.DataFrame, metric: str, numerator: str, denominator: str) -> str:
