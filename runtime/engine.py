@@ -303,15 +303,10 @@ class Engine:
             call_element(el, "start", ctx, el.start, ctx)
 
     def step(self) -> str:
-        """Run one round, after passing the quiet rounds before it (which change nothing);
-        returns why the run stops after it ("" while it goes on)."""
-        round_s = float(self.graph.settings.round)
-        if self._skipping.jump_cut:  # (a pause ended the last step in an empty system's jump)
-            self._skipping.jump_cut = False
-            self._skipping.skip_idle_rounds(self.backend)
-            if self._skipping.jump_cut:  # paused again before the next arrival: no round to run yet
-                return ""
-        return self.play_round(pass_quiet(self, round_s))
+        """Run one round, after the quiet rounds before it pass; returns why the run stops ("" while it goes on)."""
+        if self._skipping.jump_cut and self._skipping.finish_jump(self.backend):
+            return ""  # (paused again before the next arrival: no round to run yet)
+        return self.play_round(pass_quiet(self, float(self.graph.settings.round)))
 
     def play_round(self, events: Events | None = None) -> str:
         """Tick the round at the backend's clock with its events (`fold_in`), then move to the

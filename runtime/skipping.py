@@ -196,6 +196,13 @@ class Skipping:
         if boundary > backend.now:
             backend.jump_to(boundary)
 
+    def finish_jump(self, backend) -> bool:
+        """Go on with a jump over an empty system that a pause cut short (`jump_cut`); returns
+        whether a pause cuts it short again, before the round of the next arrival."""
+        self.jump_cut = False
+        self.skip_idle_rounds(backend)
+        return self.jump_cut
+
 
 def arrival_offset(t: float, b0: float, round_s: float) -> int:
     """Offset from the boundary `b0` of the round whose boundary first reads an arrival at `t`
