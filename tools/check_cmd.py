@@ -10,6 +10,7 @@ from roundhouse.runtime.compiler import CompiledGraph, compile_file
 from roundhouse.runtime.simulate import load_cluster
 from roundhouse.runtime.snapshot import forks_world, unforkable_elements
 from roundhouse.tools.common import error_text
+from roundhouse.traces.formats import check_trace_header
 
 
 def register(sub) -> None:
@@ -67,7 +68,7 @@ def _trace_problems(graph: CompiledGraph) -> list[SchedError]:
             next((a for i, a in enumerate(decl.args) if a.name == "path" or (a.name is None and i == 0)), None) if decl else None
         )
         try:
-            _check_trace_header(el.path, el.format)
+            check_trace_header(el.path, el.format)
         except TraceError as err:
             shown = arg.value.value if arg is not None and arg.value.kind == "string" else err.path
             where = shown if err.row is None else f"{shown}:{err.row}"
@@ -75,44 +76,3 @@ def _trace_problems(graph: CompiledGraph) -> list[SchedError]:
             location = arg.value.location if arg is not None else el.declared_at
             problems.append(SchedError(f"argument 'path' of TraceSource: {where}: {what}", location))
     return problems
-
-
-def _check_trace_header(path, format: str) -> None:
-    """A TraceError if a run could not read the trace for what its header says: the file is
-    missing or unreadable, its format cannot be told, or (a canonical trace, read as a run reads
-    it but without its rows) its header is not one the schema takes. Another format's columns
-    were what told it apart, and its reader checks them."""
-    import polars as pl
-
-    from roundhouse.traces import canonical
-    from roundhouse.traces.csvtext import check_trace_file, read_bytes, read_cells, read_text
-    from roundhouse.traces.formats import detect_format
-    from roundhouse.traces.schema import validate
-
-    check_trace_file(path)  # (what `--trace` checks of a trace before a run)
-    found = detect_format(path) if format == "auto" else format
-    if found != "canonical":
-        return
-    if canonical.is_parquet(path) or read_bytes(path)[:4] == b"PAR1":
-        try:
-            frame = pl.read_parquet(path, n_rows=0)
-        except (pl.exceptions.PolarsError, OSError, ValueError) as err:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise TraceError(str(path), f"cannot be read as Parquet: {first}") from None
-        validate(frame, str(path))
-    else:
-        cells = read_cells(path, text=_header_only(read_text(path)))
-        validate(cells.frame, str(path), cells.lines)
-
-
-def _header_only(text: str) -> str:
-    """The text up to the end of its first line that is neither blank nor a comment."""
-    start = 0
-    while start < len(text):
-        end = text.find("\n", start)
-        end = len(text) if end < 0 else end + 1
-        line = text[start:end].strip()
-        if line and not line.startswith("#"):
-            return text[:end]
-        start = end
-    return text

@@ -20,7 +20,7 @@ import polars as pl
 
 from roundhouse.errors import TraceError, UsageError, did_you_mean
 from roundhouse.traces import canonical, gavel, helios, ones, pai, philly, pollux, tiresias
-from roundhouse.traces.csvtext import data_lines, read_bytes, read_cells, read_json_list, read_text
+from roundhouse.traces.csvtext import check_trace_file, data_lines, read_bytes, read_cells, read_json_list, read_text
 from roundhouse.traces.schema import validate
 
 FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly", "helios", "pai", "pollux", "ones")
@@ -114,6 +114,40 @@ def load_trace(path: str | Path, format: str = "auto") -> LoadedTrace:
     if canonical.is_parquet(path) or read_bytes(path)[:4] == _PARQUET_MAGIC:
         return LoadedTrace(canonical.read_parquet(path), format)
     return LoadedTrace(canonical.read_csv(path), format)
+
+
+def check_trace_header(path: str | Path, format: str = "auto") -> None:
+    """A TraceError if a run could not read the trace for what its header says: the file is
+    missing or unreadable, its format cannot be told, or (a canonical trace, read as a run reads
+    it but without its rows) its header is not one the schema takes. Another format's columns
+    were what told it apart, and its reader checks them."""
+    check_trace_file(path)  # (what `--trace` checks of a trace before a run)
+    found = detect_format(path) if format == "auto" else format
+    if found != "canonical":
+        return
+    if canonical.is_parquet(path) or read_bytes(path)[:4] == _PARQUET_MAGIC:
+        try:
+            frame = pl.read_parquet(path, n_rows=0)
+        except (pl.exceptions.PolarsError, OSError, ValueError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise TraceError(str(path), f"cannot be read as Parquet: {first}") from None
+        validate(frame, str(path))
+    else:
+        cells = read_cells(path, text=_header_only(read_text(path)))
+        validate(cells.frame, str(path), cells.lines)
+
+
+def _header_only(text: str) -> str:
+    """The text up to the end of its first line that is neither blank nor a comment."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end + 1
+        line = text[start:end].strip()
+        if line and not line.startswith("#"):
+            return text[:end]
+        start = end
+    return text
 
 
 def file_columns(path: str | Path, format: str) -> tuple[str, ...]:
