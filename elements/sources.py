@@ -50,6 +50,13 @@ class _Replay(Element):
     def exhausted(self) -> bool:
         return self._next >= len(self._arrivals)
 
+    def pass_arrivals(self, t: float) -> JobBatch:
+        """Pass over, unemitted, the jobs that ticks up to the boundary `t` would have emitted,
+        and return those still to come (a graph taking over a world whose rounds up to `t`
+        have run: runtime/whatif.py)."""
+        self._next = max(self._next, int(np.searchsorted(self._arrivals, t + 1e-9, side="right")))
+        return self._batch.slice(self._next, len(self._arrivals))
+
     def next_arrival_s(self) -> float:
         return float(self._arrivals[self._next]) if self._next < len(self._arrivals) else float("inf")
 

@@ -197,15 +197,15 @@ class Engine:
         self._skipping.skip_idle_rounds(self.backend)
 
     def pause_at(self, t: float | None) -> None:
-        """Skip no round past `t` (None: no such bound), for a caller that steps the engine
-        up to a time (runtime/simulation.py's run_until)."""
+        """Skip no round past `t` (None: no bound): a caller steps the engine to a time (Simulation.run_until)."""
         self._skipping.pause_at = t
 
-    def look_ahead(self, until: float) -> None:
-        """Simulate ahead to `until`, without the run's per-round hook (a look-ahead forked from
-        a run: runtime/lookahead.py)."""
+    def look_ahead(self, until: float, goals: bool = True) -> None:
+        """Simulate ahead to `until` without the run's per-round hook (runtime/lookahead.py); with
+        `goals` false no sink's goal ends it (what-if's projections, runtime/whatif.py)."""
         self.until = self._skipping.until = until
         self.on_round = None
+        self._sinks = self._sinks if goals else []
 
     def stop_arrivals(self) -> None:
         """From the next round on, no new jobs: the sources tick no more (their ports carry no

@@ -154,52 +154,121 @@ def take_over(engine: Engine) -> Engine:
     return engine
 
 
-def simulate_ahead(world: World, graph: CompiledGraph, now: float, horizon_s: float) -> Projection:
+def simulate_ahead(
+    world: World,
+    graph: CompiledGraph,
+    now: float,
+    horizon_s: float,
+    *,
+    seen_s: float | None = None,
+    world_name: str = "the world",
+) -> Projection:
     """`graph` simulated from a copy of `world` at `now` (a round boundary, with everything up to
     it folded in: `Simulation.world_now`): its elements start afresh and every unfinished job
     enters it at the next round; the metrics of those jobs and of any that arrive later, until
     they finish or `horizon_s` passes. `world` itself is not changed. (A look-ahead for what-if
-    questions, such as a scheduler synthesizer's candidates.)"""
+    questions, such as a scheduler synthesizer's candidates.)
+
+    `seen_s`: the boundary of the world's last round, whose arrivals it has (default: one of
+    `graph`'s rounds before `now`, as for a simulation between two rounds). The graph's sources
+    bring the jobs that arrive after it; a job of theirs with the id of another job the world
+    has is a UsageError naming both (`world_name`: what the world came from)."""
     if isinstance(horizon_s, bool) or not isinstance(horizon_s, (int, float)) or not horizon_s > 0:
         raise UsageError(f"horizon_s: expected seconds, a number more than 0, got {horizon_s!r}")
     latest = np.nanmax(np.concatenate([world.jobs.column("first_start_s"), world.jobs.column("finish_s"), [-np.inf]]))
     if not now >= latest:  # (a clock before what the world has seen: its projection would be nonsense)
         raise UsageError(f"now: {now:g} s is before the world's last recorded start or finish, at {latest:g} s")
-    return project(_fresh(graph, copy.deepcopy(world), now), Path(graph.path).name, horizon_s)
+    if seen_s is None:
+        seen_s = now - float(graph.settings.round)
+    engine = _fresh(graph, copy.deepcopy(world), now, seen_s, world_name)
+    return project(engine, Path(graph.path).name, horizon_s)
 
 
-def _fresh(graph: CompiledGraph, world: World, now: float) -> Engine:
+def _fresh(graph: CompiledGraph, world: World, now: float, seen_s: float, world_name: str) -> Engine:
     """`graph`'s elements started afresh on `world` at `now`, in the simulator, with every
-    unfinished job entering the graph at the next round."""
+    unfinished job entering the graph at the next round, and its sources' jobs from after
+    `seen_s` to come."""
     settings = graph.settings
     sim = Simulator.for_graph(world, settings, now=now)
     fresh = Engine(graph, world, sim)
     fresh.begin()
+    for source in (el for el in graph.elements.values() if el.category == "source"):
+        if hasattr(source, "pass_arrivals"):  # (the jobs it would have brought before are the world's past)
+            _refuse_other_jobs_with_known_ids(world, source.pass_arrivals(seen_s), world_name)
     fresh.carry_in(np.flatnonzero(world.jobs.column("status") != FINISHED))
     return fresh
 
 
+# What makes a job the job it is: a source's job with the id of one the world has is that job
+# (not added again) only if these agree. (Not its arrival: a trace's arrivals redrawn at another
+# rate bring the same jobs at other times.)
+_IDENTITY = ("gpus", "duration_s", "model", "batch_size", "user", "weight", "slo_s")
+
+
+def _refuse_other_jobs_with_known_ids(world: World, upcoming, world_name: str) -> None:
+    """A UsageError if a job still to come has the id of another job the world has: the engine
+    would take it for that job and leave it out."""
+    ids = np.asarray(upcoming.columns["job_id"])
+    for i in np.flatnonzero(np.isin(ids, world.jobs.column("job_id"))).tolist():
+        row = world.jobs.row_of(int(ids[i]))
+        assert row is not None  # (the isin above)
+        for name in _IDENTITY:
+            if name not in upcoming.columns or not world.jobs.has_column(name):
+                continue
+            ours, theirs = world.jobs.column(name)[row], upcoming.columns[name][i]
+            if not _same(ours, theirs):
+                raise UsageError(
+                    f"job {ids[i]}: {upcoming.origin} has one arriving at t={upcoming.columns['arrival_s'][i]:g}s, and "
+                    f"{world_name} already has another job {ids[i]} ({name} {_shown(ours)}, not {_shown(theirs)}); "
+                    "give the two sources distinct job ids (a trace's job_id column, the start_id of a PoissonSource or BurstSource)"
+                )
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return bool(a == b)
+
+
+def _shown(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def project(engine: Engine, label: str, horizon_s: float, base: World | None = None) -> Projection:
     """Run a taken-over engine until every job in the system and every job still to arrive
-    has finished (or the horizon); the metrics of those jobs from the fork point on. `base`:
-    the world as of the fork point, if the engine's own has not folded in everything up to it
-    (a simulation between two rounds: `Simulation.world_now`)."""
+    has finished, or until the horizon, at the first round boundary at or after it: the
+    metrics of those jobs from the fork point on. `base`: the world as of the fork point, if
+    the engine's own has not folded in everything up to it (a simulation between two rounds:
+    `Simulation.world_now`).
+
+    Only these two end a projection, on either side of a comparison: not the time limit the
+    run was given (a snapshot's `until`), nor a sink's goal met (JobMetrics' `track`)."""
     world = engine.world
     base = base or world
     start = engine.backend.now
+    end = start + horizon_s
     known = len(base.jobs)
     affected_before = np.flatnonzero(base.jobs.column("status") != FINISHED)
     service0 = base.jobs.column("service").copy()
     preempt0 = base.jobs.column("preemptions").copy()
+    # The horizon in place of the run's own time limit, and no sink's goal (a sink still ticks):
+    # those end a run, not a projection. (A step skips no round past the pause.)
+    engine.look_ahead(end, goals=False)
+    engine.pause_at(end)
     stop = ""
     while not stop:
         if world.unfinished == 0 and not _arrivals_to_come(engine):
             stop = "every job finished"
-            break
-        if engine.backend.now >= start + horizon_s:
-            stop = f"reached the horizon ({horizon_s / 86400:g} days)"
-            break
-        stop = engine.step()
+        elif engine.backend.now >= end - 1e-9:
+            # The last round's progress and completions, as the world would learn them at the
+            # next round's start (as `Simulation.world_now`).
+            engine.fold_in()
+            done = world.unfinished == 0 and not _arrivals_to_come(engine)
+            stop = "every job finished" if done else f"reached the horizon ({horizon_s / 86400:g} days)"
+        else:
+            stop = engine.step()
     end = engine.backend.now
     rows = np.concatenate([affected_before, np.arange(known, len(world.jobs))])
     return Projection(label, _metrics(world, rows, start, end, service0, preempt0), end, stop)
@@ -246,6 +315,7 @@ def whatif_snapshot(
         raise UsageError(f"snapshot {path}: its run had already stopped ({sim.stop_reason})")
     engine, world = sim._engine, sim.world_now()  # (the facts as of the clock, as both sides start)
     point = {
+        "kind": "snapshot",
         "journal": str(path),
         "graph": sim.graph.path,
         "cluster": world.cluster.describe(),
@@ -255,7 +325,12 @@ def whatif_snapshot(
         "unfinished": int(world.unfinished),
         "running": int(len(world.running_rows)),
     }
-    ahead = simulate_ahead(world, other, point["now_s"], horizon_s) if other is not None else None
+    ahead = None
+    if other is not None:
+        traces = [str(el.path) for el in sim.graph.elements.values() if el.category == "source" and hasattr(el, "path")]
+        name = f"the snapshot {path}" + (f" (its jobs from {', '.join(traces)})" if traces else "")
+        seen = point["now_s"] - float(sim.graph.settings.round)  # (its last round ran one round before the clock)
+        ahead = simulate_ahead(world, other, point["now_s"], horizon_s, seen_s=seen, world_name=name)
     out = [project(engine, Path(sim.graph.path).name, horizon_s, world)]
     return point, out + ([ahead] if ahead is not None else [])
 
@@ -278,6 +353,7 @@ def whatif(
     finally:
         journal.db.close()
     point = {
+        "kind": "journal",
         "journal": str(journal_path),
         "graph": meta["graph"],
         "cluster": meta.get("cluster"),
@@ -287,7 +363,11 @@ def whatif(
         "unfinished": int(world.unfinished),
         "running": int(len(world.running_rows)),
     }
-    # (The other graph first: it starts from a copy of the world before the run's graph moves on.)
-    ahead = simulate_ahead(world, other, point["now_s"], horizon_s) if other is not None else None
+    # (The other graph first: it starts from a copy of the world before the run's graph moves on.
+    # The clock is the last journaled round's, whose arrivals the world has.)
+    now = point["now_s"]
+    ahead = None
+    if other is not None:
+        ahead = simulate_ahead(world, other, now, horizon_s, seen_s=now, world_name=f"the journal {journal_path}")
     out = [project(take_over(engine), Path(meta["graph"]).name, horizon_s)]
     return point, out + ([ahead] if ahead is not None else [])

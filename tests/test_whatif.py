@@ -10,7 +10,9 @@ from tests.conftest import fails
 
 
 def test_bad_journals_and_values_are_refused_clearly(tmp_path, capsys):
-    assert "no such journal file" in fails(capsys, "whatif", tmp_path / "missing.sqlite")
+    assert "missing.sqlite: no such file; give a simulation's snapshot (Simulation.save) or a live scheduler's journal" in fails(
+        capsys, "whatif", tmp_path / "missing.sqlite"
+    )
     text = tmp_path / "graph.sched"
     text.write_text("round = 5min;\n")
     assert f"{text}: not a live scheduler's journal" in fails(capsys, "whatif", text)

@@ -45,6 +45,11 @@ def whatif_command(args) -> int:
     run_overrides = overrides(args.run_set, "--run-set")
     if Path(args.journal).is_dir():
         raise UsageError(f"{args.journal}: is a folder; give a live scheduler's journal file or a simulation's snapshot file")
+    if not Path(args.journal).exists():
+        raise UsageError(
+            f"{args.journal}: no such file; give a simulation's snapshot (Simulation.save) or a live scheduler's journal "
+            "(its --journal file)"
+        )
 
     def run_graph_file(journaled: str) -> Path:
         """The run's graph: --run-graph if given, else as the journal names it."""
@@ -129,9 +134,14 @@ def _as_dict(p) -> dict:
 
 def _print(point: dict, projections) -> None:
     console = Console()
+    # A journal's clock is its last round's; a snapshot's, the boundary after its last round.
+    if point["kind"] == "journal":
+        at = f"round {point['rounds'] - 1} at t={point['now_s']:g}s"
+    else:
+        at = f"after {point['rounds']} rounds, at t={point['now_s']:g}s,"
     console.print(
-        f"from {point['journal']}: round {point['rounds'] - 1} at t={point['now_s']:g}s of {point['graph']} on "
-        f"{point['cluster']}: {point['jobs']} job(s) seen, {point['unfinished']} unfinished, {point['running']} running"
+        f"from {point['journal']}: {at} of {point['graph']} on {point['cluster']}: {point['jobs']} job(s) seen, "
+        f"{point['unfinished']} unfinished, {point['running']} running"
     )
     span = max((p.metrics["makespan_s"] or 0.0) for p in projections)
     show = in_units(span)
