@@ -175,7 +175,7 @@ class Engine:
         # Jobs a plan completed: reported as finished in the next round's events, as a job
         # that finishes inside a round is (the world's books already show them finished).
         self._completed: list[Events] = []
-        self._started = 0.0
+        self._wall = WallClock()
         self._rounds = 0
         self._idle_rounds = 0
         self.stop_reason = ""
@@ -292,7 +292,7 @@ class Engine:
     # steps it; between two steps the engine's whole state can be forked, runtime/snapshot.py).
     def begin(self) -> None:
         """Start every element, before the first round."""
-        self._started = time.perf_counter()
+        self._wall = WallClock()
         self._rounds = 0
         self._idle_rounds = 0
         self.stop_reason = ""
@@ -385,7 +385,7 @@ class Engine:
             stop_reason=self.stop_reason,
             reports=reports,
             counters=counters,
-            wall_s=time.perf_counter() - self._started,
+            wall_s=self._wall.elapsed(),
             skipped_rounds=self._skipping.skipped,
             passed_rounds=self._passing.total,
         )
@@ -501,6 +501,21 @@ def why_stop(engine: Engine, ctx: Round) -> str:
     if engine.world.unfinished == 0 and exhausted(engine._sources):
         return "every job finished"
     return ""
+
+
+class WallClock:
+    """The wall time since this process began running the engine, or took it up from a
+    snapshot or a fork: no part of the run's state, so a copy is a clock started afresh (and
+    two snapshots of one state are the same bytes)."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def __reduce__(self):
+        return WallClock, ()
 
 
 class Silenced:

@@ -139,6 +139,14 @@ def test_a_summary_mid_run_leaves_the_run_unchanged(mixed_reference):
     assert sim.summary()["jobs_finished"] == 144
 
 
+def test_two_snapshots_of_one_state_are_the_same_bytes(tmp_path):
+    """Nothing but the run's state goes into a snapshot: not memory the job table has reserved
+    and never written, not the wall clock. (Not the Gavel graph: its solver's time is a counter.)"""
+    first = Simulation(MIXED).run_until(10 * 3600).save(tmp_path / "a.snap")
+    second = Simulation(MIXED).run_until(10 * 3600).save(tmp_path / "b.snap")
+    assert first.read_bytes() == second.read_bytes()
+
+
 # --- bad snapshots -------------------------------------------------------------------------------
 @pytest.fixture
 def snap(tmp_path):

@@ -228,13 +228,19 @@ class JobTable:
                 "_cols": {name: arr.copy() for name, arr in self._cols.items()},
                 "_type_rates": self._type_rates.copy(),
                 "_row_of_id": None if self._row_of_id is None else self._row_of_id.copy(),
+                "_capacity": self._capacity,
             }
         )
         memo[id(self.reader)] = new.reader
         return new
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_faces", "reader", "_ahead")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_faces", "reader", "_ahead")}
+        # Only the rows in use: past them is memory never written (which would make two
+        # snapshots of one state differ) or rows written ahead, written again after a load.
+        n = self._n
+        state.update(_cols={name: arr[:n] for name, arr in self._cols.items()}, _type_rates=self._type_rates[:n], _capacity=n)
+        return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
