@@ -23,7 +23,13 @@ INF = np.inf
 # MPSolver drops rows with no finite bound when it loads a model, which would shift every row
 # after them; in warm mode a row's missing bound is this instead (far beyond any activity here).
 _FREE = 1e9
-_WARM_LIMIT_S = 2.0  # a warm LP re-solve taking longer than this is restarted from scratch; a MILP stops with its best solution
+# Warm solves are bounded by counts of work, which are the same on every machine (a bound by
+# the wall clock would make results depend on how busy the machine is). A warm LP re-solve that
+# takes more simplex iterations than this per row and column has stalled (a degenerate program)
+# and is solved again from scratch; a MILP stops at this many branch-and-bound nodes with its
+# best solution. (The programs here take some hundreds of iterations and a few nodes.)
+_ITERATIONS_PER_ROW_AND_COLUMN = 20
+_MILP_NODES = 10_000
 
 
 @attrs.frozen
@@ -242,13 +248,13 @@ class LinearProgram:
             problem = engine.LoadModelFromProto(mbh.to_mpmodel_proto(self.model))
             if problem:
                 raise RuntimeError(f"OR-Tools could not load the program: {problem}")
-            if solver == "GLOP" and not self.presolve:
-                engine.SetSolverSpecificParametersAsString("use_preprocessing: false")
+            self._bound_work(engine, solver, preprocessing=self.presolve)
             self._solver, self._solver_name = engine, solver
             self._rows, self._vars = engine.constraints(), engine.variables()
         elif solver != self._solver_name:
             raise RuntimeError(f"this program is loaded into {self._solver_name}, not {solver}")
-        self._solver.SetTimeLimit(int(1000 * (time_limit_s if time_limit_s is not None else _WARM_LIMIT_S)))
+        if time_limit_s is not None:
+            self._solver.SetTimeLimit(int(1000 * time_limit_s))
         status = self._solver.Solve()
         if solver in ("GLOP", "PDLP") and status not in (
             pywraplp.Solver.OPTIMAL,
@@ -262,7 +268,8 @@ class LinearProgram:
             engine = pywraplp.Solver.CreateSolver(solver)
             engine.LoadModelFromProto(current)
             self._solver, self._rows, self._vars = engine, engine.constraints(), engine.variables()
-            status = self._solver.Solve()
+            status = self._solver.Solve()  # (unbounded: from scratch, it does not stall)
+            self._bound_work(engine, solver, preprocessing=True)  # (the re-solves that start from it)
         response = linear_solver_pb2.MPSolutionResponse()
         self._solver.FillSolutionResponseProto(response)
         has = status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE) and len(response.variable_value) == self.n_vars
@@ -274,6 +281,16 @@ class LinearProgram:
             pywraplp.Solver.INFEASIBLE: "INFEASIBLE",
         }
         return Solution(status == pywraplp.Solver.OPTIMAL, names.get(status, f"status {status}"), float(objective), values)
+
+    def _bound_work(self, engine, solver: str, preprocessing: bool) -> None:
+        """GLOP's iterations or SCIP's nodes per solve (CBC takes no such bound here)."""
+        if solver == "GLOP":
+            iterations = _ITERATIONS_PER_ROW_AND_COLUMN * (self.n_rows + self.n_vars) + 1000
+            engine.SetSolverSpecificParametersAsString(
+                f"max_number_of_iterations: {iterations}" + ("" if preprocessing else " use_preprocessing: false")
+            )
+        elif solver == "SCIP":
+            engine.SetSolverSpecificParametersAsString(f"limits/totalnodes = {_MILP_NODES}\n")
 
 
 def _stacked(blocks: list[sp.csr_matrix | RowBlock], n_vars: int) -> sp.csr_matrix:

@@ -26,7 +26,7 @@ class WaterFilling:
     values: np.ndarray | None  # the last level's solution (None if the first LP failed)
     levels: list  # normalized throughput of each class after each level
     frozen_at: np.ndarray  # level at which each class was frozen (-1: never in play)
-    milp_stopped: int = 0  # bottleneck MILPs stopped at their time limit (their best solution used)
+    milp_stopped: int = 0  # bottleneck MILPs stopped at their node limit (their best solution used)
 
 
 def water_fill(
