@@ -57,6 +57,8 @@ class Reason(IntEnum):
     DELAY_MACHINE = 7
     DELAY_RACK = 8
     NOT_CHOSEN = 9
+    NO_ALLOCATION = 10
+    NO_SHARE = 11
     LAUNCHED = 20
     SUSPENDED = 21
     PREEMPTED = 22
@@ -80,6 +82,8 @@ MEANINGS: dict[Reason, tuple[str, str, str, str]] = {
     Reason.DELAY_MACHINE: ("waiting", "seconds starved", "machine timer in seconds", ""),
     Reason.DELAY_RACK: ("waiting", "seconds starved", "rack timer in seconds", ""),
     Reason.NOT_CHOSEN: ("waiting", "entries chosen this round", "GPUs left idle", ""),
+    Reason.NO_ALLOCATION: ("waiting", "time the allocation in force was made (s)", "earliest time of the next (s)", ""),
+    Reason.NO_SHARE: ("waiting", "time the allocation in force was made (s)", "GPUs left idle", ""),
     Reason.LAUNCHED: ("running", "machine of its first GPU", "GPUs", "machines spanned"),
     Reason.SUSPENDED: ("suspended", "", "", ""),
     Reason.PREEMPTED: ("suspended", "rank", "jobs ranked ahead that hold GPUs", ""),
@@ -101,10 +105,12 @@ _AFTER[Reason.LEASE_END] = Reason.NOT_CHOSEN
 _AFTER_OF = _AFTER.tolist()  # (indexed with Python ints in the round)
 
 # Reasons a running job holds only when an element has just explained its suspension (a
-# released Dally job that declines an offer waits for its timer): the engine adds a plain
-# SUSPENDED to the other suspensions.
+# released Dally job that declines an offer waits for its timer; a Gavel job that a new
+# allocation gives no share stops): the engine adds a plain SUSPENDED to the other suspensions.
 _SUSPENSIONS = np.zeros(128, dtype=bool)
-_SUSPENSIONS[[Reason.SUSPENDED, Reason.RANKED_BEHIND, Reason.NOT_CHOSEN, Reason.DELAY_MACHINE, Reason.DELAY_RACK]] = True
+_SUSPENSIONS[
+    [Reason.SUSPENDED, Reason.RANKED_BEHIND, Reason.NOT_CHOSEN, Reason.NO_SHARE, Reason.DELAY_MACHINE, Reason.DELAY_RACK]
+] = True
 
 # Codes recorded every time they are given, with no comparison: events rather than states, and
 # suspensions (a running job never holds a suspension's reason already).

@@ -14,7 +14,7 @@ from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.explain import FILE_NAME, Reason, Recorder
 from roundhouse.runtime.simulate import simulate
 from roundhouse.tools.cli import main
-from tests.conftest import fails, write_trace
+from tests.conftest import REPO, fails, write_trace
 
 
 def job(job_id, arrival_s, gpus, duration_s):
@@ -122,7 +122,7 @@ def test_no_room_on_one_machine(run_out, capsys):
     got = timeline(capsys, out, 3)
     assert got[1] == (
         "5m",
-        "waiting: rank 3; 2 GPU(s) left free, but not where it can run (one machine) (Fifo 'order', placed by Consolidated 'place')",
+        "waiting: rank 3; 2 GPU(s) left free, enough for it, but not where its placer may put it (Fifo 'order', placed by Consolidated 'place')",
     )
     assert got[2][0] == "50m" and got[2][1].startswith("running: launched on machine")
 
@@ -193,6 +193,49 @@ def test_tiresias_demotion_and_gavel_lease_end(tmp_path):
         # One lease ends (given by the mechanism: no plain "suspended" beside it), one job starts.
         assert sorted(now["reason"].cast(pl.String).to_list()) == ["launched", "lease_end"]
         assert now.filter(pl.col("reason") == "lease_end")["element"].to_list() == ["mech"]
+
+
+def test_gavel_jobs_wait_for_the_next_allocation_or_for_a_share(tmp_path):
+    # One GPU; Gavel's FIFO, not work-conserving: job 0 gets the whole share, the others none.
+    # Jobs 0 and 1 arrive at 0 (solved at once): job 1 has no share. Job 2 arrives at 300 and is
+    # solved at 360 (a solve at time zero starts no interval): no share either. Job 3 arrives at
+    # 500, within the interval (32 min) of that solve: it waits for the next, made at 42m
+    # (the first round from 6m + 32m), which gives it no share.
+    from tests.test_gavel_mechanism import _graph
+
+    profile = "model,batch_size,gpu_type,gpus,placement,iters_per_s\nja,1,V100,1,consolidated,1.0\n"
+    jobs = [dict(job_id=i, arrival_s=t, gpus=1, model="ja", iterations=1e9) for i, t in enumerate([0.0, 0.0, 300.0, 500.0])]
+    graph = _graph(tmp_path, jobs, "1x1:V100", solver="FifoHet", rounds="GavelRounds(work_conserving=false)", profile=profile)
+    result = simulate(graph, until=3600.0, explain=True)
+    frame = result.world.explain.frame(result.world).filter(pl.col("reason") != "admitted")
+    got = [
+        (d["job_id"], d["t_s"], d["reason"], d["element"], d["a"], d["b"])
+        for d in frame.with_columns(pl.col("reason").cast(pl.String)).sort("job_id", maintain_order=True).to_dicts()
+    ]
+    assert got == [
+        (0, 0.0, "launched", "place", 0, 1),
+        (1, 0.0, "no_share", "mech", 0, 0),
+        (2, 360.0, "no_share", "mech", 360, 0),
+        (3, 720.0, "no_allocation", "solve", 360, 360 + 1920),
+        (3, 2520.0, "no_share", "mech", 2520, 0),
+    ]
+
+
+@pytest.mark.parametrize("name", ["gavel-fifo", "gavel-las"])
+def test_every_gavel_job_that_waits_has_a_reason_from_its_admission(name):
+    # gavel-fifo is not work-conserving (jobs without a share wait), and under gavel-las most jobs
+    # arrive within the solver's interval of its last solve (they wait for the next).
+    result = simulate(compile_file(REPO / "graphs" / f"{name}.sched"), until=3 * 86400.0, explain=True)
+    frame = result.world.explain.frame(result.world).with_columns(pl.col("reason").cast(pl.String))
+    first = frame.group_by("job_id").agg(
+        pl.col("t_s").filter(pl.col("reason") == "admitted").first().alias("admitted"),
+        pl.col("t_s").filter(pl.col("reason") == "launched").first().alias("launched"),
+        pl.col("t_s").filter((pl.col("state") == "waiting") & (pl.col("reason") != "admitted")).first().alias("why"),
+    )
+    waited = first.filter(pl.col("launched").is_null() | (pl.col("launched") > pl.col("admitted")))
+    assert waited.height > 20
+    assert waited["why"].null_count() == 0  # (no reason at all)
+    assert waited.filter(pl.col("why") != pl.col("admitted")).height == 0  # (a reason only later)
 
 
 def test_the_record_is_off_with_no_explain_and_bad_requests_are_located(run_out, capsys, tmp_path):

@@ -116,3 +116,33 @@ def test_the_command_line_writes_the_record_as_the_run_goes(graph, tmp_path, mon
     assert started == [out / "explain.parquet"]
     assert (out / "explain.parquet").read_bytes() == expected
     assert sorted(p.name for p in out.iterdir()) == ["explain.parquet", "jobs.csv", "run.json", "summary.json"]
+
+
+def test_explain_reads_a_job_out_of_a_file_of_many_pieces_as_out_of_the_whole_table(graph, tmp_path, monkeypatch, capsys):
+    # `roundhouse explain` scans the file for one job's rows: row groups cut inside spilled
+    # blocks, each with label dictionaries of its own, give what the whole table gives.
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    from roundhouse.tools.explain_cmd import clock, describe
+
+    monkeypatch.setattr(explain_file, "PIECE", 5)
+    spill_every_block(monkeypatch)
+    engine = run_on(begun(graph))
+    path = tmp_path / "run" / "explain.parquet"
+    path.parent.mkdir()
+    engine.world.explain.write(path, engine.world)
+    assert pq.ParquetFile(path).metadata.num_row_groups > 50
+    whole = pl.read_parquet(path)
+    for job in whole["job_id"].unique().to_list():
+        capsys.readouterr()
+        assert main(["explain", str(path.parent), str(job)]) == 0
+        rows = whole.filter(pl.col("job_id") == job).sort("t_s", maintain_order=True).to_dicts()
+        assert capsys.readouterr().out.splitlines()[1:] == [f"  t={clock(r['t_s']):<10} {describe(r)}" for r in rows]
+    # Damaged pages (the footer whole) are found when the job's rows are read, and said alike.
+    data = bytearray(path.read_bytes())
+    damaged = slice(len(data) // 4, len(data) // 2)  # (every column of many row groups)
+    data[damaged] = bytes(b ^ 0x5A for b in data[damaged])
+    path.write_bytes(bytes(data))
+    assert main(["explain", str(path.parent), "0"]) == 2
+    assert f"{path}: cannot be read as Parquet (" in capsys.readouterr().err

@@ -27,17 +27,15 @@ def _by_hand(want, is_run, placed, suspend_pos, left, backfill) -> list[tuple[in
     """(position, code, a, b, c) per job, from the definitions in the module's docstring."""
     out = []
     waiting = [p for p in range(len(want)) if not is_run[p] and not placed[p]]
-    first = None
+    # Without backfilling, the first job that did not fit: the first waiting one that wants GPUs,
+    # or a running one suspended, whichever is ranked first; every waiting job behind it is blocked.
+    first = min([p for p in waiting if want[p] > 0][:1] + sorted(suspend_pos)[:1], default=None)
     for p in waiting:
         if want[p] <= 0:
             continue
         # Jobs ranked ahead that hold GPUs after the plan: all but those waiting and suspended.
         ahead = sum(1 for q in range(p) if (is_run[q] or placed[q]) and q not in suspend_pos)
-        if first is None:
-            first = p
-            code = Reason.RANKED_BEHIND if want[p] > left else Reason.NO_ROOM
-            out.append((p, int(code), p + 1, ahead, left))
-        elif not backfill:
+        if not backfill and p > first:
             out.append((p, int(Reason.BLOCKED), p + 1, first + 1, left))
         else:
             code = Reason.RANKED_BEHIND if want[p] > left else Reason.NO_ROOM
@@ -74,3 +72,18 @@ def test_waiting_reasons_match_the_reasons_worked_out_job_by_job():
         assert all(free_given[int(rows[p])] == left for p, code, *_ in expected if code != Reason.PREEMPTED)
         checked += len(expected)
     assert checked > 1000
+
+
+def test_without_backfill_a_job_suspended_ahead_blocks_the_waiting_jobs_behind_it():
+    # A round of LAS without backfilling: rank 1 runs on, rank 2 is launched, rank 3 (2 GPUs,
+    # running) does not fit and loses its GPUs, which leaves 1 free. Rank 4 (1 GPU) would fit
+    # in it, but no job starts behind rank 3: it is blocked by rank 3, not short of room.
+    want = np.array([1, 2, 2, 1])
+    is_run = np.array([True, False, True, False])
+    placed = np.array([False, True, False, False])
+    ranking = SimpleNamespace(rows=np.arange(4), gpus=want, gpu_type=None, backfill=False)
+    ctx = _Context(4, 4)
+    explain_placement(ctx, ranking, is_run, placed, np.array([2]), np.array([False, False, False, True]))
+    cols = ctx.record.arrays()
+    got = sorted(zip(cols["row"].tolist(), cols["code"].tolist(), cols["a"].tolist(), cols["b"].tolist(), cols["c"].tolist()))
+    assert got == [(2, int(Reason.PREEMPTED), 3, 2, 0), (3, int(Reason.BLOCKED), 4, 3, 1)]

@@ -1,16 +1,17 @@
 """`roundhouse explain RUN JOB`: a job's timeline, with why it waited, ran or was suspended.
 
-Reads the record a run kept (explain.parquet, written beside jobs.csv by `roundhouse run GRAPH
---out DIR`; runtime/explain.py) and prints one line per change, in plain words:
+Reads the job's rows of the record a run kept (explain.parquet, written beside jobs.csv by
+`roundhouse run GRAPH --out DIR`; runtime/explain.py) and prints one line per change, in plain words:
 
-    t=1h05m   waiting: rank 14 wants 8 GPUs; the 13 jobs ranked ahead hold all but 2 (ranked by 'order', Las)
-    t=2h      running: launched on machine 3 (8 GPUs) by 'place' (Consolidated)
+    t=6d07h10m   waiting: rank 48; 47 jobs ranked ahead hold GPUs, 0 left free, not enough for it (Las 'order', placed by FirstFree 'place')
+    t=6d07h15m   running: launched on machine 3 (1 GPU) (Las 'order', placed by FirstFree 'place')
 """
 
 from __future__ import annotations
 
 import difflib
 import math
+from contextlib import contextmanager
 from pathlib import Path
 
 from roundhouse.errors import UsageError
@@ -27,9 +28,10 @@ def register(sub) -> None:
         description="Print a job's timeline from the record a run kept (explain.parquet, written by "
         "`roundhouse run GRAPH --out DIR` unless --no-explain is given): when it was admitted, "
         "waited (its rank and the jobs ranked ahead, no free GPUs of its type, an admission gate "
-        "holding it, a delay timer), launched, was suspended (preempted, its Gavel round ended), "
-        "and finished, each with the element that decided it. A line is printed when the reason "
-        "changes; its numbers are those of that moment. docs/explain.md lists every reason.",
+        "holding it, a delay timer, Gavel's allocation), launched, was suspended (preempted, its "
+        "Gavel round ended), and finished, each with the element that decided it. A line is printed "
+        "when the reason changes; its numbers are those of that moment. docs/explain.md lists every "
+        "reason.",
     )
     p.add_argument("run", help="the folder a run wrote with --out")
     p.add_argument("job", help="the job's id (as in jobs.csv)")
@@ -37,8 +39,8 @@ def register(sub) -> None:
 
 
 def explain(args) -> int:
-    record = read_record(args.run)
-    rows = job_rows(record, args.run, args.job)
+    record, path = read_record(args.run)
+    rows = job_rows(record, path, args.run, args.job)
     print(f"job {args.job}: {len(rows)} change(s) recorded in {args.run}")
     for row in rows:
         print(f"  t={clock(row['t_s']):<10} {describe(row)}")
@@ -46,6 +48,8 @@ def explain(args) -> int:
 
 
 def read_record(run: str):
+    """The run's record as a lazy scan (a long run's is millions of changes: only one job's are
+    read), with the path it is read from; its columns are checked."""
     import polars as pl
 
     folder = Path(run)
@@ -65,24 +69,36 @@ def read_record(run: str):
             f"{run}: {what} with no {FILE_NAME}: the run kept no record of its decisions "
             "(run it again with `roundhouse run GRAPH --out DIR`, without --no-explain)"
         )
+    with _readable(path):
+        record = pl.scan_parquet(path)
+        columns = record.collect_schema().names()
+    missing = [c for c in COLUMNS if c not in columns]
+    if missing:
+        raise UsageError(f"{path}: no column {', '.join(repr(c) for c in missing)} (not a record `roundhouse run` wrote?)")
+    return record, path
+
+
+@contextmanager
+def _readable(path: Path):
+    """A file that cannot be read as Parquet (damaged, or something else), as a usage error."""
+    import polars as pl
+
     try:
-        record = pl.read_parquet(path)
+        yield
     except (pl.exceptions.PolarsError, OSError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UsageError(f"{path}: cannot be read as Parquet ({first})") from None
-    missing = [c for c in COLUMNS if c not in record.columns]
-    if missing:
-        raise UsageError(f"{path}: no column {', '.join(repr(c) for c in missing)} (not a record `roundhouse run` wrote?)")
-    return record
 
 
-def job_rows(record, run: str, job: str) -> list[dict]:
+def job_rows(record, path: Path, run: str, job: str) -> list[dict]:
     import polars as pl
 
-    ids = record["job_id"].cast(pl.String)
-    rows = record.filter(ids == job.strip())
+    ids = pl.col("job_id").cast(pl.String)
+    with _readable(path):
+        rows = record.filter(ids == job.strip()).collect()
+        if rows.height == 0:
+            known = record.select(ids.unique(maintain_order=True)).collect().to_series()
     if rows.height == 0:
-        known = ids.unique(maintain_order=True)
         close = difflib.get_close_matches(job, known.to_list(), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UsageError(
@@ -142,7 +158,8 @@ def describe(row: dict) -> str:
     if reason == "no_free_type":
         return f"waiting: rank {a}; only {c} GPU(s) of the type it needs (type {b}) left free ({_ranked_by(row)})"
     if reason == "no_room":
-        return f"waiting: rank {a}; {c} GPU(s) left free, but not where it can run (one machine) ({_ranked_by(row)})"
+        # (The record does not say what kept it out: one machine, a rack, ... is the placer's own rule.)
+        return f"waiting: rank {a}; {c} GPU(s) left free, enough for it, but not where its placer may put it ({_ranked_by(row)})"
     if reason == "blocked":
         return f"waiting: rank {a}; rank {b} does not fit and no job behind it may start first (no backfill) ({_ranked_by(row)})"
     if reason in ("delay_machine", "delay_rack"):
@@ -151,6 +168,12 @@ def describe(row: dict) -> str:
         return f"waiting: declined GPUs to wait for {level}; starved {clock(a)}, waits {timer} ({by})"
     if reason == "not_chosen":
         return f"waiting: not chosen this round: {_plural(a, 'entry', 'entries')} further behind their allocation took the GPUs ({by})"
+    if reason == "no_allocation":
+        return f"waiting: admitted after the allocation in force was made (at {clock(a)}); the next is made no sooner than {clock(b)} ({by})"
+    if reason == "no_share":
+        return (
+            f"waiting: the allocation made at {clock(a)} gives it no time on a GPU type it can use; {b} GPU(s) left idle ({by})"
+        )
     if reason == "launched":
         where = f"machine {a}" if c <= 1 else f"{c} machines from machine {a}"
         return f"running: launched on {where} ({_plural(b, 'GPU')}) ({_ranked_by(row)})"

@@ -3,9 +3,10 @@
 A waiting job that wants more GPUs than the round's plan leaves free waits behind the jobs ranked
 ahead of it (RANKED_BEHIND); one of a ranking that names a GPU type, for GPUs of that type
 (NO_FREE_TYPE); one that would fit in the GPUs left but not where it must go (one machine, say)
-for room (NO_ROOM); without backfilling, every job behind the first that did not fit is blocked
-by it (BLOCKED). A running job suspended while still ranked was preempted for the jobs ranked
-ahead of it (PREEMPTED).
+for room (NO_ROOM); without backfilling, every job behind the first that did not fit (the first
+waiting, or a running job suspended in the round if one is ranked ahead of it) is blocked by it
+(BLOCKED). A running job suspended while still ranked was preempted for the jobs ranked ahead of
+it (PREEMPTED).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def explain_placement(ctx, ranking, is_run, placed: np.ndarray, suspend: np.ndar
 
 def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, available: np.ndarray) -> None:
     """Waiting jobs at ranking positions `pos`; `idle`: all waiting positions, `hit`: those of
-    the suspended jobs (or None), for the count of jobs ranked ahead that hold GPUs."""
+    the suspended jobs (or None), for the count of jobs ranked ahead that hold GPUs and, without
+    backfilling, the first job that did not fit."""
     rows, want = ranking.rows, ranking.gpus
     cluster = ctx.cluster
     # (Counts of comparisons rather than a minimum: a reduction costs several times as much,
@@ -81,9 +83,15 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, avail
         if asked is not None:
             code = np.where((asked >= 0) & (wanted > left), int(Reason.NO_FREE_TYPE), code)
     first = int(pos[0])
-    if not ranking.backfill and len(pos) > 1:
-        code = np.full(len(pos), code) if isinstance(code, int) else code
-        code[1:] = int(Reason.BLOCKED)
+    if not ranking.backfill:
+        # No job starts behind the first that did not fit: the first waiting, or a running job
+        # suspended this round (it lost its GPUs) if one is ranked ahead of it.
+        ahead = hit is not None and int(hit[0]) < first
+        if ahead:
+            first = int(hit[0])
+        if ahead or len(pos) > 1:
+            code = np.full(len(pos), code) if isinstance(code, int) else code
+            code[0 if ahead else 1 :] = int(Reason.BLOCKED)
 
     def second(sel) -> np.ndarray:
         """Jobs ranked ahead that hold GPUs after the plan (all but those that wait and those

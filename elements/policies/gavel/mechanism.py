@@ -123,9 +123,10 @@ class GavelRounds(Element):
     def tick(self, ctx, shares: Shares) -> Ranking:
         self._account(ctx)
         self._ticked = None
-        if shares is not self._shares:
+        fresh = shares is not self._shares
+        if fresh:
             self._reset(ctx, shares)
-        return self._schedule(ctx)
+        return _explain_without_share(self, ctx, fresh, self._schedule(ctx))
 
     # --- event skipping ---
     quiet_after_change = True
@@ -188,8 +189,7 @@ class GavelRounds(Element):
         self._shares = shares
         self._rows, self._partner, self._X = rows, partner, np.asarray(X)
         self._deficit = deficit
-        # Per column, the entries in tie-break order (deficit, then allocation, then entry),
-        # fixed until the next allocation: a round then sorts by priority alone.
+        # Per column, entries in tie-break order (deficit, allocation, entry) until the next allocation.
         entry = np.arange(len(rows))
         self._tie_order = [np.lexsort((entry, -self._X[:, c], -deficit[:, c])) for c in range(k)]
         # Times restart at half a round (Gavel's choice), so every fraction is positive and
@@ -343,6 +343,27 @@ def _explain(mech: GavelRounds, ctx, picked: np.ndarray, taken: np.ndarray | Non
         ran = ctx.jobs.column("held")[rows] > 0
         code = np.where(ran, int(Reason.LEASE_END), int(Reason.NOT_CHOSEN))
         ctx.explain(code, rows, len(picked), idle)
+
+
+def _explain_without_share(mech: GavelRounds, ctx, fresh: bool, ranking: Ranking) -> Ranking:
+    """Record that the allocation's jobs that want none of its GPUs wait for want of a share,
+    when they are worked out again (a new allocation, or jobs finished: nothing else changes
+    their reason); returns `ranking`."""
+    if ctx.explaining and len(mech._rows) and (fresh or len(ctx.events.finished)):
+        rows = _without_share(mech)
+        if len(rows):
+            ctx.explain(Reason.NO_SHARE, rows, int(mech._last_reset), mech.counters["idle_gpus"])
+    return ranking
+
+
+def _without_share(mech: GavelRounds) -> np.ndarray:
+    """Rows of the allocation's unfinished jobs that want none of its GPUs (no share of a type
+    they can use, and not work-conserving; or no type they can use at all), alone or in a pair."""
+    rows = mech._rows[mech._alive & ~mech._paired & ~mech._waiting]
+    if mech._any_pairs and len(rows):
+        wanting = mech._paired & mech._wanted_by_col.any(axis=0)
+        rows = rows[~np.isin(rows, np.concatenate([mech._rows[wanting], mech._partner[wanting]]))]
+    return rows
 
 
 def _fastest_first(ctx, shares: Shares) -> np.ndarray:

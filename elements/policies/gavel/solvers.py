@@ -26,6 +26,8 @@ from roundhouse.elements.policies.gavel.lp import LinearProgram, with_column
 from roundhouse.elements.policies.gavel.waterfill import water_fill
 from roundhouse.errors import SchedError
 from roundhouse.runtime.element import Element, In, Out, element, element_family
+from roundhouse.runtime.explain import Reason
+from roundhouse.runtime.rowsets import without
 from roundhouse.runtime.types import Active, Shares
 from roundhouse.runtime.values import Duration, IdRange, at_least, at_most, non_negative, one_of
 
@@ -108,6 +110,10 @@ class GavelSolver(Element):
             unchanged = len(rows) == len(self._solved_rows) and np.array_equal(rows, self._solved_rows)
             self._pending = not unchanged
             if unchanged or ctx.now - self._last_solve < float(self.interval) - 1e-9:
+                if self._pending and ctx.explaining:
+                    # Jobs admitted since the last solve wait for the next, at the interval's end.
+                    made, next_solve = int(self._last_solve), int(self._last_solve + float(self.interval))
+                    ctx.explain(Reason.NO_ALLOCATION, without(rows, self._solved_rows), made, next_solve)
                 return self._shares
         self._pending = False
         started = time.perf_counter()
@@ -238,7 +244,7 @@ class MaxMinFairness(GavelSolver):
     Counters:
         objective: the last allocation's smallest weighted normalized throughput (its first level, with water filling).
         levels: water-filling levels solved (with water_filling=true).
-        milp_stopped: bottleneck MILPs stopped at their time limit, their best solution used (with water_filling=true).
+        milp_stopped: bottleneck MILPs stopped at their node limit, their best solution used (with water_filling=true).
     Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
         O(n) over the pool's jobs n otherwise, and not ticked between events (event skipping).
     See also: GavelRounds, Hierarchical, MinMaxRho
@@ -774,7 +780,7 @@ class Hierarchical(GavelSolver):
         entity_column: the job-table column naming each job's entity.
     Counters:
         levels: water-filling levels solved.
-        milp_stopped: bottleneck MILPs stopped at their time limit, their best solution used.
+        milp_stopped: bottleneck MILPs stopped at their node limit, their best solution used.
     Cost: Water filling: a sequence of linear programs (and at most one MILP) over entities and job
         classes when the job set changes (solver time); O(n) over the pool's jobs n otherwise.
     See also: MaxMinFairness, GavelRounds, EffectiveThroughput
