@@ -95,6 +95,31 @@ def test_water_filling_in_the_solver_element(tmp_path):
     assert X[0] == pytest.approx(1.0, abs=1e-6) and (X[1:] >= 1 / 3 - 1e-6).all()
 
 
+def test_warm_solves_are_bounded_by_work_not_by_the_clock(monkeypatch):
+    """A busy machine must get the same shares: no warm solve sets a time limit, and a warm
+    re-solve past its iteration bound (here every one) is solved again from scratch, to the
+    same optimum."""
+    from ortools.linear_solver import pywraplp
+
+    import roundhouse.elements.policies.gavel.lp as lp
+
+    def refuse(self, ms):
+        raise AssertionError("a warm solve set a time limit")
+
+    monkeypatch.setattr(pywraplp.Solver, "SetTimeLimit", refuse)
+    columns = Columns(("V100",), np.array([0]), None, np.array([4.0]))
+    weights = np.array([3.0, 1.0, 1.0, 1.0])
+    levels = []
+    for per_row_and_column, floor in ((lp._ITERATIONS_PER_ROW_AND_COLUMN, lp._WORK_FLOOR), (0, 1)):
+        monkeypatch.setattr(lp, "_ITERATIONS_PER_ROW_AND_COLUMN", per_row_and_column)
+        monkeypatch.setattr(lp, "_WORK_FLOOR", floor)  # (then one iteration: every warm re-solve stalls)
+        form = Formulation(np.ones((4, 1)), np.ones(4), np.ones(4), columns)
+        filled = water_fill(form, np.ones(4), lambda frozen: np.where(frozen, 0.0, weights))
+        levels.append(filled.levels[-1])
+    assert np.allclose(levels[0], [1.0, 1.0, 1.0, 1.0], atol=1e-6)
+    assert np.allclose(levels[1], levels[0], atol=1e-6)
+
+
 def _random_profile(rng, models: int, types=("V100", "P100", "K80")) -> str:
     lines = ["model,batch_size,gpu_type,gpus,placement,iters_per_s"]
     for m in range(models):

@@ -29,6 +29,7 @@ _FREE = 1e9
 # and is solved again from scratch; a MILP stops at this many branch-and-bound nodes with its
 # best solution. (The programs here take some hundreds of iterations and a few nodes.)
 _ITERATIONS_PER_ROW_AND_COLUMN = 20
+_WORK_FLOOR = 1000  # (iterations any program may take, however small)
 _MILP_NODES = 10_000
 
 
@@ -285,7 +286,7 @@ class LinearProgram:
     def _bound_work(self, engine, solver: str, preprocessing: bool) -> None:
         """GLOP's iterations or SCIP's nodes per solve (CBC takes no such bound here)."""
         if solver == "GLOP":
-            iterations = _ITERATIONS_PER_ROW_AND_COLUMN * (self.n_rows + self.n_vars) + 1000
+            iterations = _ITERATIONS_PER_ROW_AND_COLUMN * (self.n_rows + self.n_vars) + _WORK_FLOOR
             engine.SetSolverSpecificParametersAsString(
                 f"max_number_of_iterations: {iterations}" + ("" if preprocessing else " use_preprocessing: false")
             )
