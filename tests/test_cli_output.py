@@ -124,6 +124,28 @@ def test_render_ties_each_element_named_in_an_argument_to_the_one_naming_it(tmp_
     assert svg.read_text().count('class="edge"') == len(graph.connections) + 8
 
 
+def test_a_pdf_rendered_twice_is_the_same_file_and_still_reads(tmp_path):
+    import shutil
+    import time
+
+    if shutil.which("dot") is None:
+        pytest.fail("Graphviz's dot is required (the README's test command installs it)")
+    first, second = tmp_path / "a.pdf", tmp_path / "b.pdf"
+    assert main(["render", str(REPO / "graphs" / "las.sched"), "-o", str(first)]) == 0
+    time.sleep(1.1)  # (Graphviz's cairo dates a PDF to the second)
+    assert main(["render", str(REPO / "graphs" / "las.sched"), "-o", str(second)]) == 0
+    data = first.read_bytes()
+    assert data == second.read_bytes() and b"/CreationDate" not in data and b"/Producer" in data
+    # Every object is where the cross-reference table says it is.
+    start = int(re.search(rb"startxref\s+(\d+)\s+%%EOF\s*$", data).group(1))
+    table = re.match(rb"xref\s+0 (\d+)\s+((?:\d{10} \d{5} [nf]\s{1,2})+)trailer", data[start:])
+    entries = re.findall(rb"(\d{10}) \d{5} ([nf])", table.group(2))
+    assert len(entries) == int(table.group(1)) > 1
+    for number, (offset, kind) in enumerate(entries):
+        if kind == b"n":
+            assert data[int(offset) :].startswith(b"%d 0 obj" % number)
+
+
 TRACED = 'round = 5min;\ncluster = "4x4";\nt :: TraceSource(path="{trace}");\nt -> AcceptAll -> JobPool -> Fifo -> Consolidated -> Launch -> JobMetrics;\n'
 
 

@@ -400,7 +400,60 @@ def test_report_says_when_the_graph_is_not_found(tmp_path):
     out = tmp_path / "r.html"
     assert main(["report", str(hand_run(tmp_path / "run")), "-o", str(out)]) == 0
     page = out.read_text()
-    assert "nowhere.sched is not found from here" in page and page.count('<figure class="plot"><img') == 3
+    assert "nowhere.sched is not found (looked for from " in page and page.count('<figure class="plot"><img') == 3
+    assert "relative to the folder the run was started in" in page
+
+
+def _graph_drawn(page: str) -> str:
+    """The report's Graph section: the SVG drawn, decoded, or the note standing in its place."""
+    import base64
+
+    section = page[page.index("<h2>Graph</h2>") : page.index("<h2>Summary</h2>")]
+    drawn = re.search(r'data:image/svg\+xml;base64,([^"]+)', section)
+    return base64.b64decode(drawn.group(1)).decode() if drawn else section
+
+
+def test_the_report_draws_the_graph_the_run_read_from_wherever_it_is_made(real_run, tmp_path, monkeypatch):
+    assert json.loads((real_run / "run.json").read_text())["graph_text"] == TINY
+    # Another folder with its own g.sched and trace.csv: the run's graph is drawn, not that one.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "g.sched").write_text(TINY.replace("Las", "Fifo"))
+    (other / "trace.csv").write_text((tmp_path / "trace.csv").read_text())
+    monkeypatch.chdir(other)
+    assert main(["report", str(real_run), "-o", "r.html"]) == 0
+    drawn = _graph_drawn((other / "r.html").read_text())
+    assert ">Las<" in drawn and ">Fifo<" not in drawn
+    assert "g.sched, as the run read it" in (other / "r.html").read_text()
+    # Where the files the graph names are not found, a note says where the path is relative to.
+    (other / "trace.csv").unlink()
+    assert main(["report", str(real_run), "-o", "r.html"]) == 0
+    drawn = _graph_drawn((other / "r.html").read_text())
+    assert "<svg" not in drawn and f"could not be drawn (looked for from {other}; the path is relative to the folder the" in drawn
+
+
+def test_a_run_json_without_the_graphs_text_draws_its_file_as_it_reads_now(real_run, tmp_path, monkeypatch):
+    info = json.loads((real_run / "run.json").read_text())
+    del info["graph_text"]  # as run.json was written before it kept the text
+    (real_run / "run.json").write_text(json.dumps(info))
+    assert main(["report", str(real_run), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert ">Las<" in _graph_drawn(page) and "g.sched, as the file reads now, which may differ from what was run" in page
+    monkeypatch.chdir(real_run)
+    assert main(["report", ".", "-o", str(tmp_path / "r.html")]) == 0
+    assert f"g.sched is not found (looked for from {real_run};" in _graph_drawn((tmp_path / "r.html").read_text())
+
+
+def test_the_same_run_from_another_folder_into_another_writes_the_same_files(real_run, tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["run", str(tmp_path / "g.sched"), "--out", "a", "--quiet"]) == 0
+    assert main(["run", str(tmp_path / "g.sched"), "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    names = sorted(p.name for p in (elsewhere / "a").iterdir())
+    assert "run.json" in names and names == sorted(p.name for p in (tmp_path / "b").iterdir())
+    for name in names:
+        assert (elsewhere / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
 
 def test_report_of_a_sweep(tmp_path):

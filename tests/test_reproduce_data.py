@@ -18,7 +18,7 @@ from roundhouse.runtime.dsl.parser import parse
 from roundhouse.runtime.sweep import RunSpec
 from roundhouse.tools.cli import main
 from roundhouse.tools.reproductions import DEFAULT_DATA, EXPERIMENTS, experiment, load_all
-from roundhouse.tools.reproductions._runs import run, sched_string
+from roundhouse.tools.reproductions._runs import path_from_graphs, run, sched_string
 from roundhouse.traces.formats import read_trace
 from tests.conftest import REPO, SHARED, fails
 
@@ -231,6 +231,24 @@ def test_a_graph_naming_a_path_with_quotes_and_backslashes_reads_that_path(tmp_p
     graph.write_text(GRAPH.replace('"jobs.csv"', sched_string(folder / "jobs.csv")))
     compiled = compile_file(graph)
     assert str(compiled.elements["src"].path) == str(folder / "jobs.csv")
+
+
+def test_a_file_the_experiment_wrote_is_named_from_the_graphs_folder():
+    out = Path("/x/out/NAME")
+    assert path_from_graphs(out, out / "workloads" / "w.csv") == "../workloads/w.csv"
+    assert path_from_graphs(out, Path("/data/pollux/w.csv")) == "/data/pollux/w.csv"  # (the reference data stays put)
+
+
+@needs_data
+def test_the_ones_graphs_name_their_trace_from_their_own_folder_and_move_with_it(tmp_path):
+    from roundhouse.tools.reproductions import ones
+
+    specs = ones.specs(tmp_path / "out" / "ones-64gpu", quick=True)  # (writes the trace and graphs, runs nothing)
+    (tmp_path / "out").rename(tmp_path / "moved")
+    for spec in specs:
+        graph = tmp_path / "moved" / Path(spec.graph).relative_to(tmp_path / "out")
+        assert 'TraceSource(path="../traces/ones-trace.csv")' in graph.read_text()
+        assert compile_file(graph).elements["report"]
 
 
 @needs_data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from roundhouse.errors import UsageError
@@ -29,6 +30,20 @@ def render(args) -> int:
         raise UsageError(
             f"{err}; or write the graph as a .dot file (-o {out.with_suffix('.dot')}), which needs no Graphviz"
         ) from None
+    if fmt == "pdf":
+        data = _undated(data)
     with writing(out):
         out.write_bytes(data)
     return 0
+
+
+# The dates in a PDF's document information dictionary: Graphviz's cairo stamps the time it
+# drew the file there, whatever SOURCE_DATE_EPOCH says.
+_PDF_DATE = re.compile(rb"/(?:CreationDate|ModDate)\s*\(D:[^()\\]*\)")
+
+
+def _undated(pdf: bytes) -> bytes:
+    """The PDF without its dates, so that the same graph gives the same file: each is blanked
+    with spaces of its length, which keeps every offset of the cross-reference table right (a
+    date is optional, and spaces between a dictionary's entries mean nothing)."""
+    return _PDF_DATE.sub(lambda m: b" " * len(m.group()), pdf)

@@ -83,7 +83,7 @@ def run_page(run: RunFolder) -> str:
         except UsageError as err:  # e.g. no job finished: the other plots still tell something
             plots.append(_note(str(err)))
     name = Path(run.graph).name if run.graph else run.path.name
-    return _page(f"Run of {name}", facts, _graph_html(run.graph), _summaries_html(run, name, reports), plots)
+    return _page(f"Run of {name}", facts, _run_graph_html(run), _summaries_html(run, name, reports), plots)
 
 
 def _summaries_html(run: RunFolder, name: str, reports: list[tuple[str, dict, dict]]) -> str:
@@ -159,22 +159,53 @@ def _cell(column: str, value, show) -> str:
     return str(value)
 
 
-def _graph_html(graph: str | None) -> str:
-    """The run's graph as Graphviz draws it, or a note saying why it is not drawn (the report
-    is still worth having without it)."""
+def _run_graph_html(run: RunFolder) -> str:
+    """The graph the run read, from the text run.json keeps of it; a run written before
+    run.json kept it has only the path, and its file is drawn as it reads now."""
+    graph, text = run.graph, run.info.get("graph_text")
     if not graph:
         return _note("run.json names no graph.")
+    if text is None:
+        return _graph_html(graph)
+    if not isinstance(text, str):
+        return _note(f"{run.path / 'run.json'}: 'graph_text' should be a string; the graph is not drawn.")
+    # The files the graph names are read relative to its folder, which is found as `run` was
+    # given the graph: compiling checks that they are there.
+    try:
+        compiled = compile_file(graph, text=text)
+    except RoundhouseError as err:
+        return _note(f"The graph {graph} could not be drawn{_looked_for(graph)}: {err}")
+    return _drawn(graph, compiled, "as the run read it")
+
+
+def _graph_html(graph: str) -> str:
+    """A graph's file as Graphviz draws it, or a note saying why it is not drawn (the report is
+    still worth having without it)."""
     path = Path(graph)
     if not path.is_file():
-        return _note(f"The graph {graph} is not found from here (a relative path is relative to where the run was started).")
+        return _note(f"The graph {graph} is not found{_looked_for(graph)}.")
     try:
-        svg = draw(compile_file(path), "svg")
+        compiled = compile_file(path)
+    except RoundhouseError as err:
+        return _note(f"The graph {graph} could not be drawn: {err}")
+    return _drawn(graph, compiled, "as the file reads now, which may differ from what was run")
+
+
+def _looked_for(graph: str) -> str:
+    """For a relative path, where `report` looked for the graph and where it should have."""
+    if Path(graph).is_absolute():
+        return ""
+    return f" (looked for from {Path.cwd()}; the path is relative to the folder the run was started in)"
+
+
+def _drawn(graph: str, compiled, which: str) -> str:
+    try:
+        svg = draw(compiled, "svg")
     except RoundhouseError as err:
         return _note(f"The graph {graph} could not be drawn: {err}")
     return (
-        f'<figure><img alt="the graph {html.escape(path.name)}" src="{_data_uri(svg, "image/svg+xml")}">'
-        f"<figcaption>{html.escape(str(graph))}, as the file reads now (values given with --set are not shown)."
-        "</figcaption></figure>"
+        f'<figure><img alt="the graph {html.escape(Path(graph).name)}" src="{_data_uri(svg, "image/svg+xml")}">'
+        f"<figcaption>{html.escape(graph)}, {which} (values given with --set are not shown).</figcaption></figure>"
     )
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.compiler import Override, compile_graph
-from roundhouse.runtime.dsl.loader import load
+from roundhouse.runtime.dsl.loader import load, read_source
 from roundhouse.tools.common import overrides
 from roundhouse.traces.csvtext import check_trace_file
 
@@ -165,6 +165,9 @@ def write_results(out: Path, graph, cluster, result) -> None:
     files = sorted([name for name, _ in writes] + ["run.json"] + ([FILE_NAME] if record is not None else []))
     run_info = {
         "graph": str(graph.path),
+        # The path is as `run` was given it, relative to where it was started: `report` draws
+        # this text, so that it never draws another file found under that name from elsewhere.
+        "graph_text": _graph_text(graph.path),
         "cluster": cluster.describe(),
         "settings": {k: (float(v) if isinstance(v, float) else v) for k, v in _settings(graph).items()},
         "rounds": result.rounds,
@@ -220,6 +223,15 @@ def _files_of_earlier_run(out: Path) -> set[str]:
     return {name for name in _EARLIER_NAMES if (out / name).is_file()} | {
         path.name for pattern in _EARLIER_PATTERNS for path in out.glob(pattern)
     }
+
+
+def _graph_text(path) -> str | None:
+    """The text of the graph's file as the results are written; None when it cannot be read
+    any more (removed while the run went on): that must not cost the run's results."""
+    try:
+        return read_source(Path(path))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
 
 
 def _settings(graph) -> dict:

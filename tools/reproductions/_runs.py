@@ -24,6 +24,18 @@ def sched_string(text: str | Path) -> str:
     return describe(str(text)).replace("\n", "\\n")
 
 
+def path_from_graphs(out_dir: Path, path: Path) -> str:
+    """How a graph that write_graph saves names `path`: a file the experiment wrote under
+    `out_dir` relative to the graphs' folder (a graph reads a relative path from its own
+    folder), so that the same graphs work wherever the output folder is put or moved; any other
+    file (the reference data) as it is given."""
+    try:
+        inside = Path(path).relative_to(out_dir)
+    except ValueError:
+        return str(path)
+    return Path("..", inside).as_posix()
+
+
 def write_graph(out_dir: Path, name: str, text: str) -> Path:
     """Save a graph the experiment runs (under graphs/ of its output folder) and return its path."""
     folder = out_dir / "graphs"

@@ -26,6 +26,7 @@ from roundhouse.tools.reproductions import Comparison, Report, experiment
 from roundhouse.tools.reproductions._runs import (
     hours,
     jobs_table,
+    path_from_graphs,
     pct_lower,
     plot_against_load,
     plot_bars,
@@ -283,7 +284,12 @@ def blox_loss_termination(out_dir: Path, quick: bool) -> Report:
                 out_dir,
                 f"fifo-{name}-{seed}",
                 LOSS_GRAPH.format(
-                    costs=COSTS, cluster=sched_string(CLUSTER), trace=sched_string(trace.resolve()), lo=lo, hi=hi, body=body
+                    costs=COSTS,
+                    cluster=sched_string(CLUSTER),
+                    trace=sched_string(path_from_graphs(out_dir, trace)),
+                    lo=lo,
+                    hi=hi,
+                    body=body,
                 ),
             )
             specs.append(RunSpec(str(graph), labels={"termination": name, "seed": seed}))

@@ -10,7 +10,16 @@ import polars as pl
 
 from roundhouse.runtime.sweep import RunSpec
 from roundhouse.tools.reproductions import Comparison, Report, data_folder, experiment
-from roundhouse.tools.reproductions._runs import jobs_table, pct_lower, plot_bars, run, save_figure, sched_string, write_graph
+from roundhouse.tools.reproductions._runs import (
+    jobs_table,
+    path_from_graphs,
+    pct_lower,
+    plot_bars,
+    run,
+    save_figure,
+    sched_string,
+    write_graph,
+)
 
 # ONES' trace, in the reference data.
 TRACE_IN_DATA = Path("ones") / "trace_1.csv"
@@ -47,7 +56,7 @@ cluster = {sched_string(f"{nodes}x4:V100")};
 elastic_profile = "ones";
 resize_in_place = 1s;
 resize_restart = 20s;
-TraceSource(path={sched_string(trace)}) -> AcceptAll -> JobPool -> {chain} -> report :: JobMetrics;
+TraceSource(path={sched_string(path_from_graphs(out, trace))}) -> AcceptAll -> JobPool -> {chain} -> report :: JobMetrics;
 """,
     )
 

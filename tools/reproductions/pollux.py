@@ -20,6 +20,7 @@ from roundhouse.runtime.sweep import RunSpec
 from roundhouse.tools.reproductions import DEFAULT_DATA, Comparison, Report, data_folder, experiment
 from roundhouse.tools.reproductions._runs import (
     hours,
+    path_from_graphs,
     plot_against_load,
     run,
     save_figure,
@@ -58,7 +59,7 @@ INTERVALS = (30, 60, 120, 240, 480)
 LOADS = (1, 5, 10, 15, 20, 30, 40)  # jobs/hour, Blox Figs. 8-9 (1 to 40)
 
 
-def graph_text(workload: Path, chain: str, interval_s: float, note: str, profile: Path = PROFILE) -> str:
+def graph_text(workload: str | Path, chain: str, interval_s: float, note: str, profile: Path = PROFILE) -> str:
     """A graph of Pollux's setting: 16 x 4 GPUs, the trace's applications as an elastic profile,
     the simulator's 30 s charge on every change of a job's GPUs. A start's charge must end
     inside its round (the simulator carries only resize pauses over), so at a 30 s interval it
@@ -121,11 +122,11 @@ def first_jobs(out_dir: Path, jobs: int, workload: Path = WORKLOAD) -> Path:
 def pollux_interval(out_dir: Path, quick: bool) -> Report:
     jobs = 40 if quick else 160
     intervals = (60, 480) if quick else INTERVALS
-    trace = first_jobs(out_dir, jobs, data_folder() / WORKLOAD_IN_DATA)
+    workload = path_from_graphs(out_dir, first_jobs(out_dir, jobs, data_folder() / WORKLOAD_IN_DATA))
     profile = data_folder() / PROFILE_IN_DATA
     specs = [
         RunSpec(
-            str(write_graph(out_dir, f"pollux-{s}s", graph_text(trace, POLLUX, s, f"scheduling interval {s} s", profile))),
+            str(write_graph(out_dir, f"pollux-{s}s", graph_text(workload, POLLUX, s, f"scheduling interval {s} s", profile))),
             labels={"interval_s": s},
         )
         for s in intervals
@@ -187,7 +188,7 @@ def pollux_load(out_dir: Path, quick: bool) -> Report:
     for load in loads:
         trace = retimed_workload(out_dir, load, jobs, workload=data_folder() / WORKLOAD_IN_DATA)
         for name, chain in POLICIES.items():
-            text = graph_text(trace, chain, 60, f"{name} at {load} jobs/hour", profile)
+            text = graph_text(path_from_graphs(out_dir, trace), chain, 60, f"{name} at {load} jobs/hour", profile)
             graph = write_graph(out_dir, f"{name.lower()}-{load}-per-hour", text)
             specs.append(RunSpec(str(graph), labels={"policy": name, "load": load}))
     runs = summary_table(run(specs)).sort(["load", "policy"])
