@@ -63,6 +63,9 @@ def register(cls: type[Element]) -> None:
     # Where a class of this name is defined already: registered, or a built-in not imported yet.
     # (The same module defining it again is a file imported again after it failed half-way.)
     existing = _CLASSES.get(cls.__name__)
+    # Defined by the user's file being imported: not a built-in that the file imports (its
+    # module stays imported, so it must stay known when the file's classes are forgotten).
+    from_file = bool(_IMPORTING) and not cls.__module__.startswith(_LIBRARY)
     home = (
         (existing.__module__, existing.__qualname__)
         if existing is not None
@@ -70,10 +73,10 @@ def register(cls: type[Element]) -> None:
     )
     if home[0] is not None and home != (cls.__module__, cls.__qualname__):
         first = _FILE_OF.get(cls.__name__, home[0])
-        here = _IMPORTING[-1] if _IMPORTING else cls.__module__
+        here = _IMPORTING[-1] if from_file else cls.__module__
         raise DefinedTwice(f"element class {cls.__name__} is defined twice: in {first} and {here}")
     _CLASSES[cls.__name__] = cls
-    if _IMPORTING:
+    if from_file:
         _FILE_OF[cls.__name__] = _IMPORTING[-1]
 
 

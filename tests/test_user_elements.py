@@ -194,3 +194,25 @@ def test_the_reference_refuses_two_files_defining_one_class_naming_both(tmp_path
     assert err.startswith(f"error: --require {second}: {second}:")
     assert f"element class SmallestFirstListed is defined twice: in {first} and {second}" in err
     assert "Traceback" not in err
+
+
+def test_a_built_in_that_a_required_file_imports_stays_known_to_the_next_graph(tmp_path):
+    """The file's own classes are forgotten after its graph; a built-in module it imported
+    first stays imported, so its classes must stay known. (In a fresh process: here the
+    built-in module would be imported already.)"""
+    import subprocess
+    import sys
+
+    a, _ = _two_copies(tmp_path, "SmallestFirstImporting")
+    element_file = tmp_path / "a" / "smallest_first.py"
+    element_file.write_text(
+        "from roundhouse.elements.policies.tiresias import TiresiasLas  # noqa: F401\n" + element_file.read_text()
+    )
+    plain = tmp_path / "plain.sched"
+    plain.write_text(
+        'round = 5min; cluster = "1x4:V100"; PoissonSource(rate=1/h, jobs=1, seed=0) -> AcceptAll -> JobPool -> '
+        "TiresiasLas -> FirstFree -> Launch -> JobMetrics;\n"
+    )
+    code = "import sys; from roundhouse.tools.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", code, "check", a, str(plain)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
