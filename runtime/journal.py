@@ -266,6 +266,11 @@ class Journal:
         self.commit()
         self.db.close()
 
+    def holds_nothing(self) -> bool:
+        """Whether nothing was written: no run begun, no submission accepted, no node seen."""
+        tables = ("meta", "rounds", "submissions", "attempts", "exits", "nodes")
+        return not any(self.db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() for table in tables)
+
     def remove(self) -> None:
         """Delete the closed journal's files (SQLite's write-ahead log and index beside it)."""
         for suffix in ("", "-wal", "-shm"):

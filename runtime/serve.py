@@ -104,10 +104,11 @@ def serve(
 
 
 def _close(journal: Journal, created: bool) -> None:
-    """Close the journal; one made for a run that never began (the address was taken, the keys
-    were refused, it was stopped while waiting for agents) holds nothing, and is removed rather
-    than left to be mistaken for one that does."""
-    began = bool(journal.meta())
+    """Close the journal; one made for a run that never began and holds nothing (the address
+    was taken, the keys were refused, it was stopped while waiting for agents before any job
+    was submitted) is removed rather than left to be mistaken for one that holds a run. (Jobs
+    accepted while it waited stay: the next start delivers them.)"""
+    empty = journal.holds_nothing()
     journal.close()
-    if created and not began:
+    if created and empty:
         journal.remove()

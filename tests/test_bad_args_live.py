@@ -141,3 +141,18 @@ def test_profile_checks_its_output_before_measuring(tmp_path, capsys):
     _fails(capsys, ["profile", "--out", tmp_path / "nonexistent" / "p.csv"], "no folder")
     _fails(capsys, ["profile", "--out", tmp_path], "is a folder")
     assert time.monotonic() - started < 10  # nothing was measured
+
+
+def test_a_journal_that_never_began_is_kept_if_it_accepted_a_job(tmp_path):
+    """Stopped while waiting for agents, serve removes the journal it made only if nothing was
+    written to it: a job accepted meanwhile is delivered at the next start."""
+    from roundhouse.runtime.journal import Journal
+    from roundhouse.runtime.serve import _close
+
+    empty, accepted = Journal(tmp_path / "empty.sqlite"), Journal(tmp_path / "accepted.sqlite")
+    accepted.add_submission(0, {"gpus": 1}, 0.0)
+    accepted.commit()
+    _close(empty, created=True)
+    _close(accepted, created=True)
+    assert not (tmp_path / "empty.sqlite").exists() and (tmp_path / "accepted.sqlite").exists()
+    assert [job for job, _, _ in Journal(tmp_path / "accepted.sqlite").pending_submissions()] == [0]

@@ -90,10 +90,9 @@ def run_live(args, bind: str) -> int:
     explain = bool(args.out) and getattr(args, "explain", True)  # (`serve` has no --no-explain)
     try:
         result = serve(graph, bind, security, journal, options, cluster=cluster, until=until, explain=explain)
-    except BaseException:
+    finally:
         if fresh_folder and not any(checkpoints.iterdir()):  # made for a run that never began
             checkpoints.rmdir()
-        raise
     print_summary(Console(stderr=True), graph, cluster, result, live=True)
     if args.out:
         with writing(args.out):
