@@ -32,6 +32,7 @@ from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.engine import Engine
 from roundhouse.runtime.journal import Journal
 from roundhouse.runtime.types import Events, Plan
+from roundhouse.runtime.values import format_duration
 from roundhouse.runtime.world import World
 from roundhouse.traces.jobs import FINISHED
 
@@ -63,6 +64,11 @@ class JournalReplay:
     @property
     def rounds(self) -> int:
         return len(self._rounds)
+
+    @property
+    def last_round(self) -> int:
+        """The number of the last journaled round (a restarted run's rounds are numbered on)."""
+        return int(self._rounds[-1][0])
 
     @property
     def remaining(self) -> int:
@@ -123,7 +129,8 @@ def replay(journal: Journal, meta: dict[str, Any], graph: CompiledGraph, world: 
     if graph.key() != meta.get("graph_digest"):
         raise UsageError(
             f"{journal.path}: the graph {graph.path} is not the run's (its elements, arguments or settings differ from "
-            "those the journal recorded); give the run's graph as it was with --run-graph, and its --set with --run-set"
+            "those the journal recorded); give the run's graph as it was with --run-graph, its --set with --run-set, and its "
+            "--trace with --run-trace"
         )
     if world.cluster.describe() != meta.get("cluster"):
         raise UsageError(
@@ -202,7 +209,23 @@ def _fresh(graph: CompiledGraph, world: World, now: float, seen_s: float, world_
 # What makes a job the job it is: a source's job with the id of one the world has is that job
 # (not added again) only if these agree. (Not its arrival: a trace's arrivals redrawn at another
 # rate bring the same jobs at other times.)
-_IDENTITY = ("gpus", "duration_s", "model", "batch_size", "user", "weight", "slo_s")
+_IDENTITY = (
+    "gpus",
+    "duration_s",
+    "model",
+    "work",
+    "batch_size",
+    "user",
+    "weight",
+    "slo_s",
+    "epochs",
+    "epoch_size",
+    "max_gpus",
+    "max_batch_size",
+    "cpus",
+    "memory_gb",
+    "command",
+)
 
 
 def _refuse_other_jobs_with_known_ids(world: World, upcoming, world_name: str) -> None:
@@ -236,18 +259,20 @@ def _shown(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def project(engine: Engine, label: str, horizon_s: float, base: World | None = None) -> Projection:
+def project(engine: Engine, label: str, horizon_s: float, base: World | None = None, start: float | None = None) -> Projection:
     """Run a taken-over engine until every job in the system and every job still to arrive
     has finished, or until the horizon, at the first round boundary at or after it: the
     metrics of those jobs from the fork point on. `base`: the world as of the fork point, if
     the engine's own has not folded in everything up to it (a simulation between two rounds:
-    `Simulation.world_now`).
+    `Simulation.world_now`). `start`: the fork point, if the engine's clock has moved past it
+    (a journal's last round, taken over: `take_over`); both sides of a comparison are
+    measured from it, over the same span.
 
     Only these two end a projection, on either side of a comparison: not the time limit the
     run was given (a snapshot's `until`), nor a sink's goal met (JobMetrics' `track`)."""
     world = engine.world
     base = base or world
-    start = engine.backend.now
+    start = engine.backend.now if start is None else start
     end = start + horizon_s
     known = len(base.jobs)
     affected_before = np.flatnonzero(base.jobs.column("status") != FINISHED)
@@ -266,7 +291,7 @@ def project(engine: Engine, label: str, horizon_s: float, base: World | None = N
             # next round's start (as `Simulation.world_now`).
             engine.fold_in()
             done = world.unfinished == 0 and not _arrivals_to_come(engine)
-            stop = "every job finished" if done else f"reached the horizon ({horizon_s / 86400:g} days)"
+            stop = "every job finished" if done else f"reached the horizon ({format_duration(horizon_s)})"
         else:
             stop = engine.step()
     end = engine.backend.now
@@ -359,6 +384,7 @@ def whatif(
         "cluster": meta.get("cluster"),
         "now_s": engine.backend.now,
         "rounds": engine.rounds,
+        "round": engine.backend.last_round,
         "jobs": len(world.jobs),
         "unfinished": int(world.unfinished),
         "running": int(len(world.running_rows)),
@@ -369,5 +395,5 @@ def whatif(
     ahead = None
     if other is not None:
         ahead = simulate_ahead(world, other, now, horizon_s, seen_s=now, world_name=f"the journal {journal_path}")
-    out = [project(take_over(engine), Path(meta["graph"]).name, horizon_s)]
+    out = [project(take_over(engine), Path(meta["graph"]).name, horizon_s, start=now)]
     return point, out + ([ahead] if ahead is not None else [])

@@ -10,6 +10,7 @@ import sqlite3
 
 import pytest
 
+from tests.conftest import fails
 from tests.livecluster import TEST_PROFILE, LiveCluster
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
@@ -86,6 +87,19 @@ def test_whatif_from_a_running_scheduler_and_from_its_saved_journal(tmp_path, ca
         db.execute("DELETE FROM rounds WHERE k > 8")
     again = whatif(capsys, cut, "--set", "Srtf@3.backfill=false")
     assert again["from"]["rounds"] == 9 and [p["graph"] for p in again["projections"]] == ["graph.sched"] * 2
+    # A run's rounds, journaled with a gap (as after a restart): the header names the last one.
+    with sqlite3.connect(cut) as db:
+        db.execute("DELETE FROM rounds WHERE k = 3")
+    assert whatif(capsys, cut)["from"] | {"now_s": None} == again["from"] | {"rounds": 8, "round": 8, "now_s": None}
+    # The run's graph on both sides: the same future, measured over the same span from the fork point.
+    as_run, fresh = whatif(capsys, cut, "--graph", tmp_path / "graph.sched")["projections"]
+    assert as_run["end_s"] == fresh["end_s"] and as_run["metrics"] == fresh["metrics"], (as_run, fresh)
+    # What built the run's world is the run's; a journal from another trace names --run-trace.
+    assert "--set cluster=\"1x1:V100\": the run's cluster is its own" in fails(
+        capsys, "whatif", cut, "--set", 'cluster="1x1:V100"'
+    )
+    shutil.copy(tmp_path / "jobs.csv", tmp_path / "other.csv")
+    assert "its --trace with --run-trace" in fails(capsys, "whatif", cut, "--run-trace", tmp_path / "other.csv")
     from roundhouse.tools.cli import main
 
     assert main(["whatif", str(cut), "--graph", str(tmp_path / "fifo.sched")]) == 0

@@ -22,23 +22,37 @@ if TYPE_CHECKING:
 def compile_with_overrides(args):
     """The graph of `args.graph`, with `--set` overrides and `--trace` replacing the path of
     every TraceSource."""
-    flat = load(args.graph)
-    given = overrides(args.overrides)
-    if args.trace is not None:
+    return compile_with_trace(args.graph, overrides(args.overrides), args.trace, getattr(args, "cluster", None))
+
+
+def compile_with_trace(
+    graph,
+    given: list[Override],
+    trace: str | None,
+    cluster: str | None = None,
+    flag: str = "--trace",
+    then: list[Override] | None = None,
+):
+    """The graph of the file `graph`, with overrides `given` and the trace file `trace`
+    replacing the path of every TraceSource (`flag`: the option that gave it); `cluster`,
+    the option `--cluster` if given, which a `--set cluster` would contradict. `then`: more
+    overrides, applied after those (a what-if's changes to the run's own graph)."""
+    flat = load(graph)
+    given = list(given)
+    if trace is not None:
         sources = [d.name for d in flat.decls.values() if d.class_name == "TraceSource"]
         if not sources:
-            raise UsageError(f"--trace: {args.graph} has no TraceSource element whose trace it could replace")
-        for o in given:  # (--trace would replace the path given with --set without a word)
+            raise UsageError(f"{flag}: {graph} has no TraceSource element whose trace it could replace")
+        for o in given:  # (the trace would replace the path given with --set without a word)
             if o.target in {f"{name}.path" for name in sources}:
-                raise UsageError(f"--trace {args.trace} and {o.label}: --trace replaces {o.target}; keep one")
-        check_trace_file(args.trace)  # the message a trace reader gives, before the graph is built
-        quoted = json.dumps(str(Path(args.trace).resolve()))
+                raise UsageError(f"{flag} {trace} and {o.label}: {flag} replaces {o.target}; keep one")
+        check_trace_file(trace)  # the message a trace reader gives, before the graph is built
+        quoted = json.dumps(str(Path(trace).resolve()))
         given += [Override(f"{name}.path={quoted}") for name in sources]
-    cluster = getattr(args, "cluster", None)
     for o in given:  # (--cluster would replace the cluster given with --set without a word)
         if cluster is not None and o.target == "cluster":
             raise UsageError(f"--cluster {cluster} and {o.label}: the cluster is given twice; keep one")
-    return compile_graph(flat, given)
+    return compile_graph(flat, given + (then or []))
 
 
 def in_units(span_s: float | None):

@@ -17,7 +17,7 @@ from roundhouse.runtime.snapshot import FORMAT_NAME
 from roundhouse.runtime.whatif import METRICS, whatif, whatif_snapshot
 from roundhouse.runtime.world import World
 from roundhouse.tools.common import add_overrides, overrides, seconds
-from roundhouse.tools.results import in_units
+from roundhouse.tools.results import compile_with_trace, in_units
 
 
 def register(sub) -> None:
@@ -32,6 +32,7 @@ def register(sub) -> None:
     add_overrides(p, "override an argument or setting of the other graph (element.field=value); repeatable")
     p.add_argument("--run-graph", help="the run's graph, if it is no longer where the journal says")
     add_overrides(p, "a --set the scheduler was started with; repeatable", "--run-set")
+    p.add_argument("--run-trace", help="the scheduler's --trace, if it was given one")
     p.add_argument("--cluster", help="the run's cluster, if the scheduler was given --cluster")
     p.add_argument("--horizon", default="30d", help="simulate at most this far ahead (default 30d)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -66,23 +67,33 @@ def whatif_command(args) -> int:
             )
         return found
 
-    def compile_run_graph(path: str):
-        return compile_file(run_graph_file(path), run_overrides)
+    def compile_run_graph(path: str, then=None):
+        # (The run's graph as serve compiled it: the same --set, --trace and --cluster.)
+        return compile_with_trace(run_graph_file(path), run_overrides, args.run_trace, args.cluster, "--run-trace", then)
 
     snapshot_file = _is_snapshot(args.journal)
     if snapshot_file:  # (a snapshot holds its own world: what only a journal's run needs is refused)
         given = [
             flag
-            for flag, value in (("--cluster", args.cluster), ("--run-graph", args.run_graph), ("--run-set", args.run_set))
+            for flag, value in (
+                ("--cluster", args.cluster),
+                ("--run-graph", args.run_graph),
+                ("--run-set", args.run_set),
+                ("--run-trace", args.run_trace),
+            )
             if value
         ]
         if given:
             raise UsageError(
                 f"{', '.join(given)}: only for a live scheduler's journal; {args.journal} is a simulation's snapshot, which holds its own graph and cluster"
             )
-        fixed = [o for o in overrides(args.overrides) if o.target in _SNAPSHOT_FIXED]
-        if fixed:
-            raise UsageError(f"{fixed[0].label}: the snapshot's {fixed[0].target} is its own (the world forks as it was saved)")
+    # (Either way the other graph goes on from the run's world: what built that world is the run's.)
+    fixed = [o for o in overrides(args.overrides) if o.target in _WORLD_SETTINGS]
+    if fixed:
+        which = "snapshot" if snapshot_file else "run"
+        raise UsageError(
+            f"{fixed[0].label}: the {which}'s {fixed[0].target} is its own (the other graph goes on from the {which}'s world)"
+        )
     other = None
     if args.graph is not None:
         other = compile_file(args.graph, overrides(args.overrides))
@@ -97,7 +108,7 @@ def whatif_command(args) -> int:
 
         journal, meta = open_journal(args.journal)
         journal.db.close()
-        other = compile_file(run_graph_file(meta["graph"]), [*run_overrides, *overrides(args.overrides)])
+        other = compile_run_graph(meta["graph"], overrides(args.overrides))
 
     def load_world(graph) -> World:
         # The same world as the live scheduler's and a simulation's (elastic and pair profiles too).
@@ -115,8 +126,9 @@ def whatif_command(args) -> int:
     return 0
 
 
-# Settings a snapshot's world was built with, which a fork of it keeps.
-_SNAPSHOT_FIXED = ("cluster", "profile", "pair_profile", "elastic_profile", "reference_gpu")
+# Settings the run's world was built with (a snapshot's, or a journal's run's), which the
+# other graph's side keeps.
+_WORLD_SETTINGS = ("cluster", "profile", "pair_profile", "elastic_profile", "reference_gpu")
 
 
 def _is_snapshot(path: str) -> bool:
@@ -136,7 +148,7 @@ def _print(point: dict, projections) -> None:
     console = Console()
     # A journal's clock is its last round's; a snapshot's, the boundary after its last round.
     if point["kind"] == "journal":
-        at = f"round {point['rounds'] - 1} at t={point['now_s']:g}s"
+        at = f"round {point['round']} at t={point['now_s']:g}s"
     else:
         at = f"after {point['rounds']} rounds, at t={point['now_s']:g}s,"
     console.print(
