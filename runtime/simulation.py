@@ -227,11 +227,17 @@ class Simulation:
         return self._engine.world.jobs.frame(columns=list(columns))
 
     def result(self) -> RunResult:
-        """The run's result: at its end, the final one; before, that of a fork ended now (the
-        simulation itself goes on unchanged)."""
+        """The run's result: at its end, the final one; before, that of a fork ended now, as a
+        run given `until` the clock ends (its round at the clock ticked, so the last round's
+        progress and completions are counted). The simulation itself goes on unchanged."""
         if self._result is not None:
             return self._result
-        return self.fork()._engine.end()
+        engine = snapshot.fork_engine(self._engine)
+        if not self.done:
+            engine.look_ahead(engine.backend.now)
+            while not engine.step():
+                pass
+        return engine.end()
 
     def summary(self) -> dict[str, Any]:
         """The first metrics sink's summary (average JCT, makespan, utilisation, ...), as

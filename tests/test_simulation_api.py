@@ -133,3 +133,21 @@ def test_an_arrival_just_after_a_boundary_starts_there_whether_or_not_the_system
     alone.run()
     starts = alone.jobs(["job_id", "first_start_s"]).to_dicts()
     assert starts == [{"job_id": 0, "first_start_s": 0.0}, {"job_id": 1, "first_start_s": 900.0}]
+
+
+def test_a_result_mid_run_is_that_of_a_run_given_the_clock_as_its_time_limit():
+    """Its last round's progress and completions counted, as docs/simulation-api.md says; the
+    simulation itself goes on as if nobody had asked."""
+    options = dict(cluster="4x4:V100", overrides=["arrivals.jobs=60"], seed=1)
+    timeless = lambda summary: {k: v for k, v in summary.items() if not k.endswith("_ms")}  # noqa: E731
+    whole = Simulation(REPO / "graphs/fifo.sched", **options)
+    final = timeless(whole.run() and whole.summary())
+    for t in (60300.0, 86400.0, 96000.0):
+        sim = Simulation(REPO / "graphs/fifo.sched", **options).run_until(t)
+        now = sim.result()
+        ended = Simulation(REPO / "graphs/fifo.sched", until=t, **options)
+        then = ended.run()
+        assert (now.end_s, now.rounds, timeless(sim.summary())) == (then.end_s, then.rounds, timeless(ended.summary()))
+        assert 0 < sim.summary()["jobs_finished"] < 60
+        sim.run()
+        assert timeless(sim.summary()) == final
