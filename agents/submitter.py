@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import zmq
 
-from roundhouse.errors import RoundhouseError
+from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.wire import protocol
 from roundhouse.wire.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
 
@@ -33,14 +33,23 @@ class Submitter:
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
-        security.apply(self._socket, log)
-        self._monitor = self._socket.get_monitor_socket(sum(HANDSHAKE_FAILURES))
-        self._socket.connect(address)
+        self._monitor: zmq.Socket | None = None
+        try:  # (a socket left open would make `term()` hang: close what was made on any refusal)
+            security.apply(self._socket, log)
+            self._monitor = self._socket.get_monitor_socket(sum(HANDSHAKE_FAILURES))
+            self._socket.connect(address)
+        except zmq.ZMQError as err:
+            self.close()
+            raise UsageError(f"cannot connect to {address}: {err.strerror}") from None
+        except BaseException:
+            self.close()
+            raise
         self._seq = protocol.Sequence()
         self._seq.n = time.time_ns() // 1000
 
     def close(self) -> None:
-        self._monitor.close(linger=0)
+        if self._monitor is not None:
+            self._monitor.close(linger=0)
         self._socket.close(linger=0)
         self._context.term()
 
@@ -57,18 +66,20 @@ class Submitter:
             raise SchedulerError(f"cannot send this {type_} request: {err.reason}") from None
         self._socket.send(frame)
         deadline = time.time() + self.timeout_s
+        monitor = self._monitor
+        assert monitor is not None  # (made in __init__)
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
-        poller.register(self._monitor, zmq.POLLIN)
+        poller.register(monitor, zmq.POLLIN)
         while True:
             left = deadline - time.time()
             if left <= 0:
                 raise SchedulerError(f"no answer from the scheduler at {self.address} within {self.timeout_s:g}s")
             ready = dict(poller.poll(int(left * 1000) + 1))
-            if self._monitor in ready:
+            if monitor in ready:
                 from zmq.utils.monitor import recv_monitor_message
 
-                what = HANDSHAKE_FAILURES.get(recv_monitor_message(self._monitor).get("event"))
+                what = HANDSHAKE_FAILURES.get(recv_monitor_message(monitor).get("event"))
                 if what:
                     raise SchedulerError(f"the scheduler at {self.address} refused this connection: {what}")
             if self._socket in ready:

@@ -94,8 +94,10 @@ def jobs_from_args(args) -> tuple[list[dict], list[str] | None]:
                 "give one or the other"
             )
         return trace_jobs(args.trace)
-    if not args.model and not args.command:
+    if not args.model and args.command is None:
         raise UsageError("say what to run: a trace file, --model NAME --iterations N, or --command CMD --duration TIME")
+    if args.command is not None:
+        _check_command(args.command)
     count = 1 if args.count is None else args.count
     gpus = 1 if args.gpus is None else args.gpus
     if not 1 <= count <= MAX_COUNT or gpus < 1:
@@ -109,10 +111,14 @@ def jobs_from_args(args) -> tuple[list[dict], list[str] | None]:
         job["iterations"] = args.iterations
     if args.batch_size is not None:
         job["batch_size"] = args.batch_size
-    if args.command:
+    if args.command is not None:
         job["command"] = args.command
-        if args.duration is None and args.iterations is None:
-            raise UsageError("--command needs --duration (how long it runs), or --model and --iterations")
+        # (How long a command runs is its --duration, or a model's profiled speed over --iterations.)
+        if args.duration is None and (args.model is None or args.iterations is None):
+            raise UsageError(
+                "--command needs --duration (how long it runs), or --model and --iterations"
+                + (" (--iterations alone does not say how long a command runs)" if args.iterations is not None else "")
+            )
     if args.duration is not None:
         job["duration_s"] = _bounded_seconds(args.duration, "--duration", MAX_DURATION_S)
     if args.job_id is not None:
@@ -120,6 +126,19 @@ def jobs_from_args(args) -> tuple[list[dict], list[str] | None]:
             raise UsageError("--job-id names one job; leave it out with --count")
         job["job_id"] = args.job_id
     return [dict(job) for _ in range(count)], None
+
+
+def _check_command(command: str) -> None:
+    """A command the scheduler would take: one that splits into words as a shell would and
+    names a program (a blank one would fail at every launch)."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError as err:
+        raise UsageError(f"--command {command!r}: {str(err).lower()} (it does not split into words)") from None
+    if not words or not words[0].strip():
+        raise UsageError(f"--command {command!r} is blank: say what to run")
 
 
 _FILE_ORDER = "roundhouse_file_order_"  # (a column no trace has: the rows' order in the file)
@@ -131,10 +150,10 @@ def trace_jobs(path: str) -> tuple[list[dict], list[str]]:
     (a submitted job arrives when the scheduler takes it); a canonical trace may leave them out."""
     import polars as pl
 
+    from roundhouse.runtime.backends.live.submissions import validated
     from roundhouse.traces.canonical import is_parquet
     from roundhouse.traces.csvtext import read_cells
     from roundhouse.traces.formats import detect_format, read_trace
-    from roundhouse.traces.schema import validate
 
     if detect_format(path) != "canonical":
         frame = read_trace(path)  # the other formats' readers number their own rows
@@ -154,10 +173,12 @@ def trace_jobs(path: str) -> tuple[list[dict], list[str]]:
         cells = read_cells(path)
         raw, lines = cells.frame, cells.lines
         numbers = [int(n) for n in lines]
+    added: tuple[str, ...] = (_FILE_ORDER,)  # (columns of this reader's own, which errors must not list)
     if "arrival_s" not in raw.columns:
         raw = raw.with_columns(pl.lit("0").alias("arrival_s"))
+        added += ("arrival_s",)
     raw = raw.with_columns(pl.Series(_FILE_ORDER, range(raw.height)))
-    frame = validate(raw, path, lines).sort(_FILE_ORDER).drop(_FILE_ORDER, "arrival_s")
+    frame = validated(raw, path, lines, added=added).sort(_FILE_ORDER).drop(_FILE_ORDER, "arrival_s")
     return _job_dicts(frame), [f"{path}:{n}" for n in numbers]
 
 

@@ -75,14 +75,31 @@ def check_port(address: str) -> None:
 
 def check_connect_address(address: str) -> None:
     """Refuse an address ZeroMQ cannot connect to (`tcp://host:notaport`), before any socket of
-    the caller exists: a half-built context would otherwise be left to hang in `term()`."""
+    the caller exists: a half-built context would otherwise be left to hang in `term()`. The
+    address is read, not tried: a trial connection without the caller's keys would reach the
+    scheduler and be counted there as a refused peer. What is read is what ZeroMQ's own
+    `connect` checks before it connects: a transport a DEALER socket can use, a TCP host of
+    letters, digits and `.-_:%[]` (`;` between a source and a destination) ending in a numeric
+    port, an IPC path short enough for a socket's name."""
     check_port(address)
-    with zmq.Context() as context, context.socket(zmq.DEALER) as probe:
-        probe.setsockopt(zmq.LINGER, 0)
-        try:
-            probe.connect(address)
-        except zmq.ZMQError as err:
-            raise UsageError(f"cannot connect to {address}: {err.strerror}") from None
+    transport, sep, rest = address.partition("://")
+    problem = None
+    if not sep or transport not in _CONNECTABLE:
+        problem = "not an address a client connects to (tcp://HOST:PORT, ipc://PATH or inproc://NAME)"
+    elif transport == "tcp" and not re.fullmatch(_TCP_ADDRESS, rest):
+        problem = "not HOST:PORT (a host name or IP address, and a port number)"
+    elif transport == "ipc" and not 0 < len(rest.encode()) < _IPC_PATH_BYTES:
+        problem = f"the path must be 1 to {_IPC_PATH_BYTES - 1} bytes long"
+    if problem:
+        raise UsageError(f"cannot connect to {address}: {problem}")
+
+
+# The transports a DEALER socket connects over, a TCP address as ZeroMQ's `connect` checks it
+# (first character, the characters allowed after it, a port that starts with a digit: here all
+# digits), and the room for an IPC path in a Unix socket's address (with its closing NUL).
+_CONNECTABLE = ("tcp", "ipc", "inproc")
+_TCP_ADDRESS = r"[A-Za-z0-9\[:][A-Za-z0-9.\-:%;\[\]_*]*:[0-9]+"
+_IPC_PATH_BYTES = 108
 
 
 def check_name(name: str, what: str) -> None:

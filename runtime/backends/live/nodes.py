@@ -20,6 +20,10 @@ from roundhouse.wire import protocol
 
 log = logging.getLogger("roundhouse.scheduler")
 
+# A node's agent silent this many heartbeat periods has stopped (one period, and the delays of a
+# busy agent or scheduler): another agent registering under its name takes its place.
+SILENT_PERIODS = 1.5
+
 
 @attrs.define(eq=False)
 class Node:
@@ -34,6 +38,9 @@ class Node:
     key: str = ""
     outbox: list = attrs.field(factory=list)  # messages for a node presumed up that has not re-registered
     stopping: bool = False  # its agent answered a shutdown
+    # Another agent process registering under this name while this one was alive: its session,
+    # and when it first tried (`Nodes.held_back`).
+    contender: tuple[str, float] | None = None
 
 
 class Nodes:
@@ -195,6 +202,8 @@ class Nodes:
             log.warning("refused registration: %s", reason)
             self.server.send(identity, "error", reason=reason)
             return
+        if node is not None and self.held_back(node, identity, body["session"]):
+            return
         if node is None:
             free = [s for s in range(cluster.n_nodes) if self.slots[s] is None and fits(s)]
             free += [s for s, n in enumerate(self.slots) if n is not None and not n.online and fits(s)]
@@ -256,6 +265,33 @@ class Nodes:
         for type_, fields in held:
             self.server.send(identity, type_, **fields)
         self.on_running(node, body["running"], True)
+
+    def held_back(self, node: Node, identity: bytes, session: str) -> bool:
+        """Whether a registration by another agent process under the name of a node whose agent
+        is up waits (unanswered: agents register again every second) or is refused. An agent
+        heard within a heartbeat period may have just restarted (its last heartbeat came before
+        it died), or be a second agent given the same name: the newcomer waits until the current
+        agent is heard again (a name clash: the newcomer is refused, with the reason) or has been
+        silent for `SILENT_PERIODS` heartbeat periods (it restarted: the newcomer takes over)."""
+        if not (node.online and node.session and node.session != session):
+            node.contender = None
+            return False
+        wall = time.time()
+        if node.contender is None or node.contender[0] != session:
+            node.contender = (session, wall)
+        if node.heard > node.contender[1]:
+            node.contender = None
+            reason = (
+                f"node {node.name} is already registered by another agent, which is still running: give each agent its own --name"
+            )
+            log.warning("name clash: refused a second agent registering as node %s: %s", node.name, reason)
+            self.server.send(identity, "error", reason=reason)
+            return True
+        if wall - node.heard > SILENT_PERIODS * self.options.heartbeat_s:
+            node.contender = None
+            return False
+        log.debug("node %s: another agent registers under its name; waiting to see which one is running", node.name)
+        return True
 
     def on_heartbeat(self, identity, seq, body, frame) -> None:
         node = self.by_identity.get(identity)

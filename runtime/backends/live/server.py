@@ -42,6 +42,8 @@ class Server:
         self.security = security
         self.journal = journal
         self.counters = counters
+        for counted in ("refused_peers", "bad_messages", "handler_errors"):  # (listed by `status` from the start)
+            counters.setdefault(counted, 0)
         self._name_of = name_of  # the node name of an agent's connection, if it registered
         self.handlers: dict[str, Handler] = {}
         self._seq = protocol.Sequence()

@@ -4,13 +4,17 @@ LiveSource at the next round boundary as a canonical trace frame."""
 
 from __future__ import annotations
 
+import itertools
+import re
 import shlex
 
 import polars as pl
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import TraceError
 from roundhouse.runtime.journal import Journal
 from roundhouse.wire import protocol
+
+SUBMISSION = "submission"  # (what errors about submitted jobs are named by: `submission:N:`, N the job's place)
 
 
 class Submissions:
@@ -22,9 +26,9 @@ class Submissions:
 
     def accept(self, specs: list[dict], received_s: float) -> list[int]:
         """Check the jobs and journal them (committed with the backend's next flush); returns
-        their ids. Raises a RoundhouseError that says what is wrong, accepting none."""
-        from roundhouse.traces.schema import validate
-
+        their ids. Raises a RoundhouseError that says what is wrong, accepting none; a problem
+        with one job names its place in the message (`submission:N:`, counted from 1), which
+        the submitter turns into the line of its file."""
         rows = []
         for spec in specs:
             row = {}
@@ -32,34 +36,58 @@ class Submissions:
                 if k != "command":
                     row[k] = None if v is None else str(v).lower() if isinstance(v, bool) else str(v)
             rows.append(row)
-        taken = set(self.world.jobs.column("job_id").tolist()) | self.journal.submission_ids()
-        ids = []
-        next_id = max(self._next_id, max(taken, default=-1) + 1)
-        for given in (r.get("job_id") for r in rows):
-            if given is None:
-                while next_id in taken:
-                    next_id += 1
-                ids.append(next_id)
-                next_id += 1
-            else:
-                try:
-                    ids.append(int(given))
-                except ValueError:
-                    raise UsageError(f"job_id {given!r} is not a whole number") from None
-                if ids[-1] in taken:
-                    raise UsageError(f"job id {ids[-1]} is already in use")
-            taken.add(ids[-1])
-        for spec, row, job_id in zip(specs, rows, ids):
+        ids = self._ids(rows)
+        for place, (spec, row, job_id) in enumerate(zip(specs, rows, ids), 1):
             row["job_id"] = str(job_id)
             if "command" in spec:
-                row["command"] = _command_text(spec["command"], job_id)
+                row["command"] = _command_text(spec["command"], job_id, place)
         frame = _text_frame(rows)
-        checked = validate(frame.with_columns(arrival_s=pl.lit("0")), "submission")
-        _within_the_wire(checked)
-        self.world.prepare(checked, "submission")
-        self._next_id = next_id  # ids are used up only by accepted jobs
+        added = () if "arrival_s" in frame.columns else ("arrival_s",)  # (a submitted job arrives when it is taken)
+        checked = validated(frame.with_columns(arrival_s=pl.lit("0")), SUBMISSION, added=added)
+        places = {job_id: place for place, job_id in enumerate(ids, 1)}
+        _within_the_wire(checked, places)
+        try:
+            self.world.prepare(checked, SUBMISSION)
+        except TraceError as err:
+            raise _placed(err, places) from None
+        if any(r.get("job_id") is None for r in rows):
+            self._next_id = max(i for i, r in zip(ids, rows) if r.get("job_id") is None) + 1
         for spec, job_id in zip(frame.to_dicts(), ids):
             self.journal.add_submission(job_id, spec, received_s)
+        return ids
+
+    def _ids(self, rows: list[dict]) -> list[int]:
+        """The jobs' ids: their own (unused), or, for a job without one, the next free id after
+        the largest in use, and once those run out at the wire's limit (a job was given the
+        largest id), the lowest free one. Only the journal and the jobs decide which ids are
+        used, so a restarted scheduler picks the same ones."""
+        taken = set(self.world.jobs.column("job_id").tolist()) | self.journal.submission_ids()
+        start = max(self._next_id, max(taken, default=-1) + 1)
+        given: list[int | None] = []
+        for place, row in enumerate(rows, 1):
+            text = row.get("job_id")
+            if text is None:
+                given.append(None)
+                continue
+            try:
+                job_id = int(text)
+            except ValueError:
+                raise TraceError(SUBMISSION, f"job_id {text!r} is not a whole number", row=place) from None
+            if job_id in taken:
+                raise TraceError(SUBMISSION, f"job id {job_id} is already in use", row=place)
+            taken.add(job_id)
+            given.append(job_id)
+        free = (
+            i
+            for i in itertools.chain(range(start, protocol.JOB.hi + 1), range(min(start, protocol.JOB.hi + 1)))
+            if i not in taken
+        )
+        ids = []
+        for place, own in enumerate(given, 1):
+            chosen = own if own is not None else next(free, None)
+            if chosen is None:
+                raise TraceError(SUBMISSION, f"no job id is free (every id up to {protocol.JOB.hi:,} is in use)", row=place)
+            ids.append(chosen)
         return ids
 
     def take(self, k: int) -> tuple[pl.DataFrame, list[int]]:
@@ -78,7 +106,7 @@ class Submissions:
     def frame(pending: list[tuple[int, dict, float]]) -> pl.DataFrame:
         from roundhouse.traces.schema import validate
 
-        return validate(_text_frame([{**spec, "arrival_s": str(t)} for _, spec, t in pending]), "submission")
+        return validate(_text_frame([{**spec, "arrival_s": str(t)} for _, spec, t in pending]), SUBMISSION)
 
     @staticmethod
     def empty() -> pl.DataFrame:
@@ -87,12 +115,13 @@ class Submissions:
         )
 
 
-def _command_text(command, job_id: int) -> str | None:
+def _command_text(command, job_id: int, place: int) -> str | None:
     """A job's command as a shell would read it: given as text or as a list of words. Anything
     else (`true`, a number) would be read as a command of that name, which is not what was meant.
-    Text must split into words as a shell would (closed quotes, no lone trailing backslash), and
-    into no more words than a launch carries: the launch splits it, and a job it cannot run
-    is better refused now than journaled."""
+    Text must split into words as a shell would (closed quotes, no lone trailing backslash),
+    name a program (a blank command fails at every launch), and split into no more words than
+    a launch carries: the launch splits it, and a job it cannot run is better refused now than
+    journaled. `place`: the job's place in the submission, which an error names."""
     if command is None:
         return None
     if isinstance(command, list) and all(isinstance(word, str) for word in command):
@@ -100,15 +129,19 @@ def _command_text(command, job_id: int) -> str | None:
     elif isinstance(command, str):
         text = command
     else:
-        raise UsageError(f"job {job_id}: command {command!r}: must be text or a list of words (strings)")
+        raise TraceError(SUBMISSION, f"job {job_id}: command {command!r}: must be text or a list of words (strings)", row=place)
     try:
         words = shlex.split(text)
     except ValueError as err:
-        raise UsageError(f"job {job_id}: command {text!r}: {str(err).lower()} (it does not split into words)") from None
+        raise TraceError(
+            SUBMISSION, f"job {job_id}: command {text!r}: {str(err).lower()} (it does not split into words)", row=place
+        ) from None
+    if not words or not words[0].strip():
+        raise TraceError(SUBMISSION, f"job {job_id}: command {text!r} is blank: it names no program to run", row=place)
     try:
         _LAUNCH_COMMAND.check(words, "command")
     except protocol.ProtocolError as err:
-        raise UsageError(f"job {job_id}: {err.reason} (more than a live launch carries)") from None
+        raise TraceError(SUBMISSION, f"job {job_id}: {err.reason} (more than a live launch carries)", row=place) from None
     return text
 
 
@@ -120,22 +153,59 @@ def _text_frame(rows: list[dict]) -> pl.DataFrame:
     return pl.DataFrame({c: [r.get(c) for r in rows] for c in columns}, schema={c: pl.String for c in columns})
 
 
+def validated(frame: pl.DataFrame, path: str, lines=None, added: tuple[str, ...] = ()) -> pl.DataFrame:
+    """The trace schema's `validate`, for a frame to which the caller `added` columns of its own
+    (an arrival time where none was given, the file's order): an error listing the columns
+    found lists only those that were given."""
+    from roundhouse.traces.schema import validate
+
+    try:
+        return validate(frame, path, lines)
+    except TraceError as err:
+        found = "columns found: " + _listed(frame.columns)
+        if found not in err.message:
+            raise
+        given = "columns found: " + _listed([c for c in frame.columns if c not in added])
+        raise TraceError(err.path, err.message.replace(found, given), row=err.row, column=err.column) from None
+
+
+def _listed(columns: list[str]) -> str:
+    return ", ".join(f"'{c}'" for c in columns) or "none"  # (as traces/schema.py lists them)
+
+
+# A problem the checks of a whole batch find, named by job id: `job 12: ...`, `job 12 asks ...`.
+_JOB_NAMED = re.compile(r"job (\d+)\b")
+
+
+def _placed(err: TraceError, places: dict[int, int]) -> TraceError:
+    """A problem with one job of a submission (named by its id) named by the job's place too."""
+    named = _JOB_NAMED.match(err.message)
+    place = places.get(int(named.group(1))) if named else None
+    if place is None or err.row is not None:
+        return err
+    return TraceError(err.path, err.message, row=place, column=err.column)
+
+
 # The job columns a launch message carries, and the wire's limit on each (wire/protocol.py).
 _WIRE_LIMITS = (("job_id", protocol.JOB.hi), ("iterations", protocol.ITERATION.hi), ("batch_size", protocol.BATCH_SIZE.hi))
 
 
-def _within_the_wire(frame: pl.DataFrame) -> None:
+def _within_the_wire(frame: pl.DataFrame, places: dict[int, int]) -> None:
     """Refuse jobs whose numbers a launch message could not carry, before they are journaled. A
     live job trains whole iterations: a fraction (which a simulated trace may hold) is refused
-    rather than rounded, as a run would otherwise train for other than what was asked."""
+    rather than rounded, as a run would otherwise train for other than what was asked.
+    `places`: each job's place in the submission, by id, which an error names."""
     if "iterations" in frame.columns:
         split = frame.filter(pl.col("iterations") != pl.col("iterations").floor())
         if split.height:
-            raise UsageError(f"job {split['job_id'][0]}: iterations {split['iterations'][0]:g} is not a whole number")
+            job_id = split["job_id"][0]
+            message = f"job {job_id}: iterations {split['iterations'][0]:g} is not a whole number"
+            raise TraceError(SUBMISSION, message, row=places.get(job_id))
     for column, most in _WIRE_LIMITS:
         if column in frame.columns:
             over = frame.filter(pl.col(column) > most)
             if over.height:
-                value = over[column][0]
+                value, job_id = over[column][0], over["job_id"][0]
                 shown = f"{value:,.0f}" if isinstance(value, float) else f"{value:,}"
-                raise UsageError(f"job {over['job_id'][0]}: {column} {shown} is more than a live launch carries ({most:,})")
+                message = f"job {job_id}: {column} {shown} is more than a live launch carries ({most:,})"
+                raise TraceError(SUBMISSION, message, row=places.get(job_id))
