@@ -52,6 +52,11 @@ GAVEL_TYPES = ("V100", "P100", "K80")
 # table holds GPUs-per-node squared numbers per node, hence the tighter bound on nodes' size.
 MAX_GPUS = 1_000_000
 MAX_GPUS_PER_NODE = 64
+# Node facts and tier links far above any real machine or network, so that the numbers built
+# from them (memory shares, optimizers' coefficients, communication times) stay finite.
+MAX_AMOUNT = 1_000_000.0  # memory_gb, gpu_memory_gb, network_gbps; bandwidth_gb_per_s
+MAX_LATENCY_NS = 1e12  # 1000 s
+MIN_BANDWIDTH_GB_PER_S = 1e-6  # 1 KB/s
 
 
 @attrs.frozen
@@ -59,7 +64,7 @@ class NodeGroup:
     nodes: int
     gpus_per_node: int
     gpu_type: str = "V100"
-    rack: str = "r0"
+    rack: str = ""  # "" (none given): rack "r0", shared; split, racks of the group's own (rack_names)
     racks: int = 1
     cpus: int = 32
     memory_gb: float = 244.0
@@ -81,6 +86,8 @@ def _as_written(value) -> str:
     """A value read from a spec file, as TOML writes it (true, not True; strings in quotes)."""
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if value != value else ("inf" if value > 0 else "-inf")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**21:
+        return f"a number of {len(str(abs(value)))} digits"  # (not hundreds of digits in a message)
     try:
         return json.dumps(value)
     except (TypeError, ValueError):  # (a date or a table: Python's own text)
@@ -165,7 +172,7 @@ class ClusterSpec:
             raise ClusterError(f"cannot read cluster spec: not UTF-8 text (at byte offset {err.start})", path) from None
         except OSError as err:
             raise ClusterError(f"cannot read cluster spec: {err.strerror or err}", path) from None
-        except tomllib.TOMLDecodeError as err:
+        except ValueError as err:  # (a TOMLDecodeError, or a whole number too long to read)
             raise ClusterError(f"not valid TOML: {err}", path) from None
         unknown = [k for k in data if k not in ("name", "group", "tiers")]
         if unknown:
@@ -181,6 +188,7 @@ class ClusterSpec:
             raise ClusterError("no [[group]] tables (each describes a set of identical nodes)", path)
         groups = [_group_from_table(path, i + 1, g, gpu_types) for i, g in enumerate(raw_groups)]
         _check_size("", groups, path)
+        rack_names(groups, path)
         name = data.get("name", path.stem)
         if not isinstance(name, str):
             raise ClusterError("'name' must be a string", path)
@@ -227,12 +235,22 @@ def _tiers_from_table(path: Path, table: object) -> Tiers:
             if field not in fields:
                 hint = did_you_mean(field, _TIER_FIELDS)
                 raise ClusterError(f"{where}: unknown key '{field}'" + (f" ({hint})" if hint else ""), path)
-            ok = not isinstance(number, bool) and isinstance(number, (int, float)) and math.isfinite(number)
+            # (an int of any size is finite; math.isfinite would overflow converting a huge one)
+            ok = not isinstance(number, bool) and (isinstance(number, int) or isinstance(number, float) and math.isfinite(number))
             if field == "latency_ns" and not (ok and number >= 0):
                 raise ClusterError(f"{where}: 'latency_ns' must be a finite number of 0 or more, got {_as_written(number)}", path)
             if field == "bandwidth_gb_per_s" and not (ok and number > 0):
                 raise ClusterError(
                     f"{where}: 'bandwidth_gb_per_s' must be a positive finite number, got {_as_written(number)}", path
+                )
+            if field == "latency_ns" and number > MAX_LATENCY_NS:
+                raise ClusterError(
+                    f"{where}: 'latency_ns' must be at most {MAX_LATENCY_NS:,.0f} (1,000 s), got {_as_written(number)}", path
+                )
+            if field == "bandwidth_gb_per_s" and not MIN_BANDWIDTH_GB_PER_S <= number <= MAX_AMOUNT:
+                raise ClusterError(
+                    f"{where}: 'bandwidth_gb_per_s' must be from {MIN_BANDWIDTH_GB_PER_S:g} to {MAX_AMOUNT:,.0f}, got {_as_written(number)}",
+                    path,
                 )
             fields[field] = float(number)
         tiers[key] = Tier(**fields)
@@ -255,8 +273,11 @@ def _group_from_table(path: Path, number: int, table: object, gpu_types: Sequenc
                     f"{where}: '{key}' must be a whole number from 1 to {MAX_GPUS:,}, got {_as_written(value)}", path
                 )
         elif key in _FLOATS:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise ClusterError(f"{where}: '{key}' must be a positive finite number, got {_as_written(value)}", path)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_AMOUNT:
+                raise ClusterError(
+                    f"{where}: '{key}' must be a positive finite number up to {MAX_AMOUNT:,.0f}, got {_as_written(value)}",
+                    path,
+                )
             value = float(value)
         elif not isinstance(value, str) or not value:
             raise ClusterError(f"{where}: '{key}' must be a non-empty string, got {_as_written(value)}", path)
@@ -280,6 +301,30 @@ def _group_from_table(path: Path, number: int, table: object, gpu_types: Sequenc
     if problem:
         raise ClusterError(f"{where}: {problem}", path)
     return group
+
+
+def rack_names(groups: Sequence[NodeGroup], path: Path | None = None) -> list[list[str]]:
+    """Each group's racks, by name: node k of a group of n nodes split into r racks is in its
+    rack k·r/n (rounded down). A group given no `rack` is in "r0" (shared with the others given
+    none) or, split, in racks of its own named after its place (group #2's r1-0, r1-1, ...).
+    Groups given the same `rack` share it, but the racks a group is split into are its own: one
+    of those names given to another group's rack is an error (it would silently merge racks)."""
+    names: list[list[str]] = []
+    owner: dict[str, tuple[int, bool]] = {}  # rack -> (first group with it, whether split from it)
+    for i, g in enumerate(groups):
+        base = g.rack or ("r0" if g.racks == 1 else f"r{i}")
+        own = [base] if g.racks == 1 else [f"{base}-{j}" for j in range(g.racks)]
+        for name in own:
+            first, split = owner.setdefault(name, (i, g.racks > 1))
+            if first != i and (split or g.racks > 1):
+                raise ClusterError(
+                    f"[[group]] #{i + 1}: rack '{name}' is also a rack of [[group]] #{first + 1}, but the racks a group "
+                    "is split into ('racks', 'machines_per_rack') are its own: give the groups different 'rack' names "
+                    "(groups share a rack when each names it in 'rack' and is not split)",
+                    path,
+                )
+        names.append(own)
+    return names
 
 
 def _check_size(where: str, groups: Sequence[NodeGroup], path: Path | None = None) -> None:
@@ -338,9 +383,9 @@ class Cluster:
         self.gpu_types: tuple[str, ...] = tuple(dict.fromkeys(g.gpu_type for g in spec.groups))
         racks: list[str] = []
         node_gpus, node_type, node_rack, cpus, memory, gpu_memory, network = [], [], [], [], [], [], []
-        for g in spec.groups:
+        for g, names in zip(spec.groups, rack_names(spec.groups)):
             for k in range(g.nodes):
-                rack = g.rack if g.racks == 1 else f"{g.rack}-{k * g.racks // g.nodes}"
+                rack = names[k * g.racks // g.nodes]
                 if rack not in racks:
                     racks.append(rack)
                 node_gpus.append(g.gpus_per_node)

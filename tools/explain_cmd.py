@@ -108,22 +108,26 @@ def job_rows(record, path: Path, run: str, job: str) -> list[dict]:
 
 
 def clock(seconds: float) -> str:
-    """A time as 1d02h, 1h05m, 5m, 30s, 1h05m12.5s (exact finish times keep their fraction)."""
+    """A time as 1d02h, 1h05m, 5m, 30s, 1h05m12.5s (exact finish times keep their fraction, to
+    the millisecond)."""
     if not math.isfinite(seconds):
         return str(seconds)
-    whole = int(seconds)
-    fraction = seconds - whole
+    if seconds < 0:
+        return "-" + clock(-seconds)
+    # To the millisecond: finish times summed from rates carry float noise in their last bits
+    # (78720.00000000007 s), which is no fraction of a second anyone means.
+    whole, millis = divmod(round(seconds * 1000), 1000)
     d, rest = divmod(whole, 86400)
     h, rest = divmod(rest, 3600)
     m, s = divmod(rest, 60)
-    sec = f"{s + fraction:g}s" if fraction else f"{s}s"
-    tail = (f"{m:02d}m" if m or s or fraction else "") + (sec if s or fraction else "")
+    sec = f"{s}.{millis:03d}".rstrip("0") + "s" if millis else f"{s}s"
+    tail = (f"{m:02d}m" if m or s or millis else "") + (sec if s or millis else "")
     if d:
         return f"{d}d{h:02d}h{tail}"
     if h:
         return f"{h}h{tail}"
     if m:
-        return f"{m}m" + (sec if s or fraction else "")
+        return f"{m}m" + (sec if s or millis else "")
     return sec
 
 

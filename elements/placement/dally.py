@@ -51,6 +51,30 @@ def _not_default(placer: DelayPlacer, names: tuple[str, ...]) -> list[str]:
     return [n for n in names if getattr(placer, n) is not None and getattr(placer, n) != _DEFAULTS[n]]
 
 
+def _check_arguments(placer: DelayPlacer) -> None:
+    """Refuse arguments that contradict one another or would have no effect."""
+    if placer.tuned and placer.mode != "delay":
+        raise ValueError(f"tuned=true needs mode=delay (mode={placer.mode} sets its own timers)")
+    fixed = _not_default(placer, ("machine_wait", "rack_wait"))
+    if fixed and placer.mode != "delay":
+        raise ValueError(f"{fixed[0]} has no effect with mode={placer.mode}, which sets its own timers")
+    if fixed and placer.tuned:
+        raise ValueError(f"{fixed[0]} has no effect with tuned=true: the auto-tuner sets the timers")
+    tuner = _not_default(placer, ("history", "sigma", "machine_floor", "rack_floor", "capped"))
+    if tuner and not placer.tuned:
+        raise ValueError(f"{tuner[0]} is an auto-tuner argument and has no effect without tuned=true")
+    if placer.timeline and not placer.tuned:
+        raise ValueError(
+            "timeline reports the auto-tuner's timers and has no effect without tuned=true "
+            "(fixed timers are the placer's arguments)"
+        )
+    if placer.rack_timer < placer.machine_timer:
+        raise ValueError(
+            f"rack_wait ({placer.rack_timer:g}s) is shorter than machine_wait ({placer.machine_timer:g}s): "
+            "the rack timer counts the whole wait, machine wait included"
+        )
+
+
 class DelayTuner:
     """Dally's auto-tuner (Algorithm 2): per (level, GPU demand), the waits of the jobs that
     accepted an offer at that level in the last `window` seconds; a level's timer is their
@@ -177,6 +201,13 @@ class _Free:
         self.take_ids(ids)
         return ids
 
+    def take_back(self, own: np.ndarray, demand: int) -> bool:
+        """Whether a released gang of `demand` GPUs, all of it still on offer, is taken back."""
+        if len(own) != demand or not self.available[own].all():
+            return False
+        self.take_ids(own)
+        return True
+
     def take_ids(self, ids: np.ndarray) -> None:
         """These offered GPUs are now taken."""
         self.available[ids] = False
@@ -202,19 +233,26 @@ class DelayPlacer(Placer):
     rack with room; else, if s < T_Rk, it declines; else on the lowest-numbered free GPUs.
     T_Rk counts from the same clock as T_Mc, so it is the total wait. A job that cannot fit in
     one machine has T_Mc = 0; one that cannot fit in one rack has both timers 0. Within a
-    machine or rack the lowest-numbered free GPUs are taken (first fit, as Dally's code).
+    machine or rack the lowest-numbered free GPUs are taken (first fit, as Dally's code). A job
+    wanting more GPUs than are still on offer is passed over when the ranking allows
+    backfilling (NetworkSensitive's does); otherwise no job below it starts, as in a strict
+    queue. A job that declines an offer never holds up the jobs below it: the next job taking
+    what it declined is what delay scheduling is.
 
     Timers: `machine_wait` and `rack_wait` (Dally-manual); with `tuned=true`, the auto-tuner:
     per (level, GPU demand) the starvation times of the jobs that accepted at that level in the
     last `history`, and T = mean + 2 standard deviations (`sigma=sample` as the paper,
     `population` as the authors' simulator), at least `machine_floor` / `rack_floor` and, with
     `capped`, at most 0.8 x history / history (the simulator's floors are 6 and 12 leases,
-    with these caps). `mode=no_wait` sets both timers to 0 (Dally-noWait);
+    with these caps). Two of the simulator's rules are not reproduced even so: with no waits
+    recorded a level's value is 0 here and 1 lease there (the same once floors of a lease or
+    more apply); and the simulator drops waits shorter than one lease, which here are kept
+    (they pull the timers down). `mode=no_wait` sets both timers to 0 (Dally-noWait);
     `mode=fully_consolidated` waits as long as it takes for the most consolidated placement
     that can ever fit (Dally-fullyConsolidated). An argument that would have no effect (a timer
-    with `tuned=true` or another mode; an auto-tuner argument without `tuned=true`) is refused,
-    unless it is given its default value (`capped=false`), which changes nothing anywhere.
-    Needs a cluster of one GPU type.
+    with `tuned=true` or another mode; an auto-tuner argument or `timeline=true` without
+    `tuned=true`) is refused, unless it is given its default value (`capped=false`), which
+    changes nothing anywhere. Needs a cluster of one GPU type.
 
     Leases (`release=true`): a running job holds its GPUs for one round. At each round's end
     every gang is released and offered again with the free GPUs, to all jobs in ranking order
@@ -239,7 +277,7 @@ class DelayPlacer(Placer):
         rack_floor: the least tuned rack timer (default 0, the paper; 12 leases in the simulator; tuned only).
         capped: cap tuned timers at 0.8 x history (machine) and history (rack), as the simulator (default false; tuned only).
         release: end every running job's lease at each round and offer its gang again (Dally's lease model).
-        timeline: report the tuned timers over time (a `timers` table: time, GPU demand, T_Mc, T_Rk, each time they change).
+        timeline: report the tuned timers over time (a `timers` table: time, GPU demand, T_Mc, T_Rk, each time they change; tuned only).
     Counters:
         machine: jobs placed on one machine so far.
         rack: jobs placed on one rack (not one machine) so far.
@@ -270,21 +308,7 @@ class DelayPlacer(Placer):
     timeline: bool = attrs.field(default=False)
 
     def __attrs_post_init__(self) -> None:
-        if self.tuned and self.mode != "delay":
-            raise ValueError(f"tuned=true needs mode=delay (mode={self.mode} sets its own timers)")
-        fixed = _not_default(self, ("machine_wait", "rack_wait"))
-        if fixed and self.mode != "delay":
-            raise ValueError(f"{fixed[0]} has no effect with mode={self.mode}, which sets its own timers")
-        if fixed and self.tuned:
-            raise ValueError(f"{fixed[0]} has no effect with tuned=true: the auto-tuner sets the timers")
-        tuner = _not_default(self, ("history", "sigma", "machine_floor", "rack_floor", "capped"))
-        if tuner and not self.tuned:
-            raise ValueError(f"{tuner[0]} is an auto-tuner argument and has no effect without tuned=true")
-        if self.rack_timer < self.machine_timer:
-            raise ValueError(
-                f"rack_wait ({self.rack_timer:g}s) is shorter than machine_wait ({self.machine_timer:g}s): "
-                "the rack timer counts the whole wait, machine wait included"
-            )
+        _check_arguments(self)
 
     @property
     def machine_timer(self) -> float:
@@ -396,18 +420,27 @@ class DelayPlacer(Placer):
             cost = np.where(held_now, price[holder], 0.0)
             cost[held_now & (cost == 0)] = 0.5  # held by a job the ranking leaves out: cheap, not free
         free = _Free(cluster, available, cost)
-        offered = (want > 0) & (want <= free.total) & ((held == 0) | released)
+        offered = (want > 0) & ((held == 0) | released)
+        if ranking.backfill:
+            offered &= want <= free.total
         launch_rows, launch_gpus, counts, kept = [], [], [], []
         declined: list[tuple[int, int, float, float]] = []  # (position, reason, starved, timer)
         at = np.flatnonzero(offered)
         least_after = np.minimum.accumulate(want[at][::-1])[::-1].tolist()  # (the smallest demand from here on)
+        blocked = False
         for k, i in enumerate(at.tolist()):
             if least_after[k] > free.total:
                 break  # no offer can hold any job left this round
             demand = int(want[i])
-            if demand > free.total:
-                continue  # no offer can hold it this round
             row = int(rows[i])
+            if blocked or demand > free.total:
+                # No offer can hold it this round. Without backfilling it holds up the jobs
+                # below it: none starts or moves, but one whose gang is still on offer keeps it.
+                # (A job that declines an offer holds up nobody: that is delay scheduling.)
+                blocked = not ranking.backfill
+                if blocked and held[i] > 0 and free.take_back(ctx.gpus_of(row), demand):
+                    kept.append(row)
+                continue
             level: str | None
             starved = 0.0
             if held[i] > 0:

@@ -27,7 +27,9 @@ class Gandiva(Placer):
 
     Running jobs keep their GPUs (Gandiva does not preempt here). Waiting jobs are served in
     ranking order (pair it with Fifo(backfill=true): Dally's Gandiva orders bids by arrival, and
-    a job that fits nowhere lets later ones through). A job wanting at most one machine's GPUs
+    a job that fits nowhere lets later ones through); with a ranking that does not allow
+    backfilling, the first waiting job it cannot place stops the round's starts, as in a strict
+    queue (running jobs may still migrate). A job wanting at most one machine's GPUs
     takes, among the machines with room for it, the one with the most free GPUs whose affinity
     is its GPU demand; else an unclaimed machine (with the most free GPUs), which from then on
     has that affinity; else any machine with room; else it waits: it is never spread. A
@@ -104,11 +106,15 @@ class Gandiva(Placer):
         for i in np.flatnonzero((held == 0) & (want > 0)).tolist():
             demand = int(want[i])
             if demand > np.count_nonzero(available):
-                continue
+                if ranking.backfill:
+                    continue
+                break  # (it holds up the jobs ranked below it)
             if demand <= machine_size:
                 node, by_affinity = self._machine(cluster.per_node(available), demand)
                 if node < 0:
-                    continue
+                    if ranking.backfill:
+                        continue
+                    break
                 ids = np.flatnonzero(available & (cluster.gpu_node == node))[:demand]
                 self._affinity[node] = demand if self._affinity[node] == 0 else self._affinity[node]
                 self.counters["affinity"] += int(by_affinity)
