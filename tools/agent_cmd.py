@@ -24,9 +24,9 @@ def register(sub) -> None:
     p.add_argument(
         "--nodes",
         type=int,
-        default=1,
         help="with --fake-gpus and --emulate: emulate this many nodes in this one process, named NAME-0, NAME-1, ... "
-        "(jobs run as timers at the profile's speed, not as processes; see docs/live.md, At scale)",
+        "(jobs run as timers at the profile's speed, not as processes; see docs/live.md, At scale); "
+        "without it, one agent named NAME runs real processes",
     )
     p.add_argument(
         "--address",
@@ -55,14 +55,13 @@ def agent_command(args) -> int:
     import os
 
     from roundhouse.agents.agent import Agent, find_gpus
-    from roundhouse.runtime.files import make_folder
-    from roundhouse.wire.security import ClientSecurity, is_loopback
+    from roundhouse.wire.security import ClientSecurity
 
     setup_logging(args.log_level)
     name = args.name or socket.gethostname().split(".")[0]
-    if args.nodes < 1:
-        raise UsageError(f"--nodes {args.nodes}: give 1 or more")
-    if args.nodes > 1:
+    if args.nodes is not None:  # (even --nodes 1: one emulated node, NAME-0)
+        if args.nodes < 1:
+            raise UsageError(f"--nodes {args.nodes}: give 1 or more")
         return _emulated_nodes(args, name)
     security = ClientSecurity.choose(args.keys, name, args.insecure, args.scheduler)
     if args.emulate and not args.fake_gpus:
@@ -74,9 +73,10 @@ def agent_command(args) -> int:
     if threads == 0 and args.fake_gpus:
         # (the cores this process may run on: a container or `taskset` may give fewer than the machine has)
         threads = max(1, len(os.sched_getaffinity(0)) // len(gpus))
-    if args.workdir:
-        make_folder(args.workdir, "--workdir")
-    address = args.address or ("127.0.0.1" if is_loopback(args.scheduler) else socket.getfqdn())
+    # (--workdir is checked, made and locked as the agent starts: agents/agent/workfolder.py)
+    if args.workdir is not None and not args.workdir.strip():
+        raise UsageError("--workdir: the folder name is empty")
+    address = _address(args)
     agent = Agent(
         args.scheduler,
         name,
@@ -98,7 +98,7 @@ def _emulated_nodes(args, name: str) -> int:
     admits a node only under a key named after it), and the files and sockets they all need."""
     from roundhouse.agents.agent import find_gpus
     from roundhouse.agents.agent.emulated import EmulatedNodes, check_node_budget
-    from roundhouse.wire.security import ClientSecurity, check_name, is_loopback
+    from roundhouse.wire.security import ClientSecurity, check_name
 
     if not (args.emulate and args.fake_gpus):
         raise UsageError("--nodes needs --fake-gpus and --emulate: only emulated nodes share a process")
@@ -124,5 +124,22 @@ def _emulated_nodes(args, name: str) -> int:
             )
     for i in range(args.nodes):  # (each node's key pair readable, its keys well formed)
         security = ClientSecurity.choose(args.keys, f"{name}-{i}", args.insecure, args.scheduler)
-    address = args.address or ("127.0.0.1" if is_loopback(args.scheduler) else socket.getfqdn())
+    address = _address(args)
     return EmulatedNodes(args.scheduler, name, args.nodes, gpus, security, address=address).run()
+
+
+def _address(args) -> str:
+    """The address other nodes reach this one at, as registering carries it: --address, checked
+    against what the protocol takes, or a default from the scheduler's address."""
+    from roundhouse.wire.protocol import SCHEMAS, ProtocolError
+    from roundhouse.wire.security import is_loopback
+
+    if args.address is None:
+        return "127.0.0.1" if is_loopback(args.scheduler) else socket.getfqdn()
+    if not args.address.strip():
+        raise UsageError("--address: empty; give the host name or IP address other nodes reach this one at")
+    try:
+        SCHEMAS["register"].fields["address"].check(args.address, "--address")
+    except ProtocolError as err:
+        raise UsageError(f"{err.reason}: give the host name or IP address other nodes reach this one at") from None
+    return args.address

@@ -23,13 +23,16 @@ that a CPU machine emulates a GPU cluster, heterogeneous ones included), and the
 - heartbeats, and re-registers (listing its running workers) when a restarted scheduler does
   not know it.
 
-Workers die with the agent (Linux PR_SET_PDEATHSIG, through the fork server): a lost agent's jobs are restarted
-elsewhere from their checkpoints by the scheduler, and must not run on behind its back.
+Workers die with the agent (Linux PR_SET_PDEATHSIG, through the fork server), and so do the
+processes they started (each worker leads a process group, which the guardian kills when the
+agent dies): a lost agent's jobs are restarted elsewhere from their checkpoints by the
+scheduler, and must not run on behind its back.
 
 Its parts, one idea each: `service` (the agent: its loop, the scheduler's messages, stopping),
 `scheduler_link` (the connection to the scheduler: registration, heartbeats, numbered
 messages), `processes` (launching and supervising the job processes), `forkserver` (the
-process the workers are forked from), `leases` (revocation,
+process the workers are forked from), `guardian` (the process that kills the workers' process
+groups if the agent dies), `leases` (revocation,
 the two-phase stop), `job_reports` (the reports socket from the jobs), `exits` (exit reports
 kept until acknowledged), `emulated` (many emulated nodes in one process, jobs as timers:
 `--nodes`), `messages` (reading a socket's messages), `gpus` (finding the

@@ -12,10 +12,12 @@ Progress reaches the scheduler in heartbeats and exit reports (no metrics messag
 place changes the timer's speed from the iteration reached; ranks past the new size leave
 (`resized`) and new ranks start at that iteration.
 
-A multi-node job's ranks learn of a revocation, which the scheduler sends only to rank 0's node,
-through this process (the emulated nodes share it): so a job must not be spread over nodes of
-two emulating processes. A launch without a speed (a job known only by its duration) runs at
-one iteration per second, as the simulator runs it.
+The scheduler revokes a job through its rank 0 only; every rank of that attempt, on this node or
+another of the process (they share it), ends with it at one iteration, as real workers agree on
+theirs: so a job must not be spread over nodes of two emulating processes. When the scheduler
+asks one node to shut down, every node of the process answers, since they all stop. A launch
+without a speed (a job known only by its duration) runs at one iteration per second, as the
+simulator runs it.
 """
 
 from __future__ import annotations
@@ -173,7 +175,7 @@ class EmulatedNodes:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         gpus = len(self.nodes[0].gpus)
         log.info(
-            "emulating %d nodes of %d GPUs (%s ...), scheduler %s",
+            "emulating %d node(s) of %d GPU(s) (%s ...), scheduler %s",
             len(self.nodes),
             gpus,
             self.nodes[0].name,
@@ -228,9 +230,8 @@ class EmulatedNodes:
             return
         self._stopping = why
         now = time.time()
-        for node in self.nodes:
-            for job in list(node.jobs.values()):
-                self._end(node, job, "preempted", now)
+        for attempt in sorted({(j.job, j.attempt) for n in self.nodes for j in n.jobs.values()}):
+            self._revoke({"job": attempt[0], "attempt": attempt[1], "kill": False}, now)
 
     # --- the scheduler's messages ---
     def _on_frame(self, node: _Node, frames) -> None:
@@ -255,7 +256,13 @@ class EmulatedNodes:
             else:
                 log.warning("the scheduler says to %s: %s", node.name, body["reason"])
         elif type_ == "shutdown":
-            node.link.send("stopping")
+            node.link.send("stopping")  # (the scheduler may ask again: each time answered)
+            if not self._stopping:
+                # The scheduler asks every node, and waits for each to answer; but this process
+                # may end before the others' requests arrive: every node says so now.
+                for other in self.nodes:
+                    if other is not node and other.link.registered:
+                        other.link.send("stopping")
             self.stop(f"the scheduler asked: {body['reason']}")
         elif type_ == "ack":
             node.exits.acknowledged((body["job"], body["attempt"], body["rank"]))
@@ -301,13 +308,18 @@ class EmulatedNodes:
             node.link.send("started", job=key[0], attempt=key[1], rank=key[2])
             heapq.heappush(self._ends, (job.ends_at, node.index, key))
 
-    def _revoke(self, body: dict) -> None:
-        """A revocation (sent to rank 0's node) ends every rank of the attempt, on every node."""
-        now = time.time()
-        for node in self.nodes:
-            for job in [j for j in node.jobs.values() if j.job == body["job"] and j.attempt == body["attempt"]]:
-                if body["kill"] or body.get("rank") in (None, job.rank):
-                    self._end(node, job, "killed" if body["kill"] else "preempted", now)
+    def _revoke(self, body: dict, now: float | None = None) -> None:
+        """A revocation (sent to rank 0's node only, whichever rank it names) ends every rank of
+        the attempt, on every node here, at one iteration: the furthest any of them reached, as
+        real workers agree on their exit iteration. A kill ends them at once, where each is."""
+        now = time.time() if now is None else now
+        attempt = (body["job"], body["attempt"])
+        ranks = [(n, j) for n in self.nodes for j in list(n.jobs.values()) if (j.job, j.attempt) == attempt]
+        if not ranks:
+            return
+        reached = None if body["kill"] else max(j.iteration(now) for _, j in ranks)
+        for node, job in ranks:
+            self._end(node, job, "killed" if body["kill"] else "preempted", now, reached)
 
     def _resize(self, node: _Node, body: dict) -> None:
         """A resize in place (sent to rank 0's node and to each node given new ranks): the
@@ -349,9 +361,10 @@ class EmulatedNodes:
             if job is not None and job.ends_at <= now:
                 self._end(node, job, "done", now)
 
-    def _end(self, node: _Node, job: _Job, outcome: str, now: float) -> None:
+    def _end(self, node: _Node, job: _Job, outcome: str, now: float, iteration: int | None = None) -> None:
+        """End one rank, at `iteration` (default: the one it reached)."""
         del node.jobs[job.key]
-        iteration = job.iteration(now)
+        iteration = job.iteration(now) if iteration is None else iteration
         checkpoint = None
         if outcome == "preempted":
             checkpoint = f"{job.checkpoint_dir}/emulated-job-{job.job}-iteration-{iteration}"

@@ -68,7 +68,21 @@ class Revocations:
         if w.process is None or w.revoked_at is not None:
             return
         w.revoked_at = time.time()
-        Lease.revoke(w.lease_path)
+        try:
+            Lease.revoke(w.lease_path)
+        except OSError as err:
+            # The worker cannot be told through its lease (someone removed the file): it is
+            # terminated instead, as one past its grace period would be.
+            log.warning(
+                "job %d attempt %d rank %d: cannot revoke its lease %s (%s): terminating it",
+                w.job,
+                w.attempt,
+                w.rank,
+                w.lease_path,
+                err.strerror or err,
+            )
+            self.workers.terminate(w, hard=False)
+            return
         log.info("revoked job %d attempt %d rank %d (lease cleared)", w.job, w.attempt, w.rank)
 
     def revoke_all(self, why: str) -> None:

@@ -1,6 +1,8 @@
 """The job processes on a node: launching each job's workers (one process per GPU, with the
 environment the client library reads; a launch onto a GPU that a previous job still holds waits
-until it is free), signalling them, and reaping their exits into exit reports."""
+until it is free), signalling them, and reaping their exits into exit reports. Each worker leads
+its own process group: the processes it starts are signalled with it, killed when it has exited,
+and killed by the guardian if the agent dies."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import attrs
 
 from roundhouse.agents import jobenv
 from roundhouse.agents.agent.forkserver import ForkedWorker, ForkServer, die_with_parent
+from roundhouse.agents.agent.guardian import Guardian, kill_group
 from roundhouse.agents.agent.job_reports import JobReports
 from roundhouse.agents.client import Lease
 from roundhouse.agents.elastic import write_request
@@ -76,16 +79,23 @@ class Workers:
         self.waiting: deque[Worker] = deque()  # launches whose GPU is still busy
         self._gpu_busy: dict[int, tuple[int, int, int]] = {}
         self.forks: ForkServer | None = None
+        self.guardian: Guardian | None = None
 
-    def open_forks(self) -> None:
-        """Start the fork server (agents/agent/forkserver.py): workload launches wait until it
-        has imported PyTorch, then fork from it, unless it fails, when they start processes."""
+    def open(self) -> None:
+        """Start the guardian (agents/agent/guardian.py), which kills the workers' process
+        groups if the agent dies, and the fork server (agents/agent/forkserver.py): workload
+        launches wait until it has imported PyTorch, then fork from it, unless it fails, when
+        they start processes."""
+        self.guardian = Guardian()
         self.forks = ForkServer(worker_environment())
 
-    def close_forks(self) -> None:
+    def close(self) -> None:
         if self.forks is not None:
             self.forks.close()
             self.forks = None
+        if self.guardian is not None:
+            self.guardian.close()
+            self.guardian = None
 
     def get(self, key: tuple[int, int, int]) -> Worker | None:
         return self.by_key.get(key)
@@ -188,6 +198,8 @@ class Workers:
                 permanent=True,
             )
             return
+        if self.guardian is not None:
+            self.guardian.watch(w.process.pid)  # (it leads its own process group)
         w.launched_at = time.time()
         self._gpu_busy[w.gpu] = w.key
         self.counters["launched"] += 1
@@ -264,6 +276,11 @@ class Workers:
                 deadline = time.time() + 1.0
                 while w.final is None and time.time() < deadline:
                     self.reports.wait(50)
+            # What it started and left behind goes with it (its group's id cannot have been
+            # reused while any of them lives).
+            kill_group(w.process.pid)
+            if self.guardian is not None:
+                self.guardian.forget(w.process.pid)
             self._gpu_busy.pop(w.gpu, None)
             del self.by_key[w.key]
             try:

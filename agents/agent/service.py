@@ -18,7 +18,7 @@ from roundhouse.agents.agent.leases import Revocations
 from roundhouse.agents.agent.messages import drain
 from roundhouse.agents.agent.processes import Workers
 from roundhouse.agents.agent.scheduler_link import SchedulerLink
-from roundhouse.agents.agent.workfolder import leave_workfolder, make_workfolder
+from roundhouse.agents.agent.workfolder import make_workfolder
 from roundhouse.wire.security import ClientSecurity
 
 log = logging.getLogger("roundhouse.agent")
@@ -68,12 +68,12 @@ class Agent:
     def run(self) -> int:
         """Serve until told to shut down (or SIGTERM/SIGINT, or refused); returns an exit status.
         What it made in its work folder is removed on the way out unless `keep_workdir`."""
-        self.workdir, made = make_workfolder(self.workdir, self.name)
-        self.workers.workdir = self.workdir
+        folder = make_workfolder(self.workdir, self.name)
+        self.workdir = self.workers.workdir = folder.path
         try:
             return self._serve()
         finally:
-            leave_workfolder(self.workdir, made, self.keep_workdir, self.name)
+            folder.leave(self.keep_workdir, self.name)
 
     def _serve(self) -> int:
         context = zmq.Context()
@@ -84,7 +84,7 @@ class Agent:
         poller.register(jobs, zmq.POLLIN)
         poller.register(monitor, zmq.POLLIN)
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-        self.workers.open_forks()
+        self.workers.open()
         log.info(
             "agent %s: %d GPU(s) (%s), scheduler %s, work folder %s",
             self.name,
@@ -130,7 +130,7 @@ class Agent:
             for w in self.workers.all():
                 self.workers.terminate(w, hard=True)
             self.workers.reap(wait=True)
-            self.workers.close_forks()
+            self.workers.close()
             self.reports.close()
             self.link.close()
             context.term()

@@ -1,42 +1,117 @@
 """The agent's work folder: leases, job logs and the jobs' working folders (and the reports
-socket). What the agent made there is removed when it exits, unless it is asked to keep it."""
+socket). What the agent made there is removed when it exits, unless it is asked to keep it.
+One agent at a time: a live agent holds a lock on `agent.lock` in it for its whole life (two
+agents in one folder would take each other's reports socket and remove each other's files)."""
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
+import attrs
+
+from roundhouse.errors import UsageError
+from roundhouse.runtime.files import make_folder
+
 log = logging.getLogger("roundhouse.agent")
 PARTS = ("leases", "logs", "jobs")
+LOCK = "agent.lock"
 
 
-def make_workfolder(workdir: Path | None, name: str) -> tuple[Path, list[Path]]:
-    """The work folder (a temporary one if `workdir` is None) with its parts, and those of them
-    that did not exist before (the agent's to remove)."""
+@attrs.define(eq=False)
+class WorkFolder:
+    path: Path
+    made: list[Path]  # what did not exist before (the agent's to remove)
+    lock_fd: int
+
+    def leave(self, keep: bool, name: str) -> None:
+        try:
+            _leave(self, keep, name)
+        finally:
+            os.close(self.lock_fd)  # (the lock goes with it)
+
+
+def make_workfolder(workdir: Path | None, name: str) -> WorkFolder:
+    """The work folder (a temporary one if `workdir` is None) with its parts, locked for this
+    agent. Raises UsageError for a folder that cannot be made or that a live agent uses."""
     if workdir is None:
         workdir = Path(tempfile.mkdtemp(prefix=f"rh-{name}-"))
         made = [workdir]
     else:
-        made = [] if workdir.exists() else [workdir]
+        workdir = workdir.absolute()  # (the jobs, which start elsewhere, get paths in it)
+        first = _first_missing(workdir)
+        make_folder(workdir, "--workdir")
+        made = [first] if first is not None else []  # the parents made with it go with it
+    try:
+        lock_fd = _lock(workdir)
+    except BaseException:
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
     for sub in PARTS:
         path = workdir / sub
         if not path.exists():
             made.append(path)
         path.mkdir(parents=True, exist_ok=True)
-    return workdir, made
+    return WorkFolder(workdir, made, lock_fd)
 
 
-def leave_workfolder(workdir: Path, made: list[Path], keep: bool, name: str) -> None:
-    # The socket is useless once the agent is gone, kept folder or not.
+def _first_missing(folder: Path) -> Path | None:
+    """The outermost of `folder` and its parents that does not exist yet (None: it exists)."""
+    missing = None
+    for path in [folder, *folder.parents]:
+        if path.exists():
+            break
+        missing = path
+    return missing
+
+
+def _lock(workdir: Path) -> int:
+    """Hold an exclusive lock on the folder's lock file, as long as the descriptor returned is
+    open (the kernel releases it when the agent dies, however it dies)."""
+    path = workdir / LOCK
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            raise UsageError(f"--workdir {workdir}: cannot create its lock file {path}: {err.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UsageError(
+                f"--workdir {workdir}: another agent is using this work folder (it holds {path}); "
+                "give each agent its own --workdir"
+            ) from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            return fd
+        os.close(fd)  # an agent leaving removed the file we locked: lock the one there now
+
+
+def _leave(folder: WorkFolder, keep: bool, name: str) -> None:
+    workdir = folder.path
+    # The socket and the lock file are useless once the agent is gone, kept folder or not
+    # (removed while still locked, so that no other agent can lock the file being removed).
     (workdir / "reports.sock").unlink(missing_ok=True)
+    (workdir / LOCK).unlink(missing_ok=True)
     if keep:
         log.info("agent %s: kept its work folder %s (job logs in logs/)", name, workdir)
         return
-    for path in made:
+    for path in folder.made:
         shutil.rmtree(path, ignore_errors=True)
-    if workdir in made:
+    if workdir in folder.made:
         log.info("agent %s: removed its work folder %s", name, workdir)
+    elif any(workdir.is_relative_to(path) for path in folder.made):
+        log.info("agent %s: removed its work folder %s (and %s, which it made)", name, workdir, folder.made[0])
     else:  # a folder the user named: only what the agent made in it goes
         log.info("agent %s: removed its files (leases, logs, jobs) from %s", name, workdir)
