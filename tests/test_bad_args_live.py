@@ -56,6 +56,12 @@ def test_serve_that_cannot_start_leaves_no_journal_or_folder_behind(live_graph, 
             "Address already in use",
         )
         assert not ck.exists()
+        _fails(
+            capsys,
+            ["serve", live_graph, "--bind", f"tcp://127.0.0.1:{port}", "--insecure", "--checkpoints", ck, "--out", tmp_path / "o"],
+            "Address already in use",
+        )
+        assert not ck.exists() and not (tmp_path / "o").exists()
         # A folder that was there stays, and so does a journal that was there.
         ck.mkdir()
         old = tmp_path / "old.sqlite"
@@ -129,7 +135,13 @@ def test_output_paths_that_are_files_or_missing_folders(live_graph, tmp_path, af
         ["serve", live_graph, "--bind", port, "--insecure", "--journal", missing, "--checkpoints", tmp_path / "ck"],
         f"--journal {missing}: no folder",
     )
-    assert not missing.parent.exists()
+    assert not missing.parent.exists() and not (tmp_path / "ck").exists()  # nor the folder checked after it
+    _fails(
+        capsys,
+        ["serve", live_graph, "--bind", port, "--insecure", "--out", afile, "--checkpoints", tmp_path / "ck"],
+        f"--out {afile}",
+    )
+    assert not (tmp_path / "ck").exists()
     agent = ["agent", "--scheduler", port, "--insecure", "--fake-gpus", "1:V100"]
     _fails(capsys, [*agent, "--name", "a", "--workdir", afile], f"--workdir {afile}: exists and is not a folder")
     _fails(capsys, [*agent, "--name", "../x"], "--name '../x'")

@@ -81,18 +81,33 @@ def run_live(args, bind: str) -> int:
     graph = compile_with_overrides(args)
     cluster = load_cluster(graph, args.cluster)
     # The checkpoint folder is made if needed (jobs write there); an explicit --journal must be
-    # in an existing folder, so a mistyped path is an error rather than a new folder tree.
-    fresh_folder = not Path(args.checkpoints).exists()
-    checkpoints = make_folder(args.checkpoints, "--checkpoints")
-    journal = check_output_file(args.journal, "--journal") if args.journal else checkpoints / "roundhouse-journal.sqlite"
-    if args.out:
-        results_folder(args.out, "--out", "run")
-    explain = bool(args.out) and getattr(args, "explain", True)  # (`serve` has no --no-explain)
+    # in an existing folder, so a mistyped path is an error rather than a new folder tree. Every
+    # path is checked before a folder is made, and a folder made for a run that never began is
+    # removed however serve ends.
+    journal = check_output_file(args.journal, "--journal") if args.journal else None
+    fresh_checkpoints = not Path(args.checkpoints).exists()
+    fresh_out = bool(args.out) and not Path(args.out).exists()
+    served = False
     try:
-        result = serve(graph, bind, security, journal, options, cluster=cluster, until=until, explain=explain)
+        checkpoints = make_folder(args.checkpoints, "--checkpoints")
+        if args.out:
+            results_folder(args.out, "--out", "run")
+        explain = bool(args.out) and getattr(args, "explain", True)  # (`serve` has no --no-explain)
+        result = serve(
+            graph,
+            bind,
+            security,
+            journal or checkpoints / "roundhouse-journal.sqlite",
+            options,
+            cluster=cluster,
+            until=until,
+            explain=explain,
+        )
+        served = True
     finally:
-        if fresh_folder and not any(checkpoints.iterdir()):  # made for a run that never began
-            checkpoints.rmdir()
+        for fresh, folder in ((fresh_checkpoints, args.checkpoints), (fresh_out and not served, args.out)):
+            if fresh and Path(folder).is_dir() and not any(Path(folder).iterdir()):
+                Path(folder).rmdir()  # (the results folder stays for the results about to be written)
     print_summary(Console(stderr=True), graph, cluster, result, live=True)
     if args.out:
         with writing(args.out):
