@@ -35,10 +35,19 @@ from roundhouse.agents.agent.forkserver import ForkServer
 from roundhouse.agents.agent.processes import start_workload, worker_environment
 from roundhouse.agents.client import Lease
 from roundhouse.agents.workloads import workload_for
-from roundhouse.errors import UsageError
+from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.wire import protocol
 
 DEFAULT_BATCH = {"ResNet-18": 16, "ResNet-50": 16, "LM": 10, "Recommendation": 64}
+# How much of a failed workload's log a message quotes (its end: where the error is).
+LOG_TAIL_CHARS = 2000
+
+
+class ProfilingFailed(RoundhouseError):
+    """A measurement failed (a workload crashed or hung): said with the model and the end of
+    its log. Not the input's fault, so exit status 1, as a run that failed."""
+
+    exit_code = 1
 
 
 @attrs.frozen
@@ -112,7 +121,10 @@ def profile(
                 for batch in (batch_sizes or {}).get(model) or [DEFAULT_BATCH.get(model, 16)]:
                     for g in gpus:
                         others = [(b, DEFAULT_BATCH.get(b, 16)) for b in beside] if beside else [(model, batch)]
-                        runs = [runner.measure(model, batch, g, seconds, [o] * (concurrent - 1)) for o in others]
+                        try:
+                            runs = [runner.measure(model, batch, g, seconds, [o] * (concurrent - 1)) for o in others]
+                        except RuntimeError as err:
+                            raise ProfilingFailed(f"profiling {model} (batch {batch}, {g} GPU(s)): {err}") from None
                         mean = lambda f, runs=runs: sum(f(r) for r in runs) / len(runs)  # noqa: E731
                         m = Measurement(
                             model,
@@ -144,6 +156,7 @@ class _Runner:
         self.endpoint = f"ipc://{folder}/reports.sock"
         self.pull.bind(self.endpoint)
         self.jobs = 0
+        self.models: dict[int, str] = {}  # job -> the model it trains
         self.forks = ForkServer(worker_environment())
         self.forks.wait_ready()  # so that every launch is timed as the agent makes it
 
@@ -163,6 +176,7 @@ class _Runner:
         port: int,
         resume: tuple[str, int] | None,
     ):
+        self.models[job] = model
         procs = []
         for rank in range(gpus):
             lease = self.folder / f"lease-{job}-{attempt}-{rank}"
@@ -250,11 +264,16 @@ class _Runner:
         deadline = time.time() + timeout_s
         while not until():
             if time.time() > deadline:
-                for p in procs.values():
-                    for _, _, proc in p:
+                stuck = [job for job, p in procs.items() if any(proc.poll() is None for _, _, proc in p)]
+                for job in stuck:
+                    for _, _, proc in procs[job]:
                         if proc.poll() is None:
                             proc.kill()
-                raise RuntimeError("a profiling run did not finish in time")
+                tail = self._log_tail(stuck[0]) if stuck else ""
+                raise RuntimeError(
+                    f"the workloads did not get to the next step of measuring within {timeout_s:g} s"
+                    + (f"; the end of {self._what(stuck[0])}'s log:\n{tail}" if tail else "")
+                )
             if not self.pull.poll(50):
                 continue
             while True:
@@ -280,6 +299,12 @@ class _Runner:
     def _check(self, job: int, attempt: int | None, procs) -> None:
         bad = [proc.returncode for _, _, proc in procs if proc.returncode not in (0, protocol.EXIT_PREEMPTED)]
         if bad:
-            logs = sorted(self.folder.glob(f"job-{job}-*-0.log"))
-            text = logs[-1].read_text(errors="replace")[-2000:] if logs else ""
-            raise RuntimeError(f"a profiled workload failed (exit status {bad[0]}):\n{text}")
+            raise RuntimeError(f"{self._what(job)} failed (exit status {bad[0]}); the end of its log:\n{self._log_tail(job)}")
+
+    def _what(self, job: int) -> str:
+        return f"the {self.models.get(job, 'profiled')} workload"
+
+    def _log_tail(self, job: int) -> str:
+        """The end of the log of a job's latest attempt (its first worker's)."""
+        logs = sorted(self.folder.glob(f"job-{job}-*-0.log"))
+        return logs[-1].read_text(errors="replace")[-LOG_TAIL_CHARS:].rstrip() if logs else ""

@@ -88,7 +88,7 @@ def call_element(el: Element, what: str, ctx: Round, fn, *args, **kwargs):
         return fn(*args, **kwargs)
     except (RoundhouseError, KeyboardInterrupt):
         raise
-    except Exception as err:
+    except (Exception, SystemExit) as err:  # (sys.exit() in element code is its failure, not the end of the run)
         raise element_failure(el, ctx, f"its {what} raised {type(err).__name__}: {err}", err) from err
 
 
@@ -418,7 +418,7 @@ class Engine:
                         values[key] = got
         except (RoundhouseError, KeyboardInterrupt):
             raise
-        except Exception as err:
+        except (Exception, SystemExit) as err:  # (sys.exit() in an element's tick is its failure, not the end of the run)
             if el is None:  # not raised by an element
                 raise
             what = f"its tick raised {type(err).__name__}: {err}"

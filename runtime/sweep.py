@@ -19,6 +19,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +29,8 @@ import attrs
 import polars as pl
 
 from roundhouse.errors import RoundhouseError
-from roundhouse.runtime.cluster import names_a_file
+from roundhouse.runtime.cluster import names_a_file, spec_file
+from roundhouse.runtime.settings import BUILT_IN_ELASTIC
 
 # The sink whose report has a per-run "summary" and a "jobs" table; a sweep compares runs by it.
 METRICS_SINK = "JobMetrics"
@@ -111,6 +113,14 @@ class RunTimeout(BaseException):
     `except Exception` can swallow it and the engine does not report it as the element's fault."""
 
 
+class RunStopped(BaseException):
+    """Raised inside a run whose sweep was interrupted (a BaseException, as RunTimeout)."""
+
+
+# How often a run asks whether its sweep was interrupted (when it can be: on Dask).
+STOP_POLL_S = 0.5
+
+
 def _file_digest(path: str | os.PathLike) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -134,15 +144,48 @@ def _graph_files(flat) -> list[str]:
     return files
 
 
+def _source_digest(path: str) -> str:
+    """A graph file's digest; for a required Python file, that of the text this process
+    imported (which a long-lived worker may have imported before the file changed)."""
+    from roundhouse.runtime.dsl.loader import element_file_digest
+
+    imported = element_file_digest(path) if path.endswith(".py") else None
+    return imported or _file_digest(path)
+
+
+def _folder_digest(folder: Path) -> str:
+    """A folder's files: their paths within it, in order, and their contents."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(folder).as_posix()}\0{_file_digest(path)}\0".encode())
+    return digest.hexdigest()
+
+
 def _cluster_identity(graph, cluster: str | None) -> str:
-    """The cluster a run uses, as text: a spec file's contents (by digest), else the shorthand."""
+    """The cluster a run uses, as text: a spec file's contents (by digest), else the shorthand.
+    The file is found as `load_cluster` finds it: a spec written in the graph relative to the
+    graph's folder, one given with --cluster, --set or --vary relative to the current folder."""
     spec = cluster if cluster is not None else graph.settings.cluster
     if spec is None:
         return ""
-    for candidate in (Path(graph.path).parent / spec, Path(spec)):
-        if names_a_file(candidate):
-            return "file:" + _file_digest(candidate)
-    return "spec:" + spec
+    if cluster is None and graph.setting_locations.get("cluster") is not None:
+        file = spec_file(spec, Path(graph.path).parent)
+    else:
+        text = spec.strip()
+        file = Path(text) if text.endswith(".toml") or names_a_file(text) else None
+    return "spec:" + spec if file is None else "file:" + _file_digest(file)
+
+
+def _elastic_identity(graph) -> str:
+    """The elastic profile a run uses, found as `load_elastic` finds it: a folder's files, or a
+    built-in profile by its name (its data ships with this version of Roundhouse)."""
+    from roundhouse import __version__
+
+    path = Path(graph.settings.elastic_profile)
+    name = path.name.lower()
+    if name in BUILT_IN_ELASTIC and not path.exists():
+        return f"built-in:{name}:{__version__}"
+    return "folder:" + _folder_digest(path) if path.is_dir() else "file:" + _file_digest(path)
 
 
 def run_key(graph, flat, spec: RunSpec) -> str:
@@ -161,12 +204,14 @@ def run_key(graph, flat, spec: RunSpec) -> str:
                 data[f"{name}.{field.name}"] = _file_digest(Path(value))
     for field in attrs.fields(type(graph.settings)):
         value = getattr(graph.settings, field.name)
-        if isinstance(value, FilePath):
+        if field.name == "elastic_profile" and value is not None:  # (a folder, or a name built in)
+            data[f"setting {field.name}"] = _elastic_identity(graph)
+        elif isinstance(value, FilePath):
             data[f"setting {field.name}"] = _file_digest(Path(value))
     identity = {
         "scheme": KEY_SCHEME,
         "roundhouse": __version__,
-        "graph": [_file_digest(f) for f in _graph_files(flat)],
+        "graph": [_source_digest(f) for f in _graph_files(flat)],
         "data": data,
         "cluster": _cluster_identity(graph, spec.cluster),
         "overrides": [_normal_override(o) for o in spec.overrides],
@@ -192,33 +237,45 @@ def compile_spec(spec: RunSpec):
 
 
 class Watchdog:
-    """Raises RunTimeout in the thread that started it once `seconds` have passed.
+    """Raises RunTimeout in the thread that started it once `seconds` have passed, or
+    RunStopped once `stopped()` says so (asked every STOP_POLL_S).
 
     The exception is delivered between two Python bytecodes of that thread, so it stops a run
     whatever it is doing in Python (a Dask worker runs tasks in threads, where no signal
     arrives); a long call into compiled code ends first. `stop` makes sure nothing is delivered
     after the run is over."""
 
-    def __init__(self, seconds: float | None):
+    def __init__(self, seconds: float | None, stopped: Callable[[], bool] | None = None):
         self._thread_id = threading.get_ident()
         self._lock = threading.Lock()
-        self._done = False
+        self._done = threading.Event()
         self.fired = False
         self._timer = None
         if seconds is not None:
-            self._timer = threading.Timer(seconds, self._fire)
+            self._timer = threading.Timer(seconds, self._fire, (RunTimeout,))
             self._timer.daemon = True
             self._timer.start()
+        if stopped is not None:
+            threading.Thread(target=self._poll, args=(stopped,), daemon=True).start()
 
-    def _fire(self) -> None:
+    def _poll(self, stopped: Callable[[], bool]) -> None:
+        while not self._done.wait(STOP_POLL_S):
+            try:
+                if stopped():
+                    self._fire(RunStopped)
+                    return
+            except Exception:  # (no answer this time: ask again; the timeout holds regardless)
+                continue
+
+    def _fire(self, exception: type[BaseException]) -> None:
         with self._lock:
-            if not self._done:
+            if not self._done.is_set() and not self.fired:
                 self.fired = True
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(RunTimeout))
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(exception))
 
     def stop(self) -> None:
         with self._lock:
-            self._done = True
+            self._done.set()
             if self._timer is not None:
                 self._timer.cancel()
             if self.fired:  # not yet delivered: take it back
@@ -235,9 +292,16 @@ def point_text(labels: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in labels.items() if k != "seed") or "(one point)"
 
 
-def record_run(spec: RunSpec, key: str, timeout: float | None = None, sink: str | None = None) -> dict[str, Any]:
+def record_run(
+    spec: RunSpec,
+    key: str,
+    timeout: float | None = None,
+    sink: str | None = None,
+    stopped: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
     """Run one spec and return its row for the results store; never raises for the run's own
     failures: an error or a timeout is recorded with its message (status 'error' or 'timeout').
+    With `stopped`, the run ends early once `stopped()` says that its sweep was interrupted.
 
     The run's key is computed again here from the files as this process sees them: a worker
     that sees other files (a graph edited during the sweep, another copy on a cluster node)
@@ -250,7 +314,7 @@ def record_run(spec: RunSpec, key: str, timeout: float | None = None, sink: str 
     started = time.perf_counter()
     metrics: dict[str, Any] = {}
     try:
-        watchdog = Watchdog(timeout)
+        watchdog = Watchdog(timeout, stopped)
         try:
             graph, seen_key = compile_spec(spec)
             row["seed"] = int(graph.settings.seed)
@@ -267,6 +331,10 @@ def record_run(spec: RunSpec, key: str, timeout: float | None = None, sink: str 
             watchdog.stop()
     except RunTimeout:
         row.update(status="timeout", error=f"timed out after {timeout:g} s")
+    except RunStopped:
+        row.update(status="error", error="stopped: the sweep was interrupted")
+    except SystemExit as err:  # the user's code called sys.exit(): its run failed, its worker goes on
+        row.update(status="error", error=f"it called sys.exit({err.code!r})", traceback=traceback.format_exc())
     except RoundhouseError as err:
         text = str(err).removeprefix("error: ")  # the command line adds it when it prints the row
         row.update(status="error", error=text, traceback=getattr(err, "detail", "") or None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import socket
 import threading
 import time
@@ -26,6 +27,8 @@ from roundhouse.runtime.sweep import RunSpec, base_row, record_run
 # How long past its timeout a local run may go on (it should have stopped itself by then: see
 # Watchdog) before its process is killed: a run stuck in compiled code stops all the same.
 KILL_GRACE_S = 5.0
+# How long a local worker whose pipe closed may take to exit, so that its own exit status is reported.
+EXIT_GRACE_S = 1.0
 # How long to wait for a Dask scheduler to answer before saying that it does not.
 DASK_CONNECT_TIMEOUT_S = 10.0
 
@@ -39,6 +42,10 @@ class Task:
 # --- on this machine ------------------------------------------------------------------------
 
 
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()  # (signals are set there only)
+
+
 def _watch_parent(parent: int) -> None:
     """End this worker when the sweep that started it is gone (killed, so that it could not say)."""
     while True:
@@ -48,8 +55,6 @@ def _watch_parent(parent: int) -> None:
 
 
 def _worker_main(conn, timeout: float | None, parent: int) -> None:
-    import signal
-
     # Ctrl-C goes to the whole process group; the sweep decides what stops, and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
@@ -91,7 +96,14 @@ class LocalExecutor:
     def _start(self, timeout: float | None) -> _Slot:
         ours, theirs = self._context.Pipe()
         process = self._context.Process(target=_worker_main, args=(theirs, timeout, os.getpid()), daemon=True)
-        process.start()
+        # A new interpreter takes an ignored SIGINT as ignored from its first instruction: Ctrl-C
+        # while it imports (before it could ignore the signal itself) would print its traceback.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _in_main_thread() else None
+        try:
+            process.start()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
         theirs.close()
         return _Slot(process, ours)
 
@@ -130,6 +142,8 @@ class LocalExecutor:
                         continue
                     overdue = timeout is not None and time.monotonic() > slot.started + timeout + KILL_GRACE_S
                     if slot.process.sentinel in ready or slot.conn in ready or overdue:
+                        if not overdue:  # (its pipe closes a moment before it exits: let it say how it ended)
+                            slot.process.join(timeout=EXIT_GRACE_S)
                         slot.process.kill()
                         slot.process.join()
                         if overdue:
@@ -190,13 +204,22 @@ class DaskExecutor:
 
     def run(self, tasks: list[Task], timeout: float | None = None) -> Iterator[dict[str, Any]]:
         sweep = uuid.uuid4().hex[:8]  # tasks of two sweeps never share a Dask key
+        # Set when the sweep stops early: its runs under way see it and stop (cancelling a
+        # task does not stop one that has started).
+        stop = self._distributed.Event(f"roundhouse-stop-{sweep}", client=self.client)
         futures = {}
-        for task in tasks:
-            future = self.client.submit(
-                record_run, task.spec, task.key, timeout, key=f"roundhouse-run-{sweep}-{task.key[:16]}", pure=False
-            )
-            futures[future] = task
         try:
+            for task in tasks:
+                future = self.client.submit(
+                    _record_on_dask,
+                    task.spec,
+                    task.key,
+                    timeout,
+                    stop.name,
+                    key=f"roundhouse-run-{sweep}-{task.key[:16]}",
+                    pure=False,
+                )
+                futures[future] = task
             for future in self._distributed.as_completed(list(futures), loop=self.client.loop):
                 task = futures.pop(future)
                 try:
@@ -207,10 +230,23 @@ class DaskExecutor:
                 yield row
         finally:
             if futures:
-                self.client.cancel(list(futures))
+                try:
+                    stop.set()
+                finally:
+                    self.client.cancel(list(futures))
 
     def close(self) -> None:
         self.client.close()
+
+
+def _record_on_dask(spec: RunSpec, key: str, timeout: float | None, stop: str) -> dict[str, Any]:
+    """`record_run` in a Dask worker's task: it stops early once the Dask event `stop` is set."""
+    import distributed
+
+    event = distributed.Event(stop)  # (its client is the worker's own, found here in the task)
+    if event.client is None:
+        return record_run(spec, key, timeout)
+    return record_run(spec, key, timeout, stopped=event.is_set)
 
 
 def _check_address(address: str) -> None:

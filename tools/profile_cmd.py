@@ -60,11 +60,25 @@ def _once(values: list, flag: str, text: str) -> None:
         raise UsageError(f"{flag} {text}: {twice[0]} is listed twice")
 
 
+def _check_gpu_type(text: str) -> None:
+    """The GPU type is a cell of the profile's CSV rows, which hold no quoted or padded text:
+    one that would not read back as itself is refused before measuring."""
+    if not text.strip():
+        raise UsageError("--gpu-type: give the name of a GPU type (e.g. V100)")
+    if text != text.strip():
+        raise UsageError(f"--gpu-type {text!r}: has spaces at its ends, which the profile's reader drops")
+    bad = next((ch for ch in text if ch in ',"#' or not ch.isprintable()), None)
+    if bad is not None:
+        raise UsageError(f"--gpu-type {text!r}: {bad!r} cannot be part of a GPU type's name in a profile (a CSV file)")
+
+
 def profile_command(args) -> int:
-    from roundhouse.agents.profiler import profile
+    from roundhouse.agents.profiler import DEFAULT_BATCH, profile
+    from roundhouse.agents.workloads import workload_for
     from roundhouse.traces.profiles import canonical_model
 
     check_output_file(args.out, "--out")  # before measuring, which takes minutes
+    _check_gpu_type(args.gpu_type)
     models = []
     for name in args.models.split(","):
         canonical = canonical_model(name.strip())
@@ -89,9 +103,14 @@ def profile_command(args) -> int:
             raise UsageError(
                 f"--beside {args.beside}: only with --concurrent 2 or more (the models of the jobs run beside the measured one)"
             )
-        beside = [canonical_model(b.strip()) for b in args.beside.split(",")]
-        if None in beside:
-            raise UsageError(f"--beside: unknown model in {args.beside!r}")
+        beside = []
+        for name in args.beside.split(","):
+            canonical = canonical_model(name.strip())
+            if canonical is None:
+                raise UsageError(f"--beside: unknown model {name.strip()!r}")
+            if workload_for(canonical) is None:
+                raise UsageError(f"--beside: no example workload for model {canonical!r} (have: {', '.join(DEFAULT_BATCH)})")
+            beside.append(canonical)
     result = profile(models, batches, gpus, args.gpu_type, duration, args.concurrent, args.threads, beside=beside)
     header = f"measured by `roundhouse profile` on {platform.node()} ({platform.processor() or platform.machine()}), {time.strftime('%Y-%m-%d %H:%M')}"
     with writing(args.out):

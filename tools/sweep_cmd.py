@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 import math
 import sys
+from collections.abc import Collection
+from contextlib import closing
 from pathlib import Path
 
 import polars as pl
@@ -14,12 +16,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from roundhouse.errors import UsageError
+from roundhouse.runtime.cluster import names_a_file
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load
 from roundhouse.runtime.files import results_folder, writing
 from roundhouse.runtime.results_store import ResultsStore
 from roundhouse.runtime.simulate import load_cluster
-from roundhouse.runtime.sweep import RUN_COLUMNS, RunSpec, check_sweepable, run_key
+from roundhouse.runtime.sweep import RUN_COLUMNS, RunSpec, check_sweepable, point_text, run_key
 from roundhouse.runtime.sweep_exec import DaskExecutor, LocalExecutor, Task
 from roundhouse.tools.common import add_overrides, overrides, positive_int, seconds
 
@@ -106,6 +109,24 @@ def _refuse_fixed_and_varied(fixed: list[str], varied: tuple[str, ...]) -> None:
             )
 
 
+def _refuse_cluster_and_varied(cluster: str | None, varied: tuple[str, ...]) -> None:
+    """--cluster sets every run's cluster, over the `cluster` setting: varying that too would
+    run every point on the one cluster, labelled as another."""
+    if cluster is not None and "cluster" in varied:
+        raise UsageError(
+            f"--cluster {cluster} and --vary cluster=...: the cluster is both fixed and varied; "
+            "keep one (--cluster for one cluster in every run, --vary cluster for several)"
+        )
+
+
+def _run_cluster(cluster: str | None) -> str | None:
+    """--cluster as each run reads it: a spec file by its whole path (a Dask worker's current
+    folder is not this one), a shorthand as given."""
+    if cluster is None or not (cluster.strip().endswith(".toml") or names_a_file(cluster.strip())):
+        return cluster
+    return str(Path(cluster.strip()).resolve())
+
+
 def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     """Every run of the sweep with its key, in grid order (seeds innermost). Every combination
     is compiled and its cluster checked before any run starts, so a bad grid value is reported
@@ -116,6 +137,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     base = compile_graph(flat, fixed)
     check_sweepable(base)
     first_seed = int(base.settings.seed)
+    cluster = _run_cluster(args.cluster)
     runs = []
     for combo in itertools.product(*(values for _, values in grid)):
         varied = [Override(f"{n}={v}", flag="--vary") for (n, _), v in zip(grid, combo)]
@@ -125,7 +147,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
             graph = compile_graph(flat, [*fixed, *varied, *seeded])
             load_cluster(graph, args.cluster)
             texts = (*args.overrides, *(o.text for o in varied), *(o.text for o in seeded))
-            spec = RunSpec(graph_path, texts, args.cluster, until, {**labels, "seed": int(graph.settings.seed)})
+            spec = RunSpec(graph_path, texts, cluster, until, {**labels, "seed": int(graph.settings.seed)})
             runs.append((run_key(graph, flat, spec), spec))
     return runs
 
@@ -138,26 +160,34 @@ def sweep(args) -> int:
         raise UsageError("--workers: counts local worker processes; a Dask cluster has the workers it has")
     names = tuple(n for n, _ in grid)
     _refuse_fixed_and_varied(args.overrides, names)
+    _refuse_cluster_and_varied(args.cluster, names)
+    runs = plan_runs(args, grid, until)  # (before --out is made: a bad grid leaves no folder behind)
     out = results_folder(args.out, "--out", "sweep") if args.out is not None else None
-    runs = plan_runs(args, grid, until)
     err = Console(stderr=True)
     store = None
     finished: dict[str, dict] = {}
+    others: set[str] = set()
     if out is not None:
         store = ResultsStore(out / "results", labels=names)
         store.lock()
+        # An earlier sweep's tables would describe the store as complete until this one ends.
+        for table in ("summary.csv", "points.csv"):
+            with writing(out):
+                (out / table).unlink(missing_ok=True)
         ours = {key for key, _ in runs}
-        for row in store.read().iter_rows(named=True):
+        stored = store.read()
+        others = _label_columns(stored) - set(names)
+        for row in stored.iter_rows(named=True):
             if row["key"] in ours and row["status"] == "ok":
                 finished[row["key"]] = row
         for path in store.unreadable:
             err.print(f"warning: {path}: cannot be read (damaged?); its run is done again", highlight=False, markup=False)
+    rows = dict(finished)
+    total = len({key for key, _ in runs})
     try:
         tasks = list({key: Task(key, spec) for key, spec in runs if key not in finished}.values())
         executor = DaskExecutor(args.dask) if args.dask is not None else LocalExecutor(args.workers)
         try:
-            rows = dict(finished)
-            total = len({key for key, _ in runs})
             if finished:
                 err.print(
                     f"{len(finished)} of {total} runs already in {store.folder}; running the other {len(tasks)}",
@@ -166,8 +196,8 @@ def sweep(args) -> int:
                 )
             if tasks:
                 err.print(f"running {len(tasks)} runs on {executor.where_for(len(tasks))}", highlight=False, markup=False)
-            with SweepProgress(total, len(finished), err) as progress:
-                for row in executor.run(tasks, timeout):
+            with SweepProgress(total, len(finished), err) as progress, closing(executor.run(tasks, timeout)) as results:
+                for row in results:
                     if store is not None:
                         with writing(store.folder):
                             store.write(row)
@@ -175,10 +205,13 @@ def sweep(args) -> int:
                     progress.update(row)
         finally:
             executor.close()
+    except KeyboardInterrupt:  # (Ctrl-C, or SIGTERM: the command line says which)
+        _say_interrupted(err, rows, total, store, args.dask is not None)
+        raise
     finally:
         if store is not None:
             store.unlock()
-    frame = _per_run(runs, rows, names)
+    frame = _per_run(runs, rows, names, others)
     points = point_summary(frame, names)
     print_summary(Path(args.graph).name, names, frame, points)
     if out is not None:
@@ -194,9 +227,43 @@ def sweep(args) -> int:
     return 0
 
 
-def _per_run(runs, rows: dict[str, dict], names: tuple[str, ...]) -> pl.DataFrame:
-    """One row per run of this sweep, in grid order; labels first, then the seed, the outcome and metrics."""
-    ordered = [{**rows[key], **{n: str(spec.labels[n]) for n in names}} for key, spec in runs]
+def _say_interrupted(err: Console, rows: dict[str, dict], total: int, store: ResultsStore | None, on_dask: bool) -> None:
+    """What an interrupted sweep leaves: the runs kept, and how to go on."""
+    done = sum(1 for row in rows.values() if row["status"] == "ok")
+    if store is not None:
+        text = f"{done} of {total} runs kept in {store.folder}; run the same command to resume"
+    else:
+        text = f"{done} of {total} runs had finished; none is kept without --out"
+    if on_dask:
+        text += " (the runs under way on the Dask cluster were told to stop)"
+    err.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+def _label_columns(stored: pl.DataFrame) -> set[str]:
+    """The stored columns that hold some run's grid point values: those its `point` names, as
+    `name=value` (a sweep stores its varied values as text)."""
+    found = set()
+    for name, dtype in stored.schema.items():
+        if name in RUN_COLUMNS or dtype != pl.String:
+            continue
+        named = stored.select(pl.col("point").str.contains(pl.lit(f"{name}=") + pl.col(name), literal=True).any()).item()
+        if named:
+            found.add(name)
+    return found
+
+
+def _per_run(runs, rows: dict[str, dict], names: tuple[str, ...], others: Collection[str] = ()) -> pl.DataFrame:
+    """One row per run of this sweep, in grid order; labels first, then the seed, the outcome and
+    metrics. A run stored by an earlier sweep that varied other names (`others`: its label
+    columns) is described as this sweep's: by this sweep's names and point."""
+    ordered = [
+        {
+            **{k: v for k, v in rows[key].items() if k not in others},
+            **{n: str(spec.labels[n]) for n in names},
+            "point": point_text(spec.labels),
+        }
+        for key, spec in runs
+    ]
     frame = pl.DataFrame(ordered, infer_schema_length=None)
     first = [*names, "seed", "status", "error"]
     rest = [c for c in frame.columns if c not in first and c not in ("point", "graph", "finished_at", "traceback")]

@@ -26,7 +26,7 @@ from roundhouse.runtime.dsl.compounds import bind_params, splice, substitute, un
 from roundhouse.runtime.dsl.flat import Body, Decl, Edge, FlatGraph, OpenPort
 from roundhouse.runtime.dsl.parser import parse
 
-__all__ = ["Body", "Decl", "Edge", "FlatGraph", "load", "load_element_file", "read_source"]
+__all__ = ["Body", "Decl", "Edge", "FlatGraph", "element_file_digest", "load", "load_element_file", "read_source"]
 
 RESERVED = ("input", "output")
 
@@ -63,20 +63,36 @@ def load(path: str | Path, text: str | None = None) -> FlatGraph:
     return _Loader().load(str(path), text)
 
 
+# Where an imported element file's module keeps the digest of the text it was imported from.
+_DIGEST = "__roundhouse_digest__"
+
+
 def load_element_file(path: Path) -> str | None:
-    """Import a Python file once; returns a one-line description of what went wrong, if anything.
-    (A problem in the user's own Python is shown as its file, line and message, not a traceback.)"""
+    """Import a Python file of elements; returns a one-line description of what went wrong, if anything.
+    (A problem in the user's own Python is shown as its file, line and message, not a traceback.)
+
+    A file is imported once per process, and again when its contents change: a long-lived
+    process (a Dask worker runs many sweeps) must run what the file says now, not what it said
+    when first imported. The digest of the text imported is kept with its module
+    (`element_file_digest`), so that a run's key describes the code that ran."""
+    import hashlib
     import importlib.util
     import sys
     import traceback
 
     resolved = str(path.resolve())
-    if registry.imported_file(resolved) is not None:
-        return None
     if path.suffix != ".py":
         return "a required file is Python ending in .py (a .sched file is brought in with import)"
     if not path.is_file():
         return f"no such file ({path})"
+    try:
+        source = path.read_bytes()
+    except OSError as err:
+        return f"cannot read {path}: {err.strerror or err}"
+    digest = hashlib.sha256(source).hexdigest()
+    previous = registry.imported_file(resolved)
+    if previous is not None and getattr(previous, _DIGEST, None) == digest:
+        return None
     name = "roundhouse_user_" + "".join(ch if ch.isalnum() else "_" for ch in resolved)
     spec = importlib.util.spec_from_file_location(name, resolved)
     if spec is None or spec.loader is None:
@@ -85,16 +101,28 @@ def load_element_file(path: Path) -> str | None:
     sys.modules[name] = module
     try:
         with registry.importing_file(str(path)):
-            spec.loader.exec_module(module)
+            # (The bytes digested are the bytes run: the file may change while it is imported.)
+            exec(compile(source, resolved, "exec"), module.__dict__)
     except (Exception, SystemExit) as err:  # the user's code: report where, not how deep
-        del sys.modules[name]
+        if previous is not None:
+            sys.modules[name] = previous
+        else:
+            del sys.modules[name]
         frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename == resolved]
         where = f"{path}:{frames[-1].lineno}: " if frames else (f"{path}:{err.lineno}: " if isinstance(err, SyntaxError) else "")
         # (The registry's own complaint says all there is; its type would add nothing.)
         what = str(err) if isinstance(err, registry.DefinedTwice) else f"{type(err).__name__}: {err}"
         return f"{where}{what}"
+    setattr(module, _DIGEST, digest)
     registry.keep_file(resolved, module)
     return None
+
+
+def element_file_digest(path: str | Path) -> str | None:
+    """The SHA-256 of the text an element file's module was imported from in this process, or
+    None if it was not imported (or not since `registry.scope` forgot it)."""
+    module = registry.imported_file(str(Path(path).resolve()))
+    return None if module is None else getattr(module, _DIGEST, None)
 
 
 def _in_scope(value: ast.Value, local: dict[str, str]) -> ast.Value:
