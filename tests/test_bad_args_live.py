@@ -58,7 +58,17 @@ def test_serve_that_cannot_start_leaves_no_journal_or_folder_behind(live_graph, 
         assert not ck.exists()
         _fails(
             capsys,
-            ["serve", live_graph, "--bind", f"tcp://127.0.0.1:{port}", "--insecure", "--checkpoints", ck, "--out", tmp_path / "o"],
+            [
+                "serve",
+                live_graph,
+                "--bind",
+                f"tcp://127.0.0.1:{port}",
+                "--insecure",
+                "--checkpoints",
+                ck,
+                "--out",
+                tmp_path / "o",
+            ],
             "Address already in use",
         )
         assert not ck.exists() and not (tmp_path / "o").exists()

@@ -95,7 +95,7 @@ def test_whatif_from_a_running_scheduler_and_from_its_saved_journal(tmp_path, ca
     as_run, fresh = whatif(capsys, cut, "--graph", tmp_path / "graph.sched")["projections"]
     assert as_run["end_s"] == fresh["end_s"] and as_run["metrics"] == fresh["metrics"], (as_run, fresh)
     # What built the run's world is the run's; a journal from another trace names --run-trace.
-    assert "--set cluster=\"1x1:V100\": the run's cluster is its own" in fails(
+    assert '--set cluster="1x1:V100": the run\'s cluster is its own' in fails(
         capsys, "whatif", cut, "--set", 'cluster="1x1:V100"'
     )
     shutil.copy(tmp_path / "jobs.csv", tmp_path / "other.csv")
