@@ -168,6 +168,9 @@ def test_a_dask_address_that_does_not_answer_is_reported_in_bounded_time(tmp_pat
         assert main([*args[:-1], address]) == 2
         assert "not a scheduler address" in (err := capsys.readouterr().err) and why in err and "Traceback" not in err
     assert not log.exists() and store_bytes(out) == kept
+    fresh = tmp_path / "fresh"  # a folder for the sweep is made only once Dask has answered
+    assert main([*sweep_args(graph, fresh, [1]), "--dask", f"tcp://127.0.0.1:{port}"]) == 2
+    assert not fresh.exists()
 
 
 def test_a_runs_key_follows_the_contents_of_every_input_not_their_paths(tmp_path):

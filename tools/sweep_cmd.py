@@ -162,6 +162,16 @@ def sweep(args) -> int:
     _refuse_fixed_and_varied(args.overrides, names)
     _refuse_cluster_and_varied(args.cluster, names)
     runs = plan_runs(args, grid, until)  # (before --out is made: a bad grid leaves no folder behind)
+    # Connected before --out is made too: a Dask address that does not answer leaves no folder.
+    executor = DaskExecutor(args.dask) if args.dask is not None else LocalExecutor(args.workers)
+    try:
+        return _sweep_on(executor, args, names, runs, timeout)
+    finally:
+        executor.close()
+
+
+def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float | None) -> int:
+    """The sweep's runs on `executor`: those not already in the results store, the tables of all."""
     out = results_folder(args.out, "--out", "sweep") if args.out is not None else None
     err = Console(stderr=True)
     store = None
@@ -186,25 +196,21 @@ def sweep(args) -> int:
     total = len({key for key, _ in runs})
     try:
         tasks = list({key: Task(key, spec) for key, spec in runs if key not in finished}.values())
-        executor = DaskExecutor(args.dask) if args.dask is not None else LocalExecutor(args.workers)
-        try:
-            if finished:
-                err.print(
-                    f"{len(finished)} of {total} runs already in {store.folder}; running the other {len(tasks)}",
-                    highlight=False,
-                    markup=False,
-                )
-            if tasks:
-                err.print(f"running {len(tasks)} runs on {executor.where_for(len(tasks))}", highlight=False, markup=False)
-            with SweepProgress(total, len(finished), err) as progress, closing(executor.run(tasks, timeout)) as results:
-                for row in results:
-                    if store is not None:
-                        with writing(store.folder):
-                            store.write(row)
-                    rows[row["key"]] = row
-                    progress.update(row)
-        finally:
-            executor.close()
+        if finished:
+            err.print(
+                f"{len(finished)} of {total} runs already in {store.folder}; running the other {len(tasks)}",
+                highlight=False,
+                markup=False,
+            )
+        if tasks:
+            err.print(f"running {len(tasks)} runs on {executor.where_for(len(tasks))}", highlight=False, markup=False)
+        with SweepProgress(total, len(finished), err) as progress, closing(executor.run(tasks, timeout)) as results:
+            for row in results:
+                if store is not None:
+                    with writing(store.folder):
+                        store.write(row)
+                rows[row["key"]] = row
+                progress.update(row)
     except KeyboardInterrupt:  # (Ctrl-C, or SIGTERM: the command line says which)
         _say_interrupted(err, rows, total, store, args.dask is not None)
         raise
