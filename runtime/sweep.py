@@ -29,6 +29,7 @@ import attrs
 import polars as pl
 
 from roundhouse.errors import RoundhouseError
+from roundhouse.runtime import registry
 from roundhouse.runtime.cluster import names_a_file, spec_file
 from roundhouse.runtime.settings import BUILT_IN_ELASTIC
 
@@ -316,14 +317,17 @@ def record_run(
     try:
         watchdog = Watchdog(timeout, stopped)
         try:
-            graph, seen_key = compile_spec(spec)
-            row["seed"] = int(graph.settings.seed)
-            if seen_key != key:
-                raise RoundhouseError(
-                    f"{spec.graph}: the graph or one of its files differs here ({row['worker']}) from what the sweep "
-                    "was started with (was it edited during the sweep, or do the nodes have different copies?)"
-                )
-            result = simulate(graph, spec.cluster, until=spec.until)
+            # (Its element files' classes are forgotten after it: a Dask worker runs other
+            # sweeps' graphs next, whose files may define classes of the same names.)
+            with registry.scope():
+                graph, seen_key = compile_spec(spec)
+                row["seed"] = int(graph.settings.seed)
+                if seen_key != key:
+                    raise RoundhouseError(
+                        f"{spec.graph}: the graph or one of its files differs here ({row['worker']}) from what the sweep "
+                        "was started with (was it edited during the sweep, or do the nodes have different copies?)"
+                    )
+                result = simulate(graph, spec.cluster, until=spec.until)
             outcome = RunOutcome(spec, result.rounds, result.wall_s, result.reports)
             metrics = dict(outcome.reports[sink or outcome._sink_with("summary")]["summary"])
             row["rounds"] = result.rounds

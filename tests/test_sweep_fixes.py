@@ -360,3 +360,18 @@ def test_sys_exit_in_an_element_on_dask_kills_no_worker(dask_cluster, dask_folde
     (error,) = stored(out)["error"].to_list()
     assert "its tick raised SystemExit: 5" in error
     assert set(client.run(os.getpid).values()) == pids
+
+
+def test_one_process_runs_graphs_whose_element_files_define_the_same_class(tmp_path):
+    """As a Dask worker does across sweeps: each run's element classes are its own."""
+    rows = []
+    for folder, mode in (("a", "none"), ("b", "raise")):
+        (tmp_path / folder).mkdir()
+        text = ELEMENT.replace('default="none"', f'default="{mode}"')
+        spec = RunSpec(str(odd_graph(tmp_path / folder, text)))
+        with registry.scope():
+            key = compile_spec(spec)[1]
+        rows.append(record_run(spec, key))
+    assert rows[0]["status"] == "ok", rows[0]
+    assert rows[1]["status"] == "error" and "ValueError: MARK" in rows[1]["error"], rows[1]
+    assert registry.get("Odd") is None  # nothing of theirs is left behind
