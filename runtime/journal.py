@@ -15,11 +15,17 @@ journal keeps exactly that, written ahead of every action:
 A restarted scheduler replays the rounds through the same graph (elements keep private
 state, which replay rebuilds exactly), then takes the running jobs back from re-registering
 agents. The file uses write-ahead logging, so a crash loses nothing that was committed.
+
+What is read back is checked as it is read (`meta`, `rounds`, the submissions), and what only
+the run's jobs show as its rounds replay (records.py's `replayed`): a journal changed by hand
+or damaged is refused with a UsageError naming the file, the table, the round or job, and what
+is wrong, before anything is written to it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -28,7 +34,7 @@ from typing import Any
 
 import attrs
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import TraceError, UsageError
 
 SCHEMA_VERSION = 1
 
@@ -52,6 +58,18 @@ CREATE TABLE IF NOT EXISTS exits (
 CREATE TABLE IF NOT EXISTS nodes (
     name TEXT PRIMARY KEY, slot INTEGER NOT NULL, address TEXT NOT NULL, joined_s REAL NOT NULL);
 """
+_TABLE_NAMES = ("meta", "rounds", "submissions", "attempts", "exits", "nodes")
+
+
+class Record(dict[str, Any]):
+    """A journaled round's record (runtime/backends/live/records.py), which says where it was
+    read: replay finds what only the run's jobs show (a job it never had), and names the round."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, record: dict, where: str):
+        super().__init__(record)
+        self.where = where
 
 
 @attrs.define
@@ -78,11 +96,15 @@ class Journal:
     def __init__(self, path: str | Path, read_only: bool = False):
         """`read_only`: only read it (`roundhouse whatif`; its scheduler may be writing it)."""
         self.path = Path(path)
+        # As a URI with its path escaped: a name with '#', '?' or '%' in it is then that file,
+        # not a shorter name followed by a query.
+        uri = self.path.resolve().as_uri()
         try:
             if read_only:
-                self.db = sqlite3.connect(f"file:{self.path.resolve()}?mode=ro", uri=True, check_same_thread=False)
+                self.db = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
             else:
-                self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+                self.db = sqlite3.connect(f"{uri}?mode=rwc", uri=True, isolation_level=None, check_same_thread=False)
+                self._check_tables()
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.executescript(_TABLES)
@@ -92,9 +114,36 @@ class Journal:
         self.writes = 0  # rows written (inserted or updated) since the journal was opened
         self.commits = 0
 
+    def _check_tables(self) -> None:
+        """Refuse a database that has tables but not all of a journal's, before creating any:
+        another program's database, or a journal that lost a table, stays as it was."""
+        names = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = [name for name in _TABLE_NAMES if name not in names]
+        if names and missing:
+            raise UsageError(
+                f"{self.path}: not a journal as Roundhouse writes it (it has no table {', '.join(missing)}); "
+                "give a new --journal path to start afresh"
+            )
+
+    def damaged(self, table: str, where: str, what: str) -> UsageError:
+        """The error for what is wrong with a row of the journal (`where`: which row)."""
+        return UsageError(f"{self.path}: damaged journal: table {table}, {where}: {what}")
+
     # --- the run ---
     def meta(self) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM meta")}
+        """The run's facts (none before it begins), checked: a journal of another schema, or
+        a value of the wrong kind, is a UsageError."""
+        meta = {key: self._json(value, "meta", f"key {key!r}") for key, value in self.db.execute("SELECT key, value FROM meta")}
+        if not meta:
+            return meta
+        if meta.get("schema") != SCHEMA_VERSION:
+            raise UsageError(
+                f"{self.path}: journal schema {meta.get('schema')} is not {SCHEMA_VERSION}, the one this Roundhouse reads"
+            )
+        for key, (fits, kind) in _META.items():
+            if key in meta and not fits(meta[key]):
+                raise self.damaged("meta", f"key {key!r}", f"{meta[key]!r} is not {kind}")
+        return meta
 
     def begin(self, meta: dict[str, Any]) -> dict[str, Any]:
         """Start a new run, or check that the journal's run is this one; returns its meta
@@ -107,8 +156,6 @@ class Journal:
                 self.db.execute("INSERT INTO meta VALUES (?, ?)", (k, json.dumps(v)))
             self.commit()
             return meta
-        if old.get("schema") != SCHEMA_VERSION:
-            raise UsageError(f"{self.path}: journal schema {old.get('schema')} is not {SCHEMA_VERSION}")
         for key in ("graph_digest", "cluster", "round_s"):
             if old.get(key) != meta.get(key):
                 raise UsageError(
@@ -118,9 +165,18 @@ class Journal:
         return old
 
     # --- rounds ---
-    def rounds(self) -> Iterator[tuple[int, float, dict]]:
-        for k, now, record in self.db.execute("SELECT k, now, record FROM rounds ORDER BY k"):
-            yield k, now, json.loads(record)
+    def rounds(self) -> Iterator[tuple[int, float, Record]]:
+        """The journaled rounds in order (by k, which the table keeps unique), each checked as
+        it is read: the record's shape (runtime/backends/live/records.py), the time never going
+        back, each job delivered and finished once, a delivered job's submission in its table."""
+        check = _Rounds(self.submission_ids())
+        for k, now, text in self.db.execute("SELECT k, now, record FROM rounds ORDER BY k"):
+            record = self._json(text, "rounds", f"round {k}")
+            try:
+                check(now, record)
+            except _Bad as bad:
+                raise self.damaged("rounds", f"round {k}", str(bad)) from None
+            yield k, now, Record(record, f"{self.path}: damaged journal: table rounds, round {k}")
 
     def add_round(self, k: int, now: float, record: dict) -> None:
         self._begin()
@@ -138,7 +194,7 @@ class Journal:
 
     def pending_submissions(self) -> list[tuple[int, dict, float]]:
         rows = self.db.execute("SELECT job_id, spec, received_s FROM submissions WHERE round IS NULL ORDER BY rowid")
-        return [(i, json.loads(s), t) for i, s, t in rows]
+        return [self._submission(*row) for row in rows]
 
     def submissions(self, ids: list[int]) -> list[tuple[int, dict, float]]:
         got = {}
@@ -148,8 +204,43 @@ class Journal:
             for job_id, spec, t in self.db.execute(
                 f"SELECT job_id, spec, received_s FROM submissions WHERE job_id IN ({marks})", chunk
             ):
-                got[job_id] = (job_id, json.loads(spec), t)
-        return [got[i] for i in ids]
+                got[job_id] = self._submission(job_id, spec, t)
+        for i in ids:
+            if i not in got:
+                raise self.damaged("submissions", f"job {i}", "no such row, though a round delivered the job")
+        delivered = [got[i] for i in ids]
+        self._check_specs(delivered)
+        return delivered
+
+    def _check_specs(self, delivered: list[tuple[int, dict, float]]) -> None:
+        """Replayed submissions read as the scheduler read them when it accepted them: as a
+        trace's rows (a TraceError about one names the job)."""
+        from roundhouse.runtime.backends.live.submissions import Submissions  # (it uses the journal)
+
+        for job_id, spec, _ in delivered:
+            if not all(isinstance(v, str) or v is None for v in spec.values()):  # (as `Submissions.accept` journals it)
+                raise self.damaged("submissions", f"job {job_id}", f"the spec {_shown(spec)} has values other than text")
+        try:
+            Submissions.frame(delivered)
+        except TraceError as err:
+            job = f"job {delivered[err.row - 1][0]}" if err.row and 0 < err.row <= len(delivered) else "a delivered job"
+            raise self.damaged(
+                "submissions", job, f"column {err.column!r}: {err.message}" if err.column else err.message
+            ) from None
+
+    def _submission(self, job_id: int, text: str, received_s: float) -> tuple[int, dict, float]:
+        spec = self._json(text, "submissions", f"job {job_id}")
+        if not isinstance(spec, dict):
+            raise self.damaged("submissions", f"job {job_id}", f"the spec {_shown(spec)} is not an object")
+        if not _is_number(received_s):
+            raise self.damaged("submissions", f"job {job_id}", f"its time received {received_s!r} is not a number")
+        return job_id, spec, received_s
+
+    def _json(self, text: Any, table: str, where: str) -> Any:
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError) as err:  # (json's own error is a ValueError)
+            raise self.damaged(table, where, f"not JSON ({err})") from None
 
     def mark_delivered(self, ids: list[int], k: int) -> None:
         self._begin()
@@ -275,3 +366,136 @@ class Journal:
         """Delete the closed journal's files (SQLite's write-ahead log and index beside it)."""
         for suffix in ("", "-wal", "-shm"):
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+
+def _is_number(x: Any) -> bool:
+    return type(x) in (int, float) and math.isfinite(x)
+
+
+# What each of the run's facts must be: a test, and what it says of a value that fails it.
+_META = {
+    "graph": (lambda v: isinstance(v, str), "a graph's path (text)"),
+    "graph_digest": (lambda v: isinstance(v, str), "a graph's digest (text)"),
+    "cluster": (lambda v: isinstance(v, str), "a cluster's description (text)"),
+    "round_s": (lambda v: _is_number(v) and v > 0, "a round's length in seconds, more than 0"),
+    "epoch": (_is_number, "a wall-clock time in seconds"),
+}
+
+# The keys of every round's record (records.py's `record_of`); "plans" is added when journaled.
+_KEYS = ("finished", "failed", "requeued", "online", "joined", "lost", "metrics", "submitted", "progress")
+
+
+class _Bad(Exception):
+    """What is wrong with a round's record."""
+
+
+class _Rounds:
+    """What must hold across a journal's rounds, checked round by round as they are read: the
+    time never goes back, a job is delivered once (and its submission is in its table), and a
+    job finishes once (a round journaled twice would finish its jobs again)."""
+
+    def __init__(self, submission_ids: set[int]):
+        self.submission_ids = submission_ids
+        self.delivered: set[int] = set()
+        self.finished: set[int] = set()
+        self.now = 0.0
+
+    def __call__(self, now: Any, record: Any) -> None:
+        if not _is_number(now) or now < 0:
+            raise _Bad(f"its time {now!r} is not a number of seconds from the run's start")
+        if now < self.now:
+            raise _Bad(f"its time, t={now:g}s, is before the previous round's, t={self.now:g}s")
+        self.now = now
+        _check_record(record, now)
+        for job in record["submitted"]:
+            if job not in self.submission_ids:
+                raise _Bad(f"it delivered job {job}, which table submissions does not have")
+            if job in self.delivered:
+                raise _Bad(f"it delivered job {job}, which an earlier round delivered")
+            self.delivered.add(job)
+        finished = {job for job, _ in record["finished"]}
+        again = finished & self.finished
+        if again:
+            raise _Bad(f"job {min(again)} finished, as it did in an earlier round (a round journaled twice?)")
+        self.finished |= finished
+
+
+def _check_record(record: Any, now: float) -> None:
+    """The record's shape and types, as `record_of` writes them."""
+    if not isinstance(record, dict):
+        raise _Bad(f"the record is {type(record).__name__} {_shown(record)}, not an object")
+    for key in _KEYS:
+        if key not in record:
+            raise _Bad(f"the record has no {key!r}")
+    finished = record["finished"]
+    if type(finished) is not list or not all(
+        type(f) is list and len(f) == 2 and type(f[0]) is int and _is_number(f[1]) and 0 <= f[1] <= now for f in finished
+    ):
+        raise _Bad(f"finished {_shown(finished)} is not a list of [job id, time] pairs, each time from 0 to the round's")
+    for key in ("failed", "requeued", "submitted"):
+        _ids(record[key], key)
+    if record["online"] is not None:
+        _ids(record["online"], "online", "GPUs offline: None, or a list of GPU ids")
+        if any(gpu < 0 for gpu in record["online"]):
+            raise _Bad(f"online {_shown(record['online'])} has a GPU id below 0")
+    for key in ("joined", "lost"):
+        if type(record[key]) is not list or not all(type(name) is str for name in record[key]):
+            raise _Bad(f"{key} {_shown(record[key])} is not a list of node names")
+    _check_metrics(record["metrics"])
+    _check_progress(record["progress"])
+    plans = record.get("plans", [])
+    if type(plans) is not list or not all(
+        type(p) is dict and all(type(p.get(key)) is list for key in ("launch", "gpus", "suspend")) for p in plans
+    ):
+        raise _Bad(f"plans {_shown(plans)} is not a list of plans (each with launch, gpus and suspend lists)")
+
+
+def _ids(value: Any, key: str, kind: str = "a list of job ids") -> None:
+    if type(value) is not list or not all(type(x) is int for x in value):
+        raise _Bad(f"{key} {_shown(value)} is not {kind}")
+
+
+def _check_metrics(metrics: Any) -> None:
+    if type(metrics) is not dict or not all(
+        _is_id_text(job) and type(values) is dict and all(type(n) is str and type(x) in (int, float) for n, x in values.items())
+        for job, values in metrics.items()
+    ):
+        raise _Bad(f"metrics {_shown(metrics)} is not a map of job ids to a job's metric values")
+
+
+def _is_id_text(text: Any) -> bool:
+    try:
+        return type(text) is str and str(int(text)) == text
+    except ValueError:
+        return False
+
+
+def _check_progress(progress: Any) -> None:
+    """[job ids, iterations, GPU-seconds, seconds]: four lists of one length, finite numbers;
+    the iterations may go down (a job back at its checkpoint), the seconds may not."""
+    if (
+        type(progress) is not list
+        or len(progress) != 4
+        or not all(type(c) is list and len(c) == len(progress[0]) for c in progress)
+    ):
+        raise _Bad(f"progress {_shown(progress)} is not [job ids, iterations, GPU-seconds, seconds]: four lists of one length")
+    if not progress[0]:
+        return
+    if not all(type(x) is int for x in progress[0]):
+        raise _Bad(f"progress names jobs {_shown(progress[0])}, not job ids")
+    # (Summed rather than looked at one by one: cheap beside the round's replay. A sum is
+    # finite only if every value is a finite number; text or null cannot be summed.)
+    try:
+        finite = all(math.isfinite(sum(column)) for column in progress[1:])
+    except (TypeError, OverflowError):  # (OverflowError: a whole number too large for a float)
+        finite = False
+    if not finite:
+        raise _Bad(f"progress has {_shown(progress[1:])}, not numbers of iterations and seconds")
+    if min(progress[2]) < 0 or min(progress[3]) < 0:
+        raise _Bad(f"progress has GPU-seconds and seconds {_shown(progress[2:])}, some below 0")
+
+
+def _shown(value: Any) -> str:
+    """A value as JSON, cut short."""
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."

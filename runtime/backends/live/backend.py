@@ -277,10 +277,10 @@ class LiveBackend:
         if self.takeover.replaying:
             if self.takeover.next_round():
                 return
-            # Replay is over (its rounds are in the journal already): the run goes on at the
-            # next boundary of the wall clock, taking the running jobs back meanwhile.
+            # Replay is over (its rounds are in the journal already): the run goes on at the next boundary
+            # of the wall clock after its last round (should that clock step back), taking running jobs back.
             last = clock.k
-            target = clock.boundary_after(time.time())
+            target = clock.boundary_after(max(time.time(), clock.wall(clock.now) + 1e-3))
             self.takeover.begin()
             self.serve(clock.wall(target))
             clock.at(target)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from roundhouse.errors import UsageError
 from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.types import Events, Plan
 
@@ -55,29 +56,42 @@ def same_plan(plan: Plan, recorded: dict | None, ids: np.ndarray) -> bool:
 
 def replayed(record: dict, now: float, jobs, n_gpus: int, submitted) -> tuple[Events, Progress]:
     """The events and progress of a journaled round. Rows are looked up by job id: the jobs
-    named were registered in earlier rounds, whose rows replay has rebuilt identically."""
-    row = lambda job_id: jobs.row_of(int(job_id))  # noqa: E731
+    named were registered in earlier rounds, whose rows replay has rebuilt identically. The
+    journal checked the record's shape as it read it (runtime/journal.py); what only the run's
+    jobs and cluster show is checked here: a UsageError names the round (its `where`)."""
+    where = getattr(record, "where", f"the journal's round at t={now:g}s")
+
+    def row(job_id: int, key: str) -> int:
+        found = jobs.row_of(job_id)
+        if found is None:
+            raise UsageError(f"{where}: {key} names job {job_id}, which no earlier round brought (submitted or from a source)")
+        return found
+
     p_ids, p_done, p_service, p_run = record["progress"]
     online = None
     if record["online"] is not None:
+        if any(gpu >= n_gpus for gpu in record["online"]):
+            raise UsageError(f"{where}: online names GPUs {record['online']}, and the cluster's are 0 to {n_gpus - 1}")
         online = np.ones(n_gpus, dtype=bool)
         online[record["online"]] = False
     events = Events(
         time=now,
-        finished=[row(i) for i, _ in record["finished"]],
+        finished=[row(i, "finished") for i, _ in record["finished"]],
         finished_at=[x for _, x in record["finished"]],
-        failed=[row(i) for i in record["failed"]],
-        requeued=[row(i) for i in record["requeued"]],
+        failed=[row(i, "failed") for i in record["failed"]],
+        requeued=[row(i, "requeued") for i in record["requeued"]],
         online=online,
         nodes_joined=tuple(record["joined"]),
         nodes_lost=tuple(record["lost"]),
-        metrics={row(i): v for i, v in record["metrics"].items()},
+        metrics={row(int(i), "metrics"): v for i, v in record["metrics"].items()},
         submitted=submitted,
     )
-    progress = Progress(
-        np.asarray([row(i) for i in p_ids], dtype=np.int64),
-        np.asarray(p_done, dtype=float),
-        np.asarray(p_service, dtype=float),
-        np.asarray(p_run, dtype=float),
-    )
+    rows = np.asarray([row(i, "progress") for i in p_ids], dtype=np.int64)
+    done = np.asarray(p_done, dtype=float)
+    if min(p_done, default=0.0) < 0:  # (a job gone back to its checkpoint: never below 0 done)
+        reached = jobs.column("done")[rows] + done
+        if (reached < -1e-6).any():
+            i = int(np.argmin(reached))
+            raise UsageError(f"{where}: progress takes job {p_ids[i]} to {reached[i]:g} iterations, below 0")
+    progress = Progress(rows, done, np.asarray(p_service, dtype=float), np.asarray(p_run, dtype=float))
     return events, progress
