@@ -45,9 +45,7 @@ LOG_TAIL_CHARS = 2000
 
 class ProfilingFailed(RoundhouseError):
     """A measurement failed (a workload crashed or hung): said with the model and the end of
-    its log. Not the input's fault, so exit status 1, as a run that failed."""
-
-    exit_code = 1
+    its log (exit status 2, as for an element that failed in a run)."""
 
 
 @attrs.frozen

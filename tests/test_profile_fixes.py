@@ -64,7 +64,7 @@ class _FailingRunner:
 def test_a_failed_measurement_is_reported_with_the_model_and_the_log(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(profiler, "_Runner", _FailingRunner)
     out = tmp_path / "p.csv"
-    assert main(["profile", "--models", "ResNet-18", "--seconds", "1", "--out", str(out)]) == 1
+    assert main(["profile", "--models", "ResNet-18", "--seconds", "1", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: profiling ResNet-18 (batch 16, 1 GPU(s)): the LM workload failed (exit status 1)"), err
     assert "ImportError: no torch" in err and "Traceback" not in err
@@ -77,7 +77,7 @@ def test_a_workload_that_fails_to_start_is_reported_with_its_log(tmp_path, capsy
     monkeypatch.setattr(profiler, "workload_for", lambda m: "roundhouse.no_such_workload" if m == "LM" else real(m))
     out = tmp_path / "p.csv"
     args = ["profile", "--models", "ResNet-18", "--seconds", "1", "--concurrent", "2", "--beside", "LM"]
-    assert main([*args, "--out", str(out)]) == 1
+    assert main([*args, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: profiling ResNet-18 (batch 16, 1 GPU(s)): the LM workload failed (exit status 1)"), err
     assert "No module named roundhouse.no_such_workload" in err
