@@ -304,11 +304,13 @@ class Journal:
         rows = self.db.execute(query, () if job_id is None else (job_id,))
         out = []
         for r in rows:
-            out.append(
-                AttemptRow(
-                    r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13]
-                )
-            )
+            where = f"job {r[0]} attempt {r[1]}"
+            gpus, nodes = self._json(r[3], "attempts", where), self._json(r[4], "attempts", where)
+            if not isinstance(gpus, list) or not all(type(g) is int and g >= 0 for g in gpus):
+                raise self.damaged("attempts", where, f"gpus {_shown(gpus)} is not a list of GPU ids")
+            if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
+                raise self.damaged("attempts", where, f"nodes {_shown(nodes)} is not a list of node names")
+            out.append(AttemptRow(r[0], r[1], r[2], gpus, nodes, r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13]))
         return out
 
     def add_exit(self, node: str, received_s: float, body: dict) -> None:

@@ -8,6 +8,7 @@ and journals each round as the live backend does (runtime/backends/live/records.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -281,3 +282,27 @@ def test_a_database_that_is_not_a_journal_is_not_made_one(tmp_path):
     with pytest.raises(UsageError, match="not a journal as Roundhouse writes it .it has no table meta, rounds"):
         Journal(path)
     assert contents(path) == before
+
+
+@pytest.mark.parametrize(
+    ("sql", "words"),
+    [
+        ("UPDATE attempts SET gpus = '[0,' ;", "table attempts, job 3 attempt 1: not JSON"),
+        ("UPDATE attempts SET gpus = '[\"a\"]' ;", 'table attempts, job 3 attempt 1: gpus ["a"] is not a list of GPU ids'),
+        ("UPDATE attempts SET nodes = '{}' ;", "table attempts, job 3 attempt 1: nodes {} is not a list of node names"),
+    ],
+)
+def test_a_damaged_attempt_is_refused_saying_which(tmp_path, sql, words):
+    """The attempts a resumed scheduler takes back (their GPUs and nodes) are checked as read."""
+    from roundhouse.errors import UsageError
+    from roundhouse.runtime.journal import AttemptRow
+
+    path = tmp_path / "j.sqlite"
+    journal = Journal(path)
+    journal.add_attempt(AttemptRow(3, 1, 0.0, [0, 1], ["node-a"], 29500, 0))
+    journal.commit()
+    assert journal.attempts()[0].gpus == [0, 1]
+    journal.close()
+    change(path, sql)
+    with pytest.raises(UsageError, match=re.escape(words)):
+        Journal(path).attempts()
