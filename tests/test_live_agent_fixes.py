@@ -131,11 +131,14 @@ def test_a_second_agent_refuses_a_work_folder_a_live_agent_uses(tmp_path):
         first = subprocess.Popen([*args, "--name", "a"], stdout=out, stderr=subprocess.STDOUT)
     try:
         _wait(lambda: "work folder" in (tmp_path / "a.log").read_text(), 30, "the first agent")
+        # (The reports socket is a file only where the folder's path is short enough for one.)
+        before = sorted(path.name for path in shared.iterdir())
         second = subprocess.run([*args, "--name", "b"], capture_output=True, text=True, timeout=30)
         assert second.returncode == 2, second.stderr
         assert f"--workdir {shared}: another agent is using this work folder" in second.stderr
         assert "Traceback" not in second.stderr
-        assert first.poll() is None and (shared / "leases").is_dir() and (shared / "reports.sock").exists()
+        assert first.poll() is None and sorted(path.name for path in shared.iterdir()) == before
+        assert {"agent.lock", "leases", "logs", "jobs"} <= set(before)
     finally:
         stop(first)
     assert first.returncode == 0
