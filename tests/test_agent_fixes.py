@@ -115,6 +115,18 @@ def test_a_new_work_folder_goes_with_the_parents_the_agent_made_for_it(tmp_path,
     assert not (tmp_path / "new").exists()
 
 
+def test_a_parent_made_for_a_work_folder_stays_while_others_use_it(tmp_path):
+    """Another agent's folder beside ours (or a serve's checkpoints) is never the first one's to remove."""
+    first = make_workfolder(tmp_path / "shared" / "a", "a")
+    second = make_workfolder(tmp_path / "shared" / "b", "b")
+    (tmp_path / "shared" / "notes.txt").write_text("mine")
+    first.leave(keep=False, name="a")
+    assert sorted(p.name for p in (tmp_path / "shared").iterdir()) == ["b", "notes.txt"]
+    assert (tmp_path / "shared" / "b" / LOCK).exists() and (tmp_path / "shared" / "b" / "leases").is_dir()
+    second.leave(keep=False, name="b")  # (it did not make the parent: it leaves it as it found it)
+    assert [p.name for p in (tmp_path / "shared").iterdir()] == ["notes.txt"]
+
+
 class _Workers:
     def __init__(self):
         self.terminated: list[Worker] = []

@@ -25,8 +25,11 @@ LOCK = "agent.lock"
 @attrs.define(eq=False)
 class WorkFolder:
     path: Path
-    made: list[Path]  # what did not exist before (the agent's to remove)
+    made: list[Path]  # what did not exist before (the agent's to remove, with what is in it)
     lock_fd: int
+    # Parents of the folder made with it, innermost first: removed only if left empty (another
+    # agent or a serve may have put its own folder beside ours since).
+    parents: list[Path] = attrs.Factory(list)
 
     def leave(self, keep: bool, name: str) -> None:
         try:
@@ -43,31 +46,41 @@ def make_workfolder(workdir: Path | None, name: str) -> WorkFolder:
         made = [workdir]
     else:
         workdir = workdir.absolute()  # (the jobs, which start elsewhere, get paths in it)
-        first = _first_missing(workdir)
+        missing = _missing(workdir)
         make_folder(workdir, "--workdir")
-        made = [first] if first is not None else []  # the parents made with it go with it
+        made = missing[:1]
+        parents = missing[1:]
     try:
         lock_fd = _lock(workdir)
     except BaseException:
         for path in made:
             shutil.rmtree(path, ignore_errors=True)
+        _remove_if_empty(parents)
         raise
     for sub in PARTS:
         path = workdir / sub
         if not path.exists():
             made.append(path)
         path.mkdir(parents=True, exist_ok=True)
-    return WorkFolder(workdir, made, lock_fd)
+    return WorkFolder(workdir, made, lock_fd, parents)
 
 
-def _first_missing(folder: Path) -> Path | None:
-    """The outermost of `folder` and its parents that does not exist yet (None: it exists)."""
-    missing = None
+def _missing(folder: Path) -> list[Path]:
+    """`folder` and those of its parents that do not exist yet, innermost first."""
+    missing = []
     for path in [folder, *folder.parents]:
         if path.exists():
             break
-        missing = path
+        missing.append(path)
     return missing
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    for folder in folders:  # (innermost first: each may be left empty by the one before)
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (or gone): someone else's now
+            return
 
 
 def _lock(workdir: Path) -> int:
@@ -109,9 +122,8 @@ def _leave(folder: WorkFolder, keep: bool, name: str) -> None:
         return
     for path in folder.made:
         shutil.rmtree(path, ignore_errors=True)
+    _remove_if_empty(folder.parents)
     if workdir in folder.made:
         log.info("agent %s: removed its work folder %s", name, workdir)
-    elif any(workdir.is_relative_to(path) for path in folder.made):
-        log.info("agent %s: removed its work folder %s (and %s, which it made)", name, workdir, folder.made[0])
     else:  # a folder the user named: only what the agent made in it goes
         log.info("agent %s: removed its files (leases, logs, jobs) from %s", name, workdir)
