@@ -59,3 +59,14 @@ def test_a_users_element_may_not_take_the_name_of_one_not_imported_yet(tmp_path)
     )
     assert done.stdout.strip().splitlines()[-1] == "2"
     assert "element class MaxMinFairness is defined twice: in roundhouse.elements.policies.gavel.solvers and" in done.stderr
+
+
+def test_an_element_file_is_compiled_as_its_own_text_says(tmp_path):
+    """Not under the loader's own `from __future__ import annotations`: a file's annotations
+    are the objects it names, as when Python imports it (attrs and factories rely on that)."""
+    from roundhouse.runtime.dsl.loader import load_element_file
+
+    path = tmp_path / "plain.py"
+    path.write_text("limit: int = 1\nassert __annotations__['limit'] is int, __annotations__\n")
+    with registry.scope():
+        assert load_element_file(path) is None

@@ -102,7 +102,7 @@ def load_element_file(path: Path) -> str | None:
     try:
         with registry.importing_file(str(path)):
             # (The bytes digested are the bytes run: the file may change while it is imported.)
-            exec(compile(source, resolved, "exec"), module.__dict__)
+            exec(compile(source, resolved, "exec", dont_inherit=True), module.__dict__)  # (not this module's __future__)
     except (Exception, SystemExit) as err:  # the user's code: report where, not how deep
         if previous is not None:
             sys.modules[name] = previous
