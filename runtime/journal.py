@@ -30,11 +30,14 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from roundhouse.errors import TraceError, UsageError
+
+if TYPE_CHECKING:
+    import polars as pl
 
 SCHEMA_VERSION = 1
 
@@ -196,7 +199,12 @@ class Journal:
         rows = self.db.execute("SELECT job_id, spec, received_s FROM submissions WHERE round IS NULL ORDER BY rowid")
         return [self._submission(*row) for row in rows]
 
-    def submissions(self, ids: list[int]) -> list[tuple[int, dict, float]]:
+    def delivered(self, ids: list[int]) -> pl.DataFrame:
+        """The submissions of jobs a round delivered, in that order, as the frame the scheduler
+        read them into (`Submissions.frame`): checked as it is made (a TraceError about one of
+        them names the job), so that a replay neither fails in its middle nor reads them twice."""
+        from roundhouse.runtime.backends.live.submissions import Submissions  # (it uses the journal)
+
         got = {}
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
@@ -209,19 +217,11 @@ class Journal:
             if i not in got:
                 raise self.damaged("submissions", f"job {i}", "no such row, though a round delivered the job")
         delivered = [got[i] for i in ids]
-        self._check_specs(delivered)
-        return delivered
-
-    def _check_specs(self, delivered: list[tuple[int, dict, float]]) -> None:
-        """Replayed submissions read as the scheduler read them when it accepted them: as a
-        trace's rows (a TraceError about one names the job)."""
-        from roundhouse.runtime.backends.live.submissions import Submissions  # (it uses the journal)
-
         for job_id, spec, _ in delivered:
             if not all(isinstance(v, str) or v is None for v in spec.values()):  # (as `Submissions.accept` journals it)
                 raise self.damaged("submissions", f"job {job_id}", f"the spec {_shown(spec)} has values other than text")
         try:
-            Submissions.frame(delivered)
+            return Submissions.frame(delivered)
         except TraceError as err:
             job = f"job {delivered[err.row - 1][0]}" if err.row and 0 < err.row <= len(delivered) else "a delivered job"
             raise self.damaged(

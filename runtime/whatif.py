@@ -81,7 +81,7 @@ class JournalReplay:
     def poll(self) -> tuple[Events, Progress]:
         _, now, record = self._rounds[self._at]
         ids = record.get("submitted") or []
-        submitted = Submissions.frame(self._journal.submissions(ids)) if ids else Submissions.empty()
+        submitted = self._journal.delivered(ids) if ids else Submissions.empty()
         self._plans = list(record.get("plans", []))
         return replayed(record, now, self.world.jobs, self.world.cluster.n_gpus, submitted)
 

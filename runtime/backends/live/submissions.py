@@ -100,7 +100,7 @@ class Submissions:
         return self.frame(pending), ids
 
     def replayed(self, ids: list[int]) -> pl.DataFrame:
-        return self.frame(self.journal.submissions(ids)) if ids else self.empty()
+        return self.journal.delivered(ids) if ids else self.empty()
 
     @staticmethod
     def frame(pending: list[tuple[int, dict, float]]) -> pl.DataFrame:
