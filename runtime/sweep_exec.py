@@ -7,6 +7,7 @@ times out, its process dies), its row comes back and the other runs go on.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -22,7 +23,7 @@ from typing import Any
 import attrs
 
 from roundhouse.errors import UsageError
-from roundhouse.runtime.sweep import RunSpec, base_row, record_run
+from roundhouse.runtime.sweep import STOP_POLL_S, RunSpec, base_row, record_run
 
 # How long past its timeout a local run may go on (it should have stopped itself by then: see
 # Watchdog) before its process is killed: a run stuck in compiled code stops all the same.
@@ -234,6 +235,11 @@ class DaskExecutor:
                     stop.set()
                 finally:
                     self.client.cancel(list(futures))
+                # Once the runs under way have had time to see it (they ask every STOP_POLL_S),
+                # the event goes: the Dask scheduler would keep it for as long as it runs.
+                time.sleep(3 * STOP_POLL_S)
+                with contextlib.suppress(Exception):
+                    stop.clear()
 
     def close(self) -> None:
         self.client.close()
