@@ -42,6 +42,8 @@ Optional extra columns the simulator and elements understand (empty cells: not g
   application's largest validated batch size)
 - `epoch_size` Float64: samples in one of the job's epochs (an elastic job's defaults to its
   application's), for the `batch_jump_penalty` setting
+- `local_batch` Float64 >= 1: an elastic job's batch size per GPU, kept as ONES resizes it
+  (its global batch is this times its GPUs; empty: its `batch_size`)
 
 A run refuses a job whose `cpus` or `memory_gb` cannot fit on the machines its GPUs can span
 (traces/prepare.py), as it refuses a job asking for more GPUs than the cluster has, or, on a
@@ -85,7 +87,7 @@ PLACEMENT_COLUMNS: tuple[str, ...] = ("tensor_skew", "spread_slowdown")  # trace
 # A job's CPU and memory demand (all its GPUs together); checked against the machines at run time.
 RESOURCE_COLUMNS: tuple[str, ...] = ("cpus", "memory_gb")
 # Elastic jobs' columns (traces/goodput.py; limits that plans resizing a job must respect).
-ELASTIC_COLUMNS = ("epochs", "epoch_size", "max_gpus", "max_batch_size")
+ELASTIC_COLUMNS = ("epochs", "epoch_size", "max_gpus", "max_batch_size", "local_batch")
 # Optional columns that the simulator and elements do arithmetic on: always Float64.
 NUMERIC_EXTRAS: frozenset[str] = frozenset(
     (*PLACEMENT_COLUMNS, *LOSS_COLUMNS, *RESOURCE_COLUMNS, "loss", "slo_factor", *ELASTIC_COLUMNS)
@@ -113,6 +115,7 @@ _EXTRA_BOUNDS: dict[str, tuple[float, bool, str]] = {
     "epoch_size": (0.0, False, "must be greater than 0"),
     "max_gpus": (1.0, True, "must be at least 1"),
     "max_batch_size": (1.0, True, "must be at least 1"),
+    "local_batch": (1.0, True, "must be at least 1"),
 }
 
 # A text cell of an extra column counts as a number only in the plain forms that writers produce.

@@ -71,7 +71,12 @@ class Placer(Element):
         plan: launches, keeps and suspensions.
     Counters:
         launched: jobs launched so far.
-        preempted: running jobs preempted to make room so far.
+        preempted: running jobs this placer's plans suspended so far, not counting those it
+            launched again in the same round (moves). It counts what the placer plans, not what
+            happens: a running job left out of the ranking is counted when its GPUs go to
+            another job, even if a later element completes it instead (LossTermination's
+            converged jobs, through Launch's `finish` port); Launch's `suspended` counts only
+            real suspensions.
         moved: jobs suspended and launched again elsewhere in the same round.
     """
 
@@ -204,9 +209,9 @@ class Placer(Element):
         launch_rows = rows[positions]
         counters = self.counters
         counters["launched"] += len(positions)
-        counters["preempted"] += len(suspend) - resized
-        if resized and len(positions):  # only a running job asking for other GPUs can move
-            counters["moved"] += int(np.count_nonzero(is_run[positions]))
+        moved = int(np.count_nonzero(is_run[positions])) if resized and len(positions) else 0
+        counters["preempted"] += len(suspend) - moved
+        counters["moved"] += moved  # only a running job asking for other GPUs can move
         return Plan(
             launch_rows=launch_rows,
             launch_gpus=gpus,

@@ -31,6 +31,20 @@ def _epoch_sizes(ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(size) & (size > 0), size, 1.0)
 
 
+def _fixed(ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
+    """True for each job the elastic profile does not know (or when there is none): it can
+    run only on the GPUs it asked for."""
+    if ctx.throughput.elastic is None:
+        return np.ones(len(rows), dtype=bool)
+    return _column(ctx, "elastic_model", rows, -1) < 0
+
+
+def _local_batch(ctx: RoundContext, active: Active) -> np.ndarray:
+    """Each job's batch per GPU: its `local_batch`, or else its batch size."""
+    local = _column(ctx, "local_batch", active.rows, np.nan)
+    return np.where(np.isnan(local), active.column("batch_size"), local)
+
+
 @element
 class Ones(Element):
     """ONES: evolve a population of schedules, deploy the best once jobs have trained an epoch.
@@ -46,6 +60,13 @@ class Ones(Element):
     job's global batch is its local batch times its GPUs, its learning rate scaled linearly.
     It chooses GPUs from the whole cluster, whatever their type: a job spread over several
     types runs at the pace of the slowest.
+
+    ONES takes every job to be elastic; a job whose model the elastic profile does not know
+    (or every job, without one) is treated as fixed-size: it runs on exactly the GPUs it asked
+    for, at its own batch size and rate, or waits. Otherwise it takes part like any job: it
+    starts first come first served among new jobs (with all its GPUs), is ordered by its
+    predicted remaining GPU-time, may be preempted by a mutation, and is scored by Eq. 8. It is
+    never resized, nor moved: a schedule that keeps it running keeps it on its GPUs.
 
     R (GPUs, as the artifact counts it) starts at 1; after each epoch a job running at its
     limit asks for R' = ceil(2R / ceil(sigma T + 1)) (T its processed time: doubling at first,
@@ -162,15 +183,17 @@ class Ones(Element):
         epochs = np.minimum(active.done / size, _MAX_EPOCHS)
         max_gpus = np.minimum(np.nan_to_num(_column(ctx, "max_gpus", rows, c), nan=c), c)
         # The batch limit caps GPUs too: the local batch stays fixed as GPUs are added.
-        local = _column(ctx, "local_batch", rows, np.nan)
-        local = np.where(np.isnan(local), active.column("batch_size"), local)
+        local = _local_batch(ctx, active)
         max_batch = np.nan_to_num(_column(ctx, "max_batch_size", rows, np.inf), nan=np.inf)
-        max_gpus = np.maximum(np.minimum(max_gpus, np.floor(max_batch / local)), 1).astype(np.int64)
+        per_batch = np.divide(max_batch, local, out=np.full(n, np.inf), where=local > 0)
+        max_gpus = np.maximum(np.minimum(max_gpus, np.floor(per_batch)), 1).astype(np.int64)
         running = active.running
         held = active.held
         limit = self._update_limits(rows, epochs, running, held, active.run_s, max_gpus)
-        allowed = np.where(self.limit, limit, max_gpus)
-        speed = self._speeds(ctx, active)
+        fixed = _fixed(ctx, rows)
+        asked = np.minimum(active.gpus, c)
+        allowed = np.where(fixed, asked, np.where(self.limit, limit, max_gpus))
+        speed = self._speeds(ctx, active, fixed)
         # The old population, its job indices mapped onto this round's jobs.
         index = np.full(len(ctx.jobs), search.EMPTY, dtype=np.int64)
         index[rows] = np.arange(n)
@@ -181,9 +204,11 @@ class Ones(Element):
         new = epochs < 2  # the artifact: jobs under two epochs are neither predicted nor preempted
         x = features(size, np.zeros(n), epochs, np.full(n, np.nan), np.zeros(n))
         factor = np.where(new, 0.0, self._predictor.factor(x, self.sample, self._rng))
-        # Fill: new jobs first come first served one GPU each, then by predicted time on one GPU.
+        # Fill: new jobs first come first served one GPU each (a fixed-size one all it asked for),
+        # then by predicted time on one GPU.
         arrival_order = np.argsort(active.arrival_s, kind="stable")
-        one_gpu = np.maximum(speed[:, 1], 1e-9)
+        # A fixed-size job's rate per GPU on its own GPUs: its remaining GPU-time, as for the rest.
+        one_gpu = np.maximum(np.where(fixed, speed[np.arange(n), asked] / asked, speed[:, 1]), 1e-9)
         remaining_1 = np.where(new, active.done, active.done * factor) / one_gpu
         pop, _ = search.generation(
             np.vstack([current[None, :], old]),
@@ -199,10 +224,14 @@ class Ones(Element):
             swap=self.swap,
             mutate_rate=self.mutate_rate,
             evolve=self.search,
+            whole=fixed if fixed.any() else None,
         )
+        stay = np.flatnonzero(fixed & running & (search.job_counts(pop[:1], n)[0] == held))
+        if len(stay):
+            pop[0] = search.pin(pop[0], current, stay)
         self._pop, self._pop_rows = pop, rows.copy()
         self.counters["generations"] += 1
-        return self._deploy(ctx, active, pop[0], current, epochs, held, limit)
+        return self._deploy(ctx, active, pop[0], current, epochs, held, limit, np.where(fixed, 0, local).astype(np.int64))
 
     def _update_limits(self, rows, epochs, running, held, run_s, max_gpus) -> np.ndarray:
         limit = self._limit[rows]
@@ -224,27 +253,31 @@ class Ones(Element):
         self._limit[rows] = limit
         return limit
 
-    def _speeds(self, ctx: RoundContext, active: Active) -> np.ndarray:
+    def _speeds(self, ctx: RoundContext, active: Active, fixed: np.ndarray) -> np.ndarray:
         """(n, C+1) samples/s at 0..C GPUs, each at local batch x GPUs, consolidated."""
         n, c = len(active), ctx.cluster.n_gpus
         counts = np.arange(c + 1)
         per_node = ctx.cluster.max_gpus_per_node
         elastic = ctx.throughput.elastic
-        app = _column(ctx, "elastic_model", active.rows, -1).astype(np.int64)
-        local = _column(ctx, "local_batch", active.rows, np.nan)
-        local = np.where(np.isnan(local), active.column("batch_size"), local)
         speed = np.zeros((n, c + 1))
-        ok = app >= 0
+        ok = ~fixed
         if elastic is not None and ok.any():
+            app = _column(ctx, "elastic_model", active.rows[ok], -1).astype(np.int64)
+            local = _local_batch(ctx, active)[ok]
             cc = np.broadcast_to(counts[1:], (int(ok.sum()), c))
-            speed[ok, 1:] = elastic.throughput(app[ok][:, None], np.ceil(cc / per_node), cc, local[ok][:, None] * cc)
+            speed[ok, 1:] = elastic.throughput(app[:, None], np.ceil(cc / per_node), cc, local[:, None] * cc)
         # A job the elastic profile does not know runs at its own rate on the GPUs it asked for.
-        rigid = np.flatnonzero(~ok)
+        rigid = np.flatnonzero(fixed)
         speed[rigid, np.minimum(active.gpus[rigid], c)] = active.reference_rate[rigid]
         return speed
 
-    def _deploy(self, ctx, active, best, current, epochs, held, limit) -> Plan:
+    def _deploy(self, ctx, active, best, current, epochs, held, limit, local=None) -> Plan:
+        """Deploy `best`, or only its launches on free GPUs while the epoch gate holds it back.
+        `local` is each job's batch per GPU (0 for a fixed-size job: it keeps its own; not
+        given: every job's local batch)."""
         rows, n = active.rows, len(active)
+        if local is None:
+            local = _local_batch(ctx, active).astype(np.int64)
         changed = np.zeros(n, dtype=bool)
         diff = best != current
         changed[best[diff & (best >= 0)]] = True
@@ -252,8 +285,6 @@ class Ones(Element):
         running = held > 0
         affected = changed & running
         ready = epochs - self._epoch_mark[rows] >= self.gate_epochs
-        local = _column(ctx, "local_batch", rows, np.nan)
-        local = np.where(np.isnan(local), active.column("batch_size"), local).astype(np.int64)
         if not (affected & ~ready).any():
             self.counters["deployed"] += int(changed.any())
             gpus_of = [np.flatnonzero(best == j) for j in range(n)]

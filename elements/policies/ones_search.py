@@ -4,6 +4,10 @@ limit R (§3.3.2). No element here: elements/policies/ones.py wires these to the
 A candidate schedule is a genome with one gene per GPU: the index of the job on it (0..n-1, the
 jobs of this round) or EMPTY. A population is a (K, C) int array. A job's local batch follows
 from its GPU count (the artifact's encoding): global batch = local batch x GPUs.
+
+ONES takes every job to be elastic. A `whole` job (one that cannot change its GPU count: the
+element's jobs the elastic profile does not know) runs on exactly its `allowed` GPUs or none:
+a candidate that would give it fewer gives it none.
 """
 
 from __future__ import annotations
@@ -46,32 +50,39 @@ def score(pop: np.ndarray, processed: np.ndarray, factor: np.ndarray, speed: np.
     return np.nan_to_num(term, nan=0.0, posinf=1e30).sum(axis=1)
 
 
-def trim(pop: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+def trim(pop: np.ndarray, allowed: np.ndarray, whole: np.ndarray | None = None) -> np.ndarray:
     """Genes of a job past its `allowed` count (per job; 0 drops the job) become EMPTY,
-    keeping its leftmost ones."""
+    keeping its leftmost ones; so do all the genes of a `whole` job given fewer than that."""
     out = pop.copy()
     filled = out >= 0
     over = filled & (occurrence(out) >= allowed[np.where(filled, out, 0)])
     out[over] = EMPTY
+    if whole is not None and whole.any():
+        short = whole[None, :] & (job_counts(out, len(allowed)) < allowed[None, :])
+        filled = out >= 0
+        out[filled & short[np.arange(len(out))[:, None], np.where(filled, out, 0)]] = EMPTY
     return out
 
 
-def refresh(pop: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+def refresh(pop: np.ndarray, allowed: np.ndarray, whole: np.ndarray | None = None) -> np.ndarray:
     """Refresh (§3.2.2 step 1): free the GPUs of jobs that are gone (allowed 0) and trim each
     job to what it may hold now (its batch limit)."""
-    return trim(pop, allowed)
+    return trim(pop, allowed, whole)
 
 
-def crossover(pop: np.ndarray, rng: np.random.Generator, pairs: int, swap: float, allowed: np.ndarray) -> np.ndarray:
+def crossover(
+    pop: np.ndarray, rng: np.random.Generator, pairs: int, swap: float, allowed: np.ndarray, whole: np.ndarray | None = None
+) -> np.ndarray:
     """Uniform crossover (Fig. 8): `pairs` random parent pairs; per GPU, with probability
     `swap` child 1 takes parent 2's gene and child 2 parent 1's. Genes a job cannot hold
-    (past its allowed count) are dropped. Returns 2 x pairs children."""
+    (past its allowed count, or short of it for a `whole` job) are dropped. Returns 2 x pairs
+    children."""
     k = len(pop)
     first, second = rng.integers(0, k, pairs), rng.integers(0, k, pairs)
     mask = rng.random((pairs, pop.shape[1])) < swap
     a, b = pop[first], pop[second]
     children = np.concatenate([np.where(mask, b, a), np.where(mask, a, b)])
-    return trim(children, allowed)
+    return trim(children, allowed, whole)
 
 
 def mutate(pop: np.ndarray, rng: np.random.Generator, rate: float, immune: np.ndarray) -> np.ndarray:
@@ -86,9 +97,10 @@ def mutate(pop: np.ndarray, rng: np.random.Generator, rate: float, immune: np.nd
     return out
 
 
-def fill(pop: np.ndarray, order: np.ndarray, target: np.ndarray) -> np.ndarray:
+def fill(pop: np.ndarray, order: np.ndarray, target: np.ndarray, whole: np.ndarray | None = None) -> np.ndarray:
     """Give free GPUs to jobs in `order`, each up to `target` GPUs (per job), first come first
-    served along the order; the same for every candidate, done for all at once."""
+    served along the order; the same for every candidate, done for all at once. A `whole` job
+    gets all it wants or nothing (then the jobs after it may take the GPUs)."""
     if not len(order):
         return pop
     out = pop.copy()
@@ -96,8 +108,7 @@ def fill(pop: np.ndarray, order: np.ndarray, target: np.ndarray) -> np.ndarray:
     have = job_counts(out, n)[:, order]
     want = np.maximum(target[order][None, :] - have, 0)
     free = (out < 0).sum(axis=1)
-    before = np.cumsum(want, axis=1) - want
-    grant = np.clip(free[:, None] - before, 0, want)
+    grant = _grants(want, free, None if whole is None else whole[order])
     jobs = np.repeat(np.broadcast_to(order, grant.shape).ravel(), grant.ravel())
     total = grant.sum(axis=1)
     ek, ep = np.nonzero(out < 0)
@@ -105,6 +116,41 @@ def fill(pop: np.ndarray, order: np.ndarray, target: np.ndarray) -> np.ndarray:
     rank = np.arange(len(ek)) - starts[ek]
     take = rank < total[ek]
     out[ek[take], ep[take]] = jobs
+    return out
+
+
+def _grants(want: np.ndarray, free: np.ndarray, whole: np.ndarray | None) -> np.ndarray:
+    """(K, m): GPUs each of m jobs in order gets from each candidate's `free` ones, up to
+    `want`. A `whole` job that does not fit is skipped, and with it every later whole job
+    wanting more than was left for it (what is left only shrinks along the order), so each
+    pass leaves less room: at most a few passes, each over whole arrays."""
+    while True:
+        room = free[:, None] - (np.cumsum(want, axis=1) - want)
+        if whole is None:
+            break
+        short = whole[None, :] & (want > 0) & (want > room)
+        rows = np.flatnonzero(short.any(axis=1))
+        if not len(rows):
+            break
+        first = short[rows].argmax(axis=1)
+        left = room[rows, first]
+        later = np.arange(want.shape[1])[None, :] >= first[:, None]
+        want = want.copy()
+        want[rows] = np.where(whole[None, :] & later & (want[rows] > left[:, None]), 0, want[rows])
+    return np.clip(room, 0, want)
+
+
+def pin(best: np.ndarray, current: np.ndarray, jobs: np.ndarray) -> np.ndarray:
+    """`best` with each of `jobs` (running in `current`, the same number of GPUs in both) put
+    back on the GPUs it holds now, the genes there moved to the GPUs it would have taken.
+    The jobs' GPUs now are disjoint, so moving one never moves another already put back."""
+    out = best.copy()
+    for j in jobs.tolist():
+        now, then = current == j, out == j
+        if (now == then).all():
+            continue
+        out[then & ~now] = out[now & ~then]
+        out[now] = j
     return out
 
 
@@ -156,15 +202,19 @@ def generation(
     swap: float = 0.5,
     mutate_rate: float = 0.3,
     evolve: bool = True,
+    whole: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One generation: refresh, crossover (keep/2 pairs), mutation (one mutant per candidate),
-    fill (jobs in `new_order` one GPU each, then those in `fill_order` up to `allowed`), reorder,
-    and elitist selection of `keep` by score. Returns the population and its scores, best first."""
+    fill (jobs in `new_order` one GPU each, a `whole` job all its `allowed`; then those in
+    `fill_order` up to `allowed`), reorder, and elitist selection of `keep` by score. Returns
+    the population and its scores, best first."""
     n = len(allowed)
-    pop = refresh(pop, allowed)
+    pop = refresh(pop, allowed, whole)
     if evolve:
-        pop = np.vstack([pop, crossover(pop, rng, max(keep // 2, 1), swap, allowed), mutate(pop, rng, mutate_rate, immune)])
-    pop = fill(pop, new_order, np.ones(n, dtype=np.int64))
-    pop = fill(pop, fill_order, allowed)
+        children = crossover(pop, rng, max(keep // 2, 1), swap, allowed, whole)
+        pop = np.vstack([pop, children, mutate(pop, rng, mutate_rate, immune)])
+    first = np.ones(n, dtype=np.int64) if whole is None else np.where(whole, allowed, 1)
+    pop = fill(pop, new_order, first, whole)
+    pop = fill(pop, fill_order, allowed, whole)
     pop = reorder(pop, n)
     return select(pop, score(pop, processed, factor, speed), keep)
