@@ -61,3 +61,20 @@ def fails(capsys, *argv) -> str:
     err = capsys.readouterr().err
     assert "Traceback" not in err
     return err
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    """A Dask cluster of two worker processes on loopback, for one test module (the sweep tests)."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None, silence_logs=40
+    )
+    client = Client(cluster, set_as_default=False)
+    try:
+        client.wait_for_workers(2, timeout=120)  # (both up before a test counts on them)
+        yield cluster, client
+    finally:
+        client.close()
+        cluster.close()

@@ -25,22 +25,6 @@ TRACE = REPO / "traces" / "samples" / "philly-1000.csv"
 PROBE = REPO / "tests" / "sweep_probe.py"
 
 
-@pytest.fixture(scope="module")
-def dask_cluster():
-    from distributed import Client, LocalCluster
-
-    cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None, silence_logs=40
-    )
-    client = Client(cluster, set_as_default=False)
-    try:
-        client.wait_for_workers(2, timeout=120)  # (both up before a test counts on them)
-        yield cluster, client
-    finally:
-        client.close()
-        cluster.close()
-
-
 def probe_graph(folder: Path, delay: float = 0.0) -> tuple[Path, Path]:
     """A tiny graph (10 jobs on 16 GPUs) whose runs note themselves in a log; returns (graph, log)."""
     log = folder / "executions.log"

@@ -291,22 +291,6 @@ def dask_folder(tmp_path_factory):
     return tmp_path_factory.mktemp("dask")
 
 
-@pytest.fixture(scope="module")
-def dask_cluster():
-    from distributed import Client, LocalCluster
-
-    cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None, silence_logs=40
-    )
-    client = Client(cluster, set_as_default=False)
-    try:
-        client.wait_for_workers(2, timeout=120)
-        yield cluster, client
-    finally:
-        client.close()
-        cluster.close()
-
-
 @pytest.mark.slow
 def test_dask_workers_run_an_element_file_as_it_is_now(dask_cluster, dask_folder, tmp_path, capsys):
     cluster, _ = dask_cluster
