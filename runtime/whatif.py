@@ -134,7 +134,8 @@ def replay(journal: Journal, meta: dict[str, Any], graph: CompiledGraph, world: 
         )
     if world.cluster.describe() != meta.get("cluster"):
         raise UsageError(
-            f"{journal.path}: the run's cluster was {meta.get('cluster')}, not {world.cluster.describe()}; give it with --cluster"
+            f"{journal.path}: the cluster {world.cluster.describe()} is not the run's, which was {meta.get('cluster')}; "
+            "give --cluster the cluster the scheduler ran on (or leave it out if the scheduler took the graph's own)"
         )
     backend = JournalReplay(world, journal)
     engine = Engine(graph, world, backend)

@@ -9,6 +9,8 @@ from roundhouse.errors import UsageError
 from roundhouse.tools.common import seconds
 from roundhouse.tools.live_options import add_security, setup_logging
 
+REVOKE_GRACE = "60s"  # (the default)
+
 
 def register(sub) -> None:
     p = sub.add_parser("agent", help="run the node agent: register this node's GPUs and run the jobs it is given")
@@ -39,7 +41,7 @@ def register(sub) -> None:
         "what the agent makes there is removed when it exits, unless --keep-workdir",
     )
     p.add_argument("--keep-workdir", action="store_true", help="keep the work folder (job logs included) when the agent exits")
-    p.add_argument("--revoke-grace", default="60s", help="time a revoked job has to checkpoint before it is terminated")
+    p.add_argument("--revoke-grace", default=REVOKE_GRACE, help="time a revoked job has to checkpoint before it is terminated")
     p.add_argument(
         "--threads-per-gpu",
         type=int,
@@ -67,15 +69,11 @@ def agent_command(args) -> int:
     if args.emulate and not args.fake_gpus:
         raise UsageError("--emulate needs --fake-gpus: only pretend GPUs are held to the profile's speed")
     gpus = find_gpus(args.fake_gpus)
+    revoke_grace = _check_process_options(args)
     threads = args.threads_per_gpu
-    if threads < 0:
-        raise UsageError("--threads-per-gpu must be 0 or more")
     if threads == 0 and args.fake_gpus:
         # (the cores this process may run on: a container or `taskset` may give fewer than the machine has)
         threads = max(1, len(os.sched_getaffinity(0)) // len(gpus))
-    # (--workdir is checked, made and locked as the agent starts: agents/agent/workfolder.py)
-    if args.workdir is not None and not args.workdir.strip():
-        raise UsageError("--workdir: the folder name is empty")
     address = _address(args)
     agent = Agent(
         args.scheduler,
@@ -84,12 +82,32 @@ def agent_command(args) -> int:
         security,
         address=address,
         workdir=args.workdir,
-        revoke_grace_s=seconds(args.revoke_grace, "--revoke-grace"),
+        revoke_grace_s=revoke_grace,
         threads_per_gpu=threads,
         emulate=args.emulate,
         keep_workdir=args.keep_workdir,
     )
     return agent.run()
+
+
+# The options about job processes, with their defaults: emulated nodes run none (a job is a
+# timer, ended at once when revoked), so there they would mean nothing.
+_PROCESS_OPTIONS = (
+    ("revoke_grace", "--revoke-grace", REVOKE_GRACE),
+    ("workdir", "--workdir", None),
+    ("keep_workdir", "--keep-workdir", False),
+    ("threads_per_gpu", "--threads-per-gpu", 0),
+)
+
+
+def _check_process_options(args) -> float:
+    """The options about job processes checked, as values; the revocation grace in seconds."""
+    if args.threads_per_gpu < 0:
+        raise UsageError("--threads-per-gpu must be 0 or more")
+    # (--workdir is checked, made and locked as the agent starts: agents/agent/workfolder.py)
+    if args.workdir is not None and not args.workdir.strip():
+        raise UsageError("--workdir: the folder name is empty")
+    return seconds(args.revoke_grace, "--revoke-grace")
 
 
 def _emulated_nodes(args, name: str) -> int:
@@ -102,6 +120,15 @@ def _emulated_nodes(args, name: str) -> int:
 
     if not (args.emulate and args.fake_gpus):
         raise UsageError("--nodes needs --fake-gpus and --emulate: only emulated nodes share a process")
+    _check_process_options(args)
+    given = [flag for dest, flag, default in _PROCESS_OPTIONS if getattr(args, dest) != default]
+    if given:
+        raise UsageError(
+            f"--nodes {args.nodes} with {', '.join(given)}: emulated nodes run no job processes "
+            "(a job is a timer, ended at once when revoked, and writes no files), so leave "
+            + ("it" if len(given) == 1 else "them")
+            + " out"
+        )
     check_name(name, "--name")
     last = f"{name}-{args.nodes - 1}"
     try:

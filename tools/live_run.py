@@ -34,6 +34,24 @@ def add_live_options(p) -> None:
     p.add_argument("--log-level", default="info", help="debug, info, warning or error")
 
 
+def refuse_live_only(args) -> None:
+    """A UsageError naming the live-run options given values of their own (`run` without
+    --live): a run that is not live would ignore them, invalid values included."""
+    import argparse
+
+    options = argparse.ArgumentParser(add_help=False)
+    add_live_options(options)
+    # (each live option's flag is its name so spelled)
+    given = [
+        "--" + name.replace("_", "-")
+        for name, default in vars(options.parse_args([])).items()
+        if getattr(args, name, default) != default
+    ]
+    if given:
+        which = f"{given[0]} is" if len(given) == 1 else f"{', '.join(given)} are"
+        raise UsageError(f"{which} only for a live run: give --live ADDR, or leave {'it' if len(given) == 1 else 'them'} out")
+
+
 def live_options(args):
     from roundhouse.runtime.backends.live import LiveOptions
 
@@ -74,7 +92,9 @@ def run_live(args, bind: str) -> int:
     from roundhouse.runtime.simulate import load_cluster
     from roundhouse.wire.security import ServerSecurity
 
-    setup_logging(args.log_level)
+    quiet = getattr(args, "quiet", False)  # (`serve` has no --quiet)
+    # (--quiet prints nothing but errors: the scheduler's log too, unless --log-level says otherwise)
+    setup_logging("error" if quiet and args.log_level == "info" else args.log_level)
     security = ServerSecurity.choose(args.keys, args.insecure, bind)
     options = live_options(args)
     until = seconds(args.until, "--until")
@@ -108,7 +128,8 @@ def run_live(args, bind: str) -> int:
         for fresh, folder in ((fresh_checkpoints, args.checkpoints), (fresh_out and not served, args.out)):
             if fresh and Path(folder).is_dir() and not any(Path(folder).iterdir()):
                 Path(folder).rmdir()  # (the results folder stays for the results about to be written)
-    print_summary(Console(stderr=True), graph, cluster, result, live=True)
+    if not quiet:
+        print_summary(Console(stderr=True), graph, cluster, result, live=True)
     if args.out:
         with writing(args.out):
             write_results(Path(args.out), graph, cluster, result)

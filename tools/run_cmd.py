@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from roundhouse.errors import UsageError
 from roundhouse.runtime.explain import FILE_NAME
 from roundhouse.runtime.files import results_folder, writing
 from roundhouse.runtime.simulate import load_cluster, simulate
 from roundhouse.runtime.values import format_duration
 from roundhouse.tools.common import add_overrides, seconds
-from roundhouse.tools.live_run import add_live_options, run_live
+from roundhouse.tools.live_run import add_live_options, refuse_live_only, run_live
 from roundhouse.tools.results import compile_with_overrides, print_summary, write_results
 
 if TYPE_CHECKING:
@@ -31,7 +32,11 @@ def register(sub) -> None:
         action="store_false",
         help="with --out, keep no record of why each job waited or ran (explain.parquet, read by `roundhouse explain`)",
     )
-    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print nothing but errors (with --live, the log too shows only errors unless --log-level names another level)",
+    )
     p.add_argument(
         "--live", metavar="ADDR", help="run live on `roundhouse agent` nodes, listening on ADDR (as `roundhouse serve`)"
     )
@@ -40,8 +45,12 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    # (options that a run would ignore are refused, so that a value given is a value used)
+    if not args.explain and args.out is None:
+        raise UsageError("--no-explain needs --out: without it nothing is written, explain.parquet included")
     if args.live:
         return run_live(args, args.live)
+    refuse_live_only(args)
     until = seconds(args.until, "--until")
     graph = compile_with_overrides(args)
     cluster = load_cluster(graph, args.cluster)

@@ -102,6 +102,7 @@ def jobs_from_args(args) -> tuple[list[dict], list[str] | None]:
     gpus = 1 if args.gpus is None else args.gpus
     if not 1 <= count <= MAX_COUNT or gpus < 1:
         raise UsageError(f"--count must be 1 to {MAX_COUNT:,} and --gpus at least 1")
+    _check_numbers(args)
     job: dict = {"gpus": gpus}
     if args.model:
         job["model"] = args.model
@@ -126,6 +127,23 @@ def jobs_from_args(args) -> tuple[list[dict], list[str] | None]:
             raise UsageError("--job-id names one job; leave it out with --count")
         job["job_id"] = args.job_id
     return [dict(job) for _ in range(count)], None
+
+
+def _check_numbers(args) -> None:
+    """Refuse, before anything is sent, a number the scheduler would refuse (or a message could
+    not carry): the most is what the protocol's messages carry for the job."""
+    from roundhouse.tools.live_options import wire_bounds
+
+    bounds = (
+        ("gpus", "--gpus", 1, wire_bounds("launch", "world_size")[1]),
+        ("iterations", "--iterations", 1, wire_bounds("launch", "iterations")[1]),
+        ("batch_size", "--batch-size", 1, wire_bounds("resize", "batch_size")[1]),
+        ("job_id", "--job-id", 0, wire_bounds("lease", "job")[1]),
+    )
+    for name, flag, least, most in bounds:
+        value = getattr(args, name)
+        if value is not None and not least <= value <= most:
+            raise UsageError(f"{flag} {value}: must be a whole number from {least} to {int(most):,}")
 
 
 def _check_command(command: str) -> None:

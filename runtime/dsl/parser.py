@@ -325,6 +325,10 @@ def _one_of(items: list[str]) -> str:
 _VALUE_AT = "__value__ = "  # (a value is parsed as the right side of a setting)
 
 
+# A number as classify_number reads one: digits, then perhaps a '/' (a rate) and a unit.
+_NUMBER = r"[+-]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?/?[A-Za-z]*"
+
+
 def parse_value(text: str, where: str = "<command line>") -> ast.Value:
     """Parse a single value as written in a `.sched` file (for `--set element.field=VALUE`).
     Errors point into `text` itself, as the user wrote it."""
@@ -333,8 +337,11 @@ def parse_value(text: str, where: str = "<command line>") -> ast.Value:
     try:
         program = parse(f"{_VALUE_AT}{text};", where)
     except SchedError as err:
+        # Quoting helps text that was meant as a string; a number with a bad unit or out of
+        # range is no string either, so it keeps the parser's own hint (the units).
         quoted = '"' in text or "'" in text
-        hint = err.hint if quoted else f"text such as a file path is written in quotes: '\"{text}\"'"
+        numeric = re.fullmatch(rf"\s*{_NUMBER}\s*", text) is not None
+        hint = err.hint if quoted or numeric else f"text such as a file path is written in quotes: '\"{text}\"'"
         location = None if err.location is None else _in_text(err.location)
         raise SchedError(err.message, location, hint=hint) from None
     finally:
