@@ -1,8 +1,9 @@
 """Many simulations at once: one process per run, as many at a time as there are cores.
 
-A sweep is a list of RunSpecs (a graph file, `--set` overrides, a cluster, a time limit and
-labels to carry along). Each run compiles its graph afresh, so runs share nothing; results come
-back in the order of the specs, whatever order they finish in.
+A sweep is a list of RunSpecs (a graph file, `--set` overrides, a trace file for its
+TraceSources, a cluster, a time limit and labels to carry along). Each run compiles its graph
+afresh, so runs share nothing; results come back in the order of the specs, whatever order
+they finish in.
 
 `roundhouse sweep` goes further (runtime/sweep_exec.py): each run has a key, a content hash of
 everything its result depends on (`run_key`), and is recorded as one row whatever happens to it
@@ -39,11 +40,15 @@ METRICS_SINK = "JobMetrics"
 
 @attrs.frozen
 class RunSpec:
+    """One run: `trace`, a trace file (by its whole path: a Dask worker's current folder is not
+    the sweep's) to read in place of every TraceSource's own, as `--trace` does."""
+
     graph: str
     overrides: tuple[str, ...] = ()
     cluster: str | None = None
     until: float | None = None
     labels: dict[str, Any] = attrs.field(factory=dict)
+    trace: str | None = None
 
 
 @attrs.frozen
@@ -80,10 +85,9 @@ def check_sweepable(graph) -> None:
 
 
 def run_one(spec: RunSpec) -> RunOutcome:
-    from roundhouse.runtime.compiler import compile_file
     from roundhouse.runtime.simulate import simulate
 
-    graph = compile_file(spec.graph, spec.overrides)
+    graph, _ = _compile(spec)
     result = simulate(graph, spec.cluster, until=spec.until)
     return RunOutcome(spec, result.rounds, result.wall_s, result.reports)
 
@@ -229,12 +233,28 @@ def _normal_override(text: str) -> str:
 
 def compile_spec(spec: RunSpec):
     """The compiled graph of a run and its key."""
+    graph, flat = _compile(spec)
+    return graph, run_key(graph, flat, spec)
+
+
+def _compile(spec: RunSpec):
+    """The compiled graph of a run, and the graph as loaded."""
     from roundhouse.runtime.compiler import Override, compile_graph
     from roundhouse.runtime.dsl.loader import load
 
     flat = load(spec.graph)
-    graph = compile_graph(flat, [Override(o) for o in spec.overrides])
-    return graph, run_key(graph, flat, spec)
+    return compile_graph(flat, [Override(o) for o in spec.overrides] + trace_overrides(flat, spec.trace)), flat
+
+
+def trace_overrides(flat, trace: str | None) -> list:
+    """The overrides that make `trace` (None: none) the path of every TraceSource of the loaded
+    graph `flat`. (The trace's contents are in the run's key with every file the graph names.)"""
+    from roundhouse.runtime.compiler import Override
+
+    if trace is None:
+        return []
+    quoted = json.dumps(trace)
+    return [Override(f"{d.name}.path={quoted}") for d in flat.decls.values() if d.class_name == "TraceSource"]
 
 
 class Watchdog:

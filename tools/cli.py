@@ -34,6 +34,16 @@ COMMAND_MODULES = (
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser that takes options only as spelled in full: argparse would otherwise
+    take a prefix for the option it begins (`sweep --seed 3` for --seeds, three runs per point,
+    where `run --seed` is an error). Subcommands' parsers are made of this class too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command; with `command` (a command's name), of that one only, so that
     running one command does not import the modules of the fifteen others."""
@@ -43,7 +53,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command is not None and f"roundhouse.tools.{command}_cmd" in COMMAND_MODULES:
         modules = (f"roundhouse.tools.{command}_cmd",)
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="roundhouse",
         description="Deep-learning cluster schedulers as graphs of small typed elements.",
     )
@@ -128,6 +138,7 @@ def _main(argv: list[str] | None) -> int:
     # unknown or missing command, gets the whole parser, whose messages list every command.)
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args = _parse(parser, argv)
+    args.debug = debug  # (taken out of argv above: a handler that prints more with it reads it here)
     try:
         status = args.handler(args)
     except RoundhouseError as err:

@@ -38,21 +38,45 @@ def compile_with_trace(
     the option `--cluster` if given, which a `--set cluster` would contradict. `then`: more
     overrides, applied after those (a what-if's changes to the run's own graph)."""
     flat = load(graph)
-    given = list(given)
-    if trace is not None:
-        sources = [d.name for d in flat.decls.values() if d.class_name == "TraceSource"]
-        if not sources:
-            raise UsageError(f"{flag}: {graph} has no TraceSource element whose trace it could replace")
-        for o in given:  # (the trace would replace the path given with --set without a word)
-            if o.target in {f"{name}.path" for name in sources}:
-                raise UsageError(f"{flag} {trace} and {o.label}: {flag} replaces {o.target}; keep one")
-        check_trace_file(trace)  # the message a trace reader gives, before the graph is built
-        quoted = json.dumps(str(Path(trace).resolve()))
-        given += [Override(f"{name}.path={quoted}") for name in sources]
+    given = list(given) + trace_overrides(flat, graph, given, trace, flag)
     for o in given:  # (--cluster would replace the cluster given with --set without a word)
         if cluster is not None and o.target == "cluster":
             raise UsageError(f"--cluster {cluster} and {o.label}: the cluster is given twice; keep one")
-    return compile_graph(flat, given + (then or []))
+    compiled = compile_graph(flat, given + (then or []))
+    check_trace_columns(compiled, trace)
+    return compiled
+
+
+def trace_overrides(flat, graph, given: list[Override], trace: str | None, flag: str = "--trace") -> list[Override]:
+    """The overrides that make the trace file `trace` (None: none given) the path of every
+    TraceSource of the loaded graph `flat` (read from the file `graph`), by its whole path, so
+    that a run in another folder reads the same file. `given`: the other overrides (--set,
+    --vary), none of which may name a path the trace replaces."""
+    if trace is None:
+        return []
+    sources = [d.name for d in flat.decls.values() if d.class_name == "TraceSource"]
+    if not sources:
+        raise UsageError(f"{flag}: {graph} has no TraceSource element whose trace it could replace")
+    for o in given:  # (the trace would replace the path given with --set without a word)
+        if o.target in {f"{name}.path" for name in sources}:
+            raise UsageError(f"{flag} {trace} and {o.label}: {flag} replaces {o.target}; keep one")
+    check_trace_file(trace)  # the message a trace reader gives, before the graph is built
+    quoted = json.dumps(str(Path(trace).resolve()))
+    return [Override(f"{name}.path={quoted}") for name in sources]
+
+
+def check_trace_columns(graph, trace: str | None) -> None:
+    """A TraceError if the trace file `trace` (None: none given) lacks what the graph's
+    TraceSources need of it, as its header says: said before anything is bound, created or
+    waited for (`serve` would find it only once its agents had come). Only the header is read,
+    so a trace of millions of jobs is checked as fast."""
+    if trace is None:
+        return
+    from roundhouse.traces.formats import check_trace_header
+
+    formats = {el.format for el in graph.elements.values() if type(el).__name__ == "TraceSource"}
+    for format in sorted(formats):
+        check_trace_header(trace, format)
 
 
 def in_units(span_s: float | None):

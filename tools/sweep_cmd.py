@@ -20,11 +20,16 @@ from roundhouse.runtime.cluster import names_a_file
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load
 from roundhouse.runtime.files import results_folder, writing
-from roundhouse.runtime.results_store import ResultsStore
+from roundhouse.runtime.results_store import SUFFIX, ResultsStore
 from roundhouse.runtime.simulate import load_cluster
 from roundhouse.runtime.sweep import RUN_COLUMNS, RunSpec, check_sweepable, point_text, run_key
 from roundhouse.runtime.sweep_exec import DaskExecutor, LocalExecutor, Task
 from roundhouse.tools.common import add_overrides, overrides, positive_int, seconds
+from roundhouse.tools.results import check_trace_columns, trace_overrides
+
+# The longest --timeout: a week of wall-clock time for one run is as good as no limit, and the
+# waits that enforce it cannot count past about 24 days (a C int of milliseconds).
+MAX_TIMEOUT_S = 7 * 86400.0
 
 # The metrics the printed table shows (the stored rows and CSV files have them all).
 SHOWN_METRICS = ("jobs_finished", "avg_jct_s", "avg_responsiveness_s", "utilization")
@@ -42,6 +47,7 @@ def register(sub) -> None:
     )
     add_overrides(p, "a fixed override (element.field=value or a graph setting); repeatable")
     p.add_argument("--cluster", help="cluster spec for every run")
+    p.add_argument("--trace", metavar="FILE", help="the trace every run reads, in place of every TraceSource's own path")
     p.add_argument("--until", help="stop each run at this simulated time (e.g. 48h)")
     p.add_argument(
         "--seeds",
@@ -109,6 +115,23 @@ def _refuse_fixed_and_varied(fixed: list[str], varied: tuple[str, ...]) -> None:
             )
 
 
+def _refuse_cluster_and_set(cluster: str | None, fixed: list[Override]) -> None:
+    """--cluster would replace the cluster given with --set without a word (as run refuses)."""
+    for o in fixed:
+        if cluster is not None and o.target == "cluster":
+            raise UsageError(f"--cluster {cluster} and {o.label}: the cluster is given twice; keep one")
+
+
+def _timeout(text: str | None) -> float | None:
+    """--timeout in seconds: more than 0 and at most MAX_TIMEOUT_S."""
+    if text is None:
+        return None
+    value = seconds(text, "--timeout", positive=True)
+    if not 0 < value <= MAX_TIMEOUT_S:  # (also refuses inf and nan)
+        raise UsageError(f"--timeout {text}: must be more than 0 and at most {MAX_TIMEOUT_S:g}s (a week)")
+    return value
+
+
 def _refuse_cluster_and_varied(cluster: str | None, varied: tuple[str, ...]) -> None:
     """--cluster sets every run's cluster, over the `cluster` setting: varying that too would
     run every point on the one cluster, labelled as another."""
@@ -134,7 +157,12 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     graph_path = str(Path(args.graph).resolve())
     flat = load(args.graph)
     fixed = overrides(args.overrides)
-    base = compile_graph(flat, fixed)
+    # (A --vary of a path --trace replaces would label every run with a trace it did not read.)
+    named = [*fixed, *(Override(f"{n}={','.join(values)}", flag="--vary") for n, values in grid)]
+    traced = trace_overrides(flat, args.graph, named, args.trace)
+    trace = str(Path(args.trace).resolve()) if args.trace is not None else None
+    base = compile_graph(flat, fixed + traced)
+    check_trace_columns(base, args.trace)
     check_sweepable(base)
     first_seed = int(base.settings.seed)
     cluster = _run_cluster(args.cluster)
@@ -144,10 +172,11 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
         labels = {n: v for (n, _), v in zip(grid, combo)}
         for i in range(args.seeds):
             seeded = [Override(f"seed={first_seed + i}")] if "seed" not in labels else []
-            graph = compile_graph(flat, [*fixed, *varied, *seeded])
+            # (In the order a run applies them: its overrides, then the trace.)
+            graph = compile_graph(flat, [*fixed, *varied, *seeded, *traced])
             load_cluster(graph, args.cluster)
             texts = (*args.overrides, *(o.text for o in varied), *(o.text for o in seeded))
-            spec = RunSpec(graph_path, texts, cluster, until, {**labels, "seed": int(graph.settings.seed)})
+            spec = RunSpec(graph_path, texts, cluster, until, {**labels, "seed": int(graph.settings.seed)}, trace)
             runs.append((run_key(graph, flat, spec), spec))
     return runs
 
@@ -155,12 +184,13 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
 def sweep(args) -> int:
     grid = read_grid(args.vary, args.seeds)
     until = seconds(args.until, "--until")
-    timeout = seconds(args.timeout, "--timeout", positive=True)
+    timeout = _timeout(args.timeout)
     if args.dask is not None and args.workers is not None:
         raise UsageError("--workers: counts local worker processes; a Dask cluster has the workers it has")
     names = tuple(n for n, _ in grid)
     _refuse_fixed_and_varied(args.overrides, names)
     _refuse_cluster_and_varied(args.cluster, names)
+    _refuse_cluster_and_set(args.cluster, overrides(args.overrides))
     runs = plan_runs(args, grid, until)  # (before --out is made: a bad grid leaves no folder behind)
     # Connected before --out is made too: a Dask address that does not answer leaves no folder.
     executor = DaskExecutor(args.dask) if args.dask is not None else LocalExecutor(args.workers)
@@ -226,11 +256,32 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
             points.write_csv(out / "points.csv")
     failed = frame.filter(pl.col("status") != "ok")
     if failed.height:
-        print(f"{failed.height} of {frame.height} runs failed:", file=sys.stderr)
-        for row in failed.iter_rows(named=True):
-            print(f"  {row['point']} seed={row['seed']}: {row['status']}: {row['error']}", file=sys.stderr)
+        _say_failed(failed, frame.height, rows, store, getattr(args, "debug", False))
         return 1
     return 0
+
+
+def _say_failed(failed: pl.DataFrame, total: int, rows: dict[str, dict], store: ResultsStore | None, debug: bool) -> None:
+    """The failed runs, a line each; with --debug, then each one's Python traceback, else where
+    the tracebacks are kept (each run's row in the store has its own)."""
+    print(f"{failed.height} of {total} runs failed:", file=sys.stderr)
+    for row in failed.iter_rows(named=True):
+        print(f"  {row['point']} seed={row['seed']}: {row['status']}: {row['error']}", file=sys.stderr)
+    traced = [(row, rows[row["key"]].get("traceback")) for row in failed.iter_rows(named=True)]
+    traced = [(row, text) for row, text in traced if text]
+    if not traced:  # (a timeout, say, has no traceback to point to)
+        return
+    if debug:
+        for row, text in traced:
+            print(f"\n{row['point']} seed={row['seed']}:\n{text.rstrip()}", file=sys.stderr)
+    elif store is not None:
+        print(
+            f"(the Python tracebacks are in the column traceback of {store.folder}/KEY{SUFFIX}, KEY a failed "
+            "run's key; or run again with --debug to see them here)",
+            file=sys.stderr,
+        )
+    else:
+        print("(the Python tracebacks: run again with --debug)", file=sys.stderr)
 
 
 def _say_interrupted(err: Console, rows: dict[str, dict], total: int, store: ResultsStore | None, on_dask: bool) -> None:
