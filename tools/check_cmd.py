@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from roundhouse.errors import RoundhouseError, SchedError, TraceError
+from roundhouse.errors import RoundhouseError, SchedError
 from roundhouse.runtime import registry
-from roundhouse.runtime.compiler import CompiledGraph, compile_file
+from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import load_cluster
 from roundhouse.runtime.snapshot import forks_world, unforkable_elements
 from roundhouse.tools.common import error_text
-from roundhouse.traces.formats import check_trace_header
+from roundhouse.tools.results import trace_problems
 
 
 def register(sub) -> None:
@@ -41,7 +41,7 @@ def _check_one(path: str, fork: bool) -> bool:
     except RoundhouseError as err:
         print(error_text(err), file=sys.stderr)
         return False
-    problems = _trace_problems(graph)
+    problems = trace_problems(graph)
     if fork or forks_world(graph):
         for name, class_name, why in unforkable_elements(graph):
             problems.append(
@@ -54,25 +54,3 @@ def _check_one(path: str, fork: bool) -> bool:
     where = f", cluster {cluster.describe()}" if cluster else ""
     print(f"{path}: ok ({len(graph.elements)} elements, {len(graph.connections)} connections{where})")
     return True
-
-
-def _trace_problems(graph: CompiledGraph) -> list[SchedError]:
-    """Each TraceSource's trace, as far as its header goes (the columns a run needs), at the
-    argument that names it. Only the header: a trace of millions of jobs is checked as fast."""
-    problems = []
-    for name, el in graph.elements.items():
-        if type(el).__name__ != "TraceSource":
-            continue
-        decl = graph.decls.get(name)
-        arg = (
-            next((a for i, a in enumerate(decl.args) if a.name == "path" or (a.name is None and i == 0)), None) if decl else None
-        )
-        try:
-            check_trace_header(el.path, el.format)
-        except TraceError as err:
-            shown = arg.value.value if arg is not None and arg.value.kind == "string" else err.path
-            where = shown if err.row is None else f"{shown}:{err.row}"
-            what = f"column '{err.column}': {err.message}" if err.column else err.message
-            location = arg.value.location if arg is not None else el.declared_at
-            problems.append(SchedError(f"argument 'path' of TraceSource: {where}: {what}", location))
-    return problems

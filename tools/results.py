@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import RoundhouseError, SchedError, SchedErrors, TraceError, UsageError
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load, read_source
 from roundhouse.tools.common import overrides
@@ -43,7 +43,7 @@ def compile_with_trace(
         if cluster is not None and o.target == "cluster":
             raise UsageError(f"--cluster {cluster} and {o.label}: the cluster is given twice; keep one")
     compiled = compile_graph(flat, given + (then or []))
-    check_trace_columns(compiled, trace)
+    check_traces(compiled, trace)
     return compiled
 
 
@@ -65,18 +65,44 @@ def trace_overrides(flat, graph, given: list[Override], trace: str | None, flag:
     return [Override(f"{name}.path={quoted}") for name in sources]
 
 
-def check_trace_columns(graph, trace: str | None) -> None:
-    """A TraceError if the trace file `trace` (None: none given) lacks what the graph's
-    TraceSources need of it, as its header says: said before anything is bound, created or
-    waited for (`serve` would find it only once its agents had come). Only the header is read,
-    so a trace of millions of jobs is checked as fast."""
-    if trace is None:
-        return
+def trace_problems(graph, trace: str | None = None) -> list[RoundhouseError]:
+    """What each TraceSource's trace lacks that a run needs, as far as its header says: said
+    before anything is bound, created or waited for (`serve` would find it only once its agents
+    had come). Only the header is read, so a trace of millions of jobs is checked as fast. A
+    graph's own trace is named at the argument that names it; `trace`, the file an option gave
+    every TraceSource (`--trace`), by its own name."""
     from roundhouse.traces.formats import check_trace_header
 
-    formats = {el.format for el in graph.elements.values() if type(el).__name__ == "TraceSource"}
-    for format in sorted(formats):
-        check_trace_header(trace, format)
+    problems: list[RoundhouseError] = []
+    for name, el in graph.elements.items():
+        if type(el).__name__ != "TraceSource":
+            continue
+        try:
+            check_trace_header(el.path, el.format)
+        except TraceError as err:
+            if trace is not None:
+                return [err]  # (every TraceSource reads it: once is enough)
+            decl = graph.decls.get(name)
+            arg = (
+                next((a for i, a in enumerate(decl.args) if a.name == "path" or (a.name is None and i == 0)), None)
+                if decl
+                else None
+            )
+            shown = arg.value.value if arg is not None and arg.value.kind == "string" else err.path
+            where = shown if err.row is None else f"{shown}:{err.row}"
+            what = f"column '{err.column}': {err.message}" if err.column else err.message
+            location = arg.value.location if arg is not None else el.declared_at
+            problems.append(SchedError(f"argument 'path' of TraceSource: {where}: {what}", location))
+    return problems
+
+
+def check_traces(graph, trace: str | None = None) -> None:
+    """`trace_problems` raised as errors."""
+    problems = trace_problems(graph, trace)
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise SchedErrors([p for p in problems if isinstance(p, SchedError)])
 
 
 def in_units(span_s: float | None):

@@ -25,7 +25,7 @@ from roundhouse.runtime.simulate import load_cluster
 from roundhouse.runtime.sweep import RUN_COLUMNS, RunSpec, check_sweepable, point_text, run_key
 from roundhouse.runtime.sweep_exec import DaskExecutor, LocalExecutor, Task
 from roundhouse.tools.common import add_overrides, overrides, positive_int, seconds
-from roundhouse.tools.results import check_trace_columns, trace_overrides
+from roundhouse.tools.results import check_traces, trace_overrides
 
 # The longest --timeout: a week of wall-clock time for one run is as good as no limit, and the
 # waits that enforce it cannot count past about 24 days (a C int of milliseconds).
@@ -162,7 +162,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     traced = trace_overrides(flat, args.graph, named, args.trace)
     trace = str(Path(args.trace).resolve()) if args.trace is not None else None
     base = compile_graph(flat, fixed + traced)
-    check_trace_columns(base, args.trace)
+    check_traces(base, args.trace)
     check_sweepable(base)
     first_seed = int(base.settings.seed)
     cluster = _run_cluster(args.cluster)
