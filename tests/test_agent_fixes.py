@@ -168,3 +168,10 @@ def test_nodes_1_emulates_one_node_named_name_0(monkeypatch):
     args = ["agent", "--scheduler", f"tcp://127.0.0.1:{free_port()}", "--insecure", "--name", "emu"]
     assert main([*args, "--fake-gpus", "2:V100", "--emulate", "--nodes", "1"]) == 0
     assert started == [["emu-0"]]
+
+
+def test_an_agent_without_a_work_folder_makes_a_temporary_one_and_removes_it():
+    folder = make_workfolder(None, "a")
+    assert folder.path.name.startswith("rh-a-") and (folder.path / LOCK).exists() and (folder.path / "leases").is_dir()
+    folder.leave(keep=False, name="a")
+    assert not folder.path.exists()

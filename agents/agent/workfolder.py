@@ -41,6 +41,7 @@ class WorkFolder:
 def make_workfolder(workdir: Path | None, name: str) -> WorkFolder:
     """The work folder (a temporary one if `workdir` is None) with its parts, locked for this
     agent. Raises UsageError for a folder that cannot be made or that a live agent uses."""
+    parents: list[Path] = []
     if workdir is None:
         workdir = Path(tempfile.mkdtemp(prefix=f"rh-{name}-"))
         made = [workdir]
