@@ -250,10 +250,11 @@ def trace_overrides(flat, trace: str | None) -> list:
     """The overrides that make `trace` (None: none) the path of every TraceSource of the loaded
     graph `flat`. (The trace's contents are in the run's key with every file the graph names.)"""
     from roundhouse.runtime.compiler import Override
+    from roundhouse.runtime.values import describe
 
     if trace is None:
         return []
-    quoted = json.dumps(trace)
+    quoted = describe(trace)  # (as a .sched string: quotes and backslashes escaped, the rest as it is)
     return [Override(f"{d.name}.path={quoted}") for d in flat.decls.values() if d.class_name == "TraceSource"]
 
 

@@ -252,3 +252,18 @@ def test_sweep_without_debug_says_where_the_tracebacks_are(boom_graph, tmp_path,
     assert all("RuntimeError: boom" in text for text in stored["traceback"])
     assert main(["sweep", str(boom_graph), "--vary", "b.at=1,2"]) == 1
     assert "run again with --debug" in capsys.readouterr().err
+
+
+def test_a_path_set_on_the_command_line_is_named_as_given(tmp_path, capsys):
+    """Not at the graph's own (valid) path: the file read is the one named."""
+    bad = bad_trace(tmp_path / "bad.csv")
+    err = fails(capsys, "run", FIFO, "--set", f'arrivals.path="{bad}"', "--until", "1h")
+    assert err.startswith(f"{bad}: error: missing column 'duration_s'"), err
+
+
+def test_a_trace_in_a_folder_named_beyond_ascii_is_read(tmp_path, capsys):
+    folder = tmp_path / "dé"
+    folder.mkdir()
+    trace = small_trace(folder / "t.csv", 3)
+    assert main(["run", str(FIFO), "--trace", str(trace), "--until", "1h", "--quiet"]) == 0, capsys.readouterr().err
+    assert main(["sweep", str(FIFO), "--trace", str(trace), "--vary", "round=5min", "--until", "1h", "--workers", "1"]) == 0

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roundhouse.errors import RoundhouseError, SchedError, SchedErrors, TraceError, UsageError
+from roundhouse.runtime import sweep
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load, read_source
 from roundhouse.tools.common import overrides
@@ -61,8 +62,7 @@ def trace_overrides(flat, graph, given: list[Override], trace: str | None, flag:
         if o.target in {f"{name}.path" for name in sources}:
             raise UsageError(f"{flag} {trace} and {o.label}: {flag} replaces {o.target}; keep one")
     check_trace_file(trace)  # the message a trace reader gives, before the graph is built
-    quoted = json.dumps(str(Path(trace).resolve()))
-    return [Override(f"{name}.path={quoted}") for name in sources]
+    return sweep.trace_overrides(flat, str(Path(trace).resolve()))
 
 
 def trace_problems(graph, trace: str | None = None) -> list[RoundhouseError]:
@@ -88,7 +88,11 @@ def trace_problems(graph, trace: str | None = None) -> list[RoundhouseError]:
                 if decl
                 else None
             )
-            shown = arg.value.value if arg is not None and arg.value.kind == "string" else err.path
+            written = arg.value.value if arg is not None and arg.value.kind == "string" else None
+            if written is None or (Path(graph.path).parent / written).resolve() != Path(el.path).resolve():
+                problems.append(err)  # (a path given by a --set: the trace's error names its file)
+                continue
+            shown = written
             where = shown if err.row is None else f"{shown}:{err.row}"
             what = f"column '{err.column}': {err.message}" if err.column else err.message
             location = arg.value.location if arg is not None else el.declared_at

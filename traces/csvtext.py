@@ -32,7 +32,11 @@ class Cells:
 
 def read_text(path: str | Path) -> str:
     """The file as text (UTF-8, an optional BOM removed), or a `TraceError` saying what is wrong."""
-    data = read_bytes(path)
+    return decode_text(path, read_bytes(path))
+
+
+def decode_text(path: str | Path, data: bytes) -> str:
+    """`data`, read from the file `path`, as `read_text` gives it."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -50,10 +54,15 @@ def check_trace_file(path: str | Path) -> None:
         raise TraceError(str(path), "no such file")
 
 
-def read_bytes(path: str | Path) -> bytes:
+def read_bytes(path: str | Path, size: int | None = None) -> bytes:
+    """The file's bytes (with `size`, its first `size` bytes at most), or a `TraceError`."""
     p = Path(path)
     try:
-        data = p.read_bytes()
+        if size is None:
+            data = p.read_bytes()
+        else:
+            with open(p, "rb") as f:
+                data = f.read(size)
     except (FileNotFoundError, IsADirectoryError):
         check_trace_file(path)
         raise

@@ -20,7 +20,7 @@ import polars as pl
 
 from roundhouse.errors import TraceError, UsageError, did_you_mean
 from roundhouse.traces import canonical, gavel, helios, ones, pai, philly, pollux, tiresias
-from roundhouse.traces.csvtext import check_trace_file, data_lines, read_bytes, read_cells, read_json_list, read_text
+from roundhouse.traces.csvtext import check_trace_file, data_lines, decode_text, read_bytes, read_cells, read_json_list, read_text
 from roundhouse.traces.schema import validate
 
 FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly", "helios", "pai", "pollux", "ones")
@@ -62,7 +62,7 @@ def detect_format(path: str | Path) -> str:
         return "canonical"
     if suffix == ".trace":
         return "gavel"
-    head = read_bytes(path)[:_SNIFF_BYTES]
+    head = read_bytes(path, _SNIFF_BYTES)
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     if suffix == ".json" or text.lstrip().startswith("["):
         return "helios" if helios.looks_like_json(text) else "philly"
@@ -111,7 +111,7 @@ def load_trace(path: str | Path, format: str = "auto") -> LoadedTrace:
         else:
             frame = ones.parse_trace(cells.frame, str(path), cells.lines)
         return LoadedTrace(validate(frame, str(path), cells.lines, source_names=_OWN_NAMES[format]), format)
-    if canonical.is_parquet(path) or read_bytes(path)[:4] == _PARQUET_MAGIC:
+    if canonical.is_parquet(path) or read_bytes(path, 4) == _PARQUET_MAGIC:
         return LoadedTrace(canonical.read_parquet(path), format)
     return LoadedTrace(canonical.read_csv(path), format)
 
@@ -125,7 +125,7 @@ def check_trace_header(path: str | Path, format: str = "auto") -> None:
     found = detect_format(path) if format == "auto" else format
     if found != "canonical":
         return
-    if canonical.is_parquet(path) or read_bytes(path)[:4] == _PARQUET_MAGIC:
+    if canonical.is_parquet(path) or read_bytes(path, 4) == _PARQUET_MAGIC:
         try:
             frame = pl.read_parquet(path, n_rows=0)
         except (pl.exceptions.PolarsError, OSError, ValueError) as err:
@@ -133,21 +133,28 @@ def check_trace_header(path: str | Path, format: str = "auto") -> None:
             raise TraceError(str(path), f"cannot be read as Parquet: {first}") from None
         validate(frame, str(path))
     else:
-        cells = read_cells(path, text=_header_only(read_text(path)))
+        cells = read_cells(path, text=_header_only(path))
         validate(cells.frame, str(path), cells.lines)
 
 
-def _header_only(text: str) -> str:
-    """The text up to the end of its first line that is neither blank nor a comment."""
-    start = 0
-    while start < len(text):
-        end = text.find("\n", start)
-        end = len(text) if end < 0 else end + 1
-        line = text[start:end].strip()
-        if line and not line.startswith("#"):
-            return text[:end]
-        start = end
-    return text
+def _header_only(path: str | Path) -> str:
+    """The file's text up to the end of its first line that is neither blank nor a comment:
+    read in growing pieces from the start, never the whole of a long trace."""
+    size = _SNIFF_BYTES
+    while True:
+        data = read_bytes(path, size)
+        start = 3 if data.startswith(b"\xef\xbb\xbf") else 0  # (a BOM)
+        while start < len(data):
+            end = data.find(b"\n", start)
+            if end < 0:
+                break  # (the line goes on past what was read, or the file ends here)
+            line = data[start : end + 1].strip()
+            if line and not line.startswith(b"#"):
+                return decode_text(path, data[: end + 1])
+            start = end + 1
+        if len(data) < size:
+            return decode_text(path, data)
+        size *= 8
 
 
 def file_columns(path: str | Path, format: str) -> tuple[str, ...]:
