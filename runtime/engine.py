@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from roundhouse.errors import RoundhouseError
+from roundhouse.errors import RoundhouseError, SchedError
 from roundhouse.runtime.bulk import Bulk
 from roundhouse.runtime.context import Round
 from roundhouse.runtime.element import Element
@@ -86,6 +86,10 @@ def call_element(el: Element, what: str, ctx: Round, fn, *args, **kwargs):
     """Call an element's code; an exception from it is reported naming the element."""
     try:
         return fn(*args, **kwargs)
+    except SchedError as err:
+        if err.location is None:  # (a check of the element's arguments against the world: point at its line)
+            err.location = el.declared_at
+        raise
     except (RoundhouseError, KeyboardInterrupt):
         raise
     except (Exception, SystemExit) as err:  # (sys.exit() in element code is its failure, not the end of the run)

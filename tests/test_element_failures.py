@@ -97,3 +97,19 @@ def test_an_element_that_fails_at_start_is_named(tmp_path, capsys):
         "error: element 'order' (MisbehavingAtStart;" in err
         and "failed in round 0 (t=0s): its start raised KeyError: 'setup'" in err
     )
+
+
+def test_an_argument_refused_at_start_points_at_the_elements_line(tmp_path, capsys):
+    """A check of an element's arguments that needs the cluster (made when the run starts)
+    points at the line that declares the element, as the compiler's own argument errors do."""
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 6min;\ncluster = "1x1:V100,1x1:K80";\n'
+        "arrivals :: PoissonSource(rate=8/h, jobs=5, seed=1, gpus=single, models=blox);\n"
+        'solve :: MinCost(prices=["V100:2"]);\n'
+        "arrivals -> AcceptAll -> JobPool -> solve -> GavelRounds -> GavelPlacer -> Launch -> JobMetrics;\n"
+    )
+    assert main(["run", str(graph)]) == 2
+    err = capsys.readouterr().err
+    assert f"{graph}:4:1: error: solve (MinCost): no price for GPU type K80" in err
+    assert "Traceback" not in err
