@@ -29,6 +29,8 @@ from roundhouse.traces.csvtext import data_lines, read_text
 from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
 from roundhouse.traces.schema import cast_column, columns_with_values, validate
 
+_INT64_LIMIT = 2.0**63  # the first float no 64-bit integer holds
+
 COLUMNS_10: tuple[str, ...] = (
     "job_type",
     "command",
@@ -184,8 +186,10 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
     if missing.any():
         job = frame["job_id"][int(missing.arg_true()[0])]
         raise TraceError(path, f"job {job} has no model, and a Gavel trace names a job type for every job", column="model")
-    steps = _steps(frame, profile, path)
-    slo = _slo_factor(frame)
+    _check_text(frame, path)
+    rates = profile.rates(frame["model"], frame["batch_size"], REFERENCE_GPU_TYPE, frame["gpus"])
+    steps = _steps(frame, rates, profile, path)
+    slo = _slo_factor(frame, steps, rates)
     models = frame.get_column("model").to_list()
     batch = frame.get_column("batch_size").to_list()
     templates = [COMMANDS.get(m, _UNKNOWN_COMMAND) for m in models]
@@ -211,7 +215,9 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
             "command": given("command"),
             "working_directory": given("working_directory"),
             "num_steps_arg": given("num_steps_arg"),
-            "needs_data_dir": given("needs_data_dir").round().cast(pl.Int64).cast(pl.String),
+            "needs_data_dir": int64_column(
+                given("needs_data_dir"), path, frame["job_id"], "needs_data_dir", "needs_data_dir"
+            ).cast(pl.String),
             "total_steps": steps.cast(pl.String),
             "scale_factor": frame.get_column("gpus").cast(pl.String),
             "priority_weight": frame.get_column("weight").cast(pl.String),
@@ -229,12 +235,37 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
         notes.append("job ids not kept: read back, the jobs are numbered 0, 1, 2, ... in arrival order")
     if (frame.get_column("iterations").drop_nulls() % 1 != 0).any():
         notes.append("iterations rounded to whole steps")
+    lost = frame.get_column("slo_s").is_not_null() & slo.is_null()
+    if lost.any():
+        jobs = ", ".join(str(j) for j in frame.get_column("job_id").filter(lost).head(5).to_list())
+        more = f" and {int(lost.sum()) - 5} more" if lost.sum() > 5 else ""
+        notes.append(
+            f"slo_s left out for job(s) {jobs}{more}: a Gavel trace keeps an SLO as a factor of the job's duration, "
+            f"and they have no duration_s, nor a V100 throughput in {profile.source} to derive one from their iterations"
+        )
     return notes
 
 
-def _steps(frame: pl.DataFrame, profile: ProfileTable, path: str) -> pl.Series:
+def int64_column(values: pl.Series, path: str, job_ids: pl.Series, field: str, source: str | pl.Series) -> pl.Series:
+    """`values` rounded to whole numbers for the written field `field`. A value no 64-bit integer
+    holds is an error naming the job and the column it came from (`source`: one name for all
+    rows, or each row's), where the cast would fail with a bare polars error."""
+    rounded = values.round()
+    over = (rounded.is_not_null() & ~(rounded.abs() < _INT64_LIMIT)).fill_null(False)
+    if over.any():
+        i = int(over.arg_true()[0])
+        column = source if isinstance(source, str) else source[i]
+        raise TraceError(
+            path,
+            f"job {job_ids[i]}: {values[i]:g} is too large to write as {field}, a whole number of at most 2^63 - 1",
+            column=column,
+        )
+    return rounded.cast(pl.Int64)
+
+
+def _steps(frame: pl.DataFrame, rates: np.ndarray, profile: ProfileTable, path: str) -> pl.Series:
+    """Each job's total_steps: its iterations, else its duration at its V100 throughput `rates`."""
     iterations = frame.get_column("iterations")
-    rates = profile.rates(frame["model"], frame["batch_size"], REFERENCE_GPU_TYPE, frame["gpus"])
     derived = frame.get_column("duration_s").to_numpy() * rates
     from_duration = pl.Series(derived)
     needed = iterations.is_null() & ~pl.Series(derived > 0)  # (numpy's comparison: NaN is not above 0)
@@ -259,8 +290,26 @@ def _steps(frame: pl.DataFrame, profile: ProfileTable, path: str) -> pl.Series:
             "duration_s as steps; write the trace as canonical CSV or Parquet instead",
             column="duration_s",
         )
-    steps = iterations.fill_null(from_duration)
-    return steps.round().clip(lower_bound=1).cast(pl.Int64)
+    steps = iterations.fill_null(from_duration).round().clip(lower_bound=1)
+    source = pl.select(pl.when(iterations.is_null()).then(pl.lit("duration_s")).otherwise(pl.lit("iterations"))).to_series()
+    return int64_column(steps, path, frame["job_id"], "total_steps", source)
+
+
+def _check_text(frame: pl.DataFrame, path: str) -> None:
+    """Refuse a tab, newline or carriage return inside a text field: the file's fields are
+    tab-separated and its jobs one a line, so it would not read back (in Gavel either)."""
+    for name in ("model", "command", "working_directory", "num_steps_arg"):
+        if name not in frame.columns or frame.schema[name] != pl.String:
+            continue
+        bad = frame.get_column(name).str.contains(r"[\t\n\r]").fill_null(False)
+        if bad.any():
+            i = int(bad.arg_true()[0])
+            raise TraceError(
+                path,
+                f"job {frame['job_id'][i]}: {frame[name][i]!r} holds a tab or line break, which a Gavel trace "
+                "cannot (it separates fields with tabs and jobs with lines)",
+                column=name,
+            )
 
 
 def _model_text(row: dict) -> str:
@@ -268,9 +317,13 @@ def _model_text(row: dict) -> str:
     return row["model"] if batch is None else f"{row['model']} (batch size {batch})"
 
 
-def _slo_factor(frame: pl.DataFrame) -> pl.Series:
-    """Gavel's SLO factor: the `slo_factor` column if there is one, else slo_s / duration_s."""
-    derived = frame.get_column("slo_s") / frame.get_column("duration_s")
+def _slo_factor(frame: pl.DataFrame, steps: pl.Series, rates: np.ndarray) -> pl.Series:
+    """Gavel's SLO factor: the `slo_factor` column if there is one, else slo_s over the job's
+    duration: its duration_s, or (without one) its steps at its V100 throughput `rates`, the
+    isolated duration the simulator derives when reading it back. Null where neither is known."""
+    known = pl.Series(rates > 0)  # (numpy's comparison: NaN is not above 0)
+    isolated = pl.select(pl.when(known).then(steps.cast(pl.Float64) / pl.Series(rates))).to_series()
+    derived = frame.get_column("slo_s") / frame.get_column("duration_s").fill_null(isolated)
     if "slo_factor" in frame.columns:
         return frame.get_column("slo_factor").fill_null(derived)
     return derived

@@ -163,8 +163,10 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
             raise TraceError(origin, f"{raw[column][i]} is too large: {why}", row=int(lines[i]), column=column)
     gpus = numbers["num_gpus"].astype(np.int64)
     local = numbers["batch_size"].astype(np.int64)
-    # (A cap beyond 2**53 samples caps nothing; held there, it stays finite and exact.)
-    cap = np.minimum(np.floor(local * numbers["max_lr"] / numbers["lr"]), 2.0**53)
+    # (A cap beyond 2**53 samples caps nothing; held there, it stays finite and exact. A tiny lr
+    # overflows the ratio to inf, which the hold turns into that same cap: nothing to warn of.)
+    with np.errstate(over="ignore"):
+        cap = np.minimum(np.floor(local * numbers["max_lr"] / numbers["lr"]), 2.0**53)
     return pl.DataFrame(
         {
             "job_id": np.arange(len(names), dtype=np.int64),

@@ -109,6 +109,14 @@ def parse(path: str | Path) -> PaiTrace:
         if bad.any():
             i = int(bad.arg_true()[0])
             raise TraceError(path, f"must be a finite number, 0 or more, got {values[name][i]:g}", row=int(rows[i]), column=name)
+    # A count of instances is whole: a fraction would otherwise reach the job's GPUs, and the
+    # error about them would blame plan_gpu.
+    fraction = (values["inst_num"] % 1 != 0).fill_null(False)
+    if fraction.any():
+        i = int(fraction.arg_true()[0])
+        raise TraceError(
+            path, f"{values['inst_num'][i]:g} is not a whole number of instances", row=int(rows[i]), column="inst_num"
+        )
     job_name = raw.get_column("job_name").str.strip_chars()
     nameless = job_name.is_null() | (job_name.str.len_bytes() == 0)
     if nameless.any():

@@ -75,9 +75,11 @@ def prepare_jobs(
             for t, name in enumerate(gpu_types):  # on one node
                 type_rates[idx[sel], t] = configs.estimate(model, sel, name, int(g), True)
         # Without a reference-type entry, the fastest type stands in as the reference.
-        ref = np.where(ref > 0, ref, type_rates[idx].max(axis=1))
-        reference_rate[idx] = ref
-        bad = idx[ref <= 0]
+        fastest = type_rates[idx].max(axis=1)
+        reference_rate[idx] = np.where(ref > 0, ref, fastest)
+        # A job runs only on the cluster's types: with no rate on any, it would wait forever,
+        # whatever the reference type (which the cluster may lack) says.
+        bad = idx[~(fastest > 0)]
         if len(bad):
             i = int(bad[0])
             raise TraceError(

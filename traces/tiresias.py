@@ -21,6 +21,7 @@ import polars as pl
 
 from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import read_cells
+from roundhouse.traces.gavel import int64_column
 from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
 from roundhouse.traces.schema import columns_with_values, validate
 
@@ -68,15 +69,21 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
     if duration.is_null().any():
         job = frame["job_id"][int(duration.is_null().arg_true()[0])]
         raise TraceError(path, f"job {job} has no duration and its model is not in {profile.source}", column="duration")
-    submit = frame.get_column("arrival_s").round().cast(pl.Int64)
+    jobs = frame.get_column("job_id")
+    # (A value derived from the other column is that column's to fix.)
+    derived_iterations = frame.get_column("iterations").is_null()
+    iterations_from = pl.select(pl.when(derived_iterations).then(pl.lit("duration_s")).otherwise(pl.lit("iterations")))
+    derived_duration = frame.get_column("duration_s").is_null()
+    duration_from = pl.select(pl.when(derived_duration).then(pl.lit("iterations")).otherwise(pl.lit("duration_s")))
+    submit = int64_column(frame.get_column("arrival_s"), path, jobs, "submit_time", "arrival_s")
     out = pl.DataFrame(
         {
-            "job_id": frame.get_column("job_id"),
+            "job_id": jobs,
             "num_gpu": frame.get_column("gpus"),
             "submit_time": submit,
-            "iterations": iterations.round().clip(lower_bound=1).cast(pl.Int64),
+            "iterations": int64_column(iterations.clip(lower_bound=1), path, jobs, "iterations", iterations_from.to_series()),
             "model_name": frame.get_column("model").fill_null(""),
-            "duration": duration.round().clip(lower_bound=1).cast(pl.Int64),
+            "duration": int64_column(duration.clip(lower_bound=1), path, jobs, "duration", duration_from.to_series()),
             "interval": (submit.shift(-1) - submit).fill_null(0),
         }
     )
