@@ -28,8 +28,11 @@ import it cheaply.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
+import time
+from collections.abc import Callable
 from typing import Any
 
 VERSION = 1
@@ -192,9 +195,12 @@ def _show(value: Any) -> str:
 # --- the messages ---------------------------------------------------------------------------
 
 
+COMMAND_WORDS = 256  # the most words a command (a launch's, a submitted job's) has
+
+
 class _Cell(Spec):
-    """A submitted job's cell: a number, a string, a boolean or null (the trace schema checks
-    the rest, column by column)."""
+    """A submitted job's cell: a number, a string, a boolean, null, or a command as a list of
+    words (the trace schema checks the rest, column by column)."""
 
     def check(self, value, where):
         if value is None or isinstance(value, (bool, int, str)):
@@ -203,8 +209,14 @@ class _Cell(Spec):
             return value
         if isinstance(value, float) and math.isfinite(value):
             return value
-        if isinstance(value, list) and len(value) <= 256 and all(isinstance(v, str) and len(v) <= 4096 for v in value):
-            return value  # a command line, as a list of words
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            # A command line, as a list of words: within what a launch carries.
+            if len(value) > COMMAND_WORDS:
+                raise ProtocolError(f"{where} has {len(value)} words, more than the {COMMAND_WORDS} a launch carries")
+            for i, word in enumerate(value):
+                if len(word) > 4096:
+                    raise ProtocolError(f"{where}[{i}] is longer than 4096 characters")
+            return value
         raise ProtocolError(f"{where} must be a number, string, boolean or list of strings, got {_show(value)}")
 
 
@@ -269,7 +281,7 @@ SCHEMAS: dict[str, Obj] = {
         },
         {
             "workload": Str(128, r"[A-Za-z_][A-Za-z0-9_.]*"),
-            "command": ListOf(Str(4096), 256),
+            "command": ListOf(Str(4096), COMMAND_WORDS),
             "model": Str(128),
             "resume": PATH,
             "resume_iteration": ITERATION,
@@ -371,7 +383,7 @@ def decode(frame: bytes, allowed: frozenset[str] | set[str] | None = None) -> tu
     if not isinstance(raw, dict):
         raise ProtocolError("a message must be a JSON object")
     version = raw.get("v")
-    if version != VERSION:
+    if type(version) is not int or version != VERSION:  # (not `true`, nor 1.0: JSON keeps them apart)
         raise ProtocolError(f"unsupported protocol version {_show(version)} (this side speaks {VERSION})")
     type_ = raw.get("type")
     seq = raw.get("seq")
@@ -418,3 +430,31 @@ class Sequence:
     def next(self) -> int:
         self.n += 1
         return self.n
+
+
+class RefusalLog:
+    """Warnings about messages refused or dropped, at most `most` of each kind per `period_s`
+    seconds, so that a flood of bad frames cannot fill the log; how many were left out is said
+    with the next warning of that kind. Kinds are a few fixed names (not senders), so the
+    books stay small whoever floods."""
+
+    def __init__(self, log: logging.Logger, most: int = 20, period_s: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        self.log = log
+        self.most = most
+        self.period_s = period_s
+        self.clock = clock
+        self._kinds: dict[str, list] = {}  # kind -> [window start, warnings logged in it, left out since the last]
+
+    def warn(self, kind: str, message: str, *args: Any) -> None:
+        now = self.clock()
+        window = self._kinds.setdefault(kind, [now, 0, 0])
+        if now - window[0] >= self.period_s:
+            window[0], window[1] = now, 0
+        if window[1] >= self.most:
+            window[2] += 1
+            return
+        window[1] += 1
+        left_out, window[2] = window[2], 0
+        if left_out:
+            message += f" (and {left_out} more like it, not logged)"
+        self.log.warning(message, *args)

@@ -4,11 +4,15 @@ long); rank 0's metrics are forwarded to the scheduler, at most once per `metric
 
 from __future__ import annotations
 
+import logging
+
 import zmq
 
 from roundhouse.agents.agent.messages import FROM_JOBS, decode, drain
 from roundhouse.wire import protocol
-from roundhouse.wire.protocol import SeqTracker
+from roundhouse.wire.protocol import RefusalLog, SeqTracker
+
+log = logging.getLogger("roundhouse.agent")
 
 
 class JobReports:
@@ -20,6 +24,7 @@ class JobReports:
         self._last_metrics: dict[tuple[int, int], float] = {}
         self._pending_metrics: dict[tuple[int, int], dict] = {}
         self.endpoint = ""
+        self.refusals = RefusalLog(log)
 
     def open(self, context: zmq.Context, workdir) -> zmq.Socket:
         """Bind the socket (its address goes to the jobs as `endpoint`); returns it, to poll."""
@@ -53,9 +58,22 @@ class JobReports:
         type_, seq, body = got
         w = self.find_worker((body["job"], body["attempt"], body["rank"]))
         if w is None:
+            self.refusals.warn(
+                "unknown_worker",
+                "dropped %s from a local process for job %d attempt %d rank %d: no such worker here",
+                type_,
+                body["job"],
+                body["attempt"],
+                body["rank"],
+            )
+            return
+        if not self._within(w, type_, body):
             return
         if not self._from_jobs.accept(w.key, seq):
             self.counters["bad_messages"] += 1
+            self.refusals.warn(
+                "out_of_order", "dropped an out-of-order %s from job %d attempt %d rank %d (seq %d)", type_, *w.key, seq
+            )
             return
         if type_ == "report":
             w.iteration = max(w.iteration, body["iteration"])
@@ -69,6 +87,25 @@ class JobReports:
             w.iteration = max(w.iteration, body["iteration"])
             if body.get("checkpoint") is not None:
                 w.checkpoint, w.checkpoint_iteration = body["checkpoint"], body.get("checkpoint_iteration")
+
+    def _within(self, w, type_: str, body: dict) -> bool:
+        """Whether a report stays within the iterations its launch asked for (a worker stops
+        there). One past them is refused before its `seq` counts, so that a forged report
+        can neither end the job early nor shut out the worker's own later reports."""
+        most = (w.spec or {}).get("iterations") or 0  # (0: a job known only by its duration counts its own)
+        reached = max(body["iteration"], body.get("start_iteration") or 0, body.get("checkpoint_iteration") or 0)
+        if not most or reached <= most:
+            return True
+        self.counters["bad_messages"] += 1
+        self.refusals.warn(
+            "past_the_end",
+            "refused %s from a local process for job %d attempt %d rank %d: iteration %d is past the launch's %d iterations",
+            type_,
+            *w.key,
+            reached,
+            most,
+        )
+        return False
 
     def forward_metrics(self, now: float, send) -> None:
         for key, report in list(self._pending_metrics.items()):

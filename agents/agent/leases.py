@@ -14,6 +14,7 @@ import time
 
 from roundhouse.agents.agent.processes import Worker, Workers
 from roundhouse.agents.client import Lease
+from roundhouse.wire.protocol import RefusalLog
 
 log = logging.getLogger("roundhouse.agent")
 
@@ -22,6 +23,7 @@ class Revocations:
     def __init__(self, workers: Workers, grace_s: float):
         self.workers = workers
         self.grace_s = grace_s
+        self.refusals = RefusalLog(log)
 
     def on_revoke(self, body: dict) -> None:
         """The scheduler's revoke: of one rank or all (`rank` absent), or a kill of all."""
@@ -31,7 +33,13 @@ class Revocations:
             if w.job == body["job"] and w.attempt == body["attempt"] and (body["kill"] or body.get("rank") in (None, w.rank))
         ]
         if not targets:
-            log.debug("revoke of job %d attempt %d: not running here (any more)", body["job"], body["attempt"])
+            # (A revoke may also have crossed the worker's exit on the way: logged all the same.)
+            self.refusals.warn(
+                "unknown_attempt",
+                "dropped the scheduler's revoke of job %d attempt %d: not running here (any more)",
+                body["job"],
+                body["attempt"],
+            )
             return
         unstarted: list[int] = []
         for w in targets:

@@ -17,6 +17,7 @@ from roundhouse.runtime.backends.live.server import Server
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.journal import Journal
 from roundhouse.wire import protocol
+from roundhouse.wire.protocol import RefusalLog
 
 log = logging.getLogger("roundhouse.scheduler")
 
@@ -63,6 +64,7 @@ class Nodes:
         self.news = news
         self.clock = clock
         self.session = session
+        self.refusals = RefusalLog(log)
         self.slots: list[Node | None] = [None] * cluster.n_nodes
         self.by_name: dict[str, Node] = {}
         self.by_identity: dict[bytes, Node] = {}
@@ -166,9 +168,11 @@ class Nodes:
 
     def on_stopping(self, identity, seq, body, frame) -> None:
         node = self.by_identity.get(identity)
-        if node is not None:
-            node.stopping = True
-            log.info("agent %s is stopping", node.name)
+        if node is None:
+            self.refusals.warn("unregistered", "dropped stopping from %s: not a registered agent", self.server.who(identity))
+            return
+        node.stopping = True
+        log.info("agent %s is stopping", node.name)
 
     # --- messages from agents ---
     def on_register(self, identity, seq, body, frame) -> None:
@@ -296,6 +300,12 @@ class Nodes:
     def on_heartbeat(self, identity, seq, body, frame) -> None:
         node = self.by_identity.get(identity)
         if node is None or not node.online:
+            self.refusals.warn(
+                "unregistered",
+                "answered heartbeat from %s with unknown: %s",
+                self.server.who(identity),
+                "not a registered agent" if node is None else "its node was lost",
+            )
             self.server.send(identity, "unknown", reason="this scheduler does not know this agent: register")
             return
         node.heard = node.last_seen = time.time()

@@ -2,11 +2,14 @@
 starts, progress (iterations, checkpoints), exits (acknowledged once journaled; an agent resends
 an exit until it is), the processes an agent lists when it heartbeats or registers (stale ones
 are killed), and the attempts a lost node takes with it. Also the progress all that adds up to
-at a round boundary, and the lease round trip submitters may ask for."""
+at a round boundary, and the lease round trip submitters may ask for. A node speaks only for
+the workers it runs, and no worker goes past its job's iterations: other reports are refused,
+counted with the bad messages, and logged."""
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 import numpy as np
@@ -15,6 +18,7 @@ from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.backends.live.attempts import Attempt, Attempts
 from roundhouse.runtime.backends.live.nodes import Node, Nodes
 from roundhouse.runtime.backends.live.server import Server
+from roundhouse.wire.protocol import RefusalLog
 
 log = logging.getLogger("roundhouse.scheduler")
 
@@ -26,6 +30,7 @@ class Reports:
         self.server = server
         self.journal = attempts.journal
         self.counters = attempts.counters
+        self.refusals = RefusalLog(log)
 
     # --- progress ---
     def progress(self, att: Attempt, iteration: int, checkpoint: str | None, checkpoint_iteration: int | None) -> None:
@@ -97,7 +102,8 @@ class Reports:
                 stale.add(key)
                 continue
             books.unconfirmed.discard(key)
-            self.progress(att, proc["iteration"], proc.get("checkpoint"), proc.get("checkpoint_iteration"))
+            if self._within(att, node, "heartbeat", proc["iteration"], proc.get("checkpoint_iteration")):
+                self.progress(att, proc["iteration"], proc.get("checkpoint"), proc.get("checkpoint_iteration"))
             if registering and att.revoked and rank == 0:
                 self.nodes.to_node(node, "revoke", job=att.job_id, attempt=att.n, kill=False, rank=0)
         for job, attempt in sorted(stale):
@@ -121,18 +127,19 @@ class Reports:
 
     # --- messages from agents ---
     def on_started(self, identity, seq, body, frame) -> None:
+        node = self._sender(identity, "started")
         att = self.attempts.live.get((body["job"], body["attempt"]))
-        if att is None or self.nodes.by_identity.get(identity) is None:
+        if node is None or att is None or not self._from_its_node(node, att, body, "started"):
             return
-        node = self.nodes.seen(identity)
-        where = node.name if node is not None else self.nodes.server.who(identity)
-        log.debug("job %d attempt %d rank %d started on %s", body["job"], body["attempt"], body["rank"], where)
+        log.debug("job %d attempt %d rank %d started on %s", body["job"], body["attempt"], body["rank"], node.name)
 
     def on_metrics(self, identity, seq, body, frame) -> None:
+        node = self._sender(identity, "metrics")
         att = self.attempts.live.get((body["job"], body["attempt"]))
-        if att is None or self.nodes.by_identity.get(identity) is None:
+        if node is None or att is None or not self._from_its_node(node, att, body, "metrics"):
             return
-        self.nodes.seen(identity)
+        if not self._within(att, node, "metrics", body["iteration"]):
+            return
         self.progress(att, body["iteration"], None, None)
         if body["rank"] == 0 and body["values"]:
             metrics = self.attempts.news.metrics
@@ -141,6 +148,9 @@ class Reports:
     def on_exited(self, identity, seq, body, frame) -> None:
         node = self.nodes.seen(identity)
         if node is None:
+            self.refusals.warn(
+                "unregistered", "answered exited from %s with unknown: not a registered agent", self.server.who(identity)
+            )
             self.server.send(identity, "unknown", reason="this scheduler does not know this agent: register")
             return
         books = self.attempts
@@ -150,6 +160,11 @@ class Reports:
         if att is None or body["rank"] >= att.world_size or body["rank"] in att.exits:
             self.server.after_commit(identity, "ack", **ack)  # already known (a resend), or from before this run
             return
+        if not self._from_its_node(node, att, body, "exited"):
+            reason = f"job {att.job_id} attempt {att.n} rank {body['rank']} does not run on node {node.name}"
+            self.server.send(identity, "error", reason=reason, ref=seq)
+            return
+        body = self._clamped(att, node, body)
         books.unconfirmed.discard(key)
         att.exits[body["rank"]] = body
         att.exit_wall[body["rank"]] = time.time()
@@ -181,6 +196,85 @@ class Reports:
         self.counters["lease_checks"] += 1
         valid = att is not None and not att.revoked
         self.server.send(identity, "lease_reply", job=body["job"], attempt=body["attempt"], valid=valid)
+
+    # --- whether a report is believable ---
+    def _sender(self, identity: bytes, type_: str) -> Node | None:
+        """The registered node a report came from (now known to be alive); None, logged, if
+        the sender never registered: its report is dropped."""
+        node = self.nodes.seen(identity)
+        if node is None:
+            self.refusals.warn("unregistered", "dropped %s from %s: not a registered agent", type_, self.server.who(identity))
+        return node
+
+    def _from_its_node(self, node: Node, att: Attempt, body: dict, type_: str) -> bool:
+        """Whether the worker a report is about runs on the node that sent it: an agent speaks
+        only for its own workers (as `running` checks what heartbeats list)."""
+        rank = body["rank"]
+        if rank < att.world_size and int(att.slots[rank]) == node.slot:
+            return True
+        self.counters["bad_messages"] += 1
+        self.refusals.warn(
+            "other_node",
+            "refused %s of job %d attempt %d rank %d from node %s: that worker does not run there",
+            type_,
+            att.job_id,
+            att.n,
+            rank,
+            node.name,
+        )
+        return False
+
+    def _iterations(self, att: Attempt) -> int | None:
+        """The iterations the attempt's launch asked for (as attempts.py's launch counts them);
+        None for a job known only by its duration, whose workers count their own."""
+        jobs = self.attempts.world.jobs
+        if not jobs.column("has_model")[att.row]:
+            return None
+        return int(math.ceil(jobs.column("work")[att.row]))
+
+    def _within(self, att: Attempt, node: Node, type_: str, iteration: int, checkpoint_iteration: int | None = None) -> bool:
+        """Whether progress reported by a node stays within the job's iterations (a worker stops
+        there); progress past them is refused, and logged."""
+        most = self._iterations(att)
+        reached = max(iteration, checkpoint_iteration or 0)
+        if most is None or reached <= most:
+            return True
+        self.counters["bad_messages"] += 1
+        self.refusals.warn(
+            "past_the_end",
+            "refused the progress in %s of job %d attempt %d from node %s: iteration %d is past the job's %d iterations",
+            type_,
+            att.job_id,
+            att.n,
+            node.name,
+            reached,
+            most,
+        )
+        return False
+
+    def _clamped(self, att: Attempt, node: Node, body: dict) -> dict:
+        """An exit's iterations, within the job's: the worker has ended either way (its exit is
+        taken, and acknowledged, or its agent would resend it forever), but an iteration past
+        the job's end is taken as the end, and a checkpoint said to be past it is not used."""
+        most = self._iterations(att)
+        if most is None or max(body["iteration"], body["start_iteration"], body.get("checkpoint_iteration") or 0) <= most:
+            return body
+        self.counters["bad_messages"] += 1
+        self.refusals.warn(
+            "past_the_end",
+            "job %d attempt %d rank %d on %s reports an exit at iteration %d, past the job's %d iterations: taken as %d",
+            att.job_id,
+            att.n,
+            body["rank"],
+            node.name,
+            body["iteration"],
+            most,
+            min(body["iteration"], most),
+        )
+        body = {**body, "iteration": min(body["iteration"], most), "start_iteration": min(body["start_iteration"], most)}
+        if (body.get("checkpoint_iteration") or 0) > most:
+            body["checkpoint"] = body["checkpoint_iteration"] = None
+        return body
 
 
 def _ended_unstarted(body: dict) -> bool:

@@ -206,6 +206,14 @@ def _within_the_wire(frame: pl.DataFrame, places: dict[int, int]) -> None:
             over = frame.filter(pl.col(column) > most)
             if over.height:
                 value, job_id = over[column][0], over["job_id"][0]
-                shown = f"{value:,.0f}" if isinstance(value, float) else f"{value:,}"
+                shown = _number(value)
                 message = f"job {job_id}: {column} {shown} is more than a live launch carries ({most:,})"
                 raise TraceError(SUBMISSION, message, row=places.get(job_id))
+
+
+def _number(value: float) -> str:
+    """A number as a message shows it: digits grouped by thousands, but a float past 10^21 (where
+    Python itself turns to an exponent) as `1e+300`, not three hundred digits."""
+    if isinstance(value, float) and not abs(value) < 1e21:
+        return f"{value:g}"
+    return f"{value:,.0f}" if isinstance(value, float) else f"{value:,}"
