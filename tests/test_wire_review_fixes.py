@@ -261,3 +261,22 @@ def test_messages_from_a_peer_that_never_registered_are_logged(live, lines):  # 
     finally:
         peer.sock.close()
         ctx.term()
+
+
+@pytest.mark.live
+def test_a_flood_of_bad_frames_writes_a_few_lines_and_the_scheduler_keeps_serving(live, lines):  # noqa: F811
+    got = lines("roundhouse.scheduler")
+    world, backend, agents, _ = live
+    ctx = zmq.Context()
+    peer = FakeAgent(ctx, backend.bind, "flood")
+    try:
+        for i in range(60):
+            peer.sock.send(b"not json %d" % i)
+        replies = _replies(peer, backend, 60)
+        assert len(replies) == 60 and {t for t, _ in replies} == {"error"}  # each is still answered
+        refused = got.having("refused a message from")
+        assert 1 <= len(refused) <= 20, len(refused)  # logged a few times a minute, not sixty
+        assert backend.server.counters["bad_messages"] >= 60
+    finally:
+        peer.sock.close()
+        ctx.term()

@@ -8,11 +8,13 @@ import logging
 import zmq
 
 from roundhouse.wire import protocol
-from roundhouse.wire.protocol import ProtocolError
+from roundhouse.wire.protocol import ProtocolError, RefusalLog
 
 log = logging.getLogger("roundhouse.agent")
 FROM_SCHEDULER = frozenset({"welcome", "launch", "revoke", "resize", "ack", "unknown", "shutdown", "error"})
 FROM_JOBS = frozenset({"report", "checkpointed", "exiting"})
+# (one for the process: a flood of bad frames must not fill the log, however many nodes it emulates)
+_REFUSALS = RefusalLog(log)
 
 
 def drain(sock, handler) -> None:
@@ -36,5 +38,5 @@ def decode(frames, allowed, what: str, counters: dict[str, int]):
         return protocol.decode(frames[0], allowed)
     except ProtocolError as err:
         counters["bad_messages"] += 1
-        log.warning("refused %s: %s", what, err.reason)
+        _REFUSALS.warn("bad frame", "refused %s: %s", what, err.reason)
         return None

@@ -15,7 +15,7 @@ import zmq
 from roundhouse.errors import UsageError
 from roundhouse.runtime.journal import Journal
 from roundhouse.wire import protocol
-from roundhouse.wire.protocol import ProtocolError, SeqTracker
+from roundhouse.wire.protocol import ProtocolError, RefusalLog, SeqTracker
 from roundhouse.wire.security import HANDSHAKE_FAILURES, REFUSALS, ServerSecurity, check_port
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ class Server:
         self._seq = protocol.Sequence()
         self._seq.n = time.time_ns() // 1000  # increasing across restarts, so agents never see it go back
         self._seqs = SeqTracker()
+        self._refusals = RefusalLog(log)  # (a flood of bad frames must not fill the log)
         # After commit: replies that promise durability (exit acks, accepted submissions).
         self._after_commit: list[tuple[bytes, str, dict]] = []
         self._context: zmq.Context | None = None
@@ -130,12 +131,12 @@ class Server:
             type_, seq, body = protocol.decode(frames[1].buffer, frozenset(self.handlers))
         except ProtocolError as err:
             self.counters["bad_messages"] += 1
-            log.warning("refused a message from %s: %s", self.who(identity), err.reason)
+            self._refusals.warn("bad frame", "refused a message from %s: %s", self.who(identity), err.reason)
             self.send(identity, "error", reason=err.reason, ref=err.seq)
             return
         if not self._seqs.accept(identity, seq):
             self.counters["bad_messages"] += 1
-            log.warning("dropped an out-of-order %s from %s (seq %d)", type_, self.who(identity), seq)
+            self._refusals.warn("out of order", "dropped an out-of-order %s from %s (seq %d)", type_, self.who(identity), seq)
             self.send(identity, "error", reason=f"out-of-order message (seq {seq})", ref=seq)
             return
         try:
@@ -169,7 +170,7 @@ class Server:
             what = REFUSALS.get(event.get("event"))
             if what:
                 self.counters["refused_peers"] += 1
-                log.warning("refused a peer on %s: %s", where, what)
+                self._refusals.warn("peer", "refused a peer on %s: %s", where, what)
             else:
                 log.debug("a peer on %s hung up during the handshake", where)
 
