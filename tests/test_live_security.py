@@ -102,3 +102,22 @@ def test_only_known_keys_get_in(tmp_path):
     finally:
         ctx.term()
         cluster.close()
+
+
+def test_a_submitter_s_key_submits_but_registers_no_node(tmp_path):
+    keys = tmp_path / "keys"
+    make_keys(keys, ["node-a"], submitters=["alice"])
+    cluster = LiveCluster(tmp_path / "run", GRAPH, security=("--keys", str(keys)), serve_args=("--wait-for-agents", "0s"))
+    try:
+        cluster.start_scheduler()
+        cluster.wait_for(lambda: "round 0 starts" in cluster.log("scheduler"), 30, "the scheduler")
+        # alice's key is a submitter's: as an agent it is refused, and the cluster's node stays free.
+        posing = cluster.start_agent("alice", extra=("--keys", str(keys)))
+        assert posing.wait(timeout=30) == 2
+        assert "only an agent's key registers a node" in cluster.log("scheduler")
+        cluster.start_agent("node-a", extra=("--keys", str(keys)))
+        cluster.wait_for(lambda: "node node-a registered (key node-a)" in cluster.log("scheduler"), 30, "node-a to register")
+        with Submitter(cluster.address, ClientSecurity(keys, "alice")) as client:
+            assert client.status()["nodes_online"] == 1
+    finally:
+        cluster.close()

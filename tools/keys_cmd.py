@@ -1,4 +1,5 @@
-"""`roundhouse keys DIR NAME...`: make CURVE key pairs for the scheduler, agents and submitters."""
+"""`roundhouse keys DIR NAME... [--submitters NAME...]`: make CURVE key pairs for the scheduler,
+agents and submitters."""
 
 from __future__ import annotations
 
@@ -10,18 +11,25 @@ import zmq.auth
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import make_folder
-from roundhouse.wire.security import AUTHORIZED, SCHEDULER_KEY, check_name
+from roundhouse.wire.security import AGENT, AUTHORIZED, SCHEDULER_KEY, SUBMITTER, check_name, key_role
 
 
 def register(sub) -> None:
     p = sub.add_parser("keys", help="make CURVE keys: the scheduler's, and one pair per agent or submitter")
     p.add_argument("folder", help="the key folder (created if needed)")
-    p.add_argument("names", nargs="*", metavar="NAME", help="agents' node names and submitters' names")
+    p.add_argument("names", nargs="*", metavar="NAME", help="agents' node names")
+    p.add_argument(
+        "--submitters",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="submitters' names: their keys may submit jobs and ask for status, not register a node",
+    )
     p.set_defaults(handler=keys_command)
 
 
 def keys_command(args) -> int:
-    written = make_keys(args.folder, args.names)
+    written = make_keys(args.folder, args.names, args.submitters)
     for path in written:
         print(path)
     if not written:
@@ -29,31 +37,57 @@ def keys_command(args) -> int:
     print(
         f"scheduler: roundhouse serve ... --keys {args.folder}\n"
         f"each node NAME needs {args.folder}/scheduler.key and {args.folder}/NAME.key_secret: "
-        f"roundhouse agent --name NAME --keys DIR ..."
+        f"roundhouse agent --name NAME --keys DIR ...\n"
+        f"each submitter NAME the same two files of its own: roundhouse submit ADDRESS --name NAME --keys DIR ..."
     )
     return 0
 
 
-def make_keys(directory: str | Path, names: list[str]) -> list[Path]:
-    """Create the scheduler's pair (if missing) and one pair per name; admit each name's public
-    key. Returns the files written. Existing pairs are kept (never silently replaced)."""
-    for name in names:
+def make_keys(directory: str | Path, names: list[str], submitters: list[str] = ()) -> list[Path]:
+    """Create the scheduler's pair (if missing) and one pair per agent name and per submitter;
+    admit each one's public key. Each key says its role (an agent's or a submitter's), and the
+    scheduler lets no submitter's key register a node. Returns the files written. Existing
+    pairs are kept (never silently replaced)."""
+    submitters = list(submitters)
+    for name in [*names, *submitters]:
         check_name(name, "key name")
-    if SCHEDULER_KEY in names:
+    if SCHEDULER_KEY in names or SCHEDULER_KEY in submitters:
         raise UsageError("'scheduler' is the scheduler's own key; name agents and submitters otherwise")
+    both = sorted(set(names) & set(submitters))
+    if both:
+        raise UsageError(f"{', '.join(both)}: named both as an agent and as a submitter; a key has one role")
     folder = make_folder(directory, "key folder")
     make_folder(folder / AUTHORIZED, "key folder")
     written: list[Path] = []
-    for name in [SCHEDULER_KEY, *names]:
+    roles = {name: AGENT for name in names} | {name: SUBMITTER for name in submitters}
+    for name in [SCHEDULER_KEY, *names, *submitters]:
         public, secret = folder / f"{name}.key", folder / f"{name}.key_secret"
         if public.exists() and secret.exists():
+            _check_role(public, name, roles.get(name))
             continue
         if public.exists() or secret.exists():
             raise UsageError(f"{folder}: half a key pair for '{name}'; remove {public.name} / {secret.name} and run again")
-        zmq.auth.create_certificates(str(folder), name)
+        zmq.auth.create_certificates(str(folder), name, metadata={"role": roles[name]} if name in roles else None)
+        if name in roles:  # (pyzmq writes metadata into the secret file only; the scheduler reads the public one)
+            text = public.read_text(encoding="utf-8")
+            public.write_text(text.replace("\nmetadata\n", f'\nmetadata\n    role = "{roles[name]}"\n', 1), encoding="utf-8")
         os.chmod(secret, 0o600)
         written += [public, secret]
         if name != SCHEDULER_KEY:
             shutil.copy(public, folder / AUTHORIZED / public.name)
             written.append(folder / AUTHORIZED / public.name)
     return written
+
+
+def _check_role(public: Path, name: str, asked: str | None) -> None:
+    """An existing pair kept for `name` must have the role asked of it now (a key made before
+    keys had roles may do either, so it serves as an agent's but not as a submitter's)."""
+    if asked is None:
+        return
+    held = key_role(public)
+    if held != asked and not (held == "" and asked == AGENT):
+        had = f"an {held}'s key" if held == AGENT else f"a {held}'s key" if held else "a key of no role (agent or submitter)"
+        raise UsageError(
+            f"{public}: '{name}' already has {had}; remove {public.name}, {public.stem}.key_secret and "
+            f"{AUTHORIZED}/{public.name} to make it again as {'an agent' if asked == AGENT else 'a submitter'}"
+        )

@@ -1,10 +1,15 @@
 """Who may talk to the scheduler: ZeroMQ CURVE keys, and the explicit insecure mode.
 
-A key folder made by `roundhouse keys DIR NAME...` (tools/keys_cmd.py) holds::
+A key folder made by `roundhouse keys DIR NODE... --submitters NAME...` (tools/keys_cmd.py) holds::
 
     scheduler.key, scheduler.key_secret     the scheduler's key pair
     NAME.key, NAME.key_secret               one pair per agent or submitter
     authorized/NAME.key                     the public keys the scheduler admits
+
+Each pair says its role in its metadata (`role = "agent"` or `role = "submitter"`): a
+submitter's key may submit jobs and ask for status but not register a node, so that giving
+someone a key to submit with does not give them the cluster's nodes. A key made before keys
+had roles (no `role`) may do either, as it could then.
 
 The scheduler reads `scheduler.key_secret` and `authorized/`; an agent or submitter called
 NAME reads `NAME.key_secret` and `scheduler.key` (so a node needs only those two files).
@@ -34,6 +39,7 @@ from roundhouse.wire.protocol import NAME_RE
 
 SCHEDULER_KEY = "scheduler"
 AUTHORIZED = "authorized"
+AGENT, SUBMITTER = "agent", "submitter"  # a key's role
 _LOOPBACK_V4 = ipaddress.ip_network("127.0.0.0/8")
 # A CURVE key in a key file: 32 bytes, written as 40 Z85 characters.
 KEY_BYTES = 32
@@ -124,6 +130,32 @@ def _load(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
     return public, private
 
 
+def key_role(path: Path) -> str:
+    """The role a key file says (AGENT or SUBMITTER), or "" for a key made before keys had
+    roles: the `role` line of its metadata section."""
+    section, role = "", ""
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.strip() and not line.startswith((" ", "\t", "#")):
+            section = line.strip()
+        elif section == "metadata":
+            key, equals, value = line.partition("=")
+            if equals and key.strip() == "role":
+                role = value.strip().strip('"')
+    return role if role in (AGENT, SUBMITTER) else ""
+
+
+def user_id(name: str, role: str) -> str:
+    """What the scheduler's socket says sent a message (ZeroMQ's User-Id): a submitter's key is
+    marked as such (a name holds no ':'), any other key is its name."""
+    return f"{SUBMITTER}:{name}" if role == SUBMITTER else name
+
+
+def key_of_user_id(user: str) -> tuple[str, str]:
+    """(key name, SUBMITTER or "") of a User-Id made by `user_id`."""
+    role, colon, name = user.partition(":")
+    return (name, role) if colon else (user, "")
+
+
 def _check_key(path: Path, which: str, key: bytes) -> None:
     """A key ZeroMQ takes: 40 Z85 characters that decode to 32 bytes. A key edited by hand or cut
     short on copying would otherwise fail deep in ZeroMQ (`Invalid argument`), naming no file."""
@@ -200,7 +232,7 @@ class _KnownKeys:
         self.folder = folder
         self.log = log
         self._stamp: tuple[int, int] | None = None
-        self.names: dict[bytes, str] = {}
+        self.user_ids: dict[bytes, str] = {}  # public key -> User-Id (its name, marked if a submitter's)
         self._reload()
 
     def _reload(self) -> None:
@@ -213,15 +245,16 @@ class _KnownKeys:
             try:
                 public, _ = zmq.auth.load_certificate(str(path))
                 _check_key(path, "public", public)
+                role = key_role(path)
             except (ValueError, OSError, UsageError):
                 self.log.warning("ignoring unreadable key file %s", path)
                 continue
-            names[public] = path.stem
-        self.names = names
+            names[public] = user_id(path.stem, role)
+        self.user_ids = names
 
     def callback(self, domain: str, key: bytes) -> bool:
         self._reload()
-        name = self.names.get(key)
+        name = self.user_ids.get(key)
         if name is None:
             self.log.warning("refused a peer with an unknown CURVE key %s", key.decode(errors="replace"))
             return False
@@ -231,10 +264,10 @@ class _KnownKeys:
     def user_id_of(auth: ThreadAuthenticator):
         provider = auth.credentials_providers["*"]
 
-        def user_id(client_public_key: bytes) -> str:
-            return provider.names.get(z85.encode(client_public_key), "?")
+        def of(client_public_key: bytes) -> str:
+            return provider.user_ids.get(z85.encode(client_public_key), "?")
 
-        return user_id
+        return of
 
 
 @attrs.frozen

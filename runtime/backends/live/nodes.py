@@ -18,6 +18,7 @@ from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.journal import Journal
 from roundhouse.wire import protocol
 from roundhouse.wire.protocol import RefusalLog
+from roundhouse.wire.security import SUBMITTER, key_of_user_id
 
 log = logging.getLogger("roundhouse.scheduler")
 
@@ -178,7 +179,12 @@ class Nodes:
     def on_register(self, identity, seq, body, frame) -> None:
         cluster = self.cluster
         name = body["node"]
-        key = _key_of(frame)
+        key, role = key_of_user_id(_key_of(frame))
+        if role == SUBMITTER:  # (a key given to submit with does not give the cluster's nodes)
+            reason = f"node {name} registers with the key of submitter {key}: only an agent's key registers a node"
+            log.warning("refused registration: %s", reason)
+            self.server.send(identity, "error", reason=reason)
+            return
         if key and key != name:  # (with keys, an agent's name is its key's: no key speaks for another node)
             reason = f"node {name} registers with the key of {key}: an agent registers under its own key's name"
             log.warning("refused registration: %s", reason)
