@@ -114,7 +114,8 @@ class TraceSource(_Replay):
         from roundhouse.traces.generators import poisson_arrivals
         from roundhouse.traces.profiles import ProfileTable
 
-        trace = read_trace(self.path, format=self.format)
+        # (a Pollux workload names the graph's elastic applications; a canonical elastic job needs no work column)
+        trace = read_trace(self.path, format=self.format, elastic=ctx.throughput.elastic)
         if self.jobs is not None:
             trace = trace.head(self.jobs)
         if self.rate is not None:

@@ -7,7 +7,7 @@ import sys
 from roundhouse.errors import RoundhouseError, SchedError
 from roundhouse.runtime import registry
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.simulate import load_cluster
+from roundhouse.runtime.simulate import load_cluster, load_elastic
 from roundhouse.runtime.snapshot import forks_world, unforkable_elements
 from roundhouse.tools.common import error_text
 from roundhouse.tools.results import trace_problems
@@ -38,6 +38,9 @@ def _check_one(path: str, fork: bool) -> bool:
     try:
         graph = compile_file(path)
         cluster = load_cluster(graph, None) if graph.settings.cluster else None
+        # The elastic profile's measurements are read and fitted as a run reads them: a bad
+        # file there is found now, not when the run starts.
+        load_elastic(graph)
     except RoundhouseError as err:
         print(error_text(err), file=sys.stderr)
         return False

@@ -71,14 +71,17 @@ def trace_problems(graph, trace: str | None = None) -> list[RoundhouseError]:
     had come). Only the header is read, so a trace of millions of jobs is checked as fast. A
     graph's own trace is named at the argument that names it; `trace`, the file an option gave
     every TraceSource (`--trace`), by its own name."""
+    from roundhouse.runtime.simulate import load_elastic
     from roundhouse.traces.formats import check_trace_header
 
     problems: list[RoundhouseError] = []
+    elastic = None
     for name, el in graph.elements.items():
         if type(el).__name__ != "TraceSource":
             continue
         try:
-            check_trace_header(el.path, el.format)
+            elastic = elastic or load_elastic(graph)  # (read as the run reads it: under the graph's elastic profile)
+            check_trace_header(el.path, el.format, elastic=elastic)
         except TraceError as err:
             if trace is not None:
                 return [err]  # (every TraceSource reads it: once is enough)

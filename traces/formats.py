@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import polars as pl
@@ -22,6 +23,9 @@ from roundhouse.errors import TraceError, UsageError, did_you_mean
 from roundhouse.traces import canonical, gavel, helios, ones, pai, philly, pollux, tiresias
 from roundhouse.traces.csvtext import check_trace_file, data_lines, decode_text, read_bytes, read_cells, read_json_list, read_text
 from roundhouse.traces.schema import validate
+
+if TYPE_CHECKING:
+    from roundhouse.traces.goodput import ElasticProfile
 
 FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly", "helios", "pai", "pollux", "ones")
 WRITE_FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias")
@@ -85,8 +89,11 @@ def detect_format(path: str | Path) -> str:
     raise TraceError(path, f"cannot tell the trace format from the name or the contents; name it (one of {', '.join(FORMATS)})")
 
 
-def load_trace(path: str | Path, format: str = "auto") -> LoadedTrace:
-    """Read any supported trace into the canonical schema, with what reading skipped."""
+def load_trace(path: str | Path, format: str = "auto", elastic: ElasticProfile | None = None) -> LoadedTrace:
+    """Read any supported trace into the canonical schema, with what reading skipped. `elastic`:
+    the elastic profile of the run the trace is for, if it has one. A Pollux workload names its
+    applications (their batch ranges, epochs and GPU limits) in it, by default in Pollux's six
+    built in; in a canonical trace a job of one of its applications needs no work column."""
     format = check_format(format)
     if format == "auto":
         format = detect_format(path)
@@ -107,20 +114,37 @@ def load_trace(path: str | Path, format: str = "auto") -> LoadedTrace:
         # The file's own lines and column names, for what only the schema's checks find.
         cells = read_cells(path)
         if format == "pollux":
-            frame = pollux.parse_workload(cells.frame, str(path), lines=cells.lines)
+            frame = pollux.parse_workload(cells.frame, str(path), elastic, lines=cells.lines)
         else:
             frame = ones.parse_trace(cells.frame, str(path), cells.lines)
-        return LoadedTrace(validate(frame, str(path), cells.lines, source_names=_OWN_NAMES[format]), format)
+        return LoadedTrace(validate(frame, str(path), cells.lines, source_names=_OWN_NAMES[format], elastic=elastic), format)
     if canonical.is_parquet(path) or read_bytes(path, 4) == _PARQUET_MAGIC:
-        return LoadedTrace(canonical.read_parquet(path), format)
-    return LoadedTrace(canonical.read_csv(path), format)
+        frame = canonical.read_parquet(path) if elastic is None else _read_parquet(path, elastic)
+        return LoadedTrace(frame, format)
+    if elastic is None:
+        return LoadedTrace(canonical.read_csv(path), format)
+    cells = read_cells(path)
+    return LoadedTrace(validate(cells.frame, str(path), cells.lines, elastic=elastic), format)
 
 
-def check_trace_header(path: str | Path, format: str = "auto") -> None:
+def _read_parquet(path: str | Path, elastic: ElasticProfile) -> pl.DataFrame:
+    """canonical.read_parquet, for a run with an elastic profile."""
+    try:
+        frame = pl.read_parquet(path)
+    except FileNotFoundError:
+        raise TraceError(str(path), "no such file") from None
+    except (pl.exceptions.PolarsError, OSError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise TraceError(str(path), f"cannot be read as Parquet: {first}") from None
+    return validate(frame, str(path), elastic=elastic)
+
+
+def check_trace_header(path: str | Path, format: str = "auto", elastic: ElasticProfile | None = None) -> None:
     """A TraceError if a run could not read the trace for what its header says: the file is
     missing or unreadable, its format cannot be told, or (a canonical trace, read as a run reads
     it but without its rows) its header is not one the schema takes. Another format's columns
-    were what told it apart, and its reader checks them."""
+    were what told it apart, and its reader checks them. `elastic`: the run's elastic profile,
+    if it has one (load_trace)."""
     check_trace_file(path)  # (what `--trace` checks of a trace before a run)
     found = detect_format(path) if format == "auto" else format
     if found != "canonical":
@@ -131,10 +155,10 @@ def check_trace_header(path: str | Path, format: str = "auto") -> None:
         except (pl.exceptions.PolarsError, OSError, ValueError) as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise TraceError(str(path), f"cannot be read as Parquet: {first}") from None
-        validate(frame, str(path))
+        validate(frame, str(path), elastic=elastic)
     else:
         cells = read_cells(path, text=_header_only(path))
-        validate(cells.frame, str(path), cells.lines)
+        validate(cells.frame, str(path), cells.lines, elastic=elastic)
 
 
 def _header_only(path: str | Path) -> str:
@@ -175,9 +199,10 @@ def file_columns(path: str | Path, format: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in next(csv.reader([first]), []))
 
 
-def read_trace(path: str | Path, format: str = "auto") -> pl.DataFrame:
-    """Read any supported trace into the canonical schema (validated, sorted by arrival)."""
-    return load_trace(path, format).frame
+def read_trace(path: str | Path, format: str = "auto", elastic: ElasticProfile | None = None) -> pl.DataFrame:
+    """Read any supported trace into the canonical schema (validated, sorted by arrival);
+    `elastic`: the run's elastic profile, if it has one (load_trace)."""
+    return load_trace(path, format, elastic).frame
 
 
 def write_trace(df: pl.DataFrame, path: str | Path, format: str = "auto") -> list[str]:

@@ -84,9 +84,14 @@ def split_batch(batch, replicas, max_local, init_batch) -> tuple[np.ndarray, np.
 
 def efficiency(phi, init_batch, batch) -> np.ndarray:
     """Statistical efficiency of global batch `batch`: progress per sample relative to a sample
-    at the initial batch size, (phi + M0) / (phi + M)."""
+    at the initial batch size, (phi + M0) / (phi + M); 1 where phi is infinite."""
     phi = np.asarray(phi, dtype=np.float64)
-    return (phi + init_batch) / (phi + np.asarray(batch, dtype=np.float64))
+    batch = np.asarray(batch, dtype=np.float64)
+    # An infinite phi (one validation curve: nothing measures what a larger batch costs) is
+    # efficiency 1, not inf/inf.
+    finite = np.isfinite(phi)
+    safe = np.where(finite, phi, 0.0)
+    return np.where(finite, (safe + init_batch) / (safe + batch), 1.0)
 
 
 def perf_fit_error(params: np.ndarray, nodes, replicas, atomic, compute_time, step_s) -> float:
@@ -269,7 +274,10 @@ class ElasticProfile:
         low = np.maximum(self._init[app], self._min_local[app] * replicas)
         high = np.maximum(self._max_batch[app], low)
         steps = np.linspace(0.0, 1.0, candidates)
-        batch = np.floor(np.exp(np.log(low)[:, None] + (np.log(high) - np.log(low))[:, None] * steps[None, :]))
+        spaced = np.exp(np.log(low)[:, None] + (np.log(high) - np.log(low))[:, None] * steps[None, :])
+        # exp(log(M)) can fall a hair below M: floored, the smallest candidate would be M - 1,
+        # under the smallest validated batch. Whole samples within [low, high].
+        batch = np.clip(np.floor(spaced * (1 + 1e-9)), np.ceil(low)[:, None], np.floor(high)[:, None])
         shape = batch.shape
         a = np.repeat(app, candidates)
         phi = None if phi is None else np.repeat(np.broadcast_to(np.asarray(phi, dtype=np.float64), app.shape), candidates)
@@ -283,10 +291,11 @@ class ElasticProfile:
 _LOADED: dict[tuple, ElasticProfile] = {}
 
 
-def _read_csv(path: Path, kinds: dict[str, str]) -> dict[str, np.ndarray]:
+def _read_csv(path: Path, kinds: dict[str, str], cumulative: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """A measurement file's columns as numbers of their kinds (csvtext.NUMBER_KINDS: a count is
-    whole and at least 1, a time 0 or more, an amount more than 0); a TraceError names the
-    file, line and column of the first bad cell, or the file if it holds no rows."""
+    whole and at least 1, a time 0 or more, an amount more than 0), the `cumulative` ones never
+    decreasing from a row to the next; a TraceError names the file, line and column of the
+    first bad cell, or the file if it holds no rows."""
     from roundhouse.traces.csvtext import number_column, read_cells
 
     cells = read_cells(path)
@@ -296,6 +305,19 @@ def _read_csv(path: Path, kinds: dict[str, str]) -> dict[str, np.ndarray]:
     if not cells.frame.height:
         raise TraceError(str(path), "has no measurements (only a header)")
     out = {c: number_column(cells.frame, c, cells.lines, str(path), kind) for c, kind in kinds.items()}
+    for column in cumulative:
+        # A validation curve counts progress and iterations from the start of training: a drop
+        # is a damaged file, and would skew the noise-scale fit without a word.
+        drop = np.flatnonzero(np.diff(out[column]) < 0)
+        if drop.size:
+            i = int(drop[0]) + 1
+            raise TraceError(
+                str(path),
+                f"{out[column][i]:g} is less than {out[column][i - 1]:g} at line {int(cells.lines[i - 1])} "
+                "(a validation curve counts from the start of training)",
+                row=int(cells.lines[i]),
+                column=column,
+            )
     if "sync_time" in out:
         # Compute time is step time less sync time: the throughput fit takes its logarithm.
         bad = np.flatnonzero(out["sync_time"] >= out["step_time"])
@@ -361,7 +383,7 @@ def _load_app(folder: Path, epochs: dict[str, int]) -> ElasticApp:
         if not (digits.isascii() and digits.isdigit()) or int(digits) < 1:
             raise TraceError(str(path), "a validation file's name must end in its batch size, at least 1: validation-<batch>.csv")
         batch = int(digits)
-        v = _read_csv(path, _VALIDATION_COLUMNS)
+        v = _read_csv(path, _VALIDATION_COLUMNS, cumulative=tuple(_VALIDATION_COLUMNS))
         curves[batch] = (v["progress"], v["iteration"])
     if not curves:
         raise TraceError(str(folder), "no validation-<batch>.csv file (the efficiency model needs one)")

@@ -18,8 +18,9 @@ jobs run on one GPU at their trace batch size, 32,768, which the agent does not 
 
 A row whose application the profile does not know, or whose batch size lies outside the
 application's validated range, is an error naming the file, the line and the column. The
-profile is Pollux's six applications as fitted here (`profile()`, FITTED), or a folder of
-measurements given to `read_workload`.
+profile is the run's elastic profile (the graph's `elastic_profile`, which
+`traces.formats.load_trace` is given), else Pollux's six applications as fitted here
+(`profile()`, FITTED), or a folder of measurements given to `read_workload`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ WORKLOAD_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 # Pollux's simulator caps a job at 64 replicas ("simulator can't handle more") and runs NCF on
 # one GPU at a fixed batch size.
 MAX_REPLICAS = 64
+_INT64_LIMIT = 2.0**63
 FIXED_BATCH_APPS = ("ncf",)
 
 # Ours, for the generator: (GPUs, global batch) configurations per application, each a
@@ -110,6 +112,13 @@ def parse_workload(
         "num_replicas": number_column(raw, "num_replicas", lines, origin, "count"),
         "batch_size": number_column(raw, "batch_size", lines, origin, "count"),
     }
+    # A GPU count becomes a 64-bit integer: one past that would wrap around to a negative count.
+    over = np.flatnonzero(~(numbers["num_replicas"] < _INT64_LIMIT))
+    if over.size:
+        i = int(over[0])
+        raise TraceError(
+            origin, f"{raw['num_replicas'][i]} is too large (at most 2^63 - 1 GPUs)", row=int(lines[i]), column="num_replicas"
+        )
     names = [str(a).strip().lower() if a is not None else "" for a in raw["application"].to_list()]
     n = len(names)
     max_gpus, epochs = np.empty(n), np.empty(n)

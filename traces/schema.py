@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -68,6 +69,9 @@ import polars as pl
 from roundhouse.errors import TraceError, did_you_mean
 from roundhouse.traces.jobs import OWN_COLUMNS
 from roundhouse.traces.losscurves import LOSS_COLUMNS, initial_loss
+
+if TYPE_CHECKING:
+    from roundhouse.traces.goodput import ElasticProfile
 
 CANONICAL_COLUMNS: dict[str, type[pl.DataType]] = {
     "job_id": pl.Int64,
@@ -131,6 +135,7 @@ def validate(
     row_numbers: Sequence[int] | np.ndarray | None = None,
     *,
     source_names: Mapping[str, str] | None = None,
+    elastic: ElasticProfile | None = None,
 ) -> pl.DataFrame:
     """Check `df` against the canonical schema and return it typed, complete and sorted.
 
@@ -138,7 +143,10 @@ def validate(
     `row_numbers[i]` is how the user finds row i in `path` (the line for CSV, the record for
     JSON/Parquet); by default rows are numbered from 1. `source_names` maps canonical column
     names to the names the file itself uses (Tiresias calls `gpus` `num_gpu`), so that errors
-    name the column the user can see. Raises `TraceError` for the first problem in file order.
+    name the column the user can see. `elastic` is the elastic profile of the run the trace is
+    for, if it has one: a job whose model is one of its applications needs no work column (it
+    trains for the application's own epochs). Raises `TraceError` for the first problem in
+    file order.
     """
     path = str(path)
     names = dict(source_names or {})
@@ -147,7 +155,7 @@ def validate(
         return names.get(column, column)
 
     rows = _row_numbers(df.height, row_numbers)
-    _check_header(df, path, names)
+    _check_header(df, path, names, elastic is not None)
 
     # Every problem is (row index, column order, phase, column, message); the smallest is
     # reported, so the error is the first bad cell in file order, and for one cell a failed
@@ -180,7 +188,8 @@ def validate(
     frame = pl.DataFrame(list(columns.values()))
     frame = frame.with_columns(pl.col("weight").fill_null(DEFAULT_WEIGHT), canonical_model_names(frame.get_column("model")))
     epochs = [e for e in extras if e.name == "epochs"]  # elastic jobs' alternative to iterations
-    problems += _value_problems(frame.hstack(epochs) if epochs else frame, shown)
+    problems += _value_problems(frame.hstack(epochs) if epochs else frame, shown, elastic)
+    problems += _batch_limit_problems(frame, extras, shown)
     repeated, first_use = _duplicate_ids(frame, shown("job_id"))
     problems += repeated
     if problems:
@@ -272,14 +281,15 @@ def _row_numbers(height: int, row_numbers) -> np.ndarray:
     return rows
 
 
-def _check_header(df: pl.DataFrame, path: str, names: Mapping[str, str]) -> None:
+def _check_header(df: pl.DataFrame, path: str, names: Mapping[str, str], elastic: bool = False) -> None:
     found = list(df.columns)
     found_text = ", ".join(f"'{c}'" for c in found) if found else "none"
     _check_own_columns(path, found)
     for required in REQUIRED_COLUMNS:
         if required not in df.columns:
             _missing_column(path, names.get(required, required), found, found_text)
-    has_work = "iterations" in df.columns or "epochs" in df.columns
+    # With an elastic profile a model alone may do (its rows are checked one by one).
+    has_work = "iterations" in df.columns or "epochs" in df.columns or elastic
     if "duration_s" not in df.columns and not ("model" in df.columns and has_work):
         wanted = names.get("duration_s", "duration_s")
         either = f"'{wanted}' (or both '{names.get('model', 'model')}' and '{names.get('iterations', 'iterations')}')"
@@ -388,8 +398,11 @@ def _cast_extra(series: pl.Series) -> tuple[pl.Series, str | None]:
         return series, f"holds {source} values, which a trace cannot keep (use numbers or text)"
 
 
-def _value_problems(frame: pl.DataFrame, shown: Callable[[str], str]) -> list[tuple[int, int, int, str, str]]:
-    """Range, finiteness and completeness checks on the typed frame, first offending row of each."""
+def _value_problems(
+    frame: pl.DataFrame, shown: Callable[[str], str], elastic: ElasticProfile | None = None
+) -> list[tuple[int, int, int, str, str]]:
+    """Range, finiteness and completeness checks on the typed frame, first offending row of each
+    (a job of an application of `elastic`, the run's elastic profile, needs no work column)."""
     order = {name: i for i, name in enumerate(CANONICAL_COLUMNS)}
     checks: list[tuple[str, pl.Expr, str]] = []
     for name in REQUIRED_COLUMNS:
@@ -402,6 +415,10 @@ def _value_problems(frame: pl.DataFrame, shown: Callable[[str], str]) -> list[tu
     no_work = pl.col("iterations").is_null()
     if "epochs" in frame.columns:  # elastic jobs (traces/goodput.py) may give epochs instead
         no_work = no_work & pl.col("epochs").is_null()
+    if elastic is not None:  # or nothing: they train for their application's epochs
+        models = frame.get_column("model").drop_nulls().unique().to_list()
+        applications = [m for m in models if elastic.row(m) >= 0]
+        no_work = no_work & ~pl.col("model").is_in(applications)
     checks.append(("duration_s", pl.col("duration_s").is_null() & (pl.col("model").is_null() | no_work), ""))
     flags = frame.select([expr.fill_null(False).alias(f"c{i}") for i, (_, expr, _) in enumerate(checks)])
     problems = []
@@ -414,13 +431,55 @@ def _value_problems(frame: pl.DataFrame, shown: Callable[[str], str]) -> list[tu
         if sentence == "":
             message = (
                 f"no value, and then the job needs both {shown('model')} and {shown('iterations')} "
-                "(every job needs a duration, or a model and a number of iterations)"
+                "(every job needs a duration, or a model and a number of iterations"
+                + (", or a model that is an application of the elastic profile)" if elastic is not None else ")")
             )
         elif "no value" in sentence:
             message = sentence
         else:
             message = f"{sentence}, got {_show(value)}"
         problems.append((index, order[name], 1, shown(name), message))
+    return problems
+
+
+def _batch_limit_problems(
+    frame: pl.DataFrame, extras: list[pl.Series], shown: Callable[[str], str]
+) -> list[tuple[int, int, int, str, str]]:
+    """An elastic job's batch sizes against each other: its `local_batch` and `batch_size` within
+    its `max_batch_size`, and its global batch its local one times its GPUs. Any plan that
+    starts such a job breaks its limit (ONES starts it on one GPU at its local batch), so the
+    run would stop midway: refused here, on the job's row."""
+    given = {e.name: e for e in extras if e.name in ("local_batch", "max_batch_size")}
+    if not given:
+        return []
+    n = frame.height
+    local = given.get("local_batch", null_column("local_batch", pl.Float64, n))
+    limit = given.get("max_batch_size", null_column("max_batch_size", pl.Float64, n))
+    batch = frame.get_column("batch_size").cast(pl.Float64)
+    gpus = frame.get_column("gpus").cast(pl.Float64)
+    at = len(CANONICAL_COLUMNS)
+    checks = (
+        ("local_batch", local > limit, lambda i: f"{_show(local[i])} is above its max_batch_size {_show(limit[i])}"),
+        (
+            "batch_size",
+            batch > limit,
+            lambda i: f"the job's global batch size, {batch[i]:g}, is above its max_batch_size {_show(limit[i])}",
+        ),
+        (
+            "batch_size",
+            batch != local * gpus,
+            lambda i: (
+                f"{batch[i]:g} is not its local_batch {_show(local[i])} times its {int(gpus[i])} GPU(s) "
+                f"(an elastic job's global batch is its batch per GPU times its GPUs)"
+            ),
+        ),
+    )
+    problems = []
+    for order, (column, bad, message) in enumerate(checks):
+        hits = bad.fill_null(False)  # (a value not given, or not a number: its own check says so)
+        if hits.any():
+            i = int(hits.arg_true()[0])
+            problems.append((i, at, 2 + order, shown(column), message(i)))  # (in the order above, on one row)
     return problems
 
 

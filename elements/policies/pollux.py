@@ -55,9 +55,10 @@ class Pollux(Element):
     others launched, resized by checkpoint and restart (the simulator's `resize_restart`;
     Pollux's simulator charges 30 s) or suspended. Launches and resizes carry batch size 0 (the
     job's own): put PolluxAgent after it to tune them. Only elastic jobs (their model in the
-    elastic profile) are scheduled; others keep what they hold and are not started. Machines
-    are chosen whatever their GPU type: a job spread over several types runs at the pace of the
-    slowest.
+    elastic profile) are scheduled; others keep what they hold and are not started (counted in
+    `unschedulable` while they wait: a simulation left with only those stalls). Machines are
+    chosen whatever their GPU type: an elastic profile is measured on one GPU type, so an
+    elastic job's rate does not depend on the types it runs on.
 
     A job may hold at most its `max_gpus`, the largest validated batch over the smallest
     per-GPU batch, and (with `explore`, as Pollux's simulator) twice the most GPUs it has run
@@ -80,6 +81,7 @@ class Pollux(Element):
         searches: searches run.
         changed: jobs whose allocation the last search changed.
         fitness: the best candidate's fitness in the last search (x 1000, whole).
+        unschedulable: waiting jobs it was given that it cannot start (their model not in the elastic profile).
     Cost: O(G P J K) per search over G generations, P candidates, J jobs and K machines (array
         operations, no per-job loop), plus a goodput table per application and machine count
         (computed once).
@@ -111,7 +113,7 @@ class Pollux(Element):
         self._most = np.zeros(len(ctx.jobs), dtype=np.int64)
         self._tables: dict[tuple[int, int, float], np.ndarray] = {}  # (application, fixed batch, noise scale) -> goodput table
         self._last = -np.inf
-        self.counters.update(searches=0, changed=0, fitness=0)
+        self.counters.update(searches=0, changed=0, fitness=0, unschedulable=0)
 
     def tick(self, ctx: RoundContext, active: Active) -> Plan:
         if len(self._most) < len(ctx.jobs):
@@ -120,6 +122,9 @@ class Pollux(Element):
         elastic = ctx.throughput.elastic
         app = _column(ctx, "elastic_model", active.rows, -1).astype(np.int64)
         running = active.running
+        if elastic is None:
+            app = np.full(len(app), -1, dtype=np.int64)
+        self.counters["unschedulable"] = int(np.count_nonzero(~running & (app < 0)))
         if elastic is None or not (app >= 0).any():
             return Plan(keep=active.rows[running])
         if self.interval is not None and ctx.now - self._last < self.interval - 1e-9:
