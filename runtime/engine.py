@@ -571,5 +571,21 @@ def stall_message(world: World, now: float) -> str:
         detail = f"; the largest waiting job ({cols.column('job_id')[biggest]}) wants {gpus.max()} GPUs {of}"
     return (
         f"run stalled at t={now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
-        f"and no more jobs will arrive{detail}. Check the placer and admission arguments."
+        f"and no more jobs will arrive{detail}.{_not_elastic(world, waiting)} Check the placer and admission arguments."
+    )
+
+
+def _not_elastic(world: World, waiting: np.ndarray) -> str:
+    """In a run with an elastic profile, the waiting jobs of no application of it: Pollux starts
+    only jobs of its applications."""
+    if world.throughput.elastic is None or not world.jobs.has_column("elastic_model") or not len(waiting):
+        return ""
+    outside = waiting[world.jobs.column("elastic_model")[waiting] < 0]
+    if not len(outside):
+        return ""
+    first, jobs = int(outside[0]), world.jobs
+    model = f", model {jobs.column('model')[first]}" if jobs.has_column("model") else ""
+    return (
+        f" {len(outside)} of them are of no application of the elastic profile (job {jobs.column('job_id')[first]}{model}),"
+        " and an elastic policy such as Pollux starts only jobs of its applications."
     )

@@ -244,3 +244,19 @@ def test_check_and_run_read_a_trace_under_the_graph_s_elastic_profile(tmp_path, 
         assert main(["check", str(graph)]) == 0, capsys.readouterr().err
         assert main(["run", str(graph), "--quiet", "--out", str(tmp_path / f"out-{trace}")]) == 0, capsys.readouterr().err
         assert pl.read_csv(tmp_path / f"out-{trace}" / "jobs.csv")["finish_s"].null_count() == 0
+
+
+def test_a_run_stalled_on_jobs_pollux_cannot_start_says_so(run_graph):
+    from roundhouse.runtime.engine import StalledError
+
+    jobs = [
+        {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "model": "cifar10", "batch_size": 128, "epochs": 0.01},
+        {"job_id": 7, "arrival_s": 0.0, "gpus": 1, "model": "ResNet-18", "duration_s": 100.0},
+    ]
+    graph = (
+        'round = 5min;\nelastic_profile = "pollux";\nt :: TraceSource(path="trace.csv");\n'
+        "t -> AcceptAll -> JobPool -> p :: Pollux(seed=0) -> PolluxAgent -> Launch -> JobMetrics;\n"
+    )
+    with pytest.raises(StalledError) as err:
+        run_graph(graph, jobs, cluster="1x4:V100")
+    assert "1 of them are of no application of the elastic profile (job 7, model ResNet-18)" in str(err.value)
