@@ -31,18 +31,38 @@ GCP_2020_PRICES = ["V100:2.48", "P100:1.46", "K80:0.45"]
 
 
 def parse_prices(values) -> dict[str, float]:
-    """`["V100:2.48", ...]` as {"V100": 2.48, ...}; ValueError naming the bad entry."""
+    """`["V100:2.48", ...]` as {"V100": 2.48, ...}; ValueError naming the bad entry. A price is
+    a finite number of dollars, 0 or more. GPU types match case-insensitively, as a cluster's
+    do, so two entries for one type (in any spelling) are an error, not one silently kept."""
     out: dict[str, float] = {}
+    given: dict[str, str] = {}  # lower-case type -> the entry that priced it
     for item in values:
         name, sep, number = str(item).partition(":")
         try:
             price = float(number)
         except ValueError:
             price = None
-        if not sep or not name.strip() or price is None or not price >= 0:
-            raise ValueError(f'each price must be written "TYPE:DOLLARS_PER_GPU_HOUR" (e.g. "V100:2.48"), got {item!r}')
+        if not sep or not name.strip() or price is None or not (math.isfinite(price) and price >= 0):
+            raise ValueError(
+                f'each price must be written "TYPE:DOLLARS_PER_GPU_HOUR" with a finite price of 0 or more '
+                f'(e.g. "V100:2.48"), got {item!r}'
+            )
+        key = name.strip().lower()
+        if key in given:
+            raise ValueError(f"GPU type {name.strip()!r} is priced twice: {given[key]!r} and {item!r}")
+        given[key] = str(item)
         out[name.strip()] = price
     return out
+
+
+def type_prices(prices: dict[str, float], gpu_types, who: str) -> np.ndarray:
+    """The price of each of `gpu_types` (a cluster's) from `parse_prices`'s dict, matched
+    case-insensitively; SchedError naming the types without one."""
+    by_name = {name.lower(): price for name, price in prices.items()}
+    missing = [t for t in gpu_types if t.lower() not in by_name]
+    if missing:
+        raise SchedError(f'{who}: no price for GPU type {", ".join(missing)} (give prices=["{missing[0]}:..."])')
+    return np.array([by_name[t.lower()] for t in gpu_types], dtype=np.float64)
 
 
 def slo_deadlines(ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
@@ -166,14 +186,9 @@ class CostMetrics(_RoundWatcher):
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
-        given = parse_prices(self.prices)
         types = ctx.cluster.gpu_types
-        missing = [t for t in types if t not in given]
-        if missing:
-            from roundhouse.errors import SchedError
-
-            raise SchedError(f"{self.name} (CostMetrics): no price for GPU type {', '.join(missing)}")
-        self._price = np.array([given[t] for t in types]) / 3600.0  # dollars per GPU-second
+        per_hour = type_prices(parse_prices(self.prices), types, f"{self.name} (CostMetrics)")
+        self._price = per_hour / 3600.0  # dollars per GPU-second
         self._cost = np.zeros(1024)
         self._gpu_s = np.zeros((1024, len(types)))
         self._ticked: int | None = None  # the round asked about event skipping, until the next tick

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import attrs
@@ -46,14 +45,17 @@ class PairEstimates:
     """What a PairEstimator knows, as of one round: a port value (PairEstimator to Gavel's
     solvers), immutable. For each job it has seen, the reference configuration it matched;
     the references' pairwise fingerprints; the pairs measured so far and a table measured in
-    advance. Solvers ask it for the throughputs of job pairs sharing GPUs."""
+    advance. Solvers ask it for the throughputs of job pairs sharing GPUs.
+
+    Read-only by convention: it holds plain dicts, not read-only views, because a simulation's
+    fork and save copy it with everything else (deepcopy and pickle cannot copy a view)."""
 
     __slots__ = ("_match", "_R", "_types", "_known", "_measured", "_jobs")
 
     def __init__(self, match, R, types, known, measured, jobs):
-        self._match = MappingProxyType(match)
+        self._match = match  # (built anew each round by its PairEstimator)
         self._R, self._types, self._known = R, tuple(types), known
-        self._measured = MappingProxyType(dict(measured))
+        self._measured = dict(measured)  # (its PairEstimator's own keeps growing)
         self._jobs = jobs
 
     def reference_of(self, rows: np.ndarray) -> np.ndarray:

@@ -65,29 +65,40 @@ class Columns:
 def job_throughputs(ctx: RoundContext, rows: np.ndarray, columns: Columns) -> np.ndarray:
     """Iterations/s of each job on each column at its requested GPU count; 0 where it cannot run
     (the profile says so, or the type has fewer GPUs than the job asks for, or, for a
-    consolidated column, no node of the type has that many)."""
+    consolidated column, no node of the type has that many). A column that does not tell
+    placements apart gives the consolidated rate where some node of the type holds the job's
+    GPUs, and the spread rate where none does (the rate the job will run at there)."""
     table = ctx.jobs
     sf = table.column("gpus")[rows]
     rates = table.type_rates[rows]
     cluster = ctx.cluster
+    node_max = np.array([cluster.node_gpus[cluster.node_type == t].max(initial=0) for t in range(len(cluster.gpu_types))])
     if columns.placement is None:
         T = rates[:, columns.gpu_type].copy()
+        for c, t in enumerate(columns.gpu_type.tolist()):
+            apart = sf > node_max[t]
+            if apart.any():
+                T[apart, c] = _spread_rates(ctx, rows[apart], t)
     else:
         T = np.zeros((len(rows), columns.k))
-        models, batch = table.column("model")[rows], table.column("batch_size")[rows]
-        has_model = table.column("has_model")[rows]
-        node_max = np.array([cluster.node_gpus[cluster.node_type == t].max(initial=0) for t in range(len(cluster.gpu_types))])
         for c, (t, how) in enumerate(zip(columns.gpu_type.tolist(), columns.placement)):
-            if how == CONSOLIDATED:
-                T[:, c] = np.where(sf <= node_max[t], rates[:, t], 0.0)
-                continue
-            spread = rates[:, t].copy()
-            for g in np.unique(sf[has_model]).tolist():
-                sel = has_model & (sf == g)
-                spread[sel] = ctx.profile.rates(models[sel], batch[sel], cluster.gpu_types[t], g, consolidated=False)
-            T[:, c] = spread
+            T[:, c] = np.where(sf <= node_max[t], rates[:, t], 0.0) if how == CONSOLIDATED else _spread_rates(ctx, rows, t)
     T[sf[:, None] > columns.capacity[columns.gpu_type][None, :]] = 0.0
     return T
+
+
+def _spread_rates(ctx: RoundContext, rows: np.ndarray, t: int) -> np.ndarray:
+    """Each job's rate on GPU type t with its GPUs on different nodes: the profile's spread rate
+    (its consolidated one where it has none); a job without a profiled model at its own rate."""
+    table = ctx.jobs
+    sf = table.column("gpus")[rows]
+    models, batch = table.column("model")[rows], table.column("batch_size")[rows]
+    has_model = table.column("has_model")[rows]
+    spread = table.type_rates[rows, t].copy()
+    for g in np.unique(sf[has_model]).tolist():
+        sel = has_model & (sf == g)
+        spread[sel] = ctx.profile.rates(models[sel], batch[sel], ctx.cluster.gpu_types[t], g, consolidated=False)
+    return spread
 
 
 def equal_share(T: np.ndarray, columns: Columns) -> np.ndarray:
@@ -100,6 +111,25 @@ def equal_share(T: np.ndarray, columns: Columns) -> np.ndarray:
     per_type = np.zeros((T.shape[0], len(columns.capacity)))
     np.maximum.at(per_type.T, columns.gpu_type, T.T)
     return per_type @ weight
+
+
+# Weights are relative (only their ratios matter), but an LP solver tells coefficients apart
+# only within a limited range: weights are kept within this ratio of the largest.
+WEIGHT_RANGE = 1e6
+
+
+def relative_weights(weights: np.ndarray) -> np.ndarray:
+    """Positive weights made safe for a program's rows, their ratios kept where they can be:
+    weights within [1 / WEIGHT_RANGE, WEIGHT_RANGE] and within WEIGHT_RANGE of each other are
+    returned as they are; others are divided by the largest, and any below 1 / WEIGHT_RANGE of
+    it raised to that (a job so light gets next to nothing either way)."""
+    w = np.asarray(weights, dtype=np.float64)
+    if not len(w):
+        return w
+    top, low = float(w.max()), float(w.min())
+    if 1.0 / WEIGHT_RANGE <= low and top <= WEIGHT_RANGE and top <= low * WEIGHT_RANGE:
+        return w
+    return np.maximum(w / top, 1.0 / WEIGHT_RANGE)
 
 
 def classes(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

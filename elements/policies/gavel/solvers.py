@@ -19,9 +19,17 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
-from roundhouse.elements.objectives import parse_prices, slo_deadlines
+from roundhouse.elements.objectives import parse_prices, slo_deadlines, type_prices
 from roundhouse.elements.policies.gavel.estimator import PairEstimates
-from roundhouse.elements.policies.gavel.formulation import Columns, Formulation, classes, equal_share, job_throughputs, pair_block
+from roundhouse.elements.policies.gavel.formulation import (
+    Columns,
+    Formulation,
+    classes,
+    equal_share,
+    job_throughputs,
+    pair_block,
+    relative_weights,
+)
 from roundhouse.elements.policies.gavel.lp import LinearProgram, with_column
 from roundhouse.elements.policies.gavel.waterfill import water_fill
 from roundhouse.errors import SchedError
@@ -90,11 +98,12 @@ class GavelSolver(Element):
     # Space sharing: keep a pair on a type only if together the two do more than time slicing.
     pair_threshold = 1.0
 
-    def start(self, ctx: RoundContext) -> None:
+    def __attrs_post_init__(self) -> None:
+        # (checked with the arguments, so that the error points at them and `check` finds it)
         if self.space_sharing and not self.aware:
-            raise SchedError(
-                f"{self.name} ({type(self).__name__}): space_sharing=true needs the heterogeneity-aware mode (aware=true)"
-            )
+            raise ValueError("space_sharing=true needs the heterogeneity-aware mode (aware=true)")
+
+    def start(self, ctx: RoundContext) -> None:
         self._columns = Columns.of(ctx.cluster, self.placement_sensitive)
         self._shares: Shares | None = None
         self._solved_rows = np.zeros(0, dtype=np.int64)
@@ -167,7 +176,7 @@ class GavelSolver(Element):
             columns=self._columns,
             T=T,
             sf=active.gpus.astype(np.float64),
-            weight=active.weight.astype(np.float64),
+            weight=relative_weights(active.weight.astype(np.float64)),
             reference=reference,
             remaining=np.maximum(active.work - active.done, 0.0),
             arrival=active.arrival_s,
@@ -237,7 +246,8 @@ class MaxMinFairness(GavelSolver):
     With `aware=false` every type is taken to be as fast as the reference type, which is Gavel's
     heterogeneity-agnostic LAS. With `water_filling=true` the allocation is water-filled (§4.3):
     after the max-min level, every job that can still gain keeps gaining, so the result is
-    Pareto efficient. Job weights come from the trace's `weight` column (Gavel's priorities).
+    Pareto efficient. Job weights come from the trace's `weight` column (Gavel's priorities);
+    only their ratios matter, and a weight below a millionth of the largest counts as that.
 
     Arguments:
         water_filling: keep raising jobs that are not bottlenecked (LP plus bottleneck MILP per level).
@@ -358,7 +368,7 @@ class MinMaxRho(GavelSolver):
         runnable = (problem.T > 0).any(axis=1) & (iso > 0) & (steps > 0)
         if not runnable.any():
             return _empty(problem)
-        denominator = t_iso + steps / np.maximum(iso, 1e-300)
+        denominator = t_iso + steps / np.where(iso > 0, iso, 1.0)  # (read only where the job can run)
         form, class_of, reps = self.formulation(ctx, problem, steps, elapsed, t_iso)
         c_run = runnable[reps]
         scale = 1.0 / np.maximum(iso[reps], 1e-300)
@@ -376,7 +386,9 @@ class MinMaxRho(GavelSolver):
             gap = rho * D - t
             if (gap[c_run] <= 0).any():
                 return None
-            need = np.where(c_run, s / (iso_c * np.where(gap > 0, gap, 1.0)), -np.inf)
+            # (divided only where the class can run: elsewhere its isolated throughput is 0)
+            need = np.full(len(gap), -np.inf)
+            need[c_run] = s[c_run] / (iso_c[c_run] * gap[c_run])
             lp.set_row_bounds(need_rows, lb=need)
             self.counters["bisection_steps"] += 1
             got = lp.solve(self.lp)
@@ -485,11 +497,11 @@ class MaxThroughput(GavelSolver):
 
 
 def _price_columns(prices: dict, ctx: RoundContext, columns: Columns, who: str) -> np.ndarray:
+    """The price of each column's GPU type (every type of the cluster must have one)."""
     names = ctx.cluster.gpu_types
-    missing = [names[t] for t in sorted(set(columns.gpu_type.tolist())) if names[t] not in prices]
-    if missing:
-        raise SchedError(f'{who}: no price for GPU type {", ".join(missing)} (give prices=["{missing[0]}:..."])')
-    return np.array([prices[names[t]] for t in columns.gpu_type], dtype=np.float64)
+    used = sorted(set(columns.gpu_type.tolist()))
+    per_type = dict(zip(used, type_prices(prices, [names[t] for t in used], who).tolist()))
+    return np.array([per_type[t] for t in columns.gpu_type.tolist()], dtype=np.float64)
 
 
 @element_family
@@ -549,17 +561,33 @@ class _CostSolver(GavelSolver):
         return form, class_of, reps, values
 
     def _ratio(self, form: Formulation, problem: Problem, reps: np.ndarray, need: np.ndarray | None, floor: float):
-        """The Charnes-Cooper LP with every runnable class's time at least `floor` (and, with
-        `need`, each class's throughput at least its need): X, or None if it has no optimum."""
+        """The most throughput per dollar with every runnable class's time at least `floor` (and,
+        with `need`, each class's throughput at least its need): X, or None if it has no optimum.
+
+        A GPU type priced at 0 makes the ratio unbounded whenever the jobs fit on free GPUs
+        alone: then every allocation that spends nothing is best, and the one with the most
+        throughput is taken. Only when they do not fit does the ratio LP decide (bounded then,
+        as every allocation that fits spends something)."""
+        usable = (form.T[form.runnable] > 0).any(axis=0)
+        if (usable & (self._price == 0)).any() and (usable & (self._price > 0)).any():
+            values = self._ratio_lp(form, problem, reps, need, floor, free_only=True)
+            if values is not None:
+                return values
+        return self._ratio_lp(form, problem, reps, need, floor)
+
+    def _ratio_lp(self, form: Formulation, problem: Problem, reps, need, floor: float, free_only: bool = False):
+        """The Charnes-Cooper LP (scaled variables v = t * X with spend(v) = 1), or, `free_only`,
+        the same rows with t = 1 and nothing spent: the most throughput on free GPUs alone."""
         lp = LinearProgram()
         form.add_variables(lp, scaled=True)
-        t = int(lp.variables(1, lb=0.0)[0])
+        t = int(lp.variables(1, lb=1.0 if free_only else 0.0, ub=1.0 if free_only else np.inf)[0])
         time_m = form.time()
         run = form.runnable
         lp.constraints(with_column(time_m, t, -1.0), ub=0.0)
         lp.constraints(with_column(time_m[run], t, -floor), lb=0.0)
         lp.constraints(with_column(form.capacity(), t, -problem.columns.capacity), ub=0.0)
-        lp.constraints(form.cost(self._price), lb=1.0, ub=1.0)
+        spend = 0.0 if free_only else 1.0
+        lp.constraints(form.cost(self._price), lb=spend, ub=spend)
         work = form.throughput(form.sf / problem.reference[reps])
         if need is not None:
             has = np.isfinite(need)
@@ -603,10 +631,14 @@ class MinCost(_CostSolver):
     least an equal share of the cluster's time (its GPUs over all GPUs asked for, at most 1);
     within that, the program picks the GPU types. When that share does not fit (jobs that can
     run only on a small type), every job is held to the largest share all can have at once,
-    found by one more LP, and that is counted (floor_relaxed).
+    found by one more LP, and that is counted (floor_relaxed). A type priced at 0 is free:
+    when the jobs' shares fit on free GPUs alone, nothing is spent (the allocation with the most
+    throughput among those is taken); otherwise the ratio decides. With every usable type free
+    the ratio has no optimum (unsolved).
 
     Cost: A linear program over job classes C x GPU types when the job set changes (two more when
-        the equal share does not fit; solver time); O(n) over the pool's jobs n otherwise.
+        the equal share does not fit, one more with both free and priced types; solver time);
+        O(n) over the pool's jobs n otherwise.
     See also: MinCostSLO, MaxThroughput, CostMetrics
     Paper: Gavel (OSDI'20) §4.2 (Minimizing Total Cost); Charnes and Cooper (1962).
     """
@@ -698,10 +730,13 @@ class FifoHet(GavelSolver):
     method: str = attrs.field(default="greedy", validator=one_of("greedy", "lp"))
     seed: int | None = attrs.field(default=None, validator=non_negative)
 
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        if self.method == "greedy" and self.space_sharing:
+            raise ValueError("space sharing needs method=lp")
+
     def start(self, ctx) -> None:
         super().start(ctx)
-        if self.method == "greedy" and self.space_sharing:
-            raise SchedError(f"{self.name} (FifoHet): space sharing needs method=lp")
         self._rng = ctx.rng(self.seed)
         self._held: dict[int, int] = {}  # job row -> column (agnostic: sticky until it finishes)
 
@@ -771,7 +806,8 @@ class Hierarchical(GavelSolver):
     earliest unfrozen job under FIFO. The allocation is water-filled (§4.3): levels of
     weighted max-min LPs, a bottleneck MILP after each; a bottlenecked job is frozen and its
     weight passes to the rest of its entity. Entities not listed get weight 1 and the first
-    listed policy.
+    listed policy. Weights are relative: a weight below a millionth of the largest (among the
+    entities with jobs, and among jobs) counts as that.
 
     Arguments:
         entities: entities, each a name (a value of the entity column) or a range of job ids.
@@ -795,15 +831,25 @@ class Hierarchical(GavelSolver):
     policies: list[str] = attrs.field(factory=lambda: ["fairness"], validator=lambda i, a, v: _policies(v))
     entity_column: str = "user"
 
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        if len(self.weights) != len(self.entities):
+            raise ValueError(f"{len(self.entities)} entities but {len(self.weights)} weights")
+        if len(self.policies) not in (1, len(self.entities)):
+            raise ValueError("give one inner policy for all entities or one per entity")
+        seen = set()
+        for e in self.entities:
+            key = (e.start, e.stop) if isinstance(e, IdRange) else e
+            if key in seen:
+                shown = str(e) if isinstance(e, IdRange) else repr(e)
+                raise ValueError(f"entity {shown} is listed twice (give each entity once, with one weight)")
+            seen.add(key)
+
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
-        who = f"{self.name} (Hierarchical)"
-        if len(self.weights) != len(self.entities):
-            raise SchedError(f"{who}: {len(self.entities)} entities but {len(self.weights)} weights")
-        if len(self.policies) not in (1, len(self.entities)):
-            raise SchedError(f"{who}: give one inner policy for all entities or one per entity")
         if not ctx.jobs.has_column(self.entity_column):
-            raise SchedError(f"{who}: the job table has no column '{self.entity_column}' naming entities")
+            # (the job table's columns come from the traces: known only when the run starts)
+            raise SchedError(f"{self.name} (Hierarchical): the job table has no column '{self.entity_column}' naming entities")
         self.counters.update(levels=0, milp_stopped=0)
 
     def _entities(self, ctx: RoundContext, rows: np.ndarray):
@@ -825,6 +871,8 @@ class Hierarchical(GavelSolver):
     def allocate(self, ctx: RoundContext, problem: Problem):
         entity, extra = self._entities(ctx, problem.rows)
         entity_weight = np.array(list(self.weights) + [1.0] * len(extra), dtype=np.float64)
+        present = np.unique(entity)
+        entity_weight[present] = relative_weights(entity_weight[present])
         inner = [self.policies[i if len(self.policies) > 1 else 0] for i in range(len(self.entities))]
         inner += [self.policies[0]] * len(extra)
         fifo_entity = np.array([p == "fifo" for p in inner])
@@ -859,8 +907,8 @@ class Hierarchical(GavelSolver):
 
 
 def _all_positive(values) -> None:
-    if any(not v > 0 for v in values):
-        raise ValueError(f"weights must all be greater than 0, got {values}")
+    if any(not (v > 0 and math.isfinite(v)) for v in values):
+        raise ValueError(f"weights must all be finite and greater than 0, got {values}")
 
 
 def _policies(values) -> None:

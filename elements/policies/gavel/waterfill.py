@@ -15,6 +15,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
+from roundhouse.elements.policies.gavel.formulation import relative_weights
 from roundhouse.elements.policies.gavel.lp import LinearProgram, with_column
 
 EPSILON = 1e-5  # a job "gains" when its throughput can pass its level by this much (Gavel's value)
@@ -90,7 +91,8 @@ def water_fill(
         active = (weights > 0) & ~frozen & runnable
         if not active.any():
             break
-        rate = np.where(active, weights / sf, 0.0)
+        rate = np.zeros(c)
+        rate[active] = relative_weights(weights[active] / sf[active])  # (a level's rates are relative)
         lp.set_coefficients(level_rows, z, -rate)
         lp.set_row_bounds(level_rows, lb=np.where(active, so_far, -np.inf))
         lp.set_row_bounds(floor_rows, lb=np.where(frozen, final, so_far))
