@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,14 +38,17 @@ if TYPE_CHECKING:
     from roundhouse.agents.client import Job
 
 RESIZE = 2  # the lease byte's value while a resize is requested (1 is a revocation)
-_FIELDS = ("generation", "world_size", "batch_size", "master_port")
+_FIELDS = ("generation", "world_size", "batch_size", "master_port")  # whole numbers; and lr_scale, optional
 
 
 @dataclasses.dataclass(frozen=True)
 class Rescale:
     """A job's new shape, as every worker learns it at the step boundary where it takes effect:
     its world size, this worker's rank in it (ranks are kept; new ones come last), the batch size
-    per worker, and the rendezvous of the new process group. `generation` counts the resizes."""
+    per worker, and the rendezvous of the new process group. `generation` counts the resizes.
+    `lr_scale` is the factor the scheduler's learning-rate rule gives the job's own learning
+    rate (the one it has at its own batch size) for the new global batch; None when the
+    scheduler leaves the learning rate to the job."""
 
     generation: int
     world_size: int
@@ -53,6 +58,7 @@ class Rescale:
     master_port: int
     previous_world_size: int = 1
     previous_batch_size: int = 0
+    lr_scale: float | None = None
 
     @property
     def leaving(self) -> bool:
@@ -72,12 +78,26 @@ def request_path(lease_path: str | os.PathLike) -> Path:
     return Path(f"{lease_path}.resize")
 
 
-def write_request(lease_path: str | os.PathLike, generation: int, world_size: int, batch_size: int, master_port: int) -> None:
+def write_request(
+    lease_path: str | os.PathLike,
+    generation: int,
+    world_size: int,
+    batch_size: int,
+    master_port: int,
+    lr_scale: float | None = None,
+) -> None:
     """Ask the worker holding this lease (rank 0) to resize its job: the request first
     (atomically), then the lease byte, so the worker never sees the byte without the request."""
     path = request_path(lease_path)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    body = {"generation": generation, "world_size": world_size, "batch_size": batch_size, "master_port": master_port}
+    body: dict[str, Any] = {
+        "generation": generation,
+        "world_size": world_size,
+        "batch_size": batch_size,
+        "master_port": master_port,
+    }
+    if lr_scale is not None:
+        body["lr_scale"] = float(lr_scale)
     tmp.write_text(json.dumps(body))
     os.replace(tmp, path)
     with open(lease_path, "r+b") as f:
@@ -87,7 +107,7 @@ def write_request(lease_path: str | os.PathLike, generation: int, world_size: in
             f.flush()
 
 
-def read_request(lease_path: str | os.PathLike | None) -> dict[str, int] | None:
+def read_request(lease_path: str | os.PathLike | None) -> dict[str, Any] | None:
     if not lease_path:
         return None
     try:
@@ -96,7 +116,26 @@ def read_request(lease_path: str | os.PathLike | None) -> dict[str, int] | None:
         return None
     if not isinstance(body, dict) or not all(isinstance(body.get(k), int) for k in _FIELDS):
         return None
-    return {k: int(body[k]) for k in _FIELDS}
+    out: dict[str, Any] = {k: int(body[k]) for k in _FIELDS}
+    out["lr_scale"] = _lr_scale(body.get("lr_scale"))
+    return out
+
+
+def _lr_scale(value: Any) -> float | None:
+    """A learning-rate factor as a request holds it: a finite number >= 0, else none."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+        return float(value)
+    return None
+
+
+def _lr_code(scale: float | None) -> int:
+    """The factor as one whole number for the workers' all-reduce (a maximum: the others send
+    0): 0 for none, else its bits plus one (a number >= 0 keeps its order as bits, exactly)."""
+    return 0 if scale is None else struct.unpack("<q", struct.pack("<d", scale))[0] + 1
+
+
+def _lr_decode(code: int) -> float | None:
+    return None if code <= 0 else struct.unpack("<d", struct.pack("<q", code - 1))[0]
 
 
 # --- data that can be re-cut ----------------------------------------------------------------------
@@ -230,7 +269,7 @@ class Scaler:
         self.callbacks: list = []
         self.pending_position: tuple[int, int] | None = None
 
-    def scaling(self, request: dict[str, int]) -> Rescale | None:
+    def scaling(self, request: dict[str, Any]) -> Rescale | None:
         job = self.job
         try:
             change = self.carry_out(request)
@@ -250,7 +289,7 @@ class Scaler:
             job.save_checkpoint(alone=True)
         job.outcome = "preempted"
 
-    def requested(self) -> dict[str, int] | None:
+    def requested(self) -> dict[str, Any] | None:
         """Rank 0's new request, if the agent made one (the lease byte says so: no file read
         on the usual iteration)."""
         job = self.job
@@ -261,14 +300,18 @@ class Scaler:
             return None
         return body
 
-    def pack(self, body: dict[str, int] | None) -> list[int]:
-        return [body[k] for k in _FIELDS] if body else [0] * len(_FIELDS)
+    def pack(self, body: dict[str, Any] | None) -> list[int]:
+        if not body:
+            return [0] * (len(_FIELDS) + 1)
+        return [int(body[k]) for k in _FIELDS] + [_lr_code(body.get("lr_scale"))]
 
-    def unpack(self, values: list[int]) -> dict[str, int] | None:
-        body = dict(zip(_FIELDS, (int(v) for v in values)))
+    def unpack(self, values: list[int]) -> dict[str, Any] | None:
+        ints = [int(v) for v in values]
+        body: dict[str, Any] = dict(zip(_FIELDS, ints))
+        body["lr_scale"] = _lr_decode(ints[len(_FIELDS)]) if len(ints) > len(_FIELDS) else None
         return body if body["generation"] > self.generation else None
 
-    def carry_out(self, body: dict[str, int]) -> Rescale:
+    def carry_out(self, body: dict[str, Any]) -> Rescale:
         """Re-form the job at this step boundary (every current worker calls this at the same
         iteration). Raises ResizeFailed, after checkpointing, when a worker is lost on the way."""
         import torch.distributed as dist
@@ -283,6 +326,7 @@ class Scaler:
             body["master_port"],
             job.world_size,
             self.data.batch_size if self.data is not None else job.batch_size,
+            body.get("lr_scale"),
         )
         self.generation = change.generation
         job.log(

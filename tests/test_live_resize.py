@@ -71,7 +71,9 @@ def test_grow_and_shrink_in_place_then_a_restart(live):  # noqa: F811
     a.exited(5, 1, 0, "preempted", 44, checkpoint="/ck/job-5/a1-i44.pt")
     pump(backend)
     [(t, launch)] = b.receive()
-    assert t == "launch" and launch["attempt"] == 2 and launch["resume_iteration"] == 44 and launch["batch_size"] == 40
+    assert (
+        t == "launch" and launch["attempt"] == 2 and launch["resume_iteration"] == 44 and launch["batch_size"] == 20
+    )  # (per worker: 40 over two)
     assert world.jobs.column("preemptions")[row] == 0 and world.jobs.column("resizes")[row] == 3
 
 

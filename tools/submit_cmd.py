@@ -162,6 +162,11 @@ def _check_command(command: str) -> None:
 _FILE_ORDER = "roundhouse_file_order_"  # (a column no trace has: the rows' order in the file)
 
 
+# The trace formats whose files give each job its id (traces/tiresias.py, traces/helios.py);
+# the other readers number the jobs in file order.
+_FORMATS_WITH_IDS = ("tiresias", "helios")
+
+
 def trace_jobs(path: str) -> tuple[list[dict], list[str]]:
     """The jobs of a trace file in the file's order, checked as a trace, and where each is in the
     file (`t.csv:12`: a CSV's line, a Parquet or JSON file's record). Arrival times are not sent
@@ -173,10 +178,15 @@ def trace_jobs(path: str) -> tuple[list[dict], list[str]]:
     from roundhouse.traces.csvtext import read_cells
     from roundhouse.traces.formats import detect_format, read_trace
 
-    if detect_format(path) != "canonical":
-        frame = read_trace(path)  # the other formats' readers number their own rows
+    format = detect_format(path)
+    if format != "canonical":
+        frame = read_trace(path)
         rows = [f"{path}: job {i + 1}" for i in range(frame.height)]
-        return _job_dicts(frame.drop("arrival_s")), rows
+        # Where the file has no job ids, its reader numbers the jobs 0, 1, ...: those numbers
+        # are not sent, so the scheduler gives the next free ids and the file can be submitted
+        # again (as more jobs); ids the file holds are sent, and checked as a trace's are.
+        drop = ("arrival_s",) if format in _FORMATS_WITH_IDS else ("arrival_s", "job_id")
+        return _job_dicts(frame.drop(*drop)), rows
     lines = None
     with open(path, "rb") as file:
         parquet = is_parquet(path) or file.read(4) == b"PAR1"

@@ -110,6 +110,14 @@ class Workers:
         """A launch from the scheduler: refused (a GPU this node lacks), preempted at once (the
         agent is stopping), or its workers queued for their GPUs. `known(key)` says whether an
         exit of that worker is still unacknowledged (a repeated launch, ignored)."""
+        reason = _bad_ranks(body["ranks"], body["world_size"])
+        if reason:
+            # Each worker this launch names ends failed, so that the scheduler does not wait for
+            # any of them (a rank past the world size is one it ignores).
+            log.warning("refused launch of job %d attempt %d: %s", body["job"], body["attempt"], reason)
+            for rank in sorted({r["rank"] for r in body["ranks"]}):
+                self._end_launch(body, rank, "failed", reason, permanent=True)
+            return
         for r in body["ranks"]:
             if r["gpu"] not in self.gpus:
                 reason = f"this node has no GPU {r['gpu']}"
@@ -300,7 +308,7 @@ class Workers:
                 outcome = "failed"
                 what = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
                 reason = f"{what}; last lines of {w.log_path}: {_tail(w.log_path)}"
-            iteration = max(final.get("iteration", 0), w.iteration)
+            iteration = _within_launch(w, max(final.get("iteration", 0), w.iteration))
             self.report_exit(
                 w.job,
                 w.attempt,
@@ -346,28 +354,34 @@ class Workers:
 def resize(self: Workers, body: dict, stopping: bool) -> bool:
     """A resize from the scheduler: ask rank 0 (if it runs here) to re-form the job at its
     next step boundary, and start the new ranks given for this node, which join it (their
-    state comes from rank 0). Refused, and logged, for an attempt this node does not run,
-    a GPU it lacks or a rank it already has: nothing changes then."""
+    state comes from rank 0). A job whose workers here are all still waiting for their GPUs
+    (a previous holder checkpointing) simply starts in its new shape. Refused, and logged,
+    for an attempt this node does not run, a GPU it lacks or a rank it already has: nothing
+    changes then, and the new ranks given here are reported ended without having run, since
+    the scheduler counts them in as soon as it sends the resize."""
     job, attempt = body["job"], body["attempt"]
     mine = sorted((w for w in self.by_key.values() if (w.job, w.attempt) == (job, attempt)), key=lambda w: w.rank)
     running = [w for w in mine if w.process is not None and w.process.poll() is None]
-    reason = ""
-    if not running:
+    reason = _resize_refusal(self, body, stopping)
+    if not reason and not running and _whole_job_queued(mine):
+        _reshape_queued(self, body, mine)
+        return True
+    if not reason and not running:
         reason = "this node runs no worker of it"
-    elif stopping:
-        reason = "the agent is stopping"
-    else:
-        for r in body["ranks"]:
-            if r["gpu"] not in self.gpus:
-                reason = f"this node has no GPU {r['gpu']}"
-            elif (job, attempt, r["rank"]) in self.by_key or not 0 < r["rank"] < body["world_size"]:
-                reason = f"rank {r['rank']} is not a new rank of a job of {body['world_size']} workers"
     if reason:
         log.warning("refused resize of job %d attempt %d: %s", job, attempt, reason)
         self.counters["refused_resizes"] = self.counters.get("refused_resizes", 0) + 1
+        _end_refused(self, body, reason, running[0].iteration if running else 0)
         return False
     if running[0].rank == 0:
-        write_request(running[0].lease_path, body["generation"], body["world_size"], body["batch_size"], body["master_port"])
+        write_request(
+            running[0].lease_path,
+            body["generation"],
+            body["world_size"],
+            body["batch_size"],
+            body["master_port"],
+            lr_scale=body.get("lr_scale"),
+        )
     spec = dict(running[0].spec or {})
     spec.update(
         world_size=body["world_size"],
@@ -384,6 +398,82 @@ def resize(self: Workers, body: dict, stopping: bool) -> bool:
     for w in running:
         w.spec = {**(w.spec or {}), "world_size": body["world_size"], "batch_size": body["batch_size"]}
     log.info("resizing job %d attempt %d to %d workers (generation %d)", job, attempt, body["world_size"], body["generation"])
+    _queue_new_ranks(self, body, spec, running[0])
+    return True
+
+
+def _resize_refusal(self: Workers, body: dict, stopping: bool) -> str:
+    """Why this node cannot carry out its part of a resize ("" if it can)."""
+    if stopping:
+        return "the agent is stopping"
+    bad = _bad_ranks(body["ranks"], body["world_size"])
+    if bad:
+        return bad
+    for r in body["ranks"]:
+        if r["gpu"] not in self.gpus:
+            return f"this node has no GPU {r['gpu']}"
+        if (body["job"], body["attempt"], r["rank"]) in self.by_key or r["rank"] == 0:
+            return f"rank {r['rank']} is not a new rank of a job of {body['world_size']} workers"
+    return ""
+
+
+def _end_refused(self: Workers, body: dict, reason: str, at: int) -> None:
+    """The new ranks of a refused resize end here without having run (preempted, no exit
+    status): the scheduler then stops the job's other workers and takes it back from its
+    checkpoint, or ends it if it is done, instead of waiting for ranks that never start."""
+    for rank in sorted({r["rank"] for r in body["ranks"]}):
+        if rank < body["world_size"] and (body["job"], body["attempt"], rank) not in self.by_key:
+            self.report_exit(
+                body["job"],
+                body["attempt"],
+                rank,
+                "preempted",
+                at,
+                at,
+                None,
+                None,
+                None,
+                f"resize refused: {reason}",
+                permanent=False,
+            )
+
+
+def _whole_job_queued(mine: list[Worker]) -> bool:
+    """Whether every worker of the attempt is here, none of them started yet."""
+    if not mine or any(w.process is not None for w in mine):
+        return False
+    return {w.rank for w in mine} == set(range(int((mine[0].spec or {}).get("world_size", 0))))
+
+
+def _reshape_queued(self: Workers, body: dict, mine: list[Worker]) -> None:
+    """A resize of a job none of whose workers has started: it starts in the new shape, from
+    the point its launch gave (no running worker to join, so no join generation)."""
+    job, attempt, world = body["job"], body["attempt"], body["world_size"]
+    for w in mine:
+        if w.rank >= world:
+            if w in self.waiting:
+                self.waiting.remove(w)
+            self.end_unstarted(w, "resized", "left the job in a resize before it started")
+    kept = [w for w in mine if w.rank < world]
+    spec = dict(kept[0].spec or {})
+    spec.update(
+        world_size=world,
+        batch_size=body["batch_size"],
+        master_addr=body["master_addr"],
+        master_port=body["master_port"],
+        ranks=[{"rank": w.rank, "gpu": w.gpu} for w in kept] + list(body["ranks"]),
+    )
+    if "iters_per_s" in body:
+        spec["iters_per_s"] = body["iters_per_s"]
+    for w in kept:
+        w.spec = spec
+    log.info("job %d attempt %d has not started yet: it starts with %d workers instead", job, attempt, world)
+    _queue_new_ranks(self, body, spec, kept[0])
+
+
+def _queue_new_ranks(self: Workers, body: dict, spec: dict, like: Worker) -> None:
+    """Queue the workers of the resize's new ranks on this node; they start from where `like` is."""
+    job, attempt = body["job"], body["attempt"]
     for r in body["ranks"]:
         key = (job, attempt, r["rank"])
         w = Worker(
@@ -395,12 +485,38 @@ def resize(self: Workers, body: dict, stopping: bool) -> bool:
             self.workdir / "logs" / f"job-{job}-attempt-{attempt}-rank-{r['rank']}.log",
         )
         w.spec = spec
-        w.start_iteration = w.iteration = running[0].iteration
-        w.checkpoint, w.checkpoint_iteration = running[0].checkpoint, running[0].checkpoint_iteration
+        w.start_iteration = w.iteration = like.iteration
+        w.checkpoint, w.checkpoint_iteration = like.checkpoint, like.checkpoint_iteration
         self.by_key[key] = w
         self.waiting.append(w)
     self.start_waiting()
-    return True
+
+
+def _within_launch(w: Worker, iteration: int) -> int:
+    """An exit's iteration, at most the iterations the launch asked for (a worker stops there)."""
+    most = (w.spec or {}).get("iterations") or 0  # (0: a job known by its duration counts its own)
+    if most and iteration > most:
+        log.warning("job %d attempt %d rank %d says it reached iteration %d of %d: taken as %d", *w.key, iteration, most, most)
+        return most
+    return iteration
+
+
+def _bad_ranks(ranks: list[dict], world_size: int) -> str:
+    """Why a launch's or resize's ranks cannot all run ("" if they can): a rank at or past the
+    world size, a rank given twice, or a GPU given to two ranks (the second would wait for the
+    first, which waits for it in the rendezvous)."""
+    seen: set[int] = set()
+    gpus: set[int] = set()
+    for r in ranks:
+        if r["rank"] >= world_size:
+            return f"rank {r['rank']} is not below the world size {world_size}"
+        if r["rank"] in seen:
+            return f"rank {r['rank']} is given twice"
+        if r["gpu"] in gpus:
+            return f"GPU {r['gpu']} is given to two ranks"
+        seen.add(r["rank"])
+        gpus.add(r["gpu"])
+    return ""
 
 
 def worker_environment() -> dict[str, str]:

@@ -29,8 +29,9 @@ def train(build_model: Callable, dataset, loss_fn: Callable, default_batch: int,
     if job.world_size > 1 and not job.join_generation:
         DataParallel(model)  # every worker starts from rank 0's weights
     data = job.elastic_data(dataset, default_batch)
-    # A resize changes the global batch: the learning rate follows its square root.
-    job.on_rescale(lambda change: setattr(optimizer, "lr", optimizer.lr * change.batch_ratio**0.5))
+    # A resize changes the global batch: the learning rate follows the scheduler's rule when it
+    # gives one (a factor of the job's own rate), else the square root of the batch's change.
+    job.on_rescale(lambda change: setattr(optimizer, "lr", rescaled_lr(optimizer.lr, lr, change)))
     model.train()
     for inputs, targets in job.loader(data):
         inputs, targets = inputs.to(job.device), targets.to(job.device)
@@ -41,6 +42,14 @@ def train(build_model: Callable, dataset, loss_fn: Callable, default_batch: int,
         optimizer.step()
         job.report(loss=loss.item(), **noise)
     job.finish()
+
+
+def rescaled_lr(current: float, own: float, change) -> float:
+    """The learning rate after a resize (`change`: agents/elastic.Rescale); `own` is the job's
+    learning rate at its own batch size, which the scheduler's `lr_scale` multiplies."""
+    if change.lr_scale is not None:
+        return own * change.lr_scale
+    return current * change.batch_ratio**0.5
 
 
 def synthetic(n: int, seed: int, make: Callable):

@@ -278,6 +278,13 @@ class Ones(Element):
         rows, n = active.rows, len(active)
         if local is None:
             local = _local_batch(ctx, active).astype(np.int64)
+        # A job's global batch stays within its limit: one GPU at a local batch past the limit
+        # (all a job may have then) trains at the limit instead.
+        most = np.nan_to_num(_column(ctx, "max_batch_size", rows, np.inf), nan=np.inf)
+
+        def batch(j: int, gpus: int) -> int:
+            return int(min(local[j] * gpus, max(most[j], 1))) if local[j] > 0 else 0
+
         changed = np.zeros(n, dtype=bool)
         diff = best != current
         changed[best[diff & (best >= 0)]] = True
@@ -292,13 +299,13 @@ class Ones(Element):
             for j in np.flatnonzero(changed | running).tolist():
                 g = gpus_of[j]
                 if not running[j]:
-                    launches.append(Assignment(int(rows[j]), g.tolist(), int(local[j] * len(g))))
+                    launches.append(Assignment(int(rows[j]), g.tolist(), batch(j, len(g))))
                 elif not len(g):
                     suspend.append(int(rows[j]))
                     # Resume (§3.3.2): a preempted job may ask again for at most what it had.
                     self._limit[rows[j]] = max(min(int(limit[j]), int(held[j])), 1)
                 elif changed[j]:
-                    resizes.append(Resize(int(rows[j]), g.tolist(), int(local[j] * len(g)), LR_LINEAR, self.in_place))
+                    resizes.append(Resize(int(rows[j]), g.tolist(), batch(j, len(g)), LR_LINEAR, self.in_place))
                 else:
                     keep.append(int(rows[j]))
             self._epoch_mark[rows[changed]] = epochs[changed]
@@ -315,6 +322,6 @@ class Ones(Element):
         for j in np.flatnonzero(~running).tolist():
             g = np.flatnonzero(best == j)
             if len(g) and free[g].all():
-                launches.append(Assignment(int(rows[j]), g.tolist(), int(local[j] * len(g))))
+                launches.append(Assignment(int(rows[j]), g.tolist(), batch(j, len(g))))
                 self._epoch_mark[rows[j]] = epochs[j]
         return Plan.of(launches, keep=rows[running])

@@ -57,10 +57,16 @@ class Attempt:
     waits_for: Attempt | None = None  # the previous attempt, still checkpointing: launch after it
     generation: int = 0  # in-place resizes so far (runtime/backends/live/resizes.py)
     leaving: set[int] = attrs.field(factory=set)  # ranks an in-place shrink let go (they exit by themselves)
+    joiners: set[int] = attrs.field(factory=set)  # ranks an in-place grow started
 
     @property
     def world_size(self) -> int:
         return len(self.gpus)
+
+    @property
+    def worker_batch(self) -> int:
+        """The batch size each worker is told: plans and the job table give the global batch."""
+        return worker_batch(self.batch, self.world_size)
 
     def lose_ranks(self, ranks, iteration: int, heard: float | None = None) -> None:
         """These workers are gone with their node (or never reached it); `heard`: the wall time
@@ -83,6 +89,13 @@ class Attempt:
             e["outcome"] == "failed" and not e.get("lost") and self.exit_wall.get(rank, math.inf) < silent_since - slack_s
             for rank, e in self.exits.items()
         )
+
+
+def worker_batch(batch: int, world_size: int) -> int:
+    """A global batch split over `world_size` workers, rounded up (0, the workload's own batch,
+    stays 0). Launches and in-place resizes both send this, so every worker trains with its
+    share of the plan's batch whichever way the job was shaped."""
+    return -(-int(batch) // max(int(world_size), 1)) if batch > 0 else 0
 
 
 class Attempts:
@@ -199,7 +212,7 @@ class Attempts:
             master_addr=rank0.address if rank0 is not None else "127.0.0.1",
             master_port=att.master_port,
             iterations=int(math.ceil(self._column("work")[row])) if has_model else 0,
-            batch_size=att.batch,
+            batch_size=att.worker_batch,
             checkpoint_dir=f"{self.checkpoint_root}/job-{att.job_id}",
             checkpoint_every_s=float(self.options.checkpoint_every_s),
             workload=workload,
@@ -287,7 +300,7 @@ class Attempts:
         self.reached[att.row] = ckpt[1] if ckpt else 0
 
     def maybe_end(self, att: Attempt, t: float, permanent: bool = False) -> None:
-        if att.ended or len(att.exits) < att.world_size:
+        if att.ended or (len(att.exits) < att.world_size and not _joiners_moot(self, att)):
             return
         outcomes = {e["outcome"] for e in att.exits.values()}
         if att.exits[0]["outcome"] == "done":
@@ -373,3 +386,19 @@ class Attempts:
                 self._send_launch(successor)
             else:
                 self.conclude(successor, "preempted", t, permanent=False)
+
+
+def _joiners_moot(books: Attempts, att: Attempt) -> bool:
+    """Rank 0 completed the job while ranks an in-place grow started have not reported: they
+    have nothing left to do (an agent may also have refused to start them, its rank 0
+    having just finished), so they are stopped and the attempt ends without them rather
+    than waiting for exits that may never come."""
+    first = att.exits.get(0)
+    missing = [r for r in range(att.world_size) if r not in att.exits]
+    if first is None or first["outcome"] != "done" or not set(missing) <= att.joiners:
+        return False
+    books.kill_rest(att)
+    for rank in missing:
+        att.exits[rank] = {"outcome": "killed", "iteration": att.iteration}
+    log.info("job %d attempt %d: done before ranks %s it grew to reported", att.job_id, att.n, missing)
+    return True

@@ -5,7 +5,8 @@ A resize is done in place when the plan asks for it and the agents can: the job 
 on nodes that already run a worker of the job (they get their state from rank 0). One `resize`
 message goes to rank 0's node (which tells the job at its next step boundary) and one to each
 other node that starts new ranks, with a new rendezvous port and the batch size per worker (the
-plan's global batch over the new world size, rounded up), as the agents expect (docs/live.md). Any other resize (asked by checkpoint and restart, new ranks on
+plan's global batch over the new world size, rounded up: `Attempt.worker_batch`, which launches
+send too), as the agents expect (docs/live.md). Any other resize (asked by checkpoint and restart, new ranks on
 a node the job is not on, GPUs reshuffled) is a checkpoint and restart: the attempt is revoked and
 a new one launched on the new GPUs once it has checkpointed, as a move is.
 
@@ -118,13 +119,14 @@ def _carry_out(books: Attempts, nodes: Nodes, resize: LiveResize) -> None:
         att.exits.pop(rank, None)
         att.leaving.add(rank)
     att.leaving -= set(range(len(resize.gpus)))  # a rank number given out again is a new worker
+    att.joiners = (att.joiners & set(range(len(resize.gpus)))) | set(range(old_n, len(resize.gpus)))
     rank0 = nodes.slots[int(att.slots[0])]
     common = dict(
         job=att.job_id,
         attempt=att.n,
         generation=att.generation,
         world_size=att.world_size,
-        batch_size=max(1, -(-att.batch // att.world_size)),  # per worker: the plan's is global
+        batch_size=max(1, att.worker_batch),  # (a resize must name one: 0 is the job's own only at launch)
         master_addr=rank0.address if rank0 is not None else "127.0.0.1",
         master_port=att.master_port,
     )
