@@ -156,9 +156,12 @@ class AcceptThreshold(Element):
 
     def hand_over(self) -> np.ndarray:
         """The jobs it holds, oldest first, to another gate taking its place (ChooseAdmission);
-        it holds none after."""
+        it holds none after, and counts no demand."""
         queue, self._queue = self._queue, self._queue[:0]
+        # Not acting any more, it admits nothing and tracks no demand until it takes over again.
+        self._admitted = self._admitted[:0]
         self.counters["queued"] = 0
+        self.counters["demand"] = 0
         return queue
 
     def take_over(self, admitted: np.ndarray) -> None:

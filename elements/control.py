@@ -8,6 +8,7 @@ import functools
 import itertools
 import os
 import sys
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -17,12 +18,13 @@ import polars as pl
 
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import Active, Jobs, Ranking
-from roundhouse.runtime.values import Duration, ElementRef, at_most, positive
+from roundhouse.runtime.values import Duration, ElementRef, at_most, one_of, positive
 from roundhouse.traces.jobs import FINISHED
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
     from roundhouse.runtime.lookahead import Fork, Outlook
+    from roundhouse.runtime.snapshot import Shared
 
 
 def _one_or_more(instance, attribute, value) -> None:
@@ -193,17 +195,21 @@ class Synthesizer(Element):
     (as `workers=1`): inside a daemon process (a sweep's local or Dask worker), or under a main
     script that a started process would run again (one without an `if __name__ == "__main__":`
     guard). The choices are the same either way. It then selects the best combination in the
-    switches, from this round on; a tie keeps the one running. It ticks first in its round. Metrics, smaller is better: `jct`, the
-    mean time the jobs spend in the system within the horizon (the area under the number of
-    jobs in the system, whose sum average JCT is); `responsiveness`, the mean wait of the jobs
-    not yet started; `both`, each divided by the best combination's value, summed. Its report
+    switches, from this round on; a tie keeps the one running. It ticks first in its round, and
+    a graph has one. Metrics, smaller is better: `jct`, the mean time the jobs spend in the
+    system within the horizon (the area under the number of jobs in the system, whose sum
+    average JCT is); `responsiveness`, the mean wait of the jobs not yet started; `both`, each
+    divided by the best combination's value or one round's length, whichever is larger, summed
+    (divided by the best wait alone, a combination where nobody waits would outweigh any
+    difference in JCT). Its report
     `choices` says which combination ran from when, `decisions` what each one was expected to
     give.
 
     Ports:
         none
     Arguments:
-        switches: the ChooseAdmission and ChoosePolicy elements whose candidates it combines.
+        switches: the ChooseAdmission and ChoosePolicy elements whose candidates it combines
+            (checked with the graph).
         every: rounds between decisions.
         horizon: how far ahead each combination is simulated.
         metric: jct, responsiveness or both.
@@ -228,7 +234,7 @@ class Synthesizer(Element):
     switches: list[ElementRef] = attrs.field(validator=_one_or_more)
     every: int = attrs.field(default=10, validator=positive)
     horizon: Duration = attrs.field(default=Duration(12 * 3600.0), validator=positive)
-    metric: str = attrs.field(default="jct", validator=attrs.validators.in_(METRICS))
+    metric: str = attrs.field(default="jct", validator=one_of(*METRICS))
     workers: int = attrs.field(default=2, validator=[positive, at_most(64)])
 
     def start(self, ctx: RoundContext) -> None:
@@ -238,9 +244,17 @@ class Synthesizer(Element):
         self._decisions: list[dict[str, Any]] = []
         self.counters.update(decisions=0, switches=0, simulated=0, choice=0)
         for ref in self.switches:
-            if not isinstance(self.peers[ref.name], _Switch):
-                el = self.peers[ref.name]
-                raise TypeError(f"'{ref.name}' ({type(el).__name__}) is not a ChooseAdmission or ChoosePolicy switch")
+            why = self.reference_problem("switches", self.peers[ref.name])
+            if why is not None:  # (the compiler reports it first, at its place in the graph)
+                raise TypeError(why)
+
+    @staticmethod
+    def reference_problem(field: str, peer: Element) -> str | None:
+        """What is wrong with an element an argument names, or None (the compiler asks, and
+        reports it where the argument names it)."""
+        if field == "switches" and not isinstance(peer, _Switch):
+            return f"'{peer.name}' ({type(peer).__name__}) is not a switch: a Synthesizer's switches are ChooseAdmission and ChoosePolicy elements"
+        return None
 
     @property
     def combinations(self) -> list[tuple[int, ...]]:
@@ -269,7 +283,7 @@ class Synthesizer(Element):
             simulated = dict(zip(distinct, _simulate_all(self, fork, distinct)))
             outlooks = [simulated[k] for k in keys]
             self.counters["simulated"] += len(distinct)
-            best = self._best(outlooks)
+            best = self._best(outlooks, float(ctx.round_s))
             self._record(ctx, combos, outlooks, best)
             if best != self._choice:
                 self._choice = best
@@ -286,7 +300,7 @@ class Synthesizer(Element):
             return float("inf")
         return (ctx.round_index // self.every + 1) * self.every * ctx.round_s
 
-    def _best(self, outlooks: list[Outlook]) -> int:
+    def _best(self, outlooks: list[Outlook], round_s: float) -> int:
         jct = np.array([o.time_in_system_s for o in outlooks])
         wait = np.array([o.wait_s for o in outlooks])
         if self.metric == "jct":
@@ -294,7 +308,9 @@ class Synthesizer(Element):
         elif self.metric == "responsiveness":
             score = wait
         else:
-            score = jct / max(jct.min(), 1e-9) + wait / max(wait.min(), 1e-9)
+            # Each relative to the best, but on a scale of at least one round: a mean wait of
+            # seconds against none is no real difference, and must not outweigh the JCT.
+            score = jct / max(jct.min(), round_s) + wait / max(wait.min(), round_s)
         # Within rounding of the best, the running combination stays.
         near = score <= score.min() * (1 + 1e-9) + 1e-9
         return self._choice if near[self._choice] else int(near.argmax())
@@ -343,33 +359,58 @@ class Synthesizer(Element):
 
 # --- look-ahead runs, in this process or a pool ---------------------------------------------
 
-_POOLS: dict[int, Any] = {}  # per synthesizer (kept out of its state: a pool cannot be forked)
+
+@attrs.define
+class _Pool:
+    """A synthesizer's pool of processes, with the shared objects they were given when they
+    started (`install`): held here, they stay the ones that later forks refer to."""
+
+    executor: Any
+    shared: Shared
+    # Shuts the processes down when the synthesizer is freed unfinished (an abandoned run or
+    # fork); detached when `finish` shuts them down itself.
+    on_free: weakref.finalize
+
+
+# Per synthesizer, kept out of its state (a pool cannot be forked; a fork starts its own) and
+# freed with it: an abandoned run or fork leaves no processes behind.
+_POOLS: weakref.WeakKeyDictionary[Synthesizer, _Pool] = weakref.WeakKeyDictionary()
 
 
 def _simulate_all(synth: Synthesizer, fork: Fork, combos: list[tuple[int, ...]]) -> list[Outlook]:
     switches = [ref.name for ref in synth.switches]
     tasks = [(fork, float(synth.horizon), synth.name, switches, combo) for combo in combos]
     workers = min(synth.workers, len(combos), os.cpu_count() or 1)
-    pool = _POOLS.get(id(synth))
+    pool = _POOLS.get(synth)
     if workers <= 1 or (pool is None and not can_start_processes()):
         return [_simulate(*t) for t in tasks]
+    shared = fork.packed().shared
+    if pool is not None and pool.shared is not shared:  # (its processes do not hold what this fork refers to)
+        _close_pool(synth)
+        pool = None
     if pool is None:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        pool = _start_pool(synth, shared, workers)
+    return list(pool.executor.map(_simulate, *zip(*tasks)))
 
-        # Spawned, not forked: a live scheduler's sockets and threads stay in this process.
-        from roundhouse.runtime.snapshot import Shared, install
 
-        shared = fork.packed().shared
-        assert isinstance(shared, Shared)  # (a fork made in this process)
+def _start_pool(synth: Synthesizer, shared: Shared | str, workers: int) -> _Pool:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
-        pool = _POOLS[id(synth)] = ProcessPoolExecutor(
-            workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=install,
-            initargs=(shared.key, shared.blob()),
-        )
-    return list(pool.map(_simulate, *zip(*tasks)))
+    from roundhouse.runtime.snapshot import Shared, install
+
+    assert isinstance(shared, Shared)  # (a fork made in this process)
+    # Spawned, not forked: a live scheduler's sockets and threads stay in this process.
+    executor = ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=install,
+        initargs=(shared.key, shared.blob()),
+    )
+    # Not waiting: the synthesizer may be freed by the garbage collector in any thread.
+    on_free = weakref.finalize(synth, executor.shutdown, wait=False, cancel_futures=True)
+    pool = _POOLS[synth] = _Pool(executor, shared, on_free)
+    return pool
 
 
 def can_start_processes() -> bool:
@@ -433,6 +474,7 @@ def _simulate(fork: Fork, horizon_s: float, synth: str, switches: list[str], com
 
 
 def _close_pool(synth: Synthesizer) -> None:
-    pool = _POOLS.pop(id(synth), None)
+    pool = _POOLS.pop(synth, None)
     if pool is not None:
-        pool.shutdown()
+        pool.on_free.detach()
+        pool.executor.shutdown()

@@ -33,6 +33,7 @@ from roundhouse.runtime.dsl.loader import Body, Decl, FlatGraph, load
 from roundhouse.runtime.dsl.parser import parse_value
 from roundhouse.runtime.element import Element
 from roundhouse.runtime.settings import GraphSettings
+from roundhouse.runtime.values import ElementRef
 from roundhouse.runtime.wiring import Connection, Topology, Wiring
 
 
@@ -132,6 +133,7 @@ class _Compiler:
         self.fail_if_errors()
         wiring = Wiring(self.flat, self.errors)
         wiring.check_references(elements)
+        _check_named_elements(elements, self.flat, wiring, self.errors)
         connections = wiring.connections(elements)
         self.fail_if_errors()
         wiring.check_structure(elements, connections)
@@ -379,6 +381,35 @@ class _Compiler:
             self.errors.append(SchedError(f"{prefix}{what} {complaint}", location))
             return _BAD
         return value
+
+
+def _check_named_elements(elements: dict[str, Element], flat: FlatGraph, wiring: Wiring, errors: list[SchedError]) -> None:
+    """What an element asks of the elements its arguments name (`reference_problem`: a
+    synthesizer's switches must be switches), each at the place that names it; and at most one
+    element that forks the world (it must tick first in its round, before any other)."""
+    for name, el in elements.items():
+        problem = getattr(el, "reference_problem", None)
+        if problem is None:
+            continue
+        for field in attrs.fields(type(el)):
+            value = getattr(el, field.name)
+            for ref in value if isinstance(value, list) else [value]:
+                if isinstance(ref, ElementRef) and ref.name in elements:
+                    why = problem(field.name, elements[ref.name])
+                    if why is not None:
+                        errors.append(SchedError(why, wiring._argument_location(name, field.name, ref.name)))
+    forking = [name for name, el in elements.items() if getattr(type(el), "forks_world", False)]
+    for name in forking[1:]:
+        first = forking[0]
+        errors.append(
+            SchedError(
+                f"'{name}' ({type(elements[name]).__name__}) is a second element that forks the world, after "
+                f"'{first}' ({type(elements[first]).__name__}): a graph may have one, which forks at the start "
+                "of its round, before any other element has ticked",
+                flat.decls[name].location,
+                hint="give one synthesizer all the switches",
+            )
+        )
 
 
 _BAD = object()

@@ -35,6 +35,7 @@ import os
 import pickle
 import textwrap
 import time
+import weakref
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -164,7 +165,10 @@ class Shared:
     every element's configuration and `fixed` attributes). Kept in this process; pickled once
     for a pool's processes (`blob`, `install`), which then receive forks as bytes alone."""
 
-    _BY_CLUSTER: dict[int, Shared] = {}  # (a run's forks share its cluster, and all the rest)
+    # A run's forks share its cluster, and all the rest. Held weakly: kept while something
+    # refers to it (a fork packed, a synthesizer's pool), and no longer than the run. (While it
+    # lives it holds its cluster, whose id no other object can then have.)
+    _BY_CLUSTER: weakref.WeakValueDictionary[int, Shared] = weakref.WeakValueDictionary()
 
     def __init__(self, objects: list[object], key: str):
         self.objects = objects
@@ -190,7 +194,9 @@ class Shared:
         return buffer.getvalue()
 
 
-_INSTALLED: dict[str, Shared] = {}
+_INSTALLED: dict[str, Shared] = {}  # in a pool's process, for as long as it runs
+# In this process, the shared objects of forks unpacked here: held by their `Packed`, no longer.
+_IN_USE: weakref.WeakValueDictionary[str, Shared] = weakref.WeakValueDictionary()
 
 
 def install(key: str, blob: bytes) -> None:
@@ -213,8 +219,10 @@ class Packed:
         return {**self.__dict__, "shared": self.shared.key if isinstance(self.shared, Shared) else self.shared}
 
     def unpack(self) -> Engine:
-        shared = self.shared if isinstance(self.shared, Shared) else _INSTALLED[self.shared]
-        _INSTALLED.setdefault(shared.key, shared)  # (where `_shared_object` finds them)
+        if isinstance(self.shared, Shared):
+            _IN_USE[self.shared.key] = self.shared  # (where `_shared_object` finds them)
+        elif self.shared not in _INSTALLED:
+            raise KeyError(f"no shared objects installed under {self.shared!r}")
         return pickle.loads(self.data)
 
 
@@ -249,7 +257,8 @@ class _ForkPickler(pickle.Pickler):
 
 
 def _shared_object(key: str, at: int) -> object:
-    return _INSTALLED[key].objects[at]
+    shared = _INSTALLED.get(key)
+    return (shared if shared is not None else _IN_USE[key]).objects[at]
 
 
 def _none() -> None:
