@@ -197,14 +197,17 @@ class LeaseLoader:
         self._stop_at: int | None = None
 
     def __len__(self) -> int:
-        return max(self.job.iterations - self.job.iteration, 0)
+        """The steps left (for a job counting samples, at its current batch: at least that many)."""
+        job = self.job
+        left = max(job.iterations - job.progress, 0)
+        return -(-left // max(self._step_samples(), 1)) if job.counts == "samples" else left
 
     def __iter__(self):
         job = self.job
         batches = self._batches()
-        last = job._pace_due = time.perf_counter()
+        last = job.pace.due = time.perf_counter()
         while True:
-            if job.iteration >= job.iterations:
+            if job.progress >= job.iterations:
                 job.outcome = "done"
                 return
             self._agree()
@@ -217,10 +220,20 @@ class LeaseLoader:
                 return
             batch = next(batches)
             yield batch
-            job._hold_pace()
+            samples = self._step_samples()
+            job.pace.hold(samples if job.counts == "samples" else 1)
             now = time.perf_counter()
-            job._step_done(now - last)
+            job._step_done(now - last, samples)
             last = now
+
+    def _step_samples(self) -> int:
+        """The samples one step trains, all workers together: the elastic data's global batch
+        (as it was cut for this step), else the batch size per worker the job was given times
+        its workers."""
+        data, job = self.data, self.job
+        if getattr(data, "elastic", False):
+            return int(data.batch_size) * int(data.world_size)
+        return max(job.batch_size, 1) * job.world_size
 
     def _agree(self) -> None:
         """The lease check, and for several workers the per-iteration agreement on when to stop
@@ -286,6 +299,29 @@ class LeaseLoader:
             epoch, offset = epoch + 1, 0
 
 
+class Pace:
+    """An emulated GPU's speed (`per_s` units a second; 0: as fast as it goes)."""
+
+    def __init__(self, per_s: float):
+        self.per_s = per_s
+        self.due = 0.0  # when the last step was due (the loader sets the start)
+
+    def hold(self, units: int = 1) -> None:
+        """Wait until the step just done is due at the emulated speed: the time of its `units`
+        (one step, or the samples it trained) after the previous one ended. Time lost to a slow
+        stretch, or to a sleep that overslept on a busy machine, is not made up later: no bursts
+        above that speed."""
+        if self.per_s <= 0:
+            return
+        due = self.due + units / self.per_s
+        now = time.perf_counter()
+        if due > now:
+            time.sleep(due - now)
+            now = time.perf_counter()
+        # When it actually ended (later than due if the sleep overslept), not when it was due.
+        self.due = max(due, now)
+
+
 # --- the job -------------------------------------------------------------------------------
 
 
@@ -316,12 +352,15 @@ class Job:
         self.gpu = e.gpu
         self.lease = Lease(e.lease)
         self.join_generation = e.join_generation  # > 0: started by a resize, joining running workers
+        self.counts = e.counts  # what the agent's iterations count (`progress`): steps, or samples
+        self.lr_scale = e.lr_scale  # the factor for the job's own learning rate at launch (or None)
         self._agent = e.agent
-        self.iteration = 0
-        self.start_iteration = 0
+        self.iteration, self.samples = 0, 0  # steps done; samples trained, all workers together
+        self.start_iteration = self.start_progress = 0
         self.outcome: str | None = None
         self.checkpoint_path: str | None = None
-        self.checkpoint_iteration: int | None = None
+        self.checkpoint_iteration: int | None = None  # (steps; and as `progress` counts)
+        self.checkpoint_progress: int | None = None
         self.device = "cpu"
         self._tracked: dict[str, Any] = {}
         self._socket = None
@@ -337,12 +376,20 @@ class Job:
         self._steady_from: tuple[float, int] | None = None
         self._checkpoint_s: list[float] = []
         self._distributed = False
-        self._pace_due = 0.0  # when the last iteration was due at the emulated speed
+        self.pace = Pace(self.pace_iters_per_s)
         self.scaler = Scaler(self)
 
     @classmethod
     def from_env(cls) -> Job:
         return cls()
+
+    @property
+    def progress(self) -> int:
+        """How far the job is as its agent counts it (`counts`): steps done, or samples trained
+        (stopping at the first step at or past its work, it says it reached exactly that)."""
+        if self.counts == "samples":
+            return min(self.samples, self.iterations)
+        return self.iteration
 
     def log(self, text: str) -> None:
         print(f"[job {self.job_id} attempt {self.attempt} rank {self.rank}] {text}", flush=True)
@@ -421,7 +468,7 @@ class Job:
                 self.stop_after_loss(f"joining the resized job failed: {err}")
                 self.finish()
             self.scaler.generation = self.join_generation
-            self.start_iteration = self.iteration
+            self.start_iteration, self.start_progress = self.iteration, self.progress
             self.log(f"joined as rank {self.rank} of {self.world_size} at iteration {self.iteration}")
             return self.iteration
         if not self.resume_path:
@@ -431,11 +478,7 @@ class Job:
         self.load_state(state)
         if "rng" in state:
             torch.set_rng_state(state["rng"])
-        self.start_iteration = self.iteration
-        if self.resume_iteration is not None and self.iteration != self.resume_iteration:
-            raise RuntimeError(f"checkpoint {self.resume_path} holds iteration {self.iteration}, not {self.resume_iteration}")
-        self.checkpoint_path, self.checkpoint_iteration = self.resume_path, self.iteration
-        self.log(f"resumed from {self.resume_path} at iteration {self.iteration}")
+        _resumed(self, self.resume_path)
         return self.iteration
 
     def checkpoint_due(self) -> bool:
@@ -448,6 +491,7 @@ class Job:
         return {
             "job": self.job_id,
             "iteration": self.iteration,
+            "samples": self.samples,
             "objects": {name: _unwrap(obj).state_dict() for name, obj in self._tracked.items()},
             "rng": torch.get_rng_state(),
             "elastic": self.scaler.state(),
@@ -458,6 +502,7 @@ class Job:
             if name in state["objects"]:  # a checkpoint from before this object was tracked lacks it
                 _unwrap(obj).load_state_dict(state["objects"][name])
         self.iteration = int(state["iteration"])
+        self.samples = int(state.get("samples", 0))  # (a checkpoint from before samples were counted: none)
         self.scaler.load(state.get("elastic", {}))
 
     def save_checkpoint(self, alone: bool = False) -> str:
@@ -467,7 +512,7 @@ class Job:
         import torch
 
         started = time.perf_counter()
-        path = self.checkpoint_dir / f"a{self.attempt}-i{self.iteration}.pt"
+        path = self.checkpoint_dir / f"a{self.attempt}-i{self.progress}.pt"
         if self.checkpoint_iteration == self.iteration and self.checkpoint_path:
             return self.checkpoint_path  # nothing new since the last one
         if self.rank == 0 or alone:
@@ -480,29 +525,16 @@ class Job:
             import torch.distributed as dist
 
             dist.barrier()
-        self.checkpoint_path, self.checkpoint_iteration = str(path), self.iteration
+        self.checkpoint_path, self.checkpoint_iteration, self.checkpoint_progress = str(path), self.iteration, self.progress
         self._last_checkpoint = time.time()
         self._checkpoint_s.append(time.perf_counter() - started)
-        self._send("checkpointed", iteration=self.iteration, path=str(path))
+        self._send("checkpointed", iteration=self.progress, path=str(path))
         return str(path)
 
-    def _hold_pace(self) -> None:
-        """On an emulated GPU, wait until the iteration just done is due at the emulated speed:
-        one iteration's time after the previous one ended. Time lost to a slow stretch, or to a
-        sleep that overslept on a busy machine, is not made up later: no bursts above that speed."""
-        if self.pace_iters_per_s <= 0:
-            return
-        due = self._pace_due + 1.0 / self.pace_iters_per_s  # the loader set the start
-        now = time.perf_counter()
-        if due > now:
-            time.sleep(due - now)
-            now = time.perf_counter()
-        # When it actually ended (later than due if the sleep overslept), not when it was due.
-        self._pace_due = max(due, now)
-
     # --- metrics ---
-    def _step_done(self, seconds: float) -> None:
+    def _step_done(self, seconds: float, samples: int = 0) -> None:
         self.iteration += 1
+        self.samples += samples
         now = self._last_step_at = time.time()
         if self._first_step_at is None:
             self._first_step_at = now
@@ -540,23 +572,23 @@ class Job:
             values["iters_per_s"] = self._window_n / max(self._window_s, 1e-9)
         self._window_s, self._window_n = 0.0, 0
         self._last_report = now
-        self._send("report", iteration=self.iteration, values={k: v for k, v in values.items() if _finite(v)})
+        self._send("report", iteration=self.progress, values={k: v for k, v in values.items() if _finite(v)})
 
     def finish(self) -> None:
         """Tell the agent how this attempt ended and exit (status 0 when done, 3 when preempted)."""
-        outcome = self.outcome or ("done" if self.iteration >= self.iterations else "preempted")
+        outcome = self.outcome or ("done" if self.progress >= self.iterations else "preempted")
         summary = self.summary()
         self._latest.update(summary)
         self._flush_report(time.time())
         self._send(
             "exiting",
             outcome=outcome,
-            iteration=self.iteration,
-            start_iteration=self.start_iteration,
+            iteration=self.progress,
+            start_iteration=self.start_progress,
             checkpoint=self.checkpoint_path,
-            checkpoint_iteration=self.checkpoint_iteration,
+            checkpoint_iteration=self.checkpoint_progress if self.checkpoint_path else None,
         )
-        self.log(f"{outcome} at iteration {self.iteration} ({json.dumps({k: round(v, 4) for k, v in summary.items()})})")
+        self.log(f"{outcome} at {_where(self)} ({json.dumps({k: round(v, 4) for k, v in summary.items()})})")
         if self._socket is not None:
             self._socket.close(linger=3000)
             self._socket.context.term()  # waits until the exit message has left this process
@@ -595,6 +627,21 @@ def _unwrap(obj: Any) -> Any:
     a job resumes whatever its worker count)."""
     inner = getattr(obj, "module", None)
     return inner if inner is not None and hasattr(obj, "require_backward_grad_sync") else obj
+
+
+def _resumed(job: Job, path: str) -> None:
+    """The job has loaded checkpoint `path`: it starts there, if it holds the point the
+    scheduler says it does."""
+    job.start_iteration, job.start_progress = job.iteration, job.progress
+    if job.resume_iteration is not None and job.progress != job.resume_iteration:
+        held = f"{job.progress} samples" if job.counts == "samples" else f"iteration {job.progress}"
+        raise RuntimeError(f"checkpoint {path} holds {held}, not {job.resume_iteration}")
+    job.checkpoint_path, job.checkpoint_iteration, job.checkpoint_progress = path, job.iteration, job.progress
+    job.log(f"resumed from {path} at {_where(job)}")
+
+
+def _where(job: Job) -> str:
+    return f"iteration {job.iteration}" + (f" ({job.progress} samples)" if job.counts == "samples" else "")
 
 
 def _finite(v: float) -> bool:

@@ -12,7 +12,8 @@ reads (agents/client.py), with their meanings and the defaults a job assumes whe
 | CUDA_VISIBLE_DEVICES          | gpu                | the GPU this worker has (a node-local index)              |
 | ROUNDHOUSE_LEASE              | lease              | the worker's lease file (one byte; set when revoked)      |
 | ROUNDHOUSE_AGENT              | agent              | the agent's node-local socket for reports                 |
-| ROUNDHOUSE_ITERATIONS         | iterations         | the job's total work, in iterations                       |
+| ROUNDHOUSE_ITERATIONS         | iterations         | the job's total work, in the unit ROUNDHOUSE_COUNTS says  |
+| ROUNDHOUSE_COUNTS             | counts             | what iterations count: steps, or samples trained (elastic jobs) |
 | ROUNDHOUSE_BATCH_SIZE         | batch_size         | the batch size (0: the workload's own)                    |
 | ROUNDHOUSE_MODEL              | model              | the model's name as the trace gives it                    |
 | ROUNDHOUSE_SEED               | seed               | the job's random seed                                     |
@@ -20,9 +21,10 @@ reads (agents/client.py), with their meanings and the defaults a job assumes whe
 | ROUNDHOUSE_CHECKPOINT_DIR     | checkpoint_dir     | where rank 0 writes checkpoints (storage all nodes read)  |
 | ROUNDHOUSE_CHECKPOINT_EVERY   | checkpoint_every_s | also checkpoint this often, in seconds (0: only revoked)  |
 | ROUNDHOUSE_RESUME             | resume             | the checkpoint to resume from (unset: from the start)     |
-| ROUNDHOUSE_RESUME_ITERATION   | resume_iteration   | the iteration that checkpoint holds, as the scheduler has it |
+| ROUNDHOUSE_RESUME_ITERATION   | resume_iteration   | the point that checkpoint holds, as the scheduler has it (same unit) |
 | ROUNDHOUSE_REPORT_EVERY       | report_every_s     | send progress to the agent at most this often, in seconds |
-| ROUNDHOUSE_PACE               | pace_iters_per_s   | an emulated GPU's speed, iterations/s (0: as fast as it goes) |
+| ROUNDHOUSE_PACE               | pace_iters_per_s   | an emulated GPU's speed, in that unit a second (0: as fast as it goes) |
+| ROUNDHOUSE_LR_SCALE           | lr_scale           | the factor for the job's own learning rate (unset: none)  |
 | ROUNDHOUSE_LAUNCHED_AT        | launched_at        | when the agent started the process (Unix time)            |
 | ROUNDHOUSE_DIST_TIMEOUT       | dist_timeout_s     | how long the job's collectives wait for a worker, seconds |
 | ROUNDHOUSE_JOIN               | join_generation    | started by this resize of a running job (0: a launch)     |
@@ -61,7 +63,10 @@ VARIABLES: dict[str, str] = {
     "launched_at": "ROUNDHOUSE_LAUNCHED_AT",
     "dist_timeout_s": "ROUNDHOUSE_DIST_TIMEOUT",
     "join_generation": "ROUNDHOUSE_JOIN",
+    "counts": "ROUNDHOUSE_COUNTS",
+    "lr_scale": "ROUNDHOUSE_LR_SCALE",
 }
+COUNTS = ("steps", "samples")  # (as the wire's launch says, wire/protocol.py: not imported here)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +97,8 @@ class JobEnv:
     launched_at: float | None = None
     dist_timeout_s: float = 120.0
     join_generation: int = 0
+    counts: str = "steps"
+    lr_scale: float | None = None
 
     @classmethod
     def read(cls, env: Mapping[str, str]) -> JobEnv:
@@ -109,6 +116,12 @@ class JobEnv:
                 if field.name.endswith("_s"):
                     expected += " of seconds"
                 raise ValueError(f"{VARIABLES[field.name]}={text!r}: expected {expected}") from None
+        counts = given.get("counts", "steps")
+        if counts not in COUNTS:
+            raise ValueError(f"{VARIABLES['counts']}={counts!r}: expected {' or '.join(COUNTS)}")
+        scale = given.get("lr_scale")
+        if scale is not None and not 0 <= scale < float("inf"):
+            raise ValueError(f"{VARIABLES['lr_scale']}={scale!r}: expected a finite number >= 0")
         return cls(**given)
 
 

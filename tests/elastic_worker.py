@@ -1,6 +1,6 @@
 """A training process for the elastic tests: a small classifier trained with the client
-library's scaling hook; every step it appends (rank, iteration, world size, loss, a checksum of
-the weights) to the file ELASTIC_RECORD names."""
+library's scaling hook; every step it appends (rank, iteration, samples trained so far by all
+workers, world size, loss, a checksum of the weights) to the file ELASTIC_RECORD names."""
 
 import json
 import os
@@ -40,7 +40,7 @@ def main() -> None:
         optimizer.step()
         job.report(loss=loss.item(), **noise)
         checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
-        row = {"rank": job.rank, "iteration": job.iteration, "world": job.world_size, "loss": loss.item()}
+        row = {"rank": job.rank, "iteration": job.iteration, "samples": job.samples, "world": job.world_size, "loss": loss.item()}
         record.write(json.dumps({**row, "batch": data.batch_size, "checksum": checksum, **noise}) + "\n")
         record.flush()
     job.finish()

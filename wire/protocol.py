@@ -44,6 +44,7 @@ HARD_LIMIT = 8 << 20
 NAME_RE = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 METRIC_RE = r"[a-z][a-z0-9_]{0,31}"
 OUTCOMES = ("done", "preempted", "failed", "killed", "resized")  # resized: a worker a resize let go
+COUNTS = ("steps", "samples")  # what a launch's iterations count (its `counts`)
 
 # Exit codes of a training process that uses the client library.
 EXIT_DONE = 0
@@ -287,6 +288,13 @@ SCHEMAS: dict[str, Obj] = {
             "resume_iteration": ITERATION,
             "seed": Int(0, 2**31),
             "iters_per_s": Num(0, 10**9),  # the profile's speed for this placement (emulated GPUs run at it)
+            # What `iterations`, `resume_iteration`, `iters_per_s` and every report and exit of
+            # the attempt count: optimizer steps (absent: steps), or for an elastic job the
+            # samples it has trained (its work as the scheduler counts it).
+            "counts": Choice(*COUNTS),
+            # The factor the scheduler's learning-rate rule gives the job's own learning rate for
+            # the global batch it is launched with (absent: the job keeps the one it has).
+            "lr_scale": Num(0, 10**6),
         },
     ),
     "revoke": Obj({"job": JOB, "attempt": ATTEMPT, "kill": Bool()}, {"rank": RANK}),

@@ -5,7 +5,8 @@ Each node is a node on the wire as a real agent's is: its own DEALER connection 
 identity at the scheduler's ROUTER), its own name (`NAME-0` ... `NAME-{N-1}`), registration,
 heartbeats, numbered messages and exit reports kept until acknowledged. What it does not have
 is job processes: a job "runs" as a timer at the speed the launch carries (the scheduler's
-profile for that placement, `iters_per_s`), from its resume iteration to its last. It is
+profile for that placement, `iters_per_s`), from its resume iteration to its last, in the unit
+the launch counts (`counts`: steps, or for an elastic job samples at samples/s). It is
 started at once; a revocation ends it at the iteration it reached, with a checkpoint named
 after that iteration (nothing is written); it ends done when its iterations are over.
 Progress reaches the scheduler in heartbeats and exit reports (no metrics messages). A resize in
@@ -325,16 +326,22 @@ class EmulatedNodes:
         """A resize in place (sent to rank 0's node and to each node given new ranks): the
         attempt goes on from the iteration it reached at its new speed, ranks past the new size
         leave (`resized`), and this node's new ranks join. Refused, as a real agent refuses it,
-        for an attempt no emulated node runs or a GPU this node lacks."""
+        for an attempt no emulated node runs, a GPU this node lacks or a rank that is not new;
+        then nothing changes, and the new ranks given here end without having run (preempted,
+        no exit status), as a real agent reports them: the scheduler stops the attempt and
+        takes the job back from its checkpoint rather than waiting for ranks that never start."""
         now = time.time()
         attempt = (body["job"], body["attempt"])
         ranks = [(n, j) for n in self.nodes for j in n.jobs.values() if (j.job, j.attempt) == attempt]
-        lacking = [r["gpu"] for r in body["ranks"] if r["gpu"] not in node.gpus]
-        if not ranks or lacking or self._stopping:
-            why = (
-                "this node runs no worker of it" if not ranks else f"this node has no GPU {lacking[0]}" if lacking else "stopping"
-            )
+        why = self._resize_refusal(node, body, bool(ranks))
+        if why:
             log.warning("refused resize of job %d attempt %d: %s", *attempt, why)
+            at = max((j.iteration(now) for _, j in ranks), default=0)
+            for rank in sorted({r["rank"] for r in body["ranks"]}):
+                if rank < body["world_size"] and not any((*attempt, rank) in n.jobs for n in self.nodes):
+                    node.exits.report(
+                        *attempt, rank, "preempted", at, at, None, None, None, f"resize refused: {why}", permanent=False
+                    )
             return
         reached = max(j.iteration(now) for _, j in ranks)
         rate = float(body.get("iters_per_s") or 0.0) or ranks[0][1].iters_per_s
@@ -351,6 +358,22 @@ class EmulatedNodes:
                 node.jobs[key] = job
                 node.link.send("started", job=key[0], attempt=key[1], rank=key[2])
                 heapq.heappush(self._ends, (job.ends_at, node.index, key))
+
+    def _resize_refusal(self, node: _Node, body: dict, runs: bool) -> str:
+        """Why this node cannot carry out its part of a resize ("" if it can)."""
+        if self._stopping:
+            return "the agent is stopping"
+        if not runs:
+            return "this node runs no worker of it"
+        seen: set[int] = set()
+        for r in body["ranks"]:
+            if r["gpu"] not in node.gpus:
+                return f"this node has no GPU {r['gpu']}"
+            key = (body["job"], body["attempt"], r["rank"])
+            if r["rank"] == 0 or r["rank"] >= body["world_size"] or r["rank"] in seen or any(key in n.jobs for n in self.nodes):
+                return f"rank {r['rank']} is not a new rank of a job of {body['world_size']} workers"
+            seen.add(r["rank"])
+        return ""
 
     # --- running ---
     def _finish_due(self, now: float) -> None:

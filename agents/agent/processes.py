@@ -250,6 +250,8 @@ class Workers:
                 resume=spec.get("resume") or None,
                 resume_iteration=(spec.get("resume_iteration") or 0) if spec.get("resume") else None,
                 join_generation=spec.get("join_generation"),
+                counts=spec.get("counts"),
+                lr_scale=spec.get("lr_scale"),
             )
         )
         if self.threads_per_gpu > 0:
@@ -392,8 +394,11 @@ def resize(self: Workers, body: dict, stopping: bool) -> bool:
         join_generation=body["generation"],
         resume=None,
         resume_iteration=None,
+        # The new ranks start with the resize's learning-rate factor (their state, and the rate
+        # it holds, comes from rank 0 before the others apply the factor), or none.
+        lr_scale=body.get("lr_scale"),
     )
-    if "iters_per_s" in body:
+    if body.get("iters_per_s"):  # (a decoded message holds None for a field it lacks)
         spec["iters_per_s"] = body["iters_per_s"]
     for w in running:
         w.spec = {**(w.spec or {}), "world_size": body["world_size"], "batch_size": body["batch_size"]}
@@ -463,7 +468,9 @@ def _reshape_queued(self: Workers, body: dict, mine: list[Worker]) -> None:
         master_port=body["master_port"],
         ranks=[{"rank": w.rank, "gpu": w.gpu} for w in kept] + list(body["ranks"]),
     )
-    if "iters_per_s" in body:
+    if body.get("lr_scale") is not None:
+        spec["lr_scale"] = body["lr_scale"]
+    if body.get("iters_per_s"):  # (a decoded message holds None for a field it lacks)
         spec["iters_per_s"] = body["iters_per_s"]
     for w in kept:
         w.spec = spec

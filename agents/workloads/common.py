@@ -26,6 +26,7 @@ def train(build_model: Callable, dataset, loss_fn: Callable, default_batch: int,
     sync = GradientSync(model.parameters())
     job.track(model=model, optimizer=optimizer, gradient_noise=sync)
     job.resume()
+    optimizer.lr = starting_lr(optimizer.lr, lr, job.lr_scale)
     if job.world_size > 1 and not job.join_generation:
         DataParallel(model)  # every worker starts from rank 0's weights
     data = job.elastic_data(dataset, default_batch)
@@ -50,6 +51,14 @@ def rescaled_lr(current: float, own: float, change) -> float:
     if change.lr_scale is not None:
         return own * change.lr_scale
     return current * change.batch_ratio**0.5
+
+
+def starting_lr(current: float, own: float, scale: float | None) -> float:
+    """The learning rate a job starts training with: `own` (its rate at its own batch size) times
+    the factor the scheduler gave its launch, whatever its checkpoint holds (it may be launched
+    at another global batch than it ran with); without a factor, the rate it has (`current`:
+    its own, or its checkpoint's)."""
+    return current if scale is None else own * scale
 
 
 def synthetic(n: int, seed: int, make: Callable):

@@ -21,6 +21,7 @@ import numpy as np
 from roundhouse.runtime.backends.live.nodes import Nodes
 from roundhouse.runtime.backends.live.round import Clock, News
 from roundhouse.runtime.journal import AttemptRow, Journal
+from roundhouse.runtime.resizing import lr_scale
 from roundhouse.runtime.world import FINISHED, RUNNING, World
 from roundhouse.traces.profiles import canonical_model
 from roundhouse.wire import protocol
@@ -58,6 +59,11 @@ class Attempt:
     generation: int = 0  # in-place resizes so far (runtime/backends/live/resizes.py)
     leaving: set[int] = attrs.field(factory=set)  # ranks an in-place shrink let go (they exit by themselves)
     joiners: set[int] = attrs.field(factory=set)  # ranks an in-place grow started
+    # The learning-rate rule of the job's last resize (runtime/types.py LR_RULES; None: never
+    # resized by a rule), and the factor it gives the job's own rate at this attempt's batch
+    # (None: none; the job keeps the rate it has). Launches and in-place resizes send it.
+    lr_rule: int | None = None
+    lr_scale: float | None = None
 
     @property
     def world_size(self) -> int:
@@ -89,6 +95,21 @@ class Attempt:
             e["outcome"] == "failed" and not e.get("lost") and self.exit_wall.get(rank, math.inf) < silent_since - slack_s
             for rank, e in self.exits.items()
         )
+
+
+def counts(jobs, row: int) -> str:
+    """What a job's iterations count on the wire (wire/protocol.py `counts`): samples for an
+    elastic job (its work and rates are in samples, traces/prepare.py), else steps."""
+    return "samples" if jobs.has_column("elastic_model") and jobs.column("elastic_model")[row] >= 0 else "steps"
+
+
+def learning_rate_factor(rule: int | None, batch: int, own: int) -> float | None:
+    """The factor `rule` gives a job's own learning rate at global batch `batch`, its own being
+    `own` (None: no rule, or one that leaves the rate to the job)."""
+    if rule is None:
+        return None
+    scale = float(lr_scale(np.array([rule]), np.array([batch / max(int(own), 1)]))[0])
+    return None if np.isnan(scale) else scale
 
 
 def worker_batch(batch: int, world_size: int) -> int:
@@ -125,14 +146,19 @@ class Attempts:
         return self.world.jobs.column(name)
 
     # --- new attempts ---
-    def new(self, row: int, gpus: np.ndarray, batch: int, iters_per_s: float) -> Attempt:
+    def new(self, row: int, gpus: np.ndarray, batch: int, iters_per_s: float, lr_rule: int | None = None) -> Attempt:
+        """A new attempt of the job in `row`; `lr_rule`: the learning-rate rule of the resize it
+        carries out by checkpoint and restart (else the rule of the job's last resize holds)."""
         prev = self.current.get(row)
         n = prev.n + 1 if prev is not None else 1
         job_id = int(self._column("job_id")[row])
         att = Attempt(row, job_id, n, gpus, self.world.cluster.gpu_node[gpus], self.clock.now, self._pick_port())
         has_model = self._column("has_model")[row]
-        att.batch = int(batch or self._column("batch_size")[row])
+        own = int(self._column("batch_size")[row])
+        att.batch = int(batch or own)
         att.iters_per_s = float(iters_per_s) if has_model else 0.0
+        att.lr_rule = lr_rule if lr_rule is not None else prev.lr_rule if prev is not None else None
+        att.lr_scale = learning_rate_factor(att.lr_rule, att.batch, own)
         if prev is not None and not prev.ended:
             prev.successor = att
             att.waits_for = prev
@@ -222,6 +248,9 @@ class Attempts:
             resume_iteration=att.start_iteration if att.resume else None,
             seed=int(att.job_id % 2**31),
             iters_per_s=att.iters_per_s or None,
+            # (Steps go unmarked, as before the field existed.)
+            counts="samples" if counts(self.world.jobs, row) == "samples" else None,
+            lr_scale=att.lr_scale,
         )
         try:
             protocol.encode("launch", 0, ranks=[{"rank": 0, "gpu": 0}], **common)

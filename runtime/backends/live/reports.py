@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from roundhouse.runtime.backends.base import Progress
-from roundhouse.runtime.backends.live.attempts import Attempt, Attempts
+from roundhouse.runtime.backends.live.attempts import Attempt, Attempts, counts
 from roundhouse.runtime.backends.live.nodes import Node, Nodes
 from roundhouse.runtime.backends.live.server import Server
 from roundhouse.wire.protocol import RefusalLog
@@ -225,12 +225,16 @@ class Reports:
         return False
 
     def _iterations(self, att: Attempt) -> int | None:
-        """The iterations the attempt's launch asked for (as attempts.py's launch counts them);
+        """The iterations the attempt's launch asked for (as attempts.py's launch counts them, in
+        its unit: samples for an elastic job, whose workers report samples trained, else steps);
         None for a job known only by its duration, whose workers count their own."""
         jobs = self.attempts.world.jobs
         if not jobs.column("has_model")[att.row]:
             return None
         return int(math.ceil(jobs.column("work")[att.row]))
+
+    def _unit(self, att: Attempt) -> str:
+        return "sample" if counts(self.attempts.world.jobs, att.row) == "samples" else "iteration"
 
     def _within(self, att: Attempt, node: Node, type_: str, iteration: int, checkpoint_iteration: int | None = None) -> bool:
         """Whether progress reported by a node stays within the job's iterations (a worker stops
@@ -242,13 +246,15 @@ class Reports:
         self.counters["bad_messages"] += 1
         self.refusals.warn(
             "past_the_end",
-            "refused the progress in %s of job %d attempt %d from node %s: iteration %d is past the job's %d iterations",
+            "refused the progress in %s of job %d attempt %d from node %s: %s %d is past the job's %d %ss",
             type_,
             att.job_id,
             att.n,
             node.name,
+            self._unit(att),
             reached,
             most,
+            self._unit(att),
         )
         return False
 
@@ -262,13 +268,15 @@ class Reports:
         self.counters["bad_messages"] += 1
         self.refusals.warn(
             "past_the_end",
-            "job %d attempt %d rank %d on %s reports an exit at iteration %d, past the job's %d iterations: taken as %d",
+            "job %d attempt %d rank %d on %s reports an exit at %s %d, past the job's %d %ss: taken as %d",
             att.job_id,
             att.n,
             body["rank"],
             node.name,
+            self._unit(att),
             body["iteration"],
             most,
+            self._unit(att),
             min(body["iteration"], most),
         )
         body = {**body, "iteration": min(body["iteration"], most), "start_iteration": min(body["start_iteration"], most)}

@@ -23,8 +23,8 @@ import attrs
 import numpy as np
 
 from roundhouse.runtime import resizing
+from roundhouse.runtime.backends.live.attempts import learning_rate_factor
 from roundhouse.runtime.plans import PlanError
-from roundhouse.runtime.resizing import lr_scale
 from roundhouse.runtime.types import LR_LINEAR, Plan
 
 if TYPE_CHECKING:
@@ -41,7 +41,8 @@ class LiveResize:
     att: Attempt
     gpus: np.ndarray  # the new GPUs, rank order (kept ranks first)
     batch: int
-    rate: float
+    rate: float  # (samples/s for an elastic job, whose iterations count samples)
+    lr_rule: int
     lr_scale: float | None
     in_place: bool
 
@@ -65,9 +66,9 @@ def plan_resizes(books: Attempts, plan: Plan) -> list[LiveResize]:
             raise PlanError(f"plan resizes job {int(ids[row])}, which has no attempt running on the agents to resize")
         new = plan.resize_gpus[start : start + count]
         b = int(batch[i]) or att.batch
-        scale = float(lr_scale(np.array([rule[i]]), np.array([b / max(int(own_batch[row]), 1)]))[0])
+        scale = learning_rate_factor(int(rule[i]), b, int(own_batch[row]))
         ordered, can = _in_place_order(att, new, books.world.cluster.gpu_node)
-        out.append(LiveResize(att, ordered, b, float(rates[i]), None if np.isnan(scale) else scale, bool(in_place[i]) and can))
+        out.append(LiveResize(att, ordered, b, float(rates[i]), int(rule[i]), scale, bool(in_place[i]) and can))
     return out
 
 
@@ -93,7 +94,7 @@ def restarted_rows(resized: list[LiveResize]) -> np.ndarray:
 
 def relaunches(books: Attempts, resized: list[LiveResize]) -> list[Attempt]:
     """New attempts on the new GPUs for the resizes done by checkpoint and restart."""
-    return [books.new(r.att.row, r.gpus, r.batch, r.rate) for r in resized if not r.in_place]
+    return [books.new(r.att.row, r.gpus, r.batch, r.rate, r.lr_rule) for r in resized if not r.in_place]
 
 
 def carry_out(books: Attempts, nodes: Nodes, resized: list[LiveResize]) -> None:
@@ -111,6 +112,7 @@ def _carry_out(books: Attempts, nodes: Nodes, resize: LiveResize) -> None:
     att.slots = cluster.gpu_node[resize.gpus]
     att.batch = resize.batch
     att.iters_per_s = resize.rate if att.iters_per_s else 0.0
+    att.lr_rule, att.lr_scale = resize.lr_rule, resize.lr_scale  # (a later relaunch keeps the rule)
     # A new rendezvous for the re-formed group (the old one's store still holds its port).
     books.ports_used.discard(att.master_port)
     att.master_port = books._pick_port()
