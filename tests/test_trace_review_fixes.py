@@ -185,3 +185,26 @@ def test_job_with_no_throughput_on_any_cluster_type_is_refused():
 
 def _frame(columns: dict) -> pl.DataFrame:
     return pl.DataFrame({"arrival_s": [0.0] * len(columns["job_id"]), "iterations": [100.0] * len(columns["job_id"]), **columns})
+
+
+def test_a_job_whose_only_usable_type_is_too_small_is_refused_when_read(tmp_path, capsys):
+    """ResNet-50 at batch size 128 has no K80 throughput: on four K80s and two V100s, a job of
+    four GPUs could run on no type (the one large enough cannot run it), so it would wait forever."""
+    from roundhouse.tools.cli import main
+
+    (tmp_path / "t.csv").write_text(
+        "job_id,arrival_s,gpus,model,batch_size,iterations\n0,0,1,ResNet-50,128,100\n1,0,4,ResNet-50,128,100\n"
+    )
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 6min;\ncluster = "4x1:K80,2x1:V100";\nt :: TraceSource(path="t.csv");\n'
+        "t -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
+    )
+    assert main(["run", str(graph), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "job 1 asks for 4 GPUs of one type, and no GPU type of this cluster has that many with a throughput for "
+        "ResNet-50 at batch size 128: K80 has 4 but no throughput for it, V100 has 2" in err
+    )
+    (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,model,batch_size,iterations\n1,0,2,ResNet-50,128,100\n")
+    assert main(["run", str(graph), "--quiet"]) == 0  # two fit on the V100s

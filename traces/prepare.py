@@ -87,6 +87,7 @@ def prepare_jobs(
                 f"job {job_id[i]}: the profile has no throughput for {models[i]} (batch size {batch[i]}) "
                 f"on {gpus[i]} GPU(s) of any type in this cluster ({', '.join(gpu_types)})",
             )
+        _check_type_with_room(model, idx, type_rates, gpus, models, batch, job_id, origin)
     if elastic.any():
         idx = elastic.nonzero()[0]
         type_rates[idx], reference_rate[idx] = known_elastic.rates(model, gpus[idx], batch[idx])
@@ -236,6 +237,29 @@ def _prepare_elastic(model: ThroughputModel, elastic_rows, batch, models, job_id
         )
     batch[idx] = np.where(given > 0, given, init)
     return _ElasticJobs(model, apps, batch[idx], idx)
+
+
+def _check_type_with_room(model: ThroughputModel, idx, type_rates, gpus, models, batch, job_id, origin: str) -> None:
+    """Refuse a job whose only GPU types with a throughput for it have fewer GPUs than it asks
+    for: a placer puts it on GPUs of one type, so it would wait forever. Not in a run with an
+    elastic profile (_check_largest_type says why)."""
+    cluster = model.cluster
+    if len(cluster.gpu_types) < 2 or model.elastic is not None:
+        return
+    by_type = np.bincount(cluster.gpu_type, minlength=len(cluster.gpu_types))
+    room = by_type[None, :] >= gpus[idx][:, None]
+    stuck = idx[~((type_rates[idx] > 0) & room).any(axis=1)]
+    if len(stuck):
+        i = int(stuck[0])
+        kinds = ", ".join(
+            f"{name} has {by_type[t]}{'' if type_rates[i, t] > 0 else ' but no throughput for it'}"
+            for t, name in enumerate(cluster.gpu_types)
+        )
+        raise TraceError(
+            origin,
+            f"job {job_id[i]} asks for {gpus[i]} GPUs of one type, and no GPU type of this cluster has that many "
+            f"with a throughput for {models[i]} at batch size {batch[i]}: {kinds}",
+        )
 
 
 def _check_largest_type(model: ThroughputModel, gpus: np.ndarray, job_id: np.ndarray, origin: str) -> None:
