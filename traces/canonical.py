@@ -9,6 +9,7 @@ four-column file; readers put them back.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -16,17 +17,22 @@ from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import read_cells
 from roundhouse.traces.schema import CANONICAL_COLUMNS, DEFAULT_WEIGHT, REQUIRED_COLUMNS, validate
 
+if TYPE_CHECKING:
+    from roundhouse.traces.goodput import ElasticProfile
+
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
-def read_csv(path: str | Path) -> pl.DataFrame:
-    """A canonical CSV trace, validated; errors name the line (the header is line 1)."""
+def read_csv(path: str | Path, elastic: ElasticProfile | None = None) -> pl.DataFrame:
+    """A canonical CSV trace, validated; errors name the line (the header is line 1). `elastic`:
+    the run's elastic profile, if it has one (a job of one of its applications needs no work column)."""
     cells = read_cells(path)
-    return validate(cells.frame, str(path), cells.lines)
+    return validate(cells.frame, str(path), cells.lines, elastic=elastic)
 
 
-def read_parquet(path: str | Path) -> pl.DataFrame:
-    """A canonical Parquet trace, validated; errors name the record (1-based)."""
+def read_parquet(path: str | Path, elastic: ElasticProfile | None = None) -> pl.DataFrame:
+    """A canonical Parquet trace, validated; errors name the record (1-based); `elastic` as
+    for read_csv."""
     try:
         frame = pl.read_parquet(path)
     except FileNotFoundError:
@@ -34,7 +40,7 @@ def read_parquet(path: str | Path) -> pl.DataFrame:
     except (pl.exceptions.PolarsError, OSError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise TraceError(str(path), f"cannot be read as Parquet: {first}") from None
-    return validate(frame, str(path))
+    return validate(frame, str(path), elastic=elastic)
 
 
 def read(path: str | Path) -> pl.DataFrame:

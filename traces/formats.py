@@ -119,24 +119,8 @@ def load_trace(path: str | Path, format: str = "auto", elastic: ElasticProfile |
             frame = ones.parse_trace(cells.frame, str(path), cells.lines)
         return LoadedTrace(validate(frame, str(path), cells.lines, source_names=_OWN_NAMES[format], elastic=elastic), format)
     if canonical.is_parquet(path) or read_bytes(path, 4) == _PARQUET_MAGIC:
-        frame = canonical.read_parquet(path) if elastic is None else _read_parquet(path, elastic)
-        return LoadedTrace(frame, format)
-    if elastic is None:
-        return LoadedTrace(canonical.read_csv(path), format)
-    cells = read_cells(path)
-    return LoadedTrace(validate(cells.frame, str(path), cells.lines, elastic=elastic), format)
-
-
-def _read_parquet(path: str | Path, elastic: ElasticProfile) -> pl.DataFrame:
-    """canonical.read_parquet, for a run with an elastic profile."""
-    try:
-        frame = pl.read_parquet(path)
-    except FileNotFoundError:
-        raise TraceError(str(path), "no such file") from None
-    except (pl.exceptions.PolarsError, OSError, ValueError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise TraceError(str(path), f"cannot be read as Parquet: {first}") from None
-    return validate(frame, str(path), elastic=elastic)
+        return LoadedTrace(canonical.read_parquet(path, elastic), format)
+    return LoadedTrace(canonical.read_csv(path, elastic), format)
 
 
 def check_trace_header(path: str | Path, format: str = "auto", elastic: ElasticProfile | None = None) -> None:
