@@ -24,6 +24,7 @@ from roundhouse.agents.workloads.common import rescaled_lr
 from roundhouse.runtime.backends.live.attempts import worker_batch
 from roundhouse.runtime.types import LR_LINEAR, Assignment, Plan, Resize
 from tests.test_live_backend import add_jobs, live, pump, round_trip  # noqa: F401 (the fixture)
+from tests.test_live_unstarted_ranks import _launch as launch_body
 
 # --- 1. the batch size each worker is told ----------------------------------------------------
 
@@ -170,21 +171,7 @@ def _workers(tmp_path: Path, forks_ready: bool) -> tuple[Workers, _Exits, list]:
 
 
 def _launch(job: int, ranks: list[tuple[int, int]], world_size: int = 1, **spec) -> dict:
-    body = dict(
-        job=job,
-        attempt=1,
-        world_size=world_size,
-        master_addr="127.0.0.1",
-        master_port=29999,
-        iterations=100,
-        batch_size=10,
-        checkpoint_dir="/nonexistent",
-        checkpoint_every_s=60.0,
-        ranks=[{"rank": r, "gpu": g} for r, g in ranks],
-        workload="roundhouse.agents.workloads.lstm",
-    )
-    body.update(spec)
-    return body
+    return launch_body(job, ranks, world_size=world_size, **spec)
 
 
 def _resize(job: int, world_size: int, ranks: list[tuple[int, int]], **extra) -> dict:

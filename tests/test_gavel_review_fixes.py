@@ -14,15 +14,7 @@ from roundhouse.elements.policies.gavel import solvers
 from roundhouse.errors import SchedError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import simulate
-
-PROFILE = """model,batch_size,gpu_type,gpus,placement,iters_per_s
-ja,1,V100,1,consolidated,4.0
-ja,1,K80,1,consolidated,1.0
-jb,1,V100,1,consolidated,3.0
-jb,1,K80,1,consolidated,1.0
-jc,1,V100,1,consolidated,2.0
-jc,1,K80,1,consolidated,1.0
-"""
+from tests.test_gavel_solvers import EXAMPLE_PROFILE as PROFILE  # (Gavel §4.2's jobs a, b, c)
 
 
 def _graph(

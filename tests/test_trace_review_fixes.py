@@ -20,6 +20,7 @@ from roundhouse.traces.prepare import prepare_jobs
 from roundhouse.traces.profiles import ProfileTable
 from roundhouse.traces.schema import validate
 from roundhouse.traces.throughput import ThroughputModel
+from tests.conftest import fails as fails_plainly
 
 CANONICAL = "job_id,arrival_s,gpus,model,iterations,duration_s,slo_s,command"
 
@@ -31,12 +32,9 @@ def canonical(tmp_path: Path, *rows: str, header: str = CANONICAL) -> Path:
 
 
 def fails(args: list[str], capsys, *words: str) -> str:
-    """Run the command line; it must exit 2 with every one of `words` in its message."""
-    assert main(args) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    for word in words:
-        assert word in err, (word, err)
+    """The command line exits 2, without a traceback, with every one of `words` in its message."""
+    err = fails_plainly(capsys, *args)
+    assert all(word in err for word in words), (words, err)
     return err
 
 
