@@ -8,7 +8,10 @@ journal keeps exactly that, written ahead of every action:
 - `rounds`: one record per round: its time, the events folded in, the plans carried out;
 - `submissions`: every job accepted from `roundhouse submit`, stored before the submitter is
   answered, with the round that delivered it to the graph (NULL until then);
-- `attempts`: every launch of every job: where, from which checkpoint, how it ended;
+- `attempts`: every launch of every job: where it was launched, from which checkpoint, how it ended;
+- `shapes`: every shape of every attempt: generation 0 as launched, then one per in-place
+  resize (its GPUs, nodes, rendezvous port, batch and learning-rate rule), so that a restarted
+  scheduler takes a resized job back as it runs, not as it was launched;
 - `exits`: every worker's exit as its agent reported it (outcome, iteration, checkpoint);
 - `nodes`: which agent (by node name) fills which node of the cluster.
 
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from roundhouse.errors import TraceError, UsageError
+from roundhouse.runtime.types import LR_RULES
 
 if TYPE_CHECKING:
     import polars as pl
@@ -60,7 +64,14 @@ CREATE TABLE IF NOT EXISTS exits (
     PRIMARY KEY (job_id, attempt, rank));
 CREATE TABLE IF NOT EXISTS nodes (
     name TEXT PRIMARY KEY, slot INTEGER NOT NULL, address TEXT NOT NULL, joined_s REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS shapes (
+    job_id INTEGER NOT NULL, attempt INTEGER NOT NULL, generation INTEGER NOT NULL, since_s REAL NOT NULL,
+    gpus TEXT NOT NULL, nodes TEXT NOT NULL, master_port INTEGER NOT NULL,
+    batch INTEGER NOT NULL, iters_per_s REAL NOT NULL, lr_rule INTEGER, lr_scale REAL,
+    PRIMARY KEY (job_id, attempt, generation));
 """
+# The tables every journal has. `shapes` came later: a journal written before it has none, and
+# reads as if no attempt were ever resized (it is added when such a journal is resumed).
 _TABLE_NAMES = ("meta", "rounds", "submissions", "attempts", "exits", "nodes")
 
 
@@ -91,6 +102,25 @@ class AttemptRow:
     checkpoint: str | None = None
     checkpoint_iteration: int | None = None
     reason: str | None = None
+
+
+@attrs.define
+class ShapeRow:
+    """An attempt's shape from its `generation` on (0: as launched; each in-place resize is
+    the next): where its ranks run (rank order), its rendezvous port, its global batch, its
+    profiled speed (0: unknown), and its learning-rate rule and factor (None: none)."""
+
+    job_id: int
+    attempt: int
+    generation: int
+    since_s: float
+    gpus: list[int]
+    nodes: list[str]
+    master_port: int
+    batch: int
+    iters_per_s: float
+    lr_rule: int | None = None
+    lr_scale: float | None = None
 
 
 class Journal:
@@ -313,6 +343,31 @@ class Journal:
             out.append(AttemptRow(r[0], r[1], r[2], gpus, nodes, r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13]))
         return out
 
+    # --- shapes ---
+    def add_shape(self, s: ShapeRow) -> None:
+        self._begin()
+        self.writes += 1
+        row = attrs.astuple(s, recurse=False)
+        self.db.execute(
+            "INSERT OR REPLACE INTO shapes VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (*row[:4], json.dumps(s.gpus), json.dumps(s.nodes), *row[6:]),
+        )
+
+    def shapes(self) -> dict[tuple[int, int], list[ShapeRow]]:
+        """Every attempt's shapes by (job id, attempt), in generation order, checked as they
+        are read; none for a journal written before shapes were kept."""
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'shapes'").fetchone():
+            return {}
+        out: dict[tuple[int, int], list[ShapeRow]] = {}
+        for r in self.db.execute("SELECT * FROM shapes ORDER BY job_id, attempt, generation"):
+            where = f"job {r[0]} attempt {r[1]} generation {r[2]}"
+            gpus, nodes = self._json(r[4], "shapes", where), self._json(r[5], "shapes", where)
+            if wrong := _shape_problem(r, gpus, nodes):
+                raise self.damaged("shapes", where, wrong)
+            shape = ShapeRow(r[0], r[1], r[2], r[3], gpus, nodes, r[6], r[7], float(r[8]), r[9], r[10])
+            out.setdefault((r[0], r[1]), []).append(shape)
+        return out
+
     def add_exit(self, node: str, received_s: float, body: dict) -> None:
         self._begin()
         self.writes += 1
@@ -368,6 +423,26 @@ class Journal:
         """Delete the closed journal's files (SQLite's write-ahead log and index beside it)."""
         for suffix in ("", "-wal", "-shm"):
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+
+def _shape_problem(r: tuple, gpus: Any, nodes: Any) -> str | None:
+    """What is wrong with a row of table shapes (its GPUs and nodes read from JSON), if anything."""
+    if not isinstance(gpus, list) or not gpus or not all(type(g) is int and g >= 0 for g in gpus):
+        return f"gpus {_shown(gpus)} is not a list of GPU ids"
+    if not isinstance(nodes, list) or len(nodes) != len(gpus) or not all(isinstance(n, str) for n in nodes):
+        return f"nodes {_shown(nodes)} is not a node name for each GPU"
+    for value, fits, kind in (
+        (r[2], type(r[2]) is int and r[2] >= 0, "a generation (a whole number, 0 or more)"),
+        (r[3], _is_number(r[3]) and r[3] >= 0, "a time in seconds from the run's start"),
+        (r[6], type(r[6]) is int and 0 < r[6] < 65536, "a port"),
+        (r[7], type(r[7]) is int and r[7] >= 0, "a batch size (a whole number, 0 or more)"),
+        (r[8], _is_number(r[8]) and r[8] >= 0, "a speed (a number, 0 or more)"),
+        (r[9], r[9] is None or (type(r[9]) is int and 0 <= r[9] < len(LR_RULES)), "a learning-rate rule or null"),
+        (r[10], r[10] is None or (_is_number(r[10]) and r[10] > 0), "a learning-rate factor (more than 0) or null"),
+    ):
+        if not fits:
+            return f"{value!r} is not {kind}"
+    return None
 
 
 def _is_number(x: Any) -> bool:

@@ -20,7 +20,7 @@ import numpy as np
 
 from roundhouse.runtime.backends.live.nodes import Nodes
 from roundhouse.runtime.backends.live.round import Clock, News
-from roundhouse.runtime.journal import AttemptRow, Journal
+from roundhouse.runtime.journal import AttemptRow, Journal, ShapeRow
 from roundhouse.runtime.resizing import lr_scale
 from roundhouse.runtime.world import FINISHED, RUNNING, World
 from roundhouse.traces.profiles import canonical_model
@@ -119,6 +119,24 @@ def worker_batch(batch: int, world_size: int) -> int:
     return -(-int(batch) // max(int(world_size), 1)) if batch > 0 else 0
 
 
+def shape_row(att: Attempt, nodes: Nodes, since_s: float) -> ShapeRow:
+    """The attempt's shape as it runs from `since_s` on (its generation), for the journal: a
+    restarted scheduler takes the attempt back in this shape (runtime/backends/live/takeover.py)."""
+    return ShapeRow(
+        att.job_id,
+        att.n,
+        att.generation,
+        float(since_s),
+        att.gpus.tolist(),
+        [nodes.name_at(int(s)) or "?" for s in att.slots],
+        att.master_port,
+        int(att.batch),
+        float(att.iters_per_s),
+        att.lr_rule,
+        att.lr_scale,
+    )
+
+
 class Attempts:
     def __init__(self, world: World, journal: Journal, options, counters: dict, news: News, clock: Clock, nodes: Nodes):
         self.world = world
@@ -168,6 +186,7 @@ class Attempts:
         self.live[(att.job_id, att.n)] = att
         self.ports_used.add(att.master_port)
         self.journal.add_attempt(self.journal_row(att))  # committed before any message leaves
+        self.journal.add_shape(shape_row(att, self.nodes, att.launched_s))  # (its batch and learning-rate rule)
         self.until[row] = self.clock.now
         return att
 

@@ -10,6 +10,10 @@ send too), as the agents expect (docs/live.md). Any other resize (asked by check
 a node the job is not on, GPUs reshuffled) is a checkpoint and restart: the attempt is revoked and
 a new one launched on the new GPUs once it has checkpointed, as a move is.
 
+An in-place resize's new shape (GPUs, port, generation, batch, learning-rate rule) is journaled
+and committed before its messages leave: a restarted scheduler takes the job back as it runs
+(runtime/backends/live/takeover.py).
+
 Before anything is sent, every resize is checked against the books: a job with no attempt
 running on agents cannot be resized, and the plan is refused naming it (nothing leaves).
 """
@@ -23,7 +27,7 @@ import attrs
 import numpy as np
 
 from roundhouse.runtime import resizing
-from roundhouse.runtime.backends.live.attempts import learning_rate_factor
+from roundhouse.runtime.backends.live.attempts import learning_rate_factor, shape_row
 from roundhouse.runtime.plans import PlanError
 from roundhouse.runtime.types import LR_LINEAR, Plan
 
@@ -98,13 +102,20 @@ def relaunches(books: Attempts, resized: list[LiveResize]) -> list[Attempt]:
 
 
 def carry_out(books: Attempts, nodes: Nodes, resized: list[LiveResize]) -> None:
-    """Send the in-place resizes and update the attempts' books (after the round is journaled)."""
-    for resize in resized:
-        if resize.in_place:
-            _carry_out(books, nodes, resize)
+    """Send the in-place resizes and update the attempts' books (after the round is journaled).
+    Each new shape is journaled, and committed, before any resize message leaves: a restarted
+    scheduler takes the job back as the agents run it (its GPUs, port and generation)."""
+    in_place = [r for r in resized if r.in_place]
+    if not in_place:
+        return
+    old_sizes = [_reshape(books, r) for r in in_place]
+    books.journal.commit()
+    for resize, old_n in zip(in_place, old_sizes):
+        _send(books, nodes, resize, old_n)
 
 
-def _carry_out(books: Attempts, nodes: Nodes, resize: LiveResize) -> None:
+def _reshape(books: Attempts, resize: LiveResize) -> int:
+    """The attempt's books in its new shape, journaled; returns its old world size."""
     att, cluster = resize.att, books.world.cluster
     old_n = att.world_size
     att.generation += 1
@@ -117,11 +128,22 @@ def _carry_out(books: Attempts, nodes: Nodes, resize: LiveResize) -> None:
     books.ports_used.discard(att.master_port)
     att.master_port = books._pick_port()
     books.ports_used.add(att.master_port)
-    for rank in range(len(resize.gpus), old_n):  # leaving ranks exit by themselves (`resized`)
+    regroup(att, old_n, len(resize.gpus))
+    books.journal.add_shape(shape_row(att, books.nodes, books.clock.now))
+    return old_n
+
+
+def regroup(att: Attempt, old_n: int, new_n: int) -> None:
+    """Which ranks leave and which join when the attempt goes from `old_n` workers to `new_n`."""
+    for rank in range(new_n, old_n):  # leaving ranks exit by themselves (`resized`)
         att.exits.pop(rank, None)
         att.leaving.add(rank)
-    att.leaving -= set(range(len(resize.gpus)))  # a rank number given out again is a new worker
-    att.joiners = (att.joiners & set(range(len(resize.gpus)))) | set(range(old_n, len(resize.gpus)))
+    att.leaving -= set(range(new_n))  # a rank number given out again is a new worker
+    att.joiners = (att.joiners & set(range(new_n))) | set(range(old_n, new_n))
+
+
+def _send(books: Attempts, nodes: Nodes, resize: LiveResize, old_n: int) -> None:
+    att, cluster = resize.att, books.world.cluster
     rank0 = nodes.slots[int(att.slots[0])]
     common = dict(
         job=att.job_id,

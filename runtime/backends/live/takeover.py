@@ -1,7 +1,8 @@
 """The journal and the takeover after a restart. Every round is journaled (runtime/journal.py)
 before it is acted on. A restarted scheduler replays the journal's rounds through the same graph
 (elements keep private state, which replay rebuilds exactly); then it rebuilds the books of
-every job from the journal's attempts and takes the running jobs back from the agents as they
+every job from the journal's attempts (each in its last journaled shape: an in-place resize
+changes its GPUs, port and generation) and takes the running jobs back from the agents as they
 re-register. Exits that happened meanwhile are resent by the agents until acknowledged, so none
 is lost; a running attempt that no agent reports before the deadline is requeued from its
 checkpoint."""
@@ -17,8 +18,9 @@ from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.backends.live.attempts import Attempt, Attempts
 from roundhouse.runtime.backends.live.nodes import Nodes
 from roundhouse.runtime.backends.live.records import plan_record, record_of, replayed, same_plan
+from roundhouse.runtime.backends.live.resizes import regroup
 from roundhouse.runtime.backends.live.submissions import Submissions
-from roundhouse.runtime.journal import AttemptRow
+from roundhouse.runtime.journal import AttemptRow, ShapeRow
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.world import RUNNING
 
@@ -114,21 +116,9 @@ class Takeover:
                     books.checkpoints[row] = (a.checkpoint, a.checkpoint_iteration)
             if a.outcome == "failed":
                 books.retries[row] += 1
-        cluster = self.world.cluster
+        shapes = self.journal.shapes()
         for row, a in latest.items():
-            gpus = np.asarray(a.gpus, dtype=np.int64)
-            att = Attempt(
-                row,
-                a.job_id,
-                a.attempt,
-                gpus,
-                cluster.gpu_node[gpus],
-                a.launched_s,
-                a.master_port,
-                start_iteration=a.start_iteration,
-                resume=a.resume,
-                sent=True,
-            )
+            att = self._rebuilt(row, a, shapes.get((a.job_id, a.attempt), []))
             att.iteration = a.end_iteration if a.end_iteration is not None else a.start_iteration
             att.checkpoint, att.checkpoint_iteration = a.checkpoint, a.checkpoint_iteration
             books.current[row] = att
@@ -140,7 +130,7 @@ class Takeover:
                 continue
             att.revoked = status[row] != RUNNING
             books.live[(a.job_id, a.attempt)] = att
-            books.ports_used.add(a.master_port)
+            books.ports_used.add(att.master_port)
             books.unconfirmed.add((a.job_id, a.attempt))
             if status[row] == RUNNING:
                 books.reached[row] = int(done[row]) if has_model[row] else 0
@@ -154,6 +144,39 @@ class Takeover:
             len(books.unconfirmed),
             self.until - time.time(),
         )
+
+    def _rebuilt(self, row: int, a: AttemptRow, shapes: list[ShapeRow]) -> Attempt:
+        """The attempt as the agents run it: as launched, then in its last journaled shape (its
+        GPUs, port, generation, batch and learning-rate rule after its in-place resizes); as
+        launched alone for a journal written before shapes were kept."""
+        att = Attempt(
+            row,
+            a.job_id,
+            a.attempt,
+            self._gpus(a.gpus, "attempts", f"job {a.job_id} attempt {a.attempt}"),
+            np.empty(0, np.int64),
+            a.launched_s,
+            a.master_port,
+            start_iteration=a.start_iteration,
+            resume=a.resume,
+            sent=True,
+        )
+        size = att.world_size
+        for shape in shapes:
+            where = f"job {a.job_id} attempt {a.attempt} generation {shape.generation}"
+            att.gpus = self._gpus(shape.gpus, "shapes", where)
+            att.generation, att.master_port, att.batch = shape.generation, shape.master_port, shape.batch
+            att.iters_per_s, att.lr_rule, att.lr_scale = shape.iters_per_s, shape.lr_rule, shape.lr_scale
+            regroup(att, size, att.world_size)  # (ranks a shrink let go may still be on their way out)
+            size = att.world_size
+        att.slots = self.world.cluster.gpu_node[att.gpus]
+        return att
+
+    def _gpus(self, gpus: list[int], table: str, where: str) -> np.ndarray:
+        n = self.world.cluster.n_gpus
+        if not gpus or max(gpus) >= n:
+            raise self.journal.damaged(table, where, f"gpus {gpus} are not some of the cluster's, 0 to {n - 1}")
+        return np.asarray(gpus, dtype=np.int64)
 
     def check(self) -> None:
         if self.until is not None and time.time() >= self.until:
