@@ -35,7 +35,7 @@ def test_a_global_batch_is_split_over_the_workers_rounded_up():
 
 
 @pytest.mark.live
-def test_a_launch_and_a_restart_tell_each_worker_its_share_of_the_global_batch(live):  # noqa: F811
+def test_a_job_s_own_batch_goes_to_each_worker_and_a_plan_s_global_batch_is_shared(live):  # noqa: F811
     world, backend, (a, b), _ = live
     for ag in (a, b):
         ag.receive()
@@ -49,7 +49,8 @@ def test_a_launch_and_a_restart_tell_each_worker_its_share_of_the_global_batch(l
     round_trip(world, backend, Plan.of([Assignment(rows[0], [0, 1]), Assignment(rows[1], [2])]))
     pump(backend)
     [(t, launch)] = a.receive()
-    assert t == "launch" and launch["world_size"] == 2 and launch["batch_size"] == 20  # before: 40 each
+    # Job 3 is not elastic: its own batch size is what each worker trains with, as its trace gives it.
+    assert t == "launch" and launch["world_size"] == 2 and launch["batch_size"] == 40
     [(t, launch)] = b.receive()
     assert t == "launch" and launch["batch_size"] == 20
     # Job 4 grows by checkpoint and restart (not in place) to global batch 40 on two GPUs.

@@ -306,7 +306,7 @@ def test_lease_checks_and_bad_submissions_are_answered(live):
     assert "command True: must be text or a list of words" in reasons[6]
     assert [b for t, b in replies if t == "accepted"] == [{"job_ids": [4]}]
     # A message numbered past what an error reply can refer to is refused, and answered.
-    user.sock.send(json.dumps({"v": 1, "type": "status", "seq": 2**62 + 5}).encode())
+    user.sock.send(json.dumps({"v": protocol.VERSION, "type": "status", "seq": 2**62 + 5}).encode())
     pump(backend)
     assert "bad 'seq'" in user.receive()[0][1]["reason"]
     events = round_trip(world, backend, None)

@@ -6,6 +6,7 @@ stop by themselves."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -128,10 +129,10 @@ def test_the_scheduler_socket_gets_its_keys_before_the_authenticator_starts(tmp_
 
 def test_a_missing_top_level_field_names_no_empty_location():
     with pytest.raises(protocol.ProtocolError) as err:
-        protocol.decode(b'{"v": 1, "seq": 18, "type": "submit"}')
+        protocol.decode(json.dumps({"v": protocol.VERSION, "seq": 18, "type": "submit"}).encode())
     assert err.value.reason == "submit: missing field 'jobs'"
     with pytest.raises(protocol.ProtocolError) as err:
-        protocol.decode(b'{"v": 1, "seq": 1, "type": "launch", "job": 1}')
+        protocol.decode(json.dumps({"v": protocol.VERSION, "seq": 1, "type": "launch", "job": 1}).encode())
     assert err.value.reason == "launch: missing field 'attempt'"
 
 

@@ -113,10 +113,10 @@ def test_a_launch_says_what_its_iterations_count_and_refuses_anything_else():
     _, _, body = protocol.decode(protocol.encode("launch", 1, **_launch_body(counts="samples", lr_scale=2.0)))
     assert (body["counts"], body["lr_scale"]) == ("samples", 2.0)
     assert protocol.decode(protocol.encode("launch", 1, **_launch_body()))[2]["counts"] is None  # (steps)
-    frame = json.dumps({"v": 1, "type": "launch", "seq": 1, **_launch_body(counts="epochs")}).encode()
+    frame = json.dumps({"v": protocol.VERSION, "type": "launch", "seq": 1, **_launch_body(counts="epochs")}).encode()
     with pytest.raises(protocol.ProtocolError, match="counts must be one of steps, samples"):
         protocol.decode(frame)
-    frame = json.dumps({"v": 1, "type": "launch", "seq": 1, **_launch_body(lr_scale=-1.0)}).encode()
+    frame = json.dumps({"v": protocol.VERSION, "type": "launch", "seq": 1, **_launch_body(lr_scale=-1.0)}).encode()
     with pytest.raises(protocol.ProtocolError, match="lr_scale"):
         protocol.decode(frame)
     with pytest.raises(ValueError, match="ROUNDHOUSE_COUNTS='epochs': expected steps or samples"):

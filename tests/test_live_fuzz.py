@@ -86,7 +86,7 @@ def fuzz_frames(rng: random.Random, n: int, types: list[str], seq: int = 10**15)
             out.append([bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 300)))])
             continue
         if kind == 1:  # a valid message cut short
-            frame = json.dumps({"v": 1, "type": type_, "seq": seq, **body}).encode()
+            frame = json.dumps({"v": protocol.VERSION, "type": type_, "seq": seq, **body}).encode()
             out.append([frame[: rng.randrange(0, len(frame))]])
             continue
         if kind == 2:  # a field set to something odd
@@ -99,22 +99,22 @@ def fuzz_frames(rng: random.Random, n: int, types: list[str], seq: int = 10**15)
                 body["surprise"] = 1
         elif kind == 4:  # wrong version or type or seq
             envelope = rng.choice([{"v": 2}, {"v": "1"}, {"type": "nonsense"}, {"seq": -5}, {"seq": "a"}, {"v": None}])
-            out.append([json.dumps({"v": 1, "type": type_, "seq": seq, **body, **envelope}).encode()])
+            out.append([json.dumps({"v": protocol.VERSION, "type": type_, "seq": seq, **body, **envelope}).encode()])
             continue
         elif kind == 5:  # several frames
-            frame = json.dumps({"v": 1, "type": type_, "seq": seq, **body}).encode()
+            frame = json.dumps({"v": protocol.VERSION, "type": type_, "seq": seq, **body}).encode()
             out.append([frame, frame, b"extra"])
             continue
         elif kind == 6:  # NaN and deep nesting
             out.append([rng.choice([b'{"v":1,"type":"status","seq":NaN}', b"[" * 5000 + b"]" * 5000, b'{"v":1,"seq":1e400}'])])
             continue
         elif kind == 7:  # out of order: a seq far lower than ones already sent
-            out.append([json.dumps({"v": 1, "type": type_, "seq": rng.randrange(1, 1000), **body}).encode()])
+            out.append([json.dumps({"v": protocol.VERSION, "type": type_, "seq": rng.randrange(1, 1000), **body}).encode()])
             continue
         else:  # not an object, or text that is not JSON
             out.append([rng.choice([b"42", b'"hello"', b"null", b"{,}", "é".encode("latin-1")])])
             continue
-        out.append([json.dumps({"v": 1, "type": type_, "seq": seq, **body}).encode()])
+        out.append([json.dumps({"v": protocol.VERSION, "type": type_, "seq": seq, **body}).encode()])
     # Oversized: refused by the receiver (1 MiB limit), and beyond ZeroMQ's hard limit (dropped).
     out.append([b'{"v":1,"type":"status","seq":1,"pad":"' + b"a" * (protocol.MAX_BYTES + 10) + b'"}'])
     out.append([b"z" * (protocol.HARD_LIMIT + 100)])

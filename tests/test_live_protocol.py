@@ -38,23 +38,23 @@ def test_every_message_type_round_trips(type_):
         (b"\xff\xfe", "not a UTF-8 JSON"),
         (b"[1, 2]", "must be a JSON object"),
         (b'{"v": 9, "type": "status", "seq": 1}', "unsupported protocol version 9"),
-        (b'{"v": 1, "type": "launch2", "seq": 1}', "unknown message type"),
-        (b'{"v": 1, "type": "status"}', "bad 'seq'"),
-        (b'{"v": 1, "type": "status", "seq": true}', "bad 'seq'"),
-        (b'{"v": 1, "type": "status", "seq": 1, "x": 1}', "unknown field 'x'"),
-        (b'{"v": 1, "type": "lease", "seq": 1, "job": 1}', "missing field 'attempt'"),
-        (b'{"v": 1, "type": "lease", "seq": 1, "job": -1, "attempt": 1}', "job must be between"),
-        (b'{"v": 1, "type": "lease", "seq": 1, "job": 1.5, "attempt": 1}', "must be a whole number"),
+        (b'{"v": 2, "type": "launch2", "seq": 1}', "unknown message type"),
+        (b'{"v": 2, "type": "status"}', "bad 'seq'"),
+        (b'{"v": 2, "type": "status", "seq": true}', "bad 'seq'"),
+        (b'{"v": 2, "type": "status", "seq": 1, "x": 1}', "unknown field 'x'"),
+        (b'{"v": 2, "type": "lease", "seq": 1, "job": 1}', "missing field 'attempt'"),
+        (b'{"v": 2, "type": "lease", "seq": 1, "job": -1, "attempt": 1}', "job must be between"),
+        (b'{"v": 2, "type": "lease", "seq": 1, "job": 1.5, "attempt": 1}', "must be a whole number"),
         (
-            b'{"v": 1, "type": "metrics", "seq": 1, "job": 1, "attempt": 1, "rank": 0, "iteration": 1, "values": {"Loss!": 1}}',
+            b'{"v": 2, "type": "metrics", "seq": 1, "job": 1, "attempt": 1, "rank": 0, "iteration": 1, "values": {"Loss!": 1}}',
             "bad key",
         ),
         (
-            b'{"v": 1, "type": "metrics", "seq": 1, "job": 1, "attempt": 1, "rank": 0, "iteration": 1, "values": {"loss": NaN}}',
+            b'{"v": 2, "type": "metrics", "seq": 1, "job": 1, "attempt": 1, "rank": 0, "iteration": 1, "values": {"loss": NaN}}',
             "NaN is not allowed",
         ),
         (
-            b'{"v": 1, "type": "exited", "seq": 1, "job": 1, "attempt": 1, "rank": 0, "outcome": "exploded", "iteration": 1, "start_iteration": 0, "permanent": false, "reason": ""}',
+            b'{"v": 2, "type": "exited", "seq": 1, "job": 1, "attempt": 1, "rank": 0, "outcome": "exploded", "iteration": 1, "start_iteration": 0, "permanent": false, "reason": ""}',
             "must be one of",
         ),
         (b"a" * (protocol.MAX_BYTES + 1), "exceeds"),
@@ -108,11 +108,11 @@ def test_decode_never_raises_anything_but_protocol_errors(data):
     st.sampled_from(sorted(protocol.SCHEMAS)),
 )
 def test_decode_checks_any_json_body(value, type_):
-    frame = json.dumps({"v": 1, "type": type_, "seq": 1, "body": value}).encode()
+    frame = json.dumps({"v": protocol.VERSION, "type": type_, "seq": 1, "body": value}).encode()
     with pytest.raises(ProtocolError):
         decode(frame)  # "body" is never a field
     if isinstance(value, dict):
-        frame = json.dumps({**value, "v": 1, "type": type_, "seq": 1}).encode()
+        frame = json.dumps({**value, "v": protocol.VERSION, "type": type_, "seq": 1}).encode()
         try:
             decode(frame)
         except ProtocolError:

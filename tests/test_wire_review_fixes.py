@@ -61,17 +61,19 @@ def lines():
 # --- the protocol -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [True, 1.0, "1", 2])
-def test_only_the_whole_number_1_is_the_protocol_s_version(version):
+@pytest.mark.parametrize("version", [True, 2.0, "2", 1, 3])
+def test_only_the_whole_number_of_this_version_is_the_protocol_s_version(version):
     frame = json.dumps({"v": version, "type": "status", "seq": 1}).encode()
     with pytest.raises(ProtocolError, match="unsupported protocol version"):
         protocol.decode(frame)
-    assert protocol.decode(json.dumps({"v": 1, "type": "status", "seq": 1}).encode()) == ("status", 1, {})
+    assert protocol.decode(json.dumps({"v": protocol.VERSION, "type": "status", "seq": 1}).encode()) == ("status", 1, {})
 
 
 def test_a_submitted_command_too_long_for_a_launch_is_refused_naming_the_limit():
     def refused(command) -> str:
-        frame = json.dumps({"v": 1, "type": "submit", "seq": 1, "jobs": [{"gpus": 1, "command": command}]}).encode()
+        frame = json.dumps(
+            {"v": protocol.VERSION, "type": "submit", "seq": 1, "jobs": [{"gpus": 1, "command": command}]}
+        ).encode()
         with pytest.raises(ProtocolError) as err:
             protocol.decode(frame)
         return err.value.reason
@@ -79,7 +81,9 @@ def test_a_submitted_command_too_long_for_a_launch_is_refused_naming_the_limit()
     assert refused(["a"] * 257) == "submit: jobs[0].command has 257 words, more than the 256 a launch carries"
     assert refused(["a", "b" * 4097]) == "submit: jobs[0].command[1] is longer than 4096 characters"
     assert "must be a number, string, boolean or list of strings" in refused(["a", 1])
-    assert protocol.decode(json.dumps({"v": 1, "type": "submit", "seq": 1, "jobs": [{"command": ["a"] * 256}]}).encode())
+    assert protocol.decode(
+        json.dumps({"v": protocol.VERSION, "type": "submit", "seq": 1, "jobs": [{"command": ["a"] * 256}]}).encode()
+    )
 
 
 def test_refusals_are_logged_a_few_a_minute_and_those_left_out_are_counted(lines):
@@ -280,3 +284,17 @@ def test_a_flood_of_bad_frames_writes_a_few_lines_and_the_scheduler_keeps_servin
     finally:
         peer.sock.close()
         ctx.term()
+
+
+def test_an_agent_stops_when_the_scheduler_speaks_another_version(lines):
+    """An agent of one release and a scheduler of another cannot read each other: the agent says
+    so and stops rather than wait for a welcome it could never read."""
+    from roundhouse.agents.agent.scheduler_link import SchedulerLink
+
+    got = lines("roundhouse.agent")
+    link = SchedulerLink.__new__(SchedulerLink)  # (only what receiving needs: no sockets)
+    link.scheduler, link.counters, link.refused = "tcp://127.0.0.1:1", defaultdict(int), False
+    frame = json.dumps({"v": protocol.VERSION + 1, "type": "welcome", "seq": 1}).encode()
+    assert link.receive([frame]) is None
+    assert link.refused
+    assert got.having("speaks another version of the protocol: unsupported protocol version 3 (this side speaks 2)")

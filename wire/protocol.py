@@ -2,7 +2,7 @@
 
 Every message is one ZeroMQ frame holding a JSON object with an envelope and a body::
 
-    {"v": 1, "type": "exited", "seq": 41, "job": 7, "attempt": 2, "rank": 0, ...}
+    {"v": 2, "type": "exited", "seq": 41, "job": 7, "attempt": 2, "rank": 0, ...}
 
 `v` is the protocol version, `type` names the message, `seq` counts the sender's messages
 (per connection, increasing). A receiver checks, in order: the frame count and size, that the
@@ -35,7 +35,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-VERSION = 1
+# The protocol's version: a side that speaks another refuses every message, so that a scheduler
+# and agents of different releases stop with a message rather than misread each other. (2: a
+# launch may say its work is counted in samples, and carry the learning-rate factor.)
+VERSION = 2
 # Largest frame a receiver accepts; bigger ones are refused before parsing. ZeroMQ itself
 # drops a connection above HARD_LIMIT (set as the socket's MAXMSGSIZE), protecting memory.
 MAX_BYTES = 1 << 20
@@ -59,6 +62,10 @@ class ProtocolError(Exception):
         self.reason = reason
         self.type = type_
         self.seq = seq
+
+
+class WrongVersion(ProtocolError):
+    """A message of another version of the protocol (another release of Roundhouse)."""
 
 
 # --- field specifications --------------------------------------------------------------------
@@ -392,7 +399,7 @@ def decode(frame: bytes, allowed: frozenset[str] | set[str] | None = None) -> tu
         raise ProtocolError("a message must be a JSON object")
     version = raw.get("v")
     if type(version) is not int or version != VERSION:  # (not `true`, nor 1.0: JSON keeps them apart)
-        raise ProtocolError(f"unsupported protocol version {_show(version)} (this side speaks {VERSION})")
+        raise WrongVersion(f"unsupported protocol version {_show(version)} (this side speaks {VERSION})")
     type_ = raw.get("type")
     seq = raw.get("seq")
     if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= SEQ_MAX:

@@ -30,12 +30,20 @@ def drain(sock, handler) -> None:
             log.exception("error while handling a message")
 
 
-def decode(frames, allowed, what: str, counters: dict[str, int]):
-    """(type, seq, body) of a one-frame message, or None (counted and logged) if it is bad."""
+def decode(frames, allowed, what: str, counters: dict[str, int], wrong_version=None):
+    """(type, seq, body) of a one-frame message, or None (counted and logged) if it is bad.
+    `wrong_version`, if given, is called with the reason of a message of another version."""
     try:
         if len(frames) != 1:
             raise ProtocolError(f"expected one frame, got {len(frames)}")
         return protocol.decode(frames[0], allowed)
+    except protocol.WrongVersion as err:
+        counters["bad_messages"] += 1
+        if wrong_version is None:
+            _REFUSALS.warn("bad frame", "refused %s: %s", what, err.reason)
+        else:
+            wrong_version(err.reason)
+        return None
     except ProtocolError as err:
         counters["bad_messages"] += 1
         _REFUSALS.warn("bad frame", "refused %s: %s", what, err.reason)

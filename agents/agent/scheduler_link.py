@@ -59,7 +59,7 @@ class SchedulerLink:
 
     def receive(self, frames):
         """(type, body) of a message from the scheduler, or None if it is bad or out of order."""
-        got = decode(frames, FROM_SCHEDULER, "a message from the scheduler", self.counters)
+        got = decode(frames, FROM_SCHEDULER, "a message from the scheduler", self.counters, self._other_release)
         if got is None:
             return None
         type_, seq, body = got
@@ -68,6 +68,17 @@ class SchedulerLink:
             log.warning("dropped an out-of-order %s from the scheduler (seq %d)", type_, seq)
             return None
         return type_, body
+
+    def _other_release(self, reason: str) -> None:
+        """The scheduler speaks another version of the protocol: nothing it says can be read, so
+        the agent stops (exit status 2) rather than wait for a welcome it cannot understand."""
+        log.error(
+            "the scheduler at %s speaks another version of the protocol: %s; run the same release of Roundhouse "
+            "on the scheduler and every agent",
+            self.scheduler,
+            reason,
+        )
+        self.refused = True
 
     def watch_handshakes(self) -> None:
         """Read the monitor's events: a failed handshake means the scheduler refused this agent."""

@@ -64,6 +64,10 @@ class Attempt:
     # (None: none; the job keeps the rate it has). Launches and in-place resizes send it.
     lr_rule: int | None = None
     lr_scale: float | None = None
+    elastic: bool = False  # its work counts samples (`counts`)
+    # Whether `batch` is the global batch (a plan's, or an elastic job's own: each worker gets its
+    # share) or what each worker trains with (a job's own batch size when it is not elastic).
+    global_batch: bool = False
 
     @property
     def world_size(self) -> int:
@@ -71,8 +75,13 @@ class Attempt:
 
     @property
     def worker_batch(self) -> int:
-        """The batch size each worker is told: plans and the job table give the global batch."""
-        return worker_batch(self.batch, self.world_size)
+        """The batch size each worker is told: its share of a global batch, or the job's own batch
+        size as each worker trains with it (`global_batch`)."""
+        return worker_batch(self.batch, self.world_size) if self.global_batch else self.batch
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.batch if self.global_batch else self.batch * self.world_size
 
     def lose_ranks(self, ranks, iteration: int, heard: float | None = None) -> None:
         """These workers are gone with their node (or never reached it); `heard`: the wall time
@@ -114,8 +123,8 @@ def learning_rate_factor(rule: int | None, batch: int, own: int) -> float | None
 
 def worker_batch(batch: int, world_size: int) -> int:
     """A global batch split over `world_size` workers, rounded up (0, the workload's own batch,
-    stays 0). Launches and in-place resizes both send this, so every worker trains with its
-    share of the plan's batch whichever way the job was shaped."""
+    stays 0). Launches and in-place resizes of a global batch both send this, so every worker
+    trains with its share of the plan's batch whichever way the job was shaped."""
     return -(-int(batch) // max(int(world_size), 1)) if batch > 0 else 0
 
 
@@ -174,6 +183,8 @@ class Attempts:
         has_model = self._column("has_model")[row]
         own = int(self._column("batch_size")[row])
         att.batch = int(batch or own)
+        att.elastic = counts(self.world.jobs, row) == "samples"
+        att.global_batch = bool(batch) or att.elastic
         att.iters_per_s = float(iters_per_s) if has_model else 0.0
         att.lr_rule = lr_rule if lr_rule is not None else prev.lr_rule if prev is not None else None
         att.lr_scale = learning_rate_factor(att.lr_rule, att.batch, own)
@@ -268,7 +279,7 @@ class Attempts:
             seed=int(att.job_id % 2**31),
             iters_per_s=att.iters_per_s or None,
             # (Steps go unmarked, as before the field existed.)
-            counts="samples" if counts(self.world.jobs, row) == "samples" else None,
+            counts="samples" if att.elastic else None,
             lr_scale=att.lr_scale,
         )
         try:

@@ -69,7 +69,7 @@ def plan_resizes(books: Attempts, plan: Plan) -> list[LiveResize]:
         if att is None or att.ended or att.revoked or not att.sent:
             raise PlanError(f"plan resizes job {int(ids[row])}, which has no attempt running on the agents to resize")
         new = plan.resize_gpus[start : start + count]
-        b = int(batch[i]) or att.batch
+        b = int(batch[i]) or att.global_batch_size  # (a plan's batch is global; 0 keeps the job's)
         scale = learning_rate_factor(int(rule[i]), b, int(own_batch[row]))
         ordered, can = _in_place_order(att, new, books.world.cluster.gpu_node)
         out.append(LiveResize(att, ordered, b, float(rates[i]), int(rule[i]), scale, bool(in_place[i]) and can))
@@ -121,7 +121,7 @@ def _reshape(books: Attempts, resize: LiveResize) -> int:
     att.generation += 1
     att.gpus = resize.gpus
     att.slots = cluster.gpu_node[resize.gpus]
-    att.batch = resize.batch
+    att.batch, att.global_batch = resize.batch, True
     att.iters_per_s = resize.rate if att.iters_per_s else 0.0
     att.lr_rule, att.lr_scale = resize.lr_rule, resize.lr_scale  # (a later relaunch keeps the rule)
     # A new rendezvous for the re-formed group (the old one's store still holds its port).

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from roundhouse.runtime.backends.base import Progress
-from roundhouse.runtime.backends.live.attempts import Attempt, Attempts
+from roundhouse.runtime.backends.live.attempts import Attempt, Attempts, counts
 from roundhouse.runtime.backends.live.nodes import Nodes
 from roundhouse.runtime.backends.live.records import plan_record, record_of, replayed, same_plan
 from roundhouse.runtime.backends.live.resizes import regroup
@@ -160,7 +160,9 @@ class Takeover:
             start_iteration=a.start_iteration,
             resume=a.resume,
             sent=True,
+            elastic=counts(self.world.jobs, row) == "samples",
         )
+        att.global_batch = att.elastic or any(shape.generation > 0 for shape in shapes)
         size = att.world_size
         for shape in shapes:
             where = f"job {a.job_id} attempt {a.attempt} generation {shape.generation}"
