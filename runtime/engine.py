@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -343,7 +343,7 @@ class Engine:
         if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and exhausted(self._sources):
             self._idle_rounds += 1
             if self._idle_rounds >= STALL_ROUNDS:
-                raise StalledError(stall_message(self.world, ctx.now))
+                raise StalledError(stall_message(self.world, ctx.now, self._order))
         else:
             self._idle_rounds = 0
         self.backend.advance()
@@ -462,7 +462,7 @@ def pass_quiet(engine: Engine, round_s: float) -> Events:
             if idle:  # (the state of the last ticked round, which counted as idle)
                 engine._idle_rounds += skipped
                 if engine._idle_rounds >= STALL_ROUNDS:
-                    raise StalledError(stall_message(engine.world, engine.backend.now - round_s))
+                    raise StalledError(stall_message(engine.world, engine.backend.now - round_s, engine._order))
         elif engine._skipping.may_wait(engine.backend, events, bool(engine._completed)):
             waited.append(engine._fold(events))  # (into the world's books at once)
             if engine.goal_in_books() or not engine._skipping.pass_waiting_round(engine.backend):
@@ -552,10 +552,11 @@ def fold_events(world: World, events: Events) -> None:
         world.apply_metrics(events.metrics)
 
 
-def stall_message(world: World, now: float) -> str:
+def stall_message(world: World, now: float, elements: Sequence[Element] = ()) -> str:
     """Why a simulation cannot make progress, naming the largest waiting job and what it is
     measured against: the cluster's GPUs, or on a cluster of several GPU types the largest
-    type's (a placer puts a job on GPUs of one type)."""
+    type's (a placer puts a job on GPUs of one type); and an element of `elements` that counts
+    waiting jobs it cannot start (`unschedulable`: Pollux, jobs of no elastic application)."""
     cols = world.jobs
     status = cols.column("status")
     waiting = (status == 0).nonzero()[0]
@@ -571,21 +572,25 @@ def stall_message(world: World, now: float) -> str:
         detail = f"; the largest waiting job ({cols.column('job_id')[biggest]}) wants {gpus.max()} GPUs {of}"
     return (
         f"run stalled at t={now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
-        f"and no more jobs will arrive{detail}.{_not_elastic(world, waiting)} Check the placer and admission arguments."
+        f"and no more jobs will arrive{detail}.{_unschedulable(world, waiting, elements)} Check the placer and admission arguments."
     )
 
 
-def _not_elastic(world: World, waiting: np.ndarray) -> str:
-    """In a run with an elastic profile, the waiting jobs of no application of it: Pollux starts
-    only jobs of its applications."""
-    if world.throughput.elastic is None or not world.jobs.has_column("elastic_model") or not len(waiting):
-        return ""
-    outside = waiting[world.jobs.column("elastic_model")[waiting] < 0]
-    if not len(outside):
-        return ""
-    first, jobs = int(outside[0]), world.jobs
-    model = f", model {jobs.column('model')[first]}" if jobs.has_column("model") else ""
-    return (
-        f" {len(outside)} of them are of no application of the elastic profile (job {jobs.column('job_id')[first]}{model}),"
-        " and an elastic policy such as Pollux starts only jobs of its applications."
-    )
+def _unschedulable(world: World, waiting: np.ndarray, elements) -> str:
+    """What an element that counts waiting jobs it cannot start says of them: Pollux starts only
+    jobs of its elastic profile's applications."""
+    for el in elements:
+        count = (el.counters or {}).get("unschedulable", 0)
+        if not count or not world.jobs.has_column("elastic_model") or not len(waiting):
+            continue
+        outside = waiting[world.jobs.column("elastic_model")[waiting] < 0]
+        if not len(outside):
+            continue
+        first, jobs = int(outside[0]), world.jobs
+        model = jobs.column("model")[first] if jobs.has_column("model") else None
+        named = f"job {jobs.column('job_id')[first]}" + (f", model {model}" if model is not None else "")
+        return (
+            f" Element '{el.name}' ({type(el).__name__}) cannot start {count} waiting job(s), of no application"
+            f" of the elastic profile ({named})."
+        )
+    return ""

@@ -155,10 +155,6 @@ ELASTIC_ROW = {"job_id": "0", "arrival_s": "0", "gpus": "2", "model": "bert-cola
             r"t.csv:3: error: column 'local_batch': 128 is above its max_batch_size 64",
         ),
         (
-            {"batch_size": "128", "local_batch": "64", "max_batch_size": "64"},
-            r"t.csv:3: error: column 'batch_size': the job's global batch size, 128, is above its max_batch_size 64",
-        ),
-        (
             {"batch_size": "32", "local_batch": "8", "max_batch_size": "64"},
             r"t.csv:3: error: column 'batch_size': 32 is not its local_batch 8 times its 2 GPU\(s\)",
         ),
@@ -259,4 +255,53 @@ def test_a_run_stalled_on_jobs_pollux_cannot_start_says_so(run_graph):
     )
     with pytest.raises(StalledError) as err:
         run_graph(graph, jobs, cluster="1x4:V100")
-    assert "1 of them are of no application of the elastic profile (job 7, model ResNet-18)" in str(err.value)
+    assert (
+        "Element 'p' (Pollux) cannot start 1 waiting job(s), of no application of the elastic profile (job 7, model ResNet-18)"
+        in str(err.value)
+    )
+
+
+def test_a_run_blames_a_bad_elastic_profile_on_its_own_file(tmp_path, capsys):
+    from roundhouse.tools.cli import main
+
+    folder = _app_folder(tmp_path / "prof") / "toy"
+    _replace_row(folder / "placements.csv", 2, "1,50,abc,0.0")
+    (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,60\n")
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 60s;\nelastic_profile = "prof";\nt :: TraceSource(path="t.csv");\n'
+        "t -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
+    )
+    assert main(["run", str(graph), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "placements.csv:2: error: column 'step_time': 'abc' is not a number" in err
+    assert "argument 'path' of TraceSource" not in err
+
+
+def test_an_ones_job_asking_for_more_than_its_cap_runs_within_it(tmp_path, capsys):
+    """The ONES reader's cap (base batch x max_lr / lr) may be below the batch a job asks for on
+    all its GPUs: ONES starts it on one GPU and keeps its plans within the cap, so it runs."""
+    from roundhouse.tools.cli import main
+    from roundhouse.traces.formats import read_trace
+
+    path = tmp_path / "w.csv"
+    path.write_text(
+        "time,model,task,epoch_size,patience,batch_size,lr,max_lr,target_acc,num_gpus\n"
+        "0,resnet18,cifar,10000,10,128,0.001,0.003,0.55,4\n"
+    )
+    frame = read_trace(path)
+    assert (frame["batch_size"][0], frame["max_batch_size"][0]) == (512, 384)
+    assert main(["run", str(REPO / "graphs" / "ones.sched"), "--trace", str(path), "--quiet"]) == 0, capsys.readouterr().err
+
+
+def test_a_stall_under_another_policy_blames_no_elastic_application(run_graph):
+    from roundhouse.runtime.engine import StalledError
+
+    jobs = [{"job_id": 0, "arrival_s": 0.0, "gpus": 12, "duration_s": 100.0}]
+    graph = (
+        'round = 5min;\nelastic_profile = "pollux";\nt :: TraceSource(path="trace.csv");\n'
+        "t -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
+    )
+    with pytest.raises(StalledError) as err:
+        run_graph(graph, jobs, cluster="2x4:V100,2x4:K80")
+    assert "wants 12 GPUs of one type" in str(err.value) and "elastic profile" not in str(err.value)

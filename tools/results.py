@@ -75,12 +75,11 @@ def trace_problems(graph, trace: str | None = None) -> list[RoundhouseError]:
     from roundhouse.traces.formats import check_trace_header
 
     problems: list[RoundhouseError] = []
-    elastic = None
-    for name, el in graph.elements.items():
-        if type(el).__name__ != "TraceSource":
-            continue
+    sources = [(name, el) for name, el in graph.elements.items() if type(el).__name__ == "TraceSource"]
+    # Read as the run reads them: under the graph's elastic profile (whose own errors name its files).
+    elastic = load_elastic(graph) if sources else None
+    for name, el in sources:
         try:
-            elastic = elastic or load_elastic(graph)  # (read as the run reads it: under the graph's elastic profile)
             check_trace_header(el.path, el.format, elastic=elastic)
         except TraceError as err:
             if trace is not None:
