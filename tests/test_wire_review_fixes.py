@@ -293,8 +293,9 @@ def test_an_agent_stops_when_the_scheduler_speaks_another_version(lines):
 
     got = lines("roundhouse.agent")
     link = SchedulerLink.__new__(SchedulerLink)  # (only what receiving needs: no sockets)
-    link.scheduler, link.counters, link.refused = "tcp://127.0.0.1:1", defaultdict(int), False
+    link.scheduler, link.counters, link.refused, link.registered = "tcp://127.0.0.1:1", defaultdict(int), False, True
     frame = json.dumps({"v": protocol.VERSION + 1, "type": "welcome", "seq": 1}).encode()
-    assert link.receive([frame]) is None
-    assert link.refused
+    assert link.receive([frame]) is None and not link.refused  # (welcomed: one bad frame among others)
+    link.registered = False  # (the answer to its registration)
+    assert link.receive([frame]) is None and link.refused
     assert got.having("speaks another version of the protocol: unsupported protocol version 3 (this side speaks 2)")

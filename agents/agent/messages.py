@@ -13,7 +13,8 @@ from roundhouse.wire.protocol import ProtocolError, RefusalLog
 log = logging.getLogger("roundhouse.agent")
 FROM_SCHEDULER = frozenset({"welcome", "launch", "revoke", "resize", "ack", "unknown", "shutdown", "error"})
 FROM_JOBS = frozenset({"report", "checkpointed", "exiting"})
-# (one for the process: a flood of bad frames must not fill the log, however many nodes it emulates)
+# (one for the process: a flood of bad frames must not fill the log, however many nodes it emulates;
+# counted apart by what was refused, a few fixed phrases, so that one flood hides no other)
 _REFUSALS = RefusalLog(log)
 
 
@@ -40,11 +41,11 @@ def decode(frames, allowed, what: str, counters: dict[str, int], wrong_version=N
     except protocol.WrongVersion as err:
         counters["bad_messages"] += 1
         if wrong_version is None:
-            _REFUSALS.warn("bad frame", "refused %s: %s", what, err.reason)
+            _REFUSALS.warn(what, "refused %s: %s", what, err.reason)
         else:
             wrong_version(err.reason)
         return None
     except ProtocolError as err:
         counters["bad_messages"] += 1
-        _REFUSALS.warn("bad frame", "refused %s: %s", what, err.reason)
+        _REFUSALS.warn(what, "refused %s: %s", what, err.reason)
         return None

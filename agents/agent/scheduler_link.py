@@ -70,8 +70,13 @@ class SchedulerLink:
         return type_, body
 
     def _other_release(self, reason: str) -> None:
-        """The scheduler speaks another version of the protocol: nothing it says can be read, so
-        the agent stops (exit status 2) rather than wait for a welcome it cannot understand."""
+        """A message of another version of the protocol. Before the agent is welcomed it is the
+        scheduler's answer to its registration: nothing that scheduler says can be read, so the
+        agent stops (exit status 2) rather than wait for a welcome it cannot understand. Once
+        welcomed, it is one bad frame among others: refused and logged."""
+        if self.registered:
+            log.warning("refused a message from the scheduler: %s", reason)
+            return
         log.error(
             "the scheduler at %s speaks another version of the protocol: %s; run the same release of Roundhouse "
             "on the scheduler and every agent",
