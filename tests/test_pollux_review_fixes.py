@@ -66,7 +66,8 @@ def test_iterations_that_go_down_are_a_located_error(tmp_path):
         ElasticProfile.load_pollux(tmp_path, epochs={"toy": 3})
 
 
-def test_check_reads_the_elastic_profile(tmp_path, capsys):
+def _graph_with_a_bad_profile(tmp_path):
+    """A FIFO graph whose elastic profile has a placement time that is not a number."""
     folder = _app_folder(tmp_path / "prof") / "toy"
     _replace_row(folder / "placements.csv", 2, "1,50,abc,0.0")
     (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,60\n")
@@ -75,7 +76,11 @@ def test_check_reads_the_elastic_profile(tmp_path, capsys):
         'round = 60s;\nelastic_profile = "prof";\nt :: TraceSource(path="t.csv");\n'
         "t -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
     )
-    err = fails(capsys, "check", graph)
+    return graph
+
+
+def test_check_reads_the_elastic_profile(tmp_path, capsys):
+    err = fails(capsys, "check", _graph_with_a_bad_profile(tmp_path))
     assert "placements.csv:2: error: column 'step_time': 'abc' is not a number" in err
 
 
@@ -262,18 +267,7 @@ def test_a_run_stalled_on_jobs_pollux_cannot_start_says_so(run_graph):
 
 
 def test_a_run_blames_a_bad_elastic_profile_on_its_own_file(tmp_path, capsys):
-    from roundhouse.tools.cli import main
-
-    folder = _app_folder(tmp_path / "prof") / "toy"
-    _replace_row(folder / "placements.csv", 2, "1,50,abc,0.0")
-    (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,60\n")
-    graph = tmp_path / "g.sched"
-    graph.write_text(
-        'round = 60s;\nelastic_profile = "prof";\nt :: TraceSource(path="t.csv");\n'
-        "t -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
-    )
-    assert main(["run", str(graph), "--quiet"]) == 2
-    err = capsys.readouterr().err
+    err = fails(capsys, "run", _graph_with_a_bad_profile(tmp_path), "--quiet")
     assert "placements.csv:2: error: column 'step_time': 'abc' is not a number" in err
     assert "argument 'path' of TraceSource" not in err
 
