@@ -397,7 +397,7 @@ def _check_named_elements(elements: dict[str, Element], flat: FlatGraph, wiring:
                 if isinstance(ref, ElementRef) and ref.name in elements:
                     why = problem(field.name, elements[ref.name])
                     if why is not None:
-                        errors.append(SchedError(why, wiring._argument_location(name, field.name, ref.name)))
+                        errors.append(SchedError(why, wiring.argument_location(name, field.name, ref.name)))
     forking = [name for name, el in elements.items() if getattr(type(el), "forks_world", False)]
     for name in forking[1:]:
         first = forking[0]

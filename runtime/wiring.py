@@ -47,7 +47,7 @@ class Wiring:
                 for ref in refs:
                     if not isinstance(ref, ElementRef):
                         continue
-                    where = self._argument_location(name, field.name, ref.name)
+                    where = self.argument_location(name, field.name, ref.name)
                     if ref.name not in elements:
                         self.errors.append(
                             SchedError(
@@ -98,7 +98,7 @@ class Wiring:
                 )
             )
 
-    def _argument_location(self, name: str, field: str, item: str | None = None) -> Location:
+    def argument_location(self, name: str, field: str, item: str | None = None) -> Location:
         """Where element `name` writes argument `field`: the `item` it names, if given and in a list."""
         decl = self.flat.decls[name]
         arg = next((a for a in decl.args if a.name == field), None)
