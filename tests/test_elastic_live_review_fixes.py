@@ -63,9 +63,11 @@ def test_a_job_s_own_batch_goes_to_each_worker_and_a_plan_s_global_batch_is_shar
     assert [(m["attempt"], m["world_size"], m["batch_size"]) for m in relaunch] == [(2, 2, 20)]  # before: 40
 
 
-@pytest.mark.live
-def test_an_in_place_resize_and_a_launch_agree_on_the_batch_per_worker(live):  # noqa: F811
-    world, backend, (a, b), _ = live
+def _growing(setup):
+    """Job 5 (LM, batch 20) launched on GPU 0 of node a, then grown in place onto GPU 1 at global
+    batch 40: the world, the backend, node a (its resize message not yet read), the job's row
+    and its launch message."""
+    world, backend, (a, b), _ = setup
     for ag in (a, b):
         ag.receive()
     (row,) = add_jobs(world, [{"job_id": 5, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 900.0, "batch_size": 20}])
@@ -74,6 +76,12 @@ def test_an_in_place_resize_and_a_launch_agree_on_the_batch_per_worker(live):  #
     [(_, launch)] = a.receive()
     round_trip(world, backend, Plan.of(resizes=[Resize(row, [0, 1], 40)]))
     pump(backend)
+    return world, backend, a, row, launch
+
+
+@pytest.mark.live
+def test_an_in_place_resize_and_a_launch_agree_on_the_batch_per_worker(live):  # noqa: F811
+    world, backend, a, row, launch = _growing(live)
     [(t, msg)] = a.receive()
     assert t == "resize" and (launch["batch_size"], msg["batch_size"]) == (20, 20)
     assert backend.attempts.current[row].worker_batch == 20
@@ -87,15 +95,7 @@ def test_a_job_done_as_it_grew_finishes_though_its_new_rank_never_reports(live):
     """Rank 0 finished all its iterations as the resize arrived; the agent refused the resize
     (it runs no worker of the job any more) without a word about rank 1. Before, the attempt
     waited for rank 1 for ever: the job never finished and held both GPUs."""
-    world, backend, (a, b), _ = live
-    for ag in (a, b):
-        ag.receive()
-    (row,) = add_jobs(world, [{"job_id": 5, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 900.0, "batch_size": 20}])
-    round_trip(world, backend, Plan.of([Assignment(row, [0])]))
-    pump(backend)
-    a.receive()
-    round_trip(world, backend, Plan.of(resizes=[Resize(row, [0, 1], 40)]))
-    pump(backend)
+    world, backend, a, row, _ = _growing(live)
     assert [t for t, _ in a.receive()] == ["resize"]
     a.exited(5, 1, 0, "done", 900)
     pump(backend)
@@ -111,15 +111,7 @@ def test_a_job_done_as_it_grew_finishes_though_its_new_rank_never_reports(live):
 def test_a_new_rank_the_agent_reports_unstarted_ends_the_attempt_from_its_checkpoint(live):  # noqa: F811
     """The agent refused the resize and said so (rank 1 ended without having run): the
     scheduler stops rank 0 and requeues the job, rather than waiting for rank 1."""
-    world, backend, (a, b), _ = live
-    for ag in (a, b):
-        ag.receive()
-    (row,) = add_jobs(world, [{"job_id": 5, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 900.0, "batch_size": 20}])
-    round_trip(world, backend, Plan.of([Assignment(row, [0])]))
-    pump(backend)
-    a.receive()
-    round_trip(world, backend, Plan.of(resizes=[Resize(row, [0, 1], 40)]))
-    pump(backend)
+    world, backend, a, row, _ = _growing(live)
     a.receive()
     a.exited(5, 1, 1, "preempted", 0, reason="resize refused: the agent is stopping")
     pump(backend)
