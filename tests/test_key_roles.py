@@ -1,5 +1,5 @@
 """Keys say their role: a submitter's key is marked as such in what the scheduler's socket says
-sent a message, an agent's is its name; an existing pair is not silently given another role."""
+sent a message, and so is an agent's (a key made before roles is its name); an existing pair is not silently given another role."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def test_each_key_says_its_role(tmp_path):
     assert key_role(tmp_path / "authorized" / "alice.key") == SUBMITTER
     assert key_role(tmp_path / "scheduler.key") == ""
     assert key_of_user_id(user_id("alice", SUBMITTER)) == ("alice", SUBMITTER)
-    assert key_of_user_id(user_id("node-a", AGENT)) == ("node-a", "")
+    assert key_of_user_id(user_id("node-a", AGENT)) == ("node-a", AGENT)
     assert key_of_user_id(user_id("old", "")) == ("old", "")
 
 

@@ -48,7 +48,7 @@ def test_a_second_agent_under_a_node_s_name_is_refused_and_a_restarted_one_takes
 
 def test_keyed_peers_are_not_counted_as_refused(tmp_path, capsys):
     keys = tmp_path / "keys"
-    make_keys(keys, ["node-a", "alice"])
+    make_keys(keys, ["node-a"], submitters=["alice"])
     cluster = LiveCluster(tmp_path / "run", GRAPH, security=("--keys", str(keys)), serve_args=("--wait-for-agents", "0s"))
     alice = ClientSecurity(keys, "alice")
     try:

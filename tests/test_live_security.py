@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import zmq
+import zmq.auth
 
 from roundhouse.agents.submitter import SchedulerError, Submitter
 from roundhouse.errors import UsageError
@@ -104,9 +105,13 @@ def test_only_known_keys_get_in(tmp_path):
         cluster.close()
 
 
-def test_a_submitter_s_key_submits_but_registers_no_node(tmp_path):
+def test_a_submitter_s_key_submits_but_registers_no_node_and_an_agent_s_submits_nothing(tmp_path):
     keys = tmp_path / "keys"
     make_keys(keys, ["node-a"], submitters=["alice"])
+    zmq.auth.create_certificates(str(keys / "authorized"), "old")  # a key made before roles: either
+    (keys / "old.key_secret").write_bytes((keys / "authorized" / "old.key_secret").read_bytes())
+    (keys / "authorized" / "old.key_secret").unlink()
+    job = {"command": "true", "duration_s": 1, "gpus": 1}
     cluster = LiveCluster(tmp_path / "run", GRAPH, security=("--keys", str(keys)), serve_args=("--wait-for-agents", "0s"))
     try:
         cluster.start_scheduler()
@@ -119,5 +124,14 @@ def test_a_submitter_s_key_submits_but_registers_no_node(tmp_path):
         cluster.wait_for(lambda: "node node-a registered (key node-a)" in cluster.log("scheduler"), 30, "node-a to register")
         with Submitter(cluster.address, ClientSecurity(keys, "alice")) as client:
             assert client.status()["nodes_online"] == 1
+            assert client.submit([job]) == [0]
+        # node-a's key lies on the node: it gives no say over the queue (asking is allowed).
+        with Submitter(cluster.address, ClientSecurity(keys, "node-a")) as client:
+            with pytest.raises(SchedulerError, match="the key of agent node-a submits no jobs"):
+                client.submit([job])
+            assert client.status()["submitted"] == 1
+        with Submitter(cluster.address, ClientSecurity(keys, "old")) as client:
+            assert client.submit([job]) == [1]
+        assert "refused a submission: the key of agent node-a" in cluster.log("scheduler")
     finally:
         cluster.close()

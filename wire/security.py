@@ -145,13 +145,13 @@ def key_role(path: Path) -> str:
 
 
 def user_id(name: str, role: str) -> str:
-    """What the scheduler's socket says sent a message (ZeroMQ's User-Id): a submitter's key is
-    marked as such (a name holds no ':'), any other key is its name."""
-    return f"{SUBMITTER}:{name}" if role == SUBMITTER else name
+    """What the scheduler's socket says sent a message (ZeroMQ's User-Id): a key with a role is
+    marked with it (a name holds no ':'), a key made before roles is its name."""
+    return f"{role}:{name}" if role else name
 
 
 def key_of_user_id(user: str) -> tuple[str, str]:
-    """(key name, SUBMITTER or "") of a User-Id made by `user_id`."""
+    """(key name, AGENT, SUBMITTER or "") of a User-Id made by `user_id`."""
     role, colon, name = user.partition(":")
     return (name, role) if colon else (user, "")
 

@@ -319,6 +319,10 @@ class LiveBackend:
 
     # --- submitters ---
     def _on_submit(self, identity, seq, body, frame) -> None:
+        refused = self.nodes.refuses_submission(frame)
+        if refused:
+            self.server.send(identity, "error", reason=refused, ref=seq)
+            return
         specs = body["jobs"]
         if not specs:
             self.server.send(identity, "error", reason="no jobs in the submission", ref=seq)

@@ -18,7 +18,7 @@ from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.journal import Journal
 from roundhouse.wire import protocol
 from roundhouse.wire.protocol import RefusalLog
-from roundhouse.wire.security import SUBMITTER, key_of_user_id
+from roundhouse.wire.security import AGENT, SUBMITTER, key_of_user_id
 
 log = logging.getLogger("roundhouse.scheduler")
 
@@ -174,6 +174,18 @@ class Nodes:
             return
         node.stopping = True
         log.info("agent %s is stopping", node.name)
+
+    def refuses_submission(self, frame) -> str:
+        """Why a submission may not be taken from the key it came with ("" if it may): a node's
+        key lies on the node, so it gives no say over the queue. A key made before roles may."""
+        key, role = key_of_user_id(_key_of(frame))
+        if role != AGENT:
+            return ""
+        reason = (
+            f"the key of agent {key} submits no jobs: submit with a submitter's key (`roundhouse keys DIR --submitters NAME`)"
+        )
+        self.refusals.warn("agent-submit", "refused a submission: %s", reason)
+        return reason
 
     # --- messages from agents ---
     def on_register(self, identity, seq, body, frame) -> None:
