@@ -319,18 +319,14 @@ class LiveBackend:
 
     # --- submitters ---
     def _on_submit(self, identity, seq, body, frame) -> None:
-        refused = self.nodes.refuses_submission(frame)
+        refused = self.nodes.refuses_submission(frame) or ("" if body["jobs"] else "no jobs in the submission")
+        if not refused:
+            try:
+                ids = self.submissions.accept(body["jobs"], self.clock.now_s())
+            except RoundhouseError as err:
+                refused = str(err)
         if refused:
             self.server.send(identity, "error", reason=refused, ref=seq)
-            return
-        specs = body["jobs"]
-        if not specs:
-            self.server.send(identity, "error", reason="no jobs in the submission", ref=seq)
-            return
-        try:
-            ids = self.submissions.accept(specs, self.clock.now_s())
-        except RoundhouseError as err:
-            self.server.send(identity, "error", reason=str(err), ref=seq)
             return
         self.counters["submitted"] += len(ids)
         log.info(
