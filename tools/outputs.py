@@ -22,7 +22,7 @@ import polars as pl
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import holds_a_sweep
 from roundhouse.runtime.results_store import ResultsStore
-from roundhouse.runtime.sweep import point_text
+from roundhouse.runtime.sweep import RUN_COLUMNS, point_text
 
 JOB_COLUMNS = ("job_id", "arrival_s", "first_start_s", "finish_s", "jct_s", "run_s", "gpus", "preemptions")
 
@@ -34,6 +34,8 @@ class RunFolder:
     jobs: pl.DataFrame
     summary: dict
     sink: str | None  # the sink's element name when the graph has several
+    jobs_name: str = "jobs.csv"  # the file `jobs` was read from
+    summary_name: str = "summary.json"  # the file `summary` was read from (or would be)
 
     @property
     def graph(self) -> str | None:
@@ -59,7 +61,7 @@ class RunFolder:
             out = []
             for element, files in listed.items():
                 found = {
-                    key: _read_json(self.path / name)
+                    key: (read_summary if key == "summary" else _read_json)(self.path / name)
                     for key, name in files.items()
                     if str(name).endswith(".json") and Path(str(name)).name == name and (self.path / name).is_file()
                 }
@@ -68,8 +70,8 @@ class RunFolder:
                     out.append((element, summary or {}, found))
             return out
         if (self.path / "summary.json").is_file():
-            return [(self.sink or "", _read_json(self.path / "summary.json"), {})]
-        return [(p.name.removesuffix("-summary.json"), _read_json(p), {}) for p in sorted(self.path.glob("*-summary.json"))]
+            return [(self.sink or "", read_summary(self.path / "summary.json"), {})]
+        return [(p.name.removesuffix("-summary.json"), read_summary(p), {}) for p in sorted(self.path.glob("*-summary.json"))]
 
     @property
     def cluster_gpus(self) -> int | None:
@@ -95,8 +97,15 @@ class SweepFolder:
 
     @property
     def metrics(self) -> list[str]:
-        """The columns that may be drawn: numeric, and not a label."""
-        return [c for c, t in self.table.schema.items() if t.is_numeric() and c not in self.labels]
+        """The columns that may be drawn: numeric, and not a label. A measured column that no
+        finished run has a value of (avg_jct_s when no job finished) is read with no type of
+        number, yet is a metric still: drawing it is refused for want of values, not of a name."""
+        empty = lambda c: self.table.height > 0 and self.table[c].null_count() == self.table.height  # noqa: E731
+        return [
+            c
+            for c, t in self.table.schema.items()
+            if c not in self.labels and (t.is_numeric() or (c not in RUN_COLUMNS and empty(c)))
+        ]
 
 
 def open_folder(text: str) -> RunFolder | SweepFolder:
@@ -134,11 +143,14 @@ def _open_run(path: Path) -> RunFolder:
             raise UsageError(f"{path / 'run.json'}: {key!r} should be a number of 0 or more, not {json.dumps(value)}")
     jobs_files = [path / "jobs.csv"] if (path / "jobs.csv").is_file() else sorted(path.glob("*-jobs.csv"))
     if not jobs_files:
+        listed = [n for n in _listed_files(info) if n == "jobs.csv" or n.endswith("-jobs.csv")]
+        if listed:  # (the run wrote one: it went missing since)
+            raise UsageError(f"{path / listed[0]}: missing, though run.json lists it (removed or moved?)")
         raise UsageError(f"{path}: the run wrote no jobs.csv (its graph has no JobMetrics sink)")
     jobs_file = jobs_files[0]
-    sink = None if jobs_file.name == "jobs.csv" else jobs_file.name.removesuffix("-jobs.csv")
-    summary_file = path / ("summary.json" if sink is None else f"{sink}-summary.json")
-    summary = _read_json(summary_file) if summary_file.is_file() else {}
+    sink, summary_name = _sink_of(info, jobs_file.name)
+    summary_file = path / summary_name
+    summary = read_summary(summary_file) if summary_file.is_file() else {}
     try:
         jobs = pl.read_csv(jobs_file, infer_schema_length=None)
     except (pl.exceptions.PolarsError, UnicodeDecodeError) as err:
@@ -156,7 +168,46 @@ def _open_run(path: Path) -> RunFolder:
             if empty.any():
                 line = int(empty.arg_true()[0]) + 2  # (after the header line)
                 raise UsageError(f"{jobs_file}:{line}: no value in column {column!r} (a row cut short?)")
-    return RunFolder(path, info, jobs, summary, sink)
+    return RunFolder(path, info, jobs, summary, sink, jobs_file.name, summary_name)
+
+
+def _listed_files(info: dict) -> list[str]:
+    """The files run.json says the run wrote (none when it does not say)."""
+    files = info.get("files")
+    return [f for f in files if isinstance(f, str)] if isinstance(files, list) else []
+
+
+def _sink_of(info: dict, jobs_name: str) -> tuple[str | None, str]:
+    """The sink that wrote the jobs file `jobs_name` (None for a plain jobs.csv) and its summary's
+    file: as run.json's `reports` lists them, which keep an element's own name where its files'
+    names cannot (a sink inside a compound, `s/m`, writes `s.m-jobs.csv`); else by file name."""
+    listed = info.get("reports")
+    if isinstance(listed, dict):
+        for element, files in listed.items():
+            if isinstance(files, dict) and files.get("jobs") == jobs_name:
+                summary = files.get("summary")
+                named = isinstance(summary, str) and Path(summary).name == summary
+                return (None if jobs_name == "jobs.csv" else element), (summary if named else _summary_beside(jobs_name))
+    return (None if jobs_name == "jobs.csv" else jobs_name.removesuffix("-jobs.csv")), _summary_beside(jobs_name)
+
+
+def _summary_beside(jobs_name: str) -> str:
+    return jobs_name.removesuffix("jobs.csv") + "summary.json"
+
+
+def read_summary(path: Path) -> dict:
+    """A metrics sink's summary.json, whose every value is a number or null: the summary table
+    and the plots compute with them (a wrong type would otherwise be drawn, or fail as a
+    traceback)."""
+    summary = _read_json(path)
+    for key, value in summary.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise UsageError(f"{path}: {key!r} should be a number or null, not {json.dumps(value)}")
+        if not math.isfinite(value):  # (Python's json reads NaN and Infinity)
+            raise UsageError(f"{path}: {key!r} should be a finite number or null, not {json.dumps(value)}")
+    return summary
 
 
 def _open_sweep(path: Path) -> SweepFolder:

@@ -274,11 +274,16 @@ def utilisation_figure(run: RunFolder) -> Figure:
         ax.axhline(capacity, color="black", linewidth=1, linestyle=":", label=f"cluster: {capacity} GPUs")
         measured = run.summary.get("utilization")
         if measured is not None and not only_tracked:  # (the run's, not the tracked jobs' curve's)
-            ax.axhline(measured * capacity, color="grey", linewidth=1, linestyle="--", label=f"measured average: {measured:.1%}")
+            # Drawn over the span it was measured on, from the first arrival to the run's end:
+            # there, the curve's average is the line.
+            first = _first_arrival(run, capacity, measured)
+            label = f"measured average: {measured:.1%}" + (" (from the first arrival)" if first > 0 else "")
+            level = [measured * capacity] * 2
+            ax.plot([first / size, end / size], level, color="grey", linewidth=1, linestyle="--", label=label)
     spread = int(drawn_gpus(run.jobs, run.end_s)[3].sum())
     notes = []
     if only_tracked:
-        notes.append(f"only the {run.jobs.height} jobs jobs.csv tracks")
+        notes.append(f"only the {run.jobs.height} jobs {run.jobs_name} tracks")
     if spread and exact is None:
         notes.append(f"{spread} preempted or resized jobs: their GPU time spread over first start to finish")
     ax.set_xlabel(f"time ({unit})")
@@ -288,6 +293,19 @@ def utilisation_figure(run: RunFolder) -> Figure:
     ax.legend(loc="upper right", fontsize=7, ncols=3)
     _set_title(ax, _title(run, "GPU utilisation"), notes)
     return fig
+
+
+def _first_arrival(run: RunFolder, capacity: int, measured: float) -> float:
+    """When the run's measured utilization began: at its first job's arrival (JobMetrics
+    measures GPU time held over the cluster's GPU time from then to the run's end). That is
+    the span the run's GPU time (run.json) fills at the measured rate, which holds also when
+    jobs.csv lists only some jobs; without it, the earliest arrival jobs.csv lists."""
+    if run.busy_gpu_s is not None and measured > 0:
+        first = run.end_s - run.busy_gpu_s / (capacity * measured)
+    else:
+        first = float(run.jobs["arrival_s"].min() or 0.0)
+    # (Within rounding of the start, it is the start.)
+    return 0.0 if first <= 1e-9 * max(run.end_s, 1.0) else min(first, run.end_s)
 
 
 def _holds_only_some(run: RunFolder, record: pl.DataFrame | None) -> bool:
@@ -381,6 +399,12 @@ def x_axis(name: str, values: list[str]) -> Axis:
     return Axis(name, {v: float(i) for i, v in enumerate(distinct)}, "", True)
 
 
+def _axis_of(table: pl.DataFrame, name: str) -> Axis:
+    """Where each value of the varied `name` sits, as the sweep's runs (in the order it ran
+    them) give them."""
+    return x_axis(name, table[name].cast(pl.String).drop_nulls().to_list())
+
+
 def metric_bands(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = None) -> tuple[pl.DataFrame, Axis]:
     """The metric's mean, and a 95% confidence interval of that mean over seeds, at each value
     of `x`, one series per combination of the other varied names. Columns: series, x, position,
@@ -415,7 +439,14 @@ def metric_bands(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = 
         )
         raise UsageError(f"--metric {metric}: {why}; its metrics are {', '.join(metrics) or 'none'}")
     others = [label for label in varied if label != x]
+    # Each line's place among the others: by its values as an axis would place them (numbers by
+    # value, words in the order the sweep ran them), not by its text ("16/h" before "4/h").
+    places = [
+        pl.col(o).cast(pl.String).replace_strict(_axis_of(table, o).positions, default=None, return_dtype=pl.Float64)
+        for o in others
+    ]
     data = table.select(
+        *(place.alias(f"__place{i}") for i, place in enumerate(places)),
         pl.col(x).cast(pl.String).alias("x"),
         (
             pl.concat_str([pl.format(f"{o}={{}}", pl.col(o).cast(pl.String)) for o in others], separator=", ")
@@ -429,6 +460,8 @@ def metric_bands(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = 
     if data.height == 0:
         raise UsageError(f"{sweep.source}: no finished run has a value of {metric}; nothing to draw")
     axis = x_axis(x, data["x"].to_list())
+    order = data.select("series", *(f"__place{i}" for i in range(len(places)))).unique("series", maintain_order=True)
+    rank = order.sort(order.columns[1:], nulls_last=True, maintain_order=True)["series"].to_list()
     grouped = (
         data.group_by(["series", "x"], maintain_order=True)
         .agg(pl.col("value").mean().alias("mean"), pl.col("value").std(ddof=1).alias("sd"), pl.len().alias("runs"))
@@ -441,7 +474,7 @@ def metric_bands(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = 
     return (
         grouped.with_columns(pl.Series("low", mean - half), pl.Series("high", mean + half))
         .select("series", "x", "position", "mean", "low", "high", "runs")
-        .sort(["series", "position"]),
+        .sort([pl.col("series").replace_strict({s: i for i, s in enumerate(rank)}, return_dtype=pl.Int64), "position"]),
         axis,
     )
 

@@ -75,8 +75,7 @@ def run_page(run: RunFolder) -> str:
     plots = []
     reports = run.reports()
     if len([r for r in reports if r[1]]) > 1:
-        jobs_file = "jobs.csv" if run.sink is None else f"{run.sink}-jobs.csv"
-        plots.append(f"<p>From {html.escape(run.sink or 'the sink')}'s per-job table ({html.escape(jobs_file)}).</p>")
+        plots.append(f"<p>From {html.escape(run.sink or 'the sink')}'s per-job table ({html.escape(run.jobs_name)}).</p>")
     for kind in RUN_KINDS:
         try:
             plots.append(_figure_html(figure(run, kind), CAPTIONS[kind]))
@@ -90,15 +89,14 @@ def _summaries_html(run: RunFolder, name: str, reports: list[tuple[str, dict, di
     """Every sink's summary and every objective an element reported, as `roundhouse run` prints
     them, each under the title run gives it."""
     parts = []
-    for element, summary, objectives_of in reports:
+    for element, summary, objectives_of in reports:  # (run prints an element's objectives before its summary)
+        for key, rows in objectives(objectives_of):
+            parts.append(f"<h3>{html.escape(f'{element} · {key}')}</h3>\n{_table(['metric', 'value'], rows)}")
         if summary:
             title = " · ".join(x for x in (name, element, str(run.info.get("cluster") or "")) if x)
             parts.append(f"<h3>{html.escape(title)}</h3>\n{_table(['metric', 'value'], summary_rows(summary))}")
-        for key, rows in objectives(objectives_of):
-            parts.append(f"<h3>{html.escape(f'{element} · {key}')}</h3>\n{_table(['metric', 'value'], rows)}")
     if not parts:
-        summary_file = "summary.json" if run.sink is None else f"{run.sink}-summary.json"
-        return _note(f"{run.path / summary_file}: not there; the run's summary cannot be shown.")
+        return _note(f"{run.path / run.summary_name}: not there; the run's summary cannot be shown.")
     return "\n".join(parts)
 
 
@@ -123,13 +121,15 @@ def sweep_page(sweep: SweepFolder) -> str:
     if sweep.unreadable:
         names = ", ".join(p.name for p in sweep.unreadable)
         facts.append(f"{len(sweep.unreadable)} damaged files of the results store left out ({names})")
-    summary = _table(columns, rows)
+    # Varied words and rates ("las", "8/h") read as text; seeds and other plain numbers as numbers.
+    words = {i for i, c in enumerate(sweep.labels) if not all(_is_number(row[i]) for row in rows)}
+    summary = _table(columns, rows, text=words)
     if sweep.incomplete:
         facts.append("incomplete")
         summary = _note(f"Incomplete: {sweep.incomplete}; the tables and plots show only those runs.") + summary
     plots = []
     # (Every run failed: the figures would each say so, or, without the metrics' columns, be left out.)
-    drawn = [m for m in SWEEP_METRICS if m in table.columns] if table.height else []
+    there = [m for m in SWEEP_METRICS if m in table.columns] if table.height else []
     if not table.height:
         plots.append(
             _note(
@@ -137,16 +137,32 @@ def sweep_page(sweep: SweepFolder) -> str:
                 "(`roundhouse sweep` prints each failed run's error)."
             )
         )
-    for metric in drawn:
+    # A metric no run has a value of (JCTs when no job finished) is left out, said once for all.
+    valueless = [m for m in there if not _has_values(table[m])]
+    if valueless:
+        plots.append(_note(f"Not drawn: no finished run has a value of {_listed(valueless)}."))
+    notes: set[str] = set()
+    for metric in (m for m in there if m not in valueless):
         try:
             plots.append(
                 _figure_html(figure(sweep, "load", metric), f"{metric} against load; bands are 95% intervals over seeds.")
             )
-        except UsageError as err:
-            plots.append(_note(str(err)))
+        except UsageError as err:  # (one that stops every figure, no axis to draw against, is said once)
+            if str(err) not in notes:
+                notes.add(str(err))
+                plots.append(_note(str(err)))
     graph = _graph_html(sweep.graph) if sweep.graph else _note("The sweep's folder does not record its graph.")
     title = f"Sweep of {Path(sweep.graph).name}" if sweep.graph else f"Sweep in {sweep.path.name}"
     return _page(title, facts, graph, summary, plots)
+
+
+def _has_values(column: pl.Series) -> bool:
+    values = column.cast(pl.Float64, strict=False)
+    return bool((values.is_not_null() & values.is_not_nan()).any())
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def _cell(column: str, value, show) -> str:
@@ -224,10 +240,22 @@ def _note(text: str) -> str:
     return f'<p class="note">{html.escape(text)}</p>'
 
 
-def _table(header, rows) -> str:
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return text == "—"  # (no value: it does not make a column of numbers text)
+    return True
+
+
+def _table(header, rows, text: set[int] | frozenset[int] = frozenset({0})) -> str:
+    """A table whose columns numbered in `text` hold text (left-aligned) and whose others hold
+    values (right-aligned, as numbers are)."""
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
     body = "".join(
-        "<tr>" + "".join(f'<td class="{"n" if i else ""}">{html.escape(str(v))}</td>' for i, v in enumerate(row)) + "</tr>"
+        "<tr>"
+        + "".join(f'<td class="{"" if i in text else "n"}">{html.escape(str(v))}</td>' for i, v in enumerate(row))
+        + "</tr>"
         for row in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -206,7 +206,7 @@ def _print_objectives(console: Console, name: str, report: dict) -> None:
 def write_results(out: Path, graph, cluster, result) -> None:
     """One folder per run: the sinks' tables and summaries (with one sink, jobs.csv and
     summary.json; with several, each under its element's name, as other elements' reports
-    always are), and what was run (no wall times,
+    always are: see `file_stem`), and what was run (no wall times,
     so that the same inputs give byte-identical files). Every file is written whole beside the
     earlier run's before any replaces it, and the earlier run's files this run does not write
     are removed: a write that fails leaves the earlier results as they were, and a folder never
@@ -224,11 +224,13 @@ def write_results(out: Path, graph, cluster, result) -> None:
     reported: dict[str, dict[str, str]] = {}  # element -> its report's name -> the file
     for element, report in result.reports.items():
         for key, value in report.items():
-            stem = key if element in plain else f"{element}-{key}"
+            stem = key if element in plain else f"{file_stem(element)}-{key}"
             if hasattr(value, "write_csv"):
                 writes.append((f"{stem}.csv", value.write_csv))
             else:
-                text = json.dumps(value, indent=2, sort_keys=True) + "\n"
+                # In the report's own order, which `report` shows as `run` prints it (the same
+                # run gives the same order, so the same bytes).
+                text = json.dumps(value, indent=2) + "\n"
                 writes.append((f"{stem}.json", lambda path, text=text: path.write_text(text)))
             reported.setdefault(element, {})[key] = writes[-1][0]
     record = result.world.explain
@@ -252,7 +254,9 @@ def write_results(out: Path, graph, cluster, result) -> None:
         "reports": reported,
         "busy_gpu_s": float(result.world.busy_gpu_s),
     }
-    text = json.dumps(run_info, indent=2, sort_keys=True, default=str) + "\n"
+    # Keys in name order, but `reports` in the order `run` printed them: the graph's order of
+    # the elements, and each one's own order of what it reported.
+    text = json.dumps({k: v if k == "reports" else _sorted(v) for k, v in sorted(run_info.items())}, indent=2, default=str) + "\n"
     writes.append(("run.json", lambda path: path.write_text(text)))
     parts = [out / f".{name}.partial" for name, _ in writes]
     try:
@@ -274,6 +278,21 @@ def write_results(out: Path, graph, cluster, result) -> None:
             part.unlink(missing_ok=True)
     for name in sorted(earlier - set(files)):
         (out / name).unlink(missing_ok=True)
+
+
+def file_stem(element: str) -> str:
+    """What an element's files are named after: its name, with the `/` of an element inside a
+    compound (`s/m`) made a `.` (`s.m-jobs.csv`), which no element's own name holds."""
+    return element.replace("/", ".")
+
+
+def _sorted(value):
+    """`value` with every dict's keys in name order, as json.dumps(sort_keys=True) writes them."""
+    if isinstance(value, dict):
+        return {k: _sorted(v) for k, v in sorted(value.items(), key=lambda item: item[0])}
+    if isinstance(value, list | tuple):
+        return [_sorted(v) for v in value]
+    return value
 
 
 # An earlier run's files, when its run.json does not list them (or cannot be read): the names a
