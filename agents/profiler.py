@@ -22,7 +22,11 @@ iters_per_s`, placement `consolidated`); the overheads are what the graph settin
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import signal
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -37,10 +41,17 @@ from roundhouse.agents.client import Lease
 from roundhouse.agents.workloads import workload_for
 from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.wire import protocol
+from roundhouse.wire.workloads import WORKLOADS
 
-DEFAULT_BATCH = {"ResNet-18": 16, "ResNet-50": 16, "LM": 10, "Recommendation": 64}
+DEFAULT_BATCH = {model: w.default_batch for model, w in WORKLOADS.items()}
 # How much of a failed workload's log a message quotes (its end: where the error is).
 LOG_TAIL_CHARS = 2000
+# How long a step of measuring may take beyond the seconds it counts iterations for: starting a
+# workload on a loaded machine, its first iterations, its checkpoint and exit.
+STEP_SLACK_S = 300.0
+# The samples in each example workload's fixed dataset: a step takes a batch from it for every
+# worker, and a workload given a larger step fails as it starts.
+DATASET_SAMPLES = {model: w.samples for model, w in WORKLOADS.items()}
 
 
 class ProfilingFailed(RoundhouseError):
@@ -111,6 +122,11 @@ def profile(
     for model in models:
         if workload_for(model) is None:
             raise UsageError(f"no example workload for model {model!r} (have: {', '.join(DEFAULT_BATCH)})")
+    for model in models:
+        for batch in (batch_sizes or {}).get(model) or [DEFAULT_BATCH.get(model, 16)]:
+            check_batch(model, batch, gpus)
+    for other in beside or ():
+        check_batch(other, DEFAULT_BATCH.get(other, 16), gpus)
     out = []
     with tempfile.TemporaryDirectory(prefix="rh-profile-") as tmp:
         runner = _Runner(Path(tmp), threads)
@@ -143,8 +159,22 @@ def profile(
     return ProfileResult(gpu_type, concurrent, tuple(out), tuple(beside or ()))
 
 
+def check_batch(model: str, batch: int, gpus: list[int], where: str = "") -> None:
+    """Refuse, before anything is measured, a batch size that the model's example workload
+    cannot take from its dataset on one of the worker counts (`where`: the option to blame)."""
+    samples = DATASET_SAMPLES.get(model)
+    for g in gpus:
+        if samples is not None and batch * g > samples:
+            raise UsageError(
+                f"{where + ': ' if where else ''}{model}'s example workload has a dataset of {samples} samples, "
+                f"too few for batch size {batch} on each of {g} GPU(s) (at most {samples // g} a GPU)"
+            )
+
+
 class _Runner:
     """Runs workload processes as an agent would, collecting their reports on a local socket."""
+
+    slack_s = STEP_SLACK_S  # (a test shortens it to see a hung workload killed)
 
     def __init__(self, folder: Path, threads: int):
         self.folder = folder
@@ -235,14 +265,14 @@ class _Runner:
             jobs.append(start(what))
             self._pump(state, procs, lambda: warmed(jobs[-1]))
         t0 = time.time()
-        self._pump(state, procs, lambda: time.time() - t0 >= seconds)
+        self._pump(state, procs, lambda: time.time() - t0 >= seconds, seconds)
         for job in jobs:
             state[job]["revoked_at"] = time.time()
             Lease.revoke(procs[job][0][1])
         self._pump(state, procs, lambda: all(p.poll() is not None for j in jobs for _, _, p in procs[j]))
         done_at = time.time()
         for job in jobs:
-            self._check(job, 1, procs[job])
+            self._check(job, procs[job])
         s = state[jobs[0]]
         window = [(t, it) for t, it in s["reports"] if t0 <= t <= s["revoked_at"]]
         if len(window) < 2:
@@ -254,55 +284,75 @@ class _Runner:
         point = (final.get("checkpoint"), final.get("checkpoint_iteration") or 0, jobs[0])
         job = start((model, batch), 2, point, iterations=point[1] + 3)
         self._pump(state, procs, lambda: all(p.poll() is not None for _, _, p in procs[job]))
-        self._check(job, 2, procs[job])
+        self._check(job, procs[job])
         return Measurement(model, batch, gpus, rate, launch, state[job]["startup_s"], done_at - s["revoked_at"])
 
-    def _pump(self, state, procs, until, timeout_s: float = 300.0) -> None:
-        """Collect rank 0's reports (time, iteration) until `until()` holds."""
+    def _pump(self, state, procs, until, seconds: float = 0.0) -> None:
+        """Collect rank 0's reports (time, iteration) until `until()` holds: for at most `seconds`
+        (what the step counts for) and the slack; a worker that fails ends it at once."""
+        timeout_s = seconds + self.slack_s
         deadline = time.time() + timeout_s
         while not until():
+            # Every time round, not only after a report: a workload that dies before its first
+            # report (a bad batch size, a failed import) is said at once, with its log.
+            for job, p in procs.items():
+                self._check(job, p, running=procs)
             if time.time() > deadline:
                 stuck = [job for job, p in procs.items() if any(proc.poll() is None for _, _, proc in p)]
-                for job in stuck:
-                    for _, _, proc in procs[job]:
-                        if proc.poll() is None:
-                            proc.kill()
+                self._kill(procs)
                 tail = self._log_tail(stuck[0]) if stuck else ""
                 raise RuntimeError(
                     f"the workloads did not get to the next step of measuring within {timeout_s:g} s"
                     + (f"; the end of {self._what(stuck[0])}'s log:\n{tail}" if tail else "")
                 )
-            if not self.pull.poll(50):
-                continue
-            while True:
-                try:
-                    type_, _, body = protocol.decode(self.pull.recv(zmq.NOBLOCK), {"report", "checkpointed", "exiting"})
-                except zmq.Again:
-                    break
-                s = state.get(body["job"])
-                if s is None or body["rank"] != 0:
-                    continue
-                if type_ == "report":
-                    s["reports"].append((time.time(), body["iteration"]))
-                    if "startup_s" in body["values"]:
-                        s["startup_s"] = body["values"]["startup_s"]
-                elif type_ == "exiting":
-                    s["final"] = body
-            for job, p in procs.items():
-                if all(proc.poll() is not None for _, _, proc in p):
-                    bad = [proc.returncode for _, _, proc in p if proc.returncode not in (0, protocol.EXIT_PREEMPTED)]
-                    if bad:
-                        self._check(job, None, p)
+            if self.pull.poll(50):
+                self._collect(state)
 
-    def _check(self, job: int, attempt: int | None, procs) -> None:
-        bad = [proc.returncode for _, _, proc in procs if proc.returncode not in (0, protocol.EXIT_PREEMPTED)]
-        if bad:
-            raise RuntimeError(f"{self._what(job)} failed (exit status {bad[0]}); the end of its log:\n{self._log_tail(job)}")
+    def _collect(self, state) -> None:
+        """Take in every report waiting on the socket (rank 0's only)."""
+        while True:
+            try:
+                type_, _, body = protocol.decode(self.pull.recv(zmq.NOBLOCK), {"report", "checkpointed", "exiting"})
+            except zmq.Again:
+                return
+            s = state.get(body["job"])
+            if s is None or body["rank"] != 0:
+                continue
+            if type_ == "report":
+                s["reports"].append((time.time(), body["iteration"]))
+                if "startup_s" in body["values"]:
+                    s["startup_s"] = body["values"]["startup_s"]
+            elif type_ == "exiting":
+                s["final"] = body
+
+    def _check(self, job: int, workers, running=None) -> None:
+        """Raise if one of the job's workers has failed, quoting the end of its log; the
+        processes in `running` (a step's, by job) are killed first, so that none is left behind."""
+        for rank, _, proc in workers:
+            code = proc.poll()
+            if code is not None and code not in (0, protocol.EXIT_PREEMPTED):
+                if running is not None:
+                    self._kill(running)
+                raise RuntimeError(
+                    f"{self._what(job)} failed (exit status {code}); the end of its log:\n{self._log_tail(job, rank)}"
+                )
+
+    @staticmethod
+    def _kill(procs) -> None:
+        """Kill every worker still running, by its process group (each has its own session, as
+        the agent's do), and wait for their ends."""
+        alive = [proc for p in procs.values() for _, _, proc in p if proc.poll() is None]
+        for proc in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        for proc in alive:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10.0)
 
     def _what(self, job: int) -> str:
         return f"the {self.models.get(job, 'profiled')} workload"
 
-    def _log_tail(self, job: int) -> str:
-        """The end of the log of a job's latest attempt (its first worker's)."""
-        logs = sorted(self.folder.glob(f"job-{job}-*-0.log"))
+    def _log_tail(self, job: int, rank: int = 0) -> str:
+        """The end of the log of a job's latest attempt (of its worker `rank`)."""
+        logs = sorted(self.folder.glob(f"job-{job}-*-{rank}.log"))
         return logs[-1].read_text(errors="replace")[-LOG_TAIL_CHARS:].rstrip() if logs else ""

@@ -168,7 +168,11 @@ class PoissonSource(_Replay):
         from roundhouse.traces.generators import generate
 
         seed = int(ctx.rng(self.seed).integers(2**31)) if self.seed is None else self.seed
-        trace = generate(self.jobs, float(self.rate), seed, gpus=self.gpus, models=self.models, start_id=self.start_id)
+        # Models are drawn from the graph's profile (the shipped table unless `profile` names
+        # another), so that every job gets a configuration the run can look up.
+        trace = generate(
+            self.jobs, float(self.rate), seed, gpus=self.gpus, models=self.models, start_id=self.start_id, profile=ctx.profile
+        )
         self._load(ctx, trace, f"{self.name} (PoissonSource)")
 
 

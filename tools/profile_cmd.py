@@ -73,7 +73,7 @@ def _check_gpu_type(text: str) -> None:
 
 
 def profile_command(args) -> int:
-    from roundhouse.agents.profiler import DEFAULT_BATCH, profile
+    from roundhouse.agents.profiler import DEFAULT_BATCH, check_batch, profile
     from roundhouse.agents.workloads import workload_for
     from roundhouse.traces.profiles import canonical_model
 
@@ -111,6 +111,12 @@ def profile_command(args) -> int:
             if workload_for(canonical) is None:
                 raise UsageError(f"--beside: no example workload for model {canonical!r} (have: {', '.join(DEFAULT_BATCH)})")
             beside.append(canonical)
+    # A batch the workload's dataset cannot hold would fail only once measuring had begun.
+    for model in models:
+        for batch in (batches or {}).get(model) or [DEFAULT_BATCH.get(model, 16)]:
+            check_batch(model, batch, gpus, f"--batch-sizes {args.batch_sizes}" if batches else f"--gpus {args.gpus}")
+    for other in beside or ():
+        check_batch(other, DEFAULT_BATCH.get(other, 16), gpus, f"--gpus {args.gpus} (with --beside {other})")
     result = profile(models, batches, gpus, args.gpu_type, duration, args.concurrent, args.threads, beside=beside)
     header = f"measured by `roundhouse profile` on {platform.node()} ({platform.processor() or platform.machine()}), {time.strftime('%Y-%m-%d %H:%M')}"
     with writing(args.out):

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from roundhouse.agents.workloads.common import synthetic, train
+from roundhouse.wire.workloads import WORKLOADS
 
 
 class Block(nn.Module):
@@ -52,7 +53,13 @@ def images(g: torch.Generator, n: int):
 
 def main() -> None:
     deep = os.environ.get("ROUNDHOUSE_MODEL", "") == "ResNet-50"
-    train(lambda: SmallResNet(3 if deep else 1), synthetic(2048, 7, images), nn.functional.cross_entropy, default_batch=16)
+    spec = WORKLOADS["ResNet-50" if deep else "ResNet-18"]
+    train(
+        lambda: SmallResNet(3 if deep else 1),
+        synthetic(spec.samples, 7, images),
+        nn.functional.cross_entropy,
+        default_batch=spec.default_batch,
+    )
 
 
 if __name__ == "__main__":

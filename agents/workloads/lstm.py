@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from roundhouse.agents.workloads.common import synthetic, train
+from roundhouse.wire.workloads import WORKLOADS
 
 VOCAB, LENGTH = 256, 16
 
@@ -39,7 +40,8 @@ def loss(logits, targets):
 
 
 def main() -> None:
-    train(LanguageModel, synthetic(2048, 11, streams), loss, default_batch=10, lr=0.5)
+    spec = WORKLOADS["LM"]
+    train(LanguageModel, synthetic(spec.samples, 11, streams), loss, default_batch=spec.default_batch, lr=0.5)
 
 
 if __name__ == "__main__":

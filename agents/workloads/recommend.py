@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from roundhouse.agents.workloads.common import synthetic, train
+from roundhouse.wire.workloads import WORKLOADS
 
 ITEMS = 512
 
@@ -31,7 +32,9 @@ def users(g: torch.Generator, n: int):
 
 
 def main() -> None:
-    train(AutoEncoder, synthetic(4096, 13, users), nn.functional.binary_cross_entropy_with_logits, default_batch=64, lr=0.5)
+    spec = WORKLOADS["Recommendation"]
+    loss = nn.functional.binary_cross_entropy_with_logits
+    train(AutoEncoder, synthetic(spec.samples, 13, users), loss, default_batch=spec.default_batch, lr=0.5)
 
 
 if __name__ == "__main__":
