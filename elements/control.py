@@ -8,6 +8,7 @@ import functools
 import itertools
 import os
 import sys
+import time
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -397,20 +398,47 @@ def _start_pool(synth: Synthesizer, shared: Shared | str, workers: int) -> _Pool
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from roundhouse.runtime.snapshot import Shared, install
+    from roundhouse.runtime.snapshot import Shared
 
     assert isinstance(shared, Shared)  # (a fork made in this process)
     # Spawned, not forked: a live scheduler's sockets and threads stay in this process.
     executor = ProcessPoolExecutor(
         workers,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=install,
-        initargs=(shared.key, shared.blob()),
+        initializer=_start_worker,
+        initargs=(shared.key, shared.blob(), os.getpid()),
     )
     # Not waiting: the synthesizer may be freed by the garbage collector in any thread.
     on_free = weakref.finalize(synth, executor.shutdown, wait=False, cancel_futures=True)
     pool = _POOLS[synth] = _Pool(executor, shared, on_free)
     return pool
+
+
+def _start_worker(key: str, blob: bytes, parent_pid: int) -> None:
+    """A pool process's start: the shared objects (`install`), and a watch that ends the process
+    when its parent dies. (A parent killed outright, SIGKILL, cannot shut its pool down; the
+    processes would wait for work forever, and keep multiprocessing's resource tracker alive.)"""
+    import threading
+
+    from roundhouse.runtime.snapshot import install
+
+    threading.Thread(target=_exit_with_parent, args=(parent_pid,), name="parent-watch", daemon=True).start()
+    install(key, blob)
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Wait until the parent process is gone, then end this one at once: its pipe to the parent
+    reads as closed (its sentinel), or, where there is none, its parent is another process."""
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    parent = multiprocessing.parent_process()
+    while os.getppid() == parent_pid:
+        if parent is not None and wait([parent.sentinel], timeout=1.0):
+            break
+        if parent is None:
+            time.sleep(1.0)
+    os._exit(1)
 
 
 def can_start_processes() -> bool:

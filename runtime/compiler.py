@@ -33,8 +33,15 @@ from roundhouse.runtime.dsl.loader import Body, Decl, FlatGraph, load
 from roundhouse.runtime.dsl.parser import parse_value
 from roundhouse.runtime.element import Element
 from roundhouse.runtime.settings import GraphSettings
-from roundhouse.runtime.values import ElementRef
+from roundhouse.runtime.values import ElementRef, FilePath
 from roundhouse.runtime.wiring import Connection, Topology, Wiring
+
+
+def _working_folder() -> str:
+    try:
+        return os.getcwd()
+    except OSError:  # (removed while we run: relative paths then name nothing, and are kept as written)
+        return ""
 
 
 @attrs.define
@@ -50,6 +57,9 @@ class CompiledGraph:
     setting_flags: dict[str, str] = attrs.field(factory=dict)
     # Elements another element ticks itself (its candidates, see Element.holds).
     held: frozenset[str] = frozenset()
+    # The working folder when it was compiled: a graph given by a relative path has relative
+    # file paths (profile, traces) resolved from here.
+    cwd: str = attrs.field(factory=_working_folder)
 
     def sources_of(self, element: str, port: str) -> list[tuple[str, str]]:
         return [(c.src, c.src_port) for c in self.connections if c.dst == element and c.dst_port == port]
@@ -64,17 +74,29 @@ class CompiledGraph:
     def key(self) -> str:
         """What identifies the graph, for a snapshot or a live run's journal to be matched with
         it: its settings, each element's class and arguments, and its connections (a SHA-256,
-        shortened)."""
+        shortened). Files are named by their whole paths: the same graph gives the same key
+        however its own path was spelled (relative or not)."""
         text = json.dumps(
             {
-                "settings": attrs.asdict(self.settings),
-                "elements": {name: [type(el).__name__, el.config()] for name, el in self.elements.items()},
+                "settings": self._whole_paths(attrs.asdict(self.settings)),
+                "elements": {name: [type(el).__name__, self._whole_paths(el.config())] for name, el in self.elements.items()},
                 "connections": [[c.src, c.src_port, c.dst, c.dst_port] for c in self.connections],
             },
             sort_keys=True,
             default=str,
         )
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def _whole_paths(self, value: Any) -> Any:
+        """`value` with each relative file path in it made whole (an absolute one is kept as
+        written, so that the keys of graphs given by absolute paths stay as they were)."""
+        if isinstance(value, FilePath):
+            return value if os.path.isabs(value) else os.path.normpath(os.path.join(self.cwd, value))
+        if isinstance(value, dict):
+            return {k: self._whole_paths(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self._whole_paths(v) for v in value]
+        return value
 
 
 @attrs.frozen

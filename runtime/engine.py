@@ -490,6 +490,12 @@ def pass_quiet(engine: Engine, round_s: float) -> Events:
         events = engine._poll()
 
 
+def last_round_start(engine: Engine) -> float:
+    """When the engine's last ticked round began (its clock, before any)."""
+    ctx = engine._ctx
+    return engine.backend.now if ctx is None else float(ctx.now)
+
+
 def why_stop(engine: Engine, ctx: Round) -> str:
     """Why the run stops after the round `ctx` ("" while it goes on)."""
     requested = getattr(engine.backend, "stop_requested", "")  # a live backend told to stop

@@ -14,8 +14,9 @@ the cluster, the throughput profile and model, the settings.
 
 There is one way to fork, `fork_engine`: between two rounds (`Simulation.fork`), and inside a
 round for a look-ahead (runtime/lookahead.py, the synthesizer), from a simulation or from a live
-run's books (its live backend left out: the copy simulates with the simulator). `pack` pickles
-such a fork for a pool's processes, with what is shared referred to (each process holds it once).
+run's books or a replayed journal's (any backend but the simulator left out: the copy
+simulates with the simulator). `pack` pickles such a fork for a pool's processes, with what is
+shared referred to (each process holds it once).
 
 A snapshot file is one JSON header line, then the state as two pickles (see `save` for the
 fields and `FORMAT_VERSION` for when it changes). Only open snapshots you made: unpickling runs
@@ -274,15 +275,18 @@ def _shared(engine: Engine) -> list[object]:
 def fork_engine(engine: Engine, now: float | None = None) -> Engine:
     """An independent copy of a begun engine, with its world, backend and elements: between two
     rounds, running both on gives each what running the original on would have; inside a round
-    (a look-ahead, runtime/lookahead.py), the state as of the round's start. A live engine's
-    backend (sockets, threads) is left out: the copy simulates its books from `now` with the
-    simulator. The one way to fork: `pack` sends such a copy to other processes."""
+    (a look-ahead, runtime/lookahead.py), the state as of the round's start. Only the simulator's
+    state is copied: any other backend (a live cluster's sockets and threads, a journal being
+    replayed: runtime/whatif.py) is left out, and the copy simulates its books from `now` with
+    the simulator. The one way to fork: `pack` sends such a copy to other processes."""
     from roundhouse.runtime.backends.sim import Simulator
 
     states = {name: _element_state(el) for name, el in engine.graph.elements.items()}
     memo: dict[int, Any] = {id(obj): obj for obj in _shared(engine)}
-    live = getattr(engine.backend, "wall_clock", False)
-    if live:
+    # (Any backend but the simulator holds what cannot be copied, or would go on reporting
+    # another run's rounds: the fork's books move on in the simulator, from the same clock.)
+    simulated = isinstance(engine.backend, Simulator)
+    if not simulated:
         memo[id(engine.backend)] = None
     copy.deepcopy(engine.world, memo)  # first: element states refer to its job table
     elements = {}
@@ -301,7 +305,7 @@ def fork_engine(engine: Engine, now: float | None = None) -> Engine:
                 elements[name].__dict__[attr] = copy.deepcopy(value, memo)
     memo[id(engine.graph)] = attrs.evolve(engine.graph, elements=elements)
     fork = copy.deepcopy(engine, memo)
-    if live:
+    if not simulated:
         fork.backend = Simulator.for_graph(fork.world, fork.graph.settings)
         fork.backend.jump_to(engine.backend.now if now is None else now)
     return fork

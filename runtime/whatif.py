@@ -29,12 +29,12 @@ from roundhouse.runtime.backends.live.records import replayed, same_plan
 from roundhouse.runtime.backends.live.submissions import Submissions
 from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.compiler import CompiledGraph
-from roundhouse.runtime.engine import Engine
+from roundhouse.runtime.engine import STALL_ROUNDS, Engine, StalledError, last_round_start
 from roundhouse.runtime.journal import Journal
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.values import format_duration
 from roundhouse.runtime.world import World
-from roundhouse.traces.jobs import FINISHED
+from roundhouse.traces.jobs import FINISHED, PENDING
 
 # Metrics compared, in the order printed: (key, label, unit: "s" seconds, "%" a fraction, "" a count).
 METRICS = (
@@ -51,7 +51,8 @@ METRICS = (
 
 class JournalReplay:
     """A backend that replays a live run's journal: each round's events and progress as the
-    live backend reported them. `stop_requested` is set once the last round has been ticked."""
+    live backend reported them. (Not the simulator: a fork of the engine replaying it, such as
+    a synthesizer's look-ahead, simulates from the round's clock: runtime/snapshot.py.)"""
 
     def __init__(self, world: World, journal: Journal):
         self.world = world
@@ -116,6 +117,12 @@ def open_journal(path: str | Path) -> tuple[Journal, dict[str, Any]]:
         rounds = journal.db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0]
     except sqlite3.DatabaseError as err:
         raise UsageError(f"{path}: not a live scheduler's journal ({err})") from None
+    if not meta and not rounds:
+        # (A scheduler writes its run's facts once its agents have come: `serve --wait-for-agents`.)
+        raise UsageError(
+            f"{path}: the run has not begun: its scheduler is waiting for its agents (or stopped before they came); "
+            "try again once it has begun"
+        )
     if not meta or "graph" not in meta or "round_s" not in meta:
         raise UsageError(f"{path}: not a live scheduler's journal (it has no run recorded)")
     if not rounds:
@@ -141,7 +148,7 @@ def replay(journal: Journal, meta: dict[str, Any], graph: CompiledGraph, world: 
     engine = Engine(graph, world, backend)
     engine.begin()
     while backend.remaining:
-        if engine.step():
+        if engine.step():  # (the run ended in this round: `engine.stop_reason` says why)
             break
     if backend.divergences:
         raise UsageError(
@@ -283,10 +290,14 @@ def project(engine: Engine, label: str, horizon_s: float, base: World | None = N
     # those end a run, not a projection. (A step skips no round past the pause.)
     engine.look_ahead(end, goals=False)
     engine.pause_at(end)
-    stop = ""
+    stop, ended = "", None
     while not stop:
         if world.unfinished == 0 and not _arrivals_to_come(engine):
-            stop = "every job finished"
+            # At the round that found it so, on either side: a replayed LiveSource, still open
+            # to submissions, would have its engine tick a round more (none come in a simulation).
+            stop, ended = "every job finished", last_round_start(engine)
+        elif not world.online.any() and len(world.running_rows) == 0:
+            stop, ended = _no_gpu_online(world), last_round_start(engine)
         elif engine.backend.now >= end - 1e-9:
             # The last round's progress and completions, as the world would learn them at the
             # next round's start (as `Simulation.world_now`).
@@ -294,10 +305,29 @@ def project(engine: Engine, label: str, horizon_s: float, base: World | None = N
             done = world.unfinished == 0 and not _arrivals_to_come(engine)
             stop = "every job finished" if done else f"reached the horizon ({format_duration(horizon_s)})"
         else:
-            stop = engine.step()
-    end = engine.backend.now
+            try:
+                stop = engine.step()
+            except StalledError:  # (an answer about this graph's future, not a failure of the command)
+                stop = _stalled(world, engine.backend.now)
+            if stop == "every job finished":
+                ended = last_round_start(engine)
+    end = engine.backend.now if ended is None else max(ended, start)
     rows = np.concatenate([affected_before, np.arange(known, len(world.jobs))])
     return Projection(label, _metrics(world, rows, start, end, service0, preempt0), end, stop)
+
+
+def _no_gpu_online(world: World) -> str:
+    """Why a projection stops with no GPU online: the simulator brings no node back."""
+    return f"no GPU is online (0 of {world.cluster.n_gpus}): no job can run, and a simulation brings no node back"
+
+
+def _stalled(world: World, now: float) -> str:
+    """Why a projection stops when its graph can start none of the waiting jobs."""
+    waiting = int((world.jobs.column("status") == PENDING).sum())
+    return (
+        f"stalled at t={now:g}s: {waiting} job(s) wait and none has run for {STALL_ROUNDS} rounds, "
+        f"with {int(world.online.sum())} of {world.cluster.n_gpus} GPUs online"
+    )
 
 
 def _arrivals_to_come(engine: Engine) -> bool:
@@ -378,6 +408,11 @@ def whatif(
         engine = replay(journal, meta, graph, world)
     finally:
         journal.db.close()
+    if engine.stop_reason:  # (nothing is left to simulate: as for a stopped run's snapshot)
+        raise UsageError(
+            f"{journal_path}: its run had already stopped at t={engine.backend.now:g}s ({engine.stop_reason}); "
+            "nothing is left to simulate from it"
+        )
     point = {
         "kind": "journal",
         "journal": str(journal_path),

@@ -99,9 +99,10 @@ def make_journal(
     backend = Recording(world, journal, 10.0)
     engine = Engine(graph, world, backend)
     engine.begin()
-    while not engine.step() and (stop_s is None or backend.now < stop_s):
-        pass
-    backend.journal_round()  # (the last round, as the live backend journals it on closing)
+    while stop_s is None or backend.now < stop_s:
+        if engine.step():
+            backend.journal_round()  # (the last round, as the live backend journals it on closing)
+            break
     journal.close()
     return path
 
@@ -124,7 +125,7 @@ def contents(path: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def journal_file(tmp_path_factory) -> Path:
-    return make_journal(tmp_path_factory.mktemp("journal"))
+    return make_journal(tmp_path_factory.mktemp("journal"), stop_s=170.0)
 
 
 @pytest.fixture
@@ -140,7 +141,7 @@ def test_the_made_journal_replays(journal, capsys):
 
     assert main(["whatif", str(journal), "--json"]) == 0
     point = json.loads(capsys.readouterr().out)["from"]
-    assert point["jobs"] == 6 and point["unfinished"] == 0 and point["round"] > 3
+    assert point["jobs"] == 6 and point["unfinished"] > 0 and point["round"] > 3
 
 
 @pytest.mark.parametrize("name", ["run#1.sqlite", "run?x=1.sqlite", "run%201.sqlite", "run%.sqlite"])

@@ -18,7 +18,7 @@ def test_bad_journals_and_values_are_refused_clearly(tmp_path, capsys):
     assert f"{text}: not a live scheduler's journal" in fails(capsys, "whatif", text)
     empty = tmp_path / "empty.sqlite"
     Journal(empty).close()
-    assert "not a live scheduler's journal (it has no run recorded)" in fails(capsys, "whatif", empty)
+    assert "the run has not begun: its scheduler is waiting for its agents" in fails(capsys, "whatif", empty)
     begun = tmp_path / "begun.sqlite"
     journal = Journal(begun)
     journal.begin({"graph": str(text), "graph_digest": "x", "cluster": "1x1:V100", "round_s": 60.0})

@@ -109,3 +109,36 @@ def test_whatif_from_a_running_scheduler_and_from_its_saved_journal(tmp_path, ca
     out = capsys.readouterr().out
     for label in ("average JCT", "makespan (from now)", "average queueing delay", "utilisation (from now)", "difference"):
         assert label in out, out
+
+
+SYNTH = """
+round = 2s;
+cluster = "2x2:V100";
+profile = "profile.csv";
+synth :: Synthesizer(switches=[order], every=2, horizon=1min, workers=1);
+src   :: TraceSource(path="jobs.csv");
+fifo  :: Fifo;
+srtf  :: Srtf;
+order :: ChoosePolicy(candidates=[fifo, srtf]);
+src -> AcceptAll -> JobPool -> order -> FirstFree -> Launch -> m :: JobMetrics;
+"""
+
+
+def test_whatif_from_a_synthesizer_s_run_and_from_a_scheduler_waiting_for_its_agents(tmp_path, capsys):
+    """A synthesizer forks the world as the journal is replayed (its look-ahead simulates from the
+    round's clock, as it did in the live run); before the agents come, the run has not begun."""
+    cluster = LiveCluster(tmp_path, SYNTH, {"profile.csv": TEST_PROFILE, "jobs.csv": JOBS, "fifo.sched": FIFO})
+    try:
+        cluster.start_scheduler()
+        cluster.wait_for(lambda: cluster.query("SELECT COUNT(*) FROM meta") == [(0,)], 30, "the scheduler's journal")
+        assert "the run has not begun: its scheduler is waiting for its agents" in fails(capsys, "whatif", cluster.journal_path)
+        cluster.start_agent("node-a")
+        cluster.start_agent("node-b")
+        cluster.wait_for(lambda: (cluster.query("SELECT COUNT(*) FROM rounds") or [(0,)])[0][0] >= 6, 60, "six journaled rounds")
+        got = whatif(capsys, cluster.journal_path, "--graph", tmp_path / "fifo.sched")
+        assert got["from"]["rounds"] >= 6 and got["from"]["unfinished"] >= 1, got["from"]
+        assert [p["graph"] for p in got["projections"]] == ["graph.sched", "fifo.sched"]
+        for p in got["projections"]:
+            assert p["stop"] == "every job finished" and p["metrics"]["jobs_finished"] == p["metrics"]["jobs"], p
+    finally:
+        cluster.close()

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 from rich.console import Console
 from rich.table import Table
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import RoundhouseError, TraceError, UsageError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from roundhouse.runtime.snapshot import FORMAT_NAME
@@ -69,7 +70,12 @@ def whatif_command(args) -> int:
 
     def compile_run_graph(path: str, then=None):
         # (The run's graph as serve compiled it: the same --set, --trace and --cluster.)
-        return compile_with_trace(run_graph_file(path), run_overrides, args.run_trace, args.cluster, "--run-trace", then)
+        try:
+            return compile_with_trace(run_graph_file(path), run_overrides, args.run_trace, args.cluster, "--run-trace", then)
+        except RoundhouseError as err:
+            if args.run_trace is None and _about_a_trace(err):
+                raise UsageError(f"{err}\n  hint: {_RUN_TRACE_HINT}") from None
+            raise
 
     snapshot_file = _is_snapshot(args.journal)
     if snapshot_file:  # (a snapshot holds its own world: what only a journal's run needs is refused)
@@ -117,12 +123,17 @@ def whatif_command(args) -> int:
 
     if snapshot_file:
         point, projections = whatif_snapshot(args.journal, other, horizon)
+        run_file = Path(point["graph"])
     else:
         point, projections = whatif(args.journal, other, compile_run_graph, load_world, horizon)
+        run_file = run_graph_file(point["graph"])
+    other_file = None if other is None else Path(args.graph) if args.graph is not None else run_file
+    sides = _sides(run_file, other_file, args.graph is not None, bool(args.overrides))
     if args.json:
-        print(json.dumps({"from": point, "projections": [_as_dict(p) for p in projections]}, indent=2))
+        out = [_as_dict(p) | side.as_json() for p, side in zip(projections, sides, strict=True)]
+        print(json.dumps({"from": point, "projections": out}, indent=2))
         return 0
-    _print(point, projections)
+    _print(point, projections, [side.header for side in sides])
     return 0
 
 
@@ -140,11 +151,63 @@ def _is_snapshot(path: str) -> bool:
         return False
 
 
+_RUN_TRACE_HINT = "if the scheduler was given --trace, give the same with --run-trace"
+
+
+def _about_a_trace(err: RoundhouseError) -> bool:
+    """Whether compiling the run's graph failed on a trace (the file its TraceSource names):
+    the scheduler may have been given another with --trace."""
+    return isinstance(err, TraceError) or "TraceSource" in str(err)
+
+
+@attrs.frozen
+class _Side:
+    """How one side of the comparison is named: `graph`, its graph's file name (the distinct
+    ends of the two paths when two files share a name); `given`, what gave it; `header`, its
+    column's title (the file name with what gave it, when both sides have the same)."""
+
+    graph: str
+    given: str
+    file: str
+    header: str
+
+    def as_json(self) -> dict:
+        return {"graph": self.graph, "given": self.given, "file": self.file}
+
+
+def _sides(run_file: Path, other_file: Path | None, graph_given: bool, sets: bool) -> list[_Side]:
+    """The run's side and, if there is one, the other's (`graph_given`: by --graph, else the run's
+    own graph with --set)."""
+    run_file = run_file.resolve()
+    if other_file is None:
+        return [_Side(run_file.name, "as run", str(run_file), run_file.name)]
+    other_file = other_file.resolve()
+    given = ("--graph" + (" with --set" if sets else "")) if graph_given else "with --set"
+    names = [run_file.name, other_file.name]
+    headers = list(names)
+    if names[0] == names[1] and run_file != other_file:  # two files of one name: the ends that differ
+        names = headers = _distinct_ends(run_file, other_file)
+    elif names[0] == names[1]:  # the same file: what gave each side
+        headers = [f"{names[0]} (as run)", f"{names[1]} ({given})"]
+    return [
+        _Side(names[0], "as run", str(run_file), headers[0]),
+        _Side(names[1], given, str(other_file), headers[1]),
+    ]
+
+
+def _distinct_ends(a: Path, b: Path) -> list[str]:
+    """The shortest ends of two paths (of one file name) that differ."""
+    k = 1
+    while k < min(len(a.parts), len(b.parts)) and a.parts[-k:] == b.parts[-k:]:
+        k += 1
+    return [str(Path(*a.parts[-k:])), str(Path(*b.parts[-k:]))]
+
+
 def _as_dict(p) -> dict:
     return {"graph": p.graph, "end_s": p.end_s, "stop": p.stop, "metrics": p.metrics}
 
 
-def _print(point: dict, projections) -> None:
+def _print(point: dict, projections, headers: list[str]) -> None:
     console = Console()
     # A journal's clock is its last round's; a snapshot's, the boundary after its last round.
     if point["kind"] == "journal":
@@ -159,11 +222,8 @@ def _print(point: dict, projections) -> None:
     show = in_units(span)
     table = Table(title="simulated from here on", show_header=True)
     table.add_column("metric")
-    names = [p.graph for p in projections]
-    if len(names) == 2 and names[0] == names[1]:
-        names = [f"{names[0]} (as run)", f"{names[1]} (with --set)"]
-    for name in names:
-        table.add_column(name, justify="right")
+    for header in headers:
+        table.add_column(header, justify="right")
     if len(projections) == 2:
         table.add_column("difference", justify="right")
     for key, label, unit in METRICS:
@@ -181,9 +241,9 @@ def _print(point: dict, projections) -> None:
                 cells.append(f"{b - a:+d}")
         table.add_row(label, *cells)
     console.print(table)
-    for p in projections:
+    for p, header in zip(projections, headers, strict=True):
         if p.stop != "every job finished":
-            console.print(f"{p.graph}: stopped early: {p.stop}")
+            console.print(f"{header}: stopped early: {p.stop}")
 
 
 def _cell(value, unit: str, show) -> str:
