@@ -343,3 +343,18 @@ def test_poisson_gpu_counts_the_measured_profile_lacks_are_said(tmp_path):
     graph = _poisson_graph(tmp_path, MEASURED, gpus="philly", cluster="2x8:V100")
     with pytest.raises(RoundhouseError, match=r"no model of \['LM', 'ResNet-18'\] runs on (4|8) GPUs in .*measured.csv"):
         simulate(graph)
+
+
+def test_check_and_run_say_the_gpu_counts_the_measured_profile_lacks_at_the_argument(tmp_path, capsys):
+    _poisson_graph(tmp_path, MEASURED, gpus="philly", cluster="2x8:V100")
+    graph_file = tmp_path / "g.sched"
+    expected = (
+        "g.sched:4:66: error: argument 'models' of PoissonSource: no model of ['LM', 'ResNet-18'] runs on 4 GPUs "
+        "in " + str(tmp_path / "measured.csv") + " (gpus=philly draws 1, 2, 4, 8 GPUs)"
+    )
+    assert main(["check", str(graph_file)]) == 2
+    assert expected in capsys.readouterr().err
+    assert main(["run", str(graph_file)]) == 2
+    assert expected in capsys.readouterr().err
+    graph_file.write_text(graph_file.read_text().replace("gpus=philly", "gpus=single"))
+    assert main(["check", str(graph_file)]) == 0  # (one GPU: LM and ResNet-18 were measured there)

@@ -99,6 +99,34 @@ def trace_problems(graph, trace: str | None = None) -> list[RoundhouseError]:
             what = f"column '{err.column}': {err.message}" if err.column else err.message
             location = arg.value.location if arg is not None else el.declared_at
             problems.append(SchedError(f"argument 'path' of TraceSource: {where}: {what}", location))
+    return problems + _model_problems(graph)
+
+
+def _model_problems(graph) -> list[RoundhouseError]:
+    """A source that gives its jobs models (`models=blox`) needs a model the graph's profile runs
+    at every GPU count it draws: said now, not when the run starts."""
+    from roundhouse.runtime.simulate import load_profile
+    from roundhouse.traces.generators import PHILLY_GPU_COUNTS, model_choices, no_model_on
+
+    sources = [(name, el) for name, el in graph.elements.items() if getattr(el, "models", None) == "blox"]
+    if not sources:
+        return []
+    try:
+        profile = load_profile(graph)
+    except RoundhouseError as err:  # (its own message names the file)
+        return [err]
+    problems: list[RoundhouseError] = []
+    for name, el in sources:
+        counts = PHILLY_GPU_COUNTS if el.gpus == "philly" else (1,)
+        missing = next((c for c in counts if not model_choices(profile, c)), None)
+        if missing is not None:
+            decl = graph.decls.get(name)
+            arg = next((a for a in decl.args if a.name == "models"), None) if decl else None
+            drawn = f"gpus={el.gpus} draws {', '.join(map(str, counts))} GPUs"
+            location = arg.value.location if arg is not None else el.declared_at
+            problems.append(
+                SchedError(f"argument 'models' of {type(el).__name__}: {no_model_on(profile, missing)} ({drawn})", location)
+            )
     return problems
 
 

@@ -65,19 +65,35 @@ def assign_models(
     profile runs at that job's GPU count on the reference GPU type (V100, consolidated); so a
     multi-GPU job only gets a model that Gavel measured distributed. Returns (models, batch sizes)."""
     profile = profile or ProfileTable.load()
-    wanted = {name for m in models if (name := profile.canonical_model(m)) is not None}
     gpus = np.asarray(gpus, dtype=np.int64)
     out_models = np.empty(gpus.shape, dtype=object)
     out_batch = np.zeros(gpus.shape, dtype=np.int64)
     for count in np.unique(gpus):  # a handful of distinct counts, in sorted order: deterministic
-        choices = [c for c in profile.configs(int(count), REFERENCE_GPU_TYPE) if c[0] in wanted]
+        choices = model_choices(profile, int(count), models)
         if not choices:
-            raise ValueError(f"no model of {sorted(wanted)} runs on {count} GPUs in {profile.source}")
+            raise ValueError(no_model_on(profile, int(count), models))
         where = np.flatnonzero(gpus == count)
         picked = rng.integers(0, len(choices), size=where.size)
         out_models[where] = np.array([c[0] for c in choices], dtype=object)[picked]
         out_batch[where] = np.array([c[1] for c in choices], dtype=np.int64)[picked]
     return out_models, out_batch
+
+
+def model_choices(profile: ProfileTable, count: int, models: tuple[str, ...] = BLOX_MODELS) -> list[tuple[str, int]]:
+    """The (model, batch size) configurations of `models` the profile runs on `count` GPUs of the
+    reference type: what `assign_models` draws from."""
+    wanted = _profiled(profile, models)
+    return [c for c in profile.configs(count, REFERENCE_GPU_TYPE) if c[0] in wanted]
+
+
+def no_model_on(profile: ProfileTable, count: int, models: tuple[str, ...] = BLOX_MODELS) -> str:
+    """Why no job of `count` GPUs can be given a model of `models`."""
+    return f"no model of {sorted(_profiled(profile, models))} runs on {count} GPUs in {profile.source}"
+
+
+def _profiled(profile: ProfileTable, models: tuple[str, ...]) -> set[str]:
+    """`models` as the profile names them (those it knows)."""
+    return {name for m in models if (name := profile.canonical_model(m)) is not None}
 
 
 def generate(
