@@ -52,8 +52,18 @@ class ResultsStore:
     # --- writing ---
     def lock(self, what: str = "--out") -> None:
         """Take the folder for this process, and clear temporary files an earlier crash left."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        handle = open(self.folder / ".lock", "a+")
+        if self.folder.exists() and not self.folder.is_dir():
+            raise UsageError(
+                f"{what} {self.folder.parent}: {self.folder} is a file, where the results store (a folder) goes; "
+                f"remove it or give another {what}"
+            )
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            handle = open(self.folder / ".lock", "a+")
+        except OSError as err:
+            raise UsageError(
+                f"{what} {self.folder.parent}: cannot make the results store {err.filename or self.folder}: {err.strerror or err}"
+            ) from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

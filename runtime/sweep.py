@@ -20,19 +20,23 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import polars as pl
 
-from roundhouse.errors import RoundhouseError
+from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.runtime import registry
 from roundhouse.runtime.cluster import names_a_file, spec_file
 from roundhouse.runtime.settings import BUILT_IN_ELASTIC
+from roundhouse.runtime.user_modules import file_digest, forget_changed_modules, helper_modules
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.compiler import Override
 
 # The sink whose report has a per-run "summary" and a "jobs" table; a sweep compares runs by it.
 METRICS_SINK = "JobMetrics"
@@ -40,15 +44,18 @@ METRICS_SINK = "JobMetrics"
 
 @attrs.frozen
 class RunSpec:
-    """One run: `trace`, a trace file (by its whole path: a Dask worker's current folder is not
-    the sweep's) to read in place of every TraceSource's own, as `--trace` does."""
+    """One run: `overrides`, as texts (`--set` ones) or Overrides (which name the option that
+    gave them in messages); `trace`, a trace file (by its whole path: a Dask worker's current
+    folder is not the sweep's) to read in place of every TraceSource's own, as `--trace` does;
+    `sink`, the metrics sink whose summary is the run's result (None: the graph's only one)."""
 
     graph: str
-    overrides: tuple[str, ...] = ()
+    overrides: tuple[str | Override, ...] = ()
     cluster: str | None = None
     until: float | None = None
     labels: dict[str, Any] = attrs.field(factory=dict)
     trace: str | None = None
+    sink: str | None = None
 
 
 @attrs.frozen
@@ -75,12 +82,27 @@ class RunOutcome:
         return name
 
 
-def check_sweepable(graph) -> None:
-    """Refuse, before running anything, a graph whose runs would report nothing to compare."""
-    if not graph.by_class(METRICS_SINK):
+def check_sweepable(graph, sink: str | None = None) -> None:
+    """Refuse, before running anything, a graph whose runs would report nothing to compare, or
+    would be compared by a metrics sink picked silently among several (`sink`: the one named)."""
+    sinks = [el.name for el in graph.by_class(METRICS_SINK)]
+    listed = ", ".join(sinks) or "none"
+    if sink is not None:
+        if sink not in graph.elements:
+            raise UsageError(f"--sink {sink}: the graph has no element '{sink}' (its {METRICS_SINK} elements: {listed})")
+        if sink not in sinks:
+            kind = type(graph.elements[sink]).__name__
+            raise UsageError(f"--sink {sink}: '{sink}' is a {kind}, not a {METRICS_SINK} (its {METRICS_SINK} elements: {listed})")
+        return
+    if not sinks:
         raise RoundhouseError(
             f"{graph.path}: the graph has no {METRICS_SINK} element, so its runs would report nothing to compare; "
             f"add e.g. 'report :: {METRICS_SINK};' after the launcher"
+        )
+    if len(sinks) > 1:
+        raise UsageError(
+            f"{graph.path}: the graph has {len(sinks)} {METRICS_SINK} elements ({listed}); "
+            f"give --sink NAME to say which one's summary the sweep compares runs by"
         )
 
 
@@ -110,7 +132,7 @@ def summaries(outcomes: list[RunOutcome], sink: str | None = None) -> pl.DataFra
 # --- runs of a sweep: keyed by their inputs, timed out, recorded whatever happens -------------
 
 # Bump when what goes into a run's key changes, so that old results are not taken for new ones.
-KEY_SCHEME = 1
+KEY_SCHEME = 2
 
 
 class RunTimeout(BaseException):
@@ -124,14 +146,6 @@ class RunStopped(BaseException):
 
 # How often a run asks whether its sweep was interrupted (when it can be: on Dask).
 STOP_POLL_S = 0.5
-
-
-def _file_digest(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _graph_files(flat) -> list[str]:
@@ -155,14 +169,14 @@ def _source_digest(path: str) -> str:
     from roundhouse.runtime.dsl.loader import element_file_digest
 
     imported = element_file_digest(path) if path.endswith(".py") else None
-    return imported or _file_digest(path)
+    return imported or file_digest(path)
 
 
 def _folder_digest(folder: Path) -> str:
     """A folder's files: their paths within it, in order, and their contents."""
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(f"{path.relative_to(folder).as_posix()}\0{_file_digest(path)}\0".encode())
+        digest.update(f"{path.relative_to(folder).as_posix()}\0{file_digest(path)}\0".encode())
     return digest.hexdigest()
 
 
@@ -175,10 +189,17 @@ def _cluster_identity(graph, cluster: str | None) -> str:
         return ""
     if cluster is None and graph.setting_locations.get("cluster") is not None:
         file = spec_file(spec, Path(graph.path).parent)
+        where = "setting 'cluster'"
     else:
         text = spec.strip()
         file = Path(text) if text.endswith(".toml") or names_a_file(text) else None
-    return "spec:" + spec if file is None else "file:" + _file_digest(file)
+        where = "--cluster" if cluster is not None else graph.setting_flags.get("cluster", "--set cluster")
+    if file is None:
+        return "spec:" + spec
+    try:
+        return "file:" + file_digest(file)
+    except OSError as err:
+        raise RoundhouseError(f"{where} {spec}: cannot read {file.resolve()}: {err.strerror or err}") from None
 
 
 def _elastic_identity(graph) -> str:
@@ -190,14 +211,16 @@ def _elastic_identity(graph) -> str:
     name = path.name.lower()
     if name in BUILT_IN_ELASTIC and not path.exists():
         return f"built-in:{name}:{__version__}"
-    return "folder:" + _folder_digest(path) if path.is_dir() else "file:" + _file_digest(path)
+    return "folder:" + _folder_digest(path) if path.is_dir() else "file:" + file_digest(path)
 
 
 def run_key(graph, flat, spec: RunSpec) -> str:
     """A content hash of everything a run's result depends on: the graph's files (imports and
-    required Python files included), every data file its arguments and settings name (traces,
-    profiles), the cluster, the overrides, the seed, the time limit and Roundhouse's version.
-    Equal keys mean the same run, wherever the files lie; a changed byte in any input gives a new key."""
+    required Python files included, and the user's modules those import from their folders),
+    every data file its arguments and settings name (traces, profiles), the cluster, the
+    overrides that take effect, the seed, the metrics sink, the time limit and Roundhouse's
+    version. Equal keys mean the same run, wherever the files lie and in whatever order the
+    overrides were given; a changed byte in any input gives a new key."""
     from roundhouse import __version__
     from roundhouse.runtime.values import FilePath
 
@@ -206,29 +229,55 @@ def run_key(graph, flat, spec: RunSpec) -> str:
         for field in attrs.fields(type(el)):
             value = getattr(el, field.name, None)
             if isinstance(value, FilePath):
-                data[f"{name}.{field.name}"] = _file_digest(Path(value))
+                data[f"{name}.{field.name}"] = file_digest(Path(value))
     for field in attrs.fields(type(graph.settings)):
         value = getattr(graph.settings, field.name)
         if field.name == "elastic_profile" and value is not None:  # (a folder, or a name built in)
             data[f"setting {field.name}"] = _elastic_identity(graph)
         elif isinstance(value, FilePath):
-            data[f"setting {field.name}"] = _file_digest(Path(value))
+            data[f"setting {field.name}"] = file_digest(Path(value))
+    files = _graph_files(flat)
+    modules = helper_modules(f for f in files if f.endswith(".py"))
     identity = {
         "scheme": KEY_SCHEME,
         "roundhouse": __version__,
-        "graph": [_source_digest(f) for f in _graph_files(flat)],
+        "graph": [_source_digest(f) for f in files],
+        "modules": {name: file_digest(path) for name, path in modules.items()},
         "data": data,
         "cluster": _cluster_identity(graph, spec.cluster),
-        "overrides": [_normal_override(o) for o in spec.overrides],
+        "overrides": keyed_overrides(graph, spec.overrides),
         "seed": int(graph.settings.seed),
+        "sink": spec.sink or next((el.name for el in graph.by_class(METRICS_SINK)), None),
         "until": spec.until,
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
-def _normal_override(text: str) -> str:
-    target, _, value = text.partition("=")
-    return f"{target.strip()}={value.strip()}"
+def keyed_overrides(graph, overrides: Iterable[str | Override]) -> list[str]:
+    """The overrides as a run's key holds them: the last value given for each target (an
+    earlier one has no effect), sorted by target, spaces trimmed. Left out are those keyed
+    otherwise: the seed (as the graph's seed, however it was given), the cluster, and a file
+    path (by the file's contents, with the graph's other files)."""
+    from roundhouse.runtime.values import FilePath
+
+    last: dict[str, str] = {}
+    for o in overrides:
+        target, _, value = (o if isinstance(o, str) else o.text).partition("=")
+        last[target.strip()] = value.strip()
+    return [
+        f"{target}={value}"
+        for target, value in sorted(last.items())
+        if target not in ("seed", "cluster") and not isinstance(compiled_value(graph, target), FilePath)
+    ]
+
+
+def compiled_value(graph, target: str) -> Any:
+    """The value an override's target (`element.field` or a setting) has in a compiled graph;
+    None if it names nothing."""
+    element, dot, field = target.rpartition(".")
+    if dot:
+        return getattr(graph.elements.get(element), field, None)
+    return getattr(graph.settings, target, None)
 
 
 def compile_spec(spec: RunSpec):
@@ -243,7 +292,8 @@ def _compile(spec: RunSpec):
     from roundhouse.runtime.dsl.loader import load
 
     flat = load(spec.graph)
-    return compile_graph(flat, [Override(o) for o in spec.overrides] + trace_overrides(flat, spec.trace)), flat
+    given = [o if isinstance(o, Override) else Override(o) for o in spec.overrides]
+    return compile_graph(flat, given + trace_overrides(flat, spec.trace)), flat
 
 
 def trace_overrides(flat, trace: str | None) -> list:
@@ -335,11 +385,14 @@ def record_run(
     row = base_row(spec, key)
     started = time.perf_counter()
     metrics: dict[str, Any] = {}
+    sink = sink or spec.sink
     try:
         watchdog = Watchdog(timeout, stopped)
         try:
             # (Its element files' classes are forgotten after it: a Dask worker runs other
-            # sweeps' graphs next, whose files may define classes of the same names.)
+            # sweeps' graphs next, whose files may define classes of the same names; and the
+            # modules they import that changed since are imported again, as they are now.)
+            forget_changed_modules()
             with registry.scope():
                 graph, seen_key = compile_spec(spec)
                 row["seed"] = int(graph.settings.seed)

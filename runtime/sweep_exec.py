@@ -190,12 +190,7 @@ class DaskExecutor:
         self._distributed = distributed
         self.address = address
         _check_address(address)
-        try:
-            self.client = distributed.Client(address, timeout=connect_timeout, set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as err:
-            raise UsageError(
-                f"--dask {address}: no Dask scheduler answered within {connect_timeout:g} s ({_first_line(err)})"
-            ) from None
+        self.client = _connect(distributed, address, connect_timeout)
         workers = self.client.scheduler_info().get("workers", {})
         self._where = f"the Dask cluster at {address} ({len(workers)} worker{'s' if len(workers) != 1 else ''} now)"
 
@@ -245,6 +240,39 @@ class DaskExecutor:
         self.client.close()
 
 
+def _connect(distributed, address: str, timeout: float):
+    """A Dask client of the scheduler at `address`; UsageError, saying why, if none can be had.
+    A client that failed to connect is closed at once: left to the garbage collector, it would
+    try to say goodbye to a scheduler it never reached, for 20 s, with a traceback."""
+    made = []
+
+    class _Client(distributed.Client):  # (only to keep hold of a client its own start fails)
+        def start(self, **kwargs):
+            made.append(self)
+            return super().start(**kwargs)
+
+    try:
+        return _Client(address, timeout=timeout, set_as_default=False)
+    except Exception as err:
+        for client in made:
+            with contextlib.suppress(Exception):
+                client.close(timeout=2)
+        raise UsageError(f"--dask {address}: {_connect_failure(address, err, timeout)}") from None
+
+
+def _connect_failure(address: str, err: BaseException, timeout: float) -> str:
+    """Why no client of the scheduler at `address` could be had, in a sentence."""
+    scheme = address.partition("://")[0].lower() if "://" in address else "tcp"
+    if scheme in ("tls", "wss") and "ssl" in str(err).lower():
+        return (
+            "a TLS connection needs Dask's TLS settings (certificates and keys), set in Dask's configuration "
+            f"(distributed.comm.tls in ~/.config/dask/*.yaml, or DASK_DISTRIBUTED__COMM__TLS__... variables): {_first_line(err)}"
+        )
+    if isinstance(err, (OSError, TimeoutError)):
+        return f"no Dask scheduler answered within {timeout:g} s ({_first_line(err)})"
+    return f"cannot connect to a Dask scheduler there ({type(err).__name__}: {_first_line(err)})"
+
+
 def _record_on_dask(spec: RunSpec, key: str, timeout: float | None, stop: str) -> dict[str, Any]:
     """`record_run` in a Dask worker's task: it stops early once the Dask event `stop` is set."""
     import distributed
@@ -264,6 +292,10 @@ def _check_address(address: str) -> None:
 
     try:
         scheme, location = parse_address(address)
+        if scheme == "inproc":
+            raise ValueError("inproc:// reaches a scheduler within one Python process only, not another program's")
+        if scheme == "ucx":
+            raise ValueError("ucx:// needs UCX and Dask's UCX support, which this sweep does not use; give its tcp:// address")
         if scheme not in backends:
             raise ValueError(f"unknown scheme '{scheme}' (known: {', '.join(sorted(backends))})")
         if scheme in ("tcp", "tls", "ws", "wss"):

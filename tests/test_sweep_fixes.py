@@ -1,23 +1,29 @@
 """Sweeps: what a run's key covers (elastic profiles, cluster files, element files edited in a
-long-lived process), what a resumed or interrupted sweep says and leaves, and runs whose
-element calls sys.exit() or never ends, on local worker processes and on Dask."""
+long-lived process, the modules they import, the overrides in effect), what a resumed or
+interrupted sweep says and leaves, runs whose element calls sys.exit() or never ends, files
+named relative to the sweep's folder, the metrics sink compared, and Dask addresses that
+cannot work, on local worker processes and on Dask."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+from roundhouse.errors import UsageError
 from roundhouse.runtime import registry
+from roundhouse.runtime.compiler import Override
 from roundhouse.runtime.dsl.loader import element_file_digest, load_element_file
 from roundhouse.runtime.sweep import RunSpec, compile_spec, record_run
 from roundhouse.runtime.sweep_exec import LocalExecutor, Task
 from roundhouse.tools.cli import main
-from tests.conftest import REPO
+from tests.conftest import REPO, fails
 from tests.test_sweep_dask import TRACE, probe_graph, stored, sweep_args
 
 # An element whose tick misbehaves on demand, and notes when it starts and leaves a spin.
@@ -359,3 +365,167 @@ def test_one_process_runs_graphs_whose_element_files_define_the_same_class(tmp_p
     assert rows[0]["status"] == "ok", rows[0]
     assert rows[1]["status"] == "error" and "ValueError: MARK" in rows[1]["error"], rows[1]
     assert registry.get("Odd") is None  # nothing of theirs is left behind
+
+
+# --- files named relative to the sweep's folder, on Dask ---------------------------------------
+
+
+def head_of_trace(path: Path, jobs: int) -> Path:
+    path.write_text("\n".join(TRACE.read_text().splitlines()[: jobs + 1]) + "\n")
+    return path
+
+
+@pytest.mark.slow
+def test_relative_files_of_vary_and_set_are_read_by_dask_workers_elsewhere(dask_cluster, dask_folder, tmp_path, monkeypatch):
+    cluster, _ = dask_cluster
+    graph = odd_graph(dask_folder)
+    head_of_trace(tmp_path / "a.csv", 3)
+    head_of_trace(tmp_path / "b.csv", 4)
+    (tmp_path / "c.toml").write_text('name = "c"\n[[group]]\nnodes = 1\ngpus_per_node = 4\ngpu_type = "V100"\n')
+    monkeypatch.chdir(tmp_path)  # (the workers' current folder stays the one they started in)
+    args = ["sweep", str(graph), "--vary", 'arrivals.path="a.csv","b.csv"', "--vary", 'cluster="c.toml","2x4:V100"']
+    assert main([*args, "--set", "arrivals.jobs=3", "--dask", cluster.scheduler_address, "--out", "out"]) == 0
+    frame = stored(tmp_path / "out")
+    assert frame.height == 4 and set(frame["status"]) == {"ok"} and set(frame["jobs_finished"]) == {3}
+    assert sorted(frame["cluster"].to_list()) == ['"2x4:V100"', '"2x4:V100"', '"c.toml"', '"c.toml"']
+
+
+def test_a_workers_complaint_names_the_option_that_gave_the_value(tmp_path):
+    graph = odd_graph(tmp_path)
+    gone = tmp_path / "gone"
+    for given, said in [
+        (Override(f'arrivals.path="{gone}.csv"', flag="--vary"), f'--vary arrivals.path="{gone}.csv": '),
+        (Override(f'cluster="{gone}.toml"', flag="--vary"), f"--vary cluster {gone}.toml: cannot read"),
+        (Override(f'cluster="{gone}.toml"'), f"--set cluster {gone}.toml: cannot read"),
+    ]:
+        row = record_run(RunSpec(str(graph), (given,)), "key")
+        assert row["status"] == "error" and row["error"].startswith(said), row["error"]
+
+
+# --- a run's key: the overrides in effect, the modules an element file imports ------------------
+
+
+def test_a_runs_key_is_that_of_the_overrides_in_effect(tmp_path, monkeypatch):
+    graph = odd_graph(tmp_path)
+
+    def key(*overrides):
+        return compile_spec(RunSpec(str(graph), overrides))[1]
+
+    assert key("round=5min", 'odd.mode="a"') == key('odd.mode="a"', "round=5min")
+    assert key("round=1min", "round=5min") == key("round=5min") != key("round=1min")
+    assert key("seed=5", "seed=6") == key("seed=6") != key("seed=5")
+    assert key("seed=0") == key()  # the graph's own seed, given or not
+    monkeypatch.chdir(TRACE.parent)
+    assert key(f'arrivals.path="{TRACE.name}"') == key()  # the graph's own trace, named otherwise
+
+
+def test_the_same_runs_asked_for_otherwise_are_not_run_again(tmp_path, capsys):
+    graph = odd_graph(tmp_path)
+    out = tmp_path / "out"
+
+    def sweep(*more: str) -> str:
+        assert main(["sweep", str(graph), *more, "--workers", "1", "--out", str(out)]) == 0
+        return capsys.readouterr().err
+
+    sweep("--vary", "round=1min,2min", "--vary", 'odd.mode="none","a"')
+    assert "4 of 4 runs already in" in sweep("--vary", 'odd.mode="none","a"', "--vary", "round=1min,2min")
+    assert stored(out).height == 4
+    sweep("--set", "round=3min", "--vary", "seed=0,1")
+    assert "2 of 2 runs already in" in sweep("--set", "round=3min", "--seeds", "2")
+    sweep("--set", "round=3min", "--set", "seed=5", "--seeds", "2")
+    assert "4 of 7 runs already in" in sweep("--set", "round=3min", "--seeds", "7")
+    frame = stored(out)
+    assert frame.height == 4 + 7 and frame["key"].n_unique() == frame.height
+
+
+HELPED = ELEMENT.replace(
+    "import time\n",
+    "import time\nsys.path.insert(0, __import__('os').path.dirname(__file__))\nimport sweepfix_helper\n",
+).replace('self.mode == "raise"', 'sweepfix_helper.MODE == "raise"')
+
+
+def test_a_module_an_element_file_imports_from_its_folder_is_in_the_key_and_runs_as_it_is_now(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "sweepfix_helper", raising=False)
+    helper = tmp_path / "sweepfix_helper.py"
+    helper.write_text('MODE = "none"\n')
+    graph = odd_graph(tmp_path, HELPED)
+    spec = RunSpec(str(graph))
+    with registry.scope():  # (each run imports the element file afresh, as on a worker)
+        key = compile_spec(spec)[1]
+    assert record_run(spec, key)["status"] == "ok"
+    helper.write_text('MODE = "raise"\n')
+    with registry.scope():
+        edited = compile_spec(spec)[1]
+    assert edited != key
+    row = record_run(spec, edited)  # (in this process, which imported the helper as it was)
+    assert row["status"] == "error" and "ValueError: MARK" in row["error"], row["error"]
+    monkeypatch.delitem(sys.modules, "sweepfix_helper", raising=False)
+
+
+# --- the metrics sink compared ------------------------------------------------------------------
+
+
+def test_a_graph_with_two_metrics_sinks_needs_sink(tmp_path, capsys):
+    graph = odd_graph(tmp_path)
+    graph.write_text(
+        graph.read_text().replace(
+            "-> Launch -> JobMetrics;", "-> run :: Launch;\nrun -> few :: JobMetrics(track=0..1);\nrun -> all :: JobMetrics;"
+        )
+    )
+    out = tmp_path / "out"
+    args = ["sweep", str(graph), "--vary", "round=1min", "--workers", "1", "--out", str(out)]
+    err = fails(capsys, *args)
+    assert "2 JobMetrics elements (few, all)" in err and "--sink NAME" in err
+    assert "'odd' is a Odd, not a JobMetrics" in fails(capsys, *args, "--sink", "odd")
+    assert main([*args, "--sink", "few"]) == 0
+    assert main([*args, "--sink", "all"]) == 0  # another result: not the one stored
+    frame = stored(out)
+    assert frame.height == 2 and frame["avg_responsiveness_s"].n_unique() == 2  # (the sinks track other jobs)
+    (last,) = pl.read_csv(out / "summary.csv")["key"].to_list()
+    assert frame.filter(pl.col("key") == last)["finished_at"].item() == frame["finished_at"].max()
+
+
+# --- Dask addresses that cannot work ------------------------------------------------------------
+
+
+def test_a_tls_address_without_dasks_tls_settings_is_refused_at_once(tmp_path):
+    from roundhouse.runtime.sweep_exec import DaskExecutor
+
+    started = time.monotonic()
+    with pytest.raises(UsageError, match=r"--dask tls://127.0.0.1:1: a TLS connection needs Dask's TLS settings"):
+        DaskExecutor("tls://127.0.0.1:1")
+    gc.collect()  # (a client left half made would try to close for 20 s here)
+    assert time.monotonic() - started < 10
+
+
+def test_addresses_of_no_other_program_are_refused(tmp_path, capsys):
+    graph = odd_graph(tmp_path)
+    assert "within one Python process only" in fails(capsys, "sweep", graph, "--vary", "round=1min", "--dask", "inproc://x")
+    assert "ucx:// needs UCX" in fails(capsys, "sweep", graph, "--vary", "round=1min", "--dask", "ucx://127.0.0.1:1")
+
+
+# --- what --out holds -------------------------------------------------------------------------
+
+
+def test_out_whose_results_or_tables_are_in_the_way_is_refused_before_any_run(tmp_path, capsys):
+    graph = odd_graph(tmp_path)
+    args = ["sweep", str(graph), "--vary", "round=1min", "--workers", "1", "--out"]
+    (tmp_path / "o3").mkdir()
+    (tmp_path / "o3" / "results").write_text("")
+    err = fails(capsys, *args, tmp_path / "o3")
+    assert f"--out {tmp_path / 'o3'}: {tmp_path / 'o3' / 'results'} is a file" in err
+    (tmp_path / "o4" / "points.csv").mkdir(parents=True)
+    assert f"--out {tmp_path / 'o4' / 'points.csv'}: is a folder" in fails(capsys, *args, tmp_path / "o4")
+    assert not (tmp_path / "o4" / "results").exists()
+
+
+def test_a_damaged_result_file_is_named_on_one_line(tmp_path, capsys, monkeypatch):
+    graph = odd_graph(tmp_path)
+    out = tmp_path / ("a-long-folder-name-" * 4) / "out"
+    (out / "results").mkdir(parents=True)
+    damaged = out / "results" / ("0" * 64 + ".parquet")
+    damaged.write_bytes(b"not parquet")
+    monkeypatch.setenv("COLUMNS", "60")
+    assert main(["sweep", str(graph), "--vary", "round=1min", "--workers", "1", "--out", str(out)]) == 0
+    assert f"warning: {damaged}: cannot be read (damaged?)" in capsys.readouterr().err

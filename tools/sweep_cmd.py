@@ -19,11 +19,12 @@ from roundhouse.errors import UsageError
 from roundhouse.runtime.cluster import names_a_file
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load
-from roundhouse.runtime.files import results_folder, writing
+from roundhouse.runtime.files import check_output_file, results_folder, writing
 from roundhouse.runtime.results_store import SUFFIX, ResultsStore
 from roundhouse.runtime.simulate import load_cluster
-from roundhouse.runtime.sweep import RUN_COLUMNS, RunSpec, check_sweepable, point_text, run_key
+from roundhouse.runtime.sweep import RUN_COLUMNS, RunSpec, check_sweepable, compiled_value, point_text, run_key
 from roundhouse.runtime.sweep_exec import DaskExecutor, LocalExecutor, Task
+from roundhouse.runtime.values import FilePath, describe
 from roundhouse.tools.common import add_overrides, overrides, positive_int, seconds
 from roundhouse.tools.results import check_traces, trace_overrides
 
@@ -33,6 +34,9 @@ MAX_TIMEOUT_S = 7 * 86400.0
 
 # The metrics the printed table shows (the stored rows and CSV files have them all).
 SHOWN_METRICS = ("jobs_finished", "avg_jct_s", "avg_responsiveness_s", "utilization")
+
+# The tables a sweep writes in --out when it ends.
+TABLES = ("summary.csv", "points.csv")
 
 
 def register(sub) -> None:
@@ -49,6 +53,11 @@ def register(sub) -> None:
     p.add_argument("--cluster", help="cluster spec for every run")
     p.add_argument("--trace", metavar="FILE", help="the trace every run reads, in place of every TraceSource's own path")
     p.add_argument("--until", help="stop each run at this simulated time (e.g. 48h)")
+    p.add_argument(
+        "--sink",
+        metavar="NAME",
+        help="the JobMetrics element whose summary the sweep compares runs by (needed when the graph has several)",
+    )
     p.add_argument(
         "--seeds",
         type=positive_int,
@@ -150,6 +159,23 @@ def _run_cluster(cluster: str | None) -> str | None:
     return str(Path(cluster.strip()).resolve())
 
 
+def _whole_paths(graph, given: list[Override]) -> list[Override]:
+    """The overrides as a run applies them, wherever it runs: a file named relative to this
+    folder (a trace, a profile, a cluster spec file) by its whole path, as --trace and --cluster
+    are (a Dask worker's current folder is not this one); of a target given twice, the last
+    value, which alone takes effect. Each keeps the option that gave it, for messages."""
+    last = {o.target: o for o in given}
+    out = []
+    for target, o in last.items():
+        value = compiled_value(graph, target)
+        if isinstance(value, FilePath):
+            o = Override(f"{target}={describe(str(value))}", flag=o.flag)
+        elif target == "cluster" and isinstance(value, str) and _run_cluster(value) != value:
+            o = Override(f"{target}={describe(_run_cluster(value))}", flag=o.flag)
+        out.append(o)
+    return out
+
+
 def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     """Every run of the sweep with its key, in grid order (seeds innermost). Every combination
     is compiled and its cluster checked before any run starts, so a bad grid value is reported
@@ -163,7 +189,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     trace = str(Path(args.trace).resolve()) if args.trace is not None else None
     base = compile_graph(flat, fixed + traced)
     check_traces(base, args.trace)
-    check_sweepable(base)
+    check_sweepable(base, args.sink)
     first_seed = int(base.settings.seed)
     cluster = _run_cluster(args.cluster)
     runs = []
@@ -175,8 +201,9 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
             # (In the order a run applies them: its overrides, then the trace.)
             graph = compile_graph(flat, [*fixed, *varied, *seeded, *traced])
             load_cluster(graph, args.cluster)
-            texts = (*args.overrides, *(o.text for o in varied), *(o.text for o in seeded))
-            spec = RunSpec(graph_path, texts, cluster, until, {**labels, "seed": int(graph.settings.seed)}, trace)
+            given = tuple(_whole_paths(graph, [*fixed, *varied, *seeded]))
+            labels_seed = {**labels, "seed": int(graph.settings.seed)}
+            spec = RunSpec(graph_path, given, cluster, until, labels_seed, trace, args.sink)
             runs.append((run_key(graph, flat, spec), spec))
     return runs
 
@@ -208,10 +235,14 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
     finished: dict[str, dict] = {}
     others: set[str] = set()
     if out is not None:
+        # (Before the store is made: a table that cannot be written would fail the sweep once
+        # every run is done, and leave an empty store behind.)
+        for table in TABLES:
+            check_output_file(out / table, "--out")
         store = ResultsStore(out / "results", labels=names)
         store.lock()
         # An earlier sweep's tables would describe the store as complete until this one ends.
-        for table in ("summary.csv", "points.csv"):
+        for table in TABLES:
             with writing(out):
                 (out / table).unlink(missing_ok=True)
         ours = {key for key, _ in runs}
@@ -221,7 +252,12 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
             if row["key"] in ours and row["status"] == "ok":
                 finished[row["key"]] = row
         for path in store.unreadable:
-            err.print(f"warning: {path}: cannot be read (damaged?); its run is done again", highlight=False, markup=False)
+            err.print(
+                f"warning: {path}: cannot be read (damaged?); its run is done again",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
     rows = dict(finished)
     total = len({key for key, _ in runs})
     try:
@@ -231,9 +267,12 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
                 f"{len(finished)} of {total} runs already in {store.folder}; running the other {len(tasks)}",
                 highlight=False,
                 markup=False,
+                soft_wrap=True,
             )
         if tasks:
-            err.print(f"running {len(tasks)} runs on {executor.where_for(len(tasks))}", highlight=False, markup=False)
+            err.print(
+                f"running {len(tasks)} runs on {executor.where_for(len(tasks))}", highlight=False, markup=False, soft_wrap=True
+            )
         with SweepProgress(total, len(finished), err) as progress, closing(executor.run(tasks, timeout)) as results:
             for row in results:
                 if store is not None:
