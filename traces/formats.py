@@ -13,6 +13,7 @@ formats, never a guess.
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -69,7 +70,7 @@ def detect_format(path: str | Path) -> str:
     head = read_bytes(path, _SNIFF_BYTES)
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     if suffix == ".json" or text.lstrip().startswith("["):
-        return "helios" if helios.looks_like_json(text) else "philly"
+        return _json_format(path, text)
     if head.startswith(_PARQUET_MAGIC):
         return "canonical"
     first = next((line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
@@ -87,6 +88,33 @@ def detect_format(path: str | Path) -> str:
             return "ones"
         return "tiresias" if tiresias.looks_like(fields) else "canonical"
     raise TraceError(path, f"cannot tell the trace format from the name or the contents; name it (one of {', '.join(FORMATS)})")
+
+
+# Keys of Philly's `cluster_job_log` records (traces/philly.py).
+PHILLY_KEYS = ("jobid", "attempts", "submitted_time")
+_PHILLY_KEY = re.compile(r'"(' + "|".join(PHILLY_KEYS) + r')"\s*:')
+
+
+def _json_format(path: str, head: str) -> str:
+    """Philly's or Helios' JSON, by the keys at the start of the file, else of all its records:
+    a file with records but neither's keys fits no format we read, and is not guessed at."""
+    if helios.looks_like_json(head):
+        return "helios"
+    if _PHILLY_KEY.search(head):
+        return "philly"
+    records = read_json_list(path, "a list of jobs")  # (a file that is no JSON list says so)
+    keys = {key for record in records if isinstance(record, dict) for key in record}
+    if "attempts" not in keys and keys & set(helios.JSON_KEYS):
+        return "helios"
+    if not records or keys & set(PHILLY_KEYS):
+        return "philly"  # (a list of no jobs reads as no jobs in either)
+    found = ", ".join(f"'{k}'" for k in sorted(keys)[:5]) or "none"
+    raise TraceError(
+        path,
+        f"cannot tell the trace format: its JSON records have none of Philly's keys ('jobid', 'attempts') "
+        f"nor Helios' ('job_id', 'max_parallelism', 'gpu_num', ...); keys found: {found}; "
+        f"name the format (one of {', '.join(FORMATS)})",
+    )
 
 
 def load_trace(path: str | Path, format: str = "auto", elastic: ElasticProfile | None = None) -> LoadedTrace:

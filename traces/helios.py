@@ -16,8 +16,9 @@ user, vc, state, node_num and queue are kept as extra columns.
 Dally's JSON (aakash-sharma/cluster-sim, e.g. `sense_500jobs_0start0arrival-withBert.json`) is
 a list of objects holding a Helios record's fields (all as text) plus the workload's own:
 `model`, `batchsize`, `total_iterations`, `time_per_iteration`, `max_parallelism` (the GPU
-demand) and `arrival_time` (seconds). Mapping: max_parallelism (else gpu_num) → gpus,
-arrival_time (else submit_time, as above) → arrival_s, duration → duration_s, model → model,
+demand) and `arrival_time` (seconds). Mapping, record by record (a record without the first
+field, or with it empty, gives the second): max_parallelism (else gpu_num) → gpus, arrival_time
+(else submit_time, as above) → arrival_s, duration → duration_s, model → model,
 total_iterations → iterations, batchsize → batch_size, cpu_num → cpus, and time_per_iteration →
 the extra column `iteration_time_s`; user, state, dataset and node_num are kept. In Dally's files
 time_per_iteration × total_iterations equals duration, and Dally's simulator runs a job on g
@@ -34,6 +35,7 @@ in place.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import attrs
@@ -78,6 +80,9 @@ _JSON_FIELDS = {
     "iteration_time_s": ("time_per_iteration",),
 }
 _JSON_EXTRAS = ("user", "state", "dataset", "node_num")
+# Keys of a Helios or Dally record that Philly's records (jobid, submitted_time, attempts) lack.
+JSON_KEYS = ("job_id", "max_parallelism", "gpu_num", "arrival_time", "submit_time", "duration", "total_iterations")
+_JSON_KEY = re.compile(r'"(' + "|".join(JSON_KEYS) + r')"\s*:')
 
 
 @attrs.frozen
@@ -94,8 +99,9 @@ def looks_like(header: list[str]) -> bool:
 
 
 def looks_like_json(head: str) -> bool:
-    """Whether the start of a JSON file holds Helios/Dally records (not Philly's)."""
-    return '"attempts"' not in head and ('"max_parallelism"' in head or '"gpu_num"' in head)
+    """Whether the start of a JSON file holds Helios/Dally records (not Philly's): a key of
+    theirs, even with the GPU field missing (the reader then says so)."""
+    return '"attempts"' not in head and _JSON_KEY.search(head) is not None
 
 
 def read(path: str | Path) -> pl.DataFrame:
@@ -142,17 +148,22 @@ def _parse_records(path: str, records: list) -> HeliosTrace:
             raise TraceError(path, f"record {number}: is a JSON {_kind(record)}, expected an object (one job)", row=number)
     names: dict[str, str] = {}
     columns: dict[str, pl.Series] = {}
-    for canonical, fields in _JSON_FIELDS.items():
-        field = next((f for f in fields if f in present), None)
-        if field is not None:
-            names[canonical] = field
-            columns[canonical] = _texts(path, records, field)
-    if "arrival_time" in present:
-        names["arrival_s"] = "arrival_time"
-        columns["arrival_s"] = _texts(path, records, "arrival_time")
-    elif "submit_time" in present:
-        names["arrival_s"] = "submit_time"
-        columns["arrival_s"] = _seconds_after_first(_times(path, _texts(path, records, "submit_time"), numbers, "submit_time"))
+    used: dict[str, pl.Series] = {}  # per record, the field a column's value came from
+    fields_of = {**_JSON_FIELDS, "arrival_s": ("arrival_time", "submit_time")}
+    for canonical, fields in fields_of.items():
+        found = [f for f in fields if f in present]
+        if not found:
+            continue
+        names[canonical] = found[0]
+        texts = [_texts(path, records, f) for f in found]
+        if canonical == "arrival_s":
+            arrival, submit = (dict(zip(found, texts)).get(f) for f in fields)
+            columns[canonical] = _arrivals(path, arrival, submit, numbers)
+        else:
+            columns[canonical] = _first_given(texts)
+        if len(found) > 1:
+            which = [pl.when(_given(t)).then(pl.lit(f)) for t, f in zip(texts, found)]
+            used[found[0]] = pl.select(pl.coalesce(which)).to_series()
     for needed, fields in (
         ("job_id", ("job_id",)),
         ("gpus", ("max_parallelism", "gpu_num")),
@@ -167,7 +178,53 @@ def _parse_records(path: str, records: list) -> HeliosTrace:
     frame = pl.DataFrame({k: v.alias(k) for k, v in columns.items()}) if records else pl.DataFrame()
     if not records:
         frame = pl.DataFrame(schema={"job_id": pl.String, "arrival_s": pl.String, "gpus": pl.String, "duration_s": pl.String})
-    return _finish(path, frame, numbers, names)
+    try:
+        return _finish(path, frame, numbers, names)
+    except TraceError as err:
+        raise _named_by_record(err, used) from None
+
+
+def _given(values: pl.Series) -> pl.Series:
+    """Which cells hold something (an empty text is nothing)."""
+    if values.dtype == pl.String:
+        return (values.str.strip_chars().str.len_bytes() > 0).fill_null(False)
+    return values.is_not_null()
+
+
+def _first_given(texts: list[pl.Series]) -> pl.Series:
+    """Per record, the first of these fields that holds something: Dally's files name some
+    columns one way in some records and the other in others."""
+    if len(texts) == 1:
+        return texts[0]
+    return pl.select(pl.coalesce([pl.when(_given(t)).then(t) for t in texts])).to_series()
+
+
+def _named_by_record(err: TraceError, used: dict[str, pl.Series]) -> TraceError:
+    """The error about a column that several fields give, naming the field of the record at
+    fault (the error names the first field when the record has none)."""
+    if err.column not in used or err.row is None or err.also is not None:
+        return err
+    field = used[err.column][err.row - 1]
+    return err if field is None else TraceError(err.path, err.message, err.row, field)
+
+
+def _arrivals(path: str, arrival: pl.Series | None, submit: pl.Series | None, numbers: np.ndarray) -> pl.Series:
+    """Each record's arrival: its `arrival_time` (seconds), else its `submit_time` as seconds
+    after the file's first submission (only a record that needs it must have a readable one).
+    Arrival times stay text, for the schema to check in file order with the other columns."""
+    if submit is None:
+        assert arrival is not None
+        return arrival
+    if arrival is None:
+        return _seconds_after_first(_times(path, submit, numbers, "submit_time"))
+    given = _given(arrival)
+    if given.all():
+        return arrival
+    text = submit.str.strip_chars()
+    submitted = _times(path, pl.select(pl.when(~given).then(text)).to_series(), numbers, "submit_time")
+    first = pl.select(pl.coalesce(submitted, text.str.to_datetime(TIME_FORMAT, strict=False))).to_series().min()
+    seconds = (submitted - first).dt.total_seconds(fractional=True).cast(pl.String)
+    return pl.select(pl.when(given).then(arrival).otherwise(seconds)).to_series()
 
 
 def _finish(path: str, frame: pl.DataFrame, rows: np.ndarray, names: dict[str, str]) -> HeliosTrace:

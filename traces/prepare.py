@@ -10,6 +10,7 @@ import polars as pl
 from roundhouse.errors import TraceError
 from roundhouse.traces.distinct import DistinctNames
 from roundhouse.traces.jobs import JobBatch
+from roundhouse.traces.schema import MAX_SECONDS
 from roundhouse.traces.throughput import ThroughputModel
 
 
@@ -113,6 +114,17 @@ def prepare_jobs(
         i = int(no_work.nonzero()[0][0])
         raise TraceError(
             origin, f"job {job_id[i]}: {names.name_of(i)!r} is not an elastic application, so it needs duration_s or iterations"
+        )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        alone = work / reference_rate  # (a job's time at its reference speed: a run counts rounds toward it)
+    too_long = known & ~np.isnan(iterations) & (alone > MAX_SECONDS)
+    if too_long.any():
+        i = int(too_long.nonzero()[0][0])
+        raise TraceError(
+            origin,
+            f"job {job_id[i]}: {iterations[i]:g} iterations of {names.name_of(i)!r} take {alone[i]:.4g} s at its "
+            f"throughput, more than a century ({MAX_SECONDS:g} s)",
+            column="iterations",
         )
     for name, what, per_node in (
         ("cpus", "CPU cores", model.cluster.node_cpus),

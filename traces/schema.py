@@ -8,15 +8,16 @@ file order: `traces/x.csv:17: error: column 'gpus': 'four' is not a whole number
 Columns, in order (name: type, rule):
 
 - `job_id` Int64, unique, >= 0                       (required)
-- `arrival_s` Float64, finite, >= 0                  (required)
+- `arrival_s` Float64, >= 0, at most a century       (required)
 - `gpus` Int64, >= 1                                 (required)
-- `duration_s` Float64, > 0: isolated run time on the reference GPU type, consolidated
+- `duration_s` Float64, > 0, at most a century: isolated run time on the reference GPU type,
+  consolidated
 - `model` String (Gavel's names; aliases such as LSTM or resnet18 are mapped to them)
 - `iterations` Float64, > 0
 - `batch_size` Int64, >= 1
 - `user` String
 - `weight` Float64, > 0, default 1.0
-- `slo_s` Float64, > 0
+- `slo_s` Float64, > 0, at most a century
 
 Every row needs `duration_s`, or both `model` and `iterations` (the simulator derives one from
 the other with the profile table). Other columns are kept after the canonical ones, so later
@@ -109,6 +110,11 @@ _BOUNDS: tuple[tuple[str, float, bool, str], ...] = (
     ("slo_s", 0, False, "must be greater than 0"),
 )
 _FINITE = ("arrival_s", "duration_s", "iterations", "weight", "slo_s")
+# The longest time a trace may give (a century, as runtime.element.MAX_SECONDS, which the
+# generators and TraceSource use; the traces package cannot import the runtime's). A run would
+# take years of quiet rounds to reach a later arrival or finish a longer job, if it ever did.
+MAX_SECONDS = 100 * 365 * 86400.0
+_TIMES = ("arrival_s", "duration_s", "slo_s")
 
 # The same for optional numbers: (lower bound, bound is inclusive, sentence); finite too.
 _EXTRA_BOUNDS: dict[str, tuple[float, bool, str]] = {
@@ -334,8 +340,7 @@ def _cast(series: pl.Series, dtype: type[pl.DataType]) -> tuple[pl.Series, tuple
         bad = text.is_not_null() & out.is_null()
         if bad.any():
             index = int(bad.arg_true()[0])
-            what = "a whole number" if dtype == pl.Int64 else "a number"
-            return out, (index, f"{_quote(text[index])} is not {what}")
+            return out, (index, f"{_quote(text[index])} {_not_converted(text[index], dtype)}")
         return out, None
     if dtype == pl.String:
         if source in (pl.Null, pl.Categorical) or isinstance(source, pl.Enum) or source.is_numeric():
@@ -361,6 +366,19 @@ def _cast(series: pl.Series, dtype: type[pl.DataType]) -> tuple[pl.Series, tuple
             return out, (index, f"{_show(value)} {what}")
         return out, None
     return series.cast(pl.Float64), None
+
+
+def _not_converted(text: str, dtype: type[pl.DataType]) -> str:
+    """Why a text cell is not a value of `dtype`: a whole number past Int64's range says so."""
+    if dtype != pl.Int64:
+        return "is not a number"
+    try:
+        value = float(text)
+    except ValueError:
+        return "is not a whole number"
+    if math.isfinite(value) and value == math.floor(value) and abs(value) >= _INT64_LIMIT:
+        return "is too large (at most 2^63 - 1)" if value > 0 else "is too small (at least -2^63)"
+    return "is not a whole number"
 
 
 def _text_to_int(text: pl.Series) -> pl.Series:
@@ -412,6 +430,9 @@ def _value_problems(
     for name, bound, inclusive, sentence in _BOUNDS:
         low = pl.col(name) < bound if inclusive else pl.col(name) <= bound
         checks.append((name, low, sentence))  # polars orders NaN above every number
+    for name in _TIMES:  # (NaN and infinity have their own sentence, above)
+        late = pl.col(name).is_finite() & (pl.col(name) > MAX_SECONDS)
+        checks.append((name, late, f"must be at most {MAX_SECONDS:g} s (a century)"))
     no_work = pl.col("iterations").is_null()
     if "epochs" in frame.columns:  # elastic jobs (traces/goodput.py) may give epochs instead
         no_work = no_work & pl.col("epochs").is_null()

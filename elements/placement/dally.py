@@ -152,15 +152,26 @@ class DelayTuner:
         return t_mc, t_rk
 
 
+def _span(cluster, ids: np.ndarray) -> tuple[int, int]:
+    """How many racks and machines these GPUs span."""
+    return len(np.unique(cluster.gpu_rack[ids])), len(np.unique(cluster.gpu_node[ids]))
+
+
 class _Free:
     """The GPUs on offer this round, with their counts per machine and per rack (kept up to
     date as jobs take them, rather than counted again for every offer).
 
+    A placement is the tighter the fewer racks and then machines it spans: the communication
+    model charges a spread job by its ring at each tier (the most machines it has in one rack,
+    the racks it spans), whatever its model. So within a rack GPUs are taken from the fewest
+    machines (those with the most GPUs on offer first), and across racks from the fewest racks
+    (every machine with GPUs on offer in all but the last, the fewest machines in the last).
+
     With lease release, `cost` gives each offered GPU the price of taking it: 0 for an idle
-    GPU, else the higher the better the job that held it ranks. Within a level the group
-    (machine or rack) is picked whose `demand` cheapest GPUs cost least, and those are taken:
-    idle GPUs first, then those of the lowest-ranked gangs, so that a higher-ranked job
-    displaces as little as it can (first fit among equals)."""
+    GPU, else the higher the better the job that held it ranks. Among placements as tight,
+    idle GPUs alone are taken when they hold the job, else the machine or rack whose `demand`
+    cheapest GPUs cost least: idle GPUs first, then those of the lowest-ranked gangs, so that a
+    higher-ranked job displaces as little as it can (first fit among equals)."""
 
     def __init__(self, cluster, available: np.ndarray, cost: np.ndarray | None = None) -> None:
         self.cluster = cluster
@@ -169,6 +180,7 @@ class _Free:
         self.node = cluster.per_node(available)
         self.rack = np.bincount(cluster.gpu_rack[available], minlength=cluster.n_racks)
         self.total = int(self.node.sum())
+        self._rack_nodes: list[np.ndarray] | None = None
         if cost is not None:
             idle = available & (cost == 0)
             self.idle_node = cluster.per_node(idle)
@@ -190,14 +202,99 @@ class _Free:
         dearest = self.cost[ids[order[start + demand - 1]]]  # the dearest GPU each group must give
         return int(fits[int(dearest.argmin())])
 
-    def take(self, within: np.ndarray | None, demand: int) -> np.ndarray:
-        """The `demand` cheapest offered GPUs among those `within` marks (lowest-numbered
-        among equals), now taken."""
-        ids = np.flatnonzero(self.available if within is None else self.available & within)
+    def machines_needed(self, counts: np.ndarray, demand: int) -> np.ndarray:
+        """Per rack: the fewest of its machines whose `counts` (GPUs per machine) hold
+        `demand` (more than it has machines when they do not)."""
+        node_rack = self.cluster.node_rack
+        order = np.lexsort((-counts, node_rack))  # by rack, the most GPUs first inside one
+        cum = np.cumsum(counts[order])
+        rack = node_rack[order]
+        before = np.concatenate([[0], np.cumsum(np.bincount(rack, weights=counts[order], minlength=self.cluster.n_racks))])
+        short = cum - before[rack] < demand
+        return np.bincount(rack[short], minlength=self.cluster.n_racks) + 1
+
+    def fewest(self, counts: np.ndarray, idle: np.ndarray | None, demand: int) -> np.ndarray:
+        """Positions in `counts` (offered GPUs per group; in all room for `demand`) of the
+        fewest groups that hold `demand`: the most on offer first, the lowest position among
+        equals. With lease release, groups of idle GPUs alone if as few of them hold it, else
+        the most idle first among equals."""
+        at = np.arange(len(counts))
+        order = np.lexsort((at, -counts) if idle is None else (at, -idle, -counts))
+        k = int(np.searchsorted(np.cumsum(counts[order]), demand)) + 1
+        if idle is not None:
+            by_idle = np.lexsort((at, -counts, -idle))
+            if idle[by_idle[:k]].sum() >= demand:
+                return by_idle[:k]
+        return order[:k]
+
+    def in_rack(self, rack: int, demand: int) -> np.ndarray:
+        """The fewest machines of `rack` (which has room) that hold `demand`."""
+        if self._rack_nodes is None:
+            node_rack = self.cluster.node_rack
+            self._rack_nodes = [np.flatnonzero(node_rack == r) for r in range(self.cluster.n_racks)]
+        nodes = self._rack_nodes[rack]
+        idle = None if self.cost is None else self.idle_node[nodes]
+        return nodes[self.fewest(self.node[nodes], idle, demand)]
+
+    def best_rack(self, demand: int, fewer_than: int | None = None) -> np.ndarray | None:
+        """The machines to take `demand` GPUs from within one rack: in a rack that needs the
+        fewest (with lease release, one where idle GPUs hold it on as few, else the cheapest;
+        else the first). None if no rack has room (on fewer than `fewer_than` machines)."""
+        fits = self.rack >= demand
+        if not fits.any():
+            return None
+        needed = np.where(fits, self.machines_needed(self.node, demand), np.iinfo(np.int64).max)
+        least = int(needed.min())
+        if fewer_than is not None and least >= fewer_than:
+            return None
+        tightest = np.flatnonzero(needed == least)
+        if self.cost is not None and len(tightest) > 1:
+            idle = self.machines_needed(self.idle_node, demand)[tightest] == least
+            if idle.any():
+                tightest = tightest[idle]
+            else:
+                dearest = [self.cost[self.cheapest(self.in_rack(int(r), demand), demand)].max() for r in tightest]
+                tightest = tightest[[int(np.argmin(dearest))]]
+        return self.in_rack(int(tightest[0]), demand)
+
+    def across_racks(self, demand: int) -> np.ndarray:
+        """The machines to take `demand` GPUs from anywhere (room for it on offer): the
+        fewest racks, every machine with GPUs on offer in all but the last, the fewest in it."""
+        racks = self.fewest(self.rack, None if self.cost is None else self.idle_rack, demand)
+        full = np.isin(self.cluster.node_rack, racks[:-1]) & (self.node > 0)
+        left = demand - int(self.rack[racks[:-1]].sum())
+        return np.concatenate([np.flatnonzero(full), self.in_rack(int(racks[-1]), left)])
+
+    def tighter(self, own: np.ndarray, demand: int):
+        """(GPU ids, level), not yet taken, of a placement on offer tighter than the GPUs `own`
+        of a job wanting `demand` (fewer racks, else fewer machines); None if there is none."""
+        racks, machines = _span(self.cluster, own)
+        if machines == 1:
+            return None
+        node = self.first("machine", demand)
+        if node >= 0:
+            return self.cheapest(np.array([node]), demand), "machine"
+        nodes = self.best_rack(demand, machines if racks == 1 else None)
+        if nodes is not None:
+            return self.cheapest(nodes, demand), "rack"
+        if racks > 1:
+            ids = self.cheapest(self.across_racks(demand), demand)
+            if _span(self.cluster, ids) < (racks, machines):
+                return ids, "network"
+        return None
+
+    def cheapest(self, nodes: np.ndarray, demand: int) -> np.ndarray:
+        """The `demand` cheapest offered GPUs on these machines (lowest-numbered among equals)."""
+        mask = np.zeros(self.cluster.n_nodes, dtype=bool)
+        mask[nodes] = True
+        ids = np.flatnonzero(self.available & mask[self.cluster.gpu_node])
         if self.cost is None:
-            ids = ids[:demand]
-        else:
-            ids = np.sort(ids[np.argsort(self.cost[ids], kind="stable")[:demand]])
+            return ids[:demand]
+        return np.sort(ids[np.argsort(self.cost[ids], kind="stable")[:demand]])
+
+    def take(self, nodes: np.ndarray, demand: int) -> np.ndarray:
+        """The `demand` cheapest offered GPUs on these machines, now taken."""
+        ids = self.cheapest(nodes, demand)
         self.take_ids(ids)
         return ids
 
@@ -229,15 +326,18 @@ class DelayPlacer(Placer):
     Running jobs keep their GPUs. Each waiting job, in ranking order, is offered the GPUs still
     free, and with its starvation time s (since its arrival, its last start or its last loss of
     all its GPUs) decides as Algorithm 1: on the first machine with room for it, if there is
-    one; else, if s < T_Mc, it declines and the offer passes to the next job; else on the first
-    rack with room; else, if s < T_Rk, it declines; else on the lowest-numbered free GPUs.
-    T_Rk counts from the same clock as T_Mc, so it is the total wait. A job that cannot fit in
-    one machine has T_Mc = 0; one that cannot fit in one rack has both timers 0. Within a
-    machine or rack the lowest-numbered free GPUs are taken (first fit, as Dally's code). A job
-    wanting more GPUs than are still on offer is passed over when the ranking allows
-    backfilling (NetworkSensitive's does); otherwise no job below it starts, as in a strict
-    queue. A job that declines an offer never holds up the jobs below it: the next job taking
-    what it declined is what delay scheduling is.
+    one; else, if s < T_Mc, it declines and the offer passes to the next job; else on a rack
+    with room; else, if s < T_Rk, it declines; else on free GPUs anywhere. T_Rk counts from
+    the same clock as T_Mc, so it is the total wait. A job that cannot fit in one machine has
+    T_Mc = 0; one that cannot fit in one rack has both timers 0. Within a rack a job takes the
+    fewest machines (those with the most free GPUs first), in the rack that needs the fewest;
+    across racks, the fewest racks (and in the last of them the fewest machines): the
+    communication model charges a spread job by the machines and racks it spans. (Dally's code
+    takes the first fit at every level; the first machine with room is taken here too, and
+    among equals the lowest-numbered GPUs.) A job wanting more GPUs than are still on offer is
+    passed over when the ranking allows backfilling (NetworkSensitive's does); otherwise no job
+    below it starts, as in a strict queue. A job that declines an offer never holds up the jobs
+    below it: the next job taking what it declined is what delay scheduling is.
 
     Timers: `machine_wait` and `rack_wait` (Dally-manual); with `tuned=true`, the auto-tuner:
     per (level, GPU demand) the starvation times of the jobs that accepted at that level in the
@@ -256,15 +356,15 @@ class DelayPlacer(Placer):
 
     Leases (`release=true`): a running job holds its GPUs for one round. At each round's end
     every gang is released and offered again with the free GPUs, to all jobs in ranking order
-    (so a job that ranks higher may take GPUs a running job held: Dally's preemption). Within
-    a level, idle GPUs are taken first, then those of the lowest-ranked gangs (the machine or
-    rack is chosen to displace as little as it can). A running job whose whole gang
+    (so a job that ranks higher may take GPUs a running job held: Dally's preemption). Among
+    placements as tight, idle GPUs are taken first, then those of the lowest-ranked gangs (the
+    machine or rack is chosen to displace as little as it can). A running job whose whole gang
     is still on offer at its turn keeps it (its lease is renewed at no cost), unless a tighter
-    placement has room now (one machine for a job spread over machines, one rack for one
-    spread over racks): then it moves there. A running job part of whose gang was taken has
-    lost its GPUs: its starvation clock starts again and it decides as a waiting job (Algorithm
-    1 with no wait behind it), else it is suspended. A suspended or moved job pays the graph's
-    checkpoint cost (`checkpoint_per_gpu = 1s` is Dally's simulator's 1 s per GPU).
+    placement has room now (fewer racks, else fewer machines): then it moves there. A running
+    job part of whose gang was taken has lost its GPUs: its starvation clock starts again and
+    it decides as a waiting job (Algorithm 1 with no wait behind it), else it is suspended. A
+    suspended or moved job pays the graph's checkpoint cost (`checkpoint_per_gpu = 1s` is
+    Dally's simulator's 1 s per GPU).
 
     Arguments:
         mode: delay (timers), no_wait (both timers 0) or fully_consolidated (wait for the tightest fit).
@@ -356,43 +456,36 @@ class DelayPlacer(Placer):
             t_mc = 0.0
         return t_mc, t_rk
 
-    def offer(self, cluster, free: _Free, demand: int, starvation: float, now: float):
+    def offer(self, free: _Free, demand: int, starvation: float, now: float):
         """Algorithm 1 for one job: (GPU ids, level), or (None, level) when it declines to wait
         for a placement on one machine or one rack."""
         node = free.first("machine", demand)
         if node >= 0:
-            ids = free.take(cluster.gpu_node == node, demand)
             if self.tuned:
                 self._tuner.record("machine", demand, starvation, now)
-            return ids, "machine"
+            return free.take(np.array([node]), demand), "machine"
         t_mc, t_rk = self.timers(demand, now)
         if starvation < t_mc:
             return None, "machine"
-        rack = free.first("rack", demand)
-        if rack >= 0:
-            ids = free.take(cluster.gpu_rack == rack, demand)
+        nodes = free.best_rack(demand)
+        if nodes is not None:
             if self.tuned:
                 self._tuner.record("rack", demand, starvation, now)
-            return ids, "rack"
+            return free.take(nodes, demand), "rack"
         if starvation < t_rk:
             return None, "rack"
-        return free.take(None, demand), "network"
+        return free.take(free.across_racks(demand), demand), "network"
 
-    def reoffer(self, cluster, free: _Free, own: np.ndarray, demand: int):
+    def reoffer(self, free: _Free, own: np.ndarray, demand: int):
         """A released gang whose GPUs are all offered again: (GPU ids, level) of a tighter
         placement if one has room now (taken at once, as Algorithm 1 takes a machine), else
         (own GPUs, None): it keeps them."""
-        nodes, racks = cluster.gpu_node[own], cluster.gpu_rack[own]
-        if nodes.min() != nodes.max() and demand <= self._machine_size:
-            node = free.first("machine", demand)
-            if node >= 0:
-                return free.take(cluster.gpu_node == node, demand), "machine"
-        if racks.min() != racks.max() and demand <= self._rack_size:
-            rack = free.first("rack", demand)
-            if rack >= 0:
-                return free.take(cluster.gpu_rack == rack, demand), "rack"
-        free.take_ids(own)
-        return own, None
+        tighter = free.tighter(own, demand)
+        if tighter is None:
+            free.take_ids(own)
+            return own, None
+        free.take_ids(tighter[0])
+        return tighter
 
     def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
         cluster = ctx.cluster
@@ -446,7 +539,7 @@ class DelayPlacer(Placer):
             if held[i] > 0:
                 own = ctx.gpus_of(row)
                 if len(own) == demand and free.available[own].all():
-                    ids, level = self.reoffer(cluster, free, own, demand)
+                    ids, level = self.reoffer(free, own, demand)
                     if level is None:
                         kept.append(row)
                         continue
@@ -454,10 +547,10 @@ class DelayPlacer(Placer):
                     # Higher-ranked jobs took part of its gang: it has lost its GPUs, and its
                     # starvation clock starts again.
                     clock.since[row] = now
-                    ids, level = self.offer(cluster, free, demand, starved, now)
+                    ids, level = self.offer(free, demand, starved, now)
             else:
                 starved = now - float(clock.since[row])
-                ids, level = self.offer(cluster, free, demand, starved, now)
+                ids, level = self.offer(free, demand, starved, now)
             if ids is None:
                 self.counters["declined"] += 1
                 if ctx.explaining:

@@ -119,12 +119,14 @@ def gains(runs: pl.DataFrame, metric: str, base: str, racks: tuple[int, ...], sc
     return out
 
 
+def shown(v: float) -> str:
+    """A gain in percent: "+20%" is 20% lower than the baseline, "-30%" 30% higher, "3.2x" over
+    twice as high (a percentage past -100% reads badly)."""
+    return f"{1 - v / 100:.1f}x" if v < -100 else f"{v:+.0f}%"
+
+
 def _per_size(values: list[float], racks: tuple[int, ...]) -> str:
-    """Per size: "+20%" is 20% lower than the baseline, "-30%" 30% higher, "3.2x" over twice as high."""
-
-    def shown(v: float) -> str:
-        return f"{1 - v / 100:.1f}x" if v < -100 else f"{v:+.0f}%"
-
+    """Per size, each gain as `shown`."""
     return ", ".join(f"{r}: {shown(v)}" for r, v in zip(racks, values)) + " (racks: % lower, or x as high)"
 
 
@@ -220,8 +222,8 @@ def _table_rows(runs: pl.DataFrame, workload: str, table: str) -> list[Compariso
     rows.append(
         Comparison(
             f"{table}: Dally vs Tiresias, avg / median / p95 / p99",
-            " / ".join(f"{g:+.0f}%" for g in paper_gain) + " lower",
-            " / ".join(f"{g:+.0f}%" for g in ours_gain) + " lower",
+            " / ".join(shown(g) for g in paper_gain) + " (% lower, or x as high)",
+            " / ".join(shown(g) for g in ours_gain) + " (% lower, or x as high)",
         )
     )
     return rows
