@@ -4,6 +4,7 @@ an error at its place in the file."""
 
 from __future__ import annotations
 
+import numbers
 import os
 import types
 import typing
@@ -11,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from roundhouse.errors import SchedError
+from roundhouse.errors import Location, SchedError
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.element import type_name
 from roundhouse.runtime.values import Duration, ElementRef, FilePath, IdRange, Multiplier, Rate, describe
@@ -104,12 +105,118 @@ def _mismatch(value: ast.Value, expected: str, what: str) -> SchedError:
     return SchedError(f"{what} expects {expected}, got {shown} ({_KIND_TEXT.get(value.kind, value.kind)})", value.location)
 
 
-def validate(field: attrs.Attribute, value: Any) -> str | None:
-    """Run a field's validator alone; returns its complaint, if any."""
+class NeedsInstance(Exception):
+    """A validator read another field (`self.lo`) of an element not built yet."""
+
+
+class _Others:
+    """What a validator run on one field alone sees as `self`: the other fields' values known
+    so far (`values`); reading any other attribute raises NeedsInstance."""
+
+    def __init__(self, values: dict[str, Any]):
+        self._values = values
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__.get("_values", {})
+        if name in values:
+            return values[name]
+        raise NeedsInstance(name)
+
+
+def validate(field: attrs.Attribute, value: Any, others: dict[str, Any] | None = None) -> str | None:
+    """Run a field's validator alone; returns its complaint, if any. `self` in the validator
+    sees only `others` (the other fields' values known so far): a validator that reads another
+    field raises NeedsInstance, for the caller to run it again once the field is known, or
+    leave it to building the element."""
     if field.validator is None:
         return None
     try:
-        field.validator(None, field, value)
-    except (ValueError, TypeError) as err:
-        return str(err)
+        field.validator(_Others(others or {}), field, value)
+    except NeedsInstance:
+        raise
+    except Exception as err:  # (the user's validator: an assert, a bug, all said at the argument)
+        return complaint(err, field.name)
+    return None
+
+
+def complaint(err: BaseException, name: str | None = None) -> str:
+    """What a validator's exception says: a ValueError's or TypeError's sentence (attrs' own
+    validators give a tuple of it and their details: the sentence alone), anything else as its
+    type and message. The field's name in quotes at its start is dropped: the message names it."""
+    first = sentence(err)
+    if name is not None and first.startswith(f"'{name}' "):
+        first = first[len(name) + 3 :]
+    if isinstance(err, (ValueError, TypeError)):
+        return first
+    return f"is refused by its validator ({type(err).__name__}{': ' + first if first else ''})"
+
+
+def sentence(err: BaseException) -> str:
+    """An exception's message: the first of its arguments when that is text (attrs' validators
+    add the field and the options after it), else the whole."""
+    return err.args[0] if err.args and isinstance(err.args[0], str) else str(err)
+
+
+def raised(err: BaseException) -> str:
+    """What building an element raised: a ValueError's or TypeError's sentence (the complaint of
+    a validator that reads other fields), anything else with its type."""
+    if isinstance(err, (ValueError, TypeError)):
+        return sentence(err)
+    return f"{type(err).__name__}: {sentence(err)}" if sentence(err) else type(err).__name__
+
+
+def check_default(cls: type, field: attrs.Attribute) -> None:
+    """A field's default must be a value a `.sched` file could give it: TypeError at the class
+    otherwise (it would be shown as a default and used without a word). Types a file cannot
+    write (the user's own), computed defaults and None are not checked."""
+    default = field.default
+    if default is attrs.NOTHING or default is None or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        return
+    if not _writable(field.type) or field.type is Any or field.type is object:
+        return
+    literal = _literal(default)
+    what = f"the default of argument '{field.name}' of {cls.__name__}"
+    if literal is None:
+        expected = _EXPECTS.get(field.type, type_name(field.type)) if isinstance(field.type, type) else type_name(field.type)
+        raise TypeError(f"{what} is {default!r}, which is not {expected}")
+    try:
+        convert(literal, field.type, os.getcwd(), what)
+    except SchedError as err:
+        raise TypeError(err.message) from None
+
+
+def _writable(annotation: Any) -> bool:
+    """Whether a `.sched` file can write values of this type (`convert` knows it)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return all(_writable(a) for a in typing.get_args(annotation) if a is not type(None))
+    if origin in (list, tuple):
+        return all(_writable(a) for a in typing.get_args(annotation)[:1])
+    return annotation in _EXPECTS or annotation is Any or annotation is object
+
+
+_HERE = Location("<default>", 1, 1)
+
+
+def _literal(value: Any) -> ast.Value | None:
+    """A Python value as the literal a `.sched` file would write for it (None: none would)."""
+    kinds: tuple[tuple[type | tuple[type, ...], str], ...] = (
+        (bool, "bool"),
+        (Duration, "duration"),
+        (Rate, "rate"),
+        (Multiplier, "multiplier"),
+        (IdRange, "range"),
+        (ElementRef, "reference"),
+        (str, "string"),
+    )
+    if isinstance(value, (list, tuple)):
+        items = [_literal(v) for v in value]
+        return None if any(i is None for i in items) else ast.Value("list", tuple(items), _HERE)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool | Duration | Rate | Multiplier):
+        # (numpy's numbers too, as the plain number a file writes)
+        return ast.Value("number", int(value) if isinstance(value, numbers.Integral) else float(value), _HERE)
+    for kind_type, kind in kinds:
+        if isinstance(value, kind_type):
+            raw = value.name if isinstance(value, ElementRef) else value
+            return ast.Value(kind, raw, _HERE)
     return None

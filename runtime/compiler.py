@@ -26,7 +26,7 @@ import attrs
 
 from roundhouse.errors import Location, SchedError, SchedErrors, did_you_mean
 from roundhouse.runtime import registry
-from roundhouse.runtime.arguments import convert, validate
+from roundhouse.runtime.arguments import NeedsInstance, convert, raised, validate
 from roundhouse.runtime.cluster import spec_file
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.loader import Body, Decl, FlatGraph, load
@@ -245,9 +245,12 @@ class _Compiler:
                 continue
             if name == "cluster" and location is not None:
                 converted = self._cluster_path(converted, base_dir)
-            complaint = validate(field, converted)
-            if complaint:
-                self.errors.append(SchedError(f"setting '{name}' {complaint}", value.location))
+            try:
+                problem = validate(field, converted)
+            except NeedsInstance:  # (reads another setting: checked with them all below)
+                problem = None
+            if problem:
+                self.errors.append(SchedError(f"setting '{name}' {problem}", value.location))
                 continue
             values[name] = converted
         try:
@@ -295,6 +298,8 @@ class _Compiler:
         ok = True
         seen_keyword = False
         overridden = {field_name for field_name, _, _ in overrides}
+        # Arguments whose validators read other fields: checked once all are known.
+        deferred: list[tuple[attrs.Attribute, Any, Location | None, str]] = []
         for position, arg in enumerate(decl.args):
             if arg.name is None:
                 if seen_keyword:
@@ -326,7 +331,7 @@ class _Compiler:
             if open_params and _takes_parameter(arg.value):
                 kwargs[field.name] = _OPEN
                 continue
-            value = self._argument(cls, field, arg.value, decl.base_dir, arg.value.location)
+            value = self._argument(cls, field, arg.value, decl.base_dir, arg.value.location, deferred)
             kwargs[field.name] = value
             if value is _BAD:
                 ok = False
@@ -341,7 +346,7 @@ class _Compiler:
                 )
                 ok = False
                 continue
-            value = self._argument(cls, field, value_node, os.getcwd(), None, prefix=f"{label}: ")
+            value = self._argument(cls, field, value_node, os.getcwd(), None, deferred, prefix=f"{label}: ")
             kwargs[field.name] = value
             if value is _BAD:
                 ok = False
@@ -355,14 +360,16 @@ class _Compiler:
                 )
             )
             return None
+        if ok and deferred:
+            ok = _validate_together(cls, fields, kwargs, deferred, self.errors)
         if not ok:
             return None
         if any(v is _OPEN for v in kwargs.values()):
             return _unconfigured(cls, decl)
         try:
             instance = cls(**kwargs)
-        except (ValueError, TypeError) as err:
-            self.errors.append(_arguments_together(cls, decl, str(err), overrides))
+        except Exception as err:  # (its validators and __attrs_post_init__ are the user's code)
+            self.errors.append(_arguments_together(cls, decl, raised(err), overrides))
             return None
         instance.name = decl.name
         instance.declared_at = decl.location
@@ -391,16 +398,20 @@ class _Compiler:
                 seen.add((err.message, err.location))
                 self.errors.append(err)
 
-    def _argument(self, cls, field, value_node, base_dir, location, prefix=""):
+    def _argument(self, cls, field, value_node, base_dir, location, deferred, prefix=""):
         what = f"argument '{field.name}' of {cls.__name__}"
         try:
             value = convert(value_node, field.type, base_dir, what)
         except SchedError as err:
             self.errors.append(err if not prefix else SchedError(prefix + err.message))
             return _BAD
-        complaint = validate(field, value)
-        if complaint:
-            self.errors.append(SchedError(f"{prefix}{what} {complaint}", location))
+        try:
+            problem = validate(field, value)
+        except NeedsInstance:  # (its validator reads another field)
+            deferred.append((field, value, location, prefix))
+            return value
+        if problem:
+            self.errors.append(SchedError(f"{prefix}{what} {problem}", location))
             return _BAD
         return value
 
@@ -432,6 +443,24 @@ def _check_named_elements(elements: dict[str, Element], flat: FlatGraph, wiring:
                 hint="give one synthesizer all the switches",
             )
         )
+
+
+def _validate_together(cls, fields, kwargs, deferred, errors: list[SchedError]) -> bool:
+    """Run again, with every other argument's value known (given, or its default), the
+    validators that read other fields; each complaint is reported at its argument. One that
+    reads what is known only once the element is built is left to building it."""
+    known = {f.name: f.default for f in fields if f.default is not attrs.NOTHING and not isinstance(f.default, attrs.Factory)}  # type: ignore[arg-type]
+    known.update({k: v for k, v in kwargs.items() if v is not _REPLACED and v is not _OPEN})
+    ok = True
+    for field, value, location, prefix in deferred:
+        try:
+            problem = validate(field, value, known)
+        except NeedsInstance:
+            continue
+        if problem:
+            errors.append(SchedError(f"{prefix}argument '{field.name}' of {cls.__name__} {problem}", location))
+            ok = False
+    return ok
 
 
 _BAD = object()

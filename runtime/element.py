@@ -269,14 +269,58 @@ def element(cls: E) -> E:
     """Declare an element class: make its fields attrs fields, check its docstring, register it."""
     if cls.category not in CATEGORIES:
         raise TypeError(f"{cls.__name__}.category must be one of {CATEGORIES}, got {cls.category!r}")
+    _check_ports(cls)
     cls = attrs.define(kw_only=True, slots=False, eq=False, field_transformer=_configure_fields)(cls)
     cls.doc = parse_doc(cls)
+    from roundhouse.runtime.arguments import check_default
+
+    for field in attrs.fields(cls):
+        check_default(cls, field)
     if not getattr(cls.finish, "_checks_counters", False):
         cls.finish = _checking_counters(cls.finish)  # type: ignore[method-assign]
+    # What an element of one's own emits is checked each round (the library's are tested).
+    if not cls.__module__.startswith("roundhouse.") and not getattr(cls.tick, "_checks_outputs", False):
+        cls.tick = _checking_outputs(cls.tick)
     from roundhouse.runtime import registry
 
     registry.register(cls)
     return cls
+
+
+def _check_ports(cls: type[Element]) -> None:
+    """Each port is an `In` or `Out` whose type is a class (a port type of runtime/types.py):
+    TypeError naming the class and the port otherwise, when its file is imported, rather than
+    when a graph is checked or run."""
+    for kind, ports in (("inputs", cls.inputs), ("outputs", cls.outputs)):
+        make = "In" if kind == "inputs" else "Out"
+        if not isinstance(ports, tuple | list):
+            raise TypeError(f"{cls.__name__}.{kind} must be a tuple of {make}(name, type), got {ports!r}")
+        for port in ports:
+            if not isinstance(port, Port):
+                raise TypeError(f"{cls.__name__}.{kind}: {port!r} is not a port: write {make}(name, type)")
+            if not isinstance(port.type, type):
+                shown = port.type if isinstance(port.type, str) else repr(port.type)
+                raise TypeError(
+                    f"{cls.__name__}: the type of port '{port.name}' is {port.type!r}, not a class: give the class "
+                    f"itself, {make}({port.name!r}, {shown}), imported from roundhouse.runtime.types"
+                )
+
+
+def _checking_outputs(tick: Callable[..., Any]) -> Callable[..., Any]:
+    """`tick`, then a check of what it returned beyond its type, which the engine checks:
+    the keys of a dict of several output ports, and the contents of a Ranking
+    (`engine.check_own_output`)."""
+
+    @functools.wraps(tick)
+    def checked(self: Element, ctx: RoundContext, *args: Any, **inputs: Any) -> Any:
+        out = tick(self, ctx, *args, **inputs)
+        from roundhouse.runtime.engine import check_own_output
+
+        check_own_output(self, ctx, out)  # type: ignore[arg-type]
+        return out
+
+    checked._checks_outputs = True  # type: ignore[attr-defined]
+    return checked
 
 
 def _checking_counters(finish: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
@@ -286,6 +330,15 @@ def _checking_counters(finish: Callable[..., dict[str, Any]]) -> Callable[..., d
     @functools.wraps(finish)
     def checked(self: Element, ctx: RoundContext) -> dict[str, Any]:
         reports = finish(self, ctx)
+        if reports is not None and not isinstance(reports, dict):  # (None: nothing to report)
+            from roundhouse.runtime.engine import describe_value, element_failure
+
+            raise element_failure(
+                self,
+                ctx,
+                f"its finish() returned {describe_value(reports)}, not a dict of reports by name "
+                "(return {} for none; docs/writing-elements.md)",
+            )
         counters = self.__dict__.get("counters")  # (not made: none set)
         undocumented = sorted(str(k) for k in counters or () if k not in type(self).doc.counters)
         if undocumented:

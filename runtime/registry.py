@@ -36,6 +36,11 @@ _LOADED = False
 _FILES: dict[str, ModuleType] = {}
 _FILE_OF: dict[str, str] = {}
 _IMPORTING: list[str] = []
+# Files a scope that remembers forgot, by resolved path: the module and its classes (name ->
+# class, file as given). Required again unchanged, they are known again rather than imported
+# anew, so that the classes of a graph built earlier (a notebook's simulation, whose snapshot
+# pickles objects of them by reference) stay the classes their module holds.
+_FORGOTTEN: dict[str, tuple[ModuleType, dict[str, tuple[type[Element], str]]]] = {}
 _LIBRARY = "roundhouse.elements"
 # A built-in element: `@element` (maybe with other decorators after it), then its class line.
 _DECLARED = re.compile(r"^@element\n(?:@[^\n]*\n)*class (\w+)", re.MULTILINE)
@@ -81,8 +86,20 @@ def register(cls: type[Element]) -> None:
 
 
 def imported_file(resolved: str) -> ModuleType | None:
-    """The module of a user's element file imported already (by its resolved path)."""
-    return _FILES.get(resolved)
+    """The module of a user's element file imported already (by its resolved path). One a
+    scope forgot is known again, its classes with it, unless a class of the same name is known
+    now (it is then imported again, and the clash reported as for any other)."""
+    module = _FILES.get(resolved)
+    if module is not None or resolved not in _FORGOTTEN:
+        return module
+    module, classes = _FORGOTTEN[resolved]
+    if any(name in _CLASSES and _CLASSES[name] is not cls for name, (cls, _) in classes.items()):
+        return None
+    for name, (cls, shown) in classes.items():
+        _CLASSES[name] = cls
+        _FILE_OF[name] = shown
+    _FILES[resolved] = module
+    return module
 
 
 def keep_file(resolved: str, module: ModuleType) -> None:
@@ -102,13 +119,25 @@ def importing_file(shown: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def scope() -> Iterator[None]:
+def scope(remember: bool = False) -> Iterator[None]:
     """Forget, at the end, the element files imported within and their classes (built-in
-    classes imported within stay): what one graph requires is not seen by the next."""
+    classes imported within stay): what one graph requires is not seen by the next. With
+    `remember` (the Simulation API), a file forgotten so and required again unchanged is known
+    again, not imported anew (`imported_file`). A scope that does not remember imports every
+    file anew: a sweep's worker imports again the modules that changed, an element file's
+    helpers included (runtime/user_modules.py), which a file known again would not."""
+    if not remember:
+        _FORGOTTEN.clear()
     files, file_of = dict(_FILES), dict(_FILE_OF)
     try:
         yield
     finally:
+        for resolved, module in _FILES.items():
+            if remember and resolved not in files:
+                mine = {
+                    n: (_CLASSES[n], _FILE_OF[n]) for n in _FILE_OF if n in _CLASSES and _CLASSES[n].__module__ == module.__name__
+                }
+                _FORGOTTEN[resolved] = (module, mine)
         for name in set(_FILE_OF) - set(file_of):
             _CLASSES.pop(name, None)
         _FILES.clear()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roundhouse.errors import ClusterError, TraceError, UsageError, did_you_mean
-from roundhouse.runtime import snapshot
+from roundhouse.runtime import registry, snapshot
 from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file
@@ -42,22 +42,36 @@ JOB_COLUMNS = (
 )
 
 
+# What only a graph's text holds, never a file's path as people write them: a line break, the
+# end of a statement, a connection, a declaration.
+_TEXT_MARKS = ("\n", ";", "->", "::")
+
+
 def _graph_source(graph: str | Path) -> tuple[str, str | None]:
-    """(path, text): a `.sched` file's path, or text (anything with a newline or a `::`),
-    compiled as if it were a file in the current folder. Both paths are absolute, so that a
-    snapshot loads from any folder with the relative paths in its graph meaning what they did."""
+    """(path, text): a `.sched` file's path, or text (a str with a newline, `;`, `->` or `::`
+    that names no file), compiled as if it were a file in the current folder. Both paths are
+    absolute, so that a snapshot loads from any folder with the relative paths in its graph
+    meaning what they did."""
     if not isinstance(graph, (str, Path)):
         raise UsageError(f"graph: expected a .sched path or a graph's text, got {type(graph).__name__}")
-    if isinstance(graph, Path) or ("\n" not in graph and "::" not in graph):
+    if isinstance(graph, Path) or not any(mark in graph for mark in _TEXT_MARKS) or _names_file(graph):
         return str(Path(graph).resolve()), None  # (a snapshot loads from any folder)
     return str(Path.cwd() / "<simulation>.sched"), graph
+
+
+def _names_file(text: str) -> bool:
+    try:
+        return "\n" not in text and Path(text).is_file()
+    except (OSError, ValueError):  # (too long for a path, a NUL in it)
+        return False
 
 
 class Simulation:
     """A graph in the simulator, run a round at a time; forkable, and saved to and loaded from
     snapshot files.
 
-    `graph`: a `.sched` path or the text of a graph. `trace`: replaces the path of every
+    `graph`: a `.sched` path or the text of a graph (a str with a newline, `;`, `->` or `::`
+    that names no file). `trace`: replaces the path of every
     `TraceSource` (as `--trace`). `cluster`: a spec (`"8x4:V100"`, a `.toml` file) or a
     `Cluster`; default the graph's `cluster` setting. `overrides`: `--set` texts
     (`"admit.factor=1.2"`). Keyword settings are graph settings (`seed=3`, `round="1min"`).
@@ -319,7 +333,22 @@ def _compile(
     then: Sequence[str] = (),
 ) -> CompiledGraph:
     """The graph with `overrides` (each name once), `trace` replacing its TraceSources' paths,
-    and then `then` (a snapshot's graph changed for `whatif`: these replace what the others set)."""
+    and then `then` (a snapshot's graph changed for `whatif`: these replace what the others set).
+    The element files it requires are its own: their classes are forgotten after, so that the
+    next graph may require another file defining classes of the same names (a notebook
+    comparing two versions of a policy)."""
+    with registry.scope(remember=True):
+        return _compile_in_scope(path, text, overrides, trace, cluster, then)
+
+
+def _compile_in_scope(
+    path: str,
+    text: str | None,
+    overrides: list[str],
+    trace: str | Path | None,
+    cluster: str | Cluster | None,
+    then: Sequence[str],
+) -> CompiledGraph:
     sets = [Override(o) for o in overrides]
     first = {o.target: o for o in sets}
     if cluster is not None and "cluster" in first:

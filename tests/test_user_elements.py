@@ -79,11 +79,13 @@ def test_the_guide_quotes_the_message_for_a_missing_section(tmp_path, capsys):
 
 
 def test_a_library_element_failing_on_what_ones_own_element_emits_names_it(tmp_path, capsys):
-    # The guide's policy, made to rank rows the job table does not have: the placer fails on
-    # them, and the message names the element that fed it.
+    # The guide's policy, made to name a GPU type the cluster does not have (which the engine's
+    # checks of a Ranking leave to the placer): the placer fails on it, and the message names
+    # the element that fed it.
     (python,) = blocks("python")
-    broken = python.replace("return Ranking(", "return Ranking(10**6 + ", 1).replace("SmallestFirst", "OffTheTable")
-    assert "10**6" in broken  # (a class of its own name: a process registers each name once)
+    bad_type = "backfill=self.backfill, gpu_type=np.full(len(order), 99))"
+    broken = python.replace("backfill=self.backfill)", bad_type, 1).replace("SmallestFirst", "OffTheTable")
+    assert bad_type in broken  # (a class of its own name: a process registers each name once)
     (tmp_path / "smallest_first.py").write_text(broken)
     (graph,) = [b for b in blocks("") if "require" in b]
     (tmp_path / "g.sched").write_text(graph.replace("SmallestFirst", "OffTheTable"))

@@ -258,7 +258,7 @@ def write_results(out: Path, graph, cluster, result) -> None:
             else:
                 # In the report's own order, which `report` shows as `run` prints it (the same
                 # run gives the same order, so the same bytes).
-                text = json.dumps(value, indent=2) + "\n"
+                text = _report_json(element, key, value)
                 writes.append((f"{stem}.json", lambda path, text=text: path.write_text(text)))
             reported.setdefault(element, {})[key] = writes[-1][0]
     record = result.world.explain
@@ -284,7 +284,12 @@ def write_results(out: Path, graph, cluster, result) -> None:
     }
     # Keys in name order, but `reports` in the order `run` printed them: the graph's order of
     # the elements, and each one's own order of what it reported.
-    text = json.dumps({k: v if k == "reports" else _sorted(v) for k, v in sorted(run_info.items())}, indent=2, default=str) + "\n"
+    text = (
+        json.dumps(
+            {k: v if k == "reports" else _sorted(v) for k, v in sorted(run_info.items())}, indent=2, default=_plain_or_text
+        )
+        + "\n"
+    )
     writes.append(("run.json", lambda path: path.write_text(text)))
     parts = [out / f".{name}.partial" for name, _ in writes]
     try:
@@ -306,6 +311,32 @@ def write_results(out: Path, graph, cluster, result) -> None:
             part.unlink(missing_ok=True)
     for name in sorted(earlier - set(files)):
         (out / name).unlink(missing_ok=True)
+
+
+def _report_json(element: str, key: str, value) -> str:
+    """A report as JSON; numpy's numbers and arrays (an element of one's own may report them) as
+    numbers and lists. Anything else JSON has no form for is an error naming the report."""
+    try:
+        return json.dumps(value, indent=2, default=_plain) + "\n"
+    except (TypeError, ValueError) as err:
+        raise RoundhouseError(f"element '{element}' reported '{key}', which cannot be written as JSON: {err}") from None
+
+
+def _plain(value):
+    """A numpy value as the plain Python one JSON writes (`json.dumps`' default)."""
+    import numpy as np
+
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not a number, text, list or dict")
+
+
+def _plain_or_text(value):
+    """run.json's default: numpy's numbers (counters of one's own elements) as numbers, else text."""
+    try:
+        return _plain(value)
+    except TypeError:
+        return str(value)
 
 
 def file_stem(element: str) -> str:
