@@ -356,3 +356,16 @@ def test_a_one_line_graph_text_is_taken_as_text(tmp_path, monkeypatch):
     assert Simulation(text).run().stop_reason == "every job finished"
     with pytest.raises(RoundhouseError, match="no such file"):
         Simulation("nope.sched")
+
+
+def test_brackets_in_an_elements_docs_are_shown_as_written(tmp_path, capsys, monkeypatch):
+    # (Rich would read them as its markup: dropped, styled, or a MarkupError for a "[/data]".)
+    monkeypatch.setenv("COLUMNS", "300")
+    source = policy("Brackets", arguments="none").replace("A policy of one's own.", "Ranks [bold]all[/bold] of [/data].")
+    (tmp_path / "mine.py").write_text(source)
+    assert main(["elements", "--require", str(tmp_path / "mine.py"), "Brackets"]) == 0
+    assert "Ranks [bold]all[/bold] of [/data]." in capsys.readouterr().out
+    assert main(["elements", "--require", str(tmp_path / "mine.py")]) == 0
+    assert "Ranks [bold]all[/bold] of [/data]." in capsys.readouterr().out
+    assert main(["elements", "TiresiasGittins"]) == 0
+    assert "E[min(S - a, D) | S > a]" in capsys.readouterr().out

@@ -13,6 +13,7 @@ from pathlib import Path
 import attrs
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from roundhouse.errors import UsageError, did_you_mean
 from roundhouse.runtime import registry
@@ -54,7 +55,7 @@ def elements(args) -> int:
     table.add_column("synopsis")
     for category in CATEGORIES:
         for cls in (c for c in registry.classes() if c.category == category):
-            table.add_row(category, cls.__name__, cls.doc.synopsis)
+            table.add_row(category, cls.__name__, Text(cls.doc.synopsis))
     console.print(table)
     console.print("roundhouse elements NAME shows one element's reference")
     return 0
@@ -100,15 +101,16 @@ def _ports(cls):
 
 def _show(console: Console, cls) -> None:
     doc = cls.doc
-    console.print(f"[bold]{cls.__name__}[/bold] ({cls.category}) — {doc.synopsis}")
+    # (Doc text is shown as written: brackets in it are maths or code, not Rich markup.)
+    console.print(Text.assemble((cls.__name__, "bold"), f" ({cls.category}) — {doc.synopsis}"))
     if doc.description:
-        console.print(doc.description, highlight=False)
+        console.print(doc.description, highlight=False, markup=False)
     if cls.inputs or cls.outputs:
         t = Table(title="ports", title_justify="left")
         for col in ("direction", "#", "port", "type", "notes", "what"):
             t.add_column(col)
         for direction, i, p, notes in _ports(cls):
-            t.add_row(direction, str(i), p.name, p.type.__name__, notes, doc.ports.get(p.name, ""))
+            t.add_row(direction, str(i), p.name, p.type.__name__, notes, Text(doc.ports.get(p.name, "")))
         console.print(t)
     fields = attrs.fields(cls)
     if fields:
@@ -116,20 +118,20 @@ def _show(console: Console, cls) -> None:
         for col in ("argument", "type", "default", "what"):
             t.add_column(col)
         for f in fields:
-            t.add_row(f.name, type_name(f.type), _default(f), doc.arguments.get(f.name, ""))
+            t.add_row(f.name, Text(type_name(f.type)), Text(_default(f)), Text(doc.arguments.get(f.name, "")))
         console.print(t)
     if doc.counters:
         t = Table(title="counters", title_justify="left")
         t.add_column("counter")
         t.add_column("what")
         for k, v in doc.counters.items():
-            t.add_row(k, v)
+            t.add_row(k, Text(v))
         console.print(t)
     if doc.cost:
-        console.print("cost per round: " + doc.cost, highlight=False)
+        console.print("cost per round: " + doc.cost, highlight=False, markup=False)
     if doc.see_also:
-        console.print("see also: " + ", ".join(doc.see_also))
-    console.print("paper: " + doc.paper, highlight=False)
+        console.print("see also: " + ", ".join(doc.see_also), markup=False)
+    console.print("paper: " + doc.paper, highlight=False, markup=False)
 
 
 def reference_markdown(classes) -> str:
