@@ -433,7 +433,7 @@ class EffectiveThroughput(_RoundWatcher):
         none
     Cost: O(r) over running jobs r.
     See also: Hierarchical, MaxThroughput, JobMetrics
-    Paper: Gavel (OSDI'20) §7.4 and Fig. 11 (effective throughput of hierarchical policies).
+    Paper: Gavel (OSDI'20) §7.3 and Fig. 11 (effective throughput of hierarchical policies).
     """
 
     state = ("_done", "_partner", "_rows", "_series", "_service", "_type")

@@ -45,8 +45,11 @@ def test_bad_sweep_values_are_reported(tmp_path, capsys):
 
 
 def test_reproduce_runs_a_registered_experiment(tmp_path, capsys):
+    runs = []
+
     @experiment("unit-test-experiment", "a check of the framework", "nobody (2026)")
     def run(out, quick):
+        runs.append(quick)
         (out / "plot.png").write_bytes(b"\x89PNG")
         return Report(
             comparisons=[Comparison("answer", "42", "42" if quick else "41", "")],
@@ -59,6 +62,8 @@ def test_reproduce_runs_a_registered_experiment(tmp_path, capsys):
         printed = capsys.readouterr().out
         assert "answer" in printed and "42" in printed
         assert pl.read_csv(tmp_path / "unit-test-experiment" / "runs.csv")["x"].to_list() == [1, 2]
+        assert main(["reproduce", "unit-test-experiment", "unit-test-experiment", "--quick", "--out", str(tmp_path)]) == 0
+        assert runs == [True, True]  # (once more, not twice: a name given twice runs once)
         assert main(["reproduce", "unit-test-experimnt"]) == 2
         assert "did you mean 'unit-test-experiment'" in capsys.readouterr().err
         assert main(["reproduce", "unit-test-experiment", "--out", " "]) == 2

@@ -38,6 +38,7 @@ def register(sub) -> None:
 def reproduce(args) -> int:
     experiments = load_all()
     console = Console()
+    args.names = list(dict.fromkeys(args.names))  # (a name given twice runs once: its folder is one)
     for name in args.names:
         if name not in experiments:
             hint = did_you_mean(name, experiments)

@@ -150,7 +150,7 @@ def generate(
     return validate(pl.DataFrame(columns), "<generated>")
 
 
-# --- Tiresias' testbed workload (NSDI'19 §6.1) ----------------------------------------------
+# --- Tiresias' testbed workload (NSDI'19 §5.1) ----------------------------------------------
 
 # The ten TensorFlow benchmark models of Tiresias Table 6, 48 jobs each in the 480-job workload.
 TIRESIAS_MODELS: tuple[str, ...] = (

@@ -26,7 +26,7 @@ class Srtf(KeyOrder):
         placer with room for every job reads only the newcomers' order, O(k log k). Skipped while
         no two remaining times can swap (event skipping).
     See also: Las, Fifo, Srsf
-    Paper: Tiresias (NSDI'19) §6 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.
+    Paper: Tiresias (NSDI'19) §5.1 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.
     """
 
     def key(self, active: Active) -> np.ndarray:

@@ -297,7 +297,7 @@ class YarnCS(Policy):
     Cost: O(n log n) over the pool's jobs n (a stable sort by arrival). Not ticked after a round
         whose plan changed nothing, until an arrival or a completion (event skipping).
     See also: Fifo, TiresiasLas, Consolidated
-    Paper: Tiresias (NSDI'19) §6.1 (YARN-CS baseline).
+    Paper: Tiresias (NSDI'19) §5.1 (YARN-CS baseline).
     """
 
     state = ()

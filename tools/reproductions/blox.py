@@ -58,7 +58,7 @@ def _set(**values) -> tuple[str, ...]:
 
 # Suspending and resuming a job costs time, as in Blox's simulator, which models launch and
 # preemption overheads (§7); we charge Tiresias' measured average, about 60 s per preemption
-# (13,724 s over 221 preemptions on its testbed, §6.2), split between checkpoint and restore.
+# (13,724 s over 221 preemptions on its testbed, §5.2.4), split between checkpoint and restore.
 COSTS = "checkpoint = 30s;\nrestore = 30s;"
 
 
@@ -314,7 +314,7 @@ def blox_loss_termination(out_dir: Path, quick: bool) -> Report:
             f"{np.mean(drops):.1f}% lower" + (f" (seeds: {', '.join(f'{d:.1f}%' for d in drops)})" if len(drops) > 1 else ""),
         ),
         Comparison(
-            "avg JCT",
+            "avg JCT" + (f" (mean of {len(seeds)} seeds)" if len(seeds) > 1 else ""),
             "",
             f"all epochs {hours(value(runs, 'avg_jct_s', termination='epochs'))}, loss-based {hours(value(runs, 'avg_jct_s', termination='loss-based'))}",
         ),
@@ -327,7 +327,7 @@ def blox_loss_termination(out_dir: Path, quick: bool) -> Report:
 
 # Fig 11's eight workloads: the first five have a tensor skew above 0.12, the last three below.
 EIGHT_MODELS = ("VGG19", "VGG16", "VGG11", "AlexNet", "GoogleNet", "ResNet50", "Inception3", "ResNet101")
-SPREAD_SLOWDOWN = 1.67  # Tiresias' largest measured gain from consolidation (§6.2)
+SPREAD_SLOWDOWN = 1.67  # Tiresias' largest measured gain from consolidation (§5.2.3)
 
 PLACEMENT_GRAPH = """
 round = 5min;

@@ -1,5 +1,5 @@
 """Tiresias (Gu et al., NSDI'19): the toy example of Fig 7 and the testbed workload replayed in
-simulation (§6, "simulator fidelity")."""
+simulation (§5.3.1, "simulator fidelity")."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ GRAPHS = {
     "YARN-CS": REPO / "graphs" / "yarn-cs.sched",
 }
 SRTF_GRAPH = """
-// SRTF as Tiresias' baseline (§6.1): oracle remaining time, preemptive, Tiresias' placement.
+// SRTF as Tiresias' baseline (§5.1): oracle remaining time, preemptive, Tiresias' placement.
 round = 10s;
 cluster = "15x4:P100";
 arrivals :: TraceSource(path="unset.csv", timing=duration);
@@ -120,7 +120,7 @@ arrivals -> AcceptAll -> JobPool -> Srtf -> SkewAwarePlacer(packlimit=0.3) -> La
 @experiment(
     "tiresias-sim",
     "Tiresias' 480-job testbed workload in simulation: Tiresias-L/-G, SRTF, YARN-CS on 60 GPUs",
-    "Tiresias (NSDI'19) §6.2-6.3",
+    "Tiresias (NSDI'19) §5.2-5.3",
 )
 def tiresias_sim(out_dir: Path, quick: bool) -> Report:
     from roundhouse.traces.generators import tiresias_testbed
