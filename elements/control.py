@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.explain import CANDIDATE
 from roundhouse.runtime.types import Active, Jobs, Ranking
 from roundhouse.runtime.values import Duration, ElementRef, at_most, one_of, positive
 from roundhouse.traces.jobs import FINISHED
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
     from roundhouse.runtime.lookahead import Fork, Outlook
     from roundhouse.runtime.snapshot import Shared
+
+
+_NO_ROWS = np.empty(0, dtype=np.int64)
+_NO_ROWS.setflags(write=False)
 
 
 def _one_or_more(instance, attribute, value) -> None:
@@ -177,6 +182,8 @@ class ChoosePolicy(_Switch):
             self._selected, self._pending = self._pending, None
             self.counters["switches"] += 1
         self.counters["selected"] = self._selected
+        if ctx.explaining:  # (the placers it feeds are recorded as following the candidate acting)
+            ctx.explain(CANDIDATE, _NO_ROWS, self._selected)
         return self._tick_candidate(ctx, active=active)
 
 

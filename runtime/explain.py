@@ -2,12 +2,12 @@
 
 Elements that decide give reasons through the round context (`ctx.explain(reason, rows, a, b,
 c)`): a `Reason` code and up to three numbers whose meaning the code fixes (`MEANINGS`). The
-engine adds what the plan did (launched, suspended, completed) and what the backend reported
-(finished, failed, requeued). The `Recorder` keeps, per job, the reason it holds now (the code
-and the element that gave it) and appends a record only when that changes: a job that waits for
-the same reason as last round costs a comparison, nothing more, and rounds skipped because
-nothing can change record nothing. Each record carries the time its reason began; its numbers
-are those of that moment.
+engine adds what the plan did (launched, suspended, moved or resized, completed) and what the
+backend reported (finished, failed, requeued). The `Recorder` keeps, per job, the reason it
+holds now (the code and the element that gave it) and appends a record only when that changes:
+a job that waits for the same reason as last round costs a comparison, nothing more, and rounds
+skipped because nothing can change record nothing. Each record carries the time its reason
+began; its numbers are those of that moment.
 
 Records are kept columnar, as the arrays elements hand over (appended to a list, and every few
 thousand of them joined into one block of columns), so recording is a few numpy operations per
@@ -33,6 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from roundhouse.runtime import rowsets
+from roundhouse.runtime.rowsets import isin_rows
 
 if TYPE_CHECKING:
     import polars as pl
@@ -65,6 +68,8 @@ class Reason(IntEnum):
     LEASE_END = 23
     DEMOTED = 24
     PROMOTED = 25
+    MOVED = 26
+    RESIZED = 27
     FINISHED = 30
     FAILED = 31
     COMPLETED = 32
@@ -90,6 +95,8 @@ MEANINGS: dict[Reason, tuple[str, str, str, str]] = {
     Reason.LEASE_END: ("suspended", "entries chosen this round", "", ""),
     Reason.DEMOTED: ("note", "queue", "GPU-seconds of service", ""),
     Reason.PROMOTED: ("note", "queue", "seconds waited", ""),
+    Reason.MOVED: ("running", "machine of its first GPU", "GPUs", "machine of its first GPU before (-1: not in the record)"),
+    Reason.RESIZED: ("running", "machine of its first GPU", "GPUs", "GPUs before"),
     Reason.FINISHED: ("finished", "", "", ""),
     Reason.FAILED: ("finished", "", "", ""),
     Reason.COMPLETED: ("finished", "", "", ""),
@@ -102,6 +109,7 @@ MEANINGS: dict[Reason, tuple[str, str, str, str]] = {
 _AFTER = np.arange(128)
 _AFTER[Reason.PREEMPTED] = Reason.RANKED_BEHIND
 _AFTER[Reason.LEASE_END] = Reason.NOT_CHOSEN
+_AFTER[[Reason.MOVED, Reason.RESIZED]] = Reason.LAUNCHED  # (it runs, as a launched job does)
 _AFTER_OF = _AFTER.tolist()  # (indexed with Python ints in the round)
 
 # Reasons a running job holds only when an element has just explained its suspension (a
@@ -122,6 +130,11 @@ _SUSPENSIONS_GIVEN = [c in (Reason.SUSPENDED, Reason.PREEMPTED, Reason.LEASE_END
 
 # A record's key: which element gave which code, in one integer (element -1: the runtime).
 _CODES = 128
+
+# Not a reason: a switch (ChoosePolicy) gives this code with no rows and, as its first number,
+# the index of the candidate whose ranking it passes on from now on, so that the placers it
+# feeds are recorded as following that candidate (`Recorder(switches=...)`).
+CANDIDATE = _CODES - 1
 
 
 _ALL = slice(None)
@@ -224,13 +237,22 @@ def _machines(node: np.ndarray, starts: np.ndarray) -> np.ndarray:
 class Recorder:
     """The run's record of reasons. `elements`: the graph's element names (an element's id is
     its index); `classes` and `ranked_by` (the element whose ranking a placer follows, or "")
-    describe them in the written record."""
+    describe them in the written record; `switches`: per switch (ChoosePolicy) that ranks for a
+    placer, its candidates' names (the records of that placer name the candidate acting)."""
 
-    def __init__(self, elements: Sequence[str], classes: Sequence[str], ranked_by: Sequence[str]):
-        self.elements = list(elements)
-        self.classes = list(classes)
-        self.ranked_by = list(ranked_by)
-        self.ids = {name: i for i, name in enumerate(self.elements)}
+    def __init__(
+        self,
+        elements: Sequence[str],
+        classes: Sequence[str],
+        ranked_by: Sequence[str],
+        switches: dict[str, Sequence[str]] | None = None,
+    ):
+        self.elements, self.classes, self.ranked_by = list(elements), list(classes), list(ranked_by)
+        # Each element's own id, and the id its records are made under now (`ctx.explain` reads
+        # it): a placer fed by a switch has one per candidate (`_Candidates`).
+        self._own_ids = {name: i for i, name in enumerate(self.elements)}
+        self._candidates = _Candidates(self.elements, self.classes, self.ranked_by, switches or {})
+        self.ids, self._places = dict(self._own_ids), _Places()
         # Per job row: the key of the reason it holds now. As narrow as the graph's keys allow:
         # each round compares the keys of every waiting job, read at rows spread over the whole
         # job table, and a narrower array is read faster.
@@ -258,13 +280,15 @@ class Recorder:
         element that ranked it."""
         order = list(graph.elements.values())
         ranked_by = [(graph.producer_of(el.name, "ranking") if el.input("ranking") is not None else None) or "" for el in order]
-        return cls([e.name for e in order], [type(e).__name__ for e in order], ranked_by)
+        return cls([e.name for e in order], [type(e).__name__ for e in order], ranked_by, _switches(graph, ranked_by))
 
     def plan_ids(self, graph) -> dict[str, tuple[int, int]]:
-        """Per launcher of the graph: the ids of the element whose plan it carries out, and its own."""
-        ids = self.ids
+        """Per launcher of the graph: the ids of the element whose plan it carries out, and of
+        the one whose completions it carries out (the one element feeding its `finish` port,
+        LossTermination say; else its own)."""
+        ids = self._own_ids
         return {
-            el.name: (ids.get(graph.producer_of(el.name, "plan") or "", -1), ids.get(el.name, -1))
+            el.name: (ids.get(graph.producer_of(el.name, "plan") or "", -1), ids.get(_finisher(graph, el.name), -1))
             for el in graph.elements.values()
             if el.category == "launch"
         }
@@ -273,7 +297,8 @@ class Recorder:
         """An independent copy (a forked world's record goes on from here on its own)."""
         other = Recorder.__new__(Recorder)
         other.__dict__.update(self.__dict__)
-        other._key = self._key.copy()
+        other._key, other.ids = self._key.copy(), dict(self.ids)
+        other._candidates, other._places = self._candidates.copy(), self._places.copy()
         other._chunks = list(self._chunks)  # (the arrays in them are never written again)
         other._blocks = list(self._blocks)
         # (Blocks spilled so far are shared: a spill file is only appended to, and the copy
@@ -301,6 +326,10 @@ class Recorder:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("_file", None)  # (a record pickled before files were written as runs went)
+        if "_places" not in state:  # (one pickled before moves and switches were recorded)
+            self._own_ids, self._candidates = dict(self.ids), _Candidates(self.elements, self.classes, self.ranked_by, {})
+            self._places = _Places()
+            self._places.reserve(len(self._key))
 
     def reserve(self, n_jobs: int) -> None:
         """Room for rows up to `n_jobs` (called as jobs join the table)."""
@@ -308,6 +337,8 @@ class Recorder:
             grown = np.zeros(max(n_jobs, 2 * len(self._key)), dtype=self._key.dtype)
             grown[: len(self._key)] = self._key
             self._key = grown
+            self._places.reserve(len(grown))
+            rowsets.reserve(len(grown))  # (for the membership tests of `plan`)
 
     def note(
         self,
@@ -325,6 +356,8 @@ class Recorder:
         `changed_only=False`: launches and completions always change where a job is). Arrays
         of numbers are kept as given: hand over ones nobody changes afterwards."""
         if not len(rows):
+            if not isinstance(reason, np.ndarray) and reason == CANDIDATE:
+                self._candidates.select(self.ids, element, int(a))  # type: ignore[arg-type]
             return
         base = (element + 1) * _CODES
         key: Any
@@ -375,22 +408,34 @@ class Recorder:
             self._chunks, self._joined = [], self.records
         if not plan.changes:
             return
+        placer = self._candidates.acting.get(placer, placer)
+        rows = plan.launch_rows
+        # Jobs suspended and launched again by the same plan moved or were resized: one record
+        # each, with their launch, rather than a suspension nobody explained.
+        again = isin_rows(rows, plan.suspend) if len(rows) and len(plan.suspend) else None
+        moves = 0 if again is None else int(np.count_nonzero(again))
         if len(plan.suspend) > explained:
-            rows = plan.suspend
-            plain = ~_SUSPENSIONS[self._key[rows] % _CODES]
+            plain = ~_SUSPENSIONS[self._key[plan.suspend] % _CODES]
+            if moves:
+                plain &= ~isin_rows(plan.suspend, rows)
             if plain.any():
-                self.note(placer, Reason.SUSPENDED, rows[plain], t=now)
+                self.note(placer, Reason.SUSPENDED, plan.suspend[plain], t=now)
                 self._explained = 0  # (its own notes explain nothing to the next plan)
         if len(plan.complete):
             self.note(launcher, Reason.COMPLETED, plan.complete, t=now, changed_only=False)
-        rows = plan.launch_rows
         if len(rows):
-            key = int(Reason.LAUNCHED) + (placer + 1) * _CODES
-            self._key[rows] = key
             self._node = world.cluster.gpu_node
-            # (which machines: worked out when the record is read; a plan's arrays never change)
-            self._chunks.append((now, rows, key, _LAUNCH, plan.launch_counts, plan.launch_gpus, plan.launch_starts))
-            self.records += len(rows)
+            if again is not None and moves:
+                self.note(placer, *self._places.relaunched(self._node, plan, again), t=now, changed_only=False)
+            else:
+                key = int(Reason.LAUNCHED) + (placer + 1) * _CODES
+                self._key[rows] = key
+                # (which machines: worked out when the record is read; a plan's arrays never change)
+                self._chunks.append((now, rows, key, _LAUNCH, plan.launch_counts, plan.launch_gpus, plan.launch_starts))
+                self.records += len(rows)
+            self._places.add(rows, plan.launch_counts, plan.launch_gpus, plan.launch_starts)
+        if len(plan.resize_rows):  # (running jobs resized, or moved to as many other GPUs, in place)
+            self.note(placer, *self._places.resized(world.cluster.gpu_node, plan), t=now, changed_only=False)
 
     def events(self, events: Events) -> None:
         """What the backend reported: jobs that finished (at their exact times) or failed, and
@@ -488,6 +533,134 @@ class Recorder:
         self._file = RecordFile.on_a_thread(path, self._labels(world))
         for block in self._all_blocks():
             self._file.add(block)
+
+
+def _switches(graph, ranked_by: list[str]) -> dict[str, Sequence[str]]:
+    """The switches among the elements placers follow (ChoosePolicy): their candidates' names."""
+    return {
+        name: [c.name for c in graph.elements[name].candidates]
+        for name in dict.fromkeys(ranked_by)
+        if name and isinstance(getattr(graph.elements[name], "candidates", None), list)
+    }
+
+
+def _finisher(graph, launcher: str) -> str:
+    """The element whose completions a launcher carries out: the one feeding its `finish` port
+    (LossTermination, say), else the launcher itself (none, or several: which asked is not known)."""
+    finishers = {src for src, _ in graph.sources_of(launcher, "finish")}
+    return finishers.pop() if len(finishers) == 1 else launcher
+
+
+# Records of one code each: codes, rows, a, b, c (as `Recorder.note` takes them).
+_Records = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+class _Places:
+    """Per job row: the GPUs it was last launched on or resized to (how many, and the first),
+    for the record of a later move or resize. Launches are kept as their plans' arrays and
+    written into the per-row arrays only when a move or resize asks, or every few thousand:
+    most plans launch and move nothing, and a round should not pay for what none reads."""
+
+    def __init__(self) -> None:
+        self.count = np.zeros(0, dtype=np.int32)  # (0: none in the record)
+        self.first = np.zeros(0, dtype=np.int32)
+        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (rows, counts, GPUs, starts)
+
+    def reserve(self, n: int) -> None:
+        if len(self.count) < n:
+            self.count = np.concatenate([self.count, np.zeros(n - len(self.count), dtype=np.int32)])
+            self.first = np.concatenate([self.first, np.zeros(n - len(self.first), dtype=np.int32)])
+
+    def copy(self) -> _Places:
+        other = _Places()
+        other.count, other.first, other.pending = self.count.copy(), self.first.copy(), list(self.pending)
+        return other
+
+    def add(self, rows: np.ndarray, counts: np.ndarray, gpus: np.ndarray, starts: np.ndarray) -> None:
+        """Jobs launched on, or resized to, `counts` GPUs each, the next in `gpus` from `starts`."""
+        self.pending.append((rows, counts, gpus, starts))
+        if len(self.pending) >= _CHUNKS:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Write the pending launches into the per-row arrays, the last of a job's winning."""
+        if not self.pending:
+            return
+        rows = np.concatenate([p[0] for p in self.pending])
+        counts = np.concatenate([p[1] for p in self.pending])
+        first = np.concatenate([p[2][p[3]] for p in self.pending])
+        self.pending = []
+        _, last = np.unique(rows[::-1], return_index=True)  # (a fancy assignment's order is not kept)
+        last = len(rows) - 1 - last
+        self.count[rows[last]] = counts[last]
+        self.first[rows[last]] = first[last]
+
+    def changes(self, node: np.ndarray, rows: np.ndarray, counts: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Jobs now on `counts` GPUs from GPU `first` on: per job, MOVED (as many GPUs as before)
+        or RESIZED, and the number c of its record (the machine it was on, the GPUs it had)."""
+        self._settle()
+        had = self.count[rows]
+        resized = (had != counts) & (had > 0)
+        code = np.where(resized, int(Reason.RESIZED), int(Reason.MOVED))
+        before = np.where(resized, had, np.where(had > 0, node[self.first[rows]], -1))
+        return code, before
+
+    def relaunched(self, node: np.ndarray, plan: Plan, again: np.ndarray) -> _Records:
+        """The records (codes, rows, a, b, c) of a plan's launches, some of them (`again`) of
+        jobs it suspended: those moved or were resized."""
+        rows, counts, starts = plan.launch_rows, plan.launch_counts, plan.launch_starts
+        on = node[plan.launch_gpus]
+        code, before = self.changes(node, rows[again], counts[again], plan.launch_gpus[starts][again])
+        codes = np.full(len(rows), int(Reason.LAUNCHED))
+        codes[again] = code
+        c = _machines(on, starts)
+        c[again] = before
+        return codes, rows, on[starts], counts, c
+
+    def resized(self, node: np.ndarray, plan: Plan) -> _Records:
+        """The records (codes, rows, a, b, c) of a plan's resizes of running jobs."""
+        rows, counts = plan.resize_rows, plan.resize_counts
+        first = plan.resize_gpus[plan.resize_starts]
+        code, before = self.changes(node, rows, counts, first)
+        self.add(rows, counts, plan.resize_gpus, plan.resize_starts)
+        return code, rows, node[first], counts, before
+
+
+class _Candidates:
+    """Placers whose ranking comes from a switch (ChoosePolicy): each has an id of its own per
+    candidate (an entry added to the record's elements, under the placer's name, ranked by the
+    candidate), and makes its records under the one of the candidate acting now."""
+
+    def __init__(self, elements: list[str], classes: list[str], ranked_by: list[str], switches: dict[str, Sequence[str]]):
+        ids = {name: i for i, name in enumerate(elements)}
+        # Per switch's id, per candidate: (placer's name, its own id, its id for the candidate).
+        self.choices: dict[int, list[list[tuple[str, int, int]]]] = {}
+        for i, ranker in enumerate(list(ranked_by)):
+            names = switches.get(ranker)
+            if not names:
+                continue
+            per = self.choices.setdefault(ids[ranker], [[] for _ in names])
+            for k, candidate in enumerate(names):
+                per[k].append((elements[i], i, len(elements)))
+                elements.append(elements[i])
+                classes.append(classes[i])
+                ranked_by.append(candidate)
+        self.selected: dict[int, int] = {}  # per switch's id: the candidate acting
+        self.acting: dict[int, int] = {}  # per placer's own id: the id it records under
+
+    def copy(self) -> _Candidates:
+        other = _Candidates.__new__(_Candidates)
+        other.choices, other.selected, other.acting = self.choices, dict(self.selected), dict(self.acting)
+        return other
+
+    def select(self, ids: dict[str, int], switch: int, index: int) -> None:
+        """Switch `switch` passes on candidate `index`'s ranking from now on."""
+        per = self.choices.get(switch)
+        if per is None or self.selected.get(switch) == index or not 0 <= index < len(per):
+            return
+        self.selected[switch] = index
+        for name, own, acting in per[index]:
+            ids[name] = self.acting[own] = acting
 
 
 class _Spill:

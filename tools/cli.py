@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import select
 import signal
 import sys
 import threading
@@ -120,6 +121,34 @@ def _on_terminate(process: int):
     return handler
 
 
+def _reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (rather than a broken pipe
+    of some connection the command made)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return True
+    except (OSError, ValueError):
+        return False
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poll.poll(0))
+    except (OSError, ValueError, AttributeError):  # (no file behind it, or no poll here)
+        return False
+
+
+def _silence_stdout() -> None:
+    """Point standard output at the null device, so that what is still buffered for it is
+    dropped at exit rather than reported as a broken pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is not threading.main_thread():  # (signals reach the main thread only)
         return _main(argv)
@@ -141,6 +170,7 @@ def _main(argv: list[str] | None) -> int:
     args.debug = debug  # (taken out of argv above: a handler that prints more with it reads it here)
     try:
         status = args.handler(args)
+        sys.stdout.flush()  # (a reader that went away shows here, not as Python's complaint at exit)
     except RoundhouseError as err:
         detail = getattr(err, "detail", "")
         if debug and detail:
@@ -150,6 +180,11 @@ def _main(argv: list[str] | None) -> int:
             print("(the Python detail: run again with --debug)", file=sys.stderr)
         return err.exit_code
     except OSError as err:  # last resort: a file a command could not read or write
+        if isinstance(err, BrokenPipeError) and _reader_gone():
+            # (`roundhouse explain RUN JOB | head`: the reader had what it wanted; what is left
+            # of the output goes nowhere, and the command ends as if it had printed it)
+            _silence_stdout()
+            return 0
         where = f"{err.filename}: " if err.filename else ""
         print(f"error: {where}{err.strerror or err}", file=sys.stderr)
         return EXIT_USER_ERROR

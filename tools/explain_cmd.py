@@ -10,6 +10,7 @@ Reads the job's rows of the record a run kept (explain.parquet, written beside j
 from __future__ import annotations
 
 import difflib
+import json
 import math
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +30,8 @@ def register(sub) -> None:
         "`roundhouse run GRAPH --out DIR` unless --no-explain is given): when it was admitted, "
         "waited (its rank and the jobs ranked ahead, no free GPUs of its type, an admission gate "
         "holding it, a delay timer, Gavel's allocation), launched, was suspended (preempted, its "
-        "Gavel round ended), and finished, each with the element that decided it. A line is printed "
+        "Gavel round ended), moved or resized while running, and finished, each with the element that "
+        "decided it; a run cut short (--until) says where it stopped. A line is printed "
         "when the reason changes; its numbers are those of that moment. docs/explain.md lists every "
         "reason.",
     )
@@ -40,11 +42,31 @@ def register(sub) -> None:
 
 def explain(args) -> int:
     record, path = read_record(args.run)
-    rows = job_rows(record, path, args.run, args.job)
+    stopped = run_end(args.run)
+    rows = job_rows(record, path, args.run, args.job, stopped)
     print(f"job {args.job}: {len(rows)} change(s) recorded in {args.run}")
     for row in rows:
         print(f"  t={clock(row['t_s']):<10} {describe(row)}")
+    if stopped is not None and not finished(rows):
+        print(f"  t={clock(stopped[0]):<10} run stopped here ({stopped[1]}); the job had not finished")
     return 0
+
+
+def run_end(run: str) -> tuple[float, str] | None:
+    """When the run stopped and why (run.json's end_s and stop_reason), or None when its
+    run.json does not say (an older run, or none)."""
+    try:
+        info = json.loads((Path(run) / "run.json").read_text())
+        end, reason = float(info["end_s"]), str(info.get("stop_reason") or "stopped")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return (end, reason) if math.isfinite(end) else None
+
+
+def finished(rows: list[dict]) -> bool:
+    """Whether the job's last record that is not a note says it finished."""
+    states = [row["state"] for row in rows if row["state"] != "note"]
+    return bool(states) and states[-1] == "finished"
 
 
 def read_record(run: str):
@@ -90,7 +112,9 @@ def _readable(path: Path):
         raise UsageError(f"{path}: cannot be read as Parquet ({first})") from None
 
 
-def job_rows(record, path: Path, run: str, job: str) -> list[dict]:
+def job_rows(record, path: Path, run: str, job: str, stopped: tuple[float, str] | None = None) -> list[dict]:
+    """The job's records in time order; a usage error saying what the record holds when it has
+    none for the job (`stopped`: when and why the run stopped, from run.json)."""
     import polars as pl
 
     ids = pl.col("job_id").cast(pl.String)
@@ -99,12 +123,28 @@ def job_rows(record, path: Path, run: str, job: str) -> list[dict]:
         if rows.height == 0:
             known = record.select(ids.unique(maintain_order=True)).collect().to_series()
     if rows.height == 0:
-        close = difflib.get_close_matches(job, known.to_list(), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise UsageError(
-            f"{run}: no job '{job}' in the record ({known.len()} jobs, ids such as {', '.join(known.head(3).to_list())}){hint}"
-        )
+        raise UsageError(f"{run}: no job '{job}' in the record ({_holds(known)}){_why_missing(job, known, stopped)}")
     return rows.sort("t_s", maintain_order=True).to_dicts()
+
+
+def _holds(known) -> str:
+    if not known.len():
+        return "it holds no job: none was admitted"
+    return f"{_plural(known.len(), 'job')}, ids such as {', '.join(known.head(3).to_list())}"
+
+
+def _why_missing(job: str, known, stopped: tuple[float, str] | None) -> str:
+    """What may explain a job missing from the record. Ids are whole numbers: a numeric id
+    spelled like another says nothing about that one, so only other ids get suggestions."""
+    if not job.strip().lstrip("-").isdigit():
+        close = difflib.get_close_matches(job, known.to_list(), n=3)
+        return f"; job ids are whole numbers{'; did you mean ' + ', '.join(close) + '?' if close else ''}"
+    if stopped is None or not known.len():
+        return ""
+    end, reason = stopped
+    if reason == "every job finished":  # (every job of the trace arrived)
+        return f"; the run ended at t={clock(end)} when every job had finished: no job of its trace has this id, or it was never admitted"
+    return f"; the run stopped at t={clock(end)} ({reason}), so a job of its trace with this id had not arrived by then, or was never admitted"
 
 
 def clock(seconds: float) -> str:
@@ -181,6 +221,14 @@ def describe(row: dict) -> str:
     if reason == "launched":
         where = f"machine {a}" if c <= 1 else f"{c} machines from machine {a}"
         return f"running: launched on {where} ({_plural(b, 'GPU')}) ({_ranked_by(row)})"
+    if reason == "moved":
+        gpus = _plural(b, "GPU")
+        if c < 0:
+            return f"running: moved to machine {a} ({gpus}) ({_ranked_by(row)})"
+        where = f"to other GPUs of machine {a}" if c == a else f"from machine {c} to machine {a}"
+        return f"running: moved {where} ({gpus}) ({_ranked_by(row)})"
+    if reason == "resized":
+        return f"running: resized from {c} to {_plural(b, 'GPU')}, on machine {a} ({_ranked_by(row)})"
     if reason == "suspended":
         return f"suspended by {by}"
     if reason == "preempted":

@@ -62,7 +62,9 @@ def to_dot(graph: CompiledGraph) -> graphviz.Digraph:
     """One record-like node per element (class, name, arguments, ports), coloured by category,
     with edges drawn port to port."""
     name = Path(graph.path).stem
-    dot = graphviz.Digraph(name=name, graph_attr={"rankdir": "LR", "fontname": "Helvetica", "label": name, "labelloc": "t"})
+    title = _escaped(name)
+    # (The graph's id too: one ending in a backslash would escape its closing quote.)
+    dot = graphviz.Digraph(name=title, graph_attr={"rankdir": "LR", "fontname": "Helvetica", "label": title, "labelloc": "t"})
     dot.attr("node", shape="plaintext", fontname="Helvetica", fontsize="10")
     dot.attr("edge", fontname="Helvetica", fontsize="9")
     for el_name, el in graph.elements.items():
@@ -80,6 +82,12 @@ def to_dot(graph: CompiledGraph) -> graphviz.Digraph:
                 if isinstance(ref, ElementRef) and ref.name in graph.elements:
                     dot.edge(_node_id(el_name), _node_id(ref.name), label=field.name, style="dashed", color="#777777")
     return dot
+
+
+def _escaped(text: str) -> str:
+    """Text for a plain Graphviz label, drawn as written: in labels Graphviz reads a backslash
+    as the start of an escape (`\\n`, `\\l`, `\\G`, ...), so each is doubled."""
+    return text.replace("\\", "\\\\")
 
 
 def _node_id(name: str) -> str:

@@ -10,8 +10,10 @@ import attrs
 import numpy as np
 
 from roundhouse.elements.placement.placer import Placer
+from roundhouse.elements.placement.reasons import explain_placement
 from roundhouse.errors import SchedError
 from roundhouse.runtime.element import element
+from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Plan, Ranking
 from roundhouse.runtime.values import non_negative
 
@@ -88,6 +90,13 @@ class Gandiva(Placer):
         # changes what it is given, each tick would give the same plan again.
         return math.inf
 
+    @staticmethod
+    def _explain(ctx: RoundContext, ranking: Ranking, held: np.ndarray, launched: list[int], moved: list[int], available) -> None:
+        """The round's reasons, as the shared placers give them (reasons.py): why each ranked job
+        not placed waits, with the GPUs the plan leaves free. Moves suspend nobody for good."""
+        placed = isin_rows(ranking.rows, np.asarray(launched, dtype=np.int64))
+        explain_placement(ctx, ranking, held > 0, placed, np.asarray(moved, dtype=np.int64), available)
+
     def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
         cluster = ctx.cluster
         running = ctx.running_rows
@@ -140,6 +149,8 @@ class Gandiva(Placer):
             launch_rows.append(row)
             launch_gpus.append(ids)
             moved.append(row)
+        if ctx.explaining:
+            self._explain(ctx, ranking, held, launch_rows, moved, available)
         if not launch_rows:
             return Plan(keep=running)
         self.counters["launched"] += len(launch_rows)
