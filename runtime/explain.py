@@ -62,6 +62,8 @@ class Reason(IntEnum):
     NOT_CHOSEN = 9
     NO_ALLOCATION = 10
     NO_SHARE = 11
+    NOT_SCHEDULED = 12
+    GATED = 13
     LAUNCHED = 20
     SUSPENDED = 21
     PREEMPTED = 22
@@ -89,6 +91,8 @@ MEANINGS: dict[Reason, tuple[str, str, str, str]] = {
     Reason.NOT_CHOSEN: ("waiting", "entries chosen this round", "GPUs left idle", ""),
     Reason.NO_ALLOCATION: ("waiting", "time the allocation in force was made (s)", "earliest time of the next (s)", ""),
     Reason.NO_SHARE: ("waiting", "time the allocation in force was made (s)", "GPUs left idle", ""),
+    Reason.NOT_SCHEDULED: ("waiting", "jobs the schedule runs", "GPUs it leaves idle", ""),
+    Reason.GATED: ("waiting", "GPUs the schedule gives it", "", ""),
     Reason.LAUNCHED: ("running", "machine of its first GPU", "GPUs", "machines spanned"),
     Reason.SUSPENDED: ("suspended", "", "", ""),
     Reason.PREEMPTED: ("suspended", "rank", "jobs ranked ahead that hold GPUs", ""),

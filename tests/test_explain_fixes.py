@@ -64,6 +64,27 @@ def test_every_job_waiting_under_gandiva_has_a_reason():
     assert frame.filter(pl.col("element") == "place", pl.col("state") == "waiting").height > 20
 
 
+def test_every_job_waiting_under_ones_has_a_reason(capsys):
+    # ONES deploys a schedule it evolved: a job it gives no GPU, or GPUs running jobs hold
+    # while its epoch gate holds changes back, waits for that, and says so.
+    result = simulate(compile_file(REPO / "graphs" / "ones.sched"), until=600.0, explain=True)
+    frame = result.world.explain.frame(result.world).with_columns(pl.col("reason").cast(pl.String))
+    after = frame.with_columns(next_t=pl.col("t_s").shift(-1).over("job_id")).filter(pl.col("reason") == "admitted")
+    waited = after.filter(pl.col("next_t").is_null() | (pl.col("next_t") > pl.col("t_s")))
+    assert after.height > 10
+    assert waited.height == 0, waited.head()
+    gated = frame.filter(pl.col("reason") == "gated")
+    assert gated.height > 0 and (gated["a"] >= 1).all()
+    row = gated.row(0, named=True)
+    assert describe(row) == (
+        f"waiting: the schedule gives it {row['a']} GPU{'s' if row['a'] > 1 else ''} that running jobs still hold, "
+        f"and changes to running jobs wait for their next epoch (Ones '{row['element']}')"
+    )
+    assert describe({**row, "reason": "not_scheduled", "a": 3, "b": 2}) == (
+        f"waiting: the schedule deployed gives it no GPU; it runs 3 jobs and leaves 2 GPU(s) idle (Ones '{row['element']}')"
+    )
+
+
 # --- moves and resizes: one line each, from where to where ---
 
 

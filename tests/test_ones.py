@@ -193,7 +193,7 @@ def test_a_preempted_jobs_limit_is_set_once_and_halved_only_when_left_out():
     o.counters.update(deployed=0, held_back=0)
     o._limit, o._seen = np.array([8, 8, 8]), np.ones(3, dtype=bool)
     o._epoch_mark, o._scaled_at = np.zeros(3), np.zeros(3)
-    ctx = SimpleNamespace(jobs=SimpleNamespace(has_column=lambda name: False))
+    ctx = SimpleNamespace(jobs=SimpleNamespace(has_column=lambda name: False), explaining=False)
     epochs, cap = np.array([5.0, 5.0, 5.0]), np.array([8, 8, 8])
     active = _Active([100.0, 50.0, 100.0], [32, 32, 32])
     # Job 0 holds GPUs 0-1 with R = 8, job 2 GPUs 2-3; job 1 waits, having run. The schedule

@@ -218,6 +218,13 @@ def describe(row: dict) -> str:
         return (
             f"waiting: the allocation made at {clock(a)} gives it no time on a GPU type it can use; {b} GPU(s) left idle ({by})"
         )
+    if reason == "not_scheduled":
+        return f"waiting: the schedule deployed gives it no GPU; it runs {_plural(a, 'job')} and leaves {b} GPU(s) idle ({by})"
+    if reason == "gated":
+        return (
+            f"waiting: the schedule gives it {_plural(a, 'GPU')} that running jobs still hold, and changes to "
+            f"running jobs wait for their next epoch ({by})"
+        )
     if reason == "launched":
         where = f"machine {a}" if c <= 1 else f"{c} machines from machine {a}"
         return f"running: launched on {where} ({_plural(b, 'GPU')}) ({_ranked_by(row)})"

@@ -11,6 +11,7 @@ import numpy as np
 from roundhouse.elements.policies import ones_search as search
 from roundhouse.elements.policies.base import job_column as _column
 from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import LR_LINEAR, Active, Assignment, Plan, Resize
 from roundhouse.runtime.values import FilePath, at_most, non_negative, one_of, positive
 
@@ -310,18 +311,35 @@ class Ones(Element):
                     keep.append(int(rows[j]))
             self._epoch_mark[rows[changed]] = epochs[changed]
             # A job that ran, still waiting under the schedule deployed, is rejected: R halves.
-            rejected = ~running & (active.run_s > 0) & ~np.isin(np.arange(n), best)
+            unscheduled = ~np.isin(np.arange(n), best)
+            rejected = ~running & (active.run_s > 0) & unscheduled
             self._limit[rows[rejected]] = search.resume_limit(limit, rejected)[rejected]
+            if ctx.explaining:
+                _explain_waits(ctx, rows[~running & unscheduled], best)
             return Plan.of(
                 launches, keep=np.asarray(keep, dtype=np.int64), suspend=np.asarray(suspend, dtype=np.int64), resizes=resizes
             )
         self.counters["held_back"] += 1
         # Only waiting jobs whose GPUs in the best schedule are all free now start.
         free = current < 0
-        launches = []
+        launches, gated, gated_gpus = [], [], []
         for j in np.flatnonzero(~running).tolist():
             g = np.flatnonzero(best == j)
             if len(g) and free[g].all():
                 launches.append(Assignment(int(rows[j]), g.tolist(), batch(j, len(g))))
                 self._epoch_mark[rows[j]] = epochs[j]
+            elif len(g):
+                gated.append(int(rows[j]))
+                gated_gpus.append(len(g))
+        if ctx.explaining:
+            _explain_waits(ctx, rows[~running & ~np.isin(np.arange(n), best)], best)
+            if gated:
+                ctx.explain(Reason.GATED, np.asarray(gated, dtype=np.int64), np.asarray(gated_gpus, dtype=np.int64))
         return Plan.of(launches, keep=rows[running])
+
+
+def _explain_waits(ctx: RoundContext, rows: np.ndarray, schedule: np.ndarray) -> None:
+    """Waiting jobs the schedule gives no GPU: with how many jobs it runs and GPUs it leaves idle."""
+    if len(rows):
+        scheduled = schedule[schedule >= 0]
+        ctx.explain(Reason.NOT_SCHEDULED, rows, len(np.unique(scheduled)), int(len(schedule) - len(scheduled)))
