@@ -275,7 +275,9 @@ def test_ones_plans_no_batch_past_a_job_s_limit():
     o._limit, o._seen = np.full(3, 4), np.ones(3, dtype=bool)
     o._epoch_mark, o._scaled_at = np.zeros(3), np.zeros(3)
     columns = {"max_batch_size": np.array([64.0, 64.0, np.nan]), "local_batch": np.array([16.0, 128.0, 8.0])}
-    ctx = SimpleNamespace(jobs=SimpleNamespace(has_column=lambda name: name in columns, column=columns.__getitem__))
+    ctx = SimpleNamespace(
+        jobs=SimpleNamespace(has_column=lambda name: name in columns, column=columns.__getitem__), explaining=False
+    )
     active = _Active([16, 128, 8])
     current, best = np.array([0, -1, -1, -1, -1]), np.array([0, 0, 1, 2, 2])
     plan = o._deploy(ctx, active, best, current, np.ones(3), np.array([1, 0, 0]), o._limit.copy())
