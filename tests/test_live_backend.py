@@ -246,8 +246,19 @@ def test_crashes_are_retried_then_fail_and_lost_nodes_requeue(live):
 
 def test_a_job_whose_numbers_a_launch_cannot_carry_fails_alone(live):
     # (A trace's row, not a submission: submissions are refused before they are journaled.)
+    # Its id is an int64 past the wire's 2^62 (its iterations could not be: a trace's job may not
+    # take more than a century, far fewer than the wire's 2^53 iterations).
     world, backend, agents, _ = live
-    big, small = launch_two(live, 1e20)
+    for ag in agents:
+        ag.receive()
+    big, small = add_jobs(
+        world,
+        [
+            {"job_id": 2**62 + 1, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0},
+            {"job_id": 2, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 100.0},
+        ],
+    )
+    round_trip(world, backend, Plan(launch_rows=[big, small], launch_gpus=[0, 2], launch_counts=[1, 1]))
     pump(backend)
     events = round_trip(world, backend, None)
     assert events.failed.tolist() == [big] and world.jobs.column("failed")[big]
