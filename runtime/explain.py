@@ -569,6 +569,7 @@ class _Places:
         self.count = np.zeros(0, dtype=np.int32)  # (0: none in the record)
         self.first = np.zeros(0, dtype=np.int32)
         self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (rows, counts, GPUs, starts)
+        self.pending_rows = 0
 
     def reserve(self, n: int) -> None:
         if len(self.count) < n:
@@ -578,12 +579,16 @@ class _Places:
     def copy(self) -> _Places:
         other = _Places()
         other.count, other.first, other.pending = self.count.copy(), self.first.copy(), list(self.pending)
+        other.pending_rows = self.pending_rows
         return other
 
     def add(self, rows: np.ndarray, counts: np.ndarray, gpus: np.ndarray, starts: np.ndarray) -> None:
         """Jobs launched on, or resized to, `counts` GPUs each, the next in `gpus` from `starts`."""
         self.pending.append((rows, counts, gpus, starts))
-        if len(self.pending) >= _CHUNKS:
+        self.pending_rows += len(rows)
+        # (By rows too: held plans keep their arrays alive, which under heavy churn is most of
+        # a run's memory.)
+        if len(self.pending) >= _CHUNKS or self.pending_rows >= _PLACES_ROWS:
             self._settle()
 
     def _settle(self) -> None:
@@ -593,7 +598,7 @@ class _Places:
         rows = np.concatenate([p[0] for p in self.pending])
         counts = np.concatenate([p[1] for p in self.pending])
         first = np.concatenate([p[2][p[3]] for p in self.pending])
-        self.pending = []
+        self.pending, self.pending_rows = [], 0
         _, last = np.unique(rows[::-1], return_index=True)  # (a fancy assignment's order is not kept)
         last = len(rows) - 1 - last
         self.count[rows[last]] = counts[last]
@@ -709,6 +714,7 @@ _I32 = np.iinfo(np.int32)
 # records, whichever comes first: a busy round's chunks hold thousands).
 _CHUNKS = 4096
 _ROWS = 1 << 19
+_PLACES_ROWS = 1 << 16  # launches held by `_Places` before they are written into its arrays
 # Bytes of blocks held in memory before they are spilled to disk.
 _SPILL_BYTES = 16 << 20
 
