@@ -325,7 +325,6 @@ def plot(results: list[dict], path: Path) -> None:
         ax.grid(True, alpha=0.3)
     fig.suptitle("Roundhouse engine: cost of a round (LAS, Consolidated, 5-minute rounds)")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
 
 
@@ -412,8 +411,15 @@ def main() -> None:
         # Checked before the cases run, which can take minutes.
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+        from roundhouse.errors import UsageError
+        from roundhouse.runtime.files import check_output_file
+
         if args.plot.is_dir() or args.plot.suffix[1:].lower() not in FigureCanvasAgg.get_supported_filetypes():
             parser.error(f"--plot {args.plot}: give a file ending in .png, .svg or .pdf")
+        try:
+            check_output_file(args.plot, "--plot")
+        except UsageError as err:
+            parser.error(str(err))
     gavel = GAVEL_CASE in names
     alibaba = None
     if args.alibaba is not None:
