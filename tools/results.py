@@ -84,12 +84,7 @@ def trace_problems(graph, trace: str | None = None) -> list[RoundhouseError]:
         except TraceError as err:
             if trace is not None:
                 return [err]  # (every TraceSource reads it: once is enough)
-            decl = graph.decls.get(name)
-            arg = (
-                next((a for i, a in enumerate(decl.args) if a.name == "path" or (a.name is None and i == 0)), None)
-                if decl
-                else None
-            )
+            arg = _written_argument(graph, name, "path", first=True)
             written = arg.value.value if arg is not None and arg.value.kind == "string" else None
             if written is None or (Path(graph.path).parent / written).resolve() != Path(el.path).resolve():
                 problems.append(err)  # (a path given by a --set: the trace's error names its file)
@@ -120,14 +115,22 @@ def _model_problems(graph) -> list[RoundhouseError]:
         counts = PHILLY_GPU_COUNTS if el.gpus == "philly" else (1,)
         missing = next((c for c in counts if not model_choices(profile, c)), None)
         if missing is not None:
-            decl = graph.decls.get(name)
-            arg = next((a for a in decl.args if a.name == "models"), None) if decl else None
+            arg = _written_argument(graph, name, "models")
             drawn = f"gpus={el.gpus} draws {', '.join(map(str, counts))} GPUs"
             location = arg.value.location if arg is not None else el.declared_at
             problems.append(
                 SchedError(f"argument 'models' of {type(el).__name__}: {no_model_on(profile, missing)} ({drawn})", location)
             )
     return problems
+
+
+def _written_argument(graph, element: str, field: str, first: bool = False):
+    """Where the graph writes `field` of `element` (the argument's declaration, None if it does
+    not: a default or a --set); `first`: the field may be written as the first unnamed argument."""
+    decl = graph.decls.get(element)
+    if decl is None:
+        return None
+    return next((a for i, a in enumerate(decl.args) if a.name == field or (first and a.name is None and i == 0)), None)
 
 
 def check_traces(graph, trace: str | None = None) -> None:
