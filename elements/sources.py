@@ -3,14 +3,16 @@ round's boundary (a job arriving inside a round becomes visible at the next boun
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
 
+from roundhouse.errors import SchedError, TraceError
 from roundhouse.runtime.element import MAX_JOBS, MAX_RATE, MAX_SECONDS, MAX_START_ID, Element, Out, element
 from roundhouse.runtime.types import Jobs
-from roundhouse.runtime.values import Duration, FilePath, Rate, at_most, existing_file, non_negative, one_of, positive
+from roundhouse.runtime.values import Duration, FilePath, Rate, at_most, describe, existing_file, non_negative, one_of, positive
 from roundhouse.traces.jobs import JobBatch
 
 if TYPE_CHECKING:
@@ -122,13 +124,26 @@ class TraceSource(_Replay):
             arrivals = poisson_arrivals(trace.height, float(self.rate), ctx.rng(self.seed))
             trace = trace.with_columns(arrival_s=arrivals)
         if self.timing == "duration" and trace["duration_s"].null_count():
-            from roundhouse.errors import TraceError
-
             raise TraceError(str(self.path), "timing=duration needs a duration_s for every job", column="duration_s")
         profile = None
         if self.timing == "duration":  # an empty profile: no job is known by its model
             profile = ProfileTable.from_frame(ProfileTable.load().frame.clear(), source="(no profile: timing=duration)")
         self._load(ctx, trace, str(self.path), profile)
+
+
+def _arrivals_within_a_century(instance, attribute, value) -> None:
+    """A PoissonSource's rate: its `jobs` arrivals span, on average, at most a century (as any
+    trace's arrival times must), so that a rate too slow for them is said at the argument when
+    the graph is checked, not when the run has drawn them. (Compared as a product: the span
+    itself of a vanishing rate is no finite number.)"""
+    gaps = instance.jobs - 1  # (the first job arrives at 0)
+    if value is not None and value > 0 and gaps > float(MAX_SECONDS) * float(value):
+        slowest = gaps / float(MAX_SECONDS) * 3600
+        step = 10 ** (math.floor(math.log10(slowest)) - 2)  # (rounded up to 3 digits: a rate that passes)
+        raise ValueError(
+            f"must be at least {math.ceil(slowest / step) * step:.3g}/h for {instance.jobs:,} jobs, got {describe(value)} "
+            "(their arrivals would span more than a century)"
+        )
 
 
 @element
@@ -157,7 +172,7 @@ class PoissonSource(_Replay):
     Paper: Gavel (OSDI'20) §7.1 and its generate_job; Blox (EuroSys'24) §4.
     """
 
-    rate: Rate = attrs.field(validator=[positive, at_most(MAX_RATE)])
+    rate: Rate = attrs.field(validator=[positive, at_most(MAX_RATE), _arrivals_within_a_century])
     jobs: int = attrs.field(default=1000, validator=[positive, at_most(MAX_JOBS)])
     seed: int | None = attrs.field(default=None, validator=non_negative)
     gpus: str = attrs.field(default="philly", validator=one_of("philly", "single"))
@@ -170,9 +185,20 @@ class PoissonSource(_Replay):
         seed = int(ctx.rng(self.seed).integers(2**31)) if self.seed is None else self.seed
         # Models are drawn from the graph's profile (the shipped table unless `profile` names
         # another), so that every job gets a configuration the run can look up.
-        trace = generate(
-            self.jobs, float(self.rate), seed, gpus=self.gpus, models=self.models, start_id=self.start_id, profile=ctx.profile
-        )
+        try:
+            trace = generate(
+                self.jobs, float(self.rate), seed, gpus=self.gpus, models=self.models, start_id=self.start_id, profile=ctx.profile
+            )
+        except TraceError as err:
+            if err.column != "arrival_s":
+                raise
+            # The rate passed its check, on the average span: these draws, by chance, went further.
+            # (No location: the run points at the element's declaration.)
+            raise SchedError(
+                f"PoissonSource '{self.name}': the arrivals of its {self.jobs:,} jobs drawn at {describe(self.rate)} (seed {seed}) "
+                f"span more than a century: {err.message}",
+                hint="a faster rate, fewer jobs or another seed",
+            ) from None
         self._load(ctx, trace, f"{self.name} (PoissonSource)")
 
 

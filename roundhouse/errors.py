@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Iterable
 
 import attrs
@@ -63,9 +64,10 @@ def remember_source(path: str, text: str) -> None:
 
 
 def source_lines(text: str) -> list[str]:
-    """The lines of a source text as the parser counts them: only a newline ends a line (not a
-    form feed, a lone carriage return or U+2028, which `str.splitlines` would also split at)."""
-    return text.split("\n")
+    """The lines of a source text as the parser counts them: a newline or a carriage return not
+    followed by one ends a line (an old Mac file's lines end with it alone); a form feed or
+    U+2028, which `str.splitlines` would also split at, does not."""
+    return re.split(r"\n|\r(?!\n)", text)
 
 
 def source_line(location: Location) -> str | None:
@@ -74,13 +76,55 @@ def source_line(location: Location) -> str | None:
         return None
     lines = source_lines(text)
     if 1 <= location.line <= len(lines):
-        # Other line-breaking characters are shown as spaces, so that the underline stays below
-        # the column the error names.
-        return "".join(" " if ch in _SHOWN_AS_SPACE else ch for ch in lines[location.line - 1])
+        # Other line-breaking characters, and control characters (an escape would be obeyed by
+        # the terminal), are shown as spaces, so that the underline stays below the column the
+        # error names.
+        return lines[location.line - 1].translate(_SHOWN_AS_SPACE)
     return None
 
 
-_SHOWN_AS_SPACE = frozenset("\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+_SHOWN_AS_SPACE = {code: " " for code in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029] if code != ord("\t")}
+
+
+# How much of a long line an error quotes around its column: a file written on one line (or a
+# generated one) would otherwise be quoted whole under each of its errors.
+QUOTED_WIDTH = 100
+
+# How many errors are printed of several found together; the rest are counted.
+MAX_SHOWN = 20
+
+
+def _quoted(line: str, start: int, length: int) -> tuple[str, int, int]:
+    """The part of `line` quoted for an error at 0-based column `start`, underlining `length`
+    characters: (text, where the underline starts in it, its width). A line longer than
+    `QUOTED_WIDTH` is cut around the column, each cut shown as '…'."""
+    width = max(1, min(length, max(len(line) - start, 1)))
+    if len(line) <= QUOTED_WIDTH:
+        return line, start, width
+    left = max(0, min(start - QUOTED_WIDTH // 3, len(line) - QUOTED_WIDTH))
+    right = left + QUOTED_WIDTH
+    head = "…" if left > 0 else ""
+    tail = "…" if right < len(line) else ""
+    return head + line[left:right] + tail, len(head) + start - left, max(1, min(width, right - start))
+
+
+def listed(errors: list, what: str = "error") -> str:
+    """Errors printed one after another, at most `MAX_SHOWN` of them, then how many more there are."""
+    shown = [shown_error(e) for e in errors[:MAX_SHOWN]]
+    if len(errors) > MAX_SHOWN:
+        shown.append(f"…and {len(errors) - MAX_SHOWN} more {what}(s)")
+    return "\n".join(shown)
+
+
+# An error message names its place, if it has one, then says "error:" (`g.sched:3:9: error: ...`,
+# `t.csv:4: error: ...`); one without a place starts with it (`error: --cluster: ...`).
+ERROR_FORM = re.compile(r"([^\n]*?: )?error: ")
+
+
+def shown_error(err: BaseException) -> str:
+    """How an error is printed: in the one form above, whatever raised it."""
+    text = str(err)
+    return text if ERROR_FORM.match(text) else f"error: {text}"
 
 
 def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
@@ -122,9 +166,7 @@ class SchedError(RoundhouseError):
         if line is not None:
             number = str(loc.line)
             gutter = " " * len(number)
-            shown = line.expandtabs(1)
-            start = max(loc.column - 1, 0)
-            width = max(1, min(loc.length, max(len(shown) - start, 1)))
+            shown, start, width = _quoted(line.expandtabs(1), max(loc.column - 1, 0), loc.length)
             out.append(f" {number} | {shown}")
             out.append(f" {gutter} | {' ' * start}{'^' * width}")
         if self.hint:
@@ -147,7 +189,19 @@ class SchedErrors(RoundhouseError):
         )
 
     def __str__(self) -> str:
-        return "\n".join(str(e) for e in self.errors)
+        return listed(self.errors)
+
+
+class RoundhouseErrors(RoundhouseError):
+    """Several problems of different kinds found together (a graph's traces, each a file of its
+    own, and its `.sched` lines), each printed as it would be alone."""
+
+    def __init__(self, errors: list[RoundhouseError]):
+        super().__init__(f"{len(errors)} error(s)")
+        self.errors = list(errors)
+
+    def __str__(self) -> str:
+        return listed(self.errors)
 
 
 class TraceError(RoundhouseError):

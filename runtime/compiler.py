@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from roundhouse.errors import Location, SchedError, SchedErrors, did_you_mean
+from roundhouse.errors import QUOTED_WIDTH, Location, SchedError, SchedErrors, did_you_mean, source_line
 from roundhouse.runtime import registry
 from roundhouse.runtime.arguments import NeedsInstance, convert, raised, validate
 from roundhouse.runtime.cluster import spec_file
@@ -135,6 +135,7 @@ class _Compiler:
         self.overrides = overrides
         self.errors: list[SchedError] = []
         self._setting_flags: dict[str, str] = {}  # setting name -> the option that gave it
+        self._setting_labels: dict[str, str] = {}  # setting name -> the option and its text (--set round=1min)
 
     def fail_if_errors(self) -> None:
         if len(self.errors) == 1:
@@ -214,6 +215,7 @@ class _Compiler:
             else:
                 per_setting[o.target] = value
                 self._setting_flags[o.target] = f"{o.flag} {o.target}"
+                self._setting_labels[o.target] = o.label
         return per_element, per_setting
 
     def _settings(self, overrides: dict[str, ast.Value]) -> GraphSettings:
@@ -250,7 +252,12 @@ class _Compiler:
             except NeedsInstance:  # (reads another setting: checked with them all below)
                 problem = None
             if problem:
-                self.errors.append(SchedError(f"setting '{name}' {problem}", value.location))
+                # (one given on the command line is said there, as an element's argument is: the
+                # value's place in the option's text is no file)
+                if location is None:
+                    self.errors.append(SchedError(f"{self._setting_labels[name]}: setting '{name}' {problem}"))
+                else:
+                    self.errors.append(SchedError(f"setting '{name}' {problem}", value.location))
                 continue
             values[name] = converted
         try:
@@ -361,7 +368,7 @@ class _Compiler:
             )
             return None
         if ok and deferred:
-            ok = _validate_together(cls, fields, kwargs, deferred, self.errors)
+            ok = _validate_together(cls, fields, kwargs, deferred, self.errors, decl)
         if not ok:
             return None
         if any(v is _OPEN for v in kwargs.values()):
@@ -445,10 +452,11 @@ def _check_named_elements(elements: dict[str, Element], flat: FlatGraph, wiring:
         )
 
 
-def _validate_together(cls, fields, kwargs, deferred, errors: list[SchedError]) -> bool:
+def _validate_together(cls, fields, kwargs, deferred, errors: list[SchedError], decl: Decl) -> bool:
     """Run again, with every other argument's value known (given, or its default), the
-    validators that read other fields; each complaint is reported at its argument. One that
-    reads what is known only once the element is built is left to building it."""
+    validators that read other fields; each complaint is reported at its argument (and, for one
+    written in an element class's body, where the instance is declared). One that reads what is
+    known only once the element is built is left to building it."""
     known = {f.name: f.default for f in fields if f.default is not attrs.NOTHING and not isinstance(f.default, attrs.Factory)}  # type: ignore[arg-type]
     known.update({k: v for k, v in kwargs.items() if v is not _REPLACED and v is not _OPEN})
     ok = True
@@ -458,7 +466,10 @@ def _validate_together(cls, fields, kwargs, deferred, errors: list[SchedError]) 
         except NeedsInstance:
             continue
         if problem:
-            errors.append(SchedError(f"{prefix}argument '{field.name}' of {cls.__name__} {problem}", location))
+            # (an argument the instance gives is pointed at where it is written, on the instance's line)
+            at_instance = bool(decl.within) and location is not None and _same_line(location, decl.within[-1][1])
+            hint = None if at_instance else _instance_hint(decl)
+            errors.append(SchedError(f"{prefix}argument '{field.name}' of {cls.__name__} {problem}", location, hint=hint))
             ok = False
     return ok
 
@@ -502,4 +513,20 @@ def _arguments_together(cls: type[Element], decl: Decl, complaint: str, override
     if named:
         return SchedError(f"{', '.join(named)}: {message}", hint=f"'{decl.name}' is declared at {decl.location}")
     given = ", ".join(label for _, _, label in overrides)
-    return SchedError(message, decl.class_location, hint=f"its arguments include {given}" if given else None)
+    hints = [f"its arguments include {given}" if given else None, _instance_hint(decl)]
+    return SchedError(message, decl.class_location, hint="; ".join(h for h in hints if h) or None)
+
+
+def _same_line(a: Location, b: Location) -> bool:
+    return (a.path, a.line) == (b.path, b.line)
+
+
+def _instance_hint(decl: Decl) -> str | None:
+    """Where the compound instance an element is inside is declared: the arguments it gives
+    are there, not on the line of the element class's body that an error points at."""
+    if not decl.within:
+        return None
+    instance, declared_at = decl.within[-1]
+    line = (source_line(declared_at) or "").strip()
+    written = f": {line}" if line and len(line) <= QUOTED_WIDTH else ""
+    return f"in '{instance}', declared at {declared_at}{written}"

@@ -5,9 +5,8 @@ in which an error is printed."""
 from __future__ import annotations
 
 import argparse
-import re
 
-from roundhouse.errors import RoundhouseError, UsageError
+from roundhouse.errors import RoundhouseError, UsageError, shown_error
 from roundhouse.runtime.compiler import Override
 from roundhouse.runtime.values import duration_from_text
 
@@ -57,12 +56,6 @@ def overrides(texts, flag: str = "--set") -> list[Override]:
     return given
 
 
-# An error message names its place, if it has one, then says "error:" (`g.sched:3:9: error: ...`,
-# `t.csv:4: error: ...`); one without a place starts with it (`error: --cluster: ...`).
-_ERROR_FORM = re.compile(r"([^\n]*?: )?error: ")
-
-
 def error_text(err: RoundhouseError) -> str:
-    """How the command line prints an error: in the one form above, whatever raised it."""
-    text = str(err)
-    return text if _ERROR_FORM.match(text) else f"error: {text}"
+    """How the command line prints an error: in the one form `errors.shown_error` gives, whatever raised it."""
+    return shown_error(err)

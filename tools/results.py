@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roundhouse.errors import RoundhouseError, SchedError, SchedErrors, TraceError, UsageError
+from roundhouse.errors import RoundhouseError, RoundhouseErrors, SchedError, TraceError, UsageError
 from roundhouse.runtime import sweep
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load, read_source
@@ -86,7 +86,9 @@ def trace_problems(graph, trace: str | None = None) -> list[RoundhouseError]:
                 return [err]  # (every TraceSource reads it: once is enough)
             arg = _written_argument(graph, name, "path", first=True)
             written = arg.value.value if arg is not None and arg.value.kind == "string" else None
-            if written is None or (Path(graph.path).parent / written).resolve() != Path(el.path).resolve():
+            # (relative to the file that declares the source, which an import may put in another folder)
+            declared_in = graph.decls[name].base_dir if name in graph.decls else str(Path(graph.path).parent)
+            if written is None or (Path(declared_in) / written).resolve() != Path(el.path).resolve():
                 problems.append(err)  # (a path given by a --set: the trace's error names its file)
                 continue
             shown = written
@@ -134,12 +136,12 @@ def _written_argument(graph, element: str, field: str, first: bool = False):
 
 
 def check_traces(graph, trace: str | None = None) -> None:
-    """`trace_problems` raised as errors."""
+    """`trace_problems` raised as errors: every one of them, whatever its kind."""
     problems = trace_problems(graph, trace)
     if len(problems) == 1:
         raise problems[0]
     if problems:
-        raise SchedErrors([p for p in problems if isinstance(p, SchedError)])
+        raise RoundhouseErrors(problems)
 
 
 def in_units(span_s: float | None):

@@ -1,11 +1,12 @@
 """Compound instances: their parameters bound and substituted, and their bodies spliced into the
 flat graph (runtime/dsl/loader.py expands the bodies).
 
-Inside an instance `c` of an elementclass, `input [k]` and `output [k]` are elements named
-`c/input` and `c/output`; a connection into `c [k]` is joined to what `c/input [k]` connects
-to, and what `c/output [k]` receives leaves by the connections out of `c [k]`. A port of an
-instance that nothing outside connects to is kept as an `OpenPort`, so that the structure
-check reports the instance rather than the element inside it.
+Inside an instance `c` of an elementclass, `input` and `output` are elements named `c/input`
+and `c/output`, whose port k is written `input [k] -> ...` and `... -> [k] output`; a
+connection into `c [k]` is joined to what `c/input [k]` connects to, and what `c/output [k]`
+receives leaves by the connections out of `c [k]`. A port of an instance that nothing
+outside connects to is kept as an `OpenPort`, so that the structure check reports the instance
+rather than the element inside it.
 """
 
 from __future__ import annotations
@@ -95,7 +96,13 @@ def bind_params(definition: ast.ElementClass, args, node: ast.Node, errors: list
     bound: dict[str, ast.Value] = {}
     ok = True
     order = [p.name for p in definition.params]
+    seen_keyword = False
     for i, a in enumerate(args):
+        if a.name is None and seen_keyword:  # (as an element's arguments: which parameter it gives is no guess)
+            errors.append(SchedError("a positional argument cannot follow a keyword argument", a.location))
+            ok = False
+            continue
+        seen_keyword = seen_keyword or a.name is not None
         name = a.name if a.name is not None else (order[i] if i < len(order) else None)
         if name is not None and name in bound:
             errors.append(SchedError(f"{definition.name}: parameter '{name}' is given twice", a.location))

@@ -20,6 +20,9 @@ class Decl:
     location: Location
     class_location: Location
     base_dir: str  # folder of the declaring file, for relative paths in arguments
+    # The compound instances it is inside, outermost first: (instance, where it is declared).
+    # An error in the arguments an instance gives names its line beside the library's.
+    within: tuple[tuple[str, Location], ...] = ()
 
 
 @attrs.frozen

@@ -6,8 +6,8 @@
   element class (an anonymous instance, named `Class@N` as in Click).
 - `elementclass Name { $a, $b=default | input -> ... -> output; }` defines a compound. Each
   instance `c :: Name(...)` is expanded in place, its inner elements named `c/inner`, and
-  connections to `c [port]` are spliced through to what `input [port]` / `output [port]`
-  connect to inside (runtime/dsl/compounds.py). The records it loads into are in flat.py.
+  connections to `c [port]` are spliced through to what `input [port] -> ...` and
+  `... -> [port] output` connect to inside (runtime/dsl/compounds.py). The records it loads into are in flat.py.
 - An elementclass the graph has no instance of is expanded too, on its own and apart from the
   graph (a `Body`), its `$parameters` left as they are, so that its problems are reported as
   Click reports them: the compiler checks what does not depend on an instance.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import attrs
 
-from roundhouse.errors import Location, SchedError, SchedErrors, did_you_mean
+from roundhouse.errors import Location, SchedError, SchedErrors, did_you_mean, source_lines
 from roundhouse.runtime import registry
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.compounds import bind_params, splice, substitute, unbound
@@ -46,10 +46,18 @@ def read_source(path: Path) -> str:
 
 def _why_unreadable(err: Exception) -> str:
     if isinstance(err, UnicodeDecodeError):
-        return f"it is not UTF-8 text (byte {err.start} cannot be decoded)"
+        line, column = _line_and_column(err.object[: err.start])
+        return f"it is not UTF-8 text (byte 0x{err.object[err.start]:02x} at line {line}, column {column} cannot be decoded)"
     if isinstance(err, OSError) and err.strerror:
         return err.strerror.lower()
     return str(err)
+
+
+def _line_and_column(before: bytes) -> tuple[int, int]:
+    """Where the text that `before` holds ends, as the parser counts lines and columns: the
+    1-based line and column of the byte after it."""
+    lines = source_lines(before.decode("utf-8", errors="replace").removeprefix("\ufeff"))
+    return len(lines), len(lines[-1]) + 1
 
 
 # How deep imports may chain and compounds may nest: far beyond any real graph, and well short
@@ -133,10 +141,69 @@ def _in_scope(value: ast.Value, local: dict[str, str]) -> ast.Value:
     return value
 
 
+def _chosen_settings(settings: dict[str, list[tuple[ast.Setting, int]]], errors: list[SchedError]) -> dict[str, ast.Setting]:
+    """Each setting as the file nearest the graph's own sets it: the graph's file, then the
+    files it imports, then theirs. Two files as near that set it differently are an error:
+    which one won would depend on the order of the imports, without a word."""
+    chosen: dict[str, ast.Setting] = {}
+    for name, writes in settings.items():
+        nearest = min(depth for _, depth in writes)
+        first, *others = [st for st, depth in writes if depth == nearest]
+        chosen[name] = first
+        for other in others:
+            if not _same_value(first, other):
+                errors.append(
+                    SchedError(
+                        f"setting '{name}' is set differently by two files imported at the same depth: "
+                        f"{_shown(other)} here, {_shown(first)} at {first.location}",
+                        other.location,
+                        hint=f"set '{name}' in a file that imports them: a file's own settings win over those it imports",
+                    )
+                )
+    return chosen
+
+
+def _same_value(a: ast.Setting, b: ast.Setting) -> bool:
+    """Whether two files set a setting alike: the same value, and a file path (a string) from
+    the same folder."""
+    same_folder = Path(a.location.path).parent == Path(b.location.path).parent
+    return _plain(a.value) == _plain(b.value) and (a.value.kind != "string" or same_folder)
+
+
+def _shown(setting: ast.Setting) -> str:
+    return setting.value.text if setting.value.kind != "list" else "a list"
+
+
+def _plain(value: ast.Value) -> object:
+    if value.kind == "list":
+        return ("list", tuple(_plain(v) for v in value.items))
+    return (value.kind, value.value)
+
+
+def _port_connects_nothing(port: ast.PortRef, node: ast.Node, side: str) -> SchedError:
+    """An input port written before the first element of a chain, or an output port after its
+    last: what it would name, and how it is written where it does connect."""
+    name = node.name or node.class_name
+    key = port.key
+    if side == "input":
+        where, what = f"before '{name}'", f"no connection enters '{name}' here"
+        hint = f"an input port is written after the arrow that enters it: '... -> [{key}] {name}'"
+        if node.class_name is None and name == "input":
+            what = "the elementclass's input ports are written after 'input'"
+            hint = f"write 'input [{key}] -> ...'"
+    else:
+        where, what = f"after '{name}'", f"no connection leaves '{name}' here"
+        hint = f"an output port is written before the arrow that leaves it: '{name} [{key}] -> ...'"
+        if node.class_name is None and name == "output":
+            what = "the elementclass's output ports are written before 'output'"
+            hint = f"write '... -> [{key}] output'"
+    return SchedError(f"port [{key}] {where} connects nothing: {what}", port.location, hint=hint)
+
+
 class _Loader:
     def __init__(self) -> None:
         self.errors: list[SchedError] = []
-        self.settings: dict[str, tuple[ast.Setting, int]] = {}
+        self.settings: dict[str, list[tuple[ast.Setting, int]]] = {}  # each setting as written, and the file's depth
         self.classes: dict[str, tuple[ast.ElementClass, str]] = {}
         self.chains: list[tuple[ast.Chain, str]] = []
         self.files: list[str] = []
@@ -146,6 +213,7 @@ class _Loader:
         self.open_ports: list[OpenPort] = []
         self.bodies: list[Body] = []
         self.anonymous = 0
+        self.within: list[tuple[str, Location]] = []  # the instances being expanded, outermost first
 
     def load(self, path: str, text: str | None) -> FlatGraph:
         if text is None:
@@ -153,9 +221,14 @@ class _Loader:
                 text = read_source(Path(path))
             except FileNotFoundError:
                 raise SchedError(f"no such file: {path}") from None
-            except (OSError, UnicodeDecodeError, ValueError) as err:
+            except UnicodeDecodeError as err:  # (said at its line and column, as the parser's errors are)
+                line, column = _line_and_column(err.object[: err.start])
+                byte = err.object[err.start]
+                raise SchedError(f"not UTF-8 text (byte 0x{byte:02x} cannot be decoded)", Location(path, line, column)) from None
+            except (OSError, ValueError) as err:
                 raise SchedError(f"cannot read {path}: {_why_unreadable(err)}") from None
         self._read(path, text, depth=0, stack=())
+        settings = _chosen_settings(self.settings, self.errors)
         self._raise_if_errors()
         self._expand(self.chains, prefix="", env=None, params_owner=None, stack=())
         self._expand_unused()
@@ -163,7 +236,6 @@ class _Loader:
         self.edges, self.open_ports, errors = splice(self.compounds, self.edges)
         self.errors += errors
         self._raise_if_errors()
-        settings = {name: s for name, (s, _) in self.settings.items()}
         return FlatGraph(path, settings, self.decls, self.edges, self.files, self.open_ports, self.bodies)
 
     def _raise_if_errors(self) -> None:
@@ -210,9 +282,7 @@ class _Loader:
                     self.errors.append(SchedError(f"setting '{st.name}' is set twice (first at {first})", st.location))
                     continue
                 seen_here[st.name] = st
-                previous = self.settings.get(st.name)
-                if previous is None or depth <= previous[1]:
-                    self.settings[st.name] = (st, depth)
+                self.settings.setdefault(st.name, []).append((st, depth))
             elif isinstance(st, ast.ElementClass):
                 self._check_params(st)
                 if st.name in self.classes:
@@ -266,6 +336,7 @@ class _Loader:
                 self._declare(prefix + node.name, node, base_dir, env, params_owner, stack)
         # Pass 2: connections.
         for chain, base_dir in chains:
+            self._ports_at_ends(chain)
             names = [self._endpoint(ep, local, prefix, base_dir, env, params_owner, stack) for ep in chain.endpoints]
             if len(chain.endpoints) == 1:
                 node = chain.endpoints[0].node
@@ -286,6 +357,15 @@ class _Loader:
         for decl in mine:
             args = tuple(attrs.evolve(a, value=_in_scope(a.value, local)) for a in decl.args)
             self.decls[decl.name] = attrs.evolve(decl, args=args)
+
+    def _ports_at_ends(self, chain: ast.Chain) -> None:
+        """A port before the first element of a chain, or after its last, connects nothing (no
+        connection enters or leaves there): reported at the port, with the form that works."""
+        first, last = chain.endpoints[0], chain.endpoints[-1]
+        if first.in_port is not None:
+            self.errors.append(_port_connects_nothing(first.in_port, first.node, "input"))
+        if last.out_port is not None:
+            self.errors.append(_port_connects_nothing(last.out_port, last.node, "output"))
 
     def _wrong_way(self, src: ast.Node, dst: ast.Node) -> bool:
         """Inside an elementclass, connections come in at `input` and leave at `output`;
@@ -341,7 +421,8 @@ class _Loader:
         assert class_name is not None  # only nodes that name a class are declared
         compound = self.classes.get(class_name)
         if compound is None:
-            self.decls[full] = Decl(full, class_name, args, node.location, node.class_location or node.location, base_dir)
+            location, class_location = node.location, node.class_location or node.location
+            self.decls[full] = Decl(full, class_name, args, location, class_location, base_dir, tuple(self.within))
             return
         definition, class_dir = compound
         if definition.name in stack:
@@ -354,6 +435,7 @@ class _Loader:
         if bound is None:
             return
         self.compounds[full] = (definition.name, node.location)
+        self.within.append((full, node.location))
         self._expand(
             [(c, class_dir) for c in definition.body],
             prefix=full + "/",
@@ -361,6 +443,7 @@ class _Loader:
             params_owner=definition.name,
             stack=stack + (definition.name,),
         )
+        self.within.pop()
 
     # --- element classes without an instance ---
     def _expand_unused(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from importlib import resources
 
 import attrs
@@ -125,6 +126,20 @@ def _unescape(text: str) -> str:
     return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
 
 
+def _string(tok: Token, path: str) -> str:
+    """The text of a STRING token. A control character other than a tab, written as is, is
+    refused at its column: it is invisible where the file is read, and a drawing's text (SVG,
+    Graphviz's labels) cannot hold it."""
+    for i, ch in enumerate(str(tok)):
+        if ch != "\t" and unicodedata.category(ch) == "Cc":
+            raise SchedError(
+                f"a string holds the control character U+{ord(ch):04X}",
+                Location(path, tok.line or 1, (tok.column or 1) + i, 1),
+                hint="a string holds printable text; a tab may be written \\t",
+            )
+    return _unescape(str(tok))
+
+
 @v_args(meta=True)
 class _Build(Transformer):
     def __init__(self, path: str):
@@ -152,7 +167,7 @@ class _Build(Transformer):
 
     def string(self, meta, children):
         (tok,) = children
-        return ast.Value("string", _unescape(str(tok)), self._l(tok), str(tok))
+        return ast.Value("string", _string(tok, self.path), self._l(tok), str(tok))
 
     def true(self, meta, children):
         return ast.Value("bool", True, self._l(meta, 4), "true")
@@ -218,11 +233,11 @@ class _Build(Transformer):
 
     def import_stmt(self, meta, children):
         (tok,) = children
-        return ast.Import(_unescape(str(tok)), self._l(tok))
+        return ast.Import(_string(tok, self.path), self._l(tok))
 
     def require_stmt(self, meta, children):
         (tok,) = children
-        return ast.Require(_unescape(str(tok)), self._l(tok))
+        return ast.Require(_string(tok, self.path), self._l(tok))
 
     def param(self, meta, children):
         tok, default = children
@@ -244,6 +259,9 @@ class _Build(Transformer):
 
 def parse(text: str, path: str = "<string>") -> ast.Program:
     """Parse one `.sched` file. Raises `SchedError` for the first syntax error."""
+    # A carriage return not followed by a newline ends a line (a file saved with old Mac line
+    # ends has no other): the parser counts lines, and ends comments, at newlines only.
+    text = _LONE_CR.sub("\n", text)
     remember_source(path, text)
     try:
         tree = _parser().parse(text)
@@ -260,6 +278,9 @@ def parse(text: str, path: str = "<string>") -> ast.Program:
     except RecursionError:  # the tree is walked recursively; thousands of nested [lists] overflow it
         raise _too_deep(path) from None
     return ast.Program(path, statements)
+
+
+_LONE_CR = re.compile(r"\r(?!\n)")
 
 
 def _too_deep(path: str) -> SchedError:
@@ -300,20 +321,22 @@ def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) ->
         return SchedError("unexpected end of file, expected " + _one_of(expected), loc)
     loc = Location(path, line, column, max(1, len(str(tok))))
     hint = None
-    if "';'" in expected and _end_line_before(err) < line:
+    end_line, ended = _end_before(err, text)
+    if "';'" in expected and end_line < line and not ended:
         hint = "a statement ends with ';' (did the previous line forget one?)"
     return SchedError(f"unexpected '{tok}', expected " + _one_of(expected), loc, hint=hint)
 
 
-def _end_line_before(err: lark.exceptions.UnexpectedToken) -> int:
-    """The line on which the text parsed before the unexpected token ends (0 if none was)."""
+def _end_before(err: lark.exceptions.UnexpectedToken, text: str) -> tuple[int, bool]:
+    """The line on which the text parsed before the unexpected token ends (0 if none was), and
+    whether that text ends a statement or a block (with ';' or '}': no ';' is missing then)."""
     stack = err.interactive_parser.parser_state.value_stack if err.interactive_parser is not None else []
     last = stack[-1] if stack else None
     if isinstance(last, Token):
-        return last.end_line or 0
+        return last.end_line or 0, str(last) in (";", "}")
     if isinstance(last, lark.Tree) and not last.meta.empty:
-        return last.meta.end_line
-    return 0
+        return last.meta.end_line, text[last.meta.end_pos - 1 : last.meta.end_pos] in (";", "}")
+    return 0, False
 
 
 def _one_of(items: list[str]) -> str:
@@ -327,6 +350,8 @@ _VALUE_AT = "__value__ = "  # (a value is parsed as the right side of a setting)
 
 # A number as classify_number reads one: digits, then perhaps a '/' (a rate) and a unit.
 _NUMBER = r"[+-]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?/?[A-Za-z]*"
+# A range, as the grammar's RANGE reads one (`3000..4000`): no string either.
+_RANGE = r"-?\d+\.\.-?\d+"
 
 
 def parse_value(text: str, where: str = "<command line>") -> ast.Value:
@@ -340,7 +365,7 @@ def parse_value(text: str, where: str = "<command line>") -> ast.Value:
         # Quoting helps text that was meant as a string; a number with a bad unit or out of
         # range is no string either, so it keeps the parser's own hint (the units).
         quoted = '"' in text or "'" in text
-        numeric = re.fullmatch(rf"\s*{_NUMBER}\s*", text) is not None
+        numeric = re.fullmatch(rf"\s*(?:{_NUMBER}|{_RANGE})\s*", text) is not None
         hint = err.hint if quoted or numeric else f"text such as a file path is written in quotes: '\"{text}\"'"
         location = None if err.location is None else _in_text(err.location)
         raise SchedError(err.message, location, hint=hint) from None
