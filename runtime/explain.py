@@ -287,12 +287,12 @@ class Recorder:
         return cls([e.name for e in order], [type(e).__name__ for e in order], ranked_by, _switches(graph, ranked_by))
 
     def plan_ids(self, graph) -> dict[str, tuple[int, int]]:
-        """Per launcher of the graph: the ids of the element whose plan it carries out, and of
-        the one whose completions it carries out (the one element feeding its `finish` port,
-        LossTermination say; else its own)."""
+        """Per launcher of the graph: the ids of the element that made the plan it carries out
+        (`_planner`), and of the one whose completions it carries out (the one element feeding
+        its `finish` port, LossTermination say; else its own)."""
         ids = self._own_ids
         return {
-            el.name: (ids.get(graph.producer_of(el.name, "plan") or "", -1), ids.get(_finisher(graph, el.name), -1))
+            el.name: (ids.get(_planner(graph, el.name), -1), ids.get(_finisher(graph, el.name), -1))
             for el in graph.elements.values()
             if el.category == "launch"
         }
@@ -546,6 +546,23 @@ def _switches(graph, ranked_by: list[str]) -> dict[str, Sequence[str]]:
         for name in dict.fromkeys(ranked_by)
         if name and isinstance(getattr(graph.elements[name], "candidates", None), list)
     }
+
+
+def _planner(graph, launcher: str) -> str:
+    """The element that made the plan a launcher carries out: the one feeding its `plan` port,
+    or, past elements that take a plan and hand it on with something added (a CPU and memory
+    allocator, PolluxAgent's batch sizes), the placer or policy before them, whose decisions
+    the launches are ("" when none feeds it)."""
+    from roundhouse.runtime.types import Plan
+
+    name = graph.producer_of(launcher, "plan") or ""
+    for _ in range(len(graph.elements)):  # (a graph has no cycles: this only bounds the walk)
+        port = graph.elements[name].input("plan") if name in graph.elements else None
+        sources = graph.sources_of(name, "plan") if port is not None and port.type is Plan else []
+        if len(sources) != 1:  # (a plan merged from several: the element that merged it)
+            break
+        name = sources[0][0]
+    return name
 
 
 def _finisher(graph, launcher: str) -> str:

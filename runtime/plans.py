@@ -170,11 +170,10 @@ class PlanCheck:
                 f"plan gives job {self._job(rows[i])} {cpus[i]:g} CPU cores and {memory[i]:g} GB of memory "
                 "(each must be a finite number, 0 or more)"
             )
-        launched = isin_rows(rows, plan.launch_rows)
-        kept = isin_rows(rows, plan.keep)
-        if not (launched | kept).all():
+        named_ok = isin_rows(rows, plan.launch_rows) | isin_rows(rows, plan.keep) | isin_rows(rows, plan.resize_rows)
+        if not named_ok.all():
             raise PlanError(
-                f"plan gives CPU and memory to job {self._job(rows[~(launched | kept)][0])}, which it neither launches nor keeps"
+                f"plan gives CPU and memory to job {self._job(rows[~named_ok][0])}, which it neither launches, keeps nor resizes"
             )
         cluster = world.cluster
         share_cpu, share_memory = world.throughput.gpu_shares()
@@ -187,11 +186,13 @@ class PlanCheck:
 
         # Each GPU's part of its job's allocation (`share_weights`, as the allocators spread it),
         # so that a job on machines of different shapes gives each no more than its room allows.
+        # Resized jobs count on their new GPUs (below, as launches), not on those they give up.
+        leaving = np.concatenate((suspend, plan.resize_rows)) if len(plan.resize_rows) else suspend
         kept_gpus, kept_owner = [], []
         for holder in (world.holder, world.co_holder):  # jobs that keep their GPUs
             if holder is None:
                 continue
-            on = ((holder >= 0) & ~isin_rows(holder, suspend)).nonzero()[0]
+            on = ((holder >= 0) & ~isin_rows(holder, leaving)).nonzero()[0]
             kept_gpus.append(on)
             kept_owner.append(holder[on])
         if kept_gpus:
@@ -200,14 +201,19 @@ class PlanCheck:
             hit, c, m = named(h)
             np.add.at(per_cpu, on, np.where(hit, c, cols["cpus_held"][h]) * w_cpu)
             np.add.at(per_memory, on, np.where(hit, m, cols["memory_held_gb"][h]) * w_memory)
+        # Launches and resizes take new GPUs: what the plan names, else their GPUs' share.
+        for job_rows, counts, gpus in (
+            (plan.launch_rows, plan.launch_counts, plan.launch_gpus),
+            (plan.resize_rows, plan.resize_counts, plan.resize_gpus),
+        ):
+            if len(gpus):
+                owner = job_rows.repeat(counts)
+                w_cpu, w_memory = _per_gpu_weights(owner, share_cpu[gpus], share_memory[gpus])
+                hit, c, m = named(job_rows)
+                hit, c, m = hit.repeat(counts), c.repeat(counts), m.repeat(counts)
+                np.add.at(per_cpu, gpus, np.where(hit, c * w_cpu, share_cpu[gpus]))
+                np.add.at(per_memory, gpus, np.where(hit, m * w_memory, share_memory[gpus]))
         gpus, counts = plan.launch_gpus, plan.launch_counts
-        if len(gpus):
-            owner = plan.launch_rows.repeat(counts)
-            w_cpu, w_memory = _per_gpu_weights(owner, share_cpu[gpus], share_memory[gpus])
-            hit, c, m = named(plan.launch_rows)
-            hit, c, m = hit.repeat(counts), c.repeat(counts), m.repeat(counts)
-            np.add.at(per_cpu, gpus, np.where(hit, c * w_cpu, share_cpu[gpus]))
-            np.add.at(per_memory, gpus, np.where(hit, m * w_memory, share_memory[gpus]))
         for what, per_gpu, capacity in (
             ("CPU cores", per_cpu, cluster.node_cpus),
             ("GB of memory", per_memory, cluster.node_memory_gb),
@@ -220,7 +226,8 @@ class PlanCheck:
                 jobs = np.unique(
                     np.concatenate([h[on_node][h[on_node] >= 0] for h in (world.holder, world.co_holder) if h is not None])
                 )
-                jobs = np.union1d(jobs[~isin_rows(jobs, suspend)], plan.launch_rows.repeat(counts)[on_node[gpus]])
+                jobs = np.union1d(jobs[~isin_rows(jobs, leaving)], plan.launch_rows.repeat(counts)[on_node[gpus]])
+                jobs = np.union1d(jobs, plan.resize_rows.repeat(plan.resize_counts)[on_node[plan.resize_gpus]])
                 names = ", ".join(str(self._job(r)) for r in jobs[:5].tolist())
                 raise PlanError(
                     f"plan gives the jobs on machine {node} ({names}) {used[node]:g} {what}, more than its {capacity[node]:g}"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from roundhouse.runtime.allocation import close_allocations
 from roundhouse.runtime.plans import PlanError
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import LR_ADASCALE, LR_KEEP, LR_LINEAR, LR_SQRT, Plan
@@ -43,6 +44,12 @@ def apply(
     """Resized jobs keep running (same identity, same progress) on their new GPUs, at their
     new batch size and rate; their learning-rate factor follows the plan's rule."""
     rows, counts, gpus = plan.resize_rows, plan.resize_counts, plan.resize_gpus
+    # A resized job's allocation ends with its old GPUs: it holds its new GPUs' share (as a
+    # launch does) unless the plan names amounts for it (the world books those after this).
+    close_allocations(cols, rows)
+    share_cpu, share_memory = world.throughput.gpu_shares()
+    cols["cpus_held"][rows] = np.add.reduceat(share_cpu[gpus], plan.resize_starts)
+    cols["memory_held_gb"][rows] = np.add.reduceat(share_memory[gpus], plan.resize_starts)
     world.holder[isin_rows(world.holder, rows)] = -1
     world.holder[gpus] = rows.repeat(counts)
     cols["held"][rows] = counts

@@ -193,7 +193,7 @@ def test_no_machine_gives_more_than_it_has(machine):
 
 def test_bad_allocations_are_refused_with_the_job_named(machine):
     world = world_of(machine(), [(0, "AlexNet", 1), (1, "AlexNet", 1)])
-    with pytest.raises(PlanError, match="job 1, which it neither launches nor keeps"):
+    with pytest.raises(PlanError, match="job 1, which it neither launches, keeps nor resizes"):
         world.check_plan(launch(world, {0: [0]}, alloc={0: (3, 62.5), 1: (3, 62.5)}))
     with pytest.raises(PlanError, match=r"job 0 -1 CPU cores"):
         world.check_plan(launch(world, {0: [0]}, alloc={0: (-1, 62.5)}))

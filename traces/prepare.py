@@ -126,11 +126,11 @@ def prepare_jobs(
             f"throughput, more than a century ({MAX_SECONDS:g} s)",
             column="iterations",
         )
-    for name, what, per_node in (
-        ("cpus", "CPU cores", model.cluster.node_cpus),
-        ("memory_gb", "GB of memory", model.cluster.node_memory_gb),
-    ):
-        _check_machine_resource(trace, name, what, np.asarray(per_node, dtype=np.float64), job_id, gpus, origin)
+    # A job's `cpus` and `memory_gb` are not checked against the machines: they are what it
+    # would like, not what it must have. Most graphs never read them, and the only elements that
+    # do (SynergyTune, SynergyOpt) cap each job's demand at what its machines have, so no demand
+    # that passed the schema (0 or more, finite) can break a run; refusing one would only refuse
+    # traces written for bigger machines.
     columns = {
         "job_id": job_id,
         "arrival_s": get("arrival_s", np.float64, 0.0),
@@ -292,27 +292,6 @@ def _check_largest_type(model: ThroughputModel, gpus: np.ndarray, job_id: np.nda
             f"job {job_id[i]} asks for {gpus[i]} GPUs but the largest GPU type of the cluster, "
             f"{cluster.gpu_types[largest]}, has {by_type[largest]} (a job runs on GPUs of one type)",
         )
-
-
-def _check_machine_resource(trace, name, what, per_node, job_id, gpus, origin) -> None:
-    """Refuse a job whose CPU or memory demand no placement can meet. A job of g GPUs spans at
-    most g machines, so it can get at most what the g best-provided machines have together;
-    for a 1-GPU job that is the largest machine's."""
-    if name not in trace.columns or per_node.size == 0:
-        return
-    demand = trace[name].cast(pl.Float64).fill_null(0.0).to_numpy()
-    best = np.cumsum(np.sort(per_node)[::-1])  # best[k-1]: the k best machines together
-    reach = best[np.minimum(gpus, per_node.size) - 1]
-    over = demand > reach * (1 + 1e-12)
-    if not over.any():
-        return
-    i = int(over.nonzero()[0][0])
-    span = int(min(gpus[i], per_node.size))
-    if span == 1:
-        where = f"no machine has more than {per_node.max():g}"
-    else:
-        where = f"its {gpus[i]} GPUs span at most {span} machines, and no {span} machines have more than {reach[i]:g} together"
-    raise TraceError(origin, f"job {job_id[i]} asks for {demand[i]:g} {what} but {where}", column=name)
 
 
 def _communication_rows(model: ThroughputModel, names: DistinctNames, job_id, origin) -> np.ndarray:

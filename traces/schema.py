@@ -46,10 +46,10 @@ Optional extra columns the simulator and elements understand (empty cells: not g
 - `local_batch` Float64 >= 1: an elastic job's batch size per GPU, kept as ONES resizes it
   (its global batch is this times its GPUs; empty: its `batch_size`)
 
-A run refuses a job whose `cpus` or `memory_gb` cannot fit on the machines its GPUs can span
-(traces/prepare.py), as it refuses a job asking for more GPUs than the cluster has, or, on a
-cluster of several GPU types and with no elastic profile, than its largest type has (a placer
-puts a job on GPUs of one type).
+A run refuses a job asking for more GPUs than the cluster has, or, on a cluster of several GPU
+types and with no elastic profile, than its largest type has (a placer puts a job on GPUs of one
+type) (traces/prepare.py). Its `cpus` and `memory_gb` are what it would like: a demand beyond
+what its machines have runs (the allocators that read them cap each at its machines' room).
 
 These are numbers whatever the file holds: a cell that is not one is an error naming its row.
 

@@ -1,16 +1,18 @@
 """CPU and memory with the GPUs: Synergy's allocators (Mohan et al., OSDI 2022).
 
 They take a placer's plan (which GPUs each job gets) and say how many CPU cores and how much
-memory come with those GPUs, for the jobs the plan launches and, when that changes, for the
-jobs it keeps. A job's allocation is spread over its machines like its GPU-proportional share
-(like its GPUs where its machines are alike: runtime/plans.py `share_weights`, the rule plans
-are checked by, through `machine_weights`). How fast a job
+memory come with those GPUs, for the jobs the plan launches (SynergyTune and SynergyOpt: and
+resizes, on their new GPUs) and, when that changes, for the jobs it keeps. A job's allocation
+is spread over its machines like its GPU-proportional share (like its GPUs where its machines
+are alike: runtime/plans.py `share_weights`, the rule plans are checked by, through
+`machine_weights`). How fast a job
 runs on its allocation is the throughput model's business (traces/throughput.py, with the
 sensitivity profile of traces/resources.py); the runtime checks that no machine hands out more
 than it has (runtime/plans.py).
 
-SynergyOpt states Synergy-Opt's first program per machine, over the placer's GPUs (its
-docstring and docs/reproductions.md say how that differs from Synergy's simulator).
+SynergyOpt states Synergy-Opt's first program once per round, for all running jobs, with each
+machine's cores and memory as constraints, over the placer's GPUs (its docstring and
+docs/reproductions.md say how that differs from Synergy's simulator).
 """
 
 from __future__ import annotations
@@ -37,10 +39,10 @@ class _Allocator(Element):
 
     Ports:
         plan: a placer's plan (which GPUs each job gets).
-        allocated: the same plan, with each launched job's CPU cores and memory (and new ones
-            for kept jobs whose share changes).
+        allocated: the same plan, with each launched job's CPU cores and memory (SynergyTune and
+            SynergyOpt: each resized job's too, and new ones for kept jobs whose share changes).
     Counters:
-        allocated: launches given CPU and memory so far.
+        allocated: launches (SynergyTune and SynergyOpt: and resizes) given CPU and memory so far.
     """
 
     category = "placement"
@@ -98,9 +100,9 @@ class SynergyTune(_Allocator):
     Every round in which jobs start, stop or move, all running jobs first get their fallbacks, which always fit
     (the fallbacks never exceed the proportional shares). The spare left on each machine then
     goes, whole demands only, to jobs in this order: kept jobs that already had their demand
-    (so that running jobs keep what they got when they can), launches in the plan's order,
-    then the other kept jobs. A job whose demand does not fit on all its machines stays at its
-    fallback. This reaches the states Synergy-Tune's three steps reach (demand; else the
+    (so that running jobs keep what they got when they can), jobs the plan resizes (on their
+    new GPUs, like launches), launches in the plan's order, then the other kept jobs. A job
+    whose demand does not fit on all its machines stays at its fallback. This reaches the states Synergy-Tune's three steps reach (demand; else the
     proportional share; else peers reduced to their proportional shares) without its
     failure path, and also lets a kept job grow again when room frees up.
 
@@ -137,7 +139,7 @@ class SynergyTune(_Allocator):
             if (extra <= spare + 1e-9).all():
                 spare -= extra
                 given[j] = r.demand[j]
-        self.counters["allocated"] += len(plan.launch_rows)
+        self.counters["allocated"] += len(plan.launch_rows) + len(plan.resize_rows)
         return r.with_allocations(plan, given)
 
 
@@ -164,8 +166,9 @@ class SynergyOpt(_Allocator):
     Synergy's simulator (opt_algo/synergy_opt.py) states the same first program with the
     cluster's totals instead of each machine's, then splits jobs over servers with a second,
     fractional program that it does not round (its round-robin rounding is not called); here the
-    placer has already put each job's GPUs on machines, so the first program is solved per
-    machine and needs no second. The paper describes the rounding only in outline.
+    placer has already put each job's GPUs on machines, so the one program a round solves has
+    each machine's cores and memory as constraints instead of the cluster's totals, and needs no
+    second. The paper describes the rounding only in outline.
 
     Arguments:
         node_limit: the branch-and-bound nodes one SCIP solve may explore (default 10000;
@@ -178,8 +181,9 @@ class SynergyOpt(_Allocator):
         fallbacks: solves that found no allocation within their limits (every job kept at its
             fallback).
     Cost: O(1) in a round where no job starts, stops or moves (and such rounds are not ticked:
-        event skipping); else one mixed-integer program per machine, over its jobs times the points
-        of their profiles' grids (bounded by `node_limit`, or `time_limit`).
+        event skipping); else one mixed-integer program per round, over the running jobs times the
+        points of their profiles' grids, with two constraints per machine (bounded by
+        `node_limit`, or `time_limit`).
     See also: SynergyTune, Proportional
     Paper: Synergy (OSDI'22) §4.1 (Synergy-Opt); Blox (EuroSys'24) Table 3.
     """
@@ -205,7 +209,7 @@ class SynergyOpt(_Allocator):
             return plan
         r = RoundJobs.of(ctx, plan)
         given = self._solve(ctx, r)
-        self.counters["allocated"] += len(plan.launch_rows)
+        self.counters["allocated"] += len(plan.launch_rows) + len(plan.resize_rows)
         return r.with_allocations(plan, given)
 
     def _solve(self, ctx: RoundContext, r: RoundJobs) -> np.ndarray:
@@ -313,14 +317,14 @@ def _needs_allocation(ctx: RoundContext, plan: Plan) -> bool:
     moved, and some job runs after the plan."""
     events = ctx.events
     busy = plan.changes or len(events.finished) or len(events.requeued)
-    return bool(busy) and bool(len(plan.keep) + len(plan.launch_rows))
+    return bool(busy) and bool(len(plan.keep) + len(plan.resize_rows) + len(plan.launch_rows))
 
 
 @attrs.frozen
 class RoundJobs:
     """The jobs running once a plan is carried out, as the allocators see them: rows (kept
-    first, then launches), the part of each job's allocation on each machine (`spread`, jobs x
-    machines x (cores, GB): `machine_weights`), GPU counts, GPU-proportional shares (`fair`, jobs x (cores, GB)), best-case
+    first, then resized, then launched), the part of each job's allocation on each machine
+    (`spread`, jobs x machines x (cores, GB): `machine_weights`), GPU counts, GPU-proportional shares (`fair`, jobs x (cores, GB)), best-case
     demands capped per machine, fallbacks, what kept jobs hold now, and machine capacities."""
 
     rows: np.ndarray
@@ -341,11 +345,16 @@ class RoundJobs:
     @classmethod
     def of(cls, ctx: RoundContext, plan: Plan) -> RoundJobs:
         cluster, jobs, keep = ctx.cluster, ctx.jobs, plan.keep
-        rows = np.concatenate([keep, plan.launch_rows])
-        # Who holds which GPU once the plan is carried out (a space-sharing pair: both).
+        rows = np.concatenate([keep, plan.resize_rows, plan.launch_rows])
+        # Who holds which GPU once the plan is carried out (a space-sharing pair: both): kept
+        # jobs where they are, resized jobs on their new GPUs (not on those they give up, which
+        # the plan may hand to its launches), launches on theirs.
         holders = [np.asarray(ctx.holder)] + ([np.asarray(ctx.co_holder)] if ctx.co_holder is not None else [])
-        gpus = [isin_rows(h, keep).nonzero()[0] for h in holders] + [plan.launch_gpus]
-        owner = [h[isin_rows(h, keep)] for h in holders] + [plan.launch_rows.repeat(plan.launch_counts)]
+        gpus = [isin_rows(h, keep).nonzero()[0] for h in holders] + [plan.resize_gpus, plan.launch_gpus]
+        owner = [h[isin_rows(h, keep)] for h in holders] + [
+            plan.resize_rows.repeat(plan.resize_counts),
+            plan.launch_rows.repeat(plan.launch_counts),
+        ]
         gpus_all, owner_all = np.concatenate(gpus), np.concatenate(owner)
         order = np.argsort(rows, kind="stable")
         job_of_gpu = order[np.searchsorted(rows[order], owner_all)]  # index into `rows` of each GPU's job
@@ -366,8 +375,8 @@ class RoundJobs:
         return cls(rows, len(keep), spread, counts, fair, demand, fallback, held, capacity, model)
 
     def with_allocations(self, plan: Plan, given: np.ndarray) -> Plan:
-        """The plan with `given` (jobs x (cores, GB)) for its launches and for the kept jobs
-        whose allocation changes."""
+        """The plan with `given` (jobs x (cores, GB)) for its launches and resizes, and for the
+        kept jobs whose allocation changes."""
         changed = np.ones(self.n, dtype=bool)
         changed[: self.n_keep] = ~np.isclose(self.held, given[: self.n_keep]).all(axis=1)
         rows = self.rows[changed]

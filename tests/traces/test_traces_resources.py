@@ -1,5 +1,5 @@
 """CPU and memory demands (`cpus`, `memory_gb`): checked like other numbers when read, carried
-into the job table, and refused at run time when no placement of the job's GPUs could meet them."""
+into the job table; a demand beyond what the job's machines have runs (it is a wish)."""
 
 from __future__ import annotations
 
@@ -80,18 +80,11 @@ def test_demands_that_fit_run_and_reach_the_job_specs(tmp_path, capsys):
     assert batch.columns["memory_gb"][:2].tolist() == [244.0, 400.0]
 
 
-@pytest.mark.parametrize(
-    ("row", "words"),
-    [
-        ("0,0,1,60,33,10", ["job 0 asks for 33 CPU cores", "no machine has more than 32"]),
-        ("0,0,1,60,1,245", ["job 0 asks for 245 GB of memory", "no machine has more than 244"]),
-        ("0,0,2,60,65,10", ["job 0 asks for 65 CPU cores", "its 2 GPUs span at most 2 machines", "64"]),
-        ("0,0,8,60,65,10", ["job 0 asks for 65 CPU cores", "span at most 2 machines"]),
-    ],
-)
-def test_demand_beyond_every_placement_is_a_located_error(tmp_path, capsys, row, words):
+@pytest.mark.parametrize("row", ["0,0,1,60,33,10", "0,0,1,60,1,245", "0,0,2,60,65,10", "0,0,8,60,65,10"])
+def test_demand_beyond_every_placement_runs(tmp_path, capsys, row):
+    """A demand is what a job would like, not what it must have: one beyond what its machines
+    could give (a trace written for bigger machines) runs, as the graph's elements use it."""
     code, err = run(tmp_path, capsys, f"{HEADER}\n{row}\n", cluster(tmp_path, cpus=32, memory_gb=244))
-    assert code == 2 and "Traceback" not in err
-    assert err.startswith("error: ") or "error: " in err
-    for word in words + ["t.csv", "cpus" if "CPU" in words[0] else "memory_gb"]:
-        assert word in err, (word, err)
+    assert code == 0, err
+    jobs = (tmp_path / "out" / "jobs.csv").read_text().splitlines()
+    assert len(jobs) == 2  # the header and the job, which finished

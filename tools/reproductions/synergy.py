@@ -42,7 +42,7 @@ def _graph(allocator: str, trace: str) -> str:
 round = 5min;
 cluster = {sched_string(CLUSTER)};
 arrivals :: TraceSource(path={sched_string(trace)});
-arrivals -> AcceptAll -> JobPool -> Fifo -> FirstFree -> {allocator} -> Launch -> report :: JobMetrics;
+arrivals -> AcceptAll -> JobPool -> Fifo(backfill=true) -> FirstFree -> {allocator} -> Launch -> report :: JobMetrics;
 """
 
 
@@ -116,7 +116,7 @@ def synergy_philly_experiment(out_dir: Path, quick: bool) -> Report:
                 "Synergy-Opt's average JCT against Synergy-Tune's",
                 "not in Fig. 9(b) (Proportional and Tune only)",
                 f"{pct_lower(tune, opt)} ({hours(tune)} → {hours(opt)})",
-                "Opt here is solved per machine over the placer's GPUs (docs/reproductions.md)",
+                "Opt here bounds each machine's cores and memory, over the placer's GPUs (docs/reproductions.md)",
             ),
         )
     notes = [
