@@ -120,8 +120,12 @@ class Override:
         return self.text.split("=", 1)[1].strip() if "=" in self.text else ""
 
 
-def compile_file(path: str | Path, overrides: Sequence[str | Override] = (), text: str | None = None) -> CompiledGraph:
-    flat = load(path, text)
+def compile_file(
+    path: str | Path, overrides: Sequence[str | Override] = (), text: str | None = None, required: list[str] | None = None
+) -> CompiledGraph:
+    """The graph of a `.sched` file (or of `text`, as if at `path`); the resolved paths of the
+    Python files it requires are added to `required`, if given (runtime/dsl/loader.py `load`)."""
+    flat = load(path, text, required)
     return compile_graph(flat, [o if isinstance(o, Override) else Override(o) for o in overrides])
 
 

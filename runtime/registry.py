@@ -19,6 +19,7 @@ import functools
 import importlib
 import importlib.util
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -36,11 +37,13 @@ _LOADED = False
 _FILES: dict[str, ModuleType] = {}
 _FILE_OF: dict[str, str] = {}
 _IMPORTING: list[str] = []
-# Files a scope that remembers forgot, by resolved path: the module and its classes (name ->
-# class, file as given). Required again unchanged, they are known again rather than imported
-# anew, so that the classes of a graph built earlier (a notebook's simulation, whose snapshot
-# pickles objects of them by reference) stay the classes their module holds.
-_FORGOTTEN: dict[str, tuple[ModuleType, dict[str, tuple[type[Element], str]]]] = {}
+# Files a scope that remembers forgot, by resolved path, then by module name (each version of a
+# file is a module of its own, its digest in its name): the module and its classes (name ->
+# class, file as given), latest last. Required again as one of those versions, they are known
+# again rather than imported anew, so that the classes of a graph built earlier (a notebook's
+# simulation, whose snapshot pickles objects of them by reference) stay the classes their
+# module holds.
+_FORGOTTEN: dict[str, dict[str, tuple[ModuleType, dict[str, tuple[type[Element], str]]]]] = {}
 _LIBRARY = "roundhouse.elements"
 # A built-in element: `@element` (maybe with other decorators after it), then its class line.
 _DECLARED = re.compile(r"^@element\n(?:@[^\n]*\n)*class (\w+)", re.MULTILINE)
@@ -66,18 +69,21 @@ class DefinedTwice(TypeError):
 
 def register(cls: type[Element]) -> None:
     # Where a class of this name is defined already: registered, or a built-in not imported yet.
-    # (The same module defining it again is a file imported again after it failed half-way.)
+    # (The same file defining it again is no clash: a file imported again after it failed
+    # half-way, or after it or a module it imports changed.)
     existing = _CLASSES.get(cls.__name__)
     # Defined by the user's file being imported: not a built-in that the file imports (its
     # module stays imported, so it must stay known when the file's classes are forgotten).
     from_file = bool(_IMPORTING) and not cls.__module__.startswith(_LIBRARY)
-    home = (
-        (existing.__module__, existing.__qualname__)
-        if existing is not None
-        else (builtin_modules().get(cls.__name__), cls.__name__)
-    )
-    if home[0] is not None and home != (cls.__module__, cls.__qualname__):
-        first = _FILE_OF.get(cls.__name__, home[0])
+    first: str | None
+    if existing is not None:
+        first = existing.__module__
+        clash = (_origin(existing), existing.__qualname__) != (_origin(cls), cls.__qualname__)
+    else:
+        first = builtin_modules().get(cls.__name__)
+        clash = first is not None and (first, cls.__name__) != (cls.__module__, cls.__qualname__)
+    if clash:
+        first = _FILE_OF.get(cls.__name__, first)
         here = _IMPORTING[-1] if from_file else cls.__module__
         raise DefinedTwice(f"element class {cls.__name__} is defined twice: in {first} and {here}")
     _CLASSES[cls.__name__] = cls
@@ -85,19 +91,30 @@ def register(cls: type[Element]) -> None:
         _FILE_OF[cls.__name__] = _IMPORTING[-1]
 
 
-def imported_file(resolved: str) -> ModuleType | None:
-    """The module of a user's element file imported already (by its resolved path). One a
-    scope forgot is known again, its classes with it, unless a class of the same name is known
-    now (it is then imported again, and the clash reported as for any other)."""
+def _origin(cls: type) -> str:
+    """The file a class was defined in (its module's name if none): two versions of a user's
+    element file are modules of their own names, and one file defining a class again is no clash."""
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    return file if isinstance(file, str) else cls.__module__
+
+
+def imported_file(resolved: str, name: str | None = None) -> ModuleType | None:
+    """The module of a user's element file imported already (by its resolved path; with
+    `name`, only the version imported as that module). One a scope forgot is known again, its
+    classes with it, unless a class of the same name is known now (it is then imported again,
+    and the clash reported as for any other)."""
     module = _FILES.get(resolved)
-    if module is not None or resolved not in _FORGOTTEN:
+    if module is not None and (name is None or module.__name__ == name):
         return module
-    module, classes = _FORGOTTEN[resolved]
-    if any(name in _CLASSES and _CLASSES[name] is not cls for name, (cls, _) in classes.items()):
+    versions = _FORGOTTEN.get(resolved, {})
+    if module is not None or not versions or (name is not None and name not in versions):
         return None
-    for name, (cls, shown) in classes.items():
-        _CLASSES[name] = cls
-        _FILE_OF[name] = shown
+    module, classes = versions[name] if name is not None else list(versions.values())[-1]
+    if any(known in _CLASSES and _CLASSES[known] is not cls for known, (cls, _) in classes.items()):
+        return None
+    for known, (cls, shown) in classes.items():
+        _CLASSES[known] = cls
+        _FILE_OF[known] = shown
     _FILES[resolved] = module
     return module
 
@@ -137,7 +154,9 @@ def scope(remember: bool = False) -> Iterator[None]:
                 mine = {
                     n: (_CLASSES[n], _FILE_OF[n]) for n in _FILE_OF if n in _CLASSES and _CLASSES[n].__module__ == module.__name__
                 }
-                _FORGOTTEN[resolved] = (module, mine)
+                versions = _FORGOTTEN.setdefault(resolved, {})
+                versions.pop(module.__name__, None)  # (latest last)
+                versions[module.__name__] = (module, mine)
         for name in set(_FILE_OF) - set(file_of):
             _CLASSES.pop(name, None)
         _FILES.clear()

@@ -10,18 +10,24 @@ that look ahead (the synthesizer, `roundhouse whatif`). docs/simulation-api.md s
 
 from __future__ import annotations
 
+import copy
 import json
+import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roundhouse.errors import ClusterError, TraceError, UsageError, did_you_mean
-from roundhouse.runtime import registry, snapshot
+import attrs
+
+from roundhouse.errors import ClusterError, RoundhouseError, TraceError, UsageError, did_you_mean
+from roundhouse.runtime import registry, snapshot, user_modules
 from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file
 from roundhouse.runtime.engine import Engine, RunResult
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
+from roundhouse.runtime.values import FilePath
 from roundhouse.runtime.world import World
 
 if TYPE_CHECKING:
@@ -54,6 +60,8 @@ def _graph_source(graph: str | Path) -> tuple[str, str | None]:
     meaning what they did."""
     if not isinstance(graph, (str, Path)):
         raise UsageError(f"graph: expected a .sched path or a graph's text, got {type(graph).__name__}")
+    if isinstance(graph, str) and not graph.strip():
+        raise UsageError("graph: expected a .sched path or a graph's text, got an empty string")
     if isinstance(graph, Path) or not any(mark in graph for mark in _TEXT_MARKS) or _names_file(graph):
         return str(Path(graph).resolve()), None  # (a snapshot loads from any folder)
     return str(Path.cwd() / "<simulation>.sched"), graph
@@ -98,14 +106,20 @@ class Simulation:
         if isinstance(cluster, Path):
             cluster = str(cluster)  # (a spec is text: a .toml path reads as one)
         until = _time_argument("until", until)
-        sets = [*overrides, *(f"{k}={_setting_text(v)}" for k, v in settings.items())]
+        # (A keyword setting's problem is said as the keyword's, not as a --set's.)
+        keywords = [Override(f"{k}={_setting_text(k, v)}", flag="keyword setting") for k, v in settings.items()]
+        sets = [*overrides, *(o.text for o in keywords)]
         _refuse_repeats(sets, len(overrides))
-        self._header: dict[str, Any] = {"graph_path": path, "graph_text": text, "overrides": sets, "trace": None, "until": until}
-        compiled = _compile(path, text, sets, trace, cluster)
-        if text is None:  # kept in snapshots: a graph file edited later does not change a saved run
-            self._header["graph_text"] = Path(path).read_text()
-        if trace is not None:
-            self._header["trace"] = str(Path(trace).resolve())
+        compiled, code = _compile(path, text, [*overrides, *keywords], trace, cluster)
+        self._header: dict[str, Any] = {
+            "graph_path": path,
+            # kept in snapshots: a graph file edited later does not change a saved run
+            "graph_text": Path(path).read_text() if text is None else text,
+            "overrides": _whole_paths(compiled, sets),
+            "trace": None if trace is None else str(Path(trace).resolve()),
+            "until": until,
+            "code": code,
+        }
         profile = load_profile(compiled)
         world = new_world(compiled, _cluster(compiled, cluster, profile), profile)
         self._engine = _engine(compiled, world, until)
@@ -139,20 +153,25 @@ class Simulation:
         return self._engine.stop_reason
 
     def step(self) -> bool:
-        """Run one round; returns True while the run goes on."""
+        """Run one round: the clock moves on by one round, no further (rounds that event
+        skipping would pass in one go pass one at a time, with the same results); returns True
+        while the run goes on."""
         if self.done:
             return False
-        return not self._engine.step()
+        self.run_until(self.now + float(self.graph.settings.round))
+        return not self.done
 
     def run_until(self, t: float) -> Simulation:
         """Run rounds until the clock reaches `t` seconds (or the run stops)."""
         t = _time_argument("t", t)
-        self._engine.pause_at(t)
+        engine = self._engine
+        engine.pause_at(t)
         try:
             while not self.done and self.now < t - 1e-9:
-                self._engine.step()
+                if not _finish_cut_jump(engine):
+                    engine.step()
         finally:
-            self._engine.pause_at(None)
+            engine.pause_at(None)
         return self
 
     def run(self) -> RunResult:
@@ -166,11 +185,13 @@ class Simulation:
     # --- forking and snapshots ---
     def fork(self) -> Simulation:
         """An independent copy of this simulation as it stands (between two rounds): running
-        both on gives each exactly what running this one on would have. A ForkError names an
-        element whose state is not declared."""
+        both on gives each exactly what running this one on would have. Its elements' arguments
+        are copies of their own. A ForkError names an element whose state is not declared."""
         if self._result is not None:
             raise UsageError("this simulation has ended (run() was called): fork it before it ends")
-        return Simulation._of(snapshot.fork_engine(self._engine), self._header)
+        engine = snapshot.fork_engine(self._engine)
+        _own_arguments(engine.graph)
+        return Simulation._of(engine, self._header)
 
     def save(self, path: str | Path) -> Path:
         """Write the simulation's whole state to a snapshot file (runtime/snapshot.py)."""
@@ -188,12 +209,20 @@ class Simulation:
         and what is wrong with it (not a snapshot, corrupt, a newer format)."""
         _file_argument("path", path, "a snapshot file written by Simulation.save")
         header, payload = snapshot.read_header(path)
+        snapshot.check_code(path, header)  # (before its code is imported to rebuild the graph)
         try:
-            compiled = graph_of_snapshot(header, [])
+            compiled, code = _snapshot_graph(header, [])
+        except RoundhouseError as err:
+            raise snapshot.SnapshotError(_cannot_rebuild(path, err)) from None
         except (KeyError, TypeError, ValueError):
             raise snapshot.SnapshotError(
                 f"snapshot {path}: line 1: the header lacks the graph's path, text or overrides"
             ) from None
+        if "code" in header and code != header["code"]:
+            changed = sorted(set(code.items()) ^ set(header["code"].items()))[0][0]
+            raise snapshot.SnapshotError(
+                f"snapshot {path}: the code its graph runs is not the code the snapshot was saved with: {changed} differs"
+            )
         if compiled.key() != header.get("graph_key"):
             raise snapshot.SnapshotError(
                 f"snapshot {path}: the graph {header['graph_path']} (or a file it imports or requires) is not the one "
@@ -224,7 +253,9 @@ class Simulation:
         return fork.world
 
     def jobs(self, columns: Sequence[str] = JOB_COLUMNS) -> pl.DataFrame:
-        """Every job seen so far, one row each, with its times (NaN: not yet)."""
+        """Every job seen so far, one row each, with its times (NaN: not yet), as of the clock:
+        the last round's progress and completions are in it (`world_now`), as in `summary()`
+        and `result()`."""
         if isinstance(columns, str):
             raise UsageError(f'columns: expected a list of column names, such as ["{columns}"]')
         if not isinstance(columns, Sequence):
@@ -238,7 +269,8 @@ class Simulation:
                 + (f" ({hint})" if hint else "")
                 + f"; it has {', '.join(table.names)}"
             )
-        return self._engine.world.jobs.frame(columns=list(columns))
+        world = self._engine.world if self.done else self.world_now()  # (a stopped run has no round after its last)
+        return world.jobs.frame(columns=list(columns))
 
     def result(self) -> RunResult:
         """The run's result: at its end, the final one; before, that of a fork ended now, as a
@@ -264,6 +296,17 @@ class Simulation:
     def __repr__(self) -> str:
         state = f"stopped: {self.stop_reason}" if self.done else "running"
         return f"Simulation({Path(self._header['graph_path']).name}, t={self.now:g}s, {self.rounds} rounds, {len(self.world.jobs)} jobs, {state})"
+
+
+def _finish_cut_jump(engine: Engine) -> bool:
+    """Go on with a jump over an empty system that a pause cut short, as the engine's next step
+    would, but without ticking the round it lands on: when that is the pause, the clock has
+    reached it, and a step there would run a round past it. Returns whether there was one."""
+    skipping = engine._skipping
+    if not skipping.jump_cut:
+        return False
+    skipping.finish_jump(engine.backend)
+    return True
 
 
 def _refuse_repeats(sets: list[str], given: int) -> None:
@@ -293,8 +336,15 @@ def _cluster(compiled: CompiledGraph, cluster: str | Cluster | None, profile) ->
         raise UsageError(f"cluster: {str(err).removeprefix('--cluster: ')}") from None
 
 
-def _setting_text(value: Any) -> str:
-    """A Python value as `.sched` text for a setting."""
+def _setting_text(name: str, value: Any) -> str:
+    """A Python value as `.sched` text for the keyword setting `name`: a number, a bool, a str
+    or a path (a UsageError naming the keyword for anything else)."""
+    if (isinstance(value, float) and not math.isfinite(value)) or not isinstance(value, (bool, int, float, str, Path)):
+        raise UsageError(
+            f'{name}: a graph setting given as a keyword takes a number, true/false or a str (such as seed=3, round="5min"), got {value!r}'
+        )
+    if isinstance(value, Path):
+        return json.dumps(str(value))
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
@@ -318,38 +368,96 @@ def _file_argument(name: str, value, what: str) -> None:
         raise UsageError(f"{name}: expected {what}, got {value!r}")
 
 
+def _own_arguments(graph: CompiledGraph) -> None:
+    """Give each element copies of its arguments (a fork's: they are shared with the original
+    until then), so that one changed in place, such as a list's item, changes one simulation."""
+    memo: dict[int, Any] = {}
+    for el in graph.elements.values():
+        held = el.__dict__
+        for field in attrs.fields(type(el)):
+            if field.name in held:
+                held[field.name] = copy.deepcopy(held[field.name], memo)
+
+
+def _whole_paths(compiled: CompiledGraph, sets: list[str]) -> list[str]:
+    """The `--set` texts, each that gives a file path written relative to the current folder
+    given instead as the whole path the graph was compiled with: a snapshot's overrides then
+    mean the same from any folder."""
+    out = []
+    for text in sets:
+        o = Override(text)
+        element, _, field = o.target.rpartition(".")
+        holder = compiled.elements.get(element) if element else compiled.settings
+        value = getattr(holder, field, None) if holder is not None else None
+        whole = json.dumps(str(value))
+        out.append(f"{o.target}={whole}" if isinstance(value, FilePath) and whole != o.value_text else text)
+    return out
+
+
+def _cannot_rebuild(path: str | Path, err: RoundhouseError) -> str:
+    """A snapshot's graph that does not compile now: the compiler's message, and for a class it
+    does not know, where that class must come from."""
+    message = f"snapshot {path}: cannot rebuild its graph: {err}"
+    unknown = re.search(r"unknown element (?:or )?class '([^']+)'", str(err))
+    if unknown:
+        message += (
+            f"\n  hint: element class {unknown[1]} must be defined (run the code that defines it) or required by "
+            "the graph before the snapshot is loaded"
+        )
+    return message
+
+
 def graph_of_snapshot(header: dict[str, Any], overrides: list[str]) -> CompiledGraph:
     """The graph a snapshot was saved with (its text, `--set` texts and trace), with more
     `overrides`, which replace what those set."""
+    return _snapshot_graph(header, overrides)[0]
+
+
+def _snapshot_graph(header: dict[str, Any], overrides: list[str]) -> tuple[CompiledGraph, dict[str, str]]:
     return _compile(header["graph_path"], header["graph_text"], header["overrides"], header.get("trace"), then=overrides)
 
 
 def _compile(
     path: str,
     text: str | None,
-    overrides: list[str],
+    overrides: Sequence[str | Override],
     trace: str | Path | None,
     cluster: str | Cluster | None = None,
     then: Sequence[str] = (),
-) -> CompiledGraph:
+) -> tuple[CompiledGraph, dict[str, str]]:
     """The graph with `overrides` (each name once), `trace` replacing its TraceSources' paths,
-    and then `then` (a snapshot's graph changed for `whatif`: these replace what the others set).
+    and then `then` (a snapshot's graph changed for `whatif`: these replace what the others set);
+    and the code it runs: the Python files it requires and the user's modules they import, by
+    whole path, with the SHA-256 of each as imported (a snapshot records them).
     The element files it requires are its own: their classes are forgotten after, so that the
     next graph may require another file defining classes of the same names (a notebook
-    comparing two versions of a policy)."""
+    comparing two versions of a policy). Those and the modules they import are imported again
+    if they changed since they were last imported."""
+    user_modules.forget_changed_modules()
+    required: list[str] = []
     with registry.scope(remember=True):
-        return _compile_in_scope(path, text, overrides, trace, cluster, then)
+        compiled = _compile_in_scope(path, text, overrides, trace, cluster, then, required)
+        return compiled, _code(required)
+
+
+def _code(required: list[str]) -> dict[str, str]:
+    """The digests of the code a graph runs (`_compile`), while its element files are known."""
+    from roundhouse.runtime.dsl.loader import element_file_digest
+
+    code = {file: element_file_digest(file) or user_modules.file_digest(file) for file in required}
+    return {**code, **user_modules.seen_digests(required)}
 
 
 def _compile_in_scope(
     path: str,
     text: str | None,
-    overrides: list[str],
+    overrides: Sequence[str | Override],
     trace: str | Path | None,
     cluster: str | Cluster | None,
     then: Sequence[str],
+    required: list[str],
 ) -> CompiledGraph:
-    sets = [Override(o) for o in overrides]
+    sets = [o if isinstance(o, Override) else Override(o) for o in overrides]
     first = {o.target: o for o in sets}
     if cluster is not None and "cluster" in first:
         raise UsageError(
@@ -371,7 +479,7 @@ def _compile_in_scope(
             raise UsageError(f"trace: {err.path}: {err.message}") from None
         quoted = json.dumps(str(Path(trace).resolve()))
         sets += [Override(f"{name}.path={quoted}") for name in sources]
-    return compile_file(path, [*sets, *(Override(o) for o in then)], text=text)
+    return compile_file(path, [*sets, *(Override(o) for o in then)], text=text, required=required)
 
 
 def _engine(compiled: CompiledGraph, world: World, until: float | None) -> Engine:

@@ -357,8 +357,11 @@ def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
     states = {name: _element_state(el) for name, el in engine.graph.elements.items()}
     refs = {id(obj): key for key, obj in _references(engine).items() if obj is not None}
     buf = io.BytesIO()
-    pickle.dump(engine.world.cluster, buf, protocol=pickle.HIGHEST_PROTOCOL)
-    _Pickler(buf, refs).dump({"engine": engine, "elements": states})
+    try:
+        pickle.dump(engine.world.cluster, buf, protocol=pickle.HIGHEST_PROTOCOL)
+        _Pickler(buf, refs).dump({"engine": engine, "elements": states})
+    except Exception as err:  # (an element's state holds what pickle cannot write)
+        raise SnapshotError(_unpicklable(path, states, refs, err)) from None
     payload = buf.getvalue()
     head = {
         "format": FORMAT_NAME,
@@ -387,6 +390,23 @@ def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
         raise SnapshotError(f"snapshot {path}: cannot write it ({err.strerror or err})") from None
     finally:
         part.unlink(missing_ok=True)
+
+
+def _unpicklable(path: str | Path, states: dict[str, dict[str, Any]], refs: dict[int, str], err: Exception) -> str:
+    """Why a snapshot cannot be written, naming the element whose state pickle cannot write."""
+    why = f"{type(err).__name__}: {err}"
+    if "not the same object" in str(err):
+        why += (
+            " (the file defining it was imported again since this simulation was built, because it or a module it "
+            "imports changed: objects of the earlier version cannot be saved; build the simulation again to save it)"
+        )
+    for name, state in states.items():
+        for attr, value in state.items():
+            try:
+                _Pickler(io.BytesIO(), refs).dump(value)
+            except Exception:
+                return f"snapshot {path}: cannot save the state of element '{name}' (its {attr}): {why}"
+    return f"snapshot {path}: cannot save the simulation's state: {why}"
 
 
 def read_header(path: str | Path) -> tuple[dict[str, Any], bytes]:
@@ -432,6 +452,10 @@ def _check_run_fields(header: dict[str, Any], where: str) -> None:
         "graph_text": (lambda v: isinstance(v, str), "the graph's text"),
         "overrides": (lambda v: isinstance(v, list) and all(isinstance(o, str) for o in v), "a list of --set texts"),
         "trace": (lambda v: v is None or isinstance(v, str), "a path or null"),
+        "code": (
+            lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(d, str) for k, d in v.items()),
+            "an object of file paths and their SHA-256",
+        ),
         "until": (
             lambda v: v is None or (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0),
             "a time in seconds or null",
@@ -440,6 +464,27 @@ def _check_run_fields(header: dict[str, Any], where: str) -> None:
     for key, (fits, what) in wanted.items():
         if key in header and not fits(header[key]):
             raise SnapshotError(f"{where}: line 1: '{key}' must be {what}, got {header[key]!r}")
+
+
+def check_code(path: str | Path, header: dict[str, Any]) -> None:
+    """The code a snapshot's state was made by (its header's `code`: each Python file its graph
+    requires and the user's modules those import, by SHA-256) is the code on disk still: a
+    SnapshotError names a file changed or gone since. (Its state holds objects of those files'
+    classes, which the code now would run with, or could not read at all.)"""
+    from roundhouse.runtime.user_modules import file_digest
+
+    for file, digest in header.get("code", {}).items():
+        try:
+            now = file_digest(file)
+        except OSError as err:
+            raise SnapshotError(
+                f"snapshot {path}: cannot read {file}, whose code its state was made by ({err.strerror or err})"
+            ) from None
+        if now != digest:
+            raise SnapshotError(
+                f"snapshot {path}: {file} has changed since the snapshot was saved, and its state was made by the "
+                "code the file held then; put that version back to load it"
+            )
 
 
 def load_cluster(path: str | Path, payload: bytes):

@@ -8,7 +8,7 @@ import hashlib
 import os
 import sys
 import sysconfig
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import cache, lru_cache
 from pathlib import Path
 from types import ModuleType
@@ -49,26 +49,59 @@ def helper_modules(required: Iterable[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for index, file in enumerate(required):
         root = os.path.dirname(os.path.realpath(file)) + os.sep
-        pending: list[tuple[str, str | None]] = [(file, None)]
-        done = {os.path.realpath(file)}
-        while pending:
-            source, package = pending.pop()
-            for name in _imported_names(source, package):
-                module = sys.modules.get(name)
-                path = getattr(module, "__file__", None)
-                if module is None or not isinstance(path, str) or name.partition(".")[0] == "roundhouse":
-                    continue  # (Roundhouse's own code is in the key as its version)
-                real = _real_file(path)
-                if real in done or not real.startswith(root) or real.startswith(_INSTALLED) or not os.path.isfile(real):
-                    continue
-                done.add(real)
-                found[f"{index}:{real[len(root) :]}"] = real
-                seen = _SEEN_MODULES.get(name)
-                if seen is None or seen[0] is not module:
-                    _SEEN_MODULES[name] = (module, real, file_digest(real))
-                if real.endswith(".py"):
-                    pending.append((real, module.__package__ or None))
+        for _, _, real in _helpers(file):
+            found[f"{index}:{real[len(root) :]}"] = real
     return found
+
+
+def user_imports(file: str) -> dict[str, ModuleType]:
+    """The user's own modules a required Python file imports (as `helper_modules` finds them),
+    by module name: kept with the file's module, so that it is imported again once one of them
+    is (`still_current`)."""
+    return {name: module for name, module, _ in _helpers(file)}
+
+
+def still_current(modules: dict[str, ModuleType]) -> bool:
+    """Whether each of these modules is still the one imported under its name (none was
+    dropped by `forget_changed_modules` since)."""
+    return all(sys.modules.get(name) is module for name, module in modules.items())
+
+
+def seen_digests(required: Iterable[str]) -> dict[str, str]:
+    """The user's modules that required files import (`helper_modules`), by whole path: the
+    SHA-256 of each file as it was when its module was imported (first found), for a snapshot
+    to record the code its state was made by."""
+    out: dict[str, str] = {}
+    for file in required:
+        for name, module, real in _helpers(file):
+            seen = _SEEN_MODULES.get(name)
+            out[real] = seen[2] if seen is not None and seen[0] is module else file_digest(real)
+    return out
+
+
+def _helpers(file: str) -> Iterator[tuple[str, ModuleType, str]]:
+    """(name, module, whole path) of each user module `file` imports from its folder or below,
+    directly or through one another; each is remembered for `forget_changed_modules`."""
+    root = os.path.dirname(os.path.realpath(file)) + os.sep
+    pending: list[tuple[str, str | None]] = [(file, None)]
+    done = {os.path.realpath(file)}
+    while pending:
+        source, package = pending.pop()
+        for name in _imported_names(source, package):
+            module = sys.modules.get(name)
+            path = getattr(module, "__file__", None)
+            if module is None or not isinstance(path, str) or name.partition(".")[0] == "roundhouse":
+                continue  # (Roundhouse's own code is in the key as its version)
+            real = _real_file(path)
+            if real in done or not real.startswith(root) or real.startswith(_INSTALLED) or not os.path.isfile(real):
+                continue
+            done.add(real)
+            seen = _SEEN_MODULES.get(name)
+            if seen is None or seen[0] is not module:
+                _SEEN_MODULES[name] = (module, real, file_digest(real))
+            yield name, module, real
+            if real.endswith(".py"):
+                pending.append((real, module.__package__ or None))
 
 
 def _imported_names(file: str, package: str | None) -> list[str]:
@@ -116,7 +149,8 @@ def _with_parents(name: str) -> list[str]:
 def forget_changed_modules() -> None:
     """Drop from `sys.modules` the user's modules (seen by `helper_modules`) whose file has
     changed since they were imported, so that the element file importing them next imports
-    them as they are now: a long-lived worker runs many sweeps."""
+    them as they are now: a long-lived worker runs many sweeps, a notebook builds many
+    simulations (an element file whose modules were dropped is imported again, runtime/dsl/loader.py)."""
     for name, (module, file, digest) in list(_SEEN_MODULES.items()):
         try:
             changed = file_digest(file) != digest

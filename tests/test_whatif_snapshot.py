@@ -35,8 +35,9 @@ def test_each_side_stops_at_the_horizon_with_its_last_round_counted_skipping_or_
     fork, horizon = 5 * 3600.0, hours * 3600.0
     sim = Simulation(graph).run_until(fork)
     ahead = sim.fork()
-    ahead.step()  # (the round at the fork point, where run_until paused)
-    ahead.step()
+    # (The engine's own steps: a Simulation's step() is one round.)
+    ahead._engine.step()  # (the round at the fork point, where run_until paused)
+    ahead._engine.step()
     assert ahead.now == 15 * 3600.0
     skipping = sim.save(tmp_path / "skipping.snap")
     ticking = Simulation(graph, skip_rounds=False).run_until(fork).save(tmp_path / "ticking.snap")

@@ -65,28 +65,40 @@ def _line_and_column(before: bytes) -> tuple[int, int]:
 MAX_DEPTH = 100
 
 
-def load(path: str | Path, text: str | None = None) -> FlatGraph:
-    """Read a `.sched` file and everything it imports into a flat graph.
+def load(path: str | Path, text: str | None = None, required: list[str] | None = None) -> FlatGraph:
+    """Read a `.sched` file and everything it imports into a flat graph; the resolved paths of
+    the Python files it requires are added to `required`, if given, in load order.
     Raises SchedError / SchedErrors naming every problem found."""
-    return _Loader().load(str(path), text)
+    loader = _Loader()
+    graph = loader.load(str(path), text)
+    if required is not None:
+        required += loader.required
+    return graph
 
 
-# Where an imported element file's module keeps the digest of the text it was imported from.
+# Where an imported element file's module keeps the digest of the text it was imported from,
+# and the user's own modules it imports (runtime/user_modules.py).
 _DIGEST = "__roundhouse_digest__"
+_HELPERS = "__roundhouse_helpers__"
 
 
 def load_element_file(path: Path) -> str | None:
     """Import a Python file of elements; returns a one-line description of what went wrong, if anything.
     (A problem in the user's own Python is shown as its file, line and message, not a traceback.)
 
-    A file is imported once per process, and again when its contents change: a long-lived
-    process (a Dask worker runs many sweeps) must run what the file says now, not what it said
-    when first imported. The digest of the text imported is kept with its module
-    (`element_file_digest`), so that a run's key describes the code that ran."""
+    A file is imported once per process, and again when its contents change, or a module of the
+    user's that it imports was dropped for having changed (`user_modules.forget_changed_modules`):
+    a long-lived process (a Dask worker runs many sweeps, a notebook many simulations) must run
+    what the file says now, not what it said when first imported. Each version is a module of
+    its own, the text's digest in its name, so that objects of an earlier version's classes
+    (a notebook's older simulation) still pickle. The digest of the text imported is kept with
+    its module (`element_file_digest`), so that a run's key describes the code that ran."""
     import hashlib
     import importlib.util
     import sys
     import traceback
+
+    from roundhouse.runtime import user_modules
 
     resolved = str(path.resolve())
     if path.suffix != ".py":
@@ -98,22 +110,27 @@ def load_element_file(path: Path) -> str | None:
     except OSError as err:
         return f"cannot read {path}: {err.strerror or err}"
     digest = hashlib.sha256(source).hexdigest()
-    previous = registry.imported_file(resolved)
-    if previous is not None and getattr(previous, _DIGEST, None) == digest:
+    name = "roundhouse_user_" + "".join(ch if ch.isalnum() else "_" for ch in resolved) + "_" + digest[:16]
+    previous = registry.imported_file(resolved, name)
+    if (
+        previous is not None
+        and getattr(previous, _DIGEST, None) == digest
+        and user_modules.still_current(getattr(previous, _HELPERS, {}))
+    ):
         return None
-    name = "roundhouse_user_" + "".join(ch if ch.isalnum() else "_" for ch in resolved)
     spec = importlib.util.spec_from_file_location(name, resolved)
     if spec is None or spec.loader is None:
         return f"cannot load {path} as Python"
     module = importlib.util.module_from_spec(spec)
+    before = sys.modules.get(name)
     sys.modules[name] = module
     try:
         with registry.importing_file(str(path)):
             # (The bytes digested are the bytes run: the file may change while it is imported.)
             exec(compile(source, resolved, "exec", dont_inherit=True), module.__dict__)  # (not this module's __future__)
     except (Exception, SystemExit) as err:  # the user's code: report where, not how deep
-        if previous is not None:
-            sys.modules[name] = previous
+        if before is not None:
+            sys.modules[name] = before
         else:
             del sys.modules[name]
         frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename == resolved]
@@ -122,6 +139,7 @@ def load_element_file(path: Path) -> str | None:
         what = str(err) if isinstance(err, registry.DefinedTwice) else f"{type(err).__name__}: {err}"
         return f"{where}{what}"
     setattr(module, _DIGEST, digest)
+    setattr(module, _HELPERS, user_modules.user_imports(resolved))
     registry.keep_file(resolved, module)
     return None
 
@@ -207,6 +225,7 @@ class _Loader:
         self.classes: dict[str, tuple[ast.ElementClass, str]] = {}
         self.chains: list[tuple[ast.Chain, str]] = []
         self.files: list[str] = []
+        self.required: list[str] = []  # Python files required (resolved), imported without a problem
         self.decls: dict[str, Decl] = {}
         self.edges: list[Edge] = []
         self.compounds: dict[str, tuple[str, Location]] = {}  # instance -> elementclass name, declaration
@@ -309,6 +328,8 @@ class _Loader:
         problem = load_element_file(target)
         if problem:
             self.errors.append(SchedError(f"cannot require '{st.path}': {problem}", st.location))
+        elif str(target.resolve()) not in self.required:
+            self.required.append(str(target.resolve()))
 
     # --- scopes ---
     def _is_class(self, name: str) -> bool:
