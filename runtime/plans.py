@@ -68,7 +68,7 @@ class PlanCheck:
         launches pending jobs on free GPUs. Checks everything before anything changes."""
         keep, suspend = plan.keep, plan.suspend
         complete = plan.complete
-        ending = self._check_complete(complete) if len(complete) else complete
+        ending = _check_complete(self, complete) if len(complete) else complete
         if len(ending):
             suspend = np.concatenate([suspend, ending])  # running jobs ended now, for the checks below
         resized = plan.resize_rows
@@ -334,19 +334,6 @@ class PlanCheck:
             first[max(i, j)] = False
         return first
 
-    def _check_complete(self, complete: np.ndarray) -> np.ndarray:
-        """Checks the plan's completions; returns those of running jobs."""
-        n = len(self.world.jobs)
-        if complete.min() < 0 or complete.max() >= n:
-            raise PlanError("plan completes a job row that does not exist")
-        ordered = np.sort(complete)
-        if (ordered[1:] == ordered[:-1]).any():
-            raise PlanError(f"plan completes job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
-        status = self.world.jobs.writable["status"][complete]
-        if (status == FINISHED).any():
-            raise PlanError(f"plan completes job {self._job(complete[status == FINISHED][0])}, which has finished")
-        return complete[status == RUNNING]
-
     def _job(self, row) -> int:
         return int(self.world.jobs.writable["job_id"][row])
 
@@ -362,3 +349,17 @@ class PlanCheck:
         if len(missing):
             raise PlanError(f"running job {self._job(missing[0])} is neither kept nor suspended (nor resized)")
         raise PlanError("plan keeps or suspends a job twice")
+
+
+def _check_complete(check: PlanCheck, complete: np.ndarray) -> np.ndarray:
+    """Checks a plan's completions; returns those of running jobs."""
+    jobs = check.world.jobs
+    if complete.min() < 0 or complete.max() >= len(jobs):
+        raise PlanError("plan completes a job row that does not exist")
+    ordered = np.sort(complete)
+    if (ordered[1:] == ordered[:-1]).any():
+        raise PlanError(f"plan completes job {check._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
+    status = jobs.writable["status"][complete]
+    if (status == FINISHED).any():
+        raise PlanError(f"plan completes job {check._job(complete[status == FINISHED][0])}, which has finished")
+    return complete[status == RUNNING]

@@ -25,6 +25,7 @@ class _Context:
 
 def _by_hand(want, is_run, placed, suspend_pos, left, backfill) -> list[tuple[int, int, int, int, int]]:
     """(position, code, a, b, c) per job, from the definitions in the module's docstring."""
+    holds = [(is_run[q] or placed[q]) and q not in suspend_pos for q in range(len(want))]
     out = []
     waiting = [p for p in range(len(want)) if not is_run[p] and not placed[p]]
     # Without backfilling, the first job that did not fit: the first waiting one that wants GPUs,
@@ -34,12 +35,14 @@ def _by_hand(want, is_run, placed, suspend_pos, left, backfill) -> list[tuple[in
         if want[p] <= 0:
             continue
         # Jobs ranked ahead that hold GPUs after the plan: all but those waiting and suspended.
-        ahead = sum(1 for q in range(p) if (is_run[q] or placed[q]) and q not in suspend_pos)
+        ahead = sum(1 for q in range(p) if holds[q])
+        # The GPUs left free for it: those the plan leaves free and those of jobs ranked behind it.
+        free = left + sum(int(want[q]) for q in range(p + 1, len(want)) if holds[q])
         if not backfill and p > first:
-            out.append((p, int(Reason.BLOCKED), p + 1, first + 1, left))
+            out.append((p, int(Reason.BLOCKED), p + 1, first + 1, free))
         else:
-            code = Reason.RANKED_BEHIND if want[p] > left else Reason.NO_ROOM
-            out.append((p, int(code), p + 1, ahead, left))
+            code = Reason.RANKED_BEHIND if want[p] > free else Reason.NO_ROOM
+            out.append((p, int(code), p + 1, ahead, free))
     for p in suspend_pos:
         holders = sum(1 for q in range(p) if (is_run[q] or placed[q]) and q not in suspend_pos)
         out.append((p, int(Reason.PREEMPTED), p + 1, holders, 0))
@@ -69,7 +72,9 @@ def test_waiting_reasons_match_the_reasons_worked_out_job_by_job():
         assert got == sorted((int(rows[p]), code, a, b) for p, code, a, b, _ in expected), case
         # The GPUs left free, where the reason gives them.
         free_given = {int(r): c for r, code, c in zip(cols["row"], cols["code"], cols["c"]) if code != Reason.PREEMPTED}
-        assert all(free_given[int(rows[p])] == left for p, code, *_ in expected if code != Reason.PREEMPTED)
+        assert all(
+            free_given[int(rows[p])] == c for p, code, _, _, c in expected if code not in (Reason.PREEMPTED, Reason.BLOCKED)
+        )
         checked += len(expected)
     assert checked > 1000
 

@@ -1,9 +1,11 @@
 """Why a placer left ranked jobs waiting, or suspended them (runtime/explain.py's reasons).
 
-A waiting job that wants more GPUs than the round's plan leaves free waits behind the jobs ranked
-ahead of it (RANKED_BEHIND); one of a ranking that names a GPU type, for GPUs of that type
-(NO_FREE_TYPE); one that would fit in the GPUs left but not where it must go (one machine, say)
-for room (NO_ROOM); without backfilling, every job behind the first that did not fit (the first
+A waiting job that wants more GPUs than the jobs ranked ahead of it leave free waits behind them
+(RANKED_BEHIND); one of a ranking that names a GPU type, for GPUs of that type (NO_FREE_TYPE);
+one that would fit in the GPUs they leave but not where it must go (one machine, say), or whose
+room went to jobs ranked behind it (backfilled, or kept running), for room (NO_ROOM). The GPUs
+left free, for a waiting job, are those the plan leaves free and those it leaves to jobs ranked
+behind it; without backfilling, every job behind the first that did not fit (the first
 waiting, or a running job suspended in the round if one is ranked ahead of it) is blocked by it
 (BLOCKED). A running job suspended while still ranked was preempted for the jobs ranked ahead of
 it (PREEMPTED).
@@ -35,7 +37,7 @@ def explain_placement(ctx, ranking, is_run, placed: np.ndarray, suspend: np.ndar
         if not len(hit):
             hit = None
     if len(pos):
-        _explain_waiting(ctx, ranking, pos, idle, hit, available)
+        _explain_waiting(ctx, ranking, pos, idle, hit, available, is_run & ~placed)
     if hit is not None:
         # (jobs ahead that hold GPUs: all but those waiting and those suspended)
         holders = hit - idle.searchsorted(hit) - np.arange(len(hit))
@@ -45,12 +47,14 @@ def explain_placement(ctx, ranking, is_run, placed: np.ndarray, suspend: np.ndar
         ctx.explain(Reason.PREEMPTED, rows[hit], hit + 1, holders)
 
 
-def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, available: np.ndarray) -> None:
+def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, available: np.ndarray, kept) -> None:
     """Waiting jobs at ranking positions `pos`; `idle`: all waiting positions, `hit`: those of
     the suspended jobs (or None), for the count of jobs ranked ahead that hold GPUs and, without
-    backfilling, the first job that did not fit."""
+    backfilling, the first job that did not fit; `kept`: positions of running jobs not launched
+    again (for the GPU type a job ranked behind holds)."""
     rows, want = ranking.rows, ranking.gpus
     cluster = ctx.cluster
+    holding = _holding_behind(want, pos, idle, hit)
     # (Counts of comparisons rather than a minimum: a reduction costs several times as much,
     # and this runs every round.)
     code: int | np.ndarray
@@ -58,9 +62,16 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, avail
     if len(cluster.gpu_types) == 1:
         left: np.ndarray | int = int(np.count_nonzero(available))
         code = int(Reason.RANKED_BEHIND)
+        if holding is not None:  # room a job ranked behind took was left free by the jobs ahead
+            behind = np.cumsum(np.where(holding, want, 0)[::-1])[::-1]
+            pos, wanted = _wanting(pos, want[pos])
+            if not len(pos):
+                return
+            left = left + behind[pos]
+            code = np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
         # The common case at load: no ranked job fits in what is left (so none wants no GPUs
         # either). Asked of the whole ranking, which spares picking out the waiting jobs' wants.
-        if np.count_nonzero(want <= left):
+        elif np.count_nonzero(want <= left):
             pos, wanted = _wanting(pos, want[pos])
             if not len(pos):
                 return
@@ -71,12 +82,14 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, avail
         if not len(pos):
             return
         free = np.bincount(cluster.gpu_type[available], minlength=len(cluster.gpu_types))
+        if holding is not None:
+            free = free[None, :] + _held_behind_by_type(ctx, ranking, holding, kept, len(free))[pos]
         usable = ctx.jobs.type_rates[rows[pos]] > 0
         asked = ranking.gpu_type[pos] if ranking.gpu_type is not None else None
         if asked is not None:
             usable = np.where(asked[:, None] >= 0, np.arange(len(free))[None, :] == asked[:, None], usable)
         # The type it could use with the most GPUs free, and how many.
-        room = np.where(usable, free[None, :], -1)
+        room = np.where(usable, free if free.ndim == 2 else free[None, :], -1)
         type_of = room.argmax(axis=1)
         left = np.maximum(room.max(axis=1), 0)
         code = np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
@@ -109,6 +122,33 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, avail
         return b
 
     ctx.explain(code, rows[pos], lambda sel: pos[sel] + 1, second, left)
+
+
+def _holding_behind(want: np.ndarray, pos: np.ndarray, idle: np.ndarray, hit) -> np.ndarray | None:
+    """Which ranking positions hold GPUs after the plan (all but the waiting and the suspended),
+    or None when none of them is ranked behind the first waiting job (the common case)."""
+    holding = np.ones(len(want), dtype=bool)
+    holding[idle] = False
+    if hit is not None:
+        holding[hit] = False
+    holding[: int(pos[0])] = False  # (only those behind a waiting job matter)
+    return holding if np.count_nonzero(holding & (want > 0)) else None
+
+
+def _held_behind_by_type(ctx, ranking, holding: np.ndarray, kept: np.ndarray, n_types: int) -> np.ndarray:
+    """(positions, types): GPUs of each type held after the plan by the jobs ranked behind each
+    position. A job's type is the one its ranking names, else, running on, the one it runs on; a
+    job launched on a type the ranking does not name is not counted (its GPUs are not known here)."""
+    types = np.full(len(holding), -1, dtype=np.int64)
+    if ranking.gpu_type is not None:
+        types = np.asarray(ranking.gpu_type, dtype=np.int64).copy()
+    on = kept & (types < 0)
+    if on.any():
+        types[on] = ctx.jobs.column("placed_type")[ranking.rows[on]]
+    counted = holding & (types >= 0)
+    held = np.zeros((len(holding), n_types), dtype=np.int64)
+    held[counted, types[counted]] = ranking.gpus[counted]
+    return np.cumsum(held[::-1], axis=0)[::-1]
 
 
 def _wanting(pos: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

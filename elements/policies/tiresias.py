@@ -21,7 +21,7 @@ from roundhouse.elements.policies.base import KeyOrder, Policy
 from roundhouse.runtime.element import element, element_family
 from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import Active, Ranking
-from roundhouse.runtime.values import Duration, FilePath, positive
+from roundhouse.runtime.values import Duration, FilePath, existing_file, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -204,7 +204,7 @@ class TiresiasGittins(_Queues):
     state = ("_base_run", "_base_service", "_entered", "_known", "_prefix", "_queue", "_samples", "_seen")
     fixed = ("_limits",)
 
-    history: FilePath | None = None
+    history: FilePath | None = attrs.field(default=None, validator=existing_file)
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
@@ -215,6 +215,9 @@ class TiresiasGittins(_Queues):
             from roundhouse.traces.formats import read_trace
 
             trace = read_trace(self.history)
+            if not trace.height:
+                # (no samples would make every index 0: the queues would run first-come, first-served)
+                raise TraceError(str(self.history), "a Gittins history needs at least one job; this one has none")
             if trace["duration_s"].null_count():
                 raise TraceError(str(self.history), "every job of a Gittins history needs a duration_s", column="duration_s")
             self._set_samples(trace["duration_s"].to_numpy() * trace["gpus"].to_numpy())

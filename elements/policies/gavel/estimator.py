@@ -9,13 +9,16 @@ import numpy as np
 
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import Active
-from roundhouse.runtime.values import FilePath, non_negative, positive
+from roundhouse.runtime.values import FilePath, at_most, non_negative, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
 
 
 _MU = 1e-2  # PMF regularization (Gavel's value)
+# The reference of a job that cannot be fingerprinted (no model, or one the profile does not
+# know): it has no speeds to compare with the references', so it is never paired.
+UNMATCHED = -1
 
 
 def complete(matrix: np.ndarray, rank: int, mu: float = _MU, iterations: int = 60, seed: int = 0) -> np.ndarray:
@@ -59,25 +62,28 @@ class PairEstimates:
         self._jobs = jobs
 
     def reference_of(self, rows: np.ndarray) -> np.ndarray:
-        """The reference configuration each job matched (0 for a job not seen yet)."""
+        """The reference configuration each job matched (0 for a job not seen yet, UNMATCHED
+        for one without a profiled model)."""
         match = self._match
         return np.array([match.get(r, 0) for r in rows.tolist()], dtype=np.int64)
 
     def pair_rates(self, rows_a: np.ndarray, rows_b: np.ndarray, gpu_type: str, gpus) -> tuple[np.ndarray, np.ndarray]:
         """Each job's throughput when the pair shares `gpus` GPUs of `gpu_type`: measured where
-        known, estimated otherwise (NaN: the type is not in the cluster)."""
+        known, estimated otherwise (NaN: the type is not in the cluster, or a job has no
+        profiled model and so no estimate)."""
         table = self._jobs
         models, batch = table.column("model"), table.column("batch_size")
         gpus = np.broadcast_to(np.asarray(gpus), (len(rows_a),))
         ra, rb = np.full(len(rows_a), np.nan), np.full(len(rows_a), np.nan)
         if gpu_type not in self._types:
             return ra, rb
+        ref_a, ref_b = self.reference_of(rows_a), self.reference_of(rows_b)
+        matched = (ref_a != UNMATCHED) & (ref_b != UNMATCHED)
         if self._known is not None:
             ra, rb = self._known.rates(models[rows_a], batch[rows_a], models[rows_b], batch[rows_b], gpu_type, gpus)
         t = self._types.index(gpu_type)
-        ref_a, ref_b = self.reference_of(rows_a), self.reference_of(rows_b)
         iso = table.type_rates
-        for i in np.flatnonzero(np.isnan(ra)).tolist():
+        for i in np.flatnonzero(np.isnan(ra) & matched).tolist():
             a, b = int(rows_a[i]), int(rows_b[i])
             key = (models[a], int(batch[a]), models[b], int(batch[b]), gpu_type, int(gpus[i]))
             seen = self._measured.get(key)
@@ -86,6 +92,7 @@ class PairEstimates:
                 continue
             ra[i] = self._R[ref_a[i], t, ref_b[i]] * iso[a, t]
             rb[i] = self._R[ref_b[i], t, ref_a[i]] * iso[b, t]
+        ra[~matched], rb[~matched] = np.nan, np.nan
         return ra, rb
 
 
@@ -97,7 +104,9 @@ class PairEstimator(Element):
     on each type, it runs at some fraction of its isolated speed (its fingerprint). Entries not
     profiled (a fraction `1 - profiled` of them, or pairs reality cannot say) are filled by
     low-rank matrix completion together with the references' own pairwise fingerprints, and the
-    job is matched to the reference whose fingerprint is nearest (cosine distance). A pair's
+    job is matched to the reference whose fingerprint is nearest (cosine distance). A job
+    without a model, or with one the profile does not know, has no fingerprint and is never
+    paired. A pair's
     estimated throughput is the matched references' pair throughput, relative to their isolated
     speed, times each job's isolated speed. Pairs in the `known` table, and pairs of job
     configurations that have already run together (measured online), use measured values.
@@ -128,7 +137,7 @@ class PairEstimator(Element):
     outputs = (Out("estimates", PairEstimates),)
 
     references: int = attrs.field(default=26, validator=positive)
-    profiled: float = attrs.field(default=1.0, validator=non_negative)
+    profiled: float = attrs.field(default=1.0, validator=[non_negative, at_most(1.0)])
     rank: int = attrs.field(default=10, validator=positive)
     known: FilePath | None = None
     seed: int | None = attrs.field(default=None, validator=non_negative)
@@ -171,11 +180,14 @@ class PairEstimator(Element):
     # --- inside ---
     def _fingerprint(self, ctx: RoundContext, row: int) -> int:
         table = ctx.jobs
-        model, batch = table.column("model")[row], int(table.column("batch_size")[row])
+        model = table.column("model")[row]
         refs, types = self._refs, self._types
         if model is None:
-            return 0
+            return UNMATCHED
+        batch = int(table.column("batch_size")[row])
         iso = np.array([ctx.profile.rate(model, batch, t, 1) or 0.0 for t in types])
+        if not (iso > 0).any():
+            return UNMATCHED
         mask = self._rng.random((len(types), len(refs))) < self.profiled
         cache_key = (model, batch) if mask.all() else None
         if cache_key is not None and cache_key in self._by_config:

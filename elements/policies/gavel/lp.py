@@ -31,6 +31,18 @@ _FREE = 1e9
 _ITERATIONS_PER_ROW_AND_COLUMN = 20
 _WORK_FLOOR = 1000  # (iterations any program may take, however small)
 _MILP_NODES = 10_000
+# PDLP (first-order) stops at a tolerance, not at an exact vertex: tight ones, so that its
+# allocations match GLOP's, bounded by a count of iterations, and quiet (its log would go to
+# stdout). Row bounds beyond a tenth of _FREE are read as none: the warm mode's stand-ins for
+# missing bounds, taken as finite, upset its rescaling and it stops with a numerical error.
+_PDLP_PARAMETERS = (
+    "verbosity_level: 0 num_threads: 1 "
+    f"infinite_constraint_bound_threshold: {_FREE / 10:g} "
+    "termination_criteria { simple_optimality_criteria { eps_optimal_absolute: 1e-9 eps_optimal_relative: 1e-9 } "
+    "iteration_limit: 200000 }"
+)
+# MPSolver's result codes, in words.
+_STATUS_NAMES = {0: "OPTIMAL", 1: "FEASIBLE", 2: "INFEASIBLE", 3: "UNBOUNDED", 4: "ABNORMAL", 5: "MODEL_INVALID", 6: "NOT_SOLVED"}
 
 
 @attrs.frozen
@@ -230,6 +242,8 @@ class LinearProgram:
             return self._solve_warm(solver, time_limit_s)
         model = self.model
         engine = mbh.ModelSolverHelper(solver)
+        if solver == "PDLP":
+            engine.set_solver_specific_parameters(_PDLP_PARAMETERS)
         if time_limit_s is not None:
             engine.set_time_limit_in_seconds(time_limit_s)
         engine.solve(model)
@@ -257,13 +271,14 @@ class LinearProgram:
         if time_limit_s is not None:
             self._solver.SetTimeLimit(int(1000 * time_limit_s))
         status = self._solver.Solve()
-        if solver in ("GLOP", "PDLP") and status not in (
+        if solver == "GLOP" and status not in (
             pywraplp.Solver.OPTIMAL,
             pywraplp.Solver.INFEASIBLE,
             pywraplp.Solver.UNBOUNDED,
         ):
             # A warm start can stall on a degenerate program: solve the same program afresh, with
-            # GLOP's presolve, in a new solver that later re-solves start from.
+            # GLOP's presolve, in a new solver that later re-solves start from. (PDLP does not
+            # start warm: it solves each program afresh already.)
             current = linear_solver_pb2.MPModelProto()
             self._solver.ExportModelToProto(current)
             engine = pywraplp.Solver.CreateSolver(solver)
@@ -276,20 +291,19 @@ class LinearProgram:
         has = status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE) and len(response.variable_value) == self.n_vars
         values = np.asarray(response.variable_value) if has else np.full(self.n_vars, np.nan)
         objective = self._solver.Objective().Value() if has else np.nan
-        names = {
-            pywraplp.Solver.OPTIMAL: "OPTIMAL",
-            pywraplp.Solver.FEASIBLE: "FEASIBLE",
-            pywraplp.Solver.INFEASIBLE: "INFEASIBLE",
-        }
-        return Solution(status == pywraplp.Solver.OPTIMAL, names.get(status, f"status {status}"), float(objective), values)
+        name = _STATUS_NAMES.get(status, f"status {status}")
+        return Solution(status == pywraplp.Solver.OPTIMAL, name, float(objective), values)
 
     def _bound_work(self, engine, solver: str, preprocessing: bool) -> None:
-        """GLOP's iterations or SCIP's nodes per solve (CBC takes no such bound here)."""
+        """GLOP's iterations or SCIP's nodes per solve, PDLP's tolerances and iterations (CBC
+        takes no such bound here)."""
         if solver == "GLOP":
             iterations = _ITERATIONS_PER_ROW_AND_COLUMN * (self.n_rows + self.n_vars) + _WORK_FLOOR
             engine.SetSolverSpecificParametersAsString(
                 f"max_number_of_iterations: {iterations}" + ("" if preprocessing else " use_preprocessing: false")
             )
+        elif solver == "PDLP":
+            engine.SetSolverSpecificParametersAsString(_PDLP_PARAMETERS)
         elif solver == "SCIP":
             engine.SetSolverSpecificParametersAsString(f"limits/totalnodes = {_MILP_NODES}\n")
 

@@ -112,11 +112,10 @@ class GavelRounds(Element):
         self._repeat: tuple[Ranking, np.ndarray] | None = None
         self._last: tuple[Ranking, bytes, bytes] | None = None  # last round's ranking, its entries and columns
         # What was handed to the placer last round, to account for the time it received.
-        self._ran = np.zeros(0, dtype=np.int64)
-        self._ran_col = np.zeros(0, dtype=np.int64)
+        self._ran, self._ran_col = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         self._ran_run_s = np.zeros(0)
         self._ran_partner_run_s = np.zeros(0)
-        self._sorted: list[tuple[int, np.ndarray, np.ndarray]] = []  # per column sorted: candidates, taken
+        self._sorted: list[tuple[int, np.ndarray, np.ndarray, int]] = []  # per column sorted: candidates, taken, GPUs left before
         self._ticked: int | None = None  # the round asked about event skipping, until the next tick
         self.counters.update(resets=0, scheduled=0, pairs=0, idle_gpus=0)
 
@@ -274,8 +273,9 @@ class GavelRounds(Element):
                     tied = self._tie_order[c]
                     cand = tied[ok[tied]]
                     cand = cand[np.argsort(-priority[c][cand], kind="stable")]
-                    picked, left[t] = _greedy(cand, sf, partner, rows, taken, int(left[t]), with_pairs)
-                    self._sorted.append((c, cand, picked))
+                    before = int(left[t])  # (kept for the reasons: what was left as the column's turn came)
+                    picked, left[t] = _greedy(cand, sf, partner, rows, taken, before, with_pairs)
+                    self._sorted.append((c, cand, picked, before))
                 else:  # every entry fits: all are taken (entries are jobs here: no pairs)
                     picked, left[t] = cand, int(left[t]) - need
                     taken[cand] = True
@@ -333,16 +333,52 @@ def _alive(mech: GavelRounds, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
 def _explain(mech: GavelRounds, ctx, picked: np.ndarray, taken: np.ndarray | None, idle: int) -> None:
     """Jobs of entries not chosen this round wait; those that ran lose their GPUs as their
     round (lease) ends. `taken` marks job rows chosen, with pairs (without, an entry not
-    chosen is a job not chosen)."""
+    chosen is a job not chosen). An entry passed over because it wanted more GPUs than its
+    type had left when its turn came, while entries behind it took GPUs, is not told that
+    those took its place: it waits for GPUs of its type (suspended first, if it ran), with
+    the count that was left."""
     missed = mech._waiting.copy()
     missed[picked] = False
-    rows = mech._rows[missed]
     if taken is not None:
-        rows = rows[~taken[rows]]  # (a job chosen in a pair is not waiting)
+        missed &= ~taken[mech._rows]  # (a job chosen in a pair is not waiting)
+    if not missed.any():
+        return
+    entries, rank, ahead, type_code, left = _too_big(mech, missed)
+    if len(entries):
+        missed[entries] = False
+        big = mech._rows[entries]
+        ran = ctx.jobs.column("held")[big] > 0
+        if ran.any():
+            ctx.explain(Reason.PREEMPTED, big[ran], rank[ran], ahead[ran])
+        ctx.explain(Reason.NO_FREE_TYPE, big, rank, type_code, left)
+    rows = mech._rows[missed]
     if len(rows):
         ran = ctx.jobs.column("held")[rows] > 0
         code = np.where(ran, int(Reason.LEASE_END), int(Reason.NOT_CHOSEN))
         ctx.explain(code, rows, len(picked), idle)
+
+
+def _too_big(mech: GavelRounds, missed: np.ndarray):
+    """Entries among `missed` that a column's greedy pass skipped because their GPU count
+    exceeded what its type had left, with an entry behind them taken: (entries, their rank in
+    that column's priority order from 1, the entries taken ahead of them, the GPU type's code,
+    the GPUs left at their turn)."""
+    sf = mech._sf
+    found: dict[int, tuple[int, int, int, int]] = {}
+    for c, cand, picked, before in mech._sorted:
+        chose = np.isin(cand, picked)
+        if not chose.any():
+            continue
+        used = np.where(chose, sf[cand], 0.0)
+        ahead: np.ndarray = np.cumsum(chose) - chose
+        left = before - (np.cumsum(used) - used)  # GPUs left as each candidate's turn came
+        last = int(np.flatnonzero(chose)[-1])
+        skipped = np.flatnonzero(~chose[:last] & missed[cand[:last]] & (sf[cand[:last]] > left[:last]))
+        for i in skipped.tolist():
+            found.setdefault(int(cand[i]), (i + 1, int(ahead[i]), int(mech._col_type[c]), int(left[i])))
+    entries = np.fromiter(found, dtype=np.int64, count=len(found))
+    numbers = np.array(list(found.values()), dtype=np.int64).reshape(len(found), 4).T
+    return entries, numbers[0], numbers[1], numbers[2], numbers[3]
 
 
 def _explain_without_share(mech: GavelRounds, ctx, fresh: bool, ranking: Ranking) -> Ranking:
@@ -400,7 +436,7 @@ def _repeating(sorted_cols, X: np.ndarray, time: np.ndarray, n: int, ctx) -> flo
     r = float(ctx.round_s)
     rounds = math.inf
     mark = np.zeros(n, dtype=bool)
-    for c, cand, picked in sorted_cols:
+    for c, cand, picked, _ in sorted_cols:
         mark[picked] = True
         rounds = min(rounds, _rounds_in_order(X[cand, c], time[cand, c], mark[cand], r))
         if rounds < 1:

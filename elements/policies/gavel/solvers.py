@@ -210,12 +210,18 @@ class GavelSolver(Element):
             if columns.placement is not None and columns.placement[j] != "consolidated":
                 continue  # pairs were measured on one node only
             gpu = names[columns.gpu_type[j]]
-            if estimates is not None:
-                ra[:, j], rb[:, j] = estimates.pair_rates(rows_a, rows_b, gpu, gpus.astype(np.int64))
-            else:
-                ra[:, j], rb[:, j] = ctx.pairs.rates(
-                    models[rows_a], batch[rows_a], models[rows_b], batch[rows_b], gpu, gpus.astype(np.int64)
-                )
+            real_a, real_b = ctx.pairs.rates(
+                models[rows_a], batch[rows_a], models[rows_b], batch[rows_b], gpu, gpus.astype(np.int64)
+            )
+            if estimates is None:
+                ra[:, j], rb[:, j] = real_a, real_b
+                continue
+            # Estimates guess how fast a pair runs, not whether it can share at all: two jobs
+            # that do not fit in the GPUs' memory together (0 in the cluster's pair table), or
+            # that the cluster has no speeds for, would fail at launch, so they are not paired.
+            est_a, est_b = estimates.pair_rates(rows_a, rows_b, gpu, gpus.astype(np.int64))
+            runs = real_a > 0
+            ra[:, j], rb[:, j] = np.where(runs, est_a, np.nan), np.where(runs, est_b, np.nan)
         return ra, rb
 
     def solution(self, form: Formulation, values: np.ndarray, class_of: np.ndarray, rows: np.ndarray):
@@ -496,9 +502,21 @@ class MaxThroughput(GavelSolver):
         return self.solution(form, got.values, class_of, problem.rows)
 
 
-def _price_columns(prices: dict, ctx: RoundContext, columns: Columns, who: str) -> np.ndarray:
-    """The price of each column's GPU type (every type of the cluster must have one)."""
+_DEFAULT_PRICES = ["V100:2.48", "P100:1.46", "K80:0.45"]
+
+
+def _price_columns(prices: dict, ctx: RoundContext, columns: Columns, who: str, given: bool = True) -> np.ndarray:
+    """The price of each column's GPU type (every type of the cluster must have one). Prices
+    `given` (not the defaults, which price Gavel's three types for any of its clusters) for a
+    type the cluster lacks are refused: a misspelt or wrong type would otherwise go unseen."""
     names = ctx.cluster.gpu_types
+    if given:
+        have = {name.lower() for name in names}
+        extra = [t for t in prices if t.lower() not in have]
+        if extra:
+            raise SchedError(
+                f"{who}: prices name GPU type {', '.join(extra)}, which the cluster does not have (its types: {', '.join(names)})"
+            )
     used = sorted(set(columns.gpu_type.tolist()))
     per_type = dict(zip(used, type_prices(prices, [names[t] for t in used], who).tolist()))
     return np.array([per_type[t] for t in columns.gpu_type.tolist()], dtype=np.float64)
@@ -515,13 +533,12 @@ class _CostSolver(GavelSolver):
         unsolved: solves where the cost program had no optimum even so (e.g. every usable type priced at 0); each job then gets that largest common share, without regard to cost.
     """
 
-    prices: list[str] = attrs.field(
-        factory=lambda: ["V100:2.48", "P100:1.46", "K80:0.45"], validator=lambda i, a, v: parse_prices(v)
-    )
+    prices: list[str] = attrs.field(factory=lambda: list(_DEFAULT_PRICES), validator=lambda i, a, v: parse_prices(v))
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
-        self._price = _price_columns(parse_prices(self.prices), ctx, self._columns, f"{self.name} ({type(self).__name__})")
+        who = f"{self.name} ({type(self).__name__})"
+        self._price = _price_columns(parse_prices(self.prices), ctx, self._columns, who, self.prices != _DEFAULT_PRICES)
         self.counters.update(floor_relaxed=0, unsolved=0)
 
     def _ratio_program(self, ctx: RoundContext, problem: Problem, slo_need: np.ndarray | None):
