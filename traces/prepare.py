@@ -49,8 +49,13 @@ def prepare_jobs(
     if unset.any():
         defaults = [profile.default_batch_size(c) if c is not None else 0 for c in canonical]
         batch[unset] = names.per_row(defaults, 0, np.int64)[unset]
+    requested = gpus
     if elastic.any():
         known_elastic = _prepare_elastic(model, elastic_rows, batch, models, job_id, origin)
+        # An elastic job's GPUs are where its scheduler starts it, not what it must have (Pollux
+        # and ONES give each job GPUs of their own choosing): more than the cluster's, it starts
+        # on all of them.
+        gpus = np.where(elastic, np.minimum(gpus, n_gpus), gpus)
 
     too_big = gpus > n_gpus  # (first: no profile has a rate for more GPUs than there are)
     if too_big.any():
@@ -89,16 +94,17 @@ def prepare_jobs(
                 f"on {gpus[i]} GPU(s) of any type in this cluster ({', '.join(gpu_types)})",
             )
         _check_type_with_room(model, idx, type_rates, gpus, models, batch, job_id, origin)
+    given_iterations = iterations
+    from_duration = np.zeros(n, dtype=bool)  # (elastic jobs whose work their duration sets)
     if elastic.any():
         idx = elastic.nonzero()[0]
         type_rates[idx], reference_rate[idx] = known_elastic.rates(model, gpus[idx], batch[idx])
-        # An elastic job's work: samples (at its initial batch size) to the end of its training.
+        epochs = get("epochs", np.float64, np.nan)[idx]
+        asked = reference_rate[idx]
+        if (requested[idx] != gpus[idx]).any():  # (a duration was taken on the GPUs the trace gives)
+            asked = known_elastic.rates(model, requested[idx], batch[idx])[1]
         iterations = iterations.copy()
-        work_samples = known_elastic.work
-        if "epochs" in trace.columns:  # a trace may say how many epochs each job trains for
-            epochs = get("epochs", np.float64, np.nan)[idx]
-            work_samples = np.where(np.isnan(epochs), work_samples, epochs * known_elastic.epoch_samples)
-        iterations[idx] = np.where(np.isnan(iterations[idx]), work_samples, iterations[idx])
+        iterations[idx], from_duration[idx] = known_elastic.work_of(iterations[idx], epochs, duration[idx], asked)
         known |= elastic
     missing_duration = ~known & np.isnan(duration)
     if missing_duration.any():
@@ -117,15 +123,14 @@ def prepare_jobs(
         )
     with np.errstate(divide="ignore", invalid="ignore"):
         alone = work / reference_rate  # (a job's time at its reference speed: a run counts rounds toward it)
-    too_long = known & ~np.isnan(iterations) & (alone > MAX_SECONDS)
+    # (Work set by a duration takes that duration, checked already, unless the job asked for
+    # more GPUs than it got: then longer, and checked here too.)
+    too_long = known & ~np.isnan(iterations) & (~from_duration | (requested != gpus)) & ~(alone <= MAX_SECONDS)
     if too_long.any():
         i = int(too_long.nonzero()[0][0])
-        raise TraceError(
-            origin,
-            f"job {job_id[i]}: {iterations[i]:g} iterations of {names.name_of(i)!r} take {alone[i]:.4g} s at its "
-            f"throughput, more than a century ({MAX_SECONDS:g} s)",
-            column="iterations",
-        )
+        column = _work_column(trace, i, given_iterations[i], bool(elastic[i]))
+        message = _too_long(column, iterations[i], alone[i], trace, i, names.name_of(i), requested[i], gpus[i])
+        raise TraceError(origin, f"job {job_id[i]}: {message}", column=column)
     # A job's `cpus` and `memory_gb` are not checked against the machines: they are what it
     # would like, not what it must have. Most graphs never read them, and the only elements that
     # do (SynergyTune, SynergyOpt) cap each job's demand at what its machines have, so no demand
@@ -196,6 +201,34 @@ def _one_value(values: np.ndarray) -> np.ndarray:
     return np.broadcast_to(values[:1].copy(), values.shape) if same else values
 
 
+def _work_column(trace: pl.DataFrame, i: int, iterations: float, elastic: bool) -> str | None:
+    """The column that set job i's work (None: its elastic application's own), in the order
+    `_ElasticJobs.work_of` takes them."""
+    if not np.isnan(iterations) or not elastic:
+        return "iterations"
+    for column in ("epochs", "duration_s"):
+        if column in trace.columns and trace[column][i] is not None and not np.isnan(trace[column][i]):
+            return column
+    return None
+
+
+def _too_long(column: str | None, work: float, alone: float, trace: pl.DataFrame, i: int, name, asked: int, gpus: int) -> str:
+    """Why a job's work takes more than a century, in the words of the column that set it."""
+    century = f"more than a century ({MAX_SECONDS:g} s)"
+    if column == "duration_s":
+        return (
+            f"{trace['duration_s'][i]:g} s of {name!r} on the {asked} GPUs it asks for take {alone:.4g} s on the "
+            f"cluster's {gpus}, {century}"
+        )
+    if column == "epochs":
+        what = f"{trace['epochs'][i]:g} epochs ({work:g} samples)"
+    elif column is None:
+        what = f"the {work:g} samples of its application's own training"
+    else:
+        what = f"{work:g} iterations"
+    return f"{what} of {name!r} take {alone:.4g} s at its throughput, {century}"
+
+
 def _elastic_row(model: ThroughputModel, name: str) -> int:
     """A model's application in the elastic profile, -1 for none (or no elastic profile)."""
     return -1 if model.elastic is None else model.elastic.row(name)
@@ -216,6 +249,17 @@ class _ElasticJobs:
         nodes = -(-gpus // max(1, model.cluster.max_gpus_per_node))
         rate = self.profile.rates(self.apps, nodes, gpus, batch)
         return np.repeat(rate[:, None], len(model.cluster.gpu_types), axis=1), rate
+
+    def work_of(self, iterations, epochs, duration, rate) -> tuple[np.ndarray, np.ndarray]:
+        """Each job's work in samples at its initial batch size, and whether its duration set it:
+        its `iterations`, else its `epochs` of the application's epoch size, else what it does in
+        its `duration_s` at `rate` (its goodput on the GPUs and batch size its trace gives), as a
+        job of the throughput profile would; else (Pollux's and ONES' traces give no duration)
+        its application's own work."""
+        from_duration = np.isnan(iterations) & np.isnan(epochs) & ~np.isnan(duration)
+        work = np.where(from_duration, duration * rate, self.work)
+        work = np.where(np.isnan(epochs), work, epochs * self.epoch_samples)
+        return np.where(np.isnan(iterations), work, iterations), from_duration
 
     def max_batch_full(self, n: int, elastic: np.ndarray) -> np.ndarray:
         out = np.full(n, np.nan)

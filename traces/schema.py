@@ -37,7 +37,10 @@ Optional extra columns the simulator and elements understand (empty cells: not g
   PAI's plan_cpu / 100 summed over its instances, Synergy's per-model demand)
 - `memory_gb` Float64 >= 0, finite: main memory the job asks for in GB, in all
 - `epochs` Float64: for an elastic job (its model an application of the run's elastic
-  profile, traces/goodput.py), how many epochs it trains for; stands in for `iterations`
+  profile, traces/goodput.py), how many epochs it trains for; stands in for `iterations`.
+  An elastic job's work is its `iterations`, else its `epochs`, else what it would do in its
+  `duration_s` on its `gpus` at its `batch_size` (as for other jobs), else its application's
+  own epochs (traces/prepare.py)
 - `max_gpus`, `max_batch_size` Float64: the most GPUs and the largest global batch size a
   plan may resize the job to (empty: no limit; an elastic job's batch limit defaults to its
   application's largest validated batch size)
@@ -48,8 +51,9 @@ Optional extra columns the simulator and elements understand (empty cells: not g
 
 A run refuses a job asking for more GPUs than the cluster has, or, on a cluster of several GPU
 types and with no elastic profile, than its largest type has (a placer puts a job on GPUs of one
-type) (traces/prepare.py). Its `cpus` and `memory_gb` are what it would like: a demand beyond
-what its machines have runs (the allocators that read them cap each at its machines' room).
+type) (traces/prepare.py). An elastic job's `gpus` is only where its scheduler starts it: asking
+for more than the cluster has, it asks for all of the cluster's. A job's `cpus` and `memory_gb`
+are what it would like: a demand beyond what its machines have runs (the allocators that read them cap each at its machines' room).
 
 These are numbers whatever the file holds: a cell that is not one is an error naming its row.
 
