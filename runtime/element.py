@@ -95,6 +95,15 @@ class Doc:
     see_also: tuple[str, ...]
     paper: str
     cost: str = ""  # per-round cost, as a complexity (required of the library's elements)
+    # An input port's own text where an output port has its name (PolluxAgent's `plan` in and
+    # out): the docstring lists the input's entry first, and `ports` holds the output's.
+    input_ports: dict[str, str] = attrs.field(factory=dict)
+
+    def port(self, direction: str, name: str) -> str:
+        """The text of a port ("in" or "out")."""
+        if direction == "in" and name in self.input_ports:
+            return self.input_ports[name]
+        return self.ports.get(name, "")
 
 
 def _no_tick(self: Element, ctx: RoundContext, **inputs: Any) -> Any:
@@ -441,6 +450,11 @@ def parse_doc(cls: type[Element], family: bool = False) -> Doc:
     if missing:
         raise TypeError(f"{where}: missing section(s) {', '.join(s + ':' for s in missing)}")
 
+    both = {p.name for p in cls.inputs} & {p.name for p in cls.outputs}
+    input_ports: dict[str, str] = {}
+    for inherited in families:
+        input_ports.update(inherited.input_ports)
+
     def entries(section: str) -> dict[str, str]:
         out: dict[str, str] = {}
         for inherited in families:  # a member's own entries replace its families' ones
@@ -449,10 +463,19 @@ def parse_doc(cls: type[Element], family: bool = False) -> Doc:
         if len(body) == 1 and body[0].strip().lower() == "none":
             return out
         key = None
+        own: set[str] = set()
+        own_inputs: set[str] = set()
         for ln in body:
             m = re.match(r"^\s{4}(\w+):\s*(.*)$", ln)
             if m:
                 key = m.group(1)
+                if key in own:
+                    if section != "Ports" or key not in both or key in own_inputs:
+                        raise TypeError(f"{where}: '{key}' is documented twice in section '{section}:'")
+                    # A port both in and out: its first entry was the input's.
+                    input_ports[key] = out[key]
+                    own_inputs.add(key)
+                own.add(key)
                 out[key] = m.group(2).strip()
             elif key is not None and ln.startswith("      "):
                 out[key] = (out[key] + " " + ln.strip()).strip()
@@ -486,4 +509,5 @@ def parse_doc(cls: type[Element], family: bool = False) -> Doc:
         see_also=tuple(s.strip() for s in see_also.split(",") if s.strip() and s.strip().lower() != "none"),
         paper=paper,
         cost=cost,
+        input_ports=input_ports,
     )

@@ -92,7 +92,12 @@ MEANINGS: dict[Reason, tuple[str, str, str, str]] = {
     Reason.NO_ALLOCATION: ("waiting", "time the allocation in force was made (s)", "earliest time of the next (s)", ""),
     Reason.NO_SHARE: ("waiting", "time the allocation in force was made (s)", "GPUs left idle", ""),
     Reason.NOT_SCHEDULED: ("waiting", "jobs the schedule runs", "GPUs it leaves idle", ""),
-    Reason.GATED: ("waiting", "GPUs the schedule gives it", "", ""),
+    Reason.GATED: (
+        "waiting",
+        "GPUs the held-back schedule gives it (0: none)",
+        "jobs the allocation in force runs",
+        "GPUs it leaves idle",
+    ),
     Reason.LAUNCHED: ("running", "machine of its first GPU", "GPUs", "machines spanned"),
     Reason.SUSPENDED: ("suspended", "", "", ""),
     Reason.PREEMPTED: ("suspended", "rank", "jobs ranked ahead that hold GPUs", ""),

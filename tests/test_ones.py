@@ -10,7 +10,7 @@ import pytest
 
 from roundhouse.elements.policies import ones_search as s
 from roundhouse.elements.policies.ones_predictor import BetaPredictor, history_points
-from roundhouse.errors import TraceError
+from roundhouse.errors import SchedError, TraceError
 from roundhouse.traces import ones
 from tests.conftest import SHARED
 
@@ -241,10 +241,9 @@ def test_bad_arguments_are_located_errors(capsys, argument, message):
     ],
 )
 def test_history_errors_name_file_line_and_column(tmp_path, edit, message):
-    """A bad cell of the history that seeds the predictor stops the run before it starts,
-    naming where it is (the reader, and the element given the file)."""
+    """A bad cell of the history that seeds the predictor is said when the graph is compiled,
+    at the argument that names the file, with where in the file it is."""
     from roundhouse.runtime.compiler import compile_file
-    from roundhouse.runtime.simulate import simulate
 
     line, old, new = edit
     lines = Path(HISTORY).read_text().split("\n")
@@ -260,8 +259,9 @@ def test_history_errors_name_file_line_and_column(tmp_path, edit, message):
         f'TraceSource(path="{tmp_path / "t.csv"}") -> AcceptAll -> JobPool -> Ones(history="h.csv", seed=0) -> Launch -> JobMetrics;\n'
     )
     ones.generate(1, seed=0).write_csv(tmp_path / "t.csv")
-    with pytest.raises(TraceError, match=message):  # itself, not an element's crash around it
-        simulate(compile_file(graph), until=10.0)
+    with pytest.raises(SchedError, match=message) as caught:  # (checked before the run, not when it starts)
+        compile_file(graph)
+    assert f"{graph}:4:" in str(caught.value) and "argument 'history' of Ones" in str(caught.value)
 
 
 def test_learning_from_jobs_of_tiny_or_unknown_epoch_sizes():

@@ -110,7 +110,7 @@ def _show(console: Console, cls) -> None:
         for col in ("direction", "#", "port", "type", "notes", "what"):
             t.add_column(col)
         for direction, i, p, notes in _ports(cls):
-            t.add_row(direction, str(i), p.name, p.type.__name__, notes, Text(doc.ports.get(p.name, "")))
+            t.add_row(direction, str(i), p.name, p.type.__name__, notes, Text(doc.port(direction, p.name)))
         console.print(t)
     fields = attrs.fields(cls)
     if fields:
@@ -149,7 +149,7 @@ def reference_markdown(classes) -> str:
             if cls.inputs or cls.outputs:
                 out += ["| port | # | direction | type | what |", "|---|---|---|---|---|"]
                 for direction, i, p, notes in _ports(cls):
-                    what = doc.ports.get(p.name, "") + (f" ({notes})" if notes else "")
+                    what = doc.port(direction, p.name) + (f" ({notes})" if notes else "")
                     out.append(f"| `{p.name}` | {i} | {direction} | {p.type.__name__} | {what} |")
                 out.append("")
             fields = attrs.fields(cls)

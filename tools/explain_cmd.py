@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -44,9 +45,10 @@ def explain(args) -> int:
     record, path = read_record(args.run)
     stopped = run_end(args.run)
     rows = job_rows(record, path, args.run, args.job, stopped)
+    per_machine = largest_machine(args.run)
     print(f"job {args.job}: {len(rows)} change(s) recorded in {args.run}")
     for row in rows:
-        print(f"  t={clock(row['t_s']):<10} {describe(row)}")
+        print(f"  t={clock(row['t_s']):<10} {describe(row, per_machine)}")
     if stopped is not None and not finished(rows):
         print(f"  t={clock(stopped[0]):<10} run stopped here ({stopped[1]}); the job had not finished")
     return 0
@@ -61,6 +63,18 @@ def run_end(run: str) -> tuple[float, str] | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return (end, reason) if math.isfinite(end) else None
+
+
+def largest_machine(run: str) -> int:
+    """GPUs of the run's largest machine, from the cluster run.json describes ("9 GPUs on 3
+    nodes (3x3:V100)"); 0 when it does not say."""
+    try:
+        text = str(json.loads((Path(run) / "run.json").read_text()).get("cluster") or "")
+    except (OSError, ValueError, AttributeError):
+        return 0
+    groups = re.search(r"\(([^)]*)\)", text)
+    sizes = [int(g) for g in re.findall(r"\d+x(\d+):", groups.group(1))] if groups else []
+    return max(sizes, default=0)
 
 
 def finished(rows: list[dict]) -> bool:
@@ -188,9 +202,26 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
-def describe(row: dict) -> str:
-    """One record in words."""
+def _gated(gpus: int, jobs: int, idle: int) -> str:
+    """Why a job waits while the epoch gate holds the best schedule back: that schedule gives it
+    `gpus` GPUs (0: none); the allocation in force stays, running `jobs` and leaving `idle` GPUs
+    idle (0 and 0 in records made before those numbers were kept: then unsaid)."""
+    stays = (
+        f"; the allocation in force stays: it runs {_plural(jobs, 'job')} and leaves {idle} GPU(s) idle" if jobs or idle else ""
+    )
+    if gpus <= 0:
+        return (
+            "the best schedule found gives it no GPU, and it is held back until the running jobs it changes "
+            f"have trained their epoch{stays}"
+        )
+    return f"the schedule gives it {_plural(gpus, 'GPU')} that running jobs still hold, and changes to running jobs wait for their next epoch{stays}"
+
+
+def describe(row: dict, per_machine: int = 0) -> str:
+    """One record in words. `per_machine`: the GPUs of the run's largest machine (0: not known),
+    which tells how many machines a moved or resized job spans at least."""
     reason, a, b, c = row["reason"], int(row["a"]), int(row["b"]), int(row["c"])
+    least = -(-b // per_machine) if per_machine > 0 else 0
     by = _by(row)
     if reason == "admitted":
         return f"waiting: admitted by {by}"
@@ -221,21 +252,27 @@ def describe(row: dict) -> str:
     if reason == "not_scheduled":
         return f"waiting: the schedule deployed gives it no GPU; it runs {_plural(a, 'job')} and leaves {b} GPU(s) idle ({by})"
     if reason == "gated":
-        return (
-            f"waiting: the schedule gives it {_plural(a, 'GPU')} that running jobs still hold, and changes to "
-            f"running jobs wait for their next epoch ({by})"
-        )
+        return f"waiting: {_gated(a, b, c)} ({by})"
     if reason == "launched":
         where = f"machine {a}" if c <= 1 else f"{c} machines from machine {a}"
         return f"running: launched on {where} ({_plural(b, 'GPU')}) ({_ranked_by(row)})"
     if reason == "moved":
-        gpus = _plural(b, "GPU")
+        # (The record keeps the machine of the job's first GPU, before and after, not all of them.)
+        gpus = _plural(b, "GPU") + (f" on at least {_plural(least, 'machine')}" if least > 1 else "")
+        first = "" if b <= 1 else "its first GPU "
         if c < 0:
-            return f"running: moved to machine {a} ({gpus}) ({_ranked_by(row)})"
-        where = f"to other GPUs of machine {a}" if c == a else f"from machine {c} to machine {a}"
+            return f"running: moved {first}to machine {a} ({gpus}) ({_ranked_by(row)})"
+        if c == a:
+            where = f"to other GPUs of machine {a}" if b <= 1 else f"to other GPUs, its first still on machine {a}"
+        else:
+            where = f"{first}from machine {c} to machine {a}"
         return f"running: moved {where} ({gpus}) ({_ranked_by(row)})"
     if reason == "resized":
-        return f"running: resized from {c} to {_plural(b, 'GPU')}, on machine {a} ({_ranked_by(row)})"
+        if b <= 1:
+            where = f"on machine {a}"
+        else:
+            where = f"on at least {least} machines from machine {a}" if least > 1 else f"its first GPU on machine {a}"
+        return f"running: resized from {c} to {_plural(b, 'GPU')}, {where} ({_ranked_by(row)})"
     if reason == "suspended":
         return f"suspended by {by}"
     if reason == "preempted":

@@ -108,9 +108,18 @@ def profile() -> ElasticProfile:
     return ElasticProfile([application(n) for n in PAIR_NAMES], "ones")
 
 
+# Columns only an ONES trace has (a canonical one written from it keeps the others by name).
+_OWN_COLUMNS = ("time", "task", "num_gpus")
+
+
 def looks_like(header: list[str]) -> bool:
-    """Whether a CSV header is the ONES artifact's trace's (used by format detection)."""
-    return [h.strip() for h in header] == list(TRACE_COLUMNS)
+    """Whether a CSV header is the ONES artifact's trace's (used by format detection): no
+    canonical job_id or arrival_s, and all but a couple of its columns, at least two of them its
+    own, so that a trace missing one column is read as ONES' and the reader names what is missing."""
+    names = {h.strip() for h in header}
+    if names & {"job_id", "arrival_s"}:
+        return False
+    return len(names & set(TRACE_COLUMNS)) >= len(TRACE_COLUMNS) - 2 and len(names & set(_OWN_COLUMNS)) >= 2
 
 
 # What each number is (csvtext.NUMBER_KINDS): counts are whole, rates and targets need not be.

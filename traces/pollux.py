@@ -82,9 +82,18 @@ def profile() -> ElasticProfile:
     return ElasticProfile(apps, "pollux")
 
 
+# Columns only a Pollux workload has.
+_OWN_COLUMNS = ("application", "num_replicas")
+
+
 def looks_like(header: list[str]) -> bool:
-    """Whether a CSV header is a Pollux workload's (used by format detection)."""
-    return [h.strip() for h in header] == list(WORKLOAD_COLUMNS)
+    """Whether a CSV header is a Pollux workload's (used by format detection): no canonical
+    job_id or arrival_s, and all but one of its columns, one of them its own, so that a workload
+    missing a column is read as Pollux's and the reader names what is missing."""
+    names = {h.strip() for h in header}
+    if names & {"job_id", "arrival_s"}:
+        return False
+    return len(names & set(WORKLOAD_COLUMNS)) >= len(WORKLOAD_COLUMNS) - 1 and bool(names & set(_OWN_COLUMNS))
 
 
 def read_workload(path: str | Path, apps: ElasticProfile | str | Path | None = None) -> pl.DataFrame:

@@ -10,10 +10,11 @@ import numpy as np
 
 from roundhouse.elements.policies import ones_search as search
 from roundhouse.elements.policies.base import job_column as _column
+from roundhouse.errors import TraceError
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import LR_LINEAR, Active, Assignment, Plan, Resize
-from roundhouse.runtime.values import FilePath, at_most, non_negative, one_of, positive
+from roundhouse.runtime.values import FilePath, at_most, existing_file, non_negative, one_of, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -23,6 +24,20 @@ if TYPE_CHECKING:
 # the epochs a job is counted as having, and the predictor points one finished job gives.
 _MAX_EPOCHS = 1e9
 _POINTS_PER_JOB = 1000
+
+
+def _check_history(path: FilePath | None) -> None:
+    """The history must be a file the predictor can read: said when the graph is checked, at the
+    argument, not when the run starts."""
+    if path is None:
+        return
+    existing_file(None, None, path)
+    from roundhouse.traces.ones import read_history
+
+    try:
+        read_history(path)
+    except TraceError as err:
+        raise ValueError(f"is no history the predictor can read: {err}") from None
 
 
 def _epoch_sizes(ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
@@ -69,11 +84,23 @@ class Ones(Element):
     predicted remaining GPU-time, may be preempted by a mutation, and is scored by Eq. 8. It is
     never resized, nor moved: a schedule that keeps it running keeps it on its GPUs.
 
-    R (GPUs, as the artifact counts it) starts at 1; after each epoch a job running at its
-    limit asks for R' = ceil(2R / ceil(sigma T + 1)) (T its processed time: doubling at first,
-    then shrinking against convoys), at most its `max_gpus`; a preempted job's R becomes at most
-    the GPUs it held (resume), and halves each time a schedule leaves it waiting (the paper's
-    "rejected": still waiting in the next schedule, read as each decision once the gate is open).
+    R (GPUs, as the artifact counts it) starts at 1. By default it follows the artifact's rules
+    (its ONESScheduler and Monitor). A running job is eligible once it has trained 2 epochs
+    since its last change; an eligible job running at its limit doubles R, up to the cluster's
+    GPUs and 4 times the GPUs it asked for. Then, each round, the single largest eligible job,
+    if it holds at least half the cluster (rounded down) and has run longer than the median run
+    time of every job started (finished ones included), shrinks to
+    max(int(2 size / (run time / median + 1)), 1) GPUs, rounded up to even (never above its
+    size). With `sigma` given R follows the paper's rule instead: after each epoch a job
+    running at its limit asks for R' = ceil(2R / ceil(sigma T + 1)) (T its run time; the inner
+    ceiling read as `rounding` says). Either way R stays within the job's `max_gpus`; a
+    preempted job's R becomes at most the GPUs it held (resume), and halves each time a
+    schedule leaves it waiting (the paper's "rejected": still waiting in the next schedule, read
+    as each decision once the gate is open).
+
+    A running job the best schedule keeps at its GPU count stays on its GPUs (the artifact's
+    reorder keeps current occupants), unless the new ones span fewer machines: a move that gains
+    no locality would only cost the job its resize pause.
 
     Ports:
         active: admitted, unfinished jobs (elastic ones: their model in the elastic profile).
@@ -82,8 +109,8 @@ class Ones(Element):
         population: K candidates kept (paper: the cluster's GPUs, 64; artifact: 16).
         mutate_rate: theta, the chance a job is preempted in a mutant (paper: not given; artifact: 0.3).
         swap: the per-GPU swap chance in crossover (artifact: 0.5).
-        sigma: the scale-down rate, per second (paper: the arrival rate, 1/30 s; default: the artifact's 1 / the median run time of the jobs that have run); 0 turns scale-down off.
-        rounding: "floor" (default: double until 1/sigma, hold until 2/sigma, then shrink) or "ceil", the formula as printed, under which R never grows past its start once a job has run.
+        sigma: given, R follows the paper's rule with this scale-down rate, per second (paper: the arrival rate, 1/30 s; 0: doubling after every epoch, no scale-down); not given (the default), the artifact's rules.
+        rounding: with sigma, the paper rule's inner ceiling: "floor" (default: double until 1/sigma, hold until 2/sigma, then shrink) or "ceil", the formula as printed, under which R never grows past its start once a job has run.
         limit: apply the batch limit R (off: any job may take up to max_gpus at once).
         search: run crossover and mutation (off: refresh and fill only, a greedy SRPT-like schedule).
         sample: draw completion fractions from the Beta (off: use their means).
@@ -98,7 +125,9 @@ class Ones(Element):
         held_back: rounds a better schedule waited for the epoch gate.
         refits: predictor refits.
     Cost: O(K C + K n) per generation over K candidates, C GPUs and n jobs (array operations, no
-        per-job loop), plus a predictor refit (a few hundred small torch steps) per completion.
+        per-job loop), plus O(p C) per pass to put p running jobs back on their GPUs (a pass
+        more for each job that loses its gain to them: a few), and a predictor refit (a few
+        hundred small torch steps) per completion.
     See also: Optimus, TiresiasLas, Fifo
     Paper: ONES (SC'21) §3.2-3.3, Algorithm 1, Eqs. 6-8, Figs. 7-10.
     """
@@ -120,9 +149,16 @@ class Ones(Element):
     sample: bool = True
     gate_epochs: float = attrs.field(default=1.0, validator=[non_negative, at_most(1e6)])
     in_place: bool = True
-    history: FilePath | None = None
+    history: FilePath | None = attrs.field(default=None, validator=lambda _, __, value: _check_history(value))
     refit_steps: int = attrs.field(default=100, validator=[positive, at_most(100000)])
     seed: int | None = attrs.field(default=None, validator=non_negative)
+
+    def __attrs_post_init__(self) -> None:
+        if self.sigma is None and self.rounding != "floor":
+            raise ValueError(
+                f'rounding="{self.rounding}" reads the paper\'s rule, which needs sigma '
+                "(without it R follows the artifact's rules, which have no such ceiling)"
+            )
 
     def start(self, ctx: RoundContext) -> None:
         from roundhouse.elements.policies.ones_predictor import BetaPredictor, history_points
@@ -190,11 +226,12 @@ class Ones(Element):
         max_gpus = np.maximum(np.minimum(max_gpus, np.floor(per_batch)), 1).astype(np.int64)
         running = active.running
         held = active.held
-        limit = self._update_limits(rows, epochs, running, held, active.run_s, max_gpus)
-        fixed = _fixed(ctx, rows)
         asked = np.minimum(active.gpus, c)
+        median = lambda: _median_run_s(ctx, rows[running])  # noqa: E731 (asked only when a job may shrink)
+        limit = self._update_limits(rows, epochs, running, held, active.run_s, max_gpus, asked=asked, n_gpus=c, median=median)
+        fixed = _fixed(ctx, rows)
         allowed = np.where(fixed, asked, np.where(self.limit, limit, max_gpus))
-        speed = self._speeds(ctx, active, fixed)
+        speed = _speeds(ctx, active, fixed)
         # The old population, its job indices mapped onto this round's jobs.
         index = np.full(len(ctx.jobs), search.EMPTY, dtype=np.int64)
         index[rows] = np.arange(n)
@@ -227,50 +264,36 @@ class Ones(Element):
             evolve=self.search,
             whole=fixed if fixed.any() else None,
         )
-        stay = np.flatnonzero(fixed & running & (search.job_counts(pop[:1], n)[0] == held))
-        if len(stay):
-            pop[0] = search.pin(pop[0], current, stay)
+        pop[0] = _keep_places(pop[0], current, running & (search.job_counts(pop[:1], n)[0] == held), fixed, ctx.cluster.gpu_node)
         self._pop, self._pop_rows = pop, rows.copy()
         self.counters["generations"] += 1
         return self._deploy(ctx, active, pop[0], current, epochs, held, limit, np.where(fixed, 0, local).astype(np.int64))
 
-    def _update_limits(self, rows, epochs, running, held, run_s, max_gpus) -> np.ndarray:
+    def _update_limits(self, rows, epochs, running, held, run_s, max_gpus, asked=None, n_gpus=0, median=None) -> np.ndarray:
+        """Each job's R this round (class docstring): the artifact's rules, or the paper's with
+        `sigma`. `asked`: the GPUs each job asked for (not given: no cap but `max_gpus`);
+        `n_gpus`: the cluster's; `median()`: the median run time of the jobs started (not
+        given: the artifact's rules scale nothing down)."""
         limit = self._limit[rows]
         fresh = ~self._seen[rows]
         self._seen[rows] = True
         self._scaled_at[rows[fresh]] = 0.0
-        due = running & (epochs - self._scaled_at[rows] >= 1.0) & (held >= limit)
-        if due.any():
-            sigma = self.sigma
-            if sigma is None:
-                ran = run_s[run_s > 0]
-                sigma = 1.0 / float(np.median(ran)) if len(ran) else 0.0
-            grown = search.scale_down(limit[due], run_s[due], sigma, self.rounding) if sigma > 0 else 2 * limit[due]
-            limit[due] = grown
-            self._scaled_at[rows[due]] = epochs[due]
+        if self.sigma is None:
+            cap = max_gpus if asked is None else np.minimum(4 * asked, max_gpus)
+            # Epochs since the job's last change: when a scaling was carried out, as the artifact counts.
+            since = epochs - self._epoch_mark[rows]
+            limit = search.artifact_limits(limit, since, running, held, run_s, cap, n_gpus, median)
+        else:
+            due = running & (epochs - self._scaled_at[rows] >= 1.0) & (held >= limit)
+            if due.any():
+                sigma = self.sigma
+                limit[due] = search.scale_down(limit[due], run_s[due], sigma, self.rounding) if sigma > 0 else 2 * limit[due]
+                self._scaled_at[rows[due]] = epochs[due]
         # A waiting job's R is left alone here: it was set when the job was preempted and is
         # halved by _deploy, once for each decision that leaves it waiting (not twice a round).
         limit = np.clip(limit, 1, max_gpus)
         self._limit[rows] = limit
         return limit
-
-    def _speeds(self, ctx: RoundContext, active: Active, fixed: np.ndarray) -> np.ndarray:
-        """(n, C+1) samples/s at 0..C GPUs, each at local batch x GPUs, consolidated."""
-        n, c = len(active), ctx.cluster.n_gpus
-        counts = np.arange(c + 1)
-        per_node = ctx.cluster.max_gpus_per_node
-        elastic = ctx.throughput.elastic
-        speed = np.zeros((n, c + 1))
-        ok = ~fixed
-        if elastic is not None and ok.any():
-            app = _column(ctx, "elastic_model", active.rows[ok], -1).astype(np.int64)
-            local = _local_batch(ctx, active)[ok]
-            cc = np.broadcast_to(counts[1:], (int(ok.sum()), c))
-            speed[ok, 1:] = elastic.throughput(app[:, None], np.ceil(cc / per_node), cc, local[:, None] * cc)
-        # A job the elastic profile does not know runs at its own rate on the GPUs it asked for.
-        rigid = np.flatnonzero(fixed)
-        speed[rigid, np.minimum(active.gpus[rigid], c)] = active.reference_rate[rigid]
-        return speed
 
     def _deploy(self, ctx, active, best, current, epochs, held, limit, local=None) -> Plan:
         """Deploy `best`, or only its launches on free GPUs while the epoch gate holds it back.
@@ -322,20 +345,30 @@ class Ones(Element):
         self.counters["held_back"] += 1
         # Only waiting jobs whose GPUs in the best schedule are all free now start.
         free = current < 0
+        standing = current.copy()  # the allocation in force, with this round's launches
         launches, gated, gated_gpus = [], [], []
         for j in np.flatnonzero(~running).tolist():
             g = np.flatnonzero(best == j)
             if len(g) and free[g].all():
                 launches.append(Assignment(int(rows[j]), g.tolist(), batch(j, len(g))))
+                standing[g] = j
                 self._epoch_mark[rows[j]] = epochs[j]
             elif len(g):
                 gated.append(int(rows[j]))
                 gated_gpus.append(len(g))
         if ctx.explaining:
-            _explain_waits(ctx, rows[~running & ~np.isin(np.arange(n), best)], best)
-            if gated:
-                ctx.explain(Reason.GATED, np.asarray(gated, dtype=np.int64), np.asarray(gated_gpus, dtype=np.int64))
+            _explain_held_back(ctx, rows[~running & ~np.isin(np.arange(n), best)], 0, standing)
+            _explain_held_back(ctx, np.asarray(gated, dtype=np.int64), np.asarray(gated_gpus, dtype=np.int64), standing)
         return Plan.of(launches, keep=rows[running])
+
+
+def _explain_held_back(ctx: RoundContext, rows: np.ndarray, gpus: np.ndarray | int, standing: np.ndarray) -> None:
+    """Waiting jobs while the epoch gate holds the best schedule back, with the GPUs that
+    schedule gives each (0: none); the allocation that stands instead (`standing`: the one in
+    force, with this round's launches) with the jobs it runs and the GPUs it leaves idle."""
+    if len(rows):
+        held = standing[standing >= 0]
+        ctx.explain(Reason.GATED, rows, gpus, len(np.unique(held)), int(len(standing) - len(held)))
 
 
 def _explain_waits(ctx: RoundContext, rows: np.ndarray, schedule: np.ndarray) -> None:
@@ -343,3 +376,56 @@ def _explain_waits(ctx: RoundContext, rows: np.ndarray, schedule: np.ndarray) ->
     if len(rows):
         scheduled = schedule[schedule >= 0]
         ctx.explain(Reason.NOT_SCHEDULED, rows, len(np.unique(scheduled)), int(len(schedule) - len(scheduled)))
+
+
+def _speeds(ctx: RoundContext, active: Active, fixed: np.ndarray) -> np.ndarray:
+    """(n, C+1) samples/s at 0..C GPUs, each at local batch x GPUs, consolidated."""
+    n, c = len(active), ctx.cluster.n_gpus
+    counts = np.arange(c + 1)
+    per_node = ctx.cluster.max_gpus_per_node
+    elastic = ctx.throughput.elastic
+    speed = np.zeros((n, c + 1))
+    ok = ~fixed
+    if elastic is not None and ok.any():
+        app = _column(ctx, "elastic_model", active.rows[ok], -1).astype(np.int64)
+        local = _local_batch(ctx, active)[ok]
+        cc = np.broadcast_to(counts[1:], (int(ok.sum()), c))
+        speed[ok, 1:] = elastic.throughput(app[:, None], np.ceil(cc / per_node), cc, local[:, None] * cc)
+    # A job the elastic profile does not know runs at its own rate on the GPUs it asked for.
+    rigid = np.flatnonzero(fixed)
+    speed[rigid, np.minimum(active.gpus[rigid], c)] = active.reference_rate[rigid]
+    return speed
+
+
+def _keep_places(best: np.ndarray, current: np.ndarray, kept: np.ndarray, fixed: np.ndarray, node: np.ndarray) -> np.ndarray:
+    """`best` with each running job it `kept` at its GPU count put back on its GPUs, unless its
+    new ones span fewer machines (a fixed-size job always: it is never moved). Putting one back
+    moves the genes there to where it would have gone, which may take another's gain away:
+    that one is then put back too, until none is left that moves for nothing."""
+    n = len(kept)
+    now = _machines(current, node, n)
+    stay = np.zeros(n, dtype=bool)
+    out = best
+    while True:
+        add = kept & ~stay & (fixed | (_machines(out, node, n) >= now))
+        if not add.any():
+            return out
+        stay |= add
+        out = search.pin(best, current, np.flatnonzero(stay))
+
+
+def _machines(genome: np.ndarray, node: np.ndarray, n: int) -> np.ndarray:
+    """Machines each of n jobs spans in a genome."""
+    filled = genome >= 0
+    n_nodes = int(node.max()) + 1 if len(node) else 1
+    pairs = np.unique(genome[filled] * n_nodes + node[filled])
+    return np.bincount(pairs // n_nodes, minlength=n)
+
+
+def _median_run_s(ctx: RoundContext, running: np.ndarray) -> float:
+    """The median run time of every job started, finished ones included (the artifact's
+    _get_median_run_time); the rows `running` are started even if they have not run a second."""
+    run = np.asarray(ctx.jobs.column("run_s"), dtype=np.float64)
+    started = run > 0
+    started[running] = True
+    return float(np.median(run[started])) if started.any() else 0.0

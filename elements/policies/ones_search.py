@@ -1,5 +1,6 @@
 """ONES' online evolutionary search (Bian et al., SC'21, §3.2) over arrays, and its per-job batch
-limit R (§3.3.2). No element here: elements/policies/ones.py wires these to the round.
+limit R (the paper's rule, §3.3.2, and the artifact's). No element here: elements/policies/ones.py
+wires these to the round.
 
 A candidate schedule is a genome with one gene per GPU: the index of the job on it (0..n-1, the
 jobs of this round) or EMPTY. A population is a (K, C) int array. A job's local batch follows
@@ -11,6 +12,8 @@ a candidate that would give it fewer gives it none.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -174,12 +177,60 @@ def select(pop: np.ndarray, scores: np.ndarray, keep: int) -> tuple[np.ndarray, 
 
 
 def scale_down(limit: np.ndarray, processed_s: np.ndarray, sigma: float, rounding: str = "ceil") -> np.ndarray:
-    """The scale-down rule against convoys (§3.3.2): R' = ceil(2R / ceil(sigma T + 1)), T the
+    """The paper's rule against convoys (§3.3.2): R' = ceil(2R / ceil(sigma T + 1)), T the
     job's processed time. `rounding="floor"` takes the inner ceiling as a floor (double until
     1/sigma, hold until 2/sigma, then shrink), the other reading of the printed formula."""
     inner = sigma * np.asarray(processed_s, dtype=np.float64) + 1.0
     inner = np.ceil(inner) if rounding == "ceil" else np.floor(inner)
     return np.maximum(np.ceil(2.0 * limit / inner), 1).astype(np.int64)
+
+
+def scale_up(limit: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """The artifact's scale-up (its Monitor.scale_up): R doubles, to at most `cap` GPUs (the
+    cluster, and four times what the job asked for)."""
+    return np.minimum(2 * np.asarray(limit), cap).astype(np.int64)
+
+
+def shrink(size: int, run_s: float, median_s: float) -> int:
+    """The artifact's scale-down (its Monitor.scale_down, scale_down_factor 1) of a job on `size`
+    GPUs that has run `run_s` seconds, past the median `median_s` of the jobs started:
+    max(int(2 size / (run_s / median_s + 1)), 1) rounded up to even, never more than `size`
+    (rounding a 1-GPU job up to 2 would grow it)."""
+    new = max(int(2 * size / (run_s / median_s + 1)), 1)
+    return min(new + new % 2, size)
+
+
+# The artifact's num_epochs_before_next_scaling: epochs a job trains between changes of its R.
+SCALE_EPOCHS = 2.0
+
+
+def artifact_limits(
+    limit: np.ndarray,
+    since: np.ndarray,
+    running: np.ndarray,
+    held: np.ndarray,
+    run_s: np.ndarray,
+    cap: np.ndarray,
+    n_gpus: int,
+    median: Callable[[], float] | None,
+) -> np.ndarray:
+    """The artifact's R rules for one round (its ONESScheduler._schedule): a running job that has
+    trained SCALE_EPOCHS epochs `since` its last change is eligible; one running at its limit
+    doubles it (scale_up, up to `cap`); then the single largest eligible job, if it holds at
+    least `n_gpus` // 2 GPUs and has run longer than the median run time of the jobs started
+    (`median()`, asked only then; None: nothing scales down), shrinks (shrink)."""
+    out = np.asarray(limit, dtype=np.int64).copy()
+    eligible = running & (since >= SCALE_EPOCHS)
+    up = eligible & (held >= out)
+    out[up] = scale_up(out[up], cap[up])
+    if median is None or not eligible.any():
+        return out
+    j = int(np.argmax(np.where(eligible, held, -1)))  # (ties: the earliest job, as the artifact)
+    if held[j] > 0 and held[j] >= n_gpus // 2:
+        m = median()
+        if m > 0 and run_s[j] > m:
+            out[j] = shrink(int(held[j]), float(run_s[j]), m)
+    return out
 
 
 def resume_limit(limit: np.ndarray, rejected: np.ndarray) -> np.ndarray:
