@@ -106,11 +106,11 @@ class Submitter:
             except protocol.ProtocolError as err:
                 raise SchedulerError(f"{where[i]}: cannot send it: {err.reason}") from None
         ids: list[int] = []
-        for start, end in _chunks(jobs):
+        for start, end in _chunks(jobs, where):
             try:
                 got = self.request("submit", "accepted", jobs=jobs[start:end])["job_ids"]
             except SchedulerError as err:
-                reason = _name_rows(str(err), where, start)
+                reason = _name_rows(str(err), where, start, jobs)
                 if not ids:
                     raise SchedulerError(reason) from None
                 rest = (
@@ -137,21 +137,34 @@ assert isinstance(_SUBMITTED, protocol.ListOf)
 _SUBMITTED_JOB = _SUBMITTED.item
 MAX_JOBS_PER_MESSAGE = _SUBMITTED.max_len
 # How the scheduler names a submitted row in a refusal: `submission:N:`, N counted from 1 in
-# the message (trace errors name the row; runtime/backends/live/submissions.py).
-_ROW = re.compile(r"\bsubmission:(\d+):")
+# the message (trace errors name the row; runtime/backends/live/submissions.py), often followed
+# by the id it gave the job (`error: job 6:`).
+_ROW = re.compile(r"\bsubmission:(\d+):( error: job (\d+):)?")
 
 
-def _name_rows(text: str, where: list[str], offset: int) -> str:
-    """The scheduler's `submission:N:` (N counted in one message) as the user's name for the job."""
+def plain_names(n: int) -> list[str]:
+    """How to name jobs that are no file's rows (the command line's, `--count N` of them)."""
+    return ["the job"] if n == 1 else [f"job {i + 1} of {n}" for i in range(n)]
+
+
+def _name_rows(text: str, where: list[str], offset: int, jobs: list[dict] | None = None) -> str:
+    """The scheduler's `submission:N:` (N counted in one message) as the user's name for the
+    job; the id the scheduler chose for a job that gave none is dropped (it was not kept, and
+    would read as another job)."""
 
     def name(match: re.Match) -> str:
         index = offset + int(match.group(1)) - 1
-        return f"{where[index]}:" if 0 <= index < len(where) else match.group(0)
+        if not 0 <= index < len(where):
+            return match.group(0)
+        said = match.group(2) or ""
+        if said and jobs is not None and "job_id" not in jobs[index]:
+            said = " error:"
+        return f"{where[index]}:{said}"
 
     return _ROW.sub(name, text, count=1)
 
 
-def _chunks(jobs: list[dict]) -> list[tuple[int, int]]:
+def _chunks(jobs: list[dict], where: list[str] | None = None) -> list[tuple[int, int]]:
     """[start, end) ranges of jobs, each as many as one message carries (count and size)."""
     out = []
     start = 0
@@ -164,7 +177,7 @@ def _chunks(jobs: list[dict]) -> list[tuple[int, int]]:
             except ValueError:  # larger than a message
                 if size == 1:
                     raise SchedulerError(
-                        f"job {start + 1}: larger than a message carries ({protocol.MAX_BYTES:,} bytes)"
+                        f"{where[start] if where else f'job {start + 1}'}: larger than a message carries ({protocol.MAX_BYTES:,} bytes)"
                     ) from None
                 size //= 2
         out.append((start, start + size))

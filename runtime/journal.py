@@ -27,11 +27,13 @@ is wrong, before anything is written to it.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
+import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -144,6 +146,7 @@ class Journal:
         except sqlite3.DatabaseError as err:
             raise UsageError(f"{self.path}: cannot use as a journal: {err}") from None
         self._open = False
+        self._lock: _Lock | None = None  # held by the scheduler running the run
         self.writes = 0  # rows written (inserted or updated) since the journal was opened
         self.commits = 0
 
@@ -178,10 +181,22 @@ class Journal:
                 raise self.damaged("meta", f"key {key!r}", f"{meta[key]!r} is not {kind}")
         return meta
 
+    def run_of(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """The journal's meta ({} before a run begins), checked to be this run's: a journal of
+        another graph or cluster is refused before anything of it (its nodes) is read."""
+        old = self.meta()
+        for key in ("graph_digest", "cluster", "round_s"):
+            if old and old.get(key) != meta.get(key):
+                raise UsageError(
+                    f"{self.path}: this journal belongs to another run ({key} differs: {old.get(key)!r} "
+                    f"there, {meta.get(key)!r} now); give a new --journal path to start afresh"
+                )
+        return old
+
     def begin(self, meta: dict[str, Any]) -> dict[str, Any]:
         """Start a new run, or check that the journal's run is this one; returns its meta
         (with the epoch, which a resumed run keeps)."""
-        old = self.meta()
+        old = self.run_of(meta)
         if not old:
             meta = {**meta, "schema": SCHEMA_VERSION, "epoch": time.time()}
             self._begin()
@@ -189,12 +204,6 @@ class Journal:
                 self.db.execute("INSERT INTO meta VALUES (?, ?)", (k, json.dumps(v)))
             self.commit()
             return meta
-        for key in ("graph_digest", "cluster", "round_s"):
-            if old.get(key) != meta.get(key):
-                raise UsageError(
-                    f"{self.path}: this journal belongs to another run ({key} differs: {old.get(key)!r} "
-                    f"there, {meta.get(key)!r} now); give a new --journal path to start afresh"
-                )
         return old
 
     # --- rounds ---
@@ -231,32 +240,8 @@ class Journal:
 
     def delivered(self, ids: list[int]) -> pl.DataFrame:
         """The submissions of jobs a round delivered, in that order, as the frame the scheduler
-        read them into (`Submissions.frame`): checked as it is made (a TraceError about one of
-        them names the job), so that a replay neither fails in its middle nor reads them twice."""
-        from roundhouse.runtime.backends.live.submissions import Submissions  # (it uses the journal)
-
-        got = {}
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            for job_id, spec, t in self.db.execute(
-                f"SELECT job_id, spec, received_s FROM submissions WHERE job_id IN ({marks})", chunk
-            ):
-                got[job_id] = self._submission(job_id, spec, t)
-        for i in ids:
-            if i not in got:
-                raise self.damaged("submissions", f"job {i}", "no such row, though a round delivered the job")
-        delivered = [got[i] for i in ids]
-        for job_id, spec, _ in delivered:
-            if not all(isinstance(v, str) or v is None for v in spec.values()):  # (as `Submissions.accept` journals it)
-                raise self.damaged("submissions", f"job {job_id}", f"the spec {_shown(spec)} has values other than text")
-        try:
-            return Submissions.frame(delivered)
-        except TraceError as err:
-            job = f"job {delivered[err.row - 1][0]}" if err.row and 0 < err.row <= len(delivered) else "a delivered job"
-            raise self.damaged(
-                "submissions", job, f"column {err.column!r}: {err.message}" if err.column else err.message
-            ) from None
+        read them into (`Submissions.frame`), checked as it is made (`_delivered`)."""
+        return _delivered(self, ids)
 
     def _submission(self, job_id: int, text: str, received_s: float) -> tuple[int, dict, float]:
         spec = self._json(text, "submissions", f"job {job_id}")
@@ -393,10 +378,14 @@ class Journal:
     def set_node(self, name: str, slot: int, address: str, joined_s: float) -> None:
         self._begin()
         self.writes += 1
+        # A node taking the place of a lost one replaces its row: one name per slot.
+        self.db.execute("DELETE FROM nodes WHERE slot = ? AND name != ?", (slot, name))
         self.db.execute("INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, ?)", (name, slot, address, joined_s))
 
-    def nodes(self) -> dict[str, tuple[int, str]]:
-        return {n: (s, a) for n, s, a in self.db.execute("SELECT name, slot, address FROM nodes")}
+    def nodes(self, n_slots: int | None = None) -> dict[str, tuple[int, str]]:
+        """Which node of the cluster (0 to `n_slots` - 1, if given) each journaled agent fills,
+        and its address, checked as read (`_checked_nodes`)."""
+        return _checked_nodes(self, self.db.execute("SELECT name, slot, address FROM nodes ORDER BY rowid"), n_slots)
 
     # --- transactions ---
     def _begin(self) -> None:
@@ -410,19 +399,125 @@ class Journal:
             self._open = False
             self.commits += 1
 
+    def lock(self) -> None:
+        """Hold an exclusive lock on FILE.lock until the journal is closed: two schedulers on one
+        journal would each write their own rounds into it (`_Lock`)."""
+        self._lock = self._lock or _Lock(Path(f"{self.path}.lock"), self.path)
+
     def close(self) -> None:
-        self.commit()
-        self.db.close()
+        try:
+            self.commit()
+            self.db.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
 
     def holds_nothing(self) -> bool:
-        """Whether nothing was written: no run begun, no submission accepted, no node seen."""
-        tables = ("meta", "rounds", "submissions", "attempts", "exits", "nodes")
+        """Whether it holds nothing of a run: none begun, no submission accepted. (The nodes of a
+        run that never began are not kept for it: their agents register again.)"""
+        tables = ("meta", "rounds", "submissions", "attempts", "exits")
         return not any(self.db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() for table in tables)
 
     def remove(self) -> None:
         """Delete the closed journal's files (SQLite's write-ahead log and index beside it)."""
         for suffix in ("", "-wal", "-shm"):
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+
+def _delivered(journal: Journal, ids: list[int]) -> pl.DataFrame:
+    """The submissions of jobs a round delivered, in that order, as the frame the scheduler
+    read them into (`Submissions.frame`): checked as it is made (a TraceError about one of
+    them names the job), so that a replay neither fails in its middle nor reads them twice."""
+    from roundhouse.runtime.backends.live.submissions import Submissions  # (it uses the journal)
+
+    got = {}
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        for job_id, spec, t in journal.db.execute(
+            f"SELECT job_id, spec, received_s FROM submissions WHERE job_id IN ({marks})", chunk
+        ):
+            got[job_id] = journal._submission(job_id, spec, t)
+    for i in ids:
+        if i not in got:
+            raise journal.damaged("submissions", f"job {i}", "no such row, though a round delivered the job")
+    delivered = [got[i] for i in ids]
+    for job_id, spec, _ in delivered:
+        if not all(isinstance(v, str) or v is None for v in spec.values()):  # (as `Submissions.accept` journals it)
+            raise journal.damaged("submissions", f"job {job_id}", f"the spec {_shown(spec)} has values other than text")
+    try:
+        return Submissions.frame(delivered)
+    except TraceError as err:
+        job = f"job {delivered[err.row - 1][0]}" if err.row and 0 < err.row <= len(delivered) else "a delivered job"
+        raise journal.damaged(
+            "submissions", job, f"column {err.column!r}: {err.message}" if err.column else err.message
+        ) from None
+
+
+def _checked_nodes(journal: Journal, rows: Iterable[tuple], n_slots: int | None) -> dict[str, tuple[int, str]]:
+    """Table nodes' rows checked: text for name and address, one name per slot, each slot a
+    node of the cluster (of `n_slots`, if given)."""
+    out: dict[str, tuple[int, str]] = {}
+    by_slot: dict[int, str] = {}
+    for name, slot, address in rows:
+        where = f"node {name!r}"
+        if not isinstance(name, str) or not name:
+            raise journal.damaged("nodes", where, "its name is not text")
+        if type(slot) is not int or slot < 0:
+            raise journal.damaged("nodes", where, f"slot {slot!r} is not a node's index (a whole number, 0 or more)")
+        if n_slots is not None and slot >= n_slots:
+            if not journal.meta():  # (a run that never began, on another cluster: not damage)
+                raise UsageError(
+                    f"{journal.path}: this journal belongs to another run (its table nodes puts {name} at node "
+                    f"{slot}; this cluster has {n_slots}); give a new --journal path to start afresh"
+                )
+            raise journal.damaged("nodes", where, f"slot {slot} is not a node of the cluster (0 to {n_slots - 1})")
+        if slot in by_slot:
+            raise journal.damaged("nodes", where, f"slot {slot} is node {by_slot[slot]!r}'s too")
+        if not isinstance(address, str):
+            raise journal.damaged("nodes", where, f"address {address!r} is not text")
+        by_slot[slot] = name
+        out[name] = (slot, address)
+    return out
+
+
+class _Lock:
+    """An exclusive lock on a journal's lock file, held until `release` (the kernel releases it
+    when the process dies, however it dies, so a lock file left by a killed scheduler blocks
+    no one)."""
+
+    def __init__(self, path: Path, journal: Path):
+        self.path = path
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as err:
+                raise UsageError(f"{journal}: cannot create its lock file {path}: {err.strerror}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise UsageError(
+                    f"journal {journal} is in use by another scheduler (pid {pid}); stop it first, "
+                    "or give this one another --journal"
+                ) from None
+            try:
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+                self.fd = fd
+                return
+            os.close(fd)  # a scheduler leaving removed the file we locked: lock the one there now
+
+    def release(self) -> None:
+        # (removed while still locked, so that no other scheduler locks the file being removed)
+        self.path.unlink(missing_ok=True)
+        os.close(self.fd)
 
 
 def _shape_problem(r: tuple, gpus: Any, nodes: Any) -> str | None:

@@ -9,6 +9,8 @@ from roundhouse.tools.common import seconds
 from roundhouse.tools.live_options import add_security, duration_within, setup_logging
 from roundhouse.tools.results import compile_with_overrides, print_summary, write_results
 
+MAX_HEARTBEAT_TIMEOUT_S = 3600.0
+
 
 def add_live_options(p) -> None:
     add_security(p, "the scheduler reads scheduler.key_secret and authorized/")
@@ -70,6 +72,10 @@ def live_options(args):
     # Agents learn the heartbeat period from the welcome, and jobs the checkpoint period from
     # their launch: a value those messages cannot carry would fail every registration or launch.
     duration_within(heartbeat, args.heartbeat, "--heartbeat", "welcome", "heartbeat_s")
+    # The scheduler waits this long for a silent agent (a run's end with --stop-agents too):
+    # bounded as the heartbeat is.
+    if timeout > MAX_HEARTBEAT_TIMEOUT_S:
+        raise UsageError(f"--heartbeat-timeout {args.heartbeat_timeout}: must be at most 1h")
     checkpoint_every = seconds(args.checkpoint_every, "--checkpoint-every")
     duration_within(checkpoint_every, args.checkpoint_every, "--checkpoint-every", "launch", "checkpoint_every_s")
     return LiveOptions(

@@ -85,7 +85,7 @@ def _job_flags(args) -> list[str]:
 
 
 def jobs_from_args(args) -> tuple[list[dict], list[str] | None]:
-    """The jobs to submit, and how to name each to the user (None: `job N`)."""
+    """The jobs to submit, and how to name each to the user."""
     if args.trace:
         given = _job_flags(args)
         if given:
@@ -93,7 +93,10 @@ def jobs_from_args(args) -> tuple[list[dict], list[str] | None]:
                 f"{given[0]} describes a job given on the command line, and the trace file {args.trace} gives its own jobs: "
                 "give one or the other"
             )
-        return trace_jobs(args.trace)
+        jobs, where = trace_jobs(args.trace)
+        if not jobs:  # (a header and nothing else: "submitted 0 job(s)" would hide the mistake)
+            raise UsageError(f"{args.trace}: no jobs")
+        return jobs, where
     if not args.model and args.command is None:
         raise UsageError("say what to run: a trace file, --model NAME --iterations N, or --command CMD --duration TIME")
     if args.command is not None:
@@ -126,7 +129,9 @@ def jobs_from_args(args) -> tuple[list[dict], list[str] | None]:
         if count != 1:
             raise UsageError("--job-id names one job; leave it out with --count")
         job["job_id"] = args.job_id
-    return [dict(job) for _ in range(count)], None
+    from roundhouse.agents.submitter import plain_names
+
+    return [dict(job) for _ in range(count)], plain_names(count)
 
 
 def _check_numbers(args) -> None:

@@ -167,9 +167,10 @@ def validate(
     rows = _row_numbers(df.height, row_numbers)
     _check_header(df, path, names, elastic is not None)
 
-    # Every problem is (row index, column order, phase, column, message); the smallest is
-    # reported, so the error is the first bad cell in file order, and for one cell a failed
-    # conversion (phase 0) comes before what follows from it (phase 1). Row -1: whole column.
+    # Every problem is (row index, column order, phase, column, message). The first in file
+    # order is reported, and in a row a failed conversion (phase 0) comes before the rest,
+    # which may follow from it (a cell that is not a number leaves the row with no work
+    # column): by row, then conversions first, then column order. Row -1: whole column.
     problems: list[tuple[int, int, int, str, str]] = []
     columns: dict[str, pl.Series] = {}
     for order, (name, dtype) in enumerate(CANONICAL_COLUMNS.items()):
@@ -203,7 +204,7 @@ def validate(
     repeated, first_use = _duplicate_ids(frame, shown("job_id"))
     problems += repeated
     if problems:
-        first = min(problems)
+        first = min(problems, key=lambda p: (p[0], p[2] != 0, *p[1:]))
         index, _, _, column, message = first
         also = int(rows[first_use]) if repeated and first == repeated[0] else None
         raise TraceError(path, message, row=int(rows[index]) if index >= 0 else None, column=column, also=also)

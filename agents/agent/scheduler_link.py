@@ -15,6 +15,10 @@ from roundhouse.wire.security import HANDSHAKE_FAILURES, ClientSecurity, check_c
 
 log = logging.getLogger("roundhouse.agent")
 
+# An agent not yet registered says so this often (a scheduler not started, a wrong address or
+# port, a firewall): it keeps trying, but not in silence.
+WARN_EVERY_S = 30.0
+
 
 class SchedulerLink:
     def __init__(self, scheduler: str, security: ClientSecurity, hello: dict, counters: dict[str, int]):
@@ -24,10 +28,14 @@ class SchedulerLink:
         self.hello = hello  # what registering says besides the running workers
         self.counters = counters
         self.heartbeat_s = 1.0
-        self.registered = False
+        self._registered = False
         self.refused = False
         self.last_register = 0.0
         self.last_heartbeat = 0.0
+        self.warn_every_s = WARN_EVERY_S
+        self.trying_since = time.time()  # when it last began to register (the start, or the scheduler forgot it)
+        self.last_warning = self.trying_since
+        self.connected = False  # a handshake with the scheduler succeeded, and it has not hung up since
         self._seq = protocol.Sequence()
         self._seq.n = time.time_ns() // 1000
         self._from_scheduler = SeqTracker()
@@ -41,7 +49,7 @@ class SchedulerLink:
         dealer.setsockopt(zmq.RECONNECT_IVL, 100)
         dealer.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
         self.security.apply(dealer, log)
-        monitor = dealer.get_monitor_socket(sum(HANDSHAKE_FAILURES))
+        monitor = dealer.get_monitor_socket(sum(HANDSHAKE_FAILURES) | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
         dealer.connect(self.scheduler)
         self.dealer, self.monitor = dealer, monitor
         return dealer, monitor
@@ -94,10 +102,42 @@ class SchedulerLink:
                 event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
             except zmq.Again:
                 return
-            what = HANDSHAKE_FAILURES.get(event.get("event"))
+            kind = event.get("event")
+            if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.connected = True
+            elif kind == zmq.EVENT_DISCONNECTED:
+                self._lost_contact()
+            what = HANDSHAKE_FAILURES.get(kind)
             if what:
                 log.error("the scheduler at %s refused this agent: %s; check the keys (roundhouse keys)", self.scheduler, what)
                 self.refused = True
+
+    def _lost_contact(self) -> None:
+        """The connection to the scheduler broke: said once (ZeroMQ reconnects by itself)."""
+        if self.connected:
+            self.connected = False
+            log.warning("lost contact with the scheduler at %s; reconnecting", self.scheduler)
+
+    @property
+    def registered(self) -> bool:
+        """Welcomed by the scheduler (and not forgotten by it since)."""
+        return self._registered
+
+    @registered.setter
+    def registered(self, value: bool) -> None:
+        if getattr(self, "_registered", False) and not value:  # (the scheduler forgot it: it registers again, from now)
+            self.trying_since = self.last_warning = time.time()
+        self._registered = value
+
+    def _warn_unregistered(self, now: float) -> None:
+        if now - self.last_warning >= self.warn_every_s:
+            self.last_warning = now
+            log.warning(
+                "not registered with the scheduler at %s after %.0f s; still trying (is it running, "
+                "at that address, and reachable from here?)",
+                self.scheduler,
+                now - self.trying_since,
+            )
 
     def register(self, running: list[dict]) -> None:
         self.last_register = time.time()
@@ -109,6 +149,7 @@ class SchedulerLink:
         if not self.registered:
             if now - self.last_register >= 1.0:
                 self.register(running())
+            self._warn_unregistered(now)
             return False
         if now - self.last_heartbeat >= self.heartbeat_s:
             self.last_heartbeat = now

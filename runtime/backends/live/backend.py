@@ -127,12 +127,14 @@ class LiveBackend:
 
     def start(self) -> None:
         """Bind, then either resume the journal's run or wait for the cluster's agents and start
-        a new one at round 0."""
+        a new one at round 0. The journal is locked for the run first (one scheduler at a time),
+        and its run checked to be this one before anything of it (its nodes) is read."""
+        self.journal.lock()
+        fresh = not self.journal.run_of(self._meta)
         self.server.start()
         self.nodes.load()
-        fresh = not self.journal.meta()
         if fresh:
-            self._wait_for_agents()
+            wait_for_agents(self)
             if self.stop_requested:
                 return  # before the run began: nothing journaled, a rerun starts afresh
         self.started = True
@@ -151,21 +153,6 @@ class LiveBackend:
             log.info("round 0 starts now: %d of %d GPUs online", int(self.nodes.online.sum()), len(self.nodes.online))
         if not self.takeover.replaying:
             self._stop_at_the_limit()
-
-    def _wait_for_agents(self) -> None:
-        deadline = time.time() + self.options.wait_for_agents_s
-        last = -1
-        n = len(self.nodes.slots)
-        while time.time() < deadline and not self.stop_requested:
-            up = self.nodes.count_online()
-            if up != last:
-                log.info("waiting for agents: %d of %d nodes registered", up, n)
-                last = up
-            if up == n:
-                return
-            self.serve(min(deadline, time.time() + 0.2))
-        if not self.stop_requested:
-            log.warning("starting with %d of %d nodes; the others may join later", self.nodes.count_online(), n)
 
     def serve(self, wall_deadline: float) -> None:
         """Handle messages until the wall clock reaches `wall_deadline` (or a stop is asked)."""
@@ -357,3 +344,20 @@ class LiveBackend:
             **dict(self.counters),
         }
         self.server.send(identity, "status_reply", status={k: float(v) for k, v in numbers.items()})
+
+
+def wait_for_agents(backend: LiveBackend) -> None:
+    """Before round 0: serve until every node of the cluster has registered, or the wait ends."""
+    deadline = time.time() + backend.options.wait_for_agents_s
+    last = -1
+    n = len(backend.nodes.slots)
+    while time.time() < deadline and not backend.stop_requested:
+        up = backend.nodes.count_online()
+        if up != last:
+            log.info("waiting for agents: %d of %d nodes registered", up, n)
+            last = up
+        if up == n:
+            return
+        backend.serve(min(deadline, time.time() + 0.2))
+    if not backend.stop_requested:
+        log.warning("starting with %d of %d nodes; the others may join later", backend.nodes.count_online(), n)

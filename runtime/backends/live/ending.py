@@ -53,21 +53,28 @@ def stop_agents(nodes: Nodes, server: Server, timeout_s: float, attempts: Attemp
     did not answer. An agent checkpoints the jobs it still runs as it stops: their exits are
     then awaited (at most `wait_s`) and journaled, so that a rerun resumes them from there."""
     running = [att for att in attempts.live.values() if not att.ended]
-    asked = {n.name for n in nodes.ask_to_stop("the scheduler's run ended")}
+    gone: set[str] = set()  # connections the socket no longer has: nobody there to answer
+    asked = {n.name for n in nodes.ask_to_stop("the scheduler's run ended", gone)}
     deadline = time.time() + timeout_s
-    silent = lambda: sorted(n for n in asked if not nodes.by_name[n].stopping)  # noqa: E731
+    silent = lambda: sorted(n for n in asked if not nodes.by_name[n].stopping and n not in gone)  # noqa: E731
     while silent() and time.time() < deadline:
         server.serve(min(deadline, time.time() + 0.5), lambda: not silent(), lambda: None)
-        asked |= {n.name for n in nodes.ask_to_stop("the scheduler's run ended")}
+        asked |= {n.name for n in nodes.ask_to_stop("the scheduler's run ended", gone)}
     unreachable = sorted(n.name for n in nodes.slots if n is not None and n.online and n.identity is None)
-    if silent() or unreachable:
+    if silent() or unreachable or gone:
         log.warning(
             "asked %d agent(s) to stop; no answer from %s",
             len(asked),
-            ", ".join(silent() + [f"{n} (not reconnected since the restart)" for n in unreachable]),
+            ", ".join(
+                silent()
+                + [f"{n} (its connection is gone)" for n in sorted(gone)]
+                + [f"{n} (not reconnected since the restart)" for n in unreachable]
+            ),
         )
     else:
         log.info("asked %d agent(s) to stop; every one answered: %s", len(asked), ", ".join(sorted(asked)))
+    # (an attempt with a worker on a node whose connection is gone has nobody to report its end)
+    running = [att for att in running if not {nodes.name_at(int(s)) for s in att.slots} & gone]
     if running:
         server.serve(time.time() + wait_s, lambda: all(att.ended for att in running), lambda: None)
         server.flush()

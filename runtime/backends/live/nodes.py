@@ -91,7 +91,7 @@ class Nodes:
 
     def load(self) -> None:
         """The nodes the journal's run knew, by name (they keep their places after a restart)."""
-        for name, (slot, address) in self.journal.nodes().items():
+        for name, (slot, address) in self.journal.nodes(len(self.slots)).items():
             node = Node(name, slot, address)
             self.by_name[name] = node
             self.slots[slot] = node
@@ -159,12 +159,18 @@ class Nodes:
         )
 
     # --- stopping the agents ---
-    def ask_to_stop(self, reason: str) -> list[Node]:
-        """Ask every connected agent that has not answered yet to shut down; returns them."""
-        asked = [n for n in self.slots if n is not None and n.online and n.identity is not None and not n.stopping]
+    def ask_to_stop(self, reason: str, gone: set[str]) -> list[Node]:
+        """Ask every connected agent that has not answered yet to shut down; returns them. One
+        whose connection is gone (its agent died unseen) is added to `gone`, not asked again."""
+        asked = [
+            n
+            for n in self.slots
+            if n is not None and n.online and n.identity is not None and not n.stopping and n.name not in gone
+        ]
         for node in asked:
             assert node.identity is not None  # (chosen above)
-            self.server.send(node.identity, "shutdown", reason=reason)
+            if not self.server.send(node.identity, "shutdown", reason=reason):
+                gone.add(node.name)
         return asked
 
     def on_stopping(self, identity, seq, body, frame) -> None:

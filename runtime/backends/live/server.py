@@ -39,6 +39,7 @@ class Server:
         name_of: Callable[[bytes], str | None],
     ):
         self.bind = bind
+        self.endpoint = bind  # what `bind` resolved to, once bound (`start`)
         self.security = security
         self.journal = journal
         self.counters = counters
@@ -85,7 +86,9 @@ class Server:
             raise UsageError(f"cannot listen on {self.bind}: {err.strerror}") from None
         self._poller.register(sock, zmq.POLLIN)
         self._poller.register(self._monitor, zmq.POLLIN)
-        log.info("scheduler listening on %s (%s)", self.bind, "INSECURE" if self.security.insecure else "CURVE")
+        # The address bound, as agents must be told it: a wildcard port (tcp://HOST:*) is chosen now.
+        self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT) or self.bind
+        log.info("scheduler listening on %s (%s)", self.endpoint, "INSECURE" if self.security.insecure else "CURVE")
 
     def close(self) -> None:
         if self._auth is not None:
@@ -174,10 +177,11 @@ class Server:
             else:
                 log.debug("a peer on %s hung up during the handshake", where)
 
-    def send(self, identity: bytes, type_: str, **fields) -> None:
+    def send(self, identity: bytes, type_: str, **fields) -> bool:
+        """Send a message; False if its peer is gone (the socket has no route to it)."""
         frame = protocol.encode(type_, self._seq.next(), **fields)
         if self._socket is None:
-            return  # closed: nobody to send to
+            return True  # closed: nobody to send to
         try:
             self._socket.send_multipart([identity, frame], zmq.NOBLOCK)
             self.counters["messages_out"] += 1
@@ -185,6 +189,8 @@ class Server:
         except zmq.ZMQError as err:  # the peer left (ROUTER_MANDATORY) or its queue is full
             level = logging.WARNING if self._name_of(identity) is not None else logging.DEBUG
             log.log(level, "could not send %s to %s: %s", type_, self.who(identity), err.strerror)
+            return err.errno != zmq.EHOSTUNREACH
+        return True
 
     def after_commit(self, identity: bytes, type_: str, **fields) -> None:
         """Send once what the run was told is committed (the reply promises it is durable)."""
