@@ -5,6 +5,7 @@ an OSError traceback, and never a simulation or a measurement thrown away at the
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 from pathlib import Path
 
@@ -72,3 +73,31 @@ def writing(path: str | Path):
         yield
     except OSError as err:
         raise UsageError(f"error: cannot write {err.filename or path}: {err.strerror or err}") from None
+
+
+def hold_lock(path: Path, what: str, busy: str) -> int:
+    """Hold an exclusive lock on lock file `path` for as long as the descriptor returned is open
+    (the kernel releases it when the process dies, however it dies, so a lock file left by a
+    killed process blocks no one). The file holds the holder's pid. `what` names the locked
+    thing in errors; `busy` is the refusal when another process holds it (`{pid}`: its pid).
+    Who removes the file does so while still holding it, so that no one locks a removed file."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            raise UsageError(f"{what}: cannot create its lock file {path}: {err.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise UsageError(busy.replace("{pid}", pid)) from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            return fd
+        os.close(fd)  # the holder, leaving, removed the file we locked: lock the one there now

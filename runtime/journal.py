@@ -27,7 +27,6 @@ is wrong, before anything is written to it.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import os
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from roundhouse.errors import TraceError, UsageError
+from roundhouse.runtime.files import hold_lock
 from roundhouse.runtime.types import LR_RULES
 
 if TYPE_CHECKING:
@@ -483,36 +483,14 @@ def _checked_nodes(journal: Journal, rows: Iterable[tuple], n_slots: int | None)
 
 
 class _Lock:
-    """An exclusive lock on a journal's lock file, held until `release` (the kernel releases it
-    when the process dies, however it dies, so a lock file left by a killed scheduler blocks
-    no one)."""
+    """An exclusive lock on a journal's lock file, held until `release` (`files.hold_lock`)."""
 
     def __init__(self, path: Path, journal: Path):
         self.path = path
-        while True:
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            except OSError as err:
-                raise UsageError(f"{journal}: cannot create its lock file {path}: {err.strerror}") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                pid = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
-                os.close(fd)
-                raise UsageError(
-                    f"journal {journal} is in use by another scheduler (pid {pid}); stop it first, "
-                    "or give this one another --journal"
-                ) from None
-            try:
-                same = os.stat(path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                os.ftruncate(fd, 0)
-                os.write(fd, f"{os.getpid()}\n".encode())
-                self.fd = fd
-                return
-            os.close(fd)  # a scheduler leaving removed the file we locked: lock the one there now
+        busy = (
+            f"journal {journal} is in use by another scheduler (pid {{pid}}); stop it first, or give this one another --journal"
+        )
+        self.fd = hold_lock(path, str(journal), busy)
 
     def release(self) -> None:
         # (removed while still locked, so that no other scheduler locks the file being removed)

@@ -5,7 +5,6 @@ agents in one folder would take each other's reports socket and remove each othe
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
@@ -14,8 +13,7 @@ from pathlib import Path
 
 import attrs
 
-from roundhouse.errors import UsageError
-from roundhouse.runtime.files import make_folder
+from roundhouse.runtime.files import hold_lock, make_folder
 
 log = logging.getLogger("roundhouse.agent")
 PARTS = ("leases", "logs", "jobs")
@@ -86,30 +84,10 @@ def _remove_if_empty(folders: list[Path]) -> None:
 
 def _lock(workdir: Path) -> int:
     """Hold an exclusive lock on the folder's lock file, as long as the descriptor returned is
-    open (the kernel releases it when the agent dies, however it dies)."""
+    open (`files.hold_lock`)."""
     path = workdir / LOCK
-    while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError as err:
-            raise UsageError(f"--workdir {workdir}: cannot create its lock file {path}: {err.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise UsageError(
-                f"--workdir {workdir}: another agent is using this work folder (it holds {path}); "
-                "give each agent its own --workdir"
-            ) from None
-        try:
-            same = os.stat(path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
-            return fd
-        os.close(fd)  # an agent leaving removed the file we locked: lock the one there now
+    busy = f"--workdir {workdir}: another agent is using this work folder (it holds {path}); give each agent its own --workdir"
+    return hold_lock(path, f"--workdir {workdir}", busy)
 
 
 def _leave(folder: WorkFolder, keep: bool, name: str) -> None:
