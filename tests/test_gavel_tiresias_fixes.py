@@ -14,16 +14,7 @@ from roundhouse.errors import RoundhouseError, SchedError, TraceError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import simulate
 from tests.conftest import fails, write_trace
-
-# Jobs a, b, c of Gavel's §4.2 example: 4/3/2 iterations/s on a V100, 1 on a K80.
-PROFILE = """model,batch_size,gpu_type,gpus,placement,iters_per_s
-ja,1,V100,1,consolidated,4.0
-ja,1,K80,1,consolidated,1.0
-jb,1,V100,1,consolidated,3.0
-jb,1,K80,1,consolidated,1.0
-jc,1,V100,1,consolidated,2.0
-jc,1,K80,1,consolidated,1.0
-"""
+from tests.test_gavel_solvers import EXAMPLE_PROFILE as PROFILE  # (Gavel's §4.2 example)
 
 
 def _solve(tmp_path, solver: str, jobs: list[dict], cluster: str, profile: str | None = PROFILE, until: float = 1.0, extra=""):
