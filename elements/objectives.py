@@ -462,7 +462,8 @@ class EffectiveThroughput(_RoundWatcher):
         try:
             return table.column(self.by)
         except KeyError as err:  # its message names the column and the nearest ones
-            raise SchedError(f"{self.name} (EffectiveThroughput): by={self.by!r}: {err.args[0]}") from None
+            # (at the element's line: a tick's error carries no place of its own)
+            raise SchedError(f"{self.name} (EffectiveThroughput): by={self.by!r}: {err.args[0]}", self.declared_at) from None
 
     def finish(self, ctx: RoundContext) -> dict:
         series = pl.DataFrame(self._series).fill_null(0.0) if self._series else pl.DataFrame({"time_s": [], "total": []})

@@ -24,7 +24,8 @@ class LossTermination(Element):
     `threshold` leave the pool's view and go out on `converged`; connect that to Launch's
     `finish` port, which completes them now with the work they have done. `loss_final` is the
     value the job's owner declared (a trace column, with the job's loss curve: see
-    traces/losscurves.py); jobs without a loss report are never ended early.
+    traces/losscurves.py); jobs without a loss report, and jobs that have not run yet, are never
+    ended early.
 
     Ports:
         active: admitted, unfinished jobs, with their latest loss.
@@ -63,6 +64,9 @@ class LossTermination(Element):
         loss, final = active.column("loss"), active.column("loss_final")
         with np.errstate(invalid="ignore"):
             done = (loss - final) <= self.threshold * final  # NaN (no curve) compares False
+        # A job that has not trained has reported no loss yet (its column holds where its curve
+        # starts): however loose the threshold, it is not ended before it runs.
+        done &= active.column("run_s") > 0
         if not done.any():
             return {"remaining": active, "converged": ctx.jobs.view(active.rows[:0], Jobs)}
         self.counters["terminated"] += int(done.sum())
