@@ -168,8 +168,7 @@ class Simulation:
         engine.pause_at(t)
         try:
             while not self.done and self.now < t - 1e-9:
-                if not _finish_cut_jump(engine):
-                    engine.step()
+                engine.step()
         finally:
             engine.pause_at(None)
         return self
@@ -296,17 +295,6 @@ class Simulation:
     def __repr__(self) -> str:
         state = f"stopped: {self.stop_reason}" if self.done else "running"
         return f"Simulation({Path(self._header['graph_path']).name}, t={self.now:g}s, {self.rounds} rounds, {len(self.world.jobs)} jobs, {state})"
-
-
-def _finish_cut_jump(engine: Engine) -> bool:
-    """Go on with a jump over an empty system that a pause cut short, as the engine's next step
-    would, but without ticking the round it lands on: when that is the pause, the clock has
-    reached it, and a step there would run a round past it. Returns whether there was one."""
-    skipping = engine._skipping
-    if not skipping.jump_cut:
-        return False
-    skipping.finish_jump(engine.backend)
-    return True
 
 
 def _refuse_repeats(sets: list[str], given: int) -> None:

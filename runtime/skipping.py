@@ -191,7 +191,7 @@ class Skipping:
             boundary = min(boundary, math.ceil(self.until / round_s - 1e-12) * round_s)
         if self.pause_at is not None:
             pause = math.ceil(self.pause_at / round_s - 1e-12) * round_s
-            self.jump_cut = pause < boundary
+            self.jump_cut = pause <= boundary  # (landing on the pause is cut short too: its round is not ticked)
             boundary = min(boundary, pause)
         if boundary > backend.now:
             backend.jump_to(boundary)
