@@ -183,11 +183,11 @@ class JobMetrics(Element):
         # rounds carried out in passing.)
         if self.track is None:
             return False
-        tracked = self._tracked_rows(ctx)
-        if len(tracked) < len(self.track):
-            return False
         status = ctx.jobs.column("status")
         if self._open >= 0 and status[self._open] != FINISHED:  # (asked after every fold: one look, mostly)
+            return False
+        tracked = self._tracked_rows(ctx)
+        if len(tracked) < len(self.track):
             return False
         open_ = (status[tracked] != FINISHED).nonzero()[0]
         self._open = int(tracked[open_[0]]) if len(open_) else -1

@@ -256,7 +256,7 @@ class _Run:
         finish_at = b + (cols["work"][rows] - cols["done"][rows])  # (a whole-rounds run: every rate is 1)
         offsets = self._deadlines.offsets(finish_at, j)
         self._due[gpus] = offsets.repeat(counts)
-        leads = gpus[counts.cumsum() - counts]
+        leads = gpus[:1] if len(counts) == 1 else gpus[counts.cumsum() - counts]
         self._lead[leads] = True
         self._at[leads] = finish_at
         return offsets

@@ -54,7 +54,8 @@ class _Renewing(Placer):
         if ctx.online is not None or len(ctx.cluster.gpu_types) > 1:
             return None
         want = arrivals.gpus
-        if np.count_nonzero(want <= 0) or int(want.sum()) > int(np.count_nonzero(available)):
+        one = len(want) == 1 and want[0] > 0  # (one job: packing it finds whether it fits)
+        if not one and (np.count_nonzero(want <= 0) or int(want.sum()) > int(np.count_nonzero(available))):
             return None  # (as `_place_newcomers` decides for the whole ranking)
         packed = self._pack_newcomers(ctx, arrivals, available)
         if packed is not None:

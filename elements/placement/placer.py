@@ -276,6 +276,14 @@ class Placer(Element):
     def _pack_newcomers(self, ctx: RoundContext, mine: Ranking, available: np.ndarray):
         """`_launch_newcomers`' launches: the rows placed, their GPU counts and their GPUs (grouped
         by launch, in order); None when one finds no room."""
+        want = int(mine.gpus[0]) if len(mine) == 1 else 0
+        if 0 < want <= ctx.cluster.max_gpus_per_node:  # (one job, a round's usual arrival: step 3 gives it what `choose` picks)
+            got = self.choose(ctx.cluster, available, want, [0], bool(self.one_node(ctx, mine)[0]))
+            if got is None:
+                return None
+            available[got] = False
+            self.counters["launched"] += 1
+            return mine.rows, np.array([want], dtype=np.int64), got
         launches = _Launches(len(mine))
         at = np.arange(len(mine))
         if len(

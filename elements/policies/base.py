@@ -108,9 +108,9 @@ class KeyOrder(Policy):
         # Each job's key is its own, and the sort is stable over admission order, in which the
         # round's arrivals come last: among themselves they are in the order of their keys alone.
         rows = arrivals.rows
-        keys = self.key(ctx.jobs.view(rows, Active))
-        order = keys.argsort(kind="stable")
-        return Ranking(rows[order], ctx.jobs.column("gpus")[rows[order]], backfill=self.backfill)
+        if len(rows) > 1:  # (one arrival, a round's usual, is in order by itself)
+            rows = rows[self.key(ctx.jobs.view(rows, Active)).argsort(kind="stable")]
+        return Ranking(rows, ctx.jobs.column("gpus")[rows], backfill=self.backfill)
 
     def quiet_until(self, ctx: RoundContext) -> float | None:
         assert self._ranked is not None  # (asked after a tick)
