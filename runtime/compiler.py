@@ -318,7 +318,9 @@ class _Compiler:
                     ok = False
                     continue
                 if position >= len(fields):
-                    self.errors.append(SchedError(f"{cls.__name__} takes at most {len(fields)} argument(s)", arg.location))
+                    n = len(fields)
+                    most = "no arguments" if not n else f"at most {n} argument{'s' if n > 1 else ''}"
+                    self.errors.append(SchedError(f"{cls.__name__} takes {most}", arg.location))
                     ok = False
                     continue
                 field = fields[position]

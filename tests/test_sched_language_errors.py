@@ -189,6 +189,19 @@ def test_a_positional_parameter_after_a_keyword_one(tmp_path, args):
     assert (err.location.line, err.location.column) == (5, 16 + args.rindex(" "))
 
 
+@pytest.mark.parametrize(
+    ("chain", "message"),
+    [
+        ("AcceptAll(1)", "AcceptAll takes no arguments"),
+        ("AcceptThreshold(2x, 3)", "AcceptThreshold takes at most 1 argument"),
+    ],
+)
+def test_too_many_positional_arguments_are_counted_in_words(tmp_path, chain, message):
+    text = "round = 5min;\n" + TAIL + "src :: PoissonSource(rate=8/h, jobs=5);\n"
+    (err,) = errors_of(write(tmp_path, "g.sched", text + f"src -> {chain} -> JobPool -> Las -> FirstFree -> Launch;\n"))
+    assert err.message == message and err.location.line == 4
+
+
 # --- PoissonSource's rate ---
 
 
