@@ -93,4 +93,98 @@ def test_finish_time_fairness_serves_the_worst_off_job(run_graph):
     assert got[0]["preemptions"] >= 1
     fairness = result.reports["f"]["fairness"]
     assert fairness["jobs"] == 2 and fairness["max_rho"] >= fairness["avg_rho"] > 0
-    assert result.counters["f"]["max_rho"] > 0
+    assert result.counters["f"]["max_rho"] == 0  # (the pool is empty at the end)
+    midway = run_graph(THEMIS, jobs, cluster="1x1:V100", until=500.0)
+    assert midway.counters["f"]["max_rho"] > 0
+
+
+THEMIS_FTF = """
+round = 5min;
+src :: TraceSource(path="trace.csv");
+src -> AcceptAll -> JobPool -> f :: Themis -> Consolidated -> run :: Launch -> m :: JobMetrics;
+run -> ftf :: FinishTimeFairnessMetrics;
+"""
+
+
+def test_themis_rho_is_isolated_time_times_the_average_contention(run_graph):
+    # Two 4-GPU jobs of an hour on one 4-GPU node, the second arriving half an hour in. Each
+    # job's rho is its JCT over T_indep x N_avg, N_avg the time average of the number of jobs
+    # in the system over its whole life (arrival to finish), not the harmonic mean of N nor an
+    # average stopping at the last round before its finish.
+    jobs = [
+        {"job_id": i, "arrival_s": 1800.0 * i, "gpus": 4, "duration_s": 3600.0, "model": "ResNet-18", "batch_size": 16}
+        for i in range(2)
+    ]
+    result = run_graph(THEMIS_FTF, jobs, cluster="1x4:V100")
+    got = jobs_of(result, "m")
+    arrival = np.array([got[i]["arrival_s"] for i in range(2)])
+    end = np.array([got[i]["finish_s"] for i in range(2)])
+    edges = np.unique(np.concatenate([arrival, end]))
+    in_system = np.array([np.count_nonzero((arrival <= t) & (t < end)) for t in edges[:-1]])
+    rho = []
+    for a, e in zip(arrival, end):
+        within = np.clip(np.minimum(edges[1:], e) - np.maximum(edges[:-1], a), 0.0, None)
+        n_avg = float((in_system * within).sum()) / (e - a)
+        rho.append((e - a) / (3600.0 * n_avg))  # (a job asking for the whole cluster: T_id = T_indep x N_avg)
+    assert got[0]["preemptions"] + got[1]["preemptions"] > 0  # (the jobs did share the node)
+    fairness = result.reports["f"]["fairness"]
+    assert fairness["jobs"] == fairness["jobs_finished"] == 2
+    assert fairness["max_rho"] == pytest.approx(max(rho), rel=1e-9)
+    assert fairness["avg_rho"] == pytest.approx(sum(rho) / 2, rel=1e-9)
+    per_job = result.reports["ftf"]["rho_per_job"]["rho"].to_list()
+    assert per_job == pytest.approx(rho, rel=1e-9)
+
+
+def _mixed_jobs(n: int) -> list[dict]:
+    rng = np.random.default_rng(7)
+    models = ["ResNet-18", "Transformer", "ResNet-50"]
+    return [
+        {
+            "job_id": i,
+            "arrival_s": float(np.round(rng.uniform(0, 6 * 3600))),
+            "gpus": int(rng.choice([1, 2, 4])),
+            "duration_s": float(np.round(rng.uniform(600, 4 * 3600))),
+            "model": models[i % 3],
+            "batch_size": 64 if models[i % 3] == "Transformer" else 16,
+        }
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("cluster", ["2x4:V100", "1x4:V100,1x4:P100,1x4:K80"])
+def test_themis_fairness_report_agrees_with_finish_time_fairness_metrics(run_graph, cluster):
+    # Jobs of several sizes and models arriving at any time (not on round boundaries). With
+    # the pool holding every job in the system, Themis' rho is FinishTimeFairnessMetrics' rho,
+    # on one GPU type and on mixed types (each job's ideal time at its speed on each type).
+    result = run_graph(THEMIS_FTF, _mixed_jobs(24), cluster=cluster)
+    fairness, ftf = result.reports["f"]["fairness"], result.reports["ftf"]["rho"]
+    assert fairness["jobs"] == fairness["jobs_finished"] == 24
+    assert fairness["max_rho"] == pytest.approx(ftf["max_rho"], rel=1e-9)
+    assert fairness["avg_rho"] == pytest.approx(ftf["avg_rho"], rel=1e-9)
+
+
+def test_themis_report_says_it_covers_only_the_jobs_it_ranked(run_graph):
+    # Under a ChoosePolicy that never selects Themis, Themis ranks no job: its report says it
+    # covers none of the jobs that finished, rather than leaving them out unsaid.
+    graph = """
+    round = 5min;
+    src :: TraceSource(path="trace.csv");
+    fifo :: Fifo;
+    th :: Themis;
+    order :: ChoosePolicy(candidates=[fifo, th]);
+    src -> AcceptAll -> JobPool -> order -> Consolidated -> Launch -> m :: JobMetrics;
+    """
+    result = run_graph(graph, _mixed_jobs(6), cluster="2x4:V100")
+    fairness = result.reports["th"]["fairness"]
+    assert fairness["jobs"] == 0 and fairness["jobs_finished"] == 6
+    assert "ranked" in fairness["covers"]
+
+
+def test_themis_max_rho_counter_is_zero_once_the_pool_empties(run_graph):
+    jobs = [
+        {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 300.0},
+        {"job_id": 1, "arrival_s": 7200.0, "gpus": 1, "duration_s": 300.0},
+    ]
+    result = run_graph(THEMIS, jobs, cluster="1x1:V100", until=3600.0)
+    assert jobs_of(result, "m")[0]["finish_s"] == pytest.approx(300.0)
+    assert result.counters["f"]["max_rho"] == 0

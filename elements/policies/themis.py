@@ -15,83 +15,140 @@ if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
 
 
+# What the report's rho covers, in the report itself.
+_COVERS = "finished jobs this element ranked at least once (N as it last saw it over rounds it was not ticked)"
+
+
 @element
 class Themis(Policy):
     """Themis' order as Blox builds it: rank jobs by finish-time fairness, worst first: rho =
     shared finish time / finish time with an equal 1/N share of the cluster.
 
-    Each round the element records every active job's fair share: with N jobs in the pool, an
-    equal share is 1/N of the cluster's GPUs, i.e. min(1, GPUs / (N x the job's GPUs)) of what the
-    job asks for. The ideal finish time is the job's isolated run time divided by its average
-    fair share since it arrived (Themis' T_id = T_indep x N_avg, capped by the job's demand).
-    The shared finish time is the time since it arrived plus its remaining work at full speed
-    (T_sh, if it got its GPUs from now on). A waiting job's rho grows every round it waits, so
-    every job is eventually served. Ties go to the job admitted first. At the end it reports
-    rho = JCT / ideal finish time for the jobs that finished (Themis' fairness metric).
+    N is the contention: the number of jobs in the pool, counted at each of the element's ticks
+    and held until the next (a job arriving between ticks counts from the next). A job's N_avg
+    is the average of N since the job arrived (the integral of N over that time, over that
+    time; at least 1). Its ideal finish
+    time is Themis' T_id = T_indep x N_avg, capped by the job's demand: its work at the speed
+    it would have with a 1/N_avg share of each GPU type, at most the GPUs it asks for, at its
+    profiled throughput on each type (nothing on a type with fewer GPUs than it asks for), as
+    FinishTimeFairnessMetrics and MinMaxRho's X_iso count it. On one GPU type that is its
+    isolated run time x max(1, N_avg x its GPUs / the cluster's GPUs). The shared finish time is
+    the time since it arrived plus its remaining work at its reference speed (T_sh, if it got
+    its GPUs from now on). A waiting job's rho grows every round it waits, so every job is
+    eventually served. Ties go to the job admitted first. At the end it reports, for the
+    finished jobs it ranked at least once, rho = JCT / ideal finish time with N averaged up to
+    each job's finish (Themis' fairness metric; with the pool holding every job in the system,
+    FinishTimeFairnessMetrics' rho). The report says how many finished jobs it covers of all
+    that finished: under a ChoosePolicy the element is ticked only while it is selected, so it
+    covers the jobs it ranked, and takes N as it last saw it over the rounds it did not tick.
+
+    Differs from the paper: no partial-allocation auction among apps and no fairness knob f
+    (every job competes in every round, and a job is one app); no leases: every job is ranked
+    again every round, so jobs whose rho stays close take turns round by round (two equal jobs
+    that each fill the cluster swap every round, a preemption each time, which a suspend or
+    restore cost makes expensive); lower-ranked jobs always backfill GPUs a higher one cannot
+    use.
 
     Ports:
         ranking: the jobs, largest rho first.
     Arguments:
         none
     Counters:
-        max_rho: the largest rho among the pool's jobs this round (x1000, rounded).
-    Cost: O(n log n) over the pool's jobs n (finish-time fairness of each, then a sort).
+        max_rho: the largest rho among the pool's jobs this round (x1000, rounded; 0 with an
+            empty pool).
+    Cost: O(n log n) over the pool's jobs n (finish-time fairness of each, then a sort), plus
+        O(a (t + log r)) over the jobs a it sees for the first time, GPU types t and rounds r.
     See also: MinMaxRho, FinishTimeFairnessMetrics, Las, Optimus
     Paper: Themis (NSDI'20) §3; Blox (EuroSys'24) Table 7 (finish-time fair policy, fair share collected per round).
     """
 
-    state = ("_ideal", "_seen", "_share", "_share_s", "_since")
+    state = ("_area", "_area0", "_n", "_points", "_rates", "_seen", "_times")
 
     def start(self, ctx: RoundContext) -> None:
-        # Per job row: the integral of its fair share over its time in the pool, up to
-        # `_since`, and the share it had from then on; its ideal finish time, once known.
-        self._share_s = np.zeros(0)
-        self._since = np.zeros(0)
-        self._share = np.zeros(0)
-        self._ideal = np.zeros(0)
+        # The integral over time of N (`_area`) at each tick (`_times`; the first `_points` of
+        # each buffer), and N from the last tick on. Per job row: that integral at its arrival
+        # and its isolated rate on each GPU type, from the round it is first ranked.
+        self._times = np.full(64, ctx.now)
+        self._area = np.zeros(64)
+        self._points = 1
+        self._n = 0
+        self._area0 = np.zeros(0)
+        self._rates = np.zeros((0, len(ctx.cluster.gpu_types)))
         self._seen = np.zeros(0, dtype=bool)
         self.counters["max_rho"] = 0
 
     def _grow(self, ctx: RoundContext) -> None:
         extra = len(ctx.jobs) - len(self._seen)
         if extra > 0:
-            self._share_s = np.concatenate([self._share_s, np.zeros(extra)])
-            self._since = np.concatenate([self._since, np.zeros(extra)])
-            self._share = np.concatenate([self._share, np.zeros(extra)])
-            self._ideal = np.concatenate([self._ideal, np.full(extra, np.nan)])
+            self._area0 = np.concatenate([self._area0, np.zeros(extra)])
+            self._rates = np.concatenate([self._rates, np.zeros((extra, self._rates.shape[1]))])
             self._seen = np.concatenate([self._seen, np.zeros(extra, dtype=bool)])
+
+    def _record(self, now: float, n: int) -> None:
+        """Add the integral of N up to `now` (N as held since the last tick); N is `n` from now."""
+        p = self._points
+        last = self._times[p - 1]
+        if now > last:
+            if p == len(self._times):
+                self._times = np.concatenate([self._times, np.zeros(p)])
+                self._area = np.concatenate([self._area, np.zeros(p)])
+            self._times[p] = now
+            self._area[p] = self._area[p - 1] + (now - last) * self._n
+            self._points = p + 1
+        self._n = n
+
+    def _area_at(self, t: np.ndarray) -> np.ndarray:
+        """The integral of N up to each time t, N held from the last tick on past it."""
+        p = self._points
+        times, area = self._times[:p], self._area[:p]
+        after = np.maximum(t - times[-1], 0.0) * self._n
+        return np.interp(t, times, area) + after
+
+    def _ideal(self, ctx: RoundContext, rows: np.ndarray, n_avg: np.ndarray) -> np.ndarray:
+        """Each job's finish time alone on a 1/n_avg share of each GPU type (at most its GPUs)."""
+        capacity = np.asarray(ctx.cluster.gpus_by_type, dtype=np.float64)
+        asks = ctx.jobs.column("gpus")[rows].astype(np.float64)
+        share = capacity[None, :] / n_avg[:, None] / asks[:, None]
+        share = share / np.maximum(share.sum(axis=1, keepdims=True), 1.0)
+        rate = (self._rates[rows] * share).sum(axis=1)
+        return ctx.jobs.column("work")[rows] / np.maximum(rate, 1e-300)
 
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         self._grow(ctx)
         n = len(active)
+        self._record(ctx.now, n)
         if n == 0:
+            self.counters["max_rho"] = 0
             return Ranking.empty()
         rows = active.rows
         arrival = active.arrival_s
-        share = np.minimum(1.0, ctx.cluster.n_gpus / (n * active.gpus))
-        new = ~self._seen[rows]
-        self._seen[rows[new]] = True
-        self._since[rows[new]] = arrival[new]
-        self._share[rows[new]] = share[new]  # from its arrival to its first round: this round's share
-        self._share_s[rows] += self._share[rows] * np.maximum(ctx.now - self._since[rows], 0.0)
-        self._since[rows] = ctx.now
-        self._share[rows] = share
+        new = rows[~self._seen[rows]]
+        if len(new):
+            # (the isolated rates as FinishTimeFairnessMetrics and the Gavel solvers see them)
+            from roundhouse.elements.policies.gavel.formulation import Columns, job_throughputs
+
+            self._seen[new] = True
+            self._area0[new] = self._area_at(ctx.jobs.column("arrival_s")[new])
+            self._rates[new] = job_throughputs(ctx, new, Columns.of(ctx.cluster))
         elapsed = np.maximum(ctx.now - arrival, 0.0)
-        gained = self._share_s[rows]
-        average = np.where(elapsed > 0, gained / np.where(elapsed > 0, elapsed, 1.0), share)
-        isolated = active.work / active.reference_rate
-        ideal = isolated / average
-        self._ideal[rows] = ideal
-        rho = (elapsed + active.remaining_s) / ideal
+        gained = self._area[self._points - 1] - self._area0[rows]
+        n_avg = np.where(elapsed > 0, np.maximum(gained / np.where(elapsed > 0, elapsed, 1.0), 1.0), float(n))
+        rho = (elapsed + active.remaining_s) / self._ideal(ctx, rows, n_avg)
         self.counters["max_rho"] = int(round(1000 * float(rho.max())))
         order = np.lexsort((np.arange(n), -rho))
         return Ranking(rows[order], active.gpus[order], backfill=True)
 
     def finish(self, ctx: RoundContext) -> dict:
-        status = ctx.jobs.column("status")[: len(self._ideal)]
-        done = np.flatnonzero((status == FINISHED) & ~np.isnan(self._ideal))
-        if not len(done):
+        status = ctx.jobs.column("status")
+        finished = int(np.count_nonzero(status == FINISHED))
+        if not finished:
             return {}
-        jct = ctx.jobs.column("finish_s")[done] - ctx.jobs.column("arrival_s")[done]
-        rho = jct / self._ideal[done]
-        return {"fairness": {"jobs": len(done), "max_rho": float(rho.max()), "avg_rho": float(rho.mean())}}
+        done = np.flatnonzero((status[: len(self._seen)] == FINISHED) & self._seen)
+        fairness: dict = {"jobs": len(done), "jobs_finished": finished, "covers": _COVERS}
+        if not len(done):
+            return {"fairness": {**fairness, "max_rho": None, "avg_rho": None}}
+        end = ctx.jobs.column("finish_s")[done]
+        jct = end - ctx.jobs.column("arrival_s")[done]
+        n_avg = np.maximum((self._area_at(end) - self._area0[done]) / np.maximum(jct, 1e-9), 1.0)
+        rho = jct / self._ideal(ctx, done, n_avg)
+        return {"fairness": {**fairness, "max_rho": float(rho.max()), "avg_rho": float(rho.mean())}}
