@@ -19,7 +19,8 @@ A restarted scheduler replays the rounds through the same graph (elements keep p
 state, which replay rebuilds exactly), then takes the running jobs back from re-registering
 agents. The file uses write-ahead logging, so a crash loses nothing that was committed.
 
-What is read back is checked as it is read (`meta`, `rounds`, the submissions), and what only
+What is read back is checked: its tables and their columns as the file is opened (to read or
+to write), `meta`, `rounds` (each round's time too) and the submissions as read, and what only
 the run's jobs show as its rounds replay (records.py's `replayed`): a journal changed by hand
 or damaged is refused with a UsageError naming the file, the table, the round or job, and what
 is wrong, before anything is written to it.
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from roundhouse.errors import TraceError, UsageError
+from roundhouse.runtime.element import MAX_SECONDS
 from roundhouse.runtime.files import hold_lock
 from roundhouse.runtime.types import LR_RULES
 
@@ -139,27 +141,18 @@ class Journal:
                 self.db = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
             else:
                 self.db = sqlite3.connect(f"{uri}?mode=rwc", uri=True, isolation_level=None, check_same_thread=False)
-                self._check_tables()
+            _check_tables(self, read_only)  # (before anything is created in it, or read from it)
+            if not read_only:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.executescript(_TABLES)
         except sqlite3.DatabaseError as err:
-            raise UsageError(f"{self.path}: cannot use as a journal: {err}") from None
+            what = f"not a live scheduler's journal ({err})" if read_only else f"cannot use as a journal: {err}"
+            raise UsageError(f"{self.path}: {what}") from None
         self._open = False
         self._lock: _Lock | None = None  # held by the scheduler running the run
         self.writes = 0  # rows written (inserted or updated) since the journal was opened
         self.commits = 0
-
-    def _check_tables(self) -> None:
-        """Refuse a database that has tables but not all of a journal's, before creating any:
-        another program's database, or a journal that lost a table, stays as it was."""
-        names = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        missing = [name for name in _TABLE_NAMES if name not in names]
-        if names and missing:
-            raise UsageError(
-                f"{self.path}: not a journal as Roundhouse writes it (it has no table {', '.join(missing)}); "
-                "give a new --journal path to start afresh"
-            )
 
     def damaged(self, table: str, where: str, what: str) -> UsageError:
         """The error for what is wrong with a row of the journal (`where`: which row)."""
@@ -211,11 +204,11 @@ class Journal:
         """The journaled rounds in order (by k, which the table keeps unique), each checked as
         it is read: the record's shape (runtime/backends/live/records.py), the time never going
         back, each job delivered and finished once, a delivered job's submission in its table."""
-        check = _Rounds(self.submission_ids())
+        check = _Rounds(self.submission_ids(), self.meta().get("round_s"))
         for k, now, text in self.db.execute("SELECT k, now, record FROM rounds ORDER BY k"):
             record = self._json(text, "rounds", f"round {k}")
             try:
-                check(now, record)
+                check(k, now, record)
             except _Bad as bad:
                 raise self.damaged("rounds", f"round {k}", str(bad)) from None
             yield k, now, Record(record, f"{self.path}: damaged journal: table rounds, round {k}")
@@ -455,6 +448,43 @@ def _delivered(journal: Journal, ids: list[int]) -> pl.DataFrame:
         ) from None
 
 
+def _columns_created() -> dict[str, tuple[str, ...]]:
+    """Each table's columns, as `_TABLES` creates them."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(_TABLES)
+        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")]
+        return {name: tuple(r[1] for r in db.execute(f"PRAGMA table_info({name})")) for name in names}
+    finally:
+        db.close()
+
+
+_COLUMNS = _columns_created()
+
+
+def _check_tables(journal: Journal, read_only: bool) -> None:
+    """Refuse a database that lacks a journal's table (`shapes` aside: a journal written before
+    it has none), or a column of one, before any table is created in it or any row read from it:
+    another program's database, or a journal that lost a table, stays as it was. Opened to be
+    written (serve), a database with no tables at all is a new journal."""
+    names = {r[0] for r in journal.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    missing = ", ".join(name for name in _TABLE_NAMES if name not in names)
+    if not names and read_only:
+        raise UsageError(f"{journal.path}: not a live scheduler's journal (it has no table {missing})")
+    if names and missing and not read_only:
+        raise UsageError(
+            f"{journal.path}: not a journal as Roundhouse writes it (it has no table {missing}); "
+            "give a new --journal path to start afresh"
+        )
+    if names and missing:
+        raise UsageError(f"{journal.path}: damaged journal: it has no table {missing}")
+    for table, columns in _COLUMNS.items():
+        if table in names:
+            have = {r[1] for r in journal.db.execute(f"PRAGMA table_info({table})")}
+            if lacking := [c for c in columns if c not in have]:
+                raise journal.damaged(table, "its columns", f"it has no column {', '.join(lacking)}")
+
+
 def _checked_nodes(journal: Journal, rows: Iterable[tuple], n_slots: int | None) -> dict[str, tuple[int, str]]:
     """Table nodes' rows checked: text for name and address, one name per slot, each slot a
     node of the cluster (of `n_slots`, if given)."""
@@ -541,20 +571,20 @@ class _Bad(Exception):
 
 class _Rounds:
     """What must hold across a journal's rounds, checked round by round as they are read: the
-    time never goes back, a job is delivered once (and its submission is in its table), and a
-    job finishes once (a round journaled twice would finish its jobs again)."""
+    time never goes back, nor runs ahead of the round's number (`_check_time`), a job is
+    delivered once (and its submission is in its table), and a job finishes once (a round
+    journaled twice would finish its jobs again). `round_s`: the run's round length (None
+    before a run begins)."""
 
-    def __init__(self, submission_ids: set[int]):
+    def __init__(self, submission_ids: set[int], round_s: float | None = None):
         self.submission_ids = submission_ids
+        self.round_s = round_s
         self.delivered: set[int] = set()
         self.finished: set[int] = set()
         self.now = 0.0
 
-    def __call__(self, now: Any, record: Any) -> None:
-        if not _is_number(now) or now < 0:
-            raise _Bad(f"its time {now!r} is not a number of seconds from the run's start")
-        if now < self.now:
-            raise _Bad(f"its time, t={now:g}s, is before the previous round's, t={self.now:g}s")
+    def __call__(self, k: Any, now: Any, record: Any) -> None:
+        _check_time(k, now, self.now, self.round_s)
         self.now = now
         _check_record(record, now)
         for job in record["submitted"]:
@@ -568,6 +598,23 @@ class _Rounds:
         if again:
             raise _Bad(f"job {min(again)} finished, as it did in an earlier round (a round journaled twice?)")
         self.finished |= finished
+
+
+def _check_time(k: Any, now: Any, before: float, round_s: float | None) -> None:
+    """A round's time: a number of seconds from the run's start, within a century (MAX_SECONDS),
+    not before the previous round's (`before`), and not past where round `k` can be: the live
+    backend numbers a round by its boundary (k = t / round length), or later after a round cut
+    short, never earlier."""
+    if not _is_number(now) or now < 0:
+        raise _Bad(f"its time {now!r} is not a number of seconds from the run's start")
+    if now > MAX_SECONDS:
+        raise _Bad(f"its time, t={now:g}s, is more than a century ({MAX_SECONDS:g}s) from the run's start")
+    if now < before:
+        raise _Bad(f"its time, t={now:g}s, is before the previous round's, t={before:g}s")
+    if type(k) is not int or k < 0:
+        raise _Bad(f"its number {k!r} is not a round's (a whole number, 0 or more)")
+    if round_s is not None and now > (k + 1) * round_s:
+        raise _Bad(f"its time, t={now:g}s, is past where round {k} can be with {round_s:g}s rounds (at most t={k * round_s:g}s)")
 
 
 def _check_record(record: Any, now: float) -> None:

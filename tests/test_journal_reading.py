@@ -207,6 +207,9 @@ DAMAGED = [
     (_record(1, "json_set(record, '$.submitted', json('[77]'))"), "round 1: it delivered job 77, which table submissions"),
     ("UPDATE rounds SET now = 'soon' WHERE k = 2;", "round 2: its time 'soon' is not a number of seconds"),
     ("UPDATE rounds SET now = 5.0 WHERE k = 3;", "round 3: its time, t=5s, is before the previous round's, t=20s"),
+    ("UPDATE rounds SET now = 1e308 WHERE k = 3;", "round 3: its time, t=1e+308s, is more than a century"),
+    ("UPDATE rounds SET now = 1000.0 WHERE k = 3;", "round 3: its time, t=1000s, is past where round 3 can be with 10s rounds"),
+    ("UPDATE rounds SET k = -1 WHERE k = 0;", "round -1: its number -1 is not a round's"),
     (
         "INSERT INTO rounds SELECT k + 1, now + 10, record FROM rounds ORDER BY k DESC LIMIT 1;",
         "finished, as it did in an earlier round",
@@ -256,6 +259,10 @@ def test_the_progress_of_a_job_back_at_its_checkpoint_still_replays(journal, cap
         ("UPDATE submissions SET spec = '{bad' WHERE job_id = 1;", "table submissions, job 1: not JSON"),
         ("UPDATE meta SET value = '2' WHERE key = 'schema';", "journal schema 2 is not 1"),
         ("DROP TABLE rounds;", "not a journal as Roundhouse writes it (it has no table rounds)"),
+        ("DROP TABLE submissions;", "not a journal as Roundhouse writes it (it has no table submissions)"),
+        ("ALTER TABLE submissions DROP COLUMN round;", "table submissions, its columns: it has no column round"),
+        ("UPDATE rounds SET now = 1e308 WHERE k = 3;", "round 3: its time, t=1e+308s, is more than a century"),
+        ("UPDATE rounds SET now = 1000.0 WHERE k = 3;", "round 3: its time, t=1000s, is past where round 3 can be"),
     ],
 )
 def test_serve_refuses_a_damaged_journal_and_leaves_it_as_it_was(journal, tmp_path, capsys, sql, words):
@@ -271,6 +278,62 @@ def test_serve_refuses_a_damaged_journal_and_leaves_it_as_it_was(journal, tmp_pa
     err = fails(capsys, "serve", graph, "--bind", address, "--insecure", "--journal", journal, "--checkpoints", tmp_path / "ck")
     assert f"{journal}: " in err and words in err, err
     assert contents(journal) == before
+
+
+@pytest.mark.parametrize("table", ["meta", "rounds", "submissions", "attempts", "exits", "nodes"])
+def test_whatif_refuses_a_journal_that_lost_a_table_naming_it(journal, capsys, table):
+    """Read-only too, every table of a journal is there before any is read: one sentence, never
+    an SQLite error from the middle of a replay, nor a replay of what is left."""
+    change(journal, f"DROP TABLE {table};")
+    before = contents(journal)
+    err = fails(capsys, "whatif", journal)
+    assert f"{journal}: damaged journal: it has no table {table}" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert contents(journal) == before
+
+
+@pytest.mark.parametrize(
+    ("sql", "words"),
+    [
+        ("ALTER TABLE submissions DROP COLUMN round;", "table submissions, its columns: it has no column round"),
+        ("ALTER TABLE rounds DROP COLUMN record;", "table rounds, its columns: it has no column record"),
+        ("ALTER TABLE attempts DROP COLUMN reason;", "table attempts, its columns: it has no column reason"),
+        ("ALTER TABLE shapes DROP COLUMN lr_scale;", "table shapes, its columns: it has no column lr_scale"),
+    ],
+)
+def test_whatif_refuses_a_journal_table_that_lost_a_column(journal, capsys, sql, words):
+    change(journal, sql)
+    assert f"{journal}: damaged journal: {words}" in fails(capsys, "whatif", journal)
+
+
+def test_whatif_reads_a_journal_written_before_shapes_were_kept(journal, capsys):
+    from roundhouse.tools.cli import main
+
+    change(journal, "DROP TABLE shapes;")
+    assert main(["whatif", str(journal), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["from"]["jobs"] == 6
+
+
+def test_whatif_refuses_a_database_of_no_tables(tmp_path, capsys):
+    empty = tmp_path / "empty.sqlite"
+    change(empty, "CREATE TABLE t (x INTEGER); DROP TABLE t;")
+    assert f"{empty}: not a live scheduler's journal (it has no table meta, rounds," in fails(capsys, "whatif", empty)
+
+
+def test_whatif_json_never_prints_a_number_json_cannot_hold(journal, capsys, monkeypatch):
+    """Were a metric not finite (damage the journal's checks missed), --json says where, in one
+    sentence, rather than printing Infinity or NaN, which are not JSON."""
+    from roundhouse.runtime.whatif import Projection, whatif
+    from roundhouse.tools import whatif_cmd
+
+    def broken(*args, **kwargs):
+        point, projections = whatif(*args, **kwargs)
+        bad = Projection(projections[0].graph, {**projections[0].metrics, "avg_jct_s": float("inf")}, 1.0, "x")
+        return point, [bad]
+
+    monkeypatch.setattr(whatif_cmd, "whatif", broken)
+    err = fails(capsys, "whatif", journal, "--json")
+    assert f"{journal}: cannot print the comparison as JSON: projections[0].metrics.avg_jct_s is inf" in err, err
 
 
 def test_a_database_that_is_not_a_journal_is_not_made_one(tmp_path):

@@ -9,6 +9,11 @@
 
 `--workload dally-batch` puts every job at time 0 and takes no --rate.
 
+Formats only read (Philly, Helios, PAI, Pollux, ONES) are not written: `convert --to` one of
+them says so (`generate --format philly` writes a synthetic Philly log). Where a trace gives
+dates rather than seconds (Helios' `cluster_log.csv`, PAI's task table), arrivals count from
+the first job kept: a record skipped (no GPU asked for, never ran) does not move them.
+
 Values are checked here and reported as `UsageError` sentences (exit status 2) rather than
 argparse's usage dumps, so that every mistake reads the same way.
 """
@@ -168,10 +173,13 @@ def _human(seconds: float) -> str:
 
 
 def convert_command(args: argparse.Namespace) -> int:
-    from roundhouse.traces.formats import FORMATS, WRITE_FORMATS, check_format, load_trace, write_trace
+    from roundhouse.traces.formats import FORMATS, check_format, check_write_format, load_trace, write_trace
 
     source = check_format(args.source_format, FORMATS)
-    target = check_format(args.target_format, WRITE_FORMATS)
+    target = args.target_format
+    # (A format convert only reads that `generate` writes: say where one comes from.)
+    made = f"trace generate --format {target} writes a synthetic one" if target in GENERATE_FORMATS else ""
+    target = check_write_format(target, "convert", made)
     loaded = load_trace(args.input, source)
     lost = write_trace(loaded.frame, args.output, target)
     note = f" ({loaded.skipped} records skipped: {loaded.skipped_what})" if loaded.skipped else ""

@@ -5,6 +5,7 @@ graph and under another (`--graph`, or its own with `--set`), and print the metr
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import attrs
@@ -131,10 +132,35 @@ def whatif_command(args) -> int:
     sides = _sides(run_file, other_file, args.graph is not None, bool(args.overrides))
     if args.json:
         out = [_as_dict(p) | side.as_json() for p, side in zip(projections, sides, strict=True)]
-        print(json.dumps({"from": point, "projections": out}, indent=2))
+        print(_json_text({"from": point, "projections": out}, args.journal))
         return 0
     _print(point, projections, [side.header for side in sides])
     return 0
+
+
+def _json_text(comparison: dict, journal: str) -> str:
+    """The comparison as JSON. A value that is not a finite number, which JSON cannot hold (a
+    journal's damage its checks missed), is a UsageError naming where it is, never invalid JSON."""
+    try:
+        return json.dumps(comparison, indent=2, allow_nan=False)
+    except ValueError:
+        where, value = _not_finite(comparison) or ("a value", "not finite")
+        raise UsageError(
+            f"{journal}: cannot print the comparison as JSON: {where} is {value}, not a finite number (is the journal damaged?)"
+        ) from None
+
+
+def _not_finite(value, where: str = "") -> tuple[str, str] | None:
+    """Where in `value` (as a path like projections[0].metrics.avg_jct_s) the first number that
+    is not finite is, and the number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where, str(value)
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items:
+        found = _not_finite(item, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}".lstrip("."))
+        if found:
+            return found
+    return None
 
 
 # Settings the run's world was built with (a snapshot's, or a journal's run's), which the

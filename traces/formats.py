@@ -59,6 +59,16 @@ def check_format(name: str, allowed: tuple[str, ...] = FORMATS, auto: bool = Tru
     raise UsageError(f"unknown trace format '{name}'; use one of {', '.join(choices)}" + (f" ({hint})" if hint else ""))
 
 
+def check_write_format(name: str, writer: str = "write_trace", hint: str = "") -> str:
+    """`name` if traces are written in it (or "auto"): a format only read is a `UsageError`
+    saying so and what `writer` writes (with `hint`, if given, on where else to get one), any
+    other name one that lists the formats written."""
+    if name in FORMATS and name not in WRITE_FORMATS:
+        written = ", ".join(WRITE_FORMATS[:-1]) + f" or {WRITE_FORMATS[-1]}"
+        raise UsageError(f"{writer} writes {written} only; {name} is read-only" + (f" ({hint})" if hint else ""))
+    return check_format(name, WRITE_FORMATS)
+
+
 def detect_format(path: str | Path) -> str:
     """The format of a trace file, from its extension or else its first bytes."""
     path = str(path)
@@ -221,7 +231,7 @@ def write_trace(df: pl.DataFrame, path: str | Path, format: str = "auto") -> lis
     """Write a trace. "auto" and "canonical" write CSV or Parquet by extension (`.parquet`,
     `.pq`); "auto" writes Gavel's format for a `.trace` file. Returns, in words, what the
     format could not keep as it was (nothing for canonical files), for whoever asked to say."""
-    format = check_format(format, WRITE_FORMATS)
+    format = check_write_format(format)
     if format == "auto":
         suffix = Path(path).suffix.lower()
         if suffix == ".trace":

@@ -10,8 +10,9 @@ and the columns::
 with times as "YYYY-MM-DD HH:MM:SS", `duration` = end_time - start_time and `queue` =
 start_time - submit_time in seconds, and `state` one of COMPLETED, CANCELLED, FAILED, TIMEOUT,
 NODE_FAIL. Mapping: job_id → job_id (Slurm's, in submission order), submit_time → arrival_s
-(seconds after the first submission), gpu_num → gpus, duration → duration_s, cpu_num → cpus;
-user, vc, state, node_num and queue are kept as extra columns.
+(seconds after the first submission of a job kept: a skipped record, below, does not count, so
+the first job kept arrives at 0, as in traces/pai.py), gpu_num → gpus, duration → duration_s,
+cpu_num → cpus; user, vc, state, node_num and queue are kept as extra columns.
 
 Dally's JSON (aakash-sharma/cluster-sim, e.g. `sense_500jobs_0start0arrival-withBert.json`) is
 a list of objects holding a Helios record's fields (all as text) plus the workload's own:
@@ -127,9 +128,10 @@ def _parse_csv(path: str) -> HeliosTrace:
             raise TraceError(path, f"missing column '{needed}' of Helios' cluster_log; columns found: {found}")
     submitted = _times(path, raw.get_column("submit_time"), lines, "submit_time")
     columns = {canonical: raw.get_column(own) for canonical, own in _CSV_FIELDS.items() if own in raw.columns}
-    columns["arrival_s"] = _seconds_after_first(submitted)
+    keep = _kept(path, columns, lines, names)
+    columns["arrival_s"] = _seconds_after_first(submitted, keep)
     columns.update({name: raw.get_column(name) for name in _CSV_EXTRAS if name in raw.columns})
-    return _finish(path, pl.DataFrame({k: v.alias(k) for k, v in columns.items()}), lines, names)
+    return _finish(path, pl.DataFrame({k: v.alias(k) for k, v in columns.items()}), lines, names, keep)
 
 
 def _parse_json(path: str) -> HeliosTrace:
@@ -149,6 +151,7 @@ def _parse_records(path: str, records: list) -> HeliosTrace:
     names: dict[str, str] = {}
     columns: dict[str, pl.Series] = {}
     used: dict[str, pl.Series] = {}  # per record, the field a column's value came from
+    times: tuple[pl.Series | None, pl.Series | None] | None = None  # arrival_time, submit_time: for once the jobs kept are known
     fields_of = {**_JSON_FIELDS, "arrival_s": ("arrival_time", "submit_time")}
     for canonical, fields in fields_of.items():
         found = [f for f in fields if f in present]
@@ -157,8 +160,8 @@ def _parse_records(path: str, records: list) -> HeliosTrace:
         names[canonical] = found[0]
         texts = [_texts(path, records, f) for f in found]
         if canonical == "arrival_s":
-            arrival, submit = (dict(zip(found, texts)).get(f) for f in fields)
-            columns[canonical] = _arrivals(path, arrival, submit, numbers)
+            given = dict(zip(found, texts))
+            times = (given.get(fields[0]), given.get(fields[1]))
         else:
             columns[canonical] = _first_given(texts)
         if len(found) > 1:
@@ -169,17 +172,20 @@ def _parse_records(path: str, records: list) -> HeliosTrace:
         ("gpus", ("max_parallelism", "gpu_num")),
         ("arrival_s", ("arrival_time", "submit_time")),
     ):
-        if records and needed not in columns:
+        if records and needed not in columns and not (needed == "arrival_s" and times is not None):
             either = " or ".join(f"'{f}'" for f in fields)
             raise TraceError(path, f"no record has {either}, which every Helios job needs")
     if "model" in columns:
         columns["model"] = columns["model"].str.strip_chars().replace(MODEL_NAMES)
     columns.update({name: _texts(path, records, name) for name in _JSON_EXTRAS if name in present})
-    frame = pl.DataFrame({k: v.alias(k) for k, v in columns.items()}) if records else pl.DataFrame()
-    if not records:
-        frame = pl.DataFrame(schema={"job_id": pl.String, "arrival_s": pl.String, "gpus": pl.String, "duration_s": pl.String})
     try:
-        return _finish(path, frame, numbers, names)
+        keep = _kept(path, columns, numbers, names)
+        if times is not None:
+            columns["arrival_s"] = _arrivals(path, times[0], times[1], numbers, keep)
+        frame = pl.DataFrame({k: v.alias(k) for k, v in columns.items()}) if records else pl.DataFrame()
+        if not records:
+            frame = pl.DataFrame(schema={"job_id": pl.String, "arrival_s": pl.String, "gpus": pl.String, "duration_s": pl.String})
+        return _finish(path, frame, numbers, names, keep)
     except TraceError as err:
         raise _named_by_record(err, used) from None
 
@@ -208,33 +214,42 @@ def _named_by_record(err: TraceError, used: dict[str, pl.Series]) -> TraceError:
     return err if field is None else TraceError(err.path, err.message, err.row, field)
 
 
-def _arrivals(path: str, arrival: pl.Series | None, submit: pl.Series | None, numbers: np.ndarray) -> pl.Series:
+def _arrivals(path: str, arrival: pl.Series | None, submit: pl.Series | None, numbers: np.ndarray, keep: pl.Series) -> pl.Series:
     """Each record's arrival: its `arrival_time` (seconds), else its `submit_time` as seconds
-    after the file's first submission (only a record that needs it must have a readable one).
-    Arrival times stay text, for the schema to check in file order with the other columns."""
+    after the first submission of a record kept (`keep`; only a record that needs it must have a
+    readable one). Arrival times stay text, for the schema to check in file order with the
+    other columns."""
     if submit is None:
         assert arrival is not None
         return arrival
     if arrival is None:
-        return _seconds_after_first(_times(path, submit, numbers, "submit_time"))
+        return _seconds_after_first(_times(path, submit, numbers, "submit_time"), keep)
     given = _given(arrival)
     if given.all():
         return arrival
     text = submit.str.strip_chars()
     submitted = _times(path, pl.select(pl.when(~given).then(text)).to_series(), numbers, "submit_time")
-    first = pl.select(pl.coalesce(submitted, text.str.to_datetime(TIME_FORMAT, strict=False))).to_series().min()
+    first = pl.select(pl.coalesce(submitted, text.str.to_datetime(TIME_FORMAT, strict=False))).to_series().filter(keep).min()
+    if first is None:  # (no job kept needs its submission: those without a time are the schema's to report)
+        return pl.select(pl.when(given).then(arrival)).to_series()
     seconds = (submitted - first).dt.total_seconds(fractional=True).cast(pl.String)
     return pl.select(pl.when(given).then(arrival).otherwise(seconds)).to_series()
 
 
-def _finish(path: str, frame: pl.DataFrame, rows: np.ndarray, names: dict[str, str]) -> HeliosTrace:
-    """Skip jobs that asked for no GPU or never ran (after checking that those cells are numbers,
-    so a damaged cell is an error rather than a skipped job), then validate."""
-    keep = pl.Series([True] * frame.height, dtype=pl.Boolean)
+def _kept(path: str, columns: dict[str, pl.Series], rows: np.ndarray, names: dict[str, str]) -> pl.Series:
+    """Which records are jobs kept: not those that asked for no GPU or never ran (duration 0),
+    after checking that those cells are numbers, so that a damaged cell is an error rather than
+    a skipped job."""
+    keep = pl.Series([True] * len(rows), dtype=pl.Boolean)
     for column in ("gpus", "duration_s"):
-        if column in frame.columns:
-            values = cast_column(frame.get_column(column), pl.Float64, path, rows, names.get(column, column))
+        if column in columns:
+            values = cast_column(columns[column], pl.Float64, path, rows, names.get(column, column))
             keep = keep & (values != 0).fill_null(True)
+    return keep
+
+
+def _finish(path: str, frame: pl.DataFrame, rows: np.ndarray, names: dict[str, str], keep: pl.Series) -> HeliosTrace:
+    """Skip the records not kept (`_kept`), then validate."""
     skipped = frame.height - int(keep.sum())
     frame, rows = frame.filter(keep), rows[keep.to_numpy()]
     return HeliosTrace(validate(frame, path, rows, source_names=names), skipped)
@@ -269,7 +284,10 @@ def _times(path: str, text: pl.Series, rows: np.ndarray, column: str) -> pl.Seri
     return parsed
 
 
-def _seconds_after_first(times: pl.Series) -> pl.Series:
-    if times.drop_nulls().len() == 0:  # no rows, or no times: the schema reports the missing values
+def _seconds_after_first(times: pl.Series, keep: pl.Series) -> pl.Series:
+    """Seconds after the first of the times of records kept (`keep`): a skipped record's time
+    does not move the others'."""
+    first = times.filter(keep).min()
+    if first is None:  # no jobs kept, or no times: the schema reports the missing values
         return pl.Series(times.name, [None] * times.len(), dtype=pl.Float64)
-    return (times - times.min()).dt.total_seconds(fractional=True)
+    return (times - first).dt.total_seconds(fractional=True)
