@@ -101,6 +101,21 @@ def new_world(graph: CompiledGraph, cluster: Cluster, profile) -> World:
     return world
 
 
+def new_engine(
+    graph: CompiledGraph,
+    cluster: str | Cluster | None = None,
+    until: float | None = None,
+    on_round: Callable | None = None,
+    profile=None,
+    explain: bool = False,
+) -> Engine:
+    """The graph's engine on a new world and simulator, before its first round (`Engine.begin`
+    starts its elements)."""
+    profile = profile or load_profile(graph)
+    world = new_world(graph, load_cluster(graph, cluster, profile), profile)
+    return Engine(graph, world, Simulator.for_graph(world, graph.settings), until=until, on_round=on_round, explain=explain)
+
+
 def simulate(
     graph: CompiledGraph,
     cluster: str | Cluster | None = None,
@@ -113,11 +128,8 @@ def simulate(
     """Simulate the graph; with `explain`, the world records why each job is where it is
     (runtime/explain.py), as `result.world.explain`, and with `explain_to` as well writes the
     record to that file as the run goes (`result.world.explain.write` to it finishes it)."""
-    settings = graph.settings
-    profile = profile or load_profile(graph)
-    world = new_world(graph, load_cluster(graph, cluster, profile), profile)
-    backend = Simulator.for_graph(world, settings)
-    engine = Engine(graph, world, backend, until=until, on_round=on_round, explain=explain)
+    engine = new_engine(graph, cluster, until, on_round, profile, explain)
+    world = engine.world
     if explain_to is not None and world.explain is not None:
         world.explain.write_as_it_goes(explain_to, world)
     return engine.run()

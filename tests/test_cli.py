@@ -165,6 +165,21 @@ def test_check_reports_ok_and_errors(tiny, tmp_path, capsys):
     assert f"{bad}:4:" in captured.err and "did you mean 'Las'" in captured.err
 
 
+def test_check_starts_the_elements_against_the_graphs_cluster(tiny, tmp_path, capsys):
+    # What only the cluster or the trace's rows can show is found by check, as a run finds it at start.
+    two_types = tmp_path / "gandiva.sched"
+    two_types.write_text(
+        'round = 5min;\ncluster = "2x4:V100,2x4:P100";\nsrc :: PoissonSource(rate=8/h, jobs=20, seed=0);\n'
+        "src -> AcceptAll -> JobPool -> Fifo(backfill=true) -> Gandiva -> Launch -> JobMetrics;\n"
+    )
+    assert main(["check", str(two_types)]) == 2
+    assert f"{two_types}:4:55: error: Gandiva@4 (Gandiva): needs a cluster of one GPU type" in capsys.readouterr().err
+    (tmp_path / "trace.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,100\n1,5,-2,100\n")
+    assert main(["check", str(tiny)]) == 2
+    err = capsys.readouterr().err
+    assert "trace.csv:3" in err and "gpus" in err
+
+
 def test_options_may_come_between_positional_arguments(tiny, tmp_path, capsys):
     bad = tmp_path / "bad.sched"
     bad.write_text(TINY.replace("Las", "Lass"))

@@ -7,7 +7,7 @@ import sys
 from roundhouse.errors import RoundhouseError, SchedError
 from roundhouse.runtime import registry
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.simulate import load_cluster, load_elastic
+from roundhouse.runtime.simulate import load_cluster, load_elastic, new_engine
 from roundhouse.runtime.snapshot import forks_world, unforkable_elements
 from roundhouse.tools.common import error_text
 from roundhouse.tools.results import trace_problems
@@ -50,6 +50,11 @@ def _check_one(path: str, fork: bool) -> bool:
             problems.append(
                 SchedError(f"element '{name}' ({class_name}) cannot be forked: {why}", graph.elements[name].declared_at)
             )
+    if not problems and cluster is not None:
+        try:  # (every element started as a run starts it: what it checks against the cluster, and the traces' rows)
+            new_engine(graph, cluster).begin()
+        except RoundhouseError as err:
+            problems.append(err)
     for problem in problems:
         print(error_text(problem), file=sys.stderr)
     if problems:
