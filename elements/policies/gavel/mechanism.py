@@ -365,10 +365,13 @@ def _too_big(mech: GavelRounds, missed: np.ndarray):
     the GPUs left at their turn)."""
     sf = mech._sf
     found: dict[int, tuple[int, int, int, int]] = {}
+    mark = np.zeros(len(mech._rows), dtype=bool)  # (the column's picks, among its candidates: cheaper than isin)
     for c, cand, picked, before in mech._sorted:
-        chose = np.isin(cand, picked)
-        if not chose.any():
+        if not len(picked):
             continue
+        mark[picked] = True
+        chose = mark[cand]
+        mark[picked] = False
         used = np.where(chose, sf[cand], 0.0)
         ahead: np.ndarray = np.cumsum(chose) - chose
         left = before - (np.cumsum(used) - used)  # GPUs left as each candidate's turn came
