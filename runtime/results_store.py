@@ -34,6 +34,7 @@ _SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "traceback": pl.String,
     "graph": pl.String,
     "point": pl.String,
+    "set": pl.String,
     "seed": pl.Int64,
     "rounds": pl.Int64,
     "run_s": pl.Float64,
@@ -47,6 +48,7 @@ class ResultsStore:
         self.folder = Path(folder)
         self.labels = labels  # columns that hold a grid point's values, always as text
         self.unreadable: list[Path] = []
+        self.foreign: list[Path] = []  # files that read, but hold no run's row (one without a key)
         self._lock_file: IO[str] | None = None
 
     # --- writing ---
@@ -101,14 +103,22 @@ class ResultsStore:
 
     def read(self) -> pl.DataFrame:
         """Every run in the store, one row each. A file that cannot be read (damaged outside
-        Roundhouse) is listed in `unreadable` and left out, so that its run is done again."""
+        Roundhouse) is listed in `unreadable` and left out, so that its run is done again; one
+        that reads but holds no run's row (a row without a key: put there by something else,
+        or written over) is listed in `foreign` and left out."""
         frames = []
         self.unreadable = []
+        self.foreign = []
         for path in self.files():
             try:
-                frames.append(pl.read_parquet(path))
+                frame = pl.read_parquet(path)
             except Exception:  # any damage: polars raises several kinds
                 self.unreadable.append(path)
+                continue
+            if _holds_a_run(frame):
+                frames.append(frame)
+            else:
+                self.foreign.append(path)
         if not frames:
             return pl.DataFrame(schema=_SCHEMA)
         return pl.concat(frames, how="diagonal_relaxed")
@@ -117,6 +127,11 @@ class ResultsStore:
         """Keys of runs that finished with a result (failed ones are run again)."""
         frame = self.read()
         return set(frame.filter(pl.col("status") == "ok")["key"].to_list())
+
+
+def _holds_a_run(frame: pl.DataFrame) -> bool:
+    """Whether a store file's table is runs' rows, as `write` writes one: each with its key."""
+    return frame.height > 0 and "key" in frame.columns and frame["key"].dtype == pl.String and not frame["key"].null_count()
 
 
 def _sync_folder(folder: Path) -> None:

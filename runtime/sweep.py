@@ -47,7 +47,9 @@ class RunSpec:
     """One run: `overrides`, as texts (`--set` ones) or Overrides (which name the option that
     gave them in messages); `trace`, a trace file (by its whole path: a Dask worker's current
     folder is not the sweep's) to read in place of every TraceSource's own, as `--trace` does;
-    `sink`, the metrics sink whose summary is the run's result (None: the graph's only one)."""
+    `sink`, the metrics sink whose summary is the run's result (None: the graph's only one);
+    `fixed`, what the run was given for every run of its sweep (`--set`, `--cluster`, `--trace`:
+    the names they set and their values as given), recorded with it to label it truly."""
 
     graph: str
     overrides: tuple[str | Override, ...] = ()
@@ -56,6 +58,7 @@ class RunSpec:
     labels: dict[str, Any] = attrs.field(factory=dict)
     trace: str | None = None
     sink: str | None = None
+    fixed: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -355,8 +358,27 @@ class Watchdog:
 
 
 # The columns every recorded run has; labels (one per varied name) and the metrics sink's
-# summary come beside them.
-RUN_COLUMNS = ("key", "status", "error", "traceback", "graph", "point", "seed", "rounds", "run_s", "worker", "finished_at")
+# summary come beside them. `set` holds what the run's sweep fixed for every run (RunSpec.fixed)
+# as a JSON object: a name a run did not vary had that value, or else the graph's own.
+RUN_COLUMNS = (
+    "key",
+    "status",
+    "error",
+    "traceback",
+    "graph",
+    "point",
+    "set",
+    "seed",
+    "rounds",
+    "run_s",
+    "worker",
+    "finished_at",
+)
+
+
+def fixed_text(fixed: dict[str, str]) -> str:
+    """What a sweep fixed for every run, as its rows' `set` column holds it."""
+    return json.dumps(fixed, sort_keys=True)
 
 
 def point_text(labels: dict[str, Any]) -> str:
@@ -432,6 +454,7 @@ def base_row(spec: RunSpec, key: str, status: str = "ok", error: str | None = No
         "traceback": None,
         "graph": spec.graph,
         "point": point_text(spec.labels),
+        "set": fixed_text(spec.fixed),
         "seed": spec.labels.get("seed"),
         "rounds": None,
         "run_s": None,

@@ -224,8 +224,9 @@ def test_plot_a_sweep_from_its_summary_and_from_a_results_store(tmp_path):
     late = pl.DataFrame(
         [{"arrivals.rate": "8/h", "seed": 8, "avg_jct_s": 1e9, "status": "timeout", "point": "arrivals.rate=8/h"}]
     )
-    for i, part in enumerate([*parts, failed, late]):
-        part.write_parquet(store / f"part-{i}.parquet")
+    for i, part in enumerate([*parts, failed, late]):  # (each run with its key, as a sweep stores it)
+        keys = pl.Series("key", [f"{i}-{j}" for j in range(part.height)])
+        part.with_columns(keys).write_parquet(store / f"part-{i}.parquet")
     sweep = open_folder(str(tmp_path / "store"))
     assert sweep.failed == 2 and sweep.table.height == 6 and sweep.labels == ("arrivals.rate", "seed")
     out = tmp_path / "load.png"
@@ -256,7 +257,7 @@ def test_plot_a_sweep_from_its_summary_and_from_a_results_store(tmp_path):
         (
             lambda p: hand_run(p, jobs=JOBS + "5,70.0,75.0,90.0,20.0,0.0,5.0,15.0\n"),
             [],
-            "jobs.csv:7: no value in column 'gpus'",
+            "jobs.csv:7: a row cut short",
             True,
         ),
         (
@@ -474,9 +475,11 @@ def test_report_of_a_sweep(tmp_path):
 
 def test_report_and_plot_of_a_store_two_sweeps_of_different_names_wrote(tmp_path):
     # The first sweep varied the round, the second a seed of the arrivals: each run has the
-    # other's name unset, and ran with the graph's own value of it.
-    rows = [{"round": r, "arrivals.seed": None, "seed": 0, "avg_jct_s": v} for r, v in (("5min", 10.0), ("10min", 12.0))]
-    rows += [{"round": None, "arrivals.seed": s, "seed": 0, "avg_jct_s": v} for s, v in (("1", 11.0), ("2", 13.0))]
+    # other's name unset, and ran with the graph's own value of it (neither fixed anything: `set`).
+    rows = [
+        {"round": r, "arrivals.seed": None, "seed": 0, "avg_jct_s": v, "set": "{}"} for r, v in (("5min", 10.0), ("10min", 12.0))
+    ]
+    rows += [{"round": None, "arrivals.seed": s, "seed": 0, "avg_jct_s": v, "set": "{}"} for s, v in (("1", 11.0), ("2", 13.0))]
     sweep_csv(tmp_path / "sweep", rows, ("round", "arrivals.seed"))
     sweep = open_folder(str(tmp_path / "sweep"))
     assert sorted(sweep.table["round"].to_list()) == sorted(["5min", "10min", NOT_VARIED, NOT_VARIED])

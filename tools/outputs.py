@@ -10,6 +10,7 @@ other numeric column is something measured."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
@@ -21,7 +22,7 @@ import polars as pl
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import holds_a_sweep
-from roundhouse.runtime.results_store import ResultsStore
+from roundhouse.runtime.results_store import SUFFIX, ResultsStore
 from roundhouse.runtime.sweep import RUN_COLUMNS, point_text
 
 JOB_COLUMNS = ("job_id", "arrival_s", "first_start_s", "finish_s", "jct_s", "run_s", "gpus", "preemptions")
@@ -80,8 +81,10 @@ class RunFolder:
         return int(m.group(1)) if m else None
 
 
-# What a sweep store says of a name a run did not vary.
+# What a sweep store says of a name a run did not vary, nor its sweep fix (with --set,
+# --cluster, --trace); and of one a run did not vary, whose row does not say what was fixed.
 NOT_VARIED = "(graph's own)"
+NOT_RECORDED = "(not recorded)"
 
 
 @attrs.frozen
@@ -94,6 +97,7 @@ class SweepFolder:
     graph: str | None  # the graph, if the store records one
     unreadable: tuple[Path, ...] = ()  # damaged files of the results store, left out
     incomplete: str | None = None  # why the folder may not hold every run of its sweep
+    notes: tuple[str, ...] = ()  # runs of the results store left out, and why
 
     @property
     def metrics(self) -> list[str]:
@@ -151,6 +155,7 @@ def _open_run(path: Path) -> RunFolder:
     sink, summary_name = _sink_of(info, jobs_file.name)
     summary_file = path / summary_name
     summary = read_summary(summary_file) if summary_file.is_file() else {}
+    _refuse_short_rows(jobs_file)
     try:
         jobs = pl.read_csv(jobs_file, infer_schema_length=None)
     except (pl.exceptions.PolarsError, UnicodeDecodeError) as err:
@@ -215,6 +220,7 @@ def _open_sweep(path: Path) -> SweepFolder:
     summary = path / "summary.csv"
     unreadable: tuple[Path, ...] = ()
     incomplete = None
+    notes: list[str] = []
     if store.is_dir():
         results = ResultsStore(store)
         if not results.files():
@@ -227,9 +233,16 @@ def _open_sweep(path: Path) -> SweepFolder:
         unreadable = tuple(results.unreadable)
         for damaged in unreadable:
             print(f"warning: {damaged}: cannot be read (damaged?); its run is left out", file=sys.stderr)
-        if len(unreadable) == len(results.files()):
-            raise UsageError(f"{store}: none of its {len(unreadable)} Parquet files can be read (damaged?)")
-        table, incomplete = _in_grid_order(table, summary, {p.stem for p in unreadable})
+        # (A run's row always has its point: without one, what the sweep varied cannot be told.)
+        pointless = table.filter(pl.col("point").is_null()) if "point" in table.columns else table
+        foreign = [*results.foreign, *(store / f"{key}{SUFFIX}" for key in pointless["key"].unique(maintain_order=True))]
+        table = table.filter(pl.col("point").is_not_null()) if "point" in table.columns else table.clear()
+        for path in foreign:
+            print(f"warning: {path}: holds no run's row (no key or point: damaged?); left out", file=sys.stderr)
+        if not table.height:
+            raise UsageError(f"{store}: none of its {len(results.files())} Parquet files can be read as runs' rows (damaged?)")
+        unreadable += tuple(foreign)
+        table, incomplete, notes = _the_last_sweep(table, summary, {p.stem for p in unreadable})
         source = store
     elif summary.is_file():
         table, source = _read_summary(summary), summary
@@ -238,6 +251,8 @@ def _open_sweep(path: Path) -> SweepFolder:
     for name, dtype in table.schema.items():
         if isinstance(dtype, pl.Struct):  # labels kept as one struct column
             table = table.unnest(name)
+    labels = _varied(table, source)
+    table = _numbers(table, labels, source)
     failed = pl.lit(False)
     if "status" in table.columns:  # "ok", or what went wrong ("error", "timeout", "failed")
         failed = failed | (pl.col("status").cast(pl.String).fill_null("ok") != "ok")
@@ -249,22 +264,200 @@ def _open_sweep(path: Path) -> SweepFolder:
     if "graph" in table.columns and table.height:
         graphs = table["graph"].drop_nulls().unique().to_list()
         graph = str(graphs[0]) if len(graphs) == 1 else None
-    labels = _varied(table, source)
-    # A store that sweeps of different names wrote: a run that did not vary a name ran with the
-    # graph's own value of it.
-    unset = [c for c in labels if ok[c].null_count()]
-    ok = ok.with_columns(pl.col(c).cast(pl.String).fill_null(NOT_VARIED) for c in unset)
-    return SweepFolder(path, source, ok, labels, marked.height - ok.height, graph, unreadable, incomplete)
+    ok = _unvaried(ok, labels)
+    return SweepFolder(path, source, ok, labels, marked.height - ok.height, graph, unreadable, incomplete, tuple(notes))
+
+
+def _the_last_sweep(table: pl.DataFrame, summary: Path, damaged: set[str]) -> tuple[pl.DataFrame, str | None, list[str]]:
+    """Of a results store's runs, those of the sweep that last wrote the folder: those its
+    summary.csv lists, in the order it ran them and described as it describes them (a run
+    reused from an earlier sweep may have been labelled otherwise by it). Without summary.csv
+    (the sweep did not finish), every run, in the order they finished, but of two runs of one
+    point and seed (of sweeps of different graphs or traces) only the later. And why the store
+    may not hold the whole sweep: no summary.csv, or runs summary.csv lists that it lacks
+    (`damaged`: the keys of its files that cannot be read, named already); and notes on the
+    runs left out."""
+    listed = _listed(summary)
+    finished = ["finished_at"] if "finished_at" in table.columns else []
+    if listed is None or not isinstance(listed, pl.DataFrame):
+        table = table.sort(finished, maintain_order=True) if finished else table
+        stored = table.height
+        table, notes = _the_later_of_each(table, summary.parent / "results")
+        if listed is None:
+            return table, f"the sweep did not finish (no {summary.name}); {stored} runs are in its results store", notes
+        return table, None, notes
+    keys = listed["key"].to_list()
+    rank: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        rank.setdefault(key, i)
+    ours = table.filter(pl.col("key").is_in(list(rank)))
+    notes = []
+    others = table.height - ours.height
+    if others:
+        notes.append(
+            f"{others} other {'run' if others == 1 else 'runs'} of its results store (of earlier sweeps into the "
+            f"folder) {'is' if others == 1 else 'are'} left out: "
+            f"{summary.name} lists the {len(rank)} runs of the last sweep"
+        )
+    # Each run as summary.csv describes it: its point, what its sweep fixed, its varied values.
+    described = [c for c in ("point", "set", *_label_columns(listed)) if c in listed.columns]
+    stale = [c for c in ours.columns if c in described or c in _label_columns(table)]
+    ours = ours.drop(stale).join(listed.unique("key", maintain_order=True).select("key", *described), on="key", how="left")
+    ranked = pl.col("key").replace_strict(rank, default=None, return_dtype=pl.Int64)
+    ours = ours.sort(ranked, maintain_order=True)
+    stored = damaged | set(table["key"].to_list())
+    there = sum(key in stored for key in rank)
+    incomplete = f"{there} of the {len(rank)} runs {summary.name} lists are in its results store" if there < len(rank) else None
+    return ours, incomplete, notes
+
+
+def _listed(summary: Path) -> pl.DataFrame | str | None:
+    """The runs summary.csv lists (refused if two of them have one point and seed), or None
+    without it. One that cannot be read is named in a warning ("unreadable" is returned), and
+    the store's runs kept in the order they finished."""
+    if not summary.is_file():
+        return None
+    try:
+        listed = _read_summary(summary)
+        if "key" not in listed.columns:
+            raise UsageError(f"{summary}: no column 'key' (each run's key, as `roundhouse sweep` writes)")
+    except UsageError as err:
+        print(f"warning: {err}; the results store's runs are listed as they finished", file=sys.stderr)
+        return "unreadable"
+    return listed.with_columns(pl.col("key").cast(pl.String))
+
+
+def _label_columns(table: pl.DataFrame) -> list[str]:
+    """The columns that hold some run's varied values: those its point names as `name=value`."""
+    if "point" not in table.columns:
+        return []
+    found = []
+    for name, dtype in table.schema.items():
+        if name in RUN_COLUMNS or dtype != pl.String:
+            continue
+        named = table.select(pl.col("point").str.contains(pl.lit(f"{name}=") + pl.col(name), literal=True).any()).item()
+        if named:
+            found.append(name)
+    return found
+
+
+def _the_later_of_each(table: pl.DataFrame, store: Path) -> tuple[pl.DataFrame, list[str]]:
+    """Of runs that finished with one point and seed (of sweeps of different graphs or traces
+    into one folder), the one that finished last, with a warning and a note that say so."""
+    keys = [c for c in ("point", "seed") if c in table.columns]
+    ok = pl.col("status").cast(pl.String).fill_null("ok") == "ok" if "status" in table.columns else pl.lit(True)
+    counted = table.with_columns(pl.when(ok).then(pl.len().over([*keys, ok])).otherwise(1).alias("__n"))
+    repeated = counted.filter(pl.col("__n") > 1)
+    if not repeated.height:
+        return table, []
+    later = counted.with_row_index("__i").filter((pl.col("__n") == 1) | (pl.col("__i") == pl.col("__i").max().over([*keys, ok])))
+    groups = repeated.unique(keys).height
+    note = (
+        f"{repeated.height} runs share {groups} points and seeds (of sweeps of different graphs or traces into "
+        f"the folder?): of each, only the one that finished last is drawn"
+    )
+    print(f"warning: {store}: {note}", file=sys.stderr)
+    return later.drop("__n", "__i"), [note]
 
 
 def _read_summary(path: Path) -> pl.DataFrame:
-    """summary.csv with its labels as written (read as numbers, `1e3` would become 1000.0)."""
+    """summary.csv with its labels as written (read as numbers, `1e3` would become 1000.0). A
+    row cut short, a run with no point, and two runs of one point and seed are refused."""
+    _refuse_short_rows(path)
     try:
         text = pl.read_csv(path, infer_schema_length=0)
         labels = [c for c in _varied(text, path) if c in text.columns and c != "seed"]
-        return pl.read_csv(path, infer_schema_length=None, schema_overrides=dict.fromkeys(labels, pl.String))
+        table = pl.read_csv(path, infer_schema_length=None, schema_overrides=dict.fromkeys(labels, pl.String))
     except (pl.exceptions.PolarsError, UnicodeDecodeError) as err:
         raise UsageError(f"{path}: cannot be read as CSV ({_first_line(err)})") from None
+    lines = table.with_row_index("__line", offset=2)
+    pointless = lines.filter(pl.col("point").is_null())
+    if pointless.height:
+        raise UsageError(f"{path}:{pointless['__line'][0]}: a run with no point (what the sweep varied for it)")
+    if "seed" in table.columns:
+        once = lines.unique("key", maintain_order=True) if "key" in table.columns else lines
+        twice = once.filter(pl.int_range(pl.len()).over("point", "seed") > 0)
+        if twice.height:
+            row = twice.row(0, named=True)
+            first = once.filter((pl.col("point") == row["point"]) & pl.col("seed").eq_missing(row["seed"]))["__line"][0]
+            raise UsageError(
+                f"{path}:{row['__line']}: a second run of {row['point']} seed={row['seed']} (the first is on line "
+                f"{first}); which of them to draw cannot be told"
+            )
+    return table
+
+
+def _refuse_short_rows(path: Path) -> None:
+    """A CSV file's rows each with as many fields as its header (the last row of a file cut
+    short has fewer, and would be read with its last values missing)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            for row in reader:
+                if header is not None and row and len(row) != len(header):
+                    what = "a row cut short" if len(row) < len(header) else "a row longer than the header"
+                    raise UsageError(f"{path}:{reader.line_num}: {what} ({len(row)} fields, the header has {len(header)})")
+    except (csv.Error, UnicodeDecodeError) as err:
+        raise UsageError(f"{path}: cannot be read as CSV ({_first_line(err)})") from None
+
+
+def _is_measured(name: str) -> bool:
+    """Whether a column is one a run's row holds a number in: what JobMetrics measures (counts
+    of jobs, times in seconds, utilizations, preemptions, starts) and how the run went."""
+    return (
+        name in ("rounds", "run_s", "utilization", "preemptions")
+        or name.startswith("jobs_")
+        or name.endswith(("_s", "_utilization", "_starts"))
+    )
+
+
+def _numbers(table: pl.DataFrame, labels: tuple[str, ...], source: Path) -> pl.DataFrame:
+    """The runs with each measured column as numbers; one holding something else is refused,
+    naming the file, the column and the run (its line of summary.csv, or its file in the
+    results store). (A store's column is read as text where a file left out holds text.)"""
+    cast = []
+    for name, dtype in table.schema.items():
+        if name in labels or not _is_measured(name) or dtype.is_numeric() or dtype == pl.Null:
+            continue
+        values = table[name]
+        numbers = values.cast(pl.Float64, strict=False) if dtype == pl.String else pl.Series([None] * len(values))
+        bad = (values.is_not_null() & numbers.is_null()).arg_true()
+        if len(bad):
+            i = int(bad[0])
+            if source.is_dir() and "key" in table.columns:
+                where = f"{source / (str(table['key'][i]) + SUFFIX)}"
+            else:
+                where = f"{source}:{i + 2}"
+            raise UsageError(f"{where}: {name} is {json.dumps(str(values[i]))}, not a number")
+        cast.append(numbers.alias(name))
+    return table.with_columns(cast)
+
+
+def _unvaried(ok: pl.DataFrame, labels: tuple[str, ...]) -> pl.DataFrame:
+    """The runs, each varied name given a value where its run did not vary it (a store that
+    sweeps of different names wrote): what the run's sweep fixed it to (its `set`), else the
+    graph's own value; for a run that does not record what was fixed, NOT_RECORDED."""
+    unset = [c for c in labels if ok[c].null_count()]
+    if not unset:
+        return ok
+    fixed = [_fixed(text) for text in (ok["set"].cast(pl.String) if "set" in ok.columns else [None] * ok.height)]
+    filled = {}
+    for c in unset:
+        values = ok[c].cast(pl.String).to_list()
+        filled[c] = [
+            v if v is not None else (NOT_RECORDED if f is None else str(f.get(c, NOT_VARIED))) for v, f in zip(values, fixed)
+        ]
+    return ok.with_columns(pl.Series(c, filled[c], dtype=pl.String) for c in unset)
+
+
+def _fixed(text: str | None) -> dict | None:
+    """A run's `set` column: what its sweep fixed, by name; None if it does not say."""
+    try:
+        value = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _varied(table: pl.DataFrame, source: Path) -> tuple[str, ...]:
@@ -309,41 +502,6 @@ def _names_in(point: str, values: dict[str, str | None]) -> list[str] | None:
         found.append(term.partition("=")[0])
         rest = rest[len(term) :].removeprefix(" ")
     return found
-
-
-def _in_grid_order(table: pl.DataFrame, summary: Path, damaged: set[str]) -> tuple[pl.DataFrame, str | None]:
-    """A results store's runs (kept in key order) in the order the sweep ran them, which
-    summary.csv lists by key; runs it does not list (an earlier sweep's, or one that did not
-    finish) after them, in the order they finished. And why the store may not hold the whole
-    sweep: no summary.csv (the sweep did not finish), or runs summary.csv lists that it lacks
-    (`damaged`: the keys of its files that cannot be read, named already)."""
-    keys = _listed_keys(summary)
-    finished = ["finished_at"] if "finished_at" in table.columns else []
-    if "key" in table.columns:
-        rank = {key: i for i, key in enumerate(keys or ())}
-        ranked = pl.col("key").cast(pl.String).replace_strict(rank, default=None, return_dtype=pl.Int64)
-        table = table.sort([ranked, *finished], nulls_last=True, maintain_order=True)
-    if keys is None:
-        return table, f"the sweep did not finish (no {summary.name}); {table.height} runs are in its results store"
-    stored = damaged | (set(table["key"].cast(pl.String).to_list()) if "key" in table.columns else set())
-    there = sum(key in stored for key in keys)
-    if there < len(keys):
-        return table, f"{there} of the {len(keys)} runs {summary.name} lists are in its results store"
-    return table, None
-
-
-def _listed_keys(summary: Path) -> list[str] | None:
-    """The keys of the runs summary.csv lists, in the order the sweep ran them; None without
-    it. One that cannot be read is named, and the store's runs kept in the order they finished."""
-    if not summary.is_file():
-        return None
-    try:
-        return pl.read_csv(summary, columns=["key"], schema_overrides={"key": pl.String})["key"].to_list()
-    except (pl.exceptions.PolarsError, UnicodeDecodeError) as err:
-        print(
-            f"warning: {summary}: cannot be read as CSV ({_first_line(err)}); runs are listed as they finished", file=sys.stderr
-        )
-        return []
 
 
 def _read_json(path: Path) -> dict:

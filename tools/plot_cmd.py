@@ -35,5 +35,8 @@ def plot(args) -> int:
     fig = figure(folder, kind, args.metric or "avg_jct_s", args.x)
     if isinstance(folder, SweepFolder) and folder.incomplete:  # (the figure says so too)
         print(f"warning: {folder.path}: {folder.incomplete}; drawn from those runs", file=sys.stderr)
+    if isinstance(folder, SweepFolder):
+        for note in folder.notes:  # (runs of the store the figure leaves out)
+            print(f"note: {folder.path}: {note}", file=sys.stderr)
     save(fig, Path(args.output))
     return 0

@@ -127,6 +127,8 @@ def sweep_page(sweep: SweepFolder) -> str:
     if sweep.incomplete:
         facts.append("incomplete")
         summary = _note(f"Incomplete: {sweep.incomplete}; the tables and plots show only those runs.") + summary
+    for note in reversed(sweep.notes):  # (runs of the store left out of the tables and plots)
+        summary = _note(f"{note[0].upper()}{note[1:]}.") + summary
     plots = []
     # (Every run failed: the figures would each say so, or, without the metrics' columns, be left out.)
     there = [m for m in SWEEP_METRICS if m in table.columns] if table.height else []

@@ -22,7 +22,15 @@ from roundhouse.runtime.dsl.loader import load
 from roundhouse.runtime.files import check_output_file, results_folder, writing
 from roundhouse.runtime.results_store import SUFFIX, ResultsStore
 from roundhouse.runtime.simulate import load_cluster
-from roundhouse.runtime.sweep import RUN_COLUMNS, RunSpec, check_sweepable, compiled_value, point_text, run_key
+from roundhouse.runtime.sweep import (
+    RUN_COLUMNS,
+    RunSpec,
+    check_sweepable,
+    compiled_value,
+    fixed_text,
+    point_text,
+    run_key,
+)
 from roundhouse.runtime.sweep_exec import DaskExecutor, LocalExecutor, Task
 from roundhouse.runtime.values import FilePath, describe
 from roundhouse.tools.common import add_overrides, overrides, positive_int, seconds
@@ -92,16 +100,19 @@ def split_values(text: str) -> list[str]:
         else:
             current += ch
     out.append(current.strip())
-    return [v for v in out if v]
+    return out
 
 
 def read_grid(items: list[str], seeds: int) -> list[tuple[str, list[str]]]:
     grid = []
     for item in items:
         name, sep, values = item.partition("=")
-        if not sep or not name.strip() or not split_values(values):
+        if not sep or not name.strip() or not values.strip():
             raise UsageError(f"--vary {item}: write --vary element.field=v1,v2 or --vary setting=v1,v2")
         name, listed = name.strip(), split_values(values)
+        empty = [i for i, v in enumerate(listed, 1) if not v]
+        if empty:  # (a value left out between commas, or a comma at either end)
+            raise UsageError(f"--vary {name}: value {empty[0]} is empty (in '{values.strip()}'); list values as v1,v2")
         if any(name == other for other, _ in grid):
             raise UsageError(f"--vary {item}: {name} is varied twice; list all its values in one --vary {name}=v1,v2")
         twice = [v for i, v in enumerate(listed) if v in listed[:i]]
@@ -192,6 +203,12 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     check_sweepable(base, args.sink)
     first_seed = int(base.settings.seed)
     cluster = _run_cluster(args.cluster)
+    # What every run is given besides its point, as given (each run's row records it: a store
+    # that several sweeps wrote labels a run that did not vary a name by what it had).
+    given_fixed = {o.target: o.value_text for o in fixed if o.target != "seed"}
+    given_fixed |= {o.target: str(args.trace) for o in traced}
+    if args.cluster is not None:
+        given_fixed["cluster"] = args.cluster
     runs = []
     for combo in itertools.product(*(values for _, values in grid)):
         varied = [Override(f"{n}={v}", flag="--vary") for (n, _), v in zip(grid, combo)]
@@ -203,7 +220,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
             load_cluster(graph, args.cluster)
             given = tuple(_whole_paths(graph, [*fixed, *varied, *seeded]))
             labels_seed = {**labels, "seed": int(graph.settings.seed)}
-            spec = RunSpec(graph_path, given, cluster, until, labels_seed, trace, args.sink)
+            spec = RunSpec(graph_path, given, cluster, until, labels_seed, trace, args.sink, given_fixed)
             runs.append((run_key(graph, flat, spec), spec))
     return runs
 
@@ -254,6 +271,13 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
         for path in store.unreadable:
             err.print(
                 f"warning: {path}: cannot be read (damaged?); its run is done again",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+        for path in store.foreign:
+            err.print(
+                f"warning: {path}: holds no run's row (no key or point: not written by a sweep, or damaged); left alone",
                 highlight=False,
                 markup=False,
                 soft_wrap=True,
@@ -356,14 +380,15 @@ def _per_run(runs, rows: dict[str, dict], names: tuple[str, ...], others: Collec
         {
             **{k: v for k, v in rows[key].items() if k not in others},
             **{n: str(spec.labels[n]) for n in names},
+            "set": fixed_text(spec.fixed),
             "point": point_text(spec.labels),
         }
         for key, spec in runs
     ]
     frame = pl.DataFrame(ordered, infer_schema_length=None)
     first = [*names, "seed", "status", "error"]
-    rest = [c for c in frame.columns if c not in first and c not in ("point", "graph", "finished_at", "traceback")]
-    return frame.select([*dict.fromkeys(first), *rest, "point"])
+    rest = [c for c in frame.columns if c not in first and c not in ("set", "point", "graph", "finished_at", "traceback")]
+    return frame.select([*dict.fromkeys(first), *rest, "set", "point"])
 
 
 def mean_ci(values: list[float]) -> tuple[float, float | None]:

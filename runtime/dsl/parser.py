@@ -368,7 +368,15 @@ def parse_value(text: str, where: str = "<command line>") -> ast.Value:
         numeric = re.fullmatch(rf"\s*(?:{_NUMBER}|{_RANGE})\s*", text) is not None
         hint = err.hint if quoted or numeric else f"text such as a file path is written in quotes: '\"{text}\"'"
         location = None if err.location is None else _in_text(err.location)
-        raise SchedError(err.message, location, hint=hint) from None
+        message = err.message
+        # The ';' the parse adds after the value is not the user's: the value ended too soon.
+        if location is not None and location.line == 1 and location.column == len(text) + 1 and "';'" in message:
+            expected = message.partition(", expected ")[2]
+            if "']'" in expected:
+                message, hint = "the value ends before its closing ']'", "close the list with ']'"
+            else:
+                message, hint = "the value ends too soon" + (f" (expected {expected})" if expected else ""), None
+        raise SchedError(message, location, hint=hint) from None
     finally:
         remember_source(where, text)
     # Text such as `5min; x :: Las` parses as several statements; a value is exactly one.
