@@ -376,6 +376,20 @@ RUN_COLUMNS = (
 )
 
 
+def label_columns(stored: pl.DataFrame) -> list[str]:
+    """The stored columns that hold some run's grid point values: those its `point` names, as
+    `name=value` (a sweep stores its varied values as text)."""
+    if "point" not in stored.columns:
+        return []
+    found = []
+    for name, dtype in stored.schema.items():
+        if name in RUN_COLUMNS or dtype != pl.String:
+            continue
+        if stored.select(pl.col("point").str.contains(pl.lit(f"{name}=") + pl.col(name), literal=True).any()).item():
+            found.append(name)
+    return found
+
+
 def fixed_text(fixed: dict[str, str]) -> str:
     """What a sweep fixed for every run, as its rows' `set` column holds it."""
     return json.dumps(fixed, sort_keys=True)

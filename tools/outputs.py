@@ -23,7 +23,7 @@ import polars as pl
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import holds_a_sweep
 from roundhouse.runtime.results_store import SUFFIX, ResultsStore
-from roundhouse.runtime.sweep import RUN_COLUMNS, point_text
+from roundhouse.runtime.sweep import RUN_COLUMNS, label_columns, point_text
 
 JOB_COLUMNS = ("job_id", "arrival_s", "first_start_s", "finish_s", "jct_s", "run_s", "gpus", "preemptions")
 
@@ -300,8 +300,8 @@ def _the_last_sweep(table: pl.DataFrame, summary: Path, damaged: set[str]) -> tu
             f"{summary.name} lists the {len(rank)} runs of the last sweep"
         )
     # Each run as summary.csv describes it: its point, what its sweep fixed, its varied values.
-    described = [c for c in ("point", "set", *_label_columns(listed)) if c in listed.columns]
-    stale = [c for c in ours.columns if c in described or c in _label_columns(table)]
+    described = [c for c in ("point", "set", *label_columns(listed)) if c in listed.columns]
+    stale = [c for c in ours.columns if c in described or c in label_columns(table)]
     ours = ours.drop(stale).join(listed.unique("key", maintain_order=True).select("key", *described), on="key", how="left")
     ranked = pl.col("key").replace_strict(rank, default=None, return_dtype=pl.Int64)
     ours = ours.sort(ranked, maintain_order=True)
@@ -325,20 +325,6 @@ def _listed(summary: Path) -> pl.DataFrame | str | None:
         print(f"warning: {err}; the results store's runs are listed as they finished", file=sys.stderr)
         return "unreadable"
     return listed.with_columns(pl.col("key").cast(pl.String))
-
-
-def _label_columns(table: pl.DataFrame) -> list[str]:
-    """The columns that hold some run's varied values: those its point names as `name=value`."""
-    if "point" not in table.columns:
-        return []
-    found = []
-    for name, dtype in table.schema.items():
-        if name in RUN_COLUMNS or dtype != pl.String:
-            continue
-        named = table.select(pl.col("point").str.contains(pl.lit(f"{name}=") + pl.col(name), literal=True).any()).item()
-        if named:
-            found.append(name)
-    return found
 
 
 def _the_later_of_each(table: pl.DataFrame, store: Path) -> tuple[pl.DataFrame, list[str]]:

@@ -28,6 +28,7 @@ from roundhouse.runtime.sweep import (
     check_sweepable,
     compiled_value,
     fixed_text,
+    label_columns,
     point_text,
     run_key,
 )
@@ -264,7 +265,7 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
                 (out / table).unlink(missing_ok=True)
         ours = {key for key, _ in runs}
         stored = store.read()
-        others = _label_columns(stored) - set(names)
+        others = set(label_columns(stored)) - set(names)
         for row in stored.iter_rows(named=True):
             if row["key"] in ours and row["status"] == "ok":
                 finished[row["key"]] = row
@@ -357,19 +358,6 @@ def _say_interrupted(err: Console, rows: dict[str, dict], total: int, store: Res
     if on_dask:
         text += " (the runs under way on the Dask cluster were told to stop)"
     err.print(text, highlight=False, markup=False, soft_wrap=True)
-
-
-def _label_columns(stored: pl.DataFrame) -> set[str]:
-    """The stored columns that hold some run's grid point values: those its `point` names, as
-    `name=value` (a sweep stores its varied values as text)."""
-    found = set()
-    for name, dtype in stored.schema.items():
-        if name in RUN_COLUMNS or dtype != pl.String:
-            continue
-        named = stored.select(pl.col("point").str.contains(pl.lit(f"{name}=") + pl.col(name), literal=True).any()).item()
-        if named:
-            found.add(name)
-    return found
 
 
 def _per_run(runs, rows: dict[str, dict], names: tuple[str, ...], others: Collection[str] = ()) -> pl.DataFrame:
