@@ -56,8 +56,8 @@ def make_keys(directory: str | Path, names: list[str], submitters: list[str] = (
     both = sorted(set(names) & set(submitters))
     if both:
         raise UsageError(f"{', '.join(both)}: named both as an agent and as a submitter; a key has one role")
-    folder = make_folder(directory, "key folder")
-    make_folder(folder / AUTHORIZED, "key folder")
+    folder = _private_folder(Path(directory))
+    _private_folder(folder / AUTHORIZED)
     written: list[Path] = []
     roles = {name: AGENT for name in names} | {name: SUBMITTER for name in submitters}
     for name in [SCHEDULER_KEY, *names, *submitters]:
@@ -67,16 +67,32 @@ def make_keys(directory: str | Path, names: list[str], submitters: list[str] = (
             continue
         if public.exists() or secret.exists():
             raise UsageError(f"{folder}: half a key pair for '{name}'; remove {public.name} / {secret.name} and run again")
-        zmq.auth.create_certificates(str(folder), name, metadata={"role": roles[name]} if name in roles else None)
+        # Both files are made readable by their owner only (the secret one is never readable by
+        # others, not even for a moment); the public one is then opened to others as usual.
+        mask = os.umask(0o077)
+        try:
+            zmq.auth.create_certificates(str(folder), name, metadata={"role": roles[name]} if name in roles else None)
+        finally:
+            os.umask(mask)
         if name in roles:  # (pyzmq writes metadata into the secret file only; the scheduler reads the public one)
             text = public.read_text(encoding="utf-8")
             public.write_text(text.replace("\nmetadata\n", f'\nmetadata\n    role = "{roles[name]}"\n', 1), encoding="utf-8")
-        os.chmod(secret, 0o600)
+        os.chmod(public, 0o644 & ~mask)
         written += [public, secret]
         if name != SCHEDULER_KEY:
             shutil.copy(public, folder / AUTHORIZED / public.name)
             written.append(folder / AUTHORIZED / public.name)
     return written
+
+
+def _private_folder(path: Path) -> Path:
+    """A key folder: one made here is its owner's only (0700); an existing one is left as it is
+    (the secret keys in it are their owner's only either way)."""
+    created = not path.exists()
+    folder = make_folder(path, "key folder")
+    if created:
+        os.chmod(folder, 0o700)
+    return folder
 
 
 def _check_role(public: Path, name: str, asked: str | None) -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 import platform
+import re
 import time
 from pathlib import Path
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import check_output_file, writing
 from roundhouse.tools.common import seconds
+from roundhouse.wire import protocol
 
 
 def register(sub) -> None:
@@ -70,6 +72,12 @@ def _check_gpu_type(text: str) -> None:
     bad = next((ch for ch in text if ch in ',"#' or not ch.isprintable()), None)
     if bad is not None:
         raise UsageError(f"--gpu-type {text!r}: {bad!r} cannot be part of a GPU type's name in a profile (a CSV file)")
+    if not re.fullmatch(protocol.NAME_RE, text):
+        # (as an agent's GPUs are named on the wire: a profile's type no node can register is no use)
+        raise UsageError(
+            f"--gpu-type {text!r}: a GPU type must be a plain name "
+            "(up to 64 letters, digits, '.', '_' and '-', starting with a letter or digit)"
+        )
 
 
 def profile_command(args) -> int:

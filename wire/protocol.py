@@ -142,12 +142,16 @@ class Nullable(Spec):
 
 
 class ListOf(Spec):
-    def __init__(self, item: Spec, max_len: int = 1024):
-        self.item, self.max_len = item, max_len
+    def __init__(self, item: Spec, max_len: int = 1024, min_len: int = 0):
+        self.item, self.max_len, self.min_len = item, max_len, min_len
 
     def check(self, value, where):
         if not isinstance(value, list):
             raise ProtocolError(f"{where} must be a list, got {_show(value)}")
+        if len(value) < self.min_len:
+            raise ProtocolError(
+                f"{where} must not be empty" if self.min_len == 1 else f"{where} has fewer than {self.min_len} entries"
+            )
         if len(value) > self.max_len:
             raise ProtocolError(f"{where} has more than {self.max_len} entries")
         return [self.item.check(v, f"{where}[{i}]") for i, v in enumerate(value)]
@@ -271,7 +275,9 @@ SCHEMAS: dict[str, Obj] = {
         },
         {"checkpoint": PATH, "checkpoint_iteration": ITERATION, "exit_code": Int(-255, 255)},
     ),
-    "stopping": Obj({}),  # the answer to `shutdown`: the agent stops its workers and exits
+    # The answer to `shutdown` (the agent stops its workers and exits), or said unasked by an
+    # agent leaving (a signal) once its exits are reported: the scheduler takes its node offline.
+    "stopping": Obj({}),
     # scheduler -> agent
     "welcome": Obj({"node_index": Int(0, 10**6), "heartbeat_s": Num(0.01, 3600), "session": Str(64)}),
     "launch": Obj(
@@ -289,7 +295,7 @@ SCHEMAS: dict[str, Obj] = {
         },
         {
             "workload": Str(128, r"[A-Za-z_][A-Za-z0-9_.]*"),
-            "command": ListOf(Str(4096), COMMAND_WORDS),
+            "command": ListOf(Str(4096), COMMAND_WORDS, min_len=1),  # (its first word: the program)
             "model": Str(128),
             "resume": PATH,
             "resume_iteration": ITERATION,

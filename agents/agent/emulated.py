@@ -16,8 +16,11 @@ place changes the timer's speed from the iteration reached; ranks past the new s
 The scheduler revokes a job through its rank 0 only; every rank of that attempt, on this node or
 another of the process (they share it), ends with it at one iteration, as real workers agree on
 theirs: so a job must not be spread over nodes of two emulating processes. When the scheduler
-asks one node to shut down, every node of the process answers, since they all stop. A launch
-without a speed (a job known only by its duration) runs at one iteration per second, as the
+asks one node to shut down, every node of the process answers, since they all stop; stopped by a
+signal instead, each node says `stopping` once its exits are reported, so that the scheduler
+takes it offline at once. A launch is refused as a real agent refuses it (ranks that cannot all
+run, a GPU the node lacks, a resume point past its iterations: every rank it names ends failed),
+but needs no workload or command, since nothing runs. A launch without a speed (a job known only by its duration) runs at one iteration per second, as the
 simulator runs it.
 """
 
@@ -36,6 +39,7 @@ import zmq
 from roundhouse.agents.agent.exits import ExitReports
 from roundhouse.agents.agent.gpus import Gpu
 from roundhouse.agents.agent.messages import drain
+from roundhouse.agents.agent.processes import bad_launch, refuse_launch
 from roundhouse.agents.agent.scheduler_link import SchedulerLink
 from roundhouse.errors import UsageError
 from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED
@@ -149,6 +153,7 @@ class EmulatedNodes:
         self.nodes = [_Node(i, f"{name}-{i}", scheduler, security.named(f"{name}-{i}"), gpus, address) for i in range(count)]
         self._ends: list[tuple[float, int, tuple[int, int, int]]] = []  # (time, node, key): a heap of completions
         self._stopping: str | None = None
+        self._asked = False  # the scheduler asked these nodes to shut down (and they answered)
 
     def run(self) -> int:
         check_node_budget(len(self.nodes))
@@ -213,6 +218,10 @@ class EmulatedNodes:
                     node, is_monitor = by_socket[sock]
                     if not is_monitor:
                         drain(sock, lambda frames, node=node: self._on_frame(node, frames))
+            if self._stopping and not self._asked:  # (leaving unasked: each node says so, after its exits)
+                for node in self.nodes:
+                    if node.link.registered:
+                        node.link.send("stopping")
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
@@ -257,6 +266,7 @@ class EmulatedNodes:
             else:
                 log.warning("the scheduler says to %s: %s", node.name, body["reason"])
         elif type_ == "shutdown":
+            self._asked = True
             node.link.send("stopping")  # (the scheduler may ask again: each time answered)
             if not self._stopping:
                 # The scheduler asks every node, and waits for each to answer; but this process
@@ -276,14 +286,26 @@ class EmulatedNodes:
 
     def _launch(self, node: _Node, body: dict) -> None:
         start = body.get("resume_iteration") or 0
-        for r in body["ranks"]:
-            key = (body["job"], body["attempt"], r["rank"])
-            if r["gpu"] not in node.gpus:
-                reason = f"this node has no GPU {r['gpu']}"
-                node.exits.report(
-                    *key, "failed", start, start, body.get("resume"), body.get("resume_iteration"), None, reason, permanent=True
-                )
-                return
+        reason = bad_launch(body, node.gpus)
+        if reason:
+            refuse_launch(
+                body,
+                reason,
+                lambda rank: node.exits.report(
+                    body["job"],
+                    body["attempt"],
+                    rank,
+                    "failed",
+                    start,
+                    start,
+                    body.get("resume"),
+                    body.get("resume_iteration"),
+                    None,
+                    reason,
+                    permanent=True,
+                ),
+            )
+            return
         now = time.time()
         for r in body["ranks"]:
             key = (body["job"], body["attempt"], r["rank"])

@@ -23,10 +23,12 @@ from roundhouse.agents.agent.guardian import Guardian, kill_group
 from roundhouse.agents.agent.job_reports import JobReports
 from roundhouse.agents.client import Lease
 from roundhouse.agents.elastic import write_request
+from roundhouse.wire import protocol
 from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED
 
 log = logging.getLogger("roundhouse.agent")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+RANKS_MOST = protocol.RANK.hi + 1  # the largest world size a launch can carry
 
 
 @attrs.define(eq=False)
@@ -107,23 +109,14 @@ class Workers:
         return len(self.by_key)
 
     def launch(self, body: dict, stopping: bool, known) -> None:
-        """A launch from the scheduler: refused (a GPU this node lacks), preempted at once (the
+        """A launch from the scheduler: refused (ranks that cannot all run, a GPU this node
+        lacks, a resume point past its iterations, nothing to run), preempted at once (the
         agent is stopping), or its workers queued for their GPUs. `known(key)` says whether an
         exit of that worker is still unacknowledged (a repeated launch, ignored)."""
-        reason = _bad_ranks(body["ranks"], body["world_size"])
+        reason = bad_launch(body, self.gpus) or _no_program(body)
         if reason:
-            # Each worker this launch names ends failed, so that the scheduler does not wait for
-            # any of them (a rank past the world size is one it ignores).
-            log.warning("refused launch of job %d attempt %d: %s", body["job"], body["attempt"], reason)
-            for rank in sorted({r["rank"] for r in body["ranks"]}):
-                self._end_launch(body, rank, "failed", reason, permanent=True)
+            refuse_launch(body, reason, lambda rank: self._end_launch(body, rank, "failed", reason, permanent=True))
             return
-        for r in body["ranks"]:
-            if r["gpu"] not in self.gpus:
-                reason = f"this node has no GPU {r['gpu']}"
-                log.warning("refused launch of job %d attempt %d: %s", body["job"], body["attempt"], reason)
-                self._end_launch(body, r["rank"], "failed", reason, permanent=True)
-                return
         if stopping:
             for r in body["ranks"]:
                 self._end_launch(body, r["rank"], "preempted", "the agent is stopping", permanent=False)
@@ -178,20 +171,27 @@ class Workers:
 
     def _spawn(self, w: Worker) -> None:
         spec = w.spec
-        job_dir = self.workdir / "jobs" / f"job-{w.job}"
-        job_dir.mkdir(parents=True, exist_ok=True)
-        Lease.create(w.lease_path)
-        env = self._environment(w, spec)
         argv = [sys.executable, "-m", spec["workload"]] if spec.get("workload") else list(spec.get("command") or [])
         try:
+            job_dir = self.workdir / "jobs" / f"job-{w.job}"
+            job_dir.mkdir(parents=True, exist_ok=True)
+            Lease.create(w.lease_path)
+            env = self._environment(w, spec)
             if spec.get("workload"):
                 w.process = start_workload(self.forks, spec["workload"], env, job_dir, w.log_path)
             else:
                 w.process = spawn_worker(argv, env, job_dir, w.log_path)
-        except (OSError, ValueError) as err:
-            reason = f"cannot start {argv[:1]}: {err}"
-            log.warning("job %d attempt %d rank %d: %s", w.job, w.attempt, w.rank, reason)
-            del self.by_key[w.key]
+        except Exception as err:  # (whatever it is, the worker ends here, reported: none is left half-started)
+            reason = f"cannot start {argv[:1]}: {err or type(err).__name__}"
+            # (a bug, not the launch's fault, is logged with its traceback)
+            known = isinstance(err, (OSError, ValueError))
+            log.warning("job %d attempt %d rank %d: %s", w.job, w.attempt, w.rank, reason, exc_info=not known)
+            self.by_key.pop(w.key, None)
+            w.process = None
+            try:
+                w.lease_path.unlink()
+            except OSError:
+                pass
             self.report_exit(
                 w.job,
                 w.attempt,
@@ -506,6 +506,43 @@ def _within_launch(w: Worker, iteration: int) -> int:
         log.warning("job %d attempt %d rank %d says it reached iteration %d of %d: taken as %d", *w.key, iteration, most, most)
         return most
     return iteration
+
+
+def bad_launch(body: dict, gpus: set[int]) -> str:
+    """Why a launch cannot run on a node with these GPUs ("" if it can): its ranks (see
+    `_bad_ranks`), a GPU the node lacks, or a resume point past the iterations it asks for
+    (0 iterations: a job known by its duration, which counts its own)."""
+    # (a decoded launch always has its world size; a launch made in code without one limits no rank)
+    reason = _bad_ranks(body["ranks"], body.get("world_size") or RANKS_MOST)
+    if reason:
+        return reason
+    for r in body["ranks"]:
+        if r["gpu"] not in gpus:
+            return f"this node has no GPU {r['gpu']}"
+    start, most = body.get("resume_iteration") or 0, body.get("iterations") or 0
+    if most and start > most:
+        return f"it resumes at iteration {start}, past its {most} iterations"
+    return ""
+
+
+def _no_program(body: dict) -> str:
+    """Why a launch names nothing to run ("" if it names a workload or a command)."""
+    if body.get("workload"):
+        return ""
+    command = body.get("command")
+    if command is None:
+        return "it names neither a workload nor a command"
+    if not command or not command[0]:
+        return "its command names no program"
+    return ""
+
+
+def refuse_launch(body: dict, reason: str, end) -> None:
+    """A refused launch: logged, and every rank it names ended by `end(rank)`, so that the
+    scheduler waits for none of them (a rank past the world size is one it ignores)."""
+    log.warning("refused launch of job %d attempt %d: %s", body["job"], body["attempt"], reason)
+    for rank in sorted({r["rank"] for r in body["ranks"]}):
+        end(rank)
 
 
 def _bad_ranks(ranks: list[dict], world_size: int) -> str:

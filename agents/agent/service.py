@@ -1,5 +1,6 @@
 """The agent itself: its parts put together, its loop, the scheduler's messages, and stopping
-(every worker revoked, their exits reported, then out)."""
+(every worker revoked, their exits reported, then out; an agent stopped by a signal, not asked
+by the scheduler, then says `stopping`, so that the scheduler takes its node offline at once)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ class Agent:
         )
         self.revocations = Revocations(self.workers, revoke_grace_s)
         self._stopping: str | None = None
+        self._asked = False  # the scheduler asked this agent to shut down (and was answered)
         self._stop_deadline = 0.0
 
     # --- running ---
@@ -124,6 +126,7 @@ class Agent:
                     self.workers.reap(wait=True)
                     break
             self.exits.flush_and_wait(self._on_scheduler_frame)
+            self._say_leaving()
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
@@ -148,6 +151,13 @@ class Agent:
         self._stop_deadline = time.time() + self.revoke_grace_s + 5
         log.info("agent %s stopping (%s): revoking %d worker(s)", self.name, why, len(self.workers))
         self.revocations.revoke_all("the agent stopped")
+
+    def _say_leaving(self) -> None:
+        """An agent leaving unasked (a signal) tells the scheduler once its exits are reported
+        (they go first on the one connection): its node goes offline now rather than at the
+        heartbeat timeout, and nothing more is launched there."""
+        if self._stopping and not self._asked and self.link.registered:
+            self.link.send("stopping")
 
     def _report_exit(self, job, attempt, *rest, **keywords) -> None:
         self.exits.report(job, attempt, *rest, **keywords)
@@ -190,6 +200,7 @@ class Agent:
         log.warning("the scheduler says: %s", body["reason"])
 
     def _on_shutdown(self, body) -> None:
+        self._asked = True
         self.link.send("stopping")  # the scheduler waits for this answer (it may ask again: stop() once)
         self.stop(f"the scheduler asked: {body['reason']}")
 

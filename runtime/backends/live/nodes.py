@@ -1,7 +1,9 @@
 """The node registry: which agent (by node name) fills which node of the graph's cluster, so that
 GPU ids mean the same thing live and simulated; registrations, heartbeats, lost nodes, and which
 GPUs are online. An agent silent for longer than the heartbeat timeout is lost: its GPUs go
-offline and the attempts there end (`on_lost`)."""
+offline and the attempts there end (`on_lost`). So is one that says it is stopping without
+being asked (stopped by a signal): it says so after its exits, so its node goes offline at once,
+and nothing more is launched there."""
 
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ class Node:
     online: bool = False
     key: str = ""
     outbox: list = attrs.field(factory=list)  # messages for a node presumed up that has not re-registered
-    stopping: bool = False  # its agent answered a shutdown
+    stopping: bool = False  # its agent said it is stopping (an answer to a shutdown, or unasked)
+    asked: bool = False  # the scheduler asked its agent to shut down
     # Another agent process registering under this name while this one was alive: its session,
     # and when it first tried (`Nodes.held_back`).
     contender: tuple[str, float] | None = None
@@ -169,6 +172,7 @@ class Nodes:
         ]
         for node in asked:
             assert node.identity is not None  # (chosen above)
+            node.asked = True
             if not self.server.send(node.identity, "shutdown", reason=reason):
                 gone.add(node.name)
         return asked
@@ -179,7 +183,13 @@ class Nodes:
             self.refusals.warn("unregistered", "dropped stopping from %s: not a registered agent", self.server.who(identity))
             return
         node.stopping = True
-        log.info("agent %s is stopping", node.name)
+        if node.asked:
+            log.info("agent %s is stopping", node.name)
+            return
+        # Unasked (a signal): its exits came first; one it could not send ends as a lost node's.
+        log.info("agent %s is stopping (not asked to): its node goes offline", node.name)
+        if node.online:
+            self.lose(node, "its agent stopped")
 
     def refuses_submission(self, frame) -> str:
         """Why a submission may not be taken from the key it came with ("" if it may): a node's
@@ -200,19 +210,14 @@ class Nodes:
         key, role = key_of_user_id(_key_of(frame))
         if role == SUBMITTER:  # (a key given to submit with does not give the cluster's nodes)
             reason = f"node {name} registers with the key of submitter {key}: only an agent's key registers a node"
-            log.warning("refused registration: %s", reason)
-            self.server.send(identity, "error", reason=reason)
-            return
+            return self._refuse(identity, reason)
         if key and key != name:  # (with keys, an agent's name is its key's: no key speaks for another node)
             reason = f"node {name} registers with the key of {key}: an agent registers under its own key's name"
-            log.warning("refused registration: %s", reason)
-            self.server.send(identity, "error", reason=reason)
-            return
+            return self._refuse(identity, reason)
         types = {g["type"] for g in body["gpus"]}
         count = len(body["gpus"])
         if len(types) != 1 or sorted(g["index"] for g in body["gpus"]) != list(range(count)):
-            self.server.send(identity, "error", reason="a node registers GPUs 0..N-1, all of one type")
-            return
+            return self._refuse(identity, _bad_gpus(name, body["gpus"]))
         gpu_type = cluster_type = next(iter(types))
         known = [t for t in cluster.gpu_types if t.lower() == gpu_type.lower()]
         if known:
@@ -227,9 +232,7 @@ class Nodes:
                 f"node {name} is node {node.slot} of the cluster, which has {cluster.node_gpus[node.slot]} "
                 f"{cluster.gpu_types[cluster.node_type[node.slot]]} GPU(s); it now registers {count} {gpu_type}"
             )
-            log.warning("refused registration: %s", reason)
-            self.server.send(identity, "error", reason=reason)
-            return
+            return self._refuse(identity, reason)
         if node is not None and self.held_back(node, identity, body["session"]):
             return
         if node is None:
@@ -237,9 +240,7 @@ class Nodes:
             free += [s for s, n in enumerate(self.slots) if n is not None and not n.online and fits(s)]
             if not free:
                 reason = f"the cluster ({cluster.describe()}) has no free node with {count} {gpu_type} GPU(s) for {name}"
-                log.warning("refused registration: %s", reason)
-                self.server.send(identity, "error", reason=reason)
-                return
+                return self._refuse(identity, reason)
             slot = free[0]
         else:
             slot = node.slot
@@ -270,6 +271,7 @@ class Nodes:
         node.identity, node.session, node.address = identity, body["session"], body["address"]
         node.heard = node.last_seen = time.time()
         node.key = key
+        node.stopping = node.asked = False  # (an agent back after stopping serves again)
         self.by_identity[identity] = node
         self.journal.set_node(name, node.slot, node.address, self.clock.now_s())
         if not node.online:
@@ -293,6 +295,10 @@ class Nodes:
         for type_, fields in held:
             self.server.send(identity, type_, **fields)
         self.on_running(node, body["running"], True)
+
+    def _refuse(self, identity: bytes, reason: str) -> None:
+        log.warning("refused registration: %s", reason)
+        self.server.send(identity, "error", reason=reason)
 
     def held_back(self, node: Node, identity: bytes, session: str) -> bool:
         """Whether a registration by another agent process under the name of a node whose agent
@@ -341,6 +347,13 @@ class Nodes:
         if node is not None:
             node.heard = node.last_seen = time.time()
         return node
+
+
+def _bad_gpus(name: str, gpus: list[dict]) -> str:
+    """Why a node's GPUs, as registered, are refused: their indices and types."""
+    indices = ", ".join(str(g["index"]) for g in gpus[:16]) + (" ..." if len(gpus) > 16 else "")
+    types = ", ".join(sorted({g["type"] for g in gpus}))
+    return f"node {name} registers GPUs {indices or '(none)'} of type(s) {types or '(none)'}: a node registers GPUs 0..N-1, all of one type"
 
 
 def _key_of(frame) -> str:
