@@ -20,12 +20,54 @@ from roundhouse.errors import TraceError
 from roundhouse.runtime.sweep import RunSpec, run_all
 from roundhouse.tools.reproductions import Comparison, Report, data_folder, experiment
 from roundhouse.tools.reproductions._runs import save_figure, sched_string
+from roundhouse.tools.reproductions.tiresias import describe, gap, note
 from roundhouse.traces.csvtext import number_column, read_cells
 
 REPO = Path(__file__).resolve().parents[2]
 GRAPHS = REPO / "graphs"
 PAPER = "Gavel (OSDI'20)"
 FIGURE_SIZE = (6.4, 4.2)
+
+
+def _docs(name: str) -> str:
+    return f"docs/reproductions.md, {name}"
+
+
+# Each row's verdict in the full run (`gap` of tiresias.py, or `_pct_gap` for SLO violations),
+# as docs/reproductions.md records it under the experiment's heading; a quick run's notes compare
+# with it, and a test keeps the two in step.
+FULL_RUN = {
+    "continuous-single: agnostic / aware average JCT, best over loads": "smaller",
+    "continuous-multiple: agnostic / aware average JCT, best over loads": "",
+    "ftf: continuous-multiple: agnostic / aware average JCT, best over loads": "larger",
+    "ftf: continuous-multiple: agnostic / aware average rho, best over loads": "larger",
+    "FIFO / makespan policy, makespan, best over batch sizes": "larger",
+    "min cost vs max throughput: saving": "smaller",
+    "min cost vs max throughput: violations": "",
+    "min cost + SLOs vs max throughput: saving": "",
+    "min cost + SLOs vs max throughput: violations": "more",
+    "total effective throughput, hierarchical (aware) / static agnostic partition": "larger",
+}
+BEST_OVER_LOADS = (
+    "the best ratio over loads sits where the agnostic policy has saturated and the aware one has not, so it depends "
+    "on which loads are sampled (six in our full run, 15 in Gavel's sweep) and on how long the window's last jobs wait"
+)
+FTF_LARGER = (
+    "; our agnostic finish-time fairness saturates earlier than our agnostic LAS, for reasons not established, "
+    "and between the two saturations any ratio is possible"
+)
+
+
+def _full(key: str, quick: bool, window: str, full_window: str) -> tuple[str, str, str] | None:
+    return (window, full_window, FULL_RUN[key]) if quick else None
+
+
+def _pct_gap(paper: float, ours: float, tolerance: float = 0.10) -> str:
+    """The verdict on a percentage (of SLOs missed): "" within `tolerance` of the paper's (exactly
+    0 where the paper's is 0), else "more" or "fewer"."""
+    if (paper == 0 and ours == 0) or (paper > 0 and abs(ours / paper - 1) <= tolerance):
+        return ""
+    return "more" if ours > paper else "fewer"
 
 
 def _profile(out: Path) -> str:
@@ -139,13 +181,16 @@ def las(out: Path, quick: bool) -> Report:
     report.figures.append(
         _load_plot(out, table, "avg_jct_s", "average JCT (hours)", "las-jct.png", "LAS on 36 V100 + 36 P100 + 36 K80")
     )
-    for trace, paper in (("single", "3.5x"), ("multiple", "2.2x")):
+    for trace, paper in (("single", 3.5), ("multiple", 2.2)):
         ratio, rate = _best_ratio(table, trace, "avg_jct_s", "aware", "agnostic")
+        what = f"continuous-{trace}: agnostic / aware average JCT, best over loads"
+        full = _full(what, quick, _QUICK_WINDOW, _FULL_WINDOW)
         report.comparisons.append(
             Comparison(
-                f"continuous-{trace}: agnostic / aware average JCT, best over loads",
-                f"up to {paper}",
+                what,
+                f"up to {paper:g}x",
                 f"{ratio:.2f}x (at {rate:g} jobs/h)",
+                note(gap(paper, ratio), f"up to {paper:g}x", BEST_OVER_LOADS, _docs("gavel-las"), full),
             )
         )
     report.notes.append(_window_note(quick))
@@ -162,20 +207,26 @@ def ftf(out: Path, quick: bool) -> Report:
     report = Report(tables={"ftf": table})
     report.figures.append(_load_plot(out, table, "avg_jct_s", "average JCT (hours)", "ftf-jct.png", "Finish-time fairness: JCT"))
     report.figures.append(_load_plot(out, table, "fairness_avg_rho", "average rho", "ftf-rho.png", "Finish-time fairness: rho"))
-    ratio, rate = _best_ratio(table, "multiple", "avg_jct_s", "aware", "agnostic")
-    report.comparisons.append(
-        Comparison(
-            "continuous-multiple: agnostic / aware average JCT, best over loads", "3x", f"{ratio:.2f}x (at {rate:g} jobs/h)"
+    for metric, name, paper in (("avg_jct_s", "JCT", 3.0), ("fairness_avg_rho", "rho", 2.8)):
+        ratio, rate = _best_ratio(table, "multiple", metric, "aware", "agnostic")
+        what = f"continuous-multiple: agnostic / aware average {name}, best over loads"
+        code = gap(paper, ratio)
+        reason = BEST_OVER_LOADS + (FTF_LARGER if code == "larger" else "")
+        full = _full(f"ftf: {what}", quick, _QUICK_WINDOW, _FULL_WINDOW)
+        report.comparisons.append(
+            Comparison(
+                what,
+                f"{paper:g}x",
+                f"{ratio:.2f}x (at {rate:g} jobs/h)",
+                note(code, f"{paper:g}x", reason, _docs("gavel-ftf"), full),
+            )
         )
-    )
-    ratio, rate = _best_ratio(table, "multiple", "fairness_avg_rho", "aware", "agnostic")
-    report.comparisons.append(
-        Comparison(
-            "continuous-multiple: agnostic / aware average rho, best over loads", "2.8x", f"{ratio:.2f}x (at {rate:g} jobs/h)"
-        )
-    )
     report.notes.append(_window_note(quick))
     return report
+
+
+_QUICK_WINDOW = "quick run: jobs 200-399 of 600, one seed, two loads"
+_FULL_WINDOW = "jobs 4000-4999 of 7000, three seeds, six loads"
 
 
 def _window_note(quick: bool) -> str:
@@ -225,9 +276,15 @@ def makespan(out: Path, quick: bool) -> Report:
     )
     ratio = (means["FIFO (agnostic)"] / means["makespan (aware)"]).to_numpy()
     i = int(np.argmax(ratio))
+    what = "FIFO / makespan policy, makespan, best over batch sizes"
+    code = gap(2.5, float(ratio[i]))
+    reason = "which FIFO the paper's 2.5x uses, and its jobs, are not in the text"
+    if code == "larger":
+        reason = "under random-type FIFO a batch ends when its unluckiest long job, placed on K80s, ends; " + reason
+    full = _full(what, quick, f"quick run: {', '.join(map(str, sizes))} jobs, one seed", "100, 300 and 500 jobs, three seeds")
     report.comparisons.append(
         Comparison(
-            "FIFO / makespan policy, makespan, best over batch sizes", "2.5x", f"{ratio[i]:.2f}x ({means['jobs'][i]} jobs)"
+            what, "2.5x", f"{ratio[i]:.2f}x ({means['jobs'][i]} jobs)", note(code, "2.5x", reason, _docs("gavel-makespan"), full)
         )
     )
     aware_fifo = (means["FIFO (aware)"] / means["makespan (aware)"]).to_numpy()
@@ -283,16 +340,25 @@ def cost(out: Path, quick: bool) -> Report:
     )
     base = float(means.filter(pl.col("policy") == "max throughput")["total_cost_usd"][0])
     report = Report(tables={"cost": table, "cost_means": means})
-    for policy, paper in (
-        ("min cost", "~1.4x cheaper, ~35% SLO violations"),
-        ("min cost + SLOs", "1.23x cheaper, 0% violations"),
+    window = (f"quick run: {jobs} jobs at {rate}, one seed", "500 jobs at 0.7/h, three seeds")
+    for policy, paper, (saving, late) in (
+        ("min cost", "~1.4x cheaper, ~35% SLO violations", (1.4, 35.0)),
+        ("min cost + SLOs", "1.23x cheaper, 0% violations", (1.23, 0.0)),
     ):
         row = means.filter(pl.col("policy") == policy)
+        cheaper, violations = base / float(row["total_cost_usd"][0]), float(row["violation_pct"][0])
+        what = f"{policy} vs max throughput"
         report.comparisons.append(
             Comparison(
-                f"{policy} vs max throughput",
+                what,
                 paper,
-                f"{base / float(row['total_cost_usd'][0]):.2f}x cheaper, {float(row['violation_pct'][0]):.2g}% SLO violations",
+                f"{cheaper:.2f}x cheaper, {violations:.2g}% SLO violations",
+                cost_note(
+                    what,
+                    (gap(saving, cheaper), _pct_gap(late, violations)),
+                    (f"{saving:g}x", f"{late:g}%"),
+                    window if quick else None,
+                ),
             )
         )
     base_violations = float(means.filter(pl.col("policy") == "max throughput")["violation_pct"][0])
@@ -309,6 +375,48 @@ def cost(out: Path, quick: bool) -> Report:
         "prices: 2020 GCP on-demand per GPU-hour (V100 $2.48, P100 $1.46, K80 $0.45), an assumption; the paper gives none"
     )
     return report
+
+
+COST_SAVING = {
+    "smaller": "the saving depends on the prices and on how much of the work the cheap types can take, and the paper "
+    "states neither its prices nor its arrival rate",
+}
+COST_VIOLATIONS = {
+    "more": "not traced; the likely cause is granularity (the LP plans continuous time, the mechanism hands out whole "
+    "6-minute rounds, and the tightest SLOs are 1.2 times a job's duration)",
+}
+
+
+def cost_note(what: str, codes: tuple[str, str], paper: tuple[str, str], quick: tuple[str, str] | None) -> str:
+    """The note beside a cost row: `codes` are the verdicts on the saving (`gap`) and on the SLO
+    violations (`_pct_gap`) against the paper's (`paper`: its saving, its violations); `quick`
+    (the quick run's window, the full run's) when the run is quick."""
+    docs = _docs("gavel-cost")
+    saving, late = codes
+    said = {
+        "smaller": f"a smaller saving than the paper's {paper[0]}",
+        "larger": f"a larger saving than the paper's {paper[0]}",
+        "even": f"no saving, where the paper's is {paper[0]}",
+        "reversed": f"dearer, where the paper's is {paper[0]} cheaper",
+        "more": f"more SLO violations than the paper's {paper[1]}",
+        "fewer": f"fewer SLO violations than the paper's {paper[1]}",
+    }
+    parts = [said.get(saving, describe(saving, paper[0])) if saving else "", said[late] if late else ""]
+    full = (FULL_RUN[f"{what}: saving"], FULL_RUN[f"{what}: violations"])
+    if quick is not None and full != codes:
+        here = "; ".join(p for p in parts if p) or "agrees with the paper"
+        there = "; ".join(
+            text
+            for text in (
+                f"{full[0]} saving" if full[0] in ("smaller", "larger") else (describe(full[0]) if full[0] else ""),
+                f"{full[1]} SLO violations" if full[1] else "",
+            )
+            if text
+        )
+        return f"{here}; {quick[0]}; full run ({quick[1]}): {there or 'agrees with the paper'} ({docs})"
+    reasons = [COST_SAVING.get(saving, ""), COST_VIOLATIONS.get(late, "")]
+    lines = [f"{p}: {r}" if r else p for p, r in zip(parts, reasons) if p]
+    return f"{'; '.join(lines)} ({docs})" if lines else ""
 
 
 @experiment(
@@ -387,7 +495,7 @@ def hierarchical(out: Path, quick: bool) -> Report:
             "total effective throughput, hierarchical (aware) / static agnostic partition",
             "~1.20x (static 17% lower)",
             f"{steady:.2f}x once every entity has jobs; {gain:.2f}x over the whole run",
-            "early on, a static partition leaves the shares of entities without jobs idle",
+            hierarchical_note(gap(1.2, steady), quick),
         )
     )
     mean_realized = float(realized["total"].head(table.height).mean())
@@ -410,7 +518,19 @@ def hierarchical(out: Path, quick: bool) -> Report:
 
     report.figures.append(save_figure(out / "hierarchical.png", draw, size=FIGURE_SIZE))
     report.notes.append("job configurations drawn at random (seed 0) from Gavel's 26; Fig. 11's exact jobs are not published")
+    report.notes.append(
+        "over the whole run the gain is larger: early on, a static partition leaves the shares of entities without jobs idle"
+    )
     return report
+
+
+def hierarchical_note(code: str, quick: bool) -> str:
+    """The note beside the hierarchical row, whose verdict (`gap`, once every entity has jobs,
+    against the paper's ~1.20x) is `code`."""
+    reason = "the gain depends on how unequal the jobs' speed-ups on V100s are, and Fig. 11's job mix is not published"
+    what = "total effective throughput, hierarchical (aware) / static agnostic partition"
+    full = _full(what, quick, "quick run: 9 jobs", "18 jobs")
+    return note(code, "~1.20x", reason, _docs("gavel-hierarchical"), full)
 
 
 # Gavel's policy names in its result files, and ours: (solver, mechanism order, work conserving).
@@ -550,6 +670,28 @@ def fidelity(out: Path, quick: bool) -> Report:
                 f"{row['trace']}, {row['policy']}: average JCT",
                 f"{row['gavel_avg_jct_s']:.0f} s",
                 f"{row['ours_avg_jct_s']:.0f} s ({row['ratio'] - 1:+.1%}); {median}",
+                fidelity_note(row["policy"], row["ratio"]),
             )
         )
     return report
+
+
+FIDELITY_TOLERANCE = 0.05  # an average JCT within 5% of Gavel's simulator's agrees with it
+FIDELITY_REASONS = {
+    "max_min_fairness": "agnostic max-min visits jobs in a shuffled order, so each run is one draw of a random process, "
+    "and our random streams are not Gavel's",
+    "fifo": "Gavel's fifo puts a job on the last type in its list of types with room (V100 while that has room), not "
+    "on a random type with room as the paper says and we do",
+    "min_total_duration_perf": "our best explanation, not verified: many allocations are optimal for the jobs off the "
+    "makespan's critical path, and our simplex solver returns another than Gavel's interior-point one",
+}
+
+
+def fidelity_note(policy: str, ratio: float) -> str:
+    """The note beside a fidelity row: empty when our average JCT (`ratio`: ours over Gavel's
+    simulator's) is within FIDELITY_TOLERANCE of it, else by how much and why where the docs know."""
+    if abs(ratio - 1) <= FIDELITY_TOLERANCE:
+        return ""
+    how = f"{abs(ratio - 1):.1%} {'higher' if ratio > 1 else 'lower'} than Gavel's simulator"
+    reason = FIDELITY_REASONS.get(policy, "not explained")
+    return f"{how}: {reason} ({_docs('gavel-fidelity')})"
