@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from roundhouse.tools.reproductions import gavel, tiresias
+from roundhouse.tools.reproductions import _runs, gavel, tiresias
 from tests.conftest import REPO
 
 DOCS = (REPO / "docs" / "reproductions.md").read_text()
@@ -52,28 +52,28 @@ def _numbers(text: str) -> list[float]:
     ],
 )
 def test_gap_says_how_a_ratio_differs(paper, ours, low, high, code):
-    assert tiresias.gap(paper, ours, low, high) == code
+    assert _runs.ratio_gap(paper, ours, low, high) == code
 
 
 def test_a_note_is_empty_where_ours_agrees_and_names_the_docs_where_not():
-    assert tiresias.note("", "5.11x", "why", "docs/reproductions.md, tiresias-sim") == ""
-    text = tiresias.note("smaller", "5.11x", "why", "docs/reproductions.md, tiresias-sim")
+    assert _runs.gap_note("", "5.11x", "why", "docs/reproductions.md, tiresias-sim") == ""
+    text = _runs.gap_note("smaller", "5.11x", "why", "docs/reproductions.md, tiresias-sim")
     assert text == "the same way round as the paper's 5.11x, by a smaller margin: why (docs/reproductions.md, tiresias-sim)"
-    assert tiresias.note("reversed", "0.74x", "", "D").startswith("the other way round from the paper's 0.74x")
+    assert _runs.gap_note("reversed", "0.74x", "", "D").startswith("the other way round from the paper's 0.74x")
 
 
 def test_a_quick_note_says_where_the_full_run_came_out_otherwise():
     quick = ("one workload here", "five workloads", "")
-    text = tiresias.note("smaller", "27x", "why", "D", quick)
+    text = _runs.gap_note("smaller", "27x", "why", "D", quick)
     assert text == (
         "the same way round as the paper's 27x, by a smaller margin; one workload here; "
         "full run (five workloads): agrees with the paper (D)"
     )
     assert "why" not in text
     # Agreeing here where the full run does not is said too; the same verdict gives the full run's note.
-    assert tiresias.note("", "5.11x", "why", "D", ("q", "f", "smaller")).startswith("agrees with the paper; q; full run (f)")
-    assert tiresias.note("smaller", "5.11x", "why", "D", ("q", "f", "smaller")).endswith(": why (D)")
-    assert tiresias.note("", "5.11x", "why", "D", ("q", "f", "")) == ""
+    assert _runs.gap_note("", "5.11x", "why", "D", ("q", "f", "smaller")).startswith("agrees with the paper; q; full run (f)")
+    assert _runs.gap_note("smaller", "5.11x", "why", "D", ("q", "f", "smaller")).endswith(": why (D)")
+    assert _runs.gap_note("", "5.11x", "why", "D", ("q", "f", "")) == ""
 
 
 def test_toy_notes_follow_the_measured_averages():
@@ -130,10 +130,10 @@ def test_the_recorded_sim_verdicts_are_the_docs_table():
         paper, ours = rows[docs_name.get(what, what)]
         if what.startswith("avg queueing"):
             theirs, mine = _numbers(paper), _numbers(ours)
-            assert tiresias.gap(theirs[0] / theirs[1], mine[0] / mine[1]) == recorded, what
+            assert _runs.ratio_gap(theirs[0] / theirs[1], mine[0] / mine[1]) == recorded, what
             continue
         mean, low, high = _numbers(ours)[:3]
-        assert tiresias.gap(_numbers(paper)[0], mean, low, high) == recorded, what
+        assert _runs.ratio_gap(_numbers(paper)[0], mean, low, high) == recorded, what
 
 
 def test_the_recorded_gavel_verdicts_are_the_docs_tables():
@@ -163,14 +163,14 @@ def test_the_recorded_gavel_verdicts_are_the_docs_tables():
     }
     for what, (title, row) in rows.items():
         paper, ours = ratio(title, row or what)
-        assert tiresias.gap(paper, ours) == gavel.FULL_RUN[what], what
+        assert _runs.ratio_gap(paper, ours) == gavel.FULL_RUN[what], what
     cost = _docs_rows("gavel-cost")
     for what, row in (
         ("min cost vs max throughput", "min cost against max throughput"),
         ("min cost + SLOs vs max throughput", "min cost with SLOs against max throughput"),
     ):
         paper, ours = (_numbers(c) for c in cost[row])
-        assert tiresias.gap(paper[0], ours[0]) == gavel.FULL_RUN[f"{what}: saving"], what
+        assert _runs.ratio_gap(paper[0], ours[0]) == gavel.FULL_RUN[f"{what}: saving"], what
         assert gavel._pct_gap(paper[1], ours[1]) == gavel.FULL_RUN[f"{what}: violations"], what
     covered = set(rows) | {
         f"{w}: {m}" for w in ("min cost vs max throughput", "min cost + SLOs vs max throughput") for m in ("saving", "violations")
@@ -207,7 +207,7 @@ def test_fidelity_notes_follow_the_measured_average(ratio, empty):
 
 def test_hierarchical_and_best_over_loads_notes():
     assert gavel.hierarchical_note("", False) == ""
-    larger = gavel.hierarchical_note(tiresias.gap(1.2, 1.36), False)
+    larger = gavel.hierarchical_note(_runs.ratio_gap(1.2, 1.36), False)
     assert larger.startswith("the same way round as the paper's ~1.20x, by a larger margin: the gain depends on")
     # A quick run as the full one (larger): the same note.
     assert gavel.hierarchical_note("larger", True) == larger

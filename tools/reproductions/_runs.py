@@ -87,6 +87,56 @@ def pct_lower(base: float, other: float) -> str:
     return f"{change:.1f}% lower" if change >= 0 else f"{-change:.1f}% higher"
 
 
+# --- agreement with the paper's figures ---
+
+RATIO_TOLERANCE = 0.10  # a ratio within 10% of the paper's agrees with it
+
+
+def ratio_gap(
+    paper: float, ours: float, low: float | None = None, high: float | None = None, tolerance: float = RATIO_TOLERANCE
+) -> str:
+    """How our ratio (`ours`, a mean over workloads with `low`-`high` its range) differs from the
+    paper's: "" when it agrees (within `tolerance`, or the paper's inside our range); "smaller"
+    or "larger" when it is on the same side of 1 by a smaller or larger margin; "even" when ours
+    is about 1 and the paper's is not; "uneven" the other way; "reversed" when the two are on
+    opposite sides of 1."""
+    if abs(ours / paper - 1) <= tolerance or (low is not None and high is not None and low <= paper <= high):
+        return ""
+    side = lambda r: 0 if abs(r - 1) <= tolerance else (1 if r > 1 else -1)  # noqa: E731
+    theirs, mine = side(paper), side(ours)
+    if theirs == mine:
+        return "smaller" if abs(np.log(ours)) < abs(np.log(paper)) else "larger"
+    if mine == 0:
+        return "even"
+    return "uneven" if theirs == 0 else "reversed"
+
+
+def gap_words(code: str, paper: str = "") -> str:
+    """`ratio_gap`'s verdict as words; `paper` (the paper's figure) names what ours is set against."""
+    theirs = f" as the paper's {paper}" if paper else " as the paper's"
+    return {
+        "": "agrees with the paper",
+        "smaller": f"the same way round{theirs}, by a smaller margin",
+        "larger": f"the same way round{theirs}, by a larger margin",
+        "even": f"about even, where the paper's {paper or 'figure'} is not",
+        "uneven": f"not even, where the paper's {paper or 'figure'} is about even",
+        "reversed": f"the other way round from the paper's {paper or 'figure'}",
+    }[code]
+
+
+def gap_note(code: str, paper: str, reason: str, docs: str, quick: tuple[str, str, str] | None = None) -> str:
+    """The note beside a row whose verdict is `code` (see `ratio_gap`): empty when ours agrees, else how
+    it differs, `reason` (what the docs give as the cause) and `docs` (where). A quick run passes
+    `quick` = (its window, the full run's, the full run's verdict): where the two verdicts differ
+    the note says so instead of giving the full run's reason."""
+    if quick is not None and quick[2] != code:
+        window, full_window, full = quick
+        return f"{gap_words(code, paper)}; {window}; full run ({full_window}): {gap_words(full)} ({docs})"
+    if not code:
+        return ""
+    return f"{gap_words(code, paper)}: {reason} ({docs})" if reason else f"{gap_words(code, paper)} ({docs})"
+
+
 def save_figure(path: Path, draw, size: tuple[float, float] = (5.5, 3.6)) -> Path:
     """Draw one figure with `draw(ax)` and write it as a PNG (matplotlib without a display)."""
     import matplotlib

@@ -19,8 +19,7 @@ import polars as pl
 from roundhouse.errors import TraceError
 from roundhouse.runtime.sweep import RunSpec, run_all
 from roundhouse.tools.reproductions import Comparison, Report, data_folder, experiment
-from roundhouse.tools.reproductions._runs import save_figure, sched_string
-from roundhouse.tools.reproductions.tiresias import describe, gap, note
+from roundhouse.tools.reproductions._runs import gap_note, gap_words, ratio_gap, save_figure, sched_string
 from roundhouse.traces.csvtext import number_column, read_cells
 
 REPO = Path(__file__).resolve().parents[2]
@@ -190,7 +189,7 @@ def las(out: Path, quick: bool) -> Report:
                 what,
                 f"up to {paper:g}x",
                 f"{ratio:.2f}x (at {rate:g} jobs/h)",
-                note(gap(paper, ratio), f"up to {paper:g}x", BEST_OVER_LOADS, _docs("gavel-las"), full),
+                gap_note(ratio_gap(paper, ratio), f"up to {paper:g}x", BEST_OVER_LOADS, _docs("gavel-las"), full),
             )
         )
     report.notes.append(_window_note(quick))
@@ -210,7 +209,7 @@ def ftf(out: Path, quick: bool) -> Report:
     for metric, name, paper in (("avg_jct_s", "JCT", 3.0), ("fairness_avg_rho", "rho", 2.8)):
         ratio, rate = _best_ratio(table, "multiple", metric, "aware", "agnostic")
         what = f"continuous-multiple: agnostic / aware average {name}, best over loads"
-        code = gap(paper, ratio)
+        code = ratio_gap(paper, ratio)
         reason = BEST_OVER_LOADS + (FTF_LARGER if code == "larger" else "")
         full = _full(f"ftf: {what}", quick, _QUICK_WINDOW, _FULL_WINDOW)
         report.comparisons.append(
@@ -218,7 +217,7 @@ def ftf(out: Path, quick: bool) -> Report:
                 what,
                 f"{paper:g}x",
                 f"{ratio:.2f}x (at {rate:g} jobs/h)",
-                note(code, f"{paper:g}x", reason, _docs("gavel-ftf"), full),
+                gap_note(code, f"{paper:g}x", reason, _docs("gavel-ftf"), full),
             )
         )
     report.notes.append(_window_note(quick))
@@ -277,14 +276,17 @@ def makespan(out: Path, quick: bool) -> Report:
     ratio = (means["FIFO (agnostic)"] / means["makespan (aware)"]).to_numpy()
     i = int(np.argmax(ratio))
     what = "FIFO / makespan policy, makespan, best over batch sizes"
-    code = gap(2.5, float(ratio[i]))
+    code = ratio_gap(2.5, float(ratio[i]))
     reason = "which FIFO the paper's 2.5x uses, and its jobs, are not in the text"
     if code == "larger":
         reason = "under random-type FIFO a batch ends when its unluckiest long job, placed on K80s, ends; " + reason
     full = _full(what, quick, f"quick run: {', '.join(map(str, sizes))} jobs, one seed", "100, 300 and 500 jobs, three seeds")
     report.comparisons.append(
         Comparison(
-            what, "2.5x", f"{ratio[i]:.2f}x ({means['jobs'][i]} jobs)", note(code, "2.5x", reason, _docs("gavel-makespan"), full)
+            what,
+            "2.5x",
+            f"{ratio[i]:.2f}x ({means['jobs'][i]} jobs)",
+            gap_note(code, "2.5x", reason, _docs("gavel-makespan"), full),
         )
     )
     aware_fifo = (means["FIFO (aware)"] / means["makespan (aware)"]).to_numpy()
@@ -355,7 +357,7 @@ def cost(out: Path, quick: bool) -> Report:
                 f"{cheaper:.2f}x cheaper, {violations:.2g}% SLO violations",
                 cost_note(
                     what,
-                    (gap(saving, cheaper), _pct_gap(late, violations)),
+                    (ratio_gap(saving, cheaper), _pct_gap(late, violations)),
                     (f"{saving:g}x", f"{late:g}%"),
                     window if quick else None,
                 ),
@@ -401,14 +403,14 @@ def cost_note(what: str, codes: tuple[str, str], paper: tuple[str, str], quick: 
         "more": f"more SLO violations than the paper's {paper[1]}",
         "fewer": f"fewer SLO violations than the paper's {paper[1]}",
     }
-    parts = [said.get(saving, describe(saving, paper[0])) if saving else "", said[late] if late else ""]
+    parts = [said.get(saving, gap_words(saving, paper[0])) if saving else "", said[late] if late else ""]
     full = (FULL_RUN[f"{what}: saving"], FULL_RUN[f"{what}: violations"])
     if quick is not None and full != codes:
         here = "; ".join(p for p in parts if p) or "agrees with the paper"
         there = "; ".join(
             text
             for text in (
-                f"{full[0]} saving" if full[0] in ("smaller", "larger") else (describe(full[0]) if full[0] else ""),
+                f"{full[0]} saving" if full[0] in ("smaller", "larger") else (gap_words(full[0]) if full[0] else ""),
                 f"{full[1]} SLO violations" if full[1] else "",
             )
             if text
@@ -495,7 +497,7 @@ def hierarchical(out: Path, quick: bool) -> Report:
             "total effective throughput, hierarchical (aware) / static agnostic partition",
             "~1.20x (static 17% lower)",
             f"{steady:.2f}x once every entity has jobs; {gain:.2f}x over the whole run",
-            hierarchical_note(gap(1.2, steady), quick),
+            hierarchical_note(ratio_gap(1.2, steady), quick),
         )
     )
     mean_realized = float(realized["total"].head(table.height).mean())
@@ -530,7 +532,7 @@ def hierarchical_note(code: str, quick: bool) -> str:
     reason = "the gain depends on how unequal the jobs' speed-ups on V100s are, and Fig. 11's job mix is not published"
     what = "total effective throughput, hierarchical (aware) / static agnostic partition"
     full = _full(what, quick, "quick run: 9 jobs", "18 jobs")
-    return note(code, "~1.20x", reason, _docs("gavel-hierarchical"), full)
+    return gap_note(code, "~1.20x", reason, _docs("gavel-hierarchical"), full)
 
 
 # Gavel's policy names in its result files, and ours: (solver, mechanism order, work conserving).

@@ -13,10 +13,13 @@ from roundhouse.runtime.simulate import simulate
 from roundhouse.runtime.sweep import RunSpec
 from roundhouse.tools.reproductions import Comparison, Report, experiment
 from roundhouse.tools.reproductions._runs import (
+    RATIO_TOLERANCE,
+    gap_note,
     hours,
     jobs_table,
     plot_bars,
     plot_cdf,
+    ratio_gap,
     run,
     sched_string,
     summary_table,
@@ -24,54 +27,6 @@ from roundhouse.tools.reproductions._runs import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-
-# --- agreement with the paper's figures ------------------------------------------------------
-
-TOLERANCE = 0.10  # a ratio within 10% of the paper's agrees with it
-
-
-def gap(paper: float, ours: float, low: float | None = None, high: float | None = None, tolerance: float = TOLERANCE) -> str:
-    """How our ratio (`ours`, a mean over workloads with `low`-`high` its range) differs from the
-    paper's: "" when it agrees (within `tolerance`, or the paper's inside our range); "smaller"
-    or "larger" when it is on the same side of 1 by a smaller or larger margin; "even" when ours
-    is about 1 and the paper's is not; "uneven" the other way; "reversed" when the two are on
-    opposite sides of 1."""
-    if abs(ours / paper - 1) <= tolerance or (low is not None and high is not None and low <= paper <= high):
-        return ""
-    side = lambda r: 0 if abs(r - 1) <= tolerance else (1 if r > 1 else -1)  # noqa: E731
-    theirs, mine = side(paper), side(ours)
-    if theirs == mine:
-        return "smaller" if abs(np.log(ours)) < abs(np.log(paper)) else "larger"
-    if mine == 0:
-        return "even"
-    return "uneven" if theirs == 0 else "reversed"
-
-
-def describe(code: str, paper: str = "") -> str:
-    """`gap`'s verdict as words; `paper` (the paper's figure) names what ours is set against."""
-    theirs = f" as the paper's {paper}" if paper else " as the paper's"
-    return {
-        "": "agrees with the paper",
-        "smaller": f"the same way round{theirs}, by a smaller margin",
-        "larger": f"the same way round{theirs}, by a larger margin",
-        "even": f"about even, where the paper's {paper or 'figure'} is not",
-        "uneven": f"not even, where the paper's {paper or 'figure'} is about even",
-        "reversed": f"the other way round from the paper's {paper or 'figure'}",
-    }[code]
-
-
-def note(code: str, paper: str, reason: str, docs: str, quick: tuple[str, str, str] | None = None) -> str:
-    """The note beside a row whose verdict is `code` (see `gap`): empty when ours agrees, else how
-    it differs, `reason` (what the docs give as the cause) and `docs` (where). A quick run passes
-    `quick` = (its window, the full run's, the full run's verdict): where the two verdicts differ
-    the note says so instead of giving the full run's reason."""
-    if quick is not None and quick[2] != code:
-        window, full_window, full = quick
-        return f"{describe(code, paper)}; {window}; full run ({full_window}): {describe(full)} ({docs})"
-    if not code:
-        return ""
-    return f"{describe(code, paper)}: {reason} ({docs})" if reason else f"{describe(code, paper)} ({docs})"
-
 
 # Fig 7: one 2-GPU machine; (GPUs, duration) J1 (2, 2), J2 (1, 8), J3 (2, 6); all arrive at 0.
 TOY_JOBS = {"job_id": [1, 2, 3], "arrival_s": [0.0, 0.0, 0.0], "gpus": [2, 1, 2], "duration_s": [2.0, 8.0, 6.0]}
@@ -242,10 +197,10 @@ def tiresias_sim(out_dir: Path, quick: bool) -> Report:
 
     def row(what: str, paper: str, ours: np.ndarray, shown: str | None = None) -> Comparison:
         value = float(paper.split("x")[0])
-        code = gap(value, float(np.mean(ours)), float(np.min(ours)), float(np.max(ours)))
+        code = ratio_gap(value, float(np.mean(ours)), float(np.min(ours)), float(np.max(ours)))
         reason = SIM_REASONS.get(what, WORKLOAD)
         full = (quick_window, full_window, SIM_FULL_RUN[what]) if quick else None
-        return Comparison(what, paper, shown or _format(ours), note(code, paper, reason, SIM_DOCS, full))
+        return Comparison(what, paper, shown or _format(ours), gap_note(code, paper, reason, SIM_DOCS, full))
 
     queue = {p: float(plain_runs.filter(pl.col("policy") == p)["avg_queue_s"].mean()) for p in ("YARN-CS", "Tiresias-L")}
     queue_ratio = _ratios(plain_runs, "avg_queue_s", "YARN-CS", "Tiresias-L")
@@ -332,14 +287,14 @@ def _queue_row(queue: dict[str, float], ratios: np.ndarray, quick: tuple[str, st
     by their ratio (`ratios`: ours, per seed)."""
     what = "avg queueing, YARN-CS vs Tiresias-L"
     paper = PAPER_QUEUE["YARN-CS"] / PAPER_QUEUE["Tiresias-L"]
-    code = gap(paper, float(np.mean(ratios)), float(np.min(ratios)), float(np.max(ratios)))
+    code = ratio_gap(paper, float(np.mean(ratios)), float(np.min(ratios)), float(np.max(ratios)))
     reason = TESTBED + ", for all jobs where the paper's counts DDL jobs"
-    if queue["Tiresias-L"] > PAPER_QUEUE["Tiresias-L"] * (1 + TOLERANCE):
+    if queue["Tiresias-L"] > PAPER_QUEUE["Tiresias-L"] * (1 + RATIO_TOLERANCE):
         reason += "; our workloads are heavier than the paper's, so Tiresias-L queues more"
     full = (*quick, SIM_FULL_RUN[what]) if quick else None
     return Comparison(
         what,
         f"{PAPER_QUEUE['YARN-CS']:.0f} s vs {PAPER_QUEUE['Tiresias-L']:.0f} s (testbed, DDL jobs)",
         f"{queue['YARN-CS']:.0f} s vs {queue['Tiresias-L']:.0f} s (all jobs; ratio {_format(ratios)})",
-        note(code, f"{paper:.2f}x queueing ratio", reason, SIM_DOCS, full),
+        gap_note(code, f"{paper:.2f}x queueing ratio", reason, SIM_DOCS, full),
     )
