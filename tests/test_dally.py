@@ -282,7 +282,7 @@ def test_arguments_that_would_have_no_effect_are_refused(run_graph, tiny):
         ("(sigma=population)", "sigma is an auto-tuner argument and has no effect without tuned=true"),
         ("(machine_wait=1h, capped=true)", "capped is an auto-tuner argument"),
         ("(history=6h)", "history is an auto-tuner argument"),
-        ("(machine_wait=30h)", "rack_wait (86400s) is shorter than machine_wait (108000s)"),  # the default rack timer
+        ("(machine_wait=30h)", "the default rack_wait (24h) is shorter than machine_wait (30h)"),
     ):
         with pytest.raises(RoundhouseError) as caught:
             run_graph(graph.format(args), jobs, cluster="2x4:V100")

@@ -24,7 +24,7 @@ from roundhouse.runtime.element import element
 from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Plan, Ranking
-from roundhouse.runtime.values import Duration, non_negative, one_of, positive
+from roundhouse.runtime.values import Duration, format_duration, non_negative, one_of, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -69,9 +69,46 @@ def _check_arguments(placer: DelayPlacer) -> None:
             "(fixed timers are the placer's arguments)"
         )
     if placer.rack_timer < placer.machine_timer:
+        rack = _named(placer, "rack_wait", placer.rack_timer)
+        machine = _named(placer, "machine_wait", placer.machine_timer)
         raise ValueError(
-            f"rack_wait ({placer.rack_timer:g}s) is shorter than machine_wait ({placer.machine_timer:g}s): "
-            "the rack timer counts the whole wait, machine wait included"
+            f"{rack} is shorter than {machine}: the rack timer counts the whole wait, machine wait included; "
+            f"set rack_wait to at least {_written(placer.machine_timer)}"
+        )
+    if placer.tuned:
+        _check_floors(placer)
+
+
+def _written(seconds: float) -> str:
+    """A duration as a .sched file writes it, in hours from an hour up (24h rather than 1d)."""
+    hours = seconds / 3600.0
+    return f"{hours:g}h" if hours >= 1 else format_duration(seconds)
+
+
+def _named(placer: DelayPlacer, name: str, seconds: float) -> str:
+    """A timer argument and its value, saying when it is the default (not written)."""
+    return f"{name} ({_written(seconds)})" if getattr(placer, name) is not None else f"the default {name} ({_written(seconds)})"
+
+
+def _check_floors(placer: DelayPlacer) -> None:
+    """Refuse tuned floors that can have no effect: one above its cap, or a rack floor below the
+    machine floor (the rack timer counts the whole wait, so it would have passed already)."""
+    window = HISTORY if placer.history is None else float(placer.history)
+    machine, rack = float(placer.machine_floor or 0.0), float(placer.rack_floor or 0.0)
+    if placer.capped:
+        for name, floor, cap, what in (
+            ("machine_floor", machine, 0.8 * window, "0.8 x history"),
+            ("rack_floor", rack, window, "history"),
+        ):
+            if floor > cap:
+                raise ValueError(
+                    f"{name} ({_written(floor)}) is above its cap, {what} ({_written(cap)}): with capped=true the cap "
+                    f"always wins, so the floor has no effect; lower {name} or lengthen history"
+                )
+    if 0 < rack < machine:
+        raise ValueError(
+            f"rack_floor ({_written(rack)}) is below machine_floor ({_written(machine)}): the rack timer counts the whole "
+            f"wait, machine wait included, so the rack floor has no effect; set rack_floor to at least {_written(machine)}"
         )
 
 
@@ -348,8 +385,13 @@ class DelayPlacer(Placer):
     recorded a level's value is 0 here and 1 lease there (the same once floors of a lease or
     more apply); and the simulator drops waits shorter than one lease, which here are kept
     (they pull the timers down). `mode=no_wait` sets both timers to 0 (Dally-noWait);
-    `mode=fully_consolidated` waits as long as it takes for the most consolidated placement
-    that can ever fit (Dally-fullyConsolidated). An argument that would have no effect (a timer
+    `mode=fully_consolidated` sets both to forever (Dally-fullyConsolidated), but the timers of a
+    job too large for a machine or a rack are 0 in every mode: a job waits for one machine when
+    it fits in one, else for one rack, any machines in it (the fewest the rack needs, as above:
+    a 16-GPU job takes 2 GPUs on each of 8 machines if that is all a rack has free), and takes
+    GPUs anywhere when it fits in no rack. So does the authors' simulator; the paper says only
+    "the most consolidated placement". With `release=true` such a job moves to fewer machines
+    when they have room. An argument that would have no effect (a timer
     with `tuned=true` or another mode; an auto-tuner argument or `timeline=true` without
     `tuned=true`) is refused, unless it is given its default value (`capped=false`), which
     changes nothing anywhere. Needs a cluster of one GPU type.
@@ -367,7 +409,7 @@ class DelayPlacer(Placer):
     Dally's simulator's 1 s per GPU).
 
     Arguments:
-        mode: delay (timers), no_wait (both timers 0) or fully_consolidated (wait for the tightest fit).
+        mode: delay (timers), no_wait (both timers 0) or fully_consolidated (both forever; a job too large for a machine still waits for one rack only).
         machine_wait: the machine timer T_Mc (default 12h, Dally-manual's); mode=delay, not tuned only.
         rack_wait: the cumulative rack timer T_Rk (default 24h, Dally-manual's); mode=delay, not tuned only.
         tuned: set the timers with the auto-tuner (Algorithm 2) instead.

@@ -1,5 +1,6 @@
-"""Gandiva (OSDI'18) as Dally's evaluation ran it: network-agnostic placement with machine
-affinity by GPU demand, and migration of spread jobs when a better placement frees up."""
+"""Gandiva (OSDI'18) after Dally's evaluation: network-agnostic placement with machine
+affinity by GPU demand, and migration of spread jobs when a better placement frees up (the
+class docstring says where it differs from the authors' simulator)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 @element
 class Gandiva(Placer):
-    """Gandiva's placement as in Dally's evaluation: jobs of up to a machine's GPUs on one
+    """Gandiva's placement after Dally's evaluation: jobs of up to a machine's GPUs on one
     machine, chosen by affinity to their GPU demand; larger jobs on random free GPUs; a job
     spread over racks moves to one rack when one frees up.
 
@@ -40,6 +41,12 @@ class Gandiva(Placer):
     running job larger than a machine but no larger than a rack whose GPUs span several racks
     moves (suspended and launched again, paying the checkpoint) to the rack with the fewest free
     GPUs that holds it, if any does. Needs a cluster of one GPU type.
+
+    Differs from the authors' simulator (cluster-sim's Gandiva, the one Dally's evaluation ran):
+    there, once a GPU demand has affinity machines, a job of that demand considers only them
+    and waits when none has room; unclaimed machines, then any machine, are tried only for a
+    demand that has no affinity machine yet. Here every job falls back to an unclaimed machine,
+    then to any machine with room, so fewer jobs wait.
 
     Arguments:
         seed: seed of the random spread of large jobs (default: the graph's).

@@ -140,6 +140,85 @@ def _seconds(values) -> str:
     return " / ".join(f"{v / 1e6:.2f}M" for v in values) + " s"
 
 
+# --- notes: ours against the paper's claim -----------------------------------------------------
+
+INF = float("inf")
+# "Up to 69% (68% mean)" over four sizes: the least is at least 4 x 68 - 3 x 69 = 65%.
+MAKESPAN_VS_TIRESIAS = (65.0, 69.0)
+TIE = 1.0  # percent: two results closer than this tie (an order the paper states does not hold)
+CLOSE = 25.0  # percent: "close" (Gandiva's makespan to Dally's at 2 racks) is within this
+
+
+def _docs(workload: str) -> str:
+    return f"(docs/reproductions.md, dally-{workload})"
+
+
+def gap_note(gains_by: dict[str, float], expected: dict[str, tuple[float, float]], workload: str) -> str:
+    """The note beside a claim that one result is lower than another by a range of percentages
+    (`expected`, per label, as (least, most) percent lower; negative: higher): where ours goes
+    the other way or shows no difference (differs), else where its gap is smaller or larger
+    than the range (same direction), else "agrees". `gains_by`: ours, percent lower, per label."""
+    differs: dict[str, list[str]] = {}
+    same: dict[str, list[str]] = {}
+    for label, gain in gains_by.items():
+        if label not in expected or not np.isfinite(gain):
+            continue
+        lo, hi = expected[label]
+        lower = hi > 0  # (the claim's direction: a range is all one side of 0)
+        least, most = sorted((abs(lo) if np.isfinite(lo) else INF, abs(hi) if np.isfinite(hi) else INF))
+        if abs(gain) < 0.5:
+            differs.setdefault("no difference", []).append(label)
+        elif (gain > 0) != lower:
+            differs.setdefault("ours higher" if lower else "ours lower", []).append(label)
+        elif abs(gain) < least:
+            same.setdefault("smaller gap", []).append(label)
+        elif abs(gain) > most:
+            same.setdefault("larger gap", []).append(label)
+    parts = [f"{what} at {_labels(labels)}" for what, labels in (differs | same).items()]
+    if differs:
+        return "differs: " + "; ".join(parts) + " " + _docs(workload)
+    if same:
+        return "same direction, " + "; ".join(parts)
+    return "agrees" if gains_by else ""
+
+
+def _labels(labels: list[str]) -> str:
+    """Sizes as "2, 8 racks"; other labels (statistics) as they are."""
+    if all(label.isdigit() for label in labels):
+        return ", ".join(labels) + (" racks" if labels != ["1"] else " rack")
+    return ", ".join(labels)
+
+
+def _by_size(values: list[float], racks: tuple[int, ...]) -> dict[str, float]:
+    return {str(r): v for r, v in zip(racks, values)}
+
+
+def _everywhere(claim: tuple[float, float], racks: tuple[int, ...], **at: tuple[float, float]) -> dict[str, tuple[float, float]]:
+    """The same expected range at every size, but at the sizes `at` names (r2=..., r8=...)."""
+    return {str(r): at.get(f"r{r}", claim) for r in racks}
+
+
+def order_note(
+    runs: pl.DataFrame, metric: str, racks: int, before: list[tuple[str, str]], close: list[tuple[str, str]], workload: str
+) -> str:
+    """The note beside an order the paper states at one size: each pair (a, b) of `before` wants
+    a lower than b (a tie within TIE% does not count), each pair of `close` within CLOSE%."""
+    wrong = []
+    for a, b in before:
+        va, vb = _value(runs, a, racks, metric), _value(runs, b, racks, metric)
+        if not (np.isfinite(va) and np.isfinite(vb)):
+            continue
+        if abs(va - vb) <= TIE / 100 * min(va, vb):
+            wrong.append(f"{a} and {b} tie")
+        elif va > vb:
+            wrong.append(f"{b} ahead of {a}")
+    for a, b in close:
+        va, vb = _value(runs, a, racks, metric), _value(runs, b, racks, metric)
+        if np.isfinite(va) and np.isfinite(vb) and abs(vb - va) > CLOSE / 100 * va:
+            wrong.append(f"{b} {vb / va:.1f}x {a}'s, not close")
+    return ("differs: " + "; ".join(wrong) + " " + _docs(workload)) if wrong else "agrees"
+
+
 # --- figures -----------------------------------------------------------------------------------
 
 
@@ -219,33 +298,41 @@ def _table_rows(runs: pl.DataFrame, workload: str, table: str) -> list[Compariso
     dally, tiresias = TABLES[workload]["Dally"], TABLES[workload]["Tiresias"]
     paper_gain = [100 * (1 - d / t) for d, t in zip(dally, tiresias)]
     ours_gain = gains(runs, "avg_jct_s", "Tiresias", (8,)) + [g for s in STATS[1:] for g in gains(runs, s, "Tiresias", (8,))]
+    names = [s.split("_")[0] for s in STATS]  # avg, median, p95, p99
     rows.append(
         Comparison(
             f"{table}: Dally vs Tiresias, avg / median / p95 / p99",
             " / ".join(shown(g) for g in paper_gain) + " (% lower, or x as high)",
             " / ".join(shown(g) for g in ours_gain) + " (% lower, or x as high)",
+            gap_note(dict(zip(names, ours_gain)), {n: (g, g) for n, g in zip(names, paper_gain)}, workload),
         )
     )
     return rows
 
 
-def _timer_rows(timers: pl.DataFrame, demand: int, racks: tuple[int, ...]) -> list[Comparison]:
+def _timer_rows(timers: pl.DataFrame, demand: int, racks: tuple[int, ...], workload: str) -> list[Comparison]:
     if not timers.height:
         return []
-    means = []
+    means, hours = [], {}
     for r in racks:
         part = timers.filter((pl.col("racks") == r) & (pl.col("gpus") == demand))
-        means.append(f"{r}: {part['rack_timer_s'].mean() / 3600:.1f} h" if part.height else f"{r}: none")
+        if part.height:
+            hours[r] = float(np.mean(part["rack_timer_s"].to_numpy())) / 3600
+        means.append(f"{r}: {hours[r]:.1f} h" if r in hours else f"{r}: none")
+    sizes = sorted(hours)
+    wrong = [f"{b} racks' as long as {a} racks'" for a, b in zip(sizes, sizes[1:]) if hours[b] >= hours[a]]
+    note = ("differs: " + "; ".join(wrong) + " " + _docs(workload)) if wrong else ("same trend" if len(sizes) > 1 else "")
     return [
         Comparison(
             f"Fig. 4: tuned rack timer of a {demand}-GPU job (mean over its changes), by racks",
             "larger in smaller (more contended) clusters; rises and falls with contention",
             ", ".join(means),
+            note,
         )
     ]
 
 
-def _tier_row(jobs: pl.DataFrame) -> Comparison:
+def _tier_row(jobs: pl.DataFrame, workload: str) -> Comparison:
     """Claim: Dally keeps the network-sensitive models off the network tier more than the others."""
     dally = (
         jobs.filter(pl.col("scheme") == "Dally")
@@ -258,10 +345,17 @@ def _tier_row(jobs: pl.DataFrame) -> Comparison:
         )
     )
     share = {m: s for m, s in dally.sort("share").rows()}
+    named = {m.replace("-", ""): m for m in share}  # (the trace writes ResNet-18, the paper ResNet18)
+    wrong = []
+    for a in ("MobileNetV3", "ResNet18"):
+        less = [named[b] for b in ("VGG11", "ResNet50") if a in named and b in named and share[named[a]] > share[named[b]]]
+        if less:
+            wrong.append(f"{named[a]} spans racks more often than {', '.join(less)}")
     return Comparison(
         "Dally: share of starts spanning racks, by model (all sizes)",
         "not reported (sensitive MobileNetV3/ResNet18 should span racks less than VGG11/ResNet50)",
         ", ".join(f"{m} {100 * s:.0f}%" for m, s in share.items()),
+        ("not as the paper argues: " + "; ".join(wrong) + " " + _docs(workload)) if wrong else "as the paper argues",
     )
 
 
@@ -278,10 +372,38 @@ def _notes(quick: bool, racks: tuple[int, ...], runs: pl.DataFrame) -> list[str]
 
 
 def _lower(
-    runs: pl.DataFrame, racks: tuple[int, ...], claim: str, paper: str, metric: str, base: str, scheme: str = "Dally"
+    runs: pl.DataFrame,
+    racks: tuple[int, ...],
+    claim: str,
+    paper: str,
+    metric: str,
+    base: str,
+    expected: dict[str, tuple[float, float]],
+    workload: str,
+    scheme: str = "Dally",
 ) -> Comparison:
-    """A claim that `scheme` gets a lower `metric` than `base`: ours, per size."""
-    return Comparison(claim, paper, _per_size(gains(runs, metric, base, racks, scheme), racks))
+    """A claim that `scheme` gets a lower `metric` than `base` by the `expected` range per size
+    (`gap_note`): ours, per size, and the note."""
+    values = gains(runs, metric, base, racks, scheme)
+    return Comparison(claim, paper, _per_size(values, racks), gap_note(_by_size(values, racks), expected, workload))
+
+
+def _comm_row(runs: pl.DataFrame, racks: tuple[int, ...], workload: str) -> Comparison:
+    """Fig. 8b: Dally's communication 53-83% below Tiresias', and the lowest of all schemes."""
+    values = gains(runs, "avg_comm_s", "Tiresias", racks)
+    lowest = {r: ordering(runs, "avg_comm_s", r).split(" < ")[0] for r in racks}
+    note = gap_note(_by_size(values, racks), _everywhere((53.0, 83.0), racks), workload)
+    others = sorted({s for s in lowest.values() if s != "Dally"})
+    if others:
+        where = "; ".join(f"{s} lowest at {_labels([str(r) for r in racks if lowest[r] == s])}" for s in others)
+        head = note.removeprefix("differs: ").removesuffix(" " + _docs(workload))
+        note = f"differs: {where}" + ("" if head in ("agrees", "") else f"; {head}") + " " + _docs(workload)
+    return Comparison(
+        "Fig. 8b: average communication, Dally vs Tiresias",
+        "53% to 83% lower; Dally lowest of all",
+        _per_size(values, racks) + "; lowest: " + ", ".join(f"{r}: {lowest[r]}" for r in racks),
+        note,
+    )
 
 
 def _report(out_dir: Path, workload: str, quick: bool, table: str, claims) -> Report:
@@ -292,11 +414,37 @@ def _report(out_dir: Path, workload: str, quick: bool, table: str, claims) -> Re
     comparisons = [
         *claims(runs, racks),
         *_table_rows(runs, workload, table),
-        *_timer_rows(timers, p95_demand(jobs), racks),
-        _tier_row(jobs),
+        *_timer_rows(timers, p95_demand(jobs), racks, workload),
+        _tier_row(jobs, workload),
     ]
     return Report(
         comparisons, tables={"runs": runs, "jobs": jobs, "timers": timers}, figures=figures, notes=_notes(quick, racks, runs)
+    )
+
+
+def _order_row(runs: pl.DataFrame, racks: int) -> Comparison:
+    """Fig. 7's makespan order at one size: at 4 racks and more, Dally first, Dally-manual and
+    Dally-fullyConsolidated before Tiresias, Gandiva last and noWait behind Tiresias; at 2 racks,
+    Gandiva close to Dally and noWait ahead of Tiresias."""
+    if racks >= 4:
+        paper = "Dally < manual, fullyConsolidated < Tiresias < Gandiva; noWait worse than Tiresias"
+        before = [
+            ("Dally", "Dally-manual"),
+            ("Dally", "Dally-fullyConsolidated"),
+            ("Dally-manual", "Tiresias"),
+            ("Dally-fullyConsolidated", "Tiresias"),
+            ("Tiresias", "Gandiva"),
+            ("Tiresias", "Dally-noWait"),
+        ]
+        close: list[tuple[str, str]] = []
+    else:
+        paper = "Gandiva close to Dally; noWait better than Tiresias"
+        before, close = [("Dally-noWait", "Tiresias")], [("Dally", "Gandiva")]
+    return Comparison(
+        f"Fig. 7: makespan order, {racks} racks",
+        paper,
+        ordering(runs, "makespan_s", racks),
+        order_note(runs, "makespan_s", racks, before, close, "batch"),
     )
 
 
@@ -307,46 +455,53 @@ def _report(out_dir: Path, workload: str, quick: bool, table: str, claims) -> Re
 )
 def dally_batch(out_dir: Path, quick: bool) -> Report:
     def claims(runs: pl.DataFrame, racks: tuple[int, ...]) -> list[Comparison]:
+        def lower(claim: str, paper: str, metric: str, base: str, expected: dict[str, tuple[float, float]]) -> Comparison:
+            return _lower(runs, racks, claim, paper, metric, base, expected, "batch")
+
+        def everywhere(least: float, most: float, **at: tuple[float, float]) -> dict[str, tuple[float, float]]:
+            return _everywhere((least, most), racks, **at)
+
         return [
-            _lower(runs, racks, "Fig. 7: makespan, Dally vs Tiresias", "up to 69% lower (68% mean)", "makespan_s", "Tiresias"),
-            _lower(runs, racks, "Fig. 7: makespan, Dally vs Gandiva", "up to 92% lower", "makespan_s", "Gandiva"),
-            *[
-                Comparison(
-                    f"Fig. 7: makespan order, {r} racks",
-                    "Dally < manual, fullyConsolidated < Tiresias < Gandiva; noWait worse than Tiresias"
-                    if r >= 4
-                    else "Gandiva close to Dally; noWait better than Tiresias",
-                    ordering(runs, "makespan_s", r),
-                )
-                for r in racks
-            ],
-            _lower(runs, racks, "Fig. 8a: average queueing, Dally vs Tiresias", "18% to 31% lower", "avg_queue_s", "Tiresias"),
-            _lower(runs, racks, "Fig. 8a: p95 queueing, Dally vs Tiresias", "58% to 71% lower", "p95_queue_s", "Tiresias"),
-            _lower(runs, racks, "Fig. 8a: p99 queueing, Dally vs Tiresias", "67% to 78% lower", "p99_queue_s", "Tiresias"),
-            _lower(runs, racks, "Fig. 8a: p99 queueing, Dally vs Gandiva", "up to 81% lower", "p99_queue_s", "Gandiva"),
-            Comparison(
-                "Fig. 8b: average communication, Dally vs Tiresias",
-                "53% to 83% lower; Dally lowest of all",
-                _per_size(gains(runs, "avg_comm_s", "Tiresias", racks), racks)
-                + "; lowest: "
-                + ", ".join(f"{r}: {ordering(runs, 'avg_comm_s', r).split(' < ')[0]}" for r in racks),
+            lower(
+                "Fig. 7: makespan, Dally vs Tiresias",
+                "up to 69% lower (68% mean)",
+                "makespan_s",
+                "Tiresias",
+                everywhere(*MAKESPAN_VS_TIRESIAS),
             ),
-            _lower(runs, racks, "Fig. 13a: average JCT, Dally vs Tiresias", "19% to 36% lower", "avg_jct_s", "Tiresias"),
-            _lower(
-                runs,
-                racks,
+            lower("Fig. 7: makespan, Dally vs Gandiva", "up to 92% lower", "makespan_s", "Gandiva", everywhere(0.0, 92.0)),
+            *[_order_row(runs, r) for r in racks],
+            lower(
+                "Fig. 8a: average queueing, Dally vs Tiresias",
+                "18% to 31% lower",
+                "avg_queue_s",
+                "Tiresias",
+                everywhere(18.0, 31.0),
+            ),
+            lower(
+                "Fig. 8a: p95 queueing, Dally vs Tiresias", "58% to 71% lower", "p95_queue_s", "Tiresias", everywhere(58.0, 71.0)
+            ),
+            lower(
+                "Fig. 8a: p99 queueing, Dally vs Tiresias", "67% to 78% lower", "p99_queue_s", "Tiresias", everywhere(67.0, 78.0)
+            ),
+            lower("Fig. 8a: p99 queueing, Dally vs Gandiva", "up to 81% lower", "p99_queue_s", "Gandiva", everywhere(0.0, 81.0)),
+            _comm_row(runs, racks, "batch"),
+            lower(
+                "Fig. 13a: average JCT, Dally vs Tiresias", "19% to 36% lower", "avg_jct_s", "Tiresias", everywhere(19.0, 36.0)
+            ),
+            lower(
                 "Fig. 13a: average JCT, Dally vs Gandiva",
                 "23% to 51% lower at 4-16 racks; 39% higher at 2 racks",
                 "avg_jct_s",
                 "Gandiva",
+                everywhere(23.0, 51.0, r2=(-39.0, -39.0)),
             ),
-            _lower(
-                runs,
-                racks,
+            lower(
                 "Dally vs Dally-manual, average JCT",
                 "9.6% lower (Table II, 8 racks); Dally better at every size",
                 "avg_jct_s",
                 "Dally-manual",
+                everywhere(0.0, INF, r8=(9.6, 9.6)),
             ),
         ]
 
@@ -368,8 +523,19 @@ def dally_poisson(out_dir: Path, quick: bool) -> Report:
                 "16% to 34% lower; at 4 racks Tiresias better",
                 "avg_jct_s",
                 "Tiresias",
+                _everywhere((16.0, 34.0), racks, r4=(-INF, 0.0)),
+                "poisson",
             ),
-            _lower(runs, racks, "Fig. 13b: average JCT, Dally vs Gandiva", "23% to 51% lower", "avg_jct_s", "Gandiva"),
+            _lower(
+                runs,
+                racks,
+                "Fig. 13b: average JCT, Dally vs Gandiva",
+                "23% to 51% lower",
+                "avg_jct_s",
+                "Gandiva",
+                _everywhere((23.0, 51.0), racks),
+                "poisson",
+            ),
             _lower(
                 runs,
                 (8,),
@@ -377,13 +543,19 @@ def dally_poisson(out_dir: Path, quick: bool) -> Report:
                 "Dally-manual 15% higher (Table III)",
                 "avg_jct_s",
                 "Tiresias",
+                {"8": (-15.0, -15.0)},
+                "poisson",
                 scheme="Dally-manual",
             ),
             *[
                 Comparison(f"makespan order, {r} racks (not in the paper for Poisson)", "-", ordering(runs, "makespan_s", r))
                 for r in racks
             ],
-            _lower(runs, racks, "average communication, Dally vs Tiresias", "- (Fig. 8b is batch)", "avg_comm_s", "Tiresias"),
+            Comparison(
+                "average communication, Dally vs Tiresias",
+                "- (Fig. 8b is batch)",
+                _per_size(gains(runs, "avg_comm_s", "Tiresias", racks), racks),
+            ),
         ]
 
     return _report(out_dir, "poisson", quick, "Table III", claims)
