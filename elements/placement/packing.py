@@ -164,33 +164,44 @@ def pack_best_fit_one_by_one(cluster, available: np.ndarray, t: int, sizes: np.n
     uniform nodes, as `pack_best_fit` places them one size after another, but job by job: each
     on the node with the fewest available GPUs that holds it (ties by number), taking its first
     available GPUs in id order. Marks the GPUs taken; returns which jobs were placed and their
-    GPUs, one placed job after another. The nodes with GPUs available are kept by count,
-    each count's nodes in number order: a job of `size` goes to the first node of the smallest
-    count from `size` up, which then moves down by `size`, to its place among the nodes of its
-    new count. For a few jobs, plain lists cost less than array operations per size."""
+    GPUs, one placed job after another. The nodes are kept by count of available GPUs, each
+    count's nodes in number order: a job of `size` goes to the first node of the smallest count
+    from `size` up, which then moves down by `size`, to its place among the nodes of its new
+    count. A count's list is made when a job first touches it (until then no node has entered
+    or left it), so a round costs the few counts its jobs touch, not a sort of every node; for
+    a few jobs, plain lists cost less than array operations per size."""
     mask = _of_type(cluster, available, t)
     counts = cluster.per_node(mask)
     per = cluster.max_gpus_per_node
-    nodes = counts.nonzero()[0]  # (nodes with none available never hold one)
-    room = counts[nodes]
-    order = nodes[room.argsort(kind="stable")].tolist()
-    ends = np.bincount(room, minlength=per + 1).cumsum().tolist()
-    by_count = [order[(ends[c - 1] if c else 0) : ends[c]] for c in range(per + 1)]
-    ahead = counts.cumsum()  # available GPUs up to each node's end
+    left = np.bincount(counts, minlength=per + 1).tolist()  # nodes with each count
+    left[0] = 0  # (nodes with none available never hold a job)
+    lists: dict[int, list[int]] = {}
+
+    def nodes_with(c: int) -> list[int]:
+        found = lists.get(c)
+        if found is None:
+            found = lists[c] = (counts == c).nonzero()[0].tolist()
+        return found
+
+    ahead = None  # available GPUs up to each node's end
     taken: dict[int, int] = {}  # per node used: the next of its available GPUs, among all available
     placed = np.zeros(len(sizes), dtype=bool)
     picks: list[int] = []
     for j, size in enumerate(sizes.tolist()):
         for c in range(size, per + 1):
-            if by_count[c]:
+            if left[c]:
                 break
         else:
             continue  # no node holds it
-        node = by_count[c].pop(0)
+        node = nodes_with(c).pop(0)
+        left[c] -= 1
         if c > size:
-            insort(by_count[c - size], node)
+            insort(nodes_with(c - size), node)
+            left[c - size] += 1
         at = taken.get(node)
         if at is None:
+            if ahead is None:
+                ahead = counts.cumsum()
             at = int(ahead[node]) - c  # (the node's first available GPU)
         taken[node] = at + size
         picks.extend(range(at, at + size))
