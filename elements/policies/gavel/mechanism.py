@@ -367,7 +367,8 @@ def _too_big(mech: GavelRounds, missed: np.ndarray):
     found: dict[int, tuple[int, int, int, int]] = {}
     mark = np.zeros(len(mech._rows), dtype=bool)  # (the column's picks, among its candidates: cheaper than isin)
     for c, cand, picked, before in mech._sorted:
-        if not len(picked):
+        n = len(picked)  # (picked in the candidates' order: a prefix of them passed none over)
+        if not n or picked[-1] == cand[n - 1]:
             continue
         mark[picked] = True
         chose = mark[cand]
