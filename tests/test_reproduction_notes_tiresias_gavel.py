@@ -49,6 +49,8 @@ def _numbers(text: str) -> list[float]:
         (1.13, 1.00, None, None, "even"),
         (1.01, 1.30, None, None, "uneven"),
         (0.74, 1.40, None, None, "reversed"),
+        (2.0, float("nan"), None, None, "unmeasured"),  # (a side finished none of its jobs)
+        (2.0, 0.0, None, None, "unmeasured"),
     ],
 )
 def test_gap_says_how_a_ratio_differs(paper, ours, low, high, code):
@@ -58,7 +60,7 @@ def test_gap_says_how_a_ratio_differs(paper, ours, low, high, code):
 def test_a_note_is_empty_where_ours_agrees_and_names_the_docs_where_not():
     assert _runs.gap_note("", "5.11x", "why", "docs/reproductions.md, tiresias-sim") == ""
     text = _runs.gap_note("smaller", "5.11x", "why", "docs/reproductions.md, tiresias-sim")
-    assert text == "the same way round as the paper's 5.11x, by a smaller margin: why (docs/reproductions.md, tiresias-sim)"
+    assert text == "the same way round as the paper's 5.11x, but less so: why (docs/reproductions.md, tiresias-sim)"
     assert _runs.gap_note("reversed", "0.74x", "", "D").startswith("the other way round from the paper's 0.74x")
 
 
@@ -66,7 +68,7 @@ def test_a_quick_note_says_where_the_full_run_came_out_otherwise():
     quick = ("one workload here", "five workloads", "")
     text = _runs.gap_note("smaller", "27x", "why", "D", quick)
     assert text == (
-        "the same way round as the paper's 27x, by a smaller margin; one workload here; "
+        "the same way round as the paper's 27x, but less so; one workload here; "
         "full run (five workloads): agrees with the paper (D)"
     )
     assert "why" not in text
@@ -208,7 +210,7 @@ def test_fidelity_notes_follow_the_measured_average(ratio, empty):
 def test_hierarchical_and_best_over_loads_notes():
     assert gavel.hierarchical_note("", False) == ""
     larger = gavel.hierarchical_note(_runs.ratio_gap(1.2, 1.36), False)
-    assert larger.startswith("the same way round as the paper's ~1.20x, by a larger margin: the gain depends on")
+    assert larger.startswith("the same way round as the paper's ~1.20x, and more so: the gain depends on")
     # A quick run as the full one (larger): the same note.
     assert gavel.hierarchical_note("larger", True) == larger
 

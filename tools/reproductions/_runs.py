@@ -99,7 +99,10 @@ def ratio_gap(
     paper's: "" when it agrees (within `tolerance`, or the paper's inside our range); "smaller"
     or "larger" when it is on the same side of 1 by a smaller or larger margin; "even" when ours
     is about 1 and the paper's is not; "uneven" the other way; "reversed" when the two are on
-    opposite sides of 1."""
+    opposite sides of 1; "unmeasured" when ours is no ratio (not a positive number: a side
+    finished none of the jobs it is taken over)."""
+    if not (np.isfinite(ours) and ours > 0):
+        return "unmeasured"
     if abs(ours / paper - 1) <= tolerance or (low is not None and high is not None and low <= paper <= high):
         return ""
     side = lambda r: 0 if abs(r - 1) <= tolerance else (1 if r > 1 else -1)  # noqa: E731
@@ -116,11 +119,12 @@ def gap_words(code: str, paper: str = "") -> str:
     theirs = f" as the paper's {paper}" if paper else " as the paper's"
     return {
         "": "agrees with the paper",
-        "smaller": f"the same way round{theirs}, by a smaller margin",
-        "larger": f"the same way round{theirs}, by a larger margin",
+        "smaller": f"the same way round{theirs}, but less so",
+        "larger": f"the same way round{theirs}, and more so",
         "even": f"about even, where the paper's {paper or 'figure'} is not",
         "uneven": f"not even, where the paper's {paper or 'figure'} is about even",
         "reversed": f"the other way round from the paper's {paper or 'figure'}",
+        "unmeasured": "not measured (a side finished none of the jobs it is taken over)",
     }[code]
 
 

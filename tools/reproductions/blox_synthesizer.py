@@ -244,7 +244,7 @@ def blox_synthesizer(out_dir: Path, quick: bool) -> Report:
                 f"{workload}: combinations the synthesizer ran (Fig 15)",
                 "switches continuously among policies",
                 f"{used.height - 1} switch{'es' if used.height != 2 else ''}; "
-                + ", ".join(sorted(set(used["chosen"].to_list()))),
+                + "; ".join(sorted(set(used["chosen"].to_list()))),
                 switches_note(used.height - 1, float(used["until_s"].max() or 0.0) / 3600),
             )
         )

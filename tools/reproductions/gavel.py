@@ -215,9 +215,9 @@ def ftf(out: Path, quick: bool) -> Report:
         report.comparisons.append(
             Comparison(
                 what,
-                f"{paper:g}x",
+                f"~{paper:g}x",
                 f"{ratio:.2f}x (at {rate:g} jobs/h)",
-                gap_note(code, f"{paper:g}x", reason, _docs("gavel-ftf"), full),
+                gap_note(code, f"~{paper:g}x", reason, _docs("gavel-ftf"), full),
             )
         )
     report.notes.append(_window_note(quick))

@@ -150,9 +150,10 @@ def _baseline_parts(base: str, jct_lower: float, queue_lower: float) -> list[str
 
 
 def _why(base: str, jct_lower: float, paper: float) -> str:
-    """Why ONES' gain over `base` is other than the paper's (`paper`, percent)."""
+    """Why ONES' gain over `base` is other than the paper's (`paper`, percent); "" where the docs
+    give no reason (a smaller gain over Optimus, which also resizes jobs as they run)."""
     if jct_lower < paper:
-        return WHY_SLOWER
+        return "" if base == "Optimus" else WHY_SLOWER
     if base == "Optimus":
         return WHY_OPTIMUS
     return "under load ONES runs jobs on fewer GPUs each and more of them at once, while the baseline's jobs queue"
@@ -165,7 +166,9 @@ def baseline_note(base: str, jct_lower: float, queue_lower: float, p: float, qui
     if base not in PAPER_REDUCTION:
         return ""
     parts = _baseline_parts(base, jct_lower, queue_lower)
-    if parts and not p < 0.05:
+    if parts and np.isnan(p):
+        parts.append("no paired test (the two runs finished different jobs)")
+    elif parts and not p < 0.05:
         parts.append(f"not significant (p = {p:.3g})")
     if parts and p < 0.05 and _agreement(jct_lower, PAPER_REDUCTION[base]) == "sign":
         parts[0] += ", as significant"
@@ -204,11 +207,11 @@ def scaling_note(base: str, gains: dict[int, float], quick: bool) -> str:
     if any(gains[gpus] > paper[gpus] for gpus in direction):
         reasons.append(_why(base, max(gains[gpus] for gpus in direction), 0.0))
     elif direction and not reasons:
-        reasons.append(WHY_SLOWER)
+        reasons.append(_why(base, min(gains[gpus] for gpus in direction), max(paper[gpus] for gpus in direction)))
     said = ""
     if quick:
         said = _full_run_says(parts, _scaling_parts(base, dict(zip((16, 64), FULL_RUN_SCALING[base], strict=True))))
-    return _joined(parts, "; ".join(reasons), said)
+    return _joined(parts, "; ".join(r for r in reasons if r), said)
 
 
 def ablation_note(name: str, ablation: float, ones: float) -> str:

@@ -97,11 +97,16 @@ def lowest_jct_note(best: str) -> str:
     return "" if best == "Pollux" else f"{best}, not Pollux, is lowest here ({DOCS})"
 
 
+def times(ratio: float) -> str:
+    """A ratio as a reader takes it: two decimals, or "under 0.01x" (not "0.00x")."""
+    return f"{ratio:.2f}x" if ratio >= 0.005 else "under 0.01x"
+
+
 def similar_to_fifo_note(jct_ratio: float, responsiveness_ratio: float, quick: bool) -> str:
     """The note beside Pollux's average JCT and responsiveness over FIFO's at a load above 20
     jobs/h, which Blox finds similar."""
     off = [
-        f"{what} {ratio:.2f}x"
+        f"{what} {times(ratio)}"
         for what, ratio in (("JCT", jct_ratio), ("responsiveness", responsiveness_ratio))
         if not 1 / SIMILAR <= ratio <= SIMILAR
     ]
@@ -305,7 +310,7 @@ def pollux_load(out_dir: Path, quick: bool) -> Report:
             Comparison(
                 f"Pollux's JCT and responsiveness over FIFO's at {load} jobs/h",
                 "similar to FIFO (above 20 jobs/h)",
-                f"{ratio('avg_jct_s', 'Pollux', 'FIFO', load):.2f}x, {ratio('avg_responsiveness_s', 'Pollux', 'FIFO', load):.2f}x",
+                f"{times(ratio('avg_jct_s', 'Pollux', 'FIFO', load))}, {times(ratio('avg_responsiveness_s', 'Pollux', 'FIFO', load))}",
                 similar_to_fifo_note(
                     ratio("avg_jct_s", "Pollux", "FIFO", load), ratio("avg_responsiveness_s", "Pollux", "FIFO", load), quick
                 ),

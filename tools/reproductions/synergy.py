@@ -146,7 +146,7 @@ def synergy_philly_experiment(out_dir: Path, quick: bool) -> Report:
                 "Synergy-Opt's average JCT against Synergy-Tune's",
                 "not in Fig. 9(b) (Proportional and Tune only)",
                 f"{pct_lower(tune, opt)} ({hours(tune)} → {hours(opt)})",
-                "Opt here bounds each machine's cores and memory, over the placer's GPUs (docs/reproductions.md)",
+                "Opt here bounds each machine's cores and memory, over the placer's GPUs (docs/reproductions.md, synergy-philly)",
             ),
         )
     notes = [
