@@ -18,7 +18,7 @@ import polars as pl
 from roundhouse.errors import SchedError
 from roundhouse.runtime.element import Element, In, element, element_family, job_ids, rounds_add_exactly
 from roundhouse.runtime.types import Events
-from roundhouse.runtime.values import IdRange, number
+from roundhouse.runtime.values import IdRange, non_empty, number
 from roundhouse.traces.jobs import FINISHED
 
 if TYPE_CHECKING:
@@ -438,7 +438,7 @@ class EffectiveThroughput(_RoundWatcher):
 
     state = ("_done", "_partner", "_rows", "_series", "_service", "_type")
 
-    by: str | None = None
+    by: str | None = attrs.field(default=None, validator=non_empty)
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)

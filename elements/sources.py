@@ -121,6 +121,9 @@ class TraceSource(_Replay):
         if self.jobs is not None:
             trace = trace.head(self.jobs)
         if self.rate is not None:
+            problem = _too_slow(trace.height, self.rate)
+            if problem:  # (known once the trace is read; the run points at the element's declaration)
+                raise SchedError(f"argument 'rate' of TraceSource '{self.name}' {problem}", hint="a faster rate or fewer jobs")
             arrivals = poisson_arrivals(trace.height, float(self.rate), ctx.rng(self.seed))
             trace = trace.with_columns(arrival_s=arrivals)
         if self.timing == "duration" and trace["duration_s"].null_count():
@@ -131,19 +134,27 @@ class TraceSource(_Replay):
         self._load(ctx, trace, str(self.path), profile)
 
 
+def _too_slow(jobs: int, rate) -> str:
+    """Why a rate is too slow for `jobs` Poisson arrivals ("" if it is not): on average they
+    would span more than a century, which no trace's arrival times may. (Compared as a product:
+    the span itself of a vanishing rate is no finite number.)"""
+    gaps = jobs - 1  # (the first job arrives at 0)
+    if rate is None or rate <= 0 or gaps <= float(MAX_SECONDS) * float(rate):
+        return ""
+    slowest = gaps / float(MAX_SECONDS) * 3600
+    step = 10 ** (math.floor(math.log10(slowest)) - 2)  # (rounded up to 3 digits: a rate that passes)
+    return (
+        f"must be at least {math.ceil(slowest / step) * step:.3g}/h for {jobs:,} jobs, got {describe(rate)} "
+        "(their arrivals would span more than a century)"
+    )
+
+
 def _arrivals_within_a_century(instance, attribute, value) -> None:
-    """A PoissonSource's rate: its `jobs` arrivals span, on average, at most a century (as any
-    trace's arrival times must), so that a rate too slow for them is said at the argument when
-    the graph is checked, not when the run has drawn them. (Compared as a product: the span
-    itself of a vanishing rate is no finite number.)"""
-    gaps = instance.jobs - 1  # (the first job arrives at 0)
-    if value is not None and value > 0 and gaps > float(MAX_SECONDS) * float(value):
-        slowest = gaps / float(MAX_SECONDS) * 3600
-        step = 10 ** (math.floor(math.log10(slowest)) - 2)  # (rounded up to 3 digits: a rate that passes)
-        raise ValueError(
-            f"must be at least {math.ceil(slowest / step) * step:.3g}/h for {instance.jobs:,} jobs, got {describe(value)} "
-            "(their arrivals would span more than a century)"
-        )
+    """A generator's rate, against its `jobs`: said at the argument when the graph is checked,
+    not when the run has drawn the arrivals."""
+    problem = _too_slow(instance.jobs, value)
+    if problem:
+        raise ValueError(problem)
 
 
 @element
@@ -364,7 +375,7 @@ class CostWorkload(_Replay):
     """
 
     jobs: int = attrs.field(default=500, validator=[positive, at_most(MAX_JOBS)])
-    rate: Rate | None = attrs.field(default=None, validator=[positive, at_most(MAX_RATE)])
+    rate: Rate | None = attrs.field(default=None, validator=[positive, at_most(MAX_RATE), _arrivals_within_a_century])
     seed: int | None = attrs.field(default=None, validator=non_negative)
     start_id: int = attrs.field(default=0, validator=[non_negative, at_most(MAX_START_ID)])
 

@@ -266,9 +266,12 @@ MAX_RATE = Rate(1e6)  # arrivals per second (3.6e9/h)
 
 
 def job_ids(instance, attribute, value) -> None:
-    """Validator for an IdRange of job ids: within 0..MAX_JOB_ID."""
+    """Validator for an IdRange of job ids: within 0..MAX_JOB_ID, and holding one at least (an
+    empty range tracks nothing: its sink's goal would be met before any job ran)."""
     if value is not None and not (0 <= value.start and value.stop <= MAX_JOB_ID):
         raise ValueError(f"must be a range of job ids within 0..{MAX_JOB_ID}, got {value}")
+    if value is not None and value.stop <= value.start:
+        raise ValueError(f"must hold one job id at least (start..stop, stop excluded), got {value}")
 
 
 E = TypeVar("E", bound=type[Element])

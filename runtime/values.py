@@ -205,6 +205,12 @@ def existing_file(instance, attribute, value) -> None:
         raise ValueError(f"names a folder, not a file: {value}" if os.path.isdir(value) else f"names no file: {value}")
 
 
+def non_empty(instance, attribute, value) -> None:
+    """For names (a column, an entity): not an empty string (or only spaces)."""
+    if value is not None and not str(value).strip():
+        raise ValueError("must not be empty")
+
+
 def one_of(*choices: str):
     def check(instance, attribute, value) -> None:
         if value not in choices:

@@ -85,6 +85,7 @@ def test_set_value_with_extra_statements(graph, capsys):
     assert "--set round=5min; x :: Las" in err and "not a single value" in err
     err = fails(capsys, "sweep", graph, "--vary", "round=5min; x :: Las")
     assert "not a single value" in err
+    assert "'5min;' is not a single value" in fails(capsys, "run", graph, "--set", "round=5min;")  # (not dropped)
 
 
 # --- require, imports, compounds ---

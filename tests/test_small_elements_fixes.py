@@ -44,3 +44,44 @@ def test_a_breakdown_column_the_jobs_lack_is_said_at_the_sinks_line(tmp_path, ca
     )
     err = fails(capsys, "run", graph, "--quiet")
     assert f"{graph}:4:" in err and "by='nosuch'" in err and "no column 'nosuch'" in err
+
+
+def _checked(tmp_path, capsys, cluster: str, chain: str) -> str:
+    """What `check` says of a graph of one PoissonSource and `chain` (it must refuse it)."""
+    (tmp_path / "t.csv").write_text(TRACE)
+    graph = tmp_path / "g.sched"
+    graph.write_text(f'round = 5min;\ncluster = "{cluster}";\n{chain};\n')
+    return fails(capsys, "check", graph)
+
+
+def test_a_rate_too_slow_for_a_traces_jobs_is_refused_at_check(tmp_path, capsys):
+    err = _checked(
+        tmp_path,
+        capsys,
+        "1x4:V100",
+        'TraceSource(path="t.csv", rate=1e-300/h, seed=0) -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch',
+    )
+    assert "argument 'rate' of TraceSource" in err and "their arrivals would span more than a century" in err
+    err = _checked(
+        tmp_path,
+        capsys,
+        "1x4:V100",
+        "CostWorkload(jobs=100, rate=1e-300/h) -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch",
+    )
+    assert "argument 'rate' of CostWorkload must be at least" in err and "RuntimeWarning" not in err
+
+
+def test_names_and_ranges_that_can_mean_nothing_are_refused(tmp_path, capsys):
+    source = "PoissonSource(rate=8/h, jobs=5, seed=0) -> AcceptAll -> JobPool"
+    err = _checked(tmp_path, capsys, "1x4:V100", f"{source} -> Fifo -> FirstFree -> Launch -> JobMetrics(track=5..5)")
+    assert "argument 'track' of JobMetrics must hold one job id at least" in err
+    err = _checked(
+        tmp_path, capsys, "1x4:V100", f'{source} -> Fifo -> FirstFree -> l :: Launch;\nl -> EffectiveThroughput(by="")'
+    )
+    assert "argument 'by' of EffectiveThroughput must not be empty" in err
+    pool = (
+        "PoissonSource(rate=8/h, jobs=5, seed=0) -> AcceptAll -> pool :: JobPool -> solve :: MaxMinFairness -> GavelRounds "
+        '-> GavelPlacer -> Launch;\npool -> PairEstimator(known="nope.csv") -> [pairs] solve'
+    )
+    err = _checked(tmp_path, capsys, "36:36:36", pool)
+    assert "argument 'known' of PairEstimator names no file" in err

@@ -380,7 +380,7 @@ def parse_value(text: str, where: str = "<command line>") -> ast.Value:
     finally:
         remember_source(where, text)
     # Text such as `5min; x :: Las` parses as several statements; a value is exactly one.
-    if len(program.statements) != 1 or not isinstance(program.statements[0], ast.Setting):
+    if len(program.statements) != 1 or not isinstance(program.statements[0], ast.Setting) or text.rstrip().endswith(";"):
         raise SchedError(f"'{text}' is not a single value (a value cannot contain ';' or statements)")
     return _value_in_text(program.statements[0].value)
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import Active
-from roundhouse.runtime.values import FilePath, at_most, non_negative, positive
+from roundhouse.runtime.values import FilePath, at_most, existing_file, non_negative, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -139,7 +139,7 @@ class PairEstimator(Element):
     references: int = attrs.field(default=26, validator=positive)
     profiled: float = attrs.field(default=1.0, validator=[non_negative, at_most(1.0)])
     rank: int = attrs.field(default=10, validator=positive)
-    known: FilePath | None = None
+    known: FilePath | None = attrs.field(default=None, validator=existing_file)
     seed: int | None = attrs.field(default=None, validator=non_negative)
 
     def start(self, ctx: RoundContext) -> None:
