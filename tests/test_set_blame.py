@@ -21,11 +21,14 @@ def error_of(tmp_path, args, overrides):
 
 def test_arguments_that_do_not_fit_with_set_name_the_option(tmp_path):
     path, err = error_of(tmp_path, "", ["place.machine_wait=30h"])
-    assert err.message.startswith("--set place.machine_wait=30h: DelayPlacer 'place': rack_wait (86400s) is shorter")
+    assert err.message.startswith("--set place.machine_wait=30h: DelayPlacer 'place': the default rack_wait (24h) is shorter")
     assert err.location is None and err.hint == f"'place' is declared at {path}:3:52"
     # One argument in the file, the other on the command line: the option is named.
     _, err = error_of(tmp_path, "(rack_wait=1h)", ["place.machine_wait=2h", "place.release=true"])
-    assert err.message.startswith("--set place.machine_wait=2h: DelayPlacer 'place': rack_wait (3600s)") and err.location is None
+    assert (
+        err.message.startswith("--set place.machine_wait=2h: DelayPlacer 'place': rack_wait (1h) is shorter")
+        and err.location is None
+    )
     # Both named: both options.
     _, err = error_of(tmp_path, "", ["place.mode=no_wait", "place.tuned=true"])
     assert err.message.startswith("--set place.mode=no_wait, --set place.tuned=true: DelayPlacer 'place': tuned=true needs")
@@ -60,6 +63,6 @@ def test_the_command_line_blames_the_option(tmp_path, capsys):
     path.write_text(GRAPH.format(""))
     err = fails(capsys, "run", path, "--set", "place.machine_wait=30h", "--until", "1h")
     assert (
-        err.startswith("error: --set place.machine_wait=30h: DelayPlacer 'place': rack_wait")
+        err.startswith("error: --set place.machine_wait=30h: DelayPlacer 'place': the default rack_wait")
         and f"{path}:3" not in err.splitlines()[0]
     )
