@@ -34,6 +34,21 @@ _RUN_MARKS = ("run.json",)
 _SWEEP_MARKS = ("results", "summary.csv", "points.csv")
 
 
+# The files a run writes beside its run.json: with one metrics sink, and with several.
+RUN_FILE_NAMES = ("jobs.csv", "summary.json", "explain.parquet")
+RUN_FILE_PATTERNS = ("*-jobs.csv", "*-summary.json")
+
+
+def run_files_without_record(folder: Path) -> list[str]:
+    """Files named as a run's results in a folder with no run.json: no run of ours wrote them
+    (a run writes its run.json last, listing them), so a run must not replace or remove them."""
+    if (folder / "run.json").exists():
+        return []
+    found = {name for name in RUN_FILE_NAMES if (folder / name).exists()}
+    found |= {path.name for pattern in RUN_FILE_PATTERNS for path in folder.glob(pattern)}
+    return sorted(found)
+
+
 def holds_a_sweep(folder: Path) -> bool:
     """Whether `folder` holds a sweep's results (`roundhouse sweep --out`)."""
     return any((folder / name).exists() for name in _SWEEP_MARKS)
@@ -48,6 +63,12 @@ def results_folder(path: str | Path, what: str, kind: str) -> Path:
     found = [name for name in marks if (folder / name).exists()]
     if found:
         raise UsageError(f"{what} {path}: holds {other} results ({', '.join(found)}); give another folder, or remove them first")
+    unrecorded = run_files_without_record(folder) if kind == "run" else []
+    if unrecorded:
+        raise UsageError(
+            f"{what} {path}: holds {', '.join(unrecorded)} but no run.json, so no run wrote them here and a run "
+            "would replace them; give another folder, or remove them first"
+        )
     return folder
 
 

@@ -453,11 +453,10 @@ def _compile_in_scope(
         )
     if trace is not None:
         from roundhouse.runtime.dsl.loader import load
+        from roundhouse.runtime.sweep import replaced_sources
         from roundhouse.traces.csvtext import check_trace_file
 
-        sources = [d.name for d in load(path, text).decls.values() if d.class_name == "TraceSource"]
-        if not sources:
-            raise UsageError(f"trace: {path} has no TraceSource element whose trace it could replace")
+        sources = replaced_sources(load(path, text), path, "trace")
         replaced = [o for o in sets if o.target in {f"{name}.path" for name in sources}]
         if replaced:
             raise UsageError(f"trace: it replaces {replaced[0].target}, also given in overrides ({replaced[0].text!r}); keep one")

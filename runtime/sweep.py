@@ -299,6 +299,21 @@ def _compile(spec: RunSpec):
     return compile_graph(flat, given + trace_overrides(flat, spec.trace)), flat
 
 
+def replaced_sources(flat, graph, label: str) -> list[str]:
+    """The TraceSource a trace given for the whole graph replaces (`label`: the option or
+    argument that gave it): there must be one, and only one (several would all read the same
+    jobs, each job arriving once per source)."""
+    sources = [d.name for d in flat.decls.values() if d.class_name == "TraceSource"]
+    if not sources:
+        raise UsageError(f"{label}: {graph} has no TraceSource element whose trace it could replace")
+    if len(sources) > 1:
+        raise UsageError(
+            f"{label}: {graph} has {len(sources)} TraceSource elements ({', '.join(sources)}), which would all read the "
+            f"same jobs; give each its own trace instead ({sources[0]}.path=...)"
+        )
+    return sources
+
+
 def trace_overrides(flat, trace: str | None) -> list:
     """The overrides that make `trace` (None: none) the path of every TraceSource of the loaded
     graph `flat`. (The trace's contents are in the run's key with every file the graph names.)"""

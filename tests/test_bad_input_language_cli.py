@@ -200,7 +200,11 @@ def test_run_out_checked_before_simulating(graph, tmp_path, capsys):
 
 
 def test_run_out_write_failure_names_the_file(graph, tmp_path, capsys):
-    (tmp_path / "o" / "jobs.csv").mkdir(parents=True)
+    from roundhouse.tools.cli import main
+
+    assert main(["run", str(graph), "--quiet", "--out", str(tmp_path / "o")]) == 0  # (an earlier run's folder)
+    (tmp_path / "o" / "jobs.csv").unlink()
+    (tmp_path / "o" / "jobs.csv").mkdir()
     err = fails(capsys, "run", graph, "--quiet", "--out", tmp_path / "o")
     assert "error: cannot write" in err and "jobs.csv" in err
 

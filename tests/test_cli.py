@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from roundhouse.tools.cli import main
-from tests.conftest import REPO
+from tests.conftest import REPO, fails
 
 TINY = """round = 5min;
 cluster = "4x4:V100";
@@ -290,3 +290,39 @@ def test_jobs_that_never_started_and_a_window_that_never_filled_are_noted(tiny, 
     assert main(["run", str(graph)]) == 0
     printed = " ".join(capsys.readouterr().out.split())
     assert "note: report tracks ids 0..5 but the run saw 3 of them: the window never filled" in printed
+
+
+def test_run_out_never_replaces_files_no_run_wrote(tiny, tmp_path, capsys):
+    # A folder without run.json holds no run: files named like a run's are the user's own.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "q3-summary.json").write_text('{"kept": 1}')
+    (mine / "notes.txt").write_text("kept")
+    err = fails(capsys, "run", tiny, "--quiet", "--out", mine)
+    assert "holds q3-summary.json but no run.json" in err
+    assert (mine / "q3-summary.json").read_text() == '{"kept": 1}' and sorted(p.name for p in mine.iterdir()) == [
+        "notes.txt",
+        "q3-summary.json",
+    ]
+
+
+def test_a_failed_run_removes_the_out_folder_it_made(tiny, tmp_path, capsys):
+    (tmp_path / "trace.csv").write_text(
+        "job_id,arrival_s,gpus,duration_s\n0,0,1,100\n1,5,64,100\n"
+    )  # (a job larger than the cluster)
+    made, kept = tmp_path / "new", tmp_path / "old"
+    kept.mkdir()
+    fails(capsys, "run", tiny, "--quiet", "--out", made)
+    fails(capsys, "run", tiny, "--quiet", "--out", kept)
+    assert not made.exists() and kept.is_dir()
+
+
+def test_one_trace_for_a_graph_of_two_trace_sources_is_refused(tmp_path, capsys):
+    two = tmp_path / "two.sched"
+    two.write_text(
+        'round = 5min;\ncluster = "4x4:V100";\na :: TraceSource(path="t.csv");\nb :: TraceSource(path="t.csv");\n'
+        "gate :: AcceptAll;\na -> gate;\nb -> gate;\ngate -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
+    )
+    (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,100\n")
+    err = fails(capsys, "run", two, "--trace", tmp_path / "t.csv")
+    assert "--trace: " in err and "has 2 TraceSource elements (a, b), which would all read the same jobs" in err

@@ -13,6 +13,7 @@ from roundhouse.errors import RoundhouseError, RoundhouseErrors, SchedError, Tra
 from roundhouse.runtime import sweep
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load, read_source
+from roundhouse.runtime.files import RUN_FILE_NAMES, RUN_FILE_PATTERNS
 from roundhouse.tools.common import overrides
 from roundhouse.traces.csvtext import check_trace_file
 
@@ -55,9 +56,7 @@ def trace_overrides(flat, graph, given: list[Override], trace: str | None, flag:
     --vary), none of which may name a path the trace replaces."""
     if trace is None:
         return []
-    sources = [d.name for d in flat.decls.values() if d.class_name == "TraceSource"]
-    if not sources:
-        raise UsageError(f"{flag}: {graph} has no TraceSource element whose trace it could replace")
+    sources = sweep.replaced_sources(flat, graph, flag)
     for o in given:  # (the trace would replace the path given with --set without a word)
         if o.target in {f"{name}.path" for name in sources}:
             raise UsageError(f"{flag} {trace} and {o.label}: {flag} replaces {o.target}; keep one")
@@ -359,22 +358,20 @@ def _sorted(value):
     return value
 
 
-# An earlier run's files, when its run.json does not list them (or cannot be read): the names a
-# run writes with one metrics sink, and with several.
-_EARLIER_NAMES = ("jobs.csv", "summary.json", "explain.parquet")
-_EARLIER_PATTERNS = ("*-jobs.csv", "*-summary.json")
-
-
 def _files_of_earlier_run(out: Path) -> set[str]:
-    """The files an earlier run wrote in `out`: as its run.json lists them, else by their names."""
+    """The files an earlier run wrote in `out`: as its run.json lists them, else (a run.json
+    that cannot be read) by the names a run writes. Without a run.json no run wrote there
+    (`results_folder` refuses a folder that holds such files then): nothing is an earlier run's."""
+    if not (out / "run.json").exists():
+        return set()
     try:
         listed = json.loads((out / "run.json").read_text()).get("files")
     except (OSError, ValueError, AttributeError):
         listed = None
     if isinstance(listed, list) and all(isinstance(name, str) and Path(name).name == name for name in listed):
         return set(listed)
-    return {name for name in _EARLIER_NAMES if (out / name).is_file()} | {
-        path.name for pattern in _EARLIER_PATTERNS for path in out.glob(pattern)
+    return {name for name in RUN_FILE_NAMES if (out / name).is_file()} | {
+        path.name for pattern in RUN_FILE_PATTERNS for path in out.glob(pattern)
     }
 
 

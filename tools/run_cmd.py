@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roundhouse.errors import UsageError
@@ -54,7 +56,17 @@ def run(args) -> int:
     until = seconds(args.until, "--until")
     graph = compile_with_overrides(args)
     cluster = load_cluster(graph, args.cluster)
+    created = args.out is not None and not Path(args.out).exists()
     out = results_folder(args.out, "--out", "run") if args.out is not None else None
+    try:
+        return _run_into(args, graph, cluster, until, out)
+    except BaseException:
+        if created and out is not None:  # (a folder this run made holds nothing but its unfinished record)
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _run_into(args, graph, cluster, until, out) -> int:
     progress = None
     if not args.quiet:  # (rich only when something is printed: importing it is a start-up cost)
         from rich.console import Console
