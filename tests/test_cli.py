@@ -326,3 +326,14 @@ def test_one_trace_for_a_graph_of_two_trace_sources_is_refused(tmp_path, capsys)
     (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,100\n")
     err = fails(capsys, "run", two, "--trace", tmp_path / "t.csv")
     assert "--trace: " in err and "has 2 TraceSource elements (a, b), which would all read the same jobs" in err
+
+
+def test_run_json_records_what_ran(tiny, tmp_path):
+    other = tmp_path / "other.csv"
+    other.write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,100\n")
+    out = tmp_path / "out"
+    args = ["run", str(tiny), "--trace", str(other), "--set", "place.strict=false", "--cluster", "2x8:P100"]
+    assert main([*args, "--quiet", "--out", str(out)]) == 0
+    info = json.loads((out / "run.json").read_text())
+    assert info["arguments"]["src"]["path"] == str(other.resolve()) and info["arguments"]["place"]["strict"] is False
+    assert info["cluster"].endswith("(2x8:P100)") and "cluster" not in info["settings"]  # (the one used, once)

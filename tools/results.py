@@ -273,7 +273,10 @@ def write_results(out: Path, graph, cluster, result) -> None:
         # this text, so that it never draws another file found under that name from elsewhere.
         "graph_text": _graph_text(graph.path),
         "cluster": cluster.describe(),
-        "settings": {k: (float(v) if isinstance(v, float) else v) for k, v in _settings(graph).items()},
+        # (the cluster the run used, which --cluster may have given in place of the graph's own)
+        "settings": {k: (float(v) if isinstance(v, float) else v) for k, v in _settings(graph).items() if k != "cluster"},
+        # Every element's arguments as the run used them: the graph's, a --set's, a --trace's path.
+        "arguments": _arguments(graph),
         "rounds": result.rounds,
         "skipped_rounds": result.skipped_rounds,
         "passed_rounds": result.passed_rounds,
@@ -382,6 +385,17 @@ def _graph_text(path) -> str | None:
         return read_source(Path(path))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
+
+
+def _arguments(graph) -> dict[str, dict]:
+    """Each element's arguments (its attrs fields), by element name, values as JSON holds them."""
+    import attrs
+
+    return {
+        name: {f.name: getattr(element, f.name) for f in attrs.fields(type(element))}
+        for name, element in getattr(graph, "elements", {}).items()
+        if attrs.has(type(element))
+    }
 
 
 def _settings(graph) -> dict:
