@@ -113,7 +113,9 @@ def test_pollux_load_notes():
     assert pollux.lowest_jct_note("LAS").startswith("LAS, not Pollux")
     assert pollux.similar_to_fifo_note(1.1, 0.9, quick=False) == ""
     full = pollux.similar_to_fifo_note(0.17, 0.002, quick=False)
-    assert full.startswith("not similar (JCT 0.17x, responsiveness under 0.01x FIFO's), Pollux lower:") and "shares the GPUs" in full
+    assert (
+        full.startswith("not similar (JCT 0.17x, responsiveness under 0.01x FIFO's), Pollux lower:") and "shares the GPUs" in full
+    )
     assert "30 jobs never fill 64 GPUs" in pollux.similar_to_fifo_note(0.66, 0.06, quick=True)
     assert pollux.best_responsiveness_note({"Pollux": 20.0, "FIFO": 500.0, "LAS": 30.0}, 60) == ""
     assert pollux.best_responsiveness_note({"Pollux": 20.0, "FIFO": 500.0, "LAS": 300.0}, 60).startswith("Pollux, not LAS")

@@ -39,7 +39,7 @@ import zmq
 from roundhouse.agents.agent.exits import ExitReports
 from roundhouse.agents.agent.gpus import Gpu
 from roundhouse.agents.agent.messages import drain
-from roundhouse.agents.agent.processes import bad_launch, refuse_launch
+from roundhouse.agents.agent.processes import bad_launch, end_unstarted, refuse_launch
 from roundhouse.agents.agent.scheduler_link import SchedulerLink
 from roundhouse.errors import UsageError
 from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED
@@ -285,44 +285,18 @@ class EmulatedNodes:
             self._resize(node, body)
 
     def _launch(self, node: _Node, body: dict) -> None:
-        start = body.get("resume_iteration") or 0
         reason = bad_launch(body, node.gpus)
         if reason:
-            refuse_launch(
-                body,
-                reason,
-                lambda rank: node.exits.report(
-                    body["job"],
-                    body["attempt"],
-                    rank,
-                    "failed",
-                    start,
-                    start,
-                    body.get("resume"),
-                    body.get("resume_iteration"),
-                    None,
-                    reason,
-                    permanent=True,
-                ),
-            )
+            refuse_launch(body, reason, lambda rank: end_unstarted(node.exits.report, body, rank, "failed", reason, True))
             return
+        start = body.get("resume_iteration") or 0
         now = time.time()
         for r in body["ranks"]:
             key = (body["job"], body["attempt"], r["rank"])
             if key in node.jobs or key in node.exits.unacked:
                 continue  # a repeated launch
             if self._stopping:
-                node.exits.report(
-                    *key,
-                    "preempted",
-                    start,
-                    start,
-                    body.get("resume"),
-                    body.get("resume_iteration"),
-                    None,
-                    "the agent is stopping",
-                    permanent=False,
-                )
+                end_unstarted(node.exits.report, body, r["rank"], "preempted", "the agent is stopping", False)
                 continue
             rate = float(body.get("iters_per_s") or 0.0) or 1.0
             job = _Job(node.index, *key, r["gpu"], start, int(body["iterations"]), rate, now, body["checkpoint_dir"])

@@ -144,20 +144,7 @@ class Workers:
         return resize(self, body, stopping)
 
     def _end_launch(self, body: dict, rank: int, outcome: str, reason: str, permanent: bool) -> None:
-        start = body.get("resume_iteration") or 0
-        self.report_exit(
-            body["job"],
-            body["attempt"],
-            rank,
-            outcome,
-            start,
-            start,
-            body.get("resume"),
-            body.get("resume_iteration"),
-            None,
-            reason,
-            permanent=permanent,
-        )
+        end_unstarted(self.report_exit, body, rank, outcome, reason, permanent)
 
     def start_waiting(self) -> None:
         for w in list(self.waiting):
@@ -535,6 +522,25 @@ def _no_program(body: dict) -> str:
     if not command or not command[0]:
         return "its command names no program"
     return ""
+
+
+def end_unstarted(report, body: dict, rank: int, outcome: str, reason: str, permanent: bool) -> None:
+    """Report, through `report` (an exit report's call), that rank `rank` of launch `body` ended
+    as `outcome` before it started: at the iteration it would have started from."""
+    start = body.get("resume_iteration") or 0
+    report(
+        body["job"],
+        body["attempt"],
+        rank,
+        outcome,
+        start,
+        start,
+        body.get("resume"),
+        body.get("resume_iteration"),
+        None,
+        reason,
+        permanent=permanent,
+    )
 
 
 def refuse_launch(body: dict, reason: str, end) -> None:
