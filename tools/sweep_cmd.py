@@ -269,20 +269,13 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
         for row in stored.iter_rows(named=True):
             if row["key"] in ours and row["status"] == "ok":
                 finished[row["key"]] = row
-        for path in store.unreadable:
-            err.print(
-                f"warning: {path}: cannot be read (damaged?); its run is done again",
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
-            )
-        for path in store.foreign:
-            err.print(
-                f"warning: {path}: holds no run's row (no key or point: not written by a sweep, or damaged); left alone",
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
-            )
+        damaged = [(path, "cannot be read (damaged?); its run is done again") for path in store.unreadable]
+        damaged += [
+            (path, "holds no run's row (no key or point: not written by a sweep, or damaged); left alone")
+            for path in store.foreign
+        ]
+        for path, what in damaged:
+            err.print(f"warning: {path}: {what}", highlight=False, markup=False, soft_wrap=True)
     rows = dict(finished)
     total = len({key for key, _ in runs})
     try:
