@@ -234,6 +234,26 @@ def test_an_order_note_names_the_pairs_out_of_the_papers_order():
     assert reproduction.order_note(runs, "makespan_s", 2, before, [], "batch") == ""
 
 
+def _measured(monkeypatch, runs: pl.DataFrame, machine: list[int], network: list[int], rack_timers: list[float]) -> None:
+    """The batch report's sweep stood in by made-up results: `runs` (every job finished), the
+    starts of four Dally jobs on one machine or across racks, and the rack timers at 2 and 8 racks."""
+    runs = runs.with_columns(jobs_finished=pl.lit(10), jobs_tracked=pl.lit(10))
+    jobs = pl.DataFrame(
+        {
+            "scheme": ["Dally"] * 4,
+            "racks": [2] * 4,
+            "gpus": [16] * 4,
+            "trace_model": ["MobileNetV3", "VGG11", "ResNet-18", "ResNet-50"],
+            "machine_starts": machine,
+            "rack_starts": [0, 0, 0, 0],
+            "network_starts": network,
+        }
+    )
+    timers = pl.DataFrame({"racks": [2, 8], "gpus": [16, 16], "rack_timer_s": rack_timers, "time_s": [0.0, 0.0]})
+    monkeypatch.setattr(reproduction, "sweep", lambda out_dir, workload, quick: (runs, jobs, timers, (2, 8)))
+    monkeypatch.setattr(reproduction, "draw_figures", lambda *args: [])
+
+
 def test_every_claim_of_the_batch_report_has_a_note(tmp_path, monkeypatch):
     # Measured values made up so that each claim of the paper fails a different way.
     schemes = list(reproduction.SCHEMES)
@@ -249,21 +269,7 @@ def test_every_claim_of_the_batch_report_has_a_note(tmp_path, monkeypatch):
         "p99_jct_s": dict(zip(schemes, (8.0,) * 6)),
     }
     runs = pl.concat([_runs(base["makespan_s"], r, **{m: v for m, v in base.items() if m != "makespan_s"}) for r in (2, 8)])
-    runs = runs.with_columns(jobs_finished=pl.lit(10), jobs_tracked=pl.lit(10))
-    jobs = pl.DataFrame(
-        {
-            "scheme": ["Dally"] * 4,
-            "racks": [2] * 4,
-            "gpus": [16] * 4,
-            "trace_model": ["MobileNetV3", "VGG11", "ResNet-18", "ResNet-50"],
-            "machine_starts": [0, 1, 1, 1],
-            "rack_starts": [0, 0, 0, 0],
-            "network_starts": [1, 0, 0, 0],
-        }
-    )
-    timers = pl.DataFrame({"racks": [2, 8], "gpus": [16, 16], "rack_timer_s": [3600.0, 7200.0], "time_s": [0.0, 0.0]})
-    monkeypatch.setattr(reproduction, "sweep", lambda out_dir, workload, quick: (runs, jobs, timers, (2, 8)))
-    monkeypatch.setattr(reproduction, "draw_figures", lambda *args: [])
+    _measured(monkeypatch, runs, [0, 1, 1, 1], [1, 0, 0, 0], [3600.0, 7200.0])
     notes = {c.what: c.note for c in reproduction.dally_batch(tmp_path, True).comparisons}
     assert notes["Fig. 8a: average queueing, Dally vs Tiresias"].startswith("differs: Dally higher than Tiresias at 2, 8 racks")
     assert notes["Fig. 7: makespan, Dally vs Tiresias"] == f"same direction, smaller gap at 2, 8 racks {DOCS_B}"
@@ -312,21 +318,7 @@ def test_agreeing_rows_of_the_batch_report_have_no_note(tmp_path, monkeypatch):
             _runs(makespans, 8, avg_jct_s=jct8, **base),
         ]
     )
-    runs = runs.with_columns(jobs_finished=pl.lit(10), jobs_tracked=pl.lit(10))
-    jobs = pl.DataFrame(
-        {
-            "scheme": ["Dally"] * 4,
-            "racks": [2] * 4,
-            "gpus": [16] * 4,
-            "trace_model": ["MobileNetV3", "VGG11", "ResNet-18", "ResNet-50"],
-            "machine_starts": [1, 1, 1, 1],
-            "rack_starts": [0, 0, 0, 0],
-            "network_starts": [0, 1, 0, 1],
-        }
-    )
-    timers = pl.DataFrame({"racks": [2, 8], "gpus": [16, 16], "rack_timer_s": [7200.0, 3600.0], "time_s": [0.0, 0.0]})
-    monkeypatch.setattr(reproduction, "sweep", lambda out_dir, workload, quick: (runs, jobs, timers, (2, 8)))
-    monkeypatch.setattr(reproduction, "draw_figures", lambda *args: [])
+    _measured(monkeypatch, runs, [1, 1, 1, 1], [0, 1, 0, 1], [7200.0, 3600.0])
     for quick in (False, True):
         notes = {c.what: c.note for c in reproduction.dally_batch(tmp_path, quick).comparisons}
         for what, note in notes.items():
