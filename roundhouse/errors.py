@@ -127,6 +127,12 @@ def shown_error(err: BaseException) -> str:
     return text if ERROR_FORM.match(text) else f"error: {text}"
 
 
+def first_line(err: BaseException) -> str:
+    """The first line of a library's error, to quote after our own words (its name if it says nothing)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
     """The known names nearest to `name`, best first (case-insensitive)."""
     known = sorted(set(known))

@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import UsageError, first_line
 from roundhouse.runtime.sweep import STOP_POLL_S, RunSpec, base_row, record_run
 
 # How long past its timeout a local run may go on (it should have stopped itself by then: see
@@ -266,11 +266,11 @@ def _connect_failure(address: str, err: BaseException, timeout: float) -> str:
     if scheme in ("tls", "wss") and "ssl" in str(err).lower():
         return (
             "a TLS connection needs Dask's TLS settings (certificates and keys), set in Dask's configuration "
-            f"(distributed.comm.tls in ~/.config/dask/*.yaml, or DASK_DISTRIBUTED__COMM__TLS__... variables): {_first_line(err)}"
+            f"(distributed.comm.tls in ~/.config/dask/*.yaml, or DASK_DISTRIBUTED__COMM__TLS__... variables): {first_line(err)}"
         )
     if isinstance(err, (OSError, TimeoutError)):
-        return f"no Dask scheduler answered within {timeout:g} s ({_first_line(err)})"
-    return f"cannot connect to a Dask scheduler there ({type(err).__name__}: {_first_line(err)})"
+        return f"no Dask scheduler answered within {timeout:g} s ({first_line(err)})"
+    return f"cannot connect to a Dask scheduler there ({type(err).__name__}: {first_line(err)})"
 
 
 def _record_on_dask(spec: RunSpec, key: str, timeout: float | None, stop: str) -> dict[str, Any]:
@@ -312,10 +312,5 @@ def _check_address(address: str) -> None:
 
 def _dask_failure(err: BaseException) -> str:
     if type(err).__name__ == "KilledWorker":
-        return f"the Dask workers running it died too often (Dask's allowed-failures): {_first_line(err)}"
-    return f"{type(err).__name__}: {_first_line(err)}"
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
+        return f"the Dask workers running it died too often (Dask's allowed-failures): {first_line(err)}"
+    return f"{type(err).__name__}: {first_line(err)}"

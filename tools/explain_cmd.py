@@ -16,7 +16,7 @@ import re
 from contextlib import contextmanager
 from pathlib import Path
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import UsageError, first_line
 from roundhouse.runtime.explain import FILE_NAME
 from roundhouse.runtime.files import holds_a_sweep
 
@@ -122,8 +122,7 @@ def _readable(path: Path):
     try:
         yield
     except (pl.exceptions.PolarsError, OSError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UsageError(f"{path}: cannot be read as Parquet ({first})") from None
+        raise UsageError(f"{path}: cannot be read as Parquet ({first_line(err)})") from None
 
 
 def job_rows(record, path: Path, run: str, job: str, stopped: tuple[float, str] | None = None) -> list[dict]:

@@ -14,7 +14,7 @@ import attrs
 import numpy as np
 import polars as pl
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import UsageError, first_line
 from roundhouse.runtime.files import writing
 from roundhouse.runtime.values import duration_from_text, rate_from_text
 from roundhouse.tools.outputs import RunFolder, SweepFolder
@@ -238,8 +238,7 @@ def _record(run: RunFolder) -> pl.DataFrame | None:
     try:
         record = pl.read_parquet(path, columns=["t_s", "job_id", "state", "reason", "b"])
     except (pl.exceptions.PolarsError, OSError) as err:
-        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        print(f"warning: {path}: cannot be read as Parquet ({text}); GPUs held are drawn from jobs.csv", file=sys.stderr)
+        print(f"warning: {path}: cannot be read as Parquet ({first_line(err)}); GPUs held are drawn from jobs.csv", file=sys.stderr)
         return None
     return record
 

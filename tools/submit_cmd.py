@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from roundhouse.errors import TraceError, UsageError
+from roundhouse.errors import TraceError, UsageError, first_line
 from roundhouse.tools.common import seconds
 from roundhouse.tools.live_options import add_security, setup_logging
 
@@ -199,8 +199,7 @@ def trace_jobs(path: str) -> tuple[list[dict], list[str]]:
         try:
             raw = pl.read_parquet(path)
         except (pl.exceptions.PolarsError, OSError, ValueError) as err:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise TraceError(path, f"cannot be read as Parquet: {first}") from None
+            raise TraceError(path, f"cannot be read as Parquet: {first_line(err)}") from None
         numbers = list(range(1, raw.height + 1))
     else:
         cells = read_cells(path)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from roundhouse.errors import TraceError
+from roundhouse.errors import TraceError, first_line
 from roundhouse.traces.csvtext import read_cells
 from roundhouse.traces.schema import CANONICAL_COLUMNS, DEFAULT_WEIGHT, REQUIRED_COLUMNS, validate
 
@@ -38,8 +38,7 @@ def read_parquet(path: str | Path, elastic: ElasticProfile | None = None) -> pl.
     except FileNotFoundError:
         raise TraceError(str(path), "no such file") from None
     except (pl.exceptions.PolarsError, OSError, ValueError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise TraceError(str(path), f"cannot be read as Parquet: {first}") from None
+        raise TraceError(str(path), f"cannot be read as Parquet: {first_line(err)}") from None
     return validate(frame, str(path), elastic=elastic)
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import attrs
 import polars as pl
 
-from roundhouse.errors import TraceError, UsageError, did_you_mean
+from roundhouse.errors import TraceError, UsageError, did_you_mean, first_line
 from roundhouse.traces import canonical, gavel, helios, ones, pai, philly, pollux, tiresias
 from roundhouse.traces.csvtext import check_trace_file, data_lines, decode_text, read_bytes, read_cells, read_json_list, read_text
 from roundhouse.traces.schema import validate
@@ -175,8 +175,7 @@ def check_trace_header(path: str | Path, format: str = "auto", elastic: ElasticP
         try:
             frame = pl.read_parquet(path, n_rows=0)
         except (pl.exceptions.PolarsError, OSError, ValueError) as err:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise TraceError(str(path), f"cannot be read as Parquet: {first}") from None
+            raise TraceError(str(path), f"cannot be read as Parquet: {first_line(err)}") from None
         validate(frame, str(path), elastic=elastic)
     else:
         cells = read_cells(path, text=_header_only(path))
