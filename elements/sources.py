@@ -52,6 +52,9 @@ class _Replay(Element):
     def exhausted(self) -> bool:
         return self._next >= len(self._arrivals)
 
+    def coming_job_ids(self) -> np.ndarray:
+        return self._batch.columns["job_id"]
+
     def pass_arrivals(self, t: float) -> JobBatch:
         """Pass over, unemitted, the jobs that ticks up to the boundary `t` would have emitted,
         and return those still to come (a graph taking over a world whose rounds up to `t`

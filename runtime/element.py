@@ -49,6 +49,8 @@ from roundhouse.errors import Location
 from roundhouse.runtime.values import INT64_MAX, Duration, Rate
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from roundhouse.runtime.context import RoundContext
 
 CATEGORIES = (
@@ -160,6 +162,12 @@ class Element:
     def exhausted(self) -> bool:
         """Sources: True once no job will come any more. Others: always True."""
         return True
+
+    def coming_job_ids(self) -> np.ndarray | None:
+        """Sources: the ids of every job it will emit, when they are known once it has started
+        (None: not known ahead, as jobs submitted live are not). The engine refuses, before the
+        first round, two sources that would emit one id."""
+        return None
 
     def goal_met(self, ctx: RoundContext) -> bool:
         """Sinks: True once what they measure is complete (the run may stop)."""

@@ -101,6 +101,21 @@ def exhausted(sources: list[Element]) -> bool:
     return all(s.exhausted() for s in sources)
 
 
+def refuse_shared_ids(sources: list[Element]) -> None:
+    """Two sources that would emit one job id are refused before the first round, naming the
+    later source and the id (the job table would refuse it only when that job arrived)."""
+    known = [(el, ids) for el in sources if (ids := el.coming_job_ids()) is not None and len(ids)]
+    for k, (el, ids) in enumerate(known[1:], 1):
+        for other, earlier in known[:k]:
+            shared = np.intersect1d(ids, earlier)
+            if len(shared):
+                raise SchedError(
+                    f"element '{el.name}' ({type(el).__name__}): job id {int(shared[0])} is also one of "
+                    f"element '{other.name}'s jobs (job ids must be unique in a run)",
+                    el.declared_at,
+                )
+
+
 def describe_value(value: object) -> str:
     if value is None:
         return "None"
@@ -367,6 +382,7 @@ class Engine:
         for el in self._order:
             ctx.element = el
             call_element(el, "start", ctx, el.start, ctx)
+        refuse_shared_ids(self._sources)
 
     def step(self) -> str:
         """Run one round, after the quiet rounds before it pass; returns why the run stops ("" while it goes on)."""
