@@ -11,7 +11,7 @@ import zmq
 
 from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.wire import protocol
-from roundhouse.wire.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
+from roundhouse.wire.security import HANDSHAKE_FAILURES, REFUSALS, ClientSecurity, check_connect_address
 
 log = logging.getLogger("roundhouse.submit")
 
@@ -30,6 +30,7 @@ class Submitter:
         check_connect_address(address)
         self.address = address
         self.timeout_s = timeout_s
+        self._secured = not security.insecure
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
@@ -60,6 +61,9 @@ class Submitter:
         self.close()
 
     def request(self, type_: str, expect: str, **fields) -> dict:
+        """Send one request and wait for its answer. A handshake refused on the protocol or the
+        key ends the wait; a connection closed during the handshake does not (ZeroMQ reconnects,
+        and the request goes when one succeeds), but a wait that then runs out says so."""
         try:
             frame = protocol.encode(type_, self._seq.next(), **fields)
         except protocol.ProtocolError as err:  # e.g. a trace cell the protocol cannot carry
@@ -71,17 +75,21 @@ class Submitter:
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
         poller.register(monitor, zmq.POLLIN)
+        cut = 0  # connections closed during the handshake
         while True:
             left = deadline - time.time()
             if left <= 0:
-                raise SchedulerError(f"no answer from the scheduler at {self.address} within {self.timeout_s:g}s")
+                raise SchedulerError(
+                    f"no answer from the scheduler at {self.address} within {self.timeout_s:g}s{self._cut_note(cut)}"
+                )
             ready = dict(poller.poll(int(left * 1000) + 1))
             if monitor in ready:
                 from zmq.utils.monitor import recv_monitor_message
 
-                what = HANDSHAKE_FAILURES.get(recv_monitor_message(monitor).get("event"))
-                if what:
-                    raise SchedulerError(f"the scheduler at {self.address} refused this connection: {what}")
+                event = recv_monitor_message(monitor).get("event")
+                if event in REFUSALS:
+                    raise SchedulerError(f"the scheduler at {self.address} refused this connection: {REFUSALS[event]}")
+                cut += event in HANDSHAKE_FAILURES
             if self._socket in ready:
                 try:
                     got, _, body = protocol.decode(self._socket.recv(), {expect, "error"})
@@ -90,6 +98,13 @@ class Submitter:
                 if got == "error":
                     raise SchedulerError(f"the scheduler refused: {body['reason']}")
                 return body
+
+    def _cut_note(self, cut: int) -> str:
+        """What a wait that ran out says of the connections closed during the handshake."""
+        if not cut:
+            return ""
+        keys = ", or is the scheduler.key in the key folder another scheduler's" if self._secured else ""
+        return f"; {cut} connection(s) to it closed during the handshake (is something else listening at that address{keys}?)"
 
     def submit(self, jobs: list[dict], where: Sequence[str] | None = None) -> list[int]:
         """Submit jobs (canonical trace fields: model, iterations, gpus, ... or command,
@@ -137,9 +152,12 @@ assert isinstance(_SUBMITTED, protocol.ListOf)
 _SUBMITTED_JOB = _SUBMITTED.item
 MAX_JOBS_PER_MESSAGE = _SUBMITTED.max_len
 # How the scheduler names a submitted row in a refusal: `submission:N:`, N counted from 1 in
-# the message (trace errors name the row; runtime/backends/live/submissions.py), often followed
-# by the id it gave the job (`error: job 6:`).
-_ROW = re.compile(r"\bsubmission:(\d+):( error: job (\d+):)?")
+# the message (trace errors name the row; runtime/backends/live/submissions.py).
+_ROW = re.compile(r"\bsubmission:(\d+):")
+# What follows it when the message names the job by the id the scheduler gave it, after the
+# column, if any: `error: job 6: ...`, `error: column 'iterations': job 6: ...`, `error: job 6 asks ...`
+# (dropped, or said as `it`).
+_CHOSEN_ID = re.compile(r"^( error: (?:column '[^']*': )?)job \d+(: |(?= ))")
 
 
 def plain_names(n: int) -> list[str]:
@@ -149,19 +167,19 @@ def plain_names(n: int) -> list[str]:
 
 def _name_rows(text: str, where: list[str], offset: int, jobs: list[dict] | None = None) -> str:
     """The scheduler's `submission:N:` (N counted in one message) as the user's name for the
-    job; the id the scheduler chose for a job that gave none is dropped (it was not kept, and
-    would read as another job)."""
-
-    def name(match: re.Match) -> str:
-        index = offset + int(match.group(1)) - 1
-        if not 0 <= index < len(where):
-            return match.group(0)
-        said = match.group(2) or ""
-        if said and jobs is not None and "job_id" not in jobs[index]:
-            said = " error:"
-        return f"{where[index]}:{said}"
-
-    return _ROW.sub(name, text, count=1)
+    job. The id the scheduler chose for a job that gave none is dropped, in whatever form the
+    message names it: the job was refused, so the id was not kept, and the next job accepted
+    may well be given it."""
+    match = _ROW.search(text)
+    if match is None:
+        return text
+    index = offset + int(match.group(1)) - 1
+    if not 0 <= index < len(where):
+        return text
+    rest = text[match.end() :]
+    if jobs is not None and "job_id" not in jobs[index]:
+        rest = _CHOSEN_ID.sub(lambda m: m.group(1) if m.group(2) else f"{m.group(1)}it", rest, count=1)
+    return f"{text[: match.start()]}{where[index]}:{rest}"
 
 
 def _chunks(jobs: list[dict], where: list[str] | None = None) -> list[tuple[int, int]]:

@@ -115,9 +115,11 @@ def test_the_loopback_walkthrough_runs_as_written(fresh_folder):
     # the docs and `serve --help` say it is by default) records each one done.
     submitted = set()
     for output in shell.outputs.values():
-        found = re.search(r"submitted \d+ job\(s\): ([\d, ]+)", output)
-        if found:
-            submitted |= {int(x) for x in found.group(1).split(",")}
+        found = re.search(r"submitted \d+ job\(s\): ([\d, -]+)", output)
+        if found:  # (ids printed as runs: "0-2, 5")
+            for part in found.group(1).split(","):
+                first, _, last = part.strip().partition("-")
+                submitted |= set(range(int(first), int(last or first) + 1))
     assert len(submitted) == 4, shell.outputs
     journal = cwd / "checkpoints" / "roundhouse-journal.sqlite"
     assert journal.is_file()

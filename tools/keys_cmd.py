@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import zmq.auth
@@ -32,18 +33,19 @@ def keys_command(args) -> int:
     written = make_keys(args.folder, args.names, args.submitters)
     for path in written:
         print(path)
+    folder = Path(args.folder)  # (as the paths above: `keys/` is said `keys`, never `keys//scheduler.key`)
     if not written:
-        print(f"{args.folder}: every key already exists")
+        print(f"{folder}: every key already exists")
     print(
-        f"scheduler: roundhouse serve ... --keys {args.folder}\n"
-        f"each node NAME needs {args.folder}/scheduler.key and {args.folder}/NAME.key_secret: "
+        f"scheduler: roundhouse serve ... --keys {folder}\n"
+        f"each node NAME needs {folder / SCHEDULER_KEY}.key and {folder / 'NAME'}.key_secret: "
         f"roundhouse agent --name NAME --keys DIR ...\n"
         f"each submitter NAME the same two files of its own: roundhouse submit ADDRESS --name NAME --keys DIR ..."
     )
     return 0
 
 
-def make_keys(directory: str | Path, names: list[str], submitters: list[str] = ()) -> list[Path]:
+def make_keys(directory: str | Path, names: list[str], submitters: Sequence[str] = ()) -> list[Path]:
     """Create the scheduler's pair (if missing) and one pair per agent name and per submitter;
     admit each one's public key. Each key says its role (an agent's or a submitter's), and the
     scheduler lets no submitter's key register a node. Returns the files written. Existing

@@ -41,13 +41,13 @@ MAX_COUNT = 100_000
 
 def _bounded_seconds(text: str, flag: str, most: float) -> float:
     value = seconds(text, flag)
-    if not 0 < value <= most:  # also refuses inf and nan
+    if value is None or not 0 < value <= most:  # also refuses inf and nan
         raise UsageError(f"{flag} {text}: must be more than 0 and at most {most:g}s")
     return value
 
 
 def submit_command(args) -> int:
-    from roundhouse.agents.submitter import Submitter
+    from roundhouse.agents.submitter import Submitter, id_ranges
     from roundhouse.wire.security import ClientSecurity
 
     setup_logging("warning")
@@ -62,7 +62,7 @@ def submit_command(args) -> int:
             print(json.dumps({k: (int(v) if float(v).is_integer() else v) for k, v in client.status().items()}, indent=2))
             return 0
         ids = client.submit(jobs, where)
-    print(f"submitted {len(ids)} job(s): {', '.join(map(str, ids))}")
+    print(f"submitted {len(ids)} job(s): {id_ranges(ids)}")  # (runs of ids as `0-24999`: --count makes many)
     return 0
 
 

@@ -1,5 +1,6 @@
 """The agent's connection to the scheduler: a DEALER socket (secured, watched for a refused
-handshake), numbered messages in both directions, registration until welcomed, heartbeats."""
+handshake and for a connection that closes during one), numbered messages in both directions,
+registration until welcomed, heartbeats."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import zmq
 from roundhouse.agents.agent.messages import FROM_SCHEDULER, decode
 from roundhouse.wire import protocol
 from roundhouse.wire.protocol import SeqTracker
-from roundhouse.wire.security import HANDSHAKE_FAILURES, ClientSecurity, check_connect_address
+from roundhouse.wire.security import HANDSHAKE_FAILED, HANDSHAKE_FAILURES, REFUSALS, ClientSecurity, check_connect_address
 
 log = logging.getLogger("roundhouse.agent")
 
@@ -36,6 +37,8 @@ class SchedulerLink:
         self.trying_since = time.time()  # when it last began to register (the start, or the scheduler forgot it)
         self.last_warning = self.trying_since
         self.connected = False  # a handshake with the scheduler succeeded, and it has not hung up since
+        self.cut_handshakes = 0  # connections closed during the handshake since one last succeeded (or the start)
+        self._said_cut = False  # said since the last handshake that succeeded (or the start)
         self._seq = protocol.Sequence()
         self._seq.n = time.time_ns() // 1000
         self._from_scheduler = SeqTracker()
@@ -94,7 +97,11 @@ class SchedulerLink:
         self.refused = True
 
     def watch_handshakes(self) -> None:
-        """Read the monitor's events: a failed handshake means the scheduler refused this agent."""
+        """Read the monitor's events. A handshake that failed on the protocol or the key means the
+        scheduler refused this agent (it stops, exit status 2). A connection closed during the
+        handshake without detail is not a refusal: the scheduler went away (killed, restarting,
+        behind a forwarder that accepts for it) or something else listens there; the agent says
+        so, keeps its workers, and ZeroMQ reconnects by itself."""
         from zmq.utils.monitor import recv_monitor_message
 
         while True:
@@ -105,12 +112,37 @@ class SchedulerLink:
             kind = event.get("event")
             if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.connected = True
+                self.cut_handshakes, self._said_cut = 0, False
             elif kind == zmq.EVENT_DISCONNECTED:
                 self._lost_contact()
-            what = HANDSHAKE_FAILURES.get(kind)
-            if what:
-                log.error("the scheduler at %s refused this agent: %s; check the keys (roundhouse keys)", self.scheduler, what)
+            elif kind == HANDSHAKE_FAILED:
+                self._cut_during_handshake()
+            elif kind in REFUSALS:
+                log.error(
+                    "the scheduler at %s refused this agent: %s; check the keys (roundhouse keys)", self.scheduler, REFUSALS[kind]
+                )
                 self.refused = True
+
+    def _cut_during_handshake(self) -> None:
+        """A connection closed during the handshake: said once until a handshake succeeds (each
+        reconnection may end so); the warning that the agent is not registered counts them."""
+        self.cut_handshakes += 1
+        if not self._said_cut:
+            self._said_cut = True
+            log.warning(
+                "the connection to the scheduler at %s closed during the handshake; still trying (%s)",
+                self.scheduler,
+                self._cut_hint(),
+            )
+
+    def _cut_hint(self) -> str:
+        """What a connection closed during the handshake may mean."""
+        if self.security.insecure:
+            return "is the scheduler restarting, or is something else listening at that address?"
+        return (
+            "is the scheduler restarting, is something else listening at that address, or is the "
+            "scheduler.key in the key folder another scheduler's?"
+        )
 
     def _lost_contact(self) -> None:
         """The connection to the scheduler broke: said once (ZeroMQ reconnects by itself)."""
@@ -132,11 +164,15 @@ class SchedulerLink:
     def _warn_unregistered(self, now: float) -> None:
         if now - self.last_warning >= self.warn_every_s:
             self.last_warning = now
+            if self.cut_handshakes:
+                hint = f"{self.cut_handshakes} connection(s) closed during the handshake: {self._cut_hint()}"
+            else:
+                hint = "is it running, at that address, and reachable from here?"
             log.warning(
-                "not registered with the scheduler at %s after %.0f s; still trying (is it running, "
-                "at that address, and reachable from here?)",
+                "not registered with the scheduler at %s after %.0f s; still trying (%s)",
                 self.scheduler,
                 now - self.trying_since,
+                hint,
             )
 
     def register(self, running: list[dict]) -> None:
