@@ -7,6 +7,7 @@ import ast
 import functools
 import itertools
 import os
+import pickle
 import sys
 import time
 import weakref
@@ -195,21 +196,24 @@ class Synthesizer(Element):
     """Every few rounds, simulate every combination of its switches' candidates ahead from now,
     and switch to the one that serves the metric best.
 
-    Every `every` rounds (Blox: ten rounds of five minutes), from round 0, it forks the state at
-    the round's start (world, clock, every element) and, for each combination of the candidates
-    of the switches it names (three admission gates times three policies: nine), simulates the
-    jobs now in the system over `horizon`, without new arrivals, in a pool of `workers`
-    processes. Where it cannot start processes, it simulates them one after another in its own
-    (as `workers=1`): inside a daemon process (a sweep's local or Dask worker), or under a main
-    script that a started process would run again (one without an `if __name__ == "__main__":`
-    guard). The choices are the same either way. It then selects the best combination in the
-    switches, from this round on; a tie keeps the one running. It ticks first in its round, and
-    a graph has one. Metrics, smaller is better: `jct`, the mean time the jobs spend in the
-    system within the horizon (the area under the number of jobs in the system, whose sum
-    average JCT is); `responsiveness`, the mean wait of the jobs not yet started; `both`, each
-    divided by the best combination's value or one round's length, whichever is larger, summed
-    (divided by the best wait alone, a combination where nobody waits would outweigh any
-    difference in JCT). Its report
+    Every `every` rounds (Blox: ten rounds of five minutes), from round 0 (rounds counted by the
+    clock: a run started from a forked world decides at the next such round), it forks the state
+    at the round's start (world, clock, every element) and, for each combination of the
+    candidates of the switches it names (three admission gates times three policies: nine),
+    simulates the jobs now in the system over `horizon`, without new arrivals, in a pool of
+    `workers` processes. Where it cannot start processes, it simulates them one after another in
+    its own (as `workers=1`): inside a daemon process (a sweep's local or Dask worker), under a
+    main script that a started process would run again (one without an
+    `if __name__ == "__main__":` guard), or when the state cannot be sent to a started process
+    (it holds what cannot be pickled, or an element's class is defined in an interactive
+    session, a notebook or `python -c`, which a started process cannot import). The choices are
+    the same either way. It then selects the best combination in the switches, from this round
+    on; a tie keeps the one running. It ticks first in its round, and a graph has one. Metrics,
+    smaller is better: `jct`, the mean time the jobs spend in the system within the horizon (the
+    area under the number of jobs in the system, whose sum average JCT is); `responsiveness`, the
+    mean wait of the jobs not yet started; `both`, each divided by the best combination's value
+    or one round's length, whichever is larger, summed (divided by the best wait alone, a
+    combination where nobody waits would outweigh any difference in JCT). Its report
     `choices` says which combination ran from when, `decisions` what each one was expected to
     give.
 
@@ -303,10 +307,14 @@ class Synthesizer(Element):
         self.counters["choice"] = self._choice
 
     def quiet_until(self, ctx: RoundContext) -> float | None:
-        """Event skipping: nothing changes until its next decision round, which is not skipped."""
+        """Event skipping: nothing changes until its next decision round, which is not skipped.
+        Counted in rounds from this one (a run need not start on its clock's round grid: a
+        what-if run starts where the world was forked), and half a round early, so that the
+        clock's rounding cannot pass that round."""
         if self._frozen:
             return float("inf")
-        return (ctx.round_index // self.every + 1) * self.every * ctx.round_s
+        rounds = self.every - ctx.round_index % self.every  # (to the next round whose index `tick` decides in)
+        return ctx.now + (rounds - 0.5) * ctx.round_s
 
     def _best(self, outlooks: list[Outlook], round_s: float) -> int:
         jct = np.array([o.time_in_system_s for o in outlooks])
@@ -392,7 +400,17 @@ def _simulate_all(synth: Synthesizer, fork: Fork, combos: list[tuple[int, ...]])
     pool = _POOLS.get(synth)
     if workers <= 1 or (pool is None and not can_start_processes()):
         return [_simulate(*t) for t in tasks]
-    shared = fork.packed().shared
+    # What cannot be sent to a started process (state that copies but does not pickle, or refers
+    # to what a started process cannot import): the same look-aheads, in this one.
+    try:
+        packed = fork.packed()
+        shared = packed.shared
+        assert not isinstance(shared, str)  # (a fork made in this process)
+        blob = shared.blob()
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return [_simulate(*t) for t in tasks]
+    if not main_importable() and (_names_main(packed.data) or _names_main(blob)):
+        return [_simulate(*t) for t in tasks]
     if pool is not None and pool.shared is not shared:  # (its processes do not hold what this fork refers to)
         _close_pool(synth)
         pool = None
@@ -401,13 +419,30 @@ def _simulate_all(synth: Synthesizer, fork: Fork, combos: list[tuple[int, ...]])
     return list(pool.executor.map(_simulate, *zip(*tasks)))
 
 
-def _start_pool(synth: Synthesizer, shared: Shared | str, workers: int) -> _Pool:
+def main_importable() -> bool:
+    """Whether a spawned process imports this one's main module again, so that a class defined
+    in it (an element's, or that of a value in its state) can be sent to it: by its module name
+    (`python -m NAME`, except a package's `__main__`) or by its file (a script). An interactive
+    session's, a notebook's or `python -c`'s main is not imported again."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None:
+        return not (spec.name == "__main__" or spec.name.endswith(".__main__"))
+    return getattr(main, "__file__", None) is not None
+
+
+def _names_main(pickled: bytes) -> bool:
+    """Whether pickled bytes may refer to something defined in the main module: a pickle names
+    the module of each class or function it refers to, as text, so one that never spells
+    `__main__` refers to nothing there (one that spells it otherwise, say in a job's name, only
+    makes the look-aheads run in this process)."""
+    return b"__main__" in pickled
+
+
+def _start_pool(synth: Synthesizer, shared: Shared, workers: int) -> _Pool:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from roundhouse.runtime.snapshot import Shared
-
-    assert isinstance(shared, Shared)  # (a fork made in this process)
     # Spawned, not forked: a live scheduler's sockets and threads stay in this process.
     executor = ProcessPoolExecutor(
         workers,

@@ -105,7 +105,7 @@ class Simulation:
             raise UsageError(f"trace: expected the path of a trace file, got {type(trace).__name__}")
         if isinstance(cluster, Path):
             cluster = str(cluster)  # (a spec is text: a .toml path reads as one)
-        until = _time_argument("until", until)
+        until = _time_argument("until", until, optional=True)
         # (A keyword setting's problem is said as the keyword's, not as a --set's.)
         keywords = [Override(f"{k}={_setting_text(k, v)}", flag="keyword setting") for k, v in settings.items()]
         sets = [*overrides, *(o.text for o in keywords)]
@@ -246,10 +246,11 @@ class Simulation:
     def world_now(self) -> World:
         """A copy of the world as of the clock. (Between two rounds the simulator has already
         computed the last round's progress and completions, which `world` learns only at the
-        next round's start; here they are folded in.) This simulation is not changed."""
-        fork = snapshot.fork_engine(self._engine)
-        fork.fold_in()
-        return fork.world
+        next round's start; here they are folded in.) This simulation is not changed, and its
+        elements need not be forkable: they are not copied."""
+        books = snapshot.copy_books(self._engine)
+        books.fold_in()
+        return books.world
 
     def jobs(self, columns: Sequence[str] = JOB_COLUMNS) -> pl.DataFrame:
         """Every job seen so far, one row each, with its times (NaN: not yet), as of the clock:
@@ -274,10 +275,16 @@ class Simulation:
     def result(self) -> RunResult:
         """The run's result: at its end, the final one; before, that of a fork ended now, as a
         run given `until` the clock ends (its round at the clock ticked, so the last round's
-        progress and completions are counted). The simulation itself goes on unchanged."""
+        progress and completions are counted). The simulation itself goes on unchanged. Before
+        the end, as a fork, it needs every element forkable (a ForkError names one that is not)."""
         if self._result is not None:
             return self._result
-        engine = snapshot.fork_engine(self._engine)
+        try:
+            engine = snapshot.fork_engine(self._engine)
+        except snapshot.ForkError as err:
+            raise snapshot.ForkError(
+                f"a result or summary before the run ends is that of a fork of it, ended now: {err}"
+            ) from None
         if not self.done:
             engine.look_ahead(engine.backend.now)
             while not engine.step():
@@ -286,7 +293,8 @@ class Simulation:
 
     def summary(self) -> dict[str, Any]:
         """The first metrics sink's summary (average JCT, makespan, utilisation, ...), as
-        `roundhouse run` prints it; empty if the graph has no such sink."""
+        `roundhouse run` prints it; empty if the graph has no such sink. Before the end, that of
+        a fork ended now (`result`): it needs every element forkable."""
         for report in self.result().reports.values():
             if isinstance(report, dict) and "summary" in report:
                 return dict(report["summary"])
@@ -342,12 +350,13 @@ def _setting_text(name: str, value: Any) -> str:
     return json.dumps(str(value))
 
 
-def _time_argument(name: str, value):
-    """A time in seconds given to the API: a number of 0 or more (None: no limit)."""
-    if value is None:
+def _time_argument(name: str, value, optional: bool = False):
+    """A time in seconds given to the API: a number of 0 or more (None, where `optional`: no limit)."""
+    if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise UsageError(f"{name}: expected seconds, a number of 0 or more, got {value!r}")
+        hint = " (to run to the end, call run())" if value is None else ""
+        raise UsageError(f"{name}: expected seconds, a number of 0 or more, got {value!r}{hint}")
     return float(value)
 
 

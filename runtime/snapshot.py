@@ -16,7 +16,9 @@ There is one way to fork, `fork_engine`: between two rounds (`Simulation.fork`),
 round for a look-ahead (runtime/lookahead.py, the synthesizer), from a simulation or from a live
 run's books or a replayed journal's (any backend but the simulator left out: the copy
 simulates with the simulator). `pack` pickles such a fork for a pool's processes, with what is
-shared referred to (each process holds it once).
+shared referred to (each process holds it once). A copy only to read the world from
+(`copy_books`: the world as of the clock, `Simulation.world_now`) shares the elements instead,
+so they need not be forkable.
 
 A snapshot file is one JSON header line, then the state as two pickles (see `save` for the
 fields and `FORMAT_VERSION` for when it changes). Only open snapshots you made: unpickling runs
@@ -175,6 +177,7 @@ class Shared:
         self.objects = objects
         self.key = key
         self.ids = {id(o): i for i, o in enumerate(objects)}
+        self._blob: bytes | None = None
 
     @classmethod
     def of(cls, engine: Engine) -> Shared:
@@ -189,10 +192,13 @@ class Shared:
         return got
 
     def blob(self) -> bytes:
-        """The shared objects themselves, for `install` in another process."""
-        buffer = io.BytesIO()
-        _ForkPickler(buffer, Shared([], self.key), set()).dump(self.objects)
-        return buffer.getvalue()
+        """The shared objects themselves, for `install` in another process (pickled once: they
+        never change during a run)."""
+        if self._blob is None:
+            buffer = io.BytesIO()
+            _ForkPickler(buffer, Shared([], self.key), set()).dump(self.objects)
+            self._blob = buffer.getvalue()
+        return self._blob
 
 
 _INSTALLED: dict[str, Shared] = {}  # in a pool's process, for as long as it runs
@@ -299,16 +305,40 @@ def fork_engine(engine: Engine, now: float | None = None) -> Engine:
         if new.peers:  # (the elements it names are the fork's own)
             new.peers = {name: elements[name] for name in new.peers}
     for name, state in states.items():
-        fixed = type(engine.graph.elements[name]).fixed
+        cls = type(engine.graph.elements[name])
         for attr, value in state.items():
-            if attr not in fixed:
-                elements[name].__dict__[attr] = copy.deepcopy(value, memo)
+            if attr not in cls.fixed:
+                elements[name].__dict__[attr] = _copy_state(name, cls, attr, value, memo)
     memo[id(engine.graph)] = attrs.evolve(engine.graph, elements=elements)
     fork = copy.deepcopy(engine, memo)
     if not simulated:
         fork.backend = Simulator.for_graph(fork.world, fork.graph.settings)
         fork.backend.jump_to(engine.backend.now if now is None else now)
     return fork
+
+
+def _copy_state(name: str, cls: type[Element], attr: str, value: object, memo: dict[int, Any]) -> object:
+    """A copy of one attribute of an element's state; a ForkError naming the element, its class
+    and the attribute if it holds what cannot be copied (a lock, an open file)."""
+    try:
+        return copy.deepcopy(value, memo)
+    except Exception as err:
+        raise ForkError(
+            f"element '{name}' ({cls.__name__}) cannot be forked: its state attribute {attr} holds what cannot "
+            f"be copied ({type(err).__name__}: {err})"
+        ) from None
+
+
+def copy_books(engine: Engine) -> Engine:
+    """A copy of a begun engine, between two rounds, to read its world from, not to run: the
+    world, the backend and the engine's own state are copied as `fork_engine` copies them, but
+    the elements are not (the copy refers to the original's), so they need not be forkable.
+    Only the copy's books may move on (`Engine.fold_in`): ticking an element of it would change
+    the original's. (`Simulation.world_now` and `Simulation.jobs`.)"""
+    memo: dict[int, Any] = {id(obj): obj for obj in _shared(engine)}
+    memo[id(engine.graph)] = engine.graph
+    memo.update((id(el), el) for el in engine.graph.elements.values())
+    return copy.deepcopy(engine, memo)
 
 
 def _mapping_proxy(items: dict) -> MappingProxyType:
