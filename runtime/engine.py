@@ -377,8 +377,7 @@ class Engine:
         self._rounds = 0
         self._idle_rounds = 0
         self.stop_reason = ""
-        ctx = self._context(Events(time=self.backend.now), 0)
-        self._ctx = ctx
+        self._ctx = ctx = self._context(Events(time=self.backend.now), 0)
         for el in self._order:
             ctx.element = el
             call_element(el, "start", ctx, el.start, ctx)
