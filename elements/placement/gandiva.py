@@ -1,6 +1,7 @@
 """Gandiva (OSDI'18) after Dally's evaluation: network-agnostic placement with machine
-affinity by GPU demand, and migration of spread jobs when a better placement frees up (the
-class docstring says where it differs from the authors' simulator)."""
+affinity by GPU demand, and migration of a job spread over racks into one rack when one frees
+up (the class docstring says where it differs from the authors' simulator and from the paper's
+description)."""
 
 from __future__ import annotations
 
@@ -29,31 +30,48 @@ class Gandiva(Placer):
     spread over racks moves to one rack when one frees up.
 
     Running jobs keep their GPUs (Gandiva does not preempt here). Waiting jobs are served in
-    ranking order (pair it with Fifo(backfill=true): Dally's Gandiva orders bids by arrival, and
-    a job that fits nowhere lets later ones through); with a ranking that does not allow
-    backfilling, the first waiting job it cannot place stops the round's starts, as in a strict
-    queue (running jobs may still migrate). A job wanting at most one machine's GPUs
-    takes, among the machines with room for it, the one with the most free GPUs whose affinity
-    is its GPU demand; else an unclaimed machine (with the most free GPUs), which from then on
-    has that affinity; else any machine with room; else it waits: it is never spread. A
-    machine with no running job loses its affinity. A larger job takes free GPUs at random
-    (seeded), whatever the tier: Gandiva knows nothing of racks. Then, in ranking order, a
-    running job larger than a machine but no larger than a rack whose GPUs span several racks
-    moves (suspended and launched again, paying the checkpoint) to the rack with the fewest free
-    GPUs that holds it, if any does. Needs a cluster of one GPU type.
+    ranking order (pair it with Fifo(backfill=true): Dally's Gandiva orders the jobs that have
+    not run by arrival, and a job that fits nowhere lets later ones through); with a ranking
+    that does not allow backfilling, the first waiting job it cannot place stops the round's
+    starts, as in a strict queue (running jobs may still migrate). A job wanting at most one
+    machine's GPUs takes, among the machines with room for it, the one with the most free GPUs
+    whose affinity is its GPU demand; else an unclaimed machine (with the most free GPUs), which
+    from then on has that affinity; else any machine with room; else it waits: it is never
+    spread. A machine with no running job loses its affinity. A larger job takes free GPUs at
+    random (seeded), whatever the tier: Gandiva knows nothing of racks. Then, in ranking order,
+    a running job larger than a machine but no larger than a rack whose GPUs span several racks
+    moves (suspended and launched again, paying the checkpoint) to the lowest-numbered free GPUs
+    of the rack with the fewest free GPUs that holds it, if any does. That is the only move, as
+    in the authors' simulator: a job spread over several machines of one rack stays there even
+    when whole machines free up, and a job larger than a rack never moves. Dally's paper
+    describes its Gandiva more broadly, as migrating jobs "to more favorable GPU consolidation
+    whenever resources become available"; the simulator its evaluation ran moves a job larger
+    than a machine only from several racks into one. Needs a cluster of one GPU type.
 
     Differs from the authors' simulator (cluster-sim's Gandiva, the one Dally's evaluation ran):
-    there, once a GPU demand has affinity machines, a job of that demand considers only them
-    and waits when none has room; unclaimed machines, then any machine, are tried only for a
-    demand that has no affinity machine yet. Here every job falls back to an unclaimed machine,
-    then to any machine with room, so fewer jobs wait.
+    there, GPUs are leased: at each lease's end a running job gives its GPUs back and is placed
+    afresh (a job larger than a machine again at random); here it keeps them until it ends or
+    moves. There, once a GPU demand has affinity machines, a job of that demand considers only
+    them; unclaimed machines, then any machine, are tried only for a demand that has no affinity
+    machine yet. Its room test reads the last machine scanned rather than the one chosen, so
+    such a job may wait while an affinity machine has room, or, when none has, take free GPUs
+    anywhere (and later move to the machine with the most free GPUs). A machine keeps its
+    affinity for good, recorded by its position in its rack, so that it holds for the machine at
+    that position in every rack. Here every job falls back to an unclaimed machine, then to any
+    machine with room, so fewer jobs wait; none is spread; and a machine loses its affinity when
+    it runs nothing. There, a job leaving several racks goes to the first rack with room (the
+    lowest-numbered) and takes random GPUs in it; here to the fullest rack that holds it and its
+    lowest-numbered free GPUs, so it tends to span fewer machines. There, running jobs bid
+    before the jobs that have not run (bids go by first start, latest first), so a move takes
+    GPUs before a waiting job can; here waiting jobs are placed first and moves take what they
+    leave.
 
     Arguments:
         seed: seed of the random spread of large jobs (default: the graph's).
     Counters:
         affinity: jobs placed on a machine whose affinity is their GPU demand so far.
         spread: jobs larger than a machine placed on random GPUs so far.
-        migrated: running jobs moved from several racks to one so far.
+        migrated: running jobs moved from several racks to one so far (the only move).
     Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and
     machines N, plus O(m R) over the running jobs m larger than a machine and racks R (migration).
         Not ticked after a round whose plan changed nothing, until an arrival or a completion

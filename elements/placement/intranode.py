@@ -4,7 +4,8 @@ matters to jobs that exchange gradients every iteration (Blox §5.3, Table 4).""
 
 from __future__ import annotations
 
-from itertools import combinations
+from itertools import chain, combinations
+from math import comb
 from typing import TYPE_CHECKING
 
 import attrs
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 
 _NEVER = np.iinfo(np.int64).max
+EXHAUSTIVE_SETS = 10_000  # BandwidthAwareIntraNode tries every set of free GPUs up to this many
 
 
 class _IntraNode(Placer):
@@ -70,16 +72,22 @@ class BandwidthAwareIntraNode(_IntraNode):
     highest aggregate link bandwidth.
 
     The node is chosen as Consolidated does (the one with the fewest free GPUs that holds the
-    job; among equally full nodes, the one offering the best GPU set); inside it, every set of
-    free GPUs of the right size is scored by the sum of its pairwise link bandwidths and the
+    job; among equally full nodes, the one offering the best GPU set); inside it, the sets of
+    free GPUs of the right size are scored by the sum of their pairwise link bandwidths and the
     best wins (ties: the lowest GPU ids). On a p3.8xlarge a 2-GPU job gets a double-NVLink
-    pair (0-3 or 1-2) when one is free. Nodes without a known topology fall back to the lowest
-    free GPUs.
+    pair (0-3 or 1-2) when one is free. The search is exhaustive when the node's free GPUs
+    form at most 10,000 such sets (every node of up to 8 GPUs: at most C(8, 4) = 70, and every
+    shipped topology); beyond that it is greedy: the free pair with the fastest link, then, one
+    at a time, the free GPU adding the most bandwidth to those chosen (ties: the lowest id),
+    which need not be the best set. A node whose links among its free GPUs are all unknown (no
+    topology) scores every set 0, so it gets the lowest free GPUs without a search.
 
     Arguments:
         none
-    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l g^2) over the jobs l it places and a
-        node's GPUs g (link bandwidths within the node).
+    Cost: O(n + G) over ranked jobs n and GPUs G, plus, per job it places and equally full node
+        it tries, O(f^2) over the node's free GPUs f and O(s k^2) over the sets s of k GPUs it
+        scores: every set when there are at most 10,000, else O(k f) for the greedy choice, and
+        none without a known topology.
     See also: RandomIntraNode, Consolidated, LinkBandwidth
     Paper: Blox (EuroSys'24) §5.3 and Table 4 (after Blink, MLSys'20).
     """
@@ -90,13 +98,44 @@ class BandwidthAwareIntraNode(_IntraNode):
         return nodes
 
     def pick(self, links: np.ndarray, free_local: np.ndarray, want: int) -> np.ndarray:
-        best, best_score = free_local[:want], -1.0
-        for subset in combinations(free_local.tolist(), want):  # at most C(8, 4) = 70
-            local = np.asarray(subset)
-            score = _aggregate(links, local)
-            if score > best_score + 1e-9:
-                best, best_score = local, score
-        return best
+        sub = links[np.ix_(free_local, free_local)]
+        if want < 2 or np.isnan(sub[~np.eye(len(free_local), dtype=bool)]).all():
+            return free_local[:want]  # every set scores 0: the first, as the search would pick
+        if comb(len(free_local), want) <= EXHAUSTIVE_SETS:
+            return _best_set(sub, free_local, want)
+        return _greedy_set(np.nan_to_num(sub, nan=0.0), free_local, want)
+
+
+def _best_set(sub: np.ndarray, free_local: np.ndarray, want: int) -> np.ndarray:
+    """The set of `want` GPUs (of `free_local`, links among them `sub`) with the highest summed
+    link bandwidth, trying every one: the first in lexicographic order that beats each earlier
+    one by more than 1e-9 (ties: the lowest ids)."""
+    n_sets = comb(len(free_local), want)
+    sets = np.fromiter(chain.from_iterable(combinations(range(len(free_local)), want)), dtype=np.int64, count=n_sets * want)
+    sets = sets.reshape(n_sets, want)
+    first, second = np.triu_indices(want, 1)
+    scores = np.nansum(sub[sets[:, first], sets[:, second]], axis=1).tolist()
+    best, best_score = 0, -1.0
+    for i, score in enumerate(scores):
+        if score > best_score + 1e-9:
+            best, best_score = i, score
+    return free_local[sets[best]]
+
+
+def _greedy_set(sub: np.ndarray, free_local: np.ndarray, want: int) -> np.ndarray:
+    """A set of `want` GPUs with high summed link bandwidth, built greedily: the pair with the
+    fastest link, then the GPU adding the most bandwidth to those chosen, one at a time (ties:
+    the lowest ids). `sub` holds the links among `free_local` (0 where unknown)."""
+    upper = np.triu(sub, 1) - np.tril(np.ones_like(sub))  # each pair once, below the diagonal never
+    a, b = divmod(int(upper.argmax()), len(free_local))
+    chosen = np.zeros(len(free_local), dtype=bool)
+    chosen[[a, b]] = True
+    gain = sub[a] + sub[b]
+    for _ in range(want - 2):
+        i = int(np.where(chosen, -np.inf, gain).argmax())
+        chosen[i] = True
+        gain += sub[i]
+    return free_local[chosen]
 
 
 @element
