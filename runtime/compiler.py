@@ -17,6 +17,8 @@ import hashlib
 import json
 import os
 import re
+import types
+import typing
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -158,7 +160,8 @@ class _Compiler:
         for body in self.flat.bodies:
             self._check_body(body)
         self.fail_if_errors()
-        wiring = Wiring(self.flat, self.errors)
+        given = {(name, field): label for name, sets in element_overrides.items() for field, _, label in sets}
+        wiring = Wiring(self.flat, self.errors, given)
         wiring.check_references(elements)
         _check_named_elements(elements, self.flat, wiring, self.errors)
         connections = wiring.connections(elements)
@@ -344,7 +347,7 @@ class _Compiler:
             if open_params and _takes_parameter(arg.value):
                 kwargs[field.name] = _OPEN
                 continue
-            value = self._argument(cls, field, arg.value, decl.base_dir, arg.value.location, deferred)
+            value = self._argument(cls, field, arg.value, None, arg.value.location, deferred)
             kwargs[field.name] = value
             if value is _BAD:
                 ok = False
@@ -412,9 +415,14 @@ class _Compiler:
                 self.errors.append(err)
 
     def _argument(self, cls, field, value_node, base_dir, location, deferred, prefix=""):
+        """An argument's value (`_BAD` if it does not do); a file path relative to `base_dir`, or
+        (None) to the folder of the file that writes it (`_convert_as_written`)."""
         what = f"argument '{field.name}' of {cls.__name__}"
         try:
-            value = convert(value_node, field.type, base_dir, what)
+            if base_dir is None:
+                value = _convert_as_written(value_node, field.type, what)
+            else:
+                value = convert(value_node, field.type, base_dir, what)
         except SchedError as err:
             self.errors.append(err if not prefix else SchedError(prefix + err.message))
             return _BAD
@@ -429,10 +437,38 @@ class _Compiler:
         return value
 
 
+def _convert_as_written(value: ast.Value, annotation: Any, what: str) -> Any:
+    """`convert`, each file path in `value` relative to the folder of the file that writes it:
+    a path an instance gives an elementclass is its own file's, not the elementclass's. A list
+    whose paths are written in several files (an elementclass's list holding an instance's
+    value) is converted an item at a time."""
+    folders = {_folder(v) for v in _strings(value)}
+    if len(folders) <= 1:
+        return convert(value, annotation, folders.pop() if folders else "", what)
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    for option in [a for a in typing.get_args(annotation) if a is not type(None)] if union else [annotation]:
+        if typing.get_origin(option) in (list, tuple):
+            (item_type, *_) = typing.get_args(option) or (Any,)
+            return [_convert_as_written(v, item_type, what) for v in value.items]
+    return convert(value, annotation, "", what)
+
+
+def _strings(value: ast.Value) -> list[ast.Value]:
+    if value.kind == "list":
+        return [s for v in value.items for s in _strings(v)]
+    return [value] if value.kind == "string" else []
+
+
+def _folder(value: ast.Value) -> str:
+    """The folder of the file a literal is written in."""
+    return str(Path(value.location.path).parent)
+
+
 def _check_named_elements(elements: dict[str, Element], flat: FlatGraph, wiring: Wiring, errors: list[SchedError]) -> None:
     """What an element asks of the elements its arguments name (`reference_problem`: a
-    synthesizer's switches must be switches), each at the place that names it; and at most one
-    element that forks the world (it must tick first in its round, before any other)."""
+    synthesizer's switches must be switches), each at the place that names it (or said as the
+    --set's that gives it); and at most one element that forks the world (it must tick first in
+    its round, before any other)."""
     for name, el in elements.items():
         problem = getattr(el, "reference_problem", None)
         if problem is None:
@@ -443,7 +479,7 @@ def _check_named_elements(elements: dict[str, Element], flat: FlatGraph, wiring:
                 if isinstance(ref, ElementRef) and ref.name in elements:
                     why = problem(field.name, elements[ref.name])
                     if why is not None:
-                        errors.append(SchedError(why, wiring.argument_location(name, field.name, ref.name)))
+                        errors.append(wiring.at_argument(name, field.name, ref.name, why))
     forking = [name for name, el in elements.items() if getattr(type(el), "forks_world", False)]
     for name in forking[1:]:
         first = forking[0]

@@ -15,7 +15,7 @@ from roundhouse.errors import Location, SchedError, did_you_mean
 from roundhouse.runtime import registry
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.flat import port_key
-from roundhouse.runtime.dsl.loader import Edge, FlatGraph
+from roundhouse.runtime.dsl.loader import Decl, Edge, FlatGraph
 from roundhouse.runtime.element import Element, Port
 from roundhouse.runtime.types import Events
 from roundhouse.runtime.values import ElementRef
@@ -33,10 +33,13 @@ class Connection:
 class Wiring:
     """Checks of one flat graph's connections; problems go to `errors`."""
 
-    def __init__(self, flat: FlatGraph, errors: list[SchedError]):
+    def __init__(self, flat: FlatGraph, errors: list[SchedError], given: dict[tuple[str, str], str] | None = None):
         self.flat = flat
         self.errors = errors
         self.file_location = Location(flat.path, 1, 1, 1)
+        # The arguments given on the command line, (element, field) -> the option ("--set x.f=..."):
+        # a problem with the elements one names is that option's, not the file's.
+        self.given = given or {}
 
     def check_references(self, elements: dict[str, Element]) -> None:
         holder_of: dict[str, str] = {}
@@ -47,29 +50,29 @@ class Wiring:
                 for ref in refs:
                     if not isinstance(ref, ElementRef):
                         continue
-                    where = self.argument_location(name, field.name, ref.name)
+                    where = (name, field.name, ref.name)
                     if ref.name not in elements:
                         self.errors.append(
-                            SchedError(
+                            self.at_argument(
+                                *where,
                                 f"argument '{field.name}' of {type(el).__name__} names no element '{ref.name}'",
-                                where,
-                                hint=did_you_mean(ref.name, elements),
+                                hint=did_you_mean(ref.name, self._writable(name, field.name, elements)),
                             )
                         )
                     elif field.name in type(el).holds:
                         if ref.name == name:
-                            self.errors.append(SchedError(f"'{name}' names itself as one of its own candidates", where))
+                            self.errors.append(self.at_argument(*where, f"'{name}' names itself as one of its own candidates"))
                             continue
                         if ref.name in holder_of:
                             self.errors.append(
-                                SchedError(
+                                self.at_argument(
+                                    *where,
                                     f"'{ref.name}' is already a candidate of '{holder_of[ref.name]}': "
                                     "an element is ticked by one holder",
-                                    where,
                                 )
                             )
                         holder_of[ref.name] = name
-                        self._check_candidate(el, elements[ref.name], field.name, where)
+                        self._check_candidate(el, elements[ref.name], where)
         for e in self.flat.edges:
             for end in (e.src, e.dst):
                 if end in holder_of:
@@ -81,7 +84,7 @@ class Wiring:
                         )
                     )
 
-    def _check_candidate(self, holder: Element, candidate: Element, field: str, where: Location) -> None:
+    def _check_candidate(self, holder: Element, candidate: Element, where: tuple[str, str, str]) -> None:
         """A candidate is ticked in its holder's place: it has the holder's ports."""
 
         def shape(el: Element) -> str:
@@ -91,12 +94,31 @@ class Wiring:
 
         if shape(holder) != shape(candidate):
             self.errors.append(
-                SchedError(
+                self.at_argument(
+                    *where,
                     f"'{candidate.name}' ({type(candidate).__name__}) cannot be a candidate of '{holder.name}' "
                     f"({type(holder).__name__}): it {shape(candidate)}, where '{holder.name}' {shape(holder)}",
-                    where,
                 )
             )
+
+    def at_argument(self, name: str, field: str, item: str | None, message: str, hint: str | None = None) -> SchedError:
+        """A problem with the `item` that element `name`'s argument `field` names: at the place
+        the file writes it, or, given on the command line, said as that option's."""
+        given = self.given.get((name, field))
+        if given is not None:
+            return SchedError(f"{given}: {message}", hint=hint)
+        return SchedError(message, self.argument_location(name, field, item), hint=hint)
+
+    def _writable(self, name: str, field: str, elements: dict[str, Element]) -> set[str]:
+        """The names of elements that argument `field` of element `name` can write: those
+        declared by name in the graph, and, in an elementclass's body, those declared by name
+        in it, as written there. (An anonymous element's name, `Fifo@3`, is none the language
+        can write.)"""
+        scopes = {""}
+        if "/" in name and (name, field) not in self.given:
+            scopes.add(name.rpartition("/")[0] + "/")
+        rests = (other[len(scope) :] for other in elements for scope in scopes if other.startswith(scope))
+        return {rest for rest in rests if rest and "/" not in rest and "@" not in rest}
 
     def argument_location(self, name: str, field: str, item: str | None = None) -> Location:
         """Where element `name` writes argument `field`: the `item` it names, if given and in a list."""
@@ -220,17 +242,28 @@ class Wiring:
                 SchedError("the graph has no pool: every scheduler needs one JobPool of admitted jobs", self.file_location)
             )
         for extra in pools[1:]:
-            first_at = self.flat.decls[pools[0].name].location
-            self.errors.append(
-                SchedError(
-                    f"a graph has exactly one pool; '{extra.name}' is a second (first at {first_at})",
-                    self.flat.decls[extra.name].location,
-                )
-            )
+            self.errors.append(self._second_pool(self.flat.decls[pools[0].name], self.flat.decls[extra.name]))
         if not any(el.category == "launch" for el in elements.values()):
             self.errors.append(
                 SchedError("the graph has no launcher: add a Launch element to carry out its plans", self.file_location)
             )
+
+    @staticmethod
+    def _second_pool(first: Decl, extra: Decl) -> SchedError:
+        """A second pool; one declared at the place of the first (in an elementclass of two
+        instances) is said by the instances, at the second's."""
+        if first.location != extra.location or not first.within or not extra.within:
+            return SchedError(
+                f"a graph has exactly one pool; '{extra.name}' is a second (first at {first.location})", extra.location
+            )
+        # (the instances, from the innermost out, that are declared at different places)
+        pairs = zip(reversed(first.within), reversed(extra.within))
+        (one, one_at), (other, other_at) = next(((a, b) for a, b in pairs if a[1] != b[1]), (first.within[-1], extra.within[-1]))
+        return SchedError(
+            f"a graph has exactly one pool; '{extra.name}' is a second, after '{first.name}': both are declared at "
+            f"{first.location}, in an elementclass with two instances, '{one}' (at {one_at}) and '{other}' (here)",
+            other_at,
+        )
 
     def _unconnected(self, el: Element, port: Port, side: str, location: Location, hint: str | None) -> None:
         """Reports a port nothing connects to; one that a compound instance's port stands for is

@@ -238,7 +238,9 @@ def _record(run: RunFolder) -> pl.DataFrame | None:
     try:
         record = pl.read_parquet(path, columns=["t_s", "job_id", "state", "reason", "b"])
     except (pl.exceptions.PolarsError, OSError) as err:
-        print(f"warning: {path}: cannot be read as Parquet ({first_line(err)}); GPUs held are drawn from jobs.csv", file=sys.stderr)
+        print(
+            f"warning: {path}: cannot be read as Parquet ({first_line(err)}); GPUs held are drawn from jobs.csv", file=sys.stderr
+        )
         return None
     return record
 

@@ -15,6 +15,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -95,7 +98,6 @@ def load_element_file(path: Path) -> str | None:
     its module (`element_file_digest`), so that a run's key describes the code that ran."""
     import hashlib
     import importlib.util
-    import sys
     import traceback
 
     from roundhouse.runtime import user_modules
@@ -103,6 +105,8 @@ def load_element_file(path: Path) -> str | None:
     resolved = str(path.resolve())
     if path.suffix != ".py":
         return "a required file is Python ending in .py (a .sched file is brought in with import)"
+    if path.is_dir():
+        return f"{path} is a folder, not a Python file"
     if not path.is_file():
         return f"no such file ({path})"
     try:
@@ -125,7 +129,7 @@ def load_element_file(path: Path) -> str | None:
     before = sys.modules.get(name)
     sys.modules[name] = module
     try:
-        with registry.importing_file(str(path)):
+        with registry.importing_file(str(path)), _importable_from(str(Path(resolved).parent)):
             # (The bytes digested are the bytes run: the file may change while it is imported.)
             exec(compile(source, resolved, "exec", dont_inherit=True), module.__dict__)  # (not this module's __future__)
     except (Exception, SystemExit) as err:  # the user's code: report where, not how deep
@@ -144,6 +148,22 @@ def load_element_file(path: Path) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _importable_from(folder: str) -> Iterator[None]:
+    """While an element file is imported, the modules beside it are importable (`import helper`),
+    as Python makes those beside a script it runs: its folder is first on `sys.path`. (A module
+    so imported stays imported; the folder is not left on the path for other code to find.)"""
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        # (the element file's own code may have changed sys.path: take out the entry put in)
+        for i, entry in enumerate(sys.path):
+            if entry is folder:
+                del sys.path[i]
+                break
+
+
 def element_file_digest(path: str | Path) -> str | None:
     """The SHA-256 of the text an element file's module was imported from in this process, or
     None if it was not imported (or not since `registry.scope` forgot it)."""
@@ -159,26 +179,56 @@ def _in_scope(value: ast.Value, local: dict[str, str]) -> ast.Value:
     return value
 
 
-def _chosen_settings(settings: dict[str, list[tuple[ast.Setting, int]]], errors: list[SchedError]) -> dict[str, ast.Setting]:
-    """Each setting as the file nearest the graph's own sets it: the graph's file, then the
-    files it imports, then theirs. Two files as near that set it differently are an error:
-    which one won would depend on the order of the imports, without a word."""
+def _defaults_in_scope(env: dict[str, ast.Value], definition: ast.ElementClass, local: dict[str, str]) -> dict[str, ast.Value]:
+    """An instance's parameters, a name in a default (written in the elementclass) meaning the
+    instance's element of that name, as one in its body does."""
+    defaults = {p.name: p.default for p in definition.params if p.default is not None}
+    return {k: _in_scope(v, local) if defaults.get(k) is v else v for k, v in env.items()}
+
+
+def _chosen_settings(
+    settings: dict[str, list[ast.Setting]], imports: dict[str, set[str]], errors: list[SchedError]
+) -> dict[str, ast.Setting]:
+    """Each setting as the file that wins for it sets it: a file's own settings win over those
+    of every file it imports, directly or through others (`imports`: each file's, by resolved
+    path), whatever the order of the import lines. Two files neither of which imports the other
+    that set it differently are an error: which one won would depend on that order, without a word."""
     chosen: dict[str, ast.Setting] = {}
+    below = _imported_below(imports)
     for name, writes in settings.items():
-        nearest = min(depth for _, depth in writes)
-        first, *others = [st for st, depth in writes if depth == nearest]
+        files = [_resolved(st.location.path) for st in writes]
+        first, *others = [st for st, file in zip(writes, files) if not any(file in below.get(f, ()) for f in files if f != file)]
         chosen[name] = first
         for other in others:
             if not _same_value(first, other):
                 errors.append(
                     SchedError(
-                        f"setting '{name}' is set differently by two files imported at the same depth: "
+                        f"setting '{name}' is set differently by two files, neither of which imports the other: "
                         f"{_shown(other)} here, {_shown(first)} at {first.location}",
                         other.location,
-                        hint=f"set '{name}' in a file that imports them: a file's own settings win over those it imports",
+                        hint=f"set '{name}' in a file that imports them both: a file's own settings win over those it imports",
                     )
                 )
     return chosen
+
+
+def _resolved(path: str) -> str:
+    return str(Path(path).resolve())
+
+
+def _imported_below(imports: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Each file's imports, directly or through others (by resolved path)."""
+    below: dict[str, set[str]] = {}
+    for top in imports:
+        seen: set[str] = set()
+        pending = list(imports[top])
+        while pending:
+            file = pending.pop()
+            if file not in seen:
+                seen.add(file)
+                pending += imports.get(file, ())
+        below[top] = seen
+    return below
 
 
 def _same_value(a: ast.Setting, b: ast.Setting) -> bool:
@@ -196,6 +246,24 @@ def _plain(value: ast.Value) -> object:
     if value.kind == "list":
         return ("list", tuple(_plain(v) for v in value.items))
     return (value.kind, value.value)
+
+
+def _clashing_class_names(classes: dict[str, tuple[ast.ElementClass, str]], required_as: dict[str, str]) -> list[SchedError]:
+    """An elementclass may not take the name of a Python element class, a built-in one or one
+    a required file defines (`required_as`: resolved -> as written), whichever comes first."""
+    errors = []
+    for name, (definition, _) in classes.items():
+        cls = registry.get(name)
+        if cls is None:
+            continue
+        if name in registry.builtin_modules():
+            what = "a built-in element class"
+        else:
+            file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+            written = required_as.get(str(Path(file).resolve())) if isinstance(file, str) else None
+            what = f"a required element class (defined in {written})" if written else "an element class defined in Python"
+        errors.append(SchedError(f"elementclass '{name}' has the name of {what}", definition.location))
+    return errors
 
 
 def _port_connects_nothing(port: ast.PortRef, node: ast.Node, side: str) -> SchedError:
@@ -221,11 +289,13 @@ def _port_connects_nothing(port: ast.PortRef, node: ast.Node, side: str) -> Sche
 class _Loader:
     def __init__(self) -> None:
         self.errors: list[SchedError] = []
-        self.settings: dict[str, list[tuple[ast.Setting, int]]] = {}  # each setting as written, and the file's depth
+        self.settings: dict[str, list[ast.Setting]] = {}  # each setting as written, in the order read
+        self.imports: dict[str, set[str]] = {}  # the files each file imports (by resolved path)
         self.classes: dict[str, tuple[ast.ElementClass, str]] = {}
         self.chains: list[tuple[ast.Chain, str]] = []
         self.files: list[str] = []
         self.required: list[str] = []  # Python files required (resolved), imported without a problem
+        self.required_as: dict[str, str] = {}  # each of them (resolved) -> its path as the require writes it
         self.decls: dict[str, Decl] = {}
         self.edges: list[Edge] = []
         self.compounds: dict[str, tuple[str, Location]] = {}  # instance -> elementclass name, declaration
@@ -247,7 +317,8 @@ class _Loader:
             except (OSError, ValueError) as err:
                 raise SchedError(f"cannot read {path}: {_why_unreadable(err)}") from None
         self._read(path, text, depth=0, stack=())
-        settings = _chosen_settings(self.settings, self.errors)
+        self.errors += _clashing_class_names(self.classes, self.required_as)
+        settings = _chosen_settings(self.settings, self.imports, self.errors)
         self._raise_if_errors()
         self._expand(self.chains, prefix="", env=None, params_owner=None, stack=())
         self._expand_unused()
@@ -270,6 +341,7 @@ class _Loader:
         program = parse(text, path)
         resolved = str(Path(path).resolve())
         self.files.append(path)
+        self.imports[resolved] = set()
         base_dir = str(Path(path).parent)
         seen_here: dict[str, ast.Setting] = {}
         for st in program.statements:
@@ -279,6 +351,16 @@ class _Loader:
                 if target_resolved in stack or target_resolved == resolved:
                     self.errors.append(SchedError(f"import cycle: '{st.path}' imports this file again", st.location))
                     continue
+                if target.suffix == ".py":
+                    self.errors.append(
+                        SchedError(
+                            f"cannot import '{st.path}': it is a Python file, which is brought in with require",
+                            st.location,
+                            hint=f'write require "{st.path}";',
+                        )
+                    )
+                    continue
+                self.imports[resolved].add(target_resolved)
                 if any(str(Path(f).resolve()) == target_resolved for f in self.files):
                     continue
                 if depth >= MAX_DEPTH:
@@ -301,17 +383,13 @@ class _Loader:
                     self.errors.append(SchedError(f"setting '{st.name}' is set twice (first at {first})", st.location))
                     continue
                 seen_here[st.name] = st
-                self.settings.setdefault(st.name, []).append((st, depth))
+                self.settings.setdefault(st.name, []).append(st)
             elif isinstance(st, ast.ElementClass):
                 self._check_params(st)
                 if st.name in self.classes:
                     first = self.classes[st.name][0].location
                     self.errors.append(SchedError(f"elementclass '{st.name}' is defined twice (first at {first})", st.location))
-                elif registry.get(st.name) is not None:
-                    self.errors.append(
-                        SchedError(f"elementclass '{st.name}' has the name of a built-in element class", st.location)
-                    )
-                else:
+                else:  # (its name is checked against Python's element classes once every file is read)
                     self.classes[st.name] = (st, base_dir)
             else:
                 self.chains.append((st, base_dir))
@@ -330,14 +408,20 @@ class _Loader:
             self.errors.append(SchedError(f"cannot require '{st.path}': {problem}", st.location))
         elif str(target.resolve()) not in self.required:
             self.required.append(str(target.resolve()))
+            self.required_as[str(target.resolve())] = st.path
 
     # --- scopes ---
     def _is_class(self, name: str) -> bool:
         return name in self.classes or registry.get(name) is not None
 
     def _expand(self, chains, prefix: str, env, params_owner, stack: tuple[str, ...]) -> None:
+        """Declare and connect the elements of `chains`, named `prefix` + their names. A name in
+        their arguments means the element of that name declared among them, if there is one (in
+        instance `s`, `fifo` is `s/fifo`), else one of the graph's. It is looked up before the
+        instance's parameters are substituted: a name the instance gives is one of its own scope."""
         local: dict[str, str] = {}
         first_seen: dict[str, Location] = {}
+        declared: list[tuple[ast.Node, str]] = []
         # Pass 1: explicit declarations, so that a name may be used before its declaration.
         for chain, base_dir in chains:
             for ep in chain.endpoints:
@@ -354,7 +438,12 @@ class _Loader:
                     continue
                 local[node.name] = prefix + node.name
                 first_seen[node.name] = node.location
-                self._declare(prefix + node.name, node, base_dir, env, params_owner, stack)
+                declared.append((node, base_dir))
+        if env is not None and params_owner in self.classes:
+            env = _defaults_in_scope(env, self.classes[params_owner][0], local)
+        for node, base_dir in declared:
+            assert node.name is not None  # (declared above)
+            self._declare(prefix + node.name, node, base_dir, env, params_owner, stack, local)
         # Pass 2: connections.
         for chain, base_dir in chains:
             self._ports_at_ends(chain)
@@ -368,16 +457,6 @@ class _Loader:
                 if src is None or dst is None or self._wrong_way(chain.endpoints[i].node, chain.endpoints[i + 1].node):
                     continue
                 self.edges.append(Edge(src, chain.endpoints[i].out_port, dst, chain.endpoints[i + 1].in_port, chain.arrows[i]))
-        if prefix:
-            self._scope_references(prefix, local)
-
-    def _scope_references(self, prefix: str, local: dict[str, str]) -> None:
-        """A name in the arguments of an element of a compound means the compound's own element
-        of that name, if it has one (`fifo` in instance `s` is `s/fifo`); else one of the graph's."""
-        mine = [d for full, d in self.decls.items() if full.startswith(prefix) and "/" not in full[len(prefix) :]]
-        for decl in mine:
-            args = tuple(attrs.evolve(a, value=_in_scope(a.value, local)) for a in decl.args)
-            self.decls[decl.name] = attrs.evolve(decl, args=args)
 
     def _ports_at_ends(self, chain: ast.Chain) -> None:
         """A port before the first element of a chain, or after its last, connects nothing (no
@@ -412,7 +491,7 @@ class _Loader:
                 return local.get(node.name)
             self.anonymous += 1
             full = f"{prefix}{node.class_name}@{self.anonymous}"
-            self._declare(full, node, base_dir, env, params_owner, stack)
+            self._declare(full, node, base_dir, env, params_owner, stack, local)
             return full
         name = node.name
         assert name is not None  # the parser gives every reference (a node without a class) a name
@@ -427,14 +506,16 @@ class _Loader:
             self.anonymous += 1
             full = f"{prefix}{name}@{self.anonymous}"
             bare = ast.Node(None, name, None, node.location, node.location)
-            self._declare(full, bare, base_dir, env, params_owner, stack)
+            self._declare(full, bare, base_dir, env, params_owner, stack, local)
             return full
         known = list(local) + registry.names() + list(self.classes)
         self.errors.append(SchedError(f"unknown element or class '{name}'", node.location, hint=did_you_mean(name, known)))
         return None
 
-    def _declare(self, full: str, node: ast.Node, base_dir: str, env, params_owner, stack) -> None:
-        substituted = [(a, substitute(a.value, env, params_owner, self.errors)) for a in (node.args or ())]
+    def _declare(self, full: str, node: ast.Node, base_dir: str, env, params_owner, stack, local: dict[str, str]) -> None:
+        # (names in the arguments as written are of this scope; those a parameter gives, of the instance's)
+        written = [(a, _in_scope(a.value, local)) for a in (node.args or ())]
+        substituted = [(a, substitute(v, env, params_owner, self.errors)) for a, v in written]
         args = tuple(attrs.evolve(a, value=v) for a, v in substituted if v is not None)
         if len(args) < len(substituted):
             return
