@@ -27,9 +27,19 @@ def close_allocations(cols: dict[str, np.ndarray], rows: np.ndarray) -> None:
     since[rows] = run_s
 
 
-def launch_resources(throughput: ThroughputModel, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
-    """The CPU cores and GB of memory of each launch of a plan: what the plan gives it, else
-    the GPU-proportional share of its machines."""
+def shared_halves(shares: tuple[np.ndarray, np.ndarray], paired: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """GPU-proportional shares (cores, GB: per GPU or per launch) with those of holders that
+    share their GPUs with a partner (`paired`) halved: the two jobs on a shared GPU split its
+    share half and half, so that a machine never hands out more than it has."""
+    if not np.count_nonzero(paired):
+        return shares
+    return np.where(paired, shares[0] * 0.5, shares[0]), np.where(paired, shares[1] * 0.5, shares[1])
+
+
+def proportional_resources(throughput: ThroughputModel, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """The GPU-proportional CPU cores and GB of memory of each launch of a plan, all its
+    machines together: its GPUs' shares, half of them for a launch that shares its GPUs with a
+    partner (the partner has the other half)."""
     if not len(plan.launch_rows):
         return np.zeros(0), np.zeros(0)
     share_cpu, share_memory = throughput.gpu_shares()
@@ -38,6 +48,18 @@ def launch_resources(throughput: ThroughputModel, plan: Plan) -> tuple[np.ndarra
         cpus, memory = share_cpu[gpus], share_memory[gpus]
     else:
         cpus, memory = np.add.reduceat(share_cpu[gpus], starts), np.add.reduceat(share_memory[gpus], starts)
+    if plan.launch_partner is None:
+        return cpus, memory
+    return shared_halves((cpus, memory), plan.launch_partner >= 0)
+
+
+def launch_resources(throughput: ThroughputModel, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """The CPU cores and GB of memory of each launch of a plan: what the plan gives it, else
+    its GPU-proportional share (`proportional_resources`: half of it for a space-sharing pair's
+    launches)."""
+    if not len(plan.launch_rows):
+        return np.zeros(0), np.zeros(0)
+    cpus, memory = proportional_resources(throughput, plan)
     rows = plan.alloc_rows
     if rows is None or plan.alloc_cpus is None or plan.alloc_memory_gb is None:
         return cpus, memory
@@ -47,6 +69,18 @@ def launch_resources(throughput: ThroughputModel, plan: Plan) -> tuple[np.ndarra
         where = np.array([at[int(r)] for r in rows[named].tolist()], dtype=np.int64)
         cpus[where], memory[where] = plan.alloc_cpus[named], plan.alloc_memory_gb[named]
     return cpus, memory
+
+
+def regain_shared(cols: dict[str, np.ndarray], throughput: ThroughputModel, survivors: np.ndarray, gpus: list) -> None:
+    """Running jobs whose space-sharing partner left (`survivors`; `gpus`, each one's GPUs)
+    have their GPUs to themselves, and with them at least their GPUs' whole share of CPU cores
+    and memory: the half their partner held is free again. (Books the allocations that end.)"""
+    share_cpu, share_memory = throughput.gpu_shares()
+    whole_cpu = np.array([share_cpu[g].sum() for g in gpus])
+    whole_memory = np.array([share_memory[g].sum() for g in gpus])
+    close_allocations(cols, survivors)
+    cols["cpus_held"][survivors] = np.maximum(cols["cpus_held"][survivors], whole_cpu)
+    cols["memory_held_gb"][survivors] = np.maximum(cols["memory_held_gb"][survivors], whole_memory)
 
 
 def kept_allocations(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

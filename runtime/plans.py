@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from roundhouse.errors import RoundhouseError
+from roundhouse.runtime.allocation import shared_halves
 from roundhouse.runtime.rowsets import isin_rows, without
 from roundhouse.runtime.types import Plan
 from roundhouse.traces.jobs import FINISHED, PENDING, RUNNING
@@ -150,7 +151,8 @@ class PlanCheck:
         """A plan's CPU and memory allocations: each names a job it launches or keeps, once,
         with amounts of 0 or more; and no machine gives its jobs more cores or memory than it
         has once the plan is carried out (a job's allocation spread over its GPUs like its
-        GPU-proportional share; launches the plan names no allocation for at that share)."""
+        GPU-proportional share; launches the plan names no allocation for at that share, which
+        the two launches of a space-sharing pair split half and half)."""
         rows, cpus, memory = plan.alloc_rows, plan.alloc_cpus, plan.alloc_memory_gb
         assert rows is not None and cpus is not None and memory is not None  # (Plan checks they come together)
         if not len(rows):
@@ -201,18 +203,21 @@ class PlanCheck:
             hit, c, m = named(h)
             np.add.at(per_cpu, on, np.where(hit, c, cols["cpus_held"][h]) * w_cpu)
             np.add.at(per_memory, on, np.where(hit, m, cols["memory_held_gb"][h]) * w_memory)
-        # Launches and resizes take new GPUs: what the plan names, else their GPUs' share.
-        for job_rows, counts, gpus in (
-            (plan.launch_rows, plan.launch_counts, plan.launch_gpus),
-            (plan.resize_rows, plan.resize_counts, plan.resize_gpus),
+        # Launches and resizes take new GPUs: what the plan names, else their GPUs' share (half
+        # of it each for a space-sharing pair: runtime/allocation.py `proportional_resources`).
+        paired = plan.launch_partner >= 0 if plan.launch_partner is not None else np.zeros(len(plan.launch_rows), bool)
+        for job_rows, counts, gpus, halved in (
+            (plan.launch_rows, plan.launch_counts, plan.launch_gpus, paired),
+            (plan.resize_rows, plan.resize_counts, plan.resize_gpus, np.zeros(len(plan.resize_rows), bool)),
         ):
             if len(gpus):
                 owner = job_rows.repeat(counts)
                 w_cpu, w_memory = _per_gpu_weights(owner, share_cpu[gpus], share_memory[gpus])
+                default_cpu, default_memory = shared_halves((share_cpu[gpus], share_memory[gpus]), halved.repeat(counts))
                 hit, c, m = named(job_rows)
                 hit, c, m = hit.repeat(counts), c.repeat(counts), m.repeat(counts)
-                np.add.at(per_cpu, gpus, np.where(hit, c * w_cpu, share_cpu[gpus]))
-                np.add.at(per_memory, gpus, np.where(hit, m * w_memory, share_memory[gpus]))
+                np.add.at(per_cpu, gpus, np.where(hit, c * w_cpu, default_cpu))
+                np.add.at(per_memory, gpus, np.where(hit, m * w_memory, default_memory))
         gpus, counts = plan.launch_gpus, plan.launch_counts
         for what, per_gpu, capacity in (
             ("CPU cores", per_cpu, cluster.node_cpus),

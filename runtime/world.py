@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from roundhouse.runtime import resizing, rowsets
-from roundhouse.runtime.allocation import close_allocations, launch_resources, reallocate
+from roundhouse.runtime.allocation import close_allocations, launch_resources, reallocate, regain_shared
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.plans import PlanCheck, PlanError
 from roundhouse.runtime.progress_log import ProgressLog
@@ -427,6 +427,7 @@ def leave_shared_gpus(world: World, rows: np.ndarray) -> None:
     if len(survivors):
         cols["partner"][survivors] = -1
         gpus = [world.gpus_of(int(r)) for r in survivors]
+        regain_shared(cols, world.throughput, survivors, gpus)  # (the half its partner held is free)
         held = {"cpus": cols["cpus_held"][survivors], "memory_gb": cols["memory_held_gb"][survivors]}
         alone = Placement.of(np.concatenate(gpus), [len(g) for g in gpus], batch=cols["batch_used"][survivors], **held)
         compute = np.empty(len(survivors))

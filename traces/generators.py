@@ -387,9 +387,12 @@ def dally_workload(jobs: int, seed: int, rate_per_s: float | None = None) -> pl.
 # --- Synergy's Philly workloads (Mohan et al., OSDI'22) -------------------------------------
 
 # Synergy's model zoo (msr-fiddle/synergy, simulator/jobs/model_zoo.py): image, language and
-# speech models, with each model's best-case CPU cores and memory (GB) per GPU from its
-# profile (simulator/models/<model>_1.py; for GNMT, Transformer, LSTM and DeepSpeech, whose
-# per-model files are not in the repository, simulator/jobs/model.py `use_real_scores`).
+# speech models, with each model's best-case CPU cores and memory (GB) per GPU: the fewest
+# cores, then the least memory, at which its sensitivity profile reaches its top speed
+# (traces/profiles/resources.csv, `best_cpus` and `best_memory_gb` of traces/resources.py, which
+# the allocators demand for these models whatever a trace says). The language models' profiles
+# are flat, so 1 core and 20.83 GB per GPU, the grid's least; Synergy's simulator/jobs/model.py
+# `use_real_scores` lists 62.5 GB for them, memory they would hold without running faster.
 # A GPU-proportional share on Synergy's servers (8 GPUs, 24 cores, 500 GB) is 3 cores and
 # 62.5 GB per GPU.
 SYNERGY_MODELS: dict[str, tuple[str, float, float]] = {
@@ -398,9 +401,9 @@ SYNERGY_MODELS: dict[str, tuple[str, float, float]] = {
     "ResNet50": ("image", 4, 62.5),
     "MobileNet": ("image", 6, 62.5),
     "ShuffleNet": ("image", 12, 125.0),
-    "GNMT": ("language", 1, 62.5),
-    "Transformer": ("language", 1, 62.5),
-    "LSTM": ("language", 1, 62.5),
+    "GNMT": ("language", 1, 20.83),
+    "Transformer": ("language", 1, 20.83),
+    "LSTM": ("language", 1, 20.83),
     "M5": ("speech", 6, 187.5),
     "DeepSpeech": ("speech", 3, 62.5),
 }

@@ -140,12 +140,18 @@ class ThroughputModel:
         return self._gpu_share
 
     def proportional(self, placement: Placement) -> tuple[np.ndarray, np.ndarray]:
-        """Each launch's GPU-proportional CPU cores and GB of memory, all its machines together."""
+        """Each launch's GPU-proportional CPU cores and GB of memory, all its machines together
+        (half of its GPUs' shares for a launch with a space-sharing partner, which has the other
+        half: runtime/allocation.py `proportional_resources`)."""
         if not len(placement.counts):
             return np.zeros(0), np.zeros(0)
         cpu, memory = self.gpu_shares()
         gpus, starts = placement.gpus, placement.starts
-        return np.add.reduceat(cpu[gpus], starts), np.add.reduceat(memory[gpus], starts)
+        cpus, memory_gb = np.add.reduceat(cpu[gpus], starts), np.add.reduceat(memory[gpus], starts)
+        if placement.partner is not None and np.count_nonzero(placement.partner >= 0):
+            paired = placement.partner >= 0
+            cpus, memory_gb = np.where(paired, cpus * 0.5, cpus), np.where(paired, memory_gb * 0.5, memory_gb)
+        return cpus, memory_gb
 
     def resource_factor(self, jobs: JobReader, rows: np.ndarray, placement: Placement) -> np.ndarray | None:
         """Each launch's speed on its CPU and memory allocation over its speed at the

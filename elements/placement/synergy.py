@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
+from roundhouse.runtime.allocation import proportional_resources, shared_halves
 from roundhouse.runtime.element import Element, In, Out, element, element_family
 from roundhouse.runtime.plans import share_weights
 from roundhouse.runtime.rowsets import isin_rows
@@ -61,7 +62,8 @@ class _Allocator(Element):
 @element
 class Proportional(_Allocator):
     """Give every launched job the CPU cores and memory that come with its GPUs in proportion:
-    on a machine of 8 GPUs, 24 cores and 500 GB, 3 cores and 62.5 GB per GPU.
+    on a machine of 8 GPUs, 24 cores and 500 GB, 3 cores and 62.5 GB per GPU (two jobs that
+    share their GPUs, space sharing, half of that each).
 
     This is what every plan gets when no allocator says otherwise (the GPU-proportional
     baseline of Synergy's evaluation); the element makes it explicit in a graph.
@@ -79,7 +81,7 @@ class Proportional(_Allocator):
     def tick(self, ctx: RoundContext, plan: Plan) -> Plan:
         if not len(plan.launch_rows):
             return plan
-        cpus, memory = ctx.throughput.proportional(_placement(plan))
+        cpus, memory = proportional_resources(ctx.throughput, plan)
         self.counters["allocated"] += len(plan.launch_rows)
         return attrs.evolve(plan, alloc_rows=plan.launch_rows, alloc_cpus=cpus, alloc_memory_gb=memory)
 
@@ -92,10 +94,12 @@ class SynergyTune(_Allocator):
     Each job's demand is its model's best-case vector in the sensitivity profile (the fewest
     cores, then the least memory, at which it reaches its top speed; traces/resources.py),
     times its GPUs; a job whose model has no profile asks for its trace's `cpus` and
-    `memory_gb`, else for the proportional share. On a machine, a job's share of its demand is
-    capped at what the machine has. Its fallback is the proportional share when it demands
-    more than that of either resource, else its demand (a job that needs less than its share
-    leaves the rest to others: the spare Synergy hands on).
+    `memory_gb`, else for the proportional share. A job's demand is capped, per resource, at the
+    largest total whose spread over its machines fits each of them (a machine that takes a
+    quarter of a job's allocation caps it at four times the machine's cores and memory). Its
+    fallback is the proportional share when it demands more than that of either resource, else
+    its demand (a job that needs less than its share leaves the rest to others: the spare
+    Synergy hands on).
 
     Every round in which jobs start, stop or move, all running jobs first get their fallbacks, which always fit
     (the fallbacks never exceed the proportional shares). The spare left on each machine then
@@ -324,8 +328,10 @@ def _needs_allocation(ctx: RoundContext, plan: Plan) -> bool:
 class RoundJobs:
     """The jobs running once a plan is carried out, as the allocators see them: rows (kept
     first, then resized, then launched), the part of each job's allocation on each machine
-    (`spread`, jobs x machines x (cores, GB): `machine_weights`), GPU counts, GPU-proportional shares (`fair`, jobs x (cores, GB)), best-case
-    demands capped per machine, fallbacks, what kept jobs hold now, and machine capacities."""
+    (`spread`, jobs x machines x (cores, GB): `machine_weights`), GPU counts, GPU-proportional
+    shares (`fair`, jobs x (cores, GB); a GPU two jobs share gives each half its share),
+    best-case demands capped so that their spread fits every machine, fallbacks, what kept jobs
+    hold now, and machine capacities."""
 
     rows: np.ndarray
     n_keep: int
@@ -361,14 +367,19 @@ class RoundJobs:
         per_node = np.zeros((len(rows), cluster.n_nodes))
         np.add.at(per_node, (job_of_gpu, cluster.gpu_node[gpus_all]), 1.0)
         counts = per_node.sum(axis=1)
+        # A GPU's share, split half and half where two jobs hold it (space sharing).
+        shared = np.bincount(gpus_all, minlength=cluster.n_gpus)[gpus_all] > 1
         share_cpu, share_memory = ctx.throughput.gpu_shares()
+        share_cpu, share_memory = shared_halves((share_cpu[gpus_all], share_memory[gpus_all]), shared)
         fair = np.zeros((len(rows), 2))
-        np.add.at(fair, job_of_gpu, np.stack([share_cpu[gpus_all], share_memory[gpus_all]], axis=1))
+        np.add.at(fair, job_of_gpu, np.stack([share_cpu, share_memory], axis=1))
         capacity = np.stack([np.asarray(cluster.node_cpus, float), np.asarray(cluster.node_memory_gb, float)], axis=1)
         spread = machine_weights(per_node, capacity / np.asarray(cluster.node_gpus, float)[:, None])
-        # Per machine, a job's demand is capped at what the machine has.
-        portion = np.minimum(spread * best_case(ctx, rows, counts, fair)[:, None, :], capacity[None, :, :])
-        demand = portion.sum(axis=1)
+        # A job's demand is capped at the largest total whose spread fits every one of its
+        # machines: on each, what the machine has over the machine's part.
+        on = spread > 0
+        room = np.where(on, capacity[None, :, :] / np.where(on, spread, 1.0), np.inf).min(axis=1)
+        demand = np.minimum(best_case(ctx, rows, counts, fair), room)
         fallback = np.where((demand > fair + 1e-9).any(axis=1)[:, None], fair, demand)
         held = np.stack([jobs.column("cpus_held")[keep], jobs.column("memory_held_gb")[keep]], axis=1)
         model = jobs.column("resource_model")[rows] if jobs.has_column("resource_model") else np.full(len(rows), -1)
@@ -411,9 +422,3 @@ def best_case(ctx: RoundContext, rows: np.ndarray, counts: np.ndarray, fair: np.
         demand[known, 0] = table.best_cpus[model[known]] * counts[known]
         demand[known, 1] = table.best_memory_gb[model[known]] * counts[known]
     return demand
-
-
-def _placement(plan: Plan):
-    from roundhouse.traces.throughput import Placement
-
-    return Placement(plan.launch_gpus, plan.launch_counts, plan.launch_starts)
