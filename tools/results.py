@@ -85,8 +85,8 @@ def trace_problems(graph, trace: str | None = None) -> list[RoundhouseError]:
                 return [err]  # (every TraceSource reads it: once is enough)
             arg = _written_argument(graph, name, "path", first=True)
             written = arg.value.value if arg is not None and arg.value.kind == "string" else None
-            # (relative to the file that declares the source, which an import may put in another folder)
-            declared_in = graph.decls[name].base_dir if name in graph.decls else str(Path(graph.path).parent)
+            # (relative to the file that writes the path, which an import may put in another folder)
+            declared_in = str(Path(arg.value.location.path).parent) if arg is not None else str(Path(graph.path).parent)
             if written is None or (Path(declared_in) / written).resolve() != Path(el.path).resolve():
                 problems.append(err)  # (a path given by a --set: the trace's error names its file)
                 continue

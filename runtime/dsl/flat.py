@@ -19,7 +19,7 @@ class Decl:
     args: tuple[ast.Arg, ...]
     location: Location
     class_location: Location
-    base_dir: str  # folder of the declaring file, for relative paths in arguments
+    base_dir: str  # folder of the declaring file
     # The compound instances it is inside, outermost first: (instance, where it is declared).
     # An error in the arguments an instance gives names its line beside the library's.
     within: tuple[tuple[str, Location], ...] = ()
