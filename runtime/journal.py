@@ -13,7 +13,9 @@ journal keeps exactly that, written ahead of every action:
   resize (its GPUs, nodes, rendezvous port, batch and learning-rate rule), so that a restarted
   scheduler takes a resized job back as it runs, not as it was launched;
 - `exits`: every worker's exit as its agent reported it (outcome, iteration, checkpoint);
-- `nodes`: which agent (by node name) fills which node of the cluster.
+- `nodes`: which agent (by node name) fills which node of the cluster;
+- `stopped_nodes`: the nodes whose agents the scheduler told to stop, or that said they were
+  stopping, and have not registered since: a resumed run keeps them offline until they do.
 
 A restarted scheduler replays the rounds through the same graph (elements keep private
 state, which replay rebuilds exactly), then takes the running jobs back from re-registering
@@ -68,14 +70,16 @@ CREATE TABLE IF NOT EXISTS exits (
     PRIMARY KEY (job_id, attempt, rank));
 CREATE TABLE IF NOT EXISTS nodes (
     name TEXT PRIMARY KEY, slot INTEGER NOT NULL, address TEXT NOT NULL, joined_s REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS stopped_nodes (name TEXT PRIMARY KEY, stopped_s REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS shapes (
     job_id INTEGER NOT NULL, attempt INTEGER NOT NULL, generation INTEGER NOT NULL, since_s REAL NOT NULL,
     gpus TEXT NOT NULL, nodes TEXT NOT NULL, master_port INTEGER NOT NULL,
     batch INTEGER NOT NULL, iters_per_s REAL NOT NULL, lr_rule INTEGER, lr_scale REAL,
     PRIMARY KEY (job_id, attempt, generation));
 """
-# The tables every journal has. `shapes` came later: a journal written before it has none, and
-# reads as if no attempt were ever resized (it is added when such a journal is resumed).
+# The tables every journal has. `shapes` and `stopped_nodes` came later: a journal written
+# before them has none, and reads as if no attempt were ever resized and no agent ever told to
+# stop (they are added when such a journal is resumed).
 _TABLE_NAMES = ("meta", "rounds", "submissions", "attempts", "exits", "nodes")
 
 
@@ -374,6 +378,17 @@ class Journal:
         # A node taking the place of a lost one replaces its row: one name per slot.
         self.db.execute("DELETE FROM nodes WHERE slot = ? AND name != ?", (slot, name))
         self.db.execute("INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, ?)", (name, slot, address, joined_s))
+        self.db.execute("DELETE FROM stopped_nodes WHERE name = ?", (name,))  # (it serves again)
+
+    def node_stopped(self, name: str, stopped_s: float) -> None:
+        """Node `name`'s agent was told to stop, or said it is stopping (until it registers again)."""
+        self._begin()
+        self.writes += 1
+        self.db.execute("INSERT OR REPLACE INTO stopped_nodes VALUES (?, ?)", (name, stopped_s))
+
+    def stopped_nodes(self) -> set[str]:
+        """The nodes told to stop, or that said they were stopping, not registered since."""
+        return _stopped_nodes(self)
 
     def nodes(self, n_slots: int | None = None) -> dict[str, tuple[int, str]]:
         """Which node of the cluster (0 to `n_slots` - 1, if given) each journaled agent fills,
@@ -446,6 +461,17 @@ def _delivered(journal: Journal, ids: list[int]) -> pl.DataFrame:
         raise journal.damaged(
             "submissions", job, f"column {err.column!r}: {err.message}" if err.column else err.message
         ) from None
+
+
+def _stopped_nodes(journal: Journal) -> set[str]:
+    """Table stopped_nodes' names, checked (none for a journal written before it was kept)."""
+    if not journal.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stopped_nodes'").fetchone():
+        return set()
+    names = [r[0] for r in journal.db.execute("SELECT name FROM stopped_nodes")]
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise journal.damaged("stopped_nodes", f"node {name!r}", "its name is not text")
+    return set(names)
 
 
 def _columns_created() -> dict[str, tuple[str, ...]]:

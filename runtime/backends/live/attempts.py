@@ -18,7 +18,7 @@ from pathlib import Path
 import attrs
 import numpy as np
 
-from roundhouse.runtime.backends.live.nodes import Nodes
+from roundhouse.runtime.backends.live.nodes import GONE, HELD, SENT, Nodes
 from roundhouse.runtime.backends.live.round import Clock, News
 from roundhouse.runtime.journal import AttemptRow, Journal, ShapeRow
 from roundhouse.runtime.resizing import lr_scale
@@ -83,11 +83,13 @@ class Attempt:
     def global_batch_size(self) -> int:
         return self.batch if self.global_batch else self.batch * self.world_size
 
-    def lose_ranks(self, ranks, iteration: int, heard: float | None = None) -> None:
+    def lose_ranks(self, ranks, iteration: int, heard: float | None = None, reason: str = "") -> None:
         """These workers are gone with their node (or never reached it); `heard`: the wall time
-        their node was last heard from (None: not known, or never)."""
+        their node was last heard from (None: not known, or never); `reason`: why, for the
+        journal (none: the node was lost)."""
         for rank in ranks:
-            self.exits.setdefault(int(rank), {"outcome": "killed", "iteration": iteration, "lost": True, "heard": heard})
+            lost = {"outcome": "killed", "iteration": iteration, "lost": True, "heard": heard}
+            self.exits.setdefault(int(rank), {**lost, "reason": reason} if reason else lost)
 
     def lost_with_a_node(self, slack_s: float) -> bool:
         """Whether the attempt ended because a node it ran on was lost: a rank was lost with its
@@ -126,6 +128,14 @@ def worker_batch(batch: int, world_size: int) -> int:
     stays 0). Launches and in-place resizes of a global batch both send this, so every worker
     trains with its share of the plan's batch whichever way the job was shaped."""
     return -(-int(batch) // max(int(world_size), 1)) if batch > 0 else 0
+
+
+def attempt_row(att: Attempt, nodes: Nodes) -> AttemptRow:
+    """The attempt as the journal's table attempts keeps it (as launched)."""
+    names = [nodes.name_at(int(s)) or "?" for s in att.slots]
+    return AttemptRow(
+        att.job_id, att.n, att.launched_s, att.gpus.tolist(), names, att.master_port, att.start_iteration, att.resume
+    )
 
 
 def shape_row(att: Attempt, nodes: Nodes, since_s: float) -> ShapeRow:
@@ -196,7 +206,7 @@ class Attempts:
         self.current[row] = att
         self.live[(att.job_id, att.n)] = att
         self.ports_used.add(att.master_port)
-        self.journal.add_attempt(self.journal_row(att))  # committed before any message leaves
+        self.journal.add_attempt(attempt_row(att, self.nodes))  # committed before any message leaves
         self.journal.add_shape(shape_row(att, self.nodes, att.launched_s))  # (its batch and learning-rate rule)
         self.until[row] = self.clock.now
         return att
@@ -205,12 +215,6 @@ class Attempts:
         ckpt = self.checkpoints.get(att.row)
         att.resume, att.start_iteration = (ckpt[0], ckpt[1]) if ckpt else (None, 0)
         att.iteration = att.start_iteration
-
-    def journal_row(self, att: Attempt) -> AttemptRow:
-        names = [self.nodes.name_at(int(s)) or "?" for s in att.slots]
-        return AttemptRow(
-            att.job_id, att.n, att.launched_s, att.gpus.tolist(), names, att.master_port, att.start_iteration, att.resume
-        )
 
     def _pick_port(self) -> int:
         """A rendezvous port no live attempt uses: the one free longest (ports freed go to the
@@ -240,7 +244,7 @@ class Attempts:
             # Launched after its predecessor exited: from the checkpoint that one left.
             att.waits_for = None
             self.resume_point(att)
-            self.journal.add_attempt(self.journal_row(att))
+            self.journal.add_attempt(attempt_row(att, self.nodes))
             self.journal.commit()
         has_model = bool(self._column("has_model")[row])
         if has_model:
@@ -289,6 +293,7 @@ class Attempts:
             return
         att.sent = True
         cluster = self.world.cluster
+        held = []
         for slot in sorted({int(s) for s in att.slots}):
             ranks = [
                 {"rank": r, "gpu": int(cluster.gpu_local[g])}
@@ -296,18 +301,13 @@ class Attempts:
                 if int(att.slots[r]) == slot
             ]
             self.counters["launch_messages"] += 1
-            if not self.nodes.to_slot(slot, "launch", ranks=ranks, **common):
+            how = self.nodes.to_slot(slot, "launch", ranks=ranks, **common)
+            if how == GONE:
                 att.lose_ranks([r["rank"] for r in ranks], att.start_iteration)
+            elif how == HELD:
+                held.append(self.nodes.name_at(slot))
         self.counters["launches"] += 1
-        where = ", ".join(sorted({name for s in att.slots if (name := self.nodes.name_at(int(s))) is not None}))
-        log.info(
-            "launch job %d attempt %d on %s (GPUs %s)%s",
-            att.job_id,
-            att.n,
-            where,
-            ",".join(map(str, att.gpus.tolist())),
-            f" from its checkpoint at iteration {att.start_iteration}" if att.resume else "",
-        )
+        _log_launch(att, self.nodes, held)
         if len(att.exits) == att.world_size:  # every node it was meant for is gone
             self.requeue_now(att, self.clock.now_s())
             self.maybe_end(att, self.clock.now_s())
@@ -333,9 +333,13 @@ class Attempts:
             return
         node = self.nodes.slots[int(att.slots[0])]
         # Two-phase: only rank 0 hears of it; it agrees the exit iteration with the others.
-        if 0 not in att.exits and self.nodes.to_node(node, "revoke", job=att.job_id, attempt=att.n, kill=False, rank=0):
-            assert node is not None  # (to_node is False for no node)
-            log.info("revoke job %d attempt %d (told rank 0 on %s)", att.job_id, att.n, node.name)
+        if 0 in att.exits:
+            return
+        how = self.nodes.to_node(node, "revoke", job=att.job_id, attempt=att.n, kill=False, rank=0)
+        if how != GONE:
+            assert node is not None  # (to_node is GONE for no node)
+            told, until = ("told", "") if how == SENT else ("held for", " until its agent registers again: not connected")
+            log.info("revoke job %d attempt %d (%s rank 0 on %s%s)", att.job_id, att.n, told, node.name, until)
 
     def kill_rest(self, att: Attempt) -> None:
         """A worker died: the others would wait for it in their collectives forever."""
@@ -445,6 +449,21 @@ class Attempts:
                 self._send_launch(successor)
             else:
                 self.conclude(successor, "preempted", t, permanent=False)
+
+
+def _log_launch(att: Attempt, nodes: Nodes, held: list[str | None]) -> None:
+    """Say where an attempt was launched, and for which nodes its launch is held (not sent:
+    their agents are not connected; it is delivered when they register again)."""
+    where = ", ".join(sorted({name for s in att.slots if (name := nodes.name_at(int(s))) is not None}))
+    log.info(
+        "launch job %d attempt %d on %s (GPUs %s)%s%s",
+        att.job_id,
+        att.n,
+        where,
+        ",".join(map(str, att.gpus.tolist())),
+        f" from its checkpoint at iteration {att.start_iteration}" if att.resume else "",
+        f": held for {', '.join(map(str, held))} until its agent registers again (not connected)" if held else "",
+    )
 
 
 def _joiners_moot(books: Attempts, att: Attempt) -> bool:

@@ -26,7 +26,7 @@ from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.backends.live import resizes
 from roundhouse.runtime.backends.live.attempts import Attempts
 from roundhouse.runtime.backends.live.ending import checkpoint_running, stop_agents
-from roundhouse.runtime.backends.live.nodes import Nodes
+from roundhouse.runtime.backends.live.nodes import Nodes, refuses_submission
 from roundhouse.runtime.backends.live.reports import Reports
 from roundhouse.runtime.backends.live.round import Clock, News, SendLags
 from roundhouse.runtime.backends.live.server import Server
@@ -94,6 +94,7 @@ class LiveBackend:
         self.takeover = Takeover(self.attempts, self.nodes, self.submissions)
         self.nodes.on_lost = self.reports.node_lost
         self.nodes.on_running = self.reports.running
+        self.nodes.on_reconnected = self.reports.reconnected
         self.server.handlers.update(
             register=self.nodes.on_register,
             heartbeat=self.nodes.on_heartbeat,
@@ -306,7 +307,7 @@ class LiveBackend:
 
     # --- submitters ---
     def _on_submit(self, identity, seq, body, frame) -> None:
-        refused = self.nodes.refuses_submission(frame) or ("" if body["jobs"] else "no jobs in the submission")
+        refused = refuses_submission(frame, self.nodes.refusals) or ("" if body["jobs"] else "no jobs in the submission")
         if not refused:
             try:
                 ids = self.submissions.accept(body["jobs"], self.clock.now_s())

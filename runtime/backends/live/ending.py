@@ -68,14 +68,25 @@ def stop_agents(nodes: Nodes, server: Server, timeout_s: float, attempts: Attemp
             ", ".join(
                 silent()
                 + [f"{n} (its connection is gone)" for n in sorted(gone)]
-                + [f"{n} (not reconnected since the restart)" for n in unreachable]
+                + [
+                    f"{n} (not connected: it has not registered again since its connection dropped or the restart)"
+                    for n in unreachable
+                ]
             ),
         )
     else:
         log.info("asked %d agent(s) to stop; every one answered: %s", len(asked), ", ".join(sorted(asked)))
-    # (an attempt with a worker on a node whose connection is gone has nobody to report its end)
-    running = [att for att in running if not {nodes.name_at(int(s)) for s in att.slots} & gone]
+    # (an attempt with a worker on a node whose connection is gone, or that is not connected,
+    # has nobody to report its end)
+    cut_off = gone | set(unreachable)
+    running = [att for att in running if not att.ended and not {nodes.name_at(int(s)) for s in att.slots} & cut_off]
     if running:
+        log.info(
+            "waiting (at most %.0fs) for %d job(s) to checkpoint as their agents stop: %s",
+            wait_s,
+            len({att.job_id for att in running}),
+            ", ".join(str(att.job_id) for att in running[:10]) + (" ..." if len(running) > 10 else ""),
+        )
         server.serve(time.time() + wait_s, lambda: all(att.ended for att in running), lambda: None)
         server.flush()
         kept = [att for att in running if att.ended and att.checkpoint_iteration]

@@ -3,7 +3,10 @@ GPU ids mean the same thing live and simulated; registrations, heartbeats, lost 
 GPUs are online. An agent silent for longer than the heartbeat timeout is lost: its GPUs go
 offline and the attempts there end (`on_lost`). So is one that says it is stopping without
 being asked (stopped by a signal): it says so after its exits, so its node goes offline at once,
-and nothing more is launched there."""
+and nothing more is launched there. A message that cannot reach a node (its connection dropped)
+is held, with every later one, until its agent registers again; and a node whose agent was
+told to stop, or said it is stopping, is journaled so: a resumed run keeps it offline until its
+agent registers."""
 
 from __future__ import annotations
 
@@ -28,6 +31,10 @@ log = logging.getLogger("roundhouse.scheduler")
 # busy agent or scheduler): another agent registering under its name takes its place.
 SILENT_PERIODS = 1.5
 
+# How `Nodes.to_node` dealt with a message: sent on the node's connection, held for the node
+# until its agent registers again, or not sent at all (no such node, or it is offline).
+SENT, HELD, GONE = "sent", "held", ""
+
 
 @attrs.define(eq=False)
 class Node:
@@ -40,12 +47,16 @@ class Node:
     heard: float = 0.0  # wall time of its last message (last_seen, unlike this, allows for the scheduler's own stalls)
     online: bool = False
     key: str = ""
-    outbox: list = attrs.field(factory=list)  # messages for a node presumed up that has not re-registered
+    outbox: list = attrs.field(factory=list)  # messages held for a node up but not connected, until it registers
     stopping: bool = False  # its agent said it is stopping (an answer to a shutdown, or unasked)
     asked: bool = False  # the scheduler asked its agent to shut down
     # Another agent process registering under this name while this one was alive: its session,
-    # and when it first tried (`Nodes.held_back`).
+    # and when it first tried (`_held_back`).
     contender: tuple[str, float] | None = None
+    # After its agent registered on a new connection: the workers (job, attempt, rank) this
+    # scheduler expects there that the agent did not list, to be settled by its next heartbeat
+    # (`Reports.running`). None: nothing to settle.
+    unlisted: set[tuple[int, int, int]] | None = None
 
 
 class Nodes:
@@ -79,6 +90,12 @@ class Nodes:
         # agent listed its running processes (registering: it has just (re)connected).
         self.on_lost: Callable[[Node], list[int]] = lambda node: []  # returns the jobs it affected
         self.on_running: Callable[[Node, list[dict], bool], None] = lambda node, running, registering: None
+        # And an agent registered on a new connection, listing its running workers, and was
+        # sent the launches and resizes held for it, which start these workers (job, attempt, rank).
+        self.on_reconnected: Callable[[Node, list[dict], set[tuple[int, int, int]]], None] = lambda node, running, starting: None
+        # The nodes whose agents the journal's run told to stop, or that said they were stopping
+        # (`load`): a resumed run does not presume them up (`presume_up`).
+        self.stopped: set[str] = set()
 
     # --- looking up ---
     def name_of(self, identity: bytes) -> str | None:
@@ -98,21 +115,39 @@ class Nodes:
             node = Node(name, slot, address)
             self.by_name[name] = node
             self.slots[slot] = node
+        self.stopped = self.journal.stopped_nodes() & set(self.by_name)
 
     # --- sending ---
-    def to_node(self, node: Node | None, type_: str, **fields) -> bool:
-        """Send to a node's agent; held for a node presumed up until it re-registers. False
-        if the node is gone."""
+    def to_node(self, node: Node | None, type_: str, **fields) -> str:
+        """Send to a node's agent: SENT; HELD for a node up whose agent is not connected (it
+        has not re-registered since a restart, or its connection just dropped), delivered when
+        it registers again; GONE (false) for no node, or one offline."""
         if node is None or not node.online:
-            return False
+            return GONE
         if node.identity is None:
             node.outbox.append((type_, fields))
-        else:
-            self.server.send(node.identity, type_, **fields)
-        return True
+            return HELD
+        if self.server.send(node.identity, type_, **fields):
+            return SENT
+        # No route to the agent: its connection dropped. It comes back on another (ZeroMQ
+        # reconnects it), and registers again; until then this message and the next are held.
+        self.disconnected(node)
+        node.outbox.append((type_, fields))
+        return HELD
 
-    def to_slot(self, slot: int, type_: str, **fields) -> bool:
+    def to_slot(self, slot: int, type_: str, **fields) -> str:
         return self.to_node(self.slots[slot], type_, **fields)
+
+    def disconnected(self, node: Node) -> None:
+        """The node's connection is gone (the socket has no route to it): forget it, and hold
+        what is sent to the node until its agent registers again (or the heartbeat timeout
+        declares it lost)."""
+        if node.identity is None:
+            return
+        self.by_identity.pop(node.identity, None)
+        self.server.forget(node.identity)
+        node.identity = None
+        log.warning("node %s: its connection dropped; messages for it are held until its agent registers again", node.name)
 
     # --- online GPUs ---
     def set_online(self, node: Node, up: bool) -> None:
@@ -120,15 +155,24 @@ class Nodes:
         self.online[first : first + int(self.cluster.node_gpus[node.slot])] = up
         self.online_changed = True
 
-    def presume_up(self, online: np.ndarray) -> None:
+    def presume_up(self, online: np.ndarray) -> list[Node]:
         """After a restart: the GPUs that were online are presumed so, and their nodes up, until
-        their agents re-register or the heartbeat timeout passes."""
+        their agents re-register or the heartbeat timeout passes; but not the nodes whose
+        agents were told to stop, or said they were stopping (`stopped`): those stay offline
+        until their agents register. Returns those nodes."""
         wall = time.time()
         self.online = online.copy()
         self.online_changed = True
+        stopped = []
         for node in self.slots:
-            if node is not None and self.online[int(self.cluster.node_first_gpu[node.slot])]:
+            if node is None:
+                continue
+            if node.name in self.stopped:
+                self.set_online(node, False)
+                stopped.append(node)
+            elif self.online[int(self.cluster.node_first_gpu[node.slot])]:
                 node.online, node.identity, node.last_seen = True, None, wall
+        return stopped
 
     # --- lost nodes ---
     def check(self) -> None:
@@ -150,6 +194,7 @@ class Nodes:
     def lose(self, node: Node, why: str) -> None:
         node.online = False
         node.outbox = []
+        node.unlisted = None
         self.set_online(node, False)
         self.news.lost.append(node.name)
         self.counters["nodes_lost"] += 1
@@ -172,7 +217,9 @@ class Nodes:
         ]
         for node in asked:
             assert node.identity is not None  # (chosen above)
-            node.asked = True
+            if not node.asked:  # (journaled: a resumed run does not presume it up)
+                node.asked = True
+                self.journal.node_stopped(node.name, self.clock.now_s())
             if not self.server.send(node.identity, "shutdown", reason=reason):
                 gone.add(node.name)
         return asked
@@ -183,6 +230,7 @@ class Nodes:
             self.refusals.warn("unregistered", "dropped stopping from %s: not a registered agent", self.server.who(identity))
             return
         node.stopping = True
+        self.journal.node_stopped(node.name, self.clock.now_s())  # (a resumed run does not presume it up)
         if node.asked:
             log.info("agent %s is stopping", node.name)
             return
@@ -190,18 +238,6 @@ class Nodes:
         log.info("agent %s is stopping (not asked to): its node goes offline", node.name)
         if node.online:
             self.lose(node, "its agent stopped")
-
-    def refuses_submission(self, frame) -> str:
-        """Why a submission may not be taken from the key it came with ("" if it may): a node's
-        key lies on the node, so it gives no say over the queue. A key made before roles may."""
-        key, role = key_of_user_id(_key_of(frame))
-        if role != AGENT:
-            return ""
-        reason = (
-            f"the key of agent {key} submits no jobs: submit with a submitter's key (`roundhouse keys DIR --submitters NAME`)"
-        )
-        self.refusals.warn("agent-submit", "refused a submission: %s", reason)
-        return reason
 
     # --- messages from agents ---
     def on_register(self, identity, seq, body, frame) -> None:
@@ -233,7 +269,7 @@ class Nodes:
                 f"{cluster.gpu_types[cluster.node_type[node.slot]]} GPU(s); it now registers {count} {gpu_type}"
             )
             return self._refuse(identity, reason)
-        if node is not None and self.held_back(node, identity, body["session"]):
+        if node is not None and _held_back(self, node, identity, body["session"]):
             return
         if node is None:
             free = [s for s in range(cluster.n_nodes) if self.slots[s] is None and fits(s)]
@@ -265,6 +301,7 @@ class Nodes:
         elif node.online and node.session and node.session != body["session"]:
             # The same node came back as a new agent process: the old one's jobs died with it.
             self.lose(node, "its agent restarted")
+        reconnected = node.identity != identity  # (a new connection: what was sent on the old one may be lost)
         if node.identity is not None and node.identity != identity:
             self.by_identity.pop(node.identity, None)
             self.server.forget(node.identity)
@@ -274,6 +311,7 @@ class Nodes:
         node.stopping = node.asked = False  # (an agent back after stopping serves again)
         self.by_identity[identity] = node
         self.journal.set_node(name, node.slot, node.address, self.clock.now_s())
+        self.stopped.discard(name)
         if not node.online:
             node.online = True
             self.set_online(node, True)
@@ -291,41 +329,14 @@ class Nodes:
             len(body["running"]),
         )
         self.server.send(identity, "welcome", **welcome)
-        held, node.outbox = node.outbox, []
-        for type_, fields in held:
-            self.server.send(identity, type_, **fields)
+        starting = _deliver_held(self, node, identity)
         self.on_running(node, body["running"], True)
+        if reconnected:
+            self.on_reconnected(node, body["running"], starting)
 
     def _refuse(self, identity: bytes, reason: str) -> None:
         log.warning("refused registration: %s", reason)
         self.server.send(identity, "error", reason=reason)
-
-    def held_back(self, node: Node, identity: bytes, session: str) -> bool:
-        """Whether a registration by another agent process under the name of a node whose agent
-        is up waits (unanswered: agents register again every second) or is refused. An agent
-        heard within a heartbeat period may have just restarted (its last heartbeat came before
-        it died), or be a second agent given the same name: the newcomer waits until the current
-        agent is heard again (a name clash: the newcomer is refused, with the reason) or has been
-        silent for `SILENT_PERIODS` heartbeat periods (it restarted: the newcomer takes over)."""
-        if not (node.online and node.session and node.session != session):
-            node.contender = None
-            return False
-        wall = time.time()
-        if node.contender is None or node.contender[0] != session:
-            node.contender = (session, wall)
-        if node.heard > node.contender[1]:
-            node.contender = None
-            reason = (
-                f"node {node.name} is already registered by another agent, which is still running: give each agent its own --name"
-            )
-            log.warning("name clash: refused a second agent registering as node %s: %s", node.name, reason)
-            self.server.send(identity, "error", reason=reason)
-            return True
-        if wall - node.heard > SILENT_PERIODS * self.options.heartbeat_s:
-            node.contender = None
-            return False
-        log.debug("node %s: another agent registers under its name; waiting to see which one is running", node.name)
-        return True
 
     def on_heartbeat(self, identity, seq, body, frame) -> None:
         node = self.by_identity.get(identity)
@@ -347,6 +358,63 @@ class Nodes:
         if node is not None:
             node.heard = node.last_seen = time.time()
         return node
+
+
+def refuses_submission(frame, refusals: RefusalLog) -> str:
+    """Why a submission may not be taken from the key it came with ("" if it may): a node's
+    key lies on the node, so it gives no say over the queue. A key made before roles may."""
+    key, role = key_of_user_id(_key_of(frame))
+    if role != AGENT:
+        return ""
+    reason = f"the key of agent {key} submits no jobs: submit with a submitter's key (`roundhouse keys DIR --submitters NAME`)"
+    refusals.warn("agent-submit", "refused a submission: %s", reason)
+    return reason
+
+
+def _held_back(nodes: Nodes, node: Node, identity: bytes, session: str) -> bool:
+    """Whether a registration by another agent process under the name of a node whose agent
+    is up waits (unanswered: agents register again every second) or is refused. An agent
+    heard within a heartbeat period may have just restarted (its last heartbeat came before
+    it died), or be a second agent given the same name: the newcomer waits until the current
+    agent is heard again (a name clash: the newcomer is refused, with the reason) or has been
+    silent for `SILENT_PERIODS` heartbeat periods (it restarted: the newcomer takes over)."""
+    if not (node.online and node.session and node.session != session):
+        node.contender = None
+        return False
+    wall = time.time()
+    if node.contender is None or node.contender[0] != session:
+        node.contender = (session, wall)
+    if node.heard > node.contender[1]:
+        node.contender = None
+        reason = (
+            f"node {node.name} is already registered by another agent, which is still running: give each agent its own --name"
+        )
+        log.warning("name clash: refused a second agent registering as node %s: %s", node.name, reason)
+        nodes.server.send(identity, "error", reason=reason)
+        return True
+    if wall - node.heard > SILENT_PERIODS * nodes.options.heartbeat_s:
+        node.contender = None
+        return False
+    log.debug("node %s: another agent registers under its name; waiting to see which one is running", node.name)
+    return True
+
+
+def _deliver_held(nodes: Nodes, node: Node, identity: bytes) -> set[tuple[int, int, int]]:
+    """Send a re-registered node the messages held for it, in order; returns the workers
+    (job, attempt, rank) the launches and resizes among them start there. Should the new
+    connection drop at once, what is left stays held."""
+    held, node.outbox = node.outbox, []
+    starts: set[tuple[int, int, int]] = set()
+    for i, (type_, fields) in enumerate(held):
+        if not nodes.server.send(identity, type_, **fields):
+            node.outbox = held[i:]
+            nodes.disconnected(node)
+            break
+        if type_ in ("launch", "resize"):
+            starts |= {(fields["job"], fields["attempt"], r["rank"]) for r in fields["ranks"]}
+    if len(held) > len(node.outbox):
+        log.info("node %s: delivered %d held message(s)", node.name, len(held) - len(node.outbox))
+    return starts
 
 
 def _bad_gpus(name: str, gpus: list[dict]) -> str:

@@ -4,7 +4,14 @@ an exit until it is), the processes an agent lists when it heartbeats or registe
 are killed), and the attempts a lost node takes with it. Also the progress all that adds up to
 at a round boundary, and the lease round trip submitters may ask for. A node speaks only for
 the workers it runs, and no worker goes past its job's iterations: other reports are refused,
-counted with the bad messages, and logged."""
+counted with the bad messages, and logged.
+
+An agent that registers again on a new connection (its old one dropped, or the scheduler
+restarted) may not have had every message sent on the old one: the workers this scheduler
+expects there that it does not list, and that have not exited, are settled by its next
+heartbeat (it sends the exits it holds first, on the same connection): one still neither listed
+nor exited never started, or is gone, and its attempt ends as a lost node's does (requeued from
+its checkpoint, no retry counted)."""
 
 from __future__ import annotations
 
@@ -89,8 +96,13 @@ class Reports:
     # --- what agents run ---
     def running(self, node: Node, running: list[dict], registering: bool) -> None:
         """Match an agent's processes with the attempts this scheduler expects there: update
-        progress, confirm takeovers, kill what nobody should be running."""
+        progress, confirm takeovers, kill what nobody should be running; and, at the first
+        heartbeat after the agent registered on a new connection, end the attempts of the
+        workers it still does not list (`reconnected`)."""
         books = self.attempts
+        if not registering and node.unlisted is not None:
+            unlisted, node.unlisted = node.unlisted, None
+            self._end_unlisted(node, unlisted - {(p["job"], p["attempt"], p["rank"]) for p in running})
         stale: set[tuple[int, int]] = set()
         for proc in running:
             key = (proc["job"], proc["attempt"])
@@ -111,6 +123,39 @@ class Reports:
                 "node %s runs job %d attempt %d, which this scheduler does not expect there: killing it", node.name, job, attempt
             )
             self.nodes.to_node(node, "revoke", job=job, attempt=attempt, kill=True)
+
+    def reconnected(self, node: Node, running: list[dict], starting: set[tuple[int, int, int]]) -> None:
+        """An agent registered on a new connection, listing `running`, and was sent the held
+        launches and resizes that start `starting`: note the workers expected there that are
+        in neither, for its next heartbeat to settle (`running`)."""
+        listed = {(p["job"], p["attempt"], p["rank"]) for p in running}
+        node.unlisted = {key for key in _expected(self.attempts, node) if key not in listed and key not in starting} or None
+
+    def _end_unlisted(self, node: Node, unlisted: set[tuple[int, int, int]]) -> None:
+        """The workers a re-registered agent still does not list at its next heartbeat, and
+        whose exits have not come: they never started there (a launch lost with the old
+        connection) or are gone. Their attempts end as a lost node's do: the job is requeued
+        from its checkpoint, its workers elsewhere are killed, no retry is counted."""
+        books = self.attempts
+        gone: dict[tuple[int, int], list[int]] = {}
+        for job, n, rank in sorted(unlisted & _expected(books, node)):
+            gone.setdefault((job, n), []).append(rank)
+        t = books.clock.now_s()
+        for key, ranks in gone.items():
+            att = books.live[key]
+            log.warning(
+                "job %d attempt %d: node %s registered again without rank(s) %s, which have not exited "
+                "(a launch lost with its old connection?); requeued from its checkpoint",
+                att.job_id,
+                att.n,
+                node.name,
+                ",".join(map(str, ranks)),
+            )
+            reason = f"node {node.name} registered again without it: lost with the node's old connection"
+            att.lose_ranks(ranks, att.iteration, reason=reason)
+            books.kill_rest(att)
+            books.requeue_now(att, t)
+            books.maybe_end(att, t)
 
     def node_lost(self, node: Node) -> list[int]:
         """The workers on a lost node are gone: their attempts end (the jobs are requeued from
@@ -224,22 +269,13 @@ class Reports:
         )
         return False
 
-    def _iterations(self, att: Attempt) -> int | None:
-        """The iterations the attempt's launch asked for (as attempts.py's launch counts them, in
-        its unit: samples for an elastic job, whose workers report samples trained, else steps);
-        None for a job known only by its duration, whose workers count their own."""
-        jobs = self.attempts.world.jobs
-        if not jobs.column("has_model")[att.row]:
-            return None
-        return int(math.ceil(jobs.column("work")[att.row]))
-
     def _unit(self, att: Attempt) -> str:
         return "sample" if counts(self.attempts.world.jobs, att.row) == "samples" else "iteration"
 
     def _within(self, att: Attempt, node: Node, type_: str, iteration: int, checkpoint_iteration: int | None = None) -> bool:
         """Whether progress reported by a node stays within the job's iterations (a worker stops
         there); progress past them is refused, and logged."""
-        most = self._iterations(att)
+        most = _iterations(self.attempts, att)
         reached = max(iteration, checkpoint_iteration or 0)
         if most is None or reached <= most:
             return True
@@ -262,7 +298,7 @@ class Reports:
         """An exit's iterations, within the job's: the worker has ended either way (its exit is
         taken, and acknowledged, or its agent would resend it forever), but an iteration past
         the job's end is taken as the end, and a checkpoint said to be past it is not used."""
-        most = self._iterations(att)
+        most = _iterations(self.attempts, att)
         if most is None or max(body["iteration"], body["start_iteration"], body.get("checkpoint_iteration") or 0) <= most:
             return body
         self.counters["bad_messages"] += 1
@@ -283,6 +319,28 @@ class Reports:
         if (body.get("checkpoint_iteration") or 0) > most:
             body["checkpoint"] = body["checkpoint_iteration"] = None
         return body
+
+
+def _expected(books: Attempts, node: Node) -> set[tuple[int, int, int]]:
+    """The workers (job, attempt, rank) this scheduler expects to run on a node: of the
+    attempts sent, the ranks placed there that have not exited and are not on their way out."""
+    return {
+        (att.job_id, att.n, rank)
+        for att in books.live.values()
+        if att.sent
+        for rank in np.flatnonzero(att.slots == node.slot).tolist()
+        if rank not in att.exits and rank not in att.leaving
+    }
+
+
+def _iterations(books: Attempts, att: Attempt) -> int | None:
+    """The iterations the attempt's launch asked for (as attempts.py's launch counts them, in
+    its unit: samples for an elastic job, whose workers report samples trained, else steps);
+    None for a job known only by its duration, whose workers count their own."""
+    jobs = books.world.jobs
+    if not jobs.column("has_model")[att.row]:
+        return None
+    return int(math.ceil(jobs.column("work")[att.row]))
 
 
 def _ended_unstarted(body: dict) -> bool:

@@ -134,9 +134,21 @@ class Takeover:
             books.unconfirmed.add((a.job_id, a.attempt))
             if status[row] == RUNNING:
                 books.reached[row] = int(done[row]) if has_model[row] else 0
-                books.until[row] = self.clock.now_s()
-        # Nodes that were up are presumed up until they re-register or their heartbeat times out.
-        self.nodes.presume_up(self._replayed_online)
+                # Its service is booked up to the last journaled round (the clock is there): an
+                # attempt the agents confirm has held its GPUs throughout, and one requeued
+                # held them until then (its journaled end), so the next poll books the time
+                # the scheduler was down as the attempt's.
+                books.until[row] = self.clock.now
+        # Nodes that were up are presumed up until they re-register or their heartbeat times out;
+        # not those whose agents were told to stop (or said they were stopping): their workers
+        # are gone, and they stay offline until their agents register.
+        for node in self.nodes.presume_up(self._replayed_online):
+            affected = self.nodes.on_lost(node)
+            log.info(
+                "node %s: its agent was told to stop, or stopped, in the last run; offline until it registers%s",
+                node.name,
+                "; requeueing job(s) " + ", ".join(map(str, affected)) if affected else "",
+            )
         options = books.options
         self.until = time.time() + (options.takeover_s or options.heartbeat_timeout_s)
         log.info(
