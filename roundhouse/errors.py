@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import unicodedata
 from collections.abc import Iterable
 
 import attrs
@@ -108,6 +109,19 @@ def _quoted(line: str, start: int, length: int) -> tuple[str, int, int]:
     return head + line[left:right] + tail, len(head) + start - left, max(1, min(width, right - start))
 
 
+def display_width(text: str) -> int:
+    """How many columns a terminal gives `text`: two for each East Asian wide or full-width
+    character (日, Ｖ), none for a combining mark or a format character (a zero-width space),
+    one for the others; so that an underline lines up below the characters it marks."""
+    return sum(_char_width(ch) for ch in text)
+
+
+def _char_width(ch: str) -> int:
+    if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
 def listed(errors: list, what: str = "error") -> str:
     """Errors printed one after another, at most `MAX_SHOWN` of them, then how many more there are."""
     shown = [shown_error(e) for e in errors[:MAX_SHOWN]]
@@ -174,7 +188,9 @@ class SchedError(RoundhouseError):
             gutter = " " * len(number)
             shown, start, width = _quoted(line.expandtabs(1), max(loc.column - 1, 0), loc.length)
             out.append(f" {number} | {shown}")
-            out.append(f" {gutter} | {' ' * start}{'^' * width}")
+            # (the underline counts the columns the quoted characters take, not the characters)
+            pad, marks = display_width(shown[:start]), max(1, display_width(shown[start : start + width]))
+            out.append(f" {gutter} | {' ' * pad}{'^' * marks}")
         if self.hint:
             out.append(f"  hint: {self.hint}")
         return "\n".join(out)

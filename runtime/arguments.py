@@ -27,6 +27,7 @@ _KIND_TEXT = {
     "bool": "a boolean",
     "list": "a list",
     "reference": "a name",
+    "param": "a $parameter",
 }
 
 _EXPECTS = {
@@ -124,14 +125,24 @@ class _Others:
 
 
 def validate(field: attrs.Attribute, value: Any, others: dict[str, Any] | None = None) -> str | None:
-    """Run a field's validator alone; returns its complaint, if any. `self` in the validator
-    sees only `others` (the other fields' values known so far): a validator that reads another
-    field raises NeedsInstance, for the caller to run it again once the field is known, or
-    leave it to building the element."""
+    """Run a field's converter, then its validator, alone, as building the element runs them;
+    returns the complaint of either, if any. `self` in them sees only `others` (the other
+    fields' values known so far): one that reads another field raises NeedsInstance, for the
+    caller to run it again once the field is known, or leave it to building the element."""
+    if field.validator is None and field.converter is None:
+        return None
+    self = _Others(others or {})
+    if field.converter is not None:
+        try:
+            value = converted(field, value, self)
+        except NeedsInstance:
+            raise
+        except Exception as err:  # (the user's converter: all it raises is said at the argument)
+            return complaint(err, field.name, "converter")
     if field.validator is None:
         return None
     try:
-        field.validator(_Others(others or {}), field, value)
+        field.validator(self, field, value)
     except NeedsInstance:
         raise
     except Exception as err:  # (the user's validator: an assert, a bug, all said at the argument)
@@ -139,16 +150,28 @@ def validate(field: attrs.Attribute, value: Any, others: dict[str, Any] | None =
     return None
 
 
-def complaint(err: BaseException, name: str | None = None) -> str:
-    """What a validator's exception says: a ValueError's or TypeError's sentence (attrs' own
-    validators give a tuple of it and their details: the sentence alone), anything else as its
-    type and message. The field's name in quotes at its start is dropped: the message names it."""
+def converted(field: attrs.Attribute, value: Any, self: Any = None) -> Any:
+    """The value as the field's converter makes it (none: the value; a plain callable, or an
+    `attrs.Converter` that may take the instance, `self`, and the field)."""
+    converter = field.converter
+    if converter is None:
+        return value
+    if isinstance(converter, attrs.Converter):
+        return converter(value, self, field)  # type: ignore[operator]
+    return converter(value)
+
+
+def complaint(err: BaseException, name: str | None = None, by: str = "validator") -> str:
+    """What a validator's (or converter's) exception says: a ValueError's or TypeError's sentence
+    (attrs' own validators give a tuple of it and their details: the sentence alone), anything
+    else as its type and message. The field's name in quotes at its start is dropped: the
+    message names it."""
     first = sentence(err)
     if name is not None and first.startswith(f"'{name}' "):
         first = first[len(name) + 3 :]
-    if isinstance(err, (ValueError, TypeError)):
-        return first
-    return f"is refused by its validator ({type(err).__name__}{': ' + first if first else ''})"
+    if isinstance(err, (ValueError, TypeError)) and first:
+        return first if by == "validator" else f"is refused by its converter: {first}"
+    return f"is refused by its {by} ({type(err).__name__}{': ' + first if first else ''})"
 
 
 def sentence(err: BaseException) -> str:

@@ -105,6 +105,8 @@ class ClusterSpec:
         """A spec from a TOML file path or the command-line shorthand. With `gpu_types`, a
         group of any other GPU type (compared case-insensitively) is an error."""
         text = text.strip()
+        if not text:
+            raise ClusterError("the cluster is blank: give a shorthand such as 32x4:V100, or a .toml spec file")
         if text.endswith(".toml") or names_a_file(text):
             return cls.from_toml(Path(text), gpu_types)
         if text.lower().startswith("dally"):
@@ -114,9 +116,11 @@ class ClusterSpec:
     @classmethod
     def dally(cls, text: str, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
         """`dally:N`: Dally's cluster of N racks, with Dally's network tiers."""
-        m = re.fullmatch(r"dally\s*:\s*(\d+)", text, re.I)
+        m = re.fullmatch(r"dally\s*:\s*([0-9]+)", text, re.I)
         if m is None or int(m.group(1)) < 1:
-            raise ClusterError(f"bad cluster '{text}': write dally:N, N racks of Dally's machines (N at least 1)")
+            raise ClusterError(
+                f"bad cluster '{text}': write dally:N, N racks of Dally's machines (N at least 1){_digits_note(text)}"
+            )
         from roundhouse.traces.communication import DALLY_TIERS
 
         racks = int(m.group(1))
@@ -130,7 +134,7 @@ class ClusterSpec:
 
     @classmethod
     def from_shorthand(cls, text: str, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
-        if re.fullmatch(r"\d+(:\d+){2}", text):
+        if re.fullmatch(r"[0-9]+(:[0-9]+){2}", text):
             counts = [int(c) for c in text.split(":")]
             groups = tuple(NodeGroup(nodes=c, gpus_per_node=1, gpu_type=t) for c, t in zip(counts, GAVEL_TYPES) if c)
             if not groups:
@@ -143,11 +147,12 @@ class ClusterSpec:
             return cls(text, groups)
         parsed: list[NodeGroup] = []
         for part in text.split(","):
-            m = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*(?::\s*([A-Za-z][\w-]*))?\s*(?:@\s*([A-Za-z][\w.-]*))?\s*", part)
+            m = re.fullmatch(r"\s*([0-9]+)\s*x\s*([0-9]+)\s*(?::\s*([A-Za-z][\w-]*))?\s*(?:@\s*([A-Za-z][\w.-]*))?\s*", part)
             if m is None:
                 raise ClusterError(
                     f"bad cluster '{text}': '{part.strip()}' is not NODESxGPUS[:TYPE][@TOPOLOGY]; "
                     "write e.g. 32x4:V100, 16x4:V100,16x4:P100, 32x4:V100@p3.8xlarge, 36:36:36 or a .toml file"
+                    + _digits_note(part)
                 )
             nodes, gpus, gpu_type = int(m.group(1)), int(m.group(2)), m.group(3) or "V100"
             if nodes < 1 or gpus < 1:
@@ -194,6 +199,11 @@ class ClusterSpec:
             raise ClusterError("'name' must be a string", path)
         tiers = _tiers_from_table(path, data["tiers"]) if "tiers" in data else None
         return cls(name, tuple(groups), tiers)
+
+
+def _digits_note(text: str) -> str:
+    """A note for a shorthand written with digits of another script (counts are read in 0-9)."""
+    return " (counts are written with the digits 0-9)" if any(c.isdigit() and not c.isascii() for c in text) else ""
 
 
 def names_a_file(path: str | Path) -> bool:

@@ -82,9 +82,12 @@ def finite(number: float, text: str) -> float:
 
 
 def whole_number(text: str) -> int:
-    """A written whole number as an int; ValueError if it does not fit a 64-bit integer.
-    (The length is checked first: Python refuses to convert numbers of over 4300 digits.)"""
-    digits = text.lstrip("+-").lstrip("0")
+    """A written whole number (digits 0-9) as an int; ValueError if it is none or does not fit
+    a 64-bit integer. (The length is checked first: Python refuses to convert numbers of over
+    4300 digits; and int() would read other scripts' digits.)"""
+    if re.fullmatch(r"\s*[+-]?[0-9]+\s*", text) is None:
+        raise ValueError(f"'{_short(text)}' is not a whole number (written with the digits 0-9)")
+    digits = text.strip().lstrip("+-").lstrip("0")
     if len(digits) > 19 or not -INT64_MAX - 1 <= int(text) <= INT64_MAX:
         raise ValueError(f"'{_short(text)}' is too large (whole numbers must lie within ±{INT64_MAX})")
     return int(text)
@@ -95,7 +98,8 @@ def _short(text: str) -> str:
     return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
-_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+# (digits 0-9 only: Python's \d, and float(), would read other scripts' digits too)
+_NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _DURATION_RE = re.compile(rf"^\s*({_NUMBER})\s*([A-Za-z]*)\s*$")
 _RATE_RE = re.compile(rf"^\s*({_NUMBER})\s*/\s*([A-Za-z]+)\s*$")
 

@@ -37,7 +37,7 @@ def check(args) -> int:
 def _check_one(path: str, fork: bool) -> bool:
     try:
         graph = compile_file(path)
-        cluster = load_cluster(graph, None) if graph.settings.cluster else None
+        cluster = load_cluster(graph, None) if graph.settings.cluster is not None else None
         # The elastic profile's measurements are read and fitted as a run reads them: a bad
         # file there is found now, not when the run starts.
         load_elastic(graph)

@@ -9,9 +9,11 @@ from pathlib import Path
 import attrs
 import graphviz
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import SchedError, UsageError
+from roundhouse.runtime.arguments import convert
 from roundhouse.runtime.compiler import CompiledGraph
-from roundhouse.runtime.values import ElementRef, FilePath, describe
+from roundhouse.runtime.dsl import ast
+from roundhouse.runtime.values import ElementRef, describe
 
 FORMATS = ("svg", "png", "pdf", "dot")
 
@@ -70,7 +72,8 @@ def to_dot(graph: CompiledGraph) -> graphviz.Digraph:
     for el_name, el in graph.elements.items():
         dot.node(_node_id(el_name), label=_label(el_name, el, graph.decls.get(el_name)))
     for c in graph.connections:
-        src_type = graph.elements[c.src].output(c.src_port).type.__name__
+        port = graph.elements[c.src].output(c.src_port)
+        src_type = port.type.__name__ if port is not None else ""  # (a connection's port always exists)
         dot.edge(f"{_node_id(c.src)}:out_{c.src_port}:e", f"{_node_id(c.dst)}:in_{c.dst_port}:w", label=src_type)
     # Elements named in another's arguments have no connection of their own (a switch ticks
     # its candidates, the synthesizer steers its switches): a dashed edge, labelled with the
@@ -100,7 +103,7 @@ def _node_id(name: str) -> str:
 def _label(name: str, el, decl) -> str:
     esc = html.escape
     colour = COLOURS.get(el.category, "#ffffff")
-    written = _written_paths(el, decl)
+    written = _written(el, decl)
     args = [
         f"{f.name}={written.get(f.name) or describe(getattr(el, f.name))}"
         for f in attrs.fields(type(el))
@@ -119,24 +122,38 @@ def _label(name: str, el, decl) -> str:
     )
 
 
-def _written_paths(el, decl) -> dict[str, str]:
-    """File paths as the graph writes them (the element holds them resolved against the
-    graph's folder, which would draw differently from wherever `render` is run)."""
+def _written(el, decl) -> dict[str, str]:
+    """Arguments as the graph writes them (`service=wall_seconds`, `round=90min`, a path as
+    given, not resolved against the graph's folder, which would draw differently from wherever
+    `render` is run): each one whose written value still gives the value the element holds (a
+    `--set` may have replaced it; then the held value is drawn)."""
     if decl is None:
         return {}
     fields = [f for f in attrs.fields(type(el)) if f.init]
+    by_name = {f.name: f for f in fields}
     out = {}
     for position, arg in enumerate(decl.args):
-        field = fields[position] if arg.name is None and position < len(fields) else None
-        name = arg.name or (field.name if field else None)
-        if name and isinstance(getattr(el, name, None), FilePath) and arg.value.kind == "string":
-            out[name] = describe(str(arg.value.value))
+        field = by_name.get(arg.name) if arg.name is not None else fields[position] if position < len(fields) else None
+        if field is None or field.type is None:
+            continue
+        try:
+            value = convert(arg.value, field.type, decl.base_dir, field.name)
+        except SchedError:
+            continue
+        if value == getattr(el, field.name, None):
+            out[field.name] = _as_written(arg.value)
     return out
+
+
+def _as_written(value: ast.Value) -> str:
+    if value.kind == "list":
+        return "[" + ", ".join(_as_written(v) for v in value.items) + "]"
+    return value.text or describe(value.value)
 
 
 def _shown(field, value) -> bool:
     """Arguments are drawn when required or different from their default."""
     default = field.default
-    if default is attrs.NOTHING or isinstance(default, attrs.Factory):
+    if default is attrs.NOTHING or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         return True
     return value != default

@@ -15,7 +15,7 @@ import attrs
 import lark
 from lark import Token, Transformer, v_args
 
-from roundhouse.errors import Location, SchedError, remember_source
+from roundhouse.errors import Location, SchedError, remember_source, source_lines
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.values import DURATION_UNITS, Duration, IdRange, Multiplier, Rate, finite, unit_list, whole_number
 
@@ -94,7 +94,7 @@ def _loc(path: str, token_or_meta, length: int | None = None) -> Location:
 def classify_number(text: str, location: Location) -> ast.Value:
     """Turn a NUMBER token (`300`, `1.5`, `5min`, `1.2x`, `8/h`) into a typed value.
     Values that do not fit (`1e999s` is infinite, whole numbers beyond 64 bits) are refused here."""
-    m = re.fullmatch(r"([+-]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?)(/?)([A-Za-z]*)", text)
+    m = re.fullmatch(r"([+-]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)(/?)([A-Za-z]*)", text)
     if m is None:  # the token pattern guarantees a match; kept as a guard
         raise SchedError(f"'{text}' is not a number", location)
     number_text, slash, unit = m.groups()
@@ -105,7 +105,7 @@ def classify_number(text: str, location: Location) -> ast.Value:
 
 
 def _typed_number(text: str, number_text: str, slash: str, unit: str, location: Location) -> ast.Value:
-    if unit == "" and re.fullmatch(r"[+-]?\d+", number_text):
+    if unit == "" and re.fullmatch(r"[+-]?[0-9]+", number_text):
         return ast.Value("number", whole_number(number_text), location, text)
     number = finite(float(number_text), text)
     if slash:
@@ -121,23 +121,51 @@ def _typed_number(text: str, number_text: str, slash: str, unit: str, location: 
     raise SchedError(f"unknown unit '{unit}' in '{text}'", location, hint=_UNIT_HINT)
 
 
-def _unescape(text: str) -> str:
-    body = text[1:-1]
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
+# The escapes a string knows. A tab may be written as is too; a line break cannot be in a
+# string at all (a string is one line), so there is no \n.
+_ESCAPES = {'"': '"', "\\": "\\", "t": "\t"}
+_ESCAPES_TEXT = '\\" (a quote), \\\\ (a backslash) and \\t (a tab)'
 
 
 def _string(tok: Token, path: str) -> str:
-    """The text of a STRING token. A control character other than a tab, written as is, is
-    refused at its column: it is invisible where the file is read, and a drawing's text (SVG,
-    Graphviz's labels) cannot hold it."""
-    for i, ch in enumerate(str(tok)):
+    """The text of a STRING token, its escapes replaced. A control character other than a tab,
+    written as is, is refused at its column: it is invisible where the file is read, and a
+    drawing's text (SVG, Graphviz's labels) cannot hold it. An escape other than `_ESCAPES` is
+    refused at its column too (a backslash is not dropped without a word)."""
+    text = str(tok)
+    line, column = tok.line or 1, tok.column or 1
+    for i, ch in enumerate(text):
         if ch != "\t" and unicodedata.category(ch) == "Cc":
             raise SchedError(
                 f"a string holds the control character U+{ord(ch):04X}",
-                Location(path, tok.line or 1, (tok.column or 1) + i, 1),
+                Location(path, line, column + i, 1),
                 hint="a string holds printable text; a tab may be written \\t",
             )
-    return _unescape(str(tok))
+    out: list[str] = []
+    i = 1
+    while i < len(text) - 1:  # (between the quotes; the token's pattern pairs each backslash)
+        ch = text[i]
+        if ch != "\\":
+            out.append(ch)
+            i += 1
+            continue
+        code = text[i + 1]
+        if code not in _ESCAPES:
+            where = Location(path, line, column + i, 2)
+            if code == "n":
+                raise SchedError(
+                    "a string cannot hold a line break ('\\n'): a string is one line of text",
+                    where,
+                    hint=f"a string's escapes are {_ESCAPES_TEXT}",
+                )
+            raise SchedError(
+                f"unknown escape '\\{code}' in a string",
+                where,
+                hint=f"a string's escapes are {_ESCAPES_TEXT}; a backslash itself is written \\\\",
+            )
+        out.append(_ESCAPES[code])
+        i += 2
+    return "".join(out)
 
 
 @v_args(meta=True)
@@ -229,6 +257,11 @@ class _Build(Transformer):
     # --- statements ---
     def setting(self, meta, children):
         name, value = children
+        param = _param_in(value)
+        if param is not None:  # (settings are written outside element classes, which alone have parameters)
+            raise SchedError(
+                f"setting '{name}' is given {param.text}: a $parameter is only allowed inside an elementclass", param.location
+            )
         return ast.Setting(str(name), value, self._l(name))
 
     def import_stmt(self, meta, children):
@@ -241,6 +274,12 @@ class _Build(Transformer):
 
     def param(self, meta, children):
         tok, default = children
+        other = None if default is None else _param_in(default)
+        if other is not None:
+            raise SchedError(
+                f"the default of {tok} names the parameter {other.text}: a default is a value, it cannot name a parameter",
+                other.location,
+            )
         return ast.Param(str(tok)[1:], default, self._l(tok))
 
     def params(self, meta, children):
@@ -255,6 +294,15 @@ class _Build(Transformer):
 
     def start(self, meta, children):
         return tuple(children)
+
+
+def _param_in(value: ast.Value) -> ast.Value | None:
+    """The first $parameter a value names (itself, or an item of its list), if any."""
+    if value.kind == "param":
+        return value
+    if value.kind == "list":
+        return next((p for p in map(_param_in, value.items) if p is not None), None)
+    return None
 
 
 def parse(text: str, path: str = "<string>") -> ast.Program:
@@ -300,6 +348,24 @@ def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) ->
         if rest.startswith("/*"):
             return SchedError("unterminated comment", Location(path, line, column, 2), hint="close it with */")
         ch = rest[:1]
+        pos = err.pos_in_stream or 0
+        value = _unquoted_value(text, pos)
+        # A digit of another script here, or in the value it stops (`1..٥` stops at the '.'):
+        # 0-9 alone are read as numbers.
+        foreign = 0 if _foreign_digit(ch) else None
+        if foreign is None and value is not None:
+            start, written = value
+            foreign = next((start + i - pos for i, c in enumerate(written) if _foreign_digit(c)), None)
+        if foreign is not None:
+            digit = text[pos + foreign]
+            return SchedError(
+                f"unexpected character {digit!r} (U+{ord(digit):04X}, a digit of another script)",
+                Location(path, line, column + foreign, 1),
+                hint="numbers are written with the digits 0-9",
+            )
+        hint = None if value is None else _quoting_hint(value[1])
+        if hint is not None:
+            return SchedError(f"unexpected character {ch!r} in a value", loc, hint=hint)
         if ch == "$":
             return SchedError("a $parameter is only allowed inside an elementclass", loc)
         if ch == ":" and not rest.startswith("::"):
@@ -313,18 +379,112 @@ def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) ->
     # list, a setting); asking which tokens it would accept here gives only the real ones.
     accepted = err.interactive_parser.accepts() if err.interactive_parser is not None else err.expected
     expected = sorted({_terminal_text(t) for t in accepted or err.expected})
+    open_class = _open_class(err)
     if tok.type == "$END":
         # Lark places the end at the last token: point just after it, not at blank lines below.
         loc = Location(path, tok.end_line or 1, tok.end_column or 1, 1)
+        if open_class is not None and "RBRACE" in (accepted or ()):
+            return SchedError(
+                f"unexpected end of file: {_not_closed(open_class)}", loc, hint="close it with '}' after its last statement"
+            )
+        also = None if open_class is None else f"{_not_closed(open_class)} either"
         if "';'" in expected:
-            return SchedError("unexpected end of file: missing ';' at the end of the last statement", loc)
-        return SchedError("unexpected end of file, expected " + _one_of(expected), loc)
+            return SchedError("unexpected end of file: missing ';' at the end of the last statement", loc, hint=also)
+        return SchedError("unexpected end of file, expected " + _one_of(expected), loc, hint=also)
     loc = Location(path, line, column, max(1, len(str(tok))))
-    hint = None
+    inside = _inside_class(err, open_class, text, path)
+    if inside is not None:
+        return inside
+    value = _unquoted_value(text, tok.start_pos) if tok.start_pos is not None else None
+    hint = None if value is None else _quoting_hint(value[1])
     end_line, ended = _end_before(err, text)
-    if "';'" in expected and end_line < line and not ended:
+    if hint is None and "';'" in expected and end_line < line and not ended:
         hint = "a statement ends with ';' (did the previous line forget one?)"
     return SchedError(f"unexpected '{tok}', expected " + _one_of(expected), loc, hint=hint)
+
+
+def _open_class(err: lark.exceptions.UnexpectedToken) -> Token | None:
+    """The name of the elementclass whose '{' the parser has read and not closed, if any (an
+    element class holds no other, so there is at most one)."""
+    stack = err.interactive_parser.parser_state.value_stack if err.interactive_parser is not None else []
+    for i, item in enumerate(stack[:-2]):
+        if isinstance(item, Token) and item.type == "ELEMENTCLASS" and str(stack[i + 2]) == "{":
+            name = stack[i + 1]
+            return name if isinstance(name, Token) else None
+    return None
+
+
+def _not_closed(name: Token) -> str:
+    return f"elementclass {name} (line {name.line}) is not closed with '}}'"
+
+
+# Statements that cannot be inside an element class: read there, each is a name (the keyword
+# is a keyword only where a statement may begin outside one).
+_OUTSIDE_ONLY = ("elementclass", "import", "require")
+
+
+def _inside_class(err: lark.exceptions.UnexpectedToken, open_class: Token | None, text: str, path: str) -> SchedError | None:
+    """For a statement that cannot be inside an element class (a setting, another elementclass,
+    an import) read inside an open one: the error; None otherwise. Such a statement is most
+    often one after an element class whose '}' is missing: when no '}' follows in the file, it
+    certainly is, and the message says so."""
+    stack = err.interactive_parser.parser_state.value_stack if err.interactive_parser is not None else []
+    if open_class is None or len(stack) < 2:
+        return None
+    first, before = stack[-1], stack[-2]
+    starts = (isinstance(before, Token) and str(before) in ("{", "|", ";")) or (
+        isinstance(before, lark.Tree) and str(before.data).startswith("__body")
+    )
+    if not (starts and isinstance(first, Token) and first.type == "NAME"):
+        return None
+    if str(first) in _OUTSIDE_ONLY:
+        what = f"'{first}' cannot be written inside"
+    elif err.token.type == "EQUAL":
+        what = "a setting cannot be written inside"
+    else:
+        return None
+    where = Location(path, first.line or 1, first.column or 1, len(str(first)))
+    if "}" not in text[first.start_pos or 0 :]:
+        return SchedError(f"{_not_closed(open_class)}: {what} it", where, hint=f"close {open_class} with '}}' before this line")
+    return SchedError(
+        f"{what} elementclass {open_class} (line {open_class.line})",
+        where,
+        hint=f"if {open_class} should end before it, close it there with '}}'; else write it outside {open_class}",
+    )
+
+
+# A value being written: `name = ` at the start of a statement or of an argument, then the
+# value's text so far (the characters a value written without quotes may run on with).
+_VALUE_SO_FAR = re.compile(r"(?:^|[;{(,|])\s*[A-Za-z_][A-Za-z0-9_]*\s*=\s*([^\s;,()\[\]\"=]*)$", re.M)
+_VALUE_TEXT = re.compile(r"[^\s;,()\[\]\"]*")
+
+
+def _foreign_digit(ch: str) -> bool:
+    return unicodedata.category(ch) == "Nd" and not ch.isascii()
+
+
+def _unquoted_value(text: str, pos: int) -> tuple[int, str] | None:
+    """Where a value written without quotes that the parser stopped inside at `pos` starts,
+    and its text (`cluster = 32x4:V100;`, `path=traces/x.csv`); None if there is none. Text
+    such as a cluster spec or a path is a string, written in quotes."""
+    line_start = text.rfind("\n", 0, pos) + 1
+    m = _VALUE_SO_FAR.search(text, line_start, pos)
+    if m is None:
+        return None
+    start = m.start(1)
+    written = _VALUE_TEXT.match(text, start).group()  # type: ignore[union-attr]
+    if not start <= pos < start + len(written) or "->" in written or "::" in written or not any(c.isalnum() for c in written):
+        return None
+    return start, written
+
+
+def _quoting_hint(written: str) -> str | None:
+    """The hint for a value written without quotes; None for one that starts as a number: that
+    is a number written wrong (`5.`, `1_000`, `0x10`), unless it holds what only a cluster spec
+    does (`32x4:V100`, `4x8@dgx`)."""
+    if written[0] in "0123456789+-." and ":" not in written and "@" not in written:
+        return None
+    return f'text such as a cluster spec or a file path is written in quotes: "{written}"'
 
 
 def _end_before(err: lark.exceptions.UnexpectedToken, text: str) -> tuple[int, bool]:
@@ -349,40 +509,56 @@ _VALUE_AT = "__value__ = "  # (a value is parsed as the right side of a setting)
 
 
 # A number as classify_number reads one: digits, then perhaps a '/' (a rate) and a unit.
-_NUMBER = r"[+-]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?/?[A-Za-z]*"
+_NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?/?[A-Za-z]*"
 # A range, as the grammar's RANGE reads one (`3000..4000`): no string either.
-_RANGE = r"-?\d+\.\.-?\d+"
+_RANGE = r"-?[0-9]+\.\.-?[0-9]+"
 
 
 def parse_value(text: str, where: str = "<command line>") -> ast.Value:
     """Parse a single value as written in a `.sched` file (for `--set element.field=VALUE`).
-    Errors point into `text` itself, as the user wrote it."""
+    Errors point into `text` itself, as the user wrote it. A comment may follow the value."""
     if not text.strip():
         raise SchedError("no value after '='")
+    # The ';' that ends the setting goes on a line of its own, where a `//` comment the value
+    # ends with cannot take it.
+    lines = len(source_lines(text))
     try:
-        program = parse(f"{_VALUE_AT}{text};", where)
+        program = parse(f"{_VALUE_AT}{text}\n;", where)
     except SchedError as err:
         # Quoting helps text that was meant as a string; a number with a bad unit or out of
-        # range is no string either, so it keeps the parser's own hint (the units).
+        # range is no string either, so it keeps the parser's own hint (the units), as does a
+        # number written with other digits than 0-9.
         quoted = '"' in text or "'" in text
         numeric = re.fullmatch(rf"\s*(?:{_NUMBER}|{_RANGE})\s*", text) is not None
-        hint = err.hint if quoted or numeric else f"text such as a file path is written in quotes: '\"{text}\"'"
-        location = None if err.location is None else _in_text(err.location)
-        message = err.message
-        # The ';' the parse adds after the value is not the user's: the value ended too soon.
-        if location is not None and location.line == 1 and location.column == len(text) + 1 and "';'" in message:
+        foreign_digits = any(unicodedata.category(ch) == "Nd" and not ch.isascii() for ch in text)
+        hint = err.hint if quoted or numeric or foreign_digits else f"text such as a file path is written in quotes: '\"{text}\"'"
+        location, message = None, err.message
+        if err.location is not None and err.location.line > lines:
+            # The ';' the parse adds after the value is not the user's: the value ended too soon.
+            last = source_lines(text)[-1]
+            location = Location(where, lines, len(last) + 1, 1)
             expected = message.partition(", expected ")[2]
             if "']'" in expected:
                 message, hint = "the value ends before its closing ']'", "close the list with ']'"
-            else:
+            elif "';'" in message:
                 message, hint = "the value ends too soon" + (f" (expected {expected})" if expected else ""), None
+        elif err.location is not None:
+            location = _in_text(err.location)
         raise SchedError(message, location, hint=hint) from None
     finally:
         remember_source(where, text)
     # Text such as `5min; x :: Las` parses as several statements; a value is exactly one.
-    if len(program.statements) != 1 or not isinstance(program.statements[0], ast.Setting) or text.rstrip().endswith(";"):
+    if len(program.statements) != 1 or not isinstance(program.statements[0], ast.Setting) or _has_semicolon(text):
         raise SchedError(f"'{text}' is not a single value (a value cannot contain ';' or statements)")
     return _value_in_text(program.statements[0].value)
+
+
+def _has_semicolon(text: str) -> bool:
+    """Whether `text` (which parsed) holds a ';' of its own, outside its strings and comments."""
+    try:
+        return any(tok.type == "SEMICOLON" for tok in _parser().lex(text))
+    except lark.exceptions.LarkError:  # (read token by token, out of the parser's context)
+        return ";" in text
 
 
 def _in_text(location: Location) -> Location:
