@@ -198,21 +198,14 @@ def test_an_unknown_escape_is_refused_at_its_column():
     err = syntax_error('reference_gpu = "sub\\\\new\\qtrace.csv";\n')
     assert err.message == "unknown escape '\\q' in a string"
     assert (err.location.column, err.location.length) == (26, 2)
-    assert '\\" (a quote), \\\\ (a backslash) and \\t (a tab)' in err.hint
+    assert '\\" (a quote), \\\\ (a backslash), \\t (a tab) and \\n (a line break)' in err.hint
     err = syntax_error('import "lib\\sched";\n')
     assert err.message == "unknown escape '\\s' in a string"
 
 
-def test_a_line_break_cannot_be_escaped_into_a_string():
-    # (as it cannot be written in one as is)
-    err = syntax_error('reference_gpu = "a\\nb";\n')
-    assert "cannot hold a line break" in err.message
-    assert err.location.column == 19
-
-
 def test_the_known_escapes_are_read():
-    (setting,) = parse('reference_gpu = "a\\tb\\\\c\\"d";\n').statements
-    assert setting.value.value == 'a\tb\\c"d'
+    (setting,) = parse('reference_gpu = "a\\tb\\\\c\\"d\\ne";\n').statements
+    assert setting.value.value == 'a\tb\\c"d\ne'
 
 
 # --- values written without quotes ---

@@ -121,10 +121,10 @@ def _typed_number(text: str, number_text: str, slash: str, unit: str, location: 
     raise SchedError(f"unknown unit '{unit}' in '{text}'", location, hint=_UNIT_HINT)
 
 
-# The escapes a string knows. A tab may be written as is too; a line break cannot be in a
-# string at all (a string is one line), so there is no \n.
-_ESCAPES = {'"': '"', "\\": "\\", "t": "\t"}
-_ESCAPES_TEXT = '\\" (a quote), \\\\ (a backslash) and \\t (a tab)'
+# The escapes a string knows. A tab may be written as is too; a line break only as \n, since
+# a string is written on one line (a file's path may hold one).
+_ESCAPES = {'"': '"', "\\": "\\", "t": "\t", "n": "\n"}
+_ESCAPES_TEXT = '\\" (a quote), \\\\ (a backslash), \\t (a tab) and \\n (a line break)'
 
 
 def _string(tok: Token, path: str) -> str:
@@ -151,16 +151,9 @@ def _string(tok: Token, path: str) -> str:
             continue
         code = text[i + 1]
         if code not in _ESCAPES:
-            where = Location(path, line, column + i, 2)
-            if code == "n":
-                raise SchedError(
-                    "a string cannot hold a line break ('\\n'): a string is one line of text",
-                    where,
-                    hint=f"a string's escapes are {_ESCAPES_TEXT}",
-                )
             raise SchedError(
                 f"unknown escape '\\{code}' in a string",
-                where,
+                Location(path, line, column + i, 2),
                 hint=f"a string's escapes are {_ESCAPES_TEXT}; a backslash itself is written \\\\",
             )
         out.append(_ESCAPES[code])
