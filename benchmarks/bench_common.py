@@ -1,9 +1,12 @@
 """Shared by the benchmark scripts: argument types that refuse out-of-range values with a usage
-error (exit status 2) before anything starts, and the refusal of a helper module run as a script."""
+error (exit status 2) before anything starts, a script's description for its --help, the check
+of a program given on the command line, and the refusal of a helper module run as a script."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -34,6 +37,31 @@ def _bounded(minimum: float, fits: Callable[[float], bool], wanted: str) -> Call
         return value
 
     return convert
+
+
+def description(doc: str | None) -> str:
+    """A script's description for its --help: the first paragraph of its docstring, as one line."""
+    first = (doc or "").strip().split("\n\n")[0]
+    return " ".join(line.strip() for line in first.splitlines())
+
+
+def program_problem(program: str) -> str | None:
+    """What is wrong with `program` (a path, or a name looked up on PATH) as a program to run,
+    or None when it can be run."""
+    if os.sep in program or (os.altsep and os.altsep in program):
+        if not os.path.exists(program):
+            return "no such file"
+        if os.path.isdir(program):
+            return "a folder, not a program"
+        if not os.access(program, os.X_OK):
+            return "not executable"
+        return None
+    return None if shutil.which(program) else "no such program on PATH"
+
+
+def plural(count: int, word: str) -> str:
+    """`count` and `word`, with an s unless `count` is 1: "1 agent", "4 agents"."""
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
 def not_a_script(instead: str) -> NoReturn:

@@ -19,14 +19,25 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench_common import description  # noqa: E402
+
 from roundhouse.tools.reproductions import load_all  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--experiment", default="dally-batch", choices=("dally-batch", "dally-poisson"))
-    parser.add_argument("--out", type=Path, help="keep the experiment's tables and figures in this folder")
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument(
+        "--quick", action="store_true", help="the experiment's --quick version (fewer jobs; default: the full experiment)"
+    )
+    parser.add_argument(
+        "--experiment",
+        default="dally-batch",
+        choices=("dally-batch", "dally-poisson"),
+        help="the experiment to time (default dally-batch)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="keep the experiment's tables and figures in this folder (default: a temporary folder)"
+    )
     args = parser.parse_args()
     if args.out is not None:
         if args.out.exists() and not args.out.is_dir():
@@ -45,7 +56,8 @@ def main() -> None:
             frame.write_csv(out / f"{name}.csv")
     runs = report.tables["runs"]
     print(f"{args.experiment}{' --quick' if args.quick else ''}: {runs.height} runs")
-    print(f"wall time: {wall:.1f} s; summed run time {runs['wall_s'].sum():.1f} s; slowest run {runs['wall_s'].max():.1f} s")
+    run_s = runs["wall_s"].to_numpy()
+    print(f"wall time: {wall:.1f} s; summed run time {run_s.sum():.1f} s; slowest run {run_s.max():.1f} s")
     for row in runs.sort("wall_s", descending=True).head(5).iter_rows(named=True):
         print(f"  {row['scheme']:<24} {row['racks']:>2} racks: {row['wall_s']:.1f} s, {row['rounds']} rounds")
 

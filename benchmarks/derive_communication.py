@@ -18,7 +18,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench_common import description  # noqa: E402
+
 from roundhouse.traces.communication import DALLY_TIERS, SHIPPED_COMMUNICATION, TIER_NAMES, fit_scales  # noqa: E402
+
+WORKLOADS = REPO.parent / "shared" / "data" / "dally" / "astra-sim-workload"
 
 # Dally (Sharma et al., IEEE BigData 2025), Table I: communication time as a % of compute time,
 # 8 GPUs, measured in ASTRA-sim (machine, rack, network). Beside each, its workload file and
@@ -50,7 +54,13 @@ HEADER = """\
 def read_workload(path: Path) -> tuple[int, int]:
     """(layers, total all-reduce bytes) of one ASTRA-sim workload file."""
     layers, volume = 0, 0
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise SystemExit(f"error: {path}: not UTF-8 text (byte {err.start} cannot be decoded)") from None
+    except OSError as err:
+        raise SystemExit(f"error: {path}: cannot read it ({err.strerror})") from None
+    for number, line in enumerate(text.splitlines(), 1):
         cells = line.split("\t")
         if "ALLREDUCE" in cells:
             try:
@@ -86,9 +96,19 @@ def derive(workloads: Path) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workloads", type=Path, default=REPO.parent / "shared" / "data" / "dally" / "astra-sim-workload")
-    parser.add_argument("--out", type=Path, default=SHIPPED_COMMUNICATION)
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument(
+        "--workloads",
+        type=Path,
+        default=WORKLOADS,
+        help=f"the folder of Dally's ASTRA-sim workload files (default: {WORKLOADS})",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=SHIPPED_COMMUNICATION,
+        help=f"the file to write (default: {SHIPPED_COMMUNICATION}, the shipped profile, which is overwritten)",
+    )
     args = parser.parse_args(argv)
     if not args.workloads.is_dir():
         parser.error(f"--workloads {args.workloads}: no such folder")

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least  # noqa: E402
+from bench_common import at_least, description  # noqa: E402
 
 from roundhouse.runtime.compiler import CompiledGraph, compile_file  # noqa: E402
 from roundhouse.runtime.simulate import simulate  # noqa: E402
@@ -85,7 +85,7 @@ def measure(label: str, text: str, repeat: int = 1) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--full", action="store_true", help="also run 100,000 jobs")
     parser.add_argument("--repeat", type=at_least(1), default=1, metavar="N", help="run each case N times (default 1)")
     parser.add_argument("--jobs", type=at_least(1), metavar="N", help="run only LAS on N Philly jobs")

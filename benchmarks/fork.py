@@ -21,11 +21,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least  # noqa: E402
+from bench_common import at_least, description  # noqa: E402
 
 from roundhouse.runtime.simulation import Simulation  # noqa: E402
 
 RATE_PER_H = 8.0
+# The target: a fork of the 10,000-job world under 50 ms (the median of the forks at a point).
+TARGET_JOBS = 10_000
+TARGET_S = 0.05
 
 
 def las(jobs: int) -> str:
@@ -38,8 +41,8 @@ src -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch -> m :: JobMetrics;
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=at_least(1), default=10_000, help="jobs in the world (default 10,000)")
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("--jobs", type=at_least(1), default=TARGET_JOBS, help=f"jobs in the world (default {TARGET_JOBS:,})")
     parser.add_argument("--forks", type=at_least(1), default=20, help="forks timed at each point (default 20)")
     args = parser.parse_args()
     sim = Simulation(las(args.jobs))
@@ -67,7 +70,14 @@ def main() -> None:
         Simulation.load(path)
         loaded = time.perf_counter() - started
         print(f"  snapshot: {path.stat().st_size / 1e6:.1f} MB, saved in {saved * 1e3:.0f} ms, loaded in {loaded * 1e3:.0f} ms")
-    print(f"\ntarget: a fork under 50 ms: {worst * 1e3:.2f} ms ({'met' if worst < 0.05 else 'NOT met'})")
+    if args.jobs == TARGET_JOBS:
+        verdict = "met" if worst < TARGET_S else "NOT met"
+        print(f"\ntarget: a fork of the {TARGET_JOBS:,}-job world under {TARGET_S * 1e3:g} ms: {worst * 1e3:.2f} ms ({verdict})")
+    else:
+        print(
+            f"\nslowest median fork: {worst * 1e3:.2f} ms (the target, under {TARGET_S * 1e3:g} ms, is for the "
+            f"{TARGET_JOBS:,}-job world: run without --jobs)"
+        )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ Prints wall time, the process's CPU time (user + system: less disturbed than wal
 other work shares the machine), rounds (and how many of them event skipping passed without a
 tick), how many times faster than Gavel's simulator, and Gavel's average JCT beside ours (from
 Gavel's shared results, msr_0e4a51_36-36-36_results_all_policies.csv read in place, unless
-`--gavel` measures it now; it has none for `fifo_perf`). The target for LAS is under 1.5 s
+`--gavel` measures it now; it has none for `fifo_perf`), both over the same jobs: those Gavel
+gives a JCT for (it fails one job of this trace under FIFO). The target for LAS is under 1.5 s
 wall (at least 40 times Gavel's). `rows()` returns the figures for benchmarks/scale.py. This is
 a script that prints figures, not a timed test.
 
@@ -48,7 +49,7 @@ import time
 from pathlib import Path
 
 from anchor_run import AnchorFailed, failure, run_anchor
-from bench_common import at_least
+from bench_common import at_least, description, program_problem
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data" / "gavel"
@@ -87,20 +88,49 @@ def _write_graphs(folder: Path, trace: Path, skip: bool) -> None:
         )
 
 
-def shared_jct(data: Path = SHARED) -> dict[str, float]:
-    """Average JCT by Gavel policy in Gavel's shared results on this trace, read in place (none
-    when the file is not in `data`). As Gavel prints it: a job Gavel failed has no JCT and is left out."""
+class BadReference(Exception):
+    """Gavel's shared results cannot be read; the message names the file, then what is wrong
+    (`PATH: error: ...`, as the project's errors about a file are written)."""
+
+
+def shared_results(data: Path = SHARED):
+    """Gavel's per-job results on this trace, read in place from `data`: a frame of policy,
+    job_id and gavel_jct_s (a job Gavel failed has no JCT and is left out, as Gavel leaves it out
+    of the average it prints), or None when the file is not there. Raises BadReference, naming
+    the file, when it cannot be read or lacks the columns read."""
     path = data / RESULTS
     if not path.is_file():
-        return {}
+        return None
     import polars as pl
 
-    frame = pl.read_csv(path).group_by("policy").agg(pl.col("jct_s").mean())
-    return dict(zip(frame["policy"], frame["jct_s"], strict=True))
+    sys.path.insert(0, str(REPO))
+    from roundhouse.errors import TraceError
+    from roundhouse.tools.reproductions.gavel import gavel_results
+
+    try:
+        return gavel_results(path, ())
+    except TraceError as err:
+        raise BadReference(str(err)) from None
+    except OSError as err:
+        raise BadReference(f"{path}: error: cannot read it ({err.strerror})") from None
+    except pl.exceptions.PolarsError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise BadReference(f"{path}: error: cannot read it as Gavel's per-job results ({first})") from None
+
+
+def same_jobs_jct(ours, theirs) -> tuple[float | None, float | None, int]:
+    """Average JCT of ours and of Gavel's over the same jobs, those both give a JCT for: `ours`
+    a frame of job_id and jct_s (our jobs.csv), `theirs` one of job_id and gavel_jct_s. Returns
+    (ours, Gavel's, the number of jobs averaged over); the averages are None over no job."""
+    joined = ours.select("job_id", "jct_s").join(theirs.select("job_id", "gavel_jct_s"), on="job_id").drop_nulls()
+    if joined.height == 0:
+        return None, None, 0
+    return float(joined["jct_s"].mean()), float(joined["gavel_jct_s"].mean()), joined.height
 
 
 def run_once(graph: Path, out: Path) -> dict:
-    """One CLI run in a fresh process: wall and CPU seconds, rounds, average JCT."""
+    """One CLI run in a fresh process: wall and CPU seconds, rounds, average JCT, and the
+    folder of its results (jobs.csv among them)."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
@@ -124,13 +154,21 @@ def run_once(graph: Path, out: Path) -> dict:
         skipped=run.get("skipped_rounds"),
         jobs=summary.get("jobs_finished"),
         avg_jct_s=summary.get("avg_jct_s"),
+        out=out,
     )
+
+
+# A job's JCT as Gavel's simulator prints it (`Job 12: 3456.789`, or `Job 12 (high priority): ...`).
+GAVEL_JOB_JCT = re.compile(r"^Job (\d+)(?: \(high priority\))?: ([0-9.]+)$", re.M)
 
 
 def run_gavel(checkout: Path, python: str, policy: str, trace: Path) -> dict:
     """Gavel's own simulator on `trace` under `policy`, in a fresh process, as Gavel's shared
     results were made (`simulate_scheduler_with_trace.py`, seed 0, ECOS, 360 s rounds, one GPU
-    per server on 36:36:36): wall seconds and the average JCT it prints."""
+    per server on 36:36:36): wall seconds, the average JCT it prints, and the JCT it prints for
+    each job it completed (a frame of job_id and gavel_jct_s; None if it printed none)."""
+    import polars as pl
+
     args = [python, "scripts/drivers/simulate_scheduler_with_trace.py", "-t", str(trace), "-p", policy,
             "--throughputs_file", str(trace.parent / "simulation_throughputs.json"), "-c", "36:36:36",
             "--seed", "0", "--solver", "ECOS", "--time_per_iteration", "360"]  # fmt: skip
@@ -138,19 +176,29 @@ def run_gavel(checkout: Path, python: str, policy: str, trace: Path) -> dict:
     found = re.search(r"Average job completion time: ([0-9.]+) seconds", done.stdout)
     if done.returncode != 0 or not found:
         raise failure(done, f"Gavel's simulator ({policy}) in {checkout}")
-    return dict(wall_s=wall, avg_jct_s=float(found.group(1)))
+    jobs = GAVEL_JOB_JCT.findall(done.stdout)
+    per_job = pl.DataFrame({"job_id": [int(j) for j, _ in jobs], "gavel_jct_s": [float(t) for _, t in jobs]}) if jobs else None
+    return dict(wall_s=wall, avg_jct_s=float(found.group(1)), per_job=per_job)
 
 
-def rows(repeat: int = 1, trace: Path = TRACE, gavel: tuple[Path, str] | None = None, skip: bool = True) -> list[dict]:
+def rows(
+    repeat: int = 1,
+    trace: Path = TRACE,
+    gavel: tuple[Path, str] | None = None,
+    skip: bool = True,
+    shared=None,
+) -> list[dict]:
     """One row per case: the fastest of `repeat` runs (wall and CPU), Gavel's time, the ratio
     (none when Gavel's trace is not at `trace`). With `gavel` (the folder `scheduler/` of Gavel's
     checkout, and the Python to run it with), Gavel's time and JCT are measured now, once per
-    case; without, its JCT is the one in Gavel's shared results beside the trace. `skip` false
-    turns event skipping off (`skip_rounds = false`)."""
+    case; without, its JCT is the one in `shared`, Gavel's shared results (`shared_results`),
+    if given. Ours and Gavel's average JCT are taken over the same jobs, those Gavel gives a
+    JCT for. `skip` false turns event skipping off (`skip_rounds = false`)."""
+    import polars as pl
+
     if not trace.exists():
         return []
     trace = trace.resolve()  # (the graphs are in another folder)
-    shared = shared_jct(trace.parent)
     out = []
     with tempfile.TemporaryDirectory(prefix="gavel-msr-") as tmp:
         folder = Path(tmp)
@@ -159,12 +207,29 @@ def rows(repeat: int = 1, trace: Path = TRACE, gavel: tuple[Path, str] | None = 
             runs = [run_once(folder / f"case{i}.sched", folder / f"out{i}-{k}") for k in range(repeat)]
             best = min(runs, key=lambda r: r["wall_s"])
             theirs = run_gavel(gavel[0], gavel[1], GAVEL_POLICIES[name], trace) if gavel else None
-            out.append(_row(name, runs, best, theirs, shared.get(GAVEL_POLICIES[name])))
+            if theirs is not None:
+                reference = theirs["per_job"]
+            elif shared is not None:
+                reference = shared.filter(pl.col("policy") == GAVEL_POLICIES[name])
+                reference = reference if reference.height else None
+            else:
+                reference = None
+            compared = None
+            if reference is not None:
+                compared = same_jobs_jct(pl.read_csv(best["out"] / "jobs.csv"), reference)
+            out.append(_row(name, runs, best, theirs, compared))
     return out
 
 
-def _row(name: str, runs: list[dict], best: dict, theirs: dict | None, shared_jct_s: float | None) -> dict:
+def _row(name: str, runs: list[dict], best: dict, theirs: dict | None, compared: tuple | None) -> dict:
+    """A case's figures. `compared`: ours and Gavel's average JCT over the same jobs, and how
+    many, when Gavel's per-job JCTs are known; else Gavel's average JCT is the one its simulator
+    printed (`theirs`), if it ran, beside ours over all our jobs."""
     gavel_s = theirs["wall_s"] if theirs else GAVEL_SECONDS.get(name)
+    if compared is not None:
+        ours_jct, their_jct, jct_jobs = compared
+    else:
+        ours_jct, their_jct, jct_jobs = best["avg_jct_s"], (theirs["avg_jct_s"] if theirs else None), None
     return dict(
         case=f"Gavel msr 0e4a51, {name}",
         wall_s=best["wall_s"],
@@ -172,23 +237,28 @@ def _row(name: str, runs: list[dict], best: dict, theirs: dict | None, shared_jc
         cpu_s=min(r["cpu_s"] for r in runs),
         rounds=best["rounds"],
         skipped=best["skipped"],
+        jobs=best["jobs"],
         avg_jct_s=best["avg_jct_s"],
+        compared_avg_jct_s=ours_jct,
+        compared_jobs=jct_jobs,
         gavel_s=gavel_s,
         gavel_measured_now=theirs is not None,
-        gavel_avg_jct_s=theirs["avg_jct_s"] if theirs else shared_jct_s,
+        gavel_avg_jct_s=their_jct,
         times_faster=None if gavel_s is None else gavel_s / best["wall_s"],
     )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=at_least(1), default=1, help="runs per case (the fastest is reported)")
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("--repeat", type=at_least(1), default=1, help="runs per case (the fastest is reported; default 1)")
     parser.add_argument(
         "--data", type=Path, help=f"the folder of Gavel's reference data (default: {SHARED}, skipped when it is not there)"
     )
     parser.add_argument("--gavel", type=Path, help="the folder scheduler/ of Gavel's checkout: run its simulator now too")
-    parser.add_argument("--gavel-python", default=sys.executable, help="the Python to run Gavel with (default: this one)")
+    parser.add_argument("--gavel-python", help="with --gavel, the Python to run Gavel with (default: this one)")
     args = parser.parse_args()
+    if args.gavel_python is not None and args.gavel is None:
+        parser.error("--gavel-python has no effect without --gavel")
     if args.data is None:
         data = SHARED
         if not TRACE.exists():
@@ -200,13 +270,21 @@ def main() -> None:
             parser.error(f"--data {args.data}: no {TRACE.name} there")
     gavel = None
     if args.gavel is not None:
-        if not (args.gavel / "scripts" / "drivers" / "simulate_scheduler_with_trace.py").exists():
+        if not (args.gavel / "scripts" / "drivers" / "simulate_scheduler_with_trace.py").is_file():
             parser.error(f"--gavel {args.gavel}: no scripts/drivers/simulate_scheduler_with_trace.py there")
-        gavel = (args.gavel.resolve(), args.gavel_python)
+        python = args.gavel_python or sys.executable
+        wrong = program_problem(python)
+        if wrong:
+            parser.error(f"--gavel-python {python}: {wrong}")
+        gavel = (args.gavel.resolve(), python)
+    try:  # read before anything runs: a bad file is found at once
+        shared = None if gavel else shared_results(data)
+    except BadReference as err:
+        sys.exit(str(err))  # (it names the file, then the error)
     when = "measured now" if gavel else "as measured once (--gavel measures it now)"
     if gavel:
         jct_from = "measured now"
-    elif (data / RESULTS).is_file():
+    elif shared is not None:
         jct_from = f"from Gavel's shared results, {data / RESULTS}"
     else:
         jct_from = f"not known ({RESULTS} not found in {data}; --gavel measures it now)"
@@ -215,20 +293,22 @@ def main() -> None:
     print(f"Gavel's average JCT: {jct_from}")
     print(
         f"{'case':34s} {'wall s':>8s} {'cpu s':>7s} {'rounds':>7s} {'skipped':>8s} {'avg JCT s':>10s} {'Gavel s':>8s} "
-        f"{'x faster':>9s} {'Gavel JCT s':>12s}"
+        f"{'x faster':>9s} {'Gavel JCT s':>12s} {'JCT jobs':>9s}"
     )
     try:
-        measured = rows(args.repeat, data / TRACE.name, gavel)
+        measured = rows(args.repeat, data / TRACE.name, gavel, shared=shared)
     except AnchorFailed as err:
         sys.exit(f"error: {err}")
     for row in measured:
         theirs = f"{row['gavel_s']:8.1f}" if row["gavel_s"] else f"{'-':>8s}"
         faster = f"{row['times_faster']:8.1f}x" if row["times_faster"] else f"{'-':>9s}"
-        their_jct = f"{row['gavel_avg_jct_s']:12.0f}" if row["gavel_avg_jct_s"] else f"{'-':>12s}"
+        their_jct = f"{row['gavel_avg_jct_s']:12.0f}" if row["gavel_avg_jct_s"] is not None else f"{'-':>12s}"
+        ours_jct = f"{row['compared_avg_jct_s']:10.0f}" if row["compared_avg_jct_s"] is not None else f"{'-':>10s}"
+        jct_jobs = f"{row['compared_jobs']}/{row['jobs']}" if row["compared_jobs"] is not None else f"all {row['jobs']}"
         wall = f"{row['wall_s']:.2f}" + (f"-{row['slowest_wall_s']:.2f}" if args.repeat > 1 else "")
         print(
             f"{row['case']:34s} {wall:>8s} {row['cpu_s']:7.2f} {row['rounds'] or '-':>7} {row['skipped'] or 0:>8} "
-            f"{row['avg_jct_s']:10.0f} {theirs} {faster} {their_jct}"
+            f"{ours_jct} {theirs} {faster} {their_jct} {jct_jobs:>9s}"
         )
         if row["case"].endswith("LAS"):
             verdict = "met" if row["wall_s"] < LAS_TARGET_S else "MISSED"
@@ -236,6 +316,10 @@ def main() -> None:
             if row["times_faster"]:
                 verdict = "met" if row["times_faster"] >= LAS_TARGET_TIMES else "MISSED"
                 print(f"  LAS target: at least {LAS_TARGET_TIMES}x Gavel's simulator ({when}): {verdict}")
+    print(
+        "avg JCT s, Gavel JCT s: ours and Gavel's over the same jobs, those Gavel gives a JCT for (it gives none to a job it\n"
+        "  fails); JCT jobs: how many, of the jobs we finished (`all N`: Gavel's per-job JCTs are not known, ours is over all)"
+    )
 
 
 if __name__ == "__main__":

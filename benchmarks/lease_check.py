@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import above, at_least  # noqa: E402
+from bench_common import above, at_least, description, plural  # noqa: E402
 from live_common import LoadAgents, running_scheduler, submitter, wait_until  # noqa: E402
 
 
@@ -69,7 +69,7 @@ def measure(mode: str, n: int, address: str, folder: Path, iteration_s: float, s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--max", type=at_least(1), default=64, help="most jobs (default 64)")
     parser.add_argument("--iteration", type=at_least(0.0), default=0.01, help="seconds per training iteration (default 0.01)")
     parser.add_argument("--seconds", type=above(0.0), default=3.0, help="how long each job runs (default 3)")
@@ -86,7 +86,7 @@ def main() -> None:
                 wait_until(lambda: agents.launches >= max(counts), 60, agents.serve)
                 agents.serve_in_background()
                 print(
-                    f"{max(counts)} jobs running on {nodes} agents; each checks its lease before every "
+                    f"{plural(max(counts), 'job')} running on {plural(nodes, 'agent')}; each checks its lease before every "
                     f"{1000 * args.iteration:g} ms iteration for {args.seconds:g} s"
                 )
                 print(

@@ -2,7 +2,8 @@
 agents in one process that do not start processes (so that what is measured is the scheduler).
 
 The agents register, heartbeat and, if asked, answer each launch at once with `started` and
-(after `finish_after_s`) an `exited done`, acknowledging nothing else."""
+(after `finish_after_s`) an `exited done`, acknowledging nothing else; `barrier` waits until
+the scheduler has handled all they sent."""
 
 from __future__ import annotations
 
@@ -85,6 +86,8 @@ class LoadAgents:
         self.running: list[list[tuple[int, int, int]]] = [[] for _ in range(count)]  # (job, attempt, rank)
         self.pending: list[tuple[float, int, tuple[int, int, int]]] = []
         self.launches = 0
+        self.sent = 0  # messages sent to the scheduler, of every kind
+        self.lease_replies = 0  # answers to `barrier`'s round trips
         self._last_beat = 0.0
         for i in range(len(self.socks)):
             self.send(
@@ -99,6 +102,7 @@ class LoadAgents:
 
     def send(self, i: int, type_: str, **body) -> None:
         self.socks[i].send(protocol.encode(type_, self.seqs[i].next(), **body))
+        self.sent += 1
 
     def serve(self, seconds: float) -> None:
         deadline = time.time() + seconds
@@ -107,7 +111,9 @@ class LoadAgents:
                 i = self.socks.index(sock)
                 while sock.poll(0):
                     type_, _, body = protocol.decode(sock.recv())
-                    if type_ == "launch":
+                    if type_ == "lease_reply":
+                        self.lease_replies += 1
+                    elif type_ == "launch":
                         self.launches += 1
                         for r in body["ranks"]:
                             key = (body["job"], body["attempt"], r["rank"])
@@ -141,6 +147,16 @@ class LoadAgents:
                         "heartbeat",
                         running=[{"job": j, "attempt": a, "rank": r, "gpu": 0, "iteration": 1} for j, a, r in self.running[i]],
                     )
+
+    def barrier(self, timeout: float) -> None:
+        """Return once the scheduler has handled every message the agents sent before: each agent
+        sends a round-trip lease check after them, which the scheduler answers in turn (one
+        connection's messages arrive in order, and each is handled before the next is read).
+        Serves the agents meanwhile; a TimeoutError after `timeout` seconds."""
+        expected = self.lease_replies + len(self.socks)
+        for i in range(len(self.socks)):
+            self.send(i, "lease", job=0, attempt=1)
+        wait_until(lambda: self.lease_replies >= expected, timeout, self.serve)
 
     def serve_in_background(self) -> None:
         """Keep heartbeating from a thread (which then owns the sockets) while this one measures."""

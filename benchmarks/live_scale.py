@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
 
-from bench_common import at_least  # noqa: E402
+from bench_common import at_least, description  # noqa: E402
 from live_common import live_cluster  # noqa: E402
 
 from roundhouse.agents.submitter import Submitter  # noqa: E402
@@ -170,7 +170,7 @@ def run_size(cluster: Loopback, nodes: int, gpus: int, rounds: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument(
         "--sizes",
         nargs="+",

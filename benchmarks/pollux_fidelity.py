@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least  # noqa: E402
+from bench_common import at_least, description  # noqa: E402
 
 from roundhouse.runtime.compiler import compile_file  # noqa: E402
 from roundhouse.runtime.simulate import simulate  # noqa: E402
@@ -39,7 +39,7 @@ ANCHOR_WALL_S = 31 * 60.0
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--seeds", type=at_least(1), default=1, help="runs with seeds 0..N-1 of Pollux's search (default 1)")
     parser.add_argument(
         "--patience", type=at_least(1), default=10, help="generations without improvement that end a search (default 10)"

@@ -3,6 +3,7 @@ crossover, mutation, repair, fitness, selection) on 16 machines of 4 GPUs, for 2
 (about what Pollux's workload 6 keeps active) and 100 (ONES-like load), all 100 generations and
 with `patience=10` (a search from scratch; in a run the population carries over from the last
 round and stops sooner). The target: under 1 s.
+
 Beside it, if pymoo 0.4 can be imported (put it on PYTHONPATH) and petuum/adaptdl's
 osdi21-artifact `simulator/` is given, Pollux's own `PolluxPolicy.optimize` on the same jobs
 (its speedups from the same goodput tables; pymoo 0.4.2.2 and autograd installed with
@@ -26,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least  # noqa: E402
+from bench_common import at_least, description  # noqa: E402
 
 from roundhouse.elements.policies import pollux_search as search  # noqa: E402
 from roundhouse.elements.policies.pollux import goodput_table  # noqa: E402
@@ -83,44 +84,108 @@ def ours(goodput, base, limit, age, restarts, rng, patience=None) -> tuple[float
     return time.perf_counter() - started, time.process_time() - cpu
 
 
-def theirs(simulator: Path, names, goodput, base, limit, age, restarts) -> tuple[float, float]:
-    """Pollux's PolluxPolicy.optimize on the same jobs (speedup functions from our tables)."""
-    sys.path.insert(0, str(simulator))
+# What benchmarks/pollux_search.py imports from the folder `simulator/` of Pollux's artifact (its
+# pollux.py imports nothing else from there).
+POLLUX_FILES = ("pollux.py", "utils.py")
+
+
+class PolluxUnavailable(Exception):
+    """Pollux's own search cannot run here (a module it needs is missing); said on each line."""
+
+
+class PolluxFailed(Exception):
+    """Pollux's own code raised while searching; the message says what and where."""
+
+
+def pollux_problem(folder: Path) -> str | None:
+    """What is wrong with `folder` as Pollux's `simulator/` folder, or None."""
+    if not folder.is_dir():
+        return "no such folder"
+    missing = [name for name in POLLUX_FILES if not (folder / name).is_file()]
+    if missing:
+        return f"no {' or '.join(missing)} there (give the folder simulator/ of petuum/adaptdl's osdi21-artifact)"
+    return None
+
+
+def load_pollux(simulator: Path):
+    """Pollux's PolluxPolicy, JobInfo and NodeInfo, imported from `simulator` (checked by
+    `pollux_problem`). Raises PolluxUnavailable when a module they import is missing (pymoo 0.4,
+    say), PolluxFailed when importing them fails otherwise."""
     for alias, kind in (("int", int), ("float", float), ("bool", bool)):  # NumPy 2 dropped what Pollux's code uses
         if alias not in np.__dict__:
             setattr(np, alias, kind)
-    from pollux import PolluxPolicy  # type: ignore[import-not-found]
-    from utils import JobInfo, NodeInfo  # type: ignore[import-not-found]
+    if str(simulator) not in sys.path:
+        sys.path.insert(0, str(simulator))
+    try:
+        import pollux as their_pollux
+        import utils as their_utils
+    except ImportError as err:
+        raise PolluxUnavailable(str(err)) from None
+    except Exception as err:  # its code, at import
+        raise PolluxFailed(_where(err, "importing its pollux.py")) from None
+    for module in (their_pollux, their_utils):  # (a module of that name imported earlier would be another's)
+        if Path(module.__file__ or "").resolve().parent != simulator.resolve():
+            raise PolluxFailed(f"the module {module.__name__} imported is {module.__file__}, not the one in {simulator}")
+    try:
+        return their_pollux.PolluxPolicy, their_utils.JobInfo, their_utils.NodeInfo
+    except AttributeError as err:
+        raise PolluxFailed(f"{simulator}: {err}") from None
 
+
+def _where(err: BaseException, doing: str) -> str:
+    """What `err` was and where it was raised: the innermost line of the traceback."""
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__)
+    at = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"{doing} raised {type(err).__name__}: {err}{at}"
+
+
+def theirs(simulator: Path, names, goodput, base, limit, age, restarts) -> tuple[float, float]:
+    """Pollux's PolluxPolicy.optimize on the same jobs (speedup functions from our tables).
+    Raises PolluxUnavailable or PolluxFailed (see `load_pollux`), and PolluxFailed when its
+    search raises."""
+    PolluxPolicy, JobInfo, NodeInfo = load_pollux(simulator)
     n = len(base)
-    infos = {}
-    for j in range(n):
-        table = goodput[j] / max(goodput[j, 1, 1], 1e-12)
-        info = JobInfo(
-            resources={"nvidia.com/gpu": 1},
-            speedup_fn=lambda k, r, t=table: t[np.asarray(k), np.asarray(r)],
-            creation_timestamp=-age[j],
-            attained_service=0,
-            min_replicas=0,
-            max_replicas=int(limit[j]),
-            preemptible=True,
-        )
-        info.num_restarts, info.age = int(restarts[j]), float(age[j])
-        infos[f"job-{j}"] = info
-    nodes = {m: NodeInfo({"nvidia.com/gpu": PER_MACHINE}, preemptible=False) for m in range(MACHINES)}
-    current = {f"job-{j}": [m for m in range(MACHINES) for _ in range(base[j, m])] for j in range(n)}
-    started, cpu = time.perf_counter(), time.process_time()
-    PolluxPolicy().optimize(infos, nodes, current, nodes[0])
+    try:
+        infos = {}
+        for j in range(n):
+            table = goodput[j] / max(goodput[j, 1, 1], 1e-12)
+            info = JobInfo(
+                resources={"nvidia.com/gpu": 1},
+                speedup_fn=lambda k, r, t=table: t[np.asarray(k), np.asarray(r)],
+                creation_timestamp=-age[j],
+                attained_service=0,
+                min_replicas=0,
+                max_replicas=int(limit[j]),
+                preemptible=True,
+            )
+            info.num_restarts, info.age = int(restarts[j]), float(age[j])
+            infos[f"job-{j}"] = info
+        nodes = {m: NodeInfo({"nvidia.com/gpu": PER_MACHINE}, preemptible=False) for m in range(MACHINES)}
+        current = {f"job-{j}": [m for m in range(MACHINES) for _ in range(base[j, m])] for j in range(n)}
+        started, cpu = time.perf_counter(), time.process_time()
+        PolluxPolicy().optimize(infos, nodes, current, nodes[0])
+    except Exception as err:  # its code, on our jobs
+        raise PolluxFailed(_where(err, "PolluxPolicy.optimize")) from None
     return time.perf_counter() - started, time.process_time() - cpu
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--pollux", type=Path, help="petuum/adaptdl osdi21-artifact simulator/ folder")
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument(
+        "--pollux",
+        type=Path,
+        help="the folder simulator/ of petuum/adaptdl's osdi21-artifact: time Pollux's own search too (needs pymoo 0.4)",
+    )
     parser.add_argument(
         "--repeat", type=at_least(1), default=5, help="searches timed per case; the median is printed (default 5)"
     )
     args = parser.parse_args()
+    if args.pollux is not None:
+        wrong = pollux_problem(args.pollux)
+        if wrong:
+            parser.error(f"--pollux {args.pollux}: {wrong}")
     for n in (20, 100):
         rng = np.random.default_rng(n)
         names, goodput, base, limit, age, restarts = jobs(n, rng)
@@ -131,10 +196,14 @@ def main() -> None:
         if args.pollux is not None:
             try:
                 runs = [theirs(args.pollux, names, goodput, base, limit, age, restarts) for _ in range(max(args.repeat // 2, 1))]
+            except PolluxUnavailable as err:
+                line += f"; Pollux's own search cannot run here ({err})"
+            except PolluxFailed as err:
+                print(line)
+                sys.exit(f"error: Pollux's own search failed: {err}")
+            else:
                 wall, cpu = np.median(runs, axis=0)
                 line += f"; Pollux's PolluxPolicy.optimize {1000 * wall:.0f} ms wall, {1000 * cpu:.0f} ms CPU"
-            except ImportError as err:
-                line += f"; Pollux's own search cannot run here ({err})"
         print(line)
 
 

@@ -46,6 +46,7 @@ sys.path.insert(0, str(REPO))
 
 import alibaba_sim  # noqa: E402  (beside this script)
 from anchor_run import AnchorFailed  # noqa: E402
+from bench_common import description, program_problem  # noqa: E402
 
 # name: (group, what, jobs, rate per hour, cluster, policy, placer, how it runs, in --quick)
 #   group "active": jobs in the system grow with the number of jobs (overloaded 128 GPUs)
@@ -133,6 +134,8 @@ CASES: dict[str, tuple] = {
         True,
     ),
 }
+# The width of the first table's column of what each case is: its longest description.
+CASE_WIDTH = max(len(case[1]) for case in CASES.values())
 # Gavel's heterogeneity-aware LAS and FIFO on its msr trace, whole CLI runs beside Gavel's own
 # simulator, are measured by benchmarks/gavel_msr.py; this script prints its rows as the case
 # named here (skipped when Gavel's trace is not beside the project).
@@ -386,7 +389,7 @@ def print_gavel_rows(skip: bool) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--quick", action="store_true", help="the small cases only")
     parser.add_argument(
         "--only", metavar="NAME", action="append", help=f"run only these cases ({', '.join([*CASES, GAVEL_CASE])})"
@@ -396,7 +399,7 @@ def main() -> None:
     parser.add_argument(
         "--alibaba", type=Path, help="the folder cluster-trace-gpu-v2020/simulator of Alibaba's clusterdata: run it now too"
     )
-    parser.add_argument("--alibaba-python", default=sys.executable, help="the Python to run it with (default: this one)")
+    parser.add_argument("--alibaba-python", help="with --alibaba, the Python to run it with (default: this one)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -422,14 +425,23 @@ def main() -> None:
             parser.error(str(err))
     gavel = GAVEL_CASE in names
     alibaba = None
+    if args.alibaba_python is not None and args.alibaba is None:
+        parser.error("--alibaba-python has no effect without --alibaba")
     if args.alibaba is not None:
+        alibaba_cases = [n for n, case in CASES.items() if case[0] == "alibaba"]
+        if not any(n in alibaba_cases for n in names):
+            parser.error(f"--alibaba has no effect: no Alibaba-shape case is run (they are {', '.join(alibaba_cases)})")
         wrong = alibaba_sim.check_folder(args.alibaba)
         if wrong:
             parser.error(f"--alibaba {args.alibaba}: {wrong}")
-        alibaba = (args.alibaba.resolve(), args.alibaba_python)
+        python = args.alibaba_python or sys.executable
+        wrong = program_problem(python)
+        if wrong:
+            parser.error(f"--alibaba-python {python}: {wrong}")
+        alibaba = (args.alibaba.resolve(), python)
     names = [n for n in names if n != GAVEL_CASE]
     print(
-        f"{'case':58s} {'wall s':>8s} {'rounds':>9s} {'skipped':>9s} {'passed':>9s} {'rounds/s':>9s} {'us/round':>9s} {'in system':>10s} {'peak RSS':>9s}"
+        f"{'case':{CASE_WIDTH}s} {'wall s':>8s} {'rounds':>9s} {'skipped':>9s} {'passed':>9s} {'rounds/s':>9s} {'us/round':>9s} {'in system':>10s} {'peak RSS':>9s}"
     )
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -438,7 +450,7 @@ def main() -> None:
             results.append(r)
             skipped, passed = ("" if r[k] is None else f"{r[k]:,}" for k in ("skipped", "passed"))
             print(
-                f"{CASES[name][1]:58s} {r['wall_s']:8.2f} {r['rounds']:9,} {skipped:>9s} {passed:>9s} {r['rounds'] / r['wall_s']:9,.0f} "
+                f"{CASES[name][1]:{CASE_WIDTH}s} {r['wall_s']:8.2f} {r['rounds']:9,} {skipped:>9s} {passed:>9s} {r['rounds'] / r['wall_s']:9,.0f} "
                 f"{r['wall_s'] / r['rounds'] * 1e6:9.0f} {r['in_system']:10,.0f} {r['peak_rss_mb']:7.0f} MB",
                 flush=True,
             )

@@ -10,9 +10,10 @@ this process (they start no processes, so the scheduler is what is measured):
    every round launches a cluster's worth. Prints launches per second of the scheduler's own
    time carrying out plans (journal write-ahead included), and the jobs completed per second
    of wall time (bounded by the round length: one cluster's worth per round).
-2. reports: every agent sends metrics reports for its running jobs as fast as this process can;
-   prints the messages the scheduler validated and handled per second, and whether its rounds
-   stayed on time meanwhile.
+2. reports: every agent sends metrics reports for its running jobs as fast as this process can,
+   then a round-trip lease check, which the scheduler answers once it has handled the reports
+   before it; prints the reports the scheduler validated and handled per second, and whether
+   its rounds stayed on time meanwhile.
 
 A script that prints figures, not a timed test.
 """
@@ -26,12 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import above, at_least  # noqa: E402
+from bench_common import above, at_least, description  # noqa: E402
 from live_common import LoadAgents, running_scheduler, submitter, wait_until  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--agents", type=at_least(1), default=64, help="agents (default 64)")
     parser.add_argument("--gpus", type=at_least(1), default=4, help="GPUs per agent (default 4)")
     parser.add_argument("--jobs", type=at_least(1), default=2000, help="jobs for the launch phase (default 2000)")
@@ -82,14 +83,16 @@ def main() -> None:
                             )
                             sent += 1
                     agents.serve(0.0)
-                # Let the scheduler drain its queue, then ask how many it handled.
-                wait_until(lambda: client.status()["messages_in"] - before["messages_in"] >= sent, 120, agents.serve)
+                # Let the scheduler drain its queue: each agent's round trip, sent after its
+                # reports, is answered once they are all handled.
+                agents.barrier(120)
                 handled_at = time.time()
                 after = client.status()
                 print(
                     f"report phase: sent {sent:,} metrics reports in {args.seconds:g} s ({sent / args.seconds:,.0f}/s offered); "
                     f"the scheduler validated and handled them all within {handled_at - started:.1f} s = "
-                    f"{sent / (handled_at - started):,.0f} messages/s; rounds {int(after['rounds'] - before['rounds'])} "
+                    f"{sent / (handled_at - started):,.0f} reports/s (and {int(after['messages_in'] - before['messages_in']):,} "
+                    f"messages of all kinds, heartbeats and status polls included); rounds {int(after['rounds'] - before['rounds'])} "
                     f"in {handled_at - started:.1f} s (1 s rounds), bad messages {int(after.get('bad_messages', 0))}"
                 )
         finally:

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
 
-from bench_common import at_least  # noqa: E402
+from bench_common import at_least, description  # noqa: E402
 
 from roundhouse.runtime.results_store import ResultsStore  # noqa: E402
 from roundhouse.tools.cli import main  # noqa: E402
@@ -53,8 +53,10 @@ def run(runs: int, workers: int | None) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=at_least(1), default=100)
-    parser.add_argument("--workers", type=at_least(1), default=None)
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("--runs", type=at_least(1), default=100, help="runs in the sweep, seeds 0..N-1 (default 100)")
+    parser.add_argument(
+        "--workers", type=at_least(1), default=None, help="worker processes (default: one per core, as `roundhouse sweep`)"
+    )
     options = parser.parse_args()
     run(options.runs, options.workers)
