@@ -33,13 +33,17 @@ def test_two_traces_with_one_id_are_refused_by_check_and_run(tmp_path, capsys):
 
 
 def test_generated_sources_whose_ids_meet_are_refused(tmp_path, capsys):
-    graph = _graph(tmp_path, "PoissonSource(jobs=30, rate=10/h)", "BurstSource(jobs=5, every=1h, length=10min, bursts=2, start_id=29)")
+    graph = _graph(
+        tmp_path, "PoissonSource(jobs=30, rate=10/h)", "BurstSource(jobs=5, every=1h, length=10min, bursts=2, start_id=29)"
+    )
     err = fails(capsys, "check", graph)
     assert "element 'b' (BurstSource): job id 29 is also one of element 'a's jobs" in err
 
 
 def test_sources_whose_ids_lie_apart_run(tmp_path, capsys):
-    graph = _graph(tmp_path, "PoissonSource(jobs=30, rate=10/h)", "BurstSource(jobs=5, every=1h, length=10min, bursts=2, start_id=30)")
+    graph = _graph(
+        tmp_path, "PoissonSource(jobs=30, rate=10/h)", "BurstSource(jobs=5, every=1h, length=10min, bursts=2, start_id=30)"
+    )
     assert main(["check", str(graph)]) == 0
     assert main(["run", str(graph), "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "jobs.csv").read_text().count("\n") == 1 + 30 + 10
