@@ -11,7 +11,6 @@ that look ahead (the synthesizer, `roundhouse whatif`). docs/simulation-api.md s
 from __future__ import annotations
 
 import copy
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -27,7 +26,7 @@ from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file
 from roundhouse.runtime.engine import Engine, RunResult
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
-from roundhouse.runtime.values import FilePath
+from roundhouse.runtime.values import FilePath, describe
 from roundhouse.runtime.world import World
 
 if TYPE_CHECKING:
@@ -340,14 +339,14 @@ def _setting_text(name: str, value: Any) -> str:
             f'{name}: a graph setting given as a keyword takes a number, true/false or a str (such as seed=3, round="5min"), got {value!r}'
         )
     if isinstance(value, Path):
-        return json.dumps(str(value))
+        return describe(str(value))
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str) and any(c.isdigit() for c in value[:1]):
         return value  # a duration or rate as written: "5min", "8/h"
-    return json.dumps(str(value))
+    return describe(str(value))
 
 
 def _time_argument(name: str, value, optional: bool = False):
@@ -386,7 +385,7 @@ def _whole_paths(compiled: CompiledGraph, sets: list[str]) -> list[str]:
         element, _, field = o.target.rpartition(".")
         holder = compiled.elements.get(element) if element else compiled.settings
         value = getattr(holder, field, None) if holder is not None else None
-        whole = json.dumps(str(value))
+        whole = describe(str(value))
         out.append(f"{o.target}={whole}" if isinstance(value, FilePath) and whole != o.value_text else text)
     return out
 
@@ -473,7 +472,7 @@ def _compile_in_scope(
             check_trace_file(trace)  # (before the graph is built, which would blame an override)
         except TraceError as err:
             raise UsageError(f"trace: {err.path}: {err.message}") from None
-        quoted = json.dumps(str(Path(trace).resolve()))
+        quoted = describe(str(Path(trace).resolve()))
         sets += [Override(f"{name}.path={quoted}") for name in sources]
     return compile_file(path, [*sets, *(Override(o) for o in then)], text=text, required=required)
 

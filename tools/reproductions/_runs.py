@@ -19,9 +19,8 @@ WORKERS = max(1, min(2, os.cpu_count() or 1))
 
 def sched_string(text: str | Path) -> str:
     """`text` as a `.sched` string literal, for a path or a name written into a graph or a `--set`
-    value: quotes and backslashes escaped as the grammar reads them (runtime/dsl/grammar.lark),
-    and a line break as \\n, since a literal cannot span lines."""
-    return describe(str(text)).replace("\n", "\\n")
+    value (quotes, backslashes and line breaks escaped as the grammar reads them)."""
+    return describe(str(text))
 
 
 def path_from_graphs(out_dir: Path, path: Path) -> str:
