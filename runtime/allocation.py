@@ -71,16 +71,25 @@ def launch_resources(throughput: ThroughputModel, plan: Plan) -> tuple[np.ndarra
     return cpus, memory
 
 
-def regain_shared(cols: dict[str, np.ndarray], throughput: ThroughputModel, survivors: np.ndarray, gpus: list) -> None:
+def regain_shared(
+    cols: dict[str, np.ndarray],
+    throughput: ThroughputModel,
+    survivors: np.ndarray,
+    gpus: list,
+    freed: tuple[np.ndarray, np.ndarray],
+) -> None:
     """Running jobs whose space-sharing partner left (`survivors`; `gpus`, each one's GPUs)
-    have their GPUs to themselves, and with them at least their GPUs' whole share of CPU cores
-    and memory: the half their partner held is free again. (Books the allocations that end.)"""
+    have their GPUs to themselves, and take the CPU cores and memory their partner held
+    (`freed`: each partner's, in the same order) up to their GPUs' whole share; one holding
+    more keeps what it holds. Only what the partner held is free: an allocator may have given
+    the machine's rest to other jobs. (Books the allocations that end.)"""
     share_cpu, share_memory = throughput.gpu_shares()
     whole_cpu = np.array([share_cpu[g].sum() for g in gpus])
     whole_memory = np.array([share_memory[g].sum() for g in gpus])
     close_allocations(cols, survivors)
-    cols["cpus_held"][survivors] = np.maximum(cols["cpus_held"][survivors], whole_cpu)
-    cols["memory_held_gb"][survivors] = np.maximum(cols["memory_held_gb"][survivors], whole_memory)
+    for column, whole, partner in (("cpus_held", whole_cpu, freed[0]), ("memory_held_gb", whole_memory, freed[1])):
+        held = cols[column][survivors]
+        cols[column][survivors] = np.maximum(held, np.minimum(whole, held + partner))
 
 
 def kept_allocations(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -230,6 +230,7 @@ class World:
         cols = self._cols
         cols["held"][rows] = 0
         close_allocations(self._cols, rows)
+        freed = (cols["cpus_held"][rows], cols["memory_held_gb"][rows])  # (copies: what a partner that stays may take)
         cols["cpus_held"][rows] = 0.0
         cols["memory_held_gb"][rows] = 0.0
         cols["rate"][rows] = 0.0
@@ -238,7 +239,7 @@ class World:
         if not leave_running_rows:
             self._set_running(without(self.running_rows, rows))
         if self.co_holder is not None:
-            leave_shared_gpus(self, rows)
+            leave_shared_gpus(self, rows, freed)
 
     def apply_metrics(self, metrics) -> None:
         """Store the latest metrics jobs reported (loss, iteration time, ...) as float columns
@@ -409,9 +410,10 @@ def cannot_run(world: World, plan: Plan, rates: np.ndarray) -> str:
 
 
 # --- space sharing (only once a plan has launched a pair) ---
-def leave_shared_gpus(world: World, rows: np.ndarray) -> None:
+def leave_shared_gpus(world: World, rows: np.ndarray, freed: tuple[np.ndarray, np.ndarray]) -> None:
     """Jobs that stop running (finished or suspended) leave their GPUs: a partner that
-    stays gets its GPUs to itself, at its own throughput from the next round on."""
+    stays gets its GPUs to itself, at its own throughput from the next round on, and the CPU
+    cores and memory the leaver held (`freed`, by row of `rows`) up to its GPUs' whole share."""
     cols = world._cols
     co = world.co_holder
     assert co is not None  # called only once a pair has run
@@ -421,13 +423,13 @@ def leave_shared_gpus(world: World, rows: np.ndarray) -> None:
     co[lone] = -1
     mates = cols["partner"][rows]
     cols["partner"][rows] = -1
-    survivors = mates[mates >= 0]
-    survivors = survivors[cols["status"][survivors] == RUNNING]
-    survivors = survivors[cols["partner"][survivors] >= 0]
+    stays = mates >= 0
+    stays[stays] = (cols["status"][mates[stays]] == RUNNING) & (cols["partner"][mates[stays]] >= 0)
+    survivors = mates[stays]
     if len(survivors):
         cols["partner"][survivors] = -1
         gpus = [world.gpus_of(int(r)) for r in survivors]
-        regain_shared(cols, world.throughput, survivors, gpus)  # (the half its partner held is free)
+        regain_shared(cols, world.throughput, survivors, gpus, (freed[0][stays], freed[1][stays]))
         held = {"cpus": cols["cpus_held"][survivors], "memory_gb": cols["memory_held_gb"][survivors]}
         alone = Placement.of(np.concatenate(gpus), [len(g) for g in gpus], batch=cols["batch_used"][survivors], **held)
         compute = np.empty(len(survivors))

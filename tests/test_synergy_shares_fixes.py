@@ -73,15 +73,29 @@ def test_synergy_allocators_count_a_shared_gpu_once(machine, allocator):
     assert got == {0: (1.5, 31.25), 1: (1.5, 31.25), 2: (21.0, 437.5)}
 
 
-def test_regain_shared_gives_a_lone_partner_its_gpus_whole_share(machine):
-    # A job holding half its GPU's share, once its partner has left, gets the whole share (the
-    # half its partner held is free); one holding more keeps what it holds.
+def test_regain_shared_gives_a_lone_partner_what_its_partner_held_up_to_the_whole_share(machine):
+    # A job holding half its GPU's share, once its partner has left, takes what the partner
+    # held up to the whole share; one holding more keeps what it holds.
     world = world_of(machine(), [(0, "A3C", 1), (1, "CycleGAN", 1), (2, "AlexNet", 7)])
     apply(world, pair_and_rest(world, alloc={2: (21.0, 437.5)}))
     cols, rows = world._cols, np.array([world.jobs.row_of(0), world.jobs.row_of(2)])
-    regain_shared(cols, world.throughput, rows, [np.array([0]), np.arange(1, 8)])
+    freed = (np.array([1.5, 3.0]), np.array([31.25, 62.5]))
+    regain_shared(cols, world.throughput, rows, [np.array([0]), np.arange(1, 8)], freed)
     assert cols["cpus_held"][rows].tolist() == [3.0, 21.0]
     assert cols["memory_held_gb"][rows].tolist() == [62.5, 437.5]
+
+
+def test_a_lone_partner_takes_only_what_its_partner_freed(machine):
+    # The partner held less than half the share (an allocator gave the machine's rest to
+    # others): the job that stays takes that much, not the whole share, so the machine holds
+    # no more than it has.
+    world = world_of(machine(), [(0, "A3C", 1), (1, "CycleGAN", 1), (2, "AlexNet", 7)])
+    apply(world, pair_and_rest(world, alloc={2: (21.0, 437.5)}))
+    cols, rows = world._cols, np.array([world.jobs.row_of(0)])
+    held_cpu, held_memory = float(cols["cpus_held"][rows][0]), float(cols["memory_held_gb"][rows][0])
+    regain_shared(cols, world.throughput, rows, [np.array([0])], (np.array([0.5]), np.array([10.0])))
+    assert cols["cpus_held"][rows].tolist() == [held_cpu + 0.5]
+    assert cols["memory_held_gb"][rows].tolist() == [held_memory + 10.0]
 
 
 def space_sharing_graph(tmp_path, allocator: str, cluster: str = "2:2:2", jobs: int = 24):
