@@ -228,6 +228,32 @@ def test_a_sweeps_worker_processes_find_the_module_beside_a_required_file(tmp_pa
     assert frame.height == 2 and set(frame["status"]) == {"ok"}, frame.select("status", "error").to_dicts()
 
 
+def test_graphs_whose_files_import_same_named_neighbours_each_get_their_own(tmp_path):
+    # Two folders, each with an element file importing a module of one name beside it: the
+    # second graph's file imports its own neighbour, not the module the first one left imported.
+    helper = f"langfix_same_{tmp_path.name.replace('-', '_')}"
+    graphs = []
+    for folder, sign, cls in (("a", 1, "LangFixSameA"), ("b", -1, "LangFixSameB")):
+        write(tmp_path / folder / f"{helper}.py", f"SIGN = {sign}\n")
+        write(tmp_path / folder / "sf.py", ELEMENT.format(helper=helper, cls=cls))
+        graphs.append(
+            write(
+                tmp_path / folder / "g.sched",
+                f'require "sf.py";\ncluster = "2x4:V100";\nsrc :: PoissonSource(rate=8/h, jobs=10, seed=1);\n'
+                f"src -> AcceptAll -> JobPool -> {cls} -> FirstFree -> Launch -> JobMetrics;\n",
+            )
+        )
+    try:
+        signs = []
+        for graph in graphs:
+            compiled = compile_file(graph)
+            (policy,) = [el for el in compiled.elements.values() if type(el).__name__.startswith("LangFixSame")]
+            signs.append(sys.modules[type(policy).__module__].SIGN)
+        assert signs == [1, -1]
+    finally:
+        sys.modules.pop(helper, None)
+
+
 # --- an elementclass may not take a required class's name ----------------------------------------
 
 SMALLEST = ELEMENT.replace("from {helper} import SIGN\n", "SIGN = 1\n")

@@ -148,11 +148,23 @@ def load_element_file(path: Path) -> str | None:
     return None
 
 
+# Modules imported from beside an element file, by name: the folder each came from.
+_BESIDE: dict[str, str] = {}
+
+
 @contextlib.contextmanager
 def _importable_from(folder: str) -> Iterator[None]:
     """While an element file is imported, the modules beside it are importable (`import helper`),
     as Python makes those beside a script it runs: its folder is first on `sys.path`. (A module
-    so imported stays imported; the folder is not left on the path for other code to find.)"""
+    so imported stays imported; the folder is not left on the path for other code to find.) A
+    module of that name imported from beside another graph's element file is forgotten first,
+    so that each file imports its own neighbour, not the one `sys.modules` already holds."""
+    for name, where in list(_BESIDE.items()):
+        if where != folder and ((Path(folder) / f"{name}.py").is_file() or (Path(folder) / name).is_dir()):
+            for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+                del sys.modules[key]
+            del _BESIDE[name]
+    before = set(sys.modules)
     sys.path.insert(0, folder)
     try:
         yield
@@ -162,6 +174,11 @@ def _importable_from(folder: str) -> Iterator[None]:
             if entry is folder:
                 del sys.path[i]
                 break
+        for name in set(sys.modules) - before:
+            file = getattr(sys.modules[name], "__file__", None)
+            home = None if file is None else Path(file).parent.parent if Path(file).name == "__init__.py" else Path(file).parent
+            if "." not in name and home is not None and str(home) == folder:  # (a module, or a package, beside it)
+                _BESIDE[name] = folder
 
 
 def element_file_digest(path: str | Path) -> str | None:
