@@ -11,6 +11,7 @@ import numpy as np
 from roundhouse.elements.policies import pollux_search as search
 from roundhouse.elements.policies.base import job_column as _column
 from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import LR_ADASCALE, LR_LINEAR, Active, Assignment, Plan, Resize
 from roundhouse.runtime.values import Duration, at_least, at_most, non_negative, positive
 
@@ -37,6 +38,23 @@ def goodput_table(
             _, good = elastic.best_batch(a, kk, rr, phi=noise)
         out[i, 1:, 1:][ok] = good
     return out
+
+
+# The smallest |p| but 0. Each job's term of the power mean is (s + 0.001)^p = 1 + p ln(s + 0.001)
+# + ...: below about 1e-16 it rounds to 1 for every speedup and every candidate ties (the search
+# stops telling allocations apart); near it the fitness keeps only a few digits (its rounding
+# error is about 2e-16 / |p|). From 1e-6 on it keeps about ten, and the mean is already close to
+# its limit as p goes to 0, the geometric mean, which p = 0 computes exactly (relatively, they
+# differ by about p x the variance of ln(s + 0.001) / 2: under 2e-5 at 1e-6).
+P_SMALLEST = 1e-6
+
+
+def _not_near_zero(instance, attribute, value) -> None:
+    if value is not None and value != 0 and abs(value) < P_SMALLEST:
+        raise ValueError(
+            f"must be 0 (the geometric mean) or at least {P_SMALLEST:g} in size, got {value:g}: "
+            "so small an exponent rounds every job's term of the mean to 1 and every allocation ties"
+        )
 
 
 @element
@@ -71,7 +89,7 @@ class Pollux(Element):
         population: candidates kept (Pollux: 100).
         generations: generations per search (Pollux: 100).
         patience: stop a search early once its best has not improved for this many generations (default: never; Pollux runs all).
-        p: exponent of the generalised mean (Pollux: -1; 0 is the geometric mean, 1 the arithmetic).
+        p: exponent of the generalised mean (Pollux: -1; 0 is the geometric mean, 1 the arithmetic); from -10 to 10, and 0 or at least 1e-6 in size (a smaller one rounds every term to 1).
         restart_delay: the delay in the restart penalty (Pollux: 30 s; 0 turns it off).
         interference: allow at most one distributed job per machine (Pollux's interference avoidance).
         explore: cap each job at twice the most GPUs it has run on.
@@ -99,7 +117,7 @@ class Pollux(Element):
     generations: int = attrs.field(default=100, validator=[positive, at_most(100000)])
     patience: int | None = attrs.field(default=None, validator=attrs.validators.optional([positive, at_most(100000)]))
     # (0.001)^p overflows a float past p = -100; -10 already weighs the slowest job almost alone.
-    p: float = attrs.field(default=-1.0, validator=[at_least(-10.0), at_most(10.0)])
+    p: float = attrs.field(default=-1.0, validator=[at_least(-10.0), at_most(10.0), _not_near_zero])
     restart_delay: Duration = attrs.field(default=Duration(search.RESTART_DELAY_S), validator=non_negative)
     interference: bool = True
     explore: bool = True
@@ -116,6 +134,22 @@ class Pollux(Element):
         self.counters.update(searches=0, changed=0, fitness=0, unschedulable=0)
 
     def tick(self, ctx: RoundContext, active: Active) -> Plan:
+        plan, fresh = self._decide(ctx, active)
+        if ctx.explaining:
+            waiting = active.rows[~active.running]
+            waits = waiting[~np.isin(waiting, plan.launch_rows)]
+            # Jobs admitted since the last search wait for the next (an `interval` apart); the
+            # others wait under the allocation this round leaves (deployed now or in force).
+            new = np.isin(waits, fresh)
+            _explain_waits(ctx, waits[~new], plan)
+            if new.any():
+                ctx.explain(Reason.NO_ALLOCATION, waits[new], self._last, self._last + float(self.interval or 0.0))
+        return plan
+
+    def _decide(self, ctx: RoundContext, active: Active) -> tuple[Plan, np.ndarray]:
+        """This round's plan, and the elastic jobs admitted since the search in force (none
+        when this round searched)."""
+        none = active.rows[:0]
         if len(self._most) < len(ctx.jobs):
             self._most = np.r_[self._most, np.zeros(len(ctx.jobs) - len(self._most), dtype=np.int64)]
         self._most[active.rows] = np.maximum(self._most[active.rows], active.held)
@@ -126,9 +160,10 @@ class Pollux(Element):
             app = np.full(len(app), -1, dtype=np.int64)
         self.counters["unschedulable"] = int(np.count_nonzero(~running & (app < 0)))
         if elastic is None or not (app >= 0).any():
-            return Plan(keep=active.rows[running])
+            return Plan(keep=active.rows[running]), none
         if self.interval is not None and ctx.now - self._last < self.interval - 1e-9:
-            return Plan(keep=active.rows[running])
+            mine = active.rows[app >= 0]
+            return Plan(keep=active.rows[running]), mine[~np.isin(mine, self._pop_rows)]
         self._last = ctx.now
         mine = app >= 0
         jobs = active.select(mine)
@@ -138,7 +173,7 @@ class Pollux(Element):
         best, base = self._search(ctx, jobs, app, elastic)
         plan = self._deploy(ctx, jobs, best, base)
         others = active.rows[~mine & running]
-        return attrs.evolve(plan, keep=np.r_[plan.keep, others]) if len(others) else plan
+        return (attrs.evolve(plan, keep=np.r_[plan.keep, others]) if len(others) else plan), none
 
     def _limits(self, ctx: RoundContext, jobs: Active, app: np.ndarray, elastic) -> np.ndarray:
         c = ctx.cluster.n_gpus
@@ -246,6 +281,21 @@ class Pollux(Element):
             else:
                 launches.append(Assignment(row, gpus, 0))
         return Plan.of(launches, keep=jobs.rows[kept], suspend=np.asarray(suspend, dtype=np.int64), resizes=resizes)
+
+
+def _explain_waits(ctx: RoundContext, rows: np.ndarray, plan: Plan) -> None:
+    """Waiting jobs the plan gives no GPU (`not_scheduled`), with the jobs the allocation it
+    leaves runs and the GPUs that allocation leaves idle."""
+    if not len(rows):
+        return
+    holder = np.asarray(ctx.holder)
+    kept = np.isin(holder, plan.keep)
+    if ctx.online is not None:
+        kept &= np.asarray(ctx.online)
+    used = int(kept.sum()) + len(plan.launch_gpus) + len(plan.resize_gpus)
+    usable = len(holder) if ctx.online is None else int(np.count_nonzero(ctx.online))
+    jobs = len(plan.keep) + len(plan.launch_rows) + len(plan.resize_rows)
+    ctx.explain(Reason.NOT_SCHEDULED, rows, jobs, max(usable - used, 0))
 
 
 @element

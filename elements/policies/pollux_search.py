@@ -16,9 +16,10 @@ here again over numpy arrays:
 - **crossover**: single-point over jobs (children take one parent's rows before the point,
   the other's after it), parents by binary tournament on fitness;
 - **mutation**: each job reset to its current allocation with chance 0.1; each job picked
-  with chance 0.1 has each of its entries zeroed with chance 0.1; then entries grow to a random
-  count up to the machine's size, with a chance that favours machines with room and machines
-  the job is on already;
+  with chance 0.1 has each of its entries zeroed with chance 0.1; then each entry on a machine
+  with room grows to a random count up to the machine's size with chance
+  p1 + p2 - p1 x p2, where p1 = 1 / J and p2 = 1 / (the jobs on that machine) if the job is
+  on it, else 0 (both normalised over jobs, as the simulator's `_mutation` has them);
 - **repair** (in job order, earlier jobs first): at most one distributed job per machine
   (interference avoidance: a later one loses its GPUs there), at most `max_replicas` GPUs and
   16 machines per job (machines in random order), no machine past its GPUs;
@@ -145,15 +146,18 @@ def mutate(states: np.ndarray, rng: np.random.Generator, base: np.ndarray, capac
         out[picked] *= rng.random((n_picked, k), dtype=f32) >= 0.1
     used = _taken(out)
     room = used < capacity  # machines with a GPU free
-    prob1 = (room / np.maximum(_sums(room), 1)[:, None]).astype(f32)
+    # Growth's chance is prob1 + prob2 - prob1 * prob2, both normalised over the jobs' axis as
+    # Pollux's `_mutation` does it on its (P, J, K) states (`mask.sum(axis=1)`): prob1 is
+    # 1 / J on a machine with room (every job fits on it: one GPU a replica) and 0 on a full
+    # one; prob2 is 1 / (the jobs on that machine) where the job is on a machine with room,
+    # and 0 elsewhere (the chance is prob1 there, exactly).
+    prob1 = (room / max(j, 1)).astype(f32)
     on = (out > 0) & room[:, None, :]
-    # Growth's chance prob1 + prob2 - prob1 * prob2, where prob2 is 1 / (the job's machines
-    # with room) on those machines and 0 elsewhere (the chance is prob1 there, exactly).
     chance = np.repeat(prob1[:, None, :], j, axis=1)
     where = np.flatnonzero(on)
     p1 = chance.reshape(-1)[where]
-    job = where // k  # each entry's (candidate, job), flat
-    p2 = f32(1) / np.bincount(job, minlength=p * j)[job].astype(f32)
+    machine = (where // (j * k)) * k + where % k  # each entry's (candidate, machine), flat
+    p2 = f32(1) / _taken(on).reshape(-1)[machine].astype(f32)
     chance.reshape(-1)[where] = p1 + p2 - p1 * p2
     grow = np.flatnonzero(rng.random(out.shape, dtype=f32) < chance)
     flat = out.reshape(-1)  # a view: `out` is a fresh contiguous array
