@@ -1,7 +1,8 @@
 """Resizing running jobs (elastic jobs): the world's side of a plan's resizes. A resized job
 keeps its identity and its progress and goes on running on its new GPUs, at its new batch size
-and rate; what the change costs in time is the backend's (runtime/backends/sim.py). Checks are
-in runtime/plans.py with the rest of plan checking."""
+and rate; what the change costs in time is the backend's (runtime/backends/sim.py), and which
+changes can be made in place is `in_place_order`'s rule. Checks are in runtime/plans.py with the
+rest of plan checking."""
 
 from __future__ import annotations
 
@@ -81,6 +82,26 @@ def jump_penalty(epochs: float, before: np.ndarray, after: np.ndarray, epoch_siz
     doublings = np.log2(np.maximum(after, 1) / np.maximum(before, 1)) - 1.0
     extra = epochs * np.maximum(doublings, 0.0) * epoch_size
     return np.where(np.isnan(extra), 0.0, extra)
+
+
+def in_place_order(old: np.ndarray, new: np.ndarray, gpu_node: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Whether a resize from `old` (the job's GPUs in rank order) to the GPUs `new` can be done in
+    place, and the new GPUs in rank order: the job keeps its first k ranks on the GPUs they hold
+    (k the smaller of its old and new sizes), and new ranks go only to machines it already runs
+    on (`gpu_node`: each GPU's machine). Otherwise, a move, or a grow onto another machine, it
+    is a checkpoint and restart; the order is then `new`'s. The live backend carries a resize
+    out in place only under this rule (runtime/backends/live/resizes.py); a scheduler that
+    asks for an in-place resize follows it to be charged as the live run would be."""
+    old, new = np.asarray(old, dtype=np.int64), np.asarray(new, dtype=np.int64)
+    k = min(len(old), len(new))
+    kept = old[:k]
+    if not np.isin(kept, new).all():
+        return new, False  # the GPUs of some of the first k ranks go: not a grow or a shrink
+    extra = new[~np.isin(new, kept)]
+    if len(new) < len(old) or not len(extra):
+        return kept, True
+    ok = bool(np.isin(gpu_node[extra], gpu_node[old]).all())
+    return np.concatenate([kept, extra]), ok
 
 
 def lr_scale(rule: np.ndarray, ratio: np.ndarray) -> np.ndarray:

@@ -163,40 +163,21 @@ def test_a_held_back_wait_in_words():
 # --- moves ---
 
 
-def test_no_job_is_moved_at_its_size_but_to_span_fewer_machines():
+def test_no_job_is_moved_at_its_size():
     """graphs/ones.sched: before, job 32 stayed on 1 GPU and was moved 13 times, each with a
-    resize pause; a move at the same size now always spans fewer machines."""
+    resize pause; a job the schedule keeps at its size now keeps its GPUs."""
     sim = Simulation(str(ONES_GRAPH))
-    node = np.asarray(sim.world.cluster.gpu_node)
     before = np.asarray(sim.world.holder).copy()
-    moves = 0
+    kept = 0
     while sim.now < 1800 and not sim.done:
         sim.step()
         now = np.asarray(sim.world.holder).copy()
         for j in set(before[before >= 0].tolist()) & set(now[now >= 0].tolist()):
             old, new = np.flatnonzero(before == j), np.flatnonzero(now == j)
-            if len(old) == len(new) and not np.array_equal(old, new):
-                moves += 1
-                assert len(set(node[new])) < len(set(node[old])), (sim.now, j, old, new)
+            assert len(old) != len(new) or np.array_equal(old, new), (sim.now, j, old, new)
+            kept += len(old) == len(new)
         before = now
-    assert moves > 0  # (some moves do gain locality)
-
-
-def test_putting_jobs_back_puts_back_those_it_would_leave_moved_for_nothing():
-    from roundhouse.elements.policies.ones import _keep_places
-
-    node = np.array([0, 0, 1, 1])
-    # Job 1 would move from GPUs 1-2 (two machines) to 2-3 (one): a gain. Job 0 would move from
-    # GPU 0 to GPU 1 for nothing, and putting it back moves job 1 to GPUs 0... which it would
-    # not gain from: it is put back too.
-    best, current = np.array([2, 0, 1, 1]), np.array([0, 1, 1, 2])
-    kept, fixed = np.array([True, True, True]), np.zeros(3, dtype=bool)
-    out = _keep_places(best, current, kept, fixed, node)
-    assert [np.flatnonzero(out == j).tolist() for j in range(3)] == [[0], [1, 2], [3]]
-    # A move that gains a machine is kept.
-    best, current = np.array([0, -1, 1, 1]), np.array([0, 1, -1, 1])
-    out = _keep_places(best, current, np.array([True, True]), np.zeros(2, dtype=bool), node)
-    assert out.tolist() == best.tolist()
+    assert kept > 0  # (jobs did run on at their size)
 
 
 # --- explain: moved and resized jobs' machines ---

@@ -132,14 +132,6 @@ def test_whole_jobs_in_the_search_get_all_their_gpus_or_none():
     assert set(s.job_counts(pop, 3)[:, 1].tolist()) <= {0, 3}
 
 
-def test_pin_puts_a_job_back_on_its_gpus():
-    """Job 1 (running on GPUs 2-3) would move to 0-1: it is put back, and job 0 takes 0-1."""
-    current = np.array([E, 0, 1, 1])
-    best = np.array([1, 1, 0, 0])
-    assert s.pin(best, current, np.array([1])).tolist() == [0, 0, 1, 1]
-    assert s.pin(current, current, np.array([1])).tolist() == current.tolist()
-
-
 @pytest.mark.parametrize("value", ["0", "-128", "0.5"])
 def test_a_local_batch_under_one_is_a_located_error(tmp_path, value):
     from roundhouse.traces.schema import validate

@@ -11,6 +11,7 @@ import numpy as np
 from roundhouse.elements.policies import ones_search as search
 from roundhouse.elements.policies.base import job_column as _column
 from roundhouse.errors import TraceError
+from roundhouse.runtime import resizing
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import LR_LINEAR, Active, Assignment, Plan, Resize
@@ -67,15 +68,15 @@ class Ones(Element):
 
     Each round runs one generation of the search: refresh (drop finished jobs, trim each job to
     its batch limit R), uniform crossover, uniform mutation, fill (new jobs one GPU each, first
-    come first served; then jobs by predicted remaining time on one GPU, up to R), reorder for
-    locality, and elitist selection of the best `population` by Eq. 8 (remaining GPU-time, with
-    one completion fraction drawn per job from the Beta predictor, shared by all candidates).
-    The best is deployed only when every running job it changes has trained `gate_epochs`
-    epochs since its last change; until then only waiting jobs whose GPUs are free start.
-    Resizes are in place (the simulator's resize_in_place cost) unless `in_place` is off; a
-    job's global batch is its local batch times its GPUs, its learning rate scaled linearly.
-    It chooses GPUs from the whole cluster, whatever their type: a job spread over several
-    types runs at the pace of the slowest.
+    come first served; then jobs by predicted remaining time on one GPU, up to R), reorder
+    (each job's GPUs together, largest jobs first), and elitist selection of the best
+    `population` by Eq. 8 (remaining GPU-time, with one completion fraction drawn per job from
+    the Beta predictor, shared by all candidates). The best is deployed only when every running
+    job it changes has trained `gate_epochs` epochs since its last change; until then only
+    waiting jobs whose GPUs are free start. A job's global batch is its local batch times its
+    GPUs, up to its `max_batch_size` (past it the local batch shrinks), its learning rate
+    scaled linearly. It chooses GPUs from the whole cluster, whatever their type: a job spread
+    over several types runs at the pace of the slowest.
 
     ONES takes every job to be elastic; a job whose model the elastic profile does not know
     (or every job, without one) is treated as fixed-size: it runs on exactly the GPUs it asked
@@ -87,20 +88,25 @@ class Ones(Element):
     R (GPUs, as the artifact counts it) starts at 1. By default it follows the artifact's rules
     (its ONESScheduler and Monitor). A running job is eligible once it has trained 2 epochs
     since its last change; an eligible job running at its limit doubles R, up to the cluster's
-    GPUs and 4 times the GPUs it asked for. Then, each round, the single largest eligible job,
-    if it holds at least half the cluster (rounded down) and has run longer than the median run
-    time of every job started (finished ones included), shrinks to
+    GPUs and 4 times the GPUs it asked for (the artifact's only caps: its batch cap shrinks
+    the local batch, not the GPUs). Then, each round, the single largest eligible job, if it
+    holds at least half the cluster (rounded down) and has run longer than the median run time
+    of every job started (finished ones included), shrinks to
     max(int(2 size / (run time / median + 1)), 1) GPUs, rounded up to even (never above its
     size). With `sigma` given R follows the paper's rule instead: after each epoch a job
     running at its limit asks for R' = ceil(2R / ceil(sigma T + 1)) (T its run time; the inner
-    ceiling read as `rounding` says). Either way R stays within the job's `max_gpus`; a
-    preempted job's R becomes at most the GPUs it held (resume), and halves each time a
-    schedule leaves it waiting (the paper's "rejected": still waiting in the next schedule, read
-    as each decision once the gate is open).
+    ceiling read as `rounding` says). Either way R stays within the job's `max_gpus` (and its
+    `max_batch_size`: a GPU trains at least one sample a step); a preempted job's R becomes at
+    most the GPUs it held (resume), and halves each time a schedule leaves it waiting (the
+    paper's "rejected": still waiting in the next schedule, read as each decision once the gate
+    is open).
 
-    A running job the best schedule keeps at its GPU count stays on its GPUs (the artifact's
-    reorder keeps current occupants), unless the new ones span fewer machines: a move that gains
-    no locality would only cost the job its resize pause.
+    The deployed schedule is placed against the one in force (ones_search.place): a running
+    job keeps its GPUs, or its first ranks' when it shrinks; a growing one adds GPUs on its own
+    machines first; jobs start where they span the fewest machines. A resize is in place (the
+    simulator's `resize_in_place` cost) only with `in_place` on and where the live backend can
+    do it (the job keeps its first ranks, new ranks go to its machines); any other (a move, a
+    grow onto another machine) is a checkpoint and restart (`resize_restart`).
 
     Ports:
         active: admitted, unfinished jobs (elastic ones: their model in the elastic profile).
@@ -115,7 +121,7 @@ class Ones(Element):
         search: run crossover and mutation (off: refresh and fill only, a greedy SRPT-like schedule).
         sample: draw completion fractions from the Beta (off: use their means).
         gate_epochs: epochs a changed job must have trained before the next change.
-        in_place: resizes in place (about 1 s) rather than by checkpoint and restart.
+        in_place: resize in place (about 1 s) where the job keeps its GPUs as the agents need (off: every resize by checkpoint and restart).
         history: job_history.csv of the artifact, to seed the predictor (not given: no seed).
         refit_steps: Adam steps of each refit of the predictor (on every completion).
         seed: the element's own random seed.
@@ -124,10 +130,10 @@ class Ones(Element):
         deployed: schedules deployed.
         held_back: rounds a better schedule waited for the epoch gate.
         refits: predictor refits.
-    Cost: O(K C + K n) per generation over K candidates, C GPUs and n jobs (array operations, no
-        per-job loop), plus O(p C) per pass to put p running jobs back on their GPUs (a pass
-        more for each job that loses its gain to them: a few), and a predictor refit (a few
-        hundred small torch steps) per completion.
+    Cost: O(K C log C + K n) per generation over K candidates, C GPUs and n jobs (array
+        operations, no per-job loop), plus O(g C log C) to place the g jobs the deployed
+        schedule starts or grows, and a predictor refit (a few hundred small torch steps) per
+        completion.
     See also: Optimus, TiresiasLas, Fifo
     Paper: ONES (SC'21) §3.2-3.3, Algorithm 1, Eqs. 6-8, Figs. 7-10.
     """
@@ -136,7 +142,7 @@ class Ones(Element):
     inputs = (In("active", Active),)
     outputs = (Out("plan", Plan),)
 
-    state = ("_epoch_mark", "_limit", "_pop", "_pop_rows", "_predictor", "_rng", "_scaled_at", "_seen")
+    state = ("_epoch_mark", "_limit", "_pop", "_pop_rows", "_predictor", "_rank", "_rank_of", "_rng", "_scaled_at", "_seen")
 
     population: int = attrs.field(default=16, validator=[positive, at_most(1024)])
     mutate_rate: float = attrs.field(default=0.3, validator=[non_negative, at_most(1.0)])
@@ -173,6 +179,8 @@ class Ones(Element):
         c = ctx.cluster.n_gpus
         self._pop = np.full((self.population, c), search.EMPTY, dtype=np.int64)
         self._pop_rows = np.zeros(0, dtype=np.int64)  # job rows the population's indices name
+        # Each GPU's rank in the job (row) this element last launched or resized onto it.
+        self._rank, self._rank_of = np.zeros(c, dtype=np.int64), np.full(c, -1, dtype=np.int64)
         n = len(ctx.jobs)
         self._limit = np.ones(n, dtype=np.int64)
         self._epoch_mark = np.zeros(n)  # epochs done at the job's last change
@@ -190,22 +198,10 @@ class Ones(Element):
 
     def _learn(self, ctx: RoundContext) -> None:
         """Refit the predictor on the jobs finished since the last round: one point per epoch."""
-        finished = ctx.events.finished
-        if not len(finished):
-            return
-        from roundhouse.elements.policies.ones_predictor import features
-
-        size = _epoch_sizes(ctx, finished)
-        total = ctx.jobs.column("work")[finished]
-        epochs = np.maximum(np.round(np.minimum(total / size, _MAX_EPOCHS)), 1)
-        # A job of very many (tiny) epochs gives points spread evenly over them, not one each.
-        points = np.minimum(epochs, _POINTS_PER_JOB).astype(np.int64)
-        job = np.repeat(np.arange(len(finished)), points)
-        k = (np.arange(len(job)) - np.repeat(np.cumsum(points) - points, points) + 1) * (epochs / points)[job]
-        x = features(size[job], np.zeros(len(job)), k, np.full(len(job), np.nan), np.zeros(len(job)))
-        self._predictor.add(x, k / epochs[job])
-        self._predictor.fit()
-        self.counters["refits"] += 1
+        if len(ctx.events.finished):
+            self._predictor.add(*_finished_points(ctx, ctx.events.finished))
+            self._predictor.fit()
+            self.counters["refits"] += 1
 
     def tick(self, ctx: RoundContext, active: Active) -> Plan:
         from roundhouse.elements.policies.ones_predictor import features
@@ -218,12 +214,13 @@ class Ones(Element):
             return Plan()
         size = _epoch_sizes(ctx, rows)
         epochs = np.minimum(active.done / size, _MAX_EPOCHS)
+        # The artifact's cap on GPUs is the cluster (and, under its R rules, 4 times the GPUs
+        # asked for): past the global batch cap the local batch shrinks, it caps no GPUs. A GPU
+        # trains at least one sample a step, so a job never has more GPUs than its batch cap.
         max_gpus = np.minimum(np.nan_to_num(_column(ctx, "max_gpus", rows, c), nan=c), c)
-        # The batch limit caps GPUs too: the local batch stays fixed as GPUs are added.
         local = _local_batch(ctx, active)
         max_batch = np.nan_to_num(_column(ctx, "max_batch_size", rows, np.inf), nan=np.inf)
-        per_batch = np.divide(max_batch, local, out=np.full(n, np.inf), where=local > 0)
-        max_gpus = np.maximum(np.minimum(max_gpus, np.floor(per_batch)), 1).astype(np.int64)
+        max_gpus = np.maximum(np.minimum(max_gpus, np.floor(max_batch)), 1).astype(np.int64)
         running = active.running
         held = active.held
         asked = np.minimum(active.gpus, c)
@@ -264,10 +261,16 @@ class Ones(Element):
             evolve=self.search,
             whole=fixed if fixed.any() else None,
         )
-        pop[0] = _keep_places(pop[0], current, running & (search.job_counts(pop[:1], n)[0] == held), fixed, ctx.cluster.gpu_node)
+        node = np.asarray(ctx.cluster.gpu_node)
+        rank = _ranks(self._rank, self._rank_of, holder, current)
+        pop[0] = search.place(search.job_counts(pop[:1], n)[0], current, rank, node)
         self._pop, self._pop_rows = pop, rows.copy()
         self.counters["generations"] += 1
-        return self._deploy(ctx, active, pop[0], current, epochs, held, limit, np.where(fixed, 0, local).astype(np.int64))
+        local = np.where(fixed, 0, local).astype(np.int64)
+        plan = self._deploy(ctx, active, pop[0], current, epochs, held, limit, local, rank, node)
+        for row, gpus in [(a.row, a.gpus) for a in plan.launch] + [(r.row, r.gpus) for r in plan.resizes]:
+            self._rank_of[list(gpus)], self._rank[list(gpus)] = row, np.arange(len(gpus))  # (the plan's order)
+        return plan
 
     def _update_limits(self, rows, epochs, running, held, run_s, max_gpus, asked=None, n_gpus=0, median=None) -> np.ndarray:
         """Each job's R this round (class docstring): the artifact's rules, or the paper's with
@@ -295,13 +298,21 @@ class Ones(Element):
         self._limit[rows] = limit
         return limit
 
-    def _deploy(self, ctx, active, best, current, epochs, held, limit, local=None) -> Plan:
+    def _deploy(self, ctx, active, best, current, epochs, held, limit, local=None, rank=None, node=None) -> Plan:
         """Deploy `best`, or only its launches on free GPUs while the epoch gate holds it back.
         `local` is each job's batch per GPU (0 for a fixed-size job: it keeps its own; not
-        given: every job's local batch)."""
+        given: every job's local batch); `rank`, each GPU's rank in the job holding it in
+        `current` (not given: in GPU order); `node`, each GPU's machine (not given: one). A
+        resize lists the GPUs a job keeps first, in rank order, and is in place (with
+        `in_place`) only where the live backend's rule allows it (resizing.in_place_order):
+        else it is a checkpoint and restart."""
         rows, n = active.rows, len(active)
         if local is None:
             local = _local_batch(ctx, active).astype(np.int64)
+        if rank is None:
+            rank = search.occurrence(current[None, :])[0]
+        if node is None:
+            node = np.zeros(len(current), dtype=np.int64)
         # A job's global batch stays within its limit: one GPU at a local batch past the limit
         # (all a job may have then) trains at the limit instead.
         most = np.nan_to_num(_column(ctx, "max_batch_size", rows, np.inf), nan=np.inf)
@@ -329,7 +340,9 @@ class Ones(Element):
                     # Resume (§3.3.2): a preempted job may ask again for at most what it had.
                     self._limit[rows[j]] = max(min(int(limit[j]), int(held[j])), 1)
                 elif changed[j]:
-                    resizes.append(Resize(int(rows[j]), g.tolist(), batch(j, len(g)), LR_LINEAR, self.in_place))
+                    old = np.flatnonzero(current == j)
+                    ordered, can = resizing.in_place_order(old[np.argsort(rank[old])], g, node)
+                    resizes.append(Resize(int(rows[j]), ordered.tolist(), batch(j, len(g)), LR_LINEAR, self.in_place and can))
                 else:
                     keep.append(int(rows[j]))
             self._epoch_mark[rows[changed]] = epochs[changed]
@@ -343,23 +356,62 @@ class Ones(Element):
                 launches, keep=np.asarray(keep, dtype=np.int64), suspend=np.asarray(suspend, dtype=np.int64), resizes=resizes
             )
         self.counters["held_back"] += 1
-        # Only waiting jobs whose GPUs in the best schedule are all free now start.
-        free = current < 0
-        standing = current.copy()  # the allocation in force, with this round's launches
-        launches, gated, gated_gpus = [], [], []
-        for j in np.flatnonzero(~running).tolist():
-            g = np.flatnonzero(best == j)
-            if len(g) and free[g].all():
-                launches.append(Assignment(int(rows[j]), g.tolist(), batch(j, len(g))))
-                standing[g] = j
-                self._epoch_mark[rows[j]] = epochs[j]
-            elif len(g):
-                gated.append(int(rows[j]))
-                gated_gpus.append(len(g))
-        if ctx.explaining:
-            _explain_held_back(ctx, rows[~running & ~np.isin(np.arange(n), best)], 0, standing)
-            _explain_held_back(ctx, np.asarray(gated, dtype=np.int64), np.asarray(gated_gpus, dtype=np.int64), standing)
+        launches, started = _start_free(ctx, rows, running, best, current, batch)
+        self._epoch_mark[rows[started]] = epochs[started]
         return Plan.of(launches, keep=rows[running])
+
+
+def _finished_points(ctx: RoundContext, finished: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The predictor's points (features, fraction done) of the jobs `finished`: one per epoch."""
+    from roundhouse.elements.policies.ones_predictor import features
+
+    size = _epoch_sizes(ctx, finished)
+    total = ctx.jobs.column("work")[finished]
+    epochs = np.maximum(np.round(np.minimum(total / size, _MAX_EPOCHS)), 1)
+    # A job of very many (tiny) epochs gives points spread evenly over them, not one each.
+    points = np.minimum(epochs, _POINTS_PER_JOB).astype(np.int64)
+    job = np.repeat(np.arange(len(finished)), points)
+    k = (np.arange(len(job)) - np.repeat(np.cumsum(points) - points, points) + 1) * (epochs / points)[job]
+    x = features(size[job], np.zeros(len(job)), k, np.full(len(job), np.nan), np.zeros(len(job)))
+    return x, k / epochs[job]
+
+
+def _ranks(rank: np.ndarray, rank_of: np.ndarray, holder: np.ndarray, current: np.ndarray) -> np.ndarray:
+    """Each GPU's rank in the job holding it (`holder`: its row; `current`: its index this
+    round), as the element recorded it (`rank`, for the row `rank_of`) when it launched or
+    resized the job; in GPU order for a job whose GPUs it has no whole record of."""
+    out = search.occurrence(current[None, :])[0]  # (GPU order)
+    on = np.flatnonzero(current >= 0)
+    recorded = np.where(rank_of[on] == holder[on], rank[on], -1)
+    by_job = np.lexsort((recorded, current[on]))
+    # Sorted by job, then by recorded rank, a job's record is whole if its ranks run 0, 1, 2, ...
+    jobs = current[on][by_job]
+    bad = jobs[recorded[by_job] != search.occurrence(jobs[None, :])[0]]
+    good = on[~np.isin(current[on], bad)]
+    out[good] = rank[good]
+    return out
+
+
+def _start_free(ctx: RoundContext, rows, running, best, current, batch) -> tuple[list[Assignment], list[int]]:
+    """While the epoch gate holds `best` back: the launches of the waiting jobs whose GPUs in it
+    are all free now (`batch(j, gpus)`: job j's global batch on that many) and their indices;
+    and why the others wait."""
+    free = current < 0
+    standing = current.copy()  # the allocation in force, with this round's launches
+    launches, started, gated, gated_gpus = [], [], [], []
+    for j in np.flatnonzero(~running).tolist():
+        g = np.flatnonzero(best == j)
+        if len(g) and free[g].all():
+            launches.append(Assignment(int(rows[j]), g.tolist(), batch(j, len(g))))
+            started.append(j)
+            standing[g] = j
+        elif len(g):
+            gated.append(int(rows[j]))
+            gated_gpus.append(len(g))
+    if ctx.explaining:
+        _explain_held_back(ctx, rows[~running & ~np.isin(np.arange(len(rows)), best)], 0, standing)
+        _explain_held_back(ctx, np.asarray(gated, dtype=np.int64), np.asarray(gated_gpus, dtype=np.int64), standing)
+    return launches, started
 
 
 def _explain_held_back(ctx: RoundContext, rows: np.ndarray, gpus: np.ndarray | int, standing: np.ndarray) -> None:
@@ -379,7 +431,8 @@ def _explain_waits(ctx: RoundContext, rows: np.ndarray, schedule: np.ndarray) ->
 
 
 def _speeds(ctx: RoundContext, active: Active, fixed: np.ndarray) -> np.ndarray:
-    """(n, C+1) samples/s at 0..C GPUs, each at local batch x GPUs, consolidated."""
+    """(n, C+1) samples/s at 0..C GPUs, consolidated, each at local batch x GPUs up to the job's
+    batch cap (past it the local batch shrinks, as the job is launched)."""
     n, c = len(active), ctx.cluster.n_gpus
     counts = np.arange(c + 1)
     per_node = ctx.cluster.max_gpus_per_node
@@ -389,37 +442,14 @@ def _speeds(ctx: RoundContext, active: Active, fixed: np.ndarray) -> np.ndarray:
     if elastic is not None and ok.any():
         app = _column(ctx, "elastic_model", active.rows[ok], -1).astype(np.int64)
         local = _local_batch(ctx, active)[ok]
+        most = np.nan_to_num(_column(ctx, "max_batch_size", active.rows[ok], np.inf), nan=np.inf)
         cc = np.broadcast_to(counts[1:], (int(ok.sum()), c))
-        speed[ok, 1:] = elastic.throughput(app[:, None], np.ceil(cc / per_node), cc, local[:, None] * cc)
+        batch = np.minimum(local[:, None] * cc, np.maximum(most, 1)[:, None])
+        speed[ok, 1:] = elastic.throughput(app[:, None], np.ceil(cc / per_node), cc, batch)
     # A job the elastic profile does not know runs at its own rate on the GPUs it asked for.
     rigid = np.flatnonzero(fixed)
     speed[rigid, np.minimum(active.gpus[rigid], c)] = active.reference_rate[rigid]
     return speed
-
-
-def _keep_places(best: np.ndarray, current: np.ndarray, kept: np.ndarray, fixed: np.ndarray, node: np.ndarray) -> np.ndarray:
-    """`best` with each running job it `kept` at its GPU count put back on its GPUs, unless its
-    new ones span fewer machines (a fixed-size job always: it is never moved). Putting one back
-    moves the genes there to where it would have gone, which may take another's gain away:
-    that one is then put back too, until none is left that moves for nothing."""
-    n = len(kept)
-    now = _machines(current, node, n)
-    stay = np.zeros(n, dtype=bool)
-    out = best
-    while True:
-        add = kept & ~stay & (fixed | (_machines(out, node, n) >= now))
-        if not add.any():
-            return out
-        stay |= add
-        out = search.pin(best, current, np.flatnonzero(stay))
-
-
-def _machines(genome: np.ndarray, node: np.ndarray, n: int) -> np.ndarray:
-    """Machines each of n jobs spans in a genome."""
-    filled = genome >= 0
-    n_nodes = int(node.max()) + 1 if len(node) else 1
-    pairs = np.unique(genome[filled] * n_nodes + node[filled])
-    return np.bincount(pairs // n_nodes, minlength=n)
 
 
 def _median_run_s(ctx: RoundContext, running: np.ndarray) -> float:

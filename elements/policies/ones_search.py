@@ -143,31 +143,85 @@ def _grants(want: np.ndarray, free: np.ndarray, whole: np.ndarray | None) -> np.
     return np.clip(room, 0, want)
 
 
-def pin(best: np.ndarray, current: np.ndarray, jobs: np.ndarray) -> np.ndarray:
-    """`best` with each of `jobs` (running in `current`, the same number of GPUs in both) put
-    back on the GPUs it holds now, the genes there moved to the GPUs it would have taken.
-    The jobs' GPUs now are disjoint, so moving one never moves another already put back."""
-    out = best.copy()
-    for j in jobs.tolist():
-        now, then = current == j, out == j
-        if (now == then).all():
-            continue
-        out[then & ~now] = out[now & ~then]
-        out[now] = j
-    return out
-
-
 def reorder(pop: np.ndarray, n: int) -> np.ndarray:
-    """Reorder (Fig. 10): each job's GPUs packed next to each other, jobs in the order they
-    first appear, free GPUs last (so a job spans as few machines as it can)."""
+    """Reorder (Fig. 10): each job's GPUs packed next to each other, the jobs with more GPUs
+    first (ties: in the order they first appear), free GPUs last. Packed largest first, blocks
+    whose sizes are powers of two (as R's doublings make them) start at a multiple of their
+    size, so on machines of a power-of-two GPUs, numbered in order, a job spans as few machines
+    as it can."""
     k, c = pop.shape
     filled = pop >= 0
     first = np.full((k, n + 1), c, dtype=np.int64)
     kk = np.broadcast_to(np.arange(k)[:, None], pop.shape)
     pos = np.broadcast_to(np.arange(c)[None, :], pop.shape)
     np.minimum.at(first, (kk[filled], pop[filled]), pos[filled])
-    key = np.where(filled, first[kk, np.where(filled, pop, n)] * c + pos, c * c + pos)
+    job = np.where(filled, pop, n)
+    size = np.c_[job_counts(pop, n), np.zeros(k, dtype=np.int64)][kk, job]
+    key = np.where(filled, ((c - size) * (c + 1) + first[kk, job]) * c + pos, (c + 1) * (c + 1) * c + pos)
     return np.take_along_axis(pop, np.argsort(key, axis=1, kind="stable"), axis=1)
+
+
+def place(counts: np.ndarray, current: np.ndarray, rank: np.ndarray, node: np.ndarray) -> np.ndarray:
+    """The genome that gives each job j `counts[j]` GPUs, placed for locality against `current`
+    (the genome in force; `rank`: each of its GPUs' rank in the job holding it, 0 to size - 1;
+    `node`: each GPU's machine). A running job keeps its first `counts[j]` ranks (all its GPUs
+    when it keeps its size or grows; a shrinking job a subset, its first ranks, which an
+    in-place shrink keeps). A growing job first takes free GPUs on the machines it runs on, if
+    they hold all it adds (an in-place grow). The rest, largest demand first, go where they span
+    the fewest machines (machines with the most free GPUs first: a job started on one GPU then
+    has room to grow in place): waiting jobs, and growing jobs that must reach another machine,
+    adding its GPUs to theirs unless moving the whole job would span fewer machines (a grow onto
+    another machine is a restart either way). Within a machine the GPUs idle in `current` come
+    first, so a launch can start while the epoch gate holds the rest of a schedule back."""
+    c, n = len(current), len(counts)
+    running = current >= 0
+    holder = np.where(running, current, n)
+    held = np.bincount(current[running], minlength=n)
+    out = np.where(running & (rank < np.r_[counts, 0][holder]), current, EMPTY)
+    need = counts - np.bincount(out[out >= 0], minlength=n)
+    # Free GPUs are taken machine by machine, within one idle ones first, then in id order.
+    n_nodes = int(node.max()) + 1 if c else 0
+    within = np.lexsort((np.arange(c), running, node))
+    todo = []
+    for j in np.flatnonzero((held > 0) & (need > 0)).tolist():
+        local = (out < 0) & np.isin(node, node[current == j])
+        if local.sum() >= need[j]:
+            out[_take(local, need[j], node, within, n_nodes)] = j
+        else:
+            todo.append(j)
+    todo += np.flatnonzero((held == 0) & (need > 0)).tolist()
+    for j in sorted(todo, key=lambda j: (-need[j], j)):
+        free = out < 0
+        if not held[j]:
+            out[_take(free, need[j], node, within, n_nodes)] = j
+            continue
+        mine = out == j
+        extend = _take(free, need[j], node, within, n_nodes, prefer=np.unique(node[mine]))
+        moved = _take(free | mine, counts[j], node, within, n_nodes)
+        if len(np.unique(node[moved])) < len(np.unique(np.r_[node[mine], node[extend]])):
+            out[mine] = EMPTY
+            out[moved] = j
+        else:
+            out[extend] = j
+    return out
+
+
+def _take(
+    free: np.ndarray, want: int, node: np.ndarray, within: np.ndarray, n_nodes: int, prefer: np.ndarray | None = None
+) -> np.ndarray:
+    """`want` of the `free` GPUs, on as few machines as hold them: the machines in `prefer`
+    first, then the others, each lot by most free GPUs (ties: the lower machine); within a
+    machine in the order `within` lists GPUs."""
+    spare = np.bincount(node[free], minlength=n_nodes)
+    first = np.zeros(n_nodes, dtype=bool)
+    if prefer is not None:
+        first[prefer] = True
+    order = np.lexsort((np.arange(n_nodes), -spare, ~first))
+    position = np.empty(n_nodes, dtype=np.int64)
+    position[order] = np.arange(n_nodes)
+    gpus = within[free[within]]
+    gpus = gpus[np.argsort(position[node[gpus]], kind="stable")]
+    return gpus[:want]
 
 
 def select(pop: np.ndarray, scores: np.ndarray, keep: int) -> tuple[np.ndarray, np.ndarray]:
@@ -257,8 +311,9 @@ def generation(
 ) -> tuple[np.ndarray, np.ndarray]:
     """One generation: refresh, crossover (keep/2 pairs), mutation (one mutant per candidate),
     fill (jobs in `new_order` one GPU each, a `whole` job all its `allowed`; then those in
-    `fill_order` up to `allowed`), reorder, and elitist selection of `keep` by score. Returns
-    the population and its scores, best first."""
+    `fill_order` up to `allowed`), reorder, and elitist selection of `keep` by score (which
+    counts GPUs, not where they are: `place` puts the deployed schedule's jobs on GPUs).
+    Returns the population and its scores, best first."""
     n = len(allowed)
     pop = refresh(pop, allowed, whole)
     if evolve:

@@ -71,24 +71,9 @@ def plan_resizes(books: Attempts, plan: Plan) -> list[LiveResize]:
         new = plan.resize_gpus[start : start + count]
         b = int(batch[i]) or att.global_batch_size  # (a plan's batch is global; 0 keeps the job's)
         scale = learning_rate_factor(int(rule[i]), b, int(own_batch[row]))
-        ordered, can = _in_place_order(att, new, books.world.cluster.gpu_node)
+        ordered, can = resizing.in_place_order(att.gpus, new, books.world.cluster.gpu_node)
         out.append(LiveResize(att, ordered, b, float(rates[i]), int(rule[i]), scale, bool(in_place[i]) and can))
     return out
-
-
-def _in_place_order(att: Attempt, new: np.ndarray, gpu_node: np.ndarray) -> tuple[np.ndarray, bool]:
-    """The new GPUs in rank order, and whether the agents can resize in place: the kept GPUs
-    are ranks 0..k-1 of the attempt, and new ranks go to nodes that already run one of its."""
-    old = att.gpus
-    k = min(len(old), len(new))
-    kept = old[:k]
-    if not np.isin(kept, new).all():
-        return new, False  # the GPUs of some of the first k ranks go: not a grow or a shrink
-    extra = new[~np.isin(new, kept)]
-    if len(new) < len(old) or not len(extra):
-        return kept, True
-    ok = bool(np.isin(gpu_node[extra], gpu_node[old]).all())
-    return np.concatenate([kept, extra]), ok
 
 
 def restarted_rows(resized: list[LiveResize]) -> np.ndarray:
