@@ -120,6 +120,17 @@ _AFTER[Reason.PREEMPTED] = Reason.RANKED_BEHIND
 _AFTER[Reason.LEASE_END] = Reason.NOT_CHOSEN
 _AFTER[[Reason.MOVED, Reason.RESIZED]] = Reason.LAUNCHED  # (it runs, as a launched job does)
 _AFTER_OF = _AFTER.tolist()  # (indexed with Python ints in the round)
+_AFTER_KEYS: dict[tuple[int, np.dtype], np.ndarray] = {}
+
+
+def _after_keys(base: int, dtype: np.dtype) -> np.ndarray:
+    """Per code: the key a job holds after it, given by the element of key `base`, in the
+    record's dtype of keys (one lookup and one comparison of like arrays per round)."""
+    keys = _AFTER_KEYS.get((base, dtype))
+    if keys is None:
+        keys = _AFTER_KEYS[base, dtype] = (_AFTER + base).astype(dtype)
+    return keys
+
 
 # Reasons a running job holds only when an element has just explained its suspension (a
 # released Dally job that declines an offer waits for its timer; a Gavel job that a new
@@ -369,11 +380,11 @@ class Recorder:
                 self._candidates.select(self.ids, element, int(a))  # type: ignore[arg-type]
             return
         base = (element + 1) * _CODES
-        key: Any
+        key: Any = None  # (by row: worked out for the rows recorded)
         held: Any  # the key it holds from now on
         if isinstance(reason, np.ndarray):
             scalar = False
-            key, held = reason + base, _AFTER[reason] + base
+            held = _after_keys(base, self._key.dtype).take(reason)
         else:
             scalar, code = True, int(reason)
             if _SUSPENSIONS_GIVEN[code]:
@@ -389,12 +400,14 @@ class Recorder:
                 sel = changed.nonzero()[0]
                 rows = rows[sel]
                 if not scalar:
-                    key, held = key[sel], held[sel]
+                    reason, held = reason[sel], held[sel]  # type: ignore[index]
                 if isinstance(t, np.ndarray):
                     t = t[sel]
         if sel is None and rows.flags.writeable and rows.base is not None:
             rows = rows.copy()  # (a writeable view: its owner may change; port values never do)
         self._key[rows] = held
+        if not scalar:
+            key = reason + base
         # The numbers, for the rows recorded: constants, arrays by row, or functions of `sel`.
         numbers = []
         for value in (a, b, c):

@@ -26,7 +26,8 @@ def explain_placement(ctx, ranking, is_run, placed: np.ndarray, suspend: np.ndar
     itself (waiting or suspended). (Called every round a placer decides: the common paths are a
     few array operations, each over the ranking at most once.)"""
     rows = ranking.rows
-    idle = (~(is_run | placed)).nonzero()[0]  # waiting (suspended jobs ran at the round's start)
+    busy = is_run | placed
+    idle = (~busy).nonzero()[0]  # waiting (suspended jobs ran at the round's start)
     pos = idle if skip is None else idle[~skip[idle]]
     hit = None
     if len(suspend):
@@ -37,7 +38,7 @@ def explain_placement(ctx, ranking, is_run, placed: np.ndarray, suspend: np.ndar
         if not len(hit):
             hit = None
     if len(pos):
-        _explain_waiting(ctx, ranking, pos, idle, hit, available, is_run & ~placed)
+        _explain_waiting(ctx, ranking, pos, idle, hit, available, busy, is_run, placed)
     if hit is not None:
         # (jobs ahead that hold GPUs: all but those waiting and those suspended)
         holders = hit - idle.searchsorted(hit) - np.arange(len(hit))
@@ -47,14 +48,15 @@ def explain_placement(ctx, ranking, is_run, placed: np.ndarray, suspend: np.ndar
         ctx.explain(Reason.PREEMPTED, rows[hit], hit + 1, holders)
 
 
-def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, available: np.ndarray, kept) -> None:
+def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, available: np.ndarray, busy, is_run, placed) -> None:
     """Waiting jobs at ranking positions `pos`; `idle`: all waiting positions, `hit`: those of
     the suspended jobs (or None), for the count of jobs ranked ahead that hold GPUs and, without
-    backfilling, the first job that did not fit; `kept`: positions of running jobs not launched
-    again (for the GPU type a job ranked behind holds)."""
+    backfilling, the first job that did not fit; `busy`, `is_run`, `placed`: positions running
+    or launched, running at the round's start, launched by the plan (for the GPUs, and their
+    type, that jobs ranked behind hold)."""
     rows, want = ranking.rows, ranking.gpus
     cluster = ctx.cluster
-    holding = _holding_behind(want, pos, idle, hit)
+    start = int(pos[0])  # (the first waiting job, whether or not it wants GPUs)
     # (Counts of comparisons rather than a minimum: a reduction costs several times as much,
     # and this runs every round.)
     code: int | np.ndarray
@@ -62,12 +64,13 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, avail
     if len(cluster.gpu_types) == 1:
         left: np.ndarray | int = int(np.count_nonzero(available))
         code = int(Reason.RANKED_BEHIND)
-        if holding is not None:  # room a job ranked behind took was left free by the jobs ahead
-            behind = np.cumsum(np.where(holding, want, 0)[::-1])[::-1]
+        held = _held_from(want, busy, hit, start)
+        if held is not None:  # room a job ranked behind took was left free by the jobs ahead
             pos, wanted = _wanting(pos, want[pos])
             if not len(pos):
                 return
-            left = left + behind[pos]
+            # (GPUs held behind a waiting position: all held, less those held up to it)
+            left = (left + int(held[-1])) - held[pos]
             code = np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
         # The common case at load: no ranked job fits in what is left (so none wants no GPUs
         # either). Asked of the whole ranking, which spares picking out the waiting jobs' wants.
@@ -82,8 +85,9 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, avail
         if not len(pos):
             return
         free = np.bincount(cluster.gpu_type[available], minlength=len(cluster.gpu_types))
+        holding = _holding_behind(want, busy, hit, start)
         if holding is not None:
-            free = free[None, :] + _held_behind_by_type(ctx, ranking, holding, kept, len(free))[pos]
+            free = free[None, :] + _held_behind_by_type(ctx, ranking, holding, is_run & ~placed, len(free))[pos]
         usable = ctx.jobs.type_rates[rows[pos]] > 0
         asked = ranking.gpu_type[pos] if ranking.gpu_type is not None else None
         if asked is not None:
@@ -96,6 +100,7 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, avail
         if asked is not None:
             code = np.where((asked >= 0) & (wanted > left), int(Reason.NO_FREE_TYPE), code)
     first = int(pos[0])
+    blocked = False
     if not ranking.backfill:
         # No job starts behind the first that did not fit: the first waiting, or a running job
         # suspended this round (it lost its GPUs) if one is ranked ahead of it.
@@ -105,6 +110,7 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, avail
         if ahead or len(pos) > 1:
             code = np.full(len(pos), code) if isinstance(code, int) else code
             code[0 if ahead else 1 :] = int(Reason.BLOCKED)
+            blocked = True
 
     def second(sel) -> np.ndarray:
         """Jobs ranked ahead that hold GPUs after the plan (all but those that wait and those
@@ -113,25 +119,41 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, avail
         b = p - idle.searchsorted(p)
         if hit is not None:
             b -= hit.searchsorted(p)
-        if isinstance(code, int):
+        if isinstance(code, int) or not (blocked or type_of is not None):
             return b
         here = code[sel]
-        b = np.where(here == Reason.BLOCKED, first + 1, b)
+        if blocked:
+            b = np.where(here == _BLOCKED, first + 1, b)
         if type_of is not None:
-            b = np.where(here == Reason.NO_FREE_TYPE, type_of[sel], b)
+            b = np.where(here == _NO_FREE_TYPE, type_of[sel], b)
         return b
 
     ctx.explain(code, rows[pos], lambda sel: pos[sel] + 1, second, left)
 
 
-def _holding_behind(want: np.ndarray, pos: np.ndarray, idle: np.ndarray, hit) -> np.ndarray | None:
-    """Which ranking positions hold GPUs after the plan (all but the waiting and the suspended),
-    or None when none of them is ranked behind the first waiting job (the common case)."""
-    holding = np.ones(len(want), dtype=bool)
-    holding[idle] = False
+_BLOCKED, _NO_FREE_TYPE = int(Reason.BLOCKED), int(Reason.NO_FREE_TYPE)
+
+
+def _held_from(want: np.ndarray, busy: np.ndarray, hit, first: int) -> np.ndarray | None:
+    """Per ranking position, the GPUs held after the plan by the jobs up to it (all but the
+    waiting and the suspended hold theirs), or None when none ranked behind the first waiting
+    job, at position `first`, holds any (the common case)."""
+    held = np.where(busy, want, 0)
+    if hit is not None:
+        held[hit] = 0
+    if not np.count_nonzero(held[first:] > 0):
+        return None
+    return np.cumsum(held)
+
+
+def _holding_behind(want: np.ndarray, busy: np.ndarray, hit, first: int) -> np.ndarray | None:
+    """Which ranking positions hold GPUs after the plan (all but the waiting and the suspended)
+    and are ranked behind the first waiting job, at position `first`, or None when none of them
+    wants GPUs (the common case)."""
+    holding = busy.copy()
     if hit is not None:
         holding[hit] = False
-    holding[: int(pos[0])] = False  # (only those behind a waiting job matter)
+    holding[:first] = False  # (only those behind a waiting job matter)
     return holding if np.count_nonzero(holding & (want > 0)) else None
 
 
