@@ -87,26 +87,6 @@ def test_placement_gives_each_job_its_count_and_keeps_what_it_must_on_random_sch
                 assert not np.isin(node[new], node[held]).all()
 
 
-def test_the_in_place_rule_is_the_live_backends():
-    """resizing.in_place_order against the live backend's own check, on random resizes."""
-    from types import SimpleNamespace
-
-    from roundhouse.runtime.backends.live.resizes import _in_place_order
-
-    rng = np.random.default_rng(0)
-    for case in range(300):
-        old = rng.permutation(16)[: rng.integers(1, 9)]
-        if case % 3 == 0:  # anywhere
-            new = rng.permutation(16)[: rng.integers(1, 9)]
-        elif case % 3 == 1:  # a shrink, or a shrink of the wrong ranks
-            new = rng.permutation(old)[: rng.integers(1, len(old) + 1)] if case % 2 else old[: rng.integers(1, len(old) + 1)]
-        else:  # a grow
-            new = np.unique(np.r_[old, rng.integers(0, 16, 2)])
-        ours = resizing.in_place_order(old, new, NODE)
-        live = _in_place_order(SimpleNamespace(gpus=old), new, NODE)
-        assert ours[1] == live[1] and ours[0].tolist() == live[0].tolist()
-
-
 def _resizes(monkeypatch, graph, trace):
     """Run `graph` on `trace`; every resize with the GPUs its job held, in the rank order the
     live backend would hold them (the plan's order at launch, then in_place_order's), and
