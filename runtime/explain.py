@@ -380,11 +380,10 @@ class Recorder:
                 self._candidates.select(self.ids, element, int(a))  # type: ignore[arg-type]
             return
         base = (element + 1) * _CODES
-        key: Any = None  # (by row: worked out for the rows recorded)
-        held: Any  # the key it holds from now on
+        key: Any = None  # (by row: worked out for the rows recorded); `held`: the key it holds from now on
         if isinstance(reason, np.ndarray):
             scalar = False
-            held = _after_keys(base, self._key.dtype).take(reason)
+            held: Any = _after_keys(base, self._key.dtype).take(reason)
         else:
             scalar, code = True, int(reason)
             if _SUSPENSIONS_GIVEN[code]:
