@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import textwrap
 from pathlib import Path
 
@@ -78,3 +79,19 @@ def dask_cluster():
     finally:
         client.close()
         cluster.close()
+
+
+@pytest.fixture
+def logs(caplog):
+    """What Roundhouse logs, at INFO and above, each record once (its logger may not propagate:
+    the command line's setup, which an earlier test in the process may have run)."""
+    root = logging.getLogger("roundhouse")
+    added = not root.propagate
+    if added:
+        root.addHandler(caplog.handler)
+    level = root.level
+    root.setLevel(logging.INFO)
+    yield caplog
+    if added:
+        root.removeHandler(caplog.handler)
+    root.setLevel(level)

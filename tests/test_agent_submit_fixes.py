@@ -7,7 +7,6 @@ prints normalised paths. Real sockets on 127.0.0.1."""
 
 from __future__ import annotations
 
-import logging
 import re
 import socket
 import subprocess
@@ -32,22 +31,6 @@ from tests.livecluster import TEST_PROFILE, LiveCluster
 
 PROJECT = Path(__file__).resolve().parents[1]
 HELLO = {"node": "a", "address": "127.0.0.1", "session": "s", "gpus": [{"index": 0, "type": "V100"}]}
-
-
-@pytest.fixture
-def logs(caplog):
-    """What Roundhouse logs, at INFO and above, each record once (its logger may not propagate:
-    the CLI's setup)."""
-    root = logging.getLogger("roundhouse")
-    added = not root.propagate
-    if added:
-        root.addHandler(caplog.handler)
-    level = root.level
-    root.setLevel(logging.INFO)
-    yield caplog
-    if added:
-        root.removeHandler(caplog.handler)
-    root.setLevel(level)
 
 
 class Forwarder:

@@ -10,7 +10,6 @@ processes (tests/livecluster.py)."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import threading
 import time
@@ -81,15 +80,14 @@ def ctx():
     context.destroy(linger=0)
 
 
-def test_a_launch_for_a_dropped_connection_is_held_and_delivered_when_its_agent_registers_again(live, ctx, caplog):  # noqa: F811
+def test_a_launch_for_a_dropped_connection_is_held_and_delivered_when_its_agent_registers_again(live, ctx, logs):  # noqa: F811
     world, backend, (a, b), journal = live
     for ag in (a, b):
         ag.receive()
     _drop(backend, a)
     (row,) = add_jobs(world, [JOB])
-    with caplog.at_level(logging.INFO, logger="roundhouse.scheduler"):
-        round_trip(world, backend, Plan.of([Assignment(row, [0, 1])]))
-    said = caplog.text
+    round_trip(world, backend, Plan.of([Assignment(row, [0, 1])]))
+    said = logs.text
     assert "launch job 3 attempt 1 on a (GPUs 0,1): held for a until its agent registers again" in said
     assert "node a: its connection dropped" in said
     node = backend.nodes.by_name["a"]

@@ -7,7 +7,6 @@ an empty trace file is refused; a command-line job's refusal names it plainly.""
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 import subprocess
@@ -43,18 +42,6 @@ cluster = "1x2:V100";
 src :: LiveSource(jobs=1);
 src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
 """
-
-
-@pytest.fixture
-def logs(caplog):
-    """What Roundhouse logs, at INFO and above (its logger may not propagate: the CLI's setup)."""
-    root = logging.getLogger("roundhouse")
-    root.addHandler(caplog.handler)
-    level = root.level
-    root.setLevel(logging.INFO)
-    yield caplog
-    root.removeHandler(caplog.handler)
-    root.setLevel(level)
 
 
 HELLO = {"node": "a", "address": "127.0.0.1", "session": "s", "gpus": [{"index": 0, "type": "V100"}]}
