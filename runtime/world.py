@@ -230,7 +230,9 @@ class World:
         cols = self._cols
         cols["held"][rows] = 0
         close_allocations(self._cols, rows)
-        freed = (cols["cpus_held"][rows], cols["memory_held_gb"][rows])  # (copies: what a partner that stays may take)
+        freed = None  # (copies, once a pair has run: what a partner that stays may take)
+        if self.co_holder is not None:
+            freed = (cols["cpus_held"][rows], cols["memory_held_gb"][rows])
         cols["cpus_held"][rows] = 0.0
         cols["memory_held_gb"][rows] = 0.0
         cols["rate"][rows] = 0.0
@@ -238,7 +240,7 @@ class World:
         self.holder[isin_rows(self.holder, rows)] = -1
         if not leave_running_rows:
             self._set_running(without(self.running_rows, rows))
-        if self.co_holder is not None:
+        if freed is not None:
             leave_shared_gpus(self, rows, freed)
 
     def apply_metrics(self, metrics) -> None:
