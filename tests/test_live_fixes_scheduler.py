@@ -41,7 +41,9 @@ def test_a_second_agent_under_a_node_s_name_is_refused_and_a_restarted_one_takes
         cluster.kill("node-a")
         cluster.start_agent("again", extra=("--insecure", "--name", "node-a"))
         cluster.wait_for(lambda: cluster.log("scheduler").count("node node-a registered") == 2, 30, "the restarted agent")
-        assert "registered as node 0" in cluster.log("again") and cluster.processes["again"].poll() is None
+        # (the scheduler logs the registration before the agent reads the reply)
+        cluster.wait_for(lambda: "registered as node 0" in cluster.log("again"), 30, "the restarted agent's reply")
+        assert cluster.processes["again"].poll() is None
     finally:
         cluster.close()
 
