@@ -150,6 +150,20 @@ def validate(field: attrs.Attribute, value: Any, others: dict[str, Any] | None =
     return None
 
 
+def as_built(fields, values: dict[str, Any]) -> dict[str, Any]:
+    """The fields' values as building the element leaves them (what a validator reading another
+    field sees): each converter run, in field order, as attrs runs them. A value its converter
+    refuses is kept as given: that complaint is said at its own argument."""
+    built = dict(values)
+    for field in fields:
+        if field.converter is not None and field.name in built:
+            try:
+                built[field.name] = converted(field, built[field.name], _Others(built))
+            except Exception:  # (NeedsInstance among them: a converter reading what is not known)
+                pass
+    return built
+
+
 def converted(field: attrs.Attribute, value: Any, self: Any = None) -> Any:
     """The value as the field's converter makes it (none: the value; a plain callable, or an
     `attrs.Converter` that may take the instance, `self`, and the field)."""

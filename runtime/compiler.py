@@ -28,7 +28,7 @@ import attrs
 
 from roundhouse.errors import QUOTED_WIDTH, Location, SchedError, SchedErrors, did_you_mean, source_line
 from roundhouse.runtime import registry
-from roundhouse.runtime.arguments import NeedsInstance, convert, raised, validate
+from roundhouse.runtime.arguments import NeedsInstance, as_built, convert, raised, validate
 from roundhouse.runtime.cluster import spec_file
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.loader import Body, Decl, FlatGraph, load
@@ -501,6 +501,7 @@ def _validate_together(cls, fields, kwargs, deferred, errors: list[SchedError], 
     known only once the element is built is left to building it."""
     known = {f.name: f.default for f in fields if f.default is not attrs.NOTHING and not isinstance(f.default, attrs.Factory)}  # type: ignore[arg-type]
     known.update({k: v for k, v in kwargs.items() if v is not _REPLACED and v is not _OPEN})
+    known = as_built(fields, known)
     ok = True
     for field, value, location, prefix in deferred:
         try:

@@ -103,6 +103,7 @@ class AbsoluteFirst(Element):
         ranking: the jobs, fewest GPUs first.
     Arguments:
         n: a number, made positive.
+        cap: at least n (as made positive).
     Counters:
         ranked: jobs ranked in the last round.
     See also: Las
@@ -115,6 +116,12 @@ class AbsoluteFirst(Element):
     state = ()
 
     n: int = attrs.field(default=1, converter=no_seven, validator=positive)
+    cap: int = attrs.field(default=100)
+
+    @cap.validator
+    def _at_least_n(self, attribute, value):
+        if value < self.n:
+            raise ValueError(f"must be at least n ({self.n}), got {value}")
 
     def tick(self, ctx, active):
         order = np.argsort(active.gpus, kind="stable")
@@ -122,12 +129,12 @@ class AbsoluteFirst(Element):
 '''
 
 
-def converting_graph(tmp_path, n: str):
+def converting_graph(tmp_path, n: str, more: str = ""):
     (tmp_path / "absolute.py").write_text(CONVERTING)
     graph = tmp_path / "g.sched"
     graph.write_text(
         'require "absolute.py";\nsrc :: PoissonSource(rate=8/h, jobs=5, seed=1);\n'
-        f"src -> AcceptAll -> JobPool -> AbsoluteFirst(n={n}) -> FirstFree -> Launch -> JobMetrics;\n"
+        f"src -> AcceptAll -> JobPool -> AbsoluteFirst(n={n}{more}) -> FirstFree -> Launch -> JobMetrics;\n"
     )
     return graph
 
@@ -140,6 +147,13 @@ def test_a_fields_converter_runs_before_its_validator(tmp_path, capsys):
     # A converter's own complaint is said at the argument.
     err = fails(capsys, "check", converting_graph(tmp_path, "7"))
     assert "g.sched:3:48: error: argument 'n' of AbsoluteFirst is refused by its converter: seven is not allowed" in err
+
+
+def test_a_validator_reading_another_field_sees_it_converted(tmp_path, capsys):
+    # n=-3 is made 3: a cap of 2 is below it, a cap of 3 is not (the raw -3 would pass both).
+    err = fails(capsys, "check", converting_graph(tmp_path, "-3", ", cap=2"))
+    assert "g.sched:3:56: error: argument 'cap' of AbsoluteFirst must be at least n (3), got 2" in err
+    assert main(["check", str(converting_graph(tmp_path, "-3", ", cap=3"))]) == 0, capsys.readouterr().err
 
 
 def test_validate_runs_converters_that_take_the_instance():
