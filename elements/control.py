@@ -424,11 +424,16 @@ def main_importable() -> bool:
     in it (an element's, or that of a value in its state) can be sent to it: by its module name
     (`python -m NAME`, except a package's `__main__`) or by its file (a script). An interactive
     session's, a notebook's or `python -c`'s main is not imported again."""
+    return _main_file_imported_again() is not None
+
+
+def _main_file_imported_again() -> str | None:
+    """The file a spawned process runs again as its main module (None: it imports no main)."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
-    if spec is not None:
-        return not (spec.name == "__main__" or spec.name.endswith(".__main__"))
-    return getattr(main, "__file__", None) is not None
+    if spec is not None:  # `python -m NAME`: a child imports NAME, except a package's __main__
+        return None if spec.name == "__main__" or spec.name.endswith(".__main__") else getattr(spec, "origin", None)
+    return getattr(main, "__file__", None)
 
 
 def _names_main(pickled: bytes) -> bool:
@@ -491,17 +496,8 @@ def can_start_processes() -> bool:
 
     if multiprocessing.current_process().daemon:
         return False
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if spec is not None:  # `python -m NAME`: a child imports NAME, except a package's __main__
-        if spec.name == "__main__" or spec.name.endswith(".__main__"):
-            return True
-        path = getattr(spec, "origin", None)
-    else:
-        path = getattr(main, "__file__", None)
-    if path is None:  # interactive, `python -c`, a notebook: a child imports no main
-        return True
-    return _guarded(os.path.abspath(path))
+    path = _main_file_imported_again()
+    return path is None or _guarded(os.path.abspath(path))  # (None: interactive, `python -c`, a notebook)
 
 
 @functools.cache
