@@ -114,6 +114,15 @@ def pump(backend, seconds: float = 0.25) -> None:
     backend.serve(time.time() + seconds)
 
 
+def received(backend, agent: FakeAgent, timeout: float = 10.0) -> list[tuple[str, dict]]:
+    """What `agent` has received, serving `backend` until something has come (or `timeout` s
+    have passed): a reply sent near the end of a short `pump` may still be on its way."""
+    deadline = time.time() + timeout
+    while not agent.inbox and not agent.sock.poll(0) and time.time() < deadline:
+        pump(backend, 0.05)
+    return agent.receive()
+
+
 def add_jobs(world, rows: list[dict]):
     frame = pl.DataFrame(rows)
     batch, _ = world.prepare(frame, "test")
@@ -448,7 +457,12 @@ def test_a_peer_s_failure_after_its_node_was_lost_requeues_the_job_without_a_ret
     world, backend, agents, journal = live
     backend.options = attrs.evolve(backend.options, max_retries=0)
     row = _launch_across(live, 6)
+    heard = backend.nodes.by_name["b"].heard
     agents[1].send("heartbeat", running=[{"job": 6, "attempt": 1, "rank": 1, "gpu": 0, "iteration": 10}])
+    deadline = time.time() + 10  # (b is heard before the failure, however long its heartbeat takes to arrive)
+    while backend.nodes.by_name["b"].heard == heard and time.time() < deadline:
+        pump(backend, 0.05)
+    assert backend.nodes.by_name["b"].heard > heard
     pump(backend, 0.1)
     # Node b dies here (it sends nothing more); its peer's collective breaks.
     agents[0].exited(6, 1, 0, "failed", 10, reason="exit status 1; ... Connection closed by peer")
@@ -468,7 +482,7 @@ def test_a_job_s_own_failure_still_counts_when_a_node_is_lost_afterwards(live):
     row = _launch_across(live, 8)
     agents[0].exited(8, 1, 0, "failed", 10, reason="exit status 1; ZeroDivisionError")
     pump(backend, 0.1)
-    assert [t for t, _ in agents[1].receive()] == ["revoke"]  # the kill of rank 1
+    assert [t for t, _ in received(backend, agents[1])] == ["revoke"]  # the kill of rank 1
     time.sleep(0.3)  # (more than a heartbeat period)
     agents[1].send("heartbeat", running=[{"job": 8, "attempt": 1, "rank": 1, "gpu": 0, "iteration": 10}])
     pump(backend, 0.1)
@@ -483,7 +497,7 @@ def test_a_failure_with_no_node_lost_counts_as_a_try(live):
     row = _launch_across(live, 9)
     agents[0].exited(9, 1, 0, "failed", 10, reason="exit status 1; ZeroDivisionError")
     pump(backend, 0.1)
-    assert [t for t, _ in agents[1].receive()] == ["revoke"]
+    assert [t for t, _ in received(backend, agents[1])] == ["revoke"]
     agents[1].exited(9, 1, 1, "killed", 10, reason="terminated by the agent")
     pump(backend, 0.1)
     events = round_trip(world, backend, None)

@@ -148,4 +148,6 @@ def test_an_emulated_gpu_holds_the_profile_speed_without_bursts(tmp_path):
     free = Job(_env(tmp_path / "free", ROUNDHOUSE_ITERATIONS="30"))
     started = time.perf_counter()
     assert len(list(LeaseLoader(free, range(10)))) == 30
-    assert time.perf_counter() - started < 0.05  # no pace: as fast as it goes
+    # No pace: as fast as it goes, well under the 0.3 s that 100 iterations/s would take (a
+    # millisecond, unless this process waits its turn for a core on a loaded machine).
+    assert time.perf_counter() - started < 0.2

@@ -42,7 +42,8 @@ def test_pollux_graph_runs_live_with_emulated_agents(tmp_path):
             ["agent", "--scheduler", cluster.address, "--insecure", "--name", "m", "--nodes", "2",
              "--fake-gpus", "2:V100", "--emulate"],
         )  # fmt: skip
-        status = cluster.wait_exit("scheduler", timeout=40)
+        # (Pollux's search takes its CPU every round: rounds overrun on a loaded machine.)
+        status = cluster.wait_exit("scheduler", timeout=90)
         assert status == 0, cluster.logs()
         jobs = pl.read_csv(tmp_path / "out" / "jobs.csv")
         assert jobs["status"].to_list() == ["finished"] * 2, f"{jobs}\n{cluster.logs()}"

@@ -53,7 +53,7 @@ def test_whatif_from_a_running_scheduler_and_from_its_saved_journal(tmp_path, ca
         cluster.start_agent("node-a")
         cluster.start_agent("node-b")
         cluster.wait_for(
-            lambda: (cluster.query("SELECT COUNT(*) FROM rounds") or [(0,)])[0][0] >= 8, 60, "eight journaled rounds"
+            lambda: (cluster.query("SELECT COUNT(*) FROM rounds") or [(0,)])[0][0] >= 8, 120, "eight journaled rounds"
         )
         # While the scheduler runs: its state as of its last journaled round, projected forward.
         live = whatif(capsys, cluster.journal_path, "--graph", tmp_path / "fifo.sched")
@@ -134,7 +134,8 @@ def test_whatif_from_a_synthesizer_s_run_and_from_a_scheduler_waiting_for_its_ag
         assert "the run has not begun: its scheduler is waiting for its agents" in fails(capsys, "whatif", cluster.journal_path)
         cluster.start_agent("node-a")
         cluster.start_agent("node-b")
-        cluster.wait_for(lambda: (cluster.query("SELECT COUNT(*) FROM rounds") or [(0,)])[0][0] >= 6, 60, "six journaled rounds")
+        # (Round 0 waits for the agents; the synthesizer's look-ahead may make rounds overrun.)
+        cluster.wait_for(lambda: (cluster.query("SELECT COUNT(*) FROM rounds") or [(0,)])[0][0] >= 6, 120, "six journaled rounds")
         got = whatif(capsys, cluster.journal_path, "--graph", tmp_path / "fifo.sched")
         assert got["from"]["rounds"] >= 6 and got["from"]["unfinished"] >= 1, got["from"]
         assert [p["graph"] for p in got["projections"]] == ["graph.sched", "fifo.sched"]
