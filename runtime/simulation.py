@@ -10,10 +10,12 @@ that look ahead (the synthesizer, `roundhouse whatif`). docs/simulation-api.md s
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import re
-from collections.abc import Sequence
+import weakref
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +66,17 @@ def _graph_source(graph: str | Path) -> tuple[str, str | None]:
     if isinstance(graph, Path) or not any(mark in graph for mark in _TEXT_MARKS) or _names_file(graph):
         return str(Path(graph).resolve()), None  # (a snapshot loads from any folder)
     return str(Path.cwd() / "<simulation>.sched"), graph
+
+
+# The time each world `world_now` handed out is as of (the clock it was folded in to; a World
+# holds no clock of its own), which `simulate_ahead` checks the time it is given against.
+_WORLD_TIMES: weakref.WeakKeyDictionary[World, float] = weakref.WeakKeyDictionary()
+
+
+def world_time(world: World) -> float | None:
+    """The time `world` is as of, if it came from `Simulation.world_now` (None for another
+    world, or a copy of one)."""
+    return _WORLD_TIMES.get(world)
 
 
 def _names_file(text: str) -> bool:
@@ -249,6 +262,7 @@ class Simulation:
         elements need not be forkable: they are not copied."""
         books = snapshot.copy_books(self._engine)
         books.fold_in()
+        _WORLD_TIMES[books.world] = self.now
         return books.world
 
     def jobs(self, columns: Sequence[str] = JOB_COLUMNS) -> pl.DataFrame:
@@ -429,11 +443,23 @@ def _compile(
     next graph may require another file defining classes of the same names (a notebook
     comparing two versions of a policy). Those and the modules they import are imported again
     if they changed since they were last imported."""
-    user_modules.forget_changed_modules()
     required: list[str] = []
-    with registry.scope(remember=True):
+    with own_elements():
         compiled = _compile_in_scope(path, text, overrides, trace, cluster, then, required)
         return compiled, _code(required)
+
+
+@contextlib.contextmanager
+def own_elements() -> Iterator[None]:
+    """Around compiling one of several graphs in one process (a notebook's simulations, the two
+    sides of `roundhouse whatif`): the element files it requires are its own, their classes
+    forgotten at the end, so that another graph may require another file defining classes of
+    the same names (two versions of a policy). The compiled graph keeps its elements. A file
+    required again unchanged is known again, not imported anew; the user's modules that changed
+    since they were imported are imported again."""
+    user_modules.forget_changed_modules()
+    with registry.scope(remember=True):
+        yield
 
 
 def _code(required: list[str]) -> dict[str, str]:

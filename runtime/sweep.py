@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import polars as pl
 
-from roundhouse.errors import RoundhouseError, UsageError
+from roundhouse.errors import ERROR_FORM, RoundhouseError, UsageError
 from roundhouse.runtime import registry
 from roundhouse.runtime.cluster import names_a_file, spec_file
 from roundhouse.runtime.settings import BUILT_IN_ELASTIC
@@ -433,10 +433,11 @@ def record_run(
 
     from roundhouse.runtime.simulate import simulate
 
-    row = base_row(spec, key)
+    row = base_row(spec, key, worker=worker_name())
     started = time.perf_counter()
     metrics: dict[str, Any] = {}
     sink = sink or spec.sink
+    graph = None
     try:
         watchdog = Watchdog(timeout, stopped)
         try:
@@ -465,8 +466,7 @@ def record_run(
     except SystemExit as err:  # the user's code called sys.exit(): its run failed, its worker goes on
         row.update(status="error", error=f"it called sys.exit({err.code!r})", traceback=traceback.format_exc())
     except RoundhouseError as err:
-        text = str(err).removeprefix("error: ")  # the command line adds it when it prints the row
-        row.update(status="error", error=text, traceback=getattr(err, "detail", "") or None)
+        row.update(status="error", error=_run_error(err, spec, graph), traceback=getattr(err, "detail", "") or None)
     except Exception as err:  # a run's failure is its result; the sweep goes on
         row.update(status="error", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
     row["run_s"] = time.perf_counter() - started
@@ -474,8 +474,48 @@ def record_run(
     return {**row, **metrics}
 
 
-def base_row(spec: RunSpec, key: str, status: str = "ok", error: str | None = None) -> dict[str, Any]:
-    """A run's row without metrics: what is recorded of a run that failed before reporting any."""
+def _run_error(err: RoundhouseError, spec: RunSpec, graph) -> str:
+    """A run's error as its row holds it: without the error's own "error:" (the command line
+    prints the row's status, "error", before it), and naming the option (--vary, --set, --trace)
+    that gave the file it is about, if one did (`graph`: the run's, once compiled)."""
+    text = str(err)
+    form = ERROR_FORM.match(text)
+    if form:
+        text = (form.group(1) or "") + text[form.end() :]
+    given = _option_of(getattr(err, "path", None), spec, graph)
+    return f"{given}: {text}" if given else text
+
+
+def _option_of(path: str | None, spec: RunSpec, graph) -> str | None:
+    """The option that gave the run the file `path` (as it was given), if one did."""
+    from roundhouse.runtime.values import FilePath
+
+    if not isinstance(path, str) or graph is None:
+        return None
+    try:
+        file = Path(path).resolve()
+        if spec.trace is not None and Path(spec.trace).resolve() == file:
+            return f"--trace {spec.trace}"
+        for o in spec.overrides:
+            if isinstance(o, str) or not isinstance(compiled_value(graph, o.target), FilePath):
+                continue
+            if Path(str(compiled_value(graph, o.target))).resolve() == file:
+                shown = spec.labels.get(o.target) if o.flag == "--vary" else spec.fixed.get(o.target)
+                return f"{o.flag} {o.target}={o.value_text if shown is None else shown}"
+    except (OSError, ValueError):  # (a path that cannot be resolved names no option)
+        return None
+    return None
+
+
+def worker_name(pid: int | None = None) -> str:
+    """A process as a run's row names the worker that ran it: host:process id (by default,
+    this process)."""
+    return f"{socket.gethostname()}:{os.getpid() if pid is None else pid}"
+
+
+def base_row(spec: RunSpec, key: str, status: str = "ok", error: str | None = None, *, worker: str | None) -> dict[str, Any]:
+    """A run's row without metrics: what is recorded of a run that failed before reporting any.
+    `worker`: what ran it (`worker_name`), None if that is not known."""
     return {
         "key": key,
         "status": status,
@@ -487,7 +527,7 @@ def base_row(spec: RunSpec, key: str, status: str = "ok", error: str | None = No
         "seed": spec.labels.get("seed"),
         "rounds": None,
         "run_s": None,
-        "worker": f"{socket.gethostname()}:{os.getpid()}",
+        "worker": worker,
         "finished_at": datetime.now(UTC),
         **{k: str(v) for k, v in spec.labels.items() if k != "seed"},
     }

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from roundhouse.errors import UsageError, first_line
-from roundhouse.runtime.sweep import STOP_POLL_S, RunSpec, base_row, record_run
+from roundhouse.runtime.sweep import STOP_POLL_S, RunSpec, base_row, record_run, worker_name
 
 # How long past its timeout a local run may go on (it should have stopped itself by then: see
 # Watchdog) before its process is killed: a run stuck in compiled code stops all the same.
@@ -147,13 +147,23 @@ class LocalExecutor:
                             slot.process.join(timeout=EXIT_GRACE_S)
                         slot.process.kill()
                         slot.process.join()
+                        # (The row names the worker process that ran the run, not this one.)
+                        worker = worker_name(slot.process.pid)
                         if overdue:
                             failure = base_row(
-                                task.spec, task.key, "timeout", f"timed out after {timeout:g} s (its process was killed)"
+                                task.spec,
+                                task.key,
+                                "timeout",
+                                f"timed out after {timeout:g} s (its process was killed)",
+                                worker=worker,
                             )
                         else:
                             failure = base_row(
-                                task.spec, task.key, "error", f"its worker process died (exit status {slot.process.exitcode})"
+                                task.spec,
+                                task.key,
+                                "error",
+                                f"its worker process died (exit status {slot.process.exitcode})",
+                                worker=worker,
                             )
                         slots[i] = self._start(timeout)
                         assign(slots[i])
@@ -221,7 +231,7 @@ class DaskExecutor:
                 try:
                     row = future.result()
                 except Exception as err:  # the run never reported: its worker died, or Dask gave up on it
-                    row = base_row(task.spec, task.key, "error", _dask_failure(err))
+                    row = base_row(task.spec, task.key, "error", _dask_failure(err), worker=_last_worker(err))
                 future.release()
                 yield row
         finally:
@@ -308,6 +318,13 @@ def _check_address(address: str) -> None:
                 raise ValueError(f"no such host '{host}'") from None
     except ValueError as err:
         raise UsageError(f"--dask {address}: not a scheduler address ({err}); write e.g. tcp://host:8786") from None
+
+
+def _last_worker(err: BaseException) -> str | None:
+    """The Dask worker a run that never reported was last given to, by its address (the Dask
+    workers running it died too often: Dask's KilledWorker says which was the last), or None."""
+    address = getattr(getattr(err, "last_worker", None), "address", None) if type(err).__name__ == "KilledWorker" else None
+    return address if isinstance(address, str) else None
 
 
 def _dask_failure(err: BaseException) -> str:

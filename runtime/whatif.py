@@ -60,6 +60,7 @@ class JournalReplay:
         self._rounds = list(journal.rounds())
         self._at = 0
         self._plans: list[dict] = []
+        self._where = ""
         self.divergences = 0  # plans that differ from the journal's (the graph is not the run's)
 
     @property
@@ -84,15 +85,40 @@ class JournalReplay:
         ids = record.get("submitted") or []
         submitted = self._journal.delivered(ids) if ids else Submissions.empty()
         self._plans = list(record.get("plans", []))
+        self._where = getattr(record, "where", f"the journal's round at t={now:g}s")
+        _check_plan_gpus(self._plans, self.world.cluster.n_gpus, self._where)
         return replayed(record, now, self.world.jobs, self.world.cluster.n_gpus, submitted)
 
     def apply(self, plan: Plan) -> None:
         recorded = self._plans.pop(0) if self._plans else None
+        if recorded is not None:  # (its jobs are in the world now: those the round brought too)
+            _check_plan_jobs(recorded, self.world.jobs, self._where)
         if not same_plan(plan, recorded, self.world.jobs.column("job_id")):
             self.divergences += 1
 
     def advance(self) -> None:
         self._at += 1
+
+
+def _check_plan_gpus(plans: list[dict], n_gpus: int, where: str) -> None:
+    """A journaled round's plans name only GPUs the run's cluster has: another is the
+    journal's damage (a UsageError naming the round), not a graph other than the run's."""
+    for key in ("gpus", "resize_gpus"):
+        for plan in plans:
+            bad = [gpu for gpu in plan.get(key, []) if not (type(gpu) is int and 0 <= gpu < n_gpus)]
+            if bad:
+                raise UsageError(f"{where}: its plans name GPU {bad[0]!r}, and the cluster's are 0 to {n_gpus - 1}")
+
+
+def _check_plan_jobs(plan: dict, jobs, where: str) -> None:
+    """A journaled plan names only jobs the run has (as of its round): another is the journal's
+    damage (a UsageError naming the round)."""
+    for key in ("launch", "suspend", "complete", "resize"):
+        for job in plan.get(key, []):
+            if type(job) is not int or jobs.row_of(job) is None:
+                raise UsageError(
+                    f"{where}: its plan's {key} names job {job!r}, which no round so far brought (submitted or from a source)"
+                )
 
 
 @attrs.frozen
@@ -178,21 +204,53 @@ def simulate_ahead(
     seen_s: float | None = None,
     world_name: str = "the world",
 ) -> Projection:
-    """`graph` simulated from a copy of `world` at `now` (a round boundary, with everything up to
-    it folded in: `Simulation.world_now`): its elements start afresh and every unfinished job
-    enters it at the next round; the metrics of those jobs and of any that arrive later, until
-    they finish or `horizon_s` passes. `world` itself is not changed. (A look-ahead for what-if
-    questions, such as a scheduler synthesizer's candidates.)
+    """`graph` simulated from a copy of `world` at `now`, the time the world is as of (from
+    `Simulation.world_now`, at the simulation's clock: a round boundary, everything up to it
+    folded in): its elements start afresh and every unfinished job enters it at the next round;
+    the metrics of those jobs and of any that arrive later, until they finish or `horizon_s`
+    passes. `world` itself is not changed. (A look-ahead for what-if questions, such as a
+    scheduler synthesizer's candidates.) Another `now` is a UsageError naming both times: from
+    a later one, the jobs arriving in between would be left out and the running ones stand
+    still; so is a world whose time is not known.
 
     `seen_s`: the boundary of the world's last round, whose arrivals it has (default: one of
     `graph`'s rounds before `now`, as for a simulation between two rounds). The graph's sources
     bring the jobs that arrive after it; a job of theirs with the id of another job the world
     has is a UsageError naming both (`world_name`: what the world came from)."""
+    from roundhouse.runtime.simulation import world_time
+
     if isinstance(horizon_s, bool) or not isinstance(horizon_s, (int, float)) or not horizon_s > 0:
         raise UsageError(f"horizon_s: expected seconds, a number more than 0, got {horizon_s!r}")
+    if isinstance(now, bool) or not isinstance(now, (int, float)):
+        raise UsageError(f"now: expected seconds, the time the world is as of, got {now!r}")
+    own = world_time(world)
+    _refuse_a_clock_before_the_worlds(world, now, own)
+    if own is None:
+        raise UsageError(
+            "world: the time it is as of is not known (a world holds no clock): give a simulation's "
+            "`sim.world_now()`, a copy of its world as of its clock, and as `now` that clock (`sim.now`)"
+        )
+    if not abs(now - own) <= 1e-9 * max(1.0, abs(own)):
+        raise UsageError(
+            f"now: {now:g} s is not the time the world is as of, {own:g} s: a projection starts from the world's own "
+            "time (from a later one, the jobs arriving in between would be left out and the running ones stand still)"
+        )
+    return _simulate_ahead(world, graph, float(now), horizon_s, seen_s, world_name)
+
+
+def _refuse_a_clock_before_the_worlds(world: World, now: float, own: float | None) -> None:
+    """A clock before what the world has seen (its projection would be nonsense): a UsageError."""
     latest = np.nanmax(np.concatenate([world.jobs.column("first_start_s"), world.jobs.column("finish_s"), [-np.inf]]))
-    if not now >= latest:  # (a clock before what the world has seen: its projection would be nonsense)
-        raise UsageError(f"now: {now:g} s is before the world's last recorded start or finish, at {latest:g} s")
+    if not now >= latest:
+        where = "" if own is None else f" (the world is as of {own:g} s)"
+        raise UsageError(f"now: {now:g} s is before the world's last recorded start or finish, at {latest:g} s{where}")
+
+
+def _simulate_ahead(
+    world: World, graph: CompiledGraph, now: float, horizon_s: float, seen_s: float | None, world_name: str
+) -> Projection:
+    """`simulate_ahead` of a world as of `now`."""
+    _refuse_a_clock_before_the_worlds(world, now, now)
     if seen_s is None:
         seen_s = now - float(graph.settings.round)
     engine = _fresh(graph, copy.deepcopy(world), now, seen_s, world_name)
@@ -430,6 +488,7 @@ def whatif(
     now = point["now_s"]
     ahead = None
     if other is not None:
-        ahead = simulate_ahead(world, other, now, horizon_s, seen_s=now, world_name=f"the journal {journal_path}")
+        # (The replayed world is as of the last journaled round's clock, `now`.)
+        ahead = _simulate_ahead(world, other, now, horizon_s, now, f"the journal {journal_path}")
     out = [project(take_over(engine), Path(meta["graph"]).name, horizon_s, start=now)]
     return point, out + ([ahead] if ahead is not None else [])

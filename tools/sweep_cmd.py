@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import ClusterError, UsageError
 from roundhouse.runtime.cluster import names_a_file
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load
@@ -188,6 +188,19 @@ def _whole_paths(graph, given: list[Override]) -> list[Override]:
     return out
 
 
+def _check_cluster(graph, cluster: str | None, given: list[Override]) -> None:
+    """The run's cluster, loaded: a spec file's problem names the option that gave the file
+    (`--cluster`, or the `--set` or `--vary` of `cluster` among `given`), as others' do."""
+    try:
+        load_cluster(graph, cluster)
+    except ClusterError as err:
+        named = [o.label for o in given if o.target == "cluster"]
+        flag = f"--cluster {cluster}" if cluster is not None else (named[-1] if named else None)
+        if flag is None:
+            raise
+        raise UsageError(f"{flag}: {err.path}: {err.message}" if err.path else f"{flag}: {err.message}") from None
+
+
 def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     """Every run of the sweep with its key, in grid order (seeds innermost). Every combination
     is compiled and its cluster checked before any run starts, so a bad grid value is reported
@@ -218,7 +231,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
             seeded = [Override(f"seed={first_seed + i}")] if "seed" not in labels else []
             # (In the order a run applies them: its overrides, then the trace.)
             graph = compile_graph(flat, [*fixed, *varied, *seeded, *traced])
-            load_cluster(graph, args.cluster)
+            _check_cluster(graph, args.cluster, [*fixed, *varied])
             given = tuple(_whole_paths(graph, [*fixed, *varied, *seeded]))
             labels_seed = {**labels, "seed": int(graph.settings.seed)}
             spec = RunSpec(graph_path, given, cluster, until, labels_seed, trace, args.sink, given_fixed)
@@ -277,9 +290,19 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
         for path, what in damaged:
             err.print(f"warning: {path}: {what}", highlight=False, markup=False, soft_wrap=True)
     rows = dict(finished)
-    total = len({key for key, _ in runs})
+    # Points of one key (two copies of one file, say) are one run, run once (as its first point)
+    # and listed for each.
+    shared: dict[str, list[str]] = {}  # each run's points and seeds, as its progress line names them
+    first_spec: dict[str, RunSpec] = {}
+    for key, spec in runs:
+        first_spec.setdefault(key, spec)
+        texts = shared.setdefault(key, [])
+        text = f"{point_text(spec.labels)} seed={spec.labels['seed']}"
+        if text not in texts:
+            texts.append(text)
+    total = len(shared)
     try:
-        tasks = list({key: Task(key, spec) for key, spec in runs if key not in finished}.values())
+        tasks = [Task(key, first_spec[key]) for key in shared if key not in finished]
         if finished:
             err.print(
                 f"{len(finished)} of {total} runs already in {store.folder}; running the other {len(tasks)}",
@@ -291,7 +314,16 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
             err.print(
                 f"running {len(tasks)} runs on {executor.where_for(len(tasks))}", highlight=False, markup=False, soft_wrap=True
             )
-        with SweepProgress(total, len(finished), err) as progress, closing(executor.run(tasks, timeout)) as results:
+        same = len(runs) - total
+        if same:
+            err.print(
+                f"{same} of the grid's {len(runs)} runs {'is' if same == 1 else 'are'} the same run as another (the same "
+                "graph, values and files): each such run is run once, and listed for each of its points",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+        with SweepProgress(total, len(finished), err, shared) as progress, closing(executor.run(tasks, timeout)) as results:
             for row in results:
                 if store is not None:
                     with writing(store.folder):
@@ -387,9 +419,11 @@ def mean_ci(values: list[float]) -> tuple[float, float | None]:
 
 
 def point_summary(frame: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
-    """One row per grid point: its runs, how many failed, and each metric's mean and 95% CI half-width."""
+    """One row per grid point: its runs, how many failed, and each metric's mean and 95% CI half-width.
+    A metric that no run has a value of (avg_jct_s when no job finished) has a column of no type
+    of number, and is a metric still: its mean and half-width are empty."""
     reserved = set(RUN_COLUMNS) | set(names)
-    metrics = [c for c, t in frame.schema.items() if c not in reserved and t.is_numeric()]
+    metrics = [c for c, t in frame.schema.items() if c not in reserved and (t.is_numeric() or t == pl.Null)]
     out = []
     for point in dict.fromkeys(frame["point"].to_list()):
         runs = frame.filter(pl.col("point") == point)
@@ -433,9 +467,10 @@ def _fmt(v) -> str:
 class SweepProgress:
     """Runs done, failed and remaining: a progress bar on a terminal, else one line per run."""
 
-    def __init__(self, total: int, done: int, console: Console):
+    def __init__(self, total: int, done: int, console: Console, shared: dict[str, list[str]] | None = None):
         self.total, self.done, self.failed = total, done, 0
         self.console = console
+        self.shared = shared or {}  # a run's key -> each point and seed it is the run of, when several
         self._bar = None
         if console.is_terminal:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -466,14 +501,14 @@ class SweepProgress:
             self.done += 1
         else:
             self.failed += 1
+        what = f"{row['point']} seed={row['seed']}"
+        also = [text for text in self.shared.get(row["key"], []) if text != what]
+        what += f" (also {', '.join(also)}: the same run)" if also else ""
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done + self.failed, counts=self._counts())
             if row["status"] != "ok":
-                self._bar.console.print(
-                    f"{row['status']}: {row['point']} seed={row['seed']}: {row['error']}", highlight=False, markup=False
-                )
+                self._bar.console.print(f"{row['status']}: {what}: {row['error']}", highlight=False, markup=False)
             return
-        what = f"{row['point']} seed={row['seed']}"
         took = f" in {row['run_s']:.1f} s" if row.get("run_s") is not None else ""
         note = f": {row['error']}" if row["status"] != "ok" else ""
         self.console.print(

@@ -15,6 +15,7 @@ from rich.table import Table
 from roundhouse.errors import RoundhouseError, TraceError, UsageError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
+from roundhouse.runtime.simulation import own_elements
 from roundhouse.runtime.snapshot import FORMAT_NAME
 from roundhouse.runtime.whatif import METRICS, whatif, whatif_snapshot
 from roundhouse.runtime.world import World
@@ -72,7 +73,8 @@ def whatif_command(args) -> int:
     def compile_run_graph(path: str, then=None):
         # (The run's graph as serve compiled it: the same --set, --trace and --cluster.)
         try:
-            return compile_with_trace(run_graph_file(path), run_overrides, args.run_trace, args.cluster, "--run-trace", then)
+            with own_elements():  # (its element files are its own: the other graph's may define classes of the same names)
+                return compile_with_trace(run_graph_file(path), run_overrides, args.run_trace, args.cluster, "--run-trace", then)
         except RoundhouseError as err:
             if args.run_trace is None and _about_a_trace(err):
                 raise UsageError(f"{err}\n  hint: {_RUN_TRACE_HINT}") from None
@@ -103,7 +105,8 @@ def whatif_command(args) -> int:
         )
     other = None
     if args.graph is not None:
-        other = compile_file(args.graph, overrides(args.overrides))
+        with own_elements():  # (as the run's: each side's element files are its own)
+            other = compile_file(args.graph, overrides(args.overrides))
     elif args.overrides and snapshot_file:  # the simulation's own graph (and trace), other arguments
         from roundhouse.runtime.simulation import graph_of_snapshot
         from roundhouse.runtime.snapshot import read_header

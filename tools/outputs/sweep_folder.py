@@ -134,11 +134,13 @@ def _the_last_sweep(table: pl.DataFrame, summary: Path, damaged: set[str]) -> tu
             f"{summary.name} lists the {len(rank)} runs of the last sweep"
         )
     # Each run as summary.csv describes it: its point, what its sweep fixed, its varied values.
+    # Two points of one key (two copies of one file, say: the same run) are each a row of their
+    # own, the one stored run's; a point and seed listed twice with one key, one row.
     described = [c for c in ("point", "set", *label_columns(listed)) if c in listed.columns]
     stale = [c for c in ours.columns if c in described or c in label_columns(table)]
-    ours = ours.drop(stale).join(listed.unique("key", maintain_order=True).select("key", *described), on="key", how="left")
-    ranked = pl.col("key").replace_strict(rank, default=None, return_dtype=pl.Int64)
-    ours = ours.sort(ranked, maintain_order=True)
+    points = listed.unique([c for c in ("key", "point", "seed") if c in listed.columns], maintain_order=True)
+    points = points.with_row_index("__listed").select("__listed", "key", *described)
+    ours = ours.drop(stale).join(points, on="key", how="inner").sort("__listed", maintain_order=True).drop("__listed")
     stored = damaged | set(table["key"].to_list())
     there = sum(key in stored for key in rank)
     incomplete = f"{there} of the {len(rank)} runs {summary.name} lists are in its results store" if there < len(rank) else None
