@@ -17,18 +17,19 @@ from roundhouse.tools.reproductions import DEFAULT_DATA, Experiment, ExperimentF
 # What marks a folder as one experiment's output (`--out/NAME`): which experiment, what else was
 # in the folder when it ran (kept), and, once it is over, what it wrote (what a rerun removes).
 MARK = "reproduction.json"
+DEFAULT_OUT = "runs/reproduce"
 
 
 def register(sub) -> None:
     p = sub.add_parser("reproduce", help="reproduce a published experiment (paper's numbers beside ours)")
     p.add_argument("names", nargs="*", metavar="NAME", help="experiments to run (see --list)")
     p.add_argument("--list", action="store_true", help="list the experiments (with NAMEs, those)")
-    p.add_argument("--out", default="runs/reproduce", help="folder for tables and plots (default: runs/reproduce)")
+    # (--out and --data default to None, so that one given without an experiment to run is told)
+    p.add_argument("--out", help=f"folder for tables and plots (default: {DEFAULT_OUT})")
     p.add_argument("--quick", action="store_true", help="a smaller version that still shows the effect")
     p.add_argument(
         "--data",
         metavar="FOLDER",
-        default=str(DEFAULT_DATA),
         help="the original projects' reference data (gavel/, ones/, pollux/), read in place "
         "(default: ../shared/data beside the project)",
     )
@@ -43,7 +44,9 @@ def reproduce(args) -> int:
         if name not in experiments:
             hint = did_you_mean(name, experiments)
             raise UsageError(f"no experiment '{name}'" + (f"; {hint}" if hint else "; --list shows them"))
-    if args.list or not args.names:  # (with names, --list lists those)
+    listing = args.list or not args.names  # (with names, --list lists those)
+    if listing:
+        _refuse_run_options(args)
         table = Table(title="experiments")
         for col in ("name", "what", "paper"):
             table.add_column(col)
@@ -52,6 +55,8 @@ def reproduce(args) -> int:
                 table.add_row(e.name, e.title, e.paper)
         console.print(table)
         return 0
+    args.out = DEFAULT_OUT if args.out is None else args.out
+    args.data = str(DEFAULT_DATA) if args.data is None else args.data
     if not args.out.strip():
         raise UsageError("--out: the folder name is empty")
     if not args.data.strip():
@@ -63,6 +68,21 @@ def reproduce(args) -> int:
         for name in args.names:
             _reproduce(experiments[name], args, console)
     return 0
+
+
+def _refuse_run_options(args) -> None:
+    """Options that only shape a run, given when nothing runs (no NAME, or --list): a usage
+    error naming the first, rather than a list printed as if the option had been read."""
+    given = [
+        option
+        for option, value in (("--quick", args.quick), ("--out", args.out), ("--data", args.data))
+        if value not in (None, False)
+    ]
+    if not given:
+        return
+    if args.names:
+        raise UsageError(f"{given[0]} has no effect with --list, which runs nothing; leave out --list to run {args.names[0]}")
+    raise UsageError(f"{given[0]} needs an experiment NAME; --list shows them")
 
 
 def _reproduce(e: Experiment, args, console: Console) -> None:

@@ -188,13 +188,17 @@ class TiresiasGittins(_Queues):
     drawn from the history, a its attained service and the quantum D the queue's upper limit
     (Tiresias §3.2 sets D_i = Q_i^hi; we read it as a length of service). The last queue is
     first-in first-out by first start. The history is a trace of past jobs (service = duration x
-    GPUs); without one, the jobs seen so far stand in (the trace itself, as in Tiresias'
-    simulations). A job whose service exceeds every sample gets index 0.
+    GPUs), as Tiresias draws the distribution from history logs (its simulator reads a separate
+    sample of past jobs' GPU-time). Without one, every job that has arrived so far stands in,
+    those being ranked included, each with its exact service (duration at the reference rate x
+    GPUs): not past jobs and not the whole trace (later arrivals join as they come), and,
+    unlike Tiresias' history, it holds the ranked jobs' own services. A job whose service
+    exceeds every sample gets index 0.
 
     Ports:
         ranking: the jobs, first queue first, highest index first inside a queue.
     Arguments:
-        history: a trace of past jobs whose service distribution to use (default: jobs seen so far).
+        history: a trace of past jobs whose service distribution to use (default: the jobs arrived so far).
     Cost: O(n log s) over the pool's jobs n and service samples s (Gittins indices by binary
         search), plus a sort, O(n log n).
     See also: TiresiasLas, Las

@@ -680,8 +680,8 @@ def fidelity(out: Path, quick: bool) -> Report:
 
 FIDELITY_TOLERANCE = 0.05  # an average JCT within 5% of Gavel's simulator's agrees with it
 FIDELITY_REASONS = {
-    "max_min_fairness": "agnostic max-min visits jobs in a shuffled order, so each run is one draw of a random process, "
-    "and our random streams are not Gavel's",
+    "max_min_fairness": "for agnostic max-min the mechanism visits the GPU types in a shuffled order each round, as "
+    "Gavel's does, so which type a job runs on is one draw of a random process, and our random streams are not Gavel's",
     "fifo": "Gavel's fifo puts a job on the last type in its list of types with room (V100 while that has room), not "
     "on a random type with room as the paper says and we do",
     "min_total_duration_perf": "our best explanation, not verified: many allocations are optimal for the jobs off the "

@@ -136,8 +136,9 @@ def water_fill(
             milp.set_var_bounds(gains, lb=np.where(witnessed, 1.0, 0.0), ub=np.where(active, 1.0, 0.0))
             milp.set_objective(gains, np.where(active, form.counts, 0.0))
             found = milp.solve(milp_solver)
-            # Stopped at the time limit, the best set found can still gain together: the others
-            # are frozen a level early (a less fair but valid allocation), and it is counted.
+            # Stopped at its node limit (lp.py's _MILP_NODES branch-and-bound nodes, a count of
+            # work, not of seconds), the best set found can still gain together: the others are
+            # frozen a level early (a less fair but valid allocation), and it is counted.
             if not found.optimal and found.status == "FEASIBLE":
                 milp_stopped += 1
             can_gain = found.values[gains] > 0.5 if found.status in ("OPTIMAL", "FEASIBLE") else witnessed
