@@ -41,9 +41,10 @@ class _Replay(Element):
         self.counters["arrived"] = 0
 
     def tick(self, ctx: RoundContext) -> JobBatch:
-        if self._next >= len(self._arrivals) or self._arrivals[self._next] > ctx.now + 1e-9:
+        arrivals = self._arrivals
+        if self._next >= len(arrivals) or arrivals[self._next] > ctx.now + 1e-9:
             return self._none
-        stop = int(np.searchsorted(self._arrivals, ctx.now + 1e-9, side="right"))
+        stop = int(arrivals.searchsorted(ctx.now + 1e-9, side="right"))
         jobs = self._batch.slice(self._next, stop)
         self.counters["arrived"] += stop - self._next
         self._next = stop

@@ -230,7 +230,8 @@ class _Run:
             return None
         rows, counts, gpus = packed
         holder = self.world.holder
-        if np.count_nonzero(holder[gpus] >= 0):
+        taken = holder[gpus]
+        if len(taken) and taken[taken.argmax()] >= 0:  # (argmax: one call, where a count is a few)
             raise PlanError(
                 f"round {ctx.round_index} (t={b:g}s): plan from '{roles.placer.name}': it launches on a GPU already held"
             )
@@ -243,20 +244,22 @@ class _Run:
         if engine._record is not None:
             placer_id, launcher_id = engine._plan_ids[engine._wiring[roles.launcher][0].name]
             engine._record.plan(plan, self.world, placer_id, launcher_id, b)
-        self.launched.append((rows, counts, gpus, b, j, self._note_due(rows, counts, gpus, b, j)))
+        self.launched.append((rows, counts, gpus, b, j, self._note_due(rows, counts, gpus, gpus[plan.launch_starts], b, j)))
         self.last_time = b
         passing.passed += 1
         passing.total += 1
         self.last_ctx = ctx
         return len(rows)
 
-    def _note_due(self, rows: np.ndarray, counts: np.ndarray, gpus: np.ndarray, b: float, j: int) -> np.ndarray:
-        """Launches of round j: when each finishes, marked on its GPUs; returns the rounds they finish in."""
+    def _note_due(
+        self, rows: np.ndarray, counts: np.ndarray, gpus: np.ndarray, leads: np.ndarray, b: float, j: int
+    ) -> np.ndarray:
+        """Launches of round j (`leads`: each one's first GPU): when each finishes, marked on its
+        GPUs; returns the rounds they finish in."""
         cols = self.cols
         finish_at = b + (cols["work"][rows] - cols["done"][rows])  # (a whole-rounds run: every rate is 1)
         offsets = self._deadlines.offsets(finish_at, j)
-        self._due[gpus] = offsets.repeat(counts)
-        leads = gpus[:1] if len(counts) == 1 else gpus[counts.cumsum() - counts]
+        self._due[gpus] = offsets if len(gpus) == len(rows) else offsets.repeat(counts)
         self._lead[leads] = True
         self._at[leads] = finish_at
         return offsets
@@ -395,7 +398,7 @@ class RoundDeadlines:
     def offsets(self, finish_at: np.ndarray, start) -> np.ndarray:
         """The round each job finishes in, running from round `start` (one for all, or one each)."""
         k = self._table.searchsorted(finish_at)
-        if len(k) and k.max() == len(self._table):
+        if len(k) and k[k.argmax()] == len(self._table):  # (argmax: a call, where max is a few)
             if len(self._table) < _TABLE_ROUNDS:
                 self._grow(float(finish_at.max()))
                 k = self._table.searchsorted(finish_at)

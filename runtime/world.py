@@ -10,6 +10,7 @@ it is placed is traces/throughput.py; plan checking is runtime/plans.py.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -137,9 +138,10 @@ class World:
         rowsets.reserve(len(self.jobs))
         self.unfinished += len(rows)
         if len(rows):  # (index lookups and flag counts: cheaper than numpy's reductions here)
-            arrival = batch.columns["arrival_s"]
-            self.first_arrival_s = min(self.first_arrival_s, float(arrival[arrival.argmin()]))
             whole = batch.whole
+            if whole is None or not _least_arrival(whole) >= self.first_arrival_s:  # (else none of it comes sooner)
+                arrival = batch.columns["arrival_s"]
+                self.first_arrival_s = min(self.first_arrival_s, float(arrival[arrival.argmin()]))
             if whole is not None and "flags" not in whole.memo:
                 whole.memo["flags"] = _flags(whole.columns, False, False, False)
             if whole is None or whole.memo["flags"] != (False, False, False):
@@ -341,6 +343,15 @@ def _flags(columns: Mapping[str, np.ndarray], model: bool, slowdown: bool, comm:
     comm_model = None if comm else columns.get("comm_model")
     comm = comm or (comm_model is not None and bool(np.count_nonzero(comm_model >= 0)))
     return model, slowdown, comm
+
+
+def _least_arrival(whole: JobBatch) -> float:
+    """The earliest arrival of a whole batch (worked out once; NaN if one is NaN)."""
+    least = whole.memo.get("least_arrival")
+    if least is None:
+        arrival = whole.columns["arrival_s"]
+        least = whole.memo["least_arrival"] = float(arrival[arrival.argmin()]) if len(arrival) else math.inf
+    return least  # type: ignore[return-value]
 
 
 def book_launches(world: World, plan: Plan, rates: np.ndarray, compute: np.ndarray | None, now: float) -> None:

@@ -121,11 +121,12 @@ class _SliceColumns(Mapping[str, np.ndarray]):
     """A slice's columns, each cut from the whole batch's when first read: the job table has
     most slices' rows written ahead, and then reads only their arrival times."""
 
-    __slots__ = ("_whole", "_start", "_stop", "_cut")
+    __slots__ = ("_whole", "_start", "_stop", "_cut", "length")
 
     def __init__(self, whole: Mapping[str, np.ndarray], start: int, stop: int):
         self._whole, self._start, self._stop = whole, start, stop
         self._cut: dict[str, np.ndarray] = {}
+        self.length = max(0, min(stop, len(whole["job_id"])) - start)  # (the jobs in the slice)
 
     def __getitem__(self, name: str) -> np.ndarray:
         column = self._cut.get(name)
@@ -162,7 +163,10 @@ class JobBatch:
     memo: dict[str, object] = attrs.field(factory=dict, eq=False, repr=False)
 
     def __len__(self) -> int:
-        return len(self.columns["job_id"])
+        columns = self.columns
+        if type(columns) is _SliceColumns:  # (a slice knows its length: no column cut for it)
+            return columns.length
+        return len(columns["job_id"])
 
     def slice(self, start: int, stop: int) -> JobBatch:
         whole = self if self.whole is None else self.whole

@@ -53,12 +53,10 @@ class _Renewing(Placer):
     def pack_arrivals(self, ctx: RoundContext, arrivals: Ranking, available: np.ndarray):
         if ctx.online is not None or len(ctx.cluster.gpu_types) > 1:
             return None
-        want = arrivals.gpus
-        one = len(want) == 1 and want[0] > 0  # (one job: packing it finds whether it fits)
-        if not one and (np.count_nonzero(want <= 0) or int(want.sum()) > int(np.count_nonzero(available))):
-            return None  # (as `_place_newcomers` decides for the whole ranking)
+        if len(arrivals) and min(arrivals.gpus.tolist()) <= 0:
+            return None  # (as `_place_newcomers` decides for the whole ranking; one that finds no room is found packing)
         packed = self._pack_newcomers(ctx, arrivals, available)
-        if packed is not None:
+        if packed is not None and not self._passed:
             self._passed = True
         return packed
 

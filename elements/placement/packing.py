@@ -151,64 +151,129 @@ def pack_best_fit(cluster, available: np.ndarray, t: int, size: int, count: int)
     return taken
 
 
-# `Placer._pack` places jobs one by one on lists of nodes (`pack_best_fit_one_by_one`) when they
-# are at most this many per GPU count beyond the first, else a GPU count at a time in array
-# operations (`pack_best_fit`): a job costs about a fourteenth of a GPU count there, and a
-# round's arrivals are a dozen jobs of three or four counts where a long queue's launches are
-# hundreds of a few (measured on 32 and 800 nodes).
+# `Placer._pack` places jobs one by one (`pack_best_fit_one_by_one`) when they are at most this
+# many per GPU count beyond the first, else a GPU count at a time in array operations
+# (`pack_best_fit`): a job costs about a fourteenth of a GPU count there, and a round's arrivals
+# are a dozen jobs of three or four counts where a long queue's launches are hundreds of a few
+# (measured on 32 and 800 nodes).
 FEW_JOBS_PER_SIZE = 12
+# `Placer._pack_newcomers` packs up to this many jobs that each want one node job by job
+# (`pack_few_best_fit`), more with `Placer._pack`: a round's arrivals are a dozen jobs, a burst or
+# a long queue hundreds.
+FEW_JOBS = 64
+# The most GPUs a node may have for packing job by job (each node's count is a byte).
+MAX_ONE_BY_ONE = 255
 
 
 def pack_best_fit_one_by_one(cluster, available: np.ndarray, t: int, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Jobs of these sizes (largest first, each at most a node's worth) on GPUs of type t of
     uniform nodes, as `pack_best_fit` places them one size after another, but job by job: each
     on the node with the fewest available GPUs that holds it (ties by number), taking its first
-    available GPUs in id order. Marks the GPUs taken; returns which jobs were placed and their
-    GPUs, one placed job after another. The nodes are kept by count of available GPUs, each
-    count's nodes in number order: a job of `size` goes to the first node of the smallest count
-    from `size` up, which then moves down by `size`, to its place among the nodes of its new
-    count. A count's list is made when a job first touches it (until then no node has entered
-    or left it), so a round costs the few counts its jobs touch, not a sort of every node; for
-    a few jobs, plain lists cost less than array operations per size."""
+    available GPUs in id order (`_best_fit_one_by_one`). Marks the GPUs taken; returns which jobs
+    were placed and their GPUs, one placed job after another."""
     mask = _of_type(cluster, available, t)
-    counts = cluster.per_node(mask)
-    per = cluster.max_gpus_per_node
-    left = np.bincount(counts, minlength=per + 1).tolist()  # nodes with each count
-    left[0] = 0  # (nodes with none available never hold a job)
-    lists: dict[int, list[int]] = {}
-
-    def nodes_with(c: int) -> list[int]:
-        found = lists.get(c)
-        if found is None:
-            found = lists[c] = (counts == c).nonzero()[0].tolist()
-        return found
-
-    ahead = None  # available GPUs up to each node's end
-    taken: dict[int, int] = {}  # per node used: the next of its available GPUs, among all available
-    placed = np.zeros(len(sizes), dtype=bool)
-    picks: list[int] = []
-    for j, size in enumerate(sizes.tolist()):
-        for c in range(size, per + 1):
-            if left[c]:
-                break
-        else:
-            continue  # no node holds it
-        node = nodes_with(c).pop(0)
-        left[c] -= 1
-        if c > size:
-            insort(nodes_with(c - size), node)
-            left[c - size] += 1
-        at = taken.get(node)
-        if at is None:
-            if ahead is None:
-                ahead = counts.cumsum()
-            at = int(ahead[node]) - c  # (the node's first available GPU)
-        taken[node] = at + size
-        picks.extend(range(at, at + size))
-        placed[j] = True
-    gpus = mask.nonzero()[0][picks] if picks else _NONE
+    placed, gpus = _best_fit_one_by_one(cluster, mask, sizes.tolist(), False)
     available[gpus] = False
-    return placed, gpus
+    return np.array(placed, dtype=bool), gpus
+
+
+def pack_few_best_fit(cluster, available: np.ndarray, sizes: list[int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """A few jobs that each want one node, of these sizes (in ranking order, each from 1 to a
+    node's worth), on the available GPUs of uniform nodes of one GPU type, as step 3 packs them:
+    largest first, ties in ranking order, each on the node with the fewest available GPUs that
+    holds it (ties by number), taking its first available GPUs in id order. Returns the order in
+    which they are placed (positions in `sizes`) and their GPUs, one job after another, and marks
+    the GPUs taken; None, with nothing marked, as soon as one finds no room. `pack_best_fit` and
+    `pack_best_fit_one_by_one` place such jobs on the same GPUs, in the same order."""
+    order = sorted(range(len(sizes)), key=sizes.__getitem__, reverse=True)  # (stable: ties keep ranking order)
+    placed, gpus = _best_fit_one_by_one(cluster, available, [sizes[i] for i in order], True)
+    if placed is None:
+        return None
+    available[gpus] = False
+    return np.array(order, dtype=np.int64), gpus
+
+
+# With 1, 2, 4 or 8 GPUs on every node, one node's flags in a per-GPU bool mask are the bytes of
+# one word (as `Cluster.per_node` counts them).
+_WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_BYTES = [bytes([c]) for c in range(256)]
+# By k, for a node's flags: the first k GPUs they mark, and the flags without them.
+_FIRST: list[dict[bytes, tuple[tuple[int, ...], bytes]]] = [{} for _ in range(256)]
+
+
+def _first_marked(flags: bytes, k: int) -> tuple[tuple[int, ...], bytes]:
+    """`_FIRST[k][flags]`, worked out and kept (a few dozen patterns in a run)."""
+    first = tuple([i for i, flag in enumerate(flags) if flag][:k])
+    left = bytearray(flags)
+    for i in first:
+        left[i] = 0
+    got = _FIRST[k][flags] = (first, bytes(left))
+    return got
+
+
+def _best_fit_one_by_one(cluster, mask: np.ndarray, sizes: list[int], stop: bool) -> tuple[list[bool] | None, np.ndarray]:
+    """Best fit, job by job, for jobs of these sizes (in the order given, each at most a node's
+    worth) on the GPUs marked in `mask`, on uniform nodes of at most `MAX_ONE_BY_ONE` GPUs: each
+    goes to the first node, by number, of the smallest count of marked GPUs from its size up, and
+    takes that node's first marked GPUs not taken yet, in id order; the node then has its size
+    fewer. Returns which jobs were placed and their GPUs, one placed job after another (with
+    `stop`: None as soon as one finds no room).
+
+    The nodes' counts are a byte each, searched for the next node of a count (a node's first
+    count, until a job takes from it) as jobs need one, and a node's marked GPUs are the bytes of
+    the mask: a call costs a few array operations and the nodes its jobs look at, not a pass per
+    count or a sort of every node."""
+    per = cluster.max_gpus_per_node
+    if per > MAX_ONE_BY_ONE:
+        raise ValueError(f"packing job by job takes nodes of at most {MAX_ONE_BY_ONE} GPUs, not {per}")
+    word = _WORDS.get(per) if cluster.uniform_nodes and mask.flags.c_contiguous else None
+    counts = np.bitwise_count(mask.view(word)) if word is not None else cluster.per_node(mask).astype(np.uint8)
+    table, flags = counts.tobytes(), mask.tobytes()
+    # By count: the first node with it at the start that no job took from (-1: none; None: not
+    # looked for yet), and the nodes jobs took from that have it now, by number.
+    head: list[int | None] = [None] * (per + 1)
+    moved: list[list[int] | None] = [None] * (per + 1)
+    now: dict[int, bytes] = {}  # node jobs took from -> its flags left
+    placed: list[bool] = []
+    gpus: list[int] = []
+    for size in sizes:
+        c = size
+        while c <= per:
+            first = head[c]
+            if first is None:
+                first = head[c] = table.find(_BYTES[c])
+            others = moved[c]
+            if others and (first < 0 or others[0] < first):
+                node = others.pop(0)
+                break
+            if first >= 0:
+                node = first
+                head[c] = table.find(_BYTES[c], first + 1)  # (past it only nodes no job took from: they go in order)
+                break
+            c += 1
+        else:  # no node holds it
+            if stop:
+                return None, _NONE
+            placed.append(False)
+            continue
+        if c > size:
+            below = moved[c - size]
+            if below is None:
+                moved[c - size] = [node]
+            else:
+                insort(below, node)
+        placed.append(True)
+        start = node * per  # (uniform nodes: numbered one after another)
+        marked = now.get(node)
+        if marked is None:
+            marked = flags[start : start + per]
+        got = _FIRST[size].get(marked) or _first_marked(marked, size)
+        if size == 1:  # (most jobs)
+            gpus.append(start + got[0][0])
+        else:
+            gpus.extend(map(start.__add__, got[0]))
+        now[node] = got[1]
+    return placed, np.array(gpus, dtype=np.int64) if gpus else _NONE
 
 
 def pack_whole_nodes(cluster, available: np.ndarray, t: int, size: int, count: int) -> np.ndarray:

@@ -38,7 +38,9 @@ import numpy as np
 
 from roundhouse.elements.placement.packing import (
     _NONE,
+    FEW_JOBS,
     FEW_JOBS_PER_SIZE,
+    MAX_ONE_BY_ONE,
     _constant,
     _Launches,
     choose_consolidated,
@@ -46,6 +48,7 @@ from roundhouse.elements.placement.packing import (
     fills_in_order,
     pack_best_fit,
     pack_best_fit_one_by_one,
+    pack_few_best_fit,
     pack_first_free,
     pack_whole_nodes,
 )
@@ -276,14 +279,9 @@ class Placer(Element):
     def _pack_newcomers(self, ctx: RoundContext, mine: Ranking, available: np.ndarray):
         """`_launch_newcomers`' launches: the rows placed, their GPU counts and their GPUs (grouped
         by launch, in order); None when one finds no room."""
-        want = int(mine.gpus[0]) if len(mine) == 1 else 0
-        if 0 < want <= ctx.cluster.max_gpus_per_node:  # (one job, a round's usual arrival: step 3 gives it what `choose` picks)
-            got = self.choose(ctx.cluster, available, want, [0], bool(self.one_node(ctx, mine)[0]))
-            if got is None:
-                return None
-            available[got] = False
-            self.counters["launched"] += 1
-            return mine.rows, np.array([want], dtype=np.int64), got
+        packed = _pack_one_by_one(self, ctx, mine, available)
+        if packed is not _BY_THE_STEPS:
+            return packed
         launches = _Launches(len(mine))
         at = np.arange(len(mine))
         if len(
@@ -333,7 +331,7 @@ class Placer(Element):
             if (
                 cluster.uniform_nodes
                 and len(by_size) > 1
-                and by_size[0] <= cluster.max_gpus_per_node
+                and by_size[0] <= cluster.max_gpus_per_node <= MAX_ONE_BY_ONE
                 and len(sizes) <= FEW_JOBS_PER_SIZE * (len(by_size) - 1)
             ):  # (a few jobs of several sizes: one by one costs less than a size at a time)
                 order = (-sizes).argsort(kind="stable")
@@ -361,6 +359,49 @@ class Placer(Element):
                 spread = np.sort(np.concatenate([spread, stuck]))
             pack_first_free(cluster, available, t, spread, want, launches)
         return positions[~launches.placed[positions]]
+
+
+_BY_THE_STEPS = object()  # (`_pack_one_by_one`: not packed job by job)
+
+
+def _pack_one_by_one(placer: Placer, ctx: RoundContext, mine: Ranking, available: np.ndarray):
+    """`Placer._pack_newcomers` for a round's usual arrivals, job by job: one job gets what
+    `choose` picks (what step 3 gives it); a few jobs that each want one node, by the built-in
+    choice on uniform nodes of one GPU type, are packed as `pack_few_best_fit` packs them (what
+    step 3 does). `_BY_THE_STEPS` when neither is so, or when one of the few finds no room and the
+    placer may spread it."""
+    cluster = ctx.cluster
+    if len(mine) == 1:
+        want = int(mine.gpus[0])
+        if not 0 < want <= cluster.max_gpus_per_node:
+            return _BY_THE_STEPS
+        got = placer.choose(cluster, available, want, [0], bool(placer.one_node(ctx, mine)[0]))
+        if got is None:
+            return None
+        available[got] = False
+        placer.counters["launched"] += 1
+        return mine.rows, np.array([want], dtype=np.int64), got
+    if not (
+        len(mine) <= FEW_JOBS
+        and cluster.uniform_nodes
+        and cluster.max_gpus_per_node <= MAX_ONE_BY_ONE
+        and len(cluster.gpu_types) == 1
+        and mine.consolidate is None
+        and placer.consolidate_by_default
+        and type(placer).one_node is Placer.one_node
+        and type(placer)._pack is Placer._pack
+        and not placer._custom_choice()
+    ):
+        return _BY_THE_STEPS
+    sizes = mine.gpus.tolist()
+    if not (sizes and 0 < min(sizes) and max(sizes) <= cluster.max_gpus_per_node):
+        return _BY_THE_STEPS
+    packed = pack_few_best_fit(cluster, available, sizes)
+    if packed is None:
+        return _BY_THE_STEPS if placer.spreads_when_stuck() else None  # (one finds no room: as in the steps, where it waits)
+    order, gpus = packed
+    placer.counters["launched"] += len(order)
+    return mine.rows[order], mine.gpus[order], gpus
 
 
 def _pack_and_preempt(placer, cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types):
