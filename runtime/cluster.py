@@ -432,6 +432,11 @@ class Cluster:
         words = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
         self._node_word = words.get(self.max_gpus_per_node) if self.uniform_nodes else None
 
+    def nodes_needed(self, gpus):
+        """The fewest nodes a job of this many GPUs spans (an int, or an array of them): it is
+        consolidated on that many, and spread over more."""
+        return -(-gpus // self.max_gpus_per_node)
+
     def per_node(self, mask: np.ndarray) -> np.ndarray:
         """How many GPUs of each node `mask` (one bool per GPU) marks."""
         if self._node_word is not None and mask.flags.c_contiguous and mask.dtype == np.bool_:

@@ -53,6 +53,8 @@ class ClusterShape(Protocol):
     n_racks: int
     tiers: Tiers | None  # network tiers (None: no communication model)
 
+    def nodes_needed(self, gpus): ...  # the fewest nodes a job of this many GPUs spans
+
 
 class PlacementError(Exception):
     """A launch the model cannot give a rate (two jobs sharing GPUs with no pair entry). The
@@ -349,8 +351,7 @@ class ThroughputModel:
         offset = np.arange(int(c.sum())) - (c.cumsum() - c).repeat(c)
         nodes = cluster.gpu_node[placement.gpus[starts[candidates].repeat(c) + offset]]
         nodes_used = np.bincount(np.unique(owner * cluster.n_nodes + nodes) // cluster.n_nodes, minlength=len(candidates))
-        needed = -(-c // cluster.max_gpus_per_node)
-        spread = nodes_used > needed
+        spread = nodes_used > cluster.nodes_needed(c)
         rates[candidates[spread]] /= factor[spread]
 
     def _pair_rates(self, jobs: JobReader, rows, placement: Placement, rates: np.ndarray) -> np.ndarray:

@@ -110,7 +110,9 @@ class Consolidated(_Renewing):
     """Place each job on as few nodes as possible: one node whenever it fits in one.
 
     Jobs are packed largest first, each on the node with the fewest free GPUs that can hold it
-    (best fit), as Gavel's placement does. With `strict=true` a job that cannot be
+    (best fit), as Gavel's placement does; a job larger than a node on the fewest nodes a job
+    of its size spans (a 16-GPU job on four 4-GPU nodes), those with the most free GPUs
+    first. With `strict=true` a job that cannot be
     consolidated waits (and may preempt lower-ranked jobs to make room); with `strict=false`
     it is spread over free GPUs instead. A ranking entry that says whether to consolidate
     overrides the default.

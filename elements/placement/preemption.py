@@ -255,7 +255,9 @@ def _fewest_builtin(placer, cluster, free, tail_ids, victim_of, want, types, one
     for t in types:
         if one_node and want <= cluster.max_gpus_per_node:
             best = min(best, _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t, stretch))
-        if not one_node or want > cluster.max_gpus_per_node or placer.spreads_when_stuck():
+        elif one_node:
+            best = min(best, _fewest_for_nodes(cluster, free, tail_ids, victim_of, want, t))
+        if not one_node or placer.spreads_when_stuck():
             best = min(best, _fewest_for_count(cluster, free, tail_ids, victim_of, want, t))
     return None if best == _NEVER else max(best, 1)
 
@@ -267,6 +269,25 @@ def _fewest_for_count(cluster, free, tail_ids, victim_of, want, t) -> int:
         return 0
     of_type = victim_of if len(cluster.gpu_types) == 1 else victim_of[cluster.gpu_type[tail_ids] == t]
     return int(of_type[need - 1]) + 1 if len(of_type) >= need else _NEVER
+
+
+def _fewest_for_nodes(cluster, free, tail_ids, victim_of, want, t) -> int:
+    """Fewest tail victims after which the fewest nodes a job of `want` GPUs spans
+    (`Cluster.nodes_needed`) have that many available GPUs of type t between them: a job larger
+    than a node, consolidated (`choose_consolidated`). Freeing more never undoes it, so the
+    count is searched by halves."""
+    k = cluster.nodes_needed(want)
+
+    def fits(victims: int) -> bool:
+        trial = free.copy()
+        trial[tail_ids[victim_of < victims]] = True
+        counts = cluster.per_node(_of_type(cluster, trial, t))
+        return len(counts) >= k and int(np.partition(counts, len(counts) - k)[len(counts) - k :].sum()) >= want
+
+    if fits(0):
+        return 0
+    found = _searched(fits, victim_of)
+    return _NEVER if found is None else found
 
 
 def _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t, stretch=None) -> int:
@@ -301,6 +322,12 @@ def _fewest_by_search(placer, cluster, free, tail_ids, victim_of, want, types, o
         trial[tail_ids[victim_of < k]] = True
         return placer.choose(cluster, trial, want, types, one_node) is not None
 
+    return _searched(fits, victim_of)
+
+
+def _searched(fits, victim_of: np.ndarray) -> int | None:
+    """The fewest victims, one or more, after which `fits` holds, found by halves (freeing more
+    never makes a placement impossible); None if not even all of them do."""
     total = int(victim_of[-1]) + 1 if len(victim_of) else 0
     if total == 0 or not fits(total):
         return None
