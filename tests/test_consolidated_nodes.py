@@ -66,3 +66,12 @@ def test_the_count_of_victims_agrees_with_the_choice():
             assert (got is not None) == (k >= count), (want, k, count)
             if got is not None:
                 assert len(np.unique(cluster.gpu_node[got])) == cluster.nodes_needed(want)
+
+
+def test_a_placer_that_may_spread_takes_as_many_nodes_as_it_must():
+    cluster = Cluster.parse("4x4:V100")
+    free = np.zeros(16, dtype=bool)
+    free[[0, 4, 8, 12, 13, 14, 15]] = True  # 1, 1, 1 and 4 GPUs free: six GPUs on four nodes
+    assert choose_consolidated(cluster, free, 6, [0]) is None
+    got = choose_consolidated(cluster, free, 6, [0], spread=True)
+    assert got is not None and sorted(got.tolist()) == [0, 4, 12, 13, 14, 15]

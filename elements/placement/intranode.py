@@ -35,7 +35,7 @@ class _IntraNode(Placer):
 
     def choose(self, cluster, available, want, types, one_node):
         if not one_node or want > cluster.max_gpus_per_node or want < 2:
-            return choose_consolidated(cluster, available, want, types)
+            return choose_consolidated(cluster, available, want, types, spread=not one_node)
         for t in types:
             mask = available if len(cluster.gpu_types) == 1 else available & cluster.type_mask[t]
             counts = cluster.per_node(mask)

@@ -337,12 +337,13 @@ def first_on_node(cluster, mask: np.ndarray, node: int, want: int) -> np.ndarray
     return start + mask[start : start + int(cluster.node_gpus[node])].nonzero()[0][:want]
 
 
-def choose_consolidated(cluster, available: np.ndarray, want: int, types: list[int]) -> np.ndarray | None:
+def choose_consolidated(cluster, available: np.ndarray, want: int, types: list[int], spread: bool = False) -> np.ndarray | None:
     """GPUs on as few nodes as possible: one node when the job fits in one (best fit: the node
     with the fewest available GPUs that still fits), else the fewest nodes a job of its size
     spans (`Cluster.nodes_needed`), those with the most available GPUs first. None when no such
     nodes have room: a job spread over more nodes than it needs is not consolidated (YARN-CS's
-    16-GPU job waits for four whole free 4-GPU servers, as Tiresias describes it)."""
+    16-GPU job waits for four whole free 4-GPU servers, as Tiresias describes it). With
+    `spread`, a job larger than a node takes as many nodes as it must, most available first."""
     for t in types:
         mask = _of_type(cluster, available, t)
         counts = cluster.per_node(mask)
@@ -354,6 +355,8 @@ def choose_consolidated(cluster, available: np.ndarray, want: int, types: list[i
         order = (-counts).argsort(kind="stable")
         cumulative = counts[order].cumsum()
         needed = cluster.nodes_needed(want)
+        if spread:
+            needed = len(cumulative)
         if len(cumulative) < needed or cumulative[needed - 1] < want:
             continue
         picked = order[: int(cumulative.searchsorted(want)) + 1]
