@@ -95,3 +95,18 @@ def logs(caplog):
     if added:
         root.removeHandler(caplog.handler)
     root.setLevel(level)
+
+
+def best_fit_job_by_job(cluster, available, sizes):
+    """Where best fit puts jobs of these sizes one after another (`choose_consolidated`, each on
+    what the ones before left): whether each was placed, their GPUs in order, and the mask left."""
+    from roundhouse.elements.placement.packing import choose_consolidated
+
+    left, gpus, placed = available.copy(), [], []
+    for size in sizes.tolist():
+        got = choose_consolidated(cluster, left, size, [0])
+        placed.append(got is not None)
+        if got is not None:
+            left[got] = False
+            gpus.extend(got.tolist())
+    return placed, gpus, left

@@ -15,6 +15,7 @@ from roundhouse.elements.placement.packing import (
 )
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.world import World
+from tests.conftest import best_fit_job_by_job
 
 # Nodes of 8, 4, 2 and 1 GPUs (each node's flags one word of the mask), and of 16, 6 and 3.
 SPECS = ["40x8:V100", "12x4:V100", "9x2:V100", "10x1:V100", "6x16:V100", "7x6:V100", "11x3:V100"]
@@ -78,13 +79,7 @@ def test_packing_one_by_one_is_best_fit_on_nodes_of_any_size(spec, seed):
     for jobs in (2, 5, 13, 30):
         available = rng.random(cluster.n_gpus) < rng.uniform(0.2, 0.9)
         sizes = np.sort(rng.choice([s for s in (1, 2, 3, 5, 6, 16) if s <= per], size=jobs))[::-1].astype(np.int64)
-        by_job, expected, placed_expected = available.copy(), [], []
-        for size in sizes.tolist():
-            got = choose_consolidated(cluster, by_job, size, [0])
-            placed_expected.append(got is not None)
-            if got is not None:
-                by_job[got] = False
-                expected.extend(got.tolist())
+        placed_expected, expected, by_job = best_fit_job_by_job(cluster, available, sizes)
         placed, gpus = pack_best_fit_one_by_one(cluster, available, 0, sizes)
         assert placed.tolist() == placed_expected
         assert gpus.tolist() == expected

@@ -16,6 +16,7 @@ from roundhouse.runtime.context import Round
 from roundhouse.runtime.settings import GraphSettings
 from roundhouse.runtime.types import Events, Plan, Ranking
 from roundhouse.runtime.world import World
+from tests.conftest import best_fit_job_by_job
 
 
 def world_with(cluster: str, jobs: list[tuple[int, int]], running: dict[int, list[int]]):
@@ -142,13 +143,7 @@ def test_packing_one_by_one_is_best_fit_a_size_at_a_time(spec, seed):
     for jobs in (2, 5, 13, 32, 60):
         available = rng.random(cluster.n_gpus) < rng.uniform(0.2, 0.9)
         sizes = np.sort(rng.choice([s for s in (1, 2, 3, 4, 8) if s <= per], size=jobs))[::-1].astype(np.int64)
-        by_job, expected, placed_expected = available.copy(), [], []
-        for size in sizes.tolist():
-            got = choose_consolidated(cluster, by_job, size, [0])
-            placed_expected.append(got is not None)
-            if got is not None:
-                by_job[got] = False
-                expected.extend(got.tolist())
+        placed_expected, expected, by_job = best_fit_job_by_job(cluster, available, sizes)
         by_size, grouped = available.copy(), []
         for size in sorted(set(sizes.tolist()), reverse=True):
             grouped.extend(pack_best_fit(cluster, by_size, 0, size, int((sizes == size).sum())).ravel().tolist())
