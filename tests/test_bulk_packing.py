@@ -101,3 +101,18 @@ def test_a_slice_knows_its_length_and_the_world_its_first_arrival():
         firsts.append(world.first_arrival_s)
     assert firsts == [50.0, 20.0, 10.0, 10.0]
     assert len(world.jobs) == 5
+
+
+def test_a_slice_saved_without_its_length_gets_it_back_when_loaded():
+    # A snapshot saved by code whose slices kept no length: loading works it out.
+    import pickle
+
+    from roundhouse.traces.jobs import _SliceColumns
+
+    whole = {"job_id": np.arange(10), "arrival_s": np.arange(10.0)}
+    assert pickle.loads(pickle.dumps(_SliceColumns(whole, 3, 7))).length == 4
+    state = _SliceColumns(whole, 8, 20).__reduce_ex__(2)[2]
+    old = (state[0], {k: v for k, v in state[1].items() if k != "length"})
+    loaded = _SliceColumns.__new__(_SliceColumns)
+    loaded.__setstate__(old)  # (what unpickling does with the saved state)
+    assert loaded.length == 2 and loaded["job_id"].tolist() == [8, 9]

@@ -128,6 +128,14 @@ class _SliceColumns(Mapping[str, np.ndarray]):
         self._cut: dict[str, np.ndarray] = {}
         self.length = max(0, min(stop, len(whole["job_id"])) - start)  # (the jobs in the slice)
 
+    def __setstate__(self, state) -> None:
+        # (a snapshot saved by code whose slices kept no length: worked out as `__init__` does)
+        slots = state[1] if isinstance(state, tuple) else state
+        for name, value in slots.items():
+            object.__setattr__(self, name, value)
+        if "length" not in slots:
+            self.length = max(0, min(self._stop, len(self._whole["job_id"])) - self._start)
+
     def __getitem__(self, name: str) -> np.ndarray:
         column = self._cut.get(name)
         if column is None:
