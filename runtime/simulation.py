@@ -14,7 +14,6 @@ import contextlib
 import copy
 import math
 import re
-import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,17 +65,6 @@ def _graph_source(graph: str | Path) -> tuple[str, str | None]:
     if isinstance(graph, Path) or not any(mark in graph for mark in _TEXT_MARKS) or _names_file(graph):
         return str(Path(graph).resolve()), None  # (a snapshot loads from any folder)
     return str(Path.cwd() / "<simulation>.sched"), graph
-
-
-# The time each world `world_now` handed out is as of (the clock it was folded in to; a World
-# holds no clock of its own), which `simulate_ahead` checks the time it is given against.
-_WORLD_TIMES: weakref.WeakKeyDictionary[World, float] = weakref.WeakKeyDictionary()
-
-
-def world_time(world: World) -> float | None:
-    """The time `world` is as of, if it came from `Simulation.world_now` (None for another
-    world, or a copy of one)."""
-    return _WORLD_TIMES.get(world)
 
 
 def _names_file(text: str) -> bool:
@@ -262,7 +250,7 @@ class Simulation:
         elements need not be forkable: they are not copied."""
         books = snapshot.copy_books(self._engine)
         books.fold_in()
-        _WORLD_TIMES[books.world] = self.now
+        books.world.as_of = self.now
         return books.world
 
     def jobs(self, columns: Sequence[str] = JOB_COLUMNS) -> pl.DataFrame:

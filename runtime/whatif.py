@@ -217,18 +217,17 @@ def simulate_ahead(
     `graph`'s rounds before `now`, as for a simulation between two rounds). The graph's sources
     bring the jobs that arrive after it; a job of theirs with the id of another job the world
     has is a UsageError naming both (`world_name`: what the world came from)."""
-    from roundhouse.runtime.simulation import world_time
-
     if isinstance(horizon_s, bool) or not isinstance(horizon_s, (int, float)) or not horizon_s > 0:
         raise UsageError(f"horizon_s: expected seconds, a number more than 0, got {horizon_s!r}")
     if isinstance(now, bool) or not isinstance(now, (int, float)):
         raise UsageError(f"now: expected seconds, the time the world is as of, got {now!r}")
-    own = world_time(world)
+    own = world.as_of
     _refuse_a_clock_before_the_worlds(world, now, own)
     if own is None:
         raise UsageError(
-            "world: the time it is as of is not known (a world holds no clock): give a simulation's "
-            "`sim.world_now()`, a copy of its world as of its clock, and as `now` that clock (`sim.now`)"
+            "world: the time it is as of is not known (its `as_of` is unset): give a simulation's "
+            "`sim.world_now()`, a copy of its world as of its clock, and as `now` that clock (`sim.now`); "
+            "a world built by hand says its time in `as_of`"
         )
     if not abs(now - own) <= 1e-9 * max(1.0, abs(own)):
         raise UsageError(

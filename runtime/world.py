@@ -75,6 +75,10 @@ class World:
         self.explain: Recorder | None = None
         # Which jobs progress was added to, for the elements that read it (runtime/progress_log.py).
         self.progress_log = ProgressLog()
+        # The time the world is as of, where known: set on a copy folded in to the clock
+        # (`Simulation.world_now`), which a projection from it checks (`simulate_ahead`). A
+        # running engine's own world is between two rounds' facts, so it stays None.
+        self.as_of: float | None = None
 
     # Forks and snapshots (runtime/snapshot.py): arrays copied, read-only faces made afresh; the
     # cluster, profile and throughput model shared. (A backend compares running sets by identity.)
@@ -95,6 +99,7 @@ class World:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("progress_log", ProgressLog())  # (a snapshot written before the log)
+        self.__dict__.setdefault("as_of", None)  # (a snapshot written before the world kept its time)
         self._cols, self._check = self.jobs.writable, PlanCheck(self)
         self.running_rows.setflags(write=False)  # (owns its data: made by _set_running, or a copy)
         self.holder_face, self.online_face = read_only(self.holder), read_only(self.online)

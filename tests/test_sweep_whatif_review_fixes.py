@@ -211,6 +211,36 @@ def test_simulate_ahead_refuses_a_time_that_is_not_the_worlds(tmp_path):
     assert simulate_ahead(world, other, sim.now, 30 * 86400).metrics["jobs"] == 8
 
 
+def test_a_worlds_time_goes_with_its_copies(tmp_path):
+    """The time a world is as of is part of it: a copy keeps it, so a projection can start
+    from the copy; a world's time can also be given by hand."""
+    import copy
+
+    from roundhouse import Simulation
+    from roundhouse.errors import UsageError
+    from roundhouse.runtime.compiler import compile_file
+    from roundhouse.runtime.whatif import simulate_ahead
+
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 5min;\ncluster = "1x2:V100";\n'
+        "PoissonSource(rate=4/h, jobs=8, seed=1) -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
+    )
+    sim = Simulation(graph).run_until(3600)
+    other = compile_file(graph)
+    expected = simulate_ahead(sim.world_now(), other, sim.now, 30 * 86400).metrics
+    world = copy.deepcopy(sim.world_now())
+    assert world.as_of == 3600
+    assert simulate_ahead(world, other, sim.now, 30 * 86400).metrics == expected
+    assert sim.world.as_of is None  # (the engine's own world lies between two rounds' facts)
+    by_hand = copy.deepcopy(sim.world)
+    with pytest.raises(UsageError, match="world: the time it is as of is not known"):
+        simulate_ahead(by_hand, other, sim.now, 86400)
+    by_hand.as_of = 7200.0
+    with pytest.raises(UsageError, match="now: 3600 s is not the time the world is as of, 7200 s"):
+        simulate_ahead(by_hand, other, sim.now, 86400)
+
+
 # --- a file given with --vary or --set that a run or its cluster cannot read -----------------
 def test_a_missing_cluster_file_names_the_option_that_gave_it(tmp_path, capsys):
     graph = small_graph(tmp_path)
