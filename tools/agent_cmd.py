@@ -41,7 +41,11 @@ def register(sub) -> None:
         "what the agent makes there is removed when it exits, unless --keep-workdir",
     )
     p.add_argument("--keep-workdir", action="store_true", help="keep the work folder (job logs included) when the agent exits")
-    p.add_argument("--revoke-grace", default=REVOKE_GRACE, help="time a revoked job has to checkpoint before it is terminated")
+    p.add_argument(
+        "--revoke-grace",
+        default=REVOKE_GRACE,
+        help=f"time a revoked job has to checkpoint before it is terminated (default {REVOKE_GRACE})",
+    )
     p.add_argument(
         "--threads-per-gpu",
         type=int,
@@ -49,7 +53,7 @@ def register(sub) -> None:
         help="CPU threads per job process (default: with --fake-gpus, the cores it may use divided among the GPUs)",
     )
     add_security(p, "the agent reads scheduler.key and NAME.key_secret")
-    p.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    p.add_argument("--log-level", default="info", help="debug, info, warning or error (default info)")
     p.set_defaults(handler=agent_command)
 
 

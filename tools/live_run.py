@@ -29,11 +29,15 @@ def add_live_options(p) -> None:
     p.add_argument("--heartbeat", default="2s", help="agents heartbeat this often (default 2s)")
     p.add_argument("--heartbeat-timeout", default="10s", help="an agent silent this long is lost (default 10s)")
     p.add_argument("--retries", type=int, default=3, help="relaunch a crashed job this many times (default 3)")
-    p.add_argument("--checkpoint-every", default="60s", help="jobs also checkpoint this often; 0 for only when revoked")
+    p.add_argument(
+        "--checkpoint-every", default="60s", help="jobs also checkpoint this often; 0 for only when revoked (default 60s)"
+    )
     p.add_argument("--wait-for-agents", default="30s", help="before round 0, wait this long for every node (default 30s)")
-    p.add_argument("--ports", default="29500..30000", help="rendezvous ports for multi-worker jobs (half-open range)")
+    p.add_argument(
+        "--ports", default="29500..30000", help="rendezvous ports for multi-worker jobs (half-open range; default 29500..30000)"
+    )
     p.add_argument("--stop-agents", action="store_true", help="tell the agents to shut down when the run ends")
-    p.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    p.add_argument("--log-level", default="info", help="debug, info, warning or error (default info)")
 
 
 def refuse_live_only(args) -> None:

@@ -24,7 +24,9 @@ def register(sub) -> None:
     p = sub.add_parser("run", help="simulate a graph and report JCT, responsiveness, utilization")
     p.add_argument("graph", help="the .sched file")
     p.add_argument("--cluster", help="cluster spec: a .toml file or a shorthand such as 32x4:V100 or 36:36:36")
-    p.add_argument("--trace", help="trace file for the graph's TraceSource elements (overrides their path)")
+    p.add_argument(
+        "--trace", help="trace file for the graph's one TraceSource, in place of its path (a graph with several is refused)"
+    )
     add_overrides(p, "override an element argument (element.field=value) or a graph setting (round=10min); repeatable")
     p.add_argument("--until", help="stop the simulation at this time (e.g. 48h)")
     p.add_argument("--out", help="folder for jobs.csv, summary.json, run.json and explain.parquet")

@@ -13,7 +13,9 @@ def register(sub) -> None:
     p.add_argument("--bind", required=True, metavar="ADDR", help="where agents and submitters connect, e.g. tcp://0.0.0.0:5555")
     add_live_options(p)
     add_overrides(p, "override an element argument or a graph setting; repeatable")
-    p.add_argument("--trace", help="trace file for the graph's TraceSource elements (overrides their path)")
+    p.add_argument(
+        "--trace", help="trace file for the graph's one TraceSource, in place of its path (a graph with several is refused)"
+    )
     p.add_argument("--cluster", help="the cluster the agents form (default: the graph's cluster setting)")
     p.add_argument(
         "--until",

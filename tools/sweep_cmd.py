@@ -60,7 +60,11 @@ def register(sub) -> None:
     )
     add_overrides(p, "a fixed override (element.field=value or a graph setting); repeatable")
     p.add_argument("--cluster", help="cluster spec for every run")
-    p.add_argument("--trace", metavar="FILE", help="the trace every run reads, in place of every TraceSource's own path")
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="the trace every run reads, in place of the path of the graph's one TraceSource (a graph with several is refused)",
+    )
     p.add_argument("--until", help="stop each run at this simulated time (e.g. 48h)")
     p.add_argument(
         "--sink",
