@@ -88,7 +88,7 @@ def convert(value: ast.Value, annotation: Any, base_dir: str, what: str) -> Any:
         if kind == "range":
             return raw
     elif annotation is FilePath:
-        if kind == "string":
+        if kind == "string" and value.word.strip():  # (an empty path would name the graph's own folder)
             path = value.word if os.path.isabs(value.word) else os.path.normpath(os.path.join(base_dir, value.word))
             return FilePath(path)
     elif annotation is str:

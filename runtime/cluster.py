@@ -40,6 +40,7 @@ import attrs
 import numpy as np
 
 from roundhouse.errors import ClusterError, did_you_mean
+from roundhouse.traces.csvtext import undecodable_byte
 from roundhouse.traces.jobs import read_only
 
 if TYPE_CHECKING:
@@ -174,7 +175,9 @@ class ClusterSpec:
         except FileNotFoundError:
             raise ClusterError("cluster spec not found", path) from None
         except UnicodeDecodeError as err:
-            raise ClusterError(f"cannot read cluster spec: not UTF-8 text (at byte offset {err.start})", path) from None
+            raise ClusterError(
+                f"cannot read cluster spec: not UTF-8 text ({undecodable_byte(err)} cannot be decoded)", path
+            ) from None
         except OSError as err:
             raise ClusterError(f"cannot read cluster spec: {err.strerror or err}", path) from None
         except ValueError as err:  # (a TOMLDecodeError, or a whole number too long to read)
@@ -190,7 +193,10 @@ class ClusterSpec:
             )
         raw_groups = data.get("group")
         if not isinstance(raw_groups, list) or not raw_groups:
-            raise ClusterError("no [[group]] tables (each describes a set of identical nodes)", path)
+            single = (
+                " ([group] is a single table; groups are written [[group]], one for each)" if isinstance(raw_groups, dict) else ""
+            )
+            raise ClusterError(f"no [[group]] tables (each describes a set of identical nodes){single}", path)
         groups = [_group_from_table(path, i + 1, g, gpu_types) for i, g in enumerate(raw_groups)]
         _check_size("", groups, path)
         rack_names(groups, path)

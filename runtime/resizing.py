@@ -18,6 +18,7 @@ from roundhouse.traces.throughput import Placement
 
 if TYPE_CHECKING:
     from roundhouse.runtime.world import World
+    from roundhouse.traces.jobs import JobTable
 
 
 def rates(world: World, plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -61,7 +62,7 @@ def apply(
     cols["resizes"][rows] += 1
     rule = plan.resize_lr if plan.resize_lr is not None else np.full(len(rows), LR_LINEAR)
     cols["lr_rule"][rows] = rule
-    cols["lr_scale"][rows] = lr_scale(rule, batch / np.maximum(cols["batch_size"][rows], 1))
+    cols["lr_scale"][rows] = lr_scale(rule, batch / lr_base(world.jobs, rows))
     if world.batch_jump_penalty > 0 and "epoch_size" in cols:
         cols["work"][rows] += jump_penalty(world.batch_jump_penalty, cols["batch_used"][rows], batch, cols["epoch_size"][rows])
     cols["batch_used"][rows] = batch
@@ -104,9 +105,30 @@ def in_place_order(old: np.ndarray, new: np.ndarray, gpu_node: np.ndarray) -> tu
     return np.concatenate([kept, extra]), ok
 
 
+def note_launch_lr(world: World, cols: dict[str, np.ndarray], rows: np.ndarray, batch: np.ndarray) -> None:
+    """Jobs launched at global batch `batch`: the factor their learning rate takes there, by the
+    rule of their latest resize (a relaunch keeps it), linear for a job never resized (its
+    `lr_rule` stays -1)."""
+    rule = cols["lr_rule"][rows]
+    cols["lr_scale"][rows] = lr_scale(np.where(rule >= 0, rule, LR_LINEAR), batch / lr_base(world.jobs, rows))
+
+
+def lr_base(jobs: JobTable, rows: np.ndarray) -> np.ndarray:
+    """B0 of each job at `rows`: the batch size its own learning rate (the trace's) is for, which
+    a learning-rate rule scales from. Its `local_batch` where it has one (ONES' traces give the
+    learning rate of the batch per GPU, and ONES' rule is lr x GPUs: B / local batch), else its
+    `batch_size`; an empty `local_batch` (NaN), or none at all, is no local batch. At least 1.
+    The simulator and the live backend both take B0 from here."""
+    own = np.asarray(jobs.column("batch_size")[rows], dtype=np.float64)
+    if jobs.has_column("local_batch"):
+        local = np.asarray(jobs.column("local_batch")[rows], dtype=np.float64)
+        own = np.where(local >= 1, local, own)  # (NaN >= 1 is False)
+    return np.maximum(own, 1.0)
+
+
 def lr_scale(rule: np.ndarray, ratio: np.ndarray) -> np.ndarray:
     """The factor a learning-rate rule gives the job's own learning rate when its batch size is
-    `ratio` times its own (NaN: the job adapts it itself)."""
+    `ratio` times its own, B / B0 (`lr_base`; NaN: the job adapts it itself)."""
     return np.select(
         [rule == LR_KEEP, rule == LR_LINEAR, rule == LR_SQRT, rule == LR_ADASCALE], [1.0, ratio, np.sqrt(ratio), np.nan]
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from roundhouse.errors import ClusterError, SchedError, UsageError
+from roundhouse.errors import ClusterError, RoundhouseError, SchedError, TraceError, UsageError
 from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.cluster import Cluster, spec_file
 from roundhouse.runtime.compiler import CompiledGraph
@@ -93,11 +93,43 @@ def load_elastic(graph: CompiledGraph):
     return ElasticProfile.load_pollux(path)
 
 
+def load_pairs(graph: CompiledGraph):
+    """The graph's `pair_profile`, read and checked; None when it gives none (the shipped Gavel
+    table, read only when two jobs first share GPUs). A bad file is reported where the setting
+    was given (its line in the graph, or the `--set`/`--vary` that gave it), before a run starts,
+    not when a solver first pairs two jobs."""
+    if graph.settings.pair_profile is None:
+        return None
+    from roundhouse.traces.pairs import PairTable
+
+    try:
+        return PairTable.load(graph.settings.pair_profile)
+    except RoundhouseError as err:
+        raise setting_error(graph, "pair_profile", err) from None
+
+
+def setting_error(graph: CompiledGraph, name: str, err: RoundhouseError) -> RoundhouseError:
+    """A problem with the file a setting names, said where the setting was given: at its value in
+    the graph (`setting 'pair_profile': p.csv:3: column 'gpus': ...`), or at the command-line
+    option that gave it."""
+    if isinstance(err, TraceError):
+        where = err.path if err.row is None else f"{err.path}:{err.row}"
+        what = f"column '{err.column}': {err.message}" if err.column else err.message
+        text = f"{where}: {what}"
+    else:
+        text = getattr(err, "message", None) or str(err)
+    location = graph.setting_locations.get(name)
+    if location is None:
+        return UsageError(f"{graph.setting_flags.get(name, f'--set {name}')}: {text}")
+    return SchedError(f"setting '{name}': {text}", location)
+
+
 def new_world(graph: CompiledGraph, cluster: Cluster, profile) -> World:
     """A world for the graph: its cluster, profiles (throughput, pairs, elastic) and settings."""
     settings = graph.settings
-    world = World(cluster, profile, settings.reference_gpu, settings.pair_profile, load_elastic(graph))
+    world = World(cluster, profile, settings.reference_gpu, load_pairs(graph), load_elastic(graph))
     world.batch_jump_penalty = float(settings.batch_jump_penalty)
+    world.reference_at = graph.setting_locations.get("reference_gpu") or graph.setting_flags.get("reference_gpu")
     return world
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from roundhouse.errors import Location
 from roundhouse.runtime import resizing, rowsets
 from roundhouse.runtime.allocation import close_allocations, launch_resources, reallocate, regain_shared
 from roundhouse.runtime.cluster import Cluster
@@ -24,6 +25,7 @@ from roundhouse.runtime.progress_log import ProgressLog
 from roundhouse.runtime.rowsets import isin_rows, without
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.traces.jobs import FINISHED, OWN_COLUMNS, PENDING, RUNNING, SPEC_COLUMNS, JobBatch, JobTable, read_only
+from roundhouse.traces.prepare import prepare_jobs
 from roundhouse.traces.throughput import Placement, PlacementError, ThroughputModel
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ class World:
         self.cluster = cluster
         self.profile = profile
         self.reference_gpu = reference_gpu
+        self.reference_at: Location | str | None = None  # where it was given (its line, the option; None: default)
         self.throughput = ThroughputModel(profile, cluster, pairs, elastic=elastic)
         self.jobs = JobTable(len(cluster.gpu_types))
         self._cols = self.jobs.writable  # the world is the job table's writer
@@ -132,10 +135,8 @@ class World:
     def prepare(self, trace, origin: str, profile=None) -> tuple[JobBatch, set[str]]:
         """A canonical trace frame as job specs for this world's cluster and profile (or
         another profile); returns the batch and the models the profile does not know."""
-        from roundhouse.traces.prepare import prepare_jobs
-
         model = self.throughput if profile is None else ThroughputModel(profile, self.cluster, elastic=self.throughput.elastic)
-        return prepare_jobs(trace, model, self.reference_gpu, self.cluster.n_gpus, origin)
+        return prepare_jobs(trace, model, self.reference_gpu, self.cluster.n_gpus, origin, getattr(self, "reference_at", None))
 
     # --- arrivals ---
     def add_jobs(self, batch: JobBatch) -> np.ndarray:
@@ -373,6 +374,9 @@ def book_launches(world: World, plan: Plan, rates: np.ndarray, compute: np.ndarr
     batch = cols["batch_size"][rows]
     if plan.launch_batch is not None:
         batch = np.where(plan.launch_batch > 0, plan.launch_batch, batch)
+        # (only launches that carry a batch size: a launch without one, the hot path of large
+        # runs, leaves the factor as the job's latest resize or launch set it)
+        resizing.note_launch_lr(world, cols, rows, batch)
     cols["batch_used"][rows] = batch
     cols["launches"][rows] += 1
     cols["first_start_s"][rows] = np.fmin(cols["first_start_s"][rows], now)  # NaN: not started before

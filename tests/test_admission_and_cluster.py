@@ -172,7 +172,7 @@ def test_a_spec_file_that_is_not_utf8_text_says_so(tmp_path):
     spec.write_bytes(b"[[group]]\nnodes = 2\nname = '\xff'\n")
     with pytest.raises(ClusterError) as info:
         Cluster.parse(str(spec))
-    assert str(spec) in str(info.value) and "not UTF-8 text (at byte offset 28)" in str(info.value)
+    assert str(spec) in str(info.value) and "not UTF-8 text (byte 0xff at line 3, column 9 cannot be decoded)" in str(info.value)
 
 
 def test_a_spec_files_bad_values_are_quoted_as_toml_writes_them(tmp_path):

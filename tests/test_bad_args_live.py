@@ -124,7 +124,7 @@ def test_many_nodes_need_emulated_gpus(capsys, extra, message):
         (["--status", "--timeout", "0s"], "--timeout 0s: must be more than 0"),
         (["--command", "sleep 1", "--duration", "1e999s"], "1e999s"),
         (["--command", "sleep 1", "--duration", "0s"], "--duration 0s: must be more than 0"),
-        (["--model", "LM", "--iterations", "5", "--count", "1000000000"], "--count must be 1 to"),
+        (["--model", "LM", "--iterations", "5", "--count", "1000000000"], "--count 1000000000: must be 1 to"),
     ],
 )
 def test_submit_refuses_absurd_values_before_sending(capsys, extra, message):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 from roundhouse.elements.policies import ones_search as s
@@ -116,8 +117,9 @@ def test_graph_checks_runs_and_renders(tmp_path):
 
 
 def test_a_batch_size_no_application_covers_is_a_located_error(tmp_path, capsys):
-    """A row of ONES' trace whose batch (local batch x GPUs) is past what its application runs:
-    the run stops before it starts, naming the file, the job and the range; nothing is written."""
+    """A row of ONES' trace whose batch per GPU is past what its application runs is refused
+    as the trace is read, naming the file, line and column; the same job in a canonical trace
+    stops the run before it starts, naming the job and the range; nothing is written."""
     from roundhouse.tools.cli import main
 
     raw = tmp_path / "ones.csv"
@@ -125,15 +127,26 @@ def test_a_batch_size_no_application_covers_is_a_located_error(tmp_path, capsys)
         ",".join(ones.TRACE_COLUMNS) + "\n0,resnet18,cifar,2000,10,256,0.005,0.08,0.7,4\n"
         "30,resnet18,cifar,2000,10,100000,0.005,0.08,0.7,4\n"
     )
+    with pytest.raises(TraceError) as refused:
+        ones.read_trace(raw)
+    assert (refused.value.path, refused.value.row, refused.value.column) == (str(raw), 3, "batch_size")
+    raw.write_text(",".join(ones.TRACE_COLUMNS) + "\n0,resnet18,cifar,2000,10,256,0.005,0.08,0.7,4\n")
+    good = ones.read_trace(raw)
+    past = good.with_columns(
+        job_id=pl.lit(1, good["job_id"].dtype),
+        local_batch=pl.lit(100000, good["local_batch"].dtype),
+        max_batch_size=pl.lit(10**6, good["max_batch_size"].dtype),
+    )
+    past = past.with_columns(batch_size=(pl.col("local_batch") * pl.col("gpus")).cast(good["batch_size"].dtype))
     trace = tmp_path / "jobs.csv"
-    ones.read_trace(raw).write_csv(trace)
+    pl.concat([good, past]).write_csv(trace)
     graph = Path(__file__).parents[1] / "graphs" / "ones.sched"
     assert main(["run", str(graph), "--trace", str(trace), "--out", str(tmp_path / "out"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert (
-        f"{trace}: error: job 1: batch size 400000 is outside what the elastic profile covers for resnet18-cifar (256 to 4096)"
+        f"{trace}: error: job 1: local_batch 100000 is outside what the elastic profile covers for resnet18-cifar (256 to 4096)"
         in err
-    )
+    ), err
     assert "Traceback" not in err and not (tmp_path / "out" / "jobs.csv").exists()
 
 

@@ -143,7 +143,7 @@ def test_power_mean_and_restart_penalty_by_hand():
     v = np.array([[1.0, 2.0]])
     assert s.power_mean(v, -1)[0] == pytest.approx(2 / (1 / 1.001 + 1 / 2.001))
     assert s.power_mean(v, 1)[0] == pytest.approx(1.501)
-    assert s.power_mean(v, 0)[0] == pytest.approx(np.sqrt(2.0))
+    assert s.power_mean(v, 0)[0] == pytest.approx(np.sqrt(1.001 * 2.001))
     # age 90 s, one restart, delay 30: (90 - 30) / 120; a young job can lose everything.
     assert s.restart_factor(np.array([90.0, 10.0]), np.array([1, 1])).tolist() == [0.5, 0.0]
 

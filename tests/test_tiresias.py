@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from roundhouse.elements.policies.tiresias import gittins_index
-from roundhouse.errors import RoundhouseError, TraceError
+from roundhouse.errors import RoundhouseError, SchedError
 from roundhouse.tools.reproductions.tiresias import toy_results
 from tests.conftest import jobs_of
 
@@ -122,7 +122,8 @@ def test_gittins_with_a_history_file(run_graph, tmp_path):
     got = jobs_of(run_graph(graph('TiresiasGittins(queues=2, thresholds=[12], history="history.csv")'), jobs, cluster="1x2:V100"))
     assert [got[j]["finish_s"] for j in (1, 2, 3)] == [2.0, 10.0, 16.0]
     history.write_text("job_id,arrival_s,gpus,model,iterations\n0,0,1,LM,100\n")
-    with pytest.raises(TraceError, match="needs a duration_s"):
+    # (refused when the graph is compiled, at the argument)
+    with pytest.raises(SchedError, match="argument 'history' of TiresiasGittins .*needs a duration_s"):
         run_graph(graph('TiresiasGittins(history="history.csv")'), jobs, cluster="1x2:V100")
 
 

@@ -7,7 +7,7 @@ import sys
 from roundhouse.errors import RoundhouseError, SchedError
 from roundhouse.runtime import registry
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.simulate import load_cluster, load_elastic, new_engine
+from roundhouse.runtime.simulate import load_cluster, load_elastic, load_pairs, new_engine
 from roundhouse.runtime.snapshot import forks_world, unforkable_elements
 from roundhouse.tools.common import error_text
 from roundhouse.tools.results import trace_problems
@@ -38,9 +38,11 @@ def _check_one(path: str, fork: bool) -> bool:
     try:
         graph = compile_file(path)
         cluster = load_cluster(graph, None) if graph.settings.cluster is not None else None
-        # The elastic profile's measurements are read and fitted as a run reads them: a bad
-        # file there is found now, not when the run starts.
+        # The elastic profile's measurements are read and fitted as a run reads them, and the
+        # pair profile read as a run's world reads it: a bad file there is found now, not when
+        # the run starts (or, for the pairs, when two jobs first share GPUs).
         load_elastic(graph)
+        load_pairs(graph)
     except RoundhouseError as err:
         print(error_text(err), file=sys.stderr)
         return False

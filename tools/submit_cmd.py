@@ -103,8 +103,10 @@ def jobs_from_args(args) -> tuple[list[dict], list[str] | None]:
         _check_command(args.command)
     count = 1 if args.count is None else args.count
     gpus = 1 if args.gpus is None else args.gpus
-    if not 1 <= count <= MAX_COUNT or gpus < 1:
-        raise UsageError(f"--count must be 1 to {MAX_COUNT:,} and --gpus at least 1")
+    if not 1 <= count <= MAX_COUNT:
+        raise UsageError(f"--count {count}: must be 1 to {MAX_COUNT:,}")
+    if gpus < 1:
+        raise UsageError(f"--gpus {gpus}: must be at least 1")
     _check_numbers(args)
     job: dict = {"gpus": gpus}
     if args.model:

@@ -21,7 +21,7 @@ from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load
 from roundhouse.runtime.files import check_output_file, results_folder, writing
 from roundhouse.runtime.results_store import SUFFIX, ResultsStore
-from roundhouse.runtime.simulate import load_cluster
+from roundhouse.runtime.simulate import load_cluster, load_pairs
 from roundhouse.runtime.sweep import (
     RUN_COLUMNS,
     RunSpec,
@@ -228,6 +228,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     if args.cluster is not None:
         given_fixed["cluster"] = args.cluster
     runs = []
+    pair_profiles: set[str] = set()  # (each pair profile read once, however many runs give it)
     for combo in itertools.product(*(values for _, values in grid)):
         varied = [Override(f"{n}={v}", flag="--vary") for (n, _), v in zip(grid, combo)]
         labels = {n: v for (n, _), v in zip(grid, combo)}
@@ -236,6 +237,9 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
             # (In the order a run applies them: its overrides, then the trace.)
             graph = compile_graph(flat, [*fixed, *varied, *seeded, *traced])
             _check_cluster(graph, args.cluster, [*fixed, *varied])
+            if graph.settings.pair_profile is not None and str(graph.settings.pair_profile) not in pair_profiles:
+                load_pairs(graph)  # (a bad file is said where the setting was given, before any run starts)
+                pair_profiles.add(str(graph.settings.pair_profile))
             given = tuple(_whole_paths(graph, [*fixed, *varied, *seeded]))
             labels_seed = {**labels, "seed": int(graph.settings.seed)}
             spec = RunSpec(graph_path, given, cluster, until, labels_seed, trace, args.sink, given_fixed)

@@ -40,9 +40,27 @@ def decode_text(path: str | Path, data: bytes) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise TraceError(str(path), f"is not UTF-8 text (byte {err.start} cannot be decoded)", row=line) from None
+        line, _ = where_undecodable(err)
+        raise TraceError(str(path), f"is not UTF-8 text ({undecodable_byte(err)} cannot be decoded)", row=line) from None
     return text.removeprefix("\ufeff")
+
+
+def where_undecodable(err: UnicodeDecodeError) -> tuple[int, int]:
+    """The 1-based line and column of the byte that `err` could not decode, as an editor shows
+    them (and as the .sched reader says them): lines end at a newline, and the column counts
+    the characters before it on its line (a byte-order mark at the start is none)."""
+    before = bytes(err.object[: err.start])
+    line_start = before.rfind(b"\n") + 1
+    start = before[line_start:].decode("utf-8", errors="replace")
+    if line_start == 0:
+        start = start.removeprefix("\ufeff")
+    return before.count(b"\n") + 1, len(start) + 1
+
+
+def undecodable_byte(err: UnicodeDecodeError) -> str:
+    """The byte that `err` could not decode, by its value and place ("byte 0xd0 at line 1, column 25")."""
+    line, column = where_undecodable(err)
+    return f"byte 0x{err.object[err.start]:02x} at line {line}, column {column}"
 
 
 def check_trace_file(path: str | Path) -> None:
@@ -213,7 +231,9 @@ def read_json_list(path: str, what: str) -> list:
     try:
         records = json.loads(data)
     except UnicodeDecodeError as err:
-        raise TraceError(path, f"is not UTF-8 text (byte {err.start} cannot be decoded)") from None
+        raise TraceError(
+            path, f"is not UTF-8 text ({undecodable_byte(err)} cannot be decoded)", row=where_undecodable(err)[0]
+        ) from None
     except json.JSONDecodeError as err:
         raise TraceError(path, f"is not valid JSON: {err.msg} (column {err.colno})", row=err.lineno) from None
     except RecursionError:  # lists or objects nested thousands deep: no job list is

@@ -372,6 +372,24 @@ def perf_measurements(folder: Path, placements: dict[str, np.ndarray] | None = N
     return nodes, replicas, atomic, step_s - sync, step_s
 
 
+def _epochs_of(folder: Path, name: str, epochs: dict[str, int], curves: dict[int, tuple[np.ndarray, np.ndarray]]) -> int:
+    """How many epochs the application trains for: its own (`epochs`, Pollux's for its six
+    applications), which every validation curve must reach (a row an epoch); an application
+    without a number of its own trains for as many epochs as its shortest curve has."""
+    own = epochs.get(name)
+    if own is None:
+        return min(len(c[0]) for c in curves.values())
+    short = [batch for batch, c in sorted(curves.items()) if len(c[0]) < own]
+    if short:
+        batch = short[0]
+        raise TraceError(
+            str(folder / f"validation-{batch}.csv"),
+            f"has {len(curves[batch][0])} epoch(s) of measurements (a row each), but {name} trains for {own} epochs: "
+            f"a validation curve needs a row for each of them",
+        )
+    return own
+
+
 def _load_app(folder: Path, epochs: dict[str, int]) -> ElasticApp:
     name = folder.name
     placements = _read_csv(folder / "placements.csv", _PLACEMENT_COLUMNS)
@@ -388,7 +406,7 @@ def _load_app(folder: Path, epochs: dict[str, int]) -> ElasticApp:
     if not curves:
         raise TraceError(str(folder), "no validation-<batch>.csv file (the efficiency model needs one)")
     init_batch = min(curves)
-    n_epochs = min(epochs.get(name, 10**9), min(len(c[0]) for c in curves.values()))
+    n_epochs = _epochs_of(folder, name, epochs, curves)
     phi = fit_noise_scale(init_batch, curves, n_epochs)
     # Pollux's get_progress: the least progress any curve shows at that epoch.
     work_steps = min(float(c[0][n_epochs - 1]) for c in curves.values())

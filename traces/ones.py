@@ -172,6 +172,7 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
             raise TraceError(origin, f"{raw[column][i]} is too large: {why}", row=int(lines[i]), column=column)
     gpus = numbers["num_gpus"].astype(np.int64)
     local = numbers["batch_size"].astype(np.int64)
+    _check_batch_range(names, local, gpus, origin, lines)
     # (A cap beyond 2**53 samples caps nothing; held there, it stays finite and exact. A tiny lr
     # overflows the ratio to inf, which the hold turns into that same cap: nothing to warn of.)
     with np.errstate(over="ignore"):
@@ -196,6 +197,37 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
             "max_batch_size": np.maximum(cap, local),
         }
     )
+
+
+def _check_batch_range(names: list[str], local: np.ndarray, gpus: np.ndarray, origin: str, lines: np.ndarray) -> None:
+    """Each row's batches against what its application covers (its smallest batch M0 to its
+    largest): the batch per GPU (`batch_size`), which a job starts with on one GPU (ONES' start),
+    at most the largest; the global batch (x num_gpus), what it asks for on all its GPUs, at
+    least the smallest. The global batch may be past the largest (ONES keeps its plans within
+    the job's cap), and the batch per GPU below the smallest, as long as the global one is not.
+    An error names the file, line and column."""
+    apps = {name: application(name) for name in set(names)}
+    low = np.array([apps[n].init_batch for n in names], dtype=np.int64)
+    high = np.array([apps[n].max_batch for n in names], dtype=np.int64)
+    checks = (
+        (local > high, lambda i: f"{int(local[i])} (the batch per GPU a job starts with on one GPU) is above the largest batch"),
+        (
+            local * gpus < low,
+            lambda i: (
+                f"{int(local[i])} x num_gpus {int(gpus[i])} = {int(local[i] * gpus[i])} (the job's global batch) is below the smallest batch"
+            ),
+        ),
+    )
+    for bad, what in checks:
+        hits = np.flatnonzero(bad)
+        if hits.size:
+            i = int(hits[0])
+            raise TraceError(
+                origin,
+                f"{what(i)} the elastic profile covers for model/task {names[i]} ({int(low[i])} to {int(high[i])})",
+                row=int(lines[i]),
+                column="batch_size",
+            )
 
 
 def generate(jobs: int = 400, mean_gap_s: float = 30.0, seed: int = 0) -> pl.DataFrame:

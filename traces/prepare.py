@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from roundhouse.errors import TraceError
+from roundhouse.errors import Location, SchedError, TraceError, did_you_mean
 from roundhouse.traces.distinct import DistinctNames
 from roundhouse.traces.jobs import JobBatch
 from roundhouse.traces.schema import MAX_SECONDS
@@ -15,11 +15,21 @@ from roundhouse.traces.throughput import ThroughputModel
 
 
 def prepare_jobs(
-    trace: pl.DataFrame, model: ThroughputModel, reference_gpu: str, n_gpus: int, origin: str
+    trace: pl.DataFrame,
+    model: ThroughputModel,
+    reference_gpu: str,
+    n_gpus: int,
+    origin: str,
+    reference_at: Location | str | None = None,
 ) -> tuple[JobBatch, set[str]]:
     """Turn a canonical trace frame into a JobBatch: work, reference throughput and the
     throughput on each GPU type of the cluster. Returns the batch and the models the profile
-    does not know (those jobs, which must have `duration_s`, progress at one unit per second)."""
+    does not know (those jobs, which must have `duration_s`, progress at one unit per second).
+
+    A job whose model the profile knows is measured on `reference_gpu`, which must then be one
+    of the profile's GPU types (case aside), else a SchedError says so where the setting was
+    given (`reference_at`: its place in the graph, or the option that gave it; None: the
+    default). Jobs known only by their duration do not read it."""
     profile = model.profile
     gpu_types = model.cluster.gpu_types
     n = trace.height
@@ -51,7 +61,8 @@ def prepare_jobs(
         batch[unset] = names.per_row(defaults, 0, np.int64)[unset]
     requested = gpus
     if elastic.any():
-        known_elastic = _prepare_elastic(model, elastic_rows, batch, models, job_id, origin)
+        local = get("local_batch", np.float64, np.nan)
+        known_elastic = _prepare_elastic(model, elastic_rows, batch, local, models, job_id, origin)
         # An elastic job's GPUs are where its scheduler starts it, not what it must have (Pollux
         # and ONES give each job GPUs of their own choosing): more than the cluster's, it starts
         # on all of them.
@@ -72,6 +83,7 @@ def prepare_jobs(
     known &= ~((comm_rows >= 0) & ~np.isnan(duration))
     if known.any():
         idx = known.nonzero()[0]
+        _check_reference(profile, reference_gpu, reference_at, int(idx[0]), job_id, names, duration, origin)
         configs = _Configs(names, canonical, batch, idx)
         sub_gpus = gpus[idx]
         ref = np.zeros(len(idx))
@@ -80,7 +92,8 @@ def prepare_jobs(
             ref[sel] = configs.estimate(model, sel, reference_gpu, int(g), True)
             for t, name in enumerate(gpu_types):  # on one node
                 type_rates[idx[sel], t] = configs.estimate(model, sel, name, int(g), True)
-        # Without a reference-type entry, the fastest type stands in as the reference.
+        # Without an entry for the job's configuration on the reference type (which the profile
+        # has: checked above), the fastest of the cluster's types stands in as the reference.
         fastest = type_rates[idx].max(axis=1)
         reference_rate[idx] = np.where(ref > 0, ref, fastest)
         # A job runs only on the cluster's types: with no rate on any, it would wait forever,
@@ -272,9 +285,12 @@ def _per_app(profile, field: str, dtype) -> np.ndarray:
     return np.array([getattr(app, field) for app in profile.apps], dtype=dtype)
 
 
-def _prepare_elastic(model: ThroughputModel, elastic_rows, batch, models, job_id, origin) -> _ElasticJobs:
+def _prepare_elastic(model: ThroughputModel, elastic_rows, batch, local, models, job_id, origin) -> _ElasticJobs:
     """Elastic jobs get their application's name and initial batch size (unless the trace gives
-    one); a batch size outside the validated range is an error naming the job."""
+    one); a batch size outside the validated range is an error naming the job. Of a job with a
+    `local_batch` (ONES' traces), that batch per GPU, which it starts with on one GPU, is what
+    must not be past the largest: its `batch_size` (local x GPUs) is what it asks for on all its
+    GPUs, and may be (ONES keeps its plans within the job's `max_batch_size`)."""
     assert model.elastic is not None
     profile = model.elastic
     idx = (elastic_rows >= 0).nonzero()[0]
@@ -282,13 +298,17 @@ def _prepare_elastic(model: ThroughputModel, elastic_rows, batch, models, job_id
     models[idx] = _per_app(profile, "name", object)[apps]
     init, largest = _per_app(profile, "init_batch", np.int64)[apps], _per_app(profile, "max_batch", np.int64)[apps]
     given = batch[idx]
-    outside = (given > 0) & ((given < init) | (given > largest))
+    per_gpu = local[idx]
+    has_local = per_gpu >= 1  # (NaN: none given)
+    top = np.where(has_local, per_gpu, given)  # (what the job starts with, on one GPU, if it has a local batch)
+    outside = (given > 0) & ((given < init) | (top > largest))
     if outside.any():
         k = int(outside.nonzero()[0][0])
         i, app = int(idx[k]), profile.apps[int(apps[k])]
+        what = f"local_batch {per_gpu[k]:g}" if has_local[k] and given[k] >= init[k] else f"batch size {batch[i]}"
         raise TraceError(
             origin,
-            f"job {job_id[i]}: batch size {batch[i]} is outside what the elastic profile covers for "
+            f"job {job_id[i]}: {what} is outside what the elastic profile covers for "
             f"{app.name} ({app.init_batch} to {app.max_batch})",
         )
     batch[idx] = np.where(given > 0, given, init)
@@ -316,6 +336,26 @@ def _check_type_with_room(model: ThroughputModel, idx, type_rates, gpus, models,
             f"job {job_id[i]} asks for {gpus[i]} GPUs of one type, and no GPU type of this cluster has that many "
             f"with a throughput for {models[i]} at batch size {batch[i]}: {kinds}",
         )
+
+
+def _check_reference(
+    profile, reference_gpu: str, at: Location | str | None, i: int, job_id, names, duration, origin: str
+) -> None:
+    """A job whose model the profile knows (row `i`) needs its speed on the reference GPU type:
+    the type must be one of the profile's, as cluster GPU types are, case aside."""
+    types = tuple(profile.gpu_types)
+    if reference_gpu.lower() in {t.lower() for t in types}:
+        return
+    why = "to turn its duration_s into work" if not np.isnan(duration[i]) else "for its reference speed"
+    message = (
+        f"{reference_gpu!r} is not a GPU type of the throughput profile (its types: {', '.join(types)}); "
+        f"job {job_id[i]} (model {names.name_of(i)}) of {origin} needs its speed on the reference type {why}"
+    )
+    hint = did_you_mean(reference_gpu, types) or "set reference_gpu to the type the trace's durations were measured on"
+    if isinstance(at, Location):
+        raise SchedError(f"setting 'reference_gpu': {message}", at, hint=hint)
+    where = at if at is not None else f"setting 'reference_gpu' (by default {reference_gpu!r})"
+    raise SchedError(f"{where}: {message}", hint=hint)
 
 
 def _check_largest_type(model: ThroughputModel, gpus: np.ndarray, job_id: np.ndarray, origin: str) -> None:

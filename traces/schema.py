@@ -255,7 +255,8 @@ def cast_column(
     out, problem = _cast(series, dtype)
     if problem is not None:
         rows = _row_numbers(series.len(), row_numbers)
-        raise TraceError(path, problem[1], row=int(rows[problem[0]]), column=column)
+        row = int(rows[problem[0]]) if problem[0] >= 0 else None  # (-1: the whole column)
+        raise TraceError(path, problem[1], row=row, column=column)
     return out
 
 
@@ -353,10 +354,12 @@ def _cast(series: pl.Series, dtype: type[pl.DataType]) -> tuple[pl.Series, tuple
         return pl.Series(series.name, [None] * series.len(), dtype=pl.String), (-1, f"holds {source} values, expected text")
     if source == pl.Null:
         return series.cast(dtype), None
-    if not (source.is_numeric() or source == pl.Boolean):
-        return pl.Series(series.name, [None] * series.len(), dtype=dtype), (-1, f"holds {source} values, expected numbers")
+    if not source.is_numeric():
+        # (a Boolean column too: true is no count of GPUs, nor any other number a trace gives)
+        what = "true/false (Boolean)" if source == pl.Boolean else str(source)
+        return pl.Series(series.name, [None] * series.len(), dtype=dtype), (-1, f"holds {what} values, expected numbers")
     if dtype == pl.Int64:
-        if source.is_integer() or source == pl.Boolean:
+        if source.is_integer():
             out = series.cast(pl.Int64, strict=False)
             bad = series.is_not_null() & out.is_null()
         else:

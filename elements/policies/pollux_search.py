@@ -12,7 +12,8 @@ here again over numpy arrays:
 - **restart penalty**: a job whose allocation changes has its speedup multiplied by
   max(age - restarts x delay, 0) / (age + delay) (delay 30 s, the simulator's);
 - **fitness**: the generalised (power) mean of the jobs' speedups (+0.001) with exponent p
-  (-1 by default, a harmonic mean: more negative is fairer; 0 the geometric mean);
+  (-1 by default, a harmonic mean: more negative is fairer; 0 the geometric mean of the
+  speedups + 0.001, the limit of the others as p goes to 0);
 - **crossover**: single-point over jobs (children take one parent's rows before the point,
   the other's after it), parents by binary tournament on fitness;
 - **mutation**: each job reset to its current allocation with chance 0.1; each job picked
@@ -79,9 +80,10 @@ def restart_factor(age: np.ndarray, restarts: np.ndarray, delay: float = RESTART
 
 
 def power_mean(values: np.ndarray, p: float) -> np.ndarray:
-    """Generalised mean over the last axis of values + 0.001 (p = 0: geometric)."""
+    """Generalised mean over the last axis of values + 0.001; p = 0: the geometric mean of
+    values + 0.001, the limit of the others as p goes to 0."""
     if p == 0:
-        return np.exp(np.log(np.maximum(values, 1e-3)).mean(axis=-1))
+        return np.exp(np.log(values + 1e-3).mean(axis=-1))
     return (((values + 1e-3) ** p).mean(axis=-1)) ** (1.0 / p)
 
 
@@ -92,7 +94,7 @@ def scorer(table: np.ndarray, base: np.ndarray, factor: np.ndarray, scale: float
     n, size = table.shape[0], table[0].size
     s = table * scale
     both = np.stack([s, s * factor[:, None, None]])  # (unmoved, moved) x (J, K + 1, C + 1)
-    terms = (np.log(np.maximum(both, 1e-3)) if p == 0 else (both + 1e-3) ** p).ravel()
+    terms = (np.log(both + 1e-3) if p == 0 else (both + 1e-3) ** p).ravel()
     offset = np.arange(n) * size
     stride = table.shape[2]
 

@@ -34,6 +34,35 @@ def _thresholds_ok(instance, attribute, value) -> None:
         raise ValueError("thresholds must increase from one queue to the next")
 
 
+def _history_services(path) -> np.ndarray:
+    """The services (duration x GPUs) of a Gittins history's jobs; a TraceError if it has none,
+    or a job without a duration."""
+    from roundhouse.errors import TraceError
+    from roundhouse.traces.formats import read_trace
+
+    trace = read_trace(path)
+    if not trace.height:
+        # (no samples would make every index 0: the queues would run first-come, first-served)
+        raise TraceError(str(path), "a Gittins history needs at least one job; this one has none")
+    if trace["duration_s"].null_count():
+        raise TraceError(str(path), "every job of a Gittins history needs a duration_s", column="duration_s")
+    return trace["duration_s"].to_numpy() * trace["gpus"].to_numpy()
+
+
+def _check_history(path: FilePath | None) -> None:
+    """The history must be a trace of past jobs with durations: said when the graph is checked,
+    at the argument, as `Ones(history=...)` says its own, not when the run starts."""
+    if path is None:
+        return
+    existing_file(None, None, path)
+    from roundhouse.errors import TraceError
+
+    try:
+        _history_services(path)
+    except TraceError as err:
+        raise ValueError(f"is no history of past jobs to draw services from: {err}") from None
+
+
 @element_family
 class _Queues(Policy):
     """K queues by attained service since a job last entered the first queue, with
@@ -208,23 +237,14 @@ class TiresiasGittins(_Queues):
     state = ("_base_run", "_base_service", "_entered", "_known", "_prefix", "_queue", "_samples", "_seen")
     fixed = ("_limits",)
 
-    history: FilePath | None = attrs.field(default=None, validator=existing_file)
+    history: FilePath | None = attrs.field(default=None, validator=lambda _, __, value: _check_history(value))
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         self._set_samples(np.zeros(0))  # replaced before the first tick
         self._seen = -1
         if self.history is not None:
-            from roundhouse.errors import TraceError
-            from roundhouse.traces.formats import read_trace
-
-            trace = read_trace(self.history)
-            if not trace.height:
-                # (no samples would make every index 0: the queues would run first-come, first-served)
-                raise TraceError(str(self.history), "a Gittins history needs at least one job; this one has none")
-            if trace["duration_s"].null_count():
-                raise TraceError(str(self.history), "every job of a Gittins history needs a duration_s", column="duration_s")
-            self._set_samples(trace["duration_s"].to_numpy() * trace["gpus"].to_numpy())
+            self._set_samples(_history_services(self.history))
 
     def _set_samples(self, services: np.ndarray) -> None:
         samples = np.sort(np.asarray(services, dtype=np.float64))

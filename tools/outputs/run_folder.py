@@ -114,8 +114,11 @@ def open_run(path: Path) -> RunFolder:
         for column in _ALWAYS:
             empty = jobs[column].is_null() | jobs[column].is_nan()
             if empty.any():
-                line = int(empty.arg_true()[0]) + 2  # (after the header line)
-                raise UsageError(f"{jobs_file}:{line}: no value in column {column!r} (a row cut short?)")
+                row = int(empty.arg_true()[0])
+                line = row + 2  # (after the header line)
+                if jobs[column][row] is None:
+                    raise UsageError(f"{jobs_file}:{line}: no value in column {column!r} (a row cut short?)")
+                raise UsageError(f"{jobs_file}:{line}: column {column!r} holds nan (not a number), where a number should be")
     return RunFolder(path, info, jobs, summary, sink, jobs_file.name, summary_name)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from roundhouse.runtime.backends.live.nodes import GONE, HELD, SENT, Nodes
 from roundhouse.runtime.backends.live.round import Clock, News
 from roundhouse.runtime.journal import AttemptRow, Journal, ShapeRow
-from roundhouse.runtime.resizing import lr_scale
+from roundhouse.runtime.resizing import lr_base, lr_scale
 from roundhouse.runtime.world import FINISHED, RUNNING, World
 from roundhouse.traces.profiles import canonical_model
 from roundhouse.wire import protocol
@@ -114,12 +114,13 @@ def counts(jobs, row: int) -> str:
     return "samples" if jobs.has_column("elastic_model") and jobs.column("elastic_model")[row] >= 0 else "steps"
 
 
-def learning_rate_factor(rule: int | None, batch: int, own: int) -> float | None:
-    """The factor `rule` gives a job's own learning rate at global batch `batch`, its own being
-    `own` (None: no rule, or one that leaves the rate to the job)."""
+def learning_rate_factor(rule: int | None, batch: int, base: float) -> float | None:
+    """The factor `rule` gives a job's own learning rate at global batch `batch`, `base` being
+    the batch its own rate is for (runtime/resizing.py `lr_base`, as the simulator takes it).
+    None: no rule, or one that leaves the rate to the job."""
     if rule is None:
         return None
-    scale = float(lr_scale(np.array([rule]), np.array([batch / max(int(own), 1)]))[0])
+    scale = float(lr_scale(np.array([rule]), np.array([batch / max(float(base), 1.0)]))[0])
     return None if np.isnan(scale) else scale
 
 
@@ -197,7 +198,7 @@ class Attempts:
         att.global_batch = bool(batch) or att.elastic
         att.iters_per_s = float(iters_per_s) if has_model else 0.0
         att.lr_rule = lr_rule if lr_rule is not None else prev.lr_rule if prev is not None else None
-        att.lr_scale = learning_rate_factor(att.lr_rule, att.batch, own)
+        att.lr_scale = learning_rate_factor(att.lr_rule, att.batch, float(lr_base(self.world.jobs, np.array([row]))[0]))
         if prev is not None and not prev.ended:
             prev.successor = att
             att.waits_for = prev

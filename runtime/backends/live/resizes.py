@@ -59,7 +59,7 @@ def plan_resizes(books: Attempts, plan: Plan) -> list[LiveResize]:
     rates = resizing.rates(books.world, plan)[1]
     out: list[LiveResize] = []
     ids = books.world.jobs.column("job_id")
-    own_batch = books.world.jobs.column("batch_size")
+    base = resizing.lr_base(books.world.jobs, plan.resize_rows)  # (the batch each job's own learning rate is for)
     n = len(plan.resize_rows)
     batch = plan.resize_batch if plan.resize_batch is not None else np.zeros(n, np.int64)
     rule = plan.resize_lr if plan.resize_lr is not None else np.full(n, LR_LINEAR)
@@ -70,7 +70,7 @@ def plan_resizes(books: Attempts, plan: Plan) -> list[LiveResize]:
             raise PlanError(f"plan resizes job {int(ids[row])}, which has no attempt running on the agents to resize")
         new = plan.resize_gpus[start : start + count]
         b = int(batch[i]) or att.global_batch_size  # (a plan's batch is global; 0 keeps the job's)
-        scale = learning_rate_factor(int(rule[i]), b, int(own_batch[row]))
+        scale = learning_rate_factor(int(rule[i]), b, float(base[i]))
         ordered, can = resizing.in_place_order(att.gpus, new, books.world.cluster.gpu_node)
         out.append(LiveResize(att, ordered, b, float(rates[i]), int(rule[i]), scale, bool(in_place[i]) and can))
     return out
