@@ -347,12 +347,14 @@ def test_the_intranode_notes_say_ours_are_ratings_and_which_way_the_ratio_differ
 
 
 def test_a_quick_intranode_note_says_where_the_full_run_differs(tmp_path, monkeypatch):
-    report = _intranode(tmp_path, monkeypatch, True, {"Random": (100.0, 100.0), "Bandwidth aware": (147.0, 120.0)})
+    report = _intranode(tmp_path, monkeypatch, True, {"Random": (100.0, 100.0), "Bandwidth aware": (147.0, 147.0)})
     _, _, ratio, two = report.comparisons
     assert ratio.note.startswith(f"{gap_words('')}; 300 jobs here; full run (3000 jobs): {gap_words('smaller')}")
     assert two.note.startswith(
-        f"{gap_words('smaller', '1.47x (all jobs)')}; 300 jobs here; full run (3000 jobs): {gap_words('')}"
+        f"{gap_words('', '1.47x (all jobs)')}; 300 jobs here; full run (3000 jobs): {gap_words('smaller')}"
     )
+    same = _intranode(tmp_path, monkeypatch, True, {"Random": (100.0, 100.0), "Bandwidth aware": (147.0, 120.0)})
+    assert "full run" not in same.comparisons[3].note  # (the full run's verdict is the quick one's: nothing to add)
 
 
 def test_the_recorded_intranode_verdicts_are_the_docs_table():

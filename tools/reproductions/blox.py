@@ -696,7 +696,7 @@ WHOLE_NODES = "a 4-GPU job takes a whole node under either policy"
 FULLEST_NODE = "a 2-GPU job goes to the fullest node that can hold it, which often has only one free pair left"
 # Each ratio row's verdict (`ratio_gap` against the paper's 1.47x) in the full run (3000 jobs), as
 # docs/reproductions.md (blox-intranode) records it; a test keeps the two in step.
-INTRANODE_FULL_RUN = {"bandwidth-aware / random": "smaller", "2-GPU jobs only: bandwidth-aware / random": ""}
+INTRANODE_FULL_RUN = {"bandwidth-aware / random": "smaller", "2-GPU jobs only: bandwidth-aware / random": "smaller"}
 
 
 def _bandwidth_note(paper: float, ours: float) -> str:
