@@ -22,12 +22,14 @@ runtime/explain_file.py), finishing the file a run from the command line writes 
 
 from __future__ import annotations
 
+import array
 import itertools
+import operator
 import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -179,24 +181,24 @@ def join_chunks(chunks: list[tuple], node: np.ndarray | None, narrow: bool = Fal
     kept once per chunk, beside each chunk's length (`_records` widens them again). Each
     column is made in a few passes over all the chunks, not a pass per chunk: a round
     leaves a few chunks, and a block joins thousands."""
-    n = len(chunks)
     fields = list(zip(*chunks)) if chunks else [()] * 6  # t, rows, key, a, b, c (a launch's: _LAUNCH, counts, GPUs)
-    lengths = np.fromiter(map(len, fields[1]), dtype=np.int64, count=n)
+    lengths = _counts(map(len, fields[1]))
     begins = lengths.cumsum() - lengths
-    rows = np.concatenate(fields[1]) if chunks else np.empty(0, dtype=np.int64)
-    out: dict[str, np.ndarray] = {"row": rows.astype(np.int64, copy=False)}
-    launch = np.fromiter(map(isinstance, fields[3], itertools.repeat(str)), dtype=bool, count=n)  # (_LAUNCH)
-    launches = launch.nonzero()[0].tolist()
+    out: dict[str, np.ndarray] = {"row": _joined_rows(fields[1])}
+    launch = _flags(map(isinstance, fields[3], itertools.repeat(str)))  # (_LAUNCH)
+    at_launches = launch.nonzero()[0]
+    launches = at_launches.tolist()
     once: dict[str, np.ndarray] = {}
     for name, values in zip(("t", "key", "a", "b", "c"), (fields[0], fields[2], *fields[3:6])):
         dtype = np.float64 if name == "t" else np.int64
-        given = np.fromiter(map(isinstance, values, itertools.repeat(np.ndarray)), dtype=bool, count=n)
+        given = _flags(map(isinstance, values, itertools.repeat(np.ndarray)))
         worked_out = name in ("a", "c") and launches  # (a launch's own a and c: below)
         if worked_out:
             given &= ~launch
-        arrays = given.nonzero()[0].tolist()
+        at_arrays = given.nonzero()[0]
+        arrays = at_arrays.tolist()
         if not arrays and not worked_out:
-            each = np.array(values, dtype=dtype) if values else np.empty(0, dtype=dtype)
+            each = _numbers(values, dtype)
             if narrow and chunks:
                 once[name] = each
                 continue
@@ -205,13 +207,13 @@ def join_chunks(chunks: list[tuple], node: np.ndarray | None, narrow: bool = Fal
         numbers = list(values)
         for k in itertools.chain(arrays, launches if worked_out else ()):
             numbers[k] = 0
-        column = np.repeat(np.array(numbers, dtype=dtype), lengths)
+        column = np.repeat(_numbers(numbers, dtype), lengths)
         if arrays:
-            column[_positions(begins, lengths, arrays)] = np.concatenate([values[k] for k in arrays])
+            column[_positions(begins, lengths, at_arrays)] = _joined(list(map(values.__getitem__, arrays)), column.dtype)
         out[name] = column
     if launches:
         first, machines = _launch_numbers(chunks, launches, node)
-        where = _positions(begins, lengths, launches)
+        where = _positions(begins, lengths, at_launches)
         out["a"][where] = first
         out["c"][where] = machines
     if narrow:
@@ -230,16 +232,73 @@ def _launch_numbers(chunks: list[tuple], launches: list[int], node: np.ndarray |
     b is the GPU count), for all of them at once, one after another."""
     assert node is not None  # (the machine of each GPU: set with the first launch)
     gpus = [chunks[k][5] for k in launches]
-    offsets = np.fromiter(map(len, gpus), dtype=np.int64, count=len(gpus)).cumsum()
+    offsets = _counts(map(len, gpus)).cumsum()
     offsets[1:] = offsets[:-1]
     offsets[0] = 0
-    starts = np.concatenate([chunks[k][6] for k in launches])
-    starts += np.repeat(offsets, [len(chunks[k][6]) for k in launches])
-    on = node[np.concatenate(gpus)]
+    each = [chunks[k][6] for k in launches]
+    starts = _joined_rows(each)
+    starts += np.repeat(offsets, _counts(map(len, each)))
+    on = node[_joined_rows(gpus)]
     return on[starts], _machines(on, starts)
 
 
-def _positions(begins: np.ndarray, lengths: np.ndarray, chunks: list[int]) -> np.ndarray:
+# A block's per-chunk values (thousands of them) are read in one pass each: truth values as
+# the bytes of a bytearray, lengths with `np.fromiter`, numbers given alone through Python's own
+# arrays (a third cheaper than `np.array`, which first looks for the type that holds them all).
+
+
+def _counts(values: Iterable[int]) -> np.ndarray:
+    """Whole numbers (lengths) as an int64 array."""
+    return np.fromiter(values, dtype=np.int64)
+
+
+def _flags(values: Iterable[bool]) -> np.ndarray:
+    """Truth values as a bool array."""
+    return np.frombuffer(bytearray(values), dtype=bool)
+
+
+def _numbers(values: Sequence, dtype: type) -> np.ndarray:
+    """A chunk's numbers (Python numbers, most of them) as an array of `dtype` (np.int64 or
+    np.float64), as `np.array(values, dtype=dtype)` makes it."""
+    try:
+        return np.frombuffer(array.array("d" if dtype is np.float64 else "q", values), dtype=dtype)
+    except (TypeError, OverflowError):  # (a number not whole for a column of whole numbers, say)
+        return np.array(values, dtype=dtype) if len(values) else np.empty(0, dtype=dtype)
+
+
+def _joined(arrays: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
+    """Arrays one after another, in a column of `dtype`: as `_joined_rows` joins them when all
+    are of that dtype, else as numpy joins them (the column converts them)."""
+    if set(map(_DTYPE_CHAR, arrays)) == {dtype.char}:
+        try:
+            return np.frombuffer(bytearray().join(arrays), dtype=dtype)  # type: ignore[arg-type]
+        except (BufferError, TypeError):  # (one not contiguous)
+            pass
+    return np.concatenate(arrays)
+
+
+_DTYPE_CHAR = operator.attrgetter("dtype.char")
+
+
+def _joined_rows(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """Arrays of whole numbers that index arrays (job rows, a plan's GPUs and starts) one after
+    another, as one writeable int64 array. A block joins thousands of small ones: their bytes
+    are joined, several times faster than `np.concatenate`, which sets up a copy for each. (An
+    array that indexes holds whole numbers, so when their bytes come to 8 a number all are of
+    8 bytes, int64 or a uint64 of the same values; otherwise they are joined as numpy joins
+    them, or when one is not contiguous.)"""
+    if not arrays:
+        return np.empty(0, dtype=np.int64)
+    try:
+        joined = bytearray().join(arrays)  # type: ignore[arg-type]
+    except (BufferError, TypeError):  # (one not contiguous)
+        joined = None
+    if joined is not None and len(joined) == 8 * sum(map(len, arrays)):
+        return np.frombuffer(joined, dtype=np.int64)
+    return np.concatenate(arrays).astype(np.int64, copy=False)
+
+
+def _positions(begins: np.ndarray, lengths: np.ndarray, chunks: np.ndarray) -> np.ndarray:
     """The places, in joined columns, of the records of these chunks (in order)."""
     given = lengths[chunks]
     return np.arange(int(given.sum())) + np.repeat(begins[chunks] - (given.cumsum() - given), given)
@@ -391,12 +450,12 @@ class Recorder:
             key, held = code + base, _AFTER_OF[code] + base
         sel: Any = None
         if changed_only and not (scalar and _ALWAYS[code]):
-            changed = self._key[rows] != held
-            n = np.count_nonzero(changed)
-            if n == 0:
+            sel = (self._key[rows] != held).nonzero()[0]
+            if not len(sel):
                 return
-            if n < len(rows):
-                sel = changed.nonzero()[0]
+            if len(sel) == len(rows):
+                sel = None
+            else:
                 rows = rows[sel]
                 if not scalar:
                     reason, held = reason[sel], held[sel]  # type: ignore[index]
@@ -406,7 +465,7 @@ class Recorder:
             rows = rows.copy()  # (a writeable view: its owner may change; port values never do)
         self._key[rows] = held
         if not scalar:
-            key = reason + base
+            key = np.add(reason, base, dtype=np.int64)  # (codes of any integer dtype: int8 ones too)
         # The numbers, for the rows recorded: constants, arrays by row, or functions of `sel`.
         numbers = []
         for value in (a, b, c):
@@ -427,13 +486,14 @@ class Recorder:
         if len(self._chunks) >= _CHUNKS or self.records - self._joined >= _ROWS:
             self._keep(join_chunks(self._chunks, self._node, narrow=True))
             self._chunks, self._joined = [], self.records
+            self._places.joined()
         if not plan.changes:
             return
         placer = self._candidates.acting.get(placer, placer)
         rows = plan.launch_rows
         # Jobs suspended and launched again by the same plan moved or were resized: one record
         # each, with their launch, rather than a suspension nobody explained.
-        again = isin_rows(rows, plan.suspend) if len(rows) and len(plan.suspend) else None
+        again = _again(rows, plan.suspend)
         moves = 0 if again is None else int(np.count_nonzero(again))
         if len(plan.suspend) > explained:
             plain = ~_SUSPENSIONS[self._key[plan.suspend] % _CODES]
@@ -447,16 +507,15 @@ class Recorder:
         if len(rows):
             self._node = world.cluster.gpu_node
             if again is not None and moves:
-                self.note(placer, *self._places.relaunched(self._node, plan, again), t=now, changed_only=False)
+                self.note(placer, *self._places.relaunched(self, plan, again), t=now, changed_only=False)
             else:
                 key = int(Reason.LAUNCHED) + (placer + 1) * _CODES
                 self._key[rows] = key
                 # (which machines: worked out when the record is read; a plan's arrays never change)
                 self._chunks.append((now, rows, key, _LAUNCH, plan.launch_counts, plan.launch_gpus, plan.launch_starts))
                 self.records += len(rows)
-            self._places.add(rows, plan.launch_counts, plan.launch_gpus, plan.launch_starts)
         if len(plan.resize_rows):  # (running jobs resized, or moved to as many other GPUs, in place)
-            self.note(placer, *self._places.resized(world.cluster.gpu_node, plan), t=now, changed_only=False)
+            self.note(placer, *self._places.resized(self, world.cluster.gpu_node, plan), t=now, changed_only=False)
 
     def events(self, events: Events) -> None:
         """What the backend reported: jobs that finished (at their exact times) or failed, and
@@ -485,12 +544,9 @@ class Recorder:
                 self._spilled[-1] = (self._spill, self._spilled[-1][1] + 1)
                 self._held -= _nbytes(self._blocks.pop(0))
 
-    def _all_blocks(self) -> Iterator[dict[str, np.ndarray]]:
-        """The joined blocks in the order recorded, spilled ones read back one at a time."""
-        for store, n in self._spilled:
-            for i in range(n):
-                yield store.read(i)
-        yield from self._blocks
+    def _all_blocks(self, start: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        """The joined blocks in the order recorded from the `start`th (`_blocks_from`)."""
+        return _blocks_from(self._spilled, self._blocks, start)
 
     # --- reading it ---
     def arrays(self) -> dict[str, np.ndarray]:
@@ -515,27 +571,16 @@ class Recorder:
 
         return Labels(self.elements, self.classes, self.ranked_by, world.jobs)
 
+    # --- writing it (explain.parquet, runtime/explain_file.py: `_write`, `_write_as_it_goes`) ---
     def write(self, path, world: World) -> None:
-        """The record as Parquet (runtime/explain_file.py), finished by the thread that has
-        written it as it went when it was given this path (`write_as_it_goes`)."""
-        from roundhouse.runtime.explain_file import RecordFile
+        """The record as Parquet, finished by the thread that has written it as it went when it
+        was given this path (`write_as_it_goes`)."""
+        _write(self, path, world)
 
-        last = join_chunks(self._chunks, self._node)
-        file, self._file = self._file, None
-        if file is not None and file.path == Path(path):
-            file.add(last)
-            file.close()
-            return
-        if file is not None:
-            file.abandon()
-        file = RecordFile(path, lambda cols: self._table(cols, world))
-        try:
-            for block in itertools.chain(self._all_blocks(), [last]):  # (spilled ones one at a time)
-                file.add(block)
-        except BaseException:
-            file.abandon()
-            raise
-        file.close()
+    def write_as_it_goes(self, path, world: World) -> None:
+        """Write the record to `path` (explain.parquet) as the run goes, on a thread of its own:
+        the blocks joined so far, then each as it is joined; `write(path, world)` finishes it."""
+        _write_as_it_goes(self, path, world)
 
     def abandon_file(self) -> None:
         """Stop writing the file begun by `write_as_it_goes`, and leave none (the run's other
@@ -544,16 +589,63 @@ class Recorder:
         if file is not None:
             file.abandon()
 
-    def write_as_it_goes(self, path, world: World) -> None:
-        """Write the record to `path` (explain.parquet) as the run goes, on a thread of its own:
-        the blocks joined so far, then each as it is joined; `write(path, world)` finishes it."""
-        from roundhouse.runtime.explain_file import RecordFile
 
-        if self._file is not None:
-            self._file.abandon()
-        self._file = RecordFile.on_a_thread(path, self._labels(world))
-        for block in self._all_blocks():
-            self._file.add(block)
+# --- writing the record ---
+def _write(record: Recorder, path, world: World) -> None:
+    """Write `record` to `path` as Parquet: the file written as the run went finished, if it is
+    that path's; else all of it, block by block (spilled ones read back one at a time)."""
+    from roundhouse.runtime.explain_file import RecordFile
+
+    last = join_chunks(record._chunks, record._node)
+    file, record._file = record._file, None
+    if file is not None and file.path == Path(path):
+        file.add(last)
+        file.close()
+        return
+    if file is not None:
+        file.abandon()
+    file = RecordFile(path, lambda cols: record._table(cols, world))
+    try:
+        for block in itertools.chain(record._all_blocks(), [last]):
+            file.add(block)
+    except BaseException:
+        file.abandon()
+        raise
+    file.close()
+
+
+def _write_as_it_goes(record: Recorder, path, world: World) -> None:
+    """Begin writing `record` to `path` on a thread of its own (one begun before is abandoned):
+    the blocks joined so far now, then each as `Recorder._keep` keeps it."""
+    from roundhouse.runtime.explain_file import RecordFile
+
+    if record._file is not None:
+        record._file.abandon()
+    record._file = RecordFile.on_a_thread(path, record._labels(world))
+    for block in record._all_blocks():
+        record._file.add(block)
+
+
+def _again(rows: np.ndarray, suspend: np.ndarray) -> np.ndarray | None:
+    """Which of a plan's launches (`rows`) are of jobs it suspends, or None when none is (the
+    common case; for a few dozen rows each, Python's sets tell it cheaper than array steps)."""
+    if not len(rows) or not len(suspend):
+        return None
+    if len(rows) + len(suspend) <= 256 and set(suspend.tolist()).isdisjoint(rows.tolist()):
+        return None
+    return isin_rows(rows, suspend)
+
+
+def _blocks_from(
+    spilled: list[tuple[_Spill, int]], held: list[dict[str, np.ndarray]], start: int
+) -> Iterator[dict[str, np.ndarray]]:
+    """A record's joined blocks in the order recorded from the `start`th: those spilled (read
+    back one at a time), then those held in memory."""
+    for store, n in spilled:
+        for i in range(min(start, n), n):
+            yield store.read(i)
+        start = max(start - n, 0)
+    yield from held[start:]
 
 
 def _switches(graph, ranked_by: list[str]) -> dict[str, Sequence[str]]:
@@ -589,84 +681,98 @@ def _finisher(graph, launcher: str) -> str:
     return finishers.pop() if len(finishers) == 1 else launcher
 
 
+# Codes that place a job (`_Places`).
+_PLACED = np.zeros(_CODES, dtype=bool)
+_PLACED[[Reason.LAUNCHED, Reason.MOVED, Reason.RESIZED]] = True
+
 # Records of one code each: codes, rows, a, b, c (as `Recorder.note` takes them).
 _Records = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 class _Places:
-    """Per job row: the GPUs it was last launched on or resized to (how many, and the first),
-    for the record of a later move or resize. Launches are kept as their plans' arrays and
-    written into the per-row arrays only when a move or resize asks, or every few thousand:
-    most plans launch and move nothing, and a round should not pay for what none reads."""
+    """Per job row: the GPUs it was last placed on (how many, and the machine of the first), for
+    the record of a later move or resize. Read from the record itself (its launches, moves and
+    resizes), when a move or resize asks, from where the last reading stopped: most runs move
+    nothing, and their rounds pay nothing for what none reads."""
 
     def __init__(self) -> None:
         self.count = np.zeros(0, dtype=np.int32)  # (0: none in the record)
-        self.first = np.zeros(0, dtype=np.int32)
-        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (rows, counts, GPUs, starts)
-        self.pending_rows = 0
+        self.machine = np.zeros(0, dtype=np.int32)
+        self.blocks = 0  # the record's joined blocks read so far
+        self.chunks = 0  # and its chunks not yet joined
+
+    def __setstate__(self, state: dict) -> None:
+        if "machine" not in state:  # (pickled when launches were written in as they came: read afresh)
+            state = {"count": np.zeros_like(state["count"]), "machine": np.zeros_like(state["count"]), "blocks": 0, "chunks": 0}
+        self.__dict__.update(state)
 
     def reserve(self, n: int) -> None:
         if len(self.count) < n:
             self.count = np.concatenate([self.count, np.zeros(n - len(self.count), dtype=np.int32)])
-            self.first = np.concatenate([self.first, np.zeros(n - len(self.first), dtype=np.int32)])
+            self.machine = np.concatenate([self.machine, np.zeros(n - len(self.machine), dtype=np.int32)])
 
     def copy(self) -> _Places:
         other = _Places()
-        other.count, other.first, other.pending = self.count.copy(), self.first.copy(), list(self.pending)
-        other.pending_rows = self.pending_rows
+        other.__dict__.update(self.__dict__)
+        other.count, other.machine = self.count.copy(), self.machine.copy()
         return other
 
-    def add(self, rows: np.ndarray, counts: np.ndarray, gpus: np.ndarray, starts: np.ndarray) -> None:
-        """Jobs launched on, or resized to, `counts` GPUs each, the next in `gpus` from `starts`."""
-        self.pending.append((rows, counts, gpus, starts))
-        self.pending_rows += len(rows)
-        # (By rows too: held plans keep their arrays alive, which under heavy churn is most of
-        # a run's memory.)
-        if len(self.pending) >= _CHUNKS or self.pending_rows >= _PLACES_ROWS:
-            self._settle()
+    def read(self, record: Recorder) -> None:
+        """Read the record's blocks joined since the last reading, then its chunks not yet
+        joined (those not read yet: reading them again, once joined, is harmless)."""
+        for block in record._all_blocks(self.blocks):
+            self._take(_records(block))
+            self.blocks += 1
+        if len(record._chunks) > self.chunks:
+            self._take(join_chunks(record._chunks[self.chunks :], record._node))
+        self.chunks = len(record._chunks)
 
-    def _settle(self) -> None:
-        """Write the pending launches into the per-row arrays, the last of a job's winning."""
-        if not self.pending:
+    def joined(self) -> None:
+        """The chunks were joined into a block (read again with it: reading is repeatable)."""
+        self.chunks = 0
+
+    def _take(self, cols: dict[str, np.ndarray]) -> None:
+        """Records' placements (launched, moved, resized: GPUs b, first on machine a), the last
+        of a job's winning."""
+        at = _PLACED.take(cols["key"] % _CODES).nonzero()[0]
+        if not len(at):
             return
-        rows = np.concatenate([p[0] for p in self.pending])
-        counts = np.concatenate([p[1] for p in self.pending])
-        first = np.concatenate([p[2][p[3]] for p in self.pending])
-        self.pending, self.pending_rows = [], 0
+        rows = cols["row"][at]
         _, last = np.unique(rows[::-1], return_index=True)  # (a fancy assignment's order is not kept)
-        last = len(rows) - 1 - last
-        self.count[rows[last]] = counts[last]
-        self.first[rows[last]] = first[last]
+        last = at[len(rows) - 1 - last]
+        self.count[cols["row"][last]] = cols["b"][last]
+        self.machine[cols["row"][last]] = cols["a"][last]
 
-    def changes(self, node: np.ndarray, rows: np.ndarray, counts: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Jobs now on `counts` GPUs from GPU `first` on: per job, MOVED (as many GPUs as before)
-        or RESIZED, and the number c of its record (the machine it was on, the GPUs it had)."""
-        self._settle()
+    def changes(self, rows: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Jobs now on `counts` GPUs: per job, MOVED (as many GPUs as before) or RESIZED, and
+        the number c of its record (the machine it was on, the GPUs it had)."""
         had = self.count[rows]
         resized = (had != counts) & (had > 0)
         code = np.where(resized, int(Reason.RESIZED), int(Reason.MOVED))
-        before = np.where(resized, had, np.where(had > 0, node[self.first[rows]], -1))
+        before = np.where(resized, had, np.where(had > 0, self.machine[rows], -1))
         return code, before
 
-    def relaunched(self, node: np.ndarray, plan: Plan, again: np.ndarray) -> _Records:
+    def relaunched(self, record: Recorder, plan: Plan, again: np.ndarray) -> _Records:
         """The records (codes, rows, a, b, c) of a plan's launches, some of them (`again`) of
-        jobs it suspended: those moved or were resized."""
+        jobs it suspended: those moved or were resized (where they were: read from `record`)."""
+        self.read(record)
         rows, counts, starts = plan.launch_rows, plan.launch_counts, plan.launch_starts
-        on = node[plan.launch_gpus]
-        code, before = self.changes(node, rows[again], counts[again], plan.launch_gpus[starts][again])
+        assert record._node is not None  # (set by the launch)
+        on = record._node[plan.launch_gpus]
+        code, before = self.changes(rows[again], counts[again])
         codes = np.full(len(rows), int(Reason.LAUNCHED))
         codes[again] = code
         c = _machines(on, starts)
         c[again] = before
         return codes, rows, on[starts], counts, c
 
-    def resized(self, node: np.ndarray, plan: Plan) -> _Records:
-        """The records (codes, rows, a, b, c) of a plan's resizes of running jobs."""
+    def resized(self, record: Recorder, node: np.ndarray, plan: Plan) -> _Records:
+        """The records (codes, rows, a, b, c) of a plan's resizes of running jobs (on GPUs
+        whose machines are `node`; where they were: read from `record`)."""
+        self.read(record)
         rows, counts = plan.resize_rows, plan.resize_counts
-        first = plan.resize_gpus[plan.resize_starts]
-        code, before = self.changes(node, rows, counts, first)
-        self.add(rows, counts, plan.resize_gpus, plan.resize_starts)
-        return code, rows, node[first], counts, before
+        code, before = self.changes(rows, counts)
+        return code, rows, node[plan.resize_gpus[plan.resize_starts]], counts, before
 
 
 class _Candidates:
@@ -748,7 +854,6 @@ _I32 = np.iinfo(np.int32)
 # records, whichever comes first: a busy round's chunks hold thousands).
 _CHUNKS = 4096
 _ROWS = 1 << 19
-_PLACES_ROWS = 1 << 16  # launches held by `_Places` before they are written into its arrays
 # Bytes of blocks held in memory before they are spilled to disk.
 _SPILL_BYTES = 16 << 20
 

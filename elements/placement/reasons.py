@@ -13,9 +13,12 @@ it (PREEMPTED).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
-from roundhouse.runtime.explain import Reason
+from roundhouse.runtime.explain import Number, Reason
 from roundhouse.runtime.rowsets import isin_rows
 
 
@@ -61,25 +64,33 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, avail
     # and this runs every round.)
     code: int | np.ndarray
     type_of: np.ndarray | None = None
+    behind: tuple[int, np.ndarray] | None = None  # (GPUs free and held, GPUs held up to each position)
     if len(cluster.gpu_types) == 1:
-        left: np.ndarray | int = int(np.count_nonzero(available))
+        n_free = int(np.count_nonzero(available))
+        left: Number = n_free
         code = int(Reason.RANKED_BEHIND)
-        held = _held_from(want, busy, hit, start)
+        every = np.count_nonzero(want > 0) == len(want)  # (every ranked job wants GPUs: the common case)
+        held = _held_from(want, busy, hit, start, every)
         if held is not None:  # room a job ranked behind took was left free by the jobs ahead
-            pos, wanted = _wanting(pos, want[pos])
-            if not len(pos):
-                return
-            # (GPUs held behind a waiting position: all held, less those held up to it)
-            left = (left + int(held[-1])) - held[pos]
-            code = np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
+            if not every:
+                pos = pos[want[pos] > 0]  # (as `_wanting`)
+                if not len(pos):
+                    return
+            # A waiting job's GPUs left are those the plan leaves free and all those held, less
+            # those held up to it: it fits in them when what it wants and what those ahead hold
+            # come to no more than the GPUs free and held (one comparison, for the ranking's
+            # sums: the numbers left are worked out only for the jobs whose reason changed).
+            total = n_free + int(held[-1])
+            code = np.where((want + held).take(pos) > total, _RANKED_BEHIND, _NO_ROOM)
+            behind = (total, held)
         # The common case at load: no ranked job fits in what is left (so none wants no GPUs
         # either). Asked of the whole ranking, which spares picking out the waiting jobs' wants.
-        elif np.count_nonzero(want <= left):
+        elif np.count_nonzero(want <= n_free):
             pos, wanted = _wanting(pos, want[pos])
             if not len(pos):
                 return
-            if np.count_nonzero(wanted <= left):
-                code = np.where(wanted > left, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
+            if np.count_nonzero(wanted <= n_free):
+                code = np.where(wanted > n_free, int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM))
     else:
         pos, wanted = _wanting(pos, want[pos])
         if not len(pos):
@@ -128,22 +139,33 @@ def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, avail
             b = np.where(here == _NO_FREE_TYPE, type_of[sel], b)
         return b
 
-    ctx.explain(code, rows[pos], lambda sel: pos[sel] + 1, second, left)
+    ctx.explain(code, rows[pos], lambda sel: pos[sel] + 1, second, left if behind is None else _left(behind, pos))
 
 
 _BLOCKED, _NO_FREE_TYPE = int(Reason.BLOCKED), int(Reason.NO_FREE_TYPE)
+_RANKED_BEHIND, _NO_ROOM = int(Reason.RANKED_BEHIND), int(Reason.NO_ROOM)
 
 
-def _held_from(want: np.ndarray, busy: np.ndarray, hit, first: int) -> np.ndarray | None:
+def _left(behind: tuple[int, np.ndarray], pos: np.ndarray) -> Callable[[Any], np.ndarray]:
+    """The GPUs left for the waiting jobs at ranking positions `pos`, as a function of the
+    positions (in `pos`) of those recorded: those free and held, less those held up to each
+    (`behind`)."""
+    total, held = behind
+    return lambda sel: total - held[pos[sel]]
+
+
+def _held_from(want: np.ndarray, busy: np.ndarray, hit, first: int, every: bool) -> np.ndarray | None:
     """Per ranking position, the GPUs held after the plan by the jobs up to it (all but the
     waiting and the suspended hold theirs), or None when none ranked behind the first waiting
-    job, at position `first`, holds any (the common case)."""
-    held = np.where(busy, want, 0)
+    job, at position `first`, holds any. `every`: every ranked job wants GPUs (then one behind
+    holds some when the sum grows past `first`, which spares a pass)."""
+    held = want * busy
     if hit is not None:
         held[hit] = 0
-    if not np.count_nonzero(held[first:] > 0):
-        return None
-    return np.cumsum(held)
+    if not every:
+        return held.cumsum() if np.count_nonzero(held[first:] > 0) else None
+    held = held.cumsum()
+    return held if held[-1] > (held[first - 1] if first else 0) else None
 
 
 def _holding_behind(want: np.ndarray, busy: np.ndarray, hit, first: int) -> np.ndarray | None:
