@@ -209,6 +209,24 @@ def existing_file(instance, attribute, value) -> None:
         raise ValueError(f"names a folder, not a file: {value}" if os.path.isdir(value) else f"names no file: {value}")
 
 
+def file_read_by(read, what: str):
+    """For an input file an element reads when it starts (a history, say): the file must exist
+    and `read` must take it, so that a bad one is said when the graph is checked, at the
+    argument, not when the run starts. `what`: what the file should be, for the message."""
+    from roundhouse.errors import TraceError
+
+    def check(instance, attribute, value) -> None:
+        if value is None:
+            return
+        existing_file(instance, attribute, value)
+        try:
+            read(value)
+        except TraceError as err:
+            raise ValueError(f"is no {what}: {err}") from None
+
+    return check
+
+
 def non_empty(instance, attribute, value) -> None:
     """For names (a column, an entity): not an empty string (or only spaces)."""
     if value is not None and not str(value).strip():

@@ -10,12 +10,11 @@ import numpy as np
 
 from roundhouse.elements.policies import ones_search as search
 from roundhouse.elements.policies.base import job_column as _column
-from roundhouse.errors import TraceError
 from roundhouse.runtime import resizing
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import LR_LINEAR, Active, Assignment, Plan, Resize
-from roundhouse.runtime.values import FilePath, at_most, existing_file, non_negative, one_of, positive
+from roundhouse.runtime.values import FilePath, at_most, file_read_by, non_negative, one_of, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -27,18 +26,10 @@ _MAX_EPOCHS = 1e9
 _POINTS_PER_JOB = 1000
 
 
-def _check_history(path: FilePath | None) -> None:
-    """The history must be a file the predictor can read: said when the graph is checked, at the
-    argument, not when the run starts."""
-    if path is None:
-        return
-    existing_file(None, None, path)
-    from roundhouse.traces.ones import read_history
+def _read_history(path):
+    from roundhouse.traces.ones import read_history  # (read only when a history is given)
 
-    try:
-        read_history(path)
-    except TraceError as err:
-        raise ValueError(f"is no history the predictor can read: {err}") from None
+    return read_history(path)
 
 
 def _epoch_sizes(ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
@@ -155,7 +146,7 @@ class Ones(Element):
     sample: bool = True
     gate_epochs: float = attrs.field(default=1.0, validator=[non_negative, at_most(1e6)])
     in_place: bool = True
-    history: FilePath | None = attrs.field(default=None, validator=lambda _, __, value: _check_history(value))
+    history: FilePath | None = attrs.field(default=None, validator=file_read_by(_read_history, "history the predictor can read"))
     refit_steps: int = attrs.field(default=100, validator=[positive, at_most(100000)])
     seed: int | None = attrs.field(default=None, validator=non_negative)
 

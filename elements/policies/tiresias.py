@@ -21,7 +21,7 @@ from roundhouse.elements.policies.base import KeyOrder, Policy
 from roundhouse.runtime.element import element, element_family
 from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import Active, Ranking
-from roundhouse.runtime.values import Duration, FilePath, existing_file, positive
+from roundhouse.runtime.values import Duration, FilePath, file_read_by, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -47,20 +47,6 @@ def _history_services(path) -> np.ndarray:
     if trace["duration_s"].null_count():
         raise TraceError(str(path), "every job of a Gittins history needs a duration_s", column="duration_s")
     return trace["duration_s"].to_numpy() * trace["gpus"].to_numpy()
-
-
-def _check_history(path: FilePath | None) -> None:
-    """The history must be a trace of past jobs with durations: said when the graph is checked,
-    at the argument, as `Ones(history=...)` says its own, not when the run starts."""
-    if path is None:
-        return
-    existing_file(None, None, path)
-    from roundhouse.errors import TraceError
-
-    try:
-        _history_services(path)
-    except TraceError as err:
-        raise ValueError(f"is no history of past jobs to draw services from: {err}") from None
 
 
 @element_family
@@ -237,7 +223,9 @@ class TiresiasGittins(_Queues):
     state = ("_base_run", "_base_service", "_entered", "_known", "_prefix", "_queue", "_samples", "_seen")
     fixed = ("_limits",)
 
-    history: FilePath | None = attrs.field(default=None, validator=lambda _, __, value: _check_history(value))
+    history: FilePath | None = attrs.field(
+        default=None, validator=file_read_by(_history_services, "history of past jobs to draw services from")
+    )
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
