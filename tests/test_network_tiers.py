@@ -366,6 +366,10 @@ def test_a_bad_communication_profile_names_its_row_and_column(tmp_path):
     with pytest.raises(TraceError) as err:
         CommunicationTable.load(path)
     assert (err.value.row, err.value.column) == (4, "rack_scale")
+    assert "must be a finite number 0 or more, got '-87.1'" in err.value.message  # (a scale may be 0)
+    path.write_text(header + good.replace("VGG11,VGG,11,", "VGG11,VGG,0,"))
+    with pytest.raises(TraceError, match="must be a finite number above 0, got '0'"):
+        CommunicationTable.load(path)
     path.write_text(header.replace(",network_scale", "") + good.replace(",25.3", ""))
     with pytest.raises(TraceError, match="no column 'network_scale'"):
         CommunicationTable.load(path)

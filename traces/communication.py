@@ -155,8 +155,10 @@ def _read(path: str) -> CommunicationTable:
                 value = float(text)
             except (TypeError, ValueError):
                 value = np.nan
-            if not np.isfinite(value) or value < 0 or (column in ("layers", "gradient_bytes") and value <= 0):
-                raise TraceError(path, f"must be a finite number above 0, got {text!r}", row=int(lines[i]), column=column)
+            positive = column in ("layers", "gradient_bytes")  # (a share or a scale may be 0)
+            if not np.isfinite(value) or value < 0 or (positive and value <= 0):
+                rule = "above 0" if positive else "0 or more"
+                raise TraceError(path, f"must be a finite number {rule}, got {text!r}", row=int(lines[i]), column=column)
             values.append(value)
         numbers[column] = values
     models = frame["model"].to_list()

@@ -99,7 +99,7 @@ RESOURCE_COLUMNS: tuple[str, ...] = ("cpus", "memory_gb")
 ELASTIC_COLUMNS = ("epochs", "epoch_size", "max_gpus", "max_batch_size", "local_batch")
 # Optional columns that the simulator and elements do arithmetic on: always Float64.
 NUMERIC_EXTRAS: frozenset[str] = frozenset(
-    (*PLACEMENT_COLUMNS, *LOSS_COLUMNS, *RESOURCE_COLUMNS, "loss", "slo_factor", *ELASTIC_COLUMNS)
+    (*PLACEMENT_COLUMNS, *LOSS_COLUMNS, *RESOURCE_COLUMNS, "loss", "slo_factor", *ELASTIC_COLUMNS, "iteration_time_s")
 )
 
 # (column, lower bound, bound is inclusive, sentence). Nulls pass; `_REQUIRED_VALUES` catches them.
@@ -130,6 +130,8 @@ _EXTRA_BOUNDS: dict[str, tuple[float, bool, str]] = {
     "max_gpus": (1.0, True, "must be at least 1"),
     "max_batch_size": (1.0, True, "must be at least 1"),
     "local_batch": (1.0, True, "must be at least 1"),
+    # Dally's traces' time an iteration takes (traces/helios.py, traces/generators.py).
+    "iteration_time_s": (0.0, False, "must be greater than 0"),
 }
 
 # A text cell of an extra column counts as a number only in the plain forms that writers produce.
@@ -186,7 +188,7 @@ def validate(
         if name in NUMERIC_EXTRAS:
             series, problem = _cast(df.get_column(name), pl.Float64)
             if problem is not None:
-                problems.append((problem[0], len(CANONICAL_COLUMNS), 0, name, problem[1]))
+                problems.append((problem[0], len(CANONICAL_COLUMNS), 0, shown(name), problem[1]))
             elif name in _EXTRA_BOUNDS:
                 problems += _extra_problems(series, name, shown(name))
             extras.append(series.alias(name))
