@@ -11,7 +11,7 @@ import numpy as np
 from roundhouse.elements.policies.base import Policy
 from roundhouse.runtime.element import element
 from roundhouse.runtime.types import Active, Ranking
-from roundhouse.runtime.values import at_most, positive
+from roundhouse.runtime.values import at_most, non_negative, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -88,6 +88,19 @@ class Optimus(Policy):
     node; at most a node's worth, or what the job asked for if more, or `max_gpus`). Every job
     asks for a consolidated placement.
 
+    A running job keeps the GPU count it holds unless changing it pays: a change suspends the
+    job and launches it again, which costs it the graph's checkpoint (plus checkpoint per GPU
+    held) and restore, and is charged against the remaining time the change saves, plus
+    `hysteresis` of the job's remaining time, so that near-ties keep what jobs hold (without
+    it, gains a percent apart flip jobs between 1, 2 and 4 GPUs every few rounds: the job
+    given more runs faster, so its gain falls below the other's). Free GPUs still go to a
+    step that saves more than its restart costs.
+
+    Differs from Blox's code (schedulers/optimus.py), which starts each job at the GPUs it
+    asked for and hands free GPUs out one at a time, round-robin in order of remaining time:
+    here extra GPUs follow marginal gains (the drop in remaining time per GPU), as Optimus'
+    paper allocates them.
+
     Ports:
         active: admitted, unfinished jobs (with their reported losses).
         ranking: jobs by expected remaining time, each with the GPUs it should get.
@@ -95,6 +108,7 @@ class Optimus(Policy):
         threshold: relative distance to the fitted floor at which a job counts as converged.
         samples: losses kept per job for the fit (the latest ones).
         max_gpus: the most GPUs a job may get (default: a node's worth, or its own request if more).
+        hysteresis: share of its remaining time a running job's change of GPU count must save beyond the restart it costs (0 to 0.5).
     Counters:
         fitted: jobs whose remaining work comes from a fitted curve this round.
         extra_gpus: GPUs given beyond each job's first allocation this round.
@@ -110,6 +124,7 @@ class Optimus(Policy):
     threshold: float = attrs.field(default=0.001, validator=positive)
     samples: int = attrs.field(default=8, validator=[positive, at_most(1000)])  # a sample buffer per job: bounded
     max_gpus: int | None = attrs.field(default=None, validator=positive)
+    hysteresis: float = attrs.field(default=0.05, validator=[non_negative, at_most(0.5)])
 
     def __attrs_post_init__(self) -> None:
         if self.samples < 3:
@@ -233,51 +248,81 @@ class Optimus(Policy):
         extra = 0
         grow = np.flatnonzero(given & elastic)
         if free > 0 and len(grow):
-            extra = self._spread_extra(speed[grow], usable[grow], first[grow], remaining[grow], alloc, grow, free)
+            keep = self._keep(ctx, active.held[grow], speed[grow], usable[grow], remaining[grow])
+            extra = self._spread_extra(speed[grow], usable[grow], first[grow], remaining[grow], alloc, grow, free, keep)
         self.counters["extra_gpus"] = extra
         rank = np.concatenate([order[given[order]], order[~given[order]]])
         want = np.where(given, alloc, base)[rank]
         return Ranking(active.rows[rank], want, consolidate=np.ones(n, dtype=bool), backfill=True)
 
-    def _spread_extra(self, speed, usable, level, remaining, alloc, grow, free) -> int:
+    def _keep(self, ctx: RoundContext, held, speed, usable, remaining) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What changing each running job's GPU count costs, as (count index it holds, or -1;
+        restart seconds; restart seconds plus the hysteresis). A change suspends the job and
+        launches it again: the graph's checkpoint (and checkpoint per GPU held) and restore."""
+        counts = self._counts
+        at = np.minimum(np.searchsorted(counts, held), len(counts) - 1)
+        holds = (held > 0) & (counts[at] == held) & usable[np.arange(len(held)), at]
+        hold = np.where(holds, at, -1)
+        s = ctx.settings
+        restart = float(s.checkpoint) + float(s.restore) + float(s.checkpoint_per_gpu) * held
+        with np.errstate(divide="ignore", invalid="ignore"):
+            left = remaining / speed[np.arange(len(held)), at]  # seconds left at the count held
+        margin = np.where(holds, restart + self.hysteresis * np.nan_to_num(left), 0.0)
+        return hold, np.where(holds, restart, 0.0), margin
+
+    def _spread_extra(self, speed, usable, level, remaining, alloc, grow, free, keep) -> int:
         """Give `free` GPUs, a step at a time, to the job (of `grow`) and larger GPU count whose
-        remaining time drops the most per extra GPU. Updates `alloc`; returns the GPUs given."""
+        remaining time drops the most per extra GPU, a running job's change of count charged
+        its restart and the hysteresis (`keep`, from `_keep`); only steps that save more time
+        than the restart costs are taken. Updates `alloc`; returns the GPUs given."""
         counts = self._counts
         k = len(counts)
-        gain = self._gains(speed, usable, level, remaining)
+        gain, real = self._gains(speed, usable, level, remaining, keep)
         given = 0
         while free > 0:
             step = counts[None, :] - counts[level][:, None]
-            masked = np.where(step <= free, gain, -np.inf)
+            masked = np.where((step <= free) & (real > 0), gain, -np.inf)
             best = int(np.argmax(masked))
             j, to = divmod(best, k)
-            if not masked[j, to] > 0:
+            if not masked[j, to] > -np.inf:
                 break
             added = int(step[j, to])
             alloc[grow[j]] += added
             level[j] = to
             free -= added
             given += added
-            gain[j] = self._row_gains(speed[j], usable[j], to, float(remaining[j]))
+            gain[j], real[j] = self._row_gains(speed[j], usable[j], to, float(remaining[j]), keep, j)
         return given
 
-    def _row_gains(self, speed, usable, level: int, remaining: float) -> list[float]:
+    def _row_gains(self, speed, usable, level: int, remaining: float, keep, j: int) -> tuple[list[float], list[float]]:
         """`_gains` for one job, in plain floats (a handful of counts: numpy costs more here)."""
         counts = self._counts_list
+        hold, restart, margin = int(keep[0][j]), float(keep[1][j]), float(keep[2][j])
         now = float(speed[level])
-        out = [-np.inf] * len(counts)
+        gain, real = [-np.inf] * len(counts), [-np.inf] * len(counts)
         for k in range(level + 1, len(counts)):
             if usable[k]:
-                out[k] = remaining * (1.0 / now - 1.0 / float(speed[k])) / (counts[k] - counts[level])
-        return out
+                saved = remaining * (1.0 / now - 1.0 / float(speed[k]))
+                change = (k == hold) - (level == hold)
+                step = counts[k] - counts[level]
+                gain[k] = (saved + change * margin) / step
+                real[k] = (saved + change * restart) / step
+        return gain, real
 
-    def _gains(self, speed, usable, level, remaining) -> np.ndarray:
-        """(jobs, counts): the drop in remaining time per extra GPU when a job goes from count
-        index `level` to each larger usable count (-inf elsewhere)."""
+    def _gains(self, speed, usable, level, remaining, keep) -> tuple[np.ndarray, np.ndarray]:
+        """(jobs, counts), twice: the drop in remaining time per extra GPU when a job goes from
+        count index `level` to each larger usable count (-inf elsewhere), counting a change
+        from the count a running job holds as a loss of its restart plus the hysteresis, and a
+        return to it as a gain of as much; then the same with the restart alone."""
+        hold, restart, margin = keep
         counts = self._counts
-        larger = usable & (np.arange(len(counts))[None, :] > level[:, None])
+        idx = np.arange(len(counts))[None, :]
+        larger = usable & (idx > level[:, None])
         now = speed[np.arange(len(level)), level][:, None]
+        change = (idx == hold[:, None]).astype(float) - (level == hold)[:, None]
+        step = counts[None, :] - counts[level][:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             saved = remaining[:, None] * (1.0 / now - 1.0 / speed)
-            per_gpu = saved / (counts[None, :] - counts[level][:, None])
-        return np.where(larger, per_gpu, -np.inf)
+            gain = (saved + change * margin[:, None]) / step
+            real = (saved + change * restart[:, None]) / step
+        return np.where(larger, gain, -np.inf), np.where(larger, real, -np.inf)
