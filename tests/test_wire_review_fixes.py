@@ -299,3 +299,298 @@ def test_an_agent_stops_when_the_scheduler_speaks_another_version(lines):
     link.registered = False  # (the answer to its registration)
     assert link.receive([frame]) is None and link.refused
     assert got.having("speaks another version of the protocol: unsupported protocol version 3 (this side speaks 2)")
+
+
+# --- numbers past any float, huge whole numbers, text that is not text ---------------------------
+#
+# A frame may hold what JSON allows and Python cannot carry further: an integer of hundreds of
+# digits (no float holds it; shown whole it fills a reply past what the reply carries), or a
+# lone UTF-16 surrogate (`\ud800`), which no UTF-8 journal, log or reply can hold. Each is a
+# refusal with a short reason, and the scheduler carries on.
+
+_BIG = "1" + "0" * 400
+
+
+class _Sent:
+    """A stand-in for the server's socket: what was sent, by frame."""
+
+    def __init__(self):
+        self.frames: list[tuple[str, dict]] = []
+
+    def send_multipart(self, parts, flags=0):
+        message = json.loads(parts[1])
+        self.frames.append((message.pop("type"), {k: v for k, v in message.items() if k not in ("v", "seq")}))
+
+
+def _bare_server():
+    """A Server that is not listening: its handlers and replies, without a socket of its own."""
+    from roundhouse.runtime.backends.live.server import Server
+    from roundhouse.wire.security import ServerSecurity
+
+    server = Server("tcp://127.0.0.1:1", ServerSecurity(None), None, defaultdict(int), lambda identity: None)
+    server.handlers = {t: (lambda *args: None) for t in ("metrics", "lease", "status", "exited", "register", "submit")}
+    server._socket = _Sent()
+    return server
+
+
+def _receive(server, text: str) -> list[tuple[str, dict]]:
+    server._socket.frames.clear()
+    server._receive([zmq.Frame(b"peer-1"), zmq.Frame(text.encode())])
+    return server._socket.frames
+
+
+def test_a_number_past_any_float_is_refused_not_raised():
+    frame = (
+        '{"v":2,"type":"metrics","seq":2,"job":1,"attempt":1,"rank":0,"iteration":1,"values":{"loss":@}}'.replace("@", _BIG)
+    ).encode()
+    with pytest.raises(ProtocolError) as err:
+        protocol.decode(frame)
+    assert err.value.reason.startswith("metrics: values.loss must be a finite number")
+    assert "(a number of 401 digits)" in err.value.reason and len(err.value.reason) < 200
+    server = _bare_server()
+    (reply,) = _receive(server, frame.decode())
+    assert reply[0] == "error" and "values.loss must be a finite number" in reply[1]["reason"]
+    assert server.counters["bad_messages"] == 1
+
+
+def test_anything_decoding_raises_is_a_refusal_naming_the_peer(monkeypatch, lines):
+    got = lines("roundhouse.scheduler")
+    from roundhouse.runtime.backends.live import server as server_module
+
+    def broken(*args, **kwargs):
+        raise RecursionError("too deep")
+
+    monkeypatch.setattr(server_module.protocol, "decode", broken)
+    server = _bare_server()
+    (reply,) = _receive(server, '{"v":2,"type":"status","seq":1}')
+    assert reply == ("error", {"reason": "the message could not be read (RecursionError)"})
+    assert got.having("refused a message from peer 706565722d: the message could not be read (RecursionError)")
+
+
+def test_a_whole_number_of_thousands_of_digits_is_shown_shortened_and_answered():
+    frame = '{"v":2,"type":"lease","seq":1,"job":1@,"attempt":1}'.replace("@", ("0" * 4200))
+    server = _bare_server()
+    (reply,) = _receive(server, frame)
+    assert reply[0] == "error" and reply[1]["ref"] == 1
+    assert (
+        reply[1]["reason"]
+        == "lease: job must be between 0 and 4611686018427387904, got 10000000000000000000... (a number of 4201 digits)"
+    )
+    with pytest.raises(ProtocolError) as err:
+        protocol.Choice("done").check("a" * 5000, "outcome")
+    assert err.value.reason == 'outcome must be one of done, got "' + "a" * 36 + "..."
+    # Every reply's reason is cut to what the message carries; one that cannot be sent is logged.
+    assert server.send(b"peer-1", "error", reason="x" * 5000)
+    reason = server._socket.frames[-1][1]["reason"]
+    assert len(reason) == 4000 and reason.endswith("...")
+    assert server.send(b"peer-1", "error", reason="lone \ud800 surrogate")
+    assert server._socket.frames[-1][1]["reason"] == "lone \\ud800 surrogate"
+    assert server.send(b"peer-1", "welcome", node_index=-1, heartbeat_s=1.0, session="s")  # (not raised)
+    assert server._socket.frames[-1][0] == "error"  # (nothing more was sent)
+
+
+_SURROGATE = "bad \\ud800 text"  # (as JSON escapes it: valid JSON, not text)
+
+
+@pytest.mark.parametrize(
+    "body, where",
+    [
+        (
+            (
+                '"type":"exited","job":1,"attempt":1,"rank":0,"outcome":"failed","iteration":3,"start_iteration":0,'
+                '"permanent":false,"reason":"@"'
+            ).replace("@", _SURROGATE),
+            "exited: reason",
+        ),
+        (
+            '"type":"register","node":"n","address":"@","gpus":[{"index":0,"type":"V100"}],"running":[],"session":"s"'.replace(
+                "@", _SURROGATE
+            ),
+            "register: address",
+        ),
+        ('"type":"submit","jobs":[{"gpus":1,"model":"@","iterations":5}]'.replace("@", _SURROGATE), "submit: jobs[0].model"),
+        (
+            '"type":"submit","jobs":[{"gpus":1,"command":["run","@"],"duration_s":5}]'.replace("@", _SURROGATE),
+            "submit: jobs[0].command[1]",
+        ),
+    ],
+    ids=["exit-reason", "register-address", "submit-cell", "submit-command-word"],
+)
+def test_a_string_that_is_not_text_is_refused_naming_its_field(body, where):
+    with pytest.raises(ProtocolError) as err:
+        protocol.decode(('{"v":2,"seq":1,' + body + "}").encode())
+    assert err.value.reason == f"{where} is not valid text: it holds a lone surrogate (\\ud800) at character 5"
+    assert protocol.decode(b'{"v":2,"seq":1,"type":"error","reason":"caf\\u00e9 \\ud83d\\ude00"}')  # (a pair is text)
+
+
+@pytest.mark.live
+def test_an_exit_whose_journal_write_fails_changes_nothing(live, monkeypatch):  # noqa: F811
+    world, backend, (a, b), journal = live
+    launch_two(live, 1000.0)
+    pump(backend)
+    a.receive()
+
+    def failing(*args, **kwargs):
+        raise UnicodeEncodeError("utf-8", "x", 0, 1, "surrogates not allowed")
+
+    monkeypatch.setattr(journal, "add_exit", failing)
+    a.exited(1, 1, 0, "failed", 10, reason="crashed")
+    replies = _replies(a, backend, 1)
+    assert [t for t, _ in replies] == ["error"] and "internal error while handling exited" in replies[0][1]["reason"]
+    att = backend.attempts.live[(1, 1)]
+    assert not att.exits and not att.exit_wall and not att.ended  # (the agent resends it: taken then)
+    monkeypatch.undo()
+    a.exited(1, 1, 0, "failed", 10, reason="crashed")
+    assert ("ack", {"job": 1, "attempt": 1, "rank": 0}) in _replies(a, backend, 1)
+    assert 0 in att.exits
+
+
+@pytest.mark.live
+def test_a_registration_whose_journal_write_fails_changes_nothing(live, monkeypatch):  # noqa: F811
+    world, backend, agents, journal = live
+    node = backend.nodes.by_name["a"]
+    before = (node.identity, node.address, dict(backend.nodes.by_identity))
+
+    def failing(*args, **kwargs):
+        raise UnicodeEncodeError("utf-8", "x", 0, 1, "surrogates not allowed")
+
+    monkeypatch.setattr(journal, "set_node", failing)
+    ctx = zmq.Context()
+    again = FakeAgent(ctx, backend.bind, "a")  # (node a on a new connection, from a new address)
+    try:
+        again.send(
+            "register",
+            node="a",
+            address="10.0.0.9",
+            session="a",
+            gpus=[{"index": i, "type": "V100"} for i in range(2)],
+            running=[],
+        )
+        replies = _replies(again, backend, 1)
+        assert [t for t, _ in replies] == ["error"] and "internal error while handling register" in replies[0][1]["reason"]
+        assert (node.identity, node.address, dict(backend.nodes.by_identity)) == before
+    finally:
+        again.sock.close()
+        ctx.term()
+
+
+@pytest.mark.live
+def test_a_periodic_duty_that_fails_is_logged_and_counted_and_the_scheduler_carries_on(live, monkeypatch, lines):  # noqa: F811
+    got = lines("roundhouse.scheduler")
+    world, backend, (a, b), journal = live
+    calls = []
+
+    def failing():
+        calls.append(1)
+        raise UnicodeEncodeError("utf-8", "x", 0, 1, "surrogates not allowed")
+
+    monkeypatch.setattr(backend.nodes, "check", failing)
+    before = backend.counters["handler_errors"]
+    pump(backend, 0.3)  # (would raise out of serve)
+    assert calls and backend.counters["handler_errors"] == before + len(calls)
+    assert got.having("error in the scheduler's periodic duties")
+    a.send("heartbeat", running=[])  # still served
+    pump(backend)
+    assert backend.nodes.by_name["a"].online
+
+
+@pytest.mark.live
+def test_a_refused_submission_is_logged_naming_its_sender_and_reason(live, lines):  # noqa: F811
+    got = lines("roundhouse.scheduler")
+    world, backend, agents, _ = live
+    ctx = zmq.Context()
+    user = FakeAgent(ctx, backend.bind, "user")
+    try:
+        user.send("submit", jobs=[{"model": "Teleporter", "iterations": 5, "gpus": 1}])
+        assert [t for t, _ in _replies(user, backend, 1)] == ["error"]
+        (line,) = got.having("refused a submission:")
+        assert "not in the profile" in line and line.endswith(")") and "(from peer " in line
+    finally:
+        user.sock.close()
+        ctx.term()
+
+
+# --- a canonical trace submitted without job ids ------------------------------------------------
+
+
+def test_a_submitted_canonical_trace_may_leave_out_job_ids(tmp_path):
+    from roundhouse.tools.submit_cmd import trace_jobs
+
+    without = tmp_path / "without.csv"
+    without.write_text("gpus,model,iterations\n1,LM,7\n2,LM,8\n")
+    jobs, where = trace_jobs(str(without))
+    assert [("job_id" in j, j["gpus"], j["iterations"]) for j in jobs] == [(False, 1, 7), (False, 2, 8)]
+    assert where == [f"{without}:2", f"{without}:3"]
+    some = tmp_path / "some.csv"
+    some.write_text("job_id,gpus,model,iterations\n,1,LM,7\n0,1,LM,8\n1,1,LM,9\n")
+    jobs, _ = trace_jobs(str(some))
+    assert [j.get("job_id") for j in jobs] == [None, 0, 1]  # (the ids standing in are not sent)
+    # Checked as a trace still, named by line; a given id used twice is still refused.
+    bad = tmp_path / "bad.csv"
+    bad.write_text("job_id,gpus,model,iterations\n,1,LM,nan\n")
+    with pytest.raises(TraceError, match=r"bad.csv:2: .*iterations"):
+        trace_jobs(str(bad))
+    twice = tmp_path / "twice.csv"
+    twice.write_text("job_id,gpus,model,iterations\n,1,LM,7\n5,1,LM,7\n5,1,LM,7\n")
+    with pytest.raises(TraceError, match=r"twice.csv:4: .*job id 5 is used twice"):
+        trace_jobs(str(twice))
+    # The scheduler gives the jobs without one the next free ids.
+    journal = Journal(tmp_path / "j.sqlite")
+    try:
+        submissions = Submissions(World(Cluster.parse("1x2:V100"), ProfileTable.load(), "V100"), journal)
+        assert submissions.accept(trace_jobs(str(some))[0], 0.0) == [2, 0, 1]
+    finally:
+        journal.close()
+
+
+@pytest.mark.live
+def test_a_running_scheduler_survives_huge_numbers_and_strings_that_are_not_text(tmp_path):
+    from roundhouse.agents.submitter import Submitter
+    from roundhouse.wire.security import ClientSecurity
+    from tests.livecluster import LiveCluster
+
+    graph = """
+    round = 1s;
+    cluster = "1x2:V100";
+    src :: LiveSource;
+    src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
+    """
+    cluster = LiveCluster(tmp_path, graph, serve_args=("--wait-for-agents", "0s", "--until", "120s"))
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    templates = [
+        '{"v":2,"type":"metrics","seq":2,"job":1,"attempt":1,"rank":0,"iteration":1,"values":{"loss":@BIG}}',
+        '{"v":2,"type":"lease","seq":3,"job":1@ZEROS,"attempt":1}',
+        '{"v":2,"type":"register","seq":4,"node":"n","address":"@TEXT","gpus":[{"index":0,"type":"V100"},'
+        '{"index":1,"type":"V100"}],"running":[],"session":"s"}',
+        '{"v":2,"type":"submit","seq":5,"jobs":[{"gpus":1,"model":"LM","iterations":5,"note":"@TEXT"}]}',
+        '{"v":2,"type":"exited","seq":6,"job":1,"attempt":1,"rank":0,"outcome":"failed","iteration":3,'
+        '"start_iteration":0,"permanent":false,"reason":"@TEXT"}',
+    ]
+    bad = [t.replace("@BIG", _BIG).replace("@ZEROS", "0" * 4200).replace("@TEXT", _SURROGATE) for t in templates]
+    try:
+        cluster.start_scheduler()
+        cluster.wait_for(lambda: "round 0 starts" in cluster.log("scheduler"), 30, "the scheduler")
+        sock.connect(cluster.address)
+        replies = []
+        for frame in bad:
+            sock.send(frame.encode())
+            assert sock.poll(10_000), cluster.logs()
+            replies.append(protocol.decode(sock.recv()))
+        assert [t for t, _, _ in replies] == ["error"] * len(bad)
+        reasons = [body["reason"] for _, _, body in replies]
+        assert "values.loss must be a finite number" in reasons[0] and "(a number of 4201 digits)" in reasons[1]
+        for reason, where in zip(reasons[2:], ("address", "jobs[0].note", "reason")):
+            assert f"{where} is not valid text" in reason
+        assert cluster.processes["scheduler"].poll() is None, cluster.logs()
+        with Submitter(cluster.address, ClientSecurity(None)) as client:
+            status = client.status()
+            assert status["bad_messages"] >= len(bad) and status["handler_errors"] == 0 and status["nodes_online"] == 0
+        log = cluster.log("scheduler")
+        assert "Traceback" not in log and "Logging error" not in log, log
+        assert log.count("refused a message from peer ") == len(bad)
+    finally:
+        sock.close()
+        ctx.term()
+        cluster.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 from roundhouse.errors import TraceError, UsageError, first_line
@@ -15,7 +16,10 @@ def register(sub) -> None:
     p.add_argument(
         "trace",
         nargs="?",
-        help="a trace file of jobs to submit, all at once (their arrival times are ignored; a canonical trace may leave out arrival_s)",
+        help=(
+            "a trace file of jobs to submit, all at once (their arrival times are ignored; a canonical trace may leave out "
+            "arrival_s, and job_id: a job without one gets the next free id)"
+        ),
     )
     p.add_argument("--model", help="model of one job (e.g. ResNet-18, LM, Recommendation)")
     p.add_argument("--iterations", type=int, help="iterations the job trains for")
@@ -177,7 +181,8 @@ _FORMATS_WITH_IDS = ("tiresias", "helios")
 def trace_jobs(path: str) -> tuple[list[dict], list[str]]:
     """The jobs of a trace file in the file's order, checked as a trace, and where each is in the
     file (`t.csv:12`: a CSV's line, a Parquet or JSON file's record). Arrival times are not sent
-    (a submitted job arrives when the scheduler takes it); a canonical trace may leave them out."""
+    (a submitted job arrives when the scheduler takes it); a canonical trace may leave them out,
+    and job ids too (the column, or a job's cell): those jobs are sent without one."""
     import polars as pl
 
     from roundhouse.runtime.backends.live.submissions import validated
@@ -211,9 +216,39 @@ def trace_jobs(path: str) -> tuple[list[dict], list[str]]:
     if "arrival_s" not in raw.columns:
         raw = raw.with_columns(pl.lit("0").alias("arrival_s"))
         added += ("arrival_s",)
+    if "job_id" not in raw.columns:
+        added += ("job_id",)
+    raw, unnumbered = _stand_in_ids(raw)
     raw = raw.with_columns(pl.Series(_FILE_ORDER, range(raw.height)))
     frame = validated(raw, path, lines, added=added).sort(_FILE_ORDER).drop(_FILE_ORDER, "arrival_s")
+    # The jobs the file gives no id are sent without one: the scheduler gives them the next free ids.
+    frame = frame.with_columns(job_id=pl.when(pl.Series(unnumbered)).then(None).otherwise(pl.col("job_id")))
     return _job_dicts(frame), [f"{path}:{n}" for n in numbers]
+
+
+def _stand_in_ids(raw):
+    """A canonical trace whose jobs may leave out their ids (no `job_id` column, or an empty
+    cell), with ids standing in for the missing ones while it is checked as a trace: the
+    lowest ids no job of the file uses. Also which rows had none."""
+    import polars as pl
+
+    if "job_id" not in raw.columns:
+        raw = raw.with_columns(pl.lit(None, dtype=pl.String).alias("job_id"))
+    cells = raw.get_column("job_id").to_list()
+    unnumbered = [cell is None or (isinstance(cell, str) and not cell.strip()) for cell in cells]
+    if not any(unnumbered):
+        return raw, unnumbered
+    used = set()
+    for cell in cells:
+        try:
+            number = float(cell)
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if number.is_integer():
+            used.add(int(number))
+    free = (i for i in itertools.count() if i not in used)
+    filled = [str(next(free)) if missing else (None if cell is None else str(cell)) for cell, missing in zip(cells, unnumbered)]
+    return raw.with_columns(pl.Series("job_id", filled, dtype=pl.String)), unnumbered
 
 
 def _job_dicts(frame) -> list[dict]:

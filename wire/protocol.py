@@ -7,9 +7,10 @@ Every message is one ZeroMQ frame holding a JSON object with an envelope and a b
 `v` is the protocol version, `type` names the message, `seq` counts the sender's messages
 (per connection, increasing). A receiver checks, in order: the frame count and size, that the
 bytes are UTF-8 JSON (no NaN), the version, the type, every field against the type's schema
-(types, ranges, lengths; unknown fields are refused), and that `seq` increases. Any failure is
-a `ProtocolError` with a plain reason; receivers log it and answer with an `error` message or
-drop the frame, and carry on.
+(types, ranges, lengths, strings that are text: no lone surrogate; unknown fields are
+refused), and that `seq` increases. Any failure is a `ProtocolError` with a plain reason, which
+shows values shortened; receivers log it and answer with an `error` message or drop the frame,
+and carry on.
 
 Who sends what:
 
@@ -84,7 +85,7 @@ class Int(Spec):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ProtocolError(f"{where} must be a whole number, got {_show(value)}")
         if not self.lo <= value <= self.hi:
-            raise ProtocolError(f"{where} must be between {self.lo} and {self.hi}, got {value}")
+            raise ProtocolError(f"{where} must be between {self.lo} and {self.hi}, got {_show(value)}")
         return value
 
 
@@ -95,10 +96,13 @@ class Num(Spec):
     def check(self, value, where):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ProtocolError(f"{where} must be a number, got {_show(value)}")
-        value = float(value)
-        if not math.isfinite(value) or not self.lo <= value <= self.hi:
-            raise ProtocolError(f"{where} must be a finite number between {self.lo:g} and {self.hi:g}, got {value!r}")
-        return value
+        try:
+            number = float(value)
+        except OverflowError:  # (a JSON integer of hundreds of digits: past any float)
+            number = math.inf
+        if not math.isfinite(number) or not self.lo <= number <= self.hi:
+            raise ProtocolError(f"{where} must be a finite number between {self.lo:g} and {self.hi:g}, got {_show(value)}")
+        return number
 
 
 class Str(Spec):
@@ -111,6 +115,7 @@ class Str(Spec):
             raise ProtocolError(f"{where} must be a string, got {_show(value)}")
         if len(value) > self.max_len:
             raise ProtocolError(f"{where} is longer than {self.max_len} characters")
+        _check_text(value, where)
         if self.pattern is not None and not self.pattern.fullmatch(value):
             raise ProtocolError(f"{where} {_show(value)} is not a valid name")
         return value
@@ -195,13 +200,38 @@ class Obj(Spec):
             out[name] = None if got is None else spec.check(got, f"{where}.{name}" if where else name)
         extra = [k for k in value if k not in self.fields and k not in self.optional]
         if extra:
-            raise ProtocolError(f"{where or 'message'}: unknown field '{str(extra[0])[:40]}'")
+            raise ProtocolError(f"{where or 'message'}: unknown field '{json.dumps(str(extra[0]))[1:-1][:40]}'")
         return out
 
 
-def _show(value: Any) -> str:
-    text = json.dumps(value)[:40] if isinstance(value, (str, int, float, bool, type(None))) else type(value).__name__
-    return text
+def _show(value: Any, most: int = 40) -> str:
+    """A value as a message shows it: as JSON (ASCII only, so a log or a reply can always hold
+    it), shortened to about `most` characters; a whole number of many digits says how many."""
+    if not isinstance(value, (str, int, float, bool, type(None))):
+        return type(value).__name__
+    try:
+        text = json.dumps(value)
+    except ValueError:  # (an integer of more digits than Python turns into text)
+        return "a whole number of thousands of digits"
+    if len(text) <= most:
+        return text
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{text[:20]}... (a number of {len(text.lstrip('-'))} digits)"
+    return text[: most - 3] + "..."
+
+
+def _check_text(value: str, where: str) -> None:
+    """Refuse a string that is not text: JSON may escape a lone UTF-16 surrogate (`\\ud800`),
+    which no UTF-8 file, journal or log can hold."""
+    if value.isascii():
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        code = ord(value[err.start])
+        raise ProtocolError(
+            f"{where} is not valid text: it holds a lone surrogate (\\u{code:04x}) at character {err.start + 1}"
+        ) from None
 
 
 # --- the messages ---------------------------------------------------------------------------
@@ -218,6 +248,8 @@ class _Cell(Spec):
         if value is None or isinstance(value, (bool, int, str)):
             if isinstance(value, str) and len(value) > 4096:
                 raise ProtocolError(f"{where} is longer than 4096 characters")
+            if isinstance(value, str):
+                _check_text(value, where)
             return value
         if isinstance(value, float) and math.isfinite(value):
             return value
@@ -228,6 +260,7 @@ class _Cell(Spec):
             for i, word in enumerate(value):
                 if len(word) > 4096:
                     raise ProtocolError(f"{where}[{i}] is longer than 4096 characters")
+                _check_text(word, f"{where}[{i}]")
             return value
         raise ProtocolError(f"{where} must be a number, string, boolean or list of strings, got {_show(value)}")
 

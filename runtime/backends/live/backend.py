@@ -307,13 +307,14 @@ class LiveBackend:
 
     # --- submitters ---
     def _on_submit(self, identity, seq, body, frame) -> None:
-        refused = refuses_submission(frame, self.nodes.refusals) or ("" if body["jobs"] else "no jobs in the submission")
+        refused = refuses_submission(frame) or ("" if body["jobs"] else "no jobs in the submission")
         if not refused:
             try:
                 ids = self.submissions.accept(body["jobs"], self.clock.now_s())
             except RoundhouseError as err:
                 refused = str(err)
-        if refused:
+        if refused:  # (logged as accepted ones are, at most a few lines a minute)
+            self.nodes.refusals.warn("submission", "refused a submission: %s (from %s)", refused, self.server.who(identity))
             self.server.send(identity, "error", reason=refused, ref=seq)
             return
         self.counters["submitted"] += len(ids)

@@ -290,6 +290,8 @@ class Nodes:
             log.error("refused registration: %s", reason)
             self.server.send(identity, "error", reason=reason)
             return
+        # Journaled first: a write that fails leaves the node as it was (not half registered).
+        self.journal.set_node(name, slot, body["address"], self.clock.now_s())
         if node is None:
             old = self.slots[slot]
             if old is not None:
@@ -310,7 +312,6 @@ class Nodes:
         node.key = key
         node.stopping = node.asked = False  # (an agent back after stopping serves again)
         self.by_identity[identity] = node
-        self.journal.set_node(name, node.slot, node.address, self.clock.now_s())
         self.stopped.discard(name)
         if not node.online:
             node.online = True
@@ -360,15 +361,13 @@ class Nodes:
         return node
 
 
-def refuses_submission(frame, refusals: RefusalLog) -> str:
+def refuses_submission(frame) -> str:
     """Why a submission may not be taken from the key it came with ("" if it may): a node's
     key lies on the node, so it gives no say over the queue. A key made before roles may."""
     key, role = key_of_user_id(_key_of(frame))
     if role != AGENT:
         return ""
-    reason = f"the key of agent {key} submits no jobs: submit with a submitter's key (`roundhouse keys DIR --submitters NAME`)"
-    refusals.warn("agent-submit", "refused a submission: %s", reason)
-    return reason
+    return f"the key of agent {key} submits no jobs: submit with a submitter's key (`roundhouse keys DIR --submitters NAME`)"
 
 
 def _held_back(nodes: Nodes, node: Node, identity: bytes, session: str) -> bool:

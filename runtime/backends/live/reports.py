@@ -210,11 +210,12 @@ class Reports:
             self.server.send(identity, "error", reason=reason, ref=seq)
             return
         body = self._clamped(att, node, body)
+        received_s = books.clock.now_s()
+        self.journal.add_exit(node.name, received_s, body)  # (first: a write that fails changes nothing here)
         books.unconfirmed.discard(key)
         att.exits[body["rank"]] = body
         att.exit_wall[body["rank"]] = time.time()
-        att.last_exit_s = books.clock.now_s()
-        self.journal.add_exit(node.name, att.last_exit_s, body)
+        att.last_exit_s = received_s
         self.progress(att, body["iteration"], body.get("checkpoint"), body.get("checkpoint_iteration"))
         level = logging.INFO if body["outcome"] in ("done", "preempted") else logging.WARNING
         log.log(

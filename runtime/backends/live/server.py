@@ -121,7 +121,11 @@ class Server:
                     self._receive(frames)
             if self._monitor in ready:
                 self._drain_monitor()
-            duties()
+            try:
+                duties()
+            except Exception:  # as a handler's bug: log it, count it, carry on (the next wake-up tries again)
+                self.counters["handler_errors"] += 1
+                log.exception("error in the scheduler's periodic duties (heartbeat checks, takeovers)")
             self.flush()
 
     def _receive(self, frames) -> None:
@@ -132,10 +136,11 @@ class Server:
             if len(frames) != 2:
                 raise ProtocolError(f"expected one frame per message, got {len(frames) - 1}")
             type_, seq, body = protocol.decode(frames[1].buffer, frozenset(self.handlers))
-        except ProtocolError as err:
+        except Exception as err:  # (anything else a frame makes decoding raise is a refusal too)
+            reason = err.reason if isinstance(err, ProtocolError) else f"the message could not be read ({type(err).__name__})"
             self.counters["bad_messages"] += 1
-            self._refusals.warn("bad frame", "refused a message from %s: %s", self.who(identity), err.reason)
-            self.send(identity, "error", reason=err.reason, ref=err.seq)
+            self._refusals.warn("bad frame", "refused a message from %s: %s", self.who(identity), reason)
+            self.send(identity, "error", reason=reason, ref=getattr(err, "seq", None))
             return
         if not self._seqs.accept(identity, seq):
             self.counters["bad_messages"] += 1
@@ -178,8 +183,16 @@ class Server:
                 log.debug("a peer on %s hung up during the handshake", where)
 
     def send(self, identity: bytes, type_: str, **fields) -> bool:
-        """Send a message; False if its peer is gone (the socket has no route to it)."""
-        frame = protocol.encode(type_, self._seq.next(), **fields)
+        """Send a message; False if its peer is gone (the socket has no route to it). A reason
+        is cut to what the message carries; a message that cannot be encoded (a bug) is logged
+        and not sent."""
+        if isinstance(fields.get("reason"), str):
+            fields["reason"] = _carried(type_, fields["reason"])
+        try:
+            frame = protocol.encode(type_, self._seq.next(), **fields)
+        except Exception as err:
+            log.error("could not send %s to %s: %s", type_, self.who(identity), _carried("error", str(err), 300))
+            return True  # (the peer is not known to be gone)
         if self._socket is None:
             return True  # closed: nobody to send to
         try:
@@ -202,3 +215,12 @@ class Server:
         pending, self._after_commit = self._after_commit, []
         for identity, type_, fields in pending:
             self.send(identity, type_, **fields)
+
+
+def _carried(type_: str, reason: str, most: int | None = None) -> str:
+    """A reason as a `type_` message carries it: text (a lone surrogate escaped), cut to the
+    schema's length (or `most` characters) with "..." where it was cut."""
+    spec = protocol.SCHEMAS[type_].fields.get("reason") if type_ in protocol.SCHEMAS else None
+    most = most or (spec.max_len if isinstance(spec, protocol.Str) else 4000)
+    reason = reason.encode("utf-8", "backslashreplace").decode("utf-8")
+    return reason if len(reason) <= most else reason[: most - 3] + "..."
