@@ -222,7 +222,8 @@ def trace_jobs(path: str) -> tuple[list[dict], list[str]]:
     raw = raw.with_columns(pl.Series(_FILE_ORDER, range(raw.height)))
     frame = validated(raw, path, lines, added=added).sort(_FILE_ORDER).drop(_FILE_ORDER, "arrival_s")
     # The jobs the file gives no id are sent without one: the scheduler gives them the next free ids.
-    frame = frame.with_columns(job_id=pl.when(pl.Series(unnumbered)).then(None).otherwise(pl.col("job_id")))
+    if any(unnumbered):
+        frame = frame.with_columns(job_id=pl.when(pl.Series(unnumbered, dtype=pl.Boolean)).then(None).otherwise(pl.col("job_id")))
     return _job_dicts(frame), [f"{path}:{n}" for n in numbers]
 
 
