@@ -122,5 +122,13 @@ def reallocate(world: World, plan: Plan) -> None:
         partner = cols["partner"][rows] if world.co_holder is not None else None
         placement = held_placement(holders, cols["batch_used"][rows], partner, rows, cpus, memory)
         compute = np.empty(len(rows))
-        cols["rate"][rows] = world._rates(rows, placement, compute)
-        cols["compute_rate"][rows] = compute
+        rerated(cols, rows, world._rates(rows, placement, compute), compute)
+
+
+def rerated(cols: dict[str, np.ndarray], rows: np.ndarray, rate: np.ndarray, compute: np.ndarray) -> None:
+    """Running jobs whose rate changed on the GPUs and batch they hold (new CPU and memory, a
+    space-sharing partner gone): their goodput follows, as a launch or resize books it (their
+    batch, so their efficiency, is unchanged)."""
+    cols["rate"][rows] = rate
+    cols["compute_rate"][rows] = compute
+    cols["goodput"][rows] = rate

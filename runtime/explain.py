@@ -723,8 +723,8 @@ class _Places:
         for block in record._all_blocks(self.blocks):
             self._take(_records(block))
             self.blocks += 1
-        if len(record._chunks) > self.chunks:
-            self._take(join_chunks(record._chunks[self.chunks :], record._node))
+        for chunk in record._chunks[self.chunks :]:
+            self._take_chunk(chunk, record._node)
         self.chunks = len(record._chunks)
 
     def joined(self) -> None:
@@ -742,6 +742,25 @@ class _Places:
         last = at[len(rows) - 1 - last]
         self.count[cols["row"][last]] = cols["b"][last]
         self.machine[cols["row"][last]] = cols["a"][last]
+
+    def _take_chunk(self, chunk: tuple, node: np.ndarray | None) -> None:
+        """One chunk's placements, read as it was appended rather than joined first: a run whose
+        plans move jobs every round (Gavel's) asks after every plan, and a round leaves only a
+        few chunks."""
+        rows, key, a, b = chunk[1], chunk[2], chunk[3], chunk[4]
+        if isinstance(a, str):  # (_LAUNCH: b is the counts, then the GPUs and where each job's begin)
+            assert node is not None  # (set with the first launch)
+            self.count[rows] = b
+            self.machine[rows] = node[chunk[5][chunk[6]]]
+            return
+        if not isinstance(key, np.ndarray):
+            if _PLACED[key % _CODES]:
+                self.count[rows], self.machine[rows] = b, a
+            return
+        at = _PLACED.take(key % _CODES).nonzero()[0]
+        if len(at):
+            self.count[rows[at]] = b[at] if isinstance(b, np.ndarray) else b
+            self.machine[rows[at]] = a[at] if isinstance(a, np.ndarray) else a
 
     def changes(self, rows: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Jobs now on `counts` GPUs: per job, MOVED (as many GPUs as before) or RESIZED, and

@@ -18,7 +18,7 @@ import numpy as np
 
 from roundhouse.errors import Location
 from roundhouse.runtime import resizing, rowsets
-from roundhouse.runtime.allocation import close_allocations, launch_resources, reallocate, regain_shared
+from roundhouse.runtime.allocation import close_allocations, launch_resources, reallocate, regain_shared, rerated
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.plans import PlanCheck, PlanError
 from roundhouse.runtime.progress_log import ProgressLog
@@ -455,5 +455,4 @@ def leave_shared_gpus(world: World, rows: np.ndarray, freed: tuple[np.ndarray, n
         held = {"cpus": cols["cpus_held"][survivors], "memory_gb": cols["memory_held_gb"][survivors]}
         alone = Placement.of(np.concatenate(gpus), [len(g) for g in gpus], batch=cols["batch_used"][survivors], **held)
         compute = np.empty(len(survivors))
-        cols["rate"][survivors] = world._rates(survivors, alone, compute)
-        cols["compute_rate"][survivors] = compute
+        rerated(cols, survivors, world._rates(survivors, alone, compute), compute)
