@@ -201,8 +201,8 @@ class _Free:
     A placement is the tighter the fewer racks and then machines it spans: the communication
     model charges a spread job by its ring at each tier (the most machines it has in one rack,
     the racks it spans), whatever its model. So within a rack GPUs are taken from the fewest
-    machines (those with the most GPUs on offer first), and across racks from the fewest racks
-    (every machine with GPUs on offer in all but the last, the fewest machines in the last).
+    machines (those with the most GPUs on offer first), and across racks from the fewest racks,
+    as few machines in any one rack as those racks allow.
 
     With lease release, `cost` gives each offered GPU the price of taking it: 0 for an idle
     GPU, else the higher the better the job that held it ranks. Among placements as tight,
@@ -296,11 +296,33 @@ class _Free:
 
     def across_racks(self, demand: int) -> np.ndarray:
         """The machines to take `demand` GPUs from anywhere (room for it on offer): the
-        fewest racks, every machine with GPUs on offer in all but the last, the fewest in it."""
-        racks = self.fewest(self.rack, None if self.cost is None else self.idle_rack, demand)
-        full = np.isin(self.cluster.node_rack, racks[:-1]) & (self.node > 0)
-        left = demand - int(self.rack[racks[:-1]].sum())
-        return np.concatenate([np.flatnonzero(full), self.in_rack(int(racks[-1]), left)])
+        fewest racks, and in them as few machines in any one rack as those racks allow (the
+        communication model's ring at the rack tier): for the least m that does, the m machines
+        of each rack with the most GPUs on offer, all of them in all racks but the last, the
+        fewest in it."""
+        idle = None if self.cost is None else self.idle_rack
+        least = len(self.fewest(self.rack, idle, demand))
+        node_rack = self.cluster.node_rack
+        # Each rack's machines, the most on offer first (the most idle, then the lowest-numbered,
+        # among equals), and each one's place in its rack.
+        idle_node = np.zeros_like(self.node) if self.cost is None else self.idle_node
+        order = np.lexsort((np.arange(len(node_rack)), -idle_node, -self.node, node_rack))
+        rack = node_rack[order]
+        place = np.arange(len(order)) - np.searchsorted(rack, rack)
+        for m in range(1, int(place.max()) + 2):  # (the last: every machine of every rack)
+            top = place < m
+            room = np.bincount(rack[top], weights=self.node[order[top]], minlength=self.cluster.n_racks).astype(np.int64)
+            if room.sum() < demand:
+                continue
+            room_idle = None
+            if idle is not None:
+                room_idle = np.bincount(rack[top], weights=idle_node[order[top]], minlength=self.cluster.n_racks).astype(np.int64)
+            racks = self.fewest(room, room_idle, demand)
+            if len(racks) == least:
+                break
+        full = order[top & np.isin(rack, racks[:-1]) & (self.node[order] > 0)]
+        left = demand - int(room[racks[:-1]].sum())
+        return np.concatenate([np.sort(full), self.in_rack(int(racks[-1]), left)])
 
     def tighter(self, own: np.ndarray, demand: int):
         """(GPU ids, level), not yet taken, of a placement on offer tighter than the GPUs `own`
@@ -355,6 +377,35 @@ class _Free:
             np.subtract.at(self.idle_rack, racks[idle], 1)
 
 
+def fewest_machines_in_rack(cluster, available: np.ndarray, rack: int, demand: int) -> np.ndarray:
+    """`demand` GPUs marked in `available` (`rack` has room for them) on the fewest machines of
+    `rack`: those with the most available first, the lowest-numbered among equals, and on them
+    the lowest-numbered GPUs (DelayPlacer's choice within a rack, for other placers)."""
+    free = _Free(cluster, available)
+    return free.cheapest(free.in_rack(rack, demand), demand)
+
+
+def tightest_rack(cluster, available: np.ndarray, demand: int) -> int:
+    """The rack whose GPUs marked in `available` hold `demand` on the fewest machines; among
+    equals the one with the fewest such GPUs (best fit), then the lowest-numbered; -1 if no
+    rack has room."""
+    free = _Free(cluster, available)
+    fits = np.flatnonzero(free.rack >= demand)
+    if not len(fits):
+        return -1
+    needed = free.machines_needed(free.node, demand)[fits]
+    return int(fits[np.lexsort((fits, free.rack[fits], needed))[0]])
+
+
+def fewest_racks(cluster, available: np.ndarray, demand: int) -> np.ndarray:
+    """The `demand` lowest-numbered GPUs marked in `available` (room for them in all) within
+    the fewest racks that hold them: those with the most available first, the lowest-numbered
+    among equals. No fewer racks hold them, so the GPUs span every one of these."""
+    free = _Free(cluster, available)
+    racks = free.fewest(free.rack, None, demand)
+    return np.flatnonzero(available & np.isin(cluster.gpu_rack, racks))[:demand]
+
+
 @element
 class DelayPlacer(Placer):
     """Dally's placement: offer free GPUs to waiting jobs in ranking order, each waiting a
@@ -368,10 +419,10 @@ class DelayPlacer(Placer):
     the same clock as T_Mc, so it is the total wait. A job that cannot fit in one machine has
     T_Mc = 0; one that cannot fit in one rack has both timers 0. Within a rack a job takes the
     fewest machines (those with the most free GPUs first), in the rack that needs the fewest;
-    across racks, the fewest racks (and in the last of them the fewest machines): the
-    communication model charges a spread job by the machines and racks it spans. (Dally's code
-    takes the first fit at every level; the first machine with room is taken here too, and
-    among equals the lowest-numbered GPUs.) A job wanting more GPUs than are still on offer is
+    across racks, the fewest racks (and in them as few machines in any one rack as they
+    allow): the communication model charges a spread job by the machines and racks it spans.
+    (Dally's code takes the first fit at every level; the first machine with room is taken here
+    too, and among equals the lowest-numbered GPUs.) A job wanting more GPUs than are still on offer is
     passed over when the ranking allows backfilling (NetworkSensitive's does); otherwise no job
     below it starts, as in a strict queue. A job that declines an offer never holds up the jobs
     below it: the next job taking what it declined is what delay scheduling is.

@@ -92,14 +92,15 @@ class SynergyTune(_Allocator):
     never less than they need of the GPU-proportional share.
 
     Each job's demand is its model's best-case vector in the sensitivity profile (the fewest
-    cores, then the least memory, at which it reaches its top speed; traces/resources.py),
-    times its GPUs; a job whose model has no profile asks for its trace's `cpus` and
-    `memory_gb`, else for the proportional share. A job's demand is capped, per resource, at the
-    largest total whose spread over its machines fits each of them (a machine that takes a
-    quarter of a job's allocation caps it at four times the machine's cores and memory). Its
-    fallback is the proportional share when it demands more than that of either resource, else
-    its demand (a job that needs less than its share leaves the rest to others: the spare
-    Synergy hands on).
+    cores, then the least memory, at which it reaches its top speed; traces/resources.py), times
+    its GPUs; a job whose model has no profile asks for its trace's `cpus` and `memory_gb` per
+    GPU of its trace's `gpus`, times its GPUs (so a job resized, or launched on another GPU
+    count, asks for as much per GPU), else for the proportional share. A job's demand is capped,
+    per resource, at the largest total whose spread over its machines fits each of them (a
+    machine that takes a quarter of a job's allocation caps it at four times the machine's cores
+    and memory). Its fallback is the proportional share when it demands more than that of either
+    resource, else its demand (a job that needs less than its share leaves the rest to others:
+    the spare Synergy hands on).
 
     Every round in which jobs start, stop or move, all running jobs first get their fallbacks, which always fit
     (the fallbacks never exceed the proportional shares). The spare left on each machine then
@@ -407,13 +408,17 @@ def machine_weights(per_node: np.ndarray, node_share: np.ndarray) -> np.ndarray:
 
 
 def best_case(ctx: RoundContext, rows: np.ndarray, counts: np.ndarray, fair: np.ndarray) -> np.ndarray:
-    """(jobs, 2): each job's best-case CPU cores and GB of memory, all its GPUs together: its
-    model's from the sensitivity profile, else its trace's `cpus` and `memory_gb`, else `fair`."""
+    """(jobs, 2): each job's best-case CPU cores and GB of memory, all its GPUs together
+    (`counts`, the GPUs it holds once the plan is carried out): its model's from the
+    sensitivity profile, else its trace's `cpus` and `memory_gb` per GPU it asked for (its
+    `gpus`) times its GPUs, else `fair`. (A job resized, or launched on another GPU count than
+    it asked for, asks for as much per GPU as its trace says, not for the trace's total.)"""
     jobs = ctx.jobs
     demand = fair.copy()
+    scale = counts / np.maximum(jobs.column("gpus")[rows], 1)
     for column, k in (("cpus", 0), ("memory_gb", 1)):
         if jobs.has_column(column):
-            asked = jobs.column(column)[rows]
+            asked = jobs.column(column)[rows] * scale
             demand[:, k] = np.where(np.isnan(asked), demand[:, k], asked)
     model = jobs.column("resource_model")[rows] if jobs.has_column("resource_model") else np.full(len(rows), -1)
     known = model >= 0

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
+from roundhouse.elements.placement.dally import fewest_machines_in_rack, fewest_racks, tightest_rack
 from roundhouse.elements.placement.packing import _of_type, choose_consolidated, first_on_node
 from roundhouse.elements.placement.placer import Placer
 from roundhouse.errors import SchedError
@@ -156,16 +157,24 @@ class TiresiasDally(_Selective):
     the others placed on the first machine, rack or cluster-wide set of free GPUs that holds them.
 
     A job of a model in `high_skew` (Dally's Table I labels VGG11, AlexNet and MobileNetV3 high
-    skew; any spelling the communication profile knows) takes the machine with the fewest free GPUs that holds it (a job larger than a machine:
-    the fullest rack that holds it; larger than a rack: the lowest-numbered free GPUs), and
-    otherwise waits, however long: Tiresias has no timer that relaxes consolidation. Every
-    other job takes the first machine with room, else the first rack with room, else the
-    lowest-numbered free GPUs, at once, whatever the tier. Pair it with Las (continuous 2D
-    attained service, GPUs x time, lowest first), not with TiresiasLas' discrete queues: Dally's
-    Tiresias orders jobs by their attained service itself. Running jobs the ranking no longer
-    selects are preempted (the Placer steps). Dally's simulator also lets a high-skew job fall
-    back to a rack when eight or more GPUs are free; that quirk is not reproduced. On a cluster
-    without network tiers no job has a communication profile, so none is consolidated.
+    skew; any spelling the communication profile knows) takes the machine with the fewest free
+    GPUs that holds it (a job larger than a machine: the fewest machines of the rack that holds
+    it on the fewest, the fullest rack among equals; larger than a rack: the fewest racks), and
+    otherwise waits, however long: Tiresias has no timer that relaxes consolidation. Every other
+    job takes the first machine with room, else the fewest machines of the first rack with
+    room, else the fewest racks, at once, whatever the tier. Machines (and racks) with the most
+    free GPUs come first, the lowest-numbered among equals, and a job takes the lowest-numbered
+    free GPUs of those chosen. For a job larger than a machine, Dally's simulator takes the rack
+    with the fewest free GPUs (high skew) or the first with room, and there, or across the
+    cluster, the first free GPUs in its own order, which can spread a job over more machines or
+    racks than it needs while fewer have room; as DelayPlacer, this baseline does not, so that
+    the two differ in when they relax consolidation, not in how tightly they place within a
+    tier. Pair it with Las (continuous 2D attained service, GPUs x time, lowest first), not with
+    TiresiasLas' discrete queues: Dally's Tiresias orders jobs by their attained service itself.
+    Running jobs the ranking no longer selects are preempted (the Placer steps). Dally's
+    simulator also lets a high-skew job fall back to a rack when eight or more GPUs are free;
+    that quirk is not reproduced. On a cluster without network tiers no job has a communication
+    profile, so none is consolidated.
 
     Arguments:
         high_skew: the models consolidated (names in the communication profile).
@@ -206,11 +215,11 @@ class TiresiasDally(_Selective):
             if one_node and want <= cluster.max_gpus_per_node:
                 continue  # consolidated on one machine or not at all
             per_rack = np.bincount(cluster.gpu_rack[mask], minlength=cluster.n_racks)
-            rack = pick(per_rack, want)
+            rack = tightest_rack(cluster, mask, want) if one_node else _first_with_room(per_rack, want)
             if rack >= 0:
-                return np.flatnonzero(mask & (cluster.gpu_rack == rack))[:want]
+                return fewest_machines_in_rack(cluster, mask, rack, want)
             if one_node and want <= int(np.bincount(cluster.gpu_rack).max()):
                 continue
             if per_node.sum() >= want:
-                return np.flatnonzero(mask)[:want]
+                return fewest_racks(cluster, mask, want)
         return None
