@@ -10,6 +10,7 @@ import numpy as np
 
 from roundhouse.elements.policies.base import Policy
 from roundhouse.runtime.element import element
+from roundhouse.runtime.rowsets import index_in
 from roundhouse.runtime.types import Active, Ranking
 from roundhouse.runtime.values import at_most, non_negative, positive
 
@@ -73,6 +74,127 @@ def _fit_on(x, loss, valid, floor):
     return error, b0, b1
 
 
+_NO_ROOM = np.iinfo(np.int64).max
+
+
+class _Layout:
+    """Where a consolidating placer puts the jobs of Optimus' counts, worked out from what the
+    round context shows every element (who holds which GPU, the cluster's nodes), as
+    docs/semantics.md (Placement) states the placer's steps: a running job asked for the count
+    it holds keeps its GPUs; the others are packed on the GPUs left, largest first (ties in
+    ranking order), each on the node with the fewest available GPUs that holds it, one larger
+    than a node on the fewest nodes, those with the most available first. Every job asks for
+    one node, so a count no node has room for would leave the job without GPUs."""
+
+    def __init__(self, ctx: RoundContext, active: Active, order: np.ndarray):
+        cluster = ctx.cluster
+        self.size = cluster.max_gpus_per_node
+        online = np.ones(cluster.n_gpus, dtype=bool) if ctx.online is None else np.asarray(ctx.online, dtype=bool)
+        self.room = cluster.per_node(online)
+        self.total = int(self.room.sum())
+        self._cluster = cluster
+        self._at = np.where(online, index_in(ctx.holder, active.rows), -1)  # each GPU's holder, by place in `active`
+        n, mine = len(active), self._at >= 0
+        low, high = np.full(n, cluster.n_nodes), np.full(n, -1)
+        np.minimum.at(low, self._at[mine], cluster.gpu_node[mine])
+        np.maximum.at(high, self._at[mine], cluster.gpu_node[mine])
+        self._home = np.where(low == high, high, -1)  # the one node each running job is on (-1: none, or several)
+        self._rank = np.empty(n, dtype=np.int64)
+        self._rank[order] = np.arange(n)
+        self.left, self.node = self.room.copy(), self._home.copy()
+        self.no_room = np.zeros(n, dtype=bool)  # jobs whose count found no room, at some point
+
+    def fit(self, alloc, given, held, base, options, counts) -> bool:
+        """Pack the counts; where one finds no room, a running job goes back to the count it
+        holds; a waiting job given extra GPUs goes down to the largest of its `options` (jobs,
+        counts) that fits the room left; one at its first allocation takes extra GPUs back
+        from another job (those not running before those running, the lowest ranked first),
+        since every job gets its first allocation before any gets more. Again until every count
+        finds room. A job none of that helps (one that runs only on the GPUs it asked for)
+        keeps its count and is left to the placer, which may preempt jobs ranked below it, as
+        for any job. Returns whether any count was cut."""
+        kept = given & (held > 0) & (alloc == held)
+        left_out = ~given | (alloc <= 0)
+        cut = False
+        while True:
+            todo = np.flatnonzero(~kept & ~left_out)
+            failed = self._pack(alloc, kept, todo[np.lexsort((self._rank[todo], -alloc[todo]))])
+            self.no_room[failed] = True
+            back = [i for i in failed if held[i] > 0]
+            if back:
+                alloc[back], kept[back], cut = held[back], True, True
+                continue
+            if not failed:
+                return cut
+            i = failed[0]
+            fits = options[i] & (counts < alloc[i]) & (counts <= self.left.max())
+            donors = np.flatnonzero(given & ~left_out & (alloc > base))
+            if alloc[i] > base[i] and fits.any():
+                alloc[i] = counts[fits][-1]
+            elif len(donors):
+                j = donors[np.lexsort((-self._rank[donors], kept[donors]))[0]]
+                alloc[j], kept[j] = counts[options[j] & (counts < alloc[j])][-1], False
+            else:
+                left_out[i] = True
+                continue
+            cut = True
+
+    def _pack(self, alloc, kept, todo) -> list[int]:
+        """Place the jobs of `todo` in that order beside the `kept` ones; returns those that found no room."""
+        self.left = self.room - self._cluster.per_node(np.append(kept, False)[self._at])
+        self.node = np.where(kept, self._home, -1)
+        failed = []
+        for i in todo.tolist():
+            want = int(alloc[i])
+            if want <= self.size:
+                fits = np.where(self.left >= want, self.left, _NO_ROOM)
+                best = int(np.argmin(fits))
+                if fits[best] == _NO_ROOM:
+                    failed.append(i)
+                    continue
+                self.left[best] -= want
+                self.node[i] = best
+                continue
+            most = np.argsort(-self.left, kind="stable")[: -(-want // self.size)]
+            if int(self.left[most].sum()) < want:
+                failed.append(i)
+                continue
+            for m in most.tolist():
+                took = min(int(self.left[m]), want)
+                self.left[m] -= took
+                want -= took
+        return failed
+
+    def reachable(self, rows, have, counts) -> np.ndarray:
+        """(rows, counts): the counts each job, packed with `have` GPUs, could find room for now,
+        on its own node or on another (room only shrinks as GPUs are handed out)."""
+        home = self.node[rows]
+        own = np.where((home >= 0) & (have > 0), self.left[home], -1)
+        grow = counts[None, :] - have[:, None] <= own[:, None]
+        return (grow | (counts[None, :] <= self.left.max())) & (counts[None, :] <= self.size)
+
+    def take(self, i: int, held: int, want: int) -> bool:
+        """Whether job `i`, packed with `held` GPUs (0: none), finds room for `want` on one node:
+        on its own, else on the node with the fewest left that holds it; if so, takes it."""
+        home = int(self.node[i]) if held else -1
+        if want > self.size:
+            return False
+        if home >= 0 and self.left[home] >= want - held:
+            self.left[home] -= want - held
+            return True
+        fits = np.where(self.left >= want, self.left, _NO_ROOM)
+        if home >= 0:
+            fits[home] = _NO_ROOM
+        best = int(np.argmin(fits))
+        if fits[best] == _NO_ROOM:
+            return False
+        self.left[best] -= want
+        if home >= 0:
+            self.left[home] += held
+        self.node[i] = best
+        return True
+
+
 @element
 class Optimus(Policy):
     """Optimus: give GPUs where they bring jobs closest to convergence, soonest.
@@ -96,6 +218,14 @@ class Optimus(Policy):
     given more runs faster, so its gain falls below the other's). Free GPUs still go to a
     step that saves more than its restart costs.
 
+    Every count is one a node has room for, as a consolidating placer would pack the jobs
+    (worked out from who holds which GPU). A running job whose new count would find no room
+    keeps the GPUs it holds (no job is suspended, or preempted, for a resize that cannot
+    happen); a waiting job gets the largest of its counts that finds room, taking extra GPUs
+    back from other jobs if its first allocation finds none; GPUs this leaves go out again,
+    each step to a count that finds room (otherwise a job asked for 4 GPUs while the free
+    ones are scattered 1 to 3 per node would get none).
+
     Differs from Blox's code (schedulers/optimus.py), which starts each job at the GPUs it
     asked for and hands free GPUs out one at a time, round-robin in order of remaining time:
     here extra GPUs follow marginal gains (the drop in remaining time per GPU), as Optimus'
@@ -112,6 +242,8 @@ class Optimus(Policy):
     Counters:
         fitted: jobs whose remaining work comes from a fitted curve this round.
         extra_gpus: GPUs given beyond each job's first allocation this round.
+        no_room: job rounds so far in which a job's chosen count would have found no room on a
+            node, so that it kept what it held or got a count that does.
     Cost: O(n g) over the pool's jobs n and candidate GPU counts g (marginal gains, greedy), plus a
         sort, O(n log n).
     See also: Srtf, Themis, Consolidated, LossTermination
@@ -140,7 +272,7 @@ class Optimus(Policy):
         self._counts_list = self._counts.tolist()
         self._speed = np.zeros((0, len(self._counts)))
         self._elastic = np.zeros(0, dtype=bool)
-        self.counters.update(fitted=0, extra_gpus=0)
+        self.counters.update(fitted=0, extra_gpus=0, no_room=0)
 
     # --- loss samples ---
     def _record(self, ctx: RoundContext, active: Active) -> None:
@@ -250,10 +382,44 @@ class Optimus(Policy):
         if free > 0 and len(grow):
             keep = self._keep(ctx, active.held[grow], speed[grow], usable[grow], remaining[grow])
             extra = self._spread_extra(speed[grow], usable[grow], first[grow], remaining[grow], alloc, grow, free, keep)
+        moving = given & (alloc != active.held) & (alloc > 1)
+        if np.count_nonzero(moving):  # (jobs of one GPU, each, find room wherever GPUs are left)
+            self._placeable(ctx, active, alloc, given, base, order, speed, usable, elastic, remaining)
+            extra = int(np.maximum(alloc - base, 0)[given & elastic].sum())
         self.counters["extra_gpus"] = extra
         rank = np.concatenate([order[given[order]], order[~given[order]]])
         want = np.where(given, alloc, base)[rank]
         return Ranking(active.rows[rank], want, consolidate=np.ones(n, dtype=bool), backfill=True)
+
+    def _placeable(self, ctx, active, alloc, given, base, order, speed, usable, elastic, remaining) -> None:
+        """Make the counts ones a consolidating placer can hold (`_Layout.fit`); the GPUs this
+        leaves go first to waiting jobs not given any, in order, then as extra GPUs, each step
+        to a count that finds room, and the counts are checked again. Updates `alloc` and
+        `given`."""
+        counts = self._counts
+        layout = _Layout(ctx, active, order)
+        held = active.held
+        options = np.where(elastic[:, None], usable, counts[None, :] == base[:, None])
+        for _ in range(3):
+            if not layout.fit(alloc, given, held, base, options, counts):
+                break  # every count found room: nothing was cut
+            free = layout.total - int(alloc[given].sum())
+            added = 0
+            for i in order[~given[order]].tolist():
+                if 0 < base[i] <= free and layout.take(i, 0, int(base[i])):
+                    alloc[i], given[i], free, added = base[i], True, free - int(base[i]), added + 1
+            grow = np.flatnonzero(given & elastic)
+            level = np.minimum(np.searchsorted(counts, alloc[grow]), len(counts) - 1)
+            grow, level = grow[counts[level] == alloc[grow]], level[counts[level] == alloc[grow]]
+            if free > 0 and len(grow):
+                keep = self._keep(ctx, held[grow], speed[grow], usable[grow], remaining[grow])
+                reach = usable[grow] & layout.reachable(grow, alloc[grow], counts)
+                added += self._spread_extra(speed[grow], reach, level, remaining[grow], alloc, grow, free, keep, layout.take)
+            if not added:
+                break
+        else:
+            layout.fit(alloc, given, held, base, options, counts)
+        self.counters["no_room"] += int(np.count_nonzero(layout.no_room))
 
     def _keep(self, ctx: RoundContext, held, speed, usable, remaining) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What changing each running job's GPU count costs, as (count index it holds, or -1;
@@ -270,11 +436,12 @@ class Optimus(Policy):
         margin = np.where(holds, restart + self.hysteresis * np.nan_to_num(left), 0.0)
         return hold, np.where(holds, restart, 0.0), margin
 
-    def _spread_extra(self, speed, usable, level, remaining, alloc, grow, free, keep) -> int:
+    def _spread_extra(self, speed, usable, level, remaining, alloc, grow, free, keep, room=None) -> int:
         """Give `free` GPUs, a step at a time, to the job (of `grow`) and larger GPU count whose
         remaining time drops the most per extra GPU, a running job's change of count charged
         its restart and the hysteresis (`keep`, from `_keep`); only steps that save more time
-        than the restart costs are taken. Updates `alloc`; returns the GPUs given."""
+        than the restart costs are taken, and with `room` (`_Layout.take`) only steps to a
+        count that finds room. Updates `alloc`; returns the GPUs given."""
         counts = self._counts
         k = len(counts)
         gain, real = self._gains(speed, usable, level, remaining, keep)
@@ -287,6 +454,9 @@ class Optimus(Policy):
             if not masked[j, to] > -np.inf:
                 break
             added = int(step[j, to])
+            if room is not None and not room(int(grow[j]), int(alloc[grow[j]]), int(counts[to])):
+                gain[j, to] = -np.inf
+                continue
             alloc[grow[j]] += added
             level[j] = to
             free -= added
