@@ -21,8 +21,9 @@ A restarted scheduler replays the rounds through the same graph (elements keep p
 state, which replay rebuilds exactly), then takes the running jobs back from re-registering
 agents. The file uses write-ahead logging, so a crash loses nothing that was committed.
 
-What is read back is checked: its tables and their columns as the file is opened (to read or
-to write), `meta`, `rounds` (each round's time too) and the submissions as read, and what only
+What is read back is checked: its pages (SQLite's quick check), tables and their columns as
+the file is opened (to read or to write), `meta`, `rounds` (each round's time too), the
+submissions and attempts as read (text SQLite cannot read included), and what only
 the run's jobs show as its rounds replay (records.py's `replayed`): a journal changed by hand
 or damaged is refused with a UsageError naming the file, the table, the round or job, and what
 is wrong, before anything is written to it.
@@ -146,6 +147,7 @@ class Journal:
             else:
                 self.db = sqlite3.connect(f"{uri}?mode=rwc", uri=True, isolation_level=None, check_same_thread=False)
             _check_tables(self, read_only)  # (before anything is created in it, or read from it)
+            _check_pages(self)
             if not read_only:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
@@ -166,7 +168,9 @@ class Journal:
     def meta(self) -> dict[str, Any]:
         """The run's facts (none before it begins), checked: a journal of another schema, or
         a value of the wrong kind, is a UsageError."""
-        meta = {key: self._json(value, "meta", f"key {key!r}") for key, value in self.db.execute("SELECT key, value FROM meta")}
+        meta = {
+            key: self._json(value, "meta", f"key {key!r}") for key, value in self._read("meta", "SELECT key, value FROM meta")
+        }
         if not meta:
             return meta
         if meta.get("schema") != SCHEMA_VERSION:
@@ -182,6 +186,7 @@ class Journal:
         """The journal's meta ({} before a run begins), checked to be this run's: a journal of
         another graph or cluster is refused before anything of it (its nodes) is read."""
         old = self.meta()
+        _check_begun(self, old)
         for key in ("graph_digest", "cluster", "round_s"):
             if old and old.get(key) != meta.get(key):
                 raise UsageError(
@@ -209,7 +214,7 @@ class Journal:
         it is read: the record's shape (runtime/backends/live/records.py), the time never going
         back, each job delivered and finished once, a delivered job's submission in its table."""
         check = _Rounds(self.submission_ids(), self.meta().get("round_s"))
-        for k, now, text in self.db.execute("SELECT k, now, record FROM rounds ORDER BY k"):
+        for k, now, text in self._read("rounds", "SELECT k, now, record FROM rounds ORDER BY k"):
             record = self._json(text, "rounds", f"round {k}")
             try:
                 check(k, now, record)
@@ -229,10 +234,10 @@ class Journal:
         self.db.execute("INSERT INTO submissions VALUES (?, ?, ?, NULL)", (job_id, json.dumps(spec), received_s))
 
     def submission_ids(self) -> set[int]:
-        return {r[0] for r in self.db.execute("SELECT job_id FROM submissions")}
+        return {r[0] for r in self._read("submissions", "SELECT job_id FROM submissions")}
 
     def pending_submissions(self) -> list[tuple[int, dict, float]]:
-        rows = self.db.execute("SELECT job_id, spec, received_s FROM submissions WHERE round IS NULL ORDER BY rowid")
+        rows = self._read("submissions", "SELECT job_id, spec, received_s FROM submissions WHERE round IS NULL ORDER BY rowid")
         return [self._submission(*row) for row in rows]
 
     def delivered(self, ids: list[int]) -> pl.DataFrame:
@@ -247,6 +252,13 @@ class Journal:
         if not _is_number(received_s):
             raise self.damaged("submissions", f"job {job_id}", f"its time received {received_s!r} is not a number")
         return job_id, spec, received_s
+
+    def _read(self, table: str, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
+        """Every row a query of `table` reads; what SQLite cannot read (a damaged page, text not UTF-8) is a damaged journal."""
+        try:
+            return self.db.execute(sql, tuple(args)).fetchall()
+        except sqlite3.DatabaseError as err:
+            raise self.damaged(table, "its rows", f"SQLite cannot read them ({err})") from None
 
     def _json(self, text: Any, table: str, where: str) -> Any:
         try:
@@ -312,18 +324,9 @@ class Journal:
         )
 
     def attempts(self, job_id: int | None = None) -> list[AttemptRow]:
+        """Table attempts' rows (of one job, if given), checked as read (`_checked_attempts`)."""
         query = "SELECT * FROM attempts" + (" WHERE job_id = ?" if job_id is not None else "") + " ORDER BY job_id, attempt"
-        rows = self.db.execute(query, () if job_id is None else (job_id,))
-        out = []
-        for r in rows:
-            where = f"job {r[0]} attempt {r[1]}"
-            gpus, nodes = self._json(r[3], "attempts", where), self._json(r[4], "attempts", where)
-            if not isinstance(gpus, list) or not all(type(g) is int and g >= 0 for g in gpus):
-                raise self.damaged("attempts", where, f"gpus {_shown(gpus)} is not a list of GPU ids")
-            if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
-                raise self.damaged("attempts", where, f"nodes {_shown(nodes)} is not a list of node names")
-            out.append(AttemptRow(r[0], r[1], r[2], gpus, nodes, r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13]))
-        return out
+        return _checked_attempts(self, self._read("attempts", query, () if job_id is None else (job_id,)))
 
     # --- shapes ---
     def add_shape(self, s: ShapeRow) -> None:
@@ -338,17 +341,9 @@ class Journal:
     def shapes(self) -> dict[tuple[int, int], list[ShapeRow]]:
         """Every attempt's shapes by (job id, attempt), in generation order, checked as they
         are read; none for a journal written before shapes were kept."""
-        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'shapes'").fetchone():
+        if not self._read("shapes", "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'shapes'"):
             return {}
-        out: dict[tuple[int, int], list[ShapeRow]] = {}
-        for r in self.db.execute("SELECT * FROM shapes ORDER BY job_id, attempt, generation"):
-            where = f"job {r[0]} attempt {r[1]} generation {r[2]}"
-            gpus, nodes = self._json(r[4], "shapes", where), self._json(r[5], "shapes", where)
-            if wrong := _shape_problem(r, gpus, nodes):
-                raise self.damaged("shapes", where, wrong)
-            shape = ShapeRow(r[0], r[1], r[2], r[3], gpus, nodes, r[6], r[7], float(r[8]), r[9], r[10])
-            out.setdefault((r[0], r[1]), []).append(shape)
-        return out
+        return _checked_shapes(self, self._read("shapes", "SELECT * FROM shapes ORDER BY job_id, attempt, generation"))
 
     def add_exit(self, node: str, received_s: float, body: dict) -> None:
         self._begin()
@@ -393,7 +388,7 @@ class Journal:
     def nodes(self, n_slots: int | None = None) -> dict[str, tuple[int, str]]:
         """Which node of the cluster (0 to `n_slots` - 1, if given) each journaled agent fills,
         and its address, checked as read (`_checked_nodes`)."""
-        return _checked_nodes(self, self.db.execute("SELECT name, slot, address FROM nodes ORDER BY rowid"), n_slots)
+        return _checked_nodes(self, self._read("nodes", "SELECT name, slot, address FROM nodes ORDER BY rowid"), n_slots)
 
     # --- transactions ---
     def _begin(self) -> None:
@@ -425,7 +420,7 @@ class Journal:
         """Whether it holds nothing of a run: none begun, no submission accepted. (The nodes of a
         run that never began are not kept for it: their agents register again.)"""
         tables = ("meta", "rounds", "submissions", "attempts", "exits")
-        return not any(self.db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() for table in tables)
+        return not any(self._read(table, f"SELECT 1 FROM {table} LIMIT 1") for table in tables)
 
     def remove(self) -> None:
         """Delete the closed journal's files (SQLite's write-ahead log and index beside it)."""
@@ -443,8 +438,8 @@ def _delivered(journal: Journal, ids: list[int]) -> pl.DataFrame:
     for i in range(0, len(ids), 500):
         chunk = ids[i : i + 500]
         marks = ",".join("?" * len(chunk))
-        for job_id, spec, t in journal.db.execute(
-            f"SELECT job_id, spec, received_s FROM submissions WHERE job_id IN ({marks})", chunk
+        for job_id, spec, t in journal._read(
+            "submissions", f"SELECT job_id, spec, received_s FROM submissions WHERE job_id IN ({marks})", chunk
         ):
             got[job_id] = journal._submission(job_id, spec, t)
     for i in ids:
@@ -463,11 +458,82 @@ def _delivered(journal: Journal, ids: list[int]) -> pl.DataFrame:
         ) from None
 
 
+def attempted_ids(journal: Journal) -> set[int]:
+    """The job ids of table attempts, checked to be job ids."""
+    ids = {r[0] for r in journal._read("attempts", "SELECT DISTINCT job_id FROM attempts")}
+    for job_id in ids:
+        if type(job_id) is not int or job_id < 0:
+            raise journal.damaged(
+                "attempts", f"job {_cell(job_id)}", f"job_id {_cell(job_id)} is not a job id (a whole number, 0 or more)"
+            )
+    return ids
+
+
+def check_deliveries(journal: Journal, rounds: Iterable[tuple[int, float, dict]]) -> None:
+    """Refuse submissions whose delivering round (column `round`) is not the journaled round
+    that delivered them (`rounds`, as read): one marked pending that a round delivered would be
+    delivered again, as a second job of its id; one marked delivered that no round delivered
+    would never run."""
+    by_round = {job: k for k, _, record in rounds for job in record["submitted"]}
+    marked = dict(journal._read("submissions", "SELECT job_id, round FROM submissions WHERE round IS NOT NULL"))
+    for job, k in by_round.items():
+        if marked.get(job) != k:
+            said = "it is pending" if job not in marked else f"round {_cell(marked[job])} delivered it"
+            raise journal.damaged("submissions", f"job {job}", f"{said}, says its row, but round {k} delivered it")
+    for job, k in marked.items():
+        if job not in by_round:
+            raise journal.damaged("submissions", f"job {job}", f"round {_cell(k)} delivered it, says its row, but no round did")
+
+
+def _checked_attempts(journal: Journal, rows: list[tuple]) -> list[AttemptRow]:
+    """Table attempts' rows checked: their GPUs and nodes as lists, every other value of its
+    kind (`_attempt_problem`)."""
+    out = []
+    for r in rows:
+        where = f"job {r[0]} attempt {r[1]}"
+        gpus, nodes = journal._json(r[3], "attempts", where), journal._json(r[4], "attempts", where)
+        if not isinstance(gpus, list) or not all(type(g) is int and g >= 0 for g in gpus):
+            raise journal.damaged("attempts", where, f"gpus {_shown(gpus)} is not a list of GPU ids")
+        if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
+            raise journal.damaged("attempts", where, f"nodes {_shown(nodes)} is not a list of node names")
+        if wrong := _attempt_problem(r):
+            raise journal.damaged("attempts", where, wrong)
+        out.append(AttemptRow(r[0], r[1], r[2], gpus, nodes, r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13]))
+    return out
+
+
+def _check_begun(journal: Journal, meta: dict[str, Any]) -> None:
+    """Refuse a journal that holds a run's records without its facts (table meta emptied, or a
+    fact lost): its rounds would replay as another run's, with no start time to date them by."""
+    if meta:
+        if "epoch" not in meta:  # (the others a resumed run needs are compared with its own: run_of)
+            raise journal.damaged("meta", "key 'epoch'", "missing, though the run's other facts are there")
+        return
+    for table in ("rounds", "attempts", "exits"):
+        if journal._read(table, f"SELECT 1 FROM {table} LIMIT 1"):
+            raise journal.damaged(
+                "meta", "its rows", f"there are none, though table {table} holds a run's records (of what graph, cluster, start?)"
+            )
+
+
+def _checked_shapes(journal: Journal, rows: list[tuple]) -> dict[tuple[int, int], list[ShapeRow]]:
+    """Table shapes' rows checked (`_shape_problem`), by (job id, attempt)."""
+    out: dict[tuple[int, int], list[ShapeRow]] = {}
+    for r in rows:
+        where = f"job {r[0]} attempt {r[1]} generation {r[2]}"
+        gpus, nodes = journal._json(r[4], "shapes", where), journal._json(r[5], "shapes", where)
+        if wrong := _shape_problem(r, gpus, nodes):
+            raise journal.damaged("shapes", where, wrong)
+        shape = ShapeRow(r[0], r[1], r[2], r[3], gpus, nodes, r[6], r[7], float(r[8]), r[9], r[10])
+        out.setdefault((r[0], r[1]), []).append(shape)
+    return out
+
+
 def _stopped_nodes(journal: Journal) -> set[str]:
     """Table stopped_nodes' names, checked (none for a journal written before it was kept)."""
-    if not journal.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stopped_nodes'").fetchone():
+    if not journal._read("stopped_nodes", "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stopped_nodes'"):
         return set()
-    names = [r[0] for r in journal.db.execute("SELECT name FROM stopped_nodes")]
+    names = [r[0] for r in journal._read("stopped_nodes", "SELECT name FROM stopped_nodes")]
     for name in names:
         if not isinstance(name, str) or not name:
             raise journal.damaged("stopped_nodes", f"node {name!r}", "its name is not text")
@@ -552,6 +618,52 @@ class _Lock:
         # (removed while still locked, so that no other scheduler locks the file being removed)
         self.path.unlink(missing_ok=True)
         os.close(self.fd)
+
+
+def _check_pages(journal: Journal) -> None:
+    """Refuse a file whose pages SQLite finds damaged (a disk, a copy cut short or overwritten),
+    before any row is read from it or written to it: SQLite would otherwise fail, or misread,
+    in the middle of a replay or a run."""
+    try:
+        found = [r[0] for r in journal.db.execute("PRAGMA quick_check").fetchall()]
+    except sqlite3.DatabaseError as err:
+        found = [str(err)]
+    if found != ["ok"]:
+        said = [line for text in found for line in str(text).splitlines() if line and not line.startswith("***")]
+        first = said[0] if said else "no answer"
+        raise UsageError(f"{journal.path}: damaged journal: SQLite finds its file damaged ({first[:200]})")
+
+
+# What an attempt may have ended as: a worker's outcome, or cancelled (its job completed before
+# the relaunch started).
+ATTEMPT_OUTCOMES = ("done", "preempted", "failed", "killed", "resized", "cancelled")
+
+
+def _attempt_problem(r: tuple) -> str | None:
+    """What is wrong with a row of table attempts (besides its GPUs and nodes), if anything."""
+
+    def count(v: Any) -> bool:
+        return type(v) is int and v >= 0
+
+    for name, value, fits, kind in (
+        ("job_id", r[0], count(r[0]), "a job id (a whole number, 0 or more)"),
+        ("attempt", r[1], type(r[1]) is int and r[1] >= 1, "an attempt's number (a whole number, 1 or more)"),
+        ("launched_s", r[2], _is_number(r[2]) and r[2] >= 0, "a time in seconds from the run's start"),
+        ("master_port", r[5], type(r[5]) is int and 0 < r[5] < 65536, "a port"),
+        ("start_iteration", r[6], count(r[6]), "an iteration (a whole number, 0 or more)"),
+        ("resume", r[7], r[7] is None or isinstance(r[7], str), "a checkpoint's path or null"),
+        ("ended_s", r[8], r[8] is None or (_is_number(r[8]) and r[8] >= 0), "a time in seconds from the run's start or null"),
+        ("outcome", r[9], r[9] in (None, *ATTEMPT_OUTCOMES), f"one of {', '.join(ATTEMPT_OUTCOMES)}, or null"),
+        ("end_iteration", r[10], r[10] is None or count(r[10]), "an iteration or null"),
+        ("checkpoint", r[11], r[11] is None or isinstance(r[11], str), "a checkpoint's path or null"),
+        ("checkpoint_iteration", r[12], r[12] is None or count(r[12]), "an iteration or null"),
+        ("reason", r[13], r[13] is None or isinstance(r[13], str), "text or null"),
+    ):
+        if not fits:
+            return f"{name} {_cell(value)} is not {kind}"
+    if (r[8] is None) != (r[9] is None):
+        return f"ended_s {_cell(r[8])} and outcome {_cell(r[9])}: an attempt that ended has both, one running neither"
+    return None
 
 
 def _shape_problem(r: tuple, gpus: Any, nodes: Any) -> str | None:
@@ -716,6 +828,12 @@ def _check_progress(progress: Any) -> None:
         raise _Bad(f"progress has {_shown(progress[1:])}, not numbers of iterations and seconds")
     if min(progress[2]) < 0 or min(progress[3]) < 0:
         raise _Bad(f"progress has GPU-seconds and seconds {_shown(progress[2:])}, some below 0")
+
+
+def _cell(value: Any) -> str:
+    """A cell of a row as Python shows it, cut short (it may be text, a number or bytes)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _shown(value: Any) -> str:

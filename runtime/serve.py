@@ -108,7 +108,9 @@ def _close(journal: Journal, created: bool) -> None:
     was taken, the keys were refused, it was stopped while waiting for agents before any job
     was submitted) is removed rather than left to be mistaken for one that holds a run. (Jobs
     accepted while it waited stay: the next start delivers them.)"""
-    empty = journal.holds_nothing()
+    # (Asked only of a journal made for this run: reading an old one, which may be the damaged
+    # journal the run was refused for, must not fail on the way out.)
+    empty = created and journal.holds_nothing()
     journal.close()
-    if created and empty:
+    if empty:
         journal.remove()

@@ -16,6 +16,17 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+@pytest.fixture(autouse=True)
+def _roundhouse_logging_as_it_was():
+    """A test that runs the command line in process sets up its logging (a handler on stderr,
+    records not passed on to the root logger): undone after it, so that a later test in the same
+    process sees Roundhouse's records through `caplog` whichever tests ran before."""
+    root = logging.getLogger("roundhouse")
+    propagate, handlers, level = root.propagate, list(root.handlers), root.level
+    yield
+    root.propagate, root.handlers[:], root.level = propagate, handlers, level
+
+
 # A graph for the live commands: jobs come from `roundhouse submit`.
 LIVE_GRAPH = 'round = 1s;\ncluster = "1x2:V100";\nsrc :: LiveSource;\nsrc -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n'
 

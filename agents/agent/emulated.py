@@ -39,13 +39,14 @@ import zmq
 from roundhouse.agents.agent.exits import ExitReports
 from roundhouse.agents.agent.gpus import Gpu
 from roundhouse.agents.agent.messages import drain
-from roundhouse.agents.agent.processes import bad_launch, end_unstarted, refuse_launch
+from roundhouse.agents.agent.processes import bad_launch, end_unstarted, ignored_launch, not_text, refuse_launch, shared_gpu
 from roundhouse.agents.agent.scheduler_link import SchedulerLink
 from roundhouse.errors import UsageError
-from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED
+from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED, RefusalLog
 from roundhouse.wire.security import ClientSecurity
 
 log = logging.getLogger("roundhouse.agent")
+_REFUSALS = RefusalLog(log)  # (revokes of attempts no node here runs: a few a minute)
 
 # What each emulated node holds open: its DEALER socket and its handshake monitor (a pair of
 # sockets) in ZeroMQ, and as files their three mailboxes and the TCP connection.
@@ -285,15 +286,22 @@ class EmulatedNodes:
             self._resize(node, body)
 
     def _launch(self, node: _Node, body: dict) -> None:
-        reason = bad_launch(body, node.gpus)
+        reason = bad_launch(body, node.gpus) or shared_gpu(body, node.jobs.values())
         if reason:
-            refuse_launch(body, reason, lambda rank: end_unstarted(node.exits.report, body, rank, "failed", reason, True))
+
+            def here(rank: int) -> bool:  # (a repeated launch's rank: its own exit report ends it)
+                key = (body["job"], body["attempt"], rank)
+                return key in node.jobs or node.exits.ran(key)
+
+            refuse_launch(body, reason, lambda rank: end_unstarted(node.exits.report, body, rank, "failed", reason, True), here)
             return
         start = body.get("resume_iteration") or 0
         now = time.time()
         for r in body["ranks"]:
             key = (body["job"], body["attempt"], r["rank"])
-            if key in node.jobs or key in node.exits.unacked:
+            if key in node.jobs or node.exits.ran(key):
+                if key not in node.jobs:
+                    ignored_launch(*key)
                 continue  # a repeated launch
             if self._stopping:
                 end_unstarted(node.exits.report, body, r["rank"], "preempted", "the agent is stopping", False)
@@ -313,6 +321,12 @@ class EmulatedNodes:
         attempt = (body["job"], body["attempt"])
         ranks = [(n, j) for n in self.nodes for j in list(n.jobs.values()) if (j.job, j.attempt) == attempt]
         if not ranks:
+            if not self._stopping:  # (stopping revokes only what runs: never unknown)
+                _REFUSALS.warn(
+                    "unknown_attempt",
+                    "dropped the scheduler's revoke of job %d attempt %d: not running here (any more)",
+                    *attempt,
+                )
             return
         reached = None if body["kill"] else max(j.iteration(now) for _, j in ranks)
         for node, job in ranks:
@@ -361,6 +375,8 @@ class EmulatedNodes:
             return "the agent is stopping"
         if not runs:
             return "this node runs no worker of it"
+        if bad := not_text(body, ("master_addr",)):
+            return bad
         seen: set[int] = set()
         for r in body["ranks"]:
             if r["gpu"] not in node.gpus:
@@ -369,7 +385,7 @@ class EmulatedNodes:
             if r["rank"] == 0 or r["rank"] >= body["world_size"] or r["rank"] in seen or any(key in n.jobs for n in self.nodes):
                 return f"rank {r['rank']} is not a new rank of a job of {body['world_size']} workers"
             seen.add(r["rank"])
-        return ""
+        return shared_gpu(body, (j for j in node.jobs.values() if j.rank < body["world_size"]))
 
     # --- running ---
     def _finish_due(self, now: float) -> None:

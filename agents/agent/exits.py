@@ -11,6 +11,9 @@ from roundhouse.agents.agent.messages import drain
 from roundhouse.agents.agent.scheduler_link import SchedulerLink
 
 log = logging.getLogger("roundhouse.agent")
+# How many acknowledged exits an agent remembers, so that a launch of a worker that ran here
+# already (a stale or repeated launch: the scheduler numbers every attempt anew) is not run again.
+ENDED_KEPT = 100_000
 
 
 class ExitReports:
@@ -18,6 +21,7 @@ class ExitReports:
         self.link = link
         self.counters = counters
         self.unacked: dict[tuple[int, int, int], tuple[dict, float]] = {}
+        self.ended: dict[tuple[int, int, int], None] = {}  # acknowledged, oldest first (at most ENDED_KEPT)
 
     def report(
         self, job, attempt, rank, outcome, iteration, start_iteration, checkpoint, checkpoint_iteration, code, reason, permanent
@@ -51,7 +55,14 @@ class ExitReports:
         self.link.send("exited", **body)
 
     def acknowledged(self, key: tuple[int, int, int]) -> None:
-        self.unacked.pop(key, None)
+        if self.unacked.pop(key, None) is not None:
+            self.ended[key] = None
+            if len(self.ended) > ENDED_KEPT:
+                del self.ended[next(iter(self.ended))]
+
+    def ran(self, key: tuple[int, int, int]) -> bool:
+        """Whether that worker ran here and exited (its exit acknowledged or not)."""
+        return key in self.unacked or key in self.ended
 
     def flush(self, force: bool = False) -> None:
         """Resend the reports the scheduler has not acknowledged (after 3 s, or all if `force`)."""

@@ -24,7 +24,7 @@ from roundhouse.agents.agent.job_reports import JobReports
 from roundhouse.agents.client import Lease
 from roundhouse.agents.elastic import write_request
 from roundhouse.wire import protocol
-from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED
+from roundhouse.wire.protocol import EXIT_DONE, EXIT_PREEMPTED, RefusalLog
 
 log = logging.getLogger("roundhouse.agent")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -110,20 +110,28 @@ class Workers:
 
     def launch(self, body: dict, stopping: bool, known) -> None:
         """A launch from the scheduler: refused (ranks that cannot all run, a GPU this node
-        lacks, a resume point past its iterations, nothing to run), preempted at once (the
-        agent is stopping), or its workers queued for their GPUs. `known(key)` says whether an
-        exit of that worker is still unacknowledged (a repeated launch, ignored)."""
-        reason = bad_launch(body, self.gpus) or _no_program(body)
+        lacks or another rank of the attempt holds, a resume point past its iterations, nothing
+        to run, text no worker can be given), preempted at once (the agent is stopping), or its
+        workers queued for their GPUs. `known(key)` says whether that worker ran here and exited
+        (a repeated or stale launch: not run again)."""
+
+        def here(rank: int) -> bool:  # (a repeated launch's rank: its own exit report ends it)
+            return (body["job"], body["attempt"], rank) in self.by_key or known((body["job"], body["attempt"], rank))
+
+        reason = bad_launch(body, self.gpus) or _no_program(body) or shared_gpu(body, self.by_key.values())
         if reason:
-            refuse_launch(body, reason, lambda rank: self._end_launch(body, rank, "failed", reason, permanent=True))
+            refuse_launch(body, reason, lambda rank: self._end_launch(body, rank, "failed", reason, permanent=True), here)
             return
         if stopping:
             for r in body["ranks"]:
-                self._end_launch(body, r["rank"], "preempted", "the agent is stopping", permanent=False)
+                if not here(r["rank"]):
+                    self._end_launch(body, r["rank"], "preempted", "the agent is stopping", permanent=False)
             return
         for r in body["ranks"]:
             key = (body["job"], body["attempt"], r["rank"])
             if key in self.by_key or known(key):
+                if key not in self.by_key:
+                    ignored_launch(*key)
                 continue  # a repeated launch
             w = Worker(
                 body["job"],
@@ -398,7 +406,7 @@ def _resize_refusal(self: Workers, body: dict, stopping: bool) -> str:
     """Why this node cannot carry out its part of a resize ("" if it can)."""
     if stopping:
         return "the agent is stopping"
-    bad = _bad_ranks(body["ranks"], body["world_size"])
+    bad = _bad_ranks(body["ranks"], body["world_size"]) or not_text(body, ("master_addr",))
     if bad:
         return bad
     for r in body["ranks"]:
@@ -406,7 +414,7 @@ def _resize_refusal(self: Workers, body: dict, stopping: bool) -> str:
             return f"this node has no GPU {r['gpu']}"
         if (body["job"], body["attempt"], r["rank"]) in self.by_key or r["rank"] == 0:
             return f"rank {r['rank']} is not a new rank of a job of {body['world_size']} workers"
-    return ""
+    return shared_gpu(body, (w for w in self.by_key.values() if w.rank < body["world_size"]))
 
 
 def _end_refused(self: Workers, body: dict, reason: str, at: int) -> None:
@@ -509,6 +517,40 @@ def bad_launch(body: dict, gpus: set[int]) -> str:
     start, most = body.get("resume_iteration") or 0, body.get("iterations") or 0
     if most and start > most:
         return f"it resumes at iteration {start}, past its {most} iterations"
+    if not body["ranks"]:
+        return "it names no rank"
+    return not_text(body, LAUNCH_TEXTS)
+
+
+# The fields of a launch that become a worker's environment variables, paths or arguments.
+LAUNCH_TEXTS = ("master_addr", "checkpoint_dir", "resume", "model", "command")
+
+
+def not_text(body: dict, fields) -> str:
+    """Why a field of a launch or resize cannot reach a worker ("" if each can): a NUL
+    character, which no environment variable, path or argument holds (a forked worker would
+    fail setting its environment, a new process would not start)."""
+    for field in fields:
+        value = body.get(field)
+        for i, word in enumerate(value if isinstance(value, list) else [value]):
+            if isinstance(word, str) and "\x00" in word:
+                where = f"{field}[{i}]" if isinstance(value, list) else field
+                return f"{where} holds a NUL character (\\u0000), which no environment variable, path or argument can"
+    return ""
+
+
+def shared_gpu(body: dict, here) -> str:
+    """Why the ranks a launch or resize starts cannot have their GPUs ("" if they can): a GPU
+    that a worker `here` (objects with job, attempt, rank and gpu) of the same attempt holds.
+    The new rank would wait for that GPU, and the worker holding it for the new rank, in their
+    rendezvous: neither would ever train. (A worker of another job, or of an earlier attempt,
+    is waited for: it is on its way out.) A rank already here is a repeated launch."""
+    mine = {w.rank: w for w in here if (w.job, w.attempt) == (body["job"], body["attempt"])}
+    by_gpu = {w.gpu: w for w in mine.values()}
+    for r in body["ranks"]:
+        holder = by_gpu.get(r["gpu"])
+        if r["rank"] not in mine and holder is not None:
+            return f"GPU {r['gpu']} is rank {holder.rank}'s, of the same attempt, which would wait for rank {r['rank']}"
     return ""
 
 
@@ -543,12 +585,26 @@ def end_unstarted(report, body: dict, rank: int, outcome: str, reason: str, perm
     )
 
 
-def refuse_launch(body: dict, reason: str, end) -> None:
+_STALE = RefusalLog(log)  # (launches of workers that ran already: a few a minute)
+
+
+def ignored_launch(job: int, attempt: int, rank: int) -> None:
+    """Log a launch of a worker that ran here and exited: not run again (the scheduler numbers
+    every attempt anew, so it is a repeated or stale launch); its exit report stands."""
+    _STALE.warn(
+        "ran_already", "ignored a launch of job %d attempt %d rank %d: it ran here already and exited", job, attempt, rank
+    )
+
+
+def refuse_launch(body: dict, reason: str, end, here=lambda rank: False) -> None:
     """A refused launch: logged, and every rank it names ended by `end(rank)`, so that the
-    scheduler waits for none of them (a rank past the world size is one it ignores)."""
+    scheduler waits for none of them (a rank past the world size is one it ignores); but not a
+    rank `here(rank)` says this node has already, running, waiting, or ran and exited (a
+    repeated launch): its own exit report says how it ends."""
     log.warning("refused launch of job %d attempt %d: %s", body["job"], body["attempt"], reason)
     for rank in sorted({r["rank"] for r in body["ranks"]}):
-        end(rank)
+        if not here(rank):
+            end(rank)
 
 
 def _bad_ranks(ranks: list[dict], world_size: int) -> str:

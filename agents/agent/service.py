@@ -208,7 +208,7 @@ class Agent:
         self.exits.acknowledged((body["job"], body["attempt"], body["rank"]))
 
     def _on_launch(self, body) -> None:
-        self.workers.launch(body, stopping=bool(self._stopping), known=lambda key: key in self.exits.unacked)
+        self.workers.launch(body, stopping=bool(self._stopping), known=self.exits.ran)
 
     def _on_revoke(self, body) -> None:
         self.revocations.on_revoke(body)

@@ -11,7 +11,7 @@ import shlex
 import polars as pl
 
 from roundhouse.errors import TraceError
-from roundhouse.runtime.journal import Journal
+from roundhouse.runtime.journal import Journal, attempted_ids
 from roundhouse.wire import protocol
 
 SUBMISSION = "submission"  # (what errors about submitted jobs are named by: `submission:N:`, N the job's place)
@@ -21,7 +21,7 @@ class Submissions:
     def __init__(self, world, journal: Journal):
         self.world = world
         self.journal = journal
-        known = {r[0] for r in journal.db.execute("SELECT job_id FROM attempts")} | journal.submission_ids()
+        known = attempted_ids(journal) | journal.submission_ids()
         self._next_id = max(known, default=-1) + 1
 
     def accept(self, specs: list[dict], received_s: float) -> list[int]:

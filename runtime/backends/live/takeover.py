@@ -20,7 +20,7 @@ from roundhouse.runtime.backends.live.nodes import Nodes
 from roundhouse.runtime.backends.live.records import plan_record, record_of, replayed, same_plan
 from roundhouse.runtime.backends.live.resizes import regroup
 from roundhouse.runtime.backends.live.submissions import Submissions
-from roundhouse.runtime.journal import AttemptRow, ShapeRow
+from roundhouse.runtime.journal import AttemptRow, ShapeRow, check_deliveries
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.world import RUNNING
 
@@ -63,7 +63,13 @@ class Takeover:
 
     # --- replay ---
     def load(self) -> None:
+        """Read the journal's rounds, and check now which rounds delivered its submissions, and
+        its attempts and their shapes: a damaged row is refused before any round replays or any
+        agent is heard (which the journal records), not when the replay is over."""
         self.replay = list(self.journal.rounds())
+        check_deliveries(self.journal, self.replay)
+        self.journal.attempts()
+        self.journal.shapes()
 
     @property
     def replaying(self) -> bool:
