@@ -496,10 +496,11 @@ FULL_RUN = {
         "Fig. 8a: p99 queueing, Dally vs Tiresias": "differs: Dally higher than Tiresias at 2, 4, 8, 16 racks",
         "Fig. 8a: p99 queueing, Dally vs Gandiva": "differs: Dally higher than Gandiva at 16 racks; larger gap at 2, 4, 8 racks",
         "Fig. 8b: average communication, Dally vs Tiresias": "differs: Dally-fullyConsolidated lowest at 2, 4, 8, 16 racks; "
-        "no difference at 2, 4 racks; smaller gap at 8, 16 racks",
+        "no difference at 2, 4, 8 racks; smaller gap at 16 racks",
         "Fig. 13a: average JCT, Dally vs Tiresias": "differs: Dally higher than Tiresias at 2, 4, 8, 16 racks",
         "Fig. 13a: average JCT, Dally vs Gandiva": "same direction, larger gap at 8 racks; smaller gap at 16 racks",
-        "Dally vs Dally-manual, average JCT": "differs: Dally higher than Dally-manual at 2 racks; no difference at 8, 16 racks",
+        "Dally vs Dally-manual, average JCT": "differs: Dally higher than Dally-manual at 2, 4 racks; no difference at 8, "
+        "16 racks",
         "Table II: Dally vs Tiresias, avg / median / p95 / p99": "differs: Dally higher than Tiresias at avg, median, p95, p99",
         "Fig. 4: tuned rack timer of a 16-GPU job (mean over its changes), by racks": "",
         "Dally: share of starts spanning racks, by model (all sizes)": "differs: MobileNetV3 spans racks more often than "
