@@ -41,7 +41,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -221,7 +221,7 @@ class LeaseLoader:
             batch = next(batches)
             yield batch
             samples = self._step_samples()
-            job.pace.hold(samples if job.counts == "samples" else 1)
+            job.pace.hold(samples if job.counts == "samples" else 1, job.lease.revoked)
             now = time.perf_counter()
             job._step_done(now - last, samples)
             last = now
@@ -299,6 +299,10 @@ class LeaseLoader:
             epoch, offset = epoch + 1, 0
 
 
+# How long an emulated step's wait sleeps before looking at its lease again.
+_PACE_SLICE_S = 0.25
+
+
 class Pace:
     """An emulated GPU's speed (`per_s` units a second; 0: as fast as it goes)."""
 
@@ -306,18 +310,22 @@ class Pace:
         self.per_s = per_s
         self.due = 0.0  # when the last step was due (the loader sets the start)
 
-    def hold(self, units: int = 1) -> None:
+    def hold(self, units: int = 1, stop: Callable[[], bool] | None = None) -> None:
         """Wait until the step just done is due at the emulated speed: the time of its `units`
         (one step, or the samples it trained) after the previous one ended. Time lost to a slow
         stretch, or to a sleep that overslept on a busy machine, is not made up later: no bursts
-        above that speed."""
+        above that speed. The wait is cut short once `stop()` is true (the lease revoked): at a
+        very slow emulated speed a step could outlast the revoke's grace, and at one too slow
+        for a number of seconds, last for ever."""
         if self.per_s <= 0:
             return
         due = self.due + units / self.per_s
         now = time.perf_counter()
-        if due > now:
-            time.sleep(due - now)
+        while due > now:
+            time.sleep(min(due - now, _PACE_SLICE_S))
             now = time.perf_counter()
+            if stop is not None and stop():
+                break
         # When it actually ended (later than due if the sleep overslept), not when it was due.
         self.due = max(due, now)
 
