@@ -118,10 +118,14 @@ class SchedulerLink:
             elif kind == HANDSHAKE_FAILED:
                 self._cut_during_handshake()
             elif kind in REFUSALS:
-                log.error(
-                    "the scheduler at %s refused this agent: %s; check the keys (roundhouse keys)", self.scheduler, REFUSALS[kind]
-                )
+                log.error("the scheduler at %s refused this agent: %s; %s", self.scheduler, REFUSALS[kind], self._refusal_hint())
                 self.refused = True
+
+    def _refusal_hint(self) -> str:
+        """What a refused handshake asks of the operator."""
+        if self.security.insecure:  # (this agent offers no keys: the other end wants them, or is not a scheduler)
+            return "this agent runs --insecure: does the scheduler there need keys (give the agent --keys DIR), or is it not a Roundhouse scheduler?"
+        return "check the keys (roundhouse keys)"
 
     def _cut_during_handshake(self) -> None:
         """A connection closed during the handshake: said once until a handshake succeeds (each
