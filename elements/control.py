@@ -125,9 +125,23 @@ class ChooseAdmission(_Switch):
         super().start(ctx)
         self._admitted = np.zeros(0, dtype=np.int64)
         for index in range(len(self.candidates)):
-            gate = self._candidate(index)
-            if not (hasattr(gate, "hand_over") and hasattr(gate, "take_over")):
-                raise TypeError(f"{type(gate).__name__} '{gate.name}' cannot hand its queue over to another gate")
+            why = self.reference_problem("candidates", self._candidate(index))
+            if why is not None:  # (the compiler reports it first, at its place in the graph)
+                raise TypeError(why)
+
+    @staticmethod
+    def reference_problem(field: str, peer: Element) -> str | None:
+        """What is wrong with an element an argument names, or None (the compiler asks, and
+        reports it where the argument names it)."""
+        gate = [p.type for p in peer.inputs] == [Jobs] and [p.type for p in peer.outputs] == [Jobs]
+        # (an element with other ports: the compiler says so, comparing them with the switch's)
+        if field == "candidates" and gate and not (hasattr(peer, "hand_over") and hasattr(peer, "take_over")):
+            return (
+                f"'{peer.name}' ({type(peer).__name__}) cannot be a candidate of a ChooseAdmission: a gate it switches "
+                "off hands the jobs it holds to the next (methods hand_over and take_over, which AcceptAll and "
+                "AcceptThreshold have)"
+            )
+        return None
 
     def tick(self, ctx: RoundContext, jobs: Jobs) -> Jobs:
         if len(ctx.events.finished) and len(self._admitted):
@@ -208,14 +222,16 @@ class Synthesizer(Element):
     (it holds what cannot be pickled, or an element's class is defined in an interactive
     session, a notebook or `python -c`, which a started process cannot import). The choices are
     the same either way. It then selects the best combination in the switches, from this round
-    on; a tie keeps the one running. It ticks first in its round, and a graph has one. Metrics,
-    smaller is better: `jct`, the mean time the jobs spend in the system within the horizon (the
-    area under the number of jobs in the system, whose sum average JCT is); `responsiveness`, the
-    mean wait of the jobs not yet started; `both`, each divided by the best combination's value
-    or one round's length, whichever is larger, summed (divided by the best wait alone, a
-    combination where nobody waits would outweigh any difference in JCT). Its report
-    `choices` says which combination ran from when, `decisions` what each one was expected to
-    give.
+    on; a tie keeps the one running, and among combinations tied for the best, the one that
+    changes the fewest switches' candidates (the first of those). It ticks first in its round,
+    and a graph has one. Metrics, smaller is better: `jct`, the mean time the jobs spend in the
+    system within the horizon (the area under the number of jobs in the system, whose sum
+    average JCT is); `responsiveness`, the mean wait of the jobs not yet started; `both`, each
+    divided by the best combination's value or one round's length, whichever is larger, summed
+    (divided by the best wait alone, a combination where nobody waits would outweigh any
+    difference in JCT). Its report `choices` says which combination ran from when (one selected
+    by hand between decisions, from the next decision), `decisions` what each one was expected
+    to give.
 
     Ports:
         none
@@ -280,8 +296,12 @@ class Synthesizer(Element):
         if self._frozen or ctx.round_index % self.every:
             return
         combos = self.combinations
-        if not self._choices:
-            self._choices.append((ctx.round_index, ctx.now, 0))
+        # The combination acting now, as the switches have it (a candidate selected by hand
+        # between decisions, say, through a Simulation's graph, is the one running).
+        acting_now = combos.index(tuple(self.peers[ref.name].selected for ref in self.switches))  # type: ignore[attr-defined]
+        if not self._choices or acting_now != self._choice:
+            self._choices.append((ctx.round_index, ctx.now, acting_now))
+            self._choice = acting_now
         fork = ctx.fork() if len(combos) > 1 else None
         # With no job waiting and none arriving now, every combination runs the same jobs
         # until the next arrival: nothing to simulate.
@@ -295,7 +315,7 @@ class Synthesizer(Element):
             simulated = dict(zip(distinct, _simulate_all(self, fork, distinct)))
             outlooks = [simulated[k] for k in keys]
             self.counters["simulated"] += len(distinct)
-            best = self._best(outlooks, float(ctx.round_s))
+            best = self._best(outlooks, float(ctx.round_s), combos)
             self._record(ctx, combos, outlooks, best)
             if best != self._choice:
                 self._choice = best
@@ -316,7 +336,7 @@ class Synthesizer(Element):
         rounds = self.every - ctx.round_index % self.every  # (to the next round whose index `tick` decides in)
         return ctx.now + (rounds - 0.5) * ctx.round_s
 
-    def _best(self, outlooks: list[Outlook], round_s: float) -> int:
+    def _best(self, outlooks: list[Outlook], round_s: float, combos: list[tuple[int, ...]] | None = None) -> int:
         jct = np.array([o.time_in_system_s for o in outlooks])
         wait = np.array([o.wait_s for o in outlooks])
         if self.metric == "jct":
@@ -327,9 +347,17 @@ class Synthesizer(Element):
             # Each relative to the best, but on a scale of at least one round: a mean wait of
             # seconds against none is no real difference, and must not outweigh the JCT.
             score = jct / max(jct.min(), round_s) + wait / max(wait.min(), round_s)
-        # Within rounding of the best, the running combination stays.
+        # Within rounding of the best, the running combination stays; else, among the best, the
+        # one that keeps the most switches' candidates acting now (no switch changes without a
+        # difference in the metric), the first of those.
         near = score <= score.min() * (1 + 1e-9) + 1e-9
-        return self._choice if near[self._choice] else int(near.argmax())
+        if near[self._choice]:
+            return self._choice
+        combos = self.combinations if combos is None else combos
+        acting = combos[self._choice]
+        tied = near.nonzero()[0]
+        kept = [sum(a == b for a, b in zip(combos[i], acting)) for i in tied]
+        return int(tied[int(np.argmax(kept))])
 
     def _record(self, ctx: RoundContext, combos, outlooks, best: int) -> None:
         for i, (combo, o) in enumerate(zip(combos, outlooks)):
