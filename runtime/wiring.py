@@ -235,7 +235,7 @@ class Wiring:
             # they report what happened, and a graph need not watch them (sinks are optional).
             for port in el.outputs:
                 if port.type is not Events and (name, port.name) not in out_of:
-                    self._unconnected(el, port, "output", decl.location, _taker_hint(port.type))
+                    self._unconnected(el, port, "output", decl.location, _output_hint(type(el), port))
         pools = [el for el in elements.values() if el.category == "pool"]
         if not pools:
             self.errors.append(
@@ -353,6 +353,16 @@ class Topology:
                     on_path.add(dst)
                     nexts.append(iter(self.successors[dst]))
         return None
+
+
+def _output_hint(cls: type, port) -> str | None:
+    """What an unconnected output is for: its own documentation where it names where it goes
+    (LossTermination's `converged`: to Launch's `finish` port, which takes the same type as
+    the gates do), else the elements that take its type."""
+    own = cls.doc.port("out", port.name) if hasattr(cls, "doc") else ""
+    if "(to " in own:  # (a port whose text says where it goes, in the documentation's way)
+        return f"[{port.name}] is {own}"
+    return _taker_hint(port.type)
 
 
 def _taker_hint(port_type: type) -> str | None:

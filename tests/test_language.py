@@ -371,3 +371,18 @@ def test_names_in_a_compound_mean_its_own_elements_first(tmp_path):
     graph = compile_file(write(tmp_path, "g.sched", text.replace("fifo :: Fifo; ", "") + "fifo :: Fifo;\n"))
     (switch,) = [el for name, el in graph.elements.items() if name.startswith("s/ChoosePolicy")]
     assert [c.name for c in switch.candidates] == ["fifo", "s/srtf"]
+
+
+def test_an_unconnected_output_whose_documentation_names_its_destination_says_it(tmp_path):
+    # LossTermination's converged jobs go to Launch's finish port, which takes Jobs as the
+    # admission gates do: a list of elements taking Jobs sent the user to the gates.
+    path = tmp_path / "g.sched"
+    path.write_text(
+        'round = 5min;\ncluster = "2x4:V100";\nsrc :: PoissonSource(rate=4/h, jobs=20, seed=0);\n'
+        "src -> AcceptAll -> pool :: JobPool -> lt :: LossTermination -> Las -> Consolidated -> Launch -> JobMetrics;\n"
+    )
+    with pytest.raises((SchedError, SchedErrors)) as info:
+        compile_file(path)
+    errors = info.value.errors if isinstance(info.value, SchedErrors) else [info.value]
+    [unconnected] = [e for e in errors if "[converged]" in str(e)]
+    assert unconnected.hint == "[converged] is jobs to finish now (to Launch's finish port)."
