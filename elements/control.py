@@ -74,6 +74,18 @@ class _Switch(Element):
         quiet = getattr(self._candidate(self._selected), "quiet_until", None)  # (the engine's skipping asks)
         return quiet(ctx) if quiet is not None else None
 
+    @staticmethod
+    def reference_problem(field: str, peer: Element) -> str | None:
+        """What is wrong with an element an argument names, or None (the compiler asks, and
+        reports it where the argument names it)."""
+        if field == "candidates" and isinstance(peer, _Switch):
+            return (
+                f"'{peer.name}' ({type(peer).__name__}) cannot be a candidate of a switch: give this switch its "
+                "candidates directly (a switch among them would be recorded, and weighed by a Synthesizer, as one "
+                "candidate, whichever of its own acts)"
+            )
+        return None
+
     def interchangeable(self, arriving: bool) -> bool:
         """Whether, from now on and with no arrivals after this round's (a look-ahead), every
         candidate would act as the selected one does (the synthesizer then simulates one)."""
@@ -105,7 +117,7 @@ class ChooseAdmission(_Switch):
         jobs: arriving jobs (several sources may connect).
         admitted: the selected gate's admitted jobs.
     Arguments:
-        candidates: the admission gates to choose from, by name (the first acts at the start).
+        candidates: the admission gates to choose from, by name (the first acts at the start; none a switch itself).
     Counters:
         selected: index of the gate acting now.
         switches: times the gate changed.
@@ -133,6 +145,9 @@ class ChooseAdmission(_Switch):
     def reference_problem(field: str, peer: Element) -> str | None:
         """What is wrong with an element an argument names, or None (the compiler asks, and
         reports it where the argument names it)."""
+        nested = _Switch.reference_problem(field, peer)
+        if nested is not None:
+            return nested
         gate = [p.type for p in peer.inputs] == [Jobs] and [p.type for p in peer.outputs] == [Jobs]
         # (an element with other ports: the compiler says so, comparing them with the switch's)
         if field == "candidates" and gate and not (hasattr(peer, "hand_over") and hasattr(peer, "take_over")):
@@ -177,7 +192,7 @@ class ChoosePolicy(_Switch):
         active: admitted, unfinished jobs.
         ranking: the selected policy's ranking.
     Arguments:
-        candidates: the policies to choose from, by name (the first acts at the start).
+        candidates: the policies to choose from, by name (the first acts at the start; none a switch itself).
     Counters:
         selected: index of the policy acting now.
         switches: times the policy changed.

@@ -51,3 +51,22 @@ def test_a_gate_that_cannot_hand_over_its_jobs_is_named_at_the_candidate(tmp_pat
         assert f"{path}:6:43: error: 'p' (PassGate) cannot be a candidate of a ChooseAdmission" in err
         assert "hand_over and take_over" in err
         assert "raised" not in err and "--debug" not in err
+
+
+NESTED = """round = 5min;
+cluster = "2x4:V100";
+arrivals :: PoissonSource(rate=4/h, jobs=30, gpus=single, models=blox, seed=0);
+fifo :: Fifo; srtf :: Srtf; las :: Las;
+inner :: ChoosePolicy(candidates=[fifo, srtf]);
+order :: ChoosePolicy(candidates=[inner, las]);
+arrivals -> AcceptAll -> JobPool -> order -> FirstFree -> Launch -> JobMetrics;
+"""
+
+
+def test_a_switch_among_a_switchs_candidates_is_named_where_it_is_given(tmp_path, capsys):
+    # Before: it ran, and the record credited its rankings to the inner switch rather than to
+    # the policy acting inside it (and a synthesizer weighed the same combinations twice).
+    path = tmp_path / "g.sched"
+    path.write_text(NESTED)
+    err = fails(capsys, "check", path)
+    assert f"{path}:6:35: error: 'inner' (ChoosePolicy) cannot be a candidate of a switch" in err
