@@ -250,10 +250,16 @@ def run_key(graph, flat, spec: RunSpec) -> str:
         "cluster": _cluster_identity(graph, spec.cluster),
         "overrides": keyed_overrides(graph, spec.overrides),
         "seed": int(graph.settings.seed),
-        "sink": spec.sink or next((el.name for el in graph.by_class(METRICS_SINK)), None),
+        "sink": spec.sink or metrics_sink(graph),
         "until": spec.until,
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def metrics_sink(graph) -> str | None:
+    """The graph's (first) JobMetrics element, whose summary a run reports when no --sink names
+    one (`check_sweepable` refuses a graph with several), or None if it has none."""
+    return next((el.name for el in graph.by_class(METRICS_SINK)), None)
 
 
 def keyed_overrides(graph, overrides: Iterable[str | Override]) -> list[str]:
@@ -454,8 +460,10 @@ def record_run(
                         "was started with (was it edited during the sweep, or do the nodes have different copies?)"
                     )
                 result = simulate(graph, spec.cluster, until=spec.until)
+            # (The JobMetrics element its key names: another sink may report a summary too.)
             outcome = RunOutcome(spec, result.rounds, result.wall_s, result.reports)
-            metrics = dict(outcome.reports[sink or outcome._sink_with("summary")]["summary"])
+            name = sink or metrics_sink(graph) or outcome._sink_with("summary")
+            metrics = dict(outcome.reports[name]["summary"])
             row["rounds"] = result.rounds
         finally:
             watchdog.stop()

@@ -8,6 +8,7 @@ times out, its process dies), its row comes back and the other runs go on.
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import signal
@@ -247,7 +248,24 @@ class DaskExecutor:
                     stop.clear()
 
     def close(self) -> None:
-        self.client.close()
+        # (A client whose scheduler went away logs the end of its attempts to reconnect, with a
+        # traceback, as it closes: the rows of the runs lost say what happened.)
+        with _quiet_dask_logs():
+            self.client.close()
+
+
+@contextlib.contextmanager
+def _quiet_dask_logs() -> Iterator[None]:
+    """Dask's client and comms log nothing but their critical errors while this lasts."""
+    loggers = [logging.getLogger(name) for name in ("distributed.client", "distributed.comm", "distributed.core")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _connect(distributed, address: str, timeout: float):
@@ -330,4 +348,10 @@ def _last_worker(err: BaseException) -> str | None:
 def _dask_failure(err: BaseException) -> str:
     if type(err).__name__ == "KilledWorker":
         return f"the Dask workers running it died too often (Dask's allowed-failures): {first_line(err)}"
+    if type(err).__name__ == "FutureCancelledError":  # (Dask gave it up: its scheduler was lost, say)
+        reason = getattr(err, "reason", None) or "no reason given"
+        return (
+            f"Dask cancelled it before it finished ({reason}: is the Dask scheduler still up?); "
+            "run the same command to run it again"
+        )
     return f"{type(err).__name__}: {first_line(err)}"

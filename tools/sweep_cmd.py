@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import sys
+import uuid
 from collections.abc import Collection
 from contextlib import closing
 from pathlib import Path
 
+import attrs
 import polars as pl
 from rich.console import Console
 from rich.markup import escape
@@ -33,7 +36,7 @@ from roundhouse.runtime.sweep import (
     run_key,
 )
 from roundhouse.runtime.sweep_exec import DaskExecutor, LocalExecutor, Task
-from roundhouse.runtime.values import FilePath, describe
+from roundhouse.runtime.values import ElementRef, FilePath, IdRange, describe
 from roundhouse.tools.common import add_overrides, overrides, positive_int, seconds
 from roundhouse.tools.results import check_traces, trace_overrides
 
@@ -109,7 +112,7 @@ def split_values(text: str) -> list[str]:
 
 
 def read_grid(items: list[str], seeds: int) -> list[tuple[str, list[str]]]:
-    grid = []
+    grid: list[tuple[str, list[str]]] = []
     for item in items:
         name, sep, values = item.partition("=")
         if not sep or not name.strip() or not values.strip():
@@ -152,7 +155,7 @@ def _timeout(text: str | None) -> float | None:
     if text is None:
         return None
     value = seconds(text, "--timeout", positive=True)
-    if not 0 < value <= MAX_TIMEOUT_S:  # (also refuses inf and nan)
+    if value is None or not 0 < value <= MAX_TIMEOUT_S:  # (also refuses inf and nan)
         raise UsageError(f"--timeout {text}: must be more than 0 and at most {MAX_TIMEOUT_S:g}s (a week)")
     return value
 
@@ -205,6 +208,59 @@ def _check_cluster(graph, cluster: str | None, given: list[Override]) -> None:
         raise UsageError(f"{flag}: {err.path}: {err.message}" if err.path else f"{flag}: {err.message}") from None
 
 
+# What `_plain` gives for a value it does not compare (an element, say): never the same as another.
+_UNCOMPARED = object()
+
+
+def _plain(value: object) -> object:
+    """A value as compiled, in a form two values of one argument or setting compare by: a
+    number, text (a file's path, whole), a range, an element's name, or a list of these;
+    `_UNCOMPARED` for anything else."""
+    if isinstance(value, (bool, int, float, str, IdRange, ElementRef)):
+        return value
+    if isinstance(value, (list, tuple)):
+        items = tuple(_plain(item) for item in value)
+        return _UNCOMPARED if any(item is _UNCOMPARED for item in items) else ("list", items)
+    return _UNCOMPARED
+
+
+def _refuse_same_values(graph, grid, combo, compiled: list[dict[object, str]]) -> None:
+    """Two values of one --vary that compile to the same value (`5min` and `300s`, seeds `1` and
+    `01`) would be one point twice: run twice, or one run counted twice in its point's mean and
+    confidence interval. Refused, naming both (`compiled`: what each --vary's values so far gave)."""
+    for (name, values), text, seen in zip(grid, combo, compiled):
+        value = _plain(compiled_value(graph, name))
+        # (None: the value none, or a name the compiled graph holds otherwise: not compared.)
+        if value is None or value is _UNCOMPARED or (isinstance(value, float) and math.isnan(value)):
+            continue
+        first = seen.setdefault(value, text)
+        if first != text:
+            also = " (each run of a point is a seed: --seeds N)" if name == "seed" else ""
+            raise UsageError(
+                f"--vary {name}={','.join(values)}: {first} and {text} are the same value ({describe(value)}); "
+                f"give each value once{also}"
+            )
+
+
+def _warn_of_own_seeds(graph, grid, seeds: int) -> None:
+    """Runs of several seeds (--seeds, --vary seed) differ only in what derives from the graph's
+    seed: an element that sets its own seed draws the same in every one of them, so its share of
+    the spread between seeds is missing from the confidence intervals. Say so, naming each."""
+    if seeds < 2 and not any(name == "seed" for name, _ in grid):
+        return
+    varied = {name for name, _ in grid}
+    for name, el in graph.elements.items():
+        own = getattr(el, "seed", None)
+        if "seed" not in attrs.fields_dict(type(el)) or own is None or f"{name}.seed" in varied:
+            continue
+        option = f"--seeds {seeds}" if seeds > 1 else "--vary seed"
+        print(
+            f"warning: {option}: element '{name}' ({type(el).__name__}) sets its own seed ({own}), which the graph's "
+            f"seed does not change: it draws the same in every seed's run (to vary it: --vary {name}.seed=...)",
+            file=sys.stderr,
+        )
+
+
 def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     """Every run of the sweep with its key, in grid order (seeds innermost). Every combination
     is compiled and its cluster checked before any run starts, so a bad grid value is reported
@@ -219,6 +275,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     base = compile_graph(flat, fixed + traced)
     check_traces(base, args.trace)
     check_sweepable(base, args.sink)
+    _warn_of_own_seeds(base, grid, args.seeds)
     first_seed = int(base.settings.seed)
     cluster = _run_cluster(args.cluster)
     # What every run is given besides its point, as given (each run's row records it: a store
@@ -229,6 +286,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
         given_fixed["cluster"] = args.cluster
     runs = []
     pair_profiles: set[str] = set()  # (each pair profile read once, however many runs give it)
+    compiled: list[dict[object, str]] = [{} for _ in grid]  # per --vary: each value as compiled, and its text
     for combo in itertools.product(*(values for _, values in grid)):
         varied = [Override(f"{n}={v}", flag="--vary") for (n, _), v in zip(grid, combo)]
         labels = {n: v for (n, _), v in zip(grid, combo)}
@@ -236,6 +294,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
             seeded = [Override(f"seed={first_seed + i}")] if "seed" not in labels else []
             # (In the order a run applies them: its overrides, then the trace.)
             graph = compile_graph(flat, [*fixed, *varied, *seeded, *traced])
+            _refuse_same_values(graph, grid, combo, compiled)
             _check_cluster(graph, args.cluster, [*fixed, *varied])
             if graph.settings.pair_profile is not None and str(graph.settings.pair_profile) not in pair_profiles:
                 load_pairs(graph)  # (a bad file is said where the setting was given, before any run starts)
@@ -280,10 +339,13 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
             check_output_file(out / table, "--out")
         store = ResultsStore(out / "results", labels=names)
         store.lock()
-        # An earlier sweep's tables would describe the store as complete until this one ends.
+        # An earlier sweep's tables would describe the store as complete until this one ends
+        # (and tables a sweep stopped while writing are no one's).
         for table in TABLES:
             with writing(out):
                 (out / table).unlink(missing_ok=True)
+                for partial in out.glob(f".{table}.*{_PARTIAL}"):
+                    partial.unlink(missing_ok=True)
         ours = {key for key, _ in runs}
         stored = store.read()
         others = set(label_columns(stored)) - set(names)
@@ -311,7 +373,7 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
     total = len(shared)
     try:
         tasks = [Task(key, first_spec[key]) for key in shared if key not in finished]
-        if finished:
+        if finished and store is not None:
             err.print(
                 f"{len(finished)} of {total} runs already in {store.folder}; running the other {len(tasks)}",
                 highlight=False,
@@ -349,13 +411,35 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
     print_summary(Path(args.graph).name, names, frame, points)
     if out is not None:
         with writing(out):
-            frame.drop("traceback", strict=False).write_csv(out / "summary.csv")
-            points.write_csv(out / "points.csv")
+            # (points.csv first: a folder with summary.csv has both, whole.)
+            _write_tables(out, {"points.csv": points, "summary.csv": frame.drop("traceback", strict=False)})
     failed = frame.filter(pl.col("status") != "ok")
     if failed.height:
         _say_failed(failed, frame.height, rows, store, getattr(args, "debug", False))
         return 1
     return 0
+
+
+# The end of the name of a table being written (hidden, beside it, until it is whole).
+_PARTIAL = ".partial"
+
+
+def _write_tables(out: Path, tables: dict[str, pl.DataFrame]) -> None:
+    """Write each table to `out` whole or not at all, in the order given: each is written to a
+    hidden file beside it, flushed to disk, then renamed over it, once all are written. A sweep
+    stopped, or a disk that fills, while they are written leaves none of them cut short."""
+    partials = {name: out / f".{name}.{uuid.uuid4().hex}{_PARTIAL}" for name in tables}
+    try:
+        for name, frame in tables.items():
+            with open(partials[name], "wb") as f:
+                frame.write_csv(f)
+                f.flush()
+                os.fsync(f.fileno())
+        for name, partial in partials.items():
+            os.replace(partial, out / name)
+    finally:
+        for partial in partials.values():
+            partial.unlink(missing_ok=True)
 
 
 def _say_failed(failed: pl.DataFrame, total: int, rows: dict[str, dict], store: ResultsStore | None, debug: bool) -> None:
@@ -364,8 +448,7 @@ def _say_failed(failed: pl.DataFrame, total: int, rows: dict[str, dict], store: 
     print(f"{failed.height} of {total} runs failed:", file=sys.stderr)
     for row in failed.iter_rows(named=True):
         print(f"  {row['point']} seed={row['seed']}: {row['status']}: {row['error']}", file=sys.stderr)
-    traced = [(row, rows[row["key"]].get("traceback")) for row in failed.iter_rows(named=True)]
-    traced = [(row, text) for row, text in traced if text]
+    traced = [(row, text) for row in failed.iter_rows(named=True) if (text := rows[row["key"]].get("traceback"))]
     if not traced:  # (a timeout, say, has no traceback to point to)
         return
     if debug:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import attrs
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from roundhouse.errors import RoundhouseError, TraceError, UsageError
@@ -243,16 +244,18 @@ def _print(point: dict, projections, headers: list[str]) -> None:
         at = f"round {point['round']} at t={point['now_s']:g}s"
     else:
         at = f"after {point['rounds']} rounds, at t={point['now_s']:g}s,"
+    # (Paths are printed as they are: rich would read [brackets] in them as markup.)
     console.print(
         f"from {point['journal']}: {at} of {point['graph']} on {point['cluster']}: {point['jobs']} job(s) seen, "
-        f"{point['unfinished']} unfinished, {point['running']} running"
+        f"{point['unfinished']} unfinished, {point['running']} running",
+        markup=False,
     )
     span = max((p.metrics["makespan_s"] or 0.0) for p in projections)
     show = in_units(span)
     table = Table(title="simulated from here on", show_header=True)
     table.add_column("metric")
     for header in headers:
-        table.add_column(header, justify="right")
+        table.add_column(escape(header), justify="right")
     if len(projections) == 2:
         table.add_column("difference", justify="right")
     for key, label, unit in METRICS:
@@ -272,7 +275,7 @@ def _print(point: dict, projections, headers: list[str]) -> None:
     console.print(table)
     for p, header in zip(projections, headers, strict=True):
         if p.stop != "every job finished":
-            console.print(f"{header}: stopped early: {p.stop}")
+            console.print(f"{header}: stopped early: {p.stop}", markup=False)
 
 
 def _cell(value, unit: str, show) -> str:
