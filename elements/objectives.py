@@ -65,6 +65,19 @@ def type_prices(prices: dict[str, float], gpu_types, who: str) -> np.ndarray:
     return np.array([by_name[t.lower()] for t in gpu_types], dtype=np.float64)
 
 
+def refuse_unknown_types(prices: dict[str, float], gpu_types, who: str) -> None:
+    """SchedError naming the GPU types `prices` (from `parse_prices`) names that the cluster's
+    `gpu_types` lack (matched case-insensitively): a misspelt or wrong type would otherwise go
+    unseen. Only for prices a user gave: the default ones price Gavel's three types for any of
+    its clusters."""
+    have = {name.lower() for name in gpu_types}
+    extra = [t for t in prices if t.lower() not in have]
+    if extra:
+        raise SchedError(
+            f"{who}: prices name GPU type {', '.join(extra)}, which the cluster does not have (its types: {', '.join(gpu_types)})"
+        )
+
+
 def slo_deadlines(ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
     """Each job's deadline in seconds: arrival + slo_s; else arrival + slo_factor times its
     isolated duration on the reference type (Gavel's SLO factor, from a Gavel trace); else inf."""
@@ -187,7 +200,10 @@ class CostMetrics(_RoundWatcher):
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         types = ctx.cluster.gpu_types
-        per_hour = type_prices(parse_prices(self.prices), types, f"{self.name} (CostMetrics)")
+        who, prices = f"{self.name} (CostMetrics)", parse_prices(self.prices)
+        if self.prices != GCP_2020_PRICES:
+            refuse_unknown_types(prices, types, who)
+        per_hour = type_prices(prices, types, who)
         self._price = per_hour / 3600.0  # dollars per GPU-second
         self._cost = np.zeros(1024)
         self._gpu_s = np.zeros((1024, len(types)))

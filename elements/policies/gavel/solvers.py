@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
-from roundhouse.elements.objectives import parse_prices, slo_deadlines, type_prices
+from roundhouse.elements.objectives import GCP_2020_PRICES, parse_prices, refuse_unknown_types, slo_deadlines, type_prices
 from roundhouse.elements.policies.gavel.estimator import PairEstimates
 from roundhouse.elements.policies.gavel.formulation import (
     Columns,
@@ -236,6 +236,14 @@ def _empty(problem: Problem):
     return np.zeros((len(problem), problem.columns.k)), None, None
 
 
+def _water_filling_failed(name: str, filled, problem: Problem):
+    """No job was raised: nothing to raise gives the empty allocation; a failed LP is an error
+    (an empty allocation would silently run nothing)."""
+    if filled.failed is not None:
+        raise RuntimeError(f"{name}: the water-filling LP solver returned {filled.failed}, so there is no allocation")
+    return _empty(problem)
+
+
 def _solve_or_fail(lp: LinearProgram, solver: str, name: str):
     got = lp.solve(solver)
     if not got.optimal:
@@ -294,7 +302,7 @@ class MaxMinFairness(GavelSolver):
             self.counters["levels"] += len(filled.levels)
             self.counters["milp_stopped"] += filled.milp_stopped
             if filled.values is None:
-                return _empty(problem)
+                return _water_filling_failed(self.name, filled, problem)
             first = filled.levels[0] * form.sf / weights
             self.counters["objective"] = float(first[form.runnable].min())
             return self.solution(form, filled.values, class_of, problem.rows)
@@ -398,7 +406,11 @@ class MinMaxRho(GavelSolver):
             lp.set_row_bounds(need_rows, lb=need)
             self.counters["bisection_steps"] += 1
             got = lp.solve(self.lp)
+            if not got.optimal:
+                statuses.add(got.status)
             return got if got.optimal else None
+
+        statuses: set[str] = set()  # what the LP solver said when a step found no allocation
 
         low = float(np.max(t[c_run] / D[c_run]))
         high = max(2.0 * low, 1.0)
@@ -406,7 +418,10 @@ class MinMaxRho(GavelSolver):
         while best is None:
             low, high = high, 2.0 * high
             if high > 1e12:
-                raise RuntimeError(f"{self.name}: no feasible finish-time fairness found")
+                said = ", ".join(sorted(statuses))
+                raise RuntimeError(
+                    f"{self.name}: no allocation met even rho = 1e12 (the LP solver returned {said}), so there is no allocation"
+                )
             best = feasible(high)
         for _ in range(_MAX_BISECTIONS):  # a bound besides the tolerance, in case rounding stalls the bracket
             if high - low <= self.tolerance * high:
@@ -502,7 +517,7 @@ class MaxThroughput(GavelSolver):
         return self.solution(form, got.values, class_of, problem.rows)
 
 
-_DEFAULT_PRICES = ["V100:2.48", "P100:1.46", "K80:0.45"]
+_DEFAULT_PRICES = GCP_2020_PRICES
 
 
 def _price_columns(prices: dict, ctx: RoundContext, columns: Columns, who: str, given: bool = True) -> np.ndarray:
@@ -511,12 +526,7 @@ def _price_columns(prices: dict, ctx: RoundContext, columns: Columns, who: str, 
     type the cluster lacks are refused: a misspelt or wrong type would otherwise go unseen."""
     names = ctx.cluster.gpu_types
     if given:
-        have = {name.lower() for name in names}
-        extra = [t for t in prices if t.lower() not in have]
-        if extra:
-            raise SchedError(
-                f"{who}: prices name GPU type {', '.join(extra)}, which the cluster does not have (its types: {', '.join(names)})"
-            )
+        refuse_unknown_types(prices, names, who)
     used = sorted(set(columns.gpu_type.tolist()))
     per_type = dict(zip(used, type_prices(prices, [names[t] for t in used], who).tolist()))
     return np.array([per_type[t] for t in columns.gpu_type.tolist()], dtype=np.float64)
@@ -919,7 +929,7 @@ class Hierarchical(GavelSolver):
         self.counters["levels"] += len(filled.levels)
         self.counters["milp_stopped"] += filled.milp_stopped
         if filled.values is None:
-            return _empty(problem)
+            return _water_filling_failed(self.name, filled, problem)
         return self.solution(form, filled.values, class_of, problem.rows)
 
 

@@ -28,6 +28,7 @@ class WaterFilling:
     levels: list  # normalized throughput of each class after each level
     frozen_at: np.ndarray  # level at which each class was frozen (-1: never in play)
     milp_stopped: int = 0  # bottleneck MILPs stopped at their node limit (their best solution used)
+    failed: str | None = None  # the LP solver's status when the first level's LP found no allocation
 
 
 def water_fill(
@@ -86,6 +87,7 @@ def water_fill(
     levels = []
     values = None
     milp_stopped = 0
+    failed = None
     for level in range(c + 1):
         weights = np.asarray(weights_for(frozen.copy()), dtype=np.float64)
         active = (weights > 0) & ~frozen & runnable
@@ -98,6 +100,9 @@ def water_fill(
         lp.set_row_bounds(floor_rows, lb=np.where(frozen, final, so_far))
         got = lp.solve(lp_solver)
         if not got.optimal:
+            # (raising nobody is feasible, so only trouble in the solver ends a level here: after
+            # the first, the levels before stand; at the first, there is no allocation at all)
+            failed = got.status if values is None else None
             break
         values = got.values
         so_far = so_far + np.where(active, max(got.values[z], 0.0) * rate, 0.0)
@@ -150,7 +155,7 @@ def water_fill(
         frozen |= newly
         final[newly] = so_far[newly]
         frozen_at[newly] = level
-    return WaterFilling(values, levels, frozen_at, milp_stopped)
+    return WaterFilling(values, levels, frozen_at, milp_stopped, failed)
 
 
 def _with_columns(matrix, variables: np.ndarray, coefficients: np.ndarray):
