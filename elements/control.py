@@ -74,11 +74,10 @@ class _Switch(Element):
         quiet = getattr(self._candidate(self._selected), "quiet_until", None)  # (the engine's skipping asks)
         return quiet(ctx) if quiet is not None else None
 
-    @staticmethod
-    def reference_problem(field: str, peer: Element) -> str | None:
+    def reference_problem(self, field: str, peer: Element) -> str | None:
         """What is wrong with an element an argument names, or None (the compiler asks, and
-        reports it where the argument names it)."""
-        if field == "candidates" and isinstance(peer, _Switch):
+        reports it where the argument names it; a switch naming itself, it reports as such)."""
+        if field == "candidates" and isinstance(peer, _Switch) and peer is not self:
             return (
                 f"'{peer.name}' ({type(peer).__name__}) cannot be a candidate of a switch: give this switch its "
                 "candidates directly (a switch among them would be recorded, and weighed by a Synthesizer, as one "
@@ -141,11 +140,10 @@ class ChooseAdmission(_Switch):
             if why is not None:  # (the compiler reports it first, at its place in the graph)
                 raise TypeError(why)
 
-    @staticmethod
-    def reference_problem(field: str, peer: Element) -> str | None:
+    def reference_problem(self, field: str, peer: Element) -> str | None:
         """What is wrong with an element an argument names, or None (the compiler asks, and
         reports it where the argument names it)."""
-        nested = _Switch.reference_problem(field, peer)
+        nested = super().reference_problem(field, peer)
         if nested is not None:
             return nested
         gate = [p.type for p in peer.inputs] == [Jobs] and [p.type for p in peer.outputs] == [Jobs]
