@@ -230,3 +230,20 @@ def test_p_0_is_the_limit_of_the_power_means():
     score = pollux_search.scorer(table, np.zeros((2, 1), np.int8), np.ones(2), 1.0, 0.0)
     state = np.array([[[1], [2]]], dtype=np.int8)
     assert score(state)[0] == pytest.approx(pollux_search.power_mean(np.array([0.0, 2.0]), 0.0), rel=1e-12)
+
+
+@pytest.mark.live
+def test_a_live_launch_with_a_batch_size_carries_the_factor_the_simulator_books(live):  # noqa: F811
+    """A job never resized, launched at twice its own batch: the launch message carries the
+    linear factor 2, as the simulator's books have it (before: no factor, so the job trained at
+    its own learning rate on twice the batch)."""
+    world, backend, (a, b), _ = live
+    for ag in (a, b):
+        ag.receive()
+    job = {"job_id": 6, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 900.0, "batch_size": 20}
+    (row,) = add_jobs(world, [job])
+    round_trip(world, backend, Plan.of([Assignment(row, [0], 40)]))
+    pump(backend)
+    [(t, msg)] = a.receive()
+    assert t == "launch" and msg["lr_scale"] == pytest.approx(2.0)
+    assert world.jobs.column("lr_scale")[row] == pytest.approx(2.0)

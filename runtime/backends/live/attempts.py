@@ -22,6 +22,7 @@ from roundhouse.runtime.backends.live.nodes import GONE, HELD, SENT, Nodes
 from roundhouse.runtime.backends.live.round import Clock, News
 from roundhouse.runtime.journal import AttemptRow, Journal, ShapeRow
 from roundhouse.runtime.resizing import lr_base, lr_scale
+from roundhouse.runtime.types import LR_LINEAR
 from roundhouse.runtime.world import FINISHED, RUNNING, World
 from roundhouse.traces.profiles import canonical_model
 from roundhouse.wire import protocol
@@ -198,7 +199,10 @@ class Attempts:
         att.global_batch = bool(batch) or att.elastic
         att.iters_per_s = float(iters_per_s) if has_model else 0.0
         att.lr_rule = lr_rule if lr_rule is not None else prev.lr_rule if prev is not None else None
-        att.lr_scale = learning_rate_factor(att.lr_rule, att.batch, float(lr_base(self.world.jobs, np.array([row]))[0]))
+        # A launch carrying a batch size: the factor by the job's rule, linear if never resized
+        # (as the simulator books it, resizing.note_launch_lr); without one, as its last rule left it.
+        rule = att.lr_rule if att.lr_rule is not None else LR_LINEAR if batch else None
+        att.lr_scale = learning_rate_factor(rule, att.batch, float(lr_base(self.world.jobs, np.array([row]))[0]))
         if prev is not None and not prev.ended:
             prev.successor = att
             att.waits_for = prev
