@@ -67,3 +67,27 @@ def test_finish_time_fairness_without_an_allocation_names_the_solvers_status(tmp
     # Numerical trouble was reported as "no feasible finish-time fairness found".
     with pytest.raises(RoundhouseError, match=r"solve: no allocation met even rho = 1e12 \(the LP solver returned ABNORMAL\)"):
         _run(tmp_path, "MinMaxRho")
+
+
+def test_min_cost_slo_does_not_take_solver_trouble_for_missed_slos(tmp_path, monkeypatch):
+    # A solve that ended in numerical trouble was read as "the SLOs cannot all be met": the SLO
+    # rows were dropped, counted as a fallback, and the run went on. Only an infeasible program
+    # means that. (The first two programs fail: the ratio's, then the largest share's with the
+    # SLO rows, which is asked when the ratio has no optimum; every later one solves.)
+    solve = lp_module.LinearProgram.solve
+    calls = []
+
+    def abnormal_at_first(self, solver="GLOP", time_limit_s=None):
+        calls.append(1)
+        if len(calls) <= 2:
+            return lp_module.Solution(False, "ABNORMAL", float("nan"), np.full(self.n_vars, np.nan))
+        return solve(self, solver, time_limit_s)
+
+    monkeypatch.setattr(lp_module.LinearProgram, "solve", abnormal_at_first)
+    path = tmp_path / "g.sched"
+    text = GRAPH.replace(
+        "PoissonSource(rate=6/h, jobs=4, gpus=single, models=blox, seed=0)", "CostWorkload(jobs=4, rate=6/h, seed=0)"
+    )
+    path.write_text(text.format(solver='MinCostSLO(prices=["V100:2.48", "P100:1.46", "K80:0.45"])', extra=""))
+    with pytest.raises(RoundhouseError, match=r"solve: the LP solver returned ABNORMAL"):
+        simulate(compile_file(path), until=7200.0)

@@ -640,8 +640,10 @@ class _CostSolver(GavelSolver):
             has = np.isfinite(need)
             lp.constraints(form.throughput()[has], lb=need[has])
             got = lp.solve(self.lp)
-            if not got.optimal:
+            if got.status == "INFEASIBLE":  # (the SLO rows cannot all be met: the caller drops them)
                 return None, None
+            if not got.optimal:  # (solver trouble is no missed SLO)
+                raise RuntimeError(f"{self.name}: the LP solver returned {got.status}")
         else:
             got = _solve_or_fail(lp, self.lp, self.name)  # (a share of 0 always fits)
         return max(float(got.values[share]), 0.0), got.values
