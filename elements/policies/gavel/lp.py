@@ -41,6 +41,17 @@ _PDLP_PARAMETERS = (
     "termination_criteria { simple_optimality_criteria { eps_optimal_absolute: 1e-9 eps_optimal_relative: 1e-9 } "
     "iteration_limit: 200000 }"
 )
+# Before it solves, PDLP checks the program's numbers and, for ones it finds extreme, writes a
+# warning ("... performance may suffer") or a refusal ("The solver did not run because of
+# invalid input") to stdout from C++. Nothing OR-Tools offers stops those lines: PDLP's logger
+# is always on for them and writes to stdout when no callback is given, whatever its
+# verbosity_level, MPSolver's SuppressOutput or the model builder's enable_output (and OR-Tools'
+# MPModelRequest path for PDLP gives it no callback). So a program PDLP would speak about is
+# solved by GLOP instead, silently: PDLP's limits are these (its CheckProblemStats), taken
+# a little wider (no nonzero below _PDLP_TINY anywhere).
+_PDLP_EXCESSIVE = 1e50  # (no nonzero above this)
+_PDLP_TINY = 1e-50  # (no nonzero below this)
+_PDLP_RANGE = 1e20  # (no more than this between the largest and the smallest nonzero of a kind)
 # MPSolver's result codes, in words.
 _STATUS_NAMES = {0: "OPTIMAL", 1: "FEASIBLE", 2: "INFEASIBLE", 3: "UNBOUNDED", 4: "ABNORMAL", 5: "MODEL_INVALID", 6: "NOT_SOLVED"}
 
@@ -241,6 +252,8 @@ class LinearProgram:
         if self.warm:
             return self._solve_warm(solver, time_limit_s)
         model = self.model
+        if solver == "PDLP" and _pdlp_would_speak(mbh.to_mpmodel_proto(model)):
+            solver = "GLOP"
         engine = mbh.ModelSolverHelper(solver)
         if solver == "PDLP":
             engine.set_solver_specific_parameters(_PDLP_PARAMETERS)
@@ -270,6 +283,15 @@ class LinearProgram:
             raise RuntimeError(f"this program is loaded into {self._solver_name}, not {solver}")
         if time_limit_s is not None:
             self._solver.SetTimeLimit(int(1000 * time_limit_s))
+        if solver == "PDLP":
+            current = linear_solver_pb2.MPModelProto()
+            self._solver.ExportModelToProto(current)
+            if _pdlp_would_speak(current):  # (GLOP solves this one, afresh: the PDLP solver stays)
+                engine = pywraplp.Solver.CreateSolver("GLOP")
+                engine.LoadModelFromProto(current)
+                if time_limit_s is not None:
+                    engine.SetTimeLimit(int(1000 * time_limit_s))
+                return self._solution(engine, engine.Solve())
         status = self._solver.Solve()
         if solver == "GLOP" and status not in (
             pywraplp.Solver.OPTIMAL,
@@ -286,11 +308,17 @@ class LinearProgram:
             self._solver, self._rows, self._vars = engine, engine.constraints(), engine.variables()
             status = self._solver.Solve()  # (unbounded: from scratch, it does not stall)
             self._bound_work(engine, solver, preprocessing=True)  # (the re-solves that start from it)
+        return self._solution(self._solver, status)
+
+    def _solution(self, engine, status: int) -> Solution:
+        """What MPSolver `engine` found, its Solve() having returned `status`."""
+        from ortools.linear_solver import linear_solver_pb2, pywraplp
+
         response = linear_solver_pb2.MPSolutionResponse()
-        self._solver.FillSolutionResponseProto(response)
+        engine.FillSolutionResponseProto(response)
         has = status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE) and len(response.variable_value) == self.n_vars
         values = np.asarray(response.variable_value) if has else np.full(self.n_vars, np.nan)
-        objective = self._solver.Objective().Value() if has else np.nan
+        objective = engine.Objective().Value() if has else np.nan
         name = _STATUS_NAMES.get(status, f"status {status}")
         return Solution(status == pywraplp.Solver.OPTIMAL, name, float(objective), values)
 
@@ -306,6 +334,46 @@ class LinearProgram:
             engine.SetSolverSpecificParametersAsString(_PDLP_PARAMETERS)
         elif solver == "SCIP":
             engine.SetSolverSpecificParametersAsString(f"limits/totalnodes = {_MILP_NODES}\n")
+
+
+def _pdlp_would_speak(proto) -> bool:
+    """Whether PDLP would write a warning or a refusal about this program's numbers (an
+    MPModelProto): a nonzero coefficient, bound or bound gap beyond _PDLP_EXCESSIVE or below
+    _PDLP_TINY, or the largest of a kind more than _PDLP_RANGE times the smallest. Constraint
+    bounds at or beyond its infinite_constraint_bound_threshold count as none, as it reads them."""
+    threshold = _FREE / 10
+    variables = proto.variable
+    lb = np.fromiter((v.lower_bound for v in variables), np.float64, len(variables))
+    ub = np.fromiter((v.upper_bound for v in variables), np.float64, len(variables))
+    objective = np.fromiter((v.objective_coefficient for v in variables), np.float64, len(variables))
+    rows = proto.constraint
+    row_lb = np.fromiter((c.lower_bound for c in rows), np.float64, len(rows))
+    row_ub = np.fromiter((c.upper_bound for c in rows), np.float64, len(rows))
+    per_row = [np.abs(np.asarray(c.coefficient, dtype=np.float64)) for c in rows]
+    entries = np.concatenate(per_row) if per_row else np.zeros(0)
+    columns = np.concatenate([np.asarray(c.var_index, dtype=np.int64) for c in rows]) if rows else np.zeros(0, np.int64)
+    col_norm = np.zeros(len(variables))
+    np.maximum.at(col_norm, columns, entries)
+    row_norm = np.array([r.max() if len(r) else 0.0 for r in per_row])
+    row_lb = np.where(np.abs(row_lb) < threshold, np.abs(row_lb), 0.0)
+    row_ub = np.where(np.abs(row_ub) < threshold, np.abs(row_ub), 0.0)
+    gaps = ub - lb
+    kinds = (
+        entries,
+        col_norm,
+        row_norm,
+        np.maximum(row_lb, row_ub),
+        np.maximum(np.where(np.isfinite(lb), np.abs(lb), 0.0), np.where(np.isfinite(ub), np.abs(ub), 0.0)),
+        np.where(np.isfinite(gaps), gaps, 0.0),
+        np.abs(objective),
+    )
+    for values in kinds:
+        values = values[values != 0]
+        if len(values) and (
+            values.max() > _PDLP_EXCESSIVE or values.min() < _PDLP_TINY or values.max() > _PDLP_RANGE * values.min()
+        ):
+            return True
+    return False
 
 
 def _stacked(blocks: list[sp.csr_matrix | RowBlock], n_vars: int) -> sp.csr_matrix:

@@ -78,7 +78,7 @@ class GavelSolver(Element):
         interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
         space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
         placement_sensitive: give each type a consolidated and a spread column.
-        lp: the LP solver: GLOP (simplex) or PDLP (first-order).
+        lp: the LP solver: GLOP (simplex) or PDLP (first-order; a program whose numbers PDLP would warn about, such as coefficients more than 1e20 apart, is solved by GLOP).
     Counters:
         solves: allocations computed.
         solve_ms: total time spent computing them, in milliseconds.
@@ -518,6 +518,34 @@ class MaxThroughput(GavelSolver):
 
 
 _DEFAULT_PRICES = GCP_2020_PRICES
+# The cost programs depend on prices only through their ratios: scaling every price by one
+# factor scales every spend alike, and the ratio LP's solution (scaled variables over its
+# scale t) does not move. So prices enter a program divided by the largest, whatever their
+# unit (1e-300 or 1e300 dollars a GPU-hour alike). How far apart they are is what an LP solver
+# sees: beyond this factor between the dearest and the cheapest type not free, PDLP no longer
+# finds GLOP's allocation (it stops at a tolerance relative to the largest coefficient), and
+# far beyond it the cheap type's spend is lost in rounding; such prices are refused.
+_PRICE_SPREAD = 1e6
+
+
+def _prices_argument(instance, attribute, value) -> None:
+    """The `prices` argument: parse_prices's form, no price so small that it reads as 0 (it
+    would be free), and positive prices at most _PRICE_SPREAD apart."""
+    prices = parse_prices(value)
+    for item in value:
+        number = str(item).partition(":")[2].strip()
+        if float(number) == 0 and any(c in "123456789" for c in number.lower().partition("e")[0]):
+            raise ValueError(f"{item!r} is too small to tell from 0 (write 0 for a free GPU type)")
+    positive = {name: price for name, price in prices.items() if price > 0}
+    if len(positive) > 1:
+        dear, cheap = max(positive, key=positive.__getitem__), min(positive, key=positive.__getitem__)
+        if positive[dear] > _PRICE_SPREAD * positive[cheap]:
+            raise ValueError(
+                f"{dear}'s price {positive[dear]:g} and {cheap}'s {positive[cheap]:g} are "
+                f"{positive[dear] / positive[cheap]:.3g} times apart; the cost program is solved reliably only "
+                f"for prices at most {_PRICE_SPREAD:g} times apart (only their ratios matter, not their scale; "
+                f"price a type that costs nothing at 0)"
+            )
 
 
 def _price_columns(prices: dict, ctx: RoundContext, columns: Columns, who: str, given: bool = True) -> np.ndarray:
@@ -532,18 +560,24 @@ def _price_columns(prices: dict, ctx: RoundContext, columns: Columns, who: str, 
     return np.array([per_type[t] for t in columns.gpu_type.tolist()], dtype=np.float64)
 
 
+def _scaled(price: np.ndarray) -> np.ndarray:
+    """Prices divided by the largest (the cost programs see only their ratios)."""
+    top = float(price.max()) if len(price) else 0.0
+    return price / top if top > 0 else price
+
+
 @element_family
 class _CostSolver(GavelSolver):
     """Cost policies: the ratio of throughput to spend as one LP (Charnes-Cooper).
 
     Arguments:
-        prices: hourly price per GPU of each type, as "TYPE:DOLLARS" (default: 2020 GCP on-demand).
+        prices: hourly price per GPU of each type, as "TYPE:DOLLARS" (default: 2020 GCP on-demand); only their ratios matter, and prices above 0 may be at most 1e6 times apart.
     Counters:
         floor_relaxed: solves where the equal share of the cluster's time did not fit the GPU types (jobs that can run only on a small type) or, with SLOs, the SLO rows, so every job was held to the largest common share that fits instead.
         unsolved: solves where the cost program had no optimum even so (e.g. every usable type priced at 0); each job then gets that largest common share, without regard to cost.
     """
 
-    prices: list[str] = attrs.field(factory=lambda: list(_DEFAULT_PRICES), validator=lambda i, a, v: parse_prices(v))
+    prices: list[str] = attrs.field(factory=lambda: list(_DEFAULT_PRICES), validator=_prices_argument)
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
@@ -614,7 +648,7 @@ class _CostSolver(GavelSolver):
         lp.constraints(with_column(time_m[run], t, -floor), lb=0.0)
         lp.constraints(with_column(form.capacity(), t, -problem.columns.capacity), ub=0.0)
         spend = 0.0 if free_only else 1.0
-        lp.constraints(form.cost(self._price), lb=spend, ub=spend)
+        lp.constraints(form.cost(_scaled(self._price)), lb=spend, ub=spend)
         work = form.throughput(form.sf / problem.reference[reps])
         if need is not None:
             has = np.isfinite(need)
