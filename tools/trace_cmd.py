@@ -234,17 +234,18 @@ def generate_command(args: argparse.Namespace) -> int:
             )
     format = _choice(format, "--format", GENERATE_FORMATS)
 
+    loss = _choice(args.loss, "--loss", LOSS_CHOICES)
     if format == "philly":
-        if gpus != "philly" or models != "none" or start_id != 0 or workload != "philly":
+        if gpus != "philly" or models != "none" or start_id != 0 or workload != "philly" or loss != "none":
             raise UsageError(
                 "--format philly writes a synthetic cluster_job_log, which has Philly GPU counts, "
-                "no models and its own job ids: leave out --gpus, --models, --start-id and --workload"
+                "no models, no loss curves and its own job ids: leave out --gpus, --models, --start-id, "
+                "--workload and --loss"
             )
         records = philly.synthetic_cluster_job_log(jobs, rate, seed)
         philly.write_cluster_job_log(records, args.output)
         print(f"wrote {len(records)} records to {args.output}")
         return 0
-    loss = _choice(args.loss, "--loss", LOSS_CHOICES)
     if workload in ("dally-batch", "dally-poisson", "synergy"):
         from roundhouse.traces.generators import dally_workload, synergy_philly
 

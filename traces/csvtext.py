@@ -42,6 +42,13 @@ def decode_text(path: str | Path, data: bytes) -> str:
     except UnicodeDecodeError as err:
         line, _ = where_undecodable(err)
         raise TraceError(str(path), f"is not UTF-8 text ({undecodable_byte(err)} cannot be decoded)", row=line) from None
+    nul = text.find("\x00")
+    if nul >= 0:  # (valid UTF-8, but no trace holds one: UTF-16 text without its byte-order mark)
+        raise TraceError(
+            str(path),
+            "holds a NUL byte, which no text trace has (UTF-16 text?); save it as UTF-8",
+            row=text.count("\n", 0, nul) + 1,
+        )
     return text.removeprefix("\ufeff")
 
 
@@ -88,7 +95,19 @@ def read_bytes(path: str | Path, size: int | None = None) -> bytes:
         raise TraceError(str(path), f"cannot be read: {err.strerror or err}") from None
     if data[:2] == b"\x1f\x8b":  # gzip's magic number: a compressed trace read as text is noise
         raise TraceError(str(path), "is gzip-compressed; decompress it first (gunzip)")
+    for mark, encoding in _WIDE_MARKS:  # (a byte-order mark: every reader takes UTF-8 only)
+        if data.startswith(mark):
+            raise TraceError(str(path), f"is {encoding} text; save it as UTF-8 first (e.g. iconv -f {encoding} -t UTF-8)")
     return data
+
+
+# Byte-order marks of the wider Unicode encodings (UTF-32's first: UTF-16 LE's is a prefix of its).
+_WIDE_MARKS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
 
 
 def data_lines(text: str, comment: str | None = "#") -> tuple[pl.Series, np.ndarray]:
@@ -227,13 +246,9 @@ def read_json_list(path: str, what: str) -> list:
     messages (a cluster_job_log, a Helios job list)."""
     import json
 
-    data = read_bytes(path)
+    text = read_text(path)  # (UTF-8, as every reader and every message's line number takes it)
     try:
-        records = json.loads(data)
-    except UnicodeDecodeError as err:
-        raise TraceError(
-            path, f"is not UTF-8 text ({undecodable_byte(err)} cannot be decoded)", row=where_undecodable(err)[0]
-        ) from None
+        records = json.loads(text)
     except json.JSONDecodeError as err:
         raise TraceError(path, f"is not valid JSON: {err.msg} (column {err.colno})", row=err.lineno) from None
     except RecursionError:  # lists or objects nested thousands deep: no job list is

@@ -137,7 +137,7 @@ def load_trace(path: str | Path, format: str = "auto", elastic: ElasticProfile |
         format = detect_format(path)
     if format == "philly":
         result = philly.parse(path)
-        return LoadedTrace(result.frame, format, result.skipped)
+        return LoadedTrace(result.frame, format, result.skipped, result.skipped_what)
     if format == "helios":
         found = helios.parse(path)
         return LoadedTrace(found.frame, format, found.skipped, helios.SKIPPED)

@@ -8,14 +8,16 @@ The file is a JSON list of jobs::
                    "detail": [{"ip": "m123", "gpus": ["gpu0", "gpu1"]}]}]}
 
 Times are "YYYY-MM-DD HH:MM:SS" strings; some are null or the string "None". It is converted
-as Blox's `parse_philly_jobs.py` does with `sum_attempts`: the first submission is t = 0, the
-duration is the sum of the attempts' run times, and the GPU count is the number of GPUs in the
-details of the first attempt that ran. job_id is the order of submission (0, 1, 2, ...); the
-original id is kept in the extra column `name`, with `vc` and `philly_status` (renamed: `status`
-is the simulator's own job-table column). Jobs that never ran (no
-attempt with both times, or no GPUs) are skipped and counted. Blox also drops jobs outside
-10^1.5 to 10^4 minutes and then resamples durations; that is a workload choice left to the
-user (the generators provide the resampling).
+as Blox's `parse_philly_jobs.py` does with `sum_attempts`: the first submission is t = 0, an
+attempt ran if it has both times, a positive length and at least one GPU in its details, the
+duration is the sum of the run times of the attempts that ran, and the GPU count is the number
+of GPUs in the details of the first attempt that ran (Blox takes the last one's; it assumes
+they are the same). job_id is the order of submission (0, 1, 2, ...); the original id is kept
+in the extra column `name`, with `vc` and `philly_status` (renamed: `status` is the simulator's
+own job-table column). Jobs with no attempt that ran are skipped and counted, and so are jobs
+that ran but have no submitted_time (they have no arrival), counted apart. Blox also drops
+jobs outside 10^1.5 to 10^4 minutes and then resamples durations; that is a workload choice
+left to the user (the generators provide the resampling).
 
 The Philly data has no licence, so no real rows ship with Roundhouse: the sample is made by
 `synthetic_cluster_job_log()`, which draws from the published Philly distributions and writes
@@ -44,10 +46,19 @@ _MISSING_TIMES = (None, "None", "")
 
 @attrs.frozen
 class PhillyTrace:
-    """The converted jobs and how many records were skipped because the job never ran."""
+    """The converted jobs and how many records were skipped: the job never ran, or (`unsubmitted`
+    of them) it ran but has no submission time."""
 
     frame: pl.DataFrame
     skipped: int
+    unsubmitted: int = 0
+
+    @property
+    def skipped_what(self) -> str:
+        """What the skipped records were, in words (for `trace describe` and `convert`)."""
+        if not self.unsubmitted:
+            return "jobs that never ran"
+        return f"jobs that never ran, or ran but have no submitted_time ({self.unsubmitted:,} of them)"
 
 
 def read(path: str | Path) -> pl.DataFrame:
@@ -91,27 +102,26 @@ def _parse_records(path: str, records: list) -> PhillyTrace:
             row=number,
             column="end_time",
         )
-    tries = tries.filter(pl.col("seconds") > 0)  # an attempt without both times, or of no length, never ran
+    # An attempt without both times, of no length or on no GPU never ran (its time is not the
+    # job's, and a job whose first timed attempt had no GPU may still have run later).
+    tries = tries.filter((pl.col("seconds") > 0) & (pl.col("gpus") > 0))
     per_job = (
         tries.sort("record", "order")
         .group_by("record", maintain_order=True)
         .agg(pl.col("seconds").sum().alias("duration_s"), pl.col("gpus").first())
     )
-    frame = (
-        pl.DataFrame(
-            {
-                "record": pl.Series(jobs["record"], dtype=pl.Int64),
-                "submitted": submitted,
-                "name": pl.Series(jobs["jobid"], dtype=pl.String),
-                "user": pl.Series(jobs["user"], dtype=pl.String),
-                "vc": pl.Series(jobs["vc"], dtype=pl.String),
-                "philly_status": pl.Series(jobs["status"], dtype=pl.String),
-            }
-        )
-        .join(per_job, on="record", how="inner", maintain_order="left")
-        .filter(pl.col("submitted").is_not_null() & (pl.col("gpus") > 0))
-        .sort("submitted", "record", maintain_order=True)
-    )
+    frame = pl.DataFrame(
+        {
+            "record": pl.Series(jobs["record"], dtype=pl.Int64),
+            "submitted": submitted,
+            "name": pl.Series(jobs["jobid"], dtype=pl.String),
+            "user": pl.Series(jobs["user"], dtype=pl.String),
+            "vc": pl.Series(jobs["vc"], dtype=pl.String),
+            "philly_status": pl.Series(jobs["status"], dtype=pl.String),
+        }
+    ).join(per_job, on="record", how="inner", maintain_order="left")
+    unsubmitted = frame.get_column("submitted").null_count()
+    frame = frame.filter(pl.col("submitted").is_not_null()).sort("submitted", "record", maintain_order=True)
     skipped = len(records) - frame.height
     frame = frame.with_columns(
         job_id=pl.int_range(pl.len(), dtype=pl.Int64),
@@ -119,7 +129,7 @@ def _parse_records(path: str, records: list) -> PhillyTrace:
     )
     rows = frame.get_column("record").to_numpy()
     ordered = frame.select("job_id", "arrival_s", "gpus", "duration_s", "user", "name", "vc", "philly_status")
-    return PhillyTrace(validate(ordered, path, rows), skipped)
+    return PhillyTrace(validate(ordered, path, rows), skipped, unsubmitted)
 
 
 def _collect(path: str, number: int, record, jobs: dict, attempts: dict) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from roundhouse.errors import TraceError
+from roundhouse.errors import TraceError, did_you_mean
 from roundhouse.traces.csvtext import read_cells
 from roundhouse.traces.gavel import int64_column
 from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
@@ -42,10 +42,26 @@ def read(path: str | Path) -> pl.DataFrame:
     clash = [c for c in RENAME.values() if c in frame.columns]
     if clash:
         raise TraceError(str(path), f"has both Tiresias and canonical columns ({', '.join(clash)}); which one is meant?")
+    _check_columns(str(path), frame.columns)
     frame = frame.drop([c for c in ("interval",) if c in frame.columns]).rename(
         {k: v for k, v in RENAME.items() if k in frame.columns}
     )
     return validate(frame, str(path), cells.lines, source_names=SOURCE_NAMES)
+
+
+def _check_columns(path: str, found: list[str]) -> None:
+    """The columns a Tiresias job CSV needs, said with the file's own names (the schema's check
+    comes after the renaming, and would list the canonical names the file does not have)."""
+    found_text = ", ".join(f"'{c}'" for c in found) or "none"
+    missing = [c for c in ("job_id", "num_gpu", "submit_time") if c not in found]
+    if not missing and ("duration" in found or {"model_name", "iterations"} <= set(found)):
+        return
+    wanted = missing[0] if missing else "duration"
+    either = f"'{wanted}'" if missing else "'duration' (or both 'model_name' and 'iterations')"
+    hint = did_you_mean(wanted, found)
+    raise TraceError(
+        path, f"missing column {either} of Tiresias' job CSV; columns found: {found_text}" + (f"; {hint}" if hint else "")
+    )
 
 
 def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = None) -> list[str]:

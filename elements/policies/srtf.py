@@ -8,13 +8,18 @@ from roundhouse.elements.policies.base import KeyOrder
 from roundhouse.runtime.element import element
 from roundhouse.runtime.types import Active
 
+# Remaining times are compared to the millisecond (the precision of generated traces' times).
+_DECIMALS = 3
+
 
 @element
 class Srtf(KeyOrder):
     """Rank jobs by remaining run time, shortest first (an oracle policy).
 
     Remaining time is the job's remaining work at its reference throughput (isolated,
-    consolidated, on the reference GPU type). Ties go to the job admitted first.
+    consolidated, on the reference GPU type), to the millisecond. Ties go to the job admitted
+    first (two jobs of one duration but different models tie, though their work over their
+    throughput differs in the last bits).
 
     Ports:
         ranking: the jobs, shortest remaining time first.
@@ -30,7 +35,8 @@ class Srtf(KeyOrder):
     """
 
     def key(self, active: Active) -> np.ndarray:
-        return active.remaining_s
+        # (rounded: work / rate is a rounding error away from the duration it was made from)
+        return np.round(active.remaining_s, _DECIMALS)
 
     def key_speed(self, active: Active) -> np.ndarray:
         return -active.column("rate") / active.reference_rate  # (rate is 0 for waiting jobs)
