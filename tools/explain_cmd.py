@@ -46,7 +46,7 @@ def explain(args) -> int:
     stopped = run_end(args.run)
     rows = job_rows(record, path, args.run, args.job, stopped)
     per_machine = largest_machine(args.run)
-    print(f"job {args.job}: {len(rows)} change(s) recorded in {args.run}")
+    print(f"job {args.job.strip()}: {len(rows)} change(s) recorded in {args.run}")
     for row in rows:
         print(f"  t={clock(row['t_s']):<10} {describe(row, per_machine)}")
     if stopped is not None and not finished(rows):
@@ -107,11 +107,24 @@ def read_record(run: str):
         )
     with _readable(path):
         record = pl.scan_parquet(path)
-        columns = record.collect_schema().names()
-    missing = [c for c in COLUMNS if c not in columns]
+        schema = record.collect_schema()
+    missing = [c for c in COLUMNS if c not in schema]
     if missing:
         raise UsageError(f"{path}: no column {', '.join(repr(c) for c in missing)} (not a record `roundhouse run` wrote?)")
+    for name in COLUMNS:  # (a record of the wrong types would fail as it is read or worded)
+        dtype = schema[name]
+        numeric = name in _NUMBERS
+        fits = dtype.is_numeric() if numeric else dtype in (pl.String, pl.Categorical, pl.Enum)
+        if not (fits or dtype == pl.Null):
+            what = "numbers" if numeric else "words"
+            raise UsageError(f"{path}: column {name!r} holds {dtype}, not {what} (not a record `roundhouse run` wrote?)")
     return record, path
+
+
+# The record's columns of numbers (a time, a job id and a reason's numbers); the others are words.
+_NUMBERS = ("t_s", "job_id", "a", "b", "c")
+# Those every record has a value in (a job's time and numbers, its state and reason).
+_VALUED = ("t_s", "state", "reason", "a", "b", "c")
 
 
 @contextmanager
@@ -127,7 +140,8 @@ def _readable(path: Path):
 
 def job_rows(record, path: Path, run: str, job: str, stopped: tuple[float, str] | None = None) -> list[dict]:
     """The job's records in time order; a usage error saying what the record holds when it has
-    none for the job (`stopped`: when and why the run stopped, from run.json)."""
+    none for the job (`stopped`: when and why the run stopped, from run.json), or naming the
+    column of a damaged record of it that holds no value."""
     import polars as pl
 
     ids = pl.col("job_id").cast(pl.String)
@@ -137,6 +151,15 @@ def job_rows(record, path: Path, run: str, job: str, stopped: tuple[float, str] 
             known = record.select(ids.unique(maintain_order=True)).collect().to_series()
     if rows.height == 0:
         raise UsageError(f"{run}: no job '{job}' in the record ({_holds(known)}){_why_missing(job, known, stopped)}")
+    for name in _VALUED:
+        column = rows[name]
+        empty = column.is_null()
+        if column.dtype.is_float():  # (a time may be infinite; a count is a whole number)
+            empty |= column.is_nan() if name == "t_s" else ~column.is_finite()
+        if empty.any():
+            value = column[int(empty.arg_true()[0])]
+            what = "no value" if value is None else f"{value} (not a whole number)" if name != "t_s" else "nan (not a time)"
+            raise UsageError(f"{path}: a record of job {job.strip()} has {what} in column {name!r} (damaged?)")
     return rows.sort("t_s", maintain_order=True).to_dicts()
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from roundhouse.errors import UsageError
-from roundhouse.tools.outputs import SweepFolder, open_folder
+from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
 from roundhouse.tools.plots import KINDS, figure, file_format, save
 
 
@@ -35,6 +35,8 @@ def plot(args) -> int:
     fig = figure(folder, kind, args.metric or "avg_jct_s", args.x)
     if isinstance(folder, SweepFolder) and folder.incomplete:  # (the figure says so too)
         print(f"warning: {folder.path}: {folder.incomplete}; drawn from those runs", file=sys.stderr)
+    elif isinstance(folder, RunFolder) and folder.incomplete:
+        print(f"warning: {folder.path}: {folder.incomplete}; drawn from those jobs", file=sys.stderr)
     if isinstance(folder, SweepFolder):
         for note in folder.notes:  # (runs of the store the figure leaves out)
             print(f"note: {folder.path}: {note}", file=sys.stderr)

@@ -15,9 +15,9 @@ import numpy as np
 import polars as pl
 
 from roundhouse.errors import UsageError, first_line
-from roundhouse.runtime.files import writing
 from roundhouse.runtime.values import duration_from_text, rate_from_text
 from roundhouse.tools.outputs import RunFolder, SweepFolder
+from roundhouse.tools.outputs.whole_file import write_whole
 
 if TYPE_CHECKING:  # matplotlib loads on the first figure: every command registers this module's kinds
     from matplotlib.figure import Figure
@@ -56,9 +56,7 @@ def file_format(out: Path) -> str:
 
 
 def save(fig: Figure, out: Path) -> None:
-    data = figure_bytes(fig, file_format(out))
-    with writing(out):
-        out.write_bytes(data)
+    write_whole(out, figure_bytes(fig, file_format(out)))
 
 
 def figure_bytes(fig: Figure, fmt: str) -> bytes:
@@ -91,6 +89,11 @@ def _title(folder: RunFolder, what: str) -> str:
     return f"{what} · {graph}" + (f" · {folder.sink}" if folder.sink else "")
 
 
+def _incomplete(run: RunFolder) -> list[str]:
+    """A figure's note on a jobs file that lacks jobs its summary counts."""
+    return [f"incomplete: {run.incomplete}"] if run.incomplete else []
+
+
 def _set_title(ax, title: str, notes: list[str]) -> None:
     """The title, and each note on a line of its own below it (beside the title, a long note
     and a long title would run into each other)."""
@@ -114,7 +117,10 @@ def jct_cdf_figure(run: RunFolder) -> Figure:
     ax.set_ylim(0, 1.02)
     ax.set_xlim(left=0)
     ax.legend(loc="lower right")
-    ax.set_title(_title(run, "JCT CDF"))
+    if run.incomplete:
+        _set_title(ax, _title(run, "JCT CDF"), _incomplete(run))
+    else:
+        ax.set_title(_title(run, "JCT CDF"))
     return fig
 
 
@@ -242,6 +248,16 @@ def _record(run: RunFolder) -> pl.DataFrame | None:
             f"warning: {path}: cannot be read as Parquet ({first_line(err)}); GPUs held are drawn from jobs.csv", file=sys.stderr
         )
         return None
+    words = (pl.String, pl.Categorical, pl.Enum)
+    for name, dtype in record.schema.items():
+        numeric = name in ("t_s", "job_id", "b")
+        if not (dtype.is_numeric() if numeric else dtype in words):
+            print(
+                f"warning: {path}: column {name!r} holds {dtype}, not {'numbers' if numeric else 'words'} "
+                "(damaged?); GPUs held are drawn from jobs.csv",
+                file=sys.stderr,
+            )
+            return None
     return record
 
 
@@ -282,7 +298,7 @@ def utilisation_figure(run: RunFolder) -> Figure:
             level = [measured * capacity] * 2
             ax.plot([first / size, end / size], level, color="grey", linewidth=1, linestyle="--", label=label)
     spread = int(drawn_gpus(run.jobs, run.end_s)[3].sum())
-    notes = []
+    notes = _incomplete(run)
     if only_tracked:
         notes.append(f"only the {run.jobs.height} jobs {run.jobs_name} tracks")
     if spread and exact is None:
@@ -360,7 +376,9 @@ def gantt_figure(run: RunFolder) -> Figure:
     if n <= 30:
         ax.set_yticks(rows, [str(int(j)) for j in jobs["job_id"].to_list()])
     ax.legend(loc="upper right", fontsize=7)
-    notes = [f"lighter: {int(preempted.sum())} preempted jobs, holding GPUs part of the bar"] if preempted.any() else []
+    notes = _incomplete(run)
+    if preempted.any():
+        notes.append(f"lighter: {int(preempted.sum())} preempted jobs, holding GPUs part of the bar")
     _set_title(ax, _title(run, "Jobs over time"), notes)
     return fig
 
@@ -413,6 +431,8 @@ def metric_bands(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = 
     from scipy import stats
 
     table = sweep.table
+    if table.height == 0 and not sweep.failed and sweep.incomplete:  # (none of its runs is stored)
+        raise UsageError(f"{sweep.path}: {'; '.join([sweep.incomplete, *sweep.notes])}; there is no run to draw")
     if table.height == 0:  # (before the options: they cannot be checked against no runs)
         raise UsageError(
             f"{sweep.source}: no run of the sweep finished ({sweep.failed} failed); nothing to draw "

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.files import writing
 from roundhouse.tools.graph_drawing import FORMATS, DotMissing, draw
+from roundhouse.tools.outputs.whole_file import write_whole
 
 
 def register(sub) -> None:
@@ -32,8 +32,7 @@ def render(args) -> int:
         ) from None
     if fmt == "pdf":
         data = _undated(data)
-    with writing(out):
-        out.write_bytes(data)
+    write_whole(out, data)
     return 0
 
 

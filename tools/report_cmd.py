@@ -12,9 +12,9 @@ import polars as pl
 
 from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.files import writing
 from roundhouse.tools.graph_drawing import draw
 from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
+from roundhouse.tools.outputs.whole_file import write_whole
 from roundhouse.tools.plots import RUN_KINDS, figure, figure_bytes, x_axis
 from roundhouse.tools.results import in_units, objectives, summary_rows
 
@@ -57,8 +57,7 @@ def report(args) -> int:
         raise UsageError(f"-o {args.output}: a report is an HTML page; end the name in .html")
     folder = open_folder(args.folder)
     page = run_page(folder) if isinstance(folder, RunFolder) else sweep_page(folder)
-    with writing(out):
-        out.write_text(page, encoding="utf-8")
+    write_whole(out, page.encode("utf-8"))
     return 0
 
 
@@ -73,6 +72,9 @@ def run_page(run: RunFolder) -> str:
         f"stopped: {info.get('stop_reason', '—')}",
     ]
     plots = []
+    if run.incomplete:
+        facts.append("incomplete")
+        plots.append(_note(f"Incomplete: {run.incomplete}; the plots show only those jobs."))
     reports = run.reports()
     if len([r for r in reports if r[1]]) > 1:
         plots.append(f"<p>From {html.escape(run.sink or 'the sink')}'s per-job table ({html.escape(run.jobs_name)}).</p>")
@@ -132,7 +134,9 @@ def sweep_page(sweep: SweepFolder) -> str:
     plots = []
     # (Every run failed: the figures would each say so, or, without the metrics' columns, be left out.)
     there = [m for m in SWEEP_METRICS if m in table.columns] if table.height else []
-    if not table.height:
+    if not table.height and not sweep.failed and sweep.incomplete:  # (said above the summary)
+        plots.append(_note("No run of the sweep is in its results store: there is nothing to plot."))
+    elif not table.height:
         plots.append(
             _note(
                 f"No run of the sweep finished ({sweep.failed} failed): there is nothing to plot "

@@ -27,6 +27,7 @@ class RunFolder:
     sink: str | None  # the sink's element name when the graph has several
     jobs_name: str = "jobs.csv"  # the file `jobs` was read from
     summary_name: str = "summary.json"  # the file `summary` was read from (or would be)
+    incomplete: str | None = None  # why `jobs` may not hold every job the sink tracked
 
     @property
     def graph(self) -> str | None:
@@ -119,7 +120,18 @@ def open_run(path: Path) -> RunFolder:
                 if jobs[column][row] is None:
                     raise UsageError(f"{jobs_file}:{line}: no value in column {column!r} (a row cut short?)")
                 raise UsageError(f"{jobs_file}:{line}: column {column!r} holds nan (not a number), where a number should be")
-    return RunFolder(path, info, jobs, summary, sink, jobs_file.name, summary_name)
+    return RunFolder(
+        path, info, jobs, summary, sink, jobs_file.name, summary_name, _short_of(jobs_file, jobs, summary_file, summary)
+    )
+
+
+def _short_of(jobs_file: Path, jobs: pl.DataFrame, summary_file: Path, summary: dict) -> str | None:
+    """What the jobs file lacks of the jobs its summary counts (it was cut short at the end of a
+    line, and reads whole), or None when it holds them all (or the summary does not say)."""
+    tracked = summary.get("jobs_tracked")
+    if tracked is None or not 0 < jobs.height < tracked:
+        return None
+    return f"{jobs_file.name} holds {jobs.height} jobs, but {summary_file.name} counts {tracked:g} (cut short?)"
 
 
 def _listed_files(info: dict) -> list[str]:

@@ -71,8 +71,8 @@ def open_sweep(path: Path) -> SweepFolder:
         pointless = table.filter(pl.col("point").is_null()) if "point" in table.columns else table
         foreign = [*results.foreign, *(store / f"{key}{SUFFIX}" for key in pointless["key"].unique(maintain_order=True))]
         table = table.filter(pl.col("point").is_not_null()) if "point" in table.columns else table.clear()
-        for path in foreign:
-            print(f"warning: {path}: holds no run's row (no key or point: damaged?); left out", file=sys.stderr)
+        for file in foreign:
+            print(f"warning: {file}: holds no run's row (no key or point: damaged?); left out", file=sys.stderr)
         if not table.height:
             raise UsageError(f"{store}: none of its {len(results.files())} Parquet files can be read as runs' rows (damaged?)")
         unreadable += tuple(foreign)
@@ -192,6 +192,9 @@ def _read_summary(path: Path) -> pl.DataFrame:
         table = pl.read_csv(path, infer_schema_length=None, schema_overrides=dict.fromkeys(labels, pl.String))
     except (pl.exceptions.PolarsError, UnicodeDecodeError) as err:
         raise UsageError(f"{path}: cannot be read as CSV ({first_line(err)})") from None
+    counted = _runs_counted(path.with_name("points.csv"))
+    if counted is not None and counted > table.height:  # (cut at the end of a line, it reads whole)
+        raise UsageError(f"{path}: lists {table.height} runs, but points.csv beside it counts {counted} (cut short?)")
     lines = table.with_row_index("__line", offset=2)
     pointless = lines.filter(pl.col("point").is_null())
     if pointless.height:
@@ -207,6 +210,16 @@ def _read_summary(path: Path) -> pl.DataFrame:
                 f"{first}); which of them to draw cannot be told"
             )
     return table
+
+
+def _runs_counted(points: Path) -> int | None:
+    """The runs points.csv counts (its `runs`, summed over the points), which a sweep writes
+    with summary.csv; None without a points.csv that reads."""
+    try:
+        runs = pl.read_csv(points, columns=["runs"], schema_overrides={"runs": pl.Int64})["runs"]
+    except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError):
+        return None
+    return int(runs.sum()) if runs.null_count() == 0 else None
 
 
 def _is_measured(name: str) -> bool:

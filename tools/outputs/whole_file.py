@@ -1,0 +1,29 @@
+"""Writing a command's output file (a drawing, a figure, a report) whole or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from roundhouse.runtime.files import writing
+
+
+def write_whole(out: Path, data: bytes) -> None:
+    """`data` as the file `out`: written beside it and renamed into its place once whole, so
+    that a write that fails (a full disk, a file size limit, a folder in the file's place)
+    leaves no half-written file, nor a half-overwritten one of an earlier run. A failure is a
+    usage error naming `out`."""
+    # (A link is written through, as a plain write would; the part's name is kept short enough
+    # for any file system, whatever the output's.)
+    target = out.resolve() if out.is_symlink() else out
+    part = target.with_name(f".{target.name[:64]}.{os.getpid()}.part")
+    with writing(out):
+        try:
+            with open(part, "wb") as f:
+                f.write(data)
+            os.replace(part, target)
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                part.unlink(missing_ok=True)
+            raise OSError(err.errno, err.strerror, str(out)) from None
