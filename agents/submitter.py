@@ -37,7 +37,8 @@ class Submitter:
         self._monitor: zmq.Socket | None = None
         try:  # (a socket left open would make `term()` hang: close what was made on any refusal)
             security.apply(self._socket, log)
-            self._monitor = self._socket.get_monitor_socket(sum(HANDSHAKE_FAILURES))
+            events = sum(HANDSHAKE_FAILURES) | zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+            self._monitor = self._socket.get_monitor_socket(events)
             self._socket.connect(address)
         except zmq.ZMQError as err:
             self.close()
@@ -63,7 +64,8 @@ class Submitter:
     def request(self, type_: str, expect: str, **fields) -> dict:
         """Send one request and wait for its answer. A handshake refused on the protocol or the
         key ends the wait; a connection closed during the handshake does not (ZeroMQ reconnects,
-        and the request goes when one succeeds), but a wait that then runs out says so."""
+        and the request goes when one succeeds), but a wait that then runs out says so, as it
+        says a connection made on which no handshake ever completed (nothing there speaks ZeroMQ)."""
         try:
             frame = protocol.encode(type_, self._seq.next(), **fields)
         except protocol.ProtocolError as err:  # e.g. a trace cell the protocol cannot carry
@@ -76,11 +78,13 @@ class Submitter:
         poller.register(self._socket, zmq.POLLIN)
         poller.register(monitor, zmq.POLLIN)
         cut = 0  # connections closed during the handshake
+        connected = shaken = False  # a connection made; a handshake completed
         while True:
             left = deadline - time.time()
             if left <= 0:
                 raise SchedulerError(
-                    f"no answer from the scheduler at {self.address} within {self.timeout_s:g}s{self._cut_note(cut)}"
+                    f"no answer from the scheduler at {self.address} within {self.timeout_s:g}s"
+                    + (self._silent_note() if connected and not shaken and not cut else self._cut_note(cut))
                 )
             ready = dict(poller.poll(int(left * 1000) + 1))
             if monitor in ready:
@@ -90,6 +94,8 @@ class Submitter:
                 if event in REFUSALS:
                     raise SchedulerError(f"the scheduler at {self.address} refused this connection: {REFUSALS[event]}")
                 cut += event in HANDSHAKE_FAILURES
+                connected |= event == zmq.EVENT_CONNECTED
+                shaken |= event == zmq.EVENT_HANDSHAKE_SUCCEEDED
             if self._socket in ready:
                 try:
                     got, _, body = protocol.decode(self._socket.recv(), {expect, "error"})
@@ -105,6 +111,19 @@ class Submitter:
             return ""
         keys = ", or is the scheduler.key in the key folder another scheduler's" if self._secured else ""
         return f"; {cut} connection(s) to it closed during the handshake (is something else listening at that address{keys}?)"
+
+    def _silent_note(self) -> str:
+        """What a wait that ran out says of a connection made on which no handshake completed."""
+        if self._secured:
+            return (
+                "; a connection to it was made, but the handshake never completed: nothing there seems to speak "
+                "ZeroMQ with CURVE keys (is something other than a Roundhouse scheduler listening at that address, "
+                "or are the keys mismatched: is the scheduler.key in the key folder another scheduler's?)"
+            )
+        return (
+            "; a connection to it was made, but the handshake never completed: nothing there seems to speak ZeroMQ "
+            "(is something other than a Roundhouse scheduler listening at that address?)"
+        )
 
     def submit(self, jobs: list[dict], where: Sequence[str] | None = None) -> list[int]:
         """Submit jobs (canonical trace fields: model, iterations, gpus, ... or command,

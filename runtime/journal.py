@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     import polars as pl
 
 SCHEMA_VERSION = 1
+# Rounds read from the journal at a time (`Journal.rounds`): a replay holds no more at once.
+ROUND_BATCH = 256
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -214,13 +216,17 @@ class Journal:
         it is read: the record's shape (runtime/backends/live/records.py), the time never going
         back, each job delivered and finished once, a delivered job's submission in its table."""
         check = _Rounds(self.submission_ids(), self.meta().get("round_s"))
-        for k, now, text in self._read("rounds", "SELECT k, now, record FROM rounds ORDER BY k"):
+        for k, now, text in _round_rows(self):
             record = self._json(text, "rounds", f"round {k}")
             try:
                 check(k, now, record)
             except _Bad as bad:
                 raise self.damaged("rounds", f"round {k}", str(bad)) from None
             yield k, now, Record(record, f"{self.path}: damaged journal: table rounds, round {k}")
+
+    def replay(self) -> Replay:
+        """The rounds for a restarted scheduler to replay, every one checked now (`Replay`)."""
+        return Replay(self)
 
     def add_round(self, k: int, now: float, record: dict) -> None:
         self._begin()
@@ -426,6 +432,61 @@ class Journal:
         """Delete the closed journal's files (SQLite's write-ahead log and index beside it)."""
         for suffix in ("", "-wal", "-shm"):
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+
+def _round_rows(journal: Journal) -> Iterator[tuple[Any, Any, Any]]:
+    """Table rounds' rows in order of k, read ROUND_BATCH at a time (each batch a query of its
+    own, after the last k read: the table's key, a whole number), so that a long run's rounds
+    are never all in memory at once, and no query stays open between batches."""
+    sql = "SELECT k, now, record FROM rounds ORDER BY k LIMIT ?"
+    batch = journal._read("rounds", sql, (ROUND_BATCH,))
+    while batch:
+        yield from batch
+        if len(batch) < ROUND_BATCH:
+            return
+        after = batch[-1][0]
+        batch.clear()  # (before the next batch is read: one batch held at a time)
+        batch = journal._read("rounds", "SELECT k, now, record FROM rounds WHERE k > ? ORDER BY k LIMIT ?", (after, ROUND_BATCH))
+
+
+class Replay:
+    """A journal's rounds as a restarted scheduler replays them: checked first, all of them, as
+    `Journal.rounds` checks them, and which rounds delivered the submissions (`check_deliveries`),
+    so that a damaged journal is refused before any round replays; then read again, in order, a
+    batch at a time, as the replay asks for them (`replay[i]`, i never going back but to 0, or
+    iterating), so that memory does not grow with the run's length. Its length is the number of
+    rounds checked (a round journaled after it was made is not one of them)."""
+
+    def __init__(self, journal: Journal):
+        self.journal = journal
+        self._count = 0
+
+        def counted() -> Iterator[tuple[int, float, Record]]:
+            for row in journal.rounds():
+                self._count += 1
+                yield row
+
+        check_deliveries(journal, counted())  # (reads them all, one batch at a time)
+        self._rows: Iterator[tuple[int, float, Record]] | None = None
+        self._at = -1
+        self._row: tuple[int, float, Record] | None = None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[tuple[int, float, Record]]:
+        for _, row in zip(range(self._count), self.journal.rounds()):
+            yield row
+
+    def __getitem__(self, i: int) -> tuple[int, float, Record]:
+        if not 0 <= i < self._count:
+            raise IndexError(f"round {i} of a replay of {self._count}")
+        if self._rows is None or i < self._at:
+            self._rows, self._at = iter(self), -1
+        while self._at < i:
+            self._row, self._at = next(self._rows), self._at + 1
+        assert self._row is not None
+        return self._row
 
 
 def _delivered(journal: Journal, ids: list[int]) -> pl.DataFrame:

@@ -1,6 +1,6 @@
 """The agent's connection to the scheduler: a DEALER socket (secured, watched for a refused
-handshake and for a connection that closes during one), numbered messages in both directions,
-registration until welcomed, heartbeats."""
+handshake, for a connection that closes during one, and for one that stays silent), numbered
+messages in both directions, registration until welcomed, heartbeats."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ log = logging.getLogger("roundhouse.agent")
 # An agent not yet registered says so this often (a scheduler not started, a wrong address or
 # port, a firewall): it keeps trying, but not in silence.
 WARN_EVERY_S = 30.0
+# A connection made on which no handshake completes within this long is said at once: ZeroMQ
+# itself gives up on a handshake only after its handshake interval (30 s), and until then an
+# agent pointed at something that accepts connections but does not speak ZeroMQ (or does not
+# answer its keys) would say nothing.
+STALLED_HANDSHAKE_S = 5.0
 
 
 class SchedulerLink:
@@ -39,6 +44,9 @@ class SchedulerLink:
         self.connected = False  # a handshake with the scheduler succeeded, and it has not hung up since
         self.cut_handshakes = 0  # connections closed during the handshake since one last succeeded (or the start)
         self._said_cut = False  # said since the last handshake that succeeded (or the start)
+        self.stalled_after_s = STALLED_HANDSHAKE_S
+        self.handshake_since: float | None = None  # when the connection whose handshake is under way was made
+        self._said_stalled = False  # said since the last handshake that succeeded (or the start)
         self._seq = protocol.Sequence()
         self._seq.n = time.time_ns() // 1000
         self._from_scheduler = SeqTracker()
@@ -52,7 +60,9 @@ class SchedulerLink:
         dealer.setsockopt(zmq.RECONNECT_IVL, 100)
         dealer.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
         self.security.apply(dealer, log)
-        monitor = dealer.get_monitor_socket(sum(HANDSHAKE_FAILURES) | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+        monitor = dealer.get_monitor_socket(
+            sum(HANDSHAKE_FAILURES) | zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
+        )
         dealer.connect(self.scheduler)
         self.dealer, self.monitor = dealer, monitor
         return dealer, monitor
@@ -75,9 +85,12 @@ class SchedulerLink:
             return None
         type_, seq, body = got
         if not self._from_scheduler.accept("scheduler", seq):
-            self.counters["bad_messages"] += 1
-            log.warning("dropped an out-of-order %s from the scheduler (seq %d)", type_, seq)
-            return None
+            # (A new connection, not yet read from the monitor, may be to a new scheduler process.)
+            self.watch_handshakes()
+            if not self._from_scheduler.accept("scheduler", seq):
+                self.counters["bad_messages"] += 1
+                log.warning("dropped an out-of-order %s from the scheduler (seq %d)", type_, seq)
+                return None
         return type_, body
 
     def _other_release(self, reason: str) -> None:
@@ -110,9 +123,17 @@ class SchedulerLink:
             except zmq.Again:
                 return
             kind = event.get("event")
+            if kind == zmq.EVENT_CONNECTED:  # (a connection made: its handshake begins)
+                self.handshake_since = time.time()
+                continue
+            self.handshake_since = None  # (every other event ends the handshake under way, or the connection)
             if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                # A new connection, perhaps to another scheduler process (restarted, or on another
+                # machine), which numbers its messages afresh from its own clock: messages are
+                # in order within one connection, so the order is checked from here on.
+                self._from_scheduler.forget("scheduler")
                 self.connected = True
-                self.cut_handshakes, self._said_cut = 0, False
+                self.cut_handshakes, self._said_cut, self._said_stalled = 0, False, False
             elif kind == zmq.EVENT_DISCONNECTED:
                 self._lost_contact()
             elif kind == HANDSHAKE_FAILED:
@@ -146,6 +167,31 @@ class SchedulerLink:
         return (
             "is the scheduler restarting, is something else listening at that address, or is the "
             "scheduler.key in the key folder another scheduler's?"
+        )
+
+    def _warn_stalled(self, now: float) -> None:
+        """A connection made on which the handshake has not completed after `stalled_after_s`:
+        said once until a handshake succeeds. The agent keeps trying (ZeroMQ gives up on the
+        handshake after its own interval, and reconnects)."""
+        since = self.handshake_since
+        if since is None or self._said_stalled or now - since < self.stalled_after_s:
+            return
+        self._said_stalled = True
+        if self.security.insecure:
+            hint = (
+                "nothing there seems to speak ZeroMQ: is something other than a Roundhouse scheduler listening at that address?"
+            )
+        else:
+            hint = (
+                "nothing there seems to speak ZeroMQ with CURVE keys: is something other than a Roundhouse scheduler "
+                "listening at that address, or are the keys mismatched: is the scheduler.key in the key folder "
+                "another scheduler's?"
+            )
+        log.warning(
+            "connected to the scheduler's address %s, but the handshake has not completed after %.0f s; still trying (%s)",
+            self.scheduler,
+            now - since,
+            hint,
         )
 
     def _lost_contact(self) -> None:
@@ -186,6 +232,7 @@ class SchedulerLink:
     def keep_alive(self, now: float, running) -> bool:
         """Register (once a second until welcomed) or heartbeat when due; False while not registered.
         `running` makes the list of running workers, when one is sent."""
+        self._warn_stalled(now)
         if not self.registered:
             if now - self.last_register >= 1.0:
                 self.register(running())

@@ -20,7 +20,7 @@ from roundhouse.runtime.backends.live.nodes import Nodes
 from roundhouse.runtime.backends.live.records import plan_record, record_of, replayed, same_plan
 from roundhouse.runtime.backends.live.resizes import regroup
 from roundhouse.runtime.backends.live.submissions import Submissions
-from roundhouse.runtime.journal import AttemptRow, ShapeRow, check_deliveries
+from roundhouse.runtime.journal import AttemptRow, Replay, ShapeRow
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.world import RUNNING
 
@@ -36,7 +36,7 @@ class Takeover:
         self.journal = attempts.journal
         self.clock = attempts.clock
         self.counters = attempts.counters
-        self.replay: list[tuple[int, float, dict]] = []
+        self.replay: Replay | list[tuple[int, float, dict]] = []
         self.replay_at = 0
         self._replay_plans: list[dict] = []
         # The GPUs online as the replayed rounds left them (the world starts with all online).
@@ -66,8 +66,7 @@ class Takeover:
         """Read the journal's rounds, and check now which rounds delivered its submissions, and
         its attempts and their shapes: a damaged row is refused before any round replays or any
         agent is heard (which the journal records), not when the replay is over."""
-        self.replay = list(self.journal.rounds())
-        check_deliveries(self.journal, self.replay)
+        self.replay = self.journal.replay()
         self.journal.attempts()
         self.journal.shapes()
 
