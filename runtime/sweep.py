@@ -12,15 +12,18 @@ everything its result depends on (`run_key`), and is recorded as one row whateve
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import json
+import math
 import multiprocessing
 import os
+import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -118,14 +121,75 @@ def run_one(spec: RunSpec) -> RunOutcome:
 
 
 def run_all(specs: list[RunSpec], workers: int | None = None) -> list[RunOutcome]:
+    """Run every spec, `workers` at a time in worker processes, and return their outcomes in
+    the order of the specs; a run's exception is raised here. Interrupted (Ctrl-C, or SIGTERM
+    as the command line raises it), it stops at once: its worker processes are ended, not
+    waited for, and the interrupt is raised on."""
     workers = workers or os.cpu_count() or 1
     if workers == 1 or len(specs) <= 1:
         return [run_one(s) for s in specs]
     # Fresh interpreters, not forks: forking a process whose polars thread pool has started can
-    # deadlock the child.
+    # deadlock the child. They ignore Ctrl-C (which reaches the whole process group): a worker
+    # would take it for its run's failure, send it back and go on to its next run, while this
+    # process waited for it; this process ends them instead.
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(specs)), mp_context=context) as pool:
-        return list(pool.map(run_one, specs))
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(specs)), mp_context=context, initializer=_pool_worker_start, initargs=(os.getpid(),)
+    )
+    try:
+        # (The workers start as runs are handed out: a new interpreter takes an ignored SIGINT
+        # as ignored from its first instruction, before it could ignore it itself.)
+        with _interrupts_ignored():
+            futures = [pool.submit(run_one, spec) for spec in specs]
+        outcomes = [future.result() for future in futures]
+    except BaseException:
+        _end_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+    return outcomes
+
+
+def _pool_worker_start(parent: int) -> None:
+    """A `run_all` worker ignores Ctrl-C, and ends when the process that started it is gone."""
+    from roundhouse.runtime.sweep_exec import _watch_parent
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+@contextlib.contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    """SIGINT ignored while this lasts (in the main thread only, where signals are set)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+# How long an ended worker process may take to go before it is killed.
+_END_GRACE_S = 1.0
+
+
+def _end_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop `pool` without waiting for its runs: runs not started are dropped, and its worker
+    processes are ended (terminated, then killed if they linger). (Before Python 3.14's
+    `terminate_workers`, a ProcessPoolExecutor's processes are reached only by its `_processes`.)"""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.terminate()
+    deadline = time.monotonic() + _END_GRACE_S
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join()
 
 
 def summaries(outcomes: list[RunOutcome], sink: str | None = None) -> pl.DataFrame:
@@ -135,6 +199,9 @@ def summaries(outcomes: list[RunOutcome], sink: str | None = None) -> pl.DataFra
 # --- runs of a sweep: keyed by their inputs, timed out, recorded whatever happens -------------
 
 # Bump when what goes into a run's key changes, so that old results are not taken for new ones.
+# (Not bumped when overrides began to be keyed by their values as compiled: a value written the
+# usual way keeps the text it had, so its key is as it was; one written otherwise, `300s` for
+# `5min`, gets a new key, whose run is done again once. No old key can name another value.)
 KEY_SCHEME = 2
 
 
@@ -263,21 +330,70 @@ def metrics_sink(graph) -> str | None:
 
 
 def keyed_overrides(graph, overrides: Iterable[str | Override]) -> list[str]:
-    """The overrides as a run's key holds them: the last value given for each target (an
-    earlier one has no effect), sorted by target, spaces trimmed. Left out are those keyed
-    otherwise: the seed (as the graph's seed, however it was given), the cluster, and a file
-    path (by the file's contents, with the graph's other files)."""
+    """The overrides as a run's key holds them: for each target, the value it has in the
+    compiled graph (the last one given takes effect), so that two spellings of one value
+    (`round=5min` and `round=300s`) are one run; sorted by target. A value `key_text` cannot
+    write is keyed by its text as given, spaces trimmed. Left out are those keyed otherwise:
+    the seed (as the graph's seed, however it was given), the cluster, and a file path (by the
+    file's contents, with the graph's other files)."""
     from roundhouse.runtime.values import FilePath
 
     last: dict[str, str] = {}
     for o in overrides:
         target, _, value = (o if isinstance(o, str) else o.text).partition("=")
         last[target.strip()] = value.strip()
-    return [
-        f"{target}={value}"
-        for target, value in sorted(last.items())
-        if target not in ("seed", "cluster") and not isinstance(compiled_value(graph, target), FilePath)
-    ]
+    keyed = []
+    for target, text in sorted(last.items()):
+        value = compiled_value(graph, target)
+        if target in ("seed", "cluster") or isinstance(value, FilePath):
+            continue
+        written = key_text(value)
+        keyed.append(f"{target}={text if written is None else written}")
+    return keyed
+
+
+def key_text(value: Any) -> str | None:
+    """A compiled value as a run's key holds it: as a `.sched` file would write it, the way
+    `describe` does (`5min`, `4/h`, `1.2x`, `"text"`, `3000..4000`, `[1, 2]`), where that text
+    reads back as exactly this value, and otherwise with every digit of the number (`0.1s`
+    written as `0.1s`, a rate too fine for `/h` in `/s`). Two values have one text only if they
+    are equal (a number as a number: `1` and `1.0` are one), and a value written the usual way
+    has the text it was given, so a store's runs keyed by their values as written before
+    values were keyed as compiled keep their keys. None for a value of another kind (none, an
+    element, an object), which the key holds as written."""
+    from roundhouse.runtime.values import (
+        Duration,
+        ElementRef,
+        IdRange,
+        Multiplier,
+        Rate,
+        describe,
+        duration_from_text,
+        rate_from_text,
+    )
+
+    def exact(written: Callable[[], str], read: Callable[[str], float], fallback: str) -> str:
+        if not math.isfinite(value):  # (a value `describe` cannot write, nor `read` read back)
+            return fallback
+        text = written()
+        return text if read(text) == value else fallback
+
+    if isinstance(value, bool):
+        return describe(value)
+    if isinstance(value, Duration):
+        return exact(lambda: describe(value), duration_from_text, f"{float(value)!r}s")
+    if isinstance(value, Rate):
+        return exact(lambda: describe(value), rate_from_text, f"{float(value)!r}/s")
+    if isinstance(value, Multiplier):
+        return exact(lambda: describe(value), lambda t: float(t.removesuffix("x")), f"{float(value)!r}x")
+    if isinstance(value, float):
+        return exact(lambda: describe(value), float, repr(float(value)))
+    if isinstance(value, (int, str, IdRange, ElementRef)):
+        return describe(value) if isinstance(value, str) else str(value)
+    if isinstance(value, (list, tuple)):
+        items = [key_text(item) for item in value]
+        return None if any(item is None for item in items) else "[" + ", ".join(items) + "]"  # type: ignore[arg-type]
+    return None
 
 
 def compiled_value(graph, target: str) -> Any:

@@ -30,7 +30,8 @@ from roundhouse.runtime.backends.live.submissions import Submissions
 from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.engine import STALL_ROUNDS, Engine, StalledError, last_round_start
-from roundhouse.runtime.journal import Journal
+from roundhouse.runtime.journal import _TABLE_NAMES, Journal
+from roundhouse.runtime.snapshot import FORMAT_NAME as SNAPSHOT_FORMAT
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.values import format_duration
 from roundhouse.runtime.world import World
@@ -131,12 +132,88 @@ class Projection:
     stop: str
 
 
+# What `roundhouse whatif` reads, as its messages say it.
+ACCEPTED = "whatif reads a simulation's snapshot (Simulation.save) or a live scheduler's journal (its --journal file)"
+
+# How much of a file is read to say what it is.
+_LOOKED_AT = 4096
+# The first bytes of every SQLite database file, a journal's among them.
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_journal_file(path: str | Path) -> None:
+    """A UsageError naming `path` if it is not a journal, nor a snapshot: not a SQLite database
+    (an empty file, a CSV, an image), or one with tables, none of them a journal's (another
+    program's database). (A snapshot is told apart before: `is_snapshot`.) A database
+    with some of a journal's tables is a journal, damaged or not: opening it says which."""
+    try:
+        with open(path, "rb") as f:
+            start = f.read(_LOOKED_AT)
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read it: {err.strerror or err}") from None
+    if start.startswith(_SQLITE_HEADER):
+        tables = _table_names(Path(path))
+        # (One with no tables at all, as a scheduler's journal is for a moment as it starts, is
+        # left to the journal's own message, which lists the tables it lacks.)
+        if tables is None or not tables or tables & set(_TABLE_NAMES):
+            return
+        what = "it is a SQLite database with none of a journal's tables"
+    elif not start:
+        what = "it is empty"
+    else:
+        what = _what_it_holds(start)
+    raise UsageError(f"{path}: not a live scheduler's journal, nor a simulation's snapshot ({what}); {ACCEPTED}")
+
+
+def is_snapshot(path: str | Path) -> bool:
+    """Whether `path` is a simulation's snapshot file (runtime/snapshot.py: its first line names
+    the format) rather than a journal; False for a file that cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return SNAPSHOT_FORMAT.encode() in f.read(200)
+    except OSError:
+        return False
+
+
+def _table_names(path: Path) -> set[str] | None:
+    """The tables of the SQLite database at `path`, read without writing; None if they cannot
+    be read (a damaged or locked database: opening it as a journal says why)."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+
+
+def _what_it_holds(start: bytes) -> str:
+    """What a file that begins with `start` (not a database) holds, in a few words: text, by
+    its first line, or binary data."""
+    try:
+        text = start.decode("utf-8")
+    except UnicodeDecodeError as err:
+        # (A character cut at the end of what was read is still text.)
+        cut = len(start) == _LOOKED_AT and err.start >= len(start) - 3
+        text = start[: err.start].decode("utf-8") if cut and err.start > 0 else ""
+    if not text or any(ch < " " and ch not in "\t\r\n" for ch in text):
+        return "it holds binary data, not a SQLite database"
+    text = text.removeprefix("\ufeff")  # (a byte order mark, as some programs begin text with)
+    first = text.splitlines()[0] if text.strip() else ""
+    shown = first if len(first) <= 60 else first[:57] + "..."
+    return f"it is text, whose first line is {shown!r}" if shown else "it is text"
+
+
 def open_journal(path: str | Path) -> tuple[Journal, dict[str, Any]]:
     """The journal at `path`, read without writing (its scheduler may still be running), and
     its run's meta; a UsageError naming the file if it is not a live scheduler's journal."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such journal file")
+    check_journal_file(path)
     journal = Journal(path, read_only=True)
     try:
         meta = journal.meta()

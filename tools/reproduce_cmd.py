@@ -97,9 +97,17 @@ def _reproduce(e: Experiment, args, console: Console) -> None:
         with writing(shown):
             for table_name, frame in report.tables.items():
                 frame.write_csv(out / f"{table_name}.csv")
-    finally:  # (a failed run too: its failure.txt goes with the next run)
+    except KeyboardInterrupt:  # (Ctrl-C, or SIGTERM: what it wrote so far would pass for results)
+        with writing(shown):
+            _remove(out, {p.name for p in out.iterdir()} - others - {MARK})
+            _mark(out, e.name, args.quick, others, set(), interrupted=True)
+        raise
+    except BaseException:  # (a failed run too: its failure.txt goes with the next run)
         with writing(shown):
             _mark(out, e.name, args.quick, others, {p.name for p in out.iterdir()} - others - {MARK})
+        raise
+    with writing(shown):
+        _mark(out, e.name, args.quick, others, {p.name for p in out.iterdir()} - others - {MARK})
     table = Table(title=f"{e.name}: paper vs Roundhouse")
     for col in ("what", "paper", "ours", "note"):
         table.add_column(col, overflow="fold")  # (a long word, a path, wraps rather than being cut)
@@ -145,19 +153,30 @@ def _clear(out: Path, shown: Path, name: str) -> set[str]:
     others, wrote = earlier
     # What the earlier run wrote; if it was stopped before it could say, all it did not find there.
     ours = present & wrote if wrote is not None else present - others
-    for entry in sorted(ours):
+    _remove(out, ours)
+    return present - ours
+
+
+def _remove(out: Path, entries: set[str]) -> None:
+    """Remove the files and folders named `entries` from `out`."""
+    for entry in sorted(entries):
         path = out / entry
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
-            path.unlink()
-    return present - ours
+            path.unlink(missing_ok=True)
 
 
-def _mark(out: Path, name: str, quick: bool, others: set[str], wrote: set[str] | None = None) -> None:
+def _mark(
+    out: Path, name: str, quick: bool, others: set[str], wrote: set[str] | None = None, *, interrupted: bool = False
+) -> None:
+    """Write the folder's MARK. `interrupted`: the run was stopped (Ctrl-C), and what it had
+    written was removed: the folder holds none of its results."""
     fields: dict[str, object] = {"experiment": name, "quick": quick, "others": sorted(others)}
     if wrote is not None:
         fields["wrote"] = sorted(wrote)
+    if interrupted:
+        fields["interrupted"] = True
     (out / MARK).write_text(json.dumps(fields, indent=2) + "\n")
 
 

@@ -34,6 +34,7 @@ def plan(args) -> tuple[tuple[str, ...], list[tuple[str, RunSpec]], float | None
     """The sweep's grid checked and its runs compiled, before anything runs or is written: the
     names varied, the runs (key and spec), and the wall-clock limit of one run."""
     grid = read_grid(args.vary, args.seeds)
+    _refuse_too_many_runs(grid, args.seeds)
     until = seconds(args.until, "--until")
     timeout = _timeout(args.timeout)
     if args.dask is not None and args.workers is not None:
@@ -43,6 +44,32 @@ def plan(args) -> tuple[tuple[str, ...], list[tuple[str, RunSpec]], float | None
     _refuse_cluster_and_varied(args.cluster, names)
     _refuse_cluster_and_set(args.cluster, overrides(args.overrides))
     return names, plan_runs(args, grid, until), timeout
+
+
+# The most runs one sweep may have. Every run is compiled and keyed before any starts (a few
+# milliseconds each: 100,000 take minutes, with nothing said meanwhile), is held in memory
+# until the sweep ends, and is one file in the results store; and 100,000 runs of even a few
+# seconds each keep a machine of a few cores busy for days. A larger study is several sweeps that write to
+# one --out: they share its results store.
+MAX_RUNS = 100_000
+
+
+def _refuse_too_many_runs(grid: list[tuple[str, list[str]]], seeds: int) -> None:
+    """A grid of more than MAX_RUNS runs, refused before any is planned, naming its size and
+    the options that make it (planned, it would only seem to hang)."""
+    points = math.prod(len(values) for _, values in grid)
+    runs = points * seeds
+    if runs <= MAX_RUNS:
+        return
+    made = [f"--vary {name}: {len(values)} value{'s' if len(values) != 1 else ''}" for name, values in grid]
+    if seeds > 1:
+        made.append(f"--seeds {seeds}")
+    factors = [*(len(values) for _, values in grid), *([seeds] if seeds > 1 else [])]
+    sizes = " × ".join(map(str, factors)) + " = " if len(factors) > 1 else ""
+    raise UsageError(
+        f"{', '.join(made)}: the sweep would have {sizes}{runs:,} runs, more than one sweep may have ({MAX_RUNS:,}); "
+        "give fewer values or seeds, or split the grid into several sweeps with one --out (they share its results store)"
+    )
 
 
 def split_values(text: str) -> list[str]:
@@ -76,9 +103,15 @@ def read_grid(items: list[str], seeds: int) -> list[tuple[str, list[str]]]:
             raise UsageError(f"--vary {name}: value {empty[0]} is empty (in '{values.strip()}'); list values as v1,v2")
         if any(name == other for other, _ in grid):
             raise UsageError(f"--vary {item}: {name} is varied twice; list all its values in one --vary {name}=v1,v2")
-        twice = [v for i, v in enumerate(listed) if v in listed[:i]]
-        if twice:
-            raise UsageError(f"--vary {item}: the value {twice[0]} is given twice (each run of a point is a seed: --seeds N)")
+        seen: set[str] = set()  # (a set: a long list of values is checked in one pass)
+        twice = None
+        for value in listed:
+            if value in seen:
+                twice = value
+                break
+            seen.add(value)
+        if twice is not None:
+            raise UsageError(f"--vary {item}: the value {twice} is given twice (each run of a point is a seed: --seeds N)")
         grid.append((name, listed))
     if seeds > 1 and any(name == "seed" for name, _ in grid):
         raise UsageError("--seeds: give either --seeds or --vary seed=..., not both")

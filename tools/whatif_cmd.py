@@ -17,8 +17,7 @@ from roundhouse.errors import RoundhouseError, TraceError, UsageError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from roundhouse.runtime.simulation import own_elements
-from roundhouse.runtime.snapshot import FORMAT_NAME
-from roundhouse.runtime.whatif import METRICS, whatif, whatif_snapshot
+from roundhouse.runtime.whatif import METRICS, check_journal_file, is_snapshot, whatif, whatif_snapshot
 from roundhouse.runtime.world import World
 from roundhouse.tools.common import add_overrides, overrides, seconds
 from roundhouse.tools.results import compile_with_trace, in_units
@@ -81,7 +80,9 @@ def whatif_command(args) -> int:
                 raise UsageError(f"{err}\n  hint: {_RUN_TRACE_HINT}") from None
             raise
 
-    snapshot_file = _is_snapshot(args.journal)
+    snapshot_file = is_snapshot(args.journal)
+    if not snapshot_file:  # (before anything else is read: a CSV or an image is said to be neither)
+        check_journal_file(args.journal)
     if snapshot_file:  # (a snapshot holds its own world: what only a journal's run needs is refused)
         given = [
             flag
@@ -170,15 +171,6 @@ def _not_finite(value, where: str = "") -> tuple[str, str] | None:
 # Settings the run's world was built with (a snapshot's, or a journal's run's), which the
 # other graph's side keeps.
 _WORLD_SETTINGS = ("cluster", "profile", "pair_profile", "elastic_profile", "reference_gpu")
-
-
-def _is_snapshot(path: str) -> bool:
-    """A simulation's snapshot file (runtime/snapshot.py) rather than a journal."""
-    try:
-        with open(path, "rb") as f:
-            return FORMAT_NAME.encode() in f.read(200)
-    except OSError:
-        return False
 
 
 _RUN_TRACE_HINT = "if the scheduler was given --trace, give the same with --run-trace"
