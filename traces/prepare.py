@@ -171,6 +171,15 @@ def prepare_jobs(
             if series.dtype.is_numeric()
             else np.array(series.to_list(), dtype=object)
         )
+    # An elastic job started on fewer GPUs than it asked for (all of the cluster's) asks for as
+    # many cores and as much memory per GPU as its trace says: its `cpus` and `memory_gb` go
+    # with its `gpus` (what the allocators divide them by), so they shrink with it.
+    capped = requested != gpus
+    if capped.any():
+        share = gpus / np.maximum(requested, 1)
+        for name in ("cpus", "memory_gb"):
+            if name in columns and columns[name].dtype.kind == "f":
+                columns[name] = np.where(capped, columns[name] * share, columns[name])
     columns["comm_model"] = comm_rows
     from roundhouse.traces.resources import ResourceTable
 

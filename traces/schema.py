@@ -52,7 +52,8 @@ Optional extra columns the simulator and elements understand (empty cells: not g
 A run refuses a job asking for more GPUs than the cluster has, or, on a cluster of several GPU
 types and with no elastic profile, than its largest type has (a placer puts a job on GPUs of one
 type) (traces/prepare.py). An elastic job's `gpus` is only where its scheduler starts it: asking
-for more than the cluster has, it asks for all of the cluster's. A job's `cpus` and `memory_gb`
+for more than the cluster has, it asks for all of the cluster's, and its `cpus` and `memory_gb`
+shrink with it (as much per GPU as its trace asks). A job's `cpus` and `memory_gb`
 are what it would like: a demand beyond what its machines have runs (the allocators that read them cap each at its machines' room).
 
 These are numbers whatever the file holds: a cell that is not one is an error naming its row.

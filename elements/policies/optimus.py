@@ -9,8 +9,8 @@ import attrs
 import numpy as np
 
 from roundhouse.elements.policies.base import Policy
+from roundhouse.elements.policies.optimus_room import Layout
 from roundhouse.runtime.element import element
-from roundhouse.runtime.rowsets import index_in
 from roundhouse.runtime.types import Active, Ranking
 from roundhouse.runtime.values import at_most, non_negative, positive
 
@@ -74,125 +74,19 @@ def _fit_on(x, loss, valid, floor):
     return error, b0, b1
 
 
-_NO_ROOM = np.iinfo(np.int64).max
-
-
-class _Layout:
-    """Where a consolidating placer puts the jobs of Optimus' counts, worked out from what the
-    round context shows every element (who holds which GPU, the cluster's nodes), as
-    docs/semantics.md (Placement) states the placer's steps: a running job asked for the count
-    it holds keeps its GPUs; the others are packed on the GPUs left, largest first (ties in
-    ranking order), each on the node with the fewest available GPUs that holds it, one larger
-    than a node on the fewest nodes, those with the most available first. Every job asks for
-    one node, so a count no node has room for would leave the job without GPUs."""
-
-    def __init__(self, ctx: RoundContext, active: Active, order: np.ndarray):
-        cluster = ctx.cluster
-        self.size = cluster.max_gpus_per_node
-        online = np.ones(cluster.n_gpus, dtype=bool) if ctx.online is None else np.asarray(ctx.online, dtype=bool)
-        self.room = cluster.per_node(online)
-        self.total = int(self.room.sum())
-        self._cluster = cluster
-        self._at = np.where(online, index_in(ctx.holder, active.rows), -1)  # each GPU's holder, by place in `active`
-        n, mine = len(active), self._at >= 0
-        low, high = np.full(n, cluster.n_nodes), np.full(n, -1)
-        np.minimum.at(low, self._at[mine], cluster.gpu_node[mine])
-        np.maximum.at(high, self._at[mine], cluster.gpu_node[mine])
-        self._home = np.where(low == high, high, -1)  # the one node each running job is on (-1: none, or several)
-        self._rank = np.empty(n, dtype=np.int64)
-        self._rank[order] = np.arange(n)
-        self.left, self.node = self.room.copy(), self._home.copy()
-        self.no_room = np.zeros(n, dtype=bool)  # jobs whose count found no room, at some point
-
-    def fit(self, alloc, given, held, base, options, counts) -> bool:
-        """Pack the counts; where one finds no room, a running job goes back to the count it
-        holds; a waiting job given extra GPUs goes down to the largest of its `options` (jobs,
-        counts) that fits the room left; one at its first allocation takes extra GPUs back
-        from another job (those not running before those running, the lowest ranked first),
-        since every job gets its first allocation before any gets more. Again until every count
-        finds room. A job none of that helps (one that runs only on the GPUs it asked for)
-        keeps its count and is left to the placer, which may preempt jobs ranked below it, as
-        for any job. Returns whether any count was cut."""
-        kept = given & (held > 0) & (alloc == held)
-        left_out = ~given | (alloc <= 0)
-        cut = False
-        while True:
-            todo = np.flatnonzero(~kept & ~left_out)
-            failed = self._pack(alloc, kept, todo[np.lexsort((self._rank[todo], -alloc[todo]))])
-            self.no_room[failed] = True
-            back = [i for i in failed if held[i] > 0]
-            if back:
-                alloc[back], kept[back], cut = held[back], True, True
-                continue
-            if not failed:
-                return cut
-            i = failed[0]
-            fits = options[i] & (counts < alloc[i]) & (counts <= self.left.max())
-            donors = np.flatnonzero(given & ~left_out & (alloc > base))
-            if alloc[i] > base[i] and fits.any():
-                alloc[i] = counts[fits][-1]
-            elif len(donors):
-                j = donors[np.lexsort((-self._rank[donors], kept[donors]))[0]]
-                alloc[j], kept[j] = counts[options[j] & (counts < alloc[j])][-1], False
-            else:
-                left_out[i] = True
-                continue
-            cut = True
-
-    def _pack(self, alloc, kept, todo) -> list[int]:
-        """Place the jobs of `todo` in that order beside the `kept` ones; returns those that found no room."""
-        self.left = self.room - self._cluster.per_node(np.append(kept, False)[self._at])
-        self.node = np.where(kept, self._home, -1)
-        failed = []
-        for i in todo.tolist():
-            want = int(alloc[i])
-            if want <= self.size:
-                fits = np.where(self.left >= want, self.left, _NO_ROOM)
-                best = int(np.argmin(fits))
-                if fits[best] == _NO_ROOM:
-                    failed.append(i)
-                    continue
-                self.left[best] -= want
-                self.node[i] = best
-                continue
-            most = np.argsort(-self.left, kind="stable")[: -(-want // self.size)]
-            if int(self.left[most].sum()) < want:
-                failed.append(i)
-                continue
-            for m in most.tolist():
-                took = min(int(self.left[m]), want)
-                self.left[m] -= took
-                want -= took
-        return failed
-
-    def reachable(self, rows, have, counts) -> np.ndarray:
-        """(rows, counts): the counts each job, packed with `have` GPUs, could find room for now,
-        on its own node or on another (room only shrinks as GPUs are handed out)."""
-        home = self.node[rows]
-        own = np.where((home >= 0) & (have > 0), self.left[home], -1)
-        grow = counts[None, :] - have[:, None] <= own[:, None]
-        return (grow | (counts[None, :] <= self.left.max())) & (counts[None, :] <= self.size)
-
-    def take(self, i: int, held: int, want: int) -> bool:
-        """Whether job `i`, packed with `held` GPUs (0: none), finds room for `want` on one node:
-        on its own, else on the node with the fewest left that holds it; if so, takes it."""
-        home = int(self.node[i]) if held else -1
-        if want > self.size:
-            return False
-        if home >= 0 and self.left[home] >= want - held:
-            self.left[home] -= want - held
-            return True
-        fits = np.where(self.left >= want, self.left, _NO_ROOM)
-        if home >= 0:
-            fits[home] = _NO_ROOM
-        best = int(np.argmin(fits))
-        if fits[best] == _NO_ROOM:
-            return False
-        self.left[best] -= want
-        if home >= 0:
-            self.left[home] += held
-        self.node[i] = best
-        return True
+def _row_gains(counts: list[int], speed, usable, level: int, remaining: float, keep, j: int) -> tuple[list[float], list[float]]:
+    """`Optimus._gains` for one job, in plain floats (a handful of counts: numpy costs more here)."""
+    hold, restart, margin = int(keep[0][j]), float(keep[1][j]), float(keep[2][j])
+    now = float(speed[level])
+    gain, real = [-np.inf] * len(counts), [-np.inf] * len(counts)
+    for k in range(level + 1, len(counts)):
+        if usable[k]:
+            saved = remaining * (1.0 / now - 1.0 / float(speed[k]))
+            change = (k == hold) - (level == hold)
+            step = counts[k] - counts[level]
+            gain[k] = (saved + change * margin) / step
+            real[k] = (saved + change * restart) / step
+    return gain, real
 
 
 @element
@@ -218,13 +112,15 @@ class Optimus(Policy):
     given more runs faster, so its gain falls below the other's). Free GPUs still go to a
     step that saves more than its restart costs.
 
-    Every count is one a node has room for, as a consolidating placer would pack the jobs
-    (worked out from who holds which GPU). A running job whose new count would find no room
-    keeps the GPUs it holds (no job is suspended, or preempted, for a resize that cannot
-    happen); a waiting job gets the largest of its counts that finds room, taking extra GPUs
-    back from other jobs if its first allocation finds none; GPUs this leaves go out again,
-    each step to a count that finds room (otherwise a job asked for 4 GPUs while the free
-    ones are scattered 1 to 3 per node would get none).
+    Every count is one the placer has room for, as a consolidating placer would pack the jobs
+    (worked out from who holds which GPU): on one node, or on the fewest nodes if larger, all
+    of one GPU type (the fastest of the types the job can run on that has its count left). A
+    running job whose new count would find no room keeps the GPUs it holds (no job is
+    suspended, or preempted, for a resize that cannot happen); a waiting job gets the largest
+    of its counts that finds room, taking extra GPUs back from other jobs if its first
+    allocation finds none; GPUs this leaves go out again, each step to a count that finds room,
+    larger than a node too (otherwise a job asked for 4 GPUs while the free ones are scattered
+    1 to 3 per node would get none).
 
     Differs from Blox's code (schedulers/optimus.py), which starts each job at the GPUs it
     asked for and hands free GPUs out one at a time, round-robin in order of remaining time:
@@ -392,12 +288,12 @@ class Optimus(Policy):
         return Ranking(active.rows[rank], want, consolidate=np.ones(n, dtype=bool), backfill=True)
 
     def _placeable(self, ctx, active, alloc, given, base, order, speed, usable, elastic, remaining) -> None:
-        """Make the counts ones a consolidating placer can hold (`_Layout.fit`); the GPUs this
-        leaves go first to waiting jobs not given any, in order, then as extra GPUs, each step
-        to a count that finds room, and the counts are checked again. Updates `alloc` and
-        `given`."""
+        """Make the counts ones a consolidating placer can hold (`Layout.fit`, in
+        elements/policies/optimus_room.py); the GPUs this leaves go first to waiting jobs not
+        given any, in order, then as extra GPUs, each step to a count that finds room, and the
+        counts are checked again. Updates `alloc` and `given`."""
         counts = self._counts
-        layout = _Layout(ctx, active, order)
+        layout = Layout(ctx, active, order)
         held = active.held
         options = np.where(elastic[:, None], usable, counts[None, :] == base[:, None])
         for _ in range(3):
@@ -440,7 +336,7 @@ class Optimus(Policy):
         """Give `free` GPUs, a step at a time, to the job (of `grow`) and larger GPU count whose
         remaining time drops the most per extra GPU, a running job's change of count charged
         its restart and the hysteresis (`keep`, from `_keep`); only steps that save more time
-        than the restart costs are taken, and with `room` (`_Layout.take`) only steps to a
+        than the restart costs are taken, and with `room` (`Layout.take`) only steps to a
         count that finds room. Updates `alloc`; returns the GPUs given."""
         counts = self._counts
         k = len(counts)
@@ -461,23 +357,8 @@ class Optimus(Policy):
             level[j] = to
             free -= added
             given += added
-            gain[j], real[j] = self._row_gains(speed[j], usable[j], to, float(remaining[j]), keep, j)
+            gain[j], real[j] = _row_gains(self._counts_list, speed[j], usable[j], to, float(remaining[j]), keep, j)
         return given
-
-    def _row_gains(self, speed, usable, level: int, remaining: float, keep, j: int) -> tuple[list[float], list[float]]:
-        """`_gains` for one job, in plain floats (a handful of counts: numpy costs more here)."""
-        counts = self._counts_list
-        hold, restart, margin = int(keep[0][j]), float(keep[1][j]), float(keep[2][j])
-        now = float(speed[level])
-        gain, real = [-np.inf] * len(counts), [-np.inf] * len(counts)
-        for k in range(level + 1, len(counts)):
-            if usable[k]:
-                saved = remaining * (1.0 / now - 1.0 / float(speed[k]))
-                change = (k == hold) - (level == hold)
-                step = counts[k] - counts[level]
-                gain[k] = (saved + change * margin) / step
-                real[k] = (saved + change * restart) / step
-        return gain, real
 
     def _gains(self, speed, usable, level, remaining, keep) -> tuple[np.ndarray, np.ndarray]:
         """(jobs, counts), twice: the drop in remaining time per extra GPU when a job goes from
