@@ -32,8 +32,10 @@ GCP_2020_PRICES = ["V100:2.48", "P100:1.46", "K80:0.45"]
 
 def parse_prices(values) -> dict[str, float]:
     """`["V100:2.48", ...]` as {"V100": 2.48, ...}; ValueError naming the bad entry. A price is
-    a finite number of dollars, 0 or more. GPU types match case-insensitively, as a cluster's
-    do, so two entries for one type (in any spelling) are an error, not one silently kept."""
+    a finite number of dollars, 0 or more; one written with a nonzero digit that reads as 0
+    (`1e-400`, below the smallest float) is refused, not taken as free. GPU types match
+    case-insensitively, as a cluster's do, so two entries for one type (in any spelling) are an
+    error, not one silently kept."""
     out: dict[str, float] = {}
     given: dict[str, str] = {}  # lower-case type -> the entry that priced it
     for item in values:
@@ -47,12 +49,33 @@ def parse_prices(values) -> dict[str, float]:
                 f'each price must be written "TYPE:DOLLARS_PER_GPU_HOUR" with a finite price of 0 or more '
                 f'(e.g. "V100:2.48"), got {item!r}'
             )
+        if price == 0 and any(c in "123456789" for c in number.strip().lower().partition("e")[0]):
+            raise ValueError(f"{item!r} is too small to tell from 0 (write 0 for a free GPU type)")
         key = name.strip().lower()
         if key in given:
             raise ValueError(f"GPU type {name.strip()!r} is priced twice: {given[key]!r} and {item!r}")
         given[key] = str(item)
         out[name.strip()] = price
     return out
+
+
+# The prices CostMetrics counts dollars at: 0 (free), or a positive price within these bounds,
+# in dollars per GPU-hour. Far beyond any GPU's price either way: at the most, a million GPUs
+# would have to be held for over 1e280 hours before the sum overflowed to inf; at the least, the
+# price per GPU-second stays a normal float (a far smaller one would lose its digits, or read as 0).
+COST_PRICE_RANGE = (1e-12, 1e12)
+
+
+def cost_prices(instance, attribute, value) -> None:
+    """CostMetrics' `prices` argument: parse_prices's form, each price 0 or within
+    COST_PRICE_RANGE (the solvers, which see only the prices' ratios, take any scale)."""
+    low, high = COST_PRICE_RANGE
+    for name, price in parse_prices(value).items():
+        if price and not low <= price <= high:
+            raise ValueError(
+                f"{name}'s price {price:g} is not a price in dollars per GPU-hour: give 0 (free) or a price "
+                f"from {low:g} to {high:g}"
+            )
 
 
 def type_prices(prices: dict[str, float], gpu_types, who: str) -> np.ndarray:
@@ -180,7 +203,7 @@ class CostMetrics(_RoundWatcher):
     cost per job and the total, by GPU type.
 
     Arguments:
-        prices: hourly price per GPU of each type, as "TYPE:DOLLARS" (default: 2020 GCP on-demand, an assumption).
+        prices: hourly price per GPU of each type, as "TYPE:DOLLARS": 0 (free) or from 1e-12 to 1e12 dollars (default: 2020 GCP on-demand, an assumption).
         track: job ids to report (half-open range); all jobs if omitted (the total counts all jobs).
     Counters:
         cost_usd: dollars spent so far.
@@ -194,7 +217,7 @@ class CostMetrics(_RoundWatcher):
     state = ("_cost", "_done", "_gpu_s", "_partner", "_rows", "_service", "_step", "_ticked", "_type")
     fixed = ("_price",)
 
-    prices: list[str] = attrs.field(factory=lambda: list(GCP_2020_PRICES), validator=lambda i, a, v: parse_prices(v))
+    prices: list[str] = attrs.field(factory=lambda: list(GCP_2020_PRICES), validator=cost_prices)
     track: IdRange | None = attrs.field(default=None, validator=job_ids)
 
     def start(self, ctx: RoundContext) -> None:

@@ -271,6 +271,13 @@ class BurstSource(_Replay):
             raise ValueError(f"min_duration ({self.min_duration:g}s) is longer than max_duration ({self.max_duration:g}s)")
         if self.length > self.every:
             raise ValueError(f"a burst ({self.length:g}s) cannot last longer than the time between bursts ({self.every:g}s)")
+        end = float(self.offset) + float(self.every) * (self.bursts - 1) + float(self.length)
+        if end > float(MAX_SECONDS):
+            # (as a trace's arrival times may not: said here, not when the run has drawn them)
+            raise ValueError(
+                f"its last burst would end at {describe(Duration(end))} (offset + (bursts - 1) x every + length), "
+                f"more than a century ({describe(MAX_SECONDS)}) after the start"
+            )
 
     def start(self, ctx: RoundContext) -> None:
         import polars as pl

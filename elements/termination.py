@@ -57,9 +57,11 @@ class LossTermination(Element):
         if not ctx.jobs.has_column("loss_final"):
             # Jobs report a loss (a trace's `loss` column, or live metrics), but no job says what
             # loss it is after, so none could ever converge: a configuration mistake, not a wait.
+            # (At the element's line: a tick's error carries no place of its own.)
             raise SchedError(
                 f"{self.name} (LossTermination): the jobs have a loss but no loss_final (the loss each job "
-                "is after); give the jobs loss curves (trace columns loss_start, loss_final and loss_speed)"
+                "is after); give the jobs loss curves (trace columns loss_start, loss_final and loss_speed)",
+                self.declared_at,
             )
         loss, final = active.column("loss"), active.column("loss_final")
         with np.errstate(invalid="ignore"):

@@ -529,13 +529,9 @@ _PRICE_SPREAD = 1e6
 
 
 def _prices_argument(instance, attribute, value) -> None:
-    """The `prices` argument: parse_prices's form, no price so small that it reads as 0 (it
-    would be free), and positive prices at most _PRICE_SPREAD apart."""
+    """The `prices` argument: parse_prices's form and checks (no price so small that it reads
+    as 0), and positive prices at most _PRICE_SPREAD apart."""
     prices = parse_prices(value)
-    for item in value:
-        number = str(item).partition(":")[2].strip()
-        if float(number) == 0 and any(c in "123456789" for c in number.lower().partition("e")[0]):
-            raise ValueError(f"{item!r} is too small to tell from 0 (write 0 for a free GPU type)")
     positive = {name: price for name, price in prices.items() if price > 0}
     if len(positive) > 1:
         dear, cheap = max(positive, key=positive.__getitem__), min(positive, key=positive.__getitem__)
