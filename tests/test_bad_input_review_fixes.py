@@ -41,7 +41,7 @@ def _space_sharing(tmp_path: Path, pairs: str) -> Path:
 @pytest.mark.parametrize(
     "contents, message",
     [
-        (b"\xff\xfe\x00", "is not UTF-8 text (byte 0xff at line 1, column 1 cannot be decoded)"),
+        (b"\xffA", "is not UTF-8 text (byte 0xff at line 1, column 1 cannot be decoded)"),
         # (a throughput profile given as the pair profile)
         ((REPO / "traces" / "profiles" / "gavel.csv").read_bytes(), "missing column 'model_a'"),
         (b"model_a,batch_a,model_b,batch_b,gpu_type,gpus,iters_a,iters_b\nResNet-18,16,LM,5,V100,1,-1,2\n", "column 'iters_a'"),
