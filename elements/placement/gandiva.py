@@ -118,9 +118,10 @@ class Gandiva(Placer):
     @staticmethod
     def _explain(ctx: RoundContext, ranking: Ranking, held: np.ndarray, launched: list[int], moved: list[int], available) -> None:
         """The round's reasons, as the shared placers give them (reasons.py): why each ranked job
-        not placed waits, with the GPUs the plan leaves free. Moves suspend nobody for good."""
+        not placed waits, with the GPUs the plan leaves free (a running job ranked behind it keeps
+        its GPUs: Gandiva does not preempt). Moves suspend nobody for good."""
         placed = isin_rows(ranking.rows, np.asarray(launched, dtype=np.int64))
-        explain_placement(ctx, ranking, held > 0, placed, np.asarray(moved, dtype=np.int64), available)
+        explain_placement(ctx, ranking, held > 0, placed, np.asarray(moved, dtype=np.int64), available, never_preempts=True)
 
     def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
         cluster = ctx.cluster

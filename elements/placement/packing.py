@@ -337,24 +337,40 @@ def first_on_node(cluster, mask: np.ndarray, node: int, want: int) -> np.ndarray
     return start + mask[start : start + int(cluster.node_gpus[node])].nonzero()[0][:want]
 
 
+def fewest_nodes(cluster, want: int, t: int) -> int:
+    """The fewest nodes of GPU type t a job of `want` GPUs spans: its largest nodes of that type
+    first (on uniform nodes, `Cluster.nodes_needed`); more than there are when they all hold
+    fewer GPUs between them. On nodes of several sizes (2x8 and 3x4, say) a 28-GPU job spans
+    all five nodes, and a 6-GPU job one 8-GPU node."""
+    if cluster.uniform_nodes:
+        return int(cluster.nodes_needed(want))
+    if len(cluster.gpu_types) == 1:
+        if want <= cluster.max_gpus_per_node:
+            return 1  # (the largest node holds it)
+        sizes = cluster.node_gpus
+    else:
+        sizes = cluster.node_gpus[cluster.node_type == t]
+    return int(np.sort(sizes)[::-1].cumsum().searchsorted(want)) + 1
+
+
 def choose_consolidated(cluster, available: np.ndarray, want: int, types: list[int], spread: bool = False) -> np.ndarray | None:
     """GPUs on as few nodes as possible: one node when the job fits in one (best fit: the node
     with the fewest available GPUs that still fits), else the fewest nodes a job of its size
-    spans (`Cluster.nodes_needed`), those with the most available GPUs first. None when no such
+    spans (`fewest_nodes`), those with the most available GPUs first. None when no such
     nodes have room: a job spread over more nodes than it needs is not consolidated (YARN-CS's
     16-GPU job waits for four whole free 4-GPU servers, as Tiresias describes it). With
     `spread`, a job larger than a node takes as many nodes as it must, most available first."""
     for t in types:
         mask = _of_type(cluster, available, t)
         counts = cluster.per_node(mask)
-        if want <= cluster.max_gpus_per_node:
+        needed = fewest_nodes(cluster, want, t)
+        if needed == 1:
             got = _best_fit_on_one_node(cluster, mask, counts, want)
             if got is None:
                 continue
             return got
         order = (-counts).argsort(kind="stable")
         cumulative = counts[order].cumsum()
-        needed = cluster.nodes_needed(want)
         if spread:
             needed = len(cumulative)
         if len(cumulative) < needed or cumulative[needed - 1] < want:

@@ -45,6 +45,7 @@ from roundhouse.elements.placement.packing import (
     _Launches,
     choose_consolidated,
     choose_first_free,
+    fewest_nodes,
     fills_in_order,
     pack_best_fit,
     pack_best_fit_one_by_one,
@@ -341,7 +342,7 @@ class Placer(Element):
                 by_size = []
             for size in by_size:
                 group = together[sizes == size] if len(together) > 1 else together
-                if size <= cluster.max_gpus_per_node:
+                if fewest_nodes(cluster, size, t) == 1:
                     taken = pack_best_fit(cluster, available, t, size, len(group))
                     launches.add_group(group[: len(taken)], taken)
                 else:

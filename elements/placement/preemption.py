@@ -11,6 +11,7 @@ from roundhouse.elements.placement.packing import (
     _best_fit_on_one_node,
     _of_type,
     choose_first_free,
+    fewest_nodes,
 )
 from roundhouse.runtime.rowsets import index_in
 
@@ -253,7 +254,7 @@ def _fewest_builtin(placer, cluster, free, tail_ids, victim_of, want, types, one
     starts after."""
     best = _NEVER
     for t in types:
-        if one_node and want <= cluster.max_gpus_per_node:
+        if one_node and fewest_nodes(cluster, want, t) == 1:
             best = min(best, _fewest_for_one_node(cluster, free, tail_ids, victim_of, want, t, stretch))
         elif one_node:
             best = min(best, _fewest_for_nodes(cluster, free, tail_ids, victim_of, want, t))
@@ -273,10 +274,10 @@ def _fewest_for_count(cluster, free, tail_ids, victim_of, want, t) -> int:
 
 def _fewest_for_nodes(cluster, free, tail_ids, victim_of, want, t) -> int:
     """Fewest tail victims after which the fewest nodes a job of `want` GPUs spans
-    (`Cluster.nodes_needed`) have that many available GPUs of type t between them: a job larger
+    (`fewest_nodes`) have that many available GPUs of type t between them: a job larger
     than a node, consolidated (`choose_consolidated`). Freeing more never undoes it, so the
     count is searched by halves."""
-    k = cluster.nodes_needed(want)
+    k = fewest_nodes(cluster, want, t)
 
     def fits(victims: int) -> bool:
         trial = free.copy()

@@ -5,7 +5,8 @@ A waiting job that wants more GPUs than the jobs ranked ahead of it leave free w
 one that would fit in the GPUs they leave but not where it must go (one machine, say), or whose
 room went to jobs ranked behind it (backfilled, or kept running), for room (NO_ROOM). The GPUs
 left free, for a waiting job, are those the plan leaves free and those it leaves to jobs ranked
-behind it; without backfilling, every job behind the first that did not fit (the first
+behind it (for a placer that never preempts, such as Gandiva, only those it launches: a running
+job ranked behind keeps its GPUs whatever the ranking); without backfilling, every job behind the first that did not fit (the first
 waiting, or a running job suspended in the round if one is ranked ahead of it) is blocked by it
 (BLOCKED). A running job suspended while still ranked was preempted for the jobs ranked ahead of
 it (PREEMPTED).
@@ -22,12 +23,16 @@ from roundhouse.runtime.explain import Number, Reason
 from roundhouse.runtime.rowsets import isin_rows
 
 
-def explain_placement(ctx, ranking, is_run, placed: np.ndarray, suspend: np.ndarray, available: np.ndarray, skip=None) -> None:
+def explain_placement(
+    ctx, ranking, is_run, placed: np.ndarray, suspend: np.ndarray, available: np.ndarray, skip=None, never_preempts=False
+) -> None:
     """Give the reasons for a placer's round: `is_run` and `placed` mark ranking positions
     running at the round's start and launched by the plan, `suspend` the rows suspended,
     `available` the GPUs the plan leaves free; `skip` marks positions the placer explained
-    itself (waiting or suspended). (Called every round a placer decides: the common paths are a
-    few array operations, each over the ranking at most once.)"""
+    itself (waiting or suspended). `never_preempts`: the placer never takes a running job's GPUs
+    for a job ranked ahead of it, so the GPUs of jobs ranked behind that kept running are not
+    room left for it (only those of jobs launched behind it are). (Called every round a placer
+    decides: the common paths are a few array operations, each over the ranking at most once.)"""
     rows = ranking.rows
     busy = is_run | placed
     idle = (~busy).nonzero()[0]  # waiting (suspended jobs ran at the round's start)
@@ -41,7 +46,7 @@ def explain_placement(ctx, ranking, is_run, placed: np.ndarray, suspend: np.ndar
         if not len(hit):
             hit = None
     if len(pos):
-        _explain_waiting(ctx, ranking, pos, idle, hit, available, busy, is_run, placed)
+        _explain_waiting(ctx, ranking, pos, idle, hit, available, placed if never_preempts else busy, is_run, placed)
     if hit is not None:
         # (jobs ahead that hold GPUs: all but those waiting and those suspended)
         holders = hit - idle.searchsorted(hit) - np.arange(len(hit))
@@ -54,9 +59,10 @@ def explain_placement(ctx, ranking, is_run, placed: np.ndarray, suspend: np.ndar
 def _explain_waiting(ctx, ranking, pos: np.ndarray, idle: np.ndarray, hit, available: np.ndarray, busy, is_run, placed) -> None:
     """Waiting jobs at ranking positions `pos`; `idle`: all waiting positions, `hit`: those of
     the suspended jobs (or None), for the count of jobs ranked ahead that hold GPUs and, without
-    backfilling, the first job that did not fit; `busy`, `is_run`, `placed`: positions running
-    or launched, running at the round's start, launched by the plan (for the GPUs, and their
-    type, that jobs ranked behind hold)."""
+    backfilling, the first job that did not fit; `busy`: positions whose GPUs after the plan are
+    room a job ranked ahead might have had (running or launched; for a placer that never
+    preempts, launched); `is_run`, `placed`: positions running at the round's start, launched
+    by the plan (for the GPUs, and their type, that jobs ranked behind hold)."""
     rows, want = ranking.rows, ranking.gpus
     cluster = ctx.cluster
     start = int(pos[0])  # (the first waiting job, whether or not it wants GPUs)
