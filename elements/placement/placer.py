@@ -342,7 +342,7 @@ class Placer(Element):
                 by_size = []
             for size in by_size:
                 group = together[sizes == size] if len(together) > 1 else together
-                if fewest_nodes(cluster, size, t) == 1:
+                if size <= cluster.max_gpus_per_node and (cluster.uniform_nodes or fewest_nodes(cluster, size, t) == 1):
                     taken = pack_best_fit(cluster, available, t, size, len(group))
                     launches.add_group(group[: len(taken)], taken)
                 else:
