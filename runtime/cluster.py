@@ -53,6 +53,9 @@ GAVEL_TYPES = ("V100", "P100", "K80")
 # table holds GPUs-per-node squared numbers per node, hence the tighter bound on nodes' size.
 MAX_GPUS = 1_000_000
 MAX_GPUS_PER_NODE = 64
+# A cluster with intra-node topologies holds that many link bandwidths (512 MB): as many as
+# 15,625 nodes of 64 GPUs, or 1,000,000 of up to 8.
+MAX_LINK_ENTRIES = 64 * 1_000_000
 # Node facts and tier links far above any real machine or network, so that the numbers built
 # from them (memory shares, optimizers' coefficients, communication times) stay finite.
 MAX_AMOUNT = 1_000_000.0  # memory_gb, gpu_memory_gb, network_gbps; bandwidth_gb_per_s
@@ -118,52 +121,54 @@ class ClusterSpec:
     def dally(cls, text: str, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
         """`dally:N`: Dally's cluster of N racks, with Dally's network tiers."""
         m = re.fullmatch(r"dally\s*:\s*([0-9]+)", text, re.I)
-        if m is None or int(m.group(1)) < 1:
+        if m is None or _count(m.group(1), text) < 1:
             raise ClusterError(
-                f"bad cluster '{text}': write dally:N, N racks of Dally's machines (N at least 1){_digits_note(text)}"
+                f"bad cluster '{_shown(text)}': write dally:N, N racks of Dally's machines (N at least 1){_digits_note(text)}"
             )
         from roundhouse.traces.communication import DALLY_TIERS
 
-        racks = int(m.group(1))
+        racks = _count(m.group(1), text)
         nodes = racks * DALLY_MACHINES_PER_RACK
         group = NodeGroup(nodes=nodes, gpus_per_node=DALLY_GPUS_PER_MACHINE, racks=racks)
         problem = _gpu_type_problem(group.gpu_type, gpu_types)
         if problem:
-            raise ClusterError(f"bad cluster '{text}': {problem}")
-        _check_size(f"bad cluster '{text}'", [group])
+            raise ClusterError(f"bad cluster '{_shown(text)}': {problem}")
+        _check_size(f"bad cluster '{_shown(text)}'", [group])
         return cls(text, (group,), DALLY_TIERS)
 
     @classmethod
     def from_shorthand(cls, text: str, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
-        if re.fullmatch(r"[0-9]+(:[0-9]+){2}", text):
-            counts = [int(c) for c in text.split(":")]
+        if re.fullmatch(r"[0-9]+(\s*:\s*[0-9]+){2}", text):
+            counts = [_count(c.strip(), text) for c in text.split(":")]
             groups = tuple(NodeGroup(nodes=c, gpus_per_node=1, gpu_type=t) for c, t in zip(counts, GAVEL_TYPES) if c)
             if not groups:
-                raise ClusterError(f"cluster '{text}' has no GPUs")
+                raise ClusterError(f"cluster '{_shown(text)}' has no GPUs")
             for g in groups:
                 problem = _gpu_type_problem(g.gpu_type, gpu_types)
                 if problem:
-                    raise ClusterError(f"bad cluster '{text}': {problem}")
-            _check_size(f"bad cluster '{text}'", groups)
+                    raise ClusterError(f"bad cluster '{_shown(text)}': {problem}")
+            _check_size(f"bad cluster '{_shown(text)}'", groups)
             return cls(text, groups)
         parsed: list[NodeGroup] = []
         for part in text.split(","):
             m = re.fullmatch(r"\s*([0-9]+)\s*x\s*([0-9]+)\s*(?::\s*([A-Za-z][\w-]*))?\s*(?:@\s*([A-Za-z][\w.-]*))?\s*", part)
             if m is None:
+                if "/" in text or "\\" in text:  # (a path: the file it names is missing)
+                    raise ClusterError(f"cluster spec not found: no file {_shown(text)}")
                 raise ClusterError(
-                    f"bad cluster '{text}': '{part.strip()}' is not NODESxGPUS[:TYPE][@TOPOLOGY]; "
+                    f"bad cluster '{_shown(text)}': '{_shown(part.strip())}' is not NODESxGPUS[:TYPE][@TOPOLOGY]; "
                     "write e.g. 32x4:V100, 16x4:V100,16x4:P100, 32x4:V100@p3.8xlarge, 36:36:36 or a .toml file"
                     + _digits_note(part)
                 )
-            nodes, gpus, gpu_type = int(m.group(1)), int(m.group(2)), m.group(3) or "V100"
+            nodes, gpus, gpu_type = _count(m.group(1), text), _count(m.group(2), text), m.group(3) or "V100"
             if nodes < 1 or gpus < 1:
-                raise ClusterError(f"bad cluster '{text}': node and GPU counts must be at least 1")
+                raise ClusterError(f"bad cluster '{_shown(text)}': node and GPU counts must be at least 1")
             topology = m.group(4) or ""
             problem = _topology_problem(topology, gpus) or _gpu_type_problem(gpu_type, gpu_types)
             if problem:
-                raise ClusterError(f"bad cluster '{text}': {problem}")
+                raise ClusterError(f"bad cluster '{_shown(text)}': {problem}")
             parsed.append(NodeGroup(nodes=nodes, gpus_per_node=gpus, gpu_type=gpu_type, topology=topology))
-        _check_size(f"bad cluster '{text}'", parsed)
+        _check_size(f"bad cluster '{_shown(text)}'", parsed)
         return cls(text, tuple(parsed))
 
     @classmethod
@@ -205,6 +210,28 @@ class ClusterSpec:
             raise ClusterError("'name' must be a string", path)
         tiers = _tiers_from_table(path, data["tiers"]) if "tiers" in data else None
         return cls(name, tuple(groups), tiers)
+
+
+# A count written with more digits than this is past every bound here, whatever it is: it is
+# refused before Python reads it (which takes time quadratic in its length, and stops at 4,300
+# digits), and before a message shows it whole.
+_MAX_COUNT_DIGITS = 30
+
+
+def _count(digits: str, text: str) -> int:
+    """A count of the shorthand `text`, written in ASCII digits; one too long to be any
+    cluster's is an error saying how long it is."""
+    significant = digits.lstrip("0")
+    if len(significant) > _MAX_COUNT_DIGITS:
+        raise ClusterError(
+            f"bad cluster '{_shown(text)}': a count of {len(significant):,} digits; a cluster may have at most {MAX_GPUS:,} GPUs"
+        )
+    return int(significant or "0")
+
+
+def _shown(text: str, most: int = 60) -> str:
+    """`text` as a message shows it: cut short in the middle if it is long."""
+    return text if len(text) <= most else f"{text[: most // 2]}...{text[-most // 4 :]} ({len(text):,} characters)"
 
 
 def _digits_note(text: str) -> str:
@@ -354,6 +381,14 @@ def _check_size(where: str, groups: Sequence[NodeGroup], path: Path | None = Non
     total = sum(g.nodes * g.gpus_per_node for g in groups)
     if total > MAX_GPUS:
         raise ClusterError(f"{lead}{total:,} GPUs is more than the {MAX_GPUS:,} a cluster may have", path)
+    if any(g.topology for g in groups):
+        nodes, largest = sum(g.nodes for g in groups), max(g.gpus_per_node for g in groups)
+        if nodes * largest * largest > MAX_LINK_ENTRIES:
+            raise ClusterError(
+                f"{lead}a cluster with topologies holds a link table of nodes x GPUs per node squared numbers, "
+                f"at most {MAX_LINK_ENTRIES:,}: {nodes:,} nodes of up to {largest} GPUs make {nodes * largest * largest:,}",
+                path,
+            )
 
 
 def _gpu_type_problem(name: str, gpu_types: Sequence[str] | None) -> str | None:
@@ -397,16 +432,15 @@ class Cluster:
             spec = attrs.evolve(spec, groups=groups)
         self.spec = spec
         self.gpu_types: tuple[str, ...] = tuple(dict.fromkeys(g.gpu_type for g in spec.groups))
-        racks: list[str] = []
+        racks: dict[str, int] = {}  # rack -> its number, in the order first met (a dict: a cluster may have many)
         node_gpus, node_type, node_rack, cpus, memory, gpu_memory, network = [], [], [], [], [], [], []
         for g, names in zip(spec.groups, rack_names(spec.groups)):
+            type_code = self.gpu_types.index(g.gpu_type)
             for k in range(g.nodes):
                 rack = names[k * g.racks // g.nodes]
-                if rack not in racks:
-                    racks.append(rack)
                 node_gpus.append(g.gpus_per_node)
-                node_type.append(self.gpu_types.index(g.gpu_type))
-                node_rack.append(racks.index(rack))
+                node_type.append(type_code)
+                node_rack.append(racks.setdefault(rack, len(racks)))
                 cpus.append(g.cpus)
                 memory.append(g.memory_gb)
                 gpu_memory.append(g.gpu_memory_gb)
@@ -451,10 +485,13 @@ class Cluster:
 
     def _links(self, spec: ClusterSpec) -> np.ndarray:
         """(nodes, G, G) link bandwidths in Gbps between a node's GPUs (local indices), G the
-        largest node; NaN where the topology is unknown."""
+        largest node; NaN where the topology is unknown. Without topologies that is one NaN
+        seen through every index (no memory); with them, a table `_check_size` bounds."""
         from roundhouse.runtime.topologies import TOPOLOGIES
 
         g = self.max_gpus_per_node
+        if not any(group.topology for group in spec.groups):
+            return np.broadcast_to(np.float64(np.nan), (self.n_nodes, g, g))
         links = np.full((self.n_nodes, g, g), np.nan)
         k = 0
         for group in spec.groups:

@@ -12,7 +12,7 @@ import zmq.auth
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import make_folder
-from roundhouse.wire.security import AGENT, AUTHORIZED, SCHEDULER_KEY, SUBMITTER, check_name, key_role
+from roundhouse.wire.security import AGENT, AUTHORIZED, KEY_CHARS, SCHEDULER_KEY, SUBMITTER, check_name, key_role
 
 
 def register(sub) -> None:
@@ -30,12 +30,16 @@ def register(sub) -> None:
 
 
 def keys_command(args) -> int:
+    folder = Path(args.folder)  # (as the paths below: `keys/` is said `keys`, never `keys//scheduler.key`)
+    asked = list(dict.fromkeys([SCHEDULER_KEY, *args.names, *args.submitters]))
+    existing = [name for name in asked if (folder / f"{name}.key").is_file() and (folder / f"{name}.key_secret").is_file()]
     written = make_keys(args.folder, args.names, args.submitters)
     for path in written:
         print(path)
-    folder = Path(args.folder)  # (as the paths above: `keys/` is said `keys`, never `keys//scheduler.key`)
     if not written:
         print(f"{folder}: every key already exists")
+    elif existing:
+        print(f"kept the existing key pairs of {', '.join(existing)} (never replaced: remove a pair to make it again)")
     print(
         f"scheduler: roundhouse serve ... --keys {folder}\n"
         f"each node NAME needs {folder / SCHEDULER_KEY}.key and {folder / 'NAME'}.key_secret: "
@@ -65,6 +69,7 @@ def make_keys(directory: str | Path, names: list[str], submitters: Sequence[str]
     for name in [SCHEDULER_KEY, *names, *submitters]:
         public, secret = folder / f"{name}.key", folder / f"{name}.key_secret"
         if public.exists() and secret.exists():
+            _check_pair(public, secret)
             _check_role(public, name, roles.get(name))
             continue
         if public.exists() or secret.exists():
@@ -85,6 +90,24 @@ def make_keys(directory: str | Path, names: list[str], submitters: Sequence[str]
             shutil.copy(public, folder / AUTHORIZED / public.name)
             written.append(folder / AUTHORIZED / public.name)
     return written
+
+
+def _check_pair(public: Path, secret: Path) -> None:
+    """An existing pair kept as it is must be one: two key files (an empty or cut-short file, as
+    a failed copy leaves, is not) whose public keys agree. Otherwise a UsageError saying which
+    files to remove to make the pair again."""
+    remove = f"remove {public.name} and {secret.name} to make the pair again"
+    try:
+        held, _ = zmq.auth.load_certificate(str(public))
+        paired, private = zmq.auth.load_certificate(str(secret))
+    except (ValueError, OSError) as err:
+        raise UsageError(f"{public.parent}: '{public.stem}' has a key pair that is not one ({err}); {remove}") from None
+    if private is None or len(private) != KEY_CHARS or len(held) != KEY_CHARS:
+        raise UsageError(
+            f"{public.parent}: '{public.stem}' has a key pair that is not one (a key is missing or cut short); {remove}"
+        )
+    if held != paired:
+        raise UsageError(f"{public.parent}: {public.name} is not the public key of {secret.name}; {remove}")
 
 
 def _private_folder(path: Path) -> Path:

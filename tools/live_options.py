@@ -41,6 +41,15 @@ def add_security(parser, who: str) -> None:
     parser.add_argument("--insecure", action="store_true", help="no authentication or encryption: loopback development only")
 
 
+def check_named(args, *names: str) -> None:
+    """A UsageError for a path option given as blank text (`--journal ""`, often an unset shell
+    variable): left to the code that reads it, it would be taken as not given at all."""
+    for name in names:
+        value = getattr(args, name, None)
+        if value is not None and not value.strip():
+            raise UsageError(f"--{name.replace('_', '-')}: the name is empty")
+
+
 def wire_bounds(message: str, field: str) -> tuple[float, float]:
     """The range of a numeric field of a protocol message (wire/protocol.py), e.g. the
     heartbeat period a `welcome` carries."""

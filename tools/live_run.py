@@ -6,7 +6,7 @@ from pathlib import Path
 
 from roundhouse.errors import UsageError
 from roundhouse.tools.common import seconds
-from roundhouse.tools.live_options import add_security, duration_within, setup_logging
+from roundhouse.tools.live_options import add_security, check_named, duration_within, setup_logging
 from roundhouse.tools.results import compile_with_overrides, print_summary, write_results
 
 MAX_HEARTBEAT_TIMEOUT_S = 3600.0
@@ -94,6 +94,21 @@ def live_options(args):
     )
 
 
+def check_bind(bind: str, flag: str = "--bind") -> None:
+    """Refuse a --bind (or --live) address no agent could reach: agents and submitters are other
+    processes, and an inproc:// address is seen only inside the scheduler's own."""
+    if bind.strip().lower().startswith("inproc://"):
+        raise UsageError(
+            f"{flag} {bind}: an inproc:// address is reachable only inside this process, not by agents or "
+            "submitters; use tcp://HOST:PORT (or ipc://PATH on this machine)"
+        )
+
+
+def _same_path(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one place (neither need exist)."""
+    return Path(a).resolve() == Path(b).resolve()
+
+
 def run_live(args, bind: str) -> int:
     from rich.console import Console
 
@@ -105,21 +120,27 @@ def run_live(args, bind: str) -> int:
     quiet = getattr(args, "quiet", False)  # (`serve` has no --quiet)
     # (--quiet prints nothing but errors: the scheduler's log too, unless --log-level says otherwise)
     setup_logging("error" if quiet and args.log_level == "info" else args.log_level)
+    check_named(args, "keys", "journal", "out")
+    check_bind(bind, "--live" if getattr(args, "live", None) else "--bind")
     security = ServerSecurity.choose(args.keys, args.insecure, bind)
     options = live_options(args)
     until = seconds(args.until, "--until")
     graph = compile_with_overrides(args)
     cluster = load_cluster(graph, args.cluster)
     # The checkpoint folder is made if needed (jobs write there); an explicit --journal must be
-    # in an existing folder, so a mistyped path is an error rather than a new folder tree. Every
-    # path is checked before a folder is made, and a folder made for a run that never began is
+    # in an existing folder, or in that checkpoint folder, so a mistyped path is an error rather
+    # than a new folder tree. Every path is checked before a folder is made (a journal in the
+    # checkpoint folder made here, once it is), and a folder made for a run that never began is
     # removed however serve ends.
-    journal = check_output_file(args.journal, "--journal") if args.journal else None
     fresh_checkpoints = not Path(args.checkpoints).exists()
+    journal_later = args.journal is not None and fresh_checkpoints and _same_path(Path(args.journal).parent, args.checkpoints)
+    journal = check_output_file(args.journal, "--journal") if args.journal is not None and not journal_later else None
     fresh_out = bool(args.out) and not Path(args.out).exists()
     served = False
     try:
         checkpoints = make_folder(args.checkpoints, "--checkpoints")
+        if args.journal is not None:  # (again: the checkpoint folder just made may be where it was to go)
+            journal = check_output_file(args.journal, "--journal")
         if args.out:
             results_folder(args.out, "--out", "run")
         explain = bool(args.out) and getattr(args, "explain", True)  # (`serve` has no --no-explain)

@@ -14,6 +14,11 @@ from roundhouse.runtime.files import check_output_file, writing
 from roundhouse.tools.common import seconds
 from roundhouse.wire import protocol
 
+# The most worker processes (copies x workers a copy) profiled at once, and threads a worker:
+# fake GPUs share this machine, so more is a mistake that would exhaust its memory.
+MAX_WORKERS = 256
+MAX_THREADS = 256
+
 
 def register(sub) -> None:
     p = sub.add_parser("profile", help="measure the example workloads on this machine; write a profile table")
@@ -32,21 +37,25 @@ def register(sub) -> None:
         "--concurrent",
         type=int,
         default=1,
-        help="run this many copies at once (fake GPUs sharing this machine's CPUs; default 1)",
+        help="run this many copies at once (fake GPUs sharing this machine's CPUs; default 1; "
+        f"copies x workers at most {MAX_WORKERS})",
     )
     p.add_argument(
         "--beside",
         help="with --concurrent: the models of the other jobs, comma-separated, each in turn "
         "(default: copies of the measured job)",
     )
-    p.add_argument("--threads", type=int, default=1, help="CPU threads per worker (default 1)")
+    p.add_argument("--threads", type=int, default=1, help=f"CPU threads per worker (default 1, at most {MAX_THREADS})")
     p.add_argument("--out", "-o", required=True, help="the profile CSV to write")
     p.set_defaults(handler=profile_command)
 
 
 def _ints(text: str, flag: str) -> list[int]:
+    items = text.split(",")
+    if any(not x.strip() for x in items) and text.strip():  # (`1,,2`, `1,`: a number left out)
+        raise UsageError(f"{flag}: {text!r} has an empty item; write whole numbers separated by commas")
     try:
-        values = [int(x) for x in text.split(",") if x.strip()]
+        values = [int(x) for x in items if x.strip()]
     except ValueError:
         raise UsageError(f"{flag}: {text!r} is not a comma-separated list of whole numbers") from None
     if not values or min(values) < 1:
@@ -125,6 +134,15 @@ def profile_command(args) -> int:
             check_batch(model, batch, gpus, f"--batch-sizes {args.batch_sizes}" if batches else f"--gpus {args.gpus}")
     for other in beside or ():
         check_batch(other, DEFAULT_BATCH.get(other, 16), gpus, f"--gpus {args.gpus} (with --beside {other})")
+    # Every copy's workers are processes on this machine, all at once, each with its threads.
+    workers = args.concurrent * max(gpus)
+    if workers > MAX_WORKERS:
+        raise UsageError(
+            f"--concurrent {args.concurrent} with --gpus {args.gpus}: {workers:,} worker processes at once on this machine; "
+            f"at most {MAX_WORKERS}"
+        )
+    if args.threads > MAX_THREADS:
+        raise UsageError(f"--threads {args.threads}: at most {MAX_THREADS} CPU threads per worker")
     result = profile(models, batches, gpus, args.gpu_type, duration, args.concurrent, args.threads, beside=beside)
     header = f"measured by `roundhouse profile` on {platform.node()} ({platform.processor() or platform.machine()}), {time.strftime('%Y-%m-%d %H:%M')}"
     with writing(args.out):

@@ -52,7 +52,9 @@ def run(args) -> int:
     # (options that a run would ignore are refused, so that a value given is a value used)
     if not args.explain and args.out is None:
         raise UsageError("--no-explain needs --out: without it nothing is written, explain.parquet included")
-    if args.live:
+    if args.live is not None:
+        if not args.live.strip():  # (often an unset shell variable: not a simulation asked for)
+            raise UsageError("--live: the address is empty (give one such as tcp://127.0.0.1:5555)")
         return run_live(args, args.live)
     refuse_live_only(args)
     until = seconds(args.until, "--until")

@@ -7,7 +7,7 @@ import json
 
 from roundhouse.errors import TraceError, UsageError, first_line
 from roundhouse.tools.common import seconds
-from roundhouse.tools.live_options import add_security, setup_logging
+from roundhouse.tools.live_options import add_security, check_named, setup_logging
 
 
 def register(sub) -> None:
@@ -55,6 +55,7 @@ def submit_command(args) -> int:
     from roundhouse.wire.security import ClientSecurity
 
     setup_logging("warning")
+    check_named(args, "keys")
     security = ClientSecurity.choose(args.keys, args.name, args.insecure, args.scheduler)
     timeout = _bounded_seconds(args.timeout, "--timeout", MAX_TIMEOUT_S)
     given = _job_flags(args)
