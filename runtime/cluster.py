@@ -474,8 +474,12 @@ class Cluster:
 
     def nodes_needed(self, gpus):
         """The fewest nodes a job of this many GPUs spans (an int, or an array of them): it is
-        consolidated on that many, and spread over more."""
-        return -(-gpus // self.max_gpus_per_node)
+        consolidated on that many, and spread over more. On nodes of several sizes, the largest
+        first (a 28-GPU job spans five nodes of 2x8 and 3x4); more than there are for a job
+        larger than the cluster."""
+        if self.uniform_nodes:
+            return -(-gpus // self.max_gpus_per_node)
+        return np.sort(self.node_gpus)[::-1].cumsum().searchsorted(gpus) + 1
 
     def per_node(self, mask: np.ndarray) -> np.ndarray:
         """How many GPUs of each node `mask` (one bool per GPU) marks."""

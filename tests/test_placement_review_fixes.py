@@ -84,3 +84,12 @@ def test_gandiva_does_not_count_a_running_jobs_gpus_as_room_left_for_a_waiting_o
     assert waits.height >= 1
     assert waits["reason"].to_list() == ["ranked_behind"] * waits.height
     assert waits["c"].to_list() == [0] * waits.height  # (no GPU left free)
+
+
+def test_a_job_on_the_fewest_nodes_of_several_sizes_is_not_counted_as_spread():
+    # (the throughput model slows a spread job: one on the fewest nodes it can span is not)
+    from roundhouse.runtime.cluster import Cluster
+
+    cluster = Cluster.parse("2x8:V100,3x4:V100")
+    assert cluster.nodes_needed(np.array([8, 9, 16, 17, 24, 28])).tolist() == [1, 2, 2, 3, 4, 5]
+    assert Cluster.parse("4x4:V100").nodes_needed(np.array([4, 5, 16])).tolist() == [1, 2, 4]

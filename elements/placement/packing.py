@@ -339,17 +339,11 @@ def first_on_node(cluster, mask: np.ndarray, node: int, want: int) -> np.ndarray
 
 def fewest_nodes(cluster, want: int, t: int) -> int:
     """The fewest nodes of GPU type t a job of `want` GPUs spans: its largest nodes of that type
-    first (on uniform nodes, `Cluster.nodes_needed`); more than there are when they all hold
-    fewer GPUs between them. On nodes of several sizes (2x8 and 3x4, say) a 28-GPU job spans
-    all five nodes, and a 6-GPU job one 8-GPU node."""
-    if cluster.uniform_nodes:
+    first (`Cluster.nodes_needed` on a cluster of one type, or of nodes of one size); more than
+    there are when they all hold fewer GPUs between them."""
+    if cluster.uniform_nodes or len(cluster.gpu_types) == 1:
         return int(cluster.nodes_needed(want))
-    if len(cluster.gpu_types) == 1:
-        if want <= cluster.max_gpus_per_node:
-            return 1  # (the largest node holds it)
-        sizes = cluster.node_gpus
-    else:
-        sizes = cluster.node_gpus[cluster.node_type == t]
+    sizes = cluster.node_gpus[cluster.node_type == t]
     return int(np.sort(sizes)[::-1].cumsum().searchsorted(want)) + 1
 
 
