@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pytest
 
 from roundhouse.elements.placement.builtin import Consolidated
 from roundhouse.runtime.compiler import compile_file
@@ -63,8 +64,9 @@ def test_a_job_larger_than_its_types_nodes_is_consolidated_on_the_fewest_of_them
     assert all(g >= 16 for g in launched[0])  # (the K80 GPUs are 16 to 23)
 
 
-def test_gandiva_does_not_count_a_running_jobs_gpus_as_room_left_for_a_waiting_one(tmp_path):
-    # One 4-GPU node. Job 0 runs; under LAS job 1 soon ranks ahead of it, but Gandiva never
+@pytest.mark.parametrize("placer", ["Gandiva", "DelayPlacer"])
+def test_a_placer_that_never_preempts_does_not_count_a_running_jobs_gpus_as_room_left_for_a_waiting_one(tmp_path, placer):
+    # One 4-GPU node. Job 0 runs; under LAS job 1 soon ranks ahead of it, but the placer never
     # preempts: job 1 waits with no GPU left free, not with "4 left free, but not where its
     # placer may put it".
     write_trace(
@@ -76,7 +78,7 @@ def test_gandiva_does_not_count_a_running_jobs_gpus_as_room_left_for_a_waiting_o
     )
     (tmp_path / "graph.sched").write_text(
         'round = 5min;\nsrc :: TraceSource(path="trace.csv");\n'
-        "src -> AcceptAll -> JobPool -> Las -> Gandiva -> Launch -> m :: JobMetrics;\n"
+        f"src -> AcceptAll -> JobPool -> Las -> {placer} -> Launch -> m :: JobMetrics;\n"
     )
     result = simulate(compile_file(tmp_path / "graph.sched"), "1x4:V100", explain=True)
     frame = result.world.explain.frame(result.world).with_columns(pl.col(pl.Categorical).cast(pl.String))

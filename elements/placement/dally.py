@@ -700,4 +700,5 @@ class DelayPlacer(Placer):
             skip = np.zeros(len(rows), dtype=bool)
             skip[pos] = True
             ctx.explain(code.astype(np.int64), rows[pos], starved, timer)
-        explain_placement(ctx, ranking, is_run, placed, suspend, available, skip)
+        # (without lease release a running job keeps its GPUs whatever the ranking: not room for a job ahead)
+        explain_placement(ctx, ranking, is_run, placed, suspend, available, skip, never_preempts=not self.release)
