@@ -35,6 +35,7 @@ reports, ROUNDHOUSE_ITERATIONS iterations.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import os
@@ -45,6 +46,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from roundhouse.agents import jobenv
 from roundhouse.agents.elastic import ElasticData, Rescale, Scaler
 from roundhouse.agents.jobenv import JobEnv
 from roundhouse.wire import protocol
@@ -349,6 +351,8 @@ class Job:
         self.seed = e.seed
         self.threads = e.threads
         self.checkpoint_dir = Path(e.checkpoint_dir)
+        if self.checkpoint_dir.exists() and not self.checkpoint_dir.is_dir():
+            raise ValueError(f"{jobenv.VARIABLES['checkpoint_dir']}={e.checkpoint_dir!r}: not a folder")
         self.checkpoint_every_s = e.checkpoint_every_s
         self.resume_path = e.resume
         self.resume_iteration = e.resume_iteration
@@ -358,7 +362,12 @@ class Job:
         self.master = (e.master_addr, e.master_port)
         self.dist_timeout_s = e.dist_timeout_s
         self.gpu = e.gpu
-        self.lease = Lease(e.lease)
+        try:
+            self.lease = Lease(e.lease)
+        except (OSError, ValueError) as err:  # missing, unreadable, or shorter than a lease
+            raise ValueError(
+                f"{jobenv.VARIABLES['lease']}={e.lease!r}: not a lease file the agent made ({_reason(err)})"
+            ) from None
         self.join_generation = e.join_generation  # > 0: started by a resize, joining running workers
         self.counts = e.counts  # what the agent's iterations count (`progress`): steps, or samples
         self.lr_scale = e.lr_scale  # the factor for the job's own learning rate at launch (or None)
@@ -371,7 +380,7 @@ class Job:
         self.checkpoint_progress: int | None = None
         self.device = "cpu"
         self._tracked: dict[str, Any] = {}
-        self._socket = None
+        self._socket: Any = None
         self._seq = protocol.Sequence()
         self._seq.n = time.time_ns() // 1000
         self._latest: dict[str, float] = {}
@@ -386,6 +395,8 @@ class Job:
         self._distributed = False
         self.pace = Pace(self.pace_iters_per_s)
         self.scaler = Scaler(self)
+        if self._agent:
+            self._socket = _agent_socket(self._agent)  # now: a bad endpoint is said before any training
 
     @classmethod
     def from_env(cls) -> Job:
@@ -440,7 +451,12 @@ class Job:
     # --- elastic jobs (agents/elastic.py) ---
     def elastic_data(self, dataset, batch_size: int = 0) -> ElasticData:
         """The dataset's batches for this worker, re-cut when the job is resized."""
-        data = ElasticData(dataset, self.batch_size or batch_size, self.seed, self.rank, self.world_size)
+        try:
+            data = ElasticData(dataset, self.batch_size or batch_size, self.seed, self.rank, self.world_size)
+        except ValueError as err:
+            if not self.batch_size:
+                raise
+            raise ValueError(f"{jobenv.VARIABLES['batch_size']}={self.batch_size}: {err}") from None
         return self.scaler.attach(data)
 
     def on_rescale(self, callback) -> None:
@@ -482,7 +498,7 @@ class Job:
         if not self.resume_path:
             self.log("starting at iteration 0")
             return 0
-        state = torch.load(self.resume_path, map_location="cpu", weights_only=False)
+        state = _read_checkpoint(self.resume_path)
         self.load_state(state)
         if "rng" in state:
             torch.set_rng_state(state["rng"])
@@ -517,18 +533,12 @@ class Job:
         """Rank 0 writes the tracked objects at this iteration (atomically); every worker waits
         until it is on disk. Returns the path. `alone`: this worker writes, whatever its rank
         (the others may be gone)."""
-        import torch
-
         started = time.perf_counter()
         path = self.checkpoint_dir / f"a{self.attempt}-i{self.progress}.pt"
         if self.checkpoint_iteration == self.iteration and self.checkpoint_path:
             return self.checkpoint_path  # nothing new since the last one
         if self.rank == 0 or alone:
-            self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-            state = self.checkpoint_state()
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            torch.save(state, tmp)
-            os.replace(tmp, path)
+            _write_checkpoint(self.checkpoint_state(), path)
         if self._distributed:
             import torch.distributed as dist
 
@@ -614,14 +624,10 @@ class Job:
     def _send(self, type_: str, **fields: Any) -> None:
         if not self._agent:
             return
-        if self._socket is None:
-            import zmq
-
-            self._socket = zmq.Context.instance().socket(zmq.PUSH)
-            self._socket.setsockopt(zmq.SNDHWM, 1000)
-            self._socket.setsockopt(zmq.LINGER, 3000)
-            self._socket.connect(self._agent)
         import zmq
+
+        if self._socket is None:
+            self._socket = _agent_socket(self._agent)
 
         frame = protocol.encode(type_, self._seq.next(), job=self.job_id, attempt=self.attempt, rank=self.rank, **fields)
         try:
@@ -646,6 +652,77 @@ def _resumed(job: Job, path: str) -> None:
         raise RuntimeError(f"checkpoint {path} holds {held}, not {job.resume_iteration}")
     job.checkpoint_path, job.checkpoint_iteration, job.checkpoint_progress = path, job.iteration, job.progress
     job.log(f"resumed from {path} at {_where(job)}")
+
+
+def _write_checkpoint(state: dict[str, Any], path: Path) -> None:
+    """Write `state` to `path` atomically: to a temporary file, on disk (fsync) before it is
+    renamed to `path`, so that a name never stands for half a checkpoint; a write that fails
+    leaves nothing behind and says which folder (ROUNDHOUSE_CHECKPOINT_DIR) it was."""
+    import torch
+
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _sync_folder(path.parent)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise OSError(
+            f"{jobenv.VARIABLES['checkpoint_dir']}={str(path.parent)!r}: cannot write checkpoint {path.name} ({_reason(err)})"
+        ) from None
+
+
+def _read_checkpoint(path: str) -> dict[str, Any]:
+    """The checkpoint at `path` (ROUNDHOUSE_RESUME), or a ValueError naming it and why not."""
+    import torch
+
+    where = f"{jobenv.VARIABLES['resume']}={path!r}"
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # missing, unreadable, or not a file torch.save wrote
+        raise ValueError(f"{where}: cannot read the checkpoint ({_reason(err)})") from None
+    if not isinstance(state, dict) or not isinstance(state.get("objects"), dict) or "iteration" not in state:
+        raise ValueError(f"{where}: not a checkpoint this library wrote")
+    return state
+
+
+def _agent_socket(endpoint: str) -> Any:
+    """A socket to the agent (ROUNDHOUSE_AGENT), or a ValueError naming it if it is no endpoint."""
+    import zmq
+
+    socket: Any = zmq.Context.instance().socket(zmq.PUSH)
+    socket.setsockopt(zmq.SNDHWM, 1000)
+    socket.setsockopt(zmq.LINGER, 3000)
+    try:
+        socket.connect(endpoint)
+    except zmq.ZMQError as err:
+        socket.close(linger=0)
+        raise ValueError(f"{jobenv.VARIABLES['agent']}={endpoint!r}: not an endpoint to report to ({err})") from None
+    return socket
+
+
+def _reason(err: BaseException) -> str:
+    """An error's own words, without the file name it may repeat."""
+    return getattr(err, "strerror", None) or str(err) or type(err).__name__
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in `folder` durable (where the system allows opening a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _where(job: Job) -> str:

@@ -8,10 +8,11 @@ each iteration anyway (rank 0's request reaches every worker), and then, at that
 1. workers whose rank is beyond the new world size leave (exit with the outcome "resized");
 2. the others leave the old process group and form a new one (gloo on CPU, NCCL on GPUs), on
    the new rendezvous port, together with the workers the agent started for the new ranks;
-3. rank 0 broadcasts everything a checkpoint holds (parameters, optimizer state, random state,
-   the iteration and the data position), so every worker continues from the same state;
-4. the data (`ElasticData`) is re-cut for the new rank, world size and batch size, and the
-   training script's `on_rescale` callbacks run (to scale the learning rate, say).
+3. the data (`ElasticData`) is re-cut for the new rank, world size and batch size, and the
+   training script's `on_rescale` callbacks run (to scale the learning rate, say);
+4. rank 0 broadcasts everything a checkpoint holds (parameters, optimizer state with the
+   learning rate its callbacks set, random state, the iteration and the data position), so
+   every worker, the new ones included, continues from the same state.
 
 Training goes on at the next iteration: no step is lost or repeated. If a worker dies while
 this happens (the rendezvous or the broadcast fails), the workers that hold the state write a
@@ -346,12 +347,19 @@ class Scaler:
         try:
             if change.world_size > 1:
                 job.init_group()
-                self.broadcast_state()
-        except Exception as err:  # a worker died in the rendezvous or the hand-over
+        except Exception as err:  # a worker died in the rendezvous
             raise ResizeFailed(f"resize to {change.world_size} workers failed: {err}") from err
+        # The data is re-cut and the callbacks run before rank 0 hands its state over, so that
+        # what they change in it (the learning rate an optimizer holds, say) reaches every
+        # worker: the workers that have just joined run no callback for this resize.
         self.reshape()
         for callback in self.callbacks:
             callback(change)
+        try:
+            if change.world_size > 1:
+                self.broadcast_state()
+        except Exception as err:  # a worker died in the hand-over
+            raise ResizeFailed(f"resize to {change.world_size} workers failed: {err}") from err
         return change
 
     def reshape(self) -> None:

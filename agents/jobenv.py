@@ -35,6 +35,7 @@ This module imports only the standard library: training processes import it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 
 # field name -> environment variable
@@ -119,9 +120,14 @@ class JobEnv:
         counts = given.get("counts", "steps")
         if counts not in COUNTS:
             raise ValueError(f"{VARIABLES['counts']}={counts!r}: expected {' or '.join(COUNTS)}")
-        scale = given.get("lr_scale")
-        if scale is not None and not 0 <= scale < float("inf"):
-            raise ValueError(f"{VARIABLES['lr_scale']}={scale!r}: expected a finite number >= 0")
+        for name, value in given.items():
+            if name in _RANGES and not _RANGES[name][0](value):
+                raise ValueError(f"{VARIABLES[name]}={env[VARIABLES[name]]!r}: expected {_RANGES[name][1]}")
+        rank, world = given.get("rank", 0), given.get("world_size", 1)
+        if rank >= world:
+            raise ValueError(
+                f"{VARIABLES['rank']}={rank} with {VARIABLES['world_size']}={world}: the rank must be below the world size"
+            )
         return cls(**given)
 
 
@@ -142,3 +148,28 @@ def _kind(annotation: str):
 
 
 _KINDS = {field.name: _kind(str(field.type)) for field in dataclasses.fields(JobEnv)}
+
+
+def _at_least(low: float):
+    return lambda v: math.isfinite(v) and v >= low
+
+
+# field -> (whether a value is in range, what is expected), for the fields with a range
+_RANGES = {
+    "attempt": (_at_least(1), "a whole number of 1 or more"),
+    "rank": (_at_least(0), "a whole number of 0 or more"),
+    "world_size": (_at_least(1), "a whole number of 1 or more"),
+    "local_rank": (_at_least(0), "a whole number of 0 or more"),
+    "master_port": (lambda v: 0 < v < 65536, "a port (1 to 65535)"),
+    "iterations": (_at_least(0), "a whole number of 0 or more"),
+    "batch_size": (_at_least(0), "a whole number of 0 or more (0: the workload's own)"),
+    "threads": (_at_least(0), "a whole number of 0 or more (0: the library's default)"),
+    "checkpoint_every_s": (_at_least(0), "a finite number of seconds >= 0"),
+    "resume_iteration": (_at_least(0), "a whole number of 0 or more"),
+    "report_every_s": (_at_least(0), "a finite number of seconds >= 0"),
+    "pace_iters_per_s": (_at_least(0), "a finite number >= 0"),
+    "launched_at": (_at_least(0), "a finite Unix time"),
+    "dist_timeout_s": (lambda v: 0 < v <= 10**7, "a number of seconds above 0, at most 10^7"),
+    "join_generation": (_at_least(0), "a whole number of 0 or more"),
+    "lr_scale": (_at_least(0), "a finite number >= 0"),
+}

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -119,6 +119,11 @@ def profile(
     """Measure each model, batch size and worker count. With `concurrent` K > 1, K−1 other jobs
     train beside it (fake GPUs share this machine's CPUs): copies of itself, or, with `beside`,
     each of those models in turn (the figures are then averaged over them)."""
+    for name, value, low in (("concurrent", concurrent, 1), ("threads", threads, 1)):
+        if value < low:
+            raise UsageError(f"{name} {value}: must be at least {low}")
+    if not 0 < seconds < float("inf"):
+        raise UsageError(f"seconds {seconds}: must be a finite time above 0")
     for model in models:
         if workload_for(model) is None:
             raise UsageError(f"no example workload for model {model!r} (have: {', '.join(DEFAULT_BATCH)})")
@@ -163,7 +168,11 @@ def check_batch(model: str, batch: int, gpus: list[int], where: str = "") -> Non
     """Refuse, before anything is measured, a batch size that the model's example workload
     cannot take from its dataset on one of the worker counts (`where`: the option to blame)."""
     samples = DATASET_SAMPLES.get(model)
+    if batch < 1:
+        raise UsageError(f"{where + ': ' if where else ''}{model}: batch size {batch}; give 1 or more")
     for g in gpus:
+        if g < 1:
+            raise UsageError(f"{where + ': ' if where else ''}{g} GPU(s); give 1 or more")
         if samples is not None and batch * g > samples:
             raise UsageError(
                 f"{where + ': ' if where else ''}{model}'s example workload has a dataset of {samples} samples, "
@@ -185,8 +194,20 @@ class _Runner:
         self.pull.bind(self.endpoint)
         self.jobs = 0
         self.models: dict[int, str] = {}  # job -> the model it trains
+        self.ports: set[int] = set()  # the rendezvous ports given to jobs
         self.forks = ForkServer(worker_environment())
         self.forks.wait_ready()  # so that every launch is timed as the agent makes it
+
+    def _free_port(self) -> int:
+        """A rendezvous port for a job: one the system has free now, and none this runner has
+        given another job (the jobs profiled side by side on this machine must not meet)."""
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in self.ports:
+                self.ports.add(port)
+                return port
 
     def close(self) -> None:
         self.forks.close()
@@ -253,7 +274,7 @@ class _Runner:
             # Far more iterations than needed: the lease ends the run.
             self.jobs += 1
             job = self.jobs if resume is None else resume[2]
-            procs[job] = self._spawn(job, attempt, what[0], what[1], gpus, iterations, random.randint(20000, 60000), resume)
+            procs[job] = self._spawn(job, attempt, what[0], what[1], gpus, iterations, self._free_port(), resume)
             state[job] = {"reports": [], "final": None, "revoked_at": None}
             return job
 

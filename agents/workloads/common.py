@@ -11,6 +11,7 @@ often (every preemption is a restart). The arithmetic is the same.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NoReturn
 
 
 def train(build_model: Callable, dataset, loss_fn: Callable, default_batch: int, lr: float = 0.05) -> None:
@@ -19,17 +20,24 @@ def train(build_model: Callable, dataset, loss_fn: Callable, default_batch: int,
     from roundhouse.agents.client import Job
     from roundhouse.agents.elastic import GradientSync
 
-    job = Job.from_env().setup()
+    try:  # what the agent told it (its environment, the checkpoint it names) must make sense
+        job = Job.from_env()
+    except ValueError as err:
+        _refuse(err)
+    job.setup()
     torch.manual_seed(job.seed)
     model = build_model().to(job.device)
     optimizer = SGD(model.parameters(), lr=lr, momentum=0.9)
     sync = GradientSync(model.parameters())
     job.track(model=model, optimizer=optimizer, gradient_noise=sync)
-    job.resume()
+    try:
+        job.resume()
+        data = job.elastic_data(dataset, default_batch)
+    except ValueError as err:
+        _refuse(err)
     optimizer.lr = starting_lr(optimizer.lr, lr, job.lr_scale)
     if job.world_size > 1 and not job.join_generation:
         DataParallel(model)  # every worker starts from rank 0's weights
-    data = job.elastic_data(dataset, default_batch)
     # A resize changes the global batch: the learning rate follows the scheduler's rule when it
     # gives one (a factor of the job's own rate), else the square root of the batch's change.
     job.on_rescale(lambda change: setattr(optimizer, "lr", rescaled_lr(optimizer.lr, lr, change)))
@@ -43,6 +51,14 @@ def train(build_model: Callable, dataset, loss_fn: Callable, default_batch: int,
         optimizer.step()
         job.report(loss=loss.item(), **noise)
     job.finish()
+
+
+def _refuse(err: Exception) -> NoReturn:
+    """Stop before training, saying why in one line (exit status 2, as for bad usage)."""
+    import sys
+
+    print(f"roundhouse workload: {err}", file=sys.stderr, flush=True)
+    sys.exit(2)
 
 
 def rescaled_lr(current: float, own: float, change) -> float:
