@@ -75,6 +75,13 @@ def fails(capsys, *argv) -> str:
     return err
 
 
+def refused(capsys, argv, message: str) -> str:
+    """`fails` with the command line `argv`, whose message must say `message`."""
+    err = fails(capsys, *argv)
+    assert message in err, err
+    return err
+
+
 @pytest.fixture(scope="module")
 def dask_cluster():
     """A Dask cluster of two worker processes on loopback, for one test module (the sweep tests)."""

@@ -36,10 +36,14 @@ HELLO = {"node": "a", "address": "127.0.0.1", "session": "s", "gpus": [{"index":
 class Forwarder:
     """A TCP forwarder on 127.0.0.1: each connection is passed on to `target` port; when nothing
     listens there it accepts and closes at once (as a forwarder or load balancer in front of a
-    dead scheduler does). Without a target it only accepts and closes."""
+    dead scheduler does). Without a target it only accepts and closes; with `silent`, it accepts,
+    keeps each connection open and says nothing (an HTTP server waiting for a request, a
+    database, a stuck process): `accepted` counts them."""
 
-    def __init__(self, target: int | None = None):
+    def __init__(self, target: int | None = None, silent: bool = False):
         self.target = target
+        self.silent = silent
+        self.accepted = 0
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(("127.0.0.1", 0))
@@ -62,6 +66,10 @@ class Forwarder:
             except OSError:
                 return
             client.settimeout(None)
+            self.accepted += 1
+            if self.silent:
+                self._open.append(client)
+                continue
             backend = None
             if self.target is not None:
                 try:

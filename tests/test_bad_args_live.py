@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from roundhouse.tools.cli import main
 from roundhouse.tools.loopback import free_port
+from tests.conftest import refused
 
 
 @pytest.fixture
@@ -18,23 +18,16 @@ def afile(tmp_path):
     return path
 
 
-def _fails(capsys, args, message):
-    assert main([str(a) for a in args]) == 2
-    err = capsys.readouterr().err
-    assert message in err, err
-    assert "Traceback" not in err
-
-
 def test_serve_with_an_address_it_cannot_bind_says_so_and_exits(live_graph, tmp_path, capsys):
     started = time.monotonic()
-    _fails(
+    refused(
         capsys,
         ["serve", live_graph, "--bind", "tcp://127.0.0.1:notaport", "--insecure", "--checkpoints", tmp_path / "ck"],
         "cannot listen on tcp://127.0.0.1:notaport",
     )
     assert time.monotonic() - started < 10  # it used to hang in Context.term()
     # ZeroMQ takes a port past 65535 modulo 65536: it would listen elsewhere than it says.
-    _fails(
+    refused(
         capsys,
         ["serve", live_graph, "--bind", "tcp://127.0.0.1:112646", "--insecure", "--checkpoints", tmp_path / "ck"],
         "tcp://127.0.0.1:112646: port 112646 is not a TCP port (1 to 65535)",
@@ -50,13 +43,13 @@ def test_serve_that_cannot_start_leaves_no_journal_or_folder_behind(live_graph, 
         taken.listen()
         port = taken.getsockname()[1]
         ck = tmp_path / "ck"
-        _fails(
+        refused(
             capsys,
             ["serve", live_graph, "--bind", f"tcp://127.0.0.1:{port}", "--insecure", "--checkpoints", ck],
             "Address already in use",
         )
         assert not ck.exists()
-        _fails(
+        refused(
             capsys,
             [
                 "serve",
@@ -77,7 +70,7 @@ def test_serve_that_cannot_start_leaves_no_journal_or_folder_behind(live_graph, 
         old = tmp_path / "old.sqlite"
         old.write_bytes(b"")
         for journal in ([], ["--journal", old]):
-            _fails(
+            refused(
                 capsys,
                 ["serve", live_graph, "--bind", f"tcp://127.0.0.1:{port}", "--insecure", "--checkpoints", ck, *journal],
                 "Address already in use",
@@ -93,12 +86,12 @@ def test_serve_that_cannot_start_leaves_no_journal_or_folder_behind(live_graph, 
     ],
 )
 def test_clients_with_a_bad_address_say_so(capsys, args):
-    _fails(capsys, args, "cannot connect to tcp://127.0.0.1:notaport")
-    _fails(capsys, [a.replace("notaport", "99999") for a in args], "port 99999 is not a TCP port")
+    refused(capsys, args, "cannot connect to tcp://127.0.0.1:notaport")
+    refused(capsys, [a.replace("notaport", "99999") for a in args], "port 99999 is not a TCP port")
 
 
 def test_emulate_needs_fake_gpus(capsys):
-    _fails(
+    refused(
         capsys,
         ["agent", "--scheduler", f"tcp://127.0.0.1:{free_port()}", "--insecure", "--emulate"],
         "--emulate needs --fake-gpus",
@@ -113,7 +106,7 @@ def test_emulate_needs_fake_gpus(capsys):
     ],
 )
 def test_many_nodes_need_emulated_gpus(capsys, extra, message):
-    _fails(capsys, ["agent", "--scheduler", f"tcp://127.0.0.1:{free_port()}", "--insecure", *extra], message)
+    refused(capsys, ["agent", "--scheduler", f"tcp://127.0.0.1:{free_port()}", "--insecure", *extra], message)
 
 
 @pytest.mark.parametrize(
@@ -129,39 +122,39 @@ def test_many_nodes_need_emulated_gpus(capsys, extra, message):
 )
 def test_submit_refuses_absurd_values_before_sending(capsys, extra, message):
     flag = next(a for a in extra if a in ("--timeout", "--duration", "--count"))
-    _fails(capsys, ["submit", f"tcp://127.0.0.1:{free_port()}", "--insecure", *extra], message)
-    _fails(capsys, ["submit", f"tcp://127.0.0.1:{free_port()}", "--insecure", *extra], flag)
+    refused(capsys, ["submit", f"tcp://127.0.0.1:{free_port()}", "--insecure", *extra], message)
+    refused(capsys, ["submit", f"tcp://127.0.0.1:{free_port()}", "--insecure", *extra], flag)
 
 
 def test_output_paths_that_are_files_or_missing_folders(live_graph, tmp_path, afile, capsys):
     port = f"tcp://127.0.0.1:{free_port()}"
-    _fails(capsys, ["keys", afile, "node1"], f"key folder {afile}: exists and is not a folder")
-    _fails(capsys, ["keys", tmp_path / "k", "../x"], "key name '../x'")
+    refused(capsys, ["keys", afile, "node1"], f"key folder {afile}: exists and is not a folder")
+    refused(capsys, ["keys", tmp_path / "k", "../x"], "key name '../x'")
     assert not (tmp_path / "k").exists()  # names are checked before anything is made
-    _fails(capsys, ["serve", live_graph, "--bind", port, "--insecure", "--checkpoints", afile], f"--checkpoints {afile}")
+    refused(capsys, ["serve", live_graph, "--bind", port, "--insecure", "--checkpoints", afile], f"--checkpoints {afile}")
     missing = tmp_path / "nonexistent" / "j.sqlite"
-    _fails(
+    refused(
         capsys,
         ["serve", live_graph, "--bind", port, "--insecure", "--journal", missing, "--checkpoints", tmp_path / "ck"],
         f"--journal {missing}: no folder",
     )
     assert not missing.parent.exists() and not (tmp_path / "ck").exists()  # nor the folder checked after it
-    _fails(
+    refused(
         capsys,
         ["serve", live_graph, "--bind", port, "--insecure", "--out", afile, "--checkpoints", tmp_path / "ck"],
         f"--out {afile}",
     )
     assert not (tmp_path / "ck").exists()
     agent = ["agent", "--scheduler", port, "--insecure", "--fake-gpus", "1:V100"]
-    _fails(capsys, [*agent, "--name", "a", "--workdir", afile], f"--workdir {afile}: exists and is not a folder")
-    _fails(capsys, [*agent, "--name", "../x"], "--name '../x'")
-    _fails(capsys, ["submit", port, "--insecure", "--status", "--name", "a/b"], "--name 'a/b'")
+    refused(capsys, [*agent, "--name", "a", "--workdir", afile], f"--workdir {afile}: exists and is not a folder")
+    refused(capsys, [*agent, "--name", "../x"], "--name '../x'")
+    refused(capsys, ["submit", port, "--insecure", "--status", "--name", "a/b"], "--name 'a/b'")
 
 
 def test_profile_checks_its_output_before_measuring(tmp_path, capsys):
     started = time.monotonic()
-    _fails(capsys, ["profile", "--out", tmp_path / "nonexistent" / "p.csv"], "no folder")
-    _fails(capsys, ["profile", "--out", tmp_path], "is a folder")
+    refused(capsys, ["profile", "--out", tmp_path / "nonexistent" / "p.csv"], "no folder")
+    refused(capsys, ["profile", "--out", tmp_path], "is a folder")
     assert time.monotonic() - started < 10  # nothing was measured
 
 

@@ -17,16 +17,9 @@ from roundhouse.errors import ClusterError
 from roundhouse.runtime.cluster import MAX_LINK_ENTRIES, Cluster
 from roundhouse.tools.cli import main
 from roundhouse.tools.loopback import free_port
+from tests.conftest import refused
 
 KNOWN = ("V100", "P100", "K80")
-
-
-def _fails(capsys, args, message):
-    assert main([str(a) for a in args]) == 2
-    err = capsys.readouterr().err
-    assert message in err, err
-    assert "Traceback" not in err
-    return err
 
 
 # --- cluster specs ---
@@ -43,7 +36,7 @@ def test_a_count_of_thousands_of_digits_is_refused_in_a_short_message(spec):
 def test_a_count_of_thousands_of_digits_on_the_command_line_is_a_message(capsys):
     from tests.conftest import REPO
 
-    err = _fails(capsys, ["run", REPO / "graphs" / "las.sched", "--cluster", "9" * 5000 + "x1"], "--cluster: bad cluster")
+    err = refused(capsys, ["run", REPO / "graphs" / "las.sched", "--cluster", "9" * 5000 + "x1"], "--cluster: bad cluster")
     assert "a count of 5,000 digits" in err
 
 
@@ -121,12 +114,12 @@ def test_serve_refuses_a_blank_path_rather_than_ignoring_it(live_graph, tmp_path
     ck = tmp_path / "ck"
     args = ["serve", live_graph, "--bind", f"tcp://127.0.0.1:{free_port()}", "--insecure", "--checkpoints", ck,
             "--wait-for-agents", "0s", "--until", "1s", flag, ""]  # fmt: skip
-    _fails(capsys, args, f"{flag}: the name is empty")
+    refused(capsys, args, f"{flag}: the name is empty")
     assert not ck.exists()
 
 
 def test_submit_refuses_blank_keys(capsys):
-    _fails(
+    refused(
         capsys, ["submit", f"tcp://127.0.0.1:{free_port()}", "--insecure", "--keys", "", "--status"], "--keys: the name is empty"
     )
 
@@ -148,7 +141,7 @@ def test_an_inproc_address_no_agent_can_reach_is_refused(live_graph, tmp_path, c
         "--until",
         "1s",
     ]
-    _fails(capsys, args, f"{flag} inproc://sched: an inproc:// address is reachable only inside this process")
+    refused(capsys, args, f"{flag} inproc://sched: an inproc:// address is reachable only inside this process")
     assert not ck.exists()
 
 
@@ -165,9 +158,9 @@ def test_a_journal_in_the_checkpoint_folder_the_run_makes_is_taken(live_graph, t
 def test_a_journal_that_is_the_checkpoint_folder_the_run_makes_is_refused(live_graph, tmp_path, capsys):
     ck = tmp_path / "ck"
     args = ["serve", live_graph, "--bind", f"tcp://127.0.0.1:{free_port()}", "--insecure", "--checkpoints", ck, "--journal", ck]
-    _fails(capsys, args, f"--journal {ck}: is a folder, not a file")
+    refused(capsys, args, f"--journal {ck}: is a folder, not a file")
     assert not ck.exists()  # (the folder made for it is removed)
-    _fails(capsys, [*args[:-1], ck / "sub" / "j.sqlite"], f"no folder {ck / 'sub'}")
+    refused(capsys, [*args[:-1], ck / "sub" / "j.sqlite"], f"no folder {ck / 'sub'}")
 
 
 # --- keys ---
@@ -198,7 +191,7 @@ def test_keys_refuses_to_keep_an_existing_pair_that_is_not_one(tmp_path, capsys,
         (keys / "a.key").write_bytes((keys / "b.key").read_bytes())
         message = "a.key is not the public key of a.key_secret"
     capsys.readouterr()
-    err = _fails(capsys, ["keys", keys, "a"], message)
+    err = refused(capsys, ["keys", keys, "a"], message)
     assert "remove a.key and a.key_secret" in err
     (keys / "a.key").unlink()
     (keys / "a.key_secret").unlink()
@@ -216,7 +209,7 @@ def no_measuring(monkeypatch):
 
 @pytest.mark.parametrize("gpus", ["1,,2", "1,", ","])
 def test_profile_refuses_a_list_with_a_number_left_out(tmp_path, capsys, no_measuring, gpus):
-    _fails(capsys, ["profile", "--gpus", gpus, "--seconds", "1", "--out", tmp_path / "p.csv"], "has an empty item")
+    refused(capsys, ["profile", "--gpus", gpus, "--seconds", "1", "--out", tmp_path / "p.csv"], "has an empty item")
 
 
 @pytest.mark.parametrize(
@@ -229,7 +222,7 @@ def test_profile_refuses_a_list_with_a_number_left_out(tmp_path, capsys, no_meas
 )
 def test_profile_refuses_more_workers_than_a_machine_holds(tmp_path, capsys, no_measuring, args, message):
     out = tmp_path / "p.csv"
-    _fails(capsys, ["profile", "--models", "ResNet-18", *args, "--seconds", "1", "--out", out], message)
+    refused(capsys, ["profile", "--models", "ResNet-18", *args, "--seconds", "1", "--out", out], message)
     assert not out.exists()
 
 

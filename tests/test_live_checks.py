@@ -21,16 +21,8 @@ from roundhouse.tools.keys_cmd import make_keys
 from roundhouse.tools.loopback import free_port
 from roundhouse.wire import protocol
 from roundhouse.wire.security import ClientSecurity, ServerSecurity, is_loopback
+from tests.conftest import refused
 from tests.livecluster import LiveCluster
-
-
-def _fails(capsys, args, message):
-    assert main([str(a) for a in args]) == 2
-    err = capsys.readouterr().err
-    assert message in err, err
-    assert "Traceback" not in err
-    return err
-
 
 # --- --insecure: loopback only ---------------------------------------------------------------
 
@@ -80,7 +72,7 @@ def test_a_key_of_the_wrong_length_is_refused_naming_the_file(tmp_path, capsys, 
     keys = tmp_path / "keys"
     make_keys(keys, ["alice", "node-a"])
     _cut_key(keys / "alice.key_secret", which)
-    err = _fails(
+    err = refused(
         capsys,
         ["submit", f"tcp://127.0.0.1:{free_port()}", "--keys", keys, "--name", "alice", "--status"],
         f"alice.key_secret: not a ZeroMQ key file: the {which} key is not 40 Z85 characters (32 bytes)",
@@ -92,7 +84,7 @@ def test_a_key_of_the_wrong_length_is_refused_naming_the_file(tmp_path, capsys, 
     graph.write_text(
         'round = 1s;\ncluster = "1x2:V100";\nsrc :: LiveSource;\nsrc -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch;\n'
     )
-    _fails(
+    refused(
         capsys,
         ["serve", graph, "--bind", f"tcp://127.0.0.1:{free_port()}", "--keys", keys, "--checkpoints", journal],
         "scheduler.key_secret: not a ZeroMQ key file",
@@ -156,7 +148,7 @@ def _agent(*extra):
     ],
 )
 def test_agent_values_past_the_protocols_limits_are_refused_at_start(capsys, extra, message):
-    _fails(capsys, _agent(*extra), message)
+    refused(capsys, _agent(*extra), message)
 
 
 def test_more_emulated_nodes_than_the_open_file_limit_are_refused_at_start():
@@ -196,7 +188,7 @@ def test_emulated_nodes_past_zeromqs_socket_limit_say_so(monkeypatch):
 def test_emulated_nodes_with_keys_need_a_key_each(tmp_path, capsys):
     keys = tmp_path / "keys"
     make_keys(keys, ["emu", "emu-0"])
-    err = _fails(
+    err = refused(
         capsys,
         [
             "agent",
@@ -280,7 +272,7 @@ def _submit(*extra):
 def test_submit_refuses_flags_it_would_not_use(tmp_path, capsys, extra, message):
     trace = tmp_path / "jobs.csv"
     trace.write_text("job_id,gpus,model,iterations\n0,1,LM,10\n")
-    _fails(capsys, _submit(*[str(trace) if a == "{trace}" else a for a in extra]), message)
+    refused(capsys, _submit(*[str(trace) if a == "{trace}" else a for a in extra]), message)
 
 
 def test_a_submitted_trace_keeps_the_files_order_and_lines_and_may_leave_out_arrivals(tmp_path, capsys):
@@ -297,7 +289,7 @@ def test_a_submitted_trace_keeps_the_files_order_and_lines_and_may_leave_out_arr
     assert [j["job_id"] for j in jobs] == [1, 2] and where == [f"{with_arrivals}:2", f"{with_arrivals}:3"]
     bad = tmp_path / "bad.csv"
     bad.write_text("job_id,gpus,model,iterations\n0,1,LM,10\n1,x,LM,10\n")
-    _fails(capsys, _submit(bad), f"{bad}:3: error: column 'gpus'")
+    refused(capsys, _submit(bad), f"{bad}:3: error: column 'gpus'")
 
 
 def test_jobs_go_in_one_message_when_they_fit_else_in_as_few_as_fit():

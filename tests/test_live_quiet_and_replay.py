@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import gc
 import json
-import socket
 import subprocess
 import sys
-import threading
 import time
 import tracemalloc
 from collections import defaultdict
@@ -20,43 +18,9 @@ import pytest
 from roundhouse.agents.agent.scheduler_link import SchedulerLink
 from roundhouse.tools.keys_cmd import make_keys
 from roundhouse.wire.security import ClientSecurity
-from tests.test_agent_submit_fixes import HELLO, PROJECT
+from tests.test_agent_submit_fixes import HELLO, PROJECT, Forwarder
 
 STALLED = "but the handshake has not completed after"
-
-
-class SilentListener:
-    """A TCP listener on 127.0.0.1 that accepts every connection, keeps it open and says nothing
-    (an HTTP server waiting for a request, a database, a stuck process)."""
-
-    def __init__(self) -> None:
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(16)
-        self.listener.settimeout(0.1)
-        self.address = f"tcp://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.accepted: list[socket.socket] = []
-        self._stop = False
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while not self._stop:
-            try:
-                client, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self.accepted.append(client)
-
-    def close(self) -> None:
-        self._stop = True
-        self._thread.join(timeout=5)
-        self.listener.close()
-        for s in self.accepted:
-            s.close()
 
 
 # --- an agent at an address where nothing speaks ZeroMQ ---
@@ -67,7 +31,7 @@ def test_a_handshake_that_never_completes_is_said_within_seconds(tmp_path, logs,
 
     keys = tmp_path / "keys"
     make_keys(keys, ["a"])
-    silent = SilentListener()
+    silent = Forwarder(silent=True)
     security = ClientSecurity.choose(str(keys) if keyed else None, "a", not keyed, silent.address)
     link = SchedulerLink(silent.address, security, HELLO, defaultdict(int))
     context = zmq.Context()
@@ -101,7 +65,7 @@ def test_a_handshake_that_never_completes_is_said_within_seconds(tmp_path, logs,
 def test_an_agent_with_keys_at_a_silent_listener_says_so_and_keeps_trying(tmp_path):
     keys = tmp_path / "keys"
     make_keys(keys, ["a"])
-    silent = SilentListener()
+    silent = Forwarder(silent=True)
     log = tmp_path / "agent.log"
     with open(log, "wb") as out:
         agent = subprocess.Popen(
@@ -333,7 +297,7 @@ def test_a_submitter_at_a_silent_listener_says_no_handshake_completed(tmp_path, 
     keys = tmp_path / "keys"
     if keyed:
         make_keys(keys, [], submitters=["s"])
-    silent = SilentListener()
+    silent = Forwarder(silent=True)
     security = ClientSecurity.choose(str(keys) if keyed else None, "s", not keyed, silent.address)
     try:
         with Submitter(silent.address, security, timeout_s=2.0) as submitter, pytest.raises(SchedulerError) as err:
