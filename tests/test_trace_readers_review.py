@@ -14,18 +14,7 @@ from roundhouse.errors import TraceError
 from roundhouse.traces import philly, tiresias
 from roundhouse.traces.formats import load_trace
 from tests.conftest import fails
-
-
-def _job(jobid: str, submitted: str, attempts: list[dict]) -> dict:
-    return {"status": "Pass", "vc": "vc1", "jobid": jobid, "user": "u1", "submitted_time": submitted, "attempts": attempts}
-
-
-def _attempt(start: str, end: str, *machines: int) -> dict:
-    return {
-        "start_time": start,
-        "end_time": end,
-        "detail": [{"ip": f"m{i}", "gpus": [f"gpu{g}" for g in range(n)]} for i, n in enumerate(machines)],
-    }
+from tests.traces.test_traces_readers import attempt, job
 
 
 def _log(tmp_path: Path, records: list[dict]) -> Path:
@@ -36,16 +25,16 @@ def _log(tmp_path: Path, records: list[dict]) -> Path:
 
 def test_philly_job_whose_first_attempt_had_no_gpu_is_kept(tmp_path):
     records = [
-        _job(
+        job(
             "retried",
             "2017-10-01 10:00:00",
             [
-                _attempt("2017-10-01 10:01:00", "2017-10-01 10:02:00"),  # no GPU: never ran
-                _attempt("2017-10-01 10:05:00", "2017-10-01 11:05:00", 2),
+                attempt("2017-10-01 10:01:00", "2017-10-01 10:02:00"),  # no GPU: never ran
+                attempt("2017-10-01 10:05:00", "2017-10-01 11:05:00", 2),
             ],
         ),
-        _job("plain", "2017-10-01 10:00:30", [_attempt("2017-10-01 10:01:00", "2017-10-01 10:11:00", 1)]),
-        _job("cpu", "2017-10-01 10:00:40", [_attempt("2017-10-01 10:01:00", "2017-10-01 10:11:00")]),
+        job("plain", "2017-10-01 10:00:30", [attempt("2017-10-01 10:01:00", "2017-10-01 10:11:00", 1)]),
+        job("cpu", "2017-10-01 10:00:40", [attempt("2017-10-01 10:01:00", "2017-10-01 10:11:00")]),
     ]
     result = philly.parse(_log(tmp_path, records))
     frame = result.frame
@@ -57,12 +46,12 @@ def test_philly_job_whose_first_attempt_had_no_gpu_is_kept(tmp_path):
 
 def test_philly_gpu_count_is_the_first_attempt_that_ran(tmp_path):
     records = [
-        _job(
+        job(
             "a",
             "2017-10-01 10:00:00",
             [
-                _attempt("2017-10-01 10:01:00", "2017-10-01 10:02:00", 4, 4),
-                _attempt("2017-10-01 10:03:00", "2017-10-01 10:04:00", 2),
+                attempt("2017-10-01 10:01:00", "2017-10-01 10:02:00", 4, 4),
+                attempt("2017-10-01 10:03:00", "2017-10-01 10:04:00", 2),
             ],
         )
     ]
@@ -73,7 +62,7 @@ def test_philly_gpu_count_is_the_first_attempt_that_ran(tmp_path):
 @pytest.mark.parametrize("encoding, name", [("utf-16", "UTF-16"), ("utf-32", "UTF-32")])
 @pytest.mark.parametrize("command", ["describe", "convert"])
 def test_wide_unicode_json_is_refused_by_every_command(tmp_path, capsys, encoding, name, command):
-    records = [_job("a", "2017-10-01 10:00:00", [_attempt("2017-10-01 10:01:00", "2017-10-01 10:11:00", 1)])]
+    records = [job("a", "2017-10-01 10:00:00", [attempt("2017-10-01 10:01:00", "2017-10-01 10:11:00", 1)])]
     path = tmp_path / "log.json"
     path.write_text(json.dumps(records), encoding=encoding)
     args = ["trace", "describe", path] if command == "describe" else ["trace", "convert", path, tmp_path / "out.csv"]
@@ -98,7 +87,7 @@ def test_utf16_without_a_byte_order_mark_is_refused(tmp_path):
 
 
 def test_utf16_json_with_a_bad_record_says_the_encoding_in_every_path(tmp_path):
-    records = [_job("a", "yesterday", [])]
+    records = [job("a", "yesterday", [])]
     path = tmp_path / "log.json"
     path.write_bytes(json.dumps(records).encode("utf-16-le"))  # (no byte-order mark)
     with pytest.raises(TraceError) as info:
@@ -145,8 +134,8 @@ def test_generate_philly_log_without_loss_still_works(tmp_path):
 
 
 def test_philly_job_without_submission_is_not_said_to_have_never_run(tmp_path):
-    ran = [_attempt("2017-10-01 10:05:00", "2017-10-01 11:05:00", 1)]
-    records = [_job("nosubmit", None, ran), _job("kept", "2017-10-01 10:00:00", ran), _job("never", "2017-10-01 10:00:00", [])]
+    ran = [attempt("2017-10-01 10:05:00", "2017-10-01 11:05:00", 1)]
+    records = [job("nosubmit", None, ran), job("kept", "2017-10-01 10:00:00", ran), job("never", "2017-10-01 10:00:00", [])]
     path = _log(tmp_path, records)
     result = philly.parse(path)
     assert result.frame["name"].to_list() == ["kept"]
