@@ -19,6 +19,8 @@ from roundhouse.tools.cli import main
 from roundhouse.tools.loopback import free_port
 from tests.conftest import refused
 
+REPO = Path(__file__).resolve().parents[1]
+
 KNOWN = ("V100", "P100", "K80")
 
 
@@ -228,6 +230,22 @@ def test_profile_refuses_more_workers_than_a_machine_holds(tmp_path, capsys, no_
 
 def test_run_refuses_a_blank_live_address_rather_than_simulating(capsys):
     # (an unset shell variable in `--live "$ADDR"` would otherwise run a simulation instead)
-    graph = Path(__file__).resolve().parents[1] / "graphs" / "las.sched"
+    graph = REPO / "graphs" / "las.sched"
     assert main(["run", str(graph), "--live", " "]) == 2
     assert "--live: the address is empty" in capsys.readouterr().err
+
+
+def test_check_takes_a_cluster_for_a_graph_without_one(tmp_path, capsys):
+    # (a graph without a cluster setting: `check` alone cannot start its elements, and says so;
+    # with --cluster it finds what `run --cluster` would refuse)
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        f'round = 5min;\nsrc :: TraceSource(path="{REPO / "traces" / "samples" / "philly-1000.csv"}");\n'
+        "src -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch -> m :: JobMetrics;\n"
+    )
+    assert main(["check", str(graph)]) == 0
+    assert "no cluster: give --cluster" in capsys.readouterr().out
+    assert main(["check", str(graph), "--cluster", "32x4:V100"]) == 0
+    assert "cluster 128 GPUs" in capsys.readouterr().out
+    refused(capsys, ["check", graph, "--cluster", "1x1:V100"], "asks for 4 GPUs but the cluster has 1")
+    refused(capsys, ["check", graph, "--cluster", "4x4:Z99"], "--cluster: bad cluster '4x4:Z99'")
