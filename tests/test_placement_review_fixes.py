@@ -1,6 +1,8 @@
-"""Placers after review: a job larger than a node is consolidated on the fewest nodes of
-several sizes (and of its own GPU type); Gandiva, which never preempts, does not count a running
-job's GPUs as room left for a waiting one."""
+"""Placers after review: a preemption frees no GPUs that nobody then uses while their job could
+have kept running; a job larger than a node is consolidated on the fewest nodes of several
+sizes (and of its own GPU type); intra-node placers spread a job the ranking does not
+consolidate; a placer that never preempts (Gandiva) does not count a running job's GPUs as
+room left for a waiting one."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import polars as pl
 import pytest
 
 from roundhouse.elements.placement.builtin import Consolidated
+from roundhouse.elements.placement.intranode import BandwidthAwareIntraNode, RandomIntraNode
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.context import Round
 from roundhouse.runtime.settings import GraphSettings
@@ -27,6 +30,40 @@ def _tick(placer, world, order, **ranking_args):
     world.check_plan(plan)
     ids = world.jobs.column("job_id")
     return {int(ids[a.row]): sorted(a.gpus) for a in plan.launch}, sorted(int(ids[r]) for r in plan.suspend)
+
+
+def test_a_victim_whose_gpus_nobody_takes_keeps_running():
+    # Two 4-GPU nodes. Job 0 (4 GPUs, rank 1) finds no whole node: node 0 holds 1 (rank 2) and
+    # 3 (the tail), node 1 holds 2 (rank 3). The shortest tail that makes it fit is 3 and 2, but
+    # only node 1 is used: job 3's GPU stays idle, so job 3 keeps running.
+    world = world_with("2x4:V100", [(0, 4), (1, 1), (2, 2), (3, 1)], {1: [1], 2: [4, 5], 3: [0]})
+    placer = Consolidated()
+    launched, suspended, kept = place(placer, world, [0, 1, 2, 3])
+    assert launched == {0: [4, 5, 6, 7]}
+    assert suspended == [2] and kept == [1, 3]
+    assert placer.counters["preempted"] == 1
+
+
+def test_a_job_takes_room_the_victims_of_jobs_ranked_ahead_left():
+    # Three 4-GPU nodes; job 0 (rank 4) holds one GPU on each of nodes 0 and 1 and two on node 2.
+    # Job 3 (rank 1, 4 GPUs) preempts it and takes node 0; job 1 (rank 5, 4 GPUs) has no running
+    # job below it, but node 1 is now free: it starts rather than leave a node idle.
+    world = world_with("3x4:V100", [(0, 4), (1, 4), (2, 12), (3, 4), (4, 12)], {0: [0, 6, 8, 11]})
+    launched, suspended = _tick(Consolidated(), world, [3, 4, 2, 0, 1], backfill=True)
+    assert suspended == [0]
+    assert launched == {3: [0, 1, 2, 3], 1: [4, 5, 6, 7]}
+
+
+@pytest.mark.parametrize("placer", [Consolidated, BandwidthAwareIntraNode])
+def test_a_job_that_fits_in_what_victims_left_preempts_no_one_more(placer):
+    # Three 8-GPU nodes. Job 1 (rank 3) preempts job 0 (the tail); job 0's GPU on node 2 leaves
+    # node 2 with room for job 4 (rank 5), which must not preempt job 3 (rank 6) for it.
+    running = {0: [0, 6, 16], 2: [3, 5], 3: [1, 8, 22, 23], 5: [13, 15, 17, 19], 6: [2, 9, 11]}
+    world = world_with("3x8:V100", [(0, 3), (1, 4), (2, 2), (3, 4), (4, 4), (5, 4), (6, 3)], running)
+    launched, suspended = _tick(placer(), world, [6, 5, 1, 2, 4, 3, 0], backfill=True)
+    assert suspended == [0]
+    assert sorted(launched) == [1, 4]
+    assert {int(g) // 8 for g in launched[4]} == {2}
 
 
 def test_a_job_as_large_as_a_cluster_of_mixed_node_sizes_is_placed():
@@ -62,6 +99,15 @@ def test_a_job_larger_than_its_types_nodes_is_consolidated_on_the_fewest_of_them
     launched, suspended = _tick(Consolidated(), world, [0], gpu_type=np.array([1]), backfill=True)
     assert suspended == [] and len(launched[0]) == 6
     assert all(g >= 16 for g in launched[0])  # (the K80 GPUs are 16 to 23)
+
+
+def test_intranode_placers_spread_a_job_the_ranking_does_not_consolidate():
+    # Three 4-GPU nodes with one GPU free each; job 0 (3 GPUs) may spread, the others run.
+    for placer in (Consolidated(), BandwidthAwareIntraNode(), RandomIntraNode(seed=1)):
+        world = world_with("3x4:V100", [(0, 3), (1, 3), (2, 3), (3, 3)], {1: [0, 1, 2], 2: [4, 5, 6], 3: [8, 9, 10]})
+        consolidate = np.array([True, True, True, False])
+        launched, suspended = _tick(placer, world, [1, 2, 3, 0], consolidate=consolidate, backfill=True)
+        assert launched == {0: [3, 7, 11]} and suspended == [], type(placer).__name__
 
 
 @pytest.mark.parametrize("placer", ["Gandiva", "DelayPlacer"])

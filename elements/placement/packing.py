@@ -353,16 +353,18 @@ def choose_consolidated(cluster, available: np.ndarray, want: int, types: list[i
     spans (`fewest_nodes`), those with the most available GPUs first. None when no such
     nodes have room: a job spread over more nodes than it needs is not consolidated (YARN-CS's
     16-GPU job waits for four whole free 4-GPU servers, as Tiresias describes it). With
-    `spread`, a job larger than a node takes as many nodes as it must, most available first."""
+    `spread`, a job takes as many nodes as it must, most available first, when no node (or no
+    set of the fewest nodes) has room."""
     for t in types:
         mask = _of_type(cluster, available, t)
         counts = cluster.per_node(mask)
         needed = fewest_nodes(cluster, want, t)
         if needed == 1:
             got = _best_fit_on_one_node(cluster, mask, counts, want)
-            if got is None:
+            if got is not None:
+                return got
+            if not spread:
                 continue
-            return got
         order = (-counts).argsort(kind="stable")
         cumulative = counts[order].cumsum()
         if spread:

@@ -20,14 +20,14 @@ def preempt_below(
     placer, cluster, holder, available, unplaced, kept_pos, rows, want, job_types, one_node, launches
 ) -> np.ndarray:
     """Step 4: for each unplaced selected job, in ranking order, the shortest tail of the
-    selected running jobs ranked below it that makes it fit; those are suspended."""
+    selected running jobs ranked below it that makes it fit; those are suspended. A job that
+    fits in what the victims of jobs ranked ahead freed and left takes it, with no victim."""
     if not len(kept_pos):
         return _NONE
     # Kept jobs ranked below each unplaced job (`kept_pos` ascends); the victims taken later
-    # come off it. A job with none below it cannot preempt, then or later: not looked at.
+    # come off it. A job with none below it cannot preempt: it may only take what victims of
+    # jobs ranked ahead freed and left.
     below_at = len(kept_pos) - kept_pos.searchsorted(unplaced, side="right")
-    can = below_at > 0
-    unplaced, below_at = unplaced[can], below_at[can]
     # The kept jobs' GPUs, the lowest-ranked job first (found when first needed). Victims
     # are always taken from that end, so the kept jobs still running below a job are the
     # next ones in this order after the `taken` victims so far.
@@ -44,14 +44,28 @@ def preempt_below(
     node_free: np.ndarray | None = None  # available GPUs per node (None: to count again)
     placed: list[int] = []
     taken_gpus: list[np.ndarray] = []
+    # Shapes that found no room in what the victims so far left, and how many victims that was.
+    no_room: dict[tuple, int] = {}
     for i, below in zip(unplaced.tolist(), below_at.tolist()):
         below -= taken  # kept jobs below i still running
-        if below <= 0:
-            continue
+        if below <= 0 and not taken:
+            continue  # (nothing freed yet: no room, as in step 3)
         types = [0] if job_types is None else job_types[i]
         g, together = int(want[i]), bool(one_node[i])
         shape = (g, tuple(types), together)
         if shape in hopeless:
+            continue
+        if below <= 0:
+            if no_room.get(shape) == taken:
+                continue
+            got = placer.choose(cluster, available, g, types, together)
+            if got is None:
+                no_room[shape] = taken
+                continue
+            available[got] = False
+            node_free = None
+            placed.append(i)
+            taken_gpus.append(got)
             continue
         if tail_rows is None:
             tail_rows = rows[kept_pos[::-1]]
@@ -66,7 +80,8 @@ def preempt_below(
             if node_free is None:
                 node_free = cluster.per_node(available)
             need = g - node_free
-            count = 1 if need[need.argmin()] <= 0 else by_node.fewest(need, lo, hi, taken)
+            # (none when GPUs the victims of jobs ranked ahead freed are room enough)
+            count = 0 if need[need.argmin()] <= 0 else by_node.fewest(need, lo, hi, taken)
             if count == _NEVER:
                 hopeless.add(shape)
                 continue
@@ -260,7 +275,7 @@ def _fewest_builtin(placer, cluster, free, tail_ids, victim_of, want, types, one
             best = min(best, _fewest_for_nodes(cluster, free, tail_ids, victim_of, want, t))
         if not one_node or placer.spreads_when_stuck():
             best = min(best, _fewest_for_count(cluster, free, tail_ids, victim_of, want, t))
-    return None if best == _NEVER else max(best, 1)
+    return None if best == _NEVER else best
 
 
 def _fewest_for_count(cluster, free, tail_ids, victim_of, want, t) -> int:
@@ -323,6 +338,8 @@ def _fewest_by_search(placer, cluster, free, tail_ids, victim_of, want, types, o
         trial[tail_ids[victim_of < k]] = True
         return placer.choose(cluster, trial, want, types, one_node) is not None
 
+    if placer.choose(cluster, free, want, types, one_node) is not None:
+        return 0  # (GPUs the victims of jobs ranked ahead freed are room enough)
     return _searched(fits, victim_of)
 
 
