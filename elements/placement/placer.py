@@ -18,8 +18,9 @@ Every placer here works in the same steps (`Placer`), and they differ in how the
    ranking does not allow backfilling, no job starts below one that waits: steps 3 and 4 are
    done again without the jobs ranked below the first that found no room, as a strict queue
    (and Blox's placement, which stops at the first job it cannot place) would have it.
-5. A running job marked in step 2 whose GPUs nobody took keeps running after all; GPUs still
-   free go, in ranking order, to waiting jobs that fit (when the ranking allows backfilling).
+5. A running job marked in step 2 or preempted in step 4 whose GPUs nobody took keeps running
+   after all; GPUs still free go, in ranking order, to waiting jobs that fit (when the ranking
+   allows backfilling).
 
 When every running job is ranked and kept and every ranked job fits, the steps come down to
 step 3 for the jobs not running, in ranking order among themselves: a ranking by key is then not
@@ -191,7 +192,7 @@ class Placer(Element):
                 self, cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types
             )
 
-        # Step 5: marked jobs none of whose GPUs were taken keep running; then backfill.
+        # Step 5: marked jobs and victims none of whose GPUs were taken keep running; then backfill.
         suspend = marked
         if len(marked):
             gone = holder[held_by_marked & ~available]  # marked jobs whose GPUs someone took
@@ -201,6 +202,7 @@ class Placer(Element):
             if len(suspend) < len(marked):
                 available[held_by_marked & ~isin_rows(holder, suspend)] = False
         if len(victims):
+            victims = _taken_from(holder, available, victims)
             suspend = np.sort(np.concatenate([suspend, victims]), kind="stable")
         if ranking.backfill and not all_fit and np.count_nonzero(available):
             backfill(self, cluster, available, want, selected, is_run, job_types, one_node, launches)
@@ -403,6 +405,18 @@ def _pack_one_by_one(placer: Placer, ctx: RoundContext, mine: Ranking, available
     order, gpus = packed
     placer.counters["launched"] += len(order)
     return mine.rows[order], mine.gpus[order], gpus
+
+
+def _taken_from(holder: np.ndarray, available: np.ndarray, victims: np.ndarray) -> np.ndarray:
+    """The step-4 victims some of whose GPUs a launch took. The others (a longer tail freed more
+    than the job needed, on other nodes) keep running: their GPUs are marked taken again."""
+    held = isin_rows(holder, victims)
+    taken = held & ~available
+    if np.count_nonzero(taken) == np.count_nonzero(held):
+        return victims
+    victims = victims[isin_rows(victims, holder[taken])]
+    available[held & ~isin_rows(holder, victims)] = False
+    return victims
 
 
 def _pack_and_preempt(placer, cluster, holder, available, to_place, kept_pos, ranking, on_type, one_node, job_types):
