@@ -88,6 +88,7 @@ class LoadAgents:
         self.launches = 0
         self.sent = 0  # messages sent to the scheduler, of every kind
         self.lease_replies = 0  # answers to `barrier`'s round trips
+        self.covered = 0  # messages sent up to the last barrier's round trips (see `barrier`)
         self._last_beat = 0.0
         for i in range(len(self.socks)):
             self.send(
@@ -152,10 +153,13 @@ class LoadAgents:
         """Return once the scheduler has handled every message the agents sent before: each agent
         sends a round-trip lease check after them, which the scheduler answers in turn (one
         connection's messages arrive in order, and each is handled before the next is read).
-        Serves the agents meanwhile; a TimeoutError after `timeout` seconds."""
+        Serves the agents meanwhile (their heartbeats sent meanwhile are not covered:
+        `covered` is the count of messages sent up to the checks); a TimeoutError after
+        `timeout` seconds."""
         expected = self.lease_replies + len(self.socks)
         for i in range(len(self.socks)):
             self.send(i, "lease", job=0, attempt=1)
+        self.covered = self.sent
         wait_until(lambda: self.lease_replies >= expected, timeout, self.serve)
 
     def serve_in_background(self) -> None:

@@ -359,7 +359,8 @@ def test_barrier_returns_once_the_scheduler_handled_everything_sent(tmp_path):
                     agents.send(k % 2, "heartbeat", running=[])
                 agents.barrier(60)
                 after = client.status()["messages_in"]
-                assert after - before >= agents.sent - sent + 1
+                # (heartbeats the agents sent while the barrier waited may not be counted yet)
+                assert after - before >= agents.covered - sent + 1
         finally:
             agents.close()
 
