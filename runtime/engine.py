@@ -239,6 +239,7 @@ class Engine:
             if el.name not in graph.held  # (a candidate is ticked by its holder)
         ]
         self._can_stall = not getattr(backend, "wall_clock", False)
+        self._asked: list[tuple[Element, Ranking]] = []  # each placer's ranking in the last idle round (`count_idle`)
         # Event skipping (simulations only: a live cluster's events come from outside).
         ticked = [el for el, *_ in self._wiring]
         self._skipping = Skipping(
@@ -416,13 +417,7 @@ class Engine:
         if reason:
             self.stop_reason = reason
             return reason
-        # A live cluster can change (nodes join), so only a simulation can stall for good.
-        if self._can_stall and len(self.world.running_rows) == 0 and self.world.unfinished > 0 and exhausted(self._sources):
-            self._idle_rounds += 1
-            if self._idle_rounds >= STALL_ROUNDS:
-                raise StalledError(stall_message(self.world, ctx.now, self._order))
-        else:
-            self._idle_rounds = 0
+        count_idle(self, ctx, values)
         self.backend.advance()
         self._skipping.skip_idle_rounds(self.backend)
         return ""
@@ -527,6 +522,34 @@ def wired_inputs(graph, el: Element) -> list[tuple[str, tuple[str, str] | None, 
     return out
 
 
+def count_idle(engine: Engine, ctx: Round, values: dict[tuple[str, str], object]) -> None:
+    """After the round `ctx` (its port values `values`): in a simulation in which jobs wait,
+    none runs and no more will arrive, the round counts as idle, and what each placer was asked
+    in it is kept (`stall_message` names it); STALL_ROUNDS idle rounds in a row and the run has
+    stalled. A live cluster can change (nodes join), so only a simulation can stall for good."""
+    world = engine.world
+    if engine._can_stall and len(world.running_rows) == 0 and world.unfinished > 0 and exhausted(engine._sources):
+        engine._idle_rounds += 1
+        engine._asked = [(el, got) for el, key in placer_inputs(engine._wiring) if isinstance(got := values.get(key), Ranking)]
+        if engine._idle_rounds >= STALL_ROUNDS:
+            raise StalledError(stall_message(world, ctx.now, engine._order, engine._asked))
+    else:
+        engine._idle_rounds = 0
+
+
+def placer_inputs(wiring) -> list[tuple[Element, tuple[str, str]]]:
+    """(placer, key of a port value) for each source of each placer's ranking input, in tick
+    order: where the rankings the placers are asked to place come from."""
+    return [
+        (el, key)
+        for el, inputs, _, _ in wiring
+        if el.category == "placement"
+        for _, _, port_type, sources in inputs
+        if port_type is Ranking
+        for key in sources
+    ]
+
+
 def pass_quiet(engine: Engine, round_s: float) -> Events:
     """Pass the rounds ahead that need no tick (runtime/skipping.py); returns the events of
     the next round to tick, folded into the world, with the completions that waited."""
@@ -539,7 +562,8 @@ def pass_quiet(engine: Engine, round_s: float) -> Events:
             if idle:  # (the state of the last ticked round, which counted as idle)
                 engine._idle_rounds += skipped
                 if engine._idle_rounds >= STALL_ROUNDS:
-                    raise StalledError(stall_message(engine.world, engine.backend.now - round_s, engine._order))
+                    asked = getattr(engine, "_asked", [])  # (an engine from an older snapshot has none)
+                    raise StalledError(stall_message(engine.world, engine.backend.now - round_s, engine._order, asked))
         elif engine._skipping.may_wait(engine.backend, events, bool(engine._completed)):
             waited.append(engine._fold(events))  # (into the world's books at once)
             if engine.goal_in_books() or not engine._skipping.pass_waiting_round(engine.backend):
@@ -635,28 +659,60 @@ def fold_events(world: World, events: Events) -> None:
         world.apply_metrics(events.metrics)
 
 
-def stall_message(world: World, now: float, elements: Sequence[Element] = ()) -> str:
+def stall_message(
+    world: World, now: float, elements: Sequence[Element] = (), asked: Sequence[tuple[Element, Ranking]] = ()
+) -> str:
     """Why a simulation cannot make progress, naming the largest waiting job and what it is
     measured against: the cluster's GPUs, or on a cluster of several GPU types the largest
     type's (a placer puts a job on GPUs of one type); and an element of `elements` that counts
-    waiting jobs it cannot start (`unschedulable`: Pollux, jobs of no elastic application)."""
+    waiting jobs it cannot start (`unschedulable`: Pollux, jobs of no elastic application).
+
+    A job's GPUs are those a placer was last asked for it (`asked`: each placer and the ranking
+    it was given in the last round ticked), which a policy may choose (Optimus does), else those
+    its trace asks for, and the message says which."""
     cols = world.jobs
     status = cols.column("status")
     waiting = (status == 0).nonzero()[0]
-    gpus = cols.column("gpus")[waiting]
-    biggest = int(waiting[np.argmax(gpus)]) if len(waiting) else -1
+    trace = cols.column("gpus")[waiting]
+    counts, by = _asked_counts(len(cols), waiting, asked)
+    gpus = np.where(counts >= 0, counts, trace)
     detail = ""
-    if biggest >= 0:
+    if len(waiting):
+        at = int(np.argmax(gpus))
+        biggest, want = int(waiting[at]), int(gpus[at])
+        if counts[at] < 0:
+            source = " (the count its trace asks for" + (": no placer was asked to place it)" if asked else ")")
+        elif want != trace[at]:
+            placer = asked[by[at]][0]
+            source = (
+                f" (what placer '{placer.name}' ({type(placer).__name__}) was last asked for it; its trace asks for {trace[at]})"
+            )
+        else:
+            source = ""
         cluster = world.cluster
         of = f"of {cluster.n_gpus}"
         if len(cluster.gpu_types) > 1:
             largest = int(np.argmax(cluster.gpus_by_type))
             of = f"of one type, and the largest type, {cluster.gpu_types[largest]}, has {cluster.gpus_by_type[largest]}"
-        detail = f"; the largest waiting job ({cols.column('job_id')[biggest]}) wants {gpus.max()} GPUs {of}"
+        detail = f"; the largest waiting job ({cols.column('job_id')[biggest]}) wants {want} GPUs{source} {of}"
     return (
         f"run stalled at t={now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
         f"and no more jobs will arrive{detail}.{_unschedulable(world, waiting, elements)} Check the placer and admission arguments."
     )
+
+
+def _asked_counts(n: int, waiting: np.ndarray, asked: Sequence[tuple[Element, Ranking]]) -> tuple[np.ndarray, np.ndarray]:
+    """For each waiting job: the most GPUs a placer of `asked` was asked for it (-1: none was
+    asked to place it), and which entry of `asked` asked that."""
+    count = np.full(n, -1, dtype=np.int64)
+    by = np.full(n, -1, dtype=np.int64)
+    for k, (_, ranking) in enumerate(asked):
+        rows, gpus = np.asarray(ranking.rows, dtype=np.int64), np.asarray(ranking.gpus, dtype=np.int64)
+        inside = (rows >= 0) & (rows < n)
+        rows, gpus = rows[inside], gpus[inside]
+        more = gpus > count[rows]
+        count[rows[more]], by[rows[more]] = gpus[more], k
+    return count[waiting], by[waiting]
 
 
 def _unschedulable(world: World, waiting: np.ndarray, elements) -> str:

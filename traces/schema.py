@@ -21,7 +21,9 @@ Columns, in order (name: type, rule):
 
 Every row needs `duration_s`, or both `model` and `iterations` (the simulator derives one from
 the other with the profile table). Other columns are kept after the canonical ones, so later
-features can add their own: numbers become Float64, anything else String.
+features can add their own: numbers become Float64, anything else String. A column whose name
+is close to a known one but is none of them (`modle`, `Model`, `users`) is kept too, with a
+warning on stderr naming the file, the column and the name it most likely meant.
 
 Optional extra columns the simulator and elements understand (empty cells: not given):
 
@@ -65,7 +67,9 @@ readers of public formats rename theirs (Philly's `status` is kept as `philly_st
 
 from __future__ import annotations
 
+import difflib
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -102,6 +106,17 @@ ELASTIC_COLUMNS = ("epochs", "epoch_size", "max_gpus", "max_batch_size", "local_
 NUMERIC_EXTRAS: frozenset[str] = frozenset(
     (*PLACEMENT_COLUMNS, *LOSS_COLUMNS, *RESOURCE_COLUMNS, "loss", "slo_factor", *ELASTIC_COLUMNS, "iteration_time_s")
 )
+
+# Every column name a trace may use to say something the simulator or an element reads (the
+# live backend runs a job's `command`, docs/live.md). A column whose name is close to one of
+# these but is none of them is most likely a misspelling: it is kept, and a warning names it.
+KNOWN_COLUMNS: frozenset[str] = frozenset((*CANONICAL_COLUMNS, *NUMERIC_EXTRAS, "command"))
+# How close a name must be to a known one to be taken for a misspelling of it (difflib's ratio,
+# case aside): 'modle' and 'model' are 0.8 apart, 'users' and 'user' 0.89; 'node' and 'model'
+# (0.67), both plausible columns, are not close enough.
+NEAR_MISS_CUTOFF = 0.8
+# What writers add to the path validate is given for a frame being written (traces/canonical.py).
+BEING_WRITTEN = " (jobs being written)"
 
 # (column, lower bound, bound is inclusive, sentence). Nulls pass; `_REQUIRED_VALUES` catches them.
 _BOUNDS: tuple[tuple[str, float, bool, str], ...] = (
@@ -169,6 +184,8 @@ def validate(
 
     rows = _row_numbers(df.height, row_numbers)
     _check_header(df, path, names, elastic is not None)
+    if source_names is None and not path.endswith(BEING_WRITTEN):  # (the file's names are the schema's)
+        warn_near_misses(df.columns, path)
 
     # Every problem is (row index, column order, phase, column, message). The first in file
     # order is reported, and in a row a failed conversion (phase 0) comes before the rest,
@@ -224,6 +241,41 @@ def validate(
             skew, slowdown = (frame.get_column(c) if c in frame.columns else empty for c in PLACEMENT_COLUMNS)
             check_columns(path, skew, slowdown, lines=rows)
     return frame.sort(["arrival_s", "job_id"], maintain_order=True)
+
+
+def near_misses(columns: Sequence[str]) -> list[tuple[str, str]]:
+    """(column, the known column it is most likely a misspelling of) for each of `columns` that
+    is not a known column (`KNOWN_COLUMNS`) but is close to one (`NEAR_MISS_CUTOFF`, case
+    aside): a trace's extra columns are kept whatever their names, so a misspelt optional column
+    would otherwise be kept unread without a word."""
+    by_lower = {k.lower(): k for k in sorted(KNOWN_COLUMNS)}
+    found = []
+    for name in columns:
+        if name in KNOWN_COLUMNS or name in OWN_COLUMNS:
+            continue
+        hits = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=NEAR_MISS_CUTOFF)
+        if hits:
+            found.append((name, by_lower[hits[0]]))
+    return found
+
+
+# (path, column) pairs already warned about in this process: a run reads a trace's header
+# before its jobs, and a sweep reads one trace for many runs.
+_WARNED: set[tuple[str, str]] = set()
+
+
+def warn_near_misses(columns: Sequence[str], path: str) -> None:
+    """On stderr, once per file and column: each column whose name is close to a known column
+    but is not one (`near_misses`), which the trace keeps as an extra column nothing reads."""
+    for name, known in near_misses(columns):
+        if (path, name) in _WARNED:
+            continue
+        _WARNED.add((path, name))
+        print(
+            f"warning: {path}: column '{name}' is not a column Roundhouse reads: it is kept as an extra "
+            f"column, unused; did you mean '{known}'?",
+            file=sys.stderr,
+        )
 
 
 def columns_with_values(frame: pl.DataFrame) -> list[str]:
