@@ -44,6 +44,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from socket import gethostname
 from typing import Any
 
 from roundhouse.agents import jobenv
@@ -657,12 +658,15 @@ def _resumed(job: Job, path: str) -> None:
 def _write_checkpoint(state: dict[str, Any], path: Path) -> None:
     """Write `state` to `path` atomically: to a temporary file, on disk (fsync) before it is
     renamed to `path`, so that a name never stands for half a checkpoint; a write that fails
-    leaves nothing behind and says which folder (ROUNDHOUSE_CHECKPOINT_DIR) it was."""
+    leaves nothing behind and says which folder (ROUNDHOUSE_CHECKPOINT_DIR) it was. The
+    temporary file is named for this process and host (`a1-i40.tmp1234@node3`): one that a
+    killed worker left is removed by the next save or load in its folder."""
     import torch
 
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp = path.with_name(f"{path.stem}.tmp{os.getpid()}@{_HOST}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(path.parent)
         with open(tmp, "wb") as f:
             torch.save(state, f)
             f.flush()
@@ -682,6 +686,7 @@ def _read_checkpoint(path: str) -> dict[str, Any]:
     import torch
 
     where = f"{jobenv.VARIABLES['resume']}={path!r}"
+    remove_stale_temporaries(Path(path).parent)
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as err:  # missing, unreadable, or not a file torch.save wrote
@@ -689,6 +694,59 @@ def _read_checkpoint(path: str) -> dict[str, Any]:
     if not isinstance(state, dict) or not isinstance(state.get("objects"), dict) or "iteration" not in state:
         raise ValueError(f"{where}: not a checkpoint this library wrote")
     return state
+
+
+# This host's name as a checkpoint's temporary file carries it (no path separator in it).
+_HOST = re.sub(r"[^A-Za-z0-9._-]", "_", gethostname()) or "host"
+
+# A temporary checkpoint file `_write_checkpoint` writes: the checkpoint's name without its
+# suffix, the writer's process id and, since it carries one, its host.
+_TEMPORARY = re.compile(r"a\d+-i\d+\.tmp(?P<pid>\d+)(?:@(?P<host>[A-Za-z0-9._-]+))?")
+
+
+def remove_stale_temporaries(folder: Path) -> list[Path]:
+    """Remove the temporary checkpoint files in `folder` whose writers no longer exist (a
+    worker killed while it wrote one); returns those removed. A file is left alone while its
+    process lives, and when it was written on another host (storage every node shares: that
+    process cannot be seen from here). One named without a host, as earlier versions named
+    them, is taken to be this host's. Nothing here stops a save or a load: a folder that cannot
+    be listed, or a file gone meanwhile, is passed over."""
+    removed: list[Path] = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        m = _TEMPORARY.fullmatch(name)
+        if m is None or m["host"] not in (None, _HOST) or _alive(int(m["pid"])):
+            continue
+        with contextlib.suppress(OSError):
+            (folder / name).unlink()
+            removed.append(folder / name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host and is not a zombie (killed and not yet
+    reaped: it writes nothing more). This process is alive, and so is one it may not signal."""
+    if pid == os.getpid():
+        return True
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:  # (a number no process id reaches)
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:  # (no /proc: it exists)
+        return True
+    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] != "Z"
 
 
 def _agent_socket(endpoint: str) -> Any:

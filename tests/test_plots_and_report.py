@@ -426,11 +426,17 @@ def test_the_report_draws_the_graph_the_run_read_from_wherever_it_is_made(real_r
     drawn = _graph_drawn((other / "r.html").read_text())
     assert ">Las<" in drawn and ">Fifo<" not in drawn
     assert "g.sched, as the run read it" in (other / "r.html").read_text()
-    # Where the files the graph names are not found, a note says where the path is relative to.
+    # The folder the run was started in holds the graph the run read, above the run's folder:
+    # the files it names are read from there, whichever folder `report` is run from.
     (other / "trace.csv").unlink()
     assert main(["report", str(real_run), "-o", "r.html"]) == 0
+    assert ">Las<" in _graph_drawn((other / "r.html").read_text())
+    # A file the graph names missing there too is said in a note naming where it was read from.
+    (tmp_path / "trace.csv").unlink()
+    assert main(["report", str(real_run), "-o", "r.html"]) == 0
     drawn = _graph_drawn((other / "r.html").read_text())
-    assert "<svg" not in drawn and f"could not be drawn (looked for from {other}; the path is relative to the folder the" in drawn
+    assert "<svg" not in drawn and f"could not be drawn (read from {tmp_path}, where its file is)" in drawn
+    assert f"names no file: {tmp_path / 'trace.csv'}" in drawn
 
 
 def test_a_run_json_without_the_graphs_text_draws_its_file_as_it_reads_now(real_run, tmp_path, monkeypatch):

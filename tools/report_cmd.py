@@ -12,6 +12,7 @@ import polars as pl
 
 from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.dsl.loader import read_source
 from roundhouse.tools.graph_drawing import draw
 from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
 from roundhouse.tools.outputs.whole_file import write_whole
@@ -191,13 +192,46 @@ def _run_graph_html(run: RunFolder) -> str:
         return _graph_html(graph)
     if not isinstance(text, str):
         return _note(f"{run.path / 'run.json'}: 'graph_text' should be a string; the graph is not drawn.")
-    # The files the graph names are read relative to its folder, which is found as `run` was
-    # given the graph: compiling checks that they are there.
+    # The files the graph names are read relative to its folder, and compiling checks that they
+    # are there. A relative path is relative to the folder the run was started in, which run.json
+    # does not name: the graph is read from each folder where that path names the file the run
+    # read, found where `report` is run, at the run's folder or above it (`--out` is usually
+    # given from there), until one compiles. Failing any, it is read from where `report` is run.
+    found = _folders_holding(run.path, graph, text)
+    failed: tuple[Path, RoundhouseError] | None = None
+    for folder in found:
+        try:
+            return _drawn(graph, compile_file(folder / graph, text=text), "as the run read it")
+        except RoundhouseError as err:
+            failed = failed or (folder, err)
+    if failed is not None:
+        return _note(f"The graph {graph} could not be drawn (read from {failed[0]}, where its file is): {failed[1]}")
     try:
         compiled = compile_file(graph, text=text)
     except RoundhouseError as err:
         return _note(f"The graph {graph} could not be drawn{_looked_for(graph)}: {err}")
     return _drawn(graph, compiled, "as the run read it")
+
+
+def _folders_holding(run_folder: Path, graph: str, text: str) -> list[Path]:
+    """The folders among the working folder, `run_folder` and those above it in which the
+    relative path `graph` names a file holding `text` (the run's graph as the run read it),
+    the working folder first, then the nearest; none for an absolute path."""
+    if Path(graph).is_absolute():
+        return []
+    try:
+        here = [Path.cwd()]
+    except OSError:  # (the working folder was removed)
+        here = []
+    whole = run_folder.resolve()
+    found: list[Path] = []
+    for folder in dict.fromkeys([*here, whole, *whole.parents]):  # (each once, in order)
+        try:  # (a file only: reading a pipe found under the graph's name would wait for ever)
+            if (folder / graph).is_file() and read_source(folder / graph) == text:
+                found.append(folder)
+        except (OSError, UnicodeDecodeError, ValueError):  # (no such file, or none the run could have read)
+            continue
+    return found
 
 
 def _graph_html(graph: str) -> str:
