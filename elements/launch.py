@@ -72,19 +72,57 @@ class Launch(Element):
 
 
 def with_completions(plan: Plan, rows: np.ndarray) -> Plan:
-    """The plan with `rows` completed: taken out of its keeps and suspensions."""
+    """The plan with `rows` completed: taken out of its launches, resizes, keeps and suspensions
+    (whatever the placer decided for them), and given no CPU or memory."""
     complete = np.unique(np.concatenate([plan.complete, rows]))
+    changes: dict = {}
+    if len(plan.launch_rows):
+        changes |= _launches_kept(plan, ~isin_rows(plan.launch_rows, complete), complete)
+    if len(plan.resize_rows):
+        changes |= _resizes_kept(plan, ~isin_rows(plan.resize_rows, complete))
     if plan.alloc_rows is not None and plan.alloc_cpus is not None and plan.alloc_memory_gb is not None:
         stays = ~isin_rows(plan.alloc_rows, complete)  # a completed job gets no CPU or memory
-        plan = attrs.evolve(
-            plan,
-            alloc_rows=plan.alloc_rows[stays],
-            alloc_cpus=plan.alloc_cpus[stays],
-            alloc_memory_gb=plan.alloc_memory_gb[stays],
+        changes |= dict(
+            alloc_rows=plan.alloc_rows[stays], alloc_cpus=plan.alloc_cpus[stays], alloc_memory_gb=plan.alloc_memory_gb[stays]
         )
     return attrs.evolve(
         plan,
         keep=plan.keep[~isin_rows(plan.keep, complete)],
         suspend=plan.suspend[~isin_rows(plan.suspend, complete)],
         complete=complete,
+        **changes,
     )
+
+
+def _launches_kept(plan: Plan, stays: np.ndarray, complete: np.ndarray) -> dict:
+    """The plan's launch fields with only the launches `stays` marks; a launch whose partner on
+    shared GPUs is completed has its GPUs to itself."""
+    if stays.all():
+        return {}
+    changes: dict = dict(
+        launch_rows=plan.launch_rows[stays],
+        launch_gpus=plan.launch_gpus[np.repeat(stays, plan.launch_counts)],
+        launch_counts=plan.launch_counts[stays],
+    )
+    if plan.launch_batch is not None:
+        changes["launch_batch"] = plan.launch_batch[stays]
+    if plan.launch_partner is not None:
+        partner = plan.launch_partner[stays]
+        changes["launch_partner"] = np.where(isin_rows(partner, complete), -1, partner)
+    return changes
+
+
+def _resizes_kept(plan: Plan, stays: np.ndarray) -> dict:
+    """The plan's resize fields with only the resizes `stays` marks."""
+    if stays.all():
+        return {}
+    changes: dict = dict(
+        resize_rows=plan.resize_rows[stays],
+        resize_gpus=plan.resize_gpus[np.repeat(stays, plan.resize_counts)],
+        resize_counts=plan.resize_counts[stays],
+    )
+    for name in ("resize_batch", "resize_lr", "resize_in_place"):
+        value = getattr(plan, name)
+        if value is not None:
+            changes[name] = value[stays]
+    return changes

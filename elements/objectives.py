@@ -17,6 +17,7 @@ import polars as pl
 
 from roundhouse.errors import SchedError
 from roundhouse.runtime.element import Element, In, element, element_family, job_ids, rounds_add_exactly
+from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Events
 from roundhouse.runtime.values import IdRange, non_empty, number
 from roundhouse.traces.jobs import FINISHED
@@ -291,12 +292,14 @@ class SloMetrics(_ObjectiveSink):
     still unfinished when the run ends (`--until`, a time limit) violates its SLO only if its
     deadline has passed by then; one whose deadline is still ahead is reported as open (status
     `open` in the per-job table, counted in `open` of the summary), neither met nor violated.
-    `violation_pct` is violations over all jobs with an SLO, open ones included.
+    A job that fails for good (live runs: its process kept crashing) never finishes: it
+    violates its SLO (status `failed`, with no finish time). `violation_pct` is violations
+    over all jobs with an SLO, open ones included.
 
     Arguments:
         track: job ids to report (half-open range); all jobs if omitted.
     Counters:
-        violations: jobs that finished after their deadline so far; at the end of the run, plus the unfinished jobs whose deadline had passed (all jobs: the summary's count when track is omitted).
+        violations: jobs that finished after their deadline, or failed, so far; at the end of the run, plus the unfinished jobs whose deadline had passed (all jobs: the summary's count when track is omitted).
     Cost: O(f) over jobs f finishing this round; rounds without completions change nothing
         (event skipping passes them).
     See also: MinCostSLO, CostMetrics, JobMetrics
@@ -312,7 +315,10 @@ class SloMetrics(_ObjectiveSink):
 
     def tick(self, ctx: RoundContext, events: Events) -> None:
         if len(events.finished):
-            late = events.finished_at > slo_deadlines(ctx, events.finished) + 1e-9
+            deadline = slo_deadlines(ctx, events.finished)
+            late = events.finished_at > deadline + 1e-9
+            if len(events.failed):  # (they leave the system unfinished: no deadline is met)
+                late |= np.isfinite(deadline) & isin_rows(events.finished, events.failed)
             self.counters["violations"] += int(late.sum())
 
     quiet_after_change = True
@@ -321,23 +327,25 @@ class SloMetrics(_ObjectiveSink):
         return math.inf  # it counts completions only
 
     def _outcomes(self, ctx: RoundContext, rows: np.ndarray):
-        """(deadline, finish time, late, open) of each job: late if it finished after its
-        deadline or is unfinished with its deadline passed; open if unfinished before it."""
+        """(deadline, finish time, late, open, failed) of each job: late if it finished after
+        its deadline, failed for good, or is unfinished with its deadline passed; open if
+        unfinished before it. A failed job has no finish time (NaN)."""
         deadline = slo_deadlines(ctx, rows)
-        finish = ctx.jobs.column("finish_s")[rows]
+        failed = ctx.jobs.column("failed")[rows]
+        finish = np.where(failed, np.nan, ctx.jobs.column("finish_s")[rows])
         has = np.isfinite(deadline)
         finished = np.isfinite(finish)
-        late = has & np.where(finished, finish > deadline + 1e-9, deadline <= ctx.now)
-        return deadline, finish, late, has & ~finished & ~late
+        late = has & (failed | np.where(finished, finish > deadline + 1e-9, deadline <= ctx.now))
+        return deadline, finish, late, has & ~finished & ~late, failed
 
     def finish(self, ctx: RoundContext) -> dict:
         # The counter, over every job, as the summary counts them (at the end, the unfinished
         # jobs whose deadline has passed are late too).
         self.counters["violations"] = int(self._outcomes(ctx, np.arange(len(ctx.jobs)))[2].sum())
         rows = _tracked(ctx, self.track)
-        deadline, finish, late, still_open = self._outcomes(ctx, rows)
+        deadline, finish, late, still_open, failed = self._outcomes(ctx, rows)
         has = np.isfinite(deadline)
-        status = np.where(late, "violated", np.where(still_open, "open", "met"))
+        status = np.where(failed, "failed", np.where(late, "violated", np.where(still_open, "open", "met")))
         jobs = (
             pl.DataFrame(
                 {
@@ -358,7 +366,7 @@ class SloMetrics(_ObjectiveSink):
                 "jobs_with_slo": with_slo,
                 "violations": int(late.sum()),
                 "open": int(still_open.sum()),
-                "violation_pct": 100.0 * late.sum() / with_slo if with_slo else None,
+                "violation_pct": float(100.0 * late.sum() / with_slo) if with_slo else None,
             },
         }
 
@@ -368,11 +376,14 @@ class FinishTimeFairnessMetrics(_ObjectiveSink):
     """Finish-time fairness rho per job: its completion time over the time it would take alone
     on a 1/n share of the cluster.
 
-    n is the average number of jobs in the system over the job's lifetime (arrival to finish);
-    the 1/n share gives the job each type's GPUs in proportion (at most its own GPU count), at
-    its profiled throughputs, as MinMaxRho's X_iso does: a type with fewer GPUs than the job
-    asks for adds nothing (the job cannot run there). rho < 1: the job did better than its fair
-    share; rho > 1: worse.
+    n is the average number of jobs in the system over the job's lifetime (arrival to finish),
+    the number counted as the scheduler sees it, at each round's boundary: a job from the
+    boundary at which it is first seen (its arrival's, or the next) to the one at which its
+    completion is (as Themis counts it); at least 1. The 1/n share gives the job each type's
+    GPUs in proportion (at most its own GPU count), at its profiled throughputs, as MinMaxRho's
+    X_iso does: a type with fewer GPUs than the job asks for adds nothing (the job cannot run
+    there). rho < 1: the job did better than its fair share; rho > 1: worse. Only finished jobs
+    have a rho: not one that failed for good (live runs), which has no completion time.
 
     Arguments:
         track: job ids to report (half-open range); all jobs if omitted.
@@ -419,7 +430,7 @@ class FinishTimeFairnessMetrics(_ObjectiveSink):
         rows = _tracked(ctx, self.track)
         table = ctx.jobs
         arrival, finish = table.column("arrival_s")[rows], table.column("finish_s")[rows]
-        done = np.isfinite(finish)
+        done = np.isfinite(finish) & ~table.column("failed")[rows]  # (a failed job has no completion time)
         rows, arrival, finish = rows[done], arrival[done], finish[done]
         times, area = np.array(self._times), np.array(self._area)
         span = np.maximum(finish - arrival, 1e-9)
@@ -464,7 +475,9 @@ class EffectiveThroughput(_RoundWatcher):
     Each round, every job contributes the work it did (iterations over its isolated throughput on
     the reference type, times its GPU count): how many reference GPUs running it at full speed
     would have done the same. Reports the time average and a per-round series, in total and,
-    with `by`, per value of a job column (e.g. per user or entity).
+    with `by`, per value of a job column (e.g. per user or entity): one column per value, named
+    by the value (a job without one: `None`), except a value that is itself `time_s` or `total`,
+    whose column is named `BY=VALUE` (`user=total`) so that it does not take the place of those.
 
     Arguments:
         by: a job-table column to break the series down by (e.g. "user").
@@ -481,19 +494,21 @@ class EffectiveThroughput(_RoundWatcher):
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
-        self._series: list[dict] = []
+        self._series: list[tuple[float, float, dict[str, float]]] = []  # (time_s, total, work by value)
 
     def tick(self, ctx: RoundContext, events: Events) -> None:
         rows, _, _, done = self._last_round(ctx)
         if len(self._series) or len(rows):
             table = ctx.jobs
             work = done / table.column("reference_rate")[rows] * table.column("gpus")[rows] / ctx.round_s
-            point = {"time_s": ctx.now - ctx.round_s, "total": float(work.sum())}
+            # (Each value's work apart from the two columns every point has: a value spelt like
+            # one of them is named apart at the end, when all the values are known.)
+            by_value: dict[str, float] = {}
             if self.by is not None and len(rows):
                 groups = self._groups(table)[rows]
                 for g in sorted({str(v) for v in groups.tolist()}):
-                    point[g] = float(work[np.array([str(v) == g for v in groups.tolist()])].sum())
-            self._series.append(point)
+                    by_value[g] = float(work[np.array([str(v) == g for v in groups.tolist()])].sum())
+            self._series.append((ctx.now - ctx.round_s, float(work.sum()), by_value))
         self._remember(ctx)
 
     def _groups(self, table) -> np.ndarray:
@@ -505,8 +520,39 @@ class EffectiveThroughput(_RoundWatcher):
             raise SchedError(f"{self.name} (EffectiveThroughput): by={self.by!r}: {err.args[0]}", self.declared_at) from None
 
     def finish(self, ctx: RoundContext) -> dict:
-        series = pl.DataFrame(self._series).fill_null(0.0) if self._series else pl.DataFrame({"time_s": [], "total": []})
+        series = self._frame()
         while series.height and series["total"][-1] == 0.0:
             series = series.head(series.height - 1)
         mean = number(series["total"].mean()) if series.height else None
         return {"throughput_series": series, "throughput": {"avg_effective_throughput": mean, "rounds": series.height}}
+
+    def _frame(self) -> pl.DataFrame:
+        """The series: `time_s`, `total`, and a column per value of `by` (0 in rounds it did no
+        work); a value spelt `time_s` or `total` gets a column of its own, `BY=VALUE`."""
+        if not self._series:
+            return pl.DataFrame({"time_s": [], "total": []})
+        points = [_point(p) for p in self._series]
+        values = sorted({g for _, _, by_value in points for g in by_value})
+        fixed = ("time_s", "total")
+        taken = {*fixed, *values}
+        names = {}
+        for g in values:
+            name = g
+            if g in fixed:
+                name = f"{self.by}={g}"
+                while name in taken:  # (another value already spelt so)
+                    name = f"{self.by}={name}"
+                taken.add(name)
+            names[g] = name
+        columns: dict[str, list[float]] = {"time_s": [t for t, _, _ in points], "total": [w for _, w, _ in points]}
+        for g in values:
+            columns[names[g]] = [by_value.get(g, 0.0) for _, _, by_value in points]
+        return pl.DataFrame(columns, schema={name: pl.Float64 for name in columns})
+
+
+def _point(point) -> tuple[float, float, dict[str, float]]:
+    """A point of EffectiveThroughput's series as (time_s, total, work by value); a state saved
+    by an earlier version holds each as one dict of all its columns."""
+    if isinstance(point, dict):
+        return point["time_s"], point["total"], {k: v for k, v in point.items() if k not in ("time_s", "total")}
+    return point

@@ -269,7 +269,7 @@ class BurstSource(_Replay):
             raise ValueError("give both min_duration and max_duration (uniform durations), or neither (Philly durations)")
         if self.min_duration is not None and self.max_duration is not None and self.min_duration > self.max_duration:
             raise ValueError(f"min_duration ({self.min_duration:g}s) is longer than max_duration ({self.max_duration:g}s)")
-        if self.length > self.every:
+        if self.bursts > 1 and self.length > self.every:  # (one burst: no next one to overlap)
             raise ValueError(f"a burst ({self.length:g}s) cannot last longer than the time between bursts ({self.every:g}s)")
         end = float(self.offset) + float(self.every) * (self.bursts - 1) + float(self.length)
         if end > float(MAX_SECONDS):
