@@ -77,7 +77,7 @@ INT64_MAX = 2**63 - 1
 def finite(number: float, text: str) -> float:
     """`number` (read from `text`) if finite; ValueError otherwise (`1e999s` reads as infinity)."""
     if not math.isfinite(number):
-        raise ValueError(f"'{_short(text)}' is too large (it is not a finite number)")
+        raise ValueError(f"'{short_text(text)}' is too large (it is not a finite number)")
     return number
 
 
@@ -86,14 +86,16 @@ def whole_number(text: str) -> int:
     a 64-bit integer. (The length is checked first: Python refuses to convert numbers of over
     4300 digits; and int() would read other scripts' digits.)"""
     if re.fullmatch(r"\s*[+-]?[0-9]+\s*", text) is None:
-        raise ValueError(f"'{_short(text)}' is not a whole number (written with the digits 0-9)")
-    digits = text.strip().lstrip("+-").lstrip("0")
-    if len(digits) > 19 or not -INT64_MAX - 1 <= int(text) <= INT64_MAX:
-        raise ValueError(f"'{_short(text)}' is too large (whole numbers must lie within ±{INT64_MAX})")
-    return int(text)
+        raise ValueError(f"'{short_text(text)}' is not a whole number (written with the digits 0-9)")
+    written = text.strip()
+    sign = "-" if written.startswith("-") else ""
+    digits = written.lstrip("+-").lstrip("0") or "0"  # (leading zeros count towards Python's limit on digits)
+    if len(digits) > 19 or not -INT64_MAX - 1 <= int(sign + digits) <= INT64_MAX:
+        raise ValueError(f"'{short_text(text)}' is too large (whole numbers must lie within ±{INT64_MAX})")
+    return int(sign + digits)
 
 
-def _short(text: str) -> str:
+def short_text(text: str) -> str:
     """Text to quote in a message, cut short (a number may be written with thousands of digits)."""
     return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 

@@ -17,7 +17,7 @@ from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.flat import port_key
 from roundhouse.runtime.dsl.loader import Decl, Edge, FlatGraph
 from roundhouse.runtime.element import Element, Port
-from roundhouse.runtime.types import Events
+from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.values import ElementRef
 
 
@@ -236,6 +236,7 @@ class Wiring:
             for port in el.outputs:
                 if port.type is not Events and (name, port.name) not in out_of:
                     self._unconnected(el, port, "output", decl.location, _output_hint(type(el), port))
+        self.errors.extend(_plans_carried_out_twice(elements, connections))
         pools = [el for el in elements.values() if el.category == "pool"]
         if not pools:
             self.errors.append(
@@ -298,6 +299,31 @@ class Wiring:
                 hint="a graph is ticked once per round in order; feed information back through the world state instead",
             )
         )
+
+
+def _plans_carried_out_twice(elements: dict[str, Element], connections: list[Connection]) -> list[SchedError]:
+    """A plan given to two elements is carried out twice: the second finds running the jobs the
+    first launched, which its plan neither keeps nor suspends (a run would fail in its first
+    round). Each is said at its second connection."""
+    first: dict[tuple[str, str], Connection] = {}
+    errors = []
+    for c in connections:
+        port = elements[c.src].output(c.src_port)
+        if port is None or port.type is not Plan:
+            continue
+        if (c.src, c.src_port) not in first:
+            first[(c.src, c.src_port)] = c
+            continue
+        one = first[(c.src, c.src_port)]
+        errors.append(
+            SchedError(
+                f"'{c.src}' [{c.src_port}] gives its plan to '{one.dst}' (at {one.location}) and to '{c.dst}' too: "
+                "a plan is carried out once",
+                c.location,
+                hint="connect it to one element; two launchers each need a plan of their own",
+            )
+        )
+    return errors
 
 
 class Topology:

@@ -25,13 +25,13 @@ def splice(compounds: dict[str, tuple[str, Location]], edges: list[Edge]) -> tup
     spliced out, the ports of instances left open, and connections to ports that do not exist."""
     open_ports: list[OpenPort] = []
     errors: list[SchedError] = []
+    pending = _Edges(edges)
     for full, (class_name, declared_at) in compounds.items():
         for into, out_of, side in ((full, full + "/input", "input"), (full + "/output", full, "output")):
-            incoming = [e for e in edges if e.dst == into]
-            outgoing = [e for e in edges if e.src == out_of]
+            incoming = pending.take(dst=into)
+            outgoing = pending.take(src=out_of)
             if not incoming and not outgoing:
                 continue
-            edges = [e for e in edges if e.dst != into and e.src != out_of]
             if side == "input":
                 inside = _by_port(outgoing, source=True)  # what `input [k]` leads to
                 outside, known = incoming, set(inside)
@@ -47,10 +47,40 @@ def splice(compounds: dict[str, tuple[str, Location]], edges: list[Edge]) -> tup
                     continue
                 for inner in inside[k]:
                     if side == "input":  # the outer edge comes in, the inner one leads on
-                        edges.append(Edge(outer.src, outer.src_port, inner.dst, inner.dst_port, outer.location))
+                        pending.add(Edge(outer.src, outer.src_port, inner.dst, inner.dst_port, outer.location))
                     else:  # the inner edge reaches the output, the outer one leads on
-                        edges.append(Edge(inner.src, inner.src_port, outer.dst, outer.dst_port, outer.location))
-    return edges, open_ports, errors
+                        pending.add(Edge(inner.src, inner.src_port, outer.dst, outer.dst_port, outer.location))
+    return pending.in_order(), open_ports, errors
+
+
+class _Edges:
+    """The edges being spliced, in order, found by either end: taking an instance's edges out
+    and adding the ones that replace them costs the edges concerned, not the whole graph (a
+    graph of thousands of instances is spliced in moments). Edges added go last, those taken
+    out keep the others' order."""
+
+    def __init__(self, edges: list[Edge]) -> None:
+        self.edges: dict[int, Edge] = {}  # (insertion-ordered: the edges' order)
+        self.added = 0
+        self.by_src: dict[str, list[int]] = defaultdict(list)
+        self.by_dst: dict[str, list[int]] = defaultdict(list)
+        for e in edges:
+            self.add(e)
+
+    def add(self, edge: Edge) -> None:
+        self.added += 1
+        key = self.added
+        self.edges[key] = edge
+        self.by_src[edge.src].append(key)
+        self.by_dst[edge.dst].append(key)
+
+    def take(self, src: str | None = None, dst: str | None = None) -> list[Edge]:
+        """The edges (still here) that leave `src`, or enter `dst`, in order, taken out."""
+        keys = self.by_src.pop(src, []) if src is not None else self.by_dst.pop(dst or "", [])
+        return [self.edges.pop(k) for k in sorted(keys) if k in self.edges]
+
+    def in_order(self) -> list[Edge]:
+        return list(self.edges.values())
 
 
 def _by_port(edges: list[Edge], source: bool) -> dict[str | int, list[Edge]]:

@@ -67,6 +67,11 @@ def _line_and_column(before: bytes) -> tuple[int, int]:
 # of Python's recursion limit, so that a runaway file gets a message instead of a crash.
 MAX_DEPTH = 100
 
+# How many elements and compound instances a graph may expand into: far beyond any real graph
+# (tens), and few enough to load in seconds. Element classes that each hold two instances of
+# the one before double with each level, so a short file could otherwise ask for billions.
+MAX_ELEMENTS = 10_000
+
 
 def load(path: str | Path, text: str | None = None, required: list[str] | None = None) -> FlatGraph:
     """Read a `.sched` file and everything it imports into a flat graph; the resolved paths of
@@ -303,6 +308,19 @@ def _port_connects_nothing(port: ast.PortRef, node: ast.Node, side: str) -> Sche
     return SchedError(f"port [{key}] {where} connects nothing: {what}", port.location, hint=hint)
 
 
+def _too_many(within: list[tuple[str, Location]], node: ast.Node) -> SchedError:
+    """Expanding `node` passes MAX_ELEMENTS: said at the outermost instance being expanded
+    (whose element classes multiply), if any."""
+    if not within:
+        return SchedError(f"the graph has more than {MAX_ELEMENTS} elements", node.location)
+    outer, at = within[0]
+    return SchedError(
+        f"'{outer}' expands into more than {MAX_ELEMENTS} elements (element classes inside element classes multiply)",
+        at,
+        hint="no scheduler needs that many; is an element class instantiated more often than meant?",
+    )
+
+
 class _Loader:
     def __init__(self) -> None:
         self.errors: list[SchedError] = []
@@ -320,6 +338,7 @@ class _Loader:
         self.bodies: list[Body] = []
         self.anonymous = 0
         self.within: list[tuple[str, Location]] = []  # the instances being expanded, outermost first
+        self.stopped = False  # whether expanding has passed MAX_ELEMENTS or MAX_DEPTH (said once, then stopped)
 
     def load(self, path: str, text: str | None) -> FlatGraph:
         if text is None:
@@ -403,7 +422,9 @@ class _Loader:
                 self.settings.setdefault(st.name, []).append(st)
             elif isinstance(st, ast.ElementClass):
                 self._check_params(st)
-                if st.name in self.classes:
+                if st.name in RESERVED:
+                    self.errors.append(SchedError(f"'{st.name}' is reserved for compound ports", st.location))
+                elif st.name in self.classes:
                     first = self.classes[st.name][0].location
                     self.errors.append(SchedError(f"elementclass '{st.name}' is defined twice (first at {first})", st.location))
                 else:  # (its name is checked against Python's element classes once every file is read)
@@ -530,6 +551,12 @@ class _Loader:
         return None
 
     def _declare(self, full: str, node: ast.Node, base_dir: str, env, params_owner, stack, local: dict[str, str]) -> None:
+        if self.stopped:
+            return
+        if len(self.decls) + len(self.compounds) >= MAX_ELEMENTS:
+            self.stopped = True
+            self.errors.append(_too_many(self.within, node))
+            return
         # (names in the arguments as written are of this scope; those a parameter gives, of the instance's)
         written = [(a, _in_scope(a.value, local)) for a in (node.args or ())]
         substituted = [(a, substitute(v, env, params_owner, self.errors)) for a, v in written]
@@ -547,8 +574,9 @@ class _Loader:
         if definition.name in stack:
             self.errors.append(SchedError(f"elementclass '{definition.name}' contains itself", node.class_location))
             return
-        if len(stack) >= MAX_DEPTH:
+        if len(stack) >= MAX_DEPTH:  # (said once: each class below would say it again)
             self.errors.append(SchedError(f"element classes nest more than {MAX_DEPTH} deep", node.class_location))
+            self.stopped = True
             return
         bound = bind_params(definition, args, node, self.errors)
         if bound is None:

@@ -17,7 +17,17 @@ from lark import Token, Transformer, v_args
 
 from roundhouse.errors import Location, SchedError, remember_source, source_lines
 from roundhouse.runtime.dsl import ast
-from roundhouse.runtime.values import DURATION_UNITS, Duration, IdRange, Multiplier, Rate, finite, unit_list, whole_number
+from roundhouse.runtime.values import (
+    DURATION_UNITS,
+    Duration,
+    IdRange,
+    Multiplier,
+    Rate,
+    finite,
+    short_text,
+    unit_list,
+    whole_number,
+)
 
 _UNIT_HINT = f"time units are {unit_list()}; rates are written like 8/h; multipliers like 1.2x"
 
@@ -111,7 +121,7 @@ def _typed_number(text: str, number_text: str, slash: str, unit: str, location: 
     if slash:
         if unit not in DURATION_UNITS:
             raise SchedError(f"unknown time unit '{unit}' in rate '{text}'", location, hint=_UNIT_HINT)
-        return ast.Value("rate", Rate(number / DURATION_UNITS[unit]), location, text)
+        return ast.Value("rate", Rate(finite(number / DURATION_UNITS[unit], text)), location, text)
     if unit == "":
         return ast.Value("number", number, location, text)
     if unit == "x":
@@ -181,9 +191,9 @@ class _Build(Transformer):
         try:
             a, b = (whole_number(end) for end in str(tok).split(".."))
         except ValueError as err:
-            raise SchedError(f"range {tok}: {err}", loc) from None
+            raise SchedError(f"range {short_text(str(tok))}: {err}", loc) from None
         if b < a:
-            raise SchedError(f"range {tok} ends before it starts", loc)
+            raise SchedError(f"range {short_text(str(tok))} ends before it starts", loc)
         return ast.Value("range", IdRange(a, b), loc, str(tok))
 
     def string(self, meta, children):
@@ -235,7 +245,12 @@ class _Build(Transformer):
 
     def port(self, meta, children):
         (tok,) = children
-        key = int(tok) if tok.type == "INT" else str(tok)
+        if tok.type != "INT":
+            return ast.PortRef(str(tok), self._l(meta))
+        try:  # (Python refuses to read a number of thousands of digits)
+            key = whole_number(str(tok))
+        except ValueError:
+            raise SchedError(f"port number {short_text(str(tok))} is too large", self._l(tok)) from None
         return ast.PortRef(key, self._l(meta))
 
     def endpoint(self, meta, children):
@@ -356,9 +371,28 @@ def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) ->
                 Location(path, line, column + foreign, 1),
                 hint="numbers are written with the digits 0-9",
             )
+        if ch in _TYPOGRAPHIC_QUOTES:
+            return SchedError(
+                f"unexpected character {ch!r} (a typographic quote)", loc, hint='a string is written between plain quotes: "..."'
+            )
+        if unicodedata.category(ch) in ("Zs", "Zl", "Zp", "Cf"):  # (no-break and zero-width spaces, a byte order mark)
+            return SchedError(
+                f"unexpected character {ch!r} (U+{ord(ch):04X}, {unicodedata.name(ch, 'an invisible character').lower()})",
+                loc,
+                hint="replace it with a plain space, or delete it",
+            )
         hint = None if value is None else _quoting_hint(value[1])
         if hint is not None:
             return SchedError(f"unexpected character {ch!r} in a value", loc, hint=hint)
+        number = _NUMBER_BEFORE.search(text, 0, pos)
+        if ch == "/" and number is not None:
+            return SchedError("unexpected character '/'", loc, hint=f"a rate is written without spaces, as {number.group(1)}/h")
+        if ch.isalpha() and not ch.isascii():
+            return SchedError(
+                f"unexpected character {ch!r} (U+{ord(ch):04X})",
+                loc,
+                hint="a name is written with the letters A-Z and a-z, the digits 0-9 and _ (text in quotes may hold any)",
+            )
         if ch == "$":
             return SchedError("a $parameter is only allowed inside an elementclass", loc)
         if ch == ":" and not rest.startswith("::"):
@@ -390,6 +424,9 @@ def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) ->
         return inside
     value = _unquoted_value(text, tok.start_pos) if tok.start_pos is not None else None
     hint = None if value is None else _quoting_hint(value[1])
+    number = _NUMBER_BEFORE.search(text, 0, tok.start_pos or 0) if tok.type == "NAME" and _is_unit(str(tok)) else None
+    if hint is None and number is not None:
+        hint = f"a unit is written right after its number, without a space: {number.group(1)}{tok}"
     end_line, ended = _end_before(err, text)
     if hint is None and "';'" in expected and end_line < line and not ended:
         hint = "a statement ends with ';' (did the previous line forget one?)"
@@ -452,6 +489,16 @@ _VALUE_SO_FAR = re.compile(r"(?:^|[;{(,|])\s*[A-Za-z_][A-Za-z0-9_]*\s*=\s*([^\s;
 _VALUE_TEXT = re.compile(r"[^\s;,()\[\]\"]*")
 
 
+_TYPOGRAPHIC_QUOTES = "\u201c\u201d\u201e\u201f\u2018\u2019\u201a\u201b\u00ab\u00bb\u2039\u203a"
+
+# A number, then spaces, just before a position (`5 min`, `8 / h`).
+_NUMBER_BEFORE = re.compile(r"(?<![A-Za-z0-9_.])([0-9]+(?:\.[0-9]+)?)[ \t]+\Z")
+
+
+def _is_unit(word: str) -> bool:
+    return word in DURATION_UNITS or word == "x"
+
+
 def _foreign_digit(ch: str) -> bool:
     return unicodedata.category(ch) == "Nd" and not ch.isascii()
 
@@ -474,8 +521,9 @@ def _unquoted_value(text: str, pos: int) -> tuple[int, str] | None:
 def _quoting_hint(written: str) -> str | None:
     """The hint for a value written without quotes; None for one that starts as a number: that
     is a number written wrong (`5.`, `1_000`, `0x10`), unless it holds what only a cluster spec
-    does (`32x4:V100`, `4x8@dgx`)."""
-    if written[0] in "0123456789+-." and ":" not in written and "@" not in written:
+    does (`32x4:V100`, `4x8@dgx`), or starts as a path does (`../traces/x.csv`)."""
+    path = written.startswith(("./", "../", "/"))
+    if written[0] in "0123456789+-." and ":" not in written and "@" not in written and not path:
         return None
     return f'text such as a cluster spec or a file path is written in quotes: "{written}"'
 
@@ -498,7 +546,8 @@ def _one_of(items: list[str]) -> str:
     return "one of " + ", ".join(items)
 
 
-_VALUE_AT = "__value__ = "  # (a value is parsed as the right side of a setting)
+_VALUE_NAME = "__value__"
+_VALUE_AT = f"{_VALUE_NAME} = "  # (a value is parsed as the right side of a setting)
 
 
 # A number as classify_number reads one: digits, then perhaps a '/' (a rate) and a unit.
@@ -523,9 +572,17 @@ def parse_value(text: str, where: str = "<command line>") -> ast.Value:
         # number written with other digits than 0-9.
         quoted = '"' in text or "'" in text
         numeric = re.fullmatch(rf"\s*(?:{_NUMBER}|{_RANGE})\s*", text) is not None
+        # (a number written wrong, `5 min`, `5.`, `8 / h`: quotes would make it text, which no
+        # number is; a cluster spec such as 32x4:V100 is text)
+        number_like = re.match(r"\s*[+-]?\.?[0-9]", text) is not None and not any(c in text for c in ":@")
         foreign_digits = any(unicodedata.category(ch) == "Nd" and not ch.isascii() for ch in text)
-        hint = err.hint if quoted or numeric or foreign_digits else f"text such as a file path is written in quotes: '\"{text}\"'"
+        parameter = err.message.startswith(f"setting '{_VALUE_NAME}' ")
+        own = err.hint is not None and not err.hint.startswith("text such as")  # (a unit apart, a typographic quote)
+        keep = quoted or numeric or number_like or foreign_digits or parameter or own
+        hint = err.hint if keep else f"text such as a file path is written in quotes: '\"{text}\"'"
         location, message = None, err.message
+        if parameter:  # (the setting is parse_value's own: the complaint is the $parameter's)
+            message = "a $parameter is only allowed inside an elementclass"
         if err.location is not None and err.location.line > lines:
             # The ';' the parse adds after the value is not the user's: the value ended too soon.
             last = source_lines(text)[-1]
