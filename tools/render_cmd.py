@@ -1,18 +1,20 @@
-"""`roundhouse render GRAPH -o FILE`: draw a graph with Graphviz (svg, png, pdf or dot)."""
+"""`roundhouse render GRAPH -o FILE`: draw a graph with Graphviz (svg, png, pdf or dot). A graph
+`roundhouse check GRAPH` refuses is refused, with check's messages: it is checked by the same
+code, and nothing is drawn."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from roundhouse.errors import UsageError
-from roundhouse.runtime.compiler import compile_file
+from roundhouse.errors import EXIT_USER_ERROR, UsageError
+from roundhouse.tools.graph_checks import check_graph, print_problems
 from roundhouse.tools.graph_drawing import FORMATS, DotMissing, draw
 from roundhouse.tools.outputs.whole_file import write_whole
 
 
 def register(sub) -> None:
-    p = sub.add_parser("render", help="draw a graph with Graphviz")
+    p = sub.add_parser("render", help="draw a graph with Graphviz (a graph `check` refuses is refused)")
     p.add_argument("graph", help="the .sched file")
     p.add_argument("-o", "--output", required=True, help="output file: .svg, .png, .pdf or .dot")
     p.set_defaults(handler=render)
@@ -23,7 +25,13 @@ def render(args) -> int:
     fmt = out.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
         raise UsageError(f"-o {args.output}: cannot tell the format; end the name in {', '.join('.' + f for f in FORMATS)}")
-    graph = compile_file(args.graph)
+    # (as `check GRAPH` checks it: render has no --cluster, so a bad cluster setting is refused
+    # rather than replaced, and a graph that names no cluster has its elements left unstarted)
+    checked = check_graph(args.graph)
+    if print_problems(checked):
+        return EXIT_USER_ERROR
+    graph = checked.graph
+    assert graph is not None  # (a graph that did not compile is a problem)
     try:
         data = draw(graph, fmt)
     except DotMissing as err:

@@ -26,7 +26,7 @@ from roundhouse.errors import Location, SchedError, SchedErrors, did_you_mean, s
 from roundhouse.runtime import registry
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.compounds import bind_params, splice, substitute, unbound
-from roundhouse.runtime.dsl.flat import Body, Decl, Edge, FlatGraph, OpenPort
+from roundhouse.runtime.dsl.flat import Body, Decl, Edge, FlatGraph, OpenPort, port_key
 from roundhouse.runtime.dsl.parser import parse
 
 __all__ = ["Body", "Decl", "Edge", "FlatGraph", "element_file_digest", "load", "load_element_file", "read_source"]
@@ -321,6 +321,76 @@ def _too_many(within: list[tuple[str, Location]], node: ast.Node) -> SchedError:
     )
 
 
+def _doubled_params(definition: ast.ElementClass) -> list[SchedError]:
+    """A parameter an elementclass declares twice, at its second declaration."""
+    errors, seen = [], set()
+    for p in definition.params:
+        if p.name in seen:
+            errors.append(SchedError(f"elementclass '{definition.name}' has parameter ${p.name} twice", p.location))
+        seen.add(p.name)
+    return errors
+
+
+def _ports_at_ends(chain: ast.Chain) -> list[SchedError]:
+    """A port before the first element of a chain, or after its last, connects nothing (no
+    connection enters or leaves there): reported at the port, with the form that works."""
+    first, last = chain.endpoints[0], chain.endpoints[-1]
+    errors = []
+    if first.in_port is not None:
+        errors.append(_port_connects_nothing(first.in_port, first.node, "input"))
+    if last.out_port is not None:
+        errors.append(_port_connects_nothing(last.out_port, last.node, "output"))
+    return errors
+
+
+def _wrong_way(src: ast.Node, dst: ast.Node) -> SchedError | None:
+    """Inside an elementclass, connections come in at `input` and leave at `output`: the
+    problem with a connection that goes the other way, if it does."""
+    if src.class_name is None and src.name == "output":
+        return SchedError("'output' is where connections leave the elementclass: connect into it ('... -> output')", src.location)
+    if dst.class_name is None and dst.name == "input":
+        return SchedError("'input' is where connections enter the elementclass: connect from it ('input -> ...')", dst.location)
+    return None
+
+
+def _graph_element_in_body(name: str, node: ast.Node, prefix: str, ends: tuple[bool, bool]) -> SchedError:
+    """`name`, an element of the graph, named inside an elementclass body (whose elements are
+    named `prefix`...): a body sees only its own elements, and reaches the graph's through the
+    elementclass's `input` and `output`. `ends`: whether a connection enters it in its chain,
+    and whether one leaves it. The example for the graph's side names the outermost instance
+    (an anonymous one, `Class@N`, and a class with no instance, by the class's name)."""
+    instance = prefix.split("/")[0].split("@")[0]
+    entered, left = ends
+    inside, outside = [], []
+    if entered:  # (the body connects into it: that leaves at `output`, and the instance connects into it)
+        inside.append("'... -> output'")
+        outside.append(f"'{instance} -> {name}'")
+    if left or not entered:
+        inside.append("'input -> ...'")
+        outside.append(f"'{name} -> {instance}'")
+    return SchedError(
+        f"'{name}' is an element of the graph, and graph elements cannot be named inside an elementclass body",
+        node.location,
+        hint=f"connect through the elementclass's ports: {' and '.join(inside)} in the body, {' and '.join(outside)} in the graph",
+    )
+
+
+def _doubled_into_compounds(edges: list[Edge], compounds: dict[str, tuple[str, Location]]) -> list[SchedError]:
+    """A connection written twice, into or out of a compound instance (before its connections are
+    spliced through to the elements inside): said of the instance and its port as written, not of
+    the element inside that it would reach."""
+    errors, seen = [], set()
+    for e in edges:
+        if e.src not in compounds and e.dst not in compounds:
+            continue
+        key = (e.src, port_key(e.src_port), e.dst, port_key(e.dst_port))
+        if key in seen:
+            src = f"'{e.src}' [{port_key(e.src_port)}]" if e.src in compounds else f"'{e.src}'"
+            errors.append(SchedError(f"{src} is connected to '{e.dst}' [{port_key(e.dst_port)}] twice", e.location))
+        seen.add(key)
+    return errors
+
+
 class _Loader:
     def __init__(self) -> None:
         self.errors: list[SchedError] = []
@@ -339,6 +409,7 @@ class _Loader:
         self.anonymous = 0
         self.within: list[tuple[str, Location]] = []  # the instances being expanded, outermost first
         self.stopped = False  # whether expanding has passed MAX_ELEMENTS or MAX_DEPTH (said once, then stopped)
+        self.graph_names: set[str] = set()  # the graph's own named elements (not those of element classes)
 
     def load(self, path: str, text: str | None) -> FlatGraph:
         if text is None:
@@ -358,6 +429,7 @@ class _Loader:
         self._raise_if_errors()
         self._expand(self.chains, prefix="", env=None, params_owner=None, stack=())
         self._expand_unused()
+        self.errors += _doubled_into_compounds(self.edges, self.compounds)
         self._raise_if_errors()
         self.edges, self.open_ports, errors = splice(self.compounds, self.edges)
         self.errors += errors
@@ -421,7 +493,7 @@ class _Loader:
                 seen_here[st.name] = st
                 self.settings.setdefault(st.name, []).append(st)
             elif isinstance(st, ast.ElementClass):
-                self._check_params(st)
+                self.errors += _doubled_params(st)
                 if st.name in RESERVED:
                     self.errors.append(SchedError(f"'{st.name}' is reserved for compound ports", st.location))
                 elif st.name in self.classes:
@@ -431,13 +503,6 @@ class _Loader:
                     self.classes[st.name] = (st, base_dir)
             else:
                 self.chains.append((st, base_dir))
-
-    def _check_params(self, definition: ast.ElementClass) -> None:
-        seen: set[str] = set()
-        for p in definition.params:
-            if p.name in seen:
-                self.errors.append(SchedError(f"elementclass '{definition.name}' has parameter ${p.name} twice", p.location))
-            seen.add(p.name)
 
     def _require(self, target: Path, st: ast.Require) -> None:
         """Import a Python file of element classes (they register themselves with @element)."""
@@ -477,6 +542,8 @@ class _Loader:
                 local[node.name] = prefix + node.name
                 first_seen[node.name] = node.location
                 declared.append((node, base_dir))
+        if prefix == "":
+            self.graph_names = set(local)
         if env is not None and params_owner in self.classes:
             env = _defaults_in_scope(env, self.classes[params_owner][0], local)
         for node, base_dir in declared:
@@ -484,45 +551,27 @@ class _Loader:
             self._declare(prefix + node.name, node, base_dir, env, params_owner, stack, local)
         # Pass 2: connections.
         for chain, base_dir in chains:
-            self._ports_at_ends(chain)
-            names = [self._endpoint(ep, local, prefix, base_dir, env, params_owner, stack) for ep in chain.endpoints]
+            self.errors += _ports_at_ends(chain)
+            last = len(chain.endpoints) - 1
+            names = [
+                self._endpoint(ep, (0 < i, i < last), local, prefix, base_dir, env, params_owner, stack)
+                for i, ep in enumerate(chain.endpoints)
+            ]
             if len(chain.endpoints) == 1:
                 node = chain.endpoints[0].node
                 if node.class_name is None and node.name in local:
                     self.errors.append(SchedError(f"statement does nothing: '{node.name}' alone", node.location))
                 continue
             for i, (src, dst) in enumerate(zip(names, names[1:])):
-                if src is None or dst is None or self._wrong_way(chain.endpoints[i].node, chain.endpoints[i + 1].node):
+                if src is None or dst is None:
+                    continue
+                wrong_way = _wrong_way(chain.endpoints[i].node, chain.endpoints[i + 1].node)
+                if wrong_way is not None:
+                    self.errors.append(wrong_way)
                     continue
                 self.edges.append(Edge(src, chain.endpoints[i].out_port, dst, chain.endpoints[i + 1].in_port, chain.arrows[i]))
 
-    def _ports_at_ends(self, chain: ast.Chain) -> None:
-        """A port before the first element of a chain, or after its last, connects nothing (no
-        connection enters or leaves there): reported at the port, with the form that works."""
-        first, last = chain.endpoints[0], chain.endpoints[-1]
-        if first.in_port is not None:
-            self.errors.append(_port_connects_nothing(first.in_port, first.node, "input"))
-        if last.out_port is not None:
-            self.errors.append(_port_connects_nothing(last.out_port, last.node, "output"))
-
-    def _wrong_way(self, src: ast.Node, dst: ast.Node) -> bool:
-        """Inside an elementclass, connections come in at `input` and leave at `output`;
-        reports (and returns True for) a connection that goes the other way."""
-        if src.class_name is None and src.name == "output":
-            self.errors.append(
-                SchedError(
-                    "'output' is where connections leave the elementclass: connect into it ('... -> output')", src.location
-                )
-            )
-            return True
-        if dst.class_name is None and dst.name == "input":
-            self.errors.append(
-                SchedError("'input' is where connections enter the elementclass: connect from it ('input -> ...')", dst.location)
-            )
-            return True
-        return False
-
-    def _endpoint(self, ep: ast.Endpoint, local, prefix, base_dir, env, params_owner, stack) -> str | None:
+    def _endpoint(self, ep: ast.Endpoint, ends, local, prefix, base_dir, env, params_owner, stack) -> str | None:
         node = ep.node
         if node.class_name is not None:
             if node.name is not None:
@@ -546,6 +595,9 @@ class _Loader:
             bare = ast.Node(None, name, None, node.location, node.location)
             self._declare(full, bare, base_dir, env, params_owner, stack, local)
             return full
+        if env is not None and name in self.graph_names:
+            self.errors.append(_graph_element_in_body(name, node, prefix, ends))
+            return None
         known = list(local) + registry.names() + list(self.classes)
         self.errors.append(SchedError(f"unknown element or class '{name}'", node.location, hint=did_you_mean(name, known)))
         return None
@@ -616,6 +668,6 @@ class _Loader:
             self._expand([(c, class_dir) for c in definition.body], name + "/", unbound(definition), name, (name,))
             used.update(cls for cls, _ in self.compounds.values())
             edges, _, errors = splice(self.compounds, self.edges)
-            self.errors += errors
+            self.errors += _doubled_into_compounds(self.edges, self.compounds) + errors
             self.bodies.append(Body(name, FlatGraph(definition.location.path, {}, self.decls, edges, [])))
         self.decls, self.edges, self.compounds = graph

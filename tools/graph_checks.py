@@ -1,0 +1,64 @@
+"""What `roundhouse check` finds wrong with a graph, for every command that refuses what it
+refuses (`check`, `render`): one code path, so that the commands agree and say it the same way."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from roundhouse.errors import RoundhouseError, SchedError
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.compiler import CompiledGraph, compile_file
+from roundhouse.runtime.simulate import load_cluster, load_elastic, load_pairs, new_engine
+from roundhouse.runtime.snapshot import forks_world, unforkable_elements
+from roundhouse.tools.common import error_text
+from roundhouse.tools.results import trace_problems
+
+
+@dataclass
+class Checked:
+    """A graph as `check` sees it: compiled (None if it did not compile), its cluster (None when
+    neither the graph nor an option names one), and what is wrong with it (empty if nothing)."""
+
+    graph: CompiledGraph | None
+    cluster: Cluster | None
+    problems: list[RoundhouseError] = field(default_factory=list)
+
+
+def check_graph(path: str, fork: bool = False, cluster_spec: str | None = None) -> Checked:
+    """Parse, compile and check the graph at `path` without running it: its cluster (the
+    `cluster_spec` given as an option, which replaces the graph's setting, else the setting),
+    profiles, traces' headers, forkability (when `fork`, or the graph forks the world), and,
+    given a cluster, every element started as a run starts it (the traces' rows, the jobs
+    checked against the cluster). Without a cluster the elements are not started."""
+    try:
+        graph = compile_file(path)
+        named = cluster_spec is not None or graph.settings.cluster is not None
+        cluster = load_cluster(graph, cluster_spec) if named else None
+        # The elastic profile's measurements are read and fitted as a run reads them, and the
+        # pair profile read as a run's world reads it: a bad file there is found now, not when
+        # the run starts (or, for the pairs, when two jobs first share GPUs).
+        load_elastic(graph)
+        load_pairs(graph)
+    except RoundhouseError as err:
+        return Checked(None, None, [err])
+    problems = trace_problems(graph)
+    if fork or forks_world(graph):
+        for name, class_name, why in unforkable_elements(graph):
+            problems.append(
+                SchedError(f"element '{name}' ({class_name}) cannot be forked: {why}", graph.elements[name].declared_at)
+            )
+    if not problems and cluster is not None:
+        try:  # (every element started as a run starts it: what it checks against the cluster, and the traces' rows)
+            new_engine(graph, cluster).begin()
+        except RoundhouseError as err:
+            problems.append(err)
+    return Checked(graph, cluster, problems)
+
+
+def print_problems(checked: Checked) -> bool:
+    """Print what `check_graph` found, each in the command line's one form, to standard error;
+    True if there was anything."""
+    for problem in checked.problems:
+        print(error_text(problem), file=sys.stderr)
+    return bool(checked.problems)
