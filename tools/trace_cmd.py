@@ -21,13 +21,15 @@ argparse's usage dumps, so that every mistake reads the same way.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import math
 import sys
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from roundhouse.errors import UsageError, did_you_mean
+from roundhouse.errors import TraceError, UsageError, did_you_mean
 from roundhouse.runtime.element import MAX_JOB_ID, MAX_JOBS, MAX_RATE, MAX_SECONDS
 from roundhouse.runtime.values import describe, rate_from_text
 
@@ -125,7 +127,7 @@ def summary_rows(
     if df.height == 0:
         rows.append(("columns", ", ".join(columns)))
         return rows
-    arrivals = df.get_column("arrival_s")
+    arrivals = df.get_column("arrival_s").to_numpy()
     first, last = float(arrivals.min()), float(arrivals.max())
     span = last - first
     rows.append(("arrivals", f"{_human(first)} to {_human(last)} (span {_human(span)})"))
@@ -156,7 +158,7 @@ def summary_rows(
 def _quantiles(column: pl.Series, show) -> str:
     values = column.drop_nulls()
     q = np.quantile(values.to_numpy(), [0.1, 0.5, 0.9])
-    text = f"p10 {show(q[0])}, median {show(q[1])}, p90 {show(q[2])}, max {show(float(values.max()))}"
+    text = f"p10 {show(q[0])}, median {show(q[1])}, p90 {show(q[2])}, max {show(float(values.to_numpy().max()))}"
     if values.len() < column.len():
         text += f" ({column.len() - values.len()} jobs without)"
     return text
@@ -180,6 +182,7 @@ def convert_command(args: argparse.Namespace) -> int:
     # (A format convert only reads that `generate` writes: say where one comes from.)
     made = f"trace generate --format {target} writes a synthetic one" if target in GENERATE_FORMATS else ""
     target = check_write_format(target, "convert", made)
+    _check_output(args.output, "OUTPUT")
     loaded = load_trace(args.input, source)
     lost = write_trace(loaded.frame, args.output, target)
     note = f" ({loaded.skipped} records skipped: {loaded.skipped_what})" if loaded.skipped else ""
@@ -200,7 +203,6 @@ def generate_command(args: argparse.Namespace) -> int:
     from roundhouse.traces import philly
     from roundhouse.traces.canonical import PARQUET_SUFFIXES
     from roundhouse.traces.formats import write_trace
-    from roundhouse.traces.generators import generate
 
     jobs = _whole(args.jobs, "--jobs", minimum=1, maximum=MAX_JOBS)
     seed = _whole(args.seed, "--seed", minimum=0)
@@ -212,6 +214,7 @@ def generate_command(args: argparse.Namespace) -> int:
         why=f"so that the ids of {jobs:,} jobs fit in 64 bits",
     )
     workload = _choice(args.workload, "--workload", WORKLOAD_CHOICES)
+    _check_output(args.output)
     if workload == "dally-batch":
         if args.rate is not None:
             raise UsageError("--workload dally-batch puts every job at time 0: leave out --rate")
@@ -242,10 +245,31 @@ def generate_command(args: argparse.Namespace) -> int:
                 "no models, no loss curves and its own job ids: leave out --gpus, --models, --start-id, "
                 "--workload and --loss"
             )
+        assert rate is not None  # (only dally-batch has none)
         records = philly.synthetic_cluster_job_log(jobs, rate, seed)
+        submitted = [dt.datetime.strptime(records[i]["submitted_time"], philly.TIME_FORMAT) for i in (0, -1)]
+        _check_span((submitted[1] - submitted[0]).total_seconds(), args, jobs)  # (submissions are in time order)
         philly.write_cluster_job_log(records, args.output)
         print(f"wrote {len(records)} records to {args.output}")
         return 0
+    try:
+        frame = _generated_frame(args, workload, jobs, rate, seed, gpus, models, start_id, loss, format)
+    except TraceError as err:
+        if err.column != "arrival_s":  # (the generators check their frames: only a span too long gets here)
+            raise
+        raise UsageError(_too_long(args, jobs, f"an arrival time {err.message}")) from None
+    arrivals = frame["arrival_s"].to_numpy()
+    _check_span(float(arrivals.max() - arrivals.min()), args, jobs)
+    lost = write_trace(frame, args.output, format)
+    print(f"wrote {frame.height} jobs to {args.output}")
+    _say_lost(lost)
+    return 0
+
+
+def _generated_frame(args, workload, jobs, rate, seed, gpus, models, start_id, loss, format) -> pl.DataFrame:
+    """The jobs of `workload` as a canonical frame (any workload but Philly's synthetic log)."""
+    from roundhouse.traces.generators import generate
+
     if workload in ("dally-batch", "dally-poisson", "synergy"):
         from roundhouse.traces.generators import dally_workload, synergy_philly
 
@@ -288,10 +312,33 @@ def generate_command(args: argparse.Namespace) -> int:
         if format == "gavel" and models == "none":
             raise UsageError("--format gavel needs --models blox: every line of a Gavel trace names a model")
         frame = generate(jobs, rate, seed, gpus=gpus, models=models, start_id=start_id, loss=loss)
-    lost = write_trace(frame, args.output, format)
-    print(f"wrote {frame.height} jobs to {args.output}")
-    _say_lost(lost)
-    return 0
+    return frame
+
+
+def _check_output(output: str, label: str = "-o") -> None:
+    """Refuse, before anything is drawn or read, an output that cannot be written: a folder, or a
+    file in a folder that does not exist (a million jobs take a while to draw)."""
+    path = Path(output)
+    if output and path.is_dir():
+        raise UsageError(f"{label} '{output}' is a folder: name a file to write")
+    folder = path.parent
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise UsageError(f"{label} '{output}': the folder '{folder}' {what}")
+
+
+def _check_span(span_s: float, args: argparse.Namespace, jobs: int) -> None:
+    """Refuse arrivals that span more than MAX_SECONDS, which no trace reader accepts: `_rate`
+    checks the average span, but the draws of a rate near the limit may, by chance, go further."""
+    if span_s > float(MAX_SECONDS):
+        raise UsageError(_too_long(args, jobs, f"these span {span_s / (365 * 86400):.3g} years"))
+
+
+def _too_long(args: argparse.Namespace, jobs: int, what: str) -> str:
+    return (
+        f"--rate '{args.rate}' is too low for {jobs:,} jobs with --seed {args.seed}: their arrivals may span at most "
+        f"{float(MAX_SECONDS) / (365 * 86400):g} years, and {what}; use a faster rate, fewer jobs or another seed"
+    )
 
 
 def _whole(text: str, flag: str, minimum: int, maximum: int | None = None, why: str = "") -> int:
@@ -317,12 +364,18 @@ def _rate(text: str, jobs: int) -> float:
         raise UsageError(f"--rate must be more than 0 jobs per unit of time, got '{text}'")
     if rate > MAX_RATE:
         raise UsageError(f"--rate must be at most {describe(MAX_RATE)}, got '{text}'")
-    if jobs / rate > MAX_SECONDS:
+    gaps = jobs - 1  # (the first job arrives at 0; compared as a product: a vanishing rate's span is no number)
+    if gaps > float(MAX_SECONDS) * rate:
         raise UsageError(
-            f"--rate '{text}' is too low: {jobs:,} jobs would take about {jobs / rate / 86400 / 365:.3g} years "
-            f"to arrive (at most {MAX_SECONDS / (365 * 86400):g} years)"
+            f"--rate '{text}' is too low: {jobs:,} jobs would take {_years(gaps / rate)} to arrive "
+            f"(at most {MAX_SECONDS / (365 * 86400):g} years)"
         )
     return rate
+
+
+def _years(seconds: float) -> str:
+    years = seconds / (365 * 86400)
+    return f"about {years:.3g} years" if math.isfinite(years) else "endless years"
 
 
 def _choice(value: str, flag: str, choices: tuple[str, ...]) -> str:

@@ -52,7 +52,7 @@ def fraction_to_converge(start, final, speed, threshold):
 
 def initial_loss(trace: pl.DataFrame, origin: str, rows: np.ndarray | None = None) -> np.ndarray | None:
     """The jobs' loss before they start (NaN: no curve), or None if the trace has no curves.
-    Checks the curve columns: all three or none, final > 0, start > final, speed >= 0. A
+    Checks the curve columns: all three or none, all finite, final > 0, start > final, speed >= 0. A
     problem names the row's line in `origin` (`rows[i]`), or the job once rows are not the file's."""
     present = [c for c in LOSS_COLUMNS if c in trace.columns]
     if not present:
@@ -74,7 +74,8 @@ def initial_loss(trace: pl.DataFrame, origin: str, rows: np.ndarray | None = Non
             "loss_start",
             "a loss curve needs loss_start, loss_final and loss_speed",
         ),
-        (~(final > 0), "loss_final", "must be greater than 0"),
+        (~(final > 0) | ~np.isfinite(final), "loss_final", "must be a finite number greater than 0"),
+        (~np.isfinite(start), "loss_start", "must be a finite number"),
         (~(start > final), "loss_start", "must be greater than loss_final"),
         (~(speed >= 0) | ~np.isfinite(speed), "loss_speed", "must be a finite number of 0 or more"),
     )
