@@ -407,7 +407,7 @@ def _tier_row(jobs: pl.DataFrame, workload: str) -> Comparison:
             ).alias("share")
         )
     )
-    share = {m: s for m, s in dally.sort("share").rows()}
+    share = {m: s for m, s in dally.sort("share", "trace_model").rows()}  # (ties by name: group_by has no order)
     named = {m.replace("-", ""): m for m in share}  # (the trace writes ResNet-18, the paper ResNet18)
     wrong = []
     four = [named[m] for m in ("MobileNetV3", "ResNet18", "VGG11", "ResNet50") if m in named]
@@ -496,7 +496,7 @@ FULL_RUN = {
         "Fig. 8a: p99 queueing, Dally vs Tiresias": "differs: Dally higher than Tiresias at 2, 4, 8, 16 racks",
         "Fig. 8a: p99 queueing, Dally vs Gandiva": "differs: Dally higher than Gandiva at 16 racks; larger gap at 2, 4, 8 racks",
         "Fig. 8b: average communication, Dally vs Tiresias": "differs: Dally-fullyConsolidated lowest at 2, 4, 8, 16 racks; "
-        "no difference at 2, 4, 8 racks; smaller gap at 16 racks",
+        "no difference at 2 racks; Dally higher than Tiresias at 4 racks; smaller gap at 8, 16 racks",
         "Fig. 13a: average JCT, Dally vs Tiresias": "differs: Dally higher than Tiresias at 2, 4, 8, 16 racks",
         "Fig. 13a: average JCT, Dally vs Gandiva": "same direction, larger gap at 8 racks; smaller gap at 16 racks",
         "Dally vs Dally-manual, average JCT": "differs: Dally higher than Dally-manual at 2, 4 racks; no difference at 8, "
