@@ -70,7 +70,7 @@ SETTING_DOCS = {
     "elastic_profile": 'a folder of elastic applications (Pollux\'s per-application measurements) whose jobs resize, or "ones" / "pollux" for ONES\' ten or Pollux\'s six built in',
     "seed": "seed from which elements without their own seed derive theirs",
     "reference_gpu": "GPU type on which trace durations were measured",
-    "skip_rounds": "skip ticking rounds in which nothing can change until the next event (results are identical); false ticks every round",
+    "skip_rounds": "skip ticking rounds in which nothing can change until the next event (results are identical); false ticks every round while jobs are in the system (an empty cluster still jumps to the next arrival)",
 }
 
 attrs.resolve_types(GraphSettings)

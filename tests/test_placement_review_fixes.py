@@ -141,3 +141,17 @@ def test_a_job_on_the_fewest_nodes_of_several_sizes_is_not_counted_as_spread():
     cluster = Cluster.parse("2x8:V100,3x4:V100")
     assert cluster.nodes_needed(np.array([8, 9, 16, 17, 24, 28])).tolist() == [1, 2, 2, 3, 4, 5]
     assert Cluster.parse("4x4:V100").nodes_needed(np.array([4, 5, 16])).tolist() == [1, 2, 4]
+
+
+@pytest.mark.parametrize("placer", ["BandwidthAwareIntraNode", "RandomIntraNode"])
+def test_an_intranode_placer_puts_a_job_on_the_fewest_nodes_of_a_type_whose_nodes_are_smaller(run_graph, placer):
+    # The job's fastest type, V100, has 1-GPU nodes: its 2 GPUs take two of them, as
+    # Consolidated would, rather than wait for one node of two (the run stalled).
+    result = run_graph(
+        f'round = 5min;\nsrc :: TraceSource(path="trace.csv");\nsrc -> AcceptAll -> JobPool -> Las -> {placer} -> Launch -> m :: JobMetrics;\n',
+        jobs=[{"job_id": 0, "arrival_s": 0.0, "gpus": 2, "duration_s": 600.0, "model": "ResNet-50"}],
+        cluster="2x1:V100,1x4:K80",
+    )
+    job = jobs_of(result)[0]
+    assert job["first_start_s"] == 0.0 and job["finish_s"] > 0
+    assert result.counters["m"]["rack_starts"] == 1  # (two machines of one rack)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
-from roundhouse.elements.placement.packing import choose_consolidated
+from roundhouse.elements.placement.packing import choose_consolidated, fewest_nodes
 from roundhouse.elements.placement.placer import Placer
 from roundhouse.runtime.element import element
 from roundhouse.runtime.values import non_negative
@@ -37,6 +37,11 @@ class _IntraNode(Placer):
         if not one_node or want > cluster.max_gpus_per_node or want < 2:
             return choose_consolidated(cluster, available, want, types, spread=not one_node)
         for t in types:
+            if fewest_nodes(cluster, want, t) > 1:  # (nodes of this type are smaller than the job)
+                got = choose_consolidated(cluster, available, want, [t])
+                if got is not None:
+                    return got
+                continue
             mask = available if len(cluster.gpu_types) == 1 else available & cluster.type_mask[t]
             counts = cluster.per_node(mask)
             fits = counts >= want
