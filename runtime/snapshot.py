@@ -540,5 +540,31 @@ def restore(path: str | Path, payload: bytes, offset: int, fresh: Engine) -> Eng
         el = fresh.graph.elements.get(name)
         if el is None:
             raise SnapshotError(f"snapshot {path}: its state names element '{name}', which its graph does not declare")
+        cls = type(el)
+        # (A save keeps only what the class declares: anything else was kept by other code, which
+        # the element's code now would not read, or would fail on later in the run.)
+        undeclared = sorted(set(state) - set(cls.state or ()) - set(cls.fixed) - {"counters"})
+        if undeclared:
+            raise SnapshotError(
+                f"snapshot {path}: element '{name}' ({cls.__name__}) kept other state when it was saved: its state has "
+                f"{', '.join(undeclared)}, which {cls.__name__} does not declare now{_saved_by(path)}; open it with the "
+                "Roundhouse that wrote it"
+            )
         el.__dict__.update(state)
     return saved["engine"]
+
+
+def _saved_by(path: str | Path) -> str:
+    """Which Roundhouse wrote the snapshot, if its header says and it is not this one."""
+    from roundhouse import __version__
+
+    try:
+        with open(path, "rb") as f:
+            wrote = json.loads(f.readline()).get("roundhouse")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return (
+        f" (the snapshot was saved by Roundhouse {wrote}; this is {__version__})"
+        if isinstance(wrote, str) and wrote != __version__
+        else ""
+    )

@@ -14,16 +14,18 @@ says otherwise). Jobs then progress at the throughput model's rates, as in any s
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.backends.live.records import replayed, same_plan
 from roundhouse.runtime.backends.live.submissions import Submissions
@@ -280,6 +282,7 @@ def simulate_ahead(
     *,
     seen_s: float | None = None,
     world_name: str = "the world",
+    _run_coming: dict[str, tuple[Any, Any, int]] | None = None,
 ) -> Projection:
     """`graph` simulated from a copy of `world` at `now`, the time the world is as of (from
     `Simulation.world_now`, at the simulation's clock: a round boundary, everything up to it
@@ -292,12 +295,23 @@ def simulate_ahead(
 
     `seen_s`: the boundary of the world's last round, whose arrivals it has (default: one of
     `graph`'s rounds before `now`, as for a simulation between two rounds). The graph's sources
-    bring the jobs that arrive after it; a job of theirs with the id of another job the world
-    has is a UsageError naming both (`world_name`: what the world came from)."""
-    if isinstance(horizon_s, bool) or not isinstance(horizon_s, (int, float)) or not horizon_s > 0:
-        raise UsageError(f"horizon_s: expected seconds, a number more than 0, got {horizon_s!r}")
-    if isinstance(now, bool) or not isinstance(now, (int, float)):
-        raise UsageError(f"now: expected seconds, the time the world is as of, got {now!r}")
+    bring the jobs that arrive after it, so it is at most `now` (a finite number: a UsageError
+    otherwise); a job of theirs with the id of another job the world has is a UsageError naming
+    both (`world_name`: what the world came from)."""
+    if not isinstance(graph, CompiledGraph):
+        raise UsageError(
+            f"graph: expected a compiled graph (roundhouse.runtime.compiler.compile_file(path)), got {type(graph).__name__}"
+        )
+    if not _seconds(horizon_s) or not horizon_s > 0:
+        finite = " (a finite number: a projection ends)" if horizon_s == float("inf") else ""
+        raise UsageError(f"horizon_s: expected seconds, a number more than 0, got {horizon_s!r}{finite}")
+    if not _seconds(now):
+        raise UsageError(f"now: expected seconds, the time the world is as of (a finite number), got {now!r}")
+    if seen_s is not None and not (_seconds(seen_s) and seen_s <= now):
+        raise UsageError(
+            f"seen_s: expected seconds, the boundary of the world's last round (a finite number, at most now, {now:g}), "
+            f"got {seen_s!r}: the graph's sources bring the jobs that arrive after it"
+        )
     own = world.as_of
     _refuse_a_clock_before_the_worlds(world, now, own)
     if own is None:
@@ -311,7 +325,12 @@ def simulate_ahead(
             f"now: {now:g} s is not the time the world is as of, {own:g} s: a projection starts from the world's own "
             "time (from a later one, the jobs arriving in between would be left out and the running ones stand still)"
         )
-    return _simulate_ahead(world, graph, float(now), horizon_s, seen_s, world_name)
+    return _simulate_ahead(world, graph, float(now), horizon_s, seen_s, world_name, _run_coming)
+
+
+def _seconds(value) -> bool:
+    """Whether `value` is a time in seconds: a finite real number (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _refuse_a_clock_before_the_worlds(world: World, now: float, own: float | None) -> None:
@@ -323,17 +342,32 @@ def _refuse_a_clock_before_the_worlds(world: World, now: float, own: float | Non
 
 
 def _simulate_ahead(
-    world: World, graph: CompiledGraph, now: float, horizon_s: float, seen_s: float | None, world_name: str
+    world: World,
+    graph: CompiledGraph,
+    now: float,
+    horizon_s: float,
+    seen_s: float | None,
+    world_name: str,
+    run_coming: dict[str, tuple[Any, Any, int]] | None = None,
 ) -> Projection:
-    """`simulate_ahead` of a world as of `now`."""
+    """`simulate_ahead` of a world as of `now`. `run_coming`: the jobs the run's own sources
+    have still to bring, by source name (`_coming`), which a source of `graph` of the same name,
+    class and arguments must bring too."""
     _refuse_a_clock_before_the_worlds(world, now, now)
     if seen_s is None:
         seen_s = now - float(graph.settings.round)
-    engine = _fresh(graph, copy.deepcopy(world), now, seen_s, world_name)
+    engine = _fresh(graph, copy.deepcopy(world), now, seen_s, world_name, run_coming)
     return project(engine, Path(graph.path).name, horizon_s)
 
 
-def _fresh(graph: CompiledGraph, world: World, now: float, seen_s: float, world_name: str) -> Engine:
+def _fresh(
+    graph: CompiledGraph,
+    world: World,
+    now: float,
+    seen_s: float,
+    world_name: str,
+    run_coming: dict[str, tuple[Any, Any, int]] | None = None,
+) -> Engine:
     """`graph`'s elements started afresh on `world` at `now`, in the simulator, with every
     unfinished job entering the graph at the next round, and its sources' jobs from after
     `seen_s` to come."""
@@ -341,11 +375,75 @@ def _fresh(graph: CompiledGraph, world: World, now: float, seen_s: float, world_
     sim = Simulator.for_graph(world, settings, now=now)
     fresh = Engine(graph, world, sim)
     fresh.begin()
-    for source in (el for el in graph.elements.values() if el.category == "source"):
-        if hasattr(source, "pass_arrivals"):  # (the jobs it would have brought before are the world's past)
-            _refuse_other_jobs_with_known_ids(world, source.pass_arrivals(seen_s), world_name)
+    for name, source in graph.elements.items():
+        if source.category == "source" and hasattr(source, "pass_arrivals"):
+            coming = source.pass_arrivals(seen_s)  # (the jobs it would have brought before are the world's past)
+            _refuse_other_jobs_with_known_ids(world, coming, world_name)
+            if run_coming and name in run_coming:
+                _refuse_a_source_changed_since(graph, name, source, coming, run_coming[name], world_name)
     fresh.carry_in(np.flatnonzero(world.jobs.column("status") != FINISHED))
     return fresh
+
+
+def _coming(graph: CompiledGraph, seen_s: float) -> dict[str, tuple[Any, Any, int]]:
+    """The run's sources, by name, each with the jobs it has still to bring after the boundary
+    `seen_s` of the run's last round (as its state holds them: a snapshot's prepared jobs, not
+    its trace read again). (Passing over the arrivals up to `seen_s` moves no source on: the
+    run's rounds up to it have brought them.)"""
+    return {
+        name: (el, el.pass_arrivals(seen_s), graph.settings.seed)
+        for name, el in graph.elements.items()
+        if el.category == "source" and hasattr(el, "pass_arrivals")
+    }
+
+
+def _arguments(el) -> list[tuple[str, Any]] | None:
+    """An element's arguments, to compare (None if it has none to compare)."""
+    try:
+        return [(f.name, getattr(el, f.name)) for f in attrs.fields(type(el))]
+    except (TypeError, attrs.exceptions.NotAnAttrsClassError):
+        return None
+
+
+def _refuse_a_source_changed_since(graph: CompiledGraph, name: str, source, coming, run, world_name: str) -> None:
+    """A UsageError if a source of the other graph that reads a file (a trace), with the run's
+    source's name, class and arguments and the run's seed, brings other jobs than the run's
+    holds still to come: the file changed since the run's state was saved, and the two sides
+    would run other jobs under the same ids."""
+    run_source, run_coming, run_seed = run
+    path = getattr(source, "path", None)
+    if type(source) is not type(run_source) or not isinstance(path, str) or graph.settings.seed != run_seed:
+        return
+    try:
+        mine, theirs = _arguments(source), _arguments(run_source)
+        if mine is None or mine != theirs:
+            return
+    except (TypeError, ValueError):  # (arguments that do not compare as one value, such as arrays)
+        return
+    differs = _first_difference(coming, run_coming)
+    if differs is not None:
+        raise UsageError(
+            f"{name} ({type(source).__name__}): with the run's arguments, it brings other jobs than {world_name} holds "
+            f"still to come from it: {differs}; its file {path} has changed since the run's state was saved, and the two "
+            "sides would run other jobs under the same ids: put the file back as it was"
+        )
+
+
+def _first_difference(coming, run_coming) -> str | None:
+    """How the other side's jobs still to come differ from the run's (None: they do not)."""
+    ids, run_ids = np.asarray(coming.columns["job_id"]), np.asarray(run_coming.columns["job_id"])
+    for i in range(min(len(ids), len(run_ids))):
+        if ids[i] != run_ids[i]:
+            return f"its job {ids[i]} is the run's job {run_ids[i]}"
+        for column in ("arrival_s", *_IDENTITY):
+            if column not in coming.columns or column not in run_coming.columns:
+                continue
+            ours, theirs = coming.columns[column][i], run_coming.columns[column][i]
+            if not _same(theirs, ours):
+                return f"job {ids[i]} has {column} {_shown(ours)}, and {_shown(theirs)} in the run's state"
+    if len(ids) != len(run_ids):
+        return f"it brings {len(ids)} job(s), the run's state {len(run_ids)}"
+    return None
 
 
 # What makes a job the job it is: a source's job with the id of one the world has is that job
@@ -494,6 +592,50 @@ def _metrics(world: World, rows: np.ndarray, start: float, end: float, service0:
     }
 
 
+# Settings that built the run's world (its cluster and profiles): the other graph goes on from
+# that world, so its own values of them are not used.
+WORLD_SETTINGS = ("cluster", "profile", "pair_profile", "elastic_profile", "reference_gpu")
+
+
+@contextlib.contextmanager
+def _hint_at_the_worlds_settings(run: CompiledGraph, other: CompiledGraph, world: World, whose: str) -> Iterator[None]:
+    """Around simulating the other graph on the run's world: an error it meets (a trace's job
+    that needs more GPUs than the world has, a model the run's profile does not know) says,
+    when the other graph's own cluster or profiles differ from the run's, that those are not
+    used."""
+    try:
+        yield
+    except RoundhouseError as err:
+        unused = _unused_settings(run, other, world)
+        if not unused:
+            raise
+        raise UsageError(
+            f"{err}\n  hint: {Path(other.path).name} goes on from the {whose}'s world ({world.cluster.describe()}, with the "
+            f"{whose}'s profiles): its own {', '.join(unused)} {'is' if len(unused) == 1 else 'are'} not used (docs/whatif.md)"
+        ) from None
+
+
+def _unused_settings(run: CompiledGraph, other: CompiledGraph, world: World) -> list[str]:
+    """The other graph's own cluster (when it is not the world's: the run's may have been given
+    apart from its graph) and profiles (when not the run's), as `name value` texts."""
+    from roundhouse.runtime.simulate import load_cluster
+
+    unused = []
+    spec = other.settings.cluster
+    if spec is not None:
+        try:
+            theirs = load_cluster(other, None, world.profile).describe()
+        except (RoundhouseError, OSError, ValueError):  # (a cluster it cannot build: not the world's either)
+            theirs = None
+        if theirs != world.cluster.describe():
+            unused.append(f"cluster {spec}")
+    for name in WORLD_SETTINGS:
+        value = getattr(other.settings, name)
+        if name != "cluster" and value is not None and str(value) != str(getattr(run.settings, name)):
+            unused.append(f"{name} {value}")
+    return unused
+
+
 def whatif_snapshot(
     path: str | Path, other: CompiledGraph | None, horizon_s: float = 30 * 86400.0
 ) -> tuple[dict[str, Any], list[Projection]]:
@@ -520,7 +662,10 @@ def whatif_snapshot(
         traces = [str(el.path) for el in sim.graph.elements.values() if el.category == "source" and hasattr(el, "path")]
         name = f"the snapshot {path}" + (f" (its jobs from {', '.join(traces)})" if traces else "")
         seen = point["now_s"] - float(sim.graph.settings.round)  # (its last round ran one round before the clock)
-        ahead = simulate_ahead(world, other, point["now_s"], horizon_s, seen_s=seen, world_name=name)
+        with _hint_at_the_worlds_settings(sim.graph, other, world, "snapshot"):
+            ahead = simulate_ahead(
+                world, other, point["now_s"], horizon_s, seen_s=seen, world_name=name, _run_coming=_coming(sim.graph, seen)
+            )
     out = [project(engine, Path(sim.graph.path).name, horizon_s, world)]
     return point, out + ([ahead] if ahead is not None else [])
 
@@ -565,6 +710,7 @@ def whatif(
     ahead = None
     if other is not None:
         # (The replayed world is as of the last journaled round's clock, `now`.)
-        ahead = _simulate_ahead(world, other, now, horizon_s, now, f"the journal {journal_path}")
+        with _hint_at_the_worlds_settings(graph, other, world, "run"):
+            ahead = _simulate_ahead(world, other, now, horizon_s, now, f"the journal {journal_path}")
     out = [project(take_over(engine), Path(meta["graph"]).name, horizon_s, start=now)]
     return point, out + ([ahead] if ahead is not None else [])

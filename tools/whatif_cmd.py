@@ -17,7 +17,7 @@ from roundhouse.errors import RoundhouseError, TraceError, UsageError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from roundhouse.runtime.simulation import own_elements
-from roundhouse.runtime.whatif import METRICS, check_journal_file, is_snapshot, whatif, whatif_snapshot
+from roundhouse.runtime.whatif import METRICS, WORLD_SETTINGS, check_journal_file, is_snapshot, whatif, whatif_snapshot
 from roundhouse.runtime.world import World
 from roundhouse.tools.common import add_overrides, overrides, seconds
 from roundhouse.tools.results import compile_with_trace, in_units
@@ -47,6 +47,18 @@ def whatif_command(args) -> int:
     if horizon is None or horizon == float("inf"):
         raise UsageError(f"--horizon {args.horizon}: must be a finite duration")
     run_overrides = overrides(args.run_set, "--run-set")
+    # (An empty path is the current folder to pathlib: say what is missing, not "a directory".)
+    if not args.journal.strip():
+        raise UsageError(
+            "JOURNAL_OR_SNAPSHOT: got an empty path; give a live scheduler's journal file or a simulation's snapshot file"
+        )
+    for flag, value, what in (
+        ("--graph", args.graph, "a .sched file"),
+        ("--run-graph", args.run_graph, "the run's .sched file"),
+        ("--run-trace", args.run_trace, "the scheduler's --trace file"),
+    ):
+        if value is not None and not value.strip():
+            raise UsageError(f"{flag}: got an empty path; give {what}")
     if Path(args.journal).is_dir():
         raise UsageError(f"{args.journal}: is a folder; give a live scheduler's journal file or a simulation's snapshot file")
     if not Path(args.journal).exists():
@@ -170,7 +182,7 @@ def _not_finite(value, where: str = "") -> tuple[str, str] | None:
 
 # Settings the run's world was built with (a snapshot's, or a journal's run's), which the
 # other graph's side keeps.
-_WORLD_SETTINGS = ("cluster", "profile", "pair_profile", "elastic_profile", "reference_gpu")
+_WORLD_SETTINGS = WORLD_SETTINGS
 
 
 _RUN_TRACE_HINT = "if the scheduler was given --trace, give the same with --run-trace"
