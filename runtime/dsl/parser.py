@@ -521,11 +521,18 @@ def _unquoted_value(text: str, pos: int) -> tuple[int, str] | None:
 def _quoting_hint(written: str) -> str | None:
     """The hint for a value written without quotes; None for one that starts as a number: that
     is a number written wrong (`5.`, `1_000`, `0x10`), unless it holds what only a cluster spec
-    does (`32x4:V100`, `4x8@dgx`), or starts as a path does (`../traces/x.csv`)."""
-    path = written.startswith(("./", "../", "/"))
-    if written[0] in "0123456789+-." and ":" not in written and "@" not in written and not path:
+    does (`32x4:V100`, `4x8@dgx`), or reads as a path does (`../traces/x.csv`, `1data/f.csv`:
+    a '/' that is no rate's)."""
+    if written[0] in "0123456789+-." and ":" not in written and "@" not in written and not _reads_as_path(written):
         return None
     return f'text such as a cluster spec or a file path is written in quotes: "{written}"'
+
+
+def _reads_as_path(written: str) -> bool:
+    """Whether text written without quotes reads as a file path: it starts as one does, or holds
+    a '/' that is no rate's (`1data/f.csv`, not `8/h`)."""
+    written = written.strip()
+    return written.startswith(("./", "../", "/")) or ("/" in written and re.fullmatch(_NUMBER, written) is None)
 
 
 def _end_before(err: lark.exceptions.UnexpectedToken, text: str) -> tuple[int, bool]:
@@ -574,7 +581,9 @@ def parse_value(text: str, where: str = "<command line>") -> ast.Value:
         numeric = re.fullmatch(rf"\s*(?:{_NUMBER}|{_RANGE})\s*", text) is not None
         # (a number written wrong, `5 min`, `5.`, `8 / h`: quotes would make it text, which no
         # number is; a cluster spec such as 32x4:V100 is text)
-        number_like = re.match(r"\s*[+-]?\.?[0-9]", text) is not None and not any(c in text for c in ":@")
+        number_like = (
+            re.match(r"\s*[+-]?\.?[0-9]", text) is not None and not any(c in text for c in ":@") and not _reads_as_path(text)
+        )
         foreign_digits = any(unicodedata.category(ch) == "Nd" and not ch.isascii() for ch in text)
         parameter = err.message.startswith(f"setting '{_VALUE_NAME}' ")
         own = err.hint is not None and not err.hint.startswith("text such as")  # (a unit apart, a typographic quote)
