@@ -20,7 +20,7 @@ from roundhouse.runtime.element import Element, In, element, element_family, job
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Events
 from roundhouse.runtime.values import IdRange, non_empty, number
-from roundhouse.traces.jobs import FINISHED
+from roundhouse.traces.jobs import FINISHED, LIVE_COLUMNS, SPEC_COLUMNS
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -123,6 +123,17 @@ def _grown(a: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros((n,) + a.shape[1:], dtype=a.dtype)
     out[: len(a)] = a
     return out
+
+
+def known_at_arrival(instance, attribute, value) -> None:
+    """A job column to group by: one known when the job arrives (its trace's), not one the
+    runtime writes as the job runs (`finish_s`, `status`, ...), nor `loss`, which changes with
+    its progress: read each round, such a value would move a job from group to group."""
+    if value in LIVE_COLUMNS or value == "loss":
+        raise ValueError(
+            f"names {value!r}, a column that changes as the job runs; give one known at a job's arrival: "
+            f"{', '.join(SPEC_COLUMNS)}, or another column of its trace (such as entity)"
+        )
 
 
 def _tracked(ctx: RoundContext, track: IdRange | None) -> np.ndarray:
@@ -480,7 +491,7 @@ class EffectiveThroughput(_RoundWatcher):
     whose column is named `BY=VALUE` (`user=total`) so that it does not take the place of those.
 
     Arguments:
-        by: a job-table column to break the series down by (e.g. "user").
+        by: a job column known at the job's arrival, from its trace, to break the series down by (e.g. "user").
     Counters:
         none
     Cost: O(r) over running jobs r.
@@ -490,7 +501,7 @@ class EffectiveThroughput(_RoundWatcher):
 
     state = ("_done", "_partner", "_rows", "_series", "_service", "_type")
 
-    by: str | None = attrs.field(default=None, validator=non_empty)
+    by: str | None = attrs.field(default=None, validator=[non_empty, known_at_arrival])
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)

@@ -78,6 +78,16 @@ class _Replay(Element):
         return True  # (ticked in a round carried out in passing, as in any other)
 
 
+def _only_with_rate(instance, attribute, value) -> None:
+    """TraceSource's seed draws the arrivals that `rate` redraws: without a rate the trace's
+    own arrival times are kept and a seed would change nothing."""
+    if value is not None and instance.rate is None:
+        raise ValueError(
+            "needs `rate`: it seeds the arrivals redrawn at that rate; without one the trace's own arrival times are kept "
+            "and a seed would change nothing (give rate=..., or leave seed out)"
+        )
+
+
 @element
 class TraceSource(_Replay):
     """Replay a job trace: each job arrives at its `arrival_s`.
@@ -94,7 +104,7 @@ class TraceSource(_Replay):
         path: the trace file (relative to the `.sched` file).
         rate: if given, redraw arrivals as a Poisson process at this rate.
         jobs: if given, use only the first this many jobs (in arrival order).
-        seed: seed for the redrawn arrivals (default: derived from the graph's seed).
+        seed: seed for the arrivals redrawn at `rate` (only with rate; default: derived from the graph's seed).
         format: the trace format: auto, canonical, gavel, tiresias, philly, helios, pai, pollux or ones.
         timing: profile (jobs whose model the profile knows run at its throughputs) or duration
           (every job runs for its duration_s wherever it is placed, as in Tiresias' simulator).
@@ -109,7 +119,7 @@ class TraceSource(_Replay):
     path: FilePath = attrs.field(validator=existing_file)
     rate: Rate | None = attrs.field(default=None, validator=[positive, at_most(MAX_RATE)])
     jobs: int | None = attrs.field(default=None, validator=[positive, at_most(MAX_JOBS)])
-    seed: int | None = attrs.field(default=None, validator=non_negative)
+    seed: int | None = attrs.field(default=None, validator=[non_negative, _only_with_rate])
     format: str = attrs.field(
         default="auto", validator=one_of("auto", "canonical", "gavel", "tiresias", "philly", "helios", "pai", "pollux", "ones")
     )

@@ -526,7 +526,11 @@ class Cluster:
     def describe(self) -> str:
         """The cluster in one line; with network tiers, also its racks and each tier's links."""
         parts = [f"{g.nodes}x{g.gpus_per_node}:{g.gpu_type}" + (f"@{g.topology}" if g.topology else "") for g in self.spec.groups]
-        text = f"{self.n_gpus} GPUs on {self.n_nodes} nodes ({', '.join(parts)})"
+        gpus, nodes = (
+            f"{self.n_gpus} GPU" + ("s" if self.n_gpus != 1 else ""),
+            f"{self.n_nodes} node" + ("s" if self.n_nodes != 1 else ""),
+        )
+        text = f"{gpus} on {nodes} ({', '.join(parts)})"
         if self.tiers is None:
             return text
         from roundhouse.traces.communication import TIER_NAMES

@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from roundhouse.errors import QUOTED_WIDTH, Location, SchedError, SchedErrors, did_you_mean, source_line
+from roundhouse.errors import QUOTED_WIDTH, Location, SchedError, SchedErrors, UsageError, did_you_mean, source_line
 from roundhouse.runtime import registry
 from roundhouse.runtime.arguments import NeedsInstance, as_built, convert, raised, validate
 from roundhouse.runtime.cluster import spec_file
@@ -127,8 +127,17 @@ def compile_file(
 ) -> CompiledGraph:
     """The graph of a `.sched` file (or of `text`, as if at `path`); the resolved paths of the
     Python files it requires are added to `required`, if given (runtime/dsl/loader.py `load`)."""
+    if text is None:
+        refuse_empty_graph_path(path)
     flat = load(path, text, required)
     return compile_graph(flat, [o if isinstance(o, Override) else Override(o) for o in overrides])
+
+
+def refuse_empty_graph_path(path: str | Path) -> None:
+    """An empty graph path (often an unset shell variable) is said to be empty: to pathlib it
+    is the current folder, which the loader would call a directory it cannot read."""
+    if isinstance(path, str) and not path.strip():
+        raise UsageError("the graph path is empty: give a .sched file")
 
 
 def compile_graph(flat: FlatGraph, overrides: Sequence[Override] = ()) -> CompiledGraph:

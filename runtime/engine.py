@@ -447,6 +447,7 @@ class Engine:
         """Finish every element (their reports) after the last round."""
         ctx = self._ctx
         assert ctx is not None  # begun
+        observe_completions(self, ctx)
         reports = {}
         for el in self._order:
             ctx.element = el
@@ -589,6 +590,28 @@ def pass_quiet(engine: Engine, round_s: float) -> Events:
             folded = engine._fold(events)
             return Events.merge([*waited, folded]) if waited else folded
         events = engine._poll()
+
+
+def observe_completions(engine: Engine, ctx: Round) -> None:
+    """After the last round (`ctx`), before `finish`: the jobs its plan completed, which the next
+    round's events would have carried (`Engine._fold`), are delivered as the events of an
+    observation step, at that round's time, to the elements that count events: the pools and
+    sinks that say `completions_wait` (a completion may reach them at a later tick, in its
+    events, with the same results and counters). It is no round: no other element ticks, the
+    clock and the count of rounds stay, and the completions are delivered once."""
+    if not engine._completed:
+        return
+    events = Events.merge(engine._completed)
+    engine._completed = []
+    step = engine._context(events, ctx.round_index, ctx.now)
+    given = {Events: events, Jobs: engine._no_arrivals}
+    for el, inputs, _, _ in engine._wiring:
+        if el.category not in ("pool", "sink") or any(p[2] not in given for p in inputs):
+            continue
+        step.element = el
+        if call_element(el, "completions_wait", step, el.completions_wait, step):
+            call_element(el, "tick", step, el.tick, step, **{p[0]: given[p[2]] if p[3] else None for p in inputs})
+    step.element = None
 
 
 def last_round_start(engine: Engine) -> float:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -235,6 +236,12 @@ def open_journal(path: str | Path) -> tuple[Journal, dict[str, Any]]:
     return journal, meta
 
 
+def _singular(described: str) -> str:
+    """A cluster as `Cluster.describe` says it now, from a journal that may say "1 nodes" or
+    "1 GPUs" (as it did before the singular was right)."""
+    return re.sub(r"\b1 (node|GPU)s\b", r"1 \1", described)
+
+
 def replay(journal: Journal, meta: dict[str, Any], graph: CompiledGraph, world: World) -> Engine:
     """An engine on `world` with the run's graph, its journaled rounds replayed: the live
     scheduler's state as of its last journaled round."""
@@ -244,7 +251,7 @@ def replay(journal: Journal, meta: dict[str, Any], graph: CompiledGraph, world: 
             "those the journal recorded); give the run's graph as it was with --run-graph, its --set with --run-set, and its "
             "--trace with --run-trace"
         )
-    if world.cluster.describe() != meta.get("cluster"):
+    if world.cluster.describe() != _singular(str(meta.get("cluster"))):
         raise UsageError(
             f"{journal.path}: the cluster {world.cluster.describe()} is not the run's, which was {meta.get('cluster')}; "
             "give --cluster the cluster the scheduler ran on (or leave it out if the scheduler took the graph's own)"

@@ -105,7 +105,7 @@ def test_whatif_with_another_cluster_says_it_is_not_the_runs(capsys, tmp_path):
 
     journal = make_journal(tmp_path, jobs=2, cluster="1x2:V100")
     err = fails(capsys, "whatif", journal, "--cluster", "8x4:V100")
-    assert "the cluster 32 GPUs on 8 nodes (8x4:V100) is not the run's, which was 2 GPUs on 1 nodes (1x2:V100)" in err
+    assert "the cluster 32 GPUs on 8 nodes (8x4:V100) is not the run's, which was 2 GPUs on 1 node (1x2:V100)" in err
     assert "give it with --cluster" not in err
 
 

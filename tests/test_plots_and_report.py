@@ -391,7 +391,7 @@ def test_report_of_a_run_embeds_everything(real_run, tmp_path):
     page = out.read_text()
     assert page.count('<figure class="plot"><img') == 3
     assert page.count('src="data:image/png;base64,') == 3 and page.count('src="data:image/svg+xml;base64,') == 1
-    assert "average JCT" in page and "2 GPUs on 1 nodes" in page
+    assert "average JCT" in page and "2 GPUs on 1 node" in page
     for attribute in ("src=", "href="):  # nothing but data URIs to load
         assert all(part.startswith('"data:') for part in page.split(attribute)[1:])
     assert 'class="note"' not in page

@@ -102,7 +102,7 @@ def test_the_other_graph_failing_on_the_run_s_world_names_its_settings_not_used(
     snap = Simulation(folder / "fifo.sched").run_until(300).save(folder / "f.snap")
     err = fails(capsys, "whatif", snap, "--graph", big)
     assert "job 3 asks for 4 GPUs but the cluster has 2" in err, err
-    assert "hint: big.sched goes on from the snapshot's world (2 GPUs on 1 nodes (1x2:V100)" in err, err
+    assert "hint: big.sched goes on from the snapshot's world (2 GPUs on 1 node (1x2:V100)" in err, err
     assert "its own cluster 1x8:V100 is not used" in err, err
     # The run's cluster given apart from its graph, whose own is the other graph's: still not used.
     (folder / "fifo8.sched").write_text(GRAPH.format(trace="t.csv", policy="Fifo").replace("1x2:V100", "1x8:V100"))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roundhouse.errors import UsageError
+from roundhouse.runtime.compiler import refuse_empty_graph_path
 from roundhouse.runtime.explain import FILE_NAME
 from roundhouse.runtime.files import results_folder, writing
 from roundhouse.runtime.simulate import load_cluster, simulate
@@ -49,6 +50,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    refuse_empty_graph_path(args.graph)
     # (options that a run would ignore are refused, so that a value given is a value used)
     if not args.explain and args.out is None:
         raise UsageError("--no-explain needs --out: without it nothing is written, explain.parquet included")

@@ -77,6 +77,8 @@ def load(path: str | Path, text: str | None = None, required: list[str] | None =
     """Read a `.sched` file and everything it imports into a flat graph; the resolved paths of
     the Python files it requires are added to `required`, if given, in load order.
     Raises SchedError / SchedErrors naming every problem found."""
+    if text is None and not str(path).strip():  # (an unset shell variable: to pathlib, this folder)
+        raise SchedError("the graph path is empty: give a .sched file")
     loader = _Loader()
     graph = loader.load(str(path), text)
     if required is not None:

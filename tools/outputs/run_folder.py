@@ -68,7 +68,7 @@ class RunFolder:
     @property
     def cluster_gpus(self) -> int | None:
         """The cluster's GPU count, from how run.json describes it ("128 GPUs on 32 nodes ...")."""
-        m = re.match(r"\s*(\d+) GPUs", str(self.info.get("cluster", "")))
+        m = re.match(r"\s*(\d+) GPUs?\b", str(self.info.get("cluster", "")))
         return int(m.group(1)) if m else None
 
 
