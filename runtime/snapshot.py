@@ -21,21 +21,28 @@ shared referred to (each process holds it once). A copy only to read the world f
 so they need not be forkable.
 
 A snapshot file is one JSON header line, then the state as two pickles (see `save` for the
-fields and `FORMAT_VERSION` for when it changes). Only open snapshots you made: unpickling runs
-whatever the file asks for, as with any pickle.
+fields and `FORMAT_VERSION` for when it changes). Two snapshots of one state are the same bytes,
+whether the state is a run's, a fork's of it or one loaded from its snapshot (`_Pickler`): a
+fork keeps what the original shares (the simulator's running set is its world's) and what it
+keeps read-only, and what is no part of the state (the time a solver took) is not saved. Only
+open snapshots you made: unpickling runs whatever the file asks for, as with any pickle.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import hashlib
 import inspect
 import io
+import itertools
 import json
 import math
 import os
 import pickle
+import struct
+import sys
 import textwrap
 import time
 import weakref
@@ -44,9 +51,11 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import numpy as np
 
 from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.element import Element
+from roundhouse.traces.jobs import JobReader
 
 if TYPE_CHECKING:
     from roundhouse.runtime.compiler import CompiledGraph
@@ -311,10 +320,23 @@ def fork_engine(engine: Engine, now: float | None = None) -> Engine:
                 elements[name].__dict__[attr] = _copy_state(name, cls, attr, value, memo)
     memo[id(engine.graph)] = attrs.evolve(engine.graph, elements=elements)
     fork = copy.deepcopy(engine, memo)
+    _keep_read_only(memo)
     if not simulated:
         fork.backend = Simulator.for_graph(fork.world, fork.graph.settings)
         fork.backend.jump_to(engine.backend.now if now is None else now)
     return fork
+
+
+def _keep_read_only(memo: dict[int, Any]) -> None:
+    """Arrays read-only in the original are read-only in the copy too (`copy.deepcopy` makes
+    every array it copies writeable): the copy is the same state, down to what may be written,
+    and saves to the same bytes (pickle writes a read-only array's data as bytes, a writeable
+    one's as a bytearray). The memo keeps every original it copied (under its own id)."""
+    for original in memo.get(id(memo), ()):
+        if type(original) is np.ndarray and not original.flags.writeable:
+            got = memo.get(id(original))
+            if type(got) is np.ndarray and got is not original:
+                got.setflags(write=False)
 
 
 def _copy_state(name: str, cls: type[Element], attr: str, value: object, memo: dict[int, Any]) -> object:
@@ -346,13 +368,102 @@ def _mapping_proxy(items: dict) -> MappingProxyType:
 
 
 # --- snapshots on disk -------------------------------------------------------------------------
-class _Pickler(pickle.Pickler):
-    def __init__(self, file, refs: dict[int, str]):
+_PythonPickler: Any = pickle._Pickler
+
+
+class _Pickler(_PythonPickler):
+    """Writes a snapshot's pickles so that two snapshots of one state are the same bytes, whether
+    the state is the run's own, a fork's or a loaded one's: `refs` (objects rebuilt from the
+    header, by id, and the name each is referred to by) as references, strings and bytes by
+    value, arrays as `_canonical_array` says, a job table's reader and torch's tensors' data as
+    what they are rather than where they are. (Pickle writes an object met again as a reference
+    to the first, by identity: which equal strings are one object is no part of the state, and
+    differs between a run and a loaded one, whose names are interned or not as loading made
+    them. So each value is written once, and every equal string refers to it: Python's own
+    pickler, whose `save` can be handed the first of equal strings.)"""
+
+    def __init__(self, file, refs: dict[int, str] | None = None):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self._refs = refs
+        self._values: dict[object, Any] = {}
+        self._refs = refs or {}
 
     def persistent_id(self, obj: object) -> str | None:
         return self._refs.get(id(obj))
+
+    def save(self, obj: object, save_persistent_id: bool = True) -> None:
+        kind = type(obj)
+        if kind is str or kind is bytes:
+            obj = self._values.setdefault(obj, obj)
+        elif isinstance(obj, np.dtype) and obj.fields is None and obj.subdtype is None and obj.metadata is None:
+            # (Likewise a plain dtype: loading makes each one an object of its own.)
+            obj = self._values.setdefault((kind, obj.str), obj)
+        super().save(obj, save_persistent_id)
+
+    def reducer_override(self, obj: object) -> Any:
+        if type(obj) is np.ndarray:
+            return _canonical_array(obj)
+        if type(obj) is JobReader:
+            # (A job table's reader is made afresh with the table, not saved with it: what else
+            # holds it, such as the engine's empty arrivals, holds the loaded table's, as before.)
+            return getattr, (obj._table, "reader")
+        storage = sys.modules.get("torch.storage")
+        if storage is not None and type(obj) is storage.TypedStorage:
+            return _torch_storage_reduce(obj)
+        return NotImplemented
+
+    def save_picklebuffer(self, obj: pickle.PickleBuffer) -> None:
+        # An array's data, as the C pickler writes it: from the buffer, the buffer remembered.
+        # (Python's copies it, and remembers the copy, which may be the one empty bytes object.)
+        with obj.raw() as data:
+            n = data.nbytes
+            if not data.readonly:
+                head = pickle.BYTEARRAY8 + struct.pack("<Q", n)
+            elif n <= 0xFF:
+                head = pickle.SHORT_BINBYTES + struct.pack("<B", n)
+            elif n <= 0xFFFFFFFF:
+                head = pickle.BINBYTES + struct.pack("<I", n)
+            else:
+                head = pickle.BINBYTES8 + struct.pack("<Q", n)
+            if n >= self.framer._FRAME_SIZE_TARGET:
+                self._write_large_bytes(head, data)
+            else:
+                self.write(head + data)
+        self.memoize(obj)
+
+    dispatch = {**_PythonPickler.dispatch, pickle.PickleBuffer: save_picklebuffer}
+
+
+def _torch_storage_reduce(storage: Any) -> Any:
+    """A torch tensor's data (an element's network: the ONES predictor's) by its bytes. (Torch
+    pickles it as a file of its own that names it by its address in memory, which differs from
+    process to process.) Other devices' data: as torch pickles it."""
+    import torch
+
+    data = storage._untyped_storage
+    if data.device.type != "cpu":
+        return NotImplemented
+    return _torch_storage, (torch.empty(0, dtype=torch.uint8).set_(data).numpy().tobytes(), storage.dtype)
+
+
+def _torch_storage(data: bytes, dtype: Any) -> Any:
+    """A torch tensor's data, from `_torch_storage_reduce`."""
+    import torch
+
+    flat = torch.empty(len(data), dtype=torch.uint8)
+    flat.numpy()[:] = np.frombuffer(data, dtype=np.uint8)
+    return torch.storage.TypedStorage(wrap_storage=flat.untyped_storage(), dtype=dtype, _internal=True)
+
+
+def _canonical_array(arr: np.ndarray) -> Any:
+    """An array that numpy would pickle by its items (not contiguous in memory: a broadcast, a
+    strided view), pickled as a contiguous copy, as loading gives it back: with its data as one
+    block, and read-only if it is (pickle writes a read-only array's data as bytes, a writeable
+    one's as a bytearray, and loads it so). Other arrays: as numpy pickles them."""
+    if arr.flags.c_contiguous or arr.flags.f_contiguous or arr.dtype.hasobject or arr.dtype.itemsize == 0:
+        return NotImplemented
+    flat = np.array(arr, order="C")  # (a copy of its own, whose flags can be set)
+    flat.setflags(write=arr.flags.writeable)
+    return flat.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
 
 
 class _Unpickler(pickle.Unpickler):
@@ -380,6 +491,9 @@ def _references(engine: Engine) -> dict[str, object]:
     return refs
 
 
+_SAVES = itertools.count()  # (this process's saves, for their partial files' names)
+
+
 def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
     """Write the engine's whole state to `path`. `header` says how to rebuild what is shared
     (the graph's text and path, `--set` overrides); the file's first line is a JSON object with
@@ -388,7 +502,7 @@ def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
     refs = {id(obj): key for key, obj in _references(engine).items() if obj is not None}
     buf = io.BytesIO()
     try:
-        pickle.dump(engine.world.cluster, buf, protocol=pickle.HIGHEST_PROTOCOL)
+        _Pickler(buf).dump(engine.world.cluster)
         _Pickler(buf, refs).dump({"engine": engine, "elements": states})
     except Exception as err:  # (an element's state holds what pickle cannot write)
         raise SnapshotError(_unpicklable(path, states, refs, err)) from None
@@ -412,14 +526,17 @@ def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
         raise SnapshotError(f"snapshot {path}: is a directory; give the file to write, such as {target / 'run.snap'}")
     if not target.parent.is_dir():
         raise SnapshotError(f"snapshot {path}: cannot write it: no directory {target.parent}")
-    part = target.with_name(target.name + ".partial")
+    # (Named for this process and this save: two processes, or threads, saving to one path each
+    # write their own, and the last to finish is the file.)
+    part = target.with_name(f"{target.name}.{os.getpid()}-{next(_SAVES)}.partial")
     try:
         part.write_bytes(json.dumps(head).encode() + b"\n" + payload)
         os.replace(part, target)
     except OSError as err:
         raise SnapshotError(f"snapshot {path}: cannot write it ({err.strerror or err})") from None
-    finally:
-        part.unlink(missing_ok=True)
+    finally:  # (after a failure, or anything else that stops the save: never left behind)
+        with contextlib.suppress(OSError):
+            part.unlink(missing_ok=True)
 
 
 def _unpicklable(path: str | Path, states: dict[str, dict[str, Any]], refs: dict[int, str], err: Exception) -> str:
@@ -465,8 +582,12 @@ def read_header(path: str | Path) -> tuple[dict[str, Any], bytes]:
     if version < 1:
         raise SnapshotError(f"{where}: line 1: unknown format version {version}")
     size, digest = header.get("payload_bytes"), header.get("payload_sha256")
-    if not isinstance(size, int) or not isinstance(digest, str):
+    if size is None or digest is None:
         raise SnapshotError(f"{where}: line 1: the header lacks 'payload_bytes' and 'payload_sha256'")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:  # (true and false are ints to Python)
+        raise SnapshotError(f"{where}: line 1: 'payload_bytes' must be a number of bytes (0 or more), got {size!r}")
+    if not isinstance(digest, str):
+        raise SnapshotError(f"{where}: line 1: 'payload_sha256' must be a SHA-256 in hex, got {digest!r}")
     if len(payload) != size:
         raise SnapshotError(f"{where}: corrupt: the state after line 1 is {len(payload)} bytes, the header says {size}")
     if hashlib.sha256(payload).hexdigest() != digest:

@@ -88,8 +88,8 @@ class World:
     def __deepcopy__(self, memo: dict) -> World:
         new = memo[id(self)] = object.__new__(World)
         state = self.__getstate__()
-        for name in ("holder", "co_holder", "online", "running_rows"):
-            state[name] = memo[id(state[name])] = None if state[name] is None else state[name].copy()
+        for name in ("holder", "co_holder", "online", "running_rows"):  # (memo keyed by the original: shared)
+            state[name] = memo[id(self.__dict__[name])] = None if state[name] is None else state[name].copy()
         if self.explain is not None:  # (the fork's record goes on on its own; the engine's is the same)
             state["explain"] = memo[id(self.explain)] = self.explain.copy()
         state["progress_log"] = copy.deepcopy(self.progress_log, memo)  # (with its readers, which the elements' state names)

@@ -65,6 +65,24 @@ class Problem:
         return len(self.rows)
 
 
+class SolveTime:
+    """Wall time a solver spent solving, in milliseconds: a measurement of this machine, no part
+    of the run's state. A fork in memory goes on from the original's (a result before the end
+    reports the run's time so far); a snapshot keeps none (pickled as a fresh count, as the
+    engine's WallClock is), so that two snapshots of one state are the same bytes."""
+
+    __slots__ = ("ms",)
+
+    def __init__(self, ms: float = 0.0) -> None:
+        self.ms = ms
+
+    def __reduce__(self):
+        return SolveTime, ()
+
+    def __deepcopy__(self, memo: dict) -> SolveTime:
+        return SolveTime(self.ms)
+
+
 @element_family
 class GavelSolver(Element):
     """Shared machinery: when to re-solve, the throughput matrix, classes, space-sharing pairs.
@@ -81,7 +99,7 @@ class GavelSolver(Element):
         lp: the LP solver: GLOP (simplex) or PDLP (first-order; a program whose numbers PDLP would warn about, such as coefficients more than 1e20 apart, is solved by GLOP).
     Counters:
         solves: allocations computed.
-        solve_ms: total time spent computing them, in milliseconds.
+        solve_ms: wall time spent computing them, in milliseconds, at the run's end (a measurement of this machine, not kept in snapshots: a run loaded from one counts from its load).
         classes: rows of the last program (jobs that no policy could tell apart share one).
     """
 
@@ -110,7 +128,8 @@ class GavelSolver(Element):
         self._last_solve = -math.inf
         self._estimates: PairEstimates | None = None
         self._pending = False  # the job set changed since the last solve (the interval holds it back)
-        self.counters.update(solves=0, solve_ms=0.0, classes=0)
+        self._solve_time = SolveTime()
+        self.counters.update(solves=0, classes=0)
 
     def tick(self, ctx: RoundContext, active: Active, pairs: PairEstimates | None = None) -> Shares:
         self._estimates = pairs
@@ -139,8 +158,21 @@ class GavelSolver(Element):
         # time zero does not start the interval: the next change is solved at the next round.
         self._last_solve = ctx.now if ctx.now > 0 else -math.inf
         self.counters["solves"] += 1
-        self.counters["solve_ms"] += (time.perf_counter() - started) * 1e3
+        self._solving_took((time.perf_counter() - started) * 1e3)
         return self._shares
+
+    def finish(self, ctx: RoundContext) -> dict:
+        # (Wall time is no part of the run's state: counted beside it, reported at the end.)
+        self.counters["solve_ms"] = self._solving_took(0.0)
+        return super().finish(ctx)
+
+    def _solving_took(self, ms: float) -> float:
+        """Add to the solve time; its total."""
+        if "_solve_time" not in self.__dict__:  # (a snapshot saved when it was a counter: count from the load)
+            self.counters.pop("solve_ms", None)
+            self._solve_time = SolveTime()
+        self._solve_time.ms += ms
+        return self._solve_time.ms
 
     # Event skipping: the same Shares until the job set changes (an arrival or completion), or,
     # when it changed within the interval, until the interval ends.
@@ -275,7 +307,7 @@ class MaxMinFairness(GavelSolver):
     Paper: Gavel (OSDI'20) §4.1 (heterogeneity-aware LAS), §4.3 (water filling).
     """
 
-    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time")
     fixed = ("_columns",)
 
     water_filling: bool = False
@@ -344,7 +376,17 @@ class MinMaxRho(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimize Finish-Time Fairness); Themis (NSDI'20).
     """
 
-    state = ("_estimates", "_last_done", "_last_iso", "_last_solve", "_pending", "_shares", "_solved_rows", "_t_iso")
+    state = (
+        "_estimates",
+        "_last_done",
+        "_last_iso",
+        "_last_solve",
+        "_pending",
+        "_shares",
+        "_solved_rows",
+        "_t_iso",
+        "_solve_time",
+    )
     fixed = ("_columns",)
 
     # Below about 1e-9 the bracket [low, high] cannot narrow further in floating point (the
@@ -453,7 +495,7 @@ class MinMakespan(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimize Makespan) and Appendix A.1.
     """
 
-    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time")
     fixed = ("_columns",)
 
     def start(self, ctx: RoundContext) -> None:
@@ -500,7 +542,7 @@ class MaxThroughput(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (maximize total throughput).
     """
 
-    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time")
     fixed = ("_columns",)
 
     def allocate(self, ctx: RoundContext, problem: Problem):
@@ -702,7 +744,7 @@ class MinCost(_CostSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimizing Total Cost); Charnes and Cooper (1962).
     """
 
-    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time")
     fixed = ("_columns", "_price")
 
     def allocate(self, ctx: RoundContext, problem: Problem):
@@ -733,7 +775,7 @@ class MinCostSLO(_CostSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimize cost subject to SLOs) and §7.3 (cost experiment).
     """
 
-    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time")
     fixed = ("_columns", "_price")
 
     def start(self, ctx: RoundContext) -> None:
@@ -783,7 +825,7 @@ class FifoHet(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (FIFO) and its policies/fifo.py.
     """
 
-    state = ("_estimates", "_held", "_last_solve", "_pending", "_rng", "_shares", "_solved_rows")
+    state = ("_estimates", "_held", "_last_solve", "_pending", "_rng", "_shares", "_solved_rows", "_solve_time")
     fixed = ("_columns",)
 
     method: str = attrs.field(default="greedy", validator=one_of("greedy", "lp"))
@@ -882,7 +924,7 @@ class Hierarchical(GavelSolver):
     Paper: Gavel (OSDI'20) §4.3 and Appendix A.1 (water filling, bottleneck MILP).
     """
 
-    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time")
     fixed = ("_columns",)
 
     entities: list[IdRange | str] = attrs.field(factory=list)
