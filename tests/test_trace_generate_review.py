@@ -35,7 +35,7 @@ def _never(*args, **kwargs):
 def test_an_output_in_a_missing_folder_is_refused_before_drawing(tmp_path, capsys, monkeypatch, workload):
     from roundhouse.traces import ones
 
-    monkeypatch.setattr(philly, "synthetic_cluster_job_log", _never)
+    monkeypatch.setattr(philly, "SyntheticLog", _never)
     monkeypatch.setattr(ones, "generate", _never)
     out = tmp_path / "missing" / ("x.json" if workload == "philly" else "x.csv")
     err = fails(capsys, *_generate(out, "--jobs", "10", "--rate", "8/h", "--seed", "0", "--workload", workload))

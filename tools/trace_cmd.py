@@ -7,7 +7,10 @@
                               [--workload philly|tiresias|dally-batch|dally-poisson|synergy|ones|pollux]
                               [--loss none|blox]
 
-`--workload dally-batch` puts every job at time 0 and takes no --rate.
+`--workload dally-batch` puts every job at time 0 and takes no --rate. Each workload is written
+only in the formats that can hold its jobs (WORKLOAD_FORMATS), and an output's extension must not
+name another format than the one written (FORMAT_EXTENSIONS): both are checked before anything
+is drawn.
 
 Formats only read (Philly, Helios, PAI, Pollux, ONES) are not written: `convert --to` one of
 them says so (`generate --format philly` writes a synthetic Philly log). Where a trace gives
@@ -21,7 +24,6 @@ argparse's usage dumps, so that every mistake reads the same way.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import math
 import sys
 from pathlib import Path
@@ -38,6 +40,43 @@ GPU_CHOICES = ("philly", "single")
 MODEL_CHOICES = ("none", "blox")
 WORKLOAD_CHOICES = ("philly", "tiresias", "dally-batch", "dally-poisson", "synergy", "ones", "pollux")
 LOSS_CHOICES = ("none", "blox")
+# The formats each workload's jobs can be written in. Gavel's keeps a job's work as steps at its
+# model's V100 throughput, and Tiresias' needs a duration (or a throughput to derive one): the
+# shipped profile (gavel.csv) has throughputs for Blox's models only, so only --workload philly
+# writes Gavel's, and the workloads whose jobs give epochs, not durations, write neither.
+WORKLOAD_FORMATS: dict[str, tuple[str, ...]] = {
+    "philly": ("canonical", "gavel", "tiresias", "philly"),
+    "tiresias": ("canonical", "tiresias"),
+    "dally-batch": ("canonical", "tiresias"),
+    "dally-poisson": ("canonical", "tiresias"),
+    "synergy": ("canonical", "tiresias"),
+    "ones": ("canonical",),
+    "pollux": ("canonical",),
+}
+_CANNOT_WRITE = {
+    "gavel": "a Gavel trace keeps each job's work as steps at its model's V100 throughput, and gavel.csv "
+    "has none for some of this workload's models",
+    "tiresias": "a Tiresias trace needs each job's duration, and these jobs give their work in epochs, "
+    "of models gavel.csv has no throughput for to derive one",
+    "philly": "--format philly writes a synthetic Philly cluster_job_log of its own (Philly submissions, "
+    "durations and GPU counts, no models)",
+}
+# The extensions each written format takes, and what a file with one of them holds when read
+# back with format detection (traces/formats.py); an extension not listed is not checked.
+FORMAT_EXTENSIONS: dict[str, tuple[str, ...]] = {
+    "canonical": (".csv", ".parquet", ".pq"),
+    "gavel": (".trace",),
+    "tiresias": (".csv",),
+    "philly": (".json",),
+}
+_EXTENSION_HOLDS = {
+    ".csv": "holds comma-separated values (a canonical or Tiresias trace)",
+    ".parquet": "holds a canonical trace",
+    ".pq": "holds a canonical trace",
+    ".trace": "is read as a Gavel trace",
+    ".json": "is read as a Philly cluster_job_log (or a Helios job list)",
+}
+_WRITES = {"canonical": "CSV", "gavel": "a tab-separated Gavel trace", "tiresias": "a Tiresias CSV", "philly": "JSON"}
 
 
 def register(subparsers) -> None:
@@ -92,7 +131,9 @@ def register(subparsers) -> None:
     generate.add_argument(
         "--format",
         default="auto",
-        help="canonical, gavel, tiresias or philly (a synthetic cluster_job_log); default: from the extension",
+        help="canonical (.csv, .parquet), gavel (.trace; --workload philly with --models blox only), tiresias "
+        "(.csv; not --workload ones or pollux) or philly (.json, a synthetic cluster_job_log; --workload philly "
+        "only); default: from the extension",
     )
     generate.set_defaults(handler=generate_command)
 
@@ -183,6 +224,8 @@ def convert_command(args: argparse.Namespace) -> int:
     made = f"trace generate --format {target} writes a synthetic one" if target in GENERATE_FORMATS else ""
     target = check_write_format(target, "convert", made)
     _check_output(args.output, "OUTPUT")
+    if target != "auto":
+        _check_extension(args.output, target, "OUTPUT", "--to")
     loaded = load_trace(args.input, source)
     lost = write_trace(loaded.frame, args.output, target)
     note = f" ({loaded.skipped} records skipped: {loaded.skipped_what})" if loaded.skipped else ""
@@ -236,21 +279,26 @@ def generate_command(args: argparse.Namespace) -> int:
                 "(canonical), .trace (gavel) or .json (philly), or name the format with --format"
             )
     format = _choice(format, "--format", GENERATE_FORMATS)
+    _check_workload_format(workload, format, args.format == "auto", args.output)
 
     loss = _choice(args.loss, "--loss", LOSS_CHOICES)
+    if format == "gavel" and workload == "philly" and models == "none":
+        raise UsageError("--format gavel needs --models blox: every line of a Gavel trace names a model")
     if format == "philly":
-        if gpus != "philly" or models != "none" or start_id != 0 or workload != "philly" or loss != "none":
+        if gpus != "philly" or models != "none" or start_id != 0 or loss != "none":
             raise UsageError(
                 "--format philly writes a synthetic cluster_job_log, which has Philly GPU counts, "
-                "no models, no loss curves and its own job ids: leave out --gpus, --models, --start-id, "
-                "--workload and --loss"
+                "no models, no loss curves and its own job ids: leave out --gpus, --models, --start-id "
+                "and --loss"
             )
+    # (Last of the checks on the arguments: a mistake in the others is the one to name first.)
+    _check_extension(args.output, format, "-o", "--format")
+    if format == "philly":
         assert rate is not None  # (only dally-batch has none)
-        records = philly.synthetic_cluster_job_log(jobs, rate, seed)
-        submitted = [dt.datetime.strptime(records[i]["submitted_time"], philly.TIME_FORMAT) for i in (0, -1)]
-        _check_span((submitted[1] - submitted[0]).total_seconds(), args, jobs)  # (submissions are in time order)
-        philly.write_cluster_job_log(records, args.output)
-        print(f"wrote {len(records)} records to {args.output}")
+        log = philly.SyntheticLog(jobs, rate, seed)  # (draws the submissions only)
+        _check_span(log.span_s, args, jobs)
+        written = log.write(args.output)
+        print(f"wrote {written} records to {args.output}")
         return 0
     try:
         frame = _generated_frame(args, workload, jobs, rate, seed, gpus, models, start_id, loss, format)
@@ -309,8 +357,6 @@ def _generated_frame(args, workload, jobs, rate, seed, gpus, models, start_id, l
             )
         frame = tiresias_testbed(jobs, rate, seed)
     else:
-        if format == "gavel" and models == "none":
-            raise UsageError("--format gavel needs --models blox: every line of a Gavel trace names a model")
         frame = generate(jobs, rate, seed, gpus=gpus, models=models, start_id=start_id, loss=loss)
     return frame
 
@@ -325,6 +371,39 @@ def _check_output(output: str, label: str = "-o") -> None:
     if not folder.is_dir():
         what = "is a file, not a folder" if folder.exists() else "does not exist"
         raise UsageError(f"{label} '{output}': the folder '{folder}' {what}")
+
+
+def _check_workload_format(workload: str, format: str, from_extension: bool, output: str) -> None:
+    """Refuse, before anything is drawn, a format the workload's jobs cannot be written in."""
+    if format in WORKLOAD_FORMATS[workload]:
+        return
+    named = f"{format} (the format of -o '{output}', by its extension)" if from_extension else f"--format {format}"
+    writable = [f"{f} ({_or(FORMAT_EXTENSIONS[f])})" for f in WORKLOAD_FORMATS[workload]]
+    raise UsageError(
+        f"--workload {workload} cannot be written as {named}: {_CANNOT_WRITE[format]}; "
+        f"--workload {workload} can be written as {_or(writable)}"
+    )
+
+
+def _check_extension(output: str, format: str, label: str, flag: str) -> None:
+    """Refuse an output whose extension says another format than the one written (read back,
+    format detection would take it for that other one); an extension no format uses is left be."""
+    suffix = Path(output).suffix.lower()
+    if suffix not in _EXTENSION_HOLDS or suffix in FORMAT_EXTENSIONS[format]:
+        return
+    takes = f"{flag} {format} takes {_or(FORMAT_EXTENSIONS[format])}"
+    if format == "philly":
+        takes += " or none (as Philly's own cluster_job_log)"
+    if suffix in (".parquet", ".pq"):
+        raise UsageError(f"{label} '{output}': a {format} trace is text; a {suffix} file holds a canonical trace ({takes})")
+    raise UsageError(
+        f"{label} '{output}': {flag} {format} writes {_WRITES[format]}, but a {suffix} file {_EXTENSION_HOLDS[suffix]}; {takes}"
+    )
+
+
+def _or(items) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" or {items[-1]}"
 
 
 def _check_span(span_s: float, args: argparse.Namespace, jobs: int) -> None:

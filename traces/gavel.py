@@ -187,46 +187,49 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
         job = frame["job_id"][int(missing.arg_true()[0])]
         raise TraceError(path, f"job {job} has no model, and a Gavel trace names a job type for every job", column="model")
     _check_text(frame, path)
-    rates = profile.rates(frame["model"], frame["batch_size"], REFERENCE_GPU_TYPE, frame["gpus"])
+    rates = _rates(frame, profile)
     steps = _steps(frame, rates, profile, path)
     slo = _slo_factor(frame, steps, rates)
-    models = frame.get_column("model").to_list()
-    batch = frame.get_column("batch_size").to_list()
-    templates = [COMMANDS.get(m, _UNKNOWN_COMMAND) for m in models]
-    default_bs = [b if b is not None else profile.default_batch_size(m) or "" for m, b in zip(models, batch)]
-    fallback = pl.DataFrame(
-        {
-            "working_directory": [t[0] for t in templates],
-            "command": [t[1].format(bs=b) for t, b in zip(templates, default_bs)],
-            "num_steps_arg": [t[2] for t in templates],
-            "needs_data_dir": [float(t[3]) for t in templates],
-        }
-    )
+    fallback = _fallback(frame, profile)
 
-    def given(name: str) -> pl.Series:
-        own = frame.get_column(name) if name in frame.columns else None
-        if own is None:
-            return fallback.get_column(name)
-        return own.cast(fallback.schema[name]).fill_null(fallback.get_column(name))
+    def given(name: str) -> pl.Expr:
+        if name not in frame.columns:
+            return pl.col(f"_{name}")
+        return pl.col(name).cast(fallback.schema[f"_{name}"]).fill_null(pl.col(f"_{name}"))
 
-    out = pl.DataFrame(
-        {
-            "job_type": [job_type(m, b) for m, b in zip(models, batch)],
-            "command": given("command"),
-            "working_directory": given("working_directory"),
-            "num_steps_arg": given("num_steps_arg"),
-            "needs_data_dir": int64_column(
-                given("needs_data_dir"), path, frame["job_id"], "needs_data_dir", "needs_data_dir"
-            ).cast(pl.String),
-            "total_steps": steps.cast(pl.String),
-            "scale_factor": frame.get_column("gpus").cast(pl.String),
-            "priority_weight": frame.get_column("weight").cast(pl.String),
-            "SLO": slo.cast(pl.String).fill_null("-1"),
-            "arrival_time": frame.get_column("arrival_s").cast(pl.String),
-        }
+    # Whole-frame checks and numbers first (nothing is written if one fails), then the text,
+    # formatted and written a chunk of lines at a time.
+    own = [c for c in ("command", "working_directory", "num_steps_arg", "needs_data_dir") if c in frame.columns]
+    fields = frame.select("model", "batch_size", "gpus", "weight", "arrival_s", *own)
+    fields = fields.with_columns(_total_steps=steps, _SLO=slo, _key=_pair_key(frame)).join(
+        fallback, on="_key", how="left", maintain_order="left"
     )
-    text = out.select(pl.concat_str(list(COLUMNS_10), separator="\t")).to_series()
-    Path(path).write_text("".join(line + "\n" for line in text.to_list()), encoding="utf-8", newline="")
+    needs = int64_column(
+        fields.select(given("needs_data_dir")).to_series(), path, frame["job_id"], "needs_data_dir", "needs_data_dir"
+    )
+    fields = fields.with_columns(_needs=needs)
+    unbatched = pl.col("model").is_in(list(UNBATCHED_MODELS)) | pl.col("batch_size").is_null()
+    line = pl.concat_str(
+        [
+            pl.when(unbatched)
+            .then(pl.col("model"))
+            .otherwise(pl.format("{} (batch size {})", pl.col("model"), pl.col("batch_size"))),
+            given("command"),
+            given("working_directory"),
+            given("num_steps_arg"),
+            pl.col("_needs").cast(pl.String),
+            pl.col("_total_steps").cast(pl.String),
+            pl.col("gpus").cast(pl.String),
+            pl.col("weight").cast(pl.String),
+            pl.col("_SLO").cast(pl.String).fill_null("-1"),
+            pl.col("arrival_s").cast(pl.String),
+        ],
+        separator="\t",
+    )
+    with open(path, "w", encoding="utf-8", newline="") as out:
+        for first in range(0, fields.height, _CHUNK):
+            text = fields.slice(first, _CHUNK).select(line).to_series()
+            out.write("".join(t + "\n" for t in text.to_list()))
     notes = []
     dropped = [c for c in columns_with_values(frame) if c not in CARRIED]
     if dropped:
@@ -244,6 +247,50 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
             f"and they have no duration_s, nor a V100 throughput in {profile.source} to derive one from their iterations"
         )
     return notes
+
+
+_CHUNK = 100_000  # lines formatted and written at a time
+
+
+def _pair_key(frame: pl.DataFrame) -> pl.Series:
+    """A text key per job for its (model, batch size), null batch sizes included."""
+    key = pl.col("model") + "\x1f" + pl.col("batch_size").cast(pl.String).fill_null("")
+    return frame.select(key.alias("_key")).to_series()
+
+
+def _fallback(frame: pl.DataFrame, profile: ProfileTable) -> pl.DataFrame:
+    """Gavel's job-table launch fields for each distinct (model, batch size) of `frame`, by
+    `_pair_key`: its working directory, command (the batch size, else the model's default, in
+    it), num_steps_arg and needs_data_dir."""
+    pairs = frame.select("model", "batch_size").unique(maintain_order=True)
+    rows = []
+    for model, batch in pairs.iter_rows():
+        directory, command, steps_arg, data_dir = COMMANDS.get(model, _UNKNOWN_COMMAND)
+        size = batch if batch is not None else profile.default_batch_size(model) or ""
+        rows.append((directory, command.format(bs=size), steps_arg, float(data_dir)))
+    table = pl.DataFrame(
+        rows,
+        schema={
+            "_working_directory": pl.String,
+            "_command": pl.String,
+            "_num_steps_arg": pl.String,
+            "_needs_data_dir": pl.Float64,
+        },
+        orient="row",
+    )
+    return table.with_columns(_key=_pair_key(pairs))
+
+
+def _rates(frame: pl.DataFrame, profile: ProfileTable) -> np.ndarray:
+    """Each job's isolated V100 throughput (0 where the profile has none), looked up once per
+    distinct (model, batch size, GPUs)."""
+    keys = ["model", "batch_size", "gpus"]
+    distinct = frame.select(keys).unique(maintain_order=True)
+    distinct = distinct.with_columns(
+        _rate=pl.Series(profile.rates(distinct["model"], distinct["batch_size"], REFERENCE_GPU_TYPE, distinct["gpus"]))
+    )
+    joined = frame.select(keys).join(distinct, on=keys, how="left", nulls_equal=True, maintain_order="left")
+    return joined.get_column("_rate").to_numpy()
 
 
 def int64_column(values: pl.Series, path: str, job_ids: pl.Series, field: str, source: str | pl.Series) -> pl.Series:

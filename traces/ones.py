@@ -146,11 +146,13 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
         for col in TRACE_COLUMNS
         if col not in ("model", "task")
     }
-    names = (raw["model"].str.to_lowercase() + "-" + raw["task"].str.to_lowercase()).to_list()
-    for i, name in enumerate(names):
-        if name not in _PAIR:
-            raise TraceError(origin, f"unknown model/task {name!r} (ONES' pairs: {', '.join(PAIR_NAMES)})", row=int(lines[i]))
-    epochs = np.array([_PAIR[n][8] for n in names], dtype=np.float64)
+    names = raw["model"].str.to_lowercase() + "-" + raw["task"].str.to_lowercase()
+    unknown = np.flatnonzero(~names.is_in(PAIR_NAMES).fill_null(False).to_numpy())
+    if unknown.size:
+        i = int(unknown[0])
+        raise TraceError(origin, f"unknown model/task {names[i]!r} (ONES' pairs: {', '.join(PAIR_NAMES)})", row=int(lines[i]))
+    pair = names.replace_strict({n: k for k, n in enumerate(PAIR_NAMES)}, return_dtype=pl.Int64).to_numpy()
+    epochs = np.array([p[8] for p in PAIRS], dtype=np.float64)[pair]
     # The job's work in samples must be finite, and what becomes a 64-bit integer (four times
     # the GPUs, the artifact's cap; the global batch) must fit one: else an error on its line.
     with np.errstate(over="ignore"):
@@ -172,7 +174,7 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
             raise TraceError(origin, f"{raw[column][i]} is too large: {why}", row=int(lines[i]), column=column)
     gpus = numbers["num_gpus"].astype(np.int64)
     local = numbers["batch_size"].astype(np.int64)
-    _check_batch_range(names, local, gpus, origin, lines)
+    _check_batch_range(pair, local, gpus, origin, lines)
     # (A cap beyond 2**53 samples caps nothing; held there, it stays finite and exact. A tiny lr
     # overflows the ratio to inf, which the hold turns into that same cap: nothing to warn of.)
     with np.errstate(over="ignore"):
@@ -199,16 +201,16 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
     )
 
 
-def _check_batch_range(names: list[str], local: np.ndarray, gpus: np.ndarray, origin: str, lines: np.ndarray) -> None:
+def _check_batch_range(pair: np.ndarray, local: np.ndarray, gpus: np.ndarray, origin: str, lines: np.ndarray) -> None:
     """Each row's batches against what its application covers (its smallest batch M0 to its
     largest): the batch per GPU (`batch_size`), which a job starts with on one GPU (ONES' start),
     at most the largest; the global batch (x num_gpus), what it asks for on all its GPUs, at
     least the smallest. The global batch may be past the largest (ONES keeps its plans within
     the job's cap), and the batch per GPU below the smallest, as long as the global one is not.
-    An error names the file, line and column."""
-    apps = {name: application(name) for name in set(names)}
-    low = np.array([apps[n].init_batch for n in names], dtype=np.int64)
-    high = np.array([apps[n].max_batch for n in names], dtype=np.int64)
+    An error names the file, line and column. `pair` is each row's index in PAIRS."""
+    apps = [application(name) for name in PAIR_NAMES]
+    low = np.array([app.init_batch for app in apps], dtype=np.int64)[pair]
+    high = np.array([app.max_batch for app in apps], dtype=np.int64)[pair]
     checks = (
         (local > high, lambda i: f"{int(local[i])} (the batch per GPU a job starts with on one GPU) is above the largest batch"),
         (
@@ -224,7 +226,7 @@ def _check_batch_range(names: list[str], local: np.ndarray, gpus: np.ndarray, or
             i = int(hits[0])
             raise TraceError(
                 origin,
-                f"{what(i)} the elastic profile covers for model/task {names[i]} ({int(low[i])} to {int(high[i])})",
+                f"{what(i)} the elastic profile covers for model/task {PAIR_NAMES[pair[i]]} ({int(low[i])} to {int(high[i])})",
                 row=int(lines[i]),
                 column="batch_size",
             )
@@ -239,12 +241,32 @@ def generate(jobs: int = 400, mean_gap_s: float = 30.0, seed: int = 0) -> pl.Dat
     rng = np.random.default_rng(seed)
     pick = rng.permutation(np.arange(jobs) % len(PAIRS))
     arrival = np.concatenate(([0.0], np.cumsum(rng.exponential(mean_gap_s, jobs - 1))))
-    rows = []
-    for p, t in zip(pick.tolist(), np.floor(arrival).tolist(), strict=True):
-        name, gpus, local, base_lr, max_lr, target, patience, sizes, *_ = PAIRS[p]
-        model, task = name.split("-")
-        rows.append((t, model, task, int(rng.choice(sizes)), patience, local, base_lr, max_lr, target, gpus))
-    return parse_trace(pl.DataFrame(rows, schema=list(TRACE_COLUMNS), orient="row"), "generated")
+    # Each job's dataset size, one of its pair's: `integers(0, n)` is what `choice` of n sizes
+    # draws (nothing for one size), so one call with each row's n draws the rows' in turn.
+    counts = np.array([len(p[7]) for p in PAIRS], dtype=np.int64)
+    which = rng.integers(0, counts[pick])
+    widest = int(counts.max())
+    sizes = np.array([p[7] + (p[7][-1],) * (widest - len(p[7])) for p in PAIRS], dtype=np.int64)
+    table = {
+        "model": pl.Series([p[0].split("-")[0] for p in PAIRS], dtype=pl.String),
+        "task": pl.Series([p[0].split("-")[1] for p in PAIRS], dtype=pl.String),
+    }
+    taken = lambda k, dtype: np.array([p[k] for p in PAIRS], dtype=dtype)[pick]  # noqa: E731
+    frame = pl.DataFrame(
+        {
+            "time": np.floor(arrival),
+            "model": table["model"].gather(pick),
+            "task": table["task"].gather(pick),
+            "epoch_size": sizes[pick, which],
+            "patience": taken(6, np.int64),
+            "batch_size": taken(2, np.int64),
+            "lr": taken(3, np.float64),
+            "max_lr": taken(4, np.float64),
+            "target_acc": taken(5, np.float64),
+            "num_gpus": taken(1, np.int64),
+        }
+    )
+    return parse_trace(frame, "generated")
 
 
 def read_history(path: str | Path) -> pl.DataFrame:

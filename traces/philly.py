@@ -20,7 +20,7 @@ jobs outside 10^1.5 to 10^4 minutes and then resamples durations; that is a work
 left to the user (the generators provide the resampling).
 
 The Philly data has no licence, so no real rows ship with Roundhouse: the sample is made by
-`synthetic_cluster_job_log()`, which draws from the published Philly distributions and writes
+`SyntheticLog`, which draws from the published Philly distributions and writes
 the same schema, including never-ran jobs, retried jobs and multi-machine jobs.
 """
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import attrs
@@ -200,6 +201,137 @@ def _times(path: str, text: pl.Series, records: list[int], column: str) -> pl.Se
 
 # --- a synthetic cluster_job_log ----------------------------------------------------------
 
+_CHUNK = 65536  # records drawn, formatted and written at a time (memory stays bounded)
+_RECORD = '{"status": "%s", "vc": "%s", "jobid": "application_1500000000000_%05d", "attempts": [%s], "submitted_time": "%s", "user": "%s"}'
+_ATTEMPT = '{"start_time": "%s", "end_time": "%s", "detail": %s}'
+
+
+@attrs.define
+class SyntheticLog:
+    """A synthetic `cluster_job_log` drawn from the Philly distributions (Poisson submissions,
+    Philly durations and GPU counts). A fraction `never_ran` of the jobs never runs (no
+    attempts, or an attempt without an end time); about one job in six is retried; 8-GPU jobs
+    sometimes span two machines. Ids, users and machines are made up.
+
+    The submissions are drawn when it is made (`span_s` can be checked before anything else);
+    the records are drawn, formatted and written a chunk at a time by `write` (or `lines`), so a
+    log of millions of jobs never sits in memory. The same seed always gives the same bytes."""
+
+    jobs: int
+    rate_per_s: float
+    seed: int
+    start: str = "2017-10-02 08:00:00"
+    never_ran: float = 0.15
+    _submitted: np.ndarray = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._submitted = poisson_arrivals(self.jobs, self.rate_per_s, self._streams()[0])
+
+    def _streams(self) -> list[np.random.Generator]:
+        """The seed's four streams, from their start: submissions, sizes, shapes and names."""
+        return [np.random.default_rng(s) for s in np.random.SeedSequence(self.seed).spawn(4)]
+
+    @property
+    def span_s(self) -> float:
+        """Seconds from the first submission to the last, as written (whole seconds)."""
+        if not self.jobs:
+            return 0.0
+        return float(int(self._submitted[-1]) - int(self._submitted[0]))  # (submissions are in time order)
+
+    def write(self, path: str | Path) -> int:
+        """Write the log as a JSON list, one job per line; returns the number of records."""
+        return _write_lines(self.lines(), path)
+
+    def lines(self) -> Iterator[str]:
+        """Each record as its line of JSON (what `json.dumps(record, separators=(", ", ": "))` gives)."""
+        _, size_rng, shape_rng, name_rng = self._streams()  # (fresh: each pass gives the same lines)
+        durations = philly_durations(self.jobs, size_rng)
+        gpus = philly_gpus(self.jobs, size_rng)
+        users = [f"{u:06x}" for u in name_rng.integers(0, 16**6, size=12)]
+        vcs = [f"vc{v:04x}" for v in name_rng.integers(0, 16**4, size=4)]
+        origin = np.datetime64(dt.datetime.strptime(self.start, TIME_FORMAT), "s")
+        details: dict[tuple[int, int, bool], str] = {}
+        for first in range(0, self.jobs, _CHUNK):
+            last = min(first + _CHUNK, self.jobs)
+            submitted = self._submitted[first:last]
+            # The records' draws, in the order the generator makes them (the stream is the seed's).
+            shapes, seconds = _draw_shapes(shape_rng, submitted.tolist(), durations[first:last].tolist(), self.never_ran)
+            sizes = gpus[first:last].tolist()
+            # Two names a record, a VC then a user: one call draws the chunk's, in the same order.
+            names = name_rng.integers(0, np.tile(np.array([len(vcs), len(users)]), last - first)).tolist()
+            stamps = _stamps(origin, np.asarray(seconds, dtype=np.int64))
+            submitted_stamps = _stamps(origin, submitted.astype(np.int64))
+            at = 0
+            for k, (status, tries, machine, spread) in enumerate(shapes):
+                key = (sizes[k], machine, spread)
+                detail = details.get(key)
+                if detail is None:
+                    detail = details[key] = json.dumps(_detail(*key), separators=(", ", ": "))
+                if tries > 0:  # ran: a start and an end for each attempt
+                    attempts = ", ".join(_ATTEMPT % (stamps[at + 2 * j], stamps[at + 2 * j + 1], detail) for j in range(tries))
+                    at += 2 * tries
+                elif tries < 0:  # started and lost: an attempt with no end time
+                    attempts = _ATTEMPT % (stamps[at], "None", detail)
+                    at += 1
+                else:
+                    attempts = ""
+                yield _RECORD % (
+                    status,
+                    vcs[names[2 * k]],
+                    first + k + 1,
+                    attempts,
+                    submitted_stamps[k],
+                    users[names[2 * k + 1]],
+                )
+
+
+def _draw_shapes(
+    rng: np.random.Generator, submitted: list[float], durations: list[float], never_ran: float
+) -> tuple[list[tuple[str, int, int, bool]], list[int]]:
+    """Each record's shape (status; attempts: n that ran, 0 for none, -1 for one with no end;
+    machine; spread over two machines) and the whole seconds of its attempts' times, in order.
+
+    The draws are the original generator's, one record at a time: `dirichlet(ones(n))` is n
+    standard exponentials over their sum (numpy's own computation, done here by hand) and
+    `exponential(scale)` is scale x a standard one, so the n split draws and the n gap draws
+    come from one call, and the stream stays the same as calling each in turn."""
+    shapes = []
+    seconds: list[int] = []
+    random, exponential, integers = rng.random, rng.standard_exponential, rng.integers
+    for submit, duration in zip(submitted, durations):
+        ran_u, kind = random(2).tolist()
+        queued = 600.0 * exponential()
+        tries = 1 if random() < 5 / 6 else int(integers(2, 4))
+        draws = exponential(2 * tries).tolist()
+        u = random()
+        status = "Pass" if u < 0.6 else "Killed" if u < 0.85 else "Failed"
+        machine = int(integers(100, 999))
+        spread = random() < 0.3
+        clock = submit + queued
+        if ran_u >= never_ran:
+            total = 0.0
+            for e in draws[:tries]:
+                total = total + e
+            scale = 1.0 / total
+            for e, gap in zip(draws[:tries], draws[tries:]):
+                begin, clock = clock, clock + max(e * scale * duration, 1.0)
+                seconds.append(int(begin))
+                seconds.append(int(clock))
+                clock += 120.0 * gap
+        elif kind < 0.5:
+            status, tries = "Killed", 0  # cancelled while waiting: no attempt at all
+        else:
+            status, tries = "Failed", -1  # started and lost: an attempt with no end time
+            seconds.append(int(clock))
+        shapes.append((status, tries, machine, spread))
+    return shapes, seconds
+
+
+def _stamps(origin: np.datetime64, seconds: np.ndarray) -> list[str]:
+    """Times as "YYYY-MM-DD HH:MM:SS", `seconds` after `origin`, formatted in bulk."""
+    text = np.datetime_as_string(origin + seconds.astype("m8[s]"), unit="s")
+    return [t[:10] + " " + t[11:] for t in text.tolist()]
+
 
 def synthetic_cluster_job_log(
     jobs: int,
@@ -209,54 +341,9 @@ def synthetic_cluster_job_log(
     start: str = "2017-10-02 08:00:00",
     never_ran: float = 0.15,
 ) -> list[dict]:
-    """Records in the `cluster_job_log` schema drawn from the Philly distributions (Poisson
-    submissions, Philly durations and GPU counts). A fraction `never_ran` of the jobs never
-    runs (no attempts, or an attempt without an end time); about one job in six is retried;
-    8-GPU jobs sometimes span two machines. Ids, users and machines are made up."""
-    streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4)]
-    arrival_rng, size_rng, shape_rng, name_rng = streams
-    submitted = poisson_arrivals(jobs, rate_per_s, arrival_rng)
-    durations = philly_durations(jobs, size_rng)
-    gpus = philly_gpus(jobs, size_rng)
-    users = [f"{u:06x}" for u in name_rng.integers(0, 16**6, size=12)]
-    vcs = [f"vc{v:04x}" for v in name_rng.integers(0, 16**4, size=4)]
-    origin = dt.datetime.strptime(start, TIME_FORMAT)
-    stamp = lambda seconds: (origin + dt.timedelta(seconds=int(seconds))).strftime(TIME_FORMAT)  # noqa: E731
-
-    records = []
-    for i in range(jobs):
-        ran = shape_rng.random() >= never_ran
-        kind = shape_rng.random()
-        queued = float(shape_rng.exponential(600.0))
-        tries = 1 if shape_rng.random() < 5 / 6 else int(shape_rng.integers(2, 4))
-        split = shape_rng.dirichlet(np.ones(tries)) * durations[i]
-        gaps = shape_rng.exponential(120.0, size=tries)
-        status = ("Pass", "Killed", "Failed")[int(np.searchsorted([0.6, 0.85], shape_rng.random(), side="right"))]
-        machine = int(shape_rng.integers(100, 999))
-        detail = _detail(int(gpus[i]), machine, spread=shape_rng.random() < 0.3)
-        attempts = []
-        clock = submitted[i] + queued
-        if ran:
-            for part, gap in zip(split, gaps):
-                begin, clock = clock, clock + max(part, 1.0)
-                attempts.append({"start_time": stamp(begin), "end_time": stamp(clock), "detail": detail})
-                clock += gap
-        elif kind < 0.5:
-            status = "Killed"  # cancelled while waiting: no attempt at all
-        else:
-            status = "Failed"  # started and lost: an attempt with no end time
-            attempts.append({"start_time": stamp(clock), "end_time": "None", "detail": detail})
-        records.append(
-            {
-                "status": status,
-                "vc": vcs[int(name_rng.integers(0, len(vcs)))],
-                "jobid": f"application_1500000000000_{i + 1:05d}",
-                "attempts": attempts,
-                "submitted_time": stamp(submitted[i]),
-                "user": users[int(name_rng.integers(0, len(users)))],
-            }
-        )
-    return records
+    """The records of `SyntheticLog` as a list (for small logs: `SyntheticLog.write` streams)."""
+    log = SyntheticLog(jobs, rate_per_s, seed, start=start, never_ran=never_ran)
+    return [json.loads(line) for line in log.lines()]
 
 
 def _detail(gpus: int, machine: int, spread: bool) -> list[dict]:
@@ -265,7 +352,25 @@ def _detail(gpus: int, machine: int, spread: bool) -> list[dict]:
     return [{"ip": f"m{machine}", "gpus": [f"gpu{g}" for g in range(gpus)]}]
 
 
-def write_cluster_job_log(records: list[dict], path: str | Path) -> None:
-    """Write records as a `cluster_job_log` JSON list, one job per line (diffable, deterministic)."""
-    body = ",\n".join(json.dumps(r, separators=(", ", ": ")) for r in records)
-    Path(path).write_text("[\n" + body + "\n]\n" if records else "[]\n", encoding="utf-8", newline="")
+def write_cluster_job_log(records: Iterable[dict], path: str | Path) -> int:
+    """Write records as a `cluster_job_log` JSON list, one job per line (diffable, deterministic),
+    one record at a time; returns the number written."""
+    return _write_lines((json.dumps(r, separators=(", ", ": ")) for r in records), path)
+
+
+def _write_lines(lines: Iterable[str], path: str | Path) -> int:
+    """Write JSON texts as a list, one a line ("[]" for none), as they come."""
+    count = 0
+    with open(path, "w", encoding="utf-8", newline="") as out:
+        batch: list[str] = []
+        for line in lines:
+            batch.append(line)
+            if len(batch) == _CHUNK:
+                out.write(("[\n" if not count else ",\n") + ",\n".join(batch))
+                count += len(batch)
+                batch = []
+        if batch:
+            out.write(("[\n" if not count else ",\n") + ",\n".join(batch))
+            count += len(batch)
+        out.write("\n]\n" if count else "[]\n")
+    return count

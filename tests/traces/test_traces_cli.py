@@ -112,7 +112,7 @@ def test_generate(tmp_path):
         (["--format", "csv"], "--format must be one of"),
         (["--format", "gavel"], "needs --models blox"),
         # A workload with models of its own is not told to add --models.
-        (["--format", "gavel", "--workload", "tiresias"], "has no V100 throughput for Inception4 on 1 GPU(s)"),
+        (["--format", "gavel", "--workload", "tiresias"], "--workload tiresias cannot be written as --format gavel"),
         (["--format", "philly", "--models", "blox"], "cluster_job_log"),
     ],
 )
