@@ -94,16 +94,22 @@ def with_completions(plan: Plan, rows: np.ndarray) -> Plan:
     )
 
 
+def _kept(kind: str, plan: Plan, stays: np.ndarray) -> dict:
+    """The plan's rows, GPUs and counts of `kind` ("launch" or "resize") that `stays` marks."""
+    counts = getattr(plan, f"{kind}_counts")
+    return {
+        f"{kind}_rows": getattr(plan, f"{kind}_rows")[stays],
+        f"{kind}_gpus": getattr(plan, f"{kind}_gpus")[np.repeat(stays, counts)],
+        f"{kind}_counts": counts[stays],
+    }
+
+
 def _launches_kept(plan: Plan, stays: np.ndarray, complete: np.ndarray) -> dict:
     """The plan's launch fields with only the launches `stays` marks; a launch whose partner on
     shared GPUs is completed has its GPUs to itself."""
     if stays.all():
         return {}
-    changes: dict = dict(
-        launch_rows=plan.launch_rows[stays],
-        launch_gpus=plan.launch_gpus[np.repeat(stays, plan.launch_counts)],
-        launch_counts=plan.launch_counts[stays],
-    )
+    changes: dict = _kept("launch", plan, stays)
     if plan.launch_batch is not None:
         changes["launch_batch"] = plan.launch_batch[stays]
     if plan.launch_partner is not None:
@@ -116,11 +122,7 @@ def _resizes_kept(plan: Plan, stays: np.ndarray) -> dict:
     """The plan's resize fields with only the resizes `stays` marks."""
     if stays.all():
         return {}
-    changes: dict = dict(
-        resize_rows=plan.resize_rows[stays],
-        resize_gpus=plan.resize_gpus[np.repeat(stays, plan.resize_counts)],
-        resize_counts=plan.resize_counts[stays],
-    )
+    changes: dict = _kept("resize", plan, stays)
     for name in ("resize_batch", "resize_lr", "resize_in_place"):
         value = getattr(plan, name)
         if value is not None:
