@@ -5,6 +5,7 @@ of a program given on the command line, and the refusal of a helper module run a
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import sys
@@ -13,12 +14,12 @@ from typing import NoReturn
 
 
 def at_least(minimum: float) -> Callable[[str], float]:
-    """An argparse type: a number of at least `minimum`, a whole number if `minimum` is an int."""
+    """An argparse type: a finite number of at least `minimum`, a whole number if `minimum` is an int."""
     return _bounded(minimum, lambda value: value >= minimum, f"at least {minimum:g}")
 
 
 def above(minimum: float) -> Callable[[str], float]:
-    """An argparse type: a number greater than `minimum`."""
+    """An argparse type: a finite number greater than `minimum`."""
     return _bounded(minimum, lambda value: value > minimum, f"greater than {minimum:g}")
 
 
@@ -34,6 +35,8 @@ def _bounded(minimum: float, fits: Callable[[float], bool], wanted: str) -> Call
             ) from None
         if not fits(value):  # (NaN fits nothing)
             raise argparse.ArgumentTypeError(f"must be {wanted}, got {text}")
+        if not math.isfinite(value):  # (no option here means "for ever")
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         return value
 
     return convert
@@ -62,6 +65,19 @@ def program_problem(program: str) -> str | None:
 def plural(count: int, word: str) -> str:
     """`count` and `word`, with an s unless `count` is 1: "1 agent", "4 agents"."""
     return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
+def exit_on_terminate() -> None:
+    """Make SIGTERM (`kill PID`) end this script as Ctrl-C does, through its cleanup: the
+    servers and processes it started are stopped and its temporary folders removed, rather
+    than left running. A second SIGTERM ends it at once."""
+    import signal
+
+    def stop(signum, frame) -> NoReturn:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def not_a_script(instead: str) -> NoReturn:

@@ -4,8 +4,9 @@
     python benchmarks/dally_batch.py            # the full sweep (the target: under 5 minutes on 2 cores)
     python benchmarks/dally_batch.py --quick    # the --quick version (the target: under a minute)
 
-Prints the wall time of the whole experiment and the summed run time of its 24 runs (as each
-worker measured its own). A script that prints figures, not a timed test.
+Prints the wall time of the whole experiment beside its target, and the summed run time of its
+runs (24; 12 with --quick), as each worker measured its own. A script that prints figures, not a
+timed test.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench_common import description  # noqa: E402
+from bench_common import description, exit_on_terminate  # noqa: E402
 
 from roundhouse.tools.reproductions import load_all  # noqa: E402
+
+# The targets: wall seconds of the whole experiment by (experiment, --quick).
+TARGETS_S = {("dally-batch", False): 300.0, ("dally-batch", True): 60.0}
 
 
 def main() -> None:
@@ -39,6 +43,7 @@ def main() -> None:
         "--out", type=Path, help="keep the experiment's tables and figures in this folder (default: a temporary folder)"
     )
     args = parser.parse_args()
+    exit_on_terminate()  # (`kill PID` stops what it started, as Ctrl-C does)
     if args.out is not None:
         if args.out.exists() and not args.out.is_dir():
             parser.error(f"--out {args.out}: a file of that name is there; give a folder")
@@ -58,6 +63,9 @@ def main() -> None:
     print(f"{args.experiment}{' --quick' if args.quick else ''}: {runs.height} runs")
     run_s = runs["wall_s"].to_numpy()
     print(f"wall time: {wall:.1f} s; summed run time {run_s.sum():.1f} s; slowest run {run_s.max():.1f} s")
+    limit = TARGETS_S.get((args.experiment, args.quick))
+    if limit is not None:
+        print(f"target: under {limit:g} s on 2 cores: {wall:.1f} s ({'met' if wall < limit else 'MISSED'})")
     for row in runs.sort("wall_s", descending=True).head(5).iter_rows(named=True):
         print(f"  {row['scheme']:<24} {row['racks']:>2} racks: {row['wall_s']:.1f} s, {row['rounds']} rounds")
 

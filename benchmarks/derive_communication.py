@@ -20,6 +20,8 @@ sys.path.insert(0, str(REPO))
 
 from bench_common import description  # noqa: E402
 
+from roundhouse.errors import UsageError  # noqa: E402
+from roundhouse.tools.outputs.whole_file import write_whole  # noqa: E402
 from roundhouse.traces.communication import DALLY_TIERS, SHIPPED_COMMUNICATION, TIER_NAMES, fit_scales  # noqa: E402
 
 WORKLOADS = REPO.parent / "shared" / "data" / "dally" / "astra-sim-workload"
@@ -115,10 +117,10 @@ def main(argv=None) -> int:
     if not args.out.parent.is_dir() or args.out.is_dir():
         parser.error(f"--out {args.out}: not a file in an existing folder")
     text = derive(args.workloads)
-    try:
-        args.out.write_text(text)
-    except OSError as err:
-        parser.error(f"--out {args.out}: cannot write it ({err.strerror})")
+    try:  # (whole or not at all: a failed write leaves the profile there as it was)
+        write_whole(args.out, text.encode())
+    except UsageError as err:
+        parser.error(str(err).removeprefix("error: "))  # (it names the file)
     print(f"wrote {args.out}")
     return 0
 

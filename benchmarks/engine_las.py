@@ -36,6 +36,9 @@ from roundhouse.runtime.compiler import CompiledGraph, compile_file  # noqa: E40
 from roundhouse.runtime.simulate import simulate  # noqa: E402
 
 BLOX_SECONDS = 351.0  # Blox's simulator on this experiment, measured once on a 2-core machine when the target was set
+BLOX_TARGET_S = 0.35  # the target: at least 1,000 times faster than Blox's simulator, as docs/cost-model.md states it
+# The targets of the Philly cases: wall seconds by number of jobs.
+TARGETS_S = {10_000: 2.0, 100_000: 15.0}
 
 
 def compiled(text: str) -> CompiledGraph:
@@ -108,19 +111,20 @@ def main() -> None:
     print("Blox's LAS experiment: single-GPU jobs, 4 jobs/hour, 32 x 4 GPUs, jobs 3000-3999 tracked")
     blox = measure("  Consolidated", BLOX_LAS, args.repeat)
     print()
+    for n, limit in TARGETS_S.items():
+        if n in sizes:
+            figures = ", ".join(
+                f"{p} {walls[(p, n)]:.2f} s ({verdict(walls[(p, n)] < limit)})" for p in ("Consolidated", "FirstFree")
+            )
+            print(f"target: {n:,} jobs under {limit:g} s: {figures}")
     print(
-        f"target: 10,000 jobs under 2 s: Consolidated {walls[('Consolidated', 10_000)]:.1f} s, "
-        f"FirstFree {walls[('FirstFree', 10_000)]:.1f} s"
+        f"target: Blox's experiment under {BLOX_TARGET_S:g} s (at least 1,000x faster than {BLOX_SECONDS:.0f} s): "
+        f"{blox:.2f} s = {BLOX_SECONDS / blox:.0f}x ({verdict(blox < BLOX_TARGET_S)})"
     )
-    if args.full:
-        print(
-            f"target: 100,000 jobs under 15 s: Consolidated {walls[('Consolidated', 100_000)]:.1f} s, "
-            f"FirstFree {walls[('FirstFree', 100_000)]:.1f} s"
-        )
-    print(
-        f"target: Blox's experiment at least 1,000x faster than {BLOX_SECONDS:.0f} s (under 0.35 s): "
-        f"{blox:.2f} s = {BLOX_SECONDS / blox:.0f}x"
-    )
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "MISSED"
 
 
 if __name__ == "__main__":

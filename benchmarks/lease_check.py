@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import queue
 import sys
 import time
 from pathlib import Path
@@ -26,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import above, at_least, description, plural  # noqa: E402
+from bench_common import above, at_least, description, exit_on_terminate, plural  # noqa: E402
 from live_common import LoadAgents, running_scheduler, submitter, wait_until  # noqa: E402
 
 
@@ -62,10 +63,37 @@ def measure(mode: str, n: int, address: str, folder: Path, iteration_s: float, s
         p = ctx.Process(target=job, args=(mode, target, j, iteration_s, seconds, out))
         p.start()
         procs.append(p)
-    got = [out.get(timeout=seconds + 120) for _ in procs]
-    for p in procs:
-        p.join(timeout=30)
+    try:
+        got = collect(out, procs, seconds + 120)
+    finally:  # (on an error or Ctrl-C too: no job process is left running)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(timeout=30)
     return np.concatenate([np.asarray(t) for t in got])
+
+
+def collect(out, procs: list, timeout: float) -> list:
+    """Each job process's check times from `out`; a job process that ended without them (it
+    raised: its error is printed above) or a wait past `timeout` seconds is an error."""
+    got: list[list[float]] = []
+    deadline = time.time() + timeout
+    while len(got) < len(procs):
+        try:
+            got.append(out.get(timeout=0.5))
+            continue
+        except queue.Empty:
+            pass
+        failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+        if failed:
+            raise SystemExit(
+                f"error: {len(failed)} job process(es) ended with an error (exit status {', '.join(map(str, failed))}; "
+                "the error is printed above)"
+            )
+        if time.time() > deadline:
+            raise SystemExit(f"error: {len(procs) - len(got)} job process(es) did not report within {timeout:g} s")
+    return got
 
 
 def main() -> None:
@@ -74,6 +102,7 @@ def main() -> None:
     parser.add_argument("--iteration", type=at_least(0.0), default=0.01, help="seconds per training iteration (default 0.01)")
     parser.add_argument("--seconds", type=above(0.0), default=3.0, help="how long each job runs (default 3)")
     args = parser.parse_args()
+    exit_on_terminate()  # (`kill PID` stops what it started, as Ctrl-C does)
     counts = [n for n in (1, 4, 16, 32, 64, 128, 256) if n <= args.max]
     nodes = max(1, (max(counts) + 3) // 4)
     with running_scheduler(nodes, 4) as cluster:

@@ -41,10 +41,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
 
-from bench_common import at_least, description  # noqa: E402
+from bench_common import at_least, description, exit_on_terminate  # noqa: E402
 from live_common import live_cluster  # noqa: E402
 
-from roundhouse.agents.submitter import Submitter  # noqa: E402
+from roundhouse.agents.submitter import SchedulerError, Submitter  # noqa: E402
 from roundhouse.tools.loopback import Loopback  # noqa: E402
 from roundhouse.wire.security import ClientSecurity  # noqa: E402
 
@@ -66,16 +66,48 @@ def node_size(text: str) -> tuple[int, int]:
     return int(nodes), int(gpus)
 
 
+class LiveFailed(Exception):
+    """A process of the measured cluster ended, or a command it was given failed."""
+
+
 def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "roundhouse.tools.cli", *args],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=True,
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "roundhouse.tools.cli", *args],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise LiveFailed(f"`roundhouse {args[0]}` did not finish within {timeout:g} s") from None
+    if done.returncode:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:]) or "(it printed nothing)"
+        raise LiveFailed(f"`roundhouse {args[0]}` exited with status {done.returncode}:\n{tail}")
+    return done
+
+
+def check_running(cluster: Loopback) -> None:
+    """Raise LiveFailed, naming the process and its log, if a process of `cluster` has ended."""
+    for name, proc in cluster.processes.items():
+        code = proc.poll()
+        if code is not None:
+            raise LiveFailed(f"the {name} process exited with status {code}; see {cluster.folder / f'{name}.log'}")
+
+
+def status(client: Submitter, cluster: Loopback, wait_s: float = 60.0) -> dict:
+    """The scheduler's status, asked again while it does not answer (for at most `wait_s`),
+    as long as the cluster's processes run: one that has ended is said at once."""
+    deadline = time.time() + wait_s
+    while True:
+        check_running(cluster)
+        try:
+            return client.status()
+        except SchedulerError:
+            if time.time() > deadline:
+                raise
 
 
 def submit(address: str, count: int, gpus: int, iterations: int) -> float:
@@ -120,9 +152,11 @@ def run_size(cluster: Loopback, nodes: int, gpus: int, rounds: int) -> dict:
         ],
     )
     total = nodes * gpus
-    with Submitter(cluster.address, ClientSecurity(None), timeout_s=60) as client:
+    # (10 s a request: `status` asks again while the processes run, so that a scheduler that
+    # has ended is said within seconds)
+    with Submitter(cluster.address, ClientSecurity(None), timeout_s=10) as client:
         deadline = time.time() + 120
-        while client.status()["nodes_online"] < nodes:
+        while status(client, cluster)["nodes_online"] < nodes:
             if time.time() > deadline:
                 raise TimeoutError("the emulated nodes did not all register (see agents.log)")
             time.sleep(0.5)
@@ -133,18 +167,18 @@ def run_size(cluster: Loopback, nodes: int, gpus: int, rounds: int) -> dict:
         for g in sizes:
             submit(cluster.address, max(1, 2 * total // len(sizes) // g), g, 3000)
         # Let the first rounds (every GPU filled at once) pass, then measure.
-        start_round = client.status()["rounds"] + 2
-        while client.status()["rounds"] < start_round:
+        start_round = status(client, cluster)["rounds"] + 2
+        while status(client, cluster)["rounds"] < start_round:
             time.sleep(0.2)
-        before = client.status()
+        before = status(client, cluster)
         lags: dict[int, float] = {}  # the send lag of each round that sent, by its number
-        status = before
-        while status["rounds"] < before["rounds"] + rounds:
+        now = before
+        while now["rounds"] < before["rounds"] + rounds:
             time.sleep(0.1)
-            status = client.status()
-            if status["send_rounds"] > before["send_rounds"]:
-                lags[int(status["send_rounds"])] = status["send_lag_last_s"]
-        after = status
+            now = status(client, cluster)
+            if now["send_rounds"] > before["send_rounds"]:
+                lags[int(now["send_rounds"])] = now["send_lag_last_s"]
+        after = now
         lags_seen = list(lags.values())
     n = after["rounds"] - before["rounds"]
     delta = lambda key: (after.get(key, 0.0) - before.get(key, 0.0)) / n  # noqa: E731
@@ -182,6 +216,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=at_least(1), default=25, help="rounds measured per size (default 25)")
     parser.add_argument("--submissions", type=at_least(1), default=3, help="`roundhouse submit` runs for the rate (default 3)")
     args = parser.parse_args()
+    exit_on_terminate()  # (`kill PID` stops what it started, as Ctrl-C does)
     print(
         f"{'cluster':>8s} {'GPUs':>5s} {'rounds':>6s} {'lag med ms':>10s} {'lag max ms':>10s} {'CPU ms':>7s} "
         f"{'msgs out':>8s} {'KB out':>7s} {'msgs in':>7s} {'KB in':>6s} {'journal':>7s} {'launch':>6s} {'revoke':>6s}  (per round)"
@@ -193,7 +228,10 @@ def main() -> None:
         with live_cluster(
             f"rh-live-scale-{nodes}x{gpus}-", graph, heartbeat="2s", timeout="30s", serve_args=serve_args
         ) as cluster:
-            row = run_size(cluster, nodes, gpus, args.rounds)
+            try:
+                row = run_size(cluster, nodes, gpus, args.rounds)
+            except (LiveFailed, SchedulerError, TimeoutError) as err:
+                raise SystemExit(f"error: {nodes}x{gpus}: {err}") from None
             measured.append(row)
             print(
                 f"{row['size']:>8s} {row['gpus']:5d} {row['rounds']:6d} {row['lag_median_ms']:10.1f} {row['lag_max_ms']:10.1f} "
@@ -205,18 +243,27 @@ def main() -> None:
                 f"{row['tick_ms']:.1f} ms ticking the graph, {row['apply_ms']:.1f} ms carrying out the plan (journal and sends)"
             )
             if i == len(args.sizes) - 1:  # (its scheduler, still running, takes the submissions)
-                print_target_and_rate(measured, cluster.address, args.submissions)
+                try:
+                    print_target_and_rate(measured, cluster.address, args.submissions)
+                except LiveFailed as err:
+                    raise SystemExit(f"error: the submission rate: {err}") from None
+
+
+def target_verdict(measured: list[dict]) -> str:
+    """Whether the sizes of `measured` of at least TARGET_GPUS GPUs met the target: "met", "not
+    met", or why it was not measured."""
+    large = [r for r in measured if r["gpus"] >= TARGET_GPUS]
+    if not large:
+        return f"not measured (no size of {TARGET_GPUS:,} GPUs or more was run)"
+    if any(r["lag_rounds"] == 0 for r in large):  # (its median is NaN, which is under nothing)
+        return "not measured (a size's measured rounds sent no launch or revoke)"
+    return "met" if all(r["lag_median_ms"] < TARGET_S * 1e3 for r in large) else "not met"
 
 
 def print_target_and_rate(measured: list[dict], address: str, submissions: int) -> None:
     """The verdict on the target, then the rate at which `roundhouse submit` feeds the scheduler
     at `address` (the last size's)."""
-    large = [r for r in measured if r["gpus"] >= TARGET_GPUS]
-    if not large:
-        verdict = f"not measured (no size of {TARGET_GPUS:,} GPUs or more was run)"
-    else:
-        verdict = "met" if all(r["lag_median_ms"] < TARGET_S * 1e3 for r in large) else "not met"
-    print(f"target: at {TARGET_GPUS:,} GPUs, median send lag under {TARGET_S * 1e3:.0f} ms: {verdict}")
+    print(f"target: at {TARGET_GPUS:,} GPUs, median send lag under {TARGET_S * 1e3:.0f} ms: {target_verdict(measured)}")
     count = 2000
     times = [submit(address, count, 1, 3000) for _ in range(submissions)]
     print(

@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 
 import alibaba_sim  # noqa: E402  (beside this script)
 from anchor_run import AnchorFailed  # noqa: E402
-from bench_common import description, program_problem  # noqa: E402
+from bench_common import description, exit_on_terminate, program_problem  # noqa: E402
 
 # name: (group, what, jobs, rate per hour, cluster, policy, placer, how it runs, in --quick)
 #   group "active": jobs in the system grow with the number of jobs (overloaded 128 GPUs)
@@ -220,18 +220,26 @@ def child(name: str, folder: Path, skip: bool) -> None:
     if how == "cli":
         import roundhouse.tools.run_cmd as run_cmd
         import roundhouse.traces.formats as formats
-        import roundhouse.traces.prepare as prepare
+        from roundhouse.runtime.world import World
         from roundhouse.tools.cli import main
 
-        # (TraceSource imports the reader and the world the preparation when they are used.)
+        # Each hook is looked up where it is called: TraceSource imports the reader when it
+        # starts, the world's `prepare` is a method, and the command calls `write_results` by
+        # its module's name.
         phases.around(formats, "read_trace", "start-up", None)
-        phases.around(prepare, "prepare_jobs", None, "read")
+        phases.around(World, "prepare", None, "read")
         phases.around(run_cmd, "write_results", "simulate", "write")
         out = folder / f"{name}-out"
         status = main(["run", str(graph), "--out", str(out), "--quiet"])
         if status:
             raise SystemExit(status)
         wall = time.perf_counter() - phases.started
+        unseen = [phase for phase in PHASES if phase not in phases.wall]
+        if unseen:  # (a hook never called: what it times would be counted in the next phase)
+            raise SystemExit(
+                f"the phase(s) {', '.join(unseen)} of case {name} were never seen to end: "
+                "the function benchmarks/scale.py hooks to time them is no longer called where it looks"
+            )
         run = json.loads((out / "run.json").read_text())
         rounds = run["rounds"]
         skipped, passed = run.get("skipped_rounds"), run.get("passed_rounds")
@@ -295,6 +303,11 @@ def run_case(name: str, folder: Path, skip: bool) -> dict:
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "generate_s": generated}
 
 
+# The groups of cases the plot draws: µs per round against the jobs in the system, and against
+# the cluster's GPUs.
+PLOTTED_GROUPS = ("active", "size")
+
+
 def plot(results: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -328,7 +341,20 @@ def plot(results: list[dict], path: Path) -> None:
         ax.grid(True, alpha=0.3)
     fig.suptitle("Roundhouse engine: cost of a round (LAS, Consolidated, 5-minute rounds)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    # Drawn in memory, then written beside the file and renamed into its place: a failure
+    # leaves neither a half-written plot nor a half-overwritten one of an earlier run.
+    import io
+
+    from roundhouse.errors import UsageError
+    from roundhouse.tools.outputs.whole_file import write_whole
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=path.suffix[1:].lower(), dpi=110)
+    plt.close(fig)
+    try:
+        write_whole(path, buffer.getvalue())
+    except UsageError as err:
+        sys.exit(str(err))
 
 
 def gpus_of(cluster: str) -> int:
@@ -403,6 +429,7 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    exit_on_terminate()  # (`kill PID` stops what it started, as Ctrl-C does)
     if args.child:
         child(args.child, args.folder, not args.no_skip)
         return
@@ -412,6 +439,9 @@ def main() -> None:
         parser.error(f"unknown case(s) {', '.join(unknown)}; the cases are {', '.join([*CASES, GAVEL_CASE])}")
     if args.plot is not None:
         # Checked before the cases run, which can take minutes.
+        plotted = [n for n, case in CASES.items() if case[0] in PLOTTED_GROUPS]
+        if not any(n in plotted for n in names):
+            parser.error(f"--plot has no effect: no case it draws is run (they are {', '.join(plotted)})")
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
         from roundhouse.errors import UsageError

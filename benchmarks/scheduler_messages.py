@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import above, at_least, description  # noqa: E402
+from bench_common import above, at_least, description, exit_on_terminate  # noqa: E402
 from live_common import LoadAgents, running_scheduler, submitter, wait_until  # noqa: E402
 
 
@@ -38,6 +38,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=at_least(1), default=2000, help="jobs for the launch phase (default 2000)")
     parser.add_argument("--seconds", type=above(0.0), default=5.0, help="length of the report phase (default 5)")
     args = parser.parse_args()
+    exit_on_terminate()  # (`kill PID` stops what it started, as Ctrl-C does)
     gpus = args.agents * args.gpus
     with running_scheduler(args.agents, args.gpus) as cluster:
         agents = LoadAgents(cluster.address, args.agents, args.gpus, finish_after_s=0.0)

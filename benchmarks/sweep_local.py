@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
 
-from bench_common import at_least, description  # noqa: E402
+from bench_common import at_least, description, exit_on_terminate  # noqa: E402
 
 from roundhouse.runtime.results_store import ResultsStore  # noqa: E402
 from roundhouse.tools.cli import main  # noqa: E402
@@ -59,4 +59,5 @@ if __name__ == "__main__":
         "--workers", type=at_least(1), default=None, help="worker processes (default: one per core, as `roundhouse sweep`)"
     )
     options = parser.parse_args()
+    exit_on_terminate()  # (`kill PID` stops what it started, as Ctrl-C does)
     run(options.runs, options.workers)
