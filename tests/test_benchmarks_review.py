@@ -375,3 +375,15 @@ def test_pollux_search_judges_its_target(monkeypatch, capsys, seconds, verdict):
     pollux_search.main()
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and all(f"(target: under 1000 ms wall: {verdict})" in line for line in lines), lines
+
+
+def test_a_reproduction_figure_is_written_whole_or_with_a_message(tmp_path):
+    from roundhouse.errors import UsageError
+    from roundhouse.tools.reproductions._runs import save_figure
+
+    good = save_figure(tmp_path / "f.png", lambda ax: ax.plot([0, 1], [1, 0]))
+    assert good.read_bytes().startswith(b"\x89PNG")
+    (tmp_path / "taken").mkdir()  # (a folder where the figure goes: the write fails)
+    with pytest.raises(UsageError, match="taken"):
+        save_figure(tmp_path / "taken", lambda ax: ax.plot([0, 1], [1, 0]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.png", "taken"]  # (no part left)

@@ -141,17 +141,24 @@ def gap_note(code: str, paper: str, reason: str, docs: str, quick: tuple[str, st
 
 
 def save_figure(path: Path, draw, size: tuple[float, float] = (5.5, 3.6)) -> Path:
-    """Draw one figure with `draw(ax)` and write it as a PNG (matplotlib without a display)."""
+    """Draw one figure with `draw(ax)` and write it as a PNG (matplotlib without a display),
+    whole or not at all (`write_whole`)."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from roundhouse.tools.outputs.whole_file import write_whole
+
     fig, ax = plt.subplots(figsize=size)
     draw(ax)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    drawn = io.BytesIO()
+    fig.savefig(drawn, dpi=120, format="png")
     plt.close(fig)
+    write_whole(path, drawn.getvalue())
     return path
 
 
