@@ -25,6 +25,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def rendezvous_base() -> int:
+    """The first of 500 rendezvous ports for the cluster's multi-worker jobs: drawn below the
+    system's ephemeral ports, which any outgoing connection may take between the scheduler's
+    choice and the job's bind (a job then fails with "address already in use"); drawn at
+    random so that clusters started side by side (tests in parallel) rarely share ports."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # (Linux's default)
+    return random.randint(10000, max(10000, low - 501))
+
+
 class Loopback:
     def __init__(
         self,
@@ -42,7 +54,7 @@ class Loopback:
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.journal_path = self.folder / "journal.sqlite"
-        base = random.randint(20000, 60000)
+        base = rendezvous_base()
         self.serve_args = [
             "--bind",
             self.address,
