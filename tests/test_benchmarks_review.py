@@ -5,7 +5,6 @@ that fails said at once, and a live scheduler that ends said with its log, not w
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
@@ -16,23 +15,7 @@ from pathlib import Path
 import matplotlib.figure
 import pytest
 
-from tests.conftest import REPO
-
-BENCH = REPO / "benchmarks"
-
-
-def script(name: str):
-    """A benchmark script imported as a module (its folder first on the path, as when run)."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module(name)
-
-
-def run(name: str, *args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(BENCH / f"{name}.py"), *args], capture_output=True, text=True, check=False, cwd=cwd, timeout=timeout
-    )
-
+from tests.test_benchmark_scripts_fixes import BENCH, run, script
 
 # --- scale.py: a command-line case's phases ---
 
