@@ -14,8 +14,10 @@ import pytest
 from roundhouse.errors import UsageError
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import compile_file
+from roundhouse.runtime.element import Element, In, element
 from roundhouse.runtime.simulate import simulate
 from roundhouse.runtime.simulation import Simulation
+from roundhouse.runtime.types import Events
 from roundhouse.tools.cli import main
 from roundhouse.traces.jobs import FINISHED
 from tests.conftest import fails
@@ -111,6 +113,66 @@ def test_an_engine_ended_twice_delivers_its_completions_once(loss_graph):
     first = engine.end()
     again = engine.end()
     assert first.counters["metrics"]["finished"] == again.counters["metrics"]["finished"] == 30
+
+
+@element
+class CountsCompletions(Element):
+    """Counts the completions in its events, and its ticks; says that completions may wait.
+
+    Ports:
+        events: the round's events.
+    Arguments:
+        none
+    Counters:
+        finished: completions seen.
+        ticks: ticks.
+    See also: JobMetrics
+    Paper: none (a test element).
+    """
+
+    category = "sink"
+    inputs = (In("events", Events),)
+
+    def start(self, ctx) -> None:
+        self.counters.update(finished=0, ticks=0)
+
+    def tick(self, ctx, events: Events) -> None:
+        self.counters["finished"] += len(events.finished)
+        self.counters["ticks"] += 1
+
+    def completions_wait(self, ctx) -> bool:
+        return True
+
+
+@element
+class RecordsRounds(CountsCompletions):
+    """Counts its ticks as rounds (as UsageSink records one row a round); says nothing of completions.
+
+    Ports:
+        events: the round's events.
+    Arguments:
+        none
+    Counters:
+        finished: completions seen.
+        ticks: ticks.
+    See also: UsageSink
+    Paper: none (a test element).
+    """
+
+    def completions_wait(self, ctx) -> bool:
+        return False
+
+
+def test_a_user_sink_that_says_completions_wait_counts_the_last_rounds_completions(tmp_path):
+    # As docs/writing-elements.md says: the jobs the last round's plan completed reach a sink that
+    # says `completions_wait` in one more tick; a sink that does not is ticked once a round only.
+    path = tmp_path / "g.sched"
+    path.write_text(LOSS_GRAPH + "run -> counts :: CountsCompletions;\nrun -> rounds :: RecordsRounds;\n")
+    result = simulate(compile_file(path))
+    counts, rounds = result.counters["counts"], result.counters["rounds"]
+    assert counts["finished"] == result.counters["run"]["completed"] == 30
+    assert counts["ticks"] == result.rounds + 1
+    assert rounds["ticks"] == result.rounds and rounds["finished"] < 30
 
 
 # --- an empty graph path ---
