@@ -114,7 +114,9 @@ class Optimus(Policy):
 
     Every count is one the placer has room for, as a consolidating placer would pack the jobs
     (worked out from who holds which GPU): on one node, or on the fewest nodes if larger, all
-    of one GPU type (the fastest of the types the job can run on that has its count left). A
+    of one GPU type (the fastest of the types the job can run on that has its count left and
+    room for it: a job whose fastest type has GPUs left only scattered over its nodes goes to a
+    slower type with room, and the ranking then names each job's type to the placer). A
     running job whose new count would find no room keeps the GPUs it holds (no job is
     suspended, or preempted, for a resize that cannot happen); a waiting job gets the largest
     of its counts that finds room, taking extra GPUs back from other jobs if its first
@@ -279,19 +281,22 @@ class Optimus(Policy):
             keep = self._keep(ctx, active.held[grow], speed[grow], usable[grow], remaining[grow])
             extra = self._spread_extra(speed[grow], usable[grow], first[grow], remaining[grow], alloc, grow, free, keep)
         moving = given & (alloc != active.held) & (alloc > 1)
+        types = None  # the GPU type of each job, when the placer is to be told them
         if np.count_nonzero(moving):  # (jobs of one GPU, each, find room wherever GPUs are left)
-            self._placeable(ctx, active, alloc, given, base, order, speed, usable, elastic, remaining)
+            types = self._placeable(ctx, active, alloc, given, base, order, speed, usable, elastic, remaining)
             extra = int(np.maximum(alloc - base, 0)[given & elastic].sum())
         self.counters["extra_gpus"] = extra
         rank = np.concatenate([order[given[order]], order[~given[order]]])
         want = np.where(given, alloc, base)[rank]
-        return Ranking(active.rows[rank], want, consolidate=np.ones(n, dtype=bool), backfill=True)
+        gpu_type = None if types is None else types[rank]
+        return Ranking(active.rows[rank], want, gpu_type=gpu_type, consolidate=np.ones(n, dtype=bool), backfill=True)
 
-    def _placeable(self, ctx, active, alloc, given, base, order, speed, usable, elastic, remaining) -> None:
+    def _placeable(self, ctx, active, alloc, given, base, order, speed, usable, elastic, remaining) -> np.ndarray | None:
         """Make the counts ones a consolidating placer can hold (`Layout.fit`, in
         elements/policies/optimus_room.py); the GPUs this leaves go first to waiting jobs not
         given any, in order, then as extra GPUs, each step to a count that finds room, and the
-        counts are checked again. Updates `alloc` and `given`."""
+        counts are checked again. Updates `alloc` and `given`; returns each job's GPU type when
+        the placer must be told them (`Layout.pinned`), else None."""
         counts = self._counts
         layout = Layout(ctx, active, order)
         held = active.held
@@ -316,6 +321,7 @@ class Optimus(Policy):
         else:
             layout.fit(alloc, given, held, base, options, counts)
         self.counters["no_room"] += int(np.count_nonzero(layout.no_room))
+        return layout.pinned(given)
 
     def _keep(self, ctx: RoundContext, held, speed, usable, remaining) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What changing each running job's GPU count costs, as (count index it holds, or -1;

@@ -26,7 +26,11 @@ class Layout:
     is packed on the GPUs of its type left, largest first (ties in ranking order), on the node
     with the fewest available GPUs that holds it, one larger than a node on the fewest nodes,
     those with the most available first. Every job asks for a consolidated placement, so a
-    count that finds no room there would leave the job without GPUs."""
+    count that finds no room there would leave the job without GPUs: a job whose type has its
+    count left but no room for it (the type's free GPUs scattered over its nodes) goes to the
+    next of its types, fastest first, with its count left and room for it. The placer, which
+    picks types by count alone, would not send it there, so then every job's type is named to
+    it (`pinned`)."""
 
     def __init__(self, ctx: RoundContext, active: Active, order: np.ndarray):
         cluster = ctx.cluster
@@ -61,6 +65,8 @@ class Layout:
             self._types = [[0]] * n
             self._held_type = np.zeros(n, dtype=np.int64)
         self.on_type = np.where(self._home >= 0, self._held_type, -1)  # the type each job is packed on
+        self._type_left = self._capacity.astype(np.int64).tolist()  # GPUs of each type not yet given
+        self.retyped = False  # a job went to a type other than the first of its types with its count left
         self._spots: dict[int, list[tuple[int, int]]] = {}  # each packed job's (node, GPUs) beyond its home
 
     # --- packing, as the placer would ---
@@ -106,7 +112,7 @@ class Layout:
         if not self._typed:
             self.on_type = np.where(given & (alloc > 0), 0, -1)
             return
-        left = self._capacity.astype(np.int64).tolist()
+        left = self._type_left = self._capacity.astype(np.int64).tolist()
         for i in self._order[(given & (alloc > 0))[self._order]].tolist():
             want = int(alloc[i])
             options = [int(self._held_type[i])] if kept[i] else self._types[i]
@@ -115,16 +121,40 @@ class Layout:
                 left[t] -= want
                 self.on_type[i] = t
 
+    def pinned(self, given) -> np.ndarray | None:
+        """The GPU type of each job given GPUs (-1 for the others, and for a job left to the
+        placer), for the ranking to name, when some job goes to a type the placer would not
+        pick by count alone (None otherwise: the placer picks as the layout did)."""
+        if not self.retyped:
+            return None
+        return np.where(given, self.on_type, -1).astype(np.int64)
+
+    def _other_type(self, i: int, want: int, t: int) -> list[tuple[int, int]] | None:
+        """Where job `i`, with no room for `want` GPUs on type t, goes instead: the first other
+        of its types, fastest first, with its count left and room for it (None: none). Moves
+        its count to that type."""
+        left = self._type_left
+        for u in self._types[i]:
+            spots = self._find(want, u) if u != t and want <= left[u] else None
+            if spots is not None:
+                left[t], left[u] = left[t] + want, left[u] - want
+                self.on_type[i], self.retyped = u, True
+                return spots
+        return None
+
     def _pack(self, alloc, given, kept, todo) -> list[int]:
         """Place the jobs of `todo` in that order beside the `kept` ones; returns those that found no room."""
         self.left = self.room - self._cluster.per_node(np.append(kept, False)[self._at])
         self.node = np.where(kept, self._home, -1)
         self._spots = {}
+        self.retyped = False  # (`fit` packs last: its types are the ones the ranking names)
         self._pick_types(alloc, given, kept)
         failed = []
         for i in todo.tolist():
-            t = int(self.on_type[i])
-            spots = self._find(int(alloc[i]), t) if t >= 0 else None
+            t, want = int(self.on_type[i]), int(alloc[i])
+            spots = self._find(want, t) if t >= 0 else None
+            if spots is None and t >= 0 and self._typed:
+                spots = self._other_type(i, want, t)
             if spots is None:
                 failed.append(i)
             else:
