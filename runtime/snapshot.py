@@ -41,7 +41,6 @@ import json
 import math
 import os
 import pickle
-import struct
 import sys
 import textwrap
 import time
@@ -65,7 +64,10 @@ FORMAT_NAME = "roundhouse-snapshot"
 # Version 1: header line (JSON), then pickle 1 (the cluster), then pickle 2 (engine, world,
 # backend and element states, with the graph, its elements, profile, throughput model and
 # settings as references to the ones rebuilt from the header).
-FORMAT_VERSION = 1
+# Version 2: as 1, with every string, bytes object and plain dtype in either pickle written as a
+# persistent id, a one-item tuple of the value (`_Pickler`), which version 1's readers refuse.
+# Version 1 files load still (their persistent ids are the references alone).
+FORMAT_VERSION = 2
 
 # Attributes every element has outside its configuration and declarations.
 _BASE_ATTRIBUTES = frozenset({"name", "declared_at", "counters", "peers"})
@@ -368,36 +370,55 @@ def _mapping_proxy(items: dict) -> MappingProxyType:
 
 
 # --- snapshots on disk -------------------------------------------------------------------------
-_PythonPickler: Any = pickle._Pickler
-
-
-class _Pickler(_PythonPickler):
+class _Pickler(pickle.Pickler):
     """Writes a snapshot's pickles so that two snapshots of one state are the same bytes, whether
     the state is the run's own, a fork's or a loaded one's: `refs` (objects rebuilt from the
-    header, by id, and the name each is referred to by) as references, strings and bytes by
-    value, arrays as `_canonical_array` says, a job table's reader and torch's tensors' data as
-    what they are rather than where they are. (Pickle writes an object met again as a reference
-    to the first, by identity: which equal strings are one object is no part of the state, and
-    differs between a run and a loaded one, whose names are interned or not as loading made
-    them. So each value is written once, and every equal string refers to it: Python's own
-    pickler, whose `save` can be handed the first of equal strings.)"""
+    header, by id, and the name each is referred to by) as references, strings, bytes and plain
+    dtypes by value, arrays as `_canonical_array` says, a job table's reader and torch's tensors'
+    data as what they are rather than where they are.
+
+    Pickle writes an object met again as a reference to the first, by identity: which equal
+    strings are one object is no part of the state, and differs between a run and a loaded one
+    (whose names are interned or not as loading made them, and whose rebuilt graph holds strings
+    of its own). So every string, bytes object and plain dtype is written as a persistent id, a
+    one-item tuple of the first equal value met, the same tuple for every equal value: written
+    whole the first time, by its memo entry after (`_Unpickler` gives back its item). (The C
+    pickler asks `persistent_id` about every object, strings too, before its memo: one call an
+    object, as the references alone took, where Python's pickler makes several in Python.)"""
 
     def __init__(self, file, refs: dict[int, str] | None = None):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self._values: dict[object, Any] = {}
-        self._refs = refs or {}
+        # (The names as objects of their own: a reference's name is written as it is, and must
+        # not be the object a string of the state is, as an interned "cluster" could be.)
+        self._refs = {at: name.encode().decode() for at, name in (refs or {}).items()}
+        self._values: dict[object, tuple[object]] = {}
+        self._item: object = _NOTHING  # the item of the value's tuple about to be written whole
 
-    def persistent_id(self, obj: object) -> str | None:
-        return self._refs.get(id(obj))
-
-    def save(self, obj: object, save_persistent_id: bool = True) -> None:
+    def persistent_id(self, obj: object) -> Any:
+        if obj is None:  # (the most frequent object by far)
+            return None
         kind = type(obj)
         if kind is str or kind is bytes:
-            obj = self._values.setdefault(obj, obj)
-        elif isinstance(obj, np.dtype) and obj.fields is None and obj.subdtype is None and obj.metadata is None:
-            # (Likewise a plain dtype: loading makes each one an object of its own.)
-            obj = self._values.setdefault((kind, obj.str), obj)
-        super().save(obj, save_persistent_id)
+            key: object = obj
+        else:
+            dtype = _IS_DTYPE.get(kind)
+            if dtype is None:
+                dtype = _IS_DTYPE[kind] = issubclass(kind, np.dtype)
+            if not dtype:
+                return self._refs.get(id(obj))
+            # (A plain dtype: loading makes each one an object of its own. Any other, by identity.)
+            dt: Any = obj
+            if dt.fields is not None or dt.subdtype is not None or dt.metadata is not None:
+                return None
+            key = (kind, dt.str)
+        if obj is self._item:  # (the tuple's item itself, written whole once)
+            self._item = _NOTHING
+            return None
+        got = self._values.get(key)
+        if got is None:
+            got = self._values[key] = (obj,)
+            self._item = obj
+        return got
 
     def reducer_override(self, obj: object) -> Any:
         if type(obj) is np.ndarray:
@@ -411,26 +432,9 @@ class _Pickler(_PythonPickler):
             return _torch_storage_reduce(obj)
         return NotImplemented
 
-    def save_picklebuffer(self, obj: pickle.PickleBuffer) -> None:
-        # An array's data, as the C pickler writes it: from the buffer, the buffer remembered.
-        # (Python's copies it, and remembers the copy, which may be the one empty bytes object.)
-        with obj.raw() as data:
-            n = data.nbytes
-            if not data.readonly:
-                head = pickle.BYTEARRAY8 + struct.pack("<Q", n)
-            elif n <= 0xFF:
-                head = pickle.SHORT_BINBYTES + struct.pack("<B", n)
-            elif n <= 0xFFFFFFFF:
-                head = pickle.BINBYTES + struct.pack("<I", n)
-            else:
-                head = pickle.BINBYTES8 + struct.pack("<Q", n)
-            if n >= self.framer._FRAME_SIZE_TARGET:
-                self._write_large_bytes(head, data)
-            else:
-                self.write(head + data)
-        self.memoize(obj)
 
-    dispatch = {**_PythonPickler.dispatch, pickle.PickleBuffer: save_picklebuffer}
+_NOTHING = object()
+_IS_DTYPE: dict[type, bool] = {}  # (whether objects of a type are numpy dtypes, by type)
 
 
 def _torch_storage_reduce(storage: Any) -> Any:
@@ -467,12 +471,17 @@ def _canonical_array(arr: np.ndarray) -> Any:
 
 
 class _Unpickler(pickle.Unpickler):
+    """Reads what `_Pickler` writes: a one-item tuple is a value (version 2), a name one of
+    `refs` (versions 1 and 2)."""
+
     def __init__(self, file, refs: dict[str, object]):
         super().__init__(file)
         self._objects = refs
 
     def persistent_load(self, pid: Any) -> object:
-        if pid not in self._objects:
+        if type(pid) is tuple and len(pid) == 1:
+            return pid[0]
+        if type(pid) is not str or pid not in self._objects:
             raise pickle.UnpicklingError(f"unknown reference {pid!r}")
         return self._objects[pid]
 
@@ -642,7 +651,7 @@ def load_cluster(path: str | Path, payload: bytes):
     """The snapshot's cluster (its first pickle), and where the second begins."""
     buf = io.BytesIO(payload)
     try:
-        cluster = pickle.load(buf)
+        cluster = _Unpickler(buf, {}).load()
     except Exception as err:  # (a checksum-valid file from another build: report, don't trace)
         raise SnapshotError(f"snapshot {path}: cannot read its cluster: {type(err).__name__}: {err}") from None
     return cluster, buf.tell()

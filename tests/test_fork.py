@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from roundhouse import Simulation
+from roundhouse.runtime import snapshot
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.snapshot import ForkError, SnapshotError, unforkable_elements
 
@@ -95,7 +96,7 @@ def test_save_load_and_run_on_gives_the_same(tmp_path, mixed_reference):
     sim = Simulation(MIXED).run_until(9 * 3600)
     path = sim.save(tmp_path / "mid.snap")
     header = json.loads(path.read_bytes().split(b"\n", 1)[0])
-    assert header["format"] == "roundhouse-snapshot" and header["version"] == 1
+    assert header["format"] == "roundhouse-snapshot" and header["version"] == snapshot.FORMAT_VERSION
     assert header["now_s"] == sim.now and header["jobs"] == len(sim.world.jobs)
     loaded = Simulation.load(path)
     assert loaded.now == sim.now and loaded.rounds == sim.rounds
@@ -167,9 +168,10 @@ def test_a_corrupt_snapshot_is_refused_naming_the_file(snap):
 def test_a_newer_snapshot_format_is_refused(snap):
     head, _, payload = snap.read_bytes().partition(b"\n")
     header = json.loads(head)
-    header["version"] = 2
+    header["version"] = snapshot.FORMAT_VERSION + 1
     snap.write_bytes(json.dumps(header).encode() + b"\n" + payload)
-    with pytest.raises(SnapshotError, match="line 1: format version 2 is newer than this Roundhouse reads"):
+    newer = snapshot.FORMAT_VERSION + 1
+    with pytest.raises(SnapshotError, match=f"line 1: format version {newer} is newer than this Roundhouse reads"):
         Simulation.load(snap)
 
 
