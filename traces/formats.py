@@ -87,7 +87,7 @@ def detect_format(path: str | Path) -> str:
     if first.count("\t") + 1 in gavel.LAYOUTS:
         return "gavel"
     if "," in first or suffix == ".csv":
-        fields = first.split(",")
+        fields = _header_fields(first)
         if helios.looks_like(fields):
             return "helios"
         if pai.looks_like(fields, Path(path).name):
@@ -100,8 +100,19 @@ def detect_format(path: str | Path) -> str:
     raise TraceError(path, f"cannot tell the trace format from the name or the contents; name it (one of {', '.join(FORMATS)})")
 
 
+def _header_fields(line: str) -> list[str]:
+    """The fields of a CSV's first line as its reader takes them: quoted names (as R's
+    write.csv and pandas' QUOTE_ALL write them) lose their quotes, and a quoted comma is no
+    separator."""
+    if '"' not in line:
+        return line.split(",")
+    return next(csv.reader([line]), [])
+
+
 # Keys of Philly's `cluster_job_log` records (traces/philly.py).
 PHILLY_KEYS = ("jobid", "attempts", "submitted_time")
+# What a JSON trace is, in messages about one that is not a list ("... is a list of jobs").
+_JSON_TRACE = "a JSON trace (Philly's cluster_job_log or a Helios job list)"
 _PHILLY_KEY = re.compile(r'"(' + "|".join(PHILLY_KEYS) + r')"\s*:')
 
 
@@ -112,7 +123,7 @@ def _json_format(path: str, head: str) -> str:
         return "helios"
     if _PHILLY_KEY.search(head):
         return "philly"
-    records = read_json_list(path, "a list of jobs")  # (a file that is no JSON list says so)
+    records = read_json_list(path, _JSON_TRACE)  # (a file that is no JSON list says so)
     keys = {key for record in records if isinstance(record, dict) for key in record}
     if "attempts" not in keys and keys & set(helios.JSON_KEYS):
         return "helios"
@@ -135,6 +146,9 @@ def load_trace(path: str | Path, format: str = "auto", elastic: ElasticProfile |
     format = check_format(format)
     if format == "auto":
         format = detect_format(path)
+    elif format != "canonical" and read_bytes(path, 4) == _PARQUET_MAGIC:
+        # (rather than the text readers' "not UTF-8 text" about its first binary byte)
+        raise TraceError(str(path), f"is a Parquet file, and only canonical traces are read from Parquet, not {format} ones")
     if format == "philly":
         result = philly.parse(path)
         return LoadedTrace(result.frame, format, result.skipped, result.skipped_what)
@@ -207,8 +221,8 @@ def file_columns(path: str | Path, format: str) -> tuple[str, ...]:
     keys of Philly's records), or as its format does where the file has no header (Gavel's
     tab-separated fields). `format` is what `load_trace` found; the file has been read by it."""
     if format in ("philly", "helios") and read_bytes(path).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"[":
-        records = read_json_list(str(path), "a list of jobs")
-        return tuple(dict.fromkeys(key for record in records if isinstance(record, dict) for key in record))
+        with philly.collection_paused():  # (a long list decoded as fast as its reader decodes it)
+            return _json_keys(str(path))
     if format == "pai":
         return pai.file_columns(path)
     if format == "canonical" and (canonical.is_parquet(path) or read_bytes(path)[:4] == _PARQUET_MAGIC):
@@ -218,6 +232,12 @@ def file_columns(path: str | Path, format: str) -> tuple[str, ...]:
     if format == "gavel":
         return gavel.LAYOUTS.get(first.count("\t") + 1, ())
     return tuple(name.strip() for name in next(csv.reader([first]), []))
+
+
+def _json_keys(path: str) -> tuple[str, ...]:
+    """The keys of a JSON job list's records, in the order first seen (the records freed on return)."""
+    records = read_json_list(path, _JSON_TRACE)
+    return tuple(dict.fromkeys(key for record in records if isinstance(record, dict) for key in record))
 
 
 def read_trace(path: str | Path, format: str = "auto", elastic: ElasticProfile | None = None) -> pl.DataFrame:

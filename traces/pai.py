@@ -21,7 +21,7 @@ arrival (0, 1, 2, ...); the original name is kept as `name`, with `gpu_share` (t
 GPUs asked for, Σ inst_num × plan_gpu / 100) and `gpu_type` (of the job's first GPU task).
 
 Jobs that asked for no GPU, or never ran (no task with a start and a later end), are skipped
-and counted. The data has no licence, so no rows of it ship with Roundhouse.
+and counted; a task that asks for GPUs with no inst_num is an error, not a job skipped. The data has no licence, so no rows of it ship with Roundhouse.
 """
 
 from __future__ import annotations
@@ -65,10 +65,14 @@ class PaiTrace:
 
 def looks_like(fields: list[str], name: str = "") -> bool:
     """Whether a CSV's first line is a PAI task table's: its header, or (the released file has
-    none) ten fields with a PAI status fourth, or ten fields in a file named like the table."""
+    none) ten fields with a PAI status fourth, or ten fields in a file named like the table
+    (but not a header with the canonical job_id or arrival_s: a canonical trace converted from
+    the table may keep its name)."""
     names = [f.strip() for f in fields]
     if "plan_gpu" in names and "job_name" in names:
         return True
+    if {"job_id", "arrival_s"} & set(names):
+        return False
     return len(names) == len(COLUMNS) and (names[3] in STATUSES or name.startswith("pai_task_table"))
 
 
@@ -123,8 +127,16 @@ def parse(path: str | Path) -> PaiTrace:
         i = int(nameless.arg_true()[0])
         raise TraceError(path, "has no value (every task names its job)", row=int(rows[i]), column="job_name")
 
-    instances = values["inst_num"].fill_null(0.0)
     gpu = values["plan_gpu"].fill_null(0.0)
+    # A task that asks for GPUs but says not how many instances would count as none, and its
+    # job be skipped as one that asked for no GPU: a damaged cell is an error instead.
+    uncounted = (values["inst_num"].is_null() & (gpu > 0)).fill_null(False)
+    if uncounted.any():
+        i = int(uncounted.arg_true()[0])
+        raise TraceError(
+            path, "has no value (a task that asks for GPUs runs some number of instances)", row=int(rows[i]), column="inst_num"
+        )
+    instances = values["inst_num"].fill_null(0.0)
     start, end = values["start_time"], values["end_time"]
     backwards = ((start > 0) & (end > 0) & (end < start)).fill_null(False)
     if backwards.any():

@@ -128,41 +128,54 @@ def parse_workload(
         raise TraceError(
             origin, f"{raw['num_replicas'][i]} is too large (at most 2^63 - 1 GPUs)", row=int(lines[i]), column="num_replicas"
         )
-    names = [str(a).strip().lower() if a is not None else "" for a in raw["application"].to_list()]
-    n = len(names)
-    max_gpus, epochs = np.empty(n), np.empty(n)
-    for i, name in enumerate(names):
-        a = known.row(name)
-        if a < 0 or name != known.apps[a].name.lower():
-            choices = ", ".join(app.name for app in known.apps)
+    # Each distinct application looked up once; the checks are per row, in bulk, and the first
+    # row that fails either (its application first) is the one named.
+    given = raw.get_column("application").cast(pl.String)
+    lowered = given.str.strip_chars().str.to_lowercase().fill_null("")
+    distinct = lowered.unique(maintain_order=True).to_list()
+    found = {name: known.row(name) for name in distinct}
+    # (Found only by the name it has once read, such as "recommendation" for ncf, is unknown here.)
+    index = {name: a if a >= 0 and name == known.apps[a].name.lower() else -1 for name, a in found.items()}
+    app = np.asarray(lowered.replace_strict(index, return_dtype=pl.Int64).to_numpy(), dtype=np.int64)
+    n = len(app)
+    unknown = app < 0
+    safe = np.where(unknown, 0, app).astype(np.intp)
+    low = np.array([a.init_batch for a in known.apps] or [0], dtype=np.float64)[safe]
+    high = np.array([a.max_batch for a in known.apps] or [0], dtype=np.float64)[safe]
+    batch = numbers["batch_size"]
+    outside = ~unknown & ~((low <= batch) & (batch <= high))
+    bad = np.flatnonzero(unknown | outside)
+    if bad.size:
+        i = int(bad[0])
+        if unknown[i]:
+            choices = ", ".join(a.name for a in known.apps)
             raise TraceError(
                 origin,
                 f"unknown application {raw['application'][i]!r} (known: {choices})",
                 row=int(lines[i]),
                 column="application",
             )
-        app = known.apps[a]
-        batch = numbers["batch_size"][i]
-        if not app.init_batch <= batch <= app.max_batch:
-            raise TraceError(
-                origin,
-                f"{int(batch)} is outside what the elastic profile covers for {app.name} ({app.init_batch} to {app.max_batch})",
-                row=int(lines[i]),
-                column="batch_size",
-            )
-        max_gpus[i] = min(MAX_REPLICAS, app.max_batch // max(app.min_local, 1))
-        epochs[i] = app.epochs
-    fixed = np.isin(np.array(names, dtype=object), FIXED_BATCH_APPS)
+        a = known.apps[int(app[i])]
+        raise TraceError(
+            origin,
+            f"{int(batch[i])} is outside what the elastic profile covers for {a.name} ({a.init_batch} to {a.max_batch})",
+            row=int(lines[i]),
+            column="batch_size",
+        )
+    caps = np.array([min(MAX_REPLICAS, a.max_batch // max(a.min_local, 1)) for a in known.apps] or [0], dtype=np.float64)
+    max_gpus = caps[safe]
+    epochs = np.array([a.epochs for a in known.apps] or [0], dtype=np.float64)[safe]
+    fixed = lowered.is_in(list(FIXED_BATCH_APPS)).to_numpy()
     max_gpus[fixed] = 1.0
     return pl.DataFrame(
         {
             "job_id": np.arange(n, dtype=np.int64),
             "arrival_s": numbers["time"],
             "gpus": numbers["num_replicas"].astype(np.int64),
-            "model": names,
+            "model": lowered,
             "batch_size": numbers["batch_size"].astype(np.int64),
             "epochs": epochs,
-            "name": [str(v) for v in raw["name"].to_list()],
+            "name": raw.get_column("name").cast(pl.String).fill_null("None"),
             "max_gpus": max_gpus,
             "batch_fixed": fixed.astype(np.float64),
         }

@@ -98,7 +98,9 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
             "num_gpu": frame.get_column("gpus"),
             "submit_time": submit,
             "iterations": int64_column(iterations.clip(lower_bound=1), path, jobs, "iterations", iterations_from.to_series()),
-            "model_name": frame.get_column("model").fill_null(""),
+            # (An empty cell, as polars writes a null: "" would put a quote in the file, and a file
+            # with quotes is read through Python's csv module, several times slower.)
+            "model_name": frame.get_column("model"),
             "duration": int64_column(duration.clip(lower_bound=1), path, jobs, "duration", duration_from.to_series()),
             "interval": (submit.shift(-1) - submit).fill_null(0),
         }
