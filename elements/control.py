@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import functools
 import itertools
+import numbers
 import os
 import pickle
 import sys
@@ -19,9 +20,10 @@ import numpy as np
 import polars as pl
 
 from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.engine import ElementFailure, call_element, check_emitted
 from roundhouse.runtime.explain import CANDIDATE
 from roundhouse.runtime.types import Active, Jobs, Ranking
-from roundhouse.runtime.values import Duration, ElementRef, at_most, one_of, positive
+from roundhouse.runtime.values import Duration, ElementRef, at_most, format_duration, one_of, positive
 from roundhouse.traces.jobs import FINISHED
 
 if TYPE_CHECKING:
@@ -59,9 +61,16 @@ class _Switch(Element):
         return [c.name for c in self.candidates]
 
     def select(self, index: int) -> None:
-        """Make candidate `index` act from this round on (a synthesizer's decision)."""
-        if not 0 <= index < len(self.candidates):
-            raise IndexError(f"{self.name} has {len(self.candidates)} candidates, not {index + 1}")
+        """Make candidate `index` (counted from 0, in the order the graph lists them) act from
+        this round on (a synthesizer's decision, or one by hand between rounds)."""
+        n = len(self.candidates)
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= index < n:
+            raise IndexError(
+                f"{type(self).__name__} '{self.name}' has {n} candidate{'s' if n != 1 else ''} "
+                f"({', '.join(f'{k}: {name}' for k, name in enumerate(self.names))}): select one by its "
+                f"index, 0 to {n - 1}, not {index!r}"
+            )
+        index = int(index)
         self._pending = None if index == self._selected else index
 
     @property
@@ -70,9 +79,10 @@ class _Switch(Element):
 
     def quiet_until(self, ctx: RoundContext) -> float | None:
         """Event skipping: as quiet as the candidate acting now (a synthesizer's decision
-        comes at a round it does not skip)."""
-        quiet = getattr(self._candidate(self._selected), "quiet_until", None)  # (the engine's skipping asks)
-        return quiet(ctx) if quiet is not None else None
+        comes at a round it does not skip), asked as that candidate (a failure names it)."""
+        chosen = self._candidate(self._selected)
+        quiet = getattr(chosen, "quiet_until", None)  # (the engine's skipping asks)
+        return self._as_candidate(ctx, chosen, "quiet_until", quiet, ctx) if quiet is not None else None
 
     def reference_problem(self, field: str, peer: Element) -> str | None:
         """What is wrong with an element an argument names, or None (the compiler asks, and
@@ -94,11 +104,20 @@ class _Switch(Element):
         return self.peers[self.candidates[index].name]
 
     def _tick_candidate(self, ctx: RoundContext, **inputs: Any) -> Any:
+        """The candidate acting now, ticked as the engine ticks an element: what it raises, or
+        an output of another type than its port's, is reported naming it, not the switch."""
         chosen = self._candidate(self._selected)
+        out = self._as_candidate(ctx, chosen, "tick", chosen.tick, ctx, **inputs)
+        port = chosen.outputs[0]  # (the compiler checked its ports are the switch's)
+        if type(out) is not port.type:
+            check_emitted(chosen, ctx, port.name, out, port.type)  # type: ignore[arg-type]
+        return out
+
+    def _as_candidate(self, ctx: RoundContext, chosen: Element, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         ctx_any: Any = ctx
         ctx_any.element = chosen  # (its generator and messages are its own)
         try:
-            return chosen.tick(ctx, **inputs)
+            return call_element(chosen, f"{what} (as a candidate of switch '{self.name}')", ctx, fn, *args, **kwargs)  # type: ignore[arg-type]
         finally:
             ctx_any.element = self
 
@@ -160,9 +179,11 @@ class ChooseAdmission(_Switch):
         if len(ctx.events.finished) and len(self._admitted):
             self._admitted = self._admitted[ctx.jobs.column("status")[self._admitted] != FINISHED]
         if self._pending is not None:
-            held = self._candidate(self._selected).hand_over()  # type: ignore[attr-defined]
+            old = self._candidate(self._selected)
+            held = self._as_candidate(ctx, old, "hand_over", old.hand_over)  # type: ignore[attr-defined]
             self._selected, self._pending = self._pending, None
-            self._candidate(self._selected).take_over(self._admitted)  # type: ignore[attr-defined]
+            new = self._candidate(self._selected)
+            self._as_candidate(ctx, new, "take_over", new.take_over, self._admitted)  # type: ignore[attr-defined]
             self.counters["switches"] += 1
             if len(held):
                 jobs = ctx.jobs.view(np.concatenate([held, jobs.rows]), Jobs)
@@ -233,11 +254,12 @@ class Synthesizer(Element):
     main script that a started process would run again (one without an
     `if __name__ == "__main__":` guard), or when the state cannot be sent to a started process
     (it holds what cannot be pickled, or an element's class is defined in an interactive
-    session, a notebook or `python -c`, which a started process cannot import). The choices are
-    the same either way. It then selects the best combination in the switches, from this round
-    on; a tie keeps the one running, and among combinations tied for the best, the one that
-    changes the fewest switches' candidates (the first of those). It ticks first in its round,
-    and a graph has one. Metrics, smaller is better: `jct`, the mean time the jobs spend in the
+    session, a notebook or `python -c`, which a started process cannot import, or in a file the
+    graph requires that has changed since the run read it; the started processes import the
+    files the graph requires). The choices are the same either way. It then selects the best
+    combination in the switches, from this round on; a tie keeps the one running, and among
+    combinations tied for the best, the one that changes the fewest switches' candidates (the
+    first of those). It ticks first in its round, and a graph has one. Metrics, smaller is better: `jct`, the mean time the jobs spend in the
     system within the horizon (the area under the number of jobs in the system, whose sum
     average JCT is); `responsiveness`, the mean wait of the jobs not yet started; `both`, each
     divided by the best combination's value or one round's length, whichever is larger, summed
@@ -424,6 +446,8 @@ class _Pool:
 
     executor: Any
     shared: Shared
+    # The modules of files the graph requires that its processes imported when they started.
+    modules: frozenset[str]
     # Shuts the processes down when the synthesizer is freed unfinished (an abandoned run or
     # fork); detached when `finish` shuts them down itself.
     on_free: weakref.finalize
@@ -452,11 +476,15 @@ def _simulate_all(synth: Synthesizer, fork: Fork, combos: list[tuple[int, ...]])
         return [_simulate(*t) for t in tasks]
     if not main_importable() and (_names_main(packed.data) or _names_main(blob)):
         return [_simulate(*t) for t in tasks]
-    if pool is not None and pool.shared is not shared:  # (its processes do not hold what this fork refers to)
+    modules = _required_modules(packed.data, blob)
+    if modules is None:
+        return [_simulate(*t) for t in tasks]
+    # (its processes do not hold what this fork refers to, or have not imported its classes)
+    if pool is not None and (pool.shared is not shared or not {name for name, _ in modules} <= pool.modules):
         _close_pool(synth)
         pool = None
     if pool is None:
-        pool = _start_pool(synth, shared, workers)
+        pool = _start_pool(synth, shared, workers, modules)
     return list(pool.executor.map(_simulate, *zip(*tasks)))
 
 
@@ -485,32 +513,67 @@ def _names_main(pickled: bytes) -> bool:
     return b"__main__" in pickled
 
 
-def _start_pool(synth: Synthesizer, shared: Shared, workers: int) -> _Pool:
+def _required_modules(*pickled: bytes) -> list[tuple[str, str]] | None:
+    """The modules of element files a graph requires (runtime/dsl/loader.py imports each under
+    a name of its own, made of its path and its text's digest) that pickled bytes refer to, as
+    (name, file), for a started process to import under the same names. None when one's file
+    has changed since (a started process would import the new text, under another name)."""
+    from roundhouse.runtime.user_modules import file_digest
+
+    found = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(_REQUIRED_PREFIX) or not any(name.encode() in p for p in pickled):
+            continue
+        path = getattr(module, "__file__", None)
+        try:
+            current = file_digest(path) if isinstance(path, str) else ""
+        except OSError:
+            return None
+        if not current or not name.endswith("_" + current[:16]):
+            return None
+        found.append((name, str(path)))
+    return found
+
+
+_REQUIRED_PREFIX = "roundhouse_user_"
+
+
+def _start_pool(synth: Synthesizer, shared: Shared, workers: int, modules: list[tuple[str, str]] | None = None) -> _Pool:
+    """A pool of `workers` spawned processes, each holding `shared` and having imported the
+    graph's required files `modules` (`_required_modules`)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+
+    modules = modules or []
 
     # Spawned, not forked: a live scheduler's sockets and threads stay in this process.
     executor = ProcessPoolExecutor(
         workers,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_start_worker,
-        initargs=(shared.key, shared.blob(), os.getpid()),
+        initargs=(shared.key, shared.blob(), os.getpid(), modules),
     )
     # Not waiting: the synthesizer may be freed by the garbage collector in any thread.
     on_free = weakref.finalize(synth, executor.shutdown, wait=False, cancel_futures=True)
-    pool = _POOLS[synth] = _Pool(executor, shared, on_free)
+    pool = _POOLS[synth] = _Pool(executor, shared, frozenset(name for name, _ in modules), on_free)
     return pool
 
 
-def _start_worker(key: str, blob: bytes, parent_pid: int) -> None:
-    """A pool process's start: the shared objects (`install`), and a watch that ends the process
-    when its parent dies. (A parent killed outright, SIGKILL, cannot shut its pool down; the
-    processes would wait for work forever, and keep multiprocessing's resource tracker alive.)"""
+def _start_worker(key: str, blob: bytes, parent_pid: int, modules: list[tuple[str, str]]) -> None:
+    """A pool process's start: the element files the graph requires (under the names they have
+    in the parent), the shared objects (`install`), and a watch that ends the process when its
+    parent dies. (A parent killed outright, SIGKILL, cannot shut its pool down; the processes
+    would wait for work forever, and keep multiprocessing's resource tracker alive.)"""
     import threading
 
+    from roundhouse.runtime.dsl.loader import load_element_file
     from roundhouse.runtime.snapshot import install
 
     threading.Thread(target=_exit_with_parent, args=(parent_pid,), name="parent-watch", daemon=True).start()
+    for name, path in modules:
+        problem = load_element_file(Path(path))
+        if problem is not None or name not in sys.modules:
+            raise ImportError(f"a look-ahead process could not import {path} as the run did: {problem or 'it has changed'}")
     install(key, blob)
 
 
@@ -572,12 +635,23 @@ def _guarded(path: str) -> bool:
 
 
 def _simulate(fork: Fork, horizon_s: float, synth: str, switches: list[str], combo: tuple[int, ...]) -> Outlook:
+    chosen: list[str] = []
+
     def adjust(graph) -> None:
         graph.elements[synth]._frozen = True
         for name, index in zip(switches, combo):
             graph.elements[name].select(index)
+            chosen.append(graph.elements[name].candidates[index].name)
 
-    return fork.run(horizon_s, adjust)
+    try:
+        return fork.run(horizon_s, adjust)
+    except ElementFailure as err:  # (its round is one the look-ahead simulated, not one the run reached)
+        failure = ElementFailure(
+            f"{err} [in a look-ahead of synthesizer '{synth}' from round {fork.round_index} "
+            f"(t={format_duration(fork.now)}), simulating {'+'.join(chosen)}]"
+        )
+        failure.detail = err.detail
+        raise failure from err
 
 
 def _close_pool(synth: Synthesizer) -> None:

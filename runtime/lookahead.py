@@ -80,7 +80,10 @@ class Fork:
 
     def run(self, horizon_s: float, adjust: Callable[[CompiledGraph], None] | None = None) -> Outlook:
         """Simulate from the round's start to `now + horizon_s` (or until every job in the
-        system has finished) without new arrivals, after `adjust(graph)` on the copied graph."""
+        system has finished) without new arrivals, after `adjust(graph)` on the copied graph.
+        A sink's goal does not end it (a `JobMetrics(track=...)` whose jobs have all finished):
+        the jobs still in the system would otherwise count as unfinished at the horizon, and
+        the choice that finishes the tracked jobs first would look the worst."""
         engine = fork_engine(self.base) if self.base is not None else self.packed().unpack()
         world = engine.world
         if adjust is not None:
@@ -90,7 +93,7 @@ class Fork:
         unstarted = present[np.isnan(world.jobs.column("first_start_s")[present])]
         known = len(world.jobs)
         end = self.now + horizon_s
-        engine.look_ahead(end)
+        engine.look_ahead(end, goals=False)
         # The round's own arrivals join (the running world sees them this round too); later
         # ones are not known.
         stop = engine.play_round()
