@@ -103,7 +103,8 @@ class ResultsStore:
 
     def read(self) -> pl.DataFrame:
         """Every run in the store, one row each. A file that cannot be read (damaged outside
-        Roundhouse) is listed in `unreadable` and left out, so that its run is done again; one
+        Roundhouse), or whose columns cannot be one table with the other files' (a column of
+        another kind), is listed in `unreadable` and left out, so that its run is done again; one
         that reads but holds no run's row (a row without a key: put there by something else,
         or written over) is listed in `foreign` and left out."""
         frames = []
@@ -116,12 +117,40 @@ class ResultsStore:
                 self.unreadable.append(path)
                 continue
             if _holds_a_run(frame):
-                frames.append(frame)
+                frames.append((path, frame))
             else:
                 self.foreign.append(path)
         if not frames:
             return pl.DataFrame(schema=_SCHEMA)
-        return pl.concat(frames, how="diagonal_relaxed")
+        try:
+            return pl.concat([frame for _, frame in frames], how="diagonal_relaxed")
+        except pl.exceptions.PolarsError:  # (a file whose column cannot be one with the others')
+            return self._fitting(frames)
+
+    def _fitting(self, frames: list[tuple[Path, pl.DataFrame]]) -> pl.DataFrame:
+        """The runs of the files whose columns fit together, those of the most files first; a
+        file that fits none of them (damaged outside Roundhouse) is listed in `unreadable`."""
+        shared: dict[tuple, int] = {}
+        for _, frame in frames:
+            key = tuple(frame.schema.items())
+            shared[key] = shared.get(key, 0) + 1
+        # (The most common columns first; ties in the files' order.)
+        ranked = sorted(range(len(frames)), key=lambda i: -shared[tuple(frames[i][1].schema.items())])
+        table: pl.DataFrame | None = None
+        kept = set()
+        for i in ranked:
+            path, frame = frames[i]
+            try:
+                table = frame if table is None else pl.concat([table, frame], how="diagonal_relaxed")
+                kept.add(i)
+            except pl.exceptions.PolarsError:
+                self.unreadable.append(path)
+        self.unreadable.sort()
+        try:  # (in the files' order, as a whole store is read)
+            return pl.concat([frames[i][1] for i in sorted(kept)], how="diagonal_relaxed")
+        except pl.exceptions.PolarsError:
+            assert table is not None
+            return table
 
     def finished_keys(self) -> set[str]:
         """Keys of runs that finished with a result (failed ones are run again)."""

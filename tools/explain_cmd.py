@@ -46,12 +46,37 @@ def explain(args) -> int:
     stopped = run_end(args.run)
     rows = job_rows(record, path, args.run, args.job, stopped)
     per_machine = largest_machine(args.run)
-    print(f"job {args.job.strip()}: {len(rows)} change(s) recorded in {args.run}")
+    print(f"job {job_text(args.job)}: {len(rows)} change(s) recorded in {args.run}")
+    # (The times in one column: as wide as the longest, and at least 10 wide.)
+    stopped = stopped if stopped is not None and not finished(rows) else None  # (said only then)
+    times = [clock(row["t_s"]) for row in rows] + ([clock(stopped[0])] if stopped is not None else [])
+    width = max([10, *map(len, times)])
     for row in rows:
-        print(f"  t={clock(row['t_s']):<10} {describe(row, per_machine)}")
-    if stopped is not None and not finished(rows):
-        print(f"  t={clock(stopped[0]):<10} run stopped here ({stopped[1]}); the job had not finished")
+        print(f"  t={clock(row['t_s']):<{width}} {describe(row, per_machine)}")
+    if stopped is not None:
+        print(f"  t={clock(stopped[0]):<{width}} run stopped here ({stopped[1]}); the job had not finished")
     return 0
+
+
+def job_text(job: str) -> str:
+    """The job id as jobs.csv writes it: a whole number however it is spelled ("03", "+3",
+    "3.0" name job 3); other text as given, without spaces around it."""
+    number = whole_number(job)
+    return str(number) if number is not None else job.strip()
+
+
+def whole_number(job: str) -> int | None:
+    """The whole number `job` spells, or None if it spells none."""
+    text = job.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return int(value) if math.isfinite(value) and value.is_integer() else None
 
 
 def run_end(run: str) -> tuple[float, str] | None:
@@ -94,6 +119,8 @@ def read_record(run: str):
             f"{run}: no such folder" if not folder.exists() else f"{run}: not a folder (give the folder a run wrote with --out)"
         )
     path = folder / FILE_NAME
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{path}: not a file (a folder?), where the run keeps the record of its decisions")
     if not path.is_file():
         if holds_a_sweep(folder):
             raise UsageError(
@@ -145,8 +172,9 @@ def job_rows(record, path: Path, run: str, job: str, stopped: tuple[float, str] 
     import polars as pl
 
     ids = pl.col("job_id").cast(pl.String)
+    wanted = job_text(job)  # (job ids are whole numbers: "03" is job 3)
     with _readable(path):
-        rows = record.filter(ids == job.strip()).collect()
+        rows = record.filter(ids == wanted).collect()
         if rows.height == 0:
             known = record.select(ids.unique(maintain_order=True)).collect().to_series()
     if rows.height == 0:
@@ -159,7 +187,7 @@ def job_rows(record, path: Path, run: str, job: str, stopped: tuple[float, str] 
         if empty.any():
             value = column[int(empty.arg_true()[0])]
             what = "no value" if value is None else f"{value} (not a whole number)" if name != "t_s" else "nan (not a time)"
-            raise UsageError(f"{path}: a record of job {job.strip()} has {what} in column {name!r} (damaged?)")
+            raise UsageError(f"{path}: a record of job {wanted} has {what} in column {name!r} (damaged?)")
     return rows.sort("t_s", maintain_order=True).to_dicts()
 
 
@@ -172,7 +200,7 @@ def _holds(known) -> str:
 def _why_missing(job: str, known, stopped: tuple[float, str] | None) -> str:
     """What may explain a job missing from the record. Ids are whole numbers: a numeric id
     spelled like another says nothing about that one, so only other ids get suggestions."""
-    if not job.strip().lstrip("-").isdigit():
+    if whole_number(job) is None:
         close = difflib.get_close_matches(job, known.to_list(), n=3)
         return f"; job ids are whole numbers{'; did you mean ' + ', '.join(close) + '?' if close else ''}"
     if stopped is None or not known.len():

@@ -4,10 +4,10 @@ output folder (PNG or SVG, by the file's suffix)."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from roundhouse.errors import UsageError
 from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
+from roundhouse.tools.outputs.whole_file import output_file
 from roundhouse.tools.plots import KINDS, figure, file_format, save
 
 
@@ -25,7 +25,8 @@ def register(sub) -> None:
 
 
 def plot(args) -> int:
-    file_format(Path(args.output))  # before any work
+    out = output_file(args.output)
+    file_format(out)  # before any work
     folder = open_folder(args.folder)
     kind = args.kind or ("load" if isinstance(folder, SweepFolder) else "jct-cdf")
     # Options that would not change the figure are refused rather than ignored.
@@ -40,5 +41,5 @@ def plot(args) -> int:
     if isinstance(folder, SweepFolder):
         for note in folder.notes:  # (runs of the store the figure leaves out)
             print(f"note: {folder.path}: {note}", file=sys.stderr)
-    save(fig, Path(args.output))
+    save(fig, out)
     return 0

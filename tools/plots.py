@@ -110,7 +110,12 @@ def jct_cdf_figure(run: RunFolder) -> Figure:
     unit, size = _time_unit(float(jct[-1]))
     fig, ax = _new_figure()
     share = np.arange(1, len(jct) + 1) / len(jct)
-    ax.step(np.concatenate(([0.0], jct / size)), np.concatenate(([0.0], share)), where="post", label=f"{len(jct)} finished jobs")
+    ax.step(
+        np.concatenate(([0.0], jct / size)),
+        np.concatenate(([0.0], share)),
+        where="post",
+        label=f"{len(jct)} finished job" + ("" if len(jct) == 1 else "s"),
+    )
     ax.axvline(float(np.mean(jct)) / size, color="grey", linestyle="--", linewidth=1, label="average")
     ax.set_xlabel(f"job completion time ({unit})")
     ax.set_ylabel("share of finished jobs")

@@ -15,8 +15,8 @@ from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.dsl.loader import read_source
 from roundhouse.tools.graph_drawing import draw
 from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
-from roundhouse.tools.outputs.whole_file import write_whole
-from roundhouse.tools.plots import RUN_KINDS, figure, figure_bytes, x_axis
+from roundhouse.tools.outputs.whole_file import output_file, write_whole
+from roundhouse.tools.plots import RUN_KINDS, figure, figure_bytes, is_seed, x_axis
 from roundhouse.tools.results import in_units, objectives, summary_rows
 
 # The metrics a sweep's report draws against its first varied name, when the sweep has them.
@@ -53,7 +53,7 @@ def register(sub) -> None:
 
 
 def report(args) -> int:
-    out = Path(args.output)
+    out = output_file(args.output)
     if out.suffix.lower() not in (".html", ".htm"):
         raise UsageError(f"-o {args.output}: a report is an HTML page; end the name in .html")
     folder = open_folder(args.folder)
@@ -149,10 +149,12 @@ def sweep_page(sweep: SweepFolder) -> str:
     if valueless:
         plots.append(_note(f"Not drawn: no finished run has a value of {_listed(valueless)}."))
     notes: set[str] = set()
+    # (Drawn against the first name the sweep varied, as `plot --kind load` draws by default.)
+    against = next((n for n in sweep.labels if not is_seed(n)), "load")
     for metric in (m for m in there if m not in valueless):
         try:
             plots.append(
-                _figure_html(figure(sweep, "load", metric), f"{metric} against load; bands are 95% intervals over seeds.")
+                _figure_html(figure(sweep, "load", metric), f"{metric} against {against}; bands are 95% intervals over seeds.")
             )
         except UsageError as err:  # (one that stops every figure, no axis to draw against, is said once)
             if str(err) not in notes:

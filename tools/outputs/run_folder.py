@@ -73,8 +73,16 @@ class RunFolder:
 
 
 # What run.json says that plots and reports read, and the type each must have.
-_RUN_FACTS = {"graph": (str,), "cluster": (str,), "end_s": (int, float), "busy_gpu_s": (int, float)}
-_AMOUNTS = ("end_s", "busy_gpu_s")  # a time and a GPU time: finite, 0 or more
+_RUN_FACTS: dict[str, tuple[type, ...]] = {
+    "graph": (str,),
+    "cluster": (str,),
+    "stop_reason": (str,),
+    "rounds": (int,),
+    "end_s": (int, float),
+    "busy_gpu_s": (int, float),
+}
+_AMOUNTS = ("rounds", "end_s", "busy_gpu_s")  # a count, a time and a GPU time: finite, 0 or more
+_KINDS: dict[tuple[type, ...], str] = {(str,): "a string", (int,): "a whole number"}
 # Columns of jobs.csv with a value in every row (a row cut short lacks the last ones).
 _ALWAYS = ("job_id", "arrival_s", "run_s", "gpus", "preemptions")
 
@@ -84,20 +92,24 @@ def open_run(path: Path) -> RunFolder:
     for key, types in _RUN_FACTS.items():
         value = info.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
-            what = "a string" if types == (str,) else "a number"
+            what = _KINDS.get(types, "a number")
             raise UsageError(f"{path / 'run.json'}: {key!r} should be {what}, not {json.dumps(value)}")
         # (Python's json reads NaN and Infinity; a time or a GPU time is neither, nor below 0.)
-        if key in _AMOUNTS and value is not None and not (math.isfinite(value) and value >= 0):
+        if key in _AMOUNTS and isinstance(value, int | float) and not (math.isfinite(value) and value >= 0):
             raise UsageError(f"{path / 'run.json'}: {key!r} should be a number of 0 or more, not {json.dumps(value)}")
     jobs_files = [path / "jobs.csv"] if (path / "jobs.csv").is_file() else sorted(path.glob("*-jobs.csv"))
     if not jobs_files:
         listed = [n for n in _listed_files(info) if n == "jobs.csv" or n.endswith("-jobs.csv")]
-        if listed:  # (the run wrote one: it went missing since)
+        if listed:  # (the run wrote one: it went missing since, or something else took its place)
+            if (path / listed[0]).exists():
+                raise UsageError(f"{path / listed[0]}: not a file (a folder?), where the run wrote its jobs' table")
             raise UsageError(f"{path / listed[0]}: missing, though run.json lists it (removed or moved?)")
         raise UsageError(f"{path}: the run wrote no jobs.csv (its graph has no JobMetrics sink)")
     jobs_file = jobs_files[0]
     sink, summary_name = _sink_of(info, jobs_file.name)
     summary_file = path / summary_name
+    if summary_file.exists() and not summary_file.is_file():
+        raise UsageError(f"{summary_file}: not a file (a folder?), where the run wrote its summary")
     summary = read_summary(summary_file) if summary_file.is_file() else {}
     refuse_short_rows(jobs_file)
     try:

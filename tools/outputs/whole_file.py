@@ -6,7 +6,19 @@ import contextlib
 import os
 from pathlib import Path
 
+from roundhouse.errors import UsageError
 from roundhouse.runtime.files import writing
+
+
+def output_file(text: str, flag: str = "-o") -> Path:
+    """The output file a command was given, refused when the text names no file: it is empty,
+    or ends in a slash, which names a folder (the file would be written beside it, under the
+    folder's name)."""
+    if not text.strip():
+        raise UsageError(f"{flag}: no file name given")
+    if text.endswith(("/", os.sep)):
+        raise UsageError(f"{flag} {text}: names a folder (it ends in a slash); give the file's name")
+    return Path(text)
 
 
 def write_whole(out: Path, data: bytes) -> None:
@@ -24,6 +36,7 @@ def write_whole(out: Path, data: bytes) -> None:
                 f.write(data)
             os.replace(part, target)
         except OSError as err:
+            raise OSError(err.errno, err.strerror, str(out)) from None
+        finally:  # (whatever stopped it, Ctrl-C too, the part is not left behind)
             with contextlib.suppress(OSError):
                 part.unlink(missing_ok=True)
-            raise OSError(err.errno, err.strerror, str(out)) from None
