@@ -3,7 +3,7 @@
 Attained service is two-dimensional: GPUs x time held, i.e. the GPU-seconds a job has received
 (the job table's `service`). Tiresias splits it into K queues by thresholds, serves the queues
 in order, and inside a queue first-in first-out by the time a job first started (not when it
-was submitted: that would preempt running jobs for new ones). Admission is greedy and
+was submitted: that would preempt running jobs for new ones), a promoted job by its promotion. Admission is greedy and
 all-or-nothing: a job that does not fit is skipped and lower jobs fill in behind it (the
 Ranking's backfill). The baselines of its evaluation live here too: SRSF (oracle shortest
 remaining service) and YARN-CS (first-in first-out, non-preemptive, consolidated).
@@ -57,7 +57,7 @@ class _Queues(Policy):
     Arguments:
         queues: the number of queues K.
         thresholds: the K-1 queue limits in GPU-time (GPU-seconds), increasing.
-        promote_knob: promote a waiting job once waiting >= knob x running time (default: never).
+        promote_knob: promote a waiting job once waiting >= knob x running time since entering the top queue (default: never).
     Counters:
         promoted: starving jobs put back in the first queue so far.
         demoted: moves to a lower queue seen so far.
@@ -78,8 +78,9 @@ class _Queues(Policy):
 
     def start(self, ctx: RoundContext) -> None:
         self._limits = np.asarray(self.thresholds, dtype=np.float64)
-        # Per job row: when it last entered the first queue, and its service and running time
-        # then (a promotion resets both clocks, Tiresias §3.2).
+        # Per job row: when it was last promoted (NaN if never: it entered the first queue when it
+        # first started, Tiresias §3.2's lifecycle), and its service and running time then (a
+        # promotion resets both clocks).
         self._entered = np.zeros(0)
         self._base_service = np.zeros(0)
         self._base_run = np.zeros(0)
@@ -91,15 +92,18 @@ class _Queues(Policy):
         n = len(ctx.jobs)
         if len(self._known) < n:
             extra = n - len(self._known)
-            self._entered = np.concatenate([self._entered, np.zeros(extra)])
+            self._entered = np.concatenate([self._entered, np.full(extra, np.nan)])
             self._base_service = np.concatenate([self._base_service, np.zeros(extra)])
             self._base_run = np.concatenate([self._base_run, np.zeros(extra)])
             self._known = np.concatenate([self._known, np.zeros(extra, dtype=bool)])
             self._queue = np.concatenate([self._queue, np.zeros(extra, dtype=np.int64)])
-        new = rows[~self._known[rows]]
-        if len(new):
-            self._entered[new] = ctx.jobs.column("arrival_s")[new]
-            self._known[new] = True
+        self._known[rows] = True
+
+    def entered(self, active: Active) -> np.ndarray:
+        """When each active job last entered the first queue: its latest promotion, else its first
+        start (NaN if it never ran). Waiting before a job's first start is not starvation."""
+        promoted = self._entered[active.rows]
+        return np.where(np.isnan(promoted), active.first_start_s, promoted)
 
     def queues_of(self, ctx: RoundContext, active: Active) -> tuple[np.ndarray, np.ndarray]:
         """(queue index, attained service since entering the first queue) per active job,
@@ -110,7 +114,7 @@ class _Queues(Policy):
         queue = np.searchsorted(self._limits, service, side="right")
         if self.promote_knob is not None and self.queues > 1:
             ran = active.run_s - self._base_run[rows]
-            waited = (ctx.now - self._entered[rows]) - ran
+            waited = (ctx.now - self.entered(active)) - ran
             starved = (queue > 0) & ~active.running & (waited >= float(self.promote_knob) * ran)
             if starved.any():
                 who = rows[starved]
@@ -145,14 +149,15 @@ class _Queues(Policy):
             if starving.any():
                 rows = active.rows[starving]
                 ran = active.run_s[starving] - self._base_run[rows]
-                due = float((self._entered[rows] + ran * (1.0 + float(self.promote_knob))).min())
+                due = float((self.entered(active)[starving] + ran * (1.0 + float(self.promote_knob))).min())
                 times.append(due - abs(due) * margin)
         return min(times) - ctx.round_s
 
-    @staticmethod
-    def fifo_key(active: Active) -> tuple[np.ndarray, np.ndarray]:
-        """First-in first-out by first start; jobs that never ran after, by arrival."""
-        first = active.first_start_s
+    def fifo_key(self, active: Active) -> tuple[np.ndarray, np.ndarray]:
+        """First-in first-out by first start, or by the latest promotion for a promoted job (it
+        joins the first queue behind the jobs already there); jobs that never ran after, by
+        arrival."""
+        first = self.entered(active)
         return np.where(np.isnan(first), np.inf, first), active.arrival_s
 
 
@@ -162,11 +167,13 @@ class TiresiasLas(_Queues):
 
     Attained service is GPUs x running time. A job is in queue i while its service since it
     last entered the first queue lies between thresholds i-1 and i; queues are served in
-    order, each first-in first-out by the time its jobs first started (jobs that never ran come
-    after, by arrival). The ranking lets a job that does not fit be skipped so that lower ones
-    fill in (greedy all-or-nothing admission). With `promote_knob` a job that has waited at
-    least that many times as long as it has run since it last entered the first queue is put
-    back there, both clocks reset (off by default, as on Tiresias' testbed).
+    order, each first-in first-out by the time its jobs first started, a promoted job by the time
+    of its promotion (it joins the first queue behind the jobs already there; jobs that never ran
+    come after, by arrival). The ranking lets a job that does not fit be skipped so that lower
+    ones fill in (greedy all-or-nothing admission). With `promote_knob` a job that has waited at
+    least that many times as long as it has run since it last entered the first queue (when it
+    first started, or at its latest promotion: waiting before a first start does not count) is
+    put back there, both clocks reset (off by default, as on Tiresias' testbed).
 
     Ports:
         ranking: the jobs, first queue first, first-in first-out inside a queue.
