@@ -89,7 +89,7 @@ def test_ones_recorded_full_run_figures_are_the_docs():
     for base, column in (("Tiresias", 5), ("Optimus", 6)):
         for gpus, figure in zip((16, 64), ones.FULL_RUN_SCALING[base], strict=True):
             cell = rows[gpus].split("|")[column].strip()
-            assert cell.startswith(f"{abs(figure):g}% {'lower' if figure >= 0 else 'higher'}"), (base, gpus, cell)
+            assert cell.startswith(f"{abs(figure):.1f}% {'lower' if figure >= 0 else 'higher'}"), (base, gpus, cell)
 
 
 # --- Pollux ----------------------------------------------------------------------------------
