@@ -14,7 +14,9 @@ however many jobs are active. Pairs of classes get pair variables: the total tim
 all member pairs, that the two classes spend together on each column.
 
 Columns are GPU types, or, for placement-sensitive policies, each type twice: consolidated (all
-of a job's GPUs on one node) and spread (one GPU per node), sharing the type's GPUs (§3.1).
+of a job's GPUs on one node) and spread (one GPU per node), sharing the type's GPUs (§3.1);
+on a type whose nodes differ in size, jobs of g GPUs or more hold no more of a consolidated
+column than the type's nodes of g GPUs or more have (`Formulation.node_capacity`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ class Columns:
     gpu_type: np.ndarray  # physical type code of each column
     placement: tuple[str, ...] | None
     capacity: np.ndarray  # GPUs of each physical type
+    # GPUs of each node, by physical type (placement-sensitive columns only): how many GPUs a
+    # consolidated column can give jobs of each size.
+    node_gpus: tuple[np.ndarray, ...] = ()
 
     @property
     def k(self) -> int:
@@ -59,7 +64,8 @@ class Columns:
                 names.append(f"{name} ({how})")
                 codes.append(t)
                 placement.append(how)
-        return cls(tuple(names), np.asarray(codes), tuple(placement), capacity)
+        nodes = tuple(np.asarray(cluster.node_gpus[cluster.node_type == t], dtype=np.float64) for t in range(len(types)))
+        return cls(tuple(names), np.asarray(codes), tuple(placement), capacity, nodes)
 
 
 def job_throughputs(ctx: RoundContext, rows: np.ndarray, columns: Columns) -> np.ndarray:
@@ -294,8 +300,46 @@ class Formulation:
             vals.append((self.sf[self.pairs.a][:, None] * price_per_gpu[None, :]).ravel())
         return self._matrix(rows, cols, vals, 1)
 
+    def node_capacity(self) -> tuple[sp.csr_matrix, np.ndarray] | None:
+        """Consolidated columns' rows (placement-sensitive columns, on a type whose nodes differ
+        in size): a job of g GPUs runs consolidated only on a node with g GPUs or more, so the
+        GPUs that jobs of g or more GPUs hold on a type's consolidated column are at most those
+        of its nodes that large. Returns (rows, their limits), one row per type and GPU count g
+        for which some node of the type is smaller than g; None when there is none."""
+        columns = self.columns
+        if columns.placement is None or not columns.node_gpus:
+            return None
+        rows: list[np.ndarray] = []
+        cols: list[np.ndarray] = []
+        vals: list[np.ndarray] = []
+        limits: list[float] = []
+        sizes = np.unique(self.sf)
+        for j in range(self.k):
+            if columns.placement[j] != CONSOLIDATED:
+                continue
+            nodes = columns.node_gpus[int(columns.gpu_type[j])]
+            for g in sizes[(sizes > nodes.min(initial=np.inf)) & (sizes <= nodes.max(initial=0))].tolist():
+                row = len(limits)
+                big = np.flatnonzero(self.sf >= g)
+                rows.append(np.full(len(big), row))
+                cols.append(self.x[big, j])
+                vals.append(self.counts[big] * self.sf[big])
+                if self.pairs is not None:
+                    q = np.flatnonzero(self.sf[self.pairs.a] >= g)
+                    rows.append(np.full(len(q), row))
+                    cols.append(self.y[q, j])
+                    vals.append(self.sf[self.pairs.a[q]])  # (a pair uses its GPUs once)
+                limits.append(float(nodes[nodes >= g].sum()))
+        if not limits:
+            return None
+        return self._matrix(rows, cols, vals, len(limits)), np.asarray(limits)
+
     def validity(self, lp) -> None:
-        """Each member's time at most 1; each type's GPUs at most its count."""
+        """Each member's time at most 1; each type's GPUs at most its count (and, with
+        placement-sensitive columns, `node_capacity`)."""
+        nodes = self.node_capacity()
+        if nodes is not None:
+            lp.constraints(nodes[0], ub=nodes[1])
         if self.pairs is None and self._x_in_order():
             lp.constraints(self._time_rows(), ub=1.0)
             lp.constraints(self._capacity_rows(), ub=self.columns.capacity)

@@ -9,6 +9,10 @@ bisection, water filling) changes bounds or objective coefficients and solves ag
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import os
+import sys
 from typing import TYPE_CHECKING
 
 import attrs
@@ -52,6 +56,12 @@ _PDLP_PARAMETERS = (
 _PDLP_EXCESSIVE = 1e50  # (no nonzero above this)
 _PDLP_TINY = 1e-50  # (no nonzero below this)
 _PDLP_RANGE = 1e20  # (no more than this between the largest and the smallest nonzero of a kind)
+# PDLP also writes to stdout while it solves, whatever its verbosity_level: a warning each time
+# its adaptive step search needs more inner iterations than it allows ("WARNING: Inner
+# iteration limit reached at iteration ..."), which happens on ordinary programs and does not
+# stop it from reaching its tolerance. No parameter turns those lines off, so every PDLP solve
+# runs with the process's stdout (file descriptor 1) pointed at the null device
+# (`_stdout_silenced`).
 # MPSolver's result codes, in words.
 _STATUS_NAMES = {0: "OPTIMAL", 1: "FEASIBLE", 2: "INFEASIBLE", 3: "UNBOUNDED", 4: "ABNORMAL", 5: "MODEL_INVALID", 6: "NOT_SOLVED"}
 
@@ -259,7 +269,8 @@ class LinearProgram:
             engine.set_solver_specific_parameters(_PDLP_PARAMETERS)
         if time_limit_s is not None:
             engine.set_time_limit_in_seconds(time_limit_s)
-        engine.solve(model)
+        with _stdout_silenced() if solver == "PDLP" else contextlib.nullcontext():
+            engine.solve(model)
         status = engine.status()
         optimal = status == mbh.SolveStatus.OPTIMAL
         values = engine.variable_values() if engine.has_solution() else np.full(self.n_vars, np.nan)
@@ -292,7 +303,8 @@ class LinearProgram:
                 if time_limit_s is not None:
                     engine.SetTimeLimit(int(1000 * time_limit_s))
                 return self._solution(engine, engine.Solve())
-        status = self._solver.Solve()
+        with _stdout_silenced() if solver == "PDLP" else contextlib.nullcontext():
+            status = self._solver.Solve()
         if solver == "GLOP" and status not in (
             pywraplp.Solver.OPTIMAL,
             pywraplp.Solver.INFEASIBLE,
@@ -334,6 +346,38 @@ class LinearProgram:
             engine.SetSolverSpecificParametersAsString(_PDLP_PARAMETERS)
         elif solver == "SCIP":
             engine.SetSolverSpecificParametersAsString(f"limits/totalnodes = {_MILP_NODES}\n")
+
+
+@contextlib.contextmanager
+def _stdout_silenced():
+    """Meanwhile, whatever C++ code writes to stdout (file descriptor 1) goes to the null
+    device; Python's own stdout is flushed first, so nothing of it is lost. Without a file
+    descriptor 1 to redirect, nothing is changed."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:
+        yield
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 1)
+        finally:
+            os.close(null)
+        try:
+            yield
+        finally:
+            _flush_c_stdout()  # (lines still in the C library's buffer go to the null device too)
+            os.dup2(saved, 1)
+    finally:
+        os.close(saved)
+
+
+def _flush_c_stdout() -> None:
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).fflush(None)
 
 
 def _pdlp_would_speak(proto) -> bool:

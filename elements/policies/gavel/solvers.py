@@ -685,6 +685,9 @@ class _CostSolver(GavelSolver):
         lp.constraints(with_column(time_m, t, -1.0), ub=0.0)
         lp.constraints(with_column(time_m[run], t, -floor), lb=0.0)
         lp.constraints(with_column(form.capacity(), t, -problem.columns.capacity), ub=0.0)
+        nodes = form.node_capacity()
+        if nodes is not None:
+            lp.constraints(with_column(nodes[0], t, -nodes[1]), ub=0.0)
         spend = 0.0 if free_only else 1.0
         lp.constraints(form.cost(_scaled(self._price)), lb=spend, ub=spend)
         work = form.throughput(form.sf / problem.reference[reps])

@@ -20,6 +20,11 @@ from roundhouse.elements.policies.gavel.lp import LinearProgram, with_column
 
 EPSILON = 1e-5  # a job "gains" when its throughput can pass its level by this much (Gavel's value)
 SLACK = 1.0001
+# A class's throughput on a column below this fraction of its best column's counts as none in
+# the programs: it adds nothing a level could see, and coefficients that far apart in one row
+# (1e-18 of the largest, say, for a job a billion times faster on one type than another) lead
+# GLOP's presolve to call the bounded level LP unbounded.
+NEGLIGIBLE = 1e-9
 
 
 @attrs.frozen
@@ -49,7 +54,7 @@ def water_fill(
     lp = LinearProgram(warm=True, presolve=True)  # its z coefficients change at every level
     form.add_variables(lp)
     z = int(lp.variables(1, lb=0.0, obj=1.0)[0])  # (raising nobody is always feasible)
-    norm = form.throughput(scale)
+    norm = _without_negligible(form.throughput(scale))
     level_rows = lp.constraints(with_column(norm, z, -1.0), lb=-np.inf)
     floor_rows = lp.constraints(norm, lb=0.0)
     form.validity(lp)
@@ -156,6 +161,17 @@ def water_fill(
         final[newly] = so_far[newly]
         frozen_at[newly] = level
     return WaterFilling(values, levels, frozen_at, milp_stopped, failed)
+
+
+def _without_negligible(matrix):
+    """`matrix` (CSR, nonnegative) without the entries below NEGLIGIBLE times their row's largest."""
+    matrix = matrix.tocsr(copy=True)
+    if matrix.nnz:
+        top = np.maximum.reduceat(matrix.data, matrix.indptr[:-1][np.diff(matrix.indptr) > 0])
+        per_entry = np.repeat(top, np.diff(matrix.indptr)[np.diff(matrix.indptr) > 0])
+        matrix.data[matrix.data < NEGLIGIBLE * per_entry] = 0.0
+        matrix.eliminate_zeros()
+    return matrix
 
 
 def _with_columns(matrix, variables: np.ndarray, coefficients: np.ndarray):
