@@ -56,10 +56,16 @@ def test_a_forked_worker_runs_its_module_as_python_m_would(server, tmp_path):
     cwd.mkdir()
     (modules / "probe_module.py").write_text(PROBE)
     env = _probe_env(modules)
+    # The new process first: it spends seconds importing PyTorch while the forked ones run.
+    fresh = spawn_worker([sys.executable, "-m", "probe_module"], env, cwd, tmp_path / "fresh.log")
     forked = server.start("probe_module", env, cwd, tmp_path / "forked.log")
     assert isinstance(forked, ForkedWorker)
     assert forked.wait(timeout=60) == 0
-    fresh = spawn_worker([sys.executable, "-m", "probe_module"], env, cwd, tmp_path / "fresh.log")
+    failing = server.start("probe_module", {**env, "PROBE_EXIT": "3"}, cwd, tmp_path / "failing.log")
+    assert failing.wait(timeout=60) == 3
+    missing = server.start("no_such_module_here", env, cwd, tmp_path / "missing.log")
+    assert missing.wait(timeout=60) == 1
+    assert "No module named no_such_module_here" in (tmp_path / "missing.log").read_text()
     assert fresh.wait(timeout=60) == 0
     said = json.loads((tmp_path / "forked.log").read_text())
     assert said == json.loads((tmp_path / "fresh.log").read_text())
@@ -73,11 +79,6 @@ def test_a_forked_worker_runs_its_module_as_python_m_would(server, tmp_path):
         "own_session": True,
         "threads": 1,
     }
-    failing = server.start("probe_module", {**env, "PROBE_EXIT": "3"}, cwd, tmp_path / "failing.log")
-    assert failing.wait(timeout=60) == 3
-    missing = server.start("no_such_module_here", env, cwd, tmp_path / "missing.log")
-    assert missing.wait(timeout=60) == 1
-    assert "No module named no_such_module_here" in (tmp_path / "missing.log").read_text()
 
 
 def test_forked_workers_are_signalled_by_their_group_and_die_with_the_server(tmp_path):

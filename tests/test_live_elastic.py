@@ -34,8 +34,16 @@ def _port() -> int:
 class Elastic:
     """One job's workers, started and resized the way the agent does it."""
 
-    def __init__(self, tmp: Path, attempt: int = 1, resume: str | None = None, resume_iteration: int | None = None):
-        self.tmp, self.attempt = tmp, attempt
+    def __init__(
+        self,
+        tmp: Path,
+        attempt: int = 1,
+        resume: str | None = None,
+        resume_iteration: int | None = None,
+        dist_timeout_s: float = 8.0,
+        pace: float = 25.0,
+    ):
+        self.tmp, self.attempt, self.dist_timeout_s, self.pace = tmp, attempt, dist_timeout_s, pace
         self.record = tmp / "steps.jsonl"
         self.procs: dict[int, object] = {}
         self.resume, self.resume_iteration = resume, resume_iteration
@@ -58,8 +66,8 @@ class Elastic:
                 seed=2,
                 threads=1,
                 checkpoint_dir=self.tmp / "ckpt",
-                pace_iters_per_s=25.0,
-                dist_timeout_s=8.0,
+                pace_iters_per_s=self.pace,
+                dist_timeout_s=self.dist_timeout_s,
                 join_generation=join or None,
                 resume=self.resume if not join else None,
                 resume_iteration=self.resume_iteration if not join else None,
@@ -135,7 +143,9 @@ def _check_grow_and_shrink(rows: list[dict]) -> None:
 
 
 def test_a_worker_killed_during_a_resize_leads_to_a_restart_from_a_checkpoint_with_nothing_lost(tmp_path):
-    job = Elastic(tmp_path)
+    # Rank 0 waits out its collectives' timeout for the killed worker: a short one, as no
+    # worker is ever to join it.
+    job = Elastic(tmp_path, dist_timeout_s=3.0)
     try:
         lease0 = job.start(0, 1, _port(), 16)
         job.wait_for(0, 40)
@@ -154,8 +164,9 @@ def test_a_worker_killed_during_a_resize_leads_to_a_restart_from_a_checkpoint_wi
     assert done == list(range(reached))  # the checkpoint holds every step done
     assert "resize to 2 workers failed" in job.logs()
 
-    # The scheduler relaunches the job from that checkpoint (here: on one worker).
-    again = Elastic(tmp_path, attempt=2, resume=str(checkpoints[0]), resume_iteration=reached)
+    # The scheduler relaunches the job from that checkpoint (here: on one worker, which no
+    # resize waits for: at twice the pace).
+    again = Elastic(tmp_path, attempt=2, resume=str(checkpoints[0]), resume_iteration=reached, pace=50.0)
     try:
         again.start(0, 1, _port(), 16)
         assert again.procs[0].wait(timeout=60) == 0, again.logs()

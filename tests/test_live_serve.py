@@ -49,11 +49,17 @@ def _start_two_agents(cluster: LiveCluster) -> None:
     cluster.start_agent("node-b")  # node-a registered first: it is node 0, where Fifo puts jobs first
 
 
+def _start_agents(cluster: LiveCluster) -> None:
+    """Both agents at once, for tests that do not care which node is which."""
+    cluster.start_agent("node-a")
+    cluster.start_agent("node-b")
+
+
 def test_insecure_connections_are_not_counted_as_refused_peers(tmp_path):
     cluster = _cluster(tmp_path, "LiveSource(jobs=2)")
     try:
         cluster.start_scheduler()
-        _start_two_agents(cluster)
+        _start_agents(cluster)
         cluster.wait_for(lambda: "round 0 starts" in cluster.log("scheduler"), 30, "round 0")
         insecure = ClientSecurity(None)
         with Submitter(cluster.address, insecure) as client:
@@ -96,7 +102,7 @@ def test_a_resumed_run_with_a_time_limit_reports_the_whole_run(tmp_path):
     out = cluster.folder / "out"
     try:
         cluster.start_scheduler()
-        _start_two_agents(cluster)
+        _start_agents(cluster)
         assert cluster.wait_exit("scheduler", timeout=60) == 0, cluster.logs()
         first = json.loads((out / "run.json").read_text())
         assert first["rounds"] == len(cluster.query("SELECT k FROM rounds")) == 4, cluster.log("scheduler")
@@ -171,7 +177,7 @@ def test_a_live_run_ends_at_its_time_limit_not_a_round_later(tmp_path):
     cluster = _cluster(tmp_path, 'TraceSource(path="jobs.csv")', jobs, round_="5min", serve_args=("--until", "2s"))
     try:
         cluster.start_scheduler()
-        _start_two_agents(cluster)
+        _start_agents(cluster)
         cluster.wait_for(lambda: "round 0 starts" in cluster.log("scheduler"), 30, "round 0")
         started = time.time()
         assert cluster.wait_exit("scheduler", timeout=60) == 0, cluster.logs()
@@ -195,7 +201,7 @@ def test_jobs_submitted_while_waiting_for_agents_arrive_at_round_0(tmp_path):
         with Submitter(cluster.address, ClientSecurity(None)) as client:
             assert client.submit([{"model": "LM", "iterations": 100, "gpus": 1, "batch_size": 10}] * 2) == [0, 1]
         began = time.time()
-        _start_two_agents(cluster)
+        _start_agents(cluster)
         assert cluster.wait_exit("scheduler", timeout=90) == 0, cluster.logs()
         took = time.time() - began
         out = cluster.folder / "out"
@@ -225,7 +231,7 @@ def test_a_run_ends_at_its_time_limit_with_its_jobs_checkpointed_and_a_rerun_res
     cluster = _cluster(tmp_path, 'TraceSource(path="jobs.csv")', jobs, serve_args=("--until", "10s"))
     try:
         cluster.start_scheduler()
-        _start_two_agents(cluster)
+        _start_agents(cluster)
         assert cluster.wait_exit("scheduler", timeout=90) == 0, cluster.logs()
         [(attempt, start, outcome, _, checkpoint_iteration, _)] = cluster.attempts()[0]
         assert (attempt, start, outcome) == (1, 0, "preempted"), cluster.logs()

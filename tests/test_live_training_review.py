@@ -188,23 +188,48 @@ def test_files_the_environment_names_are_checked_with_the_variable_named(tmp_pat
             job.resume()
 
 
-@pytest.mark.parametrize(
-    "env, message",
-    [
-        ({"ROUNDHOUSE_BATCH_SIZE": "-4"}, "ROUNDHOUSE_BATCH_SIZE='-4': expected"),
-        ({"ROUNDHOUSE_LEASE": "/nonexistent/lease"}, "ROUNDHOUSE_LEASE='/nonexistent/lease': not a lease file"),
-        ({"ROUNDHOUSE_RESUME": "/nonexistent/a1-i5.pt"}, "ROUNDHOUSE_RESUME='/nonexistent/a1-i5.pt': cannot read"),
-        ({"ROUNDHOUSE_BATCH_SIZE": "100000"}, "ROUNDHOUSE_BATCH_SIZE=100000: a dataset of"),
-    ],
-)
-def test_an_example_workload_told_nonsense_says_so_in_one_line(tmp_path, env, message):
-    full = dict(os.environ, ROUNDHOUSE_ITERATIONS="2", ROUNDHOUSE_CHECKPOINT_DIR=str(tmp_path), OMP_NUM_THREADS="1")
-    full.update(env)
-    run = [sys.executable, "-m", "roundhouse.agents.workloads.recommend"]
-    done = subprocess.run(run, env=full, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2, done.stderr
-    assert "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith(f"roundhouse workload: {message}")
+NONSENSE = [
+    ({"ROUNDHOUSE_BATCH_SIZE": "-4"}, "ROUNDHOUSE_BATCH_SIZE='-4': expected"),
+    ({"ROUNDHOUSE_LEASE": "/nonexistent/lease"}, "ROUNDHOUSE_LEASE='/nonexistent/lease': not a lease file"),
+    ({"ROUNDHOUSE_RESUME": "/nonexistent/a1-i5.pt"}, "ROUNDHOUSE_RESUME='/nonexistent/a1-i5.pt': cannot read"),
+    ({"ROUNDHOUSE_BATCH_SIZE": "100000"}, "ROUNDHOUSE_BATCH_SIZE=100000: a dataset of"),
+]
+
+
+@pytest.fixture(scope="module")
+def told_nonsense(tmp_path_factory):
+    """The example workload run once with each of NONSENSE's environments, all side by side
+    (each process spends its time importing PyTorch): index -> (exit status, stderr)."""
+    processes = []
+    for i, (env, _) in enumerate(NONSENSE):
+        folder = tmp_path_factory.mktemp(f"nonsense{i}")
+        full = dict(os.environ, ROUNDHOUSE_ITERATIONS="2", ROUNDHOUSE_CHECKPOINT_DIR=str(folder), OMP_NUM_THREADS="1")
+        full.update(env)
+        run = [sys.executable, "-m", "roundhouse.agents.workloads.recommend"]
+        err = open(folder / "stderr.txt", "w+")
+        processes.append((subprocess.Popen(run, env=full, stdout=subprocess.DEVNULL, stderr=err, text=True), err))
+    done = {}
+    try:
+        for i, (process, err) in enumerate(processes):
+            status = process.wait(timeout=120)
+            err.seek(0)
+            done[i] = (status, err.read())
+    finally:
+        for process, err in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            err.close()
+    return done
+
+
+@pytest.mark.parametrize("case", range(len(NONSENSE)), ids=[f"env{i}-{m}" for i, (_, m) in enumerate(NONSENSE)])
+def test_an_example_workload_told_nonsense_says_so_in_one_line(told_nonsense, case):
+    status, stderr = told_nonsense[case]
+    message = NONSENSE[case][1]
+    assert status == 2, stderr
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].startswith(f"roundhouse workload: {message}")
 
 
 # --- checkpoints -------------------------------------------------------------------------------

@@ -15,8 +15,9 @@ from tests.livecluster import TEST_PROFILE, LiveCluster
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
+# Rounds of a second: the first test waits for eight rounds to be journaled.
 GRAPH = """
-round = 2s;
+round = 1s;
 cluster = "2x2:V100";
 profile = "profile.csv";
 src :: TraceSource(path="jobs.csv");
@@ -24,8 +25,8 @@ src -> AcceptAll -> JobPool -> Srtf -> FirstFree -> Launch -> m :: JobMetrics;
 """
 FIFO = GRAPH.replace("Srtf", "Fifo")
 
-# Long enough that the run is still busy at round 8, when the first projection is made (workers
-# start in milliseconds, forked from the agent's fork server).
+# Long enough that the run is still busy at round 8 (8 s in), when the first projection is
+# made (workers start in milliseconds, forked from the agent's fork server).
 JOBS = """job_id,arrival_s,gpus,model,iterations,batch_size
 0,0,2,LM,2700,10
 1,0,1,ResNet-18,1440,16
