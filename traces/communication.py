@@ -88,12 +88,29 @@ def fit_scales(layers: int, gradient_bytes: float, shares, tiers: Tiers = DALLY_
     """The per-tier scales that make Table I's placements give `shares` (machine, rack,
     network; fractions of compute). The machine placement fixes the machine scale; the rack and
     network placements each add their own tier's ring to a 4-GPU machine ring."""
+    for name, value in (("layers", layers), ("gradient_bytes", gradient_bytes)):
+        if not (isinstance(value, (int, float, np.integer, np.floating)) and np.isfinite(value) and value > 0):
+            raise ValueError(f"fit_scales: {name} must be a finite number above 0, got {value!r}")
+    shares = [float(s) for s in shares]
+    if len(shares) != 3 or not all(np.isfinite(s) and s >= 0 for s in shares):
+        raise ValueError(
+            f"fit_scales: shares must be three finite fractions of 0 or more (machine, rack, network), got {shares!r}"
+        )
     machine, rack, network = (np.asarray(TABLE_I_PLACEMENTS[t], dtype=np.float64) for t in TIER_NAMES)
     seconds = ring_seconds(np.full(3, layers), np.full(3, gradient_bytes), np.stack([machine, rack, network]), tiers)
     scale_machine = shares[0] / seconds[0, 0]
     scale_rack = (shares[1] - scale_machine * seconds[1, 0]) / seconds[1, 1]
     scale_network = (shares[2] - scale_machine * seconds[2, 0]) / seconds[2, 2]
-    return np.array([scale_machine, scale_rack, scale_network])
+    scales = np.array([scale_machine, scale_rack, scale_network])
+    for tier, scale, share in zip(TIER_NAMES[1:], scales[1:], shares[1:]):
+        if scale < 0:
+            # (the placement adds the tier's ring to a 4-GPU machine ring, which alone costs more)
+            least = scale_machine * seconds[TIER_NAMES.index(tier), 0]
+            raise ValueError(
+                f"fit_scales: a {tier} share of {share:g} is less than the {least:.4g} its placement's 4-GPU machine "
+                f"ring alone costs at the machine share {shares[0]:g}; no scale of 0 or more fits it"
+            )
+    return scales
 
 
 class CommunicationTable:
@@ -159,6 +176,8 @@ def _read(path: str) -> CommunicationTable:
             if not np.isfinite(value) or value < 0 or (positive and value <= 0):
                 rule = "above 0" if positive else "0 or more"
                 raise TraceError(path, f"must be a finite number {rule}, got {text!r}", row=int(lines[i]), column=column)
+            if positive and value != int(value):  # (a count of layers, a count of bytes)
+                raise TraceError(path, f"must be a whole number, got {text!r}", row=int(lines[i]), column=column)
             values.append(value)
         numbers[column] = values
     models = frame["model"].to_list()
@@ -166,6 +185,20 @@ def _read(path: str) -> CommunicationTable:
         if not model:
             raise TraceError(path, "has no value", row=int(lines[i]), column="model")
     also = [[n.strip() for n in (text or "").split(";") if n.strip()] for text in frame["also_named"].to_list()]
+    # Every name, and every spelling of it, finds one row: a second row a name already finds
+    # could never be looked up.
+    named: dict[str, int] = {}
+    for i, (model, others) in enumerate(zip(models, also)):
+        for column, name in [("model", model)] + [("also_named", n) for n in others]:
+            first = named.setdefault(model_key(name), i)
+            if first != i:
+                raise TraceError(
+                    path,
+                    f"'{name}' also names {models[first]} (row {int(lines[first])}); a name, however spelt, "
+                    "may name one model only",
+                    row=int(lines[i]),
+                    column=column,
+                )
 
     def per_tier(what: str) -> np.ndarray:
         return np.stack([numbers[f"{t}_{what}"] for t in TIER_NAMES], axis=1) if models else np.zeros((0, 3))

@@ -194,6 +194,14 @@ def _span(cluster, ids: np.ndarray) -> tuple[int, int]:
     return len(np.unique(cluster.gpu_rack[ids])), len(np.unique(cluster.gpu_node[ids]))
 
 
+def _rings(cluster, ids: np.ndarray) -> tuple[int, int]:
+    """How many racks these GPUs span, and the most machines they span in any one rack: the
+    communication model's rings at the network and rack tiers."""
+    nodes = np.unique(cluster.gpu_node[ids])
+    per_rack = np.bincount(cluster.node_rack[nodes], minlength=cluster.n_racks)
+    return int(np.count_nonzero(per_rack)), int(per_rack.max())
+
+
 class _Free:
     """The GPUs on offer this round, with their counts per machine and per rack (kept up to
     date as jobs take them, rather than counted again for every offer).
@@ -326,7 +334,10 @@ class _Free:
 
     def tighter(self, own: np.ndarray, demand: int):
         """(GPU ids, level), not yet taken, of a placement on offer tighter than the GPUs `own`
-        of a job wanting `demand` (fewer racks, else fewer machines); None if there is none."""
+        of a job wanting `demand` (fewer racks, else fewer machines in any one rack); None if
+        there is none. Across as many racks, fewer machines in all but as many in some rack is
+        not tighter: the rings at the rack and network tiers stay as they are, and the one at
+        the machine tier can only grow."""
         racks, machines = _span(self.cluster, own)
         if machines == 1:
             return None
@@ -338,7 +349,7 @@ class _Free:
             return self.cheapest(nodes, demand), "rack"
         if racks > 1:
             ids = self.cheapest(self.across_racks(demand), demand)
-            if _span(self.cluster, ids) < (racks, machines):
+            if _rings(self.cluster, ids) < _rings(self.cluster, own):
                 return ids, "network"
         return None
 
@@ -453,11 +464,11 @@ class DelayPlacer(Placer):
     placements as tight, idle GPUs are taken first, then those of the lowest-ranked gangs (the
     machine or rack is chosen to displace as little as it can). A running job whose whole gang
     is still on offer at its turn keeps it (its lease is renewed at no cost), unless a tighter
-    placement has room now (fewer racks, else fewer machines): then it moves there. A running
-    job part of whose gang was taken has lost its GPUs: its starvation clock starts again and
-    it decides as a waiting job (Algorithm 1 with no wait behind it), else it is suspended. A
-    suspended or moved job pays the graph's checkpoint cost (`checkpoint_per_gpu = 1s` is
-    Dally's simulator's 1 s per GPU).
+    placement has room now (fewer racks, else fewer machines in any one rack): then it moves
+    there. A running job part of whose gang was taken has lost its GPUs: its starvation clock
+    starts again and it decides as a waiting job (Algorithm 1 with no wait behind it), else it
+    is suspended. A suspended or moved job pays the graph's checkpoint cost
+    (`checkpoint_per_gpu = 1s` is Dally's simulator's 1 s per GPU).
 
     Arguments:
         mode: delay (timers), no_wait (both timers 0) or fully_consolidated (both forever; a job too large for a machine still waits for one rack only).
@@ -540,13 +551,14 @@ class DelayPlacer(Placer):
             t_mc, t_rk = math.inf, math.inf
         elif self.tuned:
             t_mc, t_rk = self._tuner.timers(demand, now)
-            if self.timeline and self._last_timers.get(demand) != (t_mc, t_rk):
-                self._last_timers[demand] = (t_mc, t_rk)
-                self._timeline.append((now, demand, t_mc, t_rk))
         else:
             t_mc, t_rk = self.machine_timer, self.rack_timer
         if demand > self._machine_size:
             t_mc = 0.0
+        # (the timeline reports the timers the job is held to, the zero rule applied)
+        if self.tuned and self.timeline and self._last_timers.get(demand) != (t_mc, t_rk):
+            self._last_timers[demand] = (t_mc, t_rk)
+            self._timeline.append((now, demand, t_mc, t_rk))
         return t_mc, t_rk
 
     def offer(self, free: _Free, demand: int, starvation: float, now: float):
