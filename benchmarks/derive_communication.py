@@ -91,7 +91,10 @@ def derive(workloads: Path) -> str:
             raise SystemExit(f"error: {path}: no such workload file")
         layers, volume = read_workload(path)
         shares = [p / 100 for p in percent]
-        scales = fit_scales(layers, volume, shares)
+        try:
+            scales = fit_scales(layers, volume, shares)
+        except ValueError as err:  # (a workload whose sizes give no finite, positive scale)
+            raise SystemExit(f"error: {path}: {model}: {err}") from None
         cells = [model, also, str(layers), str(volume)] + [repr(s) for s in shares] + [repr(float(s)) for s in scales]
         lines.append(",".join(cells) + "\n")
     return "".join(lines)

@@ -394,3 +394,17 @@ def test_scale_table_keeps_its_columns(monkeypatch, capsys):
     assert any(line.startswith("Alibaba's shape") for line in rows)
     for line in rows:
         assert line[:end].endswith("1.25") and line[end] == " ", line
+
+
+# --- derive_communication.py: workloads whose sizes give no scale ---
+
+
+def test_derive_communication_names_a_workload_whose_sizes_give_no_scale(tmp_path):
+    derive = script("derive_communication")
+    for filename in {f for _, f, _ in derive.TABLE_I.values()}:
+        # Every layer all-reduces nothing: no finite, positive scale fits Table I's shares.
+        (tmp_path / filename).write_text("layer\tALLREDUCE\t0\n" * 3)
+    with pytest.raises(SystemExit) as stop:
+        derive.derive(tmp_path)
+    message = str(stop.value)
+    assert message.startswith(f"error: {tmp_path / derive.TABLE_I['VGG11'][1]}: VGG11: ") and "Traceback" not in message
