@@ -31,6 +31,12 @@ from roundhouse.runtime.sweep import STOP_POLL_S, RunSpec, base_row, record_run,
 KILL_GRACE_S = 5.0
 # How long a local worker whose pipe closed may take to exit, so that its own exit status is reported.
 EXIT_GRACE_S = 1.0
+# How long a local worker may take to start (a fresh interpreter importing Roundhouse: seconds on
+# a busy machine or a slow shared file system) and take up its run, over the run's own timeout,
+# before it is taken for stuck and killed. A run's timeout counts from when its worker takes it up.
+START_GRACE_S = 60.0
+# What a local worker sends when it takes up a run, before the run's row.
+_TAKEN = "taken"
 # How long to wait for a Dask scheduler to answer before saying that it does not.
 DASK_CONNECT_TIMEOUT_S = 10.0
 
@@ -68,6 +74,7 @@ def _worker_main(conn, timeout: float | None, parent: int) -> None:
         if task is None:
             return
         try:
+            conn.send(_TAKEN)  # (its timeout counts from now, not from when the task was sent)
             conn.send(record_run(task.spec, task.key, timeout))
         except (BrokenPipeError, EOFError):
             return
@@ -78,7 +85,12 @@ class _Slot:
     process: Any
     conn: Any
     task: Task | None = None
-    started: float = 0.0
+    started: float = 0.0  # when the task was sent, then when the worker took it up
+    taken: bool = False
+
+    def deadline(self, timeout: float) -> float:
+        """When this slot's run is overdue: its process is then killed."""
+        return self.started + timeout + KILL_GRACE_S + (0.0 if self.taken else START_GRACE_S)
 
 
 class LocalExecutor:
@@ -115,6 +127,7 @@ class LocalExecutor:
 
         def assign(slot: _Slot) -> None:
             slot.task = queue.popleft() if queue else None
+            slot.taken = False
             if slot.task is not None:
                 slot.started = time.monotonic()
                 slot.conn.send(slot.task)
@@ -126,7 +139,7 @@ class LocalExecutor:
                 busy = [s for s in slots if s.task is not None]
                 wait_s = None
                 if timeout is not None:
-                    wait_s = max(0.0, min(s.started for s in busy) + timeout + KILL_GRACE_S - time.monotonic())
+                    wait_s = max(0.0, min(s.deadline(timeout) for s in busy) - time.monotonic())
                 ready = set(wait([s.conn for s in busy] + [s.process.sentinel for s in busy], timeout=wait_s))
                 for i, slot in enumerate(slots):
                     task = slot.task
@@ -138,11 +151,14 @@ class LocalExecutor:
                             row = slot.conn.recv()
                         except (EOFError, OSError):
                             row = None
+                    if row == _TAKEN:
+                        slot.started, slot.taken = time.monotonic(), True
+                        continue
                     if row is not None:
                         assign(slot)
                         yield row
                         continue
-                    overdue = timeout is not None and time.monotonic() > slot.started + timeout + KILL_GRACE_S
+                    overdue = timeout is not None and time.monotonic() > slot.deadline(timeout)
                     if slot.process.sentinel in ready or slot.conn in ready or overdue:
                         if not overdue:  # (its pipe closes a moment before it exits: let it say how it ended)
                             slot.process.join(timeout=EXIT_GRACE_S)
@@ -151,11 +167,15 @@ class LocalExecutor:
                         # (The row names the worker process that ran the run, not this one.)
                         worker = worker_name(slot.process.pid)
                         if overdue:
+                            assert timeout is not None  # (only a run with a timeout is overdue)
                             failure = base_row(
                                 task.spec,
                                 task.key,
                                 "timeout",
-                                f"timed out after {timeout:g} s (its process was killed)",
+                                f"timed out after {timeout:g} s (its process was killed)"
+                                if slot.taken
+                                else f"its worker process had not started it {slot.deadline(timeout) - slot.started:g} s "
+                                "after it was sent (its process was killed)",
                                 worker=worker,
                             )
                         else:
@@ -327,9 +347,16 @@ def _check_address(address: str) -> None:
         if scheme not in backends:
             raise ValueError(f"unknown scheme '{scheme}' (known: {', '.join(sorted(backends))})")
         if scheme in ("tcp", "tls", "ws", "wss"):
-            host, port = parse_host_port(location)  # (a port given: a bare word is no address)
+            try:
+                host, port = parse_host_port(location)  # (a port given: a bare word is no address)
+            except ValueError as err:
+                if "invalid literal" not in str(err):
+                    raise
+                raise ValueError(f"its port '{location.rpartition(':')[2]}' is not a number") from None
             if not host:
                 raise ValueError("no host")
+            if not 0 < port < 65536:
+                raise ValueError(f"its port {port} is not one of 1 to 65535")
             try:
                 socket.getaddrinfo(host, port)
             except OSError:

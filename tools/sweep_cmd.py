@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Collection
 from contextlib import closing
 from pathlib import Path
+from typing import IO, cast
 
 import polars as pl
 from rich.console import Console
@@ -90,7 +91,9 @@ def sweep(args) -> int:
 def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float | None) -> int:
     """The sweep's runs on `executor`: those not already in the results store, the tables of all."""
     out = results_folder(args.out, "--out", "sweep") if args.out is not None else None
-    err = Console(stderr=True)
+    # (What the sweep says goes nowhere once its reader has gone, `sweep ... | head` say: the
+    # runs go on, and the store and tables are written, as if it had been read.)
+    err = Console(file=_forgiving(sys.stderr), stderr=True)
     store = None
     finished: dict[str, dict] = {}
     others: set[str] = set()
@@ -114,12 +117,7 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
         for row in stored.iter_rows(named=True):
             if row["key"] in ours and row["status"] == "ok":
                 finished[row["key"]] = row
-        damaged = [(path, "cannot be read (damaged?); its run is done again") for path in store.unreadable]
-        damaged += [
-            (path, "holds no run's row (no key or point: not written by a sweep, or damaged); left alone")
-            for path in store.foreign
-        ]
-        for path, what in damaged:
+        for path, what in _damaged_files(store, ours):
             err.print(f"warning: {path}: {what}", highlight=False, markup=False, soft_wrap=True)
     rows = dict(finished)
     # Points of one key (two copies of one file, say) are one run, run once (as its first point)
@@ -162,24 +160,83 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
                         store.write(row)
                 rows[row["key"]] = row
                 progress.update(row)
+        frame = _per_run(runs, rows, names, others)
+        points = point_summary(frame, names)
+        if out is not None:
+            # (While the store is locked: a sweep started on the folder next removes them.
+            # points.csv first: a folder with summary.csv has both, whole.)
+            with writing(out):
+                _write_tables(out, {"points.csv": points, "summary.csv": frame.drop("traceback", strict=False)})
     except KeyboardInterrupt:  # (Ctrl-C, or SIGTERM: the command line says which)
         _say_interrupted(err, rows, total, store, args.dask is not None)
         raise
     finally:
         if store is not None:
             store.unlock()
-    frame = _per_run(runs, rows, names, others)
-    points = point_summary(frame, names)
     print_summary(Path(args.graph).name, names, frame, points)
-    if out is not None:
-        with writing(out):
-            # (points.csv first: a folder with summary.csv has both, whole.)
-            _write_tables(out, {"points.csv": points, "summary.csv": frame.drop("traceback", strict=False)})
     failed = frame.filter(pl.col("status") != "ok")
     if failed.height:
         _say_failed(failed, frame.height, rows, store, getattr(args, "debug", False))
         return 1
     return 0
+
+
+class _Forgiving:
+    """A text stream (standard output or error) whose reader may go away: what is written to it
+    then goes to the null device, rather than end the sweep with a broken pipe (or any other
+    failure to write what the sweep only says: a stream closed, `2>&-`, or a full disk)."""
+
+    def __init__(self, stream):
+        self._stream = stream if stream is not None else open(os.devnull, "w")
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError:
+            self._gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError:
+            self._gone()
+
+    def _gone(self) -> None:
+        """Point the stream's file at the null device: what it still holds is dropped there."""
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+            self._stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _forgiving(stream: IO[str]) -> IO[str]:
+    """`stream`, written to as a `_Forgiving` one."""
+    return cast(IO[str], _Forgiving(stream))
+
+
+def _damaged_files(store: ResultsStore, ours: Collection[str]) -> list[tuple[Path, str]]:
+    """The store's files that hold no readable run, each with what becomes of it: a file named
+    by the key of one of this sweep's runs (`ours`) is that run's, which is done again and
+    written over it; any other is no run of this sweep, and is left as it is."""
+
+    def fate(path: Path) -> str:
+        if path.name.removesuffix(SUFFIX) in ours:
+            return "its run, one of this sweep's, is done again and written over it"
+        return "not a run of this sweep: left alone"
+
+    damaged = [(path, f"cannot be read (damaged?); {fate(path)}") for path in store.unreadable]
+    damaged += [
+        (path, f"holds no run's row (no key or point: not written by a sweep, or damaged); {fate(path)}")
+        for path in store.foreign
+    ]
+    return damaged
 
 
 # The end of the name of a table being written (hidden, beside it, until it is whole).
@@ -207,23 +264,24 @@ def _write_tables(out: Path, tables: dict[str, pl.DataFrame]) -> None:
 def _say_failed(failed: pl.DataFrame, total: int, rows: dict[str, dict], store: ResultsStore | None, debug: bool) -> None:
     """The failed runs, a line each; with --debug, then each one's Python traceback, else where
     the tracebacks are kept (each run's row in the store has its own)."""
-    print(f"{failed.height} of {total} runs failed:", file=sys.stderr)
+    err = _Forgiving(sys.stderr)
+    print(f"{failed.height} of {total} runs failed:", file=err)
     for row in failed.iter_rows(named=True):
-        print(f"  {row['point']} seed={row['seed']}: {row['status']}: {row['error']}", file=sys.stderr)
+        print(f"  {row['point']} seed={row['seed']}: {row['status']}: {row['error']}", file=err)
     traced = [(row, text) for row in failed.iter_rows(named=True) if (text := rows[row["key"]].get("traceback"))]
     if not traced:  # (a timeout, say, has no traceback to point to)
         return
     if debug:
         for row, text in traced:
-            print(f"\n{row['point']} seed={row['seed']}:\n{text.rstrip()}", file=sys.stderr)
+            print(f"\n{row['point']} seed={row['seed']}:\n{text.rstrip()}", file=err)
     elif store is not None:
         print(
             f"(the Python tracebacks are in the column traceback of {store.folder}/KEY{SUFFIX}, KEY a failed "
             "run's key; or run again with --debug to see them here)",
-            file=sys.stderr,
+            file=err,
         )
     else:
-        print("(the Python tracebacks: run again with --debug)", file=sys.stderr)
+        print("(the Python tracebacks: run again with --debug)", file=err)
 
 
 def _say_interrupted(err: Console, rows: dict[str, dict], total: int, store: ResultsStore | None, on_dask: bool) -> None:
@@ -308,7 +366,7 @@ def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFr
             mean, half = row[f"{m}_mean"], row[f"{m}_ci95"]
             cells.append(_fmt(mean) + (f" ± {_fmt(half)}" if half is not None else ""))
         table.add_row(*cells)
-    Console().print(table)
+    Console(file=_forgiving(sys.stdout)).print(table)
 
 
 def _fmt(v) -> str:

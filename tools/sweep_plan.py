@@ -73,10 +73,15 @@ def _refuse_too_many_runs(grid: list[tuple[str, list[str]]], seeds: int) -> None
 
 
 def split_values(text: str) -> list[str]:
-    """Split on commas that are not inside [brackets] or "quotes"."""
-    out, depth, quoted, current = [], 0, False, ""
+    """Split on commas that are not inside [brackets] or "quotes" (in which a backslash escapes
+    the character after it, a quote or a backslash, as in a `.sched` file)."""
+    out, depth, quoted, escaped, current = [], 0, False, False, ""
     for ch in text:
-        if ch == '"':
+        if escaped:
+            escaped = False
+        elif quoted and ch == "\\":
+            escaped = True
+        elif ch == '"':
             quoted = not quoted
         elif not quoted and ch == "[":
             depth += 1
