@@ -30,3 +30,17 @@ def test_sigterm_leaves_no_part_of_the_record_and_no_spill_folder(tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM
     assert err.strip() == "terminated (SIGTERM)", err
     assert not out.exists() and list(spill.iterdir()) == []  # (the folder the run made, removed with what it held)
+
+
+def test_a_command_started_with_its_standard_output_closed_ends_as_it_would_otherwise(tmp_path):
+    # `roundhouse ... >&-`: Python has no sys.stdout; what the command prints is lost, and its
+    # exit status is the command's, without a traceback.
+    done = subprocess.run(
+        f"{sys.executable} -m roundhouse.tools.cli check {REPO / 'graphs' / 'las.sched'} >&-",
+        shell=True,
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

@@ -125,7 +125,8 @@ def _reader_gone() -> bool:
     """Whether standard output is a pipe whose reader has closed it (rather than a broken pipe
     of some connection the command made)."""
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
     except BrokenPipeError:
         return True
     except (OSError, ValueError):
@@ -170,7 +171,8 @@ def _main(argv: list[str] | None) -> int:
     args.debug = debug  # (taken out of argv above: a handler that prints more with it reads it here)
     try:
         status = args.handler(args)
-        sys.stdout.flush()  # (a reader that went away shows here, not as Python's complaint at exit)
+        if sys.stdout is not None:  # (None: started with standard output closed, `>&-`)
+            sys.stdout.flush()  # (a reader that went away shows here, not as Python's complaint at exit)
     except RoundhouseError as err:
         detail = getattr(err, "detail", "")
         if debug and detail:
