@@ -75,8 +75,9 @@ class AcceptAll(Element):
 class AcceptThreshold(Element):
     """Admit jobs while the GPU demand of admitted, unfinished jobs is within a load factor.
 
-    Blox's load-based admission, rule for rule: arriving jobs join a first-in first-out queue,
-    and each round the queue's head is admitted, oldest first, while the GPUs asked for by the
+    Blox's load-based admission, rule for rule: arriving jobs join a first-in first-out queue
+    in order of arrival (whichever source they come from; ties in the order delivered), and
+    each round the queue's head is admitted, oldest first, while the GPUs asked for by the
     admitted, unfinished jobs (those admitted this round included) are at or below `factor`
     times the cluster's GPUs. The test is made before each job is added, so the last job
     admitted may take the demand past the limit, and a job larger than the limit is admitted
@@ -92,8 +93,9 @@ class AcceptThreshold(Element):
         admitted: jobs admitted so far.
         queued: jobs waiting in the admission queue now.
         demand: GPUs asked for by admitted, unfinished jobs now.
-    Cost: O(k + a + q) over arriving jobs k, admitted unfinished jobs a (summing their demand) and
-        the queue q; O(a) in a round without arrivals or completions.
+    Cost: O(k log k + a + q) over arriving jobs k (put in order of arrival), admitted
+        unfinished jobs a (summing their demand) and the queue q; O(a) in a round without
+        arrivals or completions.
     See also: AcceptAll, JobPool
     Paper: Blox (EuroSys'24) §5.1, admission_control/load_based_accept.py.
     """
@@ -116,7 +118,12 @@ class AcceptThreshold(Element):
         if len(ctx.events.finished) and len(self._admitted):
             self._admitted = self._admitted[ctx.jobs.column("status")[self._admitted] != FINISHED]
         if len(jobs):
-            self._queue = np.concatenate([self._queue, jobs.rows])
+            rows = jobs.rows
+            if len(rows) > 1:
+                # Several sources (and a gate handing over its queue) deliver one after another,
+                # not by arrival: the queue is. (Every job queued before arrived earlier.)
+                rows = rows[np.argsort(ctx.jobs.column("arrival_s")[rows], kind="stable")]
+            self._queue = np.concatenate([self._queue, rows])
         demand = int(gpus[self._admitted].sum())
         release = 0
         if len(self._queue):
