@@ -68,8 +68,9 @@ class Pollux(Element):
     (interference avoidance), each job within its GPU limit and 16 machines, and machines within
     their size (jobs with less attained service first, then earlier arrivals), and elitist
     selection. Fitness is the generalised mean (exponent `p`) of each job's speedup, its goodput
-    at its best batch size over its goodput on a fair share, with Pollux's restart penalty on
-    jobs whose allocation changes. The best allocation is deployed: unchanged jobs are kept,
+    at its best batch size over its goodput on a fair share (ceil(GPUs / jobs) GPUs, within
+    the job's `max_gpus` and batch range but not the `explore` cap), with Pollux's restart
+    penalty on jobs whose allocation changes. The best allocation is deployed: unchanged jobs are kept,
     others launched, resized by checkpoint and restart (the simulator's `resize_restart`;
     Pollux's simulator charges 30 s) or suspended. Launches and resizes carry batch size 0 (the
     job's own): put PolluxAgent after it to tune them. Only elastic jobs (their model in the
@@ -175,12 +176,15 @@ class Pollux(Element):
         others = active.rows[~mine & running]
         return (attrs.evolve(plan, keep=np.r_[plan.keep, others]) if len(others) else plan), none
 
-    def _limits(self, ctx: RoundContext, jobs: Active, app: np.ndarray, elastic) -> np.ndarray:
+    def _limits(self, ctx: RoundContext, jobs: Active, app: np.ndarray, elastic, explore: bool = True) -> np.ndarray:
+        """Each job's GPU limit: its `max_gpus`, the cluster, the largest validated batch over
+        the smallest per-GPU batch and, with `explore` (and the argument on), twice the most
+        GPUs it has run on."""
         c = ctx.cluster.n_gpus
         cap = np.nan_to_num(_column(ctx, "max_gpus", jobs.rows, c), nan=c)
         top = np.array([elastic.apps[a].max_batch // max(elastic.apps[a].min_local, 1) for a in app.tolist()])
         limit = np.minimum(np.minimum(cap, c), top)
-        if self.explore:
+        if self.explore and explore:
             limit = np.minimum(limit, np.maximum(2 * self._most[jobs.rows], 1))
         return np.maximum(limit, 1).astype(np.int64)
 
@@ -219,9 +223,11 @@ class Pollux(Element):
         capacity = np.bincount(cluster.gpu_node[usable], minlength=k)
         limit = self._limits(ctx, jobs, app, elastic)
         goodput = self._table(ctx, jobs, app, elastic)
-        # Speedup over a fair share (ceil(C / J) GPUs, within the job's limit) on ceil(K / C)
-        # machines, as Pollux's simulator takes it; scaled so that a machine's worth is 1.
-        fair_r = np.minimum(np.ceil(c / n), limit).astype(np.int64)
+        # Speedup over a fair share (ceil(C / J) GPUs, within the job's own limit but not the
+        # exploration cap, which Pollux's fair share ignores: a job allowed few GPUs so far
+        # would otherwise count its own small allocation as fair) on ceil(K / C) machines, as
+        # Pollux's simulator takes it; scaled so that a machine's worth is 1.
+        fair_r = np.minimum(np.ceil(c / n), self._limits(ctx, jobs, app, elastic, explore=False)).astype(np.int64)
         fair_k = np.minimum(int(np.ceil(k / c)), fair_r)
         fair = goodput[np.arange(n), fair_k, fair_r]
         table = goodput / np.maximum(fair, 1e-12)[:, None, None]

@@ -7,8 +7,9 @@ simulator (petuum/adaptdl branch osdi21-artifact, `simulator/pollux.py`, Apache-
 here again over numpy arrays:
 
 - **speedup** of job j on r GPUs over k machines: its goodput there at its goodput-best batch
-  size over its goodput at a fair share (ceil(C / J) GPUs, as few machines as hold them), then
-  scaled by machines / GPUs (so that a machine's worth of GPUs is worth 1);
+  size over its goodput at a fair share (ceil(C / J) GPUs on ceil(K / C) machines, one where
+  there are more GPUs than machines, as Pollux's simulator takes it), then scaled by
+  machines / GPUs (so that a machine's worth of GPUs is worth 1);
 - **restart penalty**: a job whose allocation changes has its speedup multiplied by
   max(age - restarts x delay, 0) / (age + delay) (delay 30 s, the simulator's);
 - **fitness**: the generalised (power) mean of the jobs' speedups (+0.001) with exponent p
