@@ -21,16 +21,7 @@ from roundhouse.tools.outputs import open_folder
 from roundhouse.tools.outputs.whole_file import write_whole
 from roundhouse.tools.plots import figure
 from tests.conftest import fails, write_trace
-
-GRAPH = """\
-round = 5min;
-src :: TraceSource(path="trace.csv");
-src -> admit :: AcceptAll -> JobPool -> order :: Fifo -> place :: Consolidated -> Launch -> m :: JobMetrics;
-"""
-
-
-def _job(job_id, arrival_s, gpus, duration_s):
-    return {"job_id": job_id, "arrival_s": float(arrival_s), "gpus": gpus, "duration_s": float(duration_s)}
+from tests.test_outputs_cli_review import GRAPH, _job
 
 
 def _run(tmp_path, jobs, name="out"):

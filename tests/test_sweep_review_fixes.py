@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -21,22 +20,13 @@ from roundhouse.tools import sweep_cmd
 from roundhouse.tools.cli import main
 from roundhouse.tools.sweep_plan import split_values
 from tests.conftest import REPO, fails
+from tests.test_sweep_keys_interrupts import small_graph
 
 TRACE = REPO / "traces" / "samples" / "philly-1000.csv"
 
 
-def tiny_graph(folder: Path) -> Path:
-    """A graph of 4 jobs on 8 GPUs: a run takes a fraction of a second."""
-    graph = folder / "g.sched"
-    graph.write_text(
-        f'round = 5min;\ncluster = "2x4:V100";\narrivals :: TraceSource(path="{TRACE}", jobs=4);\n'
-        "arrivals -> AcceptAll -> JobPool -> Fifo -> Consolidated -> Launch -> JobMetrics;\n"
-    )
-    return graph
-
-
 def test_damaged_store_files_are_said_to_be_run_again_only_when_they_are_this_sweeps(tmp_path, capsys):
-    graph = tiny_graph(tmp_path)
+    graph = small_graph(tmp_path)
     out = tmp_path / "out"
     args = ["sweep", str(graph), "--vary", "round=5min,10min", "--workers", "1", "--out", str(out)]
     assert main(args) == 0
@@ -74,7 +64,7 @@ def test_a_local_runs_timeout_counts_from_when_its_worker_takes_it_up_not_from_i
     (slow / "sitecustomize.py").write_text('import sys, time\nif "--multiprocessing-fork" in sys.argv:\n    time.sleep(4)\n')
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(slow), os.environ.get("PYTHONPATH")])))
     monkeypatch.setattr(sweep_exec, "KILL_GRACE_S", 0.5)
-    graph = tiny_graph(tmp_path)
+    graph = small_graph(tmp_path)
     out = tmp_path / "out"
     assert main(["sweep", str(graph), "--vary", "round=5min,10min", "--timeout", "2s", "--workers", "1", "--out", str(out)]) == 0
     frame = ResultsStore(out / "results").read()
@@ -85,7 +75,7 @@ def test_a_local_runs_timeout_counts_from_when_its_worker_takes_it_up_not_from_i
 def test_a_sweep_whose_reader_goes_away_runs_every_run_and_writes_its_tables(tmp_path):
     # `roundhouse sweep ... 2>&1 | head -1`: the reader goes after the first line; the sweep
     # goes on as if it had been read to the end.
-    graph = tiny_graph(tmp_path)
+    graph = small_graph(tmp_path)
     out = tmp_path / "out"
     args = ["sweep", str(graph), "--vary", "round=1min,2min,3min,4min", "--workers", "1", "--out", str(out)]
     sweep = subprocess.Popen(
@@ -103,7 +93,7 @@ def test_a_sweep_whose_reader_goes_away_runs_every_run_and_writes_its_tables(tmp
 def test_a_sweeps_tables_are_written_while_it_holds_the_store(tmp_path, monkeypatch):
     # A sweep started on the folder as this one ends removes the tables of this one: they are
     # written before the store is let go, so that the next sweep never finds them half-way.
-    graph = tiny_graph(tmp_path)
+    graph = small_graph(tmp_path)
     out = tmp_path / "out"
     held = []
     write = sweep_cmd._write_tables
@@ -134,7 +124,7 @@ def test_a_quoted_value_with_an_escaped_quote_and_a_comma_is_one_value(tmp_path)
     (tmp_path / "c.csv").write_text("\n".join(lines[:1] + lines[10:13]) + "\n")
     assert split_values(r'"q\"d/a,b.csv","c.csv"') == [r'"q\"d/a,b.csv"', '"c.csv"']
     assert split_values(r'"a\\",b') == [r'"a\\"', "b"]
-    graph = tiny_graph(tmp_path)
+    graph = small_graph(tmp_path)
     out = tmp_path / "out"
     path = str(folder / "a,b.csv").replace('"', r"\"")
     vary = f'arrivals.path="{path}","{tmp_path / "c.csv"}"'
@@ -143,7 +133,7 @@ def test_a_quoted_value_with_an_escaped_quote_and_a_comma_is_one_value(tmp_path)
 
 
 def test_a_dask_address_whose_port_is_no_port_is_refused_at_once_saying_so(tmp_path, capsys):
-    graph = tiny_graph(tmp_path)
+    graph = small_graph(tmp_path)
     for address, said in [
         ("tcp://127.0.0.1:99999", "its port 99999 is not one of 1 to 65535"),
         ("tcp://127.0.0.1:0", "its port 0 is not one of 1 to 65535"),
