@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 
 from anchor_run import AnchorFailed, failure, run_anchor
-from bench_common import at_least, description, exit_on_terminate, program_problem
+from bench_common import at_least, compile_bytecode, description, exit_on_terminate, program_problem
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data" / "gavel"
@@ -258,6 +258,7 @@ def main() -> None:
     parser.add_argument("--gavel-python", help="with --gavel, the Python to run Gavel with (default: this one)")
     args = parser.parse_args()
     exit_on_terminate()  # (`kill PID` stops what it started, as Ctrl-C does)
+    compile_bytecode()  # (start-up timed as an installed package's: bench_common.compile_bytecode)
     if args.gavel_python is not None and args.gavel is None:
         parser.error("--gavel-python has no effect without --gavel")
     if args.data is None:

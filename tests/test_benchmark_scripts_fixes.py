@@ -408,3 +408,18 @@ def test_derive_communication_names_a_workload_whose_sizes_give_no_scale(tmp_pat
         derive.derive(tmp_path)
     message = str(stop.value)
     assert message.startswith(f"error: {tmp_path / derive.TABLE_I['VGG11'][1]}: VGG11: ") and "Traceback" not in message
+
+
+# --- bench_common.compile_bytecode: start-up timed as an installed package's ---
+
+
+def test_the_package_is_compiled_to_bytecode_before_command_line_runs_are_timed():
+    import importlib.util
+
+    engine = REPO / "runtime" / "engine.py"
+    cached = Path(importlib.util.cache_from_source(str(engine)))
+    cached.unlink(missing_ok=True)
+    script("bench_common").compile_bytecode()
+    assert cached.is_file() and cached.stat().st_size > 0
+    # (what this Python reads at its next start instead of compiling the source again)
+    assert cached.read_bytes()[:4] == importlib.util.MAGIC_NUMBER
