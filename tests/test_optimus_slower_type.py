@@ -6,12 +6,9 @@ rather than being cut to a count that fits a node of the faster type.
 Two rigid jobs (a model the profile does not know) of 3 GPUs each hold two V100 nodes, leaving
 one V100 free on each; a "Lin" job, twice as fast on 2 GPUs as on 1, arrives asking for 2."""
 
-import json
-
 import polars as pl
 
-from roundhouse.tools.cli import main
-from tests.conftest import write_trace
+from tests.test_optimus_types import _launches, run_optimus
 
 RATES = {"V100": 1.0, "P100": 0.7}
 
@@ -23,19 +20,8 @@ def _run(tmp_path, capsys, jobs: list[dict]):
             for gpu_type, factor in RATES.items():
                 rows.append(f"Lin,32,{gpu_type},{gpus},{placement},{10 * factor * gpus:.4f}")
     (tmp_path / "profile.csv").write_text("\n".join(rows) + "\n")
-    write_trace(tmp_path / "trace.csv", jobs)
-    graph = tmp_path / "graph.sched"
-    graph.write_text(
-        'round = 5min;\ncluster = "2x4:V100,1x4:P100";\nprofile = "profile.csv";\nreference_gpu = "V100";\n'
-        'src :: TraceSource(path="trace.csv");\n'
-        "src -> AcceptAll -> JobPool -> o :: Optimus(max_gpus=2) -> Consolidated -> Launch -> m :: JobMetrics;\n"
-    )
-    code = main(["run", str(graph), "--out", str(tmp_path / "out")])
-    err = capsys.readouterr().err
-    assert code == 0, err
-    out = tmp_path / "out"
-    counters = json.loads((out / "run.json").read_text())["counters"]
-    return pl.read_parquet(out / "explain.parquet"), pl.read_csv(out / "jobs.csv").sort("job_id"), counters
+    settings = 'profile = "profile.csv";\nreference_gpu = "V100";\n'
+    return run_optimus(tmp_path, capsys, jobs, "2x4:V100,1x4:P100", "max_gpus=2", settings)
 
 
 def _rigid(job_id: int) -> dict:
@@ -43,10 +29,6 @@ def _rigid(job_id: int) -> dict:
 
 
 LIN = {"job_id": 9, "arrival_s": 100.0, "gpus": 2, "duration_s": 2000.0, "model": "Lin", "batch_size": 32}
-
-
-def _launches(records: pl.DataFrame, job_id: int) -> pl.DataFrame:
-    return records.filter((pl.col("job_id") == job_id) & (pl.col("reason") == "launched"))
 
 
 def test_a_count_the_fastest_type_has_no_node_room_for_goes_to_a_slower_type(tmp_path, capsys):

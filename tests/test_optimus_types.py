@@ -28,11 +28,17 @@ def _profile(path) -> None:
 
 
 def _run(tmp_path, capsys, jobs: list[dict], cluster: str, optimus: str = "", profile: bool = True):
-    write_trace(tmp_path / "trace.csv", jobs)
     settings = ""
     if profile:
         _profile(tmp_path / "profile.csv")
         settings = 'profile = "profile.csv";\nreference_gpu = "K80";\n'
+    return run_optimus(tmp_path, capsys, jobs, cluster, optimus, settings)
+
+
+def run_optimus(tmp_path, capsys, jobs: list[dict], cluster: str, optimus: str, settings: str):
+    """`roundhouse run` of Optimus before Consolidated on `cluster`, with graph `settings`:
+    (the explanation record, jobs.csv by job id, the counters)."""
+    write_trace(tmp_path / "trace.csv", jobs)
     graph = tmp_path / "graph.sched"
     graph.write_text(
         f'round = 5min;\ncluster = "{cluster}";\n{settings}src :: TraceSource(path="trace.csv");\n'
