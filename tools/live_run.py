@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from roundhouse.errors import UsageError
@@ -12,7 +13,12 @@ from roundhouse.tools.results import compile_with_overrides, print_summary, writ
 MAX_HEARTBEAT_TIMEOUT_S = 3600.0
 
 
-def add_live_options(p) -> None:
+def add_live_options(p, given_only: bool = False) -> None:
+    """The live-run options. With `given_only` (`run`, where they need --live) an option left out
+    sets nothing, so that `refuse_live_only` sees every one given, a default value included;
+    `run_live` fills in the defaults of those left out."""
+    if given_only:
+        p = _GivenOnly(p)
     add_security(p, "the scheduler reads scheduler.key_secret and authorized/")
     p.add_argument(
         "--journal",
@@ -40,22 +46,39 @@ def add_live_options(p) -> None:
     p.add_argument("--log-level", default="info", help="debug, info, warning or error (default info)")
 
 
-def refuse_live_only(args) -> None:
-    """A UsageError naming the live-run options given values of their own (`run` without
-    --live): a run that is not live would ignore them, invalid values included."""
-    import argparse
+class _GivenOnly:
+    """A parser (or argument group) whose arguments set their attribute only when given."""
 
+    def __init__(self, parser) -> None:
+        self._parser = parser
+
+    def add_argument(self, *flags, **kwargs):
+        return self._parser.add_argument(*flags, **{**kwargs, "default": argparse.SUPPRESS})
+
+
+def _live_defaults() -> dict:
+    """Each live option's name and default value."""
     options = argparse.ArgumentParser(add_help=False)
     add_live_options(options)
+    return vars(options.parse_args([]))
+
+
+def refuse_live_only(args) -> None:
+    """A UsageError naming the live-run options given (`run` without --live, its live options
+    added with `given_only`): a run that is not live would ignore them, default and invalid
+    values included."""
     # (each live option's flag is its name so spelled)
-    given = [
-        "--" + name.replace("_", "-")
-        for name, default in vars(options.parse_args([])).items()
-        if getattr(args, name, default) != default
-    ]
+    given = ["--" + name.replace("_", "-") for name in _live_defaults() if hasattr(args, name)]
     if given:
         which = f"{given[0]} is" if len(given) == 1 else f"{', '.join(given)} are"
         raise UsageError(f"{which} only for a live run: give --live ADDR, or leave {'it' if len(given) == 1 else 'them'} out")
+
+
+def _fill_live_defaults(args) -> None:
+    """Give the live options left out (`run --live`, see `add_live_options`) their defaults."""
+    for name, default in _live_defaults().items():
+        if not hasattr(args, name):
+            setattr(args, name, default)
 
 
 def live_options(args):
@@ -117,6 +140,7 @@ def run_live(args, bind: str) -> int:
     from roundhouse.runtime.simulate import load_cluster
     from roundhouse.wire.security import ServerSecurity
 
+    _fill_live_defaults(args)
     quiet = getattr(args, "quiet", False)  # (`serve` has no --quiet)
     # (--quiet prints nothing but errors: the scheduler's log too, unless --log-level says otherwise)
     setup_logging("error" if quiet and args.log_level == "info" else args.log_level)

@@ -45,7 +45,7 @@ def register(sub) -> None:
     p.add_argument(
         "--live", metavar="ADDR", help="run live on `roundhouse agent` nodes, listening on ADDR (as `roundhouse serve`)"
     )
-    add_live_options(p.add_argument_group("live runs (with --live)"))
+    add_live_options(p.add_argument_group("live runs (with --live)"), given_only=True)
     p.set_defaults(handler=run)
 
 

@@ -1,9 +1,10 @@
 """Our own trace files: the canonical schema (see `traces.schema`) as CSV or Parquet.
 
 CSV is for people (diffable, editable, the shipped samples); Parquet is for large traces. Both
-hold the same columns and read back to the same frame. Writers leave out optional columns that
-carry nothing (all empty, or `weight` all 1.0, its default), so a duration-only trace stays a
-four-column file; readers put them back.
+hold the same columns and read back to the same frame, its jobs sorted by arrival and, for
+jobs arriving at the same time, by job id (not by their order in the file; `traces.schema`).
+Writers leave out optional columns that carry nothing (all empty, or `weight` all 1.0, its
+default), so a duration-only trace stays a four-column file; readers put them back.
 """
 
 from __future__ import annotations

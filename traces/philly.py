@@ -14,10 +14,11 @@ duration is the sum of the run times of the attempts that ran, and the GPU count
 of GPUs in the details of the first attempt that ran (Blox takes the last one's; it assumes
 they are the same). job_id is the order of submission (0, 1, 2, ...); the original id is kept
 in the extra column `name`, with `vc` and `philly_status` (renamed: `status` is the simulator's
-own job-table column). Jobs with no attempt that ran are skipped and counted, and so are jobs
-that ran but have no submitted_time (they have no arrival), counted apart. Blox also drops
-jobs outside 10^1.5 to 10^4 minutes and then resamples durations; that is a workload choice
-left to the user (the generators provide the resampling).
+own job-table column). An original id that two jobs have is an error naming both records, as a
+job id used twice is for every reader. Jobs with no attempt that ran are skipped and counted,
+and so are jobs that ran but have no submitted_time (they have no arrival), counted apart.
+Blox also drops jobs outside 10^1.5 to 10^4 minutes and then resamples durations; that is a
+workload choice left to the user (the generators provide the resampling).
 
 The Philly data has no licence, so no real rows ship with Roundhouse: the sample is made by
 `SyntheticLog`, which draws from the published Philly distributions and writes
@@ -146,7 +147,9 @@ def _parse_records(path: str, records: list) -> PhillyTrace:
         }
     ).join(per_job, on="record", how="inner", maintain_order="left")
     unsubmitted = frame.get_column("submitted").null_count()
-    frame = frame.filter(pl.col("submitted").is_not_null()).sort("submitted", "record", maintain_order=True)
+    frame = frame.filter(pl.col("submitted").is_not_null())
+    _refuse_repeated_ids(path, frame)
+    frame = frame.sort("submitted", "record", maintain_order=True)
     skipped = len(records) - frame.height
     frame = frame.with_columns(
         job_id=pl.int_range(pl.len(), dtype=pl.Int64),
@@ -155,6 +158,20 @@ def _parse_records(path: str, records: list) -> PhillyTrace:
     rows = frame.get_column("record").to_numpy()
     ordered = frame.select("job_id", "arrival_s", "gpus", "duration_s", "user", "name", "vc", "philly_status")
     return PhillyTrace(validate(ordered, path, rows), skipped, unsubmitted)
+
+
+def _refuse_repeated_ids(path: str, jobs: pl.DataFrame) -> None:
+    """A TraceError for the first job (in file order) whose `jobid` an earlier job has, naming
+    both records, as every reader refuses a job id used twice (records skipped, that are no job,
+    are not compared)."""
+    ids = jobs.get_column("name")
+    repeated = ids.is_not_null() & ~ids.is_first_distinct()
+    if not repeated.any():
+        return
+    second = int(repeated.arg_true()[0])
+    records = jobs.get_column("record")
+    first = int(records.filter(ids == ids[second])[0])
+    raise TraceError(path, f"job id {ids[second]} is used twice", row=int(records[second]), column="jobid", also=first)
 
 
 def _collect(path: str, number: int, record, jobs: dict, attempts: dict) -> None:

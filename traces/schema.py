@@ -20,10 +20,19 @@ Columns, in order (name: type, rule):
 - `slo_s` Float64, > 0, at most a century
 
 Every row needs `duration_s`, or both `model` and `iterations` (the simulator derives one from
-the other with the profile table). Other columns are kept after the canonical ones, so later
-features can add their own: numbers become Float64, anything else String. A column whose name
-is close to a known one but is none of them (`modle`, `Model`, `users`) is kept too, with a
-warning on stderr naming the file, the column and the name it most likely meant.
+the other with the profile table).
+
+Row order: every reader returns the jobs sorted by `arrival_s`, and jobs arriving at the same
+time by `job_id`, whatever their order in the file; a run admits jobs in this order, so of jobs
+arriving together the one with the smaller id is admitted first (and wins ties in `Fifo`,
+`Las` and `Srtf`). A file's rows need not be sorted, and sorting them differently changes
+nothing. (Philly's reader numbers its jobs in order of submission, so its ids follow the file
+where submissions tie.)
+
+Other columns are kept after the canonical ones, so later features can add their own: numbers
+become Float64, anything else String. A column whose name is close to a known one but is none
+of them (`modle`, `Model`, `users`) is kept too, with a warning on stderr naming the file, the
+column and the name it most likely meant.
 
 Optional extra columns the simulator and elements understand (empty cells: not given):
 
@@ -165,7 +174,8 @@ def validate(
     source_names: Mapping[str, str] | None = None,
     elastic: ElasticProfile | None = None,
 ) -> pl.DataFrame:
-    """Check `df` against the canonical schema and return it typed, complete and sorted.
+    """Check `df` against the canonical schema and return it typed, complete and sorted (by
+    `arrival_s`, then `job_id`: the file's own order is not kept; see the module docstring).
 
     `df` may hold raw text (CSV read without inference) or typed columns (Parquet, readers).
     `row_numbers[i]` is how the user finds row i in `path` (the line for CSV, the record for
