@@ -375,9 +375,10 @@ def _fresh(
     world_name: str,
     run_coming: dict[str, tuple[Any, Any, int]] | None = None,
 ) -> Engine:
-    """`graph`'s elements started afresh on `world` at `now`, in the simulator, with every
-    unfinished job entering the graph at the next round, and its sources' jobs from after
-    `seen_s` to come."""
+    """`graph`'s elements started afresh on `world` at `now` (copies of them: `_afresh`), in the
+    simulator, with every unfinished job entering the graph at the next round, and its sources'
+    jobs from after `seen_s` to come."""
+    graph = _afresh(graph)
     settings = graph.settings
     sim = Simulator.for_graph(world, settings, now=now)
     fresh = Engine(graph, world, sim)
@@ -390,6 +391,25 @@ def _fresh(
                 _refuse_a_source_changed_since(graph, name, source, coming, run_coming[name], world_name)
     fresh.carry_in(np.flatnonzero(world.jobs.column("status") != FINISHED))
     return fresh
+
+
+def _afresh(graph: CompiledGraph) -> CompiledGraph:
+    """`graph` with elements of its own, as compiled: each a new object with the configuration
+    of `graph`'s (its arguments, name, peers), without the state a run gave it (what its class
+    declares as `state` and `fixed`, which `start` sets, and its counters). A projection starts
+    and runs these, so that `graph` is left as it was: it may be a running simulation's own
+    (`sim.graph`), whose elements would otherwise be started again and run to the horizon."""
+    elements: dict[str, Any] = {}
+    for name, el in graph.elements.items():
+        cls = type(el)
+        run = {"counters", *(cls.state or ()), *cls.fixed}
+        new = object.__new__(cls)
+        new.__dict__.update({key: value for key, value in el.__dict__.items() if key not in run})
+        elements[name] = new
+    for new in elements.values():
+        if new.peers:  # (the elements it names are the copy's own)
+            new.peers = {name: elements[name] for name in new.peers}
+    return attrs.evolve(graph, elements=elements)
 
 
 def _coming(graph: CompiledGraph, seen_s: float) -> dict[str, tuple[Any, Any, int]]:

@@ -1,6 +1,6 @@
-"""`roundhouse whatif JOURNAL`: from a live scheduler's journal, simulate forward under its own
-graph and under another (`--graph`, or its own with `--set`), and print the metrics side by side
-(runtime/whatif.py; docs/whatif.md)."""
+"""`roundhouse whatif JOURNAL_OR_SNAPSHOT`: from a live scheduler's journal or a simulation's
+snapshot, simulate forward under its own graph and under another (`--graph`, or its own with
+`--set`), and print the metrics side by side (runtime/whatif.py; docs/whatif.md)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ from roundhouse.tools.results import compile_with_trace, in_units
 
 
 def register(sub) -> None:
-    p = sub.add_parser("whatif", help="simulate forward from a live scheduler's journal, under its graph and another")
+    p = sub.add_parser(
+        "whatif", help="simulate forward from a live scheduler's journal or a simulation's snapshot, under its graph and another"
+    )
     p.add_argument(
         "journal",
         metavar="JOURNAL_OR_SNAPSHOT",
@@ -59,6 +61,10 @@ def whatif_command(args) -> int:
     ):
         if value is not None and not value.strip():
             raise UsageError(f"{flag}: got an empty path; give {what}")
+    if args.graph is not None and Path(args.graph).is_dir():
+        raise UsageError(f"--graph {args.graph}: is a folder; give a .sched file")
+    if args.graph is not None and not Path(args.graph).exists():
+        raise UsageError(f"--graph {args.graph}: no such file; give a .sched file")
     if Path(args.journal).is_dir():
         raise UsageError(f"{args.journal}: is a folder; give a live scheduler's journal file or a simulation's snapshot file")
     if not Path(args.journal).exists():
