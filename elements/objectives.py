@@ -393,8 +393,14 @@ class FinishTimeFairnessMetrics(_ObjectiveSink):
     completion is (as Themis counts it); at least 1. The 1/n share gives the job each type's
     GPUs in proportion (at most its own GPU count), at its profiled throughputs, as MinMaxRho's
     X_iso does: a type with fewer GPUs than the job asks for adds nothing (the job cannot run
-    there). rho < 1: the job did better than its fair share; rho > 1: worse. Only finished jobs
-    have a rho: not one that failed for good (live runs), which has no completion time.
+    there). The work is what the job did: all it declared, or less for a job ended early (a
+    plan's `complete`, as LossTermination's). rho < 1: the job did better than its fair share;
+    rho > 1: worse. Only finished jobs have a rho: not one still waiting or running when the run
+    ends (`--until`), nor one that failed for good (live runs), which have no completion time,
+    nor one ended before it did any work. The summary gives how many jobs have a rho (`jobs`)
+    and how many of those measured do not (`without_rho`), and over the former the mean,
+    median, p95 (linear interpolation) and largest rho and `unfair_pct`, the percentage with
+    rho above 1.
 
     Arguments:
         track: job ids to report (half-open range); all jobs if omitted.
@@ -441,8 +447,13 @@ class FinishTimeFairnessMetrics(_ObjectiveSink):
         rows = _tracked(ctx, self.track)
         table = ctx.jobs
         arrival, finish = table.column("arrival_s")[rows], table.column("finish_s")[rows]
-        done = np.isfinite(finish) & ~table.column("failed")[rows]  # (a failed job has no completion time)
-        rows, arrival, finish = rows[done], arrival[done], finish[done]
+        # The work each job did: all it declared, or less for one ended early (a plan's
+        # `complete`, as LossTermination's): its time alone is that work's. A failed job has no
+        # completion time, and one ended before it did any work no time alone to compare with.
+        work = table.column("done")[rows]
+        done = np.isfinite(finish) & ~table.column("failed")[rows] & (work > 0)
+        without = len(rows) - int(np.count_nonzero(done))
+        rows, arrival, finish, work = rows[done], arrival[done], finish[done], work[done]
         times, area = np.array(self._times), np.array(self._area)
         span = np.maximum(finish - arrival, 1e-9)
         n_avg = np.maximum((np.interp(finish, times, area) - np.interp(arrival, times, area)) / span, 1.0)
@@ -455,7 +466,7 @@ class FinishTimeFairnessMetrics(_ObjectiveSink):
         sf = table.column("gpus")[rows].astype(np.float64)
         share = capacity[None, :] / n_avg[:, None] / sf[:, None]
         share = share / np.maximum(share.sum(axis=1, keepdims=True), 1.0)
-        isolated = table.column("work")[rows] / np.maximum((rates * share).sum(axis=1), 1e-300)
+        isolated = work / np.maximum((rates * share).sum(axis=1), 1e-300)
         rho = (finish - arrival) / isolated
         jobs = pl.DataFrame(
             {
@@ -470,6 +481,8 @@ class FinishTimeFairnessMetrics(_ObjectiveSink):
         return {
             "rho_per_job": jobs,
             "rho": {
+                "jobs": len(rho),
+                "without_rho": without,
                 "avg_rho": stat(np.mean),
                 "median_rho": stat(np.median),
                 "p95_rho": stat(lambda a: np.percentile(a, 95)),
@@ -485,10 +498,12 @@ class EffectiveThroughput(_RoundWatcher):
 
     Each round, every job contributes the work it did (iterations over its isolated throughput on
     the reference type, times its GPU count): how many reference GPUs running it at full speed
-    would have done the same. Reports the time average and a per-round series, in total and,
-    with `by`, per value of a job column (e.g. per user or entity): one column per value, named
-    by the value (a job without one: `None`), except a value that is itself `time_s` or `total`,
-    whose column is named `BY=VALUE` (`user=total`) so that it does not take the place of those.
+    would have done the same. Reports a per-round series and its time average, from the first
+    round in which a job did work to the last (rounds with no job in the system, which the
+    clock jumps over, count as rounds of no work), in total and, with `by`, per value of a job
+    column (e.g. per user or entity): one column per value, named by the value (a job without
+    one: `None`), except a value that is itself `time_s` or `total`, whose column is named
+    `BY=VALUE` (`user=total`) so that it does not take the place of those.
 
     Arguments:
         by: a job column known at the job's arrival, from its trace, to break the series down by (e.g. "user").
@@ -499,16 +514,25 @@ class EffectiveThroughput(_RoundWatcher):
     Paper: Gavel (OSDI'20) §7.3 and Fig. 11 (effective throughput of hierarchical policies).
     """
 
-    state = ("_done", "_partner", "_rows", "_series", "_service", "_type")
+    state = ("_done", "_last_index", "_partner", "_rows", "_series", "_service", "_type")
 
     by: str | None = attrs.field(default=None, validator=[non_empty, known_at_arrival])
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
         self._series: list[tuple[float, float, dict[str, float]]] = []  # (time_s, total, work by value)
+        self._last_index: int | None = None  # the round index of the last tick
 
     def tick(self, ctx: RoundContext, events: Events) -> None:
         rows, _, _, done = self._last_round(ctx)
+        last = getattr(self, "_last_index", None)  # (None in a state saved by an earlier version)
+        if self._series and last is not None and ctx.round_index > last + 1:
+            # Rounds not ticked: the clock jumped over them, with no job in the system (nothing
+            # ran), each a point of no work, as its tick would have added. (Were jobs running
+            # meanwhile, their work is the tick's own point's: the sum over the points is kept.)
+            for k in range(last, ctx.round_index - 1):
+                self._series.append((ctx.now - (ctx.round_index - k) * ctx.round_s, 0.0, {}))
+        self._last_index = ctx.round_index
         if len(self._series) or len(rows):
             table = ctx.jobs
             work = done / table.column("reference_rate")[rows] * table.column("gpus")[rows] / ctx.round_s

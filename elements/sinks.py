@@ -59,10 +59,13 @@ class JobMetrics(Element):
     GPUs minus the time its work would have taken at its placements' compute rates (the
     communication model's share, and restore time; Dally's "communication latency"). Each start
     is counted by the tier its GPUs span: one machine, one rack, or several racks (network). The
-    summary gives the mean, median, p95 and p99 of JCT and queueing over the finished jobs, and
-    responsiveness over the jobs that started (it counts both). With `track`, only jobs whose id
-    is in the range count, and the run may stop once as many of them have finished as the range
-    names ids (the steady-state window of Blox and Gavel, e.g. `track=3000..4000`): ids missing
+    summary gives the mean, median, p95 and p99 of JCT and queueing, the mean of the wait after
+    preemptions and the mean, p95 and total of exposed communication over the finished jobs,
+    and the mean and median of responsiveness over the jobs that started (it counts both; a
+    figure over no job is null). A job unfinished when the run ends (`--until`) is listed
+    without a finish and is in no JCT, queueing or makespan figure. With `track`, only jobs
+    whose id is in the range count, and the run may stop once as many of them have finished as
+    the range names ids (the steady-state window of Blox and Gavel, e.g. `track=3000..4000`): ids missing
     from the trace keep the run going until every job has finished.
 
     A job that fails for good (live runs: its process kept crashing) is listed with status
