@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from roundhouse.runtime import registry
 from roundhouse.tools.graph_checks import check_graph, print_problems
 
@@ -29,13 +31,18 @@ def check(args) -> int:
     for path in args.files:
         # Each graph sees only the element files it requires, as when it is checked alone.
         with registry.scope():
-            failed += not _check_one(path, args.fork, args.cluster)
+            failed += not _check_one(path, args.fork, args.cluster, named=len(args.files) > 1)
     return 2 if failed else 0
 
 
-def _check_one(path: str, fork: bool, cluster_spec: str | None) -> bool:
+def _check_one(path: str, fork: bool, cluster_spec: str | None, named: bool = False) -> bool:
+    """Check one graph, printing what is wrong, or that it is ok. When `named` (several graphs
+    are checked), a refused graph's problems are followed by a line naming it: a problem found
+    when its elements start names the element, or the trace, not the graph."""
     checked = check_graph(path, fork, cluster_spec)
     if print_problems(checked):
+        if named:
+            print(f"{path}: refused (see above)", file=sys.stderr)
         return False
     graph, cluster = checked.graph, checked.cluster
     assert graph is not None  # (a graph that did not compile is a problem)

@@ -43,10 +43,10 @@ def elements(args) -> int:
             raise UsageError(f"--require {path}: {problem}")
     console = Console()
     if args.markdown:
-        classes = [_get(args.name)] if args.name else registry.classes()
+        classes = [_get(args.name)] if args.name is not None else registry.classes()
         print(reference_markdown(classes), end="")
         return 0
-    if args.name:
+    if args.name is not None:
         _show(console, _get(args.name))
         return 0
     table = Table(title="Roundhouse elements", show_lines=False)
@@ -74,7 +74,7 @@ def _default(field) -> str:
     such value (an optional argument left out is "not given"; `none` is no value of the language)."""
     if field.default is attrs.NOTHING:
         return "required"
-    if isinstance(field.default, attrs.Factory):
+    if isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
         # A fresh value each instance (a list): shown as that value, unless it depends on the rest.
         return "(computed)" if field.default.takes_self else describe(field.default.factory())
     if field.default is None:
@@ -150,13 +150,14 @@ def reference_markdown(classes) -> str:
                 out += ["| port | # | direction | type | what |", "|---|---|---|---|---|"]
                 for direction, i, p, notes in _ports(cls):
                     what = doc.port(direction, p.name) + (f" ({notes})" if notes else "")
-                    out.append(f"| `{p.name}` | {i} | {direction} | {p.type.__name__} | {what} |")
+                    out.append(f"| `{p.name}` | {i} | {direction} | {p.type.__name__} | {_cell(what)} |")
                 out.append("")
             fields = attrs.fields(cls)
             if fields:
                 out += ["| argument | type | default | what |", "|---|---|---|---|"]
                 for f in fields:
-                    out.append(f"| `{f.name}` | {type_name(f.type)} | {_default_markdown(f)} | {doc.arguments.get(f.name, '')} |")
+                    cells = (type_name(f.type), _default_markdown(f), doc.arguments.get(f.name, ""))
+                    out.append(f"| `{f.name}` | " + " | ".join(_cell(c) for c in cells) + " |")
                 out.append("")
             if doc.counters:
                 out += ["Counters: " + "; ".join(f"`{k}`: {v}" for k, v in doc.counters.items()), ""]
@@ -166,3 +167,9 @@ def reference_markdown(classes) -> str:
                 out += ["See also: " + ", ".join(doc.see_also), ""]
             out += [f"Paper: {doc.paper}", ""]
     return "\n".join(out)
+
+
+def _cell(text: str) -> str:
+    """Text for a cell of a Markdown table: a `|` would end the cell (in code type too), and a
+    line break the row."""
+    return " ".join(text.replace("|", "\\|").split("\n"))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import attrs
 import graphviz
+import numpy as np
 
 from roundhouse.errors import SchedError, UsageError
 from roundhouse.runtime.arguments import convert
@@ -100,12 +101,33 @@ def _node_id(name: str) -> str:
     return "n_" + "".join(ch if ch.isascii() and ch.isalnum() else "__" if ch == "_" else f"_{ord(ch):x}_" for ch in name)
 
 
+# An argument is drawn cut to this many characters (a list of thousands of values would make a
+# node wider than any page, and a label Graphviz refuses: it reads at most 16384 characters of one).
+ARGUMENT_CHARACTERS = 100
+
+
+def _cut(text: str) -> str:
+    """An argument's text as drawn: whole, or, when longer than ARGUMENT_CHARACTERS, its start
+    and its end (a list's last values, a path's file name) with an ellipsis between them."""
+    if len(text) <= ARGUMENT_CHARACTERS:
+        return text
+    head = ARGUMENT_CHARACTERS * 3 // 5
+    return text[:head] + "\u2026" + text[len(text) - (ARGUMENT_CHARACTERS - head - 1) :]
+
+
+def _html(text: str) -> str:
+    """Text for an HTML-like Graphviz label, drawn as written: markup characters escaped, and
+    each backslash doubled (Graphviz reads a backslash in such a label too, dropping one of
+    two and replacing `\\G`, `\\N` and others with the graph's or the node's name)."""
+    return html.escape(text).replace("\\", "\\\\")
+
+
 def _label(name: str, el, decl) -> str:
-    esc = html.escape
+    esc = _html
     colour = COLOURS.get(el.category, "#ffffff")
     written = _written(el, decl)
     args = [
-        f"{f.name}={written.get(f.name) or describe(getattr(el, f.name))}"
+        _cut(f"{f.name}={written.get(f.name) or describe(getattr(el, f.name))}")
         for f in attrs.fields(type(el))
         if _shown(f, getattr(el, f.name))
     ]
@@ -140,7 +162,7 @@ def _written(el, decl) -> dict[str, str]:
             value = convert(arg.value, field.type, decl.base_dir, field.name)
         except SchedError:
             continue
-        if value == getattr(el, field.name, None):
+        if _same(value, getattr(el, field.name, None)):
             out[field.name] = _as_written(arg.value)
     return out
 
@@ -156,4 +178,16 @@ def _shown(field, value) -> bool:
     default = field.default
     if default is attrs.NOTHING or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         return True
-    return value != default
+    return not _same(value, default)
+
+
+def _same(a, b) -> bool:
+    """Whether two values are equal, for values whose `==` is no truth value too (an element of
+    one's own may hold a NumPy array: its `==` compares item by item)."""
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 (an `==` that gives what cannot be a truth value)
+        try:
+            return bool(np.array_equal(a, b))
+        except Exception:  # noqa: BLE001
+            return False
