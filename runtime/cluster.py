@@ -75,9 +75,14 @@ class NodeGroup:
     gpu_memory_gb: float = 16.0
     network_gbps: float = 10.0
     topology: str = ""  # a name in runtime.topologies.TOPOLOGIES, or "" (links unknown)
+    # Whether the group is split into racks of its own (`racks` or `machines_per_rack` given),
+    # even into one: not a key of a spec file, which gives it by giving one of those.
+    own_racks: bool = False
 
 
-_GROUP_FIELDS = {f.name: f for f in attrs.fields(NodeGroup)}
+# The keys a spec file's [[group]] may have: NodeGroup's fields (but `own_racks`), and
+# `machines_per_rack`, which is turned into `racks`.
+_GROUP_KEYS = [*(f.name for f in attrs.fields(NodeGroup) if f.name != "own_racks"), "machines_per_rack"]
 _INTS = {"nodes", "gpus_per_node", "racks", "cpus", "machines_per_rack"}
 _FLOATS = {"memory_gb", "gpu_memory_gb", "network_gbps"}
 _TIER_FIELDS = ("latency_ns", "bandwidth_gb_per_s")
@@ -113,6 +118,18 @@ class ClusterSpec:
             raise ClusterError("the cluster is blank: give a shorthand such as 32x4:V100, or a .toml spec file")
         if text.endswith(".toml") or names_a_file(text):
             return cls.from_toml(Path(text), gpu_types)
+        try:
+            return cls._from_text(text, gpu_types)
+        except ClusterError:
+            if _names_a_folder(text):  # (not a shorthand, but a folder's name)
+                raise ClusterError(
+                    "is a folder, not a cluster spec file (give a .toml file, or a shorthand such as 32x4:V100)", text
+                ) from None
+            raise
+
+    @classmethod
+    def _from_text(cls, text: str, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
+        """A spec from the command-line shorthand, Dally's `dally:N` included."""
         if text.lower().startswith("dally"):
             return cls.dally(text, gpu_types)
         return cls.from_shorthand(text, gpu_types)
@@ -153,8 +170,8 @@ class ClusterSpec:
         for part in text.split(","):
             m = re.fullmatch(r"\s*([0-9]+)\s*x\s*([0-9]+)\s*(?::\s*([A-Za-z][\w-]*))?\s*(?:@\s*([A-Za-z][\w.-]*))?\s*", part)
             if m is None:
-                if "/" in text or "\\" in text:  # (a path: the file it names is missing)
-                    raise ClusterError(f"cluster spec not found: no file {_shown(text)}")
+                if "/" in text or "\\" in text:  # (a path: the file it names is missing; shown whole, as paths are)
+                    raise ClusterError(f"cluster spec not found: no file {_shown(text, _MAX_PATH_SHOWN)}")
                 raise ClusterError(
                     f"bad cluster '{_shown(text)}': '{_shown(part.strip())}' is not NODESxGPUS[:TYPE][@TOPOLOGY]; "
                     "write e.g. 32x4:V100, 16x4:V100,16x4:P100, 32x4:V100@p3.8xlarge, 36:36:36 or a .toml file"
@@ -179,6 +196,8 @@ class ClusterSpec:
             data = tomllib.loads(path.read_text(encoding="utf-8").removeprefix("\ufeff"))
         except FileNotFoundError:
             raise ClusterError("cluster spec not found", path) from None
+        except IsADirectoryError:
+            raise ClusterError("is a folder, not a cluster spec file", path) from None
         except UnicodeDecodeError as err:
             raise ClusterError(
                 f"cannot read cluster spec: not UTF-8 text ({undecodable_byte(err)} cannot be decoded)", path
@@ -229,6 +248,10 @@ def _count(digits: str, text: str) -> int:
     return int(significant or "0")
 
 
+# A path is shown whole unless it is longer than any a file system takes.
+_MAX_PATH_SHOWN = 4096
+
+
 def _shown(text: str, most: int = 60) -> str:
     """`text` as a message shows it: cut short in the middle if it is long."""
     return text if len(text) <= most else f"{text[: most // 2]}...{text[-most // 4 :]} ({len(text):,} characters)"
@@ -248,11 +271,35 @@ def names_a_file(path: str | Path) -> bool:
         return False
 
 
+def _names_a_folder(path: str | Path) -> bool:
+    """Whether `path` names a folder (False where it cannot be a path at all, as names_a_file)."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def spec_file(spec: str, folder: str | Path) -> Path | None:
-    """The file a cluster spec written in a graph names, relative to the graph's `folder` (a
-    `.toml` name, or any file there); None for a shorthand such as "32x4:V100"."""
+    """The file a cluster spec written in a graph names, relative to the graph's `folder`: a
+    `.toml` name, a name with a `/` or `\\` (no shorthand has one), or anything there (a folder
+    too, which the spec's reader refuses); None for a shorthand such as "32x4:V100". Spaces
+    around the spec are not part of the name, as ClusterSpec.parse reads it."""
+    spec = spec.strip()
+    if not spec:
+        return None
     path = Path(folder) / spec
-    return path if spec.endswith(".toml") or names_a_file(path) else None
+    if spec.endswith(".toml") or "/" in spec or "\\" in spec or names_a_file(path):
+        return path
+    return path if _names_a_folder(path) and not _is_shorthand(spec) else None
+
+
+def _is_shorthand(text: str) -> bool:
+    """Whether `text` reads as a shorthand (of any GPU types)."""
+    try:
+        ClusterSpec._from_text(text.strip())
+    except ClusterError:
+        return False
+    return True
 
 
 def _tiers_from_table(path: Path, table: object) -> Tiers:
@@ -305,10 +352,9 @@ def _group_from_table(path: Path, number: int, table: object, gpu_types: Sequenc
     if not isinstance(table, dict):
         raise ClusterError(f"{where} is not a table", path)
     values = {}
-    known = [*_GROUP_FIELDS, "machines_per_rack"]
     for key, value in table.items():
-        if key not in known:
-            hint = did_you_mean(key, known)
+        if key not in _GROUP_KEYS:
+            hint = did_you_mean(key, _GROUP_KEYS)
             raise ClusterError(f"{where}: unknown key '{key}'" + (f" ({hint})" if hint else ""), path)
         if key in _INTS:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
@@ -337,7 +383,7 @@ def _group_from_table(path: Path, number: int, table: object, gpu_types: Sequenc
                 f"{where}: 'machines_per_rack' ({per_rack}) does not divide 'nodes' ({values['nodes']}) into whole racks", path
             )
         values["racks"] = values["nodes"] // per_rack
-    group = NodeGroup(**values)
+    group = NodeGroup(**values, own_racks="racks" in values)
     if group.racks > group.nodes:
         raise ClusterError(f"{where}: 'racks' ({group.racks}) is more than 'nodes' ({group.nodes})", path)
     problem = _topology_problem(group.topology, group.gpus_per_node) or _gpu_type_problem(group.gpu_type, gpu_types)
@@ -350,16 +396,18 @@ def rack_names(groups: Sequence[NodeGroup], path: Path | None = None) -> list[li
     """Each group's racks, by name: node k of a group of n nodes split into r racks is in its
     rack k·r/n (rounded down). A group given no `rack` is in "r0" (shared with the others given
     none) or, split, in racks of its own named after its place (group #2's r1-0, r1-1, ...).
-    Groups given the same `rack` share it, but the racks a group is split into are its own: one
-    of those names given to another group's rack is an error (it would silently merge racks)."""
+    Groups given the same `rack` share it, but the racks a group is split into (by `racks` or
+    `machines_per_rack`, into one too) are its own: one of those names given to another group's
+    rack is an error (it would silently merge racks)."""
     names: list[list[str]] = []
     owner: dict[str, tuple[int, bool]] = {}  # rack -> (first group with it, whether split from it)
     for i, g in enumerate(groups):
-        base = g.rack or ("r0" if g.racks == 1 else f"r{i}")
-        own = [base] if g.racks == 1 else [f"{base}-{j}" for j in range(g.racks)]
+        split = g.racks > 1 or g.own_racks
+        base = g.rack or (f"r{i}" if split else "r0")
+        own = [f"{base}-{j}" for j in range(g.racks)] if split else [base]
         for name in own:
-            first, split = owner.setdefault(name, (i, g.racks > 1))
-            if first != i and (split or g.racks > 1):
+            first, first_split = owner.setdefault(name, (i, split))
+            if first != i and (first_split or split):
                 raise ClusterError(
                     f"[[group]] #{i + 1}: rack '{name}' is also a rack of [[group]] #{first + 1}, but the racks a group "
                     "is split into ('racks', 'machines_per_rack') are its own: give the groups different 'rack' names "
@@ -544,6 +592,25 @@ class Cluster:
             for name, tier in zip(TIER_NAMES, self.tiers.all())
         )
         return f"{text} in {racks} of {machines}; tiers: {links}"
+
+    def fingerprint(self) -> str:
+        """A digest of everything the cluster tells elements, node by node: GPUs, their type and
+        memory, rack, cores, memory, network, intra-node links and tiers. Clusters written
+        differently but alike (`4x4:V100` and `2x4:V100,2x4:V100`) share it; clusters that
+        `describe` alike but differ in a node fact or a rack do not. (GPU types by name, without
+        regard to case, as the spec compares them.)"""
+        import hashlib
+
+        digest = hashlib.sha256()
+        types = [t.lower() for t in self.gpu_types]
+        digest.update(json.dumps([types[t] for t in self.node_type.tolist()]).encode())
+        tables = (self.node_gpus, self.node_rack, self.node_cpus, self.node_memory_gb, self.gpu_memory_gb, self.node_network_gbps)
+        for table in tables:
+            digest.update(np.ascontiguousarray(table).tobytes())
+        if not np.isnan(self.node_link_gbps).all():
+            digest.update(np.ascontiguousarray(self.node_link_gbps).tobytes())
+        digest.update(repr(self.tiers).encode())
+        return digest.hexdigest()
 
     def frame(self):
         import polars as pl
