@@ -20,11 +20,14 @@ class Launch(Element):
     """Hand the round's plan to the backend (simulator or live agents) and report what happened.
 
     It emits the round's final plan; the engine checks it, hands it to the backend, applies it
-    and passes the round's events on (the graph's one exit). The runtime checks the plan first: every running job is kept, suspended or completed,
-    launches go to free GPUs. Kept jobs cost nothing (their lease is renewed without a
-    message). Jobs arriving on the optional `finish` port (from LossTermination, say) are
-    completed now with the work they have done, whatever the placer decided for them; they are
-    reported as finished in the next round's events.
+    and passes the round's events on (the graph's one exit). The runtime checks the plan first:
+    every running job is kept, suspended or completed, launches go to free GPUs. Kept jobs cost
+    nothing (their lease is renewed without a message). Jobs arriving on the optional `finish`
+    port (from LossTermination, say) are completed now with the work they have done, whatever
+    the placer decided for them; their GPUs are free at once, but they are reported as finished
+    only in the next round's events, so the elements that ticked before in the round (admission
+    gates such as AcceptThreshold) count them as unfinished until then: one round longer than a
+    job that completes its work at that boundary.
 
     Ports:
         plan: the round's launches, keeps and suspensions.
