@@ -4,7 +4,9 @@ A live run is a deterministic function of what it was told: the graph, the clust
 by round, the events its backend reported (completions, progress, faults, submissions). The
 journal keeps exactly that, written ahead of every action:
 
-- `meta`: what run this is (graph digest, cluster, round length, the wall-clock epoch t=0);
+- `meta`: what run this is (graph digest, cluster, round length, the wall-clock epoch t=0),
+  written when the run begins; a job accepted while the run waits for its agents writes all
+  but the epoch with it, so that the journal is that graph's and cluster's from then on;
 - `rounds`: one record per round: its time, the events folded in, the plans carried out;
 - `submissions`: every job accepted from `roundhouse submit`, stored before the submitter is
   answered, with the round that delivered it to the graph (NULL until then);
@@ -155,9 +157,10 @@ class Journal:
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.executescript(_TABLES)
         except sqlite3.DatabaseError as err:
-            what = f"not a live scheduler's journal ({err})" if read_only else f"cannot use as a journal: {err}"
+            what = f"not a live scheduler's journal ({err})" if read_only else f"cannot use as a journal: {_why(self.path, err)}"
             raise UsageError(f"{self.path}: {what}") from None
         self._open = False
+        self._facts: dict[str, Any] | None = None  # the run's facts, until its first job or its start writes them
         self._lock: _Lock | None = None  # held by the scheduler running the run
         self.writes = 0  # rows written (inserted or updated) since the journal was opened
         self.commits = 0
@@ -186,16 +189,14 @@ class Journal:
 
     def run_of(self, meta: dict[str, Any]) -> dict[str, Any]:
         """The journal's meta ({} before a run begins), checked to be this run's: a journal of
-        another graph or cluster is refused before anything of it (its nodes) is read."""
+        another graph or cluster is refused before anything of it (its nodes) is read, also
+        one whose run has not begun but accepted jobs (`add_submission` keeps its facts)."""
         old = self.meta()
         _check_begun(self, old)
-        for key in ("graph_digest", "cluster", "round_s"):
-            if old and old.get(key) != meta.get(key):
-                raise UsageError(
-                    f"{self.path}: this journal belongs to another run ({key} differs: {old.get(key)!r} "
-                    f"there, {meta.get(key)!r} now); give a new --journal path to start afresh"
-                )
-        return old
+        _check_same_run(self, old, meta)
+        begun = "epoch" in old  # (until then, the first job accepted writes the facts with it)
+        self._facts = None if begun else {**{k: v for k, v in meta.items() if k != "epoch"}, "schema": SCHEMA_VERSION}
+        return old if begun else {}
 
     def begin(self, meta: dict[str, Any]) -> dict[str, Any]:
         """Start a new run, or check that the journal's run is this one; returns its meta
@@ -204,8 +205,8 @@ class Journal:
         if not old:
             meta = {**meta, "schema": SCHEMA_VERSION, "epoch": time.time()}
             self._begin()
-            for k, v in meta.items():
-                self.db.execute("INSERT INTO meta VALUES (?, ?)", (k, json.dumps(v)))
+            self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])
+            self._facts = None
             self.commit()
             return meta
         return old
@@ -237,6 +238,9 @@ class Journal:
     def add_submission(self, job_id: int, spec: dict, received_s: float) -> None:
         self._begin()
         self.writes += 1
+        if self._facts:  # (accepted before the run began: by this graph, on this cluster)
+            self.db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in self._facts.items()])
+            self._facts = None
         self.db.execute("INSERT INTO submissions VALUES (?, ?, ?, NULL)", (job_id, json.dumps(spec), received_s))
 
     def submission_ids(self) -> set[int]:
@@ -434,6 +438,17 @@ class Journal:
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
 
+def _why(path: Path, err: sqlite3.DatabaseError) -> str:
+    """Why SQLite could not open (or make) the journal at `path` to write it: what the file system
+    says, where SQLite says only that it cannot open the file."""
+    real = path.resolve()
+    if not real.parent.is_dir():  # (a symbolic link to a file in no folder)
+        return f"{err}: no folder {real.parent}" + (f" (where {path} leads)" if real != path.absolute() else "")
+    if not os.access(real.parent, os.W_OK | os.X_OK):
+        return f"{err}: its folder {real.parent} is not writable (SQLite's write-ahead log goes beside the journal)"
+    return str(err)
+
+
 def _round_rows(journal: Journal) -> Iterator[tuple[Any, Any, Any]]:
     """Table rounds' rows in order of k, read ROUND_BATCH at a time (each batch a query of its
     own, after the last k read: the table's key, a whole number), so that a long run's rounds
@@ -565,15 +580,30 @@ def _checked_attempts(journal: Journal, rows: list[tuple]) -> list[AttemptRow]:
 
 def _check_begun(journal: Journal, meta: dict[str, Any]) -> None:
     """Refuse a journal that holds a run's records without its facts (table meta emptied, or a
-    fact lost): its rounds would replay as another run's, with no start time to date them by."""
-    if meta:
-        if "epoch" not in meta:  # (the others a resumed run needs are compared with its own: run_of)
-            raise journal.damaged("meta", "key 'epoch'", "missing, though the run's other facts are there")
+    fact lost): its rounds would replay as another run's, with no start time to date them by.
+    (Facts without an epoch are those of a run that has not begun but accepted jobs.)"""
+    if "epoch" in meta:
         return
     for table in ("rounds", "attempts", "exits"):
         if journal._read(table, f"SELECT 1 FROM {table} LIMIT 1"):
+            if meta:
+                raise journal.damaged("meta", "key 'epoch'", f"missing, though table {table} holds a run's records")
             raise journal.damaged(
                 "meta", "its rows", f"there are none, though table {table} holds a run's records (of what graph, cluster, start?)"
+            )
+
+
+def _check_same_run(journal: Journal, old: dict[str, Any], meta: dict[str, Any]) -> None:
+    """Refuse the journal of another run (`old`, its facts) than this one's (`meta`), naming what
+    differs; a run that has not begun is another if the jobs it accepted were another graph's."""
+    for key, what in _RUN_KEYS.items():
+        if old and old.get(key) != meta.get(key):
+            whose = "another run" if "epoch" in old else "another run, which has not begun but accepted jobs"
+            there, now = (old.get(key), meta.get(key)) if key != "graph_digest" else (old.get("graph"), meta.get("graph"))
+            raise UsageError(
+                f"{journal.path}: this journal belongs to {whose}: its {what} differs ({there!r} there, {now!r} now"
+                + (f"; digests {old.get(key)} and {meta.get(key)}" if key == "graph_digest" else "")
+                + "); give a new --journal path to start afresh"
             )
 
 
@@ -650,7 +680,7 @@ def _checked_nodes(journal: Journal, rows: Iterable[tuple], n_slots: int | None)
         if type(slot) is not int or slot < 0:
             raise journal.damaged("nodes", where, f"slot {slot!r} is not a node's index (a whole number, 0 or more)")
         if n_slots is not None and slot >= n_slots:
-            if not journal.meta():  # (a run that never began, on another cluster: not damage)
+            if "epoch" not in journal.meta():  # (a run that never began, on another cluster: not damage)
                 raise UsageError(
                     f"{journal.path}: this journal belongs to another run (its table nodes puts {name} at node "
                     f"{slot}; this cluster has {n_slots}); give a new --journal path to start afresh"
@@ -750,6 +780,14 @@ def _shape_problem(r: tuple, gpus: Any, nodes: Any) -> str | None:
 def _is_number(x: Any) -> bool:
     return type(x) in (int, float) and math.isfinite(x)
 
+
+# The facts that say which run a journal is, with what each names: another graph's or cluster's
+# scheduler refuses it (what is most telling first: a --set round=... changes the digest too).
+_RUN_KEYS = {
+    "round_s": "round length (seconds)",
+    "cluster": "cluster",
+    "graph_digest": "graph (its elements, arguments and settings, with --set and --trace)",
+}
 
 # What each of the run's facts must be: a test, and what it says of a value that fails it.
 _META = {

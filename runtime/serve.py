@@ -9,6 +9,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from roundhouse.errors import ERROR_FORM, RoundhouseError, UsageError, shown_error
 from roundhouse.runtime.backends.live import LiveBackend, LiveOptions
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import CompiledGraph
@@ -85,7 +86,8 @@ def serve(
         if not backend.started:  # stopped while waiting for agents: no round ran
             log.info("%s before round 0: the run did not begin", backend.stop_requested)
             return RunResult(world, 0, 0.0, backend.stop_requested, {}, {}, 0.0)
-        result = Engine(graph, world, backend, on_round=on_round, explain=explain).run()
+        result = _run(Engine(graph, world, backend, on_round=on_round, explain=explain), backend, journal_path)
+        _refuse_submissions(backend, result.stop_reason)
         running = len(world.running_rows)
         if backend.at_limit:
             backend.checkpoint_running()
@@ -99,8 +101,42 @@ def serve(
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        if backend.started:
+            _refuse_submissions(backend, "it stopped")  # (if not refused already: the run failed)
         backend.close()
         _close(journal, created)
+
+
+def _refuse_submissions(backend: LiveBackend, why: str) -> None:
+    """From the end of the run on, refuse submissions: the scheduler still serves its agents
+    (checkpointing jobs at the time limit, waiting for stopping agents), but no round is to
+    come that would deliver a job accepted now."""
+    if getattr(backend.server.handlers.get("submit"), "ended", False):
+        return  # (refused already, saying why the run ended)
+
+    def refuse(identity, seq, body, frame) -> None:
+        log.warning("refused a submission: the run has ended (from %s)", backend.server.who(identity))
+        backend.server.send(identity, "error", reason=f"the run has ended ({why}): it takes no more jobs", ref=seq)
+
+    refuse.ended = True  # type: ignore[attr-defined]
+    backend.server.handlers["submit"] = refuse
+
+
+def _run(engine: Engine, backend: LiveBackend, journal_path: str | Path) -> RunResult:
+    """Run the engine; an error while it replays a resumed run's journaled rounds names the
+    journal and the round (the graph's own files, its profile say, may have changed since the
+    run began: the journal is left as it was)."""
+    try:
+        return engine.run()
+    except RoundhouseError as err:
+        if not backend.replaying:
+            raise
+        said = ERROR_FORM.sub(r"\1", shown_error(err), count=1)  # (`PLACE: error: WHAT` as `PLACE: WHAT`)
+        raise UsageError(
+            f"{journal_path}: cannot replay the run it holds, at round {backend.clock.k} (t={backend.clock.now:g}s): {said}\n"
+            "  hint: the graph's files (a profile, a trace, a cluster spec) may have changed since the run began; "
+            "restore them to resume it, or give a new --journal path to start afresh"
+        ) from None
 
 
 def _close(journal: Journal, created: bool) -> None:

@@ -146,7 +146,7 @@ class CountsCompletions(Element):
 
 @element
 class RecordsRounds(CountsCompletions):
-    """Counts its ticks as rounds (as UsageSink records one row a round); says nothing of completions.
+    """Counts its ticks as rounds (as ResourceUsage records one row a round); says nothing of completions.
 
     Ports:
         events: the round's events.
@@ -155,7 +155,7 @@ class RecordsRounds(CountsCompletions):
     Counters:
         finished: completions seen.
         ticks: ticks.
-    See also: UsageSink
+    See also: ResourceUsage
     Paper: none (a test element).
     """
 
