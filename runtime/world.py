@@ -41,6 +41,8 @@ _REMADE = ("_cols", "_check", "holder_face", "online_face", "co_holder_face")
 class World:
     """The cluster, the job table, which job holds which GPU, and the clock's totals."""
 
+    shared_gpu_s = 0.0  # GPU-seconds pairs sharing GPUs both counted in their service (see busy_gpu_s)
+
     def __init__(self, cluster: Cluster, profile, reference_gpu: str = "V100", pairs=None, elastic=None):
         self.cluster = cluster
         self.profile = profile
@@ -51,8 +53,7 @@ class World:
         self._cols = self.jobs.writable  # the world is the job table's writer
         self._check = PlanCheck(self)
         self.holder = np.full(cluster.n_gpus, -1, dtype=np.int64)  # job row per GPU, -1 free
-        # Second job per GPU (space sharing); None until a plan first launches a pair, so that
-        # runs without pairs never touch it.
+        # Second job per GPU (space sharing); None until a plan first launches a pair (runs without pairs never touch it).
         self.co_holder: np.ndarray | None = None
         self.running_rows = np.zeros(0, dtype=np.int64)  # sorted, read-only (see _set_running)
         self.running_rows.setflags(write=False)
@@ -62,8 +63,7 @@ class World:
         self.unknown_models: set[str] = set()
         # GPUs that can run jobs (live runs: on a registered, reachable node).
         self.online = np.ones(cluster.n_gpus, dtype=bool)
-        # Read-only faces of the arrays above, for the round context (made once: they follow
-        # the arrays, which change in place).
+        # Read-only faces of the arrays above for the round context (made once: they follow the arrays, which change in place).
         self.holder_face, self.online_face = read_only(self.holder), read_only(self.online)
         self.co_holder_face: np.ndarray | None = None
         self.all_online = True
@@ -73,8 +73,7 @@ class World:
         self._any_model = False
         self._any_slowdown = False
         self._any_comm = False  # any job under the communication model (a cluster with tiers)
-        # Why each job is where it is (runtime/explain.py's Recorder), when the run records it;
-        # kept here so that it is forked with the rest of the world.
+        # Why each job is where it is (runtime/explain.py's Recorder), if the run records it; kept here to be forked with the world.
         self.explain: Recorder | None = None
         # Which jobs progress was added to, for the elements that read it (runtime/progress_log.py).
         self.progress_log = ProgressLog()
@@ -118,9 +117,9 @@ class World:
 
     @property
     def busy_gpu_s(self) -> float:
-        """GPU-seconds held by jobs since the run began: their attained service, summed (so
-        that advancing a round need not keep a running total)."""
-        return float(self.jobs.column("service").sum())
+        """GPU-seconds held by jobs since the run began: their attained service, summed (no running
+        total to keep), less the time pairs both held their shared GPUs (each GPU counts once)."""
+        return float(self.jobs.column("service").sum()) - self.shared_gpu_s
 
     def gpus_of(self, row: int) -> np.ndarray:
         if self.co_holder is not None:
@@ -167,6 +166,7 @@ class World:
             return
         self.progress_log.note(rows)
         cols = self._cols
+        count_shared(self, rows, service if block is None else block[1], rounds)  # (once a plan has launched a pair)
         if block is None:
             # (Rates are fixed per launch, so each round's work over the launch's compute rate
             # adds up to the job's compute time; a rate of 0 only marks a job that never ran.)
@@ -432,6 +432,33 @@ def cannot_run(world: World, plan: Plan, rates: np.ndarray) -> str:
 
 
 # --- space sharing (only once a plan has launched a pair) ---
+def count_shared(world: World, rows: np.ndarray, service: np.ndarray, rounds: int) -> None:
+    """Add to the world's `shared_gpu_s` what pairs of jobs sharing GPUs both count in a round's
+    `service` (by row of `rows`), `rounds` times over (round by round, as the service is added);
+    nothing until a plan has launched a pair."""
+    if world.co_holder is None:
+        return
+    shared = shared_service(world.jobs.column("partner"), rows, service)
+    for _ in range(rounds if shared else 0):
+        world.shared_gpu_s += shared
+
+
+def shared_service(partner: np.ndarray, rows: np.ndarray, service: np.ndarray) -> float:
+    """The GPU-seconds that pairs of jobs sharing GPUs both count in a round's `service` (by
+    row of `rows`): for each pair, the lesser of the two, the time both held their GPUs (the
+    two hold the same GPUs, each from the round's start until it stops). A job whose partner
+    has no progress in it counts alone."""
+    mates = partner[rows]
+    paired = np.flatnonzero(mates >= 0)
+    if not len(paired):
+        return 0.0
+    own, mates = rows[paired], mates[paired]
+    order = own.argsort(kind="stable")
+    at = order[np.minimum(own.searchsorted(mates, sorter=order), len(own) - 1)]
+    first = (own[at] == mates) & (own < mates)  # (each pair once)
+    return float(np.minimum(service[paired[first]], service[paired[at[first]]]).sum())
+
+
 def leave_shared_gpus(world: World, rows: np.ndarray, freed: tuple[np.ndarray, np.ndarray]) -> None:
     """Jobs that stop running (finished or suspended) leave their GPUs: a partner that
     stays gets its GPUs to itself, at its own throughput from the next round on, and the CPU

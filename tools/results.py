@@ -176,6 +176,12 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
                 f"never started; responsiveness is over the {summary['jobs_started']} that did, JCT and queueing over "
                 f"the {summary['jobs_finished']} that finished"
             )
+        running, preempted = _started_unfinished(report.get("jobs")) or (0, 0)
+        if running + preempted:
+            console.print(
+                f"note: {name}: {running + preempted} job(s) started but had not finished when the run ended "
+                f"({running} running, {preempted} preempted and waiting); JCT and queueing leave them out"
+            )
         track = getattr(getattr(graph, "elements", {}).get(name), "track", None)
         if track is not None and 0 < summary["jobs_tracked"] < len(track):
             console.print(
@@ -190,6 +196,19 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
         console.print(
             "note: models not in the profile progress at one unit per second: " + ", ".join(sorted(result.world.unknown_models))
         )
+
+
+def _started_unfinished(jobs) -> tuple[int, int] | None:
+    """How many of a metrics sink's jobs (its `jobs` table) had started but not finished when
+    the run ended: running then, and preempted and waiting to run again. None for a table
+    without the columns that tell."""
+    import polars as pl
+
+    if not isinstance(jobs, pl.DataFrame) or not {"first_start_s", "finish_s", "status"} <= set(jobs.columns):
+        return None
+    open_ = jobs.filter(pl.col("first_start_s").is_not_null() & pl.col("finish_s").is_null())
+    running = int((open_["status"] == "running").sum())
+    return running, open_.height - running
 
 
 def summary_rows(summary: dict) -> list[tuple[str, str]]:
@@ -293,7 +312,10 @@ def write_results(out: Path, graph, cluster, result) -> None:
     # the elements, and each one's own order of what it reported.
     text = (
         json.dumps(
-            {k: v if k == "reports" else _sorted(v) for k, v in sorted(run_info.items())}, indent=2, default=_plain_or_text
+            {k: v if k == "reports" else _sorted(_finite(v)) for k, v in sorted(run_info.items())},
+            indent=2,
+            default=_plain_or_text,
+            allow_nan=False,
         )
         + "\n"
     )
@@ -322,11 +344,58 @@ def write_results(out: Path, graph, cluster, result) -> None:
 
 def _report_json(element: str, key: str, value) -> str:
     """A report as JSON; numpy's numbers and arrays (an element of one's own may report them) as
-    numbers and lists. Anything else JSON has no form for is an error naming the report."""
+    numbers and lists. Anything else JSON has no form for is an error naming the report: NaN and
+    infinity included, which JSON has no number for (writing them as null would make them read
+    as a figure over nothing, as the sinks' own null is, and an infinity would be lost)."""
     try:
-        return json.dumps(value, indent=2, default=_plain) + "\n"
+        return json.dumps(value, indent=2, default=_plain, allow_nan=False) + "\n"
     except (TypeError, ValueError) as err:
-        raise RoundhouseError(f"element '{element}' reported '{key}', which cannot be written as JSON: {err}") from None
+        where = _not_finite(value)
+        why = (
+            f"{where[0]} is {where[1]}, which JSON has no number for (report None for a figure that has no value)"
+            if where is not None
+            else str(err)
+        )
+        raise RoundhouseError(f"element '{element}' reported '{key}', which cannot be written as JSON: {why}") from None
+
+
+def _not_finite(value, path: str = "") -> tuple[str, str] | None:
+    """Where in a report the first NaN or infinity is ("'rho' > 'max'", or "the value itself"),
+    and what it is; None if it holds none."""
+    import numpy as np
+
+    if isinstance(value, np.generic | np.ndarray):
+        value = value.tolist()
+    if isinstance(value, float):
+        return None if np.isfinite(value) else (path or "the value itself", str(value))
+    if isinstance(value, dict):
+        items = ((repr(k), v) for k, v in value.items())
+    elif isinstance(value, list | tuple):
+        items = ((f"item {i}", v) for i, v in enumerate(value))
+    else:
+        return None
+    for name, item in items:
+        found = _not_finite(item, f"{path} > {name}" if path else name)
+        if found is not None:
+            return found
+    return None
+
+
+def _finite(value):
+    """`value` with every number that is not finite (NaN, infinity) as None, for run.json: JSON
+    has no number for them, and run.json describes the run (its counters and arguments as they
+    ended), so a gauge that an element left at infinity must not cost the run's results."""
+    import numpy as np
+
+    if isinstance(value, np.generic | np.ndarray):
+        value = value.tolist()
+    if isinstance(value, float):
+        return value if np.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _plain(value):

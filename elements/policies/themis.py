@@ -16,7 +16,10 @@ if TYPE_CHECKING:
 
 
 # What the report's rho covers, in the report itself.
-_COVERS = "finished jobs this element ranked at least once (N as it last saw it over rounds it was not ticked)"
+_COVERS = (
+    "finished jobs this element ranked at least once, but for those that failed or did no work"
+    " (N as it last saw it over rounds it was not ticked)"
+)
 
 
 @element
@@ -37,10 +40,13 @@ class Themis(Policy):
     its GPUs from now on). A waiting job's rho grows every round it waits, so every job is
     eventually served. Ties go to the job admitted first. At the end it reports, for the
     finished jobs it ranked at least once, rho = JCT / ideal finish time with N averaged up to
-    each job's finish (Themis' fairness metric; with the pool holding every job in the system,
-    FinishTimeFairnessMetrics' rho). The report says how many finished jobs it covers of all
-    that finished: under a ChoosePolicy the element is ticked only while it is selected, so it
-    covers the jobs it ranked, and takes N as it last saw it over the rounds it did not tick.
+    each job's finish, the ideal time being that of the work the job did: all it declared, or
+    less for a job ended early (a plan's `complete`, as LossTermination's). That is Themis'
+    fairness metric; with the pool holding every job in the system, FinishTimeFairnessMetrics'
+    rho. A job that failed for good (live runs) or ended before doing any work has no rho. The
+    report says how many finished jobs it covers of all that finished: under a ChoosePolicy the
+    element is ticked only while it is selected, so it covers the jobs it ranked, and takes N as
+    it last saw it over the rounds it did not tick.
 
     Differs from the paper: no partial-allocation auction among apps and no fairness knob f
     (every job competes in every round, and a job is one app); no leases: every job is ranked
@@ -104,14 +110,14 @@ class Themis(Policy):
         after = np.maximum(t - times[-1], 0.0) * self._n
         return np.interp(t, times, area) + after
 
-    def _ideal(self, ctx: RoundContext, rows: np.ndarray, n_avg: np.ndarray) -> np.ndarray:
-        """Each job's finish time alone on a 1/n_avg share of each GPU type (at most its GPUs)."""
+    def _ideal(self, ctx: RoundContext, rows: np.ndarray, n_avg: np.ndarray, work: np.ndarray) -> np.ndarray:
+        """Each job's time to do `work` alone on a 1/n_avg share of each GPU type (at most its GPUs)."""
         capacity = np.asarray(ctx.cluster.gpus_by_type, dtype=np.float64)
         asks = ctx.jobs.column("gpus")[rows].astype(np.float64)
         share = capacity[None, :] / n_avg[:, None] / asks[:, None]
         share = share / np.maximum(share.sum(axis=1, keepdims=True), 1.0)
         rate = (self._rates[rows] * share).sum(axis=1)
-        return ctx.jobs.column("work")[rows] / np.maximum(rate, 1e-300)
+        return work / np.maximum(rate, 1e-300)
 
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         self._grow(ctx)
@@ -133,7 +139,7 @@ class Themis(Policy):
         elapsed = np.maximum(ctx.now - arrival, 0.0)
         gained = self._area[self._points - 1] - self._area0[rows]
         n_avg = np.where(elapsed > 0, np.maximum(gained / np.where(elapsed > 0, elapsed, 1.0), 1.0), float(n))
-        rho = (elapsed + active.remaining_s) / self._ideal(ctx, rows, n_avg)
+        rho = (elapsed + active.remaining_s) / self._ideal(ctx, rows, n_avg, ctx.jobs.column("work")[rows])
         self.counters["max_rho"] = int(round(1000 * float(rho.max())))
         order = np.lexsort((np.arange(n), -rho))
         return Ranking(rows[order], active.gpus[order], backfill=True)
@@ -143,12 +149,16 @@ class Themis(Policy):
         finished = int(np.count_nonzero(status == FINISHED))
         if not finished:
             return {}
-        done = np.flatnonzero((status[: len(self._seen)] == FINISHED) & self._seen)
+        # The work each did (less than declared for one ended early); a failed job has no
+        # completion time, and one ended before it did any work no time alone to compare with.
+        n = len(self._seen)
+        work = ctx.jobs.column("done")[:n]
+        done = np.flatnonzero((status[:n] == FINISHED) & self._seen & ~ctx.jobs.column("failed")[:n] & (work > 0))
         fairness: dict = {"jobs": len(done), "jobs_finished": finished, "covers": _COVERS}
         if not len(done):
             return {"fairness": {**fairness, "max_rho": None, "avg_rho": None}}
         end = ctx.jobs.column("finish_s")[done]
         jct = end - ctx.jobs.column("arrival_s")[done]
         n_avg = np.maximum((self._area_at(end) - self._area0[done]) / np.maximum(jct, 1e-9), 1.0)
-        rho = jct / self._ideal(ctx, done, n_avg)
+        rho = jct / self._ideal(ctx, done, n_avg, work[done])
         return {"fairness": {**fairness, "max_rho": float(rho.max()), "avg_rho": float(rho.mean())}}
