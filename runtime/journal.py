@@ -4,7 +4,7 @@ A live run is a deterministic function of what it was told: the graph, the clust
 by round, the events its backend reported (completions, progress, faults, submissions). The
 journal keeps exactly that, written ahead of every action:
 
-- `meta`: what run this is (graph digest, cluster, round length, the wall-clock epoch t=0),
+- `meta`: what run this is (graph digest, cluster and its fingerprint, round length, the wall-clock epoch t=0),
   written when the run begins; a job accepted while the run waits for its agents writes all
   but the epoch with it, so that the journal is that graph's and cluster's from then on;
 - `rounds`: one record per round: its time, the events folded in, the plans carried out;
@@ -597,8 +597,16 @@ def _check_same_run(journal: Journal, old: dict[str, Any], meta: dict[str, Any])
     """Refuse the journal of another run (`old`, its facts) than this one's (`meta`), naming what
     differs; a run that has not begun is another if the jobs it accepted were another graph's."""
     for key, what in _RUN_KEYS.items():
+        if key in _LATER_KEYS and (key not in old or key not in meta):
+            continue  # (a journal written before the fact was kept: the others say which run it is)
         if old and old.get(key) != meta.get(key):
             whose = "another run" if "epoch" in old else "another run, which has not begun but accepted jobs"
+            if key == "cluster_fingerprint":  # (described alike, or the cluster's key would have differed)
+                raise UsageError(
+                    f"{journal.path}: this journal belongs to {whose}: its cluster's nodes differ (their cores, memory, "
+                    f"network, racks or GPU links; both clusters are {meta.get('cluster')}); give a new --journal path to "
+                    "start afresh"
+                )
             there, now = (old.get(key), meta.get(key)) if key != "graph_digest" else (old.get("graph"), meta.get("graph"))
             raise UsageError(
                 f"{journal.path}: this journal belongs to {whose}: its {what} differs ({there!r} there, {now!r} now"
@@ -786,14 +794,18 @@ def _is_number(x: Any) -> bool:
 _RUN_KEYS = {
     "round_s": "round length (seconds)",
     "cluster": "cluster",
+    "cluster_fingerprint": "cluster's nodes",
     "graph_digest": "graph (its elements, arguments and settings, with --set and --trace)",
 }
+# Facts a journal written by an older Roundhouse does not have: compared only when it has them.
+_LATER_KEYS = frozenset({"cluster_fingerprint"})
 
 # What each of the run's facts must be: a test, and what it says of a value that fails it.
 _META = {
     "graph": (lambda v: isinstance(v, str), "a graph's path (text)"),
     "graph_digest": (lambda v: isinstance(v, str), "a graph's digest (text)"),
     "cluster": (lambda v: isinstance(v, str), "a cluster's description (text)"),
+    "cluster_fingerprint": (lambda v: isinstance(v, str), "a cluster's fingerprint (text)"),
     "round_s": (lambda v: _is_number(v) and v > 0, "a round's length in seconds, more than 0"),
     "epoch": (_is_number, "a wall-clock time in seconds"),
 }

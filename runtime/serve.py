@@ -61,6 +61,9 @@ def serve(
         "graph": str(Path(graph.path).resolve()),
         "graph_digest": graph.key(),
         "cluster": world.cluster.describe(),
+        # (Clusters that describe alike may differ in a node's cores, memory or rack: `whatif`
+        # and a rerun compare this digest of every node's facts too.)
+        "cluster_fingerprint": world.cluster.fingerprint(),
         "round_s": float(settings.round),
     }
     try:
@@ -71,6 +74,8 @@ def serve(
     previous = {}
 
     def stop(signum, frame):
+        # (A signal only sets a flag, also the second one while the run stops: it ends the
+        # waits for agents and jobs, not a message handler half-way through its journal writes.)
         backend.request_stop(f"stopped by {signal.Signals(signum).name}")
 
     try:
@@ -99,12 +104,14 @@ def serve(
             )
         return result
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        if backend.started:
-            _refuse_submissions(backend, "it stopped")  # (if not refused already: the run failed)
-        backend.close()
-        _close(journal, created)
+        try:
+            if backend.started:
+                _refuse_submissions(backend, "it stopped")  # (if not refused already: the run failed)
+            backend.close()
+            _close(journal, created)
+        finally:  # (only once the journal is closed: a signal until then is the backend's)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
 
 
 def _refuse_submissions(backend: LiveBackend, why: str) -> None:

@@ -31,9 +31,10 @@ from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.backends.live.records import replayed, same_plan
 from roundhouse.runtime.backends.live.submissions import Submissions
 from roundhouse.runtime.backends.sim import Simulator
+from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.engine import STALL_ROUNDS, Engine, StalledError, last_round_start
-from roundhouse.runtime.journal import _TABLE_NAMES, Journal
+from roundhouse.runtime.journal import _TABLE_NAMES, Journal, _check_begun
 from roundhouse.runtime.snapshot import FORMAT_NAME as SNAPSHOT_FORMAT
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.values import format_duration
@@ -220,11 +221,13 @@ def open_journal(path: str | Path) -> tuple[Journal, dict[str, Any]]:
     journal = Journal(path, read_only=True)
     try:
         meta = journal.meta()
+        _check_begun(journal, meta)  # (records without the run's start: damaged, not a run yet to begin)
         rounds = journal.db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0]
     except sqlite3.DatabaseError as err:
         raise UsageError(f"{path}: not a live scheduler's journal ({err})") from None
-    if not meta and not rounds:
-        # (A scheduler writes its run's facts once its agents have come: `serve --wait-for-agents`.)
+    if not rounds and "epoch" not in meta:
+        # (A scheduler writes its run's start once its agents have come, `serve --wait-for-agents`;
+        # a job accepted meanwhile writes the other facts.)
         raise UsageError(
             f"{path}: the run has not begun: its scheduler is waiting for its agents (or stopped before they came); "
             "try again once it has begun"
@@ -242,6 +245,20 @@ def _singular(described: str) -> str:
     return re.sub(r"\b1 (node|GPU)s\b", r"1 \1", described)
 
 
+def _check_cluster(journal: Journal, meta: dict[str, Any], cluster: Cluster) -> None:
+    """Refuse a cluster other than the run's: by the fingerprint of its nodes' facts the journal
+    keeps, and by its description for a journal written before the fingerprint was kept."""
+    described = cluster.describe()
+    hint = "give --cluster the cluster the scheduler ran on (or leave it out if the scheduler took the graph's own)"
+    if described != _singular(str(meta.get("cluster"))):
+        raise UsageError(f"{journal.path}: the cluster {described} is not the run's, which was {meta.get('cluster')}; {hint}")
+    if "cluster_fingerprint" in meta and cluster.fingerprint() != meta["cluster_fingerprint"]:
+        raise UsageError(
+            f"{journal.path}: the cluster is not the run's: both are {described}, but their nodes differ (their cores, "
+            f"memory, network, racks or GPU links); {hint}"
+        )
+
+
 def replay(journal: Journal, meta: dict[str, Any], graph: CompiledGraph, world: World) -> Engine:
     """An engine on `world` with the run's graph, its journaled rounds replayed: the live
     scheduler's state as of its last journaled round."""
@@ -251,11 +268,7 @@ def replay(journal: Journal, meta: dict[str, Any], graph: CompiledGraph, world: 
             "those the journal recorded); give the run's graph as it was with --run-graph, its --set with --run-set, and its "
             "--trace with --run-trace"
         )
-    if world.cluster.describe() != _singular(str(meta.get("cluster"))):
-        raise UsageError(
-            f"{journal.path}: the cluster {world.cluster.describe()} is not the run's, which was {meta.get('cluster')}; "
-            "give --cluster the cluster the scheduler ran on (or leave it out if the scheduler took the graph's own)"
-        )
+    _check_cluster(journal, meta, world.cluster)
     backend = JournalReplay(world, journal)
     engine = Engine(graph, world, backend)
     engine.begin()
@@ -651,10 +664,10 @@ def _unused_settings(run: CompiledGraph, other: CompiledGraph, world: World) -> 
     spec = other.settings.cluster
     if spec is not None:
         try:
-            theirs = load_cluster(other, None, world.profile).describe()
+            theirs = load_cluster(other, None, world.profile).fingerprint()
         except (RoundhouseError, OSError, ValueError):  # (a cluster it cannot build: not the world's either)
             theirs = None
-        if theirs != world.cluster.describe():
+        if theirs != world.cluster.fingerprint():
             unused.append(f"cluster {spec}")
     for name in WORLD_SETTINGS:
         value = getattr(other.settings, name)

@@ -82,6 +82,7 @@ class LiveBackend:
         self.clock = Clock(self.round_s)
         self.news = News()
         self.stop_requested = ""
+        self.hurried = False  # asked to stop again while stopping: the run's end waits for nothing (request_stop)
         self.rounds = 0  # rounds run, replayed ones included: the whole run's (as the summary counts them)
         self.started = False  # the run began (or resumed): start() did not stop while waiting for agents
         self.until: float | None = None  # the run ends at this time (the engine's --until): rounds are cut there
@@ -173,7 +174,8 @@ class LiveBackend:
         try:
             self._journal_last_round()
             if self.server.open and self.options.stop_agents:
-                stop_agents(self.nodes, self.server, self.options.heartbeat_timeout_s, self.attempts, self.options.end_wait_s)
+                timeout_s, wait_s = self.options.heartbeat_timeout_s, self.options.end_wait_s
+                stop_agents(self.nodes, self.server, timeout_s, self.attempts, wait_s, lambda: self.hurried)
             if self.server.open:
                 self.server.flush()
         finally:
@@ -183,13 +185,24 @@ class LiveBackend:
     def checkpoint_running(self) -> None:
         """The run ended at its time limit: its running jobs checkpoint and stop (ending.py)."""
         self._journal_last_round()
-        why = self.stop_requested
-        checkpoint_running(self.attempts, self.server, self._duties, self.options.end_wait_s, lambda: self.stop_requested != why)
+        checkpoint_running(self.attempts, self.server, self._duties, self.options.end_wait_s, lambda: self.hurried)
 
     def request_stop(self, why: str) -> None:
-        """Stop at the next round boundary (the engine reads `stop_requested`)."""
+        """Stop now: the round in progress is cut short here (`advance`), and the engine, which
+        reads `stop_requested`, ends the run after it. Asked again while the run is stopping
+        (checkpointing its jobs at the time limit, waiting for stopping agents), it stops
+        waiting: `hurried` ends those waits (ending.py), and a rerun with the same journal takes
+        back what still runs."""
+        if self.stop_requested:
+            self.hurried = True
+            log.warning(
+                "%s while stopping: no longer waiting for jobs or agents to stop; "
+                "`roundhouse serve` with the same --journal takes back what still runs",
+                why,
+            )
+            return
         self.stop_requested = why
-        log.info("%s: stopping at the next round boundary", why)
+        log.info("%s: stopping now (the round in progress ends here)", why)
 
     # --- the backend interface ---
     def poll(self) -> tuple[Events, Progress]:
@@ -269,10 +282,18 @@ class LiveBackend:
             # of the wall clock after its last round (should that clock step back), taking running jobs back.
             last = clock.k
             target = clock.boundary_after(max(time.time(), clock.wall(clock.now) + 1e-3))
+            until = self.until
+            cut = until is not None and clock.now < until < target  # (the limit falls before that boundary)
+            target = until if until is not None and cut else target
             self.takeover.begin()
             self.serve(clock.wall(target))
-            clock.at(target)
-            clock.k = max(clock.k, last + 1)  # after a round cut short at the old run's end
+            if self._cut_at_the_stop(clock.wall(target)):
+                return
+            if cut:
+                clock.now, clock.k = target, last + 1
+            else:
+                clock.at(target)
+                clock.k = max(clock.k, last + 1)  # after a round cut short at the old run's end
             self._stop_at_the_limit()
             return
         if not self.takeover.round_journaled:
@@ -290,13 +311,24 @@ class LiveBackend:
             # The run ends inside this round: the round is cut short there, not run to its end.
             target, wall_target = until, clock.wall(until)
         self.serve(wall_target)
-        if self.stop_requested and time.time() < wall_target:
-            target, cut = clock.boundary_after(time.time()), False
+        if self._cut_at_the_stop(wall_target):
+            return
         if cut:
             clock.now, clock.k = target, clock.k + 1
         else:
             clock.at(target)
         self._stop_at_the_limit()
+
+    def _cut_at_the_stop(self, wall_target: float) -> bool:
+        """Stopped (a signal) before the round's end, `wall_target`: the round is cut short at
+        the moment of the stop, as at the time limit, so that the run's last round, its time
+        run and its jobs' GPU time end there. Returns whether it was."""
+        stopped = time.time()
+        if not self.stop_requested or stopped >= wall_target:
+            return False
+        clock = self.clock
+        clock.now, clock.k = max(clock.now, clock.now_s()), clock.k + 1
+        return True
 
     def _stop_at_the_limit(self) -> None:
         """The run's time limit is the backend's to keep, not the engine's: a resumed run
@@ -324,28 +356,32 @@ class LiveBackend:
         self.server.after_commit(identity, "accepted", job_ids=ids)
 
     def _on_status(self, identity, seq, body, frame) -> None:
-        jobs = self.world.jobs
-        status = jobs.column("status")
-        failed = jobs.column("failed")
-        numbers = {
-            "rounds": self.rounds,
-            "now_s": self.clock.now,
-            "jobs": len(status),
-            "pending": int((status == 0).sum()),
-            "running": int((status == RUNNING).sum()),
-            "finished": int(((status == FINISHED) & ~failed).sum()),
-            "failed": int(failed.sum()),
-            "queued_submissions": len(self.journal.pending_submissions()),
-            "nodes_online": self.nodes.count_online(),
-            "nodes": len(self.nodes.slots),
-            "gpus_online": int(self.nodes.online.sum()),
-            "cpu_s": time.process_time(),
-            "journal_writes": self.journal.writes,
-            "journal_commits": self.journal.commits,
-            **self.send_lags.figures(),
-            **dict(self.counters),
-        }
-        self.server.send(identity, "status_reply", status={k: float(v) for k, v in numbers.items()})
+        self.server.send(identity, "status_reply", status={k: float(v) for k, v in status_figures(self).items()})
+
+
+def status_figures(backend: LiveBackend) -> dict[str, float]:
+    """What `roundhouse status` shows: the run's rounds, jobs, nodes, journal and counters."""
+    jobs = backend.world.jobs
+    status = jobs.column("status")
+    failed = jobs.column("failed")
+    return {
+        "rounds": backend.rounds,
+        "now_s": backend.clock.now,
+        "jobs": len(status),
+        "pending": int((status == 0).sum()),
+        "running": int((status == RUNNING).sum()),
+        "finished": int(((status == FINISHED) & ~failed).sum()),
+        "failed": int(failed.sum()),
+        "queued_submissions": len(backend.journal.pending_submissions()),
+        "nodes_online": backend.nodes.count_online(),
+        "nodes": len(backend.nodes.slots),
+        "gpus_online": int(backend.nodes.online.sum()),
+        "cpu_s": time.process_time(),
+        "journal_writes": backend.journal.writes,
+        "journal_commits": backend.journal.commits,
+        **backend.send_lags.figures(),
+        **dict(backend.counters),
+    }
 
 
 def wait_for_agents(backend: LiveBackend) -> None:

@@ -34,12 +34,13 @@ def checkpoint_running(
     left = lambda: [att for att in ending if not att.ended]  # noqa: E731
     server.serve(time.time() + wait_s, lambda: not left() or interrupted(), duties)
     server.flush()
+    within = "before the scheduler was stopped again" if left() and interrupted() else f"within {wait_s:.0f}s"
     for att in left():
         log.warning(
-            "job %d attempt %d did not stop within %.0fs; `roundhouse serve` with the same --journal takes it back",
+            "job %d attempt %d did not stop %s; `roundhouse serve` with the same --journal takes it back",
             att.job_id,
             att.n,
-            wait_s,
+            within,
         )
     stopped = [att for att in ending if att.ended]
     if stopped:
@@ -47,18 +48,26 @@ def checkpoint_running(
     return left()
 
 
-def stop_agents(nodes: Nodes, server: Server, timeout_s: float, attempts: Attempts, wait_s: float) -> None:
+def stop_agents(
+    nodes: Nodes,
+    server: Server,
+    timeout_s: float,
+    attempts: Attempts,
+    wait_s: float,
+    interrupted: Callable[[], bool] = lambda: False,
+) -> None:
     """Ask every connected agent to shut down and wait for each to answer, asking again every
     half second (a message can be lost with a connection), for at most `timeout_s`; say which
     did not answer. An agent checkpoints the jobs it still runs as it stops: their exits are
-    then awaited (at most `wait_s`) and journaled, so that a rerun resumes them from there."""
+    then awaited (at most `wait_s`) and journaled, so that a rerun resumes them from there.
+    Either wait ends early once `interrupted()` (the scheduler was asked to stop again)."""
     running = [att for att in attempts.live.values() if not att.ended]
     gone: set[str] = set()  # connections the socket no longer has: nobody there to answer
     asked = {n.name for n in nodes.ask_to_stop("the scheduler's run ended", gone)}
     deadline = time.time() + timeout_s
     silent = lambda: sorted(n for n in asked if not nodes.by_name[n].stopping and n not in gone)  # noqa: E731
-    while silent() and time.time() < deadline:
-        server.serve(min(deadline, time.time() + 0.5), lambda: not silent(), lambda: None)
+    while silent() and time.time() < deadline and not interrupted():
+        server.serve(min(deadline, time.time() + 0.5), lambda: not silent() or interrupted(), lambda: None)
         asked |= {n.name for n in nodes.ask_to_stop("the scheduler's run ended", gone)}
     unreachable = sorted(n.name for n in nodes.slots if n is not None and n.online and n.identity is None)
     if silent() or unreachable or gone:
@@ -80,14 +89,14 @@ def stop_agents(nodes: Nodes, server: Server, timeout_s: float, attempts: Attemp
     # has nobody to report its end)
     cut_off = gone | set(unreachable)
     running = [att for att in running if not att.ended and not {nodes.name_at(int(s)) for s in att.slots} & cut_off]
-    if running:
+    if running and not interrupted():
         log.info(
             "waiting (at most %.0fs) for %d job(s) to checkpoint as their agents stop: %s",
             wait_s,
             len({att.job_id for att in running}),
             ", ".join(str(att.job_id) for att in running[:10]) + (" ..." if len(running) > 10 else ""),
         )
-        server.serve(time.time() + wait_s, lambda: all(att.ended for att in running), lambda: None)
+        server.serve(time.time() + wait_s, lambda: all(att.ended for att in running) or interrupted(), lambda: None)
         server.flush()
         kept = [att for att in running if att.ended and att.checkpoint_iteration]
         if kept:
