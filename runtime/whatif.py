@@ -558,6 +558,7 @@ def project(engine: Engine, label: str, horizon_s: float, base: World | None = N
     affected_before = np.flatnonzero(base.jobs.column("status") != FINISHED)
     service0 = base.jobs.column("service").copy()
     preempt0 = base.jobs.column("preemptions").copy()
+    shared0 = base.shared_gpu_s
     # The horizon in place of the run's own time limit, and no sink's goal (a sink still ticks):
     # those end a run, not a projection. (A step skips no round past the pause.)
     engine.look_ahead(end, goals=False)
@@ -585,7 +586,7 @@ def project(engine: Engine, label: str, horizon_s: float, base: World | None = N
                 ended = last_round_start(engine)
     end = engine.backend.now if ended is None else max(ended, start)
     rows = np.concatenate([affected_before, np.arange(known, len(world.jobs))])
-    return Projection(label, _metrics(world, rows, start, end, service0, preempt0), end, stop)
+    return Projection(label, _metrics(world, rows, start, end, service0, preempt0, shared0), end, stop)
 
 
 def _no_gpu_online(world: World) -> str:
@@ -607,7 +608,13 @@ def _arrivals_to_come(engine: Engine) -> bool:
     return any(math.isfinite(s.next_arrival_s()) for s in sources if hasattr(s, "next_arrival_s"))
 
 
-def _metrics(world: World, rows: np.ndarray, start: float, end: float, service0: np.ndarray, preempt0: np.ndarray) -> dict:
+def _metrics(
+    world: World, rows: np.ndarray, start: float, end: float, service0: np.ndarray, preempt0: np.ndarray, shared0: float
+) -> dict:
+    """The projection's figures over `rows` (the jobs unfinished at the fork point and those
+    that came after), from `start` to `end`; `service0`, `preempt0` and `shared0` are the
+    world's books at the fork point. A GPU two jobs share counts once in the utilisation, as in
+    the world's `busy_gpu_s` (both jobs of a pair are unfinished, so both are among `rows`)."""
     jobs = world.jobs
     arrival = jobs.column("arrival_s")[rows]
     finish = jobs.column("finish_s")[rows]
@@ -616,7 +623,7 @@ def _metrics(world: World, rows: np.ndarray, start: float, end: float, service0:
     jct = finish[done] - arrival[done]
     started = ~np.isnan(first)
     old = rows[rows < len(service0)]
-    gpu_s = float(jobs.column("service")[rows].sum() - service0[old].sum())
+    gpu_s = float(jobs.column("service")[rows].sum() - service0[old].sum()) - (world.shared_gpu_s - shared0)
     span = end - start
     n_gpus = int(world.online.sum())
     last = float(finish[done].max()) if done.any() else None
