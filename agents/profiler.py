@@ -29,6 +29,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
@@ -52,6 +53,12 @@ STEP_SLACK_S = 300.0
 # The samples in each example workload's fixed dataset: a step takes a batch from it for every
 # worker, and a workload given a larger step fails as it starts.
 DATASET_SAMPLES = {model: w.samples for model, w in WORKLOADS.items()}
+# What the table's columns hold, said in the file it writes (lines of a CSV comment).
+COLUMNS_NOTE = (
+    "# columns: model; batch_size, each worker's batch; gpu_type; gpus, the job's workers (one a GPU);",
+    "# placement, consolidated (all on this machine); iters_per_s, the job's training steps a second",
+    "# (a step trains a batch on every worker); measured beside several models in turn, the mean over them",
+)
 
 
 class ProfilingFailed(RoundhouseError):
@@ -91,13 +98,18 @@ class ProfileResult:
         return sum(m.checkpoint_s for m in self.measurements) / len(self.measurements)
 
     def csv(self, header: str = "") -> str:
+        if self.concurrent < 2:
+            beside = "each measured alone"
+        else:
+            others = f"each of {', '.join(self.beside)} in turn" if self.beside else "copies of itself"
+            beside = f"each measured with {self.concurrent - 1} other job(s) training beside it ({others})"
         lines = [
-            f"# {header}" if header else "# measured by `roundhouse profile`",
-            f"# each measured with {self.concurrent - 1} other job(s) training beside it "
-            f"({'each of ' + ', '.join(self.beside) + ' in turn' if self.beside else 'copies of itself'}); "
-            f"gpu_type {self.gpu_type} names the (possibly fake) GPUs measured",
+            # (every line of the header a comment: a line break in it must not end the comment)
+            *(f"# {line}" for line in (header or "measured by `roundhouse profile`").splitlines() or [""]),
+            f"# {beside}; gpu_type {self.gpu_type} names the (possibly fake) GPUs measured",
             f"# launch overhead: {self.fresh_launch_s:.2f}s fresh, {self.restore_s:.2f}s from a checkpoint (graph setting restore)",
             f"# revocation to exit, checkpoint included: {self.checkpoint_s:.2f}s (graph setting checkpoint)",
+            *COLUMNS_NOTE,
             "model,batch_size,gpu_type,gpus,placement,iters_per_s",
         ]
         for m in self.measurements:
@@ -108,7 +120,7 @@ class ProfileResult:
 def profile(
     models: list[str],
     batch_sizes: dict[str, list[int]] | None = None,
-    gpus: list[int] = (1,),
+    gpus: Sequence[int] = (1,),
     gpu_type: str = "V100",
     seconds: float = 5.0,
     concurrent: int = 1,
@@ -124,7 +136,11 @@ def profile(
             raise UsageError(f"{name} {value}: must be at least {low}")
     if not 0 < seconds < float("inf"):
         raise UsageError(f"seconds {seconds}: must be a finite time above 0")
-    for model in models:
+    if not models or not gpus:
+        raise UsageError(f"give at least one {'model' if not models else 'worker count'} to measure")
+    if beside and concurrent < 2:
+        raise UsageError(f"beside {', '.join(beside)}: only with concurrent 2 or more (the jobs beside the measured one)")
+    for model in [*models, *(beside or ())]:
         if workload_for(model) is None:
             raise UsageError(f"no example workload for model {model!r} (have: {', '.join(DEFAULT_BATCH)})")
     for model in models:
@@ -164,7 +180,7 @@ def profile(
     return ProfileResult(gpu_type, concurrent, tuple(out), tuple(beside or ()))
 
 
-def check_batch(model: str, batch: int, gpus: list[int], where: str = "") -> None:
+def check_batch(model: str, batch: int, gpus: Sequence[int], where: str = "") -> None:
     """Refuse, before anything is measured, a batch size that the model's example workload
     cannot take from its dataset on one of the worker counts (`where`: the option to blame)."""
     samples = DATASET_SAMPLES.get(model)
@@ -195,8 +211,13 @@ class _Runner:
         self.jobs = 0
         self.models: dict[int, str] = {}  # job -> the model it trains
         self.ports: set[int] = set()  # the rendezvous ports given to jobs
+        self.workers: list = []  # every worker process started, to end those still running on close
         self.forks = ForkServer(worker_environment())
-        self.forks.wait_ready()  # so that every launch is timed as the agent makes it
+        try:
+            self.forks.wait_ready()  # so that every launch is timed as the agent makes it
+        except BaseException:  # (interrupted while PyTorch loads: no server left running)
+            self.close()
+            raise
 
     def _free_port(self) -> int:
         """A rendezvous port for a job: one the system has free now, and none this runner has
@@ -210,9 +231,15 @@ class _Runner:
                 return port
 
     def close(self) -> None:
-        self.forks.close()
-        self.pull.close(linger=0)
-        self.ctx.term()
+        """End every worker still running (measuring interrupted, or failed in a way no step
+        caught) and the fork server: a worker started as a new process, when the fork server is
+        not ready, would otherwise train on for as long as the process that profiled lives."""
+        try:
+            self._kill({0: [(0, None, proc) for proc in self.workers]})
+        finally:
+            self.forks.close()
+            self.pull.close(linger=0)
+            self.ctx.term()
 
     def _spawn(
         self,
@@ -226,6 +253,9 @@ class _Runner:
         resume: tuple[str, int] | None,
     ):
         self.models[job] = model
+        module = workload_for(model)
+        if module is None:  # (`profile()` refuses such a model before measuring)
+            raise RuntimeError(f"no example workload for model {model!r}")
         procs = []
         for rank in range(gpus):
             lease = self.folder / f"lease-{job}-{attempt}-{rank}"
@@ -258,7 +288,9 @@ class _Runner:
                 OMP_NUM_THREADS=str(self.threads),
             )
             log = self.folder / f"job-{job}-{attempt}-{rank}.log"
-            procs.append((rank, lease, start_workload(self.forks, workload_for(model), env, self.folder, log)))
+            proc = start_workload(self.forks, module, env, self.folder, log)
+            self.workers.append(proc)
+            procs.append((rank, lease, proc))
         return procs
 
     def measure(self, model: str, batch: int, gpus: int, seconds: float, companions: list[tuple[str, int]]) -> Measurement:

@@ -3,9 +3,12 @@ simulator (graph setting `profile = "FILE"`), with the launch and checkpoint ove
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import platform
 import re
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +24,14 @@ MAX_THREADS = 256
 
 
 def register(sub) -> None:
-    p = sub.add_parser("profile", help="measure the example workloads on this machine; write a profile table")
+    p = sub.add_parser(
+        "profile",
+        help="measure the example workloads on this machine; write a profile table",
+        description="Measure the example workloads on this machine and write a profile table (CSV: model, "
+        "batch_size (each worker's), gpu_type, gpus (the job's workers), placement (consolidated), iters_per_s "
+        "(the job's training steps a second, a step training a batch on every worker)), with the launch and "
+        'checkpoint overheads in its comments. A graph uses it with `profile = "FILE";`.',
+    )
     p.add_argument(
         "--models", default="ResNet-18,LM,Recommendation", help="comma-separated (default: ResNet-18,LM,Recommendation)"
     )
@@ -42,8 +52,8 @@ def register(sub) -> None:
     )
     p.add_argument(
         "--beside",
-        help="with --concurrent: the models of the other jobs, comma-separated, each in turn "
-        "(default: copies of the measured job)",
+        help="with --concurrent: the models of the other jobs, comma-separated, each in turn, each at its "
+        "workload's own batch size; the figures are the mean over them (default: copies of the measured job)",
     )
     p.add_argument("--threads", type=int, default=1, help=f"CPU threads per worker (default 1, at most {MAX_THREADS})")
     p.add_argument("--out", "-o", required=True, help="the profile CSV to write")
@@ -89,11 +99,44 @@ def _check_gpu_type(text: str) -> None:
         )
 
 
+def _write_whole(path: Path, text: str) -> None:
+    """Write the table so that the file holds all of it or, if writing fails or is interrupted,
+    what it held before: a new file beside it, renamed over it. A file that is not a regular
+    one (a device, a pipe), or one in a folder we may not add to, is written in place."""
+    path = Path(os.path.realpath(path))  # (a link stays a link: the file it names is replaced)
+    if (path.exists() and not path.is_file()) or not os.access(path.parent, os.W_OK):
+        path.write_text(text)
+        return
+    temp = None
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask()
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException as err:
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+        if isinstance(err, OSError):  # (said of the table, not of the file beside it)
+            raise OSError(err.errno, err.strerror, str(path)) from None
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def profile_command(args) -> int:
     from roundhouse.agents.profiler import DEFAULT_BATCH, check_batch, profile
     from roundhouse.agents.workloads import workload_for
-    from roundhouse.traces.profiles import canonical_model
+    from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, canonical_model
 
+    if not args.out.strip():
+        raise UsageError("--out: give the file to write the profile table to")
     check_output_file(args.out, "--out")  # before measuring, which takes minutes
     _check_gpu_type(args.gpu_type)
     models = []
@@ -115,7 +158,7 @@ def profile_command(args) -> int:
         if value < 1:
             raise UsageError(f"{flag} {value}: must be at least 1")
     beside = None
-    if args.beside:
+    if args.beside is not None:  # (`--beside ""` names no model: refused below, not ignored)
         if args.concurrent < 2:
             raise UsageError(
                 f"--beside {args.beside}: only with --concurrent 2 or more (the models of the jobs run beside the measured one)"
@@ -128,6 +171,7 @@ def profile_command(args) -> int:
             if workload_for(canonical) is None:
                 raise UsageError(f"--beside: no example workload for model {canonical!r} (have: {', '.join(DEFAULT_BATCH)})")
             beside.append(canonical)
+        _once(beside, "--beside", args.beside)
     # A batch the workload's dataset cannot hold would fail only once measuring had begun.
     for model in models:
         for batch in (batches or {}).get(model) or [DEFAULT_BATCH.get(model, 16)]:
@@ -146,10 +190,13 @@ def profile_command(args) -> int:
     result = profile(models, batches, gpus, args.gpu_type, duration, args.concurrent, args.threads, beside=beside)
     header = f"measured by `roundhouse profile` on {platform.node()} ({platform.processor() or platform.machine()}), {time.strftime('%Y-%m-%d %H:%M')}"
     with writing(args.out):
-        Path(args.out).write_text(result.csv(header))
+        _write_whole(Path(args.out), result.csv(header))
     # (A graph reads `profile` relative to its own folder: the hint gives the file's whole path.)
+    # (A graph's reference type is V100 unless set: a table of other types has no speed for it.)
+    reference = "" if args.gpu_type == REFERENCE_GPU_TYPE else f' reference_gpu = "{args.gpu_type}";'
     print(
         f'wrote {args.out}: use it with `profile = "{Path(args.out).resolve()}";` and restore = {result.restore_s:.2f}s; '
-        f"checkpoint = {result.checkpoint_s:.2f}s; in the graph (a relative path there is relative to the graph's folder)"
+        f"checkpoint = {result.checkpoint_s:.2f}s;{reference} in the graph "
+        "(a relative path there is relative to the graph's folder)"
     )
     return 0
