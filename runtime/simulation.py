@@ -13,12 +13,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import numbers
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import numpy as np
 
 from roundhouse.errors import ClusterError, RoundhouseError, TraceError, UsageError, did_you_mean
 from roundhouse.runtime import registry, snapshot, user_modules
@@ -162,12 +164,13 @@ class Simulation:
         return not self.done
 
     def run_until(self, t: float) -> Simulation:
-        """Run rounds until the clock reaches `t` seconds (or the run stops)."""
-        t = _time_argument("t", t)
+        """Run rounds until the clock reaches `t` seconds (or the run stops); `t` infinite: until
+        the run stops, as `run()`, but returning the simulation and leaving it open (not ended)."""
+        end = _time_argument("t", t)
         engine = self._engine
-        engine.pause_at(t)
+        engine.pause_at(end)
         try:
-            while not self.done and self.now < t - 1e-9:
+            while not self.done and (end is None or self.now < end - 1e-9):
                 engine.step()
         finally:
             engine.pause_at(None)
@@ -351,14 +354,27 @@ def _setting_text(name: str, value: Any) -> str:
     return describe(str(value))
 
 
-def _time_argument(name: str, value, optional: bool = False):
-    """A time in seconds given to the API: a number of 0 or more (None, where `optional`: no limit)."""
+def _time_argument(name: str, value, optional: bool = False) -> float | None:
+    """A time in seconds given to the API: a real number (numpy's too) of 0 or more, infinity
+    meaning no bound (None, as None itself is where `optional`). NaN and negative times are refused."""
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        hint = " (to run to the end, call run())" if value is None else ""
+    seconds = _seconds(value)
+    if not seconds >= 0:
+        hint = " (to run to the end, call run(), or run_until(math.inf))" if value is None else ""
         raise UsageError(f"{name}: expected seconds, a number of 0 or more, got {value!r}{hint}")
-    return float(value)
+    return None if seconds == math.inf else seconds
+
+
+def _seconds(value) -> float:
+    """`value` as a float if it is a real number (an integer too large for one: infinite), NaN if not."""
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        return math.nan
+    number: Any = value  # (numbers.Real declares no comparison with an int)
+    try:
+        return float(number)
+    except OverflowError:  # (an integer beyond floats)
+        return math.inf if number > 0 else -math.inf
 
 
 def _file_argument(name: str, value, what: str) -> None:

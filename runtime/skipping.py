@@ -60,7 +60,7 @@ class Skipping:
 
     @until.setter
     def until(self, t: float | None) -> None:
-        self._until = t
+        self._until = _bound(t)
         self._set_end()
 
     @property
@@ -69,7 +69,7 @@ class Skipping:
 
     @pause_at.setter
     def pause_at(self, t: float | None) -> None:
-        self._pause_at = t
+        self._pause_at = _bound(t)
         self._set_end()
 
     def _set_end(self) -> None:
@@ -202,6 +202,11 @@ class Skipping:
         self.jump_cut = False
         self.skip_idle_rounds(backend)
         return self.jump_cut
+
+
+def _bound(t: float | None) -> float | None:
+    """A time limit or pause as kept: one at infinity is none (None), as no round ever reaches it."""
+    return None if t is None or t == math.inf else t
 
 
 def arrival_offset(t: float, b0: float, round_s: float) -> int:

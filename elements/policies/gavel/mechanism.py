@@ -7,8 +7,10 @@ import math
 import attrs
 import numpy as np
 
+from roundhouse.elements.policies.gavel.solvers import KeptShares, solved_shares
 from roundhouse.runtime.element import Element, In, Out, element, rounds_add_exactly
 from roundhouse.runtime.explain import Reason
+from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Ranking, Shares
 from roundhouse.runtime.values import non_negative, one_of
 from roundhouse.traces.jobs import FINISHED
@@ -18,17 +20,17 @@ from roundhouse.traces.jobs import FINISHED
 class GavelRounds(Element):
     """Gavel's round-based mechanism: run, each round, the jobs furthest behind their allocation.
 
-    For every job (and, with space sharing, every pair of jobs) and GPU type, it tracks the time
-    received since the last reset, as a fraction f of all time given out on that type; the
-    priority is X / f (no share: 0), so an entry that has had less than its share comes first. Each round it visits one queue per GPU type, fastest type
-    first (or in a shuffled order, for the heterogeneity-agnostic baseline), entries sorted by
-    priority, then deficit, then allocation, and greedily takes each entry that fits in the
-    type's GPUs left and whose jobs are not taken yet (Algorithm 1). When the solver hands over
-    a new allocation (after jobs arrive or finish, at most once per solver interval), the times
-    restart at half a round and what each entry was owed (X times the elapsed time, minus what
-    it got) is added to its deficit, the tie-breaker. Jobs that arrived since the last solve
-    wait for the next one. The output ranking names a GPU type (and, for placement-sensitive
-    shares, a layout, and for pairs a partner) for every entry; GavelPlacer carries it out.
+    For every job (and, with space sharing, every pair of jobs) and GPU type, it tracks the time received
+    since the last reset, as a fraction f of all time given out on that type; the priority is X / f (no
+    share: 0), so an entry that has had less than its share comes first. Each round it visits one queue
+    per GPU type, fastest type first (or in a shuffled order, for the heterogeneity-agnostic baseline),
+    entries sorted by priority, then deficit, then allocation, and greedily takes each entry that fits in
+    the type's GPUs left and whose jobs are not taken yet (Algorithm 1). When the solver hands over a new
+    allocation (after jobs arrive or finish, at most once per solver interval), the times restart at half
+    a round and what each entry was owed (X times the elapsed time, minus what it got) is added to its
+    deficit, the tie-breaker. Jobs that arrived since the last solve wait for the next one; those gone
+    since (ended early, say) are not chosen. The output ranking names a GPU type (and, for
+    placement-sensitive shares, a layout, and for pairs a partner) for every entry; GavelPlacer carries it out.
 
     Ports:
         shares: the allocation (time fractions per job, or pair, and GPU type).
@@ -122,10 +124,10 @@ class GavelRounds(Element):
     def tick(self, ctx, shares: Shares) -> Ranking:
         self._account(ctx)
         self._ticked = None
-        fresh = shares is not self._shares
-        if fresh:
+        if fresh := solved_shares(shares) is not solved_shares(self._shares):
             self._reset(ctx, shares)
-        return _explain_without_share(self, ctx, fresh, self._schedule(ctx))
+        changed = fresh or _limited(self, ctx, shares)  # (or the same allocation, limited to other jobs)
+        return _explain_without_share(self, ctx, changed, self._schedule(ctx))
 
     # --- event skipping ---
     quiet_after_change = True
@@ -317,14 +319,31 @@ class GavelRounds(Element):
         return ranking
 
 
+def _limited(mech: GavelRounds, ctx, shares: Shares) -> bool:
+    """Take `shares`, the current allocation limited to other jobs (the solver keeps it within
+    its interval without the jobs that left its input), if it is not the one held; whether it was."""
+    if shares is mech._shares:
+        return False
+    mech._shares = shares
+    mech._update_alive(ctx)
+    mech._repeat = None
+    return True
+
+
 def _alive(mech: GavelRounds, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Entries whose jobs have all not finished; the single entries among them that want GPUs
-    (those that wait when not chosen); by column, those that want it (a row each: read every
-    round); and how many entries want any."""
+    """Entries whose jobs have all not finished and are still in the allocation (a solver's
+    allocation kept within its interval leaves out the jobs gone since); the single entries among
+    them that want GPUs (those that wait when not chosen); by column, those that want it (a row
+    each: read every round); and how many entries want any."""
     status = ctx.jobs.column("status")
     alive = status[mech._rows] != FINISHED
     if mech._any_pairs:
         alive &= ~mech._paired | (status[np.maximum(mech._partner, 0)] != FINISHED)
+    if isinstance(mech._shares, KeptShares):  # (jobs the solver no longer has, such as those ended early)
+        kept = mech._shares.rows
+        alive &= isin_rows(mech._rows, kept)
+        if mech._any_pairs:
+            alive &= ~mech._paired | isin_rows(np.maximum(mech._partner, 0), kept)
     wanted = mech._wanted & alive[:, None]
     wanting = wanted.any(axis=1)
     return alive, wanting & ~mech._paired, np.ascontiguousarray(wanted.T), int(wanting.sum())

@@ -6,7 +6,8 @@ OR-Tools' GLOP (or PDLP), the bottleneck MILP of water filling with SCIP. Every 
 heterogeneity-aware mode and the agnostic baseline the paper compares against (every GPU type
 as fast as the reference type), and re-solves when jobs arrive or finish, at most once per
 `interval` (Gavel's 1,920 s in simulation; as in Gavel's simulator, a solve at time zero does not
-count); in between it hands on the same Shares, and the mechanism (GavelRounds) realizes them
+count); in between it hands on the same Shares, less the jobs that have left its input since
+(finished, or ended early by LossTermination), and the mechanism (GavelRounds) realizes them
 round by round.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -35,7 +36,7 @@ from roundhouse.elements.policies.gavel.waterfill import water_fill
 from roundhouse.errors import SchedError
 from roundhouse.runtime.element import Element, In, Out, element, element_family
 from roundhouse.runtime.explain import Reason
-from roundhouse.runtime.rowsets import without
+from roundhouse.runtime.rowsets import isin_rows, without
 from roundhouse.runtime.types import Active, Shares
 from roundhouse.runtime.values import Duration, IdRange, at_least, at_most, non_negative, one_of
 
@@ -93,7 +94,7 @@ class GavelSolver(Element):
         shares: time fractions per job and GPU type (and per pair, with space sharing).
     Arguments:
         aware: use measured throughputs per GPU type (false: all types as fast as the reference).
-        interval: minimum time between re-solves (a re-solve follows a job arrival or completion).
+        interval: minimum time between re-solves (a re-solve follows a job arrival or completion; in between, the last allocation is handed on without the jobs that have left).
         space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
         placement_sensitive: give each type a consolidated and a spread column.
         lp: the LP solver: GLOP (simplex) or PDLP (first-order; a program whose numbers PDLP would warn about, such as coefficients more than 1e20 apart, is solved by GLOP).
@@ -142,6 +143,7 @@ class GavelSolver(Element):
                     # Jobs admitted since the last solve wait for the next, at the interval's end.
                     made, next_solve = int(self._last_solve), int(self._last_solve + float(self.interval))
                     ctx.explain(Reason.NO_ALLOCATION, without(rows, self._solved_rows), made, next_solve)
+                self._shares = _kept(self._shares, rows, unchanged)
                 return self._shares
         self._pending = False
         started = time.perf_counter()
@@ -188,7 +190,7 @@ class GavelSolver(Element):
     @property
     def allocation(self) -> Shares | None:
         """The Shares of the last solve (for tools and tests)."""
-        return self._shares
+        return solved_shares(self._shares)
 
     def allocate(self, ctx: RoundContext, problem: Problem):
         """(fractions per job and column, job pairs (p, 2) or None, pair fractions or None)."""
@@ -262,6 +264,52 @@ class GavelSolver(Element):
             return fractions, None, None
         pairs, pair_fractions = form.job_pairs(values, class_of, rows)
         return fractions, pairs, pair_fractions
+
+
+@attrs.frozen
+class KeptShares(Shares):
+    """A solve's Shares kept within the solver interval, limited to the jobs still active: a job
+    that left the solver's input since (finished, or ended early by LossTermination in this
+    round) is taken out, with its pairs. `solved` is the allocation it was cut from, so that the
+    mechanism carries on with that allocation (no reset) and only stops choosing the jobs gone."""
+
+    solved: Shares = attrs.field(kw_only=True, eq=False)
+
+
+def solved_shares(shares: Shares | None) -> Shares | None:
+    """The solve's own Shares behind `shares` (itself, unless it is a KeptShares)."""
+    return shares.solved if isinstance(shares, KeptShares) else shares
+
+
+def _kept(current: Shares, rows: np.ndarray, unchanged: bool) -> Shares:
+    """The last solve's Shares limited to the active `rows`: the solve itself while none of its
+    jobs has left, `current` while the same ones have (the same object: nothing changed)."""
+    solved = current.solved if isinstance(current, KeptShares) else current
+    if unchanged:
+        return solved
+    keep = isin_rows(solved.rows, rows)
+    pairs, pair_fractions = solved.pairs, solved.pair_fractions
+    keep_pair = None
+    if pairs is not None and pair_fractions is not None:
+        keep_pair = isin_rows(pairs[:, 0], rows) & isin_rows(pairs[:, 1], rows)
+    if keep.all() and (keep_pair is None or keep_pair.all()):
+        return solved
+    if current is not solved and np.array_equal(current.rows, solved.rows[keep]):
+        return current  # (the same jobs: the same pairs, each kept only with both its jobs)
+    if keep_pair is not None and pairs is not None and pair_fractions is not None and keep_pair.any():
+        pairs, pair_fractions = pairs[keep_pair], pair_fractions[keep_pair]
+    else:
+        pairs = pair_fractions = None
+    gpu_types: Any = solved.gpu_types  # (a tuple already: attrs' converter types the argument loosely)
+    return KeptShares(
+        solved.rows[keep],
+        gpu_types,
+        solved.fractions[keep],
+        solved.placement,
+        pairs,
+        pair_fractions,
+        solved=solved,
+    )
 
 
 def _empty(problem: Problem):
