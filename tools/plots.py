@@ -3,12 +3,14 @@ busy over time, and a per-job Gantt chart (matplotlib, drawn off-screen)."""
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec
 
 import attrs
 import numpy as np
@@ -22,13 +24,30 @@ from roundhouse.tools.outputs.whole_file import write_whole
 if TYPE_CHECKING:  # matplotlib loads on the first figure: every command registers this module's kinds
     from matplotlib.figure import Figure
 
+P = ParamSpec("P")
+
 KINDS = ("jct-cdf", "load", "utilisation", "gantt")
 RUN_KINDS = ("jct-cdf", "utilisation", "gantt")
 FILE_FORMATS = ("png", "svg")
 
-# Fixed ids and no dates in the files: the same folder gives byte-identical figures.
-_RC = {"svg.hashsalt": "roundhouse", "font.size": 9}
+# Fixed ids and no dates in the files: the same folder gives byte-identical figures. Text is
+# drawn as written: a `$` in a graph's, a folder's or a value's name is no TeX formula.
+_RC = {"svg.hashsalt": "roundhouse", "font.size": 9, "text.parse_math": False}
 _METADATA = {"png": {"Software": None}, "svg": {"Date": None}}
+
+
+def _plain_text(draw: Callable[P, Figure]) -> Callable[P, Figure]:
+    """`draw` with matplotlib's settings for these figures in force while it makes the figure's
+    texts (each text keeps whether it is parsed as a formula from when it is made)."""
+
+    @functools.wraps(draw)
+    def drawn(*args: P.args, **kwargs: P.kwargs) -> Figure:
+        import matplotlib
+
+        with matplotlib.rc_context(_RC):
+            return draw(*args, **kwargs)
+
+    return drawn
 
 
 def figure(folder: RunFolder | SweepFolder, kind: str, metric: str = "avg_jct_s", x: str | None = None) -> Figure:
@@ -103,6 +122,7 @@ def _set_title(ax, title: str, notes: list[str]) -> None:
 # --- runs -----------------------------------------------------------------------------------
 
 
+@_plain_text
 def jct_cdf_figure(run: RunFolder) -> Figure:
     jct = np.sort(run.jobs["jct_s"].drop_nulls().drop_nans().to_numpy())
     if not len(jct):
@@ -273,11 +293,12 @@ def _lasted(run: RunFolder) -> float:
     return run.end_s
 
 
+@_plain_text
 def utilisation_figure(run: RunFolder) -> Figure:
     _lasted(run)
     record = _record(run)
     exact = None if record is None else recorded_busy_gpus(record, run.jobs, run.end_s, run.busy_gpu_s)
-    times, busy = exact if exact is not None else busy_gpus(run.jobs, run.end_s, run.cluster_gpus)
+    times, busy = exact if exact is not None else busy_gpus(run.jobs, run.end_s)
     if not len(times):
         raise UsageError(f"{run.path}: no job started in this run; no GPU was ever busy")
     # jobs.csv of a sink that tracks a range holds only some jobs: drawn from it, the curve is theirs.
@@ -285,6 +306,12 @@ def utilisation_figure(run: RunFolder) -> Figure:
     end = max(run.end_s, float(times[-1]))
     if end <= 0:
         raise UsageError(f"{run.path}: the run lasted 0 s (it stopped where it started); there is no time to draw")
+    twice = None if only_tracked else _counted_twice(run, times, busy, end)
+    if twice is not None:  # (space sharing: a GPU two jobs share, held by each, counted once)
+        busy = np.minimum(busy, float(run.cluster_gpus or 0))
+        twice = float((np.diff(np.append(times, end)) * busy).sum()) - float(run.busy_gpu_s or 0.0)
+    elif exact is None and run.cluster_gpus:
+        busy = _within(times, busy, float(run.cluster_gpus))
     unit, size = _time_unit(end)
     fig, ax = _new_figure(8.0, 3.6)
     t = np.concatenate((times, [end])) / size
@@ -308,6 +335,13 @@ def utilisation_figure(run: RunFolder) -> Figure:
         notes.append(f"only the {run.jobs.height} jobs {run.jobs_name} tracks")
     if spread and exact is None:
         notes.append(f"{spread} preempted or resized jobs: their GPU time spread over first start to finish")
+    if twice is not None:
+        notes.append(
+            "jobs shared GPUs: a shared GPU counted once"
+            if twice <= 1e-6 * max(1.0, run.busy_gpu_s or 0.0)
+            else "jobs shared GPUs: a shared GPU counted once where the cluster was full, else once for each job "
+            f"(the curve holds {twice / 3600:.3g} GPU-h more than the {(run.busy_gpu_s or 0.0) / 3600:.3g} GPU-h the run held)"
+        )
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("busy GPUs")
     ax.set_xlim(0, end / size)
@@ -315,6 +349,16 @@ def utilisation_figure(run: RunFolder) -> Figure:
     ax.legend(loc="upper right", fontsize=7, ncols=3)
     _set_title(ax, _title(run, "GPU utilisation"), notes)
     return fig
+
+
+def _counted_twice(run: RunFolder, times: np.ndarray, busy: np.ndarray, end: float) -> float | None:
+    """The GPU time the curve holds beyond the GPU time the run held (run.json's `busy_gpu_s`,
+    in which a GPU two jobs share under space sharing counts once), or None when it holds no
+    more: each job's own GPU time counts a shared GPU for each of its jobs."""
+    if not run.cluster_gpus or run.busy_gpu_s is None or not len(times):
+        return None
+    beyond = float((np.diff(np.append(times, end)) * busy).sum()) - run.busy_gpu_s
+    return beyond if beyond > 1e-6 * max(1.0, run.busy_gpu_s) else None
 
 
 def _first_arrival(run: RunFolder, capacity: int, measured: float) -> float:
@@ -342,6 +386,7 @@ def _holds_only_some(run: RunFolder, record: pl.DataFrame | None) -> bool:
     return held < run.busy_gpu_s * (1 - 1e-6) - 1e-6
 
 
+@_plain_text
 def gantt_figure(run: RunFolder) -> Figure:
     """One row per job, in arrival order: a thin line while it waited, a bar from its first
     start to its finish, coloured by its GPU count."""
@@ -378,9 +423,16 @@ def gantt_figure(run: RunFolder) -> Figure:
     ax.set_ylabel("job (in arrival order)")
     ax.set_xlim(0, end / size)
     ax.set_ylim(n - 0.5, -0.5)
+    ids = [str(int(j)) for j in jobs["job_id"].to_list()]
     if n <= 30:
-        ax.set_yticks(rows, [str(int(j)) for j in jobs["job_id"].to_list()])
-    ax.legend(loc="upper right", fontsize=7)
+        ax.set_yticks(rows, ids)
+    else:  # (some rows, each labelled with its job's id, not its place in the order)
+        from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: ids[int(v)] if float(v).is_integer() and 0 <= v < n else ""))
+    # (beside the chart: inside, it would hide the bars of the first jobs, which run at its top right)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     notes = _incomplete(run)
     if preempted.any():
         notes.append(f"lighter: {int(preempted.sum())} preempted jobs, holding GPUs part of the bar")
@@ -505,6 +557,7 @@ def metric_bands(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = 
     )
 
 
+@_plain_text
 def load_figure(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = None) -> Figure:
     bands, axis = metric_bands(sweep, metric, x)
     scale, unit = 1.0, ""
@@ -517,10 +570,12 @@ def load_figure(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = N
     for (series,), part in bands.group_by(["series"], maintain_order=True):
         pos = part["position"].to_numpy()
         line = ax.plot(pos, part["mean"].to_numpy() / scale, marker="o", label=series or None)[0]
-        if (part["runs"] > 1).any():
-            ax.fill_between(
-                pos, part["low"].to_numpy() / scale, part["high"].to_numpy() / scale, alpha=0.2, color=line.get_color()
-            )
+        low, high = part["low"].to_numpy() / scale, part["high"].to_numpy() / scale
+        if (part["runs"] > 1).any() and len(pos) == 1:  # (a band one point wide is not seen: a bar)
+            mean = part["mean"].to_numpy() / scale
+            ax.errorbar(pos, mean, yerr=[mean - low, high - mean], fmt="none", capsize=4, alpha=0.5, color=line.get_color())
+        elif (part["runs"] > 1).any():
+            ax.fill_between(pos, low, high, alpha=0.2, color=line.get_color())
     ticks = dict(zip(bands["position"].to_list(), bands["x"].to_list()))
     if axis.categorical or len(ticks) <= 12:
         ax.set_xticks(list(ticks), list(ticks.values()))

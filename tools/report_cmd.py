@@ -25,7 +25,8 @@ SWEEP_COLUMNS = ("jobs_finished", "avg_jct_s", "p99_jct_s", "avg_responsiveness_
 CAPTIONS = {
     "jct-cdf": "Job completion times of the finished jobs.",
     "utilisation": "GPUs held over time, from each job's first start to its finish (a preempted or resized "
-    "job's GPU time spread over that span when the run's record does not say when it held what).",
+    "job's GPU time spread over that span when the run's record does not say when it held what; a GPU two "
+    "jobs share counted once).",
     "gantt": "Each job in arrival order: grey while it waited, a bar from its first start to its finish, "
     "coloured by the GPUs it requested.",
 }
