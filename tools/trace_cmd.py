@@ -3,7 +3,7 @@
     roundhouse trace describe FILE [--format F]
     roundhouse trace convert IN OUT [--from F] [--to canonical|gavel|tiresias]
     roundhouse trace generate -o OUT --jobs N --rate 8/h --seed S [--gpus philly|single]
-                              [--models none|blox] [--format canonical|gavel|tiresias|philly]
+                              [--models none|blox] [--start-id ID] [--format canonical|gavel|tiresias|philly]
                               [--workload philly|tiresias|dally-batch|dally-poisson|synergy|ones|pollux]
                               [--loss none|blox]
 
@@ -17,6 +17,10 @@ them says so (`generate --format philly` writes a synthetic Philly log). Where a
 dates rather than seconds (Helios' `cluster_log.csv`, PAI's task table), arrivals count from
 the first job kept: a record skipped (no GPU asked for, never ran) does not move them.
 
+A trace is written to a file beside the output and moved onto it once whole, so that a write
+that fails or is interrupted leaves no part-written trace (cut at a line's end, a trace still
+reads, with jobs missing) and an existing output as it was.
+
 Values are checked here and reported as `UsageError` sentences (exit status 2) rather than
 argparse's usage dumps, so that every mistake reads the same way.
 """
@@ -24,14 +28,17 @@ argparse's usage dumps, so that every mistake reads the same way.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from roundhouse.errors import TraceError, UsageError, did_you_mean
+from roundhouse.errors import RoundhouseError, TraceError, UsageError, did_you_mean
 from roundhouse.runtime.element import MAX_JOB_ID, MAX_JOBS, MAX_RATE, MAX_SECONDS
 from roundhouse.runtime.values import describe, rate_from_text
 
@@ -76,6 +83,8 @@ _EXTENSION_HOLDS = {
     ".trace": "is read as a Gavel trace",
     ".json": "is read as a Philly cluster_job_log (or a Helios job list)",
 }
+# The format `convert --to auto` writes for each extension (as traces/formats.py `write_trace`).
+_CONVERT_EXTENSIONS = {".csv": "canonical", ".parquet": "canonical", ".pq": "canonical", ".trace": "gavel"}
 _WRITES = {"canonical": "CSV", "gavel": "a tab-separated Gavel trace", "tiresias": "a Tiresias CSV", "philly": "JSON"}
 
 
@@ -107,7 +116,11 @@ def register(subparsers) -> None:
 
     generate = actions.add_parser("generate", help="generate a synthetic trace (Poisson arrivals, Philly distributions)")
     generate.add_argument("-o", "--output", required=True, help="file to write")
-    generate.add_argument("--jobs", required=True, help="number of jobs")
+    generate.add_argument(
+        "--jobs",
+        required=True,
+        help="number of jobs (with --format philly, of records: some 15%% of them jobs that never ran, which readers skip)",
+    )
     generate.add_argument(
         "--rate", help="arrival rate, e.g. 8/h or 0.5/min (every workload but dally-batch, whose jobs all arrive at 0)"
     )
@@ -180,9 +193,14 @@ def summary_rows(
             ", ".join(f"{g}: {n} ({100 * n / df.height:.0f}%)" for g, n in counts.rows()),
         )
     )
-    # A trace gives durations, iterations or both; what it does not give is not mentioned.
-    for label, name, show in (("duration", "duration_s", _human), ("iterations", "iterations", lambda v: f"{v:,.0f}")):
-        if df.get_column(name).drop_nulls().len():
+    # A trace gives durations, iterations or both (an elastic job epochs); what it does not give
+    # is not mentioned.
+    for label, name, show in (
+        ("duration", "duration_s", _human),
+        ("iterations", "iterations", lambda v: f"{v:,.0f}"),
+        ("epochs", "epochs", lambda v: f"{v:,.4g}"),
+    ):
+        if name in df.columns and df.get_column(name).drop_nulls().len():
             rows.append((label, _quantiles(df.get_column(name), show)))
     models = df.get_column("model").drop_nulls()
     if models.len():
@@ -224,10 +242,18 @@ def convert_command(args: argparse.Namespace) -> int:
     made = f"trace generate --format {target} writes a synthetic one" if target in GENERATE_FORMATS else ""
     target = check_write_format(target, "convert", made)
     _check_output(args.output, "OUTPUT")
-    if target != "auto":
+    if target == "auto":  # (said before the input is read: a large one takes a while)
+        target = _CONVERT_EXTENSIONS.get(Path(args.output).suffix.lower(), "")
+        if not target:
+            raise UsageError(
+                f"cannot tell which format to write '{args.output}' in from its extension; use .csv or .parquet "
+                "(canonical) or .trace (gavel), or name the format with --to"
+            )
+    else:
         _check_extension(args.output, target, "OUTPUT", "--to")
     loaded = load_trace(args.input, source)
-    lost = write_trace(loaded.frame, args.output, target)
+    with _whole_file(args.output) as path:
+        lost = write_trace(loaded.frame, path, target)
     note = f" ({loaded.skipped} records skipped: {loaded.skipped_what})" if loaded.skipped else ""
     print(f"wrote {loaded.frame.height} jobs to {args.output}{note}")
     _say_lost(lost)
@@ -285,11 +311,13 @@ def generate_command(args: argparse.Namespace) -> int:
     if format == "gavel" and workload == "philly" and models == "none":
         raise UsageError("--format gavel needs --models blox: every line of a Gavel trace names a model")
     if format == "philly":
-        if gpus != "philly" or models != "none" or start_id != 0 or loss != "none":
+        others = (("--gpus", gpus != "philly"), ("--models", models != "none"), ("--start-id", start_id != 0))
+        given = [flag for flag, other in (*others, ("--loss", loss != "none")) if other]
+        if given:
+            named = "--format philly" if args.format != "auto" else f"-o '{args.output}' (by its extension, --format philly)"
             raise UsageError(
-                "--format philly writes a synthetic cluster_job_log, which has Philly GPU counts, "
-                "no models, no loss curves and its own job ids: leave out --gpus, --models, --start-id "
-                "and --loss"
+                f"{named} writes a synthetic cluster_job_log, which has Philly GPU counts, "
+                f"no models, no loss curves and its own job ids: leave out {_and(given)}"
             )
     # (Last of the checks on the arguments: a mistake in the others is the one to name first.)
     _check_extension(args.output, format, "-o", "--format")
@@ -297,8 +325,11 @@ def generate_command(args: argparse.Namespace) -> int:
         assert rate is not None  # (only dally-batch has none)
         log = philly.SyntheticLog(jobs, rate, seed)  # (draws the submissions only)
         _check_span(log.span_s, args, jobs)
-        written = log.write(args.output)
-        print(f"wrote {written} records to {args.output}")
+        with _whole_file(args.output) as path:
+            written = log.write(path)
+        print(
+            f"wrote {written} records to {args.output} (some {log.never_ran:.0%} of them jobs that never ran, which readers skip)"
+        )
         return 0
     try:
         frame = _generated_frame(args, workload, jobs, rate, seed, gpus, models, start_id, loss, format)
@@ -308,7 +339,8 @@ def generate_command(args: argparse.Namespace) -> int:
         raise UsageError(_too_long(args, jobs, f"an arrival time {err.message}")) from None
     arrivals = frame["arrival_s"].to_numpy()
     _check_span(float(arrivals.max() - arrivals.min()), args, jobs)
-    lost = write_trace(frame, args.output, format)
+    with _whole_file(args.output) as path:
+        lost = write_trace(frame, path, format)
     print(f"wrote {frame.height} jobs to {args.output}")
     _say_lost(lost)
     return 0
@@ -364,13 +396,64 @@ def _generated_frame(args, workload, jobs, rate, seed, gpus, models, start_id, l
 def _check_output(output: str, label: str = "-o") -> None:
     """Refuse, before anything is drawn or read, an output that cannot be written: a folder, or a
     file in a folder that does not exist (a million jobs take a while to draw)."""
+    if not output:
+        raise UsageError(f"{label} '' names no file: name a file to write")
     path = Path(output)
-    if output and path.is_dir():
+    if path.is_dir():
         raise UsageError(f"{label} '{output}' is a folder: name a file to write")
     folder = path.parent
     if not folder.is_dir():
         what = "is a file, not a folder" if folder.exists() else "does not exist"
         raise UsageError(f"{label} '{output}': the folder '{folder}' {what}")
+
+
+@contextlib.contextmanager
+def _whole_file(output: str) -> Iterator[str]:
+    """The path to write `output` through: a file beside it, with its extension (which says the
+    format), moved onto it once the writer is done; on a failure or an interruption it is removed,
+    and an existing output is left as it was. A device or pipe (`-o /dev/stdout`), or a file in a
+    folder where no other file can be made, is written in place. A problem that names the file
+    names `output`."""
+    path = Path(output)
+    target = path.resolve() if path.is_symlink() else path  # (a link's file is the one replaced)
+    if (path.exists() and not path.is_file()) or not os.access(target.parent, os.W_OK):
+        try:
+            yield output
+        except (RoundhouseError, OSError) as err:
+            raise _naming(err, None, output) from None
+        return
+    temp = target.with_name(f".{target.name}.{os.getpid()}.partial{target.suffix}")
+    try:
+        yield str(temp)
+        if target.exists():  # (replaced, it keeps its permissions)
+            os.chmod(temp, target.stat().st_mode & 0o7777)
+        os.replace(temp, target)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        if isinstance(err, (RoundhouseError, OSError)):
+            raise _naming(err, str(temp), output) from None
+        raise
+
+
+def _naming(err: RoundhouseError | OSError, temp: str | None, output: str) -> RoundhouseError | OSError:
+    """`err` with `output` for the file written through (`temp`), and an I/O error that names no
+    file naming `output`."""
+    if isinstance(err, OSError):
+        if err.filename is None or (temp is not None and str(err.filename) == temp):
+            return type(err)(err.errno, err.strerror or str(err), output)
+        return err
+    if temp is None:
+        return err
+
+    def swap(value):
+        return value.replace(temp, output) if isinstance(value, str) else value
+
+    args = tuple(swap(a) for a in err.args)
+    renamed = type(err).__new__(type(err), *args)
+    renamed.args = args
+    renamed.__dict__.update({k: swap(v) for k, v in err.__dict__.items()})
+    return renamed
 
 
 def _check_workload_format(workload: str, format: str, from_extension: bool, output: str) -> None:
@@ -399,6 +482,11 @@ def _check_extension(output: str, format: str, label: str, flag: str) -> None:
     raise UsageError(
         f"{label} '{output}': {flag} {format} writes {_WRITES[format]}, but a {suffix} file {_EXTENSION_HOLDS[suffix]}; {takes}"
     )
+
+
+def _and(items) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" and {items[-1]}"
 
 
 def _or(items) -> str:

@@ -133,10 +133,10 @@ def generate(
     columns["gpus"] = gpu_counts
     if durations == "philly":
         columns["duration_s"] = np.round(philly_durations(jobs, duration_rng), TIME_DECIMALS)
-    elif isinstance(durations, (int, float)) and not isinstance(durations, bool) and durations > 0:
+    elif isinstance(durations, (int, float)) and not isinstance(durations, bool) and 0 < durations < math.inf:
         columns["duration_s"] = np.full(jobs, float(durations))
     else:
-        raise ValueError(f"durations must be 'philly' or a number of seconds above 0, got {durations!r}")
+        raise ValueError(f"durations must be 'philly' or a finite number of seconds above 0, got {durations!r}")
     if models == "blox":
         names, batch = assign_models(gpu_counts, model_rng, profile)
         columns["model"] = pl.Series(names.tolist(), dtype=pl.String)
