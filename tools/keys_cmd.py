@@ -12,7 +12,16 @@ import zmq.auth
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import make_folder
-from roundhouse.wire.security import AGENT, AUTHORIZED, KEY_CHARS, SCHEDULER_KEY, SUBMITTER, check_name, key_role
+from roundhouse.wire.security import (
+    AGENT,
+    AUTHORIZED,
+    KEY_CHARS,
+    SCHEDULER_KEY,
+    SUBMITTER,
+    check_name,
+    key_role,
+    public_of,
+)
 
 
 def register(sub) -> None:
@@ -40,6 +49,8 @@ def keys_command(args) -> int:
         print(f"{folder}: every key already exists")
     elif existing:
         print(f"kept the existing key pairs of {', '.join(existing)} (never replaced: remove a pair to make it again)")
+    for note in kept_notes(folder, existing):
+        print(f"note: {note}")
     print(
         f"scheduler: roundhouse serve ... --keys {folder}\n"
         f"each node NAME needs {folder / SCHEDULER_KEY}.key and {folder / 'NAME'}.key_secret: "
@@ -55,6 +66,8 @@ def make_keys(directory: str | Path, names: list[str], submitters: Sequence[str]
     scheduler lets no submitter's key register a node. Returns the files written. Existing
     pairs are kept (never silently replaced)."""
     submitters = list(submitters)
+    if not str(directory).strip():  # (often an unset shell variable: not the current folder)
+        raise UsageError("key folder: the name is empty")
     for name in [*names, *submitters]:
         check_name(name, "key name")
     if SCHEDULER_KEY in names or SCHEDULER_KEY in submitters:
@@ -87,14 +100,58 @@ def make_keys(directory: str | Path, names: list[str], submitters: Sequence[str]
         os.chmod(public, 0o644 & ~mask)
         written += [public, secret]
         if name != SCHEDULER_KEY:
-            shutil.copy(public, folder / AUTHORIZED / public.name)
-            written.append(folder / AUTHORIZED / public.name)
+            written.append(_admit(public))
     return written
+
+
+def _admit(public: Path) -> Path:
+    """Copy `public` into the authorized folder as a new file, put in place at once: a key
+    written over in place would leave a running scheduler admitting what it read before."""
+    admitted = public.parent / AUTHORIZED / public.name
+    partial = admitted.with_name(f".{public.name}.partial")  # (not `*.key`: never read as one)
+    shutil.copy(public, partial)
+    os.replace(partial, admitted)
+    return admitted
+
+
+def kept_notes(directory: str | Path, names: Sequence[str]) -> list[str]:
+    """What an operator should know of the kept pairs of `names` (agents' or submitters'): one
+    the scheduler does not admit (its public key not in the authorized folder, or another key
+    there under its name), and a secret key that others than its owner can read."""
+    folder = Path(directory)
+    notes = []
+    for name in names:
+        public, secret = folder / f"{name}.key", folder / f"{name}.key_secret"
+        admitted = folder / AUTHORIZED / public.name
+        if name != SCHEDULER_KEY and not admitted.is_file():
+            notes.append(
+                f"'{name}' is not admitted: no {AUTHORIZED}/{public.name} (removed to turn it away?); "
+                f"copy {public} there to admit it"
+            )
+        elif name != SCHEDULER_KEY:
+            try:
+                ours, _ = zmq.auth.load_certificate(str(public))
+                theirs, _ = zmq.auth.load_certificate(str(admitted))
+            except (ValueError, OSError):
+                theirs, ours = b"", b"?"
+            if theirs != ours:
+                notes.append(
+                    f"'{name}': {admitted} is not the public key of {secret.name}: the scheduler admits another key "
+                    f"as '{name}'; copy {public} over it (or remove it to turn '{name}' away)"
+                )
+        mode = secret.stat().st_mode & 0o777
+        if mode & 0o077:
+            notes.append(
+                f"{secret}: this secret key can be read by others than its owner (mode {mode:o}); "
+                f"`chmod 600 {secret}` (and make a new pair if others may have read it)"
+            )
+    return notes
 
 
 def _check_pair(public: Path, secret: Path) -> None:
     """An existing pair kept as it is must be one: two key files (an empty or cut-short file, as
-    a failed copy leaves, is not) whose public keys agree. Otherwise a UsageError saying which
+    a failed copy leaves, is not) whose public keys agree, the secret one's being its secret
+    key's. Otherwise a UsageError saying which
     files to remove to make the pair again."""
     remove = f"remove {public.name} and {secret.name} to make the pair again"
     try:
@@ -106,7 +163,7 @@ def _check_pair(public: Path, secret: Path) -> None:
         raise UsageError(
             f"{public.parent}: '{public.stem}' has a key pair that is not one (a key is missing or cut short); {remove}"
         )
-    if held != paired:
+    if held != paired or public_of(private) not in (None, paired):
         raise UsageError(f"{public.parent}: {public.name} is not the public key of {secret.name}; {remove}")
 
 

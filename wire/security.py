@@ -14,7 +14,9 @@ had roles (no `role`) may do either, as it could then.
 The scheduler reads `scheduler.key_secret` and `authorized/`; an agent or submitter called
 NAME reads `NAME.key_secret` and `scheduler.key` (so a node needs only those two files).
 Every connection is encrypted and the scheduler admits only the public keys in `authorized/`
-(re-read when the folder changes, so adding a node needs no restart). A refused peer is logged.
+(re-read when a file there is added, removed or written over, so adding a node, or making its
+key again, needs no restart). A refused peer is logged. A secret key file that others than its
+owner can read is used, with a warning naming it.
 
 Insecure mode (`--insecure`) skips all of this and is allowed only on loopback or local
 addresses; it says so loudly when it starts.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import re
 import struct
 from pathlib import Path
@@ -41,6 +44,7 @@ SCHEDULER_KEY = "scheduler"
 AUTHORIZED = "authorized"
 AGENT, SUBMITTER = "agent", "submitter"  # a key's role
 _LOOPBACK_V4 = ipaddress.ip_network("127.0.0.0/8")
+_LOG = logging.getLogger("roundhouse.security")
 # A CURVE key in a key file: 32 bytes, written as 40 Z85 characters.
 KEY_BYTES = 32
 KEY_CHARS = 40
@@ -115,19 +119,77 @@ def check_name(name: str, what: str) -> None:
         raise UsageError(f"bad {what} {name!r}: use up to 64 letters, digits, '.', '_' and '-', starting with a letter or digit")
 
 
+def _check_blank(keys: str | None) -> None:
+    """Refuse `--keys ""` (often an unset shell variable), which would otherwise be taken as no
+    --keys at all: with --insecure, a run without keys that was meant to have them."""
+    if keys is not None and not keys.strip():
+        raise UsageError("--keys: the name is empty")
+
+
+def _key_folder(keys: str, first: str) -> Path:
+    """The folder given as `--keys DIR`, which must be one; `first` is the key file read first."""
+    folder = Path(keys)
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "no such folder"
+        raise UsageError(
+            f"key file not found: {folder / first} (--keys {keys}: {what}; make a key folder with `roundhouse keys DIR NAME...`)"
+        )
+    return folder
+
+
 def _load(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder, not a key file (make keys with `roundhouse keys DIR NAME...`)")
     if not path.is_file():
         raise UsageError(f"key file not found: {path} (make keys with `roundhouse keys DIR NAME...`)")
     try:
         public, private = zmq.auth.load_certificate(str(path))
     except (ValueError, OSError) as err:
-        raise UsageError(f"{path}: not a ZeroMQ key file: {err}") from None
+        empty = path.stat().st_size == 0 if path.exists() else False
+        why = "the file is empty (a copy that failed?)" if empty else str(err)
+        raise UsageError(f"{path}: not a ZeroMQ key file: {why}; copy it again from the folder `roundhouse keys` made") from None
     if secret and private is None:
-        raise UsageError(f"{path}: holds no secret key (use the .key_secret file)")
+        raise UsageError(
+            f"{path}: holds a public key only, no secret key (was {path.stem}.key copied over it?); "
+            f"copy {path.name} from the folder `roundhouse keys` made"
+        )
     _check_key(path, "public", public)
     if private is not None:
         _check_key(path, "secret", private)
+        if public_of(private) not in (None, public):  # (a line edited or cut on a copy: no handshake would succeed)
+            raise UsageError(
+                f"{path}: its public key is not its secret key's (the file was edited or damaged); "
+                "copy it again from the folder `roundhouse keys` made"
+            )
     return public, private
+
+
+def public_of(secret: bytes) -> bytes | None:
+    """The public key of a secret key (None if this libzmq cannot say)."""
+    try:
+        return zmq.curve_public(secret)
+    except (zmq.ZMQError, ValueError, AttributeError):
+        return None
+
+
+def warn_if_readable(path: Path, log: logging.Logger) -> bool:
+    """Warn (and say True) if the secret key file `path` can be read by others than its owner:
+    whoever reads it can pose as its owner (`roundhouse keys` writes them 0600)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    if not mode & 0o077:
+        return False
+    log.warning(
+        "%s: this secret key can be read by others than its owner (mode %o): anyone who read it can pose as '%s'; "
+        "make it the owner's only with `chmod 600 %s` (and make a new pair if others may have read it)",
+        path,
+        mode & 0o777,
+        path.stem,
+        path,
+    )
+    return True
 
 
 def key_role(path: Path) -> str:
@@ -179,15 +241,18 @@ class ServerSecurity:
 
     @classmethod
     def choose(cls, keys: str | None, insecure: bool, address: str) -> ServerSecurity:
+        _check_blank(keys)
         if keys and insecure:
             raise UsageError("give either --keys DIR or --insecure, not both")
         if keys:
             if not zmq.has("curve"):
                 raise UsageError("this libzmq has no CURVE support; reinstall pyzmq, or use --insecure on loopback")
-            _load(Path(keys) / f"{SCHEDULER_KEY}.key_secret", secret=True)
-            if not (Path(keys) / AUTHORIZED).is_dir():
+            folder = _key_folder(keys, f"{SCHEDULER_KEY}.key_secret")
+            _load(folder / f"{SCHEDULER_KEY}.key_secret", secret=True)
+            if not (folder / AUTHORIZED).is_dir():
                 raise UsageError(f"{keys}: no '{AUTHORIZED}/' folder of admitted public keys")
-            return cls(Path(keys))
+            warn_if_readable(folder / f"{SCHEDULER_KEY}.key_secret", _LOG)
+            return cls(folder)
         if not insecure:
             raise UsageError(
                 "no keys: give --keys DIR (made by `roundhouse keys DIR NAME...`), or --insecure for development on loopback"
@@ -225,23 +290,33 @@ class ServerSecurity:
 
 
 class _KnownKeys:
-    """The ZAP callback: admit a public key found in the authorized folder (re-read when the
-    folder changes), log every refusal."""
+    """The ZAP callback: admit a public key found in the authorized folder (re-read when a file
+    in it is added, removed or written over), log every refusal."""
 
     def __init__(self, folder: Path, log: logging.Logger):
         self.folder = folder
         self.log = log
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[tuple[str, int, int, int], ...] | None = None
         self.user_ids: dict[bytes, str] = {}  # public key -> User-Id (its name, marked if a submitter's)
         self._reload()
+        if not self.user_ids:
+            log.warning(
+                "%s holds no public key: every agent and submitter is refused until its key is there "
+                "(`roundhouse keys %s NAME...` makes one)",
+                folder,
+                folder.parent,
+            )
 
     def _reload(self) -> None:
-        stamp = (self.folder.stat().st_mtime_ns, len(list(self.folder.glob("*.key"))))
+        # Each file's own stamp, not only the folder's: a key file written over in place (a
+        # node's key made again, a copy finished after it was first read) leaves the folder's
+        # time and its count of files as they were.
+        stamp = _folder_stamp(self.folder)
         if stamp == self._stamp:
             return
         self._stamp = stamp
         names = {}
-        for path in sorted(self.folder.glob("*.key")):
+        for path in (self.folder / name for name, *_ in stamp):
             try:
                 public, _ = zmq.auth.load_certificate(str(path))
                 _check_key(path, "public", public)
@@ -270,6 +345,24 @@ class _KnownKeys:
         return of
 
 
+def _folder_stamp(folder: Path) -> tuple[tuple[str, int, int, int], ...]:
+    """The `*.key` files in `folder`, each with what changes when it is replaced or written
+    over (inode, size, time), by name."""
+    files = []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.endswith(".key"):
+                    try:
+                        st = entry.stat()
+                    except OSError:
+                        continue
+                    files.append((entry.name, st.st_ino, st.st_size, st.st_mtime_ns))
+    except OSError:
+        pass
+    return tuple(sorted(files))
+
+
 @attrs.frozen
 class ClientSecurity:
     """How an agent or submitter connects: with its key pair and the scheduler's public key."""
@@ -279,13 +372,21 @@ class ClientSecurity:
 
     @classmethod
     def choose(cls, keys: str | None, name: str, insecure: bool, address: str) -> ClientSecurity:
+        _check_blank(keys)
         if keys and insecure:
             raise UsageError("give either --keys DIR or --insecure, not both")
         check_name(name, "--name")
         if keys:
-            _load(Path(keys) / f"{SCHEDULER_KEY}.key", secret=False)
-            _load(Path(keys) / f"{name}.key_secret", secret=True)
-            return cls(Path(keys), name)
+            if name == SCHEDULER_KEY:
+                raise UsageError(
+                    f"--name {name}: '{SCHEDULER_KEY}' is the scheduler's own key; "
+                    "name this agent or submitter as its key pair is named"
+                )
+            folder = _key_folder(keys, f"{SCHEDULER_KEY}.key")
+            _load(folder / f"{SCHEDULER_KEY}.key", secret=False)
+            _load(folder / f"{name}.key_secret", secret=True)
+            warn_if_readable(folder / f"{name}.key_secret", _LOG)
+            return cls(folder, name)
         if not insecure:
             raise UsageError("no keys: give --keys DIR (with scheduler.key and NAME.key_secret), or --insecure on loopback")
         if not is_loopback(address):
