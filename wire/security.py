@@ -153,9 +153,9 @@ def _load(path: Path, secret: bool) -> tuple[bytes, bytes | None]:
             f"{path}: holds a public key only, no secret key (was {path.stem}.key copied over it?); "
             f"copy {path.name} from the folder `roundhouse keys` made"
         )
-    _check_key(path, "public", public)
+    check_key(path, "public", public)
     if private is not None:
-        _check_key(path, "secret", private)
+        check_key(path, "secret", private)
         if public_of(private) not in (None, public):  # (a line edited or cut on a copy: no handshake would succeed)
             raise UsageError(
                 f"{path}: its public key is not its secret key's (the file was edited or damaged); "
@@ -218,7 +218,7 @@ def key_of_user_id(user: str) -> tuple[str, str]:
     return (name, role) if colon else (user, "")
 
 
-def _check_key(path: Path, which: str, key: bytes) -> None:
+def check_key(path: Path, which: str, key: bytes) -> None:
     """A key ZeroMQ takes: 40 Z85 characters that decode to 32 bytes. A key edited by hand or cut
     short on copying would otherwise fail deep in ZeroMQ (`Invalid argument`), naming no file."""
     try:
@@ -311,7 +311,7 @@ class _KnownKeys:
         # Each file's own stamp, not only the folder's: a key file written over in place (a
         # node's key made again, a copy finished after it was first read) leaves the folder's
         # time and its count of files as they were.
-        stamp = _folder_stamp(self.folder)
+        stamp = folder_stamp(self.folder)
         if stamp == self._stamp:
             return
         self._stamp = stamp
@@ -319,7 +319,7 @@ class _KnownKeys:
         for path in (self.folder / name for name, *_ in stamp):
             try:
                 public, _ = zmq.auth.load_certificate(str(path))
-                _check_key(path, "public", public)
+                check_key(path, "public", public)
                 role = key_role(path)
             except (ValueError, OSError, UsageError):
                 self.log.warning("ignoring unreadable key file %s", path)
@@ -345,7 +345,7 @@ class _KnownKeys:
         return of
 
 
-def _folder_stamp(folder: Path) -> tuple[tuple[str, int, int, int], ...]:
+def folder_stamp(folder: Path) -> tuple[tuple[str, int, int, int], ...]:
     """The `*.key` files in `folder`, each with what changes when it is replaced or written
     over (inode, size, time), by name."""
     files = []

@@ -1,7 +1,9 @@
 """The scheduler's socket: a ROUTER that agents and submitters connect to. Receives and validates
 every frame (wire/protocol.py), hands each message to the handler registered for its type,
 sends replies, and holds back the replies that promise durability until the journal has
-committed. A bad frame is answered with `error` or dropped, and logged; the server carries on."""
+committed. A bad frame is answered with `error` or dropped, and logged; the server carries on.
+With keys, a message whose key is no longer in the `authorized/` folder (removed after its peer
+connected) is dropped: logged once per key, answered once per connection with `error`."""
 
 from __future__ import annotations
 
@@ -13,10 +15,11 @@ from typing import TYPE_CHECKING
 import zmq
 
 from roundhouse.errors import UsageError
+from roundhouse.runtime.backends.live.admitted import AdmittedKeys
 from roundhouse.runtime.journal import Journal
 from roundhouse.wire import protocol
 from roundhouse.wire.protocol import ProtocolError, RefusalLog, SeqTracker
-from roundhouse.wire.security import HANDSHAKE_FAILURES, REFUSALS, ServerSecurity, check_port
+from roundhouse.wire.security import AUTHORIZED, HANDSHAKE_FAILURES, REFUSALS, ServerSecurity, check_port, key_of_user_id
 
 if TYPE_CHECKING:
     from zmq.auth.thread import ThreadAuthenticator
@@ -57,6 +60,8 @@ class Server:
         self._socket: zmq.Socket | None = None
         self._monitor: zmq.Socket | None = None
         self._auth: ThreadAuthenticator | None = None
+        self._admitted: AdmittedKeys | None = None  # with keys: the keys admitted now (`_admits`)
+        self._told: set[bytes] = set()  # connections told that their key was removed
         self._poller = zmq.Poller()
 
     @property
@@ -75,6 +80,8 @@ class Server:
         sock.setsockopt(zmq.RCVHWM, 100_000)
         try:
             self._auth = self.security.apply(self._context, sock, log)
+            if self.security.keys is not None:
+                self._admitted = AdmittedKeys(self.security.keys / AUTHORIZED)
         except BaseException:  # (a key ZeroMQ refuses: the socket must not stay open)
             self.close()
             raise
@@ -112,6 +119,8 @@ class Server:
             if remaining <= 0 or stop():
                 break
             ready = dict(self._poller.poll(timeout=max(1, int(min(remaining, 0.1) * 1000))))
+            if self._admitted is not None:  # (before the messages: a key removed is refused from the next one on)
+                self._readmitted(self._admitted.refresh())
             if sock in ready:
                 for _ in range(_DRAIN):
                     try:
@@ -132,6 +141,8 @@ class Server:
         self.counters["messages_in"] += 1
         self.counters["bytes_in"] += len(frames[-1])
         identity = frames[0].bytes
+        if self._admitted is not None and not self._admits(identity, frames[-1]):
+            return
         try:
             if len(frames) != 2:
                 raise ProtocolError(f"expected one frame per message, got {len(frames) - 1}")
@@ -153,6 +164,43 @@ class Server:
             self.counters["handler_errors"] += 1
             log.exception("error while handling %s from %s", type_, self.who(identity))
             self.send(identity, "error", reason=f"internal error while handling {type_}; see the scheduler's log", ref=seq)
+
+    def _admits(self, identity: bytes, frame) -> bool:
+        """Whether the key a message came with is still admitted (a set lookup). One whose key
+        file was removed from `authorized/` is dropped: logged once per key, and its connection
+        told once. An agent's messages so dropped do not count as heard (a lost node, once the
+        heartbeat timeout passes); a submitter's request is not taken."""
+        assert self._admitted is not None  # (called with keys only)
+        user = _user_of(frame)
+        if self._admitted.admits(user):
+            return True
+        if user not in self._admitted.refused:  # (its key may have been added since the folder was read)
+            self._readmitted(self._admitted.refresh(force=True))
+            if self._admitted.admits(user):
+                return True
+        key, role = key_of_user_id(user)
+        if user not in self._admitted.refused:
+            self._admitted.refused.add(user)
+            self.counters["refused_peers"] += 1
+            agent = self._name_of(identity) is not None
+            log.warning(
+                "refused a message from %s: the key of %s was removed from %s; its messages are refused from now on%s",
+                self.who(identity),
+                f"{role} {key}" if role else key,
+                self._admitted.folder,
+                " (its node counts as silent: lost once the heartbeat timeout passes)" if agent else "",
+            )
+        if identity not in self._told:
+            self._told.add(identity)
+            reason = f"the scheduler no longer admits the key '{key}': it was removed from the scheduler's {AUTHORIZED}/ folder"
+            self.send(identity, "error", reason=reason)
+        return False
+
+    def _readmitted(self, users: list[str]) -> None:
+        for user in users:
+            log.info("the key %s is back in %s: its messages are taken again", user, AUTHORIZED)
+        if users:
+            self._told.clear()
 
     def forget(self, identity: bytes) -> None:
         """A connection replaced by another (an agent re-registered): its sequence starts over."""
@@ -215,6 +263,14 @@ class Server:
         pending, self._after_commit = self._after_commit, []
         for identity, type_, fields in pending:
             self.send(identity, type_, **fields)
+
+
+def _user_of(frame) -> str:
+    """The User-Id a message came with: the name of its CURVE key, marked with its role."""
+    try:
+        return frame.get("User-Id") or ""
+    except Exception:  # (no authentication on the socket: ZeroMQ has no User-Id to give)
+        return ""
 
 
 def _carried(type_: str, reason: str, most: int | None = None) -> str:
