@@ -139,6 +139,11 @@ class TraceSource(_Replay):
             if problem:  # (known once the trace is read; the run points at the element's declaration)
                 raise SchedError(f"argument 'rate' of TraceSource '{self.name}' {problem}", hint="a faster rate or fewer jobs")
             arrivals = poisson_arrivals(trace.height, float(self.rate), ctx.rng(self.seed))
+            if len(arrivals) and arrivals[-1] > float(MAX_SECONDS):
+                # The rate passed its check, on the average span: these draws, by chance, went further.
+                seed = "a seed derived from the graph's" if self.seed is None else f"seed {self.seed}"
+                last = f"must be at most {float(MAX_SECONDS):g} s (a century), got {float(arrivals[-1]):g}"
+                raise _beyond_a_century(self, "redrawn", trace.height, seed, last)
             trace = trace.with_columns(arrival_s=arrivals)
         if self.timing == "duration" and trace["duration_s"].null_count():
             raise TraceError(str(self.path), "timing=duration needs a duration_s for every job", column="duration_s")
@@ -160,6 +165,18 @@ def _too_slow(jobs: int, rate) -> str:
     return (
         f"must be at least {math.ceil(slowest / step) * step:.3g}/h for {jobs:,} jobs, got {describe(rate)} "
         "(their arrivals would span more than a century)"
+    )
+
+
+def _beyond_a_century(source: Element, drawn: str, jobs: int, seed: str, detail: str) -> SchedError:
+    """The error for a source whose arrivals, drawn at a rate that passed `_too_slow` (on the
+    average span), by chance went further than a century, which no trace's arrival times may.
+    (No location: the run points at the element's declaration.)"""
+    rate = getattr(source, "rate", None)
+    return SchedError(
+        f"{type(source).__name__} '{source.name}': the arrivals of its {jobs:,} jobs {drawn} at {describe(rate)} ({seed}) "
+        f"span more than a century: {detail}",
+        hint="a faster rate, fewer jobs or another seed",
     )
 
 
@@ -217,13 +234,7 @@ class PoissonSource(_Replay):
         except TraceError as err:
             if err.column != "arrival_s":
                 raise
-            # The rate passed its check, on the average span: these draws, by chance, went further.
-            # (No location: the run points at the element's declaration.)
-            raise SchedError(
-                f"PoissonSource '{self.name}': the arrivals of its {self.jobs:,} jobs drawn at {describe(self.rate)} (seed {seed}) "
-                f"span more than a century: {err.message}",
-                hint="a faster rate, fewer jobs or another seed",
-            ) from None
+            raise _beyond_a_century(self, "drawn", self.jobs, f"seed {seed}", err.message) from None
         self._load(ctx, trace, f"{self.name} (PoissonSource)")
 
 
@@ -404,5 +415,10 @@ class CostWorkload(_Replay):
         from roundhouse.traces.generators import cost_workload
 
         seed = int(ctx.rng(self.seed).integers(2**31)) if self.seed is None else self.seed
-        trace = cost_workload(self.jobs, None if self.rate is None else float(self.rate), seed, start_id=self.start_id)
+        try:
+            trace = cost_workload(self.jobs, None if self.rate is None else float(self.rate), seed, start_id=self.start_id)
+        except TraceError as err:
+            if err.column != "arrival_s":
+                raise
+            raise _beyond_a_century(self, "drawn", self.jobs, f"seed {seed}", err.message) from None
         self._load(ctx, trace, f"{self.name} (CostWorkload)")
