@@ -5,7 +5,8 @@ structure are checked by runtime/wiring.py.
 
 parse -> resolve classes in the registry -> build configurations (converted, validated) ->
 build the graph of connections -> check unknown ports, port type mismatches, fan-in, unconnected
-required inputs and outputs, cycles, exactly one pool, at least one launcher -> topological order.
+required inputs and outputs, cycles, exactly one pool, at least one launcher, each source's jobs
+reaching the pool by one path -> topological order.
 Every problem found is reported at once, each at its file, line and column. An element class
 the graph has no instance of is checked as far as it can be without one (`_check_body`).
 `roundhouse check` runs all of this without running anything.
@@ -179,7 +180,7 @@ class _Compiler:
         self.fail_if_errors()
         graph = Topology(elements, ((c.src, c.dst) for c in connections))
         order_index = {name: i for i, name in enumerate(self.flat.decls)}
-        wiring.check_cycles(graph, connections)
+        wiring.check_flow(graph, elements, connections)
         self.fail_if_errors()
         for el in elements.values():
             el.peers = {name: elements[name] for name in wiring.references(el)}

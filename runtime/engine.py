@@ -113,7 +113,20 @@ def refuse_shared_ids(sources: list[Element]) -> None:
                     f"element '{el.name}' ({type(el).__name__}): job id {int(shared[0])} is also one of "
                     f"element '{other.name}'s jobs (job ids must be unique in a run)",
                     el.declared_at,
+                    hint=_parting_hint(el, other, max(int(i.max()) for _, i in known) + 1),
                 )
+
+
+def _parting_hint(el: Element, other: Element, past: int) -> str:
+    """How to give two sources' jobs different ids: a generated source numbers its jobs from its
+    `start_id` (a trace's ids are its own), which `past` (one past every id known) is free for."""
+    for source in (el, other):
+        if attrs.has(type(source)) and "start_id" in attrs.fields_dict(type(source)):
+            return f"give '{source.name}' a start_id past the other source's ids, e.g. start_id={past}"
+    return (
+        "give the traces' jobs different ids; a generated source (PoissonSource, BurstSource, CostWorkload) "
+        "numbers its jobs from its start_id"
+    )
 
 
 def describe_value(value: object) -> str:
@@ -383,6 +396,9 @@ class Engine:
             ctx.element = el
             call_element(el, "start", ctx, el.start, ctx)
         refuse_shared_ids(self._sources)
+        submissions = getattr(self.backend, "submissions", None)
+        if submissions is not None:  # (live: no submission may take an id a source will bring)
+            submissions.expect(self._sources)
 
     def step(self) -> str:
         """Run one round, after the quiet rounds before it pass; returns why the run stops ("" while it goes on)."""

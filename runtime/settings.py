@@ -32,7 +32,7 @@ class GraphSettings:
     checkpoint: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     checkpoint_per_gpu: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
     restore: Duration = attrs.field(default=Duration(0.0), validator=non_negative)
-    # What resizing a running elastic job costs (ONES §5: about 1 s in place, over 20 s by
+    # What resizing a running elastic job costs (ONES §4.3, Fig. 16: about 1 s in place, over 20 s by
     # checkpoint and restart).
     resize_in_place: Duration = attrs.field(default=Duration(1.0), validator=non_negative)
     resize_restart: Duration = attrs.field(default=Duration(20.0), validator=non_negative)

@@ -81,11 +81,13 @@ class Simulation:
     snapshot files.
 
     `graph`: a `.sched` path or the text of a graph (a str with a newline, `;`, `->` or `::`
-    that names no file). `trace`: replaces the path of every
-    `TraceSource` (as `--trace`). `cluster`: a spec (`"8x4:V100"`, a `.toml` file) or a
-    `Cluster`; default the graph's `cluster` setting. `overrides`: `--set` texts
-    (`"admit.factor=1.2"`). Keyword settings are graph settings (`seed=3`, `round="1min"`).
-    `until`: stop at this time (seconds), as `--until`."""
+    that names no file). `trace`: replaces the path of the graph's one `TraceSource` (as
+    `--trace`); a graph with none, or with several (which would all read the same jobs), is
+    refused with a `UsageError` (give each its own path in `overrides`, `"name.path=..."`).
+    `cluster`: a spec (`"8x4:V100"`, a `.toml` file) or a `Cluster`; default the graph's
+    `cluster` setting. `overrides`: `--set` texts (`"admit.factor=1.2"`). Keyword settings
+    are graph settings (`seed=3`, `round="1min"`). `until`: stop at this time (seconds), as
+    `--until`."""
 
     def __init__(
         self,
@@ -439,7 +441,7 @@ def _compile(
     cluster: str | Cluster | None = None,
     then: Sequence[str] = (),
 ) -> tuple[CompiledGraph, dict[str, str]]:
-    """The graph with `overrides` (each name once), `trace` replacing its TraceSources' paths,
+    """The graph with `overrides` (each name once), `trace` replacing its one TraceSource's path,
     and then `then` (a snapshot's graph changed for `whatif`: these replace what the others set);
     and the code it runs: the Python files it requires and the user's modules they import, by
     whole path, with the SHA-256 of each as imported (a snapshot records them).

@@ -1,6 +1,7 @@
 """Wiring: connecting elements' ports and checking the graph's structure (unknown ports, port
-type mismatches, fan-in, unconnected required inputs and outputs, one pool, a launcher, no cycles). Every
-problem is collected with its place in the file, so that all are reported at once."""
+type mismatches, fan-in, unconnected required inputs and outputs, one pool, a launcher, no cycles, each
+source's jobs reaching the pool by one path). Every problem is collected with its place in the file,
+so that all are reported at once."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.flat import port_key
 from roundhouse.runtime.dsl.loader import Decl, Edge, FlatGraph
 from roundhouse.runtime.element import Element, Port
-from roundhouse.runtime.types import Events, Plan
+from roundhouse.runtime.types import Events, Jobs, Plan
 from roundhouse.runtime.values import ElementRef
 
 
@@ -285,6 +286,13 @@ class Wiring:
         message = f"'{el.name}' ({type(el).__name__}) {side} [{port.name}] ({port.type.__name__}) is not connected"
         self.errors.append(SchedError(message, location, hint=hint))
 
+    def check_flow(self, graph: Topology, elements: dict[str, Element], connections: list[Connection]) -> None:
+        """No cycles, and then (in a graph without) each source's jobs reaching the pool by one path."""
+        found = len(self.errors)
+        self.check_cycles(graph, connections)
+        if len(self.errors) == found:
+            self.errors.extend(jobs_given_twice(elements, connections))
+
     def check_cycles(self, graph: Topology, connections: list[Connection]) -> None:
         cycle = graph.find_cycle()
         if cycle is None:
@@ -324,6 +332,69 @@ def _plans_carried_out_twice(elements: dict[str, Element], connections: list[Con
             )
         )
     return errors
+
+
+def jobs_given_twice(elements: dict[str, Element], connections: list[Connection]) -> list[SchedError]:
+    """A source whose jobs reach the pool by two paths gives it every job twice (a run would
+    fail in its first round, when a plan launches a job twice). Jobs travel over the ports that
+    carry `Jobs`; a port's value is given whole to each connection out of it, so two paths
+    part where one port is connected to two elements that each lead on to the pool. (Two
+    different ports of one element may each carry part of its jobs: paths that part there are
+    not refused. A switch's candidates are not connected: it is one step of one path.) Each
+    such port is said once, with the first source that reaches it, at its second connection.
+    The graph has one pool and no cycles (checked before)."""
+    pool = next(name for name, el in elements.items() if el.category == "pool")
+    carried = [c for c in connections if _carries(elements[c.src], c.src_port, Jobs)]
+    reaches = {pool}  # the elements from which jobs go on to the pool
+    while grown := {c.src for c in carried if c.dst in reaches and c.src not in reaches}:
+        reaches |= grown
+    onward = [c for c in carried if c.dst in reaches]
+
+    def to_pool(c: Connection) -> list[Connection]:
+        path = [c]
+        while path[-1].dst != pool:
+            path.append(next(d for d in onward if d.src == path[-1].dst))
+        return path
+
+    errors = []
+    said: set[tuple[str, str]] = set()
+    sources = [name for name, el in elements.items() if el.category == "source" and name in reaches]
+    for source in sources:
+        # (the first path by which jobs come from the source to each element, breadth first)
+        came: dict[str, list[Connection]] = {source: []}
+        queue = [source]
+        for name in queue:
+            by_port: dict[str, list[Connection]] = defaultdict(list)
+            for c in onward:
+                if c.src == name:
+                    by_port[c.src_port].append(c)
+                    if c.dst not in came:
+                        came[c.dst] = came[name] + [c]
+                        queue.append(c.dst)
+            for port, out in by_port.items():
+                if len(out) < 2 or (name, port) in said:
+                    continue
+                said.add((name, port))
+                one, other = (came[name] + to_pool(c) for c in out[:2])
+                errors.append(
+                    SchedError(
+                        f"'{source}' gives its jobs to the pool '{pool}' by two paths, so every job would arrive "
+                        f"twice: {_path(one)} (at {out[0].location}) and {_path(other)} (at {out[1].location})",
+                        out[1].location,
+                        hint=f"'{name}' [{port}] gives every job to each element it is connected to: connect it to "
+                        "one (a gate and the pool take several connections, so several sources can share them)",
+                    )
+                )
+    return errors
+
+
+def _carries(el: Element, port_name: str, port_type: type) -> bool:
+    port = el.output(port_name)
+    return port is not None and port.type is port_type
+
+
+def _path(path: list[Connection]) -> str:
+    return " -> ".join([path[0].src] + [c.dst for c in path])
 
 
 class Topology:

@@ -7,12 +7,18 @@ from __future__ import annotations
 import itertools
 import re
 import shlex
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
+import numpy as np
 import polars as pl
 
-from roundhouse.errors import TraceError
+from roundhouse.errors import SchedError, TraceError
 from roundhouse.runtime.journal import Journal, attempted_ids
 from roundhouse.wire import protocol
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.element import Element
 
 SUBMISSION = "submission"  # (what errors about submitted jobs are named by: `submission:N:`, N the job's place)
 
@@ -23,6 +29,36 @@ class Submissions:
         self.journal = journal
         known = attempted_ids(journal) | journal.submission_ids()
         self._next_id = max(known, default=-1) + 1
+        # The ids the graph's other sources will bring, each with its source's name (`expect`).
+        self._coming: list[tuple[str, np.ndarray]] = []
+        self._coming_ids: frozenset[int] = frozenset()
+        self._past_coming = 0  # (one past the largest of them)
+
+    def expect(self, sources: Iterable[Element]) -> None:
+        """Take as used the ids of the jobs that `sources` will bring (their `coming_job_ids`,
+        known once they have started; a LiveSource's are not known ahead): no submission is
+        given one, and one that asks for one is refused. A submission accepted before they were
+        known (while the scheduler waited for its agents) that has one is refused here, naming
+        the source: the run would fail when the source's job arrived."""
+        sources = list(sources)
+        known = ((s.name, s.coming_job_ids()) for s in sources)
+        self._coming = [(name, np.asarray(ids)) for name, ids in known if ids is not None and len(ids)]
+        self._coming_ids = frozenset(i for _, ids in self._coming for i in ids.tolist())
+        self._past_coming = max(self._coming_ids, default=-1) + 1
+        clash = sorted(self.journal.submission_ids() & self._coming_ids)
+        if clash:
+            name = self._bringer(clash[0])
+            source = next(s for s in sources if s.name == name)
+            raise SchedError(
+                f"element '{name}' ({type(source).__name__}): job id {clash[0]} is also the id of a job submitted "
+                "to the scheduler before its sources started (job ids must be unique in a run)",
+                source.declared_at,
+                hint="give the source's jobs other ids (a generated source's start_id), or start afresh with another --journal",
+            )
+
+    def _bringer(self, job_id: int) -> str:
+        """The name of the source that will bring job `job_id`."""
+        return next(name for name, ids in self._coming if bool(np.any(ids == job_id)))
 
     def accept(self, specs: list[dict], received_s: float) -> list[int]:
         """Check the jobs and journal them (committed with the backend's next flush); returns
@@ -60,9 +96,11 @@ class Submissions:
         """The jobs' ids: their own (unused), or, for a job without one, the next free id after
         the largest in use, and once those run out at the wire's limit (a job was given the
         largest id), the lowest free one. Only the journal and the jobs decide which ids are
-        used, so a restarted scheduler picks the same ones."""
+        used, and the ids the graph's sources will bring (`expect`), so a restarted scheduler
+        picks the same ones."""
         taken = set(self.world.jobs.column("job_id").tolist()) | self.journal.submission_ids()
-        start = max(self._next_id, max(taken, default=-1) + 1)
+        coming = self._coming_ids
+        start = max(self._next_id, max(taken, default=-1) + 1, self._past_coming)
         given: list[int | None] = []
         for place, row in enumerate(rows, 1):
             text = row.get("job_id")
@@ -75,12 +113,15 @@ class Submissions:
                 raise TraceError(SUBMISSION, f"job_id {text!r} is not a whole number", row=place) from None
             if job_id in taken:
                 raise TraceError(SUBMISSION, f"job id {job_id} is already in use", row=place)
+            if job_id in coming:
+                message = f"job id {job_id} is one that source '{self._bringer(job_id)}' will bring later"
+                raise TraceError(SUBMISSION, message + " (job ids must be unique in a run)", row=place)
             taken.add(job_id)
             given.append(job_id)
         free = (
             i
             for i in itertools.chain(range(start, protocol.JOB.hi + 1), range(min(start, protocol.JOB.hi + 1)))
-            if i not in taken
+            if i not in taken and i not in coming
         )
         ids = []
         for place, own in enumerate(given, 1):
