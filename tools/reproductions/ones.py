@@ -1,4 +1,4 @@
-"""ONES (Bian et al., SC'21) §5: ONES against Tiresias, Optimus and the artifact's FIFO on
+"""ONES (Bian et al., SC'21) §4: ONES against Tiresias, Optimus and the artifact's FIFO on
 16 x 4 GPUs with 400 jobs, the scalability sweep over 16-64 GPUs, and three ablations."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from roundhouse.tools.reproductions._runs import (
 
 # ONES' trace, in the reference data.
 TRACE_IN_DATA = Path("ones") / "trace_1.csv"
-# The paper's figures (ONES §5, Table 4; notes §5): average JCT, and reductions by ONES.
+# The paper's figures (ONES §4.2 and §4.4, Table 4; notes §5): average JCT, and reductions by ONES.
 PAPER_ONES_JCT = 244.97
 PAPER_REDUCTION = {"Tiresias": 45.6, "Optimus": 41.7}
 PAPER_QUEUE_REDUCTION = {"Tiresias": 19.1, "Optimus": 56.6}
@@ -62,7 +62,7 @@ ABLATION_WHY = {
 SCHEDULERS = {
     "ONES": "Ones(population=16, mutate_rate=0.3, seed=0) -> Launch",
     "Tiresias": "TiresiasLas(queues=2, thresholds=[3200s]) -> SkewAwarePlacer(packlimit=0.3) -> Launch",
-    # Optimus reschedules every 10 minutes (ONES §5.1): its own graph's round.
+    # Optimus reschedules every 10 minutes (ONES §2.1): its own graph's round.
     "Optimus": "Optimus -> Consolidated -> Launch",
     "FIFO": "Fifo -> Consolidated -> Launch",
 }
@@ -232,7 +232,7 @@ def _graph(out: Path, name: str, trace: Path, chain: str, nodes: int) -> Path:
         out,
         name,
         f"""
-// ONES §5 setting: {name}. ONES' applications (traces/ones.py), {nodes} machines of 4 GPUs.
+// ONES §4 setting: {name}. ONES' applications (traces/ones.py), {nodes} machines of 4 GPUs.
 round = {round_s};
 cluster = {sched_string(f"{nodes}x4:V100")};
 elastic_profile = "ones";
@@ -268,7 +268,7 @@ def _wilcoxon(a: np.ndarray, b: np.ndarray) -> float:
 @experiment(
     "ones-64gpu",
     "ONES vs Tiresias, Optimus and FIFO on 64 GPUs, 400 jobs; scaling; ablations",
-    "ONES (SC'21) §5, Figs 15-18, Table 4",
+    "ONES (SC'21) §4, Figs 15-18, Table 4",
     data=(str(TRACE_IN_DATA.parent),),
 )
 def ones_64gpu(out_dir: Path, quick: bool) -> Report:
@@ -303,7 +303,7 @@ def specs(out_dir: Path, quick: bool) -> list[RunSpec]:
 
 def report(jobs: pl.DataFrame, out_dir: Path, quick: bool) -> Report:
     """The comparisons, tables and figures from the runs' jobs (jobs_table of their outcomes)."""
-    # Steady state: the first 5% of jobs are left out (ONES §5.1).
+    # Steady state: the first 5% of jobs are left out (ONES' artifact description, appendix).
     cut = int(np.ceil(0.05 * jobs["job_id"].n_unique()))
     jobs = jobs.filter(pl.col("job_id") >= cut)
     summary = (
@@ -390,7 +390,7 @@ def report(jobs: pl.DataFrame, out_dir: Path, quick: bool) -> Report:
         main["avg_jct_s"].to_list(),
         out_dir / "ones_avg_jct.png",
         "average JCT (s)",
-        "ONES §5: average JCT, 64 GPUs",
+        "ONES §4.2: average JCT, 64 GPUs",
     )
     scaling = summary.filter(pl.col("scheduler").is_in(["ONES", "Tiresias", "Optimus"]))
 
