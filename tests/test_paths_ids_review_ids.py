@@ -100,3 +100,23 @@ def test_the_simulation_says_a_trace_for_several_trace_sources_is_refused(tmp_pa
     assert "every `TraceSource`" not in doc
     api = " ".join((REPO / "docs" / "simulation-api.md").read_text().split())
     assert "a `trace` for a graph with no TraceSource, or with several" in api
+
+
+def test_an_engine_with_submissions_tells_them_the_ids_its_sources_will_bring(tmp_path):
+    """The engine, once its sources have started, hands their coming ids to the backend's
+    submissions (a live backend's): the first submission then takes an id past them."""
+    from roundhouse.runtime.compiler import compile_file
+    from roundhouse.runtime.simulate import new_engine
+
+    (tmp_path / "g.sched").write_text(
+        'round = 1min;\ncluster = "1x2:V100";\n'
+        "src :: PoissonSource(jobs=5, rate=6/h, start_id=3);\n"
+        "src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
+    )
+    graph = compile_file(tmp_path / "g.sched")
+    engine = new_engine(graph)
+    journal = Journal(tmp_path / "j.sqlite")
+    engine.backend.submissions = Submissions(engine.world, journal)  # (as a live backend holds them)
+    engine.begin()
+    assert engine.backend.submissions.accept([LM], 0.0) == [8]  # (the source brings 3 to 7)
+    journal.close()
