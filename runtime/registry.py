@@ -8,8 +8,10 @@ first looked up; listing every class (`classes`) imports them all.
 
 Users' own elements come from Python files a graph requires (`require "x.py";`, loaded by
 runtime/dsl/loader.py). Each file is imported once, and its classes are known by the file they
-came from. Within `scope()`, what such files add is forgotten at its end: `roundhouse check`
-reads several graphs, each of which may require its own copy of a file.
+came from. Within `scope()`, what such files add is forgotten at its end: each command of the
+command line runs within one (tools/cli.py), as each Simulation's graph is compiled within one,
+so that a process that goes on (a notebook, a test) may require another copy of a file; and
+`roundhouse check` reads several graphs, each of which may require its own copy of a file.
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ def importing_file(shown: str) -> Iterator[None]:
 def scope(remember: bool = False) -> Iterator[None]:
     """Forget, at the end, the element files imported within and their classes (built-in
     classes imported within stay): what one graph requires is not seen by the next. With
-    `remember` (the Simulation API), a file forgotten so and required again unchanged is known
+    `remember` (the Simulation API, a command), a file forgotten so and required again unchanged is known
     again, not imported anew (`imported_file`). A scope that does not remember imports every
     file anew: a sweep's worker imports again the modules that changed, an element file's
     helpers included (runtime/user_modules.py), which a file known again would not."""

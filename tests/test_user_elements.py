@@ -3,6 +3,7 @@
 import re
 import textwrap
 
+from roundhouse.runtime import registry
 from roundhouse.tools.cli import main
 from tests.conftest import REPO, jobs_of
 
@@ -18,7 +19,8 @@ def test_the_guides_example_runs(tmp_path, run_graph):
     (python,) = blocks("python")
     (tmp_path / "smallest_first.py").write_text(python)
     (graph,) = [b for b in blocks("") if "require" in b]
-    result = run_graph(graph, cluster="4x4:V100")
+    with registry.scope():  # (compiled as `main` and Simulation do: the file's classes are the graph's own)
+        result = run_graph(graph, cluster="4x4:V100")
     jobs = jobs_of(result)
     assert len(jobs) == 500 and all(j["status"] == "finished" for j in jobs.values())
     ranked = [c for name, c in result.counters.items() if name.startswith("SmallestFirst@")]
@@ -84,14 +86,14 @@ def test_a_library_element_failing_on_what_ones_own_element_emits_names_it(tmp_p
     # the element that fed it.
     (python,) = blocks("python")
     bad_type = "backfill=self.backfill, gpu_type=np.full(len(order), 99))"
-    broken = python.replace("backfill=self.backfill)", bad_type, 1).replace("SmallestFirst", "OffTheTable")
-    assert bad_type in broken  # (a class of its own name: a process registers each name once)
+    broken = python.replace("backfill=self.backfill)", bad_type, 1)
+    assert bad_type in broken
     (tmp_path / "smallest_first.py").write_text(broken)
     (graph,) = [b for b in blocks("") if "require" in b]
-    (tmp_path / "g.sched").write_text(graph.replace("SmallestFirst", "OffTheTable"))
+    (tmp_path / "g.sched").write_text(graph)
     assert main(["run", str(tmp_path / "g.sched"), "--cluster", "4x4:V100", "--quiet"]) == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert "its input came from" in err and "(OffTheTable), defined outside the library: check what it emits" in err
+    assert "its input came from" in err and "(SmallestFirst), defined outside the library: check what it emits" in err
 
 
 KEYED = '''
@@ -138,42 +140,43 @@ def test_a_counter_left_out_of_the_docstring_fails_the_run_naming_it(tmp_path, c
     (python,) = blocks("python")
     assert "        ranked: jobs ranked in the last round." in python
     undocumented = python.replace("        ranked: jobs ranked in the last round.", "        none")
-    (tmp_path / "smallest_first.py").write_text(undocumented.replace("SmallestFirst", "Uncounted"))  # (a name once a process)
+    (tmp_path / "smallest_first.py").write_text(undocumented)
     (graph,) = [b for b in blocks("") if "require" in b]
-    (tmp_path / "g.sched").write_text(graph.replace("SmallestFirst", "Uncounted"))
+    (tmp_path / "g.sched").write_text(graph)
     assert main(["run", str(tmp_path / "g.sched"), "--cluster", "4x4:V100", "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert re.search(r"element 'Uncounted@\d+' \(Uncounted; .*\): it set counter\(s\) that its docstring does not", err), err
+    assert re.search(
+        r"element 'SmallestFirst@\d+' \(SmallestFirst; .*\): it set counter\(s\) that its docstring does not", err
+    ), err
     assert "under `Counters:`: ranked (" in err and "Traceback" not in err
 
 
 def test_the_reference_shows_ones_own_elements_with_require(tmp_path, capsys):
     (python,) = blocks("python")
-    # (its own name: the guide's class may be registered already by another test in this process)
-    (tmp_path / "mine.py").write_text(python.replace("SmallestFirst", "SmallestFirstShown"))
-    assert main(["elements", "SmallestFirstShown", "--require", str(tmp_path / "mine.py")]) == 0
+    (tmp_path / "mine.py").write_text(python)
+    assert main(["elements", "SmallestFirst", "--require", str(tmp_path / "mine.py")]) == 0
     out = capsys.readouterr().out
-    assert "SmallestFirstShown" in out and "ranked" in out
+    assert "SmallestFirst" in out and "ranked" in out
     assert main(["elements", "--require", str(tmp_path / "none.py")]) == 2
     assert f"--require {tmp_path / 'none.py'}: no such file" in capsys.readouterr().err
 
 
-def _two_copies(tmp_path, name: str):
-    """The guide's graph and element file, twice (in a/ and b/), its class renamed `name` (a
-    name no other test registers: a process keeps what it has imported)."""
+def _two_copies(tmp_path):
+    """The guide's graph and element file as written, twice (in a/ and b/): each defines the
+    class SmallestFirst, which a command leaves no longer registered when it ends."""
     (python,) = blocks("python")
     (graph,) = [b for b in blocks("") if "require" in b]
     graphs = []
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
-        (tmp_path / folder / "smallest_first.py").write_text(python.replace("SmallestFirst", name))
-        (tmp_path / folder / "g.sched").write_text(graph.replace("SmallestFirst", name))
+        (tmp_path / folder / "smallest_first.py").write_text(python)
+        (tmp_path / folder / "g.sched").write_text(graph)
         graphs.append(str(tmp_path / folder / "g.sched"))
     return graphs
 
 
 def test_graphs_checked_together_each_require_their_own_copy_of_a_file(tmp_path, capsys):
-    a, b = _two_copies(tmp_path, "SmallestFirstTwice")
+    a, b = _two_copies(tmp_path)
     assert main(["check", a, b]) == 0, capsys.readouterr().err
     assert [line.split(":")[0] for line in capsys.readouterr().out.splitlines()] == [a, b]
     assert main(["check", b, a, b]) == 0  # (what each required is forgotten after it, in any order)
@@ -184,17 +187,17 @@ def test_graphs_checked_together_each_require_their_own_copy_of_a_file(tmp_path,
     assert main(["check", str(both)]) == 2
     err = capsys.readouterr().err
     first, second = tmp_path / "a" / "smallest_first.py", tmp_path / "b" / "smallest_first.py"
-    assert f"element class SmallestFirstTwice is defined twice: in {first} and {second}" in err
+    assert f"element class SmallestFirst is defined twice: in {first} and {second}" in err
     assert "roundhouse_user" not in err and "TypeError" not in err
 
 
 def test_the_reference_refuses_two_files_defining_one_class_naming_both(tmp_path, capsys):
-    _two_copies(tmp_path, "SmallestFirstListed")
+    _two_copies(tmp_path)
     first, second = tmp_path / "a" / "smallest_first.py", tmp_path / "b" / "smallest_first.py"
     assert main(["elements", "--require", str(first), "--require", str(second)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: --require {second}: {second}:")
-    assert f"element class SmallestFirstListed is defined twice: in {first} and {second}" in err
+    assert f"element class SmallestFirst is defined twice: in {first} and {second}" in err
     assert "Traceback" not in err
 
 
@@ -205,7 +208,7 @@ def test_a_built_in_that_a_required_file_imports_stays_known_to_the_next_graph(t
     import subprocess
     import sys
 
-    a, _ = _two_copies(tmp_path, "SmallestFirstImporting")
+    a, _ = _two_copies(tmp_path)
     element_file = tmp_path / "a" / "smallest_first.py"
     element_file.write_text(
         "from roundhouse.elements.policies.tiresias import TiresiasLas  # noqa: F401\n" + element_file.read_text()

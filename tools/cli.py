@@ -11,6 +11,7 @@ import sys
 import threading
 
 from roundhouse.errors import EXIT_USER_ERROR, RoundhouseError
+from roundhouse.runtime import registry
 from roundhouse.tools.common import error_text
 
 # Modules that provide `register(subparsers)`; each adds one subcommand whose handler
@@ -50,7 +51,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     running one command does not import the modules of the fifteen others."""
     import importlib
 
-    modules = COMMAND_MODULES
+    modules: tuple[str, ...] = COMMAND_MODULES
     if command is not None and f"roundhouse.tools.{command}_cmd" in COMMAND_MODULES:
         modules = (f"roundhouse.tools.{command}_cmd",)
 
@@ -170,7 +171,13 @@ def _main(argv: list[str] | None) -> int:
     args = _parse(parser, argv)
     args.debug = debug  # (taken out of argv above: a handler that prints more with it reads it here)
     try:
-        status = args.handler(args)
+        # The element files the command's graphs require are its own: their classes are forgotten
+        # when it ends, so that a process that goes on (a notebook, a test) may require another
+        # copy of a file defining classes of the same names. (A file forgotten so is known again
+        # when required unchanged, as after a Simulation. Each of `whatif`'s two graphs has a
+        # scope of its own within this one; a sweep's worker processes require the files anew.)
+        with registry.scope(remember=True):
+            status = args.handler(args)
         if sys.stdout is not None:  # (None: started with standard output closed, `>&-`)
             sys.stdout.flush()  # (a reader that went away shows here, not as Python's complaint at exit)
     except RoundhouseError as err:
