@@ -136,10 +136,20 @@ def _after_keys(base: int, dtype: np.dtype) -> np.ndarray:
 
 # Reasons a running job holds only when an element has just explained its suspension (a
 # released Dally job that declines an offer waits for its timer; a Gavel job that a new
-# allocation gives no share stops): the engine adds a plain SUSPENDED to the other suspensions.
+# allocation gives no share stops; a Gavel job preempted because its type had too few GPUs
+# left at its turn then waits for GPUs of that type): the engine adds a plain SUSPENDED to the
+# other suspensions.
 _SUSPENSIONS = np.zeros(128, dtype=bool)
 _SUSPENSIONS[
-    [Reason.SUSPENDED, Reason.RANKED_BEHIND, Reason.NOT_CHOSEN, Reason.NO_SHARE, Reason.DELAY_MACHINE, Reason.DELAY_RACK]
+    [
+        Reason.SUSPENDED,
+        Reason.RANKED_BEHIND,
+        Reason.NO_FREE_TYPE,
+        Reason.NOT_CHOSEN,
+        Reason.NO_SHARE,
+        Reason.DELAY_MACHINE,
+        Reason.DELAY_RACK,
+    ]
 ] = True
 
 # Codes recorded every time they are given, with no comparison: events rather than states, and

@@ -12,9 +12,11 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import re
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 from roundhouse.errors import UsageError, first_line
 from roundhouse.runtime.explain import FILE_NAME
@@ -42,9 +44,9 @@ def register(sub) -> None:
 
 
 def explain(args) -> int:
-    record, path = read_record(args.run)
+    path = read_record(args.run)
     stopped = run_end(args.run)
-    rows = job_rows(record, path, args.run, args.job, stopped)
+    rows = job_rows(path, args.run, args.job, stopped)
     per_machine = largest_machine(args.run)
     print(f"job {job_text(args.job)}: {len(rows)} change(s) recorded in {args.run}")
     # (The times in one column: as wide as the longest, and at least 10 wide.)
@@ -79,6 +81,15 @@ def whole_number(job: str) -> int | None:
     return int(value) if math.isfinite(value) and value.is_integer() else None
 
 
+def _a_number(text: str) -> bool:
+    """Whether `text` spells a number of any kind (a fraction, an infinity, not a number)."""
+    try:
+        float(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
 def run_end(run: str) -> tuple[float, str] | None:
     """When the run stopped and why (run.json's end_s and stop_reason), or None when its
     run.json does not say (an older run, or none)."""
@@ -108,9 +119,9 @@ def finished(rows: list[dict]) -> bool:
     return bool(states) and states[-1] == "finished"
 
 
-def read_record(run: str):
-    """The run's record as a lazy scan (a long run's is millions of changes: only one job's are
-    read), with the path it is read from; its columns are checked."""
+def read_record(run: str) -> Path:
+    """The path of the run's record, once its columns are checked (its footer is read, no
+    more: a long run's record is millions of changes, and only one job's are read)."""
     import polars as pl
 
     folder = Path(run)
@@ -133,8 +144,7 @@ def read_record(run: str):
             "(run it again with `roundhouse run GRAPH --out DIR`, without --no-explain)"
         )
     with _readable(path):
-        record = pl.scan_parquet(path)
-        schema = record.collect_schema()
+        schema = pl.scan_parquet(path).collect_schema()
     missing = [c for c in COLUMNS if c not in schema]
     if missing:
         raise UsageError(f"{path}: no column {', '.join(repr(c) for c in missing)} (not a record `roundhouse run` wrote?)")
@@ -145,7 +155,7 @@ def read_record(run: str):
         if not (fits or dtype == pl.Null):
             what = "numbers" if numeric else "words"
             raise UsageError(f"{path}: column {name!r} holds {dtype}, not {what} (not a record `roundhouse run` wrote?)")
-    return record, path
+    return path
 
 
 # The record's columns of numbers (a time, a job id and a reason's numbers); the others are words.
@@ -156,29 +166,89 @@ _VALUED = ("t_s", "state", "reason", "a", "b", "c")
 
 @contextmanager
 def _readable(path: Path):
-    """A file that cannot be read as Parquet (damaged, or something else), as a usage error."""
+    """A file that cannot be read as Parquet (damaged, or something else), as a usage error.
+    Some damage (a page whose values do not decode to the count its header gives) makes polars
+    panic: the panic is caught, and what its Rust side writes to standard error as it panics
+    (a message, with RUST_BACKTRACE set a backtrace) is held back while the file is read and
+    passed on only when the reading succeeds."""
     import polars as pl
+    import pyarrow as pa
 
     try:
+        with _stderr_held():
+            yield
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, pa.ArrowException, OSError) as err:
+        what = "damaged: its data do not decode" if isinstance(err, pl.exceptions.PanicException) else first_line(err)
+        raise UsageError(f"{path}: cannot be read as Parquet ({what})") from None
+
+
+@contextmanager
+def _stderr_held():
+    """Standard error's file descriptor, pointed at a temporary file for the block; what was
+    written to it is written out after the block if it ended without an exception."""
+    import sys
+    import tempfile
+
+    try:
+        fd = sys.stderr.fileno()
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):  # (no file descriptor: a test's capture, say)
         yield
-    except (pl.exceptions.PolarsError, OSError) as err:
-        raise UsageError(f"{path}: cannot be read as Parquet ({first_line(err)})") from None
+        return
+    saved = os.dup(fd)
+    failed = True
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), fd)
+        try:
+            yield
+            failed = False
+        finally:
+            os.dup2(saved, fd)
+            os.close(saved)
+            if not failed:
+                held.seek(0)
+                text = held.read()
+                if text:
+                    sys.stderr.write(text.decode(errors="replace"))
+                    sys.stderr.flush()
 
 
-def job_rows(record, path: Path, run: str, job: str, stopped: tuple[float, str] | None = None) -> list[dict]:
+def job_rows(path: Path, run: str, job: str, stopped: tuple[float, str] | None = None) -> list[dict]:
     """The job's records in time order; a usage error saying what the record holds when it has
     none for the job (`stopped`: when and why the run stopped, from run.json), or naming the
-    column of a damaged record of it that holds no value."""
-    import polars as pl
+    column of a damaged record of it that holds no value.
 
-    ids = pl.col("job_id").cast(pl.String)
+    The record is read with pyarrow, which refuses damaged pages (polars, reading some, aborts
+    or crashes the process): first its job ids, then only the row groups holding the job's
+    records (a long run's record is many, and a job's records lie in the few its life spans)."""
+    import numpy as np
+    import polars as pl
+    import pyarrow.parquet as pq
+
     wanted = job_text(job)  # (job ids are whole numbers: "03" is job 3)
     with _readable(path):
-        rows = record.filter(ids == wanted).collect()
-        if rows.height == 0:
-            known = record.select(ids.unique(maintain_order=True)).collect().to_series()
-    if rows.height == 0:
-        raise UsageError(f"{run}: no job '{job}' in the record ({_holds(known)}){_why_missing(job, known, stopped)}")
+        file = pq.ParquetFile(path)
+        ids = cast(pl.DataFrame, pl.from_arrow(file.read(columns=["job_id"], use_pandas_metadata=False)))["job_id"].cast(
+            pl.String
+        )
+        at = (ids == wanted).fill_null(False).arg_true().to_numpy()
+        if not len(at):
+            if ids.null_count():  # (the job's records may be among them)
+                raise UsageError(
+                    f"{path}: {_plural(ids.null_count(), 'record')} of {ids.len()} have no job id (damaged?), "
+                    f"and none of the others is of job {wanted}"
+                )
+            known = ids.unique(maintain_order=True)
+            raise UsageError(f"{run}: no job '{job}' in the record ({_holds(known)}){_why_missing(job, known, stopped)}")
+        sizes = np.array([file.metadata.row_group(g).num_rows for g in range(file.metadata.num_row_groups)], dtype=np.int64)
+        starts = np.cumsum(sizes) - sizes
+        group_of = np.searchsorted(starts, at, side="right") - 1
+        groups = np.unique(group_of)
+        # (Where each record is among the groups read: each group's rows follow those before it.)
+        read_from = np.cumsum(sizes[groups]) - sizes[groups]
+        at_read = at - starts[group_of] + read_from[np.searchsorted(groups, group_of)]
+        table = file.read_row_groups(groups.tolist(), columns=list(COLUMNS), use_pandas_metadata=False)
+        rows = cast(pl.DataFrame, pl.from_arrow(table))[at_read]  # (Arrow's own `take` would import pandas)
     for name in _VALUED:
         column = rows[name]
         empty = column.is_null()
@@ -199,9 +269,10 @@ def _holds(known) -> str:
 
 def _why_missing(job: str, known, stopped: tuple[float, str] | None) -> str:
     """What may explain a job missing from the record. Ids are whole numbers: a numeric id
-    spelled like another says nothing about that one, so only other ids get suggestions."""
+    spelled like another says nothing about that one, so only other ids get suggestions; nor
+    does a number that is not whole ("1.5", "1e400": no job 15 or 400 is meant), which gets none."""
     if whole_number(job) is None:
-        close = difflib.get_close_matches(job, known.to_list(), n=3)
+        close = [] if _a_number(job) else difflib.get_close_matches(job, known.to_list(), n=3)
         return f"; job ids are whole numbers{'; did you mean ' + ', '.join(close) + '?' if close else ''}"
     if stopped is None or not known.len():
         return ""
