@@ -25,7 +25,8 @@ gives a JCT for (it fails one job of this trace under FIFO). The target for LAS 
 wall (at least 40 times Gavel's). `rows()` returns the figures for benchmarks/scale.py. This is
 a script that prints figures, not a timed test.
 
-Gavel's times above were measured once each, on days when the machine ran at different speeds
+Gavel's times above are not published figures: they were measured for this project, once each,
+with Gavel's own simulator on a 2-core machine, on days when the machine ran at different speeds
 (in one sitting on 2026-12-04, Gavel's simulator took 133 s for LAS and 186 s for FIFO on this
 project's machine), so ratios against them are rough. With `--gavel`, the folder `scheduler/` of a
 checkout of Gavel (commit c4fa400; its Python needs cvxpy, ECOS, grpcio with its stubs built by

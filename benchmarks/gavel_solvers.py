@@ -10,7 +10,9 @@ fairness inside each. Each figure is the median of three solves (a fresh run eac
 untimed solve per policy), timed inside the solver element (building the program and solving
 it). "distinct" repeats the measurement with every job's weight made unique, so that no two
 jobs share a row (the worst case for our grouping of alike jobs). The reference is Gavel's code
-(cvxpy with ECOS) on a 2-core machine like ours, as measured when this work was planned.
+(cvxpy with ECOS) on a 2-core machine like ours, as measured when this work was planned (Gavel's
+paper gives no per-size times; its Fig. 12 has the hierarchical policy under 10 minutes at 2,048
+jobs on its authors' machine, where the 2-core machine gave no result within minutes).
 
 The whole simulation replays Gavel's Philly-derived trace msr 0e4a51 (984 jobs, read in place
 from ../shared/data/gavel) on 36:36:36 with Gavel's FIFO, 6-minute rounds; Gavel's simulator
@@ -44,6 +46,9 @@ from roundhouse.traces.profiles import ProfileTable  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "gavel"
 # Gavel's solver times on a 2-core machine, as measured when this work was planned: seconds by number of active jobs.
+# (Not from Gavel's paper, which gives no per-size times: its Fig. 12 says only that the hierarchical
+# policy without space sharing runs in under 10 minutes at 2,048 jobs, on its authors' machine;
+# shared/notes/gavel.md, "Scalability".)
 GAVEL_MAX_MIN = {32: 0.01, 512: 0.03, 2048: 0.15}
 GAVEL_WATER_FILLING = {32: 0.3, 256: 1.5, 512: 6.8, 1024: 88.0, 2048: None}  # None: no result within minutes
 GAVEL_FIFO_SIMULATION_S = 290.0
