@@ -15,23 +15,7 @@ import roundhouse.agents.profiler as profiler
 from roundhouse.errors import UsageError
 from roundhouse.tools.cli import main
 from roundhouse.traces.profiles import ProfileTable
-
-
-class _NoForkServer:
-    """The fork server's place, never ready: workers start as new processes (`python -m`), as
-    they do when the real server fails to start, so a stand-in workload needs no PyTorch."""
-
-    def __init__(self, env=None):
-        pass
-
-    def wait_ready(self) -> bool:
-        return False
-
-    def ready(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        pass
+from tests.test_profile_fixes import _NoForkServer
 
 
 def _ended(pid: int, within_s: float = 10.0) -> bool:

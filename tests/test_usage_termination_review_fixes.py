@@ -138,6 +138,17 @@ def test_loss_termination_lets_rounds_be_skipped_with_the_same_results(tmp_path,
     assert on.reports["m"]["jobs"].equals(off.reports["m"]["jobs"])
 
 
+def _reported_loss_graph(cluster: str, policy: str) -> str:
+    """LossTermination ahead of `policy`, every round ticked: losses are set from outside (as a
+    live job reports them), which a skipped round would not see."""
+    return (
+        f'round = 100s;\nskip_rounds = false;\ncluster = "{cluster}";\nsrc :: TraceSource(path="trace.csv");\n'
+        "stop :: LossTermination(threshold=0.001);\nrun :: Launch;\n"
+        f"src -> AcceptAll -> JobPool -> stop -> {policy} -> FirstFree -> run -> m :: JobMetrics;\n"
+        "stop [converged] -> [finish] run;\n"
+    )
+
+
 def test_a_suspended_job_whose_loss_is_within_the_threshold_is_ended(tmp_path):
     # Job 0 (no curve) runs, then Las suspends it for job 1; a live job's last report can come
     # after its suspension: here its loss is set while it waits. It is ended from the queue.
@@ -145,14 +156,8 @@ def test_a_suspended_job_whose_loss_is_within_the_threshold_is_ended(tmp_path):
         {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 5000.0, **NO_CURVE},
         {"job_id": 1, "arrival_s": 250.0, "gpus": 1, "duration_s": 5000.0, **curve(1.0)},
     ]
-    text = (
-        # (A report from outside, as in a live run, which never skips rounds.)
-        'round = 100s;\nskip_rounds = false;\ncluster = "1x1:V100";\nsrc :: TraceSource(path="trace.csv");\n'
-        "stop :: LossTermination(threshold=0.001);\nrun :: Launch;\n"
-        "src -> AcceptAll -> JobPool -> stop -> Las -> FirstFree -> run -> m :: JobMetrics;\n"
-        "stop [converged] -> [finish] run;\n"
-    )
-    compiled(tmp_path, text, jobs)
+    # (A report from outside, as in a live run, which never skips rounds.)
+    compiled(tmp_path, _reported_loss_graph("1x1:V100", "Las"), jobs)
     sim = Simulation(tmp_path / "g.sched")
     sim.run_until(400.0)
     world = sim.world
@@ -173,13 +178,7 @@ def test_a_final_loss_below_zero_is_a_distance_from_its_size(tmp_path):
         {"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 5000.0, **NO_CURVE},
         {"job_id": 1, "arrival_s": 0.0, "gpus": 1, "duration_s": 1000.0, **curve(1.0)},
     ]
-    text = (
-        'round = 100s;\nskip_rounds = false;\ncluster = "1x2:V100";\nsrc :: TraceSource(path="trace.csv");\n'
-        "stop :: LossTermination(threshold=0.001);\nrun :: Launch;\n"
-        "src -> AcceptAll -> JobPool -> stop -> Fifo -> FirstFree -> run -> m :: JobMetrics;\n"
-        "stop [converged] -> [finish] run;\n"
-    )
-    compiled(tmp_path, text, jobs)
+    compiled(tmp_path, _reported_loss_graph("1x2:V100", "Fifo"), jobs)
     sim = Simulation(tmp_path / "g.sched")
     sim.run_until(300.0)
     sim.world.apply_metrics({0: {"loss": -0.9995, "loss_final": -1.0}})
