@@ -3,18 +3,16 @@ simulator (graph setting `profile = "FILE"`), with the launch and checkpoint ove
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import platform
 import re
-import tempfile
 import time
 from pathlib import Path
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import check_output_file, writing
 from roundhouse.tools.common import seconds
+from roundhouse.tools.outputs.whole_file import whole_file
 from roundhouse.wire import protocol
 
 # The most worker processes (copies x workers a copy) profiled at once, and threads a worker:
@@ -99,37 +97,6 @@ def _check_gpu_type(text: str) -> None:
         )
 
 
-def _write_whole(path: Path, text: str) -> None:
-    """Write the table so that the file holds all of it or, if writing fails or is interrupted,
-    what it held before: a new file beside it, renamed over it. A file that is not a regular
-    one (a device, a pipe), or one in a folder we may not add to, is written in place."""
-    path = Path(os.path.realpath(path))  # (a link stays a link: the file it names is replaced)
-    if (path.exists() and not path.is_file()) or not os.access(path.parent, os.W_OK):
-        path.write_text(text)
-        return
-    temp = None
-    try:
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask()
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException as err:
-        if temp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-        if isinstance(err, OSError):  # (said of the table, not of the file beside it)
-            raise OSError(err.errno, err.strerror, str(path)) from None
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def profile_command(args) -> int:
     from roundhouse.agents.profiler import DEFAULT_BATCH, check_batch, profile
     from roundhouse.agents.workloads import workload_for
@@ -190,7 +157,8 @@ def profile_command(args) -> int:
     result = profile(models, batches, gpus, args.gpu_type, duration, args.concurrent, args.threads, beside=beside)
     header = f"measured by `roundhouse profile` on {platform.node()} ({platform.processor() or platform.machine()}), {time.strftime('%Y-%m-%d %H:%M')}"
     with writing(args.out):
-        _write_whole(Path(args.out), result.csv(header))
+        with whole_file(args.out) as through:  # (the old table stays if writing fails)
+            Path(through).write_text(result.csv(header))
     # (A graph reads `profile` relative to its own folder: the hint gives the file's whole path.)
     # (A graph's reference type is V100 unless set: a table of other types has no speed for it.)
     reference = "" if args.gpu_type == REFERENCE_GPU_TYPE else f' reference_gpu = "{args.gpu_type}";'

@@ -28,19 +28,17 @@ argparse's usage dumps, so that every mistake reads the same way.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
-import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from roundhouse.errors import RoundhouseError, TraceError, UsageError, did_you_mean
+from roundhouse.errors import TraceError, UsageError, did_you_mean
 from roundhouse.runtime.element import MAX_JOB_ID, MAX_JOBS, MAX_RATE, MAX_SECONDS
 from roundhouse.runtime.values import describe, rate_from_text
+from roundhouse.tools.outputs.whole_file import whole_file
 
 GENERATE_FORMATS = ("canonical", "gavel", "tiresias", "philly")
 GPU_CHOICES = ("philly", "single")
@@ -252,7 +250,7 @@ def convert_command(args: argparse.Namespace) -> int:
     else:
         _check_extension(args.output, target, "OUTPUT", "--to")
     loaded = load_trace(args.input, source)
-    with _whole_file(args.output) as path:
+    with whole_file(args.output) as path:
         lost = write_trace(loaded.frame, path, target)
     note = f" ({loaded.skipped} records skipped: {loaded.skipped_what})" if loaded.skipped else ""
     print(f"wrote {loaded.frame.height} jobs to {args.output}{note}")
@@ -325,7 +323,7 @@ def generate_command(args: argparse.Namespace) -> int:
         assert rate is not None  # (only dally-batch has none)
         log = philly.SyntheticLog(jobs, rate, seed)  # (draws the submissions only)
         _check_span(log.span_s, args, jobs)
-        with _whole_file(args.output) as path:
+        with whole_file(args.output) as path:
             written = log.write(path)
         print(
             f"wrote {written} records to {args.output} (some {log.never_ran:.0%} of them jobs that never ran, which readers skip)"
@@ -339,7 +337,7 @@ def generate_command(args: argparse.Namespace) -> int:
         raise UsageError(_too_long(args, jobs, f"an arrival time {err.message}")) from None
     arrivals = frame["arrival_s"].to_numpy()
     _check_span(float(arrivals.max() - arrivals.min()), args, jobs)
-    with _whole_file(args.output) as path:
+    with whole_file(args.output) as path:
         lost = write_trace(frame, path, format)
     print(f"wrote {frame.height} jobs to {args.output}")
     _say_lost(lost)
@@ -405,55 +403,6 @@ def _check_output(output: str, label: str = "-o") -> None:
     if not folder.is_dir():
         what = "is a file, not a folder" if folder.exists() else "does not exist"
         raise UsageError(f"{label} '{output}': the folder '{folder}' {what}")
-
-
-@contextlib.contextmanager
-def _whole_file(output: str) -> Iterator[str]:
-    """The path to write `output` through: a file beside it, with its extension (which says the
-    format), moved onto it once the writer is done; on a failure or an interruption it is removed,
-    and an existing output is left as it was. A device or pipe (`-o /dev/stdout`), or a file in a
-    folder where no other file can be made, is written in place. A problem that names the file
-    names `output`."""
-    path = Path(output)
-    target = path.resolve() if path.is_symlink() else path  # (a link's file is the one replaced)
-    if (path.exists() and not path.is_file()) or not os.access(target.parent, os.W_OK):
-        try:
-            yield output
-        except (RoundhouseError, OSError) as err:
-            raise _naming(err, None, output) from None
-        return
-    temp = target.with_name(f".{target.name}.{os.getpid()}.partial{target.suffix}")
-    try:
-        yield str(temp)
-        if target.exists():  # (replaced, it keeps its permissions)
-            os.chmod(temp, target.stat().st_mode & 0o7777)
-        os.replace(temp, target)
-    except BaseException as err:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        if isinstance(err, (RoundhouseError, OSError)):
-            raise _naming(err, str(temp), output) from None
-        raise
-
-
-def _naming(err: RoundhouseError | OSError, temp: str | None, output: str) -> RoundhouseError | OSError:
-    """`err` with `output` for the file written through (`temp`), and an I/O error that names no
-    file naming `output`."""
-    if isinstance(err, OSError):
-        if err.filename is None or (temp is not None and str(err.filename) == temp):
-            return type(err)(err.errno, err.strerror or str(err), output)
-        return err
-    if temp is None:
-        return err
-
-    def swap(value):
-        return value.replace(temp, output) if isinstance(value, str) else value
-
-    args = tuple(swap(a) for a in err.args)
-    renamed = type(err).__new__(type(err), *args)
-    renamed.args = args
-    renamed.__dict__.update({k: swap(v) for k, v in err.__dict__.items()})
-    return renamed
 
 
 def _check_workload_format(workload: str, format: str, from_extension: bool, output: str) -> None:

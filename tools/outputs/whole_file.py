@@ -1,12 +1,14 @@
-"""Writing a command's output file (a drawing, a figure, a report) whole or not at all."""
+"""Writing a command's output file (a drawing, a figure, a report, a trace, a profile table) whole
+or not at all."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.runtime.files import writing
 
 
@@ -22,21 +24,60 @@ def output_file(text: str, flag: str = "-o") -> Path:
 
 
 def write_whole(out: Path, data: bytes) -> None:
-    """`data` as the file `out`: written beside it and renamed into its place once whole, so
-    that a write that fails (a full disk, a file size limit, a folder in the file's place)
-    leaves no half-written file, nor a half-overwritten one of an earlier run. A failure is a
-    usage error naming `out`."""
-    # (A link is written through, as a plain write would; the part's name is kept short enough
-    # for any file system, whatever the output's.)
-    target = out.resolve() if out.is_symlink() else out
-    part = target.with_name(f".{target.name[:64]}.{os.getpid()}.part")
-    with writing(out):
+    """`data` as the file `out`, whole or not at all (`whole_file`): a write that fails (a full
+    disk, a file size limit, a folder in the file's place) or is interrupted leaves no
+    half-written file, nor a half-overwritten one of an earlier run. A failure is a usage error
+    naming `out`."""
+    with writing(out), whole_file(str(out)) as through:
+        Path(through).write_bytes(data)
+
+
+@contextlib.contextmanager
+def whole_file(output: str) -> Iterator[str]:
+    """The path to write `output` through, so that the file holds all that is written or, if
+    writing fails or is interrupted, what it held before: a file beside it, with its extension
+    (which may say the format), moved onto it once the writer is done; on a failure or an interruption it is removed,
+    and an existing output is left as it was. A device or pipe (`-o /dev/stdout`), or a file in a
+    folder where no other file can be made, is written in place. A problem that names the file
+    names `output`."""
+    path = Path(output)
+    target = path.resolve() if path.is_symlink() else path  # (a link's file is the one replaced)
+    if (path.exists() and not path.is_file()) or not os.access(target.parent, os.W_OK):
         try:
-            with open(part, "wb") as f:
-                f.write(data)
-            os.replace(part, target)
-        except OSError as err:
-            raise OSError(err.errno, err.strerror, str(out)) from None
-        finally:  # (whatever stopped it, Ctrl-C too, the part is not left behind)
-            with contextlib.suppress(OSError):
-                part.unlink(missing_ok=True)
+            yield output
+        except (RoundhouseError, OSError) as err:
+            raise _naming(err, None, output) from None
+        return
+    # (The part's name is kept short enough for any file system, whatever the output's.)
+    temp = target.with_name(f".{target.stem[:64]}.{os.getpid()}.partial{target.suffix}")
+    try:
+        yield str(temp)
+        if target.exists():  # (replaced, it keeps its permissions)
+            os.chmod(temp, target.stat().st_mode & 0o7777)
+        os.replace(temp, target)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        if isinstance(err, (RoundhouseError, OSError)):
+            raise _naming(err, str(temp), output) from None
+        raise
+
+
+def _naming(err: RoundhouseError | OSError, temp: str | None, output: str) -> RoundhouseError | OSError:
+    """`err` with `output` for the file written through (`temp`), and an I/O error that names no
+    file naming `output`."""
+    if isinstance(err, OSError):
+        if err.filename is None or (temp is not None and str(err.filename) == temp):
+            return type(err)(err.errno, err.strerror or str(err), output)
+        return err
+    if temp is None:
+        return err
+
+    def swap(value):
+        return value.replace(temp, output) if isinstance(value, str) else value
+
+    args = tuple(swap(a) for a in err.args)
+    renamed = type(err).__new__(type(err), *args)
+    renamed.args = args
+    renamed.__dict__.update({k: swap(v) for k, v in err.__dict__.items()})
+    return renamed
