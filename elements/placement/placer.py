@@ -14,7 +14,10 @@ Every placer here works in the same steps (`Placer`), and they differ in how the
    largest first, each on the node with the fewest available GPUs that holds it (best fit);
    jobs that may spread on the lowest-numbered available GPUs, in ranking order.
 4. A selected job that cannot be packed (fragmentation) preempts the shortest tail of the
-   selected running jobs ranked below it that makes it fit, or waits this round. When the
+   selected running jobs ranked below it that makes it fit, or waits this round. On a cluster
+   of several GPU types the tail is the shortest on any type the job may run on: one that fits
+   in the free GPUs of a type other than the one step 1 chose for it takes them, preempting
+   no one, whether or not running jobs are ranked below it. When the
    ranking does not allow backfilling, no job starts below one that waits: steps 3 and 4 are
    done again without the jobs ranked below the first that found no room, as a strict queue
    (and Blox's placement, which stops at the first job it cannot place) would have it.

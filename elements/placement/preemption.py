@@ -21,8 +21,12 @@ def preempt_below(
 ) -> np.ndarray:
     """Step 4: for each unplaced selected job, in ranking order, the shortest tail of the
     selected running jobs ranked below it that makes it fit; those are suspended. A job that
-    fits in what the victims of jobs ranked ahead freed and left takes it, with no victim."""
-    if not len(kept_pos):
+    fits in what the victims of jobs ranked ahead freed and left takes it, with no victim; so
+    does one, on a cluster of several GPU types, that fits in the GPUs left free of another
+    type it may run on (step 3 packed it on the type step 1 chose for it only)."""
+    # (On one GPU type a job step 3 could not pack finds no more room until a victim frees some.)
+    other_types = job_types is not None and len(cluster.gpu_types) > 1
+    if not len(kept_pos) and not other_types:
         return _NONE
     # Kept jobs ranked below each unplaced job (`kept_pos` ascends); the victims taken later
     # come off it. A job with none below it cannot preempt: it may only take what victims of
@@ -48,7 +52,7 @@ def preempt_below(
     no_room: dict[tuple, int] = {}
     for i, below in zip(unplaced.tolist(), below_at.tolist()):
         below -= taken  # kept jobs below i still running
-        if below <= 0 and not taken:
+        if below <= 0 and not taken and not other_types:
             continue  # (nothing freed yet: no room, as in step 3)
         types = [0] if job_types is None else job_types[i]
         g, together = int(want[i]), bool(one_node[i])
