@@ -65,6 +65,24 @@ def jobs_of(result, sink: str | None = None) -> dict[int, dict]:
     return {row["job_id"]: row for row in result.reports[name]["jobs"].iter_rows(named=True)}
 
 
+def launch_at_start(world, running: dict[int, list[int]]) -> None:
+    """Launch the jobs of `running` (job id -> the GPU ids it holds) in `world` at t=0, through
+    the world's own check and books, as a plan would."""
+    import numpy as np
+
+    from roundhouse.runtime.types import Plan
+
+    if not running:
+        return
+    plan = Plan(
+        launch_rows=[world.jobs.row_of(j) for j in running],
+        launch_gpus=np.concatenate([np.asarray(g) for g in running.values()]),
+        launch_counts=[len(g) for g in running.values()],
+    )
+    world.check_plan(plan)
+    world.apply_plan(plan, 0.0)
+
+
 def fails(capsys, *argv) -> str:
     """Run the command line; it must exit 2 without a traceback. Returns what it printed."""
     from roundhouse.tools.cli import main

@@ -15,8 +15,9 @@ from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.context import Round
 from roundhouse.runtime.settings import GraphSettings
 from roundhouse.runtime.simulate import simulate
-from roundhouse.runtime.types import Active, Events, Plan, Ranking
+from roundhouse.runtime.types import Active, Events, Ranking
 from roundhouse.runtime.world import World
+from tests.conftest import launch_at_start
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,16 +45,7 @@ def make_world(cluster, jobs, running=None):
     )
     batch, _ = world.prepare(frame, "test")
     world.add_jobs(batch)
-    running = running or {}
-    if running:
-        rows = [world.jobs.row_of(j) for j in running]
-        plan = Plan(
-            launch_rows=rows,
-            launch_gpus=np.concatenate([np.asarray(g) for g in running.values()]),
-            launch_counts=[len(g) for g in running.values()],
-        )
-        world.check_plan(plan)
-        world.apply_plan(plan, 0.0)
+    launch_at_start(world, running or {})
     return world
 
 

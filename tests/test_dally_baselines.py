@@ -18,7 +18,7 @@ from roundhouse.runtime.simulate import simulate
 from roundhouse.runtime.types import Events, Plan, Ranking
 from roundhouse.runtime.world import World
 from roundhouse.traces.profiles import ProfileTable
-from tests.conftest import fails, jobs_of
+from tests.conftest import fails, jobs_of, launch_at_start
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,14 +51,7 @@ def make_world(cluster, jobs, running=None):
     )
     batch, _ = world.prepare(frame, "test")
     world.add_jobs(batch)
-    if running:
-        plan = Plan(
-            launch_rows=[world.jobs.row_of(j) for j in running],
-            launch_gpus=np.concatenate([np.asarray(g) for g in running.values()]),
-            launch_counts=[len(g) for g in running.values()],
-        )
-        world.check_plan(plan)
-        world.apply_plan(plan, 0.0)
+    launch_at_start(world, running or {})
     return world
 
 

@@ -10,8 +10,9 @@ from roundhouse.elements.placement.tiresias import SkewAwarePlacer
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.context import Round
 from roundhouse.runtime.settings import GraphSettings
-from roundhouse.runtime.types import Events, Plan, Ranking
+from roundhouse.runtime.types import Events, Ranking
 from roundhouse.runtime.world import World
+from tests.conftest import launch_at_start
 
 
 def _world(spec: str, wants: list[int], running: dict[int, list[int]]) -> World:
@@ -21,14 +22,7 @@ def _world(spec: str, wants: list[int], running: dict[int, list[int]]) -> World:
     n = len(wants)
     frame = pl.DataFrame({"job_id": list(range(n)), "arrival_s": [0.0] * n, "gpus": wants, "duration_s": [1e6] * n})
     world.add_jobs(world.prepare(frame, "test")[0])
-    if running:
-        plan = Plan(
-            launch_rows=[world.jobs.row_of(j) for j in running],
-            launch_gpus=np.concatenate([np.asarray(g) for g in running.values()]),
-            launch_counts=[len(g) for g in running.values()],
-        )
-        world.check_plan(plan)
-        world.apply_plan(plan, 0.0)
+    launch_at_start(world, running or {})
     return world
 
 
