@@ -22,7 +22,7 @@ from roundhouse.traces.profiles import ProfileTable
 from roundhouse.wire import protocol
 from roundhouse.wire.security import ClientSecurity, ServerSecurity
 from tests.livecluster import free_port
-from tests.test_live_backend import FakeAgent, launch_two, pump, round_trip
+from tests.test_live_backend import FakeAgent, launch_two, pump, register_in_order, round_trip
 
 LOG = logging.getLogger("test")
 
@@ -151,13 +151,7 @@ def test_a_node_whose_key_is_removed_is_lost_as_a_silent_agent_and_its_job_reque
     backend.start()
     agents = [_KeyedAgent(ctx, address, name, keys) for name in ("a", "b")]
     try:
-        for i, agent in enumerate(agents):
-            agent.register()
-            deadline = time.time() + 10
-            while backend.nodes.slots[i] is None and time.time() < deadline:
-                pump(backend, 0.05)
-            assert backend.nodes.slots[i] is not None and backend.nodes.slots[i].name == agent.name
-        pump(backend)
+        register_in_order(backend, agents)
         live = (world, backend, agents, journal)
         _, r1 = launch_two(live, 100.0)
 

@@ -73,6 +73,18 @@ class FakeAgent:
         )
 
 
+def register_in_order(backend, agents) -> None:
+    """Register the stand-in agents one at a time: registrations sent together may arrive in
+    either order, and the tests rely on agents[i] being node i (GPUs 2i and 2i+1)."""
+    for i, a in enumerate(agents):
+        a.register()
+        deadline = time.time() + 10
+        while backend.nodes.slots[i] is None and time.time() < deadline:
+            pump(backend, 0.05)
+        assert backend.nodes.slots[i] is not None and backend.nodes.slots[i].name == a.name
+    pump(backend)
+
+
 @pytest.fixture
 def live(tmp_path):
     ctx = zmq.Context()
@@ -93,15 +105,7 @@ def live(tmp_path):
     )
     backend.start()
     agents = [FakeAgent(ctx, address, "a"), FakeAgent(ctx, address, "b")]
-    for i, a in enumerate(agents):
-        # One at a time: registrations sent together may arrive in either order, and the tests
-        # rely on agents[i] being node i (GPUs 2i and 2i+1).
-        a.register()
-        deadline = time.time() + 10
-        while backend.nodes.slots[i] is None and time.time() < deadline:
-            pump(backend, 0.05)
-        assert backend.nodes.slots[i] is not None and backend.nodes.slots[i].name == a.name
-    pump(backend)
+    register_in_order(backend, agents)
     yield world, backend, agents, journal
     for a in agents:
         a.sock.close()

@@ -17,7 +17,6 @@ from roundhouse.tools.reproductions import blox as blox_module
 
 PAPERS = SHARED / "papers"
 DOCS = (REPO / "docs" / "reproductions.md").read_text()
-needs_papers = pytest.mark.skipif(not PAPERS.is_dir(), reason="../shared/papers not present")
 
 # The papers whose text is in ../shared/papers, by the name a citation gives them.
 PAPER_FILES = {"Blox (EuroSys'24)": "blox.txt", "ONES (SC'21)": "ones.txt", "Tiresias (NSDI'19)": "tiresias.txt"}
@@ -56,7 +55,6 @@ def _cited(paper: str) -> list[tuple[str, str, list[tuple[str, int]]]]:
     return out
 
 
-@needs_papers
 def test_each_cited_section_is_where_the_paper_discusses_the_cited_figures():
     load_all()
     checked = 0
@@ -79,7 +77,6 @@ def test_the_ones_section_is_the_same_in_the_listing_and_the_docs():
     assert f"(ONES §{cited}," in heading
 
 
-@needs_papers
 def test_ones_figures_are_the_papers():
     text = (PAPERS / "ones.txt").read_text()
     assert f"average JCT of {ones.PAPER_ONES_JCT}s" in text
@@ -103,7 +100,6 @@ def _paper_table(text: str, caption: str) -> dict[str, tuple[float, ...]]:
     return {s: tuple(float(row[j]) for row in rows) for j, s in enumerate(schemes)}
 
 
-@needs_papers
 @pytest.mark.parametrize(("workload", "caption"), [("batch", "TABLE II:"), ("poisson", "TABLE III:")])
 def test_dally_tables_are_the_papers_and_the_docs(workload, caption):
     text = (PAPERS / "dally.txt").read_text()
@@ -117,7 +113,6 @@ def test_dally_tables_are_the_papers_and_the_docs(workload, caption):
         assert shown == pytest.approx([v / 1e6 for v in values], rel=0.006, abs=0.005), scheme
 
 
-@needs_papers
 def test_tiresias_and_blox_figures_are_the_papers():
     tiresias_text = (PAPERS / "tiresias.txt").read_text()
     averages = re.search(r"average JCTs in this example are ([0-9.]+), ([0-9.]+) and ([0-9.]+) units", tiresias_text)
@@ -145,7 +140,6 @@ def test_gavel_fidelity_names_the_job_counts_of_its_philly_traces():
     assert named == counts
 
 
-@pytest.mark.skipif(not (SHARED / "data" / "gavel").is_dir(), reason="../shared/data/gavel not present")
 def test_gavel_fidelity_tables_job_counts_are_the_traces():
     for name, (trace, _, _) in gavel.FIDELITY_TRACES.items():
         if not name.startswith("msr"):
