@@ -73,13 +73,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _negative_values(argv: list[str]) -> list[str]:
-    """`--until -5h` read as `--until=-5h`: argparse takes a value that starts with '-' and is
+    """`--until -5h` (or `-inf`) read as `--until=-5h`: argparse takes a value that starts with '-' and is
     not a plain number for an option and answers "expected one argument", where the command's
     own check would say what is wrong with the value. (No positional argument of ours starts
     with a minus and a digit.)"""
     out: list[str] = []
     for arg in argv:
-        if out and out[-1].startswith("--") and "=" not in out[-1] and re.match(r"-\.?\d", arg):
+        if out and out[-1].startswith("--") and "=" not in out[-1] and re.match(r"-(\.?\d|inf(inity)?$)", arg, re.IGNORECASE):
             out[-1] = f"{out[-1]}={arg}"
         else:
             out.append(arg)

@@ -22,14 +22,27 @@ def positive_int(text: str) -> int:
     return value
 
 
-def seconds(text: str | None, flag: str, positive: bool = False) -> float | None:
-    """A duration given on the command line, in seconds: 0 or more (more than 0 if `positive`)."""
+# What an `endless` option's value may be for no limit (in any case): `--until inf` runs until
+# every job finishes, as `Simulation.run_until(math.inf)` does. (Only there: a duration in a
+# .sched file, or another option's, is finite.)
+_ENDLESS = ("inf", "infinity")
+
+
+def seconds(text: str | None, flag: str, positive: bool = False, endless: bool = False) -> float | None:
+    """A duration given on the command line, in seconds: 0 or more (more than 0 if `positive`).
+    For an `endless` option, `inf` is None, as the option not given."""
     if text is None:
         return None
+    written = text.strip().lower()
+    if endless and written.lstrip("+") in _ENDLESS:
+        return None
+    if endless and written.startswith("-") and written[1:] in _ENDLESS:
+        raise UsageError(f"{flag} {text}: must be 0 or more ({flag} inf runs until every job finishes)")
     try:
         value = float(duration_from_text(text))
     except ValueError as err:
-        raise UsageError(f"{flag}: {err}") from None
+        hint = f"; {flag} inf runs until every job finishes" if endless else ""
+        raise UsageError(f"{flag}: {err}{hint}") from None
     if value < 0 or (positive and value == 0):
         raise UsageError(f"{flag} {text}: must be more than 0" if positive else f"{flag}: must be 0 or more")
     return value

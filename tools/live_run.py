@@ -148,7 +148,7 @@ def run_live(args, bind: str) -> int:
     check_bind(bind, "--live" if getattr(args, "live", None) else "--bind")
     security = ServerSecurity.choose(args.keys, args.insecure, bind)
     options = live_options(args)
-    until = seconds(args.until, "--until")
+    until = seconds(args.until, "--until", endless=True)
     graph = compile_with_overrides(args)
     cluster = load_cluster(graph, args.cluster)
     # The checkpoint folder is made if needed (jobs write there); an explicit --journal must be

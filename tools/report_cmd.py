@@ -64,8 +64,16 @@ def report(args) -> int:
 
 
 def run_page(run: RunFolder) -> str:
-    if run.jobs.height == 0:
-        raise UsageError(f"{run.path}: the run has no jobs (its jobs.csv has no rows); there is nothing to report")
+    """The page of a run: its graph, its summaries and its plots. A run with no jobs (a trace
+    with none, none arriving before --until) has its graph and summaries shown, and a sentence
+    in place of the plots, which need jobs; a jobs table emptied of the jobs its summary counts
+    is refused, as other damaged files are."""
+    tracked = run.summary.get("jobs_tracked")
+    if run.jobs.height == 0 and tracked:
+        raise UsageError(
+            f"{run.path / run.jobs_name}: no rows, but {run.summary_name} counts {tracked:g} jobs "
+            "(the file was cut short?); there is nothing to report from it"
+        )
     info = run.info
     facts = [
         f"cluster: {info.get('cluster', '—')}",
@@ -80,13 +88,35 @@ def run_page(run: RunFolder) -> str:
     reports = run.reports()
     if len([r for r in reports if r[1]]) > 1:
         plots.append(f"<p>From {html.escape(run.sink or 'the sink')}'s per-job table ({html.escape(run.jobs_name)}).</p>")
-    for kind in RUN_KINDS:
+    if run.jobs.height == 0:
+        facts.append("no jobs")
+        plots.append(_note(_no_jobs(run)))
+    for kind in RUN_KINDS if run.jobs.height else ():
         try:
             plots.append(_figure_html(figure(run, kind), CAPTIONS[kind]))
         except UsageError as err:  # e.g. no job finished: the other plots still tell something
             plots.append(_note(str(err)))
     name = Path(run.graph).name if run.graph else run.path.name
     return _page(f"Run of {name}", facts, _run_graph_html(run), _summaries_html(run, name, reports), plots)
+
+
+def _no_jobs(run: RunFolder) -> str:
+    """Why a run's page has no plots: its jobs table has no job, because the run had none, or
+    none of those its sink tracks (`JobMetrics(track=...)`, as run.json records its arguments)."""
+    reports, arguments = run.info.get("reports"), run.info.get("arguments")
+    sinks = (
+        [e for e, files in reports.items() if isinstance(files, dict) and files.get("jobs") == run.jobs_name]
+        if isinstance(reports, dict)
+        else []
+    )
+    given = arguments.get(sinks[0]) if sinks and isinstance(arguments, dict) else None
+    track = given.get("track") if isinstance(given, dict) else None
+    if track is not None:
+        return (
+            f"The run had no job of those {sinks[0]} tracks (track={track}): its {run.jobs_name} has no rows, "
+            "so there is no JCT, utilisation or timeline to plot."
+        )
+    return f"The run had no jobs: its {run.jobs_name} has no rows, so there is no JCT, utilisation or timeline to plot."
 
 
 def _summaries_html(run: RunFolder, name: str, reports: list[tuple[str, dict, dict]]) -> str:

@@ -29,7 +29,9 @@ def register(sub) -> None:
         "--trace", help="trace file for the graph's one TraceSource, in place of its path (a graph with several is refused)"
     )
     add_overrides(p, "override an element argument (element.field=value) or a graph setting (round=10min); repeatable")
-    p.add_argument("--until", help="stop the simulation at this time (e.g. 48h)")
+    p.add_argument(
+        "--until", help="stop the simulation at this time (e.g. 48h; inf: when every job has finished, as without --until)"
+    )
     p.add_argument("--out", help="folder for jobs.csv, summary.json, run.json and explain.parquet")
     p.add_argument(
         "--no-explain",
@@ -59,7 +61,7 @@ def run(args) -> int:
             raise UsageError("--live: the address is empty (give one such as tcp://127.0.0.1:5555)")
         return run_live(args, args.live)
     refuse_live_only(args)
-    until = seconds(args.until, "--until")
+    until = seconds(args.until, "--until", endless=True)
     graph = compile_with_overrides(args)
     cluster = load_cluster(graph, args.cluster)
     created = args.out is not None and not Path(args.out).exists()

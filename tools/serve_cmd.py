@@ -19,8 +19,8 @@ def register(sub) -> None:
     p.add_argument("--cluster", help="the cluster the agents form (default: the graph's cluster setting)")
     p.add_argument(
         "--until",
-        help="end the run at this time (e.g. 2h), cutting the round in progress short; running jobs are checkpointed, "
-        "and serve run again with the same journal resumes them",
+        help="end the run at this time (e.g. 2h; inf, as not given, runs until every job finishes), cutting the round in "
+        "progress short; running jobs are checkpointed, and serve run again with the same journal resumes them",
     )
     p.add_argument("--out", help="folder for jobs.csv, summary.json, run.json and explain.parquet when the run ends")
     p.set_defaults(handler=serve_command)

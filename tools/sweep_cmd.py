@@ -54,7 +54,9 @@ def register(sub) -> None:
         metavar="FILE",
         help="the trace every run reads, in place of the path of the graph's one TraceSource (a graph with several is refused)",
     )
-    p.add_argument("--until", help="stop each run at this simulated time (e.g. 48h)")
+    p.add_argument(
+        "--until", help="stop each run at this simulated time (e.g. 48h; inf: when every job has finished, as without --until)"
+    )
     p.add_argument(
         "--sink",
         metavar="NAME",

@@ -35,7 +35,7 @@ def plan(args) -> tuple[tuple[str, ...], list[tuple[str, RunSpec]], float | None
     names varied, the runs (key and spec), and the wall-clock limit of one run."""
     grid = read_grid(args.vary, args.seeds)
     _refuse_too_many_runs(grid, args.seeds)
-    until = seconds(args.until, "--until")
+    until = seconds(args.until, "--until", endless=True)
     timeout = _timeout(args.timeout)
     if args.dask is not None and args.workers is not None:
         raise UsageError("--workers: counts local worker processes; a Dask cluster has the workers it has")

@@ -116,8 +116,9 @@ def open_run(path: Path) -> RunFolder:
         jobs = pl.read_csv(jobs_file, infer_schema_length=None)
     except (pl.exceptions.PolarsError, UnicodeDecodeError) as err:
         raise UsageError(f"{jobs_file}: cannot be read as CSV ({first_line(err)})") from None
+    # (Checked with no rows too: a run with no jobs still writes the table's header.)
     missing = [c for c in JOB_COLUMNS if c not in jobs.columns]
-    if missing and jobs.height:
+    if missing:
         raise UsageError(f"{jobs_file}: no column {', '.join(repr(c) for c in missing)} (is this a JobMetrics jobs.csv?)")
     if jobs.height:
         try:
