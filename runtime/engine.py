@@ -364,24 +364,19 @@ class Engine:
     def _context(self, events: Events, round_index: int, now: float | None = None) -> Round:
         """The context of a round (at the backend's clock, or at `now`)."""
         ctx = Round(self.world, self.graph.settings, self.backend.now if now is None else now, round_index, events)
-        ctx.fork = functools.partial(self._fork, ctx)
+        ctx.fork = functools.partial(_fork, self, ctx)
         return ctx
-
-    def _fork(self, ctx: Round):
-        """The state at the start of the round being ticked, for look-ahead runs
-        (runtime/lookahead.py); only the round's first element may ask, before any acted."""
-        from roundhouse.runtime.lookahead import Fork
-
-        first = self._wiring[0][0] if self._wiring else None
-        if ctx.element is not first:
-            raise element_failure(ctx.element, ctx, "it forked the world after other elements had ticked this round")
-        return Fork.of(self, ctx)
 
     def run(self) -> RunResult:
         self.begin()
         while not self.step():
             pass
         return self.end()
+
+    def restart_wall_clock(self) -> None:
+        """Count the run's wall time from now: a live run whose elements began before the wait
+        for its agents counts from round 0, as `begin` would have."""
+        self._wall = WallClock()
 
     # A run is `begin`, then `step` until it returns a stop reason, then `end` (runtime/simulation.py
     # steps it; between two steps the engine's whole state can be forked, runtime/snapshot.py).
@@ -651,6 +646,17 @@ def why_stop(engine: Engine, ctx: Round) -> str:
     if engine.world.unfinished == 0 and exhausted(engine._sources):
         return "every job finished"
     return ""
+
+
+def _fork(engine: Engine, ctx: Round):
+    """The state at the start of the round being ticked, for look-ahead runs
+    (runtime/lookahead.py); only the round's first element may ask, before any acted."""
+    from roundhouse.runtime.lookahead import Fork
+
+    first = engine._wiring[0][0] if engine._wiring else None
+    if ctx.element is not first:
+        raise element_failure(ctx.element, ctx, "it forked the world after other elements had ticked this round")
+    return Fork.of(engine, ctx)
 
 
 class WallClock:

@@ -87,11 +87,13 @@ def serve(
         # The backend keeps the time limit: it cuts the round in progress there, and it does
         # not count the replay of a resumed run against it.
         backend.until = until
-        backend.start()
+        engine = Engine(graph, world, backend, on_round=on_round, explain=explain)
+        # A new run's engine begins before the scheduler takes submissions (`LiveBackend.start`).
+        begun = backend.start(begin=engine.begin)
         if not backend.started:  # stopped while waiting for agents: no round ran
             log.info("%s before round 0: the run did not begin", backend.stop_requested)
             return RunResult(world, 0, 0.0, backend.stop_requested, {}, {}, 0.0)
-        result = _run(Engine(graph, world, backend, on_round=on_round, explain=explain), backend, journal_path)
+        result = _run(engine, backend, journal_path, begun)
         _refuse_submissions(backend, result.stop_reason)
         running = len(world.running_rows)
         if backend.at_limit:
@@ -129,12 +131,19 @@ def _refuse_submissions(backend: LiveBackend, why: str) -> None:
     backend.server.handlers["submit"] = refuse
 
 
-def _run(engine: Engine, backend: LiveBackend, journal_path: str | Path) -> RunResult:
-    """Run the engine; an error while it replays a resumed run's journaled rounds names the
-    journal and the round (the graph's own files, its profile say, may have changed since the
-    run began: the journal is left as it was)."""
+def _run(engine: Engine, backend: LiveBackend, journal_path: str | Path, begun: bool) -> RunResult:
+    """Run the engine (`Engine.run`: `begin`, unless `begun` already, then its rounds); an error
+    while it replays a resumed run's journaled rounds names the journal and the round (the
+    graph's own files, its profile say, may have changed since the run began: the journal is
+    left as it was)."""
     try:
-        return engine.run()
+        if begun:
+            engine.restart_wall_clock()
+        else:
+            engine.begin()
+        while not engine.step():
+            pass
+        return engine.end()
     except RoundhouseError as err:
         if not backend.replaying:
             raise

@@ -15,7 +15,9 @@ The scheduler reads `scheduler.key_secret` and `authorized/`; an agent or submit
 NAME reads `NAME.key_secret` and `scheduler.key` (so a node needs only those two files).
 Every connection is encrypted and the scheduler admits only the public keys in `authorized/`
 (re-read when a file there is added, removed or written over, so adding a node, or making its
-key again, needs no restart). A refused peer is logged. A secret key file that others than its
+key again, needs no restart). Each message says which key its connection was admitted with
+(`KEY_PROPERTY`), so that a key removed, or made again under its name, cuts off a connection
+still using the old one. A refused peer is logged. A secret key file that others than its
 owner can read is used, with a warning naming it.
 
 Insecure mode (`--insecure`) skips all of this and is allowed only on loopback or local
@@ -278,11 +280,10 @@ class ServerSecurity:
             socket.curve_server = True
         except zmq.ZMQError as err:
             raise UsageError(f"{self.keys / SCHEDULER_KEY}.key_secret: ZeroMQ refuses its keys: {err.strerror}") from None
-        auth = ThreadAuthenticator(context, log=logging.getLogger("roundhouse.auth"))
+        auth = _KeyedAuthenticator(context, log=logging.getLogger("roundhouse.auth"))
         auth.start()
         try:
             auth.configure_curve_callback("*", _KnownKeys(self.keys / AUTHORIZED, log))
-            auth.curve_user_id = _KnownKeys.user_id_of(auth)  # type: ignore[method-assign]
         except BaseException:
             auth.stop()
             raise
@@ -335,14 +336,35 @@ class _KnownKeys:
             return False
         return True
 
-    @staticmethod
-    def user_id_of(auth: ThreadAuthenticator):
-        provider = auth.credentials_providers["*"]
 
-        def of(client_public_key: bytes) -> str:
-            return provider.user_ids.get(z85.encode(client_public_key), "?")
+# The property of every message on an authenticated connection that says which public key the
+# connection was admitted with (Z85, as key files hold it). The User-Id names the key; this
+# tells a key made again under the same name from the one it replaced.
+KEY_PROPERTY = "X-Key"
 
-        return of
+
+class _KeyedAuthenticator(ThreadAuthenticator):
+    """The ZAP handler: a connection it admits gets its key's name as its User-Id (`user_id`)
+    and its public key as its `KEY_PROPERTY`, ZAP metadata that ZeroMQ gives every message of
+    the connection. (Requests are handled one at a time, in the authenticator's thread: the
+    key noted by `curve_user_id` is the one of the reply that follows it.)"""
+
+    _key = b""
+
+    def curve_user_id(self, client_public_key: bytes) -> str:
+        self._key = z85.encode(client_public_key)
+        provider = self.credentials_providers.get("*")
+        return provider.user_ids.get(self._key, "?") if isinstance(provider, _KnownKeys) else "?"
+
+    def _send_zap_reply(self, request_id: bytes, status_code: bytes, status_text: bytes, user_id: str = "anonymous") -> None:
+        key, self._key = self._key, b""
+        if status_code != b"200" or not key:
+            return super()._send_zap_reply(request_id, status_code, status_text, user_id)
+        name = KEY_PROPERTY.encode()
+        # (ZMTP's metadata: a name of one length byte, a value of four, big-endian.)
+        metadata = bytes([len(name)]) + name + struct.pack(">I", len(key)) + key
+        user = user_id.encode(self.encoding, "replace") if isinstance(user_id, str) else user_id
+        self.zap_socket.send_multipart([b"1.0", request_id, status_code, status_text, user, metadata])
 
 
 def folder_stamp(folder: Path) -> tuple[tuple[str, int, int, int], ...]:

@@ -16,6 +16,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -104,7 +105,7 @@ class LiveBackend:
             metrics=self.reports.on_metrics,
             exited=self.reports.on_exited,
             lease=self.reports.on_lease,
-            submit=self._on_submit,
+            submit=lambda identity, seq, body, frame: on_submit(self, identity, seq, body, frame),
             status=self._on_status,
         )
         self.options = options
@@ -127,18 +128,26 @@ class LiveBackend:
     def replaying(self) -> bool:
         return self.takeover.replaying
 
-    def start(self) -> None:
+    def start(self, begin: Callable[[], None] | None = None) -> bool:
         """Bind, then either resume the journal's run or wait for the cluster's agents and start
         a new one at round 0. The journal is locked for the run first (one scheduler at a time),
-        and its run checked to be this one before anything of it (its nodes) is read."""
+        and its run checked to be this one before anything of it (its nodes) is read.
+
+        `begin` (the engine's) is called before the socket binds if the run is new, so that
+        the ids its sources will bring are known (`Submissions.expect`) before the first
+        submission is taken; a resumed run takes none before its clock is set, and its engine
+        begins after. Returns whether `begin` was called."""
         self.journal.lock()
         fresh = not self.journal.run_of(self._meta)
+        begun = fresh and begin is not None
+        if fresh and begin is not None:
+            begin()
         self.server.start()
         self.nodes.load()
         if fresh:
             wait_for_agents(self)
             if self.stop_requested:
-                return  # before the run began: nothing journaled, a rerun starts afresh
+                return begun  # before the run began: nothing journaled, a rerun starts afresh
         self.started = True
         meta = self.journal.begin(self._meta)
         clock = self.clock
@@ -155,6 +164,7 @@ class LiveBackend:
             log.info("round 0 starts now: %d of %d GPUs online", int(self.nodes.online.sum()), len(self.nodes.online))
         if not self.takeover.replaying:
             self._stop_at_the_limit()
+        return begun
 
     def serve(self, wall_deadline: float) -> None:
         """Handle messages until the wall clock reaches `wall_deadline` (or a stop is asked)."""
@@ -338,25 +348,28 @@ class LiveBackend:
             self.at_limit = True
 
     # --- submitters ---
-    def _on_submit(self, identity, seq, body, frame) -> None:
-        refused = refuses_submission(frame) or ("" if body["jobs"] else "no jobs in the submission")
-        if not refused:
-            try:
-                ids = self.submissions.accept(body["jobs"], self.clock.now_s())
-            except RoundhouseError as err:
-                refused = str(err)
-        if refused:  # (logged as accepted ones are, at most a few lines a minute)
-            self.nodes.refusals.warn("submission", "refused a submission: %s (from %s)", refused, self.server.who(identity))
-            self.server.send(identity, "error", reason=refused, ref=seq)
-            return
-        self.counters["submitted"] += len(ids)
-        log.info(
-            "accepted %d job(s) from a submitter: %s", len(ids), ", ".join(map(str, ids[:20])) + (" ..." if len(ids) > 20 else "")
-        )
-        self.server.after_commit(identity, "accepted", job_ids=ids)
-
     def _on_status(self, identity, seq, body, frame) -> None:
         self.server.send(identity, "status_reply", status={k: float(v) for k, v in status_figures(self).items()})
+
+
+def on_submit(backend: LiveBackend, identity, seq, body, frame) -> None:
+    """A submission (`roundhouse submit`): checked and journaled (`Submissions.accept`), answered
+    once the journal has committed; refused saying why."""
+    refused = refuses_submission(frame) or ("" if body["jobs"] else "no jobs in the submission")
+    if not refused:
+        try:
+            ids = backend.submissions.accept(body["jobs"], backend.clock.now_s())
+        except RoundhouseError as err:
+            refused = str(err)
+    if refused:  # (logged as accepted ones are, at most a few lines a minute)
+        backend.nodes.refusals.warn("submission", "refused a submission: %s (from %s)", refused, backend.server.who(identity))
+        backend.server.send(identity, "error", reason=refused, ref=seq)
+        return
+    backend.counters["submitted"] += len(ids)
+    log.info(
+        "accepted %d job(s) from a submitter: %s", len(ids), ", ".join(map(str, ids[:20])) + (" ..." if len(ids) > 20 else "")
+    )
+    backend.server.after_commit(identity, "accepted", job_ids=ids)
 
 
 def status_figures(backend: LiveBackend) -> dict[str, float]:

@@ -2,8 +2,9 @@
 every frame (wire/protocol.py), hands each message to the handler registered for its type,
 sends replies, and holds back the replies that promise durability until the journal has
 committed. A bad frame is answered with `error` or dropped, and logged; the server carries on.
-With keys, a message whose key is no longer in the `authorized/` folder (removed after its peer
-connected) is dropped: logged once per key, answered once per connection with `error`."""
+With keys, a message whose key is no longer in the `authorized/` folder (removed, or made again
+under its name, after its peer connected) is dropped: logged once per key, answered once per
+connection with `error`."""
 
 from __future__ import annotations
 
@@ -19,7 +20,15 @@ from roundhouse.runtime.backends.live.admitted import AdmittedKeys
 from roundhouse.runtime.journal import Journal
 from roundhouse.wire import protocol
 from roundhouse.wire.protocol import ProtocolError, RefusalLog, SeqTracker
-from roundhouse.wire.security import AUTHORIZED, HANDSHAKE_FAILURES, REFUSALS, ServerSecurity, check_port, key_of_user_id
+from roundhouse.wire.security import (
+    AUTHORIZED,
+    HANDSHAKE_FAILURES,
+    KEY_PROPERTY,
+    REFUSALS,
+    ServerSecurity,
+    check_port,
+    key_of_user_id,
+)
 
 if TYPE_CHECKING:
     from zmq.auth.thread import ThreadAuthenticator
@@ -61,7 +70,7 @@ class Server:
         self._monitor: zmq.Socket | None = None
         self._auth: ThreadAuthenticator | None = None
         self._admitted: AdmittedKeys | None = None  # with keys: the keys admitted now (`_admits`)
-        self._told: set[bytes] = set()  # connections told that their key was removed
+        self._told: set[bytes] = set()  # connections told that their key was removed or replaced
         self._poller = zmq.Poller()
 
     @property
@@ -166,33 +175,50 @@ class Server:
             self.send(identity, "error", reason=f"internal error while handling {type_}; see the scheduler's log", ref=seq)
 
     def _admits(self, identity: bytes, frame) -> bool:
-        """Whether the key a message came with is still admitted (a set lookup). One whose key
-        file was removed from `authorized/` is dropped: logged once per key, and its connection
+        """Whether the key a message came with is still admitted (two lookups). One whose key
+        file was removed from `authorized/`, or whose key was made again under its name (the
+        connection still uses the old one), is dropped: logged once per key, and its connection
         told once. An agent's messages so dropped do not count as heard (a lost node, once the
         heartbeat timeout passes); a submitter's request is not taken."""
-        assert self._admitted is not None  # (called with keys only)
-        user = _user_of(frame)
-        if self._admitted.admits(user):
+        admitted = self._admitted
+        assert admitted is not None  # (called with keys only)
+        peer = (_user_of(frame), _key_of(frame))
+        if admitted.admits(*peer):
             return True
-        if user not in self._admitted.refused:  # (its key may have been added since the folder was read)
-            self._readmitted(self._admitted.refresh(force=True))
-            if self._admitted.admits(user):
+        if peer not in admitted.refused:  # (its key may have been added since the folder was read)
+            self._readmitted(admitted.refresh(force=True))
+            if admitted.admits(*peer):
                 return True
-        key, role = key_of_user_id(user)
-        if user not in self._admitted.refused:
-            self._admitted.refused.add(user)
+        user = peer[0]
+        name, role = key_of_user_id(user)
+        whose = f"{role} {name}" if role else name
+        replaced = admitted.replaced(*peer)
+        if peer not in admitted.refused:
+            admitted.refused.add(peer)
             self.counters["refused_peers"] += 1
+            what = (
+                f"the key of {whose} was made again (a new key in {admitted.folder}), and this connection uses the old one"
+                if replaced
+                else f"the key of {whose} was removed from {admitted.folder}"
+            )
             agent = self._name_of(identity) is not None
             log.warning(
-                "refused a message from %s: the key of %s was removed from %s; its messages are refused from now on%s",
+                "refused a message from %s: %s; its messages are refused from now on%s",
                 self.who(identity),
-                f"{role} {key}" if role else key,
-                self._admitted.folder,
+                what,
                 " (its node counts as silent: lost once the heartbeat timeout passes)" if agent else "",
             )
         if identity not in self._told:
             self._told.add(identity)
-            reason = f"the scheduler no longer admits the key '{key}': it was removed from the scheduler's {AUTHORIZED}/ folder"
+            if replaced:
+                reason = (
+                    f"the scheduler no longer admits this connection's key '{name}': a new key was made under that name; "
+                    f"connect again with the new key pair ({name}.key_secret)"
+                )
+            else:
+                reason = (
+                    f"the scheduler no longer admits the key '{name}': it was removed from the scheduler's {AUTHORIZED}/ folder"
+                )
             self.send(identity, "error", reason=reason)
         return False
 
@@ -270,6 +296,14 @@ def _user_of(frame) -> str:
     try:
         return frame.get("User-Id") or ""
     except Exception:  # (no authentication on the socket: ZeroMQ has no User-Id to give)
+        return ""
+
+
+def _key_of(frame) -> str:
+    """The public key a message's connection was admitted with ("" if not said)."""
+    try:
+        return frame.get(KEY_PROPERTY) or ""
+    except Exception:  # (a connection the authenticator gave no such property)
         return ""
 
 

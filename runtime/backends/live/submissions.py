@@ -37,9 +37,11 @@ class Submissions:
     def expect(self, sources: Iterable[Element]) -> None:
         """Take as used the ids of the jobs that `sources` will bring (their `coming_job_ids`,
         known once they have started; a LiveSource's are not known ahead): no submission is
-        given one, and one that asks for one is refused. A submission accepted before they were
-        known (while the scheduler waited for its agents) that has one is refused here, naming
-        the source: the run would fail when the source's job arrived."""
+        given one, and one that asks for one is refused. A new run's engine begins before the
+        scheduler takes its first submission (`LiveBackend.start`), so that this holds from the
+        first one on. A journaled submission that has one anyway (taken under a graph whose
+        sources brought other ids then) is refused here, naming the source: the run would fail
+        when the source's job arrived."""
         sources = list(sources)
         known = ((s.name, s.coming_job_ids()) for s in sources)
         self._coming = [(name, np.asarray(ids)) for name, ids in known if ids is not None and len(ids)]

@@ -1,0 +1,171 @@
+"""A key made again under the same name (`roundhouse keys`, after its pair was removed) cuts off a
+peer still connected with the old key from its next message on, as a removed key does, while a
+peer that connects with the new key is served: the scheduler's socket and dealers with real
+CURVE keys on 127.0.0.1, and the live backend with a node whose agent holds the old key."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+
+import attrs
+import pytest
+import zmq
+
+from roundhouse.runtime.backends.live import LiveBackend, LiveOptions
+from roundhouse.runtime.backends.live.server import Server
+from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.journal import Journal
+from roundhouse.runtime.world import World
+from roundhouse.tools.keys_cmd import make_keys
+from roundhouse.traces.profiles import ProfileTable
+from roundhouse.wire import protocol
+from roundhouse.wire.security import KEY_PROPERTY, ServerSecurity
+from tests.livecluster import free_port
+from tests.test_key_revocation_server import _answers, _dealer, _KeyedAgent, _NoJournal
+from tests.test_live_backend import launch_two, pump, register_in_order, round_trip
+
+pytestmark = pytest.mark.live
+
+
+def _make_again(keys, name: str, submitter: bool = False) -> None:
+    """What an operator does to make a key again: remove the pair, run `roundhouse keys` again."""
+    (keys / f"{name}.key").unlink()
+    (keys / f"{name}.key_secret").unlink()
+    make_keys(keys, [] if submitter else [name], submitters=[name] if submitter else [])
+
+
+def test_a_key_made_again_cuts_off_the_old_key_s_connection_and_serves_the_new(tmp_path, caplog):
+    keys = tmp_path / "keys"
+    make_keys(keys, ["n1", "n2"], submitters=["alice"])
+    handled: list[tuple[str, str, str, int]] = []  # (type, User-Id, key, seq)
+    server = Server(
+        "tcp://127.0.0.1:*", ServerSecurity.choose(str(keys), False, ""), _NoJournal(), collections.Counter(), lambda i: None
+    )  # type: ignore[arg-type]
+    for type_ in ("heartbeat", "submit"):
+        server.handlers[type_] = lambda identity, seq, body, frame, t=type_: handled.append(
+            (t, frame.get("User-Id"), frame.get(KEY_PROPERTY), seq)
+        )
+    server.start()
+    ctx = zmq.Context()
+    old_n1_key = (keys / "n1.key").read_bytes()
+    n1, n2, alice = (_dealer(ctx, keys, name, server.endpoint) for name in ("n1", "n2", "alice"))
+    socks = [n1, n2, alice]
+    seqs: dict = collections.defaultdict(protocol.Sequence)
+
+    def send(sock, type_: str, **body) -> int:
+        seq = seqs[sock].next()
+        sock.send(protocol.encode(type_, seq, **body))
+        return seq
+
+    def serve_for(seconds: float, done=lambda: False) -> None:
+        server.serve(time.time() + seconds, done, lambda: None)
+
+    def public(name: str) -> str:
+        return next(line.split('"')[1] for line in (keys / f"{name}.key").read_text().splitlines() if "public-key" in line)
+
+    try:
+        send(n1, "heartbeat", running=[])
+        send(alice, "submit", jobs=[])
+        serve_for(5.0, lambda: len(handled) == 2)
+        # Each message says the key its connection was admitted with.
+        assert sorted(h[:3] for h in handled) == [
+            ("heartbeat", "agent:n1", public("n1")),
+            ("submit", "submitter:alice", public("alice")),
+        ]
+
+        _make_again(keys, "n1")
+        _make_again(keys, "alice", submitter=True)
+        assert (keys / "n1.key").read_bytes() != old_n1_key
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="roundhouse.scheduler"):
+            send(n1, "heartbeat", running=[])  # the old keys' connections: dropped from their next message on
+            send(alice, "submit", jobs=[])
+            kept = send(n2, "heartbeat", running=[])
+            serve_for(5.0, lambda: len(handled) == 3)
+            serve_for(0.3)
+            for _ in range(3):  # further messages: dropped, with no new warning or answer
+                send(n1, "heartbeat", running=[])
+            serve_for(0.3)
+        assert len(handled) == 3 and handled[-1][1:] == ("agent:n2", public("n2"), kept)
+        warnings = [r.getMessage() for r in caplog.records if "was made again" in r.getMessage()]
+        assert len(warnings) == 2, caplog.text
+        assert any("the key of agent n1 was made again" in w and "this connection uses the old one" in w for w in warnings)
+        assert any("the key of submitter alice was made again" in w for w in warnings)
+        assert "was removed" not in caplog.text
+        assert server.counters["refused_peers"] == 2
+        for sock, name in ((n1, "n1"), (alice, "alice")):
+            answers = _answers(sock, 1.0)
+            assert [t for t, _ in answers] == ["error"], answers  # told once
+            assert (
+                f"no longer admits this connection's key '{name}': a new key was made under that name" in answers[0][1]["reason"]
+            )
+
+        # Peers with the new keys are served, and the old keys' connections stay cut off.
+        new_n1, new_alice = _dealer(ctx, keys, "n1", server.endpoint), _dealer(ctx, keys, "alice", server.endpoint)
+        socks += [new_n1, new_alice]
+        fresh = [send(new_n1, "heartbeat", running=[]), send(new_alice, "submit", jobs=[])]
+        send(n1, "heartbeat", running=[])
+        serve_for(5.0, lambda: len(handled) == 5)
+        serve_for(0.3)
+        assert sorted(handled[3:]) == sorted(
+            [("heartbeat", "agent:n1", public("n1"), fresh[0]), ("submit", "submitter:alice", public("alice"), fresh[1])]
+        )
+        assert len(handled) == 5 and server.counters["refused_peers"] == 2
+    finally:
+        for sock in socks:
+            sock.close()
+        server.close()
+        ctx.term()
+
+
+def test_a_node_whose_key_is_made_again_is_lost_then_served_under_the_new_key(tmp_path, caplog):
+    keys = tmp_path / "keys"
+    make_keys(keys, ["a", "b"])
+    ctx = zmq.Context()
+    world = World(Cluster.parse("2x2:V100"), ProfileTable.load(), "V100")
+    address = f"tcp://127.0.0.1:{free_port()}"
+    journal = Journal(tmp_path / "j.sqlite")
+    options = LiveOptions(
+        heartbeat_s=0.1, heartbeat_timeout_s=60.0, max_retries=1, wait_for_agents_s=0.0, checkpoint_dir=str(tmp_path / "ck")
+    )
+    security = ServerSecurity.choose(str(keys), False, address)
+    backend = LiveBackend(world, 0.2, address, security, journal, options, {"graph_digest": "x", "cluster": "c", "round_s": 0.2})
+    backend.start()
+    agents = [_KeyedAgent(ctx, address, name, keys) for name in ("a", "b")]
+    try:
+        register_in_order(backend, agents)
+        live = (world, backend, agents, journal)
+        _, r1 = launch_two(live, 100.0)
+
+        _make_again(keys, "b")
+        backend.options = attrs.evolve(backend.options, heartbeat_timeout_s=0.5)
+        with caplog.at_level(logging.WARNING, logger="roundhouse.scheduler"):
+            deadline = time.time() + 5
+            while time.time() < deadline and backend.nodes.slots[1].online:
+                for agent in agents:  # the old b keeps heartbeating: its heartbeats no longer count
+                    agent.send("heartbeat", running=[])
+                pump(backend, 0.1)
+        assert "refused a message from agent b: the key of agent b was made again" in caplog.text
+        assert "node b lost (no heartbeat" in caplog.text
+        events = round_trip(world, backend, None)
+        assert events.requeued.tolist() == [r1] and events.nodes_lost == ("b",)
+
+        # b's agent started again with its new pair: it registers and is served.
+        agents[1].sock.close()
+        agents[1] = new_b = _KeyedAgent(ctx, address, "b", keys)
+        new_b.register()
+        deadline = time.time() + 10
+        while time.time() < deadline and not backend.nodes.slots[1].online:
+            pump(backend, 0.1)
+        assert backend.nodes.slots[1].online
+        assert any(t == "welcome" for t, _ in new_b.receive())
+        events = round_trip(world, backend, None)
+        assert events.online.tolist() == [True, True, True, True] and events.nodes_joined == ("b",)
+    finally:
+        for agent in agents:
+            agent.sock.close()
+        backend.close()
+        journal.close()
+        ctx.term()
