@@ -96,7 +96,9 @@ class TraceSource(_Replay):
     Tiresias' CSV, Philly's `cluster_job_log`, Helios' and Dally's logs, Alibaba PAI's task
     table, Pollux's workload CSV, the ONES artifact's trace). With `rate`, the arrival times are
     drawn again as a Poisson process at that rate (as Blox and Gavel do with the Philly trace,
-    which then contributes only the job population); the jobs keep their order.
+    which then contributes only the job population); the jobs keep their order. A job whose
+    trace names a GPU type (`gpu_type`, as PAI's task table gives) runs only on GPUs of that
+    type; a type the cluster lacks is an error when the run starts.
 
     Ports:
         jobs: the jobs arriving this round.

@@ -18,7 +18,9 @@ plan_cpu / 100, memory_gb = Σ inst_num × plan_mem; arrival_s = the job's first
 The task table has no submission times (those are in `pai_job_table`), so the queueing the
 jobs saw in Alibaba's cluster is not part of their arrival times. job_id is the order of
 arrival (0, 1, 2, ...); the original name is kept as `name`, with `gpu_share` (the fractional
-GPUs asked for, Σ inst_num × plan_gpu / 100) and `gpu_type` (of the job's first GPU task).
+GPUs asked for, Σ inst_num × plan_gpu / 100) and `gpu_type` (of the job's first GPU task),
+which the run then keeps the job to (traces/gputypes.py: on a cluster without that type, PAI's
+`MISC` of older GPUs included, the run refuses the job).
 
 Jobs that asked for no GPU, or never ran (no task with a start and a later end), are skipped
 and counted; a task that asks for GPUs with no inst_num is an error, not a job skipped. The data has no licence, so no rows of it ship with Roundhouse.

@@ -9,6 +9,7 @@ import polars as pl
 
 from roundhouse.errors import Location, SchedError, TraceError, did_you_mean
 from roundhouse.traces.distinct import DistinctNames
+from roundhouse.traces.gputypes import requested_types, restrict
 from roundhouse.traces.jobs import JobBatch
 from roundhouse.traces.schema import MAX_SECONDS
 from roundhouse.traces.throughput import ThroughputModel
@@ -119,6 +120,12 @@ def prepare_jobs(
         iterations = iterations.copy()
         iterations[idx], from_duration[idx] = known_elastic.work_of(iterations[idx], epochs, duration[idx], asked)
         known |= elastic
+    # A GPU type the trace asks for (traces/gputypes.py): the job's rates on the others are 0.
+    wanted_type = requested_types(trace, gpu_types, job_id, origin)
+    if wanted_type is not None:
+        _check_elastic_request(model, wanted_type, elastic, job_id, origin)
+        by_type = np.bincount(model.cluster.gpu_type, minlength=len(gpu_types))
+        restrict(type_rates, wanted_type, gpus, by_type, gpu_types, trace, job_id, origin)
     missing_duration = ~known & np.isnan(duration)
     if missing_duration.any():
         i = int(missing_duration.nonzero()[0][0])
@@ -365,6 +372,22 @@ def _check_reference(
         raise SchedError(f"setting 'reference_gpu': {message}", at, hint=hint)
     where = at if at is not None else f"setting 'reference_gpu' (by default {reference_gpu!r})"
     raise SchedError(f"{where}: {message}", hint=hint)
+
+
+def _check_elastic_request(model: ThroughputModel, wanted_type: np.ndarray, elastic: np.ndarray, job_id, origin: str) -> None:
+    """Refuse a GPU type asked for by an elastic job on a cluster of several types: Pollux and
+    Ones choose its GPUs themselves, from the whole cluster, and would not keep to it."""
+    if len(model.cluster.gpu_types) < 2:
+        return
+    bad = elastic & (wanted_type >= 0)
+    if bad.any():
+        i = int(bad.nonzero()[0][0])
+        raise TraceError(
+            origin,
+            f"job {job_id[i]} is elastic and asks for GPU type {model.cluster.gpu_types[int(wanted_type[i])]}: an elastic "
+            "scheduler picks its GPUs from the whole cluster, whatever their type (leave its gpu_type empty)",
+            column="gpu_type",
+        )
 
 
 def _check_largest_type(model: ThroughputModel, gpus: np.ndarray, job_id: np.ndarray, origin: str) -> None:

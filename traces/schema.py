@@ -59,6 +59,10 @@ Optional extra columns the simulator and elements understand (empty cells: not g
   application's), for the `batch_jump_penalty` setting
 - `local_batch` Float64 >= 1: an elastic job's batch size per GPU, kept as ONES resizes it
   (its global batch is this times its GPUs; empty: its `batch_size`)
+- `gpu_type` String: the GPU type the job must run on (Alibaba PAI's task table gives one; empty:
+  any type). Its throughput on every other type is 0, so every placer and policy keeps it to
+  that type; a type the cluster lacks (case aside), or with fewer GPUs than the job asks for,
+  is an error when the run starts (traces/gputypes.py)
 
 A run refuses a job asking for more GPUs than the cluster has, or, on a cluster of several GPU
 types and with no elastic profile, than its largest type has (a placer puts a job on GPUs of one
@@ -119,7 +123,7 @@ NUMERIC_EXTRAS: frozenset[str] = frozenset(
 # Every column name a trace may use to say something the simulator or an element reads (the
 # live backend runs a job's `command`, docs/live.md). A column whose name is close to one of
 # these but is none of them is most likely a misspelling: it is kept, and a warning names it.
-KNOWN_COLUMNS: frozenset[str] = frozenset((*CANONICAL_COLUMNS, *NUMERIC_EXTRAS, "command"))
+KNOWN_COLUMNS: frozenset[str] = frozenset((*CANONICAL_COLUMNS, *NUMERIC_EXTRAS, "command", "gpu_type"))
 # How close a name must be to a known one to be taken for a misspelling of it (difflib's ratio,
 # case aside): 'modle' and 'model' are 0.8 apart, 'users' and 'user' 0.89; 'node' and 'model'
 # (0.67), both plausible columns, are not close enough.
