@@ -439,12 +439,30 @@ def _check_size(where: str, groups: Sequence[NodeGroup], path: Path | None = Non
             )
 
 
+class KnownGpuTypes(tuple):
+    """The GPU type names a cluster may have, with what makes a name one of them (`why`), which
+    the error for any other name adds to the names."""
+
+    why: str
+
+    def __new__(cls, names: Sequence[str], why: str = "") -> KnownGpuTypes:
+        known = super().__new__(cls, names)
+        known.why = why
+        return known
+
+
 def _gpu_type_problem(name: str, gpu_types: Sequence[str] | None) -> str | None:
     """Why a group cannot have this GPU type (None if it can, or if no list is given)."""
     if gpu_types is None or name.lower() in {t.lower() for t in gpu_types}:
         return None
     hint = did_you_mean(name, gpu_types)
-    return f"unknown GPU type '{name}'" + (f" ({hint})" if hint else "") + f"; known: {', '.join(gpu_types)}"
+    why = getattr(gpu_types, "why", "")
+    return (
+        f"unknown GPU type '{name}'"
+        + (f" ({hint})" if hint else "")
+        + f"; known: {', '.join(gpu_types)}"
+        + (f" ({why})" if why else "")
+    )
 
 
 def _topology_problem(name: str, gpus_per_node: int) -> str | None:

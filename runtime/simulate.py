@@ -8,7 +8,7 @@ from pathlib import Path
 
 from roundhouse.errors import ClusterError, RoundhouseError, SchedError, TraceError, UsageError
 from roundhouse.runtime.backends.sim import Simulator
-from roundhouse.runtime.cluster import Cluster, spec_file
+from roundhouse.runtime.cluster import Cluster, ClusterSpec, KnownGpuTypes, spec_file
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.engine import Engine, RunResult
 from roundhouse.runtime.settings import BUILT_IN_ELASTIC
@@ -18,13 +18,13 @@ from roundhouse.runtime.world import World
 def load_cluster(graph: CompiledGraph, cluster: str | Cluster | None, profile=None) -> Cluster:
     """The cluster given on the command line (`--cluster`), else the graph's `cluster` setting.
 
-    Its GPU types must be ones the graph can run on (`gpu_types`); a problem is reported where
-    the spec was given: the flag, `--set cluster`, or the setting's place in the graph."""
+    Its GPU types must be ones the graph can run on (`cluster_gpu_types`); a problem is reported
+    where the spec was given: the flag, `--set cluster`, or the setting's place in the graph."""
     if isinstance(cluster, Cluster):
         return cluster
     known = gpu_types(graph, profile)
     if cluster is not None:
-        return _from_flag("--cluster", cluster, known)
+        return _from_flag("--cluster", cluster, graph, known)
     spec = graph.settings.cluster
     if spec is None:
         raise ClusterError(
@@ -32,19 +32,20 @@ def load_cluster(graph: CompiledGraph, cluster: str | Cluster | None, profile=No
         )
     location = graph.setting_locations.get("cluster")
     if location is None:  # given with --set: relative to the current folder, as other --set paths
-        return _from_flag(graph.setting_flags.get("cluster", "--set cluster"), spec, known)
+        return _from_flag(graph.setting_flags.get("cluster", "--set cluster"), spec, graph, known)
     # A spec file named in the graph is relative to the graph's folder.
     file = spec_file(spec, Path(graph.path).parent)
+    text = spec if file is None else str(file)
     try:
-        return Cluster.parse(spec if file is None else str(file), known)
+        return Cluster.parse(text, cluster_gpu_types(graph, text, known))
     except ClusterError as err:
         where = f"{err.path}: " if err.path else ""
         raise SchedError(f"setting 'cluster': {where}{err.message}", location) from None
 
 
-def _from_flag(flag: str, spec: str, known: tuple[str, ...]) -> Cluster:
+def _from_flag(flag: str, spec: str, graph: CompiledGraph, known: tuple[str, ...]) -> Cluster:
     try:
-        return Cluster.parse(spec, known)
+        return Cluster.parse(spec, cluster_gpu_types(graph, spec, known))
     except ClusterError as err:
         if err.path is not None:  # the spec file's own message names it
             raise
@@ -52,13 +53,59 @@ def _from_flag(flag: str, spec: str, known: tuple[str, ...]) -> Cluster:
 
 
 def gpu_types(graph: CompiledGraph, profile=None) -> tuple[str, ...]:
-    """The GPU types a cluster for this graph may have: those of its throughput profile, and its
-    `reference_gpu`. Jobs known only by duration run for that duration whatever the type, so a
-    graph that names another reference type (the one its durations were measured on) may run
-    them on a cluster of that type; anything else could only fail when a job is placed."""
+    """The GPU types any cluster for this graph may have: those of its throughput profile, and
+    its `reference_gpu`. Jobs known only by duration run for that duration whatever the type, so
+    a graph that names another reference type (the one its durations were measured on) may run
+    them on a cluster of that type. `cluster_gpu_types` adds the types its traces ask for."""
     types = (profile or load_profile(graph)).gpu_types
     reference = graph.settings.reference_gpu
     return types if reference.lower() in {t.lower() for t in types} else (*types, reference)
+
+
+# What makes a GPU type one a cluster may have (said with the known types when a spec names another).
+_WHY_KNOWN = (
+    "a cluster may hold the throughput profile's GPU types, the reference_gpu, and the types its trace's jobs ask for in gpu_type"
+)
+
+
+def cluster_gpu_types(graph: CompiledGraph, spec: str, known: tuple[str, ...]) -> KnownGpuTypes:
+    """The GPU types the cluster `spec` may have: `known` (`gpu_types`), and, when the spec holds
+    another, the types the graph's traces ask for (their `gpu_type` column, traces/gputypes.py),
+    though the profile lacks them: a job known only by duration runs there for its duration, one
+    known by its model has no throughput there (so it is never placed there). Any other type is
+    refused, so that a misspelt one (V1OO) is caught before the run. The traces are read only
+    for a spec beyond `known`: a run on the profile's types reads them once, as it always has."""
+    try:
+        spec_types = {g.gpu_type.lower() for g in ClusterSpec.parse(spec).groups}
+    except ClusterError:  # (parsed again against the types below, which says what is wrong)
+        spec_types = set()
+    have = {t.lower() for t in known}
+    if spec_types <= have:
+        return KnownGpuTypes(known, _WHY_KNOWN)
+    asked = [t for t in trace_gpu_types(graph) if t.lower() not in have]
+    return KnownGpuTypes((*known, *asked), _WHY_KNOWN)
+
+
+def trace_gpu_types(graph: CompiledGraph) -> list[str]:
+    """The GPU types the jobs of the graph's traces ask for (each once, case aside), as its
+    TraceSources will read them. Only formats that can name one (canonical traces, PAI's task
+    table) are read; a trace that cannot be read is reported here, as its source would."""
+    from roundhouse.traces.formats import detect_format, read_trace
+    from roundhouse.traces.gputypes import named_types
+
+    elastic = load_elastic(graph) if graph.settings.elastic_profile is not None else None
+    first: dict[str, str] = {}
+    for source in graph.by_class("TraceSource"):
+        path, format = getattr(source, "path", None), getattr(source, "format", "auto")
+        if path is None or (format if format != "auto" else detect_format(path)) not in ("canonical", "pai"):
+            continue
+        trace = read_trace(path, format=format, elastic=elastic)
+        jobs = getattr(source, "jobs", None)
+        if jobs is not None:
+            trace = trace.head(jobs)
+        for name in named_types(trace):
+            first.setdefault(name.lower(), name)
+    return list(first.values())
 
 
 def load_profile(graph: CompiledGraph):

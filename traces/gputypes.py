@@ -10,10 +10,11 @@ cell, or a trace without the column) may run on any type, as before.
 Names match the cluster's GPU types case aside. A name the cluster lacks is an error at the
 start of the run naming the job and the type: PAI's `MISC` included, which Alibaba's own
 simulator (clusterdata, `cluster-trace-gpu-v2020/simulator`) also models as nodes of a type of
-their own. To run such a trace, give the cluster GPUs of each type it names (a cluster's types
-are its throughput profile's and the `reference_gpu`: for PAI's T4 and MISC, a profile with a
-row on each, e.g. `x,1,T4,1,consolidated,1.0`, since PAI's jobs run by their durations), or
-drop the column (`trace convert` to canonical, then delete it) so that any job may run anywhere.
+their own. To run such a trace, give the cluster GPUs of each type it names: a cluster may hold
+a type its trace's jobs name (`named_types`) though the throughput profile lacks it, as PAI's T4
+and MISC. PAI's jobs, known only by their durations, run there for their durations; a job known
+by its model has no throughput there (0, as on any type its profile lacks). Or drop the column
+(`trace convert` to canonical, then delete it) so that any job may run anywhere.
 """
 
 from __future__ import annotations
@@ -24,6 +25,20 @@ import polars as pl
 from roundhouse.errors import TraceError
 
 COLUMN = "gpu_type"
+
+
+def named_types(trace: pl.DataFrame) -> list[str]:
+    """The GPU types the trace's jobs name, each once (case aside), as first written; none for
+    a trace without the column, or whose column holds no names (what `requested_types` refuses
+    is refused there, when the run prepares the trace)."""
+    if COLUMN not in trace.columns or trace[COLUMN].dtype != pl.String:
+        return []
+    names = trace[COLUMN].str.strip_chars().drop_nulls().unique(maintain_order=True).to_list()
+    first: dict[str, str] = {}
+    for name in names:
+        if name:
+            first.setdefault(name.lower(), name)
+    return list(first.values())
 
 
 def requested_types(trace: pl.DataFrame, gpu_types: tuple[str, ...], job_id: np.ndarray, origin: str) -> np.ndarray | None:
@@ -65,10 +80,11 @@ def restrict(
     trace: pl.DataFrame,
     job_id: np.ndarray,
     origin: str,
+    profile_types: tuple[str, ...] = (),
 ) -> None:
     """Zero, in place, every type's throughput but the requested one for the jobs that name a
     type. A job its type cannot hold (fewer GPUs of it than it asks for, or no throughput on it
-    in the profile) would wait forever: an error naming the job."""
+    in the profile, whose types are `profile_types`) would wait forever: an error naming the job."""
     asked = (requested >= 0).nonzero()[0]
     types = requested[asked]
     small = asked[gpus[asked] > by_type[types]]
@@ -88,12 +104,27 @@ def restrict(
         raise TraceError(
             origin,
             f"job {_job(trace, job_id, i)} asks for GPU type {gpu_types[int(requested[i])]} (its {COLUMN}), "
-            f"and the profile has no throughput for {model} on {gpus[i]} GPU(s) of it",
+            f"and the profile has no throughput for {model} on {gpus[i]} GPU(s) of it"
+            + unprofiled_note([gpu_types[int(requested[i])]], profile_types),
             column=COLUMN,
         )
     keep = type_rates[asked, types]
     type_rates[asked] = 0.0
     type_rates[asked, types] = keep
+
+
+def unprofiled_note(types, profile_types: tuple[str, ...]) -> str:
+    """What an error about a job with no throughput on `types` adds when the profile lacks some
+    of them altogether ("" when it has them all): there only jobs known by duration run."""
+    have = {t.lower() for t in profile_types}
+    lacking = [t for t in types if t.lower() not in have]
+    if not lacking:
+        return ""
+    what = f"{lacking[0]} is a type" if len(lacking) == 1 else f"{', '.join(lacking)} are types"
+    return (
+        f"; {what} the throughput profile lacks, where only jobs known by their duration run "
+        "(a job known by its model needs the profile's rows there)"
+    )
 
 
 def _job(trace: pl.DataFrame, job_id: np.ndarray, i: int) -> str:

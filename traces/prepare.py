@@ -9,7 +9,7 @@ import polars as pl
 
 from roundhouse.errors import Location, SchedError, TraceError, did_you_mean
 from roundhouse.traces.distinct import DistinctNames
-from roundhouse.traces.gputypes import requested_types, restrict
+from roundhouse.traces.gputypes import requested_types, restrict, unprofiled_note
 from roundhouse.traces.jobs import JobBatch
 from roundhouse.traces.schema import MAX_SECONDS
 from roundhouse.traces.throughput import ThroughputModel
@@ -105,7 +105,8 @@ def prepare_jobs(
             raise TraceError(
                 origin,
                 f"job {job_id[i]}: the profile has no throughput for {models[i]} (batch size {batch[i]}) "
-                f"on {gpus[i]} GPU(s) of any type in this cluster ({', '.join(gpu_types)})",
+                f"on {gpus[i]} GPU(s) of any type in this cluster ({', '.join(gpu_types)})"
+                + unprofiled_note(gpu_types, profile.gpu_types),
             )
         _check_type_with_room(model, idx, type_rates, gpus, models, batch, job_id, origin)
     given_iterations = iterations
@@ -125,7 +126,7 @@ def prepare_jobs(
     if wanted_type is not None:
         _check_elastic_request(model, wanted_type, elastic, job_id, origin)
         by_type = np.bincount(model.cluster.gpu_type, minlength=len(gpu_types))
-        restrict(type_rates, wanted_type, gpus, by_type, gpu_types, trace, job_id, origin)
+        restrict(type_rates, wanted_type, gpus, by_type, gpu_types, trace, job_id, origin, profile.gpu_types)
     missing_duration = ~known & np.isnan(duration)
     if missing_duration.any():
         i = int(missing_duration.nonzero()[0][0])
