@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from roundhouse.runtime import registry
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import simulate
 
@@ -53,8 +54,11 @@ def run_graph(tmp_path):
             write_trace(tmp_path / "trace.csv", jobs)
         graph_path = tmp_path / "graph.sched"
         graph_path.write_text(textwrap.dedent(text))
-        graph = compile_file(graph_path, overrides)
-        return simulate(graph, cluster, until=until)
+        # (In one registry scope, as a command runs: the element files the graph requires are
+        # forgotten after it, so that another test may require a file of the same class names.)
+        with registry.scope(remember=True):
+            graph = compile_file(graph_path, overrides)
+            return simulate(graph, cluster, until=until)
 
     return run
 

@@ -19,12 +19,16 @@ def test_the_guides_example_runs(tmp_path, run_graph):
     (python,) = blocks("python")
     (tmp_path / "smallest_first.py").write_text(python)
     (graph,) = [b for b in blocks("") if "require" in b]
-    with registry.scope():  # (compiled as `main` and Simulation do: the file's classes are the graph's own)
-        result = run_graph(graph, cluster="4x4:V100")
+    result = run_graph(graph, cluster="4x4:V100")
     jobs = jobs_of(result)
     assert len(jobs) == 500 and all(j["status"] == "finished" for j in jobs.values())
     ranked = [c for name, c in result.counters.items() if name.startswith("SmallestFirst@")]
     assert ranked and "ranked" in ranked[0]
+    # Each run's element files are its own, as in a command: the file edited, with its class
+    # of the same name, is required anew by the next run, and the first's class is forgotten.
+    (tmp_path / "smallest_first.py").write_text(python + "\n# edited\n")
+    assert len(jobs_of(run_graph(graph, cluster="4x4:V100"))) == 500
+    assert "SmallestFirst" not in registry.names()
 
 
 def test_a_broken_element_file_is_reported_at_its_line(tmp_path, capsys):
