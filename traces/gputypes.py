@@ -51,7 +51,9 @@ def requested_types(trace: pl.DataFrame, gpu_types: tuple[str, ...], job_id: np.
         return None
     if series.dtype != pl.String:
         i = int(series.is_not_null().arg_true()[0])
-        raise TraceError(origin, f"job {job_id[i]}: {series[i]!r} is not a GPU type name (such as V100 or T4)", column=COLUMN)
+        raise TraceError(
+            origin, f"job {_job(trace, job_id, i)}: {series[i]!r} is not a GPU type name (such as V100 or T4)", column=COLUMN
+        )
     lower = series.str.strip_chars().str.to_lowercase().fill_null("")
     named = (lower.str.len_bytes() > 0).to_numpy()
     if not named.any():
