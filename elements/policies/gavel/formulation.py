@@ -107,6 +107,46 @@ def _spread_rates(ctx: RoundContext, rows: np.ndarray, t: int) -> np.ndarray:
     return spread
 
 
+class KeptThroughputs:
+    """Jobs' throughputs per column (`job_throughputs`), kept by job row with the job, GPU count
+    and batch size they were worked out for. A solver asks for the jobs still active at every
+    solve, and a job's throughputs change only with its GPU count or batch size (an elastic
+    job's); on one-GPU servers each multi-GPU job's spread rate is a profile lookup, the bulk of
+    a solve's setup."""
+
+    def __init__(self) -> None:
+        self._T = np.zeros((0, 0))
+        self._key = np.zeros((0, 3), dtype=np.int64)  # job id, GPU count, batch size (GPU count 0: none kept)
+
+    def of(self, ctx: RoundContext, rows: np.ndarray, columns: Columns, work_out) -> np.ndarray:
+        """The jobs' throughputs: those kept, and `work_out(ctx, rows, columns)` (`job_throughputs`)
+        for the others, which are kept from now on."""
+        table = ctx.jobs
+        key = np.stack([table.column("job_id")[rows], table.column("gpus")[rows], table.column("batch_size")[rows]], axis=1)
+        if self._T.shape[1] != columns.k:  # (another set of columns: nothing kept applies)
+            self._T, self._key = np.zeros((0, columns.k)), np.zeros((0, 3), dtype=np.int64)
+        found = rows < len(self._T)
+        if found.any():
+            found[found] = (self._key[rows[found]] == key[found]).all(axis=1) & (key[found, 1] > 0)
+        T = np.empty((len(rows), columns.k))
+        T[found] = self._T[rows[found]]
+        new = ~found
+        if new.any():
+            fresh = T[new] = work_out(ctx, rows[new], columns)
+            self._keep(rows[new], key[new], fresh)
+        return T
+
+    def _keep(self, rows: np.ndarray, key: np.ndarray, T: np.ndarray) -> None:
+        n = int(rows.max()) + 1
+        if n > len(self._T):
+            n = max(n, 2 * len(self._T))
+            grown_T, grown_key = np.zeros((n, self._T.shape[1])), np.zeros((n, 3), dtype=np.int64)
+            grown_T[: len(self._T)], grown_key[: len(self._key)] = self._T, self._key
+            self._T, self._key = grown_T, grown_key
+        self._T[rows] = T
+        self._key[rows] = key
+
+
 def equal_share(T: np.ndarray, columns: Columns) -> np.ndarray:
     """Throughput of each job when given an equal share of every GPU type (Gavel's X^equal: time
     on type j in proportion to its GPU count, one unit of time in all). With placement columns,

@@ -15,6 +15,9 @@ from roundhouse.runtime.types import Ranking, Shares
 from roundhouse.runtime.values import non_negative, one_of
 from roundhouse.traces.jobs import FINISHED
 
+_NO_ENTRIES = np.zeros(0, dtype=np.int64)
+_add = np.add.reduce  # (a sum without `ndarray.sum`'s Python-level wrapper: these arrays are small)
+
 
 @element
 class GavelRounds(Element):
@@ -254,7 +257,7 @@ class GavelRounds(Element):
         # Who has GPUs: by job row with pairs (a job may sit in several entries), else by entry (each its own job).
         taken = np.zeros(len(ctx.jobs) if with_pairs else len(rows), dtype=bool)
         chosen, chosen_col = [], []
-        self._sorted = []
+        self._sorted.clear()  # (emptied in place: an element's assignment goes through attrs' hook)
         any_taken = False
         for t in types.tolist():
             for c in self._cols_of_type[t]:
@@ -269,12 +272,12 @@ class GavelRounds(Element):
                 cand = ok.nonzero()[0]
                 if not len(cand):
                     continue
-                need = int(sf[cand].sum())
+                need = int(_add(sf[cand]))
                 if with_pairs or need > left[t]:  # (when all fit, order does not matter)
                     priority = (X * (self._given / self._time)).T if priority is None else priority  # (a row per column)
                     tied = self._tie_order[c]
                     cand = tied[ok[tied]]
-                    cand = cand[np.argsort(-priority[c][cand], kind="stable")]
+                    cand = cand[(-priority[c][cand]).argsort(kind="stable")]
                     before = int(left[t])  # (kept for the reasons: what was left as the column's turn came)
                     picked, left[t] = _greedy(cand, sf, partner, rows, taken, before, with_pairs)
                     self._sorted.append((c, cand, picked, before))
@@ -288,7 +291,7 @@ class GavelRounds(Element):
 
         picked = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
         # Each entry's column: one repeat for the round rather than an array per column.
-        cols = np.repeat(np.asarray(chosen_col, dtype=np.int64), [len(p) for p in chosen])
+        cols = np.asarray(chosen_col, dtype=np.int64).repeat([len(p) for p in chosen])
         run_s = ctx.jobs.column("run_s")
         self._ran, self._ran_col = picked, cols
         self._ran_run_s = run_s[rows[picked]]
@@ -383,25 +386,38 @@ def _too_big(mech: GavelRounds, missed: np.ndarray):
     that column's priority order from 1, the entries taken ahead of them, the GPU type's code,
     the GPUs left at their turn)."""
     sf = mech._sf
-    found: dict[int, tuple[int, int, int, int]] = {}
-    mark = np.zeros(len(mech._rows), dtype=bool)  # (the column's picks, among its candidates: cheaper than isin)
+    parts = []  # per column: (entries, rank, ahead, type code, left), column by column
+    mark = None  # (the column's picks, among its candidates: cheaper than isin)
     for c, cand, picked, before in mech._sorted:
         n = len(picked)  # (picked in the candidates' order: a prefix of them passed none over)
         if not n or picked[-1] == cand[n - 1]:
             continue
+        if mark is None:
+            mark = np.zeros(len(mech._rows), dtype=bool)
         mark[picked] = True
         chose = mark[cand]
         mark[picked] = False
-        used = np.where(chose, sf[cand], 0.0)
-        ahead: np.ndarray = np.cumsum(chose) - chose
-        left = before - (np.cumsum(used) - used)  # GPUs left as each candidate's turn came
-        last = int(np.flatnonzero(chose)[-1])
-        skipped = np.flatnonzero(~chose[:last] & missed[cand[:last]] & (sf[cand[:last]] > left[:last]))
-        for i in skipped.tolist():
-            found.setdefault(int(cand[i]), (i + 1, int(ahead[i]), int(mech._col_type[c]), int(left[i])))
-    entries = np.fromiter(found, dtype=np.int64, count=len(found))
-    numbers = np.array(list(found.values()), dtype=np.int64).reshape(len(found), 4).T
-    return entries, numbers[0], numbers[1], numbers[2], numbers[3]
+        last = int(chose.nonzero()[0][-1])
+        head, sizes = cand[:last], sf[cand[:last]]
+        chose = chose[:last]
+        used = np.where(chose, sizes, 0)
+        left = before - (used.cumsum() - used)  # GPUs left as each candidate's turn came (whole numbers)
+        skipped = (~chose & missed[head] & (sizes > left)).nonzero()[0]
+        if len(skipped):
+            ahead = chose.cumsum()[skipped] - chose[skipped]
+            parts.append((head[skipped], skipped + 1, ahead, mech._col_type[c].repeat(len(skipped)), left[skipped]))
+    if not parts:
+        return _NO_ENTRIES, _NO_ENTRIES, _NO_ENTRIES, _NO_ENTRIES, _NO_ENTRIES
+    if len(parts) == 1:
+        entries, rank, ahead, code, left = parts[0]
+    else:  # an entry passed over in several columns keeps its first column's numbers
+        entries, rank, ahead, code, left = (np.concatenate([p[i] for p in parts]) for i in range(5))
+        _, first = np.unique(entries, return_index=True)
+        if len(first) < len(entries):
+            first.sort()
+            entries, rank, ahead, code, left = entries[first], rank[first], ahead[first], code[first], left[first]
+    as_int = np.int64
+    return entries, rank.astype(as_int), ahead.astype(as_int), code.astype(as_int), left.astype(as_int)
 
 
 def _explain_without_share(mech: GavelRounds, ctx, fresh: bool, ranking: Ranking) -> Ranking:
@@ -474,11 +490,11 @@ def _greedy(cand, sf, partner, rows, taken, left: int, with_pairs: bool):
     returns (entries taken, GPUs left). Without pairs, `taken` is by entry, not job row."""
     if not with_pairs:
         sizes = sf[cand]
-        ends = np.cumsum(sizes)
+        ends = sizes.cumsum()
         if ends[-1] <= left:  # everyone fits
             taken[cand] = True
             return cand, left - int(ends[-1])
-        fit = int(np.searchsorted(ends, left, side="right"))  # the first `fit` entries all fit
+        fit = int(ends.searchsorted(left, side="right"))  # the first `fit` entries all fit
         picked = cand[:fit]
         left -= int(ends[fit - 1]) if fit else 0
         if left > 0 and fit < len(cand):

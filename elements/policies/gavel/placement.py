@@ -116,7 +116,7 @@ class GavelPlacer(Element):
         available = ~isin_rows(holder, kept)  # GPUs of jobs that stay are taken; the rest are free
         if co is not None:
             available &= ~isin_rows(np.asarray(co), kept)
-        todo = np.flatnonzero(~keep)
+        todo = (~keep).nonzero()[0]
         if cluster.max_gpus_per_node == 1:
             positions, counts, gpus = _on_one_gpu_servers(cluster, available, types, want, todo, ranking.consolidate)
         else:
@@ -207,15 +207,16 @@ def _on_one_gpu_servers(cluster, available, types, want, todo, consolidate):
     if consolidate is not None:
         fits_one = ~np.asarray(consolidate, dtype=bool)[todo] | (sizes <= 1)
         todo, t_todo, sizes = todo[fits_one], t_todo[fits_one], sizes[fits_one]
-    edges = np.ones(len(t_todo) + 1, dtype=bool)  # (np.r_ costs more than the rest of this line)
+    edges = np.empty(len(t_todo) + 1, dtype=bool)  # (np.r_ costs more than the rest of this line)
+    edges[0] = edges[-1] = True
     np.not_equal(t_todo[1:], t_todo[:-1], out=edges[1:-1])
-    bounds = np.flatnonzero(edges)
+    bounds = edges.nonzero()[0]
     positions, counts, gpus = [], [], []
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         t = int(t_todo[a])
-        ids = np.flatnonzero(available & cluster.type_mask[t] if len(cluster.gpu_types) > 1 else available)
+        ids = (available & cluster.type_mask[t] if len(cluster.gpu_types) > 1 else available).nonzero()[0]
         s = sizes[a:b]
-        total = int(s.sum())
+        total = int(np.add.reduce(s))  # (without `ndarray.sum`'s wrapper: a few entries)
         if total <= len(ids):  # everyone fits
             take = slice(a, b)  # (a slice: no index array to build)
         else:  # greedy with skips: the wants are few, a scalar walk is cheapest

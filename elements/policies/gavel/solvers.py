@@ -25,6 +25,7 @@ from roundhouse.elements.policies.gavel.estimator import PairEstimates
 from roundhouse.elements.policies.gavel.formulation import (
     Columns,
     Formulation,
+    KeptThroughputs,
     classes,
     equal_share,
     job_throughputs,
@@ -130,21 +131,28 @@ class GavelSolver(Element):
         self._estimates: PairEstimates | None = None
         self._pending = False  # the job set changed since the last solve (the interval holds it back)
         self._solve_time = SolveTime()
+        self._throughputs = KeptThroughputs()  # (the jobs' throughputs worked out for earlier solves)
         self.counters.update(solves=0, classes=0)
 
     def tick(self, ctx: RoundContext, active: Active, pairs: PairEstimates | None = None) -> Shares:
-        self._estimates = pairs
+        # (Attributes are set only when they change: an element's attribute assignment goes
+        # through attrs' hook, and most rounds change none of these.)
+        if pairs is not self._estimates:
+            self._estimates = pairs
         rows = active.rows
         if self._shares is not None:
-            unchanged = len(rows) == len(self._solved_rows) and np.array_equal(rows, self._solved_rows)
-            self._pending = not unchanged
+            unchanged = len(rows) == len(self._solved_rows) and bool((rows == self._solved_rows).all())
+            if self._pending != (not unchanged):
+                self._pending = not unchanged
             if unchanged or ctx.now - self._last_solve < float(self.interval) - 1e-9:
                 if self._pending and ctx.explaining:
                     # Jobs admitted since the last solve wait for the next, at the interval's end.
                     made, next_solve = int(self._last_solve), int(self._last_solve + float(self.interval))
                     ctx.explain(Reason.NO_ALLOCATION, without(rows, self._solved_rows), made, next_solve)
-                self._shares = _kept(self._shares, rows, unchanged)
-                return self._shares
+                kept = _kept(self._shares, rows, unchanged)
+                if kept is not self._shares:
+                    self._shares = kept
+                return kept
         self._pending = False
         started = time.perf_counter()
         if len(rows):
@@ -199,7 +207,8 @@ class GavelSolver(Element):
     # --- helpers for the policies ---
     def problem(self, ctx: RoundContext, active: Active) -> Problem:
         rows = active.rows
-        T = job_throughputs(ctx, rows, self._columns)
+        kept = getattr(self, "_throughputs", None)  # (none in a snapshot saved before they were kept)
+        T = job_throughputs(ctx, rows, self._columns) if kept is None else kept.of(ctx, rows, self._columns, job_throughputs)
         reference = active.reference_rate
         if not self.aware:
             # The agnostic baseline (Gavel's max_min_fairness, fifo, ...): every type where the
@@ -355,7 +364,7 @@ class MaxMinFairness(GavelSolver):
     Paper: Gavel (OSDI'20) §4.1 (heterogeneity-aware LAS), §4.3 (water filling).
     """
 
-    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time", "_throughputs")
     fixed = ("_columns",)
 
     water_filling: bool = False
@@ -434,6 +443,7 @@ class MinMaxRho(GavelSolver):
         "_solved_rows",
         "_t_iso",
         "_solve_time",
+        "_throughputs",
     )
     fixed = ("_columns",)
 
@@ -543,7 +553,7 @@ class MinMakespan(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimize Makespan) and Appendix A.1.
     """
 
-    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time", "_throughputs")
     fixed = ("_columns",)
 
     def start(self, ctx: RoundContext) -> None:
@@ -590,7 +600,7 @@ class MaxThroughput(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (maximize total throughput).
     """
 
-    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time", "_throughputs")
     fixed = ("_columns",)
 
     def allocate(self, ctx: RoundContext, problem: Problem):
@@ -795,7 +805,7 @@ class MinCost(_CostSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimizing Total Cost); Charnes and Cooper (1962).
     """
 
-    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time", "_throughputs")
     fixed = ("_columns", "_price")
 
     def allocate(self, ctx: RoundContext, problem: Problem):
@@ -826,7 +836,7 @@ class MinCostSLO(_CostSolver):
     Paper: Gavel (OSDI'20) §4.2 (Minimize cost subject to SLOs) and §7.3 (cost experiment).
     """
 
-    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time", "_throughputs")
     fixed = ("_columns", "_price")
 
     def start(self, ctx: RoundContext) -> None:
@@ -876,7 +886,7 @@ class FifoHet(GavelSolver):
     Paper: Gavel (OSDI'20) §4.2 (FIFO) and its policies/fifo.py.
     """
 
-    state = ("_estimates", "_held", "_last_solve", "_pending", "_rng", "_shares", "_solved_rows", "_solve_time")
+    state = ("_estimates", "_held", "_last_solve", "_pending", "_rng", "_shares", "_solved_rows", "_solve_time", "_throughputs")
     fixed = ("_columns",)
 
     method: str = attrs.field(default="greedy", validator=one_of("greedy", "lp"))
@@ -975,7 +985,7 @@ class Hierarchical(GavelSolver):
     Paper: Gavel (OSDI'20) §4.3 and Appendix A.1 (water filling, bottleneck MILP).
     """
 
-    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time")
+    state = ("_estimates", "_last_solve", "_pending", "_shares", "_solved_rows", "_solve_time", "_throughputs")
     fixed = ("_columns",)
 
     entities: list[IdRange | str] = attrs.field(factory=list)
