@@ -9,11 +9,7 @@ import numpy as np
 
 from roundhouse.elements.policies.gavel import mechanism
 from roundhouse.elements.policies.gavel.formulation import Columns, KeptThroughputs
-from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.simulate import simulate
-from tests.conftest import REPO
-
-COLUMNS = ["first_start_s", "finish_s", "preemptions", "launches", "service", "placed_type"]
+from tests.test_gavel_fast_paths import _run  # (multi-GPU jobs on Gavel's one-GPU servers)
 
 
 def _walked(sf, col_type, sorted_cols, missed):
@@ -123,19 +119,6 @@ def test_throughputs_kept_by_job_are_worked_out_again_when_the_job_changes():
 
 def _columns(k):
     return Columns(tuple(f"T{i}" for i in range(k)), np.arange(k), None, np.ones(k))
-
-
-def _run(overrides: list[str]):
-    # Multi-GPU jobs on Gavel's simulated cluster of one-GPU servers: every job of more than one
-    # GPU runs spread, at the profile's spread rate, in every solve while it is active.
-    graph = compile_file(
-        REPO / "graphs" / "gavel-las.sched",
-        ["arrivals.jobs=120", "arrivals.gpus=philly", "arrivals.rate=6/h", "report.track=0..120", *overrides],
-    )
-    result = simulate(graph)
-    assert result.stop_reason.endswith("finished")
-    jobs = result.world.jobs
-    return {c: np.asarray(jobs.column(c)).copy() for c in COLUMNS if jobs.has_column(c)}, result
 
 
 def test_throughputs_kept_between_solves_equal_those_worked_out_at_every_solve(monkeypatch):

@@ -4,6 +4,7 @@ connected: the scheduler's socket and a dealer with real CURVE keys on 127.0.0.1
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import time
@@ -136,7 +137,10 @@ class _KeyedAgent(FakeAgent):
         self.inbox: list[tuple[str, dict]] = []
 
 
-def test_a_node_whose_key_is_removed_is_lost_as_a_silent_agent_and_its_job_requeued(tmp_path, caplog):
+@contextlib.contextmanager
+def two_keyed_nodes(tmp_path):
+    """A live backend served by keyed agents a and b (2 GPUs each), each running a job: yields
+    (keys folder, ZeroMQ context, world, backend, agents, journal, b's job row)."""
     keys = tmp_path / "keys"
     make_keys(keys, ["a", "b"])
     ctx = zmq.Context()
@@ -152,28 +156,36 @@ def test_a_node_whose_key_is_removed_is_lost_as_a_silent_agent_and_its_job_reque
     agents = [_KeyedAgent(ctx, address, name, keys) for name in ("a", "b")]
     try:
         register_in_order(backend, agents)
-        live = (world, backend, agents, journal)
-        _, r1 = launch_two(live, 100.0)
-
-        (keys / "authorized" / "b.key").unlink()
-        backend.options = attrs.evolve(backend.options, heartbeat_timeout_s=0.5)
-        with caplog.at_level(logging.WARNING, logger="roundhouse.scheduler"):
-            deadline = time.time() + 5
-            while time.time() < deadline and backend.nodes.slots[1].online:
-                for agent in agents:  # b keeps heartbeating: its heartbeats no longer count
-                    agent.send("heartbeat", running=[])
-                pump(backend, 0.1)
-        assert "refused a message from agent b: the key of agent b was removed" in caplog.text
-        assert "node b lost (no heartbeat" in caplog.text
-        events = round_trip(world, backend, None)
-        assert events.requeued.tolist() == [r1] and events.nodes_lost == ("b",)
-        assert events.online.tolist() == [True, True, False, False]
+        _, r1 = launch_two((world, backend, agents, journal), 100.0)
+        yield keys, ctx, world, backend, agents, journal, r1
     finally:
         for agent in agents:
             agent.sock.close()
         backend.close()
         journal.close()
         ctx.term()
+
+
+def heartbeat_until_b_is_lost(backend, agents) -> None:
+    """Every agent heartbeats (b's heartbeats no longer count) until node b is lost, at most 5 s."""
+    backend.options = attrs.evolve(backend.options, heartbeat_timeout_s=0.5)
+    deadline = time.time() + 5
+    while time.time() < deadline and backend.nodes.slots[1].online:
+        for agent in agents:
+            agent.send("heartbeat", running=[])
+        pump(backend, 0.1)
+
+
+def test_a_node_whose_key_is_removed_is_lost_as_a_silent_agent_and_its_job_requeued(tmp_path, caplog):
+    with two_keyed_nodes(tmp_path) as (keys, _, world, backend, agents, _, r1):
+        (keys / "authorized" / "b.key").unlink()
+        with caplog.at_level(logging.WARNING, logger="roundhouse.scheduler"):
+            heartbeat_until_b_is_lost(backend, agents)
+        assert "refused a message from agent b: the key of agent b was removed" in caplog.text
+        assert "node b lost (no heartbeat" in caplog.text
+        events = round_trip(world, backend, None)
+        assert events.requeued.tolist() == [r1] and events.nodes_lost == ("b",)
+        assert events.online.tolist() == [True, True, False, False]
 
 
 def test_a_key_added_as_the_folder_was_read_is_not_refused(tmp_path, caplog):

@@ -9,22 +9,22 @@ import collections
 import logging
 import time
 
-import attrs
 import pytest
 import zmq
 
-from roundhouse.runtime.backends.live import LiveBackend, LiveOptions
 from roundhouse.runtime.backends.live.server import Server
-from roundhouse.runtime.cluster import Cluster
-from roundhouse.runtime.journal import Journal
-from roundhouse.runtime.world import World
 from roundhouse.tools.keys_cmd import make_keys
-from roundhouse.traces.profiles import ProfileTable
 from roundhouse.wire import protocol
 from roundhouse.wire.security import KEY_PROPERTY, ServerSecurity
-from tests.livecluster import free_port
-from tests.test_key_revocation_server import _answers, _dealer, _KeyedAgent, _NoJournal
-from tests.test_live_backend import launch_two, pump, register_in_order, round_trip
+from tests.test_key_revocation_server import (
+    _answers,
+    _dealer,
+    _KeyedAgent,
+    _NoJournal,
+    heartbeat_until_b_is_lost,
+    two_keyed_nodes,
+)
+from tests.test_live_backend import pump, round_trip
 
 pytestmark = pytest.mark.live
 
@@ -121,32 +121,10 @@ def test_a_key_made_again_cuts_off_the_old_key_s_connection_and_serves_the_new(t
 
 
 def test_a_node_whose_key_is_made_again_is_lost_then_served_under_the_new_key(tmp_path, caplog):
-    keys = tmp_path / "keys"
-    make_keys(keys, ["a", "b"])
-    ctx = zmq.Context()
-    world = World(Cluster.parse("2x2:V100"), ProfileTable.load(), "V100")
-    address = f"tcp://127.0.0.1:{free_port()}"
-    journal = Journal(tmp_path / "j.sqlite")
-    options = LiveOptions(
-        heartbeat_s=0.1, heartbeat_timeout_s=60.0, max_retries=1, wait_for_agents_s=0.0, checkpoint_dir=str(tmp_path / "ck")
-    )
-    security = ServerSecurity.choose(str(keys), False, address)
-    backend = LiveBackend(world, 0.2, address, security, journal, options, {"graph_digest": "x", "cluster": "c", "round_s": 0.2})
-    backend.start()
-    agents = [_KeyedAgent(ctx, address, name, keys) for name in ("a", "b")]
-    try:
-        register_in_order(backend, agents)
-        live = (world, backend, agents, journal)
-        _, r1 = launch_two(live, 100.0)
-
+    with two_keyed_nodes(tmp_path) as (keys, ctx, world, backend, agents, _, r1):
         _make_again(keys, "b")
-        backend.options = attrs.evolve(backend.options, heartbeat_timeout_s=0.5)
         with caplog.at_level(logging.WARNING, logger="roundhouse.scheduler"):
-            deadline = time.time() + 5
-            while time.time() < deadline and backend.nodes.slots[1].online:
-                for agent in agents:  # the old b keeps heartbeating: its heartbeats no longer count
-                    agent.send("heartbeat", running=[])
-                pump(backend, 0.1)
+            heartbeat_until_b_is_lost(backend, agents)  # (the old b keeps heartbeating)
         assert "refused a message from agent b: the key of agent b was made again" in caplog.text
         assert "node b lost (no heartbeat" in caplog.text
         events = round_trip(world, backend, None)
@@ -154,7 +132,7 @@ def test_a_node_whose_key_is_made_again_is_lost_then_served_under_the_new_key(tm
 
         # b's agent started again with its new pair: it registers and is served.
         agents[1].sock.close()
-        agents[1] = new_b = _KeyedAgent(ctx, address, "b", keys)
+        agents[1] = new_b = _KeyedAgent(ctx, backend.server.endpoint, "b", keys)
         new_b.register()
         deadline = time.time() + 10
         while time.time() < deadline and not backend.nodes.slots[1].online:
@@ -163,9 +141,3 @@ def test_a_node_whose_key_is_made_again_is_lost_then_served_under_the_new_key(tm
         assert any(t == "welcome" for t, _ in new_b.receive())
         events = round_trip(world, backend, None)
         assert events.online.tolist() == [True, True, True, True] and events.nodes_joined == ("b",)
-    finally:
-        for agent in agents:
-            agent.sock.close()
-        backend.close()
-        journal.close()
-        ctx.term()
