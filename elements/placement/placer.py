@@ -20,7 +20,9 @@ Every placer here works in the same steps (`Placer`), and they differ in how the
    no one, whether or not running jobs are ranked below it. When the
    ranking does not allow backfilling, no job starts below one that waits: steps 3 and 4 are
    done again without the jobs ranked below the first that found no room, as a strict queue
-   (and Blox's placement, which stops at the first job it cannot place) would have it.
+   (and Blox's placement, which stops at the first job it cannot place) would have it; when
+   every job of that packing is placed, the jobs left out start after them in ranking order
+   until one finds no room.
 5. A running job marked in step 2 or preempted in step 4 whose GPUs nobody took keeps running
    after all; GPUs still free go, in ranking order, to waiting jobs that fit (when the ranking
    allows backfilling).
@@ -439,7 +441,11 @@ def _pack_in_line(placer, cluster, holder, available, to_place, kept_pos, rankin
     higher-ranked one that waits. Step 3 packs largest first, so a job ranked below one
     that found no room (fragmentation) may have been placed: then the two steps are done
     again without the jobs below it, until none is placed below a job that waits (each pass
-    packs fewer jobs, so this ends). Returns the launches, the victims and the GPUs left."""
+    packs fewer jobs, so this ends). When the last pass places every job it packs, the jobs
+    left out start after them in ranking order while they find room (`_start_in_order`), so
+    that none waits on GPUs nothing ahead of it wants. Returns the launches, the victims and
+    the GPUs left."""
+    dropped = to_place[:0]
     while True:
         left = available.copy()
         launches, victims = _pack_and_preempt(
@@ -447,9 +453,38 @@ def _pack_in_line(placer, cluster, holder, available, to_place, kept_pos, rankin
         )
         placed = launches.placed
         waits = to_place[~placed[to_place]]
-        if not len(waits) or not placed[waits[0] + 1 :].any():
+        if not len(waits):
+            if len(dropped):
+                victims = _start_in_order(
+                    placer, cluster, holder, left, dropped, kept_pos, ranking, on_type, one_node, job_types, launches, victims
+                )
             return launches, victims, left
+        if not placed[waits[0] + 1 :].any():
+            return launches, victims, left
+        dropped = np.concatenate([to_place[to_place > waits[0]], dropped])
         to_place = to_place[to_place <= waits[0]]
+
+
+def _start_in_order(placer, cluster, holder, left, dropped, kept_pos, ranking, on_type, one_node, job_types, launches, victims):
+    """Steps 3 and 4 for the jobs `_pack_in_line` left out, one at a time in ranking order on
+    the GPUs `left` (marked taken as they are), until one finds no room: it waits, and so do
+    those below it. A job may preempt selected running jobs ranked below it that are not
+    victims already. Adds to `launches`; returns the victims."""
+    rows = ranking.rows
+    for position in dropped.tolist():
+        below = kept_pos[kept_pos > position]
+        if len(victims) and len(below):
+            below = below[~isin_rows(rows[below], victims)]
+        trial = left.copy()
+        one = np.array([position], dtype=np.int64)
+        started, more = _pack_and_preempt(placer, cluster, holder, trial, one, below, ranking, on_type, one_node, job_types)
+        if not started.placed[position]:
+            return victims
+        left[:] = trial
+        launches.add_run(*started.arrays())
+        if len(more):
+            victims = np.concatenate([victims, more])
+    return victims
 
 
 # From this many ranked jobs, when at most a quarter of them run, `Placer._keeps` reads the job
