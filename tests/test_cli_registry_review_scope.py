@@ -7,21 +7,14 @@ import pytest
 from roundhouse import Simulation
 from roundhouse.runtime import registry
 from roundhouse.tools.cli import main
-from tests.test_user_elements import blocks
+from tests.test_user_elements import _two_copies, blocks
 
 
 def _copies(tmp_path) -> tuple[str, str]:
     """The guide's graph and element file as written (class SmallestFirst), in a/ and b/."""
-    (python,) = blocks("python")
-    (graph,) = [b for b in blocks("") if "require" in b]
-    assert "class SmallestFirst(" in python
-    graphs = []
-    for folder in ("a", "b"):
-        (tmp_path / folder).mkdir()
-        (tmp_path / folder / "smallest_first.py").write_text(python)
-        (tmp_path / folder / "g.sched").write_text(graph)
-        graphs.append(str(tmp_path / folder / "g.sched"))
-    return graphs[0], graphs[1]
+    assert "class SmallestFirst(" in blocks("python")[0]
+    first, second = _two_copies(tmp_path)
+    return first, second
 
 
 def _command(name: str, graph: str, tmp_path) -> list[str]:
