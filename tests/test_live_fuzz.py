@@ -52,6 +52,7 @@ EXAMPLES = {
         "command": ["true"],
     },
     "revoke": {"job": 1, "attempt": 1, "kill": True},
+    "key_refused": {"key": "node-a", "cause": "removed", "reason": "fuzz"},
     "resize": {
         "job": 1,
         "attempt": 1,

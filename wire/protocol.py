@@ -17,7 +17,8 @@ Who sends what:
 | from -> to            | messages                                                        |
 |-----------------------|-----------------------------------------------------------------|
 | agent -> scheduler    | register, heartbeat, started, metrics, exited, stopping         |
-| scheduler -> agent    | welcome, launch, revoke, resize, ack, unknown, shutdown, error  |
+| scheduler -> agent    | welcome, launch, revoke, resize, ack, unknown, shutdown, error, |
+|                       | key_refused                                                     |
 | submitter -> scheduler| submit, status, lease (a round-trip lease check, for comparison)|
 | scheduler -> submitter| accepted, status_reply, lease_reply, error                      |
 | job -> agent (local)  | report, checkpointed, exiting                                   |
@@ -49,6 +50,8 @@ NAME_RE = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 METRIC_RE = r"[a-z][a-z0-9_]{0,31}"
 OUTCOMES = ("done", "preempted", "failed", "killed", "resized")  # resized: a worker a resize let go
 COUNTS = ("steps", "samples")  # what a launch's iterations count (its `counts`)
+KEY_REMOVED, KEY_MADE_AGAIN = "removed", "made_again"  # why a key is refused (`key_refused`)
+KEY_REFUSALS = (KEY_REMOVED, KEY_MADE_AGAIN)
 
 # Exit codes of a training process that uses the client library.
 EXIT_DONE = 0
@@ -366,6 +369,10 @@ SCHEMAS: dict[str, Obj] = {
     "shutdown": Obj({"reason": Str(1000)}),
     "unknown": Obj({"reason": Str(1000)}),
     "error": Obj({"reason": Str(4000)}, {"ref": Int(0, SEQ_MAX)}),
+    # To a registered agent whose key the scheduler no longer admits (its file removed from
+    # `authorized/`, or a new key made under its name): its messages are dropped from now on,
+    # so the agent stops its workers and exits rather than run on unheard. Said once.
+    "key_refused": Obj({"key": Str(64, NAME_RE), "cause": Choice(*KEY_REFUSALS), "reason": Str(1000)}),
     # submitter -> scheduler
     "submit": Obj({"jobs": ListOf(MapOf(_Cell(), 32, r"[a-z][a-z0-9_]{0,31}"), 10000)}),
     "status": Obj({}),

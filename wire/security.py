@@ -17,7 +17,8 @@ Every connection is encrypted and the scheduler admits only the public keys in `
 (re-read when a file there is added, removed or written over, so adding a node, or making its
 key again, needs no restart). Each message says which key its connection was admitted with
 (`KEY_PROPERTY`), so that a key removed, or made again under its name, cuts off a connection
-still using the old one. A refused peer is logged. A secret key file that others than its
+still using the old one (a registered agent so cut off is told with `key_refused`, and stops).
+A refused peer is logged. A secret key file that others than its
 owner can read is used, with a warning naming it.
 
 Insecure mode (`--insecure`) skips all of this and is allowed only on loopback or local

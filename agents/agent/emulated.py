@@ -18,7 +18,8 @@ another of the process (they share it), ends with it at one iteration, as real w
 theirs: so a job must not be spread over nodes of two emulating processes. When the scheduler
 asks one node to shut down, every node of the process answers, since they all stop; stopped by a
 signal instead, each node says `stopping` once its exits are reported, so that the scheduler
-takes it offline at once. A launch is refused as a real agent refuses it (ranks that cannot all
+takes it offline at once. A node whose key the scheduler no longer admits stops every node of
+the process the same way, and the process exits with status 2. A launch is refused as a real agent refuses it (ranks that cannot all
 run, a GPU the node lacks, a resume point past its iterations: every rank it names ends failed),
 but needs no workload or command, since nothing runs. A launch without a speed (a job known only by its duration) runs at one iteration per second, as the
 simulator runs it.
@@ -203,6 +204,9 @@ class EmulatedNodes:
                 if any(n.link.refused for n in self.nodes):
                     status = 2
                     break
+                if any(n.link.cut_off is not None for n in self.nodes):  # (a node's key no longer admitted: all stop)
+                    status = 2
+                    self.stop("a node's key is no longer admitted by the scheduler")
                 now = time.time()
                 self._finish_due(now)
                 for node in self.nodes:
@@ -214,7 +218,9 @@ class EmulatedNodes:
             for node in self.nodes:
                 node.exits.flush()
             deadline = time.time() + 2.0
-            while time.time() < deadline and any(n.exits.unacked and n.link.registered for n in self.nodes):
+            while time.time() < deadline and any(
+                n.exits.unacked and n.link.registered and n.link.cut_off is None for n in self.nodes
+            ):
                 for sock, _ in poller.poll(timeout=100):
                     node, is_monitor = by_socket[sock]
                     if not is_monitor:
@@ -266,6 +272,8 @@ class EmulatedNodes:
                 node.link.refused = True
             else:
                 log.warning("the scheduler says to %s: %s", node.name, body["reason"])
+        elif type_ == "key_refused":
+            node.link.key_refused(body["key"], body["cause"])
         elif type_ == "shutdown":
             self._asked = True
             node.link.send("stopping")  # (the scheduler may ask again: each time answered)

@@ -75,7 +75,7 @@ class ExitReports:
     def flush_and_wait(self, on_scheduler_frame) -> None:
         """On the way out: resend what is due, then wait briefly for the acknowledgements."""
         self.flush()
-        if self.unacked and self.link.registered:
+        if self.unacked and self.link.registered and self.link.cut_off is None:  # (cut off: no answer comes)
             deadline = time.time() + 2.0
             while self.unacked and time.time() < deadline:
                 if self.link.dealer.poll(100):

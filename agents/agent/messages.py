@@ -11,7 +11,7 @@ from roundhouse.wire import protocol
 from roundhouse.wire.protocol import ProtocolError, RefusalLog
 
 log = logging.getLogger("roundhouse.agent")
-FROM_SCHEDULER = frozenset({"welcome", "launch", "revoke", "resize", "ack", "unknown", "shutdown", "error"})
+FROM_SCHEDULER = frozenset({"welcome", "launch", "revoke", "resize", "ack", "unknown", "shutdown", "error", "key_refused"})
 FROM_JOBS = frozenset({"report", "checkpointed", "exiting"})
 # (one for the process: a flood of bad frames must not fill the log, however many nodes it emulates;
 # counted apart by what was refused, a few fixed phrases, so that one flood hides no other)

@@ -1,6 +1,8 @@
 """The agent's connection to the scheduler: a DEALER socket (secured, watched for a refused
 handshake, for a connection that closes during one, and for one that stays silent), numbered
-messages in both directions, registration until welcomed, heartbeats."""
+messages in both directions, registration until welcomed, heartbeats. A node cut off once it
+served (its key no longer admitted: the scheduler said `key_refused`, or refused the key when
+the agent reconnected) says why and what to do, once (`cut_off`), and sends nothing more."""
 
 from __future__ import annotations
 
@@ -12,7 +14,15 @@ import zmq
 from roundhouse.agents.agent.messages import FROM_SCHEDULER, decode
 from roundhouse.wire import protocol
 from roundhouse.wire.protocol import SeqTracker
-from roundhouse.wire.security import HANDSHAKE_FAILED, HANDSHAKE_FAILURES, REFUSALS, ClientSecurity, check_connect_address
+from roundhouse.wire.security import (
+    AUTHORIZED,
+    HANDSHAKE_FAILED,
+    HANDSHAKE_FAILURES,
+    REFUSALS,
+    SCHEDULER_KEY,
+    ClientSecurity,
+    check_connect_address,
+)
 
 log = logging.getLogger("roundhouse.agent")
 
@@ -35,7 +45,11 @@ class SchedulerLink:
         self.counters = counters
         self.heartbeat_s = 1.0
         self._registered = False
-        self.refused = False
+        self.refused = False  # refused before it served: it exits at once (nothing runs yet)
+        # Why a node that served was cut off (its key no longer admitted): it stops its workers
+        # and exits; its messages would be dropped, so none is sent.
+        self.cut_off: str | None = None
+        self.served = False  # welcomed at least once
         self.last_register = 0.0
         self.last_heartbeat = 0.0
         self.warn_every_s = WARN_EVERY_S
@@ -72,6 +86,8 @@ class SchedulerLink:
         self.dealer.close(linger=1000)
 
     def send(self, type_: str, **fields) -> bool:
+        if self.cut_off is not None:
+            return False
         try:
             self.dealer.send(protocol.encode(type_, self._seq.next(), **fields), zmq.NOBLOCK)
             return True
@@ -138,9 +154,49 @@ class SchedulerLink:
                 self._lost_contact()
             elif kind == HANDSHAKE_FAILED:
                 self._cut_during_handshake()
+            elif kind in REFUSALS and self.served:
+                self._refused_on_reconnecting(kind)
             elif kind in REFUSALS:
                 log.error("the scheduler at %s refused this agent: %s; %s", self.scheduler, REFUSALS[kind], self._refusal_hint())
                 self.refused = True
+
+    @property
+    def node(self) -> str:
+        return self.hello["node"]
+
+    def key_refused(self, key: str, cause: str) -> None:
+        """The scheduler no longer admits this node's key (`key_refused`): cut off."""
+        if cause == protocol.KEY_MADE_AGAIN:
+            what = f"a new key was made under the name '{key}', and this agent holds the old one"
+            todo = (
+                f"copy the node's new key pair ({key}.key_secret, with {SCHEDULER_KEY}.key) from the folder "
+                f"`roundhouse keys` made into {self.security.keys} and start the agent again"
+            )
+        else:
+            what = f"the key '{key}' was removed from the scheduler's {AUTHORIZED}/ folder"
+            todo = (
+                f"have its key admitted again (its {key}.key copied back into the scheduler's {AUTHORIZED}/ folder, "
+                f"or a new pair made with `roundhouse keys` and copied into {self.security.keys}) and start the agent again"
+            )
+        self._cut(f"the scheduler at {self.scheduler} no longer admits the key of node {self.node}: {what}", todo)
+
+    def _refused_on_reconnecting(self, kind: int) -> None:
+        """A node that served, refused when its connection was made again (the scheduler
+        restarted, or the connection broke): its key is no longer admitted, so it is cut off."""
+        if self.security.insecure or kind != zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            todo = self._refusal_hint()
+        else:
+            todo = (
+                f"its key may have been removed from the scheduler's {AUTHORIZED}/ folder or made again: copy the "
+                f"node's current key pair ({self.security.name}.key_secret, with {SCHEDULER_KEY}.key) from the folder "
+                f"`roundhouse keys` made into {self.security.keys} and start the agent again"
+            )
+        self._cut(f"the scheduler at {self.scheduler} refused node {self.node} when it reconnected: {REFUSALS[kind]}", todo)
+
+    def _cut(self, why: str, todo: str) -> None:
+        if self.cut_off is None:
+            self.cut_off = why
+            log.error("%s; stopping this node's jobs and exiting. To serve node %s again, %s", why, self.node, todo)
 
     def _refusal_hint(self) -> str:
         """What a refused handshake asks of the operator."""
@@ -210,6 +266,7 @@ class SchedulerLink:
         if getattr(self, "_registered", False) and not value:  # (the scheduler forgot it: it registers again, from now)
             self.trying_since = self.last_warning = time.time()
         self._registered = value
+        self.served = getattr(self, "served", False) or value  # (getattr, as above: a link made without __init__)
 
     def _warn_unregistered(self, now: float) -> None:
         if now - self.last_warning >= self.warn_every_s:
@@ -233,6 +290,8 @@ class SchedulerLink:
         """Register (once a second until welcomed) or heartbeat when due; False while not registered.
         `running` makes the list of running workers, when one is sent."""
         self._warn_stalled(now)
+        if self.cut_off is not None:
+            return False
         if not self.registered:
             if now - self.last_register >= 1.0:
                 self.register(running())

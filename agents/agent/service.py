@@ -1,6 +1,8 @@
 """The agent itself: its parts put together, its loop, the scheduler's messages, and stopping
 (every worker revoked, their exits reported, then out; an agent stopped by a signal, not asked
-by the scheduler, then says `stopping`, so that the scheduler takes its node offline at once)."""
+by the scheduler, then says `stopping`, so that the scheduler takes its node offline at once).
+A node whose key the scheduler no longer admits stops the same way, unheard, and exits with
+status 2: its jobs are started again elsewhere once the scheduler counts it lost."""
 
 from __future__ import annotations
 
@@ -112,6 +114,9 @@ class Agent:
                 if self.link.refused:
                     status = 2
                     break
+                if self.link.cut_off is not None:  # (its key no longer admitted: it stops as if asked, status 2)
+                    status = 2
+                    self.stop("its key is no longer admitted by the scheduler")
                 self.reports.drain()
                 self.workers.reap()
                 self.workers.start_waiting()
@@ -198,6 +203,9 @@ class Agent:
             self.link.refused = True
             return
         log.warning("the scheduler says: %s", body["reason"])
+
+    def _on_key_refused(self, body) -> None:
+        self.link.key_refused(body["key"], body["cause"])
 
     def _on_shutdown(self, body) -> None:
         self._asked = True

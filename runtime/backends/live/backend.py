@@ -95,6 +95,7 @@ class LiveBackend:
         self.submissions = Submissions(world, journal)
         self.takeover = Takeover(self.attempts, self.nodes, self.submissions)
         self.nodes.on_lost = self.reports.node_lost
+        self.server.on_cut_off = self.nodes.on_cut_off
         self.nodes.on_running = self.reports.running
         self.nodes.on_reconnected = self.reports.reconnected
         self.server.handlers.update(

@@ -239,6 +239,13 @@ class Nodes:
         if node.online:
             self.lose(node, "its agent stopped")
 
+    def on_cut_off(self, identity: bytes) -> None:
+        """A registered agent was told its key is no longer admitted: it stops, and nothing it
+        says is heard, so its node goes offline now rather than at the heartbeat timeout."""
+        node = self.by_identity.get(identity)
+        if node is not None and node.online:
+            self.lose(node, "its key is no longer admitted")
+
     # --- messages from agents ---
     def on_register(self, identity, seq, body, frame) -> None:
         cluster = self.cluster

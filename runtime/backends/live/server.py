@@ -4,11 +4,12 @@ sends replies, and holds back the replies that promise durability until the jour
 committed. A bad frame is answered with `error` or dropped, and logged; the server carries on.
 With keys, a message whose key is no longer in the `authorized/` folder (removed, or made again
 under its name, after its peer connected) is dropped: logged once per key, answered once per
-connection with `error`."""
+connection, with `key_refused` to a registered agent (which then stops) and `error` to others."""
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -71,6 +72,9 @@ class Server:
         self._auth: ThreadAuthenticator | None = None
         self._admitted: AdmittedKeys | None = None  # with keys: the keys admitted now (`_admits`)
         self._told: set[bytes] = set()  # connections told that their key was removed or replaced
+        # Called with a registered agent's connection once it is told its key is refused (the
+        # node registry takes its node offline at once rather than at the heartbeat timeout).
+        self.on_cut_off: Callable[[bytes], None] = lambda identity: None
         self._poller = zmq.Poller()
 
     @property
@@ -178,8 +182,8 @@ class Server:
         """Whether the key a message came with is still admitted (two lookups). One whose key
         file was removed from `authorized/`, or whose key was made again under its name (the
         connection still uses the old one), is dropped: logged once per key, and its connection
-        told once. An agent's messages so dropped do not count as heard (a lost node, once the
-        heartbeat timeout passes); a submitter's request is not taken."""
+        told once (`_tell_refused`). A registered agent's node goes offline when it is told
+        (`on_cut_off`); a submitter's request is not taken."""
         admitted = self._admitted
         assert admitted is not None  # (called with keys only)
         peer = (_user_of(frame), _key_of(frame))
@@ -206,21 +210,32 @@ class Server:
                 "refused a message from %s: %s; its messages are refused from now on%s",
                 self.who(identity),
                 what,
-                " (its node counts as silent: lost once the heartbeat timeout passes)" if agent else "",
+                " (its agent is told so, and stops; its node goes offline)" if agent else "",
             )
         if identity not in self._told:
             self._told.add(identity)
-            if replaced:
-                reason = (
-                    f"the scheduler no longer admits this connection's key '{name}': a new key was made under that name; "
-                    f"connect again with the new key pair ({name}.key_secret)"
-                )
-            else:
-                reason = (
-                    f"the scheduler no longer admits the key '{name}': it was removed from the scheduler's {AUTHORIZED}/ folder"
-                )
-            self.send(identity, "error", reason=reason)
+            self._tell_refused(identity, name, replaced)
         return False
+
+    def _tell_refused(self, identity: bytes, name: str, replaced: bool) -> None:
+        """Tell a connection once that its key is no longer admitted. A registered agent is
+        told with `key_refused`, on which it stops its workers and exits (it would otherwise
+        run on unheard, its jobs started again elsewhere); any other peer (a submitter, an
+        agent not yet registered) with an `error` answering the request it sent. The ROUTER
+        still routes to the connection: its key is checked per message, not the connection."""
+        if replaced:
+            reason = (
+                f"the scheduler no longer admits this connection's key '{name}': a new key was made under that name; "
+                f"connect again with the new key pair ({name}.key_secret)"
+            )
+        else:
+            reason = f"the scheduler no longer admits the key '{name}': it was removed from the scheduler's {AUTHORIZED}/ folder"
+        if self._name_of(identity) is not None and re.fullmatch(protocol.NAME_RE, name):
+            cause = protocol.KEY_MADE_AGAIN if replaced else protocol.KEY_REMOVED
+            self.send(identity, "key_refused", key=name, cause=cause, reason=reason)
+            self.on_cut_off(identity)
+        else:
+            self.send(identity, "error", reason=reason)
 
     def _readmitted(self, users: list[str]) -> None:
         for user in users:
