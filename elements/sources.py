@@ -128,12 +128,13 @@ class TraceSource(_Replay):
     timing: str = attrs.field(default="profile", validator=one_of("profile", "duration"))
 
     def start(self, ctx: RoundContext) -> None:
-        from roundhouse.traces.formats import read_trace
         from roundhouse.traces.generators import poisson_arrivals
         from roundhouse.traces.profiles import ProfileTable
+        from roundhouse.traces.readonce import take_or_read
 
-        # (a Pollux workload names the graph's elastic applications; a canonical elastic job needs no work column)
-        trace = read_trace(self.path, format=self.format, elastic=ctx.throughput.elastic)
+        # (a Pollux workload names the graph's elastic applications; a canonical elastic job needs no work column.
+        # The cluster's check may have read the trace already for the GPU types it names: taken, not read again.)
+        trace = take_or_read(self.path, self.format, ctx.throughput.elastic)
         if self.jobs is not None:
             trace = trace.head(self.jobs)
         if self.rate is not None:

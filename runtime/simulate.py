@@ -13,6 +13,8 @@ from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.engine import Engine, RunResult
 from roundhouse.runtime.settings import BUILT_IN_ELASTIC
 from roundhouse.runtime.world import World
+from roundhouse.traces.gputypes import named_types
+from roundhouse.traces.readonce import read_for_source, release
 
 
 def load_cluster(graph: CompiledGraph, cluster: str | Cluster | None, profile=None) -> Cluster:
@@ -22,9 +24,10 @@ def load_cluster(graph: CompiledGraph, cluster: str | Cluster | None, profile=No
     where the spec was given: the flag, `--set cluster`, or the setting's place in the graph."""
     if isinstance(cluster, Cluster):
         return cluster
+    profile = profile or load_profile(graph)
     known = gpu_types(graph, profile)
     if cluster is not None:
-        return _from_flag("--cluster", cluster, graph, known)
+        return _from_flag("--cluster", cluster, graph, known, profile)
     spec = graph.settings.cluster
     if spec is None:
         raise ClusterError(
@@ -32,20 +35,20 @@ def load_cluster(graph: CompiledGraph, cluster: str | Cluster | None, profile=No
         )
     location = graph.setting_locations.get("cluster")
     if location is None:  # given with --set: relative to the current folder, as other --set paths
-        return _from_flag(graph.setting_flags.get("cluster", "--set cluster"), spec, graph, known)
+        return _from_flag(graph.setting_flags.get("cluster", "--set cluster"), spec, graph, known, profile)
     # A spec file named in the graph is relative to the graph's folder.
     file = spec_file(spec, Path(graph.path).parent)
     text = spec if file is None else str(file)
     try:
-        return Cluster.parse(text, cluster_gpu_types(graph, text, known))
+        return Cluster.parse(text, cluster_gpu_types(graph, text, known, profile))
     except ClusterError as err:
         where = f"{err.path}: " if err.path else ""
         raise SchedError(f"setting 'cluster': {where}{err.message}", location) from None
 
 
-def _from_flag(flag: str, spec: str, graph: CompiledGraph, known: tuple[str, ...]) -> Cluster:
+def _from_flag(flag: str, spec: str, graph: CompiledGraph, known: tuple[str, ...], profile) -> Cluster:
     try:
-        return Cluster.parse(spec, cluster_gpu_types(graph, spec, known))
+        return Cluster.parse(spec, cluster_gpu_types(graph, spec, known, profile))
     except ClusterError as err:
         if err.path is not None:  # the spec file's own message names it
             raise
@@ -68,44 +71,135 @@ _WHY_KNOWN = (
 )
 
 
-def cluster_gpu_types(graph: CompiledGraph, spec: str, known: tuple[str, ...]) -> KnownGpuTypes:
+def cluster_gpu_types(graph: CompiledGraph, spec: str, known: tuple[str, ...], profile=None) -> KnownGpuTypes:
     """The GPU types the cluster `spec` may have: `known` (`gpu_types`), and, when the spec holds
     another, the types the graph's traces ask for (their `gpu_type` column, traces/gputypes.py),
     though the profile lacks them: a job known only by duration runs there for its duration, one
     known by its model has no throughput there (so it is never placed there). Any other type is
-    refused, so that a misspelt one (V1OO) is caught before the run. The traces are read only
-    for a spec beyond `known`: a run on the profile's types reads them once, as it always has."""
+    refused, so that a misspelt one (V1OO) is caught before the run: a name written only in the
+    cluster cannot be told from a misspelling, so a type of its own is named outside it too, and
+    the refusal says how (`_naming_advice`). The traces are read only for a spec beyond `known`,
+    and then once: their TraceSources take the reads (traces/readonce.py)."""
     try:
-        spec_types = {g.gpu_type.lower() for g in ClusterSpec.parse(spec).groups}
+        spec_types = [g.gpu_type for g in ClusterSpec.parse(spec).groups]
     except ClusterError:  # (parsed again against the types below, which says what is wrong)
-        spec_types = set()
+        spec_types = []
     have = {t.lower() for t in known}
-    if spec_types <= have:
+    if all(t.lower() in have for t in spec_types):
         return KnownGpuTypes(known, _WHY_KNOWN)
-    asked = [t for t in trace_gpu_types(graph) if t.lower() not in have]
-    return KnownGpuTypes((*known, *asked), _WHY_KNOWN)
+    reads = _read_traces(graph)
+    asked = [t for t in _first_of_each(n for *_, trace in reads for n in named_types(trace)) if t.lower() not in have]
+    allowed = have | {t.lower() for t in asked}
+    beyond = _first_of_each(t for t in spec_types if t.lower() not in allowed)
+    if not beyond:
+        return KnownGpuTypes((*known, *asked), _WHY_KNOWN)
+    for source, elastic, _ in reads:  # (refused: no source of this run will take them)
+        release(source.path, source.format, elastic)
+    profile = profile or load_profile(graph)
+    # reference_gpu can name a type beyond the profile's when it names none yet, and no job needs its speed there.
+    reference = graph.settings.reference_gpu
+    free = reference.lower() in {t.lower() for t in profile.gpu_types}
+    by_reference = free and not _may_have_jobs_known_by_model(graph, reads, profile)
+    advice = _naming_advice(beyond, by_reference, None if free else reference)
+    return KnownGpuTypes((*known, *asked), f"{_WHY_KNOWN}; {advice}")
 
 
 def trace_gpu_types(graph: CompiledGraph) -> list[str]:
     """The GPU types the jobs of the graph's traces ask for (each once, case aside), as its
-    TraceSources will read them. Only formats that can name one (canonical traces, PAI's task
-    table) are read; a trace that cannot be read is reported here, as its source would."""
-    from roundhouse.traces.formats import detect_format, read_trace
-    from roundhouse.traces.gputypes import named_types
+    TraceSources will read them (`_read_traces`)."""
+    return _first_of_each(n for *_, trace in _read_traces(graph) for n in named_types(trace))
+
+
+def _read_traces(graph: CompiledGraph) -> list:
+    """(source, elastic profile, its jobs) for each TraceSource of the graph whose format can
+    name a GPU type (canonical traces, PAI's task table), read as the source will read it, which
+    it then takes instead of reading the file again; a trace that cannot be read is reported
+    here, as its source would."""
+    from roundhouse.traces.formats import detect_format
 
     elastic = load_elastic(graph) if graph.settings.elastic_profile is not None else None
-    first: dict[str, str] = {}
+    reads = []
     for source in graph.by_class("TraceSource"):
         path, format = getattr(source, "path", None), getattr(source, "format", "auto")
         if path is None or (format if format != "auto" else detect_format(path)) not in ("canonical", "pai"):
             continue
-        trace = read_trace(path, format=format, elastic=elastic)
+        trace = read_for_source(path, format, elastic)
         jobs = getattr(source, "jobs", None)
-        if jobs is not None:
-            trace = trace.head(jobs)
-        for name in named_types(trace):
-            first.setdefault(name.lower(), name)
+        reads.append((source, elastic, trace if jobs is None else trace.head(jobs)))
+    return reads
+
+
+def _first_of_each(names) -> list[str]:
+    """Each name once, case aside, as first written."""
+    first: dict[str, str] = {}
+    for name in names:
+        first.setdefault(name.lower(), name)
     return list(first.values())
+
+
+def _may_have_jobs_known_by_model(graph: CompiledGraph, reads: list, profile) -> bool:
+    """Whether a job of the graph may be known by its model, which needs its speed on the
+    reference type (so reference_gpu must stay a type of the profile). Told of its TraceSources
+    (read here if `_read_traces` did not: the run is refused, so no source reads them after)
+    and its generators of jobs known by duration; any other source may have such jobs."""
+    from roundhouse.traces.formats import read_trace
+
+    if graph.settings.elastic_profile is not None:
+        return True
+    read = {id(source): trace for source, _, trace in reads}
+    for source in graph.elements.values():
+        if getattr(source, "category", None) != "source":
+            continue
+        kind = type(source).__name__
+        if kind in ("PoissonSource", "BurstSource") and getattr(source, "models", None) == "none":
+            continue
+        if kind != "TraceSource":
+            return True
+        if getattr(source, "timing", "profile") == "duration":
+            continue
+        trace = read.get(id(source))
+        if trace is None:
+            trace = read_trace(getattr(source, "path", ""), format=getattr(source, "format", "auto"))
+            jobs = getattr(source, "jobs", None)
+            trace = trace if jobs is None else trace.head(jobs)
+        models = trace["model"].drop_nulls().unique().to_list() if "model" in trace.columns else []
+        if any(profile.canonical_model(m) is not None for m in models):
+            return True
+    return False
+
+
+def _naming_advice(beyond: list[str], by_reference: bool, taken: str | None) -> str:
+    """What to do about GPU types beyond those a cluster may hold (`beyond`, as written): a
+    misspelt one is corrected; one of its own is named outside the cluster too, where the jobs
+    that are to run on it can: reference_gpu (one type, `by_reference`: when no job needs the
+    reference type's speed and it names no type beyond the profile's yet, as it does when
+    `taken` is that type), a job's gpu_type, or the profile's rows."""
+    head = (
+        f"{_listed(beyond)} {'is' if len(beyond) == 1 else 'are'} none of these; "
+        + ("a type of its own (not a misspelling) is" if len(beyond) == 1 else "types of their own (not misspellings) are")
+        + " named outside the cluster too: "
+    )
+    rest = beyond[1:] if by_reference else beyond
+    it = "it" if len(rest) == 1 else "them"
+    column = (
+        f"name {_listed(rest)} in the gpu_type column of the jobs known only by their durations that are to run on {it} "
+        "(a job naming a type runs only there)"
+        if rest
+        else ""
+    )
+    if by_reference:
+        first = f'set reference_gpu = "{beyond[0]}" (--set reference_gpu={beyond[0]}), as jobs known only by their durations run for them on any type'
+        return head + first + (f", and {column}" if rest else "")
+    if taken is not None:
+        return head + f"{column}; reference_gpu names one type, {taken} already"
+    return (
+        head
+        + f"give the profile rows on {it} (a job known by its model runs only where the profile gives its speed), or {column}"
+    )
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def load_profile(graph: CompiledGraph):

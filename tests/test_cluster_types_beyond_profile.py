@@ -182,3 +182,81 @@ def test_a_graph_setting_the_cluster_reports_a_refused_type_at_the_setting(tmp_p
     graph = _graph(tmp_path, "pai_task_table.csv", PAI_ROWS, "1x2:T4,1x2:A100")
     with pytest.raises(SchedError, match="setting 'cluster': bad cluster '1x2:T4,1x2:A100': unknown GPU type 'A100'"):
         load_cluster(compile_file(graph), None)
+
+
+# A type beyond the profile's, the reference_gpu and the trace's gpu_type is refused though every
+# job is known only by its duration (and would run for it there): a name written only in the
+# cluster cannot be told from a misspelling. The refusal says where to name a type of its own;
+# each test below then does what it says, and the run goes.
+DURATIONS = "job_id,arrival_s,gpus,duration_s\n0,0,1,600\n1,0,4,900\n2,60,2,300\n"
+
+
+def _refusal(capsys, graph, cluster: str, *more: str) -> str:
+    err = fails(capsys, "run", graph, "--cluster", cluster, *more)
+    assert err.startswith(f"error: --cluster: bad cluster '{cluster}': unknown GPU type ")
+    return err
+
+
+def test_one_type_for_jobs_known_by_duration_is_named_by_reference_gpu(tmp_path, capsys):
+    graph = _graph(tmp_path, "t.csv", DURATIONS)
+    err = _refusal(capsys, graph, "1x4:V100,1x4:T4")
+    assert "T4 is none of these; a type of its own (not a misspelling) is named outside the cluster too: " in err
+    assert 'set reference_gpu = "T4" (--set reference_gpu=T4)' in err and "gpu_type column" not in err.split("none of")[1]
+    seen, jobs = _run(_with(graph, 'reference_gpu = "T4";\n'), "1x4:V100,1x4:T4")
+    assert set().union(*seen.values()) == {"V100", "T4"}  # (the 4-GPU job fills a node: both types used)
+    assert (jobs.column("finish_s") - jobs.column("first_start_s")).tolist() == jobs.column("duration_s").tolist()
+
+
+def test_a_misspelt_type_is_refused_naming_it_though_every_job_is_known_by_duration(tmp_path, capsys):
+    graph = _graph(tmp_path, "t.csv", DURATIONS)
+    err = _refusal(capsys, graph, "1x4:V1OO")
+    assert "unknown GPU type 'V1OO'; known: V100, P100, K80 (" in err and "V1OO is none of these" in err
+
+
+def test_several_types_name_one_by_reference_gpu_and_the_others_in_gpu_type(tmp_path, capsys):
+    graph = _graph(tmp_path, "t.csv", DURATIONS)
+    err = _refusal(capsys, graph, "1x4:V100,1x4:T4,1x2:A100")
+    assert "T4 and A100 are none of these; types of their own (not misspellings) are named outside the cluster too: " in err
+    assert 'set reference_gpu = "T4" (--set reference_gpu=T4)' in err
+    assert "and name A100 in the gpu_type column of the jobs known only by their durations that are to run on it" in err
+    # With reference_gpu already T4, only the gpu_type column is left for A100.
+    err = _refusal(capsys, graph, "1x4:V100,1x4:T4,1x2:A100", "--set", "reference_gpu=T4")
+    assert "unknown GPU type 'A100'" in err and "A100 is none of these" in err
+    assert "name A100 in the gpu_type column" in err and "reference_gpu names one type, T4 already" in err
+    assert "set reference_gpu" not in err
+    # Done: job 2 asks for A100 and runs there; the others anywhere else.
+    named = DURATIONS.replace("duration_s\n", "duration_s,gpu_type\n").replace("600\n", "600,\n").replace("900\n", "900,\n")
+    graph = _graph(tmp_path, "t.csv", named.replace("300\n", "300,A100\n"), head='reference_gpu = "T4";\n')
+    seen, _ = _run(graph, "1x4:V100,1x4:T4,1x2:A100")
+    assert seen[2] == {"A100"} and "A100" not in seen[0] | seen[1]
+
+
+def test_jobs_known_by_model_are_told_of_profile_rows_not_reference_gpu(tmp_path, capsys):
+    trace = "job_id,arrival_s,gpus,model,iterations,duration_s\n0,0,1,ResNet-18,1000,\n1,0,1,,,600\n"
+    graph = _graph(tmp_path, "t.csv", trace)
+    err = _refusal(capsys, graph, "1x4:V100,1x4:T4")
+    advice = err.split("T4 is none of these")[1]
+    assert "give the profile rows on it (a job known by its model runs only where the profile gives its speed)" in advice
+    assert "or name T4 in the gpu_type column" in advice and "reference_gpu" not in advice
+    # Done: a profile with rows on T4 makes it a type the cluster may hold.
+    (tmp_path / "profile.csv").write_text(
+        "model,batch_size,gpu_type,gpus,placement,iters_per_s\n"
+        "ResNet-18,16,V100,1,consolidated,4.0\nResNet-18,16,T4,1,consolidated,1.0\n"
+    )
+    seen, _ = _run(_with(graph, 'profile = "profile.csv";\n'), "1x1:V100,1x1:T4")
+    assert set().union(*seen.values()) <= {"V100", "T4"} and seen.keys() == {0, 1}
+    # A source replaying by durations alone (timing=duration) has no job known by its model.
+    trace = "job_id,arrival_s,gpus,model,duration_s\n0,0,1,ResNet-18,600\n"
+    graph = _graph(tmp_path, "d.csv", trace)
+    assert "give the profile rows" in _refusal(capsys, graph, "1x4:V100,1x4:T4")
+    graph.write_text(graph.read_text().replace('path="d.csv"', 'path="d.csv", timing=duration'))
+    assert (
+        'T4 is none of these; a type of its own (not a misspelling) is named outside the cluster too: set reference_gpu = "T4"'
+        in (_refusal(capsys, graph, "1x4:V100,1x4:T4"))
+    )
+
+
+def _with(graph, setting: str):
+    """The graph with a setting added at its top."""
+    graph.write_text(setting + graph.read_text())
+    return graph
