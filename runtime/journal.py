@@ -29,6 +29,11 @@ submissions and attempts as read (text SQLite cannot read included), and what on
 the run's jobs show as its rounds replay (records.py's `replayed`): a journal changed by hand
 or damaged is refused with a UsageError naming the file, the table, the round or job, and what
 is wrong, before anything is written to it.
+
+`Journal` holds the file and its tables of rounds, submissions and attempts. Which run the
+journal holds (its facts, beginning one) is runtime/journal_runs.py, its tables of nodes
+runtime/journal_nodes.py: Journal binds their functions as its methods. How a value read back
+is judged and shown in an error is runtime/journal_values.py.
 """
 
 from __future__ import annotations
@@ -37,7 +42,6 @@ import json
 import math
 import os
 import sqlite3
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,14 +49,21 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from roundhouse.errors import TraceError, UsageError
+from roundhouse.runtime import journal_nodes, journal_runs
 from roundhouse.runtime.element import MAX_SECONDS
 from roundhouse.runtime.files import hold_lock
+from roundhouse.runtime.journal_values import cell as _cell
+from roundhouse.runtime.journal_values import is_number as _is_number
+from roundhouse.runtime.journal_values import shown as _shown
 from roundhouse.runtime.types import LR_RULES
 
 if TYPE_CHECKING:
     import polars as pl
 
-SCHEMA_VERSION = 1
+# Kept here for the modules that import them from here (runtime/whatif.py checks a journal it
+# reads with `_check_begun`).
+SCHEMA_VERSION = journal_runs.SCHEMA_VERSION
+_check_begun = journal_runs.check_begun
 # Rounds read from the journal at a time (`Journal.rounds`): a replay holds no more at once.
 ROUND_BATCH = 256
 
@@ -169,47 +180,10 @@ class Journal:
         """The error for what is wrong with a row of the journal (`where`: which row)."""
         return UsageError(f"{self.path}: damaged journal: table {table}, {where}: {what}")
 
-    # --- the run ---
-    def meta(self) -> dict[str, Any]:
-        """The run's facts (none before it begins), checked: a journal of another schema, or
-        a value of the wrong kind, is a UsageError."""
-        meta = {
-            key: self._json(value, "meta", f"key {key!r}") for key, value in self._read("meta", "SELECT key, value FROM meta")
-        }
-        if not meta:
-            return meta
-        if meta.get("schema") != SCHEMA_VERSION:
-            raise UsageError(
-                f"{self.path}: journal schema {meta.get('schema')} is not {SCHEMA_VERSION}, the one this Roundhouse reads"
-            )
-        for key, (fits, kind) in _META.items():
-            if key in meta and not fits(meta[key]):
-                raise self.damaged("meta", f"key {key!r}", f"{meta[key]!r} is not {kind}")
-        return meta
-
-    def run_of(self, meta: dict[str, Any]) -> dict[str, Any]:
-        """The journal's meta ({} before a run begins), checked to be this run's: a journal of
-        another graph or cluster is refused before anything of it (its nodes) is read, also
-        one whose run has not begun but accepted jobs (`add_submission` keeps its facts)."""
-        old = self.meta()
-        _check_begun(self, old)
-        _check_same_run(self, old, meta)
-        begun = "epoch" in old  # (until then, the first job accepted writes the facts with it)
-        self._facts = None if begun else {**{k: v for k, v in meta.items() if k != "epoch"}, "schema": SCHEMA_VERSION}
-        return old if begun else {}
-
-    def begin(self, meta: dict[str, Any]) -> dict[str, Any]:
-        """Start a new run, or check that the journal's run is this one; returns its meta
-        (with the epoch, which a resumed run keeps)."""
-        old = self.run_of(meta)
-        if not old:
-            meta = {**meta, "schema": SCHEMA_VERSION, "epoch": time.time()}
-            self._begin()
-            self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])
-            self._facts = None
-            self.commit()
-            return meta
-        return old
+    # --- the run: its facts, and beginning one (runtime/journal_runs.py) ---
+    meta = journal_runs.meta
+    run_of = journal_runs.run_of
+    begin = journal_runs.begin
 
     # --- rounds ---
     def rounds(self) -> Iterator[tuple[int, float, Record]]:
@@ -376,29 +350,11 @@ class Journal:
             ),
         )
 
-    # --- nodes ---
-    def set_node(self, name: str, slot: int, address: str, joined_s: float) -> None:
-        self._begin()
-        self.writes += 1
-        # A node taking the place of a lost one replaces its row: one name per slot.
-        self.db.execute("DELETE FROM nodes WHERE slot = ? AND name != ?", (slot, name))
-        self.db.execute("INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, ?)", (name, slot, address, joined_s))
-        self.db.execute("DELETE FROM stopped_nodes WHERE name = ?", (name,))  # (it serves again)
-
-    def node_stopped(self, name: str, stopped_s: float) -> None:
-        """Node `name`'s agent was told to stop, or said it is stopping (until it registers again)."""
-        self._begin()
-        self.writes += 1
-        self.db.execute("INSERT OR REPLACE INTO stopped_nodes VALUES (?, ?)", (name, stopped_s))
-
-    def stopped_nodes(self) -> set[str]:
-        """The nodes told to stop, or that said they were stopping, not registered since."""
-        return _stopped_nodes(self)
-
-    def nodes(self, n_slots: int | None = None) -> dict[str, tuple[int, str]]:
-        """Which node of the cluster (0 to `n_slots` - 1, if given) each journaled agent fills,
-        and its address, checked as read (`_checked_nodes`)."""
-        return _checked_nodes(self, self._read("nodes", "SELECT name, slot, address FROM nodes ORDER BY rowid"), n_slots)
+    # --- nodes (runtime/journal_nodes.py) ---
+    set_node = journal_nodes.set_node
+    node_stopped = journal_nodes.node_stopped
+    stopped_nodes = journal_nodes.stopped_nodes
+    nodes = journal_nodes.nodes
 
     # --- transactions ---
     def _begin(self) -> None:
@@ -578,43 +534,6 @@ def _checked_attempts(journal: Journal, rows: list[tuple]) -> list[AttemptRow]:
     return out
 
 
-def _check_begun(journal: Journal, meta: dict[str, Any]) -> None:
-    """Refuse a journal that holds a run's records without its facts (table meta emptied, or a
-    fact lost): its rounds would replay as another run's, with no start time to date them by.
-    (Facts without an epoch are those of a run that has not begun but accepted jobs.)"""
-    if "epoch" in meta:
-        return
-    for table in ("rounds", "attempts", "exits"):
-        if journal._read(table, f"SELECT 1 FROM {table} LIMIT 1"):
-            if meta:
-                raise journal.damaged("meta", "key 'epoch'", f"missing, though table {table} holds a run's records")
-            raise journal.damaged(
-                "meta", "its rows", f"there are none, though table {table} holds a run's records (of what graph, cluster, start?)"
-            )
-
-
-def _check_same_run(journal: Journal, old: dict[str, Any], meta: dict[str, Any]) -> None:
-    """Refuse the journal of another run (`old`, its facts) than this one's (`meta`), naming what
-    differs; a run that has not begun is another if the jobs it accepted were another graph's."""
-    for key, what in _RUN_KEYS.items():
-        if key in _LATER_KEYS and (key not in old or key not in meta):
-            continue  # (a journal written before the fact was kept: the others say which run it is)
-        if old and old.get(key) != meta.get(key):
-            whose = "another run" if "epoch" in old else "another run, which has not begun but accepted jobs"
-            if key == "cluster_fingerprint":  # (described alike, or the cluster's key would have differed)
-                raise UsageError(
-                    f"{journal.path}: this journal belongs to {whose}: its cluster's nodes differ (their cores, memory, "
-                    f"network, racks or GPU links; both clusters are {meta.get('cluster')}); give a new --journal path to "
-                    "start afresh"
-                )
-            there, now = (old.get(key), meta.get(key)) if key != "graph_digest" else (old.get("graph"), meta.get("graph"))
-            raise UsageError(
-                f"{journal.path}: this journal belongs to {whose}: its {what} differs ({there!r} there, {now!r} now"
-                + (f"; digests {old.get(key)} and {meta.get(key)}" if key == "graph_digest" else "")
-                + "); give a new --journal path to start afresh"
-            )
-
-
 def _checked_shapes(journal: Journal, rows: list[tuple]) -> dict[tuple[int, int], list[ShapeRow]]:
     """Table shapes' rows checked (`_shape_problem`), by (job id, attempt)."""
     out: dict[tuple[int, int], list[ShapeRow]] = {}
@@ -626,17 +545,6 @@ def _checked_shapes(journal: Journal, rows: list[tuple]) -> dict[tuple[int, int]
         shape = ShapeRow(r[0], r[1], r[2], r[3], gpus, nodes, r[6], r[7], float(r[8]), r[9], r[10])
         out.setdefault((r[0], r[1]), []).append(shape)
     return out
-
-
-def _stopped_nodes(journal: Journal) -> set[str]:
-    """Table stopped_nodes' names, checked (none for a journal written before it was kept)."""
-    if not journal._read("stopped_nodes", "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stopped_nodes'"):
-        return set()
-    names = [r[0] for r in journal._read("stopped_nodes", "SELECT name FROM stopped_nodes")]
-    for name in names:
-        if not isinstance(name, str) or not name:
-            raise journal.damaged("stopped_nodes", f"node {name!r}", "its name is not text")
-    return set(names)
 
 
 def _columns_created() -> dict[str, tuple[str, ...]]:
@@ -674,33 +582,6 @@ def _check_tables(journal: Journal, read_only: bool) -> None:
             have = {r[1] for r in journal.db.execute(f"PRAGMA table_info({table})")}
             if lacking := [c for c in columns if c not in have]:
                 raise journal.damaged(table, "its columns", f"it has no column {', '.join(lacking)}")
-
-
-def _checked_nodes(journal: Journal, rows: Iterable[tuple], n_slots: int | None) -> dict[str, tuple[int, str]]:
-    """Table nodes' rows checked: text for name and address, one name per slot, each slot a
-    node of the cluster (of `n_slots`, if given)."""
-    out: dict[str, tuple[int, str]] = {}
-    by_slot: dict[int, str] = {}
-    for name, slot, address in rows:
-        where = f"node {name!r}"
-        if not isinstance(name, str) or not name:
-            raise journal.damaged("nodes", where, "its name is not text")
-        if type(slot) is not int or slot < 0:
-            raise journal.damaged("nodes", where, f"slot {slot!r} is not a node's index (a whole number, 0 or more)")
-        if n_slots is not None and slot >= n_slots:
-            if "epoch" not in journal.meta():  # (a run that never began, on another cluster: not damage)
-                raise UsageError(
-                    f"{journal.path}: this journal belongs to another run (its table nodes puts {name} at node "
-                    f"{slot}; this cluster has {n_slots}); give a new --journal path to start afresh"
-                )
-            raise journal.damaged("nodes", where, f"slot {slot} is not a node of the cluster (0 to {n_slots - 1})")
-        if slot in by_slot:
-            raise journal.damaged("nodes", where, f"slot {slot} is node {by_slot[slot]!r}'s too")
-        if not isinstance(address, str):
-            raise journal.damaged("nodes", where, f"address {address!r} is not text")
-        by_slot[slot] = name
-        out[name] = (slot, address)
-    return out
 
 
 class _Lock:
@@ -784,31 +665,6 @@ def _shape_problem(r: tuple, gpus: Any, nodes: Any) -> str | None:
             return f"{value!r} is not {kind}"
     return None
 
-
-def _is_number(x: Any) -> bool:
-    return type(x) in (int, float) and math.isfinite(x)
-
-
-# The facts that say which run a journal is, with what each names: another graph's or cluster's
-# scheduler refuses it (what is most telling first: a --set round=... changes the digest too).
-_RUN_KEYS = {
-    "round_s": "round length (seconds)",
-    "cluster": "cluster",
-    "cluster_fingerprint": "cluster's nodes",
-    "graph_digest": "graph (its elements, arguments and settings, with --set and --trace)",
-}
-# Facts a journal written by an older Roundhouse does not have: compared only when it has them.
-_LATER_KEYS = frozenset({"cluster_fingerprint"})
-
-# What each of the run's facts must be: a test, and what it says of a value that fails it.
-_META = {
-    "graph": (lambda v: isinstance(v, str), "a graph's path (text)"),
-    "graph_digest": (lambda v: isinstance(v, str), "a graph's digest (text)"),
-    "cluster": (lambda v: isinstance(v, str), "a cluster's description (text)"),
-    "cluster_fingerprint": (lambda v: isinstance(v, str), "a cluster's fingerprint (text)"),
-    "round_s": (lambda v: _is_number(v) and v > 0, "a round's length in seconds, more than 0"),
-    "epoch": (_is_number, "a wall-clock time in seconds"),
-}
 
 # The keys of every round's record (records.py's `record_of`); "plans" is added when journaled.
 _KEYS = ("finished", "failed", "requeued", "online", "joined", "lost", "metrics", "submitted", "progress")
@@ -939,15 +795,3 @@ def _check_progress(progress: Any) -> None:
         raise _Bad(f"progress has {_shown(progress[1:])}, not numbers of iterations and seconds")
     if min(progress[2]) < 0 or min(progress[3]) < 0:
         raise _Bad(f"progress has GPU-seconds and seconds {_shown(progress[2:])}, some below 0")
-
-
-def _cell(value: Any) -> str:
-    """A cell of a row as Python shows it, cut short (it may be text, a number or bytes)."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _shown(value: Any) -> str:
-    """A value as JSON, cut short."""
-    text = json.dumps(value)
-    return text if len(text) <= 60 else text[:57] + "..."

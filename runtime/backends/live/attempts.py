@@ -5,28 +5,26 @@ agree among themselves on the exit iteration, two-phase). A job relaunched befor
 attempt has finished checkpointing is launched once that attempt exits, from its checkpoint
 (the resume point). When every worker of an attempt has exited, the attempt's outcome decides
 what the job does next: finished, requeued from its last checkpoint, retried after a crash, or
-failed for good after too many."""
+failed for good after too many. What a launch sends, and to whom, is runtime/backends/live/launches.py."""
 
 from __future__ import annotations
 
 import logging
 import math
-import shlex
 from collections import defaultdict, deque
 from pathlib import Path
 
 import attrs
 import numpy as np
 
-from roundhouse.runtime.backends.live.nodes import GONE, HELD, SENT, Nodes
+from roundhouse.runtime.backends.live import launches
+from roundhouse.runtime.backends.live.launches import attempt_row
+from roundhouse.runtime.backends.live.nodes import GONE, SENT, Nodes
 from roundhouse.runtime.backends.live.round import Clock, News
-from roundhouse.runtime.journal import AttemptRow, Journal, ShapeRow
+from roundhouse.runtime.journal import Journal, ShapeRow
 from roundhouse.runtime.resizing import lr_base, lr_scale
 from roundhouse.runtime.types import LR_LINEAR
 from roundhouse.runtime.world import FINISHED, RUNNING, World
-from roundhouse.traces.profiles import canonical_model
-from roundhouse.wire import protocol
-from roundhouse.wire.workloads import workload_module
 
 log = logging.getLogger("roundhouse.scheduler")
 
@@ -132,14 +130,6 @@ def worker_batch(batch: int, world_size: int) -> int:
     return -(-int(batch) // max(int(world_size), 1)) if batch > 0 else 0
 
 
-def attempt_row(att: Attempt, nodes: Nodes) -> AttemptRow:
-    """The attempt as the journal's table attempts keeps it (as launched)."""
-    names = [nodes.name_at(int(s)) or "?" for s in att.slots]
-    return AttemptRow(
-        att.job_id, att.n, att.launched_s, att.gpus.tolist(), names, att.master_port, att.start_iteration, att.resume
-    )
-
-
 def shape_row(att: Attempt, nodes: Nodes, since_s: float) -> ShapeRow:
     """The attempt's shape as it runs from `since_s` on (its generation), for the journal: a
     restarted scheduler takes the attempt back in this shape (runtime/backends/live/takeover.py)."""
@@ -235,95 +225,10 @@ class Attempts:
                 return port
         return lo
 
-    # --- launching and revoking ---
-    def start_or_defer(self, att: Attempt) -> None:
-        prev = att.waits_for
-        if prev is not None and not prev.ended:
-            log.info("job %d attempt %d waits for attempt %d to checkpoint and exit", att.job_id, att.n, prev.n)
-            return
-        self._send_launch(att)
-
-    def _send_launch(self, att: Attempt) -> None:
-        row = att.row
-        if att.waits_for is not None:
-            # Launched after its predecessor exited: from the checkpoint that one left.
-            att.waits_for = None
-            self.resume_point(att)
-            self.journal.add_attempt(attempt_row(att, self.nodes))
-            self.journal.commit()
-        has_model = bool(self._column("has_model")[row])
-        if has_model:
-            self.reached[row] = att.start_iteration
-        model = self._column("model")[row]
-        # (Asked first: a missing column's error spells out the closest names, a millisecond a launch.)
-        command = self._column("command")[row] if self.world.jobs.has_column("command") else None
-        command = command if isinstance(command, str) and command.strip() else None
-        workload = workload_module(canonical_model(model) or model) if command is None and isinstance(model, str) else None
-        if command is None and workload is None:
-            self._cannot_run(att, f"no workload for model {model!r} and no command: give the job a 'command'")
-            return
-        rank0 = self.nodes.slots[int(att.slots[0])]
-        # (A job the wire cannot carry, or whose command does not split into words, fails alone:
-        # it must not stop the scheduler, nor a restart that replays the journal holding it.)
-        try:
-            words = shlex.split(command) if command else None
-        except ValueError as err:
-            self._cannot_run(att, f"its command {command!r} does not split into words ({str(err).lower()})")
-            return
-        common = dict(
-            job=att.job_id,
-            attempt=att.n,
-            world_size=att.world_size,
-            master_addr=rank0.address if rank0 is not None else "127.0.0.1",
-            master_port=att.master_port,
-            iterations=int(math.ceil(self._column("work")[row])) if has_model else 0,
-            batch_size=att.worker_batch,
-            checkpoint_dir=f"{self.checkpoint_root}/job-{att.job_id}",
-            checkpoint_every_s=float(self.options.checkpoint_every_s),
-            workload=workload,
-            command=words,
-            model=model if isinstance(model, str) else None,
-            resume=att.resume,
-            resume_iteration=att.start_iteration if att.resume else None,
-            seed=int(att.job_id % 2**31),
-            iters_per_s=att.iters_per_s or None,
-            # (Steps go unmarked, as before the field existed.)
-            counts="samples" if att.elastic else None,
-            lr_scale=att.lr_scale,
-        )
-        try:
-            protocol.encode("launch", 0, ranks=[{"rank": 0, "gpu": 0}], **common)
-        except protocol.ProtocolError as err:
-            self._cannot_run(att, f"its launch message cannot carry it ({err.reason})")
-            return
-        att.sent = True
-        cluster = self.world.cluster
-        held = []
-        for slot in sorted({int(s) for s in att.slots}):
-            ranks = [
-                {"rank": r, "gpu": int(cluster.gpu_local[g])}
-                for r, g in enumerate(att.gpus.tolist())
-                if int(att.slots[r]) == slot
-            ]
-            self.counters["launch_messages"] += 1
-            how = self.nodes.to_slot(slot, "launch", ranks=ranks, **common)
-            if how == GONE:
-                att.lose_ranks([r["rank"] for r in ranks], att.start_iteration)
-            elif how == HELD:
-                held.append(self.nodes.name_at(slot))
-        self.counters["launches"] += 1
-        _log_launch(att, self.nodes, held)
-        if len(att.exits) == att.world_size:  # every node it was meant for is gone
-            self.requeue_now(att, self.clock.now_s())
-            self.maybe_end(att, self.clock.now_s())
-
-    def _cannot_run(self, att, reason: str) -> None:
-        """The attempt fails for good before it is sent: every rank exits with `reason`."""
-        log.warning("job %d cannot run: %s", att.job_id, reason)
-        for rank in range(att.world_size):
-            att.exits[rank] = {"outcome": "failed", "iteration": att.start_iteration, "reason": reason}
-        att.sent = True
-        self.maybe_end(att, self.clock.now_s(), permanent=True)
+    # --- launching (runtime/backends/live/launches.py) and revoking ---
+    start_or_defer = launches.start_or_defer
+    _send_launch = launches.send_launch
+    _cannot_run = launches.cannot_run
 
     def revoke(self, att: Attempt | None) -> None:
         if att is None or att.ended:
@@ -454,21 +359,6 @@ class Attempts:
                 self._send_launch(successor)
             else:
                 self.conclude(successor, "preempted", t, permanent=False)
-
-
-def _log_launch(att: Attempt, nodes: Nodes, held: list[str | None]) -> None:
-    """Say where an attempt was launched, and for which nodes its launch is held (not sent:
-    their agents are not connected; it is delivered when they register again)."""
-    where = ", ".join(sorted({name for s in att.slots if (name := nodes.name_at(int(s))) is not None}))
-    log.info(
-        "launch job %d attempt %d on %s (GPUs %s)%s%s",
-        att.job_id,
-        att.n,
-        where,
-        ",".join(map(str, att.gpus.tolist())),
-        f" from its checkpoint at iteration {att.start_iteration}" if att.resume else "",
-        f": held for {', '.join(map(str, held))} until its agent registers again (not connected)" if held else "",
-    )
 
 
 def _joiners_moot(books: Attempts, att: Attempt) -> bool:

@@ -6,7 +6,7 @@ being asked (stopped by a signal): it says so after its exits, so its node goes 
 and nothing more is launched there. A message that cannot reach a node (its connection dropped)
 is held, with every later one, until its agent registers again; and a node whose agent was
 told to stop, or said it is stopping, is journaled so: a resumed run keeps it offline until its
-agent registers."""
+agent registers. How an agent registers is runtime/backends/live/registrations.py."""
 
 from __future__ import annotations
 
@@ -17,19 +17,16 @@ from collections.abc import Callable
 import attrs
 import numpy as np
 
+from roundhouse.runtime.backends.live import registrations
+from roundhouse.runtime.backends.live.registrations import key_of_frame
 from roundhouse.runtime.backends.live.round import Clock, News
 from roundhouse.runtime.backends.live.server import Server
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.journal import Journal
-from roundhouse.wire import protocol
 from roundhouse.wire.protocol import RefusalLog
-from roundhouse.wire.security import AGENT, SUBMITTER, key_of_user_id
+from roundhouse.wire.security import AGENT, key_of_user_id
 
 log = logging.getLogger("roundhouse.scheduler")
-
-# A node's agent silent this many heartbeat periods has stopped (one period, and the delays of a
-# busy agent or scheduler): another agent registering under its name takes its place.
-SILENT_PERIODS = 1.5
 
 # How `Nodes.to_node` dealt with a message: sent on the node's connection, held for the node
 # until its agent registers again, or not sent at all (no such node, or it is offline).
@@ -51,7 +48,7 @@ class Node:
     stopping: bool = False  # its agent said it is stopping (an answer to a shutdown, or unasked)
     asked: bool = False  # the scheduler asked its agent to shut down
     # Another agent process registering under this name while this one was alive: its session,
-    # and when it first tried (`_held_back`).
+    # and when it first tried (registrations.py `_held_back`).
     contender: tuple[str, float] | None = None
     # After its agent registered on a new connection: the workers (job, attempt, rank) this
     # scheduler expects there that the agent did not list, to be settled by its next heartbeat
@@ -109,13 +106,24 @@ class Nodes:
     def count_online(self) -> int:
         return sum(1 for n in self.slots if n is not None and n.online)
 
+    def wall(self) -> float:
+        """Now, by the wall clock agents are heard by (`Node.heard`, `last_seen`): registrations
+        read it here too, so that the registry keeps one clock (tests set this module's `time`)."""
+        return time.time()
+
     def load(self) -> None:
         """The nodes the journal's run knew, by name (they keep their places after a restart)."""
         for name, (slot, address) in self.journal.nodes(len(self.slots)).items():
-            node = Node(name, slot, address)
-            self.by_name[name] = node
-            self.slots[slot] = node
+            self.seat(name, slot, address)
         self.stopped = self.journal.stopped_nodes() & set(self.by_name)
+
+    def seat(self, name: str, slot: int, address: str) -> Node:
+        """A new node, of agent `name`, at `slot` of the cluster: in the place of the node there, if any."""
+        old = self.slots[slot]
+        if old is not None:
+            del self.by_name[old.name]
+        node = self.by_name[name] = self.slots[slot] = Node(name, slot, address)
+        return node
 
     # --- sending ---
     def to_node(self, node: Node | None, type_: str, **fields) -> str:
@@ -247,104 +255,7 @@ class Nodes:
             self.lose(node, "its key is no longer admitted")
 
     # --- messages from agents ---
-    def on_register(self, identity, seq, body, frame) -> None:
-        cluster = self.cluster
-        name = body["node"]
-        key, role = key_of_user_id(_key_of(frame))
-        if role == SUBMITTER:  # (a key given to submit with does not give the cluster's nodes)
-            reason = f"node {name} registers with the key of submitter {key}: only an agent's key registers a node"
-            return self._refuse(identity, reason)
-        if key and key != name:  # (with keys, an agent's name is its key's: no key speaks for another node)
-            reason = f"node {name} registers with the key of {key}: an agent registers under its own key's name"
-            return self._refuse(identity, reason)
-        types = {g["type"] for g in body["gpus"]}
-        count = len(body["gpus"])
-        if len(types) != 1 or sorted(g["index"] for g in body["gpus"]) != list(range(count)):
-            return self._refuse(identity, _bad_gpus(name, body["gpus"]))
-        gpu_type = cluster_type = next(iter(types))
-        known = [t for t in cluster.gpu_types if t.lower() == gpu_type.lower()]
-        if known:
-            cluster_type = known[0]
-
-        def fits(slot: int) -> bool:
-            return int(cluster.node_gpus[slot]) == count and cluster.gpu_types[int(cluster.node_type[slot])] == cluster_type
-
-        node = self.by_name.get(name)
-        if node is not None and not fits(node.slot):
-            reason = (
-                f"node {name} is node {node.slot} of the cluster, which has {cluster.node_gpus[node.slot]} "
-                f"{cluster.gpu_types[cluster.node_type[node.slot]]} GPU(s); it now registers {count} {gpu_type}"
-            )
-            return self._refuse(identity, reason)
-        if node is not None and _held_back(self, node, identity, body["session"]):
-            return
-        if node is None:
-            free = [s for s in range(cluster.n_nodes) if self.slots[s] is None and fits(s)]
-            free += [s for s, n in enumerate(self.slots) if n is not None and not n.online and fits(s)]
-            if not free:
-                reason = f"the cluster ({cluster.describe()}) has no free node with {count} {gpu_type} GPU(s) for {name}"
-                return self._refuse(identity, reason)
-            slot = free[0]
-        else:
-            slot = node.slot
-        # The answer is checked before anything changes: a welcome that cannot be sent must
-        # not leave the node counted online (nor journaled) with no agent behind it.
-        welcome = dict(node_index=slot, heartbeat_s=self.options.heartbeat_s, session=self.session)
-        try:
-            protocol.SCHEMAS["welcome"].check(welcome, "")
-        except protocol.ProtocolError as err:
-            reason = f"the scheduler cannot welcome node {name}: {err.reason}"
-            log.error("refused registration: %s", reason)
-            self.server.send(identity, "error", reason=reason)
-            return
-        # Journaled first: a write that fails leaves the node as it was (not half registered).
-        self.journal.set_node(name, slot, body["address"], self.clock.now_s())
-        if node is None:
-            old = self.slots[slot]
-            if old is not None:
-                del self.by_name[old.name]
-                log.info("node %s takes the place of lost node %s (node %d)", name, old.name, slot)
-            node = Node(name, slot, body["address"])
-            self.by_name[name] = node
-            self.slots[slot] = node
-        elif node.online and node.session and node.session != body["session"]:
-            # The same node came back as a new agent process: the old one's jobs died with it.
-            self.lose(node, "its agent restarted")
-        reconnected = node.identity != identity  # (a new connection: what was sent on the old one may be lost)
-        if node.identity is not None and node.identity != identity:
-            self.by_identity.pop(node.identity, None)
-            self.server.forget(node.identity)
-        node.identity, node.session, node.address = identity, body["session"], body["address"]
-        node.heard = node.last_seen = time.time()
-        node.key = key
-        node.stopping = node.asked = False  # (an agent back after stopping serves again)
-        self.by_identity[identity] = node
-        self.stopped.discard(name)
-        if not node.online:
-            node.online = True
-            self.set_online(node, True)
-            self.news.joined.append(name)
-        first = int(cluster.node_first_gpu[node.slot])
-        log.info(
-            "node %s registered%s as node %d: GPUs %d-%d (%d x %s), %d running process(es)",
-            name,
-            f" (key {node.key})" if node.key else "",
-            node.slot,
-            first,
-            first + count - 1,
-            count,
-            cluster_type,
-            len(body["running"]),
-        )
-        self.server.send(identity, "welcome", **welcome)
-        starting = _deliver_held(self, node, identity)
-        self.on_running(node, body["running"], True)
-        if reconnected:
-            self.on_reconnected(node, body["running"], starting)
-
-    def _refuse(self, identity: bytes, reason: str) -> None:
-        log.warning("refused registration: %s", reason)
-        self.server.send(identity, "error", reason=reason)
+    on_register = registrations.on_register  # (an agent registering: runtime/backends/live/registrations.py)
 
     def on_heartbeat(self, identity, seq, body, frame) -> None:
         node = self.by_identity.get(identity)
@@ -371,68 +282,7 @@ class Nodes:
 def refuses_submission(frame) -> str:
     """Why a submission may not be taken from the key it came with ("" if it may): a node's
     key lies on the node, so it gives no say over the queue. A key made before roles may."""
-    key, role = key_of_user_id(_key_of(frame))
+    key, role = key_of_user_id(key_of_frame(frame))
     if role != AGENT:
         return ""
     return f"the key of agent {key} submits no jobs: submit with a submitter's key (`roundhouse keys DIR --submitters NAME`)"
-
-
-def _held_back(nodes: Nodes, node: Node, identity: bytes, session: str) -> bool:
-    """Whether a registration by another agent process under the name of a node whose agent
-    is up waits (unanswered: agents register again every second) or is refused. An agent
-    heard within a heartbeat period may have just restarted (its last heartbeat came before
-    it died), or be a second agent given the same name: the newcomer waits until the current
-    agent is heard again (a name clash: the newcomer is refused, with the reason) or has been
-    silent for `SILENT_PERIODS` heartbeat periods (it restarted: the newcomer takes over)."""
-    if not (node.online and node.session and node.session != session):
-        node.contender = None
-        return False
-    wall = time.time()
-    if node.contender is None or node.contender[0] != session:
-        node.contender = (session, wall)
-    if node.heard > node.contender[1]:
-        node.contender = None
-        reason = (
-            f"node {node.name} is already registered by another agent, which is still running: give each agent its own --name"
-        )
-        log.warning("name clash: refused a second agent registering as node %s: %s", node.name, reason)
-        nodes.server.send(identity, "error", reason=reason)
-        return True
-    if wall - node.heard > SILENT_PERIODS * nodes.options.heartbeat_s:
-        node.contender = None
-        return False
-    log.debug("node %s: another agent registers under its name; waiting to see which one is running", node.name)
-    return True
-
-
-def _deliver_held(nodes: Nodes, node: Node, identity: bytes) -> set[tuple[int, int, int]]:
-    """Send a re-registered node the messages held for it, in order; returns the workers
-    (job, attempt, rank) the launches and resizes among them start there. Should the new
-    connection drop at once, what is left stays held."""
-    held, node.outbox = node.outbox, []
-    starts: set[tuple[int, int, int]] = set()
-    for i, (type_, fields) in enumerate(held):
-        if not nodes.server.send(identity, type_, **fields):
-            node.outbox = held[i:]
-            nodes.disconnected(node)
-            break
-        if type_ in ("launch", "resize"):
-            starts |= {(fields["job"], fields["attempt"], r["rank"]) for r in fields["ranks"]}
-    if len(held) > len(node.outbox):
-        log.info("node %s: delivered %d held message(s)", node.name, len(held) - len(node.outbox))
-    return starts
-
-
-def _bad_gpus(name: str, gpus: list[dict]) -> str:
-    """Why a node's GPUs, as registered, are refused: their indices and types."""
-    indices = ", ".join(str(g["index"]) for g in gpus[:16]) + (" ..." if len(gpus) > 16 else "")
-    types = ", ".join(sorted({g["type"] for g in gpus}))
-    return f"node {name} registers GPUs {indices or '(none)'} of type(s) {types or '(none)'}: a node registers GPUs 0..N-1, all of one type"
-
-
-def _key_of(frame) -> str:
-    """The name of the CURVE key a message came with ("" without keys)."""
-    try:
-        return frame.get("User-Id") or ""
-    except Exception:  # (no authentication on the socket: ZeroMQ has no User-Id to give)
-        return ""
