@@ -10,8 +10,8 @@ model has a communication profile runs at its consolidated rate divided by `1 + 
 communication share of the tiers its GPUs span (traces/communication.py), instead of at the
 spread rate or slowdown. A launch given its own CPU cores and memory (`Placement.cpus`,
 `memory_gb`) whose model has a CPU and memory sensitivity profile (traces/resources.py) runs at
-its speed on that allocation over its speed at the GPU-proportional share of its machines; a
-launch given no allocation gets that share, and its rate does not change. The simulator (through the world's books) and the live backend's
+its speed on that allocation over its speed at the GPU-proportional share of its machines
+(traces/resource_shares.py); a launch given no allocation gets that share, and its rate does not change. The simulator (through the world's books) and the live backend's
 predictions both come here, and so do estimates for hypothetical placements (`estimate`), which
 job preparation and elements use.
 
@@ -30,11 +30,13 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 import numpy as np
 
+from roundhouse.traces import resource_shares
 from roundhouse.traces.jobs import JobReader
 
 if TYPE_CHECKING:
     from roundhouse.traces.communication import CommunicationTable, Tiers
     from roundhouse.traces.goodput import ElasticProfile
+    from roundhouse.traces.resources import ResourceTable
 
 _TIER_TABLE = 1 << 18  # (entries of `tier_sizes`' dense tables at most: 2 MB)
 
@@ -101,7 +103,8 @@ class ThroughputModel:
         self.elastic = elastic
         self._pairs = pairs  # the pair table, or where to load it from when a pair first runs
         self._gpu_share: tuple[np.ndarray, np.ndarray] | None = None  # per GPU: its machine's cores and GB over its GPUs
-        self._resources = None  # the CPU and memory sensitivity profile, loaded when an allocation first needs it
+        # The CPU and memory sensitivity profile, loaded when an allocation first needs it.
+        self._resources: ResourceTable | None = None
         # The communication profile, on a cluster with network tiers only (None: the model is off).
         self.communication = None
         if getattr(cluster, "tiers", None) is not None:
@@ -119,60 +122,12 @@ class ThroughputModel:
             self._pairs = PairTable.load(self._pairs)
         return self._pairs
 
-    @property
-    def resources(self):
-        """The CPU and memory sensitivity profile (traces/resources.py), loaded on first use."""
-        if self._resources is None:
-            from roundhouse.traces.resources import ResourceTable
-
-            self._resources = ResourceTable.load()
-        return self._resources
-
-    def gpu_shares(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per GPU: the CPU cores and GB of memory that come with it under a GPU-proportional
-        allocation (its machine's, divided by the machine's GPUs)."""
-        if self._gpu_share is None:
-            cluster = self.cluster
-            per_node = np.bincount(cluster.gpu_node, minlength=cluster.n_nodes)
-            node = cluster.gpu_node
-            self._gpu_share = (
-                np.asarray(cluster.node_cpus, dtype=np.float64)[node] / per_node[node],
-                np.asarray(cluster.node_memory_gb, dtype=np.float64)[node] / per_node[node],
-            )
-        return self._gpu_share
-
-    def proportional(self, placement: Placement) -> tuple[np.ndarray, np.ndarray]:
-        """Each launch's GPU-proportional CPU cores and GB of memory, all its machines together
-        (half of its GPUs' shares for a launch with a space-sharing partner, which has the other
-        half: runtime/allocation.py `proportional_resources`)."""
-        if not len(placement.counts):
-            return np.zeros(0), np.zeros(0)
-        cpu, memory = self.gpu_shares()
-        gpus, starts = placement.gpus, placement.starts
-        cpus, memory_gb = np.add.reduceat(cpu[gpus], starts), np.add.reduceat(memory[gpus], starts)
-        if placement.partner is not None and np.count_nonzero(placement.partner >= 0):
-            paired = placement.partner >= 0
-            cpus, memory_gb = np.where(paired, cpus * 0.5, cpus), np.where(paired, memory_gb * 0.5, memory_gb)
-        return cpus, memory_gb
-
-    def resource_factor(self, jobs: JobReader, rows: np.ndarray, placement: Placement) -> np.ndarray | None:
-        """Each launch's speed on its CPU and memory allocation over its speed at the
-        GPU-proportional share of its GPUs (1 for models without a sensitivity profile); None
-        when the placement gives no allocation or no launch has such a model."""
-        if placement.cpus is None or placement.memory_gb is None or not jobs.has_column("resource_model"):
-            return None
-        model = jobs.column("resource_model")[rows]
-        sensitive = (model >= 0).nonzero()[0]
-        if not len(sensitive):
-            return None
-        fair_cpus, fair_memory = self.proportional(placement)
-        counts = placement.counts[sensitive]
-        table, m = self.resources, model[sensitive]
-        given = table.relative_speed(m, placement.cpus[sensitive] / counts, placement.memory_gb[sensitive] / counts)
-        fair = table.relative_speed(m, fair_cpus[sensitive] / counts, fair_memory[sensitive] / counts)
-        factor = np.ones(len(rows))
-        factor[sensitive] = given / fair
-        return factor
+    # The CPU cores and memory that come with GPUs, and a launch's own allocation of them
+    # (traces/resource_shares.py).
+    resources = property(resource_shares.resources)
+    gpu_shares = resource_shares.gpu_shares
+    proportional = resource_shares.proportional
+    resource_factor = resource_shares.resource_factor
 
     def efficiency(self, jobs: JobReader, rows: np.ndarray, batch: np.ndarray) -> np.ndarray:
         """Statistical efficiency of job `rows[i]` at global batch size `batch[i]`: the progress

@@ -1,4 +1,10 @@
-"""Gavel's round-based scheduling mechanism (§5): realize an allocation X round by round."""
+"""Gavel's round-based scheduling mechanism (§5): realize an allocation X round by round.
+
+GavelRounds keeps the books of the allocation it realizes: its entries, the time each received
+and their deficits, and when event skipping may pass rounds. Each round's pass of Algorithm 1 is
+greedy_pass.py, whose function the class binds as its method; why jobs wait, for the run's
+explanations, is wait_reasons.py.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +13,19 @@ import math
 import attrs
 import numpy as np
 
+from roundhouse.elements.policies.gavel import greedy_pass
+from roundhouse.elements.policies.gavel.greedy_pass import greedy as _greedy
 from roundhouse.elements.policies.gavel.solvers import KeptShares, solved_shares
+from roundhouse.elements.policies.gavel.wait_reasons import explain_without_share
+from roundhouse.elements.policies.gavel.wait_reasons import too_big as _too_big
 from roundhouse.runtime.element import Element, In, Out, element, rounds_add_exactly
-from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Ranking, Shares
 from roundhouse.runtime.values import non_negative, one_of
 from roundhouse.traces.jobs import FINISHED
 
-_NO_ENTRIES = np.zeros(0, dtype=np.int64)
-_add = np.add.reduce  # (a sum without `ndarray.sum`'s Python-level wrapper: these arrays are small)
+# Besides GavelRounds: names moved to modules of their own that tests reach here, kept here for them.
+__all__ = ["GavelRounds", "_greedy", "_too_big"]
 
 
 @element
@@ -130,7 +139,7 @@ class GavelRounds(Element):
         if fresh := solved_shares(shares) is not solved_shares(self._shares):
             self._reset(ctx, shares)
         changed = fresh or _limited(self, ctx, shares)  # (or the same allocation, limited to other jobs)
-        return _explain_without_share(self, ctx, changed, self._schedule(ctx))
+        return explain_without_share(self, ctx, changed, self._schedule(ctx))
 
     # --- event skipping ---
     quiet_after_change = True
@@ -235,91 +244,8 @@ class GavelRounds(Element):
     def _update_alive(self, ctx) -> None:
         self._alive, self._waiting, self._wanted_by_col, self._wanting = _alive(self, ctx)
 
-    # --- Algorithm 1 ---
-    def _schedule(self, ctx) -> Ranking:
-        if self._shares is None or not len(self._rows):
-            self.counters.update(scheduled=0, pairs=0, idle_gpus=int(ctx.cluster.n_gpus))
-            return Ranking.empty()
-        if len(ctx.events.finished):
-            self._update_alive(ctx)
-            self._repeat = None
-        rows, partner, X, sf = self._rows, self._partner, self._X, self._sf
-        if self._repeat is not None:
-            # Last round every entry that wanted GPUs got them, each could use only one type, and
-            # nothing has changed since: the same entries run again (priorities cannot matter).
-            ranking, picked = self._repeat
-            self._ran_run_s = ctx.jobs.column("run_s")[rows[picked]]
-            return ranking
-        priority = None  # (worked out when a type's GPUs do not hold every entry that wants them)
-        types = self._rng.permutation(len(self._cols_of_type)) if self.order == "shuffled" else self._fastest
-        left = list(ctx.cluster.gpus_by_type)
-        with_pairs = self._any_pairs
-        # Who has GPUs: by job row with pairs (a job may sit in several entries), else by entry (each its own job).
-        taken = np.zeros(len(ctx.jobs) if with_pairs else len(rows), dtype=bool)
-        chosen, chosen_col = [], []
-        self._sorted.clear()  # (emptied in place: an element's assignment goes through attrs' hook)
-        any_taken = False
-        for t in types.tolist():
-            for c in self._cols_of_type[t]:
-                if left[t] <= 0:
-                    break
-                ok = self._wanted_by_col[c]
-                if any_taken:
-                    if with_pairs:
-                        ok = ok & ~taken[rows] & (~self._paired | ~taken[np.maximum(partner, 0)])
-                    else:
-                        ok = ok > taken  # (wanted and not taken, in one pass)
-                cand = ok.nonzero()[0]
-                if not len(cand):
-                    continue
-                need = int(_add(sf[cand]))
-                if with_pairs or need > left[t]:  # (when all fit, order does not matter)
-                    priority = (X * (self._given / self._time)).T if priority is None else priority  # (a row per column)
-                    tied = self._tie_order[c]
-                    cand = tied[ok[tied]]
-                    cand = cand[(-priority[c][cand]).argsort(kind="stable")]
-                    before = int(left[t])  # (kept for the reasons: what was left as the column's turn came)
-                    picked, left[t] = _greedy(cand, sf, partner, rows, taken, before, with_pairs)
-                    self._sorted.append((c, cand, picked, before))
-                else:  # every entry fits: all are taken (entries are jobs here: no pairs)
-                    picked, left[t] = cand, int(left[t]) - need
-                    taken[cand] = True
-                if len(picked):
-                    chosen.append(picked)
-                    chosen_col.append(c)
-                    any_taken = True
-
-        picked = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
-        # Each entry's column: one repeat for the round rather than an array per column.
-        cols = np.asarray(chosen_col, dtype=np.int64).repeat([len(p) for p in chosen])
-        run_s = ctx.jobs.column("run_s")
-        self._ran, self._ran_col = picked, cols
-        self._ran_run_s = run_s[rows[picked]]
-        if self._any_pairs:
-            self._ran_partner_run_s = run_s[np.maximum(partner[picked], 0)]
-        self.counters["scheduled"] = len(picked)
-        self.counters["pairs"] = int(self._paired[picked].sum()) if self._any_pairs else 0
-        self.counters["idle_gpus"] = sum(left)
-        last = self._last
-        if last is not None and last[1] == picked.tobytes() and last[2] == cols.tobytes():
-            # The same entries on the same columns as last round: the same ranking, so that the
-            # placer sees it unchanged and renews every lease without searching again.
-            ranking = last[0]
-        else:
-            ranking = Ranking(
-                rows=rows[picked],
-                gpus=sf[picked],
-                gpu_type=self._col_type[cols],
-                consolidate=None if self._consolidated is None else self._consolidated[cols],
-                backfill=False,
-                partner=partner[picked] if self._any_pairs else None,
-            )
-            self._last = (ranking, picked.tobytes(), cols.tobytes())
-        if self._one_type_each and not self._any_pairs and len(picked) == self._wanting:
-            self._repeat = (ranking, picked)
-        if ctx.explaining:
-            _explain(self, ctx, picked, taken if with_pairs else None, sum(left))
-        return ranking
+    # Algorithm 1, this round's pass (greedy_pass.py).
+    _schedule = greedy_pass.schedule
 
 
 def _limited(mech: GavelRounds, ctx, shares: Shares) -> bool:
@@ -350,95 +276,6 @@ def _alive(mech: GavelRounds, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     wanted = mech._wanted & alive[:, None]
     wanting = wanted.any(axis=1)
     return alive, wanting & ~mech._paired, np.ascontiguousarray(wanted.T), int(wanting.sum())
-
-
-def _explain(mech: GavelRounds, ctx, picked: np.ndarray, taken: np.ndarray | None, idle: int) -> None:
-    """Jobs of entries not chosen this round wait; those that ran lose their GPUs as their
-    round (lease) ends. `taken` marks job rows chosen, with pairs (without, an entry not
-    chosen is a job not chosen). An entry passed over because it wanted more GPUs than its
-    type had left when its turn came, while entries behind it took GPUs, is not told that
-    those took its place: it waits for GPUs of its type (suspended first, if it ran), with
-    the count that was left."""
-    missed = mech._waiting.copy()
-    missed[picked] = False
-    if taken is not None:
-        missed &= ~taken[mech._rows]  # (a job chosen in a pair is not waiting)
-    if not missed.any():
-        return
-    entries, rank, ahead, type_code, left = _too_big(mech, missed)
-    if len(entries):
-        missed[entries] = False
-        big = mech._rows[entries]
-        ran = ctx.jobs.column("held")[big] > 0
-        if ran.any():
-            ctx.explain(Reason.PREEMPTED, big[ran], rank[ran], ahead[ran])
-        ctx.explain(Reason.NO_FREE_TYPE, big, rank, type_code, left)
-    rows = mech._rows[missed]
-    if len(rows):
-        ran = ctx.jobs.column("held")[rows] > 0
-        code = np.where(ran, int(Reason.LEASE_END), int(Reason.NOT_CHOSEN))
-        ctx.explain(code, rows, len(picked), idle)
-
-
-def _too_big(mech: GavelRounds, missed: np.ndarray):
-    """Entries among `missed` that a column's greedy pass skipped because their GPU count
-    exceeded what its type had left, with an entry behind them taken: (entries, their rank in
-    that column's priority order from 1, the entries taken ahead of them, the GPU type's code,
-    the GPUs left at their turn)."""
-    sf = mech._sf
-    parts = []  # per column: (entries, rank, ahead, type code, left), column by column
-    mark = None  # (the column's picks, among its candidates: cheaper than isin)
-    for c, cand, picked, before in mech._sorted:
-        n = len(picked)  # (picked in the candidates' order: a prefix of them passed none over)
-        if not n or picked[-1] == cand[n - 1]:
-            continue
-        if mark is None:
-            mark = np.zeros(len(mech._rows), dtype=bool)
-        mark[picked] = True
-        chose = mark[cand]
-        mark[picked] = False
-        last = int(chose.nonzero()[0][-1])
-        head, sizes = cand[:last], sf[cand[:last]]
-        chose = chose[:last]
-        used = np.where(chose, sizes, 0)
-        left = before - (used.cumsum() - used)  # GPUs left as each candidate's turn came (whole numbers)
-        skipped = (~chose & missed[head] & (sizes > left)).nonzero()[0]
-        if len(skipped):
-            ahead = chose.cumsum()[skipped] - chose[skipped]
-            parts.append((head[skipped], skipped + 1, ahead, mech._col_type[c].repeat(len(skipped)), left[skipped]))
-    if not parts:
-        return _NO_ENTRIES, _NO_ENTRIES, _NO_ENTRIES, _NO_ENTRIES, _NO_ENTRIES
-    if len(parts) == 1:
-        entries, rank, ahead, code, left = parts[0]
-    else:  # an entry passed over in several columns keeps its first column's numbers
-        entries, rank, ahead, code, left = (np.concatenate([p[i] for p in parts]) for i in range(5))
-        _, first = np.unique(entries, return_index=True)
-        if len(first) < len(entries):
-            first.sort()
-            entries, rank, ahead, code, left = entries[first], rank[first], ahead[first], code[first], left[first]
-    as_int = np.int64
-    return entries, rank.astype(as_int), ahead.astype(as_int), code.astype(as_int), left.astype(as_int)
-
-
-def _explain_without_share(mech: GavelRounds, ctx, fresh: bool, ranking: Ranking) -> Ranking:
-    """Record that the allocation's jobs that want none of its GPUs wait for want of a share,
-    when they are worked out again (a new allocation, or jobs finished: nothing else changes
-    their reason); returns `ranking`."""
-    if ctx.explaining and len(mech._rows) and (fresh or len(ctx.events.finished)):
-        rows = _without_share(mech)
-        if len(rows):
-            ctx.explain(Reason.NO_SHARE, rows, int(mech._last_reset), mech.counters["idle_gpus"])
-    return ranking
-
-
-def _without_share(mech: GavelRounds) -> np.ndarray:
-    """Rows of the allocation's unfinished jobs that want none of its GPUs (no share of a type
-    they can use, and not work-conserving; or no type they can use at all), alone or in a pair."""
-    rows = mech._rows[mech._alive & ~mech._paired & ~mech._waiting]
-    if mech._any_pairs and len(rows):
-        wanting = mech._paired & mech._wanted_by_col.any(axis=0)
-        rows = rows[~np.isin(rows, np.concatenate([mech._rows[wanting], mech._partner[wanting]]))]
-    return rows
 
 
 def _fastest_first(ctx, shares: Shares) -> np.ndarray:
@@ -482,49 +319,6 @@ def _repeating(sorted_cols, X: np.ndarray, time: np.ndarray, n: int, ctx) -> flo
             return None
         mark[picked] = False
     return ctx.now + (rounds + 0.5) * r
-
-
-def _greedy(cand, sf, partner, rows, taken, left: int, with_pairs: bool):
-    """Algorithm 1 on one type's queue (already in priority order): take each entry whose GPU
-    count fits in what is left and whose jobs are not taken yet. Marks the jobs in `taken`;
-    returns (entries taken, GPUs left). Without pairs, `taken` is by entry, not job row."""
-    if not with_pairs:
-        sizes = sf[cand]
-        ends = sizes.cumsum()
-        if ends[-1] <= left:  # everyone fits
-            taken[cand] = True
-            return cand, left - int(ends[-1])
-        fit = int(ends.searchsorted(left, side="right"))  # the first `fit` entries all fit
-        picked = cand[:fit]
-        left -= int(ends[fit - 1]) if fit else 0
-        if left > 0 and fit < len(cand):
-            rest = sizes[fit:] <= left
-            extra = []  # (a scalar walk over the few that may still fit: Python ints, not numpy's)
-            for i, w in zip(cand[fit:][rest].tolist(), sizes[fit:][rest].tolist()):
-                if w <= left:
-                    extra.append(i)
-                    left -= w
-                    if left == 0:
-                        break
-            if extra:
-                picked = np.concatenate([picked, np.asarray(extra, dtype=np.int64)])
-        taken[picked] = True
-        return picked, left
-    pairs_picked: list[int] = []
-    for i in cand.tolist():
-        if sf[i] > left:
-            continue
-        a, b = rows[i], partner[i]
-        if taken[a] or (b >= 0 and taken[b]):
-            continue
-        pairs_picked.append(i)
-        taken[a] = True
-        if b >= 0:
-            taken[b] = True
-        left -= int(sf[i])
-        if left == 0:
-            break
-    return np.asarray(pairs_picked, dtype=np.int64), left
 
 
 # Keys that stay this much apart (relatively) keep their order in floating point, however the
