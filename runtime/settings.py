@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 
 import attrs
 
-from roundhouse.runtime.values import Duration, FilePath, at_least, at_most, existing_file, non_negative
+from roundhouse.runtime.values import Duration, FilePath, at_least, at_most, existing_file, non_negative, short_text
 
 MIN_ROUND = Duration(0.001)
 MAX_ROUND = Duration(7 * 86400.0)
@@ -20,6 +21,32 @@ def existing_folder_or_built_in(instance, attribute, value) -> None:
     """For `elastic_profile`: a folder of applications, or the name of one built in."""
     if value is not None and not os.path.isdir(value) and os.path.basename(value).lower() not in BUILT_IN_ELASTIC:
         raise ValueError(f'names no folder: {value} (nor a profile built in: "ones" or "pollux")')
+
+
+# A GPU type's name as a cluster spec writes it (runtime/cluster.py, `NODESxGPUS:TYPE`).
+GPU_TYPE_NAME = re.compile(r"[A-Za-z][\w-]*")
+
+
+def gpu_type_names(instance, attribute, value) -> None:
+    """For `gpu_types`: GPU type names separated by commas ("" names none)."""
+    if not value.strip():
+        return
+    for item in value.split(","):
+        name = item.strip()
+        if not name:
+            raise ValueError(
+                f'has an empty item in "{short_text(value)}" (write GPU type names separated by commas, such as "A100,T4")'
+            )
+        if not GPU_TYPE_NAME.fullmatch(name):
+            raise ValueError(
+                f"item '{short_text(name)}' is not a GPU type name (a letter, then letters, digits, '_' or '-', "
+                'as a cluster spec writes a type; names are separated by commas, such as "A100,T4")'
+            )
+
+
+def named_gpu_types(value: str) -> tuple[str, ...]:
+    """The names of a `gpu_types` setting, in order."""
+    return tuple(item.strip() for item in value.split(",")) if value.strip() else ()
 
 
 @attrs.frozen(kw_only=True)
@@ -45,6 +72,9 @@ class GraphSettings:
     elastic_profile: FilePath | None = attrs.field(default=None, validator=existing_folder_or_built_in)
     seed: int = attrs.field(default=0, validator=non_negative)
     reference_gpu: str = "V100"
+    # Types a cluster may hold beyond the profile's: jobs known only by duration run there for their
+    # durations. They are named here and in the cluster both, so that a misspelt one is caught.
+    gpu_types: str = attrs.field(default="", validator=gpu_type_names)
     # Skip the ticks of rounds in which no element's output can change (same results; off to
     # compare, or to watch every round).
     skip_rounds: bool = True
@@ -70,6 +100,7 @@ SETTING_DOCS = {
     "elastic_profile": 'a folder of elastic applications (Pollux\'s per-application measurements) whose jobs resize, or "ones" / "pollux" for ONES\' ten or Pollux\'s six built in',
     "seed": "seed from which elements without their own seed derive theirs",
     "reference_gpu": "GPU type on which trace durations were measured",
+    "gpu_types": 'GPU types a cluster may hold beyond the throughput profile\'s, separated by commas, such as "A100,T4" (jobs known by duration run there; jobs known by model never do)',
     "skip_rounds": "skip ticking rounds in which nothing can change until the next event (results are identical); false ticks every round while jobs are in the system (an empty cluster still jumps to the next arrival)",
 }
 

@@ -11,7 +11,7 @@ from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.cluster import Cluster, ClusterSpec, KnownGpuTypes, spec_file
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.engine import Engine, RunResult
-from roundhouse.runtime.settings import BUILT_IN_ELASTIC
+from roundhouse.runtime.settings import BUILT_IN_ELASTIC, named_gpu_types
 from roundhouse.runtime.world import World
 from roundhouse.traces.gputypes import named_types
 from roundhouse.traces.readonce import read_for_source, release
@@ -56,18 +56,20 @@ def _from_flag(flag: str, spec: str, graph: CompiledGraph, known: tuple[str, ...
 
 
 def gpu_types(graph: CompiledGraph, profile=None) -> tuple[str, ...]:
-    """The GPU types any cluster for this graph may have: those of its throughput profile, and
-    its `reference_gpu`. Jobs known only by duration run for that duration whatever the type, so
-    a graph that names another reference type (the one its durations were measured on) may run
-    them on a cluster of that type. `cluster_gpu_types` adds the types its traces ask for."""
+    """The GPU types any cluster for this graph may have: those of its throughput profile, its
+    `reference_gpu` and those its `gpu_types` setting names (each once, case aside, as first
+    written). Jobs known only by duration run for that duration whatever the type, so a graph
+    may run them on a type it names so (a job known by its model has no throughput there, and
+    is never placed there). `cluster_gpu_types` adds the types its traces ask for."""
+    settings = graph.settings
     types = (profile or load_profile(graph)).gpu_types
-    reference = graph.settings.reference_gpu
-    return types if reference.lower() in {t.lower() for t in types} else (*types, reference)
+    return tuple(_first_of_each((*types, settings.reference_gpu, *named_gpu_types(settings.gpu_types))))
 
 
 # What makes a GPU type one a cluster may have (said with the known types when a spec names another).
 _WHY_KNOWN = (
-    "a cluster may hold the throughput profile's GPU types, the reference_gpu, and the types its trace's jobs ask for in gpu_type"
+    "a cluster may hold the throughput profile's GPU types, the reference_gpu, those named in gpu_types, "
+    "and the types its trace's jobs ask for in gpu_type"
 )
 
 
@@ -95,12 +97,8 @@ def cluster_gpu_types(graph: CompiledGraph, spec: str, known: tuple[str, ...], p
         return KnownGpuTypes((*known, *asked), _WHY_KNOWN)
     for source, elastic, _ in reads:  # (refused: no source of this run will take them)
         release(source.path, source.format, elastic)
-    profile = profile or load_profile(graph)
-    # reference_gpu can name a type beyond the profile's when it names none yet, and no job needs its speed there.
-    reference = graph.settings.reference_gpu
-    free = reference.lower() in {t.lower() for t in profile.gpu_types}
-    by_reference = free and not _may_have_jobs_known_by_model(graph, reads, profile)
-    advice = _naming_advice(beyond, by_reference, None if free else reference)
+    by_model = _may_have_jobs_known_by_model(graph, reads, profile or load_profile(graph))
+    advice = _naming_advice(beyond, by_model, named_gpu_types(graph.settings.gpu_types))
     return KnownGpuTypes((*known, *asked), f"{_WHY_KNOWN}; {advice}")
 
 
@@ -138,10 +136,10 @@ def _first_of_each(names) -> list[str]:
 
 
 def _may_have_jobs_known_by_model(graph: CompiledGraph, reads: list, profile) -> bool:
-    """Whether a job of the graph may be known by its model, which needs its speed on the
-    reference type (so reference_gpu must stay a type of the profile). Told of its TraceSources
-    (read here if `_read_traces` did not: the run is refused, so no source reads them after)
-    and its generators of jobs known by duration; any other source may have such jobs."""
+    """Whether a job of the graph may be known by its model, which runs only where the profile
+    gives its speed (so a refused type is told of the profile's rows first). Told of its
+    TraceSources (read here if `_read_traces` did not: the run is refused, so no source reads
+    them after) and its generators of jobs known by duration; any other source may have such jobs."""
     from roundhouse.traces.formats import read_trace
 
     if graph.settings.elastic_profile is not None:
@@ -168,33 +166,31 @@ def _may_have_jobs_known_by_model(graph: CompiledGraph, reads: list, profile) ->
     return False
 
 
-def _naming_advice(beyond: list[str], by_reference: bool, taken: str | None) -> str:
+def _naming_advice(beyond: list[str], by_model: bool, named: tuple[str, ...]) -> str:
     """What to do about GPU types beyond those a cluster may hold (`beyond`, as written): a
-    misspelt one is corrected; one of its own is named outside the cluster too, where the jobs
-    that are to run on it can: reference_gpu (one type, `by_reference`: when no job needs the
-    reference type's speed and it names no type beyond the profile's yet, as it does when
-    `taken` is that type), a job's gpu_type, or the profile's rows."""
+    misspelt one is corrected; one of its own is named outside the cluster too: in gpu_types
+    (kept with the types it names, `named`), where jobs known only by duration run on it; in
+    such jobs' gpu_type column; or, when a job may be known by its model (`by_model`), which
+    runs only where the profile gives its speed, in the profile's rows, said first then."""
     head = (
         f"{_listed(beyond)} {'is' if len(beyond) == 1 else 'are'} none of these; "
         + ("a type of its own (not a misspelling) is" if len(beyond) == 1 else "types of their own (not misspellings) are")
         + " named outside the cluster too: "
     )
-    rest = beyond[1:] if by_reference else beyond
-    it = "it" if len(rest) == 1 else "them"
+    it = "it" if len(beyond) == 1 else "them"
+    value = ",".join(_first_of_each((*named, *beyond)))
+    flag = f"--set gpu_types={value}" if "," not in value else f"--set 'gpu_types=\"{value}\"'"
+    setting = f'set gpu_types = "{value}" ({flag})'
     column = (
-        f"name {_listed(rest)} in the gpu_type column of the jobs known only by their durations that are to run on {it} "
+        f"name {_listed(beyond)} in the gpu_type column of the jobs known only by their durations that are to run on {it} "
         "(a job naming a type runs only there)"
-        if rest
-        else ""
     )
-    if by_reference:
-        first = f'set reference_gpu = "{beyond[0]}" (--set reference_gpu={beyond[0]}), as jobs known only by their durations run for them on any type'
-        return head + first + (f", and {column}" if rest else "")
-    if taken is not None:
-        return head + f"{column}; reference_gpu names one type, {taken} already"
+    if not by_model:
+        return head + f"{setting}, as jobs known only by their durations run for them on any type, or {column}"
     return (
         head
-        + f"give the profile rows on {it} (a job known by its model runs only where the profile gives its speed), or {column}"
+        + f"give the profile rows on {it} (a job known by its model runs only where the profile gives its speed), "
+        + f"or {setting} for the jobs known only by their durations (one known by its model is never placed there), or {column}"
     )
 
 

@@ -641,7 +641,7 @@ def _metrics(
 
 # Settings that built the run's world (its cluster and profiles): the other graph goes on from
 # that world, so its own values of them are not used.
-WORLD_SETTINGS = ("cluster", "profile", "pair_profile", "elastic_profile", "reference_gpu")
+WORLD_SETTINGS = ("cluster", "profile", "pair_profile", "elastic_profile", "reference_gpu", "gpu_types")
 
 
 @contextlib.contextmanager

@@ -197,14 +197,20 @@ def _refusal(capsys, graph, cluster: str, *more: str) -> str:
     return err
 
 
-def test_one_type_for_jobs_known_by_duration_is_named_by_reference_gpu(tmp_path, capsys):
+def test_one_type_for_jobs_known_by_duration_is_named_by_gpu_types(tmp_path, capsys):
     graph = _graph(tmp_path, "t.csv", DURATIONS)
     err = _refusal(capsys, graph, "1x4:V100,1x4:T4")
-    assert "T4 is none of these; a type of its own (not a misspelling) is named outside the cluster too: " in err
-    assert 'set reference_gpu = "T4" (--set reference_gpu=T4)' in err and "gpu_type column" not in err.split("none of")[1]
-    seen, jobs = _run(_with(graph, 'reference_gpu = "T4";\n'), "1x4:V100,1x4:T4")
+    advice = err.split("T4 is none of these; a type of its own (not a misspelling) is named outside the cluster too: ")[1]
+    assert advice.startswith(
+        'set gpu_types = "T4" (--set gpu_types=T4), as jobs known only by their durations run for them on any type'
+    )
+    assert "or name T4 in the gpu_type column" in advice and "reference_gpu" not in advice
+    seen, jobs = _run(_with(graph, 'gpu_types = "T4";\n'), "1x4:V100,1x4:T4")
     assert set().union(*seen.values()) == {"V100", "T4"}  # (the 4-GPU job fills a node: both types used)
     assert (jobs.column("finish_s") - jobs.column("first_start_s")).tolist() == jobs.column("duration_s").tolist()
+    # reference_gpu, the one type durations were measured on, admits it too.
+    seen, _ = _run(_graph(tmp_path, "t.csv", DURATIONS, head='reference_gpu = "T4";\n'), "1x4:V100,1x4:T4")
+    assert set().union(*seen.values()) == {"V100", "T4"}
 
 
 def test_a_misspelt_type_is_refused_naming_it_though_every_job_is_known_by_duration(tmp_path, capsys):
@@ -213,20 +219,22 @@ def test_a_misspelt_type_is_refused_naming_it_though_every_job_is_known_by_durat
     assert "unknown GPU type 'V1OO'; known: V100, P100, K80 (" in err and "V1OO is none of these" in err
 
 
-def test_several_types_name_one_by_reference_gpu_and_the_others_in_gpu_type(tmp_path, capsys):
+def test_several_types_are_named_in_gpu_types_or_the_gpu_type_column(tmp_path, capsys):
     graph = _graph(tmp_path, "t.csv", DURATIONS)
     err = _refusal(capsys, graph, "1x4:V100,1x4:T4,1x2:A100")
     assert "T4 and A100 are none of these; types of their own (not misspellings) are named outside the cluster too: " in err
-    assert 'set reference_gpu = "T4" (--set reference_gpu=T4)' in err
-    assert "and name A100 in the gpu_type column of the jobs known only by their durations that are to run on it" in err
-    # With reference_gpu already T4, only the gpu_type column is left for A100.
+    assert 'set gpu_types = "T4,A100" (--set \'gpu_types="T4,A100"\')' in err
+    assert "or name T4 and A100 in the gpu_type column of the jobs known only by their durations that are to run on them" in err
+    # A type the graph names already (by reference_gpu, or gpu_types) is not said again; the
+    # suggested gpu_types keeps those it names.
     err = _refusal(capsys, graph, "1x4:V100,1x4:T4,1x2:A100", "--set", "reference_gpu=T4")
     assert "unknown GPU type 'A100'" in err and "A100 is none of these" in err
-    assert "name A100 in the gpu_type column" in err and "reference_gpu names one type, T4 already" in err
-    assert "set reference_gpu" not in err
+    assert 'set gpu_types = "A100" (--set gpu_types=A100)' in err and "name A100 in the gpu_type column" in err
+    err = _refusal(capsys, graph, "1x4:V100,1x4:T4,1x2:A100", "--set", "gpu_types=T4")
+    assert "A100 is none of these" in err and 'set gpu_types = "T4,A100"' in err
     # Done: job 2 asks for A100 and runs there; the others anywhere else.
     named = DURATIONS.replace("duration_s\n", "duration_s,gpu_type\n").replace("600\n", "600,\n").replace("900\n", "900,\n")
-    graph = _graph(tmp_path, "t.csv", named.replace("300\n", "300,A100\n"), head='reference_gpu = "T4";\n')
+    graph = _graph(tmp_path, "t.csv", named.replace("300\n", "300,A100\n"), head='gpu_types = "T4";\n')
     seen, _ = _run(graph, "1x4:V100,1x4:T4,1x2:A100")
     assert seen[2] == {"A100"} and "A100" not in seen[0] | seen[1]
 
@@ -251,7 +259,7 @@ def test_jobs_known_by_model_are_told_of_profile_rows_not_reference_gpu(tmp_path
     assert "give the profile rows" in _refusal(capsys, graph, "1x4:V100,1x4:T4")
     graph.write_text(graph.read_text().replace('path="d.csv"', 'path="d.csv", timing=duration'))
     assert (
-        'T4 is none of these; a type of its own (not a misspelling) is named outside the cluster too: set reference_gpu = "T4"'
+        'T4 is none of these; a type of its own (not a misspelling) is named outside the cluster too: set gpu_types = "T4"'
         in (_refusal(capsys, graph, "1x4:V100,1x4:T4"))
     )
 
