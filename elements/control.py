@@ -20,8 +20,9 @@ import numpy as np
 import polars as pl
 
 from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.engine import ElementFailure, call_element, check_emitted
+from roundhouse.runtime.element_failures import ElementFailure, call_element
 from roundhouse.runtime.explain import CANDIDATE
+from roundhouse.runtime.output_checks import check_emitted
 from roundhouse.runtime.types import Active, Jobs, Ranking
 from roundhouse.runtime.values import Duration, ElementRef, at_most, format_duration, one_of, positive
 from roundhouse.traces.jobs import FINISHED

@@ -1,7 +1,8 @@
 """The compiler: a flat graph of declarations becomes configured elements in tick order.
 
 Arguments are converted and validated by runtime/arguments.py; connections and the graph's
-structure are checked by runtime/wiring.py.
+structure are checked by runtime/wiring.py; the graph's settings and the command line's
+overrides are read by runtime/compiler_settings.py.
 
 parse -> resolve classes in the registry -> build configurations (converted, validated) ->
 build the graph of connections -> check unknown ports, port type mismatches, fan-in, unconnected
@@ -20,7 +21,6 @@ import os
 import re
 import types
 import typing
-from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,12 +28,10 @@ from typing import Any
 import attrs
 
 from roundhouse.errors import QUOTED_WIDTH, Location, SchedError, SchedErrors, UsageError, did_you_mean, source_line
-from roundhouse.runtime import registry
+from roundhouse.runtime import compiler_settings, registry
 from roundhouse.runtime.arguments import NeedsInstance, as_built, convert, raised, validate
-from roundhouse.runtime.cluster import spec_file
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.loader import Body, Decl, FlatGraph, load
-from roundhouse.runtime.dsl.parser import parse_value
 from roundhouse.runtime.element import Element
 from roundhouse.runtime.settings import GraphSettings
 from roundhouse.runtime.values import ElementRef, FilePath
@@ -203,101 +201,10 @@ class _Compiler:
             setting_flags=dict(self._setting_flags),
         )
 
-    # --- overrides and settings ---
-    def _split_overrides(self) -> tuple[dict[str, list[tuple[str, ast.Value, str]]], dict[str, ast.Value]]:
-        per_element: dict[str, list[tuple[str, ast.Value, str]]] = defaultdict(list)
-        per_setting: dict[str, ast.Value] = {}
-        for o in self.overrides:
-            if "=" not in o.text or not o.target:
-                self.errors.append(SchedError(f"{o.label}: write {o.flag} element.field=value or {o.flag} setting=value"))
-                continue
-            try:
-                value = parse_value(o.value_text, where=f"{o.flag} {o.target}")
-            except SchedError as err:
-                self.errors.append(SchedError(f"{o.label}: bad value: {err.message}", hint=err.hint))
-                continue
-            if "." in o.target:
-                element, field = o.target.rsplit(".", 1)
-                if element not in self.flat.decls:
-                    inner = [name for name in self.flat.decls if name.startswith(f"{element}/")]
-                    hint: str | None
-                    if inner:  # a compound's instance: its elements are set by their own names
-                        message = f"{o.label}: '{element}' is a compound; its elements are {', '.join(inner)}"
-                        hint = f"set one of them ({o.flag} {inner[0]}.{field}=...) or the argument where '{element}' is declared"
-                    else:
-                        message, hint = f"{o.label}: the graph has no element '{element}'", did_you_mean(element, self.flat.decls)
-                    self.errors.append(SchedError(message, hint=hint))
-                    continue
-                per_element[element].append((field, value, o.label))
-            else:
-                per_setting[o.target] = value
-                self._setting_flags[o.target] = f"{o.flag} {o.target}"
-                self._setting_labels[o.target] = o.label
-        return per_element, per_setting
-
-    def _settings(self, overrides: dict[str, ast.Value]) -> GraphSettings:
-        fields = {f.name: f for f in attrs.fields(GraphSettings)}
-        values: dict[str, Any] = {}
-        given: dict[str, tuple[ast.Value, Location | None]] = {
-            name: (s.value, s.location) for name, s in self.flat.settings.items()
-        }
-        for name, value in overrides.items():
-            given[name] = (value, None)
-        for name, (value, location) in given.items():
-            field = fields.get(name)
-            if field is None:
-                where = self._setting_flags[name] if location is None else None
-                self.errors.append(
-                    SchedError(
-                        f"unknown setting '{name}'" + (f" ({where})" if where else ""),
-                        location,
-                        hint=did_you_mean(name, fields) or f"settings are: {', '.join(fields)}",
-                    )
-                )
-                continue
-            # A path in a file is relative to the file that writes it (an imported one included).
-            base_dir = str(Path(location.path).parent) if location is not None else os.getcwd()
-            try:
-                converted = convert(value, field.type, base_dir, f"setting '{name}'")
-            except SchedError as err:
-                self.errors.append(err if location is not None else SchedError(f"{self._setting_flags[name]}: {err.message}"))
-                continue
-            if name == "cluster" and location is not None:
-                converted = self._cluster_path(converted, base_dir)
-            try:
-                problem = validate(field, converted)
-            except NeedsInstance:  # (reads another setting: checked with them all below)
-                problem = None
-            if problem:
-                # (one given on the command line is said there, as an element's argument is: the
-                # value's place in the option's text is no file)
-                if location is None:
-                    self.errors.append(SchedError(f"{self._setting_labels[name]}: setting '{name}' {problem}"))
-                else:
-                    self.errors.append(SchedError(f"setting '{name}' {problem}", value.location))
-                continue
-            values[name] = converted
-        try:
-            return GraphSettings(**values)
-        except (ValueError, TypeError) as err:
-            # Name the options that gave settings the complaint names, else point at the last
-            # written of them.
-            named = [(n, where) for n, (_, where) in given.items() if re.search(rf"\b{n}\b", str(err))]
-            flags = [self._setting_flags[n] for n, where in named if where is None]
-            if flags:
-                self.errors.append(SchedError(f"{', '.join(flags)}: settings do not fit together: {err}"))
-            else:
-                self.errors.append(SchedError(f"settings do not fit together: {err}", named[-1][1] if named else None))
-            return GraphSettings()
-
-    def _cluster_path(self, spec: str, base_dir: str) -> str:
-        """The `cluster` setting is a shorthand or a spec file; the run finds a file relative to
-        the graph's folder, so one named by an imported file in another folder is given from there."""
-        graph_dir = str(Path(self.flat.path).parent)
-        written = spec_file(spec, base_dir)
-        if base_dir == graph_dir or os.path.isabs(spec) or written is None:
-            return spec
-        return os.path.relpath(written, graph_dir)
+    # The graph's settings and the command line's overrides (runtime/compiler_settings.py).
+    _split_overrides = compiler_settings.split_overrides
+    _settings = compiler_settings.graph_settings
+    _cluster_path = compiler_settings.cluster_path
 
     # --- elements ---
     def _build(self, decl: Decl, overrides, open_params: bool = False) -> Element | None:

@@ -329,12 +329,12 @@ def _check_ports(cls: type[Element]) -> None:
 def _checking_outputs(tick: Callable[..., Any]) -> Callable[..., Any]:
     """`tick`, then a check of what it returned beyond its type, which the engine checks:
     the keys of a dict of several output ports, and the contents of a Ranking
-    (`engine.check_own_output`)."""
+    (runtime/output_checks.py, `check_own_output`)."""
 
     @functools.wraps(tick)
     def checked(self: Element, ctx: RoundContext, *args: Any, **inputs: Any) -> Any:
         out = tick(self, ctx, *args, **inputs)
-        from roundhouse.runtime.engine import check_own_output
+        from roundhouse.runtime.output_checks import check_own_output
 
         check_own_output(self, ctx, out)  # type: ignore[arg-type]
         return out
@@ -351,7 +351,8 @@ def _checking_counters(finish: Callable[..., dict[str, Any]]) -> Callable[..., d
     def checked(self: Element, ctx: RoundContext) -> dict[str, Any]:
         reports = finish(self, ctx)
         if reports is not None and not isinstance(reports, dict):  # (None: nothing to report)
-            from roundhouse.runtime.engine import describe_value, element_failure
+            from roundhouse.runtime.element_failures import element_failure
+            from roundhouse.runtime.output_checks import describe_value
 
             raise element_failure(
                 self,
@@ -362,7 +363,7 @@ def _checking_counters(finish: Callable[..., dict[str, Any]]) -> Callable[..., d
         counters = self.__dict__.get("counters")  # (not made: none set)
         undocumented = sorted(str(k) for k in counters or () if k not in type(self).doc.counters)
         if undocumented:
-            from roundhouse.runtime.engine import element_failure
+            from roundhouse.runtime.element_failures import element_failure
 
             raise element_failure(
                 self,

@@ -13,33 +13,67 @@ graph's two boundary crossings:
 Every other element only reads (read-only views through the round context) and emits port
 values. The engine checks each value against the port's declared type, and reports an element
 that raises or emits the wrong type by its graph name, class, declaration and round.
+
+This module holds the engine and a round's life, from the events folded in to why the run
+stops. The rest is in modules of their own, one idea each (Engine binds the functions of the
+first two as its methods, at no extra call):
+
+- the two boundary crossings: runtime/boundary_crossings.py;
+- a run ahead of its run, for look-aheads and what-if's projections: runtime/run_ahead.py;
+- the rounds passed without a tick before the next: runtime/quiet_rounds.py;
+- idle rounds counted, and the message of a stalled run: runtime/stalls.py;
+- an element's failure reported: runtime/element_failures.py; what it emits, checked:
+  runtime/output_checks.py;
+- the graph's sources as a whole (exhausted; no job id twice): runtime/graph_sources.py.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 import numpy as np
 
-from roundhouse.errors import RoundhouseError, SchedError
+from roundhouse.errors import RoundhouseError
+from roundhouse.runtime import boundary_crossings, run_ahead
 from roundhouse.runtime.bulk import Bulk
 from roundhouse.runtime.context import Round
 from roundhouse.runtime.element import Element
+from roundhouse.runtime.element_failures import ElementFailure, call_element, element_failure, fed_by_own_code
 from roundhouse.runtime.explain import Recorder
+from roundhouse.runtime.graph_sources import exhausted, refuse_shared_ids
+from roundhouse.runtime.output_checks import check_emitted, check_own_output, describe_value
 from roundhouse.runtime.passing import Passing
+from roundhouse.runtime.quiet_rounds import pass_quiet
 from roundhouse.runtime.rowsets import isin_rows
+from roundhouse.runtime.run_ahead import Silenced
 from roundhouse.runtime.skipping import Skipping
+from roundhouse.runtime.stalls import STALL_ROUNDS, StalledError, count_idle, stall_message
 from roundhouse.runtime.types import Events, Jobs, Plan, Ranking
 from roundhouse.runtime.values import format_duration
-from roundhouse.runtime.world import PlanError, World
+from roundhouse.runtime.world import World
 from roundhouse.traces.jobs import JobBatch
 
-# Rounds with jobs waiting, none running and no arrivals before the run is declared stalled.
-STALL_ROUNDS = 2000
+# Names other modules take from here, kept here for them since they moved to modules of their
+# own; and `Silenced`, which snapshots made before it moved name as this module's.
+__all__ = [
+    "Engine",
+    "RunResult",
+    "ElementFailure",
+    "StalledError",
+    "STALL_ROUNDS",
+    "Silenced",
+    "call_element",
+    "check_emitted",
+    "check_own_output",
+    "describe_value",
+    "element_failure",
+    "last_round_start",
+    "stall_message",
+]
 
 
 @attrs.define
@@ -53,169 +87,6 @@ class RunResult:
     wall_s: float
     skipped_rounds: int = 0  # rounds not ticked (event skipping): nothing could change in them
     passed_rounds: int = 0  # of which rounds carried out in passing: jobs arrived and found room
-
-
-class ElementFailure(RoundhouseError):
-    """An element's own code failed: it raised, or emitted a value its port does not carry.
-    `detail` holds the Python traceback, which the command line prints under `--debug`."""
-
-    detail: str = ""
-
-
-def element_failure(el: Element, ctx: Round, what: str, cause: BaseException | None = None) -> ElementFailure:
-    """An ElementFailure naming the element (graph name, class, where the graph declares it
-    and where its class is defined), the round and the time."""
-    import inspect
-    import traceback
-
-    cls = type(el)
-    try:
-        defined = f"{inspect.getsourcefile(cls)}:{inspect.getsourcelines(cls)[1]}"
-    except (OSError, TypeError):
-        defined = cls.__module__
-    where = f"declared at {el.declared_at}, " if el.declared_at is not None else ""
-    failure = ElementFailure(
-        f"error: element '{el.name}' ({cls.__name__}; {where}class defined at {defined}) failed in round "
-        f"{ctx.round_index} (t={format_duration(ctx.now)}): {what}"
-    )
-    failure.detail = "".join(traceback.format_exception(cause)) if cause is not None else ""
-    return failure
-
-
-def call_element(el: Element, what: str, ctx: Round, fn, *args, **kwargs):
-    """Call an element's code; an exception from it is reported naming the element."""
-    try:
-        return fn(*args, **kwargs)
-    except SchedError as err:
-        if err.location is None:  # (a check of the element's arguments against the world: point at its line)
-            err.location = el.declared_at
-        raise
-    except (RoundhouseError, KeyboardInterrupt):
-        raise
-    except (Exception, SystemExit) as err:  # (sys.exit() in element code is its failure, not the end of the run)
-        raise element_failure(el, ctx, f"its {what} raised {type(err).__name__}: {err}", err) from err
-
-
-def exhausted(sources: list[Element]) -> bool:
-    """Whether no source will bring another job."""
-    return all(s.exhausted() for s in sources)
-
-
-def refuse_shared_ids(sources: list[Element]) -> None:
-    """Two sources that would emit one job id are refused before the first round, naming the
-    later source and the id (the job table would refuse it only when that job arrived)."""
-    known = [(el, ids) for el in sources if (ids := el.coming_job_ids()) is not None and len(ids)]
-    for k, (el, ids) in enumerate(known[1:], 1):
-        for other, earlier in known[:k]:
-            shared = np.intersect1d(ids, earlier)
-            if len(shared):
-                raise SchedError(
-                    f"element '{el.name}' ({type(el).__name__}): job id {int(shared[0])} is also one of "
-                    f"element '{other.name}'s jobs (job ids must be unique in a run)",
-                    el.declared_at,
-                    hint=_parting_hint(el, other, max(int(i.max()) for _, i in known) + 1),
-                )
-
-
-def _parting_hint(el: Element, other: Element, past: int) -> str:
-    """How to give two sources' jobs different ids: a generated source numbers its jobs from its
-    `start_id` (a trace's ids are its own), which `past` (one past every id known) is free for."""
-    for source in (el, other):
-        if attrs.has(type(source)) and "start_id" in attrs.fields_dict(type(source)):
-            return f"give '{source.name}' a start_id past the other source's ids, e.g. start_id={past}"
-    return (
-        "give the traces' jobs different ids; a generated source (PoissonSource, BurstSource, CostWorkload) "
-        "numbers its jobs from its start_id"
-    )
-
-
-def describe_value(value: object) -> str:
-    if value is None:
-        return "None"
-    name = type(value).__name__
-    return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name} ({value!r:.60})"
-
-
-def check_emitted(el: Element, ctx: Round, port: str, value: object, port_type: type) -> None:
-    """Raise ElementFailure unless `value` is a `port_type`."""
-    if not isinstance(value, port_type):
-        on = f"on its port '{port}'" if port != "tick" else "from its tick"
-        raise element_failure(el, ctx, f"it emitted {describe_value(value)} {on}, where a {port_type.__name__} belongs")
-
-
-def check_own_output(el: Element, ctx: Round, out: object) -> None:
-    """What an element defined outside the library returned, beyond its type (which the engine
-    checks after): a dict of its several output ports holds exactly their keys, and a Ranking
-    asks at least one GPU for each job it ranks, ranks each job once, and ranks only jobs of the
-    job table. (Else a placer would fail on it, or nothing would run, far from the cause.)"""
-    outputs = el.outputs
-    if len(outputs) == 1:
-        if outputs[0].type is Ranking and type(out) is Ranking:
-            check_ranking(el, ctx, outputs[0].name, out)
-        return
-    if not outputs or not isinstance(out, dict) or el.category in ("source", "launch"):
-        return  # (the engine says what is wrong with anything else)
-    names = [p.name for p in outputs]
-    extra = [str(k) for k in out if k not in names]
-    if extra:
-        raise element_failure(
-            el,
-            ctx,
-            f"its tick returned key(s) {', '.join(repr(k) for k in extra)} that are not output ports "
-            f"(its output ports: {', '.join(names)})",
-        )
-    missing = [n for n in names if n not in out]
-    if missing:
-        raise element_failure(
-            el, ctx, f"its tick did not return port {missing[0]!r} (a dict by port name holds each of {', '.join(names)})"
-        )
-    for p in outputs:
-        got = out[p.name]
-        if p.type is Ranking and type(got) is Ranking:
-            check_ranking(el, ctx, p.name, got)
-
-
-def check_ranking(el: Element, ctx: Round, port: str, ranking: Ranking) -> None:
-    """A Ranking's contents: rows of the job table, each once, each asked at least one GPU."""
-    rows, gpus = ranking.rows, ranking.gpus
-    if not len(rows):
-        return
-    on = f"on its port '{port}'"
-    known = len(ctx.jobs)
-    outside = np.flatnonzero((rows < 0) | (rows >= known))
-    if len(outside):
-        raise element_failure(
-            el,
-            ctx,
-            f"it emitted a Ranking {on} that ranks row {rows[outside[0]]}, which is not a row of the job table (it has {known} job(s))",
-        )
-    ids = ctx.jobs.column("job_id")
-    ordered = np.sort(rows, kind="stable")
-    twice = ordered[1:][ordered[1:] == ordered[:-1]]
-    if len(twice):
-        raise element_failure(el, ctx, f"it emitted a Ranking {on} that ranks job {ids[twice[0]]} (row {twice[0]}) twice")
-    none = np.flatnonzero(gpus < 1)
-    if len(none):
-        row = rows[none[0]]
-        raise element_failure(
-            el,
-            ctx,
-            f"it emitted a Ranking {on} that asks {gpus[none[0]]} GPUs for job {ids[row]} (row {row}): "
-            f"each job it ranks needs 1 GPU or more ({len(none)} of its {len(rows)} job(s) ask fewer)",
-        )
-
-
-def without_known(batch: JobBatch, world: World) -> JobBatch:
-    """The batch without the jobs the world already has (a graph that took over a world)."""
-    ids = batch.columns["job_id"].tolist()
-    new = np.fromiter((world.jobs.row_of(i) is None for i in ids), dtype=bool, count=len(ids))
-    if new.all():
-        return batch
-    return JobBatch({k: v[new] for k, v in batch.columns.items()}, batch.type_rates[new], batch.origin)
-
-
-class StalledError(RoundhouseError):
-    """Jobs wait, nothing runs, and nothing will change: the graph cannot make progress."""
 
 
 class Engine:
@@ -295,64 +166,14 @@ class Engine:
         """Skip no round past `t` (None: no bound): a caller steps the engine to a time (Simulation.run_until)."""
         self._skipping.pause_at = t
 
-    def look_ahead(self, until: float, goals: bool = True) -> None:
-        """Simulate ahead to `until` without the run's per-round hook (runtime/lookahead.py); with
-        `goals` false no sink's goal ends it (what-if's projections, runtime/whatif.py)."""
-        self.until = self._skipping.until = until
-        self.on_round = None
-        self._sinks = self._sinks if goals else []
+    # A run ahead of its run, on a fork: look-ahead runs and what-if's projections (runtime/run_ahead.py).
+    look_ahead = run_ahead.look_ahead
+    stop_arrivals = run_ahead.stop_arrivals
+    carry_in = run_ahead.carry_in
 
-    def stop_arrivals(self) -> None:
-        """From the next round on, no new jobs: the sources tick no more (their ports carry no
-        jobs) and count as exhausted (a look-ahead knows only the jobs in the system)."""
-        silent = {id(el) for el in self._sources}
-        self._wiring = [(Silenced(w[0], self._no_arrivals), w[1], w[2], None) if id(w[0]) in silent else w for w in self._wiring]
-        self._skipping.asked = [e for e in self._skipping.asked if id(e) not in silent]
-        self._sources = self._skipping.sources = []
-        self._passing.roles = None
-
-    def carry_in(self, rows: np.ndarray) -> None:
-        """Take over a world another graph has run (runtime/whatif.py): these jobs already in it
-        enter this graph at the next round, as arrivals of the first source to tick, and from
-        then on a source's jobs that the world already has are not added again."""
-        self._carried = np.asarray(rows, dtype=np.int64)
-        self._taken_over = True
-
-    # --- the two boundary crossings: arrivals and the plan ---
-    def _arrivals(self, batch: JobBatch) -> Jobs:
-        """A source's new jobs join the job table."""
-        carried = None
-        if self._taken_over:
-            batch = without_known(batch, self.world)
-            carried, self._carried = self._carried, None
-        if not len(batch):
-            return self._no_arrivals if carried is None else Jobs(self.world.jobs.reader, carried)
-        rows = self.world.add_jobs(batch)
-        if self._record is not None:
-            self._record.reserve(len(self.world.jobs))
-        return Jobs(self.world.jobs.reader, rows if carried is None else np.concatenate([carried, rows]))
-
-    def _carry_out(self, plan: Plan) -> Events:
-        """A launcher's final plan: checked, handed to the backend, applied to the books."""
-        ctx = self._ctx
-        assert ctx is not None  # plans are carried out only inside a round
-        try:
-            self.world.check_plan(plan)
-            self.backend.apply(plan)  # a backend may refuse what it cannot do, before it starts
-            applied = self.world.apply_plan(plan, ctx.now)
-        except PlanError as err:
-            producer = self.graph.producer_of(ctx.element.name, "plan") if ctx.element else None
-            who = f"'{producer}' ({type(self.graph.elements[producer]).__name__})" if producer else "the graph"
-            raise PlanError(f"round {ctx.round_index} (t={ctx.now:g}s): plan from {who}: {err}") from None
-        self._plan_changed = applied is not None or len(plan.complete) > 0
-        if self._record is not None:
-            placer, launcher = self._plan_ids[ctx.element.name]
-            self._record.plan(plan, self.world, placer, launcher, ctx.now)
-        if len(plan.complete):
-            self._completed.append(Events(time=ctx.now, finished=plan.complete, finished_at=np.full(len(plan.complete), ctx.now)))
-        if applied is None:
-            return ctx.events
-        return applied if ctx.events.is_quiet() and ctx.events.time <= applied.time else Events.merge([ctx.events, applied])
+    # The two boundary crossings, arrivals and the plan (runtime/boundary_crossings.py).
+    _arrivals = boundary_crossings._arrivals
+    _carry_out = boundary_crossings._carry_out
 
     def goal_in_books(self) -> bool:
         """Whether the world's books show a sink's goal met (`Element.goal_met_in_books`): the round
@@ -514,16 +335,6 @@ class Engine:
         ctx.element = None
 
 
-def fed_by_own_code(graph, el: Element, inputs) -> str:
-    """When a library element fails on its inputs, which of them came from elements defined
-    outside the library (a `require`d file): the likelier cause, named in the message."""
-    if not type(el).__module__.startswith("roundhouse."):
-        return ""
-    feeding = [graph.elements[name] for name in sorted({n for *_, sources in inputs for n, _ in sources})]
-    own = [f"'{e.name}' ({type(e).__name__})" for e in feeding if not type(e).__module__.startswith("roundhouse.")]
-    return f" (its input came from {', '.join(own)}, defined outside the library: check what it emits)" if own else ""
-
-
 def wired_inputs(graph, el: Element) -> list[tuple[str, tuple[str, str] | None, Any, list]]:
     """An element's inputs: port name, the key of its value when it has one source (else None),
     its type, and its sources."""
@@ -532,75 +343,6 @@ def wired_inputs(graph, el: Element) -> list[tuple[str, tuple[str, str] | None, 
         sources = graph.sources_of(el.name, p.name)
         out.append((p.name, sources[0] if len(sources) == 1 else None, p.type, sources))
     return out
-
-
-def count_idle(engine: Engine, ctx: Round, values: dict[tuple[str, str], object]) -> None:
-    """After the round `ctx` (its port values `values`): in a simulation in which jobs wait,
-    none runs and no more will arrive, the round counts as idle, and what each placer was asked
-    in it is kept (`stall_message` names it); STALL_ROUNDS idle rounds in a row and the run has
-    stalled. A live cluster can change (nodes join), so only a simulation can stall for good."""
-    world = engine.world
-    if engine._can_stall and len(world.running_rows) == 0 and world.unfinished > 0 and exhausted(engine._sources):
-        engine._idle_rounds += 1
-        engine._asked = [(el, got) for el, key in placer_inputs(engine._wiring) if isinstance(got := values.get(key), Ranking)]
-        if engine._idle_rounds >= STALL_ROUNDS:
-            raise StalledError(stall_message(world, ctx.now, engine._order, engine._asked))
-    else:
-        engine._idle_rounds = 0
-
-
-def placer_inputs(wiring) -> list[tuple[Element, tuple[str, str]]]:
-    """(placer, key of a port value) for each source of each placer's ranking input, in tick
-    order: where the rankings the placers are asked to place come from."""
-    return [
-        (el, key)
-        for el, inputs, _, _ in wiring
-        if el.category == "placement"
-        for _, _, port_type, sources in inputs
-        if port_type is Ranking
-        for key in sources
-    ]
-
-
-def pass_quiet(engine: Engine, round_s: float) -> Events:
-    """Pass the rounds ahead that need no tick (runtime/skipping.py); returns the events of
-    the next round to tick, folded into the world, with the completions that waited."""
-    events, waited = engine._poll(), []
-    while True:
-        if engine._skipping.quiet(engine.backend, events, bool(engine._completed)):
-            idle = engine._idle_rounds
-            skipped = engine._skipping.pass_quiet_rounds(engine.backend, STALL_ROUNDS - idle if idle else None)
-            engine._rounds += skipped
-            if idle:  # (the state of the last ticked round, which counted as idle)
-                engine._idle_rounds += skipped
-                if engine._idle_rounds >= STALL_ROUNDS:
-                    asked = getattr(engine, "_asked", [])  # (an engine from an older snapshot has none)
-                    raise StalledError(stall_message(engine.world, engine.backend.now - round_s, engine._order, asked))
-        elif engine._skipping.may_wait(engine.backend, events, bool(engine._completed)):
-            waited.append(engine._fold(events))  # (into the world's books at once)
-            if engine.goal_in_books() or not engine._skipping.pass_waiting_round(engine.backend):
-                return Events.merge(waited)
-            engine._rounds += 1
-        elif engine._passing.may_pass(engine, events):
-            folded = engine._fold(events)
-            if engine.goal_in_books():
-                return Events.merge([*waited, folded]) if waited else folded
-            if engine._bulk.may_carry(engine):  # (this round and those after it, as far as they may pass)
-                carried, after = engine._bulk.carry(engine, folded)
-                if after == "front":  # an arrival finds no room: that round is ticked, from the pool on
-                    return engine._passing.ticked_with(Events.merge([*waited, carried]) if waited else carried)
-                if after == "tick":  # a sink's goal is met: that round is ticked
-                    return Events.merge([*waited, carried]) if waited else carried
-                waited.append(carried)
-            else:
-                passed = engine._passing.pass_round(engine, folded)
-                if passed is None:  # an arrival finds no room: the round is ticked, from the pool on
-                    return engine._passing.ticked_with(Events.merge([*waited, folded]) if waited else folded)
-                waited += (folded, passed)
-        else:
-            folded = engine._fold(events)
-            return Events.merge([*waited, folded]) if waited else folded
-        events = engine._poll()
 
 
 def observe_completions(engine: Engine, ctx: Round) -> None:
@@ -674,19 +416,6 @@ class WallClock:
         return WallClock, ()
 
 
-class Silenced:
-    """A source in a look-ahead: ticked in its place, it adds no jobs (`Engine.look_ahead`)."""
-
-    category = "source"
-
-    def __init__(self, source: Element, none: Jobs):
-        self.name = source.name
-        self._none = none
-
-    def tick(self, ctx: Round) -> Jobs:
-        return self._none
-
-
 def fold_events(world: World, events: Events) -> None:
     """What the backend reports, into the world's books: finished, failed and requeued jobs,
     nodes online, metrics."""
@@ -702,79 +431,3 @@ def fold_events(world: World, events: Events) -> None:
         world.set_online(events.online)
     if events.metrics:
         world.apply_metrics(events.metrics)
-
-
-def stall_message(
-    world: World, now: float, elements: Sequence[Element] = (), asked: Sequence[tuple[Element, Ranking]] = ()
-) -> str:
-    """Why a simulation cannot make progress, naming the largest waiting job and what it is
-    measured against: the cluster's GPUs, or on a cluster of several GPU types the largest
-    type's (a placer puts a job on GPUs of one type); and an element of `elements` that counts
-    waiting jobs it cannot start (`unschedulable`: Pollux, jobs of no elastic application).
-
-    A job's GPUs are those a placer was last asked for it (`asked`: each placer and the ranking
-    it was given in the last round ticked), which a policy may choose (Optimus does), else those
-    its trace asks for, and the message says which."""
-    cols = world.jobs
-    status = cols.column("status")
-    waiting = (status == 0).nonzero()[0]
-    trace = cols.column("gpus")[waiting]
-    counts, by = _asked_counts(len(cols), waiting, asked)
-    gpus = np.where(counts >= 0, counts, trace)
-    detail = ""
-    if len(waiting):
-        at = int(np.argmax(gpus))
-        biggest, want = int(waiting[at]), int(gpus[at])
-        if counts[at] < 0:
-            source = " (the count its trace asks for" + (": no placer was asked to place it)" if asked else ")")
-        elif want != trace[at]:
-            placer = asked[by[at]][0]
-            source = (
-                f" (what placer '{placer.name}' ({type(placer).__name__}) was last asked for it; its trace asks for {trace[at]})"
-            )
-        else:
-            source = ""
-        cluster = world.cluster
-        of = f"of {cluster.n_gpus}"
-        if len(cluster.gpu_types) > 1:
-            largest = int(np.argmax(cluster.gpus_by_type))
-            of = f"of one type, and the largest type, {cluster.gpu_types[largest]}, has {cluster.gpus_by_type[largest]}"
-        detail = f"; the largest waiting job ({cols.column('job_id')[biggest]}) wants {want} GPUs{source} {of}"
-    return (
-        f"run stalled at t={now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
-        f"and no more jobs will arrive{detail}.{_unschedulable(world, waiting, elements)} Check the placer and admission arguments."
-    )
-
-
-def _asked_counts(n: int, waiting: np.ndarray, asked: Sequence[tuple[Element, Ranking]]) -> tuple[np.ndarray, np.ndarray]:
-    """For each waiting job: the most GPUs a placer of `asked` was asked for it (-1: none was
-    asked to place it), and which entry of `asked` asked that."""
-    count = np.full(n, -1, dtype=np.int64)
-    by = np.full(n, -1, dtype=np.int64)
-    for k, (_, ranking) in enumerate(asked):
-        rows, gpus = np.asarray(ranking.rows, dtype=np.int64), np.asarray(ranking.gpus, dtype=np.int64)
-        inside = (rows >= 0) & (rows < n)
-        rows, gpus = rows[inside], gpus[inside]
-        more = gpus > count[rows]
-        count[rows[more]], by[rows[more]] = gpus[more], k
-    return count[waiting], by[waiting]
-
-
-def _unschedulable(world: World, waiting: np.ndarray, elements) -> str:
-    """What an element that counts waiting jobs it cannot start says of them: Pollux starts only
-    jobs of its elastic profile's applications."""
-    for el in elements:
-        count = (el.counters or {}).get("unschedulable", 0)
-        if not count or not world.jobs.has_column("elastic_model") or not len(waiting):
-            continue
-        outside = waiting[world.jobs.column("elastic_model")[waiting] < 0]
-        if not len(outside):
-            continue
-        first, jobs = int(outside[0]), world.jobs
-        model = jobs.column("model")[first] if jobs.has_column("model") else None
-        named = f"job {jobs.column('job_id')[first]}" + (f", model {model}" if model is not None else "")
-        return (
-            f" Element '{el.name}' ({type(el).__name__}) cannot start {count} waiting job(s), of no application"
-            f" of the elastic profile ({named})."
-        )
-    return ""

@@ -1,0 +1,125 @@
+"""The graph's settings, as the compiler reads them: those its files write and those the command
+line gives (`--set setting=value`, `--vary`), converted and validated, each problem reported
+where it was given; and the `--set element.field=value` overrides, split from them by element
+(`split_overrides`), which the compiler applies as it builds each element.
+
+_Compiler binds these functions as its methods (runtime/compiler.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from roundhouse.errors import Location, SchedError, did_you_mean
+from roundhouse.runtime.arguments import NeedsInstance, convert, validate
+from roundhouse.runtime.cluster import spec_file
+from roundhouse.runtime.dsl import ast
+from roundhouse.runtime.dsl.parser import parse_value
+from roundhouse.runtime.settings import GraphSettings
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.compiler import _Compiler
+
+
+def split_overrides(compiler: _Compiler) -> tuple[dict[str, list[tuple[str, ast.Value, str]]], dict[str, ast.Value]]:
+    per_element: dict[str, list[tuple[str, ast.Value, str]]] = defaultdict(list)
+    per_setting: dict[str, ast.Value] = {}
+    for o in compiler.overrides:
+        if "=" not in o.text or not o.target:
+            compiler.errors.append(SchedError(f"{o.label}: write {o.flag} element.field=value or {o.flag} setting=value"))
+            continue
+        try:
+            value = parse_value(o.value_text, where=f"{o.flag} {o.target}")
+        except SchedError as err:
+            compiler.errors.append(SchedError(f"{o.label}: bad value: {err.message}", hint=err.hint))
+            continue
+        if "." in o.target:
+            element, field = o.target.rsplit(".", 1)
+            if element not in compiler.flat.decls:
+                inner = [name for name in compiler.flat.decls if name.startswith(f"{element}/")]
+                hint: str | None
+                if inner:  # a compound's instance: its elements are set by their own names
+                    message = f"{o.label}: '{element}' is a compound; its elements are {', '.join(inner)}"
+                    hint = f"set one of them ({o.flag} {inner[0]}.{field}=...) or the argument where '{element}' is declared"
+                else:
+                    message, hint = f"{o.label}: the graph has no element '{element}'", did_you_mean(element, compiler.flat.decls)
+                compiler.errors.append(SchedError(message, hint=hint))
+                continue
+            per_element[element].append((field, value, o.label))
+        else:
+            per_setting[o.target] = value
+            compiler._setting_flags[o.target] = f"{o.flag} {o.target}"
+            compiler._setting_labels[o.target] = o.label
+    return per_element, per_setting
+
+
+def graph_settings(compiler: _Compiler, overrides: dict[str, ast.Value]) -> GraphSettings:
+    fields = {f.name: f for f in attrs.fields(GraphSettings)}
+    values: dict[str, Any] = {}
+    given: dict[str, tuple[ast.Value, Location | None]] = {
+        name: (s.value, s.location) for name, s in compiler.flat.settings.items()
+    }
+    for name, value in overrides.items():
+        given[name] = (value, None)
+    for name, (value, location) in given.items():
+        field = fields.get(name)
+        if field is None:
+            where = compiler._setting_flags[name] if location is None else None
+            compiler.errors.append(
+                SchedError(
+                    f"unknown setting '{name}'" + (f" ({where})" if where else ""),
+                    location,
+                    hint=did_you_mean(name, fields) or f"settings are: {', '.join(fields)}",
+                )
+            )
+            continue
+        # A path in a file is relative to the file that writes it (an imported one included).
+        base_dir = str(Path(location.path).parent) if location is not None else os.getcwd()
+        try:
+            converted = convert(value, field.type, base_dir, f"setting '{name}'")
+        except SchedError as err:
+            compiler.errors.append(err if location is not None else SchedError(f"{compiler._setting_flags[name]}: {err.message}"))
+            continue
+        if name == "cluster" and location is not None:
+            converted = cluster_path(compiler, converted, base_dir)
+        try:
+            problem = validate(field, converted)
+        except NeedsInstance:  # (reads another setting: checked with them all below)
+            problem = None
+        if problem:
+            # (one given on the command line is said there, as an element's argument is: the
+            # value's place in the option's text is no file)
+            if location is None:
+                compiler.errors.append(SchedError(f"{compiler._setting_labels[name]}: setting '{name}' {problem}"))
+            else:
+                compiler.errors.append(SchedError(f"setting '{name}' {problem}", value.location))
+            continue
+        values[name] = converted
+    try:
+        return GraphSettings(**values)
+    except (ValueError, TypeError) as err:
+        # Name the options that gave settings the complaint names, else point at the last
+        # written of them.
+        named = [(n, where) for n, (_, where) in given.items() if re.search(rf"\b{n}\b", str(err))]
+        flags = [compiler._setting_flags[n] for n, where in named if where is None]
+        if flags:
+            compiler.errors.append(SchedError(f"{', '.join(flags)}: settings do not fit together: {err}"))
+        else:
+            compiler.errors.append(SchedError(f"settings do not fit together: {err}", named[-1][1] if named else None))
+        return GraphSettings()
+
+
+def cluster_path(compiler: _Compiler, spec: str, base_dir: str) -> str:
+    """The `cluster` setting is a shorthand or a spec file; the run finds a file relative to
+    the graph's folder, so one named by an imported file in another folder is given from there."""
+    graph_dir = str(Path(compiler.flat.path).parent)
+    written = spec_file(spec, base_dir)
+    if base_dir == graph_dir or os.path.isabs(spec) or written is None:
+        return spec
+    return os.path.relpath(written, graph_dir)

@@ -1,0 +1,66 @@
+"""An element's own code failing: it raised, or emitted a value its port does not carry. The
+engine reports it naming the element (graph name, class, where the graph declares it and where
+its class is defined), the round and the time, and keeps the Python traceback for `--debug`.
+What an element emits is checked in runtime/output_checks.py."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from roundhouse.errors import RoundhouseError, SchedError
+from roundhouse.runtime.values import format_duration
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import Round
+    from roundhouse.runtime.element import Element
+
+
+class ElementFailure(RoundhouseError):
+    """An element's own code failed: it raised, or emitted a value its port does not carry.
+    `detail` holds the Python traceback, which the command line prints under `--debug`."""
+
+    detail: str = ""
+
+
+def element_failure(el: Element, ctx: Round, what: str, cause: BaseException | None = None) -> ElementFailure:
+    """An ElementFailure naming the element (graph name, class, where the graph declares it
+    and where its class is defined), the round and the time."""
+    import inspect
+    import traceback
+
+    cls = type(el)
+    try:
+        defined = f"{inspect.getsourcefile(cls)}:{inspect.getsourcelines(cls)[1]}"
+    except (OSError, TypeError):
+        defined = cls.__module__
+    where = f"declared at {el.declared_at}, " if el.declared_at is not None else ""
+    failure = ElementFailure(
+        f"error: element '{el.name}' ({cls.__name__}; {where}class defined at {defined}) failed in round "
+        f"{ctx.round_index} (t={format_duration(ctx.now)}): {what}"
+    )
+    failure.detail = "".join(traceback.format_exception(cause)) if cause is not None else ""
+    return failure
+
+
+def call_element(el: Element, what: str, ctx: Round, fn, *args, **kwargs):
+    """Call an element's code; an exception from it is reported naming the element."""
+    try:
+        return fn(*args, **kwargs)
+    except SchedError as err:
+        if err.location is None:  # (a check of the element's arguments against the world: point at its line)
+            err.location = el.declared_at
+        raise
+    except (RoundhouseError, KeyboardInterrupt):
+        raise
+    except (Exception, SystemExit) as err:  # (sys.exit() in element code is its failure, not the end of the run)
+        raise element_failure(el, ctx, f"its {what} raised {type(err).__name__}: {err}", err) from err
+
+
+def fed_by_own_code(graph, el: Element, inputs) -> str:
+    """When a library element fails on its inputs, which of them came from elements defined
+    outside the library (a `require`d file): the likelier cause, named in the message."""
+    if not type(el).__module__.startswith("roundhouse."):
+        return ""
+    feeding = [graph.elements[name] for name in sorted({n for *_, sources in inputs for n, _ in sources})]
+    own = [f"'{e.name}' ({type(e).__name__})" for e in feeding if not type(e).__module__.startswith("roundhouse.")]
+    return f" (its input came from {', '.join(own)}, defined outside the library: check what it emits)" if own else ""

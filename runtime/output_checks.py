@@ -1,0 +1,94 @@
+"""Checks of what elements emit: each value against its port's declared type (every element,
+every round: `check_emitted`), and, for an element defined outside the library, what its tick
+returned beyond the type (`check_own_output`: the keys of a dict of several output ports, and a
+Ranking's contents). A value that fails is reported as the element's failure
+(runtime/element_failures.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from roundhouse.runtime.element_failures import element_failure
+from roundhouse.runtime.types import Ranking
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import Round
+    from roundhouse.runtime.element import Element
+
+
+def describe_value(value: object) -> str:
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name} ({value!r:.60})"
+
+
+def check_emitted(el: Element, ctx: Round, port: str, value: object, port_type: type) -> None:
+    """Raise ElementFailure unless `value` is a `port_type`."""
+    if not isinstance(value, port_type):
+        on = f"on its port '{port}'" if port != "tick" else "from its tick"
+        raise element_failure(el, ctx, f"it emitted {describe_value(value)} {on}, where a {port_type.__name__} belongs")
+
+
+def check_own_output(el: Element, ctx: Round, out: object) -> None:
+    """What an element defined outside the library returned, beyond its type (which the engine
+    checks after): a dict of its several output ports holds exactly their keys, and a Ranking
+    asks at least one GPU for each job it ranks, ranks each job once, and ranks only jobs of the
+    job table. (Else a placer would fail on it, or nothing would run, far from the cause.)"""
+    outputs = el.outputs
+    if len(outputs) == 1:
+        if outputs[0].type is Ranking and type(out) is Ranking:
+            check_ranking(el, ctx, outputs[0].name, out)
+        return
+    if not outputs or not isinstance(out, dict) or el.category in ("source", "launch"):
+        return  # (the engine says what is wrong with anything else)
+    names = [p.name for p in outputs]
+    extra = [str(k) for k in out if k not in names]
+    if extra:
+        raise element_failure(
+            el,
+            ctx,
+            f"its tick returned key(s) {', '.join(repr(k) for k in extra)} that are not output ports "
+            f"(its output ports: {', '.join(names)})",
+        )
+    missing = [n for n in names if n not in out]
+    if missing:
+        raise element_failure(
+            el, ctx, f"its tick did not return port {missing[0]!r} (a dict by port name holds each of {', '.join(names)})"
+        )
+    for p in outputs:
+        got = out[p.name]
+        if p.type is Ranking and type(got) is Ranking:
+            check_ranking(el, ctx, p.name, got)
+
+
+def check_ranking(el: Element, ctx: Round, port: str, ranking: Ranking) -> None:
+    """A Ranking's contents: rows of the job table, each once, each asked at least one GPU."""
+    rows, gpus = ranking.rows, ranking.gpus
+    if not len(rows):
+        return
+    on = f"on its port '{port}'"
+    known = len(ctx.jobs)
+    outside = np.flatnonzero((rows < 0) | (rows >= known))
+    if len(outside):
+        raise element_failure(
+            el,
+            ctx,
+            f"it emitted a Ranking {on} that ranks row {rows[outside[0]]}, which is not a row of the job table (it has {known} job(s))",
+        )
+    ids = ctx.jobs.column("job_id")
+    ordered = np.sort(rows, kind="stable")
+    twice = ordered[1:][ordered[1:] == ordered[:-1]]
+    if len(twice):
+        raise element_failure(el, ctx, f"it emitted a Ranking {on} that ranks job {ids[twice[0]]} (row {twice[0]}) twice")
+    none = np.flatnonzero(gpus < 1)
+    if len(none):
+        row = rows[none[0]]
+        raise element_failure(
+            el,
+            ctx,
+            f"it emitted a Ranking {on} that asks {gpus[none[0]]} GPUs for job {ids[row]} (row {row}): "
+            f"each job it ranks needs 1 GPU or more ({len(none)} of its {len(rows)} job(s) ask fewer)",
+        )

@@ -1,0 +1,132 @@
+"""A simulation that stalls: jobs wait, none runs and no more will arrive, round after round.
+The engine counts such idle rounds (`count_idle`, and `pass_quiet` for the rounds it passes
+without a tick); after STALL_ROUNDS of them in a row the run stops with a message naming the
+largest waiting job and what it is measured against (`stall_message`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from roundhouse.errors import RoundhouseError
+from roundhouse.runtime.graph_sources import exhausted
+from roundhouse.runtime.types import Ranking
+
+if TYPE_CHECKING:
+    from roundhouse.runtime.context import Round
+    from roundhouse.runtime.element import Element
+    from roundhouse.runtime.engine import Engine
+    from roundhouse.runtime.world import World
+
+# Rounds with jobs waiting, none running and no arrivals before the run is declared stalled.
+STALL_ROUNDS = 2000
+
+
+class StalledError(RoundhouseError):
+    """Jobs wait, nothing runs, and nothing will change: the graph cannot make progress."""
+
+
+def count_idle(engine: Engine, ctx: Round, values: dict[tuple[str, str], object]) -> None:
+    """After the round `ctx` (its port values `values`): in a simulation in which jobs wait,
+    none runs and no more will arrive, the round counts as idle, and what each placer was asked
+    in it is kept (`stall_message` names it); STALL_ROUNDS idle rounds in a row and the run has
+    stalled. A live cluster can change (nodes join), so only a simulation can stall for good."""
+    world = engine.world
+    if engine._can_stall and len(world.running_rows) == 0 and world.unfinished > 0 and exhausted(engine._sources):
+        engine._idle_rounds += 1
+        engine._asked = [(el, got) for el, key in placer_inputs(engine._wiring) if isinstance(got := values.get(key), Ranking)]
+        if engine._idle_rounds >= STALL_ROUNDS:
+            raise StalledError(stall_message(world, ctx.now, engine._order, engine._asked))
+    else:
+        engine._idle_rounds = 0
+
+
+def placer_inputs(wiring) -> list[tuple[Element, tuple[str, str]]]:
+    """(placer, key of a port value) for each source of each placer's ranking input, in tick
+    order: where the rankings the placers are asked to place come from."""
+    return [
+        (el, key)
+        for el, inputs, _, _ in wiring
+        if el.category == "placement"
+        for _, _, port_type, sources in inputs
+        if port_type is Ranking
+        for key in sources
+    ]
+
+
+def stall_message(
+    world: World, now: float, elements: Sequence[Element] = (), asked: Sequence[tuple[Element, Ranking]] = ()
+) -> str:
+    """Why a simulation cannot make progress, naming the largest waiting job and what it is
+    measured against: the cluster's GPUs, or on a cluster of several GPU types the largest
+    type's (a placer puts a job on GPUs of one type); and an element of `elements` that counts
+    waiting jobs it cannot start (`unschedulable`: Pollux, jobs of no elastic application).
+
+    A job's GPUs are those a placer was last asked for it (`asked`: each placer and the ranking
+    it was given in the last round ticked), which a policy may choose (Optimus does), else those
+    its trace asks for, and the message says which."""
+    cols = world.jobs
+    status = cols.column("status")
+    waiting = (status == 0).nonzero()[0]
+    trace = cols.column("gpus")[waiting]
+    counts, by = _asked_counts(len(cols), waiting, asked)
+    gpus = np.where(counts >= 0, counts, trace)
+    detail = ""
+    if len(waiting):
+        at = int(np.argmax(gpus))
+        biggest, want = int(waiting[at]), int(gpus[at])
+        if counts[at] < 0:
+            source = " (the count its trace asks for" + (": no placer was asked to place it)" if asked else ")")
+        elif want != trace[at]:
+            placer = asked[by[at]][0]
+            source = (
+                f" (what placer '{placer.name}' ({type(placer).__name__}) was last asked for it; its trace asks for {trace[at]})"
+            )
+        else:
+            source = ""
+        cluster = world.cluster
+        of = f"of {cluster.n_gpus}"
+        if len(cluster.gpu_types) > 1:
+            largest = int(np.argmax(cluster.gpus_by_type))
+            of = f"of one type, and the largest type, {cluster.gpu_types[largest]}, has {cluster.gpus_by_type[largest]}"
+        detail = f"; the largest waiting job ({cols.column('job_id')[biggest]}) wants {want} GPUs{source} {of}"
+    return (
+        f"run stalled at t={now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
+        f"and no more jobs will arrive{detail}.{_unschedulable(world, waiting, elements)} Check the placer and admission arguments."
+    )
+
+
+def _asked_counts(n: int, waiting: np.ndarray, asked: Sequence[tuple[Element, Ranking]]) -> tuple[np.ndarray, np.ndarray]:
+    """For each waiting job: the most GPUs a placer of `asked` was asked for it (-1: none was
+    asked to place it), and which entry of `asked` asked that."""
+    count = np.full(n, -1, dtype=np.int64)
+    by = np.full(n, -1, dtype=np.int64)
+    for k, (_, ranking) in enumerate(asked):
+        rows, gpus = np.asarray(ranking.rows, dtype=np.int64), np.asarray(ranking.gpus, dtype=np.int64)
+        inside = (rows >= 0) & (rows < n)
+        rows, gpus = rows[inside], gpus[inside]
+        more = gpus > count[rows]
+        count[rows[more]], by[rows[more]] = gpus[more], k
+    return count[waiting], by[waiting]
+
+
+def _unschedulable(world: World, waiting: np.ndarray, elements) -> str:
+    """What an element that counts waiting jobs it cannot start says of them: Pollux starts only
+    jobs of its elastic profile's applications."""
+    for el in elements:
+        count = (el.counters or {}).get("unschedulable", 0)
+        if not count or not world.jobs.has_column("elastic_model") or not len(waiting):
+            continue
+        outside = waiting[world.jobs.column("elastic_model")[waiting] < 0]
+        if not len(outside):
+            continue
+        first, jobs = int(outside[0]), world.jobs
+        model = jobs.column("model")[first] if jobs.has_column("model") else None
+        named = f"job {jobs.column('job_id')[first]}" + (f", model {model}" if model is not None else "")
+        return (
+            f" Element '{el.name}' ({type(el).__name__}) cannot start {count} waiting job(s), of no application"
+            f" of the elastic profile ({named})."
+        )
+    return ""
