@@ -47,8 +47,11 @@ def test_every_spec_string_on_the_page_parses():
         if lang != "text":  # the one block of an error message shows a bad spec on purpose
             shown += re.findall(r"--cluster (\S+)", body) + re.findall(r'cluster\s*=\s*"([^"]+)"', body)
     assert {"32x4:V100", "36:36:36", "32x4:V100@p3.8xlarge", "16x4:V100,16x4:P100"} <= set(shown)
+    # (the page's examples of the gpu_types setting name the types its other specs may hold)
+    named = [t for value in re.findall(r'gpu_types = "([^"]+)"', PAGE) for t in value.split(",")]
+    assert named
     for spec in shown:
-        Cluster.parse(str(REPO / spec) if spec.endswith(".toml") else spec, KNOWN)
+        Cluster.parse(str(REPO / spec) if spec.endswith(".toml") else spec, (*KNOWN, *named))
 
 
 def test_the_error_shown_is_what_run_prints(capsys):

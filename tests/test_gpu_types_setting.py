@@ -17,6 +17,7 @@ from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import gpu_types, load_cluster, simulate
 from roundhouse.runtime.whatif import WORLD_SETTINGS
 from tests.conftest import fails
+from tests.test_cluster_types_beyond_profile import _run
 
 CLUSTER = "2x4:A100,2x4:T4"
 DURATIONS = "job_id,arrival_s,gpus,duration_s\n0,0,1,600\n1,0,4,900\n2,60,2,300\n3,60,4,1200\n4,120,8,600\n"
@@ -36,19 +37,6 @@ def _cli(*argv) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "roundhouse.tools.cli", *map(str, argv)], capture_output=True, text=True, timeout=300
     )
-
-
-def _run(graph, cluster: str | None = None):
-    """Each job's GPU types (by id), watched round by round, and the finished world's jobs."""
-    seen: dict[int, set[str]] = {}
-
-    def watch(ctx):
-        rows = ctx.running_rows
-        for job, t in zip(ctx.jobs.column("job_id")[rows].tolist(), ctx.jobs.column("placed_type")[rows].tolist()):
-            seen.setdefault(job, set()).add(ctx.cluster.gpu_types[t])
-
-    result = simulate(compile_file(graph), cluster, on_round=watch)
-    return seen, result.world.jobs
 
 
 def test_a_duration_trace_runs_on_two_types_the_profile_lacks_once_gpu_types_names_them(tmp_path):
