@@ -45,6 +45,10 @@ def _working_folder() -> str:
         return ""
 
 
+# Settings added after graphs' keys were first made, with the value that leaves them unset.
+_ADDED_SETTINGS = {"gpu_types": ""}
+
+
 @attrs.define
 class CompiledGraph:
     path: str
@@ -77,9 +81,15 @@ class CompiledGraph:
         it: its settings, each element's class and arguments, and its connections (a SHA-256,
         shortened). Files are named by their whole paths: the same graph gives the same key
         however its own path was spelled (relative or not)."""
+        settings = self._whole_paths(attrs.asdict(self.settings))
+        # Settings added since keys were first made count only when set: a graph that leaves
+        # them unset keeps the key its journals and snapshots were made with.
+        for name, unset in _ADDED_SETTINGS.items():
+            if settings.get(name) == unset:
+                del settings[name]
         text = json.dumps(
             {
-                "settings": self._whole_paths(attrs.asdict(self.settings)),
+                "settings": settings,
                 "elements": {name: [type(el).__name__, self._whole_paths(el.config())] for name, el in self.elements.items()},
                 "connections": [[c.src, c.src_port, c.dst, c.dst_port] for c in self.connections],
             },

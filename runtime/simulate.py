@@ -3,6 +3,7 @@ reproductions and the tests share."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,12 +103,6 @@ def cluster_gpu_types(graph: CompiledGraph, spec: str, known: tuple[str, ...], p
     return KnownGpuTypes((*known, *asked), f"{_WHY_KNOWN}; {advice}")
 
 
-def trace_gpu_types(graph: CompiledGraph) -> list[str]:
-    """The GPU types the jobs of the graph's traces ask for (each once, case aside), as its
-    TraceSources will read them (`_read_traces`)."""
-    return _first_of_each(n for *_, trace in _read_traces(graph) for n in named_types(trace))
-
-
 def _read_traces(graph: CompiledGraph) -> list:
     """(source, elastic profile, its jobs) for each TraceSource of the graph whose format can
     name a GPU type (canonical traces, PAI's task table), read as the source will read it, which
@@ -179,7 +174,10 @@ def _naming_advice(beyond: list[str], by_model: bool, named: tuple[str, ...]) ->
     )
     it = "it" if len(beyond) == 1 else "them"
     value = ",".join(_first_of_each((*named, *beyond)))
-    flag = f"--set gpu_types={value}" if "," not in value else f"--set 'gpu_types=\"{value}\"'"
+    # (bare only as a word the command line reads as text: a type with '-', or named true or
+    # false, is quoted, as several are)
+    bare = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value) and value not in ("true", "false")
+    flag = f"--set gpu_types={value}" if bare else f"--set 'gpu_types=\"{value}\"'"
     setting = f'set gpu_types = "{value}" ({flag})'
     column = (
         f"name {_listed(beyond)} in the gpu_type column of the jobs known only by their durations that are to run on {it} "

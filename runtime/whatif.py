@@ -666,6 +666,7 @@ def _unused_settings(run: CompiledGraph, other: CompiledGraph, world: World) -> 
     """The other graph's own cluster (when it is not the world's: the run's may have been given
     apart from its graph) and profiles (when not the run's), as `name value` texts."""
     from roundhouse.runtime.simulate import load_cluster
+    from roundhouse.traces import readonce
 
     unused = []
     spec = other.settings.cluster
@@ -674,6 +675,7 @@ def _unused_settings(run: CompiledGraph, other: CompiledGraph, world: World) -> 
             theirs = load_cluster(other, None, world.profile).fingerprint()
         except (RoundhouseError, OSError, ValueError):  # (a cluster it cannot build: not the world's either)
             theirs = None
+        readonce.clear()  # (no source of the other graph runs here to take a trace its cluster's check read)
         if theirs != world.cluster.fingerprint():
             unused.append(f"cluster {spec}")
     for name in WORLD_SETTINGS:

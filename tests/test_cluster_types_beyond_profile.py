@@ -268,3 +268,15 @@ def _with(graph, setting: str):
     """The graph with a setting added at its top."""
     graph.write_text(setting + graph.read_text())
     return graph
+
+
+@pytest.mark.parametrize("cluster", ["1x4:V100,1x4:RTX-3090", "1x4:V100,1x4:true"])
+def test_the_suggested_flag_for_one_type_is_taken_as_written(tmp_path, capsys, cluster):
+    # A type name a cluster spec takes (hyphens, or a word the command line reads as a boolean)
+    # need not be a bare word of the command line: the flag the refusal suggests is used as is.
+    graph = _graph(tmp_path, "t.csv", DURATIONS)
+    err = _refusal(capsys, graph, cluster)
+    flag = err.split(" (--set ", 1)[1].split("), as jobs", 1)[0]
+    value = flag.removeprefix("'").removesuffix("'")  # (as a shell passes it)
+    assert value.startswith("gpu_types=")
+    assert main(["run", str(graph), "--cluster", cluster, "--set", value, "--quiet"]) == 0, capsys.readouterr().err

@@ -179,3 +179,18 @@ def test_a_simulation_keeps_it_and_whatif_refuses_another(tmp_path, capsys):
     assert loaded.jobs()["finish_s"].is_not_null().sum() == 5
     # The world was built with it: the other graph of a what-if goes on from that world.
     assert "--set gpu_types=T4: the snapshot's gpu_types is its own" in fails(capsys, "whatif", path, "--set", "gpu_types=T4")
+
+
+KEYED = """round = 5min;
+cluster = "4x8:V100";
+src :: PoissonSource(rate=8/h, jobs=10, seed=0);
+src -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch -> m :: JobMetrics;
+"""
+
+
+def test_a_graph_leaving_it_unset_keeps_the_key_its_journals_and_snapshots_were_made_with():
+    # (this graph's key as the code gave it before the setting existed: a live run's journal or a
+    # snapshot made then names it, and must still be matched with the graph)
+    assert compile_file("k.sched", text=KEYED).key() == "2c2028fabed5cc47"
+    named = compile_file("k.sched", text='gpu_types = "A100";\n' + KEYED).key()
+    assert named != "2c2028fabed5cc47"

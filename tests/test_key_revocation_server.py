@@ -186,6 +186,8 @@ def test_a_node_whose_key_is_removed_is_lost_at_once_and_its_job_requeued(tmp_pa
         events = round_trip(world, backend, None)
         assert events.requeued.tolist() == [r1] and events.nodes_lost == ("b",)
         assert events.online.tolist() == [True, True, False, False]
+        backend.journal.commit()
+        assert backend.journal.stopped_nodes() == {"b"}  # (a resumed run keeps b offline until it registers)
 
 
 def test_a_key_added_as_the_folder_was_read_is_not_refused(tmp_path, caplog):

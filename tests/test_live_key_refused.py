@@ -8,6 +8,7 @@ and exits with status 2, naming the node and what to do. An agent refused when i
 from __future__ import annotations
 
 import collections
+import re
 import time
 
 import pytest
@@ -200,3 +201,15 @@ def test_key_refused_is_checked_as_every_message_is():
     # Only an agent takes it; the submitter's vocabulary does not hold it.
     with pytest.raises(ProtocolError, match="not a message this side accepts"):
         protocol.decode(frame, {"accepted", "error"})
+
+
+def test_the_security_paragraph_says_a_node_on_an_old_key_goes_offline_when_told():
+    # docs/live.md: a node whose agent holds a key made again goes offline once the agent is
+    # told (`key_refused`), as `test_an_agent_whose_key_was_made_again_...` shows, not after
+    # the heartbeat timeout.
+    from tests.conftest import REPO
+
+    page = (REPO / "docs" / "live.md").read_text()
+    paragraph = page.split("**Security.**", 1)[1].split("\n\n", 1)[0]
+    told = [s for s in re.split(r"(?<=[.;])\s+", " ".join(paragraph.split())) if "old key" in s]
+    assert told and not [s for s in told if "--heartbeat-timeout" in s], told

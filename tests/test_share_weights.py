@@ -1,5 +1,5 @@
 """One rule spreads a job's CPU cores and memory over its machines, by each machine's share per
-GPU: runtime/plans.py `share_weights`, which the plan check applies GPU by GPU and Synergy's
+GPU: runtime/plan_resources.py `share_weights`, which the plan check applies GPU by GPU and Synergy's
 allocators (elements/placement/synergy.py `machine_weights`) machine by machine."""
 
 import numpy as np

@@ -98,3 +98,12 @@ def test_a_refused_cluster_keeps_no_read(tmp_path, reads):
     with pytest.raises(Exception, match="unknown GPU type 'A100'"):
         load_cluster(graph, "1x2:T4,1x2:A100")
     assert readonce.kept() == 0
+
+
+def test_a_sweep_s_plan_keeps_no_read_for_runs_made_elsewhere(tmp_path, reads):
+    """The plan checks each cell's cluster in the sweep's own process, reading the trace for the
+    types it names; the runs read it where they run, so the plan keeps none."""
+    graph = _graph(tmp_path, "pai_task_table.csv", PAI_ROWS)
+    args = ["sweep", str(graph), "--cluster", PAI_CLUSTER, "--vary", "seed=1,2", "--workers", "1", "--out", str(tmp_path / "s")]
+    assert main(args) == 0
+    assert reads and readonce.kept() == 0

@@ -24,6 +24,7 @@ from roundhouse.runtime.sweep import (
 from roundhouse.runtime.values import ElementRef, FilePath, IdRange, describe
 from roundhouse.tools.common import overrides, seconds
 from roundhouse.tools.results import check_traces, trace_overrides
+from roundhouse.traces import readonce
 
 # The longest --timeout: a week of wall-clock time for one run is as good as no limit, and the
 # waits that enforce it cannot count past about 24 days (a C int of milliseconds).
@@ -287,6 +288,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
             graph = compile_graph(flat, [*fixed, *varied, *seeded, *traced])
             _refuse_same_values(graph, grid, combo, compiled)
             _check_cluster(graph, args.cluster, [*fixed, *varied])
+            readonce.clear()  # (the runs read their traces where they run: keep none here)
             if graph.settings.pair_profile is not None and str(graph.settings.pair_profile) not in pair_profiles:
                 load_pairs(graph)  # (a bad file is said where the setting was given, before any run starts)
                 pair_profiles.add(str(graph.settings.pair_profile))

@@ -1,5 +1,5 @@
 """A trace read once for a run, though two steps need it: the cluster's check reads the graph's
-traces for the GPU types their jobs name (runtime/simulate.py, `trace_gpu_types`) before the run
+traces for the GPU types their jobs name (runtime/simulate.py, `cluster_gpu_types`) before the run
 starts, and the TraceSource that replays one then takes that read instead of reading the file
 again (300,000 PAI jobs take about 1.4 s to read).
 
@@ -7,7 +7,9 @@ A read is handed over only as the source's own read would give it: its key is th
 whole path, size and modification time, so an edited file is read again) and how it is read (the
 format asked for, and the elastic profile, which a canonical elastic job's work depends on). It is
 kept until as many sources take it as asked for it, and at most a few reads are kept at once (the
-oldest let go), so that checks without runs (`roundhouse check`, a sweep's plan) hold few."""
+oldest let go), so that checks without runs (`roundhouse check`) hold few; a sweep's plan and a
+what-if's look at another graph's cluster let theirs go (`clear`), since no source of theirs
+takes them in this process."""
 
 from __future__ import annotations
 

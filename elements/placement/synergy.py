@@ -4,7 +4,7 @@ They take a placer's plan (which GPUs each job gets) and say how many CPU cores 
 memory come with those GPUs, for the jobs the plan launches (SynergyTune and SynergyOpt: and
 resizes, on their new GPUs) and, when that changes, for the jobs it keeps. A job's allocation
 is spread over its machines like its GPU-proportional share (like its GPUs where its machines
-are alike: runtime/plans.py `share_weights`, the rule plans are checked by, through
+are alike: runtime/plan_resources.py `share_weights`, the rule plans are checked by, through
 `machine_weights`). How fast a job
 runs on its allocation is the throughput model's business (traces/throughput.py, with the
 sensitivity profile of traces/resources.py); the runtime checks that no machine hands out more
@@ -399,7 +399,7 @@ def machine_weights(per_node: np.ndarray, node_share: np.ndarray) -> np.ndarray:
     """(jobs, machines, 2): the part of each job's CPU cores and of its memory that each machine
     gives, from its GPUs per machine (`per_node`, jobs x machines) and each machine's
     GPU-proportional share per GPU (`node_share`, machines x (cores, GB)): the runtime's one
-    rule (runtime/plans.py `share_weights`, by which plans are checked), a job's GPUs on one
+    rule (runtime/plan_resources.py `share_weights`, by which plans are checked), a job's GPUs on one
     machine taken together."""
     job, node = per_node.nonzero()  # (by job, then machine: the order the rule sums in)
     weights = np.zeros((*per_node.shape, 2))

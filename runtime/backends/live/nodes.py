@@ -252,6 +252,7 @@ class Nodes:
         says is heard, so its node goes offline now rather than at the heartbeat timeout."""
         node = self.by_identity.get(identity)
         if node is not None and node.online:
+            self.journal.node_stopped(node.name, self.clock.now_s())  # (a resumed run does not presume it up)
             self.lose(node, "its key is no longer admitted")
 
     # --- messages from agents ---
