@@ -153,9 +153,11 @@ def test_emulated_nodes_stop_when_one_node_s_key_is_removed(tmp_path):
 @pytest.mark.live
 def test_a_registered_agent_is_told_key_refused_and_other_peers_an_error(tmp_path):
     """The scheduler's socket on its own: a connection it knows as a node's is still routable
-    once its key is withdrawn, and is told once with `key_refused`; another peer with `error`."""
+    once its key is withdrawn, and is told once with `key_refused`; so is one with an agent's key
+    it does not know as a node's (its node taken over by another registration); a submitter
+    with `error`."""
     keys = tmp_path / "keys"
-    make_keys(keys, ["n1", "n2"])
+    make_keys(keys, ["n1", "n3"], submitters=["n2"])
     ctx = zmq.Context()
     nodes: dict[bytes, str] = {}
     server = Server(
@@ -164,27 +166,28 @@ def test_a_registered_agent_is_told_key_refused_and_other_peers_an_error(tmp_pat
     heard: list[tuple[bytes, str]] = []  # (identity, User-Id)
     server.handlers["heartbeat"] = lambda identity, seq, body, frame: heard.append((identity, frame.get("User-Id")))
     server.start()
-    n1, n2 = _dealer(ctx, keys, "n1", server.endpoint), _dealer(ctx, keys, "n2", server.endpoint)
+    peers = [_dealer(ctx, keys, name, server.endpoint) for name in ("n1", "n2", "n3")]
     try:
-        for sock in (n1, n2):
+        for sock in peers:
             sock.send(protocol.encode("heartbeat", 1, running=[]))
-        server.serve(time.time() + 5, lambda: len(heard) == 2, lambda: None)
-        nodes.update((identity, "n1") for identity, user in heard if user == "agent:n1")  # (n1 registered; n2 not)
-        (keys / "authorized" / "n1.key").unlink()
-        (keys / "authorized" / "n2.key").unlink()
+        server.serve(time.time() + 5, lambda: len(heard) == 3, lambda: None)
+        nodes.update((identity, "n1") for identity, user in heard if user == "agent:n1")  # (n1 registered; n3 not)
+        for name in ("n1", "n2", "n3"):
+            (keys / "authorized" / f"{name}.key").unlink()
         for seq in (2, 3, 4):  # (told once, however many messages follow)
-            n1.send(protocol.encode("heartbeat", seq, running=[]))
-            n2.send(protocol.encode("heartbeat", seq, running=[]))
+            for sock in peers:
+                sock.send(protocol.encode("heartbeat", seq, running=[]))
         server.serve(time.time() + 1.0, lambda: False, lambda: None)
-        told_n1, told_n2 = _answers(n1, 1.0), _answers(n2, 1.0)
+        told_n1, told_n2, told_n3 = (_answers(sock, 1.0) for sock in peers)
         assert [t for t, _ in told_n1] == ["key_refused"], told_n1
         assert told_n1[0][1]["key"] == "n1" and told_n1[0][1]["cause"] == "removed"
         assert "it was removed from the scheduler's authorized/ folder" in told_n1[0][1]["reason"]
+        assert [t for t, _ in told_n3] == ["key_refused"], told_n3
         assert [t for t, _ in told_n2] == ["error"], told_n2
-        assert len(heard) == 2 and server.counters["refused_peers"] == 2
+        assert len(heard) == 3 and server.counters["refused_peers"] == 3
     finally:
-        n1.close()
-        n2.close()
+        for sock in peers:
+            sock.close()
         server.close()
         ctx.term()
 

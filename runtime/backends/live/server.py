@@ -22,6 +22,7 @@ from roundhouse.runtime.journal import Journal
 from roundhouse.wire import protocol
 from roundhouse.wire.protocol import ProtocolError, RefusalLog, SeqTracker
 from roundhouse.wire.security import (
+    AGENT,
     AUTHORIZED,
     HANDSHAKE_FAILURES,
     KEY_PROPERTY,
@@ -214,15 +215,16 @@ class Server:
             )
         if identity not in self._told:
             self._told.add(identity)
-            self._tell_refused(identity, name, replaced)
+            self._tell_refused(identity, name, replaced, role == AGENT)
         return False
 
-    def _tell_refused(self, identity: bytes, name: str, replaced: bool) -> None:
-        """Tell a connection once that its key is no longer admitted. A registered agent is
-        told with `key_refused`, on which it stops its workers and exits (it would otherwise
-        run on unheard, its jobs started again elsewhere); any other peer (a submitter, an
-        agent not yet registered) with an `error` answering the request it sent. The ROUTER
-        still routes to the connection: its key is checked per message, not the connection."""
+    def _tell_refused(self, identity: bytes, name: str, replaced: bool, agent_key: bool) -> None:
+        """Tell a connection once that its key is no longer admitted. An agent (a registered
+        connection, or one with an agent's key) is told with `key_refused`, on which it stops
+        its workers and exits (it would otherwise run on unheard, its jobs started again
+        elsewhere); any other peer (a submitter, a key made before keys said their role) with
+        an `error` answering the request it sent. The ROUTER still routes to the connection:
+        its key is checked per message, not the connection."""
         if replaced:
             reason = (
                 f"the scheduler no longer admits this connection's key '{name}': a new key was made under that name; "
@@ -230,7 +232,9 @@ class Server:
             )
         else:
             reason = f"the scheduler no longer admits the key '{name}': it was removed from the scheduler's {AUTHORIZED}/ folder"
-        if self._name_of(identity) is not None and re.fullmatch(protocol.NAME_RE, name):
+        # (an agent's key, though its connection is not registered: its node was taken over by
+        # another registration, and the agent, taking itself for registered, would run on unheard)
+        if (agent_key or self._name_of(identity) is not None) and re.fullmatch(protocol.NAME_RE, name):
             cause = protocol.KEY_MADE_AGAIN if replaced else protocol.KEY_REMOVED
             self.send(identity, "key_refused", key=name, cause=cause, reason=reason)
             self.on_cut_off(identity)
