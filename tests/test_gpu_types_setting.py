@@ -13,8 +13,9 @@ import polars as pl
 import pytest
 
 from roundhouse.errors import SchedError, TraceError
+from roundhouse.runtime.cluster_types import gpu_types
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.simulate import gpu_types, load_cluster, simulate
+from roundhouse.runtime.simulate import load_cluster, simulate
 from roundhouse.runtime.whatif import WORLD_SETTINGS
 from tests.conftest import fails
 from tests.test_cluster_types_beyond_profile import _run

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from roundhouse.runtime import simulate as simulate_module
+from roundhouse.runtime import cluster_types
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import load_cluster, simulate
 from roundhouse.tools.cli import main
@@ -45,7 +45,7 @@ def test_a_run_on_types_beyond_the_profile_reads_its_trace_once(tmp_path, reads,
     assert result.world.jobs.column("finish_s").size == 5
     # The same run with nothing handed over (the check reads the file, and so does the source,
     # as before): the same jobs at the same times, on the same types.
-    monkeypatch.setattr(simulate_module, "read_for_source", lambda path, format, elastic: formats.read_trace(path, format=format))
+    monkeypatch.setattr(cluster_types, "read_for_source", lambda path, format, elastic: formats.read_trace(path, format=format))
     reads.clear()
     apart = simulate(compile_file(_graph(tmp_path, "pai_task_table.csv", PAI_ROWS, PAI_CLUSTER)))
     assert len(reads) == 2

@@ -1,5 +1,5 @@
 """A trace read once for a run, though two steps need it: the cluster's check reads the graph's
-traces for the GPU types their jobs name (runtime/simulate.py, `cluster_gpu_types`) before the run
+traces for the GPU types their jobs name (runtime/cluster_types.py, `cluster_gpu_types`) before the run
 starts, and the TraceSource that replays one then takes that read instead of reading the file
 again (300,000 PAI jobs take about 1.4 s to read).
 
