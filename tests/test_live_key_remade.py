@@ -95,9 +95,10 @@ def test_a_key_made_again_cuts_off_the_old_key_s_connection_and_serves_the_new(t
         assert any("the key of submitter alice was made again" in w for w in warnings)
         assert "was removed" not in caplog.text
         assert server.counters["refused_peers"] == 2
-        for sock, name in ((n1, "n1"), (alice, "alice")):
+        # Told once: an agent's key with `key_refused` (on which its agent stops), a submitter's with `error`.
+        for sock, name, told in ((n1, "n1", "key_refused"), (alice, "alice", "error")):
             answers = _answers(sock, 1.0)
-            assert [t for t, _ in answers] == ["error"], answers  # told once
+            assert [t for t, _ in answers] == [told], answers
             assert (
                 f"no longer admits this connection's key '{name}': a new key was made under that name" in answers[0][1]["reason"]
             )
