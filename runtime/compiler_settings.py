@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from roundhouse.runtime.compiler import _Compiler
 
 
+# Settings whose value is text: on the command line they may be written without quotes.
+_TEXT_SETTINGS = frozenset(f.name for f in attrs.fields(GraphSettings) if f.type in (str, str | None))
+
+
 def split_overrides(compiler: _Compiler) -> tuple[dict[str, list[tuple[str, ast.Value, str]]], dict[str, ast.Value]]:
     per_element: dict[str, list[tuple[str, ast.Value, str]]] = defaultdict(list)
     per_setting: dict[str, ast.Value] = {}
@@ -37,8 +41,13 @@ def split_overrides(compiler: _Compiler) -> tuple[dict[str, list[tuple[str, ast.
         try:
             value = parse_value(o.value_text, where=f"{o.flag} {o.target}")
         except SchedError as err:
-            compiler.errors.append(SchedError(f"{o.label}: bad value: {err.message}", hint=err.hint))
-            continue
+            if o.target not in _TEXT_SETTINGS or not o.value_text.strip():
+                compiler.errors.append(SchedError(f"{o.label}: bad value: {err.message}", hint=err.hint))
+                continue
+            # (text the language cannot read as a value, for a setting that is text: a list of
+            # GPU types, a cluster spec with commas; taken as written, as if quoted)
+            where = Location(f"{o.flag} {o.target}", 1, 1, len(o.value_text))
+            value = ast.Value("string", o.value_text.strip(), where, o.value_text)
         if "." in o.target:
             element, field = o.target.rsplit(".", 1)
             if element not in compiler.flat.decls:

@@ -6,6 +6,7 @@ placed on such a type (it has no throughput there)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -17,6 +18,7 @@ from roundhouse.runtime.cluster_types import gpu_types
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import load_cluster, simulate
 from roundhouse.runtime.whatif import WORLD_SETTINGS
+from roundhouse.tools.cli import main
 from tests.conftest import fails
 from tests.test_cluster_types_beyond_profile import _run
 
@@ -195,3 +197,19 @@ def test_a_graph_leaving_it_unset_keeps_the_key_its_journals_and_snapshots_were_
     assert compile_file("k.sched", text=KEYED).key() == "2c2028fabed5cc47"
     named = compile_file("k.sched", text='gpu_types = "A100";\n' + KEYED).key()
     assert named != "2c2028fabed5cc47"
+
+
+def test_text_settings_take_a_list_written_without_quotes_on_the_command_line(tmp_path, capsys):
+    """A setting whose value is text takes what the language cannot read otherwise as written
+    (a list of types, a cluster spec with commas); other settings and element arguments do not."""
+    graph = _graph(tmp_path)
+    out = tmp_path / "out"
+    assert main(["run", str(graph), "--cluster", CLUSTER, "--set", "gpu_types=A100,T4", "--quiet", "--out", str(out)]) == 0
+    assert json.loads((out / "run.json").read_text())["settings"]["gpu_types"] == "A100,T4"
+    args = ["run", str(graph), "--set", f"cluster={CLUSTER}", "--set", "gpu_types=A100,T4", "--quiet"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(["run", str(graph), "--set", "round=5min,6min", "--quiet"]) == 2
+    assert "error: --set round=5min,6min: bad value" in capsys.readouterr().err
+    assert main(["run", str(graph), "--cluster", CLUSTER, "--set", "gpu_types=A100,T4", "--set", "src.path=a,b"]) == 2
+    assert "error: --set src.path=a,b: bad value" in capsys.readouterr().err
