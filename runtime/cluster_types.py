@@ -10,6 +10,7 @@ import re
 from roundhouse.errors import ClusterError
 from roundhouse.runtime.cluster import ClusterSpec, KnownGpuTypes
 from roundhouse.runtime.compiler import CompiledGraph
+from roundhouse.runtime.near_gpu_types import near_types, warn_near_misses
 from roundhouse.runtime.settings import named_gpu_types
 from roundhouse.traces.gputypes import named_types
 from roundhouse.traces.readonce import read_for_source, release
@@ -26,10 +27,24 @@ def gpu_types(graph: CompiledGraph, profile=None) -> tuple[str, ...]:
     `reference_gpu` and those its `gpu_types` setting names (each once, case aside, as first
     written). Jobs known only by duration run for that duration whatever the type, so a graph
     may run them on a type it names so (a job known by its model has no throughput there, and
-    is never placed there). `cluster_gpu_types` adds the types its traces ask for."""
+    is never placed there). `cluster_gpu_types` adds the types its traces ask for. A name in
+    `gpu_types` that is a near miss of a profile type (V1OO) is warned of (runtime/near_gpu_types.py);
+    one the profile has, case aside, is the profile's type."""
     settings = graph.settings
     types = (profile or _profile(graph)).gpu_types
-    return tuple(_first_of_each((*types, settings.reference_gpu, *named_gpu_types(settings.gpu_types))))
+    named = named_gpu_types(settings.gpu_types)
+    warn_near_misses(named, types, _where_named(graph))
+    return tuple(_first_of_each((*types, settings.reference_gpu, *named)))
+
+
+def _where_named(graph: CompiledGraph) -> str:
+    """How a warning about the `gpu_types` setting starts: at its place in the graph, or naming
+    the option that gave it."""
+    location = graph.setting_locations.get("gpu_types")
+    if location is not None:
+        return f"{location}: warning: setting 'gpu_types': "
+    flag = graph.setting_flags.get("gpu_types")
+    return f"warning: {flag}: " if flag else "warning: setting 'gpu_types': "
 
 
 # What makes a GPU type one a cluster may have (said with the known types when a spec names another).
@@ -63,8 +78,9 @@ def cluster_gpu_types(graph: CompiledGraph, spec: str, known: tuple[str, ...], p
         return KnownGpuTypes((*known, *asked), _WHY_KNOWN)
     for source, elastic, _ in reads:  # (refused: no source of this run will take them)
         release(source.path, source.format, elastic)
-    by_model = _may_have_jobs_known_by_model(graph, reads, profile or _profile(graph))
-    advice = _naming_advice(beyond, by_model, named_gpu_types(graph.settings.gpu_types))
+    profile = profile or _profile(graph)
+    by_model = _may_have_jobs_known_by_model(graph, reads, profile)
+    advice = _naming_advice(beyond, by_model, named_gpu_types(graph.settings.gpu_types), profile.gpu_types)
     return KnownGpuTypes((*known, *asked), f"{_WHY_KNOWN}; {advice}")
 
 
@@ -126,14 +142,15 @@ def _may_have_jobs_known_by_model(graph: CompiledGraph, reads: list, profile) ->
     return False
 
 
-def _naming_advice(beyond: list[str], by_model: bool, named: tuple[str, ...]) -> str:
+def _naming_advice(beyond: list[str], by_model: bool, named: tuple[str, ...], profile_types: tuple[str, ...]) -> str:
     """What to do about GPU types beyond those a cluster may hold (`beyond`, as written): a
-    misspelt one is corrected; one of its own is named outside the cluster too: in gpu_types
-    (kept with the types it names, `named`), where jobs known only by duration run on it; in
-    such jobs' gpu_type column; or, when a job may be known by its model (`by_model`), which
-    runs only where the profile gives its speed, in the profile's rows, said first then."""
+    misspelt one is corrected (the profile's type it is a near miss of is named); one of its
+    own is named outside the cluster too: in gpu_types (kept with the types it names, `named`),
+    where jobs known only by duration run on it; in such jobs' gpu_type column; or, when a job
+    may be known by its model (`by_model`), which runs only where the profile gives its speed,
+    in the profile's rows, said first then."""
     head = (
-        f"{_listed(beyond)} {'is' if len(beyond) == 1 else 'are'} none of these; "
+        f"{_listed(beyond)} {'is' if len(beyond) == 1 else 'are'} none of these{_meant(beyond, profile_types)}; "
         + ("a type of its own (not a misspelling) is" if len(beyond) == 1 else "types of their own (not misspellings) are")
         + " named outside the cluster too: "
     )
@@ -155,6 +172,17 @@ def _naming_advice(beyond: list[str], by_model: bool, named: tuple[str, ...]) ->
         + f"give the profile rows on {it} (a job known by its model runs only where the profile gives its speed), "
         + f"or {setting} for the jobs known only by their durations (one known by its model is never placed there), or {column}"
     )
+
+
+def _meant(beyond: list[str], profile_types: tuple[str, ...]) -> str:
+    """For the refused types that are near misses of the profile's (V1OO for V100), what to write
+    instead, in parentheses; "" when none is."""
+    near = [(name, " or ".join(types)) for name in beyond if (types := near_types(name, profile_types))]
+    if not near:
+        return ""
+    if len(beyond) == 1:
+        return f" (if you meant the throughput profile's {near[0][1]}, write that in the cluster)"
+    return f" (if you meant the throughput profile's {_listed([f'{t} for {n}' for n, t in near])}, write {'that' if len(near) == 1 else 'those'} in the cluster)"
 
 
 def _listed(names: list[str]) -> str:

@@ -73,7 +73,8 @@ class GraphSettings:
     seed: int = attrs.field(default=0, validator=non_negative)
     reference_gpu: str = "V100"
     # Types a cluster may hold beyond the profile's: jobs known only by duration run there for their
-    # durations. They are named here and in the cluster both, so that a misspelt one is caught.
+    # durations. They are named here and in the cluster both, so that a misspelt one is caught; one
+    # misspelt in both is warned of when near a profile type (runtime/near_gpu_types.py).
     gpu_types: str = attrs.field(default="", validator=gpu_type_names)
     # Skip the ticks of rounds in which no element's output can change (same results; off to
     # compare, or to watch every round).
@@ -100,7 +101,7 @@ SETTING_DOCS = {
     "elastic_profile": 'a folder of elastic applications (Pollux\'s per-application measurements) whose jobs resize, or "ones" / "pollux" for ONES\' ten or Pollux\'s six built in',
     "seed": "seed from which elements without their own seed derive theirs",
     "reference_gpu": "GPU type on which trace durations were measured",
-    "gpu_types": 'GPU types a cluster may hold beyond the throughput profile\'s, separated by commas, such as "A100,T4" (jobs known by duration run there; jobs known by model never do)',
+    "gpu_types": "GPU types a cluster may hold beyond the throughput profile's, separated by commas, such as \"A100,T4\" (jobs known by duration run there; jobs known by model never do); a profile type named here, case aside, stays the profile's; a near miss of one is warned of (V1OO or V10 for V100, not K40 for K80: docs/clusters.md)",
     "skip_rounds": "skip ticking rounds in which nothing can change until the next event (results are identical); false ticks every round while jobs are in the system (an empty cluster still jumps to the next arrival)",
 }
 
