@@ -169,6 +169,12 @@ class _Compiler:
 
     def run(self) -> CompiledGraph:
         element_overrides, setting_overrides = self._split_overrides()
+        # Two files that set a setting differently, neither importing the other: said before
+        # all else, as loading the graph would, unless a --set decides between them.
+        clashes = [err for name, errs in self.flat.setting_clashes.items() if name not in setting_overrides for err in errs]
+        if clashes:
+            self.errors += clashes
+            self.fail_if_errors()
         settings = self._settings(setting_overrides)
         elements: dict[str, Element] = {}
         for decl in self.flat.decls.values():
@@ -223,6 +229,17 @@ class _Compiler:
         takes a parameter is for the instance to give: only its name is checked, and then the
         element is not configured but stands for its class (`_unconfigured`)."""
         cls = registry.get(decl.class_name)
+        element = self.flat.decls.get(decl.class_name)
+        if cls is None and element is not None:  # (`o(backfill=true)` in a chain, `o` declared with its class)
+            self.errors.append(
+                SchedError(
+                    f"'{decl.class_name}' is an element (declared at {element.location}), not an element class: "
+                    "an element's arguments are given where it is declared",
+                    decl.class_location,
+                    hint=f"write them there ({decl.class_name} :: {element.class_name}(...)) and the name alone here",
+                )
+            )
+            return None
         if cls is None:
             known = registry.names()
             self.errors.append(

@@ -64,14 +64,39 @@ def run(args) -> int:
     until = seconds(args.until, "--until", endless=True)
     graph = compile_with_overrides(args)
     cluster = load_cluster(graph, args.cluster)
-    created = args.out is not None and not Path(args.out).exists()
+    created = _first_missing(args.out) if args.out is not None else None
     out = results_folder(args.out, "--out", "run") if args.out is not None else None
     try:
         return _run_into(args, graph, cluster, until, out)
     except BaseException:
-        if created and out is not None:  # (a folder this run made holds nothing but its unfinished record)
-            shutil.rmtree(out, ignore_errors=True)
+        if created is not None and out is not None:
+            _remove_made(out, created)
         raise
+
+
+def _remove_made(out: Path, created: Path) -> None:
+    """After a failed run: the --out folder this run made (it holds nothing but the unfinished
+    record), and the parents of it the run made, up to `created`, while they are empty (another
+    run may have put its own results beside it meanwhile)."""
+    shutil.rmtree(out, ignore_errors=True)
+    folder = out.absolute().parent
+    created = created.absolute()
+    while folder != created.parent and created in (folder, *folder.parents):
+        try:
+            folder.rmdir()
+        except OSError:  # (not empty, or gone)
+            return
+        folder = folder.parent
+
+
+def _first_missing(path: str) -> Path | None:
+    """The outermost folder of `path` that does not exist yet (None if it all does): what
+    making it makes, and so what a failed run removes."""
+    missing = None
+    folder = Path(path).absolute()
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        missing, folder = folder, folder.parent
+    return missing
 
 
 def _run_into(args, graph, cluster, until, out) -> int:

@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 import polars as pl
 
-from roundhouse.errors import TraceError
+from roundhouse.errors import TraceError, UsageError
 
 
 @attrs.frozen
@@ -72,6 +72,8 @@ def undecodable_byte(err: UnicodeDecodeError) -> str:
 
 def check_trace_file(path: str | Path) -> None:
     """A `TraceError` unless `path` names a file: what reading it would say, said before any work."""
+    if not str(path).strip():  # (often an unset shell variable: to pathlib, the current folder)
+        raise UsageError("the trace path is empty: give a trace file")
     p = Path(path)
     if p.is_dir():
         raise TraceError(str(path), "is a folder, not a trace file")

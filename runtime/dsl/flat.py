@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import attrs
 
-from roundhouse.errors import Location
+from roundhouse.errors import Location, SchedError
 from roundhouse.runtime.dsl import ast
 
 
@@ -57,6 +57,9 @@ class FlatGraph:
     files: list[str]
     open_ports: list[OpenPort] = attrs.field(factory=list)
     bodies: list[Body] = attrs.field(factory=list)
+    # Settings two files set differently, neither importing the other: an error unless the
+    # command line sets them (runtime/compiler.py), which then decides between neither file.
+    setting_clashes: dict[str, list[SchedError]] = attrs.field(factory=dict)
 
 
 @attrs.frozen

@@ -211,12 +211,13 @@ def _defaults_in_scope(env: dict[str, ast.Value], definition: ast.ElementClass, 
 
 
 def _chosen_settings(
-    settings: dict[str, list[ast.Setting]], imports: dict[str, set[str]], errors: list[SchedError]
+    settings: dict[str, list[ast.Setting]], imports: dict[str, set[str]], clashes: dict[str, list[SchedError]]
 ) -> dict[str, ast.Setting]:
     """Each setting as the file that wins for it sets it: a file's own settings win over those
     of every file it imports, directly or through others (`imports`: each file's, by resolved
     path), whatever the order of the import lines. Two files neither of which imports the other
-    that set it differently are an error: which one won would depend on that order, without a word."""
+    that set it differently are an error, put in `clashes` by setting: which one won would
+    depend on that order, without a word (a `--set` of that setting leaves neither winning)."""
     chosen: dict[str, ast.Setting] = {}
     below = _imported_below(imports)
     for name, writes in settings.items():
@@ -225,12 +226,13 @@ def _chosen_settings(
         chosen[name] = first
         for other in others:
             if not _same_value(first, other):
-                errors.append(
+                clashes.setdefault(name, []).append(
                     SchedError(
                         f"setting '{name}' is set differently by two files, neither of which imports the other: "
                         f"{_shown(other)} here, {_shown(first)} at {first.location}",
                         other.location,
-                        hint=f"set '{name}' in a file that imports them both: a file's own settings win over those it imports",
+                        hint=f"set '{name}' in a file that imports them both: a file's own settings win over those it imports "
+                        f"(or on the command line: --set {name}=...)",
                     )
                 )
     return chosen
@@ -427,7 +429,10 @@ class _Loader:
                 raise SchedError(f"cannot read {path}: {_why_unreadable(err)}") from None
         self._read(path, text, depth=0, stack=())
         self.errors += _clashing_class_names(self.classes, self.required_as)
-        settings = _chosen_settings(self.settings, self.imports, self.errors)
+        clashes: dict[str, list[SchedError]] = {}
+        settings = _chosen_settings(self.settings, self.imports, clashes)
+        if self.errors:  # (said with the file's other problems; else the compiler says them, unless --set decides)
+            self.errors += [err for errs in clashes.values() for err in errs]
         self._raise_if_errors()
         self._expand(self.chains, prefix="", env=None, params_owner=None, stack=())
         self._expand_unused()
@@ -436,7 +441,7 @@ class _Loader:
         self.edges, self.open_ports, errors = splice(self.compounds, self.edges)
         self.errors += errors
         self._raise_if_errors()
-        return FlatGraph(path, settings, self.decls, self.edges, self.files, self.open_ports, self.bodies)
+        return FlatGraph(path, settings, self.decls, self.edges, self.files, self.open_ports, self.bodies, clashes)
 
     def _raise_if_errors(self) -> None:
         # An elementclass's body is expanded once per instance: report each of its problems once.
