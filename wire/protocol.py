@@ -39,8 +39,9 @@ from typing import Any
 
 # The protocol's version: a side that speaks another refuses every message, so that a scheduler
 # and agents of different releases stop with a message rather than misread each other. (2: a
-# launch may say its work is counted in samples, and carry the learning-rate factor.)
-VERSION = 2
+# launch may say its work is counted in samples, and carry the learning-rate factor; 3: an agent
+# whose key is no longer admitted is told so, `key_refused`.)
+VERSION = 3
 # Largest frame a receiver accepts; bigger ones are refused before parsing. ZeroMQ itself
 # drops a connection above HARD_LIMIT (set as the socket's MAXMSGSIZE), protecting memory.
 MAX_BYTES = 1 << 20
