@@ -5,11 +5,17 @@ checking a graph, a scheduler before its first solve. Importing scipy.sparse and
 builder up front would cost each such process about 0.3 s, and even finding them without
 importing them (Python's `LazyLoader` needs their specs) about 0.04 s. The names below stand for
 the modules and import them when one of their attributes is first read.
+
+scipy (1.15 on) clones NumPy's namespace for its array API layer with `from numpy import *`,
+which imports every submodule NumPy lists, `numpy.f2py` (Fortran wrapping: about half of
+importing scipy.sparse) and `numpy.testing` among them; a solve uses neither. Before scipy is
+imported they are given stand-ins of the same kind, which import the real module when read.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +32,43 @@ class _OnFirstUse(ModuleType):
     def __getattr__(self, attr: str) -> Any:  # (called only for names the stand-in lacks)
         module = self._module
         if module is None:
+            if self.__name__.startswith("scipy"):
+                _numpy_extras_on_first_use()
             module = self._module = importlib.import_module(self.__name__)
         return getattr(module, attr)
+
+
+class _NumpySubmodule(ModuleType):
+    """Stands for a NumPy submodule, as NumPy's attribute and in `sys.modules`, until one of its
+    attributes is read: then both are given back to the real module, which is imported."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"numpy.{name}")
+        self._module: ModuleType | None = None
+
+    def __getattr__(self, attr: str) -> Any:
+        module = self._module
+        if module is None:
+            import numpy
+
+            name = self.__name__.rpartition(".")[2]
+            if sys.modules.get(self.__name__) is self:
+                del sys.modules[self.__name__]
+            if numpy.__dict__.get(name) is self:
+                delattr(numpy, name)
+            module = self._module = importlib.import_module(self.__name__)
+        return getattr(module, attr)
+
+
+def _numpy_extras_on_first_use() -> None:
+    """`numpy.f2py` and `numpy.testing` as stand-ins, unless imported already (see above)."""
+    import numpy
+
+    for name in ("f2py", "testing"):
+        if f"numpy.{name}" not in sys.modules and name not in numpy.__dict__:
+            stand_in = _NumpySubmodule(name)
+            sys.modules[stand_in.__name__] = stand_in
+            setattr(numpy, name, stand_in)
 
 
 if TYPE_CHECKING:

@@ -176,7 +176,7 @@ def _without_negligible(matrix):
 
 def _with_columns(matrix, variables: np.ndarray, coefficients: np.ndarray):
     """`matrix` with coefficients[i] in row i's column variables[i]."""
-    import scipy.sparse as sp
+    from roundhouse.elements.policies.gavel.libraries import sp
 
     m = sp.coo_matrix(matrix)
     n = m.shape[0]
