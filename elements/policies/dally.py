@@ -84,8 +84,11 @@ class NetworkSensitive(Policy):
     spent (run_s counts only time holding GPUs; the ideal is the job's communication-free,
     consolidated rate, as the paper's compute time per iteration x iterations). The work
     cancels: Nw_sens = (done / reference_rate) / run_s, the job's work-weighted harmonic-mean
-    placement efficiency compute / (compute + communication). A job that never ran has
-    Nw_sens = 0 and ranks first. Ties go to the job holding fewer GPUs, then to the one whose
+    placement efficiency compute / (compute + communication). The ideal time is the job's own
+    compute time on its own GPUs, as Dally's simulator takes it (compute time per iteration x
+    iterations / GPUs); the paper's text does not divide by the GPU count, a reading under which
+    a job's Nw_sens would be its GPU count times its efficiency, ranking wide jobs after narrow
+    ones whatever their placements. A job that never ran has Nw_sens = 0 and ranks first. Ties go to the job holding fewer GPUs, then to the one whose
     starvation clock started earlier (its last arrival, start or loss of all its GPUs), then
     to the lower job id. Every job asks for its own GPU count; a job that does not fit is
     skipped (backfill).

@@ -44,6 +44,13 @@ class GavelRounds(Element):
     since (ended early, say) are not chosen. The output ranking names a GPU type (and, for
     placement-sensitive shares, a layout, and for pairs a partner) for every entry; GavelPlacer carries it out.
 
+    "Fastest first" is worked out at each allocation from the allocated jobs: the types by their
+    mean throughput relative to each job's best type. Gavel's scheduler instead visits v100, p100,
+    k80 in that fixed order for its heterogeneity-aware policies. The two orders differ when the
+    allocated jobs run faster on average on a P100 than on a V100 (Recoder, ResNet-18 at small
+    batches), which on Gavel's profile happens at some resets of the shipped Gavel graphs
+    (docs/reproductions.md, gavel-fidelity).
+
     Ports:
         shares: the allocation (time fractions per job, or pair, and GPU type).
         ranking: the entries to run this round, each with its GPU type.
