@@ -216,6 +216,8 @@ class RunStopped(BaseException):
 
 # How often a run asks whether its sweep was interrupted (when it can be: on Dask).
 STOP_POLL_S = 0.5
+# How often a run's timeout or stop is delivered again while the run goes on (the last was dropped).
+REDELIVER_S = 0.5
 
 
 def _graph_files(flat) -> list[str]:
@@ -449,26 +451,50 @@ def trace_overrides(flat, trace: str | None) -> list:
 
 
 class Watchdog:
-    """Raises RunTimeout in the thread that started it once `seconds` have passed, or
-    RunStopped once `stopped()` says so (asked every STOP_POLL_S).
+    """Raises RunTimeout in the thread that made it once `seconds` have passed, or RunStopped
+    once `stopped()` says so (asked every STOP_POLL_S), while that thread is inside `run`.
 
     The exception is delivered between two Python bytecodes of that thread, so it stops a run
     whatever it is doing in Python (a Dask worker runs tasks in threads, where no signal
-    arrives); a long call into compiled code ends first. `stop` makes sure nothing is delivered
-    after the run is over."""
+    arrives); a long call into compiled code ends first. It is delivered only while `run`'s
+    body runs, never into what the thread does before or after (a Dask worker's own code, its
+    next task), and again every REDELIVER_S while the body goes on: one that lands in a callback
+    whose exceptions Python drops (a garbage collector callback, as Dask's workers have) is lost.
+    A body that ends all the same is reported by `run`, as stopped."""
 
     def __init__(self, seconds: float | None, stopped: Callable[[], bool] | None = None):
         self._thread_id = threading.get_ident()
         self._lock = threading.Lock()
         self._done = threading.Event()
-        self.fired = False
+        self._active = False  # (inside `run`'s body: where deliveries may land)
+        self.fired: type[BaseException] | None = None
         self._timer = None
+        if stopped is not None:
+            threading.Thread(target=self._poll, args=(stopped,), daemon=True).start()
         if seconds is not None:
             self._timer = threading.Timer(seconds, self._fire, (RunTimeout,))
             self._timer.daemon = True
             self._timer.start()
-        if stopped is not None:
-            threading.Thread(target=self._poll, args=(stopped,), daemon=True).start()
+
+    def run(self, body: Callable[[], object]) -> type[BaseException] | None:
+        """Run `body()` once; None, or what was fired at it if it ended normally all the same
+        (the delivery dropped, or it came as the body returned). Nothing is delivered after."""
+        try:
+            with self._lock:
+                self._active = True
+                fired = self.fired
+            if fired is not None:  # (fired before the body began)
+                raise fired
+            body()
+        finally:
+            with self._lock:
+                self._active = False
+                self._done.set()
+                if self._timer is not None:
+                    self._timer.cancel()
+                if self.fired is not None:  # (one not yet delivered: take it back)
+                    self._deliver(None)
+        return self.fired
 
     def _poll(self, stopped: Callable[[], bool]) -> None:
         while not self._done.wait(STOP_POLL_S):
@@ -481,17 +507,22 @@ class Watchdog:
 
     def _fire(self, exception: type[BaseException]) -> None:
         with self._lock:
-            if not self._done.is_set() and not self.fired:
-                self.fired = True
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(exception))
+            if self.fired is not None or self._done.is_set():
+                return
+            self.fired = exception
+        while True:
+            with self._lock:
+                if self._done.is_set():
+                    return
+                if self._active:
+                    self._deliver(exception)
+            if self._done.wait(REDELIVER_S):
+                return
 
-    def stop(self) -> None:
-        with self._lock:
-            self._done.set()
-            if self._timer is not None:
-                self._timer.cancel()
-            if self.fired:  # not yet delivered: take it back
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), None)
+    def _deliver(self, exception: type[BaseException] | None) -> None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(self._thread_id), ctypes.py_object(exception) if exception is not None else None
+        )
 
 
 # The columns every recorded run has; labels (one per varied name) and the metrics sink's
@@ -560,29 +591,34 @@ def record_run(
     metrics: dict[str, Any] = {}
     sink = sink or spec.sink
     graph = None
+
+    def attempt() -> None:
+        nonlocal graph, metrics
+        # (Its element files' classes are forgotten after it: a Dask worker runs other
+        # sweeps' graphs next, whose files may define classes of the same names; and the
+        # modules they import that changed since are imported again, as they are now.)
+        forget_changed_modules()
+        with registry.scope():
+            graph, seen_key = compile_spec(spec)
+            row["seed"] = int(graph.settings.seed)
+            if seen_key != key:
+                raise RoundhouseError(
+                    f"{spec.graph}: the graph or one of its files differs here ({row['worker']}) from what the sweep "
+                    "was started with (was it edited during the sweep, or do the nodes have different copies?)"
+                )
+            result = simulate(graph, spec.cluster, until=spec.until)
+        # (The JobMetrics element its key names: another sink may report a summary too.)
+        outcome = RunOutcome(spec, result.rounds, result.wall_s, result.reports)
+        name = sink or metrics_sink(graph) or outcome._sink_with("summary")
+        metrics = dict(outcome.reports[name]["summary"])
+        row["rounds"] = result.rounds
+
     try:
-        watchdog = Watchdog(timeout, stopped)
-        try:
-            # (Its element files' classes are forgotten after it: a Dask worker runs other
-            # sweeps' graphs next, whose files may define classes of the same names; and the
-            # modules they import that changed since are imported again, as they are now.)
-            forget_changed_modules()
-            with registry.scope():
-                graph, seen_key = compile_spec(spec)
-                row["seed"] = int(graph.settings.seed)
-                if seen_key != key:
-                    raise RoundhouseError(
-                        f"{spec.graph}: the graph or one of its files differs here ({row['worker']}) from what the sweep "
-                        "was started with (was it edited during the sweep, or do the nodes have different copies?)"
-                    )
-                result = simulate(graph, spec.cluster, until=spec.until)
-            # (The JobMetrics element its key names: another sink may report a summary too.)
-            outcome = RunOutcome(spec, result.rounds, result.wall_s, result.reports)
-            name = sink or metrics_sink(graph) or outcome._sink_with("summary")
-            metrics = dict(outcome.reports[name]["summary"])
-            row["rounds"] = result.rounds
-        finally:
-            watchdog.stop()
+        fired = Watchdog(timeout, stopped).run(attempt)
+        if fired is not None:  # (delivered, and dropped where it landed: the run is past its time all the same)
+            metrics = {}
+            row["rounds"] = None
+            raise fired
     except RunTimeout:
         row.update(status="timeout", error=f"timed out after {timeout:g} s")
     except RunStopped:

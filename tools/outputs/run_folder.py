@@ -133,9 +133,25 @@ def open_run(path: Path) -> RunFolder:
                 if jobs[column][row] is None:
                     raise UsageError(f"{jobs_file}:{line}: no value in column {column!r} (a row cut short?)")
                 raise UsageError(f"{jobs_file}:{line}: column {column!r} holds nan (not a number), where a number should be")
+        _refuse_out_of_range(jobs_file, jobs)
     return RunFolder(
         path, info, jobs, summary, sink, jobs_file.name, summary_name, _short_of(jobs_file, jobs, summary_file, summary)
     )
+
+
+def _refuse_out_of_range(jobs_file: Path, jobs: pl.DataFrame) -> None:
+    """A time or count no run writes (infinite, or below 0; an id infinite): the file was damaged
+    since, and would be drawn as if it held one (an endless bar, a negative GPU count)."""
+    for column in JOB_COLUMNS:
+        values = jobs[column]
+        bad = values.is_infinite() | (values < 0 if column != "job_id" else False)
+        if bad.any():
+            row = int(bad.fill_null(False).arg_true()[0])
+            what = "a time" if column.endswith("_s") else "an id" if column == "job_id" else "a count"
+            raise UsageError(
+                f"{jobs_file}:{row + 2}: column {column!r} holds {values[row]:g}, where {what} "
+                f"{'(a finite number)' if column == 'job_id' else 'of 0 or more'} should be"
+            )
 
 
 def _short_of(jobs_file: Path, jobs: pl.DataFrame, summary_file: Path, summary: dict) -> str | None:
