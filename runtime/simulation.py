@@ -15,7 +15,7 @@ import copy
 import math
 import numbers
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,8 +99,7 @@ class Simulation:
         **settings: Any,
     ):
         path, text = _graph_source(graph)
-        if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
-            raise UsageError('overrides: expected a list of --set texts, such as ["admit.factor=1.2x"]')
+        overrides = _override_texts(overrides)
         if cluster is not None and not isinstance(cluster, (str, Path, Cluster)):
             raise UsageError(
                 f'cluster: expected a spec such as "8x4:V100", a .toml path or a Cluster, got {type(cluster).__name__}'
@@ -309,6 +308,19 @@ class Simulation:
     def __repr__(self) -> str:
         state = f"stopped: {self.stop_reason}" if self.done else "running"
         return f"Simulation({Path(self._header['graph_path']).name}, t={self.now:g}s, {self.rounds} rounds, {len(self.world.jobs)} jobs, {state})"
+
+
+def _override_texts(overrides: Any) -> list[str]:
+    """`overrides` as a list of `--set` texts: any iterable of str is taken once (a generator's
+    texts would otherwise be used up by checking them); None, one str or anything else is refused."""
+    expected = 'overrides: expected a list of --set texts, such as ["admit.factor=1.2x"]'
+    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, Iterable):
+        raise UsageError(f"{expected}, got {overrides!r}")
+    texts = list(overrides)
+    for text in texts:
+        if not isinstance(text, str):
+            raise UsageError(f"{expected}, got an item {text!r} ({type(text).__name__})")
+    return texts
 
 
 def _refuse_repeats(sets: list[str], given: int) -> None:

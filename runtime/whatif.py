@@ -318,6 +318,8 @@ def simulate_ahead(
     bring the jobs that arrive after it, so it is at most `now` (a finite number: a UsageError
     otherwise); a job of theirs with the id of another job the world has is a UsageError naming
     both (`world_name`: what the world came from)."""
+    if not isinstance(world, World):
+        raise UsageError(f"world: expected a simulation's world (sim.world_now()), got {type(world).__name__}")
     if not isinstance(graph, CompiledGraph):
         raise UsageError(
             f"graph: expected a compiled graph (roundhouse.runtime.compiler.compile_file(path)), got {type(graph).__name__}"

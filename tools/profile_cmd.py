@@ -11,7 +11,7 @@ from pathlib import Path
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import check_output_file, writing
-from roundhouse.tools.common import seconds
+from roundhouse.runtime.values import duration_from_text
 from roundhouse.tools.outputs.whole_file import whole_file
 from roundhouse.wire import protocol
 
@@ -118,8 +118,11 @@ def profile_command(args) -> int:
         sizes = _ints(args.batch_sizes, "--batch-sizes")
         batches = {m: sizes for m in models}
     gpus = _ints(args.gpus, "--gpus")
-    duration = seconds(args.seconds, "--seconds")
-    if duration is None or not math.isfinite(duration) or duration < 1:
+    try:  # (not `seconds()`, whose "0 or more" would send a user from -5 to 0, refused in turn)
+        duration = float(duration_from_text(args.seconds))
+    except ValueError as err:
+        raise UsageError(f"--seconds: {err}") from None
+    if not math.isfinite(duration) or duration < 1:
         raise UsageError(f"--seconds {args.seconds}: must be a finite time of 1 second or more")
     for flag, value in (("--concurrent", args.concurrent), ("--threads", args.threads)):
         if value < 1:
