@@ -135,6 +135,18 @@ def test_without_set_two_imported_files_setting_differently_are_still_an_error(t
     assert "setting 'round' is set differently by two files" in err
 
 
+def test_a_sweep_varying_a_setting_two_imported_files_set_differently_decides_it(tmp_path, capsys):
+    graph = _two_libraries(tmp_path)
+    out = tmp_path / "sweep"
+    argv = ["sweep", str(graph), "--vary", "round=20min,30min", "--until", "2h", "--workers", "1", "--out", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
+    rounds = sorted(line.split(",") for line in (out / "points.csv").read_text().splitlines()[1:])
+    assert len(rounds) == 2
+    # Varying another setting leaves the clash to be said, before any run.
+    err = fails(capsys, "sweep", graph, "--vary", "seed=1,2", "--until", "2h", "--out", tmp_path / "other")
+    assert "setting 'round' is set differently by two files" in err
+
+
 # --- arguments given to a declared element where it is used ---
 
 

@@ -264,7 +264,9 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     named = [*fixed, *(Override(f"{n}={','.join(values)}", flag="--vary") for n, values in grid)]
     traced = trace_overrides(flat, args.graph, named, args.trace)
     trace = str(Path(args.trace).resolve()) if args.trace is not None else None
-    base = compile_graph(flat, fixed + traced)
+    # (A setting two imported files set differently is decided by a --vary of it, in every run.)
+    decided = [Override(f"{n}={values[0]}", flag="--vary") for n, values in grid if n in flat.setting_clashes]
+    base = compile_graph(flat, fixed + traced + decided)
     check_traces(base, args.trace)
     check_sweepable(base, args.sink)
     _warn_of_own_seeds(base, grid, args.seeds)
