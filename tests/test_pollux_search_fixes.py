@@ -117,9 +117,9 @@ def test_small_exponents_from_the_bound_on_run_as_the_geometric_mean(tmp_path):
 # --- explain: why a job waits ---
 
 
-def _record(tmp_path: Path, settings: list[str], on_round=None) -> pl.DataFrame:
-    trace = tmp_path / "pollux-20.csv"
-    pollux.generate(20, 80.0, seed=0).write_csv(trace)
+def _record(tmp_path: Path, settings: list[str], on_round=None, jobs: int = 20) -> pl.DataFrame:
+    trace = tmp_path / f"pollux-{jobs}.csv"
+    pollux.generate(jobs, 80.0, seed=0).write_csv(trace)
     graph = compile_file(_graph(tmp_path, "seed=0, population=20, generations=10", trace), ['cluster="2x4:V100"', *settings])
     result = simulate(graph, explain=True, on_round=on_round)
     assert result.stop_reason == "every job finished"
@@ -141,15 +141,16 @@ def test_a_job_the_searched_allocation_leaves_waiting_says_so(tmp_path):
         holder = np.asarray(ctx.holder)
         world[ctx.now] = (len(np.unique(holder[holder >= 0])), int((holder < 0).sum()))
 
-    frame = _record(tmp_path, [], look)
-    assert frame.filter(pl.col("reason") == "admitted").height == 20
+    # Ten jobs wait six times in under 200 rounds (twenty run for almost 1500: a long job alone).
+    frame = _record(tmp_path, [], look, jobs=10)
+    assert frame.filter(pl.col("reason") == "admitted").height == 10
     assert _silent_waits(frame).height == 0, _silent_waits(frame)
     waits = frame.filter(pl.col("reason") == "not_scheduled")
     assert waits.height > 3 and (waits["element_class"] == "Pollux").all()
     for row in waits.iter_rows(named=True):
         assert (row["a"], row["b"]) == world[row["t_s"]], row
     # The same record with event skipping off.
-    assert frame.equals(_record(tmp_path, ["skip_rounds = false"]))
+    assert frame.equals(_record(tmp_path, ["skip_rounds = false"], jobs=10))
 
 
 def test_a_job_admitted_between_searches_waits_for_the_next(tmp_path):

@@ -147,8 +147,12 @@ def test_a_grid_naming_an_unknown_setting_or_field_runs_nothing_and_keeps_the_st
 
 
 @pytest.mark.slow
-def test_a_dask_address_that_does_not_answer_is_reported_in_bounded_time(tmp_path, capsys):
+def test_a_dask_address_that_does_not_answer_is_reported_in_bounded_time(tmp_path, capsys, monkeypatch):
+    import functools
     import socket
+
+    from roundhouse.runtime.sweep_exec import DaskExecutor
+    from roundhouse.tools import sweep_cmd
 
     graph, log = probe_graph(tmp_path)
     out = tmp_path / "out"
@@ -168,8 +172,12 @@ def test_a_dask_address_that_does_not_answer_is_reported_in_bounded_time(tmp_pat
         assert main([*args[:-1], address]) == 2
         assert "not a scheduler address" in (err := capsys.readouterr().err) and why in err and "Traceback" not in err
     assert not log.exists() and store_bytes(out) == kept
-    fresh = tmp_path / "fresh"  # a folder for the sweep is made only once Dask has answered
+    # A folder for the sweep is made only once Dask has answered. (The default wait is timed
+    # above; here a shorter one fails the same way, sooner.)
+    monkeypatch.setattr(sweep_cmd, "DaskExecutor", functools.partial(DaskExecutor, connect_timeout=1.0))
+    fresh = tmp_path / "fresh"
     assert main([*sweep_args(graph, fresh, [1]), "--dask", f"tcp://127.0.0.1:{port}"]) == 2
+    assert "no Dask scheduler answered within 1 s" in capsys.readouterr().err
     assert not fresh.exists()
 
 

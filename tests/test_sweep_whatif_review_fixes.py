@@ -20,7 +20,7 @@ from roundhouse.runtime.compiler import Override
 from roundhouse.runtime.sweep import RUN_COLUMNS, RunSpec, compile_spec, record_run
 from roundhouse.runtime.sweep_exec import LocalExecutor, Task
 from roundhouse.tools.cli import main
-from tests.conftest import REPO, fails
+from tests.conftest import REPO, fails, write_trace
 from tests.test_journal_reading import change, make_journal
 
 TRACE = REPO / "traces" / "samples" / "philly-1000.csv"
@@ -90,7 +90,12 @@ def whatif_json(capsys, *argv) -> dict:
 def test_whatif_from_a_snapshot_compares_a_changed_copy_of_the_runs_policy_file(tmp_path, capsys):
     from roundhouse import Simulation
 
-    source = f'TraceSource(path="{TRACE}", jobs=8)'
+    # Eight jobs of minutes: the sample trace's first eight run for hours to days, tens of thousands of 10 s rounds.
+    trace = write_trace(
+        tmp_path / "trace.csv",
+        [{"job_id": i, "arrival_s": 10.0 * i, "gpus": 1 + i % 4, "duration_s": 100.0 + 50 * i} for i in range(8)],
+    )
+    source = f'TraceSource(path="{trace}", jobs=8)'
     run = policy_graph(tmp_path / "v1", reverse=False, source=source)
     other = policy_graph(tmp_path / "v2", reverse=True, source=source)
     snap = tmp_path / "v1.snap"

@@ -227,30 +227,42 @@ arrivals -> admit -> JobPool -> order -> FirstFree -> Launch -> m :: JobMetrics;
 """
 
 
-@pytest.mark.slow
-def test_a_synthesizer_run_forks_and_saves_like_any_other(tmp_path):
+@pytest.fixture(scope="module")
+def day_in_one_process(tmp_path_factory):
+    """QUICK_GRAPH's day in one process, forked and saved at 10 hours: the run, its fork, the
+    snapshot loaded, each run to the end, and the run's result. (Two tests read it: a day of
+    decisions costs seconds of look-aheads.)"""
     from roundhouse.runtime.simulation import Simulation
-    from tests.test_fork import outcome, same
 
-    # A day (a synthesizer's decisions cost look-aheads): it switches after 6 hours.
     sim = Simulation(QUICK_GRAPH.format(workers=1), until=24 * 3600).run_until(10 * 3600)
     fork = sim.fork()
-    sim.save(tmp_path / "half.snap")
-    loaded = Simulation.load(tmp_path / "half.snap")
+    path = tmp_path_factory.mktemp("synth") / "half.snap"
+    sim.save(path)
+    loaded = Simulation.load(path)
     done = sim.run()
     fork.run()
     loaded.run()
+    return sim, fork, loaded, done
+
+
+@pytest.mark.slow
+def test_a_synthesizer_run_forks_and_saves_like_any_other(day_in_one_process):
+    from tests.test_fork import outcome, same
+
+    # A day (a synthesizer's decisions cost look-aheads): it switches after 6 hours.
+    sim, fork, loaded, done = day_in_one_process
     assert same(outcome(fork), outcome(sim)) and same(outcome(loaded), outcome(sim))
     assert done.counters["synth"]["switches"] >= 1 and done.counters["synth"]["simulated"] > 0
 
 
 @pytest.mark.slow
-def test_a_process_pool_decides_as_one_process_does():
+def test_a_process_pool_decides_as_one_process_does(day_in_one_process):
     from roundhouse.runtime.simulation import Simulation
     from tests.test_fork import outcome, same
 
-    one, two = (Simulation(QUICK_GRAPH.format(workers=w), until=24 * 3600) for w in (1, 2))
-    a, b = one.run(), two.run()
+    one, _, _, a = day_in_one_process
+    two = Simulation(QUICK_GRAPH.format(workers=2), until=24 * 3600)
+    b = two.run()
     assert same(outcome(one), outcome(two))
     assert a.reports["synth"]["decisions"].equals(b.reports["synth"]["decisions"])
 
