@@ -370,8 +370,9 @@ class Journal:
 
     def lock(self) -> None:
         """Hold an exclusive lock on FILE.lock until the journal is closed: two schedulers on one
-        journal would each write their own rounds into it (`_Lock`)."""
-        self._lock = self._lock or _Lock(Path(f"{self.path}.lock"), self.path)
+        journal would each write their own rounds into it (`_Lock`). The lock file is beside the
+        file the path leads to, so that a symbolic link to the journal is the same journal."""
+        self._lock = self._lock or _Lock(Path(f"{self.path.resolve()}.lock"), self.path)
 
     def close(self) -> None:
         try:

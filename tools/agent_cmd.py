@@ -64,7 +64,8 @@ def agent_command(args) -> int:
     from roundhouse.wire.security import ClientSecurity
 
     setup_logging(args.log_level)
-    name = args.name or socket.gethostname().split(".")[0]
+    # (an empty --name, an unset shell variable say, is refused as a name, not taken as the host's)
+    name = socket.gethostname().split(".")[0] if args.name is None else args.name
     if args.nodes is not None:  # (even --nodes 1: one emulated node, NAME-0)
         if args.nodes < 1:
             raise UsageError(f"--nodes {args.nodes}: give 1 or more")

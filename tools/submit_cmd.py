@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 from roundhouse.errors import TraceError, UsageError, first_line
 from roundhouse.tools.common import seconds
@@ -20,6 +21,10 @@ def register(sub) -> None:
             "a trace file of jobs to submit, all at once (their arrival times are ignored; a canonical trace may leave out "
             "arrival_s, and job_id: a job without one gets the next free id)"
         ),
+    )
+    p.add_argument(
+        "--format",
+        help="the trace file's format: canonical, gavel, tiresias, philly, helios, pai, pollux or ones (default: detect)",
     )
     p.add_argument("--model", help="model of one job (e.g. ResNet-18, LM, Recommendation)")
     p.add_argument("--iterations", type=int, help="iterations the job trains for")
@@ -59,8 +64,8 @@ def submit_command(args) -> int:
     security = ClientSecurity.choose(args.keys, args.name, args.insecure, args.scheduler)
     timeout = _bounded_seconds(args.timeout, "--timeout", MAX_TIMEOUT_S)
     given = _job_flags(args)
-    if args.status and (args.trace or given):
-        raise UsageError(f"--status submits nothing: leave out {args.trace or given[0]}")
+    if args.status and (args.trace or given or args.format):
+        raise UsageError(f"--status submits nothing: leave out {args.trace or (given or ['--format'])[0]}")
     jobs, where = ([], None) if args.status else jobs_from_args(args)
     with Submitter(args.scheduler, security, timeout) as client:
         if args.status:
@@ -98,10 +103,12 @@ def jobs_from_args(args) -> tuple[list[dict], list[str] | None]:
                 f"{given[0]} describes a job given on the command line, and the trace file {args.trace} gives its own jobs: "
                 "give one or the other"
             )
-        jobs, where = trace_jobs(args.trace)
+        jobs, where = trace_jobs(args.trace, args.format or "auto")
         if not jobs:  # (a header and nothing else: "submitted 0 job(s)" would hide the mistake)
             raise UsageError(f"{args.trace}: no jobs")
         return jobs, where
+    if args.format:
+        raise UsageError(f"--format {args.format} names a trace file's format: give the file, or leave it out")
     if not args.model and args.command is None:
         raise UsageError("say what to run: a trace file, --model NAME --iterations N, or --command CMD --duration TIME")
     if args.command is not None:
@@ -179,21 +186,28 @@ _FILE_ORDER = "roundhouse_file_order_"  # (a column no trace has: the rows' orde
 _FORMATS_WITH_IDS = ("tiresias", "helios")
 
 
-def trace_jobs(path: str) -> tuple[list[dict], list[str]]:
+def trace_jobs(path: str, format: str = "auto") -> tuple[list[dict], list[str]]:
     """The jobs of a trace file in the file's order, checked as a trace, and where each is in the
     file (`t.csv:12`: a CSV's line, a Parquet or JSON file's record). Arrival times are not sent
     (a submitted job arrives when the scheduler takes it); a canonical trace may leave them out,
-    and job ids too (the column, or a job's cell): those jobs are sent without one."""
+    and job ids too (the column, or a job's cell): those jobs are sent without one. `format`:
+    the file's, or "auto" to tell it from the file (a file it cannot tell is refused, saying to
+    name it with --format)."""
     import polars as pl
 
     from roundhouse.runtime.backends.live.submissions import validated
     from roundhouse.traces.canonical import is_parquet
     from roundhouse.traces.csvtext import read_cells
-    from roundhouse.traces.formats import detect_format, read_trace
+    from roundhouse.traces.formats import check_format, detect_format, read_trace
 
-    format = detect_format(path)
+    if check_format(format) == "auto":
+        try:
+            format = detect_format(path)
+        except TraceError as err:  # ("name it": the reader's words; submit names it with --format)
+            said, named = re.subn(r"name (it|the format) \(one of ", "name it with --format (one of ", err.message)
+            raise TraceError(path, said if named else f"{said}; name it with --format") from None
     if format != "canonical":
-        frame = read_trace(path)
+        frame = read_trace(path, format)
         rows = [f"{path}: job {i + 1}" for i in range(frame.height)]
         # Where the file has no job ids, its reader numbers the jobs 0, 1, ...: those numbers
         # are not sent, so the scheduler gives the next free ids and the file can be submitted

@@ -6,7 +6,9 @@ command job's own children (`sh -c 'train; ...'` runs `train` as one) would run 
 behind the scheduler's back. Each worker leads its own process group, so the agent tells the
 guardian each worker's group as it starts and when it has ended, over a pipe whose writing end
 only the agent holds; when that end closes, however the agent ended (SIGKILL included), the
-guardian kills every group still listed, and exits.
+guardian kills every group still listed, and exits. Told the agent's work folder (one the agent
+made, and is not to keep), it removes it then too, unless the agent closed its end as it exits
+normally (it removes or keeps its folder itself): a killed agent leaves no folder behind.
 
 It runs as a script (`python -I -S guardian.py FD`), so it imports nothing but the standard
 library and starts in milliseconds.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -53,12 +56,18 @@ class Guardian:
         """A worker started, leading process group `group`: killed if the agent dies."""
         self._say(f"+{group}")
 
+    def remove_on_death(self, folder: str) -> None:
+        """The agent's work folder, removed if the agent dies without closing the guardian."""
+        self._say(f"!{folder}")
+
     def forget(self, group: int) -> None:
         """A worker ended (what was left of its group was killed): no longer the guardian's."""
         self._say(f"-{group}")
 
     def close(self) -> None:
-        """The agent is done: the guardian kills any group still listed and exits."""
+        """The agent is done: the guardian kills any group still listed and exits (leaving the
+        work folder to the agent)."""
+        self._say("=")
         if self._write >= 0:
             os.close(self._write)
             self._write = -1
@@ -91,6 +100,7 @@ def kill_group(group: int) -> None:
 def main() -> None:
     pipe = int(sys.argv[1])
     groups: set[int] = set()
+    folder = ""  # the agent's work folder, to remove if the agent dies (not if it closed us)
     buffer = b""
     while True:
         data = os.read(pipe, 1 << 16)
@@ -99,6 +109,9 @@ def main() -> None:
         buffer += data
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
+            if line.startswith((b"!", b"=")):
+                folder = os.fsdecode(line[1:])
+                continue
             group = int(line[1:])
             if line.startswith(b"+"):
                 groups.add(group)
@@ -106,6 +119,8 @@ def main() -> None:
                 groups.discard(group)
     for group in groups:
         kill_group(group)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

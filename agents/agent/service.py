@@ -67,6 +67,7 @@ class Agent:
         self._stopping: str | None = None
         self._asked = False  # the scheduler asked this agent to shut down (and was answered)
         self._stop_deadline = 0.0
+        self._remove_on_death = ""  # the work folder the guardian removes if the agent is killed
 
     # --- running ---
     def run(self) -> int:
@@ -74,6 +75,8 @@ class Agent:
         What it made in its work folder is removed on the way out unless `keep_workdir`."""
         folder = make_workfolder(self.workdir, self.name)
         self.workdir = self.workers.workdir = folder.path
+        # (killed, the agent cannot remove its folder: its guardian does, if the agent made it)
+        self._remove_on_death = "" if self.keep_workdir or folder.path not in folder.made else str(folder.path)
         try:
             return self._serve()
         finally:
@@ -89,6 +92,8 @@ class Agent:
         poller.register(monitor, zmq.POLLIN)
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         self.workers.open()
+        if self._remove_on_death and self.workers.guardian is not None:
+            self.workers.guardian.remove_on_death(self._remove_on_death)
         log.info(
             "agent %s: %d GPU(s) (%s), scheduler %s, work folder %s",
             self.name,
@@ -146,7 +151,17 @@ class Agent:
         return status
 
     def _on_signal(self, signum, frame) -> None:
-        self.stop(f"signal {signal.Signals(signum).name}")
+        why = f"signal {signal.Signals(signum).name}"
+        if not self._stopping:
+            self.stop(why)
+            if self.workers:
+                log.info("agent %s: %s again kills its workers now, without waiting for their checkpoints", self.name, why)
+            return
+        if self._stop_deadline > time.time():
+            # Asked again while stopping: whoever asked will not wait out --revoke-grace for a
+            # worker that does not stop (the scheduler takes its job back from its last checkpoint).
+            self._stop_deadline = 0.0
+            log.warning("agent %s: %s again while stopping: killing %d worker(s) now", self.name, why, len(self.workers))
 
     def stop(self, why: str) -> None:
         """Revoke every worker (they checkpoint), report their exits, then exit."""
