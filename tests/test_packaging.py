@@ -46,4 +46,4 @@ def test_the_wheel_holds_only_the_roundhouse_package(tmp_path):
         shipped = {f"roundhouse/{folder}/{f.name}" for f in (REPO / folder).glob(f"*{suffix}")}
         assert shipped and shipped <= set(names), folder
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "roundhouse = roundhouse.tools.cli:main" in entry
+    assert "roundhouse = roundhouse.tools.entry_point:main" in entry
