@@ -90,6 +90,10 @@ class _Renewing(Placer):
 class FirstFree(_Renewing):
     """Place each job on the lowest-numbered free GPUs, wherever they are.
 
+    A ranking entry that asks for a consolidated placement (YarnCS's and Optimus' entries all
+    do) is placed as Consolidated places it: on as few nodes as possible, or, when no node has
+    room, it waits (it is not spread).
+
     Arguments:
         none
     Cost: O(n + G) over ranked jobs n and GPUs G (the available mask), plus O(l) for the l jobs it

@@ -17,7 +17,7 @@ from roundhouse.elements.placement.packing import _of_type, choose_consolidated,
 from roundhouse.elements.placement.placer import Placer
 from roundhouse.errors import SchedError
 from roundhouse.runtime.element import element, element_family
-from roundhouse.runtime.types import Ranking
+from roundhouse.runtime.types import Plan, Ranking
 from roundhouse.runtime.values import positive
 from roundhouse.traces.communication import CommunicationTable
 
@@ -38,11 +38,19 @@ class _Selective(Placer):
         raise NotImplementedError
 
     def one_node(self, ctx: RoundContext, ranking: Ranking) -> np.ndarray:
-        picked = self.sensitive(ctx, ranking.rows) & (ranking.gpus > 1)
+        wide = ranking.gpus > 1
+        picked = self.sensitive(ctx, ranking.rows) & wide
         if ranking.consolidate is not None:
             picked |= np.asarray(ranking.consolidate, dtype=bool)
-        self.counters["consolidated"] = int(np.count_nonzero(picked & ~(ctx.jobs.column("held")[ranking.rows] > 0)))
+        # (a one-GPU job the ranking asks to consolidate is on one node anyway: not counted)
+        waiting = ~(ctx.jobs.column("held")[ranking.rows] > 0)
+        self.counters["consolidated"] = int(np.count_nonzero(picked & wide & waiting))
         return picked
+
+    def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
+        # (a round in which every ranked job already runs asks `one_node` nothing: none waits)
+        self.counters["consolidated"] = 0
+        return super().tick(ctx, ranking)
 
     def choose(self, cluster, available, want, types, one_node):
         if one_node:

@@ -9,7 +9,7 @@ from roundhouse.runtime.element import element
 from roundhouse.runtime.types import Active
 
 # Remaining times are compared to the millisecond (the precision of generated traces' times).
-_DECIMALS = 3
+REMAINING_DECIMALS = 3
 
 
 @element
@@ -36,7 +36,7 @@ class Srtf(KeyOrder):
 
     def key(self, active: Active) -> np.ndarray:
         # (rounded: work / rate is a rounding error away from the duration it was made from)
-        return np.round(active.remaining_s, _DECIMALS)
+        return np.round(active.remaining_s, REMAINING_DECIMALS)
 
     def key_speed(self, active: Active) -> np.ndarray:
         return -active.column("rate") / active.reference_rate  # (rate is 0 for waiting jobs)

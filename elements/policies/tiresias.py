@@ -18,6 +18,7 @@ import attrs
 import numpy as np
 
 from roundhouse.elements.policies.base import KeyOrder, Policy
+from roundhouse.elements.policies.srtf import REMAINING_DECIMALS
 from roundhouse.runtime.element import element, element_family
 from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import Active, Ranking
@@ -278,9 +279,10 @@ def gittins_index(samples: np.ndarray, prefix: np.ndarray, attained: np.ndarray,
 class Srsf(KeyOrder):
     """Rank jobs by remaining service, least first: remaining time x GPUs (an oracle policy).
 
-    Remaining time is the job's remaining work at its reference throughput. Weighing it by the
-    GPUs held makes a short wide job wait behind a longer narrow one that costs the cluster
-    less (Tiresias Table 1 and Fig 7). Ties go to the job admitted first.
+    Remaining time is the job's remaining work at its reference throughput, to the millisecond
+    (as Srtf's). Weighing it by the GPUs the job asks for makes a short wide job wait behind a
+    longer narrow one that costs the cluster less (Tiresias Table 1 and Fig 7). Ties go to the
+    job admitted first (two jobs of one duration and GPU count tie whatever their models).
 
     Ports:
         ranking: the jobs, least remaining service first.
@@ -295,7 +297,9 @@ class Srsf(KeyOrder):
     """
 
     def key(self, active: Active) -> np.ndarray:
-        return active.remaining_s * active.gpus
+        # (rounded as Srtf's: work / rate is a rounding error away from the duration it was made
+        # from, which would order two jobs of one duration by their models, not by admission)
+        return np.round(active.remaining_s, REMAINING_DECIMALS) * active.gpus
 
     def key_speed(self, active: Active) -> np.ndarray:
         return -active.column("rate") / active.reference_rate * active.gpus
