@@ -29,7 +29,7 @@ class JobPool(Element):
         none
     Counters:
         active: jobs in the pool now.
-        running: jobs of the pool that hold GPUs now.
+        running: jobs of the world that hold GPUs now (in a graph of one pool, its own).
     Cost: O(k) over jobs k joining; O(n) over its jobs n in a round in which some finish. Not
         ticked in rounds carried out in passing (their arrivals join at its next tick).
     See also: AcceptAll, AcceptThreshold, Las

@@ -163,3 +163,24 @@ def test_arguments_given_to_a_declared_element_in_a_chain_say_where_they_belong(
     )
     assert "hint: write them there (order :: Las(...)) and the name alone here" in err
     assert "unknown element class" not in err
+
+
+# --- a canonical trace read as Tiresias' ---
+
+
+def test_a_canonical_trace_read_as_tiresias_is_told_its_format_not_a_clash(tmp_path):
+    import pytest
+
+    from roundhouse.errors import TraceError
+    from roundhouse.traces import tiresias
+
+    canonical = write(tmp_path / "canon.csv", "job_id,arrival_s,gpus,duration_s\n0,0,1,10\n")
+    with pytest.raises(TraceError) as err:
+        tiresias.read(canonical)
+    said = str(err.value)
+    assert "has both" not in said and "missing column 'num_gpu' of Tiresias' job CSV" in said
+    assert "its columns are the canonical format's (arrival_s, gpus): read it as canonical" in said
+    # A file with a Tiresias column and its canonical one both is still a clash, naming that one.
+    both = write(tmp_path / "both.csv", "job_id,num_gpu,gpus,submit_time,duration\n0,1,1,0,10\n")
+    with pytest.raises(TraceError, match=r"has both Tiresias and canonical columns \(gpus\); which one is meant"):
+        tiresias.read(both)

@@ -39,7 +39,7 @@ def read(path: str | Path) -> pl.DataFrame:
     """A Tiresias job CSV as a canonical frame; errors name the line and Tiresias' column."""
     cells = read_cells(path)
     frame = cells.frame
-    clash = [c for c in RENAME.values() if c in frame.columns]
+    clash = [c for own, c in RENAME.items() if c in frame.columns and own in frame.columns]
     if clash:
         raise TraceError(str(path), f"has both Tiresias and canonical columns ({', '.join(clash)}); which one is meant?")
     _check_columns(str(path), frame.columns)
@@ -59,6 +59,8 @@ def _check_columns(path: str, found: list[str]) -> None:
     wanted = missing[0] if missing else "duration"
     either = f"'{wanted}'" if missing else "'duration' (or both 'model_name' and 'iterations')"
     hint = did_you_mean(wanted, found)
+    if {"arrival_s", "gpus"} <= set(found) and not {"num_gpu", "submit_time"} & set(found):
+        hint = "its columns are the canonical format's (arrival_s, gpus): read it as canonical (format=canonical, or no format)"
     raise TraceError(
         path, f"missing column {either} of Tiresias' job CSV; columns found: {found_text}" + (f"; {hint}" if hint else "")
     )
