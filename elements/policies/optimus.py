@@ -135,7 +135,7 @@ class Optimus(Policy):
     Arguments:
         threshold: relative distance to the fitted floor at which a job counts as converged.
         samples: losses kept per job for the fit (the latest ones).
-        max_gpus: the most GPUs a job may get (default: a node's worth, or its own request if more).
+        max_gpus: the most GPUs a job may get (default: a node's worth, or its own request if more); a job whose model the profile does not know keeps the GPUs it asked for, above it too.
         hysteresis: share of its remaining time a running job's change of GPU count must save beyond the restart it costs (0 to 0.5).
     Counters:
         fitted: jobs whose remaining work comes from a fitted curve this round.
