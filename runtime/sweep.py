@@ -467,6 +467,7 @@ class Watchdog:
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._active = False  # (inside `run`'s body: where deliveries may land)
+        self._over = False  # (`run` has ended: the watchdog's threads end too)
         self.fired: type[BaseException] | None = None
         self._timer = None
         if stopped is not None:
@@ -488,7 +489,10 @@ class Watchdog:
             body()
         finally:
             with self._lock:
+                # (Plain stores before any call: a delivery made as the body ended lands at the
+                # first call, and the watchdog's threads must see the run over all the same.)
                 self._active = False
+                self._over = True
                 self._done.set()
                 if self._timer is not None:
                     self._timer.cancel()
@@ -497,7 +501,7 @@ class Watchdog:
         return self.fired
 
     def _poll(self, stopped: Callable[[], bool]) -> None:
-        while not self._done.wait(STOP_POLL_S):
+        while not self._done.wait(STOP_POLL_S) and not self._over:
             try:
                 if stopped():
                     self._fire(RunStopped)
@@ -507,12 +511,12 @@ class Watchdog:
 
     def _fire(self, exception: type[BaseException]) -> None:
         with self._lock:
-            if self.fired is not None or self._done.is_set():
+            if self.fired is not None or self._over:
                 return
             self.fired = exception
         while True:
             with self._lock:
-                if self._done.is_set():
+                if self._over:
                     return
                 if self._active:
                     self._deliver(exception)

@@ -85,6 +85,31 @@ def test_a_failed_run_keeps_what_another_run_put_in_a_folder_it_made(tmp_path, c
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["other"]
 
 
+def test_a_failed_run_leaves_an_existing_folder_reached_through_a_missing_one(tmp_path, capsys):
+    """`--out tmp/../results`, with tmp missing and results there: the path did not exist as
+    written, so the whole of results (and what it held) was taken for this run's and removed."""
+    write(tmp_path / "jobs.csv", "job_id,arrival_s,gpus,duration_s\n0,0,1,-10\n")
+    graph = write(tmp_path / "g.sched", GRAPH)
+    write(tmp_path / "results" / "keep.txt", "mine")
+    fails(capsys, "run", graph, "--out", f"{tmp_path}/tmp/../results")
+    assert (tmp_path / "results" / "keep.txt").read_text() == "mine"
+    assert (tmp_path / "g.sched").exists()
+
+
+def test_a_failed_run_into_a_missing_folders_parent_removes_nothing_it_did_not_make(tmp_path, capsys):
+    """`--out new/..` is the folder holding new: it was there before, so it stays, with the graph."""
+    write(tmp_path / "graph" / "jobs.csv", "job_id,arrival_s,gpus,duration_s\n0,0,1,-10\n")
+    graph = write(tmp_path / "graph" / "g.sched", GRAPH)
+    fails(capsys, "run", graph, "--out", f"{tmp_path}/new/..")
+    assert (tmp_path / "graph" / "g.sched").exists() and (tmp_path / "graph" / "jobs.csv").exists()
+
+
+def test_an_out_through_a_symbolic_link_loop_is_said_not_to_be_made(tmp_path, capsys):
+    (tmp_path / "loop").symlink_to("loop")
+    err = fails(capsys, "run", LAS, "--out", tmp_path / "loop" / "x")
+    assert err == f"error: --out {tmp_path / 'loop' / 'x'}: cannot create the folder: Too many levels of symbolic links\n"
+
+
 def test_a_run_that_succeeds_keeps_the_folders_it_made(tmp_path, capsys):
     write(tmp_path / "jobs.csv", "job_id,arrival_s,gpus,duration_s\n0,0,1,10\n")
     graph = write(tmp_path / "g.sched", GRAPH)

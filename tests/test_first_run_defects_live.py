@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -159,3 +160,37 @@ def test_an_agent_given_an_empty_name_is_refused_not_named_after_the_host(tmp_pa
         assert "error: bad --name '': use up to 64 letters, digits" in run.stderr
         assert "Traceback" not in run.stderr
     assert not (tmp_path / "w").exists()
+
+
+def _guardian_told(folder: Path) -> None:
+    """A guardian told `folder` is its agent's work folder, whose agent then dies (its end of
+    the pipe closes without a word)."""
+    from roundhouse.agents.agent import guardian
+
+    read, write = os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-I", "-S", guardian.__file__, str(read)], pass_fds=(read,), stdin=subprocess.DEVNULL
+    )
+    os.close(read)
+    os.write(write, f"!{folder}\n".encode())
+    os.close(write)
+    assert process.wait(timeout=30) == 0
+
+
+def test_a_killed_agents_guardian_leaves_its_folder_to_an_agent_that_took_it_since(tmp_path):
+    import fcntl
+
+    taken = tmp_path / "taken"
+    (taken / "jobs").mkdir(parents=True)
+    fd = os.open(taken / "agent.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (as a live agent holds it)
+    try:
+        _guardian_told(taken)
+        assert (taken / "jobs").is_dir() and (taken / "agent.lock").exists()
+    finally:
+        os.close(fd)
+    left = tmp_path / "left"
+    (left / "jobs").mkdir(parents=True)
+    (left / "agent.lock").write_text("12345\n")  # (its agent killed: nobody holds the lock)
+    _guardian_told(left)
+    assert not left.exists()

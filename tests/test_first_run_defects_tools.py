@@ -130,3 +130,34 @@ def test_a_timed_out_run_leaves_nothing_to_fire_at_its_thread_later():
     assert [row["status"] for row in results] == ["timeout"] * 30 + ["quiet"]
     time.sleep(1.0)
     assert threading.active_count() <= before  # (no watchdog thread left asking)
+
+
+def test_a_timeout_delivered_as_the_run_ends_leaves_no_watchdog_thread_behind():
+    """A timeout delivered just as the run's body returned (the watchdog's thread held its lock,
+    delivering, while the run's thread waited for it to end the run) landed in the first call
+    of that ending, `Event.set`, so the watchdog was never told the run was over: its threads
+    woke every half second for ever, one asking whether the sweep was interrupted."""
+    from roundhouse.runtime.sweep import RunTimeout, Watchdog
+
+    before = threading.active_count()
+    watchdog = Watchdog(None, stopped=lambda: False)
+    holding = threading.Event()
+
+    def deliver_as_the_body_ends() -> None:  # (what the timer does, at the worst moment)
+        with watchdog._lock:
+            holding.set()
+            time.sleep(0.3)  # (the body has returned: its thread waits for the lock)
+            watchdog.fired = RunTimeout
+            watchdog._deliver(RunTimeout)
+
+    def body() -> None:
+        threading.Thread(target=deliver_as_the_body_ends, daemon=True).start()
+        holding.wait()
+
+    try:
+        fired = watchdog.run(body)
+    except RunTimeout:
+        fired = RunTimeout
+    assert fired is RunTimeout
+    time.sleep(1.5)
+    assert threading.active_count() <= before

@@ -40,3 +40,27 @@ def test_a_gavel_run_solves_without_loading_numpys_fortran_wrapper_or_test_tools
     assert not {"numpy.f2py.crackfortran", "unittest"} & loaded
     # Read afterwards, they are the real modules, in sys.modules and as NumPy's attributes.
     assert got["f2py_real"] and got["testing_real"] and got["crackfortran"] == "numpy.f2py.crackfortran"
+
+
+AFTERWARDS = """
+import importlib.util, sys
+from unittest import mock
+from roundhouse.tools.cli import main
+assert main(["run", sys.argv[1], "--quiet", "--until", "2h"]) == 0
+import numpy
+import numpy.testing as npt
+spec = importlib.util.find_spec("numpy.testing")  # (ValueError on a stand-in without one)
+with mock.patch("numpy.testing.assert_allclose", lambda *a, **k: "patched"):
+    seen = numpy.testing.assert_allclose(1, 2)
+print(spec.name, seen, npt is numpy.testing, bool(numpy.testing.__doc__))
+"""
+
+
+def test_numpys_test_tools_after_a_gavel_run_are_the_real_module_to_find_and_patch():
+    """numpy.testing read after a Gavel run was a stand-in beside the real module: its spec was
+    None (importlib.util.find_spec raised ValueError), its docstring None, and mock.patch on it
+    patched the stand-in while NumPy's attribute went on to the real, unpatched, module."""
+    graph = REPO / "graphs" / "gavel-las.sched"
+    done = subprocess.run([sys.executable, "-c", AFTERWARDS, str(graph)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["numpy.testing", "patched", "True", "True"]

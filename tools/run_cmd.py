@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -77,23 +78,25 @@ def run(args) -> int:
 def _remove_made(out: Path, created: Path) -> None:
     """After a failed run: the --out folder this run made (it holds nothing but the unfinished
     record), and the parents of it the run made, up to `created`, while they are empty (another
-    run may have put its own results beside it meanwhile)."""
-    shutil.rmtree(out, ignore_errors=True)
-    folder = out.absolute().parent
-    created = created.absolute()
-    while folder != created.parent and created in (folder, *folder.parents):
+    run may have put its own results beside it meanwhile). Nothing outside `created` goes."""
+    folder = Path(os.path.realpath(out))
+    if created not in (folder, *folder.parents):  # (not the folder found missing: leave it be)
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    while folder != created:
+        folder = folder.parent
         try:
             folder.rmdir()
         except OSError:  # (not empty, or gone)
             return
-        folder = folder.parent
 
 
 def _first_missing(path: str) -> Path | None:
     """The outermost folder of `path` that does not exist yet (None if it all does): what
-    making it makes, and so what a failed run removes."""
+    making it makes, and so what a failed run removes. The path is resolved first, as making it
+    resolves it: `tmp/../results` is results, there already when tmp is not."""
     missing = None
-    folder = Path(path).absolute()
+    folder = Path(os.path.realpath(path))  # (not Path.resolve: a symbolic link loop raises there)
     while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
         missing, folder = folder, folder.parent
     return missing

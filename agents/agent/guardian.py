@@ -17,12 +17,14 @@ library and starts in milliseconds.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 
 log = logging.getLogger("roundhouse.agent")
 
@@ -120,7 +122,36 @@ def main() -> None:
     for group in groups:
         kill_group(group)
     if folder:
+        remove_unless_taken(folder)
+
+
+def remove_unless_taken(folder: str) -> None:
+    """Remove a killed agent's work folder, unless an agent started since has taken it: one
+    holds its `agent.lock` for its whole life (agents/agent/workfolder.py). The lock is held
+    while the folder goes, as an agent leaving holds it, so that no agent takes it half removed."""
+    try:
+        fd = os.open(os.path.join(folder, "agent.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:  # (the folder is gone already)
+        return
+    try:
+        # (The agent's own processes, forked with its descriptors, share its lock until the
+        # kills above take them: a while is given to them, not to an agent that took the folder.)
+        deadline = time.monotonic() + _TAKEN_AFTER_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:  # (another agent works there now)
+                    return
+                time.sleep(0.05)
         shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        os.close(fd)
+
+
+# How long the lock of a killed agent's folder may stay held by its dying processes.
+_TAKEN_AFTER_S = 5.0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ the modules and import them when one of their attributes is first read.
 scipy (1.15 on) clones NumPy's namespace for its array API layer with `from numpy import *`,
 which imports every submodule NumPy lists, `numpy.f2py` (Fortran wrapping: about half of
 importing scipy.sparse) and `numpy.testing` among them; a solve uses neither. Before scipy is
-imported they are given stand-ins of the same kind, which import the real module when read.
+imported they are loaded lazily: the modules themselves, whose code runs when first read.
 """
 
 from __future__ import annotations
@@ -38,37 +38,26 @@ class _OnFirstUse(ModuleType):
         return getattr(module, attr)
 
 
-class _NumpySubmodule(ModuleType):
-    """Stands for a NumPy submodule, as NumPy's attribute and in `sys.modules`, until one of its
-    attributes is read: then both are given back to the real module, which is imported."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"numpy.{name}")
-        self._module: ModuleType | None = None
-
-    def __getattr__(self, attr: str) -> Any:
-        module = self._module
-        if module is None:
-            import numpy
-
-            name = self.__name__.rpartition(".")[2]
-            if sys.modules.get(self.__name__) is self:
-                del sys.modules[self.__name__]
-            if numpy.__dict__.get(name) is self:
-                delattr(numpy, name)
-            module = self._module = importlib.import_module(self.__name__)
-        return getattr(module, attr)
-
-
 def _numpy_extras_on_first_use() -> None:
-    """`numpy.f2py` and `numpy.testing` as stand-ins, unless imported already (see above)."""
+    """`numpy.f2py` and `numpy.testing`, unless imported already (see above), as modules that
+    run their code when first read (the standard library's LazyLoader): each is the real module
+    from the start, so that patching it, finding its spec or reading its docstring sees it."""
+    import importlib.util
+
     import numpy
 
     for name in ("f2py", "testing"):
-        if f"numpy.{name}" not in sys.modules and name not in numpy.__dict__:
-            stand_in = _NumpySubmodule(name)
-            sys.modules[stand_in.__name__] = stand_in
-            setattr(numpy, name, stand_in)
+        full = f"numpy.{name}"
+        if full in sys.modules or name in numpy.__dict__:
+            continue
+        spec = importlib.util.find_spec(full)
+        if spec is None or spec.loader is None:
+            continue
+        spec.loader = importlib.util.LazyLoader(spec.loader)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[full] = module
+        spec.loader.exec_module(module)
+        setattr(numpy, name, module)
 
 
 if TYPE_CHECKING:
