@@ -1,7 +1,8 @@
 """Shared by the benchmark scripts: argument types that refuse out-of-range values with a usage
 error (exit status 2) before anything starts, a script's description for its --help, the check
 of a program given on the command line, the package compiled to bytecode before command-line
-runs are timed, and the refusal of a helper module run as a script."""
+runs are timed, a child process stopped with time to clean up, and the refusal of a helper
+module run as a script."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import argparse
 import math
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -68,6 +70,13 @@ def plural(count: int, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
+class Terminated(SystemExit, KeyboardInterrupt):
+    """SIGTERM, raised where the script is. As a SystemExit it ends the script with status 143
+    and no traceback; as a KeyboardInterrupt it passes through a simulation as Ctrl-C does (the
+    engine takes any other SystemExit raised in an element's tick for that element's failure,
+    and would print its traceback)."""
+
+
 def exit_on_terminate() -> None:
     """Make SIGTERM (`kill PID`) end this script as Ctrl-C does, through its cleanup: the
     servers and processes it started are stopped and its temporary folders removed, rather
@@ -76,9 +85,45 @@ def exit_on_terminate() -> None:
 
     def stop(signum, frame) -> NoReturn:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        raise SystemExit(128 + signum)
+        raise Terminated(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
+
+
+# How long a child process asked to stop may take to clean up before it is killed.
+STOP_GRACE_S = 10.0
+
+
+def run_child(args: list[str], **popen) -> subprocess.CompletedProcess:
+    """`subprocess.run(args, capture_output=True, text=True)`, except when this script is
+    interrupted meanwhile (Ctrl-C, or SIGTERM through `exit_on_terminate`): subprocess.run then
+    kills the child at once, which leaves what it was writing (a run's spilled explanation
+    record, tens of MB in /tmp); here it is asked to stop (SIGTERM), as `kill` would, and
+    killed only if it has not ended within STOP_GRACE_S seconds."""
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen) as child:
+        try:
+            out, err = child.communicate()
+        except BaseException as interrupt:
+            if isinstance(interrupt, KeyboardInterrupt) and not isinstance(interrupt, Terminated):
+                # Ctrl-C reaches the whole process group: the child is stopping already, and a
+                # SIGTERM now would cut its cleanup short.
+                _ended(child, STOP_GRACE_S)
+            if child.poll() is None:
+                child.terminate()
+                if not _ended(child, STOP_GRACE_S):
+                    child.kill()
+                    child.wait()
+            raise
+    return subprocess.CompletedProcess(args, child.returncode, out, err)
+
+
+def _ended(child: subprocess.Popen, seconds: float) -> bool:
+    """Whether `child` ends within `seconds`."""
+    try:
+        child.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def compile_bytecode() -> None:

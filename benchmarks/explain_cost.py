@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least, description  # noqa: E402
+from bench_common import at_least, description, exit_on_terminate  # noqa: E402
 from engine_las import compiled, philly_las  # noqa: E402
 
 from roundhouse.runtime.engine import RunResult  # noqa: E402
@@ -74,6 +74,7 @@ def main() -> None:
         "--placer", choices=("Consolidated", "FirstFree"), default="Consolidated", help="the placer (default Consolidated)"
     )
     args = parser.parse_args()
+    exit_on_terminate()  # (`kill PID` removes its temporary files, as Ctrl-C does)
     graph = compiled(philly_las(args.jobs, args.placer))
     before = load()
     walls, cpus, result = measure(graph, args.repeat)

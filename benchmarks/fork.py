@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least, description  # noqa: E402
+from bench_common import at_least, description, exit_on_terminate  # noqa: E402
 
 from roundhouse.runtime.simulation import Simulation  # noqa: E402
 
@@ -45,6 +45,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=at_least(1), default=TARGET_JOBS, help=f"jobs in the world (default {TARGET_JOBS:,})")
     parser.add_argument("--forks", type=at_least(1), default=20, help="forks timed at each point (default 20)")
     args = parser.parse_args()
+    exit_on_terminate()  # (`kill PID` removes its temporary files, as Ctrl-C does)
     sim = Simulation(las(args.jobs))
     span_s = args.jobs / RATE_PER_H * 3600
     print(f"LAS, {args.jobs:,} Philly jobs at {RATE_PER_H:g}/h on 32 x 4 V100s, 5-minute rounds")

@@ -43,20 +43,21 @@ import json
 import os
 import re
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from anchor_run import AnchorFailed, failure, run_anchor
-from bench_common import at_least, compile_bytecode, description, exit_on_terminate, program_problem
+from bench_common import at_least, compile_bytecode, description, exit_on_terminate, program_problem, run_child
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data" / "gavel"
 TRACE = SHARED / "msr_seed0_0e4a51.trace"
 # Gavel's simulator's output per job and policy on this trace, beside it (its README says how it was run).
 RESULTS = "msr_0e4a51_36-36-36_results_all_policies.csv"
+# Gavel's measured throughputs, beside the trace: its simulator reads them (`--gavel`).
+THROUGHPUTS = "simulation_throughputs.json"
 
 # Gavel's simulator (commit c4fa400, seed 0, 360 s rounds) on this trace, on a 2-core machine, seconds,
 # each measured once on its own day (see the docstring: `--gavel` measures them beside ours).
@@ -135,13 +136,7 @@ def run_once(graph: Path, out: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "roundhouse.tools.cli", "run", str(graph), "--out", str(out), "--quiet"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_child([sys.executable, "-m", "roundhouse.tools.cli", "run", str(graph), "--out", str(out), "--quiet"], env=env)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode:
@@ -171,7 +166,7 @@ def run_gavel(checkout: Path, python: str, policy: str, trace: Path) -> dict:
     import polars as pl
 
     args = [python, "scripts/drivers/simulate_scheduler_with_trace.py", "-t", str(trace), "-p", policy,
-            "--throughputs_file", str(trace.parent / "simulation_throughputs.json"), "-c", "36:36:36",
+            "--throughputs_file", str(trace.parent / THROUGHPUTS), "-c", "36:36:36",
             "--seed", "0", "--solver", "ECOS", "--time_per_iteration", "360"]  # fmt: skip
     done, wall = run_anchor(args, "Gavel's simulator", cwd=checkout)
     found = re.search(r"Average job completion time: ([0-9.]+) seconds", done.stdout)
@@ -279,6 +274,8 @@ def main() -> None:
         wrong = program_problem(python)
         if wrong:
             parser.error(f"--gavel-python {python}: {wrong}")
+        if not (data / THROUGHPUTS).is_file():  # (found now, not when Gavel's simulator fails after our runs)
+            parser.error(f"--gavel: Gavel's simulator needs {data / THROUGHPUTS}, which is not there")
         gavel = (args.gavel.resolve(), python)
     try:  # read before anything runs: a bad file is found at once
         shared = None if gavel else shared_results(data)

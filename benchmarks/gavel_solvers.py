@@ -37,7 +37,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least, description  # noqa: E402
+from bench_common import at_least, description, exit_on_terminate  # noqa: E402
 from gavel_msr import BadReference, same_jobs_jct, shared_results  # noqa: E402
 
 from roundhouse.runtime.compiler import compile_file  # noqa: E402
@@ -185,6 +185,7 @@ def main() -> None:
         "--distinct-up-to", type=at_least(0), default=2048, help="largest size for the every-job-distinct column (default 2048)"
     )
     args = parser.parse_args()
+    exit_on_terminate()  # (`kill PID` removes its temporary files, as Ctrl-C does)
     sizes = [32, 64, 128, 256] if args.quick else [32, 64, 128, 256, 512, 1024, 2048]
     scaling(sizes, 1 if args.quick else 3, args.distinct_up_to)
     whole_simulation()

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +45,7 @@ sys.path.insert(0, str(REPO))
 
 import alibaba_sim  # noqa: E402  (beside this script)
 from anchor_run import AnchorFailed  # noqa: E402
-from bench_common import compile_bytecode, description, exit_on_terminate, program_problem  # noqa: E402
+from bench_common import compile_bytecode, description, exit_on_terminate, program_problem, run_child  # noqa: E402
 
 # name: (group, what, jobs, rate per hour, cluster, policy, placer, how it runs, in --quick)
 #   group "active": jobs in the system grow with the number of jobs (overloaded 128 GPUs)
@@ -286,7 +285,7 @@ def generate_trace(folder: Path, jobs: int, rate: float) -> float:
     started = time.perf_counter()
     args = [sys.executable, "-m", "roundhouse.tools.cli", "trace", "generate", "-o", str(path)]
     args += ["--jobs", str(jobs), "--rate", f"{rate:g}/h", "--seed", "0"]
-    done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
+    done = run_child(args, env={**os.environ, "PYTHONPATH": str(REPO)})
     if done.returncode:
         raise SystemExit(f"generating {path.name} failed:\n{done.stderr}")
     return time.perf_counter() - started
@@ -297,7 +296,7 @@ def run_case(name: str, folder: Path, skip: bool) -> dict:
     generated = generate_trace(folder, jobs, rate)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     args = [sys.executable, __file__, "--child", name, "--folder", str(folder)] + ([] if skip else ["--no-skip"])
-    done = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+    done = run_child(args, env=env)
     if done.returncode:
         raise SystemExit(f"case {name} failed:\n{done.stderr}")
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "generate_s": generated}
@@ -471,9 +470,10 @@ def main() -> None:
             parser.error(f"--alibaba-python {python}: {wrong}")
         alibaba = (args.alibaba.resolve(), python)
     names = [n for n in names if n != GAVEL_CASE]
-    print(
-        f"{'case':{CASE_WIDTH}s} {'wall s':>8s} {'rounds':>9s} {'skipped':>9s} {'passed':>9s} {'rounds/s':>9s} {'us/round':>9s} {'in system':>10s} {'peak RSS':>9s}"
-    )
+    if names:  # (`--only gavel-msr`: Gavel's table alone, not this one's header over no row)
+        print(
+            f"{'case':{CASE_WIDTH}s} {'wall s':>8s} {'rounds':>9s} {'skipped':>9s} {'passed':>9s} {'rounds/s':>9s} {'us/round':>9s} {'in system':>10s} {'peak RSS':>9s}"
+        )
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:

@@ -27,9 +27,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
 
-from bench_common import at_least, description, exit_on_terminate  # noqa: E402
+from bench_common import at_least, description, exit_on_terminate, plural  # noqa: E402
 
 from roundhouse.runtime.results_store import ResultsStore  # noqa: E402
+from roundhouse.runtime.sweep_exec import LocalExecutor  # noqa: E402
 from roundhouse.tools.cli import main  # noqa: E402
 
 
@@ -46,7 +47,9 @@ def run(runs: int, workers: int | None) -> None:
     if status != 0:
         sys.exit(f"the sweep failed (exit status {status})")
     summed = float(frame["run_s"].sum())
-    print(f"{frame.height} runs of graphs/las.sched on {workers or 'one per core'} worker(s)")
+    # (what the sweep started, which the ratio below is read against: never more workers than runs)
+    where = LocalExecutor(workers).where_for(runs) + (" (one per core at most)" if workers is None else "")
+    print(f"{plural(frame.height, 'run')} of graphs/las.sched on {where}")
     print(f"  wall time       {wall:8.1f} s")
     print(f"  summed run time {summed:8.1f} s  ({summed / frame.height:.2f} s a run)")
     print(f"  wall / summed   {wall / summed:8.2f}")
