@@ -386,6 +386,9 @@ def test_scale_table_keeps_its_columns(monkeypatch, capsys):
         )  # fmt: skip
 
     monkeypatch.setattr(scale, "run_case", fake_run_case)
+    # (A script's own process handles SIGTERM and compiles the package; the test's must not.)
+    monkeypatch.setattr(scale, "exit_on_terminate", lambda: None)
+    monkeypatch.setattr(scale, "compile_bytecode", lambda: None)
     monkeypatch.setattr(sys, "argv", ["scale.py", "--only", "alibaba-fifo", "--only", "active-1k"])
     scale.main()
     lines = capsys.readouterr().out.splitlines()
