@@ -28,6 +28,7 @@ Gavel's simulator sweeps use). A group may name its intra-node topology: `32x4:V
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import re
@@ -92,15 +93,19 @@ DALLY_MACHINES_PER_RACK = 8
 
 
 def _as_written(value) -> str:
-    """A value read from a spec file, as TOML writes it (true, not True; strings in quotes)."""
+    """A value read from a spec file, as TOML writes it (true, not True; strings in quotes; dates
+    and times as written, not as Python's objects; arrays and inline tables of those)."""
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if value != value else ("inf" if value > 0 else "-inf")
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**21:
         return f"a number of {len(str(abs(value)))} digits"  # (not hundreds of digits in a message)
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):  # (a date or a table: Python's own text)
-        return repr(value)
+    if isinstance(value, (datetime.date, datetime.time)):  # (a datetime is a date too)
+        return value.isoformat()
+    if isinstance(value, list):
+        return "[" + ", ".join(_as_written(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_as_written(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
 
 
 @attrs.frozen
@@ -124,6 +129,10 @@ class ClusterSpec:
             if _names_a_folder(text):  # (not a shorthand, but a folder's name)
                 raise ClusterError(
                     "is a folder, not a cluster spec file (give a .toml file, or a shorthand such as 32x4:V100)", text
+                ) from None
+            if "/" not in text and "\\" not in text and names_a_file(f"{text}.toml"):  # (the extension left out)
+                raise ClusterError(
+                    f"bad cluster '{_shown(text)}': neither a shorthand such as 32x4:V100 nor a file; did you mean {text}.toml?"
                 ) from None
             raise
 
@@ -170,8 +179,8 @@ class ClusterSpec:
         for part in text.split(","):
             m = re.fullmatch(r"\s*([0-9]+)\s*x\s*([0-9]+)\s*(?::\s*([A-Za-z][\w-]*))?\s*(?:@\s*([A-Za-z][\w.-]*))?\s*", part)
             if m is None:
-                if "/" in text or "\\" in text:  # (a path: the file it names is missing; shown whole, as paths are)
-                    raise ClusterError(f"cluster spec not found: no file {_shown(text, _MAX_PATH_SHOWN)}")
+                if "/" in text or "\\" in text:  # (a path: the file it names is missing, or no file; shown whole, as paths are)
+                    raise ClusterError(_not_a_spec_file(text))
                 raise ClusterError(
                     f"bad cluster '{_shown(text)}': '{_shown(part.strip())}' is not NODESxGPUS[:TYPE][@TOPOLOGY]; "
                     "write e.g. 32x4:V100, 16x4:V100,16x4:P100, 32x4:V100@p3.8xlarge, 36:36:36 or a .toml file"
@@ -179,7 +188,10 @@ class ClusterSpec:
                 )
             nodes, gpus, gpu_type = _count(m.group(1), text), _count(m.group(2), text), m.group(3) or "V100"
             if nodes < 1 or gpus < 1:
-                raise ClusterError(f"bad cluster '{_shown(text)}': node and GPU counts must be at least 1")
+                raise ClusterError(
+                    f"bad cluster '{_shown(text)}': node and GPU counts must be at least 1 "
+                    f"('{_shown(part.strip())}' has {nodes} node{'s' if nodes != 1 else ''} of {gpus} GPU{'s' if gpus != 1 else ''})"
+                )
             topology = m.group(4) or ""
             problem = _topology_problem(topology, gpus) or _gpu_type_problem(gpu_type, gpu_types)
             if problem:
@@ -252,6 +264,20 @@ def _count(digits: str, text: str) -> int:
 _MAX_PATH_SHOWN = 4096
 
 
+def _not_a_spec_file(text: str) -> str:
+    """Why a path given as a cluster spec (not a .toml name) is none: nothing is there, or what is
+    there is no file (a device, say); with the spec file it may have meant, its extension left out."""
+    shown = _shown(text, _MAX_PATH_SHOWN)
+    try:
+        there = Path(text).exists()
+    except (OSError, ValueError):
+        there = False
+    if there:
+        return f"cluster spec {shown} is not a file (give a .toml file, or a shorthand such as 32x4:V100)"
+    hint = f" (did you mean {shown}.toml?)" if names_a_file(f"{text}.toml") else ""
+    return f"cluster spec not found: no file {shown}{hint}"
+
+
 def _shown(text: str, most: int = 60) -> str:
     """`text` as a message shows it: cut short in the middle if it is long."""
     return text if len(text) <= most else f"{text[: most // 2]}...{text[-most // 4 :]} ({len(text):,} characters)"
@@ -302,6 +328,15 @@ def _is_shorthand(text: str) -> bool:
     return True
 
 
+def _plain_gpu_type(name: str) -> bool:
+    """Whether a spec file's `gpu_type` is a name an agent can register its GPUs under and a
+    profile can hold (the wire's names): not text with spaces, commas, colons or '@', which
+    would be a type no node has, nor any other setting names."""
+    from roundhouse.wire.protocol import NAME_RE
+
+    return re.fullmatch(NAME_RE, name) is not None
+
+
 def _tiers_from_table(path: Path, table: object) -> Tiers:
     """A [tiers] table: [tiers.machine], [tiers.rack] and [tiers.network], each with optional
     `latency_ns` (0 or more) and `bandwidth_gb_per_s` (above 0); what is left out is Dally's."""
@@ -342,7 +377,7 @@ def _tiers_from_table(path: Path, table: object) -> Tiers:
                     f"{where}: 'bandwidth_gb_per_s' must be from {MIN_BANDWIDTH_GB_PER_S:g} to {MAX_AMOUNT:,.0f}, got {_as_written(number)}",
                     path,
                 )
-            fields[field] = float(number)
+            fields[field] = float(number) + 0.0  # (-0.0 is 0: shown so, and fingerprinted so)
         tiers[key] = Tier(**fields)
     return Tiers(**{t: tiers.get(t, getattr(DALLY_TIERS, t)) for t in TIER_NAMES})
 
@@ -370,6 +405,12 @@ def _group_from_table(path: Path, number: int, table: object, gpu_types: Sequenc
             value = float(value)
         elif not isinstance(value, str) or not value:
             raise ClusterError(f"{where}: '{key}' must be a non-empty string, got {_as_written(value)}", path)
+        elif key == "gpu_type" and not _plain_gpu_type(value):
+            raise ClusterError(
+                f"{where}: 'gpu_type' must be a GPU type's name (up to 64 letters, digits, '.', '_' and '-', starting "
+                f"with a letter or digit, such as V100 or A100-80GB), got {_as_written(value)}",
+                path,
+            )
         values[key] = value
     for required in ("nodes", "gpus_per_node"):
         if required not in values:

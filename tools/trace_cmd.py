@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -396,6 +397,8 @@ def _check_output(output: str, label: str = "-o") -> None:
     file in a folder that does not exist (a million jobs take a while to draw)."""
     if not output:
         raise UsageError(f"{label} '' names no file: name a file to write")
+    if output.endswith(("/", os.sep)):  # (Path drops the slash: `t.csv/` would write, or replace, t.csv)
+        raise UsageError(f"{label} '{output}' names a folder (it ends in a slash): name a file to write")
     path = Path(output)
     if path.is_dir():
         raise UsageError(f"{label} '{output}' is a folder: name a file to write")
@@ -458,15 +461,29 @@ def _too_long(args: argparse.Namespace, jobs: int, what: str) -> str:
 
 
 def _whole(text: str, flag: str, minimum: int, maximum: int | None = None, why: str = "") -> int:
+    digits, limit = text.strip().lstrip("+-").lstrip("0"), sys.get_int_max_str_digits()
+    if limit and len(digits) > limit and digits.isdigit():  # (Python reads no more; nor is it shown whole)
+        negative = text.strip().startswith("-")
+        if negative:
+            most = f"{minimum} or more"
+        else:
+            most = f"at most {maximum:,}" if maximum is not None else f"of at most {limit:,} digits"
+        what = "a negative whole number" if negative else "a whole number"
+        raise UsageError(f"{flag} must be {most}, got {what} of {len(digits):,} digits")
     try:
         value = int(text)
     except ValueError:
-        raise UsageError(f"{flag} must be a whole number, got '{text}'") from None
+        raise UsageError(f"{flag} must be a whole number, got '{_shown(text)}'") from None
     if value < minimum:
         raise UsageError(f"{flag} must be {minimum} or more, got {value}")
     if maximum is not None and value > maximum:
         raise UsageError(f"{flag} must be at most {maximum:,}" + (f" ({why})" if why else "") + f", got {value:,}")
     return value
+
+
+def _shown(text: str, most: int = 60) -> str:
+    """`text` as a message shows it: cut short in the middle if it is long."""
+    return text if len(text) <= most else f"{text[: most // 2]}...{text[-most // 4 :]} ({len(text):,} characters)"
 
 
 def _rate(text: str, jobs: int) -> float:
