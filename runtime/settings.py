@@ -8,6 +8,7 @@ import re
 import attrs
 
 from roundhouse.runtime.values import Duration, FilePath, at_least, at_most, existing_file, non_negative, short_text
+from roundhouse.wire.protocol import NAME_RE
 
 MIN_ROUND = Duration(0.001)
 MAX_ROUND = Duration(7 * 86400.0)
@@ -23,8 +24,9 @@ def existing_folder_or_built_in(instance, attribute, value) -> None:
         raise ValueError(f'names no folder: {value} (nor a profile built in: "ones" or "pollux")')
 
 
-# A GPU type's name as a cluster spec writes it (runtime/cluster.py, `NODESxGPUS:TYPE`).
-GPU_TYPE_NAME = re.compile(r"[A-Za-z][\w-]*")
+# A GPU type's name as an agent registers its GPUs under it and a cluster spec file may write it
+# (the wire's names: a shorthand's own are a part of them).
+GPU_TYPE_NAME = re.compile(NAME_RE)
 
 
 def gpu_type_names(instance, attribute, value) -> None:
@@ -39,8 +41,9 @@ def gpu_type_names(instance, attribute, value) -> None:
             )
         if not GPU_TYPE_NAME.fullmatch(name):
             raise ValueError(
-                f"item '{short_text(name)}' is not a GPU type name (a letter, then letters, digits, '_' or '-', "
-                'as a cluster spec writes a type; names are separated by commas, such as "A100,T4")'
+                f"item '{short_text(name)}' is not a GPU type name (up to 64 letters, digits, '.', '_' and '-', "
+                "starting with a letter or digit, as an agent registers a type; names are separated by commas, "
+                'such as "A100,T4")'
             )
 
 

@@ -93,7 +93,8 @@ def test_a_misspelt_type_is_still_refused_with_gpu_types_set(tmp_path, capsys):
         ('"4x8:A100"', "item '4x8:A100' is not a GPU type name"),
         ('"A100;T4"', "item 'A100;T4' is not a GPU type name"),
         ('"RTX 3090"', "item 'RTX 3090' is not a GPU type name"),
-        ('"100G"', "item '100G' is not a GPU type name"),
+        ('"_T4"', "item '_T4' is not a GPU type name"),
+        ('"A100@80"', "item 'A100@80' is not a GPU type name"),
     ],
 )
 def test_a_bad_value_is_said_at_the_setting(tmp_path, capsys, value, problem):
@@ -213,3 +214,18 @@ def test_text_settings_take_a_list_written_without_quotes_on_the_command_line(tm
     assert "error: --set round=5min,6min: bad value" in capsys.readouterr().err
     assert main(["run", str(graph), "--cluster", CLUSTER, "--set", "gpu_types=A100,T4", "--set", "src.path=a,b"]) == 2
     assert "error: --set src.path=a,b: bad value" in capsys.readouterr().err
+
+
+def test_a_type_a_spec_file_may_name_may_be_named_in_gpu_types(tmp_path, capsys):
+    """A spec file's `gpu_type` is any name an agent may register (`3090`, `A100.80GB`): the
+    refusal of a cluster holding one advises naming it in gpu_types, which must then take it."""
+    (tmp_path / "mine.toml").write_text('[[group]]\nnodes = 1\ngpus_per_node = 4\ngpu_type = "3090"\n')
+    (tmp_path / "jobs.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,60\n1,0,2,60\n")
+    (tmp_path / "g.sched").write_text(
+        'cluster = "mine.toml";\ngpu_types = "3090,A100.80GB";\nsrc :: TraceSource(path="jobs.csv");\n'
+        "src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
+    )
+    from roundhouse.tools.cli import main
+
+    assert main(["run", str(tmp_path / "g.sched"), "--quiet", "--out", str(tmp_path / "out")]) == 0, capsys.readouterr().err
+    assert (tmp_path / "out" / "jobs.csv").read_text().count("\n") == 3
