@@ -161,3 +161,38 @@ def test_a_timeout_delivered_as_the_run_ends_leaves_no_watchdog_thread_behind():
     assert fired is RunTimeout
     time.sleep(1.5)
     assert threading.active_count() <= before
+
+
+def _edited_run(tmp_path, edit):
+    from tests.test_plots_and_report import HEADER, hand_run
+
+    run = hand_run(tmp_path / "run")
+    lines = (run / "jobs.csv").read_text().splitlines()
+    edit(lines, HEADER.split(","))
+    (run / "jobs.csv").write_text("\n".join(lines) + "\n")
+    return run
+
+
+def test_a_jobs_csv_listing_a_job_twice_is_refused_naming_both_lines(tmp_path, capsys):
+    from roundhouse.tools.cli import main
+
+    run = _edited_run(tmp_path, lambda lines, header: lines.append(lines[2]))
+    assert main(["plot", str(run), "--kind", "gantt", "-o", str(tmp_path / "g.png")]) == 2
+    err = capsys.readouterr().err
+    last = len((run / "jobs.csv").read_text().splitlines())
+    assert f"{run / 'jobs.csv'}:{last}: job " in err and "again (as on line 3): a run lists each job once" in err
+    assert not (tmp_path / "g.png").exists()
+
+
+def test_a_job_that_finished_before_it_started_is_refused(tmp_path, capsys):
+    from roundhouse.tools.cli import main
+
+    def finish_first(lines, header):  # (job 1 started at 50 s: it now finishes at 30 s)
+        fields = lines[2].split(",")
+        fields[header.index("finish_s")] = str(float(fields[header.index("first_start_s")]) - 20.0)
+        lines[2] = ",".join(fields)
+
+    run = _edited_run(tmp_path, finish_first)
+    assert main(["plot", str(run), "--kind", "jct-cdf", "-o", str(tmp_path / "j.png")]) == 2
+    err = capsys.readouterr().err
+    assert f"{run / 'jobs.csv'}:3: job 1 finished at 30 s, before it first started (50 s)" in err

@@ -134,6 +134,7 @@ def open_run(path: Path) -> RunFolder:
                     raise UsageError(f"{jobs_file}:{line}: no value in column {column!r} (a row cut short?)")
                 raise UsageError(f"{jobs_file}:{line}: column {column!r} holds nan (not a number), where a number should be")
         _refuse_out_of_range(jobs_file, jobs)
+        _refuse_impossible(jobs_file, jobs)
     return RunFolder(
         path, info, jobs, summary, sink, jobs_file.name, summary_name, _short_of(jobs_file, jobs, summary_file, summary)
     )
@@ -152,6 +153,25 @@ def _refuse_out_of_range(jobs_file: Path, jobs: pl.DataFrame) -> None:
                 f"{jobs_file}:{row + 2}: column {column!r} holds {values[row]:g}, where {what} "
                 f"{'(a finite number)' if column == 'job_id' else 'of 0 or more'} should be"
             )
+
+
+def _refuse_impossible(jobs_file: Path, jobs: pl.DataFrame) -> None:
+    """Rows no run writes: a job id twice, or a job that finished before it first started (the
+    file was edited or put together since; drawn, it would pass for a run's)."""
+    twice = jobs["job_id"].is_duplicated()
+    if twice.any():
+        rows = twice.arg_true()
+        job = jobs["job_id"][int(rows[0])]
+        lines = [int(r) + 2 for r in rows.to_list() if jobs["job_id"][int(r)] == job][:2]
+        raise UsageError(f"{jobs_file}:{lines[1]}: job {job:g} again (as on line {lines[0]}): a run lists each job once")
+    start, finish = jobs["first_start_s"], jobs["finish_s"]
+    early = (finish < start - 1e-6 * start.abs().clip(lower_bound=1.0)).fill_null(False)
+    if early.any():
+        row = int(early.arg_true()[0])
+        raise UsageError(
+            f"{jobs_file}:{row + 2}: job {jobs['job_id'][row]:g} finished at {finish[row]:g} s, before it first "
+            f"started ({start[row]:g} s)"
+        )
 
 
 def _short_of(jobs_file: Path, jobs: pl.DataFrame, summary_file: Path, summary: dict) -> str | None:
