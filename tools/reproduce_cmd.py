@@ -116,9 +116,21 @@ def _reproduce(e: Experiment, args, console: Console) -> None:
     console.print(table)
     for note in report.notes:
         console.print(f"note: {note}", highlight=False)
-    written = [f.name for f in report.figures] + [f"{t}.csv" for t in report.tables]
-    if written:
-        console.print(f"wrote {', '.join(written)} to {shown}/")
+    line = wrote_line(report, {p.name for p in out.iterdir()} - others - {MARK}, out, shown)
+    if line:
+        console.print(line, highlight=False)
+
+
+def wrote_line(report, wrote: set[str], out: Path, shown: Path) -> str:
+    """The run's last line: its plots and tables first (what a reader opens), then everything
+    else it left in the folder (the graphs it ran, traces, profiles), folders with a slash, so
+    that the line names all that the folder's mark lists as written."""
+    named = [f.name for f in report.figures] + [f"{t}.csv" for t in report.tables]
+    rest = [e + "/" if (out / e).is_dir() else e for e in sorted(wrote - set(named))]
+    if not named and not rest:
+        return ""
+    line = f"wrote {', '.join(named or rest)} to {shown}/"
+    return line + (f"; also {', '.join(rest)}" if named and rest else "")
 
 
 def _check_data(e: Experiment, data: Path) -> None:
