@@ -24,7 +24,8 @@ from typing import Any
 import attrs
 
 from roundhouse.errors import UsageError, first_line
-from roundhouse.runtime.sweep import STOP_POLL_S, RunSpec, base_row, record_run, worker_name
+from roundhouse.runtime.run_watchdog import STOP_POLL_S
+from roundhouse.runtime.sweep import RunSpec, base_row, record_run, worker_name
 
 # How long past its timeout a local run may go on (it should have stopped itself by then: see
 # Watchdog) before its process is killed: a run stuck in compiled code stops all the same.

@@ -137,7 +137,7 @@ def test_a_timeout_delivered_as_the_run_ends_leaves_no_watchdog_thread_behind():
     delivering, while the run's thread waited for it to end the run) landed in the first call
     of that ending, `Event.set`, so the watchdog was never told the run was over: its threads
     woke every half second for ever, one asking whether the sweep was interrupted."""
-    from roundhouse.runtime.sweep import RunTimeout, Watchdog
+    from roundhouse.runtime.run_watchdog import RunTimeout, Watchdog
 
     before = threading.active_count()
     watchdog = Watchdog(None, stopped=lambda: False)
