@@ -70,9 +70,26 @@ def test_a_program_that_is_not_there_is_named_as_the_user_gave_it(tmp_path, monk
 # --- `kill PID`: temporary files removed ---
 
 
+def _terminate_when(proc: subprocess.Popen, ready, what: str, timeout: float = 15.0) -> tuple[str, str]:
+    """Once `ready()`, send `proc` SIGTERM (as `kill PID` does) and wait for it to end; its
+    output and errors. Failing before then (it ended, or `what` did not happen in time), it is killed."""
+    try:
+        deadline = time.time() + timeout
+        while not ready():
+            assert proc.poll() is None, f"it ended before {what}: {proc.communicate()}"
+            assert time.time() < deadline, f"not {what} within {timeout:g} s"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        return proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def _terminate_once_made(args: list[str], scratch: Path, pattern: str, timeout: float = 15.0) -> subprocess.CompletedProcess:
     """Run `args` with its temporary files in `scratch`; once a file or folder matching
-    `pattern` is there, send SIGTERM (as `kill PID` does) and wait for the process to end."""
+    `pattern` is there, send SIGTERM and wait for the process to end."""
     proc = subprocess.Popen(
         args,
         env={**os.environ, "TMPDIR": str(scratch)},
@@ -81,18 +98,7 @@ def _terminate_once_made(args: list[str], scratch: Path, pattern: str, timeout: 
         text=True,
         cwd=scratch.parent,
     )
-    try:
-        deadline = time.time() + timeout
-        while not list(scratch.glob(pattern)):
-            assert proc.poll() is None, f"it ended before making {pattern}: {proc.stderr.read() if proc.stderr else ''}"
-            assert time.time() < deadline, f"no {pattern} in {scratch} within {timeout:g} s"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    _, err = _terminate_when(proc, lambda: bool(list(scratch.glob(pattern))), f"making {pattern} in {scratch}", timeout)
     return subprocess.CompletedProcess(args, proc.returncode, "", err)
 
 
@@ -213,18 +219,7 @@ scale.run_case("active-1k", Path(sys.argv[3]), True)
 
 def _interrupt_when_started(args: list[str], folder: Path) -> subprocess.CompletedProcess:
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.time() + 15
-        while not (folder / "started").exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.time() < deadline, "the case's process did not start"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    out, err = _terminate_when(proc, (folder / "started").exists, "the case's process started")
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 

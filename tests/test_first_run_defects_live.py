@@ -64,6 +64,18 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def _one_job_running(cluster) -> int:
+    """A scheduler and agent a, running one job that sleeps (it ignores its lease): its worker's pid."""
+    cluster.start_scheduler()
+    cluster.start_agent("a")
+    cluster.wait_for(lambda: "round 0 starts now" in cluster.log("scheduler"), 30, "round 0")
+    sent = _roundhouse("submit", cluster.address, "--insecure", "--command", "sleep 60", "--duration", "1min")
+    assert sent.returncode == 0, sent.stderr
+    cluster.wait_for(lambda: "started job 0 attempt 1" in cluster.log("a"), 20, "job 0 to start")
+    line = next(x for x in cluster.log("a").splitlines() if "started job 0 attempt 1" in x)
+    return int(line.rsplit("(pid ", 1)[1].split(")")[0])
+
+
 def test_a_second_ctrl_c_stops_an_agent_whose_worker_does_not_stop_without_waiting_out_the_grace(tmp_path):
     """An agent stopped by Ctrl-C revokes its workers and waits up to --revoke-grace (a minute by
     default) for them to checkpoint; a second Ctrl-C did nothing, so a job that ignores its lease
@@ -71,14 +83,7 @@ def test_a_second_ctrl_c_stops_an_agent_whose_worker_does_not_stop_without_waiti
     already ends its waits on a second signal; now the agent does too: it kills its workers at
     once and exits."""
     with LiveCluster(tmp_path, GRAPH) as cluster:
-        cluster.start_scheduler()
-        cluster.start_agent("a")  # (--revoke-grace 30s)
-        cluster.wait_for(lambda: "round 0 starts now" in cluster.log("scheduler"), 30, "round 0")
-        sent = _roundhouse("submit", cluster.address, "--insecure", "--command", "sleep 60", "--duration", "1min")
-        assert sent.returncode == 0, sent.stderr
-        cluster.wait_for(lambda: "started job 0 attempt 1" in cluster.log("a"), 20, "job 0 to start")
-        line = next(x for x in cluster.log("a").splitlines() if "started job 0 attempt 1" in x)
-        worker = int(line.rsplit("(pid ", 1)[1].split(")")[0])
+        worker = _one_job_running(cluster)  # (agent a: --revoke-grace 30s)
         agent = cluster.processes["a"]
         agent.send_signal(2)
         cluster.wait_for(lambda: "agent a stopping (signal SIGINT)" in cluster.log("a"), 10, "the agent to start stopping")
@@ -118,14 +123,7 @@ def test_an_agent_killed_leaves_no_work_folder_behind(tmp_path):
     it could not, and each crash left its folder (job logs, leases, the jobs' folders) in /tmp.
     Its guardian, which outlives it to kill its workers, now removes the folder too."""
     with LiveCluster(tmp_path, GRAPH) as cluster:
-        cluster.start_scheduler()
-        cluster.start_agent("a")  # (--workdir tmp_path/a, which it makes)
-        cluster.wait_for(lambda: "round 0 starts now" in cluster.log("scheduler"), 30, "round 0")
-        sent = _roundhouse("submit", cluster.address, "--insecure", "--command", "sleep 60", "--duration", "1min")
-        assert sent.returncode == 0, sent.stderr
-        cluster.wait_for(lambda: "started job 0 attempt 1" in cluster.log("a"), 20, "job 0 to start")
-        line = next(x for x in cluster.log("a").splitlines() if "started job 0 attempt 1" in x)
-        worker = int(line.rsplit("(pid ", 1)[1].split(")")[0])
+        worker = _one_job_running(cluster)  # (agent a: --workdir tmp_path/a, which it makes)
         folder = tmp_path / "a"
         assert (folder / "logs").is_dir()
         cluster.kill("a")  # (SIGKILL)
