@@ -243,8 +243,9 @@ class TraceError(RoundhouseError):
 
 
 class ClusterError(RoundhouseError):
-    """A bad cluster spec (file or command-line shorthand). `path` names the spec file, if any,
-    so that whoever gave the spec can say where it came from around `message`."""
+    """A bad cluster spec (file or command-line shorthand). `path` says where, if in a spec file:
+    the file, and the line when the problem has one of its own ("spec.toml:14"), so that whoever
+    gave the spec can say where it came from around `message`."""
 
     def __init__(self, message: str, path: str | os.PathLike[str] | None = None):
         self.message = message

@@ -41,6 +41,7 @@ import attrs
 import numpy as np
 
 from roundhouse.errors import ClusterError, did_you_mean
+from roundhouse.runtime.spec_lines import SpecLines, at
 from roundhouse.traces.csvtext import undecodable_byte
 from roundhouse.traces.jobs import read_only
 
@@ -205,7 +206,8 @@ class ClusterSpec:
         try:
             # A byte-order mark (some Windows editors write one) is not TOML: dropped after
             # decoding, so that a bad byte's offset stays the file's.
-            data = tomllib.loads(path.read_text(encoding="utf-8").removeprefix("\ufeff"))
+            text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
+            data = tomllib.loads(text)
         except FileNotFoundError:
             raise ClusterError("cluster spec not found", path) from None
         except IsADirectoryError:
@@ -218,6 +220,7 @@ class ClusterSpec:
             raise ClusterError(f"cannot read cluster spec: {err.strerror or err}", path) from None
         except ValueError as err:  # (a TOMLDecodeError, or a whole number too long to read)
             raise ClusterError(f"not valid TOML: {err}", path) from None
+        lines = SpecLines(text)  # (problems below name the line of the group or key they are about)
         unknown = [k for k in data if k not in ("name", "group", "tiers")]
         if unknown:
             hint = did_you_mean(unknown[0], ["name", "group", "tiers"])
@@ -225,21 +228,22 @@ class ClusterSpec:
                 f"unknown key '{unknown[0]}'"
                 + (f" ({hint})" if hint else "")
                 + "; a spec has 'name', [[group]] tables and an optional [tiers] table",
-                path,
+                at(path, lines, unknown[0]),
             )
         raw_groups = data.get("group")
         if not isinstance(raw_groups, list) or not raw_groups:
             single = (
                 " ([group] is a single table; groups are written [[group]], one for each)" if isinstance(raw_groups, dict) else ""
             )
-            raise ClusterError(f"no [[group]] tables (each describes a set of identical nodes){single}", path)
-        groups = [_group_from_table(path, i + 1, g, gpu_types) for i, g in enumerate(raw_groups)]
-        _check_size("", groups, path)
-        rack_names(groups, path)
+            where = at(path, lines, "group") if "group" in data else path
+            raise ClusterError(f"no [[group]] tables (each describes a set of identical nodes){single}", where)
+        groups = [_group_from_table(path, lines, i, g, gpu_types) for i, g in enumerate(raw_groups)]
+        _check_size("", groups, path, lines)
+        rack_names(groups, path, lines)
         name = data.get("name", path.stem)
         if not isinstance(name, str):
-            raise ClusterError("'name' must be a string", path)
-        tiers = _tiers_from_table(path, data["tiers"]) if "tiers" in data else None
+            raise ClusterError("'name' must be a string", at(path, lines, "name"))
+        tiers = _tiers_from_table(path, lines, data["tiers"]) if "tiers" in data else None
         return cls(name, tuple(groups), tiers)
 
 
@@ -337,26 +341,30 @@ def _plain_gpu_type(name: str) -> bool:
     return re.fullmatch(NAME_RE, name) is not None
 
 
-def _tiers_from_table(path: Path, table: object) -> Tiers:
+def _tiers_from_table(file: Path, lines: SpecLines, table: object) -> Tiers:
     """A [tiers] table: [tiers.machine], [tiers.rack] and [tiers.network], each with optional
     `latency_ns` (0 or more) and `bandwidth_gb_per_s` (above 0); what is left out is Dally's."""
     from roundhouse.traces.communication import DALLY_TIERS, TIER_NAMES, Tier, Tiers
 
     if not isinstance(table, dict):
-        raise ClusterError("'tiers' must be a table ([tiers], with [tiers.machine], [tiers.rack], [tiers.network])", path)
+        raise ClusterError(
+            "'tiers' must be a table ([tiers], with [tiers.machine], [tiers.rack], [tiers.network])", at(file, lines, "tiers")
+        )
     tiers = {}
     for key, value in table.items():
         if key not in TIER_NAMES:
             hint = did_you_mean(key, TIER_NAMES)
             raise ClusterError(
-                f"[tiers]: unknown tier '{key}'" + (f" ({hint})" if hint else "") + f"; tiers are {', '.join(TIER_NAMES)}", path
+                f"[tiers]: unknown tier '{key}'" + (f" ({hint})" if hint else "") + f"; tiers are {', '.join(TIER_NAMES)}",
+                at(file, lines, "tiers", key),
             )
         where = f"[tiers.{key}]"
         if not isinstance(value, dict):
-            raise ClusterError(f"{where} must be a table with {' and '.join(_TIER_FIELDS)}", path)
+            raise ClusterError(f"{where} must be a table with {' and '.join(_TIER_FIELDS)}", at(file, lines, "tiers", key))
         default = getattr(DALLY_TIERS, key)
         fields = {"latency_ns": default.latency_ns, "bandwidth_gb_per_s": default.bandwidth_gb_per_s}
         for field, number in value.items():
+            path = at(file, lines, "tiers", key, field)  # (where each problem with this value is)
             if field not in fields:
                 hint = did_you_mean(field, _TIER_FIELDS)
                 raise ClusterError(f"{where}: unknown key '{field}'" + (f" ({hint})" if hint else ""), path)
@@ -382,12 +390,15 @@ def _tiers_from_table(path: Path, table: object) -> Tiers:
     return Tiers(**{t: tiers.get(t, getattr(DALLY_TIERS, t)) for t in TIER_NAMES})
 
 
-def _group_from_table(path: Path, number: int, table: object, gpu_types: Sequence[str] | None) -> NodeGroup:
-    where = f"[[group]] #{number}"
+def _group_from_table(file: Path, lines: SpecLines, index: int, table: object, gpu_types: Sequence[str] | None) -> NodeGroup:
+    """The spec's group number `index + 1`; a problem with it names the line of the key at fault
+    (of the group's header where none is)."""
+    where = f"[[group]] #{index + 1}"
     if not isinstance(table, dict):
-        raise ClusterError(f"{where} is not a table", path)
+        raise ClusterError(f"{where} is not a table", at(file, lines, "group", index))
     values = {}
     for key, value in table.items():
+        path = at(file, lines, "group", index, key)  # (where each problem with this value is)
         if key not in _GROUP_KEYS:
             hint = did_you_mean(key, _GROUP_KEYS)
             raise ClusterError(f"{where}: unknown key '{key}'" + (f" ({hint})" if hint else ""), path)
@@ -414,9 +425,10 @@ def _group_from_table(path: Path, number: int, table: object, gpu_types: Sequenc
         values[key] = value
     for required in ("nodes", "gpus_per_node"):
         if required not in values:
-            raise ClusterError(f"{where}: missing '{required}'", path)
+            raise ClusterError(f"{where}: missing '{required}'", at(file, lines, "group", index))
     per_rack = values.pop("machines_per_rack", None)
     if per_rack is not None:
+        path = at(file, lines, "group", index, "machines_per_rack")
         if "racks" in values:
             raise ClusterError(f"{where}: give 'racks' or 'machines_per_rack', not both", path)
         if values["nodes"] % per_rack:
@@ -426,20 +438,26 @@ def _group_from_table(path: Path, number: int, table: object, gpu_types: Sequenc
         values["racks"] = values["nodes"] // per_rack
     group = NodeGroup(**values, own_racks="racks" in values)
     if group.racks > group.nodes:
-        raise ClusterError(f"{where}: 'racks' ({group.racks}) is more than 'nodes' ({group.nodes})", path)
-    problem = _topology_problem(group.topology, group.gpus_per_node) or _gpu_type_problem(group.gpu_type, gpu_types)
-    if problem:
-        raise ClusterError(f"{where}: {problem}", path)
+        raise ClusterError(
+            f"{where}: 'racks' ({group.racks}) is more than 'nodes' ({group.nodes})", at(file, lines, "group", index, "racks")
+        )
+    for key, problem in (
+        ("topology", _topology_problem(group.topology, group.gpus_per_node)),
+        ("gpu_type", _gpu_type_problem(group.gpu_type, gpu_types)),
+    ):
+        if problem:
+            raise ClusterError(f"{where}: {problem}", at(file, lines, "group", index, key))
     return group
 
 
-def rack_names(groups: Sequence[NodeGroup], path: Path | None = None) -> list[list[str]]:
+def rack_names(groups: Sequence[NodeGroup], path: Path | None = None, lines: SpecLines | None = None) -> list[list[str]]:
     """Each group's racks, by name: node k of a group of n nodes split into r racks is in its
     rack k·r/n (rounded down). A group given no `rack` is in "r0" (shared with the others given
     none) or, split, in racks of its own named after its place (group #2's r1-0, r1-1, ...).
     Groups given the same `rack` share it, but the racks a group is split into (by `racks` or
     `machines_per_rack`, into one too) are its own: one of those names given to another group's
-    rack is an error (it would silently merge racks)."""
+    rack is an error (it would silently merge racks), at the line of the later group's rack keys
+    when `lines` (the spec file's) are given."""
     names: list[list[str]] = []
     owner: dict[str, tuple[int, bool]] = {}  # rack -> (first group with it, whether split from it)
     for i, g in enumerate(groups):
@@ -453,19 +471,28 @@ def rack_names(groups: Sequence[NodeGroup], path: Path | None = None) -> list[li
                     f"[[group]] #{i + 1}: rack '{name}' is also a rack of [[group]] #{first + 1}, but the racks a group "
                     "is split into ('racks', 'machines_per_rack') are its own: give the groups different 'rack' names "
                     "(groups share a rack when each names it in 'rack' and is not split)",
-                    path,
+                    None if path is None else at(path, lines, "group", i, _rack_key(lines, i)),
                 )
         names.append(own)
     return names
 
 
-def _check_size(where: str, groups: Sequence[NodeGroup], path: Path | None = None) -> None:
-    """Refuse clusters too large to hold (before any per-GPU table is built)."""
+def _rack_key(lines: SpecLines | None, index: int) -> str:
+    """The key that gives group number `index + 1` its racks, as the spec writes it: `rack` first."""
+    keys = ("rack", "racks", "machines_per_rack")
+    return next((k for k in keys if lines is not None and lines.written("group", index, k)), "")
+
+
+def _check_size(where: str, groups: Sequence[NodeGroup], path: Path | None = None, lines: SpecLines | None = None) -> None:
+    """Refuse clusters too large to hold (before any per-GPU table is built). For a spec file
+    (`path`), a node too large is said at its group's `gpus_per_node`."""
     lead = f"{where}: " if where else ""
-    for g in groups:
+    for i, g in enumerate(groups):
         if g.gpus_per_node > MAX_GPUS_PER_NODE:
+            group = f"[[group]] #{i + 1}: " if path is not None else ""
             raise ClusterError(
-                f"{lead}{g.gpus_per_node:,} GPUs per node is more than the {MAX_GPUS_PER_NODE} a node may have", path
+                f"{lead}{group}{g.gpus_per_node:,} GPUs per node is more than the {MAX_GPUS_PER_NODE} a node may have",
+                None if path is None else at(path, lines, "group", i, "gpus_per_node"),
             )
     total = sum(g.nodes * g.gpus_per_node for g in groups)
     if total > MAX_GPUS:

@@ -36,10 +36,11 @@ def test_an_unknown_gpu_type_in_a_cluster_file_names_the_file_and_the_setting(gr
     spec.write_text('[[group]]\nnodes = 2\ngpus_per_node = 4\n\n[[group]]\nnodes = 1\ngpus_per_node = 4\ngpu_type = "V10"\n')
     graph.write_text(GRAPH.replace("2x4:V100", "c.toml"))
     err = fails(capsys, "check", graph)
-    assert err.startswith(f"{graph}:2:11: error: setting 'cluster': {spec}: [[group]] #2: unknown GPU type 'V10'")
+    # (line 8: the second group's gpu_type)
+    assert err.startswith(f"{graph}:2:11: error: setting 'cluster': {spec}:8: [[group]] #2: unknown GPU type 'V10'")
     assert "did you mean 'V100'?" in err
     err = fails(capsys, "run", graph, "--cluster", spec)
-    assert err.startswith(f"{spec}: error: [[group]] #2: unknown GPU type 'V10'")
+    assert err.startswith(f"{spec}:8: error: [[group]] #2: unknown GPU type 'V10'")
 
 
 def test_run_names_the_flag_for_an_unknown_gpu_type(capsys):

@@ -70,7 +70,7 @@ def test_a_spec_file_gpu_type_is_a_name_an_agent_can_register(tmp_path, name):
     spec.write_text(f'[[group]]\nnodes = 2\ngpus_per_node = 4\ngpu_type = "{name}"\n')
     with pytest.raises(ClusterError) as err:
         ClusterSpec.parse(str(spec))
-    assert err.value.path == str(spec)
+    assert err.value.path == f"{spec}:4"  # (the file, at the line of its gpu_type)
     assert err.value.message.startswith("[[group]] #1: 'gpu_type' must be a GPU type's name")
 
 

@@ -175,7 +175,7 @@ def test_a_run_stopped_before_it_said_what_it_wrote_is_cleared_but_for_others(tm
         ),
         (
             {"reproduction.json": '{"experiment": "gavel-fidelity", "others": []}', "fidelity.csv": "x\n"},
-            "its reproduction.json is not one of experiment unit-test-guarded",
+            "holds the output of experiment 'gavel-fidelity' (so says its reproduction.json), not of unit-test-guarded",
         ),
         ({"reproduction.json": "not json", "a.csv": "x\n"}, "its reproduction.json is not one of experiment unit-test-guarded"),
     ],

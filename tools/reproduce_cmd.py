@@ -161,6 +161,12 @@ def _clear(out: Path, shown: Path, name: str) -> set[str]:
         return set()
     earlier = _read_mark(mark, name)
     if earlier is None:
+        owner = _marked_experiment(mark)
+        if owner is not None and owner != name:
+            raise UsageError(
+                f"--out {shown}: holds the output of experiment '{owner}' (so says its {MARK}), not of {name}; "
+                "give another folder, or remove it first"
+            )
         raise UsageError(f"--out {shown}: its {MARK} is not one of experiment {name}; give another folder, or remove it first")
     others, wrote = earlier
     # What the earlier run wrote; if it was stopped before it could say, all it did not find there.
@@ -204,6 +210,19 @@ def _read_mark(mark: Path, name: str) -> tuple[set[str], set[str] | None] | None
     if not all(isinstance(n, list) and all(isinstance(x, str) for x in n) for n in names):
         return None
     return set(names[0]), (set(names[1]) if "wrote" in found else None)
+
+
+def _marked_experiment(mark: Path) -> str | None:
+    """The experiment a mark names (None if it names none a message can show: unreadable, or
+    not a name), so that a folder another experiment ran in is refused naming it."""
+    try:
+        found = json.loads(mark.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    owner = found.get("experiment") if isinstance(found, dict) else None
+    if not isinstance(owner, str) or not owner.strip() or len(owner) > 200 or not owner.isprintable():
+        return None
+    return owner
 
 
 def _run(e: Experiment, out: Path, shown: Path, quick: bool):

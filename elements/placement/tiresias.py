@@ -18,7 +18,7 @@ from roundhouse.elements.placement.placer import Placer
 from roundhouse.errors import SchedError
 from roundhouse.runtime.element import element, element_family
 from roundhouse.runtime.types import Plan, Ranking
-from roundhouse.runtime.values import positive
+from roundhouse.runtime.values import describe, positive
 from roundhouse.traces.communication import CommunicationTable
 
 if TYPE_CHECKING:
@@ -116,6 +116,17 @@ class SkewAwarePlacer(_Selective):
         return np.isnan(skew) | (skew > self.packlimit)
 
 
+def _a_slowdown(instance, attribute, value: float) -> None:
+    """A slowdown tolerance is a slowdown: how many times slower a spread job runs, 1 or more.
+    Below 1, every job whose slowdown is known would count as sensitive, even one that
+    spreading does not slow."""
+    if not value >= 1:  # (NaN too)
+        raise ValueError(
+            f"must be at least 1, got {describe(value)}: it is a slowdown (how many times slower a spread job runs), "
+            "which is never below 1; 1.05 consolidates the jobs more than 5% slower spread"
+        )
+
+
 @element
 class ProfiledPlacer(_Selective):
     """Blox's "Tiresias+": consolidate exactly the jobs whose profile says spreading slows them
@@ -127,7 +138,8 @@ class ProfiledPlacer(_Selective):
     not sensitive.
 
     Arguments:
-        tolerance: the slowdown above which a job is consolidated (1.05: more than 5% slower).
+        tolerance: the slowdown above which a job is consolidated (1.05: more than 5% slower); at
+          least 1, as a slowdown is.
     Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and nodes N
         (job by job). Not ticked after a round whose plan changed nothing, while the ranking stays
         the same and no job arrives or finishes (event skipping).
@@ -137,7 +149,7 @@ class ProfiledPlacer(_Selective):
 
     state = ()
 
-    tolerance: float = attrs.field(default=1.05, validator=positive)
+    tolerance: float = attrs.field(default=1.05, validator=_a_slowdown)
 
     def sensitive(self, ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
         slowdown = ctx.jobs.column("spread_slowdown")[rows]
