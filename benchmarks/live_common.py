@@ -38,21 +38,38 @@ src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
 @contextmanager
 def live_cluster(prefix: str, graph: str, **loopback) -> Iterator[Loopback]:
     """A Loopback cluster (its processes not started yet) in a fresh temporary folder holding
-    `graph`. At the end every process it started is stopped and the folder removed; if the body
-    failed, the folder is kept for its logs and its path printed."""
+    `graph`. At the end, however it ends (the body done or failed, an interrupt, a failure
+    while its processes start), every process it started is stopped and the folder removed;
+    if the body failed other than by an interrupt, the end of each process's log is printed
+    first (the logs go with the folder)."""
     folder = Path(tempfile.mkdtemp(prefix=prefix))
-    (folder / "graph.sched").write_text(graph)
-    cluster = Loopback(folder, folder / "graph.sched", **loopback)
-    ok = False
+    cluster: Loopback | None = None
     try:
+        (folder / "graph.sched").write_text(graph)
+        cluster = Loopback(folder, folder / "graph.sched", **loopback)
         yield cluster
-        ok = True
+    except BaseException as err:
+        if cluster is not None and cluster.processes and not isinstance(err, KeyboardInterrupt):
+            print(f"the run did not finish; the end of its logs:\n{cluster.logs()}", file=sys.stderr)
+        raise
     finally:
-        cluster.close()
-        if ok:
+        try:
+            if cluster is not None:
+                _stop(cluster)
+        finally:
             shutil.rmtree(folder, ignore_errors=True)
-        else:
-            print(f"the run did not finish; its folder (logs included) is kept: {folder}", file=sys.stderr)
+
+
+def _stop(cluster: Loopback) -> None:
+    """Stop every process the cluster started (`Loopback.close`: asked, then killed); if that is
+    itself cut short (a second Ctrl-C), what is still running is killed, by process id."""
+    try:
+        cluster.close()
+    finally:
+        for process in cluster.processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 @contextmanager

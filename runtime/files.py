@@ -122,3 +122,81 @@ def hold_lock(path: Path, what: str, busy: str) -> int:
             os.write(fd, f"{os.getpid()}\n".encode())
             return fd
         os.close(fd)  # the holder, leaving, removed the file we locked: lock the one there now
+
+
+def lock_file(path: Path, busy: str, note: Path | None = None) -> int:
+    """Hold an exclusive lock on file `path` itself (made, empty, if there is none) for as long
+    as the descriptor returned is open. The lock goes with the file, not with its name: a second
+    holder finds it locked by whichever path it comes, a symbolic link or a hard link. The
+    kernel releases it when the process dies, however it dies. `busy` is the refusal when
+    another process holds it (`{pid}`: its pid, from `lock_holder`, else from `note`, a file in
+    which the holder writes its pid, for people too; `unlock_file` removes it). A file that
+    cannot be opened is the caller's OSError to report. A file removed or replaced while it
+    was being locked (its holder, leaving, removed it) is opened again: no one holds a removed
+    file. (Whoever closes the descriptor of a file SQLite has open does so after SQLite closed
+    it: closing any descriptor of a file drops the process's POSIX locks on it, SQLite's too.
+    The lock here is flock's, which SQLite's are not.)"""
+    while True:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = lock_holder(fd) or _noted_pid(note) or "unknown"
+            os.close(fd)
+            raise UsageError(busy.replace("{pid}", pid)) from None
+        if _same_file(path, fd):
+            break
+        os.close(fd)  # (the holder, leaving, removed the file we locked: lock the one there now)
+    if note is not None:
+        try:
+            note.write_text(f"{os.getpid()}\n")
+        except OSError:
+            pass  # (a note only: the lock is held all the same)
+    return fd
+
+
+def unlock_file(fd: int, note: Path | None = None) -> None:
+    """Release `lock_file`'s lock, its note removed first (while still locked, so that the note
+    never names a process that no longer holds the lock while another does)."""
+    if note is not None:
+        note.unlink(missing_ok=True)
+    os.close(fd)
+
+
+def _noted_pid(note: Path | None) -> str:
+    try:
+        return "" if note is None else note.read_text(errors="replace").strip()[:32]
+    except OSError:
+        return ""
+
+
+def _same_file(path: Path, fd: int) -> bool:
+    try:
+        here, held = os.stat(path), os.fstat(fd)
+    except FileNotFoundError:
+        return False
+    return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)
+
+
+def lock_holder(fd: int) -> str:
+    """The pid of the process holding an exclusive flock on the file `fd` is open on, as the
+    kernel's table of locks says (Linux's /proc/locks: `1: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE
+    0 EOF`, the device in hex); "" where there is no such table or it names none."""
+    held = os.fstat(fd)
+    device = (os.major(held.st_dev), os.minor(held.st_dev))
+    try:
+        with open("/proc/locks") as table:
+            lines = table.read().splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or fields[1:4] != ["FLOCK", "ADVISORY", "WRITE"]:
+            continue  # (a waiter's line, `->`, shifts its fields: never ours, we do not wait)
+        try:
+            major, minor, inode = fields[5].split(":")
+            if (int(major, 16), int(minor, 16)) == device and int(inode) == held.st_ino:
+                return fields[4]
+        except ValueError:
+            continue
+    return ""

@@ -38,6 +38,7 @@ is judged and shown in an error is runtime/journal_values.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -51,7 +52,7 @@ import attrs
 from roundhouse.errors import TraceError, UsageError
 from roundhouse.runtime import journal_nodes, journal_runs
 from roundhouse.runtime.element import MAX_SECONDS
-from roundhouse.runtime.files import hold_lock
+from roundhouse.runtime.files import lock_file, unlock_file
 from roundhouse.runtime.journal_values import cell as _cell
 from roundhouse.runtime.journal_values import is_number as _is_number
 from roundhouse.runtime.journal_values import shown as _shown
@@ -150,9 +151,16 @@ class ShapeRow:
 class Journal:
     """One live run's journal file. Changes are grouped and committed by `commit()`."""
 
-    def __init__(self, path: str | Path, read_only: bool = False):
-        """`read_only`: only read it (`roundhouse whatif`; its scheduler may be writing it)."""
+    def __init__(self, path: str | Path, read_only: bool = False, lock: bool = False):
+        """`read_only`: only read it (`roundhouse whatif`; its scheduler may be writing it).
+        `lock`: lock it (`lock`) before SQLite opens it, as a scheduler does: SQLite keeps its
+        write-ahead log beside the path it was given, so a second scheduler reaching the file by
+        another name (a hard link) would read it, and could write to it, without the first's log."""
         self.path = Path(path)
+        self._lock: _Lock | None = None  # held by the scheduler running the run
+        made = lock and not self.path.exists()  # (made here: removed again if it cannot be used)
+        if lock:
+            self._lock = _Lock(self.path)
         # As a URI with its path escaped: a name with '#', '?' or '%' in it is then that file,
         # not a shorter name followed by a query.
         uri = self.path.resolve().as_uri()
@@ -168,11 +176,18 @@ class Journal:
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.executescript(_TABLES)
         except sqlite3.DatabaseError as err:
-            what = f"not a live scheduler's journal ({err})" if read_only else f"cannot use as a journal: {_why(self.path, err)}"
+            what = (
+                f"not a live scheduler's journal ({err})"
+                if read_only
+                else f"cannot use as a journal: {_why(self.path, str(err))}"
+            )
+            self._abandon(made)
             raise UsageError(f"{self.path}: {what}") from None
+        except BaseException:
+            self._abandon(made)
+            raise
         self._open = False
         self._facts: dict[str, Any] | None = None  # the run's facts, until its first job or its start writes them
-        self._lock: _Lock | None = None  # held by the scheduler running the run
         self.writes = 0  # rows written (inserted or updated) since the journal was opened
         self.commits = 0
 
@@ -369,19 +384,51 @@ class Journal:
             self.commits += 1
 
     def lock(self) -> None:
-        """Hold an exclusive lock on FILE.lock until the journal is closed: two schedulers on one
-        journal would each write their own rounds into it (`_Lock`). The lock file is beside the
-        file the path leads to, so that a symbolic link to the journal is the same journal."""
-        self._lock = self._lock or _Lock(Path(f"{self.path.resolve()}.lock"), self.path)
+        """Hold an exclusive lock on the journal file itself until the journal is closed: two
+        schedulers on one journal would each write their own rounds into it (`_Lock`). The lock
+        goes with the file, so that a symbolic or a hard link to the journal is the same journal."""
+        self._lock = self._lock or _Lock(self.path)
 
-    def close(self) -> None:
+    def close(self, remove_if_empty: bool = False) -> None:
+        """Commit and close. `remove_if_empty`: remove its files too if it holds nothing of a run
+        (`holds_nothing`), while it is locked (locked now if need be): a journal another
+        scheduler holds is that one's, and one removed before its lock is released is never
+        taken by another (runtime/files.py's `lock_file` opens the path again)."""
         try:
             self.commit()
+            empty = remove_if_empty and self._locked() and self.holds_nothing()
             self.db.close()
+            if empty:
+                self.remove()
         finally:
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
+            self._release()
+
+    def _locked(self) -> bool:
+        """Whether this journal holds its lock, taken now if no other scheduler holds it."""
+        try:
+            self.lock()
+        except UsageError:
+            return False
+        return True
+
+    def _abandon(self, made: bool) -> None:
+        """Let go of a journal that cannot be used: SQLite's connection, the file if it was
+        `made` for it (removed while still locked), then the lock."""
+        db = getattr(self, "db", None)
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
+        try:
+            if made and self._lock is not None:
+                self.remove()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        # (after SQLite closed the file: `lock_file`)
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def holds_nothing(self) -> bool:
         """Whether it holds nothing of a run: none begun, no submission accepted. (The nodes of a
@@ -395,15 +442,16 @@ class Journal:
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
 
-def _why(path: Path, err: sqlite3.DatabaseError) -> str:
-    """Why SQLite could not open (or make) the journal at `path` to write it: what the file system
-    says, where SQLite says only that it cannot open the file."""
+def _why(path: Path, said: str) -> str:
+    """Why the journal at `path` could not be opened (or made) to write it, after what was `said`
+    (SQLite's or the system's words): what the file system says, where SQLite says only that
+    it cannot open the file."""
     real = path.resolve()
     if not real.parent.is_dir():  # (a symbolic link to a file in no folder)
-        return f"{err}: no folder {real.parent}" + (f" (where {path} leads)" if real != path.absolute() else "")
+        return f"{said}: no folder {real.parent}" + (f" (where {path} leads)" if real != path.absolute() else "")
     if not os.access(real.parent, os.W_OK | os.X_OK):
-        return f"{err}: its folder {real.parent} is not writable (SQLite's write-ahead log goes beside the journal)"
-    return str(err)
+        return f"{said}: its folder {real.parent} is not writable (SQLite's write-ahead log goes beside the journal)"
+    return said
 
 
 def _round_rows(journal: Journal) -> Iterator[tuple[Any, Any, Any]]:
@@ -586,19 +634,21 @@ def _check_tables(journal: Journal, read_only: bool) -> None:
 
 
 class _Lock:
-    """An exclusive lock on a journal's lock file, held until `release` (`files.hold_lock`)."""
+    """An exclusive lock on a journal file itself, held until `release` (`files.lock_file`).
+    Beside the file its path leads to, FILE.lock holds the holder's pid while it holds the lock."""
 
-    def __init__(self, path: Path, journal: Path):
-        self.path = path
+    def __init__(self, journal: Path):
+        self.note = Path(f"{journal.resolve()}.lock")
         busy = (
             f"journal {journal} is in use by another scheduler (pid {{pid}}); stop it first, or give this one another --journal"
         )
-        self.fd = hold_lock(path, str(journal), busy)
+        try:
+            self.fd = lock_file(journal, busy, self.note)
+        except OSError as err:
+            raise UsageError(f"{journal}: cannot use as a journal: {_why(journal, err.strerror or str(err))}") from None
 
     def release(self) -> None:
-        # (removed while still locked, so that no other scheduler locks the file being removed)
-        self.path.unlink(missing_ok=True)
-        os.close(self.fd)
+        unlock_file(self.fd, self.note)
 
 
 def _check_pages(journal: Journal) -> None:

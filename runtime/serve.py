@@ -55,7 +55,7 @@ def serve(
     profile = load_profile(graph)
     world = new_world(graph, load_cluster(graph, cluster, profile), profile)
     created = not Path(journal_path).exists()
-    journal = Journal(journal_path)
+    journal = Journal(journal_path, lock=True)  # (one scheduler at a time: locked before SQLite opens it)
     meta = {
         # Absolute: `whatif` may read the journal from another folder than serve's.
         "graph": str(Path(graph.path).resolve()),
@@ -162,7 +162,4 @@ def _close(journal: Journal, created: bool) -> None:
     accepted while it waited stay: the next start delivers them.)"""
     # (Asked only of a journal made for this run: reading an old one, which may be the damaged
     # journal the run was refused for, must not fail on the way out.)
-    empty = created and journal.holds_nothing()
-    journal.close()
-    if empty:
-        journal.remove()
+    journal.close(remove_if_empty=created)

@@ -31,7 +31,7 @@ from roundhouse.runtime.backends.live.nodes import Nodes, refuses_submission
 from roundhouse.runtime.backends.live.reports import Reports
 from roundhouse.runtime.backends.live.round import Clock, News, SendLags
 from roundhouse.runtime.backends.live.server import Server
-from roundhouse.runtime.backends.live.submissions import Submissions
+from roundhouse.runtime.backends.live.submissions import Submissions, as_submitted
 from roundhouse.runtime.backends.live.takeover import Takeover
 from roundhouse.runtime.journal import Journal
 from roundhouse.runtime.types import Events, Plan
@@ -363,7 +363,9 @@ def on_submit(backend: LiveBackend, identity, seq, body, frame) -> None:
         except RoundhouseError as err:
             refused = str(err)
     if refused:  # (logged as accepted ones are, at most a few lines a minute)
-        backend.nodes.refusals.warn("submission", "refused a submission: %s (from %s)", refused, backend.server.who(identity))
+        # (logged naming the job as the submitter did, not by an id the scheduler chose for it)
+        said = as_submitted(refused, body["jobs"])
+        backend.nodes.refusals.warn("submission", "refused a submission: %s (from %s)", said, backend.server.who(identity))
         backend.server.send(identity, "error", reason=refused, ref=seq)
         return
     backend.counters["submitted"] += len(ids)

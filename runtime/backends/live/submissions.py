@@ -220,6 +220,30 @@ def _listed(columns: list[str]) -> str:
 _JOB_NAMED = re.compile(r"job (\d+)\b")
 
 
+# How a refusal names a submitted job: by its place, `submission:N:` (N counted from 1); and
+# what follows when a check of the whole batch named it by the id the scheduler chose, after
+# the column, if any: `error: job 6: ...`, `error: column 'iterations': job 6: ...`, `error: job 6 asks ...`.
+_PLACE = re.compile(rf"\b{SUBMISSION}:(\d+):")
+_CHOSEN_ID = re.compile(r"^( error: (?:column '[^']*': )?)job \d+(: |(?= ))")
+
+
+def as_submitted(reason: str, specs: list[dict]) -> str:
+    """A refusal's `reason` as the scheduler logs it, naming the job as its submitter did: `row
+    N of the submission`, and for a job sent without an id, not by the id the scheduler chose
+    for it (dropped, or said as `it`, as the submitter drops it): that id was never the job's,
+    and the next job accepted may well be given it. `specs`: the jobs as submitted."""
+    match = _PLACE.search(reason)
+    place = int(match.group(1)) if match else 0
+    if match is None or not 1 <= place <= len(specs):
+        return reason
+    rest = reason[match.end() :]
+    named = f"row {place} of the submission"
+    if specs[place - 1].get("job_id") is None:
+        rest = _CHOSEN_ID.sub(lambda m: m.group(1) if m.group(2) else f"{m.group(1)}it", rest, count=1)
+        named += " (which gave no job id)"
+    return f"{reason[: match.start()]}{named}:{rest}"
+
+
 def _placed(err: TraceError, places: dict[int, int]) -> TraceError:
     """A problem with one job of a submission (named by its id) named by the job's place too."""
     named = _JOB_NAMED.match(err.message)
