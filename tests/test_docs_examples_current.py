@@ -1,8 +1,9 @@
 """The README's and the user guides' examples and names, checked against the code as it is: the
 graph the README shows, the options, paths, reasons, settings and experiments the pages name, and
-the commands of docs/plots.md, docs/sweeps.md, docs/explain.md and docs/semantics.md that no other
-test runs as written (tests/test_explain_docs.py, test_cluster_docs.py, test_live_docs.py,
-test_whatif_docs.py and test_simulation_api.py run the others)."""
+the commands of docs/plots.md, docs/sweeps.md, docs/explain.md and docs/semantics.md, and the
+opening graph of docs/writing-elements.md, that no other test runs as written
+(tests/test_explain_docs.py, test_cluster_docs.py, test_live_docs.py, test_whatif_docs.py,
+test_simulation_api.py and test_docs_walkthrough_elements.py run the others)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import argparse
 import contextlib
 import glob
 import io
+import json
 import os
 import re
 
@@ -309,3 +311,22 @@ def test_the_sweep_store_reads_as_the_sweeps_page_says(plotted):
     said = ["status", "error", "key", "rounds", "run_s", "worker"]
     assert header[: len(varied) + len(said)] == varied + said
     assert header[-2:] == ["set", "point"] and "avg_jct_s" in header
+
+
+def test_the_element_guide_s_first_graph_runs_its_policy_as_written(tmp_path, capsys):
+    """docs/writing-elements.md's opening graph and its policy, written as the page names them
+    (the graph names its file in its first line; the policy's file its own), checked and run."""
+    page = (REPO / "docs" / "writing-elements.md").read_text()
+    graph, policy = [body for _, body in re.findall(r"^```(\w*)\n(.*?)^```", page, re.S | re.M)][:2]
+    graph_name = re.match(r"// (?:graphs/)?(\S+\.sched)\n", graph).group(1)
+    policy_name = re.match(r"# (\S+\.py):", policy).group(1)
+    assert f'require "{policy_name}";' in graph
+    (tmp_path / graph_name).write_text(graph)
+    (tmp_path / policy_name).write_text(policy)
+    with registry.scope(remember=True):  # (the policy is forgotten after, as a process ends)
+        assert main(["check", str(tmp_path / graph_name)]) == 0, capsys.readouterr().err
+        out = tmp_path / "out"
+        assert main(["run", str(tmp_path / graph_name), "--set", "src.jobs=20", "--out", str(out), "--quiet"]) == 0
+    run = json.loads((out / "run.json").read_text())
+    assert [name for name, c in run["counters"].items() if "ranked" in c] == ["SmallestFirst@3"]
+    assert json.loads((out / "summary.json").read_text())["jobs_finished"] == 20

@@ -184,7 +184,7 @@ def test_two_points_of_one_run_key_share_the_run_and_are_each_listed(tmp_path, c
     monkeypatch.chdir(tmp_path)
     assert main(["sweep", str(small_graph(tmp_path)), "--until", "1h", "--vary", vary, "--workers", "1", "--out", str(out)]) == 0
     err = capsys.readouterr().err
-    assert "running 1 runs" in err and "1 of the grid's 2 runs is the same run as another" in err
+    assert "running 1 run on" in err and "1 of the grid's 2 runs is the same run as another" in err
     assert 'ok arrivals.path="a.csv" seed=0 (also arrivals.path="b.csv" seed=0: the same run)' in err
     runs, points = pl.read_csv(out / "summary.csv"), pl.read_csv(out / "points.csv")
     assert runs["arrivals.path"].to_list() == points["arrivals.path"].to_list() == ['"a.csv"', '"b.csv"']

@@ -77,7 +77,7 @@ def run_page(run: RunFolder) -> str:
     info = run.info
     facts = [
         f"cluster: {info.get('cluster', '—')}",
-        f"{info.get('rounds', '—')} rounds",
+        f"{info.get('rounds', '—')} round{'' if info.get('rounds') == 1 else 's'}",
         f"ran to {in_units(run.end_s)(run.end_s)}",
         f"stopped: {info.get('stop_reason', '—')}",
     ]

@@ -144,7 +144,7 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
             )
         if tasks:
             err.print(
-                f"running {len(tasks)} runs on {executor.where_for(len(tasks))}", highlight=False, markup=False, soft_wrap=True
+                f"running {_runs(len(tasks))} on {executor.where_for(len(tasks))}", highlight=False, markup=False, soft_wrap=True
             )
         same = len(runs) - total
         if same:
@@ -354,9 +354,13 @@ def point_summary(frame: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
     return pl.DataFrame(out, infer_schema_length=None)
 
 
+def _runs(n: int) -> str:
+    return f"{n} run" + ("" if n == 1 else "s")
+
+
 def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFrame) -> None:
     seeds = frame.filter(pl.col("point") == frame["point"][0]).height
-    title = f"{graph_name}: {frame.height} runs" + (f", {seeds} seeds per point (mean ± 95% CI)" if seeds > 1 else "")
+    title = f"{graph_name}: {_runs(frame.height)}" + (f", {seeds} seeds per point (mean ± 95% CI)" if seeds > 1 else "")
     table = Table(title=escape(title))  # (rich reads [brackets] in cells as markup)
     shown = [m for m in SHOWN_METRICS if f"{m}_mean" in points.columns]
     for col in [*names, "runs", *shown]:
