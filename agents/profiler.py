@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -59,6 +60,10 @@ COLUMNS_NOTE = (
     "# placement, consolidated (all on this machine); iters_per_s, the job's training steps a second",
     "# (a step trains a batch on every worker); measured beside several models in turn, the mean over them",
 )
+
+
+# Rendezvous ports (half-open): below Linux's default range for outgoing connections (32768-60999).
+_RENDEZVOUS_PORTS = (20000, 32768)
 
 
 class ProfilingFailed(RoundhouseError):
@@ -221,14 +226,24 @@ class _Runner:
 
     def _free_port(self) -> int:
         """A rendezvous port for a job: one the system has free now, and none this runner has
-        given another job (the jobs profiled side by side on this machine must not meet)."""
-        while True:
+        given another job (the jobs profiled side by side on this machine must not meet). It is
+        taken below the system's range of ports for outgoing connections, so that no connection
+        another process opens is given it between this check and the job's listening; the search
+        starts at a random port, so that two profilers at once start apart."""
+        lo, hi = _RENDEZVOUS_PORTS
+        start = random.randint(lo, hi - 1)
+        for k in range(hi - lo):
+            port = lo + (start - lo + k) % (hi - lo)
+            if port in self.ports:
+                continue
             with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            if port not in self.ports:
-                self.ports.add(port)
-                return port
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:  # (taken)
+                    continue
+            self.ports.add(port)
+            return port
+        raise ProfilingFailed(f"no free port from {lo} to {hi - 1} for a job's rendezvous")
 
     def close(self) -> None:
         """End every worker still running (measuring interrupted, or failed in a way no step
