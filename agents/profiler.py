@@ -40,6 +40,7 @@ from roundhouse.agents import jobenv
 from roundhouse.agents.agent.forkserver import ForkServer
 from roundhouse.agents.agent.processes import start_workload, worker_environment
 from roundhouse.agents.client import Lease
+from roundhouse.agents.ports import LOWEST, first_outgoing_port
 from roundhouse.agents.workloads import workload_for
 from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.wire import protocol
@@ -60,10 +61,6 @@ COLUMNS_NOTE = (
     "# placement, consolidated (all on this machine); iters_per_s, the job's training steps a second",
     "# (a step trains a batch on every worker); measured beside several models in turn, the mean over them",
 )
-
-
-# Rendezvous ports (half-open): below Linux's default range for outgoing connections (32768-60999).
-_RENDEZVOUS_PORTS = (20000, 32768)
 
 
 class ProfilingFailed(RoundhouseError):
@@ -230,7 +227,7 @@ class _Runner:
         taken below the system's range of ports for outgoing connections, so that no connection
         another process opens is given it between this check and the job's listening; the search
         starts at a random port, so that two profilers at once start apart."""
-        lo, hi = _RENDEZVOUS_PORTS
+        lo, hi = LOWEST, max(LOWEST + 1, first_outgoing_port())
         start = random.randint(lo, hi - 1)
         for k in range(hi - lo):
             port = lo + (start - lo + k) % (hi - lo)

@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from roundhouse.agents.ports import LOWEST, first_outgoing_port
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -30,11 +32,7 @@ def rendezvous_base() -> int:
     system's ephemeral ports, which any outgoing connection may take between the scheduler's
     choice and the job's bind (a job then fails with "address already in use"); drawn at
     random so that clusters started side by side (tests in parallel) rarely share ports."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768  # (Linux's default)
-    return random.randint(10000, max(10000, low - 501))
+    return random.randint(LOWEST, max(LOWEST, first_outgoing_port() - 501))
 
 
 class Loopback:
