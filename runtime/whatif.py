@@ -45,7 +45,7 @@ from roundhouse.traces.jobs import FINISHED, PENDING
 METRICS = (
     ("avg_jct_s", "average JCT", "s"),
     ("p95_jct_s", "p95 JCT", "s"),
-    ("avg_queue_s", "average queueing delay", "s"),
+    ("avg_responsiveness_s", "average responsiveness", "s"),  # (arrival to first start, as summary.json)
     ("makespan_s", "makespan (from now)", "s"),
     ("utilization", "utilisation (from now)", "%"),
     ("preemptions", "preemptions (from now)", ""),
@@ -632,7 +632,7 @@ def _metrics(
     return {
         "avg_jct_s": float(jct.mean()) if len(jct) else None,
         "p95_jct_s": float(np.percentile(jct, 95)) if len(jct) else None,
-        "avg_queue_s": float((first[started] - arrival[started]).mean()) if started.any() else None,
+        "avg_responsiveness_s": float((first[started] - arrival[started]).mean()) if started.any() else None,
         "makespan_s": None if last is None else max(last - start, 0.0),
         "utilization": gpu_s / (n_gpus * span) if span > 0 and n_gpus else None,
         "preemptions": int(jobs.column("preemptions")[rows].sum() - preempt0[old].sum()),
@@ -695,7 +695,16 @@ def whatif_snapshot(
 
     sim = Simulation.load(path)
     if sim.done:
-        raise UsageError(f"snapshot {path}: its run had already stopped ({sim.stop_reason})")
+        # A time limit stops the run after ticking its round at the limit: that state is not
+        # one a fork point is taken from. One saved by `run_until(until)` is (the round at the
+        # limit not yet ticked), and its unfinished jobs are what a what-if simulates.
+        hint = ""
+        if sim._engine.until is not None and sim.stop_reason.startswith("reached the time limit"):
+            hint = (
+                f"; a what-if from its time limit needs a snapshot saved before the run stops there: "
+                f"save it after run_until({sim._engine.until:g}), not run_until(math.inf)"
+            )
+        raise UsageError(f"snapshot {path}: its run had already stopped ({sim.stop_reason}){hint}")
     engine, world = sim._engine, sim.world_now()  # (the facts as of the clock, as both sides start)
     point = {
         "kind": "snapshot",

@@ -108,7 +108,7 @@ def test_whatif_from_a_running_scheduler_and_from_its_saved_journal(tmp_path, ca
 
     assert main(["whatif", str(cut), "--graph", str(tmp_path / "fifo.sched")]) == 0
     out = capsys.readouterr().out
-    for label in ("average JCT", "makespan (from now)", "average queueing delay", "utilisation (from now)", "difference"):
+    for label in ("average JCT", "makespan (from now)", "average responsiveness", "utilisation (from now)", "difference"):
         assert label in out, out
 
 

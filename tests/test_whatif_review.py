@@ -52,7 +52,7 @@ def test_whatif_from_a_snapshot_gives_the_metrics_worked_out_by_hand(folder, cap
         {
             "avg_jct_s": (1000 + 1500 + 1750 + 200) / 4,
             "p95_jct_s": 1500 + 0.85 * 250,  # (numpy's linear percentile of 200, 1000, 1500, 1750)
-            "avg_queue_s": (0 + 1000 + 1450 + 0) / 4,
+            "avg_responsiveness_s": (0 + 1000 + 1450 + 0) / 4,
             "makespan_s": 2200 - 300,
             "utilization": busy / (2 * 1900),
             "preemptions": 0,
@@ -64,7 +64,7 @@ def test_whatif_from_a_snapshot_gives_the_metrics_worked_out_by_hand(folder, cap
         {
             "avg_jct_s": (1000 + 1500 + 550 + 200) / 4,
             "p95_jct_s": 1000 + 0.85 * 500,
-            "avg_queue_s": (0 + 1000 + 250 + 0) / 4,
+            "avg_responsiveness_s": (0 + 1000 + 250 + 0) / 4,
             "makespan_s": 1900,
             "utilization": busy / (2 * 1900),
             "preemptions": 0,
