@@ -10,8 +10,9 @@ the trace from ../shared/data/gavel or `--data FOLDER`, writing jobs.csv and sum
 included), on Gavel's simulated cluster 36:36:36 (one GPU per server) with 6-minute rounds and
 Gavel's consolidated throughputs, as tools/reproductions/gavel.py's fidelity runs:
 
-- LAS: heterogeneity-aware max-min fairness (`MaxMinFairness`, `GavelRounds`, `GavelPlacer`),
-  Gavel's `max_min_fairness_perf`; Gavel's simulator takes 64.5 s for it on a 2-core machine.
+- LAS: heterogeneity-aware max-min fairness (`MaxMinFairness`, `GavelRounds` visiting the GPU
+  types in the cluster's order, as Gavel's scheduler does, `GavelPlacer`), Gavel's
+  `max_min_fairness_perf`; Gavel's simulator takes 64.5 s for it on a 2-core machine.
 - FIFO: Gavel's `fifo` (`FifoHet(aware=false)`, shuffled type order, not work conserving);
   Gavel's simulator takes 290 s (benchmarks/gavel_solvers.py).
 - FIFO, aware: graphs/gavel-fifo.sched's heterogeneity-aware FIFO (Gavel's `fifo_perf`).
@@ -68,9 +69,9 @@ LAS_TARGET_TIMES = 40
 GAVEL_POLICIES = {"LAS": "max_min_fairness_perf", "FIFO": "fifo", "FIFO, aware": "fifo_perf"}
 
 CASES = {
-    "LAS": 'MaxMinFairness -> GavelRounds(order="fastest", work_conserving=true)',
+    "LAS": 'MaxMinFairness -> GavelRounds(order="cluster", work_conserving=true)',
     "FIFO": 'FifoHet(aware=false) -> GavelRounds(order="shuffled", work_conserving=false)',
-    "FIFO, aware": "FifoHet -> GavelRounds(work_conserving=false)",
+    "FIFO, aware": 'FifoHet -> GavelRounds(order="cluster", work_conserving=false)',
 }
 
 

@@ -96,12 +96,17 @@ def test_an_unchanged_ranking_handed_on_equals_a_fresh_one(monkeypatch):
     _same(handed_on, fresh)
 
 
-@pytest.mark.parametrize("overrides", [[], ["solve.placement_sensitive=true"], ["rounds.work_conserving=false"]])
+@pytest.mark.parametrize(
+    "overrides",
+    [[], ["solve.placement_sensitive=true"], ["rounds.work_conserving=false"], ['rounds.order="fastest"']],
+    ids=["cluster-order", "placement-sensitive", "not-work-conserving", "fastest-order"],
+)
 def test_rounds_that_pick_the_same_entries_pass_untouched(overrides):
     """Event skipping on Gavel's path: rounds in which the mechanism would pick the same entries
     (its priorities move only for the entries that run) pass without a tick, the mechanism's
     times and the placer's lease count caught up at the next tick; every job's times and every
-    counter as when every round is ticked."""
+    counter as when every round is ticked; in the cluster's order of GPU types (the graph's) and
+    fastest first."""
     skipped, on = _run(overrides)
     ticked, off = _run([*overrides, "skip_rounds=false"])
     assert on.skipped_rounds > 300 and off.skipped_rounds == 0
@@ -220,7 +225,7 @@ def test_las_on_msr_0e4a51_matches_gavels_simulator_job_by_job(tmp_path):
     (tmp_path / "g.sched").write_text(
         f'round = 6min;\ncluster = "36:36:36";\nprofile = "profile.csv";\n'
         f'src :: TraceSource(path="{GAVEL / "msr_seed0_0e4a51.trace"}");\n'
-        'src -> AcceptAll -> JobPool -> MaxMinFairness -> GavelRounds(order="fastest", work_conserving=true) '
+        'src -> AcceptAll -> JobPool -> MaxMinFairness -> GavelRounds(order="cluster", work_conserving=true) '
         "-> GavelPlacer -> Launch -> m :: JobMetrics;\n"
     )
     ours = simulate(compile_file(tmp_path / "g.sched")).reports["m"]["jobs"].select("job_id", "jct_s")

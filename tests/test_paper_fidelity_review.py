@@ -36,25 +36,26 @@ def _gavel_visit_order(tmp_path, model: str, batch: int) -> list[str]:
     simulate(graph, until=1.0)
     mech = graph.elements["mech"]
     types = ("V100", "P100", "K80")  # the cluster's type codes, in its order
-    return [types[t] for t in mech._fastest.tolist()]
+    return [types[t] for t in mech._type_order.tolist()]
 
 
 def test_gavel_rounds_visit_order_is_worked_out_from_the_allocated_jobs_as_documented(tmp_path):
-    """GavelRounds' docstring says the fastest-first order comes from the allocated jobs, not
-    Gavel's fixed v100, p100, k80: jobs faster on a P100 put it first (Gavel would not)."""
+    """GavelRounds' docstring says the fastest-first order (the default) comes from the allocated
+    jobs, and that Gavel's fixed v100, p100, k80 is order="cluster": jobs faster on a P100 put it
+    first under "fastest" (Gavel would not)."""
     assert _gavel_visit_order(tmp_path / "a", "jv", 64) == ["V100", "P100", "K80"]
     assert _gavel_visit_order(tmp_path / "b", "jp", 512) == ["P100", "K80", "V100"]
-    doc = GavelRounds.__doc__ or ""
-    assert "fixed order" in doc and "v100, p100" in doc
+    doc = " ".join((GavelRounds.__doc__ or "").split())
+    assert "fixed v100, p100, k80 order" in doc and '"cluster" visits them in the order the cluster lists them' in doc
 
 
-def test_the_reproductions_page_records_the_visit_order_difference_and_its_fix():
+def test_the_reproductions_page_says_gavels_graphs_visit_types_in_the_clusters_order():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "reproductions.md").read_text()
     start = text.index("#### The order in which the GPU types are visited")
-    section = text[start : text.index("### Gavel's claims not reproduced", start)]
-    assert "_fastest_first" in section and "not applied" in section
+    section = " ".join(text[start : text.index("### Gavel's claims not reproduced", start)].split())
+    assert 'order="cluster"' in section and "not applied" not in section and "not fixed" not in section
 
 
 def test_nw_sens_reads_the_ideal_time_per_job_on_its_own_gpus(tmp_path):

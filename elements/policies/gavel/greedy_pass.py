@@ -1,5 +1,5 @@
 """Gavel's Algorithm 1 (§5), one round of it, for GavelRounds (elements/policies/gavel/mechanism.py):
-visit each GPU type's queue, fastest type first, entries in priority order (X times all time given
+visit each GPU type's queue, in GavelRounds' type order, entries in priority order (X times all time given
 out on the type, over the time the entry received), and greedily take each entry that fits in the
 type's GPUs left and whose jobs are not taken yet.
 
@@ -24,7 +24,7 @@ _add = np.add.reduce  # (a sum without `ndarray.sum`'s Python-level wrapper: the
 
 
 def schedule(mech: GavelRounds, ctx) -> Ranking:
-    """This round's ranking: per GPU type, fastest first (or shuffled), a greedy pass over its
+    """This round's ranking: per GPU type in the mechanism's order, a greedy pass over its
     columns' entries in priority order (`greedy`); GavelRounds binds it as its `_schedule`."""
     if mech._shares is None or not len(mech._rows):
         mech.counters.update(scheduled=0, pairs=0, idle_gpus=int(ctx.cluster.n_gpus))
@@ -40,7 +40,7 @@ def schedule(mech: GavelRounds, ctx) -> Ranking:
         mech._ran_run_s = ctx.jobs.column("run_s")[rows[picked]]
         return ranking
     priority = None  # (worked out when a type's GPUs do not hold every entry that wants them)
-    types = mech._rng.permutation(len(mech._cols_of_type)) if mech.order == "shuffled" else mech._fastest
+    types = mech._rng.permutation(len(mech._cols_of_type)) if mech.order == "shuffled" else mech._type_order
     left = list(ctx.cluster.gpus_by_type)
     with_pairs = mech._any_pairs
     # Who has GPUs: by job row with pairs (a job may sit in several entries), else by entry (each its own job).

@@ -35,27 +35,30 @@ class GavelRounds(Element):
     For every job (and, with space sharing, every pair of jobs) and GPU type, it tracks the time received
     since the last reset, as a fraction f of all time given out on that type; the priority is X / f (no
     share: 0), so an entry that has had less than its share comes first. Each round it visits one queue
-    per GPU type, fastest type first (or in a shuffled order, for the heterogeneity-agnostic baseline),
-    entries sorted by priority, then deficit, then allocation, and greedily takes each entry that fits in
-    the type's GPUs left and whose jobs are not taken yet (Algorithm 1). When the solver hands over a new
-    allocation (after jobs arrive or finish, at most once per solver interval), the times restart at half
-    a round and what each entry was owed (X times the elapsed time, minus what it got) is added to its
-    deficit, the tie-breaker. Jobs that arrived since the last solve wait for the next one; those gone
-    since (ended early, say) are not chosen. The output ranking names a GPU type (and, for
+    per GPU type, in the order `order` sets, entries sorted by priority, then deficit, then allocation,
+    and greedily takes each entry that fits in the type's GPUs left and whose jobs are not taken yet
+    (Algorithm 1). When the solver hands over a new allocation (after jobs arrive or finish, at most
+    once per solver interval), the times restart at half a round and what each entry was owed (X
+    times the elapsed time, minus what it got) is added to its deficit, the tie-breaker. Jobs that
+    arrived since the last solve wait for the next one; those gone since (ended early, say) are not
+    chosen. The output ranking names a GPU type (and, for
     placement-sensitive shares, a layout, and for pairs a partner) for every entry; GavelPlacer carries it out.
 
-    "Fastest first" is worked out at each allocation from the allocated jobs: the types by their
-    mean throughput relative to each job's best type. Gavel's scheduler instead visits v100, p100,
-    k80 in that fixed order for its heterogeneity-aware policies. The two orders differ when the
-    allocated jobs run faster on average on a P100 than on a V100 (Recoder, ResNet-18 at small
-    batches), which on Gavel's profile happens at some resets of the shipped Gavel graphs
-    (docs/reproductions.md, gavel-fidelity).
+    The order of the types decides which type a job that several want goes to. "fastest" works it
+    out at each allocation from the allocated jobs: the types by their mean throughput relative to
+    each job's best type. "cluster" visits them in the order the cluster lists them (its spec's
+    groups; 36:36:36 lists V100, P100, K80), which on Gavel's clusters is Gavel's scheduler's fixed
+    v100, p100, k80 order for its heterogeneity-aware policies; the two differ when the allocated
+    jobs run faster on average on a P100 than on a V100 (Recoder, ResNet-18 at small batches).
+    "fastest" is the default because a cluster's listed order usually means nothing (a spec may
+    list its slowest type first); the shipped Gavel graphs name "cluster". "shuffled" draws a new
+    order every round, as Gavel's heterogeneity-agnostic policies do.
 
     Ports:
         shares: the allocation (time fractions per job, or pair, and GPU type).
         ranking: the entries to run this round, each with its GPU type.
     Arguments:
-        order: fastest (visit GPU types fastest first) or shuffled (a random order every round).
+        order: the order the GPU types are visited in: fastest (fastest first, from the allocated jobs), cluster (as the cluster lists them: Gavel's fixed order on its clusters) or shuffled (a random order every round).
         work_conserving: let a job with no share of a type use its GPUs when no entry with a share wants them (Gavel's FIFO does not).
         seed: seed for the shuffled order (default: derived from the graph's seed).
     Counters:
@@ -75,13 +78,13 @@ class GavelRounds(Element):
     state = (
         "_X",
         "_tie_order",
+        "_type_order",
         "_alive",
         "_any_pairs",
         "_col_type",
         "_cols_of_type",
         "_consolidated",
         "_deficit",
-        "_fastest",
         "_given",
         "_last",
         "_last_reset",
@@ -112,7 +115,7 @@ class GavelRounds(Element):
     inputs = (In("shares", Shares),)
     outputs = (Out("ranking", Ranking),)
 
-    order: str = attrs.field(default="fastest", validator=one_of("fastest", "shuffled"))
+    order: str = attrs.field(default="fastest", validator=one_of("fastest", "cluster", "shuffled"))
     work_conserving: bool = True
     seed: int | None = attrs.field(default=None, validator=non_negative)
 
@@ -245,7 +248,8 @@ class GavelRounds(Element):
                 cols = cols[np.argsort([placements[c] != "consolidated" for c in cols], kind="stable")]
             by_type.append(cols.tolist())
         self._cols_of_type = by_type
-        self._fastest = _fastest_first(ctx, shares)
+        # The order the types are visited in until the next allocation (shuffled draws its own each round).
+        self._type_order = _fastest_first(ctx, shares) if self.order == "fastest" else np.arange(len(cluster.gpu_types))
         self._consolidated = None if placements is None else np.array([p == "consolidated" for p in placements])
 
     def _update_alive(self, ctx) -> None:
