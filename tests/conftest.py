@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
+# OpenBLAS's threads only spin on the simulator's small arrays (scipy's L-BFGS-B fit of an elastic
+# profile, Pollux's search), taking the other core from the neighbouring test worker: one thread
+# does the same work, with the same results, in a third of the CPU time. Set before numpy loads
+# OpenBLAS (no pytest plugin imports it), and passed on to the processes the tests start.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import logging
 import textwrap
 from pathlib import Path

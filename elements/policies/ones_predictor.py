@@ -10,11 +10,27 @@ epoch size at prediction and its log in training; we use the log in both.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 import polars as pl
 import torch
 
 FEATURES = 5
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Torch on one thread while this lasts, then as it was. The model is so small that more
+    threads only add overhead, many times the work itself on a busy machine, and a thread left
+    waiting after a parallel step spins on a core the simulator's other processes want."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def features(epoch_size, initial_loss, epochs, loss, acc) -> np.ndarray:
@@ -65,7 +81,7 @@ class BetaPredictor:
 
     def nll(self) -> float:
         """Mean negative log-likelihood of the training points under the current model."""
-        with torch.no_grad():
+        with torch.no_grad(), _one_thread():
             x, log_y, log_1y = self._tensors()
             return float(self._nll(x, log_y, log_1y))
 
@@ -88,19 +104,13 @@ class BetaPredictor:
         x, log_y, log_1y = self._tensors()
         opt = torch.optim.Adam(self.net.parameters(), lr=self.lr, weight_decay=1e-4)
         losses = []
-        # One thread: the model is so small that more only add overhead, many times the work
-        # itself on a busy machine (and the simulator's other processes want the cores).
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with _one_thread():
             for _ in range(self.steps if steps is None else steps):
                 opt.zero_grad()
                 loss = self._nll(x, log_y, log_1y)
                 loss.backward()
                 opt.step()
                 losses.append(float(loss.detach()))
-        finally:
-            torch.set_num_threads(threads)
         self.fits += 1
         return losses
 
@@ -109,7 +119,7 @@ class BetaPredictor:
         (sample) or its mean."""
         if not len(x):
             return np.zeros(0)
-        with torch.no_grad():
+        with torch.no_grad(), _one_thread():
             alpha, beta = self._params(torch.as_tensor(x, dtype=torch.float32))
         a, b = alpha.double().numpy(), beta.double().numpy()
         rho = rng.beta(a, b) if sample else a / (a + b)
