@@ -66,6 +66,13 @@ class Labels:
         return pa.Table.from_arrays(list(columns.values()), schema=_schema())
 
 
+def part_of(path: str | os.PathLike) -> Path:
+    """The file a record is written to until it is whole, beside the record's own name (the
+    name `roundhouse explain` looks for to tell a run still writing its record)."""
+    path = Path(path)
+    return path.with_name(path.name + ".part")
+
+
 class RecordFile:
     """explain.parquet being written: `add` each joined block in order, then `close`. Made with
     `RecordFile(path, table)` it encodes each block as it is added; made with `on_a_thread` it
@@ -75,7 +82,7 @@ class RecordFile:
         import pyarrow.parquet as pq
 
         self.path = Path(path)
-        self._part = self.path.with_name(self.path.name + ".part")
+        self._part = part_of(self.path)
         self._table = table
         # (Statistics only for time and job, the columns one filters on: the labels' would
         # cost a third of the writing.)

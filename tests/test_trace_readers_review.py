@@ -319,7 +319,7 @@ def test_a_parquet_file_read_as_a_text_format_says_it_is_parquet(tmp_path, capsy
     path = tmp_path / "jobs.parquet"
     pl.DataFrame({"job_id": [0], "arrival_s": [0.0], "gpus": [1], "duration_s": [60.0]}).write_parquet(path)
     err = fails(capsys, "trace", "describe", "--format", format, path)
-    assert "is a Parquet file" in err and f"not {format} ones" in err and "UTF-8" not in err
+    assert "is a Parquet file" in err and f"not {format} traces" in err and "UTF-8" not in err
     assert load_trace(path, "canonical").frame.height == 1
 
 

@@ -20,6 +20,7 @@ from roundhouse.runtime import registry
 from roundhouse.runtime.dsl.loader import load_element_file
 from roundhouse.runtime.element import CATEGORIES, type_name
 from roundhouse.runtime.values import describe
+from roundhouse.tools.outputs.console import stdout_console
 
 
 def register(sub) -> None:
@@ -41,7 +42,7 @@ def elements(args) -> int:
         problem = load_element_file(Path(path))
         if problem:
             raise UsageError(f"--require {path}: {problem}")
-    console = Console()
+    console = stdout_console()
     if args.markdown:
         classes = [_get(args.name)] if args.name is not None else registry.classes()
         print(reference_markdown(classes), end="")

@@ -9,6 +9,7 @@ Reads the job's rows of the record a run kept (explain.parquet, written beside j
 
 from __future__ import annotations
 
+import decimal
 import difflib
 import json
 import math
@@ -20,7 +21,8 @@ from typing import cast
 
 from roundhouse.errors import UsageError, first_line
 from roundhouse.runtime.explain import FILE_NAME
-from roundhouse.runtime.files import holds_a_sweep
+from roundhouse.runtime.explain_file import part_of
+from roundhouse.runtime.files import holds_a_sweep, run_files_without_record
 
 COLUMNS = ("t_s", "job_id", "state", "reason", "element", "element_class", "ranked_by", "ranked_by_class", "a", "b", "c")
 
@@ -75,10 +77,18 @@ def whole_number(job: str) -> int | None:
     except ValueError:
         pass
     try:
-        value = float(text)
-    except ValueError:
+        value = decimal.Decimal(text)  # (exact: a float would take `9223372036854775806.0` for ...808)
+    except (decimal.InvalidOperation, ValueError):
         return None
-    return int(value) if math.isfinite(value) and value.is_integer() else None
+    # (Beyond a 64-bit id no job has, as a float's infinity was: `1e999999999` would take
+    # minutes to spell out.)
+    if not value.is_finite() or value.adjusted() >= _ID_DIGITS:
+        return None
+    return int(value) if value == value.to_integral_value() else None
+
+
+# Digits of the longest job id (a 64-bit integer: at most 9223372036854775807).
+_ID_DIGITS = 19
 
 
 def _a_number(text: str) -> bool:
@@ -133,14 +143,24 @@ def read_record(run: str) -> Path:
     if path.exists() and not path.is_file():
         raise UsageError(f"{path}: not a file (a folder?), where the run keeps the record of its decisions")
     if not path.is_file():
-        if holds_a_sweep(folder):
+        if part_of(path).is_file():  # (a run writes its record beside it, and moves it in place as it ends)
             raise UsageError(
-                f"{run}: a sweep's folder: sweeps keep no record of their runs' decisions "
+                f"{run}: no {FILE_NAME} yet: a run is still writing its record there ({part_of(path).name}), "
+                "or was killed before it could finish it; ask again once the run has ended"
+            )
+        if holds_a_sweep(folder) or _a_sweeps_store(folder):
+            what = "a sweep's folder" if holds_a_sweep(folder) else f"a sweep's results store (of {_parent(folder)})"
+            raise UsageError(
+                f"{run}: {what}: sweeps keep no record of their runs' decisions "
                 "(run the point of interest with `roundhouse run GRAPH --set NAME=VALUE --out DIR`)"
             )
-        what = "a run's folder" if (folder / "run.json").is_file() else "a folder without run.json (not a run's --out folder?)"
+        if not (folder / "run.json").is_file() and not run_files_without_record(folder):
+            raise UsageError(
+                f"{run}: not a run's folder (it holds no run.json, nor a run's results): give the folder "
+                "`roundhouse run GRAPH --out DIR` wrote"
+            )
         raise UsageError(
-            f"{run}: {what} with no {FILE_NAME}: the run kept no record of its decisions "
+            f"{run}: a run's folder with no {FILE_NAME}: the run kept no record of its decisions "
             "(run it again with `roundhouse run GRAPH --out DIR`, without --no-explain)"
         )
     with _readable(path):
@@ -156,6 +176,18 @@ def read_record(run: str) -> Path:
             what = "numbers" if numeric else "words"
             raise UsageError(f"{path}: column {name!r} holds {dtype}, not {what} (not a record `roundhouse run` wrote?)")
     return path
+
+
+def _a_sweeps_store(folder: Path) -> bool:
+    """Whether `folder` is the `results` store inside a sweep's folder (beside the sweep's
+    tables: the store alone is one of the marks of a sweep's folder)."""
+    whole = folder.resolve()  # (`.` has no name of its own)
+    return whole.name == "results" and any((whole.parent / name).is_file() for name in ("summary.csv", "points.csv"))
+
+
+def _parent(folder: Path) -> Path:
+    """The folder holding `folder`, as it was named where it can be (`sw` for `sw/results`)."""
+    return folder.parent if folder.name not in ("", ".", "..") else folder.resolve().parent
 
 
 # The record's columns of numbers (a time, a job id and a reason's numbers); the others are words.

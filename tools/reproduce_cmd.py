@@ -12,6 +12,7 @@ from rich.table import Table
 
 from roundhouse.errors import RoundhouseError, UsageError, did_you_mean
 from roundhouse.runtime.files import make_folder, writing
+from roundhouse.tools.outputs.console import stdout_console
 from roundhouse.tools.reproductions import DEFAULT_DATA, Experiment, ExperimentFailed, load_all, reading_data_from
 
 # What marks a folder as one experiment's output (`--out/NAME`): which experiment, what else was
@@ -38,7 +39,7 @@ def register(sub) -> None:
 
 def reproduce(args) -> int:
     experiments = load_all()
-    console = Console()
+    console = stdout_console()
     args.names = list(dict.fromkeys(args.names))  # (a name given twice runs once: its folder is one)
     for name in args.names:
         if name not in experiments:

@@ -117,8 +117,10 @@ def _run_into(args, graph, cluster, until, out) -> int:
     finally:
         if progress:
             progress.close()
-    if not args.quiet:
-        print_summary(Console(), graph, cluster, result)
+    if not args.quiet:  # (a reader gone, `| head`, does not keep the results from being written)
+        from roundhouse.tools.outputs.console import stdout_console
+
+        print_summary(stdout_console(), graph, cluster, result)
     if out is not None:
         with writing(out):
             write_results(out, graph, cluster, result)

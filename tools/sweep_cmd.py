@@ -10,7 +10,6 @@ import uuid
 from collections.abc import Collection
 from contextlib import closing
 from pathlib import Path
-from typing import IO, cast
 
 import polars as pl
 from rich.console import Console
@@ -28,6 +27,7 @@ from roundhouse.runtime.sweep import (
 )
 from roundhouse.runtime.sweep_exec import DaskExecutor, LocalExecutor, Task
 from roundhouse.tools.common import add_overrides, positive_int
+from roundhouse.tools.outputs.console import forgiving, stderr_console, stdout_console
 from roundhouse.tools.sweep_plan import plan
 
 # The metrics the printed table shows (the stored rows and CSV files have them all).
@@ -95,7 +95,7 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
     out = results_folder(args.out, "--out", "sweep") if args.out is not None else None
     # (What the sweep says goes nowhere once its reader has gone, `sweep ... | head` say: the
     # runs go on, and the store and tables are written, as if it had been read.)
-    err = Console(file=_forgiving(sys.stderr), stderr=True)
+    err = stderr_console()
     store = None
     finished: dict[str, dict] = {}
     others: set[str] = set()
@@ -183,46 +183,6 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
     return 0
 
 
-class _Forgiving:
-    """A text stream (standard output or error) whose reader may go away: what is written to it
-    then goes to the null device, rather than end the sweep with a broken pipe (or any other
-    failure to write what the sweep only says: a stream closed, `2>&-`, or a full disk)."""
-
-    def __init__(self, stream):
-        self._stream = stream if stream is not None else open(os.devnull, "w")
-
-    def write(self, text: str) -> int:
-        try:
-            return self._stream.write(text)
-        except OSError:
-            self._gone()
-            return len(text)
-
-    def flush(self) -> None:
-        try:
-            self._stream.flush()
-        except OSError:
-            self._gone()
-
-    def _gone(self) -> None:
-        """Point the stream's file at the null device: what it still holds is dropped there."""
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._stream.fileno())
-            os.close(devnull)
-            self._stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
-
-    def __getattr__(self, name: str):
-        return getattr(self._stream, name)
-
-
-def _forgiving(stream: IO[str]) -> IO[str]:
-    """`stream`, written to as a `_Forgiving` one."""
-    return cast(IO[str], _Forgiving(stream))
-
-
 def _damaged_files(store: ResultsStore, ours: Collection[str]) -> list[tuple[Path, str]]:
     """The store's files that hold no readable run, each with what becomes of it: a file named
     by the key of one of this sweep's runs (`ours`) is that run's, which is done again and
@@ -266,7 +226,7 @@ def _write_tables(out: Path, tables: dict[str, pl.DataFrame]) -> None:
 def _say_failed(failed: pl.DataFrame, total: int, rows: dict[str, dict], store: ResultsStore | None, debug: bool) -> None:
     """The failed runs, a line each; with --debug, then each one's Python traceback, else where
     the tracebacks are kept (each run's row in the store has its own)."""
-    err = _Forgiving(sys.stderr)
+    err = forgiving(sys.stderr)
     print(f"{failed.height} of {total} runs failed:", file=err)
     for row in failed.iter_rows(named=True):
         print(f"  {row['point']} seed={row['seed']}: {row['status']}: {row['error']}", file=err)
@@ -372,7 +332,7 @@ def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFr
             mean, half = row[f"{m}_mean"], row[f"{m}_ci95"]
             cells.append(_fmt(mean) + (f" ± {_fmt(half)}" if half is not None else ""))
         table.add_row(*cells)
-    Console(file=_forgiving(sys.stdout)).print(table)
+    stdout_console().print(table)
 
 
 def _fmt(v) -> str:

@@ -39,6 +39,7 @@ import polars as pl
 from roundhouse.errors import TraceError, UsageError, did_you_mean
 from roundhouse.runtime.element import MAX_JOB_ID, MAX_JOBS, MAX_RATE, MAX_SECONDS
 from roundhouse.runtime.values import describe, rate_from_text
+from roundhouse.tools.outputs.console import stdout_console
 from roundhouse.tools.outputs.whole_file import whole_file
 
 GENERATE_FORMATS = ("canonical", "gavel", "tiresias", "philly")
@@ -154,7 +155,6 @@ def register(subparsers) -> None:
 
 
 def describe_command(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from roundhouse.traces.formats import file_columns, load_trace
@@ -166,7 +166,7 @@ def describe_command(args: argparse.Namespace) -> int:
     table.add_column("value")
     for what, value in summary_rows(loaded.frame, loaded.format, columns, loaded.skipped, loaded.skipped_what):
         table.add_row(what, value)
-    Console().print(table)
+    stdout_console().print(table)
     return 0
 
 

@@ -9,7 +9,6 @@ import math
 from pathlib import Path
 
 import attrs
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -20,6 +19,7 @@ from roundhouse.runtime.simulation import own_elements
 from roundhouse.runtime.whatif import METRICS, WORLD_SETTINGS, check_journal_file, is_snapshot, whatif, whatif_snapshot
 from roundhouse.runtime.world import World
 from roundhouse.tools.common import add_overrides, overrides, seconds
+from roundhouse.tools.outputs.console import stdout_console
 from roundhouse.tools.results import compile_with_trace, in_units
 
 
@@ -248,7 +248,7 @@ def _as_dict(p) -> dict:
 
 
 def _print(point: dict, projections, headers: list[str]) -> None:
-    console = Console()
+    console = stdout_console()
     # A journal's clock is its last round's; a snapshot's, the boundary after its last round.
     if point["kind"] == "journal":
         at = f"round {point['round']} at t={point['now_s']:g}s"

@@ -53,10 +53,12 @@ def is_parquet(path: str | Path) -> bool:
 
 
 def compact(df: pl.DataFrame) -> pl.DataFrame:
-    """The trace without the optional canonical columns that carry no information."""
+    """The trace without the optional canonical columns that carry no information. A trace of no
+    jobs keeps `duration_s`: a reader needs a column of work (durations, or models and
+    iterations), and with no jobs every column is empty."""
     drop = []
     for name in CANONICAL_COLUMNS:
-        if name in REQUIRED_COLUMNS or name not in df.columns:
+        if name in REQUIRED_COLUMNS or name not in df.columns or (name == "duration_s" and df.height == 0):
             continue
         column = df.get_column(name)
         if column.null_count() == column.len():

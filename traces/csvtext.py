@@ -249,6 +249,8 @@ def read_json_list(path: str, what: str) -> list:
     import json
 
     text = read_text(path)  # (UTF-8, as every reader and every message's line number takes it)
+    if not text.strip():
+        raise TraceError(path, f"is empty; {what} is a JSON list of jobs")
     try:
         records = json.loads(text)
     except json.JSONDecodeError as err:

@@ -145,10 +145,36 @@ def load_trace(path: str | Path, format: str = "auto", elastic: ElasticProfile |
     built in; in a canonical trace a job of one of its applications needs no work column."""
     format = check_format(format)
     if format == "auto":
-        format = detect_format(path)
-    elif format != "canonical" and read_bytes(path, 4) == _PARQUET_MAGIC:
+        return _read(path, detect_format(path), elastic)
+    if format != "canonical" and read_bytes(path, 4) == _PARQUET_MAGIC:
         # (rather than the text readers' "not UTF-8 text" about its first binary byte)
-        raise TraceError(str(path), f"is a Parquet file, and only canonical traces are read from Parquet, not {format} ones")
+        raise TraceError(str(path), f"is a Parquet file, and only canonical traces are read from Parquet, not {format} traces")
+    try:
+        return _read(path, format, elastic)
+    except TraceError as err:
+        raise _naming_the_format_found(err, path, format, elastic) from None
+
+
+def _naming_the_format_found(err: TraceError, path: str | Path, named: str, elastic: ElasticProfile | None) -> TraceError:
+    """`err`, met reading `path` in the format `named`, saying which format the file is in when
+    format detection finds another: an error of the header (its first line, or a column it
+    lacks) of a file in one format read as another names only what it did not find."""
+    if err.column is not None or err.row not in (None, 1) or "read it as" in err.message:
+        return err
+    try:
+        found = detect_format(path)
+        if found == "canonical":  # (what any CSV not told apart is taken for: its header must be one)
+            check_trace_header(path, found, elastic)
+    except (TraceError, UsageError, OSError):
+        return err
+    if found == named:
+        return err
+    hint = f"by its contents it is a {found} trace: read it as {found} (format={found}, or no format)"
+    return TraceError(err.path, f"{err.message}; {hint}", row=err.row)
+
+
+def _read(path: str | Path, format: str, elastic: ElasticProfile | None) -> LoadedTrace:
+    """The trace at `path` read in `format` (not "auto")."""
     if format == "philly":
         result = philly.parse(path)
         return LoadedTrace(result.frame, format, result.skipped, result.skipped_what)
