@@ -227,14 +227,18 @@ arrivals -> admit -> JobPool -> order -> FirstFree -> Launch -> m :: JobMetrics;
 """
 
 
+# Half a day: it switches after 6 hours (round 72), and the run is forked and saved an hour later.
+HALF_DAY_S, FORKED_AT_S = 12 * 3600, 7 * 3600
+
+
 @pytest.fixture(scope="module")
-def day_in_one_process(tmp_path_factory):
-    """QUICK_GRAPH's day in one process, forked and saved at 10 hours: the run, its fork, the
-    snapshot loaded, each run to the end, and the run's result. (Two tests read it: a day of
-    decisions costs seconds of look-aheads.)"""
+def half_day_in_one_process(tmp_path_factory):
+    """QUICK_GRAPH's first half day in one process, forked and saved at FORKED_AT_S: the run, its
+    fork, the snapshot loaded, each run to the end, and the run's result. (Two tests read it: half
+    a day of decisions costs seconds of look-aheads.)"""
     from roundhouse.runtime.simulation import Simulation
 
-    sim = Simulation(QUICK_GRAPH.format(workers=1), until=24 * 3600).run_until(10 * 3600)
+    sim = Simulation(QUICK_GRAPH.format(workers=1), until=HALF_DAY_S).run_until(FORKED_AT_S)
     fork = sim.fork()
     path = tmp_path_factory.mktemp("synth") / "half.snap"
     sim.save(path)
@@ -246,22 +250,27 @@ def day_in_one_process(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_a_synthesizer_run_forks_and_saves_like_any_other(day_in_one_process):
+def test_a_synthesizer_run_forks_and_saves_like_any_other(half_day_in_one_process):
     from tests.test_fork import outcome, same
 
-    # A day (a synthesizer's decisions cost look-aheads): it switches after 6 hours.
-    sim, fork, loaded, done = day_in_one_process
+    # Forked after it switched, with decisions to come (a synthesizer's decisions cost look-aheads).
+    sim, fork, loaded, done = half_day_in_one_process
     assert same(outcome(fork), outcome(sim)) and same(outcome(loaded), outcome(sim))
     assert done.counters["synth"]["switches"] >= 1 and done.counters["synth"]["simulated"] > 0
+    choices, decisions = done.reports["synth"]["choices"], done.reports["synth"]["decisions"]
+    assert 0 < choices["time_s"][1] < FORKED_AT_S < decisions["time_s"].max()
+    # Jobs start and finish after the fork: the runs compared the synthesizer's schedule.
+    jobs = outcome(sim)
+    assert (jobs["first_start_s"] > FORKED_AT_S).any() and (jobs["finish_s"] > FORKED_AT_S).any()
 
 
 @pytest.mark.slow
-def test_a_process_pool_decides_as_one_process_does(day_in_one_process):
+def test_a_process_pool_decides_as_one_process_does(half_day_in_one_process):
     from roundhouse.runtime.simulation import Simulation
     from tests.test_fork import outcome, same
 
-    one, _, _, a = day_in_one_process
-    two = Simulation(QUICK_GRAPH.format(workers=2), until=24 * 3600)
+    one, _, _, a = half_day_in_one_process
+    two = Simulation(QUICK_GRAPH.format(workers=2), until=HALF_DAY_S)
     b = two.run()
     assert same(outcome(one), outcome(two))
     assert a.reports["synth"]["decisions"].equals(b.reports["synth"]["decisions"])
