@@ -338,7 +338,7 @@ class Synthesizer(Element):
         if not self._choices or acting_now != self._choice:
             self._choices.append((ctx.round_index, ctx.now, acting_now))
             self._choice = acting_now
-        fork = ctx.fork() if len(combos) > 1 else None
+        fork = self._look_ahead_fork(ctx) if len(combos) > 1 else None
         # With no job waiting and none arriving now, every combination runs the same jobs
         # until the next arrival: nothing to simulate.
         if fork is not None and not fork.quiet:
@@ -361,6 +361,18 @@ class Synthesizer(Element):
                     self.peers[ref.name].select(index)  # type: ignore[attr-defined]
         self.counters["decisions"] += 1
         self.counters["choice"] = self._choice
+
+    def _look_ahead_fork(self, ctx: RoundContext):
+        """The run forked for this decision's look-aheads, without the choices and decisions
+        recorded so far: the look-aheads' copies of this synthesizer are frozen and report
+        nothing, and copied into each of them the records made a decision cost more the longer
+        the run had gone."""
+        kept = self._choices, self._decisions
+        self._choices, self._decisions = [], []
+        try:
+            return ctx.fork()
+        finally:
+            self._choices, self._decisions = kept
 
     def quiet_until(self, ctx: RoundContext) -> float | None:
         """Event skipping: nothing changes until its next decision round, which is not skipped.

@@ -367,3 +367,24 @@ def test_a_script_without_a_main_guard_runs_it_as_one_process_would(tmp_path):
     one = Simulation(QUICK_GRAPH.format(workers=1), until=8 * 3600).run().reports["synth"]["decisions"]
     two = pl.read_csv(tmp_path / "two.csv", schema=one.schema)
     assert one.height > 0 and two.equals(one)
+
+
+def test_a_look_ahead_copies_none_of_the_decisions_recorded_so_far(run_graph, monkeypatch):
+    """The look-aheads' copies of the synthesizer are frozen and report nothing: the records of
+    earlier decisions are not copied into them (copied, a long run's decisions cost the square
+    of its length), and the run still reports them all."""
+    from roundhouse.elements import control
+
+    seen = []
+    simulate = control._simulate
+
+    def recording(fork, horizon_s, synth, switches, combo):
+        base = fork.base.graph.elements[synth]
+        seen.append((len(base._decisions), len(base._choices)))
+        return simulate(fork, horizon_s, synth, switches, combo)
+
+    monkeypatch.setattr(control, "_simulate", recording)
+    jobs = [{"job_id": i, "arrival_s": 600.0 * i, "gpus": 1, "duration_s": 900.0 + 300.0 * (i % 3)} for i in range(8)]
+    result = run_graph(SYNTH.format(workers=1), jobs=jobs, cluster="1x1:V100")
+    assert len(seen) > 4 and set(seen) == {(0, 0)}
+    assert result.reports["synth"]["decisions"].height == len(seen)
