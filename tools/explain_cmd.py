@@ -89,6 +89,17 @@ def whole_number(job: str) -> int | None:
 
 # Digits of the longest job id (a 64-bit integer: at most 9223372036854775807).
 _ID_DIGITS = 19
+_LARGEST_ID = 2**63 - 1
+
+
+def _too_long(text: str) -> bool:
+    """Whether `text` spells a whole number too long to be a job's id (`1e19`, `1e400`)."""
+    try:
+        value = decimal.Decimal(text.strip())
+    except (decimal.InvalidOperation, ValueError):
+        return False
+    # (Compared as it is: `1e999999999` is never spelled out.)
+    return value.is_finite() and abs(value) > _LARGEST_ID and value == value.to_integral_value()
 
 
 def _a_number(text: str) -> bool:
@@ -303,6 +314,8 @@ def _why_missing(job: str, known, stopped: tuple[float, str] | None) -> str:
     """What may explain a job missing from the record. Ids are whole numbers: a numeric id
     spelled like another says nothing about that one, so only other ids get suggestions; nor
     does a number that is not whole ("1.5", "1e400": no job 15 or 400 is meant), which gets none."""
+    if _too_long(job):
+        return f"; job ids are whole numbers up to {_LARGEST_ID}"
     if whole_number(job) is None:
         close = [] if _a_number(job) else difflib.get_close_matches(job, known.to_list(), n=3)
         return f"; job ids are whole numbers{'; did you mean ' + ', '.join(close) + '?' if close else ''}"
