@@ -14,16 +14,7 @@ from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import simulate
 from tests.conftest import REPO
-
-# Recoder's shape in Gavel's profile: faster on a P100 (and a K80) than on a V100.
-PROFILE = """model,batch_size,gpu_type,gpus,placement,iters_per_s
-jp,512,V100,1,consolidated,23.3
-jp,512,P100,1,consolidated,48.9
-jp,512,K80,1,consolidated,32.9
-jv,64,V100,1,consolidated,4.39
-jv,64,P100,1,consolidated,2.62
-jv,64,K80,1,consolidated,0.619
-"""
+from tests.test_paper_fidelity_review import _PROFILE as PROFILE  # (Recoder's shape: fastest on a P100)
 
 
 def _first_round(tmp_path, order: str, cluster: str, models: list[str]):

@@ -178,6 +178,14 @@ def test_a_run_stopped_before_it_said_what_it_wrote_is_cleared_but_for_others(tm
             "holds the output of experiment 'gavel-fidelity' (so says its reproduction.json), not of unit-test-guarded",
         ),
         ({"reproduction.json": "not json", "a.csv": "x\n"}, "its reproduction.json is not one of experiment unit-test-guarded"),
+        # (a mark naming no experiment: the plain refusal, naming none)
+        *(
+            (
+                {"reproduction.json": json.dumps({"experiment": owner, "others": []})},
+                "its reproduction.json is not one of experiment unit-test-guarded",
+            )
+            for owner in (None, 3, "", "two\nlines")
+        ),
     ],
 )
 def test_a_folder_that_is_not_the_experiments_output_is_refused_untouched(tmp_path, capsys, files, words):

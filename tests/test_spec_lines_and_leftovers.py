@@ -4,7 +4,6 @@ experiment whose output a folder holds."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -13,7 +12,6 @@ from roundhouse.elements.placement.tiresias import ProfiledPlacer
 from roundhouse.errors import ClusterError
 from roundhouse.runtime.cluster import Cluster, ClusterSpec
 from roundhouse.runtime.spec_lines import SpecLines
-from roundhouse.tools.reproductions import EXPERIMENTS, Report, experiment
 from tests.conftest import REPO, fails
 
 HERE = "# <- here"  # marks the line a spec's problem is on
@@ -184,47 +182,3 @@ def test_a_tolerance_of_1_or_more_is_taken(tolerance):
 def test_a_nan_tolerance_is_refused():
     with pytest.raises(ValueError, match="must be at least 1, got nan"):
         ProfiledPlacer(tolerance=math.nan)
-
-
-# --- reproduce --out: a folder another experiment ran in ---
-
-
-def test_a_folder_of_another_experiments_output_is_refused_naming_it(tmp_path, capsys):
-    ran = []
-
-    @experiment("unit-test-mine", "must not run", "nobody (2026)")
-    def mine(out, quick):
-        ran.append(out)
-        return Report()
-
-    folder = tmp_path / "unit-test-mine"
-    folder.mkdir()
-    files = {"reproduction.json": json.dumps({"experiment": "gavel-las", "others": [], "wrote": ["a.csv"]}), "a.csv": "x\n"}
-    for name, text in files.items():
-        (folder / name).write_text(text)
-    try:
-        err = fails(capsys, "reproduce", "unit-test-mine", "--out", tmp_path)
-    finally:
-        EXPERIMENTS.pop("unit-test-mine")
-    assert err.strip() == (
-        f"error: --out {folder}: holds the output of experiment 'gavel-las' (so says its reproduction.json), "
-        "not of unit-test-mine; give another folder, or remove it first"
-    )
-    assert ran == [] and {p.name: p.read_text() for p in folder.iterdir()} == files
-
-
-@pytest.mark.parametrize("owner", [None, 3, "", "two\nlines"])
-def test_a_mark_naming_no_experiment_keeps_the_plain_refusal(tmp_path, capsys, owner):
-    @experiment("unit-test-plain", "must not run", "nobody (2026)")
-    def plain(out, quick):
-        return Report()
-
-    folder = tmp_path / "unit-test-plain"
-    folder.mkdir()
-    (folder / "reproduction.json").write_text(json.dumps({"experiment": owner, "others": []}))
-    try:
-        err = fails(capsys, "reproduce", "unit-test-plain", "--out", tmp_path)
-    finally:
-        EXPERIMENTS.pop("unit-test-plain")
-    assert "its reproduction.json is not one of experiment unit-test-plain" in err
-    assert "holds the output of" not in err
