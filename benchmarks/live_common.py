@@ -39,25 +39,31 @@ src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
 def live_cluster(prefix: str, graph: str, **loopback) -> Iterator[Loopback]:
     """A Loopback cluster (its processes not started yet) in a fresh temporary folder holding
     `graph`. At the end, however it ends (the body done or failed, an interrupt, a failure
-    while its processes start), every process it started is stopped and the folder removed;
-    if the body failed other than by an interrupt, the end of each process's log is printed
-    first (the logs go with the folder)."""
+    while its processes start), every process it started is stopped. The folder is removed,
+    but for a failure of the body once the cluster was made (not an interrupt): then it is kept
+    for its logs, its path printed with the end of each process's log."""
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     cluster: Loopback | None = None
+    failed = False
     try:
         (folder / "graph.sched").write_text(graph)
         cluster = Loopback(folder, folder / "graph.sched", **loopback)
         yield cluster
     except BaseException as err:
-        if cluster is not None and cluster.processes and not isinstance(err, KeyboardInterrupt):
-            print(f"the run did not finish; the end of its logs:\n{cluster.logs()}", file=sys.stderr)
+        failed = cluster is not None and not isinstance(err, KeyboardInterrupt)  # (a script's SystemExit is a failure)
         raise
     finally:
         try:
             if cluster is not None:
                 _stop(cluster)
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            if failed and cluster is not None:
+                said = cluster.logs() if cluster.processes else ""
+                print(f"the run did not finish; its folder (logs included) is kept: {folder}", file=sys.stderr)
+                if said:
+                    print(f"the end of its logs:\n{said}", file=sys.stderr)
+            else:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def _stop(cluster: Loopback) -> None:

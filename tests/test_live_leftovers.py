@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -183,7 +184,7 @@ def test_a_benchmark_cluster_interrupted_while_its_scheduler_starts_leaves_nothi
 
 
 @pytest.mark.live
-def test_a_benchmark_cluster_whose_agent_fails_to_start_leaves_nothing_and_says_why(capfd):
+def test_a_benchmark_cluster_whose_agent_fails_to_start_keeps_its_logs_and_says_why(capfd):
     live_common = _live_common()
     processes = []
     with pytest.raises(RuntimeError, match="the agent did not register"):
@@ -194,14 +195,16 @@ def test_a_benchmark_cluster_whose_agent_fails_to_start_leaves_nothing_and_says_
             cluster.wait_for(lambda: processes[-1].poll() is not None, 30, "the agent to refuse its flag")
             raise RuntimeError("the agent did not register")
     try:
-        assert not folder.exists()
+        assert (folder / "scheduler.log").is_file()  # (kept for its logs: a failure to look into)
         assert all(process.poll() is not None for process in processes)
         err = capfd.readouterr().err
-        assert "the run did not finish; the end of its logs:" in err and "===== scheduler =====" in err
-        assert "no-such-flag" in err  # (the agent's own words, from its log, before the folder went)
+        assert f"the run did not finish; its folder (logs included) is kept: {folder}" in err
+        assert "the end of its logs:" in err and "===== scheduler =====" in err
+        assert "no-such-flag" in err  # (the agent's own words, from its log)
     finally:
         for process in processes:
             stop(process, 5)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- a refused submission, as the scheduler logs it ---
