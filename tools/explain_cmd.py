@@ -98,8 +98,11 @@ def _too_long(text: str) -> bool:
         value = decimal.Decimal(text.strip())
     except (decimal.InvalidOperation, ValueError):
         return False
-    # (Compared as it is: `1e999999999` is never spelled out.)
-    return value.is_finite() and abs(value) > _LARGEST_ID and value == value.to_integral_value()
+    if not value.is_finite():
+        return False
+    if value.adjusted() >= _ID_DIGITS:  # (10**19 or more; `1e999999999` is never spelled out)
+        return value.as_tuple().exponent >= 0 or value == value.to_integral_value()
+    return abs(value) > _LARGEST_ID and value == value.to_integral_value()
 
 
 def _a_number(text: str) -> bool:
