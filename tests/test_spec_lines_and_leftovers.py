@@ -1,5 +1,6 @@
 """Problems a first user met: a cluster spec file's problem names the line it is on; a
-ProfiledPlacer tolerance below 1 (no slowdown is) is refused; `reproduce --out` names the
+ProfiledPlacer tolerance below 1 (no slowdown is) is refused, and a SkewAwarePlacer packlimit of 1
+or more (no skew is: it is a share); `reproduce --out` names the
 experiment whose output a folder holds."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import math
 
 import pytest
 
-from roundhouse.elements.placement.tiresias import ProfiledPlacer
+from roundhouse.elements.placement.tiresias import ProfiledPlacer, SkewAwarePlacer
 from roundhouse.errors import ClusterError
 from roundhouse.runtime.cluster import Cluster, ClusterSpec
 from roundhouse.runtime.spec_lines import SpecLines
@@ -182,3 +183,27 @@ def test_a_tolerance_of_1_or_more_is_taken(tolerance):
 def test_a_nan_tolerance_is_refused():
     with pytest.raises(ValueError, match="must be at least 1, got nan"):
         ProfiledPlacer(tolerance=math.nan)
+
+
+# --- SkewAwarePlacer's packlimit is a share of the model: below 1 ---
+
+
+@pytest.mark.parametrize("packlimit", ["30", "1", "1.5"])
+def test_a_packlimit_of_1_or_more_is_refused_at_the_argument(tmp_path, capsys, packlimit):
+    """A percentage written for a share would consolidate only the jobs of unknown skew."""
+    graph = tmp_path / "g.sched"
+    graph.write_text(GRAPH.replace('"spec.toml"', '"2x4:V100"').replace("PLACER", f"SkewAwarePlacer(packlimit={packlimit})"))
+    err = fails(capsys, "check", graph)
+    assert err.startswith(f"{graph}:4:")
+    assert f"argument 'packlimit' of SkewAwarePlacer must be below 1, got {float(packlimit):g}" in err
+    assert "share of the model" in err
+
+
+@pytest.mark.parametrize("packlimit", [0.12, 0.3, 0.99])
+def test_a_packlimit_below_1_is_taken(packlimit):
+    assert SkewAwarePlacer(packlimit=packlimit).packlimit == packlimit
+
+
+def test_a_nan_packlimit_is_refused():
+    with pytest.raises(ValueError, match="must be"):
+        SkewAwarePlacer(packlimit=math.nan)

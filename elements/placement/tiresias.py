@@ -85,6 +85,16 @@ def choose_fewest_holes(cluster, available: np.ndarray, want: int, types: list[i
     return None
 
 
+def _a_share(instance, attribute, value: float) -> None:
+    """A skew is the largest tensor's share of the model, at most 1: a limit of 1 or more would
+    consolidate only the jobs of unknown skew, which is most likely a percentage written as one."""
+    if not value < 1:
+        raise ValueError(
+            f"must be below 1, got {describe(value)}: it is a share of the model's size (0.3 consolidates the jobs "
+            "whose largest tensor is more than 30% of the model)"
+        )
+
+
 @element
 class SkewAwarePlacer(_Selective):
     """Tiresias' placement: consolidate jobs whose model's tensor-size skew exceeds `packlimit`;
@@ -98,8 +108,8 @@ class SkewAwarePlacer(_Selective):
     the fullest nodes.
 
     Arguments:
-        packlimit: the skew above which a job is consolidated (Tiresias gives no value; any cut
-          between 0.15 and 0.61 separates Table 6's groups).
+        packlimit: the skew above which a job is consolidated, a share of the model below 1
+          (Tiresias gives no value; any cut between 0.15 and 0.61 separates Table 6's groups).
     Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and nodes N
         (job by job). Not ticked after a round whose plan changed nothing, while the ranking stays
         the same and no job arrives or finishes (event skipping).
@@ -109,7 +119,7 @@ class SkewAwarePlacer(_Selective):
 
     state = ()
 
-    packlimit: float = attrs.field(default=0.3, validator=positive)
+    packlimit: float = attrs.field(default=0.3, validator=[positive, _a_share])
 
     def sensitive(self, ctx: RoundContext, rows: np.ndarray) -> np.ndarray:
         skew = ctx.jobs.column("tensor_skew")[rows]
