@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_common import not_a_script  # noqa: E402
 
 from roundhouse.agents.submitter import Submitter  # noqa: E402
+from roundhouse.tools.deferred_interrupts import deferred_interrupts  # noqa: E402
 from roundhouse.tools.loopback import Loopback  # noqa: E402
 from roundhouse.wire import protocol  # noqa: E402
 from roundhouse.wire.security import ClientSecurity  # noqa: E402
@@ -55,7 +56,7 @@ def live_cluster(prefix: str, graph: str, **loopback) -> Iterator[Loopback]:
     finally:
         try:
             if cluster is not None:
-                _stop(cluster)
+                cluster.close()  # (a second Ctrl-C hurries it, and is delivered once all have stopped)
         finally:
             if failed and cluster is not None:
                 said = cluster.logs() if cluster.processes else ""
@@ -63,19 +64,8 @@ def live_cluster(prefix: str, graph: str, **loopback) -> Iterator[Loopback]:
                 if said:
                     print(f"the end of its logs:\n{said}", file=sys.stderr)
             else:
-                shutil.rmtree(folder, ignore_errors=True)
-
-
-def _stop(cluster: Loopback) -> None:
-    """Stop every process the cluster started (`Loopback.close`: asked, then killed); if that is
-    itself cut short (a second Ctrl-C), what is still running is killed, by process id."""
-    try:
-        cluster.close()
-    finally:
-        for process in cluster.processes.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+                with deferred_interrupts():  # (a Ctrl-C half-way would leave part of the folder)
+                    shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager

@@ -156,15 +156,21 @@ class Journal:
         `lock`: lock it (`lock`) before SQLite opens it, as a scheduler does: SQLite keeps its
         write-ahead log beside the path it was given, so a second scheduler reaching the file by
         another name (a hard link) would read it, and could write to it, without the first's log."""
-        self.path = Path(path)
+        self.path = Path(path)  # (as given: what messages name)
+        # The file itself, resolved once: through a symbolic link to a journal not there yet,
+        # the journal is made where the link leads (as a user who made the link expects), and
+        # what is locked, opened and, if left empty, removed is that file, never the link, even
+        # should the link be changed while the journal is open.
+        self.file = self.path.resolve()
         self._lock: _Lock | None = None  # held by the scheduler running the run
-        made = lock and not self.path.exists()  # (made here: removed again if it cannot be used)
+        made = lock and not self.file.exists()  # (made here: removed again if it cannot be used)
         if lock:
-            self._lock = _Lock(self.path)
+            self._lock = _Lock(self.path, self.file)
         # As a URI with its path escaped: a name with '#', '?' or '%' in it is then that file,
         # not a shorter name followed by a query.
-        uri = self.path.resolve().as_uri()
+        uri = self.file.as_uri()
         try:
+            _check_one_name(self)  # (before SQLite opens it: it would read it, and could write it)
             if read_only:
                 self.db = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
             else:
@@ -387,7 +393,7 @@ class Journal:
         """Hold an exclusive lock on the journal file itself until the journal is closed: two
         schedulers on one journal would each write their own rounds into it (`_Lock`). The lock
         goes with the file, so that a symbolic or a hard link to the journal is the same journal."""
-        self._lock = self._lock or _Lock(self.path)
+        self._lock = self._lock or _Lock(self.path, self.file)
 
     def close(self, remove_if_empty: bool = False) -> None:
         """Commit and close. `remove_if_empty`: remove its files too if it holds nothing of a run
@@ -437,9 +443,10 @@ class Journal:
         return not any(self._read(table, f"SELECT 1 FROM {table} LIMIT 1") for table in tables)
 
     def remove(self) -> None:
-        """Delete the closed journal's files (SQLite's write-ahead log and index beside it)."""
+        """Delete the closed journal's files (SQLite's write-ahead log and index beside it):
+        the file opened, not a symbolic link that led to it."""
         for suffix in ("", "-wal", "-shm"):
-            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            Path(f"{self.file}{suffix}").unlink(missing_ok=True)
 
 
 def _why(path: Path, said: str) -> str:
@@ -633,17 +640,37 @@ def _check_tables(journal: Journal, read_only: bool) -> None:
                 raise journal.damaged(table, "its columns", f"it has no column {', '.join(lacking)}")
 
 
+def _check_one_name(journal: Journal) -> None:
+    """Refuse a journal file that has more than one name (hard links): SQLite keeps the
+    write-ahead log beside the name it opens, so opened by another name than its scheduler's
+    the journal reads without what its log holds (a crashed scheduler's last committed rounds),
+    and written so it would be two journals in one file."""
+    try:
+        names = os.stat(journal.file).st_nlink
+    except FileNotFoundError:
+        return  # (a new journal)
+    except OSError as err:
+        raise UsageError(f"{journal.path}: cannot use as a journal: {err.strerror or err}") from None
+    if names > 1:
+        raise UsageError(
+            f"{journal.path}: cannot use as a journal: the file has {names} names (hard links), and a journal reached by "
+            "two names loses what its write-ahead log holds (SQLite keeps the log beside the name it was opened by); "
+            f"open it by the name its scheduler used and remove the others (`find / -xdev -samefile {journal.path}`)"
+        )
+
+
 class _Lock:
     """An exclusive lock on a journal file itself, held until `release` (`files.lock_file`).
-    Beside the file its path leads to, FILE.lock holds the holder's pid while it holds the lock."""
+    Beside the file (`file`, its path resolved), FILE.lock holds the holder's pid while it holds
+    the lock. `journal`: the path as given, for messages."""
 
-    def __init__(self, journal: Path):
-        self.note = Path(f"{journal.resolve()}.lock")
+    def __init__(self, journal: Path, file: Path):
+        self.note = Path(f"{file}.lock")
         busy = (
             f"journal {journal} is in use by another scheduler (pid {{pid}}); stop it first, or give this one another --journal"
         )
         try:
-            self.fd = lock_file(journal, busy, self.note)
+            self.fd = lock_file(file, busy, self.note)
         except OSError as err:
             raise UsageError(f"{journal}: cannot use as a journal: {_why(journal, err.strerror or str(err))}") from None
 

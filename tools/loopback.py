@@ -2,7 +2,10 @@
 fake GPUs, as real subprocesses on 127.0.0.1 (insecure mode, or CURVE with a key folder).
 
 Used by the tests, the live-fidelity reproduction and the benchmarks. Ports are picked free,
-every wait has a timeout, and `close()` stops every process it started, by process id."""
+every wait has a timeout, and `close()` stops every process it started, by process id. An
+interrupt (Ctrl-C) is held back while a process starts until it is recorded, and while
+`close()` stops them until it is done (tools/deferred_interrupts.py): neither leaves a
+process behind."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import time
 from pathlib import Path
 
 from roundhouse.agents.ports import LOWEST, first_outgoing_port
+from roundhouse.tools.deferred_interrupts import deferred_interrupts
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,7 +77,8 @@ class Loopback:
             "20s",
             *serve_args,
         ]
-        self.processes: dict[str, subprocess.Popen] = {}
+        self.processes: dict[str, subprocess.Popen] = {}  # (by name: the last started of each)
+        self._started: list[subprocess.Popen] = []  # every process started, for `close`
 
     def __enter__(self) -> Loopback:
         return self
@@ -83,17 +88,20 @@ class Loopback:
 
     # --- processes ---
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
-        log = open(self.folder / f"{name}.log", "ab")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "roundhouse.tools.cli", *args],
-            cwd=PROJECT_ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        log.close()
-        self.processes[name] = proc
+        # An interrupt between the process's start and its record here would leave it running
+        # with nothing to stop it (it is in this process's group: a Ctrl-C at a terminal
+        # reaches it, one sent to this process alone does not): held back until it is recorded.
+        with deferred_interrupts(), open(self.folder / f"{name}.log", "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "roundhouse.tools.cli", *args],
+                cwd=PROJECT_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+            self._started.append(proc)
+            self.processes[name] = proc
         return proc
 
     def start_scheduler(self) -> subprocess.Popen:
@@ -129,16 +137,23 @@ class Loopback:
             proc.send_signal(sig)
         proc.wait(timeout=30)
 
-    def close(self) -> None:
-        for proc in self.processes.values():
-            if proc.poll() is None:
+    def close(self, grace: float = 10.0) -> None:
+        """Stop every process started and still running: SIGTERM, then SIGKILL to those still
+        running after `grace` seconds. An interrupt meanwhile does not cut it short (which would
+        leave processes running): it hurries it (SIGKILL at once) and is delivered once every
+        process has ended. Closing again stops what was started since, if anything."""
+        with deferred_interrupts() as held:
+            running = [proc for proc in self._started if proc.poll() is None]
+            for proc in running:
                 proc.send_signal(signal.SIGTERM)
-        deadline = time.time() + 10
-        for proc in self.processes.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            deadline = time.monotonic() + grace
+            while running and not held.signals and time.monotonic() < deadline:
+                time.sleep(0.05)
+                running = [proc for proc in running if proc.poll() is None]
+            for proc in running:
+                if proc.poll() is None:
+                    proc.kill()
+            for proc in running:
                 proc.wait(timeout=10)
 
     # --- looking in ---
