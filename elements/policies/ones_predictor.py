@@ -5,13 +5,14 @@ loss, validation accuracy). f is the artifact's small network (Linear 5->64, tan
 ReLU, + 1); the paper prints it linear (Eq. 6) and calls it a GPR in a footnote. It is refitted,
 by maximising the Beta log-likelihood of the labels (processed / total samples), on per-epoch
 points of completed jobs, seeded with the artifact's job_history.csv. The artifact passes the raw
-epoch size at prediction and its log in training; we use the log in both.
+epoch size at prediction and its log in training; we use the log in both. The fit runs torch's
+Adam written out (Adam below, the same bits), as torch.optim imports torch._dynamo when first used.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import polars as pl
@@ -31,6 +32,57 @@ def _one_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+class Adam:
+    """torch.optim.Adam as it runs on CPU tensors (the single-tensor path, L2 weight decay added to
+    the gradient, no amsgrad): the same float32 operations in the same order, so a fit gives the
+    same bits. Written out because constructing torch's optimizer imports torch._dynamo, seconds
+    of every process's first fit for a network of a few hundred weights."""
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        lr: float,
+        weight_decay: float = 0.0,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ):
+        self.params = list(params)
+        self.lr, self.weight_decay, self.betas, self.eps = lr, weight_decay, betas, eps
+        # Per parameter, created at its first step as torch does: steps taken, the moments.
+        self.steps: list[int] = [0] * len(self.params)
+        self.exp_avg: list[torch.Tensor | None] = [None] * len(self.params)
+        self.exp_avg_sq: list[torch.Tensor | None] = [None] * len(self.params)
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        beta1, beta2 = self.betas
+        for i, param in enumerate(self.params):
+            if param.grad is None:  # torch skips such a parameter, its step count included
+                continue
+            exp_avg, exp_avg_sq = self.exp_avg[i], self.exp_avg_sq[i]
+            if exp_avg is None or exp_avg_sq is None:
+                exp_avg = self.exp_avg[i] = torch.zeros_like(param, memory_format=torch.preserve_format)
+                exp_avg_sq = self.exp_avg_sq[i] = torch.zeros_like(param, memory_format=torch.preserve_format)
+            self.steps[i] += 1
+            # torch counts steps in a float32 tensor and reads it back as a Python float.
+            step = float(self.steps[i])
+            grad = param.grad
+            if self.weight_decay != 0:
+                grad = grad.add(param, alpha=self.weight_decay)
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            bias_correction1 = 1 - beta1**step
+            bias_correction2 = 1 - beta2**step
+            step_size = self.lr / bias_correction1
+            bias_correction2_sqrt = bias_correction2**0.5
+            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps)
+            param.addcdiv_(exp_avg, denom, value=-step_size)
 
 
 def features(epoch_size, initial_loss, epochs, loss, acc) -> np.ndarray:
@@ -102,7 +154,7 @@ class BetaPredictor:
         if not len(self.y):
             return []
         x, log_y, log_1y = self._tensors()
-        opt = torch.optim.Adam(self.net.parameters(), lr=self.lr, weight_decay=1e-4)
+        opt = Adam(self.net.parameters(), lr=self.lr, weight_decay=1e-4)
         losses = []
         with _one_thread():
             for _ in range(self.steps if steps is None else steps):
