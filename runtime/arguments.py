@@ -4,6 +4,7 @@ an error at its place in the file."""
 
 from __future__ import annotations
 
+import decimal
 import numbers
 import os
 import types
@@ -15,7 +16,17 @@ import attrs
 from roundhouse.errors import Location, SchedError
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.element import type_name
-from roundhouse.runtime.values import Duration, ElementRef, FilePath, IdRange, Multiplier, Rate, describe
+from roundhouse.runtime.values import (
+    INT64_MAX,
+    Duration,
+    ElementRef,
+    FilePath,
+    IdRange,
+    Multiplier,
+    Rate,
+    describe,
+    short_text,
+)
 
 _KIND_TEXT = {
     "number": "a number",
@@ -49,11 +60,16 @@ def convert(value: ast.Value, annotation: Any, base_dir: str, what: str) -> Any:
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in typing.get_args(annotation) if a is not type(None)]
+        complaints = []
         for option in options:
             try:
                 return convert(value, option, base_dir, what)
-            except SchedError:
-                continue
+            except SchedError as err:
+                complaints.append(err)
+        # A list that one option alone takes is judged by it: its complaint names the bad item.
+        takes_lists = [err for o, err in zip(options, complaints) if typing.get_origin(o) in (list, tuple)]
+        if len(options) == 1 or (value.kind == "list" and len(takes_lists) == 1):
+            raise (complaints[0] if len(options) == 1 else takes_lists[0])
         expected = " or ".join(_EXPECTS.get(o, type_name(o)) for o in options)
         raise _mismatch(value, expected, what)
     if origin in (list, tuple):
@@ -70,6 +86,8 @@ def convert(value: ast.Value, annotation: Any, base_dir: str, what: str) -> Any:
     elif annotation is int:
         if kind == "number" and isinstance(raw, int):
             return raw
+        if kind == "number" and (whole := _whole_with_exponent(value, what)) is not None:
+            return whole
     elif annotation is float:
         if kind == "number" and isinstance(raw, int | float):
             return float(raw)
@@ -99,6 +117,23 @@ def convert(value: ast.Value, annotation: Any, base_dir: str, what: str) -> Any:
             return ElementRef(value.word)
     expected = _EXPECTS.get(annotation, type_name(annotation))
     raise _mismatch(value, expected, what)
+
+
+def _whole_with_exponent(value: ast.Value, what: str) -> int | None:
+    """A number written with an exponent that is whole (`1e3`, `2.5e1`) as that int, read from
+    its text exactly; None for any other. One past 64 bits is refused as a written one is."""
+    text = value.text or ""
+    if "e" not in text.lower():
+        return None
+    exact = decimal.Decimal(text)
+    if exact != exact.to_integral_value():
+        return None
+    if abs(exact) > INT64_MAX:  # (the parser has refused what is not finite: this int is small)
+        raise SchedError(
+            f"{what} expects a whole number, but {short_text(text)} is too large (whole numbers must lie within ±{INT64_MAX})",
+            value.location,
+        )
+    return int(exact)
 
 
 def _mismatch(value: ast.Value, expected: str, what: str) -> SchedError:

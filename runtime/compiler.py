@@ -66,8 +66,22 @@ class CompiledGraph:
     # file paths (profile, traces) resolved from here.
     cwd: str = attrs.field(factory=_working_folder)
 
+    # The connections into each input, (element, port) -> [(source, its port)], built when first
+    # asked for and again when `connections` is replaced or grows (see `sources_of`).
+    _into: tuple[list[Connection], int, dict[tuple[str, str], list[tuple[str, str]]]] | None = attrs.field(
+        default=None, init=False, eq=False, repr=False
+    )
+
     def sources_of(self, element: str, port: str) -> list[tuple[str, str]]:
-        return [(c.src, c.src_port) for c in self.connections if c.dst == element and c.dst_port == port]
+        # (An index rather than a scan per call: the engine asks once per input, and a graph
+        # may have thousands of elements.)
+        connections = self.connections
+        if self._into is None or self._into[0] is not connections or self._into[1] != len(connections):
+            into: dict[tuple[str, str], list[tuple[str, str]]] = {}
+            for c in connections:
+                into.setdefault((c.dst, c.dst_port), []).append((c.src, c.src_port))
+            self._into = (connections, len(connections), into)
+        return list(self._into[2].get((element, port), ()))
 
     def producer_of(self, element: str, port: str) -> str | None:
         got = self.sources_of(element, port)

@@ -345,37 +345,49 @@ def jobs_given_twice(elements: dict[str, Element], connections: list[Connection]
     The graph has one pool and no cycles (checked before)."""
     pool = next(name for name, el in elements.items() if el.category == "pool")
     carried = [c for c in connections if _carries(elements[c.src], c.src_port, Jobs)]
+    # (Connections are looked up by their ends, each read a few times: a graph of thousands of
+    # elements is checked in time that grows with its size.)
+    into: dict[str, list[Connection]] = defaultdict(list)
+    for c in carried:
+        into[c.dst].append(c)
     reaches = {pool}  # the elements from which jobs go on to the pool
-    while grown := {c.src for c in carried if c.dst in reaches and c.src not in reaches}:
-        reaches |= grown
-    onward = [c for c in carried if c.dst in reaches]
+    stack = [pool]
+    while stack:
+        for c in into[stack.pop()]:
+            if c.src not in reaches:
+                reaches.add(c.src)
+                stack.append(c.src)
+    out_of: dict[str, list[Connection]] = defaultdict(list)
+    for c in carried:
+        if c.dst in reaches:
+            out_of[c.src].append(c)
 
     def to_pool(c: Connection) -> list[Connection]:
         path = [c]
         while path[-1].dst != pool:
-            path.append(next(d for d in onward if d.src == path[-1].dst))
+            path.append(out_of[path[-1].dst][0])
         return path
 
     errors = []
     said: set[tuple[str, str]] = set()
     sources = [name for name, el in elements.items() if el.category == "source" and name in reaches]
     for source in sources:
-        # (the first path by which jobs come from the source to each element, breadth first)
-        came: dict[str, list[Connection]] = {source: []}
+        # (the first path by which jobs come from the source to each element, breadth first:
+        # each element's last step on it)
+        came: dict[str, Connection | None] = {source: None}
         queue = [source]
         for name in queue:
             by_port: dict[str, list[Connection]] = defaultdict(list)
-            for c in onward:
-                if c.src == name:
-                    by_port[c.src_port].append(c)
-                    if c.dst not in came:
-                        came[c.dst] = came[name] + [c]
-                        queue.append(c.dst)
+            for c in out_of[name]:
+                by_port[c.src_port].append(c)
+                if c.dst not in came:
+                    came[c.dst] = c
+                    queue.append(c.dst)
             for port, out in by_port.items():
                 if len(out) < 2 or (name, port) in said:
                     continue
                 said.add((name, port))
-                one, other = (came[name] + to_pool(c) for c in out[:2])
+                one, other = (_came_to(came, name) + to_pool(c) for c in out[:2])
                 errors.append(
                     SchedError(
                         f"'{source}' gives its jobs to the pool '{pool}' by two paths, so every job would arrive "
@@ -386,6 +398,15 @@ def jobs_given_twice(elements: dict[str, Element], connections: list[Connection]
                     )
                 )
     return errors
+
+
+def _came_to(came: dict[str, Connection | None], name: str) -> list[Connection]:
+    """The path from the source to `name` that `came` holds as each element's last step."""
+    path: list[Connection] = []
+    while (step := came[name]) is not None:
+        path.append(step)
+        name = step.src
+    return path[::-1]
 
 
 def _carries(el: Element, port_name: str, port_type: type) -> bool:
