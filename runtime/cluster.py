@@ -41,7 +41,7 @@ import attrs
 import numpy as np
 
 from roundhouse.errors import ClusterError, did_you_mean
-from roundhouse.runtime.spec_lines import SpecLines, at
+from roundhouse.runtime.spec_lines import SpecLines, at, not_toml
 from roundhouse.traces.csvtext import undecodable_byte
 from roundhouse.traces.jobs import read_only
 
@@ -178,7 +178,9 @@ class ClusterSpec:
             return cls(text, groups)
         parsed: list[NodeGroup] = []
         for part in text.split(","):
-            m = re.fullmatch(r"\s*([0-9]+)\s*x\s*([0-9]+)\s*(?::\s*([A-Za-z][\w-]*))?\s*(?:@\s*([A-Za-z][\w.-]*))?\s*", part)
+            # (the type is read whole up to '@' and checked as a spec file's gpu_type is, so
+            # that every name a spec file, an agent or `gpu_types` takes is taken here too)
+            m = re.fullmatch(r"\s*([0-9]+)\s*x\s*([0-9]+)\s*(?::\s*([^\s:@,]+))?\s*(?:@\s*([A-Za-z][\w.-]*))?\s*", part)
             if m is None:
                 if "/" in text or "\\" in text:  # (a path: the file it names is missing, or no file; shown whole, as paths are)
                     raise ClusterError(_not_a_spec_file(text))
@@ -194,7 +196,7 @@ class ClusterSpec:
                     f"('{_shown(part.strip())}' has {nodes} node{'s' if nodes != 1 else ''} of {gpus} GPU{'s' if gpus != 1 else ''})"
                 )
             topology = m.group(4) or ""
-            problem = _topology_problem(topology, gpus) or _gpu_type_problem(gpu_type, gpu_types)
+            problem = _type_name_problem(gpu_type) or _topology_problem(topology, gpus) or _gpu_type_problem(gpu_type, gpu_types)
             if problem:
                 raise ClusterError(f"bad cluster '{_shown(text)}': {problem}")
             parsed.append(NodeGroup(nodes=nodes, gpus_per_node=gpus, gpu_type=gpu_type, topology=topology))
@@ -219,7 +221,7 @@ class ClusterSpec:
         except OSError as err:
             raise ClusterError(f"cannot read cluster spec: {err.strerror or err}", path) from None
         except ValueError as err:  # (a TOMLDecodeError, or a whole number too long to read)
-            raise ClusterError(f"not valid TOML: {err}", path) from None
+            raise not_toml(path, text, err) from None
         lines = SpecLines(text)  # (problems below name the line of the group or key they are about)
         unknown = [k for k in data if k not in ("name", "group", "tiers")]
         if unknown:
@@ -341,6 +343,16 @@ def _plain_gpu_type(name: str) -> bool:
     return re.fullmatch(NAME_RE, name) is not None
 
 
+_TYPE_NAME = (
+    "a GPU type's name (up to 64 letters, digits, '.', '_' and '-', starting with a letter or digit, such as V100 or A100-80GB)"
+)
+
+
+def _type_name_problem(name: str) -> str | None:
+    """Why a shorthand's `:TYPE` is no GPU type's name (None if it is one)."""
+    return None if _plain_gpu_type(name) else f"GPU type '{_shown(name)}' is not {_TYPE_NAME}"
+
+
 def _tiers_from_table(file: Path, lines: SpecLines, table: object) -> Tiers:
     """A [tiers] table: [tiers.machine], [tiers.rack] and [tiers.network], each with optional
     `latency_ns` (0 or more) and `bandwidth_gb_per_s` (above 0); what is left out is Dally's."""
@@ -417,11 +429,7 @@ def _group_from_table(file: Path, lines: SpecLines, index: int, table: object, g
         elif not isinstance(value, str) or not value:
             raise ClusterError(f"{where}: '{key}' must be a non-empty string, got {_as_written(value)}", path)
         elif key == "gpu_type" and not _plain_gpu_type(value):
-            raise ClusterError(
-                f"{where}: 'gpu_type' must be a GPU type's name (up to 64 letters, digits, '.', '_' and '-', starting "
-                f"with a letter or digit, such as V100 or A100-80GB), got {_as_written(value)}",
-                path,
-            )
+            raise ClusterError(f"{where}: 'gpu_type' must be {_TYPE_NAME}, got {_as_written(value)}", path)
         values[key] = value
     for required in ("nodes", "gpus_per_node"):
         if required not in values:
@@ -456,14 +464,29 @@ def rack_names(groups: Sequence[NodeGroup], path: Path | None = None, lines: Spe
     none) or, split, in racks of its own named after its place (group #2's r1-0, r1-1, ...).
     Groups given the same `rack` share it, but the racks a group is split into (by `racks` or
     `machines_per_rack`, into one too) are its own: one of those names given to another group's
-    rack is an error (it would silently merge racks), at the line of the later group's rack keys
-    when `lines` (the spec file's) are given."""
+    rack is an error (it would silently merge racks), and so is the `rack` a split group names
+    written in another group (it would silently not share one), at the line of the later group's
+    rack keys when `lines` (the spec file's) are given."""
     names: list[list[str]] = []
     owner: dict[str, tuple[int, bool]] = {}  # rack -> (first group with it, whether split from it)
+    written: dict[str, tuple[int, bool]] = {}  # a `rack` as written -> (first group with it, whether split)
     for i, g in enumerate(groups):
         split = g.racks > 1 or g.own_racks
         base = g.rack or (f"r{i}" if split else "r0")
         own = [f"{base}-{j}" for j in range(g.racks)] if split else [base]
+        first, first_split = written.setdefault(g.rack, (i, split)) if g.rack else (i, split)
+        if first != i and first_split != split:
+            # (one group in rack "a", another split into "a-0", "a-1": the same `rack` written in
+            # both says they share one, which no rack of theirs is)
+            parted = groups[first] if first_split else g
+            racks = f"'{g.rack}-0'" + (f" to '{g.rack}-{parted.racks - 1}'" if parted.racks > 1 else "")
+            raise ClusterError(
+                f"[[group]] #{i + 1}: rack '{g.rack}' is also the 'rack' of [[group]] #{first + 1}, but "
+                f"[[group]] #{(first if first_split else i) + 1} is split into racks of its own "
+                f"({racks}), which no other group shares: give the groups "
+                "different 'rack' names (groups share a rack when each names it in 'rack' and is not split)",
+                None if path is None else at(path, lines, "group", i, "rack"),
+            )
         for name in own:
             first, first_split = owner.setdefault(name, (i, split))
             if first != i and (first_split or split):

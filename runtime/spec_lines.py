@@ -2,13 +2,16 @@
 with a group's value names the line a user can go to (`spec.toml:14`). TOML readers give no
 line numbers for values; this is a light scan of the text, run only on a file the TOML reader
 took: table headers (`[tiers.rack]`, `[[group]]`) and `key = value` lines, past comments, blank
-lines, strings (multi-line ones too) and arrays written over several lines."""
+lines, strings (multi-line ones too) and arrays written over several lines. A spec the TOML
+reader refuses is said at the line it names too (`not_toml`)."""
 
 from __future__ import annotations
 
 import re
 import tomllib
 from pathlib import Path
+
+from roundhouse.errors import ClusterError
 
 # A place in the spec: its keys from the top, with an array of tables' element by its index
 # (`("group", 1, "nodes")`: the second [[group]]'s `nodes`).
@@ -186,3 +189,41 @@ def _scan_value(line: str, i: int, string: str, depth: int) -> tuple[str, int]:
             depth += (c in "[{") - (c in "]}")
             i += 1
     return string, max(depth, 0)
+
+
+# Where the TOML reader says a problem is, at the end of its message.
+_TOML_AT = re.compile(r"\s*\(at line ([0-9]+), column ([0-9]+)\)$")
+# A line's text up to a number just written after its key: a unit written after it stops the reader.
+_NUMBER_WRITTEN = re.compile(r"[^=#]+=\s*[-+]?[0-9][0-9_]*(?:\.[0-9_]+)?(?:[eE][-+]?[0-9_]+)?\s*")
+# A run of digits too long to be a count (Python's reader of whole numbers stops at 4,300 digits).
+_LONG_NUMBER = re.compile(r"[0-9][0-9_]{999,}")
+
+
+def not_toml(path: Path, text: str, err: ValueError) -> ClusterError:
+    """The error for a spec file the TOML reader refused, at the line it names (`spec.toml:6`),
+    with what to write where a unit follows a number (`latency_ns = 5000 ns`), and a number too
+    long for Python to read said as one, without Python's advice on raising its limit."""
+    message = str(err)
+    lines = text.split("\n")
+    if not isinstance(err, tomllib.TOMLDecodeError):
+        runs = [
+            (len(m.group().replace("_", "")), i)
+            for i, text_line in enumerate(lines, start=1)
+            for m in _LONG_NUMBER.finditer(text_line)
+        ]
+        if not runs:
+            return ClusterError(f"not valid TOML: {message}", path)
+        digits, line = max(runs, key=lambda run: run[0])  # (the longest: the one Python could not read)
+        return ClusterError(
+            f"not valid TOML for a spec: a whole number of {digits:,} digits, far past any value a spec takes", f"{path}:{line}"
+        )
+    at_ = _TOML_AT.search(message)
+    if at_ is None:  # ("at end of document": no line of its own)
+        return ClusterError(f"not valid TOML: {message}", path)
+    line, column = int(at_.group(1)), int(at_.group(2))
+    said = f"not valid TOML: {message[: at_.start()]} (column {column})"
+    written = lines[line - 1] if line <= len(lines) else ""
+    before, after = written[: column - 1], written[column - 1 :]
+    if _NUMBER_WRITTEN.fullmatch(before) and re.match(r"[^\W0-9_]", after):
+        said += "; write the number alone, its unit is the key's (bandwidth_gb_per_s = 200 is 200 GB/s)"
+    return ClusterError(said, f"{path}:{line}")
