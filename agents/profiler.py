@@ -59,7 +59,7 @@ DATASET_SAMPLES = {model: w.samples for model, w in WORKLOADS.items()}
 COLUMNS_NOTE = (
     "# columns: model; batch_size, each worker's batch; gpu_type; gpus, the job's workers (one a GPU);",
     "# placement, consolidated (all on this machine); iters_per_s, the job's training steps a second",
-    "# (a step trains a batch on every worker); measured beside several models in turn, the mean over them",
+    "# (a step trains a batch on every worker)",
 )
 
 
@@ -111,7 +111,9 @@ class ProfileResult:
             f"# {beside}; gpu_type {self.gpu_type} names the (possibly fake) GPUs measured",
             f"# launch overhead: {self.fresh_launch_s:.2f}s fresh, {self.restore_s:.2f}s from a checkpoint (graph setting restore)",
             f"# revocation to exit, checkpoint included: {self.checkpoint_s:.2f}s (graph setting checkpoint)",
-            *COLUMNS_NOTE,
+            *COLUMNS_NOTE[:-1],
+            # (the mean is said only of a rate that is one: measured beside several models in turn)
+            COLUMNS_NOTE[-1] + ("; measured beside several models in turn, the mean over them" if len(self.beside) > 1 else ""),
             "model,batch_size,gpu_type,gpus,placement,iters_per_s",
         ]
         for m in self.measurements:

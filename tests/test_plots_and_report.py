@@ -291,7 +291,13 @@ def test_plot_a_sweep_from_its_summary_and_from_a_results_store(tmp_path):
             "the run lasted 0 s",
             False,
         ),
-        (lambda p: sweep_csv(p, [{"seed": 0, "avg_jct_s": 1.0}], ()), [], "varies nothing but the seed", False),
+        (lambda p: sweep_csv(p, [{"seed": 0, "avg_jct_s": 1.0}], ()), [], "the sweep varies nothing (one run)", False),
+        (
+            lambda p: sweep_csv(p, [{"seed": 0, "avg_jct_s": 1.0}, {"seed": 1, "avg_jct_s": 2.0}], ()),
+            [],
+            "the sweep varies nothing but the seed",
+            False,
+        ),
         (
             lambda p: sweep_csv(p, [{"x": 1, "avg_jct_s": 1.0}], ("x",)),
             ["--metric", "nope"],

@@ -162,6 +162,7 @@ def test_a_table_measured_alone_says_so_and_a_header_of_several_lines_stays_a_co
     m = profiler.Measurement("LM", 10, 1, 50.0, 0.2, 0.3, 0.1)
     text = profiler.ProfileResult("V100", 1, (m,)).csv("measured by a script\nbefore the live run")
     assert "# each measured alone; gpu_type V100" in text and "other job(s)" not in text
+    assert "the mean over them" not in text  # (a rate measured alone is no mean over models)
     assert text.startswith("# measured by a script\n# before the live run\n")
     (tmp_path / "p.csv").write_text(text)
     table = ProfileTable.load(tmp_path / "p.csv")
@@ -173,3 +174,11 @@ def test_the_hint_for_a_table_of_another_gpu_type_sets_the_graphs_reference_type
     _measured(monkeypatch)
     assert main([*ARGS, "--out", str(tmp_path / "p.csv")]) == 0
     assert 'checkpoint = 0.12s; reference_gpu = "CPU1"; in the graph' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("beside", "a_mean"), [((), False), (("Recommendation",), False), (("Recommendation", "LM"), True)])
+def test_the_columns_note_calls_a_rate_a_mean_only_when_measured_beside_several_models(beside, a_mean):
+    m = profiler.Measurement("LM", 10, 1, 50.0, 0.2, 0.3, 0.1)
+    text = profiler.ProfileResult("V100", 2, (m,), beside).csv()
+    assert ("measured beside several models in turn, the mean over them" in text) == a_mean
+    assert "# (a step trains a batch on every worker)" in text

@@ -7,8 +7,9 @@ import sys
 
 from roundhouse.errors import UsageError
 from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
+from roundhouse.tools.outputs.output_place import refuse_extension_alone, refuse_unwritable_place
 from roundhouse.tools.outputs.whole_file import output_file
-from roundhouse.tools.plots import KINDS, figure, file_format, save
+from roundhouse.tools.plots import FILE_FORMATS, KINDS, check_kind, figure, file_format, save
 
 
 def register(sub) -> None:
@@ -25,8 +26,17 @@ def register(sub) -> None:
 
 
 def plot(args) -> int:
+    # (An empty value is refused, not taken for the option left out; a kind is known before any work.)
+    for name, value, what in (("kind", args.kind, "kind"), ("metric", args.metric, "metric"), ("x", args.x, "varied name")):
+        if value is not None and not value.strip():
+            hint = f"; choose {', '.join(KINDS[:-1])} or {KINDS[-1]}" if name == "kind" else ""
+            raise UsageError(f"--{name}: no {what} given{hint}")
+    if args.kind is not None:
+        check_kind(args.kind)
     out = output_file(args.output)
+    refuse_extension_alone(out, args.output, FILE_FORMATS, "figure")
     file_format(out)  # before any work
+    refuse_unwritable_place(out)
     folder = open_folder(args.folder)
     kind = args.kind or ("load" if isinstance(folder, SweepFolder) else "jct-cdf")
     # Options that would not change the figure are refused rather than ignored.

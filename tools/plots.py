@@ -50,9 +50,19 @@ def _plain_text(draw: Callable[P, Figure]) -> Callable[P, Figure]:
     return drawn
 
 
+def check_kind(kind: str) -> None:
+    """Refuse a kind that does not exist, naming the one meant when it is one written in another
+    case, or spelt as `utilization` (the summary's metric) is."""
+    if kind in KINDS:
+        return
+    meant = kind.strip().lower().replace("utilization", "utilisation")
+    if meant in KINDS:
+        raise UsageError(f"--kind {kind}: unknown kind; did you mean {meant}? (the kinds: {', '.join(KINDS)})")
+    raise UsageError(f"--kind {kind}: unknown kind; choose {', '.join(KINDS[:-1])} or {KINDS[-1]}")
+
+
 def figure(folder: RunFolder | SweepFolder, kind: str, metric: str = "avg_jct_s", x: str | None = None) -> Figure:
-    if kind not in KINDS:
-        raise UsageError(f"--kind {kind}: unknown kind; choose {', '.join(KINDS[:-1])} or {KINDS[-1]}")
+    check_kind(kind)
     if isinstance(folder, SweepFolder):
         if kind != "load":
             raise UsageError(
@@ -498,7 +508,9 @@ def metric_bands(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = 
     varied = [label for label in sweep.labels if not is_seed(label)]
     if x is None:
         if not varied:
-            raise UsageError(f"{sweep.source}: the sweep varies nothing but the seed; there is no axis to draw against")
+            seeds = [label for label in sweep.labels if is_seed(label) and label in table.columns]
+            what = "nothing but the seed" if any(table[label].n_unique() > 1 for label in seeds) else "nothing (one run)"
+            raise UsageError(f"{sweep.source}: the sweep varies {what}; there is no axis to draw against")
         x = varied[0]
     # Each option is checked against what the sweep recorded: its labels, and the rest measured.
     metrics = sweep.metrics

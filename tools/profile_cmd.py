@@ -11,7 +11,7 @@ from pathlib import Path
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import check_output_file, writing
-from roundhouse.runtime.values import duration_from_text
+from roundhouse.runtime.values import describe, duration_from_text
 from roundhouse.tools.outputs.whole_file import whole_file
 from roundhouse.wire import protocol
 
@@ -162,11 +162,13 @@ def profile_command(args) -> int:
     with writing(args.out):
         with whole_file(args.out) as through:  # (the old table stays if writing fails)
             Path(through).write_text(result.csv(header))
-    # (A graph reads `profile` relative to its own folder: the hint gives the file's whole path.)
+    # (A graph reads `profile` relative to its own folder: the hint gives the file's whole path,
+    # written as a .sched string so that a quote or backslash in it reads back.)
     # (A graph's reference type is V100 unless set: a table of other types has no speed for it.)
     reference = "" if args.gpu_type == REFERENCE_GPU_TYPE else f' reference_gpu = "{args.gpu_type}";'
     print(
-        f'wrote {args.out}: use it with `profile = "{Path(args.out).resolve()}";` and restore = {result.restore_s:.2f}s; '
+        f"wrote {args.out}: use it with `profile = {describe(str(Path(args.out).resolve()))};` "
+        f"and restore = {result.restore_s:.2f}s; "
         f"checkpoint = {result.checkpoint_s:.2f}s;{reference} in the graph "
         "(a relative path there is relative to the graph's folder)"
     )

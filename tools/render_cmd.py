@@ -4,15 +4,12 @@ code, and nothing is drawn."""
 
 from __future__ import annotations
 
-import errno
-import os
 import re
-from pathlib import Path
 
 from roundhouse.errors import EXIT_USER_ERROR, UsageError
-from roundhouse.runtime.files import writing
 from roundhouse.tools.graph_checks import check_graph, print_problems
 from roundhouse.tools.graph_drawing import FORMATS, DotMissing, draw
+from roundhouse.tools.outputs.output_place import refuse_extension_alone, refuse_unwritable_place
 from roundhouse.tools.outputs.whole_file import output_file, write_whole
 
 
@@ -26,11 +23,10 @@ def register(sub) -> None:
 def render(args) -> int:
     out = output_file(args.output)
     fmt = out.suffix.lstrip(".").lower()
-    if not fmt and out.name[1:].lower() in FORMATS:  # (`.svg`: a hidden file's name, no extension)
-        raise UsageError(f"-o {args.output}: names no file before its extension; write e.g. graph{out.name}")
+    refuse_extension_alone(out, args.output, FORMATS, "graph")
     if fmt not in FORMATS:
         raise UsageError(f"-o {args.output}: cannot tell the format; end the name in {', '.join('.' + f for f in FORMATS)}")
-    _writable(out)  # (before the graph is checked, which reads its traces whole)
+    refuse_unwritable_place(out)  # (before the graph is checked, which reads its traces whole)
     # (as `check GRAPH` checks it: render has no --cluster, so a bad cluster setting is refused
     # rather than replaced, and a graph that names no cluster has its elements left unstarted)
     checked = check_graph(args.graph)
@@ -48,18 +44,6 @@ def render(args) -> int:
         data = _undated(data)
     write_whole(out, data)
     return 0
-
-
-def _writable(out: Path) -> None:
-    """Refuse at once, as the write would once the graph is checked and drawn, an output whose
-    folder does not exist or that is a folder."""
-    folder = out.parent
-    problem = (
-        (errno.ENOTDIR if folder.exists() else errno.ENOENT) if not folder.is_dir() else errno.EISDIR if out.is_dir() else None
-    )
-    if problem is not None:
-        with writing(out):
-            raise OSError(problem, os.strerror(problem), str(out))
 
 
 # The dates in a PDF's document information dictionary: Graphviz's cairo stamps the time it

@@ -15,6 +15,7 @@ from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.dsl.loader import read_source
 from roundhouse.tools.graph_drawing import draw
 from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
+from roundhouse.tools.outputs.output_place import refuse_extension_alone, refuse_unwritable_place
 from roundhouse.tools.outputs.whole_file import output_file, write_whole
 from roundhouse.tools.plots import RUN_KINDS, figure, figure_bytes, is_seed, x_axis
 from roundhouse.tools.results import in_units, objectives, summary_rows
@@ -55,8 +56,10 @@ def register(sub) -> None:
 
 def report(args) -> int:
     out = output_file(args.output)
+    refuse_extension_alone(out, args.output, ("html", "htm"), "report")
     if out.suffix.lower() not in (".html", ".htm"):
         raise UsageError(f"-o {args.output}: a report is an HTML page; end the name in .html")
+    refuse_unwritable_place(out)  # (before the run is read and its figures drawn)
     folder = open_folder(args.folder)
     page = run_page(folder) if isinstance(folder, RunFolder) else sweep_page(folder)
     write_whole(out, page.encode("utf-8"))
