@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from roundhouse.errors import Location, SchedError
+from roundhouse.errors import Location, SchedError, did_you_mean
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.element import type_name
 from roundhouse.runtime.values import (
@@ -67,16 +67,15 @@ def convert(value: ast.Value, annotation: Any, base_dir: str, what: str) -> Any:
             except SchedError as err:
                 complaints.append(err)
         # A list that one option alone takes is judged by it: its complaint names the bad item.
-        takes_lists = [err for o, err in zip(options, complaints) if typing.get_origin(o) in (list, tuple)]
+        takes_lists = [err for o, err in zip(options, complaints) if is_sequence(o)]
         if len(options) == 1 or (value.kind == "list" and len(takes_lists) == 1):
             raise (complaints[0] if len(options) == 1 else takes_lists[0])
-        expected = " or ".join(_EXPECTS.get(o, type_name(o)) for o in options)
+        expected = " or ".join(type_name(o) if is_sequence(o) and tuple_positions(o) is None else _expected(o) for o in options)
         raise _mismatch(value, expected, what)
-    if origin in (list, tuple):
-        (item_type, *_) = typing.get_args(annotation) or (Any,)
-        if value.kind != "list":
-            raise _mismatch(value, f"a list of {type_name(item_type)} in [brackets]", what)
-        return [convert(v, item_type, base_dir, what) for v in value.items]
+    if origin is typing.Literal:
+        return _choice(value, typing.get_args(annotation), base_dir, what)
+    if is_sequence(annotation):
+        return _sequence(value, annotation, base_dir, what)
     kind, raw = value.kind, value.value
     if annotation is Any or annotation is object:
         return [convert(v, Any, base_dir, what) for v in value.items] if kind == "list" else raw
@@ -115,8 +114,92 @@ def convert(value: ast.Value, annotation: Any, base_dir: str, what: str) -> Any:
     elif annotation is ElementRef:
         if kind == "reference":
             return ElementRef(value.word)
-    expected = _EXPECTS.get(annotation, type_name(annotation))
-    raise _mismatch(value, expected, what)
+    raise _mismatch(value, _expected(annotation), what)
+
+
+def is_sequence(annotation: Any) -> bool:
+    """Whether values of this type are written as a list: `list[X]`, `tuple[X, ...]`,
+    `tuple[X, Y]`, or bare `list` or `tuple`."""
+    return annotation in (list, tuple) or typing.get_origin(annotation) in (list, tuple)
+
+
+def tuple_positions(annotation: Any) -> tuple[Any, ...] | None:
+    """The type of each position of a fixed-length tuple (`tuple[int, float]`); None for a
+    sequence of any length."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is tuple and args and args[-1] is not Ellipsis:
+        return args
+    return None
+
+
+def _sequence(value: ast.Value, annotation: Any, base_dir: str, what: str) -> list | tuple:
+    """A list literal as a list, or as a tuple for a tuple type: of the one item type, or of a
+    fixed length with a type for each position. A wrong item or length is said at the item."""
+    positions = tuple_positions(annotation)
+    if value.kind != "list":
+        raise _mismatch(value, f"{_expected(annotation)} in [brackets]", what)
+    if positions is None:
+        (item_type, *_) = typing.get_args(annotation) or (Any,)
+        items = [convert(v, item_type, base_dir, what) for v in value.items]
+    else:
+        if len(value.items) != len(positions):
+            # (an item too many is pointed at; one too few, at the list)
+            where = value.items[len(positions)].location if len(value.items) > len(positions) else value.location
+            raise SchedError(f"{what} expects {_expected(annotation)}, got {_items(len(value.items))}", where)
+        items = [convert(v, t, base_dir, what) for v, t in zip(value.items, positions)]
+    is_tuple = annotation is tuple or typing.get_origin(annotation) is tuple
+    return tuple(items) if is_tuple else items
+
+
+def _choice(value: ast.Value, choices: tuple[Any, ...], base_dir: str, what: str) -> Any:
+    """A literal that is one of a `Literal`'s choices (a word or string, a whole number, a
+    boolean), as that choice; refused otherwise, naming them, as a `one_of` validator does."""
+    for choice in choices:
+        if choice is None:
+            continue
+        try:
+            given = convert(value, type(choice), base_dir, what)
+        except SchedError:
+            continue
+        if given == choice and type(given) is type(choice):
+            return choice
+    words = [c for c in choices if isinstance(c, str)]
+    hint = did_you_mean(value.word, words) if value.kind in ("string", "reference") else None
+    shown = value.text or describe(value.value)
+    raise SchedError(f"{what} must be one of {_listed(choices)}, got {shown}", value.location, hint=hint)
+
+
+def _listed(choices: tuple[Any, ...]) -> str:
+    return ", ".join(describe(c) if isinstance(c, bool) else repr(c) for c in choices if c is not None)
+
+
+def _expected(annotation: Any) -> str:
+    """What a value of this type is, in a message: "a whole number", "one of 'a', 'b'",
+    "a list of 2 items (whole number, number)"."""
+    if annotation in _EXPECTS:
+        return _EXPECTS[annotation]
+    if typing.get_origin(annotation) is typing.Literal:
+        return f"one of {_listed(typing.get_args(annotation))}"
+    if is_sequence(annotation):
+        positions = tuple_positions(annotation)
+        if positions is not None:
+            return f"a list of {_items(len(positions))} ({', '.join(_named(t) for t in positions)})"
+        (item_type, *_) = typing.get_args(annotation) or (Any,)
+        return f"a list of {_named(item_type)}"
+    return type_name(annotation)
+
+
+def _items(n: int) -> str:
+    return f"{n} item" if n == 1 else f"{n} items"
+
+
+def _named(annotation: Any) -> str:
+    """A type as a list's item is named ("integer", "'a' or 'b'")."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return " or ".join(_listed((c,)) for c in typing.get_args(annotation) if c is not None)
+    if is_sequence(annotation):
+        return _expected(annotation)
+    return "anything" if annotation is Any else type_name(annotation)
 
 
 def _whole_with_exponent(value: ast.Value, what: str) -> int | None:
@@ -237,14 +320,33 @@ def raised(err: BaseException) -> str:
     return f"{type(err).__name__}: {sentence(err)}" if sentence(err) else type(err).__name__
 
 
+# What `_unwritable` accepts, for the message refusing the rest.
+FIELD_TYPES = (
+    "int, float, bool, str, Duration, Rate, Multiplier, IdRange, FilePath or ElementRef (roundhouse.runtime.values), "
+    "a Literal of words, whole numbers or booleans, a list[...] or tuple[...] of those, or a union of them (with None)"
+)
+
+
 def check_default(cls: type, field: attrs.Attribute) -> None:
-    """A field's default must be a value a `.sched` file could give it: TypeError at the class
-    otherwise (it would be shown as a default and used without a word). Types a file cannot
-    write (the user's own), computed defaults and None are not checked."""
+    """A field a `.sched` file sets must have a type its values can have, and a default it could
+    give: TypeError at the class otherwise (every value would be refused; a default would be
+    shown and used without a word). Computed defaults and None are not checked; nor is the type
+    of a field no file sets (`init=False`)."""
+    part = _unwritable(field.type)
+    if field.type is None and field.init:
+        raise TypeError(
+            f"{cls.__name__}: argument '{field.name}' has no type: annotate it ({field.name}: int = attrs.field(...)); "
+            f"an argument's type may be {FIELD_TYPES}"
+        )
+    if part is not None and field.init:
+        raise TypeError(
+            f"{cls.__name__}: argument '{field.name}' is of type {_type_text(field.type)}, but a .sched file cannot "
+            f"give a value of type {_type_text(part)}: an argument's type may be {FIELD_TYPES}"
+        )
     default = field.default
     if default is attrs.NOTHING or default is None or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         return
-    if not _writable(field.type) or field.type is Any or field.type is object:
+    if field.type is None or part is not None or field.type is Any or field.type is object:
         return
     literal = _literal(default)
     what = f"the default of argument '{field.name}' of {cls.__name__}"
@@ -257,14 +359,35 @@ def check_default(cls: type, field: attrs.Attribute) -> None:
         raise TypeError(err.message) from None
 
 
-def _writable(annotation: Any) -> bool:
-    """Whether a `.sched` file can write values of this type (`convert` knows it)."""
+def _unwritable(annotation: Any) -> Any:
+    """The part of a type whose values no `.sched` file can write (`convert` does not know it),
+    or None: all of it can be written."""
     origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType, list, tuple):
+        parts = (_unwritable(a) for a in args if a is not type(None) and a is not Ellipsis)
+        return next((p for p in parts if p is not None), None)
+    if origin is typing.Literal:
+        # (bool is an int; None is left to the default, as in an optional type)
+        return None if all(c is None or isinstance(c, str | int) for c in args) else annotation
+    known = annotation in _EXPECTS or annotation in (list, tuple) or annotation is Any or annotation is object
+    return None if known else annotation
+
+
+def _type_text(annotation: Any) -> str:
+    """A type as Python code writes it (`dict[str, int]`, `Literal['a', 1.5]`, `Mine`)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is type(None) or annotation is Ellipsis:
+        return "None" if annotation is type(None) else "..."
+    if origin is typing.Literal:
+        return f"Literal[{', '.join(repr(c) for c in args)}]"
     if origin in (typing.Union, types.UnionType):
-        return all(_writable(a) for a in typing.get_args(annotation) if a is not type(None))
-    if origin in (list, tuple):
-        return all(_writable(a) for a in typing.get_args(annotation)[:1])
-    return annotation in _EXPECTS or annotation is Any or annotation is object
+        return " | ".join(_type_text(a) for a in args)
+    if origin is not None and args:
+        return f"{_type_text(origin)}[{', '.join(_type_text(a) for a in args)}]"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return repr(annotation).replace("typing.", "")
 
 
 _HERE = Location("<default>", 1, 1)

@@ -29,12 +29,12 @@ import attrs
 
 from roundhouse.errors import QUOTED_WIDTH, Location, SchedError, SchedErrors, UsageError, did_you_mean, source_line
 from roundhouse.runtime import compiler_settings, registry
-from roundhouse.runtime.arguments import NeedsInstance, as_built, convert, raised, validate
+from roundhouse.runtime.arguments import NeedsInstance, as_built, convert, is_sequence, raised, tuple_positions, validate
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.loader import Body, Decl, FlatGraph, load
 from roundhouse.runtime.element import Element
 from roundhouse.runtime.settings import GraphSettings
-from roundhouse.runtime.values import ElementRef, FilePath
+from roundhouse.runtime.values import FilePath, element_refs
 from roundhouse.runtime.wiring import Connection, Topology, Wiring
 
 
@@ -405,9 +405,17 @@ def _convert_as_written(value: ast.Value, annotation: Any, what: str) -> Any:
         return convert(value, annotation, folders.pop() if folders else "", what)
     union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
     for option in [a for a in typing.get_args(annotation) if a is not type(None)] if union else [annotation]:
-        if typing.get_origin(option) in (list, tuple):
+        if not is_sequence(option):
+            continue
+        positions = tuple_positions(option)
+        if positions is None:
             (item_type, *_) = typing.get_args(option) or (Any,)
-            return [_convert_as_written(v, item_type, what) for v in value.items]
+            items = [_convert_as_written(v, item_type, what) for v in value.items]
+        elif len(positions) == len(value.items):
+            items = [_convert_as_written(v, t, what) for v, t in zip(value.items, positions)]
+        else:
+            break  # (the length is wrong: said as `convert` says it)
+        return tuple(items) if option is tuple or typing.get_origin(option) is tuple else items
     return convert(value, annotation, "", what)
 
 
@@ -432,9 +440,8 @@ def _check_named_elements(elements: dict[str, Element], flat: FlatGraph, wiring:
         if problem is None:
             continue
         for field in attrs.fields(type(el)):
-            value = getattr(el, field.name)
-            for ref in value if isinstance(value, list) else [value]:
-                if isinstance(ref, ElementRef) and ref.name in elements:
+            for ref in element_refs(getattr(el, field.name)):
+                if ref.name in elements:
                     why = problem(field.name, elements[ref.name])
                     if why is not None:
                         errors.append(wiring.at_argument(name, field.name, ref.name, why))

@@ -413,8 +413,13 @@ def type_name(annotation: Any) -> str:
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         return " or ".join(type_name(a) for a in args)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(c) for c in typing.get_args(annotation) if c is not None)
+    positions = typing.get_args(annotation)
+    if origin is tuple and positions and positions[-1] is not Ellipsis:
+        return f"list of {len(positions)}: " + ", ".join(type_name(a) for a in positions)
     if origin in (list, tuple):
-        (item, *_) = typing.get_args(annotation) or (Any,)
+        (item, *_) = positions or (Any,)
         return f"list of {type_name(item)}"
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
 

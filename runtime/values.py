@@ -66,6 +66,13 @@ class ElementRef:
         return self.name
 
 
+def element_refs(value: object) -> list[ElementRef]:
+    """The element references an argument's value holds: itself, or the items of its list or
+    tuple (the one place that says where a field may hold references)."""
+    items = value if isinstance(value, list | tuple) else (value,)
+    return [v for v in items if isinstance(v, ElementRef)]
+
+
 class FilePath(str):
     """A file path; relative paths in a `.sched` file are relative to that file's folder."""
 

@@ -19,7 +19,7 @@ from roundhouse.runtime.dsl.flat import port_key
 from roundhouse.runtime.dsl.loader import Decl, Edge, FlatGraph
 from roundhouse.runtime.element import Element, Port
 from roundhouse.runtime.types import Events, Jobs, Plan
-from roundhouse.runtime.values import ElementRef
+from roundhouse.runtime.values import element_refs
 
 
 @attrs.frozen
@@ -46,13 +46,11 @@ class Wiring:
         holder_of: dict[str, str] = {}
         for name, el in elements.items():
             for field in attrs.fields(type(el)):
-                value = getattr(el, field.name)
-                refs = [v for v in value if isinstance(v, ElementRef)] if isinstance(value, list) else [value]
-                for ref in refs:
-                    if not isinstance(ref, ElementRef):
-                        continue
+                for ref in element_refs(getattr(el, field.name)):
                     where = (name, field.name, ref.name)
-                    if ref.name not in elements:
+                    if ref.name not in elements and ref.name in self.flat.instances:
+                        self.errors.append(self._names_instance(el, field.name, where, elements))
+                    elif ref.name not in elements:
                         self.errors.append(
                             self.at_argument(
                                 *where,
@@ -84,6 +82,21 @@ class Wiring:
                             hint=f"connect '{holder_of[end]}' in its place",
                         )
                     )
+
+    def _names_instance(self, el: Element, field: str, where: tuple[str, str, str], elements: dict[str, Element]) -> SchedError:
+        """An argument naming a compound instance: it stands for the elements its elementclass
+        expands into, none of which is the one element the argument asks for."""
+        instance = where[2]
+        class_name, declared_at = self.flat.instances[instance]
+        inside = sorted({type(e).__name__ for n, e in elements.items() if n.startswith(instance + "/")})
+        example = inside[0] if inside else "Class"
+        return self.at_argument(
+            *where,
+            f"argument '{field}' of {type(el).__name__} names '{instance.rpartition('/')[2]}', an instance of "
+            f"elementclass {class_name} (declared at {declared_at}), not one element",
+            hint=f"declare the element you mean by itself ({example.lower()} :: {example};) and name that"
+            + (f" ({class_name} holds {', '.join(inside)})" if inside else ""),
+        )
 
     def _check_candidate(self, holder: Element, candidate: Element, where: tuple[str, str, str]) -> None:
         """A candidate is ticked in its holder's place: it has the holder's ports."""
@@ -137,8 +150,7 @@ class Wiring:
         """The names of the elements `el`'s arguments name."""
         out: list[str] = []
         for field in attrs.fields(type(el)):
-            value = getattr(el, field.name)
-            out.extend(v.name for v in (value if isinstance(value, list) else [value]) if isinstance(v, ElementRef))
+            out.extend(ref.name for ref in element_refs(getattr(el, field.name)))
         return out
 
     @staticmethod
@@ -147,8 +159,7 @@ class Wiring:
         out: set[str] = set()
         for el in elements.values():
             for field in type(el).holds:
-                value = getattr(el, field)
-                out.update(v.name for v in (value if isinstance(value, list) else [value]) if isinstance(v, ElementRef))
+                out.update(ref.name for ref in element_refs(getattr(el, field)))
         return frozenset(out)
 
     # --- connections ---

@@ -14,7 +14,7 @@ from roundhouse.errors import SchedError, UsageError
 from roundhouse.runtime.arguments import convert
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.dsl import ast
-from roundhouse.runtime.values import ElementRef, describe
+from roundhouse.runtime.values import describe, element_refs
 
 FORMATS = ("svg", "png", "pdf", "dot")
 
@@ -81,9 +81,8 @@ def to_dot(graph: CompiledGraph) -> graphviz.Digraph:
     # argument, ties each to the element that names it.
     for el_name, el in graph.elements.items():
         for field in attrs.fields(type(el)):
-            value = getattr(el, field.name)
-            for ref in value if isinstance(value, list) else [value]:
-                if isinstance(ref, ElementRef) and ref.name in graph.elements:
+            for ref in element_refs(getattr(el, field.name)):
+                if ref.name in graph.elements:
                     dot.edge(_node_id(el_name), _node_id(ref.name), label=field.name, style="dashed", color="#777777")
     return dot
 

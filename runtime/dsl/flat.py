@@ -60,6 +60,9 @@ class FlatGraph:
     # Settings two files set differently, neither importing the other: an error unless the
     # command line sets them (runtime/compiler.py), which then decides between neither file.
     setting_clashes: dict[str, list[SchedError]] = attrs.field(factory=dict)
+    # The compound instances the graph's elements are expanded from: name -> (its elementclass,
+    # where it is declared), so that an argument naming one is told it names no one element.
+    instances: dict[str, tuple[str, Location]] = attrs.field(factory=dict)
 
 
 @attrs.frozen

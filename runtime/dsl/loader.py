@@ -312,6 +312,17 @@ def _port_connects_nothing(port: ast.PortRef, node: ast.Node, side: str) -> Sche
     return SchedError(f"port [{key}] {where} connects nothing: {what}", port.location, hint=hint)
 
 
+def _not_sched(st: ast.Import, err: SchedError) -> SchedError:
+    """A file that is not a `.sched` file (a trace, a cluster spec), imported: its syntax error
+    said at the import that brought it in, which is what to change, then where in it."""
+    return SchedError(
+        f"cannot import '{st.path}': it is not a .sched file, and does not read as one ({err.location}: {err.message})",
+        st.location,
+        hint="import brings in .sched files; a trace is given to a source (TraceSource(path=...)), "
+        'a cluster spec to the cluster setting (cluster = "c.toml";)',
+    )
+
+
 def _too_many(within: list[tuple[str, Location]], node: ast.Node) -> SchedError:
     """Expanding `node` passes MAX_ELEMENTS: said at the outermost instance being expanded
     (whose element classes multiply), if any."""
@@ -441,7 +452,17 @@ class _Loader:
         self.edges, self.open_ports, errors = splice(self.compounds, self.edges)
         self.errors += errors
         self._raise_if_errors()
-        return FlatGraph(path, settings, self.decls, self.edges, self.files, self.open_ports, self.bodies, clashes)
+        return FlatGraph(
+            path,
+            settings,
+            self.decls,
+            self.edges,
+            self.files,
+            self.open_ports,
+            self.bodies,
+            clashes,
+            instances=dict(self.compounds),
+        )
 
     def _raise_if_errors(self) -> None:
         # An elementclass's body is expanded once per instance: report each of its problems once.
@@ -452,8 +473,13 @@ class _Loader:
             raise SchedErrors(self.errors)
 
     # --- files and imports ---
-    def _read(self, path: str, text: str, depth: int, stack: tuple[str, ...]) -> None:
-        program = parse(text, path)
+    def _read(self, path: str, text: str, depth: int, stack: tuple[str, ...], imported_at: ast.Import | None = None) -> None:
+        try:
+            program = parse(text, path)
+        except SchedError as err:
+            if imported_at is None or Path(path).suffix == ".sched":
+                raise
+            raise _not_sched(imported_at, err) from None
         resolved = str(Path(path).resolve())
         self.files.append(path)
         self.imports[resolved] = set()
@@ -489,7 +515,7 @@ class _Loader:
                 except (OSError, UnicodeDecodeError, ValueError) as err:
                     self.errors.append(SchedError(f"cannot import '{st.path}': {_why_unreadable(err)}", st.location))
                     continue
-                self._read(str(target), imported, depth + 1, stack + (resolved,))
+                self._read(str(target), imported, depth + 1, stack + (resolved,), imported_at=st)
             elif isinstance(st, ast.Require):
                 self._require(Path(base_dir) / st.path, st)
             elif isinstance(st, ast.Setting):
@@ -676,5 +702,7 @@ class _Loader:
             used.update(cls for cls, _ in self.compounds.values())
             edges, _, errors = splice(self.compounds, self.edges)
             self.errors += _doubled_into_compounds(self.edges, self.compounds) + errors
-            self.bodies.append(Body(name, FlatGraph(definition.location.path, {}, self.decls, edges, [])))
+            self.bodies.append(
+                Body(name, FlatGraph(definition.location.path, {}, self.decls, edges, [], instances=dict(self.compounds)))
+            )
         self.decls, self.edges, self.compounds = graph

@@ -117,18 +117,31 @@ def classify_number(text: str, location: Location) -> ast.Value:
 def _typed_number(text: str, number_text: str, slash: str, unit: str, location: Location) -> ast.Value:
     if unit == "" and re.fullmatch(r"[+-]?[0-9]+", number_text):
         return ast.Value("number", whole_number(number_text), location, text)
-    number = finite(float(number_text), text)
+    number = not_lost(finite(float(number_text), text), number_text, text)
     if slash:
         if unit not in DURATION_UNITS:
             raise SchedError(f"unknown time unit '{unit}' in rate '{text}'", location, hint=_UNIT_HINT)
-        return ast.Value("rate", Rate(finite(number / DURATION_UNITS[unit], text)), location, text)
+        return ast.Value("rate", Rate(not_lost(finite(number / DURATION_UNITS[unit], text), number_text, text)), location, text)
     if unit == "":
         return ast.Value("number", number, location, text)
     if unit == "x":
         return ast.Value("multiplier", Multiplier(number), location, text)
     if unit in DURATION_UNITS:
-        return ast.Value("duration", Duration(finite(number * DURATION_UNITS[unit], text)), location, text)
+        return ast.Value(
+            "duration", Duration(not_lost(finite(number * DURATION_UNITS[unit], text), number_text, text)), location, text
+        )
     raise SchedError(f"unknown unit '{unit}' in '{text}'", location, hint=_UNIT_HINT)
+
+
+def not_lost(number: float, number_text: str, text: str) -> float:
+    """`number` (read from `text`, whose number is `number_text`) unless it is 0 where the text
+    is not (`1e-400` is closer to 0 than a float can be): ValueError saying the text, which a
+    complaint about the 0 it reads as would not."""
+    if number == 0 and any(ch in "123456789" for ch in number_text.lower().partition("e")[0]):
+        raise ValueError(
+            f"'{short_text(text)}' is too small to be held (it would read as 0): a number other than 0 is 5e-324 or more in size"
+        )
+    return number
 
 
 # The escapes a string knows. A tab may be written as is too; a line break only as \n, since
