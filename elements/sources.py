@@ -16,6 +16,8 @@ from roundhouse.runtime.values import Duration, FilePath, Rate, at_most, describ
 from roundhouse.traces.jobs import JobBatch
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from roundhouse.runtime.context import RoundContext
 
 
@@ -155,6 +157,30 @@ class TraceSource(_Replay):
             profile = ProfileTable.from_frame(ProfileTable.load().frame.clear(), source="(no profile: timing=duration)")
         self._load(ctx, trace, str(self.path), profile)
 
+    def jobs_ahead(self, elastic=None) -> pl.DataFrame:
+        """The jobs it will emit, known before it starts (`check` and `run` warn of a graph that
+        would measure or start none of them): `job_id` and `model` (null: a job without one).
+        The trace is read as `start` reads it, under the graph's `elastic` profile, and kept
+        for `start` to take: it is read once."""
+        import polars as pl
+
+        from roundhouse.traces.readonce import read_for_source
+
+        trace = read_for_source(self.path, self.format, elastic)
+        if self.jobs is not None:
+            trace = trace.head(self.jobs)
+        model = pl.col("model") if "model" in trace.columns else pl.lit(None, dtype=pl.String).alias("model")
+        return trace.select(pl.col("job_id"), model)
+
+
+def _numbered(start_id: int, jobs: int, models: str) -> pl.DataFrame:
+    """A generator's jobs as `jobs_ahead` gives them: ids from `start_id`, and `model` only
+    when its jobs have none (`models=none`); drawn models are not known before it starts."""
+    import polars as pl
+
+    ids = pl.DataFrame({"job_id": np.arange(start_id, start_id + jobs, dtype=np.int64)})
+    return ids.with_columns(model=pl.lit(None, dtype=pl.String)) if models == "none" else ids
+
 
 def _too_slow(jobs: int, rate) -> str:
     """Why a rate is too slow for `jobs` Poisson arrivals ("" if it is not): on average they
@@ -239,6 +265,10 @@ class PoissonSource(_Replay):
                 raise
             raise _beyond_a_century(self, "drawn", self.jobs, f"seed {seed}", err.message) from None
         self._load(ctx, trace, f"{self.name} (PoissonSource)")
+
+    def jobs_ahead(self, elastic=None) -> pl.DataFrame:
+        """Its jobs' ids (and models, with `models=none`), known before it starts (`_numbered`)."""
+        return _numbered(self.start_id, self.jobs, self.models)
 
 
 @element
@@ -330,6 +360,10 @@ class BurstSource(_Replay):
             columns["model"] = pl.Series(names.tolist(), dtype=pl.String)
             columns["batch_size"] = batch
         self._load(ctx, validate(pl.DataFrame(columns), f"{self.name} (BurstSource)"), f"{self.name} (BurstSource)")
+
+    def jobs_ahead(self, elastic=None) -> pl.DataFrame:
+        """Its jobs' ids (and models, with `models=none`), known before it starts (`_numbered`)."""
+        return _numbered(self.start_id, self.jobs * self.bursts, self.models)
 
 
 @element
@@ -425,3 +459,7 @@ class CostWorkload(_Replay):
                 raise
             raise _beyond_a_century(self, "drawn", self.jobs, f"seed {seed}", err.message) from None
         self._load(ctx, trace, f"{self.name} (CostWorkload)")
+
+    def jobs_ahead(self, elastic=None) -> pl.DataFrame:
+        """Its jobs' ids, known before it starts (each one's model is drawn then)."""
+        return _numbered(self.start_id, self.jobs, "drawn")

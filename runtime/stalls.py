@@ -125,6 +125,11 @@ def _unschedulable(world: World, waiting: np.ndarray, elements) -> str:
         first, jobs = int(outside[0]), world.jobs
         model = jobs.column("model")[first] if jobs.has_column("model") else None
         named = f"job {jobs.column('job_id')[first]}" + (f", model {model}" if model is not None else "")
+        if world.throughput.elastic is None:  # (no profile: there is no application to be of)
+            return (
+                f" Element '{el.name}' ({type(el).__name__}) cannot start {count} waiting job(s) ({named}): it starts only"
+                ' elastic jobs, and the graph sets no elastic_profile (give one, e.g. elastic_profile = "pollux").'
+            )
         return (
             f" Element '{el.name}' ({type(el).__name__}) cannot start {count} waiting job(s), of no application"
             f" of the elastic profile ({named})."

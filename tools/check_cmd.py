@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from roundhouse.runtime import registry
-from roundhouse.tools.graph_checks import check_graph, print_problems
+from roundhouse.tools.graph_checks import check_graph, print_problems, print_warnings
 
 
 def register(sub) -> None:
@@ -39,7 +39,7 @@ def _check_one(path: str, fork: bool, cluster_spec: str | None, named: bool = Fa
     """Check one graph, printing what is wrong, or that it is ok. When `named` (several graphs
     are checked), a refused graph's problems are followed by a line naming it: a problem found
     when its elements start names the element, or the trace, not the graph."""
-    checked = check_graph(path, fork, cluster_spec)
+    checked = check_graph(path, fork, cluster_spec, warn=True)
     if print_problems(checked):
         if named:
             print(f"{path}: refused (see above)", file=sys.stderr)
@@ -48,5 +48,6 @@ def _check_one(path: str, fork: bool, cluster_spec: str | None, named: bool = Fa
     assert graph is not None  # (a graph that did not compile is a problem)
     # (without a cluster, what its elements check when they start is not checked: `run` would need one)
     where = f", cluster {cluster.describe()}" if cluster else "; no cluster: give --cluster to check its elements against one"
+    print_warnings(checked)  # (a warning does not refuse the graph: a run may still be meant)
     print(f"{path}: ok ({len(graph.elements)} elements, {len(graph.connections)} connections{where})")
     return True

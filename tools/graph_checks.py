@@ -13,24 +13,28 @@ from roundhouse.runtime.simulate import load_cluster, load_elastic, load_pairs, 
 from roundhouse.runtime.snapshot import forks_world, unforkable_elements
 from roundhouse.tools.common import error_text
 from roundhouse.tools.results import trace_problems
+from roundhouse.tools.useless_runs import warnings_before_run
 
 
 @dataclass
 class Checked:
     """A graph as `check` sees it: compiled (None if it did not compile), its cluster (None when
-    neither the graph nor an option names one), and what is wrong with it (empty if nothing)."""
+    neither the graph nor an option names one), what is wrong with it (empty if nothing), and
+    what it would run to no use (warnings, tools/useless_runs.py; looked for when asked)."""
 
     graph: CompiledGraph | None
     cluster: Cluster | None
     problems: list[RoundhouseError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
-def check_graph(path: str, fork: bool = False, cluster_spec: str | None = None) -> Checked:
+def check_graph(path: str, fork: bool = False, cluster_spec: str | None = None, warn: bool = False) -> Checked:
     """Parse, compile and check the graph at `path` without running it: its cluster (the
     `cluster_spec` given as an option, which replaces the graph's setting, else the setting),
     profiles, traces' headers, forkability (when `fork`, or the graph forks the world), and,
     given a cluster, every element started as a run starts it (the traces' rows, the jobs
-    checked against the cluster). Without a cluster the elements are not started."""
+    checked against the cluster). Without a cluster the elements are not started. With
+    `warn`, what a graph that passes would run to no use is found too (`Checked.warnings`)."""
     try:
         graph = compile_file(path)
         named = cluster_spec is not None or graph.settings.cluster is not None
@@ -48,12 +52,14 @@ def check_graph(path: str, fork: bool = False, cluster_spec: str | None = None) 
             problems.append(
                 SchedError(f"element '{name}' ({class_name}) cannot be forked: {why}", graph.elements[name].declared_at)
             )
+    # (before the elements start: a trace read for the warnings is the one its source takes)
+    warnings = warnings_before_run(graph) if warn and not problems else []
     if not problems and cluster is not None:
         try:  # (every element started as a run starts it: what it checks against the cluster, and the traces' rows)
             new_engine(graph, cluster).begin()
         except RoundhouseError as err:
             problems.append(err)
-    return Checked(graph, cluster, problems)
+    return Checked(graph, cluster, problems, warnings if not problems else [])
 
 
 def print_problems(checked: Checked) -> bool:
@@ -62,3 +68,9 @@ def print_problems(checked: Checked) -> bool:
     for problem in checked.problems:
         print(error_text(problem), file=sys.stderr)
     return bool(checked.problems)
+
+
+def print_warnings(checked: Checked) -> None:
+    """Print what `check_graph` warns of, to standard error."""
+    for warning in checked.warnings:
+        print(warning, file=sys.stderr)

@@ -15,6 +15,7 @@ from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load, read_source
 from roundhouse.runtime.files import RUN_FILE_NAMES, RUN_FILE_PATTERNS
 from roundhouse.tools.common import overrides
+from roundhouse.tools.useless_runs import print_warnings_before_run, unstarted_notes, untracked_note
 from roundhouse.traces.csvtext import check_trace_file
 
 if TYPE_CHECKING:
@@ -23,8 +24,12 @@ if TYPE_CHECKING:
 
 def compile_with_overrides(args):
     """The graph of `args.graph`, with `--set` overrides and `--trace` replacing the path of
-    every TraceSource."""
-    return compile_with_trace(args.graph, overrides(args.overrides), args.trace, getattr(args, "cluster", None))
+    every TraceSource; what it would run to no use is warned of (tools/useless_runs.py), unless
+    `--quiet`."""
+    graph = compile_with_trace(args.graph, overrides(args.overrides), args.trace, getattr(args, "cluster", None))
+    if not getattr(args, "quiet", False):
+        print_warnings_before_run(graph)
+    return graph
 
 
 def compile_with_trace(
@@ -169,7 +174,8 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
             table.add_row(k, v)
         console.print(table)
         if summary["jobs_tracked"] == 0 and len(result.world.jobs):
-            console.print(f"note: {name} tracked no job: none in its track range arrived before the run ended")
+            element = getattr(graph, "elements", {}).get(name)
+            console.print(untracked_note(name, element, result.world.jobs.column("job_id")), markup=False, highlight=False)
         elif summary.get("jobs_started", summary["jobs_tracked"]) < summary["jobs_tracked"]:
             console.print(
                 f"note: {name}: {summary['jobs_tracked'] - summary['jobs_started']} of its {summary['jobs_tracked']} job(s) "
@@ -192,6 +198,8 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
         f"{result.rounds} rounds, {'ran' if live else 'simulated'} {in_units(result.end_s)(result.end_s)} in {result.wall_s:.2f} s "
         f"({result.rounds / max(result.wall_s, 1e-9):,.0f} rounds/s); stopped: {result.stop_reason}"
     )
+    for note in unstarted_notes(graph, result):
+        console.print(note, markup=False, highlight=False)
     if result.world.unknown_models:
         console.print(
             "note: models not in the profile progress at one unit per second: " + ", ".join(sorted(result.world.unknown_models))

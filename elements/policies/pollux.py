@@ -3,7 +3,7 @@ per-job batch-size tuning for an allocation (PolluxAgent), as two elements."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 import numpy as np
@@ -113,6 +113,9 @@ class Pollux(Element):
     outputs = (Out("plan", Plan),)
 
     state = ("_last", "_most", "_pop", "_pop_rows", "_rng", "_tables")
+    # It never starts a job whose model is no application of the elastic profile: `check` and
+    # `run` warn of sources that bring such jobs, and the run's end counts those left waiting.
+    elastic_only: ClassVar[bool] = True
 
     population: int = attrs.field(default=100, validator=[positive, at_most(4096)])
     generations: int = attrs.field(default=100, validator=[positive, at_most(100000)])

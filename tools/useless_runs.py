@@ -1,0 +1,151 @@
+"""Graphs that pass every check yet would run to no use: a sink whose `track` range names none of
+the jobs the sources bring (it measures nothing), or a Pollux given jobs of no application of the
+elastic profile (it never starts them). `check` and `run` warn of them before the run, from what
+the sources can tell before they start (a trace's jobs, a generator's ids; a live source's jobs
+are not known ahead, and no warning is given for them); the run's end says what came of them."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from roundhouse.errors import RoundhouseError
+from roundhouse.runtime.values import IdRange
+from roundhouse.traces.jobs import PENDING
+
+# What a graph gives for Pollux to start its jobs, as the warnings and notes say it.
+_GIVE_PROFILE = (
+    'give elastic_profile = "pollux" for Pollux\'s six applications, "ones" for ONES\' model/dataset pairs, or a '
+    "folder of Pollux's per-application measurements, and jobs whose model names one of its applications"
+)
+
+
+def describe_ids(ids) -> str:
+    """Job ids as a sentence names them: "id 7", "ids 0 to 29" (every id between them), or
+    "ids from 0 to 29" (some missing)."""
+    ids = np.unique(np.asarray(ids, dtype=np.int64))
+    first, last = int(ids[0]), int(ids[-1])
+    if first == last:
+        return f"id {first}"
+    return f"ids {'' if last - first + 1 == len(ids) else 'from '}{first} to {last}"
+
+
+def tracked_range(el) -> IdRange | None:
+    """The `track` range of a sink that measures only some jobs (None: all jobs, or no such argument)."""
+    track = getattr(el, "track", None)
+    return track if isinstance(track, IdRange) else None
+
+
+def _in_range(track: IdRange) -> str:
+    return f"track={track} (ids {track.start} to {track.stop - 1})"
+
+
+def warnings_before_run(graph) -> list[str]:
+    """What `check` and `run` warn of in a compiled graph, each a line of the command line's
+    form (`g.sched:5:1: warning: ...`). A source's jobs are read as its start reads them (a
+    trace is kept for its start to take); a source that cannot tell them makes no warning, nor
+    does one that cannot be read (its start says what is wrong)."""
+    from roundhouse.runtime.simulate import load_elastic
+
+    sources = [el for el in graph.elements.values() if el.category == "source"]
+    try:
+        elastic = load_elastic(graph)
+        known = [ahead(elastic) for el in sources if (ahead := getattr(el, "jobs_ahead", None)) is not None]
+    except RoundhouseError:
+        return []
+    warnings = []
+    if known and len(known) == len(sources):  # (a source whose ids are not known may bring any)
+        ids = np.concatenate([frame["job_id"].to_numpy() for frame in known])
+        for name, el in graph.elements.items():
+            track = tracked_range(el)
+            if track is not None and len(ids) and not ((ids >= track.start) & (ids < track.stop)).any():
+                warnings.append(
+                    f"{_at(el)}warning: element '{name}' ({type(el).__name__}): {_in_range(track)} names none of the "
+                    f"{len(ids):,} jobs the graph's sources bring ({describe_ids(ids)}): it will measure no job "
+                    "(give a range of their ids, or leave track out to measure every job)"
+                )
+    with_models = [frame for frame in known if "model" in frame.columns]
+    everyone = len(with_models) == len(sources)
+    for name, el in graph.elements.items():
+        if getattr(type(el), "elastic_only", False) and with_models:
+            warnings += _elastic_warning(name, el, elastic, with_models, everyone)
+    return warnings
+
+
+def _elastic_warning(name: str, el, elastic, frames: list, everyone: bool) -> list[str]:
+    """The warning for an element that starts only elastic jobs, of the jobs whose models are
+    known before the run (`frames`, from the sources' `jobs_ahead`; `everyone`: all the
+    sources' jobs) that are of no elastic application."""
+    import polars as pl
+
+    jobs = pl.concat([frame.select("job_id", pl.col("model").cast(pl.String)) for frame in frames])
+    # (each distinct model looked up once: a trace holds a few models for many jobs)
+    names = [m for m in jobs["model"].unique().to_list() if m is not None]
+    elastic_names = [m for m in names if elastic is not None and elastic.row(m) >= 0]
+    outside = jobs.filter(~pl.col("model").is_in(elastic_names) | pl.col("model").is_null())
+    if not outside.height:
+        return []
+    brought = f"{jobs.height:,} jobs " + ("the graph's sources bring" if everyone else "its sources tell of before the run")
+    head = f"{_at(el)}warning: element '{name}' ({type(el).__name__}) starts only elastic jobs, those whose model (the 'model' column)"
+    if elastic is None:
+        return [
+            f"{head} names an application of the graph's elastic_profile, and the graph sets none: it will never start "
+            f"any of the {brought}: {_GIVE_PROFILE}"
+        ]
+    first, model = outside["job_id"][0], outside["model"][0]
+    apps = ", ".join(a.name for a in elastic.apps)
+    return [
+        f"{head} names an application of elastic profile {elastic.origin!r} ({apps}): {outside.height:,} of the {brought} "
+        f"name none (job {first}, {'with no model' if model is None else f'model {model}'}, for one), and it will never start "
+        "them: a run left with only those stalls (give them a model among those applications, or an elastic_profile with theirs)"
+    ]
+
+
+def _at(el) -> str:
+    """How a warning about an element starts: at its declaration, when it has one."""
+    where = getattr(el, "declared_at", None)
+    return f"{where}: " if where is not None else ""
+
+
+def print_warnings_before_run(graph) -> None:
+    """`warnings_before_run`, on standard error."""
+    for warning in warnings_before_run(graph):
+        print(warning, file=sys.stderr)
+
+
+def untracked_note(name: str, el, ids) -> str:
+    """The note the run's end prints for a sink that tracked no job, though jobs arrived."""
+    track = tracked_range(el)
+    said = ""
+    if track is not None:
+        held = f"ids {track.start} to {track.stop - 1}"
+        said = f": track={track} holds {held}, and the {len(ids):,} jobs that arrived have {describe_ids(ids)}"
+    return f"note: {name} tracked no job: none in its track range arrived before the run ended{said}"
+
+
+def unstarted_notes(graph, result) -> list[str]:
+    """The run's end: for each element that starts only elastic jobs, how many it left waiting
+    (its `unschedulable` counter) and why."""
+    notes = []
+    jobs, elastic = result.world.jobs, result.world.throughput.elastic
+    for name, el in getattr(graph, "elements", {}).items():
+        count = (result.counters.get(name) or {}).get("unschedulable", 0)
+        if not getattr(type(el), "elastic_only", False) or not count:
+            continue
+        head = f"note: element '{name}' ({type(el).__name__}) left {count:,} waiting job(s) it never started"
+        if elastic is None:
+            notes.append(f"{head}: it starts only elastic jobs, and the graph sets no elastic_profile; {_GIVE_PROFILE}")
+            continue
+        rows = np.zeros(0, dtype=np.int64)
+        if jobs.has_column("elastic_model"):
+            rows = np.flatnonzero((jobs.column("status") == PENDING) & (jobs.column("elastic_model") < 0))
+        one = ""
+        if len(rows):
+            model = jobs.column("model")[rows[0]] if jobs.has_column("model") else None
+            one = f" (job {jobs.column('job_id')[rows[0]]}, {'no model' if model is None else f'model {model}'})"
+        notes.append(
+            f"{head}: it starts only elastic jobs, and their model names no application of elastic profile "
+            f"{elastic.origin!r}{one}"
+        )
+    return notes
