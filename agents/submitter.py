@@ -48,6 +48,7 @@ class Submitter:
             raise
         self._seq = protocol.Sequence()
         self._seq.n = time.time_ns() // 1000
+        self._sent = False  # whether the request being made has gone to the socket
 
     def close(self) -> None:
         if self._monitor is not None:
@@ -66,11 +67,13 @@ class Submitter:
         key ends the wait; a connection closed during the handshake does not (ZeroMQ reconnects,
         and the request goes when one succeeds), but a wait that then runs out says so, as it
         says a connection made on which no handshake ever completed (nothing there speaks ZeroMQ)."""
+        self._sent = False
         try:
             frame = protocol.encode(type_, self._seq.next(), **fields)
         except protocol.ProtocolError as err:  # e.g. a trace cell the protocol cannot carry
             raise SchedulerError(f"cannot send this {type_} request: {err.reason}") from None
         self._socket.send(frame)
+        self._sent = True
         deadline = time.time() + self.timeout_s
         monitor = self._monitor
         assert monitor is not None  # (made in __init__)
@@ -143,6 +146,11 @@ class Submitter:
         for start, end in _chunks(jobs, where):
             try:
                 got = self.request("submit", "accepted", jobs=jobs[start:end])["job_ids"]
+            except KeyboardInterrupt:  # (Ctrl-C, SIGTERM: say what the scheduler may hold, then stop)
+                note = self._interrupted_note(ids, where, start, end, len(jobs))
+                if note:
+                    log.warning("%s", note)
+                raise
             except SchedulerError as err:
                 reason = _name_rows(str(err), where, start, jobs)
                 if not ids:
@@ -160,6 +168,29 @@ class Submitter:
                 ) from None
             ids += got
         return ids
+
+    def _interrupted_note(self, ids: list[int], where: list[str], start: int, end: int, total: int) -> str:
+        """What a submission stopped while it waited for the scheduler leaves behind: the jobs it
+        had accepted, the ones whose answer did not come, the ones never sent. Empty when nothing
+        was sent (submitting them again submits each once)."""
+        if not ids and not self._sent:
+            return ""
+        parts = ["interrupted while submitting"]
+        if ids:
+            parts.append(
+                f"the scheduler had already accepted {len(ids)} job(s), {where[0]} to {where[start - 1]} (ids {id_ranges(ids)})"
+            )
+        span = where[start] if end - start == 1 else f"{where[start]} to {where[end - 1]}"
+        if self._sent:
+            parts.append(
+                f"whether it accepted {span} is not known (`roundhouse submit {self.address} --status` counts what it holds)"
+            )
+            later = end
+        else:
+            later = start
+        if later < total:
+            parts.append(f"jobs from {where[later]} on were not sent")
+        return "; ".join(parts)
 
     def status(self) -> dict[str, float]:
         return self.request("status", "status_reply")["status"]

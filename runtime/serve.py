@@ -94,6 +94,8 @@ def serve(
             log.info("%s before round 0: the run did not begin", backend.stop_requested)
             return RunResult(world, 0, 0.0, backend.stop_requested, {}, {}, 0.0)
         result = _run(engine, backend, journal_path, begun)
+        if backend.replaying and backend.stop_requested:  # (a signal: a finished run's replay may end early too)
+            _stopped_in_replay(backend, journal_path)
         _refuse_submissions(backend, result.stop_reason)
         running = len(world.running_rows)
         if backend.at_limit:
@@ -114,6 +116,22 @@ def serve(
         finally:  # (only once the journal is closed: a signal until then is the backend's)
             for s, handler in previous.items():
                 signal.signal(s, handler)
+
+
+def _stopped_in_replay(backend: LiveBackend, journal_path: str | Path) -> None:
+    """Stopped while replaying a resumed run's journal: what the engine holds then is the run
+    as it stood rounds ago, not the run, so it is neither summed up nor written out (`--out`
+    would be overwritten with it). Nothing of the journal changed; ends as an interrupt does."""
+    replay = backend.takeover
+    log.info(
+        "%s while replaying the journal (at round %d of %d): the run was not taken back, and its journal %s "
+        "is as it was; `roundhouse serve` with the same --journal resumes it",
+        backend.stop_requested,
+        replay.replay_at,
+        len(replay.replay),
+        journal_path,
+    )
+    raise KeyboardInterrupt
 
 
 def _refuse_submissions(backend: LiveBackend, why: str) -> None:

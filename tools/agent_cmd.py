@@ -61,9 +61,11 @@ def agent_command(args) -> int:
     import os
 
     from roundhouse.agents.agent import Agent, find_gpus
-    from roundhouse.wire.security import ClientSecurity
+    from roundhouse.wire.security import ClientSecurity, check_connect_address
 
     setup_logging(args.log_level)
+    # (the address's form first: `--insecure` would take `127.0.0.1:5555`, no tcp://, for an address off this machine)
+    check_connect_address(args.scheduler)
     # (an empty --name, an unset shell variable say, is refused as a name, not taken as the host's)
     name = socket.gethostname().split(".")[0] if args.name is None else args.name
     if args.nodes is not None:  # (even --nodes 1: one emulated node, NAME-0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from roundhouse.errors import UsageError
@@ -119,12 +120,29 @@ def live_options(args):
 
 def check_bind(bind: str, flag: str = "--bind") -> None:
     """Refuse a --bind (or --live) address no agent could reach: agents and submitters are other
-    processes, and an inproc:// address is seen only inside the scheduler's own."""
+    processes, and an inproc:// address is seen only inside the scheduler's own. An address
+    ZeroMQ cannot listen on at all (`127.0.0.1:5555`, no transport) is said as such here, before
+    the security checks, which would otherwise take it for a non-loopback address."""
     if bind.strip().lower().startswith("inproc://"):
         raise UsageError(
             f"{flag} {bind}: an inproc:// address is reachable only inside this process, not by agents or "
             "submitters; use tcp://HOST:PORT (or ipc://PATH on this machine)"
         )
+    transport, sep, rest = bind.partition("://")
+    if sep and transport == "ipc" and rest:
+        return
+    if sep and transport == "tcp" and re.fullmatch(_TCP_BIND, rest):
+        return
+    if sep and transport == "tcp":
+        problem = "not HOST:PORT (an IP address, a host or interface name, or *, then a port number, or * for a free one)"
+    else:
+        problem = "not an address to listen on (tcp://HOST:PORT, e.g. tcp://127.0.0.1:5555, or ipc://PATH)"
+    raise UsageError(f"cannot listen on {bind} ({flag}): {problem}")
+
+
+# What follows tcp:// in an address ZeroMQ listens on: a host (an IP address, in brackets for
+# IPv6; a host or interface name; * for every interface), then a port number or * for a free one.
+_TCP_BIND = r"[A-Za-z0-9.\-:%\[\]_*]+:(?:[0-9]+|\*)"
 
 
 def _same_path(a: str | Path, b: str | Path) -> bool:
