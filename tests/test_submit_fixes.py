@@ -216,3 +216,22 @@ def test_a_restarted_agent_takes_over_once_the_old_one_is_silent(registry):
     registry.heartbeat(b"b", 5.0)
     assert registry.register(b"c", "third", 9.0) == ["welcome"]
     assert registry.news.lost == ["n", "n"] and registry.nodes.name_of(b"c") == "n"
+
+
+@pytest.mark.parametrize("flags", [["--insecure"], []])
+def test_submit_says_an_address_without_its_transport_is_no_address(capsys, flags):
+    """`127.0.0.1:5555` (no tcp://) was taken for an address off this machine by --insecure's check."""
+    assert main(["submit", "127.0.0.1:5555", *flags, "--status"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot connect to 127.0.0.1:5555: not an address a client connects to" in err
+    assert "loopback" not in err
+
+
+def test_a_trace_that_is_missing_or_a_folder_is_not_told_to_name_its_format(tmp_path, capsys):
+    for path, said in ((tmp_path / "none.csv", "no such file"), (tmp_path, "is a folder, not a trace file")):
+        assert main(["submit", "tcp://127.0.0.1:5555", "--insecure", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "--format" not in err
+    (tmp_path / "odd.bin").write_bytes(b"garbage\x00\x01")
+    assert main(["submit", "tcp://127.0.0.1:5555", "--insecure", str(tmp_path / "odd.bin")]) == 2
+    assert "name it with --format" in capsys.readouterr().err

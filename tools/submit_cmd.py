@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from pathlib import Path
 
 from roundhouse.errors import TraceError, UsageError, first_line
 from roundhouse.tools.common import seconds
@@ -57,10 +58,12 @@ def _bounded_seconds(text: str, flag: str, most: float) -> float:
 
 def submit_command(args) -> int:
     from roundhouse.agents.submitter import Submitter, id_ranges
-    from roundhouse.wire.security import ClientSecurity
+    from roundhouse.wire.security import ClientSecurity, check_connect_address
 
     setup_logging("warning")
     check_named(args, "keys")
+    # (the address's form first: `--insecure` would take `127.0.0.1:5555`, no tcp://, for an address off this machine)
+    check_connect_address(args.scheduler)
     security = ClientSecurity.choose(args.keys, args.name, args.insecure, args.scheduler)
     timeout = _bounded_seconds(args.timeout, "--timeout", MAX_TIMEOUT_S)
     given = _job_flags(args)
@@ -205,7 +208,9 @@ def trace_jobs(path: str, format: str = "auto") -> tuple[list[dict], list[str]]:
             format = detect_format(path)
         except TraceError as err:  # ("name it": the reader's words; submit names it with --format)
             said, named = re.subn(r"name (it|the format) \(one of ", "name it with --format (one of ", err.message)
-            raise TraceError(path, said if named else f"{said}; name it with --format") from None
+            # (a file that is not there, or a folder, is no question of format)
+            hint = "; name it with --format" if Path(path).is_file() else ""
+            raise TraceError(path, said if named else f"{said}{hint}") from None
     if format != "canonical":
         frame = read_trace(path, format)
         rows = [f"{path}: job {i + 1}" for i in range(frame.height)]
