@@ -142,7 +142,7 @@ ACCEPTED = "whatif reads a simulation's snapshot (Simulation.save) or a live sch
 # How much of a file is read to say what it is.
 _LOOKED_AT = 4096
 # The first bytes of every SQLite database file, a journal's among them.
-_SQLITE_HEADER = b"SQLite format 3\x00"
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def check_journal_file(path: str | Path) -> None:
@@ -155,8 +155,15 @@ def check_journal_file(path: str | Path) -> None:
             start = f.read(_LOOKED_AT)
     except OSError as err:
         raise UsageError(f"{path}: cannot read it: {err.strerror or err}") from None
-    if start.startswith(_SQLITE_HEADER):
+    if start.startswith(SQLITE_HEADER):
         tables = _table_names(Path(path))
+        if tables == set() and _log_left_behind(Path(path), start):
+            raise UsageError(
+                f"{path}: a SQLite database with no tables, written through a write-ahead log that is not beside it "
+                f"({path}-wal is missing or empty): a copy of a running scheduler's journal made without its -wal "
+                "file, which holds the journal's recent writes? Copy the journal with its -wal file, or with "
+                '`sqlite3 JOURNAL ".backup COPY"`'
+            )
         # (One with no tables at all, as a scheduler's journal is for a moment as it starts, is
         # left to the journal's own message, which lists the tables it lacks.)
         if tables is None or not tables or tables & set(_TABLE_NAMES):
@@ -167,6 +174,15 @@ def check_journal_file(path: str | Path) -> None:
     else:
         what = _what_it_holds(start)
     raise UsageError(f"{path}: not a live scheduler's journal, nor a simulation's snapshot ({what}); {ACCEPTED}")
+
+
+def _log_left_behind(path: Path, start: bytes) -> bool:
+    """Whether a database in write-ahead-log mode (its header's read and write versions, bytes
+    18 and 19, are 2) has no log beside it, or an empty one: copied alone, a running journal's
+    file holds little more than its header, its tables and rounds being in the log."""
+    wal_mode = len(start) >= 20 and start[18] == 2 and start[19] == 2
+    log = path.with_name(path.name + "-wal")
+    return wal_mode and (not log.is_file() or log.stat().st_size == 0)
 
 
 def is_snapshot(path: str | Path) -> bool:
@@ -633,7 +649,8 @@ def _metrics(
         "avg_jct_s": float(jct.mean()) if len(jct) else None,
         "p95_jct_s": float(np.percentile(jct, 95)) if len(jct) else None,
         "avg_responsiveness_s": float((first[started] - arrival[started]).mean()) if started.any() else None,
-        "makespan_s": None if last is None else max(last - start, 0.0),
+        # (Only once every job has finished: the last finish so far is not when the last ends.)
+        "makespan_s": None if last is None or not done.all() else max(last - start, 0.0),
         "utilization": gpu_s / (n_gpus * span) if span > 0 and n_gpus else None,
         "preemptions": int(jobs.column("preemptions")[rows].sum() - preempt0[old].sum()),
         "jobs": int(len(rows)),

@@ -23,6 +23,7 @@ from roundhouse.errors import UsageError, first_line
 from roundhouse.runtime.explain import FILE_NAME
 from roundhouse.runtime.explain_file import part_of
 from roundhouse.runtime.files import holds_a_sweep, run_files_without_record
+from roundhouse.tools.outputs.stdout_result import write_result
 
 COLUMNS = ("t_s", "job_id", "state", "reason", "element", "element_class", "ranked_by", "ranked_by_class", "a", "b", "c")
 
@@ -50,15 +51,15 @@ def explain(args) -> int:
     stopped = run_end(args.run)
     rows = job_rows(path, args.run, args.job, stopped)
     per_machine = largest_machine(args.run)
-    print(f"job {job_text(args.job)}: {len(rows)} change(s) recorded in {args.run}")
+    lines = [f"job {job_text(args.job)}: {len(rows)} change(s) recorded in {args.run}"]
     # (The times in one column: as wide as the longest, and at least 10 wide.)
     stopped = stopped if stopped is not None and not finished(rows) else None  # (said only then)
     times = [clock(row["t_s"]) for row in rows] + ([clock(stopped[0])] if stopped is not None else [])
     width = max([10, *map(len, times)])
-    for row in rows:
-        print(f"  t={clock(row['t_s']):<{width}} {describe(row, per_machine)}")
+    lines += [f"  t={clock(row['t_s']):<{width}} {describe(row, per_machine)}" for row in rows]
     if stopped is not None:
-        print(f"  t={clock(stopped[0]):<{width}} run stopped here ({stopped[1]}); the job had not finished")
+        lines.append(f"  t={clock(stopped[0]):<{width}} run stopped here ({stopped[1]}); the job had not finished")
+    write_result("".join(line + "\n" for line in lines), f"job {job_text(args.job)}'s timeline")
     return 0
 
 

@@ -4,11 +4,14 @@ snapshot, simulate forward under its own graph and under another (`--graph`, or 
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
+from typing import cast
 
 import attrs
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -16,10 +19,19 @@ from roundhouse.errors import RoundhouseError, TraceError, UsageError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from roundhouse.runtime.simulation import own_elements
-from roundhouse.runtime.whatif import METRICS, WORLD_SETTINGS, check_journal_file, is_snapshot, whatif, whatif_snapshot
+from roundhouse.runtime.whatif import (
+    METRICS,
+    SQLITE_HEADER,
+    WORLD_SETTINGS,
+    check_journal_file,
+    is_snapshot,
+    whatif,
+    whatif_snapshot,
+)
 from roundhouse.runtime.world import World
 from roundhouse.tools.common import add_overrides, overrides, seconds
 from roundhouse.tools.outputs.console import stdout_console
+from roundhouse.tools.outputs.stdout_result import write_result
 from roundhouse.tools.results import compile_with_trace, in_units
 
 
@@ -65,6 +77,9 @@ def whatif_command(args) -> int:
         raise UsageError(f"--graph {args.graph}: is a folder; give a .sched file")
     if args.graph is not None and not Path(args.graph).exists():
         raise UsageError(f"--graph {args.graph}: no such file; give a .sched file")
+    for flag, value in (("--graph", args.graph), ("--run-graph", args.run_graph)):
+        if value is not None:
+            _refuse_a_state_as_graph(flag, value)
     if Path(args.journal).is_dir():
         raise UsageError(f"{args.journal}: is a folder; give a live scheduler's journal file or a simulation's snapshot file")
     if not Path(args.journal).exists():
@@ -155,10 +170,30 @@ def whatif_command(args) -> int:
     sides = _sides(run_file, other_file, args.graph is not None, bool(args.overrides))
     if args.json:
         out = [_as_dict(p) | side.as_json() for p, side in zip(projections, sides, strict=True)]
-        print(_json_text({"from": point, "projections": out}, args.journal))
+        write_result(_json_text({"from": point, "projections": out}, args.journal) + "\n", "the comparison")
         return 0
-    _print(point, projections, [side.header for side in sides])
+    write_result(_table_text(point, projections, [side.header for side in sides]), "the comparison")
     return 0
+
+
+def _refuse_a_state_as_graph(flag: str, path: str) -> None:
+    """A snapshot or a journal given where a .sched file goes (two snapshots to compare, say):
+    said so, rather than read as a graph's text that is not UTF-8."""
+    what = ""
+    if is_snapshot(path):
+        what = "a simulation's snapshot"
+    else:
+        try:
+            with open(path, "rb") as f:
+                if f.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
+                    what = "a SQLite database (a live scheduler's journal?)"
+        except OSError:
+            return  # (compiling it says why it cannot be read)
+    if what:
+        raise UsageError(
+            f"{flag} {path}: {what}, not a .sched file; whatif simulates from the snapshot or journal given as its "
+            f"first argument (JOURNAL_OR_SNAPSHOT), and {flag} names a graph's .sched file"
+        )
 
 
 def _json_text(comparison: dict, journal: str) -> str:
@@ -247,8 +282,18 @@ def _as_dict(p) -> dict:
     return {"graph": p.graph, "end_s": p.end_s, "stop": p.stop, "metrics": p.metrics}
 
 
-def _print(point: dict, projections, headers: list[str]) -> None:
-    console = stdout_console()
+def _table_text(point: dict, projections, headers: list[str]) -> str:
+    """The comparison as the table people read, laid out for standard output (its width, and
+    colours if it is a terminal)."""
+    # (Rendered into text by a console shaped as standard output's: one writing to standard
+    # output drops what it cannot write, tools/outputs/console.py, so a full disk went unsaid.)
+    shape = stdout_console()
+    console = Console(file=io.StringIO(), width=shape.width, color_system=shape.color_system, force_terminal=shape.is_terminal)
+    _print(console, point, projections, headers)
+    return cast(io.StringIO, console.file).getvalue()
+
+
+def _print(console, point: dict, projections, headers: list[str]) -> None:
     # A journal's clock is its last round's; a snapshot's, the boundary after its last round.
     if point["kind"] == "journal":
         at = f"round {point['round']} at t={point['now_s']:g}s"
@@ -260,7 +305,10 @@ def _print(point: dict, projections, headers: list[str]) -> None:
         f"{point['unfinished']} unfinished, {point['running']} running",
         markup=False,
     )
-    span = max((p.metrics["makespan_s"] or 0.0) for p in projections)
+    # (A side that stopped before its last job finished has no makespan: it is more than the
+    # span it ran, which its cell says.)
+    ran = [p.end_s - point["now_s"] for p in projections]
+    span = max((p.metrics["makespan_s"] or ran[i]) for i, p in enumerate(projections))
     show = in_units(span)
     table = Table(title="simulated from here on", show_header=True)
     table.add_column("metric")
@@ -271,6 +319,8 @@ def _print(point: dict, projections, headers: list[str]) -> None:
     for key, label, unit in METRICS:
         values = [p.metrics[key] for p in projections]
         cells = [_cell(v, unit, show) for v in values]
+        if key == "makespan_s":
+            cells = [f"> {show(ran[i])}" if v is None and ran[i] > 0 else cells[i] for i, v in enumerate(values)]
         if len(values) == 2:
             a, b = values
             if a is None or b is None:

@@ -1,0 +1,25 @@
+"""A command's result written to standard output: a table or a timeline that is the command's
+one answer, not something it only says on the way (tools/outputs/console.py drops those when
+they cannot be written)."""
+
+from __future__ import annotations
+
+import sys
+
+from roundhouse.errors import UsageError
+
+
+def write_result(text: str, what: str) -> None:
+    """`text` on standard output. A failure to write it (a full disk, a closed stream) is an
+    error saying where and what was lost, not a status of 0 with nothing written; a reader that
+    left (`| head`) is the command line's to end quietly (tools/cli.py)."""
+    if sys.stdout is None:  # (started with standard output closed, `>&-`)
+        raise UsageError(f"standard output: cannot write {what} (it is closed)")
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except (OSError, ValueError) as err:  # (ValueError: the stream was closed)
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise UsageError(f"standard output: cannot write {what} ({reason})") from None
