@@ -11,7 +11,7 @@ import zmq
 
 from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.wire import protocol
-from roundhouse.wire.security import HANDSHAKE_FAILURES, REFUSALS, ClientSecurity, check_connect_address
+from roundhouse.wire.security import HANDSHAKE_FAILURES, REFUSALS, ClientSecurity, allow_ipv6, check_connect_address
 
 log = logging.getLogger("roundhouse.submit")
 
@@ -39,6 +39,7 @@ class Submitter:
             security.apply(self._socket, log)
             events = sum(HANDSHAKE_FAILURES) | zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
             self._monitor = self._socket.get_monitor_socket(events)
+            allow_ipv6(self._socket, address)
             self._socket.connect(address)
         except zmq.ZMQError as err:
             self.close()

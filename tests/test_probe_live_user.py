@@ -12,6 +12,7 @@ import time
 import pytest
 
 from roundhouse.agents.submitter import SchedulerError, Submitter
+from roundhouse.tools.cli import main
 from roundhouse.wire import protocol
 from roundhouse.wire.security import ClientSecurity
 from tests.conftest import refused
@@ -240,3 +241,41 @@ def test_a_stop_while_the_journal_replays_writes_no_results_and_leaves_the_journ
     assert rounds() == held  # nothing journaled by the stopped replay
     again = serve(until=0.0)  # (past its limit at once: the whole replay, then the end)
     assert again.rounds >= held
+
+
+def _free_ipv6_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+        s.bind(("::1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.live
+def test_a_scheduler_on_the_ipv6_loopback_address_takes_agents_and_submitters(tmp_path):
+    """`tcp://[::1]:PORT`, a loopback address the docs name: ZeroMQ's sockets use IPv4 alone
+    unless told, so `serve` failed with "No such device", and agents and submitters could not
+    reach it."""
+    (tmp_path / "g.sched").write_text(SUBMIT_ONLY)
+    (tmp_path / "profile.csv").write_text(TEST_PROFILE)
+    address = f"tcp://[::1]:{_free_ipv6_port()}"
+    serve_log = open(tmp_path / "serve.log", "w")
+    server = _start(
+        ["serve", "g.sched", "--bind", address, "--insecure", "--wait-for-agents", "120s", "--until", "1s"], tmp_path, serve_log
+    )
+    agent = None
+    try:
+        _wait(lambda: _listening(address) or server.poll() is not None, 60, "the scheduler to answer")
+        assert server.poll() is None, (tmp_path / "serve.log").read_text()
+        assert main(["submit", address, "--insecure", "--model", "LM", "--iterations", "10", "--gpus", "1"]) == 0
+        assert _status(address)["submitted"] == 1
+        agent = _start(
+            ["agent", "--scheduler", address, "--insecure", "--name", "n", "--fake-gpus", "2:V100"],
+            tmp_path,
+            open(tmp_path / "agent.log", "w"),
+        )
+        _wait(lambda: "node n registered" in (tmp_path / "serve.log").read_text(), 60, "the agent to register")
+    finally:
+        for process in (agent, server):
+            if process is not None:
+                stop(process)

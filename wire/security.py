@@ -78,6 +78,15 @@ def is_loopback(address: str) -> bool:
     return ip in _LOOPBACK_V4 or ip == ipaddress.IPv6Address("::1")
 
 
+def allow_ipv6(socket, address: str) -> None:
+    """Let `socket` use IPv6 when `address` names an IPv6 host (`tcp://[::1]:5555`): ZeroMQ's
+    sockets use IPv4 alone unless told, and then say only "No such device". Other addresses
+    leave the socket as it was (on IPv4 alone, as agents and schedulers have always been)."""
+    host = address.partition("://")[2].rpartition(":")[0]
+    if address.startswith("tcp://") and host.startswith("[") and host.endswith("]"):
+        socket.setsockopt(zmq.IPV6, 1)
+
+
 def check_port(address: str) -> None:
     """Refuse a TCP port past 65535, which ZeroMQ takes modulo 65536 (a scheduler would listen
     elsewhere than it says)."""

@@ -21,6 +21,7 @@ from roundhouse.wire.security import (
     REFUSALS,
     SCHEDULER_KEY,
     ClientSecurity,
+    allow_ipv6,
     check_connect_address,
 )
 
@@ -77,6 +78,7 @@ class SchedulerLink:
         monitor = dealer.get_monitor_socket(
             sum(HANDSHAKE_FAILURES) | zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
         )
+        allow_ipv6(dealer, self.scheduler)
         dealer.connect(self.scheduler)
         self.dealer, self.monitor = dealer, monitor
         return dealer, monitor

@@ -28,6 +28,7 @@ from roundhouse.wire.security import (
     KEY_PROPERTY,
     REFUSALS,
     ServerSecurity,
+    allow_ipv6,
     check_port,
     key_of_user_id,
 )
@@ -100,6 +101,7 @@ class Server:
             self.close()
             raise
         self._monitor = sock.get_monitor_socket(sum(HANDSHAKE_FAILURES))
+        allow_ipv6(sock, self.bind)
         try:
             sock.bind(self.bind)
         except zmq.ZMQError as err:
