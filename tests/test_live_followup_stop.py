@@ -177,3 +177,14 @@ def test_a_stopped_run_counts_time_to_the_stop_and_a_rerun_on_from_there(tmp_pat
         assert rounds[:2] == [(0, 0.0), (1, t1)] and rounds[-1][1] == 3.0, (rounds, cluster.log("scheduler"))
     finally:
         cluster.close()
+
+
+@pytest.mark.parametrize("started", [False, True])
+def test_a_stop_names_a_round_in_progress_only_once_the_run_began(backend, caplog, started):
+    """While the scheduler waits for its agents, before round 0, no round is in progress."""
+    _, live, _ = backend
+    live.started = started  # (False: as while it waits for agents)
+    with caplog.at_level("INFO", logger="roundhouse.scheduler"):
+        live.request_stop("stopped by SIGINT")
+    assert "stopped by SIGINT: stopping now" in caplog.text
+    assert ("the round in progress ends here" in caplog.text) == started

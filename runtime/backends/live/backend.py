@@ -213,7 +213,8 @@ class LiveBackend:
             )
             return
         self.stop_requested = why
-        log.info("%s: stopping now (the round in progress ends here)", why)
+        # (before round 0 there is no round in progress: the wait for agents ends)
+        log.info("%s: stopping now%s", why, " (the round in progress ends here)" if self.started else "")
 
     # --- the backend interface ---
     def poll(self) -> tuple[Events, Progress]:
