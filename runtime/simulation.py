@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from roundhouse.errors import ClusterError, RoundhouseError, TraceError, UsageError, did_you_mean
+from roundhouse.errors import ClusterError, RoundhouseError, TraceError, UsageError, did_you_mean, shown_error
 from roundhouse.runtime import registry, snapshot, user_modules
 from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.cluster import Cluster
@@ -66,7 +66,11 @@ def _graph_source(graph: str | Path) -> tuple[str, str | None]:
         raise UsageError("graph: expected a .sched path or a graph's text, got an empty string")
     if isinstance(graph, Path) or not any(mark in graph for mark in _TEXT_MARKS) or _names_file(graph):
         return str(Path(graph).resolve()), None  # (a snapshot loads from any folder)
-    return str(Path.cwd() / "<simulation>.sched"), graph
+    return str(Path.cwd() / _TEXT_GRAPH), graph
+
+
+# The file name a graph given as text is compiled under (it names no file).
+_TEXT_GRAPH = "<simulation>.sched"
 
 
 def _names_file(text: str) -> bool:
@@ -216,7 +220,7 @@ class Simulation:
         try:
             compiled, code = _snapshot_graph(header, [])
         except RoundhouseError as err:
-            raise snapshot.SnapshotError(_cannot_rebuild(path, err)) from None
+            raise snapshot.SnapshotError(_cannot_rebuild(path, err, header)) from None
         except (KeyError, TypeError, ValueError):
             raise snapshot.SnapshotError(
                 f"snapshot {path}: line 1: the header lacks the graph's path, text or overrides"
@@ -422,9 +426,10 @@ def _whole_paths(compiled: CompiledGraph, sets: list[str]) -> list[str]:
     return out
 
 
-def _cannot_rebuild(path: str | Path, err: RoundhouseError) -> str:
+def _cannot_rebuild(path: str | Path, err: RoundhouseError, header: dict[str, Any]) -> str:
     """A snapshot's graph that does not compile now: the compiler's message, and for a class it
-    does not know, where that class must come from."""
+    does not know, where that class must come from; for a file it does not find, where the
+    snapshot looks for its graph's files."""
     message = f"snapshot {path}: cannot rebuild its graph: {err}"
     unknown = re.search(r"unknown element (?:or )?class '([^']+)'", str(err))
     if unknown:
@@ -432,13 +437,46 @@ def _cannot_rebuild(path: str | Path, err: RoundhouseError) -> str:
             f"\n  hint: element class {unknown[1]} must be defined (run the code that defines it) or required by "
             "the graph before the snapshot is loaded"
         )
-    return message
+    moved = _moved_graph_hint(err, header)
+    return message + (f"\n  hint: {moved}" if moved else "")
+
+
+# How the compiler says a file a graph names is not there (an argument's path, an import, a
+# `require`, a cluster's .toml).
+_NO_FILE = re.compile(r"names no file|no such file|cluster spec not found")
+
+
+def _moved_graph_hint(err: RoundhouseError, header: dict[str, Any]) -> str | None:
+    """For a snapshot's graph that names a file not there, when the graph itself is no longer
+    where it was saved from (its folder moved): where the snapshot expects its graph's files.
+    A snapshot holds its graph's text, not the files it names, and their relative paths
+    resolve from the folder the graph was in (so that it loads from any current folder)."""
+    graph = Path(str(header.get("graph_path", "")))
+    if not graph.is_absolute() or not _NO_FILE.search(str(err)) or graph.is_file():
+        return None
+    if graph.name == _TEXT_GRAPH:  # (a graph given as text: no file was ever there)
+        if graph.parent.is_dir():
+            return None
+        where = f"{graph.parent}/, the folder it was made in, which is no longer there (moved?)"
+    else:
+        where = f"{graph.parent}/, the folder of its graph {graph}, which is no longer there (moved?)"
+    return (
+        "the snapshot expects its graph's files where they were when it was saved: its graph's relative paths "
+        f"resolve from {where}; put them back there to load it"
+    )
 
 
 def graph_of_snapshot(header: dict[str, Any], overrides: list[str]) -> CompiledGraph:
     """The graph a snapshot was saved with (its text, `--set` texts and trace), with more
-    `overrides`, which replace what those set."""
-    return _snapshot_graph(header, overrides)[0]
+    `overrides`, which replace what those set. A file its graph names that is not there, its
+    graph's folder moved since it was saved, is a SnapshotError that says where it is expected."""
+    try:
+        return _snapshot_graph(header, overrides)[0]
+    except RoundhouseError as err:
+        moved = _moved_graph_hint(err, header)
+        if moved is None:
+            raise
+        raise snapshot.SnapshotError(f"{shown_error(err)}\n  hint: {moved}") from None
 
 
 def _snapshot_graph(header: dict[str, Any], overrides: list[str]) -> tuple[CompiledGraph, dict[str, str]]:

@@ -13,6 +13,7 @@ import threading
 from roundhouse.errors import EXIT_USER_ERROR, RoundhouseError
 from roundhouse.runtime import registry
 from roundhouse.tools.common import error_text
+from roundhouse.tools.outputs import standard_output
 
 # Modules that provide `register(subparsers)`; each adds one subcommand whose handler
 # (set with `parser.set_defaults(handler=...)`) takes the parsed args and returns an exit status.
@@ -44,6 +45,15 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def _print_message(self, message: str, file=None) -> None:
+        # Help (`--help`) is the command's one answer: argparse's own writer drops a failure to
+        # write it, and the command said nothing and ended with 0. (Usage errors go to standard
+        # error, written as argparse writes them.)
+        if message and file is not None and file is sys.stdout:
+            file.write(message)
+            return
+        super()._print_message(message, file)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -151,6 +161,16 @@ def _silence_stdout() -> None:
         pass
 
 
+def _drop_what_stdout_cannot_take() -> None:
+    """After an error: what standard output still holds and cannot take (a full disk) is
+    dropped, rather than reported again at exit as Python's complaint, with status 120."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except (OSError, ValueError):
+        _silence_stdout()
+
+
 def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is not threading.main_thread():  # (signals reach the main thread only)
         return _main(argv)
@@ -168,18 +188,9 @@ def _main(argv: list[str] | None) -> int:
     # (The command comes first: the main parser's only other option is --help. Help, or an
     # unknown or missing command, gets the whole parser, whose messages list every command.)
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
-    args = _parse(parser, argv)
-    args.debug = debug  # (taken out of argv above: a handler that prints more with it reads it here)
     try:
-        # The element files the command's graphs require are its own: their classes are forgotten
-        # when it ends, so that a process that goes on (a notebook, a test) may require another
-        # copy of a file defining classes of the same names. (A file forgotten so is known again
-        # when required unchanged, as after a Simulation. Each of `whatif`'s two graphs has a
-        # scope of its own within this one; a sweep's worker processes require the files anew.)
-        with registry.scope(remember=True):
-            status = args.handler(args)
-        if sys.stdout is not None:  # (None: started with standard output closed, `>&-`)
-            sys.stdout.flush()  # (a reader that went away shows here, not as Python's complaint at exit)
+        with standard_output.marking():
+            return _run(parser, argv, debug)
     except RoundhouseError as err:
         detail = getattr(err, "detail", "")
         if debug and detail:
@@ -187,6 +198,7 @@ def _main(argv: list[str] | None) -> int:
         print(error_text(err), file=sys.stderr)
         if detail and not debug:
             print("(the Python detail: run again with --debug)", file=sys.stderr)
+        _drop_what_stdout_cannot_take()  # (`explain ... > /dev/full`: its result is the error)
         return err.exit_code
     except OSError as err:  # last resort: a file a command could not read or write
         if isinstance(err, BrokenPipeError) and _reader_gone():
@@ -194,8 +206,8 @@ def _main(argv: list[str] | None) -> int:
             # of the output goes nowhere, and the command ends as if it had printed it)
             _silence_stdout()
             return 0
-        where = f"{err.filename}: " if err.filename else ""
-        print(f"error: {where}{err.strerror or err}", file=sys.stderr)
+        print(f"error: {_where(err)}{err.strerror or err}", file=sys.stderr)
+        _drop_what_stdout_cannot_take()
         return EXIT_USER_ERROR
     except Terminated:
         print("terminated (SIGTERM)", file=sys.stderr)
@@ -203,7 +215,37 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _run(parser: argparse.ArgumentParser, argv: list[str], debug: bool) -> int:
+    """The command line read and its command run, standard output flushed at its end (a reader
+    that went away, or a full disk, shows here, not as Python's complaint at exit)."""
+    try:
+        args = _parse(parser, argv)
+    except SystemExit:  # (help printed, or a usage error: what argparse wrote must reach its reader)
+        standard_output.flush()
+        raise
+    args.debug = debug  # (taken out of argv above: a handler that prints more with it reads it here)
+    # The element files the command's graphs require are its own: their classes are forgotten
+    # when it ends, so that a process that goes on (a notebook, a test) may require another
+    # copy of a file defining classes of the same names. (A file forgotten so is known again
+    # when required unchanged, as after a Simulation. Each of `whatif`'s two graphs has a
+    # scope of its own within this one; a sweep's worker processes require the files anew.)
+    with registry.scope(remember=True):
+        status = args.handler(args)
+    standard_output.flush()
     return int(status or 0)
+
+
+def _where(err: OSError) -> str:
+    """What a failure to read or write was about, as an error message starts: the file or files
+    it names, or standard output. (Of another, such as a connection the command made, nothing
+    is known here: its message is the system's alone.)"""
+    if err.filename and err.filename2:
+        return f"{err.filename} -> {err.filename2}: "
+    if err.filename:
+        return f"{err.filename}: "
+    return "standard output: " if standard_output.failed_to_write(err) else ""
 
 
 if __name__ == "__main__":

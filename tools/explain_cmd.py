@@ -70,9 +70,16 @@ def job_text(job: str) -> str:
     return str(number) if number is not None else job.strip()
 
 
+# A number as job ids are written: the digits 0-9, with a sign, a point or an exponent if any.
+# (Python's int() and Decimal() also take `5_03` and other scripts' digits, `٥٠٣`, as 503.)
+_NUMERAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
+
+
 def whole_number(job: str) -> int | None:
     """The whole number `job` spells, or None if it spells none."""
     text = job.strip()
+    if not _NUMERAL.fullmatch(text):
+        return None
     try:
         return int(text)
     except ValueError:
@@ -95,6 +102,8 @@ _LARGEST_ID = 2**63 - 1
 
 def _too_long(text: str) -> bool:
     """Whether `text` spells a whole number too long to be a job's id (`1e19`, `1e400`)."""
+    if not _NUMERAL.fullmatch(text.strip()):
+        return False
     try:
         value = decimal.Decimal(text.strip())
     except (decimal.InvalidOperation, ValueError):
@@ -107,7 +116,12 @@ def _too_long(text: str) -> bool:
 
 
 def _a_number(text: str) -> bool:
-    """Whether `text` spells a number of any kind (a fraction, an infinity, not a number)."""
+    """Whether `text` spells a number of any kind (a fraction, an infinity, not a number), in
+    the digits 0-9."""
+    if text.strip().lower().lstrip("+-") in ("inf", "infinity", "nan"):
+        return True
+    if not _NUMERAL.fullmatch(text.strip()):
+        return False
     try:
         float(text.strip())
     except ValueError:
@@ -314,6 +328,10 @@ def _holds(known) -> str:
     return f"{_plural(known.len(), 'job')}, ids such as {', '.join(known.head(3).to_list())}"
 
 
+# What a job id is, said to one given otherwise.
+_DIGITS = " written in the digits 0-9 (with a sign if any)"
+
+
 def _why_missing(job: str, known, stopped: tuple[float, str] | None) -> str:
     """What may explain a job missing from the record. Ids are whole numbers: a numeric id
     spelled like another says nothing about that one, so only other ids get suggestions; nor
@@ -322,7 +340,7 @@ def _why_missing(job: str, known, stopped: tuple[float, str] | None) -> str:
         return f"; job ids are whole numbers up to {_LARGEST_ID}"
     if whole_number(job) is None:
         close = [] if _a_number(job) else difflib.get_close_matches(job, known.to_list(), n=3)
-        return f"; job ids are whole numbers{'; did you mean ' + ', '.join(close) + '?' if close else ''}"
+        return f"; job ids are whole numbers{_DIGITS}{'; did you mean ' + ', '.join(close) + '?' if close else ''}"
     if stopped is None or not known.len():
         return ""
     end, reason = stopped

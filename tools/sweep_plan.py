@@ -24,6 +24,7 @@ from roundhouse.runtime.sweep import (
 from roundhouse.runtime.values import ElementRef, FilePath, IdRange, describe
 from roundhouse.tools.common import overrides, seconds
 from roundhouse.tools.results import check_traces, trace_overrides
+from roundhouse.tools.useless_runs import print_warnings_before_run
 from roundhouse.traces import readonce
 
 # The longest --timeout: a week of wall-clock time for one run is as good as no limit, and the
@@ -269,6 +270,9 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     base = compile_graph(flat, fixed + traced + decided)
     check_traces(base, args.trace)
     check_sweepable(base, args.sink)
+    # (What `check` and `run` warn of, said once for the sweep, not once per run: its worker
+    # processes say nothing of it.)
+    print_warnings_before_run(base)
     _warn_of_own_seeds(base, grid, args.seeds)
     first_seed = int(base.settings.seed)
     cluster = _run_cluster(args.cluster)
