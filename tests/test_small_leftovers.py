@@ -57,6 +57,17 @@ def test_a_full_disk_under_standard_output_is_said_to_be_standard_outputs(tmp_pa
     assert done.stderr == "error: standard output: No space left on device\n", done.stderr
 
 
+@pytest.mark.parametrize(
+    ("argv", "what"), [(["elements"], "the list of elements"), (["elements", "Las"], "the reference of Las")]
+)
+def test_the_element_reference_lost_to_a_full_disk_is_an_error(argv, what):
+    """The list and an element's reference are the command's one result (Rich's console on
+    standard output dropped the failure: status 0, nothing written)."""
+    done = _command_line(argv, buffered=True)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert done.stderr == f"error: standard output: cannot write {what} (No space left on device)\n", done.stderr
+
+
 def test_an_error_of_no_file_and_not_of_standard_output_is_not_said_to_be_standard_outputs(tmp_path, monkeypatch, capsys):
     from roundhouse.tools import check_cmd
 

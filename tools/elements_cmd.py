@@ -20,7 +20,7 @@ from roundhouse.runtime import registry
 from roundhouse.runtime.dsl.loader import load_element_file
 from roundhouse.runtime.element import CATEGORIES, type_name
 from roundhouse.runtime.values import describe
-from roundhouse.tools.outputs.console import stdout_console
+from roundhouse.tools.outputs.stdout_result import result_console, text_of, write_result
 
 
 def register(sub) -> None:
@@ -42,13 +42,14 @@ def elements(args) -> int:
         problem = load_element_file(Path(path))
         if problem:
             raise UsageError(f"--require {path}: {problem}")
-    console = stdout_console()
+    console = result_console()  # (the reference is the command's one result: written whole, or an error)
     if args.markdown:
         classes = [_get(args.name)] if args.name is not None else registry.classes()
         print(reference_markdown(classes), end="")
         return 0
     if args.name is not None:
         _show(console, _get(args.name))
+        write_result(text_of(console), f"the reference of {args.name}")
         return 0
     table = Table(title="Roundhouse elements", show_lines=False)
     table.add_column("category")
@@ -59,6 +60,7 @@ def elements(args) -> int:
             table.add_row(category, cls.__name__, Text(cls.doc.synopsis))
     console.print(table)
     console.print("roundhouse elements NAME shows one element's reference")
+    write_result(text_of(console), "the list of elements")
     return 0
 
 

@@ -4,14 +4,11 @@ snapshot, simulate forward under its own graph and under another (`--graph`, or 
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from pathlib import Path
-from typing import cast
 
 import attrs
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -30,8 +27,7 @@ from roundhouse.runtime.whatif import (
 )
 from roundhouse.runtime.world import World
 from roundhouse.tools.common import add_overrides, overrides, seconds
-from roundhouse.tools.outputs.console import stdout_console
-from roundhouse.tools.outputs.stdout_result import write_result
+from roundhouse.tools.outputs.stdout_result import result_console, text_of, write_result
 from roundhouse.tools.results import compile_with_trace, in_units
 
 
@@ -285,12 +281,9 @@ def _as_dict(p) -> dict:
 def _table_text(point: dict, projections, headers: list[str]) -> str:
     """The comparison as the table people read, laid out for standard output (its width, and
     colours if it is a terminal)."""
-    # (Rendered into text by a console shaped as standard output's: one writing to standard
-    # output drops what it cannot write, tools/outputs/console.py, so a full disk went unsaid.)
-    shape = stdout_console()
-    console = Console(file=io.StringIO(), width=shape.width, color_system=shape.color_system, force_terminal=shape.is_terminal)
+    console = result_console()
     _print(console, point, projections, headers)
-    return cast(io.StringIO, console.file).getvalue()
+    return text_of(console)
 
 
 def _print(console, point: dict, projections, headers: list[str]) -> None:

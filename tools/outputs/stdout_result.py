@@ -4,9 +4,28 @@ they cannot be written)."""
 
 from __future__ import annotations
 
+import io
 import sys
+from typing import cast
+
+from rich.console import Console
 
 from roundhouse.errors import UsageError
+
+
+def result_console() -> Console:
+    """A Rich console that lays out a result for standard output (its width, and colours when it
+    is a terminal) into text, for `write_result`: one writing to standard output itself drops
+    what it cannot write (tools/outputs/console.py), so a full disk would go unsaid."""
+    from roundhouse.tools.outputs.console import stdout_console
+
+    shape = stdout_console()
+    return Console(file=io.StringIO(), width=shape.width, color_system=shape.color_system, force_terminal=shape.is_terminal)
+
+
+def text_of(console: Console) -> str:
+    """What was printed to a `result_console`."""
+    return cast(io.StringIO, console.file).getvalue()
 
 
 def write_result(text: str, what: str) -> None:
