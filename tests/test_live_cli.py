@@ -32,7 +32,7 @@ from roundhouse.tools.cli import main
             "--checkpoint-every 200d: must be at most 10000000s",
         ),
         (["serve", "{g}", "--bind", "tcp://127.0.0.1:5999", "--insecure", "--until", "soon"], "--until"),
-        (["serve", "{g}", "--bind", "nonsense", "--insecure"], "only for loopback"),
+        (["serve", "{g}", "--bind", "nonsense", "--insecure"], "not an address to listen on"),
         (["run", "{g}", "--live", "tcp://10.1.2.3:5999", "--insecure"], "only for loopback"),
         (["agent", "--scheduler", "tcp://127.0.0.1:5999", "--insecure", "--fake-gpus", "four"], "COUNT:TYPE"),
         (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def agent_command(args) -> int:
     security = ClientSecurity.choose(args.keys, name, args.insecure, args.scheduler)
     if args.emulate and not args.fake_gpus:
         raise UsageError("--emulate needs --fake-gpus: only pretend GPUs are held to the profile's speed")
-    gpus = find_gpus(args.fake_gpus)
+    gpus = find_gpus(_checked_fake_gpus(args.fake_gpus))
     revoke_grace = _check_process_options(args)
     threads = args.threads_per_gpu
     if threads == 0 and args.fake_gpus:
@@ -145,7 +146,7 @@ def _emulated_nodes(args, name: str) -> int:
             f"--nodes {args.nodes} with --name {name}: the node names {name}-0 to {last} must be at most 64 characters "
             "(letters, digits, '.', '_' and '-'); give a shorter --name"
         ) from None
-    gpus = find_gpus(args.fake_gpus)
+    gpus = find_gpus(_checked_fake_gpus(args.fake_gpus))
     check_node_budget(args.nodes)
     if args.keys and not args.insecure and Path(args.keys).is_dir():
         missing = [f"{name}-{i}" for i in range(args.nodes) if not (Path(args.keys) / f"{name}-{i}.key_secret").is_file()]
@@ -160,6 +161,15 @@ def _emulated_nodes(args, name: str) -> int:
         security = ClientSecurity.choose(args.keys, f"{name}-{i}", args.insecure, args.scheduler)
     address = _address(args)
     return EmulatedNodes(args.scheduler, name, args.nodes, gpus, security, address=address).run()
+
+
+def _checked_fake_gpus(fake: str | None) -> str | None:
+    """--fake-gpus as given, its count checked to be 1 or more: a node of no GPUs is a count to
+    change, not a COUNT:TYPE written wrong (the rest of its form is checked by `find_gpus`)."""
+    count = (fake or "").partition(":")[0].strip()
+    if re.fullmatch(r"[+-]?[0-9]+", count) and int(count) < 1:
+        raise UsageError(f"--fake-gpus {fake}: the GPU count must be 1 or more (it is {int(count)}), e.g. 4:V100")
+    return fake
 
 
 def _address(args) -> str:

@@ -12,6 +12,9 @@ from roundhouse.tools.live_options import add_security, check_named, duration_wi
 from roundhouse.tools.results import compile_with_overrides, print_summary, write_results
 
 MAX_HEARTBEAT_TIMEOUT_S = 3600.0
+# The longest wait for agents before round 0: a day, as `submit --timeout` (a longer wait is a
+# mistake, and `inf` one too: the run would never start without every node).
+MAX_WAIT_FOR_AGENTS_S = 86400.0
 
 
 def add_live_options(p, given_only: bool = False) -> None:
@@ -39,7 +42,9 @@ def add_live_options(p, given_only: bool = False) -> None:
     p.add_argument(
         "--checkpoint-every", default="60s", help="jobs also checkpoint this often; 0 for only when revoked (default 60s)"
     )
-    p.add_argument("--wait-for-agents", default="30s", help="before round 0, wait this long for every node (default 30s)")
+    p.add_argument(
+        "--wait-for-agents", default="30s", help="before round 0, wait this long for every node (default 30s, at most 1d)"
+    )
     p.add_argument(
         "--ports", default="29500..30000", help="rendezvous ports for multi-worker jobs (half-open range; default 29500..30000)"
     )
@@ -113,9 +118,20 @@ def live_options(args):
         checkpoint_every_s=checkpoint_every,
         checkpoint_dir=args.checkpoints,
         ports=(lo, hi),
-        wait_for_agents_s=seconds(args.wait_for_agents, "--wait-for-agents"),
+        wait_for_agents_s=_wait_for_agents(args.wait_for_agents),
         stop_agents=args.stop_agents,
     )
+
+
+def _wait_for_agents(text: str) -> float:
+    """--wait-for-agents in seconds: 0 (start at once) to MAX_WAIT_FOR_AGENTS_S."""
+    bound = f"--wait-for-agents {text}: must be at most 1d (0s starts at once with the agents registered by then)"
+    if text.strip().lower().lstrip("+") in ("inf", "infinity"):
+        raise UsageError(bound)
+    value = seconds(text, "--wait-for-agents")
+    if value is None or not value <= MAX_WAIT_FOR_AGENTS_S:  # (also refuses nan)
+        raise UsageError(bound)
+    return value
 
 
 def check_bind(bind: str, flag: str = "--bind") -> None:

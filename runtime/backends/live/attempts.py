@@ -251,6 +251,14 @@ class Attempts:
             told, until = ("told", "") if how == SENT else ("held for", " until its agent registers again: not connected")
             log.info("revoke job %d attempt %d (%s rank 0 on %s%s)", att.job_id, att.n, told, node.name, until)
 
+    def withhold(self, att: Attempt, reason: str) -> None:
+        """A new attempt never to be sent (the run ends before it would start): it ends now as
+        preempted at its start iteration, its end journaled with `reason`. No agent hears of it."""
+        att.revoked = True
+        for rank in range(att.world_size):
+            att.exits.setdefault(rank, {"outcome": "preempted", "iteration": att.start_iteration, "reason": reason})
+        self.maybe_end(att, self.clock.now)
+
     def kill_rest(self, att: Attempt) -> None:
         """A worker died: the others would wait for it in their collectives forever."""
         if att.kill_sent or att.world_size == 1:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import cast
 
 import attrs
 import numpy as np
@@ -77,6 +78,9 @@ class Nodes:
         self.clock = clock
         self.session = session
         self.refusals = RefusalLog(log)
+        self.expected_refusals = RefusalLog(cast(logging.Logger, _AtInfo(log)))
+        self.started_at = time.time()  # (reset as the run's nodes are loaded: `load`)
+        self.known_before: set[str] = set()  # the nodes the journal's run knew (a resumed run)
         self.slots: list[Node | None] = [None] * cluster.n_nodes
         self.by_name: dict[str, Node] = {}
         self.by_identity: dict[bytes, Node] = {}
@@ -116,6 +120,8 @@ class Nodes:
         for name, (slot, address) in self.journal.nodes(len(self.slots)).items():
             self.seat(name, slot, address)
         self.stopped = self.journal.stopped_nodes() & set(self.by_name)
+        self.known_before = set(self.by_name)
+        self.started_at = time.time()
 
     def seat(self, name: str, slot: int, address: str) -> Node:
         """A new node, of agent `name`, at `slot` of the cluster: in the place of the node there, if any."""
@@ -214,6 +220,26 @@ class Nodes:
             "; requeueing job(s) " + ", ".join(map(str, affected)) if affected else "",
         )
 
+    # --- messages from peers not registered ---
+    def unregistered(self, frame, message: str, *args) -> None:
+        """Log a message dropped (or answered `unknown`) because its sender is not a registered
+        agent: a warning, but only info where it is expected, from an agent that has not
+        registered again yet after a restart (`expected_unregistered`)."""
+        if self.expected_unregistered(frame):
+            self.expected_refusals.warn("unregistered", message + " (expected after a restart, until it registers again)", *args)
+        else:
+            self.refusals.warn("unregistered", message, *args)
+
+    def expected_unregistered(self, frame) -> bool:
+        """Whether a message from a peer not registered is expected: within the time agents have
+        to register again after the scheduler starts (their messages on the connection to the
+        scheduler that stopped arrive first), or from an agent whose key names a node of the
+        journal's run (only with keys: a key says who the peer is)."""
+        if self.wall() - self.started_at <= (self.options.takeover_s or self.options.heartbeat_timeout_s):
+            return True
+        name, role = key_of_user_id(key_of_frame(frame))
+        return role in (AGENT, "") and bool(name) and name in self.known_before
+
     # --- stopping the agents ---
     def ask_to_stop(self, reason: str, gone: set[str]) -> list[Node]:
         """Ask every connected agent that has not answered yet to shut down; returns them. One
@@ -235,7 +261,7 @@ class Nodes:
     def on_stopping(self, identity, seq, body, frame) -> None:
         node = self.by_identity.get(identity)
         if node is None:
-            self.refusals.warn("unregistered", "dropped stopping from %s: not a registered agent", self.server.who(identity))
+            self.unregistered(frame, "dropped stopping from %s: not a registered agent", self.server.who(identity))
             return
         node.stopping = True
         self.journal.node_stopped(node.name, self.clock.now_s())  # (a resumed run does not presume it up)
@@ -260,13 +286,13 @@ class Nodes:
 
     def on_heartbeat(self, identity, seq, body, frame) -> None:
         node = self.by_identity.get(identity)
-        if node is None or not node.online:
+        if node is None:
+            self.unregistered(frame, "answered heartbeat from %s with unknown: not a registered agent", self.server.who(identity))
+        elif not node.online:
             self.refusals.warn(
-                "unregistered",
-                "answered heartbeat from %s with unknown: %s",
-                self.server.who(identity),
-                "not a registered agent" if node is None else "its node was lost",
+                "unregistered", "answered heartbeat from %s with unknown: its node was lost", self.server.who(identity)
             )
+        if node is None or not node.online:
             self.server.send(identity, "unknown", reason="this scheduler does not know this agent: register")
             return
         node.heard = node.last_seen = time.time()
@@ -278,6 +304,17 @@ class Nodes:
         if node is not None:
             node.heard = node.last_seen = time.time()
         return node
+
+
+class _AtInfo(logging.LoggerAdapter[logging.Logger]):
+    """A logger whose warnings are logged at info: a `RefusalLog` of what is expected keeps its
+    bound on how many lines a minute, at the level the lines deserve."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__(logger, {})
+
+    def warning(self, msg, *args, **kwargs) -> None:
+        self.logger.info(msg, *args, **kwargs)
 
 
 def refuses_submission(frame) -> str:

@@ -172,14 +172,14 @@ class Reports:
 
     # --- messages from agents ---
     def on_started(self, identity, seq, body, frame) -> None:
-        node = self._sender(identity, "started")
+        node = self._sender(identity, frame, "started")
         att = self.attempts.live.get((body["job"], body["attempt"]))
         if node is None or att is None or not self._from_its_node(node, att, body, "started"):
             return
         log.debug("job %d attempt %d rank %d started on %s", body["job"], body["attempt"], body["rank"], node.name)
 
     def on_metrics(self, identity, seq, body, frame) -> None:
-        node = self._sender(identity, "metrics")
+        node = self._sender(identity, frame, "metrics")
         att = self.attempts.live.get((body["job"], body["attempt"]))
         if node is None or att is None or not self._from_its_node(node, att, body, "metrics"):
             return
@@ -193,8 +193,8 @@ class Reports:
     def on_exited(self, identity, seq, body, frame) -> None:
         node = self.nodes.seen(identity)
         if node is None:
-            self.refusals.warn(
-                "unregistered", "answered exited from %s with unknown: not a registered agent", self.server.who(identity)
+            self.nodes.unregistered(
+                frame, "answered exited from %s with unknown: not a registered agent", self.server.who(identity)
             )
             self.server.send(identity, "unknown", reason="this scheduler does not know this agent: register")
             return
@@ -244,12 +244,12 @@ class Reports:
         self.server.send(identity, "lease_reply", job=body["job"], attempt=body["attempt"], valid=valid)
 
     # --- whether a report is believable ---
-    def _sender(self, identity: bytes, type_: str) -> Node | None:
+    def _sender(self, identity: bytes, frame, type_: str) -> Node | None:
         """The registered node a report came from (now known to be alive); None, logged, if
         the sender never registered: its report is dropped."""
         node = self.nodes.seen(identity)
         if node is None:
-            self.refusals.warn("unregistered", "dropped %s from %s: not a registered agent", type_, self.server.who(identity))
+            self.nodes.unregistered(frame, "dropped %s from %s: not a registered agent", type_, self.server.who(identity))
         return node
 
     def _from_its_node(self, node: Node, att: Attempt, body: dict, type_: str) -> bool:
