@@ -66,7 +66,8 @@ class JobMetrics(Element):
     without a finish and is in no JCT, queueing or makespan figure. With `track`, only jobs
     whose id is in the range count, and the run may stop once as many of them have finished as
     the range names ids (the steady-state window of Blox and Gavel, e.g. `track=3000..4000`): ids missing
-    from the trace keep the run going until every job has finished.
+    from the trace keep the run going until every job has finished. A range that none of the
+    jobs that arrived is in adds `jobs_arrived` to the summary, how many did.
 
     A job that fails for good (live runs: its process kept crashing) is listed with status
     `failed` and no finish time, and counts in no JCT.
@@ -214,7 +215,11 @@ class JobMetrics(Element):
         starts = np.zeros((n, len(START_TIERS)), dtype=np.int64)
         starts[: min(n, len(self._starts))] = self._starts[:n]
         jobs = job_table(ctx, self.track, starts)
-        return {"jobs": jobs, "summary": summarize(jobs, ctx)}
+        summary = summarize(jobs, ctx)
+        if self.track is not None and not jobs.height and len(ctx.jobs):
+            # (as the note at the run's end says: jobs arrived, none of them in the range)
+            summary["jobs_arrived"] = len(ctx.jobs)
+        return {"jobs": jobs, "summary": summary}
 
 
 def held_gpus(ctx: RoundContext, launched: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

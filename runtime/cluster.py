@@ -180,7 +180,7 @@ class ClusterSpec:
         for part in text.split(","):
             # (the type is read whole up to '@' and checked as a spec file's gpu_type is, so
             # that every name a spec file, an agent or `gpu_types` takes is taken here too)
-            m = re.fullmatch(r"\s*([0-9]+)\s*x\s*([0-9]+)\s*(?::\s*([^\s:@,]+))?\s*(?:@\s*([A-Za-z][\w.-]*))?\s*", part)
+            m = re.fullmatch(r"\s*([0-9]+)\s*[xX]\s*([0-9]+)\s*(?::\s*([^\s:@,]+))?\s*(?:@\s*([A-Za-z][\w.-]*))?\s*", part)
             if m is None:
                 if "/" in text or "\\" in text:  # (a path: the file it names is missing, or no file; shown whole, as paths are)
                     raise ClusterError(_not_a_spec_file(text))
@@ -683,9 +683,11 @@ class Cluster:
     def describe(self) -> str:
         """The cluster in one line; with network tiers, also its racks and each tier's links."""
         parts = [f"{g.nodes}x{g.gpus_per_node}:{g.gpu_type}" + (f"@{g.topology}" if g.topology else "") for g in self.spec.groups]
+        # (Counts with thousands separators, as other messages write them; a group's shorthand
+        # stays as written, so that it can be given back to --cluster.)
         gpus, nodes = (
-            f"{self.n_gpus} GPU" + ("s" if self.n_gpus != 1 else ""),
-            f"{self.n_nodes} node" + ("s" if self.n_nodes != 1 else ""),
+            f"{self.n_gpus:,} GPU" + ("s" if self.n_gpus != 1 else ""),
+            f"{self.n_nodes:,} node" + ("s" if self.n_nodes != 1 else ""),
         )
         text = f"{gpus} on {nodes} ({', '.join(parts)})"
         if self.tiers is None:
@@ -694,8 +696,8 @@ class Cluster:
 
         per_rack = np.bincount(self.node_rack, minlength=self.n_racks)
         low, high = int(per_rack.min()), int(per_rack.max())
-        machines = (f"{low}" if low == high else f"{low}-{high}") + (" machine" if high == 1 else " machines")
-        racks = f"{self.n_racks} rack" + ("s" if self.n_racks > 1 else "")
+        machines = (f"{low:,}" if low == high else f"{low:,}-{high:,}") + (" machine" if high == 1 else " machines")
+        racks = f"{self.n_racks:,} rack" + ("s" if self.n_racks > 1 else "")
         links = ", ".join(
             f"{name} {tier.latency_ns:,g} ns {tier.bandwidth_gb_per_s:,g} GB/s"
             for name, tier in zip(TIER_NAMES, self.tiers.all())
@@ -734,6 +736,17 @@ class Cluster:
                 "memory_gb": self.gpu_memory_gb,
             }
         )
+
+
+def described_alike(one: str, other: str) -> bool:
+    """Whether two of `Cluster.describe`'s lines describe the same cluster, either written by an
+    earlier version (a journal's): those wrote "1 nodes" and "1 GPUs", and counts without
+    thousands separators."""
+
+    def plain(text: str) -> str:
+        return re.sub(r"(?<=\d),(?=\d{3}\b)", "", re.sub(r"\b1 (node|GPU)s\b", r"1 \1", text))
+
+    return plain(one) == plain(other)
 
 
 def _ro(a: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from roundhouse.errors import UsageError
+from roundhouse.runtime.cluster import described_alike
 from roundhouse.runtime.journal_values import is_number
 
 if TYPE_CHECKING:
@@ -104,6 +105,8 @@ def check_same_run(journal: Journal, old: dict[str, Any], meta: dict[str, Any]) 
     for key, what in _RUN_KEYS.items():
         if key in _LATER_KEYS and (key not in old or key not in meta):
             continue  # (a journal written before the fact was kept: the others say which run it is)
+        if key == "cluster" and isinstance(old.get(key), str) and described_alike(old[key], str(meta.get(key))):
+            continue  # (described by an earlier version, in its words)
         if old and old.get(key) != meta.get(key):
             whose = "another run" if "epoch" in old else "another run, which has not begun but accepted jobs"
             if key == "cluster_fingerprint":  # (described alike, or the cluster's key would have differed)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +30,7 @@ from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.backends.live.records import replayed, same_plan
 from roundhouse.runtime.backends.live.submissions import Submissions
 from roundhouse.runtime.backends.sim import Simulator
-from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.cluster import Cluster, described_alike
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.engine import STALL_ROUNDS, Engine, StalledError, last_round_start
 from roundhouse.runtime.journal import _TABLE_NAMES, Journal, _check_begun
@@ -255,18 +254,12 @@ def open_journal(path: str | Path) -> tuple[Journal, dict[str, Any]]:
     return journal, meta
 
 
-def _singular(described: str) -> str:
-    """A cluster as `Cluster.describe` says it now, from a journal that may say "1 nodes" or
-    "1 GPUs" (as it did before the singular was right)."""
-    return re.sub(r"\b1 (node|GPU)s\b", r"1 \1", described)
-
-
 def _check_cluster(journal: Journal, meta: dict[str, Any], cluster: Cluster) -> None:
     """Refuse a cluster other than the run's: by the fingerprint of its nodes' facts the journal
     keeps, and by its description for a journal written before the fingerprint was kept."""
     described = cluster.describe()
     hint = "give --cluster the cluster the scheduler ran on (or leave it out if the scheduler took the graph's own)"
-    if described != _singular(str(meta.get("cluster"))):
+    if not described_alike(described, str(meta.get("cluster"))):
         raise UsageError(f"{journal.path}: the cluster {described} is not the run's, which was {meta.get('cluster')}; {hint}")
     if "cluster_fingerprint" in meta and cluster.fingerprint() != meta["cluster_fingerprint"]:
         raise UsageError(

@@ -275,11 +275,11 @@ def test_an_empty_graph_path_is_said_to_be_empty_by_every_command(capsys, argv):
 
 
 def test_a_journal_that_says_1_nodes_is_the_same_cluster_as_one_that_says_1_node():
-    from roundhouse.runtime.whatif import _singular
+    from roundhouse.runtime.cluster import described_alike
 
-    cluster = Cluster.parse("1x1:V100")
-    assert _singular("1 GPUs on 1 nodes (1x1:V100)") == cluster.describe()
-    assert _singular("32 GPUs on 8 nodes (8x4:V100)") == "32 GPUs on 8 nodes (8x4:V100)"
+    assert described_alike("1 GPUs on 1 nodes (1x1:V100)", Cluster.parse("1x1:V100").describe())
+    assert described_alike("32 GPUs on 8 nodes (8x4:V100)", Cluster.parse("8x4:V100").describe())
+    assert not described_alike("1 GPUs on 1 nodes (1x1:V100)", Cluster.parse("1x1:P100").describe())
 
 
 def test_plots_read_the_gpu_count_of_a_one_gpu_cluster(tmp_path):

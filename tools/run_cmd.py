@@ -117,7 +117,13 @@ def _run_into(args, graph, cluster, until, out) -> int:
     finally:
         if progress:
             progress.close()
-    if not args.quiet:  # (a reader gone, `| head`, does not keep the results from being written)
+    if not args.quiet and out is None:  # (the summary is the run's one result: lost, it is an error)
+        from roundhouse.tools.outputs.stdout_result import result_console, text_of, write_result
+
+        console = result_console()
+        print_summary(console, graph, cluster, result)
+        write_result(text_of(console), "the run's summary")
+    elif not args.quiet:  # (a reader gone, `| head`, does not keep the results from being written)
         from roundhouse.tools.outputs.console import stdout_console
 
         print_summary(stdout_console(), graph, cluster, result)

@@ -28,6 +28,7 @@ from roundhouse.runtime.sweep import (
 from roundhouse.runtime.sweep_exec import DaskExecutor, LocalExecutor, Task
 from roundhouse.tools.common import add_overrides, positive_int
 from roundhouse.tools.outputs.console import forgiving, stderr_console, stdout_console
+from roundhouse.tools.outputs.stdout_result import result_console, text_of, write_result
 from roundhouse.tools.sweep_plan import plan
 
 # The metrics the printed table shows (the stored rows and CSV files have them all).
@@ -175,7 +176,7 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
     finally:
         if store is not None:
             store.unlock()
-    print_summary(Path(args.graph).name, names, frame, points)
+    print_summary(Path(args.graph).name, names, frame, points, only_result=out is None)
     failed = frame.filter(pl.col("status") != "ok")
     if failed.height:
         _say_failed(failed, frame.height, rows, store, getattr(args, "debug", False))
@@ -318,7 +319,9 @@ def _runs(n: int) -> str:
     return f"{n} run" + ("" if n == 1 else "s")
 
 
-def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFrame) -> None:
+def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFrame, only_result: bool = False) -> None:
+    """The table of the sweep's points. `only_result`: the sweep has no --out, and the table is
+    all it leaves: lost (a full disk), it is an error, not a sweep that went well."""
     seeds = frame.filter(pl.col("point") == frame["point"][0]).height
     title = f"{graph_name}: {_runs(frame.height)}" + (f", {seeds} seeds per point (mean ± 95% CI)" if seeds > 1 else "")
     table = Table(title=escape(title))  # (rich reads [brackets] in cells as markup)
@@ -332,7 +335,12 @@ def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFr
             mean, half = row[f"{m}_mean"], row[f"{m}_ci95"]
             cells.append(_fmt(mean) + (f" ± {_fmt(half)}" if half is not None else ""))
         table.add_row(*cells)
-    stdout_console().print(table)
+    if not only_result:  # (a reader gone, `| head`, or a full disk: --out holds the results)
+        stdout_console().print(table)
+        return
+    console = result_console()
+    console.print(table)
+    write_result(text_of(console), "the sweep's table")
 
 
 def _fmt(v) -> str:

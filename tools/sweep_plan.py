@@ -24,7 +24,7 @@ from roundhouse.runtime.sweep import (
 from roundhouse.runtime.values import ElementRef, FilePath, IdRange, describe
 from roundhouse.tools.common import overrides, seconds
 from roundhouse.tools.results import check_traces, trace_overrides
-from roundhouse.tools.useless_runs import print_warnings_before_run
+from roundhouse.tools.sweep_warnings import SweepWarnings
 from roundhouse.traces import readonce
 
 # The longest --timeout: a week of wall-clock time for one run is as good as no limit, and the
@@ -270,9 +270,6 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     base = compile_graph(flat, fixed + traced + decided)
     check_traces(base, args.trace)
     check_sweepable(base, args.sink)
-    # (What `check` and `run` warn of, said once for the sweep, not once per run: its worker
-    # processes say nothing of it.)
-    print_warnings_before_run(base)
     _warn_of_own_seeds(base, grid, args.seeds)
     first_seed = int(base.settings.seed)
     cluster = _run_cluster(args.cluster)
@@ -285,6 +282,9 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     runs = []
     pair_profiles: set[str] = set()  # (each pair profile read once, however many runs give it)
     compiled: list[dict[object, str]] = [{} for _ in grid]  # per --vary: each value as compiled, and its text
+    # (What `check` and `run` warn of, of each run's graph, said once each when all are planned:
+    # the worker processes say nothing of it.)
+    warnings = SweepWarnings()
     for combo in itertools.product(*(values for _, values in grid)):
         varied = [Override(f"{n}={v}", flag="--vary") for (n, _), v in zip(grid, combo)]
         labels = {n: v for (n, _), v in zip(grid, combo)}
@@ -294,6 +294,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
             graph = compile_graph(flat, [*fixed, *varied, *seeded, *traced])
             _refuse_same_values(graph, grid, combo, compiled)
             _check_cluster(graph, args.cluster, [*fixed, *varied])
+            warnings.add(graph, {**labels, "seed": int(graph.settings.seed)})
             readonce.clear()  # (the runs read their traces where they run: keep none here)
             if graph.settings.pair_profile is not None and str(graph.settings.pair_profile) not in pair_profiles:
                 load_pairs(graph)  # (a bad file is said where the setting was given, before any run starts)
@@ -302,4 +303,5 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
             labels_seed = {**labels, "seed": int(graph.settings.seed)}
             spec = RunSpec(graph_path, given, cluster, until, labels_seed, trace, args.sink, given_fixed)
             runs.append((run_key(graph, flat, spec), spec))
+    warnings.say()
     return runs

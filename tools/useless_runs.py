@@ -108,6 +108,18 @@ def _at(el) -> str:
     return f"{where}: " if where is not None else ""
 
 
+def warning_inputs(graph) -> tuple:
+    """What `warnings_before_run` reads of a graph: two graphs alike in it are warned of alike
+    (a sweep's runs that vary only a policy's argument, or the seed, share one look)."""
+    read = [
+        (name, repr(el))
+        for name, el in graph.elements.items()
+        if el.category == "source" or tracked_range(el) is not None or getattr(type(el), "elastic_only", False)
+    ]
+    profile = graph.settings.elastic_profile
+    return (tuple(read), None if profile is None else str(profile), str(graph.setting_locations.get("elastic_profile")))
+
+
 def print_warnings_before_run(graph) -> None:
     """`warnings_before_run`, on standard error."""
     for warning in warnings_before_run(graph):

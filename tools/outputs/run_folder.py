@@ -67,9 +67,10 @@ class RunFolder:
 
     @property
     def cluster_gpus(self) -> int | None:
-        """The cluster's GPU count, from how run.json describes it ("128 GPUs on 32 nodes ...")."""
-        m = re.match(r"\s*(\d+) GPUs?\b", str(self.info.get("cluster", "")))
-        return int(m.group(1)) if m else None
+        """The cluster's GPU count, from how run.json describes it ("6,400 GPUs on 800 nodes ...",
+        or without the separators, as earlier versions wrote it)."""
+        m = re.match(r"\s*(\d{1,3}(?:,\d{3})+|\d+) GPUs?\b", str(self.info.get("cluster", "")))
+        return int(m.group(1).replace(",", "")) if m else None
 
 
 # What run.json says that plots and reports read, and the type each must have.
