@@ -33,8 +33,10 @@ profile = "profile.csv";
 src :: TraceSource(path="jobs.csv");
 src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
 """
-# Job 1 arrives at the time limit, 2 s, a round boundary, with a GPU free for it.
-JOBS = "job_id,arrival_s,gpus,model,iterations,batch_size\n0,0,1,LM,100000000,10\n1,2,1,LM,100000000,10\n"
+# Job 1 arrives at the time limit, 8 s, a round boundary, with a GPU free for it. (Job 0 must
+# have trained and checkpointed before then: a loaded machine takes seconds to start its worker.)
+LIMIT_S = 8
+JOBS = f"job_id,arrival_s,gpus,model,iterations,batch_size\n0,0,1,LM,100000000,10\n1,{LIMIT_S},1,LM,100000000,10\n"
 
 
 def _launched(log: str) -> list[str]:
@@ -43,7 +45,7 @@ def _launched(log: str) -> list[str]:
 
 @pytest.mark.live
 def test_the_round_at_the_time_limit_launches_nothing_new_or_resumed(tmp_path):
-    cluster = LiveCluster(tmp_path, GRAPH, {"profile.csv": TEST_PROFILE, "jobs.csv": JOBS}, serve_args=("--until", "2s"))
+    cluster = LiveCluster(tmp_path, GRAPH, {"profile.csv": TEST_PROFILE, "jobs.csv": JOBS}, serve_args=("--until", f"{LIMIT_S}s"))
     try:
         cluster.start_scheduler()
         cluster.start_agent("node-a")

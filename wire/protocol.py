@@ -213,6 +213,8 @@ def _show(value: Any, most: int = 40) -> str:
     it), shortened to about `most` characters; a whole number of many digits says how many."""
     if not isinstance(value, (str, int, float, bool, type(None))):
         return type(value).__name__
+    if isinstance(value, float) and math.isinf(value):  # (JSON reads 1e400 so: never "Infinity", refused as a word)
+        return "a number past any float"
     try:
         text = json.dumps(value)
     except ValueError:  # (an integer of more digits than Python turns into text)
@@ -255,7 +257,9 @@ class _Cell(Spec):
             if isinstance(value, str):
                 _check_text(value, where)
             return value
-        if isinstance(value, float) and math.isfinite(value):
+        if isinstance(value, float):
+            if not math.isfinite(value):  # (only 1e400 and the like: JSON has no NaN)
+                raise ProtocolError(f"{where} is a number past any float (written 1e309 or more, or -1e309 or less)")
             return value
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             # A command line, as a list of words: within what a launch carries.

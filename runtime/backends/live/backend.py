@@ -25,8 +25,8 @@ import numpy as np
 from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.backends.live import resizes
-from roundhouse.runtime.backends.live.attempts import Attempt, Attempts
-from roundhouse.runtime.backends.live.ending import checkpoint_running, stop_agents
+from roundhouse.runtime.backends.live.attempts import Attempts
+from roundhouse.runtime.backends.live.ending import checkpoint_running, last_round_sends_nothing, stop_agents, withhold
 from roundhouse.runtime.backends.live.nodes import Nodes, refuses_submission
 from roundhouse.runtime.backends.live.reports import Reports
 from roundhouse.runtime.backends.live.round import Clock, News, SendLags
@@ -278,14 +278,15 @@ class LiveBackend:
         self.server.flush()
         for att in revoked:
             books.revoke(att)
-        if self.at_limit:
-            withhold_launches(books, launches, self.until)
+        last = last_round_sends_nothing(self.at_limit, self.until, self.stop_requested, self.options.stop_agents)
+        if last is not None:
+            withhold(books, launches, resized, last)
         else:
             for att in launches:
                 books.start_or_defer(att)
-        resizes.carry_out(books, self.nodes, resized)
+            resizes.carry_out(books, self.nodes, resized)
         self.server.flush()
-        if revoked or (launches and not self.at_limit):
+        if revoked or (launches and last is None):
             self.send_lags.add(time.time() - self.clock.wall(self.clock.now))
 
     def advance(self) -> None:
@@ -355,23 +356,6 @@ class LiveBackend:
     # --- submitters ---
     def _on_status(self, identity, seq, body, frame) -> None:
         self.server.send(identity, "status_reply", status={k: float(v) for k, v in status_figures(self).items()})
-
-
-def withhold_launches(books: Attempts, launches: list[Attempt], until: float | None) -> None:
-    """The round at the run's time limit (the last: the run ends after its tick) launches
-    nothing: its launches would be revoked as soon as sent (`checkpoint_running`). Each is
-    journaled as the plan made it, and ends at once, as preempted where it would have
-    started: a rerun with a later limit takes the job up as it would a job checkpointed there."""
-    if not launches:
-        return
-    for att in launches:
-        books.withhold(att, f"not launched: the run reached its time limit ({format_duration(until or 0.0)})")
-    ids = sorted({att.job_id for att in launches})
-    log.info(
-        "at the time limit: %d launch(es) not sent (job(s) %s); a rerun with a later --until starts them",
-        len(launches),
-        ", ".join(map(str, ids[:20])) + (" ..." if len(ids) > 20 else ""),
-    )
 
 
 def on_submit(backend: LiveBackend, identity, seq, body, frame) -> None:

@@ -3,7 +3,9 @@ attempt still running is revoked as a preemption (two-phase: only rank 0 is told
 worker checkpoints the same iteration), and the scheduler serves messages until their exits are
 in, journaled and acknowledged, or a bound passes. A rerun of `serve` with the same journal then
 requeues them and resumes each from its checkpoint. With `--stop-agents`, every agent is then
-asked to shut down."""
+asked to shut down. The run's last round sends nothing new when its jobs would be revoked at
+once, at the limit or at a stop with `--stop-agents`: neither its launches nor its in-place
+resizes (`last_round_sends_nothing`)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,13 @@ import logging
 import time
 from collections.abc import Callable
 
+import attrs
+
 from roundhouse.runtime.backends.live.attempts import Attempt, Attempts
 from roundhouse.runtime.backends.live.nodes import Nodes
+from roundhouse.runtime.backends.live.resizes import LiveResize
 from roundhouse.runtime.backends.live.server import Server
+from roundhouse.runtime.values import format_duration
 
 log = logging.getLogger("roundhouse.scheduler")
 
@@ -44,8 +50,56 @@ def checkpoint_running(
         )
     stopped = [att for att in ending if att.ended]
     if stopped:
-        log.info("%d attempt(s) checkpointed and stopped (%s); %s", len(stopped), _where(stopped), _RESUMED)
+        log.info("%d attempt(s) stopped (%s); %s", len(stopped), _where(stopped), _RESUMED)
     return left()
+
+
+@attrs.frozen
+class LastRound:
+    """Why the run's last round sends nothing new, as the journal (`reason`) and the log
+    (`when`, and what a rerun does: `later`) say it."""
+
+    reason: str
+    when: str
+    later: str
+
+
+def last_round_sends_nothing(at_limit: bool, until: float | None, stop_requested: str, stop_agents: bool) -> LastRound | None:
+    """Whether the round being applied, the run's last, sends nothing new: its jobs would be
+    revoked as soon as started, at the time limit (`checkpoint_running`) or at a stop whose
+    agents are told to stop (`--stop-agents`: they checkpoint every job they run). At a stop
+    without it the jobs keep running, and a rerun takes them back: that round sends."""
+    if at_limit:
+        limit = format_duration(until or 0.0)
+        return LastRound(
+            f"the run reached its time limit ({limit})", "at the time limit", "a rerun with a later --until starts them"
+        )
+    if stop_requested and stop_agents:
+        told = f"{stop_requested} and its agents are told to stop"
+        return LastRound(f"the run was {told}", told, "a rerun starts them")
+    return None
+
+
+def withhold(books: Attempts, launches: list[Attempt], resized: list[LiveResize], last: LastRound) -> None:
+    """The run's last round sends nothing new (`last_round_sends_nothing`). Each launch is
+    journaled as the plan made it, and ends at once, as preempted where it would have started:
+    a rerun takes the job up as it would a job checkpointed there. An in-place resize is
+    neither journaled nor sent: the job checkpoints in the shape it runs in. (A resize by
+    checkpoint and restart is a revoke, sent as the run's end would send it, and a launch.)"""
+    for att in launches:
+        books.withhold(att, f"not launched: {last.reason}")
+    _say_withheld(last.when, "launch(es)", [att.job_id for att in launches], last.later)
+    _say_withheld(
+        last.when, "resize(s)", [r.att.job_id for r in resized if r.in_place], "they checkpoint in the shape they run in"
+    )
+
+
+def _say_withheld(when: str, what: str, job_ids: list[int], then: str) -> None:
+    if not job_ids:
+        return
+    ids = sorted(set(job_ids))
+    shown = ", ".join(map(str, ids[:20])) + (" ..." if len(ids) > 20 else "")
+    log.info("%s: %d %s not sent (job(s) %s); %s", when, len(job_ids), what, shown, then)
 
 
 def stop_agents(
@@ -108,5 +162,13 @@ _RESUMED = "`roundhouse serve` with the same --journal resumes them"
 
 def _where(stopped: list[Attempt]) -> str:
     """Where checkpointed attempts stopped (the first ten)."""
-    shown = ", ".join(f"job {att.job_id} at iteration {att.checkpoint_iteration}" for att in stopped[:10])
+    shown = ", ".join(f"job {att.job_id} {_point(att)}" for att in stopped[:10])
     return shown + (" ..." if len(stopped) > 10 else "")
+
+
+def _point(att: Attempt) -> str:
+    """Where a stopped attempt's job resumes: its checkpoint, or, when it wrote none (revoked
+    before it started, say), where the attempt itself started."""
+    if att.checkpoint_iteration is not None:
+        return f"at iteration {att.checkpoint_iteration}"
+    return f"with no checkpoint of its own (it resumes at iteration {att.start_iteration})"
