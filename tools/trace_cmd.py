@@ -39,7 +39,7 @@ import polars as pl
 from roundhouse.errors import TraceError, UsageError, did_you_mean
 from roundhouse.runtime.element import MAX_JOB_ID, MAX_JOBS, MAX_RATE, MAX_SECONDS
 from roundhouse.runtime.values import describe, rate_from_text
-from roundhouse.tools.outputs.console import stdout_console
+from roundhouse.tools.outputs.stdout_result import result_console, text_of, write_result
 from roundhouse.tools.outputs.whole_file import whole_file
 
 GENERATE_FORMATS = ("canonical", "gavel", "tiresias", "philly")
@@ -127,7 +127,9 @@ def register(subparsers) -> None:
     generate.add_argument("--seed", required=True, help="random seed (same seed, same trace)")
     generate.add_argument("--gpus", default="philly", help="philly (1/2/4/8 GPUs) or single (default: philly)")
     generate.add_argument("--models", default="none", help="none (durations only) or blox (Blox's models) (default: none)")
-    generate.add_argument("--start-id", default="0", help="first job id (default: 0)")
+    generate.add_argument(
+        "--start-id", default="0", help="first job id (default: 0; not with --format philly, whose log numbers its own)"
+    )
     generate.add_argument(
         "--workload",
         default="philly",
@@ -166,7 +168,9 @@ def describe_command(args: argparse.Namespace) -> int:
     table.add_column("value")
     for what, value in summary_rows(loaded.frame, loaded.format, columns, loaded.skipped, loaded.skipped_what):
         table.add_row(what, value)
-    stdout_console().print(table)
+    console = result_console()  # (the description is the command's one result: written whole, or an error)
+    console.print(table)
+    write_result(text_of(console), f"the description of {args.file}")
     return 0
 
 
@@ -353,10 +357,9 @@ def _generated_frame(args, workload, jobs, rate, seed, gpus, models, start_id, l
         from roundhouse.traces.generators import dally_workload, synergy_philly
 
         own = "--gpus, " if workload != "synergy" else ""
-        if (gpus != "philly" and workload != "synergy") or models != "none" or start_id != 0 or loss != "none":
+        if (gpus != "philly" and workload != "synergy") or models != "none" or loss != "none":
             raise UsageError(
-                f"--workload {workload} has its own models{' and GPU counts' if own else ''}: "
-                f"leave out {own}--models, --start-id and --loss"
+                f"--workload {workload} has its own models{' and GPU counts' if own else ''}: leave out {own}--models and --loss"
             )
         if workload == "synergy":
             frame = synergy_philly(jobs, rate, seed, gpus=gpus)
@@ -365,30 +368,37 @@ def _generated_frame(args, workload, jobs, rate, seed, gpus, models, start_id, l
     elif workload == "ones":
         from roundhouse.traces import ones
 
-        if gpus != "philly" or models != "none" or start_id != 0 or loss != "none":
-            raise UsageError(
-                "--workload ones has its own GPU counts and models: leave out --gpus, --models, --start-id and --loss"
-            )
+        if gpus != "philly" or models != "none" or loss != "none":
+            raise UsageError("--workload ones has its own GPU counts and models: leave out --gpus, --models and --loss")
         frame = ones.generate(jobs, 1.0 / rate, seed)
     elif workload == "pollux":
         from roundhouse.traces import pollux
 
-        if gpus != "philly" or models != "none" or start_id != 0 or loss != "none":
-            raise UsageError(
-                "--workload pollux has its own GPU counts and models: leave out --gpus, --models, --start-id and --loss"
-            )
+        if gpus != "philly" or models != "none" or loss != "none":
+            raise UsageError("--workload pollux has its own GPU counts and models: leave out --gpus, --models and --loss")
         frame = pollux.generate(jobs, 1.0 / rate, seed)
     elif workload == "tiresias":
         from roundhouse.traces.generators import tiresias_testbed
 
-        if gpus != "philly" or models != "none" or start_id != 0 or loss != "none":
+        if gpus != "philly" or models != "none" or loss != "none":
             raise UsageError(
-                "--workload tiresias has its own GPU counts and models (Tiresias' testbed mix): "
-                "leave out --gpus, --models, --start-id and --loss"
+                "--workload tiresias has its own GPU counts and models (Tiresias' testbed mix): leave out --gpus, --models and --loss"
             )
         frame = tiresias_testbed(jobs, rate, seed)
     else:
-        frame = generate(jobs, rate, seed, gpus=gpus, models=models, start_id=start_id, loss=loss)
+        return generate(jobs, rate, seed, gpus=gpus, models=models, start_id=start_id, loss=loss)
+    return _numbered_from(frame, start_id)
+
+
+def _numbered_from(frame: pl.DataFrame, start_id: int) -> pl.DataFrame:
+    """A workload's jobs with ids from `start_id` on (its generator numbers them from 0), so
+    that two generated traces can feed one graph under distinct ids; a Pollux job's name, its
+    application and number, follows its id."""
+    if start_id == 0:
+        return frame
+    frame = frame.with_columns(pl.col("job_id") + start_id)
+    if "name" in frame.columns:  # (`APPLICATION-N`: the application's name, then the job's number)
+        frame = frame.with_columns(name=pl.col("name").str.replace(r"-\d+$", "-") + pl.col("job_id").cast(pl.String))
     return frame
 
 

@@ -291,7 +291,8 @@ def _print(console, point: dict, projections, headers: list[str]) -> None:
     if point["kind"] == "journal":
         at = f"round {point['round']} at t={point['now_s']:g}s"
     else:
-        at = f"after {point['rounds']} rounds, at t={point['now_s']:g}s,"
+        rounds = point["rounds"]
+        at = f"after {rounds} round{'' if rounds == 1 else 's'}, at t={point['now_s']:g}s,"
     # (Paths are printed as they are: rich would read [brackets] in them as markup.)
     console.print(
         f"from {point['journal']}: {at} of {point['graph']} on {point['cluster']}: {point['jobs']} job(s) seen, "
