@@ -106,7 +106,8 @@ def prepare_jobs(
                 origin,
                 f"job {job_id[i]}: the profile has no throughput for {models[i]} (batch size {batch[i]}) "
                 f"on {gpus[i]} GPU(s) of any type in this cluster ({', '.join(gpu_types)})"
-                + unprofiled_note(gpu_types, profile.gpu_types),
+                + unprofiled_note(gpu_types, profile.gpu_types)
+                + _untiered_duration_note(model, duration[i]),
             )
         _check_type_with_room(model, idx, type_rates, gpus, models, batch, job_id, origin)
     given_iterations = iterations
@@ -409,6 +410,18 @@ def _check_largest_type(model: ThroughputModel, gpus: np.ndarray, job_id: np.nda
             f"job {job_id[i]} asks for {gpus[i]} GPUs but the largest GPU type of the cluster, "
             f"{cluster.gpu_types[largest]}, has {by_type[largest]} (a job runs on GPUs of one type)",
         )
+
+
+def _untiered_duration_note(model: ThroughputModel, duration: float) -> str:
+    """What the error about a job of the profile with no throughput adds when the job has a
+    duration: it is the job's compute time only on a cluster with network tiers (Dally's traces);
+    elsewhere a job of the profile runs at its profile's speed, and the duration is unused."""
+    if model.communication is not None or np.isnan(duration):
+        return ""
+    return (
+        "; its duration_s stands for its compute time only on a cluster with network tiers (dally:N, or a spec "
+        "file's [tiers] table): elsewhere a job whose model the profile knows runs at the profile's speed"
+    )
 
 
 def _communication_rows(model: ThroughputModel, names: DistinctNames, job_id, origin) -> np.ndarray:

@@ -70,7 +70,11 @@ class Pollux(Element):
     selection. Fitness is the generalised mean (exponent `p`) of each job's speedup, its goodput
     at its best batch size over its goodput on a fair share (ceil(GPUs / jobs) GPUs, within
     the job's `max_gpus` and batch range but not the `explore` cap), with Pollux's restart
-    penalty on jobs whose allocation changes. The best allocation is deployed: unchanged jobs are kept,
+    penalty on jobs whose allocation changes, a first start included: its factor,
+    max(age - restart_delay x restarts, 0) / (age + restart_delay), is 0 for a job searched the
+    moment it arrives (age 0: one arriving on a round's boundary, such as at time 0), so such a
+    job gains nothing from GPUs and waits for the next search, an `interval` later, even on an
+    idle cluster (`restart_delay=0` starts it at once). The best allocation is deployed: unchanged jobs are kept,
     others launched, resized by checkpoint and restart (the simulator's `resize_restart`;
     Pollux's simulator charges 30 s) or suspended. Launches and resizes carry batch size 0 (the
     job's own): put PolluxAgent after it to tune them. Only elastic jobs (their model in the
