@@ -68,6 +68,17 @@ def split_overrides(compiler: _Compiler) -> tuple[dict[str, list[tuple[str, ast.
     return per_element, per_setting
 
 
+def _not_a_setting_hint(compiler: _Compiler, name: str, fields) -> str:
+    """What an unknown setting's error suggests: an element's argument when the name is an
+    element's (given to --set or --vary without its argument), else a setting of a like name."""
+    if name in compiler.flat.decls:
+        given = compiler._setting_flags.get(name)
+        if given is None:  # (written in the file)
+            return f"'{name}' is an element: give its arguments where it is declared, {name} :: CLASS(ARGUMENT=VALUE)"
+        return f"'{name}' is an element: set one of its arguments, as {given.split(' ')[0]} {name}.ARGUMENT=VALUE"
+    return did_you_mean(name, fields) or f"settings are: {', '.join(fields)}"
+
+
 def graph_settings(compiler: _Compiler, overrides: dict[str, ast.Value]) -> GraphSettings:
     fields = {f.name: f for f in attrs.fields(GraphSettings)}
     values: dict[str, Any] = {}
@@ -84,7 +95,7 @@ def graph_settings(compiler: _Compiler, overrides: dict[str, ast.Value]) -> Grap
                 SchedError(
                     f"unknown setting '{name}'" + (f" ({where})" if where else ""),
                     location,
-                    hint=did_you_mean(name, fields) or f"settings are: {', '.join(fields)}",
+                    hint=_not_a_setting_hint(compiler, name, fields),
                 )
             )
             continue
