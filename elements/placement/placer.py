@@ -140,8 +140,12 @@ class Placer(Element):
         return bool(self._keeps(ctx, ranking)[1].all())
 
     def tick(self, ctx: RoundContext, ranking: Ranking) -> Plan:
-        if not ranking.ordered:
-            plan = self._place_newcomers(ctx, ranking)
+        # A queue that wants more GPUs than there are cannot all run: the plan of newcomers alone
+        # and step 1's shortcut are out (the cheapest test first, on a ranking not put in order).
+        overfull = False
+        if not ranking.ordered and ctx.online is None and len(ctx.cluster.gpu_types) == 1:
+            overfull = int(ranking.any_order()[1].sum()) > ctx.cluster.n_gpus
+            plan = None if overfull else self._place_newcomers(ctx, ranking)
             if plan is not None:
                 return plan
         cluster = ctx.cluster
@@ -160,7 +164,9 @@ class Placer(Element):
         online = ctx.online  # None unless a live node is lost: then only its GPUs count
         # Every running job ranked and kept, and every ranked job fits (one GPU type): step 1
         # selects them all, and nothing is left for step 5's backfill.
-        all_fit = job_types is None and online is None and n_keeps == len(running) and _wants_fit(want, cluster.n_gpus)
+        all_fit = (
+            not overfull and job_types is None and online is None and n_keeps == len(running) and _wants_fit(want, cluster.n_gpus)
+        )
         if all_fit:
             selected, on_type = want > 0, _constant(len(rows), 0)
         else:
@@ -231,12 +237,9 @@ class Placer(Element):
         (one GPU type, every GPU online, each job asking for GPUs), and the jobs not running all
         find room: every running job keeps its GPUs and the others are packed as step 3 packs
         them, in ranking order among themselves; so only they are put in order. None when
-        any of this does not hold (the steps decide, over the whole ranking in order)."""
-        cluster = ctx.cluster
-        if ctx.online is not None or len(cluster.gpu_types) > 1:
-            return None
-        if int(ranking.any_order()[1].sum()) > cluster.n_gpus:  # (the cheapest test first: a queue that cannot all run)
-            return None
+        any of this does not hold (the steps decide, over the whole ranking in order). `tick`
+        asks only on a cluster of one GPU type, every GPU online, when the ranked jobs want no
+        more GPUs than there are."""
         running = ctx.running_rows
         rows, want, keeps = _keeps_any_order(ctx, ranking)
         n_keeps = int(np.count_nonzero(keeps))
