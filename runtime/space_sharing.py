@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from roundhouse.runtime.allocation import regain_shared, rerated
+from roundhouse.runtime.repeated_sums import repeated_sum
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.traces.jobs import RUNNING
 from roundhouse.traces.throughput import Placement
@@ -30,8 +31,8 @@ def count_shared(world: World, rows: np.ndarray, service: np.ndarray, rounds: in
     if world.co_holder is None:
         return
     shared = shared_service(world.jobs.column("partner"), rows, service)
-    for _ in range(rounds if shared else 0):
-        world.shared_gpu_s += shared
+    if shared:
+        world.shared_gpu_s = repeated_sum(world.shared_gpu_s, shared, rounds)
 
 
 def shared_service(partner: np.ndarray, rows: np.ndarray, service: np.ndarray) -> float:

@@ -16,6 +16,7 @@ import numpy as np
 
 from roundhouse.runtime import rowsets
 from roundhouse.runtime.launch_rates import NO_FLAGS, flags
+from roundhouse.runtime.repeated_sums import add_repeatedly
 from roundhouse.runtime.space_sharing import count_shared
 from roundhouse.traces.jobs import FINISHED, OWN_COLUMNS, PENDING, RUNNING, SPEC_COLUMNS, JobBatch
 
@@ -119,9 +120,7 @@ def add_progress(cols: dict[str, np.ndarray], rows: np.ndarray, steps, rounds: i
     total = np.empty((4, len(rows)))
     for i, name in enumerate(_PROGRESS):
         cols[name].take(rows, out=total[i])
-    step = steps if isinstance(steps, np.ndarray) else np.stack(steps)
-    for _ in range(rounds):
-        total += step
+    add_repeatedly(total, steps if isinstance(steps, np.ndarray) else np.stack(steps), rounds)
     for i, name in enumerate(_PROGRESS):
         cols[name][rows] = total[i]
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from roundhouse.runtime.backends.base import Progress
+from roundhouse.runtime.repeated_sums import repeated_sum, running_sums
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.world import World, compute_seconds
@@ -33,6 +34,7 @@ _EPS = 1e-9
 # the earliest finish computed then lies beyond the round's end by this relative margin, far
 # more than the rounding that accumulated progress can add.
 _SURE = 1e-6
+_ONE_AT_A_TIME = 16  # quiet rounds counted one by one before the rest are counted in blocks
 _NO_PROGRESS = Progress.empty()
 # Clock and round below this, in whole seconds, keep every book a whole number that adds exactly.
 _WHOLE = 2.0**40
@@ -221,22 +223,34 @@ class Simulator:
         rows = self.world.running_rows
         if len(self._ready_rows):
             return 0, _NO_PROGRESS
-        now, k = self._now, 0
         if not len(rows):
-            for _ in range(rounds):
-                now += self.round_s
-            self._now = now
+            self._now = repeated_sum(self._now, self.round_s, rounds)
             return rounds, _NO_PROGRESS
         if rows is not self._full_rows:
             self._finish_times(rows)
-        earliest = self._earliest_finish
-        while k < rounds:
+        k = self._rounds_before(self._earliest_finish, rounds)
+        return k, (self._full_round() if k else _NO_PROGRESS)
+
+    def _rounds_before(self, earliest: float, rounds: int) -> int:
+        """Advance the clock by whole rounds (at most `rounds`) that end surely before
+        `earliest`, a finish; returns how many. The first few one at a time (a finish is often
+        near), then in blocks of the same running sums."""
+        now, k = self._now, 0
+        while k < min(rounds, _ONE_AT_A_TIME):
             end = now + self.round_s
             if not earliest > end + _SURE * max(1.0, end):
-                break
+                self._now = now
+                return k
             now, k = end, k + 1
+        for ends in running_sums(now, self.round_s, rounds - k):
+            before = earliest > ends + _SURE * np.maximum(1.0, ends)
+            n = len(ends) if before.all() else int(before.argmin())
+            if n:
+                now, k = float(ends[n - 1]), k + n
+            if n < len(ends):
+                break
         self._now = now
-        return k, (self._full_round() if k else _NO_PROGRESS)
+        return k
 
     def _full_round(self) -> Progress:
         """Progress of the running jobs over a whole round, made once for each running set (a
