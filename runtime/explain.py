@@ -66,6 +66,7 @@ class Reason(IntEnum):
     NO_SHARE = 11
     NOT_SCHEDULED = 12
     GATED = 13
+    NOT_ELASTIC = 14
     LAUNCHED = 20
     SUSPENDED = 21
     PREEMPTED = 22
@@ -99,6 +100,12 @@ MEANINGS: dict[Reason, tuple[str, str, str, str]] = {
         "GPUs the held-back schedule gives it (0: none)",
         "jobs the allocation in force runs",
         "GPUs it leaves idle",
+    ),
+    Reason.NOT_ELASTIC: (
+        "waiting",
+        "jobs the schedule runs",
+        "GPUs it leaves idle",
+        "applications of the elastic profile (0: the run has none)",
     ),
     Reason.LAUNCHED: ("running", "machine of its first GPU", "GPUs", "machines spanned"),
     Reason.SUSPENDED: ("suspended", "", "", ""),

@@ -65,25 +65,41 @@ def load_elastic(graph: CompiledGraph):
     a built-in profile (traces/ones.py, traces/pollux.py) unless a folder of that name is there."""
     if graph.settings.elastic_profile is None:
         return None
-    import os
     from pathlib import Path
 
     from roundhouse.errors import TraceError
     from roundhouse.traces.goodput import ElasticProfile
 
     path = Path(graph.settings.elastic_profile)
-    name = path.name.lower()
-    if name in BUILT_IN_ELASTIC and not path.exists():
-        # The setting was resolved against the folder of the file that wrote it (the current
-        # one for --set): a bare name is that folder joined with the name; any other was written out.
-        written = graph.setting_locations.get("elastic_profile")
-        base = Path(os.path.normpath(Path(written.path).parent)) if written is not None else Path.cwd()
-        if path.parent != base:
-            raise TraceError(str(path), f'no such folder (the built-in profile is named "{name}" alone, without a folder)')
+    name = built_in_elastic(graph)
+    if name is not None:
         from roundhouse.traces import ones, pollux
 
         return ones.profile() if name == "ones" else pollux.profile()
+    if path.name.lower() in BUILT_IN_ELASTIC and not path.exists():
+        raise TraceError(
+            str(path), f'no such folder (the built-in profile is named "{path.name.lower()}" alone, without a folder)'
+        )
     return ElasticProfile.load_pollux(path)
+
+
+def built_in_elastic(graph: CompiledGraph) -> str | None:
+    """The built-in elastic profile the graph's `elastic_profile` names ("ones", "pollux"), or
+    None: a folder, or no profile."""
+    import os
+    from pathlib import Path
+
+    if graph.settings.elastic_profile is None:
+        return None
+    path = Path(graph.settings.elastic_profile)
+    name = path.name.lower()
+    if name not in BUILT_IN_ELASTIC or path.exists():
+        return None
+    # The setting was resolved against the folder of the file that wrote it (the current one
+    # for --set): a bare name is that folder joined with the name; any other was written out.
+    written = graph.setting_locations.get("elastic_profile")
+    base = Path(os.path.normpath(Path(written.path).parent)) if written is not None else Path.cwd()
+    return name if path.parent == base else None
 
 
 def load_pairs(graph: CompiledGraph):

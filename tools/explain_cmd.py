@@ -35,7 +35,7 @@ def register(sub) -> None:
         description="Print a job's timeline from the record a run kept (explain.parquet, written by "
         "`roundhouse run GRAPH --out DIR` unless --no-explain is given): when it was admitted, "
         "waited (its rank and the jobs ranked ahead, no free GPUs of its type, an admission gate "
-        "holding it, a delay timer, Gavel's allocation), launched, was suspended (preempted, its "
+        "holding it, a delay timer, Gavel's allocation, a model not in the elastic profile), launched, was suspended (preempted, its "
         "Gavel round ended), moved or resized while running, and finished, each with the element that "
         "decided it; a run cut short (--until) says where it stopped. A line is printed "
         "when the reason changes; its numbers are those of that moment. docs/explain.md lists every "
@@ -51,6 +51,9 @@ def explain(args) -> int:
     stopped = run_end(args.run)
     rows = job_rows(path, args.run, args.job, stopped)
     per_machine = largest_machine(args.run)
+    if any(row["reason"] == "not_elastic" for row in rows):  # (its model is what keeps it waiting)
+        model = job_model(args.run, job_text(args.job))
+        rows = [{**row, "model": model} for row in rows]
     lines = [f"job {job_text(args.job)}: {len(rows)} change(s) recorded in {args.run}"]
     # (The times in one column: as wide as the longest, and at least 10 wide.)
     stopped = stopped if stopped is not None and not finished(rows) else None  # (said only then)
@@ -150,6 +153,23 @@ def largest_machine(run: str) -> int:
     groups = re.search(r"\(([^)]*)\)", text)
     sizes = [int(g) for g in re.findall(r"\d+x(\d+):", groups.group(1))] if groups else []
     return max(sizes, default=0)
+
+
+def job_model(run: str, job: str) -> str | None:
+    """The job's model as the run's jobs.csv gives it, or None when it does not (no such file,
+    no model column, the job not among its rows: a sink that tracked other jobs)."""
+    import polars as pl
+
+    path = Path(run) / "jobs.csv"
+    if not path.is_file():
+        return None
+    try:
+        with _stderr_held():
+            frame = pl.scan_csv(path, infer_schema=False).filter(pl.col("job_id").str.strip_chars() == job)
+            models = frame.select("model").head(1).collect()["model"]
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError):
+        return None
+    return models[0] if len(models) and models[0] else None
 
 
 def finished(rows: list[dict]) -> bool:
@@ -405,6 +425,18 @@ def _gated(gpus: int, jobs: int, idle: int) -> str:
     return f"the schedule gives it {_plural(gpus, 'GPU')} that running jobs still hold, and changes to running jobs wait for their next epoch{stays}"
 
 
+def _not_elastic(model: str | None, jobs: int, idle: int, apps: int) -> str:
+    """Why a job an elastic scheduler (Pollux) never starts waits: its model (`model`, from the
+    run's jobs.csv; None: not known) is none of the elastic profile's `apps` applications (0:
+    the run set no elastic profile). The allocation runs `jobs` and leaves `idle` GPUs idle."""
+    named = f"its model, {model}," if model else "its model"
+    if apps <= 0:
+        why = "the run sets no elastic_profile, and it starts only jobs whose model names one of the profile's applications"
+    else:
+        why = f"{named} names none of the elastic profile's {_plural(apps, 'application')}, and it starts only jobs whose model does"
+    return f"never started: {why}; the allocation runs {_plural(jobs, 'job')} and leaves {idle} GPU(s) idle"
+
+
 def describe(row: dict, per_machine: int = 0) -> str:
     """One record in words. `per_machine`: the GPUs of the run's largest machine (0: not known),
     which tells how many machines a moved or resized job spans at least."""
@@ -441,6 +473,8 @@ def describe(row: dict, per_machine: int = 0) -> str:
         return f"waiting: the schedule deployed gives it no GPU; it runs {_plural(a, 'job')} and leaves {b} GPU(s) idle ({by})"
     if reason == "gated":
         return f"waiting: {_gated(a, b, c)} ({by})"
+    if reason == "not_elastic":
+        return f"waiting: {_not_elastic(row.get('model'), a, b, c)} ({by})"
     if reason == "launched":
         where = f"machine {a}" if c <= 1 else f"{c} machines from machine {a}"
         return f"running: launched on {where} ({_plural(b, 'GPU')}) ({_ranked_by(row)})"

@@ -53,7 +53,7 @@ def check_graph(path: str, fork: bool = False, cluster_spec: str | None = None, 
                 SchedError(f"element '{name}' ({class_name}) cannot be forked: {why}", graph.elements[name].declared_at)
             )
     # (before the elements start: a trace read for the warnings is the one its source takes)
-    warnings = warnings_before_run(graph) if warn and not problems else []
+    warnings = warnings_before_run(graph, cluster) if warn and not problems else []
     if not problems and cluster is not None:
         try:  # (every element started as a run starts it: what it checks against the cluster, and the traces' rows)
             new_engine(graph, cluster).begin()

@@ -28,7 +28,7 @@ def compile_with_overrides(args):
     `--quiet`."""
     graph = compile_with_trace(args.graph, overrides(args.overrides), args.trace, getattr(args, "cluster", None))
     if not getattr(args, "quiet", False):
-        print_warnings_before_run(graph)
+        print_warnings_before_run(graph, getattr(args, "cluster", None))
     return graph
 
 
@@ -476,6 +476,14 @@ def _arguments(graph) -> dict[str, dict]:
 
 
 def _settings(graph) -> dict:
+    """The graph's settings as the run used them; a built-in elastic profile by its name (the
+    setting holds it joined to the graph's folder, where no such folder is)."""
     import attrs
 
-    return attrs.asdict(graph.settings)
+    from roundhouse.runtime.simulate import built_in_elastic
+
+    settings = attrs.asdict(graph.settings)
+    built_in = built_in_elastic(graph)
+    if built_in is not None:
+        settings["elastic_profile"] = built_in
+    return settings

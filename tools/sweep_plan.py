@@ -284,7 +284,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     compiled: list[dict[object, str]] = [{} for _ in grid]  # per --vary: each value as compiled, and its text
     # (What `check` and `run` warn of, of each run's graph, said once each when all are planned:
     # the worker processes say nothing of it.)
-    warnings = SweepWarnings()
+    warnings = SweepWarnings(args.cluster)
     for combo in itertools.product(*(values for _, values in grid)):
         varied = [Override(f"{n}={v}", flag="--vary") for (n, _), v in zip(grid, combo)]
         labels = {n: v for (n, _), v in zip(grid, combo)}

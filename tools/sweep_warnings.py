@@ -17,7 +17,8 @@ NAMED_AT_MOST = 10
 class SweepWarnings:
     """The warnings of a sweep's runs, gathered as they are planned (`add`), then said (`say`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cluster: str | None = None) -> None:
+        self._cluster = cluster  # (the sweep's --cluster, every run's cluster; None: each graph's own)
         self._by_inputs: dict[tuple, list[str]] = {}  # graphs read alike: warned of alike, looked at once
         self._runs: dict[str, list[dict]] = {}  # warning -> the labels of each run it applies to
         self._values: dict[str, dict[str, None]] = {}  # each label's values in grid order
@@ -28,7 +29,7 @@ class SweepWarnings:
         key = warning_inputs(graph)
         warnings = self._by_inputs.get(key)
         if warnings is None:
-            warnings = self._by_inputs[key] = warnings_before_run(graph)
+            warnings = self._by_inputs[key] = warnings_before_run(graph, self._cluster)
         for name, value in labels.items():
             self._values.setdefault(name, {})[str(value)] = None
         for warning in warnings:

@@ -1,8 +1,9 @@
 """Graphs that pass every check yet would run to no use: a sink whose `track` range names none of
-the jobs the sources bring (it measures nothing), or a Pollux given jobs of no application of the
-elastic profile (it never starts them). `check` and `run` warn of them before the run, from what
-the sources can tell before they start (a trace's jobs, a generator's ids; a live source's jobs
-are not known ahead, and no warning is given for them); the run's end says what came of them."""
+the jobs the sources bring (it measures nothing), a Pollux given jobs of no application of the
+elastic profile (it never starts them), or one of Dally's elements on a cluster without network
+tiers (its network awareness gains nothing). `check` and `run` warn of them before the run, from
+what the sources can tell before they start (a trace's jobs, a generator's ids; a live source's
+jobs are not known ahead, and no warning is given for them); the run's end says what came of them."""
 
 from __future__ import annotations
 
@@ -41,20 +42,21 @@ def _in_range(track: IdRange) -> str:
     return f"track={track} (ids {track.start} to {track.stop - 1})"
 
 
-def warnings_before_run(graph) -> list[str]:
+def warnings_before_run(graph, cluster=None) -> list[str]:
     """What `check` and `run` warn of in a compiled graph, each a line of the command line's
     form (`g.sched:5:1: warning: ...`). A source's jobs are read as its start reads them (a
     trace is kept for its start to take); a source that cannot tell them makes no warning, nor
-    does one that cannot be read (its start says what is wrong)."""
+    does one that cannot be read (its start says what is wrong). `cluster`: the cluster the run
+    is given (`--cluster`: a spec or a `Cluster`), else None for the graph's own setting."""
     from roundhouse.runtime.simulate import load_elastic
 
+    warnings = tier_warnings(graph, cluster)
     sources = [el for el in graph.elements.values() if el.category == "source"]
     try:
         elastic = load_elastic(graph)
         known = [ahead(elastic) for el in sources if (ahead := getattr(el, "jobs_ahead", None)) is not None]
     except RoundhouseError:
-        return []
-    warnings = []
+        return warnings
     if known and len(known) == len(sources):  # (a source whose ids are not known may bring any)
         ids = np.concatenate([frame["job_id"].to_numpy() for frame in known])
         for name, el in graph.elements.items():
@@ -71,6 +73,30 @@ def warnings_before_run(graph) -> list[str]:
         if getattr(type(el), "elastic_only", False) and with_models:
             warnings += _elastic_warning(name, el, elastic, with_models, everyone)
     return warnings
+
+
+def tier_warnings(graph, cluster=None) -> list[str]:
+    """The warning for each element built for network tiers (`needs_tiers`: Dally's) on a
+    cluster that has none, where no job is slowed by where it runs. None when the cluster
+    cannot be loaded (or none is named): the run says what is wrong."""
+    from roundhouse.runtime.simulate import load_cluster
+
+    needing = [(name, el) for name, el in graph.elements.items() if getattr(type(el), "needs_tiers", False)]
+    if not needing:
+        return []
+    try:
+        cluster = load_cluster(graph, cluster)
+    except RoundhouseError:
+        return []
+    if cluster.tiers is not None:
+        return []
+    return [
+        f"{_at(el)}warning: element '{name}' ({type(el).__name__}) works by network tiers, and the cluster "
+        f"({cluster.describe()}) has no network tiers: no job is slowed by where it runs, so what it does by machines, "
+        "racks and the network (delay timers, network sensitivity, consolidating network-heavy models) gains nothing "
+        '(give cluster = "dally:N", Dally\'s racks with their tiers, or a cluster spec file with a [tiers] table)'
+        for name, el in needing
+    ]
 
 
 def _elastic_warning(name: str, el, elastic, frames: list, everyone: bool) -> list[str]:
@@ -117,12 +143,20 @@ def warning_inputs(graph) -> tuple:
         if el.category == "source" or tracked_range(el) is not None or getattr(type(el), "elastic_only", False)
     ]
     profile = graph.settings.elastic_profile
-    return (tuple(read), None if profile is None else str(profile), str(graph.setting_locations.get("elastic_profile")))
+    # (the cluster setting, where an element needs network tiers: a --vary of it changes them)
+    tiers = any(getattr(type(el), "needs_tiers", False) for el in graph.elements.values())
+    cluster = (str(graph.settings.cluster), str(graph.setting_locations.get("cluster"))) if tiers else None
+    return (
+        tuple(read),
+        None if profile is None else str(profile),
+        str(graph.setting_locations.get("elastic_profile")),
+        cluster,
+    )
 
 
-def print_warnings_before_run(graph) -> None:
+def print_warnings_before_run(graph, cluster=None) -> None:
     """`warnings_before_run`, on standard error."""
-    for warning in warnings_before_run(graph):
+    for warning in warnings_before_run(graph, cluster):
         print(warning, file=sys.stderr)
 
 
@@ -155,7 +189,9 @@ def unstarted_notes(graph, result) -> list[str]:
         one = ""
         if len(rows):
             model = jobs.column("model")[rows[0]] if jobs.has_column("model") else None
-            one = f" (job {jobs.column('job_id')[rows[0]]}, {'no model' if model is None else f'model {model}'})"
+            # (the job table keeps only models a profile knows: a trace's other names are not in it)
+            named = "no model a profile knows" if model is None else f"model {model}"
+            one = f" (job {jobs.column('job_id')[rows[0]]}, {named})"
         notes.append(
             f"{head}: it starts only elastic jobs, and their model names no application of elastic profile "
             f"{elastic.origin!r}{one}"

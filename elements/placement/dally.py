@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 import numpy as np
@@ -299,6 +299,9 @@ class DelayPlacer(Placer):
 
     state = ("_clock", "_tuner", "_timeline", "_last_timers")
     fixed = ("_machine_size", "_rack_size")
+    # Its timers wait for placements that only network tiers make faster: `check` and `run`
+    # warn of a cluster without them (tools/useless_runs.py).
+    needs_tiers: ClassVar[bool] = True
 
     # The timers' and the tuner's arguments default to None (their values in _DEFAULTS) so that
     # one given where it has no effect is refused rather than silently ignored. Given as its

@@ -7,7 +7,7 @@ ran it on a cluster of network tiers. All share the Placer steps of placer.py.""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 import numpy as np
@@ -217,6 +217,9 @@ class TiresiasDally(_Selective):
 
     state = ()
     fixed = ("_skewed_models",)
+    # Its consolidation is by machines and racks, which only network tiers make faster: `check`
+    # and `run` warn of a cluster without them (tools/useless_runs.py).
+    needs_tiers: ClassVar[bool] = True
 
     high_skew: list[str] = attrs.field(factory=lambda: ["VGG11", "AlexNet", "MobileNetV3"])
 

@@ -10,7 +10,7 @@ here too (`StarvationClock`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -105,6 +105,9 @@ class NetworkSensitive(Policy):
     """
 
     state = ("_clock",)
+    # Without network tiers every job that ran is as sensitive as the next (no communication
+    # slows it): `check` and `run` warn of such a cluster (tools/useless_runs.py).
+    needs_tiers: ClassVar[bool] = True
 
     def start(self, ctx: RoundContext) -> None:
         self._clock = StarvationClock()

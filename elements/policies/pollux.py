@@ -297,8 +297,10 @@ class Pollux(Element):
 
 
 def _explain_waits(ctx: RoundContext, rows: np.ndarray, plan: Plan) -> None:
-    """Waiting jobs the plan gives no GPU (`not_scheduled`), with the jobs the allocation it
-    leaves runs and the GPUs that allocation leaves idle."""
+    """Waiting jobs the plan gives no GPU, with the jobs the allocation it leaves runs and the
+    GPUs that allocation leaves idle: `not_elastic` for those of no application of the elastic
+    profile (never started, whatever is idle; with the profile's applications, 0 when the run
+    has none), `not_scheduled` for the others."""
     if not len(rows):
         return
     holder = np.asarray(ctx.holder)
@@ -308,7 +310,14 @@ def _explain_waits(ctx: RoundContext, rows: np.ndarray, plan: Plan) -> None:
     used = int(kept.sum()) + len(plan.launch_gpus) + len(plan.resize_gpus)
     usable = len(holder) if ctx.online is None else int(np.count_nonzero(ctx.online))
     jobs = len(plan.keep) + len(plan.launch_rows) + len(plan.resize_rows)
-    ctx.explain(Reason.NOT_SCHEDULED, rows, jobs, max(usable - used, 0))
+    idle = max(usable - used, 0)
+    elastic = ctx.throughput.elastic
+    foreign = np.ones(len(rows), dtype=bool) if elastic is None else _column(ctx, "elastic_model", rows, -1) < 0
+    if foreign.any():
+        apps = 0 if elastic is None else len(elastic.apps)
+        ctx.explain(Reason.NOT_ELASTIC, rows[foreign], jobs, idle, apps)
+    if not foreign.all():
+        ctx.explain(Reason.NOT_SCHEDULED, rows[~foreign], jobs, idle)
 
 
 @element
