@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import logging
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from roundhouse.errors import ERROR_FORM, RoundhouseError, UsageError, shown_error
 from roundhouse.runtime.backends.live import LiveBackend, LiveOptions
+from roundhouse.runtime.backends.live.ending import end_run
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.engine import Engine, RunResult
@@ -18,6 +21,7 @@ from roundhouse.runtime.journal import Journal
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 
 log = logging.getLogger("roundhouse.scheduler")
+T = TypeVar("T")
 
 
 def journaled_graph(journaled: str, journal_path: str | Path) -> Path:
@@ -93,19 +97,24 @@ def serve(
         if not backend.started:  # stopped while waiting for agents: no round ran
             log.info("%s before round 0: the run did not begin", backend.stop_requested)
             return RunResult(world, 0, 0.0, backend.stop_requested, {}, {}, 0.0)
-        result = _run(engine, backend, journal_path, begun)
+        _run(backend, journal_path, lambda: _rounds(engine, begun))
         if backend.replaying and backend.stop_requested:  # (a signal: a finished run's replay may end early too)
             _stopped_in_replay(backend, journal_path)
-        _refuse_submissions(backend, result.stop_reason)
+        _refuse_submissions(backend, engine.stop_reason)
         running = len(world.running_rows)
-        if backend.at_limit:
-            backend.checkpoint_running()
-        elif running and not options.stop_agents:  # (with --stop-agents, the agents checkpoint them: ending.py)
+        if running and not backend.at_limit and not options.stop_agents:  # (else they checkpoint: ending.py)
             log.info(
                 "the run stopped with %d job(s) running: they keep running on their nodes; "
                 "`roundhouse serve` with the same --journal takes them back",
                 running,
             )
+        ending = time.perf_counter()
+        # The jobs checkpointed or withheld at the end wait again, as the summary counts them
+        # (the journal has them so already: what a rerun resumes is as it was).
+        world.apply_requeued(end_run(backend))
+        ending_s = time.perf_counter() - ending
+        result = _run(backend, journal_path, engine.end)
+        result.wall_s = max(0.0, result.wall_s - ending_s)  # (the rounds' time, as before the end waited for jobs)
         return result
     finally:
         try:
@@ -149,19 +158,23 @@ def _refuse_submissions(backend: LiveBackend, why: str) -> None:
     backend.server.handlers["submit"] = refuse
 
 
-def _run(engine: Engine, backend: LiveBackend, journal_path: str | Path, begun: bool) -> RunResult:
-    """Run the engine (`Engine.run`: `begin`, unless `begun` already, then its rounds); an error
-    while it replays a resumed run's journaled rounds names the journal and the round (the
-    graph's own files, its profile say, may have changed since the run began: the journal is
-    left as it was)."""
+def _rounds(engine: Engine, begun: bool) -> None:
+    """The engine's rounds (`Engine.run` without its `end`): `begin`, unless `begun` already,
+    then its rounds until it stops."""
+    if begun:
+        engine.restart_wall_clock()
+    else:
+        engine.begin()
+    while not engine.step():
+        pass
+
+
+def _run(backend: LiveBackend, journal_path: str | Path, part: Callable[[], T]) -> T:
+    """Run a part of the run (its rounds, its `end`); an error while it replays a resumed run's
+    journaled rounds names the journal and the round (the graph's own files, its profile say,
+    may have changed since the run began: the journal is left as it was)."""
     try:
-        if begun:
-            engine.restart_wall_clock()
-        else:
-            engine.begin()
-        while not engine.step():
-            pass
-        return engine.end()
+        return part()
     except RoundhouseError as err:
         if not backend.replaying:
             raise

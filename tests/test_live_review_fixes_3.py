@@ -318,7 +318,7 @@ def test_a_trace_file_with_no_jobs_is_refused(tmp_path, capsys):
     trace = tmp_path / "header-only.csv"
     trace.write_text("job_id,model,iterations,gpus\n")
     assert main(["submit", "tcp://127.0.0.1:1", "--insecure", "--timeout", "1s", str(trace)]) == 2
-    assert f"{trace}: no jobs" in capsys.readouterr().err
+    assert f"{trace}: error: holds no jobs" in capsys.readouterr().err
 
 
 def test_a_refused_command_line_job_is_named_plainly_without_a_provisional_id():

@@ -108,7 +108,7 @@ def jobs_from_args(args) -> tuple[list[dict], list[str] | None]:
             )
         jobs, where = trace_jobs(args.trace, args.format or "auto")
         if not jobs:  # (a header and nothing else: "submitted 0 job(s)" would hide the mistake)
-            raise UsageError(f"{args.trace}: no jobs")
+            raise TraceError(args.trace, "holds no jobs")
         return jobs, where
     if args.format:
         raise UsageError(f"--format {args.format} names a trace file's format: give the file, or leave it out")

@@ -88,6 +88,7 @@ class LiveBackend:
         self.started = False  # the run began (or resumed): start() did not stop while waiting for agents
         self.until: float | None = None  # the run ends at this time (the engine's --until): rounds are cut there
         self.at_limit = False  # the run stopped at `until` (its running jobs are then checkpointed)
+        self.ended = False  # the run's end is over (ending.py `end_run`): its agents were told to stop, if so
         self.server = Server(bind, security, journal, self.counters, lambda identity: self.nodes.name_of(identity))
         self.nodes = Nodes(world.cluster, self.server, journal, options, self.counters, self.news, self.clock, self.session)
         self.attempts = Attempts(world, journal, options, self.counters, self.news, self.clock, self.nodes)
@@ -107,7 +108,7 @@ class LiveBackend:
             exited=self.reports.on_exited,
             lease=self.reports.on_lease,
             submit=lambda identity, seq, body, frame: on_submit(self, identity, seq, body, frame),
-            status=self._on_status,
+            status=lambda identity, seq, body, frame: on_status(self, identity, seq, body, frame),
         )
         self.options = options
         self.send_lags = SendLags()
@@ -175,7 +176,7 @@ class LiveBackend:
         self.nodes.check()
         self.takeover.check()
 
-    def _journal_last_round(self) -> None:
+    def journal_last_round(self) -> None:
         if self.started and self.takeover.last_record and not self.takeover.replaying and not self.takeover.round_journaled:
             # The last round (the engine stopped after its tick) is part of the run too: a
             # resumed run replays it (its finished jobs, its submissions).
@@ -183,19 +184,24 @@ class LiveBackend:
 
     def close(self) -> None:
         try:
-            self._journal_last_round()
-            if self.server.open and self.options.stop_agents:
-                timeout_s, wait_s = self.options.heartbeat_timeout_s, self.options.end_wait_s
-                stop_agents(self.nodes, self.server, timeout_s, self.attempts, wait_s, lambda: self.hurried)
+            self.journal_last_round()
+            self.stop_agents()  # (unless the run's end told them: ending.py `end_run`)
             if self.server.open:
                 self.server.flush()
         finally:
             self.journal.commit()
             self.server.close()
 
+    def stop_agents(self) -> None:
+        """With `--stop-agents`, once the run has ended: its agents are told to stop, once (ending.py)."""
+        if self.server.open and self.options.stop_agents and not self.ended:
+            self.journal_last_round()
+            timeout_s, wait_s = self.options.heartbeat_timeout_s, self.options.end_wait_s
+            stop_agents(self.nodes, self.server, timeout_s, self.attempts, wait_s, lambda: self.hurried)
+
     def checkpoint_running(self) -> None:
         """The run ended at its time limit: its running jobs checkpoint and stop (ending.py)."""
-        self._journal_last_round()
+        self.journal_last_round()
         checkpoint_running(self.attempts, self.server, self._duties, self.options.end_wait_s, lambda: self.hurried)
 
     def request_stop(self, why: str) -> None:
@@ -353,9 +359,10 @@ class LiveBackend:
             self.stop_requested = f"reached the time limit ({format_duration(self.until)})"
             self.at_limit = True
 
-    # --- submitters ---
-    def _on_status(self, identity, seq, body, frame) -> None:
-        self.server.send(identity, "status_reply", status={k: float(v) for k, v in status_figures(self).items()})
+
+def on_status(backend: LiveBackend, identity, seq, body, frame) -> None:
+    """A submitter asks how the run goes (`roundhouse status`)."""
+    backend.server.send(identity, "status_reply", status={k: float(v) for k, v in status_figures(backend).items()})
 
 
 def on_submit(backend: LiveBackend, identity, seq, body, frame) -> None:

@@ -3,17 +3,21 @@ attempt still running is revoked as a preemption (two-phase: only rank 0 is told
 worker checkpoints the same iteration), and the scheduler serves messages until their exits are
 in, journaled and acknowledged, or a bound passes. A rerun of `serve` with the same journal then
 requeues them and resumes each from its checkpoint. With `--stop-agents`, every agent is then
-asked to shut down. The run's last round sends nothing new when its jobs would be revoked at
-once, at the limit or at a stop with `--stop-agents`: neither its launches nor its in-place
-resizes (`last_round_sends_nothing`)."""
+asked to shut down. Both happen before the run is summed up, and the world is then told of the
+jobs that stopped (`end_run`): a summary counts them waiting, as a rerun's takeover finds them.
+The run's last round sends nothing new when its jobs would be revoked at once, at the limit or
+at a stop with `--stop-agents`: neither its launches nor its in-place resizes
+(`last_round_sends_nothing`)."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
+import numpy as np
 
 from roundhouse.runtime.backends.live.attempts import Attempt, Attempts
 from roundhouse.runtime.backends.live.nodes import Nodes
@@ -21,7 +25,31 @@ from roundhouse.runtime.backends.live.resizes import LiveResize
 from roundhouse.runtime.backends.live.server import Server
 from roundhouse.runtime.values import format_duration
 
+if TYPE_CHECKING:
+    from roundhouse.runtime.backends.live.backend import LiveBackend
+
 log = logging.getLogger("roundhouse.scheduler")
+
+
+def end_run(backend: LiveBackend) -> np.ndarray:
+    """The run's end, after its last round and before it is summed up: at its time limit its
+    running jobs checkpoint (`checkpoint_running`); with `--stop-agents` its agents are told
+    to stop (`stop_agents`), and checkpoint the jobs they still run. Returns the rows of the
+    jobs the world still runs whose attempts have ended since, neither done nor failed
+    (checkpointed, or withheld in the last round: `withhold`), for the world to requeue: the
+    journal already says so, and a rerun's takeover requeues them the same way."""
+    if backend.at_limit:
+        backend.checkpoint_running()
+    backend.stop_agents()
+    backend.ended = True  # (`close` does not tell the agents again)
+    news, current = backend.news, backend.attempts.current
+    told = {row for row, _ in news.finished + news.failed}  # (a job done meanwhile is not requeued)
+    rows = [
+        row
+        for row in backend.world.running_rows.tolist()
+        if row not in told and (att := current.get(row)) is not None and att.ended
+    ]
+    return np.asarray(rows, dtype=np.int64)
 
 
 def checkpoint_running(

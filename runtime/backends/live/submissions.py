@@ -80,7 +80,9 @@ class Submissions:
             if "command" in spec:
                 row["command"] = _command_text(spec["command"], job_id, place)
         frame = _text_frame(rows)
-        added = () if "arrival_s" in frame.columns else ("arrival_s",)  # (a submitted job arrives when it is taken)
+        # The columns the scheduler added, which an error's list of columns found leaves out:
+        # a submitted job arrives when it is taken, and one without an id is given one.
+        added = tuple(c for c in ("arrival_s", "job_id") if not any(c in spec for spec in specs))
         checked = validated(frame.with_columns(arrival_s=pl.lit("0")), SUBMISSION, added=added)
         places = {job_id: place for place, job_id in enumerate(ids, 1)}
         _within_the_wire(checked, places)
