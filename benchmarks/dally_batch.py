@@ -68,6 +68,8 @@ def main() -> None:
         print(f"target: under {limit:g} s on 2 cores: {wall:.1f} s ({'met' if wall < limit else 'MISSED'})")
     for row in runs.sort("wall_s", descending=True).head(5).iter_rows(named=True):
         print(f"  {row['scheme']:<24} {row['racks']:>2} racks: {row['wall_s']:.1f} s, {row['rounds']} rounds")
+    if args.out is not None:  # (without --out they went with the temporary folder)
+        print(f"tables and figures written to {args.out.resolve()}")
 
 
 if __name__ == "__main__":

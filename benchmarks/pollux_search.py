@@ -209,6 +209,8 @@ def main() -> None:
             else:
                 wall, cpu = np.median(runs, axis=0)
                 line += f"; Pollux's PolluxPolicy.optimize {1000 * wall:.0f} ms wall, {1000 * cpu:.0f} ms CPU"
+        else:  # (said on each line, as when it cannot run: no line reads as having left it out silently)
+            line += "; Pollux's own search: not run (--pollux runs it on the same jobs)"
         print(line)
 
 

@@ -433,7 +433,12 @@ def main() -> None:
     if args.child:
         child(args.child, args.folder, not args.no_skip)
         return
-    names = args.only or [*(n for n, case in CASES.items() if case[8] or not args.quick), GAVEL_CASE]
+    # (a case named twice is run once: its row and its point in the plot are not doubled)
+    names = (
+        list(dict.fromkeys(args.only))
+        if args.only
+        else [*(n for n, case in CASES.items() if case[8] or not args.quick), GAVEL_CASE]
+    )
     unknown = [n for n in names if n not in CASES and n != GAVEL_CASE]
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; the cases are {', '.join([*CASES, GAVEL_CASE])}")
