@@ -66,6 +66,12 @@ def convert(value: ast.Value, annotation: Any, base_dir: str, what: str) -> Any:
                 return convert(value, option, base_dir, what)
             except SchedError as err:
                 complaints.append(err)
+        if _says_none(value) and len(options) < len(typing.get_args(annotation)):
+            # (Python's word for an optional argument left unset, which no .sched literal gives.)
+            raise SchedError(
+                f"{what} cannot be given {value.value}: a .sched file has no None; leave the argument out for its default",
+                value.location,
+            )
         # A list that one option alone takes is judged by it: its complaint names the bad item.
         takes_lists = [err for o, err in zip(options, complaints) if is_sequence(o)]
         if len(options) == 1 or (value.kind == "list" and len(takes_lists) == 1):
@@ -217,6 +223,10 @@ def _whole_with_exponent(value: ast.Value, what: str) -> int | None:
             value.location,
         )
     return int(exact)
+
+
+def _says_none(value: ast.Value) -> bool:
+    return value.kind == "reference" and isinstance(value.value, str) and value.value.lower() in ("none", "null")
 
 
 def _mismatch(value: ast.Value, expected: str, what: str) -> SchedError:

@@ -388,6 +388,15 @@ def element_family(cls: E) -> E:
     return cls
 
 
+class FrozenArgumentError(attrs.exceptions.FrozenAttributeError):
+    """An element set one of its arguments (configuration is fixed once the graph is built)."""
+
+    def __init__(self, name: str) -> None:
+        self.msg = f"argument {name!r} cannot change once the graph is built"
+        AttributeError.__init__(self, self.msg)  # (attrs' own takes no message)
+        self.name = name
+
+
 def _guard_fields(cls: E) -> E:
     """Refuse setting a configuration field as attrs' frozen fields do, and store private state
     (the other attributes) directly. attrs' own hook looks every name up among the hooked
@@ -398,7 +407,7 @@ def _guard_fields(cls: E) -> E:
 
     def __setattr__(self, name: str, value: object) -> None:
         if name in fields:
-            raise attrs.exceptions.FrozenAttributeError()
+            raise FrozenArgumentError(name)
         store(self, name, value)
 
     cls.__setattr__ = __setattr__  # type: ignore[method-assign]

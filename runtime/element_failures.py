@@ -5,6 +5,8 @@ What an element emits is checked in runtime/output_checks.py."""
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING
 
 from roundhouse.errors import RoundhouseError, SchedError
@@ -34,12 +36,56 @@ def element_failure(el: Element, ctx: Round, what: str, cause: BaseException | N
     except (OSError, TypeError):
         defined = cls.__module__
     where = f"declared at {el.declared_at}, " if el.declared_at is not None else ""
+    if cause is not None:
+        what += _frozen_field(cause) + _raised_at(cause)
     failure = ElementFailure(
         f"error: element '{el.name}' ({cls.__name__}; {where}class defined at {defined}) failed in round "
         f"{ctx.round_index} (t={format_duration(ctx.now)}): {what}"
     )
     failure.detail = "".join(traceback.format_exception(cause)) if cause is not None else ""
     return failure
+
+
+def _library_folders() -> tuple[str, ...]:
+    """Where Roundhouse's own code and installed packages lie: a frame elsewhere is the user's."""
+    import roundhouse
+    from roundhouse.runtime.user_modules import INSTALLED
+
+    folders = {os.path.realpath(os.path.dirname(roundhouse.__file__))}
+    for sub in ("runtime", "elements", "traces", "wire", "agents", "tools"):
+        module = sys.modules.get(f"roundhouse.{sub}")
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str):
+            folders.add(os.path.realpath(os.path.dirname(file)))
+    return tuple(f + os.sep for f in folders) + INSTALLED
+
+
+def _raised_at(cause: BaseException) -> str:
+    """Where in the user's own code (a required file, a module of theirs) the exception was
+    raised, or passed through last on its way into the library: the line to look at, which
+    the message otherwise leaves to `--debug`."""
+    import traceback
+
+    library = _library_folders()
+    own = [
+        f
+        for f in traceback.extract_tb(cause.__traceback__)
+        if not f.filename.startswith("<") and not os.path.realpath(f.filename).startswith(library)
+    ]
+    return f", at {own[-1].filename}:{own[-1].lineno} (in {own[-1].name})" if own else ""
+
+
+def _frozen_field(cause: BaseException) -> str:
+    """For an element setting one of its own arguments: which one, and where changing state
+    belongs."""
+    from roundhouse.runtime.element import FrozenArgumentError
+
+    if not isinstance(cause, FrozenArgumentError):
+        return ""
+    return (
+        f" (it set its argument {cause.name!r}: an element's arguments cannot change once the graph is built; keep what "
+        "changes in an attribute of its own, set up in start and named in its `state`)"
+    )
 
 
 def call_element(el: Element, what: str, ctx: Round, fn, *args, **kwargs):

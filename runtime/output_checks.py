@@ -29,7 +29,10 @@ def check_emitted(el: Element, ctx: Round, port: str, value: object, port_type: 
     """Raise ElementFailure unless `value` is a `port_type`."""
     if not isinstance(value, port_type):
         on = f"on its port '{port}'" if port != "tick" else "from its tick"
-        raise element_failure(el, ctx, f"it emitted {describe_value(value)} {on}, where a {port_type.__name__} belongs")
+        hint = ""
+        if isinstance(value, dict) and len(el.outputs) == 1:  # (a dict by port name is for several output ports)
+            hint = f" (an element with one output port returns the {port_type.__name__} itself, not a dict by port name)"
+        raise element_failure(el, ctx, f"it emitted {describe_value(value)} {on}, where a {port_type.__name__} belongs{hint}")
 
 
 def check_own_output(el: Element, ctx: Round, out: object) -> None:

@@ -77,7 +77,7 @@ class PlanCheck:
         # Sorted, the ends show a row or GPU id out of range, and neighbours one given twice.
         ordered = np.sort(rows) if len(rows) > 1 else rows
         if ordered[0] < 0 or ordered[-1] >= n:
-            raise PlanError("plan launches a job row that does not exist")
+            raise PlanError(f"plan launches {_no_row(ordered, n)}")
         if len(rows) > 1 and np.count_nonzero(ordered[1:] == ordered[:-1]):
             raise PlanError(f"plan launches job {self._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")
         if len(gpus) != len(rows) and counts[counts.argmin()] < 1:  # (as many GPUs as launches: one each)
@@ -157,7 +157,7 @@ class PlanCheck:
         n = len(self.world.jobs)
         for name, rows in (("keep", keep), ("suspend", suspend)):
             if len(rows) and (rows.min() < 0 or rows.max() >= n):
-                raise PlanError(f"plan's {name} list names a job row that does not exist")
+                raise PlanError(f"plan's {name} list names {_no_row(np.sort(rows), n)}")
             not_running = rows[self.world.jobs.writable["status"][rows] != RUNNING] if len(rows) else rows
             if len(not_running):
                 raise PlanError(f"plan asks to {name} job {self._job(not_running[0])}, which is not running")
@@ -167,11 +167,17 @@ class PlanCheck:
         raise PlanError("plan keeps or suspends a job twice")
 
 
+def _no_row(ordered: np.ndarray, n: int) -> str:
+    """A row out of the job table's range, of rows in order, as a plan's error names it."""
+    row = int(ordered[0] if ordered[0] < 0 else ordered[-1])
+    return f"row {row}, which is not a row of the job table (rows 0 to {n - 1}, one per job in the system)"
+
+
 def _check_complete(check: PlanCheck, complete: np.ndarray) -> np.ndarray:
     """Checks a plan's completions; returns those of running jobs."""
     jobs = check.world.jobs
     if complete.min() < 0 or complete.max() >= len(jobs):
-        raise PlanError("plan completes a job row that does not exist")
+        raise PlanError(f"plan completes {_no_row(np.sort(complete), len(jobs))}")
     ordered = np.sort(complete)
     if (ordered[1:] == ordered[:-1]).any():
         raise PlanError(f"plan completes job {check._job(ordered[1:][ordered[1:] == ordered[:-1]][0])} twice")

@@ -69,7 +69,25 @@ class DefinedTwice(TypeError):
     """Two element classes of one name: the message names where each is defined."""
 
 
+def _check_declared_names(cls: type[Element]) -> None:
+    """`state` and `fixed` are tuples of attribute names. A bare string (`state = ("_seen")`,
+    the one-name tuple's comma left out) would be read a letter at a time, and forking would
+    then say the element holds `_seen` undeclared, though it names it."""
+    for which in ("state", "fixed"):
+        names = getattr(cls, which, None)
+        if names is None:
+            continue
+        if isinstance(names, str):
+            raise TypeError(
+                f"{cls.__name__}.{which} is the string {names!r}, not a tuple of attribute names: "
+                f"write `{which} = ({names!r},)` (a tuple of one name needs its comma)"
+            )
+        if not isinstance(names, (tuple, list)) or not all(isinstance(n, str) for n in names):
+            raise TypeError(f"{cls.__name__}.{which} must be a tuple of attribute names (str), got {names!r}")
+
+
 def register(cls: type[Element]) -> None:
+    _check_declared_names(cls)
     # Where a class of this name is defined already: registered, or a built-in not imported yet.
     # (The same file defining it again is no clash: a file imported again after it failed
     # half-way, or after it or a module it imports changed.)

@@ -25,7 +25,7 @@ def file_digest(path: str | os.PathLike) -> str:
 
 # Where installed code lies: modules from there are Python's or a package's, whose version
 # does not change under a running sweep.
-_INSTALLED = tuple(
+INSTALLED = tuple(
     os.path.realpath(p) + os.sep for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
 )
 
@@ -93,7 +93,7 @@ def _helpers(file: str) -> Iterator[tuple[str, ModuleType, str]]:
             if module is None or not isinstance(path, str) or name.partition(".")[0] == "roundhouse":
                 continue  # (Roundhouse's own code is in the key as its version)
             real = _real_file(path)
-            if real in done or not real.startswith(root) or real.startswith(_INSTALLED) or not os.path.isfile(real):
+            if real in done or not real.startswith(root) or real.startswith(INSTALLED) or not os.path.isfile(real):
                 continue
             done.add(real)
             seen = _SEEN_MODULES.get(name)

@@ -229,7 +229,7 @@ def test_invalid_plans_are_refused_with_the_job_named():
         world.check_plan(Plan(launch_rows=[row(1)], launch_gpus=[9], launch_counts=[1], keep=[row(0)]))
     with pytest.raises(PlanError, match="GPU -1, which does not exist"):
         world.check_plan(Plan(launch_rows=[row(1)], launch_gpus=[-1], launch_counts=[1], keep=[row(0)]))
-    with pytest.raises(PlanError, match="job row that does not exist"):
+    with pytest.raises(PlanError, match="launches row -2, which is not a row of the job table"):
         world.check_plan(Plan(launch_rows=[-2], launch_gpus=[1], launch_counts=[1], keep=[row(0)]))
 
 

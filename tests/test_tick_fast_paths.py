@@ -102,8 +102,8 @@ def _world(n_jobs: int = 6, running: int = 0):
 @pytest.mark.parametrize(
     "plan, message",
     [
-        (Plan(launch_rows=[1, 9], launch_gpus=[0, 1], launch_counts=[1, 1]), "row that does not exist"),
-        (Plan(launch_rows=[-1, 2], launch_gpus=[0, 1], launch_counts=[1, 1]), "row that does not exist"),
+        (Plan(launch_rows=[1, 9], launch_gpus=[0, 1], launch_counts=[1, 1]), "row 9, which is not a row of the job table"),
+        (Plan(launch_rows=[-1, 2], launch_gpus=[0, 1], launch_counts=[1, 1]), "row -1, which is not a row of the job table"),
         (Plan(launch_rows=[2, 2], launch_gpus=[9, 1], launch_counts=[1, 1]), "twice"),
         (Plan(launch_rows=[1, 2], launch_gpus=[0, 8], launch_counts=[1, 1]), "GPU 8, which does not exist"),
         (Plan(launch_rows=[1], launch_gpus=[-3], launch_counts=[1]), "GPU -3, which does not exist"),

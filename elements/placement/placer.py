@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from roundhouse.elements.placement.own_choices import checking_choice
 from roundhouse.elements.placement.packing import (
     _NONE,
     FEW_JOBS,
@@ -88,6 +89,12 @@ class Placer(Element):
     inputs = (In("ranking", Ranking),)
     outputs = (Out("plan", Plan),)
     consolidate_by_default: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("choose")
+        if own is not None and not cls.__module__.startswith("roundhouse."):  # (the library's are tested)
+            cls.choose = checking_choice(own)  # type: ignore[method-assign]
 
     def start(self, ctx: RoundContext) -> None:
         self.counters.update(launched=0, preempted=0, moved=0)

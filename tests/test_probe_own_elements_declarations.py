@@ -1,0 +1,81 @@
+"""What an element of one's own declares about its state is read as written: `state` and
+`fixed` are tuples of names, and a bare string (a one-name tuple without its comma) is refused
+where the file is required, rather than read a letter at a time and then reported, at a fork,
+as an attribute the element does not declare."""
+
+import pytest
+
+from roundhouse.tools.cli import main
+
+ELEMENT = '''
+import numpy as np
+
+from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.types import Active, Ranking
+
+
+@element
+class {name}(Element):
+    """Rank jobs in pool order, remembering the rounds it ranked in.
+
+    Ports:
+        active: admitted jobs.
+        ranking: the jobs in pool order.
+    Arguments:
+        none
+    Counters:
+        none
+    See also: Fifo
+    Paper: none.
+    """
+
+    category = "policy"
+    inputs = (In("active", Active),)
+    outputs = (Out("ranking", Ranking),)
+    {declaration}
+
+    def start(self, ctx):
+        self._seen = []
+
+    def tick(self, ctx, active):
+        self._seen.append(ctx.round_index)
+        return Ranking(active.rows, active.gpus)
+'''
+
+GRAPH = """require "mine.py";
+round = 5min;
+cluster = "2x4:V100";
+arrivals :: PoissonSource(rate=8/h, jobs=5, seed=1);
+order :: {name};
+arrivals -> AcceptAll -> JobPool -> order -> FirstFree -> Launch -> JobMetrics;
+"""
+
+
+def _graph(tmp_path, name, declaration):
+    (tmp_path / "mine.py").write_text(ELEMENT.format(name=name, declaration=declaration))
+    graph = tmp_path / "g.sched"
+    graph.write_text(GRAPH.format(name=name))
+    return graph
+
+
+@pytest.mark.parametrize("which", ["state", "fixed"])
+def test_a_bare_string_for_state_or_fixed_is_refused_at_the_require(tmp_path, capsys, which):
+    graph = _graph(tmp_path, f"BareString{which.title()}", f'{which} = ("_seen")')
+    assert main(["check", str(graph)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Traceback" not in err
+    assert f"{graph}:1:9: error: cannot require 'mine.py'" in err
+    assert f"{which} is the string '_seen', not a tuple of attribute names: write `{which} = ('_seen',)`" in err
+
+
+def test_names_that_are_not_strings_are_refused(tmp_path, capsys):
+    graph = _graph(tmp_path, "NamesNotStrings", "state = (1, 2)")
+    assert main(["check", str(graph)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "NamesNotStrings.state must be a tuple of attribute names (str), got (1, 2)" in err
+
+
+def test_the_tuple_it_meant_forks(tmp_path, capsys):
+    graph = _graph(tmp_path, "OneNameTuple", 'state = ("_seen",)')
+    assert main(["check", "--fork", str(graph)]) == 0
+    assert "ok" in capsys.readouterr().out

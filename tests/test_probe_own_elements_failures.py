@@ -1,0 +1,113 @@
+"""An element of one's own that fails during a run: the message names the line of the user's
+code that raised (not only the class's), which argument a tick tried to change, and how an
+element with one output port returns its value."""
+
+import pytest
+
+from roundhouse import Simulation
+from roundhouse.errors import RoundhouseError
+from roundhouse.tools.cli import main
+
+ELEMENT = '''
+import attrs
+import numpy as np
+
+from roundhouse.runtime.element import Element, In, Out, element
+from roundhouse.runtime.types import Active, Ranking
+{imports}
+
+@element
+class {name}(Element):
+    """Rank jobs by the GPUs they ask for, or fail as its body says.
+
+    Ports:
+        active: admitted jobs.
+        ranking: the jobs, fewest GPUs first.
+    Arguments:
+        backfill: let lower-ranked jobs run when a higher one does not fit.
+    Counters:
+        none
+    See also: Fifo
+    Paper: none.
+    """
+
+    category = "policy"
+    inputs = (In("active", Active),)
+    outputs = (Out("ranking", Ranking),)
+    state = ()
+
+    backfill: bool = attrs.field(default=True)
+
+    def tick(self, ctx, active):
+        order = np.argsort(active.gpus, kind="stable")
+        ranking = Ranking(active.rows[order], active.gpus[order], backfill=self.backfill)
+        {body}
+        return ranking
+'''
+
+GRAPH = """require "mine.py";
+round = 5min;
+cluster = "2x4:V100";
+arrivals :: PoissonSource(rate=8/h, jobs=20, seed=1);
+order :: {name};
+arrivals -> AcceptAll -> JobPool -> order -> FirstFree -> Launch -> JobMetrics;
+"""
+
+
+def _write(tmp_path, name, body, imports=""):
+    text = ELEMENT.format(name=name, body=body, imports=imports)
+    (tmp_path / "mine.py").write_text(text)
+    graph = tmp_path / "g.sched"
+    graph.write_text(GRAPH.format(name=name))
+    line = text.splitlines().index(f"        {body}") + 1
+    return graph, line
+
+
+def _run(graph, capsys):
+    assert main(["run", str(graph)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return " ".join(err.split())  # (the console wraps long lines)
+
+
+def test_a_raise_in_tick_names_the_line_that_raised(tmp_path, capsys):
+    graph, line = _write(tmp_path, "RaisesOnLine", "raise RuntimeError('a bug')")
+    err = _run(graph, capsys)
+    assert f"its tick raised RuntimeError: a bug, at {tmp_path / 'mine.py'}:{line} (in tick)" in err
+
+
+def test_a_raise_inside_numpy_names_the_users_line_that_called_it(tmp_path, capsys):
+    graph, line = _write(tmp_path, "RaisesInNumpy", "np.zeros(3)[np.array([7])]")
+    err = _run(graph, capsys)
+    assert "its tick raised IndexError" in err
+    assert f"at {tmp_path / 'mine.py'}:{line} (in tick)" in err
+
+
+def test_a_raise_in_a_module_of_ones_own_names_its_line(tmp_path, capsys):
+    (tmp_path / "helper_of_raiser.py").write_text("def check(x):\n    raise ValueError('helper says no')\n")
+    graph, _ = _write(tmp_path, "RaisesInHelper", "helper_of_raiser.check(1)", imports="import helper_of_raiser")
+    err = _run(graph, capsys)
+    assert f"its tick raised ValueError: helper says no, at {tmp_path / 'helper_of_raiser.py'}:2 (in check)" in err
+
+
+def test_setting_an_argument_in_tick_names_it_and_where_state_goes(tmp_path, capsys):
+    graph, line = _write(tmp_path, "SetsItsArgument", "self.backfill = False")
+    err = _run(graph, capsys)
+    assert "its tick raised FrozenArgumentError: argument 'backfill' cannot change once the graph is built" in err
+    assert "it set its argument 'backfill': an element's arguments cannot change once the graph is built" in err
+    assert "named in its `state`" in err
+    assert f"at {tmp_path / 'mine.py'}:{line} (in tick)" in err
+
+
+def test_a_dict_from_an_element_with_one_output_says_to_return_the_value(tmp_path, capsys):
+    graph, _ = _write(tmp_path, "ReturnsADict", "return {'ranking': ranking}")
+    err = _run(graph, capsys)
+    assert "on its port 'ranking', where a Ranking belongs" in err
+    assert "an element with one output port returns the Ranking itself, not a dict by port name" in err
+
+
+def test_the_simulation_api_names_the_line_too(tmp_path):
+    graph, line = _write(tmp_path, "RaisesInStep", "raise KeyError('k')")
+    sim = Simulation(str(graph))
+    with pytest.raises(RoundhouseError, match=rf"its tick raised KeyError: 'k', at .*mine\.py:{line} \(in tick\)"):
+        sim.step()
