@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least, description, exit_on_terminate  # noqa: E402
+from bench_common import at_least, description, exit_on_terminate, plural  # noqa: E402
 from engine_las import compiled, philly_las  # noqa: E402
 
 from roundhouse.runtime.engine import RunResult  # noqa: E402
@@ -87,7 +87,7 @@ def main() -> None:
         size = path.stat().st_size
     write_s = time.perf_counter() - started
     print(
-        f"LAS, {args.jobs:,} Philly jobs, {args.placer}, {result.rounds} rounds, {args.repeat} interleaved runs of each "
+        f"LAS, {plural(args.jobs, 'Philly job')}, {args.placer}, {result.rounds} rounds, {args.repeat} interleaved runs of each "
         "(after one untimed run)"
     )
     print(f"  before: {before}; after: {load()}")

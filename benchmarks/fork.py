@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least, description, exit_on_terminate  # noqa: E402
+from bench_common import at_least, description, exit_on_terminate, plural  # noqa: E402
 
 from roundhouse.runtime.simulation import Simulation  # noqa: E402
 
@@ -48,7 +48,7 @@ def main() -> None:
     exit_on_terminate()  # (`kill PID` removes its temporary files, as Ctrl-C does)
     sim = Simulation(las(args.jobs))
     span_s = args.jobs / RATE_PER_H * 3600
-    print(f"LAS, {args.jobs:,} Philly jobs at {RATE_PER_H:g}/h on 32 x 4 V100s, 5-minute rounds")
+    print(f"LAS, {plural(args.jobs, 'Philly job')} at {RATE_PER_H:g}/h on 32 x 4 V100s, 5-minute rounds")
     worst = 0.0
     for fraction in (0.5, 0.9):
         sim.run_until(fraction * span_s)
