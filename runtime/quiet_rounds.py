@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from roundhouse.runtime.stalls import STALL_ROUNDS, StalledError, stall_message
+from roundhouse.runtime.stalls import STALL_ROUNDS, StalledError, ranked_by, stall_message
 from roundhouse.runtime.types import Events
 
 if TYPE_CHECKING:
@@ -27,7 +27,8 @@ def pass_quiet(engine: Engine, round_s: float) -> Events:
                 engine._idle_rounds += skipped
                 if engine._idle_rounds >= STALL_ROUNDS:
                     asked = getattr(engine, "_asked", [])  # (an engine from an older snapshot has none)
-                    raise StalledError(stall_message(engine.world, engine.backend.now - round_s, engine._order, asked))
+                    rankers = ranked_by(engine._wiring)
+                    raise StalledError(stall_message(engine.world, engine.backend.now - round_s, engine._order, asked, rankers))
         elif engine._skipping.may_wait(engine.backend, events, bool(engine._completed)):
             waited.append(engine._fold(events))  # (into the world's books at once)
             if engine.goal_in_books() or not engine._skipping.pass_waiting_round(engine.backend):

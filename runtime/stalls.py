@@ -38,9 +38,18 @@ def count_idle(engine: Engine, ctx: Round, values: dict[tuple[str, str], object]
         engine._idle_rounds += 1
         engine._asked = [(el, got) for el, key in placer_inputs(engine._wiring) if isinstance(got := values.get(key), Ranking)]
         if engine._idle_rounds >= STALL_ROUNDS:
-            raise StalledError(stall_message(world, ctx.now, engine._order, engine._asked))
+            raise StalledError(stall_message(world, ctx.now, engine._order, engine._asked, ranked_by(engine._wiring)))
     else:
         engine._idle_rounds = 0
+
+
+def ranked_by(wiring) -> dict[str, list[str]]:
+    """For each placer (by name), the elements whose rankings it is given: where a job no
+    placer was asked to place was left out."""
+    out: dict[str, list[str]] = {}
+    for el, (source, _) in placer_inputs(wiring):
+        out.setdefault(el.name, []).append(source)
+    return out
 
 
 def placer_inputs(wiring) -> list[tuple[Element, tuple[str, str]]]:
@@ -57,7 +66,11 @@ def placer_inputs(wiring) -> list[tuple[Element, tuple[str, str]]]:
 
 
 def stall_message(
-    world: World, now: float, elements: Sequence[Element] = (), asked: Sequence[tuple[Element, Ranking]] = ()
+    world: World,
+    now: float,
+    elements: Sequence[Element] = (),
+    asked: Sequence[tuple[Element, Ranking]] = (),
+    rankers: dict[str, list[str]] | None = None,
 ) -> str:
     """Why a simulation cannot make progress, naming the largest waiting job and what it is
     measured against: the cluster's GPUs, or on a cluster of several GPU types the largest
@@ -66,7 +79,9 @@ def stall_message(
 
     A job's GPUs are those a placer was last asked for it (`asked`: each placer and the ranking
     it was given in the last round ticked), which a policy may choose (Optimus does), else those
-    its trace asks for, and the message says which."""
+    its trace asks for, and the message says which; a job no placer was asked to place is said
+    to be left out of the rankings the placers were given, by the elements that made them
+    (`rankers`: by placer, from `ranked_by`)."""
     cols = world.jobs
     status = cols.column("status")
     waiting = (status == 0).nonzero()[0]
@@ -78,7 +93,7 @@ def stall_message(
         at = int(np.argmax(gpus))
         biggest, want = int(waiting[at]), int(gpus[at])
         if counts[at] < 0:
-            source = " (the count its trace asks for" + (": no placer was asked to place it)" if asked else ")")
+            source = " (the count its trace asks for" + (f": {_left_out(asked, rankers)})" if asked else ")")
         elif want != trace[at]:
             placer = asked[by[at]][0]
             source = (
@@ -96,6 +111,15 @@ def stall_message(
         f"run stalled at t={now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
         f"and no more jobs will arrive{detail}.{_unschedulable(world, waiting, elements)} Check the placer and admission arguments."
     )
+
+
+def _left_out(asked: Sequence[tuple[Element, Ranking]], rankers: dict[str, list[str]] | None) -> str:
+    """That no placer was asked to place a job, and by whose rankings it was left out."""
+    names = sorted({name for el, _ in asked for name in (rankers or {}).get(el.name, ())})
+    if not names:
+        return "no placer was asked to place it"
+    whose = ", ".join(f"'{n}'" for n in names)
+    return f"no placer was asked to place it: the ranking{'s' if len(names) > 1 else ''} of {whose} left it out"
 
 
 def _asked_counts(n: int, waiting: np.ndarray, asked: Sequence[tuple[Element, Ranking]]) -> tuple[np.ndarray, np.ndarray]:
