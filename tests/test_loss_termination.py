@@ -50,7 +50,7 @@ def test_a_plan_can_complete_running_and_waiting_jobs():
     [
         (dict(keep=[0], complete=[0]), "keeps or suspends"),
         (dict(keep=[], complete=[0, 0]), "twice"),
-        (dict(keep=[0], complete=[9]), "does not exist"),
+        (dict(keep=[0], complete=[9]), "row 9, which is not a row of the job table"),
         (dict(keep=[0], launch_rows=[1], launch_gpus=[1], launch_counts=[1], complete=[1]), "which it also completes"),
         (dict(keep=[], complete=[0, 2]), "has finished"),
     ],

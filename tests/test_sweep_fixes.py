@@ -270,7 +270,7 @@ def test_sys_exit_outside_a_tick_is_the_elements_failure(tmp_path, capsys):
     with registry.scope():
         row = record_run(spec, compile_spec(spec)[1])
     assert row["status"] == "error" and "element 'odd' (Odd" in row["error"]
-    assert row["error"].endswith("its start raised SystemExit: 7")
+    assert "its start raised SystemExit: 7, at " in row["error"] and row["error"].endswith("odd.py:35 (in start)")
     capsys.readouterr()
     assert main(["run", str(graph)]) == 2
     assert "its start raised SystemExit: 7" in capsys.readouterr().err

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from roundhouse.errors import RoundhouseError, UsageError, did_you_mean
 from roundhouse.runtime.files import make_folder, writing
+from roundhouse.tools.deferred_interrupts import deferred_interrupts
 from roundhouse.tools.outputs.console import stdout_console
 from roundhouse.tools.reproductions import DEFAULT_DATA, Experiment, ExperimentFailed, load_all, reading_data_from
 
@@ -56,6 +57,11 @@ def reproduce(args) -> int:
                 table.add_row(e.name, e.title, e.paper)
         console.print(table)
         return 0
+    if args.data is not None and not any(experiments[name].data for name in args.names):
+        # (as an option given with --list: taken silently, it would seem to have been read)
+        readers = ", ".join(e.name for e in experiments.values() if e.data)
+        verb = "reads" if len(args.names) == 1 else "read"
+        raise UsageError(f"--data has no effect: {', '.join(args.names)} {verb} no reference data (those that do: {readers})")
     args.out = DEFAULT_OUT if args.out is None else args.out
     args.data = str(DEFAULT_DATA) if args.data is None else args.data
     if not args.out.strip():
@@ -66,8 +72,13 @@ def reproduce(args) -> int:
     for name in args.names:  # (all before any runs: a missing folder is found in seconds, not hours)
         _check_data(experiments[name], data)
     with reading_data_from(data.resolve()):  # (absolute: graphs that name its files run elsewhere)
-        for name in args.names:
-            _reproduce(experiments[name], args, console)
+        for done, name in enumerate(args.names):
+            try:
+                _reproduce(experiments[name], args, console)
+            except BaseException:  # (stopped or failed: the ones after it never started)
+                if args.names[done + 1 :]:
+                    console.print(f"not run: {', '.join(args.names[done + 1 :])}", highlight=False)
+                raise
     return 0
 
 
@@ -99,9 +110,13 @@ def _reproduce(e: Experiment, args, console: Console) -> None:
             for table_name, frame in report.tables.items():
                 frame.write_csv(out / f"{table_name}.csv")
     except KeyboardInterrupt:  # (Ctrl-C, or SIGTERM: what it wrote so far would pass for results)
-        with writing(shown):
-            _remove(out, {p.name for p in out.iterdir()} - others - {MARK})
-            _mark(out, e.name, args.quick, others, set(), interrupted=True)
+        # (a second Ctrl-C waits for the cleanup: stopped half-way, it would leave part of the
+        # results under a mark that does not say the run was interrupted)
+        with deferred_interrupts():
+            with writing(shown):
+                _remove(out, {p.name for p in out.iterdir()} - others - {MARK})
+                _mark(out, e.name, args.quick, others, set(), interrupted=True)
+            console.print(f"{e.name}: stopped; removed what it had written to {shown}/ ({MARK} says so)", highlight=False)
         raise
     except BaseException:  # (a failed run too: its failure.txt goes with the next run)
         with writing(shown):

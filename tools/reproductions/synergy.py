@@ -150,7 +150,7 @@ def synergy_philly_experiment(out_dir: Path, quick: bool) -> Report:
             ),
         )
     notes = [
-        f"{jobs} single-GPU jobs per run at {RATE_PER_H:g} jobs/h, seeds {', '.join(map(str, seeds))}; all jobs measured"
+        f"{jobs} single-GPU jobs per run at {RATE_PER_H:g} jobs/h, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}; all jobs measured"
         + (" (quick: one seed, fewer jobs, no Synergy-Opt)." if quick else "."),
         "Durations are the jobs' run times at the GPU-proportional share; a job given more CPU and memory runs faster by "
         "its model's sensitivity (traces/profiles/resources.csv, from Synergy's simulator).",

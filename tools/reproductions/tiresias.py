@@ -220,13 +220,18 @@ def tiresias_sim(out_dir: Path, quick: bool) -> Report:
             _ratios(placed_runs, "avg_jct_s", "YARN-CS", "Tiresias-L"),
         ),
     ]
+    # (one workload, a quick run's, has no range to put in brackets)
+    over = (
+        f"mean over {len(seeds)} generated workloads, min-max in brackets"
+        if len(seeds) > 1
+        else f"one generated workload (seed {seeds[0]})"
+    )
     notes = [
         f"Tiresias-L average JCT {hours(plain_runs.filter(pl.col('policy') == 'Tiresias-L')['avg_jct_s'].mean())}, "
         f"YARN-CS {hours(plain_runs.filter(pl.col('policy') == 'YARN-CS')['avg_jct_s'].mean())}.",
         "Workloads come from our generator (the paper's trace is not public): the published GPU-count and model mix, "
         "2 min-2 h durations in Table 3's bins, 30 s mean Poisson gaps; decisions every 10 s round.",
-        f"Ratios: mean over {len(seeds)} generated workload(s), min-max in brackets; with placement slowdowns, spreading a "
-        "VGG or AlexNet job costs 1.67x (our assumption, traces/profiles/placement.csv).",
+        f"Ratios: {over}; with placement slowdowns, spreading a VGG or AlexNet job costs 1.67x (our assumption, traces/profiles/placement.csv).",
     ]
     return Report(comparisons=comparisons, tables={"runs": runs, "jobs": jobs}, figures=figures, notes=notes)
 
