@@ -12,6 +12,7 @@ write and read) are split with polars, vectorised; a file with quotes goes throu
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import attrs
@@ -112,6 +113,44 @@ _WIDE_MARKS = (
 )
 
 
+# A carriage return that ends no line: one not followed by a newline, nor at the file's end.
+_BARE_CR = re.compile(r"\r(?![\n\r]|\s*\Z)")
+
+
+def check_line_ends(path: str | Path, text: str, first_line: int = 1) -> None:
+    """A `TraceError` if `text` (from line `first_line` of the file on) has lines ended by
+    carriage returns alone (classic Mac OS line endings, which some spreadsheets still write):
+    split at newlines, the whole file would be one line, and the message about its "header"
+    would make no sense."""
+    found = _BARE_CR.search(text) if "\r" in text else None
+    if found:
+        raise TraceError(
+            str(path),
+            "holds a carriage return (\\r) that ends no line: its lines end in \\r alone (old Mac line "
+            "endings), which no trace reader takes as a line break; save it with \\n or \\r\\n line endings",
+            row=first_line + text.count("\n", 0, found.start()),
+        )
+
+
+def head_text(path: str | Path, comment: str | None = "#", size: int = 65536) -> str:
+    """The file's text up to the end of its first line that is neither blank nor (with
+    `comment`) a comment: read in growing pieces from the start, never the whole of a long trace."""
+    while True:
+        data = read_bytes(path, size)
+        start = 3 if data.startswith(b"\xef\xbb\xbf") else 0  # (a BOM)
+        while start < len(data):
+            end = data.find(b"\n", start)
+            if end < 0:
+                break  # (the line goes on past what was read, or the file ends here)
+            line = data[start : end + 1].strip()
+            if line and not (comment and line.startswith(comment.encode())):
+                return decode_text(path, data[: end + 1])
+            start = end + 1
+        if len(data) < size:
+            return decode_text(path, data)
+        size *= 8
+
+
 def data_lines(text: str, comment: str | None = "#") -> tuple[pl.Series, np.ndarray]:
     """The lines that hold data (not blank, not comments) and their 1-based line numbers."""
     lines = pl.Series("line", text.split("\n"), dtype=pl.String).str.strip_suffix("\r")
@@ -130,7 +169,8 @@ def read_cells(path: str | Path, separator: str = ",", text: str | None = None) 
     rows: pl.Series | list[list[str]]
     if '"' in text:
         header, rows, numbers = _split_quoted(path, text, separator)
-    else:
+    else:  # (a quoted value may hold a carriage return: the csv module finds those outside one)
+        check_line_ends(path, text)
         lines, numbers = data_lines(text)
         if lines.len() == 0:
             raise TraceError(path, "is empty (no header line)")
@@ -174,6 +214,8 @@ def _split_quoted(path: str, text: str, separator: str) -> tuple[list[str], list
         except csv.Error as err:
             if position >= len(lines):
                 raise TraceError(path, "a quoted value in this row is not closed by the end of the file", row=first + 1) from None
+            if "new-line character seen in unquoted field" in str(err):  # (a line ended by "\r" alone)
+                check_line_ends(path, "\n".join(lines[first:position]), first + 1)
             raise TraceError(path, f"cannot be read as CSV: {err}", row=position) from None
         records.append(record)
         numbers.append(first + 1)
@@ -186,7 +228,8 @@ def _check_header(path: str, names: list[str], line: int) -> list[str]:
     seen: set[str] = set()
     for position, name in enumerate(names, start=1):
         if not name:
-            raise TraceError(path, f"the header's column {position} has no name", row=line)
+            last = " (a comma at the end of the line?)" if position == len(names) > 1 else ""
+            raise TraceError(path, f"the header's column {position} has no name{last}", row=line)
         if name in seen:
             raise TraceError(path, "appears twice in the header", row=line, column=name)
         seen.add(name)
@@ -204,9 +247,11 @@ def _columns(path: str, names: list[str], rows: pl.Series | list[list[str]], num
     wrong = np.flatnonzero(counts != width)
     if wrong.size:
         i = int(wrong[0])
+        extra = counts[i] == width + 1 and _last_cell(rows, i) == ""
         raise TraceError(
             path,
-            f"has {counts[i]} value{'s' if counts[i] != 1 else ''} but the header names {width} columns",
+            f"has {counts[i]} value{'s' if counts[i] != 1 else ''} but the header names {width} columns"
+            + (" (the last one empty: a comma at the end of the line?)" if extra else ""),
             row=int(numbers[i]),
         )
     if isinstance(rows, pl.Series):
@@ -214,6 +259,11 @@ def _columns(path: str, names: list[str], rows: pl.Series | list[list[str]], num
     if not rows:
         return _empty(names)
     return pl.DataFrame({name: list(column) for name, column in zip(names, zip(*rows))}, schema={n: pl.String for n in names})
+
+
+def _last_cell(rows: pl.Series | list[list[str]], i: int) -> str:
+    row = rows[i].to_list() if isinstance(rows, pl.Series) else rows[i]
+    return row[-1].strip() if row else ""
 
 
 def _empty(names: list[str]) -> pl.DataFrame:

@@ -22,7 +22,7 @@ import polars as pl
 
 from roundhouse.errors import TraceError, UsageError, did_you_mean, first_line
 from roundhouse.traces import canonical, gavel, helios, ones, pai, philly, pollux, tiresias
-from roundhouse.traces.csvtext import check_trace_file, data_lines, decode_text, read_bytes, read_cells, read_json_list, read_text
+from roundhouse.traces.csvtext import check_trace_file, data_lines, head_text, read_bytes, read_cells, read_json_list
 from roundhouse.traces.schema import validate
 
 if TYPE_CHECKING:
@@ -218,28 +218,8 @@ def check_trace_header(path: str | Path, format: str = "auto", elastic: ElasticP
             raise TraceError(str(path), f"cannot be read as Parquet: {first_line(err)}") from None
         validate(frame, str(path), elastic=elastic)
     else:
-        cells = read_cells(path, text=_header_only(path))
+        cells = read_cells(path, text=head_text(path, size=_SNIFF_BYTES))
         validate(cells.frame, str(path), cells.lines, elastic=elastic)
-
-
-def _header_only(path: str | Path) -> str:
-    """The file's text up to the end of its first line that is neither blank nor a comment:
-    read in growing pieces from the start, never the whole of a long trace."""
-    size = _SNIFF_BYTES
-    while True:
-        data = read_bytes(path, size)
-        start = 3 if data.startswith(b"\xef\xbb\xbf") else 0  # (a BOM)
-        while start < len(data):
-            end = data.find(b"\n", start)
-            if end < 0:
-                break  # (the line goes on past what was read, or the file ends here)
-            line = data[start : end + 1].strip()
-            if line and not line.startswith(b"#"):
-                return decode_text(path, data[: end + 1])
-            start = end + 1
-        if len(data) < size:
-            return decode_text(path, data)
-        size *= 8
 
 
 def file_columns(path: str | Path, format: str) -> tuple[str, ...]:
@@ -253,7 +233,9 @@ def file_columns(path: str | Path, format: str) -> tuple[str, ...]:
         return pai.file_columns(path)
     if format == "canonical" and (canonical.is_parquet(path) or read_bytes(path)[:4] == _PARQUET_MAGIC):
         return tuple(pl.read_parquet_schema(path))
-    lines, _ = data_lines(read_text(path))
+    # (The first line only: the file has been read whole once already, and may be large.)
+    comment = None if format == "gavel" else "#"  # (as each reader takes comments)
+    lines, _ = data_lines(head_text(path, comment), comment)
     first = lines[0] if len(lines) else ""
     if format == "gavel":
         return gavel.LAYOUTS.get(first.count("\t") + 1, ())

@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from roundhouse.errors import TraceError
-from roundhouse.traces.csvtext import data_lines, read_text
+from roundhouse.traces.csvtext import check_line_ends, data_lines, read_text
 from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
 from roundhouse.traces.schema import cast_column, columns_with_values, validate
 
@@ -97,7 +97,9 @@ def read(path: str | Path, profile: ProfileTable | None = None) -> pl.DataFrame:
     """A Gavel trace (either layout) as a canonical frame; errors name the line and Gavel's column."""
     path = str(path)
     profile = profile or ProfileTable.load()
-    lines, numbers = data_lines(read_text(path), comment=None)
+    text = read_text(path)
+    check_line_ends(path, text)
+    lines, numbers = data_lines(text, comment=None)
     if lines.len() == 0:
         raise TraceError(path, "is empty (a Gavel trace has one job per line)")
     fields = lines.str.split("\t")
@@ -106,13 +108,18 @@ def read(path: str | Path, profile: ProfileTable | None = None) -> pl.DataFrame:
     if width not in LAYOUTS:
         raise TraceError(
             path,
-            f"has {width} tab-separated field{'s' if width != 1 else ''}; a Gavel trace line has 10 (or 7 in the older layout)",
+            f"has {width} tab-separated field{'s' if width != 1 else ''}{_trailing_tab(fields[0], LAYOUTS)}; "
+            "a Gavel trace line has 10 (or 7 in the older layout)",
             row=int(numbers[0]),
         )
     wrong = np.flatnonzero(counts != width)
     if wrong.size:
         i = int(wrong[0])
-        raise TraceError(path, f"has {counts[i]} tab-separated fields, but the first line has {width}", row=int(numbers[i]))
+        raise TraceError(
+            path,
+            f"has {counts[i]} tab-separated fields{_trailing_tab(fields[i], (width,))}, but the first line has {width}",
+            row=int(numbers[i]),
+        )
     names = LAYOUTS[width]
     raw = pl.DataFrame([fields.list.get(i).alias(name) for i, name in enumerate(names)])
     col = lambda name, dtype: cast_column(raw.get_column(name), dtype, path, numbers, name)  # noqa: E731
@@ -153,6 +160,13 @@ def read(path: str | Path, profile: ProfileTable | None = None) -> pl.DataFrame:
     columns["needs_data_dir"] = col("needs_data_dir", pl.Float64)
     frame = pl.DataFrame({k: (v.alias(k) if isinstance(v, pl.Series) else v) for k, v in columns.items()})
     return validate(frame, path, numbers, source_names=SOURCE_NAMES)
+
+
+def _trailing_tab(fields: pl.Series, widths) -> str:
+    """A hint for a line with one field too many, the last one empty (a tab at the line's end)."""
+    if len(fields) - 1 in widths and not fields[-1].strip():
+        return " (the last one empty: a tab at the end of the line?)"
+    return ""
 
 
 def job_type(model: str, batch_size: int | None) -> str:

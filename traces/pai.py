@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from roundhouse.errors import TraceError
-from roundhouse.traces.csvtext import data_lines, read_cells, read_text
+from roundhouse.traces.csvtext import data_lines, head_text, read_cells, read_text
 from roundhouse.traces.schema import cast_column, validate
 
 COLUMNS: tuple[str, ...] = (
@@ -79,7 +79,7 @@ def looks_like(fields: list[str], name: str = "") -> bool:
 
 
 def file_columns(path: str | Path) -> tuple[str, ...]:
-    lines, _ = data_lines(read_text(path))
+    lines, _ = data_lines(head_text(path))  # (its first line only: a task table is large)
     first = [f.strip() for f in lines[0].split(",")] if len(lines) else []
     return tuple(first) if "plan_gpu" in first else COLUMNS
 

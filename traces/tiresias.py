@@ -67,7 +67,8 @@ def _check_columns(path: str, found: list[str]) -> None:
 
 
 def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = None) -> list[str]:
-    """Write jobs as a Tiresias CSV, in arrival order; returns, in words, what was rounded.
+    """Write jobs as a Tiresias CSV, in arrival order; returns, in words, what was rounded or
+    made up.
 
     A job without iterations gets duration × its V100 throughput when the profile knows its
     model, else one iteration per second (Blox's convention); a job without a duration gets
@@ -113,12 +114,19 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
     out = out.hstack([frame.get_column(c) for c in extras if c not in COLUMNS])
     Path(path).write_text(out.write_csv(), encoding="utf-8", newline="")
     notes = [f"left out, as Tiresias' own columns have these names: {', '.join(taken)}"] if taken else []
+    invented = int((derived_iterations & ~known).sum())  # (a value made up, not derived: said)
+    if invented:
+        notes.append(
+            f"iterations of {invented} job(s) without any, and with no model or one {profile.source} has no V100 throughput "
+            "for, written as their duration in seconds (one iteration per second, Blox's convention)"
+        )
+    # (What is written, derived values too: a duration derived from iterations, 0.3 s, is written as 1.)
     return notes + [
         f"{what} rounded to whole numbers (Tiresias reads no fractions)"
-        for what, given in (
+        for what, written in (
             ("arrival times", frame.get_column("arrival_s")),
-            ("durations", frame.get_column("duration_s")),
-            ("iterations", frame.get_column("iterations")),
+            ("durations", duration),
+            ("iterations", iterations),
         )
-        if (given.drop_nulls() % 1 != 0).any()
+        if (written.drop_nulls() % 1 != 0).any()
     ]
