@@ -14,16 +14,10 @@ import time
 import pytest
 
 from tests.livecluster import TEST_PROFILE, LiveCluster
+from tests.test_live_until_and_options import GRAPH  # (the same one-node FIFO graph)
 
 pytestmark = pytest.mark.live
 
-GRAPH = """
-round = 1s;
-cluster = "1x2:V100";
-profile = "profile.csv";
-src :: TraceSource(path="jobs.csv");
-src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
-"""
 LIMIT_S = 4
 # Job 0 runs from round 0; job 1 arrives at the limit, a round boundary, with a GPU free: placed
 # by the last round, whose launches are withheld.
