@@ -99,7 +99,7 @@ def collect(out, procs: list, timeout: float) -> list:
 def main() -> None:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--max", type=at_least(1), default=64, help="most jobs (default 64)")
-    parser.add_argument("--iteration", type=at_least(0.0), default=0.01, help="seconds per training iteration (default 0.01)")
+    parser.add_argument("--iteration", type=above(0.0), default=0.01, help="seconds per training iteration (default 0.01)")
     parser.add_argument("--seconds", type=above(0.0), default=3.0, help="how long each job runs (default 3)")
     args = parser.parse_args()
     exit_on_terminate()  # (`kill PID` stops what it started, as Ctrl-C does)

@@ -22,9 +22,10 @@ import importlib
 import importlib.util
 import re
 import sys
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, FrameType, ModuleType
 from typing import TYPE_CHECKING
 
 from roundhouse.errors import did_you_mean
@@ -46,6 +47,10 @@ _IMPORTING: list[str] = []
 # simulation, whose snapshot pickles objects of them by reference) stay the classes their
 # module holds.
 _FORGOTTEN: dict[str, dict[str, tuple[ModuleType, dict[str, tuple[type[Element], str]]]]] = {}
+# Where each element class defined at a module's top level was defined: the run of the module's
+# code (its code object: a module imported again, or reloaded, runs code compiled anew), the file
+# and the line, so that one run defining a name twice is told from a module imported again.
+_DEFINED_AT: weakref.WeakKeyDictionary[type, tuple[CodeType, str, int]] = weakref.WeakKeyDictionary()
 _LIBRARY = "roundhouse.elements"
 # A built-in element: `@element` (maybe with other decorators after it), then its class line.
 _DECLARED = re.compile(r"^@element\n(?:@[^\n]*\n)*class (\w+)", re.MULTILINE)
@@ -106,9 +111,52 @@ def register(cls: type[Element]) -> None:
         first = _FILE_OF.get(cls.__name__, first)
         here = _IMPORTING[-1] if from_file else cls.__module__
         raise DefinedTwice(f"element class {cls.__name__} is defined twice: in {first} and {here}")
+    defined = _definition(cls)
+    before = _DEFINED_AT.get(existing) if existing is not None else None
+    if defined is not None and before is not None and before[0] is defined[0]:
+        shown = _IMPORTING[-1] if from_file and str(Path(_IMPORTING[-1]).resolve()) == defined[1] else defined[1]
+        lines = [_class_line(defined[1], cls.__name__, line) for line in (before[2], defined[2])]
+        raise DefinedTwice(
+            f"element class {cls.__name__} is defined twice in {shown}: at lines {lines[0]} and {lines[1]} "
+            "(a graph names an element by its class's name: rename one)"
+        )
     _CLASSES[cls.__name__] = cls
+    if defined is not None:
+        _DEFINED_AT[cls] = defined
     if from_file:
         _FILE_OF[cls.__name__] = _IMPORTING[-1]
+
+
+def _definition(cls: type) -> tuple[CodeType, str, int] | None:
+    """For a class defined at its module's top level (or in a class there): the code of the
+    module's run that defines it, its file, and the line that run is at (the class statement's
+    decorator). None for a class defined in a function, which may define it again each call."""
+    if "<locals>" in cls.__qualname__:
+        return None
+    file = _origin(cls)
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_code.co_filename == file):
+        frame = frame.f_back
+    return None if frame is None else (frame.f_code, file, frame.f_lineno)
+
+
+def _class_line(file: str, name: str, line: int) -> int:
+    """The line of the `class` statement whose decorators (or itself) `line` is in, in `file`:
+    `line` itself if the file cannot be read so."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(file).read_bytes(), file)
+    except (OSError, SyntaxError, ValueError):
+        return line
+    around = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        and node.name == name
+        and min([node.lineno, *(d.lineno for d in node.decorator_list)]) <= line <= (node.end_lineno or node.lineno)
+    ]
+    return max(around, default=line)
 
 
 def _origin(cls: type) -> str:

@@ -151,7 +151,11 @@ class World:
         """A canonical trace frame as job specs for this world's cluster and profile (or
         another profile); returns the batch and the models the profile does not know."""
         model = self.throughput if profile is None else ThroughputModel(profile, self.cluster, elastic=self.throughput.elastic)
-        return prepare_jobs(trace, model, self.reference_gpu, self.cluster.n_gpus, origin, getattr(self, "reference_at", None))
+        batch, unknown = prepare_jobs(
+            trace, model, self.reference_gpu, self.cluster.n_gpus, origin, getattr(self, "reference_at", None)
+        )
+        self.unknown_models |= unknown  # (the run's summary names them)
+        return batch, unknown
 
     # --- jobs that stop running: completed, failed, suspended or requeued ---
     def _set_running(self, rows: np.ndarray) -> None:

@@ -189,11 +189,31 @@ def unstarted_notes(graph, result) -> list[str]:
         one = ""
         if len(rows):
             model = jobs.column("model")[rows[0]] if jobs.has_column("model") else None
-            # (the job table keeps only models a profile knows: a trace's other names are not in it)
-            named = "no model a profile knows" if model is None else f"model {model}"
+            named = _unknown_models(graph) if model is None else f"model {model}"
             one = f" (job {jobs.column('job_id')[rows[0]]}, {named})"
         notes.append(
             f"{head}: it starts only elastic jobs, and their model names no application of elastic profile "
             f"{elastic.origin!r}{one}"
         )
     return notes
+
+
+# How many of the names no profile knows a note lists (a trace may hold hundreds).
+_NAMES_SHOWN = 5
+
+
+def _unknown_models(graph) -> str:
+    """What a note says of a job whose model no profile knows. The job table keeps only the
+    names a profile knows, so the job's own name is not in it; its sources tell the names in
+    their traces that no profile knows (found as they prepared their jobs), and those are named."""
+    by_source = [
+        list(names)
+        for el in graph.elements.values()
+        if el.category == "source" and (names := getattr(el, "unknown_models", None))
+    ]
+    names = list(dict.fromkeys(name for found in by_source for name in found))
+    if not names:  # (the job had no model, or its source does not tell)
+        return "no model a profile knows"
+    listed = ", ".join(names[:_NAMES_SHOWN]) + (f" and {len(names) - _NAMES_SHOWN:,} more" if len(names) > _NAMES_SHOWN else "")
+    whose = "the trace's model" if len(by_source) == 1 else "the traces' model"
+    return f"no model a profile knows; {whose}{'s' if len(names) > 1 else ''} that no profile knows: {listed}"
