@@ -169,6 +169,8 @@ def simulate(
     """Simulate the graph; with `explain`, the world records why each job is where it is
     (runtime/explain.py), as `result.world.explain`, and with `explain_to` as well writes the
     record to that file as the run goes (`result.world.explain.write` to it finishes it)."""
+    if explain_to is not None and not explain:  # (no record is kept, so none would be written)
+        raise UsageError(f"explain_to: {explain_to} is written only when the run keeps a record: give explain=True as well")
     engine = new_engine(graph, cluster, until, on_round, profile, explain)
     world = engine.world
     if explain_to is not None and world.explain is not None:

@@ -269,6 +269,11 @@ class Simulation:
             raise UsageError(f'columns: expected a list of column names, such as ["{columns}"]')
         if not isinstance(columns, Sequence):
             raise UsageError(f'columns: expected a list of column names, such as ["status"], got {type(columns).__name__}')
+        if not columns:  # (a frame of no columns has no rows either)
+            raise UsageError('columns: name at least one column, such as ["status"]; or leave it out for the default ones')
+        twice = [c for i, c in enumerate(columns) if c in columns[:i]]
+        if twice:  # (a frame holds a column once: it would be given once, without a word)
+            raise UsageError(f"columns: {twice[0]!r} is named twice; name each column once")
         table = self._engine.world.jobs
         unknown = [c for c in columns if not isinstance(c, str) or not table.has_column(c)]
         if unknown:
@@ -355,16 +360,21 @@ def _cluster(compiled: CompiledGraph, cluster: str | Cluster | None, profile) ->
 
 
 def _setting_text(name: str, value: Any) -> str:
-    """A Python value as `.sched` text for the keyword setting `name`: a number, a bool, a str
-    or a path (a UsageError naming the keyword for anything else)."""
-    if (isinstance(value, float) and not math.isfinite(value)) or not isinstance(value, (bool, int, float, str, Path)):
+    """A Python value as `.sched` text for the keyword setting `name`: a number (numpy's too), a
+    bool, a str or a path (a UsageError naming the keyword for anything else)."""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    # (numpy's numbers as Python's: the repr of np.float64(5.0) is no .sched number)
+    if isinstance(value, numbers.Integral):
+        value = int(value)
+    elif isinstance(value, numbers.Real):
+        value = float(value)
+    if (isinstance(value, float) and not math.isfinite(value)) or not isinstance(value, (int, float, str, Path)):
         raise UsageError(
             f'{name}: a graph setting given as a keyword takes a number, true/false or a str (such as seed=3, round="5min"), got {value!r}'
         )
     if isinstance(value, Path):
         return describe(str(value))
-    if isinstance(value, bool):
-        return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str) and any(c.isdigit() for c in value[:1]):
