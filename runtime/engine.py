@@ -275,6 +275,11 @@ class Engine:
             self._completed = []
         return events
 
+    def observe(self, events: Events) -> None:
+        """Events the world was told of after the last round (a live run's end): the elements
+        that count events take them before `end`, as they take a last plan's completions."""
+        self._completed.append(events)
+
     def end(self) -> RunResult:
         """Finish every element (their reports) after the last round."""
         ctx = self._ctx

@@ -79,6 +79,7 @@ class Reason(IntEnum):
     FAILED = 31
     COMPLETED = 32
     REQUEUED = 33
+    RUN_ENDED = 34
 
 
 # Per code: the job's state, and what its numbers a, b, c mean ("" for unused).
@@ -119,6 +120,8 @@ MEANINGS: dict[Reason, tuple[str, str, str, str]] = {
     Reason.FAILED: ("finished", "", "", ""),
     Reason.COMPLETED: ("finished", "", "", ""),
     Reason.REQUEUED: ("waiting", "", "", ""),
+    # (live: stopped by the run's end, checkpointed or its launch withheld, and waiting)
+    Reason.RUN_ENDED: ("suspended", "", "", ""),
 }
 
 # The reason a job holds after a code: a job preempted for the jobs ranked ahead goes on
@@ -162,7 +165,10 @@ _SUSPENSIONS[
 # Codes recorded every time they are given, with no comparison: events rather than states, and
 # suspensions (a running job never holds a suspension's reason already).
 # (Lists: indexed with Python ints in the round.)
-_ALWAYS = [c in (Reason.DEMOTED, Reason.PROMOTED, Reason.PREEMPTED, Reason.LEASE_END, Reason.SUSPENDED) for c in range(128)]
+_ALWAYS = [
+    c in (Reason.DEMOTED, Reason.PROMOTED, Reason.PREEMPTED, Reason.LEASE_END, Reason.SUSPENDED, Reason.RUN_ENDED)
+    for c in range(128)
+]
 # Codes by which an element explains a suspension (counted, so that the engine need not look
 # for suspensions nobody explained when all were).
 _SUSPENSIONS_GIVEN = [c in (Reason.SUSPENDED, Reason.PREEMPTED, Reason.LEASE_END) for c in range(128)]
@@ -537,13 +543,24 @@ class Recorder:
     def events(self, events: Events) -> None:
         """What the backend reported: jobs that finished (at their exact times) or failed, and
         jobs that lost their GPUs without a plan."""
+        self._finished(events)
+        if len(events.requeued):
+            self.note(-1, Reason.REQUEUED, events.requeued, t=events.time)
+
+    def run_ended(self, events: Events) -> None:
+        """What a live run's end reported (runtime/backends/live/ending.py): jobs that finished
+        or failed while it waited for their exits, and the jobs it stopped (checkpointed, or
+        their launch withheld), which wait again: `run_ended`, recorded as a suspension is."""
+        self._finished(events)
+        if len(events.requeued):
+            self.note(-1, Reason.RUN_ENDED, events.requeued, t=events.time)
+
+    def _finished(self, events: Events) -> None:
         if len(events.finished):
             reason: int | np.ndarray = Reason.FINISHED
             if len(events.failed):
                 reason = np.where(np.isin(events.finished, events.failed), int(Reason.FAILED), int(Reason.FINISHED))
             self.note(-1, reason, events.finished, t=events.finished_at)
-        if len(events.requeued):
-            self.note(-1, Reason.REQUEUED, events.requeued, t=events.time)
 
     # --- keeping it ---
     def _keep(self, block: dict[str, np.ndarray]) -> None:

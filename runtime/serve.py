@@ -110,8 +110,11 @@ def serve(
             )
         ending = time.perf_counter()
         # The jobs checkpointed or withheld at the end wait again, as the summary counts them
-        # (the journal has them so already: what a rerun resumes is as it was).
-        world.apply_requeued(end_run(backend))
+        # (the journal has them so already: what a rerun resumes is as it was), and those done
+        # meanwhile finished; the sinks and pools count both.
+        end_run(backend)
+        if backend.end_events is not None:
+            engine.observe(backend.end_events)
         ending_s = time.perf_counter() - ending
         result = _run(backend, journal_path, engine.end)
         result.wall_s = max(0.0, result.wall_s - ending_s)  # (the rounds' time, as before the end waited for jobs)

@@ -221,8 +221,10 @@ def read_record(run: str) -> Path:
         dtype = schema[name]
         numeric = name in _NUMBERS
         fits = dtype.is_numeric() if numeric else dtype in (pl.String, pl.Categorical, pl.Enum)
+        if name == "job_id":  # (ids held as 3.0 would match no id asked for: "3")
+            fits = dtype.is_integer()
         if not (fits or dtype == pl.Null):
-            what = "numbers" if numeric else "words"
+            what = "whole numbers" if name == "job_id" else "numbers" if numeric else "words"
             raise UsageError(f"{path}: column {name!r} holds {dtype}, not {what} (not a record `roundhouse run` wrote?)")
     return path
 
@@ -333,11 +335,11 @@ def job_rows(path: Path, run: str, job: str, stopped: tuple[float, str] | None =
     for name in _VALUED:
         column = rows[name]
         empty = column.is_null()
-        if column.dtype.is_float():  # (a time may be infinite; a count is a whole number)
-            empty |= column.is_nan() if name == "t_s" else ~column.is_finite()
+        if column.dtype.is_float():  # (a time is finite; a reason's numbers are whole)
+            empty |= ~column.is_finite() if name == "t_s" else ~column.is_finite() | (column != column.floor())
         if empty.any():
             value = column[int(empty.arg_true()[0])]
-            what = "no value" if value is None else f"{value} (not a whole number)" if name != "t_s" else "nan (not a time)"
+            what = "no value" if value is None else f"{value} (not a whole number)" if name != "t_s" else f"{value} (not a time)"
             raise UsageError(f"{path}: a record of job {wanted} has {what} in column {name!r} (damaged?)")
     return rows.sort("t_s", maintain_order=True).to_dicts()
 
@@ -511,6 +513,8 @@ def describe(row: dict, per_machine: int = 0) -> str:
         return "failed"
     if reason == "completed":
         return f"finished: completed on request by {by}"
+    if reason == "run_ended":  # (live: what the run's end did to a job it found running or launching)
+        return "suspended: stopped by the run's end (checkpointed, or its launch withheld)"
     if reason == "requeued":
         return "waiting: lost its GPUs without a plan (its node was lost or its lease expired); waits again"
     return f"{row['state']}: {reason} ({by}; a={a}, b={b}, c={c})"

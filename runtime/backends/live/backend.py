@@ -89,6 +89,7 @@ class LiveBackend:
         self.until: float | None = None  # the run ends at this time (the engine's --until): rounds are cut there
         self.at_limit = False  # the run stopped at `until` (its running jobs are then checkpointed)
         self.ended = False  # the run's end is over (ending.py `end_run`): its agents were told to stop, if so
+        self.end_events: Events | None = None  # what the run's end told the world (ending.py), for elements to count
         self.server = Server(bind, security, journal, self.counters, lambda identity: self.nodes.name_of(identity))
         self.nodes = Nodes(world.cluster, self.server, journal, options, self.counters, self.news, self.clock, self.session)
         self.attempts = Attempts(world, journal, options, self.counters, self.news, self.clock, self.nodes)
@@ -348,8 +349,7 @@ class LiveBackend:
         stopped = time.time()
         if not self.stop_requested or stopped >= wall_target:
             return False
-        clock = self.clock
-        clock.now, clock.k = max(clock.now, clock.now_s()), clock.k + 1
+        self.clock.now, self.clock.k = max(self.clock.now, self.clock.now_s()), self.clock.k + 1
         return True
 
     def _stop_at_the_limit(self) -> None:

@@ -3,8 +3,10 @@ attempt still running is revoked as a preemption (two-phase: only rank 0 is told
 worker checkpoints the same iteration), and the scheduler serves messages until their exits are
 in, journaled and acknowledged, or a bound passes. A rerun of `serve` with the same journal then
 requeues them and resumes each from its checkpoint. With `--stop-agents`, every agent is then
-asked to shut down. Both happen before the run is summed up, and the world is then told of the
-jobs that stopped (`end_run`): a summary counts them waiting, as a rerun's takeover finds them.
+asked to shut down. Both happen before the run is summed up, and the world is then told what
+happened meanwhile (`end_run`): a summary counts the jobs that stopped waiting, as a rerun's
+takeover finds them (the explanation record says `run_ended`), and those done while it waited
+finished.
 The run's last round sends nothing new when its jobs would be revoked at once, at the limit or
 at a stop with `--stop-agents`: neither its launches nor its in-place resizes
 (`last_round_sends_nothing`)."""
@@ -23,7 +25,9 @@ from roundhouse.runtime.backends.live.attempts import Attempt, Attempts
 from roundhouse.runtime.backends.live.nodes import Nodes
 from roundhouse.runtime.backends.live.resizes import LiveResize
 from roundhouse.runtime.backends.live.server import Server
+from roundhouse.runtime.types import Events
 from roundhouse.runtime.values import format_duration
+from roundhouse.runtime.world import FINISHED
 
 if TYPE_CHECKING:
     from roundhouse.runtime.backends.live.backend import LiveBackend
@@ -34,22 +38,63 @@ log = logging.getLogger("roundhouse.scheduler")
 def end_run(backend: LiveBackend) -> np.ndarray:
     """The run's end, after its last round and before it is summed up: at its time limit its
     running jobs checkpoint (`checkpoint_running`); with `--stop-agents` its agents are told
-    to stop (`stop_agents`), and checkpoint the jobs they still run. Returns the rows of the
-    jobs the world still runs whose attempts have ended since, neither done nor failed
-    (checkpointed, or withheld in the last round: `withhold`), for the world to requeue: the
-    journal already says so, and a rerun's takeover requeues them the same way."""
+    to stop (`stop_agents`), and checkpoint the jobs they still run. The world is then told
+    what happened meanwhile (`tell_the_world`): the jobs that finished or failed while the end
+    waited, and those whose attempts ended otherwise (checkpointed, or withheld in the last
+    round: `withhold`), which wait again, as the journal says and a rerun's takeover finds
+    them. Returns the rows of those (the world has them waiting already)."""
     if backend.at_limit:
         backend.checkpoint_running()
     backend.stop_agents()
     backend.ended = True  # (`close` does not tell the agents again)
-    news, current = backend.news, backend.attempts.current
+    events = tell_the_world(backend)
+    backend.end_events = events
+    return events.requeued
+
+
+def tell_the_world(backend: LiveBackend) -> Events:
+    """What the run's end changed, into the world's books and its explanation record, as a
+    poll's events are: the jobs done or failed for good while it waited, with the iterations
+    they reached, and the jobs the world still runs whose attempts have ended since, requeued.
+    The run's books close at its end: a job done after it counts as finished at the end (as a
+    poll counts a report at its round's time; the log says when it came), so that its JCT, its
+    run time and its GPU time (which the utilizations read over the run's span) agree, as every
+    job's are counted up to the end. Returns those events, for the elements that count
+    completions (the engine's `observe_completions`)."""
+    world, news, current = backend.world, backend.news, backend.attempts.current
+    t = backend.clock.now
+    status = world.jobs.column("status")
+    ended = [(row, x) for row, x in news.finished + news.failed if status[row] != FINISHED]
     told = {row for row, _ in news.finished + news.failed}  # (a job done meanwhile is not requeued)
-    rows = [
-        row
-        for row in backend.world.running_rows.tolist()
-        if row not in told and (att := current.get(row)) is not None and att.ended
+    requeued = [
+        row for row in world.running_rows.tolist() if row not in told and (att := current.get(row)) is not None and att.ended
     ]
-    return np.asarray(rows, dtype=np.int64)
+    progress = backend.reports.since_last_poll(t, world.running_rows)  # (the iterations reached)
+    world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s, block=progress.block)
+    events = Events(
+        time=t,
+        finished=[row for row, _ in ended],
+        finished_at=[min(max(x, 0.0), t) for _, x in ended],  # (as a poll's)
+        failed=[row for row, _ in news.failed if row in {r for r, _ in ended}],
+        requeued=requeued,
+    )
+    failed = np.isin(events.finished, events.failed)
+    world.apply_failed(events.finished[failed], events.finished_at[failed])
+    world.apply_finished(events.finished[~failed], events.finished_at[~failed])
+    world.apply_requeued(events.requeued)
+    if world.explain is not None:
+        world.explain.run_ended(events)
+    backend.reports.polled([row for row, _ in ended])
+    news.clear()
+    if ended:
+        log.info(
+            "%d job(s) ended (done, or failed for good) while the run's end waited for them: %s; "
+            "counted finished at the run's end",
+            len(ended),
+            ", ".join(f"job {world.jobs.column('job_id')[row]} at t={x:.1f}s" for row, x in ended[:10])
+            + (" ..." if len(ended) > 10 else ""),
+        )
+    return events
 
 
 def checkpoint_running(
@@ -76,7 +121,7 @@ def checkpoint_running(
             att.n,
             within,
         )
-    stopped = [att for att in ending if att.ended]
+    stopped = [att for att in ending if att.ended and not _done(att)]  # (a job done meanwhile is said at the end)
     if stopped:
         log.info("%d attempt(s) stopped (%s); %s", len(stopped), _where(stopped), _RESUMED)
     return left()
@@ -186,6 +231,11 @@ def stop_agents(
 
 
 _RESUMED = "`roundhouse serve` with the same --journal resumes them"
+
+
+def _done(att: Attempt) -> bool:
+    """Whether an ended attempt's job completed its work (rank 0 says so), not checkpointed."""
+    return att.exits.get(0, {}).get("outcome") == "done"
 
 
 def _where(stopped: list[Attempt]) -> str:
