@@ -36,38 +36,41 @@ def read_text(path: str | Path) -> str:
     return decode_text(path, read_bytes(path))
 
 
-def decode_text(path: str | Path, data: bytes) -> str:
-    """`data`, read from the file `path`, as `read_text` gives it."""
+def decode_text(path: str | Path, data: bytes, first_line: int = 1) -> str:
+    """`data`, read from the file `path`, as `read_text` gives it; `first_line`: the line of the
+    file that `data` begins (a piece of whole lines, after the first: no byte-order mark then)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        line, _ = where_undecodable(err)
-        raise TraceError(str(path), f"is not UTF-8 text ({undecodable_byte(err)} cannot be decoded)", row=line) from None
+        line, _ = where_undecodable(err, first_line)
+        byte = undecodable_byte(err, first_line)
+        raise TraceError(str(path), f"is not UTF-8 text ({byte} cannot be decoded)", row=line) from None
     nul = text.find("\x00")
     if nul >= 0:  # (valid UTF-8, but no trace holds one: UTF-16 text without its byte-order mark)
         raise TraceError(
             str(path),
             "holds a NUL byte, which no text trace has (UTF-16 text?); save it as UTF-8",
-            row=text.count("\n", 0, nul) + 1,
+            row=first_line + text.count("\n", 0, nul),
         )
-    return text.removeprefix("\ufeff")
+    return text.removeprefix("\ufeff") if first_line == 1 else text
 
 
-def where_undecodable(err: UnicodeDecodeError) -> tuple[int, int]:
+def where_undecodable(err: UnicodeDecodeError, first_line: int = 1) -> tuple[int, int]:
     """The 1-based line and column of the byte that `err` could not decode, as an editor shows
     them (and as the .sched reader says them): lines end at a newline, and the column counts
-    the characters before it on its line (a byte-order mark at the start is none)."""
+    the characters before it on its line (a byte-order mark at the file's start is none).
+    `first_line`: the line of the file that the decoded bytes begin."""
     before = bytes(err.object[: err.start])
     line_start = before.rfind(b"\n") + 1
     start = before[line_start:].decode("utf-8", errors="replace")
-    if line_start == 0:
+    if line_start == 0 and first_line == 1:
         start = start.removeprefix("\ufeff")
-    return before.count(b"\n") + 1, len(start) + 1
+    return first_line + before.count(b"\n"), len(start) + 1
 
 
-def undecodable_byte(err: UnicodeDecodeError) -> str:
+def undecodable_byte(err: UnicodeDecodeError, first_line: int = 1) -> str:
     """The byte that `err` could not decode, by its value and place ("byte 0xd0 at line 1, column 25")."""
-    line, column = where_undecodable(err)
+    line, column = where_undecodable(err, first_line)
     return f"byte 0x{err.object[err.start]:02x} at line {line}, column {column}"
 
 
@@ -96,12 +99,18 @@ def read_bytes(path: str | Path, size: int | None = None) -> bytes:
         raise
     except OSError as err:
         raise TraceError(str(path), f"cannot be read: {err.strerror or err}") from None
+    check_start(path, data)
+    return data
+
+
+def check_start(path: str | Path, data: bytes) -> None:
+    """A `TraceError` if the file's first bytes `data` say it is no UTF-8 text: compressed, or
+    in a wider Unicode encoding."""
     if data[:2] == b"\x1f\x8b":  # gzip's magic number: a compressed trace read as text is noise
         raise TraceError(str(path), "is gzip-compressed; decompress it first (gunzip)")
     for mark, encoding in _WIDE_MARKS:  # (a byte-order mark: every reader takes UTF-8 only)
         if data.startswith(mark):
             raise TraceError(str(path), f"is {encoding} text; save it as UTF-8 first (e.g. iconv -f {encoding} -t UTF-8)")
-    return data
 
 
 # Byte-order marks of the wider Unicode encodings (UTF-32's first: UTF-16 LE's is a prefix of its).

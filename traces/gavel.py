@@ -25,7 +25,8 @@ import numpy as np
 import polars as pl
 
 from roundhouse.errors import TraceError
-from roundhouse.traces.csvtext import check_line_ends, data_lines, read_text
+from roundhouse.traces.csvtext import data_lines
+from roundhouse.traces.linepieces import PIECE_BYTES, FirstError, Piece, pieces
 from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
 from roundhouse.traces.schema import cast_column, columns_with_values, validate
 
@@ -93,73 +94,156 @@ COMMANDS: dict[str, tuple[str, str, str, int]] = {
 _UNKNOWN_COMMAND = (".", "python3 main.py --batch_size {bs}", "--num_steps", 1)
 
 
-def read(path: str | Path, profile: ProfileTable | None = None) -> pl.DataFrame:
-    """A Gavel trace (either layout) as a canonical frame; errors name the line and Gavel's column."""
+def read(path: str | Path, profile: ProfileTable | None = None, piece_bytes: int | None = PIECE_BYTES) -> pl.DataFrame:
+    """A Gavel trace (either layout) as a canonical frame; errors name the line and Gavel's column.
+    The file is read `piece_bytes` at a time (whole lines; None: at once), each piece parsed
+    and checked before the next is read: a large trace's text and fields are never all held."""
     path = str(path)
     profile = profile or ProfileTable.load()
-    text = read_text(path)
-    check_line_ends(path, text)
-    lines, numbers = data_lines(text, comment=None)
-    if lines.len() == 0:
-        raise TraceError(path, "is empty (a Gavel trace has one job per line)")
-    fields = lines.str.split("\t")
-    counts = fields.list.len().to_numpy()
-    width = int(counts[0])
-    if width not in LAYOUTS:
-        raise TraceError(
-            path,
-            f"has {width} tab-separated field{'s' if width != 1 else ''}{_trailing_tab(fields[0], LAYOUTS)}; "
-            "a Gavel trace line has 10 (or 7 in the older layout)",
-            row=int(numbers[0]),
-        )
-    wrong = np.flatnonzero(counts != width)
-    if wrong.size:
-        i = int(wrong[0])
-        raise TraceError(
-            path,
-            f"has {counts[i]} tab-separated fields{_trailing_tab(fields[i], (width,))}, but the first line has {width}",
-            row=int(numbers[i]),
-        )
-    names = LAYOUTS[width]
-    raw = pl.DataFrame([fields.list.get(i).alias(name) for i, name in enumerate(names)])
-    col = lambda name, dtype: cast_column(raw.get_column(name), dtype, path, numbers, name)  # noqa: E731
+    parser = _Parser(path, profile)
+    for piece in pieces(path, piece_bytes):
+        parser.add(piece)
+    frame = parser.frame()
+    if frame is None:  # (a text column all numbers in some pieces only: whole, it is text)
+        return read(path, profile, piece_bytes=None)
+    return frame
 
-    job_type = raw.get_column("job_type").str.strip_chars()
-    parts = job_type.str.extract_groups(_JOB_TYPE)
-    model = parts.struct.field("1").fill_null(job_type)
-    model = model.replace_strict(
-        {m: profile.canonical_model(m) or m for m in model.drop_nulls().unique().to_list()},
-        default=None,
-        return_dtype=pl.String,
+
+# The reader's checks in the order a whole-file read makes them (linepieces.FirstError): the
+# first line's field count, every line's, a batch size too large, each column's values (one
+# rank each, from _BATCH + 1), then the schema's checks.
+_WIDTH, _COUNT, _BATCH = 0, 1, 2
+_VALID = _BATCH + 1
+_CASTS: dict[int, tuple[tuple[str, type[pl.DataType]], ...]] = {
+    width: tuple(
+        (name, pl.Int64 if name == "scale_factor" else pl.Float64)
+        for name in ("arrival_time", "scale_factor", "total_steps", "priority_weight", "SLO", "needs_data_dir")
+        if name in names
     )
-    defaults = {m: profile.default_batch_size(m) for m in model.drop_nulls().unique().to_list()}
-    given = parts.struct.field("2")
-    batch = given.cast(pl.Int64, strict=False)
-    too_big = given.is_not_null() & batch.is_null()  # digits beyond Int64
-    if too_big.any():
-        i = int(too_big.arg_true()[0])
-        raise TraceError(path, f"batch size {given[i]} is too large", row=int(numbers[i]), column="job_type")
-    batch = batch.fill_null(model.replace_strict(defaults, default=None, return_dtype=pl.Int64))
-    columns = {
-        "job_id": np.arange(lines.len(), dtype=np.int64),
-        "arrival_s": col("arrival_time", pl.Float64),
-        "gpus": col("scale_factor", pl.Int64),
-        "model": model,
-        "iterations": col("total_steps", pl.Float64),
-        "batch_size": batch,
-    }
-    if width == 10:
-        columns["weight"] = col("priority_weight", pl.Float64)
-        slo = col("SLO", pl.Float64)
-        # Only -1 says "none"; any other factor is checked as given (0, -0.5, nan are refused).
-        columns["slo_factor"] = pl.select(pl.when(slo != -1).then(slo)).to_series()
-    columns["command"] = raw.get_column("command")
-    if width == 10:
-        columns["working_directory"] = raw.get_column("working_directory")
-    columns["num_steps_arg"] = raw.get_column("num_steps_arg")
-    columns["needs_data_dir"] = col("needs_data_dir", pl.Float64)
-    frame = pl.DataFrame({k: (v.alias(k) if isinstance(v, pl.Series) else v) for k, v in columns.items()})
-    return validate(frame, path, numbers, source_names=SOURCE_NAMES)
+    for width, names in LAYOUTS.items()
+}
+
+
+class _Parser:
+    """A Gavel trace's lines, parsed a piece at a time into typed columns; `frame` joins them."""
+
+    def __init__(self, path: str, profile: ProfileTable):
+        self.path = path
+        self.profile = profile
+        self.width: int | None = None  # the first line's fields, which every line must have
+        self.first = FirstError()
+        self.parts: list[pl.DataFrame] = []
+        self.jobs = 0
+
+    def add(self, piece: Piece) -> None:
+        lines, numbers = data_lines(piece.text, comment=None)
+        if lines.len() == 0:
+            return
+        numbers = numbers + (piece.first_line - 1)
+        fields = lines.str.split("\t")
+        del lines
+        counts = fields.list.len().to_numpy()
+        if self.width is None:
+            self.width = int(counts[0])
+            if self.width not in LAYOUTS:
+                message = (
+                    f"has {self.width} tab-separated field{'s' if self.width != 1 else ''}"
+                    f"{_trailing_tab(fields[0], LAYOUTS)}; a Gavel trace line has 10 (or 7 in the older layout)"
+                )
+                self.first.note(_WIDTH, TraceError(self.path, message, row=int(numbers[0])))
+        if self.width not in LAYOUTS or not self.first.wants(_COUNT):
+            return
+        wrong = np.flatnonzero(counts != self.width)
+        if wrong.size:
+            i = int(wrong[0])
+            message = (
+                f"has {counts[i]} tab-separated fields{_trailing_tab(fields[i], (self.width,))}, "
+                f"but the first line has {self.width}"
+            )
+            self.first.note(_COUNT, TraceError(self.path, message, row=int(numbers[i])))
+            return
+        part = self._typed(fields, numbers) if self.first.wants(_BATCH) else None
+        if part is not None and self.first.error is None:
+            self.parts.append(part)
+        self.jobs += len(numbers)
+
+    def _typed(self, fields: pl.Series, numbers: np.ndarray) -> pl.DataFrame | None:
+        """The piece's canonical columns, or None when a check failed (noted in `first`)."""
+        path, profile, width = self.path, self.profile, self.width
+        assert width is not None
+        names = LAYOUTS[width]
+        raw = pl.DataFrame([fields.list.get(i).alias(name) for i, name in enumerate(names)])
+        job_type = raw.get_column("job_type").str.strip_chars()
+        parts = job_type.str.extract_groups(_JOB_TYPE)
+        model = parts.struct.field("1").fill_null(job_type)
+        model = model.replace_strict(
+            {m: profile.canonical_model(m) or m for m in model.drop_nulls().unique().to_list()},
+            default=None,
+            return_dtype=pl.String,
+        )
+        defaults = {m: profile.default_batch_size(m) for m in model.drop_nulls().unique().to_list()}
+        given = parts.struct.field("2")
+        batch = given.cast(pl.Int64, strict=False)
+        too_big = given.is_not_null() & batch.is_null()  # digits beyond Int64
+        if too_big.any():
+            i = int(too_big.arg_true()[0])
+            error = TraceError(path, f"batch size {given[i]} is too large", row=int(numbers[i]), column="job_type")
+            self.first.note(_BATCH, error)
+        batch = batch.fill_null(model.replace_strict(defaults, default=None, return_dtype=pl.Int64))
+        typed: dict[str, pl.Series] = {}
+        for rank, (name, dtype) in enumerate(_CASTS[width], start=_BATCH + 1):
+            if self.first.wants(rank):
+                try:
+                    typed[name] = cast_column(raw.get_column(name), dtype, path, numbers, name)
+                except TraceError as err:
+                    self.first.note(rank, err)
+        if self.first.error is not None:
+            return None
+        columns = {
+            "job_id": pl.Series(np.arange(self.jobs, self.jobs + len(numbers), dtype=np.int64)),
+            "arrival_s": typed["arrival_time"],
+            "gpus": typed["scale_factor"],
+            "model": model,
+            "iterations": typed["total_steps"],
+            "batch_size": batch,
+        }
+        if width == 10:
+            columns["weight"] = typed["priority_weight"]
+            slo = typed["SLO"]
+            # Only -1 says "none"; any other factor is checked as given (0, -0.5, nan are refused).
+            columns["slo_factor"] = pl.select(pl.when(slo != -1).then(slo)).to_series()
+        columns["command"] = raw.get_column("command")
+        if width == 10:
+            columns["working_directory"] = raw.get_column("working_directory")
+        columns["num_steps_arg"] = raw.get_column("num_steps_arg")
+        columns["needs_data_dir"] = typed["needs_data_dir"]
+        # Validated here, a piece at a time: the schema's checks are each row's own, and it
+        # names a row's first problem, as it would among all rows (Gavel's job ids, the line
+        # order, are never used twice).
+        try:
+            frame = pl.DataFrame([v.alias(k) for k, v in columns.items()])
+            return validate(frame, path, numbers, source_names=SOURCE_NAMES)
+        except TraceError as err:
+            self.first.note(_VALID + len(_CASTS[width]), err)
+            return None
+
+    def frame(self) -> pl.DataFrame | None:
+        """The trace, sorted as `validate` sorts it, once every piece has been added. None if
+        the pieces' columns differ in type: the schema takes a column of text that all reads as
+        numbers (command, say) as numbers, which it may do in one piece and not in another."""
+        self.first.raise_if_any()
+        if self.jobs == 0:
+            raise TraceError(self.path, "is empty (a Gavel trace has one job per line)")
+        parts, self.parts = self.parts, []
+        if any(part.schema != parts[0].schema for part in parts):
+            return None
+        # Each part is sorted by arrival, then job id; the parts' ids ascend, so if their
+        # arrivals do too (a trace in arrival order) they are in order as they are, and
+        # sorting them again would only copy them.
+        in_order = all(a["arrival_s"][-1] <= b["arrival_s"][0] for a, b in zip(parts, parts[1:]))
+        frame = pl.concat(parts, rechunk=False)
+        del parts
+        return frame if in_order else frame.sort(["arrival_s", "job_id"], maintain_order=True)
 
 
 def _trailing_tab(fields: pl.Series, widths) -> str:

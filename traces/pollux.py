@@ -162,6 +162,7 @@ def parse_workload(
             row=int(lines[i]),
             column="batch_size",
         )
+    _refuse_repeated_names(raw, origin, lines)
     caps = np.array([min(MAX_REPLICAS, a.max_batch // max(a.min_local, 1)) for a in known.apps] or [0], dtype=np.float64)
     max_gpus = caps[safe]
     epochs = np.array([a.epochs for a in known.apps] or [0], dtype=np.float64)[safe]
@@ -179,6 +180,21 @@ def parse_workload(
             "max_gpus": max_gpus,
             "batch_fixed": fixed.astype(np.float64),
         }
+    )
+
+
+def _refuse_repeated_names(raw: pl.DataFrame, origin: str, lines: np.ndarray) -> None:
+    """A TraceError naming both lines of the first job (in file order) whose name an earlier
+    job has: Pollux's simulator tells jobs apart by name, as every reader refuses a job id used
+    twice."""
+    names = raw.get_column("name").cast(pl.String).str.strip_chars()
+    repeated = names.is_not_null() & ~names.is_first_distinct()
+    if not repeated.any():
+        return
+    second = int(repeated.arg_true()[0])
+    first = int((names == names[second]).arg_true()[0])
+    raise TraceError(
+        origin, f"job name {names[second]!r} is used twice", row=int(lines[second]), column="name", also=int(lines[first])
     )
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import polars as pl
 
 from roundhouse.errors import TraceError, did_you_mean
-from roundhouse.traces.csvtext import read_cells
+from roundhouse.traces.csvtext import data_lines, head_text, read_cells
+from roundhouse.traces.gavel import LAYOUTS as gavel_layouts
 from roundhouse.traces.gavel import int64_column
 from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
 from roundhouse.traces.schema import columns_with_values, validate
@@ -37,6 +38,7 @@ def looks_like(header: list[str]) -> bool:
 
 def read(path: str | Path) -> pl.DataFrame:
     """A Tiresias job CSV as a canonical frame; errors name the line and Tiresias' column."""
+    _check_separator(str(path))
     cells = read_cells(path)
     frame = cells.frame
     clash = [c for own, c in RENAME.items() if c in frame.columns and own in frame.columns]
@@ -47,6 +49,33 @@ def read(path: str | Path) -> pl.DataFrame:
         {k: v for k, v in RENAME.items() if k in frame.columns}
     )
     return validate(frame, str(path), cells.lines, source_names=SOURCE_NAMES)
+
+
+def _check_separator(path: str) -> None:
+    """A header with no comma is no Tiresias header, and taken as one column its whole line would
+    be that column's name: say what the file looks like instead (a Gavel trace's tab-separated
+    fields, a JSON list), else that Tiresias separates its columns with commas."""
+    lines, numbers = data_lines(head_text(path))
+    if not lines.len():
+        return  # (read_cells says the file is empty)
+    first, line = lines[0].strip(), int(numbers[0])
+    expected = f"a Tiresias job CSV has a header of comma-separated names ({','.join(COLUMNS)})"
+    if first.startswith(("[", "{")):
+        looks = "it looks like JSON (Philly's cluster_job_log or a Helios job list): read it as philly or helios"
+        raise TraceError(path, f"its first line is no CSV header: {looks}; {expected}", row=line)
+    if "," in first:
+        return  # (a CSV: the column check says what is missing)
+    fields = first.count("\t") + 1
+    if fields in gavel_layouts:
+        looks = f"{fields} tab-separated fields, as a Gavel trace's lines have: read it as gavel (format=gavel, or no format)"
+        raise TraceError(path, f"its first line has no commas but {looks}; {expected}", row=line)
+    others = [name for sep, name in _SEPARATORS if sep in first]
+    said = f" (its fields are separated by {others[0]})" if others else ""
+    raise TraceError(path, f"its first line has no commas{said}; {expected}", row=line)
+
+
+# Separators that other tables use, named for messages.
+_SEPARATORS = (("\t", "tabs"), (";", "semicolons"), ("|", "vertical bars"))
 
 
 def _check_columns(path: str, found: list[str]) -> None:
