@@ -166,7 +166,7 @@ def prepare_jobs(
         "model": models,
         "has_model": known,
         "batch_size": batch,
-        "user": np.array(trace["user"].to_list() if "user" in trace.columns else [None] * n, dtype=object),
+        "user": _texts(trace["user"] if "user" in trace.columns else None, n),
         "weight": get("weight", np.float64, 1.0),
         "slo_s": get("slo_s", np.float64, np.nan),
         "work": work.astype(np.float64),
@@ -178,6 +178,8 @@ def prepare_jobs(
         columns[name] = (
             series.cast(pl.Float64).fill_null(np.nan).to_numpy()
             if series.dtype.is_numeric()
+            else _texts(series, n)
+            if series.dtype == pl.String
             else np.array(series.to_list(), dtype=object)
         )
     # An elastic job started on fewer GPUs than it asked for (all of the cluster's) asks for as
@@ -354,6 +356,14 @@ def _check_type_with_room(model: ThroughputModel, idx, type_rates, gpus, models,
             f"job {job_id[i]} asks for {gpus[i]} GPUs of one type, and no GPU type of this cluster has that many "
             f"with a throughput for {models[i]} at batch size {batch[i]}: {kinds}",
         )
+
+
+def _texts(column: pl.Series | None, n: int) -> np.ndarray:
+    """A text column as Python strings, one object per distinct text (None where a row has
+    none): a million jobs of a few dozen commands hold a pointer a row, not a string a row
+    (some 100 bytes each, hundreds of MB for a Gavel trace's three text columns)."""
+    names = DistinctNames.of(column, n)
+    return names.per_row(names.names, None)
 
 
 def _check_reference(
