@@ -370,7 +370,8 @@ def summarize(jobs: pl.DataFrame, ctx: RoundContext) -> dict:
         "median_queue_s": stat(np.median, queue),
         "p95_queue_s": stat(lambda a: np.percentile(a, 95), queue),
         "p99_queue_s": stat(lambda a: np.percentile(a, 99), queue),
-        "avg_queue_after_preemption_s": stat(np.mean, finished["queue_after_preemption_s"].to_numpy()),
+        # (over the finished jobs that started: one finished before it ever ran has no such wait)
+        "avg_queue_after_preemption_s": stat(np.mean, finished["queue_after_preemption_s"].drop_nulls().to_numpy()),
         "avg_comm_s": stat(np.mean, comm),
         "p95_comm_s": stat(lambda a: np.percentile(a, 95), comm),
         "total_comm_s": float(comm.sum()),

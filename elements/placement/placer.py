@@ -56,7 +56,7 @@ from roundhouse.elements.placement.packing import (
 from roundhouse.elements.placement.preemption import backfill, preempt_below
 from roundhouse.elements.placement.reasons import explain_placement
 from roundhouse.elements.placement.selected_packing import pack_selected
-from roundhouse.elements.placement.selection import _allowed_types, _select
+from roundhouse.elements.placement.selection import _select, allowed_types
 from roundhouse.runtime.element import Element, In, Out, element_family
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Plan, Ranking
@@ -313,7 +313,7 @@ class Placer(Element):
             return None
         rates = ctx.jobs.type_rates[ranking.rows]
         wanted = ranking.gpu_type.tolist() if ranking.gpu_type is not None else [-1] * len(ranking.rows)
-        return [_allowed_types(rates[i], wanted[i]) for i in range(len(ranking.rows))]
+        return [allowed_types(rates[i], wanted[i]) for i in range(len(ranking.rows))]
 
     # Step 3 (selected_packing.py); a placer may override it (`_pack_one_by_one` checks).
     _pack = pack_selected

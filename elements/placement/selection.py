@@ -64,7 +64,7 @@ def _select(cluster, ranking: Ranking, job_types, keeps: np.ndarray, placed_r: n
     return selected, on_type
 
 
-def _allowed_types(rates: np.ndarray, wanted_type: int) -> list[int]:
+def allowed_types(rates: np.ndarray, wanted_type: int) -> list[int]:
     """GPU types a job can run on, fastest first; only `wanted_type` if one is asked for."""
     if wanted_type >= 0:
         return [wanted_type] if rates[wanted_type] > 0 else []

@@ -116,7 +116,9 @@ class Optimus(Policy):
     (worked out from who holds which GPU): on one node, or on the fewest nodes if larger, all
     of one GPU type (the fastest of the types the job can run on that has its count left and
     room for it: a job whose fastest type has GPUs left only scattered over its nodes goes to a
-    slower type with room, and the ranking then names each job's type to the placer). A
+    slower type with room, and the ranking then names each job's type to the placer). On a
+    cluster of several GPU types a job gets only counts it runs at on each type it can run on
+    (a placer picks the type by the count the job asked for). A
     running job whose new count would find no room keeps the GPUs it holds (no job is
     suspended, or preempted, for a resize that cannot happen); a waiting job gets the largest
     of its counts that finds room, taking extra GPUs back from other jobs if its first
@@ -238,6 +240,7 @@ class Optimus(Policy):
             models, batch = jobs.column("model")[idx], jobs.column("batch_size")[idx]
             for k, c in enumerate(counts.tolist()):
                 speed[idx, k] = ctx.profile.rates(models, batch, ctx.reference_gpu, c, c <= per_node)
+            _drop_counts_off_types(ctx, jobs, idx, speed, counts)
         # A job known by its duration runs only on the GPUs it asked for.
         rigid = np.flatnonzero(~profiled)
         at = np.minimum(np.searchsorted(counts, jobs.gpus[rigid]), len(counts) - 1)
@@ -383,3 +386,21 @@ class Optimus(Policy):
             gain = (saved + change * margin[:, None]) / step
             real = (saved + change * restart[:, None]) / step
         return np.where(larger, gain, -np.inf), np.where(larger, real, -np.inf)
+
+
+def _drop_counts_off_types(ctx: RoundContext, jobs: Active, idx: np.ndarray, speed: np.ndarray, counts: np.ndarray) -> None:
+    """Zero the speed (jobs `idx` of `jobs`, by count) at each count some GPU type the job may
+    be placed on (one it runs on at the count it asked for) cannot run it at: a placer picks a
+    type by the job's asked count, so a count only the reference type runs would make a plan
+    that cannot run (ResNet-50 at batch size 128 runs on a K80 only on one GPU)."""
+    per_node = ctx.cluster.max_gpus_per_node
+    rates = np.asarray(ctx.jobs.type_rates[jobs.rows[idx]])
+    models, batch = jobs.column("model")[idx], jobs.column("batch_size")[idx]
+    reference = ctx.profile.canonical_gpu_type(ctx.reference_gpu)
+    for t, name in enumerate(ctx.cluster.gpu_types):
+        on = np.flatnonzero(rates[:, t] > 0)
+        if not len(on) or ctx.profile.canonical_gpu_type(name) == reference:
+            continue  # (the reference type's rates are the speeds themselves)
+        for k, c in enumerate(counts.tolist()):
+            runs = ctx.profile.rates(models[on], batch[on], name, c, c <= per_node) > 0
+            speed[idx[on[~runs]], k] = 0.0

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from roundhouse.elements.placement.packing import choose_consolidated, pack_best_fit
+from roundhouse.elements.placement.selection import allowed_types
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.types import Plan, Ranking
@@ -25,7 +26,9 @@ class GavelPlacer(Element):
     node with the fewest free GPUs that holds it (best fit), else on as few nodes as possible;
     an entry that must be consolidated waits when no node has room. Both jobs of a pair get the
     same GPUs. Running jobs that are not kept are suspended. Unlike Consolidated, it never
-    preempts to make room and never backfills: the mechanism already chose what fits.
+    preempts to make room and never backfills: the mechanism already chose what fits. An entry
+    that names no type (a policy's ranking, not GavelRounds') takes, in ranking order, the
+    fastest type it can run on with its count free, else waits for its fastest.
 
     Ports:
         ranking: entries to run this round, each with a GPU type (from GavelRounds).
@@ -99,8 +102,9 @@ class GavelPlacer(Element):
         held = table.column("held")[rows]
         placed = table.column("placed_type")[rows]
         types = ranking.gpu_type if ranking.gpu_type is not None else np.where(held > 0, placed, -1)
-        if (types < 0).any():
-            types = np.where(types < 0, self._fastest_type(ctx, rows), types)
+        unnamed = types < 0
+        if unnamed.any():
+            types = np.where(unnamed, self._fastest_type(ctx, rows), types)
         keep = (held == want) & (placed == types) & (table.column("partner")[rows] == partner)
         if ranking.consolidate is not None and keep.any():
             keep &= ~ranking.consolidate | self._on_one_node(ctx, rows, keep)
@@ -117,6 +121,8 @@ class GavelPlacer(Element):
         if co is not None:
             available &= ~isin_rows(np.asarray(co), kept)
         todo = (~keep).nonzero()[0]
+        if len(cluster.gpu_types) > 1 and unnamed[todo].any():
+            types = self._types_with_room(ctx, rows, want, types, unnamed, todo, available)
         if cluster.max_gpus_per_node == 1:
             positions, counts, gpus = _on_one_gpu_servers(cluster, available, types, want, todo, ranking.consolidate)
         else:
@@ -150,6 +156,26 @@ class GavelPlacer(Element):
             suspend=suspend,
             launch_partner=mates if paired.any() else None,
         )
+
+    @staticmethod
+    def _types_with_room(ctx, rows, want, types, unnamed, todo, available) -> np.ndarray:
+        """The GPU type of each entry to place that names none (a policy's ranking, not
+        GavelRounds'): walking the ranking, the fastest type it can run on whose free GPUs not
+        yet taken by the entries above hold its count, else its fastest type (where it waits).
+        Without this, every such entry would wait for its fastest type while others stand idle."""
+        cluster = ctx.cluster
+        left = np.bincount(cluster.gpu_type[available], minlength=len(cluster.gpu_types)).tolist()
+        rates = ctx.jobs.type_rates[rows[todo]]
+        types = types.copy()
+        for k, i in enumerate(todo.tolist()):
+            g = int(want[i])
+            if unnamed[i]:
+                fits = [t for t in allowed_types(rates[k], -1) if g <= left[t]]
+                if fits:
+                    types[i] = fits[0]
+            if g <= left[types[i]]:
+                left[types[i]] -= g
+        return types
 
     @staticmethod
     def _fastest_type(ctx, rows: np.ndarray) -> np.ndarray:
