@@ -59,7 +59,7 @@ def assert_same_reports(off, on, path: str = "") -> None:
         ("gavel-las.sched", 40),
         ("dally.sched", 30),
         ("themis.sched", 150),
-        ("optimus.sched", 150),
+        ("optimus.sched", 96),  # (it first resizes at hour 61)
         ("blox-accept-1.2x.sched", 300),
     ],
 )
@@ -70,10 +70,11 @@ def test_graphs_give_the_same_times_with_and_without_skipping(name, hours):
 
 def test_las_skips_rounds_and_preempts_as_it_would(tmp_path):
     # Multi-GPU jobs at a load that makes LAS preempt: skipping must stop before each swap.
+    # (150 jobs: thousands of preemptions.)
     graph = tmp_path / "las.sched"
     graph.write_text(
         'round = 5min;\ncluster = "8x4:V100";\n'
-        "src :: PoissonSource(rate=3/h, jobs=400, seed=3);\n"
+        "src :: PoissonSource(rate=3/h, jobs=150, seed=3);\n"
         "src -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch -> m :: JobMetrics;\n"
     )
     off, on = run_both(graph)
@@ -87,7 +88,8 @@ def test_checkpoint_and_restore_costs_are_kept(tmp_path, policy):
     graph = tmp_path / "g.sched"
     graph.write_text(
         'round = 5min;\ncheckpoint = 20s;\nrestore = 45s;\ncluster = "4x4:V100";\n'
-        "src :: PoissonSource(rate=2/h, jobs=150, seed=1);\n"
+        # (60 jobs: each policy already preempts, LAS over a thousand times.)
+        "src :: PoissonSource(rate=2/h, jobs=60, seed=1);\n"
         f"src -> AcceptAll -> JobPool -> {policy} -> FirstFree -> Launch -> m :: JobMetrics;\n"
     )
     off, on = run_both(graph)
@@ -192,7 +194,7 @@ def test_tiresias_queues_pass_the_rounds_before_a_job_changes_queue(tmp_path, pr
     # knob waiting jobs are promoted back once they have waited twice as long as they ran.
     graph = tmp_path / "g.sched"
     graph.write_text(
-        'round = 5min;\ncluster = "4x4:V100";\nsrc :: PoissonSource(rate=2/h, jobs=150, seed=4);\n'
+        'round = 5min;\ncluster = "4x4:V100";\nsrc :: PoissonSource(rate=2/h, jobs=80, seed=4);\n'
         f"src -> AcceptAll -> JobPool -> order :: TiresiasLas(queues=3, thresholds=[1h, 8h]{promotion}) "
         "-> Consolidated -> Launch -> m :: JobMetrics;\n"
     )

@@ -345,7 +345,7 @@ SHIPPED = sorted(p.name for p in Path("graphs").glob("*.sched") if p.name != "li
 # after): the elastic graphs' rounds cost most (a search over every job's GPUs, ONES' predictor
 # refitted as jobs finish), and their jobs are resized (under ONES also preempted) from the
 # first rounds, so a shorter run still forks among such changes.
-ROUNDS = {"pollux.sched": (40, 20, ("resizes",)), "ones.sched": (60, 45, ("resizes", "preemptions"))}
+ROUNDS = {"pollux.sched": (20, 10, ("resizes",)), "ones.sched": (60, 45, ("resizes", "preemptions"))}
 
 
 def changes(sim: Simulation, columns: tuple[str, ...]) -> dict[str, int]:

@@ -191,3 +191,46 @@ def test_a_sweep_none_of_whose_listed_runs_is_stored_says_so_rather_than_that_no
     page = (tmp_path / "r.html").read_text()
     assert "No run of the sweep is in its results store: there is nothing to plot." in page
     assert "No run of the sweep finished" not in page
+
+
+# A record whose numbers are not what a run writes: a reason's number with a fraction (they are
+# whole numbers: a fraction was cut off without a word), a time that is not finite, and job ids
+# that are not whole numbers (job 3, held as 3.0, was said not to be there).
+
+
+def _of_job_1(value, column: str) -> pl.Expr:
+    return pl.when(pl.col("job_id") == 1).then(value).otherwise(pl.col(column).cast(pl.Float64)).alias(column)
+
+
+@pytest.mark.parametrize(
+    ("column", "said"),
+    [
+        (_of_job_1(2.5, "b"), "a record of job 1 has 2.5 (not a whole number) in column 'b'"),
+        (_of_job_1(-0.25, "a"), "a record of job 1 has -0.25 (not a whole number) in column 'a'"),
+        (_of_job_1(float("inf"), "t_s"), "a record of job 1 has inf (not a time) in column 't_s'"),
+        (_of_job_1(float("-inf"), "t_s"), "a record of job 1 has -inf (not a time) in column 't_s'"),
+    ],
+)
+def test_explain_refuses_a_number_no_run_writes_naming_the_job_and_column(run_folder, capsys, column, said):
+    _damage_record(run_folder, column)
+    err = fails(capsys, "explain", run_folder, 1)
+    assert str(run_folder / "explain.parquet") in err
+    assert said in err
+    # Another job's records are whole: its timeline is still printed.
+    assert main(["explain", str(run_folder), "0"]) == 0
+    assert "job 0:" in capsys.readouterr().out
+
+
+def test_explain_refuses_job_ids_that_are_not_whole_numbers_naming_the_column(run_folder, capsys):
+    _damage_record(run_folder, pl.col("job_id").cast(pl.Float64))
+    err = fails(capsys, "explain", run_folder, 3)
+    assert f"{run_folder / 'explain.parquet'}: column 'job_id' holds Float64, not whole numbers" in err
+    assert "no job '3'" not in err
+
+
+def test_a_record_with_whole_numbers_held_as_floats_reads_as_the_run_wrote_it(run_folder, capsys):
+    assert main(["explain", str(run_folder), "1"]) == 0
+    written = capsys.readouterr().out
+    _damage_record(run_folder, pl.col("a", "b", "c").cast(pl.Float64))
+    assert main(["explain", str(run_folder), "1"]) == 0
+    assert capsys.readouterr().out == written

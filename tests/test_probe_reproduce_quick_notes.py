@@ -1,5 +1,6 @@
 """The notes a quick reproduction prints describe the quick run: one workload, one seed, no
-ranges (a note that promised min-max in brackets beside rows without them misled the reader)."""
+ranges (a note that promised min-max in brackets beside rows without them misled the reader).
+(synergy-philly's quick run names its one seed: tests/test_synergy.py, which runs it.)"""
 
 from __future__ import annotations
 
@@ -17,10 +18,3 @@ def test_tiresias_sim_quick_promises_no_ranges_it_does_not_print(tmp_path):
     assert bracketed == []  # (one workload: no range)
     assert "min-max in brackets" not in ratios[0] and "(s)" not in ratios[0]
     assert ratios[0].startswith("Ratios: one generated workload (seed 0);")
-
-
-@pytest.mark.slow
-def test_synergy_philly_quick_names_its_one_seed(tmp_path):
-    report = load_all()["synergy-philly"].run(tmp_path, True)
-    first = report.notes[0]
-    assert "jobs/h, seed 0; all jobs measured (quick: one seed" in first

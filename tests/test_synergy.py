@@ -327,6 +327,9 @@ def test_reproduce_synergy_philly_quick(tmp_path, capsys):
     assert (folder / "jct_cdf.png").stat().st_size > 0
     out = capsys.readouterr().out
     assert "21.88 h" in out and "Synergy-Tune" in out
+    # Its first note describes the quick run: one seed, named.
+    notes = " ".join(out.split()).split("note: ")[1:]
+    assert "jobs/h, seed 0; all jobs measured (quick: one seed" in notes[0]
 
 
 LIVE_CLUSTER = """
