@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 import numpy as np
@@ -415,6 +415,9 @@ class LinkBandwidth(Element):
     """
 
     state = ("_seen",)
+    # On nodes of no known topology the links are unknown: `check` and `run` warn of it
+    # (tools/cluster_warnings.py), saying this.
+    without_topology: ClassVar[str] = "it will measure no launch"
 
     category = "sink"
     inputs = (In("events", Events, multi=True),)

@@ -4,7 +4,7 @@ round's boundary (a job arriving inside a round becomes visible at the next boun
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 import numpy as np
@@ -390,6 +390,9 @@ class LiveSource(Element):
     """
 
     state = ("_live", "_none")
+    # Its jobs come only from `roundhouse submit`: a simulation fed by nothing else is warned of
+    # (tools/useless_runs.py).
+    submitted_live: ClassVar[bool] = True
 
     category = "source"
     outputs = (Out("jobs", Jobs),)

@@ -12,11 +12,14 @@ import pytest
 from roundhouse.runtime.engine import StalledError, stall_message
 from roundhouse.runtime.types import Ranking
 
-# A model that runs on one V100, or on eight K80s and nothing less: Optimus (its speeds read on
-# the reference type, K80) can only ask eight GPUs for it, which no type of the cluster holds.
+# A model that runs on one or eight V100s, or on eight K80s and nothing less: Optimus (its speeds
+# read on the reference type, K80, and offering only counts every type the job may land on runs)
+# can only ask eight GPUs for it, which no type of the cluster holds.
 EIGHT_K80_PROFILE = """model,batch_size,gpu_type,gpus,placement,iters_per_s
 Big,32,V100,1,consolidated,10.0
 Big,32,V100,1,spread,10.0
+Big,32,V100,8,consolidated,50.0
+Big,32,V100,8,spread,50.0
 Big,32,K80,8,consolidated,40.0
 Big,32,K80,8,spread,40.0
 """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +18,7 @@ from roundhouse.runtime.values import format_duration
 from roundhouse.tools.common import add_overrides, seconds
 from roundhouse.tools.live_run import add_live_options, refuse_live_only, run_live
 from roundhouse.tools.results import compile_with_overrides, print_summary, write_results
+from roundhouse.tools.useless_runs import live_only_warnings
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -64,6 +66,9 @@ def run(args) -> int:
     refuse_live_only(args)
     until = seconds(args.until, "--until", endless=True)
     graph = compile_with_overrides(args)
+    if not args.quiet:  # (a simulation, known only here: `check` cannot tell whether the graph is to be served live)
+        for warning in live_only_warnings(graph):
+            print(warning, file=sys.stderr)
     cluster = load_cluster(graph, args.cluster)
     created = _first_missing(args.out) if args.out is not None else None
     out = results_folder(args.out, "--out", "run") if args.out is not None else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import sys
 
-from roundhouse.tools.useless_runs import warning_inputs, warnings_before_run
+from roundhouse.tools.useless_runs import live_only_warnings, warning_inputs, warnings_before_run
 
 # The most points a warning names one by one (a grid's points that no shorter phrase covers).
 NAMED_AT_MOST = 10
@@ -29,7 +29,8 @@ class SweepWarnings:
         key = warning_inputs(graph)
         warnings = self._by_inputs.get(key)
         if warnings is None:
-            warnings = self._by_inputs[key] = warnings_before_run(graph, self._cluster)
+            # (a sweep's runs are simulated: a graph fed only live is warned of, as `run` warns of it)
+            warnings = self._by_inputs[key] = warnings_before_run(graph, self._cluster) + live_only_warnings(graph)
         for name, value in labels.items():
             self._values.setdefault(name, {})[str(value)] = None
         for warning in warnings:

@@ -1,9 +1,12 @@
 """Graphs that pass every check yet would run to no use: a sink whose `track` range names none of
 the jobs the sources bring (it measures nothing), a Pollux given jobs of no application of the
-elastic profile (it never starts them), or one of Dally's elements on a cluster without network
-tiers (its network awareness gains nothing). `check` and `run` warn of them before the run, from
-what the sources can tell before they start (a trace's jobs, a generator's ids; a live source's
-jobs are not known ahead, and no warning is given for them); the run's end says what came of them."""
+elastic profile, or no profile at all (it never starts them), one of Dally's elements on a
+cluster without network tiers (its network awareness gains nothing), an intra-node bandwidth
+element on nodes of no known topology (it measures nothing, or places as Consolidated), or a
+simulation whose only sources take jobs submitted live (nobody submits: it ends at once).
+`check` and `run` warn of them before the run, from what the sources can tell before they start
+(a trace's jobs, a generator's ids; a live source's jobs are not known ahead); the last only
+`run` and `sweep`, which know the run is simulated. The run's end says what came of them."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import numpy as np
 
 from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.values import IdRange
+from roundhouse.tools.cluster_warnings import at, by_links, tier_warnings, topology_warnings
 from roundhouse.traces.jobs import PENDING
 
 # What a graph gives for Pollux to start its jobs, as the warnings and notes say it.
@@ -50,7 +54,7 @@ def warnings_before_run(graph, cluster=None) -> list[str]:
     is given (`--cluster`: a spec or a `Cluster`), else None for the graph's own setting."""
     from roundhouse.runtime.simulate import load_elastic
 
-    warnings = tier_warnings(graph, cluster)
+    warnings = tier_warnings(graph, cluster) + topology_warnings(graph, cluster)
     sources = [el for el in graph.elements.values() if el.category == "source"]
     try:
         elastic = load_elastic(graph)
@@ -63,7 +67,7 @@ def warnings_before_run(graph, cluster=None) -> list[str]:
             track = tracked_range(el)
             if track is not None and len(ids) and not ((ids >= track.start) & (ids < track.stop)).any():
                 warnings.append(
-                    f"{_at(el)}warning: element '{name}' ({type(el).__name__}): {_in_range(track)} names none of the "
+                    f"{at(el)}warning: element '{name}' ({type(el).__name__}): {_in_range(track)} names none of the "
                     f"{len(ids):,} jobs the graph's sources bring ({describe_ids(ids)}): it will measure no job "
                     "(give a range of their ids, or leave track out to measure every job)"
                 )
@@ -72,30 +76,32 @@ def warnings_before_run(graph, cluster=None) -> list[str]:
     for name, el in graph.elements.items():
         if getattr(type(el), "elastic_only", False) and with_models:
             warnings += _elastic_warning(name, el, elastic, with_models, everyone)
+        elif getattr(type(el), "elastic_only", False) and elastic is None:  # (no job's model known ahead)
+            warnings.append(
+                f"{_elastic_head(name, el)} names an application of the graph's elastic_profile, and the "
+                f"graph sets none: it will never start any job: {_GIVE_PROFILE}"
+            )
     return warnings
 
 
-def tier_warnings(graph, cluster=None) -> list[str]:
-    """The warning for each element built for network tiers (`needs_tiers`: Dally's) on a
-    cluster that has none, where no job is slowed by where it runs. None when the cluster
-    cannot be loaded (or none is named): the run says what is wrong."""
-    from roundhouse.runtime.simulate import load_cluster
-
-    needing = [(name, el) for name, el in graph.elements.items() if getattr(type(el), "needs_tiers", False)]
-    if not needing:
+def live_only_warnings(graph) -> list[str]:
+    """For a simulated run (`run` without --live, `sweep`): the warning for a graph whose only
+    sources take jobs submitted live. Nobody can submit to a simulation: it ends after its
+    first round with no job. Not for `check`, which cannot tell whether the graph is to be
+    served live."""
+    sources = [(name, el) for name, el in graph.elements.items() if el.category == "source"]
+    if not sources or not all(getattr(type(el), "submitted_live", False) for _, el in sources):
         return []
-    try:
-        cluster = load_cluster(graph, cluster)
-    except RoundhouseError:
-        return []
-    if cluster.tiers is not None:
-        return []
+    name, el = sources[0]
+    named = (
+        f"element '{name}' ({type(el).__name__}) brings"
+        if len(sources) == 1
+        else (f"elements {', '.join(repr(n) for n, _ in sources)} bring")
+    )
     return [
-        f"{_at(el)}warning: element '{name}' ({type(el).__name__}) works by network tiers, and the cluster "
-        f"({cluster.describe()}) has no network tiers: no job is slowed by where it runs, so what it does by machines, "
-        "racks and the network (delay timers, network sensitivity, consolidating network-heavy models) gains nothing "
-        '(give cluster = "dally:N", Dally\'s racks with their tiers, or a cluster spec file with a [tiers] table)'
-        for name, el in needing
+        f"{at(el)}warning: {named} only jobs submitted live with `roundhouse submit`, and the graph has no other "
+        "source: nobody can submit jobs in a simulation, so it ends after its first round with no job: run it live "
+        "(`roundhouse serve`, docs/live.md) or add a TraceSource"
     ]
 
 
@@ -113,7 +119,7 @@ def _elastic_warning(name: str, el, elastic, frames: list, everyone: bool) -> li
     if not outside.height:
         return []
     brought = f"{jobs.height:,} jobs " + ("the graph's sources bring" if everyone else "its sources tell of before the run")
-    head = f"{_at(el)}warning: element '{name}' ({type(el).__name__}) starts only elastic jobs, those whose model (the 'model' column)"
+    head = _elastic_head(name, el)
     if elastic is None:
         return [
             f"{head} names an application of the graph's elastic_profile, and the graph sets none: it will never start "
@@ -128,10 +134,8 @@ def _elastic_warning(name: str, el, elastic, frames: list, everyone: bool) -> li
     ]
 
 
-def _at(el) -> str:
-    """How a warning about an element starts: at its declaration, when it has one."""
-    where = getattr(el, "declared_at", None)
-    return f"{where}: " if where is not None else ""
+def _elastic_head(name: str, el) -> str:
+    return f"{at(el)}warning: element '{name}' ({type(el).__name__}) starts only elastic jobs, those whose model (the 'model' column)"
 
 
 def warning_inputs(graph) -> tuple:
@@ -143,9 +147,9 @@ def warning_inputs(graph) -> tuple:
         if el.category == "source" or tracked_range(el) is not None or getattr(type(el), "elastic_only", False)
     ]
     profile = graph.settings.elastic_profile
-    # (the cluster setting, where an element needs network tiers: a --vary of it changes them)
-    tiers = any(getattr(type(el), "needs_tiers", False) for el in graph.elements.values())
-    cluster = (str(graph.settings.cluster), str(graph.setting_locations.get("cluster"))) if tiers else None
+    # (the cluster setting, where an element needs network tiers or a node topology: a --vary of it changes them)
+    by_cluster = any(getattr(type(el), "needs_tiers", False) or by_links(el) is not None for el in graph.elements.values())
+    cluster = (str(graph.settings.cluster), str(graph.setting_locations.get("cluster"))) if by_cluster else None
     return (
         tuple(read),
         None if profile is None else str(profile),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from itertools import chain, combinations
 from math import comb
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 import numpy as np
@@ -96,6 +96,9 @@ class BandwidthAwareIntraNode(_IntraNode):
     See also: RandomIntraNode, Consolidated, LinkBandwidth
     Paper: Blox (EuroSys'24) §5.3 and Table 4 (after Blink, MLSys'20).
     """
+
+    # On nodes of no known topology: warned of (tools/cluster_warnings.py), saying this.
+    without_topology: ClassVar[str] = "every set of a node's GPUs scores alike, so it places as Consolidated does"
 
     state = ()
 
