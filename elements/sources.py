@@ -182,6 +182,14 @@ def _numbered(start_id: int, jobs: int, models: str) -> pl.DataFrame:
     return ids.with_columns(model=pl.lit(None, dtype=pl.String)) if models == "none" else ids
 
 
+def _drawn_from(models: str) -> tuple[str, ...]:
+    """The names a generator's `models` draws from (`check` and `run` warn of a Pollux none of
+    them is an application for): Blox's models, or none."""
+    from roundhouse.traces.generators import BLOX_MODELS
+
+    return BLOX_MODELS if models == "blox" else ()
+
+
 def _too_slow(jobs: int, rate) -> str:
     """Why a rate is too slow for `jobs` Poisson arrivals ("" if it is not): on average they
     would span more than a century, which no trace's arrival times may. (Compared as a product:
@@ -269,6 +277,10 @@ class PoissonSource(_Replay):
     def jobs_ahead(self, elastic=None) -> pl.DataFrame:
         """Its jobs' ids (and models, with `models=none`), known before it starts (`_numbered`)."""
         return _numbered(self.start_id, self.jobs, self.models)
+
+    def models_drawn(self) -> tuple[str, ...]:
+        """The model names its jobs are drawn from, known before it starts (`_drawn_from`)."""
+        return _drawn_from(self.models)
 
 
 @element
@@ -364,6 +376,10 @@ class BurstSource(_Replay):
     def jobs_ahead(self, elastic=None) -> pl.DataFrame:
         """Its jobs' ids (and models, with `models=none`), known before it starts (`_numbered`)."""
         return _numbered(self.start_id, self.jobs * self.bursts, self.models)
+
+    def models_drawn(self) -> tuple[str, ...]:
+        """The model names its jobs are drawn from, known before it starts (`_drawn_from`)."""
+        return _drawn_from(self.models)
 
 
 @element
@@ -466,3 +482,7 @@ class CostWorkload(_Replay):
     def jobs_ahead(self, elastic=None) -> pl.DataFrame:
         """Its jobs' ids, known before it starts (each one's model is drawn then)."""
         return _numbered(self.start_id, self.jobs, "drawn")
+
+    def models_drawn(self) -> tuple[str, ...]:
+        """The model names its jobs are drawn from (Gavel's cost workload: two)."""
+        return ("ResNet-50", "A3C")

@@ -80,6 +80,23 @@ def test_pollux_with_jobs_of_known_models_keeps_its_one_warning(tmp_path):
     assert len(said) == 1 and "it will never start any of the 6 jobs the graph's sources bring" in said[0]
 
 
+_DRAWN = "draws its jobs' models from ResNet-18, CycleGAN, ResNet-50, LSTM, Recoder, Transformer, A3C, none of which is one"
+
+
+def test_pollux_with_a_profile_none_of_whose_applications_a_generator_draws_is_warned_of(tmp_path, capsys):
+    graph = _write(tmp_path, POLLUX.format(profile='\nelastic_profile = "pollux";'))
+    assert main(["check", str(graph)]) == 0
+    said = _lines(capsys.readouterr().err, _DRAWN)
+    assert len(said) == 1 and "element 'sched' (Pollux)" in said[0] and "source 'arrivals' (PoissonSource)" in said[0]
+    # A generator of no models draws none: its jobs, known ahead to have no model, are warned of
+    # by the warning that counts them, not by this one.
+    plain = compile_with_trace(
+        _write(tmp_path, POLLUX.format(profile='\nelastic_profile = "pollux";').replace(", models=blox", ""), "n.sched"), [], None
+    )
+    said = warnings_before_run(plain)
+    assert not _lines("\n".join(said), "draws its jobs' models") and len([w for w in said if "(Pollux)" in w]) == 1
+
+
 # --- the intra-node bandwidth elements on nodes without a known topology ---
 
 _NO_TOPOLOGY = "no node topology"

@@ -81,7 +81,27 @@ def warnings_before_run(graph, cluster=None) -> list[str]:
                 f"{_elastic_head(name, el)} names an application of the graph's elastic_profile, and the "
                 f"graph sets none: it will never start any job: {_GIVE_PROFILE}"
             )
+        if getattr(type(el), "elastic_only", False) and elastic is not None:
+            warnings += _drawn_warnings(name, el, elastic, graph)
     return warnings
+
+
+def _drawn_warnings(name: str, el, elastic, graph) -> list[str]:
+    """The warning for an element that starts only elastic jobs, of each generator whose jobs'
+    models are drawn from names none of which is an application of the elastic profile: their
+    models are not known before the run, but the names they are drawn from are."""
+    out = []
+    for source_name, source in graph.elements.items():
+        drawn = source.models_drawn() if source.category == "source" and hasattr(source, "models_drawn") else ()
+        if drawn and not any(elastic.row(m) >= 0 for m in drawn):
+            apps = ", ".join(a.name for a in elastic.apps)
+            out.append(
+                f"{_elastic_head(name, el)} names an application of elastic profile {elastic.origin!r} ({apps}): "
+                f"source '{source_name}' ({type(source).__name__}) draws its jobs' models from {', '.join(drawn)}, none "
+                "of which is one, so it will never start them: a run left with only those stalls (give an elastic "
+                "source, such as a TraceSource of Pollux's workload, or an elastic_profile with those models)"
+            )
+    return out
 
 
 def live_only_warnings(graph) -> list[str]:
