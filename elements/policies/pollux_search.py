@@ -59,7 +59,10 @@ def _sums(a: np.ndarray) -> np.ndarray:
 
 def _taken(states: np.ndarray) -> np.ndarray:
     """(P, K) GPUs taken on each machine in each candidate of a (P, J, K) population, as
-    `_sums` takes them (over the jobs' axis)."""
+    `_sums` takes them (over the jobs' axis); of a single job, a view of its row (the same
+    counts, in the population's own type)."""
+    if states.shape[1] == 1:
+        return states[:, 0]
     return _ones(states.shape[1]) @ states.astype(np.float64)
 
 
@@ -98,14 +101,17 @@ def scorer(table: np.ndarray, base: np.ndarray, factor: np.ndarray, scale: float
     terms = (np.log(both + 1e-3) if p == 0 else (both + 1e-3) ** p).ravel()
     offset = np.arange(n) * size
     stride = table.shape[2]
+    ones = _ones(base.shape[-1])
 
     def evaluate(states: np.ndarray) -> np.ndarray:
         if n == 0:
             return np.zeros(len(states))
-        k, r = counts(states)
-        moved = _sums(states != base[None]) > 0
-        v = terms[offset + k * stride + r + moved * (n * size)]
-        return np.exp(v.mean(axis=-1)) if p == 0 else v.mean(axis=-1) ** (1.0 / p)
+        # Each job's machines and GPUs as one index of its term: machines x stride + GPUs.
+        at = (((states != 0).astype(np.float64) @ ones) * stride + states.astype(np.float64) @ ones).astype(np.int64)
+        moved = (states != base).astype(np.float64) @ ones > 0
+        v = terms.take(at + offset + moved * (n * size))
+        mean = np.add.reduce(v, axis=-1) / n  # what `mean` does, without its checks
+        return np.exp(mean) if p == 0 else mean ** (1.0 / p)
 
     return evaluate
 
@@ -142,30 +148,30 @@ def mutate(states: np.ndarray, rng: np.random.Generator, base: np.ndarray, capac
     p, j, k = states.shape
     f32 = np.float32
     reset = rng.random((p, j), dtype=f32) < 0.1
-    out = np.where(reset[..., None], base, states)  # a fresh array, as `flat` below needs
-    picked = rng.random((p, j), dtype=f32) < 0.1
-    n_picked = np.count_nonzero(picked)
-    if n_picked:
-        out[picked] *= rng.random((n_picked, k), dtype=f32) >= 0.1
-    used = _taken(out)
-    room = used < capacity  # machines with a GPU free
+    out = states.astype(np.result_type(states, base))  # a fresh array, as `flat` below needs
+    np.copyto(out, base, where=reset[..., None])
+    picked = np.flatnonzero(rng.random((p, j), dtype=f32) < 0.1)
+    if len(picked):
+        out.reshape(p * j, k)[picked] *= rng.random((len(picked), k), dtype=f32) >= 0.1
+    room = _taken(out) < capacity  # machines with a GPU free
     # Growth's chance is prob1 + prob2 - prob1 * prob2, both normalised over the jobs' axis as
     # Pollux's `_mutation` does it on its (P, J, K) states (`mask.sum(axis=1)`): prob1 is
     # 1 / J on a machine with room (every job fits on it: one GPU a replica) and 0 on a full
     # one; prob2 is 1 / (the jobs on that machine) where the job is on a machine with room,
     # and 0 elsewhere (the chance is prob1 there, exactly).
-    prob1 = (room / max(j, 1)).astype(f32)
-    on = (out > 0) & room[:, None, :]
-    chance = np.repeat(prob1[:, None, :], j, axis=1)
-    where = np.flatnonzero(on)
-    p1 = chance.reshape(-1)[where]
-    machine = (where // (j * k)) * k + where % k  # each entry's (candidate, machine), flat
-    p2 = f32(1) / _taken(on).reshape(-1)[machine].astype(f32)
-    chance.reshape(-1)[where] = p1 + p2 - p1 * p2
-    grow = np.flatnonzero(rng.random(out.shape, dtype=f32) < chance)
+    if j == 1:  # a lone job's chance is 1 where there is room (1 / 1 + 1 - 1), 0 elsewhere
+        rng.random(out.shape, dtype=f32)  # every draw is below 1: drawn only to keep the stream
+        grow = np.flatnonzero(room)
+    else:
+        p1 = f32(1 / max(j, 1))
+        on = (out > 0) & room[:, None, :]
+        p2 = f32(1) / np.maximum(_taken(on), 1).astype(f32)  # (P, K); where no job is on, unused
+        chance = np.where(on, (p1 + p2 - p1 * p2)[:, None, :], (room * p1)[:, None, :])
+        grow = np.flatnonzero(rng.random(out.shape, dtype=f32) < chance)
     flat = out.reshape(-1)  # a view: `out` is a fresh contiguous array
     now, top = flat[grow], capacity[grow % k]
-    flat[grow] = now + np.floor(rng.random(len(now)) * (top - now + 1)).astype(out.dtype)
+    # Growth happens only on machines with room, so top - now + 1 > 0: truncation is the floor.
+    flat[grow] = now + (rng.random(len(now)) * (top - now + 1)).astype(out.dtype)
     return out
 
 
@@ -186,19 +192,19 @@ def repair(
     over = _sums(out) > max_replicas[None, :]
     if k > MAX_NODES:
         over |= _sums(out != 0) > MAX_NODES
-    if over.any():
-        rows = out[over]
+    where = np.flatnonzero(over)  # (candidate, job) pairs, flat
+    if len(where):
+        grid = out.reshape(-1, k)  # a view: `out` is a fresh contiguous array
+        rows = grid[where]
         shuffle = np.argsort(rng.random(rows.shape), axis=-1)
         at = (shuffle + (np.arange(len(rows)) * k)[:, None]).ravel()
-        taken = np.minimum(
-            np.cumsum(rows.reshape(-1)[at].reshape(rows.shape), axis=-1, dtype=np.int16), max_replicas[np.nonzero(over)[1], None]
-        )
-        r = taken.copy()
-        r[:, 1:] -= taken[:, :-1]
+        flat = rows.reshape(-1)
+        r = np.minimum(np.cumsum(flat[at].reshape(rows.shape), axis=-1, dtype=np.int16), max_replicas[where % n_jobs, None])
+        r[:, 1:] -= r[:, :-1].copy()
         if k > MAX_NODES:
             r[np.cumsum(r > 0, axis=-1) > MAX_NODES] = 0
-        rows.reshape(-1)[at] = r.reshape(-1)
-        out[over] = rows
+        flat[at] = r.reshape(-1)
+        grid[where] = rows
     # Machines' sizes: jobs in order take what is left.
     past = _taken(out) > capacity
     if past.any():  # running totals over jobs, jobs first: (J, candidates, K)
