@@ -284,9 +284,10 @@ class Synthesizer(Element):
         switches: times the combination changed.
         simulated: look-ahead simulations run.
         choice: index of the combination running now.
-    Cost: O(1) between decisions; at a decision, forking the world (O(J) over the job table)
-    plus one look-ahead simulation per combination over the horizon, spread over `workers`
-    (combinations whose gates have nothing to admit before the horizon: one for all).
+    Cost: O(1) between decisions; at a decision, O(J) over the job table to find whether a job
+    waits or arrives, and if one does, forking the world (O(J)) plus one look-ahead simulation
+    per combination over the horizon, spread over `workers` (combinations whose gates have
+    nothing to admit before the horizon: one for all); if none does, nothing more.
     See also: ChooseAdmission, ChoosePolicy
     Paper: Blox (EuroSys'24) §5.2 and Appendix A, the automatic scheduler synthesizer.
     """
@@ -367,10 +368,13 @@ class Synthesizer(Element):
         recorded so far: the look-aheads' copies of this synthesizer are frozen and report
         nothing, and copied into each of them the records made a decision cost more the longer
         the run had gone."""
+        from roundhouse.runtime.lookahead import only_if_busy
+
         kept = self._choices, self._decisions
         self._choices, self._decisions = [], []
         try:
-            return ctx.fork()
+            with only_if_busy():  # (a quiet round simulates nothing: no copy of the run)
+                return ctx.fork()
         finally:
             self._choices, self._decisions = kept
 

@@ -10,17 +10,22 @@ in the system would see. A fork of a live run is made the same way, its live bac
 out: the copy simulates the live world's books with the simulator.
 
 A pool's processes are sent the fork as bytes (`pack`), to run several candidates at once.
+
+A fork costs about as much as a short look-ahead: a caller that runs nothing in a quiet round
+(`Fork.quiet`) asks for it inside `only_if_busy()`, and no copy is made then.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
 
-from roundhouse.runtime.snapshot import ForkError, Packed, fork_engine, pack, unforkable_elements
+from roundhouse.runtime.snapshot import ForkError, Packed, check_states, fork_engine, pack, unforkable_elements
 from roundhouse.traces.jobs import FINISHED, PENDING
 
 if TYPE_CHECKING:
@@ -44,11 +49,26 @@ class Outlook:
     waiting: int
 
 
+# Set inside `only_if_busy`: a fork asked for in a quiet round is not made (`Fork.of`).
+_ONLY_IF_BUSY: contextvars.ContextVar[bool] = contextvars.ContextVar("only_if_busy", default=False)
+
+
+@contextlib.contextmanager
+def only_if_busy() -> Iterator[None]:
+    """Forks asked for inside are made only in rounds that are not quiet (`Fork.quiet`): a
+    caller that simulates nothing in a quiet round (the synthesizer) need not pay for a copy."""
+    token = _ONLY_IF_BUSY.set(True)
+    try:
+        yield
+    finally:
+        _ONLY_IF_BUSY.reset(token)
+
+
 class Fork:
     """The state at the start of round `round_index` (time `now`): a fork of the engine
     (runtime/snapshot.py's `fork_engine`) that is never run itself; each `run` runs a copy."""
 
-    def __init__(self, base: Engine, now: float, round_index: int, quiet: bool, arriving: bool):
+    def __init__(self, base: Engine | None, now: float, round_index: int, quiet: bool, arriving: bool):
         self.base: Engine | None = base
         self._packed: Packed | None = None
         self.now = now
@@ -61,9 +81,15 @@ class Fork:
     def packed(self) -> Packed:
         """The fork as bytes (what a pool's process is sent)."""
         if self._packed is None:
-            assert self.base is not None
-            self._packed = pack(self.base)
+            self._packed = pack(self._base())
         return self._packed
+
+    def _base(self) -> Engine:
+        if self.base is None:
+            raise ForkError(
+                f"the fork of round {self.round_index} cannot be run: it was not made (a quiet round, asked for only if busy)"
+            )
+        return self.base
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "base": None, "_packed": self.packed()}
@@ -76,7 +102,11 @@ class Fork:
         waiting = np.count_nonzero(engine.world.jobs.column("status") == PENDING)
         submitted = ctx.events.submitted is not None and ctx.events.submitted.height > 0  # (live)
         arriving = submitted or any(t <= ctx.now + 1e-9 for t in due)
-        return cls(fork_engine(engine, ctx.now), ctx.now, ctx.round_index, not waiting and not arriving, arriving)
+        quiet = not waiting and not arriving
+        if quiet and _ONLY_IF_BUSY.get():
+            check_states(engine.graph)  # (what forking it would refuse)
+            return cls(None, ctx.now, ctx.round_index, quiet, arriving)
+        return cls(fork_engine(engine, ctx.now), ctx.now, ctx.round_index, quiet, arriving)
 
     def run(self, horizon_s: float, adjust: Callable[[CompiledGraph], None] | None = None) -> Outlook:
         """Simulate from the round's start to `now + horizon_s` (or until every job in the

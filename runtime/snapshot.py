@@ -54,6 +54,7 @@ import numpy as np
 
 from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.element import Element
+from roundhouse.runtime.state_copies import deep_copy
 from roundhouse.traces.jobs import JobReader
 
 if TYPE_CHECKING:
@@ -170,6 +171,13 @@ def _element_state(el: Element) -> dict[str, Any]:
     if why is not None:
         raise ForkError(f"element '{el.name}' ({cls.__name__}) cannot be forked: {why}")
     return {name: held[name] for name in (*(cls.state or ()), *cls.fixed, "counters") if name in held}
+
+
+def check_states(graph: CompiledGraph) -> None:
+    """A ForkError if an element holds what a fork would refuse (as `fork_engine` does), for a
+    fork not made: a synthesizer's quiet decisions report it as its busy ones do."""
+    for el in graph.elements.values():
+        _element_state(el)
 
 
 # --- forking in memory -------------------------------------------------------------------------
@@ -345,7 +353,7 @@ def _copy_state(name: str, cls: type[Element], attr: str, value: object, memo: d
     """A copy of one attribute of an element's state; a ForkError naming the element, its class
     and the attribute if it holds what cannot be copied (a lock, an open file)."""
     try:
-        return copy.deepcopy(value, memo)
+        return deep_copy(value, memo)
     except Exception as err:
         raise ForkError(
             f"element '{name}' ({cls.__name__}) cannot be forked: its state attribute {attr} holds what cannot "
