@@ -134,6 +134,7 @@ def test_every_sink_with_a_track_range_is_warned_of(tmp_path, capsys):
 
 
 def test_the_warnings_read_the_trace_once_and_quiet_runs_print_none(tmp_path, capsys, monkeypatch):
+    readonce.clear()  # (what an earlier test in this process left kept is not this test's)
     reads = []
     real = readonce._read
     monkeypatch.setattr(readonce, "_read", lambda *a: reads.append(a) or real(*a))
