@@ -12,16 +12,9 @@ def tier_warnings(graph, cluster=None) -> list[str]:
     """The warning for each element built for network tiers (`needs_tiers`: Dally's) on a
     cluster that has none, where no job is slowed by where it runs. None when the cluster
     cannot be loaded (or none is named): the run says what is wrong."""
-    from roundhouse.runtime.simulate import load_cluster
-
     needing = [(name, el) for name, el in graph.elements.items() if getattr(type(el), "needs_tiers", False)]
-    if not needing:
-        return []
-    try:
-        cluster = load_cluster(graph, cluster)
-    except RoundhouseError:
-        return []
-    if cluster.tiers is not None:
+    cluster = _loaded(graph, cluster) if needing else None
+    if cluster is None or cluster.tiers is not None:
         return []
     return [
         f"{at(el)}warning: element '{name}' ({type(el).__name__}) works by network tiers, and the cluster "
@@ -36,16 +29,9 @@ def topology_warnings(graph, cluster=None) -> list[str]:
     """The warning for each element that works by the links between a node's GPUs (measuring
     them, or choosing GPUs by them) on a cluster none of whose nodes has a known topology. None
     when the cluster cannot be loaded (or none is named), as `tier_warnings`."""
-    from roundhouse.runtime.simulate import load_cluster
-
     needing = [(name, el, what) for name, el in graph.elements.items() if (what := by_links(el)) is not None]
-    if not needing:
-        return []
-    try:
-        cluster = load_cluster(graph, cluster)
-    except RoundhouseError:
-        return []
-    if any(group.topology for group in cluster.spec.groups):
+    cluster = _loaded(graph, cluster) if needing else None
+    if cluster is None or any(group.topology for group in cluster.spec.groups):
         return []
     return [
         f"{at(el)}warning: element '{name}' ({type(el).__name__}) works by the links between a node's GPUs, and the "
@@ -53,6 +39,17 @@ def topology_warnings(graph, cluster=None) -> list[str]:
         f"({_give_topology(cluster)}; docs/clusters.md)"
         for name, el, what in needing
     ]
+
+
+def _loaded(graph, cluster):
+    """The run's cluster (`cluster` given, else the graph's setting), or None when it cannot be
+    loaded: the run says what is wrong."""
+    from roundhouse.runtime.simulate import load_cluster
+
+    try:
+        return load_cluster(graph, cluster)
+    except RoundhouseError:
+        return None
 
 
 def by_links(el) -> str | None:
