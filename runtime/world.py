@@ -84,8 +84,10 @@ class World:
         self.unfinished = 0
         self.first_arrival_s = np.inf
         self.last_finish_s = 0.0
-        # Models the throughput profile does not know, among the jobs' (for the run's notes).
-        self.unknown_models: set[str] = set()
+        # Models the throughput profile does not know, among the jobs' (for the run's notes), in
+        # name order: a set's order follows the process's string hashes, and would make a loaded
+        # run's snapshot differ from the run's.
+        self.unknown_models: tuple[str, ...] = ()
         # Epochs of progress a job loses per doubling of its batch size beyond twice in one resize
         # (runtime/resizing.py).
         self.batch_jump_penalty = 0.0
@@ -154,7 +156,8 @@ class World:
         batch, unknown = prepare_jobs(
             trace, model, self.reference_gpu, self.cluster.n_gpus, origin, getattr(self, "reference_at", None)
         )
-        self.unknown_models |= unknown  # (the run's summary names them)
+        if not unknown.issubset(self.unknown_models):  # (the run's summary names them)
+            self.unknown_models = tuple(sorted(unknown.union(self.unknown_models)))
         return batch, unknown
 
     # --- jobs that stop running: completed, failed, suspended or requeued ---

@@ -42,7 +42,7 @@ def deep_copy(world: World, memo: dict) -> World:
         state["explain"] = memo[id(world.explain)] = world.explain.copy()
     # The progress log goes with its readers, which the elements' state names (same memo).
     state["progress_log"] = copy.deepcopy(world.progress_log, memo)
-    set_state(new, {**state, "jobs": copy.deepcopy(world.jobs, memo), "unknown_models": set(world.unknown_models)})
+    set_state(new, {**state, "jobs": copy.deepcopy(world.jobs, memo)})
     return new
 
 

@@ -202,7 +202,7 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
         console.print(note, markup=False, highlight=False)
     if result.world.unknown_models:
         console.print(
-            "note: models not in the profile progress at one unit per second: " + ", ".join(sorted(result.world.unknown_models))
+            "note: models not in the profile progress at one unit per second: " + ", ".join(result.world.unknown_models)
         )
 
 
