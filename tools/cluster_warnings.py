@@ -1,7 +1,10 @@
-"""Elements that work by something a cluster may lack, on a cluster that lacks it: Dally's by
-network tiers (no job is slowed by where it runs), the intra-node bandwidth elements by a node
-topology (the links between a node's GPUs are unknown). Warned of before a run, with what the
-cluster needs (tools/useless_runs.py gathers them with the other warnings)."""
+"""Elements at odds with the run's cluster. Those that work by something a cluster may lack, on
+a cluster that lacks it: Dally's by network tiers (no job is slowed by where it runs), the
+intra-node bandwidth elements by a node topology (the links between a node's GPUs are unknown).
+And placers that do not weigh what each job gains from one GPU type over another, on a cluster
+of several types on which the jobs' models run at different speeds. Warned of before a run, with
+what the cluster needs or what to use instead (tools/useless_runs.py gathers them with the other
+warnings)."""
 
 from __future__ import annotations
 
@@ -39,6 +42,78 @@ def topology_warnings(graph, cluster=None) -> list[str]:
         f"({_give_topology(cluster)}; docs/clusters.md)"
         for name, el, what in needing
     ]
+
+
+def heterogeneity_warnings(graph, cluster=None) -> list[str]:
+    """The warning for each placer that places jobs without weighing what each gains from one
+    GPU type over another (its class's `heterogeneity_agnostic`), on a cluster of several GPU
+    types on which the profile's throughputs differ for a model the graph's jobs may have. None
+    when the cluster or the profile cannot be loaded (the run says what is wrong), as
+    `tier_warnings`, or when no job's model is known to differ."""
+    agnostic = [(name, el, what) for name, el in graph.elements.items() if (what := by_type_alike(el)) is not None]
+    cluster = _loaded(graph, cluster) if agnostic else None
+    if cluster is None or len(cluster.gpu_types) < 2:
+        return []
+    from roundhouse.runtime.simulate import load_profile
+
+    try:
+        differs = _differing_model(load_profile(graph), _models_ahead(graph), cluster.gpu_types)
+    except RoundhouseError:
+        return []
+    if differs is None:
+        return []
+    types = ", ".join(cluster.gpu_types)
+    return [
+        f"{at(el)}warning: element '{name}' ({type(el).__name__}) places jobs without weighing what each gains from "
+        f"one GPU type over another, and the cluster ({cluster.describe()}) has GPU types {types}, on which the "
+        f"profile's throughputs differ ({differs}): {what} (for placement by each job's throughput on each type, "
+        "use GavelPlacer after one of Gavel's policies and GavelRounds, as graphs/gavel-las.sched does)"
+        for name, el, what in agnostic
+    ]
+
+
+def by_type_alike(el) -> str | None:
+    """How `el` places jobs on GPU types without weighing their throughputs, if it does (its
+    class's `heterogeneity_agnostic`), else None."""
+    return getattr(type(el), "heterogeneity_agnostic", None)
+
+
+def _models_ahead(graph) -> set[str] | None:
+    """The models the graph's jobs may have, as the sources tell before they start: a trace's
+    `model` column, the names a generator draws from. None when a source cannot tell (a live
+    source's jobs may name any model)."""
+    from roundhouse.runtime.simulate import load_elastic
+
+    elastic = load_elastic(graph)
+    models: set[str] = set()
+    for el in graph.elements.values():
+        if el.category != "source":
+            continue
+        drawn = el.models_drawn() if hasattr(el, "models_drawn") else ()
+        ahead = getattr(el, "jobs_ahead", None)
+        if drawn:
+            models.update(drawn)
+        elif ahead is None:
+            return None
+        else:
+            frame = ahead(elastic)
+            if "model" in frame.columns:
+                models.update(m for m in frame["model"].unique().to_list() if m is not None)
+    return models
+
+
+def _differing_model(profile, models: set[str] | None, gpu_types) -> str | None:
+    """The model (of `models`; None: any of the profile's) whose one-GPU throughput at its
+    default batch size differs most between two of `gpu_types`, said as "ResNet-50 runs 3.2x as
+    fast on V100 as on K80", or None when every such model runs alike on every type it runs on."""
+    most, said = 1.0, None
+    for model in sorted(profile.models if models is None else models):
+        rates = {t: rate for t in gpu_types if (rate := profile.rate(model, None, t, 1))}
+        fast, slow = max(rates, key=rates.__getitem__, default=None), min(rates, key=rates.__getitem__, default=None)
+        if fast is not None and slow is not None and rates[fast] > most * rates[slow]:
+            most = rates[fast] / rates[slow]
+            said = f"{profile.canonical_model(model)} runs {most:.1f}x as fast on {fast} as on {slow}"
+    return said
 
 
 def _loaded(graph, cluster):

@@ -16,7 +16,14 @@ import numpy as np
 
 from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.values import IdRange
-from roundhouse.tools.cluster_warnings import at, by_links, tier_warnings, topology_warnings
+from roundhouse.tools.cluster_warnings import (
+    at,
+    by_links,
+    by_type_alike,
+    heterogeneity_warnings,
+    tier_warnings,
+    topology_warnings,
+)
 from roundhouse.traces.jobs import PENDING
 
 # What a graph gives for Pollux to start its jobs, as the warnings and notes say it.
@@ -54,7 +61,7 @@ def warnings_before_run(graph, cluster=None) -> list[str]:
     is given (`--cluster`: a spec or a `Cluster`), else None for the graph's own setting."""
     from roundhouse.runtime.simulate import load_elastic
 
-    warnings = tier_warnings(graph, cluster) + topology_warnings(graph, cluster)
+    warnings = tier_warnings(graph, cluster) + topology_warnings(graph, cluster) + heterogeneity_warnings(graph, cluster)
     sources = [el for el in graph.elements.values() if el.category == "source"]
     try:
         elastic = load_elastic(graph)
@@ -167,9 +174,19 @@ def warning_inputs(graph) -> tuple:
         if el.category == "source" or tracked_range(el) is not None or getattr(type(el), "elastic_only", False)
     ]
     profile = graph.settings.elastic_profile
-    # (the cluster setting, where an element needs network tiers or a node topology: a --vary of it changes them)
-    by_cluster = any(getattr(type(el), "needs_tiers", False) or by_links(el) is not None for el in graph.elements.values())
-    cluster = (str(graph.settings.cluster), str(graph.setting_locations.get("cluster"))) if by_cluster else None
+    # (the cluster setting, where an element needs network tiers or a node topology, and with the
+    # profile where a placer does not weigh GPU types: a --vary of either changes them)
+    by_types = any(by_type_alike(el) is not None for el in graph.elements.values())
+    by_cluster = by_types or any(
+        getattr(type(el), "needs_tiers", False) or by_links(el) is not None for el in graph.elements.values()
+    )
+    cluster = None
+    if by_cluster:
+        cluster = (
+            str(graph.settings.cluster),
+            str(graph.setting_locations.get("cluster")),
+            by_types and str(graph.settings.profile),
+        )
     return (
         tuple(read),
         None if profile is None else str(profile),

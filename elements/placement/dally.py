@@ -302,6 +302,8 @@ class DelayPlacer(Placer):
     # Its timers wait for placements that only network tiers make faster: `check` and `run`
     # warn of a cluster without them (tools/useless_runs.py).
     needs_tiers: ClassVar[bool] = True
+    # (it refuses a cluster of several GPU types: nothing to warn of there)
+    heterogeneity_agnostic: ClassVar[str | None] = None
 
     # The timers' and the tuner's arguments default to None (their values in _DEFAULTS) so that
     # one given where it has no effect is refused rather than silently ignored. Given as its

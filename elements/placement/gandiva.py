@@ -6,7 +6,7 @@ description)."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 import numpy as np
@@ -81,6 +81,8 @@ class Gandiva(Placer):
     """
 
     state = ("_affinity", "_rng")
+    # (it refuses a cluster of several GPU types: nothing to warn of there)
+    heterogeneity_agnostic: ClassVar[str | None] = None
     fixed = ("_rack_size",)
 
     seed: int | None = attrs.field(default=None, validator=non_negative)

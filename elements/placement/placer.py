@@ -89,6 +89,12 @@ class Placer(Element):
     inputs = (In("ranking", Ranking),)
     outputs = (Out("plan", Plan),)
     consolidate_by_default: ClassVar[bool] = False
+    # Step 1 types jobs one at a time, in ranking order: on a cluster of several GPU types whose
+    # throughputs differ, `check` and `run` warn of it (tools/cluster_warnings.py), saying this.
+    heterogeneity_agnostic: ClassVar[str | None] = (
+        "each job goes, in ranking order, to the type it runs fastest on that has room for it, whatever "
+        "another job would gain there, and stays on it while it runs"
+    )
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
