@@ -107,3 +107,15 @@ def test_check_run_and_a_sweep_varying_the_cluster_print_it(tmp_path, capsys):
     assert main(["sweep", str(graph), "--vary", f"cluster={PHYSICAL},4x4:V100", "--until", "1h", "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert err.count("(FirstFree) places jobs without weighing") == 1
+
+
+def test_ones_which_takes_gpus_whatever_their_type_is_warned_of(tmp_path):
+    ones = """
+    round = 10s;
+    cluster = "{cluster}";
+    arrivals :: TraceSource(path="trace.csv");
+    arrivals -> AcceptAll -> pool :: JobPool -> Ones(population=4, seed=0) -> Launch -> JobMetrics;
+    """
+    said = _warnings(tmp_path, ones)
+    assert len(said) == 1 and "(Ones)" in said[0] and "whatever their type" in said[0]
+    assert not _warnings(tmp_path, ones, cluster="12x4:V100")

@@ -7,7 +7,7 @@ found best (under the epoch gate) ones_deploy.py, whose function Ones binds as i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 import numpy as np
@@ -131,6 +131,12 @@ class Ones(Element):
     inputs = (In("active", Active),)
     outputs = (Out("plan", Plan),)
 
+    # On a cluster of several GPU types whose throughputs differ, `check` and `run` warn of it
+    # (tools/cluster_warnings.py), saying this.
+    heterogeneity_agnostic: ClassVar[str] = (
+        "it chooses each job's GPUs from the whole cluster, whatever their type, and a job spread over several "
+        "types runs at the pace of the slowest"
+    )
     state = ("_epoch_mark", "_limit", "_pop", "_pop_rows", "_predictor", "_rank", "_rank_of", "_rng", "_scaled_at", "_seen")
 
     population: int = attrs.field(default=16, validator=[positive, at_most(1024)])
