@@ -84,7 +84,8 @@ def run(out_dir: Path, quick: bool) -> Report:
 
     out_dir = Path(out_dir)
     # The quick run is a smoke test of the whole path (profile, live run, calibrated simulation),
-    # sized to finish in about a minute; its figures are noisier than the full run's.
+    # sized to be short (the tests run it): four jobs of two to four rounds each; its figures are
+    # noisier than the full run's.
     jobs = 4 if quick else 12
     seconds = 2.0 if quick else 8.0
     # Each model beside each of the others is nine measurements, each starting three training
@@ -94,8 +95,9 @@ def run(out_dir: Path, quick: bool) -> Report:
     before = profile(list(MODELS), gpus=[1], gpu_type="V100", seconds=seconds, concurrent=2, log=lambda s: None, beside=beside)
     rates = {m.model: m.iters_per_s for m in before.measurements}
     # Rounds must outlast the overheads (the simulator's rule) and be short beside the jobs.
-    run_s = (15.0, 30.0) if quick else (30.0, 90.0)
-    trace = _trace(rates, jobs, seed=5, run_s=run_s, gap_s=8.0 if quick else 15.0)
+    # (The quick run's jobs last two to four of its usual 4 s rounds: enough to pass the whole path.)
+    run_s = (8.0, 16.0) if quick else (30.0, 90.0)
+    trace = _trace(rates, jobs, seed=5, run_s=run_s, gap_s=4.0 if quick else 15.0)
     trace.write_csv(out_dir / "trace.csv")
     round_s = max(4.0, math.ceil(before.fresh_launch_s + before.checkpoint_s + 1.5))
     # The live run reads the profile measured before it (Fifo and FirstFree decide without
