@@ -44,9 +44,11 @@ JOB_COLUMNS = (
 # How a start's GPUs are spread (Dally's machine, rack and network tiers), in column order.
 START_TIERS = ("machine", "rack", "network")
 _TIER_COUNTERS = tuple(f"{tier}_starts" for tier in START_TIERS)
-# Launches whose tiers are worked out together: a round's few launches cost a list append, and
-# the tiers' passes are made over many rounds' launches at once.
+# Launches whose tiers are worked out together: a round's few launches are copied to the end of
+# growing arrays, and the tiers' passes are made over many rounds' launches at once.
 START_BATCH = 1 << 16
+# Room the arrays of launches not yet counted start with (they double when full).
+_PENDING_ROOM = 64
 
 
 @element
@@ -96,7 +98,19 @@ class JobMetrics(Element):
     §IV (queueing delay, communication latency, allocations per tier).
     """
 
-    state = ("_starts", "_pending", "_pending_launches", "_seen", "_tracked", "_open")
+    # (The launches not yet counted are three arrays filled from the front, not a list of each
+    # round's: a fork copies three arrays, whatever the rounds since the last count.)
+    state = (
+        "_starts",
+        "_pending_rows",
+        "_pending_gpus",
+        "_pending_counts",
+        "_pending_launches",
+        "_pending_gpu_count",
+        "_seen",
+        "_tracked",
+        "_open",
+    )
 
     category = "sink"
     inputs = (In("events", Events, multi=True),)
@@ -107,9 +121,12 @@ class JobMetrics(Element):
         self.counters.update(finished=0, tracked_finished=0, failed=0, launched=0, suspended=0)
         self.counters.update({f"{tier}_starts": 0 for tier in START_TIERS})
         self._starts = np.zeros((0, len(START_TIERS)), dtype=np.int64)  # per job row, per tier
-        # Launches not yet counted by tier: (rows, their GPUs one launch after another, counts).
-        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self._pending_launches = 0
+        self._pending_rows: np.ndarray  # (`_clear_pending`)
+        self._pending_gpus: np.ndarray
+        self._pending_counts: np.ndarray
+        self._pending_launches: int  # (rows and counts used)
+        self._pending_gpu_count: int  # (GPUs used)
+        self._clear_pending()
         self._seen, self._tracked = 0, np.zeros(0, dtype=np.int64)  # (`_tracked_rows`)
         self._open = -1  # a tracked job not finished when last looked at (-1: none known)
 
@@ -137,18 +154,22 @@ class JobMetrics(Element):
         rows, gpus, counts = events.launched, events.launched_gpus, events.launched_counts
         if len(counts) != len(rows):  # (hand-made events: the GPUs the launched jobs hold now)
             rows, gpus, counts = held_gpus(ctx, rows)
-        self._pending.append((rows, gpus, counts))
-        self._pending_launches += len(rows)
+        n, used = self._pending_launches, self._pending_gpu_count
+        self._pending_rows = _filled(self._pending_rows, n, rows)
+        self._pending_counts = _filled(self._pending_counts, n, counts)
+        self._pending_gpus = _filled(self._pending_gpus, used, gpus)
+        self._pending_launches, self._pending_gpu_count = n + len(rows), used + len(gpus)
         if self._pending_launches >= START_BATCH:
             self._count_starts(ctx)
 
     def _count_starts(self, ctx: RoundContext) -> None:
         """Count the pending launches' starts by the tier their GPUs span, all at once."""
-        if not self._pending:
+        pending = self._pending_launches
+        if not pending:
             return
-        parts = list(zip(*self._pending))
-        rows, gpus, counts = (np.concatenate(p) for p in parts)
-        self._pending, self._pending_launches = [], 0
+        rows, counts = self._pending_rows[:pending], self._pending_counts[:pending]
+        gpus = self._pending_gpus[: self._pending_gpu_count]
+        self._clear_pending()
         n = len(ctx.jobs)
         if len(self._starts) < n:
             grown = np.zeros((max(n, 2 * len(self._starts)), len(START_TIERS)), dtype=np.int64)
@@ -165,6 +186,14 @@ class JobMetrics(Element):
         np.add.at(self._starts.reshape(-1), rows * len(START_TIERS) + tier, 1)
         for name, k in zip(_TIER_COUNTERS, np.bincount(tier, minlength=len(START_TIERS)).tolist()):
             self.counters[name] += k
+
+    def _clear_pending(self) -> None:
+        """No launches left to count by tier: (rows, their GPUs one launch after another, counts),
+        each the front of its array."""
+        self._pending_rows = np.zeros(_PENDING_ROOM, dtype=np.int64)
+        self._pending_gpus = np.zeros(_PENDING_ROOM, dtype=np.int64)
+        self._pending_counts = np.zeros(_PENDING_ROOM, dtype=np.int64)
+        self._pending_launches, self._pending_gpu_count = 0, 0
 
     def goal_met(self, ctx: RoundContext) -> bool:
         return self.track is not None and self.counters["tracked_finished"] >= len(self.track)
@@ -220,6 +249,19 @@ class JobMetrics(Element):
             # (as the note at the run's end says: jobs arrived, none of them in the range)
             summary["jobs_arrived"] = len(ctx.jobs)
         return {"jobs": jobs, "summary": summary}
+
+
+def _filled(kept: np.ndarray, used: int, more: np.ndarray) -> np.ndarray:
+    """`kept`, whose first `used` items count, with `more` after them: the same array while it has
+    room, else one twice as long or more (zeros after the items: a snapshot of it is the same
+    bytes however it grew)."""
+    end = used + len(more)
+    if end > len(kept):
+        grown = np.zeros(max(end, 2 * len(kept)), dtype=np.int64)
+        grown[:used] = kept[:used]
+        kept = grown
+    kept[used:end] = more
+    return kept
 
 
 def held_gpus(ctx: RoundContext, launched: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

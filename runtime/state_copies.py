@@ -1,7 +1,6 @@
 """`copy.deepcopy` for elements' states (runtime/snapshot.py's `fork_engine`), faster for what
 they mostly hold: lists, tuples and dicts of numbers, strings and numpy arrays, such as a
-metrics sink's launches kept for later (hundreds of tuples of arrays), which forking copies at
-every look-ahead. The copy is the one `copy.deepcopy` makes, with the same memo: each object
+policy's per-job lists, which forking copies at every look-ahead. The copy is the one `copy.deepcopy` makes, with the same memo: each object
 copied once (what another part of the fork refers to is the same copy), a tuple whose items
 copy to themselves kept as it is, and every original copied kept alive in the memo (where
 `fork_engine` finds the read-only arrays). Anything else goes to `copy.deepcopy` itself.

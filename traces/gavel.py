@@ -65,6 +65,9 @@ SOURCE_NAMES = {
     "duration_s": "total_steps",
     "slo_factor": "SLO",
 }
+# Gavel's columns of text, kept as they are: text even where a cell, or every cell, is a number
+# (a command `7`), so the pieces of a file read a piece at a time type them alike.
+TEXT_COLUMNS = ("command", "working_directory", "num_steps_arg")
 # Gavel's job types for these models carry no "(batch size N)".
 UNBATCHED_MODELS = frozenset({"A3C", "CycleGAN"})
 _JOB_TYPE = r"^(.*?)\s*\(batch size\s*(\d+)\)$"
@@ -103,10 +106,7 @@ def read(path: str | Path, profile: ProfileTable | None = None, piece_bytes: int
     parser = _Parser(path, profile)
     for piece in pieces(path, piece_bytes):
         parser.add(piece)
-    frame = parser.frame()
-    if frame is None:  # (a text column all numbers in some pieces only: whole, it is text)
-        return read(path, profile, piece_bytes=None)
-    return frame
+    return parser.frame()
 
 
 # The reader's checks in the order a whole-file read makes them (linepieces.FirstError): the
@@ -222,21 +222,19 @@ class _Parser:
         # order, are never used twice).
         try:
             frame = pl.DataFrame([v.alias(k) for k, v in columns.items()])
-            return validate(frame, path, numbers, source_names=SOURCE_NAMES)
+            return validate(frame, path, numbers, source_names=SOURCE_NAMES, text_columns=TEXT_COLUMNS)
         except TraceError as err:
             self.first.note(_VALID + len(_CASTS[width]), err)
             return None
 
-    def frame(self) -> pl.DataFrame | None:
-        """The trace, sorted as `validate` sorts it, once every piece has been added. None if
-        the pieces' columns differ in type: the schema takes a column of text that all reads as
-        numbers (command, say) as numbers, which it may do in one piece and not in another."""
+    def frame(self) -> pl.DataFrame:
+        """The trace, sorted as `validate` sorts it, once every piece has been added. (Every
+        piece's columns have the same types: each is cast to its own, and the text columns are
+        text whatever they hold, `TEXT_COLUMNS`.)"""
         self.first.raise_if_any()
         if self.jobs == 0:
             raise TraceError(self.path, "is empty (a Gavel trace has one job per line)")
         parts, self.parts = self.parts, []
-        if any(part.schema != parts[0].schema for part in parts):
-            return None
         # Each part is sorted by arrival, then job id; the parts' ids ascend, so if their
         # arrivals do too (a trace in arrival order) they are in order as they are, and
         # sorting them again would only copy them.
@@ -277,7 +275,7 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
     """
     path = str(path)
     profile = profile or ProfileTable.load()
-    frame = validate(df, f"{path} (jobs being written)")
+    frame = validate(df, f"{path} (jobs being written)", text_columns=TEXT_COLUMNS)
     if frame.height == 0:  # an empty file is not a Gavel trace: `read` refuses it
         raise TraceError(path, "no jobs to write: a Gavel trace needs at least one job")
     missing = frame.get_column("model").is_null()

@@ -83,7 +83,7 @@ from __future__ import annotations
 import difflib
 import math
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -177,6 +177,7 @@ def validate(
     *,
     source_names: Mapping[str, str] | None = None,
     elastic: ElasticProfile | None = None,
+    text_columns: Collection[str] = (),
 ) -> pl.DataFrame:
     """Check `df` against the canonical schema and return it typed, complete and sorted (by
     `arrival_s`, then `job_id`: the file's own order is not kept; see the module docstring).
@@ -187,8 +188,11 @@ def validate(
     names to the names the file itself uses (Tiresias calls `gpus` `num_gpu`), so that errors
     name the column the user can see. `elastic` is the elastic profile of the run the trace is
     for, if it has one: a job whose model is one of its applications needs no work column (it
-    trains for the application's own epochs). Raises `TraceError` for the first problem in
-    file order.
+    trains for the application's own epochs). `text_columns` names extra columns of text that
+    stay text even where every cell reads as a number (a command such as `7`): otherwise such a
+    column is numbers, and a reader that validates a piece of the file at a time could type it
+    one way in one piece and the other in the next. Raises `TraceError` for the first problem
+    in file order.
     """
     path = str(path)
     names = dict(source_names or {})
@@ -225,7 +229,7 @@ def validate(
                 problems += _extra_problems(series, name, shown(name))
             extras.append(series.alias(name))
         elif name not in CANONICAL_COLUMNS:
-            series, complaint = _cast_extra(df.get_column(name))
+            series, complaint = _cast_extra(df.get_column(name), as_text=name in text_columns)
             if complaint is not None:
                 problems.append((-1, len(CANONICAL_COLUMNS), 0, name, complaint))
             extras.append(series)
@@ -470,14 +474,17 @@ def _text_to_int(text: pl.Series) -> pl.Series:
 _NOT_KEPT_BY_A_FLOAT = r"^[+-]?0\d|^[+-]?\d{16,}$"
 
 
-def _cast_extra(series: pl.Series) -> tuple[pl.Series, str | None]:
+def _cast_extra(series: pl.Series, as_text: bool = False) -> tuple[pl.Series, str | None]:
     """Keep a non-canonical column: numbers as Float64, everything else as text. Numbers that
     a Float64 would change are text too: an identifier with leading zeros (`007`), or a whole
-    number of more digits than a Float64 holds exactly (a 64-bit id)."""
+    number of more digits than a Float64 holds exactly (a 64-bit id). With `as_text`, a column
+    of text stays text, numbers or not."""
     source = series.dtype
     if source == pl.String:
         text = series.str.strip_chars()
         text = pl.select(pl.when(text.str.len_bytes() > 0).then(text)).to_series().alias(series.name)
+        if as_text:
+            return text, None
         # An all-empty column counts as numbers: nulls that arithmetic can use.
         given = text.drop_nulls()
         if given.str.contains(_NUMBER_TEXT).all() and not given.str.contains(_NOT_KEPT_BY_A_FLOAT).any():
