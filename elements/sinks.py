@@ -65,8 +65,8 @@ class JobMetrics(Element):
     preemptions and the mean, p95 and total of exposed communication over the finished jobs,
     and the mean and median of responsiveness over the jobs that started (it counts both; a
     figure over no job is null). A job unfinished when the run ends (`--until`) is listed
-    without a finish and is in no JCT, queueing or makespan figure. With `track`, only jobs
-    whose id is in the range count, and the run may stop once as many of them have finished as
+    without a finish and is in no JCT or queueing figure, and its finish in no makespan. With
+    `track`, only jobs whose id is in the range count, and the run may stop once as many of them have finished as
     the range names ids (the steady-state window of Blox and Gavel, e.g. `track=3000..4000`): ids missing
     from the trace keep the run going until every job has finished. A range that none of the
     jobs that arrived is in adds `jobs_arrived` to the summary, how many did.

@@ -572,10 +572,11 @@ def metric_bands(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = 
 @_plain_text
 def load_figure(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = None) -> Figure:
     bands, axis = metric_bands(sweep, metric, x)
-    scale, unit = 1.0, ""
+    scale, unit, named = 1.0, "", metric
     if metric.endswith("_s"):
         unit, scale = _time_unit(float(bands["high"].max()))
-        unit = f" ({unit})"
+        # (the column's name says seconds; the axis is drawn in `unit`, which the label names)
+        unit, named = f" ({unit})", metric.removesuffix("_s")
     elif metric == "utilization":
         scale, unit = 0.01, " (%)"
     fig, ax = _new_figure()
@@ -592,7 +593,7 @@ def load_figure(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = N
     if axis.categorical or len(ticks) <= 12:
         ax.set_xticks(list(ticks), list(ticks.values()))
     ax.set_xlabel(axis.name + (f" ({axis.unit})" if axis.unit and not axis.categorical and len(ticks) > 12 else ""))
-    ax.set_ylabel(metric + unit)
+    ax.set_ylabel(named + unit)
     most = int(bands["runs"].max())
     title = f"{metric} against {axis.name}" + (f" · mean of up to {most} seeds, 95% band" if most > 1 else "")
     _set_title(ax, title, [f"incomplete: {sweep.incomplete}"] if sweep.incomplete else [])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -153,7 +154,15 @@ def in_units(span_s: float | None):
     run on a laptop lasts a minute; a simulated trace, days)."""
     span = span_s or 0.0
     unit, size = ("h", 3600.0) if span >= 7200 else ("min", 60.0) if span >= 120 else ("s", 1.0)
-    return lambda seconds: "—" if seconds is None else f"{seconds / size:.2f} {unit}"
+    return lambda seconds: "—" if seconds is None else f"{_two_figures(seconds / size)} {unit}"
+
+
+def _two_figures(value: float) -> str:
+    """Two decimals, or as many more as keep two significant figures of a value below 0.1 (a
+    30 s wait in a run of hours is 0.0083 h, not 0.01 h; 17 s is not 0.00 h)."""
+    if value == 0 or not math.isfinite(value) or abs(value) >= 0.1:
+        return f"{value:.2f}"
+    return f"{value:.{min(12, 1 - math.floor(math.log10(abs(value))))}f}"
 
 
 _RESOURCES = (("CPU", "cpu_utilization"), ("memory", "memory_utilization"))
