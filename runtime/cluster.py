@@ -148,6 +148,8 @@ class ClusterSpec:
     def dally(cls, text: str, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
         """`dally:N`: Dally's cluster of N racks, with Dally's network tiers."""
         m = re.fullmatch(r"dally\s*:\s*([0-9]+)", text, re.I)
+        if m is None and "," in text:  # (dally:N joined with node groups: it is a cluster of its own)
+            raise ClusterError(f"bad cluster '{_shown(text)}': {_not_a_group(text.split(',')[0])}")
         if m is None or _count(m.group(1), text) < 1:
             raise ClusterError(
                 f"bad cluster '{_shown(text)}': write dally:N, N racks of Dally's machines (N at least 1){_digits_note(text)}"
@@ -184,11 +186,7 @@ class ClusterSpec:
             if m is None:
                 if "/" in text or "\\" in text:  # (a path: the file it names is missing, or no file; shown whole, as paths are)
                     raise ClusterError(_not_a_spec_file(text))
-                raise ClusterError(
-                    f"bad cluster '{_shown(text)}': '{_shown(part.strip())}' is not NODESxGPUS[:TYPE][@TOPOLOGY]; "
-                    "write e.g. 32x4:V100, 16x4:V100,16x4:P100, 32x4:V100@p3.8xlarge, 36:36:36 or a .toml file"
-                    + _digits_note(part)
-                )
+                raise ClusterError(f"bad cluster '{_shown(text)}': {_not_a_group(part)}")
             nodes, gpus, gpu_type = _count(m.group(1), text), _count(m.group(2), text), m.group(3) or "V100"
             if nodes < 1 or gpus < 1:
                 raise ClusterError(
@@ -282,6 +280,28 @@ def _not_a_spec_file(text: str) -> str:
         return f"cluster spec {shown} is not a file (give a .toml file, or a shorthand such as 32x4:V100)"
     hint = f" (did you mean {shown}.toml?)" if names_a_file(f"{text}.toml") else ""
     return f"cluster spec not found: no file {shown}{hint}"
+
+
+def _not_a_group(part: str) -> str:
+    """Why one comma-separated part of a shorthand is no node group."""
+    part = part.strip()
+    if not part:
+        return "a node group is empty (a comma with no group on one side); write e.g. 16x4:V100,16x4:P100"
+    if re.fullmatch(r"[0-9]+(\s*:\s*[0-9]+){2}", part):  # (a whole cluster: said why it is refused here)
+        groups = ",".join(f"{int(c)}x1:{t}" for c, t in zip(part.split(":"), GAVEL_TYPES) if int(c))
+        return (
+            f"'{_shown(part)}' is Gavel's shorthand for a whole cluster, not a group to join with others; "
+            f"write its groups out: {_shown(groups or '0 GPUs')}"
+        )
+    if re.fullmatch(r"dally\s*:\s*[0-9]+", part, re.I):
+        return (
+            f"'{_shown(part)}' is Dally's whole cluster, not a group to join with others; for Dally's racks "
+            "beside other nodes, write a .toml file with machines_per_rack and [tiers] (docs/clusters.md)"
+        )
+    return (
+        f"'{_shown(part)}' is not NODESxGPUS[:TYPE][@TOPOLOGY]; write e.g. 32x4:V100, 16x4:V100,16x4:P100, "
+        "32x4:V100@p3.8xlarge, 36:36:36 or a .toml file" + _digits_note(part)
+    )
 
 
 def _shown(text: str, most: int = 60) -> str:

@@ -28,9 +28,7 @@ from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import data_lines
 from roundhouse.traces.linepieces import PIECE_BYTES, FirstError, Piece, pieces
 from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
-from roundhouse.traces.schema import cast_column, columns_with_values, validate
-
-_INT64_LIMIT = 2.0**63  # the first float no 64-bit integer holds
+from roundhouse.traces.schema import INT64_LIMIT, cast_column, columns_with_values, validate
 
 COLUMNS_10: tuple[str, ...] = (
     "job_type",
@@ -394,7 +392,7 @@ def int64_column(values: pl.Series, path: str, job_ids: pl.Series, field: str, s
     holds is an error naming the job and the column it came from (`source`: one name for all
     rows, or each row's), where the cast would fail with a bare polars error."""
     rounded = values.round()
-    over = (rounded.is_not_null() & ~(rounded.abs() < _INT64_LIMIT)).fill_null(False)
+    over = (rounded.is_not_null() & ~(rounded.abs() < INT64_LIMIT)).fill_null(False)
     if over.any():
         i = int(over.arg_true()[0])
         column = source if isinstance(source, str) else source[i]

@@ -37,6 +37,7 @@ import polars as pl
 from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import number_column, read_cells
 from roundhouse.traces.goodput import ElasticApp, ElasticProfile
+from roundhouse.traces.schema import INT64_LIMIT
 
 TRACE_COLUMNS = ("time", "model", "task", "epoch_size", "patience", "batch_size", "lr", "max_lr", "target_acc", "num_gpus")
 HISTORY_COLUMNS = (
@@ -80,7 +81,6 @@ _PAIR = {p[0]: p for p in PAIRS}
 # ~20 GB/s, EDR InfiniBand between machines at ~10 GB/s, and a fixed start-up cost per step.
 _INTRA_GBPS, _INTER_GBPS, _STEP_S = 20.0, 10.0, 0.005
 REFERENCE_EPOCH = 20000.0
-_INT64_LIMIT = 2.0**63
 
 
 def application(name: str, epoch_size: float = REFERENCE_EPOCH) -> ElasticApp:
@@ -164,11 +164,11 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
         work = epochs * numbers["epoch_size"]
         limits = (
             ("epoch_size", work, np.inf, "the job's work in samples (its epochs x epoch_size) is not finite"),
-            ("num_gpus", 4.0 * numbers["num_gpus"], _INT64_LIMIT, "four times it (the GPUs a job may grow to) exceeds 2**63"),
+            ("num_gpus", 4.0 * numbers["num_gpus"], INT64_LIMIT, "four times it (the GPUs a job may grow to) exceeds 2**63"),
             (
                 "batch_size",
                 numbers["batch_size"] * numbers["num_gpus"],
-                _INT64_LIMIT,
+                INT64_LIMIT,
                 "the global batch (x num_gpus) exceeds 2**63",
             ),
         )

@@ -36,7 +36,7 @@ import polars as pl
 
 from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import data_lines, head_text, read_cells, read_text
-from roundhouse.traces.schema import cast_column, validate
+from roundhouse.traces.schema import INT64_LIMIT, cast_column, validate
 
 COLUMNS: tuple[str, ...] = (
     "job_name",
@@ -139,6 +139,20 @@ def parse(path: str | Path) -> PaiTrace:
             path, "has no value (a task that asks for GPUs runs some number of instances)", row=int(rows[i]), column="inst_num"
         )
     instances = values["inst_num"].fill_null(0.0)
+    per_instance = (gpu / 100.0).ceil()
+    # A task's GPUs past a count's range would be blamed on plan_gpu as a total no cell holds:
+    # the error names the task's own cells, and the one that makes the total so large.
+    huge = (instances * per_instance >= INT64_LIMIT).fill_null(False)
+    if huge.any():
+        i = int(huge.arg_true()[0])
+        column = "plan_gpu" if per_instance[i] >= instances[i] else "inst_num"
+        raise TraceError(
+            path,
+            f"{instances[i]:g} instances of {per_instance[i]:g} GPU(s) each (plan_gpu {gpu[i]:g}) come to "
+            f"{instances[i] * per_instance[i]:g} GPUs, more than a count of GPUs holds (at most 2^63 - 1)",
+            row=int(rows[i]),
+            column=column,
+        )
     start, end = values["start_time"], values["end_time"]
     backwards = ((start > 0) & (end > 0) & (end < start)).fill_null(False)
     if backwards.any():
@@ -149,7 +163,7 @@ def parse(path: str | Path) -> PaiTrace:
         {
             "line": pl.Series(rows, dtype=pl.Int64),
             "name": job_name,
-            "gpus": instances * (gpu / 100.0).ceil(),
+            "gpus": instances * per_instance,
             "gpu_share": instances * gpu / 100.0,
             "cpus": instances * values["plan_cpu"] / 100.0,
             "memory_gb": instances * values["plan_mem"],

@@ -33,12 +33,12 @@ import polars as pl
 from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import number_column, read_cells
 from roundhouse.traces.goodput import ElasticApp, ElasticProfile
+from roundhouse.traces.schema import INT64_LIMIT
 
 WORKLOAD_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 # Pollux's simulator caps a job at 64 replicas ("simulator can't handle more") and runs NCF on
 # one GPU at a fixed batch size.
 MAX_REPLICAS = 64
-_INT64_LIMIT = 2.0**63
 FIXED_BATCH_APPS = ("ncf",)
 
 # Ours, for the generator: (GPUs, global batch) configurations per application, each a
@@ -122,7 +122,7 @@ def parse_workload(
         "batch_size": number_column(raw, "batch_size", lines, origin, "count"),
     }
     # A GPU count becomes a 64-bit integer: one past that would wrap around to a negative count.
-    over = np.flatnonzero(~(numbers["num_replicas"] < _INT64_LIMIT))
+    over = np.flatnonzero(~(numbers["num_replicas"] < INT64_LIMIT))
     if over.size:
         i = int(over[0])
         raise TraceError(

@@ -167,7 +167,7 @@ _EXTRA_BOUNDS: dict[str, tuple[float, bool, str]] = {
 # An exponent needs its sign, so hex-like ids such as Philly's virtual cluster `6214e9` stay text.
 _NUMBER_TEXT = r"(?i)^[+-]?(\d+\.?\d*|\.\d+)(e[+-]\d+)?$|^[+-]?(nan|inf|infinity)$"
 
-_INT64_LIMIT = 2.0**63
+INT64_LIMIT = 2.0**63  # the first float no 64-bit integer holds
 
 
 def validate(
@@ -399,8 +399,30 @@ def _check_own_columns(path: str, found: list[str]) -> None:
 
 
 def _missing_column(path: str, wanted: str, found: list[str], found_text: str) -> None:
-    hint = did_you_mean(wanted, found)
+    hint = _separator_hint(found) or _quoted_hint(wanted, found) or did_you_mean(wanted, found)
     raise TraceError(path, f"missing column '{wanted}'; columns found: {found_text}" + (f"; {hint}" if hint else ""))
+
+
+def _separator_hint(found: list[str]) -> str:
+    """A header read as one column holding another separator: the file is not comma-separated."""
+    if len(found) != 1:
+        return ""
+    for separator, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "'|'")):
+        if separator in found[0]:
+            return f"the header is one column, its names separated by {name}: a trace is comma-separated; save it with commas"
+    return ""
+
+
+def _quoted_hint(wanted: str, found: list[str]) -> str:
+    """A name whose quote marks were read as part of it: in CSV a quote opens a quoted value only
+    as a value's first character, so `, "arrival_s"` (a space before the quote) keeps them."""
+    for name in found:
+        if name != wanted and name.strip().strip('"').strip() == wanted:
+            return (
+                f"'{name}' holds quote marks, read as part of the name since a space comes before the "
+                "opening quote; write the header without that space (or without the quotes)"
+            )
+    return ""
 
 
 def _cast(series: pl.Series, dtype: type[pl.DataType]) -> tuple[pl.Series, tuple[int, str] | None]:
@@ -437,13 +459,18 @@ def _cast(series: pl.Series, dtype: type[pl.DataType]) -> tuple[pl.Series, tuple
             bad = series.is_not_null() & out.is_null()
         else:
             values = series.cast(pl.Float64)
-            whole = values.is_finite() & (values == values.floor()) & (values.abs() < _INT64_LIMIT)
-            out = pl.select(pl.when(whole).then(values)).to_series().cast(pl.Int64)
-            bad = values.is_not_null() & ~whole
+            whole = values.is_finite() & (values == values.floor())
+            fits = whole & (values.abs() < INT64_LIMIT)
+            out = pl.select(pl.when(fits).then(values)).to_series().cast(pl.Int64)
+            bad = values.is_not_null() & ~fits
         if bad.any():
             index = int(bad.arg_true()[0])
             value = series[index]
-            what = "is too large (at most 2^63 - 1)" if source.is_integer() else "is not a whole number"
+            # (a whole number past Int64's range, 1e30 GPUs, is too large, not a fraction)
+            too_large = source.is_integer() or bool(whole[index])
+            what = "is not a whole number"
+            if too_large:
+                what = "is too large (at most 2^63 - 1)" if value > 0 else "is too small (at least -2^63)"
             return out, (index, f"{_show(value)} {what}")
         return out, None
     return series.cast(pl.Float64), None
@@ -457,7 +484,7 @@ def _not_converted(text: str, dtype: type[pl.DataType]) -> str:
         value = float(text)
     except ValueError:
         return "is not a whole number"
-    if math.isfinite(value) and value == math.floor(value) and abs(value) >= _INT64_LIMIT:
+    if math.isfinite(value) and value == math.floor(value) and abs(value) >= INT64_LIMIT:
         return "is too large (at most 2^63 - 1)" if value > 0 else "is too small (at least -2^63)"
     return "is not a whole number"
 
@@ -466,7 +493,7 @@ def _text_to_int(text: pl.Series) -> pl.Series:
     """Whole numbers from text: `3`, `+3`, `3.0` and `3e2` are; `3.5` and `1e30` (beyond Int64) are not."""
     direct = text.cast(pl.Int64, strict=False)
     values = text.cast(pl.Float64, strict=False)
-    whole = values.is_finite() & (values == values.floor()) & (values.abs() < _INT64_LIMIT)
+    whole = values.is_finite() & (values == values.floor()) & (values.abs() < INT64_LIMIT)
     via_float = pl.select(pl.when(whole).then(values)).to_series().cast(pl.Int64)
     return direct.fill_null(via_float)
 
