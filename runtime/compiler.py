@@ -35,7 +35,7 @@ from roundhouse.runtime.dsl.loader import Body, Decl, FlatGraph, load
 from roundhouse.runtime.element import Element
 from roundhouse.runtime.settings import GraphSettings
 from roundhouse.runtime.values import FilePath, element_refs
-from roundhouse.runtime.wiring import Connection, Topology, Wiring
+from roundhouse.runtime.wiring import Connection, Topology, Wiring, in_written_order
 
 
 def _working_folder() -> str:
@@ -289,9 +289,7 @@ class _Compiler:
                 seen_keyword = True
                 field = by_name.get(arg.name)
                 if field is None:
-                    hint = did_you_mean(arg.name, by_name) or (
-                        f"its arguments: {', '.join(by_name)}" if by_name else f"{cls.__name__} takes no arguments"
-                    )
+                    hint = _unknown_argument_hint(arg.name, by_name, cls)
                     self.errors.append(SchedError(f"{cls.__name__} has no argument '{arg.name}'", arg.location, hint=hint))
                     ok = False
                     continue
@@ -315,7 +313,7 @@ class _Compiler:
                 self.errors.append(
                     SchedError(
                         f"{label}: {cls.__name__} '{decl.name}' has no argument '{field_name}'",
-                        hint=did_you_mean(field_name, by_name),
+                        hint=_unknown_argument_hint(field_name, by_name, cls),
                     )
                 )
                 ok = False
@@ -445,7 +443,7 @@ def _check_named_elements(elements: dict[str, Element], flat: FlatGraph, wiring:
                     why = problem(field.name, elements[ref.name])
                     if why is not None:
                         errors.append(wiring.at_argument(name, field.name, ref.name, why))
-    forking = [name for name, el in elements.items() if getattr(type(el), "forks_world", False)]
+    forking = in_written_order((name for name, el in elements.items() if getattr(type(el), "forks_world", False)), flat)
     for name in forking[1:]:
         first = forking[0]
         errors.append(
@@ -485,6 +483,13 @@ def _validate_together(cls, fields, kwargs, deferred, errors: list[SchedError], 
 _BAD = object()
 _REPLACED = object()
 _OPEN = object()  # an argument that takes a parameter of an element class without an instance
+
+
+def _unknown_argument_hint(name: str, by_name: dict, cls: type[Element]) -> str:
+    """What an argument the class does not have suggests, in the file and in a --set alike."""
+    return did_you_mean(name, by_name) or (
+        f"its arguments: {', '.join(by_name)}" if by_name else f"{cls.__name__} takes no arguments"
+    )
 
 
 def _takes_parameter(value: ast.Value) -> bool:

@@ -35,7 +35,8 @@ def split_overrides(compiler: _Compiler) -> tuple[dict[str, list[tuple[str, ast.
     per_element: dict[str, list[tuple[str, ast.Value, str]]] = defaultdict(list)
     per_setting: dict[str, ast.Value] = {}
     for o in compiler.overrides:
-        if "=" not in o.text or not o.target:
+        # (an element or argument left out, `pool.=3` or `.seed=3`, is no name to look up)
+        if "=" not in o.text or not o.target or o.target.startswith(".") or o.target.endswith("."):
             compiler.errors.append(SchedError(f"{o.label}: write {o.flag} element.field=value or {o.flag} setting=value"))
             continue
         try:
@@ -104,7 +105,10 @@ def graph_settings(compiler: _Compiler, overrides: dict[str, ast.Value]) -> Grap
         try:
             converted = convert(value, field.type, base_dir, f"setting '{name}'")
         except SchedError as err:
-            compiler.errors.append(err if location is not None else SchedError(f"{compiler._setting_flags[name]}: {err.message}"))
+            err = _with_list_hint(err, name, value, compiler._setting_flags.get(name) if location is None else None)
+            compiler.errors.append(
+                err if location is not None else SchedError(f"{compiler._setting_flags[name]}: {err.message}", hint=err.hint)
+            )
             continue
         if name == "cluster" and location is not None:
             converted = cluster_path(compiler, converted, base_dir)
@@ -133,6 +137,24 @@ def graph_settings(compiler: _Compiler, overrides: dict[str, ast.Value]) -> Grap
         else:
             compiler.errors.append(SchedError(f"settings do not fit together: {err}", named[-1][1] if named else None))
         return GraphSettings()
+
+
+# Settings whose one string may hold several items, separated by commas.
+_COMMA_SETTINGS = frozenset({"cluster", "gpu_types"})
+
+
+def _with_list_hint(err: SchedError, name: str, value: ast.Value, flag: str | None) -> SchedError:
+    """A list given to a setting whose string holds several items is told how to write them, in
+    the file, or with the option `flag` (`--set gpu_types`) that gave it."""
+    # (not for --vary, whose commas part the values of a sweep)
+    if name not in _COMMA_SETTINGS or value.kind != "list" or err.hint is not None or (flag and not flag.startswith("--set")):
+        return err
+    items = [str(v.value) for v in value.items if v.kind in ("string", "reference")]
+    if not items or len(items) != len(value.items):
+        return err
+    written = f"{flag}={','.join(items)}" if flag is not None else f'{name} = "{",".join(items)}";'
+    hint = f"{name} is one string, its items separated by commas: {written}"
+    return SchedError(err.message, err.location, hint=hint)
 
 
 def cluster_path(compiler: _Compiler, spec: str, base_dir: str) -> str:

@@ -324,6 +324,14 @@ def _check_ports(cls: type[Element]) -> None:
                     f"{cls.__name__}: the type of port '{port.name}' is {port.type!r}, not a class: give the class "
                     f"itself, {make}({port.name!r}, {shown}), imported from roundhouse.runtime.types"
                 )
+        # (A graph connects a port by its name: the second of two alike would never be connected.)
+        names = [port.name for port in ports]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise TypeError(
+                f"{cls.__name__}.{kind}: port name(s) {', '.join(map(repr, twice))} given twice: each port of a side "
+                "needs a name of its own"
+            )
 
 
 def _checking_outputs(tick: Callable[..., Any]) -> Callable[..., Any]:

@@ -249,7 +249,7 @@ class Wiring:
                 if port.type is not Events and (name, port.name) not in out_of:
                     self._unconnected(el, port, "output", decl.location, _output_hint(type(el), port))
         self.errors.extend(_plans_carried_out_twice(elements, connections))
-        pools = [el for el in elements.values() if el.category == "pool"]
+        pools = [elements[n] for n in in_written_order((n for n, el in elements.items() if el.category == "pool"), self.flat)]
         if not pools:
             self.errors.append(
                 SchedError("the graph has no pool: every scheduler needs one JobPool of admitted jobs", self.file_location)
@@ -318,6 +318,21 @@ class Wiring:
                 hint="a graph is ticked once per round in order; feed information back through the world state instead",
             )
         )
+
+
+def in_written_order(names: Iterable[str], flat: FlatGraph) -> list[str]:
+    """Elements in the order they are written, to tell which of two came first (the graph's own
+    order is not the text's: named elements come before the anonymous ones of chains). An
+    element of a compound instance is where its outermost instance is; files come in the order
+    their elements are declared."""
+    files = {path: i for i, path in enumerate(dict.fromkeys(d.location.path for d in flat.decls.values()))}
+
+    def written_at(name: str) -> tuple[int, int, int]:
+        decl = flat.decls[name]
+        at = decl.within[0][1] if decl.within else decl.location
+        return files.get(at.path, len(files)), at.line, at.column
+
+    return sorted(names, key=written_at)
 
 
 def _plans_carried_out_twice(elements: dict[str, Element], connections: list[Connection]) -> list[SchedError]:

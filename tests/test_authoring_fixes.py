@@ -369,3 +369,10 @@ def test_brackets_in_an_elements_docs_are_shown_as_written(tmp_path, capsys, mon
     assert "Ranks [bold]all[/bold] of [/data]." in capsys.readouterr().out
     assert main(["elements", "TiresiasGittins"]) == 0
     assert "E[min(S - a, D) | S > a]" in capsys.readouterr().out
+
+
+def test_two_ports_of_one_side_with_one_name_are_refused_at_the_require(tmp_path, capsys):
+    # (the second would never be connected: a graph names a port to connect it)
+    path = write(tmp_path, policy("Twice", inputs='In("active", Active), In("active", Active)'), "Twice")
+    err = fails(capsys, "check", path)
+    assert "TypeError: Twice.inputs: port name(s) 'active' given twice" in err

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 
 from roundhouse.runtime import registry
+from roundhouse.runtime.compiler import Override
+from roundhouse.tools.common import add_overrides, overrides
 from roundhouse.tools.graph_checks import check_graph, print_problems, print_warnings
 
 
@@ -23,23 +25,27 @@ def register(sub) -> None:
         help="check against this cluster (as run's --cluster): a graph without a cluster setting has its elements "
         "started, and its jobs checked, only against one",
     )
+    add_overrides(
+        p, "check the graph with this element argument (element.field=value) or setting given, as run takes it; repeatable"
+    )
     p.set_defaults(handler=check)
 
 
 def check(args) -> int:
     failed = 0
+    given = overrides(args.overrides)
     for path in args.files:
         # Each graph sees only the element files it requires, as when it is checked alone.
         with registry.scope():
-            failed += not _check_one(path, args.fork, args.cluster, named=len(args.files) > 1)
+            failed += not _check_one(path, args.fork, args.cluster, named=len(args.files) > 1, given=given)
     return 2 if failed else 0
 
 
-def _check_one(path: str, fork: bool, cluster_spec: str | None, named: bool = False) -> bool:
+def _check_one(path: str, fork: bool, cluster_spec: str | None, named: bool = False, given: list[Override] | None = None) -> bool:
     """Check one graph, printing what is wrong, or that it is ok. When `named` (several graphs
     are checked), a refused graph's problems are followed by a line naming it: a problem found
     when its elements start names the element, or the trace, not the graph."""
-    checked = check_graph(path, fork, cluster_spec, warn=True)
+    checked = check_graph(path, fork, cluster_spec, warn=True, overrides=given or [])
     if print_problems(checked):
         if named:
             print(f"{path}: refused (see above)", file=sys.stderr)

@@ -4,11 +4,12 @@ refuses (`check`, `render`): one code path, so that the commands agree and say i
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from roundhouse.errors import RoundhouseError, SchedError
+from roundhouse.errors import RoundhouseError, SchedError, UsageError
 from roundhouse.runtime.cluster import Cluster
-from roundhouse.runtime.compiler import CompiledGraph, compile_file
+from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file
 from roundhouse.runtime.simulate import load_cluster, load_elastic, load_pairs, new_engine
 from roundhouse.runtime.snapshot import forks_world, unforkable_elements
 from roundhouse.tools.common import error_text
@@ -28,15 +29,21 @@ class Checked:
     warnings: list[str] = field(default_factory=list)
 
 
-def check_graph(path: str, fork: bool = False, cluster_spec: str | None = None, warn: bool = False) -> Checked:
-    """Parse, compile and check the graph at `path` without running it: its cluster (the
+def check_graph(
+    path: str, fork: bool = False, cluster_spec: str | None = None, warn: bool = False, overrides: Sequence[Override] = ()
+) -> Checked:
+    """Parse, compile and check the graph at `path` without running it, with the `--set`
+    `overrides` a run would take: its cluster (the
     `cluster_spec` given as an option, which replaces the graph's setting, else the setting),
     profiles, traces' headers, forkability (when `fork`, or the graph forks the world), and,
     given a cluster, every element started as a run starts it (the traces' rows, the jobs
     checked against the cluster). Without a cluster the elements are not started. With
     `warn`, what a graph that passes would run to no use is found too (`Checked.warnings`)."""
     try:
-        graph = compile_file(path)
+        for o in overrides:  # (as run refuses them: --cluster would replace the other without a word)
+            if cluster_spec is not None and o.target == "cluster":
+                raise UsageError(f"--cluster {cluster_spec} and {o.label}: the cluster is given twice; keep one")
+        graph = compile_file(path, overrides)
         named = cluster_spec is not None or graph.settings.cluster is not None
         cluster = load_cluster(graph, cluster_spec) if named else None
         # The elastic profile's measurements are read and fitted as a run reads them, and the

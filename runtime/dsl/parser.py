@@ -342,18 +342,38 @@ def parse(text: str, path: str = "<string>") -> ast.Program:
         if isinstance(err.orig_exc, SchedError):
             raise err.orig_exc from None
         if isinstance(err.orig_exc, RecursionError):
-            raise _too_deep(path) from None
+            raise _too_deep(text, path) from None
         raise
     except RecursionError:  # the tree is walked recursively; thousands of nested [lists] overflow it
-        raise _too_deep(path) from None
+        raise _too_deep(text, path) from None
     return ast.Program(path, statements)
 
 
 _LONE_CR = re.compile(r"\r(?!\n)")
 
 
-def _too_deep(path: str) -> SchedError:
-    return SchedError("the file nests too deeply (lists inside lists, hundreds of levels) to be read", Location(path, 1, 1))
+def _too_deep(text: str, path: str) -> SchedError:
+    """The error for text that parsed but nests too deeply to be built, at the first '[' of its
+    most deeply nested list (the parse succeeded, so its tokens can be read again)."""
+    depth, start, deepest, where = 0, None, 0, None
+    try:
+        for tok in _parser().lex(text):
+            if tok.type == "LSQB":
+                start = tok if depth == 0 else start
+                depth += 1
+                if depth > deepest:
+                    deepest, where = depth, start
+            elif tok.type == "RSQB":
+                depth = max(depth - 1, 0)
+    except lark.exceptions.LarkError:  # (read token by token, out of the parser's context)
+        where = None
+    if where is None:  # (no list: nothing else nests in the grammar, but say so anyway)
+        return SchedError("the file nests too deeply to be read", Location(path, 1, 1))
+    return SchedError(
+        f"this list nests too deeply to be read ({deepest} lists inside lists; a few hundred at most)",
+        _loc(path, where, 1),
+        hint="write the values as one flat list",
+    )
 
 
 def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) -> SchedError:
@@ -408,6 +428,9 @@ def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) ->
             )
         if ch == "$":
             return SchedError("a $parameter is only allowed inside an elementclass", loc)
+        shown_name = _shown_name(text, pos, loc)
+        if shown_name is not None:
+            return shown_name
         if ch == ":" and not rest.startswith("::"):
             return SchedError("unexpected ':' (a declaration is written 'name :: Class')", loc)
         if ch == "-" and not rest.startswith("->"):
@@ -444,6 +467,38 @@ def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) ->
     if hint is None and "';'" in expected and end_line < line and not ended:
         hint = "a statement ends with ';' (did the previous line forget one?)"
     return SchedError(f"unexpected '{tok}', expected " + _one_of(expected), loc, hint=hint)
+
+
+_NAME_BEFORE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_ANONYMOUS_NUMBER = re.compile(r"@[0-9]+")
+_INNER_NAME = re.compile(r"/[A-Za-z_][A-Za-z0-9_]*(?:@[0-9]+)?(?:/[A-Za-z_][A-Za-z0-9_]*(?:@[0-9]+)?)*")
+
+
+def _shown_name(text: str, pos: int, loc: Location) -> SchedError | None:
+    """The error for a name as messages show it, written back into a graph: an anonymous
+    element's (`JobPool@2`) or an element's inside a compound instance (`g/AcceptAll@1`),
+    neither of which the language can write; None when the '@' or '/' at `pos` is no such name."""
+    before = _NAME_BEFORE.search(text, 0, pos)
+    if before is None:
+        return None
+    name = before.group()
+    anonymous = _ANONYMOUS_NUMBER.match(text, pos)
+    if anonymous is not None:
+        return SchedError(
+            f"unexpected character '@': '{name}{anonymous.group()}' is how messages name an anonymous element, "
+            "which a graph cannot write",
+            loc,
+            hint=f"name the element where it is declared (x :: {name}) and connect it by that name",
+        )
+    inner = _INNER_NAME.match(text, pos)
+    if inner is not None:
+        return SchedError(
+            f"unexpected character '/': '{name}{inner.group()}' is how messages name an element inside the "
+            f"compound '{name}', which a graph cannot write",
+            loc,
+            hint=f"connect the compound itself, through its ports ({name} -> ..., ... -> {name})",
+        )
+    return None
 
 
 def _open_class(err: lark.exceptions.UnexpectedToken) -> Token | None:
@@ -616,6 +671,12 @@ def parse_value(text: str, where: str = "<command line>") -> ast.Value:
                 message, hint = "the value ends too soon" + (f" (expected {expected})" if expected else ""), None
         elif err.location is not None:
             location = _in_text(err.location)
+            # The value is whole and more follows: the ';' the parser wants is not the user's to
+            # write (a value holding one is refused below).
+            unexpected, _, expected = message.partition(", expected ")
+            if expected == "';'" and unexpected.startswith("unexpected "):
+                message = f"{unexpected} after the value: one value is given here"
+                hint = hint or "a list is written [a, b]"
         raise SchedError(message, location, hint=hint) from None
     finally:
         remember_source(where, text)
