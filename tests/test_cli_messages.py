@@ -241,3 +241,9 @@ def test_reproduce_list_with_names_lists_those_and_refuses_unknown_ones(capsys):
 def test_whatif_of_a_folder_says_it_is_one(tmp_path, capsys):
     err = fails(capsys, "whatif", tmp_path)
     assert err.startswith(f"error: {tmp_path}: is a folder; give a live scheduler's journal file or a simulation's snapshot file")
+
+
+def test_a_category_asked_of_elements_lists_its_elements(capsys):
+    err = fails(capsys, "elements", "source")
+    assert "'source' is a category of elements, not an element class" in err
+    assert "PoissonSource" in err and "TraceSource" in err and "Fifo" not in err

@@ -66,6 +66,9 @@ def elements(args) -> int:
 
 def _get(name: str):
     cls = registry.get(name)
+    if cls is None and name.lower() in CATEGORIES:  # (a family's name: its elements are what was meant)
+        named = ", ".join(c.__name__ for c in registry.classes() if c.category == name.lower())
+        raise UsageError(f"'{name}' is a category of elements, not an element class; its elements: {named}")
     if cls is None:
         hint = did_you_mean(name, registry.names())
         raise UsageError(f"no element class '{name}'" + (f"; {hint}" if hint else "; 'roundhouse elements' lists them"))
