@@ -18,6 +18,12 @@ order of the rounds either:
   done and the clock grow by the same whole numbers), so the round each job finishes in is known
   when it starts.
 
+Where jobs run profiled models (or slow down when spread), their progress over a round is
+not a whole number but a fixed float while they run on the same GPUs (their launch's rate
+times the round: `Simulator.runs_fixed_rounds`). Then k rounds are k roundings, and the round a
+job finishes in is found by running sums of its steps, tested as the simulator tests them;
+its books are the same running sums (runtime/bulk_profiled.py). The rest is as below.
+
 So a run of such rounds is carried out with, per round, only the front's tick, the ranking and
 the packing of the arrivals (as in passing), and freeing the GPUs of the jobs that finished; the
 launches, the completions and the progress of every job are written into the world's books at
@@ -35,8 +41,10 @@ explanation record, the pool, the launcher, the sources and admission gates get 
 in the same order, round by round. The run ends where round by round a round would be ticked
 or the run would stop: at a round whose arrivals do not all find room (ticked from the pool on,
 as in passing), at a round whose completions meet a sink's goal in the world's books (ticked),
-at the memory bound of passing, at the time limit, where the system empties, or where a job that
-does not run at one unit of work per second arrives (that round is ticked, with the same plan).
+at the memory bound of passing, at the time limit, where the system empties, before a round
+whose completions the search at fixed rates has not found (its horizon), where a job that does
+not run at one unit of work per second arrives in a whole-rounds run, or where a launch's rate
+is not fixed or not positive (that round is ticked, with the same plan).
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from roundhouse.runtime.backends.base import Progress
+from roundhouse.runtime.bulk_profiled import book_whole_rounds, finishes
 from roundhouse.runtime.plans import PlanError
 from roundhouse.runtime.skipping import ARRIVAL_TOLERANCE, all_say, arrival_offset
 from roundhouse.runtime.types import Events, Jobs, Plan
@@ -74,12 +83,12 @@ class Bulk:
     def may_carry(self, engine) -> bool:
         """Whether the round about to be carried out in passing may start a run carried out in
         bulk: the placer packs arrivals on a mask (`packs_arrivals`), the simulator runs whole
-        rounds, completions wait, no element but the source asks for a tick before the next
-        arrival, and every running job holds GPUs."""
+        rounds or rounds at fixed rates (runtime/bulk_profiled.py), completions wait, no element
+        but the source asks for a tick before the next arrival, and every running job holds GPUs."""
         roles, backend = self._passing.roles, engine.backend
         if roles is None or not getattr(roles.placer, "packs_arrivals", False):
             return False
-        if not hasattr(backend, "runs_whole_rounds") or not backend.runs_whole_rounds():
+        if not hasattr(backend, "runs_whole_rounds") or not (backend.runs_whole_rounds() or backend.runs_fixed_rounds()):
             return False
         ctx = engine._ctx
         if not all_say(roles.asked, "completions_wait", ctx, self._call):
@@ -117,12 +126,17 @@ class _Run:
         self.world, self.backend, self.cols = world, backend, world.jobs.writable
         self.round_s = engine._skipping.round_s
         self.b0 = backend.now
+        self.profiled = not world._plain()  # (jobs at fixed float rates: runtime/bulk_profiled.py)
+        self.horizon = _NEVER  # (the first round whose completions are not all known)
         # The jobs running now, by the round (offset from this one) each finishes in.
         running = world.running_rows
         cols = self.cols
-        finish_at = self.b0 + (cols["work"][running] - cols["done"][running]) / cols["rate"][running]
-        self._deadlines = RoundDeadlines(backend, self.b0, self.round_s)
-        offset = self._deadlines.offsets(finish_at, 0)
+        if self.profiled:
+            offset, finish_at, self.horizon = finishes(self.backend, cols, running, cols["rate"][running], self.b0, 0, _NEVER)
+        else:
+            finish_at = self.b0 + (cols["work"][running] - cols["done"][running]) / cols["rate"][running]
+            self._deadlines = RoundDeadlines(backend, self.b0, self.round_s)
+            offset = self._deadlines.offsets(finish_at, 0)
         self.first, self.first_offset = running, offset
         # Per GPU: the round its job finishes in (`_NEVER` for a free GPU), whether it is its
         # job's first GPU (which stands for the job), and there, when the job finishes. Every
@@ -140,8 +154,8 @@ class _Run:
         self._at[leads] = finish_at
         self.available = holder < 0
         # What the run did, for the books and the sinks.
-        # per round: rows, GPU counts, GPUs, time, offset, and the offsets of the rounds they finish in
-        self.launched: list[tuple[np.ndarray, np.ndarray, np.ndarray, float, int, np.ndarray]] = []
+        # per round: rows, GPU counts, GPUs, time, offset, the offsets of the rounds they finish in, rates
+        self.launched: list[tuple[np.ndarray, np.ndarray, np.ndarray, float, int, np.ndarray, np.ndarray]] = []
         self.finished: list[tuple[np.ndarray, np.ndarray, int]] = []  # rows, times, offset (per round, in row order)
         self.rounds = 0  # rounds carried out
         self.folded = 0  # jobs whose completions were folded in (not yet in the world's books)
@@ -155,7 +169,7 @@ class _Run:
         engine, passing, world = self.engine, self.passing, self.world
         roles = passing.roles
         assert roles is not None
-        bound = engine._skipping.bound()
+        limit = engine._skipping.bound()
         j, b, events = 0, self.b0, cast("Events | None", folded)
         unfinished, running = world.unfinished, len(world.running_rows)
         arrives = True  # (the round carried out in passing that starts the run)
@@ -172,6 +186,7 @@ class _Run:
             # The round's end: the jobs that finish in it are the next round's events.
             rows, times, gpus = self._finishing(j)
             j, b = j + 1, b + self.round_s
+            bound = min(limit, self.b0 + self.horizon * self.round_s)  # (completions known up to the horizon)
             self.rounds += 1
             self.end = j
             if stop_after or b >= bound:
@@ -218,7 +233,9 @@ class _Run:
             cast(Jobs, values[admitted[0]]) if len(admitted) == 1 else Jobs.merge([cast(Jobs, values[key]) for key in admitted])
         )
         packed = None
-        if len(arrivals) and self.world._plain():
+        if len(arrivals) and not self.profiled and not self.world._plain():  # (profiled arrivals: at fixed rates on)
+            self.profiled = self.backend.runs_fixed_rounds()
+        if len(arrivals) and (self.profiled and self.backend.runs_fixed_rounds() or self.world._plain()):
             ctx.element = roles.policy
             ranking = call(roles.policy, "rank_arrivals", ctx, roles.policy.rank_arrivals, ctx, arrivals)
             if ranking is not None:
@@ -229,6 +246,11 @@ class _Run:
             passing._front = (ctx, values, roles.front)
             return None
         rows, counts, gpus = packed
+        plan = Plan(launch_rows=rows, launch_gpus=gpus, launch_counts=counts)
+        rates = self.world.launch_rates(plan)
+        if self.profiled and len(rates) and rates.min() <= 0:  # (ticked: the plan's error is the launcher's)
+            passing._front = (ctx, values, roles.front)
+            return None
         holder = self.world.holder
         taken = holder[gpus]
         if len(taken) and taken[taken.argmax()] >= 0:  # (argmax: one call, where a count is a few)
@@ -237,14 +259,14 @@ class _Run:
             )
         holder[gpus] = rows.repeat(counts)
         roles.pool.join_later(arrivals)
-        plan = Plan(launch_rows=rows, launch_gpus=gpus, launch_counts=counts)
         ctx.element = engine._wiring[roles.launcher][0]
         call(ctx.element, "tick", ctx, ctx.element.tick, ctx, plan)
         ctx.element = None
         if engine._record is not None:
             placer_id, launcher_id = engine._plan_ids[engine._wiring[roles.launcher][0].name]
             engine._record.plan(plan, self.world, placer_id, launcher_id, b)
-        self.launched.append((rows, counts, gpus, b, j, self._note_due(rows, counts, gpus, gpus[plan.launch_starts], b, j)))
+        due = self._note_due(rows, counts, gpus, gpus[plan.launch_starts], b, j, rates if self.profiled else None)
+        self.launched.append((rows, counts, gpus, b, j, due, rates))
         self.last_time = b
         passing.passed += 1
         passing.total += 1
@@ -252,13 +274,17 @@ class _Run:
         return len(rows)
 
     def _note_due(
-        self, rows: np.ndarray, counts: np.ndarray, gpus: np.ndarray, leads: np.ndarray, b: float, j: int
+        self, rows: np.ndarray, counts: np.ndarray, gpus: np.ndarray, leads: np.ndarray, b: float, j: int, rates
     ) -> np.ndarray:
-        """Launches of round j (`leads`: each one's first GPU): when each finishes, marked on its
-        GPUs; returns the rounds they finish in."""
+        """Launches of round j (`leads`: each one's first GPU; `rates`: theirs, None in a
+        whole-rounds run): when each finishes, marked on its GPUs; returns the rounds they
+        finish in."""
         cols = self.cols
-        finish_at = b + (cols["work"][rows] - cols["done"][rows])  # (a whole-rounds run: every rate is 1)
-        offsets = self._deadlines.offsets(finish_at, j)
+        if rates is not None:
+            offsets, finish_at, self.horizon = finishes(self.backend, cols, rows, rates, b, j, self.horizon)
+        else:
+            finish_at = b + (cols["work"][rows] - cols["done"][rows])  # (a whole-rounds run: every rate is 1)
+            offsets = self._deadlines.offsets(finish_at, j)
         self._due[gpus] = offsets if len(gpus) == len(rows) else offsets.repeat(counts)
         self._lead[leads] = True
         self._at[leads] = finish_at
@@ -343,7 +369,8 @@ class _Run:
         start = np.repeat([x[4] for x in launched], [len(x[0]) for x in launched])
         world = self.world
         plan = Plan(launch_rows=rows, launch_gpus=gpus, launch_counts=counts)
-        book_launches(world, plan, np.ones(len(rows)), None, self.b0 + start * self.round_s)  # (one unit of work a second)
+        rates = np.concatenate([x[6] for x in launched])  # (as `apply_plan` books them)
+        book_launches(world, plan, rates, None, self.b0 + start * self.round_s)
         world._set_running(np.sort(np.concatenate([world.running_rows, rows])))
         return rows, start, finish
 
@@ -353,11 +380,15 @@ class _Run:
         cols, R = self.cols, self.round_s
         every = np.concatenate([self.first, rows])
         since = np.concatenate([np.zeros(len(self.first), dtype=np.int64), start])
-        step = (np.minimum(np.concatenate([self.first_offset, finish]), self.end) - since) * R  # (whole numbers: exact)
-        cols["done"][every] += step
-        cols["run_s"][every] += step
-        cols["compute_s"][every] += step
-        cols["service"][every] += cols["held"][every] * step
+        whole = np.minimum(np.concatenate([self.first_offset, finish]), self.end) - since
+        if self.profiled:  # (float steps: added round by round, in running sums)
+            book_whole_rounds(cols, every, whole, R)
+        else:
+            step = whole * R  # (whole numbers: exact)
+            cols["done"][every] += step
+            cols["run_s"][every] += step
+            cols["compute_s"][every] += step
+            cols["service"][every] += cols["held"][every] * step
         self.world.progress_log.note(every)  # (`gone` are among them)
         if not self.finished:
             return

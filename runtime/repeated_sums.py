@@ -63,3 +63,27 @@ def repeated_sum(start: float, step: float, times: int) -> float:
     for sums in running_sums(start, step, times):
         start = float(sums[-1])
     return start
+
+
+def add_repeatedly_each(total: np.ndarray, step: np.ndarray, times: np.ndarray) -> None:
+    """`total[..., i] += step[..., i]`, `times[i]` times over for each i (the last axis), in
+    place: the same bits as the loop. Past its count a column adds 0.0, which leaves every sum
+    as it is (the books are never -0.0), so one running sum serves columns of any counts: in
+    blocks of rounds, over the columns with rounds left (longest first)."""
+    if not len(times):
+        return
+    order = np.argsort(-times, kind="stable")
+    counts = times[order]
+    last = total[..., order].reshape(-1, len(order))
+    increment = np.broadcast_to(step, total.shape)[..., order].reshape(-1, len(order))
+    done, upto = 0, int(counts[0])
+    while done < upto:
+        live = int(np.count_nonzero(counts > done))  # (a prefix: the longest first)
+        n = min(upto - done, max(1, _BLOCK // (live * len(last))))
+        block = np.empty((n + 1, len(last), live))
+        block[0] = last[:, :live]
+        within = (done + np.arange(n))[:, None] < counts[:live]  # (rounds within a column's count)
+        np.multiply(increment[:, :live], within[:, None, :], out=block[1:])  # (times 1 or 0: exact)
+        last[:, :live] = np.add.accumulate(block, axis=0)[-1]
+        done += n
+    total[..., order] = last.reshape(total[..., order].shape)

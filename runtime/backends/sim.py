@@ -269,9 +269,21 @@ class Simulator:
     # --- rounds carried out in bulk (runtime/bulk.py) ---
     def runs_whole_rounds(self) -> bool:
         """Whether every job runs whole rounds that add whole numbers to its books, and finishes
-        at its start plus its remaining work, wherever it runs: no checkpoint, restore or resize
-        to wait for, one unit of work per second everywhere (no profile, nothing slowing down,
-        no shared GPUs), and rounds and clock in whole seconds."""
+        at its start plus its remaining work, wherever it runs: rounds alike (`_rounds_alike`),
+        one unit of work per second everywhere (no profile, nothing slowing down)."""
+        return self._rounds_alike() and self.world._plain()
+
+    def runs_fixed_rounds(self) -> bool:
+        """Whether every job's progress over a whole round is a fixed step while it runs on the
+        same GPUs (its launch's rate times the round), and it finishes at the clock plus its
+        remaining work over that rate: rounds alike, and no communication model (whose rates
+        are worked out with the rates without it)."""
+        world = self.world
+        return self._rounds_alike() and not world._any_comm and world.throughput.communication is None
+
+    def _rounds_alike(self) -> bool:
+        """No checkpoint, restore or resize to wait for, no shared GPUs, no loss curves, and
+        rounds and clock in whole seconds."""
         world = self.world
         return (
             self.restore_s == 0
@@ -281,7 +293,6 @@ class Simulator:
             and self.round_s.is_integer()
             and self._now.is_integer()
             and max(self.round_s, self._now) < _WHOLE
-            and world._plain()
             and world.co_holder is None
             and "loss_speed" not in world.jobs.writable
         )
