@@ -54,6 +54,7 @@ import numpy as np
 
 from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.element import Element
+from roundhouse.runtime.snapshot_paths import read_snapshot_bytes, target_to_write
 from roundhouse.runtime.state_copies import deep_copy
 from roundhouse.traces.jobs import JobReader
 
@@ -537,12 +538,7 @@ def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
     }
     # Written whole beside the file, then renamed over it: a save that fails (a full disk, an
     # interruption) leaves an earlier snapshot of that name as it was.
-    target = Path(path)
-    # Checked first: the partial file goes beside the target, which for a directory is outside it.
-    if target.is_dir():
-        raise SnapshotError(f"snapshot {path}: is a directory; give the file to write, such as {target / 'run.snap'}")
-    if not target.parent.is_dir():
-        raise SnapshotError(f"snapshot {path}: cannot write it: no directory {target.parent}")
+    target = target_to_write(path)
     # (Named for this process and this save: two processes, or threads, saving to one path each
     # write their own, and the last to finish is the file.)
     part = target.with_name(f"{target.name}.{os.getpid()}-{next(_SAVES)}.partial")
@@ -577,10 +573,7 @@ def read_header(path: str | Path) -> tuple[dict[str, Any], bytes]:
     """The header and payload of a snapshot file; a SnapshotError naming the file and what is
     wrong: not a snapshot, a newer format, cut short or changed."""
     where = f"snapshot {path}"
-    try:
-        data = Path(path).read_bytes()
-    except OSError as err:
-        raise SnapshotError(f"{where}: cannot read it ({err.strerror or err})") from None
+    data = read_snapshot_bytes(path)
     line, _, payload = data.partition(b"\n")
     try:
         header = json.loads(line.decode())

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import numbers
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -356,12 +357,19 @@ def simulate_ahead(
             f"now: {now:g} s is not the time the world is as of, {own:g} s: a projection starts from the world's own "
             "time (from a later one, the jobs arriving in between would be left out and the running ones stand still)"
         )
-    return _simulate_ahead(world, graph, float(now), horizon_s, seen_s, world_name, _run_coming)
+    seen = None if seen_s is None else float(seen_s)  # (numpy's numbers as Python's from here on)
+    return _simulate_ahead(world, graph, float(now), float(horizon_s), seen, world_name, _run_coming)
 
 
 def _seconds(value) -> bool:
-    """Whether `value` is a time in seconds: a finite real number (not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """Whether `value` is a time in seconds: a finite real number, Python's or numpy's (not a bool)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        return False
+    number: Any = value  # (numbers.Real declares no conversion to float)
+    try:
+        return math.isfinite(float(number))
+    except OverflowError:  # (an integer beyond floats: no finite time)
+        return False
 
 
 def _refuse_a_clock_before_the_worlds(world: World, now: float, own: float | None) -> None:

@@ -16,6 +16,7 @@ from roundhouse.errors import RoundhouseError, TraceError, UsageError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from roundhouse.runtime.simulation import own_elements
+from roundhouse.runtime.snapshot_paths import file_kind
 from roundhouse.runtime.whatif import (
     METRICS,
     SQLITE_HEADER,
@@ -82,6 +83,12 @@ def whatif_command(args) -> int:
         raise UsageError(
             f"{args.journal}: no such file; give a simulation's snapshot (Simulation.save) or a live scheduler's journal "
             "(its --journal file)"
+        )
+    kind = file_kind(Path(args.journal))
+    if kind:  # (a named pipe would be read until a writer closes it, perhaps never)
+        raise UsageError(
+            f"{args.journal}: is {kind}, not a file; give a simulation's snapshot (Simulation.save) or a live "
+            "scheduler's journal (its --journal file)"
         )
 
     def run_graph_file(journaled: str) -> Path:
