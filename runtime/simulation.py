@@ -239,7 +239,18 @@ class Simulation:
         profile = load_profile(compiled)
         world = new_world(compiled, cluster, profile)
         fresh = _engine(compiled, world, header.get("until"))
-        return cls._of(snapshot.restore(path, payload, offset, fresh), header)
+        engine = snapshot.restore(path, payload, offset, fresh)
+        # (The checksum covers the state, not which header it came with: a state put after
+        # another snapshot's header would run under a graph it was not saved with.)
+        state = {"now_s": engine.backend.now, "rounds": engine.rounds, "jobs": len(engine.world.jobs)}
+        differ = [
+            f"{key} {header[key]!r} in the header, {value!r} in the state"
+            for key, value in state.items()
+            if key in header and header[key] != value
+        ]
+        if differ:
+            raise snapshot.SnapshotError(f"snapshot {path}: its header and its state disagree: {'; '.join(differ)}")
+        return cls._of(engine, header)
 
     # --- results ---
     @property

@@ -121,3 +121,20 @@ def test_each_save_writes_a_partial_file_of_its_own_and_a_failed_one_leaves_none
         sim.save(target)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.snap"]
     assert target.read_bytes() == before
+
+
+def test_a_state_put_after_another_snapshots_header_is_refused(tmp_path):
+    sim = small("gandiva.sched")
+    sim.run_until(10_000)
+    sim.save(tmp_path / "early.snap")
+    sim.run_until(50_000)
+    sim.save(tmp_path / "late.snap")
+    early_header = json.loads((tmp_path / "early.snap").read_bytes().partition(b"\n")[0])
+    line, _, payload = (tmp_path / "late.snap").read_bytes().partition(b"\n")
+    late_header = json.loads(line)
+    mixed = {**early_header, "payload_bytes": late_header["payload_bytes"], "payload_sha256": late_header["payload_sha256"]}
+    path = tmp_path / "mixed.snap"
+    path.write_bytes(json.dumps(mixed).encode() + b"\n" + payload)
+    with pytest.raises(SnapshotError, match="its header and its state disagree: now_s 10"):
+        Simulation.load(path)
+    assert Simulation.load(tmp_path / "late.snap").now == sim.now
