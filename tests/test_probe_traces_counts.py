@@ -32,20 +32,18 @@ def refusal(path: str, format: str = "auto") -> TraceError:
     return err.value
 
 
-def test_pai_instances_past_a_count_blame_inst_num_at_their_line(tmp_path):
-    path = pai_table(tmp_path, "j3,worker,1e30,Terminated,3000,3500,600,10,100,T4")
-    err = refusal(path)
-    assert (err.row, err.column) == (4, "inst_num"), str(err)
+@pytest.mark.parametrize(
+    ("row", "column", "said"),
+    [
+        ("j3,worker,1e30,Terminated,3000,3500,600,10,100,T4", "inst_num", "1e+30 instances of 1 GPU(s) each"),
+        ("j3,worker,2,Terminated,3000,3500,600,10,1e30,T4", "plan_gpu", "come to 2e+28 GPUs"),
+    ],
+)
+def test_pai_gpus_past_a_count_blame_the_cell_that_makes_them_so_at_its_line(tmp_path, row, column, said):
+    err = refusal(pai_table(tmp_path, row))
+    assert (err.row, err.column) == (4, column), str(err)
     assert "not a whole number" not in str(err)
-    assert "1e+30 instances of 1 GPU(s) each" in str(err)
-
-
-def test_pai_gpus_per_instance_past_a_count_blame_plan_gpu(tmp_path):
-    path = pai_table(tmp_path, "j3,worker,2,Terminated,3000,3500,600,10,1e30,T4")
-    err = refusal(path)
-    assert (err.row, err.column) == (4, "plan_gpu"), str(err)
-    assert "not a whole number" not in str(err)
-    assert "come to 2e+28 GPUs" in str(err)
+    assert said in str(err)
 
 
 def test_pai_table_of_ordinary_counts_still_reads(tmp_path):
