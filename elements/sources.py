@@ -33,8 +33,12 @@ class _Replay(Element):
     category = "source"
     outputs = (Out("jobs", Jobs),)
 
-    def _load(self, ctx: RoundContext, trace, origin: str, profile=None) -> None:
-        batch, unknown = ctx.prepare(trace, origin, profile)
+    def _load(self, ctx: RoundContext, trace, origin: str, profile=None, from_file: bool = False) -> None:
+        """Prepare the source's jobs (`from_file`: read from the trace file `origin`)."""
+        try:
+            batch, unknown = ctx.prepare(trace, origin, profile)
+        except TraceError as err:
+            raise _at_declaration(self, err, from_file) from None
         self._batch: JobBatch = batch
         self._arrivals = batch.columns["arrival_s"]
         self._next = 0
@@ -78,6 +82,21 @@ class _Replay(Element):
 
     def arrivals_wait(self, ctx: RoundContext) -> bool:
         return True  # (ticked in a round carried out in passing, as in any other)
+
+
+def _at_declaration(source: Element, err: TraceError, from_file: bool) -> TraceError | SchedError:
+    """A check of the source's jobs against the run's world, made as it starts (traces/prepare.py:
+    a job asking for more GPUs than the cluster has, ...), said where the graph declares the
+    source, as other element errors are. A trace file's job keeps the file first (the job is
+    there, and --trace may have named the file), the declaration after."""
+    named = f"element '{source.name}' ({type(source).__name__})"
+    if from_file:
+        where = f", declared at {source.declared_at}" if source.declared_at is not None else ""
+        located = TraceError(err.path, f"{err.message} (a job of {named}{where})", row=err.row, column=err.column)
+        located.also = err.also
+        return located
+    what = f"column '{err.column}': {err.message}" if err.column else err.message
+    return SchedError(f"{named}: {what}", source.declared_at)
 
 
 def _only_with_rate(instance, attribute, value) -> None:
@@ -155,7 +174,7 @@ class TraceSource(_Replay):
         profile = None
         if self.timing == "duration":  # an empty profile: no job is known by its model
             profile = ProfileTable.from_frame(ProfileTable.load().frame.clear(), source="(no profile: timing=duration)")
-        self._load(ctx, trace, str(self.path), profile)
+        self._load(ctx, trace, str(self.path), profile, from_file=True)
 
     def jobs_ahead(self, elastic=None) -> pl.DataFrame:
         """The jobs it will emit, known before it starts (`check` and `run` warn of a graph that

@@ -117,15 +117,16 @@ def test_the_markdown_reference_keeps_a_pipe_in_ones_documentation_inside_its_ce
 
 
 def test_check_of_several_graphs_names_each_refused_graph(tmp_path, capsys):
-    # (a problem found as the elements start names the element, not the graph it is in)
+    # (a problem found as the elements start is said at the element's line, and the graph refused
+    # is named after its problems)
     good, bad = tmp_path / "good.sched", tmp_path / "bad.sched"
     good.write_text(
         'cluster = "2x4:V100";\nsrc :: PoissonSource(rate=8/h, jobs=5, gpus=single, seed=1);\n' + PIPELINE.format(policy="Fifo")
     )
     bad.write_text('cluster = "1x1:V100";\nsrc :: PoissonSource(rate=8/h, jobs=200, seed=1);\n' + PIPELINE.format(policy="Fifo"))
-    err = refused(capsys, ["check", good, bad, good], "src (PoissonSource): error: job ")
+    err = refused(capsys, ["check", good, bad, good], f"{bad}:2:1: error: element 'src' (PoissonSource): job ")
     assert err.endswith(f"{bad}: refused (see above)\n") and f"{good}: refused" not in err
-    alone = refused(capsys, ["check", bad], "src (PoissonSource): error: job ")
+    alone = refused(capsys, ["check", bad], f"{bad}:2:1: error: element 'src' (PoissonSource): job ")
     assert "refused" not in alone  # (one graph: its problems are all there is, as render prints them)
 
 

@@ -199,7 +199,7 @@ def trace_jobs(path: str, format: str = "auto") -> tuple[list[dict], list[str]]:
     import polars as pl
 
     from roundhouse.runtime.backends.live.submissions import validated
-    from roundhouse.traces.canonical import is_parquet
+    from roundhouse.traces.canonical import PARQUET_MAGIC, is_parquet
     from roundhouse.traces.csvtext import read_cells
     from roundhouse.traces.formats import check_format, detect_format, read_trace
 
@@ -221,7 +221,7 @@ def trace_jobs(path: str, format: str = "auto") -> tuple[list[dict], list[str]]:
         return _job_dicts(frame.drop(*drop)), rows
     lines = None
     with open(path, "rb") as file:
-        parquet = is_parquet(path) or file.read(4) == b"PAR1"
+        parquet = is_parquet(path) or file.read(4) == PARQUET_MAGIC
     if parquet:
         try:
             raw = pl.read_parquet(path)

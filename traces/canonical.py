@@ -35,12 +35,56 @@ def read_parquet(path: str | Path, elastic: ElasticProfile | None = None) -> pl.
     """A canonical Parquet trace, validated; errors name the record (1-based); `elastic` as
     for read_csv."""
     try:
+        check_parquet_file(path)
         frame = pl.read_parquet(path)
     except FileNotFoundError:
         raise TraceError(str(path), "no such file") from None
     except (pl.exceptions.PolarsError, OSError, ValueError) as err:
         raise TraceError(str(path), f"cannot be read as Parquet: {first_line(err)}") from None
     return validate(frame, str(path), elastic=elastic)
+
+
+PARQUET_MAGIC = b"PAR1"  # how a Parquet file begins and ends ("PARE" ends an encrypted one)
+_TEXT_SNIFF = 4096  # bytes looked at to tell text from other binary
+
+
+def check_parquet_file(path: str | Path) -> None:
+    """A TraceError if the file is plainly no Parquet file (where polars would say only "The file
+    must end with PAR1"): empty, text (a CSV trace given a .parquet name, say), or other bytes.
+    A file that begins and ends as Parquet does is left to polars."""
+    with open(path, "rb") as f:
+        head = f.read(_TEXT_SNIFF)
+        size = f.seek(0, 2)
+        f.seek(max(size - 4, 0))
+        tail = f.read(4)
+    if size == 0:
+        raise TraceError(str(path), "is empty, not a Parquet file")
+    if head.startswith(PARQUET_MAGIC):
+        if size >= 12 and tail in (PARQUET_MAGIC, b"PARE"):
+            return
+        raise TraceError(str(path), "begins as a Parquet file but does not end as one: cut short, or still being written?")
+    text = _as_text(head)
+    if text is None:
+        raise TraceError(str(path), "is not a Parquet file (one begins and ends with the bytes PAR1)")
+    first = next((line.strip() for line in text.removeprefix("\ufeff").splitlines() if line.strip()), "")
+    shown = first if len(first) <= 60 else first[:57] + "..."
+    if "," in first:
+        raise TraceError(str(path), f"is not a Parquet file: it looks like CSV text ({shown!r}); name a CSV trace .csv")
+    raise TraceError(
+        str(path), f"is not a Parquet file: it holds text ({shown!r}); name a text trace for its format (.csv, .trace, .json)"
+    )
+
+
+def _as_text(head: bytes) -> str | None:
+    """The file's first bytes as text, if they are UTF-8 text (a character cut at the end aside)."""
+    if b"\x00" in head:
+        return None
+    try:
+        return head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if err.start < len(head) - 3:  # (not only a character the read cut short)
+            return None
+        return head[: err.start].decode("utf-8")
 
 
 def read(path: str | Path) -> pl.DataFrame:

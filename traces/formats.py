@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias", "philly", "helios", "pai", "pollux", "ones")
 WRITE_FORMATS: tuple[str, ...] = ("canonical", "gavel", "tiresias")
 _SNIFF_BYTES = 65536
-_PARQUET_MAGIC = b"PAR1"
 # What Pollux's and ONES' files call the canonical columns they hold as they are (ONES' model is
 # its model and task, its batch size per GPU).
 _OWN_NAMES = {
@@ -81,7 +80,7 @@ def detect_format(path: str | Path) -> str:
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     if suffix == ".json" or text.lstrip().startswith("["):
         return _json_format(path, text)
-    if head.startswith(_PARQUET_MAGIC):
+    if head.startswith(canonical.PARQUET_MAGIC):
         return "canonical"
     first = next((line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
     if first.count("\t") + 1 in gavel.LAYOUTS:
@@ -146,7 +145,7 @@ def load_trace(path: str | Path, format: str = "auto", elastic: ElasticProfile |
     format = check_format(format)
     if format == "auto":
         return _read(path, detect_format(path), elastic)
-    if format != "canonical" and read_bytes(path, 4) == _PARQUET_MAGIC:
+    if format != "canonical" and read_bytes(path, 4) == canonical.PARQUET_MAGIC:
         # (rather than the text readers' "not UTF-8 text" about its first binary byte)
         raise TraceError(str(path), f"is a Parquet file, and only canonical traces are read from Parquet, not {format} traces")
     try:
@@ -196,7 +195,7 @@ def _read(path: str | Path, format: str, elastic: ElasticProfile | None) -> Load
         else:
             frame = ones.parse_trace(cells.frame, str(path), cells.lines)
         return LoadedTrace(validate(frame, str(path), cells.lines, source_names=_OWN_NAMES[format], elastic=elastic), format)
-    if canonical.is_parquet(path) or read_bytes(path, 4) == _PARQUET_MAGIC:
+    if canonical.is_parquet(path) or read_bytes(path, 4) == canonical.PARQUET_MAGIC:
         return LoadedTrace(canonical.read_parquet(path, elastic), format)
     return LoadedTrace(canonical.read_csv(path, elastic), format)
 
@@ -211,8 +210,9 @@ def check_trace_header(path: str | Path, format: str = "auto", elastic: ElasticP
     found = detect_format(path) if format == "auto" else format
     if found != "canonical":
         return
-    if canonical.is_parquet(path) or read_bytes(path, 4) == _PARQUET_MAGIC:
+    if canonical.is_parquet(path) or read_bytes(path, 4) == canonical.PARQUET_MAGIC:
         try:
+            canonical.check_parquet_file(path)  # (text named .parquet: said so, not polars' complaint)
             frame = pl.read_parquet(path, n_rows=0)
         except (pl.exceptions.PolarsError, OSError, ValueError) as err:
             raise TraceError(str(path), f"cannot be read as Parquet: {first_line(err)}") from None
@@ -231,7 +231,7 @@ def file_columns(path: str | Path, format: str) -> tuple[str, ...]:
             return _json_keys(str(path))
     if format == "pai":
         return pai.file_columns(path)
-    if format == "canonical" and (canonical.is_parquet(path) or read_bytes(path)[:4] == _PARQUET_MAGIC):
+    if format == "canonical" and (canonical.is_parquet(path) or read_bytes(path)[:4] == canonical.PARQUET_MAGIC):
         return tuple(pl.read_parquet_schema(path))
     # (The first line only: the file has been read whole once already, and may be large.)
     comment = None if format == "gavel" else "#"  # (as each reader takes comments)

@@ -192,7 +192,7 @@ class _Parser:
         for rank, (name, dtype) in enumerate(_CASTS[width], start=_BATCH + 1):
             if self.first.wants(rank):
                 try:
-                    typed[name] = cast_column(raw.get_column(name), dtype, path, numbers, name)
+                    typed[name] = _field(raw.get_column(name), dtype, path, numbers, name)
                 except TraceError as err:
                     self.first.note(rank, err)
         if self.first.error is not None:
@@ -240,6 +240,45 @@ class _Parser:
         frame = pl.concat(parts, rechunk=False)
         del parts
         return frame if in_order else frame.sort(["arrival_s", "job_id"], maintain_order=True)
+
+
+# Fields Gavel's own reader (`utils.parse_trace`) converts with float() or int(), so that an
+# empty one stops it: empty here is an error too, not "no weight" or "no SLO".
+_NEEDED = {"priority_weight": "a priority weight (1 is the usual)", "SLO": "an SLO factor (-1 for none)"}
+
+
+def _field(text: pl.Series, dtype: type[pl.DataType], path: str, numbers: np.ndarray, name: str) -> pl.Series:
+    """One numeric field of a piece's lines, typed; a TraceError names the first line whose
+    field does not convert, is empty where Gavel needs a number (`_NEEDED`, needs_data_dir), or
+    (needs_data_dir, Gavel's bool(int(...))) is not 0 or 1. Problems of one field share one
+    rank (linepieces.FirstError), so the first line with any of them is the one named."""
+    problems: list[TraceError] = []
+    try:
+        typed = cast_column(text, dtype, path, numbers, name)
+    except TraceError as err:
+        problems.append(err)
+        typed = text.str.strip_chars().cast(dtype, strict=False)
+    if name in _NEEDED or name == "needs_data_dir":
+        empty = text.str.strip_chars().str.len_bytes() == 0
+        if empty.any():
+            what = _NEEDED.get(name, "0 or 1 (whether the job's command takes a data directory)")
+            at = int(numbers[int(empty.arg_true()[0])])
+            problems.append(TraceError(path, f"has no value: every line of a Gavel trace gives {what}", row=at, column=name))
+    if name == "needs_data_dir":
+        wrong = typed.is_not_null() & ~typed.is_in([0.0, 1.0]).fill_null(False)
+        if wrong.any():
+            i = int(wrong.arg_true()[0])
+            problems.append(
+                TraceError(
+                    path,
+                    f"must be 0 or 1 (whether the job's command takes a data directory), got {text[i].strip()}",
+                    row=int(numbers[i]),
+                    column=name,
+                )
+            )
+    if problems:
+        raise min(problems, key=lambda err: err.row or 0)
+    return typed
 
 
 def _trailing_tab(fields: pl.Series, widths) -> str:
@@ -301,6 +340,14 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
     needs = int64_column(
         fields.select(given("needs_data_dir")).to_series(), path, frame["job_id"], "needs_data_dir", "needs_data_dir"
     )
+    wrong = ~needs.is_in([0, 1]).fill_null(False)
+    if wrong.any():  # (what we write must read back: `_field` refuses it)
+        i = int(wrong.arg_true()[0])
+        raise TraceError(
+            path,
+            f"job {frame['job_id'][i]}: needs_data_dir must be 0 or 1 in a Gavel trace, got {needs[i]}",
+            column="needs_data_dir",
+        )
     fields = fields.with_columns(_needs=needs)
     unbatched = pl.col("model").is_in(list(UNBATCHED_MODELS)) | pl.col("batch_size").is_null()
     line = pl.concat_str(

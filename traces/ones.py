@@ -151,6 +151,7 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
         for col in TRACE_COLUMNS
         if col not in ("model", "task")
     }
+    _check_training_settings(numbers, raw, origin, lines)
     names = raw["model"].str.to_lowercase() + "-" + raw["task"].str.to_lowercase()
     unknown = np.flatnonzero(~names.is_in(PAIR_NAMES).fill_null(False).to_numpy())
     if unknown.size:
@@ -204,6 +205,27 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
             "max_batch_size": np.maximum(cap, local),
         }
     )
+
+
+def _check_training_settings(numbers: dict[str, np.ndarray], raw: pl.DataFrame, origin: str, lines: np.ndarray) -> None:
+    """What no job can mean (number_column has seen each is a finite number above 0): a target
+    accuracy above 1, which no job reaches (accuracy is a fraction: the artifact's targets are
+    0.25 to 0.9), and a largest learning rate below the base one, from which the artifact's
+    rule (lr = base lr x GPUs, at most max_lr) would shrink the job's batch below what it asked
+    for on one GPU. An error names the line and column."""
+    checks = (
+        ("target_acc", numbers["target_acc"] > 1, lambda i: "is above 1: the target accuracy is a fraction (0.55 for 55%)"),
+        (
+            "max_lr",
+            numbers["max_lr"] < numbers["lr"],
+            lambda i: f"is below lr {raw['lr'][i]!r}: max_lr is the largest the job's learning rate grows to",
+        ),
+    )
+    for column, bad, why in checks:
+        hits = np.flatnonzero(bad)
+        if hits.size:
+            i = int(hits[0])
+            raise TraceError(origin, f"{raw[column][i]!r} {why(i)}", row=int(lines[i]), column=column)
 
 
 def _check_batch_range(pair: np.ndarray, local: np.ndarray, gpus: np.ndarray, origin: str, lines: np.ndarray) -> None:
