@@ -55,9 +55,16 @@ def _from_flag(flag: str, spec: str, graph: CompiledGraph, known: tuple[str, ...
 
 
 def load_profile(graph: CompiledGraph):
+    """The graph's throughput profile (the shipped one when it names none). A bad file is
+    reported where the setting was given, as `load_pairs` does."""
     from roundhouse.traces.profiles import ProfileTable
 
-    return ProfileTable.load(graph.settings.profile)
+    if graph.settings.profile is None:
+        return ProfileTable.load(None)
+    try:
+        return ProfileTable.load(graph.settings.profile)
+    except RoundhouseError as err:
+        raise setting_error(graph, "profile", err) from None
 
 
 def load_elastic(graph: CompiledGraph):

@@ -36,7 +36,7 @@ def test_a_sweep_with_out_keeps_its_runs_and_a_repeat_runs_nothing(tmp_path, mon
     capsys.readouterr()
     assert {p.name for p in (tmp_path / "s").iterdir()} == {"results", "summary.csv", "points.csv"}
     assert main(_sweep(["--out", "s"])) == 0
-    assert "2 of 2 runs already in s/results; running the other 0" in capsys.readouterr().err
+    assert "2 of 2 runs already in s/results; nothing to run" in capsys.readouterr().err
 
 
 def test_a_sweep_of_seeds_alone_is_refused_by_plot_and_reported_as_the_plots_page_says(tmp_path, monkeypatch, capsys):

@@ -138,7 +138,8 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
         tasks = [Task(key, first_spec[key]) for key in shared if key not in finished]
         if finished and store is not None:
             err.print(
-                f"{len(finished)} of {total} runs already in {store.folder}; running the other {len(tasks)}",
+                f"{len(finished)} of {total} runs already in {store.folder}; "
+                + (f"running the other {len(tasks)}" if tasks else "nothing to run"),
                 highlight=False,
                 markup=False,
                 soft_wrap=True,

@@ -14,14 +14,14 @@ from roundhouse.errors import ClusterError, UsageError
 from roundhouse.runtime.cluster import names_a_file
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load
-from roundhouse.runtime.simulate import load_cluster, load_pairs
+from roundhouse.runtime.simulate import load_cluster, load_pairs, load_profile
 from roundhouse.runtime.sweep import (
     RunSpec,
     check_sweepable,
     compiled_value,
     run_key,
 )
-from roundhouse.runtime.values import ElementRef, FilePath, IdRange, describe
+from roundhouse.runtime.values import INT64_MAX, ElementRef, FilePath, IdRange, describe
 from roundhouse.tools.common import overrides, seconds
 from roundhouse.tools.results import check_traces, trace_overrides
 from roundhouse.tools.sweep_warnings import SweepWarnings
@@ -190,9 +190,11 @@ def _whole_paths(graph, given: list[Override]) -> list[Override]:
 
 def _check_cluster(graph, cluster: str | None, given: list[Override]) -> None:
     """The run's cluster, loaded: a spec file's problem names the option that gave the file
-    (`--cluster`, or the `--set` or `--vary` of `cluster` among `given`), as others' do."""
+    (`--cluster`, or the `--set` or `--vary` of `cluster` among `given`), as others' do; so
+    does a throughput profile's, which the cluster's GPU types are checked against."""
+    profile = load_profile(graph)  # (its problem named where the setting was given)
     try:
-        load_cluster(graph, cluster)
+        load_cluster(graph, cluster, profile)
     except ClusterError as err:
         named = [o.label for o in given if o.target == "cluster"]
         flag = f"--cluster {cluster}" if cluster is not None else (named[-1] if named else None)
@@ -254,6 +256,20 @@ def _warn_of_own_seeds(graph, grid, seeds: int) -> None:
         )
 
 
+def _refuse_seeds_past_largest(first: int, seeds: int, fixed: list[Override]) -> None:
+    """Seeds first..first+seeds-1 must all be seeds; else say so here, naming where the first
+    came from, rather than as a `--set seed=` of a value nobody gave."""
+    last = first + seeds - 1
+    if last <= INT64_MAX:
+        return
+    given = [o for o in fixed if o.target == "seed"]
+    source = given[-1].label if given else "the graph's seed"
+    raise UsageError(
+        f"--seeds {seeds}: the seeds would run from {first} ({source}) to {last}, but the largest seed is "
+        f"{INT64_MAX}; start from a smaller seed or give fewer seeds"
+    )
+
+
 def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     """Every run of the sweep with its key, in grid order (seeds innermost). Every combination
     is compiled and its cluster checked before any run starts, so a bad grid value is reported
@@ -272,6 +288,7 @@ def plan_runs(args, grid, until: float | None) -> list[tuple[str, RunSpec]]:
     check_sweepable(base, args.sink)
     _warn_of_own_seeds(base, grid, args.seeds)
     first_seed = int(base.settings.seed)
+    _refuse_seeds_past_largest(first_seed, args.seeds, fixed)
     cluster = _run_cluster(args.cluster)
     # What every run is given besides its point, as given (each run's row records it: a store
     # that several sweeps wrote labels a run that did not vary a name by what it had).

@@ -642,6 +642,8 @@ def parse_value(text: str, where: str = "<command line>") -> ast.Value:
     try:
         program = parse(f"{_VALUE_AT}{text}\n;", where)
     except SchedError as err:
+        if _has_semicolon(text):  # (a ';' inside: the parser's complaint is of what follows it)
+            raise SchedError(f"'{text}' is not a single value (a value cannot contain ';' or statements)") from None
         # Quoting helps text that was meant as a string; a number with a bad unit or out of
         # range is no string either, so it keeps the parser's own hint (the units), as does a
         # number written with other digits than 0-9.
