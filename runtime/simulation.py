@@ -266,10 +266,15 @@ class Simulation:
         """A copy of the world as of the clock. (Between two rounds the simulator has already
         computed the last round's progress and completions, which `world` learns only at the
         next round's start; here they are folded in.) This simulation is not changed, and its
-        elements need not be forkable: they are not copied."""
+        elements need not be forkable: they are not copied. The copy says the time it is as of
+        (`as_of`, the clock) and where its last round began (`last_round_s`, one of this
+        graph's rounds before the clock), which `simulate_ahead` reads."""
         books = snapshot.copy_books(self._engine)
         books.fold_in()
         books.world.as_of = self.now
+        # (The clock is the boundary after the last round ticked or passed: idle rounds skipped
+        # before it brought no arrival.)
+        books.world.last_round_s = self.now - float(self.graph.settings.round)
         return books.world
 
     def jobs(self, columns: Sequence[str] = JOB_COLUMNS) -> pl.DataFrame:

@@ -323,11 +323,12 @@ def simulate_ahead(
     a later one, the jobs arriving in between would be left out and the running ones stand
     still; so is a world whose time is not known.
 
-    `seen_s`: the boundary of the world's last round, whose arrivals it has (default: one of
-    `graph`'s rounds before `now`, as for a simulation between two rounds). The graph's sources
-    bring the jobs that arrive after it, so it is at most `now` (a finite number: a UsageError
-    otherwise); a job of theirs with the id of another job the world has is a UsageError naming
-    both (`world_name`: what the world came from)."""
+    `seen_s`: the boundary of the world's last round, whose arrivals it has (default: the one
+    the world says, its `last_round_s`, which `Simulation.world_now` sets from the run's own
+    rounds, whatever the length of `graph`'s; for a world that does not say it, one of `graph`'s
+    rounds before `now`). The graph's sources bring the jobs that arrive after it, so it is at
+    most `now` (a finite number: a UsageError otherwise); a job of theirs with the id of another
+    job the world has is a UsageError naming both (`world_name`: what the world came from)."""
     if not isinstance(world, World):
         raise UsageError(f"world: expected a simulation's world (sim.world_now()), got {type(world).__name__}")
     if not isinstance(graph, CompiledGraph):
@@ -358,7 +359,24 @@ def simulate_ahead(
             "time (from a later one, the jobs arriving in between would be left out and the running ones stand still)"
         )
     seen = None if seen_s is None else float(seen_s)  # (numpy's numbers as Python's from here on)
+    if seen is None:
+        seen = _last_round(world, now)
     return _simulate_ahead(world, graph, float(now), float(horizon_s), seen, world_name, _run_coming)
+
+
+def _last_round(world: World, now: float) -> float | None:
+    """The boundary of the world's last round, as the world says it (None if it does not): a
+    graph of other rounds than the run's would otherwise take it to be one of its own rounds
+    before `now`, and pass over the jobs that arrived since, unseen."""
+    last = world.last_round_s
+    if last is None:
+        return None
+    if not (_seconds(last) and last <= now):
+        raise UsageError(
+            f"world: its last_round_s, the boundary of its last round, is {last!r}: expected seconds, a finite number "
+            f"at most the time it is as of, {now:g}; leave it unset (None) if it is not known, or give seen_s"
+        )
+    return float(last)
 
 
 def _seconds(value) -> bool:
@@ -739,7 +757,8 @@ def whatif_snapshot(
     if other is not None:
         traces = [str(el.path) for el in sim.graph.elements.values() if el.category == "source" and hasattr(el, "path")]
         name = f"the snapshot {path}" + (f" (its jobs from {', '.join(traces)})" if traces else "")
-        seen = point["now_s"] - float(sim.graph.settings.round)  # (its last round ran one round before the clock)
+        seen = world.last_round_s  # (its last round ran one of the run's rounds before the clock)
+        assert seen is not None  # (`world_now` sets it)
         with _hint_at_the_worlds_settings(sim.graph, other, world, "snapshot"):
             ahead = simulate_ahead(
                 world, other, point["now_s"], horizon_s, seen_s=seen, world_name=name, _run_coming=_coming(sim.graph, seen)

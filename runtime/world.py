@@ -106,6 +106,10 @@ class World:
         # (`Simulation.world_now`), which a projection from it checks (`simulate_ahead`). A
         # running engine's own world is between two rounds' facts, so there it stays None.
         self.as_of: float | None = None
+        # The boundary at which the world's last round began, whose arrivals it has: set with
+        # `as_of`, so that a projection from the copy under a graph of other rounds passes over
+        # only the jobs the world has seen (`simulate_ahead`).
+        self.last_round_s: float | None = None
 
     # Forks and snapshot files (runtime/world_copies.py).
     __deepcopy__ = world_copies.deep_copy

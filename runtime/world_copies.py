@@ -54,9 +54,11 @@ def get_state(world: World) -> dict:
 def set_state(world: World, state: dict) -> None:
     """Fill a world from its fields, and remake the rest."""
     world.__dict__.update(state)
-    # Snapshots written before the world kept a progress log, or the time it is as of.
+    # Snapshots written before the world kept a progress log, the time it is as of, or where its
+    # last round began.
     world.__dict__.setdefault("progress_log", ProgressLog())
     world.__dict__.setdefault("as_of", None)
+    world.__dict__.setdefault("last_round_s", None)
     world._cols, world._check = world.jobs.writable, PlanCheck(world)
     # The running rows own their data (made by `_set_running`, or a copy), so this cannot fail.
     world.running_rows.setflags(write=False)
