@@ -159,7 +159,9 @@ def test_a_type_the_profile_has_keeps_the_message_it_had(tmp_path):
         "model,batch_size,gpu_type,gpus,placement,iters_per_s\nResNet-18,16,V100,1,consolidated,4.0\nx,1,P100,1,consolidated,1.0\n"
     )
     graph = _graph(tmp_path, "t.csv", trace, "1x4:V100,1x4:P100", head='profile = "profile.csv";\n')
-    with pytest.raises(TraceError, match=r"no throughput for ResNet-18 on 1 GPU\(s\) of it$"):
+    # (the source's line after it, as for any job its start refuses)
+    said = r"no throughput for ResNet-18 on 1 GPU\(s\) of it \(a job of element 'src' \(TraceSource\), declared at [^)]*\)$"
+    with pytest.raises(TraceError, match=said):
         simulate(compile_file(graph))
 
 

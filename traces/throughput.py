@@ -25,6 +25,7 @@ callers do not change.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from roundhouse.traces.resources import ResourceTable
 
 _TIER_TABLE = 1 << 18  # (entries of `tier_sizes`' dense tables at most: 2 MB)
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+# Launches at most that `_RateCache._few` prices one by one (a round's arrivals); more go by arrays.
+_FEW = 64
 
 
 class ClusterShape(Protocol):
@@ -167,7 +171,7 @@ class ThroughputModel:
         # than one GPU.
         talk = None
         table, tiers = self.communication, self.cluster.tiers
-        comm = np.zeros(0, dtype=np.int64)
+        comm = _NO_ROWS
         if table is not None:
             comm = jobs.column("comm_model")[rows]
             talk = ((comm >= 0) & (counts > 1)).nonzero()[0]
@@ -183,10 +187,11 @@ class ThroughputModel:
                     talk = talk[app[talk] < 0]
             else:
                 elastic = None
-        if not has_model.all() and counts[counts.argmax()] > 1:
+        every = bool(has_model.all())
+        if not every and counts[counts.argmax()] > 1:
             self._spread_slowdown(jobs, rows, placement, rates, has_model, talk)
-        if has_model.any():
-            self._profiled(jobs, rows, placement, rates, has_model, talk)
+        if every or has_model.any():
+            self._profiled(jobs, rows, placement, rates, None if every else has_model.nonzero()[0], talk)
         if elastic is not None:
             rates[elastic] = self._elastic_rates(jobs, rows, placement, elastic)
         if placement.partner is not None and np.count_nonzero(placement.partner >= 0):
@@ -238,18 +243,28 @@ class ThroughputModel:
             sizes[lo : lo + n, 2] = np.count_nonzero(per_rack, axis=1)
         return sizes
 
-    def _profiled(self, jobs: JobReader, rows, placement: Placement, rates: np.ndarray, has_model: np.ndarray, talk=None) -> None:
+    def _profiled(
+        self, jobs: JobReader, rows, placement: Placement, rates: np.ndarray, idx: np.ndarray | None, talk=None
+    ) -> None:
+        """Profile rates of the launches `idx` (None: every launch). A round's launches are a few
+        jobs each, so what this costs is mostly numpy calls made per call: a cluster of one GPU
+        type skips working out types, and launches all of profiled jobs skip selecting them."""
         cluster = self.cluster
         gpus, counts, starts = placement.gpus, placement.counts, placement.starts
-        types = cluster.gpu_type[gpus]
         nodes = cluster.gpu_node[gpus]
-        t_low, t_high = np.minimum.reduceat(types, starts), np.maximum.reduceat(types, starts)
         one_node = np.minimum.reduceat(nodes, starts) == np.maximum.reduceat(nodes, starts)
         if talk is not None and len(talk):
             one_node[talk] = True  # their compute is the consolidated rate; the tiers add communication
-        idx = has_model.nonzero()[0]
-        same = t_low[idx] == t_high[idx]
-        uniform, mixed = idx[same], idx[~same]
+        if len(cluster.gpu_types) == 1:  # (every GPU is of type 0: no launch spans types)
+            types = t_low = None
+            uniform, mixed = idx, _NO_ROWS
+        else:
+            types = cluster.gpu_type[gpus]
+            t_low, t_high = np.minimum.reduceat(types, starts), np.maximum.reduceat(types, starts)
+            if idx is None:
+                idx = np.arange(len(rows))
+            same = t_low[idx] == t_high[idx]
+            uniform, mixed = idx[same], idx[~same]
 
         def models_and_batch() -> tuple[np.ndarray, np.ndarray]:
             # (read only where the cache lacks a rate: a launch whose rate the run has seen needs neither)
@@ -260,7 +275,8 @@ class ThroughputModel:
 
         def look_up(sel: np.ndarray) -> np.ndarray:
             models, batch = models_and_batch()
-            keys = np.stack([t_low[sel], counts[sel], one_node[sel]], axis=1)
+            low = np.zeros(len(sel), dtype=np.int64) if t_low is None else t_low[sel]
+            keys = np.stack([low, counts[sel], one_node[sel]], axis=1)
             out = np.empty(len(sel))
             for key in np.unique(keys, axis=0):
                 at = (keys == key).all(axis=1)
@@ -268,20 +284,33 @@ class ThroughputModel:
                 out[at] = self.estimate(models[sel[at]], batch[sel[at]], cluster.gpu_types[t], count, bool(consolidated))
             return out
 
-        if placement.batch is None and len(uniform):
+        if uniform is None:  # every launch, all on one type
+            if placement.batch is None:
+                rates[:] = self._cache.rates(jobs, rows, None, counts, one_node, None, look_up)
+            else:
+                rates[:] = look_up(np.arange(len(rows)))
+        elif placement.batch is None and len(uniform):
             # A job's own batch size: its rate there was looked up before, unless the
             # (model, batch, type, count, one node) is new to the run.
             rates[uniform] = self._cache.rates(
-                jobs, rows[uniform], t_low[uniform], counts[uniform], one_node[uniform], uniform, look_up
+                jobs,
+                rows[uniform],
+                None if t_low is None else t_low[uniform],
+                counts[uniform],
+                one_node[uniform],
+                uniform,
+                look_up,
             )
         elif len(uniform):
             rates[uniform] = look_up(uniform)
-        if len(mixed):
+        if len(mixed) and types is not None:  # (rare: jobs over several GPU types; only a cluster of several has them)
             models, batch = models_and_batch()
-        for j in mixed.tolist():  # rare: one job over several GPU types
-            on = np.unique(types[starts[j] : starts[j] + counts[j]])
-            got = [self.profile.rate(models[j], batch[j], cluster.gpu_types[t], int(counts[j]), bool(one_node[j])) for t in on]
-            rates[j] = min(r or 0.0 for r in got)
+            for j in mixed.tolist():
+                on = np.unique(types[starts[j] : starts[j] + counts[j]])
+                got = [
+                    self.profile.rate(models[j], batch[j], cluster.gpu_types[t], int(counts[j]), bool(one_node[j])) for t in on
+                ]
+                rates[j] = min(r or 0.0 for r in got)
 
     def _spread_slowdown(self, jobs: JobReader, rows, placement: Placement, rates: np.ndarray, has_model, talk=None) -> None:
         """Jobs known by duration run `spread_slowdown` times slower when their GPUs span more
@@ -349,6 +378,7 @@ class _RateCache:
     def __init__(self, n_types: int):
         self._n_types = n_types
         self._jobs: JobReader | None = None
+        self._known: dict[tuple, float] = {}  # `_few`'s rates: by configuration and shape, not by row
         self._reset()
 
     def _reset(self) -> None:
@@ -358,9 +388,27 @@ class _RateCache:
         self._n_columns = 0  # shapes seen: columns of the table in use
         self._table = np.full((0, 0), np.nan)
 
-    def rates(self, jobs: JobReader, rows, t, counts, one_node, at: np.ndarray, look_up) -> np.ndarray:
-        """Rates of `rows` on launches of these shapes; `look_up(at[i...])` gives the ones not
-        seen before."""
+    def _few(self, jobs: JobReader, rows, t, counts, one_node, at: np.ndarray | None, look_up) -> np.ndarray:
+        """`rates` for a few launches, one by one: a dictionary look-up each costs less than
+        the dozen numpy calls `rates` makes whatever the launches' number. Keyed by (model,
+        batch size, GPU type, GPU count, one node)."""
+        known = self._known
+        models = jobs.column("model")[rows].tolist()
+        batch = jobs.column("batch_size")[rows].tolist()
+        types = itertools.repeat(0) if t is None else t.tolist()
+        out = []
+        for i, key in enumerate(zip(models, batch, types, counts.tolist(), one_node.tolist())):
+            rate = known.get(key)
+            if rate is None:  # (new to the run: the profile asked, as `rates` asks it)
+                rate = known[key] = float(look_up(np.array([i]) if at is None else at[i : i + 1])[0])
+            out.append(rate)
+        return np.array(out, dtype=np.float64)
+
+    def rates(self, jobs: JobReader, rows, t, counts, one_node, at: np.ndarray | None, look_up) -> np.ndarray:
+        """Rates of `rows` on launches of these shapes (`t` None: all of GPU type 0);
+        `look_up(at[i...])` gives the ones not seen before (`at` None: the launches themselves)."""
+        if len(rows) <= _FEW:  # (a round's arrivals: a dictionary costs less than arrays)
+            return self._few(jobs, rows, t, counts, one_node, at, look_up)
         if jobs is not self._jobs:  # another job table: its rows are other jobs
             self._jobs = jobs
             self._reset()
@@ -369,19 +417,21 @@ class _RateCache:
             grown[: len(self._config_of_row)] = self._config_of_row
             self._config_of_row = grown
         config = self._config_of_row[rows]
-        if (config < 0).any():
-            models, batch = jobs.column("model"), jobs.column("batch_size")
-            for r in rows[config < 0].tolist():
-                key = (models[r], int(batch[r]))
-                self._config_of_row[r] = self._configs.setdefault(key, len(self._configs))
+        new = rows[config < 0]  # (rows the table has not seen)
+        if len(new):
+            # (a batch size is a whole number: as a key, 32 and 32.0 are one)
+            configs = self._configs
+            keys = zip(jobs.column("model")[new].tolist(), jobs.column("batch_size")[new].tolist())
+            self._config_of_row[new] = [configs.setdefault(key, len(configs)) for key in keys]
             config = self._config_of_row[rows]
-        shape = (counts * self._n_types + t) * 2 + one_node
-        if len(self._column_of_shape) <= shape.max():
-            grown = np.full(2 * int(shape.max()) + 2, -1, dtype=np.int64)
+        shape = counts * (2 * self._n_types) + one_node if t is None else (counts * self._n_types + t) * 2 + one_node
+        top = int(shape.max())
+        if len(self._column_of_shape) <= top:
+            grown = np.full(2 * top + 2, -1, dtype=np.int64)
             grown[: len(self._column_of_shape)] = self._column_of_shape
             self._column_of_shape = grown
         column = self._column_of_shape[shape]
-        if (column < 0).any():
+        if column.min() < 0:
             for k in np.unique(shape[column < 0]).tolist():
                 self._column_of_shape[k] = self._n_columns
                 self._n_columns += 1
@@ -394,6 +444,7 @@ class _RateCache:
         out = self._table[config, column]
         missing = np.isnan(out)
         if missing.any():
-            out[missing] = look_up(at[missing])
-            self._table[config[missing], column[missing]] = out[missing]
+            sel = missing.nonzero()[0]
+            out[sel] = look_up(sel if at is None else at[sel])
+            self._table[config[sel], column[sel]] = out[sel]
         return out
