@@ -172,15 +172,19 @@ class _Parser:
         names = LAYOUTS[width]
         raw = pl.DataFrame([fields.list.get(i).alias(name) for i, name in enumerate(names)])
         job_type = raw.get_column("job_type").str.strip_chars()
-        parts = job_type.str.extract_groups(_JOB_TYPE)
-        model = parts.struct.field("1").fill_null(job_type)
+        # (The pattern is matched once per distinct job type, a few dozen, not once per line.)
+        kinds = job_type.drop_nulls().unique()
+        parts = kinds.str.extract_groups(_JOB_TYPE)
+        model_of = dict(zip(kinds.to_list(), parts.struct.field("1").fill_null(kinds).to_list()))
+        batch_of = dict(zip(kinds.to_list(), parts.struct.field("2").to_list()))
+        model = job_type.replace_strict(model_of, default=None, return_dtype=pl.String)
         model = model.replace_strict(
             {m: profile.canonical_model(m) or m for m in model.drop_nulls().unique().to_list()},
             default=None,
             return_dtype=pl.String,
         )
         defaults = {m: profile.default_batch_size(m) for m in model.drop_nulls().unique().to_list()}
-        given = parts.struct.field("2")
+        given = job_type.replace_strict(batch_of, default=None, return_dtype=pl.String)
         batch = given.cast(pl.Int64, strict=False)
         too_big = given.is_not_null() & batch.is_null()  # digits beyond Int64
         if too_big.any():
