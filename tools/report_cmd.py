@@ -18,7 +18,7 @@ from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
 from roundhouse.tools.outputs.output_place import refuse_extension_alone, refuse_unwritable_place
 from roundhouse.tools.outputs.whole_file import output_file, write_whole
 from roundhouse.tools.plots import RUN_KINDS, figure, figure_bytes, is_seed, x_axis
-from roundhouse.tools.results import in_units, objectives, summary_rows
+from roundhouse.tools.results import in_units, in_units_of_table, objectives, summary_rows
 
 # The metrics a sweep's report draws against its first varied name, when the sweep has them.
 SWEEP_METRICS = ("avg_jct_s", "p99_jct_s", "avg_responsiveness_s", "utilization")
@@ -140,8 +140,7 @@ def _summaries_html(run: RunFolder, name: str, reports: list[tuple[str, dict, di
 def sweep_page(sweep: SweepFolder) -> str:
     table = sweep.table
     columns = [*sweep.labels, *(c for c in SWEEP_COLUMNS if c in table.columns)]
-    span = max((v for c in ("avg_jct_s", "p99_jct_s") if c in table.columns for v in table[c].drop_nulls().to_list()), default=0)
-    show = in_units(span)
+    show = in_units_of_table({c: table[c].to_list() for c in columns if c not in sweep.labels})
     # The runs by the values varied, as a plot places them: numbers by value, words as the sweep ran them.
     order = [
         pl.col(n).cast(pl.String).replace_strict(x_axis(n, table[n].cast(pl.String).to_list()).positions, default=None)

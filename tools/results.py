@@ -7,6 +7,7 @@ import errno
 import json
 import math
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -155,6 +156,22 @@ def in_units(span_s: float | None):
     span = span_s or 0.0
     unit, size = ("h", 3600.0) if span >= 7200 else ("min", 60.0) if span >= 120 else ("s", 1.0)
     return lambda seconds: "—" if seconds is None else f"{_two_figures(seconds / size)} {unit}"
+
+
+def in_units_of_table(columns: Mapping[str, Iterable[object]]):
+    """How a table of runs writes its times (`roundhouse sweep`'s printed table, `report`'s
+    sweep page): in the unit in_units picks for the largest time the table shows, over every
+    time column (a name ending in `_s`) of `columns`, the columns it shows by name with their
+    cells. Taken from one column alone, another could read 3600.00 s beside 60.00 s. Cells that
+    are not finite numbers are left out."""
+    times = (
+        abs(v)
+        for name, cells in columns.items()
+        if name.endswith("_s")
+        for v in cells
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    )
+    return in_units(max(times, default=0.0))
 
 
 def _two_figures(value: float) -> str:

@@ -29,6 +29,7 @@ from roundhouse.runtime.sweep_exec import DaskExecutor, LocalExecutor, Task
 from roundhouse.tools.common import add_overrides, positive_int
 from roundhouse.tools.outputs.console import forgiving, stderr_console, stdout_console
 from roundhouse.tools.outputs.stdout_result import result_console, text_of, write_result
+from roundhouse.tools.results import in_units_of_table
 from roundhouse.tools.sweep_plan import plan
 
 # The metrics the printed table shows (the stored rows and CSV files have them all).
@@ -329,12 +330,15 @@ def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFr
     shown = [m for m in SHOWN_METRICS if f"{m}_mean" in points.columns]
     for col in [*names, "runs", *shown]:
         table.add_column(escape(col))
+    # Times in one readable unit, chosen as `roundhouse report` chooses it for its table.
+    times = in_units_of_table({m: [*points[f"{m}_mean"], *points[f"{m}_ci95"]] for m in shown})
     for row in points.iter_rows(named=True):
         runs = str(row["runs"]) if not row["failed"] else f"{row['runs'] - row['failed']}/{row['runs']} ok"
         cells = [_fmt(row[n]) for n in names] + [runs]
         for m in shown:
             mean, half = row[f"{m}_mean"], row[f"{m}_ci95"]
-            cells.append(_fmt(mean) + (f" ± {_fmt(half)}" if half is not None else ""))
+            fmt = times if m.endswith("_s") else _fmt
+            cells.append(fmt(mean) + (f" ± {fmt(half)}" if half is not None else ""))
         table.add_row(*cells)
     if not only_result:  # (a reader gone, `| head`, or a full disk: --out holds the results)
         stdout_console().print(table)

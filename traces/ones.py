@@ -38,6 +38,7 @@ from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import number_column, read_cells
 from roundhouse.traces.goodput import ElasticApp, ElasticProfile
 from roundhouse.traces.schema import INT64_LIMIT
+from roundhouse.traces.trainingsettings import SETTING_KINDS, TRAINING_SETTINGS, setting_problems
 
 TRACE_COLUMNS = ("time", "model", "task", "epoch_size", "patience", "batch_size", "lr", "max_lr", "target_acc", "num_gpus")
 HISTORY_COLUMNS = (
@@ -128,7 +129,7 @@ def looks_like(header: list[str]) -> bool:
 
 
 # What each number is (csvtext.NUMBER_KINDS): counts are whole, rates and targets need not be.
-_KINDS = {"time": "time", "epoch_size": "count", "patience": "count", "batch_size": "count", "num_gpus": "count"}
+_KINDS = {"time": "time", "epoch_size": "count", "batch_size": "count", "num_gpus": "count", **SETTING_KINDS}
 
 
 def read_trace(path: str | Path) -> pl.DataFrame:
@@ -208,24 +209,14 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
 
 
 def _check_training_settings(numbers: dict[str, np.ndarray], raw: pl.DataFrame, origin: str, lines: np.ndarray) -> None:
-    """What no job can mean (number_column has seen each is a finite number above 0): a target
-    accuracy above 1, which no job reaches (accuracy is a fraction: the artifact's targets are
-    0.25 to 0.9), and a largest learning rate below the base one, from which the artifact's
-    rule (lr = base lr x GPUs, at most max_lr) would shrink the job's batch below what it asked
-    for on one GPU. An error names the line and column."""
-    checks = (
-        ("target_acc", numbers["target_acc"] > 1, lambda i: "is above 1: the target accuracy is a fraction (0.55 for 55%)"),
-        (
-            "max_lr",
-            numbers["max_lr"] < numbers["lr"],
-            lambda i: f"is below lr {raw['lr'][i]!r}: max_lr is the largest the job's learning rate grows to",
-        ),
-    )
-    for column, bad, why in checks:
-        hits = np.flatnonzero(bad)
-        if hits.size:
-            i = int(hits[0])
-            raise TraceError(origin, f"{raw[column][i]!r} {why(i)}", row=int(lines[i]), column=column)
+    """What no job can mean (traces/trainingsettings.py, the check canonical traces share): a
+    target accuracy above 1, a largest learning rate below the base one. An error names the
+    line and column."""
+    values = {c: pl.Series(c, numbers[c]) for c in TRAINING_SETTINGS}
+    found = setting_problems(values, {c: raw.get_column(c) for c in TRAINING_SETTINGS})
+    if found:
+        i, column, message = found[0]
+        raise TraceError(origin, message, row=int(lines[i]), column=column)
 
 
 def _check_batch_range(pair: np.ndarray, local: np.ndarray, gpus: np.ndarray, origin: str, lines: np.ndarray) -> None:

@@ -59,6 +59,11 @@ Optional extra columns the simulator and elements understand (empty cells: not g
   application's), for the `batch_jump_penalty` setting
 - `local_batch` Float64 >= 1: an elastic job's batch size per GPU, kept as ONES resizes it
   (its global batch is this times its GPUs; empty: its `batch_size`)
+- `patience`, `lr`, `max_lr`, `target_acc` Float64: an ONES job's training settings
+  (traces/ones.py), kept as a canonical trace written from an ONES trace keeps them; where
+  given, refused as the ONES reader refuses them, in its words (traces/trainingsettings.py):
+  `patience` a whole number of at least 1, `lr` and `max_lr` above 0 with `max_lr` no lower
+  than `lr`, `target_acc` above 0 and at most 1 (a fraction)
 - `gpu_type` String: the GPU type the job must run on (Alibaba PAI's task table gives one; empty:
   any type). Its throughput on every other type is 0, so every placer and policy keeps it to
   that type; a type the cluster lacks (case aside), or with fewer GPUs than the job asks for,
@@ -92,6 +97,7 @@ import polars as pl
 from roundhouse.errors import TraceError, did_you_mean
 from roundhouse.traces.jobs import OWN_COLUMNS
 from roundhouse.traces.losscurves import LOSS_COLUMNS, initial_loss
+from roundhouse.traces.trainingsettings import TRAINING_SETTINGS, setting_problems
 
 if TYPE_CHECKING:
     from roundhouse.traces.goodput import ElasticProfile
@@ -117,7 +123,16 @@ RESOURCE_COLUMNS: tuple[str, ...] = ("cpus", "memory_gb")
 ELASTIC_COLUMNS = ("epochs", "epoch_size", "max_gpus", "max_batch_size", "local_batch")
 # Optional columns that the simulator and elements do arithmetic on: always Float64.
 NUMERIC_EXTRAS: frozenset[str] = frozenset(
-    (*PLACEMENT_COLUMNS, *LOSS_COLUMNS, *RESOURCE_COLUMNS, "loss", "slo_factor", *ELASTIC_COLUMNS, "iteration_time_s")
+    (
+        *PLACEMENT_COLUMNS,
+        *LOSS_COLUMNS,
+        *RESOURCE_COLUMNS,
+        "loss",
+        "slo_factor",
+        *ELASTIC_COLUMNS,
+        "iteration_time_s",
+        *TRAINING_SETTINGS,
+    )
 )
 
 # Every column name a trace may use to say something the simulator or an element reads (the
@@ -233,6 +248,8 @@ def validate(
             if complaint is not None:
                 problems.append((-1, len(CANONICAL_COLUMNS), 0, name, complaint))
             extras.append(series)
+
+    problems += _training_setting_problems(df, extras, shown)
 
     frame = pl.DataFrame(list(columns.values()))
     frame = frame.with_columns(pl.col("weight").fill_null(DEFAULT_WEIGHT), canonical_model_names(frame.get_column("model")))
@@ -610,6 +627,17 @@ def _batch_limit_problems(
             i = int(hits.arg_true()[0])
             problems.append((i, at, 2 + order, shown(column), message(i)))  # (in the order above, on one row)
     return problems
+
+
+def _training_setting_problems(
+    df: pl.DataFrame, extras: list[pl.Series], shown: Callable[[str], str]
+) -> list[tuple[int, int, int, str, str]]:
+    """ONES' training settings (`lr`, `max_lr`, `target_acc`, `patience`) where the trace gives
+    them, refused as the ONES reader refuses them (traces/trainingsettings.py), each cell shown
+    as the file holds it. A cell that is no number has its conversion's own problem."""
+    values = {e.name: e for e in extras if e.name in TRAINING_SETTINGS}
+    found = setting_problems(values, {name: df.get_column(name) for name in values})
+    return [(i, len(CANONICAL_COLUMNS), 1, shown(column), message) for i, column, message in found]
 
 
 def _extra_problems(series: pl.Series, name: str, shown: str) -> list[tuple[int, int, int, str, str]]:
