@@ -11,7 +11,17 @@ import zmq
 
 from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.wire import protocol
-from roundhouse.wire.security import HANDSHAKE_FAILURES, REFUSALS, ClientSecurity, allow_ipv6, check_connect_address
+from roundhouse.wire.security import (
+    HANDSHAKE_FAILURES,
+    MECHANISM_MISMATCH,
+    REFUSALS,
+    SAME_SECURITY,
+    ClientSecurity,
+    allow_ipv6,
+    check_connect_address,
+    refusal,
+    zmq_reason,
+)
 
 log = logging.getLogger("roundhouse.submit")
 
@@ -43,7 +53,7 @@ class Submitter:
             self._socket.connect(address)
         except zmq.ZMQError as err:
             self.close()
-            raise UsageError(f"cannot connect to {address}: {err.strerror}") from None
+            raise UsageError(f"cannot connect to {address}: {zmq_reason(err)}") from None
         except BaseException:
             self.close()
             raise
@@ -94,9 +104,12 @@ class Submitter:
             if monitor in ready:
                 from zmq.utils.monitor import recv_monitor_message
 
-                event = recv_monitor_message(monitor).get("event")
+                said = recv_monitor_message(monitor)
+                event = said.get("event")
                 if event in REFUSALS:
-                    raise SchedulerError(f"the scheduler at {self.address} refused this connection: {REFUSALS[event]}")
+                    why = refusal(said, self._secured, "submitter")
+                    todo = f"; {SAME_SECURITY}" if said.get("value") == MECHANISM_MISMATCH else ""
+                    raise SchedulerError(f"the scheduler at {self.address} refused this connection: {why}{todo}")
                 cut += event in HANDSHAKE_FAILURES
                 connected |= event == zmq.EVENT_CONNECTED
                 shaken |= event == zmq.EVENT_HANDSHAKE_SUCCEEDED

@@ -146,6 +146,7 @@ def check_bind(bind: str, flag: str = "--bind") -> None:
         )
     transport, sep, rest = bind.partition("://")
     if sep and transport == "ipc" and rest:
+        _check_ipc_path(bind, rest, flag)
         return
     if sep and transport == "tcp" and re.fullmatch(_TCP_BIND, rest):
         return
@@ -154,6 +155,24 @@ def check_bind(bind: str, flag: str = "--bind") -> None:
     else:
         problem = "not an address to listen on (tcp://HOST:PORT, e.g. tcp://127.0.0.1:5555, or ipc://PATH)"
     raise UsageError(f"cannot listen on {bind} ({flag}): {problem}")
+
+
+def _check_ipc_path(bind: str, path: str, flag: str) -> None:
+    """Refuse an ipc:// path a Unix socket cannot be made at: one longer than a socket's address
+    holds, or one in a folder that does not exist (ZeroMQ's own messages for these are advice to
+    programmers, and repeat the address). `@NAME` (an abstract socket) and `*` (a name ZeroMQ
+    picks) make no file."""
+    from roundhouse.wire.security import IPC_PATH_BYTES
+
+    size = len(path.encode())
+    if size >= IPC_PATH_BYTES:
+        raise UsageError(
+            f"cannot listen on {bind} ({flag}): the path is {size} bytes, and a Unix socket's address holds at most "
+            f"{IPC_PATH_BYTES - 1} bytes; use a shorter path"
+        )
+    folder = Path(path).parent
+    if not path.startswith("@") and path != "*" and not folder.is_dir():
+        raise UsageError(f"cannot listen on {bind} ({flag}): no folder {folder}")
 
 
 # What follows tcp:// in an address ZeroMQ listens on: a host (an IP address, in brackets for

@@ -32,6 +32,7 @@ import logging
 import os
 import re
 import struct
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
@@ -110,8 +111,8 @@ def check_connect_address(address: str) -> None:
         problem = "not an address a client connects to (tcp://HOST:PORT, ipc://PATH or inproc://NAME)"
     elif transport == "tcp" and not re.fullmatch(_TCP_ADDRESS, rest):
         problem = "not HOST:PORT (a host name or IP address, and a port number)"
-    elif transport == "ipc" and not 0 < len(rest.encode()) < _IPC_PATH_BYTES:
-        problem = f"the path must be 1 to {_IPC_PATH_BYTES - 1} bytes long"
+    elif transport == "ipc" and not 0 < len(rest.encode()) < IPC_PATH_BYTES:
+        problem = f"the path must be 1 to {IPC_PATH_BYTES - 1} bytes long"
     if problem:
         raise UsageError(f"cannot connect to {address}: {problem}")
 
@@ -121,7 +122,7 @@ def check_connect_address(address: str) -> None:
 # digits), and the room for an IPC path in a Unix socket's address (with its closing NUL).
 _CONNECTABLE = ("tcp", "ipc", "inproc")
 _TCP_ADDRESS = r"[A-Za-z0-9\[:][A-Za-z0-9.\-:%;\[\]_*]*:[0-9]+"
-_IPC_PATH_BYTES = 108
+IPC_PATH_BYTES = 108
 
 
 def check_name(name: str, what: str) -> None:
@@ -461,3 +462,31 @@ HANDSHAKE_FAILURES = {
 # address can be connected to, a port scan) was not refused; in insecure mode every connection
 # that does not hang up is admitted.
 REFUSALS = {event: what for event, what in HANDSHAKE_FAILURES.items() if event != HANDSHAKE_FAILED}
+HANDSHAKE_FAILED_PROTOCOL = getattr(zmq, "EVENT_HANDSHAKE_FAILED_PROTOCOL", 0x2000)
+# The protocol error (a monitor event's value) when one end uses CURVE keys and the other none.
+MECHANISM_MISMATCH = getattr(zmq, "PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH", 0x11000002)
+# What to do about it, said by every side that meets it.
+SAME_SECURITY = "give --keys DIR to the scheduler and to every agent and submitter, or --insecure to all of them (loopback only)"
+
+
+def zmq_reason(err: zmq.ZMQError) -> str:
+    """ZeroMQ's reason for an error, without the address pyzmq appends to it (the callers name
+    the address themselves)."""
+    return zmq.strerror(err.errno) if err.errno else str(err)
+
+
+def refusal(event: Mapping[str, object], secured: bool, side: str) -> str:
+    """Why a refused handshake (a monitor `event` whose kind is in REFUSALS) failed, for `side`:
+    "scheduler" (about a peer it refused) or the client ("agent", "submitter"); `secured`:
+    whether that side uses CURVE keys. One end with keys and the other without is a mechanism
+    mismatch, said as which end has them; any other refusal is said as REFUSALS says it."""
+    kind = event.get("event")
+    if kind != HANDSHAKE_FAILED_PROTOCOL or event.get("value") != MECHANISM_MISMATCH:
+        return REFUSALS[kind] if isinstance(kind, int) else HANDSHAKE_FAILURES[HANDSHAKE_FAILED]
+    if side == "scheduler":
+        if secured:
+            return "it connects without keys (--insecure), and this scheduler admits only CURVE keys"
+        return "it connects with CURVE keys (--keys), and this scheduler runs --insecure, without keys"
+    if secured:
+        return f"it runs --insecure, without keys, and this {side} connects with CURVE keys (--keys)"
+    return f"it admits only CURVE keys, and this {side} connects without keys (--insecure)"

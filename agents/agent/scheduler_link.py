@@ -18,11 +18,14 @@ from roundhouse.wire.security import (
     AUTHORIZED,
     HANDSHAKE_FAILED,
     HANDSHAKE_FAILURES,
+    MECHANISM_MISMATCH,
     REFUSALS,
+    SAME_SECURITY,
     SCHEDULER_KEY,
     ClientSecurity,
     allow_ipv6,
     check_connect_address,
+    refusal,
 )
 
 log = logging.getLogger("roundhouse.agent")
@@ -156,6 +159,15 @@ class SchedulerLink:
                 self._lost_contact()
             elif kind == HANDSHAKE_FAILED:
                 self._cut_during_handshake()
+            elif kind in REFUSALS and event.get("value") == MECHANISM_MISMATCH:
+                # (one end has keys, the other none: said as such, whether or not the agent served)
+                why = refusal(event, not self.security.insecure, "agent")
+                todo = self._refusal_hint() if self.security.insecure else SAME_SECURITY
+                if self.served:
+                    self._cut(f"the scheduler at {self.scheduler} refused node {self.node} when it reconnected: {why}", todo)
+                else:
+                    log.error("the scheduler at %s refused this agent: %s; %s", self.scheduler, why, todo)
+                    self.refused = True
             elif kind in REFUSALS and self.served:
                 self._refused_on_reconnecting(kind)
             elif kind in REFUSALS:

@@ -63,8 +63,7 @@ def on_register(nodes: Nodes, identity, seq, body, frame) -> None:
         free = [s for s in range(cluster.n_nodes) if nodes.slots[s] is None and fits(s)]
         free += [s for s, n in enumerate(nodes.slots) if n is not None and not n.online and fits(s)]
         if not free:
-            reason = f"the cluster ({cluster.describe()}) has no free node with {count} {gpu_type} GPU(s) for {name}"
-            return _refuse(nodes, identity, reason)
+            return _refuse(nodes, identity, _no_free_node(nodes, name, count, gpu_type, fits))
         slot = free[0]
     else:
         slot = node.slot
@@ -170,6 +169,21 @@ def _deliver_held(nodes: Nodes, node: Node, identity: bytes) -> set[tuple[int, i
     if len(held) > len(node.outbox):
         log.info("node %s: delivered %d held message(s)", node.name, len(held) - len(node.outbox))
     return starts
+
+
+def _no_free_node(nodes: Nodes, name: str, count: int, gpu_type: str, fits) -> str:
+    """Why a new node finds no place: every node of its shape is taken (a name not seen before,
+    while the agents of those nodes are up), or the cluster has no node of its shape at all (the
+    agent's GPUs, or the cluster `serve` was given, are not what was meant)."""
+    said = f"the cluster ({nodes.cluster.describe()}) has no free node with {count} {gpu_type} GPU(s) for node {name}"
+    taken = [n.name for n in nodes.slots if n is not None and fits(n.slot)]
+    if taken:
+        shown = ", ".join(taken[:8]) + (", ..." if len(taken) > 8 else "")
+        return f"{said}: every such node is taken (by {shown}), and their agents are running"
+    return (
+        f"{said}: none of its nodes has {count} {gpu_type} GPU(s); start the agent with the GPUs of one of its nodes "
+        "(--fake-gpus COUNT:TYPE), or give serve the cluster the agents form (the graph's cluster setting, or --cluster)"
+    )
 
 
 def _bad_gpus(name: str, gpus: list[dict]) -> str:

@@ -26,11 +26,15 @@ from roundhouse.wire.security import (
     AUTHORIZED,
     HANDSHAKE_FAILURES,
     KEY_PROPERTY,
+    MECHANISM_MISMATCH,
     REFUSALS,
+    SAME_SECURITY,
     ServerSecurity,
     allow_ipv6,
     check_port,
     key_of_user_id,
+    refusal,
+    zmq_reason,
 )
 
 if TYPE_CHECKING:
@@ -106,7 +110,7 @@ class Server:
             sock.bind(self.bind)
         except zmq.ZMQError as err:
             self.close()
-            raise UsageError(f"cannot listen on {self.bind}: {err.strerror}") from None
+            raise UsageError(f"cannot listen on {self.bind}: {zmq_reason(err)}") from None
         self._poller.register(sock, zmq.POLLIN)
         self._poller.register(self._monitor, zmq.POLLIN)
         # The address bound, as agents must be told it: a wildcard port (tcp://HOST:*) is chosen now.
@@ -270,8 +274,10 @@ class Server:
             except Exception:  # a malformed monitor frame: nothing to act on
                 return
             where = event.get("endpoint", b"").decode(errors="replace")
-            what = REFUSALS.get(event.get("event"))
-            if what:
+            if event.get("event") in REFUSALS:
+                what = refusal(event, not self.security.insecure, "scheduler")
+                if event.get("value") == MECHANISM_MISMATCH:
+                    what += f"; {SAME_SECURITY}"
                 self.counters["refused_peers"] += 1
                 self._refusals.warn("peer", "refused a peer on %s: %s", where, what)
             else:
