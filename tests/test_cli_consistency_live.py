@@ -65,7 +65,7 @@ def test_submit_checks_job_numbers_before_sending(capsys, extra, message):
     ("extra", "message"),
     [
         (["--revoke-grace", "5m"], "--revoke-grace: unknown time unit 'm'"),
-        (["--threads-per-gpu", "-3"], "--threads-per-gpu must be 0 or more"),
+        (["--threads-per-gpu", "-3"], "--threads-per-gpu must be 0 to 256"),
         (["--workdir", ""], "--workdir: the folder name is empty"),
         (["--revoke-grace", "5s"], "--nodes 2 with --revoke-grace: emulated nodes run no job processes"),
         (["--workdir", "w", "--keep-workdir"], "--nodes 2 with --workdir, --keep-workdir: emulated nodes run no job processes"),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from roundhouse.errors import UsageError
 from roundhouse.tools.common import seconds
-from roundhouse.tools.live_options import add_security, setup_logging
+from roundhouse.tools.live_options import MAX_THREADS, add_security, setup_logging
 
 REVOKE_GRACE = "60s"  # (the default)
 
@@ -51,7 +51,8 @@ def register(sub) -> None:
         "--threads-per-gpu",
         type=int,
         default=0,
-        help="CPU threads per job process (default: with --fake-gpus, the cores it may use divided among the GPUs)",
+        help=f"CPU threads per job process, at most {MAX_THREADS} (default: with --fake-gpus, the cores it may use "
+        "divided among the GPUs)",
     )
     add_security(p, "the agent reads scheduler.key and NAME.key_secret")
     p.add_argument("--log-level", default="info", help="debug, info, warning or error (default info)")
@@ -110,8 +111,8 @@ _PROCESS_OPTIONS = (
 
 def _check_process_options(args) -> float:
     """The options about job processes checked, as values; the revocation grace in seconds."""
-    if args.threads_per_gpu < 0:
-        raise UsageError("--threads-per-gpu must be 0 or more")
+    if not 0 <= args.threads_per_gpu <= MAX_THREADS:
+        raise UsageError(f"--threads-per-gpu must be 0 to {MAX_THREADS} (0: the cores divided among the GPUs)")
     # (--workdir is checked, made and locked as the agent starts: agents/agent/workfolder.py)
     if args.workdir is not None and not args.workdir.strip():
         raise UsageError("--workdir: the folder name is empty")

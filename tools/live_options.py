@@ -8,6 +8,10 @@ import sys
 
 from roundhouse.errors import UsageError
 
+# The most CPU threads one job process (a profiled worker, or a job on an agent's GPU) is given:
+# fake GPUs share one machine, so more is a mistake, not a wish.
+MAX_THREADS = 256
+
 
 class _StderrHandler(logging.StreamHandler):
     """Writes to `sys.stderr` as it is when a line is logged, not as it was at set-up (a command

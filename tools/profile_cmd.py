@@ -12,13 +12,14 @@ from pathlib import Path
 from roundhouse.errors import UsageError
 from roundhouse.runtime.files import check_output_file, writing
 from roundhouse.runtime.values import describe, duration_from_text
+from roundhouse.tools.live_options import MAX_THREADS
 from roundhouse.tools.outputs.whole_file import whole_file
 from roundhouse.wire import protocol
 
-# The most worker processes (copies x workers a copy) profiled at once, and threads a worker:
-# fake GPUs share this machine, so more is a mistake that would exhaust its memory.
+# The most worker processes (copies x workers a copy) profiled at once (threads a worker:
+# live_options.MAX_THREADS): fake GPUs share this machine, so more is a mistake that would
+# exhaust its memory.
 MAX_WORKERS = 256
-MAX_THREADS = 256
 
 
 def register(sub) -> None:

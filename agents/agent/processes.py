@@ -6,6 +6,8 @@ and killed by the guardian if the agent dies."""
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import logging
 import os
 import signal
@@ -555,15 +557,33 @@ def shared_gpu(body: dict, here) -> str:
 
 
 def _no_program(body: dict) -> str:
-    """Why a launch names nothing to run ("" if it names a workload or a command)."""
-    if body.get("workload"):
-        return ""
+    """Why a launch names nothing to run ("" if it names a workload this Python has, or a command)."""
+    workload = body.get("workload")
+    if workload:
+        # (a name this machine's Python cannot import would end in the worker's ImportError, a
+        # traceback in the job's log: a scheduler of another release may name one)
+        return "" if _has_module(workload) else f"its workload {workload!r} is no module this agent's Python has"
     command = body.get("command")
     if command is None:
         return "it names neither a workload nor a command"
     if not command or not command[0]:
         return "its command names no program"
     return ""
+
+
+def _has_module(name: str) -> bool:
+    """Whether this Python can import module `name`, found without running any of its packages'
+    code (a workload's package may import torch, which the agent itself never needs)."""
+    head, *rest = name.split(".")
+    try:
+        spec = importlib.util.find_spec(head)  # (a top-level name: nothing is imported)
+        for part in rest:
+            if spec is None or spec.submodule_search_locations is None:
+                return False
+            spec = importlib.machinery.PathFinder.find_spec(part, list(spec.submodule_search_locations))
+    except (ImportError, ValueError):
+        return False
+    return spec is not None
 
 
 def end_unstarted(report, body: dict, rank: int, outcome: str, reason: str, permanent: bool) -> None:
