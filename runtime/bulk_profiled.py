@@ -10,8 +10,11 @@ binade add whole numbers of its unit, exactly; the one crossing into the next is
 - a job's work done at the start of each round is the running sum of its steps from where it
   was, and the round it finishes in is the first whose test, as `Simulator.advance` makes it
   (the clock plus the remaining work over the rate, against `finish_deadline` of the round's
-  end), says so, made at a few rounds around the estimate (`finish_rounds`); the clock is a
-  whole number of seconds, so its sums are exact;
+  end), says so, made at a few rounds around the estimate (`finish_rounds`): for all jobs at
+  once in numpy, at four rounds around the work left over the step, with the sums from 0 of a
+  table kept by step (`SumsFromZero`, runtime/repeated_sums.py) for jobs from their launch;
+  one job at a time where those four do not decide; the clock is a whole number of seconds,
+  so its sums are exact;
 - its books over the whole rounds it ran are the same running sums of the same four steps
   (`Simulator._full_round`'s), each column apart, as the world adds them round by round
   (`add_progress`); the last part of the round it finishes in is `bulk.last_part`, as before.
@@ -26,12 +29,13 @@ simulator takes up from there round by round.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 
 from roundhouse.runtime.binade_sums import Segments, add_repeatedly_exact, in_domain
-from roundhouse.runtime.repeated_sums import add_repeatedly_each
+from roundhouse.runtime.repeated_sums import SumsFromZero, add_repeatedly_each
 from roundhouse.runtime.world import compute_seconds
 
 _EXACT = 2.0**52  # (whole numbers below it add exactly, and their sums below 2**53 too)
@@ -39,6 +43,12 @@ HORIZON = 1 << 16  # rounds ahead of a launch that its finish is looked for in
 _BLOCK = 1 << 20  # numbers in a block of running sums (8 MB an array at most)
 _KEPT = 4096  # running sums from 0 kept, by step (a few kB each)
 _FROM_ZERO: dict[tuple[float, int], Segments] = {}
+_LONGEST = 1 << 13  # running sums from 0 kept by step, in a table (64 kB a step at most) ...
+_SUMS_KEPT = 512  # (... of this many steps at most: 32 MB)
+_SUMS = SumsFromZero(_LONGEST)
+_MANY = 64  # jobs with work done tested at once from this many (one by one costs less below)
+# The rounds tested at once, from the first (two before the work left over the step).
+_AROUND = np.arange(4.0)
 
 
 def finish_rounds(
@@ -48,31 +58,129 @@ def finish_rounds(
     round each finishes in (by offset from now's, `horizon` where none up to `horizon` rounds
     ahead) and its finish time (inf: none found). `deadline`: `Simulator.finish_deadline`.
 
-    The work done at each round's start is the running sum of the job's steps, worked out
-    binade by binade (runtime/binade_sums.py), and the simulator's test is made with it exactly
-    as `Simulator.advance` makes it, first at the round whose sum first reaches the work less
-    a step (the estimate) and the round before, a window then widened (twice as wide each
-    time) until it fails at its first round (or that is the first) and holds at its last.
+    The work done at each round's start is the running sum of the job's steps, the loop's own,
+    and the simulator's test is made with it exactly as `Simulator.advance` makes it. All jobs
+    at once, it is made at the four rounds around the work left over the step (`_tested_around`):
+    the finish it computes is about the clock plus the work left over the rate, and the deadline
+    a round later each round. Jobs for which those rounds do not decide, and jobs with work done
+    when they are few, are searched one at a time (`_first_round`), with their sums worked out
+    binade by binade (runtime/binade_sums.py): first at the round whose sum first reaches the
+    work less a step (the estimate) and the round before, a window then widened (twice as wide
+    each time) until it fails at its first round (or that is the first) and holds at its last.
     Assumed, as the simulator's `_SURE` margin assumes: the test is monotone in the round (the
     finish it computes nearly constant, the deadline a round later each round), so the first
-    round it holds in is the one bisection finds between a round it fails in and one it holds
-    in."""
+    round it holds in is the round after one it fails in, where bisection finds it."""
     n = len(done)
-    offset, at = np.full(n, horizon, dtype=np.int64), np.full(n, np.inf)
     step = rate * round_s  # (`_full_round`'s step: the same multiplication)
+    now = float(now)
+    if horizon >= len(_AROUND) and n and not done.view(np.int64).any() and step.min() > 0.0 and math.isfinite(work @ step):
+        # (the common case: every job from its launch, its work done 0.0 bit for bit, every step
+        # positive, and every work and step finite, as the sum of their products is)
+        offset, at, sure = _from_launch(done, work, step, rate, now, round_s, deadline, horizon - 1)
+        if sure is not None and not sure.all():
+            rows = (~sure).nonzero()[0]
+            offset[rows], at[rows] = _one_by_one(done[rows], work[rows], step[rows], rate[rows], now, round_s, deadline, horizon)
+        return offset, at
+    offset, at = np.full(n, horizon, dtype=np.int64), np.full(n, np.inf)
     plain = in_domain(done, step) & np.isfinite(work)
     plain &= horizon > 0
-    now, rows = float(now), plain.nonzero()[0]
-    found = [
-        _first_round(_segments(x0, s, horizon), w, s, r, now, round_s, deadline, horizon - 1)
-        for x0, s, w, r in zip(*(a[rows].tolist() for a in (done, step, work, rate)), strict=True)
-    ]
-    if found:
-        offset[rows], at[rows] = zip(*found, strict=True)
-    if not plain.all():
-        rest = (~plain).nonzero()[0]
+    if horizon >= len(_AROUND):
+        jobs, moving = (done, work, step, rate), (step > 0.0) & (step < np.inf)
+        plain &= ~_tested(offset, at, plain & moving & (done == 0.0), _from_launch, jobs, now, round_s, deadline, horizon)
+        if np.count_nonzero(plain) >= _MANY:
+            plain &= ~_tested(offset, at, plain & moving, _from_along, jobs, now, round_s, deadline, horizon)
+    if plain.any():
+        rows = plain.nonzero()[0]
+        offset[rows], at[rows] = _one_by_one(done[rows], work[rows], step[rows], rate[rows], now, round_s, deadline, horizon)
+    rest = ~in_domain(done, step) | ~np.isfinite(work)
+    if horizon > 0 and rest.any():
+        rest = rest.nonzero()[0]
         offset[rest], at[rest] = _finish_rounds_summing(done[rest], work[rest], rate[rest], now, round_s, deadline, horizon)
     return offset, at
+
+
+def _tested(offset, at, which, how: Callable, jobs: tuple, now: float, round_s: float, deadline: Callable, horizon: int):
+    """Jobs `which` (a mask) of `jobs` (work done, work, step, rate) tested at once by `how`:
+    their rounds and finish times put in `offset` and `at` where sure; returns the mask of those."""
+    rows = which.nonzero()[0]
+    if not len(rows):
+        return which
+    found, f, sure = how(*(a[rows] for a in jobs), now, round_s, deadline, horizon - 1)
+    if sure is not None:
+        rows, found, f = rows[sure], found[sure], f[sure]
+    offset[rows], at[rows] = found, f
+    which = np.zeros_like(which)
+    which[rows] = True
+    return which
+
+
+def _from_launch(done, w, s, r, now: float, round_s: float, deadline: Callable, last: int):
+    """`_tested_around` for jobs from their launch (no work done; steps positive and finite),
+    their sums from 0 from `_SUMS`, a table kept by step (the loop's sums, up to `_LONGEST`)."""
+    global _SUMS
+    if len(_SUMS) >= _SUMS_KEPT:
+        _SUMS = SumsFromZero(_LONGEST)
+    rows = _SUMS.rows_of(s.tolist())
+    first = _first_tested(w / s, last)
+    top = int(first.max()) + len(_AROUND)
+    if top > _LONGEST:  # (some past the table: tested from where they are, one by one if few)
+        return _from_along(done, w, s, r, now, round_s, deadline, last)
+    _SUMS.reach(top)
+    return _tested_around(first, lambda k: _SUMS.sums[rows[:, None], k], w, r, now, round_s, deadline, last)
+
+
+def _from_along(done, w, s, r, now: float, round_s: float, deadline: Callable, last: int):
+    """`_tested_around` for jobs in the binade sums' domain with steps positive and finite,
+    their sums worked out binade by binade for all at once (`add_repeatedly_exact`)."""
+
+    def sums(k: np.ndarray) -> np.ndarray:
+        total = np.repeat(done, k.shape[1])
+        add_repeatedly_exact(total, np.repeat(s, k.shape[1]), k.ravel())
+        return total.reshape(k.shape)
+
+    return _tested_around(_first_tested((w - done) / s, last), sums, w, r, now, round_s, deadline, last)
+
+
+def _first_tested(left: np.ndarray, last: int) -> np.ndarray:
+    """The first of the rounds tested for jobs with `left` steps of work left (a float each):
+    two rounds before its floor, within 0 .. `last` for all four."""
+    first = np.floor(left)
+    first -= 2.0
+    np.maximum(first, 0.0, out=first)  # (work and steps finite, steps positive: never NaN)
+    np.minimum(first, float(last + 1 - len(_AROUND)), out=first)
+    return first
+
+
+def _tested_around(first: np.ndarray, sums: Callable, w, r, now: float, round_s: float, deadline: Callable, last: int):
+    """The simulator's test at the rounds `first` + `_AROUND` (floats, within 0 .. `last`) for
+    jobs with work `w` at rate `r`; `sums(k)`: their work done after rounds `k` (an array of
+    them per job). Returns each job's round (by offset from now's) and finish time, and
+    whether they are sure (None: all are): the first round tested in which the test holds,
+    after one in which it fails or at round 0, or (last + 1, inf) where it fails at `last`,
+    the horizon's last."""
+    k = first[:, None] + _AROUND
+    rounds = k.astype(np.int64)
+    start = now + k * round_s  # (whole numbers: the clock's own sums)
+    f = start + (w[:, None] - sums(rounds)) / r[:, None]
+    holds = f <= deadline(start + round_s)
+    which = holds.argmax(axis=1)
+    found = rounds[:, 0] + which
+    if holds[:, -1].all() and not (holds[:, 0] & (first > 0.0)).any():  # (mostly: all sure)
+        return found, f.ravel()[np.arange(0, f.size, len(_AROUND)) + which], None
+    each = np.arange(len(w))
+    hit = holds[each, which]
+    sure = np.where(hit, (which > 0) | (first == 0.0), rounds[:, -1] == last)
+    return np.where(hit, found, last + 1), np.where(hit, f[each, which], np.inf), sure
+
+
+def _one_by_one(done, work, step, rate, now: float, round_s: float, deadline: Callable, horizon: int):
+    """`finish_rounds` for jobs in the binade sums' domain, one at a time (`_first_round`)."""
+    found = [
+        _first_round(_segments(x0, s, horizon), w, s, r, now, round_s, deadline, horizon - 1)
+        for x0, s, w, r in zip(done.tolist(), step.tolist(), work.tolist(), rate.tolist(), strict=True)
+    ]
+    offset, at = zip(*found, strict=True)
+    return np.array(offset, dtype=np.int64), np.array(at)
 
 
 def _first_round(sums: Segments, w: float, s: float, r: float, now: float, round_s: float, deadline: Callable, last: int):
@@ -162,11 +270,10 @@ def finishes(backend, cols: dict[str, np.ndarray], rows: np.ndarray, rate: np.nd
     finish in, by offset from the run's first (`never` past the search's horizon), their finish
     times, and the run's horizon (`horizon`, or the first round past this search's)."""
     found, at = finish_rounds(cols["done"][rows], cols["work"][rows], rate, b, backend.round_s, backend.finish_deadline)
+    if not len(found) or found.max() < HORIZON:  # (mostly: every finish found)
+        return found + j, at, horizon
     far = found >= HORIZON
-    never = np.iinfo(np.int64).max
-    if far.any():
-        horizon = min(horizon, j + HORIZON)
-    return np.where(far, never, found + j), at, horizon
+    return np.where(far, np.iinfo(np.int64).max, found + j), at, min(horizon, j + HORIZON)
 
 
 def book_whole_rounds(cols: dict[str, np.ndarray], rows: np.ndarray, rounds: np.ndarray, round_s: float) -> None:

@@ -87,3 +87,57 @@ def add_repeatedly_each(total: np.ndarray, step: np.ndarray, times: np.ndarray) 
         last[:, :live] = np.add.accumulate(block, axis=0)[-1]
         done += n
     total[..., order] = last.reshape(total[..., order].shape)
+
+
+class SumsFromZero:
+    """The running sums 0, s, s + s, ... of many steps s, the loop's bits (`np.add.accumulate`),
+    a row a step: row i's column k is the sum after k additions. The rows are all as long as the
+    longest asked for so far (`reach`), at most `longest` sums."""
+
+    def __init__(self, longest: int) -> None:
+        self.longest = longest
+        self._row: dict[float, int] = {}
+        self._steps = np.zeros(8)
+        self.sums = np.zeros((8, min(64, longest)))
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def rows_of(self, steps: list[float]) -> np.ndarray:
+        """The row of each step's sums (added where new)."""
+        get = self._row.get
+        rows = [get(s) for s in steps]
+        if None in rows:
+            for i, s in enumerate(steps):
+                if rows[i] is None:
+                    row = get(s)
+                    rows[i] = self._add(s) if row is None else row
+        return np.array(rows, dtype=np.int64)
+
+    def _add(self, s: float) -> int:
+        row = len(self._row)
+        if row == len(self._steps):  # (room doubled: amortised)
+            self._steps = np.concatenate([self._steps, np.zeros(row)])
+            self.sums = np.concatenate([self.sums, np.zeros_like(self.sums)])
+        self._steps[row] = s
+        sums = self.sums[row]
+        sums[0], sums[1:] = 0.0, s
+        with np.errstate(over="ignore"):  # (past the largest float, inf, as the loop's)
+            np.add.accumulate(sums, out=sums)
+        self._row[s] = row
+        return row
+
+    def reach(self, length: int) -> None:
+        """Make the rows at least `length` sums long (up to `longest`), each going on from its
+        last sum with the same additions."""
+        have = self.sums.shape[1]
+        if length <= have:
+            return
+        length = min(max(length, 2 * have), self.longest)
+        sums = np.empty((len(self._steps), length))
+        sums[:, :have] = self.sums
+        more = sums[:, have - 1 :]
+        more[:, 1:] = self._steps[:, None]
+        with np.errstate(over="ignore"):  # (in order along each row: the loop's sums)
+            np.add.accumulate(more, axis=1, out=more)
+        self.sums = sums
