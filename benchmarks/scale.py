@@ -50,6 +50,8 @@ from bench_common import compile_bytecode, description, exit_on_terminate, progr
 # name: (group, what, jobs, rate per hour, cluster, policy, placer, how it runs, in --quick)
 #   group "active": jobs in the system grow with the number of jobs (overloaded 128 GPUs)
 #   group "size": the cluster grows at a fixed 80% offered load
+#   group "profiled": the jobs are profiled models in Gavel's format (their rates come from the
+#     throughput profile, as a Gavel trace's do), not durations
 #   how: "engine" (simulate in process, as benchmarks/engine_las.py) or "cli" (roundhouse run --out)
 CASES: dict[str, tuple] = {
     "active-1k": ("active", "1,000 jobs, 8/h, 128 GPUs", 1_000, 8.0, "32x4:V100", "Las", "Consolidated", "engine", True),
@@ -104,6 +106,17 @@ CASES: dict[str, tuple] = {
         "1,000,000 jobs, 400/h (overloaded), 6,400 GPUs (CLI)",
         1_000_000,
         400.0,
+        "800x8:V100",
+        "Las",
+        "Consolidated",
+        "cli",
+        False,
+    ),
+    "profiled-100k": (
+        "profiled",
+        "100,000 Gavel-format jobs (profiled models), 160/h, 6,400 GPUs (CLI)",
+        100_000,
+        160.0,
         "800x8:V100",
         "Las",
         "Consolidated",
@@ -212,10 +225,10 @@ def _peak_mb() -> float:
 
 def child(name: str, folder: Path, skip: bool) -> None:
     """Run one case in this process and print its figures as one JSON line."""
-    _, _, jobs, rate, cluster, policy, placer, how, _ = CASES[name]
+    group, _, jobs, rate, cluster, policy, placer, how, _ = CASES[name]
     phases = _Phases()
     graph = folder / f"{name}.sched"
-    graph.write_text(graph_text(trace_path(folder, jobs, rate), cluster, policy, placer, skip))
+    graph.write_text(graph_text(trace_path(folder, jobs, rate, group == "profiled"), cluster, policy, placer, skip))
     if how == "cli":
         import roundhouse.tools.run_cmd as run_cmd
         import roundhouse.traces.formats as formats
@@ -272,19 +285,21 @@ def child(name: str, folder: Path, skip: bool) -> None:
     )
 
 
-def trace_path(folder: Path, jobs: int, rate: float) -> Path:
-    return folder / f"trace-{jobs}-{rate:g}.csv"
+def trace_path(folder: Path, jobs: int, rate: float, profiled: bool = False) -> Path:
+    """Where a case's trace is generated: Gavel's format (tab-separated, `.trace`) for profiled jobs."""
+    return folder / (f"trace-{jobs}-{rate:g}.trace" if profiled else f"trace-{jobs}-{rate:g}.csv")
 
 
-def generate_trace(folder: Path, jobs: int, rate: float) -> float:
+def generate_trace(folder: Path, jobs: int, rate: float, profiled: bool = False) -> float:
     """The case's trace, from `roundhouse trace generate` in a process of its own (once per
-    jobs and rate); returns the seconds it took (0 if the trace was there already)."""
-    path = trace_path(folder, jobs, rate)
+    jobs, rate and format); returns the seconds it took (0 if the trace was there already)."""
+    path = trace_path(folder, jobs, rate, profiled)
     if path.exists():
         return 0.0
     started = time.perf_counter()
     args = [sys.executable, "-m", "roundhouse.tools.cli", "trace", "generate", "-o", str(path)]
     args += ["--jobs", str(jobs), "--rate", f"{rate:g}/h", "--seed", "0"]
+    args += ["--models", "blox", "--format", "gavel"] if profiled else []
     done = run_child(args, env={**os.environ, "PYTHONPATH": str(REPO)})
     if done.returncode:
         raise SystemExit(f"generating {path.name} failed:\n{done.stderr}")
@@ -292,8 +307,8 @@ def generate_trace(folder: Path, jobs: int, rate: float) -> float:
 
 
 def run_case(name: str, folder: Path, skip: bool) -> dict:
-    _, _, jobs, rate, *_ = CASES[name]
-    generated = generate_trace(folder, jobs, rate)
+    group, _, jobs, rate, *_ = CASES[name]
+    generated = generate_trace(folder, jobs, rate, group == "profiled")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     args = [sys.executable, __file__, "--child", name, "--folder", str(folder)] + ([] if skip else ["--no-skip"])
     done = run_child(args, env=env)

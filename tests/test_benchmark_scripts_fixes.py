@@ -426,3 +426,22 @@ def test_the_package_is_compiled_to_bytecode_before_command_line_runs_are_timed(
     assert cached.is_file() and cached.stat().st_size > 0
     # (what this Python reads at its next start instead of compiling the source again)
     assert cached.read_bytes()[:4] == importlib.util.MAGIC_NUMBER
+
+
+def test_scale_profiled_case_runs_a_gavel_format_trace_of_profiled_models(tmp_path):
+    """scale.py's profiled case generates its jobs in Gavel's format (models whose rates come
+    from the throughput profile, not durations), and its graph runs them: here 200 of them."""
+    from roundhouse.tools.cli import main
+
+    scale = script("scale")
+    group, _, _, rate, cluster, policy, placer, how, _ = scale.CASES["profiled-100k"]
+    assert group == "profiled" and how == "cli"
+    scale.generate_trace(tmp_path, 200, rate, profiled=True)
+    trace = scale.trace_path(tmp_path, 200, rate, profiled=True)
+    first = trace.read_text().splitlines()[0].split("\t")
+    assert trace.suffix == ".trace" and len(first) == 10 and "(batch size" in first[0]  # (Gavel's job type)
+    graph = tmp_path / "profiled.sched"
+    graph.write_text(scale.graph_text(trace, cluster, policy, placer, skip=True))
+    assert main(["run", str(graph), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    jobs = (tmp_path / "out" / "jobs.csv").read_text().splitlines()
+    assert len(jobs) == 1 + 200
