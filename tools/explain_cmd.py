@@ -23,7 +23,7 @@ from roundhouse.errors import UsageError, first_line
 from roundhouse.runtime.explain import FILE_NAME
 from roundhouse.runtime.explain_file import part_of
 from roundhouse.runtime.files import holds_a_sweep, run_files_without_record
-from roundhouse.tools.outputs.stdout_result import write_result
+from roundhouse.tools.outputs.stdout_result import plural, write_result
 
 COLUMNS = ("t_s", "job_id", "state", "reason", "element", "element_class", "ranked_by", "ranked_by_class", "a", "b", "c")
 
@@ -318,7 +318,7 @@ def job_rows(path: Path, run: str, job: str, stopped: tuple[float, str] | None =
         if not len(at):
             if ids.null_count():  # (the job's records may be among them)
                 raise UsageError(
-                    f"{path}: {_plural(ids.null_count(), 'record')} of {ids.len()} have no job id (damaged?), "
+                    f"{path}: {plural(ids.null_count(), 'record')} of {ids.len()} have no job id (damaged?), "
                     f"and none of the others is of job {wanted}"
                 )
             known = ids.unique(maintain_order=True)
@@ -341,13 +341,39 @@ def job_rows(path: Path, run: str, job: str, stopped: tuple[float, str] | None =
             value = column[int(empty.arg_true()[0])]
             what = "no value" if value is None else f"{value} (not a whole number)" if name != "t_s" else f"{value} (not a time)"
             raise UsageError(f"{path}: a record of job {wanted} has {what} in column {name!r} (damaged?)")
-    return rows.sort("t_s", maintain_order=True).to_dicts()
+    records = rows.sort("t_s", maintain_order=True).to_dicts()
+    for row in records:
+        _refuse_unlike_a_run(path, wanted, row)
+    return records
+
+
+def _refuse_unlike_a_run(path: Path, job: str, row: dict) -> None:
+    """A record no run writes (edited by hand since): a state its reason does not put a job in,
+    or a count of GPUs, jobs or machines below 0. Worded, it would pass for what the run decided
+    ("finished" and then "had not finished"; "launched on 3 machines (-5 GPUs)")."""
+    from roundhouse.runtime.explain import MEANINGS, Reason
+
+    states = {meaning[0] for meaning in MEANINGS.values()}
+    at = f"{path}: the record of job {job} at t={clock(row['t_s'])}"
+    state, reason = str(row["state"]), str(row["reason"])
+    code = Reason.__members__.get(reason.upper())
+    if code is None or code not in MEANINGS:  # (a reason this version does not know is shown as it is)
+        if state not in states:
+            raise UsageError(f"{at} has state {state!r}, not one a run records ({', '.join(sorted(states))}) (damaged?)")
+        return
+    meaning = MEANINGS[code]
+    if state != meaning[0]:
+        raise UsageError(f"{at} has state {state!r}, but its reason {reason!r} is recorded with state {meaning[0]!r} (damaged?)")
+    for column, what in zip(("a", "b", "c"), meaning[1:], strict=True):
+        counted = what in ("GPUs", "GPUs before", "machines spanned", "rank") or what.startswith(("GPUs ", "jobs "))
+        if counted and int(row[column]) < 0:
+            raise UsageError(f"{at} has {int(row[column])} in column {column!r} ({what}, after {reason!r}), below 0 (damaged?)")
 
 
 def _holds(known) -> str:
     if not known.len():
         return "it holds no job: none was admitted"
-    return f"{_plural(known.len(), 'job')}, ids such as {', '.join(known.head(3).to_list())}"
+    return f"{plural(known.len(), 'job')}, ids such as {', '.join(known.head(3).to_list())}"
 
 
 # What a job id is, said to one given otherwise.
@@ -408,23 +434,19 @@ def _ranked_by(row: dict) -> str:
     return _by(row)
 
 
-def _plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else (many or one + 's')}"
-
-
 def _gated(gpus: int, jobs: int, idle: int) -> str:
     """Why a job waits while the epoch gate holds the best schedule back: that schedule gives it
     `gpus` GPUs (0: none); the allocation in force stays, running `jobs` and leaving `idle` GPUs
     idle (0 and 0 in records made before those numbers were kept: then unsaid)."""
     stays = (
-        f"; the allocation in force stays: it runs {_plural(jobs, 'job')} and leaves {idle} GPU(s) idle" if jobs or idle else ""
+        f"; the allocation in force stays: it runs {plural(jobs, 'job')} and leaves {idle} GPU(s) idle" if jobs or idle else ""
     )
     if gpus <= 0:
         return (
             "the best schedule found gives it no GPU, and it is held back until the running jobs it changes "
             f"have trained their epoch{stays}"
         )
-    return f"the schedule gives it {_plural(gpus, 'GPU')} that running jobs still hold, and changes to running jobs wait for their next epoch{stays}"
+    return f"the schedule gives it {plural(gpus, 'GPU')} that running jobs still hold, and changes to running jobs wait for their next epoch{stays}"
 
 
 def _not_elastic(model: str | None, jobs: int, idle: int, apps: int) -> str:
@@ -435,8 +457,10 @@ def _not_elastic(model: str | None, jobs: int, idle: int, apps: int) -> str:
     if apps <= 0:
         why = "the run sets no elastic_profile, and it starts only jobs whose model names one of the profile's applications"
     else:
-        why = f"{named} names none of the elastic profile's {_plural(apps, 'application')}, and it starts only jobs whose model does"
-    return f"never started: {why}; the allocation runs {_plural(jobs, 'job')} and leaves {idle} GPU(s) idle"
+        why = (
+            f"{named} names none of the elastic profile's {plural(apps, 'application')}, and it starts only jobs whose model does"
+        )
+    return f"never started: {why}; the allocation runs {plural(jobs, 'job')} and leaves {idle} GPU(s) idle"
 
 
 def describe(row: dict, per_machine: int = 0) -> str:
@@ -448,9 +472,9 @@ def describe(row: dict, per_machine: int = 0) -> str:
     if reason == "admitted":
         return f"waiting: admitted by {by}"
     if reason == "held":
-        return f"held: admission queue place {a}; admitted jobs ask for {_plural(b, 'GPU')} of a limit of {c} ({by})"
+        return f"held: admission queue place {a}; admitted jobs ask for {plural(b, 'GPU')} of a limit of {c} ({by})"
     if reason == "ranked_behind":
-        ahead = _plural(b, "job") + " ranked ahead"
+        ahead = plural(b, "job") + " ranked ahead"
         return f"waiting: rank {a}; {ahead} hold GPUs, {c} left free, not enough for it ({_ranked_by(row)})"
     if reason == "no_free_type":
         return f"waiting: rank {a}; only {c} GPU(s) of the type it needs (type {b}) left free ({_ranked_by(row)})"
@@ -464,7 +488,7 @@ def describe(row: dict, per_machine: int = 0) -> str:
         timer = "for ever" if b < 0 else f"until its timer of {clock(b)}"
         return f"waiting: declined GPUs to wait for {level}; starved {clock(a)}, waits {timer} ({by})"
     if reason == "not_chosen":
-        return f"waiting: not chosen this round: {_plural(a, 'entry', 'entries')} further behind their allocation took the GPUs ({by})"
+        return f"waiting: not chosen this round: {plural(a, 'entry', 'entries')} further behind their allocation took the GPUs ({by})"
     if reason == "no_allocation":
         return f"waiting: admitted after the allocation in force was made (at {clock(a)}); the next is made no sooner than {clock(b)} ({by})"
     if reason == "no_share":
@@ -472,17 +496,17 @@ def describe(row: dict, per_machine: int = 0) -> str:
             f"waiting: the allocation made at {clock(a)} gives it no time on a GPU type it can use; {b} GPU(s) left idle ({by})"
         )
     if reason == "not_scheduled":
-        return f"waiting: the schedule deployed gives it no GPU; it runs {_plural(a, 'job')} and leaves {b} GPU(s) idle ({by})"
+        return f"waiting: the schedule deployed gives it no GPU; it runs {plural(a, 'job')} and leaves {b} GPU(s) idle ({by})"
     if reason == "gated":
         return f"waiting: {_gated(a, b, c)} ({by})"
     if reason == "not_elastic":
         return f"waiting: {_not_elastic(row.get('model'), a, b, c)} ({by})"
     if reason == "launched":
         where = f"machine {a}" if c <= 1 else f"{c} machines from machine {a}"
-        return f"running: launched on {where} ({_plural(b, 'GPU')}) ({_ranked_by(row)})"
+        return f"running: launched on {where} ({plural(b, 'GPU')}) ({_ranked_by(row)})"
     if reason == "moved":
         # (The record keeps the machine of the job's first GPU, before and after, not all of them.)
-        gpus = _plural(b, "GPU") + (f" on at least {_plural(least, 'machine')}" if least > 1 else "")
+        gpus = plural(b, "GPU") + (f" on at least {plural(least, 'machine')}" if least > 1 else "")
         first = "" if b <= 1 else "its first GPU "
         if c < 0:
             return f"running: moved {first}to machine {a} ({gpus}) ({_ranked_by(row)})"
@@ -496,13 +520,13 @@ def describe(row: dict, per_machine: int = 0) -> str:
             where = f"on machine {a}"
         else:
             where = f"on at least {least} machines from machine {a}" if least > 1 else f"its first GPU on machine {a}"
-        return f"running: resized from {c} to {_plural(b, 'GPU')}, {where} ({_ranked_by(row)})"
+        return f"running: resized from {c} to {plural(b, 'GPU')}, {where} ({_ranked_by(row)})"
     if reason == "suspended":
         return f"suspended by {by}"
     if reason == "preempted":
-        return f"suspended: preempted at rank {a} for the {_plural(b, 'job')} ranked ahead; waits behind them ({_ranked_by(row)})"
+        return f"suspended: preempted at rank {a} for the {plural(b, 'job')} ranked ahead; waits behind them ({_ranked_by(row)})"
     if reason == "lease_end":
-        return f"suspended: its round (lease) ended and {_plural(a, 'entry', 'entries')} further behind their allocation took the GPUs ({by})"
+        return f"suspended: its round (lease) ended and {plural(a, 'entry', 'entries')} further behind their allocation took the GPUs ({by})"
     if reason == "demoted":
         return f"note: demoted to queue {a} after {b} GPU-seconds of service ({by})"
     if reason == "promoted":

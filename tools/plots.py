@@ -275,9 +275,21 @@ def _record(run: RunFolder) -> pl.DataFrame | None:
 
     path = run.path / FILE_NAME
     if not path.is_file():
+        listed = run.info.get("files")
+        if isinstance(listed, list) and FILE_NAME in listed:  # (the run kept one: removed or moved since)
+            print(f"warning: {path}: missing, though run.json lists it; GPUs held are drawn from jobs.csv", file=sys.stderr)
         return None
+    columns = ["t_s", "job_id", "state", "reason", "b"]
     try:
-        record = pl.read_parquet(path, columns=["t_s", "job_id", "state", "reason", "b"])
+        record = pl.read_parquet(path, columns=columns)
+    except pl.exceptions.ColumnNotFoundError:  # (a Parquet file, but not the record a run writes)
+        missing = [c for c in columns if c not in pl.read_parquet_schema(path)]
+        print(
+            f"warning: {path}: no column {', '.join(repr(c) for c in missing)} (not a record `roundhouse run` wrote?); "
+            "GPUs held are drawn from jobs.csv",
+            file=sys.stderr,
+        )
+        return None
     except (pl.exceptions.PolarsError, OSError) as err:
         print(
             f"warning: {path}: cannot be read as Parquet ({first_line(err)}); GPUs held are drawn from jobs.csv", file=sys.stderr

@@ -39,7 +39,7 @@ import polars as pl
 from roundhouse.errors import TraceError, UsageError, did_you_mean
 from roundhouse.runtime.element import MAX_JOB_ID, MAX_JOBS, MAX_RATE, MAX_SECONDS
 from roundhouse.runtime.values import describe, rate_from_text
-from roundhouse.tools.outputs.stdout_result import result_console, text_of, write_result
+from roundhouse.tools.outputs.stdout_result import plural, result_console, text_of, write_result
 from roundhouse.tools.outputs.whole_file import whole_file
 
 GENERATE_FORMATS = ("canonical", "gavel", "tiresias", "philly")
@@ -257,8 +257,9 @@ def convert_command(args: argparse.Namespace) -> int:
     loaded = load_trace(args.input, source)
     with whole_file(args.output) as path:
         lost = write_trace(loaded.frame, path, target)
-    note = f" ({loaded.skipped} records skipped: {loaded.skipped_what})" if loaded.skipped else ""
-    print(f"wrote {loaded.frame.height} jobs to {args.output}{note}")
+    skipped = plural(loaded.skipped, "record")
+    note = f" ({skipped} skipped: {loaded.skipped_what})" if loaded.skipped else ""
+    print(f"wrote {plural(loaded.frame.height, 'job')} to {args.output}{note}")
     _say_lost(lost)
     return 0
 
@@ -331,7 +332,7 @@ def generate_command(args: argparse.Namespace) -> int:
         with whole_file(args.output) as path:
             written = log.write(path)
         print(
-            f"wrote {written} records to {args.output} (some {log.never_ran:.0%} of them jobs that never ran, which readers skip)"
+            f"wrote {plural(written, 'record')} to {args.output} (some {log.never_ran:.0%} of them jobs that never ran, which readers skip)"
         )
         return 0
     try:
@@ -344,7 +345,7 @@ def generate_command(args: argparse.Namespace) -> int:
     _check_span(float(arrivals.max() - arrivals.min()), args, jobs)
     with whole_file(args.output) as path:
         lost = write_trace(frame, path, format)
-    print(f"wrote {frame.height} jobs to {args.output}")
+    print(f"wrote {plural(frame.height, 'job')} to {args.output}")
     _say_lost(lost)
     return 0
 

@@ -158,7 +158,10 @@ def _naming_the_format_found(err: TraceError, path: str | Path, named: str, elas
     """`err`, met reading `path` in the format `named`, saying which format the file is in when
     format detection finds another: an error of the header (its first line, or a column it
     lacks) of a file in one format read as another names only what it did not find."""
-    if err.column is not None or err.row not in (None, 1) or "read it as" in err.message:
+    # (A header of one column, then a line of more values: the file's first line is no CSV
+    # header, as in a JSON log or a Gavel trace, and its second line is where that shows.)
+    one_column = err.row == 2 and b"," not in read_bytes(path, 65536).split(b"\n", 1)[0]
+    if err.column is not None or (err.row not in (None, 1) and not one_column) or "read it as" in err.message:
         return err
     try:
         found = detect_format(path)

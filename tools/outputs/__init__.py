@@ -13,9 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from roundhouse.errors import UsageError
+from roundhouse.runtime.explain import FILE_NAME as EXPLAIN_FILE
+from roundhouse.runtime.explain_file import part_of
 from roundhouse.runtime.files import holds_a_sweep
 from roundhouse.tools.outputs.run_folder import JOB_COLUMNS, RunFolder, open_run, read_summary
 from roundhouse.tools.outputs.sweep_folder import NOT_RECORDED, NOT_VARIED, SweepFolder, open_sweep
+from roundhouse.tools.reproduce_cmd import MARK as REPRODUCTION_MARK
 
 __all__ = ["JOB_COLUMNS", "NOT_RECORDED", "NOT_VARIED", "RunFolder", "SweepFolder", "open_folder", "read_summary"]
 
@@ -30,6 +33,16 @@ def open_folder(text: str) -> RunFolder | SweepFolder:
         return open_run(path)
     if holds_a_sweep(path):
         return open_sweep(path)
+    if part_of(path / EXPLAIN_FILE).is_file():  # (a run writes its record first, run.json at its end)
+        raise UsageError(
+            f"{text}: a run's folder with no run.json yet: its run is still going, or was killed before it "
+            f"ended (it holds only {part_of(path / EXPLAIN_FILE).name}); ask again once a run has ended there"
+        )
+    if (path / REPRODUCTION_MARK).is_file():
+        raise UsageError(
+            f"{text}: a reproduction's folder ({REPRODUCTION_MARK}, as `roundhouse reproduce` writes), whose "
+            "tables and plots are there already; plot or report the folder of a run or a sweep"
+        )
     raise UsageError(
         f"{text}: neither a run's folder (no run.json, as `roundhouse run GRAPH --out DIR` writes) "
         "nor a sweep's (no results/ or summary.csv, as `roundhouse sweep --out DIR` writes)"

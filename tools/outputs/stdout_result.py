@@ -42,3 +42,8 @@ def write_result(text: str, what: str) -> None:
     except (OSError, ValueError) as err:  # (ValueError: the stream was closed)
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         raise UsageError(f"standard output: cannot write {what} ({reason})") from None
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """A count with its noun: "1 job", "3 jobs", "2 entries" (`many` where not `one` + "s")."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
