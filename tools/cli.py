@@ -187,8 +187,9 @@ def _main(argv: list[str] | None) -> int:
     argv = _negative_values([a for a in argv if a != "--debug"])
     # (The command comes first: the main parser's only other option is --help. Help, or an
     # unknown or missing command, gets the whole parser, whose messages list every command.)
-    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     try:
+        # (inside: a Ctrl-C while the command's modules are imported is "interrupted" too)
+        parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
         with standard_output.marking():
             return _run(parser, argv, debug)
     except RoundhouseError as err:

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
 import traceback
 from pathlib import Path
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from roundhouse.errors import RoundhouseError, UsageError, did_you_mean
 from roundhouse.runtime.files import make_folder, writing
 from roundhouse.tools.deferred_interrupts import deferred_interrupts
-from roundhouse.tools.outputs.console import stdout_console
-from roundhouse.tools.reproductions import DEFAULT_DATA, Experiment, ExperimentFailed, load_all, reading_data_from
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from roundhouse.tools.reproductions import Experiment
+
+# Rich, the console and the experiments' modules are imported by the command, not with this
+# module: the command line imports this module to build its parser, where a Ctrl-C is not yet
+# caught, and would print Python's traceback rather than "interrupted".
 
 # What marks a folder as one experiment's output (`--out/NAME`): which experiment, what else was
 # in the folder when it ran (kept), and, once it is over, what it wrote (what a rerun removes).
@@ -39,6 +46,12 @@ def register(sub) -> None:
 
 
 def reproduce(args) -> int:
+    from rich.table import Table
+
+    from roundhouse.tools.outputs.console import stdout_console
+    from roundhouse.tools.outputs.stdout_result import result_console, text_of, write_result
+    from roundhouse.tools.reproductions import DEFAULT_DATA, load_all, reading_data_from
+
     experiments = load_all()
     console = stdout_console()
     args.names = list(dict.fromkeys(args.names))  # (a name given twice runs once: its folder is one)
@@ -55,7 +68,10 @@ def reproduce(args) -> int:
         for e in experiments.values():
             if not args.names or e.name in args.names:
                 table.add_row(e.name, e.title, e.paper)
-        console.print(table)
+        # (the list is the command's one result: written whole, or an error)
+        result = result_console()
+        result.print(table)
+        write_result(text_of(result), "the list of experiments")
         return 0
     if args.data is not None and not any(experiments[name].data for name in args.names):
         # (as an option given with --list: taken silently, it would seem to have been read)
@@ -98,12 +114,24 @@ def _refuse_run_options(args) -> None:
 
 
 def _reproduce(e: Experiment, args, console: Console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from roundhouse.tools.outputs.stdout_result import result_console, text_of
+
     shown = make_folder(str(Path(args.out) / e.name), "--out")  # messages name it as the user wrote it
     out = shown.resolve()  # experiments hand it to processes that start in other folders
     with writing(shown):
         others = _clear(out, shown, e.name)
         _mark(out, e.name, args.quick, others)
-    console.print(f"[bold]{e.name}[/bold]: {e.title} ({e.paper})" + (" [quick]" if args.quick else ""))
+    # The heading and, once the experiment has run, its comparison with the paper are kept in no
+    # file: they are the command's answer, written whole or an error (a full disk is found
+    # before the experiment runs; the comparison's results are written, and marked, first).
+    answer = f"{e.name}'s comparison with the paper"
+    heading = result_console()
+    # (escaped: "[quick]", or a bracket in a title, would be taken for Rich's markup and dropped)
+    heading.print(f"[bold]{escape(e.name)}[/bold]: {escape(f'{e.title} ({e.paper})')}" + (r" \[quick]" if args.quick else ""))
+    _answer(text_of(heading), answer)
     try:
         report = _run(e, out, shown, args.quick)  # writes its figures into `out`
         with writing(shown):
@@ -129,12 +157,31 @@ def _reproduce(e: Experiment, args, console: Console) -> None:
         table.add_column(col, overflow="fold")  # (a long word, a path, wraps rather than being cut)
     for c in report.comparisons:
         table.add_row(c.what, c.paper, c.ours, c.note)
-    console.print(table)
+    result = result_console()
+    result.print(table)
     for note in report.notes:
-        console.print(f"note: {note}", highlight=False)
+        result.print(f"note: {note}", highlight=False)
     line = wrote_line(report, {p.name for p in out.iterdir()} - others - {MARK}, out, shown)
     if line:
-        console.print(line, highlight=False)
+        result.print(line, highlight=False)
+    _answer(text_of(result), answer)
+
+
+def _answer(text: str, what: str) -> None:
+    """`text`, part of the command's answer, on standard output: a full disk is an error
+    (tools/outputs/stdout_result.py); a reader that left (`| head`) is not, and the experiments
+    go on, their output dropped, as the rest of what the command says."""
+    from roundhouse.tools.outputs.stdout_result import write_result
+
+    try:
+        write_result(text, what)
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 def wrote_line(report, wrote: set[str], out: Path, shown: Path) -> str:
@@ -243,6 +290,8 @@ def _marked_experiment(mark: Path) -> str | None:
 
 def _run(e: Experiment, out: Path, shown: Path, quick: bool):
     """Run one experiment; a failure is a message (exit status 2), with any Python detail in a file."""
+    from roundhouse.tools.reproductions import ExperimentFailed
+
     try:
         return e.run(out, quick)
     except ExperimentFailed as err:
