@@ -22,17 +22,18 @@ from roundhouse.elements.policies.srtf import REMAINING_DECIMALS
 from roundhouse.runtime.element import element, element_family
 from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import Active, Ranking
-from roundhouse.runtime.values import Duration, FilePath, file_read_by, positive
+from roundhouse.runtime.values import Duration, FilePath, describe, file_read_by, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
 
 
 def _thresholds_ok(instance, attribute, value) -> None:
+    # (the compiler puts "argument 'thresholds' of <class>" before the problem)
     if any(not t > 0 for t in value):
-        raise ValueError("thresholds must be greater than 0 (GPU-time, e.g. 3200s or 1h)")
+        raise ValueError(f"must be greater than 0 (GPU-time, e.g. 3200s or 1h), got {describe(value)}")
     if any(b <= a for a, b in zip(value, value[1:])):
-        raise ValueError("thresholds must increase from one queue to the next")
+        raise ValueError(f"must increase from one queue to the next, got {describe(value)}")
 
 
 def _history_services(path) -> np.ndarray:
