@@ -24,11 +24,10 @@ class ElementFailure(RoundhouseError):
     detail: str = ""
 
 
-def element_failure(el: Element, ctx: Round, what: str, cause: BaseException | None = None) -> ElementFailure:
-    """An ElementFailure naming the element (graph name, class, where the graph declares it
-    and where its class is defined), the round and the time."""
+def describe_element(el: Element) -> str:
+    """The element as messages about it name it: `'name' (Class; declared at FILE:LINE:COL,
+    class defined at FILE:LINE)`."""
     import inspect
-    import traceback
 
     cls = type(el)
     try:
@@ -36,11 +35,18 @@ def element_failure(el: Element, ctx: Round, what: str, cause: BaseException | N
     except (OSError, TypeError):
         defined = cls.__module__
     where = f"declared at {el.declared_at}, " if el.declared_at is not None else ""
+    return f"'{el.name}' ({cls.__name__}; {where}class defined at {defined})"
+
+
+def element_failure(el: Element, ctx: Round, what: str, cause: BaseException | None = None) -> ElementFailure:
+    """An ElementFailure naming the element (graph name, class, where the graph declares it
+    and where its class is defined), the round and the time."""
+    import traceback
+
     if cause is not None:
         what += _frozen_field(cause) + _raised_at(cause)
     failure = ElementFailure(
-        f"error: element '{el.name}' ({cls.__name__}; {where}class defined at {defined}) failed in round "
-        f"{ctx.round_index} (t={format_duration(ctx.now)}): {what}"
+        f"error: element {describe_element(el)} failed in round {ctx.round_index} (t={format_duration(ctx.now)}): {what}"
     )
     failure.detail = "".join(traceback.format_exception(cause)) if cause is not None else ""
     return failure

@@ -1,7 +1,7 @@
 """Checks of what elements emit: each value against its port's declared type (every element,
 every round: `check_emitted`), and, for an element defined outside the library, what its tick
-returned beyond the type (`check_own_output`: the keys of a dict of several output ports, and a
-Ranking's contents). A value that fails is reported as the element's failure
+returned beyond the type (`check_own_output`: nothing from an element without output ports, the
+keys of a dict of several output ports, and a Ranking's contents). A value that fails is reported as the element's failure
 (runtime/element_failures.py)."""
 
 from __future__ import annotations
@@ -41,6 +41,13 @@ def check_own_output(el: Element, ctx: Round, out: object) -> None:
     asks at least one GPU for each job it ranks, ranks each job once, and ranks only jobs of the
     job table. (Else a placer would fail on it, or nothing would run, far from the cause.)"""
     outputs = el.outputs
+    if not outputs and out is not None:  # (else it is dropped without a word: a sink's report meant, say)
+        raise element_failure(
+            el,
+            ctx,
+            f"its tick returned {describe_value(out)}, but it has no output ports, so that would go nowhere: "
+            "return None (an element reports at the end from finish(ctx); docs/writing-elements.md)",
+        )
     if len(outputs) == 1:
         if outputs[0].type is Ranking and type(out) is Ranking:
             check_ranking(el, ctx, outputs[0].name, out)
@@ -68,10 +75,13 @@ def check_own_output(el: Element, ctx: Round, out: object) -> None:
 
 
 def check_ranking(el: Element, ctx: Round, port: str, ranking: Ranking) -> None:
-    """A Ranking's contents: rows of the job table, each once, each asked at least one GPU."""
+    """A Ranking's contents: rows of the job table, each once, each asked at least one GPU; and
+    what it asks beyond GPU counts, where given: GPU types of the cluster, batch sizes of 0 or
+    more, partners that are rows of the job table."""
     rows, gpus = ranking.rows, ranking.gpus
     if not len(rows):
         return
+    _check_columns(el, ctx, port, ranking)
     on = f"on its port '{port}'"
     known = len(ctx.jobs)
     outside = np.flatnonzero((rows < 0) | (rows >= known))
@@ -95,3 +105,42 @@ def check_ranking(el: Element, ctx: Round, port: str, ranking: Ranking) -> None:
             f"it emitted a Ranking {on} that asks {gpus[none[0]]} GPUs for job {ids[row]} (row {row}): "
             f"each job it ranks needs 1 GPU or more ({len(none)} of its {len(rows)} job(s) ask fewer)",
         )
+
+
+def _check_columns(el: Element, ctx: Round, port: str, ranking: Ranking) -> None:
+    """A Ranking's optional columns (`gpu_type`, `batch_size`, `consolidate`, `partner`): numpy
+    arrays of the right kind and range, else a placer fails on them far from the cause."""
+    on = f"on its port '{port}'"
+    n_types = len(ctx.cluster.gpu_types)
+    columns = (
+        (
+            "gpu_type",
+            ranking.gpu_type,
+            "integer",
+            -1,
+            n_types - 1,
+            f"a GPU type code of the cluster (0 to {n_types - 1}) or -1 for any",
+        ),
+        ("batch_size", ranking.batch_size, "integer", 0, None, "a batch size, or 0 for the job's own"),
+        ("consolidate", ranking.consolidate, "bool", None, None, "True or False"),
+        ("partner", ranking.partner, "integer", -1, len(ctx.jobs) - 1, "the row of a job of the job table, or -1 for none"),
+    )
+    for name, value, kind, low, high, wanted in columns:
+        if value is None:
+            continue
+        if not isinstance(value, np.ndarray) or (value.dtype.kind not in "iu" if kind == "integer" else value.dtype != bool):
+            got = type(value).__name__ if not isinstance(value, np.ndarray) else f"an array of {value.dtype}"
+            raise element_failure(
+                el, ctx, f"it emitted a Ranking {on} whose {name} is {got}: it must be a numpy array of {kind}s, each {wanted}"
+            )
+        if low is None:
+            continue
+        bad = np.flatnonzero((value < low) | (value > high)) if high is not None else np.flatnonzero(value < low)
+        if len(bad):
+            i = bad[0]
+            raise element_failure(
+                el,
+                ctx,
+                f"it emitted a Ranking {on} whose {name} is {value[i]} for job {ctx.jobs.column('job_id')[ranking.rows[i]]} "
+                f"(row {ranking.rows[i]}): each must be {wanted}",
+            )

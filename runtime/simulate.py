@@ -176,6 +176,7 @@ def simulate(
     """Simulate the graph; with `explain`, the world records why each job is where it is
     (runtime/explain.py), as `result.world.explain`, and with `explain_to` as well writes the
     record to that file as the run goes (`result.world.explain.write` to it finishes it)."""
+    cluster = _check_arguments(graph, cluster, until, on_round, explain, explain_to)
     if explain_to is not None and not explain:  # (no record is kept, so none would be written)
         raise UsageError(f"explain_to: {explain_to} is written only when the run keeps a record: give explain=True as well")
     engine = new_engine(graph, cluster, until, on_round, profile, explain)
@@ -183,3 +184,32 @@ def simulate(
     if explain_to is not None and world.explain is not None:
         world.explain.write_as_it_goes(explain_to, world)
     return engine.run()
+
+
+def _check_arguments(graph, cluster, until, on_round, explain, explain_to) -> str | Cluster | None:
+    """`simulate`'s arguments as a caller from Python may give them wrong: a UsageError naming the
+    argument, not a failure deep in the engine. A cluster given as a path is taken as its text."""
+    import numpy as np
+
+    from roundhouse.runtime.simulation import _time_argument
+
+    if not isinstance(graph, CompiledGraph):
+        hint = (
+            " (compile it first: simulate(compile_file(PATH)), from roundhouse.runtime.compiler; or run it with "
+            "roundhouse.Simulation(PATH).run())"
+            if isinstance(graph, (str, Path))
+            else ""
+        )
+        raise UsageError(f"graph: expected a compiled graph, got {type(graph).__name__}{hint}")
+    if isinstance(cluster, Path):
+        cluster = str(cluster)
+    if cluster is not None and not isinstance(cluster, (str, Cluster)):
+        raise UsageError(f'cluster: expected a spec such as "8x4:V100", a .toml path or a Cluster, got {type(cluster).__name__}')
+    _time_argument("until", until, optional=True)
+    if on_round is not None and not callable(on_round):
+        raise UsageError(f"on_round: expected a function of each round, or None, got {type(on_round).__name__}")
+    if not isinstance(explain, (bool, np.bool_)):
+        raise UsageError(f"explain: expected True or False, got {explain!r}")
+    if explain_to is not None and (not isinstance(explain_to, (str, Path)) or not str(explain_to)):
+        raise UsageError(f"explain_to: expected the path of a file to write, got {explain_to!r}")
+    return cluster

@@ -132,11 +132,12 @@ class Simulation:
         self._engine = _engine(compiled, world, until)
         self._engine.begin()
         self._result: RunResult | None = None
+        self._failure: str | None = None  # (set once a round fails: see `_go_on`)
 
     @classmethod
     def _of(cls, engine: Engine, header: dict[str, Any]) -> Simulation:
         sim = object.__new__(cls)
-        sim._engine, sim._header, sim._result = engine, dict(header), None
+        sim._engine, sim._header, sim._result, sim._failure = engine, dict(header), None, None
         return sim
 
     # --- running ---
@@ -165,6 +166,7 @@ class Simulation:
         while the run goes on."""
         if self.done:
             return False
+        self._go_on("step")
         self.run_until(self.now + float(self.graph.settings.round))
         return not self.done
 
@@ -172,22 +174,49 @@ class Simulation:
         """Run rounds until the clock reaches `t` seconds (or the run stops); `t` infinite: until
         the run stops, as `run()`, but returning the simulation and leaving it open (not ended)."""
         end = _time_argument("t", t)
+        self._go_on("run_until")
         engine = self._engine
         engine.pause_at(end)
         try:
             while not self.done and (end is None or self.now < end - 1e-9):
-                engine.step()
+                self._step()
         finally:
             engine.pause_at(None)
         return self
 
     def run(self) -> RunResult:
         """Run to the end; returns the run's result (reports by sink, counters)."""
-        while not self.done:
-            self._engine.step()
         if self._result is None:
-            self._result = self._engine.end()
+            self._go_on("run")
+        while not self.done:
+            self._step()
+        if self._result is None:
+            try:
+                self._result = self._engine.end()
+            except BaseException as err:
+                self._failure = f"its end failed: {_said(err)}"
+                raise
         return self._result
+
+    def _step(self) -> None:
+        """One step of the engine; a failure in it (an element raising, a plan refused, an
+        interrupt) is remembered: the round it stopped in is left half done."""
+        try:
+            self._engine.step()
+        except BaseException as err:
+            self._failure = f"its round at t={self.now:g}s failed: {_said(err)}"
+            raise
+
+    def _go_on(self, action: str) -> None:
+        """Refuse to go on from a failed round: some of its elements ticked and others did not,
+        so running on (or forking, saving, or ending a fork for a result) would give what no run
+        gives, without a word."""
+        if self._failure is not None:
+            raise UsageError(
+                f"{action}: this simulation cannot go on: {self._failure}; the round it failed in is left half "
+                "done. Build the simulation again (or load a snapshot, or use a fork, made before the failure); "
+                "its jobs() and world_now() still show the world as it was left"
+            )
 
     # --- forking and snapshots ---
     def fork(self) -> Simulation:
@@ -196,6 +225,7 @@ class Simulation:
         are copies of their own. A ForkError names an element whose state is not declared."""
         if self._result is not None:
             raise UsageError("this simulation has ended (run() was called): fork it before it ends")
+        self._go_on("fork")
         engine = snapshot.fork_engine(self._engine)
         _own_arguments(engine.graph)
         return Simulation._of(engine, self._header)
@@ -206,6 +236,7 @@ class Simulation:
 
         if self._result is not None:
             raise UsageError("this simulation has ended (run() was called): save it before it ends")
+        self._go_on("save")
         _file_argument("path", path, "the snapshot file to write, such as run.snap")
         snapshot.save(self._engine, path, {**self._header, "roundhouse": __version__})
         return Path(path)
@@ -309,6 +340,7 @@ class Simulation:
         the end, as a fork, it needs every element forkable (a ForkError names one that is not)."""
         if self._result is not None:
             return self._result
+        self._go_on("result")
         try:
             engine = snapshot.fork_engine(self._engine)
         except snapshot.ForkError as err:
@@ -325,14 +357,22 @@ class Simulation:
         """The first metrics sink's summary (average JCT, makespan, utilisation, ...), as
         `roundhouse run` prints it; empty if the graph has no such sink. Before the end, that of
         a fork ended now (`result`): it needs every element forkable."""
+        if self._result is None:
+            self._go_on("summary")
         for report in self.result().reports.values():
             if isinstance(report, dict) and "summary" in report:
                 return dict(report["summary"])
         return {}
 
     def __repr__(self) -> str:
-        state = f"stopped: {self.stop_reason}" if self.done else "running"
+        state = f"stopped: {self.stop_reason}" if self.done else "failed" if self._failure else "running"
         return f"Simulation({Path(self._header['graph_path']).name}, t={self.now:g}s, {self.rounds} rounds, {len(self.world.jobs)} jobs, {state})"
+
+
+def _said(err: BaseException) -> str:
+    """An exception in one line: its kind and its message's first line."""
+    text = str(err).strip().split("\n", 1)[0]
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def _override_texts(overrides: Any) -> list[str]:

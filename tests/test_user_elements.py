@@ -86,10 +86,10 @@ def test_the_guide_quotes_the_message_for_a_missing_section(tmp_path, capsys):
     assert quoted in capsys.readouterr().err
 
 
-def test_a_library_element_failing_on_what_ones_own_element_emits_names_it(tmp_path, capsys):
-    # The guide's policy, made to name a GPU type the cluster does not have (which the engine's
-    # checks of a Ranking leave to the placer): the placer fails on it, and the message names
-    # the element that fed it.
+def test_a_gpu_type_ones_own_element_emits_that_the_cluster_lacks_is_refused_naming_it(tmp_path, capsys):
+    # The guide's policy, made to name a GPU type the cluster does not have: the engine's checks
+    # of what one's own element emits refuse it there, naming that element, before a placer
+    # could fail on it far from the cause.
     (python,) = blocks("python")
     bad_type = "backfill=self.backfill, gpu_type=np.full(len(order), 99))"
     broken = python.replace("backfill=self.backfill)", bad_type, 1)
@@ -99,7 +99,7 @@ def test_a_library_element_failing_on_what_ones_own_element_emits_names_it(tmp_p
     (tmp_path / "g.sched").write_text(graph)
     assert main(["run", str(tmp_path / "g.sched"), "--cluster", "4x4:V100", "--quiet"]) == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert "its input came from" in err and "(SmallestFirst), defined outside the library: check what it emits" in err
+    assert "element 'SmallestFirst@" in err and "whose gpu_type is 99 for job" in err
 
 
 KEYED = '''
