@@ -3,7 +3,8 @@ the jobs the sources bring (it measures nothing), a Pollux given jobs of no appl
 elastic profile, or no profile at all (it never starts them), one of Dally's elements on a
 cluster without network tiers (its network awareness gains nothing), an intra-node bandwidth
 element on nodes of no known topology (it measures nothing, or places as Consolidated), or a
-simulation whose only sources take jobs submitted live (nobody submits: it ends at once).
+simulation whose only sources take jobs submitted live (nobody submits: it ends at once), or
+sources that bring no job at all.
 `check` and `run` warn of them before the run, from what the sources can tell before they start
 (a trace's jobs, a generator's ids; a live source's jobs are not known ahead); the last only
 `run` and `sweep`, which know the run is simulated. The run's end says what came of them."""
@@ -70,6 +71,8 @@ def warnings_before_run(graph, cluster=None) -> list[str]:
         return warnings
     if known and len(known) == len(sources):  # (a source whose ids are not known may bring any)
         ids = np.concatenate([frame["job_id"].to_numpy() for frame in known])
+        if not len(ids):
+            warnings.append(_no_job_warning(sources))
         for name, el in graph.elements.items():
             track = tracked_range(el)
             if track is not None and len(ids) and not ((ids >= track.start) & (ids < track.stop)).any():
@@ -91,6 +94,16 @@ def warnings_before_run(graph, cluster=None) -> list[str]:
         if getattr(type(el), "elastic_only", False) and elastic is not None:
             warnings += _drawn_warnings(name, el, elastic, graph)
     return warnings
+
+
+def _no_job_warning(sources: list) -> str:
+    """The warning for sources that, read ahead, bring no job at all (a trace of a header alone)."""
+    named = ", ".join(f"'{el.name}' ({type(el).__name__})" for el in sources)
+    return (
+        f"{at(sources[0])}warning: the graph's {'source' if len(sources) == 1 else 'sources'} {named} "
+        f"{'brings' if len(sources) == 1 else 'bring'} no job: the run ends after its first round with nothing "
+        "measured (a trace with a header and no rows, say)"
+    )
 
 
 def _drawn_warnings(name: str, el, elastic, graph) -> list[str]:
