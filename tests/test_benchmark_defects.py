@@ -211,7 +211,7 @@ import scale
 from bench_common import exit_on_terminate
 
 exit_on_terminate()
-scale.generate_trace = lambda folder, jobs, rate: 0.0
+scale.generate_trace = lambda folder, jobs, rate, profiled=False: 0.0
 scale.__file__ = sys.argv[2]
 scale.run_case("active-1k", Path(sys.argv[3]), True)
 """

@@ -14,6 +14,7 @@ from roundhouse.errors import EXIT_USER_ERROR, RoundhouseError
 from roundhouse.runtime import registry
 from roundhouse.tools.common import error_text
 from roundhouse.tools.outputs import standard_output
+from roundhouse.tools.outputs.stdout_result import silence_stdout
 
 # Modules that provide `register(subparsers)`; each adds one subcommand whose handler
 # (set with `parser.set_defaults(handler=...)`) takes the parsed args and returns an exit status.
@@ -150,17 +151,6 @@ def _reader_gone() -> bool:
         return False
 
 
-def _silence_stdout() -> None:
-    """Point standard output at the null device, so that what is still buffered for it is
-    dropped at exit rather than reported as a broken pipe."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass
-
-
 def _drop_what_stdout_cannot_take() -> None:
     """After an error: what standard output still holds and cannot take (a full disk) is
     dropped, rather than reported again at exit as Python's complaint, with status 120."""
@@ -168,7 +158,7 @@ def _drop_what_stdout_cannot_take() -> None:
         if sys.stdout is not None:
             sys.stdout.flush()
     except (OSError, ValueError):
-        _silence_stdout()
+        silence_stdout()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,7 +195,7 @@ def _main(argv: list[str] | None) -> int:
         if isinstance(err, BrokenPipeError) and _reader_gone():
             # (`roundhouse explain RUN JOB | head`: the reader had what it wanted; what is left
             # of the output goes nowhere, and the command ends as if it had printed it)
-            _silence_stdout()
+            silence_stdout()
             return 0
         print(f"error: {_where(err)}{err.strerror or err}", file=sys.stderr)
         _drop_what_stdout_cannot_take()

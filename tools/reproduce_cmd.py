@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -171,17 +169,12 @@ def _answer(text: str, what: str) -> None:
     """`text`, part of the command's answer, on standard output: a full disk is an error
     (tools/outputs/stdout_result.py); a reader that left (`| head`) is not, and the experiments
     go on, their output dropped, as the rest of what the command says."""
-    from roundhouse.tools.outputs.stdout_result import write_result
+    from roundhouse.tools.outputs.stdout_result import silence_stdout, write_result
 
     try:
         write_result(text, what)
     except BrokenPipeError:
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        except (OSError, ValueError, AttributeError):
-            pass
+        silence_stdout()
 
 
 def wrote_line(report, wrote: set[str], out: Path, shown: Path) -> str:
