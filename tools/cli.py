@@ -14,7 +14,6 @@ from roundhouse.errors import EXIT_USER_ERROR, RoundhouseError
 from roundhouse.runtime import registry
 from roundhouse.tools.common import error_text
 from roundhouse.tools.outputs import standard_output
-from roundhouse.tools.outputs.stdout_result import silence_stdout
 
 # Modules that provide `register(subparsers)`; each adds one subcommand whose handler
 # (set with `parser.set_defaults(handler=...)`) takes the parsed args and returns an exit status.
@@ -158,7 +157,7 @@ def _drop_what_stdout_cannot_take() -> None:
         if sys.stdout is not None:
             sys.stdout.flush()
     except (OSError, ValueError):
-        silence_stdout()
+        standard_output.silence_stdout()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,7 +194,7 @@ def _main(argv: list[str] | None) -> int:
         if isinstance(err, BrokenPipeError) and _reader_gone():
             # (`roundhouse explain RUN JOB | head`: the reader had what it wanted; what is left
             # of the output goes nowhere, and the command ends as if it had printed it)
-            silence_stdout()
+            standard_output.silence_stdout()
             return 0
         print(f"error: {_where(err)}{err.strerror or err}", file=sys.stderr)
         _drop_what_stdout_cannot_take()

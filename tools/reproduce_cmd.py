@@ -169,7 +169,8 @@ def _answer(text: str, what: str) -> None:
     """`text`, part of the command's answer, on standard output: a full disk is an error
     (tools/outputs/stdout_result.py); a reader that left (`| head`) is not, and the experiments
     go on, their output dropped, as the rest of what the command says."""
-    from roundhouse.tools.outputs.stdout_result import silence_stdout, write_result
+    from roundhouse.tools.outputs.standard_output import silence_stdout
+    from roundhouse.tools.outputs.stdout_result import write_result
 
     try:
         write_result(text, what)

@@ -7,6 +7,7 @@ error can say `standard output:` rather than only "No space left on device"."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 
@@ -72,3 +73,14 @@ def flush() -> None:
 def failed_to_write(err: OSError) -> bool:
     """Whether `err` is a failure to write standard output."""
     return bool(getattr(err, _MARK, False))
+
+
+def silence_stdout() -> None:
+    """Point standard output at the null device, so that what is still buffered for it is
+    dropped at exit rather than reported as a broken pipe (a reader that left: `| head`)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass

@@ -47,16 +47,3 @@ def write_result(text: str, what: str) -> None:
 def plural(n: int, one: str, many: str | None = None) -> str:
     """A count with its noun: "1 job", "3 jobs", "2 entries" (`many` where not `one` + "s")."""
     return f"{n} {one if n == 1 else (many or one + 's')}"
-
-
-def silence_stdout() -> None:
-    """Point standard output at the null device, so that what is still buffered for it is
-    dropped at exit rather than reported as a broken pipe (a reader that left: `| head`)."""
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass
