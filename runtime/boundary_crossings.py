@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from roundhouse.runtime.element_failures import describe_element
 from roundhouse.runtime.plans import PlanError
 from roundhouse.runtime.types import Events, Jobs, Plan
 from roundhouse.traces.jobs import JobBatch
@@ -46,7 +47,7 @@ def _carry_out(engine: Engine, plan: Plan) -> Events:
         applied = engine.world.apply_plan(plan, ctx.now)
     except PlanError as err:
         producer = engine.graph.producer_of(ctx.element.name, "plan") if ctx.element else None
-        who = f"'{producer}' ({type(engine.graph.elements[producer]).__name__})" if producer else "the graph"
+        who = describe_element(engine.graph.elements[producer]) if producer else "the graph"
         raise PlanError(f"round {ctx.round_index} (t={ctx.now:g}s): plan from {who}: {err}") from None
     engine._plan_changed = applied is not None or len(plan.complete) > 0
     if engine._record is not None:

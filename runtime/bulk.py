@@ -57,6 +57,7 @@ import numpy as np
 
 from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.bulk_profiled import book_whole_rounds, finishes
+from roundhouse.runtime.element_failures import describe_element
 from roundhouse.runtime.plans import PlanError
 from roundhouse.runtime.skipping import ARRIVAL_TOLERANCE, all_say, arrival_offset
 from roundhouse.runtime.types import Events, Jobs, Plan
@@ -255,7 +256,7 @@ class _Run:
         taken = holder[gpus]
         if len(taken) and taken[taken.argmax()] >= 0:  # (argmax: one call, where a count is a few)
             raise PlanError(
-                f"round {ctx.round_index} (t={b:g}s): plan from '{roles.placer.name}': it launches on a GPU already held"
+                f"round {ctx.round_index} (t={b:g}s): plan from {describe_element(roles.placer)}: it launches on a GPU already held"
             )
         holder[gpus] = rows.repeat(counts)
         roles.pool.join_later(arrivals)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
+from roundhouse.runtime.element_failures import describe_element
 from roundhouse.runtime.snapshot import ForkError, Packed, check_states, fork_engine, pack, unforkable_elements
 from roundhouse.traces.jobs import FINISHED, PENDING
 
@@ -96,8 +97,8 @@ class Fork:
 
     @classmethod
     def of(cls, engine: Engine, ctx: Round) -> Fork:
-        for name, class_name, why in unforkable_elements(engine.graph):
-            raise ForkError(f"element '{name}' ({class_name}) cannot be forked: {why}")
+        for name, _, why in unforkable_elements(engine.graph):
+            raise ForkError(f"element {describe_element(engine.graph.elements[name])} cannot be forked: {why}")
         due = [getattr(s, "next_arrival_s", lambda: -np.inf)() for s in engine.graph.elements.values() if s.category == "source"]
         waiting = np.count_nonzero(engine.world.jobs.column("status") == PENDING)
         submitted = ctx.events.submitted is not None and ctx.events.submitted.height > 0  # (live)

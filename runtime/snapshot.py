@@ -54,6 +54,7 @@ import numpy as np
 
 from roundhouse.errors import RoundhouseError
 from roundhouse.runtime.element import Element
+from roundhouse.runtime.element_failures import describe_element
 from roundhouse.runtime.snapshot_paths import read_snapshot_bytes, target_to_write
 from roundhouse.runtime.state_copies import deep_copy
 from roundhouse.traces.jobs import JobReader
@@ -170,7 +171,7 @@ def _element_state(el: Element) -> dict[str, Any]:
         if stray:
             why = f"it holds attribute(s) {', '.join(stray)} that neither its `state` nor its `fixed` names"
     if why is not None:
-        raise ForkError(f"element '{el.name}' ({cls.__name__}) cannot be forked: {why}")
+        raise ForkError(f"element {describe_element(el)} cannot be forked: {why}")
     return {name: held[name] for name in (*(cls.state or ()), *cls.fixed, "counters") if name in held}
 
 
@@ -328,7 +329,7 @@ def fork_engine(engine: Engine, now: float | None = None) -> Engine:
         cls = type(engine.graph.elements[name])
         for attr, value in state.items():
             if attr not in cls.fixed:
-                elements[name].__dict__[attr] = _copy_state(name, cls, attr, value, memo)
+                elements[name].__dict__[attr] = _copy_state(engine.graph.elements[name], attr, value, memo)
     memo[id(engine.graph)] = attrs.evolve(engine.graph, elements=elements)
     fork = copy.deepcopy(engine, memo)
     _keep_read_only(memo)
@@ -350,14 +351,15 @@ def _keep_read_only(memo: dict[int, Any]) -> None:
                 got.setflags(write=False)
 
 
-def _copy_state(name: str, cls: type[Element], attr: str, value: object, memo: dict[int, Any]) -> object:
-    """A copy of one attribute of an element's state; a ForkError naming the element, its class
-    and the attribute if it holds what cannot be copied (a lock, an open file)."""
+def _copy_state(el: Element, attr: str, value: object, memo: dict[int, Any]) -> object:
+    """A copy of one attribute of an element's state; a ForkError naming the element (its class,
+    where the graph declares it) and the attribute if it holds what cannot be copied (a lock,
+    an open file)."""
     try:
         return deep_copy(value, memo)
     except Exception as err:
         raise ForkError(
-            f"element '{name}' ({cls.__name__}) cannot be forked: its state attribute {attr} holds what cannot "
+            f"element {describe_element(el)} cannot be forked: its state attribute {attr} holds what cannot "
             f"be copied ({type(err).__name__}: {err})"
         ) from None
 
@@ -523,7 +525,7 @@ def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
         _Pickler(buf).dump(engine.world.cluster)
         _Pickler(buf, refs).dump({"engine": engine, "elements": states})
     except Exception as err:  # (an element's state holds what pickle cannot write)
-        raise SnapshotError(_unpicklable(path, states, refs, err)) from None
+        raise SnapshotError(_unpicklable(path, engine.graph.elements, states, refs, err)) from None
     payload = buf.getvalue()
     head = {
         "format": FORMAT_NAME,
@@ -552,7 +554,9 @@ def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
             part.unlink(missing_ok=True)
 
 
-def _unpicklable(path: str | Path, states: dict[str, dict[str, Any]], refs: dict[int, str], err: Exception) -> str:
+def _unpicklable(
+    path: str | Path, elements: dict[str, Element], states: dict[str, dict[str, Any]], refs: dict[int, str], err: Exception
+) -> str:
     """Why a snapshot cannot be written, naming the element whose state pickle cannot write."""
     why = f"{type(err).__name__}: {err}"
     if "not the same object" in str(err):
@@ -565,7 +569,7 @@ def _unpicklable(path: str | Path, states: dict[str, dict[str, Any]], refs: dict
             try:
                 _Pickler(io.BytesIO(), refs).dump(value)
             except Exception:
-                return f"snapshot {path}: cannot save the state of element '{name}' (its {attr}): {why}"
+                return f"snapshot {path}: cannot save state attribute {attr} of element {describe_element(elements[name])}: {why}"
     return f"snapshot {path}: cannot save the simulation's state: {why}"
 
 
@@ -677,7 +681,7 @@ def restore(path: str | Path, payload: bytes, offset: int, fresh: Engine) -> Eng
         undeclared = sorted(set(state) - set(cls.state or ()) - set(cls.fixed) - {"counters"})
         if undeclared:
             raise SnapshotError(
-                f"snapshot {path}: element '{name}' ({cls.__name__}) kept other state when it was saved: its state has "
+                f"snapshot {path}: element {describe_element(el)} kept other state when it was saved: its state has "
                 f"{', '.join(undeclared)}, which {cls.__name__} does not declare now{_saved_by(path)}; open it with the "
                 "Roundhouse that wrote it"
             )

@@ -297,7 +297,10 @@ def test_unforkable_elements_are_reported_with_what_to_add(user_graph):
 
 def test_forking_an_unforkable_element_is_a_clear_error(user_graph):
     sim = Simulation(user_graph("Undeclared")).run_until(3600)
-    with pytest.raises(ForkError, match=r"element '.*' \(Undeclared\) cannot be forked: it declares no state"):
+    with pytest.raises(
+        ForkError,
+        match=r"element '.*' \(Undeclared; declared at [^)]*\.sched:\d+:\d+, class defined at [^)]*mine\.py:\d+\) cannot be forked: it declares no state",
+    ):
         sim.fork()
     sim = Simulation(user_graph("Declared")).run_until(3600)
     fork = sim.fork()

@@ -205,17 +205,20 @@ def test_state_that_cannot_be_copied_is_a_fork_error_naming_the_element_its_clas
     sim.step()
     with pytest.raises(
         ForkError,
-        match=r"element 'order' \(LockedPol\) cannot be forked: its state attribute _held holds what cannot be copied \(TypeError",
+        match=r"element 'order' \(LockedPol; declared at [^)]*lockedpol\.sched:\d+:\d+, class defined at [^)]*lockedpol\.py:\d+\) cannot be forked: its state attribute _held holds what cannot be copied \(TypeError",
     ):
         sim.fork()
-    with pytest.raises(ForkError, match=r"element 'order' \(LockedPol\).*_held"):
+    with pytest.raises(ForkError, match=r"element 'order' \(LockedPol; declared at .*_held"):
         sim.summary()
     assert sim.jobs().height > 0  # (the jobs as of the clock copy no element)
 
 
 def test_a_synthesizer_over_state_that_cannot_be_copied_names_that_element_not_itself(tmp_path):
     graph = _policy_graph(tmp_path, "LockedCand", 'state = ("_held",)', "threading.Lock()", synth=True)
-    with pytest.raises(ForkError, match=r"element 'a' \(LockedCand\) cannot be forked: its state attribute _held"):
+    with pytest.raises(
+        ForkError,
+        match=r"element 'a' \(LockedCand; declared at [^)]*lockedcand\.sched:\d+:\d+, class defined at [^)]*lockedcand\.py:\d+\) cannot be forked: its state attribute _held",
+    ):
         simulate(compile_file(graph), None)
 
 
@@ -247,9 +250,12 @@ def test_jobs_and_the_world_now_mid_run_need_no_forkable_element(tmp_path):
         reference.run_until(t)
         assert sim.jobs().equals(reference.jobs())
         assert sim.world_now().jobs.frame().equals(reference.world_now().jobs.frame())
-    with pytest.raises(ForkError, match=r"element 'order' \(PlainPol\) cannot be forked: it declares no state"):
+    with pytest.raises(
+        ForkError,
+        match=r"element 'order' \(PlainPol; declared at [^)]*plainpol\.sched:\d+:\d+, class defined at [^)]*plainpol\.py:\d+\) cannot be forked: it declares no state",
+    ):
         sim.fork()
-    with pytest.raises(ForkError, match=r"before the run ends.*element 'order' \(PlainPol\)"):
+    with pytest.raises(ForkError, match=r"before the run ends.*element 'order' \(PlainPol; declared at .*plainpol\.sched"):
         sim.summary()
     # Looking changed nothing: each runs on to what the other gives.
     sim.run()

@@ -138,6 +138,9 @@ src -> AcceptAll -> JobPool -> order -> FirstFree -> Launch -> m :: JobMetrics;
     asked = []
     of = Fork.of.__func__
     monkeypatch.setattr(Fork, "of", classmethod(lambda cls, engine, ctx: asked.append(ctx.round_index) or of(cls, engine, ctx)))
-    with pytest.raises(ForkError, match=r"element 'stray' \(SpeedStray\) cannot be forked: it holds attribute\(s\) _later"):
+    with pytest.raises(
+        ForkError,
+        match=r"element 'stray' \(SpeedStray; declared at [^)]*graph\.sched:5:1, class defined at [^)]*mine\.py:\d+\) cannot be forked: it holds attribute\(s\) _later",
+    ):
         run_graph(text, [{"job_id": 0, "arrival_s": 0.0, "gpus": 1, "duration_s": 1800.0}], cluster="1x1:V100")
     assert asked == [0, 3]

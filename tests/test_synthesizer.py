@@ -167,7 +167,8 @@ def test_roundhouse_check_reports_a_candidate_that_cannot_be_forked(tmp_path, ca
     # Run anyway, it stops at its first fork with the same message, not a traceback.
     assert main(["run", bad, "--cluster", "1x1:V100"]) == 2
     err = capsys.readouterr().err
-    assert "error: element 'srtf' (SynthUndeclared) cannot be forked" in err and "Traceback" not in err
+    assert f"error: element 'srtf' (SynthUndeclared; declared at {bad}:7:" in err and "Traceback" not in err
+    assert "mine.py:" in err and ") cannot be forked: it declares no state" in err
     assert main(["run", good, "--cluster", "1x1:V100"]) == 0
 
 

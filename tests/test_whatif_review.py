@@ -187,7 +187,8 @@ def test_a_snapshot_whose_element_kept_other_state_is_refused_at_load(folder, ca
 
     _resaved(snap, rename)
     with pytest.raises(
-        SnapshotError, match=r"element 'pool' \(JobPool\) kept other state when it was saved: its state has _old_"
+        SnapshotError,
+        match=r"element 'pool' \(JobPool; declared at [^)]*fifo\.sched:\d+:\d+, class defined at [^)]*elements/pool\.py:\d+\) kept other state when it was saved: its state has _old_",
     ):
         Simulation.load(snap)
     err = fails(capsys, "whatif", snap)

@@ -471,11 +471,27 @@ def frozen_rows(a) -> np.ndarray:
             a = a.view()
             a.setflags(write=False)
         return a
-    arr = np.asarray(a, dtype=_INT64)
+    arr = np.asarray(a)
+    if arr.dtype.kind == "f":  # (a cast would truncate 1.5 to 1, and turn NaN into a number)
+        _check_whole(arr)
+    arr = arr.astype(_INT64, copy=False)
     if arr.flags.writeable:
         arr = arr.view()
         arr.setflags(write=False)
     return arr
+
+
+def _check_whole(arr: np.ndarray) -> None:
+    """A ValueError naming the first value of a float array that is not a whole number int64
+    holds (a fraction, NaN, infinity): job rows, GPU ids and counts are whole."""
+    flat = arr.ravel()
+    bad = np.flatnonzero(~((np.abs(flat) < 2.0**63) & (flat == np.round(flat))))  # (NaN fails both)
+    if len(bad):
+        at = f" at index {bad[0]}" if arr.ndim else ""
+        raise ValueError(
+            f"job rows, GPU ids and GPU counts must be whole numbers within int64: got an array of {arr.dtype} holding "
+            f"{flat[bad[0]].item()!r}{at} ({len(bad)} of {arr.size} not whole)"
+        )
 
 
 class JobView:
