@@ -158,3 +158,24 @@ def best_fit_job_by_job(cluster, available, sizes):
             left[got] = False
             gpus.extend(got.tolist())
     return placed, gpus, left
+
+
+# A small run, two jobs on two nodes, for tests of what reads a run's folder (plot, report, explain).
+SMALL_RUN_GRAPH = """\
+round = 5min;
+cluster = "2x4:V100";
+src :: TraceSource(path="trace.csv");
+src -> AcceptAll -> JobPool -> Fifo -> Consolidated -> Launch -> metrics :: JobMetrics;
+"""
+SMALL_RUN_TRACE = "job_id,arrival_s,gpus,duration_s\n0,0,2,3600\n1,60,4,1800\n"
+
+
+def small_run_folder(folder: Path, *options: str) -> Path:
+    """The `--out` folder of the small run above, made in `folder` (with `options` given to run)."""
+    from roundhouse.tools.cli import main
+
+    (folder / "trace.csv").write_text(SMALL_RUN_TRACE)
+    (folder / "g.sched").write_text(SMALL_RUN_GRAPH)
+    out = folder / "out"
+    assert main(["run", str(folder / "g.sched"), "--quiet", *options, "--out", str(out)]) == 0
+    return out

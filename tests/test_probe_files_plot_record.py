@@ -9,23 +9,12 @@ import polars as pl
 import pytest
 
 from roundhouse.tools.cli import main
-
-GRAPH = """\
-round = 5min;
-cluster = "2x4:V100";
-src :: TraceSource(path="trace.csv");
-src -> AcceptAll -> JobPool -> Fifo -> Consolidated -> Launch -> metrics :: JobMetrics;
-"""
-TRACE = "job_id,arrival_s,gpus,duration_s\n0,0,2,3600\n1,60,4,1800\n"
+from tests.conftest import small_run_folder
 
 
 @pytest.fixture
 def run(tmp_path):
-    (tmp_path / "trace.csv").write_text(TRACE)
-    (tmp_path / "g.sched").write_text(GRAPH)
-    out = tmp_path / "out"
-    assert main(["run", str(tmp_path / "g.sched"), "--quiet", "--out", str(out)]) == 0
-    return out
+    return small_run_folder(tmp_path)
 
 
 def draw(run, tmp_path, capsys, command: str = "plot") -> str:
@@ -47,10 +36,7 @@ def test_a_record_removed_since_is_named(run, tmp_path, capsys, command):
 
 
 def test_a_run_without_a_record_is_not_warned_of(tmp_path, capsys):
-    (tmp_path / "trace.csv").write_text(TRACE)
-    (tmp_path / "g.sched").write_text(GRAPH)
-    out = tmp_path / "out"
-    assert main(["run", str(tmp_path / "g.sched"), "--quiet", "--no-explain", "--out", str(out)]) == 0
+    out = small_run_folder(tmp_path, "--no-explain")
     capsys.readouterr()
     assert "warning" not in draw(out, tmp_path, capsys)
 
