@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections import defaultdict
 
 import pytest
@@ -113,12 +114,21 @@ def test_an_insecure_scheduler_says_a_peer_came_with_keys(tmp_path, keys):
             stderr=subprocess.STDOUT,
         )
     try:
-        # (the submitter waits through the scheduler's start-up: its connection retries)
+        # (a cold start, imports not yet compiled, can outlast a submitter's timeout: wait for it)
+        deadline = time.monotonic() + 60.0
+        while "scheduler listening on" not in log_path.read_text() and time.monotonic() < deadline:
+            assert scheduler.poll() is None, log_path.read_text()
+            time.sleep(0.1)
         with pytest.raises(SchedulerError, match="it runs --insecure, without keys"):
             with Submitter(address, ClientSecurity(keys, "alice"), timeout_s=15) as client:
                 client.status()
+        # (the scheduler hears of the refused handshake from its own ZeroMQ I/O thread, which
+        # may tell it a moment after the submitter was told: the count is asked until it shows)
         with Submitter(address, ClientSecurity(None), timeout_s=10) as client:
-            assert client.status()["refused_peers"] >= 1
+            deadline = time.monotonic() + 5.0
+            while (refused := client.status()["refused_peers"]) < 1 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert refused >= 1
     finally:
         stop(scheduler, timeout=20)
     said = log_path.read_text()

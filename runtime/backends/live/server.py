@@ -141,6 +141,8 @@ class Server:
             ready = dict(self._poller.poll(timeout=max(1, int(min(remaining, 0.1) * 1000))))
             if self._admitted is not None:  # (before the messages: a key removed is refused from the next one on)
                 self._readmitted(self._admitted.refresh())
+            if self._monitor in ready:  # (before the messages: a status asked after a refusal counts it)
+                self._drain_monitor()
             if sock in ready:
                 for _ in range(_DRAIN):
                     try:
@@ -148,8 +150,6 @@ class Server:
                     except zmq.Again:
                         break
                     self._receive(frames)
-            if self._monitor in ready:
-                self._drain_monitor()
             try:
                 duties()
             except Exception:  # as a handler's bug: log it, count it, carry on (the next wake-up tries again)
