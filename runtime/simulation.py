@@ -15,7 +15,7 @@ import copy
 import math
 import numbers
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -381,11 +381,24 @@ def _override_texts(overrides: Any) -> list[str]:
     expected = 'overrides: expected a list of --set texts, such as ["admit.factor=1.2x"]'
     if isinstance(overrides, (str, bytes)) or not isinstance(overrides, Iterable):
         raise UsageError(f"{expected}, got {overrides!r}")
+    if isinstance(overrides, Mapping):  # (iterating it would give its names alone, without their values)
+        raise UsageError(
+            f"{expected}, got a {type(overrides).__name__}: give each entry as one text, such as {_as_texts(overrides)}"
+        )
     texts = list(overrides)
     for text in texts:
         if not isinstance(text, str):
             raise UsageError(f"{expected}, got an item {text!r} ({type(text).__name__})")
     return texts
+
+
+def _as_texts(overrides: Mapping) -> str:
+    """A mapping's first entry as the `--set` text it stands for, in a list (or the form of one)."""
+    try:
+        name, value = next(iter(overrides.items()))
+        return str([f"{name}={_setting_text(str(name), value)}"])
+    except (StopIteration, UsageError):
+        return "['element.field=value']"
 
 
 def _refuse_repeats(sets: list[str], given: int) -> None:

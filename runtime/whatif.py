@@ -482,6 +482,11 @@ def _arguments(el) -> list[tuple[str, Any]] | None:
         return None
 
 
+class JobsRefused(UsageError):
+    """The other graph's jobs refused for what the world already holds (an id it has for another
+    job, a trace changed since): not the world's settings, so no hint at them."""
+
+
 def _refuse_a_source_changed_since(graph: CompiledGraph, name: str, source, coming, run, world_name: str) -> None:
     """A UsageError if a source of the other graph that reads a file (a trace), with the run's
     source's name, class and arguments and the run's seed, brings other jobs than the run's
@@ -499,7 +504,7 @@ def _refuse_a_source_changed_since(graph: CompiledGraph, name: str, source, comi
         return
     differs = _first_difference(coming, run_coming)
     if differs is not None:
-        raise UsageError(
+        raise JobsRefused(
             f"{name} ({type(source).__name__}): with the run's arguments, it brings other jobs than {world_name} holds "
             f"still to come from it: {differs}; its file {path} has changed since the run's state was saved, and the two "
             "sides would run other jobs under the same ids: put the file back as it was"
@@ -557,7 +562,7 @@ def _refuse_other_jobs_with_known_ids(world: World, upcoming, world_name: str) -
                 continue
             ours, theirs = world.jobs.column(name)[row], upcoming.columns[name][i]
             if not _same(ours, theirs):
-                raise UsageError(
+                raise JobsRefused(
                     f"job {ids[i]}: {upcoming.origin} has one arriving at t={upcoming.columns['arrival_s'][i]:g}s, and "
                     f"{world_name} already has another job {ids[i]} ({name} {_shown(ours)}, not {_shown(theirs)}); "
                     "give the two sources distinct job ids (a trace's job_id column, the start_id of a PoissonSource or BurstSource)"
@@ -691,7 +696,7 @@ def _hint_at_the_worlds_settings(run: CompiledGraph, other: CompiledGraph, world
     try:
         yield
     except RoundhouseError as err:
-        unused = _unused_settings(run, other, world)
+        unused = [] if isinstance(err, JobsRefused) else _unused_settings(run, other, world)
         if not unused:
             raise
         raise UsageError(
