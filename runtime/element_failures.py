@@ -24,9 +24,9 @@ class ElementFailure(RoundhouseError):
     detail: str = ""
 
 
-def describe_element(el: Element) -> str:
+def describe_element(el: Element, declared: bool = True) -> str:
     """The element as messages about it name it: `'name' (Class; declared at FILE:LINE:COL,
-    class defined at FILE:LINE)`."""
+    class defined at FILE:LINE)`; without `declared` where a message's location says it."""
     import inspect
 
     cls = type(el)
@@ -34,7 +34,7 @@ def describe_element(el: Element) -> str:
         defined = f"{inspect.getsourcefile(cls)}:{inspect.getsourcelines(cls)[1]}"
     except (OSError, TypeError):
         defined = cls.__module__
-    where = f"declared at {el.declared_at}, " if el.declared_at is not None else ""
+    where = f"declared at {el.declared_at}, " if declared and el.declared_at is not None else ""
     return f"'{el.name}' ({cls.__name__}; {where}class defined at {defined})"
 
 
@@ -114,5 +114,5 @@ def fed_by_own_code(graph, el: Element, inputs) -> str:
     if not type(el).__module__.startswith("roundhouse."):
         return ""
     feeding = [graph.elements[name] for name in sorted({n for *_, sources in inputs for n, _ in sources})]
-    own = [f"'{e.name}' ({type(e).__name__})" for e in feeding if not type(e).__module__.startswith("roundhouse.")]
+    own = [describe_element(e) for e in feeding if not type(e).__module__.startswith("roundhouse.")]
     return f" (its input came from {', '.join(own)}, defined outside the library: check what it emits)" if own else ""

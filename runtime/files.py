@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import unicodedata
 from pathlib import Path
 
 from roundhouse.errors import UsageError
@@ -16,6 +17,7 @@ def make_folder(path: str | Path, what: str) -> Path:
     """Create folder `path` (with its parents) if needed; `what` names it in errors (e.g. '--workdir')."""
     if not str(path).strip():
         raise UsageError(f"{what}: the folder name is empty")
+    refuse_control_characters(path, what, "folder")
     folder = Path(path)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -72,9 +74,23 @@ def results_folder(path: str | Path, what: str, kind: str) -> Path:
     return folder
 
 
+def refuse_control_characters(path: str | Path, what: str, kind: str) -> None:
+    """A UsageError if `path` holds a control character or a line break (a newline, an escape, a
+    tab): every message naming the path would show it otherwise than it is (a terminal obeys an
+    escape, a newline splits the message), and such a name is a slip, not a choice."""
+    text = str(path)
+    at = next((i for i, ch in enumerate(text) if unicodedata.category(ch) in ("Cc", "Zl", "Zp")), None)
+    if at is not None:
+        raise UsageError(
+            f"{what} {text!r}: the {kind} name holds {text[at]!r} (its character {at + 1}), a control character "
+            "or line break; give a name without one"
+        )
+
+
 def check_output_file(path: str | Path, what: str) -> Path:
     """A file about to be written (or opened for writing): its folder must exist already (we do
     not create folders for a file named on the command line; a typo would silently make them)."""
+    refuse_control_characters(path, what, "file")
     file = Path(path)
     folder = file.parent
     if not folder.is_dir():

@@ -23,17 +23,31 @@ def exhausted(sources: list[Element]) -> bool:
 def refuse_shared_ids(sources: list[Element]) -> None:
     """Two sources that would emit one job id are refused before the first round, naming the
     later source and the id (the job table would refuse it only when that job arrived)."""
-    known = [(el, ids) for el in sources if (ids := el.coming_job_ids()) is not None and len(ids)]
-    for k, (el, ids) in enumerate(known[1:], 1):
-        for other, earlier in known[:k]:
-            shared = np.intersect1d(ids, earlier)
-            if len(shared):
-                raise SchedError(
-                    f"element '{el.name}' ({type(el).__name__}): job id {int(shared[0])} is also one of "
-                    f"element '{other.name}'s jobs (job ids must be unique in a run)",
-                    el.declared_at,
-                    hint=_parting_hint(el, other, max(int(i.max()) for _, i in known) + 1),
-                )
+    known = [(el, np.unique(ids)) for el in sources if (ids := el.coming_job_ids()) is not None and len(ids)]
+    if len(known) < 2:
+        return
+    # Every source's ids at once, sorted by id then source (not source against source: a graph
+    # of thousands of sources would take minutes). An id held again is held by a later source;
+    # the one named is the first such source, with the first earlier source it shares an id with.
+    ids = np.concatenate([i for _, i in known])
+    owner = np.repeat(np.arange(len(known)), [len(i) for _, i in known])
+    order = np.lexsort((owner, ids))
+    ids, owner = ids[order], owner[order]
+    again = np.flatnonzero(ids[1:] == ids[:-1]) + 1
+    if not len(again):
+        return
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    first_owner = owner[starts[np.searchsorted(starts, again, side="right") - 1]]
+    k = int(owner[again].min())
+    j = int(first_owner[owner[again] == k].min())
+    (el, mine), (other, earlier) = known[k], known[j]
+    shared = np.intersect1d(mine, earlier, assume_unique=True)
+    raise SchedError(
+        f"element '{el.name}' ({type(el).__name__}): job id {int(shared[0])} is also one of "
+        f"element '{other.name}'s jobs (job ids must be unique in a run)",
+        el.declared_at,
+        hint=_parting_hint(el, other, int(ids[-1]) + 1),
+    )
 
 
 def _parting_hint(el: Element, other: Element, past: int) -> str:

@@ -339,7 +339,8 @@ def test_roundhouse_check_reports_unforkable_elements(user_graph, capsys):
     )
     capsys.readouterr()
     assert main(["check", str(both)]) == 2
-    assert "(Undeclared) cannot be forked" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{both}:5:" in err and "(Undeclared; class defined at " in err and "mine.py:" in err and ") cannot be forked" in err
 
 
 # --- every shipped graph ------------------------------------------------------------------------

@@ -195,7 +195,7 @@ def test_a_job_id_in_ascii_digits_names_the_job(run_folder, capsys, job):
 def test_a_job_id_in_other_digits_is_said_not_to_be_one(run_folder, capsys, job):
     err = fails(capsys, "explain", run_folder, job)
     assert f"no job '{job.strip()}' in the record" in err or f"no job '{job}' in the record" in err, err
-    assert "job ids are whole numbers written in the digits 0-9 (with a sign if any)" in err, err
+    assert "job ids are whole numbers written in the digits 0-9, with a sign, a point or an exponent if any" in err, err
 
 
 # --- a sweep warns as check and run do ---

@@ -161,7 +161,8 @@ def test_roundhouse_check_reports_a_candidate_that_cannot_be_forked(tmp_path, ca
     # The synthesizer forks the world: `check` asks every element to be forkable, unasked.
     assert main(["check", bad]) == 2
     err = capsys.readouterr().err
-    assert f"{bad}:7:" in err and "error: element 'srtf' (SynthUndeclared) cannot be forked: it declares no state" in err
+    assert f"{bad}:7:" in err and "error: element 'srtf' (SynthUndeclared; class defined at " in err
+    assert "mine.py:" in err and ") cannot be forked: it declares no state" in err
     assert "Traceback" not in err
     assert main(["check", good]) == 0
     # Run anyway, it stops at its first fork with the same message, not a traceback.

@@ -376,8 +376,9 @@ def _holds(known) -> str:
     return f"{plural(known.len(), 'job')}, ids such as {', '.join(known.head(3).to_list())}"
 
 
-# What a job id is, said to one given otherwise.
-_DIGITS = " written in the digits 0-9 (with a sign if any)"
+# What a job id is, said to one given otherwise: the spellings `whole_number` reads (a trace
+# may write its ids as 5.0, and jobs.csv writes 5; either names the job).
+_SPELLINGS = " written in the digits 0-9, with a sign, a point or an exponent if any (1, +1, 1.0 and 1e0 all name job 1)"
 
 
 def _why_missing(job: str, known, stopped: tuple[float, str] | None) -> str:
@@ -388,7 +389,7 @@ def _why_missing(job: str, known, stopped: tuple[float, str] | None) -> str:
         return f"; job ids are whole numbers up to {_LARGEST_ID}"
     if whole_number(job) is None:
         close = [] if _a_number(job) else difflib.get_close_matches(job, known.to_list(), n=3)
-        return f"; job ids are whole numbers{_DIGITS}{'; did you mean ' + ', '.join(close) + '?' if close else ''}"
+        return f"; job ids are whole numbers{_SPELLINGS}{'; did you mean ' + ', '.join(close) + '?' if close else ''}"
     if stopped is None or not known.len():
         return ""
     end, reason = stopped

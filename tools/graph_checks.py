@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from roundhouse.errors import RoundhouseError, SchedError, UsageError
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file
+from roundhouse.runtime.element_failures import describe_element
 from roundhouse.runtime.simulate import load_cluster, load_elastic, load_pairs, new_engine
 from roundhouse.runtime.snapshot import forks_world, unforkable_elements
 from roundhouse.tools.common import error_text
@@ -55,9 +56,10 @@ def check_graph(
         return Checked(None, None, [err])
     problems = trace_problems(graph)
     if fork or forks_world(graph):
-        for name, class_name, why in unforkable_elements(graph):
-            problems.append(
-                SchedError(f"element '{name}' ({class_name}) cannot be forked: {why}", graph.elements[name].declared_at)
+        for name, _, why in unforkable_elements(graph):
+            el = graph.elements[name]
+            problems.append(  # (the error's location is the graph's line: the class's file is added)
+                SchedError(f"element {describe_element(el, declared=False)} cannot be forked: {why}", el.declared_at)
             )
     # (before the elements start: a trace read for the warnings is the one its source takes)
     warnings = warnings_before_run(graph, cluster) if warn and not problems else []

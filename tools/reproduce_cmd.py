@@ -142,7 +142,12 @@ def _reproduce(e: Experiment, args, console: Console) -> None:
             with writing(shown):
                 _remove(out, {p.name for p in out.iterdir()} - others - {MARK})
                 _mark(out, e.name, args.quick, others, set(), interrupted=True)
-            console.print(f"{e.name}: stopped; removed what it had written to {shown}/ ({MARK} says so)", highlight=False)
+            console.print(
+                f"{e.name}: stopped; removed what it had written to {shown}/ ({MARK} says so)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
         raise
     except BaseException:  # (a failed run too: its failure.txt goes with the next run)
         with writing(shown):

@@ -136,7 +136,7 @@ def _run_into(args, graph, cluster, until, out) -> int:
         with writing(out):
             write_results(out, graph, cluster, result)
         if not args.quiet:
-            Console(stderr=True).print(f"results written to {args.out}/")
+            Console(stderr=True).print(f"results written to {args.out}/", markup=False, highlight=False, soft_wrap=True)
     return 0
 
 

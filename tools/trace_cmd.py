@@ -158,16 +158,19 @@ def register(subparsers) -> None:
 
 def describe_command(args: argparse.Namespace) -> int:
     from rich.table import Table
+    from rich.text import Text
 
     from roundhouse.traces.formats import file_columns, load_trace
 
     loaded = load_trace(args.file, args.format)
     columns = file_columns(args.file, loaded.format)
-    table = Table(title=f"{args.file}", show_header=False, title_justify="left")
+    # (as Text, not markup: a file's name, columns and models are the trace's, and `[/b]` in
+    # one would be taken for a tag)
+    table = Table(title=Text(args.file), show_header=False, title_justify="left")
     table.add_column("what", style="bold")
     table.add_column("value")
     for what, value in summary_rows(loaded.frame, loaded.format, columns, loaded.skipped, loaded.skipped_what):
-        table.add_row(what, value)
+        table.add_row(what, Text(value))
     console = result_console()  # (the description is the command's one result: written whole, or an error)
     console.print(table)
     write_result(text_of(console), f"the description of {args.file}")

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from roundhouse.errors import RoundhouseError, UsageError
-from roundhouse.runtime.files import writing
+from roundhouse.runtime.files import refuse_control_characters, writing
 
 
 def output_file(text: str, flag: str = "-o") -> Path:
@@ -18,6 +18,7 @@ def output_file(text: str, flag: str = "-o") -> Path:
     folder's name)."""
     if not text.strip():
         raise UsageError(f"{flag}: no file name given")
+    refuse_control_characters(text, flag, "file")
     if text.endswith(("/", os.sep)):
         raise UsageError(f"{flag} {text}: names a folder (it ends in a slash); give the file's name")
     return Path(text)
