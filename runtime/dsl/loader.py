@@ -16,6 +16,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,6 +56,15 @@ def _why_unreadable(err: Exception) -> str:
     if isinstance(err, OSError) and err.strerror:
         return err.strerror.lower()
     return str(err)
+
+
+def _whole_path(path: Path) -> str:
+    """`path` made whole, its links followed. Links that loop (which Python 3.11 says with a
+    RuntimeError) are left as written: reading them then says why they cannot be read."""
+    try:
+        return str(path.resolve())
+    except RuntimeError:
+        return os.path.abspath(path)
 
 
 def _line_and_column(before: bytes) -> tuple[int, int]:
@@ -109,13 +120,21 @@ def load_element_file(path: Path) -> str | None:
 
     from roundhouse.runtime import user_modules
 
-    resolved = str(path.resolve())
     if path.suffix != ".py":
+        if path.is_dir():  # (a folder is said as one, whatever its name)
+            return f"{path} is a folder, not a Python file"
         return "a required file is Python ending in .py (a .sched file is brought in with import)"
-    if path.is_dir():
-        return f"{path} is a folder, not a Python file"
-    if not path.is_file():
+    resolved = _whole_path(path)
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError, ValueError):  # (ValueError: a NUL in the path)
         return f"no such file ({path})"
+    except OSError as err:  # (links that loop, a name too long)
+        return _why_unreadable(err)
+    if stat.S_ISDIR(mode):
+        return f"{path} is a folder, not a Python file"
+    if not stat.S_ISREG(mode):
+        return f"{path} is not a regular file"
     try:
         source = path.read_bytes()
     except OSError as err:
@@ -488,7 +507,7 @@ class _Loader:
         for st in program.statements:
             if isinstance(st, ast.Import):
                 target = Path(base_dir) / st.path
-                target_resolved = str(target.resolve())
+                target_resolved = _whole_path(target)
                 if target_resolved in stack or target_resolved == resolved:
                     self.errors.append(SchedError(f"import cycle: '{st.path}' imports this file again", st.location))
                     continue

@@ -469,7 +469,10 @@ def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) ->
     return SchedError(f"unexpected '{tok}', expected " + _one_of(expected), loc, hint=hint)
 
 
-_NAME_BEFORE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# A name just before a position (digits before its first letter are no part of it). A match may
+# start only where a run of name characters starts: else every character of a long name earlier
+# in the file would start a scan to that name's end (seconds for a name of 50,000 characters).
+_NAME_BEFORE = re.compile(r"(?<![A-Za-z0-9_])[0-9]*([A-Za-z_][A-Za-z0-9_]*)\Z")
 _ANONYMOUS_NUMBER = re.compile(r"@[0-9]+")
 _INNER_NAME = re.compile(r"/[A-Za-z_][A-Za-z0-9_]*(?:@[0-9]+)?(?:/[A-Za-z_][A-Za-z0-9_]*(?:@[0-9]+)?)*")
 
@@ -481,7 +484,7 @@ def _shown_name(text: str, pos: int, loc: Location) -> SchedError | None:
     before = _NAME_BEFORE.search(text, 0, pos)
     if before is None:
         return None
-    name = before.group()
+    name = before.group(1)
     anonymous = _ANONYMOUS_NUMBER.match(text, pos)
     if anonymous is not None:
         return SchedError(
