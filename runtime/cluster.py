@@ -436,9 +436,10 @@ def _group_from_table(file: Path, lines: SpecLines, index: int, table: object, g
             raise ClusterError(f"{where}: unknown key '{key}'" + (f" ({hint})" if hint else ""), path)
         if key in _INTS:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
-                raise ClusterError(
-                    f"{where}: '{key}' must be a whole number from 1 to {MAX_GPUS:,}, got {_as_written(value)}", path
-                )
+                # (the range said is the key's own: a node's GPUs go up to 64, which _check_size
+                # says of a count between the two)
+                top = MAX_GPUS_PER_NODE if key == "gpus_per_node" else MAX_GPUS
+                raise ClusterError(f"{where}: '{key}' must be a whole number from 1 to {top:,}, got {_as_written(value)}", path)
         elif key in _FLOATS:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_AMOUNT:
                 raise ClusterError(
