@@ -327,6 +327,11 @@ class _Runner:
         def warmed(job) -> bool:
             return any(it >= warm for _, it in state[job]["reports"])
 
+        def ended(job) -> bool:
+            # Its workers gone and rank 0's last message (`exiting`) read: the reports before it
+            # may still be on their way when the process has exited.
+            return all(p.poll() is not None for _, _, p in procs[job]) and state[job]["final"] is not None
+
         jobs = []
         for what in [(model, batch), *companions]:
             jobs.append(start(what))
@@ -336,7 +341,7 @@ class _Runner:
         for job in jobs:
             state[job]["revoked_at"] = time.time()
             Lease.revoke(procs[job][0][1])
-        self._pump(state, procs, lambda: all(p.poll() is not None for j in jobs for _, _, p in procs[j]))
+        self._pump(state, procs, lambda: all(ended(j) for j in jobs))
         done_at = time.time()
         for job in jobs:
             self._check(job, procs[job])
@@ -350,7 +355,7 @@ class _Runner:
         final = s["final"] or {}
         point = (final.get("checkpoint"), final.get("checkpoint_iteration") or 0, jobs[0])
         job = start((model, batch), 2, point, iterations=point[1] + 3)
-        self._pump(state, procs, lambda: all(p.poll() is not None for _, _, p in procs[job]))
+        self._pump(state, procs, lambda: ended(job))
         self._check(job, procs[job])
         return Measurement(model, batch, gpus, rate, launch, state[job]["startup_s"], done_at - s["revoked_at"])
 

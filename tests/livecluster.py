@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from roundhouse.tools.loopback import Loopback, free_port  # noqa: F401  (free_port: for tests that bind themselves)
@@ -20,6 +22,19 @@ LM,10,V100,2,consolidated,120
 Recommendation,64,V100,1,consolidated,150
 Recommendation,64,V100,2,consolidated,100
 """
+
+
+def wait_until(
+    check: Callable[[], object], timeout: float, what: str, detail: Callable[[], str] = lambda: "", every: float = 0.05
+):
+    """Wait for `check()` to hold, asking every `every` s, for at most `timeout` s; an
+    AssertionError naming `what` (and `detail()`, say a log) if it never does. For what another
+    process or thread updates in its own time: asked once, it may not have happened yet."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}\n{detail()}")
+        time.sleep(every)
 
 
 def stop(process: subprocess.Popen, timeout: float = 30.0) -> None:

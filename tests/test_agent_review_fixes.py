@@ -255,7 +255,7 @@ def test_a_registration_with_gpus_not_0_to_n_is_refused_and_logged_with_the_node
                 running=[],
             )
             pump(backend)
-        [(kind, body)] = odd.receive()
+        [(kind, body)] = odd.receive(1)
         assert kind == "error" and "node odd registers GPUs 0, 0" in body["reason"]
         assert "refused registration: node odd registers GPUs 0, 0" in caplog.text
     finally:

@@ -48,18 +48,18 @@ def test_a_job_s_own_batch_goes_to_each_worker_and_a_plan_s_global_batch_is_shar
     )
     round_trip(world, backend, Plan.of([Assignment(rows[0], [0, 1]), Assignment(rows[1], [2])]))
     pump(backend)
-    [(t, launch)] = a.receive()
+    [(t, launch)] = a.receive(1)
     # Job 3 is not elastic: its own batch size is what each worker trains with, as its trace gives it.
     assert t == "launch" and launch["world_size"] == 2 and launch["batch_size"] == 40
-    [(t, launch)] = b.receive()
+    [(t, launch)] = b.receive(1)
     assert t == "launch" and launch["batch_size"] == 20
     # Job 4 grows by checkpoint and restart (not in place) to global batch 40 on two GPUs.
     round_trip(world, backend, Plan.of(keep=rows[:1], resizes=[Resize(rows[1], [2, 3], 40, LR_LINEAR, False)]))
     pump(backend)
-    assert b.receive() == [("revoke", {"job": 4, "attempt": 1, "kill": False, "rank": 0})]
+    assert b.receive(1) == [("revoke", {"job": 4, "attempt": 1, "kill": False, "rank": 0})]
     b.exited(4, 1, 0, "preempted", 50, checkpoint="/ck/job-4/i50.pt")
     pump(backend)
-    relaunch = [body for t, body in b.receive() if t == "launch"]
+    relaunch = [body for t, body in b.receive(1, "launch") if t == "launch"]
     assert [(m["attempt"], m["world_size"], m["batch_size"]) for m in relaunch] == [(2, 2, 20)]  # before: 40
 
 
@@ -73,7 +73,7 @@ def _growing(setup):
     (row,) = add_jobs(world, [{"job_id": 5, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 900.0, "batch_size": 20}])
     round_trip(world, backend, Plan.of([Assignment(row, [0])]))
     pump(backend)
-    [(_, launch)] = a.receive()
+    [(_, launch)] = a.receive(1)
     round_trip(world, backend, Plan.of(resizes=[Resize(row, [0, 1], 40)]))
     pump(backend)
     return world, backend, a, row, launch
@@ -82,7 +82,7 @@ def _growing(setup):
 @pytest.mark.live
 def test_an_in_place_resize_and_a_launch_agree_on_the_batch_per_worker(live):  # noqa: F811
     world, backend, a, row, launch = _growing(live)
-    [(t, msg)] = a.receive()
+    [(t, msg)] = a.receive(1)
     assert t == "resize" and (launch["batch_size"], msg["batch_size"]) == (20, 20)
     assert backend.attempts.current[row].worker_batch == 20
 
@@ -96,10 +96,10 @@ def test_a_job_done_as_it_grew_finishes_though_its_new_rank_never_reports(live):
     (it runs no worker of the job any more) without a word about rank 1. Before, the attempt
     waited for rank 1 for ever: the job never finished and held both GPUs."""
     world, backend, a, row, _ = _growing(live)
-    assert [t for t, _ in a.receive()] == ["resize"]
+    assert [t for t, _ in a.receive(1)] == ["resize"]
     a.exited(5, 1, 0, "done", 900)
     pump(backend)
-    got = a.receive()
+    got = a.receive(2)
     assert ("ack", {"job": 5, "attempt": 1, "rank": 0}) in got
     assert _kills(got) == [5]  # rank 1, should it be running
     events = round_trip(world, backend, None)
@@ -115,7 +115,7 @@ def test_a_new_rank_the_agent_reports_unstarted_ends_the_attempt_from_its_checkp
     a.receive()
     a.exited(5, 1, 1, "preempted", 0, reason="resize refused: the agent is stopping")
     pump(backend)
-    assert _kills(a.receive()) == [5]
+    assert _kills(a.receive(1, "revoke")) == [5]
     a.exited(5, 1, 0, "killed", 120)
     pump(backend)
     a.receive()

@@ -98,7 +98,7 @@ def test_the_live_backend_sends_the_factor_of_the_local_batch(live):  # noqa: F8
     a.receive()
     round_trip(world, backend, Plan.of(resizes=[Resize(row, [0, 1], 40, LR_LINEAR)]))
     pump(backend)
-    [(t, msg)] = a.receive()
+    [(t, msg)] = a.receive(1)
     assert t == "resize" and msg["lr_scale"] == pytest.approx(2.0)
     assert world.jobs.column("lr_scale")[row] == pytest.approx(2.0)  # the simulator's books agree
 
@@ -244,6 +244,6 @@ def test_a_live_launch_with_a_batch_size_carries_the_factor_the_simulator_books(
     (row,) = add_jobs(world, [job])
     round_trip(world, backend, Plan.of([Assignment(row, [0], 40)]))
     pump(backend)
-    [(t, msg)] = a.receive()
+    [(t, msg)] = a.receive(1)
     assert t == "launch" and msg["lr_scale"] == pytest.approx(2.0)
     assert world.jobs.column("lr_scale")[row] == pytest.approx(2.0)

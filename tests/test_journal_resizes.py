@@ -53,7 +53,7 @@ def _grown(fixture):
     for plan in plans:
         round_trip(world, backend, plan)
         backend.advance()
-    [(t, launch), (t2, grown)] = a.receive()
+    [(t, launch), (t2, grown)] = a.receive(2)
     assert (t, t2) == ("launch", "resize") and grown["generation"] == 1 and grown["lr_scale"] == 2.0
     return row, plans, launch, grown
 
@@ -76,12 +76,12 @@ def test_a_job_grown_in_place_is_taken_back_as_it_runs_and_resized_on_from_its_g
             pump(backend, 0.05)
         assert not backend.attempts.unconfirmed
         pump(backend)
-        assert [t for t, _ in a.receive()] == ["welcome"]  # (no revoke: the job is not stale)
+        assert [t for t, _ in a.receive(1)] == ["welcome"]  # (no revoke: the job is not stale)
         assert not att.ended and backend.attempts.live[(5, 1)] is att
         # The next resize follows on: generation 2, a port other than the one in use.
         round_trip(world, backend, Plan.of(resizes=[Resize(row, [0], 20, LR_SQRT)]))
         pump(backend)
-        [(t, msg)] = a.receive()
+        [(t, msg)] = a.receive(1)
         assert t == "resize" and msg["generation"] == 2 and msg["world_size"] == 1
         assert msg["master_port"] != grown["master_port"] and msg["ranks"] == []
     finally:
@@ -103,7 +103,7 @@ def test_a_relaunch_s_learning_rate_rule_outlives_a_restart(live):  # noqa: F811
         backend.advance()
     a.exited(5, 1, 0, "preempted", 44, checkpoint="/ck/job-5/a1-i44.pt")
     pump(backend)
-    [(t, relaunch)] = b.receive()
+    [(t, relaunch)] = b.receive(1)
     assert t == "launch" and relaunch["attempt"] == 2 and relaunch["lr_scale"] == pytest.approx(2**0.5)
     journal.commit()
     rows = {(s.attempt, s.generation): s for ss in journal.shapes().values() for s in ss}

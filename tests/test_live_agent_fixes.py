@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from roundhouse.agents.submitter import Submitter
 from roundhouse.tools.loopback import free_port
 from roundhouse.wire.security import ClientSecurity
-from tests.livecluster import TEST_PROFILE, LiveCluster, stop
+from tests.livecluster import TEST_PROFILE, LiveCluster, stop, wait_until
 
 pytestmark = [pytest.mark.live]
 
@@ -42,13 +41,6 @@ def _sleepers(seconds: str) -> list[int]:
 def _marker(n: int) -> str:
     """A `sleep` duration no other process on the machine runs."""
     return f"{7000 + n}.{os.getpid()}"
-
-
-def _wait(check, timeout: float, what: str) -> None:
-    deadline = time.time() + timeout
-    while not check():
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def _kill_all(seconds: str) -> None:
@@ -78,11 +70,11 @@ def test_what_a_worker_started_dies_when_its_agent_is_killed(tmp_path):
     try:
         assert agent.stdout is not None
         worker = int(agent.stdout.readline())
-        _wait(lambda: _sleepers(marker), 10, "the worker's child")
+        wait_until(lambda: _sleepers(marker), 10, "the worker's child")
         assert os.getpgid(_sleepers(marker)[0]) == worker  # in the worker's group, not its own
         agent.kill()
         agent.wait(timeout=10)
-        _wait(lambda: not _sleepers(marker), 10, "the worker's child to die with the agent")
+        wait_until(lambda: not _sleepers(marker), 10, "the worker's child to die with the agent")
     finally:
         stop(agent)
         _kill_all(marker)
@@ -116,9 +108,9 @@ def test_a_command_job_s_processes_go_with_its_worker_and_with_a_killed_agent(tm
         # Job 0's worker exited leaving a child behind: it went with it. (The agent kills the
         # worker's group as it reports the exit; the child, woken by SIGKILL, may take a moment
         # to die on a loaded machine.)
-        _wait(lambda: not _sleepers(left), 10, "job 0's child to die with its worker")
+        wait_until(lambda: not _sleepers(left), 10, "job 0's child to die with its worker")
         cluster.kill("a", signal.SIGKILL)
-        _wait(lambda: not _sleepers(running), 10, "job 1's child to die with the agent")
+        wait_until(lambda: not _sleepers(running), 10, "job 1's child to die with the agent")
     finally:
         cluster.close()
         _kill_all(left)
@@ -132,7 +124,7 @@ def test_a_second_agent_refuses_a_work_folder_a_live_agent_uses(tmp_path):
     with open(tmp_path / "a.log", "wb") as out:
         first = subprocess.Popen([*args, "--name", "a"], stdout=out, stderr=subprocess.STDOUT)
     try:
-        _wait(lambda: "work folder" in (tmp_path / "a.log").read_text(), 30, "the first agent")
+        wait_until(lambda: "work folder" in (tmp_path / "a.log").read_text(), 30, "the first agent")
         # (The reports socket is a file only where the folder's path is short enough for one.)
         before = sorted(path.name for path in shared.iterdir())
         second = subprocess.run([*args, "--name", "b"], capture_output=True, text=True, timeout=30)

@@ -50,10 +50,18 @@ class FakeAgent:
             running=list(running),
         )
 
-    def receive(self) -> list[tuple[str, dict]]:
-        while self.sock.poll(0):
-            type_, _, body = protocol.decode(self.sock.recv())
-            self.inbox.append((type_, body))
+    def receive(self, expect: int = 0, kind: str | None = None, timeout: float = 10.0) -> list[tuple[str, dict]]:
+        """What has come since the last call. Given `expect`, first waits (up to `timeout` s)
+        until that many messages (of type `kind`, if given) are among them: what the scheduler
+        sent reaches this socket through ZeroMQ's I/O threads, which a loaded machine runs late."""
+        deadline = time.monotonic() + timeout
+        while True:
+            while self.sock.poll(0):
+                type_, _, body = protocol.decode(self.sock.recv())
+                self.inbox.append((type_, body))
+            if sum(kind in (None, t) for t, _ in self.inbox) >= expect or time.monotonic() > deadline:
+                break
+            self.sock.poll(50)
         got, self.inbox = self.inbox, []
         return got
 
@@ -168,12 +176,12 @@ def round_trip(world, backend, plan: Plan):
 
 def test_agents_fill_the_cluster_s_nodes_by_shape(live, tmp_path):
     world, backend, (a, b), _ = live
-    assert [t for t, _ in a.receive()] == ["welcome"] and [t for t, _ in b.receive()] == ["welcome"]
+    assert [t for t, _ in a.receive(1)] == ["welcome"] and [t for t, _ in b.receive(1)] == ["welcome"]
     ctx = zmq.Context()
     big = FakeAgent(ctx, backend.bind, "big", gpus=4)
     big.register()
     pump(backend)
-    [(kind, body)] = big.receive()
+    [(kind, body)] = big.receive(1)
     assert kind == "error" and "no free node with 4 V100" in body["reason"]
     big.sock.close()
     ctx.term()
@@ -189,7 +197,7 @@ def test_launch_revoke_and_relaunch_from_the_checkpoint(live):
     # GPUs 1 and 2: one on each node, so the job spans both agents.
     round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[1, 2], launch_counts=[2]))
     pump(backend)
-    got = {ag.name: ag.receive() for ag in agents}
+    got = {ag.name: ag.receive(1) for ag in agents}
     (ta, la), (tb, lb) = got["a"][0], got["b"][0]
     assert ta == tb == "launch" and la["world_size"] == 2 and la["master_port"] == lb["master_port"]
     assert la["ranks"] == [{"rank": 0, "gpu": 1}] and lb["ranks"] == [{"rank": 1, "gpu": 0}]
@@ -205,19 +213,19 @@ def test_launch_revoke_and_relaunch_from_the_checkpoint(live):
     # Suspending: only rank 0's agent hears of it.
     round_trip(world, backend, Plan(suspend=[row]))
     pump(backend)
-    assert agents[0].receive() == [("revoke", {"job": 7, "attempt": 1, "kill": False, "rank": 0})]
+    assert agents[0].receive(1) == [("revoke", {"job": 7, "attempt": 1, "kill": False, "rank": 0})]
     assert agents[1].receive() == []
     for rank, ag in enumerate(agents):
         ag.exited(7, 1, rank, "preempted", 52, checkpoint="/ck/job-7/a1-i52.pt")
     pump(backend)
-    assert [t for t, _ in agents[0].receive()] == ["ack"] and [t for t, _ in agents[1].receive()] == ["ack"]
+    assert [t for t, _ in agents[0].receive(1)] == ["ack"] and [t for t, _ in agents[1].receive(1)] == ["ack"]
     round_trip(world, backend, None)
     assert world.jobs.column("done")[row] == 52
 
     # Relaunched on node b alone, from the checkpoint.
     round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[2, 3], launch_counts=[2]))
     pump(backend)
-    [(t, launch)] = agents[1].receive()
+    [(t, launch)] = agents[1].receive(1)
     assert t == "launch" and launch["attempt"] == 2 and launch["resume"] == "/ck/job-7/a1-i52.pt"
     assert launch["resume_iteration"] == 52 and [r["rank"] for r in launch["ranks"]] == [0, 1]
     for rank in (0, 1):
@@ -275,7 +283,7 @@ def test_a_job_whose_numbers_a_launch_cannot_carry_fails_alone(live):
     pump(backend)
     events = round_trip(world, backend, None)
     assert events.failed.tolist() == [big] and world.jobs.column("failed")[big]
-    assert [t for t, _ in agents[1].receive()].count("launch") == 1  # the other job went out
+    assert [t for t, _ in agents[1].receive(1, "launch")].count("launch") == 1  # the other job went out
 
 
 def test_the_scheduler_s_own_stall_does_not_lose_its_agents(live):
@@ -332,7 +340,7 @@ def test_lease_checks_and_bad_submissions_are_answered(live):
     # A message numbered past what an error reply can refer to is refused, and answered.
     user.sock.send(json.dumps({"v": protocol.VERSION, "type": "status", "seq": 2**62 + 5}).encode())
     pump(backend)
-    assert "bad 'seq'" in user.receive()[0][1]["reason"]
+    assert "bad 'seq'" in user.receive(1)[0][1]["reason"]
     events = round_trip(world, backend, None)
     assert events.submitted["job_id"].to_list() == [4] and events.submitted["model"].to_list() == ["LM"]
     user.sock.close()
@@ -346,15 +354,15 @@ def test_a_moved_job_relaunches_only_after_its_old_attempt_checkpointed(live):
     (row,) = add_jobs(world, [{"job_id": 9, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 300.0}])
     round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[0], launch_counts=[1]))
     pump(backend)
-    assert [t for t, _ in agents[0].receive()] == ["launch"]
+    assert [t for t, _ in agents[0].receive(1)] == ["launch"]
     # One round suspends it and launches it on node b: a move.
     round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[2], launch_counts=[1], suspend=[row]))
     pump(backend)
-    assert agents[0].receive() == [("revoke", {"job": 9, "attempt": 1, "kill": False, "rank": 0})]
+    assert agents[0].receive(1) == [("revoke", {"job": 9, "attempt": 1, "kill": False, "rank": 0})]
     assert agents[1].receive() == []  # not before the old attempt has checkpointed
     agents[0].exited(9, 1, 0, "preempted", 77, checkpoint="/ck/job-9/a1-i77.pt")
     pump(backend)
-    [(t, launch)] = agents[1].receive()
+    [(t, launch)] = agents[1].receive(1)
     assert t == "launch" and launch["attempt"] == 2 and launch["resume_iteration"] == 77
     assert [(r.attempt, r.outcome, r.start_iteration) for r in journal.attempts(9)] == [(1, "preempted", 0), (2, None, 77)]
 
@@ -415,7 +423,7 @@ def _launch_across(live, job_id: int, iterations: float = 500.0) -> int:
     (row,) = add_jobs(world, [{"job_id": job_id, "arrival_s": 0.0, "gpus": 2, "model": "LM", "iterations": iterations}])
     round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[1, 2], launch_counts=[2]))
     pump(backend)
-    assert [t for t, _ in agents[0].receive()] == ["launch"] and [t for t, _ in agents[1].receive()] == ["launch"]
+    assert [t for t, _ in agents[0].receive(1)] == ["launch"] and [t for t, _ in agents[1].receive(1)] == ["launch"]
     return row
 
 
@@ -439,13 +447,13 @@ def test_a_rank_ended_before_it_started_ends_its_attempt_on_every_node(live):
     # Suspended and moved in one round: the relaunch waits for this attempt to exit.
     round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[0, 1], launch_counts=[2], suspend=[row]))
     pump(backend)
-    assert agents[0].receive() == [("revoke", {"job": 5, "attempt": 1, "kill": False, "rank": 0})]
+    assert agents[0].receive(1) == [("revoke", {"job": 5, "attempt": 1, "kill": False, "rank": 0})]
     assert agents[1].receive() == []
     agents[0].exited(5, 1, 0, "preempted", 0, reason="revoked before it started")
     pump(backend)
-    [(kind, kill)] = agents[1].receive()
+    [(kind, kill)] = agents[1].receive(1)
     assert kind == "revoke" and kill["kill"] and (kill["job"], kill["attempt"]) == (5, 1)
-    assert [t for t, _ in agents[0].receive()] == ["ack"]
+    assert [t for t, _ in agents[0].receive(1)] == ["ack"]
     agents[1].exited(5, 1, 1, "killed", 0, reason="terminated by the agent")
     pump(backend)
     launches = [b for t, b in agents[0].receive() if t == "launch"]
@@ -543,7 +551,7 @@ def test_a_command_that_does_not_split_into_words_is_refused_or_fails_alone(live
     pump(backend)
     events = round_trip(world, backend, None)
     assert events.failed.tolist() == [rows[0]] and world.jobs.column("failed")[rows[0]]
-    [(kind, launch)] = agents[1].receive()
+    [(kind, launch)] = agents[1].receive(1)
     assert kind == "launch" and launch["command"] == ["sleep", "5"]  # the other job went out
 
 

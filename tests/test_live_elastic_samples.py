@@ -157,8 +157,8 @@ def test_an_elastic_job_is_launched_and_counted_in_samples_and_others_in_steps(l
     assert 500 < work < 501  # 1% of an epoch of 50,000 samples
     round_trip(world, backend, Plan.of([Assignment(rows[0], [0, 1]), Assignment(rows[1], [2])]))
     pump(backend)
-    [(_, elastic)] = a.receive()
-    [(_, steps)] = b.receive()
+    [(_, elastic)] = a.receive(1)
+    [(_, steps)] = b.receive(1)
     rate = backend.attempts.current[rows[0]].iters_per_s
     assert (elastic["counts"], elastic["iterations"], elastic["batch_size"]) == ("samples", math.ceil(work), 64)
     assert elastic["iters_per_s"] == pytest.approx(rate) and rate > 0  # samples/s, the goodput
@@ -178,7 +178,7 @@ def test_a_restart_launch_carries_the_learning_rate_factor_of_its_batch(live):  
     job = rows[0]
     round_trip(world, backend, Plan.of([Assignment(job, [0])]))
     pump(backend)
-    [(_, first)] = a.receive()
+    [(_, first)] = a.receive(1)
     assert first["lr_scale"] is None  # its own batch, never resized: its own learning rate
     # Grown to global batch 512 by checkpoint and restart (onto the other node: not in place).
     round_trip(world, backend, Plan.of(resizes=[Resize(job, [2, 3], 512, LR_SQRT, False)]))
@@ -186,20 +186,20 @@ def test_a_restart_launch_carries_the_learning_rate_factor_of_its_batch(live):  
     a.receive()
     a.exited(3, 1, 0, "preempted", 100, checkpoint="/ck/job-3/a1-i100.pt")
     pump(backend)
-    [(_, relaunch)] = [m for m in b.receive() if m[0] == "launch"]
+    [(_, relaunch)] = [m for m in b.receive(1, "launch") if m[0] == "launch"]
     assert (relaunch["attempt"], relaunch["batch_size"]) == (2, 256)
     assert relaunch["lr_scale"] == pytest.approx(2.0)  # sqrt(512 / 128); before: no such field
     assert backend.attempts.current[job].lr_scale == pytest.approx(2.0)
     # Resized in place (linear rule) and then moved: the move keeps the rule for its batch.
     round_trip(world, backend, Plan.of(resizes=[Resize(job, [2], 256, LR_LINEAR)]))
     pump(backend)
-    assert [m["lr_scale"] for t, m in b.receive() if t == "resize"] == [2.0]
+    assert [m["lr_scale"] for t, m in b.receive(1, "resize") if t == "resize"] == [2.0]
     round_trip(world, backend, Plan.of([Assignment(job, [0])], suspend=np.array([job])))
     pump(backend)
     b.receive()
     b.exited(3, 2, 0, "preempted", 200, checkpoint="/ck/job-3/a2-i200.pt")
     pump(backend)
-    [(_, moved)] = [m for m in a.receive() if m[0] == "launch"]
+    [(_, moved)] = [m for m in a.receive(1, "launch") if m[0] == "launch"]
     assert (moved["attempt"], moved["batch_size"], moved["lr_scale"]) == (3, 128, 1.0)  # its own batch again
 
 

@@ -94,7 +94,7 @@ def test_a_second_stop_while_stopping_agents_ends_the_wait(backend, caplog):
     with caplog.at_level("INFO", logger="roundhouse.scheduler"):
         live.close()
     assert time.time() - began < 10
-    assert any(type_ == "shutdown" for type_, _ in agent.receive())  # (it was asked)
+    assert any(type_ == "shutdown" for type_, _ in agent.receive(1, "shutdown"))  # (it was asked)
     assert "stopped by SIGINT while stopping: no longer waiting for jobs or agents to stop" in caplog.text
     assert "no answer from a" in caplog.text
 

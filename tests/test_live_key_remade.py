@@ -139,6 +139,6 @@ def test_a_node_whose_key_is_made_again_is_lost_then_served_under_the_new_key(tm
         while time.time() < deadline and not backend.nodes.slots[1].online:
             pump(backend, 0.1)
         assert backend.nodes.slots[1].online
-        assert any(t == "welcome" for t, _ in new_b.receive())
+        assert any(t == "welcome" for t, _ in new_b.receive(1, "welcome"))
         events = round_trip(world, backend, None)
         assert events.online.tolist() == [True, True, True, True] and events.nodes_joined == ("b",)

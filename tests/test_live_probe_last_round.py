@@ -55,7 +55,7 @@ def test_a_job_stopped_before_its_first_checkpoint_is_not_said_to_be_at_iteratio
     (row,) = add_jobs(world, [JOB])
     round_trip(world, backend, Plan.of([Assignment(row, [0])]))
     pump(backend)
-    assert [t for t, _ in a.receive()] == ["launch"]
+    assert [t for t, _ in a.receive(1)] == ["launch"]
 
     def agent() -> None:  # revoked before its worker started: it ends with no checkpoint
         deadline = time.time() + 20

@@ -98,7 +98,7 @@ def test_a_launch_for_a_dropped_connection_is_held_and_delivered_when_its_agent_
         again.register()  # (it lists nothing: the launch never reached it)
         _until(backend, lambda: node.identity is not None, "a to register again")
         pump(backend)
-        got = again.receive()
+        got = again.receive(2)
         assert [t for t, _ in got] == ["welcome", "launch"]
         assert got[1][1]["job"] == 3 and got[1][1]["attempt"] == 1 and len(got[1][1]["ranks"]) == 2
         # It runs the job now: the next heartbeat lists it, and nothing is ended or requeued.
@@ -122,7 +122,7 @@ def _lost_launch(fixture, ctx) -> tuple[int, FakeAgent]:
     (row,) = add_jobs(world, [JOB])
     round_trip(world, backend, Plan.of([Assignment(row, [0, 1])]))
     pump(backend)
-    assert [t for t, _ in a.receive()] == ["launch"]  # (sent: but this agent is gone with it)
+    assert [t for t, _ in a.receive(1)] == ["launch"]  # (sent: but this agent is gone with it)
     a.sock.close()
     again = _reconnect(ctx, backend, "a")
     again.register()
@@ -159,7 +159,7 @@ def test_a_revoke_of_an_attempt_whose_launch_was_lost_ends_it(live, ctx):  # noq
     try:
         round_trip(world, backend, Plan(suspend=[row]))
         pump(backend)
-        assert [t for t, _ in again.receive()] == ["revoke"]
+        assert [t for t, _ in again.receive(1)] == ["revoke"]
         again.send("heartbeat", running=[])
         pump(backend)
         launched, ended, outcome, _ = _attempt(journal, 3, 1)
@@ -178,7 +178,7 @@ def test_an_exit_sent_after_registering_again_ends_the_attempt_by_it(live, ctx):
     (row,) = add_jobs(world, [{**JOB, "gpus": 1, "iterations": 300.0}])
     round_trip(world, backend, Plan.of([Assignment(row, [0])]))
     pump(backend)
-    assert [t for t, _ in a.receive()] == ["launch"]
+    assert [t for t, _ in a.receive(1)] == ["launch"]
     _drop(backend, a)
     again = _reconnect(ctx, backend, "a")
     try:

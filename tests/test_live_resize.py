@@ -41,13 +41,13 @@ def test_grow_and_shrink_in_place_then_a_restart(live):  # noqa: F811
     (row,) = add_jobs(world, [{"job_id": 5, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 900.0, "batch_size": 20}])
     round_trip(world, backend, Plan.of([Assignment(row, [0])]))
     pump(backend)
-    [(t, launched)] = a.receive()
+    [(t, launched)] = a.receive(1)
     assert t == "launch"
     # Grow onto the second GPU of the same node, global batch 40 (20 per worker): one resize
     # message, to node a.
     round_trip(world, backend, Plan.of(resizes=[Resize(row, [0, 1], 40, LR_LINEAR)]))
     pump(backend)
-    [(t, msg)] = a.receive()
+    [(t, msg)] = a.receive(1)
     assert t == "resize" and msg["world_size"] == 2 and msg["batch_size"] == 20 and msg["generation"] == 1
     assert msg["master_port"] != launched["master_port"]  # a new rendezvous for the new group
     grown_port = msg["master_port"]
@@ -56,21 +56,21 @@ def test_grow_and_shrink_in_place_then_a_restart(live):  # noqa: F811
     # Shrink back: rank 1 leaves by itself; its exit is acknowledged, the attempt goes on.
     round_trip(world, backend, Plan.of(resizes=[Resize(row, [0], 20, LR_SQRT)]))
     pump(backend)
-    [(t, msg)] = a.receive()
+    [(t, msg)] = a.receive(1)
     assert t == "resize" and msg["world_size"] == 1 and msg["ranks"] == [] and msg["generation"] == 2
     assert msg["batch_size"] == 20 and msg["master_port"] not in (grown_port, launched["master_port"])
     a.send("heartbeat", running=[{"job": 5, "attempt": 1, "rank": 1, "gpu": 1, "iteration": 30}])
     a.exited(5, 1, 1, "resized", 30)
     pump(backend)
-    assert [t for t, _ in a.receive()] == ["ack"]  # no kill for the leaving rank, just the ack
+    assert [t for t, _ in a.receive(1)] == ["ack"]  # no kill for the leaving rank, just the ack
     assert backend.attempts.current[row].n == 1 and not backend.attempts.current[row].ended
     # Onto node b, where the job has no worker: a checkpoint and restart, as a move.
     round_trip(world, backend, Plan.of(resizes=[Resize(row, [2, 3], 40)]))
     pump(backend)
-    assert a.receive() == [("revoke", {"job": 5, "attempt": 1, "kill": False, "rank": 0})]
+    assert a.receive(1) == [("revoke", {"job": 5, "attempt": 1, "kill": False, "rank": 0})]
     a.exited(5, 1, 0, "preempted", 44, checkpoint="/ck/job-5/a1-i44.pt")
     pump(backend)
-    [(t, launch)] = b.receive()
+    [(t, launch)] = b.receive(1)
     assert (
         t == "launch" and launch["attempt"] == 2 and launch["resume_iteration"] == 44 and launch["batch_size"] == 20
     )  # (per worker: 40 over two)
@@ -221,7 +221,7 @@ def test_a_resized_exit_from_an_unknown_job_or_rank_is_acknowledged_and_changes_
     for job, attempt, rank in ((999, 1, 1), (8, 7, 1), (8, 1, 5)):
         a.exited(job, attempt, rank, "resized", 30)
         pump(backend)
-        assert a.receive() == [("ack", {"job": job, "attempt": attempt, "rank": rank})]
+        assert a.receive(1) == [("ack", {"job": job, "attempt": attempt, "rank": rank})]
     assert att.exits == {} and not att.ended and backend.attempts.current[row] is att
     assert np.array_equal(world.holder, holder) and world.running_rows.tolist() == [row]
     assert b.receive() == []

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections import defaultdict
 
 import pytest
@@ -18,7 +17,7 @@ from roundhouse.agents.submitter import SchedulerError, Submitter
 from roundhouse.tools.keys_cmd import make_keys
 from roundhouse.wire.security import ClientSecurity
 from tests.conftest import REPO
-from tests.livecluster import TEST_PROFILE, free_port, stop
+from tests.livecluster import TEST_PROFILE, free_port, stop, wait_until
 from tests.test_agent_submit_fixes import HELLO, _curve_server, _watch
 
 ADVICE = "give --keys DIR to the scheduler and to every agent and submitter, or --insecure to all of them"
@@ -115,20 +114,18 @@ def test_an_insecure_scheduler_says_a_peer_came_with_keys(tmp_path, keys):
         )
     try:
         # (a cold start, imports not yet compiled, can outlast a submitter's timeout: wait for it)
-        deadline = time.monotonic() + 60.0
-        while "scheduler listening on" not in log_path.read_text() and time.monotonic() < deadline:
-            assert scheduler.poll() is None, log_path.read_text()
-            time.sleep(0.1)
+        started = lambda: scheduler.poll() is not None or "scheduler listening on" in log_path.read_text()  # noqa: E731
+        wait_until(started, 60, "the scheduler to listen", log_path.read_text)
+        assert scheduler.poll() is None, log_path.read_text()
         with pytest.raises(SchedulerError, match="it runs --insecure, without keys"):
             with Submitter(address, ClientSecurity(keys, "alice"), timeout_s=15) as client:
                 client.status()
         # (the scheduler hears of the refused handshake from its own ZeroMQ I/O thread, which
         # may tell it a moment after the submitter was told: the count is asked until it shows)
         with Submitter(address, ClientSecurity(None), timeout_s=10) as client:
-            deadline = time.monotonic() + 5.0
-            while (refused := client.status()["refused_peers"]) < 1 and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert refused >= 1
+            wait_until(
+                lambda: client.status()["refused_peers"] >= 1, 10, "the refused handshake to be counted", log_path.read_text
+            )
     finally:
         stop(scheduler, timeout=20)
     said = log_path.read_text()

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests.conftest import REPO
-from tests.livecluster import TEST_PROFILE, free_port, stop
+from tests.livecluster import TEST_PROFILE, free_port, stop, wait_until
 
 GRAPH = """
 round = 1s;
@@ -54,10 +53,7 @@ def test_an_agent_that_fits_no_free_node_is_told_whether_the_nodes_are_taken_or_
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while "node a registered" not in log_path.read_text() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert "node a registered" in log_path.read_text(), log_path.read_text()
+        wait_until(lambda: "node a registered" in log_path.read_text(), 30, "agent a to register", log_path.read_text)
         taken = _agent(address, "b", "2:V100")
         assert taken.returncode == 2, taken.stderr
         assert "has no free node with 2 V100 GPU(s) for node b-0: every such node is taken (by a)" in taken.stderr, taken.stderr
