@@ -7,6 +7,7 @@ import re
 import polars as pl
 import pytest
 
+from roundhouse.tools.reproductions import _runs
 from roundhouse.tools.reproductions import blox as module
 from roundhouse.tools.reproductions._runs import gap_words, pct_lower
 from tests.conftest import REPO
@@ -20,10 +21,28 @@ def _section(title: str) -> str:
     return DOCS[start : end if end > 0 else None]
 
 
+def _drawn_not_rendered(path, draw, size=(5.5, 3.6)):
+    """`save_figure` without its layout and PNG (nine tenths of a report's time on made-up
+    results, and nothing a note reads): each figure is still drawn, so a plot that fails on the
+    report's tables fails the test. (The reproductions' own tests write their figures.)"""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=size)
+    try:
+        draw(ax)
+    finally:
+        plt.close(fig)
+    return path
+
+
 def _fake_runs(monkeypatch, metrics):
     """Run an experiment's report-building code on made-up results: `metrics(labels)` gives each
-    run's summary; no simulation."""
+    run's summary; no simulation, and figures drawn but not rendered."""
     monkeypatch.setattr(module, "run", lambda specs: specs)
+    monkeypatch.setattr(_runs, "save_figure", _drawn_not_rendered)
 
     def summary(specs, sink="report"):
         return pl.DataFrame([{**spec.labels, **metrics(spec.labels)} for spec in specs], infer_schema_length=None)
@@ -319,6 +338,7 @@ class _Outcome:
 
 def _intranode(tmp_path, monkeypatch, quick, bandwidths):
     """blox-intranode on made-up bandwidths: `bandwidths[policy]` = (all jobs, 2-GPU jobs)."""
+    monkeypatch.setattr(_runs, "save_figure", _drawn_not_rendered)
     monkeypatch.setattr(
         module,
         "run",
