@@ -23,7 +23,7 @@ from roundhouse.runtime.world import World
 from roundhouse.traces.profiles import ProfileTable
 from roundhouse.wire import protocol
 from roundhouse.wire.protocol import ProtocolError, RefusalLog
-from tests.test_live_backend import FakeAgent, launch_two, live, pump  # noqa: F401  (live: the backend fixture)
+from tests.test_live_backend import FakeAgent, handled, launch_two, live, pump, serve_until  # noqa: F401  (live: the backend fixture)
 
 
 class Lines(logging.Handler):
@@ -219,8 +219,9 @@ def test_a_node_cannot_report_on_a_worker_of_another_node(live, lines):  # noqa:
         assert got.having(f"refused {what} of job 1 attempt 1 rank 0 from node b: that worker does not run there")
     assert journal.db.execute("SELECT COUNT(*) FROM exits").fetchone()[0] == 0
     # Node a's own reports are taken.
+    report = handled(backend)
     a.send("metrics", job=1, attempt=1, rank=0, iteration=300, values={"loss": 0.2})
-    pump(backend)
+    serve_until(backend, report, "a's metrics")
     assert att.iteration == 300
 
 
@@ -231,9 +232,10 @@ def test_no_report_takes_a_job_past_its_iterations(live, lines):  # noqa: F811
     launch_two(live, 1000.0)
     pump(backend)
     att = backend.attempts.live[(1, 1)]
+    reports = handled(backend, 2)
     a.send("metrics", job=1, attempt=1, rank=0, iteration=10**9, values={"loss": 0.1})
     a.send("heartbeat", running=[{"job": 1, "attempt": 1, "rank": 0, "gpu": 0, "iteration": 10**9}])
-    pump(backend)
+    serve_until(backend, reports, "a's metrics and heartbeat")
     assert att.iteration == 0 and not backend.news.metrics
     assert got.having("refused the progress in metrics of job 1 attempt 1 from node a: iteration 1000000000 is past")
     assert got.having("refused the progress in heartbeat of job 1 attempt 1 from node a")
@@ -296,6 +298,7 @@ def test_an_agent_stops_when_the_scheduler_speaks_another_version(lines):
     got = lines("roundhouse.agent")
     link = SchedulerLink.__new__(SchedulerLink)  # (only what receiving needs: no sockets)
     link.scheduler, link.counters, link.refused, link.registered = "tcp://127.0.0.1:1", defaultdict(int), False, True
+    link.quiet = False
     frame = json.dumps({"v": protocol.VERSION + 1, "type": "welcome", "seq": 1}).encode()
     assert link.receive([frame]) is None and not link.refused  # (welcomed: one bad frame among others)
     link.registered = False  # (the answer to its registration)
@@ -492,8 +495,9 @@ def test_a_periodic_duty_that_fails_is_logged_and_counted_and_the_scheduler_carr
     pump(backend, 0.3)  # (would raise out of serve)
     assert calls and backend.counters["handler_errors"] == before + len(calls)
     assert got.having("error in the scheduler's periodic duties")
+    heartbeat = handled(backend)
     a.send("heartbeat", running=[])  # still served
-    pump(backend)
+    serve_until(backend, heartbeat, "a's heartbeat")
     assert backend.nodes.by_name["a"].online
 
 

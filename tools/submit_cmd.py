@@ -36,10 +36,14 @@ def register(sub) -> None:
     p.add_argument("--job-id", type=int, help="the job's id (default: the scheduler picks one)")
     p.add_argument("--count", type=int, help="submit this many such jobs (default 1)")
     p.add_argument("--status", action="store_true", help="print the scheduler's status and submit nothing")
-    p.add_argument("--name", default="submitter", help="key name with --keys (default: submitter)")
+    p.add_argument("--name", help=f"key name with --keys (default: {DEFAULT_NAME})")
     p.add_argument("--timeout", default="10s", help="how long to wait for the scheduler (default 10s)")
     add_security(p, "reads scheduler.key and NAME.key_secret")
     p.set_defaults(handler=submit_command)
+
+
+# The key pair a submitter given --keys without --name connects with.
+DEFAULT_NAME = "submitter"
 
 
 # Bounds on command-line values, checked before anything is sent: a longer wait is a mistake
@@ -64,7 +68,9 @@ def submit_command(args) -> int:
     check_named(args, "keys")
     # (the address's form first: `--insecure` would take `127.0.0.1:5555`, no tcp://, for an address off this machine)
     check_connect_address(args.scheduler)
-    security = ClientSecurity.choose(args.keys, args.name, args.insecure, args.scheduler)
+    if args.keys and args.name is None:
+        _check_default_key(args.keys)
+    security = ClientSecurity.choose(args.keys, DEFAULT_NAME if args.name is None else args.name, args.insecure, args.scheduler)
     timeout = _bounded_seconds(args.timeout, "--timeout", MAX_TIMEOUT_S)
     given = _job_flags(args)
     if args.status and (args.trace or given or args.format):
@@ -77,6 +83,26 @@ def submit_command(args) -> int:
         ids = client.submit(jobs, where)
     print(f"submitted {len(ids)} job(s): {id_ranges(ids)}")  # (runs of ids as `0-24999`: --count makes many)
     return 0
+
+
+def _check_default_key(keys: str) -> None:
+    """`--keys DIR` without `--name` takes DIR's `submitter` pair: when it is not there, say that
+    the name was the default, and which submitters' pairs the folder has."""
+    from roundhouse.wire.security import SUBMITTER, key_role
+
+    folder = Path(keys)
+    if not folder.is_dir() or (folder / f"{DEFAULT_NAME}.key_secret").exists():
+        return  # (a missing folder, or a pair found: ClientSecurity says what is wrong, if anything)
+    names = sorted(path.stem for path in folder.glob("*.key_secret") if key_role(path) == SUBMITTER)
+    have = (
+        f"the submitters' key pairs there: {', '.join(names)}"
+        if names
+        else f"make one with `roundhouse keys {keys} --submitters NAME`"
+    )
+    raise UsageError(
+        f"--keys {keys} without --name: a submitter then connects as '{DEFAULT_NAME}', and "
+        f"{folder / DEFAULT_NAME}.key_secret is not there; give --name NAME ({have})"
+    )
 
 
 # The flags that describe the job(s) to submit: (attribute, flag).

@@ -128,6 +128,7 @@ class _Node:
             node=name, address=address, session=uuid.uuid4().hex[:16], gpus=[{"index": g.index, "type": g.type} for g in gpus]
         )
         self.link = SchedulerLink(scheduler, security, hello, self.counters)
+        self.link.quiet = index > 0  # (all go to one scheduler: the first node says how reaching it goes)
         self.exits = ExitReports(self.link, self.counters)
         self.jobs: dict[tuple[int, int, int], _Job] = {}
 
@@ -262,6 +263,8 @@ class EmulatedNodes:
             node.link.heartbeat_s = body["heartbeat_s"]
             if first or node.exits.unacked:
                 node.exits.flush(force=True)
+            if first and all(n.link.registered for n in self.nodes):  # (said again after the scheduler restarts)
+                log.info("all %d emulated node(s) registered with the scheduler at %s", len(self.nodes), node.link.scheduler)
         elif type_ == "unknown":
             if node.link.registered or time.time() - node.link.last_register > 1.0:
                 node.link.registered = False

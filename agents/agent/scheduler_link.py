@@ -65,6 +65,9 @@ class SchedulerLink:
         self.stalled_after_s = STALLED_HANDSHAKE_S
         self.handshake_since: float | None = None  # when the connection whose handshake is under way was made
         self._said_stalled = False  # said since the last handshake that succeeded (or the start)
+        # Another link of this process to the same scheduler says what this one would of reaching
+        # it (an emulating agent's nodes: one line for all, not one per node).
+        self.quiet = False
         self._seq = protocol.Sequence()
         self._seq.n = time.time_ns() // 1000
         self._from_scheduler = SeqTracker()
@@ -224,7 +227,7 @@ class SchedulerLink:
         self.cut_handshakes += 1
         if not self._said_cut:
             self._said_cut = True
-            log.warning(
+            self._say(
                 "the connection to the scheduler at %s closed during the handshake; still trying (%s)",
                 self.scheduler,
                 self._cut_hint(),
@@ -257,18 +260,22 @@ class SchedulerLink:
                 "listening at that address, or are the keys mismatched: is the scheduler.key in the key folder "
                 "another scheduler's?"
             )
-        log.warning(
+        self._say(
             "connected to the scheduler's address %s, but the handshake has not completed after %.0f s; still trying (%s)",
             self.scheduler,
             now - since,
             hint,
         )
 
+    def _say(self, *message) -> None:
+        if not self.quiet:
+            log.warning(*message)
+
     def _lost_contact(self) -> None:
         """The connection to the scheduler broke: said once (ZeroMQ reconnects by itself)."""
         if self.connected:
             self.connected = False
-            log.warning("lost contact with the scheduler at %s; reconnecting", self.scheduler)
+            self._say("lost contact with the scheduler at %s; reconnecting", self.scheduler)
 
     @property
     def registered(self) -> bool:
@@ -289,7 +296,7 @@ class SchedulerLink:
                 hint = f"{self.cut_handshakes} connection(s) closed during the handshake: {self._cut_hint()}"
             else:
                 hint = "is it running, at that address, and reachable from here?"
-            log.warning(
+            self._say(
                 "not registered with the scheduler at %s after %.0f s; still trying (%s)",
                 self.scheduler,
                 now - self.trying_since,
