@@ -35,7 +35,7 @@ from roundhouse.wire import protocol
 from roundhouse.wire.security import ClientSecurity
 from tests.conftest import fails
 from tests.livecluster import LiveCluster
-from tests.test_live_backend import FakeAgent, live, pump  # noqa: F401 (the fixture)
+from tests.test_live_backend import FakeAgent, handled, live, pump, serve_until  # noqa: F401 (the fixture)
 
 SCHEDULER = "tcp://127.0.0.1:5555"  # (never connected to: sends are recorded)
 
@@ -268,8 +268,9 @@ def test_an_agent_leaving_unasked_takes_its_node_offline_at_once(live):  # noqa:
     world, backend, (a, b), _ = live
     nodes = backend.nodes
     assert nodes.count_online() == 2
+    said = handled(backend)
     b.send("stopping")  # after its exits, as an agent stopped by a signal says it
-    pump(backend)
+    serve_until(backend, said, "b's stopping")
     # Before: still online, and launched onto, until the heartbeat timeout (60 s here).
     assert not nodes.by_name["b"].online and nodes.count_online() == 1
     assert not nodes.online[2:].any() and nodes.online[:2].all()
@@ -277,12 +278,13 @@ def test_an_agent_leaving_unasked_takes_its_node_offline_at_once(live):  # noqa:
     assert "b" in backend.news.lost
     # One asked to shut down only answers: it stays until the run ends.
     nodes.ask_to_stop("the run ended", set())
+    said = handled(backend)
     a.send("stopping")
-    pump(backend)
+    serve_until(backend, said, "a's stopping")
     assert nodes.by_name["a"].online and nodes.by_name["a"].stopping
     # An agent back under the leaving node's name registers as usual.
     b.register()
-    pump(backend)
+    serve_until(backend, lambda: nodes.by_name["b"].online, "b to register again")
     assert nodes.by_name["b"].online and not nodes.by_name["b"].stopping
 
 

@@ -23,7 +23,7 @@ from roundhouse.agents.elastic import Rescale, Scaler, read_request, request_pat
 from roundhouse.agents.workloads.common import rescaled_lr
 from roundhouse.runtime.backends.live.attempts import worker_batch
 from roundhouse.runtime.types import LR_LINEAR, Assignment, Plan, Resize
-from tests.test_live_backend import add_jobs, live, pump, round_trip  # noqa: F401 (the fixture)
+from tests.test_live_backend import add_jobs, handled, live, pump, round_trip, serve_until  # noqa: F401 (the fixture)
 from tests.test_live_unstarted_ranks import _launch as launch_body
 
 # --- 1. the batch size each worker is told ----------------------------------------------------
@@ -116,9 +116,9 @@ def test_a_new_rank_the_agent_reports_unstarted_ends_the_attempt_from_its_checkp
     a.exited(5, 1, 1, "preempted", 0, reason="resize refused: the agent is stopping")
     pump(backend)
     assert _kills(a.receive(1, "revoke")) == [5]
+    exit_ = handled(backend)
     a.exited(5, 1, 0, "killed", 120)
-    pump(backend)
-    a.receive()
+    serve_until(backend, exit_, "rank 0's exit")
     events = round_trip(world, backend, None)
     assert events.requeued.tolist() == [row] and backend.attempts.current[row].ended
 

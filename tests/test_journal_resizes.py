@@ -6,7 +6,6 @@ on real ZeroMQ sockets (tests/test_live_backend.py)."""
 from __future__ import annotations
 
 import sqlite3
-import time
 
 import pytest
 
@@ -18,7 +17,7 @@ from roundhouse.runtime.types import LR_LINEAR, LR_SQRT, Assignment, Plan, Resiz
 from roundhouse.runtime.world import World
 from roundhouse.traces.profiles import ProfileTable
 from roundhouse.wire.security import ServerSecurity
-from tests.test_live_backend import add_jobs, live, pump, round_trip  # noqa: F401 (the fixture)
+from tests.test_live_backend import add_jobs, live, pump, round_trip, serve_until  # noqa: F401 (the fixture)
 
 JOB = {"job_id": 5, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 900.0, "batch_size": 20}
 
@@ -71,10 +70,7 @@ def test_a_job_grown_in_place_is_taken_back_as_it_runs_and_resized_on_from_its_g
         running = [{"job": 5, "attempt": 1, "rank": r, "gpu": r, "iteration": 30} for r in (0, 1)]
         a.register(running=running)
         b.register()
-        deadline = time.time() + 10
-        while backend.attempts.unconfirmed and time.time() < deadline:
-            pump(backend, 0.05)
-        assert not backend.attempts.unconfirmed
+        serve_until(backend, lambda: not backend.attempts.unconfirmed, "the job to be taken back")
         pump(backend)
         assert [t for t, _ in a.receive(1)] == ["welcome"]  # (no revoke: the job is not stale)
         assert not att.ended and backend.attempts.live[(5, 1)] is att

@@ -20,7 +20,7 @@ from roundhouse.runtime.world import World
 from roundhouse.traces.profiles import ProfileTable
 from roundhouse.wire import protocol
 from roundhouse.wire.security import ServerSecurity
-from tests.livecluster import free_port
+from tests.livecluster import free_port, wait_until
 
 # Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
 pytestmark = pytest.mark.live
@@ -81,15 +81,27 @@ class FakeAgent:
         )
 
 
+def serve_until(backend, check, what: str, timeout: float = 10.0) -> None:
+    """Serve `backend` until `check()` holds, for at most `timeout` s (an AssertionError naming
+    `what` if it never does): what a stand-in agent sends reaches the scheduler through ZeroMQ's
+    I/O threads, which a loaded machine runs late, so a fixed time of serving may end first."""
+    wait_until(lambda: check() or pump(backend, 0.05), timeout, what, every=0)  # (pump: None, so asked again)
+
+
+def handled(backend, n: int = 1):
+    """A check for `serve_until`, made before the messages are sent: the backend has handled
+    `n` more messages than when it was made."""
+    before = backend.counters["messages_in"]
+    return lambda: backend.counters["messages_in"] >= before + n
+
+
 def register_in_order(backend, agents) -> None:
     """Register the stand-in agents one at a time: registrations sent together may arrive in
     either order, and the tests rely on agents[i] being node i (GPUs 2i and 2i+1)."""
     for i, a in enumerate(agents):
         a.register()
-        deadline = time.time() + 10
-        while backend.nodes.slots[i] is None and time.time() < deadline:
-            pump(backend, 0.05)
-        assert backend.nodes.slots[i] is not None and backend.nodes.slots[i].name == a.name
+        serve_until(backend, lambda: backend.nodes.slots[i] is not None, f"{a.name} to register")  # noqa: B023
+        assert backend.nodes.slots[i].name == a.name
     pump(backend)
 
 
@@ -204,8 +216,9 @@ def test_launch_revoke_and_relaunch_from_the_checkpoint(live):
     assert la["workload"] == "roundhouse.agents.workloads.lstm" and la["iterations"] == 500 and la.get("resume") is None
 
     # Progress arrives with a heartbeat; the round's poll turns it into done iterations.
+    heartbeat = handled(backend)
     agents[0].send("heartbeat", running=[{"job": 7, "attempt": 1, "rank": 0, "gpu": 1, "iteration": 40}])
-    pump(backend)
+    serve_until(backend, heartbeat, "the heartbeat")
     backend.clock.now += 0.2
     round_trip(world, backend, None)
     assert world.jobs.column("done")[row] == 40
@@ -228,9 +241,10 @@ def test_launch_revoke_and_relaunch_from_the_checkpoint(live):
     [(t, launch)] = agents[1].receive(1)
     assert t == "launch" and launch["attempt"] == 2 and launch["resume"] == "/ck/job-7/a1-i52.pt"
     assert launch["resume_iteration"] == 52 and [r["rank"] for r in launch["ranks"]] == [0, 1]
+    exits = handled(backend, 2)
     for rank in (0, 1):
         agents[1].exited(7, 2, rank, "done", 500)
-    pump(backend)
+    serve_until(backend, exits, "the two exits")
     events = round_trip(world, backend, None)
     assert events.finished.tolist() == [row] and 0 <= events.finished_at[0] <= backend.now
     rows = journal.attempts(7)
@@ -243,12 +257,14 @@ def test_launch_revoke_and_relaunch_from_the_checkpoint(live):
 def test_crashes_are_retried_then_fail_and_lost_nodes_requeue(live):
     world, backend, agents, _ = live
     r0, r1 = launch_two(live, 100.0)
+    exit_ = handled(backend)
     agents[0].exited(1, 1, 0, "failed", 10, reason="exit status 1")
-    pump(backend)
+    serve_until(backend, exit_, "the first crash")
     events = round_trip(world, backend, Plan(launch_rows=[r0], launch_gpus=[0], launch_counts=[1], keep=[r1]))
     assert events.requeued.tolist() == [r0]
+    exit_ = handled(backend)
     agents[0].exited(1, 2, 0, "failed", 3, reason="exit status 1")
-    pump(backend)
+    serve_until(backend, exit_, "the second crash")
     events = round_trip(world, backend, None)
     assert events.failed.tolist() == [r0] and events.finished.tolist() == [r0]
     assert world.jobs.column("failed")[r0] and world.unfinished == 1
@@ -292,9 +308,10 @@ def test_the_scheduler_s_own_stall_does_not_lose_its_agents(live):
     up; an agent that then stays silent while it listens is lost as before."""
     world, backend, agents, _ = live
     backend.options = attrs.evolve(backend.options, heartbeat_timeout_s=0.5)
+    heartbeats = handled(backend, 2)
     for a in agents:
         a.send("heartbeat", running=[])
-    pump(backend, 0.1)
+    serve_until(backend, heartbeats, "the heartbeats")
     time.sleep(1.0)  # the scheduler away: nothing served, nothing checked
     pump(backend, 0.1)
     assert [n.online for n in backend.nodes.slots] == [True, True] and backend.counters["nodes_lost"] == 0
@@ -469,16 +486,14 @@ def test_a_peer_s_failure_after_its_node_was_lost_requeues_the_job_without_a_ret
     world, backend, agents, journal = live
     backend.options = attrs.evolve(backend.options, max_retries=0)
     row = _launch_across(live, 6)
-    heard = backend.nodes.by_name["b"].heard
+    heartbeat = handled(backend)
     agents[1].send("heartbeat", running=[{"job": 6, "attempt": 1, "rank": 1, "gpu": 0, "iteration": 10}])
-    deadline = time.time() + 10  # (b is heard before the failure, however long its heartbeat takes to arrive)
-    while backend.nodes.by_name["b"].heard == heard and time.time() < deadline:
-        pump(backend, 0.05)
-    assert backend.nodes.by_name["b"].heard > heard
+    serve_until(backend, heartbeat, "b's heartbeat")  # (b is heard before the failure)
     pump(backend, 0.1)
     # Node b dies here (it sends nothing more); its peer's collective breaks.
+    exit_ = handled(backend)
     agents[0].exited(6, 1, 0, "failed", 10, reason="exit status 1; ... Connection closed by peer")
-    pump(backend, 0.1)
+    serve_until(backend, exit_, "the failure")  # (before b is lost)
     _lose_node_b(live)
     events = round_trip(world, backend, None)
     assert events.requeued.tolist() == [row] and events.failed.tolist() == []
@@ -496,8 +511,9 @@ def test_a_job_s_own_failure_still_counts_when_a_node_is_lost_afterwards(live):
     pump(backend, 0.1)
     assert [t for t, _ in received(backend, agents[1])] == ["revoke"]  # the kill of rank 1
     time.sleep(0.3)  # (more than a heartbeat period)
+    heartbeat = handled(backend)
     agents[1].send("heartbeat", running=[{"job": 8, "attempt": 1, "rank": 1, "gpu": 0, "iteration": 10}])
-    pump(backend, 0.1)
+    serve_until(backend, heartbeat, "b's heartbeat")  # (b is heard after the failure)
     _lose_node_b(live)
     events = round_trip(world, backend, None)
     assert events.requeued.tolist() == [row] and backend.attempts.retries[row] == 1
@@ -510,8 +526,9 @@ def test_a_failure_with_no_node_lost_counts_as_a_try(live):
     agents[0].exited(9, 1, 0, "failed", 10, reason="exit status 1; ZeroDivisionError")
     pump(backend, 0.1)
     assert [t for t, _ in received(backend, agents[1])] == ["revoke"]
+    exit_ = handled(backend)
     agents[1].exited(9, 1, 1, "killed", 10, reason="terminated by the agent")
-    pump(backend, 0.1)
+    serve_until(backend, exit_, "rank 1's exit")
     events = round_trip(world, backend, None)
     assert events.requeued.tolist() == [row] and backend.attempts.retries[row] == 1
     assert [(r.attempt, r.outcome) for r in journal.attempts(9)] == [(1, "failed")]

@@ -28,7 +28,7 @@ from roundhouse.runtime.types import LR_LINEAR, LR_SQRT, Assignment, Plan, Resiz
 from roundhouse.wire import protocol
 from roundhouse.wire.security import ClientSecurity
 from tests.livecluster import LiveCluster
-from tests.test_live_backend import add_jobs, live, pump, round_trip  # noqa: F401 (the fixture)
+from tests.test_live_backend import add_jobs, handled, live, pump, round_trip, serve_until  # noqa: F401 (the fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -164,9 +164,10 @@ def test_an_elastic_job_is_launched_and_counted_in_samples_and_others_in_steps(l
     assert elastic["iters_per_s"] == pytest.approx(rate) and rate > 0  # samples/s, the goodput
     assert (steps["counts"], steps["iterations"]) == (None, 100)  # steps, unmarked as before
     # The workers report samples trained; the books take them as the job's work.
+    exits = handled(backend, 2)
     a.exited(3, 1, 0, "done", math.ceil(work))
     a.exited(3, 1, 1, "done", math.ceil(work))
-    pump(backend)
+    serve_until(backend, exits, "the two exits")
     events = round_trip(world, backend, None)
     assert events.finished.tolist() == [rows[0]]
     assert float(world.jobs.column("done")[rows[0]]) >= work

@@ -13,7 +13,7 @@ import pytest
 
 from roundhouse.agents.submitter import Submitter
 from roundhouse.wire.security import ClientSecurity
-from tests.livecluster import TEST_PROFILE, LiveCluster
+from tests.livecluster import TEST_PROFILE, LiveCluster, wait_until
 
 # Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
 pytestmark = pytest.mark.live
@@ -69,10 +69,7 @@ def test_a_killed_agent_s_jobs_finish_on_the_other_agent_from_their_checkpoints(
         assert len(pids) == 2
         cluster.kill("node-b", signal.SIGKILL)
         # Its workers die with it: nobody trains behind the scheduler's back.
-        deadline = time.time() + 10
-        while any(_alive(p) for p in pids) and time.time() < deadline:
-            time.sleep(0.1)
-        assert not any(_alive(p) for p in pids)
+        wait_until(lambda: not any(_alive(p) for p in pids), 10, "node-b's workers to die with it", every=0.1)
 
         assert cluster.wait_exit("scheduler", timeout=90) == 0, cluster.logs()
         table = pl.read_csv(cluster.folder / "out" / "jobs.csv")

@@ -24,7 +24,7 @@ from roundhouse.runtime.world import World
 from roundhouse.traces.profiles import ProfileTable
 from roundhouse.wire.security import ServerSecurity
 from tests.livecluster import TEST_PROFILE, LiveCluster, free_port
-from tests.test_live_backend import FakeAgent, add_jobs, pump, round_trip
+from tests.test_live_backend import FakeAgent, add_jobs, round_trip, serve_until
 
 pytestmark = pytest.mark.live
 
@@ -49,10 +49,7 @@ def backend(tmp_path):
     live.start()
     agent = FakeAgent(ctx, address, "a")
     agent.register()
-    deadline = time.time() + 10
-    while live.nodes.slots[0] is None and time.time() < deadline:
-        pump(live, 0.05)
-    assert live.nodes.slots[0] is not None
+    serve_until(live, lambda: live.nodes.slots[0] is not None, "a to register")
     yield world, live, agent
     agent.sock.close()
     live.close()

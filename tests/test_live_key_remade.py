@@ -24,7 +24,7 @@ from tests.test_key_revocation_server import (
     heartbeat_until_b_is_lost,
     two_keyed_nodes,
 )
-from tests.test_live_backend import pump, round_trip
+from tests.test_live_backend import round_trip, serve_until
 
 pytestmark = pytest.mark.live
 
@@ -135,10 +135,7 @@ def test_a_node_whose_key_is_made_again_is_lost_then_served_under_the_new_key(tm
         agents[1].sock.close()
         agents[1] = new_b = _KeyedAgent(ctx, backend.server.endpoint, "b", keys)
         new_b.register()
-        deadline = time.time() + 10
-        while time.time() < deadline and not backend.nodes.slots[1].online:
-            pump(backend, 0.1)
-        assert backend.nodes.slots[1].online
+        serve_until(backend, lambda: backend.nodes.slots[1].online, "b to register with its new key")
         assert any(t == "welcome" for t, _ in new_b.receive(1, "welcome"))
         events = round_trip(world, backend, None)
         assert events.online.tolist() == [True, True, True, True] and events.nodes_joined == ("b",)

@@ -2,7 +2,9 @@
 `--stop-agents` sends no launch, since the agents are told at once to stop and would checkpoint
 the job as soon as it started (without `--stop-agents` the jobs keep running, and a rerun takes
 them back: that round still launches); and a job stopped at the end of a run before it wrote a
-checkpoint is said to resume where its attempt started, not "at iteration None". The backend
+checkpoint is said to resume where its attempt started, not "at iteration None"; one whose
+agent checkpointed it while another agent had yet to answer the request to stop is said
+checkpointed as its agent stopped, as one that ended later is. The backend
 alone with stand-in agents on real ZeroMQ sockets (tests/test_live_backend.py)."""
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import attrs
 import pytest
 
 from roundhouse.runtime.types import Assignment, Plan
+from tests.livecluster import wait_until
 from tests.test_live_backend import add_jobs, live, pump, received, round_trip  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.live
@@ -72,3 +75,36 @@ def test_a_job_stopped_before_its_first_checkpoint_is_not_said_to_be_at_iteratio
     answering.join()
     assert "1 attempt(s) stopped (job 5 with no checkpoint of its own (it resumes at iteration 0))" in caplog.text, caplog.text
     assert "None" not in caplog.text, caplog.text
+
+
+def test_a_job_checkpointed_before_every_agent_answered_is_said_kept(live, caplog):  # noqa: F811
+    # Agent a answers the request to stop and checkpoints its job at once; b answers only
+    # after that exit is in (on a loaded machine it may). The job was running when the agents
+    # were asked: the log says where it checkpointed, though it ended before the wait for jobs.
+    world, backend, (a, b), _ = live
+    backend.options = attrs.evolve(backend.options, stop_agents=True)
+    for ag in (a, b):
+        ag.receive()
+    (row,) = add_jobs(world, [JOB])
+    round_trip(world, backend, Plan.of([Assignment(row, [0])]))
+    pump(backend)
+    assert [t for t, _ in a.receive(1)] == ["launch"]
+    attempt = backend.attempts.current[row]
+
+    def agents() -> None:  # (each socket used by this thread alone from here on)
+        a.receive(1, "shutdown")
+        a.send("stopping")
+        a.exited(5, 1, 0, "preempted", 77, checkpoint="/ck/job-5/a1-i77.pt")
+        try:
+            wait_until(lambda: attempt.ended, 10, "a's exit", every=0.02)
+        finally:  # (b answers regardless: unanswered, the scheduler would wait out the heartbeat timeout)
+            b.receive(1, "shutdown")
+            b.send("stopping")
+
+    answering = threading.Thread(target=agents)
+    answering.start()
+    with caplog.at_level(logging.INFO, logger="roundhouse.scheduler"):
+        backend.stop_agents()
+    answering.join(10)
+    assert attempt.ended and "every one answered: a, b" in caplog.text, caplog.text
+    assert "1 job(s) checkpointed as their agents stopped (job 5 at iteration 77)" in caplog.text, caplog.text

@@ -27,19 +27,12 @@ from roundhouse.runtime.world import RUNNING, World
 from roundhouse.traces.profiles import ProfileTable
 from roundhouse.wire.security import ClientSecurity, ServerSecurity
 from tests.livecluster import TEST_PROFILE, LiveCluster, free_port
-from tests.test_live_backend import FakeAgent, add_jobs, live, pump, received, round_trip  # noqa: F401 (the fixture)
+from tests.test_live_backend import FakeAgent, add_jobs, handled, live, pump, received, round_trip, serve_until  # noqa: F401 (the fixture)
 
 # Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
 pytestmark = pytest.mark.live
 
 JOB = {"job_id": 3, "arrival_s": 0.0, "gpus": 2, "model": "LM", "iterations": 5000.0}
-
-
-def _until(backend, check, what: str, timeout: float = 10.0) -> None:
-    deadline = time.time() + timeout
-    while not check():
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        pump(backend, 0.05)
 
 
 def _drop(backend, agent: FakeAgent) -> None:
@@ -48,7 +41,7 @@ def _drop(backend, agent: FakeAgent) -> None:
     identity = node.identity
     agent.sock.close()
     # (ZeroMQ removes the route once it has seen the connection close.)
-    _until(backend, lambda: not _routable(backend, identity), "the route to go")
+    serve_until(backend, lambda: not _routable(backend, identity), "the route to go")
 
 
 def _routable(backend, identity: bytes) -> bool:
@@ -96,15 +89,16 @@ def test_a_launch_for_a_dropped_connection_is_held_and_delivered_when_its_agent_
     again = _reconnect(ctx, backend, "a")
     try:
         again.register()  # (it lists nothing: the launch never reached it)
-        _until(backend, lambda: node.identity is not None, "a to register again")
+        serve_until(backend, lambda: node.identity is not None, "a to register again")
         pump(backend)
         got = again.receive(2)
         assert [t for t, _ in got] == ["welcome", "launch"]
         assert got[1][1]["job"] == 3 and got[1][1]["attempt"] == 1 and len(got[1][1]["ranks"]) == 2
         # It runs the job now: the next heartbeat lists it, and nothing is ended or requeued.
         running = [{"job": 3, "attempt": 1, "rank": r, "gpu": r, "iteration": 10} for r in (0, 1)]
+        heartbeat = handled(backend)
         again.send("heartbeat", running=running)
-        pump(backend)
+        serve_until(backend, heartbeat, "the heartbeat")
         assert (3, 1) in backend.attempts.live and _attempt(journal, 3, 1)[1] is None
         events = round_trip(world, backend, None)
         assert row not in events.requeued.tolist() and world.jobs.column("status")[row] == RUNNING
@@ -128,7 +122,7 @@ def _lost_launch(fixture, ctx) -> tuple[int, FakeAgent]:
     again.register()
     node = backend.nodes.by_name["a"]
     old = node.identity
-    _until(backend, lambda: node.identity not in (None, old), "a to register again")
+    serve_until(backend, lambda: node.identity not in (None, old), "a to register again")
     # (The welcome leaves as the registration is handled, which may be at the very end of a pump.)
     assert [t for t, _ in received(backend, again)] == ["welcome"]
     return row, again
@@ -139,8 +133,9 @@ def test_an_attempt_a_re_registered_agent_does_not_run_is_ended_and_its_job_requ
     row, again = _lost_launch(live, ctx)
     try:
         assert (3, 1) in backend.attempts.live  # (its exit may still come: not ended at the registration)
+        heartbeat = handled(backend)
         again.send("heartbeat", running=[])
-        pump(backend)
+        serve_until(backend, heartbeat, "the heartbeat")
         assert (3, 1) not in backend.attempts.live
         launched, ended, outcome, reason = _attempt(journal, 3, 1)
         assert ended is not None and outcome == "killed" and "registered again without it" in reason
@@ -160,8 +155,9 @@ def test_a_revoke_of_an_attempt_whose_launch_was_lost_ends_it(live, ctx):  # noq
         round_trip(world, backend, Plan(suspend=[row]))
         pump(backend)
         assert [t for t, _ in again.receive(1)] == ["revoke"]
+        heartbeat = handled(backend)
         again.send("heartbeat", running=[])
-        pump(backend)
+        serve_until(backend, heartbeat, "the heartbeat")
         launched, ended, outcome, _ = _attempt(journal, 3, 1)
         assert ended is not None and ended >= launched and outcome == "killed"
         assert not backend.attempts.live
@@ -183,10 +179,11 @@ def test_an_exit_sent_after_registering_again_ends_the_attempt_by_it(live, ctx):
     again = _reconnect(ctx, backend, "a")
     try:
         again.register()
-        _until(backend, lambda: backend.nodes.by_name["a"].identity is not None, "a to register again")
+        serve_until(backend, lambda: backend.nodes.by_name["a"].identity is not None, "a to register again")
+        sent = handled(backend, 2)
         again.exited(3, 1, 0, "done", 300)
         again.send("heartbeat", running=[])
-        pump(backend)
+        serve_until(backend, sent, "the exit and the heartbeat")
         assert _attempt(journal, 3, 1)[2] == "done"
         events = round_trip(world, backend, None)
         assert events.finished.tolist() == [row] and not len(events.requeued)
@@ -224,12 +221,12 @@ def test_a_job_that_ran_through_a_scheduler_restart_is_booked_the_time_it_ran(li
         assert not again.replaying
         a.register(running=[{"job": 3, "attempt": 1, "rank": 0, "gpu": 0, "iteration": 400}])
         b.register()
-        _until(again, lambda: not again.attempts.unconfirmed, "the job to be taken back")
+        serve_until(again, lambda: not again.attempts.unconfirmed, "the job to be taken back")
         for _ in range(2):
             round_trip(world, again, None)
             again.advance()
         a.exited(3, 1, 0, "done", 900)
-        _until(again, lambda: (3, 1) not in again.attempts.live, "the job's exit")
+        serve_until(again, lambda: (3, 1) not in again.attempts.live, "the job's exit")
         again.advance()  # (to the boundary after the exit, where the poll reports it)
         events = round_trip(world, again, None)
         assert events.finished.tolist() == [row]

@@ -24,7 +24,7 @@ from roundhouse.tools.cli import main
 from roundhouse.traces.profiles import ProfileTable
 from roundhouse.wire.security import ServerSecurity
 from tests.livecluster import TEST_PROFILE, LiveCluster, free_port
-from tests.test_live_backend import FakeAgent, pump
+from tests.test_live_backend import FakeAgent, serve_until
 
 GRAPH = """
 round = 1s;
@@ -222,10 +222,7 @@ def test_after_a_restart_a_known_agent_s_reports_are_info_an_unknown_one_s_warni
     agent = FakeAgent(ctx, backend.bind, "a")
     try:
         agent.register()
-        deadline = time.time() + 10
-        while backend.nodes.slots[0] is None and time.time() < deadline:
-            pump(backend, 0.05)
-        assert backend.nodes.slots[0] is not None
+        serve_until(backend, lambda: backend.nodes.slots[0] is not None, "a to register")
     finally:
         agent.sock.close()
         ctx.term()

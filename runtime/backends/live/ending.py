@@ -215,19 +215,22 @@ def stop_agents(
     # (an attempt with a worker on a node whose connection is gone, or that is not connected,
     # has nobody to report its end)
     cut_off = gone | set(unreachable)
-    running = [att for att in running if not att.ended and not {nodes.name_at(int(s)) for s in att.slots} & cut_off]
-    if running and not interrupted():
+    reachable = [att for att in running if not {nodes.name_at(int(s)) for s in att.slots} & cut_off]
+    waiting = [att for att in reachable if not att.ended]
+    if waiting and not interrupted():
         log.info(
             "waiting (at most %.0fs) for %d job(s) to checkpoint as their agents stop: %s",
             wait_s,
-            len({att.job_id for att in running}),
-            ", ".join(str(att.job_id) for att in running[:10]) + (" ..." if len(running) > 10 else ""),
+            len({att.job_id for att in waiting}),
+            ", ".join(str(att.job_id) for att in waiting[:10]) + (" ..." if len(waiting) > 10 else ""),
         )
-        server.serve(time.time() + wait_s, lambda: all(att.ended for att in running) or interrupted(), lambda: None)
+        server.serve(time.time() + wait_s, lambda: all(att.ended for att in waiting) or interrupted(), lambda: None)
         server.flush()
-        kept = [att for att in running if att.ended and att.checkpoint_iteration]
-        if kept:
-            log.info("%d job(s) checkpointed as their agents stopped (%s); %s", len(kept), _where(kept), _RESUMED)
+    # (every job running on a reachable node when the agents were asked: one whose exit came
+    # while another agent had not answered yet checkpointed as its agent stopped too)
+    kept = [att for att in reachable if att.ended and att.checkpoint_iteration and not _done(att)]
+    if kept:
+        log.info("%d job(s) checkpointed as their agents stopped (%s); %s", len(kept), _where(kept), _RESUMED)
 
 
 _RESUMED = "`roundhouse serve` with the same --journal resumes them"
