@@ -98,7 +98,11 @@ class Submitter:
             if left <= 0:
                 raise SchedulerError(
                     f"no answer from the scheduler at {self.address} within {self.timeout_s:g}s"
-                    + (self._silent_note() if connected and not shaken and not cut else self._cut_note(cut))
+                    + (
+                        self._silent_note()
+                        if connected and not shaken and not cut
+                        else self._cut_note(cut) or self._unmade_note(connected)
+                    )
                 )
             ready = dict(poller.poll(int(left * 1000) + 1))
             if monitor in ready:
@@ -128,6 +132,15 @@ class Submitter:
             return ""
         keys = ", or is the scheduler.key in the key folder another scheduler's" if self._secured else ""
         return f"; {cut} connection(s) to it closed during the handshake (is something else listening at that address{keys}?)"
+
+    @staticmethod
+    def _unmade_note(connected: bool) -> str:
+        """What a wait that ran out says when no connection was ever made."""
+        return (
+            ""
+            if connected
+            else "; no connection to it could be made (is `roundhouse serve` running at that address, and reachable from here?)"
+        )
 
     def _silent_note(self) -> str:
         """What a wait that ran out says of a connection made on which no handshake completed."""

@@ -190,7 +190,9 @@ def test_options_may_come_between_positional_arguments(tiny, tmp_path, capsys):
     assert ended.value.code == 2 and "roundhouse check: error: unrecognized arguments: --nonsense" in capsys.readouterr().err
     # The trace after the options is read (with none, submit would ask what to run); nothing listens.
     assert main(["submit", "tcp://127.0.0.1:9", "--insecure", str(tmp_path / "trace.csv"), "--timeout", "0.2s"]) == 2
-    assert "no answer from the scheduler at tcp://127.0.0.1:9 within 0.2s" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "no answer from the scheduler at tcp://127.0.0.1:9 within 0.2s; no connection to it could be made" in said, said
+    assert "is `roundhouse serve` running at that address" in said
 
 
 def test_check_every_shipped_graph(capsys):

@@ -52,6 +52,13 @@ def test_a_require_of_what_is_no_regular_file_says_so(tmp_path):
     assert err.message == f"cannot require 'pipe.py': {tmp_path / 'pipe.py'} is not a regular file"
 
 
+def test_an_import_of_a_named_pipe_is_refused_rather_than_waited_on(tmp_path):
+    """Opening a named pipe for reading waits for a writer: `check` would hang without a word."""
+    os.mkfifo(tmp_path / "pipe.sched")
+    err = _refused_at_line_2(tmp_path, 'import "pipe.sched";')
+    assert err.message == f"cannot import 'pipe.sched': {tmp_path / 'pipe.sched'} is not a regular file"
+
+
 def test_a_required_folder_is_said_to_be_a_folder_whatever_its_name(tmp_path, capsys):
     (tmp_path / "mine").mkdir()
     err = _refused_at_line_2(tmp_path, 'require "mine";')

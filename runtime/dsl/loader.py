@@ -49,6 +49,18 @@ def read_source(path: Path) -> str:
     return data.decode("utf-8").removeprefix("\ufeff")
 
 
+def read_imported(path: Path) -> str:
+    """The text of an imported `.sched` file, which must be a regular file: a named pipe would
+    wait for a writer forever (the graph given on the command line may be one: `check <(...)`)."""
+    try:
+        mode = path.stat().st_mode
+    except (OSError, ValueError):
+        mode = None  # (read_source says why it cannot be read)
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise ValueError(f"{path} is not a regular file")
+    return read_source(path)
+
+
 def _why_unreadable(err: Exception) -> str:
     if isinstance(err, UnicodeDecodeError):
         line, column = _line_and_column(err.object[: err.start])
@@ -527,7 +539,7 @@ class _Loader:
                     self.errors.append(SchedError(f"imports chain more than {MAX_DEPTH} files deep", st.location))
                     continue
                 try:
-                    imported = read_source(target)
+                    imported = read_imported(target)
                 except FileNotFoundError:
                     self.errors.append(SchedError(f"cannot import '{st.path}': no such file ({target})", st.location))
                     continue
