@@ -1,8 +1,8 @@
 """Shared by the benchmark scripts: argument types that refuse out-of-range values with a usage
 error (exit status 2) before anything starts, a script's description for its --help, the check
 of a program given on the command line, the package compiled to bytecode before command-line
-runs are timed, a child process stopped with time to clean up, and the refusal of a helper
-module run as a script."""
+runs are timed, a child process stopped with time to clean up, a script's main run so that
+Ctrl-C ends it with a message, and the refusal of a helper module run as a script."""
 
 from __future__ import annotations
 
@@ -85,9 +85,30 @@ def exit_on_terminate() -> None:
 
     def stop(signum, frame) -> NoReturn:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        raise Terminated(128 + signum)
+        raise Terminated(TERMINATED_STATUS)
 
     signal.signal(signal.SIGTERM, stop)
+
+
+# The exit statuses of a script stopped by Ctrl-C and by SIGTERM, as a shell gives a process
+# ended by SIGINT and by SIGTERM.
+INTERRUPTED_STATUS = 128 + 2
+TERMINATED_STATUS = 128 + 15
+
+
+def run_script(main: Callable[[], int | None]) -> NoReturn:
+    """Run a script's `main` and exit with its status. Ctrl-C ends it after its cleanup (the
+    `finally` blocks and `with` statements the interrupt passes through) with one line and
+    status 130, rather than with a traceback of wherever the interrupt landed. SIGTERM through
+    `exit_on_terminate` keeps its own status."""
+    try:
+        status = main()
+    except KeyboardInterrupt as interrupt:
+        if isinstance(interrupt, SystemExit):  # (Terminated: ends the script with its own status)
+            raise
+        print("interrupted", file=sys.stderr)
+        sys.exit(INTERRUPTED_STATUS)
+    sys.exit(status)
 
 
 # How long a child process asked to stop may take to clean up before it is killed.

@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench_common import description, exit_on_terminate  # noqa: E402
+from bench_common import description, exit_on_terminate, run_script  # noqa: E402
 
 from roundhouse.tools.reproductions import load_all  # noqa: E402
 
@@ -73,4 +73,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench_common import description  # noqa: E402
+from bench_common import description, run_script  # noqa: E402
 
 from roundhouse.errors import UsageError  # noqa: E402
 from roundhouse.tools.outputs.whole_file import write_whole  # noqa: E402
@@ -129,4 +129,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least, description  # noqa: E402
+from bench_common import at_least, description, run_script  # noqa: E402
 
 from roundhouse.runtime.compiler import CompiledGraph, compile_file  # noqa: E402
 from roundhouse.runtime.simulate import simulate  # noqa: E402
@@ -137,4 +137,4 @@ def verdict(met: bool) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

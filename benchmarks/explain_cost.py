@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least, description, exit_on_terminate, plural  # noqa: E402
+from bench_common import at_least, description, exit_on_terminate, plural, run_script  # noqa: E402
 from engine_las import compiled, philly_las  # noqa: E402
 
 from roundhouse.runtime.engine import RunResult  # noqa: E402
@@ -111,4 +111,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

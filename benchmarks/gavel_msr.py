@@ -53,7 +53,7 @@ import time
 from pathlib import Path
 
 from anchor_run import AnchorFailed, failure, run_anchor
-from bench_common import at_least, compile_bytecode, description, exit_on_terminate, program_problem, run_child
+from bench_common import at_least, compile_bytecode, description, exit_on_terminate, program_problem, run_child, run_script
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data" / "gavel"
@@ -333,4 +333,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

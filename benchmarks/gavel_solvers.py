@@ -37,7 +37,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least, description, exit_on_terminate  # noqa: E402
+from bench_common import at_least, description, exit_on_terminate, run_script  # noqa: E402
 from gavel_msr import BadReference, same_jobs_jct, shared_results  # noqa: E402
 
 from roundhouse.runtime.compiler import compile_file  # noqa: E402
@@ -192,4 +192,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

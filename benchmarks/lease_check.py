@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import queue
+import signal
 import sys
 import time
 from pathlib import Path
@@ -27,11 +28,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import above, at_least, description, exit_on_terminate, plural  # noqa: E402
+from bench_common import above, at_least, description, exit_on_terminate, plural, run_script  # noqa: E402
 from live_common import LoadAgents, running_scheduler, submitter, wait_until  # noqa: E402
 
 
 def job(mode: str, target: str, job_id: int, iteration_s: float, seconds: float, out) -> None:
+    # Ctrl-C reaches the whole process group: the script stops its job processes itself, which
+    # their own KeyboardInterrupt would cut into with a traceback each.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from roundhouse.agents.client import CentralLease, Lease
 
     lease = Lease(target) if mode == "optimistic" else CentralLease(target, job_id, 1)
@@ -136,4 +140,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

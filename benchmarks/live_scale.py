@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
 
-from bench_common import at_least, description, exit_on_terminate  # noqa: E402
+from bench_common import at_least, description, exit_on_terminate, run_script  # noqa: E402
 from live_common import live_cluster  # noqa: E402
 
 from roundhouse.agents.submitter import SchedulerError, Submitter  # noqa: E402
@@ -274,4 +274,4 @@ def print_target_and_rate(measured: list[dict], address: str, submissions: int) 
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -21,12 +21,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_common import description, run_script  # noqa: E402
+
 from roundhouse.elements.policies import ones_search as search  # noqa: E402
 
 TARGET_S = 0.05  # the target: one generation under 50 ms (the median of 30)
 
 
 def main() -> None:
+    # No options: the parser gives --help and refuses anything else.
+    argparse.ArgumentParser(description=description(__doc__)).parse_args()
     c, n = 64, 100
     rng = np.random.default_rng(0)
     speed = np.concatenate([np.zeros((n, 1)), np.cumsum(rng.uniform(50, 500, (n, c)), axis=1)], axis=1)
@@ -62,6 +66,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # No options: the parser gives --help and refuses anything else.
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
-    main()
+    run_script(main)

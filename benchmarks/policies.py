@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import description  # noqa: E402
+from bench_common import description, run_script  # noqa: E402
 
 from roundhouse.runtime.compiler import CompiledGraph, compile_file  # noqa: E402
 from roundhouse.runtime.simulate import simulate  # noqa: E402
@@ -99,4 +99,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least, description  # noqa: E402
+from bench_common import at_least, description, run_script  # noqa: E402
 
 from roundhouse.runtime.compiler import compile_file  # noqa: E402
 from roundhouse.runtime.simulate import simulate  # noqa: E402
@@ -97,4 +97,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least, description  # noqa: E402
+from bench_common import at_least, description, run_script  # noqa: E402
 
 from roundhouse.elements.policies import pollux_search as search  # noqa: E402
 from roundhouse.elements.policies.pollux import goodput_table  # noqa: E402
@@ -215,4 +215,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

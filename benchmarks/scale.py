@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO))
 
 import alibaba_sim  # noqa: E402  (beside this script)
 from anchor_run import AnchorFailed  # noqa: E402
-from bench_common import compile_bytecode, description, exit_on_terminate, program_problem, run_child  # noqa: E402
+from bench_common import compile_bytecode, description, exit_on_terminate, program_problem, run_child, run_script  # noqa: E402
 
 # name: (group, what, jobs, rate per hour, cluster, policy, placer, how it runs, in --quick)
 #   group "active": jobs in the system grow with the number of jobs (overloaded 128 GPUs)
@@ -526,4 +526,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import above, at_least, description, exit_on_terminate  # noqa: E402
+from bench_common import above, at_least, description, exit_on_terminate, run_script  # noqa: E402
 from live_common import LoadAgents, running_scheduler, submitter, wait_until  # noqa: E402
 
 
@@ -101,4 +101,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -27,11 +27,19 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
 
-from bench_common import at_least, description, exit_on_terminate, plural  # noqa: E402
+from bench_common import (  # noqa: E402
+    INTERRUPTED_STATUS,
+    TERMINATED_STATUS,
+    at_least,
+    description,
+    exit_on_terminate,
+    plural,
+    run_script,
+)
 
 from roundhouse.runtime.results_store import ResultsStore  # noqa: E402
 from roundhouse.runtime.sweep_exec import LocalExecutor  # noqa: E402
-from roundhouse.tools.cli import main  # noqa: E402
+from roundhouse.tools.cli import main as roundhouse  # noqa: E402
 
 
 def run(runs: int, workers: int | None) -> None:
@@ -41,11 +49,13 @@ def run(runs: int, workers: int | None) -> None:
             args += ["--workers", str(workers)]
         started = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()):
-            status = main(args)
+            status = roundhouse(args)
         wall = time.perf_counter() - started
+        if status in (INTERRUPTED_STATUS, TERMINATED_STATUS):
+            sys.exit(status)  # (the command has said so; what it kept goes with the temporary folder)
+        if status != 0:
+            sys.exit(f"the sweep failed (exit status {status})")
         frame = ResultsStore(Path(out) / "results").read()
-    if status != 0:
-        sys.exit(f"the sweep failed (exit status {status})")
     summed = float(frame["run_s"].sum())
     # (what the sweep started, which the ratio below is read against: never more workers than runs)
     where = LocalExecutor(workers).where_for(runs) + (" (one per core at most)" if workers is None else "")
@@ -55,7 +65,7 @@ def run(runs: int, workers: int | None) -> None:
     print(f"  wall / summed   {wall / summed:8.2f}")
 
 
-if __name__ == "__main__":
+def main() -> None:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--runs", type=at_least(1), default=100, help="runs in the sweep, seeds 0..N-1 (default 100)")
     parser.add_argument(
@@ -64,3 +74,7 @@ if __name__ == "__main__":
     options = parser.parse_args()
     exit_on_terminate()  # (`kill PID` stops what it started, as Ctrl-C does)
     run(options.runs, options.workers)
+
+
+if __name__ == "__main__":
+    run_script(main)
