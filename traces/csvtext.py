@@ -292,8 +292,10 @@ NUMBER_KINDS = {
 
 def number_column(cells: pl.DataFrame, column: str, lines: np.ndarray, origin: str, kind: str) -> np.ndarray:
     """A column of cells as finite numbers of a `NUMBER_KINDS` kind, or a `TraceError` naming
-    the first bad cell's line (`lines[i]` is row i's)."""
-    values = cells.get_column(column).cast(pl.Float64, strict=False)
+    the first bad cell's line (`lines[i]` is row i's). Spaces around a number are no part of it
+    (as the schema reads a canonical trace's cells)."""
+    given = cells.get_column(column)
+    values = (given.str.strip_chars() if given.dtype == pl.String else given).cast(pl.Float64, strict=False)
     fails, words = NUMBER_KINDS[kind]
     bad = values.is_null() | ~values.is_finite().fill_null(False) | fails(values).fill_null(True)
     if bad.any():

@@ -153,7 +153,7 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
         if col not in ("model", "task")
     }
     _check_training_settings(numbers, raw, origin, lines)
-    names = raw["model"].str.to_lowercase() + "-" + raw["task"].str.to_lowercase()
+    names = raw["model"].str.strip_chars().str.to_lowercase() + "-" + raw["task"].str.strip_chars().str.to_lowercase()
     unknown = np.flatnonzero(~names.is_in(PAIR_NAMES).fill_null(False).to_numpy())
     if unknown.size:
         i = int(unknown[0])

@@ -158,7 +158,7 @@ def parse_workload(
         a = known.apps[int(app[i])]
         raise TraceError(
             origin,
-            f"{int(batch[i])} is outside what the elastic profile covers for {a.name} ({a.init_batch} to {a.max_batch})",
+            f"{str(raw['batch_size'][i]).strip()} is outside what the elastic profile covers for {a.name} ({a.init_batch} to {a.max_batch})",
             row=int(lines[i]),
             column="batch_size",
         )

@@ -32,8 +32,13 @@ SOURCE_NAMES = {canonical: own for own, canonical in RENAME.items()}
 
 
 def looks_like(header: list[str]) -> bool:
-    """Whether a CSV header is Tiresias' (used by format detection)."""
-    return {"num_gpu", "submit_time"} <= {h.strip() for h in header}
+    """Whether a CSV header is Tiresias' (used by format detection): both its own columns, or one
+    of them and neither canonical one nor a column only Helios' log has, so that a Tiresias CSV
+    missing a column is read as Tiresias' and the reader names the column it lacks (not the
+    canonical one)."""
+    names = {h.strip() for h in header}
+    own = names & {"num_gpu", "submit_time"}
+    return len(own) == 2 or (bool(own) and not names & {"gpus", "arrival_s", "gpu_num", "start_time", "end_time"})
 
 
 def read(path: str | Path) -> pl.DataFrame:
