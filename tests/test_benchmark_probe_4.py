@@ -11,28 +11,10 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tests.test_benchmark_scripts_fixes import SCRIPTS  # (the scripts a user runs; the others are helpers)
 
 BENCH = REPO / "benchmarks"
 
-# The scripts a user runs (the others are helpers that refuse to run on their own).
-SCRIPTS = [
-    "dally_batch",
-    "derive_communication",
-    "engine_las",
-    "explain_cost",
-    "fork",
-    "gavel_msr",
-    "gavel_solvers",
-    "lease_check",
-    "live_scale",
-    "ones_search",
-    "policies",
-    "pollux_fidelity",
-    "pollux_search",
-    "scale",
-    "scheduler_messages",
-    "sweep_local",
-]
 
 # The script run as `python SCRIPT`, with Ctrl-C (SIGINT) sent to it as soon as its arguments
 # are parsed: the interrupt lands in its main, before anything heavy has started.

@@ -251,6 +251,8 @@ SCRIPTS = [
     "gavel_solvers",
     "lease_check",
     "live_scale",
+    "ones_search",
+    "policies",
     "pollux_fidelity",
     "pollux_search",
     "scale",
