@@ -56,7 +56,10 @@ def test_an_import_of_a_named_pipe_is_refused_rather_than_waited_on(tmp_path):
     """Opening a named pipe for reading waits for a writer: `check` would hang without a word."""
     os.mkfifo(tmp_path / "pipe.sched")
     err = _refused_at_line_2(tmp_path, 'import "pipe.sched";')
-    assert err.message == f"cannot import 'pipe.sched': {tmp_path / 'pipe.sched'} is not a regular file"
+    assert (
+        err.message
+        == f"cannot import 'pipe.sched': {tmp_path / 'pipe.sched'} is a named pipe, not a file: its text would be waited for"
+    )
 
 
 def test_a_required_folder_is_said_to_be_a_folder_whatever_its_name(tmp_path, capsys):

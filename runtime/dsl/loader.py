@@ -50,14 +50,14 @@ def read_source(path: Path) -> str:
 
 
 def read_imported(path: Path) -> str:
-    """The text of an imported `.sched` file, which must be a regular file: a named pipe would
+    """The text of an imported `.sched` file, which may not be a named pipe: reading one would
     wait for a writer forever (the graph given on the command line may be one: `check <(...)`)."""
     try:
-        mode = path.stat().st_mode
+        fifo = stat.S_ISFIFO(path.stat().st_mode)
     except (OSError, ValueError):
-        mode = None  # (read_source says why it cannot be read)
-    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise ValueError(f"{path} is not a regular file")
+        fifo = False  # (read_source says why it cannot be read)
+    if fifo:
+        raise ValueError(f"{path} is a named pipe, not a file: its text would be waited for")
     return read_source(path)
 
 
