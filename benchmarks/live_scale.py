@@ -133,24 +133,7 @@ def run_size(cluster: Loopback, nodes: int, gpus: int, rounds: int) -> dict:
     """The scheduler and one agent process emulating every node started on `cluster`, jobs
     submitted, then `rounds` rounds measured."""
     cluster.start_scheduler()
-    cluster._spawn(
-        "agents",
-        [
-            "agent",
-            "--scheduler",
-            cluster.address,
-            "--insecure",
-            "--name",
-            "emu",
-            "--nodes",
-            str(nodes),
-            "--fake-gpus",
-            f"{gpus}:V100",
-            "--emulate",
-            "--log-level",
-            "warning",
-        ],
-    )
+    cluster.start_agent("emu", f"{gpus}:V100", extra=("--insecure", "--log-level", "warning"), nodes=nodes)
     total = nodes * gpus
     # (10 s a request: `status` asks again while the processes run, so that a scheduler that
     # has ended is said within seconds)
@@ -158,7 +141,7 @@ def run_size(cluster: Loopback, nodes: int, gpus: int, rounds: int) -> dict:
         deadline = time.time() + 120
         while status(client, cluster)["nodes_online"] < nodes:
             if time.time() > deadline:
-                raise TimeoutError("the emulated nodes did not all register (see agents.log)")
+                raise TimeoutError("the emulated nodes did not all register (see emu.log)")
             time.sleep(0.5)
         # Twice what the cluster holds, in GPUs: a quarter each of 1-, 2-, 4- and 8-GPU jobs
         # (8-GPU ones only where a node has 8). ResNet-18 runs about 10 iterations a second

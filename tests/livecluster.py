@@ -58,10 +58,9 @@ class LiveCluster(Loopback):
             (folder / name).write_text(text)
         super().__init__(folder, folder / "graph.sched", **options)
 
-    def start_agent(self, name: str, gpus: str = "2:V100", extra: tuple[str, ...] = ("--insecure",), emulate: bool = True):
-        """Agents in tests emulate their GPUs: jobs train at the profile's speeds (TEST_PROFILE),
-        so that what is still running when a test acts does not depend on the machine's speed."""
-        return super().start_agent(name, gpus, extra, emulate)
+    # Agents in tests emulate their GPUs: jobs train at the profile's speeds (TEST_PROFILE), so
+    # that what is still running when a test acts does not depend on the machine's speed.
+    emulate_agents = True
 
     def wait_for(self, check, timeout: float, what: str) -> None:
         try:

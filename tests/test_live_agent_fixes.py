@@ -157,11 +157,7 @@ def test_a_revoked_two_gpu_job_on_emulated_nodes_ends_on_both_ranks(tmp_path):
     cluster = LiveCluster(tmp_path, LAS, {"profile.csv": TEST_PROFILE, "jobs.csv": LAS_JOBS})
     try:
         cluster.start_scheduler()
-        cluster._spawn(
-            "emu",
-            ["agent", "--scheduler", cluster.address, "--insecure", "--name", "emu", "--nodes", "2",
-             "--fake-gpus", "2:V100", "--emulate"],
-        )  # fmt: skip
+        cluster.start_agent("emu", "2:V100", nodes=2)
         first = "SELECT rank, outcome, iteration, checkpoint_iteration FROM exits WHERE job_id = 0 AND attempt = 1"
         cluster.wait_for(lambda: len(cluster.query(first)) == 2, 60, "both ranks of job 0's first attempt")
         (r0, outcome0, it0, ck0), (r1, outcome1, it1, ck1) = sorted(cluster.query(first))

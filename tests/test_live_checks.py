@@ -364,15 +364,11 @@ def test_emulated_nodes_each_connect_with_their_own_key(tmp_path):
     try:
         cluster.start_scheduler()
         cluster.wait_for(lambda: "round 0 starts" in cluster.log("scheduler"), 30, "the scheduler")
-        cluster._spawn(
-            "agents",
-            ["agent", "--scheduler", cluster.address, "--keys", str(keys), "--name", "emu", "--nodes", "2",
-             "--fake-gpus", "2:V100", "--emulate"],
-        )  # fmt: skip
+        cluster.start_agent("emu", "2:V100", extra=("--keys", str(keys)), nodes=2)
         for name in ("emu-0", "emu-1"):
             cluster.wait_for(lambda name=name: f"node {name} registered (key {name})" in cluster.log("scheduler"), 30, name)
         with Submitter(cluster.address, ClientSecurity(keys, "alice")) as client:
             assert client.status()["nodes_online"] == 2
-        assert cluster.processes["agents"].poll() is None
+        assert cluster.processes["emu"].poll() is None
     finally:
         cluster.close()

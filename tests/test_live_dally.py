@@ -62,11 +62,7 @@ def test_every_dally_graph_runs_live_on_a_tiered_cluster(tmp_path):
             cluster.start_scheduler()
             # One agent process emulating the four machines (jobs run as timers at their
             # placement's rate): the graphs' decisions are what is tested, not worker processes.
-            cluster._spawn(
-                "agents",
-                ["agent", "--scheduler", cluster.address, "--insecure", "--name", "m", "--nodes", "4",
-                 "--fake-gpus", "2:V100", "--emulate"],
-            )  # fmt: skip
+            cluster.start_agent("m", "2:V100", nodes=4)
         for name, cluster in clusters.items():
             status = cluster.wait_exit("scheduler", timeout=180)
             assert status == 0, f"{name}\n{cluster.logs()}"

@@ -48,24 +48,9 @@ def test_an_emulating_agent_says_when_all_its_nodes_are_registered(tmp_path):
     cluster = LiveCluster(tmp_path, graph, serve_args=("--stop-agents", "--until", "20s"))
     try:
         cluster.start_scheduler()
-        cluster._spawn(
-            "agents",
-            [
-                "agent",
-                "--scheduler",
-                cluster.address,
-                "--insecure",
-                "--name",
-                "emu",
-                "--nodes",
-                "3",
-                "--fake-gpus",
-                "1:V100",
-                "--emulate",
-            ],
-        )
+        cluster.start_agent("emu", "1:V100", nodes=3)
         with Submitter(cluster.address, ClientSecurity(None), timeout_s=20) as client:
             cluster.wait_for(lambda: client.status()["gpus_online"] == 3, 20, "every emulated node")
-        cluster.wait_for(lambda: "all 3 emulated node(s) registered" in cluster.log("agents"), 10, "the agent's line")
+        cluster.wait_for(lambda: "all 3 emulated node(s) registered" in cluster.log("emu"), 10, "the agent's line")
     finally:
         cluster.close()

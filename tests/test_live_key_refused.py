@@ -137,8 +137,7 @@ def test_emulated_nodes_stop_when_one_node_s_key_is_removed(tmp_path):
     )
     try:
         cluster.start_scheduler()
-        args = ["agent", "--scheduler", cluster.address, "--keys", str(keys), "--name", "emu", "--nodes", "2"]
-        cluster._spawn("emu", [*args, "--fake-gpus", "1:V100", "--emulate"])
+        cluster.start_agent("emu", "1:V100", extra=("--keys", str(keys)), nodes=2)
         cluster.wait_for(lambda: "round 0 starts" in cluster.log("scheduler"), 60, "both nodes")
         cluster.wait_for(lambda: "attempt 1" in cluster.log("scheduler"), 60, "job 0 to start")
         (keys / "authorized" / "emu-1.key").unlink()

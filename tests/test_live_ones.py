@@ -40,11 +40,7 @@ def test_the_ones_graph_runs_live_on_emulated_agents(tmp_path):
     cluster.graph = REPO / "graphs" / "ones.sched"  # the graph itself, not a copy
     try:
         cluster.start_scheduler()
-        cluster._spawn(
-            "agents",
-            ["agent", "--scheduler", cluster.address, "--insecure", "--name", "m", "--nodes", "2",
-             "--fake-gpus", "4:V100", "--emulate"],
-        )  # fmt: skip
+        cluster.start_agent("m", "4:V100", nodes=2)
         assert cluster.wait_exit("scheduler", timeout=90) == 0, cluster.logs()
         jobs = pl.read_csv(tmp_path / "out" / "jobs.csv")
         assert jobs["status"].to_list() == ["finished"] * 3, f"{jobs}\n{cluster.logs()}"

@@ -37,11 +37,7 @@ def test_pollux_graph_runs_live_with_emulated_agents(tmp_path):
     cluster = LiveCluster(tmp_path, graph, serve_args=("--stop-agents", "--checkpoint-every", "0", *options))
     try:
         cluster.start_scheduler()
-        cluster._spawn(
-            "agents",
-            ["agent", "--scheduler", cluster.address, "--insecure", "--name", "m", "--nodes", "2",
-             "--fake-gpus", "2:V100", "--emulate"],
-        )  # fmt: skip
+        cluster.start_agent("m", "2:V100", nodes=2)
         # (Pollux's search takes its CPU every round: rounds overrun on a loaded machine.)
         status = cluster.wait_exit("scheduler", timeout=90)
         assert status == 0, cluster.logs()

@@ -29,11 +29,7 @@ def test_one_agent_process_emulates_eight_nodes_of_eight_gpus(tmp_path):
     cluster = LiveCluster(tmp_path, GRAPH, serve_args=("--stop-agents",))
     try:
         cluster.start_scheduler()
-        cluster._spawn(
-            "agents",
-            ["agent", "--scheduler", cluster.address, "--insecure", "--name", "emu", "--nodes", str(NODES),
-             "--fake-gpus", f"{GPUS}:V100", "--emulate"],
-        )  # fmt: skip
+        cluster.start_agent("emu", f"{GPUS}:V100", nodes=NODES)
         with Submitter(cluster.address, ClientSecurity(None), timeout_s=30) as client:
             cluster.wait_for(lambda: client.status()["gpus_online"] == NODES * GPUS, 30, "every emulated node")
             # 96 jobs wanting 150 GPUs (ResNet-18 runs 32 to 383 iterations a second in the
@@ -54,7 +50,7 @@ def test_one_agent_process_emulates_eight_nodes_of_eight_gpus(tmp_path):
                 except SchedulerError:  # the scheduler ended its run between two questions
                     break
         assert cluster.wait_exit("scheduler", timeout=60) == 0, cluster.logs()
-        assert cluster.wait_exit("agents", timeout=30) == 0, cluster.logs()
+        assert cluster.wait_exit("emu", timeout=30) == 0, cluster.logs()
 
         names = sorted(name for (name,) in cluster.query("SELECT name FROM nodes"))
         assert names == sorted(f"emu-{i}" for i in range(NODES))  # each node its own identity and name

@@ -40,6 +40,8 @@ def rendezvous_base() -> int:
 
 
 class Loopback:
+    emulate_agents = False  # (what `start_agent` does unless told)
+
     def __init__(
         self,
         folder: Path,
@@ -108,28 +110,25 @@ class Loopback:
         return self._spawn("scheduler", ["serve", str(self.graph), *self.serve_args])
 
     def start_agent(
-        self, name: str, gpus: str = "2:V100", extra: tuple[str, ...] = ("--insecure",), emulate: bool = False
+        self,
+        name: str,
+        gpus: str = "2:V100",
+        extra: tuple[str, ...] = ("--insecure",),
+        emulate: bool | None = None,
+        nodes: int | None = None,
     ) -> subprocess.Popen:
-        return self._spawn(
-            name,
-            [
-                "agent",
-                "--scheduler",
-                self.address,
-                "--name",
-                name,
-                "--fake-gpus",
-                gpus,
-                "--threads-per-gpu",
-                "1",
-                "--workdir",
-                str(self.folder / name),
-                "--revoke-grace",
-                "30s",
-                *extra,
-                *(["--emulate"] if emulate else []),
-            ],
-        )
+        """An agent named `name` with `gpus` (COUNT:TYPE) faked, its log `name`.log, emulating its
+        GPUs if `emulate` (by default, if the class's `emulate_agents`). With `nodes`, one process
+        emulating that many nodes, `name`-0 to `name`-{nodes-1} (`--nodes`, which implies
+        `--emulate`); such a process runs no job processes and refuses their options (work
+        folder, revoke grace, threads), so it is given none."""
+        if nodes is None:
+            own = ["--threads-per-gpu", "1", "--workdir", str(self.folder / name), "--revoke-grace", "30s"]
+            emulate = self.emulate_agents if emulate is None else emulate
+        else:
+            own, emulate = ["--nodes", str(nodes)], True
+        args = ["agent", "--scheduler", self.address, "--name", name, "--fake-gpus", gpus, *own, *extra]
+        return self._spawn(name, args + (["--emulate"] if emulate else []))
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.processes[name]
