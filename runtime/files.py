@@ -5,8 +5,11 @@ an OSError traceback, and never a simulation or a measurement thrown away at the
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
+import tempfile
 import unicodedata
 from pathlib import Path
 
@@ -25,9 +28,51 @@ def make_folder(path: str | Path, what: str) -> Path:
         raise UsageError(f"{what} {path}: exists and is not a folder") from None
     except OSError as err:
         raise UsageError(f"{what} {path}: cannot create the folder: {err.strerror}") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"{what} {path}: the folder is not writable")
+    problem = file_making_problem(folder)
+    if problem is not None:
+        raise UsageError(f"{what} {path}: the folder is not writable ({problem.strerror})")
     return folder
+
+
+def file_making_problem(folder: Path) -> OSError | None:
+    """Why no file can be made in `folder`, as the OSError making one raised, or None when one
+    can. Tried rather than asked: `os.access` says yes to root for /proc and /sys, where no file
+    can be made, and a run would find out only when it writes its results. The file made is
+    removed at once."""
+    try:
+        fd, made = tempfile.mkstemp(prefix=".roundhouse-probe-", dir=folder)
+    except OSError as err:
+        return err
+    os.close(fd)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(made)
+    return None
+
+
+def write_problem(file: Path) -> OSError | None:
+    """Why file `file` (its folder there) cannot be written, as the OSError writing it would
+    raise, naming `file`; None when it can. A file is written beside its place and moved onto it
+    (`whole_file`), so the question is whether a file can be made in its folder (a link's file's
+    folder); where none can, an existing file is written in place, so it is opened for writing
+    (not emptied). An existing file must be writable by its permissions too (one made read-only
+    is not replaced). A device or a pipe (`-o /dev/stdout`) is only asked: opening a pipe would
+    wait for a reader."""
+    try:
+        mode: int | None = os.stat(file).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not os.access(file, os.W_OK):  # (a "no" is sure; a "yes" to root is not)
+        return PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(file))
+    if mode is not None and not stat.S_ISREG(mode):
+        return None
+    problem = file_making_problem((file.resolve() if file.is_symlink() else file).parent)
+    if problem is not None and mode is not None:
+        try:
+            os.close(os.open(file, os.O_WRONLY | os.O_CLOEXEC))
+            return None
+        except OSError as err:
+            problem = err
+    return None if problem is None else type(problem)(problem.errno, problem.strerror, str(file))
 
 
 # What marks a folder as one run's results (`roundhouse run --out`) or a sweep's (`roundhouse
@@ -97,8 +142,9 @@ def check_output_file(path: str | Path, what: str) -> Path:
         raise UsageError(f"{what} {path}: no folder {folder}")
     if file.is_dir():
         raise UsageError(f"{what} {path}: is a folder, not a file")
-    if not os.access(file if file.exists() else folder, os.W_OK):
-        raise UsageError(f"{what} {path}: not writable")
+    problem = write_problem(file)
+    if problem is not None:
+        raise UsageError(f"{what} {path}: cannot write there ({problem.strerror})")
     return file
 
 

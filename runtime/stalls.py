@@ -1,7 +1,10 @@
 """A simulation that stalls: jobs wait, none runs and no more will arrive, round after round.
 The engine counts such idle rounds (`count_idle`, and `pass_quiet` for the rounds it passes
 without a tick); after STALL_ROUNDS of them in a row the run stops with a message naming the
-largest waiting job and what it is measured against (`stall_message`)."""
+largest waiting job and what it is measured against (`stall_message`). When every waiting job
+asks more GPUs than it could ever be given (runtime/certain_stalls.py), the stall is certain
+and the run stops at the first idle round: the rounds counted are for an element that may be
+waiting for something (a timer, a job's wait growing)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from roundhouse.errors import RoundhouseError
+from roundhouse.runtime.certain_stalls import measured_against, never_fit
 from roundhouse.runtime.graph_sources import exhausted
 from roundhouse.runtime.types import Ranking
 
@@ -25,20 +29,29 @@ STALL_ROUNDS = 2000
 
 
 class StalledError(RoundhouseError):
-    """Jobs wait, nothing runs, and nothing will change: the graph cannot make progress."""
+    """Jobs wait, nothing runs, and nothing will change: the graph cannot make progress.
+    `certain`: found at once (no waiting job can ever be placed), not after STALL_ROUNDS."""
+
+    def __init__(self, message: str, certain: bool = False):
+        super().__init__(message)
+        self.certain = certain
 
 
 def count_idle(engine: Engine, ctx: Round, values: dict[tuple[str, str], object]) -> None:
     """After the round `ctx` (its port values `values`): in a simulation in which jobs wait,
     none runs and no more will arrive, the round counts as idle, and what each placer was asked
     in it is kept (`stall_message` names it); STALL_ROUNDS idle rounds in a row and the run has
-    stalled. A live cluster can change (nodes join), so only a simulation can stall for good."""
+    stalled, or at the first when no waiting job can ever be placed (`never_fit`). A live cluster can change (nodes join), so only a simulation can stall for good."""
     world = engine.world
     if engine._can_stall and len(world.running_rows) == 0 and world.unfinished > 0 and exhausted(engine._sources):
         engine._idle_rounds += 1
         engine._asked = [(el, got) for el, key in placer_inputs(engine._wiring) if isinstance(got := values.get(key), Ranking)]
-        if engine._idle_rounds >= STALL_ROUNDS:
-            raise StalledError(stall_message(world, ctx.now, engine._order, engine._asked, ranked_by(engine._wiring)))
+        # (Not when the run's time limit comes first: it ends there as it did, with its results.)
+        before_limit = engine.until is None or ctx.now + STALL_ROUNDS * ctx.round_s < engine.until
+        certain = engine._idle_rounds == 1 and before_limit and never_fit(world, engine._asked)
+        if certain or engine._idle_rounds >= STALL_ROUNDS:
+            rankers = ranked_by(engine._wiring)
+            raise StalledError(stall_message(world, ctx.now, engine._order, engine._asked, rankers, certain), certain)
     else:
         engine._idle_rounds = 0
 
@@ -71,6 +84,7 @@ def stall_message(
     elements: Sequence[Element] = (),
     asked: Sequence[tuple[Element, Ranking]] = (),
     rankers: dict[str, list[str]] | None = None,
+    certain: bool = False,
 ) -> str:
     """Why a simulation cannot make progress, naming the largest waiting job and what it is
     measured against: the cluster's GPUs, or on a cluster of several GPU types the largest
@@ -81,7 +95,8 @@ def stall_message(
     it was given in the last round ticked), which a policy may choose (Optimus does), else those
     its trace asks for, and the message says which; a job no placer was asked to place is said
     to be left out of the rankings the placers were given, by the elements that made them
-    (`rankers`: by placer, from `ranked_by`)."""
+    (`rankers`: by placer, from `ranked_by`). `certain`: no waiting job can ever be placed
+    (`never_fit`), and the job is measured against the GPUs it could be given."""
     cols = world.jobs
     status = cols.column("status")
     waiting = (status == 0).nonzero()[0]
@@ -103,14 +118,18 @@ def stall_message(
             source = ""
         cluster = world.cluster
         of = f"of {cluster.n_gpus}"
-        if len(cluster.gpu_types) > 1:
+        if certain:
+            of = measured_against(world, biggest, asked[by[at]][1] if by[at] >= 0 else None)
+        elif len(cluster.gpu_types) > 1:
             largest = int(np.argmax(cluster.gpus_by_type))
             of = f"of one type, and the largest type, {cluster.gpu_types[largest]}, has {cluster.gpus_by_type[largest]}"
         detail = f"; the largest waiting job ({cols.column('job_id')[biggest]}) wants {want} GPUs{source} {of}"
-    return (
-        f"run stalled at t={now:g}s: {len(waiting)} job(s) wait, none has run for {STALL_ROUNDS} rounds "
-        f"and no more jobs will arrive{detail}.{_unschedulable(world, waiting, elements)} Check the placer and admission arguments."
+    idle = (
+        "none runs and no more jobs will arrive, and none can ever be placed"
+        if certain
+        else (f"none has run for {STALL_ROUNDS} rounds and no more jobs will arrive")
     )
+    return f"run stalled at t={now:g}s: {len(waiting)} job(s) wait, {idle}{detail}.{_unschedulable(world, waiting, elements)} Check the placer and admission arguments."
 
 
 def _left_out(asked: Sequence[tuple[Element, Ranking]], rankers: dict[str, list[str]] | None) -> str:

@@ -19,7 +19,7 @@ import copy
 import math
 import numbers
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -622,8 +622,8 @@ def project(engine: Engine, label: str, horizon_s: float, base: World | None = N
         else:
             try:
                 stop = engine.step()
-            except StalledError:  # (an answer about this graph's future, not a failure of the command)
-                stop = _stalled(world, engine.backend.now)
+            except StalledError as err:  # (an answer about this graph's future, not a failure of the command)
+                stop = _stalled(world, engine.backend.now, err.certain)
             if stop == "every job finished":
                 ended = last_round_start(engine)
     end = engine.backend.now if ended is None else max(ended, start)
@@ -636,11 +636,13 @@ def _no_gpu_online(world: World) -> str:
     return f"no GPU is online (0 of {world.cluster.n_gpus}): no job can run, and a simulation brings no node back"
 
 
-def _stalled(world: World, now: float) -> str:
-    """Why a projection stops when its graph can start none of the waiting jobs."""
+def _stalled(world: World, now: float, certain: bool) -> str:
+    """Why a projection stops when its graph can start none of the waiting jobs (`certain`: none
+    can ever be placed, found at once: runtime/certain_stalls.py)."""
     waiting = int((world.jobs.column("status") == PENDING).sum())
+    idle = "none can ever be placed" if certain else f"none has run for {STALL_ROUNDS} rounds"
     return (
-        f"stalled at t={now:g}s: {waiting} job(s) wait and none has run for {STALL_ROUNDS} rounds, "
+        f"stalled at t={now:g}s: {waiting} job(s) wait and {idle}, "
         f"with {int(world.online.sum())} of {world.cluster.n_gpus} GPUs online"
     )
 
@@ -688,21 +690,26 @@ WORLD_SETTINGS = ("cluster", "profile", "pair_profile", "elastic_profile", "refe
 
 
 @contextlib.contextmanager
-def _hint_at_the_worlds_settings(run: CompiledGraph, other: CompiledGraph, world: World, whose: str) -> Iterator[None]:
-    """Around simulating the other graph on the run's world: an error it meets (a trace's job
-    that needs more GPUs than the world has, a model the run's profile does not know) says,
-    when the other graph's own cluster or profiles differ from the run's, that those are not
-    used."""
+def _hint_at_the_worlds_settings(
+    run: CompiledGraph, other: CompiledGraph, world: World, whose: str, warn: Callable[[str], None] | None = None
+) -> Iterator[None]:
+    """Around simulating the other graph on the run's world, when the other graph's own cluster
+    or profiles differ from the run's: `warn` is told so before it is simulated (its figures
+    are the run's cluster's, whatever its file says), and an error it meets (a trace's job that
+    needs more GPUs than the world has, a model the run's profile does not know) says so."""
+    unused = _unused_settings(run, other, world)
+    said = (
+        f"{Path(other.path).name} goes on from the {whose}'s world ({world.cluster.describe()}, with the {whose}'s "
+        f"profiles): its own {', '.join(unused)} {'is' if len(unused) == 1 else 'are'} not used (docs/whatif.md)"
+    )
+    if unused and warn is not None:
+        warn(said)
     try:
         yield
     except RoundhouseError as err:
-        unused = [] if isinstance(err, JobsRefused) else _unused_settings(run, other, world)
-        if not unused:
+        if not unused or isinstance(err, JobsRefused):
             raise
-        raise UsageError(
-            f"{err}\n  hint: {Path(other.path).name} goes on from the {whose}'s world ({world.cluster.describe()}, with the "
-            f"{whose}'s profiles): its own {', '.join(unused)} {'is' if len(unused) == 1 else 'are'} not used (docs/whatif.md)"
-        ) from None
+        raise UsageError(f"{err}\n  hint: {said}") from None
 
 
 def _unused_settings(run: CompiledGraph, other: CompiledGraph, world: World) -> list[str]:
@@ -729,7 +736,7 @@ def _unused_settings(run: CompiledGraph, other: CompiledGraph, world: World) -> 
 
 
 def whatif_snapshot(
-    path: str | Path, other: CompiledGraph | None, horizon_s: float = 30 * 86400.0
+    path: str | Path, other: CompiledGraph | None, horizon_s: float = 30 * 86400.0, warn: Callable[[str], None] | None = None
 ) -> tuple[dict[str, Any], list[Projection]]:
     """As `whatif`, from a simulation's snapshot file (`Simulation.save`) instead of a journal."""
     from roundhouse.runtime.simulation import Simulation
@@ -764,7 +771,7 @@ def whatif_snapshot(
         name = f"the snapshot {path}" + (f" (its jobs from {', '.join(traces)})" if traces else "")
         seen = world.last_round_s  # (its last round ran one of the run's rounds before the clock)
         assert seen is not None  # (`world_now` sets it)
-        with _hint_at_the_worlds_settings(sim.graph, other, world, "snapshot"):
+        with _hint_at_the_worlds_settings(sim.graph, other, world, "snapshot", warn):
             ahead = simulate_ahead(
                 world, other, point["now_s"], horizon_s, seen_s=seen, world_name=name, _run_coming=_coming(sim.graph, seen)
             )
@@ -778,10 +785,13 @@ def whatif(
     compile_run_graph,
     load_world,
     horizon_s: float = 30 * 86400.0,
+    warn: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Any], list[Projection]]:
     """Replay the journal and project forward under the run's graph and, if given, `other`.
     `compile_run_graph(path)` compiles the run's graph; `load_world(graph)` makes the world for
-    a graph (its cluster and profile). Returns the fork point's facts and the projections."""
+    a graph (its cluster and profile). `warn` is told of the other graph's own settings of the
+    world (its cluster, its profiles) that are not used. Returns the fork point's facts and the
+    projections."""
     journal, meta = open_journal(journal_path)
     try:
         graph = compile_run_graph(meta["graph"])
@@ -812,7 +822,7 @@ def whatif(
     ahead = None
     if other is not None:
         # (The replayed world is as of the last journaled round's clock, `now`.)
-        with _hint_at_the_worlds_settings(graph, other, world, "run"):
+        with _hint_at_the_worlds_settings(graph, other, world, "run", warn):
             ahead = _simulate_ahead(world, other, now, horizon_s, now, f"the journal {journal_path}")
     out = [project(take_over(engine), Path(meta["graph"]).name, horizon_s, start=now)]
     return point, out + ([ahead] if ahead is not None else [])

@@ -5,8 +5,13 @@ stopping to the script; a sweep the interrupt stopped is not called failed."""
 from __future__ import annotations
 
 import importlib
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -148,3 +153,48 @@ def test_ones_search_help_gives_the_first_paragraph_as_the_other_scripts_do():
     text = " ".join(done.stdout.split())
     assert "Wall time of one ONES generation" in text and "A script that prints figures, not a timed test." in text
     assert "kurisusnowdeng" not in text  # (the second paragraph: the docstring's, not --help's)
+
+
+def test_a_stopped_sweep_local_keeps_the_folder_it_offers_to_resume_in(tmp_path):
+    """Ctrl-C in the middle of the sweep: the command says the runs done are kept, to resume,
+    in the script's temporary folder, which the script then removed. It is kept, and the
+    script's own command resumes there, timing only the runs it does."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # (where the script's temporary folder goes)
+    args = [sys.executable, str(BENCH / "sweep_local.py"), "--runs", "6", "--workers", "1"]
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, start_new_session=True
+    )
+    try:
+        deadline = time.time() + 120
+        while not list(tmp_path.glob("*/results/*.parquet")):  # (a run done and kept)
+            assert proc.poll() is None, proc.communicate()
+            assert time.time() < deadline, "no run was kept in time"
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)  # (as a terminal's Ctrl-C)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    kept = re.search(r"runs kept in (\S+); run the same command to resume", err)
+    assert kept is not None, err
+    assert Path(kept.group(1)).is_dir() and list(Path(kept.group(1)).glob("*.parquet")), err
+    resume = re.search(r"to resume the sweep there: python benchmarks/sweep_local.py (.+)", err)
+    assert resume is not None, err
+    assert resume.group(1).split() == ["--runs", "6", "--workers", "1", "--out", str(Path(kept.group(1)).parent)]
+    before = len(list(Path(kept.group(1)).glob("*.parquet")))
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "sweep_local.py"), *resume.group(1).split()],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"{before} of 6 runs already in" in done.stderr, done.stderr
+    if before < 6:
+        assert done.stdout.startswith(f"{6 - before} run"), done.stdout
+        assert f"the other {before} run" in done.stdout, done.stdout
+    assert len(list(Path(kept.group(1)).glob("*.parquet"))) == 6  # (the --out folder given is the user's: kept)

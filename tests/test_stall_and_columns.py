@@ -40,9 +40,12 @@ def test_a_stall_names_the_count_the_policy_asked_the_placer_for(run_graph, tmp_
         run_graph(OPTIMUS, [job], cluster="1x4:V100,1x4:K80")
     message = str(stalled.value)
     # (Before, it named the trace's count: "wants 1 GPUs of one type, and the largest type, V100, has 4".)
+    # The job's profile has no 1-GPU K80 entry, so the placers keep it to the V100s: the stall is
+    # certain at once (runtime/certain_stalls.py), not after STALL_ROUNDS rounds.
+    assert message.startswith("run stalled at t=0s: 1 job(s) wait, none runs") and stalled.value.certain, message
     assert (
         "the largest waiting job (0) wants 8 GPUs (what placer 'c' (Consolidated) was last asked for it; "
-        "its trace asks for 1) of one type, and the largest type, V100, has 4." in message
+        "its trace asks for 1) and the cluster has 4 of the types it can run on (V100)." in message
     ), message
 
 

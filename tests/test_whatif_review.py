@@ -194,3 +194,32 @@ def test_a_snapshot_whose_element_kept_other_state_is_refused_at_load(folder, ca
     err = fails(capsys, "whatif", snap)
     assert "which JobPool does not declare now (the snapshot was saved by Roundhouse 0.0.1; this is" in err, err
     assert "open it with the Roundhouse that wrote it" in err, err
+
+
+def test_a_graph_for_another_cluster_is_warned_of_before_it_runs_on_the_run_s(folder, capsys):
+    """A graph whose file declares a larger cluster runs on the snapshot's world all the same
+    (docs/whatif.md, "The other graph"): a warning says so, naming both clusters, not only the
+    table's header the run's."""
+    from roundhouse.tools.cli import main
+
+    big = folder / "big.sched"
+    big.write_text(GRAPH.format(trace="t.csv", policy="Srtf").replace("1x2:V100", "4x8:V100"))
+    snap = Simulation(folder / "fifo.sched").run_until(300).save(folder / "f.snap")
+    capsys.readouterr()
+    assert main(["whatif", str(snap), "--graph", str(big)]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith("warning: big.sched goes on from the snapshot's world (2 GPUs on 1 node (1x2:V100)"), err
+    assert "its own cluster 4x8:V100 is not used (docs/whatif.md)" in err and len(err.splitlines()) == 1, err
+    # Its figures are those of the 2 GPUs: the same as the same graph's on the run's cluster.
+    same = folder / "same.sched"
+    same.write_text(GRAPH.format(trace="t.csv", policy="Srtf"))
+    figures = []
+    for graph in (big, same):
+        assert main(["whatif", str(snap), "--graph", str(graph), "--json"]) == 0
+        out, err = capsys.readouterr()
+        figures.append(json.loads(out)["projections"][1]["metrics"])
+        assert ("warning" in err) == (graph == big), err
+    assert figures[0] == figures[1]
+    # The run's own graph with a --set has the run's settings: nothing to warn of.
+    assert main(["whatif", str(snap), "--set", "skip_rounds=false"]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -45,5 +45,5 @@ def deferred_interrupts() -> Iterator[Held]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for sig in dict.fromkeys(held.signals):  # (each once: a third Ctrl-C means what the second did)
-            signal.raise_signal(sig)
+        for signum in dict.fromkeys(held.signals):  # (each once: a third Ctrl-C means what the second did)
+            signal.raise_signal(signum)

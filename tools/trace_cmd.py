@@ -38,6 +38,7 @@ import polars as pl
 
 from roundhouse.errors import TraceError, UsageError, did_you_mean
 from roundhouse.runtime.element import MAX_JOB_ID, MAX_JOBS, MAX_RATE, MAX_SECONDS
+from roundhouse.runtime.files import write_problem
 from roundhouse.runtime.values import describe, rate_from_text
 from roundhouse.tools.outputs.stdout_result import plural, result_console, text_of, write_result
 from roundhouse.tools.outputs.whole_file import whole_file
@@ -407,8 +408,9 @@ def _numbered_from(frame: pl.DataFrame, start_id: int) -> pl.DataFrame:
 
 
 def _check_output(output: str, label: str = "-o") -> None:
-    """Refuse, before anything is drawn or read, an output that cannot be written: a folder, or a
-    file in a folder that does not exist (a million jobs take a while to draw)."""
+    """Refuse, before anything is drawn or read, an output that cannot be written: a folder, a
+    file in a folder that does not exist, or one that cannot be written there (a million jobs
+    take a while to draw)."""
     if not output:
         raise UsageError(f"{label} '' names no file: name a file to write")
     if output.endswith(("/", os.sep)):  # (Path drops the slash: `t.csv/` would write, or replace, t.csv)
@@ -420,6 +422,9 @@ def _check_output(output: str, label: str = "-o") -> None:
     if not folder.is_dir():
         what = "is a file, not a folder" if folder.exists() else "does not exist"
         raise UsageError(f"{label} '{output}': the folder '{folder}' {what}")
+    cannot = write_problem(path)
+    if cannot is not None:
+        raise UsageError(f"{label} '{output}': cannot write there ({cannot.strerror})")
 
 
 def _check_workload_format(workload: str, format: str, from_extension: bool, output: str) -> None:

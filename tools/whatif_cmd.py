@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import attrs
@@ -28,6 +29,7 @@ from roundhouse.runtime.whatif import (
 )
 from roundhouse.runtime.world import World
 from roundhouse.tools.common import add_overrides, overrides, seconds
+from roundhouse.tools.outputs.console import forgiving
 from roundhouse.tools.outputs.stdout_result import result_console, text_of, write_result
 from roundhouse.tools.results import compile_with_trace, in_units
 
@@ -163,11 +165,17 @@ def whatif_command(args) -> int:
         profile = load_profile(graph)
         return new_world(graph, load_cluster(graph, args.cluster, profile), profile)
 
+    def warn(text: str) -> None:
+        # (Before the other graph is simulated, for its figures are of the run's cluster. Said of
+        # a --graph only: the run's own graph with --set has the settings the run had.)
+        if args.graph is not None:
+            print(f"warning: {text}", file=forgiving(sys.stderr), flush=True)
+
     if snapshot_file:
-        point, projections = whatif_snapshot(args.journal, other, horizon)
+        point, projections = whatif_snapshot(args.journal, other, horizon, warn)
         run_file = Path(point["graph"])
     else:
-        point, projections = whatif(args.journal, other, compile_run_graph, load_world, horizon)
+        point, projections = whatif(args.journal, other, compile_run_graph, load_world, horizon, warn)
         run_file = run_graph_file(point["graph"])
     other_file = None if other is None else Path(args.graph) if args.graph is not None else run_file
     sides = _sides(run_file, other_file, args.graph is not None, bool(args.overrides))

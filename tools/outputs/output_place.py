@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from roundhouse.errors import UsageError
-from roundhouse.runtime.files import writing
+from roundhouse.runtime.files import write_problem, writing
 
 
 def refuse_extension_alone(out: Path, text: str, formats: tuple[str, ...], stem: str, flag: str = "-o") -> None:
@@ -21,7 +21,7 @@ def refuse_extension_alone(out: Path, text: str, formats: tuple[str, ...], stem:
 
 def refuse_unwritable_place(out: Path) -> None:
     """Refuse at once, in the words the write would use once the work is done, an output whose
-    folder does not exist or that is a folder."""
+    folder does not exist, that is a folder, or that cannot be written (`write_problem`)."""
     folder = out.parent
     problem = (
         (errno.ENOTDIR if folder.exists() else errno.ENOENT) if not folder.is_dir() else errno.EISDIR if out.is_dir() else None
@@ -29,3 +29,7 @@ def refuse_unwritable_place(out: Path) -> None:
     if problem is not None:
         with writing(out):
             raise OSError(problem, os.strerror(problem), str(out))
+    cannot = write_problem(out)
+    if cannot is not None:
+        with writing(out):
+            raise cannot

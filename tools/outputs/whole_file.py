@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from roundhouse.errors import RoundhouseError, UsageError
-from roundhouse.runtime.files import refuse_control_characters, writing
+from roundhouse.runtime.files import file_making_problem, refuse_control_characters, writing
 
 
 def output_file(text: str, flag: str = "-o") -> Path:
@@ -43,7 +43,7 @@ def whole_file(output: str) -> Iterator[str]:
     names `output`."""
     path = Path(output)
     target = path.resolve() if path.is_symlink() else path  # (a link's file is the one replaced)
-    if (path.exists() and not path.is_file()) or not os.access(target.parent, os.W_OK):
+    if (path.exists() and not path.is_file()) or file_making_problem(target.parent) is not None:
         try:
             yield output
         except (RoundhouseError, OSError) as err:
