@@ -52,7 +52,7 @@ import attrs
 from roundhouse.errors import TraceError, UsageError
 from roundhouse.runtime import journal_nodes, journal_runs
 from roundhouse.runtime.element import MAX_SECONDS
-from roundhouse.runtime.files import lock_file, unlock_file
+from roundhouse.runtime.files import file_making_problem, lock_file, unlock_file
 from roundhouse.runtime.journal_values import cell as _cell
 from roundhouse.runtime.journal_values import is_number as _is_number
 from roundhouse.runtime.journal_values import shown as _shown
@@ -456,7 +456,7 @@ def _why(path: Path, said: str) -> str:
     real = path.resolve()
     if not real.parent.is_dir():  # (a symbolic link to a file in no folder)
         return f"{said}: no folder {real.parent}" + (f" (where {path} leads)" if real != path.absolute() else "")
-    if not os.access(real.parent, os.W_OK | os.X_OK):
+    if file_making_problem(real.parent) is not None:  # (tried: `os.access` says yes to root everywhere)
         return f"{said}: its folder {real.parent} is not writable (SQLite's write-ahead log goes beside the journal)"
     return said
 

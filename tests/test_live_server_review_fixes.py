@@ -95,6 +95,13 @@ def test_a_journal_that_leads_to_no_folder_is_refused_naming_the_folder(tmp_path
     assert not (tmp_path / "gone").exists()
 
 
+def test_a_journal_whose_folder_takes_no_file_is_refused_naming_the_folder_even_for_root():
+    # (/proc takes no new file, though `os.access` says yes to root: the folder is tried)
+    with pytest.raises(UsageError) as err:
+        Journal(Path("/proc/roundhouse-journal.sqlite"))
+    assert "its folder /proc is not writable" in str(err.value)
+
+
 @pytest.mark.live
 def test_serve_refuses_jobs_another_graph_accepted_before_round_0(tmp_path, monkeypatch, capsys):
     from roundhouse.tools.cli import main
