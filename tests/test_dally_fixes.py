@@ -157,10 +157,24 @@ def test_a_record_with_gpu_num_only_takes_its_gpus_from_it(tmp_path):
     assert read_trace(path)["gpus"].to_list() == [4, 2, 4]
 
 
-def test_a_record_with_submit_time_only_arrives_after_the_first_submission(tmp_path):
+def test_a_record_with_submit_time_only_arrives_after_the_first_submission(tmp_path, capsys):
     path = _dally_json(tmp_path, [{"arrival_time": "50"}, {"arrival_time": None}, {"arrival_time": ""}])
     # Submissions at 13:40, 13:41, 13:42: records 2 and 3 arrive 60 s and 120 s after the first.
     assert read_trace(path).sort("job_id")["arrival_s"].to_list() == [50.0, 60.0, 120.0]
+    # (Two clocks, whose start lines nothing in the file relates: read as the docs say, and said.)
+    err = capsys.readouterr().err
+    assert (
+        f"warning: {path}: 1 job(s) arrive at their 'arrival_time' (seconds from the workload's start) and "
+        "2 at their 'submit_time' (seconds after the first submission of a job kept)"
+    ) in err, err
+
+
+def test_a_job_list_on_one_clock_reads_without_a_warning(tmp_path, capsys):
+    read_trace(_dally_json(tmp_path, [{}, {}]))  # (all arrival_time, each with a submit_time too)
+    read_trace(_dally_json(tmp_path, [{}, {}], drop=("arrival_time",)))
+    # (a skipped job, one that never ran, does not count as one on the other clock)
+    read_trace(_dally_json(tmp_path, [{}, {"arrival_time": None, "duration": "0"}]))
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_an_error_names_the_field_the_record_gave(tmp_path):

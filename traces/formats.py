@@ -7,7 +7,8 @@ its header), `pollux` (Pollux's workload CSV, `name,time,application,num_replica
 `ones` (the ONES artifact's trace, `time,model,task,epoch_size,...,num_gpus`).
 With format "auto" the extension decides, then the contents (Philly's file is
 usually called just `cluster_job_log`); a file that fits none is an error that lists the
-formats, never a guess.
+formats, never a guess. A file read in a format it was named with but whose contents are
+another format's fails with an error that names the format found.
 """
 
 from __future__ import annotations
@@ -161,7 +162,10 @@ def _naming_the_format_found(err: TraceError, path: str | Path, named: str, elas
     # (A header of one column, then a line of more values: the file's first line is no CSV
     # header, as in a JSON log or a Gavel trace, and its second line is where that shows.)
     one_column = err.row == 2 and b"," not in read_bytes(path, 65536).split(b"\n", 1)[0]
-    if err.column is not None or (err.row not in (None, 1) and not one_column) or "read it as" in err.message:
+    of_the_header = err.column is None and (err.row in (None, 1) or one_column)
+    # (An error further in is the file's own unless its start is not the named format's at all:
+    # the reader then took another format's header for data, or a JSON list for CSV lines.)
+    if "read it as" in err.message or not (of_the_header or not _fits(path, named, elastic)):
         return err
     try:
         found = detect_format(path)
@@ -172,7 +176,35 @@ def _naming_the_format_found(err: TraceError, path: str | Path, named: str, elas
     if found == named:
         return err
     hint = f"by its contents it is a {found} trace: read it as {found} (format={found}, or no format)"
-    return TraceError(err.path, f"{err.message}; {hint}", row=err.row)
+    return TraceError(err.path, f"{err.message}; {hint}", row=err.row, column=err.column)  # (`also` is in its message)
+
+
+def _fits(path: str | Path, format: str, elastic: ElasticProfile | None) -> bool:
+    """Whether the start of the file at `path` is what a file in `format` starts with, by the
+    signs format detection goes by (a header of its columns, tab-separated fields, a JSON list
+    with its keys), whether or not detection, which takes the first format that fits, took it."""
+    if format == "canonical":
+        try:
+            check_trace_header(path, format, elastic)
+        except (TraceError, UsageError, OSError):
+            return False
+        return True
+    text = read_bytes(path, _SNIFF_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff")
+    if text.lstrip().startswith("["):
+        return (format == "helios" and helios.looks_like_json(text)) or (format == "philly" and bool(_PHILLY_KEY.search(text)))
+    first = next((line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
+    if format == "gavel":
+        return Path(path).suffix.lower() == ".trace" or first.count("\t") + 1 in gavel.LAYOUTS
+    fields = _header_fields(first)
+    if format == "pai":
+        return pai.looks_like(fields, Path(path).name)
+    header_of = {
+        "helios": helios.looks_like,
+        "tiresias": tiresias.looks_like,
+        "pollux": pollux.looks_like,
+        "ones": ones.looks_like,
+    }
+    return format in header_of and header_of[format](fields)
 
 
 def _read(path: str | Path, format: str, elastic: ElasticProfile | None) -> LoadedTrace:

@@ -21,7 +21,10 @@ demand) and `arrival_time` (seconds). Mapping, record by record (a record withou
 field, or with it empty, gives the second): max_parallelism (else gpu_num) → gpus, arrival_time
 (else submit_time, as above) → arrival_s, duration → duration_s, model → model,
 total_iterations → iterations, batchsize → batch_size, cpu_num → cpus, and time_per_iteration →
-the extra column `iteration_time_s`; user, state, dataset and node_num are kept. In Dally's files
+the extra column `iteration_time_s`; user, state, dataset and node_num are kept. Jobs whose
+arrivals come some from `arrival_time` (counted from the workload's start) and some from
+`submit_time` (counted from the first submission kept) are read so, with a warning on stderr
+giving how many take each: nothing in the file says how the two clocks meet. In Dally's files
 time_per_iteration × total_iterations equals duration, and Dally's simulator runs a job on g
 GPUs in time_per_iteration × total_iterations / g before communication. The Themis-style
 `cross_*_slowdown` fields and the submission's calendar parts are dropped.
@@ -47,7 +50,7 @@ from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import json_kind as _kind
 from roundhouse.traces.csvtext import located_in_json, read_bytes, read_cells, read_json_list
 from roundhouse.traces.philly import collection_paused
-from roundhouse.traces.schema import cast_column, validate
+from roundhouse.traces.schema import cast_column, validate, warn_near_misses, warn_once
 
 CSV_COLUMNS: tuple[str, ...] = (
     "job_id",
@@ -127,6 +130,7 @@ def _parse_csv(path: str) -> HeliosTrace:
         if needed not in raw.columns:
             found = ", ".join(f"'{c}'" for c in raw.columns)
             raise TraceError(path, f"missing column '{needed}' of Helios' cluster_log; columns found: {found}")
+    warn_near_misses(raw.columns, path, CSV_COLUMNS, fixed="Helios' cluster_log")
     submitted = _times(path, raw.get_column("submit_time"), lines, "submit_time")
     columns = {canonical: raw.get_column(own) for canonical, own in _CSV_FIELDS.items() if own in raw.columns}
     keep = _kept(path, columns, lines, names)
@@ -238,8 +242,23 @@ def _arrivals(path: str, arrival: pl.Series | None, submit: pl.Series | None, nu
     first = pl.select(pl.coalesce(submitted, text.str.to_datetime(TIME_FORMAT, strict=False))).to_series().filter(keep).min()
     if first is None:  # (no job kept needs its submission: those without a time are the schema's to report)
         return pl.select(pl.when(given).then(arrival)).to_series()
+    _warn_of_two_clocks(path, int((given & keep).sum()), int((~given & keep & submitted.is_not_null()).sum()))
     seconds = (submitted - first).dt.total_seconds(fractional=True).cast(pl.String)
     return pl.select(pl.when(given).then(arrival).otherwise(seconds)).to_series()
+
+
+def _warn_of_two_clocks(path: str, by_arrival: int, by_submission: int) -> None:
+    """Say that the jobs kept take their arrivals from two clocks, when they do: Dally's
+    `arrival_time` counts from its workload's own start, and a submission is counted from the
+    first submission of a job kept, and nothing in the file says how the two start lines meet."""
+    if by_arrival and by_submission:
+        warn_once(
+            path,
+            "arrival clocks",
+            f"{by_arrival} job(s) arrive at their 'arrival_time' (seconds from the workload's start) and "
+            f"{by_submission} at their 'submit_time' (seconds after the first submission of a job kept): "
+            "the two may not start at the same moment; give every record the same one",
+        )
 
 
 def _kept(path: str, columns: dict[str, pl.Series], rows: np.ndarray, names: dict[str, str]) -> pl.Series:

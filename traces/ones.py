@@ -37,7 +37,7 @@ import polars as pl
 from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import number_column, read_cells
 from roundhouse.traces.goodput import ElasticApp, ElasticProfile
-from roundhouse.traces.schema import INT64_LIMIT
+from roundhouse.traces.schema import INT64_LIMIT, warn_near_misses
 from roundhouse.traces.trainingsettings import SETTING_KINDS, TRAINING_SETTINGS, setting_problems
 
 TRACE_COLUMNS = ("time", "model", "task", "epoch_size", "patience", "batch_size", "lr", "max_lr", "target_acc", "num_gpus")
@@ -145,6 +145,7 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
     missing = [c for c in TRACE_COLUMNS if c not in raw.columns]
     if missing:
         raise TraceError(origin, f"missing column(s) {', '.join(missing)} (an ONES trace has {', '.join(TRACE_COLUMNS)})")
+    warn_near_misses(raw.columns, origin, TRACE_COLUMNS, fixed="an ONES trace")
     if lines is None:
         lines = np.arange(raw.height) + 2
     numbers = {

@@ -36,7 +36,7 @@ import polars as pl
 
 from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import data_lines, head_text, read_cells, read_text
-from roundhouse.traces.schema import INT64_LIMIT, cast_column, validate
+from roundhouse.traces.schema import INT64_LIMIT, cast_column, validate, warn_near_misses
 
 COLUMNS: tuple[str, ...] = (
     "job_name",
@@ -109,6 +109,7 @@ def parse(path: str | Path) -> PaiTrace:
         if name not in raw.columns:
             found = ", ".join(f"'{c}'" for c in raw.columns)
             raise TraceError(path, f"missing column '{name}' of PAI's task table; columns found: {found}")
+    warn_near_misses(raw.columns, path, COLUMNS, fixed="PAI's task table")
     values = {name: cast_column(raw.get_column(name), pl.Float64, path, rows, name) for name in _NUMBERS}
     for name in _NUMBERS:
         bad = (values[name].is_nan() | values[name].is_infinite() | (values[name] < 0)).fill_null(False)

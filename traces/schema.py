@@ -32,7 +32,10 @@ where submissions tie.)
 Other columns are kept after the canonical ones, so later features can add their own: numbers
 become Float64, anything else String. A column whose name is close to a known one but is none
 of them (`modle`, `Model`, `users`) is kept too, with a warning on stderr naming the file, the
-column and the name it most likely meant.
+column and the name it most likely meant. The other formats' readers warn alike of their files'
+columns (`warn_near_misses`): Tiresias' of a name close to one of its own or a canonical one;
+those of a fixed set of columns (Pollux's, ONES', PAI's with its header, Helios' log) of every
+column they leave out.
 
 Optional extra columns the simulator and elements understand (empty cells: not given):
 
@@ -278,39 +281,52 @@ def validate(
     return frame.sort(["arrival_s", "job_id"], maintain_order=True)
 
 
-def near_misses(columns: Sequence[str]) -> list[tuple[str, str]]:
+def near_misses(columns: Sequence[str], known: Collection[str] = KNOWN_COLUMNS) -> list[tuple[str, str]]:
     """(column, the known column it is most likely a misspelling of) for each of `columns` that
-    is not a known column (`KNOWN_COLUMNS`) but is close to one (`NEAR_MISS_CUTOFF`, case
-    aside): a trace's extra columns are kept whatever their names, so a misspelt optional column
-    would otherwise be kept unread without a word."""
-    by_lower = {k.lower(): k for k in sorted(KNOWN_COLUMNS)}
+    is not one of `known` but is close to one (`NEAR_MISS_CUTOFF`, case aside): a trace's extra
+    columns are kept whatever their names, so a misspelt optional column would otherwise be
+    kept unread without a word."""
+    return [(name, hit) for name, hit in _closest(columns, known) if hit is not None and name not in OWN_COLUMNS]
+
+
+def _closest(columns: Sequence[str], known: Collection[str]) -> list[tuple[str, str | None]]:
+    """Each of `columns` not in `known`, with the known column it is close to, if any."""
+    by_lower = {k.lower(): k for k in sorted(known)}
     found = []
     for name in columns:
-        if name in KNOWN_COLUMNS or name in OWN_COLUMNS:
-            continue
-        hits = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=NEAR_MISS_CUTOFF)
-        if hits:
-            found.append((name, by_lower[hits[0]]))
+        if name not in known:
+            hits = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=NEAR_MISS_CUTOFF)
+            found.append((name, by_lower[hits[0]] if hits else None))
     return found
 
 
-# (path, column) pairs already warned about in this process: a run reads a trace's header
-# before its jobs, and a sweep reads one trace for many runs.
+# (path, what) pairs already warned about in this process: a run reads a trace's header before
+# its jobs, and a sweep reads one trace for many runs.
 _WARNED: set[tuple[str, str]] = set()
 
 
-def warn_near_misses(columns: Sequence[str], path: str) -> None:
-    """On stderr, once per file and column: each column whose name is close to a known column
-    but is not one (`near_misses`), which the trace keeps as an extra column nothing reads."""
-    for name, known in near_misses(columns):
-        if (path, name) in _WARNED:
-            continue
-        _WARNED.add((path, name))
-        print(
-            f"warning: {path}: column '{name}' is not a column Roundhouse reads: it is kept as an extra "
-            f"column, unused; did you mean '{known}'?",
-            file=sys.stderr,
-        )
+def warn_once(path: str, what: str, message: str) -> None:
+    """`warning: path: message` on stderr, the first time this process meets `what` in `path`."""
+    if (path, what) in _WARNED:
+        return
+    _WARNED.add((path, what))
+    print(f"warning: {path}: {message}", file=sys.stderr)
+
+
+def warn_near_misses(columns: Sequence[str], path: str, known: Collection[str] = KNOWN_COLUMNS, fixed: str = "") -> None:
+    """On stderr, once per file and column, the columns of a trace its reader does not read. A
+    format that keeps other columns as extras (canonical traces, Tiresias'): those close to one
+    of `known` (`near_misses`), kept but most likely misspelt. A format of a fixed set of
+    columns (`fixed` names its files, "a Pollux workload"): every column not in `known`, which
+    its reader leaves out, with the known one it is close to, if any."""
+    if not fixed:
+        for name, hit in near_misses(columns, known):
+            message = f"column '{name}' is not a column Roundhouse reads: it is kept as an extra column, unused"
+            warn_once(path, name, f"{message}; did you mean '{hit}'?")
+        return
+    for name, close in _closest(columns, known):
+        guess = f"; did you mean '{close}'?" if close else ""
+        warn_once(path, name, f"column '{name}' is not a column of {fixed}: it is left out, unread{guess}")
 
 
 def columns_with_values(frame: pl.DataFrame) -> list[str]:

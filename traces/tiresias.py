@@ -24,11 +24,13 @@ from roundhouse.traces.csvtext import data_lines, head_text, read_cells
 from roundhouse.traces.gavel import LAYOUTS as gavel_layouts
 from roundhouse.traces.gavel import int64_column
 from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, ProfileTable
-from roundhouse.traces.schema import columns_with_values, validate
+from roundhouse.traces.schema import KNOWN_COLUMNS, columns_with_values, validate, warn_near_misses
 
 COLUMNS: tuple[str, ...] = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration", "interval")
 RENAME = {"num_gpu": "gpus", "submit_time": "arrival_s", "model_name": "model", "duration": "duration_s"}
 SOURCE_NAMES = {canonical: own for own, canonical in RENAME.items()}
+# What a Tiresias CSV's columns may be named: its own, and the canonical ones kept as extras.
+KNOWN = KNOWN_COLUMNS | frozenset(COLUMNS)
 
 
 def looks_like(header: list[str]) -> bool:
@@ -50,6 +52,7 @@ def read(path: str | Path) -> pl.DataFrame:
     if clash:
         raise TraceError(str(path), f"has both Tiresias and canonical columns ({', '.join(clash)}); which one is meant?")
     _check_columns(str(path), frame.columns)
+    warn_near_misses(frame.columns, str(path), KNOWN)
     frame = frame.drop([c for c in ("interval",) if c in frame.columns]).rename(
         {k: v for k, v in RENAME.items() if k in frame.columns}
     )
