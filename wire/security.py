@@ -132,11 +132,37 @@ def check_name(name: str, what: str) -> None:
         raise UsageError(f"bad {what} {name!r}: use up to 64 letters, digits, '.', '_' and '-', starting with a letter or digit")
 
 
-def _check_blank(keys: str | None) -> None:
-    """Refuse `--keys ""` (often an unset shell variable), which would otherwise be taken as no
-    --keys at all: with --insecure, a run without keys that was meant to have them."""
+def _check_choice(keys: str | None, insecure: bool) -> None:
+    """One of --keys DIR and --insecure, not both. Refuse `--keys ""` (often an unset shell
+    variable), which would otherwise be taken as no --keys at all: with --insecure, a run without
+    keys that was meant to have them."""
     if keys is not None and not keys.strip():
         raise UsageError("--keys: the name is empty")
+    if keys and insecure:
+        raise UsageError("give either --keys DIR or --insecure, not both")
+
+
+def _insecure_on_loopback(insecure: bool, address: str, no_keys: str) -> None:
+    """Without keys: --insecure must be given (else `no_keys` says what to give), and only for a
+    loopback address, where no other machine can connect."""
+    if not insecure:
+        raise UsageError(no_keys)
+    if not is_loopback(address):
+        raise UsageError(f"--insecure is only for loopback addresses (tcp://127.0.0.1:PORT), not {address}")
+
+
+def _give_keys(socket: zmq.Socket, public: bytes, secret: bytes | None, server_public: bytes | None, refused: str) -> None:
+    """Give `socket` its CURVE key pair and, on a client, the server's public key (None: the
+    socket is the server's). ZeroMQ refusing a key is a usage error, `refused` followed by why."""
+    try:
+        socket.curve_secretkey = secret
+        socket.curve_publickey = public
+        if server_public is None:
+            socket.curve_server = True
+        else:
+            socket.curve_serverkey = server_public
+    except zmq.ZMQError as err:
+        raise UsageError(f"{refused}: {err.strerror}") from None
 
 
 def _key_folder(keys: str, first: str) -> Path:
@@ -254,9 +280,7 @@ class ServerSecurity:
 
     @classmethod
     def choose(cls, keys: str | None, insecure: bool, address: str) -> ServerSecurity:
-        _check_blank(keys)
-        if keys and insecure:
-            raise UsageError("give either --keys DIR or --insecure, not both")
+        _check_choice(keys, insecure)
         if keys:
             if not zmq.has("curve"):
                 raise UsageError("this libzmq has no CURVE support; reinstall pyzmq, or use --insecure on loopback")
@@ -266,12 +290,11 @@ class ServerSecurity:
                 raise UsageError(f"{keys}: no '{AUTHORIZED}/' folder of admitted public keys")
             warn_if_readable(folder / f"{SCHEDULER_KEY}.key_secret", _LOG)
             return cls(folder)
-        if not insecure:
-            raise UsageError(
-                "no keys: give --keys DIR (made by `roundhouse keys DIR NAME...`), or --insecure for development on loopback"
-            )
-        if not is_loopback(address):
-            raise UsageError(f"--insecure is only for loopback addresses (tcp://127.0.0.1:PORT), not {address}")
+        _insecure_on_loopback(
+            insecure,
+            address,
+            "no keys: give --keys DIR (made by `roundhouse keys DIR NAME...`), or --insecure for development on loopback",
+        )
         return cls(None)
 
     @property
@@ -285,12 +308,7 @@ class ServerSecurity:
             return None
         public, secret = _load(self.keys / f"{SCHEDULER_KEY}.key_secret", secret=True)
         # The socket's keys first: a key ZeroMQ refuses then leaves no authenticator thread running.
-        try:
-            socket.curve_secretkey = secret
-            socket.curve_publickey = public
-            socket.curve_server = True
-        except zmq.ZMQError as err:
-            raise UsageError(f"{self.keys / SCHEDULER_KEY}.key_secret: ZeroMQ refuses its keys: {err.strerror}") from None
+        _give_keys(socket, public, secret, None, f"{self.keys / SCHEDULER_KEY}.key_secret: ZeroMQ refuses its keys")
         auth = _KeyedAuthenticator(context, log=logging.getLogger("roundhouse.auth"))
         auth.start()
         try:
@@ -405,9 +423,7 @@ class ClientSecurity:
 
     @classmethod
     def choose(cls, keys: str | None, name: str, insecure: bool, address: str) -> ClientSecurity:
-        _check_blank(keys)
-        if keys and insecure:
-            raise UsageError("give either --keys DIR or --insecure, not both")
+        _check_choice(keys, insecure)
         check_name(name, "--name")
         if keys:
             if name == SCHEDULER_KEY:
@@ -420,10 +436,9 @@ class ClientSecurity:
             _load(folder / f"{name}.key_secret", secret=True)
             warn_if_readable(folder / f"{name}.key_secret", _LOG)
             return cls(folder, name)
-        if not insecure:
-            raise UsageError("no keys: give --keys DIR (with scheduler.key and NAME.key_secret), or --insecure on loopback")
-        if not is_loopback(address):
-            raise UsageError(f"--insecure is only for loopback addresses (tcp://127.0.0.1:PORT), not {address}")
+        _insecure_on_loopback(
+            insecure, address, "no keys: give --keys DIR (with scheduler.key and NAME.key_secret), or --insecure on loopback"
+        )
         return cls(None)
 
     @property
@@ -440,12 +455,7 @@ class ClientSecurity:
             return
         server_public, _ = _load(self.keys / f"{SCHEDULER_KEY}.key", secret=False)
         public, secret = _load(self.keys / f"{self.name}.key_secret", secret=True)
-        try:
-            socket.curve_secretkey = secret
-            socket.curve_publickey = public
-            socket.curve_serverkey = server_public
-        except zmq.ZMQError as err:
-            raise UsageError(f"{self.keys}: ZeroMQ refuses the keys of {self.name!r}: {err.strerror}") from None
+        _give_keys(socket, public, secret, server_public, f"{self.keys}: ZeroMQ refuses the keys of {self.name!r}")
 
 
 # Monitor events that mean a peer was refused (or refused us) during the handshake.

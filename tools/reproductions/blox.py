@@ -463,6 +463,11 @@ arrivals -> AcceptAll -> JobPool -> TiresiasLas(queues=2, thresholds=[1h]) -> {p
 """
 
 
+def _placement_graph(out_dir: Path, name: str, placer: str) -> Path:
+    """The placement experiment's graph (Tiresias on the V100 cluster) under `placer`, written as `name`."""
+    return write_graph(out_dir, name, PLACEMENT_GRAPH.format(costs=COSTS, cluster=sched_string(CLUSTER), placer=placer))
+
+
 def _placement_trace(path: Path, n: int, load: float, seed: int, models: tuple[str, ...], slowdown: dict[str, float]) -> Path:
     """Philly durations and GPU counts, Poisson arrivals, a model drawn uniformly from `models`
     for each job, and the job's spread slowdown for the scenario."""
@@ -550,26 +555,10 @@ def blox_placement(out_dir: Path, quick: bool) -> Report:
     traces = out_dir / "traces"
     traces.mkdir(parents=True, exist_ok=True)
     track = f"report.track={lo}..{hi}"
-    skew_graph = write_graph(
-        out_dir,
-        "tiresias-skew",
-        PLACEMENT_GRAPH.format(costs=COSTS, cluster=sched_string(CLUSTER), placer="SkewAwarePlacer(packlimit=0.3)"),
-    )
-    consolidated_graph = write_graph(
-        out_dir,
-        "tiresias-consolidated",
-        PLACEMENT_GRAPH.format(costs=COSTS, cluster=sched_string(CLUSTER), placer="Consolidated"),
-    )
-    skew8_graph = write_graph(
-        out_dir,
-        "tiresias-skew-0.12",
-        PLACEMENT_GRAPH.format(costs=COSTS, cluster=sched_string(CLUSTER), placer="SkewAwarePlacer(packlimit=0.12)"),
-    )
-    profiled_graph = write_graph(
-        out_dir,
-        "tiresias-plus",
-        PLACEMENT_GRAPH.format(costs=COSTS, cluster=sched_string(CLUSTER), placer="ProfiledPlacer(tolerance=1.05)"),
-    )
+    skew_graph = _placement_graph(out_dir, "tiresias-skew", "SkewAwarePlacer(packlimit=0.3)")
+    consolidated_graph = _placement_graph(out_dir, "tiresias-consolidated", "Consolidated")
+    skew8_graph = _placement_graph(out_dir, "tiresias-skew-0.12", "SkewAwarePlacer(packlimit=0.12)")
+    profiled_graph = _placement_graph(out_dir, "tiresias-plus", "ProfiledPlacer(tolerance=1.05)")
 
     # Fig 10: two hardware scenarios for the same ten models.
     _, testbed = PlacementTable.load().lookup(list(TIRESIAS_MODELS))

@@ -35,6 +35,7 @@ from roundhouse.traces.pollux import parse_workload
 # Where Pollux's data is in the reference data, and (for benchmarks and tests) in its default folder.
 WORKLOAD_IN_DATA = Path("pollux") / "workloads" / "workload-6.csv"
 PROFILE_IN_DATA = Path("pollux") / "traces"
+_READS = (str(WORKLOAD_IN_DATA.parent), str(PROFILE_IN_DATA))  # what both experiments read there
 DATA = DEFAULT_DATA / "pollux"
 WORKLOAD = DEFAULT_DATA / WORKLOAD_IN_DATA
 PROFILE = DEFAULT_DATA / PROFILE_IN_DATA
@@ -193,7 +194,7 @@ def first_jobs(out_dir: Path, jobs: int, workload: Path = WORKLOAD) -> Path:
     "pollux-interval",
     "Pollux's average JCT as the scheduling interval goes from 30 s to 8 min (workload 6, 64 GPUs)",
     "Blox (EuroSys'24) Fig. 3; Pollux (OSDI'21) §5.3.2",
-    data=(str(WORKLOAD_IN_DATA.parent), str(PROFILE_IN_DATA)),
+    data=_READS,
 )
 def pollux_interval(out_dir: Path, quick: bool) -> Report:
     jobs = 40 if quick else 160
@@ -256,7 +257,7 @@ def pollux_interval(out_dir: Path, quick: bool) -> Report:
     "pollux-load",
     "Pollux, FIFO and LAS on 64 GPUs at 1 to 40 jobs/hour (Pollux-Trace): average JCT and responsiveness",
     "Blox (EuroSys'24) §4.2, Figs. 8-9",
-    data=(str(WORKLOAD_IN_DATA.parent), str(PROFILE_IN_DATA)),
+    data=_READS,
 )
 def pollux_load(out_dir: Path, quick: bool) -> Report:
     jobs = 30 if quick else 160
