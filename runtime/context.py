@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from roundhouse.runtime.explain import Number
+from roundhouse.runtime.output_checks import check_own_explanation
 from roundhouse.traces.jobs import JobBatch, JobReader
 
 if TYPE_CHECKING:
@@ -177,6 +178,8 @@ class Round:
     def explain(self, reason: int | np.ndarray, rows: np.ndarray, a: Number = 0, b: Number = 0, c: Number = 0) -> None:
         record = self._record
         if record is not None:
+            if not type(self.element).__module__.startswith("roundhouse."):  # (the library's calls are tested)
+                check_own_explanation(reason, rows, len(self.jobs))
             record.note(record.ids[self.element.name], reason, rows, a, b, c, self.now)
 
 

@@ -290,6 +290,7 @@ def element(cls: E) -> E:
     if cls.category not in CATEGORIES:
         raise TypeError(f"{cls.__name__}.category must be one of {CATEGORIES}, got {cls.category!r}")
     _check_ports(cls)
+    _check_tick_parameters(cls)
     cls = _guard_fields(attrs.define(kw_only=True, slots=False, eq=False, field_transformer=_configure_fields)(cls))
     cls.doc = parse_doc(cls)
     from roundhouse.runtime.arguments import check_default
@@ -332,6 +333,26 @@ def _check_ports(cls: type[Element]) -> None:
                 f"{cls.__name__}.{kind}: port name(s) {', '.join(map(repr, twice))} given twice: each port of a side "
                 "needs a name of its own"
             )
+
+
+def _check_tick_parameters(cls: type[Element]) -> None:
+    """The engine calls `tick(ctx, **inputs)`: a tick that cannot be called so (no context, an
+    input port not taken by its name, a parameter that is no port and has no default) is a
+    TypeError naming the class when its file is imported, rather than Python's complaint at
+    its first tick."""
+    try:
+        signature = inspect.signature(cls.tick)
+    except (TypeError, ValueError):
+        return
+    ports = [port.name for port in cls.inputs]
+    try:
+        signature.bind(None, None, **dict.fromkeys(ports))  # (self, ctx and the ports, as the engine calls it)
+    except TypeError:
+        wanted = ", ".join(["self", "ctx", *ports])
+        raise TypeError(
+            f"{cls.__name__}.tick{signature} cannot be called as the engine calls it, with the round's context "
+            f"and one keyword argument per input port: write `def tick({wanted})`"
+        ) from None
 
 
 def _checking_outputs(tick: Callable[..., Any]) -> Callable[..., Any]:

@@ -144,3 +144,28 @@ def _check_columns(el: Element, ctx: Round, port: str, ranking: Ranking) -> None
                 f"it emitted a Ranking {on} whose {name} is {value[i]} for job {ctx.jobs.column('job_id')[ranking.rows[i]]} "
                 f"(row {ranking.rows[i]}): each must be {wanted}",
             )
+
+
+def check_own_explanation(reason: object, rows: object, known: int) -> None:
+    """What an element defined outside the library hands `ctx.explain`: a reason code (or one
+    per row) of runtime.explain.Reason and rows of the job table, as whole numbers. ValueError
+    saying which otherwise, rather than an index error from inside the record."""
+    from roundhouse.runtime.explain import CANDIDATE, Reason
+
+    codes = {int(r) for r in Reason} | {CANDIDATE}  # (a switch's selection, which a family of the library may note)
+    given = np.asarray(rows)
+    if given.dtype.kind not in "iu":
+        raise ValueError(f"ctx.explain: rows must be whole numbers (rows of the job table), got {given.dtype}")
+    outside = given[(given < 0) | (given >= known)]
+    if len(outside):
+        raise ValueError(f"ctx.explain: row {outside[0]} is not a row of the job table (it has {known} job(s))")
+    if isinstance(reason, np.ndarray):
+        if reason.shape != given.shape:
+            raise ValueError(f"ctx.explain: {reason.size} reason codes for {given.size} row(s): give one code, or one per row")
+        if reason.dtype.kind not in "iu":
+            raise ValueError(f"ctx.explain: reason codes must be whole numbers (runtime.explain.Reason), got {reason.dtype}")
+        wrong = [r for r in np.unique(reason).tolist() if r not in codes]
+    else:
+        wrong = [] if isinstance(reason, int | np.integer) and int(reason) in codes else [reason]
+    if wrong:
+        raise ValueError(f"ctx.explain: reason {wrong[0]!r} is not a reason code (runtime.explain.Reason)")

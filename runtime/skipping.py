@@ -138,10 +138,13 @@ class Skipping:
                     continue
                 ctx.element = el
                 t = el.quiet_until(ctx)
-                if t is None or t < worth:
+                if t is None or _before(t, worth):
                     ctx.element = None
                     return -math.inf
                 quiet = min(quiet, t)
+        except _NotATime as err:
+            assert el is not None  # (raised for an element's answer)
+            raise _not_a_time(el, ctx, err.args[0]) from None
         except Exception as err:
             if el is None:
                 raise
@@ -202,6 +205,30 @@ class Skipping:
         self.jump_cut = False
         self.skip_idle_rounds(backend)
         return self.jump_cut
+
+
+def _before(t: float, worth: float) -> bool:
+    """Whether an element's quiet time `t` comes before `worth`; _NotATime if `t` is no time
+    (not a number, or NaN, which `min` would take as no time at all, as `inf`)."""
+    try:
+        if t < worth:
+            return True
+    except TypeError:
+        raise _NotATime(t) from None
+    if t != t:
+        raise _NotATime(t)
+    return False
+
+
+class _NotATime(Exception):
+    """An element's quiet_until answered what is no time."""
+
+
+def _not_a_time(el: Element, ctx: Round, t: object) -> Exception:
+    from roundhouse.runtime.element_failures import element_failure
+
+    shown = repr(t) if isinstance(t, float) else f"{t!r:.60} (a {type(t).__name__})"
+    return element_failure(el, ctx, f"its quiet_until returned {shown}, not a time (seconds, inf, or None for not declared)")
 
 
 def _bound(t: float | None) -> float | None:

@@ -186,6 +186,21 @@ def load_element_file(path: Path) -> str | None:
     return None
 
 
+def _undeclared_element(name: str, required_as: dict[str, str]) -> str | None:
+    """What to say of a name that a required file defines as an Element subclass it never
+    declared with @element (so the registry does not know it), if one does."""
+    from roundhouse.runtime.element import Element
+
+    for resolved, written in required_as.items():
+        module = registry.imported_file(resolved)
+        found = getattr(module, name, None)
+        # (A class it imports, such as a family it builds on, is not its own to declare.)
+        mine = module is not None and getattr(found, "__module__", None) == module.__name__
+        if mine and isinstance(found, type) and issubclass(found, Element) and registry.get(name) is not found:
+            return f"class {name} in {written} is an Element not declared as one: put @element on the line above its class"
+    return None
+
+
 # Modules imported from beside an element file, by name: the folder each came from.
 _BESIDE: dict[str, str] = {}
 
@@ -662,8 +677,8 @@ class _Loader:
         if env is not None and name in self.graph_names:
             self.errors.append(_graph_element_in_body(name, node, prefix, ends))
             return None
-        known = list(local) + registry.names() + list(self.classes)
-        self.errors.append(SchedError(f"unknown element or class '{name}'", node.location, hint=did_you_mean(name, known)))
+        hint = _undeclared_element(name, self.required_as) or did_you_mean(name, [*local, *registry.names(), *self.classes])
+        self.errors.append(SchedError(f"unknown element or class '{name}'", node.location, hint=hint))
         return None
 
     def _declare(self, full: str, node: ast.Node, base_dir: str, env, params_owner, stack, local: dict[str, str]) -> None:
