@@ -22,7 +22,9 @@ def describe_value(value: object) -> str:
     if value is None:
         return "None"
     name = type(value).__name__
-    return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name} ({value!r:.60})"
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else f"{shown[:59]}…"  # (cut short, and seen to be)
+    return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name} ({shown})"
 
 
 def check_emitted(el: Element, ctx: Round, port: str, value: object, port_type: type) -> None:

@@ -302,3 +302,11 @@ def test_quiet_until_answering_no_time_is_said_as_such(tmp_path, capsys, name, a
     assert f"element '{name}@4' ({name}; declared at {graph}:4:" in err
     assert said in err
     assert "(seconds, inf, or None for not declared)" in err
+
+
+def test_a_long_value_in_an_emission_error_is_seen_to_be_cut_short():
+    from roundhouse.runtime.output_checks import describe_value
+
+    assert describe_value(list(range(100))).endswith("…)")
+    assert len(describe_value(list(range(100)))) < 80
+    assert describe_value([1, 2]) == "a list ([1, 2])"
