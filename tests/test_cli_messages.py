@@ -156,7 +156,7 @@ def test_every_error_message_has_one_form(tmp_path, capsys):
         (["--gpus", "1,1"], "error: --gpus 1,1: 1 is listed twice"),
         (["--seconds", "nan"], "error: --seconds: 'nan' is not a duration"),
         (["--seconds", "inf"], "error: --seconds: 'inf' is not a duration"),
-        (["--seconds", "0.5"], "error: --seconds 0.5: must be a finite time of 1 second or more"),
+        (["--seconds", "0.5"], "error: --seconds 0.5: must be a time from 1 second to 1 day"),
         (["--concurrent", "0"], "error: --concurrent 0: must be at least 1"),
         (["--threads", "0"], "error: --threads 0: must be at least 1"),
         (["--beside", "ResNet-18"], "error: --beside ResNet-18: only with --concurrent 2 or more"),

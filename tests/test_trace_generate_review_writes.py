@@ -129,7 +129,7 @@ def test_a_fixed_duration_must_be_finite_and_positive(durations):
         ("a.csv", ["--workload", "dally-poisson"]),
         ("a.parquet", ["--workload", "ones"]),
         ("a.csv", ["--workload", "pollux"]),
-        ("a.trace", ["--models", "blox", "--loss", "blox"]),
+        ("a.trace", ["--models", "blox"]),
         ("a.csv", ["--format", "tiresias", "--gpus", "single"]),
         ("a.json", []),
     ],

@@ -3,13 +3,12 @@ simulator (graph setting `profile = "FILE"`), with the launch and checkpoint ove
 
 from __future__ import annotations
 
-import math
 import platform
 import re
 import time
 from pathlib import Path
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import UsageError, did_you_mean
 from roundhouse.runtime.files import check_output_file, writing
 from roundhouse.runtime.values import describe, duration_from_text
 from roundhouse.tools.live_options import MAX_THREADS
@@ -20,6 +19,7 @@ from roundhouse.wire import protocol
 # live_options.MAX_THREADS): fake GPUs share this machine, so more is a mistake that would
 # exhaust its memory.
 MAX_WORKERS = 256
+_LONGEST_S = 86400.0  # (the longest --seconds taken)
 
 
 def register(sub) -> None:
@@ -40,7 +40,7 @@ def register(sub) -> None:
     p.add_argument(
         "--seconds",
         default="5",
-        help="how long to count iterations, all copies training: 1 or more, in seconds or with a unit (default 5)",
+        help="how long to count iterations, all copies training: 1 second to 1 day, in seconds or with a unit (default 5)",
     )
     p.add_argument(
         "--concurrent",
@@ -73,6 +73,27 @@ def _ints(text: str, flag: str) -> list[int]:
     return values
 
 
+def _models(text: str, flag: str) -> list[str]:
+    """The models named in `text` (comma-separated, any accepted spelling), each one with an
+    example workload to measure; a name that is none of them is refused with those there are."""
+    from roundhouse.agents.profiler import DEFAULT_BATCH
+    from roundhouse.agents.workloads import workload_for
+    from roundhouse.traces.profiles import canonical_model
+
+    have = f"have: {', '.join(DEFAULT_BATCH)}"
+    models = []
+    for name in (n.strip() for n in text.split(",")):
+        canonical = canonical_model(name)
+        if canonical is None:
+            hint = did_you_mean(name, DEFAULT_BATCH) if name else None
+            raise UsageError(f"{flag}: unknown model {name!r} ({have}" + (f"; {hint}" if hint else "") + ")")
+        if workload_for(canonical) is None:
+            raise UsageError(f"{flag}: no example workload for model {canonical!r} ({have})")
+        models.append(canonical)
+    _once(models, flag, text)
+    return models
+
+
 def _once(values: list, flag: str, text: str) -> None:
     """A value listed twice would be measured twice, and a profile that lists an entry twice is refused."""
     twice = [v for i, v in enumerate(values) if v in values[:i]]
@@ -100,22 +121,15 @@ def _check_gpu_type(text: str) -> None:
 
 def profile_command(args) -> int:
     from roundhouse.agents.profiler import DEFAULT_BATCH, check_batch, profile
-    from roundhouse.agents.workloads import workload_for
-    from roundhouse.traces.profiles import REFERENCE_GPU_TYPE, canonical_model
+    from roundhouse.traces.profiles import REFERENCE_GPU_TYPE
 
     if not args.out.strip():
         raise UsageError("--out: give the file to write the profile table to")
     check_output_file(args.out, "--out")  # before measuring, which takes minutes
     _check_gpu_type(args.gpu_type)
-    models = []
-    for name in args.models.split(","):
-        canonical = canonical_model(name.strip())
-        if canonical is None:
-            raise UsageError(f"--models: unknown model {name.strip()!r}")
-        models.append(canonical)
-    _once(models, "--models", args.models)
+    models = _models(args.models, "--models")
     batches = None
-    if args.batch_sizes:
+    if args.batch_sizes is not None:  # (`--batch-sizes ""` gives no size: refused, not the default)
         sizes = _ints(args.batch_sizes, "--batch-sizes")
         batches = {m: sizes for m in models}
     gpus = _ints(args.gpus, "--gpus")
@@ -123,8 +137,8 @@ def profile_command(args) -> int:
         duration = float(duration_from_text(args.seconds))
     except ValueError as err:
         raise UsageError(f"--seconds: {err}") from None
-    if not math.isfinite(duration) or duration < 1:
-        raise UsageError(f"--seconds {args.seconds}: must be a finite time of 1 second or more")
+    if not 1 <= duration <= _LONGEST_S:  # (NaN too; a day is more than any measurement wants)
+        raise UsageError(f"--seconds {args.seconds}: must be a time from 1 second to 1 day")
     for flag, value in (("--concurrent", args.concurrent), ("--threads", args.threads)):
         if value < 1:
             raise UsageError(f"{flag} {value}: must be at least 1")
@@ -134,15 +148,7 @@ def profile_command(args) -> int:
             raise UsageError(
                 f"--beside {args.beside}: only with --concurrent 2 or more (the models of the jobs run beside the measured one)"
             )
-        beside = []
-        for name in args.beside.split(","):
-            canonical = canonical_model(name.strip())
-            if canonical is None:
-                raise UsageError(f"--beside: unknown model {name.strip()!r}")
-            if workload_for(canonical) is None:
-                raise UsageError(f"--beside: no example workload for model {canonical!r} (have: {', '.join(DEFAULT_BATCH)})")
-            beside.append(canonical)
-        _once(beside, "--beside", args.beside)
+        beside = _models(args.beside, "--beside")
     # A batch the workload's dataset cannot hold would fail only once measuring had begun.
     for model in models:
         for batch in (batches or {}).get(model) or [DEFAULT_BATCH.get(model, 16)]:

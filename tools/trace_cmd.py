@@ -129,7 +129,9 @@ def register(subparsers) -> None:
     generate.add_argument("--gpus", default="philly", help="philly (1/2/4/8 GPUs) or single (default: philly)")
     generate.add_argument("--models", default="none", help="none (durations only) or blox (Blox's models) (default: none)")
     generate.add_argument(
-        "--start-id", default="0", help="first job id (default: 0; not with --format philly, whose log numbers its own)"
+        "--start-id",
+        default="0",
+        help="first job id (default: 0; not with --format philly, whose log numbers its own, or gavel, which keeps no ids)",
     )
     generate.add_argument(
         "--workload",
@@ -142,7 +144,10 @@ def register(subparsers) -> None:
         "mix, a GPU count and batch size each) (default: philly)",
     )
     generate.add_argument(
-        "--loss", default="none", help="none or blox (loss curves: 75%% of jobs converge at 40%% of their work) (default: none)"
+        "--loss",
+        default="none",
+        help="none or blox (loss curves: 75%% of jobs converge at 40%% of their work; not with --format gavel or philly) "
+        "(default: none)",
     )
     generate.add_argument(
         "--format",
@@ -316,13 +321,21 @@ def generate_command(args: argparse.Namespace) -> int:
     _check_workload_format(workload, format, args.format == "auto", args.output)
 
     loss = _choice(args.loss, "--loss", LOSS_CHOICES)
+    named = f"--format {format}" if args.format != "auto" else f"-o '{args.output}' (by its extension, --format {format})"
     if format == "gavel" and workload == "philly" and models == "none":
         raise UsageError("--format gavel needs --models blox: every line of a Gavel trace names a model")
+    if format == "gavel":
+        # (a Gavel trace has no field for either: the file would be the same without them)
+        given = [flag for flag, other in (("--start-id", start_id != 0), ("--loss", loss != "none")) if other]
+        if given:
+            raise UsageError(
+                f"{named} writes a Gavel trace, which has no job ids (read back, its jobs are numbered 0, 1, 2, ...) "
+                f"and no loss curves: leave out {_and(given)}, or write canonical CSV or Parquet"
+            )
     if format == "philly":
         others = (("--gpus", gpus != "philly"), ("--models", models != "none"), ("--start-id", start_id != 0))
         given = [flag for flag, other in (*others, ("--loss", loss != "none")) if other]
         if given:
-            named = "--format philly" if args.format != "auto" else f"-o '{args.output}' (by its extension, --format philly)"
             raise UsageError(
                 f"{named} writes a synthetic cluster_job_log, which has Philly GPU counts, "
                 f"no models, no loss curves and its own job ids: leave out {_and(given)}"
