@@ -14,6 +14,7 @@ from roundhouse.errors import SchedError, UsageError
 from roundhouse.runtime.arguments import convert
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.dsl import ast
+from roundhouse.runtime.files import shown_text
 from roundhouse.runtime.values import describe, element_refs
 
 FORMATS = ("svg", "png", "pdf", "dot")
@@ -89,8 +90,9 @@ def to_dot(graph: CompiledGraph) -> graphviz.Digraph:
 
 def _escaped(text: str) -> str:
     """Text for a plain Graphviz label, drawn as written: in labels Graphviz reads a backslash
-    as the start of an escape (`\\n`, `\\l`, `\\G`, ...), so each is doubled."""
-    return text.replace("\\", "\\\\")
+    as the start of an escape (`\\n`, `\\l`, `\\G`, ...), so each is doubled; a control character is
+    written as its escape (`shown_text`)."""
+    return shown_text(text).replace("\\", "\\\\")
 
 
 def _node_id(name: str) -> str:
@@ -118,7 +120,7 @@ def _html(text: str) -> str:
     """Text for an HTML-like Graphviz label, drawn as written: markup characters escaped, and
     each backslash doubled (Graphviz reads a backslash in such a label too, dropping one of
     two and replacing `\\G`, `\\N` and others with the graph's or the node's name)."""
-    return html.escape(text).replace("\\", "\\\\")
+    return html.escape(shown_text(text)).replace("\\", "\\\\")
 
 
 def _label(name: str, el, decl) -> str:

@@ -13,6 +13,7 @@ import polars as pl
 from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.dsl.loader import read_source
+from roundhouse.runtime.files import shown_text
 from roundhouse.tools.graph_drawing import draw
 from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
 from roundhouse.tools.outputs.output_place import refuse_extension_alone, refuse_unwritable_place
@@ -37,11 +38,11 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans
        max-width: 1000px; padding: 0 1em; color: #222; background: #fff; }
 h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { font-size: 1.2em; border-bottom: 1px solid #ddd; margin-top: 1.6em; }
 .facts { color: #555; margin: 0 0 1em 0; }
-table { border-collapse: collapse; font-size: 0.9em; }
+table { border-collapse: collapse; font-size: 0.9em; } div.table { overflow-x: auto; }
 th, td { border: 1px solid #ddd; padding: 0.25em 0.7em; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f3f3f3; text-align: left; }
 h3 { font-size: 1em; margin: 1em 0 0.3em 0; }
-figure { margin: 1.2em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figure { margin: 1.2em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; box-sizing: border-box; }
 figcaption { color: #555; font-size: 0.9em; }
 .note { background: #fff8e0; border-left: 4px solid #e0b000; padding: 0.4em 0.8em; }
 """
@@ -90,7 +91,7 @@ def run_page(run: RunFolder) -> str:
         plots.append(_note(f"Incomplete: {run.incomplete}; the plots show only those jobs."))
     reports = run.reports()
     if len([r for r in reports if r[1]]) > 1:
-        plots.append(f"<p>From {html.escape(run.sink or 'the sink')}'s per-job table ({html.escape(run.jobs_name)}).</p>")
+        plots.append(f"<p>From {_escaped(run.sink or 'the sink')}'s per-job table ({_escaped(run.jobs_name)}).</p>")
     if run.jobs.height == 0:
         facts.append("no jobs")
         plots.append(_note(_no_jobs(run)))
@@ -128,10 +129,10 @@ def _summaries_html(run: RunFolder, name: str, reports: list[tuple[str, dict, di
     parts = []
     for element, summary, objectives_of in reports:  # (run prints an element's objectives before its summary)
         for key, rows in objectives(objectives_of):
-            parts.append(f"<h3>{html.escape(f'{element} · {key}')}</h3>\n{_table(['metric', 'value'], rows)}")
+            parts.append(f"<h3>{_escaped(f'{element} · {key}')}</h3>\n{_table(['metric', 'value'], rows)}")
         if summary:
             title = " · ".join(x for x in (name, element, str(run.info.get("cluster") or "")) if x)
-            parts.append(f"<h3>{html.escape(title)}</h3>\n{_table(['metric', 'value'], summary_rows(summary))}")
+            parts.append(f"<h3>{_escaped(title)}</h3>\n{_table(['metric', 'value'], summary_rows(summary))}")
     if not parts:
         return _note(f"{run.path / run.summary_name}: not there; the run's summary cannot be shown.")
     return "\n".join(parts)
@@ -295,15 +296,15 @@ def _drawn(graph: str, compiled, which: str) -> str:
     except RoundhouseError as err:
         return _note(f"The graph {graph} could not be drawn: {err}")
     return (
-        f'<figure><img alt="the graph {html.escape(Path(graph).name)}" src="{_data_uri(svg, "image/svg+xml")}">'
-        f"<figcaption>{html.escape(graph)}, {which} (values given with --set are not shown).</figcaption></figure>"
+        f'<figure><img alt="the graph {_escaped(Path(graph).name)}" src="{_data_uri(svg, "image/svg+xml")}">'
+        f"<figcaption>{_escaped(graph)}, {which} (values given with --set are not shown).</figcaption></figure>"
     )
 
 
 def _figure_html(fig, caption: str) -> str:
     return (
-        f'<figure class="plot"><img alt="{html.escape(caption)}" src="{_data_uri(figure_bytes(fig, "png"), "image/png")}">'
-        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+        f'<figure class="plot"><img alt="{_escaped(caption)}" src="{_data_uri(figure_bytes(fig, "png"), "image/png")}">'
+        f"<figcaption>{_escaped(caption)}</figcaption></figure>"
     )
 
 
@@ -311,8 +312,14 @@ def _data_uri(data: bytes, mime: str) -> str:
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 
 
+def _escaped(text: str) -> str:
+    """Text for the page: markup characters escaped, and a control character (a graph's file
+    may be named with one) written as its escape, which HTML would otherwise not show."""
+    return html.escape(shown_text(text))
+
+
 def _note(text: str) -> str:
-    return f'<p class="note">{html.escape(text)}</p>'
+    return f'<p class="note">{_escaped(text)}</p>'
 
 
 def _is_number(text: str) -> bool:
@@ -326,18 +333,17 @@ def _is_number(text: str) -> bool:
 def _table(header, rows, text: set[int] | frozenset[int] = frozenset({0})) -> str:
     """A table whose columns numbered in `text` hold text (left-aligned) and whose others hold
     values (right-aligned, as numbers are)."""
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    head = "".join(f"<th>{_escaped(str(h))}</th>" for h in header)
     body = "".join(
-        "<tr>"
-        + "".join(f'<td class="{"" if i in text else "n"}">{html.escape(str(v))}</td>' for i, v in enumerate(row))
-        + "</tr>"
+        "<tr>" + "".join(f'<td class="{"" if i in text else "n"}">{_escaped(str(v))}</td>' for i, v in enumerate(row)) + "</tr>"
         for row in rows
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # (in a box of its own that scrolls: a sweep's many varied names would widen the page)
+    return f'<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _page(title: str, facts: list[str], graph: str, summary: str, plots: list[str]) -> str:
-    esc = html.escape
+    esc = _escaped
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
