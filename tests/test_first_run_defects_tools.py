@@ -107,7 +107,9 @@ def test_a_timed_out_run_leaves_nothing_to_fire_at_its_thread_later():
     Dask's own code, or the worker's next run); the timer's exception could also land inside
     the start of that thread, which left the worker's thread waiting for ever. Now nothing is
     delivered outside the run's body, and every run's watchdog ends with it."""
-    spec = RunSpec(str(ROOT / "graphs" / "las.sched"), until=3600.0)
+    # (Ten days of rounds: a run short enough to end before its watchdog's thread is given the
+    # interpreter, as on a loaded machine, would finish "ok" despite its timeout.)
+    spec = RunSpec(str(ROOT / "graphs" / "las.sched"), until=10 * 86400.0)
     with registry.scope():
         key = compile_spec(spec)[1]
     interrupted = threading.Event()
