@@ -454,6 +454,8 @@ def _why(path: Path, said: str) -> str:
     (SQLite's or the system's words): what the file system says, where SQLite says only that
     it cannot open the file."""
     real = path.resolve()
+    if real.exists() and not real.is_file() and not real.is_dir():  # (SQLite says "disk I/O error" of /dev/null)
+        return f"{said}: {path} is not a regular file (a device or a pipe); a journal is a file of its own"
     if not real.parent.is_dir():  # (a symbolic link to a file in no folder)
         return f"{said}: no folder {real.parent}" + (f" (where {path} leads)" if real != path.absolute() else "")
     if file_making_problem(real.parent) is not None:  # (tried: `os.access` says yes to root everywhere)

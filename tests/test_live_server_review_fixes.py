@@ -237,3 +237,10 @@ def test_a_run_that_has_ended_refuses_submissions_while_it_still_serves(tmp_path
     journal = Journal(tmp_path / "j.sqlite", read_only=True)
     assert journal.submission_ids() == set()
     journal.close()
+
+
+def test_a_device_as_the_journal_is_said_to_be_no_regular_file():
+    # (SQLite's own words for /dev/null are "disk I/O error")
+    with pytest.raises(UsageError) as err:
+        Journal(Path("/dev/null"))
+    assert "/dev/null is not a regular file (a device or a pipe)" in str(err.value)

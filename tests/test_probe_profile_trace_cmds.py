@@ -5,6 +5,8 @@ refuses the options a Gavel trace has no field for (the file would be the same w
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 import roundhouse.agents.profiler as profiler
@@ -66,4 +68,14 @@ def test_profile_refuses_a_measurement_longer_than_a_day_before_measuring(tmp_pa
     assert main(["profile", "--models", "LM", "--seconds", value, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: --seconds {value}: must be a time from 1 second to 1 day"), err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("option", ["--concurrent", "--threads", "--gpus", "--batch-sizes"])
+def test_profile_counts_are_written_with_the_digits_0_to_9(tmp_path, capsys, option):
+    out = tmp_path / "p.csv"
+    with pytest.raises(SystemExit) if option in ("--concurrent", "--threads") else contextlib.nullcontext():
+        assert main(["profile", "--models", "LM", option, "\u0663", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert option in err and "whole number" in err, err
     assert not out.exists()

@@ -3,6 +3,7 @@ simulator (graph setting `profile = "FILE"`), with the launch and checkpoint ove
 
 from __future__ import annotations
 
+import argparse
 import platform
 import re
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 from roundhouse.errors import UsageError, did_you_mean
 from roundhouse.runtime.files import check_output_file, writing
 from roundhouse.runtime.values import describe, duration_from_text
+from roundhouse.tools.common import whole
 from roundhouse.tools.live_options import MAX_THREADS
 from roundhouse.tools.outputs.whole_file import whole_file
 from roundhouse.wire import protocol
@@ -44,7 +46,7 @@ def register(sub) -> None:
     )
     p.add_argument(
         "--concurrent",
-        type=int,
+        type=whole,
         default=1,
         help="run this many copies at once (fake GPUs sharing this machine's CPUs; default 1; "
         f"copies x workers at most {MAX_WORKERS})",
@@ -54,7 +56,7 @@ def register(sub) -> None:
         help="with --concurrent: the models of the other jobs, comma-separated, each in turn, each at its "
         "workload's own batch size; the figures are the mean over them (default: copies of the measured job)",
     )
-    p.add_argument("--threads", type=int, default=1, help=f"CPU threads per worker (default 1, at most {MAX_THREADS})")
+    p.add_argument("--threads", type=whole, default=1, help=f"CPU threads per worker (default 1, at most {MAX_THREADS})")
     p.add_argument("--out", "-o", required=True, help="the profile CSV to write")
     p.set_defaults(handler=profile_command)
 
@@ -64,8 +66,8 @@ def _ints(text: str, flag: str) -> list[int]:
     if any(not x.strip() for x in items) and text.strip():  # (`1,,2`, `1,`: a number left out)
         raise UsageError(f"{flag}: {text!r} has an empty item; write whole numbers separated by commas")
     try:
-        values = [int(x) for x in items if x.strip()]
-    except ValueError:
+        values = [whole(x) for x in items if x.strip()]
+    except argparse.ArgumentTypeError:
         raise UsageError(f"{flag}: {text!r} is not a comma-separated list of whole numbers") from None
     if not values or min(values) < 1:
         raise UsageError(f"{flag}: give whole numbers of 1 or more")
