@@ -136,9 +136,18 @@ ERROR_FORM = re.compile(r"([^\n]*?: )?error: ")
 
 
 def shown_error(err: BaseException) -> str:
-    """How an error is printed: in the one form above, whatever raised it."""
-    text = str(err)
+    """How an error is printed: in the one form above, whatever raised it; a control character
+    in it (of a file's name: an escape, a bell) written as its escape, not obeyed by the terminal."""
+    text = shown_text(str(err))
     return text if ERROR_FORM.match(text) else f"error: {text}"
+
+
+def shown_text(text: str) -> str:
+    """`text` with each control character but a tab or a line break written as its escape
+    (`\\x1b`): a name printed to a terminal (which would obey an escape or ring a bell), or drawn
+    in a page or a figure (where the character would break the file, an SVG being no XML with
+    one, or be drawn as an empty box), as it is written."""
+    return "".join(repr(ch)[1:-1] if ch not in "\t\n\r" and unicodedata.category(ch) == "Cc" else ch for ch in text)
 
 
 def first_line(err: BaseException) -> str:

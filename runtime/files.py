@@ -132,13 +132,6 @@ def refuse_control_characters(path: str | Path, what: str, kind: str) -> None:
         )
 
 
-def shown_text(text: str) -> str:
-    """`text` with each control character but a tab or a line break written as its escape
-    (`\\x1b`): a name drawn in a page or a figure as it is written, where the character itself
-    would break the file (an SVG is no XML with one) or be drawn as an empty box."""
-    return "".join(repr(ch)[1:-1] if ch not in "\t\n\r" and unicodedata.category(ch) == "Cc" else ch for ch in text)
-
-
 def check_output_file(path: str | Path, what: str) -> Path:
     """A file about to be written (or opened for writing): its folder must exist already (we do
     not create folders for a file named on the command line; a typo would silently make them)."""

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import polars as pl
 
-from roundhouse.errors import ERROR_FORM, RoundhouseError, UsageError
+from roundhouse.errors import ERROR_FORM, RoundhouseError, UsageError, shown_text
 from roundhouse.runtime import registry
 from roundhouse.runtime.cluster import names_a_file, spec_file
 from roundhouse.runtime.run_watchdog import RunStopped, RunTimeout, Watchdog
@@ -553,7 +553,7 @@ def _run_error(err: RoundhouseError, spec: RunSpec, graph) -> str:
     if form:
         text = (form.group(1) or "") + text[form.end() :]
     given = _option_of(getattr(err, "path", None), spec, graph)
-    return f"{given}: {text}" if given else text
+    return shown_text(f"{given}: {text}" if given else text)  # (as the command line prints an error)
 
 
 def _option_of(path: str | None, spec: RunSpec, graph) -> str | None:

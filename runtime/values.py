@@ -107,6 +107,13 @@ def short_text(text: str) -> str:
     return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
+def quoted(text: str) -> str:
+    """`text` in quotes for a message, cut short, and escaped if it holds a control character or
+    a line break (written as it is, one would hide in the message, or break its line)."""
+    short = short_text(text)
+    return f"'{short}'" if short.isprintable() else repr(short)
+
+
 # (digits 0-9 only: Python's \d, and float(), would read other scripts' digits too)
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _DURATION_RE = re.compile(rf"^\s*({_NUMBER})\s*([A-Za-z]*)\s*$")
@@ -117,20 +124,20 @@ def duration_from_text(text: str) -> Duration:
     """Parse `5min`, `300`, `1.5h` (for command-line values). Raises ValueError with the reason."""
     m = _DURATION_RE.match(text)
     if not m:
-        raise ValueError(f"'{text}' is not a duration (write e.g. 300s, 5min, 2h, 1d)")
+        raise ValueError(f"{quoted(text)} is not a duration (write e.g. 300s, 5min, 2h, 1d)")
     number, unit = float(m.group(1)), m.group(2) or "s"
     if unit not in DURATION_UNITS:
-        raise ValueError(f"unknown time unit '{unit}' in '{text}' (use {unit_list()})")
+        raise ValueError(f"unknown time unit '{unit}' in {quoted(text)} (use {unit_list()})")
     return Duration(finite(number * DURATION_UNITS[unit], text))
 
 
 def rate_from_text(text: str) -> Rate:
     m = _RATE_RE.match(text)
     if not m:
-        raise ValueError(f"'{text}' is not a rate (write e.g. 8/h, 0.5/min)")
+        raise ValueError(f"{quoted(text)} is not a rate (write e.g. 8/h, 0.5/min)")
     number, unit = float(m.group(1)), m.group(2)
     if unit not in DURATION_UNITS:
-        raise ValueError(f"unknown time unit '{unit}' in rate '{text}' (use {unit_list()})")
+        raise ValueError(f"unknown time unit '{unit}' in rate {quoted(text)} (use {unit_list()})")
     return Rate(finite(number / DURATION_UNITS[unit], text))
 
 

@@ -129,7 +129,8 @@ def test_an_empty_trace_path_is_said_to_be_empty_not_a_folder(capsys):
         ["sweep", LAS, "--vary", "seed=1,2", "--trace", ""],
     ):
         err = fails(capsys, *argv)
-        assert err == "error: the trace path is empty: give a trace file\n", (argv, err)
+        named = "--trace: " if "--trace" in argv else ""  # (the option, where one was given)
+        assert err == f"error: {named}the trace path is empty: give a trace file\n", (argv, err)
 
 
 # --- --set decides a setting that two imported files set differently ---

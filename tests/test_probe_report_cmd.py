@@ -58,6 +58,28 @@ def test_a_graph_named_with_control_characters_is_drawn_and_its_name_shown_escap
     assert "\\x1b[31m\\x07" in texts
 
 
+def _drawn_texts(page: str) -> str:
+    drawn = re.search(r'data:image/svg\+xml;base64,([^"]+)', page)
+    assert drawn is not None, page
+    svg = ET.fromstring(base64.b64decode(drawn.group(1)))
+    return "".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text"))
+
+
+def test_a_run_given_another_trace_is_drawn_with_the_trace_it_read(tmp_path, monkeypatch):
+    _trace(tmp_path)
+    (tmp_path / "g.sched").write_text(GRAPH)
+    pl.read_csv(tmp_path / "trace.csv").write_csv(tmp_path / "other.csv")
+    monkeypatch.chdir(tmp_path)
+    pages = {}
+    for name, given in (("own", []), ("other", ["--trace", "other.csv"])):
+        assert main(["run", "g.sched", *given, "--out", name, "--quiet"]) == 0
+        assert main(["report", name, "-o", f"{name}.html"]) == 0
+        pages[name] = (tmp_path / f"{name}.html").read_text()
+    assert "trace.csv" in _drawn_texts(pages["own"]) and "other.csv" not in _drawn_texts(pages["own"])
+    assert "other.csv" in _drawn_texts(pages["other"]) and "trace.csv" not in _drawn_texts(pages["other"])
+    assert "the trace given with --trace" in pages["other"] and "the trace given with --trace" not in pages["own"]
+
+
 def test_a_table_scrolls_in_its_own_box_and_images_fit_the_page(odd_run, tmp_path):
     page_file = tmp_path / "r.html"
     assert main(["report", str(odd_run), "-o", str(page_file)]) == 0

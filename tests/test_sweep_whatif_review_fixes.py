@@ -194,6 +194,24 @@ def test_two_points_of_one_run_key_share_the_run_and_are_each_listed(tmp_path, c
     assert folder.table["point"].to_list() == ['arrivals.path="a.csv"', 'arrivals.path="b.csv"']
 
 
+def test_a_failed_run_shared_by_two_copies_of_a_trace_names_each_points_own_file(tmp_path, capsys, monkeypatch):
+    # (The two files are one run; its error, found reading the first, would name it for both.)
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text(TRACE.read_text())
+    b.write_text(TRACE.read_text())
+    out = tmp_path / "out"
+    vary = f'arrivals.path="{a.name}","{b.name}"'
+    monkeypatch.chdir(tmp_path)
+    argv = ["sweep", str(small_graph(tmp_path)), "--cluster", "1x1:V100", "--vary", vary, "--workers", "1"]
+    assert main([*argv, "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    listed = err.split("2 of 2 runs failed:")[1].splitlines()
+    assert f'arrivals.path="a.csv" seed=0: error: --vary arrivals.path="a.csv": {a}: ' in listed[1]
+    assert f'arrivals.path="b.csv" seed=0: error: --vary arrivals.path="b.csv": {b}: ' in listed[2]
+    errors = pl.read_csv(out / "summary.csv")["error"].to_list()
+    assert [str(a) in errors[0], str(b) in errors[0], str(b) in errors[1], str(a) in errors[1]] == [True, False, True, False]
+
+
 # --- simulate_ahead: from the world's own time ------------------------------------------------
 def test_simulate_ahead_refuses_a_time_that_is_not_the_worlds(tmp_path):
     from roundhouse import Simulation

@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 from roundhouse.errors import UsageError
-from roundhouse.tools.common import seconds
+from roundhouse.tools.common import seconds, whole
 from roundhouse.tools.live_options import MAX_THREADS, add_security, setup_logging
 
 REVOKE_GRACE = "60s"  # (the default)
@@ -26,7 +26,7 @@ def register(sub) -> None:
     )
     p.add_argument(
         "--nodes",
-        type=int,
+        type=whole,
         help="with --fake-gpus and --emulate: emulate this many nodes in this one process, named NAME-0, NAME-1, ... "
         "(jobs run as timers at the profile's speed, not as processes; see docs/live.md, At scale); "
         "without it, one agent named NAME runs real processes",
@@ -49,7 +49,7 @@ def register(sub) -> None:
     )
     p.add_argument(
         "--threads-per-gpu",
-        type=int,
+        type=whole,
         default=0,
         help=f"CPU threads per job process, at most {MAX_THREADS} (default: with --fake-gpus, the cores it may use "
         "divided among the GPUs)",
@@ -167,6 +167,8 @@ def _emulated_nodes(args, name: str) -> int:
 def _checked_fake_gpus(fake: str | None) -> str | None:
     """--fake-gpus as given, its count checked to be 1 or more: a node of no GPUs is a count to
     change, not a COUNT:TYPE written wrong (the rest of its form is checked by `find_gpus`)."""
+    if fake is not None and not fake.strip():  # (an unset shell variable: not "no GPUs found, use --fake-gpus")
+        raise UsageError("--fake-gpus: empty; write COUNT:TYPE, e.g. 4:V100")
     count = (fake or "").partition(":")[0].strip()
     if re.fullmatch(r"[+-]?[0-9]+", count) and int(count) < 1:
         raise UsageError(f"--fake-gpus {fake}: the GPU count must be 1 or more (it is {int(count)}), e.g. 4:V100")
@@ -183,6 +185,11 @@ def _address(args) -> str:
         return "127.0.0.1" if is_loopback(args.scheduler) else socket.getfqdn()
     if not args.address.strip():
         raise UsageError("--address: empty; give the host name or IP address other nodes reach this one at")
+    bad = next((c for c in args.address if c.isspace() or not c.isprintable()), None)
+    if bad is not None:  # (no host name holds one: the jobs' rendezvous would fail, not the agent)
+        raise UsageError(
+            f"--address {args.address!r}: holds {bad!r}; give the host name or IP address other nodes reach this one at"
+        )
     try:
         SCHEMAS["register"].fields["address"].check(args.address, "--address")
     except ProtocolError as err:

@@ -5,18 +5,29 @@ in which an error is printed."""
 from __future__ import annotations
 
 import argparse
+import re
 
 from roundhouse.errors import RoundhouseError, UsageError, shown_error
 from roundhouse.runtime.compiler import Override
-from roundhouse.runtime.values import duration_from_text
+from roundhouse.runtime.values import duration_from_text, quoted
+
+# (digits 0-9 only, as in a duration or a .sched file: int() would read '٣' too)
+_WHOLE = re.compile(r"\s*[+-]?[0-9]+\s*")
+
+
+def whole(text: str) -> int:
+    """An argparse `type` for whole numbers such as --retries (argparse names the flag, exit 2).
+    How large one may be is the command's to say, in its own words."""
+    if _WHOLE.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a whole number (written with the digits 0-9)")
+    if len(text.strip().lstrip("+-").lstrip("0")) > 4000:  # (more digits than Python reads: past any bound)
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is too large")
+    return int(text)
 
 
 def positive_int(text: str) -> int:
     """An argparse `type` for counts such as --workers (argparse reports the error, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    value = whole(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value

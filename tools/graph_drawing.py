@@ -10,11 +10,10 @@ import attrs
 import graphviz
 import numpy as np
 
-from roundhouse.errors import SchedError, UsageError
+from roundhouse.errors import SchedError, UsageError, shown_text
 from roundhouse.runtime.arguments import convert
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.dsl import ast
-from roundhouse.runtime.files import shown_text
 from roundhouse.runtime.values import describe, element_refs
 
 FORMATS = ("svg", "png", "pdf", "dot")

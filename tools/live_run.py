@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from roundhouse.errors import UsageError
-from roundhouse.tools.common import seconds
+from roundhouse.tools.common import seconds, whole
 from roundhouse.tools.live_options import add_security, check_named, duration_within, setup_logging
 from roundhouse.tools.results import compile_with_overrides, print_summary, write_results
 
@@ -38,7 +38,7 @@ def add_live_options(p, given_only: bool = False) -> None:
     )
     p.add_argument("--heartbeat", default="2s", help="agents heartbeat this often (default 2s)")
     p.add_argument("--heartbeat-timeout", default="10s", help="an agent silent this long is lost (default 10s)")
-    p.add_argument("--retries", type=int, default=3, help="relaunch a crashed job this many times (default 3)")
+    p.add_argument("--retries", type=whole, default=3, help="relaunch a crashed job this many times (default 3)")
     p.add_argument(
         "--checkpoint-every", default="60s", help="jobs also checkpoint this often; 0 for only when revoked (default 60s)"
     )
@@ -240,5 +240,5 @@ def run_live(args, bind: str) -> int:
         print_summary(Console(stderr=True), graph, cluster, result, live=True)
     if args.out:
         with writing(args.out):
-            write_results(Path(args.out), graph, cluster, result)
+            write_results(Path(args.out), graph, cluster, result, trace=args.trace)
     return 0

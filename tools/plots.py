@@ -16,8 +16,7 @@ import attrs
 import numpy as np
 import polars as pl
 
-from roundhouse.errors import UsageError, first_line
-from roundhouse.runtime.files import shown_text
+from roundhouse.errors import UsageError, first_line, shown_text
 from roundhouse.runtime.values import duration_from_text, rate_from_text
 from roundhouse.tools.outputs import RunFolder, SweepFolder
 from roundhouse.tools.outputs.whole_file import write_whole

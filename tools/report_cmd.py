@@ -10,10 +10,10 @@ from pathlib import Path
 
 import polars as pl
 
-from roundhouse.errors import RoundhouseError, UsageError
-from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.dsl.loader import read_source
-from roundhouse.runtime.files import shown_text
+from roundhouse.errors import RoundhouseError, UsageError, shown_text
+from roundhouse.runtime.compiler import compile_file, compile_graph
+from roundhouse.runtime.dsl.loader import load, read_source
+from roundhouse.runtime.sweep import trace_overrides
 from roundhouse.tools.graph_drawing import draw
 from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
 from roundhouse.tools.outputs.output_place import refuse_extension_alone, refuse_unwritable_place
@@ -233,20 +233,32 @@ def _run_graph_html(run: RunFolder) -> str:
     # does not name: the graph is read from each folder where that path names the file the run
     # read, found where `report` is run, at the run's folder or above it (`--out` is usually
     # given from there), until one compiles. Failing any, it is read from where `report` is run.
+    trace = run.info.get("trace")
+    if trace is not None and not isinstance(trace, str):
+        return _note(f"{run.path / 'run.json'}: 'trace' should be a string; the graph is not drawn.")
+    # (A --trace replaced the path of the graph's TraceSource: drawn as the run read it.)
+    which = "as the run read it" + (", its TraceSource's path the trace given with --trace" if trace else "")
     found = _folders_holding(run.path, graph, text)
     failed: tuple[Path, RoundhouseError] | None = None
     for folder in found:
         try:
-            return _drawn(graph, compile_file(folder / graph, text=text), "as the run read it")
+            return _drawn(graph, _compiled(folder / graph, text, trace), which)
         except RoundhouseError as err:
             failed = failed or (folder, err)
     if failed is not None:
         return _note(f"The graph {graph} could not be drawn (read from {failed[0]}, where its file is): {failed[1]}")
     try:
-        compiled = compile_file(graph, text=text)
+        compiled = _compiled(Path(graph), text, trace)
     except RoundhouseError as err:
         return _note(f"The graph {graph} could not be drawn{_looked_for(graph)}: {err}")
-    return _drawn(graph, compiled, "as the run read it")
+    return _drawn(graph, compiled, which)
+
+
+def _compiled(path: Path, text: str, trace: str | None):
+    """The graph of `text`, read as the file `path`, with `trace` (the run's --trace, if given)
+    as the path of its TraceSource, as `run` gave it."""
+    flat = load(path, text)
+    return compile_graph(flat, trace_overrides(flat, trace))
 
 
 def _folders_holding(run_folder: Path, graph: str, text: str) -> list[Path]:

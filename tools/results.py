@@ -11,11 +11,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roundhouse.errors import RoundhouseError, RoundhouseErrors, SchedError, TraceError, UsageError
+from roundhouse.errors import RoundhouseError, RoundhouseErrors, SchedError, TraceError, UsageError, shown_text
 from roundhouse.runtime import sweep
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load, read_source
-from roundhouse.runtime.files import RUN_FILE_NAMES, RUN_FILE_PATTERNS
+from roundhouse.runtime.files import RUN_FILE_NAMES, RUN_FILE_PATTERNS, refuse_control_characters
 from roundhouse.tools.common import overrides
 from roundhouse.tools.useless_runs import print_warnings_before_run, unstarted_notes, untracked_note
 from roundhouse.traces.csvtext import check_trace_file
@@ -67,7 +67,12 @@ def trace_overrides(flat, graph, given: list[Override], trace: str | None, flag:
     for o in given:  # (the trace would replace the path given with --set without a word)
         if o.target in {f"{name}.path" for name in sources}:
             raise UsageError(f"{flag} {trace} and {o.label}: {flag} replaces {o.target}; keep one")
-    check_trace_file(trace)  # the message a trace reader gives, before the graph is built
+    # (A TraceSource's path is a .sched string, which holds no such character: said of the option.)
+    refuse_control_characters(trace, flag, "trace file")
+    try:
+        check_trace_file(trace)  # the message a trace reader gives, before the graph is built
+    except UsageError as err:  # (an empty path names no file the message could start with: the option, then)
+        raise UsageError(f"{flag}: {err}") from None
     return sweep.trace_overrides(flat, str(Path(trace).resolve()))
 
 
@@ -186,6 +191,7 @@ _RESOURCES = (("CPU", "cpu_utilization"), ("memory", "memory_utilization"))
 
 
 def print_summary(console: Console, graph, cluster, result, live: bool = False) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     for name, report in result.reports.items():
@@ -193,7 +199,9 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
         summary = report.get("summary")
         if summary is None:
             continue
-        table = Table(title=f"{Path(graph.path).name} · {name} · {cluster.describe()}", show_header=False)
+        # (a file's name as it is written: not obeyed by the terminal, nor read by rich as markup)
+        title = escape(shown_text(f"{Path(graph.path).name} · {name} · {cluster.describe()}"))
+        table = Table(title=title, show_header=False)
         table.add_column("metric")
         table.add_column("value", justify="right")
         for k, v in summary_rows(summary):
@@ -288,11 +296,11 @@ def _print_objectives(console: Console, name: str, report: dict) -> None:
         console.print(table)
 
 
-def write_results(out: Path, graph, cluster, result) -> None:
+def write_results(out: Path, graph, cluster, result, trace: str | None = None) -> None:
     """One folder per run: the sinks' tables and summaries (with one sink, jobs.csv and
     summary.json; with several, each under its element's name, as other elements' reports
     always are: see `file_stem`), and what was run (no wall times,
-    so that the same inputs give byte-identical files). Every file is written whole beside the
+    so that the same inputs give byte-identical files); `trace`, the run's --trace, if given. Every file is written whole beside the
     earlier run's before any replaces it, and the earlier run's files this run does not write
     are removed: a write that fails leaves the earlier results as they were, and a folder never
     holds two runs' files."""
@@ -342,6 +350,8 @@ def write_results(out: Path, graph, cluster, result) -> None:
         "reports": reported,
         "busy_gpu_s": float(result.world.busy_gpu_s),
     }
+    if trace is not None:  # (by its whole path, as the run read it: `report` draws the graph with it)
+        run_info["trace"] = str(Path(trace).resolve())
     # Keys in name order, but `reports` in the order `run` printed them: the graph's order of
     # the elements, and each one's own order of what it reported.
     text = (

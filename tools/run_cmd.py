@@ -134,7 +134,7 @@ def _run_into(args, graph, cluster, until, out) -> int:
         print_summary(stdout_console(), graph, cluster, result)
     if out is not None:
         with writing(out):
-            write_results(out, graph, cluster, result)
+            write_results(out, graph, cluster, result, trace=args.trace)
         if not args.quiet:
             Console(stderr=True).print(f"results written to {args.out}/", markup=False, highlight=False, soft_wrap=True)
     return 0

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from roundhouse.errors import TraceError, UsageError, first_line
-from roundhouse.tools.common import seconds
+from roundhouse.tools.common import seconds, whole
 from roundhouse.tools.live_options import add_security, check_named, setup_logging
 
 
@@ -28,13 +28,13 @@ def register(sub) -> None:
         help="the trace file's format: canonical, gavel, tiresias, philly, helios, pai, pollux or ones (default: detect)",
     )
     p.add_argument("--model", help="model of one job (e.g. ResNet-18, LM, Recommendation)")
-    p.add_argument("--iterations", type=int, help="iterations the job trains for")
-    p.add_argument("--gpus", type=int, help="GPUs (workers) the job needs (default 1)")
-    p.add_argument("--batch-size", type=int, help="batch size per worker")
+    p.add_argument("--iterations", type=whole, help="iterations the job trains for")
+    p.add_argument("--gpus", type=whole, help="GPUs (workers) the job needs (default 1)")
+    p.add_argument("--batch-size", type=whole, help="batch size per worker")
     p.add_argument("--command", help="a command to run instead of a model's workload (quote it)")
     p.add_argument("--duration", help="with --command: how long the job runs on the reference GPU (e.g. 10min)")
-    p.add_argument("--job-id", type=int, help="the job's id (default: the scheduler picks one)")
-    p.add_argument("--count", type=int, help="submit this many such jobs (default 1)")
+    p.add_argument("--job-id", type=whole, help="the job's id (default: the scheduler picks one)")
+    p.add_argument("--count", type=whole, help="submit this many such jobs (default 1)")
     p.add_argument("--status", action="store_true", help="print the scheduler's status and submit nothing")
     p.add_argument("--name", help=f"key name with --keys (default: {DEFAULT_NAME})")
     p.add_argument("--timeout", default="10s", help="how long to wait for the scheduler (default 10s)")
@@ -73,7 +73,7 @@ def submit_command(args) -> int:
     security = ClientSecurity.choose(args.keys, DEFAULT_NAME if args.name is None else args.name, args.insecure, args.scheduler)
     timeout = _bounded_seconds(args.timeout, "--timeout", MAX_TIMEOUT_S)
     given = _job_flags(args)
-    if args.status and (args.trace or given or args.format):
+    if args.status and (args.trace or given or args.format is not None):
         raise UsageError(f"--status submits nothing: leave out {args.trace or (given or ['--format'])[0]}")
     jobs, where = ([], None) if args.status else jobs_from_args(args)
     with Submitter(args.scheduler, security, timeout) as client:
@@ -132,12 +132,13 @@ def jobs_from_args(args) -> tuple[list[dict], list[str] | None]:
                 f"{given[0]} describes a job given on the command line, and the trace file {args.trace} gives its own jobs: "
                 "give one or the other"
             )
-        jobs, where = trace_jobs(args.trace, args.format or "auto")
+        jobs, where = trace_jobs(args.trace, "auto" if args.format is None else args.format)
         if not jobs:  # (a header and nothing else: "submitted 0 job(s)" would hide the mistake)
             raise TraceError(args.trace, "holds no jobs")
         return jobs, where
-    if args.format:
-        raise UsageError(f"--format {args.format} names a trace file's format: give the file, or leave it out")
+    if args.format is not None:  # (an empty one too: an unset shell variable, say)
+        shown = args.format if args.format.strip() else repr(args.format)
+        raise UsageError(f"--format {shown} names a trace file's format: give the file, or leave it out")
     if not args.model and args.command is None:
         raise UsageError("say what to run: a trace file, --model NAME --iterations N, or --command CMD --duration TIME")
     if args.command is not None:
@@ -229,7 +230,7 @@ def trace_jobs(path: str, format: str = "auto") -> tuple[list[dict], list[str]]:
     from roundhouse.traces.csvtext import read_cells
     from roundhouse.traces.formats import check_format, detect_format, read_trace
 
-    if check_format(format) == "auto":
+    if check_format(format, flag="--format") == "auto":
         try:
             format = detect_format(path)
         except TraceError as err:  # ("name it": the reader's words; submit names it with --format)

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from roundhouse.errors import shown_text
 from roundhouse.runtime.files import check_output_file, results_folder, writing
 from roundhouse.runtime.results_store import SUFFIX, ResultsStore
 from roundhouse.runtime.sweep import (
@@ -165,7 +166,8 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
                         store.write(row)
                 rows[row["key"]] = row
                 progress.update(row)
-        frame = _per_run(runs, rows, names, others)
+        own = _own_errors(executor, runs, first_spec, rows, timeout, err)
+        frame = _per_run(runs, rows, names, others, own)
         points = point_summary(frame, names)
         if out is not None:
             # (While the store is locked: a sweep started on the folder next removes them.
@@ -184,6 +186,39 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
         _say_failed(failed, frame.height, rows, store, getattr(args, "debug", False))
         return 1
     return 0
+
+
+def _own_errors(executor, runs, first_spec: dict[str, RunSpec], rows: dict[str, dict], timeout, err: Console) -> dict:
+    """The rows of the points whose run, shared with an earlier point (their files have the same
+    contents), failed on a file that the first point's --vary value named: each such point is run
+    again, alone, so that its error names its own file and value, not the first point's. Such a
+    failure is found as its files are read, so these runs are short; a shared run that succeeds
+    is run once. By (key, point); the results store keeps the shared run's row."""
+    again = [Task(key, spec) for key, spec in runs if _failed_on_a_value(rows.get(key), first_spec[key], spec)]
+    if not again:
+        return {}
+    err.print(
+        f"running {_runs(len(again))} again, each for a point of a failed run shared with another whose "
+        "--vary value named another file: for its error to name its own",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+    own = {}
+    with SweepProgress(len(again), 0, err) as progress, closing(executor.run(again, timeout)) as results:
+        for row in results:
+            own[row["key"], row["point"]] = row
+            progress.update(row)
+    return own
+
+
+def _failed_on_a_value(row: dict | None, first: RunSpec, spec: RunSpec) -> bool:
+    """Whether `row`, the run of `first`, failed on a file named by a --vary value of `first`
+    that `spec` (a point of the same run) gives otherwise."""
+    if spec is first or row is None or row["status"] != "error" or not row["error"]:
+        return False
+    differ = [name for name, value in first.labels.items() if spec.labels.get(name) != value]
+    return any(row["error"].startswith(shown_text(f"--vary {name}={first.labels[name]}: ")) for name in differ)
 
 
 def _damaged_files(store: ResultsStore, ours: Collection[str]) -> list[tuple[Path, str]]:
@@ -261,13 +296,17 @@ def _say_interrupted(err: Console, rows: dict[str, dict], total: int, store: Res
     err.print(text, highlight=False, markup=False, soft_wrap=True)
 
 
-def _per_run(runs, rows: dict[str, dict], names: tuple[str, ...], others: Collection[str] = ()) -> pl.DataFrame:
+def _per_run(
+    runs, rows: dict[str, dict], names: tuple[str, ...], others: Collection[str] = (), own: dict | None = None
+) -> pl.DataFrame:
     """One row per run of this sweep, in grid order; labels first, then the seed, the outcome and
     metrics. A run stored by an earlier sweep that varied other names (`others`: its label
-    columns) is described as this sweep's: by this sweep's names and point."""
+    columns) is described as this sweep's: by this sweep's names and point. `own`: the rows of
+    points run again for their own errors (`_own_errors`), by key and point."""
+    own = own or {}
     ordered = [
         {
-            **{k: v for k, v in rows[key].items() if k not in others},
+            **{k: v for k, v in own.get((key, point_text(spec.labels)), rows[key]).items() if k not in others},
             **{n: str(spec.labels[n]) for n in names},
             "set": fixed_text(spec.fixed),
             "point": point_text(spec.labels),
@@ -326,7 +365,7 @@ def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFr
     all it leaves: lost (a full disk), it is an error, not a sweep that went well."""
     seeds = frame.filter(pl.col("point") == frame["point"][0]).height
     title = f"{graph_name}: {_runs(frame.height)}" + (f", {seeds} seeds per point (mean ± 95% CI)" if seeds > 1 else "")
-    table = Table(title=escape(title))  # (rich reads [brackets] in cells as markup)
+    table = Table(title=escape(shown_text(title)))  # (rich reads [brackets] in cells as markup)
     shown = [m for m in SHOWN_METRICS if f"{m}_mean" in points.columns]
     for col in [*names, "runs", *shown]:
         table.add_column(escape(col))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -166,9 +167,9 @@ def describe_command(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from roundhouse.traces.formats import file_columns, load_trace
+    from roundhouse.traces.formats import check_format, file_columns, load_trace
 
-    loaded = load_trace(args.file, args.format)
+    loaded = load_trace(args.file, check_format(args.format, flag="--format"))
     columns = file_columns(args.file, loaded.format)
     # (as Text, not markup: a file's name, columns and models are the trace's, and `[/b]` in
     # one would be taken for a tag)
@@ -248,11 +249,11 @@ def _human(seconds: float) -> str:
 def convert_command(args: argparse.Namespace) -> int:
     from roundhouse.traces.formats import FORMATS, check_format, check_write_format, load_trace, write_trace
 
-    source = check_format(args.source_format, FORMATS)
+    source = check_format(args.source_format, FORMATS, flag="--from")
     target = args.target_format
     # (A format convert only reads that `generate` writes: say where one comes from.)
     made = f"trace generate --format {target} writes a synthetic one" if target in GENERATE_FORMATS else ""
-    target = check_write_format(target, "convert", made)
+    target = check_write_format(target, "convert", made, flag="--to")
     _check_output(args.output, "OUTPUT")
     if target == "auto":  # (said before the input is read: a large one takes a while)
         target = _CONVERT_EXTENSIONS.get(Path(args.output).suffix.lower(), "")
@@ -502,10 +503,9 @@ def _whole(text: str, flag: str, minimum: int, maximum: int | None = None, why: 
             most = f"at most {maximum:,}" if maximum is not None else f"of at most {limit:,} digits"
         what = "a negative whole number" if negative else "a whole number"
         raise UsageError(f"{flag} must be {most}, got {what} of {len(digits):,} digits")
-    try:
-        value = int(text)
-    except ValueError:
-        raise UsageError(f"{flag} must be a whole number, got '{_shown(text)}'") from None
+    if re.fullmatch(r"\s*[+-]?[0-9]+\s*", text) is None:  # (digits 0-9 only, as elsewhere: int() would read '٣' too)
+        raise UsageError(f"{flag} must be a whole number, got '{_shown(text)}'")
+    value = int(text)
     if value < minimum:
         raise UsageError(f"{flag} must be {minimum} or more, got {value}")
     if maximum is not None and value > maximum:

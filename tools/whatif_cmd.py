@@ -130,7 +130,7 @@ def whatif_command(args) -> int:
                 ("--run-set", args.run_set),
                 ("--run-trace", args.run_trace),
             )
-            if value
+            if value not in (None, [])  # (an empty one too: an unset shell variable, say)
         ]
         if given:
             raise UsageError(

@@ -83,6 +83,8 @@ def check_trace_file(path: str | Path) -> None:
         raise TraceError(str(path), "is a folder, not a trace file")
     if not p.exists():
         raise TraceError(str(path), "no such file")
+    if not p.is_file():  # (/dev/null, a pipe: a TraceSource takes none, and would blame --trace's override)
+        raise TraceError(str(path), "is not a regular file (a device or a pipe): give a trace file")
 
 
 def read_bytes(path: str | Path, size: int | None = None) -> bytes:

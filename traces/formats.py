@@ -50,23 +50,26 @@ class LoadedTrace:
     skipped_what: str = "jobs that never ran"
 
 
-def check_format(name: str, allowed: tuple[str, ...] = FORMATS, auto: bool = True) -> str:
-    """`name` if it is a known format (or "auto"), else a `UsageError` that lists them."""
+def check_format(name: str, allowed: tuple[str, ...] = FORMATS, auto: bool = True, flag: str = "") -> str:
+    """`name` if it is a known format (or "auto"), else a `UsageError` that lists them (naming
+    `flag`, the command-line option that gave it, if one did)."""
     choices = (("auto",) if auto else ()) + allowed
     if name in choices:
         return name
     hint = did_you_mean(name, choices)
-    raise UsageError(f"unknown trace format '{name}'; use one of {', '.join(choices)}" + (f" ({hint})" if hint else ""))
+    where = f"{flag}: " if flag else ""
+    raise UsageError(f"{where}unknown trace format '{name}'; use one of {', '.join(choices)}" + (f" ({hint})" if hint else ""))
 
 
-def check_write_format(name: str, writer: str = "write_trace", hint: str = "") -> str:
+def check_write_format(name: str, writer: str = "write_trace", hint: str = "", flag: str = "") -> str:
     """`name` if traces are written in it (or "auto"): a format only read is a `UsageError`
     saying so and what `writer` writes (with `hint`, if given, on where else to get one), any
-    other name one that lists the formats written."""
+    other name one that lists the formats written; either names `flag`, if given."""
     if name in FORMATS and name not in WRITE_FORMATS:
         written = ", ".join(WRITE_FORMATS[:-1]) + f" or {WRITE_FORMATS[-1]}"
-        raise UsageError(f"{writer} writes {written} only; {name} is read-only" + (f" ({hint})" if hint else ""))
-    return check_format(name, WRITE_FORMATS)
+        where = f"{flag}: " if flag else ""
+        raise UsageError(f"{where}{writer} writes {written} only; {name} is read-only" + (f" ({hint})" if hint else ""))
+    return check_format(name, WRITE_FORMATS, flag=flag)
 
 
 def detect_format(path: str | Path) -> str:
