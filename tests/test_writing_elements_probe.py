@@ -3,18 +3,27 @@ calls `tick(ctx, **inputs)`) is refused where its file is required, naming the c
 parameters it has and the ones it needs, rather than failing at its first tick with Python's
 "unexpected keyword argument"."""
 
+import textwrap
+from pathlib import Path
+
 import pytest
 
 from roundhouse.tools.cli import main
 
-ELEMENT = '''
+
+def policy_file(name: str, synopsis: str, tick: str, params: str = "self, ctx, active", before: str = "", after: str = "") -> str:
+    """The text of an element file defining `name`, a policy that ranks the jobs it is given:
+    its documentation block opens with `synopsis`, its `tick(params)` runs the lines `tick`;
+    `before` goes above the class (imports, module values), `after` below its tick (methods)."""
+    body = textwrap.indent(textwrap.dedent(tick).strip(), " " * 8)
+    return f'''{before}
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import Active, Ranking
 
 
 @element
 class {name}(Element):
-    """Rank jobs in pool order.
+    """{synopsis}
 
     Ports:
         active: admitted jobs.
@@ -33,10 +42,30 @@ class {name}(Element):
     state = ()
 
     def tick({params}):
-        given = dict(locals())
-        jobs = given["inputs"]["active"] if "inputs" in given else given["active"]
-        return Ranking(jobs.rows, jobs.gpus)
+{body}
+{textwrap.indent(textwrap.dedent(after).strip(), " " * 4)}
 '''
+
+
+# (Whatever the tick's parameters, the admitted jobs are found among them.)
+BY_ANY_PARAMETERS = """
+given = dict(locals())
+jobs = given["inputs"]["active"] if "inputs" in given else given["active"]
+return Ranking(jobs.rows, jobs.gpus)
+"""
+IN_POOL_ORDER = "return Ranking(active.rows, active.gpus)"
+
+
+def _require_and_run(tmp_path, name: str, cluster: str, source: str, settings: str = "") -> Path:
+    """A graph beside mine.py that requires it and runs `name` between a pool and FirstFree,
+    its jobs from `source` on `cluster`."""
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        f'require "mine.py";\nround = 5min;\ncluster = "{cluster}";\n{settings}'
+        f"{source} -> AcceptAll -> JobPool -> {name} -> FirstFree -> Launch -> JobMetrics;\n"
+    )
+    return graph
+
 
 GRAPH = """require "mine.py";
 round = 5min;
@@ -47,7 +76,7 @@ arrivals -> AcceptAll -> JobPool -> {name} -> FirstFree -> Launch -> JobMetrics;
 
 
 def _graph(tmp_path, name, params):
-    (tmp_path / "mine.py").write_text(ELEMENT.format(name=name, params=params))
+    (tmp_path / "mine.py").write_text(policy_file(name, "Rank jobs in pool order.", BY_ANY_PARAMETERS, params))
     graph = tmp_path / "g.sched"
     graph.write_text(GRAPH.format(name=name))
     return graph
@@ -91,7 +120,7 @@ def test_a_tick_taking_its_ports_by_name_runs(tmp_path, capsys, name, params):
 def test_a_class_without_its_element_decorator_is_named_as_such(tmp_path, capsys):
     """A class of the required file that is an Element but was never declared with @element is
     unknown to the graph; the error says what is missing rather than only that the name is unknown."""
-    text = ELEMENT.format(name="NotDecorated", params="self, ctx, active").replace("@element\n", "")
+    text = policy_file("NotDecorated", "Rank jobs in pool order.", IN_POOL_ORDER).replace("@element\n", "")
     (tmp_path / "mine.py").write_text(text)
     graph = tmp_path / "g.sched"
     graph.write_text(GRAPH.format(name="NotDecorated"))
@@ -102,55 +131,24 @@ def test_a_class_without_its_element_decorator_is_named_as_such(tmp_path, capsys
     assert "class NotDecorated in mine.py is an Element not declared as one: put @element on the line above its class" in err
 
 
-TICKS = '''
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-
-SEEN = []
-
-
-@element
-class TickTimes(Element):
-    """Rank jobs in pool order, noting the time of each tick.
-
-    Ports:
-        active: admitted jobs.
-        ranking: the jobs in pool order.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    def tick(self, ctx, active):
-        SEEN.append((ctx.now, sorted(int(i) for i in ctx.jobs.column("job_id")[active.rows])))
-        return Ranking(active.rows, active.gpus)
-
-    def finish(self, ctx):
-        return {"ticks": {"at": [t for t, _ in SEEN], "seen": [ids for _, ids in SEEN]}}
-'''
-
-
 def test_an_empty_system_jumps_to_the_next_arrivals_boundary_uncounted(tmp_path, capsys):
     """docs/semantics.md, "Rounds": a job is visible at the boundary at or after its arrival;
     with no job in the system the clock jumps to the boundary that sees the next one, even
     with `skip_rounds = false;`, and the rounds jumped over are not counted."""
     import json
 
-    (tmp_path / "ticks.py").write_text(TICKS)
+    tick = """
+    SEEN.append((ctx.now, sorted(int(i) for i in ctx.jobs.column("job_id")[active.rows])))
+    return Ranking(active.rows, active.gpus)
+    """
+    finish = """
+    def finish(self, ctx):
+        return {"ticks": {"at": [t for t, _ in SEEN], "seen": [ids for _, ids in SEEN]}}
+    """
+    noting = "Rank jobs in pool order, noting the time of each tick."
+    (tmp_path / "mine.py").write_text(policy_file("TickTimes", noting, tick, before="SEEN = []", after=finish))
     (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,600\n1,300,1,450\n2,301,1,100\n3,5000,1,100\n")
-    graph = tmp_path / "g.sched"
-    graph.write_text(
-        'require "ticks.py";\nround = 5min;\ncluster = "1x1:V100";\nskip_rounds = false;\n'
-        'TraceSource(path="t.csv") -> AcceptAll -> JobPool -> TickTimes -> FirstFree -> Launch -> JobMetrics;\n'
-    )
+    graph = _require_and_run(tmp_path, "TickTimes", "1x1:V100", 'TraceSource(path="t.csv")', "skip_rounds = false;\n")
     assert main(["run", str(graph), "--out", str(tmp_path / "out")]) == 0
     capsys.readouterr()
     ticks = json.loads(next((tmp_path / "out").glob("*-ticks.json")).read_text())
@@ -161,42 +159,20 @@ def test_an_empty_system_jumps_to_the_next_arrivals_boundary_uncounted(tmp_path,
     assert run["rounds"] == 8 and run["end_s"] == 5400
 
 
-EXPLAINS = '''
-import attrs
-import numpy as np
-from typing import Literal
-
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.explain import Reason
-from roundhouse.runtime.types import Active, Ranking
-
-
-@element
-class {name}(Element):
-    """Rank jobs in pool order, saying why the others wait.
-
-    Ports:
-        active: admitted jobs.
-        ranking: the jobs in pool order.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
+def _explaining(name: str, call: str) -> str:
+    """A policy that explains, by `ctx.explain(call)`, why all but its first job wait."""
+    tick = f"""
+    if ctx.explaining and len(active.rows) > 1:
+        rows = active.rows[1:]
+        ctx.explain({call})
+    return Ranking(active.rows, active.gpus)
     """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    def tick(self, ctx, active):
-        if ctx.explaining and len(active.rows) > 1:
-            rows = active.rows[1:]
-            ctx.explain({call})
-        return Ranking(active.rows, active.gpus)
-'''
+    return policy_file(
+        name,
+        "Rank jobs in pool order, saying why the others wait.",
+        tick,
+        before="import numpy as np\nfrom roundhouse.runtime.explain import Reason",
+    )
 
 
 @pytest.mark.parametrize(
@@ -216,66 +192,27 @@ class {name}(Element):
     ],
 )
 def test_a_bad_explanation_is_said_as_such(tmp_path, capsys, name, call, said):
-    (tmp_path / "mine.py").write_text(EXPLAINS.format(name=name, call=call))
-    graph = tmp_path / "g.sched"
-    graph.write_text(
-        'require "mine.py";\nround = 5min;\ncluster = "1x4:V100";\n'
-        f"PoissonSource(rate=8/h, jobs=20, seed=1) -> AcceptAll -> JobPool -> {name} -> FirstFree -> Launch -> JobMetrics;\n"
-    )
+    text = _explaining(name, call)
+    (tmp_path / "mine.py").write_text(text)
+    graph = _require_and_run(tmp_path, name, "1x4:V100", "PoissonSource(rate=8/h, jobs=20, seed=1)")
     assert main(["run", str(graph), "--out", str(tmp_path / "out")]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "Traceback" not in err
     assert f"element '{name}@4' ({name}; declared at {graph}:4:" in err
     assert said in err
-    assert "mine.py:34 (in tick)" in err
+    line = next(i for i, text in enumerate(text.splitlines(), 1) if "ctx.explain(" in text)
+    assert f"mine.py:{line} (in tick)" in err
 
 
 def test_a_good_explanation_is_recorded(tmp_path, capsys):
-    (tmp_path / "mine.py").write_text(EXPLAINS.format(name="ExplainsWell", call="Reason.RANKED_BEHIND, rows, 1"))
-    graph = tmp_path / "g.sched"
-    graph.write_text(
-        'require "mine.py";\nround = 5min;\ncluster = "1x4:V100";\n'
-        "PoissonSource(rate=8/h, jobs=20, seed=1) -> AcceptAll -> JobPool -> ExplainsWell -> FirstFree -> Launch -> JobMetrics;\n"
-    )
+    (tmp_path / "mine.py").write_text(_explaining("ExplainsWell", "Reason.RANKED_BEHIND, rows, 1"))
+    graph = _require_and_run(tmp_path, "ExplainsWell", "1x4:V100", "PoissonSource(rate=8/h, jobs=20, seed=1)")
     assert main(["run", str(graph), "--out", str(tmp_path / "out")]) == 0
     capsys.readouterr()
     import polars as pl
 
     record = pl.read_parquet(tmp_path / "out" / "explain.parquet")
     assert len(record) > 0
-
-
-QUIET = '''
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-
-
-@element
-class {name}(Element):
-    """Rank jobs in pool order, declaring when it is quiet.
-
-    Ports:
-        active: admitted jobs.
-        ranking: the jobs in pool order.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    def tick(self, ctx, active):
-        return Ranking(active.rows, active.gpus)
-
-    def quiet_until(self, ctx):
-        return {answer}
-'''
 
 
 @pytest.mark.parametrize(
@@ -289,13 +226,12 @@ class {name}(Element):
 def test_quiet_until_answering_no_time_is_said_as_such(tmp_path, capsys, name, answer, said):
     """A NaN would compare as no time at all and pass every round up to the next event
     unticked, as `inf` does; a value that is not a number is named, not Python's '<'."""
-    (tmp_path / "mine.py").write_text(QUIET.format(name=name, answer=answer))
-    (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,30000\n1,100,1,3000\n")
-    graph = tmp_path / "g.sched"
-    graph.write_text(
-        'require "mine.py";\nround = 5min;\ncluster = "1x1:V100";\n'
-        f'TraceSource(path="t.csv") -> AcceptAll -> JobPool -> {name} -> FirstFree -> Launch -> JobMetrics;\n'
+    quiet = f"def quiet_until(self, ctx):\n    return {answer}"
+    (tmp_path / "mine.py").write_text(
+        policy_file(name, "Rank jobs in pool order, declaring when it is quiet.", IN_POOL_ORDER, after=quiet)
     )
+    (tmp_path / "t.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,30000\n1,100,1,3000\n")
+    graph = _require_and_run(tmp_path, name, "1x1:V100", 'TraceSource(path="t.csv")')
     assert main(["run", str(graph)]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "Traceback" not in err
