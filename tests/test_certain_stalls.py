@@ -7,42 +7,19 @@ from __future__ import annotations
 
 from roundhouse.runtime.stalls import STALL_ROUNDS
 from roundhouse.tools.cli import main
+from tests.own_elements import policy_file
 
 # A policy of one's own that asks the placer FACTOR times the GPUs each job's trace asks for, of
 # the GPU type of code TYPE_CODE (None: any).
-POLICY = '''
-import numpy as np
-
-TYPE_CODE = TYPE
-
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-
-
-@element
-class Scaled(Element):
-    """Asks a multiple of each job's GPUs.
-
-    Ports:
-        active: admitted jobs.
-        ranking: every job, in arrival order, at FACTOR times its GPUs.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
+POLICY = policy_file(
+    "Scaled",
+    "Asks a multiple of each job's GPUs.",
     """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    def tick(self, ctx, active):
-        typed = None if TYPE_CODE is None else np.full(len(active.rows), TYPE_CODE, dtype=np.int64)
-        return Ranking(active.rows, active.gpus * FACTOR, gpu_type=typed)
-'''
+    typed = None if TYPE_CODE is None else np.full(len(active.rows), TYPE_CODE, dtype=np.int64)
+    return Ranking(active.rows, active.gpus * FACTOR, gpu_type=typed)
+    """,
+    before="import numpy as np\n\nTYPE_CODE = TYPE",
+)
 
 
 def _run(tmp_path, capsys, trace: str, cluster: str, factor: int = 2, gpu_type: int | None = None, *extra: str):

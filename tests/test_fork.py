@@ -13,6 +13,7 @@ from roundhouse import Simulation
 from roundhouse.runtime import snapshot
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.snapshot import ForkError, SnapshotError, unforkable_elements
+from tests.own_elements import policy_file
 
 # Several kinds of element state at once: an admission overflow queue (AcceptThreshold),
 # Tiresias' queues, DelayPlacer's timers and tuner, two sources' positions, checkpoint costs
@@ -203,38 +204,21 @@ def test_not_a_snapshot(tmp_path):
 
 
 # --- elements that cannot be forked -----------------------------------------------------------
-USER_ELEMENTS = '''
-import numpy as np
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-
-
-class _Doc(Element):
-    """Rank by arrival, remembering how often each round ran.
-
-    Ports:
-        active: the active jobs.
-        ranking: by arrival.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-
-    def start(self, ctx):
-        self._seen = 0
-
-    def tick(self, ctx, active):
-        self._seen += 1
-        order = np.argsort(active.arrival_s, kind="stable")
-        return Ranking(active.rows[order], active.gpus[order])
-
+# (_Doc is their shared base: the text of an element file with its @element taken off.)
+USER_ELEMENTS = (
+    policy_file(
+        "_Doc",
+        "Rank by arrival, remembering how often each round ran.",
+        """
+    self._seen += 1
+    order = np.argsort(active.arrival_s, kind="stable")
+    return Ranking(active.rows[order], active.gpus[order])
+    """,
+        before="import numpy as np",
+        after="def start(self, ctx):\n    self._seen = 0",
+        declares=None,
+    ).replace("@element\n", "")
+    + """
 
 @element
 class Undeclared(_Doc):
@@ -265,7 +249,8 @@ class Refuses(_Doc):
     __doc__ = _Doc.__doc__
     state = ("_seen",)
     forkable = False
-'''
+"""
+)
 
 
 @pytest.fixture(scope="module")

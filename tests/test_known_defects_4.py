@@ -16,6 +16,7 @@ import pytest
 
 from roundhouse.tools.cli import main
 from tests.conftest import fails, small_run_folder
+from tests.own_elements import policy_file
 
 # --- explain: the refusal says every spelling it reads ---
 
@@ -38,33 +39,9 @@ def test_the_spellings_explain_s_refusal_offers_each_name_the_job(run_folder, ca
 
 # --- check --fork names where the element's class is defined ---
 
-UNDECLARED = '''
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-
-
-@element
-class Forgetful(Element):
-    """Rank jobs as the pool holds them.
-
-    Ports:
-        active: admitted, unfinished jobs.
-        ranking: the jobs.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-
-    def tick(self, ctx, active):
-        return Ranking(active.rows, active.gpus)
-'''
+UNDECLARED = policy_file(
+    "Forgetful", "Rank jobs as the pool holds them.", "return Ranking(active.rows, active.gpus)", declares=None
+)
 
 
 def test_check_fork_names_the_line_of_the_graph_and_of_the_class(tmp_path, capsys):
@@ -120,38 +97,18 @@ def test_the_folder_a_run_wrote_to_is_named_as_given(tmp_path, capsys, name):
 
 # --- a library element failing on what an element of the user's own emitted ---
 
-EVEN_SHARES = '''
-import numpy as np
-
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Shares
-
-
-@element
-class EvenShares(Element):
-    """Give every job an equal share of each GPU type.
-
-    Ports:
-        active: admitted, unfinished jobs.
-        shares: the allocation.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: MaxMinFairness
-    Paper: none.
+EVEN_SHARES = policy_file(
+    "EvenShares",
+    "Give every job an equal share of each GPU type.",
     """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("shares", Shares),)
-    state = ()
-
-    def tick(self, ctx, active):
-        types = ctx.cluster.gpu_types
-        rows = active.rows + 1000  # (a slip: no rows of the job table)
-        return Shares(rows, types, np.full((len(rows), len(types)), 1.0 / len(types)))
-'''
+    types = ctx.cluster.gpu_types
+    rows = active.rows + 1000  # (a slip: no rows of the job table)
+    return Shares(rows, types, np.full((len(rows), len(types)), 1.0 / len(types)))
+    """,
+    before="import numpy as np",
+    outputs=(("shares", "Shares", "the allocation."),),
+    see_also="MaxMinFairness",
+)
 
 
 def test_a_library_element_failing_on_shares_of_the_user_s_own_names_their_element(tmp_path, capsys):

@@ -17,101 +17,43 @@ from roundhouse.runtime.snapshot import ForkError, SnapshotError
 from roundhouse.runtime.types import Plan, Ranking
 from roundhouse.tools.cli import main
 from roundhouse.traces.jobs import frozen_rows
-
-# The user's elements, in a file a graph requires: a placer launching its first two jobs on GPU 0
-# (a plan that cannot be carried out), a policy asking for `{gpus}` GPUs per job, and a policy
-# keeping `{held}` in a state it declares as `{state}`.
-MINE = '''import threading
-
-import numpy as np
-
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Plan, Ranking
+from tests.own_elements import RANKING, element_class, element_file
 
 
-@element
-class OneGpuPlacer(Element):
-    """Launches the first two ranked jobs, both on GPU 0.
-
-    Ports:
-        ranking: ranking.
-        plan: plan.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: FirstFree
-    Paper: none
-    """
-
-    category = "placement"
-    inputs = (In("ranking", Ranking),)
-    outputs = (Out("plan", Plan),)
-    state = ()
-
-    def tick(self, ctx, ranking):
+def _mine(gpus: str, state: str, held: str) -> str:
+    """The user's elements, in a file a graph requires: a placer launching its first two jobs on
+    GPU 0 (a plan that cannot be carried out), a policy asking for `gpus` GPUs per job, and a
+    policy keeping `held` in a state it declares as `state`."""
+    placer = element_class(
+        "OneGpuPlacer",
+        "Launches the first two ranked jobs, both on GPU 0.",
+        """
         rows = ranking.rows[:2]
         ones = np.ones(len(rows), dtype=np.int64)
         return Plan(launch_rows=rows, launch_gpus=ones * 0, launch_counts=ones)
+        """,
+        category="placement",
+        inputs=(RANKING,),
+        outputs=(("plan", "Plan", "the jobs launched."),),
+        see_also="FirstFree",
+    )
+    asks = element_class("Asks", "Ranks in the pool's order, asking for what it is told.", f"return Ranking(active.rows, {gpus})")
+    keeps = element_class(
+        "Keeps",
+        "Ranks in the pool's order, keeping something in its state.",
+        "return Ranking(active.rows, active.gpus)",
+        declares=state or None,
+        after=f"def start(self, ctx):\n    self._held = {held}",
+    )
+    return element_file(placer, asks, keeps, before="import threading\n\nimport numpy as np")
 
-
-@element
-class Asks(Element):
-    """Ranks in the pool's order, asking for what it is told.
-
-    Ports:
-        active: jobs.
-        ranking: ranking.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    def tick(self, ctx, active):
-        return Ranking(active.rows, {gpus})
-
-
-@element
-class Keeps(Element):
-    """Ranks in the pool's order, keeping something in its state.
-
-    Ports:
-        active: jobs.
-        ranking: ranking.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    {state}
-
-    def start(self, ctx):
-        self._held = {held}
-
-    def tick(self, ctx, active):
-        return Ranking(active.rows, active.gpus)
-'''
 
 HEAD = 'require "mine.py";\nround = 5min;\ncluster = "2x4:V100";\n'
 SOURCE = "PoissonSource(rate=8/h, jobs=10, seed=1) -> AcceptAll -> pool :: JobPool"
 
 
 def _graph(tmp_path, tail: str, gpus: str = "active.gpus", state: str = "state = ('_held',)", held: str = "0") -> str:
-    (tmp_path / "mine.py").write_text(MINE.format(gpus=gpus, state=state, held=held))
+    (tmp_path / "mine.py").write_text(_mine(gpus, state, held))
     path = tmp_path / "g.sched"
     path.write_text(HEAD + tail)
     return str(path)

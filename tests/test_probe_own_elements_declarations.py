@@ -6,41 +6,22 @@ as an attribute the element does not declare."""
 import pytest
 
 from roundhouse.tools.cli import main
-
-ELEMENT = '''
-import numpy as np
-
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
+from tests.own_elements import policy_file
 
 
-@element
-class {name}(Element):
-    """Rank jobs in pool order, remembering the rounds it ranked in.
-
-    Ports:
-        active: admitted jobs.
-        ranking: the jobs in pool order.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    {declaration}
-
-    def start(self, ctx):
-        self._seen = []
-
-    def tick(self, ctx, active):
+def _element(name: str, declaration: str) -> str:
+    """A policy `name` remembering the rounds it ranked in, declaring `declaration`."""
+    return policy_file(
+        name,
+        "Rank jobs in pool order, remembering the rounds it ranked in.",
+        """
         self._seen.append(ctx.round_index)
         return Ranking(active.rows, active.gpus)
-'''
+        """,
+        after="def start(self, ctx):\n    self._seen = []",
+        declares=declaration,
+    )
+
 
 GRAPH = """require "mine.py";
 round = 5min;
@@ -52,7 +33,7 @@ arrivals -> AcceptAll -> JobPool -> order -> FirstFree -> Launch -> JobMetrics;
 
 
 def _graph(tmp_path, name, declaration):
-    (tmp_path / "mine.py").write_text(ELEMENT.format(name=name, declaration=declaration))
+    (tmp_path / "mine.py").write_text(_element(name, declaration))
     graph = tmp_path / "g.sched"
     graph.write_text(GRAPH.format(name=name))
     return graph

@@ -11,41 +11,20 @@ import pytest
 from roundhouse import Simulation
 from roundhouse.errors import UsageError
 from roundhouse.runtime.element_failures import ElementFailure
+from tests.own_elements import policy_file
 
-POLICY = '''import numpy as np
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-
-
-@element
-class FailsOnce(Element):
-    """Rank in the pool's order; raise once, in the first round a job finishes.
-
-    Ports:
-        active: admitted, unfinished jobs.
-        ranking: the jobs in the pool's order.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
+POLICY = policy_file(
+    "FailsOnce",
+    "Rank in the pool's order; raise once, in the first round a job finishes.",
     """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ("_failed",)
-
-    def start(self, ctx):
-        self._failed = False
-
-    def tick(self, ctx, active):
-        if len(ctx.events.finished) and not self._failed:
-            self._failed = True
-            raise ValueError("a completion")
-        return Ranking(active.rows, active.gpus)
-'''
+    if len(ctx.events.finished) and not self._failed:
+        self._failed = True
+        raise ValueError("a completion")
+    return Ranking(active.rows, active.gpus)
+    """,
+    after="def start(self, ctx):\n    self._failed = False",
+    declares='state = ("_failed",)',
+)
 
 GRAPH = """require "fails_once.py";
 round = 5min;

@@ -11,36 +11,18 @@ import pytest
 
 from roundhouse import Simulation
 from roundhouse.runtime.element_failures import ElementFailure
-
-POLICY = '''import numpy as np
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
+from tests.own_elements import policy_file
 
 
-@element
-class Asks(Element):
-    """Rank in the pool's order, asking what it is told to beside the GPU counts.
+def _policy(column: str, value: str) -> str:
+    """A policy Asks ranking in the pool's order, its Ranking's `column` being `value`."""
+    return policy_file(
+        "Asks",
+        "Rank in the pool's order, asking what it is told to beside the GPU counts.",
+        f"n = len(active.rows)\nreturn Ranking(active.rows, active.gpus, {column}={value})",
+        before="import numpy as np",
+    )
 
-    Ports:
-        active: admitted, unfinished jobs.
-        ranking: the jobs in the pool's order.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    def tick(self, ctx, active):
-        n = len(active.rows)
-        return Ranking(active.rows, active.gpus, {column}={value})
-'''
 
 GRAPH = """require "asks.py";
 round = 5min;
@@ -51,7 +33,7 @@ src -> AcceptAll -> JobPool -> asks :: Asks -> {placer} -> Launch -> JobMetrics;
 
 
 def _run(tmp_path, column, value, placer="Consolidated"):
-    (tmp_path / "asks.py").write_text(POLICY.format(column=column, value=value))
+    (tmp_path / "asks.py").write_text(_policy(column, value))
     (tmp_path / "g.sched").write_text(GRAPH.format(placer=placer))
     return Simulation(tmp_path / "g.sched").run()
 

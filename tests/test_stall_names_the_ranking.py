@@ -8,39 +8,17 @@ import numpy as np
 from roundhouse.runtime.stalls import stall_message
 from roundhouse.runtime.types import Ranking
 from roundhouse.tools.cli import main
+from tests.own_elements import policy_file
 from tests.test_stall_and_columns import _Placer, _World
 
-POLICY = '''
-import numpy as np
-
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-
-
-@element
-class SmallOnly(Element):
-    """Ranks only jobs of one GPU; the others never.
-
-    Ports:
-        active: admitted jobs.
-        ranking: the one-GPU jobs, in arrival order.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
+POLICY = policy_file(
+    "SmallOnly",
+    "Ranks only jobs of one GPU; the others never.",
     """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    def tick(self, ctx, active):
-        small = active.gpus == 1
-        return Ranking(active.rows[small], active.gpus[small])
-'''
+    small = active.gpus == 1
+    return Ranking(active.rows[small], active.gpus[small])
+    """,
+)
 
 
 def test_a_stall_names_the_ranking_that_left_the_job_out(tmp_path, capsys):

@@ -21,42 +21,24 @@ from roundhouse.runtime.sweep import RUN_COLUMNS, RunSpec, compile_spec, record_
 from roundhouse.runtime.sweep_exec import LocalExecutor, Task
 from roundhouse.tools.cli import main
 from tests.conftest import REPO, fails, write_trace
+from tests.own_elements import policy_file
 from tests.test_journal_reading import change, make_journal
 
 TRACE = REPO / "traces" / "samples" / "philly-1000.csv"
 
 # A policy of the user's: the jobs in pool order, or the reverse.
-POLICY = '''
-import numpy as np
-
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
 
 
-@element
-class Mine(Element):
-    """Rank jobs in pool order ({order}).
-
-    Ports:
-        active: admitted, unfinished jobs.
-        ranking: the jobs.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    def tick(self, ctx, active):
-        order = np.arange(len(active.rows)){reverse}
+def _policy(reverse: bool) -> str:
+    return policy_file(
+        "Mine",
+        f"Rank jobs in pool order ({'reversed' if reverse else 'as they came'}).",
+        f"""
+        order = np.arange(len(active.rows)){"[::-1]" if reverse else ""}
         return Ranking(active.rows[order], active.gpus[order], backfill=True)
-'''
+        """,
+        before="import numpy as np",
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -69,9 +51,7 @@ def own_registry():
 def policy_graph(folder: Path, reverse: bool, source: str) -> Path:
     """A graph in `folder` requiring its own `mine.py`, which defines the class Mine."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "mine.py").write_text(
-        POLICY.format(order="reversed" if reverse else "as they came", reverse="[::-1]" if reverse else "")
-    )
+    (folder / "mine.py").write_text(_policy(reverse))
     graph = folder / "g.sched"
     graph.write_text(
         f'require "mine.py";\nround = 10s;\ncluster = "2x4:V100";\nsrc :: {source};\n'
@@ -289,7 +269,7 @@ def test_a_run_failing_on_a_varied_trace_names_the_option_and_says_error_once(tm
 def test_a_run_whose_worker_process_died_names_that_process(tmp_path):
     pid_file = tmp_path / "pid"
     (tmp_path / "dies.py").write_text(
-        POLICY.format(order="", reverse="").replace(
+        _policy(reverse=False).replace(
             "    def tick(self, ctx, active):\n",
             f"    def tick(self, ctx, active):\n        import os\n        open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
             "        os._exit(5)\n",

@@ -20,52 +20,31 @@ from roundhouse.runtime.compiler import Override, compile_file
 from roundhouse.runtime.simulate import simulate
 from roundhouse.runtime.snapshot import ForkError
 from tests.conftest import REPO
+from tests.own_elements import policy_file
 
 FIFO = REPO / "graphs" / "fifo.sched"
 TRACE = REPO / "traces" / "samples" / "philly-single-blox-1000.csv"
 OUTCOME = ["job_id", "arrival_s", "first_start_s", "finish_s", "preemptions", "service", "done"]
 
-# A policy of the user's, fewest GPUs first, in a file a graph requires: {state} is its
-# declaration (or none), and it keeps `{attr}` set in start.
-POLICY = '''import threading
 
-import numpy as np
-
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-
-
-@element
-class {name}(Element):
-    """Fewest GPUs first.
-
-    Ports:
-        active: jobs.
-        ranking: ranking.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    {state}
-
-    def start(self, ctx):
-        self._held = {held}
-
-    def tick(self, ctx, active):
+def _policy(name: str, state: str, held: str) -> str:
+    """A policy of the user's, fewest GPUs first, in a file a graph requires: `state` is its
+    declaration (or none), and it keeps `held` in `_held`, set in start."""
+    return policy_file(
+        name,
+        "Fewest GPUs first.",
+        """
         order = np.argsort(active.gpus, kind="stable")
         return Ranking(active.rows[order], active.gpus[order], backfill=True)
-'''
+        """,
+        before="import threading\n\nimport numpy as np",
+        after=f"def start(self, ctx):\n    self._held = {held}",
+        declares=state or None,
+    )
 
 
 def _policy_graph(tmp_path, name: str, state: str, held: str, synth: bool = False, jobs: int = 30, workers: int = 1):
-    (tmp_path / f"{name.lower()}.py").write_text(POLICY.format(name=name, state=state, held=held))
+    (tmp_path / f"{name.lower()}.py").write_text(_policy(name, state, held))
     policy = f"a :: {name}; b :: Fifo; order :: ChoosePolicy(candidates=[a, b]);" if synth else f"order :: {name};"
     text = (
         f'require "{name.lower()}.py";\nround = 5min; cluster = "2x4:V100";\n'

@@ -3,49 +3,12 @@ calls `tick(ctx, **inputs)`) is refused where its file is required, naming the c
 parameters it has and the ones it needs, rather than failing at its first tick with Python's
 "unexpected keyword argument"."""
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from roundhouse.tools.cli import main
-
-
-def policy_file(name: str, synopsis: str, tick: str, params: str = "self, ctx, active", before: str = "", after: str = "") -> str:
-    """The text of an element file defining `name`, a policy that ranks the jobs it is given:
-    its documentation block opens with `synopsis`, its `tick(params)` runs the lines `tick`;
-    `before` goes above the class (imports, module values), `after` below its tick (methods)."""
-    body = textwrap.indent(textwrap.dedent(tick).strip(), " " * 8)
-    return f'''{before}
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-
-
-@element
-class {name}(Element):
-    """{synopsis}
-
-    Ports:
-        active: admitted jobs.
-        ranking: the jobs in pool order.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    def tick({params}):
-{body}
-{textwrap.indent(textwrap.dedent(after).strip(), " " * 4)}
-'''
-
+from tests.own_elements import policy_file
 
 # (Whatever the tick's parameters, the admitted jobs are found among them.)
 BY_ANY_PARAMETERS = """
