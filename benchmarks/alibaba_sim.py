@@ -73,7 +73,7 @@ def write_trace(ours: Path, theirs: Path) -> None:
     of `gpus` GPUs and no CPUs per job, one user, submit times ours (it keeps their order)."""
     import polars as pl
 
-    pl.read_csv(ours).select(
+    pl.read_csv(ours, glob=False).select(
         pl.col("job_id"),
         pl.lit("generated").alias("user"),
         pl.col("duration_s").alias("duration"),

@@ -221,7 +221,7 @@ def rows(
                 reference = None
             compared = None
             if reference is not None:
-                compared = same_jobs_jct(pl.read_csv(best["out"] / "jobs.csv"), reference)
+                compared = same_jobs_jct(pl.read_csv(best["out"] / "jobs.csv", glob=False), reference)
             out.append(_row(name, runs, best, theirs, compared))
     return out
 

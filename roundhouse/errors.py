@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import sys
 import unicodedata
 from collections.abc import Iterable
 
@@ -148,6 +149,13 @@ def shown_text(text: str) -> str:
     in a page or a figure (where the character would break the file, an SVG being no XML with
     one, or be drawn as an empty box), as it is written."""
     return "".join(repr(ch)[1:-1] if ch not in "\t\n\r" and unicodedata.category(ch) == "Cc" else ch for ch in text)
+
+
+def print_warning(line: str, file=None) -> None:
+    """A warning's line (`warning: ...`, or `where: warning: ...`) on `file`, by default standard
+    error, as `shown_text` shows it: a warning names files and values the user gave, whose
+    control characters a terminal would obey."""
+    print(shown_text(line), file=sys.stderr if file is None else file)
 
 
 def first_line(err: BaseException) -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import sys
 from collections.abc import Sequence
+
+from roundhouse.errors import print_warning
 
 # Characters read alike in a type's name, read as the digits they look like.
 _CONFUSABLE = str.maketrans({"o": "0", "i": "1", "l": "1"})
@@ -62,7 +63,7 @@ def warn_near_misses(names: Sequence[str], profile_types: Sequence[str], start: 
             continue
         _WARNED.add(key)
         os.environ[_WARNED_ENV] = ",".join(sorted(_WARNED | _inherited()))
-        print(f"{start}{_advice(name, near)}", file=sys.stderr)
+        print_warning(f"{start}{_advice(name, near)}")
 
 
 def _warned(key: str) -> bool:

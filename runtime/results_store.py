@@ -112,7 +112,7 @@ class ResultsStore:
         self.foreign = []
         for path in self.files():
             try:
-                frame = pl.read_parquet(path)
+                frame = pl.read_parquet(path, glob=False)  # (a folder may be named with [ or *)
             except Exception:  # any damage: polars raises several kinds
                 self.unreadable.append(path)
                 continue

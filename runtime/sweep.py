@@ -437,13 +437,15 @@ def trace_overrides(flat, trace: str | None) -> list:
 
 # The columns every recorded run has; labels (one per varied name) and the metrics sink's
 # summary come beside them. `set` holds what the run's sweep fixed for every run (RunSpec.fixed)
-# as a JSON object: a name a run did not vary had that value, or else the graph's own.
+# as a JSON object: a name a run did not vary had that value, or else the graph's own. `trace`:
+# the trace given with --trace, by its whole path (`report` draws the graph with it), or None.
 RUN_COLUMNS = (
     "key",
     "status",
     "error",
     "traceback",
     "graph",
+    "trace",
     "point",
     "set",
     "seed",
@@ -592,6 +594,7 @@ def base_row(spec: RunSpec, key: str, status: str = "ok", error: str | None = No
         "error": error,
         "traceback": None,
         "graph": spec.graph,
+        "trace": spec.trace,
         "point": point_text(spec.labels),
         "set": fixed_text(spec.fixed),
         "seed": spec.labels.get("seed"),

@@ -804,7 +804,10 @@ def test_the_report_of_a_sweep_whose_every_run_failed_says_so(tmp_path):
     assert main(["report", str(tmp_path / "sweep"), "-o", str(tmp_path / "r.html")]) == 0
     page = (tmp_path / "r.html").read_text()
     plots = page[page.index("<h2>Plots</h2>") :]
-    assert "No run of the sweep finished (2 failed): there is nothing to plot" in plots and "<img" not in plots
+    assert (
+        "No run of the sweep finished (2 failed, each listed above with its error): there is nothing to plot" in plots
+        and "<img" not in plots
+    )
 
 
 # --- Graphviz's dot missing or failing ---------------------------------------------------------

@@ -165,7 +165,7 @@ def job_model(run: str, job: str) -> str | None:
         return None
     try:
         with _stderr_held():
-            frame = pl.scan_csv(path, infer_schema=False).filter(pl.col("job_id").str.strip_chars() == job)
+            frame = pl.scan_csv(path, infer_schema=False, glob=False).filter(pl.col("job_id").str.strip_chars() == job)
             models = frame.select("model").head(1).collect()["model"]
     except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError):
         return None
@@ -213,7 +213,7 @@ def read_record(run: str) -> Path:
             "(run it again with `roundhouse run GRAPH --out DIR`, without --no-explain)"
         )
     with _readable(path):
-        schema = pl.scan_parquet(path).collect_schema()
+        schema = pl.scan_parquet(path, glob=False).collect_schema()
     missing = [c for c in COLUMNS if c not in schema]
     if missing:
         raise UsageError(f"{path}: no column {', '.join(repr(c) for c in missing)} (not a record `roundhouse run` wrote?)")

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from roundhouse.errors import RoundhouseError, SchedError, UsageError
+from roundhouse.errors import RoundhouseError, SchedError, UsageError, print_warning
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file
 from roundhouse.runtime.element_failures import describe_element
@@ -82,4 +82,4 @@ def print_problems(checked: Checked) -> bool:
 def print_warnings(checked: Checked) -> None:
     """Print what `check_graph` warns of, to standard error."""
     for warning in checked.warnings:
-        print(warning, file=sys.stderr)
+        print_warning(warning)

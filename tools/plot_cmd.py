@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import UsageError, print_warning
 from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
 from roundhouse.tools.outputs.output_place import refuse_extension_alone, refuse_unwritable_place
 from roundhouse.tools.outputs.whole_file import output_file
@@ -45,9 +45,9 @@ def plot(args) -> int:
         raise UsageError(f"{', '.join(given)}: only for --kind load, a sweep's metric against a varied name (not --kind {kind})")
     fig = figure(folder, kind, args.metric or "avg_jct_s", args.x)
     if isinstance(folder, SweepFolder) and folder.incomplete:  # (the figure says so too)
-        print(f"warning: {folder.path}: {folder.incomplete}; drawn from those runs", file=sys.stderr)
+        print_warning(f"warning: {folder.path}: {folder.incomplete}; drawn from those runs")
     elif isinstance(folder, RunFolder) and folder.incomplete:
-        print(f"warning: {folder.path}: {folder.incomplete}; drawn from those jobs", file=sys.stderr)
+        print_warning(f"warning: {folder.path}: {folder.incomplete}; drawn from those jobs")
     if isinstance(folder, SweepFolder):
         for note in folder.notes:  # (runs of the store the figure leaves out)
             print(f"note: {folder.path}: {note}", file=sys.stderr)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import io
 import math
-import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +15,7 @@ import attrs
 import numpy as np
 import polars as pl
 
-from roundhouse.errors import UsageError, first_line, shown_text
+from roundhouse.errors import UsageError, first_line, print_warning, shown_text
 from roundhouse.runtime.values import duration_from_text, rate_from_text
 from roundhouse.tools.outputs import RunFolder, SweepFolder
 from roundhouse.tools.outputs.whole_file import write_whole
@@ -277,32 +276,28 @@ def _record(run: RunFolder) -> pl.DataFrame | None:
     if not path.is_file():
         listed = run.info.get("files")
         if isinstance(listed, list) and FILE_NAME in listed:  # (the run kept one: removed or moved since)
-            print(f"warning: {path}: missing, though run.json lists it; GPUs held are drawn from jobs.csv", file=sys.stderr)
+            print_warning(f"warning: {path}: missing, though run.json lists it; GPUs held are drawn from jobs.csv")
         return None
     columns = ["t_s", "job_id", "state", "reason", "b"]
     try:
-        record = pl.read_parquet(path, columns=columns)
+        record = pl.read_parquet(path, columns=columns, glob=False)  # (a folder may be named with [ or *)
     except pl.exceptions.ColumnNotFoundError:  # (a Parquet file, but not the record a run writes)
-        missing = [c for c in columns if c not in pl.read_parquet_schema(path)]
-        print(
+        missing = [c for c in columns if c not in pl.scan_parquet(path, glob=False).collect_schema()]
+        print_warning(
             f"warning: {path}: no column {', '.join(repr(c) for c in missing)} (not a record `roundhouse run` wrote?); "
-            "GPUs held are drawn from jobs.csv",
-            file=sys.stderr,
+            "GPUs held are drawn from jobs.csv"
         )
         return None
     except (pl.exceptions.PolarsError, OSError) as err:
-        print(
-            f"warning: {path}: cannot be read as Parquet ({first_line(err)}); GPUs held are drawn from jobs.csv", file=sys.stderr
-        )
+        print_warning(f"warning: {path}: cannot be read as Parquet ({first_line(err)}); GPUs held are drawn from jobs.csv")
         return None
     words = (pl.String, pl.Categorical, pl.Enum)
     for name, dtype in record.schema.items():
         numeric = name in ("t_s", "job_id", "b")
         if not (dtype.is_numeric() if numeric else dtype in words):
-            print(
+            print_warning(
                 f"warning: {path}: column {name!r} holds {dtype}, not {'numbers' if numeric else 'words'} "
-                "(damaged?); GPUs held are drawn from jobs.csv",
-                file=sys.stderr,
+                "(damaged?); GPUs held are drawn from jobs.csv"
             )
             return None
     return record

@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from roundhouse.errors import RoundhouseError, UsageError, shown_text
-from roundhouse.runtime.compiler import compile_file, compile_graph
+from roundhouse.runtime.compiler import compile_graph
 from roundhouse.runtime.dsl.loader import load, read_source
 from roundhouse.runtime.sweep import trace_overrides
 from roundhouse.tools.graph_drawing import draw
@@ -166,6 +166,9 @@ def sweep_page(sweep: SweepFolder) -> str:
         summary = _note(f"Incomplete: {sweep.incomplete}; the tables and plots show only those runs.") + summary
     for note in reversed(sweep.notes):  # (runs of the store left out of the tables and plots)
         summary = _note(f"{note[0].upper()}{note[1:]}.") + summary
+    if sweep.failures.height:  # (each with its own error, as `roundhouse sweep` printed it)
+        failures = [tuple("—" if v is None else v for v in row) for row in sweep.failures.iter_rows()]
+        summary += f"\n<h3>Failed runs</h3>\n{_table(sweep.failures.columns, failures, text={0, 2, 3})}"
     plots = []
     # (Every run failed: the figures would each say so, or, without the metrics' columns, be left out.)
     there = [m for m in SWEEP_METRICS if m in table.columns] if table.height else []
@@ -174,8 +177,8 @@ def sweep_page(sweep: SweepFolder) -> str:
     elif not table.height:
         plots.append(
             _note(
-                f"No run of the sweep finished ({sweep.failed} failed): there is nothing to plot "
-                "(`roundhouse sweep` prints each failed run's error)."
+                f"No run of the sweep finished ({sweep.failed} failed, each listed above with its error): "
+                "there is nothing to plot."
             )
         )
     # A metric no run has a value of (JCTs when no job finished) is left out, said once for all.
@@ -194,7 +197,7 @@ def sweep_page(sweep: SweepFolder) -> str:
             if str(err) not in notes:
                 notes.add(str(err))
                 plots.append(_note(str(err)))
-    graph = _graph_html(sweep.graph) if sweep.graph else _note("The sweep's folder does not record its graph.")
+    graph = _graph_html(sweep.graph, sweep.trace) if sweep.graph else _note("The sweep's folder does not record its graph.")
     title = f"Sweep of {Path(sweep.graph).name}" if sweep.graph else f"Sweep in {sweep.path.name}"
     return _page(title, facts, graph, summary, plots)
 
@@ -224,8 +227,11 @@ def _run_graph_html(run: RunFolder) -> str:
     graph, text = run.graph, run.info.get("graph_text")
     if not graph:
         return _note("run.json names no graph.")
+    trace = run.info.get("trace")
+    if trace is not None and not isinstance(trace, str):
+        return _note(f"{run.path / 'run.json'}: 'trace' should be a string; the graph is not drawn.")
     if text is None:
-        return _graph_html(graph)
+        return _graph_html(graph, trace)
     if not isinstance(text, str):
         return _note(f"{run.path / 'run.json'}: 'graph_text' should be a string; the graph is not drawn.")
     # The files the graph names are read relative to its folder, and compiling checks that they
@@ -233,11 +239,7 @@ def _run_graph_html(run: RunFolder) -> str:
     # does not name: the graph is read from each folder where that path names the file the run
     # read, found where `report` is run, at the run's folder or above it (`--out` is usually
     # given from there), until one compiles. Failing any, it is read from where `report` is run.
-    trace = run.info.get("trace")
-    if trace is not None and not isinstance(trace, str):
-        return _note(f"{run.path / 'run.json'}: 'trace' should be a string; the graph is not drawn.")
-    # (A --trace replaced the path of the graph's TraceSource: drawn as the run read it.)
-    which = "as the run read it" + (", its TraceSource's path the trace given with --trace" if trace else "")
+    which = "as the run read it" + _with_trace(trace)
     found = _folders_holding(run.path, graph, text)
     failed: tuple[Path, RoundhouseError] | None = None
     for folder in found:
@@ -254,9 +256,14 @@ def _run_graph_html(run: RunFolder) -> str:
     return _drawn(graph, compiled, which)
 
 
-def _compiled(path: Path, text: str, trace: str | None):
-    """The graph of `text`, read as the file `path`, with `trace` (the run's --trace, if given)
-    as the path of its TraceSource, as `run` gave it."""
+def _with_trace(trace: str | None) -> str:
+    """What a caption adds of a --trace, which replaced the path of the graph's TraceSource."""
+    return ", its TraceSource's path the trace given with --trace" if trace else ""
+
+
+def _compiled(path: Path, text: str | None, trace: str | None):
+    """The graph of `text` (None: the file's text now), read as the file `path`, with `trace`
+    (the --trace of the run or sweep, if given) as the path of its TraceSource, as it gave it."""
     flat = load(path, text)
     return compile_graph(flat, trace_overrides(flat, trace))
 
@@ -282,17 +289,18 @@ def _folders_holding(run_folder: Path, graph: str, text: str) -> list[Path]:
     return found
 
 
-def _graph_html(graph: str) -> str:
-    """A graph's file as Graphviz draws it, or a note saying why it is not drawn (the report is
-    still worth having without it)."""
+def _graph_html(graph: str, trace: str | None = None) -> str:
+    """A graph's file as Graphviz draws it, with `trace` (the --trace it was run with, if one
+    was) as its TraceSource's path, or a note saying why it is not drawn (the report is still
+    worth having without it)."""
     path = Path(graph)
     if not path.is_file():
         return _note(f"The graph {graph} is not found{_looked_for(graph)}.")
     try:
-        compiled = compile_file(path)
+        compiled = _compiled(path, None, trace)
     except RoundhouseError as err:
         return _note(f"The graph {graph} could not be drawn: {err}")
-    return _drawn(graph, compiled, "as the file reads now, which may differ from what was run")
+    return _drawn(graph, compiled, "as the file reads now, which may differ from what was run" + _with_trace(trace))
 
 
 def _looked_for(graph: str) -> str:

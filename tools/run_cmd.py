@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roundhouse.errors import UsageError
+from roundhouse.errors import UsageError, print_warning
 from roundhouse.runtime.compiler import refuse_empty_graph_path
 from roundhouse.runtime.explain import FILE_NAME
 from roundhouse.runtime.files import results_folder, writing
@@ -68,7 +67,7 @@ def run(args) -> int:
     graph = compile_with_overrides(args)
     if not args.quiet:  # (a simulation, known only here: `check` cannot tell whether the graph is to be served live)
         for warning in live_only_warnings(graph):
-            print(warning, file=sys.stderr)
+            print_warning(warning)
     cluster = load_cluster(graph, args.cluster)
     created = _first_missing(args.out) if args.out is not None else None
     out = results_folder(args.out, "--out", "run") if args.out is not None else None

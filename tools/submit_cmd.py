@@ -251,7 +251,7 @@ def trace_jobs(path: str, format: str = "auto") -> tuple[list[dict], list[str]]:
         parquet = is_parquet(path) or file.read(4) == PARQUET_MAGIC
     if parquet:
         try:
-            raw = pl.read_parquet(path)
+            raw = pl.read_parquet(path, glob=False)
         except (pl.exceptions.PolarsError, OSError, ValueError) as err:
             raise TraceError(path, f"cannot be read as Parquet: {first_line(err)}") from None
         numbers = list(range(1, raw.height + 1))

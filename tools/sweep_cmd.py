@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from roundhouse.errors import shown_text
+from roundhouse.errors import print_warning, shown_text
 from roundhouse.runtime.files import check_output_file, results_folder, writing
 from roundhouse.runtime.results_store import SUFFIX, ResultsStore
 from roundhouse.runtime.sweep import (
@@ -123,7 +123,7 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
             if row["key"] in ours and row["status"] == "ok":
                 finished[row["key"]] = row
         for path, what in _damaged_files(store, ours):
-            err.print(f"warning: {path}: {what}", highlight=False, markup=False, soft_wrap=True)
+            print_warning(f"warning: {path}: {what}", err.file)
     rows = dict(finished)
     # Points of one key (two copies of one file, say) are one run, run once (as its first point)
     # and listed for each.
@@ -315,7 +315,9 @@ def _per_run(
     ]
     frame = pl.DataFrame(ordered, infer_schema_length=None)
     first = [*names, "seed", "status", "error"]
-    rest = [c for c in frame.columns if c not in first and c not in ("set", "point", "graph", "finished_at", "traceback")]
+    rest = [
+        c for c in frame.columns if c not in first and c not in ("set", "point", "graph", "trace", "finished_at", "traceback")
+    ]
     return frame.select([*dict.fromkeys(first), *rest, "set", "point"])
 
 

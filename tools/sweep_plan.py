@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import itertools
 import math
-import sys
 from pathlib import Path
 
 import attrs
 
-from roundhouse.errors import ClusterError, UsageError
+from roundhouse.errors import ClusterError, UsageError, print_warning
 from roundhouse.runtime.cluster import names_a_file
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load
@@ -249,10 +248,9 @@ def _warn_of_own_seeds(graph, grid, seeds: int) -> None:
         if "seed" not in attrs.fields_dict(type(el)) or own is None or f"{name}.seed" in varied:
             continue
         option = f"--seeds {seeds}" if seeds > 1 else "--vary seed"
-        print(
+        print_warning(
             f"warning: {option}: element '{name}' ({type(el).__name__}) sets its own seed ({own}), which the graph's "
-            f"seed does not change: it draws the same in every seed's run (to vary it: --vary {name}.seed=...)",
-            file=sys.stderr,
+            f"seed does not change: it draws the same in every seed's run (to vary it: --vary {name}.seed=...)"
         )
 
 

@@ -6,8 +6,8 @@ A warning of every run is said as `run` says it."""
 from __future__ import annotations
 
 import math
-import sys
 
+from roundhouse.errors import print_warning
 from roundhouse.tools.useless_runs import live_only_warnings, warning_inputs, warnings_before_run
 
 # The most points a warning names one by one (a grid's points that no shorter phrase covers).
@@ -50,7 +50,7 @@ class SweepWarnings:
 
     def say(self) -> None:
         for line in self.lines():
-            print(line, file=sys.stderr)
+            print_warning(line)
 
 
 def runs_named(runs: list[dict], values: dict[str, dict[str, None]]) -> str:

@@ -11,11 +11,9 @@ sources that bring no job at all.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
-from roundhouse.errors import RoundhouseError
+from roundhouse.errors import RoundhouseError, print_warning
 from roundhouse.runtime.values import IdRange
 from roundhouse.tools.cluster_warnings import (
     at,
@@ -211,7 +209,7 @@ def warning_inputs(graph) -> tuple:
 def print_warnings_before_run(graph, cluster=None) -> None:
     """`warnings_before_run`, on standard error."""
     for warning in warnings_before_run(graph, cluster):
-        print(warning, file=sys.stderr)
+        print_warning(warning)
 
 
 def untracked_note(name: str, el, ids) -> str:

@@ -13,7 +13,7 @@ import attrs
 from rich.markup import escape
 from rich.table import Table
 
-from roundhouse.errors import RoundhouseError, TraceError, UsageError
+from roundhouse.errors import RoundhouseError, TraceError, UsageError, print_warning
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from roundhouse.runtime.simulation import own_elements
@@ -169,7 +169,7 @@ def whatif_command(args) -> int:
         # (Before the other graph is simulated, for its figures are of the run's cluster. Said of
         # a --graph only: the run's own graph with --set has the settings the run had.)
         if args.graph is not None:
-            print(f"warning: {text}", file=forgiving(sys.stderr), flush=True)
+            print_warning(f"warning: {text}", forgiving(sys.stderr))
 
     if snapshot_file:
         point, projections = whatif_snapshot(args.journal, other, horizon, warn)

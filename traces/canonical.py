@@ -36,7 +36,7 @@ def read_parquet(path: str | Path, elastic: ElasticProfile | None = None) -> pl.
     for read_csv."""
     try:
         check_parquet_file(path)
-        frame = pl.read_parquet(path)
+        frame = pl.read_parquet(path, glob=False)
     except FileNotFoundError:
         raise TraceError(str(path), "no such file") from None
     except (pl.exceptions.PolarsError, OSError, ValueError) as err:

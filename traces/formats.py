@@ -251,7 +251,7 @@ def check_trace_header(path: str | Path, format: str = "auto", elastic: ElasticP
     if canonical.is_parquet(path) or read_bytes(path, 4) == canonical.PARQUET_MAGIC:
         try:
             canonical.check_parquet_file(path)  # (text named .parquet: said so, not polars' complaint)
-            frame = pl.read_parquet(path, n_rows=0)
+            frame = pl.read_parquet(path, n_rows=0, glob=False)
         except (pl.exceptions.PolarsError, OSError, ValueError) as err:
             raise TraceError(str(path), f"cannot be read as Parquet: {first_line(err)}") from None
         validate(frame, str(path), elastic=elastic)
@@ -270,7 +270,7 @@ def file_columns(path: str | Path, format: str) -> tuple[str, ...]:
     if format == "pai":
         return pai.file_columns(path)
     if format == "canonical" and (canonical.is_parquet(path) or read_bytes(path)[:4] == canonical.PARQUET_MAGIC):
-        return tuple(pl.read_parquet_schema(path))
+        return tuple(pl.scan_parquet(path, glob=False).collect_schema())
     # (The first line only: the file has been read whole once already, and may be large.)
     comment = None if format == "gavel" else "#"  # (as each reader takes comments)
     lines, _ = data_lines(head_text(path, comment), comment)

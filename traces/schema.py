@@ -90,14 +90,13 @@ from __future__ import annotations
 
 import difflib
 import math
-import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
-from roundhouse.errors import TraceError, did_you_mean
+from roundhouse.errors import TraceError, did_you_mean, print_warning
 from roundhouse.traces.jobs import OWN_COLUMNS
 from roundhouse.traces.losscurves import LOSS_COLUMNS, initial_loss
 from roundhouse.traces.trainingsettings import TRAINING_SETTINGS, setting_problems
@@ -310,7 +309,7 @@ def warn_once(path: str, what: str, message: str) -> None:
     if (path, what) in _WARNED:
         return
     _WARNED.add((path, what))
-    print(f"warning: {path}: {message}", file=sys.stderr)
+    print_warning(f"warning: {path}: {message}")
 
 
 def warn_near_misses(columns: Sequence[str], path: str, known: Collection[str] = KNOWN_COLUMNS, fixed: str = "") -> None:

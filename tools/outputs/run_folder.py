@@ -114,7 +114,7 @@ def open_run(path: Path) -> RunFolder:
     summary = read_summary(summary_file) if summary_file.is_file() else {}
     refuse_short_rows(jobs_file)
     try:
-        jobs = pl.read_csv(jobs_file, infer_schema_length=None)
+        jobs = pl.read_csv(jobs_file, infer_schema_length=None, glob=False)  # (a folder may be named with [ or *)
     except (pl.exceptions.PolarsError, UnicodeDecodeError) as err:
         raise UsageError(f"{jobs_file}: cannot be read as CSV ({first_line(err)})") from None
     # (Checked with no rows too: a run with no jobs still writes the table's header.)

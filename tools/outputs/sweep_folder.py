@@ -7,13 +7,12 @@ numeric column is something measured."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import attrs
 import polars as pl
 
-from roundhouse.errors import UsageError, first_line
+from roundhouse.errors import UsageError, first_line, print_warning
 from roundhouse.runtime.results_store import SUFFIX, ResultsStore
 from roundhouse.runtime.sweep import RUN_COLUMNS, label_columns, point_text
 from roundhouse.tools.outputs.csv_rows import refuse_short_rows
@@ -35,6 +34,9 @@ class SweepFolder:
     unreadable: tuple[Path, ...] = ()  # damaged files of the results store, left out
     incomplete: str | None = None  # why the folder may not hold every run of its sweep
     notes: tuple[str, ...] = ()  # runs of the results store left out, and why
+    trace: str | None = None  # the trace given with --trace (by its whole path), if the store records one
+    # The runs that failed, in the order of `table`'s: their point, seed, status and error.
+    failures: pl.DataFrame = attrs.field(factory=pl.DataFrame)
 
     @property
     def metrics(self) -> list[str]:
@@ -66,13 +68,13 @@ def open_sweep(path: Path) -> SweepFolder:
         # As a sweep does: a damaged file is named and left out, and the other runs still count.
         unreadable = tuple(results.unreadable)
         for damaged in unreadable:
-            print(f"warning: {damaged}: cannot be read (damaged?); its run is left out", file=sys.stderr)
+            print_warning(f"warning: {damaged}: cannot be read (damaged?); its run is left out")
         # (A run's row always has its point: without one, what the sweep varied cannot be told.)
         pointless = table.filter(pl.col("point").is_null()) if "point" in table.columns else table
         foreign = [*results.foreign, *(store / f"{key}{SUFFIX}" for key in pointless["key"].unique(maintain_order=True))]
         table = table.filter(pl.col("point").is_not_null()) if "point" in table.columns else table.clear()
         for file in foreign:
-            print(f"warning: {file}: holds no run's row (no key or point: damaged?); left out", file=sys.stderr)
+            print_warning(f"warning: {file}: holds no run's row (no key or point: damaged?); left out")
         if not table.height:
             raise UsageError(f"{store}: none of its {len(results.files())} Parquet files can be read as runs' rows (damaged?)")
         unreadable += tuple(foreign)
@@ -94,12 +96,21 @@ def open_sweep(path: Path) -> SweepFolder:
         failed = failed | (pl.col("error").cast(pl.String).fill_null("") != "")
     marked = table.with_columns(failed.fill_null(False).alias("__failed"))
     ok = marked.filter(~pl.col("__failed")).drop("__failed")
-    graph = None
-    if "graph" in table.columns and table.height:
-        graphs = table["graph"].drop_nulls().unique().to_list()
-        graph = str(graphs[0]) if len(graphs) == 1 else None
+    graph, trace = _one_of(table, "graph"), _one_of(table, "trace")
     ok = _unvaried(ok, labels)
-    return SweepFolder(path, source, ok, labels, marked.height - ok.height, graph, unreadable, incomplete, tuple(notes))
+    failures = marked.filter(pl.col("__failed")).select(
+        pl.col(c).cast(pl.String) if c in marked.columns else pl.lit(None, pl.String).alias(c)
+        for c in ("point", "seed", "status", "error")
+    )
+    return SweepFolder(path, source, ok, labels, failures.height, graph, unreadable, incomplete, tuple(notes), trace, failures)
+
+
+def _one_of(table: pl.DataFrame, column: str) -> str | None:
+    """The one value the runs record in `column` (their graph, their --trace), if they record one."""
+    if column not in table.columns:
+        return None
+    values = table[column].drop_nulls().unique().to_list()
+    return str(values[0]) if len(values) == 1 else None
 
 
 def _the_last_sweep(table: pl.DataFrame, summary: Path, damaged: set[str]) -> tuple[pl.DataFrame, str | None, list[str]]:
@@ -133,10 +144,12 @@ def _the_last_sweep(table: pl.DataFrame, summary: Path, damaged: set[str]) -> tu
             f"folder) {'is' if others == 1 else 'are'} left out: "
             f"{summary.name} lists the {len(rank)} runs of the last sweep"
         )
-    # Each run as summary.csv describes it: its point, what its sweep fixed, its varied values.
-    # Two points of one key (two copies of one file, say: the same run) are each a row of their
-    # own, the one stored run's; a point and seed listed twice with one key, one row.
-    described = [c for c in ("point", "set", *label_columns(listed)) if c in listed.columns]
+    # Each run as summary.csv describes it: its point, what its sweep fixed, its varied values,
+    # and how it went. Two points of one key (two copies of one file, say: the same run) are each
+    # a row of their own, the one stored run's; a point and seed listed twice with one key, one
+    # row. (Of a failed run shared by two points, the store keeps the first point's error; the
+    # sweep ran the other point again for one naming its own file, which only summary.csv keeps.)
+    described = [c for c in ("point", "set", "status", "error", *label_columns(listed)) if c in listed.columns]
     stale = [c for c in ours.columns if c in described or c in label_columns(table)]
     points = listed.unique([c for c in ("key", "point", "seed") if c in listed.columns], maintain_order=True)
     points = points.with_row_index("__listed").select("__listed", "key", *described)
@@ -158,7 +171,7 @@ def _listed(summary: Path) -> pl.DataFrame | str | None:
         if "key" not in listed.columns:
             raise UsageError(f"{summary}: no column 'key' (each run's key, as `roundhouse sweep` writes)")
     except UsageError as err:
-        print(f"warning: {err}; the results store's runs are listed as they finished", file=sys.stderr)
+        print_warning(f"warning: {err}; the results store's runs are listed as they finished")
         return "unreadable"
     return listed.with_columns(pl.col("key").cast(pl.String))
 
@@ -178,7 +191,7 @@ def _the_later_of_each(table: pl.DataFrame, store: Path) -> tuple[pl.DataFrame, 
         f"{repeated.height} runs share {groups} points and seeds (of sweeps of different graphs or traces into "
         f"the folder?): of each, only the one that finished last is drawn"
     )
-    print(f"warning: {store}: {note}", file=sys.stderr)
+    print_warning(f"warning: {store}: {note}")
     return later.drop("__n", "__i"), [note]
 
 
@@ -187,9 +200,9 @@ def _read_summary(path: Path) -> pl.DataFrame:
     row cut short, a run with no point, and two runs of one point and seed are refused."""
     refuse_short_rows(path)
     try:
-        text = pl.read_csv(path, infer_schema_length=0)
+        text = pl.read_csv(path, infer_schema_length=0, glob=False)  # (a folder may be named with [ or *)
         labels = [c for c in _varied(text, path) if c in text.columns and c != "seed"]
-        table = pl.read_csv(path, infer_schema_length=None, schema_overrides=dict.fromkeys(labels, pl.String))
+        table = pl.read_csv(path, infer_schema_length=None, schema_overrides=dict.fromkeys(labels, pl.String), glob=False)
     except (pl.exceptions.PolarsError, UnicodeDecodeError) as err:
         raise UsageError(f"{path}: cannot be read as CSV ({first_line(err)})") from None
     counted = _runs_counted(path.with_name("points.csv"))
@@ -216,7 +229,7 @@ def _runs_counted(points: Path) -> int | None:
     """The runs points.csv counts (its `runs`, summed over the points), which a sweep writes
     with summary.csv; None without a points.csv that reads."""
     try:
-        runs = pl.read_csv(points, columns=["runs"], schema_overrides={"runs": pl.Int64})["runs"]
+        runs = pl.read_csv(points, columns=["runs"], schema_overrides={"runs": pl.Int64}, glob=False)["runs"]
     except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError):
         return None
     return int(runs.sum()) if runs.null_count() == 0 else None

@@ -89,7 +89,7 @@ def sweep(out_dir: Path, workload: str, quick: bool) -> tuple[pl.DataFrame, pl.D
     outcomes = run(specs(trace, racks))
     # The trace's model names: the job table keeps only the throughput profile's, and the
     # profile lacks some of Dally's models (the communication profile has them all).
-    named = pl.read_csv(trace, columns=["job_id", "model"]).rename({"model": "trace_model"})
+    named = pl.read_csv(trace, columns=["job_id", "model"], glob=False).rename({"model": "trace_model"})
     jobs = jobs_table(outcomes).join(named, on="job_id", how="left")
     return summary_table(outcomes), jobs, _timers(outcomes), racks
 

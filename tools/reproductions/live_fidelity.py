@@ -119,7 +119,7 @@ def run(out_dir: Path, quick: bool) -> Report:
             raise ExperimentFailed(f"the live run did not end within {timeout:.0f} s; {_logs(cluster)}") from None
         if status != 0:
             raise ExperimentFailed(f"the live run failed (the scheduler's exit status {status}); {_logs(cluster)}")
-    live_jobs = pl.read_csv(out_dir / "live" / "out" / "jobs.csv")
+    live_jobs = pl.read_csv(out_dir / "live" / "out" / "jobs.csv", glob=False)
 
     # Calibrate: the machine measured just before and just after the live run (other work on a
     # shared machine changes what the jobs get), averaged; then simulate.
