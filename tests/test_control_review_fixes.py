@@ -9,86 +9,57 @@ import pytest
 from roundhouse.runtime.engine import ElementFailure
 from roundhouse.runtime.simulation import Simulation
 from tests.conftest import REPO
+from tests.own_elements import element_class, element_file
 
 TRACE = REPO / "traces" / "samples" / "philly-single-blox-1000.csv"
 
-# A policy and a gate of the user's, each failing in one way: {body} is the rest of the class.
-ELEMENTS = '''import numpy as np
 
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Jobs, Ranking
-
-
-@element
-class Boom(Element):
-    """In order, failing as told.
-
-    Ports:
-        active: jobs.
-        ranking: ranking.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    def tick(self, ctx, active):
+def _elements(tick_fails: str = "False", quiet_fails: str = "False") -> str:
+    """A policy and a gate of the user's, each failing in one way: the policy's tick raises when
+    `tick_fails`, its quiet_until when `quiet_fails`; the gate returns a list, not Jobs."""
+    boom = element_class(
+        "Boom",
+        "In order, failing as told.",
+        f"""
         if {tick_fails}:
             raise ValueError("boom in tick")
         return Ranking(active.rows, active.gpus, backfill=True)
+        """,
+        after=f"""
+        def quiet_until(self, ctx):
+            if {quiet_fails}:
+                raise KeyError("boom in quiet_until")
+            return ctx.now + 10 * ctx.round_s
+        """,
+    )
+    leaky = element_class(
+        "Leaky",
+        "A gate that returns a list, not Jobs.",
+        "return list(jobs.rows)",
+        category="admission",
+        inputs=(("jobs", "Jobs", "arriving jobs."),),
+        outputs=(("admitted", "Jobs", "admitted jobs."),),
+        multi=True,
+        see_also="AcceptAll",
+        after="""
+        def holding(self):
+            return 0
 
-    def quiet_until(self, ctx):
-        if {quiet_fails}:
-            raise KeyError("boom in quiet_until")
-        return ctx.now + 10 * ctx.round_s
+        def hand_over(self):
+            return np.zeros(0, dtype=np.int64)
 
-
-@element
-class Leaky(Element):
-    """A gate that returns a list, not Jobs.
-
-    Ports:
-        jobs: arriving jobs.
-        admitted: admitted jobs.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: AcceptAll
-    Paper: none
-    """
-
-    category = "admission"
-    inputs = (In("jobs", Jobs, multi=True),)
-    outputs = (Out("admitted", Jobs),)
-    state = ()
-
-    def tick(self, ctx, jobs):
-        return list(jobs.rows)
-
-    def holding(self):
-        return 0
-
-    def hand_over(self):
-        return np.zeros(0, dtype=np.int64)
-
-    def take_over(self, admitted):
-        pass
-'''
+        def take_over(self, admitted):
+            pass
+        """,
+    )
+    return element_file(boom, leaky, before="import numpy as np\n")
 
 
 KINDS = {"b": "Boom", "f": "Fifo", "l": "Leaky", "a": "AcceptAll"}
 
 
 def _graph(tmp_path, policy: str, gate: str, tick_fails: str = "False", quiet_fails: str = "False"):
-    (tmp_path / "mine.py").write_text(ELEMENTS.format(tick_fails=tick_fails, quiet_fails=quiet_fails))
+    (tmp_path / "mine.py").write_text(_elements(tick_fails, quiet_fails))
     path = tmp_path / "g.sched"
     path.write_text(
         'require "mine.py";\nround = 5min; cluster = "2x4:V100";\n'
@@ -213,7 +184,7 @@ src -> AcceptAll -> JobPool -> order -> FirstFree -> Launch -> m :: JobMetrics;
 
 
 def _synth_graph(tmp_path, workers: int, tick_fails: str = "False"):
-    (tmp_path / "mine.py").write_text(ELEMENTS.format(tick_fails=tick_fails, quiet_fails="False"))
+    (tmp_path / "mine.py").write_text(_elements(tick_fails))
     path = tmp_path / f"synth{workers}.sched"
     path.write_text(SYNTH.replace("TRACE", str(TRACE)).replace("WORKERS", str(workers)))
     return path

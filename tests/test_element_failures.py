@@ -5,46 +5,27 @@ printed only under --debug."""
 import pytest
 
 from roundhouse.tools.cli import main
+from tests.own_elements import policy_file
 
-ELEMENTS = '''
-import numpy as np
-import attrs
-
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-
-
-@element
-class Misbehaving(Element):
-    """Ranks jobs, or fails in the way it is told to.
-
-    Ports:
-        active: admitted jobs.
-        ranking: the jobs in pool order.
-    Arguments:
-        how: fine, number (returns 42), or raise.
-        after: the round from which it misbehaves.
-    Counters:
-        none
-    See also: Fifo
-    Paper: none (a test element).
+ELEMENTS = policy_file(
+    "Misbehaving",
+    "Ranks jobs, or fails in the way it is told to.",
     """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-
-    how: str = "fine"
-    after: int = 0
-
-    def tick(self, ctx, active):
-        if ctx.round_index >= self.after:
-            if self.how == "number":
-                return 42
-            if self.how == "raise":
-                raise ZeroDivisionError("a bug in the policy")
-        return Ranking(active.rows, active.gpus)
-'''
+    if ctx.round_index >= self.after:
+        if self.how == "number":
+            return 42
+        if self.how == "raise":
+            raise ZeroDivisionError("a bug in the policy")
+    return Ranking(active.rows, active.gpus)
+    """,
+    declares=None,
+    arguments=(
+        ("how", 'str = "fine"', "fine, number (returns 42), or raise."),
+        ("after", "int = 0", "the round from which it misbehaves."),
+    ),
+)
+# (the line of its class, as a message names it: where its decorator stands)
+CLASS_LINE = ELEMENTS.splitlines().index("@element") + 1
 
 GRAPH = """require "misbehaving.py";
 round = 5min;
@@ -71,7 +52,7 @@ def test_a_misbehaving_element_is_named_with_its_round(tmp_path, capsys, how, wh
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert f"error: element 'order' (Misbehaving{how.title()}; declared at {graph}:5:1, class defined at " in err
-    assert "misbehaving.py:9)" in err
+    assert f"misbehaving.py:{CLASS_LINE})" in err
     assert "failed in round 3 (t=15min): " + what in err
     assert ("--debug" in err) == (how == "raise")  # only an exception has a Python detail
 

@@ -10,6 +10,7 @@ import pytest
 from roundhouse.errors import SchedError, SchedErrors
 from roundhouse.runtime.compiler import compile_file
 from tests.conftest import REPO
+from tests.own_elements import element_class, element_file
 
 HEAD = 'round = 5min;\ncluster = "32x4:V100";\n'
 REST = "pool -> Las -> Consolidated -> Launch;\n"
@@ -70,33 +71,17 @@ def test_two_paths_inside_a_compound_are_refused(tmp_path):
 
 
 def test_sources_merged_switched_and_watched_still_compile(tmp_path):
-    (tmp_path / "tap.py").write_text(
-        '''from roundhouse.runtime.element import Element, In, element
-from roundhouse.runtime.types import Jobs
-
-
-@element
-class PathsReviewTap(Element):
-    """Watches arriving jobs and gives nothing on.
-
-    Ports:
-        jobs: arriving jobs.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: AcceptAll
-    Paper: none
-    """
-
-    category = "sink"
-    inputs = (In("jobs", Jobs, multi=True),)
-    state = ()
-
-    def tick(self, ctx, jobs):
-        return None
-'''
+    tap = element_class(
+        "PathsReviewTap",
+        "Watches arriving jobs and gives nothing on.",
+        "return None",
+        category="sink",
+        inputs=(("jobs", "Jobs", "arriving jobs."),),
+        outputs=(),
+        multi=True,
+        see_also="AcceptAll",
     )
+    (tmp_path / "tap.py").write_text(element_file(tap))
     path = _write(
         tmp_path,
         'require "tap.py";\n'

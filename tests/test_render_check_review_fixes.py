@@ -7,44 +7,26 @@ import re
 from roundhouse.runtime import registry
 from roundhouse.tools.cli import main
 from tests.conftest import refused
+from tests.own_elements import policy_file
 
 PIPELINE = "src -> AcceptAll -> JobPool -> {policy} -> FirstFree -> Launch -> JobMetrics;\n"
 
 # An element of one's own whose argument is held as a NumPy array (its converter makes one): a
 # default given as a tuple, and a value written in the graph.
-ARRAY_ELEMENT = '''
-import attrs
-import numpy as np
-
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-
-
-@element
-class ReviewArrayHolder(Element):
-    """Rank jobs in the pool's order.
-
-    Ports:
-        active: admitted, unfinished jobs.
-        ranking: the jobs, in the pool's order.
-    Arguments:
-        weights: one weight per class of job (x | y: either).
-    Counters:
-        ranked: jobs ranked.
-    See also: Fifo
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    weights: list[float] = attrs.field(default=(1.0, 2.0), converter=np.asarray)
-
-    def tick(self, ctx, active):
-        return Ranking(active.rows, active.gpus)
-'''
+ARRAY_ELEMENT = policy_file(
+    "ReviewArrayHolder",
+    "Rank jobs in the pool's order.",
+    "return Ranking(active.rows, active.gpus)",
+    before="import attrs\nimport numpy as np\n",
+    arguments=(
+        (
+            "weights",
+            "list[float] = attrs.field(default=(1.0, 2.0), converter=np.asarray)",
+            "one weight per class of job (x | y: either).",
+        ),
+    ),
+    counters=(("ranked", "jobs ranked."),),
+)
 
 
 def _svg_texts(path) -> list[str]:

@@ -18,57 +18,37 @@ from roundhouse.errors import UsageError
 from roundhouse.runtime.snapshot import SnapshotError
 from roundhouse.runtime.values import Duration
 from tests.conftest import REPO
+from tests.own_elements import policy_file
 
 FIFO = REPO / "graphs" / "fifo.sched"
 
-# A policy of the user's: fewest GPUs first, or most first when the helper module says so; it
-# keeps an object of its own class in its state.
-POLICY = '''import numpy as np
-{imports}
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
 
-
-class Tally:
-    def __init__(self):
-        self.n = 0
-
-
-@element
-class {name}(Element):
-    """Rank jobs, fewest GPUs first.
-
-    Ports:
-        active: jobs.
-        ranking: ranked.
-    Arguments:
-        none
-    Counters:
-        ranked: jobs ranked.
-    See also: Fifo
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ("_tally",)
-
-    def start(self, ctx):
-        self._tally = Tally()
-
-    def tick(self, ctx, active):
+def _policy(name: str, imports: str, sign: str) -> str:
+    """A policy of the user's: fewest GPUs first, or most first when `sign` (after `imports`)
+    says so; it keeps an object of its own class in its state."""
+    return policy_file(
+        name,
+        "Rank jobs, fewest GPUs first.",
+        f"""
         self._tally.n += 1
         self.counters["ranked"] = len(active.rows)
         order = np.argsort({sign}active.gpus, kind="stable")
         return Ranking(active.rows[order], active.gpus[order])
-'''
+        """,
+        before=f"import numpy as np\n{imports}\n\n\nclass Tally:\n    def __init__(self):\n        self.n = 0\n",
+        declares='state = ("_tally",)',
+        counters=(("ranked", "jobs ranked."),),
+        after="""
+        def start(self, ctx):
+            self._tally = Tally()
+        """,
+    )
 
 
 def _policy_graph(folder, name, helper: str | None = None):
     """A graph requiring a policy file (which imports `helper`, if given, for its sign)."""
     imports, sign = (f"import {helper}", f"{helper}.SIGN * ") if helper else ("", "")
-    (folder / "pol.py").write_text(POLICY.format(imports=imports, name=name, sign=sign))
+    (folder / "pol.py").write_text(_policy(name, imports, sign))
     graph = folder / "g.sched"
     graph.write_text(
         'require "pol.py";\ncluster = "4x4:V100";\nsrc :: PoissonSource(rate=8/h, jobs=40, seed=1);\n'
