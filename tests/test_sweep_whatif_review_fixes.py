@@ -153,15 +153,20 @@ def test_points_csv_has_every_metric_even_one_no_run_has_a_value_of(tmp_path, ca
     assert "avg_jct_s" in printed
 
 
-def test_two_points_of_one_run_key_share_the_run_and_are_each_listed(tmp_path, capsys, monkeypatch):
-    from roundhouse.tools.outputs.sweep_folder import open_sweep
-
+def _two_copies_of_the_trace(tmp_path, monkeypatch):
+    """Two files of the same contents in a folder made the current one, a sweep's output folder
+    there, and the --vary value that names both files."""
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
     a.write_text(TRACE.read_text())
     b.write_text(TRACE.read_text())
-    out = tmp_path / "out"
-    vary = f'arrivals.path="{a.name}","{b.name}"'
     monkeypatch.chdir(tmp_path)
+    return a, b, tmp_path / "out", f'arrivals.path="{a.name}","{b.name}"'
+
+
+def test_two_points_of_one_run_key_share_the_run_and_are_each_listed(tmp_path, capsys, monkeypatch):
+    from roundhouse.tools.outputs.sweep_folder import open_sweep
+
+    a, b, out, vary = _two_copies_of_the_trace(tmp_path, monkeypatch)
     assert main(["sweep", str(small_graph(tmp_path)), "--until", "1h", "--vary", vary, "--workers", "1", "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "running 1 run on" in err and "1 of the grid's 2 runs is the same run as another" in err
@@ -176,12 +181,7 @@ def test_two_points_of_one_run_key_share_the_run_and_are_each_listed(tmp_path, c
 
 def test_a_failed_run_shared_by_two_copies_of_a_trace_names_each_points_own_file(tmp_path, capsys, monkeypatch):
     # (The two files are one run; its error, found reading the first, would name it for both.)
-    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
-    a.write_text(TRACE.read_text())
-    b.write_text(TRACE.read_text())
-    out = tmp_path / "out"
-    vary = f'arrivals.path="{a.name}","{b.name}"'
-    monkeypatch.chdir(tmp_path)
+    a, b, out, vary = _two_copies_of_the_trace(tmp_path, monkeypatch)
     argv = ["sweep", str(small_graph(tmp_path)), "--cluster", "1x1:V100", "--vary", vary, "--workers", "1"]
     assert main([*argv, "--out", str(out)]) == 1
     err = capsys.readouterr().err
