@@ -107,7 +107,7 @@ def test_an_insecure_scheduler_says_a_peer_came_with_keys(tmp_path, keys):
     with open(log_path, "wb") as log:
         scheduler = subprocess.Popen(
             [sys.executable, "-m", "roundhouse.tools.cli", "serve", str(tmp_path / "g.sched"), "--bind", address]
-            + ["--insecure", "--checkpoints", str(tmp_path / "ck"), "--wait-for-agents", "0s", "--until", "20s"],
+            + ["--insecure", "--checkpoints", str(tmp_path / "ck"), "--wait-for-agents", "0s", "--until", "90s"],
             cwd=REPO,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -117,15 +117,28 @@ def test_an_insecure_scheduler_says_a_peer_came_with_keys(tmp_path, keys):
         started = lambda: scheduler.poll() is not None or "scheduler listening on" in log_path.read_text()  # noqa: E731
         wait_until(started, 60, "the scheduler to listen", log_path.read_text)
         assert scheduler.poll() is None, log_path.read_text()
-        with pytest.raises(SchedulerError, match="it runs --insecure, without keys"):
-            with Submitter(address, ClientSecurity(keys, "alice"), timeout_s=15) as client:
-                client.status()
-        # (the scheduler hears of the refused handshake from its own ZeroMQ I/O thread, which
-        # may tell it a moment after the submitter was told: the count is asked until it shows)
+
+        def refuse_a_keyed_submitter() -> None:
+            with pytest.raises(SchedulerError, match="it runs --insecure, without keys"):
+                with Submitter(address, ClientSecurity(keys, "alice"), timeout_s=15) as client:
+                    client.status()
+
+        refuse_a_keyed_submitter()
+        # (The scheduler hears of the refused handshake from its own ZeroMQ I/O thread, a moment
+        # after the submitter was told; and a submitter that hangs up before the scheduler has
+        # read its greeting, as on a loaded machine, leaves it a handshake cut short, which is no
+        # refusal. So the count is asked until it shows, another keyed submitter refused between.)
         with Submitter(address, ClientSecurity(None), timeout_s=10) as client:
-            wait_until(
-                lambda: client.status()["refused_peers"] >= 1, 10, "the refused handshake to be counted", log_path.read_text
-            )
+            for attempt in range(5):
+                if attempt:
+                    refuse_a_keyed_submitter()
+                try:
+                    counted = lambda: client.status()["refused_peers"] >= 1  # noqa: E731
+                    wait_until(counted, 3, "the refused handshake to be counted", log_path.read_text)
+                    break
+                except AssertionError:
+                    if attempt == 4:
+                        raise
     finally:
         stop(scheduler, timeout=20)
     said = log_path.read_text()
