@@ -78,14 +78,9 @@ def test_a_stall_that_is_not_certain_still_waits_its_rounds(tmp_path, capsys):
 
 def test_a_stall_that_is_not_certain_still_counts_its_rounds(tmp_path, capsys):
     # A job left out of the ranking fits the cluster: its policy may yet rank it.
-    from tests.test_stall_names_the_ranking import POLICY as SMALL_ONLY
+    from tests.test_stall_names_the_ranking import small_only_graph
 
-    (tmp_path / "mine.py").write_text(SMALL_ONLY)
-    (tmp_path / "jobs.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,4,600\n")
-    (tmp_path / "g.sched").write_text(
-        'require "mine.py";\nround = 5min;\ncluster = "2x4:V100";\nsrc :: TraceSource(path="jobs.csv");\n'
-        "src -> AcceptAll -> JobPool -> order :: SmallOnly -> place :: FirstFree -> Launch -> JobMetrics;\n"
-    )
+    small_only_graph(tmp_path, "0,0,4,600\n")
     assert main(["run", str(tmp_path / "g.sched"), "--quiet"]) != 0
     err = " ".join(capsys.readouterr().err.split())
     assert f"run stalled at t={(STALL_ROUNDS - 1) * 300}s: 1 job(s) wait, none has run for {STALL_ROUNDS} rounds" in err, err

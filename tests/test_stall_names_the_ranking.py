@@ -21,13 +21,19 @@ POLICY = policy_file(
 )
 
 
-def test_a_stall_names_the_ranking_that_left_the_job_out(tmp_path, capsys):
+def small_only_graph(tmp_path, jobs: str):
+    """A graph whose policy ranks only one-GPU jobs (`POLICY`), on 2x4:V100, its trace `jobs`
+    (rows of job_id,arrival_s,gpus,duration_s)."""
     (tmp_path / "mine.py").write_text(POLICY)
-    (tmp_path / "jobs.csv").write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,600\n1,0,4,600\n")
+    (tmp_path / "jobs.csv").write_text(f"job_id,arrival_s,gpus,duration_s\n{jobs}")
     (tmp_path / "g.sched").write_text(
         'require "mine.py";\nround = 5min;\ncluster = "2x4:V100";\nsrc :: TraceSource(path="jobs.csv");\n'
         "src -> AcceptAll -> JobPool -> order :: SmallOnly -> place :: FirstFree -> Launch -> JobMetrics;\n"
     )
+
+
+def test_a_stall_names_the_ranking_that_left_the_job_out(tmp_path, capsys):
+    small_only_graph(tmp_path, "0,0,1,600\n1,0,4,600\n")
     assert main(["run", str(tmp_path / "g.sched")]) != 0
     err = " ".join(capsys.readouterr().err.split())
     assert "run stalled" in err, err

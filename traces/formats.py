@@ -80,13 +80,11 @@ def detect_format(path: str | Path) -> str:
         return "canonical"
     if suffix == ".trace":
         return "gavel"
-    head = read_bytes(path, _SNIFF_BYTES)
-    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    head, text, first = _start(path)
     if suffix == ".json" or text.lstrip().startswith("["):
         return _json_format(path, text)
     if head.startswith(canonical.PARQUET_MAGIC):
         return "canonical"
-    first = next((line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
     if first.count("\t") + 1 in gavel.LAYOUTS:
         return "gavel"
     if "," in first or suffix == ".csv":
@@ -101,6 +99,14 @@ def detect_format(path: str | Path) -> str:
             return "ones"
         return "tiresias" if tiresias.looks_like(fields) else "canonical"
     raise TraceError(path, f"cannot tell the trace format from the name or the contents; name it (one of {', '.join(FORMATS)})")
+
+
+def _start(path: str | Path) -> tuple[bytes, str, str]:
+    """The first bytes of the file at `path`, as read, as text, and its first line that is
+    neither blank nor a comment: what format detection goes by."""
+    head = read_bytes(path, _SNIFF_BYTES)
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    return head, text, next((line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
 
 
 def _header_fields(line: str) -> list[str]:
@@ -192,10 +198,9 @@ def _fits(path: str | Path, format: str, elastic: ElasticProfile | None) -> bool
         except (TraceError, UsageError, OSError):
             return False
         return True
-    text = read_bytes(path, _SNIFF_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff")
+    _, text, first = _start(path)
     if text.lstrip().startswith("["):
         return (format == "helios" and helios.looks_like_json(text)) or (format == "philly" and bool(_PHILLY_KEY.search(text)))
-    first = next((line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
     if format == "gavel":
         return Path(path).suffix.lower() == ".trace" or first.count("\t") + 1 in gavel.LAYOUTS
     fields = _header_fields(first)
