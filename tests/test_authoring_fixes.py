@@ -14,6 +14,7 @@ import pytest
 from roundhouse.runtime import registry
 from roundhouse.tools.cli import main
 from tests.conftest import fails
+from tests.own_elements import Argument, Port, element_class, element_file, policy_file
 
 GRAPH = """require "{file}";
 round = 5min;
@@ -23,54 +24,32 @@ src -> AcceptAll -> JobPool -> {use} -> FirstFree -> Launch -> JobMetrics;
 """
 
 
+JOBS: Port = ("active", "Active", "jobs.")
+
+
 def policy(
     name: str,
-    fields: str = "",
+    arguments: tuple[Argument, ...] = (),
     tick: str = "return Ranking(active.rows, active.gpus)",
     finish: str = "return {}",
-    arguments: str = "none",
-    inputs: str = 'In("active", Active)',
-    state: str = "",
+    methods: str = "",
+    before: str = "",
+    **shape,
 ) -> str:
-    """An element file with one policy `name`: its fields (with their docs in `arguments`),
-    its tick's and finish's bodies."""
-    body = textwrap.indent(textwrap.dedent(fields).strip(), "    ") if fields.strip() else ""
-    return f'''
-import attrs
-import numpy as np
-
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-{state}
-
-@element
-class {name}(Element):
-    """A policy of one's own.
-
-    Ports:
-        active: jobs.
-        ranking: jobs.
-    Arguments:
-        {arguments}
-    Counters:
-        none
-    See also: none
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = ({inputs},)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-{body}
-
-    def tick(self, ctx, active):
-        {tick}
-
-    def finish(self, ctx):
-        {finish}
-'''
+    """An element file with one policy `name`: its `arguments`, its tick's and finish's bodies,
+    `methods` below them; `before` above the class; `shape` as element_class takes it."""
+    return policy_file(
+        name,
+        "A policy of one's own.",
+        tick,
+        before=f"import attrs\nimport numpy as np\n{before}",
+        after=f"def finish(self, ctx):\n    {finish}\n\n{textwrap.dedent(methods).strip()}",
+        inputs=shape.pop("inputs", (JOBS,)),
+        outputs=(("ranking", "Ranking", "jobs."),),
+        see_also="none",
+        arguments=arguments,
+        **shape,
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -93,9 +72,6 @@ def write(tmp_path, source: str, use: str, file: str = "mine.py", graph: str = "
 
 
 CROSS = """
-lo: int = attrs.field(default=1)
-hi: int = attrs.field(default=4)
-
 @hi.validator
 def _check_hi(self, attribute, value):
     if value < self.lo:
@@ -104,7 +80,9 @@ def _check_hi(self, attribute, value):
 
 
 def test_a_validator_that_reads_another_field_checks_it_at_its_argument(tmp_path, capsys):
-    source = policy("Cross", CROSS, arguments="lo: low.\n        hi: high.")
+    source = policy(
+        "Cross", (("lo", "int = attrs.field(default=1)", "low."), ("hi", "int = attrs.field(default=4)", "high.")), methods=CROSS
+    )
     good = write(tmp_path, source, "Cross(lo=2, hi=3)")
     assert main(["check", str(good)]) == 0
     assert main(["run", str(good), "--set", "Cross@3.hi=8"]) == 0
@@ -118,9 +96,8 @@ def test_a_validator_that_reads_another_field_checks_it_at_its_argument(tmp_path
 
 
 def test_a_validator_that_reads_what_only_the_built_element_has_is_left_to_building_it(tmp_path, capsys):
-    fields = """
-    limit: int = attrs.field(default=1)
-
+    limit = (("limit", "int = attrs.field(default=1)", "at most."),)
+    methods = """
     @limit.validator
     def _check(self, attribute, value):
         if value > self.most():
@@ -129,30 +106,27 @@ def test_a_validator_that_reads_what_only_the_built_element_has_is_left_to_build
     def most(self):
         return 3
     """
-    path = write(tmp_path, policy("Later", fields, arguments="limit: at most."), "Later(limit=5)")
+    path = write(tmp_path, policy("Later", limit, methods=methods), "Later(limit=5)")
     err = fails(capsys, "check", path)
     assert "error: Later 'Later@3': is above the most" in err
-    assert main(["check", str(write(tmp_path, policy("Later", fields, arguments="limit: at most."), "Later(limit=2)"))]) == 0
+    assert main(["check", str(write(tmp_path, policy("Later", limit, methods=methods), "Later(limit=2)"))]) == 0
 
 
 def test_attrs_validators_say_their_sentence_alone(tmp_path, capsys):
-    fields = """
-    limit: int = attrs.field(default=1, validator=attrs.validators.in_([1, 2]))
-    """
-    err = fails(capsys, "check", write(tmp_path, policy("Within", fields, arguments="limit: 1 or 2."), "Within(limit=7)"))
+    limit = (("limit", "int = attrs.field(default=1, validator=attrs.validators.in_([1, 2]))", "1 or 2."),)
+    err = fails(capsys, "check", write(tmp_path, policy("Within", limit), "Within(limit=7)"))
     assert f"{at('g.sched', 'Within(limit=7)', '7')}: error: argument 'limit' of Within must be in [1, 2] (got 7)\n" in err
     assert "Attribute(" not in err
 
 
 def test_a_validator_that_asserts_is_reported_at_its_argument(tmp_path, capsys):
-    fields = """
-    limit: int = attrs.field(default=1)
-
+    methods = """
     @limit.validator
     def _check(self, attribute, value):
         assert value <= 5, "limit too big"
     """
-    err = fails(capsys, "check", write(tmp_path, policy("Sure", fields, arguments="limit: at most 5."), "Sure(limit=7)"))
+    source = policy("Sure", (("limit", "int = attrs.field(default=1)", "at most 5."),), methods=methods)
+    err = fails(capsys, "check", write(tmp_path, source, "Sure(limit=7)"))
     assert (
         f"{at('g.sched', 'Sure(limit=7)', '7')}: error: argument 'limit' of Sure is refused by its validator (AssertionError: limit too big)"
         in err
@@ -160,7 +134,7 @@ def test_a_validator_that_asserts_is_reported_at_its_argument(tmp_path, capsys):
 
 
 def test_a_port_type_given_as_text_is_refused_at_the_require(tmp_path, capsys):
-    path = write(tmp_path, policy("Texty", inputs='In("active", "Active")'), "Texty")
+    path = write(tmp_path, policy("Texty", inputs=(("active", '"Active"', "jobs."),)), "Texty")
     err = fails(capsys, "check", path)
     assert "g.sched:1:9: error: cannot require 'mine.py'" in err
     assert "TypeError: Texty: the type of port 'active' is 'Active', not a class" in err
@@ -179,22 +153,23 @@ def test_a_port_type_given_as_text_is_refused_at_the_require(tmp_path, capsys):
     ],
 )
 def test_a_default_a_file_could_not_give_is_refused_at_the_class(tmp_path, capsys, field, said):
-    path = write(tmp_path, policy("Dflt", field, arguments="backfill: whether."), "Dflt")
+    argument, line = field.split(": ", 1)
+    path = write(tmp_path, policy("Dflt", ((argument, line, "whether."),)), "Dflt")
     err = fails(capsys, "check", path)
     assert "cannot require 'mine.py'" in err and said in err
     assert said in fails(capsys, "elements", "--require", tmp_path / "mine.py", "Dflt")
 
 
 def test_good_defaults_of_every_written_kind_load(tmp_path, capsys):
-    fields = """
-    a: float = 1
-    b: "Duration" = 300
-    c: "list[int]" = (1, 2)
-    d: "int | None" = None
-    e: str = "fifo"
-    """
-    source = policy("Kinds", fields, arguments="a: a.\n        b: b.\n        c: c.\n        d: d.\n        e: e.")
-    source = source.replace("import numpy as np", "import numpy as np\nfrom roundhouse.runtime.values import Duration")
+    kinds = (
+        ("a", "float = 1"),
+        ("b", '"Duration" = 300'),
+        ("c", '"list[int]" = (1, 2)'),
+        ("d", '"int | None" = None'),
+        ("e", 'str = "fifo"'),
+    )
+    arguments = tuple((argument, line, f"{argument}.") for argument, line in kinds)
+    source = policy("Kinds", arguments, before="from roundhouse.runtime.values import Duration")
     assert main(["check", str(write(tmp_path, source, "Kinds"))]) == 0
 
 
@@ -240,59 +215,26 @@ def test_a_ranking_of_ones_own_is_checked_naming_its_element(tmp_path, capsys, t
     assert "stalled" not in err and "Launch" not in err
 
 
-TWO = '''
-import numpy as np
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-
-
-@element
-class Two(Element):
-    """Two rankings.
-
-    Ports:
-        active: jobs.
-        ranking: jobs.
-        other: jobs.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: none
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking), Out("other", Ranking))
-    state = ()
-
-    def tick(self, ctx, active):
-        r = Ranking(active.rows, active.gpus)
-        return RETURNED
-
-
-@element
-class Eat(Element):
-    """Takes a ranking.
-
-    Ports:
-        ranking: a ranking.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: none
-    Paper: none.
-    """
-
-    category = "sink"
-    inputs = (In("ranking", Ranking),)
-    state = ()
-
-    def tick(self, ctx, ranking):
-        return None
-'''
+TWO = element_file(
+    element_class(
+        "Two",
+        "Two rankings.",
+        "r = Ranking(active.rows, active.gpus)\nreturn RETURNED",
+        inputs=(JOBS,),
+        outputs=(("ranking", "Ranking", "jobs."), ("other", "Ranking", "jobs.")),
+        see_also="none",
+    ),
+    element_class(
+        "Eat",
+        "Takes a ranking.",
+        "return None",
+        category="sink",
+        inputs=(("ranking", "Ranking", "a ranking."),),
+        outputs=(),
+        see_also="none",
+    ),
+    before="import numpy as np",
+)
 
 
 @pytest.mark.parametrize(
@@ -326,8 +268,13 @@ class Seen:
 def test_simulations_of_files_defining_one_class_name_each_keep_their_own(tmp_path):
     from roundhouse import Simulation
 
-    first = policy("SameName", tick="self._seen.rounds += 1\n        return Ranking(active.rows, active.gpus)", state=KEEPER)
-    first = first.replace("state = ()", 'state = ("_seen",)\n\n    def start(self, ctx):\n        self._seen = Seen()')
+    first = policy(
+        "SameName",
+        tick="self._seen.rounds += 1\nreturn Ranking(active.rows, active.gpus)",
+        methods="def start(self, ctx):\n    self._seen = Seen()",
+        before=KEEPER,
+        declares='state = ("_seen",)',
+    )
     second = policy("SameName", tick="return Ranking(active.rows[::-1], active.gpus[::-1])")
     a_path = write(tmp_path, first, "SameName", file="a.py", graph="a.sched")
     b_path = write(tmp_path, second, "SameName", file="b.py", graph="b.sched")
@@ -361,7 +308,7 @@ def test_a_one_line_graph_text_is_taken_as_text(tmp_path, monkeypatch):
 def test_brackets_in_an_elements_docs_are_shown_as_written(tmp_path, capsys, monkeypatch):
     # (Rich would read them as its markup: dropped, styled, or a MarkupError for a "[/data]".)
     monkeypatch.setenv("COLUMNS", "300")
-    source = policy("Brackets", arguments="none").replace("A policy of one's own.", "Ranks [bold]all[/bold] of [/data].")
+    source = policy("Brackets").replace("A policy of one's own.", "Ranks [bold]all[/bold] of [/data].")
     (tmp_path / "mine.py").write_text(source)
     assert main(["elements", "--require", str(tmp_path / "mine.py"), "Brackets"]) == 0
     assert "Ranks [bold]all[/bold] of [/data]." in capsys.readouterr().out
@@ -373,6 +320,6 @@ def test_brackets_in_an_elements_docs_are_shown_as_written(tmp_path, capsys, mon
 
 def test_two_ports_of_one_side_with_one_name_are_refused_at_the_require(tmp_path, capsys):
     # (the second would never be connected: a graph names a port to connect it)
-    path = write(tmp_path, policy("Twice", inputs='In("active", Active), In("active", Active)'), "Twice")
+    path = write(tmp_path, policy("Twice", inputs=(JOBS, JOBS)), "Twice")
     err = fails(capsys, "check", path)
     assert "TypeError: Twice.inputs: port name(s) 'active' given twice" in err

@@ -9,55 +9,28 @@ from roundhouse.runtime import registry
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.dsl.parser import parse_value
 from tests.conftest import REPO
+from tests.own_elements import policy_file
 
 HEAD = 'round = 5min;\ncluster = "2x4:V100";\nsrc :: PoissonSource(rate=8/h, jobs=3, seed=1);\n'
 CHAIN = "src -> AcceptAll -> JobPool -> {policy} -> FirstFree -> Launch -> JobMetrics;\n"
 
-ELEMENT = '''
-from typing import Literal
 
-import attrs
-
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-from roundhouse.runtime.values import Duration
-
-
-class Mine:
-    pass
-
-
-@element
-class Shaped(Element):
-    """Rank jobs as the pool holds them.
-
-    Ports:
-        active: admitted jobs.
-        ranking: the jobs, in the pool's order.
-    Arguments:
-        x: an argument of the type under test.
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    x: {annotation} = attrs.field(default={default})
-
-    def tick(self, ctx, active):
-        return Ranking(active.rows, active.gpus)
-'''
+def shaped(annotation: str, default: str) -> str:
+    """The file of a policy Shaped whose field is `x: annotation = attrs.field(default=default)`."""
+    return policy_file(
+        "Shaped",
+        "Rank jobs as the pool holds them.",
+        "return Ranking(active.rows, active.gpus)",
+        before="from typing import Literal\n\nimport attrs\n\nfrom roundhouse.runtime.values import Duration\n\n\nclass Mine:\n    pass\n",
+        outputs=(("ranking", "Ranking", "the jobs, in the pool's order."),),
+        arguments=(("x", f"{annotation} = attrs.field(default={default})", "an argument of the type under test."),),
+    )
 
 
 def graph_with(tmp_path, annotation: str, default: str, argument: str | None):
     """A graph whose policy is an element of one's own with field `x: annotation = default`,
     given `x=argument` (if any); the graph's path."""
-    (tmp_path / "shaped.py").write_text(ELEMENT.format(annotation=annotation, default=default))
+    (tmp_path / "shaped.py").write_text(shaped(annotation, default))
     policy = "Shaped" if argument is None else f"Shaped(x={argument})"
     path = tmp_path / "g.sched"
     path.write_text('require "shaped.py";\n' + HEAD + CHAIN.format(policy=policy))
@@ -181,7 +154,7 @@ def test_a_field_of_a_type_no_value_can_have_does_not_load(tmp_path, annotation,
 
 
 def test_a_field_without_a_type_does_not_load(tmp_path):
-    (tmp_path / "shaped.py").write_text(ELEMENT.format(annotation="int", default="1").replace("x: int = ", "x = "))
+    (tmp_path / "shaped.py").write_text(shaped("int", "1").replace("x: int = ", "x = "))
     path = tmp_path / "g.sched"
     path.write_text('require "shaped.py";\n' + HEAD + CHAIN.format(policy="Shaped"))
     assert "argument 'x' has no type: annotate it" in refusal(path).message
@@ -305,7 +278,7 @@ def test_a_tuples_paths_written_in_two_files_are_each_their_own_files_and_a_tupl
     from roundhouse.runtime.values import FilePath
 
     (tmp_path / "lib").mkdir()
-    (tmp_path / "shaped.py").write_text(ELEMENT.format(annotation="tuple[FilePath, FilePath]", default='("a.csv", "b.csv")'))
+    (tmp_path / "shaped.py").write_text(shaped("tuple[FilePath, FilePath]", '("a.csv", "b.csv")'))
     (tmp_path / "shaped.py").write_text(
         (tmp_path / "shaped.py").read_text().replace("import Duration", "import Duration, FilePath")
     )

@@ -19,6 +19,7 @@ from roundhouse.runtime.results_store import ResultsStore
 from roundhouse.tools.cli import main
 from roundhouse.tools.common import error_text
 from tests.conftest import fails
+from tests.own_elements import Argument, policy_file
 
 REPO = Path(__file__).resolve().parents[1]
 TAIL = "-> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
@@ -72,17 +73,12 @@ def test_a_path_given_to_an_elementclass_is_relative_to_the_file_that_writes_it(
 
 
 def test_a_list_of_paths_written_in_two_files_takes_each_from_its_own(tmp_path):
-    source = (
-        SMALLEST.format(cls="LangFixPaths")
-        .replace("    state = ()\n", "    state = ()\n    paths: list[FilePath] | None = attrs.field(default=None)\n")
-        .replace("    Arguments:\n        none", "    Arguments:\n        paths: files.")
+    source = _element(
+        "LangFixPaths",
+        "SIGN = 1\nfrom roundhouse.runtime.values import FilePath",
+        arguments=(("paths", "list[FilePath] | None = attrs.field(default=None)", "files."),),
     )
-    write(
-        tmp_path / "main" / "paths.py",
-        source.replace(
-            "from roundhouse.runtime.element", "from roundhouse.runtime.values import FilePath\nfrom roundhouse.runtime.element"
-        ),
-    )
+    write(tmp_path / "main" / "paths.py", source)
     write(tmp_path / "lib" / "lib.sched", 'elementclass L { $p | input -> LangFixPaths(paths=[$p, "y.csv"]) -> output; }\n')
     graph = write(
         tmp_path / "main" / "g.sched",
@@ -157,44 +153,27 @@ def test_two_files_neither_of_which_imports_the_other_setting_differently_are_an
 
 # --- a required file imports the modules beside it ------------------------------------------------
 
-ELEMENT = '''
-from {helper} import SIGN
-import attrs
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
 
-
-@element
-class {cls}(Element):
-    """Rank jobs by their GPUs, in the helper's direction.
-
-    Ports:
-        active: jobs.
-        ranking: jobs.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: none
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    def tick(self, ctx, active):
-        order = (SIGN * active.gpus).argsort(kind="stable")
-        return Ranking(active.rows[order], active.gpus[order])
-'''
+def _element(cls: str, before: str, arguments: tuple[Argument, ...] = ()) -> str:
+    """The file of a policy `cls` ranking jobs by their GPUs times SIGN, which `before` gives,
+    declaring `arguments`."""
+    return policy_file(
+        cls,
+        "Rank jobs by their GPUs, in the helper's direction.",
+        'order = (SIGN * active.gpus).argsort(kind="stable")\nreturn Ranking(active.rows[order], active.gpus[order])',
+        before=f"{before}\nimport attrs",
+        inputs=(("active", "Active", "jobs."),),
+        outputs=(("ranking", "Ranking", "jobs."),),
+        see_also="none",
+        arguments=arguments,
+    )
 
 
 def helped(tmp_path: Path, cls: str) -> Path:
     """A graph requiring sf.py, which imports a module beside it (named after the test's folder)."""
     helper = f"langfix_helper_{tmp_path.name.replace('-', '_')}"
     write(tmp_path / "elems" / f"{helper}.py", "SIGN = 1\n")
-    write(tmp_path / "elems" / "sf.py", ELEMENT.format(helper=helper, cls=cls))
+    write(tmp_path / "elems" / "sf.py", _element(cls, f"from {helper} import SIGN"))
     return write(
         tmp_path / "g.sched",
         f'require "elems/sf.py";\ncluster = "2x4:V100";\nsrc :: PoissonSource(rate=8/h, jobs=10, seed=1);\n'
@@ -235,7 +214,7 @@ def test_graphs_whose_files_import_same_named_neighbours_each_get_their_own(tmp_
     graphs = []
     for folder, sign, cls in (("a", 1, "LangFixSameA"), ("b", -1, "LangFixSameB")):
         write(tmp_path / folder / f"{helper}.py", f"SIGN = {sign}\n")
-        write(tmp_path / folder / "sf.py", ELEMENT.format(helper=helper, cls=cls))
+        write(tmp_path / folder / "sf.py", _element(cls, f"from {helper} import SIGN"))
         graphs.append(
             write(
                 tmp_path / folder / "g.sched",
@@ -256,12 +235,10 @@ def test_graphs_whose_files_import_same_named_neighbours_each_get_their_own(tmp_
 
 # --- an elementclass may not take a required class's name ----------------------------------------
 
-SMALLEST = ELEMENT.replace("from {helper} import SIGN\n", "SIGN = 1\n")
-
 
 @pytest.mark.parametrize("class_first", [True, False])
 def test_an_elementclass_named_as_a_required_class_is_an_error_whichever_comes_first(tmp_path, class_first):
-    write(tmp_path / "smallest_first.py", SMALLEST.format(cls="LangFixSmallest"))
+    write(tmp_path / "smallest_first.py", _element("LangFixSmallest", "SIGN = 1"))
     compound = "elementclass LangFixSmallest { input -> Fifo -> output; }\n"
     require = 'require "smallest_first.py";\n'
     graph = write(

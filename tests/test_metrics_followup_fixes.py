@@ -24,6 +24,7 @@ from roundhouse.tools.cli import main
 from roundhouse.tools.results import print_summary
 from roundhouse.traces.profiles import ProfileTable
 from tests.conftest import fails
+from tests.own_elements import policy_file
 
 CYCLEGAN_WITH_A3C = 3.1632656249608218  # V100, iterations/s, sharing a GPU with A3C (Gavel's table)
 
@@ -155,40 +156,21 @@ def test_themis_rho_of_a_job_ended_early_is_over_the_work_it_did(tmp_path):
 
 # --- numbers JSON has none for ---
 
-ELEMENT = '''
-import numpy as np
 
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
+def _element(gauge: str, report: str) -> str:
+    """The file of a policy Odd that sets its counter `gauge` each tick and reports `report`."""
+    return policy_file(
+        "Odd",
+        "A policy of one's own.",
+        f'self.counters["gauge"] = {gauge}\nreturn Ranking(active.rows, active.gpus)',
+        before="import numpy as np",
+        inputs=(("active", "Active", "jobs."),),
+        outputs=(("ranking", "Ranking", "jobs."),),
+        counters=(("gauge", "a number."),),
+        see_also="none",
+        after=f"def finish(self, ctx):\n    return {report}",
+    )
 
-
-@element
-class Odd(Element):
-    """A policy of one's own.
-
-    Ports:
-        active: jobs.
-        ranking: jobs.
-    Arguments:
-        none
-    Counters:
-        gauge: a number.
-    See also: none
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    def tick(self, ctx, active):
-        self.counters["gauge"] = {gauge}
-        return Ranking(active.rows, active.gpus)
-
-    def finish(self, ctx):
-        return {report}
-'''
 
 GRAPH = """require "mine.py";
 round = 5min;
@@ -201,7 +183,7 @@ src -> AcceptAll -> JobPool -> odd :: Odd -> FirstFree -> Launch -> JobMetrics;
 @pytest.fixture
 def own_element(tmp_path):
     def write(gauge: str, report: str):
-        (tmp_path / "mine.py").write_text(ELEMENT.format(gauge=gauge, report=report))
+        (tmp_path / "mine.py").write_text(_element(gauge, report))
         (tmp_path / "g.sched").write_text(GRAPH)
         return tmp_path / "g.sched"
 

@@ -5,40 +5,19 @@ was expected and a name was given)."""
 import pytest
 
 from roundhouse.tools.cli import main
-
-ELEMENT = '''
-from typing import Optional
-
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-from roundhouse.runtime.values import Rate
+from tests.own_elements import policy_file
 
 
-@element
-class {name}(Element):
-    """Rank jobs in pool order.
+def _element(name: str, annotation: str) -> str:
+    """The file of a policy `name` whose argument `cap` is of type `annotation`, None by default."""
+    return policy_file(
+        name,
+        "Rank jobs in pool order.",
+        "return Ranking(active.rows, active.gpus)",
+        before="from typing import Optional\n\nfrom roundhouse.runtime.values import Rate\n",
+        arguments=(("cap", f"{annotation} = None", "how fast it may rank, if at all."),),
+    )
 
-    Ports:
-        active: admitted jobs.
-        ranking: the jobs in pool order.
-    Arguments:
-        cap: how fast it may rank, if at all.
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    cap: {annotation} = None
-
-    def tick(self, ctx, active):
-        return Ranking(active.rows, active.gpus)
-'''
 
 GRAPH = """require "mine.py";
 round = 5min;
@@ -50,7 +29,7 @@ arrivals -> AcceptAll -> JobPool -> order -> FirstFree -> Launch -> JobMetrics;
 
 
 def _check(tmp_path, capsys, name, annotation, given):
-    (tmp_path / "mine.py").write_text(ELEMENT.format(name=name, annotation=annotation))
+    (tmp_path / "mine.py").write_text(_element(name, annotation))
     graph = tmp_path / "g.sched"
     graph.write_text(GRAPH.format(name=name, given=given))
     code = main(["check", str(graph)])

@@ -7,43 +7,28 @@ import pytest
 from roundhouse import Simulation
 from roundhouse.errors import RoundhouseError
 from roundhouse.tools.cli import main
+from tests.own_elements import policy_file
 
-ELEMENT = '''
-import attrs
-import numpy as np
 
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-{imports}
-
-@element
-class {name}(Element):
-    """Rank jobs by the GPUs they ask for, or fail as its body says.
-
-    Ports:
-        active: admitted jobs.
-        ranking: the jobs, fewest GPUs first.
-    Arguments:
-        backfill: let lower-ranked jobs run when a higher one does not fit.
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
-    """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    backfill: bool = attrs.field(default=True)
-
-    def tick(self, ctx, active):
+def _element(name: str, body: str, imports: str) -> str:
+    """The file of a policy `name` ranking jobs by the GPUs they ask for, running `body` (a line)
+    between making its ranking and returning it; `imports` above it."""
+    return policy_file(
+        name,
+        "Rank jobs by the GPUs they ask for, or fail as its body says.",
+        f"""
         order = np.argsort(active.gpus, kind="stable")
         ranking = Ranking(active.rows[order], active.gpus[order], backfill=self.backfill)
         {body}
         return ranking
-'''
+        """,
+        before=f"import attrs\nimport numpy as np\n{imports}",
+        outputs=(("ranking", "Ranking", "the jobs, fewest GPUs first."),),
+        arguments=(
+            ("backfill", "bool = attrs.field(default=True)", "let lower-ranked jobs run when a higher one does not fit."),
+        ),
+    )
+
 
 GRAPH = """require "mine.py";
 round = 5min;
@@ -55,7 +40,7 @@ arrivals -> AcceptAll -> JobPool -> order -> FirstFree -> Launch -> JobMetrics;
 
 
 def _write(tmp_path, name, body, imports=""):
-    text = ELEMENT.format(name=name, body=body, imports=imports)
+    text = _element(name, body, imports)
     (tmp_path / "mine.py").write_text(text)
     graph = tmp_path / "g.sched"
     graph.write_text(GRAPH.format(name=name))

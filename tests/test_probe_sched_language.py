@@ -2,57 +2,29 @@
 with an exponent, optional list arguments with one bad item, and large graphs checked in time
 that grows with their size, not its square."""
 
-import textwrap
-
 import pytest
 
 from roundhouse.errors import SchedError, SchedErrors
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.wiring import Connection, jobs_given_twice
+from tests.own_elements import policy_file
 
 HEAD = 'round = 5min;\ncluster = "2x4:V100";\n'
 CHAIN = "-> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
 
-OWN_ELEMENT = textwrap.dedent(
-    '''
-    import attrs
-    import numpy as np
-
-    from roundhouse.runtime.element import Element, In, Out, element
-    from roundhouse.runtime.types import Active, Ranking
-    from roundhouse.runtime.values import Duration
-
-
-    @element
-    class Marks(Element):
-        """Rank jobs by the GPUs they ask for, fewest first.
-
-        Jobs asking for the same number keep the pool's order.
-
-        Ports:
-            active: admitted, unfinished jobs.
-            ranking: the jobs, fewest GPUs first.
-        Arguments:
-            marks: service marks, if any.
-            sizes: GPU counts or one count.
-        Counters:
-            none
-        See also: Fifo
-        Paper: none.
-        """
-
-        category = "policy"
-        inputs = (In("active", Active),)
-        outputs = (Out("ranking", Ranking),)
-        state = ()
-
-        marks: list[Duration] | None = attrs.field(default=None)
-        sizes: int | list[int] = attrs.field(default=1)
-
-        def tick(self, ctx, active):
-            order = np.argsort(active.gpus, kind="stable")
-            return Ranking(active.rows[order], active.gpus[order], backfill=True)
-    '''
+OWN_ELEMENT = policy_file(
+    "Marks",
+    "Rank jobs by the GPUs they ask for, fewest first.",
+    """
+    order = np.argsort(active.gpus, kind="stable")
+    return Ranking(active.rows[order], active.gpus[order], backfill=True)
+    """,
+    before="import attrs\nimport numpy as np\n\nfrom roundhouse.runtime.values import Duration\n",
+    outputs=(("ranking", "Ranking", "the jobs, fewest GPUs first."),),
+    arguments=(
+        ("marks", "list[Duration] | None = attrs.field(default=None)", "service marks, if any."),
+        ("sizes", "int | list[int] = attrs.field(default=1)", "GPU counts or one count."),
+    ),
 )
 
 

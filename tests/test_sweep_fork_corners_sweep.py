@@ -14,6 +14,7 @@ import pytest
 from roundhouse.runtime.results_store import ResultsStore
 from roundhouse.tools.cli import main
 from tests.conftest import REPO, fails
+from tests.own_elements import element_class, element_file
 
 TRACE = REPO / "traces" / "samples" / "philly-1000.csv"
 
@@ -110,38 +111,26 @@ def test_a_sweeps_runs_are_those_of_roundhouse_run(tmp_path, capsys):
 
 
 # A sink of the user's whose report has a summary too (of its own numbers).
-TALLY = '''
-from roundhouse.runtime.element import Element, In, element
-from roundhouse.runtime.types import Events
+TALLY = element_file(
+    element_class(
+        "Tally",
+        "Count the rounds.",
+        "self.n += 1",
+        category="sink",
+        inputs=(("events", "Events", "the round's events."),),
+        outputs=(),
+        multi=True,
+        declares='state = ("n",)',
+        see_also="JobMetrics",
+        after="""
+        def start(self, ctx):
+            self.n = 0
 
-
-@element
-class Tally(Element):
-    """Count the rounds.
-
-    Ports:
-        events: the round's events.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: JobMetrics
-    Paper: none.
-    """
-
-    state = ("n",)
-    category = "sink"
-    inputs = (In("events", Events, multi=True),)
-
-    def start(self, ctx):
-        self.n = 0
-
-    def tick(self, ctx, events):
-        self.n += 1
-
-    def finish(self, ctx):
-        return {"summary": {"rounds_seen": self.n}}
-'''
+        def finish(self, ctx):
+            return {"summary": {"rounds_seen": self.n}}
+        """,
+    )
+)
 
 
 def test_runs_are_compared_by_the_job_metrics_summary_beside_another_sinks(tmp_path, capsys):

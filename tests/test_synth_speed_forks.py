@@ -13,6 +13,7 @@ from roundhouse.runtime import lookahead
 from roundhouse.runtime.lookahead import Fork
 from roundhouse.runtime.snapshot import ForkError
 from tests.conftest import jobs_of
+from tests.own_elements import policy_file
 
 # A small cluster at three times its load: a queue most of the run, quiet decisions at its start
 # and end (no job waiting, none arriving).
@@ -88,37 +89,18 @@ def test_a_fork_not_made_cannot_run():
             run()
 
 
-STRAY = '''
-import numpy as np
-from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.types import Active, Ranking
-
-
-@element
-class SpeedStray(Element):
-    """Rank by arrival, keeping an attribute it does not declare from its first tick on.
-
-    Ports:
-        active: the active jobs.
-        ranking: by arrival.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: Fifo
-    Paper: none.
+STRAY = policy_file(
+    "SpeedStray",
+    "Rank by arrival, keeping an attribute it does not declare from its first tick on.",
     """
-
-    category = "policy"
-    inputs = (In("active", Active),)
-    outputs = (Out("ranking", Ranking),)
-    state = ()
-
-    def tick(self, ctx, active):
-        setattr(self, "_later", 1)  # (out of sight of the check of its source)
-        order = np.argsort(active.arrival_s, kind="stable")
-        return Ranking(active.rows[order], active.gpus[order])
-'''
+    setattr(self, "_later", 1)  # (out of sight of the check of its source)
+    order = np.argsort(active.arrival_s, kind="stable")
+    return Ranking(active.rows[order], active.gpus[order])
+    """,
+    before="import numpy as np",
+    inputs=(("active", "Active", "the active jobs."),),
+    outputs=(("ranking", "Ranking", "by arrival."),),
+)
 
 
 def test_a_quiet_decision_refuses_what_a_fork_would(run_graph, tmp_path, monkeypatch):
