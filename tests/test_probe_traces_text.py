@@ -113,17 +113,17 @@ def test_describe_takes_a_files_columns_from_its_first_line_only(tmp_path, monke
     assert sum(read) < len(text) / 2
 
 
-def test_tiresias_writer_says_when_it_makes_iterations_up(tmp_path, capsys):
-    # Tiresias' CSV needs iterations: a job with no model the profile knows gets one a second,
-    # a value not in the input, which was written without a word.
+def test_tiresias_writer_says_which_iterations_it_leaves_empty(tmp_path, capsys):
+    # A job with no model the profile knows has no iterations to derive: left empty (none made
+    # up), and said.
     source = tmp_path / "in.csv"
     source.write_text("job_id,arrival_s,gpus,duration_s,model\n0,0,1,100,\n1,5,1,200,M5\n2,6,1,300,ResNet-18\n")
     out = tmp_path / "out.csv"
     assert main(["trace", "convert", str(source), str(out), "--to", "tiresias"]) == 0
     err = capsys.readouterr().err
-    assert "iterations of 2 job(s)" in err and "one iteration per second" in err
+    assert "iterations of 2 job(s) left empty" in err
     back = read_trace(out)
-    assert back.filter(pl.col("job_id") < 2)["iterations"].to_list() == [100.0, 200.0]
+    assert back.filter(pl.col("job_id") < 2)["iterations"].to_list() == [None, None]
 
 
 def test_tiresias_writer_is_quiet_when_every_iteration_is_derived_or_given(tmp_path):
@@ -131,7 +131,7 @@ def test_tiresias_writer_is_quiet_when_every_iteration_is_derived_or_given(tmp_p
         {"job_id": [0, 1], "arrival_s": [0.0, 1.0], "gpus": [1, 1], "duration_s": [100.0, 70.0], "model": ["ResNet-18", "M5"]}
     ).with_columns(iterations=pl.Series([None, 50.0]))
     notes = write_trace(frame, tmp_path / "t.csv", "tiresias")
-    assert not any("iteration per second" in note for note in notes)
+    assert not any("left empty" in note for note in notes)
 
 
 def test_a_quoted_file_with_bare_carriage_returns_says_so_not_what_the_csv_module_says(tmp_path):

@@ -13,6 +13,7 @@ from roundhouse.runtime.values import duration_from_text, quoted
 
 # (digits 0-9 only, as in a duration or a .sched file: int() would read '٣' too)
 _WHOLE = re.compile(r"\s*[+-]?[0-9]+\s*")
+MOST_DIGITS = 4000  # (a whole number's, leading zeros aside: Python reads at most 4,300)
 
 
 def whole(text: str) -> int:
@@ -20,7 +21,7 @@ def whole(text: str) -> int:
     How large one may be is the command's to say, in its own words."""
     if _WHOLE.fullmatch(text) is None:
         raise argparse.ArgumentTypeError(f"{quoted(text)} is not a whole number (written with the digits 0-9)")
-    if len(text.strip().lstrip("+-").lstrip("0")) > 4000:  # (more digits than Python reads: past any bound)
+    if len(text.strip().lstrip("+-").lstrip("0")) > MOST_DIGITS:  # (past any bound)
         raise argparse.ArgumentTypeError(f"{quoted(text)} is too large")
     return int(text)
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -41,8 +40,10 @@ from roundhouse.errors import TraceError, UsageError, did_you_mean
 from roundhouse.runtime.element import MAX_JOB_ID, MAX_JOBS, MAX_RATE, MAX_SECONDS
 from roundhouse.runtime.files import write_problem
 from roundhouse.runtime.values import describe, rate_from_text
+from roundhouse.tools.common import MOST_DIGITS, whole
 from roundhouse.tools.outputs.stdout_result import plural, result_console, text_of, write_result
 from roundhouse.tools.outputs.whole_file import whole_file
+from roundhouse.traces.tiresias import needs_duration
 
 GENERATE_FORMATS = ("canonical", "gavel", "tiresias", "philly")
 GPU_CHOICES = ("philly", "single")
@@ -65,8 +66,7 @@ WORKLOAD_FORMATS: dict[str, tuple[str, ...]] = {
 _CANNOT_WRITE = {
     "gavel": "a Gavel trace keeps each job's work as steps at its model's V100 throughput, and gavel.csv "
     "has none for some of this workload's models",
-    "tiresias": "a Tiresias trace needs each job's duration, and these jobs give their work in epochs, "
-    "of models gavel.csv has no throughput for to derive one",
+    "tiresias": needs_duration("these jobs", "give their work in epochs", "models"),
     "philly": "--format philly writes a synthetic Philly cluster_job_log of its own (Philly submissions, "
     "durations and GPU counts, no models)",
 }
@@ -494,18 +494,23 @@ def _too_long(args: argparse.Namespace, jobs: int, what: str) -> str:
 
 
 def _whole(text: str, flag: str, minimum: int, maximum: int | None = None, why: str = "") -> int:
-    digits, limit = text.strip().lstrip("+-").lstrip("0"), sys.get_int_max_str_digits()
-    if limit and len(digits) > limit and digits.isdigit():  # (Python reads no more; nor is it shown whole)
-        negative = text.strip().startswith("-")
+    """A whole number given for `flag` (read as tools/common.py `whole` reads one), in its bounds."""
+    try:
+        value = whole(text)
+    except argparse.ArgumentTypeError:
+        written = text.strip()
+        negative = written.startswith("-")
+        digits = written[1:] if written[:1] in ("+", "-") else written
+        if not (digits.isascii() and digits.isdigit()):
+            raise UsageError(f"{flag} must be a whole number, got '{_shown(text)}'") from None
+        # (Digits, too many to read: said without them, as Python would not show them whole.)
+        digits = digits.lstrip("0")
         if negative:
             most = f"{minimum} or more"
         else:
-            most = f"at most {maximum:,}" if maximum is not None else f"of at most {limit:,} digits"
+            most = f"at most {maximum:,}" if maximum is not None else f"of at most {MOST_DIGITS:,} digits"
         what = "a negative whole number" if negative else "a whole number"
-        raise UsageError(f"{flag} must be {most}, got {what} of {len(digits):,} digits")
-    if re.fullmatch(r"\s*[+-]?[0-9]+\s*", text) is None:  # (digits 0-9 only, as elsewhere: int() would read '٣' too)
-        raise UsageError(f"{flag} must be a whole number, got '{_shown(text)}'")
-    value = int(text)
+        raise UsageError(f"{flag} must be {most}, got {what} of {len(digits):,} digits") from None
     if value < minimum:
         raise UsageError(f"{flag} must be {minimum} or more, got {value}")
     if maximum is not None and value > maximum:

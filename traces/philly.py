@@ -42,9 +42,11 @@ from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import json_kind as _kind
 from roundhouse.traces.csvtext import located_in_json, read_json_list
 from roundhouse.traces.generators import philly_durations, philly_gpus, poisson_arrivals
-from roundhouse.traces.schema import validate
+from roundhouse.traces.schema import validate, warn_near_misses
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+# The keys of a job's record that are read (the others are warned of, once a file).
+RECORD_KEYS = frozenset({"status", "vc", "jobid", "user", "submitted_time", "attempts"})
 _MISSING_TIMES = (None, "None", "")
 
 
@@ -104,8 +106,14 @@ def collection_paused() -> Iterator[None]:
 def _parse_records(path: str, records: list) -> PhillyTrace:
     jobs: dict[str, list] = {k: [] for k in ("record", "jobid", "user", "vc", "status", "submitted")}
     attempts: dict[str, list] = {k: [] for k in ("record", "order", "start", "end", "gpus")}
+    unread: dict[str, None] = {}  # (keys of records that are none of RECORD_KEYS, in the order met)
     for number, record in enumerate(records, start=1):
         _collect(path, number, record, jobs, attempts)
+        if not record.keys() <= RECORD_KEYS:
+            unread.update(dict.fromkeys(k for k in record if k not in RECORD_KEYS))
+    # (Every key read is one of a fixed set, as the columns of Pollux' or ONES' traces: any other
+    # is left out, and said, with the one it may be a misspelling of.)
+    warn_near_misses(list(unread), path, RECORD_KEYS, fixed="Philly's cluster_job_log")
 
     submitted = _times(path, pl.Series(jobs["submitted"], dtype=pl.String), jobs["record"], "submitted_time")
     start = _times(path, pl.Series(attempts["start"], dtype=pl.String), attempts["record"], "start_time")

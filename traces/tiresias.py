@@ -103,13 +103,24 @@ def _check_columns(path: str, found: list[str]) -> None:
     )
 
 
+def needs_duration(jobs: str, work: str, models: str | None, source: str = "gavel.csv") -> str:
+    """Why jobs without a duration cannot be written as Tiresias' (one wording for the writer and
+    `trace generate`, which says it before anything is drawn); `models` None: they name none."""
+    if models is None:
+        return f"a Tiresias trace needs each job's duration, and {jobs} {work}, with no model to derive one from"
+    return (
+        f"a Tiresias trace needs each job's duration, and {jobs} {work}, of {models} {source} has no throughput for to derive one"
+    )
+
+
 def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = None) -> list[str]:
     """Write jobs as a Tiresias CSV, in arrival order; returns, in words, what was rounded or
     made up.
 
     A job without iterations gets duration × its V100 throughput when the profile knows its
-    model, else one iteration per second (Blox's convention); a job without a duration gets
-    iterations / throughput. A job without a model is written with an empty model_name. Every
+    model, else an empty cell (none are made up: Tiresias' README says its schedulers do not
+    use iterations, and its reader keeps a cell that is no number as text); a job without a
+    duration gets iterations / throughput. A job without a model is written with an empty model_name. Every
     other column with a value (batch size, weight, user, resources, loss curves) follows the
     seven, as the reader keeps it.
     """
@@ -120,11 +131,19 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
     known = rates > 0
     duration = frame.get_column("duration_s")
     iterations = frame.get_column("iterations")
-    iterations = iterations.fill_null(pl.select(pl.when(known).then(duration * rates).otherwise(duration)).to_series())
+    # (Iterations the profile cannot derive stay unknown: an empty cell, which Tiresias, whose
+    # schedulers do not use iterations, keeps as text, and which reads back as no iterations.)
+    iterations = iterations.fill_null(pl.select(pl.when(known).then(duration * rates)).to_series())
     duration = duration.fill_null(pl.select(pl.when(known).then(iterations / rates)).to_series())
     if duration.is_null().any():
-        job = frame["job_id"][int(duration.is_null().arg_true()[0])]
-        raise TraceError(path, f"job {job} has no duration and its model is not in {profile.source}", column="duration")
+        i = int(duration.is_null().arg_true()[0])
+        work = "gives its work in epochs" if frame["epochs"][i] is not None else "gives its work in iterations"
+        model = frame["model"][i]
+        of = f"a model ({model})" if model is not None else None
+        why = needs_duration(f"job {frame['job_id'][i]}", work, of, Path(profile.source).name)
+        raise TraceError(
+            path, f"{why}; write canonical CSV or Parquet (.csv, .parquet or .pq), which keeps it", column="duration"
+        )
     jobs = frame.get_column("job_id")
     # (A value derived from the other column is that column's to fix.)
     derived_iterations = frame.get_column("iterations").is_null()
@@ -151,11 +170,11 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
     out = out.hstack([frame.get_column(c) for c in extras if c not in COLUMNS])
     Path(path).write_text(out.write_csv(), encoding="utf-8", newline="")
     notes = [f"left out, as Tiresias' own columns have these names: {', '.join(taken)}"] if taken else []
-    invented = int((derived_iterations & ~known).sum())  # (a value made up, not derived: said)
-    if invented:
+    unknown = int(iterations.is_null().sum())
+    if unknown:
         notes.append(
-            f"iterations of {invented} job(s) without any, and with no model or one {profile.source} has no V100 throughput "
-            "for, written as their duration in seconds (one iteration per second, Blox's convention)"
+            f"iterations of {unknown} job(s) left empty: the input gives none, and their model is missing or has no "
+            f"V100 throughput in {profile.source} to derive them from (Tiresias' schedulers do not use iterations)"
         )
     # (What is written, derived values too: a duration derived from iterations, 0.3 s, is written as 1.)
     return notes + [
