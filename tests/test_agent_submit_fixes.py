@@ -318,7 +318,7 @@ def test_submit_names_no_unkept_id_and_prints_ids_as_runs(tmp_path, capsys):
             assert not re.search(r"\bjob \d+\b(?! of)", err), err  # (no id: the scheduler kept none)
         assert main([*submit, "--iterations", "100", "--count", "25000", "--timeout", "60s"]) == 0
         out = capsys.readouterr().out
-        assert out.strip() == "submitted 25000 job(s): 3-25002", out[:300]
+        assert out.strip() == "submitted 25,000 job(s): 3-25002", out[:300]
     finally:
         cluster.close()
 

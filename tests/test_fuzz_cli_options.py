@@ -65,7 +65,8 @@ OPTIONS += [(AGENT[:-2], "--fake-gpus", "fake_gpus"), (AGENT, "--threads-per-gpu
 OPTIONS += [(AGENT[:-2] + ["--fake-gpus", "1:V100", "--emulate"], "--nodes", "whole")]
 OPTIONS += [(SUBMIT, flag, "whole") for flag in ("--count", "--gpus", "--batch-size", "--job-id")]
 OPTIONS += [(SUBMIT[:-2], "--iterations", "whole"), (SUBMIT, "--duration", "duration")]
-OPTIONS += [(["submit", "tcp://127.0.0.1:1", "--insecure", "--timeout", "1s"], "--timeout", "duration")]
+# (without a --timeout before it: given twice, the option would be refused as such, its value unread)
+OPTIONS += [(["submit", "tcp://127.0.0.1:1", "--insecure"], "--timeout", "duration")]
 OPTIONS += [(["submit", "tcp://127.0.0.1:1", "--insecure", "{trace}"], "--format", "format")]
 
 

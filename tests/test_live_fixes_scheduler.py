@@ -29,7 +29,7 @@ def test_a_second_agent_under_a_node_s_name_is_refused_and_a_restarted_one_takes
         cluster.start_scheduler()
         cluster.start_agent("node-a")
         cluster.wait_for(lambda: "node node-a registered" in cluster.log("scheduler"), 30, "node-a")
-        twin = cluster.start_agent("twin", extra=("--insecure", "--name", "node-a"))  # (the last --name counts)
+        twin = cluster.start_agent("twin", extra=("--insecure", "--name", "node-a"))  # (its log "twin", its node node-a)
         assert twin.wait(timeout=30) == 2, cluster.logs()
         assert "the scheduler refused to register node node-a: node node-a is already registered by another agent" in (
             cluster.log("twin")

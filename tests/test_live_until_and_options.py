@@ -74,7 +74,7 @@ def test_the_round_at_the_time_limit_launches_nothing_new_or_resumed(tmp_path):
         [(epoch,)] = cluster.query("SELECT value FROM meta WHERE key = 'epoch'")
         later = math.ceil(time.time() - float(epoch) + start_up_s) + 4
         before = len(cluster.log("scheduler"))
-        cluster.serve_args += ["--until", f"{later}s"]  # (the last --until given wins)
+        cluster.serve_args[cluster.serve_args.index("--until") + 1] = f"{later}s"
         cluster.start_scheduler()
         assert cluster.wait_exit("scheduler", 60) == 0, cluster.logs()
         third = cluster.log("scheduler")[before:]

@@ -199,9 +199,9 @@ UNWRITABLE = [
 EXTENSION = {"canonical": ".csv", "gavel": ".trace", "tiresias": ".csv", "philly": ".json"}
 
 
-def _generate(out, workload, *extra) -> list[str]:
+def _generate(out, workload, *extra, seed: int = 0) -> list[str]:
     rate = [] if workload == "dally-batch" else ["--rate", "8/h"]
-    return ["trace", "generate", "-o", str(out), "--jobs", "3", "--seed", "0", "--workload", workload, *rate, *extra]
+    return ["trace", "generate", "-o", str(out), "--jobs", "3", "--seed", str(seed), "--workload", workload, *rate, *extra]
 
 
 @pytest.mark.parametrize("workload, format", UNWRITABLE)
@@ -228,9 +228,9 @@ def test_the_workload_formats_table_matches_what_the_writers_do(tmp_path):
                 extra = ["--models", "blox"] if workload == "philly" and format == "gavel" else []
                 out = tmp_path / f"{workload}-{seed}{EXTENSION[format]}"
                 if format in formats:
-                    assert main(_generate(out, workload, "--seed", str(seed), "--format", format, *extra)) == 0
+                    assert main(_generate(out, workload, "--format", format, *extra, seed=seed)) == 0
                     continue
-                assert main(_generate(tmp_path / "frame.parquet", workload, "--seed", str(seed))) == 0
+                assert main(_generate(tmp_path / "frame.parquet", workload, seed=seed)) == 0
                 try:
                     write_trace(read_trace(tmp_path / "frame.parquet"), out, format)
                     results.append(True)

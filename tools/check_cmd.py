@@ -8,6 +8,7 @@ from roundhouse.runtime import registry
 from roundhouse.runtime.compiler import Override
 from roundhouse.tools.common import add_overrides, overrides
 from roundhouse.tools.graph_checks import check_graph, print_problems, print_warnings
+from roundhouse.tools.outputs.stdout_result import plural
 
 
 def register(sub) -> None:
@@ -55,5 +56,5 @@ def _check_one(path: str, fork: bool, cluster_spec: str | None, named: bool = Fa
     # (without a cluster, what its elements check when they start is not checked: `run` would need one)
     where = f", cluster {cluster.describe()}" if cluster else "; no cluster: give --cluster to check its elements against one"
     print_warnings(checked)  # (a warning does not refuse the graph: a run may still be meant)
-    print(f"{path}: ok ({len(graph.elements)} elements, {len(graph.connections)} connections{where})")
+    print(f"{path}: ok ({plural(len(graph.elements), 'element')}, {plural(len(graph.connections), 'connection')}{where})")
     return True

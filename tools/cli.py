@@ -12,6 +12,7 @@ import threading
 
 from roundhouse.errors import EXIT_USER_ERROR, RoundhouseError
 from roundhouse.runtime import registry
+from roundhouse.runtime.values import quoted
 from roundhouse.tools.common import error_text
 from roundhouse.tools.outputs import standard_output
 
@@ -37,14 +38,37 @@ COMMAND_MODULES = (
 )
 
 
+# Options each of whose occurrences adds to the ones before (`--set`, `--vary`): the ones meant to be repeated.
+_REPEATABLE = (argparse._AppendAction, argparse._AppendConstAction, argparse._CountAction)
+
+
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser that takes options only as spelled in full: argparse would otherwise
     take a prefix for the option it begins (`sweep --seed 3` for --seeds, three runs per point,
-    where `run --seed` is an error). Subcommands' parsers are made of this class too."""
+    where `run --seed` is an error), and refuses an option of one value given twice, where
+    argparse would keep the last and drop the first without a word. Subcommands' parsers are
+    made of this class too."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self._given: dict[argparse.Action, list[str]] = {}
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = {}  # (the values given so far are those of this command line only)
+        return super().parse_known_args(args, namespace)
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]):
+        # (argparse reads each occurrence of an option here, in whichever spelling: `--out A`,
+        # `--out=A`, `-oA`, `-o A`.) A flag (store_true and the like, taking no value) may be
+        # given twice: it says the same thing again, and nothing given is lost.
+        if action.option_strings and action.nargs != 0 and not isinstance(action, _REPEATABLE):
+            first = self._given.setdefault(action, arg_strings)
+            if first is not arg_strings:
+                raise argparse.ArgumentError(
+                    action, f"given twice ({quoted(' '.join(first))} and {quoted(' '.join(arg_strings))}); keep one"
+                )
+        return super()._get_values(action, arg_strings)
 
     def _print_message(self, message: str, file=None) -> None:
         # Help (`--help`) is the command's one answer: argparse's own writer drops a failure to

@@ -54,7 +54,7 @@ def explain(args) -> int:
     if any(row["reason"] == "not_elastic" for row in rows):  # (its model is what keeps it waiting)
         model = job_model(args.run, job_text(args.job))
         rows = [{**row, "model": model} for row in rows]
-    lines = [f"job {job_text(args.job)}: {len(rows)} change(s) recorded in {args.run}"]
+    lines = [f"job {job_text(args.job)}: {len(rows):,} change(s) recorded in {args.run}"]
     # (The times in one column: as wide as the longest, and at least 10 wide.)
     stopped = stopped if stopped is not None and not finished(rows) else None  # (said only then)
     times = [clock(row["t_s"]) for row in rows] + ([clock(stopped[0])] if stopped is not None else [])

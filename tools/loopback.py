@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from roundhouse.agents.ports import LOWEST, first_outgoing_port
@@ -39,6 +40,13 @@ def rendezvous_base() -> int:
     return random.randint(LOWEST, max(LOWEST, first_outgoing_port() - 501))
 
 
+def with_defaults(defaults: dict[str, str], given: Sequence[str]) -> list[str]:
+    """The options `given`, after each default (flag: value) they do not give themselves: the
+    commands refuse an option given twice, so one given takes its default's place."""
+    named = {arg.split("=", 1)[0] for arg in given}
+    return [part for flag, value in defaults.items() if flag not in named for part in (flag, value)] + list(given)
+
+
 class Loopback:
     emulate_agents = False  # (what `start_agent` does unless told)
 
@@ -59,26 +67,16 @@ class Loopback:
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.journal_path = self.folder / "journal.sqlite"
         base = rendezvous_base()
-        self.serve_args = [
-            "--bind",
-            self.address,
-            *security,
-            "--journal",
-            str(self.journal_path),
-            "--checkpoints",
-            str(self.folder / "checkpoints"),
-            "--heartbeat",
-            heartbeat,
-            "--heartbeat-timeout",
-            timeout,
-            "--ports",
-            f"{base}..{base + 500}",
-            "--out",
-            str(self.folder / "out"),
-            "--wait-for-agents",
-            "20s",
-            *serve_args,
-        ]
+        defaults = {
+            "--journal": str(self.journal_path),
+            "--checkpoints": str(self.folder / "checkpoints"),
+            "--heartbeat": heartbeat,
+            "--heartbeat-timeout": timeout,
+            "--ports": f"{base}..{base + 500}",
+            "--out": str(self.folder / "out"),
+            "--wait-for-agents": "20s",
+        }
+        self.serve_args = ["--bind", self.address, *security, *with_defaults(defaults, serve_args)]
         self.processes: dict[str, subprocess.Popen] = {}  # (by name: the last started of each)
         self._started: list[subprocess.Popen] = []  # every process started, for `close`
 
@@ -122,12 +120,13 @@ class Loopback:
         emulating that many nodes, `name`-0 to `name`-{nodes-1} (`--nodes`, which implies
         `--emulate`); such a process runs no job processes and refuses their options (work
         folder, revoke grace, threads), so it is given none."""
+        defaults = {"--scheduler": self.address, "--name": name, "--fake-gpus": gpus}
         if nodes is None:
-            own = ["--threads-per-gpu", "1", "--workdir", str(self.folder / name), "--revoke-grace", "30s"]
+            defaults |= {"--threads-per-gpu": "1", "--workdir": str(self.folder / name), "--revoke-grace": "30s"}
             emulate = self.emulate_agents if emulate is None else emulate
         else:
-            own, emulate = ["--nodes", str(nodes)], True
-        args = ["agent", "--scheduler", self.address, "--name", name, "--fake-gpus", gpus, *own, *extra]
+            defaults["--nodes"], emulate = str(nodes), True
+        args = ["agent", *with_defaults(defaults, extra)]
         return self._spawn(name, args + (["--emulate"] if emulate else []))
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:

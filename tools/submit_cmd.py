@@ -81,7 +81,7 @@ def submit_command(args) -> int:
             print(json.dumps({k: (int(v) if float(v).is_integer() else v) for k, v in client.status().items()}, indent=2))
             return 0
         ids = client.submit(jobs, where)
-    print(f"submitted {len(ids)} job(s): {id_ranges(ids)}")  # (runs of ids as `0-24999`: --count makes many)
+    print(f"submitted {len(ids):,} job(s): {id_ranges(ids)}")  # (runs of ids as `0-24999`: --count makes many)
     return 0
 
 

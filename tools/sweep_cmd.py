@@ -29,7 +29,7 @@ from roundhouse.runtime.sweep import (
 from roundhouse.runtime.sweep_exec import DaskExecutor, LocalExecutor, Task
 from roundhouse.tools.common import add_overrides, positive_int
 from roundhouse.tools.outputs.console import forgiving, stderr_console, stdout_console
-from roundhouse.tools.outputs.stdout_result import result_console, text_of, write_result
+from roundhouse.tools.outputs.stdout_result import plural, result_console, text_of, write_result
 from roundhouse.tools.results import in_units_of_table
 from roundhouse.tools.sweep_plan import plan
 
@@ -140,20 +140,23 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
         tasks = [Task(key, first_spec[key]) for key in shared if key not in finished]
         if finished and store is not None:
             err.print(
-                f"{len(finished)} of {total} runs already in {store.folder}; "
-                + (f"running the other {len(tasks)}" if tasks else "nothing to run"),
+                f"{len(finished):,} of {total:,} runs already in {store.folder}; "
+                + (f"running the other {len(tasks):,}" if tasks else "nothing to run"),
                 highlight=False,
                 markup=False,
                 soft_wrap=True,
             )
         if tasks:
             err.print(
-                f"running {_runs(len(tasks))} on {executor.where_for(len(tasks))}", highlight=False, markup=False, soft_wrap=True
+                f"running {plural(len(tasks), 'run')} on {executor.where_for(len(tasks))}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
             )
         same = len(runs) - total
         if same:
             err.print(
-                f"{same} of the grid's {len(runs)} runs {'is' if same == 1 else 'are'} the same run as another (the same "
+                f"{same:,} of the grid's {len(runs):,} runs {'is' if same == 1 else 'are'} the same run as another (the same "
                 "graph, values and files): each such run is run once, and listed for each of its points",
                 highlight=False,
                 markup=False,
@@ -198,7 +201,7 @@ def _own_errors(executor, runs, first_spec: dict[str, RunSpec], rows: dict[str, 
     if not again:
         return {}
     err.print(
-        f"running {_runs(len(again))} again, each for a point of a failed run shared with another whose "
+        f"running {plural(len(again), 'run')} again, each for a point of a failed run shared with another whose "
         "--vary value named another file: for its error to name its own",
         highlight=False,
         markup=False,
@@ -265,7 +268,7 @@ def _say_failed(failed: pl.DataFrame, total: int, rows: dict[str, dict], store: 
     """The failed runs, a line each; with --debug, then each one's Python traceback, else where
     the tracebacks are kept (each run's row in the store has its own)."""
     err = forgiving(sys.stderr)
-    print(f"{failed.height} of {total} runs failed:", file=err)
+    print(f"{failed.height:,} of {total:,} runs failed:", file=err)
     for row in failed.iter_rows(named=True):
         print(f"  {row['point']} seed={row['seed']}: {row['status']}: {row['error']}", file=err)
     traced = [(row, text) for row in failed.iter_rows(named=True) if (text := rows[row["key"]].get("traceback"))]
@@ -288,9 +291,9 @@ def _say_interrupted(err: Console, rows: dict[str, dict], total: int, store: Res
     """What an interrupted sweep leaves: the runs kept, and how to go on."""
     done = sum(1 for row in rows.values() if row["status"] == "ok")
     if store is not None:
-        text = f"{done} of {total} runs kept in {store.folder}; run the same command to resume"
+        text = f"{done:,} of {total:,} runs kept in {store.folder}; run the same command to resume"
     else:
-        text = f"{done} of {total} runs had finished; none is kept without --out"
+        text = f"{done:,} of {total:,} runs had finished; none is kept without --out"
     if on_dask:
         text += " (the runs under way on the Dask cluster were told to stop)"
     err.print(text, highlight=False, markup=False, soft_wrap=True)
@@ -358,15 +361,11 @@ def point_summary(frame: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
     return pl.DataFrame(out, infer_schema_length=None)
 
 
-def _runs(n: int) -> str:
-    return f"{n} run" + ("" if n == 1 else "s")
-
-
 def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFrame, only_result: bool = False) -> None:
     """The table of the sweep's points. `only_result`: the sweep has no --out, and the table is
     all it leaves: lost (a full disk), it is an error, not a sweep that went well."""
     seeds = frame.filter(pl.col("point") == frame["point"][0]).height
-    title = f"{graph_name}: {_runs(frame.height)}" + (f", {seeds} seeds per point (mean ± 95% CI)" if seeds > 1 else "")
+    title = f"{graph_name}: {plural(frame.height, 'run')}" + (f", {seeds:,} seeds per point (mean ± 95% CI)" if seeds > 1 else "")
     table = Table(title=escape(shown_text(title)))  # (rich reads [brackets] in cells as markup)
     shown = [m for m in SHOWN_METRICS if f"{m}_mean" in points.columns]
     for col in [*names, "runs", *shown]:
@@ -416,7 +415,7 @@ class SweepProgress:
             self._task = self._bar.add_task("sweep", total=total, completed=done, counts=self._counts())
 
     def _counts(self) -> str:
-        return f"{self.done} done, {self.failed} failed, {self.total - self.done - self.failed} remaining"
+        return f"{self.done:,} done, {self.failed:,} failed, {self.total - self.done - self.failed:,} remaining"
 
     def __enter__(self):
         if self._bar is not None:

@@ -200,8 +200,10 @@ def test_deeply_nested_json(tmp_path, capsys):
     ],
 )
 def test_generate_refuses_absurd_numbers(tmp_path, capsys, extra, words):
-    args = ["trace", "generate", "-o", str(tmp_path / "g.csv"), "--jobs", "10", "--rate", "8/h", "--seed", "1"]
-    fails(args + extra, capsys, *words)
+    # (each option once: one given twice would be refused as such, its value unread)
+    given = {"--jobs": "10", "--rate": "8/h", "--seed": "1"} | dict(zip(extra[::2], extra[1::2]))
+    args = ["trace", "generate", "-o", str(tmp_path / "g.csv"), *(text for pair in given.items() for text in pair)]
+    fails(args, capsys, *words)
     assert not (tmp_path / "g.csv").exists()
 
 

@@ -45,5 +45,6 @@ def write_result(text: str, what: str) -> None:
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:
-    """A count with its noun: "1 job", "3 jobs", "2 entries" (`many` where not `one` + "s")."""
-    return f"{n} {one if n == 1 else (many or one + 's')}"
+    """A count with its noun: "1 job", "3 jobs", "2 entries" (`many` where not `one` + "s"); its
+    digits grouped, "2,000,000 jobs", as an error message writes a count."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
