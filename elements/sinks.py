@@ -458,7 +458,7 @@ class LinkBandwidth(Element):
 
     state = ("_seen",)
     # On nodes of no known topology the links are unknown: `check` and `run` warn of it
-    # (tools/cluster_warnings.py), saying this.
+    # (runtime/cluster_warnings.py), saying this.
     without_topology: ClassVar[str] = "it will measure no launch"
 
     category = "sink"

@@ -426,7 +426,7 @@ class LiveSource(Element):
 
     state = ("_live", "_none")
     # Its jobs come only from `roundhouse submit`: a simulation fed by nothing else is warned of
-    # (tools/useless_runs.py).
+    # (runtime/useless_runs.py).
     submitted_live: ClassVar[bool] = True
 
     category = "source"

@@ -272,3 +272,9 @@ class ClusterError(RoundhouseError):
 
 class UsageError(RoundhouseError):
     """A bad command-line value."""
+
+
+class RoundhouseWarning(UserWarning):
+    """What a graph run from Python would run to no use (what `roundhouse run` warns of on
+    standard error: a trace that brings no job, a policy that will never start its jobs):
+    `warnings.filterwarnings("ignore", category=RoundhouseWarning)` silences them."""

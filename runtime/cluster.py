@@ -33,7 +33,7 @@ import json
 import math
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +41,7 @@ import attrs
 import numpy as np
 
 from roundhouse.errors import ClusterError, did_you_mean
+from roundhouse.runtime.near_gpu_types import near_types
 from roundhouse.runtime.spec_lines import SpecLines, at, not_toml
 from roundhouse.traces.csvtext import undecodable_byte
 from roundhouse.traces.jobs import read_only
@@ -194,7 +195,12 @@ class ClusterSpec:
                     f"('{_shown(part.strip())}' has {nodes} node{'s' if nodes != 1 else ''} of {gpus} GPU{'s' if gpus != 1 else ''})"
                 )
             topology = m.group(4) or ""
-            problem = _type_name_problem(gpu_type) or _topology_problem(topology, gpus) or _gpu_type_problem(gpu_type, gpu_types)
+            problem = (
+                _type_name_problem(gpu_type)
+                or _topology_problem(topology, gpus)
+                or _gpu_type_problem(gpu_type, gpu_types)
+                or _topology_type_problem(topology, gpu_type)
+            )
             if problem:
                 raise ClusterError(f"bad cluster '{_shown(text)}': {problem}")
             parsed.append(NodeGroup(nodes=nodes, gpus_per_node=gpus, gpu_type=gpu_type, topology=topology))
@@ -473,6 +479,7 @@ def _group_from_table(file: Path, lines: SpecLines, index: int, table: object, g
     for key, problem in (
         ("topology", _topology_problem(group.topology, group.gpus_per_node)),
         ("gpu_type", _gpu_type_problem(group.gpu_type, gpu_types)),
+        ("topology", _topology_type_problem(group.topology, group.gpu_type)),
     ):
         if problem:
             raise ClusterError(f"{where}: {problem}", at(file, lines, "group", index, key))
@@ -553,21 +560,28 @@ def _check_size(where: str, groups: Sequence[NodeGroup], path: Path | None = Non
 
 class KnownGpuTypes(tuple):
     """The GPU type names a cluster may have, with what makes a name one of them (`why`), which
-    the error for any other name adds to the names."""
+    the error for any other name adds to the names, and the names (lower case) whose near miss
+    `why` names already (`told`: the error then gives no hint of its own, one being enough)."""
 
     why: str
+    told: frozenset[str]
 
-    def __new__(cls, names: Sequence[str], why: str = "") -> KnownGpuTypes:
+    def __new__(cls, names: Sequence[str], why: str = "", told: Iterable[str] = ()) -> KnownGpuTypes:
         known = super().__new__(cls, names)
         known.why = why
+        known.told = frozenset(t.lower() for t in told)
         return known
 
 
 def _gpu_type_problem(name: str, gpu_types: Sequence[str] | None) -> str | None:
-    """Why a group cannot have this GPU type (None if it can, or if no list is given)."""
+    """Why a group cannot have this GPU type (None if it can, or if no list is given). A near
+    miss of a known type is told it by the rule of docs/clusters.md (runtime/near_gpu_types.py:
+    a character added, dropped or swapped with its neighbour, O read as 0; not one replaced, as
+    real types differ so: A100 is no misspelling of V100)."""
     if gpu_types is None or name.lower() in {t.lower() for t in gpu_types}:
         return None
-    hint = did_you_mean(name, gpu_types)
+    near = [] if name.lower() in getattr(gpu_types, "told", ()) else near_types(name, gpu_types)
+    hint = "did you mean " + " or ".join(f"'{t}'" for t in near) + "?" if near else None
     why = getattr(gpu_types, "why", "")
     return (
         f"unknown GPU type '{name}'"
@@ -590,6 +604,20 @@ def _topology_problem(name: str, gpus_per_node: int) -> str | None:
     if size != gpus_per_node:
         return f"topology '{name}' has {size} GPUs per node, the group {gpus_per_node}"
     return None
+
+
+def _topology_type_problem(name: str, gpu_type: str) -> str | None:
+    """Why a group of this GPU type cannot have this (known) topology: it is an instance of
+    another type's GPUs, whose links (NVLink) a node of these would be taken to have."""
+    from roundhouse.runtime.topologies import TOPOLOGIES, TOPOLOGY_GPU_TYPES
+
+    theirs = TOPOLOGY_GPU_TYPES.get(name)
+    if theirs is None or theirs.lower() == gpu_type.lower():
+        return None
+    return (
+        f"topology '{name}' is an instance of {len(TOPOLOGIES[name])} {theirs} GPUs and their links, the group's GPUs are "
+        f"{gpu_type}: leave the topology out for nodes of other GPUs (their links are then unknown)"
+    )
 
 
 class Cluster:

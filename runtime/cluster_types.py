@@ -81,7 +81,9 @@ def cluster_gpu_types(graph: CompiledGraph, spec: str, known: tuple[str, ...], p
     profile = profile or _profile(graph)
     by_model = _may_have_jobs_known_by_model(graph, reads, profile)
     advice = _naming_advice(beyond, by_model, named_gpu_types(graph.settings.gpu_types), profile.gpu_types)
-    return KnownGpuTypes((*known, *asked), f"{_WHY_KNOWN}; {advice}")
+    # (the advice names the profile's type a near miss meant: the refusal gives no other hint for it)
+    told = [name for name in beyond if near_types(name, profile.gpu_types)]
+    return KnownGpuTypes((*known, *asked), f"{_WHY_KNOWN}; {advice}", told)
 
 
 def _read_traces(graph: CompiledGraph) -> list:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 # Settings whose value is text: on the command line they may be written without quotes.
 _TEXT_SETTINGS = frozenset(f.name for f in attrs.fields(GraphSettings) if f.type in (str, str | None))
+_SETTINGS = frozenset(f.name for f in attrs.fields(GraphSettings))
 
 
 def split_overrides(compiler: _Compiler) -> tuple[dict[str, list[tuple[str, ast.Value, str]]], dict[str, ast.Value]]:
@@ -42,7 +43,10 @@ def split_overrides(compiler: _Compiler) -> tuple[dict[str, list[tuple[str, ast.
         try:
             value = parse_value(o.value_text, where=f"{o.flag} {o.target}")
         except SchedError as err:
-            if o.target not in _TEXT_SETTINGS or not o.value_text.strip():
+            # (an unknown setting's name is said to be one, not its value to be bad: the value of
+            # `--set clustr=8x4:V100` would have been text)
+            unknown = "." not in o.target and o.target not in _SETTINGS
+            if (o.target not in _TEXT_SETTINGS and not unknown) or not o.value_text.strip():
                 compiler.errors.append(SchedError(f"{o.label}: bad value: {err.message}", hint=err.hint))
                 continue
             # (text the language cannot read as a value, for a setting that is text: a list of

@@ -55,7 +55,7 @@ from roundhouse.runtime.stalls import STALL_ROUNDS, StalledError, count_idle, st
 from roundhouse.runtime.types import Events, Jobs, Plan, Ranking
 from roundhouse.runtime.values import format_duration
 from roundhouse.runtime.world import World
-from roundhouse.traces.jobs import JobBatch
+from roundhouse.traces.jobs import FINISHED, JobBatch
 
 # Names other modules take from here, kept here for them since they moved to modules of their
 # own; and `Silenced`, which snapshots made before it moved name as this module's.
@@ -87,6 +87,16 @@ class RunResult:
     wall_s: float
     skipped_rounds: int = 0  # rounds not ticked (event skipping): nothing could change in them
     passed_rounds: int = 0  # of which rounds carried out in passing: jobs arrived and found room
+
+    def __repr__(self) -> str:
+        # (attrs' own would print the whole world and every report's tables: thousands of lines)
+        jobs = self.world.jobs
+        finished = int((jobs.column("status") == FINISHED).sum()) if len(jobs) else 0
+        return (
+            f"RunResult({self.rounds:,} rounds, ended at {format_duration(self.end_s)} ({self.end_s:g} s), "
+            f"stopped: {self.stop_reason or 'not yet'}, {finished:,} of {len(jobs):,} jobs finished, "
+            f"reports by {', '.join(self.reports) or 'no element'}, wall {self.wall_s:.2f} s)"
+        )
 
 
 class Engine:

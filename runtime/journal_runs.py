@@ -107,6 +107,8 @@ def check_same_run(journal: Journal, old: dict[str, Any], meta: dict[str, Any]) 
             continue  # (a journal written before the fact was kept: the others say which run it is)
         if key == "cluster" and isinstance(old.get(key), str) and described_alike(old[key], str(meta.get(key))):
             continue  # (described by an earlier version, in its words)
+        if key == "cluster" and "cluster_fingerprint" in old and old["cluster_fingerprint"] == meta.get("cluster_fingerprint"):
+            continue  # (written otherwise but alike node by node: `1x2,1x2` or `2x2:v100` for `2x2:V100`)
         if old and old.get(key) != meta.get(key):
             whose = "another run" if "epoch" in old else "another run, which has not begun but accepted jobs"
             if key == "cluster_fingerprint":  # (described alike, or the cluster's key would have differed)

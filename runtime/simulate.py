@@ -212,4 +212,12 @@ def _check_arguments(graph, cluster, until, on_round, explain, explain_to) -> st
         raise UsageError(f"explain: expected True or False, got {explain!r}")
     if explain_to is not None and (not isinstance(explain_to, (str, Path)) or not str(explain_to)):
         raise UsageError(f"explain_to: expected the path of a file to write, got {explain_to!r}")
+    if explain_to is not None:  # (before the run: its thread would find out at the first block, or at the end)
+        from roundhouse.runtime.files import write_problem
+
+        if Path(explain_to).is_dir():
+            raise UsageError(f"explain_to: {explain_to}: is a folder; give the path of a file to write")
+        problem = write_problem(Path(explain_to))
+        if problem is not None:
+            raise UsageError(f"explain_to: {explain_to}: cannot be written ({problem.strerror})")
     return cluster

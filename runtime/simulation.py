@@ -6,6 +6,7 @@ that look ahead (the synthesizer, `roundhouse whatif`). docs/simulation-api.md s
     other = sim.fork()          # an independent copy, between two rounds
     sim.run(); other.run()      # each gives what running `sim` on would have
     sim.save("day1.snap"); again = Simulation.load("day1.snap")
+    sim.write("results/")       # a results folder, as `roundhouse run --out` writes
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file
 from roundhouse.runtime.engine import Engine, RunResult
+from roundhouse.runtime.files import results_folder, writing
+from roundhouse.runtime.results_files import write_results
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
+from roundhouse.runtime.useless_runs import warn_before_simulation
 from roundhouse.runtime.values import FilePath, describe
 from roundhouse.runtime.world import World
 
@@ -87,7 +91,7 @@ class Simulation:
     `graph`: a `.sched` path or the text of a graph (a str with a newline, `;`, `->` or `::`
     that names no file). `trace`: replaces the path of the graph's one `TraceSource` (as
     `--trace`); a graph with none, or with several (which would all read the same jobs), is
-    refused with a `UsageError` (give each its own path in `overrides`, `"name.path=..."`).
+    refused with a `UsageError` (give each its own path in `overrides`, `'name.path="t.csv"'`).
     `cluster`: a spec (`"8x4:V100"`, a `.toml` file) or a `Cluster`; default the graph's
     `cluster` setting. `overrides`: `--set` texts (`"admit.factor=1.2"`). Keyword settings
     are graph settings (`seed=3`, `round="1min"`). `until`: stop at this time (seconds), as
@@ -118,6 +122,7 @@ class Simulation:
         sets = [*overrides, *(o.text for o in keywords)]
         _refuse_repeats(sets, len(overrides))
         compiled, code = _compile(path, text, [*overrides, *keywords], trace, cluster)
+        warn_before_simulation(compiled, cluster)  # (what `roundhouse run` warns of, as Python warnings)
         self._header: dict[str, Any] = {
             "graph_path": path,
             # kept in snapshots: a graph file edited later does not change a saved run
@@ -175,6 +180,11 @@ class Simulation:
         the run stops, as `run()`, but returning the simulation and leaving it open (not ended)."""
         end = _time_argument("t", t)
         self._go_on("run_until")
+        if end is not None and end < self.now - 1e-9:  # (else nothing would run, without a word)
+            raise UsageError(
+                f"t: {t!r} is before the clock ({self.now:g} s): a simulation runs forward only; "
+                f"run_until(sim.now + {t!r}) runs on for that long, and a fork or snapshot made earlier goes back"
+            )
         engine = self._engine
         engine.pause_at(end)
         try:
@@ -364,9 +374,27 @@ class Simulation:
                 return dict(report["summary"])
         return {}
 
+    def write(self, folder: str | Path) -> Path:
+        """Write a results folder, as `roundhouse run --out` does (jobs.csv, summary.json, run.json),
+        for `roundhouse report` and `plot`: of `result()` (before the end, a fork ended now)."""
+        return _write(self, folder)
+
     def __repr__(self) -> str:
         state = f"stopped: {self.stop_reason}" if self.done else "failed" if self._failure else "running"
+        if state == "running" and self._engine.until is not None and self.now >= self._engine.until - 1e-9:
+            state = "running: its last round, at its time limit, is left to run"  # (run_until(until))
         return f"Simulation({Path(self._header['graph_path']).name}, t={self.now:g}s, {self.rounds} rounds, {len(self.world.jobs)} jobs, {state})"
+
+
+def _write(sim: Simulation, folder: str | Path) -> Path:
+    """`Simulation.write`: the folder checked as `--out` is (a sweep's results in it refused)
+    before the result is made; the graph's text and trace as the simulation was built with."""
+    _file_argument("folder", folder, "a folder for the results, such as results/")
+    out = results_folder(folder, "folder", "run")
+    result = sim.result()
+    with writing(out):
+        write_results(out, sim.graph, result.world.cluster, result, sim._header["trace"], sim._header["graph_text"])
+    return out
 
 
 def _said(err: BaseException) -> str:
@@ -416,6 +444,11 @@ def _refuse_repeats(sets: list[str], given: int) -> None:
 
 def _cluster(compiled: CompiledGraph, cluster: str | Cluster | None, profile) -> Cluster:
     """The cluster, a problem with the `cluster` argument said as the argument's (not as `--cluster`'s)."""
+    if cluster is None and compiled.settings.cluster is None:  # (the engine's message names --cluster)
+        raise UsageError(
+            f'cluster: {compiled.path} sets no cluster: give one, such as cluster="32x4:V100" or a .toml path, '
+            'or set cluster = "..." in the graph'
+        )
     try:
         return load_cluster(compiled, cluster, profile)
     except ClusterError as err:
@@ -633,6 +666,8 @@ def _compile_in_scope(
             check_trace_file(trace)  # (before the graph is built, which would blame an override)
         except TraceError as err:
             raise UsageError(f"trace: {err.path}: {err.message}") from None
+        except UsageError as err:  # (an empty path names no file to start the message with)
+            raise UsageError(f"trace: {err}") from None
         quoted = describe(str(Path(trace).resolve()))
         sets += [Override(f"{name}.path={quoted}") for name in sources]
     return compile_file(path, [*sets, *(Override(o) for o in then)], text=text, required=required)

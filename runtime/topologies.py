@@ -29,6 +29,9 @@ TOPOLOGIES: dict[str, np.ndarray] = {
         ]
     ),
 }
+# The GPU type of each topology's instance: its links are those of these GPUs (NVLink 2.0 is the
+# V100's; a K80 or a P100 of PCIe has none), so a group of another type may not name it.
+TOPOLOGY_GPU_TYPES: dict[str, str] = {"p3.8xlarge": "V100"}
 for _matrix in TOPOLOGIES.values():
     _matrix.flags.writeable = False
 

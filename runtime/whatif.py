@@ -260,9 +260,12 @@ def _check_cluster(journal: Journal, meta: dict[str, Any], cluster: Cluster) -> 
     keeps, and by its description for a journal written before the fingerprint was kept."""
     described = cluster.describe()
     hint = "give --cluster the cluster the scheduler ran on (or leave it out if the scheduler took the graph's own)"
-    if not described_alike(described, str(meta.get("cluster"))):
+    # (Where the journal keeps the fingerprint, a cluster written otherwise but alike node by node,
+    # `1x2,1x2` or `2x2:v100` for `2x2:V100`, is the run's.)
+    same_nodes = "cluster_fingerprint" in meta and cluster.fingerprint() == meta["cluster_fingerprint"]
+    if not same_nodes and not described_alike(described, str(meta.get("cluster"))):
         raise UsageError(f"{journal.path}: the cluster {described} is not the run's, which was {meta.get('cluster')}; {hint}")
-    if "cluster_fingerprint" in meta and cluster.fingerprint() != meta["cluster_fingerprint"]:
+    if "cluster_fingerprint" in meta and not same_nodes:
         raise UsageError(
             f"{journal.path}: the cluster is not the run's: both are {described}, but their nodes differ (their cores, "
             f"memory, network, racks or GPU links); {hint}"
@@ -274,9 +277,8 @@ def replay(journal: Journal, meta: dict[str, Any], graph: CompiledGraph, world: 
     scheduler's state as of its last journaled round."""
     if graph.key() != meta.get("graph_digest"):
         raise UsageError(
-            f"{journal.path}: the graph {graph.path} is not the run's (its elements, arguments or settings differ from "
-            "those the journal recorded); give the run's graph as it was with --run-graph, its --set with --run-set, and its "
-            "--trace with --run-trace"
+            f"{journal.path}: the graph {graph.path} is not the run's ({_what_differs(graph, meta)}); give the run's graph "
+            "as it was with --run-graph, its --set with --run-set, and its --trace with --run-trace"
         )
     _check_cluster(journal, meta, world.cluster)
     backend = JournalReplay(world, journal)
@@ -291,6 +293,19 @@ def replay(journal: Journal, meta: dict[str, Any], graph: CompiledGraph, world: 
             "the journal's: the graph or its files (traces, profile) are not those of the run"
         )
     return engine
+
+
+def _what_differs(graph: CompiledGraph, meta: dict[str, Any]) -> str:
+    """What makes `graph` not the run's: its round length, when the journal's (`round_s`) is
+    another, which is named with both values; else its elements, arguments or settings, which
+    the journal keeps only a digest of."""
+    run_round = meta.get("round_s")
+    if isinstance(run_round, (int, float)) and _seconds(run_round) and float(graph.settings.round) != run_round:
+        return (
+            f"its rounds are {format_duration(float(graph.settings.round))} long, the run's were "
+            f"{format_duration(float(run_round))}, as the journal recorded"
+        )
+    return "its elements, arguments or settings differ from those the journal recorded"
 
 
 def take_over(engine: Engine) -> Engine:

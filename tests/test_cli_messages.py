@@ -38,7 +38,7 @@ def test_an_unknown_gpu_type_in_a_cluster_file_names_the_file_and_the_setting(gr
     err = fails(capsys, "check", graph)
     # (line 8: the second group's gpu_type)
     assert err.startswith(f"{graph}:2:11: error: setting 'cluster': {spec}:8: [[group]] #2: unknown GPU type 'V10'")
-    assert "did you mean 'V100'?" in err
+    assert "if you meant the throughput profile's V100, write that in the cluster" in err
     err = fails(capsys, "run", graph, "--cluster", spec)
     assert err.startswith(f"{spec}:8: error: [[group]] #2: unknown GPU type 'V10'")
 

@@ -8,9 +8,9 @@ import textwrap
 
 import pytest
 
+from roundhouse.runtime.useless_runs import warning_inputs, warnings_before_run
 from roundhouse.tools.cli import main
 from roundhouse.tools.results import compile_with_trace
-from roundhouse.tools.useless_runs import warning_inputs, warnings_before_run
 from tests.conftest import REPO, write_trace
 
 DALLY = """

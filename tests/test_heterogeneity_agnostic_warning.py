@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import textwrap
 
-from roundhouse.tools.cluster_warnings import heterogeneity_warnings
+from roundhouse.runtime.cluster_warnings import heterogeneity_warnings
 from roundhouse.tools.results import compile_with_trace
 from tests.conftest import REPO, write_trace
 

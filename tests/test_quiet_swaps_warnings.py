@@ -1,5 +1,5 @@
 """Graphs a swap of one element makes run to no use without a word, now warned of before the
-run by `check`, `run` and `sweep` alike (tools/useless_runs.py): Pollux given no elastic
+run by `check`, `run` and `sweep` alike (runtime/useless_runs.py): Pollux given no elastic
 profile by a graph whose sources' models are not known ahead; the intra-node bandwidth
 elements on a cluster whose nodes have no topology; and a simulation whose only sources take
 jobs submitted live (warned of by `run` and `sweep`, never by `check`, which cannot tell
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import textwrap
 
+from roundhouse.runtime.useless_runs import warning_inputs, warnings_before_run
 from roundhouse.tools.cli import main
 from roundhouse.tools.results import compile_with_trace
 from roundhouse.tools.sweep_warnings import SweepWarnings
-from roundhouse.tools.useless_runs import warning_inputs, warnings_before_run
 from tests.conftest import REPO
 
 POLLUX = """

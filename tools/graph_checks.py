@@ -13,16 +13,16 @@ from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file
 from roundhouse.runtime.element_failures import describe_element
 from roundhouse.runtime.simulate import load_cluster, load_elastic, load_pairs, new_engine
 from roundhouse.runtime.snapshot import forks_world, unforkable_elements
+from roundhouse.runtime.useless_runs import warnings_before_run
 from roundhouse.tools.common import error_text
 from roundhouse.tools.results import trace_problems
-from roundhouse.tools.useless_runs import warnings_before_run
 
 
 @dataclass
 class Checked:
     """A graph as `check` sees it: compiled (None if it did not compile), its cluster (None when
     neither the graph nor an option names one), what is wrong with it (empty if nothing), and
-    what it would run to no use (warnings, tools/useless_runs.py; looked for when asked)."""
+    what it would run to no use (warnings, runtime/useless_runs.py; looked for when asked)."""
 
     graph: CompiledGraph | None
     cluster: Cluster | None

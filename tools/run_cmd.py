@@ -13,11 +13,11 @@ from roundhouse.runtime.compiler import refuse_empty_graph_path
 from roundhouse.runtime.explain import FILE_NAME
 from roundhouse.runtime.files import results_folder, writing
 from roundhouse.runtime.simulate import load_cluster, simulate
+from roundhouse.runtime.useless_runs import live_only_warnings
 from roundhouse.runtime.values import format_duration
 from roundhouse.tools.common import add_overrides, seconds
 from roundhouse.tools.live_run import add_live_options, refuse_live_only, run_live
 from roundhouse.tools.results import compile_with_overrides, print_summary, write_results
-from roundhouse.tools.useless_runs import live_only_warnings
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -166,7 +166,7 @@ class _Progress:
         self._bar.update(
             self._task,
             description=f"round {ctx.round_index}  t={format_duration(round(ctx.now))}  "
-            f"{finished}/{len(ctx.jobs)} jobs finished  {len(ctx.running_rows)} running",
+            f"{finished:,}/{len(ctx.jobs):,} jobs finished  {len(ctx.running_rows):,} running",
         )
 
     def close(self) -> None:

@@ -1,4 +1,4 @@
-"""What `check` and `run` warn of (tools/useless_runs.py), for a sweep: each run's graph looked
+"""What `check` and `run` warn of (runtime/useless_runs.py), for a sweep: each run's graph looked
 at, since a --vary may change what is warned of (a source's `jobs`, a sink's `track`), and each
 warning said once, in the parent process, naming the runs it applies to by their varied values.
 A warning of every run is said as `run` says it."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from roundhouse.errors import print_warning
-from roundhouse.tools.useless_runs import live_only_warnings, warning_inputs, warnings_before_run
+from roundhouse.runtime.useless_runs import live_only_warnings, warning_inputs, warnings_before_run
 
 # The most points a warning names one by one (a grid's points that no shorter phrase covers).
 NAMED_AT_MOST = 10

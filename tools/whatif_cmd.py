@@ -13,8 +13,8 @@ import attrs
 from rich.markup import escape
 from rich.table import Table
 
-from roundhouse.errors import RoundhouseError, TraceError, UsageError, print_warning
-from roundhouse.runtime.compiler import compile_file
+from roundhouse.errors import RoundhouseError, RoundhouseErrors, TraceError, UsageError, print_warning
+from roundhouse.runtime.compiler import Override, compile_file
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from roundhouse.runtime.simulation import own_elements
 from roundhouse.runtime.snapshot_paths import file_kind
@@ -56,22 +56,7 @@ def register(sub) -> None:
 
 
 def whatif_command(args) -> int:
-    horizon = seconds(args.horizon, "--horizon", positive=True)
-    if horizon is None or horizon == float("inf"):
-        raise UsageError(f"--horizon {args.horizon}: must be a finite duration")
-    run_overrides = overrides(args.run_set, "--run-set")
-    # (An empty path is the current folder to pathlib: say what is missing, not "a directory".)
-    if not args.journal.strip():
-        raise UsageError(
-            "JOURNAL_OR_SNAPSHOT: got an empty path; give a live scheduler's journal file or a simulation's snapshot file"
-        )
-    for flag, value, what in (
-        ("--graph", args.graph, "a .sched file"),
-        ("--run-graph", args.run_graph, "the run's .sched file"),
-        ("--run-trace", args.run_trace, "the scheduler's --trace file"),
-    ):
-        if value is not None and not value.strip():
-            raise UsageError(f"{flag}: got an empty path; give {what}")
+    horizon, run_overrides, other_overrides = _own_options(args)
     if args.graph is not None and Path(args.graph).is_dir():
         raise UsageError(f"--graph {args.graph}: is a folder; give a .sched file")
     if args.graph is not None and not Path(args.graph).exists():
@@ -136,17 +121,10 @@ def whatif_command(args) -> int:
             raise UsageError(
                 f"{', '.join(given)}: only for a live scheduler's journal; {args.journal} is a simulation's snapshot, which holds its own graph and cluster"
             )
-    # (Either way the other graph goes on from the run's world: what built that world is the run's.)
-    fixed = [o for o in overrides(args.overrides) if o.target in _WORLD_SETTINGS]
-    if fixed:
-        which = "snapshot" if snapshot_file else "run"
-        raise UsageError(
-            f"{fixed[0].label}: the {which}'s {fixed[0].target} is its own (the other graph goes on from the {which}'s world)"
-        )
     other = None
     if args.graph is not None:
         with own_elements():  # (as the run's: each side's element files are its own)
-            other = compile_file(args.graph, overrides(args.overrides))
+            other = compile_file(args.graph, other_overrides)
     elif args.overrides and snapshot_file:  # the simulation's own graph (and trace), other arguments
         from roundhouse.runtime.simulation import graph_of_snapshot
         from roundhouse.runtime.snapshot import read_header
@@ -158,7 +136,7 @@ def whatif_command(args) -> int:
 
         journal, meta = open_journal(args.journal)
         journal.db.close()
-        other = compile_run_graph(meta["graph"], overrides(args.overrides))
+        other = compile_run_graph(meta["graph"], other_overrides)
 
     def load_world(graph) -> World:
         # The same world as the live scheduler's and a simulation's (elastic and pair profiles too).
@@ -185,6 +163,60 @@ def whatif_command(args) -> int:
         return 0
     write_result(_table_text(point, projections, [side.header for side in sides]), "the comparison")
     return 0
+
+
+def _own_options(args) -> tuple[float, list[Override], list[Override]]:
+    """The horizon, --run-set and --set, checked with the command's other options that need no
+    file read (an empty path, a world's setting in --set) before any graph is compiled or
+    journal opened, and all their problems said at once."""
+    problems: list[UsageError] = []
+
+    def checked(check, default):
+        try:
+            return check()
+        except UsageError as err:
+            problems.append(err)
+            return default
+
+    def horizon() -> float:
+        value = seconds(args.horizon, "--horizon", positive=True)
+        if value is None or value == float("inf"):
+            raise UsageError(f"--horizon {args.horizon}: must be a finite duration")
+        return value
+
+    found = checked(horizon, 0.0)
+    run_overrides = checked(lambda: overrides(args.run_set, "--run-set"), [])
+    other_overrides = checked(lambda: overrides(args.overrides), [])
+    # (Either way the other graph goes on from the run's world: what built that world is the run's.)
+    fixed = [o for o in other_overrides if o.target in _WORLD_SETTINGS]
+    if fixed:
+        journal = Path(args.journal)
+        # (read only if a plain file: a named pipe's first bytes might never come)
+        which = "snapshot" if journal.is_file() and is_snapshot(journal) else "run"
+        problems.append(
+            UsageError(
+                f"{fixed[0].label}: the {which}'s {fixed[0].target} is its own (the other graph goes on from the {which}'s world)"
+            )
+        )
+    # (An empty path is the current folder to pathlib: say what is missing, not "a directory".)
+    if not args.journal.strip():
+        problems.append(
+            UsageError(
+                "JOURNAL_OR_SNAPSHOT: got an empty path; give a live scheduler's journal file or a simulation's snapshot file"
+            )
+        )
+    for flag, value, what in (
+        ("--graph", args.graph, "a .sched file"),
+        ("--run-graph", args.run_graph, "the run's .sched file"),
+        ("--run-trace", args.run_trace, "the scheduler's --trace file"),
+    ):
+        if value is not None and not value.strip():
+            problems.append(UsageError(f"{flag}: got an empty path; give {what}"))
+    if len(problems) > 1:
+        raise RoundhouseErrors(problems)
+    if problems:
+        raise problems[0]
+    return found, run_overrides, other_overrides
 
 
 def _refuse_a_state_as_graph(flag: str, path: str) -> None:
@@ -307,11 +339,11 @@ def _print(console, point: dict, projections, headers: list[str]) -> None:
         at = f"round {point['round']} at t={point['now_s']:g}s"
     else:
         rounds = point["rounds"]
-        at = f"after {rounds} round{'' if rounds == 1 else 's'}, at t={point['now_s']:g}s,"
+        at = f"after {rounds:,} round{'' if rounds == 1 else 's'}, at t={point['now_s']:g}s,"
     # (Paths are printed as they are: rich would read [brackets] in them as markup.)
     console.print(
-        f"from {point['journal']}: {at} of {point['graph']} on {point['cluster']}: {point['jobs']} job(s) seen, "
-        f"{point['unfinished']} unfinished, {point['running']} running",
+        f"from {point['journal']}: {at} of {point['graph']} on {point['cluster']}: {point['jobs']:,} job(s) seen, "
+        f"{point['unfinished']:,} unfinished, {point['running']:,} running",
         markup=False,
     )
     # (A side that stopped before its last job finished has no makespan: it is more than the

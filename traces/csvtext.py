@@ -79,7 +79,11 @@ def check_trace_file(path: str | Path) -> None:
     if not str(path).strip():  # (often an unset shell variable: to pathlib, the current folder)
         raise UsageError("the trace path is empty: give a trace file")
     p = Path(path)
-    if p.is_dir():
+    try:
+        folder = p.is_dir()
+    except OSError as err:  # (a name too long for the system)
+        raise TraceError(str(path), f"cannot be read: {err.strerror or err}") from None
+    if folder:
         raise TraceError(str(path), "is a folder, not a trace file")
     if not p.exists():
         raise TraceError(str(path), "no such file")

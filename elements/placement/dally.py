@@ -300,7 +300,7 @@ class DelayPlacer(Placer):
     state = ("_clock", "_tuner", "_timeline", "_last_timers")
     fixed = ("_machine_size", "_rack_size")
     # Its timers wait for placements that only network tiers make faster: `check` and `run`
-    # warn of a cluster without them (tools/useless_runs.py).
+    # warn of a cluster without them (runtime/useless_runs.py).
     needs_tiers: ClassVar[bool] = True
     # (it refuses a cluster of several GPU types: nothing to warn of there)
     heterogeneity_agnostic: ClassVar[str | None] = None

@@ -97,7 +97,7 @@ class BandwidthAwareIntraNode(_IntraNode):
     Paper: Blox (EuroSys'24) §5.3 and Table 4 (after Blink, MLSys'20).
     """
 
-    # On nodes of no known topology: warned of (tools/cluster_warnings.py), saying this.
+    # On nodes of no known topology: warned of (runtime/cluster_warnings.py), saying this.
     without_topology: ClassVar[str] = "every set of a node's GPUs scores alike, so it places as Consolidated does"
 
     state = ()

@@ -90,7 +90,7 @@ class Placer(Element):
     outputs = (Out("plan", Plan),)
     consolidate_by_default: ClassVar[bool] = False
     # Step 1 types jobs one at a time, in ranking order: on a cluster of several GPU types whose
-    # throughputs differ, `check` and `run` warn of it (tools/cluster_warnings.py), saying this.
+    # throughputs differ, `check` and `run` warn of it (runtime/cluster_warnings.py), saying this.
     heterogeneity_agnostic: ClassVar[str | None] = (
         "each job goes, in ranking order, to the type it runs fastest on that has room for it, whatever "
         "another job would gain there, and stays on it while it runs"

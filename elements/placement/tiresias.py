@@ -218,7 +218,7 @@ class TiresiasDally(_Selective):
     state = ()
     fixed = ("_skewed_models",)
     # Its consolidation is by machines and racks, which only network tiers make faster: `check`
-    # and `run` warn of a cluster without them (tools/useless_runs.py).
+    # and `run` warn of a cluster without them (runtime/useless_runs.py).
     needs_tiers: ClassVar[bool] = True
 
     high_skew: list[str] = attrs.field(factory=lambda: ["VGG11", "AlexNet", "MobileNetV3"])

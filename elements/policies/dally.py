@@ -106,7 +106,7 @@ class NetworkSensitive(Policy):
 
     state = ("_clock",)
     # Without network tiers every job that ran is as sensitive as the next (no communication
-    # slows it): `check` and `run` warn of such a cluster (tools/useless_runs.py).
+    # slows it): `check` and `run` warn of such a cluster (runtime/useless_runs.py).
     needs_tiers: ClassVar[bool] = True
 
     def start(self, ctx: RoundContext) -> None:

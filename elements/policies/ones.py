@@ -132,7 +132,7 @@ class Ones(Element):
     outputs = (Out("plan", Plan),)
 
     # On a cluster of several GPU types whose throughputs differ, `check` and `run` warn of it
-    # (tools/cluster_warnings.py), saying this.
+    # (runtime/cluster_warnings.py), saying this.
     heterogeneity_agnostic: ClassVar[str] = (
         "it chooses each job's GPUs from the whole cluster, whatever their type, and a job spread over several "
         "types runs at the pace of the slowest"

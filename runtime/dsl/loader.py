@@ -61,6 +61,61 @@ def read_imported(path: Path) -> str:
     return read_source(path)
 
 
+def _read_graph(path: str) -> str:
+    """The text of the graph's own `.sched` file, or a SchedError saying why it cannot be read."""
+    try:
+        return read_source(Path(path))
+    except FileNotFoundError:
+        raise SchedError(f"no such file: {path}") from None
+    except UnicodeDecodeError as err:  # (said at its line and column, as the parser's errors are)
+        other = _not_a_graph(path, None)  # (a Parquet trace, say)
+        if other is not None:
+            raise other from None
+        line, column = _line_and_column(err.object[: err.start])
+        byte = err.object[err.start]
+        raise SchedError(f"not UTF-8 text (byte 0x{byte:02x} cannot be decoded)", Location(path, line, column)) from None
+    except (OSError, ValueError) as err:
+        raise SchedError(f"cannot read {path}: {_why_unreadable(err)}") from None
+
+
+# Files given where a graph goes, known by their names' endings: what each is, and where it goes.
+_CLUSTER = (
+    "a cluster spec (a .toml file of node groups)",
+    "the cluster with --cluster {path} (or in the graph's cluster setting)",
+)
+_TRACE = ("a trace", "the trace with --trace {path} (or to the graph's TraceSource, as its path)")
+_OTHER_FILES = {
+    ".toml": _CLUSTER,
+    ".csv": _TRACE,
+    ".trace": _TRACE,
+    ".parquet": _TRACE,
+    ".pq": _TRACE,
+    ".py": ("a Python file", 'require the elements it defines in the graph (require "{name}";)'),
+}
+
+
+def _not_a_graph(path: str, text: str | None) -> SchedError | None:
+    """For the file given as the graph, which does not read as one: if it is a cluster spec, a
+    trace or a Python file (by its name's ending, or a cluster spec's `[[group]]` tables), an
+    error saying so and where it goes, rather than the parser's first complaint about its text."""
+    what = _OTHER_FILES.get(Path(path).suffix.lower())
+    if what is None and text is not None and _reads_as_cluster(text):
+        what = _CLUSTER
+    if what is None:
+        return None
+    where = what[1].format(path=path, name=Path(path).name)
+    return SchedError(f"{path} is {what[0]}, not a .sched graph: give a graph here, and {where}")
+
+
+def _reads_as_cluster(text: str) -> bool:
+    import tomllib
+
+    try:
+        return isinstance(tomllib.loads(text).get("group"), list)
+    except tomllib.TOMLDecodeError:
+        return False
+
+
 def _why_unreadable(err: Exception) -> str:
     if isinstance(err, UnicodeDecodeError):
         line, column = _line_and_column(err.object[: err.start])
@@ -474,16 +529,7 @@ class _Loader:
 
     def load(self, path: str, text: str | None) -> FlatGraph:
         if text is None:
-            try:
-                text = read_source(Path(path))
-            except FileNotFoundError:
-                raise SchedError(f"no such file: {path}") from None
-            except UnicodeDecodeError as err:  # (said at its line and column, as the parser's errors are)
-                line, column = _line_and_column(err.object[: err.start])
-                byte = err.object[err.start]
-                raise SchedError(f"not UTF-8 text (byte 0x{byte:02x} cannot be decoded)", Location(path, line, column)) from None
-            except (OSError, ValueError) as err:
-                raise SchedError(f"cannot read {path}: {_why_unreadable(err)}") from None
+            text = _read_graph(path)
         self._read(path, text, depth=0, stack=())
         self.errors += _clashing_class_names(self.classes, self.required_as)
         clashes: dict[str, list[SchedError]] = {}
@@ -523,7 +569,9 @@ class _Loader:
         try:
             program = parse(text, path)
         except SchedError as err:
-            if imported_at is None or Path(path).suffix == ".sched":
+            if imported_at is None:
+                raise (_not_a_graph(path, text) or err) from None
+            if Path(path).suffix == ".sched":
                 raise
             raise _not_sched(imported_at, err) from None
         resolved = str(Path(path).resolve())

@@ -3,7 +3,7 @@ a cluster that lacks it: Dally's by network tiers (no job is slowed by where it 
 intra-node bandwidth elements by a node topology (the links between a node's GPUs are unknown).
 And placers that do not weigh what each job gains from one GPU type over another, on a cluster
 of several types on which the jobs' models run at different speeds. Warned of before a run, with
-what the cluster needs or what to use instead (tools/useless_runs.py gathers them with the other
+what the cluster needs or what to use instead (runtime/useless_runs.py gathers them with the other
 warnings)."""
 
 from __future__ import annotations

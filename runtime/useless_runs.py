@@ -7,15 +7,17 @@ simulation whose only sources take jobs submitted live (nobody submits: it ends 
 sources that bring no job at all.
 `check` and `run` warn of them before the run, from what the sources can tell before they start
 (a trace's jobs, a generator's ids; a live source's jobs are not known ahead); the last only
-`run` and `sweep`, which know the run is simulated. The run's end says what came of them."""
+`run` and `sweep`, which know the run is simulated, and a `Simulation` as it is built (Python
+warnings, `warn_before_simulation`). The run's end says what came of them."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from roundhouse.errors import RoundhouseError, print_warning
-from roundhouse.runtime.values import IdRange
-from roundhouse.tools.cluster_warnings import (
+from roundhouse.errors import RoundhouseError, RoundhouseWarning, print_warning
+from roundhouse.runtime.cluster_warnings import (
     at,
     by_links,
     by_type_alike,
@@ -23,6 +25,7 @@ from roundhouse.tools.cluster_warnings import (
     tier_warnings,
     topology_warnings,
 )
+from roundhouse.runtime.values import IdRange
 from roundhouse.traces.jobs import PENDING
 
 # What a graph gives for Pollux to start its jobs, as the warnings and notes say it.
@@ -210,6 +213,14 @@ def print_warnings_before_run(graph, cluster=None) -> None:
     """`warnings_before_run`, on standard error."""
     for warning in warnings_before_run(graph, cluster):
         print_warning(warning)
+
+
+def warn_before_simulation(graph, cluster=None, stacklevel: int = 3) -> None:
+    """What `roundhouse run` warns of before a simulated run, as Python warnings of the class
+    `RoundhouseWarning` (each the line `run` prints), for a graph run from Python (`Simulation`);
+    `stacklevel`: that of the caller's caller, whose line the warning names."""
+    for warning in warnings_before_run(graph, cluster) + live_only_warnings(graph):
+        warnings.warn(warning, RoundhouseWarning, stacklevel=stacklevel)
 
 
 def untracked_note(name: str, el, ids) -> str:
