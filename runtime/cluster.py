@@ -729,6 +729,9 @@ class Cluster:
         racks = self.gpu_rack[ids]
         return "rack" if (racks == racks[0]).all() else "cluster"
 
+    def __repr__(self) -> str:  # (the one line describe gives, not an object's address)
+        return f"Cluster({self.describe()})"
+
     def describe(self) -> str:
         """The cluster in one line; with network tiers, also its racks and each tier's links."""
         parts = [f"{g.nodes}x{g.gpus_per_node}:{g.gpu_type}" + (f"@{g.topology}" if g.topology else "") for g in self.spec.groups]

@@ -34,7 +34,7 @@ from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.loader import Body, Decl, FlatGraph, load
 from roundhouse.runtime.element import Element
 from roundhouse.runtime.settings import GraphSettings
-from roundhouse.runtime.values import FilePath, element_refs
+from roundhouse.runtime.values import FilePath, element_refs, format_duration
 from roundhouse.runtime.wiring import Connection, Topology, Wiring, in_written_order
 
 
@@ -71,6 +71,14 @@ class CompiledGraph:
     _into: tuple[list[Connection], int, dict[tuple[str, str], list[tuple[str, str]]]] | None = attrs.field(
         default=None, init=False, eq=False, repr=False
     )
+
+    def __repr__(self) -> str:
+        # (attrs' own would print every setting and element, with their arguments: pages of text)
+        cluster = f", cluster {self.settings.cluster}" if self.settings.cluster else ""
+        return (
+            f"CompiledGraph({Path(self.path).name}: {len(self.elements):,} elements, {len(self.connections):,} connections, "
+            f"round {format_duration(self.settings.round)}{cluster})"
+        )
 
     def sources_of(self, element: str, port: str) -> list[tuple[str, str]]:
         # (An index rather than a scan per call: the engine asks once per input, and a graph

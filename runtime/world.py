@@ -136,6 +136,9 @@ class World:
     _plain = plain
     _rates = rates
 
+    def __repr__(self) -> str:  # (what a notebook wants at a glance, not an object's address)
+        return f"World({len(self.jobs):,} jobs, {self.unfinished:,} unfinished, {len(self.running_rows):,} running, on {self.cluster.describe()})"
+
     @property
     def busy_gpu_s(self) -> float:
         """GPU-seconds held by jobs since the run began: their attained service, summed (no running

@@ -44,6 +44,18 @@ def test_a_run_result_prints_as_a_short_summary(tmp_path):
     assert str(result) == text
 
 
+def test_the_graph_world_and_cluster_print_in_a_line_each(tmp_path):
+    sim = _sim(tmp_path)
+    sim.run_until(3600)
+    running = len(sim.world.running_rows)
+    assert running > 0
+    assert repr(sim.graph) == "CompiledGraph(g.sched: 7 elements, 6 connections, round 5min)"
+    assert repr(sim.world.cluster) == "Cluster(8 GPUs on 2 nodes (2x4:V100))"
+    assert repr(sim.world) == (
+        f"World({len(sim.jobs())} jobs, {sim.world.unfinished} unfinished, {running} running, on 8 GPUs on 2 nodes (2x4:V100))"
+    )
+
+
 def test_a_simulation_at_its_time_limit_says_its_last_round_is_left(tmp_path):
     # run_until(until) stops before the round at the limit (a what-if forks from there): the
     # round left ticks without moving the clock, and the run then stops as run() stops it.
