@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +24,7 @@ from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.engine import Engine
 from roundhouse.runtime.journal import Journal
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
+from roundhouse.runtime.simulation import own_elements
 from roundhouse.runtime.types import Events
 from tests.conftest import fails
 
@@ -78,33 +81,56 @@ class Recording:
         self.journal.commit()
 
 
-def make_journal(
-    folder: Path, jobs: int = 6, cluster: str = "1x2:V100", name: str = "j.sqlite", stop_s: float | None = None
-) -> Path:
-    """A journal of a run of `jobs` jobs, all submitted before round 0 (to its end, or to
-    `stop_s`: jobs still running then)."""
-    graph_path = folder / "g.sched"
-    graph_path.write_text(GRAPH.format(cluster=cluster, jobs=jobs))
-    graph = compile_file(graph_path)
-    profile = load_profile(graph)
-    world = new_world(graph, load_cluster(graph, None, profile), profile)
+def live_journal(
+    folder: Path,
+    graph: Path | str,
+    jobs: Sequence[tuple[int, int]],
+    stop_s: float | None = None,
+    *,
+    fingerprint: bool = False,
+    name: str = "j.sqlite",
+    own: bool = False,
+) -> tuple[Path, dict]:
+    """A journal in `folder` of a live run of `graph` (a file, or the text of one written as
+    g.sched), with `jobs` (gpus, duration_s) submitted as jobs 0, 1, ... before round 0; run to its
+    end, or to `stop_s`. The run's facts as serve keeps them, without the cluster's fingerprint
+    unless `fingerprint` (an older Roundhouse's journal); the graph compiled with its element
+    files its own if `own`. Returns the journal's path and those facts."""
+    if isinstance(graph, str):
+        (folder / "g.sched").write_text(graph)
+        graph = folder / "g.sched"
+    with own_elements() if own else nullcontext():
+        compiled = compile_file(graph)
+    profile = load_profile(compiled)
+    world = new_world(compiled, load_cluster(compiled, None, profile), profile)
+    meta = {"graph": str(graph.resolve()), "graph_digest": compiled.key(), "cluster": world.cluster.describe()}
+    if fingerprint:
+        meta["cluster_fingerprint"] = world.cluster.fingerprint()
+    meta["round_s"] = 10.0
     path = folder / name
     journal = Journal(path)
-    meta = {"graph": str(graph_path.resolve()), "graph_digest": graph.key(), "cluster": world.cluster.describe(), "round_s": 10.0}
     journal.begin(meta)
-    for i in range(jobs):
-        spec = {"job_id": str(i), "gpus": str(1 + i % 2), "duration_s": str(25 + 10 * (i % 4)), "command": "sleep 1"}
-        journal.add_submission(i, spec, 0.0)
+    for i, (gpus, duration_s) in enumerate(jobs):
+        journal.add_submission(i, {"job_id": str(i), "gpus": str(gpus), "duration_s": str(duration_s), "command": "sleep 1"}, 0.0)
     journal.commit()
     backend = Recording(world, journal, 10.0)
-    engine = Engine(graph, world, backend)
+    engine = Engine(compiled, world, backend)
     engine.begin()
     while stop_s is None or backend.now < stop_s:
         if engine.step():
             backend.journal_round()  # (the last round, as the live backend journals it on closing)
             break
     journal.close()
-    return path
+    return path, meta
+
+
+def make_journal(
+    folder: Path, jobs: int = 6, cluster: str = "1x2:V100", name: str = "j.sqlite", stop_s: float | None = None
+) -> Path:
+    """A journal of a run of `jobs` jobs, all submitted before round 0 (to its end, or to
+    `stop_s`: jobs still running then)."""
+    specs = [(1 + i % 2, 25 + 10 * (i % 4)) for i in range(jobs)]
+    return live_journal(folder, GRAPH.format(cluster=cluster, jobs=jobs), specs, stop_s, name=name)[0]
 
 
 def change(path: Path, sql: str) -> None:

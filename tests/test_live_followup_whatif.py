@@ -13,12 +13,11 @@ import pytest
 from roundhouse.errors import UsageError
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.engine import Engine
 from roundhouse.runtime.journal import Journal
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from roundhouse.runtime.whatif import _unused_settings
 from tests.conftest import REPO, fails
-from tests.test_journal_reading import Recording
+from tests.test_journal_reading import live_journal
 
 GRAPH = """round = 10s;
 cluster = "synergy-128.toml";
@@ -33,26 +32,8 @@ def _journal(folder: Path, fingerprint: bool = True) -> Path:
     """A journal of a run of GRAPH on clusters/synergy-128.toml, a few rounds in; without the
     cluster's fingerprint in its facts as an older Roundhouse wrote them."""
     shutil.copy(REPO / "clusters" / "synergy-128.toml", folder / "synergy-128.toml")
-    graph_path = folder / "g.sched"
-    graph_path.write_text(GRAPH)
-    graph = compile_file(graph_path)
-    profile = load_profile(graph)
-    world = new_world(graph, load_cluster(graph, None, profile), profile)
-    assert world.cluster.describe() == Cluster.parse(ALIKE).describe()
-    meta = {"graph": str(graph_path), "graph_digest": graph.key(), "cluster": world.cluster.describe(), "round_s": 10.0}
-    if fingerprint:
-        meta["cluster_fingerprint"] = world.cluster.fingerprint()
-    path = folder / "j.sqlite"
-    journal = Journal(path)
-    journal.begin(meta)
-    journal.add_submission(0, {"job_id": "0", "gpus": "1", "duration_s": "300", "command": "sleep 1"}, 0.0)
-    journal.commit()
-    backend = Recording(world, journal, 10.0)
-    engine = Engine(graph, world, backend)
-    engine.begin()
-    while backend.now < 30 and not engine.step():
-        pass
-    journal.close()
+    path, meta = live_journal(folder, GRAPH, [(1, 300)], 30.0, fingerprint=fingerprint)
+    assert meta["cluster"] == Cluster.parse(ALIKE).describe()
     return path
 
 

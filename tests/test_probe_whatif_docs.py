@@ -5,20 +5,12 @@ a bad value, from `check` and from `whatif` alike."""
 
 import pytest
 
-from tests.conftest import fails
-
-GRAPH = """round = 5min;
-cluster = "2x4:V100";
-arrivals :: PoissonSource(rate=8/h, jobs=5, seed=0);
-arrivals -> JobPool -> Las -> Consolidated -> Launch -> report :: JobMetrics;
-"""
+from tests.conftest import REPO, fails
 
 
 @pytest.fixture
-def graph(tmp_path):
-    path = tmp_path / "g.sched"
-    path.write_text(GRAPH)
-    return path
+def graph():
+    return REPO / "graphs" / "las.sched"  # (a graph with a cluster setting, as a user's first)
 
 
 @pytest.mark.parametrize(
@@ -57,36 +49,9 @@ submitted -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;
 
 def _journal(folder):
     """A journal of a run of LIVE a few rounds in, and the run's facts as serve keeps them."""
-    from roundhouse.runtime.compiler import compile_file
-    from roundhouse.runtime.engine import Engine
-    from roundhouse.runtime.journal import Journal
-    from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
-    from tests.test_journal_reading import Recording
+    from tests.test_journal_reading import live_journal
 
-    graph_path = folder / "g.sched"
-    graph_path.write_text(LIVE)
-    graph = compile_file(graph_path)
-    profile = load_profile(graph)
-    world = new_world(graph, load_cluster(graph, None, profile), profile)
-    meta = {
-        "graph": str(graph_path),
-        "graph_digest": graph.key(),
-        "cluster": world.cluster.describe(),
-        "cluster_fingerprint": world.cluster.fingerprint(),
-        "round_s": 10.0,
-    }
-    path = folder / "j.sqlite"
-    journal = Journal(path)
-    journal.begin(meta)
-    journal.add_submission(0, {"job_id": "0", "gpus": "1", "duration_s": "300", "command": "sleep 1"}, 0.0)
-    journal.commit()
-    backend = Recording(world, journal, 10.0)
-    engine = Engine(graph, world, backend)
-    engine.begin()
-    while backend.now < 30 and not engine.step():
-        pass
-    journal.close()
-    return path, meta
+    return live_journal(folder, LIVE, [(1, 300)], 30.0, fingerprint=True)
 
 
 def _whatif_json(capsys, *argv) -> dict:

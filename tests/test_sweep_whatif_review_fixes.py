@@ -22,7 +22,7 @@ from roundhouse.runtime.sweep_exec import LocalExecutor, Task
 from roundhouse.tools.cli import main
 from tests.conftest import REPO, fails, write_trace
 from tests.own_elements import policy_file
-from tests.test_journal_reading import change, make_journal
+from tests.test_journal_reading import change, live_journal, make_journal
 
 TRACE = REPO / "traces" / "samples" / "philly-1000.csv"
 
@@ -89,32 +89,7 @@ def test_whatif_from_a_snapshot_compares_a_changed_copy_of_the_runs_policy_file(
 def journal_of(graph: Path) -> Path:
     """A journal of a run of `graph` (a LiveSource's), made as test_journal_reading makes one,
     the graph compiled with its element file its own."""
-    from roundhouse.runtime.compiler import compile_file
-    from roundhouse.runtime.engine import Engine
-    from roundhouse.runtime.journal import Journal
-    from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
-    from roundhouse.runtime.simulation import own_elements
-    from tests.test_journal_reading import Recording
-
-    with own_elements():
-        compiled = compile_file(graph)
-    profile = load_profile(compiled)
-    world = new_world(compiled, load_cluster(compiled, None, profile), profile)
-    path = graph.parent / "j.sqlite"
-    journal = Journal(path)
-    journal.begin(
-        {"graph": str(graph.resolve()), "graph_digest": compiled.key(), "cluster": world.cluster.describe(), "round_s": 10.0}
-    )
-    for i in range(4):
-        journal.add_submission(i, {"job_id": str(i), "gpus": "1", "duration_s": str(40 + 10 * i), "command": "sleep 1"}, 0.0)
-    journal.commit()
-    backend = Recording(world, journal, 10.0)
-    engine = Engine(compiled, world, backend)
-    engine.begin()
-    while backend.now < 30.0:
-        engine.step()
-    journal.close()
-    return path
+    return live_journal(graph.parent, graph, [(1, 40 + 10 * i) for i in range(4)], 30.0, own=True)[0]
 
 
 def test_whatif_from_a_journal_compares_a_changed_copy_of_the_runs_policy_file(tmp_path, capsys):

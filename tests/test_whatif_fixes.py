@@ -20,12 +20,10 @@ import attrs
 import numpy as np
 
 from roundhouse.runtime.compiler import compile_file
-from roundhouse.runtime.engine import Engine
 from roundhouse.runtime.journal import Journal
-from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from tests.conftest import REPO, fails
 from tests.livecluster import TEST_PROFILE
-from tests.test_journal_reading import Recording, make_journal
+from tests.test_journal_reading import live_journal, make_journal
 
 JOBS = "job_id,arrival_s,gpus,duration_s\n0,0,1,1800\n1,0,2,3600\n2,300,1,900\n3,600,1,2400\n"
 
@@ -126,27 +124,7 @@ submitted -> AcceptAll -> JobPool -> Las -> Consolidated -> Launch -> JobMetrics
 def open_journal(folder: Path, graph_text: str = LIVE, stop_s: float = 40.0) -> Path:
     """A journal of a run still open to submissions (its LiveSource has no `jobs`), cut while
     its jobs run."""
-    graph_path = folder / "g.sched"
-    graph_path.write_text(graph_text)
-    graph = compile_file(graph_path)
-    profile = load_profile(graph)
-    world = new_world(graph, load_cluster(graph, None, profile), profile)
-    path = folder / "j.sqlite"
-    journal = Journal(path)
-    journal.begin({"graph": str(graph_path), "graph_digest": graph.key(), "cluster": world.cluster.describe(), "round_s": 10.0})
-    for i in range(5):
-        spec = {"job_id": str(i), "gpus": "1", "duration_s": str(35 + 20 * i), "command": "sleep 1"}
-        journal.add_submission(i, spec, 0.0)
-    journal.commit()
-    backend = Recording(world, journal, 10.0)
-    engine = Engine(graph, world, backend)
-    engine.begin()
-    while backend.now < stop_s:
-        if engine.step():
-            backend.journal_round()  # (the round it stopped in, as the live backend journals it on closing)
-            break
-    journal.close()
-    return path
+    return live_journal(folder, graph_text, [(1, 35 + 20 * i) for i in range(5)], stop_s)[0]
 
 
 def test_the_run_s_graph_on_both_sides_gives_the_same_figures_with_a_live_source(tmp_path, capsys):
