@@ -45,7 +45,7 @@ def elements(args) -> int:
     console = result_console()  # (the reference is the command's one result: written whole, or an error)
     if args.markdown:
         classes = [_get(args.name)] if args.name is not None else registry.classes()
-        print(reference_markdown(classes), end="")
+        write_result(reference_markdown(classes), "the element reference")
         return 0
     if args.name is not None:
         _show(console, _get(args.name))
