@@ -23,9 +23,9 @@ from test_fork import SHIPPED
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.explain import FILE_NAME
+from roundhouse.runtime.results_files import write_results
 from roundhouse.runtime.simulate import load_cluster, simulate
 from roundhouse.tools.cli import main
-from roundhouse.tools.results import write_results
 
 GRAPHS = REPO / "graphs"
 # Rounds run of each graph: enough for jobs to finish and be preempted, few enough that the

@@ -7,9 +7,10 @@ import re
 from pathlib import Path
 
 from roundhouse.errors import UsageError
+from roundhouse.runtime.results_files import write_results
 from roundhouse.tools.common import seconds, whole
 from roundhouse.tools.live_options import add_security, check_named, duration_within, setup_logging
-from roundhouse.tools.results import compile_with_overrides, print_summary, write_results
+from roundhouse.tools.results import compile_with_overrides, print_summary
 
 MAX_HEARTBEAT_TIMEOUT_S = 3600.0
 # The longest wait for agents before round 0: a day, as `submit --timeout` (a longer wait is a

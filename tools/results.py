@@ -1,5 +1,5 @@
-"""What the commands that run a graph share: compiling it with --set and --trace, printing a
-run's summary, writing its results (runtime/results_files.py)."""
+"""What the commands that run a graph share: compiling it with --set and --trace, and printing a
+run's summary (its results folder is written by runtime/results_files.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from roundhouse.runtime import sweep
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load
 from roundhouse.runtime.files import refuse_control_characters
-from roundhouse.runtime.results_files import write_results as write_results
 from roundhouse.runtime.useless_runs import print_warnings_before_run, unstarted_notes, untracked_note
 from roundhouse.tools.common import overrides
 from roundhouse.traces.csvtext import check_trace_file

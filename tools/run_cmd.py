@@ -12,12 +12,13 @@ from roundhouse.errors import UsageError, print_warning
 from roundhouse.runtime.compiler import refuse_empty_graph_path
 from roundhouse.runtime.explain import FILE_NAME
 from roundhouse.runtime.files import results_folder, writing
+from roundhouse.runtime.results_files import write_results
 from roundhouse.runtime.simulate import load_cluster, simulate
 from roundhouse.runtime.useless_runs import live_only_warnings
 from roundhouse.runtime.values import format_duration
 from roundhouse.tools.common import add_overrides, seconds
 from roundhouse.tools.live_run import add_live_options, refuse_live_only, run_live
-from roundhouse.tools.results import compile_with_overrides, print_summary, write_results
+from roundhouse.tools.results import compile_with_overrides, print_summary
 
 if TYPE_CHECKING:
     from rich.console import Console
