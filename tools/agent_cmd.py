@@ -67,7 +67,7 @@ def agent_command(args) -> int:
 
     setup_logging(args.log_level)
     # (the address's form first: `--insecure` would take `127.0.0.1:5555`, no tcp://, for an address off this machine)
-    check_connect_address(args.scheduler)
+    check_connect_address(args.scheduler, in_process=False)
     # (an empty --name, an unset shell variable say, is refused as a name, not taken as the host's)
     name = socket.gethostname().split(".")[0] if args.name is None else args.name
     if args.nodes is not None:  # (even --nodes 1: one emulated node, NAME-0)

@@ -67,7 +67,7 @@ def submit_command(args) -> int:
     setup_logging("warning")
     check_named(args, "keys")
     # (the address's form first: `--insecure` would take `127.0.0.1:5555`, no tcp://, for an address off this machine)
-    check_connect_address(args.scheduler)
+    check_connect_address(args.scheduler, in_process=False)
     if args.keys and args.name is None:
         _check_default_key(args.keys)
     security = ClientSecurity.choose(args.keys, DEFAULT_NAME if args.name is None else args.name, args.insecure, args.scheduler)

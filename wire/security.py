@@ -96,19 +96,27 @@ def check_port(address: str) -> None:
         raise UsageError(f"{address}: port {port.group(1)} is not a TCP port (1 to 65535)")
 
 
-def check_connect_address(address: str) -> None:
+def check_connect_address(address: str, in_process: bool = True) -> None:
     """Refuse an address ZeroMQ cannot connect to (`tcp://host:notaport`), before any socket of
     the caller exists: a half-built context would otherwise be left to hang in `term()`. The
     address is read, not tried: a trial connection without the caller's keys would reach the
     scheduler and be counted there as a refused peer. What is read is what ZeroMQ's own
     `connect` checks before it connects: a transport a DEALER socket can use, a TCP host of
     letters, digits and `.-_:%[]` (`;` between a source and a destination) ending in a numeric
-    port, an IPC path short enough for a socket's name."""
+    port, an IPC path short enough for a socket's name. Without `in_process` (a command, whose
+    scheduler is another process) an inproc:// address, which no other process reaches, is
+    refused too."""
     check_port(address)
     transport, sep, rest = address.partition("://")
     problem = None
-    if not sep or transport not in _CONNECTABLE:
-        problem = "not an address a client connects to (tcp://HOST:PORT, ipc://PATH or inproc://NAME)"
+    if sep and transport == "inproc" and not in_process:
+        problem = (
+            "an inproc:// address is reachable only inside one process, not a `roundhouse serve`'s; "
+            "use tcp://HOST:PORT (or ipc://PATH on this machine)"
+        )
+    elif not sep or transport not in _CONNECTABLE:
+        also = ", ipc://PATH or inproc://NAME" if in_process else " or ipc://PATH"
+        problem = f"not an address a client connects to (tcp://HOST:PORT{also})"
     elif transport == "tcp" and not re.fullmatch(_TCP_ADDRESS, rest):
         problem = "not HOST:PORT (a host name or IP address, and a port number)"
     elif transport == "ipc" and not 0 < len(rest.encode()) < IPC_PATH_BYTES:

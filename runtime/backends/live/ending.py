@@ -210,8 +210,10 @@ def stop_agents(
                 ]
             ),
         )
-    else:
+    elif asked:
         log.info("asked %d agent(s) to stop; every one answered: %s", len(asked), ", ".join(sorted(asked)))
+    else:
+        log.info("no agent to ask to stop: none is connected")
     # (an attempt with a worker on a node whose connection is gone, or that is not connected,
     # has nobody to report its end)
     cut_off = gone | set(unreachable)

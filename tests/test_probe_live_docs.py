@@ -1,0 +1,72 @@
+"""Live mode as a new user meets it, following docs/live.md: a bad --heartbeat or --retries is
+refused naming the value given (and the timeout the heartbeat must stay under); `submit` and
+`agent` refuse an inproc:// address at once, as `serve` does (no other process reaches one: they
+waited out their timeout, or for ever), and do not offer one as an address to write; and a run
+with `--stop-agents` but no agent connected at its end says there was none to ask, not that
+"every one answered" an empty list."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from roundhouse.tools.loopback import free_port
+from tests.conftest import REPO
+
+GRAPH = str(REPO / "graphs" / "live-loopback.sched")
+
+
+def roundhouse(*args: str, cwd, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "roundhouse.tools.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        (["--heartbeat", "0"], "error: --heartbeat 0: must be more than 0 and shorter than --heartbeat-timeout (10s)"),
+        (["--heartbeat", "20s"], "error: --heartbeat 20s: must be more than 0 and shorter than --heartbeat-timeout (10s)"),
+        (
+            ["--heartbeat", "2s", "--heartbeat-timeout", "1s"],
+            "error: --heartbeat 2s: must be more than 0 and shorter than --heartbeat-timeout (1s)",
+        ),
+        (["--retries", "-2"], "error: --retries -2: must be 0 or more"),
+    ],
+)
+def test_a_bad_heartbeat_or_retries_is_named_with_its_value(tmp_path, given, said):
+    done = roundhouse("serve", GRAPH, "--bind", "tcp://127.0.0.1:5555", "--insecure", *given, cwd=tmp_path)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "checkpoints").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["submit", "inproc://sched", "--insecure", "--status", "--timeout", "5"],
+        ["agent", "--scheduler", "inproc://sched", "--insecure", "--name", "a", "--fake-gpus", "1:V100"],
+    ],
+)
+def test_submit_and_agent_refuse_an_inproc_address(tmp_path, command):
+    done = roundhouse(*command, cwd=tmp_path, timeout=20)
+    said = "error: cannot connect to inproc://sched: an inproc:// address is reachable only inside one process"
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+
+
+def test_an_address_without_transport_is_not_offered_inproc(tmp_path):
+    done = roundhouse("submit", "127.0.0.1:5555", "--insecure", "--status", cwd=tmp_path)
+    said = "error: cannot connect to 127.0.0.1:5555: not an address a client connects to (tcp://HOST:PORT or ipc://PATH)\n"
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+
+
+@pytest.mark.live
+def test_stop_agents_with_no_agent_connected_says_there_was_none(tmp_path):
+    bind = f"tcp://127.0.0.1:{free_port()}"
+    done = roundhouse(
+        "serve", GRAPH, "--bind", bind, "--insecure", "--stop-agents", "--wait-for-agents", "0", "--until", "1s", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no agent to ask to stop: none is connected" in done.stderr, done.stderr
+    assert "every one answered" not in done.stderr, done.stderr
