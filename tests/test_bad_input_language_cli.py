@@ -187,7 +187,7 @@ def test_jobs_known_by_duration_run_on_the_reference_gpu_type(tmp_path, capsys):
 
 
 def test_until_negative(graph, capsys):
-    assert "--until: must be 0 or more" in fails(capsys, "run", graph, "--until", "-5")
+    assert "--until -5: must be 0 or more" in fails(capsys, "run", graph, "--until", "-5")
 
 
 def test_run_out_checked_before_simulating(graph, tmp_path, capsys):

@@ -132,7 +132,7 @@ def test_run_overrides_cluster_trace_settings_and_until(tiny, tmp_path):
     "args, message",
     [
         (["--until", "10 minutes"], "--until"),
-        (["--until", "-5h"], "--until: must be 0 or more"),  # (a value with a minus, after a space)
+        (["--until", "-5h"], "--until -5h: must be 0 or more"),  # (a value with a minus, after a space)
         (["--cluster", "4xx"], "bad cluster"),
         (["--set", "place.strict=maybe"], "expects true or false"),
         (["--set", "nowhere.x=1"], "no element 'nowhere'"),

@@ -71,7 +71,7 @@ def test_sweep_until_inf_is_a_sweep_to_the_end(graph, tmp_path, monkeypatch):
         ("nan", "--until: 'nan' is not a duration"),
         ("-inf", "--until -inf: must be 0 or more"),
         ("-Infinity", "--until -Infinity: must be 0 or more"),
-        ("-5h", "--until: must be 0 or more"),
+        ("-5h", "--until -5h: must be 0 or more"),
         ("infh", "--until: 'infh' is not a duration"),
         ("1e999s", "--until: '1e999s' is too large"),
         ("forever", "--until: 'forever' is not a duration"),

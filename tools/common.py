@@ -56,7 +56,7 @@ def seconds(text: str | None, flag: str, positive: bool = False, endless: bool =
         hint = f"; {flag} inf runs until every job finishes" if endless else ""
         raise UsageError(f"{flag}: {err}{hint}") from None
     if value < 0 or (positive and value == 0):
-        raise UsageError(f"{flag} {text}: must be more than 0" if positive else f"{flag}: must be 0 or more")
+        raise UsageError(f"{flag} {text}: must be more than 0" if positive else f"{flag} {text}: must be 0 or more")
     return value
 
 
