@@ -34,8 +34,12 @@ def test_a_second_agent_under_a_node_s_name_is_refused_and_a_restarted_one_takes
         assert "the scheduler refused to register node node-a: node node-a is already registered by another agent" in (
             cluster.log("twin")
         )
+        # So is one of other GPUs: the clash is its reason, not GPUs unlike the node's.
+        other = cluster.start_agent("other", gpus="2:K80", extra=("--insecure", "--name", "node-a"))
+        assert other.wait(timeout=30) == 2, cluster.logs()
+        assert "node node-a is already registered by another agent" in cluster.log("other"), cluster.log("other")
         log = cluster.log("scheduler")
-        assert "name clash" in log and "node node-a lost" not in log and log.count("node node-a registered") == 1
+        assert log.count("name clash") == 2 and "node node-a lost" not in log and log.count("node node-a registered") == 1
         assert cluster.processes["node-a"].poll() is None
         # An agent restarted (the old one silent) takes the node over, as before.
         cluster.kill("node-a")

@@ -51,14 +51,16 @@ def on_register(nodes: Nodes, identity, seq, body, frame) -> None:
         return int(cluster.node_gpus[slot]) == count and cluster.gpu_types[int(cluster.node_type[slot])] == cluster_type
 
     node = nodes.by_name.get(name)
+    # (A second agent under a running node's name is a name clash, whatever GPUs it has: that is
+    # found out first, and only then whether an agent taking the node over fits it.)
+    if node is not None and _held_back(nodes, node, identity, body["session"]):
+        return
     if node is not None and not fits(node.slot):
         reason = (
             f"node {name} is node {node.slot} of the cluster, which has {cluster.node_gpus[node.slot]} "
             f"{cluster.gpu_types[cluster.node_type[node.slot]]} GPU(s); it now registers {count} {gpu_type}"
         )
         return _refuse(nodes, identity, reason)
-    if node is not None and _held_back(nodes, node, identity, body["session"]):
-        return
     if node is None:
         free = [s for s in range(cluster.n_nodes) if nodes.slots[s] is None and fits(s)]
         free += [s for s, n in enumerate(nodes.slots) if n is not None and not n.online and fits(s)]
