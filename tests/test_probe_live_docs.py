@@ -70,3 +70,32 @@ def test_stop_agents_with_no_agent_connected_says_there_was_none(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "no agent to ask to stop: none is connected" in done.stderr, done.stderr
     assert "every one answered" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("names", "nodes", "submitters"),
+    [(["node-a"], True, False), (["--submitters", "alice"], False, True), ([], True, True)],
+)
+def test_keys_says_how_the_kinds_of_keys_it_made_are_used(tmp_path, capsys, names, nodes, submitters):
+    from roundhouse.tools.cli import main
+
+    assert main(["keys", str(tmp_path / "keys"), *names]) == 0
+    out = capsys.readouterr().out
+    assert f"scheduler: roundhouse serve ... --keys {tmp_path / 'keys'}" in out
+    assert ("roundhouse agent --name NAME" in out) == nodes, out
+    assert ("roundhouse submit ADDRESS --name NAME" in out) == submitters, out
+
+
+@pytest.mark.live
+def test_a_run_resumed_past_its_time_limit_says_the_limit_had_passed(tmp_path):
+    # The first run ran 3 s; resumed with a limit of 1 s, which its clock (counted from the
+    # first start) is past, it stops, saying why.
+    serve = ["serve", GRAPH, "--bind", f"tcp://127.0.0.1:{free_port()}", "--insecure", "--wait-for-agents", "0"]
+    serve += ["--journal", "j.sqlite", "--checkpoints", "ck"]
+    first = roundhouse(*serve, "--until", "3s", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    again = roundhouse(*serve, "--until", "1s", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "resuming the journal's run" in again.stderr, again.stderr
+    assert "the time limit (--until 1s) had passed when the run resumed at t=" in again.stderr, again.stderr
+    assert "had passed" not in first.stderr, first.stderr

@@ -51,12 +51,15 @@ def keys_command(args) -> int:
         print(f"kept the existing key pairs of {', '.join(existing)} (never replaced: remove a pair to make it again)")
     for note in kept_notes(folder, existing):
         print(f"note: {note}")
-    print(
-        f"scheduler: roundhouse serve ... --keys {folder}\n"
-        f"each node NAME needs {folder / SCHEDULER_KEY}.key and {folder / 'NAME'}.key_secret: "
-        f"roundhouse agent --name NAME --keys DIR ...\n"
-        f"each submitter NAME the same two files of its own: roundhouse submit ADDRESS --name NAME --keys DIR ..."
-    )
+    # (How each kind of key is used, for the kinds asked for: both when only the scheduler's was.)
+    either = not args.names and not args.submitters
+    files = f"{folder / SCHEDULER_KEY}.key and {folder / 'NAME'}.key_secret"
+    lines = [f"scheduler: roundhouse serve ... --keys {folder}"]
+    if args.names or either:
+        lines.append(f"each node NAME needs {files}: roundhouse agent --name NAME --keys DIR ...")
+    if args.submitters or either:
+        lines.append(f"each submitter NAME needs {files}: roundhouse submit ADDRESS --name NAME --keys DIR ...")
+    print("\n".join(lines))
     return 0
 
 

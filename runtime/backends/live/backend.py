@@ -358,6 +358,13 @@ class LiveBackend:
         if self.until is not None and self.clock.now + 1e-9 >= self.until and not self.stop_requested:
             self.stop_requested = f"reached the time limit ({format_duration(self.until)})"
             self.at_limit = True
+            if self.clock.now > self.until + 1e-3:  # (a run resumed past it: its clock counts from its first start)
+                log.warning(
+                    "the time limit (--until %s) had passed when the run resumed at t=%s (a resumed run's clock counts "
+                    "from its first start): it stops now; give a later --until to run on",
+                    format_duration(self.until),
+                    format_duration(self.clock.now),
+                )
 
 
 def on_status(backend: LiveBackend, identity, seq, body, frame) -> None:
