@@ -11,6 +11,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import logging
+import sys
 import textwrap
 from pathlib import Path
 
@@ -34,6 +35,16 @@ def _roundhouse_logging_as_it_was():
     propagate, handlers, level = root.propagate, list(root.handlers), root.level
     yield
     root.propagate, root.handlers[:], root.level = propagate, handlers, level
+
+
+@pytest.fixture(autouse=True)
+def _no_live_cluster_left_running():
+    """Whatever a live test left running (it failed before its own close) is stopped after it,
+    not left to run into the tests after it."""
+    yield
+    live = sys.modules.get("tests.livecluster")
+    if live is not None:
+        live.close_left_open()
 
 
 # A graph for the live commands: jobs come from `roundhouse submit`.

@@ -49,8 +49,20 @@ def stop(process: subprocess.Popen, timeout: float = 30.0) -> None:
         process.wait()
 
 
+# Every cluster made and not yet closed by its test: a test that fails before its own `close()`
+# (in a helper that starts a cluster and waits for a job, say) would leave its agents running;
+# tests/conftest.py closes what is left after each test.
+left_open: list[LiveCluster] = []
+
+
+def close_left_open() -> None:
+    while left_open:
+        left_open.pop().close()
+
+
 class LiveCluster(Loopback):
     def __init__(self, folder: Path, graph: str, files: dict[str, str] | None = None, **options):
+        left_open.append(self)
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "graph.sched").write_text(textwrap.dedent(graph))
