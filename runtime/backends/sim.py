@@ -185,6 +185,10 @@ class Simulator:
                 self._events = Events(time=end, finished=rows[finished], finished_at=finish_at[finished])
         if len(self._ready_rows):  # a resize's pause that outlasts the round goes on into the next
             later = self._paused & (self._ready_at > end)
+            if (~self._paused & (self._ready_at > end)).any():
+                # A launch's wait ends with its round: such a job starts at `end`, before the
+                # finish worked out from its wait, so that finish is forgotten.
+                self._earliest_finish = -np.inf
             self._ready_rows, self._ready_at, self._paused = self._ready_rows[later], self._ready_at[later], self._paused[later]
         self._now = end
 
