@@ -59,7 +59,8 @@ class JobMetrics(Element):
     is the time a job spent without GPUs (JCT minus time holding GPUs), of which the time after
     its first start is its wait after preemptions. Exposed communication is the time a job held
     GPUs minus the time its work would have taken at its placements' compute rates (the
-    communication model's share, and restore time; Dally's "communication latency"). Each start
+    communication model's share, the wait for a previous holder's checkpoint and the restore;
+    Dally's "communication latency"). Each start
     is counted by the tier its GPUs span: one machine, one rack, or several racks (network). The
     summary gives the mean, median, p95 and p99 of JCT and queueing, the mean of the wait after
     preemptions and the mean, p95 and total of exposed communication over the finished jobs,
