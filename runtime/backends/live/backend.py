@@ -166,7 +166,7 @@ class LiveBackend:
         if fresh:
             log.info("round 0 starts now: %d of %d GPUs online", int(self.nodes.online.sum()), len(self.nodes.online))
         if not self.takeover.replaying:
-            self._stop_at_the_limit()
+            _stop_at_the_limit(self)
         return begun
 
     def serve(self, wall_deadline: float) -> None:
@@ -317,7 +317,7 @@ class LiveBackend:
             else:
                 clock.at(target)
                 clock.k = max(clock.k, last + 1)  # after a round cut short at the old run's end
-            self._stop_at_the_limit()
+            _stop_at_the_limit(self)
             return
         if not self.takeover.round_journaled:
             self.takeover.journal_round()
@@ -340,7 +340,7 @@ class LiveBackend:
             clock.now, clock.k = target, clock.k + 1
         else:
             clock.at(target)
-        self._stop_at_the_limit()
+        _stop_at_the_limit(self)
 
     def _cut_at_the_stop(self, wall_target: float) -> bool:
         """Stopped (a signal) before the round's end, `wall_target`: the round is cut short at
@@ -352,19 +352,21 @@ class LiveBackend:
         self.clock.now, self.clock.k = max(self.clock.now, self.clock.now_s()), self.clock.k + 1
         return True
 
-    def _stop_at_the_limit(self) -> None:
-        """The run's time limit is the backend's to keep, not the engine's: a resumed run
-        replays its journal to the end (whatever the limit), then runs on until the limit."""
-        if self.until is not None and self.clock.now + 1e-9 >= self.until and not self.stop_requested:
-            self.stop_requested = f"reached the time limit ({format_duration(self.until)})"
-            self.at_limit = True
-            if self.clock.now > self.until + 1e-3:  # (a run resumed past it: its clock counts from its first start)
-                log.warning(
-                    "the time limit (--until %s) had passed when the run resumed at t=%s (a resumed run's clock counts "
-                    "from its first start): it stops now; give a later --until to run on",
-                    format_duration(self.until),
-                    format_duration(self.clock.now),
-                )
+
+def _stop_at_the_limit(backend: LiveBackend) -> None:
+    """The run's time limit is the backend's to keep, not the engine's: a resumed run replays
+    its journal to the end (whatever the limit), then runs on until the limit."""
+    until, now = backend.until, backend.clock.now
+    if until is not None and now + 1e-9 >= until and not backend.stop_requested:
+        backend.stop_requested = f"reached the time limit ({format_duration(until)})"
+        backend.at_limit = True
+        if now > until + 1e-3:  # (a run resumed past it: its clock counts from its first start)
+            log.warning(
+                "the time limit (--until %s) had passed when the run resumed at t=%s (a resumed run's clock counts "
+                "from its first start): it stops now; give a later --until to run on",
+                format_duration(until),
+                format_duration(now),
+            )
 
 
 def on_status(backend: LiveBackend, identity, seq, body, frame) -> None:
