@@ -51,7 +51,7 @@ from roundhouse.runtime.quiet_rounds import pass_quiet
 from roundhouse.runtime.rowsets import isin_rows
 from roundhouse.runtime.run_ahead import Silenced
 from roundhouse.runtime.skipping import Skipping
-from roundhouse.runtime.stalls import STALL_ROUNDS, StalledError, count_idle, stall_message
+from roundhouse.runtime.stalls import STALL_ROUNDS, StalledError, count_idle, count_stuck, stall_message
 from roundhouse.runtime.types import Events, Jobs, Plan, Ranking
 from roundhouse.runtime.values import format_duration
 from roundhouse.runtime.world import World
@@ -154,6 +154,7 @@ class Engine:
         self._wall = WallClock()
         self._rounds = 0
         self._idle_rounds = 0
+        self._stuck = (0, -1)  # rounds in a row in which jobs held GPUs without progressing, and the last (`count_stuck`)
         self.stop_reason = ""
         self._carried: np.ndarray | None = None
         self._taken_over = False
@@ -216,6 +217,7 @@ class Engine:
         self._wall = WallClock()
         self._rounds = 0
         self._idle_rounds = 0
+        self._stuck = (0, -1)
         self.stop_reason = ""
         self._ctx = ctx = self._context(Events(time=self.backend.now), 0)
         for el in self._order:
@@ -261,6 +263,7 @@ class Engine:
             return reason
         count_idle(self, ctx, values)
         self.backend.advance()
+        count_stuck(self, ctx)
         self._skipping.skip_idle_rounds(self.backend)
         return ""
 

@@ -1,7 +1,10 @@
 """A simulation that stalls: jobs wait, none runs and no more will arrive, round after round.
 The engine counts such idle rounds (`count_idle`, and `pass_quiet` for the rounds it passes
 without a tick); after STALL_ROUNDS of them in a row the run stops with a message naming the
-largest waiting job and what it is measured against (`stall_message`). When every waiting job
+largest waiting job and what it is measured against (`stall_message`). Rounds in which jobs
+hold GPUs but none progresses (each waits all round for GPUs a checkpoint holds, or for a
+resize: a policy that swaps gangs every round under a checkpoint longer than the round) are
+counted too (`count_stuck`), and STALL_ROUNDS of them in a row stop the run as well. When every waiting job
 asks more GPUs than it could ever be given (runtime/certain_stalls.py), the stall is certain
 and the run stops at the first idle round: the rounds counted are for an element that may be
 waiting for something (a timer, a job's wait growing)."""
@@ -54,6 +57,48 @@ def count_idle(engine: Engine, ctx: Round, values: dict[tuple[str, str], object]
             raise StalledError(stall_message(world, ctx.now, engine._order, engine._asked, rankers, certain), certain)
     else:
         engine._idle_rounds = 0
+
+
+def count_stuck(engine: Engine, ctx: Round) -> None:
+    """After the round `ctx` is advanced: in a simulation whose jobs held GPUs all round
+    without progressing (the simulator's `moved`), no more arriving, the round counts as stuck;
+    STALL_ROUNDS such rounds in a row and the run has stalled. Rounds passed without a tick
+    between two stuck ones (in which jobs progress) start the count again."""
+    if not engine._can_stall or getattr(engine.backend, "moved", True) or not exhausted(engine._sources):
+        return
+    count, last = getattr(engine, "_stuck", (0, -1))  # (an engine from an older snapshot has none)
+    count = count + 1 if last == engine._rounds - 1 else 1
+    engine._stuck = (count, engine._rounds)
+    if count >= STALL_ROUNDS:
+        raise StalledError(stuck_message(engine, ctx.now + ctx.round_s))
+
+
+def stuck_message(engine: Engine, now: float) -> str:
+    """Why jobs that hold GPUs make no progress: the longest a suspended job's checkpoint keeps
+    its GPUs, or a resize's pause, against the round."""
+    settings, world = engine.graph.settings, engine.world
+    running = world.running_rows
+    held = int(world.jobs.column("held")[running].max()) if len(running) else 0
+    checkpoint = float(settings.checkpoint) + float(settings.checkpoint_per_gpu) * held
+    if checkpoint > float(settings.round):
+        why = (
+            f"a suspended job's checkpoint keeps its GPUs past the round's end ({checkpoint:g} s for {held} GPUs: "
+            f"checkpoint {float(settings.checkpoint):g} s and checkpoint_per_gpu {float(settings.checkpoint_per_gpu):g} s "
+            f"a GPU, against a round of {float(settings.round):g} s), so each job launched waits all round and is "
+            "suspended again at its end. Give a checkpoint that fits in a round, longer rounds, or a policy that keeps "
+            "a job's GPUs for more than one round"
+        )
+    else:
+        why = (
+            f"each waits all round for its GPUs or a resize's pause (resize_restart {float(settings.resize_restart):g} s, "
+            f"resize_in_place {float(settings.resize_in_place):g} s, against a round of {float(settings.round):g} s), and "
+            "is moved again at its end. Give pauses that fit in a round, or longer rounds"
+        )
+    waiting = int((world.jobs.column("status") == 0).sum())
+    return (
+        f"run stalled at t={now:g}s: {len(running)} job(s) hold GPUs and {waiting} wait, but none has progressed for "
+        f"{STALL_ROUNDS} rounds and no more jobs will arrive: {why}."
+    )
 
 
 def ranked_by(wiring) -> dict[str, list[str]]:

@@ -73,6 +73,9 @@ class Simulator:
         self._earliest_finish = -np.inf  # of the jobs in _full_rows, as last computed
         self._finish: tuple | None = None  # (boundary, rows, remaining work, finish times), as last computed
         self._progress = _NO_PROGRESS
+        # Whether a job progressed or finished in the last round advanced: every running job may
+        # wait a whole round for GPUs a checkpoint holds, or for a resize (runtime/stalls.py).
+        self.moved = True
 
     @classmethod
     def for_graph(cls, world: World, settings, now: float = 0.0) -> Simulator:
@@ -141,6 +144,7 @@ class Simulator:
         world = self.world
         now, end = self._now, self._now + self.round_s
         rows = world.running_rows
+        self.moved = bool(len(rows))
         if not len(rows):
             self._progress, self._events = _NO_PROGRESS, Events(time=end)
         elif rows is self._full_rows and not len(self._ready_rows) and self._earliest_finish > end + _SURE * max(1.0, end):
@@ -179,6 +183,7 @@ class Simulator:
                     held_until = np.where(finished, finish_at, end)
                     done[:] = np.where(finished, remaining, rate * np.maximum(held_until - start, 0.0))
                     np.subtract(held_until, now, out=run_s)
+                    self.moved = bool(done.any())  # (else every job runs from the boundary, at a rate above 0)
                 np.multiply(jobs.column("held")[rows], run_s, out=service)
                 compute_seconds(done, jobs.column("compute_rate")[rows], out=compute_s)
                 self._progress = Progress(rows, done, service, run_s, block)
