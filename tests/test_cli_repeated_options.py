@@ -120,10 +120,6 @@ def test_a_flag_given_twice_is_taken_as_once(path, parser, action):
             ["trace", "generate", "-oa.csv", "--output", "b.csv"],
             "roundhouse trace generate: error: argument -o/--output: given twice ('a.csv' and 'b.csv')",
         ),
-        (
-            ["keys", "k", "--submitters", "a", "b", "--submitters", "c"],
-            "roundhouse keys: error: argument --submitters: given twice ('a b' and 'c')",
-        ),
         # (options between positional arguments: the command's parser reads the line again)
         (
             ["check", "a.sched", "--cluster", "2x4:V100", "b.sched", "--cluster=4x4:V100"],

@@ -145,3 +145,9 @@ def test_a_blank_key_folder_is_refused_not_taken_as_none_or_as_here(tmp_path, mo
         ClientSecurity.choose("", "n1", True, "tcp://127.0.0.1:5555")
     with pytest.raises(UsageError, match="--keys: the name is empty"):
         ServerSecurity.choose(" ", True, "tcp://127.0.0.1:5555")
+
+
+def test_submitters_given_twice_add_up(tmp_path, capsys):
+    main(["keys", str(tmp_path), "n1", "--submitters", "a", "b", "--submitters", "c"])
+    made = {p.name for p in tmp_path.iterdir()}
+    assert {"a.key", "b.key", "c.key", "n1.key"} <= made, made

@@ -30,6 +30,7 @@ def register(sub) -> None:
     p.add_argument("names", nargs="*", metavar="NAME", help="agents' node names")
     p.add_argument(
         "--submitters",
+        action="extend",  # (given again, it adds names: `--submitters a b --submitters c`)
         nargs="+",
         default=[],
         metavar="NAME",
