@@ -33,11 +33,13 @@ STALL_ROUNDS = 2000
 
 class StalledError(RoundhouseError):
     """Jobs wait, nothing runs, and nothing will change: the graph cannot make progress.
-    `certain`: found at once (no waiting job can ever be placed), not after STALL_ROUNDS."""
+    `certain`: found at once (no waiting job can ever be placed), not after STALL_ROUNDS.
+    `stuck`: jobs held GPUs all along, but none progressed (`count_stuck`)."""
 
-    def __init__(self, message: str, certain: bool = False):
+    def __init__(self, message: str, certain: bool = False, stuck: bool = False):
         super().__init__(message)
         self.certain = certain
+        self.stuck = stuck
 
 
 def count_idle(engine: Engine, ctx: Round, values: dict[tuple[str, str], object]) -> None:
@@ -70,7 +72,7 @@ def count_stuck(engine: Engine, ctx: Round) -> None:
     count = count + 1 if last == engine._rounds - 1 else 1
     engine._stuck = (count, engine._rounds)
     if count >= STALL_ROUNDS:
-        raise StalledError(stuck_message(engine, ctx.now + ctx.round_s))
+        raise StalledError(stuck_message(engine, ctx.now + ctx.round_s), stuck=True)
 
 
 def stuck_message(engine: Engine, now: float) -> str:

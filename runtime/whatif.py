@@ -638,7 +638,7 @@ def project(engine: Engine, label: str, horizon_s: float, base: World | None = N
             try:
                 stop = engine.step()
             except StalledError as err:  # (an answer about this graph's future, not a failure of the command)
-                stop = _stalled(world, engine.backend.now, err.certain)
+                stop = _stalled(world, engine.backend.now, err)
             if stop == "every job finished":
                 ended = last_round_start(engine)
     end = engine.backend.now if ended is None else max(ended, start)
@@ -651,11 +651,18 @@ def _no_gpu_online(world: World) -> str:
     return f"no GPU is online (0 of {world.cluster.n_gpus}): no job can run, and a simulation brings no node back"
 
 
-def _stalled(world: World, now: float, certain: bool) -> str:
+def _stalled(world: World, now: float, err: StalledError) -> str:
     """Why a projection stops when its graph can start none of the waiting jobs (`certain`: none
-    can ever be placed, found at once: runtime/certain_stalls.py)."""
+    can ever be placed, found at once: runtime/certain_stalls.py), or none of those it runs
+    progresses (`stuck`)."""
     waiting = int((world.jobs.column("status") == PENDING).sum())
-    idle = "none can ever be placed" if certain else f"none has run for {STALL_ROUNDS} rounds"
+    idle = (
+        "none can ever be placed"
+        if err.certain
+        else f"none has progressed for {STALL_ROUNDS} rounds, though jobs hold GPUs"
+        if err.stuck
+        else f"none has run for {STALL_ROUNDS} rounds"
+    )
     return (
         f"stalled at t={now:g}s: {waiting} job(s) wait and {idle}, "
         f"with {int(world.online.sum())} of {world.cluster.n_gpus} GPUs online"

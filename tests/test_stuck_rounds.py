@@ -69,3 +69,18 @@ def test_the_command_line_says_so_without_a_traceback(tmp_path):
     assert "Traceback" not in done.stderr
     assert "none has progressed for 2000 rounds" in done.stderr
     assert "Give a checkpoint that fits in a round" in done.stderr
+
+
+def test_a_what_if_projection_that_gets_stuck_says_so(tmp_path):
+    from roundhouse import Simulation
+    from roundhouse.runtime.compiler import compile_file
+    from roundhouse.runtime.whatif import simulate_ahead
+
+    write_trace(tmp_path / "trace.csv", TWO_GANGS)
+    graph = tmp_path / "g.sched"
+    graph.write_text('cluster = "1x4:V100";\n' + SWAPPING.format(skip="true"))
+    sim = Simulation(graph)
+    got = simulate_ahead(sim.world_now(), compile_file(graph), sim.now, 30 * 86400.0)
+    assert got.stop.startswith("stalled at t=") and got.stop.endswith(
+        f"1 job(s) wait and none has progressed for {STALL_ROUNDS} rounds, though jobs hold GPUs, with 4 of 4 GPUs online"
+    ), got.stop
