@@ -106,7 +106,7 @@ class LocalExecutor:
     def where_for(self, runs: int) -> str:
         """Where `runs` runs go: as many worker processes as there are runs, at most `workers`."""
         n = min(self.workers, runs)
-        return f"{n} local worker process{'es' if n != 1 else ''}"
+        return f"{n:,} local worker process{'es' if n != 1 else ''}"
 
     def _start(self, timeout: float | None) -> _Slot:
         ours, theirs = self._context.Pipe()
@@ -224,7 +224,7 @@ class DaskExecutor:
         _check_address(address)
         self.client = _connect(distributed, address, connect_timeout)
         workers = self.client.scheduler_info().get("workers", {})
-        self._where = f"the Dask cluster at {address} ({len(workers)} worker{'s' if len(workers) != 1 else ''} now)"
+        self._where = f"the Dask cluster at {address} ({len(workers):,} worker{'s' if len(workers) != 1 else ''} now)"
 
     def where_for(self, runs: int) -> str:
         """Where `runs` runs go (the cluster spreads them over its workers)."""

@@ -294,7 +294,7 @@ def _say_interrupted(err: Console, rows: dict[str, dict], total: int, store: Res
         text = f"{done:,} of {total:,} runs kept in {store.folder}; run the same command to resume"
     else:
         text = f"{done:,} of {total:,} runs had finished; none is kept without --out"
-    if on_dask:
+    if on_dask and len(rows) < total:  # (stopped after its last run came back: none is under way)
         text += " (the runs under way on the Dask cluster were told to stop)"
     err.print(text, highlight=False, markup=False, soft_wrap=True)
 
@@ -373,7 +373,7 @@ def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFr
     # Times in one readable unit, chosen as `roundhouse report` chooses it for its table.
     times = in_units_of_table({m: [*points[f"{m}_mean"], *points[f"{m}_ci95"]] for m in shown})
     for row in points.iter_rows(named=True):
-        runs = str(row["runs"]) if not row["failed"] else f"{row['runs'] - row['failed']}/{row['runs']} ok"
+        runs = f"{row['runs']:,}" if not row["failed"] else f"{row['runs'] - row['failed']:,}/{row['runs']:,} ok"
         cells = [_fmt(row[n]) for n in names] + [runs]
         for m in shown:
             mean, half = row[f"{m}_mean"], row[f"{m}_ci95"]
@@ -390,7 +390,9 @@ def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFr
 
 def _fmt(v) -> str:
     if isinstance(v, float):
-        return f"{v:.4g}"
+        # (Four significant figures, but a mean of thousands of jobs whole, its digits grouped,
+        # not 1.234e+04.)
+        return f"{v:,.0f}" if math.isfinite(v) and abs(v) >= 1000 else f"{v:.4g}"
     return "—" if v is None else escape(str(v))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from pathlib import Path
 
 import attrs
@@ -22,6 +23,8 @@ from roundhouse.runtime.sweep import (
 )
 from roundhouse.runtime.values import INT64_MAX, ElementRef, FilePath, IdRange, describe
 from roundhouse.tools.common import overrides, seconds
+from roundhouse.tools.outputs.console import forgiving
+from roundhouse.tools.outputs.stdout_result import plural
 from roundhouse.tools.results import check_traces, trace_overrides
 from roundhouse.tools.sweep_warnings import SweepWarnings
 from roundhouse.traces import readonce
@@ -35,7 +38,7 @@ def plan(args) -> tuple[tuple[str, ...], list[tuple[str, RunSpec]], float | None
     """The sweep's grid checked and its runs compiled, before anything runs or is written: the
     names varied, the runs (key and spec), and the wall-clock limit of one run."""
     grid = read_grid(args.vary, args.seeds)
-    _refuse_too_many_runs(grid, args.seeds)
+    count = _refuse_too_many_runs(grid, args.seeds)
     until = seconds(args.until, "--until", endless=True)
     timeout = _timeout(args.timeout)
     if args.dask is not None and args.workers is not None:
@@ -44,6 +47,13 @@ def plan(args) -> tuple[tuple[str, ...], list[tuple[str, RunSpec]], float | None
     _refuse_fixed_and_varied(args.overrides, names)
     _refuse_cluster_and_varied(args.cluster, names)
     _refuse_cluster_and_set(args.cluster, overrides(args.overrides))
+    if count >= ANNOUNCE_RUNS:
+        # (Compiling them takes a while, with nothing else said until the first run starts.)
+        print(
+            f"checking the sweep's {plural(count, 'run')} before any starts (a few milliseconds each)",
+            file=forgiving(sys.stderr),
+            flush=True,
+        )
     return names, plan_runs(args, grid, until), timeout
 
 
@@ -53,20 +63,22 @@ def plan(args) -> tuple[tuple[str, ...], list[tuple[str, RunSpec]], float | None
 # seconds each keep a machine of a few cores busy for days. A larger study is several sweeps that write to
 # one --out: they share its results store.
 MAX_RUNS = 100_000
+# From how many runs a sweep says how many it is compiling, before it does (seconds of silence).
+ANNOUNCE_RUNS = 1_000
 
 
-def _refuse_too_many_runs(grid: list[tuple[str, list[str]]], seeds: int) -> None:
-    """A grid of more than MAX_RUNS runs, refused before any is planned, naming its size and
-    the options that make it (planned, it would only seem to hang)."""
+def _refuse_too_many_runs(grid: list[tuple[str, list[str]]], seeds: int) -> int:
+    """The grid's number of runs; more than MAX_RUNS refused before any is planned, naming its
+    size and the options that make it (planned, it would only seem to hang)."""
     points = math.prod(len(values) for _, values in grid)
     runs = points * seeds
     if runs <= MAX_RUNS:
-        return
-    made = [f"--vary {name}: {len(values)} value{'s' if len(values) != 1 else ''}" for name, values in grid]
+        return runs
+    made = [f"--vary {name}: {plural(len(values), 'value')}" for name, values in grid]
     if seeds > 1:
         made.append(f"--seeds {seeds}")
     factors = [*(len(values) for _, values in grid), *([seeds] if seeds > 1 else [])]
-    sizes = " × ".join(map(str, factors)) + " = " if len(factors) > 1 else ""
+    sizes = " × ".join(f"{n:,}" for n in factors) + " = " if len(factors) > 1 else ""
     raise UsageError(
         f"{', '.join(made)}: the sweep would have {sizes}{runs:,} runs, more than one sweep may have ({MAX_RUNS:,}); "
         "give fewer values or seeds, or split the grid into several sweeps with one --out (they share its results store)"
