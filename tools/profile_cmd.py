@@ -69,8 +69,10 @@ def _ints(text: str, flag: str) -> list[int]:
         values = [whole(x) for x in items if x.strip()]
     except argparse.ArgumentTypeError:
         raise UsageError(f"{flag}: {text!r} is not a comma-separated list of whole numbers") from None
-    if not values or min(values) < 1:
+    if not values:
         raise UsageError(f"{flag}: give whole numbers of 1 or more")
+    if min(values) < 1:
+        raise UsageError(f"{flag}: give whole numbers of 1 or more, got {min(values)}")
     _once(values, flag, text)
     return values
 

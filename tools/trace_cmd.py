@@ -203,14 +203,14 @@ def summary_rows(
     rows.append(
         (
             "GPUs per job",
-            ", ".join(f"{g}: {n} ({100 * n / df.height:.0f}%)" for g, n in counts.rows()),
+            ", ".join(f"{g:,}: {n:,} ({_share(n, df.height)})" for g, n in counts.rows()),
         )
     )
     # A trace gives durations, iterations or both (an elastic job epochs); what it does not give
     # is not mentioned.
     for label, name, show in (
         ("duration", "duration_s", _human),
-        ("iterations", "iterations", lambda v: f"{v:,.0f}"),
+        ("iterations", "iterations", _count),
         ("epochs", "epochs", lambda v: f"{v:,.4g}"),
     ):
         if name in df.columns and df.get_column(name).drop_nulls().len():
@@ -218,13 +218,30 @@ def summary_rows(
     models = df.get_column("model").drop_nulls()
     if models.len():
         by_model = models.value_counts(sort=True, name="n").sort(["n", "model"], descending=[True, False])
-        text = ", ".join(f"{m} {n}" for m, n in by_model.rows())
+        text = ", ".join(f"{m} {n:,}" for m, n in by_model.rows())
         missing = df.height - models.len()
-        rows.append(("models", text + (f"; {missing} without" if missing else "")))
+        rows.append(("models", text + (f"; {missing:,} without" if missing else "")))
     else:
         rows.append(("models", "none given"))
     rows.append(("columns", ", ".join(columns)))
     return rows
+
+
+def _count(value: float) -> str:
+    """A count of iterations, its digits grouped; past what a float holds exactly to the unit,
+    in 4 significant digits (1e+30, not the float's 31 digits of noise)."""
+    return f"{value:,.0f}" if abs(value) < 2.0**53 else f"{value:.4g}"
+
+
+def _share(count: int, total: int) -> str:
+    """`count` of `total` as a whole percentage; a share that rounds to 0% but is not none is
+    "<1%" (and one that rounds to 100% but is not all, ">99%"), so that no count reads as none or all."""
+    percent = round(100 * count / total)
+    if percent == 0 and count:
+        return "<1%"
+    if percent == 100 and count < total:
+        return ">99%"
+    return f"{percent}%"
 
 
 def _quantiles(column: pl.Series, show) -> str:
@@ -232,7 +249,7 @@ def _quantiles(column: pl.Series, show) -> str:
     q = np.quantile(values.to_numpy(), [0.1, 0.5, 0.9])
     text = f"p10 {show(q[0])}, median {show(q[1])}, p90 {show(q[2])}, max {show(float(values.to_numpy().max()))}"
     if values.len() < column.len():
-        text += f" ({column.len() - values.len()} jobs without)"
+        text += f" ({column.len() - values.len():,} jobs without)"
     return text
 
 

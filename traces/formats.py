@@ -153,6 +153,9 @@ def load_trace(path: str | Path, format: str = "auto", elastic: ElasticProfile |
     applications (their batch ranges, epochs and GPU limits) in it, by default in Pollux's six
     built in; in a canonical trace a job of one of its applications needs no work column."""
     format = check_format(format)
+    # (First: a pipe or a device would be read once to tell its format and again to read it,
+    # the second time empty, or waiting for ever on a FIFO that has no writer left.)
+    check_trace_file(path)
     if format == "auto":
         return _read(path, detect_format(path), elastic)
     if format != "canonical" and read_bytes(path, 4) == canonical.PARQUET_MAGIC:

@@ -386,7 +386,7 @@ def write(df: pl.DataFrame, path: str | Path, profile: ProfileTable | None = Non
     lost = frame.get_column("slo_s").is_not_null() & slo.is_null()
     if lost.any():
         jobs = ", ".join(str(j) for j in frame.get_column("job_id").filter(lost).head(5).to_list())
-        more = f" and {int(lost.sum()) - 5} more" if lost.sum() > 5 else ""
+        more = f" and {int(lost.sum()) - 5:,} more" if lost.sum() > 5 else ""
         notes.append(
             f"slo_s left out for job(s) {jobs}{more}: a Gavel trace keeps an SLO as a factor of the job's duration, "
             f"and they have no duration_s, nor a V100 throughput in {profile.source} to derive one from their iterations"

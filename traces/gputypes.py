@@ -95,8 +95,8 @@ def restrict(
         t = int(requested[i])
         raise TraceError(
             origin,
-            f"job {_job(trace, job_id, i)} asks for {gpus[i]} GPUs of type {gpu_types[t]} (its {COLUMN}), "
-            f"and the cluster has {by_type[t]} of them",
+            f"job {_job(trace, job_id, i)} asks for {gpus[i]:,} GPUs of type {gpu_types[t]} (its {COLUMN}), "
+            f"and the cluster has {by_type[t]:,} of them",
             column=COLUMN,
         )
     slow = asked[~(type_rates[asked, types] > 0)]

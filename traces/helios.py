@@ -255,8 +255,8 @@ def _warn_of_two_clocks(path: str, by_arrival: int, by_submission: int) -> None:
         warn_once(
             path,
             "arrival clocks",
-            f"{by_arrival} job(s) arrive at their 'arrival_time' (seconds from the workload's start) and "
-            f"{by_submission} at their 'submit_time' (seconds after the first submission of a job kept): "
+            f"{by_arrival:,} job(s) arrive at their 'arrival_time' (seconds from the workload's start) and "
+            f"{by_submission:,} at their 'submit_time' (seconds after the first submission of a job kept): "
             "the two may not start at the same moment; give every record the same one",
         )
 

@@ -490,7 +490,7 @@ def _check_whole(arr: np.ndarray) -> None:
         at = f" at index {bad[0]}" if arr.ndim else ""
         raise ValueError(
             f"job rows, GPU ids and GPU counts must be whole numbers within int64: got an array of {arr.dtype} holding "
-            f"{flat[bad[0]].item()!r}{at} ({len(bad)} of {arr.size} not whole)"
+            f"{flat[bad[0]].item()!r}{at} ({len(bad):,} of {arr.size:,} not whole)"
         )
 
 

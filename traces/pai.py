@@ -54,7 +54,13 @@ STATUSES = frozenset({"Terminated", "Failed", "Running", "Waiting"})
 SKIPPED = "jobs that asked for no GPU or never ran"
 _NUMBERS = ("inst_num", "start_time", "end_time", "plan_cpu", "plan_mem", "plan_gpu")
 # Error messages about a job's totals name the field they come from.
-SOURCE_NAMES = {"gpus": "plan_gpu", "cpus": "plan_cpu", "memory_gb": "plan_mem", "duration_s": "end_time"}
+SOURCE_NAMES = {
+    "arrival_s": "start_time",
+    "gpus": "plan_gpu",
+    "cpus": "plan_cpu",
+    "memory_gb": "plan_mem",
+    "duration_s": "end_time",
+}
 
 
 @attrs.frozen

@@ -165,7 +165,10 @@ def _parse_records(path: str, records: list) -> PhillyTrace:
     )
     rows = frame.get_column("record").to_numpy()
     ordered = frame.select("job_id", "arrival_s", "gpus", "duration_s", "user", "name", "vc", "philly_status")
-    return PhillyTrace(validate(ordered, path, rows), skipped, unsubmitted)
+    # (Errors name the fields a record has: its arrival is its submitted_time, its duration its
+    # attempts' times.)
+    names = {"arrival_s": "submitted_time", "duration_s": "attempts"}
+    return PhillyTrace(validate(ordered, path, rows, source_names=names), skipped, unsubmitted)
 
 
 def _refuse_repeated_ids(path: str, jobs: pl.DataFrame) -> None:

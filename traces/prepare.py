@@ -72,7 +72,7 @@ def prepare_jobs(
     too_big = gpus > n_gpus  # (first: no profile has a rate for more GPUs than there are)
     if too_big.any():
         i = int(too_big.nonzero()[0][0])
-        raise TraceError(origin, f"job {job_id[i]} asks for {gpus[i]} GPUs but the cluster has {n_gpus}")
+        raise TraceError(origin, f"job {job_id[i]} asks for {gpus[i]:,} GPUs but the cluster has {n_gpus:,}")
     _check_largest_type(model, gpus, job_id, origin)
     type_rates = np.ones((n, len(gpu_types)), dtype=np.float64)
     reference_rate = np.ones(n, dtype=np.float64)
@@ -348,12 +348,12 @@ def _check_type_with_room(model: ThroughputModel, idx, type_rates, gpus, models,
     if len(stuck):
         i = int(stuck[0])
         kinds = ", ".join(
-            f"{name} has {by_type[t]}{'' if type_rates[i, t] > 0 else ' but no throughput for it'}"
+            f"{name} has {by_type[t]:,}{'' if type_rates[i, t] > 0 else ' but no throughput for it'}"
             for t, name in enumerate(cluster.gpu_types)
         )
         raise TraceError(
             origin,
-            f"job {job_id[i]} asks for {gpus[i]} GPUs of one type, and no GPU type of this cluster has that many "
+            f"job {job_id[i]} asks for {gpus[i]:,} GPUs of one type, and no GPU type of this cluster has that many "
             f"with a throughput for {models[i]} at batch size {batch[i]}: {kinds}",
         )
 
@@ -417,8 +417,8 @@ def _check_largest_type(model: ThroughputModel, gpus: np.ndarray, job_id: np.nda
         i = int(over.nonzero()[0][0])
         raise TraceError(
             origin,
-            f"job {job_id[i]} asks for {gpus[i]} GPUs but the largest GPU type of the cluster, "
-            f"{cluster.gpu_types[largest]}, has {by_type[largest]} (a job runs on GPUs of one type)",
+            f"job {job_id[i]} asks for {gpus[i]:,} GPUs but the largest GPU type of the cluster, "
+            f"{cluster.gpu_types[largest]}, has {by_type[largest]:,} (a job runs on GPUs of one type)",
         )
 
 
