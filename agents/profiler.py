@@ -189,14 +189,14 @@ def check_batch(model: str, batch: int, gpus: Sequence[int], where: str = "") ->
     cannot take from its dataset on one of the worker counts (`where`: the option to blame)."""
     samples = DATASET_SAMPLES.get(model)
     if batch < 1:
-        raise UsageError(f"{where + ': ' if where else ''}{model}: batch size {batch}; give 1 or more")
+        raise UsageError(f"{where + ': ' if where else ''}{model}: batch size {batch:,}; give 1 or more")
     for g in gpus:
         if g < 1:
-            raise UsageError(f"{where + ': ' if where else ''}{g} GPU(s); give 1 or more")
+            raise UsageError(f"{where + ': ' if where else ''}{g:,} GPU(s); give 1 or more")
         if samples is not None and batch * g > samples:
             raise UsageError(
-                f"{where + ': ' if where else ''}{model}'s example workload has a dataset of {samples} samples, "
-                f"too few for batch size {batch} on each of {g} GPU(s) (at most {samples // g} a GPU)"
+                f"{where + ': ' if where else ''}{model}'s example workload has a dataset of {samples:,} samples, "
+                f"too few for batch size {batch:,} on each of {g:,} GPU(s) (at most {samples // g:,} a GPU)"
             )
 
 

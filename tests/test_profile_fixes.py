@@ -98,15 +98,15 @@ def test_a_workload_that_fails_to_start_is_reported_with_its_log(tmp_path, capsy
     [
         (
             ["--models", "LM", "--batch-sizes", "4096"],
-            "error: --batch-sizes 4096: LM's example workload has a dataset of 2048 samples, too few for batch size 4096",
+            "error: --batch-sizes 4096: LM's example workload has a dataset of 2,048 samples, too few for batch size 4,096",
         ),
         (
             ["--models", "Recommendation", "--gpus", "1,128"],
-            "error: --gpus 1,128: Recommendation's example workload has a dataset of 4096 samples, too few for batch size 64 on each of 128",
+            "error: --gpus 1,128: Recommendation's example workload has a dataset of 4,096 samples, too few for batch size 64 on each of 128",
         ),
         (
             ["--models", "ResNet-18", "--gpus", "1,100", "--concurrent", "2", "--beside", "Recommendation"],
-            "error: --gpus 1,100 (with --beside Recommendation): Recommendation's example workload has a dataset of 4096 samples, "
+            "error: --gpus 1,100 (with --beside Recommendation): Recommendation's example workload has a dataset of 4,096 samples, "
             "too few for batch size 64 on each of 100",
         ),
     ],
@@ -122,7 +122,7 @@ def test_a_batch_larger_than_the_workloads_dataset_is_refused_before_measuring(t
 
 def test_the_profiler_itself_refuses_a_batch_its_workload_cannot_hold(monkeypatch):
     monkeypatch.setattr(profiler, "_Runner", lambda *a: pytest.fail("measured, where the batch should have been refused"))
-    with pytest.raises(profiler.UsageError, match="LM's example workload has a dataset of 2048 samples"):
+    with pytest.raises(profiler.UsageError, match="LM's example workload has a dataset of 2,048 samples"):
         profiler.profile(["LM"], {"LM": [1025]}, gpus=[1, 2])
 
 
