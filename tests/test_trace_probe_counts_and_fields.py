@@ -186,3 +186,20 @@ def test_a_pipe_is_refused_as_no_trace_file_not_read_as_an_empty_one(tmp_path, c
     # (A reader that opens and goes lets the writer, if still waiting for one, finish.)
     os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
     writer.join(timeout=5)
+
+
+GAVEL_LINE = "ResNet-18 (batch size 16)\tpython3 main.py --batch_size 16\t.\t--num_steps\t1\t{steps}\t1\t1\t-1\t{arrival}\n"
+
+
+def test_a_gavel_trace_s_fractional_total_steps_is_refused_naming_the_line(tmp_path):
+    # (Gavel's own reader takes total_steps with int(), which refuses "10000.5"; ours read it as
+    # 10,000.5 steps.)
+    path = tmp_path / "t.trace"
+    path.write_text(GAVEL_LINE.format(steps=500, arrival=0.0) + GAVEL_LINE.format(steps="10000.5", arrival=6.0))
+    with pytest.raises(TraceError) as bad:
+        read_trace(path, format="gavel")
+    message = str(bad.value)
+    assert message.startswith(f"{path}:2: ") and "'total_steps'" in message, message
+    assert "must be a whole number of steps (Gavel reads it with int()), got 10000.5" in message
+    path.write_text(GAVEL_LINE.format(steps=500, arrival=0.0) + GAVEL_LINE.format(steps="10000.0", arrival=6.0))
+    assert read_trace(path, format="gavel").get_column("iterations").to_list() == [500.0, 10000.0]

@@ -280,6 +280,18 @@ def _field(text: pl.Series, dtype: type[pl.DataType], path: str, numbers: np.nda
                     column=name,
                 )
             )
+    if name == "total_steps":
+        partial = (typed.is_finite() & (typed.round(0) != typed)).fill_null(False)
+        if partial.any():
+            i = int(partial.arg_true()[0])
+            problems.append(
+                TraceError(
+                    path,
+                    f"must be a whole number of steps (Gavel reads it with int()), got {text[i].strip()}",
+                    row=int(numbers[i]),
+                    column=name,
+                )
+            )
     if problems:
         raise min(problems, key=lambda err: err.row or 0)
     return typed
