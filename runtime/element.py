@@ -293,6 +293,10 @@ def element(cls: E) -> E:
     _check_tick_parameters(cls)
     cls = _guard_fields(attrs.define(kw_only=True, slots=False, eq=False, field_transformer=_configure_fields)(cls))
     cls.doc = parse_doc(cls)
+    if cls.tick is _no_tick:  # (rather than a check that passes and a run that fails in its first round)
+        raise TypeError(
+            f"{cls.__name__} defines no tick: write `def tick(self, ctx{''.join(', ' + p.name for p in cls.inputs)})`"
+        )
     from roundhouse.runtime.arguments import check_default
 
     for field in attrs.fields(cls):

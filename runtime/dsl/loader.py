@@ -393,6 +393,25 @@ def _clashing_class_names(classes: dict[str, tuple[ast.ElementClass, str]], requ
     return errors
 
 
+def _empty_path(st: ast.Import | ast.Require) -> SchedError:
+    if isinstance(st, ast.Import):
+        return SchedError(f"cannot import '{st.path}': the path is empty: give a .sched file", st.location)
+    return SchedError(f"cannot require '{st.path}': the path is empty: give a Python file", st.location)
+
+
+def _named_as_class(node: ast.Node) -> SchedError:
+    """An element declared with the name of an element class: in a chain, that name would be
+    read as the element, not as a new one of the class, whatever the element's own class."""
+    assert node.name is not None
+    lower = node.name.lower()
+    return SchedError(
+        f"element '{node.name}' ({node.class_name}) has the name of an element class: a chain's '{node.name}' "
+        f"would be read as this element, not as a new {node.name}",
+        node.location,
+        hint="name it otherwise" + (f", such as {lower} :: {node.class_name}" if lower != node.name else ""),
+    )
+
+
 def _port_connects_nothing(port: ast.PortRef, node: ast.Node, side: str) -> SchedError:
     """An input port written before the first element of a chain, or an output port after its
     last: what it would name, and how it is written where it does connect."""
@@ -580,7 +599,9 @@ class _Loader:
         base_dir = str(Path(path).parent)
         seen_here: dict[str, ast.Setting] = {}
         for st in program.statements:
-            if isinstance(st, ast.Import):
+            if isinstance(st, ast.Import | ast.Require) and not st.path.strip():  # (to pathlib, the file's own folder)
+                self.errors.append(_empty_path(st))
+            elif isinstance(st, ast.Import):
                 target = Path(base_dir) / st.path
                 target_resolved = _whole_path(target)
                 if target_resolved in stack or target_resolved == resolved:
@@ -665,6 +686,9 @@ class _Loader:
                     self.errors.append(
                         SchedError(f"element '{node.name}' is declared twice (first at {first_seen[node.name]})", node.location)
                     )
+                    continue
+                if self._is_class(node.name):  # (a chain's `-> Fifo ->` would be read as this element, whatever its class)
+                    self.errors.append(_named_as_class(node))
                     continue
                 local[node.name] = prefix + node.name
                 first_seen[node.name] = node.location

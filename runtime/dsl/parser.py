@@ -24,6 +24,7 @@ from roundhouse.runtime.values import (
     Multiplier,
     Rate,
     finite,
+    format_duration,
     short_text,
     unit_list,
     whole_number,
@@ -404,6 +405,10 @@ def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) ->
                 Location(path, line, column + foreign, 1),
                 hint="numbers are written with the digits 0-9",
             )
+        if ch == "'":
+            quoted = re.match(r"'([^'\n]*)'", rest)
+            written = f'"{quoted.group(1)}"' if quoted is not None else '"..."'
+            return SchedError('unexpected character "\'"', loc, hint=f"a string is written between double quotes: {written}")
         if ch in _TYPOGRAPHIC_QUOTES:
             return SchedError(
                 f"unexpected character {ch!r} (a typographic quote)", loc, hint='a string is written between plain quotes: "..."'
@@ -414,6 +419,8 @@ def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) ->
                 loc,
                 hint="replace it with a plain space, or delete it",
             )
+        if value is not None and (per_many := _rate_per_many(value[1], path, line, column - (pos - value[0]))) is not None:
+            return per_many
         hint = None if value is None else _quoting_hint(value[1])
         if hint is not None:
             return SchedError(f"unexpected character {ch!r} in a value", loc, hint=hint)
@@ -432,9 +439,15 @@ def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) ->
         if shown_name is not None:
             return shown_name
         if ch == ":" and not rest.startswith("::"):
+            if _in_arguments(text, pos):
+                return SchedError("unexpected ':' (an argument is written 'name=value')", loc)
             return SchedError("unexpected ':' (a declaration is written 'name :: Class')", loc)
-        if ch == "-" and not rest.startswith("->"):
-            return SchedError("unexpected '-' (a connection is written 'a -> b')", loc)
+        if (ch == "-" and not rest.startswith("->")) or (ch == ">" and text[pos - 1 : pos] == "="):
+            return SchedError(f"unexpected '{ch}' (a connection is written 'a -> b')", loc)
+        if ch == "<" and rest.startswith("<-"):
+            return SchedError(
+                "unexpected '<-' (a connection is written 'a -> b', from left to right)", Location(path, line, column, 2)
+            )
         return SchedError(f"unexpected character {ch!r}", loc)
     assert isinstance(err, lark.exceptions.UnexpectedToken)  # what an LALR parser raises besides
     tok = err.token
@@ -463,6 +476,8 @@ def _syntax_error(err: lark.exceptions.UnexpectedInput, text: str, path: str) ->
     number = _NUMBER_BEFORE.search(text, 0, tok.start_pos or 0) if tok.type == "NAME" and _is_unit(str(tok)) else None
     if hint is None and number is not None:
         hint = f"a unit is written right after its number, without a space: {number.group(1)}{tok}"
+    if hint is None and tok.type == "NUMBER" and tok.start_pos is not None:
+        hint = _one_unit_hint(text, tok.start_pos, str(tok))
     end_line, ended = _end_before(err, text)
     if hint is None and "';'" in expected and end_line < line and not ended:
         hint = "a statement ends with ';' (did the previous line forget one?)"
@@ -597,6 +612,51 @@ def _quoting_hint(written: str) -> str | None:
     if written[0] in "0123456789+-." and ":" not in written and "@" not in written and not _reads_as_path(written):
         return None
     return f'text such as a cluster spec or a file path is written in quotes: "{written}"'
+
+
+def _in_arguments(text: str, pos: int) -> bool:
+    """Whether `pos` is inside an argument list: a '(' opens before it, on its statement, and
+    is not closed (strings and comments aside, which a ':' there would end anyway)."""
+    start = max(text.rfind(";", 0, pos), text.rfind("{", 0, pos), text.rfind("}", 0, pos))
+    return text.rfind("(", start + 1, pos) > text.rfind(")", start + 1, pos)
+
+
+# A duration just before a position, with nothing between (`1h` of `1h30min`).
+_DURATION_BEFORE = re.compile(r"(?<![A-Za-z0-9_.])([0-9]+(?:\.[0-9]+)?)([A-Za-z]+)\Z")
+
+
+def _one_unit_hint(text: str, pos: int, token: str) -> str | None:
+    """For a duration written in several units (`1h30min`, read as `1h` then `30min`): a hint
+    giving it in one; None when the number at `pos` does not follow a duration so."""
+    before = _DURATION_BEFORE.search(text, 0, pos)
+    after = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([A-Za-z]+)", token)
+    if before is None or after is None or before.group(2) not in DURATION_UNITS or after.group(2) not in DURATION_UNITS:
+        return None
+    seconds = float(before.group(1)) * DURATION_UNITS[before.group(2)] + float(after.group(1)) * DURATION_UNITS[after.group(2)]
+    return f"a duration is written with one unit: {before.group()}{token} is {format_duration(seconds)}"
+
+
+# A rate written per a number of units (`8/2h`): a rate is a count per one unit.
+_RATE_PER_MANY = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+))/([0-9]+(?:\.[0-9]+)?|\.[0-9]+)([A-Za-z]*)")
+
+
+def _rate_per_many(written: str, path: str, line: int, column: int) -> SchedError | None:
+    """The error for a rate written per several units (`8/2h`, `8/1h`), at the value (which
+    starts at `column`); None for any other text. Read as a path, it would be told to be quoted,
+    which makes it text that no rate is."""
+    m = _RATE_PER_MANY.fullmatch(written)
+    if m is None:
+        return None
+    count, per, unit = m.groups()
+    if unit in DURATION_UNITS and float(per) > 0:
+        hint = f"{written} is {float(count) / float(per):g}/{unit}"
+    else:
+        hint = f"time units are {unit_list()}"
+    return SchedError(
+        f"rate '{written}' is not written per one unit: a rate is a count per unit of time, such as 8/h",
+        Location(path, line, column, len(written)),
+        hint=hint,
+    )
 
 
 def _reads_as_path(written: str) -> bool:
