@@ -82,16 +82,13 @@ def _raised_at(cause: BaseException) -> str:
 
 
 def _frozen_field(cause: BaseException) -> str:
-    """For an element setting one of its own arguments: which one, and where changing state
-    belongs."""
+    """For an element setting one of its own arguments (which the error names): where changing
+    state belongs."""
     from roundhouse.runtime.element import FrozenArgumentError
 
     if not isinstance(cause, FrozenArgumentError):
         return ""
-    return (
-        f" (it set its argument {cause.name!r}: an element's arguments cannot change once the graph is built; keep what "
-        "changes in an attribute of its own, set up in start and named in its `state`)"
-    )
+    return " (keep what changes in an attribute of its own, set up in start and named in its `state`)"
 
 
 def call_element(el: Element, what: str, ctx: Round, fn, *args, **kwargs):

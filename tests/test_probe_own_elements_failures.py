@@ -79,8 +79,8 @@ def test_setting_an_argument_in_tick_names_it_and_where_state_goes(tmp_path, cap
     graph, line = _write(tmp_path, "SetsItsArgument", "self.backfill = False")
     err = _run(graph, capsys)
     assert "its tick raised FrozenArgumentError: argument 'backfill' cannot change once the graph is built" in err
-    assert "it set its argument 'backfill': an element's arguments cannot change once the graph is built" in err
-    assert "named in its `state`" in err
+    assert "(keep what changes in an attribute of its own, set up in start and named in its `state`)" in err
+    assert err.count("cannot change once the graph is built") == 1, err
     assert f"at {tmp_path / 'mine.py'}:{line} (in tick)" in err
 
 
