@@ -157,3 +157,28 @@ def test_errors_of_a_file_are_all_told(tmp_path, capsys):
     # (each check above stops nothing else: two mistakes, two messages)
     err = check(tmp_path, capsys, GRAPH + "Launch :: Launch;\nLas :: Las;\n")
     assert err.count("has the name of an element class") == 2
+
+
+def test_elements_require_of_a_file_that_declares_none_says_so(tmp_path, capsys):
+    # (It listed the built-in elements only, without a word, where a graph's `require` hints.)
+    (tmp_path / "mine.py").write_text(
+        "from roundhouse.runtime.element import Element, In, Out\n"
+        "from roundhouse.runtime.types import Active, Ranking\n\n\n"
+        "class Forgot(Element):\n"
+        '    """Forgot its decorator.\n\n    Synopsis: nothing.\n    """\n\n'
+        '    category = "policy"\n'
+        '    inputs = (In("active", Active),)\n'
+        '    outputs = (Out("ranking", Ranking),)\n\n'
+        "    def tick(self, ctx, active):\n"
+        "        return active\n"
+    )
+    (tmp_path / "none.py").write_text("X = 1\n")
+    for name, said in (
+        (
+            "mine.py",
+            "declares no element: class Forgot is an Element not declared as one: put @element on the line above its class",
+        ),
+        ("none.py", "declares no element"),
+    ):
+        assert main(["elements", "--require", str(tmp_path / name)]) == 2
+        assert f"error: --require {tmp_path / name}: {said}" in capsys.readouterr().err

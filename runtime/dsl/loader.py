@@ -256,6 +256,24 @@ def _undeclared_element(name: str, required_as: dict[str, str]) -> str | None:
     return None
 
 
+def elements_of_file(path: Path) -> tuple[list[str], list[str]]:
+    """The element classes a required file (imported by `load_element_file`) declares, and the
+    Element subclasses of its own it never declared with @element (the registry does not know
+    them)."""
+    from roundhouse.runtime.element import Element
+
+    module = registry.imported_file(_whole_path(path))
+    declared: list[str] = []
+    undeclared: list[str] = []
+    if module is None:
+        return declared, undeclared
+    for name, found in vars(module).items():
+        # (A class it imports, such as a family it builds on, is not its own.)
+        if isinstance(found, type) and issubclass(found, Element) and found.__module__ == module.__name__:
+            (declared if registry.get(name) is found else undeclared).append(name)
+    return declared, undeclared
+
+
 # Modules imported from beside an element file, by name: the folder each came from.
 _BESIDE: dict[str, str] = {}
 
