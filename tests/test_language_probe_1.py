@@ -176,7 +176,8 @@ def test_elements_require_of_a_file_that_declares_none_says_so(tmp_path, capsys)
     for name, said in (
         (
             "mine.py",
-            "declares no element: class Forgot is an Element not declared as one: put @element on the line above its class",
+            f"declares no element: class Forgot in {tmp_path / 'mine.py'} is an Element not declared as one: "
+            "put @element on the line above its class",
         ),
         ("none.py", "declares no element"),
     ):

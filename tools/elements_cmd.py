@@ -17,7 +17,7 @@ from rich.text import Text
 
 from roundhouse.errors import UsageError, did_you_mean
 from roundhouse.runtime import registry
-from roundhouse.runtime.dsl.loader import elements_of_file, load_element_file
+from roundhouse.runtime.dsl.loader import elements_of_file, load_element_file, undeclared_element
 from roundhouse.runtime.element import CATEGORIES, type_name
 from roundhouse.runtime.values import describe
 from roundhouse.tools.outputs.stdout_result import result_console, text_of, write_result
@@ -44,10 +44,7 @@ def elements(args) -> int:
             raise UsageError(f"--require {path}: {problem}")
         declared, undeclared = elements_of_file(Path(path))
         if not declared:  # (it would list nothing of its own, without a word)
-            why = "".join(
-                f": class {name} is an Element not declared as one: put @element on the line above its class"
-                for name in undeclared[:1]
-            )
+            why = "".join(f": {undeclared_element(name, path)}" for name in undeclared[:1])
             raise UsageError(f"--require {path}: declares no element{why}")
     console = result_console()  # (the reference is the command's one result: written whole, or an error)
     if args.markdown:

@@ -244,16 +244,15 @@ def load_element_file(path: Path) -> str | None:
 def _undeclared_element(name: str, required_as: dict[str, str]) -> str | None:
     """What to say of a name that a required file defines as an Element subclass it never
     declared with @element (so the registry does not know it), if one does."""
-    from roundhouse.runtime.element import Element
-
     for resolved, written in required_as.items():
-        module = registry.imported_file(resolved)
-        found = getattr(module, name, None)
-        # (A class it imports, such as a family it builds on, is not its own to declare.)
-        mine = module is not None and getattr(found, "__module__", None) == module.__name__
-        if mine and isinstance(found, type) and issubclass(found, Element) and registry.get(name) is not found:
-            return f"class {name} in {written} is an Element not declared as one: put @element on the line above its class"
+        if name in elements_of_file(Path(resolved))[1]:
+            return undeclared_element(name, written)
     return None
+
+
+def undeclared_element(name: str, written: str) -> str:
+    """That class `name` of the file `written` is an Element it never declared as one."""
+    return f"class {name} in {written} is an Element not declared as one: put @element on the line above its class"
 
 
 def elements_of_file(path: Path) -> tuple[list[str], list[str]]:
