@@ -569,7 +569,7 @@ def test_a_damaged_file_of_a_results_store_is_named_and_left_out(tmp_path, capsy
     assert f"warning: {damaged}: cannot be read (damaged?)" in capsys.readouterr().err
     assert open_folder(str(tmp_path / "sweep")).table["arrivals.rate"].to_list() == ["4/h", "16/h"]
     assert main(["report", str(tmp_path / "sweep"), "-o", str(tmp_path / "r.html")]) == 0
-    assert f"1 damaged files of the results store left out ({damaged.name})" in (tmp_path / "r.html").read_text()
+    assert f"1 damaged file of the results store left out ({damaged.name})" in (tmp_path / "r.html").read_text()
     for path in (tmp_path / "sweep" / "results").glob("*.parquet"):
         path.write_bytes(b"PAR1 not a whole file")
     assert main(["plot", str(tmp_path / "sweep"), "-o", str(tmp_path / "q.png")]) == 2
@@ -613,7 +613,7 @@ def test_a_resized_job_is_drawn_with_the_gpu_time_it_held_within_the_cluster(tmp
     times, busy = busy_gpus(run.jobs, run.end_s, run.cluster_gpus)
     assert busy.tolist() == [6.0, 8.0, 6.0, 0.0]
     assert main(["plot", str(tmp_path / "run"), "--kind", "utilisation", "-o", str(tmp_path / "u.svg")]) == 0
-    assert b"1 preempted or resized jobs" in (tmp_path / "u.svg").read_bytes()
+    assert b"1 preempted or resized job:" in (tmp_path / "u.svg").read_bytes()
 
 
 def test_the_utilisation_of_an_elastic_run_adds_up_to_its_measured_utilization(tmp_path):

@@ -113,7 +113,14 @@ def _negative_values(argv: list[str]) -> list[str]:
     with a minus and a digit.)"""
     out: list[str] = []
     for arg in argv:
-        if out and out[-1].startswith("--") and "=" not in out[-1] and re.match(r"-(\.?\d|inf(inity)?$)", arg, re.IGNORECASE):
+        # (`--` alone ends the options: a value after it is a positional argument, `explain RUN -- -5`)
+        if (
+            out
+            and out[-1].startswith("--")
+            and out[-1] != "--"
+            and "=" not in out[-1]
+            and re.match(r"-(\.?\d|inf(inity)?$)", arg, re.IGNORECASE)
+        ):
             out[-1] = f"{out[-1]}={arg}"
         else:
             out.append(arg)

@@ -47,10 +47,13 @@ def register(sub) -> None:
 
 
 def explain(args) -> int:
+    if not args.job.strip():  # (before the record is read: no id matches nothing)
+        raise UsageError("job: no job id given (the job's id, as in jobs.csv)")
     path = read_record(args.run)
-    stopped = run_end(args.run)
+    info = run_info(args.run)
+    stopped = run_end(args.run, info)
     rows = job_rows(path, args.run, args.job, stopped)
-    per_machine = largest_machine(args.run)
+    per_machine = largest_machine(args.run, info)
     if any(row["reason"] == "not_elastic" for row in rows):  # (its model is what keeps it waiting)
         model = job_model(args.run, job_text(args.job))
         rows = [{**row, "model": model} for row in rows]
@@ -132,24 +135,40 @@ def _a_number(text: str) -> bool:
     return True
 
 
-def run_end(run: str) -> tuple[float, str] | None:
-    """When the run stopped and why (run.json's end_s and stop_reason), or None when its
-    run.json does not say (an older run, or none)."""
+def run_info(run: str) -> dict:
+    """The run's run.json ({} when there is none: a record alone). One that is there but cannot
+    be read is warned of, naming it: without it the timeline of a job that had not finished
+    cannot say where the run stopped."""
+    from roundhouse.errors import print_warning
+
+    path = Path(run) / "run.json"
+    if not path.is_file():
+        return {}
     try:
-        info = json.loads((Path(run) / "run.json").read_text())
+        info = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        what = f"line {err.lineno}: {err.msg}" if isinstance(err, json.JSONDecodeError) else first_line(err)
+        print_warning(f"warning: {path}: cannot be read ({what}); the timeline does not say where the run stopped")
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def run_end(run: str, info: dict | None = None) -> tuple[float, str] | None:
+    """When the run stopped and why (run.json's end_s and stop_reason, `info` if read), or None
+    when its run.json does not say (an older run, or none)."""
+    info = run_info(run) if info is None else info
+    try:
         end, reason = float(info["end_s"]), str(info.get("stop_reason") or "stopped")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
     return (end, reason) if math.isfinite(end) else None
 
 
-def largest_machine(run: str) -> int:
+def largest_machine(run: str, info: dict | None = None) -> int:
     """GPUs of the run's largest machine, from the cluster run.json describes ("9 GPUs on 3
-    nodes (3x3:V100)"); 0 when it does not say."""
-    try:
-        text = str(json.loads((Path(run) / "run.json").read_text()).get("cluster") or "")
-    except (OSError, ValueError, AttributeError):
-        return 0
+    nodes (3x3:V100)"; `info` if read); 0 when it does not say."""
+    info = run_info(run) if info is None else info
+    text = str(info.get("cluster") or "")
     groups = re.search(r"\(([^)]*)\)", text)
     sizes = [int(g) for g in re.findall(r"\d+x(\d+):", groups.group(1))] if groups else []
     return max(sizes, default=0)
@@ -318,7 +337,7 @@ def job_rows(path: Path, run: str, job: str, stopped: tuple[float, str] | None =
         if not len(at):
             if ids.null_count():  # (the job's records may be among them)
                 raise UsageError(
-                    f"{path}: {plural(ids.null_count(), 'record')} of {ids.len()} have no job id (damaged?), "
+                    f"{path}: {plural(ids.null_count(), 'record')} of {ids.len():,} have no job id (damaged?), "
                     f"and none of the others is of job {wanted}"
                 )
             known = ids.unique(maintain_order=True)
@@ -440,7 +459,7 @@ def _gated(gpus: int, jobs: int, idle: int) -> str:
     `gpus` GPUs (0: none); the allocation in force stays, running `jobs` and leaving `idle` GPUs
     idle (0 and 0 in records made before those numbers were kept: then unsaid)."""
     stays = (
-        f"; the allocation in force stays: it runs {plural(jobs, 'job')} and leaves {idle} GPU(s) idle" if jobs or idle else ""
+        f"; the allocation in force stays: it runs {plural(jobs, 'job')} and leaves {idle:,} GPU(s) idle" if jobs or idle else ""
     )
     if gpus <= 0:
         return (
@@ -461,7 +480,7 @@ def _not_elastic(model: str | None, jobs: int, idle: int, apps: int) -> str:
         why = (
             f"{named} names none of the elastic profile's {plural(apps, 'application')}, and it starts only jobs whose model does"
         )
-    return f"never started: {why}; the allocation runs {plural(jobs, 'job')} and leaves {idle} GPU(s) idle"
+    return f"never started: {why}; the allocation runs {plural(jobs, 'job')} and leaves {idle:,} GPU(s) idle"
 
 
 def describe(row: dict, per_machine: int = 0) -> str:
@@ -473,15 +492,17 @@ def describe(row: dict, per_machine: int = 0) -> str:
     if reason == "admitted":
         return f"waiting: admitted by {by}"
     if reason == "held":
-        return f"held: admission queue place {a}; admitted jobs ask for {plural(b, 'GPU')} of a limit of {c} ({by})"
+        return f"held: admission queue place {a}; admitted jobs ask for {plural(b, 'GPU')} of a limit of {c:,} ({by})"
     if reason == "ranked_behind":
         ahead = plural(b, "job") + " ranked ahead"
-        return f"waiting: rank {a}; {ahead} hold GPUs, {c} left free, not enough for it ({_ranked_by(row)})"
+        return f"waiting: rank {a}; {ahead} hold GPUs, {c:,} left free, not enough for it ({_ranked_by(row)})"
     if reason == "no_free_type":
-        return f"waiting: rank {a}; only {c} GPU(s) of the type it needs (type {b}) left free ({_ranked_by(row)})"
+        return f"waiting: rank {a}; only {c:,} GPU(s) of the type it needs (type {b}) left free ({_ranked_by(row)})"
     if reason == "no_room":
         # (The record does not say what kept it out: one machine, a rack, ... is the placer's own rule.)
-        return f"waiting: rank {a}; {c} GPU(s) left free, enough for it, but not where its placer may put it ({_ranked_by(row)})"
+        return (
+            f"waiting: rank {a}; {c:,} GPU(s) left free, enough for it, but not where its placer may put it ({_ranked_by(row)})"
+        )
     if reason == "blocked":
         return f"waiting: rank {a}; rank {b} does not fit and no job behind it may start first (no backfill) ({_ranked_by(row)})"
     if reason in ("delay_machine", "delay_rack"):
@@ -494,16 +515,16 @@ def describe(row: dict, per_machine: int = 0) -> str:
         return f"waiting: admitted after the allocation in force was made (at {clock(a)}); the next is made no sooner than {clock(b)} ({by})"
     if reason == "no_share":
         return (
-            f"waiting: the allocation made at {clock(a)} gives it no time on a GPU type it can use; {b} GPU(s) left idle ({by})"
+            f"waiting: the allocation made at {clock(a)} gives it no time on a GPU type it can use; {b:,} GPU(s) left idle ({by})"
         )
     if reason == "not_scheduled":
-        return f"waiting: the schedule deployed gives it no GPU; it runs {plural(a, 'job')} and leaves {b} GPU(s) idle ({by})"
+        return f"waiting: the schedule deployed gives it no GPU; it runs {plural(a, 'job')} and leaves {b:,} GPU(s) idle ({by})"
     if reason == "gated":
         return f"waiting: {_gated(a, b, c)} ({by})"
     if reason == "not_elastic":
         return f"waiting: {_not_elastic(row.get('model'), a, b, c)} ({by})"
     if reason == "launched":
-        where = f"machine {a}" if c <= 1 else f"{c} machines from machine {a}"
+        where = f"machine {a}" if c <= 1 else f"{c:,} machines from machine {a}"
         return f"running: launched on {where} ({plural(b, 'GPU')}) ({_ranked_by(row)})"
     if reason == "moved":
         # (The record keeps the machine of the job's first GPU, before and after, not all of them.)
@@ -520,8 +541,8 @@ def describe(row: dict, per_machine: int = 0) -> str:
         if b <= 1:
             where = f"on machine {a}"
         else:
-            where = f"on at least {least} machines from machine {a}" if least > 1 else f"its first GPU on machine {a}"
-        return f"running: resized from {c} to {plural(b, 'GPU')}, {where} ({_ranked_by(row)})"
+            where = f"on at least {least:,} machines from machine {a}" if least > 1 else f"its first GPU on machine {a}"
+        return f"running: resized from {c:,} to {plural(b, 'GPU')}, {where} ({_ranked_by(row)})"
     if reason == "suspended":
         return f"suspended by {by}"
     if reason == "preempted":
@@ -529,7 +550,7 @@ def describe(row: dict, per_machine: int = 0) -> str:
     if reason == "lease_end":
         return f"suspended: its round (lease) ended and {plural(a, 'entry', 'entries')} further behind their allocation took the GPUs ({by})"
     if reason == "demoted":
-        return f"note: demoted to queue {a} after {b} GPU-seconds of service ({by})"
+        return f"note: demoted to queue {a} after {b:,} GPU-seconds of service ({by})"
     if reason == "promoted":
         return f"note: promoted back to queue {a} after waiting {clock(b)} ({by})"
     if reason == "finished":

@@ -18,6 +18,7 @@ import polars as pl
 from roundhouse.errors import UsageError, first_line, print_warning, shown_text
 from roundhouse.runtime.values import duration_from_text, rate_from_text
 from roundhouse.tools.outputs import RunFolder, SweepFolder
+from roundhouse.tools.outputs.stdout_result import plural
 from roundhouse.tools.outputs.whole_file import write_whole
 
 if TYPE_CHECKING:  # matplotlib loads on the first figure: every command registers this module's kinds
@@ -143,7 +144,7 @@ def jct_cdf_figure(run: RunFolder) -> Figure:
         np.concatenate(([0.0], jct / size)),
         np.concatenate(([0.0], share)),
         where="post",
-        label=f"{len(jct)} finished job" + ("" if len(jct) == 1 else "s"),
+        label=plural(len(jct), "finished job"),
     )
     ax.axvline(float(np.mean(jct)) / size, color="grey", linestyle="--", linewidth=1, label="average")
     ax.set_xlabel(f"job completion time ({unit})")
@@ -234,20 +235,32 @@ def recorded_busy_gpus(
     the record does not hold, changes a running job's GPUs. Each job of jobs.csv must have held
     its `run_s` with its `gpus`; when jobs.csv holds only some jobs (a sink that tracks a
     range), the record's jobs together must have held the run's `busy_gpu_s` (run.json)."""
-    changes = record.filter(pl.col("state").cast(pl.String) != "note").select(
-        "t_s",
-        "job_id",
-        pl.when(pl.col("reason").cast(pl.String) == "launched")
-        .then(pl.col("b"))
-        .when(pl.col("state").cast(pl.String) == "running")
-        .then(None)
-        .otherwise(0)
-        .alias("held"),
+    # (Words compared as they are held, categories: cast to text, a long record's millions of rows
+    # would each be spelled out. Each job's changes are put together, in the order recorded, so
+    # that its previous and next change are the rows beside it: a window per job is far slower.)
+    changes = (
+        record.filter(pl.col("state") != "note")
+        .select(
+            "t_s",
+            "job_id",
+            pl.when(pl.col("reason") == "launched")
+            .then(pl.col("b"))
+            .when(pl.col("state") == "running")
+            .then(None)
+            .otherwise(0)
+            .alias("held"),
+        )
+        .sort("job_id", maintain_order=True)
     )
-    changes = changes.with_columns(pl.col("held").forward_fill().over("job_id").fill_null(0))
+    first = (pl.col("job_id") != pl.col("job_id").shift(1)).fill_null(True)
+    last = (pl.col("job_id") != pl.col("job_id").shift(-1)).fill_null(True)
+    # A running job's change that names no GPUs keeps those it held (none before its first launch).
     changes = changes.with_columns(
-        (pl.col("held") - pl.col("held").shift(1).over("job_id").fill_null(0)).alias("change"),
-        (pl.col("t_s").shift(-1).over("job_id").fill_null(end_s) - pl.col("t_s")).alias("span"),
+        pl.when(first & pl.col("held").is_null()).then(0).otherwise(pl.col("held")).forward_fill().alias("held")
+    )
+    changes = changes.with_columns(
+        (pl.col("held") - pl.when(first).then(0).otherwise(pl.col("held").shift(1))).alias("change"),
+        (pl.when(last).then(end_s).otherwise(pl.col("t_s").shift(-1)) - pl.col("t_s")).alias("span"),
     )
     per_job = changes.group_by(pl.col("job_id").cast(pl.Float64)).agg((pl.col("held") * pl.col("span")).sum().alias("gpu_s"))
     expected = jobs.select(
@@ -337,7 +350,7 @@ def utilisation_figure(run: RunFolder) -> Figure:
     ax.step(t, b, where="post", linewidth=1, label="GPUs held by the tracked jobs" if only_tracked else "GPUs held")
     capacity = run.cluster_gpus
     if capacity:
-        ax.axhline(capacity, color="black", linewidth=1, linestyle=":", label=f"cluster: {capacity} GPUs")
+        ax.axhline(capacity, color="black", linewidth=1, linestyle=":", label=f"cluster: {plural(capacity, 'GPU')}")
         measured = run.summary.get("utilization")
         if measured is not None and not only_tracked:  # (the run's, not the tracked jobs' curve's)
             # Drawn over the span it was measured on, from the first arrival to the run's end:
@@ -349,9 +362,9 @@ def utilisation_figure(run: RunFolder) -> Figure:
     spread = int(drawn_gpus(run.jobs, run.end_s)[3].sum())
     notes = _incomplete(run)
     if only_tracked:
-        notes.append(f"only the {run.jobs.height} jobs {run.jobs_name} tracks")
+        notes.append(f"only the {run.jobs.height:,} jobs {run.jobs_name} tracks")
     if spread and exact is None:
-        notes.append(f"{spread} preempted or resized jobs: their GPU time spread over first start to finish")
+        notes.append(f"{plural(spread, 'preempted or resized job')}: their GPU time spread over first start to finish")
     if twice is not None:
         notes.append(
             "jobs shared GPUs: a shared GPU counted once"
@@ -427,7 +440,7 @@ def gantt_figure(run: RunFolder) -> Figure:
     colours = matplotlib.colormaps["viridis"](np.linspace(0.1, 0.85, max(len(sizes), 1)))
     preempted = jobs["preemptions"].fill_null(0).to_numpy() > 0
     for colour, g in zip(colours, sizes):
-        label = f"{g} GPU" + ("" if g == 1 else "s")
+        label = plural(int(g), "GPU")
         for lighter in (False, True):
             pick = started & (gpus == g) & (preempted == lighter)
             if pick.any():
@@ -459,7 +472,7 @@ def gantt_figure(run: RunFolder) -> Figure:
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     notes = _incomplete(run)
     if preempted.any():
-        notes.append(f"lighter: {int(preempted.sum())} preempted jobs, holding GPUs part of the bar")
+        notes.append(f"lighter: {plural(int(preempted.sum()), 'preempted job')}, holding GPUs part of the bar")
     _set_title(ax, _title(run, "Jobs over time"), notes)
     return fig
 

@@ -17,6 +17,7 @@ from roundhouse.runtime.sweep import trace_overrides
 from roundhouse.tools.graph_drawing import draw
 from roundhouse.tools.outputs import RunFolder, SweepFolder, open_folder
 from roundhouse.tools.outputs.output_place import refuse_extension_alone, refuse_unwritable_place
+from roundhouse.tools.outputs.stdout_result import count_text, plural
 from roundhouse.tools.outputs.whole_file import output_file, write_whole
 from roundhouse.tools.plots import RUN_KINDS, figure, figure_bytes, is_seed, x_axis
 from roundhouse.tools.results import in_units, in_units_of_table, objectives, summary_rows
@@ -75,13 +76,13 @@ def run_page(run: RunFolder) -> str:
     tracked = run.summary.get("jobs_tracked")
     if run.jobs.height == 0 and tracked:
         raise UsageError(
-            f"{run.path / run.jobs_name}: no rows, but {run.summary_name} counts {tracked:g} jobs "
+            f"{run.path / run.jobs_name}: no rows, but {run.summary_name} counts {count_text(tracked)} jobs "
             "(the file was cut short?); there is nothing to report from it"
         )
     info = run.info
     facts = [
         f"cluster: {info.get('cluster', '—')}",
-        f"{info.get('rounds', '—')} round{'' if info.get('rounds') == 1 else 's'}",
+        f"{count_text(info.get('rounds'))} round{'' if info.get('rounds') == 1 else 's'}",
         f"ran to {in_units(run.end_s)(run.end_s)}",
         f"stopped: {info.get('stop_reason', '—')}",
     ]
@@ -152,12 +153,12 @@ def sweep_page(sweep: SweepFolder) -> str:
     rows = []
     for row in table.select(columns).iter_rows(named=True):
         rows.append(tuple(_cell(c, row[c], show) for c in columns))
-    facts = [f"{table.height} runs finished", f"read from {sweep.source.name}"]
+    facts = [f"{plural(table.height, 'run')} finished", f"read from {sweep.source.name}"]
     if sweep.failed:
-        facts.append(f"{sweep.failed} runs failed (left out)")
+        facts.append(f"{plural(sweep.failed, 'run')} failed (left out)")
     if sweep.unreadable:
         names = ", ".join(p.name for p in sweep.unreadable)
-        facts.append(f"{len(sweep.unreadable)} damaged files of the results store left out ({names})")
+        facts.append(f"{plural(len(sweep.unreadable), 'damaged file')} of the results store left out ({names})")
     # Varied words and rates ("las", "8/h") read as text; seeds and other plain numbers as numbers.
     words = {i for i, c in enumerate(sweep.labels) if not all(_is_number(row[i]) for row in rows)}
     summary = _table(columns, rows, text=words)
@@ -177,7 +178,7 @@ def sweep_page(sweep: SweepFolder) -> str:
     elif not table.height:
         plots.append(
             _note(
-                f"No run of the sweep finished ({sweep.failed} failed, each listed above with its error): "
+                f"No run of the sweep finished ({sweep.failed:,} failed, each listed above with its error): "
                 "there is nothing to plot."
             )
         )
@@ -218,7 +219,7 @@ def _cell(column: str, value, show) -> str:
         return f"{value:.1%}"
     if column.endswith("_s") and isinstance(value, int | float):
         return show(value)
-    return str(value)
+    return count_text(value) if isinstance(value, int | float) else str(value)
 
 
 def _run_graph_html(run: RunFolder) -> str:

@@ -15,6 +15,7 @@ from roundhouse.runtime.dsl.loader import load
 from roundhouse.runtime.files import refuse_control_characters
 from roundhouse.runtime.useless_runs import print_warnings_before_run, unstarted_notes, untracked_note
 from roundhouse.tools.common import overrides
+from roundhouse.tools.outputs.stdout_result import count_text
 from roundhouse.traces.csvtext import check_trace_file
 
 if TYPE_CHECKING:
@@ -257,7 +258,7 @@ def summary_rows(summary: dict) -> list[tuple[str, str]]:
     get = summary.get
     percent = lambda key: "—" if get(key) is None else f"{get(key):.1%}"  # noqa: E731
     return [
-        ("jobs finished / tracked", f"{get('jobs_finished', '—')} / {get('jobs_tracked', '—')}"),
+        ("jobs finished / tracked", f"{count_text(get('jobs_finished'))} / {count_text(get('jobs_tracked'))}"),
         ("average JCT", show(get("avg_jct_s"))),
         ("median JCT", show(get("median_jct_s"))),
         ("p95 JCT", show(get("p95_jct_s"))),
@@ -267,7 +268,7 @@ def summary_rows(summary: dict) -> list[tuple[str, str]]:
         ("makespan", show(get("makespan_s"))),
         ("utilization", percent("utilization")),
         *((f"{what} utilization", percent(key)) for what, key in _RESOURCES if get(key) is not None),
-        ("preemptions", str(get("preemptions", "—"))),
+        ("preemptions", count_text(get("preemptions"))),
     ]
 
 
@@ -275,7 +276,7 @@ def objectives(report: dict) -> list[tuple[str, list[tuple[str, str]]]]:
     """What sinks other than JobMetrics (cost, SLOs, fairness, ...) report, flat dicts of
     numbers: (name, rows) for each, as `roundhouse run` prints them and `report` shows them."""
     return [
-        (key, [(k, "—" if v is None else (f"{v:,.4g}" if isinstance(v, float) else str(v))) for k, v in value.items()])
+        (key, [(k, "—" if v is None else (f"{v:,.4g}" if isinstance(v, float) else count_text(v))) for k, v in value.items()])
         for key, value in report.items()
         if key != "summary" and isinstance(value, dict)
     ]

@@ -14,6 +14,7 @@ import polars as pl
 
 from roundhouse.errors import UsageError, first_line
 from roundhouse.tools.outputs.csv_rows import refuse_short_rows
+from roundhouse.tools.outputs.stdout_result import count_text
 
 JOB_COLUMNS = ("job_id", "arrival_s", "first_start_s", "finish_s", "jct_s", "run_s", "gpus", "preemptions")
 
@@ -181,7 +182,7 @@ def _short_of(jobs_file: Path, jobs: pl.DataFrame, summary_file: Path, summary: 
     tracked = summary.get("jobs_tracked")
     if tracked is None or not 0 < jobs.height < tracked:
         return None
-    return f"{jobs_file.name} holds {jobs.height} jobs, but {summary_file.name} counts {tracked:g} (cut short?)"
+    return f"{jobs_file.name} holds {jobs.height:,} jobs, but {summary_file.name} counts {count_text(tracked)} (cut short?)"
 
 
 def _listed_files(info: dict) -> list[str]:
