@@ -10,7 +10,8 @@ generations (`Pollux(patience=10)`); `--full-search` runs all 100 generations ev
 Pollux's simulator does (36-47 s a seed on the 2-core machine, measured on 2026-12-05; the
 default about 6 s a seed).
 
-Reads the workload and Pollux's applications in place from ../shared/data/pollux/.
+Reads the workload in place from ../shared/data/pollux/; Pollux's applications are the built-in
+profile, their fit (traces/pollux.py), as the reproductions run them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Pollux (Qiao et al., OSDI'21) as Blox reproduces it: the scheduling-interval sweep of Blox
 Fig. 3 (Pollux §5.3.2) and the load sweep of Blox Figs. 8-9 (Pollux, FIFO and single-queue LAS on
-64 GPUs at 1 to 40 jobs/hour), on Pollux's workload 6 (Blox's "Pollux-Trace") and Pollux's
-measured applications, both read in place from the reference data's `pollux/` (by default
-`../shared/data/pollux/`; `roundhouse reproduce --data` names another folder).
+64 GPUs at 1 to 40 jobs/hour), on Pollux's workload 6 (Blox's "Pollux-Trace"), read in place from
+the reference data's `pollux/` (by default `../shared/data/pollux/`; `roundhouse reproduce --data`
+names another folder), and Pollux's measured applications as the built-in profile holds their
+fit (`elastic_profile = "pollux"`, traces/pollux.py): refitted on each run, the fit's end point
+depends on the CPU's vector instructions and BLAS kernels, and the figures with it.
 
 Every run charges what Pollux's simulator charges: 30 s without progress whenever a job gets
 GPUs (a start, a restart elsewhere, a resize), and nothing to give them up. FIFO and LAS keep
@@ -34,11 +36,10 @@ from roundhouse.traces.pollux import parse_workload
 
 # Where Pollux's data is in the reference data, and (for benchmarks and tests) in its default folder.
 WORKLOAD_IN_DATA = Path("pollux") / "workloads" / "workload-6.csv"
-PROFILE_IN_DATA = Path("pollux") / "traces"
-_READS = (str(WORKLOAD_IN_DATA.parent), str(PROFILE_IN_DATA))  # what both experiments read there
+_READS = (str(WORKLOAD_IN_DATA.parent),)  # what both experiments read there
 DATA = DEFAULT_DATA / "pollux"
 WORKLOAD = DEFAULT_DATA / WORKLOAD_IN_DATA
-PROFILE = DEFAULT_DATA / PROFILE_IN_DATA
+PROFILE = DATA / "traces"  # Pollux's measurements, which the built-in profile's fit is of
 CLUSTER = "16x4:V100"
 
 # Pollux's element as graphs/pollux.sched runs it (genetic search over allocations, each job's
@@ -136,17 +137,18 @@ def best_responsiveness_note(responsiveness: dict[str, float], interval_s: float
     return f"{best}, not LAS, is most responsive, by more than one {interval_s:g} s round ({DOCS})"
 
 
-def graph_text(workload: str | Path, chain: str, interval_s: float, note: str, profile: Path = PROFILE) -> str:
-    """A graph of Pollux's setting: 16 x 4 GPUs, the trace's applications as an elastic profile,
-    the simulator's 30 s charge on every change of a job's GPUs. A start's charge must end
-    inside its round (the simulator carries only resize pauses over), so at a 30 s interval it
-    is 29 s, one second less than Pollux's."""
+def graph_text(workload: str | Path, chain: str, interval_s: float, note: str) -> str:
+    """A graph of Pollux's setting: 16 x 4 GPUs, Pollux's applications as the built-in elastic
+    profile (their fit, the same on every machine: module docstring), the simulator's 30 s
+    charge on every change of a job's GPUs. A start's charge must end inside its round (the
+    simulator carries only resize pauses over), so at a 30 s interval it is 29 s, one second
+    less than Pollux's."""
     restore = min(30.0, interval_s - 1.0)
     return f"""
 // Pollux's setting ({note}): 16 machines of 4 GPUs, Pollux's measured applications.
 round = {interval_s:g}s;
 cluster = {sched_string(CLUSTER)};
-elastic_profile = {sched_string(profile)};
+elastic_profile = "pollux";
 restore = {restore:g}s;
 resize_restart = 30s;
 TraceSource(path={sched_string(workload)}) -> AcceptAll -> JobPool -> {chain} -> report :: JobMetrics;
@@ -157,8 +159,8 @@ def workload_cells(workload: Path) -> pl.DataFrame:
     """Workload 6's cells as text, once Pollux's reader has found nothing wrong with them: a
     damaged file is named (with its line) here, not as the copy an experiment would write."""
     cells = read_cells(workload)
-    # (Against Pollux's six applications as traces/pollux.py transcribes their fit: refitting
-    # the profile folder here would take seconds, and every run refits it anyway.)
+    # (Against Pollux's six applications as traces/pollux.py transcribes their fit, the profile
+    # every run uses.)
     parse_workload(cells.frame, str(workload), lines=cells.lines)
     return cells.frame
 
@@ -200,10 +202,9 @@ def pollux_interval(out_dir: Path, quick: bool) -> Report:
     jobs = 40 if quick else 160
     intervals = (60, 480) if quick else INTERVALS
     workload = path_from_graphs(out_dir, first_jobs(out_dir, jobs, data_folder() / WORKLOAD_IN_DATA))
-    profile = data_folder() / PROFILE_IN_DATA
     specs = [
         RunSpec(
-            str(write_graph(out_dir, f"pollux-{s}s", graph_text(workload, POLLUX, s, f"scheduling interval {s} s", profile))),
+            str(write_graph(out_dir, f"pollux-{s}s", graph_text(workload, POLLUX, s, f"scheduling interval {s} s"))),
             labels={"interval_s": s},
         )
         for s in intervals
@@ -262,12 +263,11 @@ def pollux_interval(out_dir: Path, quick: bool) -> Report:
 def pollux_load(out_dir: Path, quick: bool) -> Report:
     jobs = 30 if quick else 160
     loads = (5, 40) if quick else LOADS
-    profile = data_folder() / PROFILE_IN_DATA
     specs = []
     for load in loads:
         trace = retimed_workload(out_dir, load, jobs, workload=data_folder() / WORKLOAD_IN_DATA)
         for name, chain in POLICIES.items():
-            text = graph_text(path_from_graphs(out_dir, trace), chain, LOAD_INTERVAL_S, f"{name} at {load} jobs/hour", profile)
+            text = graph_text(path_from_graphs(out_dir, trace), chain, LOAD_INTERVAL_S, f"{name} at {load} jobs/hour")
             graph = write_graph(out_dir, f"{name.lower()}-{load}-per-hour", text)
             specs.append(RunSpec(str(graph), labels={"policy": name, "load": load}))
     runs = summary_table(run(specs)).sort(["load", "policy"])
