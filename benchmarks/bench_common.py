@@ -1,8 +1,9 @@
-"""Shared by the benchmark scripts: argument types that refuse out-of-range values with a usage
-error (exit status 2) before anything starts, a script's description for its --help, the check
-of a program given on the command line, the package compiled to bytecode before command-line
-runs are timed, a child process stopped with time to clean up, a script's main run so that
-Ctrl-C ends it with a message, and the refusal of a helper module run as a script."""
+"""Shared by the benchmark scripts: argument types that refuse out-of-range values and empty
+paths with a usage error (exit status 2) before anything starts, a script's description for its
+--help, the check of a program given on the command line, the package compiled to bytecode
+before command-line runs are timed, a child process stopped with time to clean up, a script's
+main run so that Ctrl-C ends it with a message, and the refusal of a helper module run as a
+script."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 
@@ -43,6 +45,14 @@ def _bounded(minimum: float, fits: Callable[[float], bool], wanted: str) -> Call
         return value
 
     return convert
+
+
+def path_option(text: str) -> Path:
+    """An argparse type: a path, not empty (Path("") is the working folder, where an empty
+    value, such as an unset shell variable's, would have a script read or write)."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a path, got ''")
+    return Path(text)
 
 
 def description(doc: str | None) -> str:
@@ -154,7 +164,6 @@ def compile_bytecode() -> None:
     of each run that no installed copy pays. (Written into each folder's __pycache__, which git
     ignores; a module edited later is compiled again when imported.)"""
     import compileall
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     for folder in ("runtime", "elements", "tools", "traces", "wire", "agents"):

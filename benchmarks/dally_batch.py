@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench_common import description, exit_on_terminate, run_script  # noqa: E402
+from bench_common import description, exit_on_terminate, path_option, run_script  # noqa: E402
 
 from roundhouse.tools.reproductions import load_all  # noqa: E402
 
@@ -40,7 +40,7 @@ def main() -> None:
         help="the experiment to time (default dally-batch)",
     )
     parser.add_argument(
-        "--out", type=Path, help="keep the experiment's tables and figures in this folder (default: a temporary folder)"
+        "--out", type=path_option, help="keep the experiment's tables and figures in this folder (default: a temporary folder)"
     )
     args = parser.parse_args()
     exit_on_terminate()  # (`kill PID` stops what it started, as Ctrl-C does)

@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench_common import description, run_script  # noqa: E402
+from bench_common import description, path_option, run_script  # noqa: E402
 
 from roundhouse.errors import UsageError  # noqa: E402
 from roundhouse.tools.outputs.whole_file import write_whole  # noqa: E402
@@ -104,13 +104,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument(
         "--workloads",
-        type=Path,
+        type=path_option,
         default=WORKLOADS,
         help=f"the folder of Dally's ASTRA-sim workload files (default: {WORKLOADS})",
     )
     parser.add_argument(
         "--out",
-        type=Path,
+        type=path_option,
         default=SHIPPED_COMMUNICATION,
         help=f"the file to write (default: {SHIPPED_COMMUNICATION}, the shipped profile, which is overwritten)",
     )

@@ -53,7 +53,16 @@ import time
 from pathlib import Path
 
 from anchor_run import AnchorFailed, failure, run_anchor
-from bench_common import at_least, compile_bytecode, description, exit_on_terminate, program_problem, run_child, run_script
+from bench_common import (
+    at_least,
+    compile_bytecode,
+    description,
+    exit_on_terminate,
+    path_option,
+    program_problem,
+    run_child,
+    run_script,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data" / "gavel"
@@ -257,9 +266,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--repeat", type=at_least(1), default=1, help="runs per case (the fastest is reported; default 1)")
     parser.add_argument(
-        "--data", type=Path, help=f"the folder of Gavel's reference data (default: {SHARED}, skipped when it is not there)"
+        "--data", type=path_option, help=f"the folder of Gavel's reference data (default: {SHARED}, skipped when it is not there)"
     )
-    parser.add_argument("--gavel", type=Path, help="the folder scheduler/ of Gavel's checkout: run its simulator now too")
+    parser.add_argument("--gavel", type=path_option, help="the folder scheduler/ of Gavel's checkout: run its simulator now too")
     parser.add_argument("--gavel-python", help="with --gavel, the Python to run Gavel with (default: this one)")
     args = parser.parse_args()
     exit_on_terminate()  # (`kill PID` stops what it started, as Ctrl-C does)

@@ -100,6 +100,12 @@ def collect(out, procs: list, timeout: float) -> list:
     return got
 
 
+def job_counts(most: int) -> list[int]:
+    """The numbers of jobs measured, up to `most`, which is measured too (`--max 2` measures 1
+    and 2 jobs, not 1 alone, and `--max 1000` measures 1,000, not at most 256)."""
+    return [n for n in (1, 4, 16, 32, 64, 128, 256) if n < most] + [most]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--max", type=at_least(1), default=64, help="most jobs (default 64)")
@@ -107,7 +113,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=above(0.0), default=3.0, help="how long each job runs (default 3)")
     args = parser.parse_args()
     exit_on_terminate()  # (`kill PID` stops what it started, as Ctrl-C does)
-    counts = [n for n in (1, 4, 16, 32, 64, 128, 256) if n <= args.max]
+    counts = job_counts(args.max)
     nodes = max(1, (max(counts) + 3) // 4)
     with running_scheduler(nodes, 4) as cluster:
         folder = cluster.folder  # (for the optimistic leases' files)

@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import at_least, description, run_script  # noqa: E402
+from bench_common import at_least, description, path_option, run_script  # noqa: E402
 
 from roundhouse.elements.policies import pollux_search as search  # noqa: E402
 from roundhouse.elements.policies.pollux import goodput_table  # noqa: E402
@@ -176,7 +176,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument(
         "--pollux",
-        type=Path,
+        type=path_option,
         help="the folder simulator/ of petuum/adaptdl's osdi21-artifact: time Pollux's own search too (needs pymoo 0.4)",
     )
     parser.add_argument(

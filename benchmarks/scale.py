@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO))
 
 import alibaba_sim  # noqa: E402  (beside this script)
 from anchor_run import AnchorFailed  # noqa: E402
-from bench_common import compile_bytecode, description, exit_on_terminate, program_problem, run_child, run_script  # noqa: E402
+from bench_common import compile_bytecode, description, exit_on_terminate, path_option, program_problem, run_child, run_script  # noqa: E402
 
 # name: (group, what, jobs, rate per hour, cluster, policy, placer, how it runs, in --quick)
 #   group "active": jobs in the system grow with the number of jobs (overloaded 128 GPUs)
@@ -440,14 +440,18 @@ def main() -> None:
         "--only", metavar="NAME", action="append", help=f"run only these cases ({', '.join([*CASES, GAVEL_CASE])})"
     )
     parser.add_argument("--no-skip", action="store_true", help="event skipping off (skip_rounds=false)")
-    parser.add_argument("--plot", type=Path, help="write the plot to this file (docs/figures/scale.png is a full run's)")
+    parser.add_argument("--plot", type=path_option, help="write the plot to this file (docs/figures/scale.png is a full run's)")
     parser.add_argument(
-        "--alibaba", type=Path, help="the folder cluster-trace-gpu-v2020/simulator of Alibaba's clusterdata: run it now too"
+        "--alibaba",
+        type=path_option,
+        help="the folder cluster-trace-gpu-v2020/simulator of Alibaba's clusterdata: run it now too",
     )
     parser.add_argument("--alibaba-python", help="with --alibaba, the Python to run it with (default: this one)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.quick and args.only:  # (else `--quick --only million-160` runs a million jobs)
+        parser.error("--quick has no effect with --only (which runs the cases named, small or not)")
     exit_on_terminate()  # (`kill PID` stops what it started, as Ctrl-C does)
     compile_bytecode()  # (start-up timed as an installed package's: bench_common.compile_bytecode)
     if args.child:
@@ -461,7 +465,7 @@ def main() -> None:
     )
     unknown = [n for n in names if n not in CASES and n != GAVEL_CASE]
     if unknown:
-        parser.error(f"unknown case(s) {', '.join(unknown)}; the cases are {', '.join([*CASES, GAVEL_CASE])}")
+        parser.error(f"--only: unknown case(s) {', '.join(map(repr, unknown))}; the cases are {', '.join([*CASES, GAVEL_CASE])}")
     if args.plot is not None:
         # Checked before the cases run, which can take minutes.
         plotted = [n for n, case in CASES.items() if case[0] in PLOTTED_GROUPS]

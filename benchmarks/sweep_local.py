@@ -42,6 +42,7 @@ from bench_common import (  # noqa: E402
     at_least,
     description,
     exit_on_terminate,
+    path_option,
     plural,
     run_script,
 )
@@ -110,7 +111,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--out",
-        type=Path,
+        type=path_option,
         help="the sweep's folder, kept (default: a temporary one, removed at the end); a stopped sweep is resumed there",
     )
     options = parser.parse_args()
