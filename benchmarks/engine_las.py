@@ -8,8 +8,8 @@
 Prints wall time and rounds per second. Targets (set for a 2-core machine): 10,000 jobs at
 8 jobs/hour on 128 GPUs in under 2 s; 100,000 jobs (`--full`) in under 15 s; Blox's LAS
 experiment (single-GPU jobs at 4 jobs/hour on 32 x 4 GPUs, 300 s rounds, until jobs 3000-3999
-finish, ~13,500 rounds), which takes Blox's simulator 351 s here, at least 1,000x faster (under
-0.35 s). This is a script that prints figures, not a timed test.
+finish, ~13,500 rounds), which took Blox's simulator 351 s when the target was set, at least
+1,000x faster (under 0.35 s). This is a script that prints figures, not a timed test.
 
 Wall time depends on the machine (the same code has run the 10,000-job case in 3.8 s on one
 2-core machine and in 12-14 s on another); instruction counts do not. To compare two versions
