@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roundhouse.errors import RoundhouseError, UsageError, did_you_mean
-from roundhouse.runtime.files import make_folder, writing
+from roundhouse.runtime.files import make_folder, refuse_control_characters, writing
 from roundhouse.tools.deferred_interrupts import deferred_interrupts
 
 if TYPE_CHECKING:
@@ -55,8 +55,7 @@ def reproduce(args) -> int:
     args.names = list(dict.fromkeys(args.names))  # (a name given twice runs once: its folder is one)
     for name in args.names:
         if name not in experiments:
-            hint = did_you_mean(name, experiments)
-            raise UsageError(f"no experiment '{name}'" + (f"; {hint}" if hint else "; --list shows them"))
+            raise UsageError(f"no experiment '{name}'; {_near_misses(name, experiments)}")
     listing = args.list or not args.names  # (with names, --list lists those)
     if listing:
         _refuse_run_options(args)
@@ -85,6 +84,7 @@ def reproduce(args) -> int:
     data = Path(args.data)
     for name in args.names:  # (all before any runs: a missing folder is found in seconds, not hours)
         _check_data(experiments[name], data)
+        _check_out(Path(args.out) / name, name)
     with reading_data_from(data.resolve()):  # (absolute: graphs that name its files run elsewhere)
         for done, name in enumerate(args.names):
             try:
@@ -94,6 +94,18 @@ def reproduce(args) -> int:
                     console.print(f"not run: {', '.join(args.names[done + 1 :])}", highlight=False)
                 raise
     return 0
+
+
+def _near_misses(name: str, experiments) -> str:
+    """What to say after "no experiment NAME": the names it begins (a paper's name, "blox",
+    begins all of its experiments'), names run together with commas, else the closest names."""
+    parts = [p.strip() for p in name.split(",") if p.strip()]
+    if len(parts) > 1 and all(p in experiments for p in parts):
+        return f"give the names separated by spaces: {' '.join(parts)}"
+    family = [e for e in experiments if e.lower().startswith(name.lower())] if name else []
+    if family:
+        return "did you mean " + " or ".join(f"'{e}'" for e in family) + "?"
+    return did_you_mean(name, experiments) or "--list shows them"
 
 
 def _refuse_run_options(args) -> None:
@@ -205,10 +217,38 @@ def _check_data(e: Experiment, data: Path) -> None:
             )
 
 
+def _check_out(out: Path, name: str) -> None:
+    """Refuse, before any experiment runs, a folder `--out/NAME` that a later one of the
+    command's experiments could not write into (a file, or another run's output), rather than
+    after the ones before it have run, perhaps for hours."""
+    refuse_control_characters(out, "--out", "folder")
+    if out.is_dir():
+        try:
+            _earlier(out, out, name)
+        except OSError as err:  # (a folder that cannot be listed)
+            raise UsageError(f"--out {out}: cannot read the folder: {err.strerror}") from None
+    elif out.exists() or out.is_symlink():
+        raise UsageError(f"--out {out}: exists and is not a folder")
+
+
 def _clear(out: Path, shown: Path, name: str) -> set[str]:
     """Remove from `out` what an earlier run of experiment `name` wrote there, so that none of it
     stays beside the new results (a stale failure.txt, a full run's graphs after a quick run);
-    return what is left, which is not the experiment's. As `run --out` refuses another command's
+    return what is left, which is not the experiment's."""
+    present = {p.name for p in out.iterdir()} - {MARK}
+    earlier = _earlier(out, shown, name)
+    if earlier is None:
+        return set()
+    others, wrote = earlier
+    # What the earlier run wrote; if it was stopped before it could say, all it did not find there.
+    ours = present & wrote if wrote is not None else present - others
+    _remove(out, ours)
+    return present - ours
+
+
+def _earlier(out: Path, shown: Path, name: str) -> tuple[set[str], set[str] | None] | None:
+    """What the mark of an earlier run of experiment `name` in folder `out` says (others,
+    wrote), or None for a folder with nothing in it. As `run --out` refuses another command's
     results, a folder that is not this experiment's output (no MARK of it) is refused unless it
     is empty: nothing but what the experiment wrote is ever removed."""
     mark = out / MARK
@@ -220,7 +260,7 @@ def _clear(out: Path, shown: Path, name: str) -> set[str]:
                 f"--out {shown}: holds files that `roundhouse reproduce {name}` did not write ({listed}; no {MARK}); "
                 "give another folder, or remove them first"
             )
-        return set()
+        return None
     earlier = _read_mark(mark, name)
     if earlier is None:
         owner = _marked_experiment(mark)
@@ -230,11 +270,7 @@ def _clear(out: Path, shown: Path, name: str) -> set[str]:
                 "give another folder, or remove it first"
             )
         raise UsageError(f"--out {shown}: its {MARK} is not one of experiment {name}; give another folder, or remove it first")
-    others, wrote = earlier
-    # What the earlier run wrote; if it was stopped before it could say, all it did not find there.
-    ours = present & wrote if wrote is not None else present - others
-    _remove(out, ours)
-    return present - ours
+    return earlier
 
 
 def _remove(out: Path, entries: set[str]) -> None:

@@ -5,6 +5,7 @@ figures (a metric against load, JCT CDFs) with matplotlib as PNG."""
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -187,16 +188,26 @@ def plot_against_load(
     return save_figure(path, draw)
 
 
+BAR_LABEL_CHARS = 14  # characters to the inch of a bar label's line, at 8 points
+
+
 def plot_bars(labels: list[str], values: list[float], path: Path, ylabel: str, title: str) -> Path:
+    # (an inch of width for each bar, past the usual width, and labels wrapped to their bar's
+    # share of it, so that neighbouring labels never run into each other; a label's own line
+    # breaks are kept)
+    width = max(5.5, 0.8 + 1.0 * len(labels))
+    per_line = max(BAR_LABEL_CHARS, int(BAR_LABEL_CHARS * (width - 0.8) / max(len(labels), 1)))
+    shown = ["\n".join(textwrap.fill(line, per_line) for line in label.split("\n")) for label in labels]
+
     def draw(ax):
-        ax.bar(labels, values, color="#4c72b0")
+        ax.bar(shown, values, color="#4c72b0")
         for i, v in enumerate(values):
             ax.text(i, v, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=10)
         ax.tick_params(axis="x", labelsize=8)
 
-    return save_figure(path, draw, size=(5.5, 3.4))
+    return save_figure(path, draw, size=(width, 3.4))
 
 
 def plot_cdf(jobs: pl.DataFrame, series: str, path: Path, title: str, column: str = "jct_s") -> Path:

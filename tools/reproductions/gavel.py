@@ -257,7 +257,7 @@ def makespan(out: Path, quick: bool) -> Report:
     report = Report(tables={"makespan": table})
 
     def draw(ax):
-        for policy, group in table.group_by("policy", maintain_order=True):
+        for (policy,), group in table.group_by(["policy"], maintain_order=True):  # (keys come as tuples)
             stats = _mean_std(group, ["jobs"], "makespan_s").sort("jobs")
             ax.errorbar(
                 stats["jobs"], stats["mean"] / 3600, yerr=stats["std"].fill_null(0) / 3600, marker="o", capsize=3, label=policy
