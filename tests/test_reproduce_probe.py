@@ -110,3 +110,12 @@ def test_a_later_experiments_out_that_is_a_file_is_refused_before_anything_runs(
     err = fails(capsys, "reproduce", "--quick", "--out", "out", "tiresias-toy", "gavel-hierarchical")
     assert err.strip() == "error: --out out/gavel-hierarchical: exists and is not a folder"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["gavel-hierarchical"]
+
+
+def test_a_gap_that_rounds_to_none_is_never_said_higher():
+    from roundhouse.tools.reproductions._runs import pct_lower
+
+    assert pct_lower(100.0, 100.04) == "0.0% lower"  # (it said "0.0% higher")
+    assert pct_lower(100.0, 99.96) == "0.0% lower"
+    assert pct_lower(100.0, 100.06) == "0.1% higher"
+    assert pct_lower(100.0, 90.0) == "10.0% lower"

@@ -83,7 +83,8 @@ def pct_lower(base: float, other: float) -> str:
     """How much lower `other` is than `base`, as a percentage (or how much higher)."""
     if not base > 0:
         return "n/a"
-    change = 100.0 * (base - other) / base
+    # (Rounded before its sign is read: a gap that rounds to none is "0.0% lower", never "0.0% higher".)
+    change = round(100.0 * (base - other) / base, 1) + 0.0
     return f"{change:.1f}% lower" if change >= 0 else f"{-change:.1f}% higher"
 
 
