@@ -12,7 +12,7 @@ from roundhouse.elements.policies.base import Policy
 from roundhouse.elements.policies.optimus_room import Layout
 from roundhouse.runtime.element import element
 from roundhouse.runtime.types import Active, Ranking
-from roundhouse.runtime.values import at_most, non_negative, positive
+from roundhouse.runtime.values import at_least, at_most, non_negative, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -136,7 +136,7 @@ class Optimus(Policy):
         ranking: jobs by expected remaining time, each with the GPUs it should get.
     Arguments:
         threshold: relative distance to the fitted floor at which a job counts as converged.
-        samples: losses kept per job for the fit (the latest ones).
+        samples: losses kept per job for the fit (the latest ones; 3 to 1000).
         max_gpus: the most GPUs a job may get (default: a node's worth, or its own request if more); a job whose model the profile does not know keeps the GPUs it asked for, above it too.
         hysteresis: share of its remaining time a running job's change of GPU count must save beyond the restart it costs (0 to 0.5).
     Counters:
@@ -154,13 +154,10 @@ class Optimus(Policy):
     fixed = ("_counts", "_counts_list")
 
     threshold: float = attrs.field(default=0.001, validator=positive)
-    samples: int = attrs.field(default=8, validator=[positive, at_most(1000)])  # a sample buffer per job: bounded
+    # (three: a curve has three parameters; a sample buffer per job: bounded)
+    samples: int = attrs.field(default=8, validator=[at_least(3), at_most(1000)])
     max_gpus: int | None = attrs.field(default=None, validator=positive)
     hysteresis: float = attrs.field(default=0.05, validator=[non_negative, at_most(0.5)])
-
-    def __attrs_post_init__(self) -> None:
-        if self.samples < 3:
-            raise ValueError(f"samples must be at least 3 (a curve has three parameters), got {self.samples}")
 
     def start(self, ctx: RoundContext) -> None:
         m = self.samples
@@ -252,6 +249,7 @@ class Optimus(Policy):
         self._record(ctx, active)
         n = len(active)
         if n == 0:
+            self.counters.update(fitted=0, extra_gpus=0)  # (this round's: none)
             return Ranking.empty()
         remaining = self.remaining_iterations(ctx, active)
         order = np.lexsort((np.arange(n), remaining / active.reference_rate))

@@ -22,7 +22,7 @@ from roundhouse.elements.policies.srtf import REMAINING_DECIMALS
 from roundhouse.runtime.element import element, element_family
 from roundhouse.runtime.explain import Reason
 from roundhouse.runtime.types import Active, Ranking
-from roundhouse.runtime.values import Duration, FilePath, describe, file_read_by, positive
+from roundhouse.runtime.values import Duration, FilePath, at_least, describe, file_read_by, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -59,24 +59,25 @@ class _Queues(Policy):
     Arguments:
         queues: the number of queues K.
         thresholds: the K-1 queue limits in GPU-time (GPU-seconds), increasing.
-        promote_knob: promote a waiting job once waiting >= knob x running time since entering the top queue (default: never).
+        promote_knob: promote a waiting job once waiting >= knob x running time since entering the top queue (default: never; needs two queues or more).
     Counters:
         promoted: starving jobs put back in the first queue so far.
         demoted: moves to a lower queue seen so far.
     """
 
-    queues: int = attrs.field(default=2)
+    queues: int = attrs.field(default=2, validator=at_least(1))
     thresholds: list[Duration] = attrs.field(factory=lambda: [Duration(3600.0)], validator=_thresholds_ok)
     promote_knob: float | None = attrs.field(default=None, validator=positive)
 
     def __attrs_post_init__(self) -> None:
-        if self.queues < 1:
-            raise ValueError(f"queues must be at least 1, got {self.queues}")
         if len(self.thresholds) != self.queues - 1:
             raise ValueError(
                 f"{self.queues} queue(s) need {self.queues - 1} threshold(s), got {len(self.thresholds)} "
                 "(the last queue has no upper limit; the default, [1h], is two queues' limit)"
             )
+        if self.promote_knob is not None and self.queues == 1:
+            # (a job is promoted from a lower queue to the first: with one queue, never)
+            raise ValueError("promote_knob needs two queues or more: with queues=1 no job is ever promoted")
 
     def start(self, ctx: RoundContext) -> None:
         self._limits = np.asarray(self.thresholds, dtype=np.float64)
@@ -222,7 +223,7 @@ class TiresiasGittins(_Queues):
     Ports:
         ranking: the jobs, first queue first, highest index first inside a queue.
     Arguments:
-        history: a trace of past jobs whose service distribution to use (default: the jobs arrived so far).
+        history: a trace of past jobs whose service distribution to use (default: the jobs arrived so far; needs two queues or more).
     Cost: O(n log s) over the pool's jobs n and service samples s (Gittins indices by binary
         search), plus a sort, O(n log n).
     See also: TiresiasLas, Las
@@ -235,6 +236,12 @@ class TiresiasGittins(_Queues):
     history: FilePath | None = attrs.field(
         default=None, validator=file_read_by(_history_services, "history of past jobs to draw services from")
     )
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        if self.history is not None and self.queues == 1:
+            # (the one queue is the last, first-in first-out: no index is read)
+            raise ValueError("history needs two queues or more: with queues=1 every job is served first-in first-out")
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
