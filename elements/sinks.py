@@ -452,7 +452,8 @@ class LinkBandwidth(Element):
         none
     Counters:
         launches: single-node multi-GPU launches measured so far.
-    Cost: O(r) over running jobs r (the links each spans).
+    Cost: O(l k^2) over the round's launches l of k GPUs each (the links among a launch's
+        GPUs); running jobs that were not launched cost nothing.
     See also: BandwidthAwareIntraNode, RandomIntraNode, JobMetrics
     Paper: Blox (EuroSys'24) §5.3, Table 4 (average bandwidth observed by single-node multi-GPU jobs).
     """

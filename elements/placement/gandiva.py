@@ -72,8 +72,9 @@ class Gandiva(Placer):
         affinity: jobs placed on a machine whose affinity is their GPU demand so far.
         spread: jobs larger than a machine placed on random GPUs so far.
         migrated: running jobs moved from several racks to one so far (the only move).
-    Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and
-    machines N, plus O(m R) over the running jobs m larger than a machine and racks R (migration).
+    Cost: O(n + G) over ranked jobs n and GPUs G (a waiting job that finds no room costs O(1)),
+    plus O(l N) over the jobs l it places and machines N (O(G) for one larger than a machine, and
+    for a move), plus O(m R) over the running jobs m larger than a machine and racks R (migration).
         Not ticked after a round whose plan changed nothing, until an arrival or a completion
         (event skipping).
     See also: DelayPlacer, TiresiasDally, Fifo
@@ -140,33 +141,46 @@ class Gandiva(Placer):
         launch_gpus: list[np.ndarray] = []
         moved: list[int] = []
         machine_size = cluster.max_gpus_per_node
+        # The free GPUs, in all and per machine, kept up to date as jobs are placed, and the
+        # least demand no machine had room for (free GPUs only dwindle within a round): a job
+        # that finds no room costs O(1), however long the queue behind a full cluster.
+        free = int(np.count_nonzero(available))
+        per_node = cluster.per_node(available)
+        no_machine = machine_size + 1
         for i in np.flatnonzero((held == 0) & (want > 0)).tolist():
             demand = int(want[i])
-            if demand > np.count_nonzero(available):
+            if demand > free:
                 if ranking.backfill:
                     continue
                 break  # (it holds up the jobs ranked below it)
             if demand <= machine_size:
-                node, by_affinity = self._machine(cluster.per_node(available), demand)
+                node, by_affinity = self._machine(per_node, demand) if demand < no_machine else (-1, False)
                 if node < 0:
+                    no_machine = min(no_machine, demand)
                     if ranking.backfill:
                         continue
                     break
-                ids = np.flatnonzero(available & (cluster.gpu_node == node))[:demand]
+                first = int(cluster.node_first_gpu[node])
+                ids = first + np.flatnonzero(available[first : first + int(cluster.node_gpus[node])])[:demand]
+                per_node[node] -= demand
                 self._affinity[node] = demand if self._affinity[node] == 0 else self._affinity[node]
                 self.counters["affinity"] += int(by_affinity)
             else:
                 ids = np.sort(self._rng.choice(np.flatnonzero(available), size=demand, replace=False))
+                per_node -= np.bincount(cluster.gpu_node[ids], minlength=cluster.n_nodes)
                 self.counters["spread"] += 1
+            free -= demand
             available[ids] = False
             launch_rows.append(int(rows[i]))
             launch_gpus.append(ids)
         # Migration: a running job spread over racks that one rack could now hold.
+        per_rack = None
         for i in np.flatnonzero((held > 0) & (want > machine_size) & (want <= self._rack_size)).tolist():
             row = int(rows[i])
             if len(np.unique(cluster.gpu_rack[ctx.gpus_of(row)])) < 2:
                 continue
-            per_rack = np.bincount(cluster.gpu_rack[available], minlength=cluster.n_racks)
+            if per_rack is None:
+                per_rack = np.bincount(cluster.gpu_rack[available], minlength=cluster.n_racks)
             demand = int(want[i])
             slack = np.where(per_rack >= demand, per_rack - demand, np.iinfo(np.int64).max)
             rack = int(slack.argmin())
@@ -174,6 +188,7 @@ class Gandiva(Placer):
                 continue
             ids = np.flatnonzero(available & (cluster.gpu_rack == rack))[:demand]
             available[ids] = False
+            per_rack[rack] -= demand
             launch_rows.append(row)
             launch_gpus.append(ids)
             moved.append(row)

@@ -191,10 +191,11 @@ class TiresiasDally(_Selective):
     GPUs that holds it (a job larger than a machine: the fewest machines of the rack that holds
     it on the fewest, the fullest rack among equals; larger than a rack: the fewest racks), and
     otherwise waits, however long: Tiresias has no timer that relaxes consolidation. Every other
-    job takes the first machine with room, else the fewest machines of the first rack with
-    room, else the fewest racks, at once, whatever the tier. Machines (and racks) with the most
-    free GPUs come first, the lowest-numbered among equals, and a job takes the lowest-numbered
-    free GPUs of those chosen. For a job larger than a machine, Dally's simulator takes the rack
+    job takes the first machine with room (the lowest-numbered, however many GPUs others have
+    free), else the fewest machines of the first rack with room, else the fewest racks, at once,
+    whatever the tier. Those fewest machines (and racks) are the ones with the most free GPUs,
+    the lowest-numbered among equals, and a job takes the lowest-numbered free GPUs of those
+    chosen. For a job larger than a machine, Dally's simulator takes the rack
     with the fewest free GPUs (high skew) or the first with room, and there, or across the
     cluster, the first free GPUs in its own order, which can spread a job over more machines or
     racks than it needs while fewer have room; as DelayPlacer, this baseline does not, so that
