@@ -126,11 +126,12 @@ class AcceptThreshold(Element):
             self._queue = np.concatenate([self._queue, rows])
         demand = int(gpus[self._admitted].sum())
         release = 0
-        if len(self._queue):
+        limit = float(self.factor) * ctx.cluster.n_gpus
+        if len(self._queue) and demand <= limit + 1e-9:
             # Blox's test, made before each queued job is taken: the demand so far, this round's
             # admissions included, against the limit. Non-decreasing along the queue, so the jobs
-            # that pass are a prefix of it.
-            limit = float(self.factor) * ctx.cluster.n_gpus
+            # that pass are a prefix of it. (A demand past the limit refuses the queue's head, and
+            # so every job behind it: a long queue is not summed in a round that admits nothing.)
             sizes = gpus[self._queue]
             before = np.cumsum(sizes) - sizes + demand
             release = int(np.searchsorted(before, limit + 1e-9, side="right"))
@@ -149,7 +150,7 @@ class AcceptThreshold(Element):
                 # queue, the GPUs admitted jobs ask for, and the limit.
                 held = self._queue[-min(len(jobs), len(self._queue)) :]
                 place = len(self._queue) - len(held) + np.arange(1, len(held) + 1)
-                ctx.explain(Reason.HELD, held, place, demand, int(float(self.factor) * ctx.cluster.n_gpus))
+                ctx.explain(Reason.HELD, held, place, demand, int(limit))
         return ctx.jobs.view(out, Jobs)
 
     def quiet_until(self, ctx: RoundContext) -> float:

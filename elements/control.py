@@ -140,7 +140,9 @@ class ChooseAdmission(_Switch):
     Counters:
         selected: index of the gate acting now.
         switches: times the gate changed.
-    Cost: the selected candidate's cost; O(h) over the held jobs h when the candidate changes.
+    Cost: the selected candidate's cost, plus O(a + k) over the admitted, unfinished jobs a (kept
+        for a gate that takes over) and the jobs k admitted, in a round in which jobs are admitted
+        or finish; O(h) over the held jobs h when the candidate changes.
     See also: ChoosePolicy, Synthesizer, AcceptThreshold
     Paper: Blox (EuroSys'24) §5.2, admission policies of the automatic scheduler synthesizer.
     """
@@ -164,7 +166,7 @@ class ChooseAdmission(_Switch):
         """What is wrong with an element an argument names, or None (the compiler asks, and
         reports it where the argument names it)."""
         nested = super().reference_problem(field, peer)
-        if nested is not None:
+        if nested is not None or peer is self:  # (naming itself: the compiler says so, alone)
             return nested
         gate = [p.type for p in peer.inputs] == [Jobs] and [p.type for p in peer.outputs] == [Jobs]
         # (an element with other ports: the compiler says so, comparing them with the switch's)

@@ -30,8 +30,9 @@ class JobPool(Element):
     Counters:
         active: jobs in the pool now.
         running: jobs of the world that hold GPUs now (in a graph of one pool, its own).
-    Cost: O(k) over jobs k joining; O(n) over its jobs n in a round in which some finish. Not
-        ticked in rounds carried out in passing (their arrivals join at its next tick).
+    Cost: O(n + k) over its jobs n and the jobs k joining, in a round in which jobs join or
+        finish (its list of jobs is made anew); O(1) in other rounds. Not ticked in rounds
+        carried out in passing (their arrivals join at its next tick).
     See also: AcceptAll, AcceptThreshold, Las
     Paper: Blox (EuroSys'24) §6.4, JobState.
     """

@@ -170,7 +170,12 @@ class TraceSource(_Replay):
                 raise _beyond_a_century(self, "redrawn", trace.height, seed, last)
             trace = trace.with_columns(arrival_s=arrivals)
         if self.timing == "duration" and trace["duration_s"].null_count():
-            raise TraceError(str(self.path), "timing=duration needs a duration_s for every job", column="duration_s")
+            # (a job known by its model and iterations: the first such, named, as prepare names a job)
+            first = trace["job_id"].filter(trace["duration_s"].is_null())[0]
+            missing = TraceError(
+                str(self.path), f"job {first} has none, and timing=duration needs a duration_s for every job", column="duration_s"
+            )
+            raise _at_declaration(self, missing, from_file=True)
         profile = None
         if self.timing == "duration":  # an empty profile: no job is known by its model
             profile = ProfileTable.from_frame(ProfileTable.load().frame.clear(), source="(no profile: timing=duration)")
