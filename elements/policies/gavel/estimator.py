@@ -116,9 +116,9 @@ class PairEstimator(Element):
         active: admitted, unfinished jobs (fingerprinted as they arrive).
         estimates: what it knows this round, for the solvers (PairEstimates).
     Arguments:
-        references: how many reference job configurations (single-GPU ones from the profile).
+        references: how many reference job configurations (the profile's first single-GPU ones; all of them when it has fewer).
         profiled: fraction of fingerprint entries measured; the rest are completed.
-        rank: rank of the matrix completion.
+        rank: rank of the matrix completion (at most the fingerprint matrix's smaller side).
         known: a pair-throughput table the scheduler has measured in advance (default: none).
         seed: seed for which entries are profiled (default: derived from the graph's seed).
     Counters:

@@ -95,7 +95,7 @@ class GavelSolver(Element):
         shares: time fractions per job and GPU type (and per pair, with space sharing).
     Arguments:
         aware: use measured throughputs per GPU type (false: all types as fast as the reference).
-        interval: minimum time between re-solves (a re-solve follows a job arrival or completion; in between, the last allocation is handed on without the jobs that have left).
+        interval: minimum time between re-solves (a re-solve follows a job arrival or completion; in between, the last allocation is handed on without the jobs that have left). A solve at time 0 does not start it, as in Gavel's simulator.
         space_sharing: add pair rows (two jobs on the same GPUs) from the pair table.
         placement_sensitive: give each type a consolidated and a spread column.
         lp: the LP solver: GLOP (simplex) or PDLP (first-order; a program whose numbers PDLP would warn about, such as coefficients more than 1e20 apart, is solved by GLOP).
@@ -790,9 +790,9 @@ class MinCost(_CostSolver):
     reference-GPU equivalents and each GPU charged at its type's hourly price (a shared GPU once).
     The linear-fractional program becomes one LP by the Charnes-Cooper transformation. Because
     the ratio is unchanged when every allocation is scaled down, every job is also held to at
-    least an equal share of the cluster's time (its GPUs over all GPUs asked for, at most 1);
-    within that, the program picks the GPU types. When that share does not fit (jobs that can
-    run only on a small type), every job is held to the largest share all can have at once,
+    least an equal share of the cluster's time (the cluster's GPUs over all the GPUs the jobs ask
+    for, at most 1); within that, the program picks the GPU types. When that share does not fit
+    (jobs that can run only on a small type), every job is held to the largest share all can have at once,
     found by one more LP, and that is counted (floor_relaxed). A type priced at 0 is free:
     when the jobs' shares fit on free GPUs alone, nothing is spent (the allocation with the most
     throughput among those is taken); otherwise the ratio decides. With every usable type free
