@@ -11,6 +11,7 @@ import numpy as np
 
 from roundhouse.errors import SchedError, TraceError
 from roundhouse.runtime.element import MAX_JOBS, MAX_RATE, MAX_SECONDS, MAX_START_ID, Element, Out, element
+from roundhouse.runtime.element_failures import argument_error
 from roundhouse.runtime.types import Jobs
 from roundhouse.runtime.values import Duration, FilePath, Rate, at_most, describe, existing_file, non_negative, one_of, positive
 from roundhouse.traces.jobs import JobBatch
@@ -38,7 +39,7 @@ class _Replay(Element):
         try:
             batch, unknown = ctx.prepare(trace, origin, profile)
         except TraceError as err:
-            raise _at_declaration(self, err, from_file) from None
+            raise _at_declaration(self, err, from_file, None if from_file else _drawn_too_large(self, ctx, trace)) from None
         self._batch: JobBatch = batch
         self._arrivals = batch.columns["arrival_s"]
         self._next = 0
@@ -84,11 +85,12 @@ class _Replay(Element):
         return True  # (ticked in a round carried out in passing, as in any other)
 
 
-def _at_declaration(source: Element, err: TraceError, from_file: bool) -> TraceError | SchedError:
+def _at_declaration(source: Element, err: TraceError, from_file: bool, argument: str | None = None) -> TraceError | SchedError:
     """A check of the source's jobs against the run's world, made as it starts (traces/prepare.py:
     a job asking for more GPUs than the cluster has, ...), said where the graph declares the
-    source, as other element errors are. A trace file's job keeps the file first (the job is
-    there, and --trace may have named the file), the declaration after."""
+    source, as other element errors are, or at the `argument` that drew what the check refuses.
+    A trace file's job keeps the file first (the job is there, and --trace may have named the
+    file), the declaration after."""
     named = f"element '{source.name}' ({type(source).__name__})"
     if from_file:
         where = f", declared at {source.declared_at}" if source.declared_at is not None else ""
@@ -96,7 +98,20 @@ def _at_declaration(source: Element, err: TraceError, from_file: bool) -> TraceE
         located.also = err.also
         return located
     what = f"column '{err.column}': {err.message}" if err.column else err.message
+    if argument is not None:
+        return argument_error(source, argument, f"{named}: {what}")
     return SchedError(f"{named}: {what}", source.declared_at)
+
+
+def _drawn_too_large(source: Element, ctx: RoundContext, trace) -> str | None:
+    """`gpus` when a generator drew a job larger than the cluster's largest GPU type, the check
+    traces/prepare.py makes first (not in a run with an elastic profile, whose schedulers give
+    each job the GPUs they choose): that argument drew its GPU count. None for any other refusal."""
+    if getattr(source, "gpus", None) is None or ctx.throughput.elastic is not None or not trace.height:
+        return None
+    cluster = ctx.cluster
+    largest = int(np.bincount(cluster.gpu_type, minlength=len(cluster.gpu_types)).max())
+    return "gpus" if int(trace["gpus"].max()) > largest else None
 
 
 def _only_with_rate(instance, attribute, value) -> None:
@@ -160,8 +175,10 @@ class TraceSource(_Replay):
             trace = trace.head(self.jobs)
         if self.rate is not None:
             problem = _too_slow(trace.height, self.rate)
-            if problem:  # (known once the trace is read; the run points at the element's declaration)
-                raise SchedError(f"argument 'rate' of TraceSource '{self.name}' {problem}", hint="a faster rate or fewer jobs")
+            if problem:  # (known once the trace is read: said at the rate, as a generator's is when checked)
+                raise argument_error(
+                    self, "rate", f"argument 'rate' of TraceSource '{self.name}' {problem}", hint="a faster rate or fewer jobs"
+                )
             arrivals = poisson_arrivals(trace.height, float(self.rate), ctx.rng(self.seed))
             if len(arrivals) and arrivals[-1] > float(MAX_SECONDS):
                 # The rate passed its check, on the average span: these draws, by chance, went further.
@@ -231,10 +248,12 @@ def _too_slow(jobs: int, rate) -> str:
 
 def _beyond_a_century(source: Element, drawn: str, jobs: int, seed: str, detail: str) -> SchedError:
     """The error for a source whose arrivals, drawn at a rate that passed `_too_slow` (on the
-    average span), by chance went further than a century, which no trace's arrival times may.
-    (No location: the run points at the element's declaration.)"""
+    average span), by chance went further than a century, which no trace's arrival times may:
+    said at its rate."""
     rate = getattr(source, "rate", None)
-    return SchedError(
+    return argument_error(
+        source,
+        "rate",
         f"{type(source).__name__} '{source.name}': the arrivals of its {jobs:,} jobs {drawn} at {describe(rate)} ({seed}) "
         f"span more than a century: {detail}",
         hint="a faster rate, fewer jobs or another seed",

@@ -278,6 +278,8 @@ class _Compiler:
         ok = True
         seen_keyword = False
         overridden = {field_name for field_name, _, _ in overrides}
+        # Where each argument is given: its value in the file, or the --set's label.
+        places: dict[str, Location | str] = {}
         # Arguments whose validators read other fields: checked once all are known.
         deferred: list[tuple[attrs.Attribute, Any, Location | None, str]] = []
         for position, arg in enumerate(decl.args):
@@ -313,6 +315,7 @@ class _Compiler:
                 continue
             value = self._argument(cls, field, arg.value, None, arg.value.location, deferred)
             kwargs[field.name] = value
+            places[field.name] = arg.value.location
             if value is _BAD:
                 ok = False
         for field_name, value_node, label in overrides:
@@ -328,6 +331,7 @@ class _Compiler:
                 continue
             value = self._argument(cls, field, value_node, os.getcwd(), None, deferred, prefix=f"{label}: ")
             kwargs[field.name] = value
+            places[field.name] = label
             if value is _BAD:
                 ok = False
         missing = [f.name for f in fields if f.default is attrs.NOTHING and f.name not in kwargs]
@@ -353,6 +357,7 @@ class _Compiler:
             return None
         instance.name = decl.name
         instance.declared_at = decl.location
+        instance.arguments_at = places
         return instance
 
     def _check_body(self, body: Body) -> None:

@@ -133,6 +133,10 @@ class Element:
     # the graph declares it (for messages about it).
     name: str = "?"
     declared_at: Location | None = None
+    # Set by the compiler: where each argument given to it was written (its value's place in the
+    # file), or the command-line option that gave it ("--set src.rate=8/h"); an argument left at
+    # its default has no entry. Run-time errors about an argument use it (`argument_error`).
+    arguments_at: dict[str, Location | str] = {}
 
     # What a fork of the simulation copies (runtime/snapshot.py; docs/writing-elements.md). `state`
     # names every attribute the element sets outside its configuration that changes as rounds

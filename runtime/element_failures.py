@@ -1,7 +1,8 @@
 """An element's own code failing: it raised, or emitted a value its port does not carry. The
 engine reports it naming the element (graph name, class, where the graph declares it and where
 its class is defined), the round and the time, and keeps the Python traceback for `--debug`.
-What an element emits is checked in runtime/output_checks.py."""
+What an element emits is checked in runtime/output_checks.py. An element's own error about one
+of its arguments, found as the run starts, is said at the argument (`argument_error`)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,17 @@ def describe_element(el: Element, declared: bool = True) -> str:
         defined = cls.__module__
     where = f"declared at {el.declared_at}, " if declared and el.declared_at is not None else ""
     return f"'{el.name}' ({cls.__name__}; {where}class defined at {defined})"
+
+
+def argument_error(el: Element, field: str, message: str, hint: str | None = None) -> SchedError:
+    """An error about the element's argument `field` found only once the run starts (checked
+    against the trace or the cluster): at the place the file writes the argument. One given on
+    the command line is said as that option's, as the compiler says it, at the element's
+    declaration; one left at its default, at the declaration."""
+    place = el.arguments_at.get(field)
+    if isinstance(place, str):
+        return SchedError(f"{place}: {message}", el.declared_at, hint=hint)
+    return SchedError(message, place if place is not None else el.declared_at, hint=hint)
 
 
 def element_failure(el: Element, ctx: Round, what: str, cause: BaseException | None = None) -> ElementFailure:

@@ -73,7 +73,7 @@ FORMAT_NAME = "roundhouse-snapshot"
 FORMAT_VERSION = 2
 
 # Attributes every element has outside its configuration and declarations.
-_BASE_ATTRIBUTES = frozenset({"name", "declared_at", "counters", "peers"})
+_BASE_ATTRIBUTES = frozenset({"name", "declared_at", "arguments_at", "counters", "peers"})
 
 
 class ForkError(RoundhouseError):

@@ -72,5 +72,6 @@ def test_the_refusal_points_at_the_source_on_the_command_line(tmp_path, capsys):
         pytest.fail("no seed drew past a century")
     assert main(["check", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "g.sched:3:1: error: TraceSource 'a'" in err and "Traceback" not in err
+    rate = path.read_text().splitlines()[2].index(SLOW) + 1  # (said at the rate that drew them)
+    assert f"g.sched:3:{rate}: error: TraceSource 'a'" in err and "Traceback" not in err
     assert "hint: a faster rate, fewer jobs or another seed" in err
