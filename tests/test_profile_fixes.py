@@ -359,3 +359,14 @@ def test_check_and_run_say_the_gpu_counts_the_measured_profile_lacks_at_the_argu
     assert expected in capsys.readouterr().err
     graph_file.write_text(graph_file.read_text().replace("gpus=philly", "gpus=single"))
     assert main(["check", str(graph_file)]) == 0  # (one GPU: LM and ResNet-18 were measured there)
+
+
+def test_models_given_by_set_are_said_as_that_option_at_the_element(tmp_path, capsys):
+    # (The file writes models=none; the --set gives blox: said as the option's, not at the file's
+    # models=none, which is not what ran.)
+    _poisson_graph(tmp_path, MEASURED, gpus="philly", cluster="2x8:V100")
+    graph_file = tmp_path / "g.sched"
+    graph_file.write_text(graph_file.read_text().replace("models=blox", "models=none"))
+    assert main(["check", str(graph_file), "--set", "arrivals.models=blox"]) == 2
+    err = capsys.readouterr().err
+    assert "g.sched:4:1: error: --set arrivals.models=blox: argument 'models' of PoissonSource: no model of" in err, err

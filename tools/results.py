@@ -12,6 +12,7 @@ from roundhouse.errors import RoundhouseError, RoundhouseErrors, SchedError, Tra
 from roundhouse.runtime import sweep
 from roundhouse.runtime.compiler import Override, compile_graph
 from roundhouse.runtime.dsl.loader import load
+from roundhouse.runtime.element_failures import argument_error
 from roundhouse.runtime.files import refuse_control_characters
 from roundhouse.runtime.useless_runs import print_warnings_before_run, unstarted_notes, untracked_note
 from roundhouse.tools.common import overrides
@@ -114,7 +115,7 @@ def _model_problems(graph) -> list[RoundhouseError]:
     from roundhouse.runtime.simulate import load_profile
     from roundhouse.traces.generators import PHILLY_GPU_COUNTS, model_choices, no_model_on
 
-    sources = [(name, el) for name, el in graph.elements.items() if getattr(el, "models", None) == "blox"]
+    sources = [el for el in graph.elements.values() if getattr(el, "models", None) == "blox"]
     if not sources:
         return []
     try:
@@ -122,15 +123,15 @@ def _model_problems(graph) -> list[RoundhouseError]:
     except RoundhouseError as err:  # (its own message names the file)
         return [err]
     problems: list[RoundhouseError] = []
-    for name, el in sources:
+    for el in sources:
         counts = PHILLY_GPU_COUNTS if el.gpus == "philly" else (1,)
         missing = next((c for c in counts if not model_choices(profile, c)), None)
         if missing is not None:
-            arg = _written_argument(graph, name, "models")
             drawn = f"gpus={el.gpus} draws {', '.join(map(str, counts))} GPUs"
-            location = arg.value.location if arg is not None else el.declared_at
             problems.append(
-                SchedError(f"argument 'models' of {type(el).__name__}: {no_model_on(profile, missing)} ({drawn})", location)
+                argument_error(
+                    el, "models", f"argument 'models' of {type(el).__name__}: {no_model_on(profile, missing)} ({drawn})"
+                )
             )
     return problems
 
