@@ -112,7 +112,7 @@ class Ones(Element):
         gate_epochs: epochs a changed job must have trained before the next change.
         in_place: resize in place (about 1 s) where the job keeps its GPUs as the agents need (off: every resize by checkpoint and restart).
         history: job_history.csv of the artifact, to seed the predictor (not given: no seed).
-        refit_steps: Adam steps of each refit of the predictor (on every completion).
+        refit_steps: Adam steps of each refit of the predictor (one refit in each round in which jobs finished, on all of them).
         seed: the element's own random seed.
     Counters:
         generations: generations run.
@@ -121,8 +121,8 @@ class Ones(Element):
         refits: predictor refits.
     Cost: O(K C log C + K n) per generation over K candidates, C GPUs and n jobs (array
         operations, no per-job loop), plus O(g C log C) to place the g jobs the deployed
-        schedule starts or grows, and a predictor refit (a few hundred small torch steps) per
-        completion.
+        schedule starts or grows, and a predictor refit (`refit_steps` small torch steps) in
+        each round in which jobs finished.
     See also: Optimus, TiresiasLas, Fifo
     Paper: ONES (SC'21) §3.2-3.3, Algorithm 1, Eqs. 6-8, Figs. 7-10.
     """

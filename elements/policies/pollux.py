@@ -106,8 +106,9 @@ class Pollux(Element):
         fitness: the best candidate's fitness in the last search (x 1000, whole).
         unschedulable: waiting jobs it was given that it cannot start (their model not in the elastic profile).
     Cost: O(G P J K) per search over G generations, P candidates, J jobs and K machines (array
-        operations, no per-job loop), plus a goodput table per application and machine count
-        (computed once).
+        operations, no per-job loop), plus a goodput table over machine and GPU counts per
+        application and fixed batch size, computed once (each round for jobs that report the
+        gradient noise scale they measure, as live ones do).
     See also: PolluxAgent, Ones, Optimus
     Paper: Pollux (OSDI'21) §3.2, §4.2 (PolluxSched), Eq. 13-14; Blox (EuroSys'24) §4, Fig. 3.
     """
