@@ -339,3 +339,14 @@ def test_run_json_records_what_ran(tiny, tmp_path):
     info = json.loads((out / "run.json").read_text())
     assert info["arguments"]["src"]["path"] == str(other.resolve()) and info["arguments"]["place"]["strict"] is False
     assert info["cluster"].endswith("(2x8:P100)") and "cluster" not in info["settings"]  # (the one used, once)
+
+
+def test_a_flag_before_a_file_named_with_a_minus_and_a_digit_leaves_it_a_file(tiny, monkeypatch, capsys):
+    """Only an option that takes a value takes a negative value after a space: after a flag,
+    `-1` is the next positional argument (a file named so)."""
+    (tiny.parent / "-1").write_text(TINY)
+    monkeypatch.chdir(tiny.parent)
+    assert main(["check", "--fork", "-1"]) == 0
+    assert "ignored explicit argument" not in capsys.readouterr().err
+    assert main(["run", "g.sched", "--until", "-5h"]) != 0
+    assert "--until -5h: must be 0 or more" in capsys.readouterr().err

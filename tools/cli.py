@@ -106,25 +106,33 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _negative_values(argv: list[str]) -> list[str]:
+def _negative_values(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
     """`--until -5h` (or `-inf`) read as `--until=-5h`: argparse takes a value that starts with '-' and is
     not a plain number for an option and answers "expected one argument", where the command's
-    own check would say what is wrong with the value. (No positional argument of ours starts
-    with a minus and a digit.)"""
+    own check would say what is wrong with the value. Only after a long option that takes a
+    value: after a flag (`check --fork -1`) the word is a positional argument."""
+    valued = _valued_options(parser, argv)
     out: list[str] = []
     for arg in argv:
-        # (`--` alone ends the options: a value after it is a positional argument, `explain RUN -- -5`)
-        if (
-            out
-            and out[-1].startswith("--")
-            and out[-1] != "--"
-            and "=" not in out[-1]
-            and re.match(r"-(\.?\d|inf(inity)?$)", arg, re.IGNORECASE)
-        ):
+        # (`--` alone ends the options and takes no value: `explain RUN -- -5` keeps its -5)
+        if out and out[-1].startswith("--") and out[-1] in valued and re.match(r"-(\.?\d|inf(inity)?$)", arg, re.IGNORECASE):
             out[-1] = f"{out[-1]}={arg}"
         else:
             out.append(arg)
     return out
+
+
+def _valued_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The options that take a value of the command `argv` names (and of the commands it is
+    under). (Options are never abbreviated: `allow_abbrev` is off.)"""
+    valued: set[str] = set()
+    words = iter(argv)
+    while True:
+        valued.update(name for action in parser._actions if action.nargs != 0 for name in action.option_strings)
+        command = _subcommands(parser).get(next(words, ""))
+        if command is None:
+            return valued
+        parser = command
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
@@ -204,12 +212,13 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    argv = _negative_values([a for a in argv if a != "--debug"])
+    argv = [a for a in argv if a != "--debug"]
     # (The command comes first: the main parser's only other option is --help. Help, or an
     # unknown or missing command, gets the whole parser, whose messages list every command.)
     try:
         # (inside: a Ctrl-C while the command's modules are imported is "interrupted" too)
         parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
+        argv = _negative_values(argv, parser)
         with standard_output.marking():
             return _run(parser, argv, debug)
     except RoundhouseError as err:
