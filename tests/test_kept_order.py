@@ -14,6 +14,8 @@ from roundhouse.elements.policies import kept_order as kept_module
 from roundhouse.elements.policies.base import merge_places
 from roundhouse.elements.policies.fifo import Fifo
 from roundhouse.elements.policies.las import Las
+from roundhouse.elements.policies.srtf import Srtf
+from roundhouse.elements.policies.tiresias import Srsf
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.progress_log import ProgressReader
 from roundhouse.runtime.simulate import simulate
@@ -29,6 +31,8 @@ GRAPHS = {
     "las": dict(rate=8, policy="Las"),
     "las-wall-seconds": dict(rate=8, policy="Las(service=wall_seconds)"),
     "fifo": dict(rate=8, policy="Fifo"),
+    "srtf": dict(rate=8, policy="Srtf"),
+    "srsf": dict(rate=8, policy="Srsf"),
     # About what 64 GPUs serve: the queue comes and goes (rounds pass and are carried out in bulk).
     "las-light": dict(rate=2, policy="Las"),
 }
@@ -62,6 +66,8 @@ def _queue_run(path, keep: bool):
         m.setattr(policy_base, "_GUESS_FROM", 8)  # (kept from 8 jobs: every long round of these graphs)
         m.setattr(Las, "keys_move_with_progress", keep)
         m.setattr(Fifo, "keys_move_with_progress", keep)
+        m.setattr(Srtf, "keys_move_with_progress", keep)
+        m.setattr(Srsf, "keys_move_with_progress", keep)
         return simulate(compile_file(path), explain=True)
 
 
@@ -92,7 +98,7 @@ def test_a_kept_order_ranks_as_a_plain_sort(tmp_path, monkeypatch, plain_runs, s
     runs = [plain, _queue_run(path, keep=True)]
     _compare(*runs)
     assert seen["mended"] > 100
-    assert runs[0].counters["place"]["preempted"] > 0 or shape == "fifo"
+    assert runs[0].counters["place"]["preempted"] > 0 or shape in ("fifo", "srtf", "srsf")
     if limit == 1 and shape == "las-light":
         assert seen["sorted"] > 0  # (the reader lost track, and the order was sorted afresh)
 
@@ -129,3 +135,15 @@ def test_merge_places_puts_each_new_entry_where_a_sort_would(seed):
     at = merge_places(keys[kept], second[kept], keys[other], second[other])
     merged = np.insert(kept, at, other)
     np.testing.assert_array_equal(merged, np.lexsort((second, keys)))
+
+
+@pytest.mark.parametrize("policy", ["Las", "Fifo", "Srtf", "Srsf"])
+def test_policies_whose_keys_move_with_progress_keep_their_order(tmp_path, monkeypatch, policy):
+    """As declared by the classes themselves (the test above sets the declaration both ways)."""
+    monkeypatch.setattr(policy_base, "_GUESS_FROM", 8)
+    seen = _counting(monkeypatch)
+    path = tmp_path / "g.sched"
+    path.write_text(QUEUE.format(rate=8, policy=policy))
+    run = simulate(compile_file(path))
+    assert seen["mended"] > 100
+    assert run.counters["place"]["preempted"] > 0 or policy == "Fifo"

@@ -34,6 +34,8 @@ class Srtf(KeyOrder):
     Paper: Tiresias (NSDI'19) §5.1 (SRTF baseline); Blox (EuroSys'24) schedulers/srtf.py.
     """
 
+    keys_move_with_progress = True  # (remaining work moves only as the job progresses)
+
     def key(self, active: Active) -> np.ndarray:
         # (rounded: work / rate is a rounding error away from the duration it was made from)
         return np.round(active.remaining_s, REMAINING_DECIMALS)

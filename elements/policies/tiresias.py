@@ -304,6 +304,8 @@ class Srsf(KeyOrder):
     Paper: Tiresias (NSDI'19) §2.2, Table 1 and Fig 7 (SRSF).
     """
 
+    keys_move_with_progress = True  # (remaining work moves only as the job progresses)
+
     def key(self, active: Active) -> np.ndarray:
         # (rounded as Srtf's: work / rate is a rounding error away from the duration it was made
         # from, which would order two jobs of one duration by their models, not by admission)
