@@ -65,7 +65,7 @@ def test_a_lone_job_grows_by_the_artifacts_rule(tmp_path):
 def test_sigma_given_is_the_papers_rule(tmp_path):
     """With sigma = 0 the paper's rule doubles after every epoch, with no scale-down: the job
     reaches its cap sooner than under the artifact's 2 epochs."""
-    graph = _ones_graph(tmp_path, _lone_job(tmp_path), "seed=0, sigma=0")
+    graph = _ones_graph(tmp_path, _lone_job(tmp_path), "seed=0, sigma=0/s")
     result = simulate(compile_file(graph), explain=True)
     assert _sizes(result) == [1, 2, 4, 8, 16]
     artifact = simulate(compile_file(_ones_graph(tmp_path, _lone_job(tmp_path))), explain=True)
@@ -76,7 +76,7 @@ def test_rounding_without_sigma_is_refused(tmp_path):
     graph = _ones_graph(tmp_path, _lone_job(tmp_path), 'rounding="ceil"')
     with pytest.raises(SchedError, match=r"g\.sched:5:\d+: error: .*rounding=\"ceil\" reads the paper's rule, which needs sigma"):
         compile_file(graph)
-    compile_file(_ones_graph(tmp_path, _lone_job(tmp_path), 'sigma=0.0333, rounding="ceil"'))
+    compile_file(_ones_graph(tmp_path, _lone_job(tmp_path), 'sigma=2/min, rounding="ceil"'))
 
 
 def test_the_artifacts_limits_by_hand():

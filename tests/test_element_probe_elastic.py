@@ -88,7 +88,7 @@ def test_pollux_computes_a_goodput_table_once_per_application_and_fixed_batch(ru
         (POLLUX, "explore=1", "'explore' of Pollux expects true or false"),
         (ONES, "mutate_rate=1.5", "'mutate_rate' of Ones must be at most 1"),
         (ONES, "swap=-0.1", "'swap' of Ones must be 0 or more"),
-        (ONES, "sigma=-1", "'sigma' of Ones must be 0 or more"),
+        (ONES, "sigma=-1/s", "'sigma' of Ones must be 0 or more"),
         (ONES, 'rounding="up"', "'rounding' of Ones must be one of 'ceil', 'floor'"),
         (ONES, 'rounding="ceil"', "needs sigma"),
         (ONES, "gate_epochs=-1", "'gate_epochs' of Ones must be 0 or more"),

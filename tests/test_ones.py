@@ -151,13 +151,14 @@ def test_a_batch_size_no_application_covers_is_a_located_error(tmp_path, capsys)
 
 
 def test_the_elements_batch_limit_through_a_jobs_life():
-    """Ones' R, round by round (sigma = 1/30 s, the floor reading): 1 at the start; doubled after
+    """Ones' R, round by round (sigma = 2/min, one job in 30 s, the floor reading): 1 at the start; doubled after
     an epoch at the limit while the job has run under 30 s; held once it is past 30 s; left
     alone while the job waits (only a deployed schedule that leaves it out halves it); never
     past the job's own cap."""
     from roundhouse.elements.policies.ones import Ones
+    from roundhouse.runtime.values import Rate
 
-    o = Ones(sigma=1 / 30, rounding="floor")
+    o = Ones(sigma=Rate(1 / 30), rounding="floor")
     o._limit, o._seen, o._scaled_at = np.ones(3, dtype=np.int64), np.zeros(3, dtype=bool), np.zeros(3)
     rows, cap = np.arange(3), np.array([8, 8, 2])
 
@@ -231,7 +232,8 @@ def test_a_preempted_jobs_limit_is_set_once_and_halved_only_when_left_out():
         ("mutate_rate=1.5", "argument 'mutate_rate' of Ones must be at most 1, got 1.5"),
         ("swap=-1", "argument 'swap' of Ones must be 0 or more, got -1"),
         ("gate_epochs=-3", "argument 'gate_epochs' of Ones must be 0 or more, got -3"),
-        ("sigma=-1", "argument 'sigma' of Ones must be 0 or more, got -1"),
+        ("sigma=-1/min", "argument 'sigma' of Ones must be 0 or more, got -60/h"),
+        ("sigma=0.0333", "argument 'sigma' of Ones expects a rate such as 8/h, got 0.0333 (a number)"),
         ("rounding=round", "argument 'rounding' of Ones must be one of 'ceil', 'floor', got \"round\""),
         ("seed=-2", "argument 'seed' of Ones must be 0 or more, got -2"),
     ],

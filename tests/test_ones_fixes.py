@@ -163,7 +163,7 @@ def test_the_ones_settings_the_reproductions_page_names_can_be_written(tmp_path)
     section = text[text.index("## ones-64gpu") :]
     section = section[: section.index("\n## ", 1)]
     settings = re.findall(r"`(\w+=[^`]+)`", section)
-    assert "sigma=0.0333" in settings and 'rounding="floor"' in settings
+    assert "sigma=2/min" in settings and 'rounding="floor"' in settings
     trace = tmp_path / "t.csv"
     ones.generate(1, seed=0).write_csv(trace)
     for setting in settings:

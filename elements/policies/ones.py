@@ -18,7 +18,7 @@ from roundhouse.elements.policies.base import job_column as _column
 from roundhouse.elements.policies.ones_deploy import local_batch as _local_batch
 from roundhouse.runtime.element import Element, In, Out, element
 from roundhouse.runtime.types import Active, Plan
-from roundhouse.runtime.values import FilePath, at_most, file_read_by, non_negative, one_of, positive
+from roundhouse.runtime.values import FilePath, Rate, at_most, file_read_by, non_negative, one_of, positive
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import RoundContext
@@ -104,7 +104,7 @@ class Ones(Element):
         population: K candidates kept (paper: the cluster's GPUs, 64; artifact: 16).
         mutate_rate: theta, the chance a job is preempted in a mutant (paper: not given; artifact: 0.3).
         swap: the per-GPU swap chance in crossover (artifact: 0.5).
-        sigma: given, R follows the paper's rule with this scale-down rate, per second (paper: the arrival rate, 1/30 s; 0: doubling after every epoch, no scale-down); not given (the default), the artifact's rules.
+        sigma: given, R follows the paper's rule with this scale-down rate (paper: the arrival rate, one job in 30 s, `2/min`; `0/s`: doubling after every epoch, no scale-down); not given (the default), the artifact's rules.
         rounding: with sigma, the paper rule's inner ceiling: "floor" (default: double until 1/sigma, hold until 2/sigma, then shrink) or "ceil", the formula as printed, under which R never grows past its start once a job has run.
         limit: apply the batch limit R (off: any job may take up to max_gpus at once).
         search: run crossover and mutation (off: refresh and fill only, a greedy SRPT-like schedule).
@@ -142,8 +142,8 @@ class Ones(Element):
     population: int = attrs.field(default=16, validator=[positive, at_most(1024)])
     mutate_rate: float = attrs.field(default=0.3, validator=[non_negative, at_most(1.0)])
     swap: float = attrs.field(default=0.5, validator=[non_negative, at_most(1.0)])
-    # Per second: a sigma near 1 shrinks R to 1 within seconds of running.
-    sigma: float | None = attrs.field(default=None, validator=[non_negative, at_most(1000.0)])
+    # (a rate: a sigma near 1/s shrinks R to 1 within seconds of running)
+    sigma: Rate | None = attrs.field(default=None, validator=[non_negative, at_most(Rate(1000.0))])
     rounding: str = attrs.field(default="floor", validator=one_of("ceil", "floor"))
     limit: bool = True
     search: bool = True
