@@ -20,11 +20,11 @@ import numpy as np
 import polars as pl
 
 from roundhouse.runtime.element import Element, In, Out, element
-from roundhouse.runtime.element_failures import ElementFailure, call_element
+from roundhouse.runtime.element_failures import ElementFailure, argument_error, call_element
 from roundhouse.runtime.explain import CANDIDATE
 from roundhouse.runtime.output_checks import check_emitted
 from roundhouse.runtime.types import Active, Jobs, Ranking
-from roundhouse.runtime.values import Duration, ElementRef, at_most, format_duration, one_of, positive
+from roundhouse.runtime.values import Duration, ElementRef, at_most, describe, format_duration, one_of, positive
 from roundhouse.traces.jobs import FINISHED
 
 if TYPE_CHECKING:
@@ -277,7 +277,8 @@ class Synthesizer(Element):
         switches: the ChooseAdmission and ChoosePolicy elements whose candidates it combines
             (checked with the graph).
         every: rounds between decisions.
-        horizon: how far ahead each combination is simulated.
+        horizon: how far ahead each combination is simulated (at least one round: a shorter
+            look-ahead sees only the round it decides in, where the combinations score alike).
         metric: jct, responsiveness or both.
         workers: processes simulating combinations at once (1: one after another, in this one;
             also where it cannot start processes, see above).
@@ -310,6 +311,15 @@ class Synthesizer(Element):
         self._choices: list[tuple[int, float, int]] = []
         self._decisions: list[dict[str, Any]] = []
         self.counters.update(decisions=0, switches=0, simulated=0, choice=0)
+        if float(self.horizon) < ctx.round_s:  # (the round is the run's, known only now)
+            raise argument_error(
+                self,
+                "horizon",
+                f"argument 'horizon' of Synthesizer '{self.name}' must be at least one round "
+                f"({format_duration(ctx.round_s)}), got {describe(self.horizon)}: a shorter look-ahead sees only "
+                "the round it decides in, where every combination scores alike",
+                hint=f"horizon={format_duration(ctx.round_s)} or more",
+            )
         for ref in self.switches:
             why = self.reference_problem("switches", self.peers[ref.name])
             if why is not None:  # (the compiler reports it first, at its place in the graph)

@@ -509,7 +509,7 @@ class EffectiveThroughput(_RoundWatcher):
         by: a job column known at the job's arrival, from its trace, to break the series down by (e.g. "user").
     Counters:
         none
-    Cost: O(r) over running jobs r.
+    Cost: O(r) over running jobs r; with `by`, O(r v) over them and the v values of `by` among them.
     See also: Hierarchical, MaxThroughput, JobMetrics
     Paper: Gavel (OSDI'20) §7.3 and Fig. 11 (effective throughput of hierarchical policies).
     """

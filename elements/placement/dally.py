@@ -292,7 +292,8 @@ class DelayPlacer(Placer):
         network: jobs placed across racks so far.
         declined: offers declined to wait for a better placement so far.
     Cost: O(n + G) over ranked jobs n and GPUs G, plus O(l N) over the jobs l it places and nodes N
-        (delay timers and node scoring, job by job).
+        (delay timers and node scoring, job by job), plus O(J) over the job table J (the
+        starvation clocks, each job's read from whether it holds GPUs).
     See also: NetworkSensitive, Consolidated
     Paper: Dally (IEEE BigData'25) §III-A (Algorithm 1) and §III-C (Algorithm 2); cluster-sim DallyIntraJobScheduler.
     """

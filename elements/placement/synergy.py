@@ -178,8 +178,8 @@ class SynergyOpt(_Allocator):
     Arguments:
         node_limit: the branch-and-bound nodes one SCIP solve may explore (default 10000;
             deterministic). Not with CBC.
-        time_limit: how long one solve may take by the wall clock (default: no limit); results
-            depend on the machine when it is reached.
+        time_limit: how long one solve may take by the wall clock, at most 1h (default: no limit);
+            results depend on the machine when it is reached.
         solver: the OR-Tools MIP solver: SCIP (default) or CBC.
     Counters:
         solves: programs solved so far.
@@ -196,7 +196,7 @@ class SynergyOpt(_Allocator):
     state = ()
 
     node_limit: int | None = attrs.field(default=None, validator=[positive, at_most(10**9)])
-    time_limit: Duration | None = attrs.field(default=None, validator=[positive, at_most(3600.0)])
+    time_limit: Duration | None = attrs.field(default=None, validator=[positive, at_most(Duration(3600.0))])
     solver: str = attrs.field(default="SCIP", validator=one_of("SCIP", "CBC"))
 
     def __attrs_post_init__(self) -> None:

@@ -99,7 +99,8 @@ class NetworkSensitive(Policy):
         none
     Counters:
         never_ran: ranked jobs that have never run, in the last round.
-    Cost: O(n log n) over the pool's jobs n (a lexicographic sort).
+    Cost: O(n log n) over the pool's jobs n (a lexicographic sort), plus O(J) over the job table
+        J (the starvation clocks, each job's read from whether it holds GPUs).
     See also: DelayPlacer, TiresiasLas
     Paper: Dally (IEEE BigData'25) §III-B (Nw_sens); cluster-sim DallyInterJobScheduler (tie-breaks).
     """

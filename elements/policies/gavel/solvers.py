@@ -968,14 +968,15 @@ class Hierarchical(GavelSolver):
     earliest unfrozen job under FIFO. The allocation is water-filled (§4.3): levels of
     weighted max-min LPs, a bottleneck MILP after each; a bottlenecked job is frozen and its
     weight passes to the rest of its entity. Entities not listed get weight 1 and the first
-    listed policy. Weights are relative: a weight below a millionth of the largest (among the
+    listed policy; a job with no entity (its column empty, and no listed range holding it) is
+    refused, named. Weights are relative: a weight below a millionth of the largest (among the
     entities with jobs, and among jobs) counts as that.
 
     Arguments:
         entities: entities, each a name (a value of the entity column) or a range of job ids.
         weights: each listed entity's weight.
         policies: each listed entity's inner policy, fairness or fifo (one value applies to all).
-        entity_column: the job-table column naming each job's entity.
+        entity_column: the job column naming each job's entity: any column of its trace.
     Counters:
         levels: water-filling levels solved.
         milp_stopped: bottleneck MILPs stopped at their node limit, their best solution used.
@@ -1009,22 +1010,41 @@ class Hierarchical(GavelSolver):
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
-        if not ctx.jobs.has_column(self.entity_column):
-            # (the job table's columns come from the traces: known only when the run starts)
-            raise SchedError(f"{self.name} (Hierarchical): the job table has no column '{self.entity_column}' naming entities")
         self.counters.update(levels=0, milp_stopped=0)
+
+    def _entity_column(self, ctx: RoundContext) -> np.ndarray:
+        # A trace's own columns join the job table with its first job: looked for once jobs have come.
+        try:
+            return ctx.jobs.column(self.entity_column)
+        except KeyError as err:  # (its message names the column and the nearest ones)
+            # (at the element's line: raised in a round, the engine passes it on as it is)
+            raise SchedError(
+                f"{self.name} (Hierarchical): entity_column={self.entity_column!r}: {err.args[0]}", self.declared_at
+            ) from None
 
     def _entities(self, ctx: RoundContext, rows: np.ndarray):
         """Each job's entity index, and the names of entities not listed (weight 1)."""
         n = len(self.entities)
         entity = np.full(len(rows), -1, dtype=np.int64)
         ids = ctx.jobs.column("job_id")[rows]
+        # (a missing value: None in a text column, NaN in a number column, or an empty text)
         labels = np.array(
-            [None if v is None else str(v) for v in ctx.jobs.column(self.entity_column)[rows].tolist()], dtype=object
+            [None if v is None or v != v or v == "" else str(v) for v in self._entity_column(ctx)[rows].tolist()],
+            dtype=object,
         )
         for i, e in reversed(list(enumerate(self.entities))):  # the first listed match wins
             hit = (ids >= e.start) & (ids < e.stop) if isinstance(e, IdRange) else labels == e
             entity[hit] = i
+        # (grouping such jobs under a made-up name would give them a weight nobody chose)
+        lost = np.flatnonzero((entity < 0) & np.array([v is None for v in labels.tolist()], dtype=bool))
+        if len(lost):
+            more = f" (and {len(lost) - 1} more such job{'s' if len(lost) > 2 else ''})" if len(lost) > 1 else ""
+            raise SchedError(
+                f"{self.name} (Hierarchical): job {ids[lost[0]]}{more} has no entity: its '{self.entity_column}' is "
+                "empty and no listed range of job ids holds it",
+                self.declared_at,
+                hint=f"give each job a value in column '{self.entity_column}', or list a range of job ids holding it",
+            )
         extra = sorted({str(v) for v in labels[entity < 0].tolist()})
         for j, name in enumerate(extra):
             entity[(entity < 0) & (labels.astype(str) == name)] = n + j
