@@ -42,7 +42,7 @@ import numpy as np
 
 from roundhouse.errors import ClusterError, did_you_mean
 from roundhouse.runtime.near_gpu_types import near_types
-from roundhouse.runtime.spec_lines import SpecLines, at, not_toml
+from roundhouse.runtime.spec_lines import SpecLines, at, not_toml, other_file
 from roundhouse.traces.csvtext import undecodable_byte
 from roundhouse.traces.jobs import read_only
 
@@ -215,11 +215,11 @@ class ClusterSpec:
             text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
             data = tomllib.loads(text)
         except FileNotFoundError:
-            raise ClusterError("cluster spec not found", path) from None
+            raise ClusterError(_spec_not_found(path), path) from None
         except IsADirectoryError:
             raise ClusterError("is a folder, not a cluster spec file", path) from None
         except UnicodeDecodeError as err:
-            raise ClusterError(
+            raise other_file(path) or ClusterError(
                 f"cannot read cluster spec: not UTF-8 text ({undecodable_byte(err)} cannot be decoded)", path
             ) from None
         except OSError as err:
@@ -274,6 +274,26 @@ def _count(digits: str, text: str) -> int:
 _MAX_PATH_SHOWN = 4096
 
 
+def _spec_not_found(path: Path) -> str:
+    """Why a spec file is not there: its folder is missing, or a spec of a near name is beside
+    where it was looked for (a misspelt name)."""
+    if not path.parent.is_dir():
+        return f"cluster spec not found: no folder {_shown(str(path.parent), _MAX_PATH_SHOWN)}"
+    hint = _near_spec(path)
+    return "cluster spec not found" + (f" ({hint})" if hint else "")
+
+
+def _near_spec(path: Path) -> str | None:
+    """`did you mean 'x.toml'?` for the spec file of a near name beside `path` (written with
+    `.toml` or without), or None. Names are compared without `.toml`, which all share."""
+    try:  # (a folder of thousands of files is not searched whole)
+        beside = [p.stem for _, p in zip(range(1000), path.parent.glob("*.toml"), strict=False)]
+    except OSError:
+        return None
+    hint = did_you_mean(path.stem if path.suffix == ".toml" else path.name, beside)
+    return None if hint is None else re.sub(r"'([^']*)'", r"'\1.toml'", hint)
+
+
 def _not_a_spec_file(text: str) -> str:
     """Why a path given as a cluster spec (not a .toml name) is none: nothing is there, or what is
     there is no file (a device, say); with the spec file it may have meant, its extension left out."""
@@ -284,7 +304,11 @@ def _not_a_spec_file(text: str) -> str:
         there = False
     if there:
         return f"cluster spec {shown} is not a file (give a .toml file, or a shorthand such as 32x4:V100)"
-    hint = f" (did you mean {shown}.toml?)" if names_a_file(f"{text}.toml") else ""
+    if names_a_file(f"{text}.toml"):
+        hint = f" (did you mean {shown}.toml?)"
+    else:
+        near = _near_spec(Path(text)) if _names_a_folder(Path(text).parent) else None
+        hint = f" ({near})" if near else ""
     return f"cluster spec not found: no file {shown}{hint}"
 
 

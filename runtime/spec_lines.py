@@ -199,10 +199,31 @@ _NUMBER_WRITTEN = re.compile(r"[^=#]+=\s*[-+]?[0-9][0-9_]*(?:\.[0-9_]+)?(?:[eE][
 _LONG_NUMBER = re.compile(r"[0-9][0-9_]{999,}")
 
 
+# The project's other files, by their extension: given where a cluster spec is asked for (a
+# graph for `--cluster`), they are said to be what they are rather than TOML gone wrong.
+_OTHER_FILES = {".sched": "a graph", ".csv": "a trace", ".parquet": "a trace or a table", ".trace": "a trace", ".py": "Python"}
+
+
+def other_file(path: Path) -> ClusterError | None:
+    """The error for a file of another kind given as a cluster spec (`las.sched`), or None."""
+    kind = _OTHER_FILES.get(path.suffix.lower())
+    if kind is None:
+        return None
+    return ClusterError(
+        f"is {kind} ({path.suffix} file), not a cluster spec: give a .toml file of [[group]] tables "
+        "(docs/clusters.md), or a shorthand such as 32x4:V100",
+        path,
+    )
+
+
 def not_toml(path: Path, text: str, err: ValueError) -> ClusterError:
     """The error for a spec file the TOML reader refused, at the line it names (`spec.toml:6`),
     with what to write where a unit follows a number (`latency_ns = 5000 ns`), and a number too
-    long for Python to read said as one, without Python's advice on raising its limit."""
+    long for Python to read said as one, without Python's advice on raising its limit. A file of
+    another kind (a graph) is said to be one."""
+    other = other_file(path)
+    if other is not None:
+        return other
     message = str(err)
     lines = text.split("\n")
     if not isinstance(err, tomllib.TOMLDecodeError):
@@ -226,4 +247,7 @@ def not_toml(path: Path, text: str, err: ValueError) -> ClusterError:
     before, after = written[: column - 1], written[column - 1 :]
     if _NUMBER_WRITTEN.fullmatch(before) and re.match(r"[^\W0-9_]", after):
         said += "; write the number alone, its unit is the key's (bandwidth_gb_per_s = 200 is 200 GB/s)"
+    elif message.startswith("Cannot overwrite a value") and re.fullmatch(r"\s*[A-Za-z0-9_-]+\s*", written.split("=")[0]):
+        key = written.split("=", 1)[0].strip()  # (the reader names no key; a dotted one is left unsaid)
+        said += f"; '{key}' has a value already in this table, written above (each key is written once)"
     return ClusterError(said, f"{path}:{line}")

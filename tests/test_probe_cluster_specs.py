@@ -76,7 +76,7 @@ def _refused(tmp_path: Path, body: str) -> str:
 def test_a_spec_the_toml_reader_refuses_is_said_at_the_line(tmp_path, body, line, column):
     said = _refused(tmp_path, body)
     assert said.startswith(f"c.toml:{line}: error: not valid TOML: "), said
-    assert said.endswith(f"(column {column})"), said
+    assert f"(column {column})" in said, said  # (a key written twice is named after it)
     assert "at line" not in said
 
 

@@ -39,6 +39,8 @@ def register(sub) -> None:
 
 def elements(args) -> int:
     for path in args.require:
+        if not path.strip():  # (Path("") is the current folder, which would be said to be one)
+            raise UsageError("--require: give a Python file of your own elements, e.g. --require my_elements.py")
         problem = load_element_file(Path(path))
         if problem:
             raise UsageError(f"--require {path}: {problem}")

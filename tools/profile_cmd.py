@@ -9,7 +9,7 @@ import re
 import time
 from pathlib import Path
 
-from roundhouse.errors import UsageError, did_you_mean
+from roundhouse.errors import UsageError, did_you_mean, print_warning
 from roundhouse.runtime.files import check_output_file, writing
 from roundhouse.runtime.values import describe, duration_from_text
 from roundhouse.tools.common import whole
@@ -123,6 +123,20 @@ def _check_gpu_type(text: str) -> None:
         )
 
 
+def _warn_near_type(name: str) -> None:
+    """Warn, before measuring, of a type that is a near miss of the shipped profile's (`V1OO`):
+    it is filed as written, a type of its own that no cluster of the type meant would use."""
+    from roundhouse.runtime.near_gpu_types import near_types
+    from roundhouse.traces.profiles import ProfileTable
+
+    near = near_types(name, ProfileTable.load().gpu_types)
+    if near:
+        print_warning(
+            f"warning: --gpu-type {name}: near the shipped profile's {near[0]}, but the measurements are filed "
+            f"under {name} as written, a type of its own; if you meant {near[0]}, write that"
+        )
+
+
 def profile_command(args) -> int:
     from roundhouse.agents.profiler import DEFAULT_BATCH, check_batch, profile
     from roundhouse.traces.profiles import REFERENCE_GPU_TYPE
@@ -131,6 +145,7 @@ def profile_command(args) -> int:
         raise UsageError("--out: give the file to write the profile table to")
     check_output_file(args.out, "--out")  # before measuring, which takes minutes
     _check_gpu_type(args.gpu_type)
+    _warn_near_type(args.gpu_type)
     models = _models(args.models, "--models")
     batches = None
     if args.batch_sizes is not None:  # (`--batch-sizes ""` gives no size: refused, not the default)
@@ -176,7 +191,7 @@ def profile_command(args) -> int:
     # (A graph reads `profile` relative to its own folder: the hint gives the file's whole path,
     # written as a .sched string so that a quote or backslash in it reads back.)
     # (A graph's reference type is V100 unless set: a table of other types has no speed for it.)
-    reference = "" if args.gpu_type == REFERENCE_GPU_TYPE else f' reference_gpu = "{args.gpu_type}";'
+    reference = "" if args.gpu_type.lower() == REFERENCE_GPU_TYPE.lower() else f' reference_gpu = "{args.gpu_type}";'
     print(
         f"wrote {args.out}: use it with `profile = {describe(str(Path(args.out).resolve()))};` "
         f"and restore = {result.restore_s:.2f}s; "

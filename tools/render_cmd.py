@@ -26,7 +26,9 @@ def render(args) -> int:
     refuse_extension_alone(out, args.output, FORMATS, "graph")
     refuse_unwritable_place(out)  # (before the graph is checked, which reads its traces whole; a folder is no unknown format)
     if fmt not in FORMATS:
-        raise UsageError(f"-o {args.output}: cannot tell the format; end the name in {', '.join('.' + f for f in FORMATS)}")
+        # (a name with an extension of another format is told so, not that its format is unknown)
+        said = f".{fmt} is not a format render writes" if fmt else "cannot tell the format"
+        raise UsageError(f"-o {args.output}: {said}; end the name in {', '.join('.' + f for f in FORMATS)}")
     # (as `check GRAPH` checks it: render has no --cluster, so a bad cluster setting is refused
     # rather than replaced, and a graph that names no cluster has its elements left unstarted)
     checked = check_graph(args.graph)

@@ -607,9 +607,10 @@ def _unquoted_value(text: str, pos: int) -> tuple[int, str] | None:
 def _quoting_hint(written: str) -> str | None:
     """The hint for a value written without quotes; None for one that starts as a number: that
     is a number written wrong (`5.`, `1_000`, `0x10`), unless it holds what only a cluster spec
-    does (`32x4:V100`, `4x8@dgx`), or reads as a path does (`../traces/x.csv`, `1data/f.csv`:
-    a '/' that is no rate's)."""
-    if written[0] in "0123456789+-." and ":" not in written and "@" not in written and not _reads_as_path(written):
+    does (`32x4:V100`, `4x8@dgx`, `32x4`: no multiplier is followed by digits), or reads as a
+    path does (`../traces/x.csv`, `1data/f.csv`: a '/' that is no rate's)."""
+    spec = ":" in written or "@" in written or re.match(r"[1-9][0-9]*[xX][0-9]", written) is not None  # (0x10: hex)
+    if written[0] in "0123456789+-." and not spec and not _reads_as_path(written):
         return None
     return f'text such as a cluster spec or a file path is written in quotes: "{written}"'
 
