@@ -432,19 +432,16 @@ def _tiers_from_table(file: Path, lines: SpecLines, table: object) -> Tiers:
                 raise ClusterError(f"{where}: unknown key '{field}'" + (f" ({hint})" if hint else ""), path)
             # (an int of any size is finite; math.isfinite would overflow converting a huge one)
             ok = not isinstance(number, bool) and (isinstance(number, int) or isinstance(number, float) and math.isfinite(number))
-            if field == "latency_ns" and not (ok and number >= 0):
-                raise ClusterError(f"{where}: 'latency_ns' must be a finite number of 0 or more, got {_as_written(number)}", path)
-            if field == "bandwidth_gb_per_s" and not (ok and number > 0):
+            # (one message for each field's whole range, whichever end a value is past)
+            if field == "latency_ns" and not (ok and 0 <= number <= MAX_LATENCY_NS):
                 raise ClusterError(
-                    f"{where}: 'bandwidth_gb_per_s' must be a positive finite number, got {_as_written(number)}", path
+                    f"{where}: 'latency_ns' must be a number from 0 to {MAX_LATENCY_NS:,.0f} (1,000 s), got {_as_written(number)}",
+                    path,
                 )
-            if field == "latency_ns" and number > MAX_LATENCY_NS:
+            if field == "bandwidth_gb_per_s" and not (ok and MIN_BANDWIDTH_GB_PER_S <= number <= MAX_AMOUNT):
                 raise ClusterError(
-                    f"{where}: 'latency_ns' must be at most {MAX_LATENCY_NS:,.0f} (1,000 s), got {_as_written(number)}", path
-                )
-            if field == "bandwidth_gb_per_s" and not MIN_BANDWIDTH_GB_PER_S <= number <= MAX_AMOUNT:
-                raise ClusterError(
-                    f"{where}: 'bandwidth_gb_per_s' must be from {MIN_BANDWIDTH_GB_PER_S:g} to {MAX_AMOUNT:,.0f}, got {_as_written(number)}",
+                    f"{where}: 'bandwidth_gb_per_s' must be a number from {MIN_BANDWIDTH_GB_PER_S:g} to {MAX_AMOUNT:,.0f}, "
+                    f"got {_as_written(number)}",
                     path,
                 )
             fields[field] = float(number) + 0.0  # (-0.0 is 0: shown so, and fingerprinted so)

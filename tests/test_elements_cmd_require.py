@@ -1,5 +1,6 @@
 """`roundhouse elements --require` given no file name: said so, not that the current folder
-(which an empty path names) is a folder."""
+(which an empty path names) is a folder; given a file Python cannot read, its place said once,
+with the column."""
 
 import pytest
 
@@ -10,3 +11,10 @@ from tests.conftest import refused
 def test_an_empty_require_asks_for_a_file(capsys, given):
     err = refused(capsys, ["elements", "--require", given], "--require: give a Python file of your own elements")
     assert "is a folder" not in err and "Traceback" not in err
+
+
+def test_a_syntax_error_is_said_at_its_line_and_column_once(capsys, tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import math\ndef f(:\n    pass\n")
+    err = refused(capsys, ["elements", "--require", str(bad)], f"{bad}:2:7: SyntaxError: invalid syntax\n")
+    assert err.count("line 2") == 0 and "Traceback" not in err

@@ -253,15 +253,15 @@ BAD_SPECS = [
     ),
     (
         "[[group]]\nnodes = 8\ngpus_per_node = 8\n[tiers.rack]\nbandwidth_gb_per_s = 0\n",
-        "[tiers.rack]: 'bandwidth_gb_per_s' must be a positive finite number, got 0",
+        "[tiers.rack]: 'bandwidth_gb_per_s' must be a number from 1e-06 to 1,000,000, got 0",
     ),
     (
         "[[group]]\nnodes = 8\ngpus_per_node = 8\n[tiers.network]\nbandwidth_gb_per_s = -400.0\n",
-        "[tiers.network]: 'bandwidth_gb_per_s' must be a positive finite number, got -400.0",
+        "[tiers.network]: 'bandwidth_gb_per_s' must be a number from 1e-06 to 1,000,000, got -400.0",
     ),
     (
         "[[group]]\nnodes = 8\ngpus_per_node = 8\n[tiers.machine]\nlatency_ns = -1\n",
-        "[tiers.machine]: 'latency_ns' must be a finite number of 0 or more, got -1",
+        "[tiers.machine]: 'latency_ns' must be a number from 0 to 1,000,000,000,000 (1,000 s), got -1",
     ),
     ("[[group]]\nnodes = 8\ngpus_per_node = 8\n[tiers.racks]\n", "[tiers]: unknown tier 'racks' (did you mean 'rack'?)"),
     (

@@ -75,7 +75,7 @@ CASES = [
     # a key of an inline table: at the line the table is written on
     (
         f"[[group]]\nnodes = 1\ngpus_per_node = 4\n[tiers]\nrack = {{ bandwidth_gb_per_s = 0 }}  {HERE}\n",
-        "[tiers.rack]: 'bandwidth_gb_per_s' must be a positive finite number, got 0",
+        "[tiers.rack]: 'bandwidth_gb_per_s' must be a number from 1e-06 to 1,000,000, got 0",
     ),
 ]
 

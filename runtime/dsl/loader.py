@@ -230,8 +230,11 @@ def load_element_file(path: Path) -> str | None:
             sys.modules[name] = before
         else:
             del sys.modules[name]
+        if isinstance(err, SyntaxError) and err.filename == resolved:  # (the file itself: its place said once)
+            column = f":{err.offset}" if err.offset else ""
+            return f"{path}:{err.lineno}{column}: {type(err).__name__}: {err.msg}"
         frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename == resolved]
-        where = f"{path}:{frames[-1].lineno}: " if frames else (f"{path}:{err.lineno}: " if isinstance(err, SyntaxError) else "")
+        where = f"{path}:{frames[-1].lineno}: " if frames else ""
         # (The registry's own complaint says all there is; its type would add nothing.)
         what = str(err) if isinstance(err, registry.DefinedTwice) else f"{type(err).__name__}: {err}"
         return f"{where}{what}"
