@@ -51,7 +51,7 @@ def test_an_output_in_a_missing_folder_is_refused_before_the_run_is_read(tmp_pat
     (damaged / "jobs.csv").write_text("")
     out = tmp_path / "no such folder" / name
     err = refused(capsys, [command, damaged, "-o", out])
-    assert f"cannot write {out}: No such file or directory" in err, err
+    assert f"cannot write {out}: no folder {out.parent}" in err, err
     assert "jobs.csv" not in err
     assert not out.parent.exists()
 

@@ -115,5 +115,8 @@ def test_check_of_several_graphs_names_each_refused_graph(tmp_path, capsys):
 def test_render_names_a_missing_output_folder_before_checking_the_graph(tmp_path, capsys):
     # (the check reads the graph's traces whole: a typo in the folder is told at once)
     out = tmp_path / "nowhere" / "g.svg"
-    err = refused(capsys, ["render", tmp_path / "absent.sched", "-o", out], f"cannot write {out}: No such file or directory")
+    err = refused(capsys, ["render", tmp_path / "absent.sched", "-o", out], f"cannot write {out}: no folder {out.parent}")
     assert "absent.sched" not in err
+    (tmp_path / "a file").write_text("")
+    out = tmp_path / "a file" / "g.svg"
+    refused(capsys, ["render", tmp_path / "absent.sched", "-o", out], f"cannot write {out}: {out.parent} is not a folder")

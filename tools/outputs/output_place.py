@@ -20,12 +20,13 @@ def refuse_extension_alone(out: Path, text: str, formats: tuple[str, ...], stem:
 
 
 def refuse_unwritable_place(out: Path) -> None:
-    """Refuse at once, in the words the write would use once the work is done, an output whose
-    folder does not exist, that is a folder, or that cannot be written (`write_problem`)."""
+    """Refuse at once an output whose folder does not exist (naming the folder), that is a
+    folder, or that cannot be written (`write_problem`: in the words the write would use)."""
     folder = out.parent
-    problem = (
-        (errno.ENOTDIR if folder.exists() else errno.ENOENT) if not folder.is_dir() else errno.EISDIR if out.is_dir() else None
-    )
+    if not folder.is_dir():  # (the folder named: the system's words would say only that no such file is there)
+        said = f"{folder} is not a folder" if folder.exists() else f"no folder {folder}"
+        raise UsageError(f"error: cannot write {out}: {said}")
+    problem = errno.EISDIR if out.is_dir() else None
     if problem is not None:
         with writing(out):
             raise OSError(problem, os.strerror(problem), str(out))
