@@ -509,7 +509,8 @@ class EffectiveThroughput(_RoundWatcher):
         by: a job column known at the job's arrival, from its trace, to break the series down by (e.g. "user").
     Counters:
         none
-    Cost: O(r) over running jobs r; with `by`, O(r v) over them and the v values of `by` among them.
+    Cost: O(r) over running jobs r; with `by`, O(r log r + r v) over them and the v values of `by`
+        among them (array passes, one a value).
     See also: Hierarchical, MaxThroughput, JobMetrics
     Paper: Gavel (OSDI'20) §7.3 and Fig. 11 (effective throughput of hierarchical policies).
     """
@@ -540,9 +541,10 @@ class EffectiveThroughput(_RoundWatcher):
             # one of them is named apart at the end, when all the values are known.)
             by_value: dict[str, float] = {}
             if self.by is not None and len(rows):
-                groups = self._groups(table)[rows]
-                for g in sorted({str(v) for v in groups.tolist()}):
-                    by_value[g] = float(work[np.array([str(v) == g for v in groups.tolist()])].sum())
+                labels = np.array([str(v) for v in self._groups(table)[rows].tolist()])
+                values, group = np.unique(labels, return_inverse=True)  # (sorted, as the columns are)
+                for k, g in enumerate(values.tolist()):
+                    by_value[g] = float(work[group == k].sum())  # (each value's jobs in row order, as summed before)
             self._series.append((ctx.now - ctx.round_s, float(work.sum()), by_value))
         self._remember(ctx)
 
