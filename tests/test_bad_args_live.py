@@ -113,7 +113,11 @@ def test_many_nodes_need_emulated_gpus(capsys, extra, message):
     "extra, message",
     [
         (["--status", "--timeout", "1e999s"], "1e999s"),  # refused as it is read, or by its bounds
-        (["--status", "--timeout", "1e300s"], "--timeout 1e300s: must be more than 0"),
+        (["--status", "--timeout", "1e300s"], "--timeout 1e300s: must be more than 0 and at most 1d"),
+        # (a negative one was told "0 or more", which 0 is not; a long one the bound as 3.1536e+08s)
+        (["--status", "--timeout", "-1"], "--timeout -1: must be more than 0"),
+        (["--command", "sleep 1", "--duration", "-3s"], "--duration -3s: must be more than 0"),
+        (["--command", "sleep 1", "--duration", "11000d"], "--duration 11000d: must be more than 0 and at most 3650d"),
         (["--status", "--timeout", "0s"], "--timeout 0s: must be more than 0"),
         (["--command", "sleep 1", "--duration", "1e999s"], "1e999s"),
         (["--command", "sleep 1", "--duration", "0s"], "--duration 0s: must be more than 0"),

@@ -27,11 +27,15 @@ def roundhouse(*args: str, cwd, timeout: float = 60) -> subprocess.CompletedProc
 @pytest.mark.parametrize(
     "given, said",
     [
-        (["--heartbeat", "0"], "error: --heartbeat 0: must be more than 0 and shorter than --heartbeat-timeout (10s)"),
-        (["--heartbeat", "20s"], "error: --heartbeat 20s: must be more than 0 and shorter than --heartbeat-timeout (10s)"),
+        (["--heartbeat", "0"], "error: --heartbeat 0: must be more than 0\n"),
+        # (a negative one was told "0 or more", which 0 is not)
+        (["--heartbeat", "-1"], "error: --heartbeat -1: must be more than 0\n"),
+        (["--heartbeat-timeout", "-1"], "error: --heartbeat-timeout -1: must be more than 0\n"),
+        (["--heartbeat-timeout", "0"], "error: --heartbeat-timeout 0: must be more than 0\n"),
+        (["--heartbeat", "20s"], "error: --heartbeat 20s: must be shorter than --heartbeat-timeout (10s)"),
         (
             ["--heartbeat", "2s", "--heartbeat-timeout", "1s"],
-            "error: --heartbeat 2s: must be more than 0 and shorter than --heartbeat-timeout (1s)",
+            "error: --heartbeat 2s: must be shorter than --heartbeat-timeout (1s)",
         ),
         (["--retries", "-2"], "error: --retries -2: must be 0 or more"),
     ],

@@ -99,12 +99,10 @@ def live_options(args):
         raise UsageError(f"--ports {args.ports!r}: need 0 < LOW < HIGH <= 65536")
     if args.retries < 0:
         raise UsageError(f"--retries {args.retries}: must be 0 or more")
-    heartbeat = seconds(args.heartbeat, "--heartbeat")
-    timeout = seconds(args.heartbeat_timeout, "--heartbeat-timeout")
-    if not 0 < heartbeat < timeout:
-        raise UsageError(
-            f"--heartbeat {args.heartbeat}: must be more than 0 and shorter than --heartbeat-timeout ({args.heartbeat_timeout})"
-        )
+    heartbeat = seconds(args.heartbeat, "--heartbeat", positive=True)
+    timeout = seconds(args.heartbeat_timeout, "--heartbeat-timeout", positive=True)
+    if not heartbeat < timeout:
+        raise UsageError(f"--heartbeat {args.heartbeat}: must be shorter than --heartbeat-timeout ({args.heartbeat_timeout})")
     # Agents learn the heartbeat period from the welcome, and jobs the checkpoint period from
     # their launch: a value those messages cannot carry would fail every registration or launch.
     duration_within(heartbeat, args.heartbeat, "--heartbeat", "welcome", "heartbeat_s")

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from roundhouse.errors import TraceError, UsageError, first_line
+from roundhouse.runtime.values import format_duration
 from roundhouse.tools.common import seconds, whole
 from roundhouse.tools.live_options import add_security, check_named, setup_logging
 
@@ -54,9 +55,9 @@ MAX_COUNT = 100_000
 
 
 def _bounded_seconds(text: str, flag: str, most: float) -> float:
-    value = seconds(text, flag)
-    if value is None or not 0 < value <= most:  # also refuses inf and nan
-        raise UsageError(f"{flag} {text}: must be more than 0 and at most {most:g}s")
+    value = seconds(text, flag, positive=True)
+    if value is None or not value <= most:  # also refuses inf and nan
+        raise UsageError(f"{flag} {text}: must be more than 0 and at most {format_duration(most)}")
     return value
 
 

@@ -332,7 +332,8 @@ class EmulatedNodes:
         attempt = (body["job"], body["attempt"])
         ranks = [(n, j) for n in self.nodes for j in list(n.jobs.values()) if (j.job, j.attempt) == attempt]
         if not ranks:
-            if not self._stopping:  # (stopping revokes only what runs: never unknown)
+            # (stopping revokes only what runs; an attempt that ended here crossed the revoke)
+            if not self._stopping and not any(n.exits.attempt_ran(*attempt) for n in self.nodes):
                 _REFUSALS.warn(
                     "unknown_attempt",
                     "dropped the scheduler's revoke of job %d attempt %d: not running here (any more)",

@@ -64,6 +64,11 @@ class ExitReports:
         """Whether that worker ran here and exited (its exit acknowledged or not)."""
         return key in self.unacked or key in self.ended
 
+    def attempt_ran(self, job: int, attempt: int) -> bool:
+        """Whether a worker of that attempt ran here and exited (rare: a scan, asked only of a
+        revoke that finds no worker)."""
+        return any(key[:2] == (job, attempt) for keys in (self.unacked, self.ended) for key in keys)
+
     def flush(self, force: bool = False) -> None:
         """Resend the reports the scheduler has not acknowledged (after 3 s, or all if `force`)."""
         now = time.time()

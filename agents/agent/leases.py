@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from roundhouse.agents.agent.processes import Worker, Workers
 from roundhouse.agents.client import Lease
@@ -20,9 +21,10 @@ log = logging.getLogger("roundhouse.agent")
 
 
 class Revocations:
-    def __init__(self, workers: Workers, grace_s: float):
+    def __init__(self, workers: Workers, grace_s: float, ended_here: Callable[[int, int], bool] = lambda job, attempt: False):
         self.workers = workers
         self.grace_s = grace_s
+        self.ended_here = ended_here  # whether a worker of (job, attempt) ran here and exited
         self.refusals = RefusalLog(log)
 
     def on_revoke(self, body: dict) -> None:
@@ -33,7 +35,11 @@ class Revocations:
             if w.job == body["job"] and w.attempt == body["attempt"] and (body["kill"] or body.get("rank") in (None, w.rank))
         ]
         if not targets:
-            # (A revoke may also have crossed the worker's exit on the way: logged all the same.)
+            if self.ended_here(body["job"], body["attempt"]):
+                # It crossed the exit on the way (the agent stopping, the worker done): the
+                # scheduler learns the attempt's end from the exit report.
+                log.debug("revoke of job %d attempt %d: it has exited here already", body["job"], body["attempt"])
+                return
             self.refusals.warn(
                 "unknown_attempt",
                 "dropped the scheduler's revoke of job %d attempt %d: not running here (any more)",

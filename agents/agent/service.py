@@ -63,7 +63,7 @@ class Agent:
             threads_per_gpu=threads_per_gpu,
             emulate=emulate,
         )
-        self.revocations = Revocations(self.workers, revoke_grace_s)
+        self.revocations = Revocations(self.workers, revoke_grace_s, ended_here=self.exits.attempt_ran)
         self._stopping: str | None = None
         self._asked = False  # the scheduler asked this agent to shut down (and was answered)
         self._stop_deadline = 0.0

@@ -17,7 +17,7 @@ from roundhouse.runtime.backends.live.nodes import GONE, HELD, Nodes
 from roundhouse.runtime.journal import AttemptRow
 from roundhouse.traces.profiles import canonical_model
 from roundhouse.wire import protocol
-from roundhouse.wire.workloads import workload_module
+from roundhouse.wire.workloads import WORKLOADS, workload_module
 
 if TYPE_CHECKING:
     from roundhouse.runtime.backends.live.attempts import Attempt, Attempts
@@ -51,9 +51,9 @@ def send_launch(books: Attempts, att: Attempt) -> None:
     # (Asked first: a missing column's error spells out the closest names, a millisecond a launch.)
     command = books._column("command")[row] if books.world.jobs.has_column("command") else None
     command = command if isinstance(command, str) and command.strip() else None
-    workload = workload_module(canonical_model(model) or model) if command is None and isinstance(model, str) else None
+    workload = workload_for(model) if command is None else None
     if command is None and workload is None:
-        cannot_run(books, att, f"no workload for model {model!r} and no command: give the job a 'command'")
+        cannot_run(books, att, nothing_to_run(model))
         return
     rank0 = books.nodes.slots[int(att.slots[0])]
     # (A job the wire cannot carry, or whose command does not split into words, fails alone:
@@ -107,6 +107,17 @@ def send_launch(books: Attempts, att: Attempt) -> None:
     if len(att.exits) == att.world_size:  # every node it was meant for is gone
         books.requeue_now(att, books.clock.now_s())
         books.maybe_end(att, books.clock.now_s())
+
+
+def workload_for(model: object) -> str | None:
+    """The example workload's module that trains `model` (any accepted spelling), or None."""
+    return workload_module(canonical_model(model) or model) if isinstance(model, str) else None
+
+
+def nothing_to_run(model: object) -> str:
+    """Why a job without a command cannot run live: its model has no example workload."""
+    named = f"model {model!r} has no example workload" if isinstance(model, str) else "it names no model"
+    return f"{named} ({', '.join(WORKLOADS)}) and it gives no command: give the job a 'command'"
 
 
 def cannot_run(books: Attempts, att: Attempt, reason: str) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from roundhouse.errors import SchedError, TraceError
+from roundhouse.runtime.backends.live.launches import nothing_to_run, workload_for
 from roundhouse.runtime.journal import Journal, attempted_ids
 from roundhouse.wire import protocol
 
@@ -90,6 +91,7 @@ class Submissions:
             self.world.prepare(checked, SUBMISSION)
         except TraceError as err:
             raise _placed(err, places) from None
+        _runnable(checked, places)
         if any(r.get("job_id") is None for r in rows):
             self._next_id = max(i for i, r in zip(ids, rows) if r.get("job_id") is None) + 1
         for spec, job_id in zip(frame.to_dicts(), ids):
@@ -278,6 +280,16 @@ def _within_the_wire(frame: pl.DataFrame, places: dict[int, int]) -> None:
                 shown = _number(value)
                 message = f"job {job_id}: {column} {shown} is more than a live launch carries ({most:,})"
                 raise TraceError(SUBMISSION, message, row=places.get(job_id))
+
+
+def _runnable(frame: pl.DataFrame, places: dict[int, int]) -> None:
+    """Refuse a job that gives no command and whose model has no example workload: no agent
+    could run it, and it would fail at its first launch instead (`launches.send_launch`)."""
+    commands = frame["command"].to_list() if "command" in frame.columns else [None] * frame.height
+    models = frame["model"].to_list() if "model" in frame.columns else [None] * frame.height
+    for job_id, model, command in zip(frame["job_id"].to_list(), models, commands):
+        if not (isinstance(command, str) and command.strip()) and workload_for(model) is None:
+            raise TraceError(SUBMISSION, f"job {job_id}: cannot run live: {nothing_to_run(model)}", row=places.get(job_id))
 
 
 def _number(value: float) -> str:
