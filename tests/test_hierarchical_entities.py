@@ -1,8 +1,8 @@
 """Which entity a Hierarchical job belongs to: a listed range holding its id, a listed name, or
-(not listed) its own entity column's value, weight 1. A job with no entity at all (its column
-empty and no listed range holding it) is refused, named; it was grouped with every other such
-job as an entity called "None", beside any real entity of that name. The entity column may be
-any of the trace's: it is looked for once jobs have come (a trace's own columns join the job
+(not listed) its own entity column's value, weight 1. Jobs with no entity at all (their column
+empty and no listed range holding them) are one unlisted entity of their own: they were grouped
+as an entity called "None" (or "nan"), with any real entity of that name. The entity column may
+be any of the trace's: it is looked for once jobs have come (a trace's own columns join the job
 table with its first job), not at the start, where only the standard ones are known."""
 
 from __future__ import annotations
@@ -41,13 +41,11 @@ def _run(tmp_path, solver: str, users: list[str | None], column: str = "user", c
     return graph
 
 
-def test_a_job_without_an_entity_is_refused_naming_it(tmp_path):
-    with pytest.raises(RoundhouseError) as err:
-        _run(tmp_path, 'Hierarchical(entities=["a"], weights=[1])', ["a", None, "a"])
-    message = str(err.value)
-    assert "job 1" in message and "solve" in message and "'user'" in message
-    assert "Traceback" not in message
-    assert err.value.location is not None and err.value.location.line == 4
+def test_jobs_without_an_entity_are_an_entity_of_their_own(tmp_path):
+    # One GPU: a real user "None" and the jobs with no user are two entities, half each.
+    graph = _run(tmp_path, "Hierarchical()", ["None", None, ""], cluster="1x1:V100")
+    shares = graph.elements["solve"].allocation.fractions.ravel()
+    assert shares == pytest.approx([0.5, 0.25, 0.25], abs=1e-6)
 
 
 def test_a_range_holds_a_job_whose_column_is_empty(tmp_path):
@@ -70,12 +68,13 @@ def test_an_entity_column_no_job_has_is_refused_at_the_element(tmp_path):
     assert err.value.location is not None and err.value.location.line == 4
 
 
-def test_a_job_missing_a_number_entity_is_refused_too(tmp_path):
-    # (a number column's missing value is NaN, which would have grouped as an entity "nan")
+def test_jobs_missing_a_number_entity_are_an_entity_of_their_own(tmp_path):
+    # (a number column's missing value is NaN: with the other jobs missing theirs, not an entity "nan")
     (tmp_path / "jobs.csv").write_text(
         "job_id,arrival_s,gpus,model,batch_size,duration_s,team\n"
-        "0,0,1,ResNet-18,32,3600,1\n1,0,1,ResNet-18,32,3600,\n2,0,1,ResNet-18,32,3600,2\n"
+        "0,0,1,ResNet-18,32,3600,1\n1,0,1,ResNet-18,32,3600,\n2,0,1,ResNet-18,32,3600,1\n3,0,1,ResNet-18,32,3600,\n"
     )
-    (tmp_path / "g.sched").write_text(GRAPH.format(solver='Hierarchical(entity_column="team")', cluster="1:1:1"))
-    with pytest.raises(RoundhouseError, match=r"job 1 has no entity: its 'team' is empty"):
-        simulate(compile_file(tmp_path / "g.sched"), until=720.0)
+    (tmp_path / "g.sched").write_text(GRAPH.format(solver='Hierarchical(entity_column="team")', cluster="1x1:V100"))
+    graph = compile_file(tmp_path / "g.sched")
+    simulate(graph, until=720.0)
+    assert graph.elements["solve"].allocation.fractions.ravel() == pytest.approx([0.25] * 4, abs=1e-6)

@@ -968,8 +968,8 @@ class Hierarchical(GavelSolver):
     earliest unfrozen job under FIFO. The allocation is water-filled (§4.3): levels of
     weighted max-min LPs, a bottleneck MILP after each; a bottlenecked job is frozen and its
     weight passes to the rest of its entity. Entities not listed get weight 1 and the first
-    listed policy; a job with no entity (its column empty, and no listed range holding it) is
-    refused, named. Weights are relative: a weight below a millionth of the largest (among the
+    listed policy; jobs with no entity (their column empty, and no listed range holding them)
+    are one more such entity, of their own. Weights are relative: a weight below a millionth of the largest (among the
     entities with jobs, and among jobs) counts as that.
 
     Arguments:
@@ -1023,7 +1023,8 @@ class Hierarchical(GavelSolver):
             ) from None
 
     def _entities(self, ctx: RoundContext, rows: np.ndarray):
-        """Each job's entity index, and the names of entities not listed (weight 1)."""
+        """Each job's entity index, and the names of entities not listed (weight 1; None: the
+        jobs with no entity)."""
         n = len(self.entities)
         entity = np.full(len(rows), -1, dtype=np.int64)
         ids = ctx.jobs.column("job_id")[rows]
@@ -1035,19 +1036,12 @@ class Hierarchical(GavelSolver):
         for i, e in reversed(list(enumerate(self.entities))):  # the first listed match wins
             hit = (ids >= e.start) & (ids < e.stop) if isinstance(e, IdRange) else labels == e
             entity[hit] = i
-        # (grouping such jobs under a made-up name would give them a weight nobody chose)
-        lost = np.flatnonzero((entity < 0) & np.array([v is None for v in labels.tolist()], dtype=bool))
-        if len(lost):
-            more = f" (and {len(lost) - 1} more such job{'s' if len(lost) > 2 else ''})" if len(lost) > 1 else ""
-            raise SchedError(
-                f"{self.name} (Hierarchical): job {ids[lost[0]]}{more} has no entity: its '{self.entity_column}' is "
-                "empty and no listed range of job ids holds it",
-                self.declared_at,
-                hint=f"give each job a value in column '{self.entity_column}', or list a range of job ids holding it",
-            )
-        extra = sorted({str(v) for v in labels[entity < 0].tolist()})
+        extra: list[str | None] = sorted({v for v in labels[entity < 0].tolist() if v is not None})
         for j, name in enumerate(extra):
-            entity[(entity < 0) & (labels.astype(str) == name)] = n + j
+            entity[(entity < 0) & (labels == name)] = n + j
+        if (entity < 0).any():  # (apart from any entity whose name is spelt "None" or "nan")
+            entity[entity < 0] = n + len(extra)
+            extra.append(None)
         return entity, extra
 
     def allocate(self, ctx: RoundContext, problem: Problem):
