@@ -8,6 +8,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import shutil
 import stat
 import tempfile
 import unicodedata
@@ -117,6 +118,38 @@ def results_folder(path: str | Path, what: str, kind: str) -> Path:
             "would replace them; give another folder, or remove them first"
         )
     return folder
+
+
+def first_missing(path: str | Path) -> Path | None:
+    """The outermost folder of `path` that does not exist yet (None if it all does, or the path
+    is one the system cannot take: making it says why): what making it makes, and so what a
+    failed run removes (`remove_made`). The path is resolved first, as making it resolves it:
+    `tmp/../results` is results, there already when tmp is not."""
+    missing = None
+    try:
+        folder = Path(os.path.realpath(path))  # (not Path.resolve: a symbolic link loop raises there)
+    except (OSError, ValueError):  # (ValueError: a NUL in it)
+        return None
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        missing, folder = folder, folder.parent
+    return missing
+
+
+def remove_made(out: Path, created: Path) -> None:
+    """After a failed run (`roundhouse run --out`, `Simulation.write`): the results folder it
+    made (it holds nothing but the unfinished record), and the parents of it the run made, up to
+    `created` (`first_missing` before it made them), while they are empty (another run may have
+    put its own results beside it meanwhile). Nothing outside `created` goes."""
+    folder = Path(os.path.realpath(out))
+    if created not in (folder, *folder.parents):  # (not the folder found missing: leave it be)
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    while folder != created:
+        folder = folder.parent
+        try:
+            folder.rmdir()
+        except OSError:  # (not empty, or gone)
+            return
 
 
 def refuse_control_characters(path: str | Path, what: str, kind: str) -> None:

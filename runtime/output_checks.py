@@ -12,6 +12,7 @@ import numpy as np
 
 from roundhouse.runtime.element_failures import element_failure
 from roundhouse.runtime.types import Ranking
+from roundhouse.traces.jobs import FINISHED
 
 if TYPE_CHECKING:
     from roundhouse.runtime.context import Round
@@ -77,7 +78,7 @@ def check_own_output(el: Element, ctx: Round, out: object) -> None:
 
 
 def check_ranking(el: Element, ctx: Round, port: str, ranking: Ranking) -> None:
-    """A Ranking's contents: rows of the job table, each once, each asked at least one GPU; and
+    """A Ranking's contents: rows of the job table, each once, unfinished, each asked at least one GPU; and
     what it asks beyond GPU counts, where given: GPU types of the cluster, batch sizes of 0 or
     more, partners that are rows of the job table."""
     rows, gpus = ranking.rows, ranking.gpus
@@ -98,6 +99,15 @@ def check_ranking(el: Element, ctx: Round, port: str, ranking: Ranking) -> None:
     twice = ordered[1:][ordered[1:] == ordered[:-1]]
     if len(twice):
         raise element_failure(el, ctx, f"it emitted a Ranking {on} that ranks job {ids[twice[0]]} (row {twice[0]}) twice")
+    done = np.flatnonzero(ctx.jobs.column("status")[rows] == FINISHED)
+    if len(done):  # (else the placer's plan is refused, naming the placer)
+        row = rows[done[0]]
+        raise element_failure(
+            el,
+            ctx,
+            f"it emitted a Ranking {on} that ranks job {ids[row]} (row {row}), which has finished: rank the jobs "
+            "of its input, which are unfinished",
+        )
     none = np.flatnonzero(gpus < 1)
     if len(none):
         row = rows[none[0]]

@@ -29,9 +29,10 @@ from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file
 from roundhouse.runtime.engine import Engine, RunResult
-from roundhouse.runtime.files import results_folder, writing
+from roundhouse.runtime.files import first_missing, remove_made, results_folder, writing
 from roundhouse.runtime.results_files import write_results
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
+from roundhouse.runtime.snapshot_paths import A_SNAPSHOT, file_kind, saved_state_kind
 from roundhouse.runtime.useless_runs import warn_before_simulation
 from roundhouse.runtime.values import FilePath, describe
 from roundhouse.runtime.world import World
@@ -69,8 +70,32 @@ def _graph_source(graph: str | Path) -> tuple[str, str | None]:
     if isinstance(graph, str) and not graph.strip():
         raise UsageError("graph: expected a .sched path or a graph's text, got an empty string")
     if isinstance(graph, Path) or not any(mark in graph for mark in _TEXT_MARKS) or _names_file(graph):
+        _refuse_what_is_no_graph_file(graph)
         return str(Path(graph).resolve()), None  # (a snapshot loads from any folder)
     return str(Path.cwd() / _TEXT_GRAPH), graph
+
+
+def _refuse_what_is_no_graph_file(graph: str | Path) -> None:
+    """A UsageError for a path where a graph's file goes that names a run's saved state (a
+    snapshot: `Simulation.load`; a journal: `roundhouse whatif`), or a pipe, which gives its
+    text once (a simulation keeps the text for its snapshots), rather than the compiler's
+    complaint of text that is not UTF-8, or of no file at the pipe's whole path."""
+    try:
+        kind = file_kind(Path(graph))
+    except (OSError, ValueError):
+        kind = None  # (compiling it says why it cannot be read)
+    if kind:
+        raise UsageError(
+            f"graph: {graph} is {kind}, not a file, and a simulation keeps its graph's text for its snapshots: "
+            "give the graph's file, or the graph's text itself (a str)"
+        )
+    what = saved_state_kind(graph)
+    if what == A_SNAPSHOT:
+        raise UsageError(f"graph: {graph} is {what}, not a .sched graph: load it with Simulation.load({str(graph)!r})")
+    if what:
+        raise UsageError(
+            f"graph: {graph} is {what}, not a .sched graph: `roundhouse whatif {graph}` simulates from a live scheduler's journal"
+        )
 
 
 # The file name a graph given as text is compiled under (it names no file).
@@ -204,7 +229,7 @@ class Simulation:
             try:
                 self._result = self._engine.end()
             except BaseException as err:
-                self._failure = f"its end failed: {_said(err)}"
+                self._failure = f"its end failed, and is left half done: {_said(err)}"
                 raise
         return self._result
 
@@ -214,7 +239,7 @@ class Simulation:
         try:
             self._engine.step()
         except BaseException as err:
-            self._failure = f"its round at t={self.now:g}s failed: {_said(err)}"
+            self._failure = f"its round at t={self.now:g}s failed: {_said(err)}; the round it failed in is left half done"
             raise
 
     def _go_on(self, action: str) -> None:
@@ -223,8 +248,8 @@ class Simulation:
         gives, without a word."""
         if self._failure is not None:
             raise UsageError(
-                f"{action}: this simulation cannot go on: {self._failure}; the round it failed in is left half "
-                "done. Build the simulation again (or load a snapshot, or use a fork, made before the failure); "
+                f"{action}: this simulation cannot go on: {self._failure}. "
+                "Build the simulation again (or load a snapshot, or use a fork, made before the failure); "
                 "its jobs() and world_now() still show the world as it was left"
             )
 
@@ -390,16 +415,23 @@ def _write(sim: Simulation, folder: str | Path) -> Path:
     """`Simulation.write`: the folder checked as `--out` is (a sweep's results in it refused)
     before the result is made; the graph's text and trace as the simulation was built with."""
     _file_argument("folder", folder, "a folder for the results, such as results/")
+    created = first_missing(folder)
     out = results_folder(folder, "folder", "run")
-    result = sim.result()
-    with writing(out):
-        write_results(out, sim.graph, result.world.cluster, result, sim._header["trace"], sim._header["graph_text"])
+    try:
+        result = sim.result()
+        with writing(out):
+            write_results(out, sim.graph, result.world.cluster, result, sim._header["trace"], sim._header["graph_text"])
+    except BaseException:  # (as `roundhouse run --out`: a folder made for results not written goes)
+        if created is not None:
+            remove_made(out, created)
+        raise
     return out
 
 
 def _said(err: BaseException) -> str:
     """An exception in one line: its kind and its message's first line."""
-    text = str(err).strip().split("\n", 1)[0]
+    # (Without the `error: ` a command's line begins with: here it follows the exception's kind.)
+    text = str(err).strip().split("\n", 1)[0].removeprefix("error: ")
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 

@@ -37,10 +37,45 @@ def file_kind(path: Path) -> str | None:
     return next((name for test, name in _KINDS if test(mode)), None)
 
 
+# The first bytes of every SQLite database file, a live scheduler's journal's among them.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+# What `saved_state_kind` calls a snapshot file.
+A_SNAPSHOT = "a simulation's snapshot"
+
+
+def saved_state_kind(path: str | Path) -> str | None:
+    """What the file at `path` is if it holds a run's saved state, for one given where a graph's
+    `.sched` file goes: `A_SNAPSHOT`, or a SQLite database (a live scheduler's journal, or
+    another program's); None for anything else. Only a regular file is read: the bytes read
+    from a pipe (a shell's `<(...)`) would be gone for the compiler."""
+    from roundhouse.runtime.snapshot import FORMAT_NAME  # (that module uses this one)
+
+    try:
+        if not Path(path).is_file():
+            return None
+        with open(path, "rb") as f:
+            start = f.read(200)
+    except (OSError, ValueError):  # (ValueError: a NUL in the path)
+        return None
+    if FORMAT_NAME.encode() in start:
+        return A_SNAPSHOT
+    if start.startswith(SQLITE_HEADER):
+        return "a SQLite database (a live scheduler's journal?)"
+    return None
+
+
+def is_snapshot(path: str | Path) -> bool:
+    """Whether `path` is a simulation's snapshot file (runtime/snapshot.py: its first line names
+    the format) rather than a journal; False for a file that cannot be read or is no regular file."""
+    return saved_state_kind(path) == A_SNAPSHOT
+
+
 def target_to_write(path: str | Path) -> Path:
     """The file a save writes, `path` with a symbolic link followed (the link is kept: what it
     names gets the snapshot). A save writes the file whole beside it and renames it over it, which
-    would put a regular file where a named pipe or a device was: those are refused."""
+    would put a regular file where a named pipe or a device was: those are refused, and so is a
+    file that is not a snapshot (an empty one aside)."""
     from roundhouse.runtime.snapshot import SnapshotError  # (that module uses this one)
 
     target = Path(path)
@@ -58,6 +93,12 @@ def target_to_write(path: str | Path) -> Path:
             )
         if not target.parent.is_dir():
             raise SnapshotError(f"snapshot {path}: cannot write it: no directory {target.parent}")
+        # (A slip, such as the graph's own file given, would lose the user's work without a word.)
+        if target.is_file() and target.stat().st_size and not is_snapshot(target):
+            raise SnapshotError(
+                f"snapshot {path}: the file there is not a snapshot, and a save would replace it; give another "
+                "path, or remove the file first"
+            )
     except (OSError, ValueError, RuntimeError) as err:  # (RuntimeError: pathlib's for a loop of links)
         raise SnapshotError(f"snapshot {path}: cannot write it ({_why(err)})") from None
     return target

@@ -35,7 +35,7 @@ from roundhouse.runtime.cluster import Cluster, described_alike
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.engine import STALL_ROUNDS, Engine, StalledError, last_round_start
 from roundhouse.runtime.journal import _TABLE_NAMES, Journal, _check_begun
-from roundhouse.runtime.snapshot import FORMAT_NAME as SNAPSHOT_FORMAT
+from roundhouse.runtime.snapshot_paths import SQLITE_HEADER
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.values import format_duration
 from roundhouse.runtime.world import World
@@ -141,8 +141,6 @@ ACCEPTED = "whatif reads a simulation's snapshot (Simulation.save) or a live sch
 
 # How much of a file is read to say what it is.
 _LOOKED_AT = 4096
-# The first bytes of every SQLite database file, a journal's among them.
-SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def check_journal_file(path: str | Path) -> None:
@@ -183,16 +181,6 @@ def _log_left_behind(path: Path, start: bytes) -> bool:
     wal_mode = len(start) >= 20 and start[18] == 2 and start[19] == 2
     log = path.with_name(path.name + "-wal")
     return wal_mode and (not log.is_file() or log.stat().st_size == 0)
-
-
-def is_snapshot(path: str | Path) -> bool:
-    """Whether `path` is a simulation's snapshot file (runtime/snapshot.py: its first line names
-    the format) rather than a journal; False for a file that cannot be read."""
-    try:
-        with open(path, "rb") as f:
-            return SNAPSHOT_FORMAT.encode() in f.read(200)
-    except OSError:
-        return False
 
 
 def _table_names(path: Path) -> set[str] | None:

@@ -45,14 +45,16 @@ def test_a_named_pipe_is_refused_and_stays_a_pipe(tmp_path):
 
 def test_a_symbolic_link_is_followed(tmp_path):
     real = tmp_path / "day1.snap"
-    real.write_text("an earlier file")
+    earlier = Simulation(FIFO, **SMALL)
+    earlier.save(real)  # (an earlier snapshot: a save replaces no other file)
     link = tmp_path / "latest.snap"
     link.symlink_to(real.name)
     sim = _sim()
     sim.save(link)
     assert link.is_symlink() and os.readlink(link) == real.name
     assert real.read_bytes().startswith(b'{"format": "roundhouse-snapshot"')
-    assert Simulation.load(link).jobs().equals(sim.jobs())
+    assert Simulation.load(link).jobs().equals(sim.jobs()) and Simulation.load(real).now == sim.now > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["day1.snap", "latest.snap"]
 
 
 @pytest.mark.parametrize(("name", "why"), [("a\0b.snap", "NUL"), ("x" * 300 + ".snap", "too long")])

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roundhouse.errors import UsageError, print_warning
 from roundhouse.runtime.compiler import refuse_empty_graph_path
 from roundhouse.runtime.explain import FILE_NAME
-from roundhouse.runtime.files import results_folder, writing
+from roundhouse.runtime.files import first_missing, remove_made, results_folder, writing
 from roundhouse.runtime.results_files import write_results
 from roundhouse.runtime.simulate import load_cluster, simulate
 from roundhouse.runtime.useless_runs import live_only_warnings
@@ -70,41 +67,14 @@ def run(args) -> int:
         for warning in live_only_warnings(graph):
             print_warning(warning)
     cluster = load_cluster(graph, args.cluster)
-    created = _first_missing(args.out) if args.out is not None else None
+    created = first_missing(args.out) if args.out is not None else None
     out = results_folder(args.out, "--out", "run") if args.out is not None else None
     try:
         return _run_into(args, graph, cluster, until, out)
     except BaseException:
         if created is not None and out is not None:
-            _remove_made(out, created)
+            remove_made(out, created)
         raise
-
-
-def _remove_made(out: Path, created: Path) -> None:
-    """After a failed run: the --out folder this run made (it holds nothing but the unfinished
-    record), and the parents of it the run made, up to `created`, while they are empty (another
-    run may have put its own results beside it meanwhile). Nothing outside `created` goes."""
-    folder = Path(os.path.realpath(out))
-    if created not in (folder, *folder.parents):  # (not the folder found missing: leave it be)
-        return
-    shutil.rmtree(folder, ignore_errors=True)
-    while folder != created:
-        folder = folder.parent
-        try:
-            folder.rmdir()
-        except OSError:  # (not empty, or gone)
-            return
-
-
-def _first_missing(path: str) -> Path | None:
-    """The outermost folder of `path` that does not exist yet (None if it all does): what
-    making it makes, and so what a failed run removes. The path is resolved first, as making it
-    resolves it: `tmp/../results` is results, there already when tmp is not."""
-    missing = None
-    folder = Path(os.path.realpath(path))  # (not Path.resolve: a symbolic link loop raises there)
-    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
-        missing, folder = folder, folder.parent
-    return missing
 
 
 def _run_into(args, graph, cluster, until, out) -> int:

@@ -17,13 +17,11 @@ from roundhouse.errors import RoundhouseError, RoundhouseErrors, TraceError, Usa
 from roundhouse.runtime.compiler import Override, compile_file
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from roundhouse.runtime.simulation import own_elements
-from roundhouse.runtime.snapshot_paths import file_kind
+from roundhouse.runtime.snapshot_paths import file_kind, is_snapshot, saved_state_kind
 from roundhouse.runtime.whatif import (
     METRICS,
-    SQLITE_HEADER,
     WORLD_SETTINGS,
     check_journal_file,
-    is_snapshot,
     whatif,
     whatif_snapshot,
 )
@@ -221,17 +219,9 @@ def _own_options(args) -> tuple[float, list[Override], list[Override]]:
 
 def _refuse_a_state_as_graph(flag: str, path: str) -> None:
     """A snapshot or a journal given where a .sched file goes (two snapshots to compare, say):
-    said so, rather than read as a graph's text that is not UTF-8."""
-    what = ""
-    if is_snapshot(path):
-        what = "a simulation's snapshot"
-    else:
-        try:
-            with open(path, "rb") as f:
-                if f.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
-                    what = "a SQLite database (a live scheduler's journal?)"
-        except OSError:
-            return  # (compiling it says why it cannot be read)
+    said so, rather than read as a graph's text that is not UTF-8. (A pipe, `--graph <(...)`,
+    is not read here: what this read, the compiler would not.)"""
+    what = saved_state_kind(path)
     if what:
         raise UsageError(
             f"{flag} {path}: {what}, not a .sched file; whatif simulates from the snapshot or journal given as its "
@@ -296,10 +286,10 @@ class _Side:
 def _sides(run_file: Path, other_file: Path | None, graph_given: bool, sets: bool) -> list[_Side]:
     """The run's side and, if there is one, the other's (`graph_given`: by --graph, else the run's
     own graph with --set)."""
-    run_file = run_file.resolve()
+    run_file = _whole(run_file)
     if other_file is None:
         return [_Side(run_file.name, "as run", str(run_file), run_file.name)]
-    other_file = other_file.resolve()
+    other_file = _whole(other_file)
     given = ("--graph" + (" with --set" if sets else "")) if graph_given else "with --set"
     names = [run_file.name, other_file.name]
     headers = list(names)
@@ -311,6 +301,12 @@ def _sides(run_file: Path, other_file: Path | None, graph_given: bool, sets: boo
         _Side(names[0], "as run", str(run_file), headers[0]),
         _Side(names[1], given, str(other_file), headers[1]),
     ]
+
+
+def _whole(path: Path) -> Path:
+    """`path` made whole, its links followed; a pipe's (`--graph <(...)`) as given: followed, its
+    link names the kernel's pipe (`pipe:[1761021]`), no file."""
+    return path.absolute() if file_kind(path) else path.resolve()
 
 
 def _distinct_ends(a: Path, b: Path) -> list[str]:
