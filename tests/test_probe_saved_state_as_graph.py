@@ -76,6 +76,18 @@ def test_a_journal_given_to_simulation_is_said_to_be_one(tmp_path):
     assert "roundhouse whatif" in message, message
 
 
+@pytest.mark.parametrize("command", ["run", "check", "render"])
+def test_run_check_and_render_say_a_saved_state_is_one(snapshot, tmp_path, capsys, command):
+    from tests.conftest import fails
+
+    journal = tmp_path / "journal.sqlite"
+    Journal(journal).close()
+    for state, what in ((snapshot, "a simulation's snapshot"), (journal, "a SQLite database")):
+        err = fails(capsys, command, state, *(["-o", tmp_path / "g.svg"] if command == "render" else []))
+        assert f"{state} is {what}" in err and f"roundhouse whatif {state}" in err, err
+        assert "UTF-8" not in err and "Traceback" not in err, err
+
+
 def test_a_graph_given_to_simulation_through_a_pipe_is_refused_naming_it():
     """A simulation keeps its graph's text for its snapshots, and a pipe is read once: it was
     "no such file: /proc/.../fd/pipe:[...]", the pipe's path made whole."""

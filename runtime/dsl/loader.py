@@ -30,6 +30,7 @@ from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.compounds import bind_params, splice, substitute, unbound
 from roundhouse.runtime.dsl.flat import Body, Decl, Edge, FlatGraph, OpenPort, port_key
 from roundhouse.runtime.dsl.parser import parse
+from roundhouse.runtime.snapshot_paths import saved_state_kind
 
 __all__ = ["Body", "Decl", "Edge", "FlatGraph", "element_file_digest", "load", "load_element_file", "read_source"]
 
@@ -101,6 +102,10 @@ def _not_a_graph(path: str, text: str | None) -> SchedError | None:
     what = _OTHER_FILES.get(Path(path).suffix.lower())
     if what is None and text is not None and _reads_as_cluster(text):
         what = _CLUSTER
+    if what is None and text is None:  # (not text: a run's saved state, whatever its name)
+        state = saved_state_kind(path)
+        if state is not None:
+            what = (state, f"simulate from it with `roundhouse whatif {path}`")
     if what is None:
         return None
     where = what[1].format(path=path, name=Path(path).name)
