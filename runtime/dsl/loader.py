@@ -195,7 +195,8 @@ def load_element_file(path: Path) -> str | None:
     if path.suffix != ".py":
         if path.is_dir():  # (a folder is said as one, whatever its name)
             return f"{path} is a folder, not a Python file"
-        return "a required file is Python ending in .py (a .sched file is brought in with import)"
+        graph = " (a .sched file is brought in with import)" if path.suffix == ".sched" else ""
+        return f"a required file is Python ending in .py{graph}"
     resolved = _whole_path(path)
     try:
         mode = path.stat().st_mode
