@@ -87,7 +87,17 @@ def load_elastic(graph: CompiledGraph):
         raise TraceError(
             str(path), f'no such folder (the built-in profile is named "{path.name.lower()}" alone, without a folder)'
         )
-    return ElasticProfile.load_pollux(path)
+    try:
+        return ElasticProfile.load_pollux(path)
+    except TraceError as err:
+        if path.name.lower() not in BUILT_IN_ELASTIC or err.path != str(path):
+            raise
+        # (a folder of that name beside the graph, an output folder say, hides the built-in one)
+        raise TraceError(
+            err.path,
+            f'{err.message}: this folder is read in place of the built-in profile "{path.name.lower()}"; '
+            "to use that one, rename or move the folder",
+        ) from None
 
 
 def built_in_elastic(graph: CompiledGraph) -> str | None:
