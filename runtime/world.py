@@ -163,7 +163,9 @@ class World:
         batch, unknown = prepare_jobs(
             trace, model, self.reference_gpu, self.cluster.n_gpus, origin, getattr(self, "reference_at", None)
         )
-        if not unknown.issubset(self.unknown_models):  # (the run's summary names them)
+        # (the run's summary names them; jobs prepared under another profile, TraceSource's empty
+        # one for timing=duration, run for their durations by choice, not for want of a profile)
+        if profile is None and not unknown.issubset(self.unknown_models):
             self.unknown_models = tuple(sorted(unknown.union(self.unknown_models)))
         return batch, unknown
 
