@@ -252,7 +252,7 @@ def test_bad_arguments_are_located_errors(capsys, argument, message):
         (("5", ",512,", ",abc,"), r"h.csv:5: error: column 'batch_size': 'abc' is not a whole number of at least 1"),
         (("7", "879686", "0"), r"h.csv:7: error: column 'total_workload': '0' is not a number more than 0"),
         (("3", ",80000,", ",1800000,"), r"h.csv:3: error: column 'num_samples': 1.8e\+06 is more than total_workload 879686"),
-        (("4", ",0.01,", ",,"), r"h.csv:4: error: column 'lr': '' is not a number more than 0"),
+        (("4", ",0.01,", ",,"), r"h.csv:4: error: column 'lr': has no value \(it must be a number more than 0\)"),
     ],
 )
 def test_history_errors_name_file_line_and_column(tmp_path, edit, message):

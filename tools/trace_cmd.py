@@ -272,6 +272,7 @@ def convert_command(args: argparse.Namespace) -> int:
     made = f"trace generate --format {target} writes a synthetic one" if target in GENERATE_FORMATS else ""
     target = check_write_format(target, "convert", made, flag="--to")
     _check_output(args.output, "OUTPUT")
+    _check_not_input(args.input, args.output)
     if target == "auto":  # (said before the input is read: a large one takes a while)
         target = _CONVERT_EXTENSIONS.get(Path(args.output).suffix.lower(), "")
         if not target:
@@ -456,6 +457,17 @@ def _check_output(output: str, label: str = "-o") -> None:
     cannot = write_problem(path)
     if cannot is not None:
         raise UsageError(f"{label} '{output}': cannot write there ({cannot.strerror})")
+
+
+def _check_not_input(source: str, output: str) -> None:
+    """Refuse an output that is the input file (by another name, or a link to it): converted in
+    place, it would be replaced by what the target format keeps of it."""
+    try:
+        same = os.path.samefile(source, output)
+    except OSError:  # (no output yet; a missing input is its reader's to report)
+        return
+    if same:
+        raise UsageError(f"OUTPUT '{output}' is the input file: converting onto it would replace it; name another file to write")
 
 
 def _check_workload_format(workload: str, format: str, from_extension: bool, output: str) -> None:

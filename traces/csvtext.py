@@ -243,12 +243,20 @@ def _check_header(path: str, names: list[str], line: int) -> list[str]:
     seen: set[str] = set()
     for position, name in enumerate(names, start=1):
         if not name:
-            last = " (a comma at the end of the line?)" if position == len(names) > 1 else ""
-            raise TraceError(path, f"the header's column {position} has no name{last}", row=line)
+            raise TraceError(path, f"the header's column {position} has no name{_unnamed_why(position, names)}", row=line)
         if name in seen:
             raise TraceError(path, "appears twice in the header", row=line, column=name)
         seen.add(name)
     return names
+
+
+def _unnamed_why(position: int, names: list[str]) -> str:
+    """What most likely left the header's column at `position` (from 1) without a name."""
+    if position == len(names) > 1:
+        return " (a comma at the end of the line?)"
+    if position == 1 and len(names) > 1:  # (pandas' to_csv and R's write.csv write each row's index first)
+        return " (a row index, as pandas' to_csv and R's write.csv write by default? write the file without it: index=False, row.names=FALSE)"
+    return ""
 
 
 def _columns(path: str, names: list[str], rows: pl.Series | list[list[str]], numbers: np.ndarray) -> pl.DataFrame:
@@ -306,7 +314,9 @@ def number_column(cells: pl.DataFrame, column: str, lines: np.ndarray, origin: s
     bad = values.is_null() | ~values.is_finite().fill_null(False) | fails(values).fill_null(True)
     if bad.any():
         i = int(bad.arg_true()[0])
-        raise TraceError(origin, f"{cells.get_column(column)[i]!r} is not {words}", row=int(lines[i]), column=column)
+        cell = cells.get_column(column)[i]
+        said = f"has no value (it must be {words})" if cell is None or not str(cell).strip() else f"{cell!r} is not {words}"
+        raise TraceError(origin, said, row=int(lines[i]), column=column)
     return values.to_numpy()
 
 

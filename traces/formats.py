@@ -8,7 +8,9 @@ its header), `pollux` (Pollux's workload CSV, `name,time,application,num_replica
 With format "auto" the extension decides, then the contents (Philly's file is
 usually called just `cluster_job_log`); a file that fits none is an error that lists the
 formats, never a guess. A file read in a format it was named with but whose contents are
-another format's fails with an error that names the format found.
+another format's fails with an error that names the format found; so does a `.trace` file that
+begins with a CSV format's header, and a header that is a CSV format's but for its names being
+separated by tabs or written in capitals (its reader would say only that columns are missing).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import polars as pl
 from roundhouse.errors import TraceError, UsageError, did_you_mean, first_line
 from roundhouse.traces import canonical, gavel, helios, ones, pai, philly, pollux, tiresias
 from roundhouse.traces.csvtext import check_trace_file, data_lines, head_text, read_bytes, read_cells, read_json_list
-from roundhouse.traces.schema import validate
+from roundhouse.traces.schema import REQUIRED_COLUMNS, validate
 
 if TYPE_CHECKING:
     from roundhouse.traces.goodput import ElasticProfile
@@ -78,27 +80,87 @@ def detect_format(path: str | Path) -> str:
     suffix = Path(path).suffix.lower()
     if suffix in canonical.PARQUET_SUFFIXES:
         return "canonical"
-    if suffix == ".trace":
-        return "gavel"
     head, text, first = _start(path)
+    if suffix == ".trace":
+        _check_not_comma_separated(path, text, first)
+        return "gavel"
     if suffix == ".json" or text.lstrip().startswith("["):
         return _json_format(path, text)
     if head.startswith(canonical.PARQUET_MAGIC):
         return "canonical"
+    _check_header_line(path, text, first)
     if first.count("\t") + 1 in gavel.LAYOUTS:
         return "gavel"
     if "," in first or suffix == ".csv":
         fields = _header_fields(first)
-        if helios.looks_like(fields):
-            return "helios"
-        if pai.looks_like(fields, Path(path).name):
+        if pai.looks_like(fields, Path(path).name) and not helios.looks_like(fields):
             return "pai"
-        if pollux.looks_like(fields):
-            return "pollux"
-        if ones.looks_like(fields):
-            return "ones"
-        return "tiresias" if tiresias.looks_like(fields) else "canonical"
+        return _header_format(fields) or "canonical"
     raise TraceError(path, f"cannot tell the trace format from the name or the contents; name it (one of {', '.join(FORMATS)})")
+
+
+def _header_format(fields: list[str]) -> str | None:
+    """The format whose CSV header `fields` is, by its column names (PAI's, whose released
+    table has no header, aside), else None (what format detection takes for canonical)."""
+    for format, fits in (
+        ("helios", helios.looks_like),
+        ("pollux", pollux.looks_like),
+        ("ones", ones.looks_like),
+        ("tiresias", tiresias.looks_like),
+    ):
+        if fits(fields):
+            return format
+    return None
+
+
+# The formats read from a CSV with a header (Helios' cluster_log among them).
+_HEADED_CSV = ("canonical", "helios", "pollux", "ones", "tiresias")
+
+
+def _check_header_line(path: str | Path, text: str, first: str) -> None:
+    """A TraceError if the first line (`first`, of the file's starting `text`) is a CSV format's
+    header written as its reader does not take it: its names separated by tabs (its fields would
+    be taken for a Gavel trace line's, seven or ten of them, or the whole line for one column's
+    name), or in capitals (names are matched exactly: the header would fit no format)."""
+    tabs = "\t" in first and "," not in first
+    fields = [name.strip() for name in (first.split("\t") if tabs else _header_fields(first))]
+    format = _csv_header_format([name.lower() for name in fields])
+    if format is None:
+        return
+    if tabs:
+        why = "its names separated by tabs: a trace is comma-separated; save it with commas"
+    elif _csv_header_format(fields) is None:
+        capitals = ", ".join(f"'{name}'" for name in fields if name != name.lower())
+        why = f"with names in capitals ({capitals}): column names are matched as written, in lower case; write them so"
+    else:
+        return
+    raise TraceError(str(path), f"the header is a {format} trace's, {why}", row=_line_of(text, first))
+
+
+def _check_not_comma_separated(path: str | Path, text: str, first: str) -> None:
+    """A TraceError if a file named as a Gavel trace (.trace) begins with a CSV header (a
+    Tiresias job file, say), which the Gavel reader would take for a line of one field."""
+    if "\t" in first or "," not in first:
+        return
+    format = _csv_header_format(_header_fields(first))
+    if format is not None:
+        raise TraceError(
+            str(path),
+            f"is named .trace, as Gavel's traces are, but its first line is a {format} trace's CSV header: "
+            f"read it as {format} (format={format}), or name it .csv",
+            row=_line_of(text, first),
+        )
+
+
+def _csv_header_format(fields: list[str]) -> str | None:
+    """The format whose CSV header `fields` is, the canonical one's too (its required columns)."""
+    fields = [name.strip() for name in fields]
+    return _header_format(fields) or ("canonical" if set(REQUIRED_COLUMNS) <= set(fields) else None)
+
+
+def _line_of(text: str, first: str) -> int:
+    """The line of the file (whose starting `text` this is) that its first line of data, `first`, is."""
+    return 1 + text.count("\n", 0, text.find(first))
 
 
 def _start(path: str | Path) -> tuple[bytes, str, str]:
@@ -158,9 +220,13 @@ def load_trace(path: str | Path, format: str = "auto", elastic: ElasticProfile |
     check_trace_file(path)
     if format == "auto":
         return _read(path, detect_format(path), elastic)
-    if format != "canonical" and read_bytes(path, 4) == canonical.PARQUET_MAGIC:
+    parquet = read_bytes(path, 4) == canonical.PARQUET_MAGIC
+    if format != "canonical" and parquet:
         # (rather than the text readers' "not UTF-8 text" about its first binary byte)
         raise TraceError(str(path), f"is a Parquet file, and only canonical traces are read from Parquet, not {format} traces")
+    if format in _HEADED_CSV and not (parquet or canonical.is_parquet(path)):
+        _, text, first = _start(path)
+        _check_header_line(path, text, first)
     try:
         return _read(path, format, elastic)
     except TraceError as err:

@@ -50,7 +50,7 @@ from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import json_kind as _kind
 from roundhouse.traces.csvtext import located_in_json, read_bytes, read_cells, read_json_list
 from roundhouse.traces.philly import collection_paused
-from roundhouse.traces.schema import cast_column, validate, warn_near_misses, warn_once
+from roundhouse.traces.schema import cast_column, missing_hint, validate, warn_near_misses, warn_once
 
 CSV_COLUMNS: tuple[str, ...] = (
     "job_id",
@@ -99,8 +99,13 @@ class HeliosTrace:
 
 
 def looks_like(header: list[str]) -> bool:
-    """Whether a CSV header is Helios' (used by format detection)."""
-    return {"gpu_num", "submit_time"} <= {h.strip() for h in header}
+    """Whether a CSV header is Helios' (used by format detection): its GPU and submission
+    columns, or (one of those misspelt, say) all but two of its columns and not the canonical
+    arrival_s, so that the reader names the column it lacks."""
+    names = {h.strip() for h in header}
+    if {"gpu_num", "submit_time"} <= names:
+        return True
+    return "arrival_s" not in names and len(names & set(CSV_COLUMNS)) >= len(CSV_COLUMNS) - 2
 
 
 def looks_like_json(head: str) -> bool:
@@ -129,7 +134,8 @@ def _parse_csv(path: str) -> HeliosTrace:
     for needed in ("job_id", "gpu_num", "submit_time", "duration"):
         if needed not in raw.columns:
             found = ", ".join(f"'{c}'" for c in raw.columns)
-            raise TraceError(path, f"missing column '{needed}' of Helios' cluster_log; columns found: {found}")
+            hint = missing_hint([needed], raw.columns, CSV_COLUMNS)
+            raise TraceError(path, f"missing column '{needed}' of Helios' cluster_log; columns found: {found}{hint}")
     warn_near_misses(raw.columns, path, CSV_COLUMNS, fixed="Helios' cluster_log")
     submitted = _times(path, raw.get_column("submit_time"), lines, "submit_time")
     columns = {canonical: raw.get_column(own) for canonical, own in _CSV_FIELDS.items() if own in raw.columns}

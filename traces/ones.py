@@ -37,7 +37,7 @@ import polars as pl
 from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import number_column, read_cells
 from roundhouse.traces.goodput import ElasticApp, ElasticProfile
-from roundhouse.traces.schema import INT64_LIMIT, warn_near_misses
+from roundhouse.traces.schema import INT64_LIMIT, missing_hint, warn_near_misses
 from roundhouse.traces.trainingsettings import SETTING_KINDS, TRAINING_SETTINGS, setting_problems
 
 TRACE_COLUMNS = ("time", "model", "task", "epoch_size", "patience", "batch_size", "lr", "max_lr", "target_acc", "num_gpus")
@@ -144,7 +144,8 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
     i is in the file (by default, the line after a header)."""
     missing = [c for c in TRACE_COLUMNS if c not in raw.columns]
     if missing:
-        raise TraceError(origin, f"missing column(s) {', '.join(missing)} (an ONES trace has {', '.join(TRACE_COLUMNS)})")
+        hint = missing_hint(missing, raw.columns, TRACE_COLUMNS)
+        raise TraceError(origin, f"missing column(s) {', '.join(missing)} (an ONES trace has {', '.join(TRACE_COLUMNS)}){hint}")
     warn_near_misses(raw.columns, origin, TRACE_COLUMNS, fixed="an ONES trace")
     if lines is None:
         lines = np.arange(raw.height) + 2
@@ -154,11 +155,16 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
         if col not in ("model", "task")
     }
     _check_training_settings(numbers, raw, origin, lines)
-    names = raw["model"].str.strip_chars().str.to_lowercase() + "-" + raw["task"].str.strip_chars().str.to_lowercase()
+    models = raw["model"].str.strip_chars().str.to_lowercase()
+    names = models + "-" + raw["task"].str.strip_chars().str.to_lowercase()
     unknown = np.flatnonzero(~names.is_in(PAIR_NAMES).fill_null(False).to_numpy())
     if unknown.size:
         i = int(unknown[0])
-        raise TraceError(origin, f"unknown model/task {names[i]!r} (ONES' pairs: {', '.join(PAIR_NAMES)})", row=int(lines[i]))
+        # (The column at fault: the model if no pair has it, else the task it was given.)
+        column = "task" if any(name.startswith(f"{models[i]}-") for name in PAIR_NAMES) else "model"
+        raise TraceError(
+            origin, f"unknown model/task {names[i]!r} (ONES' pairs: {', '.join(PAIR_NAMES)})", row=int(lines[i]), column=column
+        )
     pair = names.replace_strict({n: k for k, n in enumerate(PAIR_NAMES)}, return_dtype=pl.Int64).to_numpy()
     epochs = np.array([p[8] for p in PAIRS], dtype=np.float64)[pair]
     # The job's work in samples must be finite, and what becomes a 64-bit integer (four times

@@ -33,7 +33,7 @@ import polars as pl
 from roundhouse.errors import TraceError
 from roundhouse.traces.csvtext import number_column, read_cells
 from roundhouse.traces.goodput import ElasticApp, ElasticProfile
-from roundhouse.traces.schema import INT64_LIMIT, warn_near_misses
+from roundhouse.traces.schema import INT64_LIMIT, missing_hint, warn_near_misses
 
 WORKLOAD_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 # Pollux's simulator caps a job at 64 replicas ("simulator can't handle more") and runs NCF on
@@ -113,7 +113,10 @@ def parse_workload(
     known = apps or profile()
     missing = [c for c in WORKLOAD_COLUMNS if c not in raw.columns]
     if missing:
-        raise TraceError(origin, f"missing column(s) {', '.join(missing)} (a Pollux workload has {', '.join(WORKLOAD_COLUMNS)})")
+        hint = missing_hint(missing, raw.columns, WORKLOAD_COLUMNS)
+        raise TraceError(
+            origin, f"missing column(s) {', '.join(missing)} (a Pollux workload has {', '.join(WORKLOAD_COLUMNS)}){hint}"
+        )
     warn_near_misses(raw.columns, origin, WORKLOAD_COLUMNS, fixed="a Pollux workload")
     if lines is None:
         lines = np.arange(raw.height) + 2

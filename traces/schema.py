@@ -299,6 +299,19 @@ def _closest(columns: Sequence[str], known: Collection[str]) -> list[tuple[str, 
     return found
 
 
+def missing_hint(missing: Sequence[str], columns: Sequence[str], known: Collection[str]) -> str:
+    """For a reader's message about the `missing` columns of a fixed set (`known`): the columns
+    found but not known that are most likely them misspelt ("; did you mean 'num_gpu' for
+    num_gpus?"), or "" if none is close."""
+    unknown = {name.lower(): name for name in columns if name not in known}
+    pairs = []
+    for wanted in missing:
+        hits = difflib.get_close_matches(wanted.lower(), list(unknown), n=1, cutoff=NEAR_MISS_CUTOFF)
+        if hits:
+            pairs.append(f"'{unknown.pop(hits[0])}' for {wanted}")
+    return f"; did you mean {' and '.join(pairs)}?" if pairs else ""
+
+
 # (path, what) pairs already warned about in this process: a run reads a trace's header before
 # its jobs, and a sweep reads one trace for many runs.
 _WARNED: set[tuple[str, str]] = set()

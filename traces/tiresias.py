@@ -74,7 +74,7 @@ def _check_separator(path: str) -> None:
     if "," in first:
         return  # (a CSV: the column check says what is missing)
     fields = first.count("\t") + 1
-    if fields in gavel_layouts:
+    if fields in gavel_layouts and not looks_like(first.split("\t")):  # (a Tiresias header, tab-separated: said below)
         looks = f"{fields} tab-separated fields, as a Gavel trace's lines have: read it as gavel (format=gavel, or no format)"
         raise TraceError(path, f"its first line has no commas but {looks}; {expected}", row=line)
     others = [name for sep, name in _SEPARATORS if sep in first]
