@@ -172,7 +172,11 @@ class Journal:
         try:
             _check_one_name(self)  # (before SQLite opens it: it would read it, and could write it)
             if read_only:
-                self.db = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
+                self.db = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+                # One read transaction until it is closed: every read sees the journal as of one
+                # moment, as its scheduler goes on writing (a round read without the job it
+                # delivers would read as damaged). In write-ahead-log mode it holds up no writer.
+                self.db.execute("BEGIN")
             else:
                 self.db = sqlite3.connect(f"{uri}?mode=rwc", uri=True, isolation_level=None, check_same_thread=False)
             _check_tables(self, read_only)  # (before anything is created in it, or read from it)

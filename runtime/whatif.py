@@ -774,6 +774,9 @@ def whatif_snapshot(
         "jobs": len(world.jobs),
         "unfinished": int(world.unfinished),
         "running": int(len(world.running_rows)),
+        # (What both sides run on: a lost node's GPUs stay offline, as `submit --status` says.)
+        "gpus": int(world.cluster.n_gpus),
+        "gpus_online": int(world.online.sum()),
     }
     ahead = None
     if other is not None:
@@ -825,6 +828,9 @@ def whatif(
         "jobs": len(world.jobs),
         "unfinished": int(world.unfinished),
         "running": int(len(world.running_rows)),
+        # (What both sides run on: a lost node's GPUs stay offline, as `submit --status` says.)
+        "gpus": int(world.cluster.n_gpus),
+        "gpus_online": int(world.online.sum()),
     }
     # (The other graph first: it starts from a copy of the world before the run's graph moves on.
     # The clock is the last journaled round's, whose arrivals the world has.)

@@ -339,7 +339,8 @@ def _print(console, point: dict, projections, headers: list[str]) -> None:
     # (Paths are printed as they are: rich would read [brackets] in them as markup.)
     console.print(
         f"from {point['journal']}: {at} of {point['graph']} on {point['cluster']}: {point['jobs']:,} job(s) seen, "
-        f"{point['unfinished']:,} unfinished, {point['running']:,} running",
+        f"{point['unfinished']:,} unfinished, {point['running']:,} running"
+        + (f"; {point['gpus_online']:,} of {point['gpus']:,} GPUs online" if point["gpus_online"] < point["gpus"] else ""),
         markup=False,
     )
     # (A side that stopped before its last job finished has no makespan: it is more than the
