@@ -148,6 +148,18 @@ class ShapeRow:
     lr_scale: float | None = None
 
 
+def _connect(uri: str, read_only: bool) -> sqlite3.Connection:
+    """The journal's database at `uri`, opened to read and write, or to read only: then in one
+    read transaction until it is closed, so that every read sees the journal as of one moment as
+    its scheduler goes on writing (a round read without the job it delivers would read as
+    damaged). In write-ahead-log mode that holds up no writer."""
+    if not read_only:
+        return sqlite3.connect(f"{uri}?mode=rwc", uri=True, isolation_level=None, check_same_thread=False)
+    db = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    db.execute("BEGIN")
+    return db
+
+
 class Journal:
     """One live run's journal file. Changes are grouped and committed by `commit()`."""
 
@@ -171,14 +183,7 @@ class Journal:
         uri = self.file.as_uri()
         try:
             _check_one_name(self)  # (before SQLite opens it: it would read it, and could write it)
-            if read_only:
-                self.db = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
-                # One read transaction until it is closed: every read sees the journal as of one
-                # moment, as its scheduler goes on writing (a round read without the job it
-                # delivers would read as damaged). In write-ahead-log mode it holds up no writer.
-                self.db.execute("BEGIN")
-            else:
-                self.db = sqlite3.connect(f"{uri}?mode=rwc", uri=True, isolation_level=None, check_same_thread=False)
+            self.db = _connect(uri, read_only)
             _check_tables(self, read_only)  # (before anything is created in it, or read from it)
             _check_pages(self)
             if not read_only:
