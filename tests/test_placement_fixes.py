@@ -101,9 +101,15 @@ def test_shipped_clusters_keep_their_racks():
         (group(2, "gpu_memory_gb = 2e6\n"), "'gpu_memory_gb' must be a positive finite number up to 1,000,000"),
         (group(2, "network_gbps = 1e12\n"), "'network_gbps' must be a positive finite number up to 1,000,000"),
         (group(2, "memory_gb = 1" + "0" * 400 + "\n"), "got a number of 401 digits"),
-        (group(2) + "[tiers.rack]\nlatency_ns = 1e300\n", "[tiers.rack]: 'latency_ns' must be a number from 0 to 1,000,000,000,000"),
+        (
+            group(2) + "[tiers.rack]\nlatency_ns = 1e300\n",
+            "[tiers.rack]: 'latency_ns' must be a number from 0 to 1,000,000,000,000",
+        ),
         (group(2) + "[tiers.rack]\nlatency_ns = 1" + "0" * 400 + "\n", "'latency_ns' must be a number from 0 to"),
-        (group(2) + "[tiers.network]\nbandwidth_gb_per_s = 1e300\n", "'bandwidth_gb_per_s' must be a number from 1e-06 to 1,000,000"),
+        (
+            group(2) + "[tiers.network]\nbandwidth_gb_per_s = 1e300\n",
+            "'bandwidth_gb_per_s' must be a number from 1e-06 to 1,000,000",
+        ),
         (group(2) + "[tiers.network]\nbandwidth_gb_per_s = 1e-300\n", "'bandwidth_gb_per_s' must be a number from 1e-06"),
         (group(2, "cpus = 1" + "0" * 5000 + "\n"), "not valid TOML"),
     ],
