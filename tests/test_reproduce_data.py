@@ -301,7 +301,7 @@ ONES_ROW = "0,bert,cola,5000,5,16,5.00E-06,2.00E-05,0.8,2"
 @pytest.mark.parametrize(
     ("column", "value", "why"),
     [
-        ("epoch_size", "1e308", "the job's work in samples (its epochs x epoch_size) is not finite"),
+        ("epoch_size", "1e308", "the job's work in samples (its epochs x epoch_size) exceeds 2**53"),
         ("num_gpus", "1e30", "four times it (the GPUs a job may grow to) exceeds 2**63"),
         ("batch_size", "1e19", "the global batch (x num_gpus) exceeds 2**63"),
         ("batch_size", "1e200", "the global batch (x num_gpus) exceeds 2**63"),

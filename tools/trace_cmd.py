@@ -287,9 +287,20 @@ def convert_command(args: argparse.Namespace) -> int:
         lost = write_trace(loaded.frame, path, target)
     skipped = plural(loaded.skipped, "record")
     note = f" ({skipped} skipped: {loaded.skipped_what})" if loaded.skipped else ""
-    print(f"wrote {plural(loaded.frame.height, 'job')} to {args.output}{note}")
+    _say_written(args.output, f"wrote {plural(loaded.frame.height, 'job')} to {args.output}{note}")
     _say_lost(lost)
     return 0
+
+
+def _say_written(output: str, said: str) -> None:
+    """What was written, on standard output, unless the trace went there (-o /dev/stdout): then
+    on standard error, so as not to end the trace with a line that is no job."""
+    try:
+        written, stdout = os.stat(output), os.fstat(sys.stdout.fileno())
+        onto_stdout = (written.st_dev, written.st_ino) == (stdout.st_dev, stdout.st_ino)
+    except (OSError, ValueError, AttributeError):  # (no such file, or a stdout with no descriptor)
+        onto_stdout = False
+    print(said, file=sys.stderr if onto_stdout else sys.stdout)
 
 
 def _say_lost(lost: list[str]) -> None:
@@ -367,8 +378,9 @@ def generate_command(args: argparse.Namespace) -> int:
         _check_span(log.span_s, args, jobs)
         with whole_file(args.output) as path:
             written = log.write(path)
-        print(
-            f"wrote {plural(written, 'record')} to {args.output} (some {log.never_ran:.0%} of them jobs that never ran, which readers skip)"
+        _say_written(
+            args.output,
+            f"wrote {plural(written, 'record')} to {args.output} (some {log.never_ran:.0%} of them jobs that never ran, which readers skip)",
         )
         return 0
     try:
@@ -381,7 +393,7 @@ def generate_command(args: argparse.Namespace) -> int:
     _check_span(float(arrivals.max() - arrivals.min()), args, jobs)
     with whole_file(args.output) as path:
         lost = write_trace(frame, path, format)
-    print(f"wrote {plural(frame.height, 'job')} to {args.output}")
+    _say_written(args.output, f"wrote {plural(frame.height, 'job')} to {args.output}")
     _say_lost(lost)
     return 0
 
@@ -445,6 +457,10 @@ def _check_output(output: str, label: str = "-o") -> None:
     take a while to draw)."""
     if not output:
         raise UsageError(f"{label} '' names no file: name a file to write")
+    if output == "-":  # (not standard output, as elsewhere it would be: it would write a file named '-')
+        raise UsageError(
+            f"{label} '-': a trace is written to a file; name one (for standard output, /dev/stdout with the format named)"
+        )
     if output.endswith(("/", os.sep)):  # (Path drops the slash: `t.csv/` would write, or replace, t.csv)
         raise UsageError(f"{label} '{output}' names a folder (it ends in a slash): name a file to write")
     path = Path(output)

@@ -84,6 +84,8 @@ def detect_format(path: str | Path) -> str:
     if suffix == ".trace":
         _check_not_comma_separated(path, text, first)
         return "gavel"
+    if suffix == ".json" and not text.lstrip().startswith(("[", "{")):
+        _check_json_named_csv(path, text, first)
     if suffix == ".json" or text.lstrip().startswith("["):
         return _json_format(path, text)
     if head.startswith(canonical.PARQUET_MAGIC):
@@ -150,6 +152,19 @@ def _check_not_comma_separated(path: str | Path, text: str, first: str) -> None:
             f"read it as {format} (format={format}), or name it .csv",
             row=_line_of(text, first),
         )
+
+
+def _check_json_named_csv(path: str, text: str, first: str) -> None:
+    """A TraceError if a file named .json (which the JSON readers would call invalid JSON)
+    begins with a CSV header: which format's, when the header says, and how to read it."""
+    if "," not in first:
+        return
+    fields = _header_fields(first)
+    format = _csv_header_format(fields) or ("pai" if pai.looks_like(fields, Path(path).name) else None)
+    how = f"a {format} trace's CSV header: read it as {format} (format={format})" if format else "a CSV line: name its format"
+    raise TraceError(
+        path, f"is named .json, but it is no JSON: its first line is {how}, or name it .csv", row=_line_of(text, first)
+    )
 
 
 def _csv_header_format(fields: list[str]) -> str | None:
@@ -254,6 +269,12 @@ def _naming_the_format_found(err: TraceError, path: str | Path, named: str, elas
     if found == named:
         return err
     hint = f"by its contents it is a {found} trace: read it as {found} (format={found}, or no format)"
+    _, text, first = _start(path)
+    if found == "gavel" and "\t" in first and "," not in first:
+        # (What the named reader made of a Gavel line, taken for a header, would only mislead:
+        # its tab-separated fields read as one column's name, a hint to save it with commas.)
+        line = f"its first line has {first.count(chr(9)) + 1} tab-separated fields, as a Gavel trace's lines have"
+        return TraceError(err.path, f"is not a {named} trace: {line}; {hint}", row=_line_of(text, first))
     return TraceError(err.path, f"{err.message}; {hint}", row=err.row, column=err.column)  # (`also` is in its message)
 
 

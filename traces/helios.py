@@ -32,9 +32,10 @@ GPUs in time_per_iteration × total_iterations / g before communication. The The
 Model names become Dally's Table I names: VGG → VGG11 and BERT → BERT-large (the schema then
 writes ResNet50 and ResNet18 as ResNet-50 and ResNet-18, as everywhere).
 
-Jobs that asked for no GPU (Helios also ran CPU jobs) or never ran (duration 0) are skipped and
-counted. The Helios data has no licence, so no rows of it ship with Roundhouse; read the files
-in place.
+Jobs that asked for no GPU (Helios also ran CPU jobs) or never ran (duration 0, or in the CSV a
+CANCELLED job with no start_time and no duration) are skipped and counted; any other empty
+duration in the CSV is an error at its line. The Helios data has no licence, so no rows of it
+ship with Roundhouse; read the files in place.
 """
 
 from __future__ import annotations
@@ -139,10 +140,42 @@ def _parse_csv(path: str) -> HeliosTrace:
     warn_near_misses(raw.columns, path, CSV_COLUMNS, fixed="Helios' cluster_log")
     submitted = _times(path, raw.get_column("submit_time"), lines, "submit_time")
     columns = {canonical: raw.get_column(own) for canonical, own in _CSV_FIELDS.items() if own in raw.columns}
-    keep = _kept(path, columns, lines, names)
+    keep = _kept(path, columns, lines, names) & ~_cancelled_before_start(path, raw, lines)
     columns["arrival_s"] = _seconds_after_first(submitted, keep)
     columns.update({name: raw.get_column(name) for name in _CSV_EXTRAS if name in raw.columns})
     return _finish(path, pl.DataFrame({k: v.alias(k) for k, v in columns.items()}), lines, names, keep)
+
+
+def _cancelled_before_start(path: str, raw: pl.DataFrame, lines: np.ndarray) -> pl.Series:
+    """Which records have an empty `duration` because they never ran: their `state` is
+    CANCELLED and (when the log has the column) their `start_time` is empty, a job cancelled
+    while it waited. Any other record with an empty duration is an error at its line."""
+    empty = _empty(raw.get_column("duration"))
+    if not empty.any():
+        return empty
+    never = empty & False  # (without a state, no record says it was cancelled)
+    if "state" in raw.columns:
+        state = raw.get_column("state").cast(pl.String).str.strip_chars().str.to_uppercase()
+        never = empty & (state == "CANCELLED").fill_null(False)
+    if "start_time" in raw.columns:
+        never = never & _empty(raw.get_column("start_time"))
+    refused = empty & ~never
+    if refused.any():
+        i = int(refused.arg_true()[0])
+        raise TraceError(
+            path,
+            "is empty: every Helios job has its run time here (end_time - start_time) but one cancelled "
+            "before it started (state CANCELLED, no start_time), which is skipped",
+            row=int(lines[i]),
+            column="duration",
+        )
+    return never
+
+
+def _empty(cells: pl.Series) -> pl.Series:
+    """Which cells hold nothing (missing, or only blanks)."""
+    text = cells.cast(pl.String).str.strip_chars()
+    return (text.is_null() | (text.str.len_bytes() == 0)).fill_null(True)
 
 
 def _parse_json(path: str) -> HeliosTrace:

@@ -82,6 +82,8 @@ _PAIR = {p[0]: p for p in PAIRS}
 # ~20 GB/s, EDR InfiniBand between machines at ~10 GB/s, and a fixed start-up cost per step.
 _INTRA_GBPS, _INTER_GBPS, _STEP_S = 20.0, 10.0, 0.005
 REFERENCE_EPOCH = 20000.0
+# Past this many samples a job's work is no longer a count held exactly in a float.
+EXACT_SAMPLES = 2.0**53
 
 
 def application(name: str, epoch_size: float = REFERENCE_EPOCH) -> ElasticApp:
@@ -167,12 +169,13 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
         )
     pair = names.replace_strict({n: k for k, n in enumerate(PAIR_NAMES)}, return_dtype=pl.Int64).to_numpy()
     epochs = np.array([p[8] for p in PAIRS], dtype=np.float64)[pair]
-    # The job's work in samples must be finite, and what becomes a 64-bit integer (four times
-    # the GPUs, the artifact's cap; the global batch) must fit one: else an error on its line.
+    # The job's work in samples must be a count held exactly (below 2**53: past it the runtime's
+    # progress in samples would not add up), and what becomes a 64-bit integer (four times the
+    # GPUs, the artifact's cap; the global batch) must fit one: else an error on its line.
     with np.errstate(over="ignore"):
         work = epochs * numbers["epoch_size"]
         limits = (
-            ("epoch_size", work, np.inf, "the job's work in samples (its epochs x epoch_size) is not finite"),
+            ("epoch_size", work, EXACT_SAMPLES, "the job's work in samples (its epochs x epoch_size) exceeds 2**53"),
             ("num_gpus", 4.0 * numbers["num_gpus"], INT64_LIMIT, "four times it (the GPUs a job may grow to) exceeds 2**63"),
             (
                 "batch_size",
@@ -192,7 +195,7 @@ def parse_trace(raw: pl.DataFrame, origin: str, lines: np.ndarray | None = None)
     # (A cap beyond 2**53 samples caps nothing; held there, it stays finite and exact. A tiny lr
     # overflows the ratio to inf, which the hold turns into that same cap: nothing to warn of.)
     with np.errstate(over="ignore"):
-        cap = np.minimum(np.floor(local * numbers["max_lr"] / numbers["lr"]), 2.0**53)
+        cap = np.minimum(np.floor(local * numbers["max_lr"] / numbers["lr"]), EXACT_SAMPLES)
     return pl.DataFrame(
         {
             "job_id": np.arange(len(names), dtype=np.int64),

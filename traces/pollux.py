@@ -166,7 +166,7 @@ def parse_workload(
             row=int(lines[i]),
             column="batch_size",
         )
-    _refuse_repeated_names(raw, origin, lines)
+    _refuse_empty_or_repeated_names(raw, origin, lines)
     caps = np.array([min(MAX_REPLICAS, a.max_batch // max(a.min_local, 1)) for a in known.apps] or [0], dtype=np.float64)
     max_gpus = caps[safe]
     epochs = np.array([a.epochs for a in known.apps] or [0], dtype=np.float64)[safe]
@@ -187,11 +187,15 @@ def parse_workload(
     )
 
 
-def _refuse_repeated_names(raw: pl.DataFrame, origin: str, lines: np.ndarray) -> None:
-    """A TraceError naming both lines of the first job (in file order) whose name an earlier
-    job has: Pollux's simulator tells jobs apart by name, as every reader refuses a job id used
-    twice."""
+def _refuse_empty_or_repeated_names(raw: pl.DataFrame, origin: str, lines: np.ndarray) -> None:
+    """A TraceError at the first job (in file order) whose name is empty, else naming both lines
+    of the first job whose name an earlier job has: Pollux's simulator tells jobs apart by name,
+    as every reader refuses a job id used twice."""
     names = raw.get_column("name").cast(pl.String).str.strip_chars()
+    empty = (names.str.len_bytes() == 0).fill_null(False)
+    if empty.any():
+        i = int(empty.arg_true()[0])
+        raise TraceError(origin, "the job's name is empty (Pollux tells jobs apart by name)", row=int(lines[i]), column="name")
     repeated = names.is_not_null() & ~names.is_first_distinct()
     if not repeated.any():
         return
