@@ -173,6 +173,11 @@ class Submitter:
         for start, end in _chunks(jobs, where):
             try:
                 got = self.request("submit", "accepted", jobs=jobs[start:end])["job_ids"]
+                if len(got) != end - start:  # (ids that cannot be paired with the jobs sent name none of them)
+                    sent = end - start
+                    raise SchedulerError(
+                        f"bad answer from the scheduler: it accepted {len(got)} job id(s) for the {sent} job(s) sent"
+                    )
             except KeyboardInterrupt:  # (Ctrl-C, SIGTERM: say what the scheduler may hold, then stop)
                 note = self._interrupted_note(ids, where, start, end, len(jobs))
                 if note:

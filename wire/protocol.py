@@ -125,6 +125,24 @@ class Str(Spec):
         return value
 
 
+class Host(Str):
+    """A host name or IP address (where other nodes reach a node): no host's holds a space or a
+    control character, and a registration carrying one would be taken, only for the jobs'
+    rendezvous at it to fail."""
+
+    def __init__(self) -> None:
+        super().__init__(255)
+
+    def check(self, value, where):
+        value = super().check(value, where)
+        if not value:
+            raise ProtocolError(f"{where} is empty: a host name or IP address is wanted")
+        bad = next((c for c in value if c.isspace() or not c.isprintable()), None)
+        if bad is not None:
+            raise ProtocolError(f"{where} {_show(value)} holds {_show(bad)}, which no host name or IP address holds")
+        return value
+
+
 class Bool(Spec):
     def check(self, value, where):
         if not isinstance(value, bool):
@@ -294,7 +312,7 @@ SCHEMAS: dict[str, Obj] = {
     "register": Obj(
         {
             "node": Str(64, NAME_RE),
-            "address": Str(255),
+            "address": Host(),
             "gpus": ListOf(Obj({"index": GPU, "type": Str(64, NAME_RE)}), 1024),
             "running": ListOf(_PROCESS, 4096),
             "session": Str(64),

@@ -174,6 +174,8 @@ class Reports:
     def on_started(self, identity, seq, body, frame) -> None:
         node = self._sender(identity, frame, "started")
         att = self.attempts.live.get((body["job"], body["attempt"]))
+        if node is not None and att is None:
+            _never_launched(self, node, body, "dropped started")
         if node is None or att is None or not self._from_its_node(node, att, body, "started"):
             return
         log.debug("job %d attempt %d rank %d started on %s", body["job"], body["attempt"], body["rank"], node.name)
@@ -181,6 +183,8 @@ class Reports:
     def on_metrics(self, identity, seq, body, frame) -> None:
         node = self._sender(identity, frame, "metrics")
         att = self.attempts.live.get((body["job"], body["attempt"]))
+        if node is not None and att is None:
+            _never_launched(self, node, body, "dropped metrics")
         if node is None or att is None or not self._from_its_node(node, att, body, "metrics"):
             return
         if not self._within(att, node, "metrics", body["iteration"]):
@@ -203,6 +207,7 @@ class Reports:
         ack = {"job": body["job"], "attempt": body["attempt"], "rank": body["rank"]}
         att = books.live.get(key)
         if att is None or body["rank"] >= att.world_size or body["rank"] in att.exits:
+            _never_launched(self, node, body, "acknowledged exited")
             self.server.after_commit(identity, "ack", **ack)  # already known (a resend), or from before this run
             return
         if not self._from_its_node(node, att, body, "exited"):
@@ -349,3 +354,27 @@ def _ended_unstarted(body: dict) -> bool:
     (its agent ended it while it waited for its GPU), at the iteration it would have started
     from."""
     return body["outcome"] == "preempted" and body.get("exit_code") is None and body["iteration"] <= body["start_iteration"]
+
+
+def _never_launched(reports: Reports, node: Node, body: dict, what: str) -> None:
+    """Log a report (`what`: how it was dealt with) about a worker this scheduler never launched:
+    of a job it does not have, an attempt not yet made, or a rank its attempt never had. A report
+    of a worker that has ended (an exit resent until acknowledged, a report that crossed the
+    end on the wire) is part of the protocol, and passes unsaid."""
+    books = reports.attempts
+    job, n, rank = body["job"], body["attempt"], body["rank"]
+    row = books.world.jobs.row_of(job)
+    latest = books.current.get(row) if row is not None else None
+    att = books.live.get((job, n))
+    if row is None:
+        why = f"job {job} is not one of this scheduler's jobs"
+    elif latest is None or n > latest.n:
+        why = f"job {job} has had {latest.n if latest else 0} attempt(s), not {n}"
+    elif att is not None and rank >= att.world_size and rank not in att.leaving:
+        why = f"job {job} attempt {n} has {att.world_size} rank(s), not rank {rank}"
+    else:
+        return
+    reports.counters["bad_messages"] += 1
+    reports.refusals.warn(
+        "never_launched", "%s of job %d attempt %d rank %d from node %s: %s", what, job, n, rank, node.name, why
+    )
