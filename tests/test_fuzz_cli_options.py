@@ -162,8 +162,8 @@ def test_a_control_character_in_a_duration_is_shown_escaped(inputs, capsys, valu
 @pytest.mark.parametrize(
     ("option", "value", "said"),
     [
-        ("--address", "a b", "--address 'a b': holds ' '"),
-        ("--address", "node\x01", "--address 'node\\x01': holds '\\x01'"),
+        ("--address", "a b", '--address "a b": holds " "'),
+        ("--address", "node\x01", '--address "node\\u0001": holds "\\u0001"'),
         ("--fake-gpus", "", "--fake-gpus: empty"),
     ],
 )

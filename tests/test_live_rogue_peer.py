@@ -84,7 +84,7 @@ def test_a_late_report_of_an_ended_attempt_is_no_fault(live, lines):  # noqa: F8
     assert journal.db.execute("SELECT COUNT(*) FROM exits WHERE job_id = 2").fetchone()[0] == 1
 
 
-@pytest.mark.parametrize(("address", "said"), [("", "is empty"), ("bad\nhost\x00", 'holds "\\n"'), ("my host", 'holds " "')])
+@pytest.mark.parametrize(("address", "said"), [("", ": empty"), ("bad\nhost\x00", ': holds "\\n"'), ("my host", ': holds " "')])
 def test_a_registration_at_an_address_no_host_has_is_refused_and_changes_nothing(live, lines, address, said):  # noqa: F811
     """Before: taken, journaled, and given to the node's jobs as their rendezvous address."""
     got = lines("roundhouse.scheduler")
@@ -98,7 +98,7 @@ def test_a_registration_at_an_address_no_host_has_is_refused_and_changes_nothing
     )  # (as no encoder would)
     serve_until(backend, done, "the re-registration")
     (reply,) = a.receive(1)
-    assert reply[0] == "error" and reply[1]["reason"].startswith("register: address ") and said in reply[1]["reason"]
+    assert reply[0] == "error" and reply[1]["reason"].startswith("register: address") and said in reply[1]["reason"]
     assert got.having("refused a message from ") and said in got.having("refused a message from ")[0]
     assert backend.nodes.by_name["a"].address == "127.0.0.1"
     assert journal.db.execute("SELECT address FROM nodes WHERE name = 'a'").fetchone() == ("127.0.0.1",)

@@ -183,15 +183,8 @@ def _address(args) -> str:
 
     if args.address is None:
         return "127.0.0.1" if is_loopback(args.scheduler) else socket.getfqdn()
-    if not args.address.strip():
-        raise UsageError("--address: empty; give the host name or IP address other nodes reach this one at")
-    bad = next((c for c in args.address if c.isspace() or not c.isprintable()), None)
-    if bad is not None:  # (no host name holds one: the jobs' rendezvous would fail, not the agent)
-        raise UsageError(
-            f"--address {args.address!r}: holds {bad!r}; give the host name or IP address other nodes reach this one at"
-        )
-    try:
+    try:  # (as a registration is checked: no space or control character, which no host name holds)
         SCHEMAS["register"].fields["address"].check(args.address, "--address")
     except ProtocolError as err:
-        raise UsageError(f"{err.reason}: give the host name or IP address other nodes reach this one at") from None
+        raise UsageError(f"{err.reason}; give the host name or IP address other nodes reach this one at") from None
     return args.address

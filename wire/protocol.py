@@ -135,11 +135,11 @@ class Host(Str):
 
     def check(self, value, where):
         value = super().check(value, where)
-        if not value:
-            raise ProtocolError(f"{where} is empty: a host name or IP address is wanted")
+        if not value.strip():
+            raise ProtocolError(f"{where}: empty, where a host name or IP address is wanted")
         bad = next((c for c in value if c.isspace() or not c.isprintable()), None)
         if bad is not None:
-            raise ProtocolError(f"{where} {_show(value)} holds {_show(bad)}, which no host name or IP address holds")
+            raise ProtocolError(f"{where} {_show(value)}: holds {_show(bad)}, which no host name or IP address holds")
         return value
 
 
