@@ -104,21 +104,15 @@ def test_a_graph_given_to_simulation_through_a_pipe_is_refused_naming_it():
     assert "the graph's text" in message and "/proc/" not in message, message
 
 
-def test_a_failed_write_leaves_no_folder_it_made(tmp_path):
-    """As `roundhouse run --out`: a folder made for results that could not be written (a report
-    JSON cannot hold) is removed, with the parents the write made; a folder there before stays."""
-    from roundhouse import Simulation
-
-    (tmp_path / "nan_report.py").write_text(
-        '''
-import numpy as np
+# A sink of one's own whose `finish` does what is asked (its tick does nothing).
+SINK = '''
 from roundhouse.runtime.element import Element, In, element
 from roundhouse.runtime.types import Events
 
 
 @element
-class NanReport(Element):
-    """Report a figure that has no value, as NaN.
+class {name}(Element):
+    """{synopsis}
 
     Ports:
         events: what happened in the round.
@@ -138,13 +132,28 @@ class NanReport(Element):
         return None
 
     def finish(self, ctx):
-        return {"r": {"x": float("nan")}}
+        {finish}
 '''
-    )
-    graph = tmp_path / "nan.sched"
+
+
+def _graph_with_sink(tmp_path, name: str, synopsis: str, finish: str):
+    """FIFO's graph with the sink `name` of one's own (element `bad`) fed Launch's events."""
+    (tmp_path / "sink.py").write_text(SINK.format(name=name, synopsis=synopsis, finish=finish))
+    graph = tmp_path / "g.sched"
     graph.write_text(
-        'require "nan_report.py";\n'
-        + FIFO.replace("-> Launch -> JobMetrics;", "-> run :: Launch -> JobMetrics;\nrun -> nan :: NanReport;")
+        'require "sink.py";\n'
+        + FIFO.replace("-> Launch -> JobMetrics;", f"-> run :: Launch -> JobMetrics;\nrun -> bad :: {name};")
+    )
+    return graph
+
+
+def test_a_failed_write_leaves_no_folder_it_made(tmp_path):
+    """As `roundhouse run --out`: a folder made for results that could not be written (a report
+    JSON cannot hold) is removed, with the parents the write made; a folder there before stays."""
+    from roundhouse import Simulation
+
+    graph = _graph_with_sink(
+        tmp_path, "NanReport", "Report a figure that has no value, as NaN.", 'return {"r": {"x": float("nan")}}'
     )
     sim = Simulation(graph)
     sim.run()
@@ -163,42 +172,7 @@ def test_a_simulation_whose_end_failed_says_so_not_that_a_round_is_half_done(tmp
     such, and the failure is said once, without the `error: ` a command's line begins with."""
     from roundhouse import Simulation
 
-    (tmp_path / "bad_end.py").write_text(
-        '''
-from roundhouse.runtime.element import Element, In, element
-from roundhouse.runtime.types import Events
-
-
-@element
-class BadEnd(Element):
-    """Fail at the end.
-
-    Ports:
-        events: what happened in the round.
-    Arguments:
-        none
-    Counters:
-        none
-    See also: JobMetrics
-    Paper: none.
-    """
-
-    category = "sink"
-    inputs = (In("events", Events),)
-    state = ()
-
-    def tick(self, ctx, events):
-        return None
-
-    def finish(self, ctx):
-        raise RuntimeError("no end for me")
-'''
-    )
-    graph = tmp_path / "bad_end.sched"
-    graph.write_text(
-        'require "bad_end.py";\n'
-        + FIFO.replace("-> Launch -> JobMetrics;", "-> run :: Launch -> JobMetrics;\nrun -> bad :: BadEnd;")
-    )
+    graph = _graph_with_sink(tmp_path, "BadEnd", "Fail at the end.", 'raise RuntimeError("no end for me")')
     sim = Simulation(graph)
     with pytest.raises(Exception, match="no end for me"):
         sim.run()
