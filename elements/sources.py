@@ -148,6 +148,7 @@ class TraceSource(_Replay):
           (every job runs for its duration_s wherever it is placed, as in Tiresias' simulator).
     Counters:
         arrived: jobs emitted so far.
+        skipped: the trace's records its reader skipped (jobs that never ran, or asked for no GPU: Philly's, Helios' and PAI's logs hold them).
     Cost: O(k + log J) over the jobs k arriving this round (a binary search in the trace's J
         arrivals and a slice); reading the trace once, O(J).
     See also: PoissonSource, AcceptAll, JobPool
@@ -170,7 +171,8 @@ class TraceSource(_Replay):
 
         # (a Pollux workload names the graph's elastic applications; a canonical elastic job needs no work column.
         # The cluster's check may have read the trace already for the GPU types it names: taken, not read again.)
-        trace = take_or_read(self.path, self.format, ctx.throughput.elastic)
+        loaded = take_or_read(self.path, self.format, ctx.throughput.elastic)
+        trace = loaded.frame
         if self.jobs is not None:
             trace = trace.head(self.jobs)
         if self.rate is not None:
@@ -197,6 +199,7 @@ class TraceSource(_Replay):
         if self.timing == "duration":  # an empty profile: no job is known by its model
             profile = ProfileTable.from_frame(ProfileTable.load().frame.clear(), source="(no profile: timing=duration)")
         self._load(ctx, trace, str(self.path), profile, from_file=True)
+        self.counters["skipped"] = loaded.skipped  # (the run's summary notes them: describe and convert do)
 
     def jobs_ahead(self, elastic=None) -> pl.DataFrame:
         """The jobs it will emit, known before it starts (`check` and `run` warn of a graph that
@@ -207,7 +210,7 @@ class TraceSource(_Replay):
 
         from roundhouse.traces.readonce import read_for_source
 
-        trace = read_for_source(self.path, self.format, elastic)
+        trace = read_for_source(self.path, self.format, elastic).frame
         if self.jobs is not None:
             trace = trace.head(self.jobs)
         model = pl.col("model") if "model" in trace.columns else pl.lit(None, dtype=pl.String).alias("model")

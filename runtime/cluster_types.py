@@ -99,7 +99,7 @@ def _read_traces(graph: CompiledGraph) -> list:
         path, format = getattr(source, "path", None), getattr(source, "format", "auto")
         if path is None or (format if format != "auto" else detect_format(path)) not in ("canonical", "pai"):
             continue
-        trace = read_for_source(path, format, elastic)
+        trace = read_for_source(path, format, elastic).frame
         jobs = getattr(source, "jobs", None)
         reads.append((source, elastic, trace if jobs is None else trace.head(jobs)))
     return reads

@@ -21,13 +21,13 @@ JOB_COLUMNS = ("job_id", "arrival_s", "gpus", "first_start_s", "finish_s", "plac
 def reads(monkeypatch):
     """The paths of the traces read while the test runs, one entry a read."""
     seen: list[str] = []
-    read = formats.read_trace
+    read = formats.load_trace
 
     def counted(path, *args, **kwargs):
         seen.append(str(path))
         return read(path, *args, **kwargs)
 
-    monkeypatch.setattr(formats, "read_trace", counted)
+    monkeypatch.setattr(formats, "load_trace", counted)
     readonce.clear()
     yield seen
     readonce.clear()
@@ -45,7 +45,7 @@ def test_a_run_on_types_beyond_the_profile_reads_its_trace_once(tmp_path, reads,
     assert result.world.jobs.column("finish_s").size == 5
     # The same run with nothing handed over (the check reads the file, and so does the source,
     # as before): the same jobs at the same times, on the same types.
-    monkeypatch.setattr(cluster_types, "read_for_source", lambda path, format, elastic: formats.read_trace(path, format=format))
+    monkeypatch.setattr(cluster_types, "read_for_source", lambda path, format, elastic: formats.load_trace(path, format=format))
     reads.clear()
     apart = simulate(compile_file(_graph(tmp_path, "pai_task_table.csv", PAI_ROWS, PAI_CLUSTER)))
     assert len(reads) == 2
@@ -76,7 +76,7 @@ def test_a_read_asked_for_by_two_sources_is_kept_for_both(tmp_path, reads):
     assert len(reads) == 1 and readonce.kept() == 0
     # Taken by both, it is read again; so is a read another way (format, elastic profile).
     readonce.read_for_source(tmp_path / "t.csv", "pai", None)
-    assert readonce.take_or_read(tmp_path / "t.csv", "auto", None).height == first.height
+    assert readonce.take_or_read(tmp_path / "t.csv", "auto", None).frame.height == first.frame.height
     assert readonce.take_or_read(tmp_path / "t.csv", "pai", None) is not None
     readonce.take_or_read(tmp_path / "t.csv", "pai", None)
     assert len(reads) == 4

@@ -237,6 +237,14 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
         console.print(
             "note: models not in the profile progress at one unit per second: " + ", ".join(result.world.unknown_models)
         )
+    for name, counters in result.counters.items():  # (a TraceSource's: `trace describe` shows them too)
+        if counters.get("skipped") and getattr(graph.elements.get(name), "category", None) == "source":
+            console.print(
+                f"note: {name}: {counters['skipped']:,} record(s) of its trace skipped in reading: jobs that never ran, "
+                "or asked for no GPU (`roundhouse trace describe` counts them)",
+                markup=False,
+                highlight=False,
+            )
 
 
 def _started_unfinished(jobs) -> tuple[int, int] | None:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
+if TYPE_CHECKING:
+    from roundhouse.traces.formats import LoadedTrace
 
 # Reads kept at once: a run's traces (a graph rarely has more than two sources).
 _KEPT_AT_MOST = 4
@@ -26,7 +28,7 @@ _kept: dict[tuple, list] = {}
 _lock = threading.Lock()
 
 
-def read_for_source(path: str | Path, format: str, elastic) -> pl.DataFrame:
+def read_for_source(path: str | Path, format: str, elastic) -> LoadedTrace:
     """The trace, read (or found kept), and kept for one more source to take with `take_or_read`."""
     key = _key(path, format, elastic)
     if key is not None:
@@ -47,7 +49,7 @@ def read_for_source(path: str | Path, format: str, elastic) -> pl.DataFrame:
     return trace
 
 
-def take_or_read(path: str | Path, format: str, elastic) -> pl.DataFrame:
+def take_or_read(path: str | Path, format: str, elastic) -> LoadedTrace:
     """The trace as `read_for_source` kept it for this source, else read from the file."""
     trace = _take(_key(path, format, elastic))
     return _read(path, format, elastic) if trace is None else trace
@@ -58,7 +60,7 @@ def release(path: str | Path, format: str, elastic) -> None:
     _take(_key(path, format, elastic))
 
 
-def _take(key: tuple | None) -> pl.DataFrame | None:
+def _take(key: tuple | None) -> LoadedTrace | None:
     if key is None:
         return None
     with _lock:
@@ -83,10 +85,10 @@ def clear() -> None:
         _kept.clear()
 
 
-def _read(path: str | Path, format: str, elastic) -> pl.DataFrame:
+def _read(path: str | Path, format: str, elastic) -> LoadedTrace:
     from roundhouse.traces import formats  # (looked up at each read, as the sources always have)
 
-    return formats.read_trace(path, format=format, elastic=elastic)
+    return formats.load_trace(path, format=format, elastic=elastic)
 
 
 def _key(path: str | Path, format: str, elastic) -> tuple | None:
