@@ -238,7 +238,7 @@ def child(name: str, folder: Path, skip: bool) -> None:
         # Each hook is looked up where it is called: TraceSource imports the reader when it
         # starts, the world's `prepare` is a method, and the command calls `write_results` by
         # its module's name.
-        phases.around(formats, "read_trace", "start-up", None)
+        phases.around(formats, "load_trace", "start-up", None)
         phases.around(World, "prepare", None, "read")
         phases.around(run_cmd, "write_results", "simulate", "write")
         out = folder / f"{name}-out"
