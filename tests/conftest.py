@@ -88,6 +88,18 @@ def jobs_of(result, sink: str | None = None) -> dict[int, dict]:
     return {row["job_id"]: row for row in result.reports[name]["jobs"].iter_rows(named=True)}
 
 
+def play_round(world, sim, plan) -> None:
+    """Apply `plan` at the current boundary, run the simulator one round, fold its results into
+    `world` (a round as the engine plays it, without elements)."""
+    world.check_plan(plan)
+    sim.apply(plan)
+    world.apply_plan(plan, sim.now)
+    sim.advance()
+    events, progress = sim.poll()
+    world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
+    world.apply_finished(events.finished, events.finished_at)
+
+
 def launch_at_start(world, running: dict[int, list[int]]) -> None:
     """Launch the jobs of `running` (job id -> the GPU ids it holds) in `world` at t=0, through
     the world's own check and books, as a plan would."""

@@ -12,7 +12,7 @@ from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.types import LR_LINEAR, LR_SQRT, Assignment, Plan, Resize
 from roundhouse.runtime.world import PlanError, World
 from roundhouse.traces.profiles import ProfileTable
-from tests.conftest import SHARED
+from tests.conftest import SHARED, play_round
 
 
 def _world(jobs: list[dict], cluster: str = "2x2:V100", **costs):
@@ -20,17 +20,6 @@ def _world(jobs: list[dict], cluster: str = "2x2:V100", **costs):
     batch, _ = world.prepare(pl.DataFrame(jobs), "test")
     world.add_jobs(batch)
     return world, Simulator(world, 100.0, **costs)
-
-
-def _step(world, sim, plan: Plan) -> None:
-    """Apply a plan at the current boundary, run one round, fold the results in."""
-    world.check_plan(plan)
-    sim.apply(plan)
-    world.apply_plan(plan, sim.now)
-    sim.advance()
-    events, progress = sim.poll()
-    world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
-    world.apply_finished(events.finished, events.finished_at)
 
 
 def _col(world, name):
@@ -47,11 +36,11 @@ TWO = [
 @pytest.mark.parametrize(("in_place", "cost"), [(True, 1.0), (False, 20.0)])
 def test_resize_cost_and_progress(in_place, cost):
     world, sim = _world(TWO)
-    _step(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [2])]))
+    play_round(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [2])]))
     assert _col(world, "done").tolist() == [100.0, 100.0]
     # Job 10 grows from GPU 0 to GPUs 0-1 with batch 64 (linear rule); job 11 is kept.
     plan = Plan.of(keep=[1], resizes=[Resize(0, [0, 1], 64, LR_LINEAR, in_place)])
-    _step(world, sim, plan)
+    play_round(world, sim, plan)
     # It keeps its identity and progress: 100 done before, then it pauses `cost` seconds.
     assert _col(world, "done")[0] == pytest.approx(100.0 + 100.0 - cost)
     assert _col(world, "done")[1] == pytest.approx(200.0)
@@ -63,30 +52,30 @@ def test_resize_cost_and_progress(in_place, cost):
     # Service counts the pause (GPUs held): 100 s on 1 GPU, then 100 s on 2.
     assert _col(world, "service")[0] == pytest.approx(100.0 + 200.0)
     # Shrink back with the sqrt rule; the pause is charged again.
-    _step(world, sim, Plan.of(keep=[1], resizes=[Resize(0, [1], 32, LR_SQRT, in_place)]))
+    play_round(world, sim, Plan.of(keep=[1], resizes=[Resize(0, [1], 32, LR_SQRT, in_place)]))
     assert _col(world, "done")[0] == pytest.approx(300.0 - 2 * cost)
     assert world.gpus_of(0).tolist() == [1] and _col(world, "lr_scale")[0] == 1.0
 
 
 def test_a_pause_longer_than_the_round_goes_on():
     world, sim = _world(TWO, resize_restart_s=150.0)
-    _step(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [2])]))
-    _step(world, sim, Plan.of(keep=[1], resizes=[Resize(0, [0, 1], in_place=False)]))
+    play_round(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [2])]))
+    play_round(world, sim, Plan.of(keep=[1], resizes=[Resize(0, [0, 1], in_place=False)]))
     assert _col(world, "done")[0] == pytest.approx(100.0)  # paused the whole round
-    _step(world, sim, Plan(keep=[0, 1]))
+    play_round(world, sim, Plan(keep=[0, 1]))
     assert _col(world, "done")[0] == pytest.approx(150.0)  # 50 s left of the pause
 
 
 def test_resize_onto_gpus_a_suspended_job_gives_up():
     world, sim = _world(TWO, cluster="1x2:V100")
-    _step(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [1])]))
-    _step(world, sim, Plan.of(suspend=[1], resizes=[Resize(0, [0, 1], 64)]))
+    play_round(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [1])]))
+    play_round(world, sim, Plan.of(suspend=[1], resizes=[Resize(0, [0, 1], 64)]))
     assert world.gpus_of(0).tolist() == [0, 1] and _col(world, "status")[1] == 0
 
 
 def test_bad_resizes_are_located_and_change_nothing():
     world, sim = _world(TWO + [dict(job_id=12, arrival_s=0.0, gpus=1, duration_s=10.0)])
-    _step(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [2])]))
+    play_round(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [2])]))
     before = {name: _col(world, name).copy() for name in ("held", "batch_used", "rate", "resizes", "status")}
     holder = world.holder.copy()
     cases = [
@@ -115,9 +104,9 @@ def test_bad_resizes_are_located_and_change_nothing():
 
 def test_launch_onto_gpus_a_resized_job_gives_up():
     world, sim = _world(TWO + [dict(job_id=12, arrival_s=0.0, gpus=1, duration_s=1000.0)])
-    _step(world, sim, Plan.of([Assignment(0, [0, 1], 64), Assignment(1, [2])]))
+    play_round(world, sim, Plan.of([Assignment(0, [0, 1], 64), Assignment(1, [2])]))
     plan = Plan.of([Assignment(2, [1])], keep=[1], resizes=[Resize(0, [0], 32)])
-    _step(world, sim, plan)
+    play_round(world, sim, plan)
     assert world.gpus_of(0).tolist() == [0] and world.gpus_of(2).tolist() == [1]
     assert world.running_rows.tolist() == [0, 1, 2]
     assert _col(world, "done").tolist() == pytest.approx([199.0, 200.0, 100.0])
@@ -174,10 +163,10 @@ def test_elastic_job_resized_keeps_progress_at_its_new_goodput(tmp_path):
     sim = Simulator(world, 100.0)
     assert _col(world, "work")[0] == pytest.approx(3 * 500 * M0) and _col(world, "batch_size")[0] == M0
     assert _col(world, "max_batch_size")[0] == 400  # the largest validated batch size
-    _step(world, sim, Plan.of([Assignment(0, [0])]))
+    play_round(world, sim, Plan.of([Assignment(0, [0])]))
     g1 = _col(world, "goodput")[0]
     assert g1 == pytest.approx(500.0, rel=0.01) and _col(world, "efficiency")[0] == 1.0
-    _step(world, sim, Plan.of(resizes=[Resize(0, [0, 1], 400)]))
+    play_round(world, sim, Plan.of(resizes=[Resize(0, [0, 1], 400)]))
     g2, eff = _col(world, "goodput")[0], _col(world, "efficiency")[0]
     assert eff == pytest.approx(4 / 7, rel=0.01) and g2 == pytest.approx(400 / 0.3 * 4 / 7, rel=0.01)
     assert _col(world, "rate")[0] == g2
@@ -230,12 +219,12 @@ def test_batch_jump_penalty_adds_epochs_for_large_jumps_only():
     jobs = [dict(job_id=1, arrival_s=0.0, gpus=1, duration_s=1000.0, batch_size=32, epoch_size=100.0)]
     world, sim = _world(jobs)
     world.batch_jump_penalty = 1.5
-    _step(world, sim, Plan.of([Assignment(0, [0])]))
-    _step(world, sim, Plan.of(resizes=[Resize(0, [0, 1], 64)]))  # 2x: within ONES' safe doubling
+    play_round(world, sim, Plan.of([Assignment(0, [0])]))
+    play_round(world, sim, Plan.of(resizes=[Resize(0, [0, 1], 64)]))  # 2x: within ONES' safe doubling
     assert _col(world, "work")[0] == 1000.0
-    _step(world, sim, Plan.of(resizes=[Resize(0, [0, 1], 512)]))  # 8x: two doublings beyond 2x
+    play_round(world, sim, Plan.of(resizes=[Resize(0, [0, 1], 512)]))  # 8x: two doublings beyond 2x
     assert _col(world, "work")[0] == pytest.approx(1000.0 + 1.5 * 2 * 100.0)
-    _step(world, sim, Plan.of(resizes=[Resize(0, [0], 32)]))  # shrinking costs nothing
+    play_round(world, sim, Plan.of(resizes=[Resize(0, [0], 32)]))  # shrinking costs nothing
     assert _col(world, "work")[0] == pytest.approx(1300.0)
 
 
@@ -273,8 +262,8 @@ def test_best_batch_for_an_allocation(tmp_path):
 
 def test_two_jobs_swap_gpus_by_resizes():
     world, sim = _world(TWO)
-    _step(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [2])]))
-    _step(world, sim, Plan.of(resizes=[Resize(0, [2]), Resize(1, [0], in_place=False)]))
+    play_round(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [2])]))
+    play_round(world, sim, Plan.of(resizes=[Resize(0, [2]), Resize(1, [0], in_place=False)]))
     assert world.gpus_of(0).tolist() == [2] and world.gpus_of(1).tolist() == [0]
     assert _col(world, "done").tolist() == pytest.approx([199.0, 180.0])  # 1 s in place, 20 s by restart
 
@@ -334,10 +323,10 @@ def test_batch_jump_penalty_charges_resizes_not_launches():
     jobs = [dict(job_id=1, arrival_s=0.0, gpus=1, duration_s=1000.0, batch_size=32, epoch_size=100.0)]
     world, sim = _world(jobs)
     world.batch_jump_penalty = 1.5
-    _step(world, sim, Plan.of([Assignment(0, [0, 1], 512)]))  # 16x its own batch, at launch
+    play_round(world, sim, Plan.of([Assignment(0, [0, 1], 512)]))  # 16x its own batch, at launch
     assert _col(world, "work")[0] == 1000.0 and _col(world, "batch_used")[0] == 512
-    _step(world, sim, Plan.of(suspend=np.array([0])))
-    _step(world, sim, Plan.of([Assignment(0, [0], 32)]))
-    _step(world, sim, Plan.of(suspend=np.array([0])))
-    _step(world, sim, Plan.of([Assignment(0, [0, 1], 512)]))  # relaunched at 16x its last
+    play_round(world, sim, Plan.of(suspend=np.array([0])))
+    play_round(world, sim, Plan.of([Assignment(0, [0], 32)]))
+    play_round(world, sim, Plan.of(suspend=np.array([0])))
+    play_round(world, sim, Plan.of([Assignment(0, [0, 1], 512)]))  # relaunched at 16x its last
     assert _col(world, "work")[0] == 1000.0

@@ -12,7 +12,7 @@ from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.types import Assignment, Plan, Resize
 from roundhouse.runtime.world import World
 from roundhouse.traces.profiles import ProfileTable
-from tests.conftest import jobs_of
+from tests.conftest import jobs_of, play_round
 
 # Jobs known by duration: one unit of work per second wherever they run.
 ELASTIC = dict(arrival_s=0.0, gpus=1, duration_s=1000.0, batch_size=32, max_gpus=2, max_batch_size=128)
@@ -27,27 +27,16 @@ def _world(jobs: list[dict], cluster: str, **costs) -> tuple[World, Simulator]:
     return world, Simulator(world, 100.0, **costs)
 
 
-def _round(world: World, sim: Simulator, plan: Plan) -> None:
-    """The plan carried out at the current boundary, then one 100 s round."""
-    world.check_plan(plan)
-    sim.apply(plan)
-    world.apply_plan(plan, sim.now)
-    sim.advance()
-    events, progress = sim.poll()
-    world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
-    world.apply_finished(events.finished, events.finished_at)
-
-
 def _done(world: World) -> list[float]:
     return world.jobs.column("done").tolist()
 
 
 def test_a_moved_job_pays_its_restore_and_leaves_its_checkpoint_to_the_gpu_it_left():
     world, sim = _world([dict(ELASTIC, job_id=10), dict(ELASTIC, job_id=11)], "1x2:V100", checkpoint_s=30.0, restore_s=10.0)
-    _round(world, sim, Plan.of([Assignment(0, [0])]))
+    play_round(world, sim, Plan.of([Assignment(0, [0])]))
     assert _done(world) == [90.0, 0.0]  # a first launch restores too
     # Job 10 moves from GPU 0 to GPU 1 (suspended and launched at once); job 11 takes GPU 0.
-    _round(world, sim, Plan.of([Assignment(0, [1]), Assignment(1, [0])], suspend=[0]))
+    play_round(world, sim, Plan.of([Assignment(0, [1]), Assignment(1, [0])], suspend=[0]))
     # Job 10 restores 10 s on the free GPU 1; job 11 waits for job 10's checkpoint (30 s), then restores.
     assert _done(world) == [90.0 + 90.0, 100.0 - 30.0 - 10.0]
     assert world.jobs.column("preemptions").tolist() == [1, 0]
@@ -58,28 +47,28 @@ def test_a_moved_job_pays_its_restore_and_leaves_its_checkpoint_to_the_gpu_it_le
 def test_the_gpus_a_resize_gives_up_are_free_at_the_boundary():
     jobs = [dict(ELASTIC, job_id=10), dict(ELASTIC, job_id=11), dict(ELASTIC, job_id=12)]
     world, sim = _world(jobs, "2x2:V100", checkpoint_s=30.0, restore_s=10.0)
-    _round(world, sim, Plan.of([Assignment(0, [0, 1], 64), Assignment(1, [2])]))
+    play_round(world, sim, Plan.of([Assignment(0, [0, 1], 64), Assignment(1, [2])]))
     # Job 10 shrinks by checkpoint and restart (20 s); job 12 takes the GPU it gives up at once.
-    _round(world, sim, Plan.of([Assignment(2, [1])], keep=[1], resizes=[Resize(0, [0], 32, in_place=False)]))
+    play_round(world, sim, Plan.of([Assignment(2, [1])], keep=[1], resizes=[Resize(0, [0], 32, in_place=False)]))
     assert _done(world) == [90.0 + 80.0, 190.0, 90.0]
 
 
 def test_a_resize_waits_out_a_checkpoint_past_the_round_where_a_launch_does_not():
     # Checkpoints of 150 s a GPU outlast the 100 s round.
     world, sim = _world([dict(ELASTIC, job_id=10), dict(ELASTIC, job_id=11)], "1x2:V100", checkpoint_per_gpu_s=150.0)
-    _round(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [1])]))
-    _round(world, sim, Plan.of(suspend=[1], resizes=[Resize(0, [0, 1], 64)]))
+    play_round(world, sim, Plan.of([Assignment(0, [0]), Assignment(1, [1])]))
+    play_round(world, sim, Plan.of(suspend=[1], resizes=[Resize(0, [0, 1], 64)]))
     assert _done(world) == [100.0, 100.0]  # job 10 paused all round: GPU 1 is free at 250
-    _round(world, sim, Plan(keep=[0]))
+    play_round(world, sim, Plan(keep=[0]))
     assert _done(world) == [100.0 + 49.0, 100.0]  # then its 1 s in-place pause, to 251
     # A launch onto a GPU a checkpoint holds past the round waits only to the round's end.
     world, sim = _world(
         [dict(ELASTIC, job_id=10), dict(ELASTIC, job_id=11)], "1x1:V100", checkpoint_per_gpu_s=150.0, restore_s=10.0
     )
-    _round(world, sim, Plan.of([Assignment(0, [0])]))
-    _round(world, sim, Plan.of([Assignment(1, [0])], suspend=[0]))
+    play_round(world, sim, Plan.of([Assignment(0, [0])]))
+    play_round(world, sim, Plan.of([Assignment(1, [0])], suspend=[0]))
     assert _done(world) == [90.0, 0.0]
-    _round(world, sim, Plan(keep=[1]))
+    play_round(world, sim, Plan(keep=[1]))
     assert _done(world) == [90.0, 100.0]  # from the boundary, without the restore
 
 

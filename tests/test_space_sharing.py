@@ -19,7 +19,7 @@ from roundhouse.runtime.types import Plan
 from roundhouse.runtime.world import PlanError, World
 from roundhouse.traces.pairs import PairTable
 from roundhouse.traces.profiles import ProfileTable
-from tests.conftest import SHARED
+from tests.conftest import SHARED, play_round
 
 A3C_SOLO, CYCLEGAN_SOLO = 7.175767179667988, 4.426088263367452  # V100, iterations/s
 A3C_WITH_CYCLEGAN, CYCLEGAN_WITH_A3C = 4.562135656281291, 3.1632656249608218
@@ -84,17 +84,6 @@ def _world(jobs: list[dict], cluster: str = "2x1:V100"):
     return world, Simulator(world, 360.0)
 
 
-def _step(world, sim, plan: Plan) -> None:
-    """Apply a plan at the current boundary, run one round, fold the results in."""
-    world.check_plan(plan)
-    sim.apply(plan)
-    world.apply_plan(plan, sim.now)
-    sim.advance()
-    events, progress = sim.poll()
-    world.apply_progress(progress.rows, progress.done, progress.service, progress.run_s)
-    world.apply_finished(events.finished, events.finished_at)
-
-
 def _pair_plan(gpus=(0,), keep=(), suspend=()):
     return Plan(
         launch_rows=[0, 1],
@@ -115,7 +104,7 @@ JOBS = [
 def test_two_jobs_share_a_gpu_at_pair_throughput():
     world, sim = _world(JOBS)
     assert world.co_holder is None
-    _step(world, sim, _pair_plan())
+    play_round(world, sim, _pair_plan())
     rate = world.jobs.column("rate")
     assert rate.tolist() == [A3C_WITH_CYCLEGAN, CYCLEGAN_WITH_A3C]
     assert world.jobs.column("done").tolist() == pytest.approx([A3C_WITH_CYCLEGAN * 360, CYCLEGAN_WITH_A3C * 360])
@@ -128,7 +117,7 @@ def test_two_jobs_share_a_gpu_at_pair_throughput():
 def test_a_partner_leaving_gives_the_survivor_its_own_speed():
     jobs = [dict(JOBS[0]), dict(JOBS[1], iterations=CYCLEGAN_WITH_A3C * 100)]  # job 1 finishes 100 s in
     world, sim = _world(jobs)
-    _step(world, sim, _pair_plan())
+    play_round(world, sim, _pair_plan())
     assert world.jobs.column("finish_s")[1] == pytest.approx(100.0)
     assert world.jobs.column("rate")[0] == A3C_SOLO and world.jobs.column("partner")[0] == -1
     assert world.holder.tolist() == [0, -1] and world.co_holder.tolist() == [-1, -1]
@@ -136,8 +125,8 @@ def test_a_partner_leaving_gives_the_survivor_its_own_speed():
     assert world.jobs.column("done")[0] == pytest.approx(A3C_WITH_CYCLEGAN * 360)
     # Suspending one partner: the one kept runs alone, at its own speed.
     world, sim = _world(JOBS)
-    _step(world, sim, _pair_plan())
-    _step(world, sim, Plan(keep=[1], suspend=[0]))
+    play_round(world, sim, _pair_plan())
+    play_round(world, sim, Plan(keep=[1], suspend=[0]))
     assert world.jobs.column("rate").tolist() == [0.0, CYCLEGAN_SOLO]
     assert world.holder.tolist() == [1, -1] and world.co_holder.tolist() == [-1, -1]
 
