@@ -167,3 +167,22 @@ def test_an_element_with_its_own_seed_is_named_when_seeds_vary(tmp_path, capsys)
     assert main(["sweep", str(graph), "--seeds", "2", "--vary", "arrivals.seed=3,4", "--workers", "1"]) == 0
     assert main(["sweep", str(graph), "--workers", "1"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_seeds_that_draw_nothing_are_said_to_repeat_one_run(tmp_path, capsys):
+    """A trace read as it is draws nothing from the graph's seed: --seeds N runs one run N times,
+    and its intervals of 0 are said to measure nothing (not when the seeds' runs differ)."""
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 5min;\ncluster = "4x4:V100";\n'
+        f'arrivals :: TraceSource(path="{TRACE}", jobs=10);\n'
+        "arrivals -> AcceptAll -> JobPool -> Fifo -> Consolidated -> Launch -> report :: JobMetrics;\n"
+    )
+    assert main(["sweep", str(graph), "--seeds", "2", "--workers", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "± 0" in captured.out
+    assert "note: every point's seeds gave the same results: nothing in g.sched draws at random" in captured.err
+    drawn = tmp_path / "drawn.sched"
+    drawn.write_text(graph.read_text().replace("jobs=10)", "jobs=10, rate=6/h)"))
+    assert main(["sweep", str(drawn), "--seeds", "2", "--workers", "1"]) == 0
+    assert "note:" not in capsys.readouterr().err

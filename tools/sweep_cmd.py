@@ -184,6 +184,14 @@ def _sweep_on(executor, args, names: tuple[str, ...], runs: list, timeout: float
         if store is not None:
             store.unlock()
     print_summary(Path(args.graph).name, names, frame, points, only_result=out is None)
+    if seeds_repeat_one_run(points):
+        print(
+            f"note: every point's seeds gave the same results: nothing in {shown_text(Path(args.graph).name)} draws at "
+            "random from the graph's seed (an element with a seed of its own draws the same in every run, a TraceSource "
+            "without `rate` reads its trace's times as they are), so each point's runs repeat one run, and their "
+            "intervals of 0 measure nothing",
+            file=err.file,
+        )
     failed = frame.filter(pl.col("status") != "ok")
     if failed.height:
         _say_failed(failed, frame.height, rows, store, getattr(args, "debug", False))
@@ -359,6 +367,15 @@ def point_summary(frame: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
             row[f"{m}_ci95"] = half
         out.append(row)
     return pl.DataFrame(out, infer_schema_length=None)
+
+
+def seeds_repeat_one_run(points: pl.DataFrame) -> bool:
+    """Whether the runs of each point's seeds all gave the same values (every interval 0), where
+    some point has several runs that finished: then no run drew anything from its seed."""
+    several = points.filter((pl.col("runs") - pl.col("failed")) >= 2)
+    widths = several.select(pl.col("^.*_ci95$")).to_numpy().ravel() if several.height else []
+    known = [w for w in widths if w is not None and w == w]
+    return bool(known) and all(w == 0.0 for w in known)
 
 
 def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFrame, only_result: bool = False) -> None:
