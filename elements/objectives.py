@@ -501,9 +501,12 @@ class EffectiveThroughput(_RoundWatcher):
     would have done the same. Reports a per-round series and its time average, from the first
     round in which a job did work to the last (rounds with no job in the system, which the
     clock jumps over, count as rounds of no work), in total and, with `by`, per value of a job
-    column (e.g. per user or entity): one column per value, named by the value (a job without
-    one: `None`), except a value that is itself `time_s` or `total`, whose column is named
-    `BY=VALUE` (`user=total`) so that it does not take the place of those.
+    column (e.g. per user or entity): one column per value, named by the value, except a value
+    that is itself `time_s`, `total` or `(none)`, whose column is named `BY=VALUE`
+    (`user=total`) so that it does not take the place of those. Jobs without a value (their
+    column empty: no text, or a missing number) are a group of their own, as Hierarchical takes
+    them to be an entity of their own: its column, `(none)`, comes after the values' (and a
+    value spelt `None` or `nan` is a value like any other).
 
     Arguments:
         by: a job column known at the job's arrival, from its trace, to break the series down by (e.g. "user").
@@ -521,7 +524,7 @@ class EffectiveThroughput(_RoundWatcher):
 
     def start(self, ctx: RoundContext) -> None:
         super().start(ctx)
-        self._series: list[tuple[float, float, dict[str, float]]] = []  # (time_s, total, work by value)
+        self._series: list[tuple[float, float, dict[str | None, float]]] = []  # (time_s, total, work by value)
         self._last_index: int | None = None  # the round index of the last tick
 
     def tick(self, ctx: RoundContext, events: Events) -> None:
@@ -539,12 +542,22 @@ class EffectiveThroughput(_RoundWatcher):
             work = done / table.column("reference_rate")[rows] * table.column("gpus")[rows] / ctx.round_s
             # (Each value's work apart from the two columns every point has: a value spelt like
             # one of them is named apart at the end, when all the values are known.)
-            by_value: dict[str, float] = {}
+            # (None: the jobs without a value, a group of their own)
+            by_value: dict[str | None, float] = {}
             if self.by is not None and len(rows):
-                labels = np.array([str(v) for v in self._groups(table)[rows].tolist()])
-                values, group = np.unique(labels, return_inverse=True)  # (sorted, as the columns are)
-                for k, g in enumerate(values.tolist()):
-                    by_value[g] = float(work[group == k].sum())  # (each value's jobs in row order, as summed before)
+                # (a missing value: None in a text column, NaN in a number column, or an empty
+                # text, as Hierarchical reads a missing entity)
+                raw = self._groups(table)[rows].tolist()
+                labels = [None if v is None or v != v or v == "" else str(v) for v in raw]
+                missing = np.array([g is None for g in labels], dtype=bool)
+                if not missing.all():
+                    named = np.array([g for g in labels if g is not None])
+                    values, group = np.unique(named, return_inverse=True)  # (sorted, as the columns are)
+                    named_work = work[~missing]
+                    for k, g in enumerate(values.tolist()):
+                        by_value[g] = float(named_work[group == k].sum())  # (each value's jobs in row order, as summed before)
+                if missing.any():
+                    by_value[None] = float(work[missing].sum())
             self._series.append((ctx.now - ctx.round_s, float(work.sum()), by_value))
         self._remember(ctx)
 
@@ -564,13 +577,15 @@ class EffectiveThroughput(_RoundWatcher):
         return {"throughput_series": series, "throughput": {"avg_effective_throughput": mean, "rounds": series.height}}
 
     def _frame(self) -> pl.DataFrame:
-        """The series: `time_s`, `total`, and a column per value of `by` (0 in rounds it did no
-        work); a value spelt `time_s` or `total` gets a column of its own, `BY=VALUE`."""
+        """The series: `time_s`, `total`, a column per value of `by` (0 in rounds it did no
+        work) and `(none)` for the jobs without one; a value spelt like one of those three gets
+        a column of its own, `BY=VALUE`."""
         if not self._series:
             return pl.DataFrame({"time_s": [], "total": []})
         points = [_point(p) for p in self._series]
-        values = sorted({g for _, _, by_value in points for g in by_value})
-        fixed = ("time_s", "total")
+        values = sorted({g for _, _, by_value in points for g in by_value if g is not None})
+        without = any(None in by_value for _, _, by_value in points)
+        fixed = ("time_s", "total", NO_VALUE)
         taken = {*fixed, *values}
         names = {}
         for g in values:
@@ -584,10 +599,16 @@ class EffectiveThroughput(_RoundWatcher):
         columns: dict[str, list[float]] = {"time_s": [t for t, _, _ in points], "total": [w for _, w, _ in points]}
         for g in values:
             columns[names[g]] = [by_value.get(g, 0.0) for _, _, by_value in points]
+        if without:
+            columns[NO_VALUE] = [by_value.get(None, 0.0) for _, _, by_value in points]
         return pl.DataFrame(columns, schema={name: pl.Float64 for name in columns})
 
 
-def _point(point) -> tuple[float, float, dict[str, float]]:
+# EffectiveThroughput's column for the jobs without a value of `by`.
+NO_VALUE = "(none)"
+
+
+def _point(point) -> tuple[float, float, dict[str | None, float]]:
     """A point of EffectiveThroughput's series as (time_s, total, work by value); a state saved
     by an earlier version holds each as one dict of all its columns."""
     if isinstance(point, dict):

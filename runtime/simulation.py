@@ -26,7 +26,7 @@ import numpy as np
 from roundhouse.errors import ClusterError, RoundhouseError, TraceError, UsageError, did_you_mean, shown_error
 from roundhouse.runtime import registry, snapshot, user_modules
 from roundhouse.runtime.backends.sim import Simulator
-from roundhouse.runtime.cluster import Cluster
+from roundhouse.runtime.cluster import Cluster, spec_file
 from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file
 from roundhouse.runtime.engine import Engine, RunResult
 from roundhouse.runtime.files import first_missing, remove_made, results_folder, writing
@@ -139,8 +139,7 @@ class Simulation:
             )
         if trace is not None and not isinstance(trace, (str, Path)):
             raise UsageError(f"trace: expected the path of a trace file, got {type(trace).__name__}")
-        if isinstance(cluster, Path):
-            cluster = str(cluster)  # (a spec is text: a .toml path reads as one)
+        cluster = str(cluster) if isinstance(cluster, Path) else cluster  # (a spec is text: a .toml path reads as one)
         until = _time_argument("until", until, optional=True)
         # (A keyword setting's problem is said as the keyword's, not as a --set's.)
         keywords = [Override(f"{k}={_setting_text(k, v)}", flag="keyword setting") for k, v in settings.items()]
@@ -154,6 +153,7 @@ class Simulation:
             "graph_text": Path(path).read_text() if text is None else text,
             "overrides": _whole_paths(compiled, sets),
             "trace": None if trace is None else str(Path(trace).resolve()),
+            "cluster": None if cluster is None else _cluster_spec(cluster),  # (its graph's setting: `_cluster_spec`)
             "until": until,
             "code": code,
         }
@@ -624,7 +624,9 @@ def graph_of_snapshot(header: dict[str, Any], overrides: list[str]) -> CompiledG
 
 
 def _snapshot_graph(header: dict[str, Any], overrides: list[str]) -> tuple[CompiledGraph, dict[str, str]]:
-    return _compile(header["graph_path"], header["graph_text"], header["overrides"], header.get("trace"), then=overrides)
+    return _compile(
+        header["graph_path"], header["graph_text"], header["overrides"], header.get("trace"), header.get("cluster"), overrides
+    )
 
 
 def _compile(
@@ -685,6 +687,9 @@ def _compile_in_scope(
         raise UsageError(
             f"cluster: the cluster is given twice ({cluster!r} and {first['cluster'].text!r} in overrides); keep one"
         )
+    spec = None if cluster is None else _cluster_spec(cluster)
+    if spec is not None:
+        sets.append(Override(f"cluster={describe(spec)}", flag="cluster argument"))
     if trace is not None:
         from roundhouse.runtime.dsl.loader import load
         from roundhouse.runtime.sweep import replaced_sources
@@ -703,6 +708,26 @@ def _compile_in_scope(
         quoted = describe(str(Path(trace).resolve()))
         sets += [Override(f"{name}.path={quoted}") for name in sources]
     return compile_file(path, [*sets, *(Override(o) for o in then)], text=text, required=required)
+
+
+def _cluster_spec(cluster: str | Cluster) -> str | None:
+    """The `cluster` argument as the graph's `cluster` setting: the graph a simulation runs says
+    the cluster it runs on, not its file's (`print(sim.graph)`, its settings and key; a
+    snapshot's header keeps it, so a loaded one's graph says it too). A spec file by its whole
+    path, so that it means the same from any folder; a `Cluster` by the shorthand of its
+    groups, when that is the same cluster node by node (None when it is not: one read from a
+    spec file, whose nodes have their own cores or racks)."""
+    if isinstance(cluster, Cluster):
+        shorthand = ",".join(
+            f"{g.nodes}x{g.gpus_per_node}:{g.gpu_type}" + (f"@{g.topology}" if g.topology else "") for g in cluster.spec.groups
+        )
+        try:
+            alike = Cluster.parse(shorthand).fingerprint() == cluster.fingerprint()
+        except RoundhouseError:
+            alike = False
+        return shorthand if alike else None
+    file = spec_file(cluster, Path.cwd())
+    return cluster.strip() if file is None else str(file.resolve())
 
 
 def _engine(compiled: CompiledGraph, world: World, until: float | None) -> Engine:

@@ -617,6 +617,7 @@ def _check_run_fields(header: dict[str, Any], where: str) -> None:
         "graph_text": (lambda v: isinstance(v, str), "the graph's text"),
         "overrides": (lambda v: isinstance(v, list) and all(isinstance(o, str) for o in v), "a list of --set texts"),
         "trace": (lambda v: v is None or isinstance(v, str), "a path or null"),
+        "cluster": (lambda v: v is None or isinstance(v, str), "a cluster spec or null"),
         "code": (
             lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(d, str) for k, d in v.items()),
             "an object of file paths and their SHA-256",

@@ -29,6 +29,7 @@ import numpy as np
 from roundhouse.errors import RoundhouseError, UsageError
 from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.backends.live.records import replayed, same_plan
+from roundhouse.runtime.backends.live.round import next_boundary
 from roundhouse.runtime.backends.live.submissions import Submissions
 from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.cluster import Cluster, described_alike
@@ -296,13 +297,51 @@ def _what_differs(graph: CompiledGraph, meta: dict[str, Any]) -> str:
     return "its elements, arguments or settings differ from those the journal recorded"
 
 
+class OnTheRunsSchedule(Simulator):
+    """The simulator, taking over from a run's last round at its clock, with its first round
+    ending at the run's next boundary (`boundary`) and whole rounds from there: a run stopped
+    mid-round (its last round cut short at the stop) goes on on its own schedule, the run's
+    start and every round after, as a restarted scheduler does (`next_boundary`)."""
+
+    def __init__(self, world: World, settings, now: float):
+        super().__init__(
+            world,
+            settings.round,
+            settings.checkpoint,
+            settings.restore,
+            settings.checkpoint_per_gpu,
+            now=now,
+            resize_in_place_s=settings.resize_in_place,
+            resize_restart_s=settings.resize_restart,
+        )
+        self.boundary: float | None = next_boundary(now, self.round_s)
+
+    def advance(self) -> None:
+        boundary, self.boundary = self.boundary, None
+        whole = self.round_s
+        # (From a boundary of the schedule, the next is a whole round on: advanced as always.)
+        if boundary is None or not boundary > self.now or abs(boundary - self.now - whole) <= 1e-9 * max(1.0, boundary):
+            super().advance()
+            return
+        self.round_s = boundary - self.now  # the rest of the round the stop cut short
+        try:
+            super().advance()
+        finally:
+            self.round_s = whole
+        self.resume(boundary, *self.poll())  # (its progress for the next poll; whole rounds from the boundary)
+
+    def jump_to(self, t: float) -> None:
+        self.boundary = None  # (a jump lands on a boundary of the schedule)
+        super().jump_to(t)
+
+
 def take_over(engine: Engine) -> Engine:
     """The replayed engine, simulating forward: the simulator as its backend from the last
-    journaled boundary, its elements keeping their replayed state."""
-    settings = engine.graph.settings
-    sim = Simulator.for_graph(engine.world, settings, now=engine.backend.now)
+    journaled round, its elements keeping their replayed state; its rounds on the run's
+    schedule (`OnTheRunsSchedule`)."""
+    sim = OnTheRunsSchedule(engine.world, engine.graph.settings, engine.backend.now)
     engine.backend = sim
-    sim.advance()  # the round after the last journaled boundary (the engine advanced the replay)
+    sim.advance()  # the round after the last journaled one (the engine advanced the replay)
     engine.skip_idle_rounds()
     return engine
 
@@ -409,14 +448,17 @@ def _simulate_ahead(
     seen_s: float | None,
     world_name: str,
     run_coming: dict[str, tuple[Any, Any, int]] | None = None,
+    on_schedule: bool = False,
 ) -> Projection:
     """`simulate_ahead` of a world as of `now`. `run_coming`: the jobs the run's own sources
     have still to bring, by source name (`_coming`), which a source of `graph` of the same name,
-    class and arguments must bring too."""
+    class and arguments must bring too. `on_schedule`: `now` is a journal's last round, perhaps
+    cut short at the run's stop: the graph's rounds go on at its next boundary from the run's
+    start (`OnTheRunsSchedule`), as the run's own side does."""
     _refuse_a_clock_before_the_worlds(world, now, now)
     if seen_s is None:
         seen_s = now - float(graph.settings.round)
-    engine = _fresh(graph, copy.deepcopy(world), now, seen_s, world_name, run_coming)
+    engine = _fresh(graph, copy.deepcopy(world), now, seen_s, world_name, run_coming, on_schedule)
     return project(engine, Path(graph.path).name, horizon_s)
 
 
@@ -427,13 +469,15 @@ def _fresh(
     seen_s: float,
     world_name: str,
     run_coming: dict[str, tuple[Any, Any, int]] | None = None,
+    on_schedule: bool = False,
 ) -> Engine:
     """`graph`'s elements started afresh on `world` at `now` (copies of them: `_afresh`), in the
     simulator, with every unfinished job entering the graph at the next round, and its sources'
-    jobs from after `seen_s` to come."""
+    jobs from after `seen_s` to come. `on_schedule`: its rounds after the first on its schedule
+    from the run's start (`_simulate_ahead`)."""
     graph = _afresh(graph)
     settings = graph.settings
-    sim = Simulator.for_graph(world, settings, now=now)
+    sim = OnTheRunsSchedule(world, settings, now) if on_schedule else Simulator.for_graph(world, settings, now=now)
     fresh = Engine(graph, world, sim)
     fresh.begin()
     for name, source in graph.elements.items():
@@ -766,7 +810,7 @@ def whatif_snapshot(
     engine, world = sim._engine, sim.world_now()  # (the facts as of the clock, as both sides start)
     point = {
         "kind": "snapshot",
-        "journal": str(path),
+        "snapshot": str(path),  # (the file read, named by what it is: as a journal's is "journal")
         "graph": sim.graph.path,
         "cluster": world.cluster.describe(),
         "now_s": engine.backend.now,
@@ -839,6 +883,6 @@ def whatif(
     if other is not None:
         # (The replayed world is as of the last journaled round's clock, `now`.)
         with _hint_at_the_worlds_settings(graph, other, world, "run", warn):
-            ahead = _simulate_ahead(world, other, now, horizon_s, now, f"the journal {journal_path}")
+            ahead = _simulate_ahead(world, other, now, horizon_s, now, f"the journal {journal_path}", on_schedule=True)
     out = [project(take_over(engine), Path(meta["graph"]).name, horizon_s, start=now)]
     return point, out + ([ahead] if ahead is not None else [])

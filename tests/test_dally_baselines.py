@@ -282,10 +282,12 @@ def test_gandiva_spreads_large_jobs_at_random_and_reproducibly(tiny):
 
 def test_gandiva_migrates_a_job_spread_over_racks_when_a_rack_frees_up(tmp_path):
     cluster = cluster_of(tmp_path, 6, 3)  # racks of 8 GPUs: 0-7, 8-15, 16-23
-    world = make_world(cluster, [(1, 8, "BERT"), (2, 4, "BERT")], {1: [4, 5, 6, 7, 8, 9, 10, 11], 2: [0, 1, 2, 3]})
+    # (job 3 fills the rest of rack 1: with its own GPUs there, rack 1 would hold job 1 too)
+    held = {1: [4, 5, 6, 7, 8, 9, 10, 11], 2: [0, 1, 2, 3], 3: [12, 13, 14, 15]}
+    world = make_world(cluster, [(1, 8, "BERT"), (2, 4, "BERT"), (3, 4, "BERT")], held)
     placer = Gandiva(seed=0)
-    launched, kept, suspended = tick(placer, world, [2, 1])
-    assert launched == {1: list(range(16, 24))} and suspended == [1] and kept == [2]
+    launched, kept, suspended = tick(placer, world, [2, 3, 1])
+    assert launched == {1: list(range(16, 24))} and suspended == [1] and kept == [2, 3]
     assert placer.counters["migrated"] == 1
     # A job already on one rack stays.
     world = make_world(cluster, [(1, 8, "BERT")], {1: list(range(8, 16))})

@@ -50,22 +50,64 @@ def assert_same_reports(off, on, path: str = "") -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("name", "hours"),
+    ("name", "hours", "skips"),
     [
-        ("las.sched", 600),
-        ("fifo.sched", 600),
-        ("srtf.sched", 600),
-        ("tiresias.sched", 2),
-        ("gavel-las.sched", 40),
-        ("dally.sched", 30),
-        ("themis.sched", 150),
-        ("optimus.sched", 96),  # (it first resizes at hour 61)
-        ("blox-accept-1.2x.sched", 300),
+        ("las.sched", 600, None),
+        ("fifo.sched", 600, None),
+        ("srtf.sched", 600, None),
+        ("tiresias.sched", 2, None),
+        ("gavel-las.sched", 40, None),
+        ("dally.sched", 30, None),
+        # (Themis: arrivals every 15 minutes on average, and rho's order ends a stretch often)
+        ("themis.sched", 150, 4),
+        ("themis.sched", 600, 2),
+        # (Optimus: most rounds either swap two jobs' order by remaining time or change a choice
+        # of its greedy of extra GPUs; it first resizes at hour 61; arrivals end near hour 250)
+        ("optimus.sched", 96, 100),
+        ("optimus.sched", 600, 4),
+        ("blox-accept-1.2x.sched", 300, None),
     ],
 )
-def test_graphs_give_the_same_times_with_and_without_skipping(name, hours):
+def test_graphs_give_the_same_times_with_and_without_skipping(name, hours, skips):
     off, on = run_both(GRAPHS / name, until=hours * 3600.0)
     assert_same(off, on)
+    assert_same_reports(off.reports, on.reports)
+    if skips is not None:  # (at least one round in `skips` passes untouched)
+        assert on.skipped_rounds > on.rounds // skips
+
+
+@pytest.mark.parametrize("costs", ["", "checkpoint = 20s;\nrestore = 30s;\n"])
+def test_optimus_passes_the_rounds_in_which_its_choices_hold(tmp_path, costs):
+    # Two GPU types, jobs resized and moved between them; with a checkpoint and restore, a
+    # change of GPU count must save more than its restart (steps near that line end a stretch).
+    graph = tmp_path / "optimus.sched"
+    graph.write_text(
+        f'round = 5min;\n{costs}cluster = "6x4:V100,4x4:K80";\n'
+        "src :: PoissonSource(rate=2/h, jobs=150, seed=5);\n"
+        "src -> AcceptAll -> JobPool -> order :: Optimus -> Consolidated -> Launch -> m :: JobMetrics;\n"
+    )
+    off, on = run_both(graph)
+    assert_same(off, on)
+    assert on.counters["m"]["suspended"] > 0 and on.counters["order"]["no_room"] > 0
+    assert on.skipped_rounds > on.rounds // 2
+
+
+def test_themis_passes_the_rounds_in_which_its_order_holds(tmp_path):
+    # Rounds of a fraction of a second (clock readings and N's integral that are not whole
+    # numbers) on two GPU types, under load: the order of rho changes often, and a stretch
+    # must end before each change.
+    graph = tmp_path / "themis.sched"
+    graph.write_text(
+        'round = 299.9s;\ncluster = "6x4:V100,4x4:K80";\n'
+        "src :: PoissonSource(rate=2/h, jobs=150, seed=5);\n"
+        "src -> AcceptAll -> JobPool -> order :: Themis -> Consolidated -> run :: Launch -> m :: JobMetrics;\n"
+        "run -> fairness :: FinishTimeFairnessMetrics;\n"
+    )
+    off, on = run_both(graph)
+    assert_same(off, on)
+    assert_same_reports(off.reports, on.reports)
+    assert on.counters["m"]["suspended"] > 0  # rho's order changed while jobs ran
+    assert on.skipped_rounds > on.rounds // 3
 
 
 def test_las_skips_rounds_and_preempts_as_it_would(tmp_path):

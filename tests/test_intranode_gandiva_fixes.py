@@ -104,10 +104,11 @@ def test_gandiva_leaves_a_job_spread_over_one_racks_machines_where_it_is(tmp_pat
     cluster = cluster_of(tmp_path, 6, 3)
     world = make_world(cluster, [(1, 12, "MobileNetV3")], {1: [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19]})
     assert tick(Gandiva(seed=0), world, [1]) == ({}, [1], [])
-    # Spread over two racks with a third rack free, it moves to the free rack's GPUs.
+    # Spread over two racks with the rest free, it moves into the first rack it can fill, its own
+    # GPUs there counting (the move frees them): it keeps 0-3 and takes 4-7.
     world = make_world(cluster, [(1, 8, "MobileNetV3")], {1: [0, 1, 2, 3, 8, 9, 10, 11]})
     launched, kept, suspended = tick(Gandiva(seed=0), world, [1])
-    assert launched == {1: list(range(16, 24))} and suspended == [1] and kept == []
+    assert launched == {1: list(range(8))} and suspended == [1] and kept == []
 
 
 def test_gandiva_run_keeps_a_spread_job_in_one_rack_with_skipping_on_and_off(tmp_path):

@@ -4,7 +4,7 @@ bit. Each stretch is long enough for rounds to be skipped (a graph that skipped 
 compare nothing) and for jobs to start, finish and, where the graph preempts, be preempted.
 
 Graphs not here tick every round whatever the setting (Dally's leases, Gavel's shuffled
-mechanism, the elastic searches, Themis and Optimus re-ranking, Tiresias-G's index), or are
+mechanism, the elastic searches, Tiresias-G's index), or are
 compared elsewhere (the synthesizer, in tests/test_synth_fork_fixes.py)."""
 
 import pytest

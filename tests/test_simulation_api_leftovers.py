@@ -49,7 +49,8 @@ def test_the_graph_world_and_cluster_print_in_a_line_each(tmp_path):
     sim.run_until(3600)
     running = len(sim.world.running_rows)
     assert running > 0
-    assert repr(sim.graph) == "CompiledGraph(g.sched: 7 elements, 6 connections, round 5min)"
+    # (The graph sets no cluster: it says the one the simulation was given, which it runs on.)
+    assert repr(sim.graph) == "CompiledGraph(g.sched: 7 elements, 6 connections, round 5min, cluster 2x4:V100)"
     assert repr(sim.world.cluster) == "Cluster(8 GPUs on 2 nodes (2x4:V100))"
     assert repr(sim.world) == (
         f"World({len(sim.jobs())} jobs, {sim.world.unfinished} unfinished, {running} running, on 8 GPUs on 2 nodes (2x4:V100))"

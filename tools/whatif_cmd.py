@@ -157,7 +157,7 @@ def whatif_command(args) -> int:
     sides = _sides(run_file, other_file, args.graph is not None, bool(args.overrides))
     if args.json:
         out = [_as_dict(p) | side.as_json() for p, side in zip(projections, sides, strict=True)]
-        write_result(_json_text({"from": point, "projections": out}, args.journal) + "\n", "the comparison")
+        write_result(_json_text({"from": point, "projections": out}, args.journal, point["kind"]) + "\n", "the comparison")
         return 0
     write_result(_table_text(point, projections, [side.header for side in sides]), "the comparison")
     return 0
@@ -229,15 +229,16 @@ def _refuse_a_state_as_graph(flag: str, path: str) -> None:
         )
 
 
-def _json_text(comparison: dict, journal: str) -> str:
+def _json_text(comparison: dict, journal: str, kind: str = "journal") -> str:
     """The comparison as JSON. A value that is not a finite number, which JSON cannot hold (a
-    journal's damage its checks missed), is a UsageError naming where it is, never invalid JSON."""
+    journal's damage its checks missed), is a UsageError naming where it is, never invalid JSON.
+    `kind`: what the file read is (a journal or a snapshot)."""
     try:
         return json.dumps(comparison, indent=2, allow_nan=False)
     except ValueError:
         where, value = _not_finite(comparison) or ("a value", "not finite")
         raise UsageError(
-            f"{journal}: cannot print the comparison as JSON: {where} is {value}, not a finite number (is the journal damaged?)"
+            f"{journal}: cannot print the comparison as JSON: {where} is {value}, not a finite number (is the {kind} damaged?)"
         ) from None
 
 
@@ -338,7 +339,7 @@ def _print(console, point: dict, projections, headers: list[str]) -> None:
         at = f"after {rounds:,} round{'' if rounds == 1 else 's'}, at t={point['now_s']:g}s,"
     # (Paths are printed as they are: rich would read [brackets] in them as markup.)
     console.print(
-        f"from {point['journal']}: {at} of {point['graph']} on {point['cluster']}: {point['jobs']:,} job(s) seen, "
+        f"from {point[point['kind']]}: {at} of {point['graph']} on {point['cluster']}: {point['jobs']:,} job(s) seen, "
         f"{point['unfinished']:,} unfinished, {point['running']:,} running"
         + (f"; {point['gpus_online']:,} of {point['gpus']:,} GPUs online" if point["gpus_online"] < point["gpus"] else ""),
         markup=False,

@@ -259,8 +259,8 @@ class EmulatedNodes:
         type_, body = got
         if type_ == "welcome":
             first = not node.link.registered
-            node.link.registered = True
-            node.link.heartbeat_s = body["heartbeat_s"]
+            if not node.link.welcome(body):
+                return
             if first or node.exits.unacked:
                 node.exits.flush(force=True)
             if first and all(n.link.registered for n in self.nodes):  # (said again after the scheduler restarts)

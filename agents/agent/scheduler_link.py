@@ -1,8 +1,10 @@
 """The agent's connection to the scheduler: a DEALER socket (secured, watched for a refused
 handshake, for a connection that closes during one, and for one that stays silent), numbered
-messages in both directions, registration until welcomed, heartbeats. A node cut off once it
-served (its key no longer admitted: the scheduler said `key_refused`, or refused the key when
-the agent reconnected) says why and what to do, once (`cut_off`), and sends nothing more."""
+messages in both directions, registration until welcomed, heartbeats. A welcome is taken only as
+the answer to the agent's own registration: one that answers none (a confused or rogue peer's)
+is logged and changes nothing. A node cut off once it served (its key no longer admitted: the
+scheduler said `key_refused`, or refused the key when the agent reconnected) says why and what
+to do, once (`cut_off`), and sends nothing more."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import zmq
 
 from roundhouse.agents.agent.messages import FROM_SCHEDULER, decode
 from roundhouse.wire import protocol
-from roundhouse.wire.protocol import SeqTracker
+from roundhouse.wire.protocol import RefusalLog, SeqTracker
 from roundhouse.wire.security import (
     AUTHORIZED,
     HANDSHAKE_FAILED,
@@ -48,6 +50,9 @@ class SchedulerLink:
         self.hello = hello  # what registering says besides the running workers
         self.counters = counters
         self.heartbeat_s = 1.0
+        self.node_index: int | None = None  # what the welcome taken said (None: not welcomed yet)
+        self.scheduler_session: str | None = None
+        self.asked = False  # a registration sent that no welcome has answered yet
         self._registered = False
         self.refused = False  # refused before it served: it exits at once (nothing runs yet)
         # Why a node that served was cut off (its key no longer admitted): it stops its workers
@@ -305,7 +310,13 @@ class SchedulerLink:
 
     def register(self, running: list[dict]) -> None:
         self.last_register = time.time()
+        self.asked = True
         self.send("register", **self.hello, running=running)
+
+    def welcome(self, body: dict) -> bool:
+        """Take a welcome's node index, heartbeat interval and session, if it answers this
+        agent's registration; False (changing nothing) if it does not."""
+        return _take_welcome(self, body)
 
     def keep_alive(self, now: float, running) -> bool:
         """Register (once a second until welcomed) or heartbeat when due; False while not registered.
@@ -322,3 +333,37 @@ class SchedulerLink:
             self.last_heartbeat = now
             self.send("heartbeat", running=running())
         return True
+
+
+_WELCOMES = RefusalLog(log)  # (unasked welcomes: a few a minute, however many a peer sends)
+
+
+def _take_welcome(link: SchedulerLink, body: dict) -> bool:
+    """A welcome taken only as the answer to the link's registration: one that answers none would
+    change the node index, heartbeat interval and session of an agent that has not registered
+    anew. One carrying what the agent holds is the answer to a registration sent again before
+    the first was answered (the agent registers once a second until welcomed): dropped, said
+    only at debug level."""
+    said = (body["node_index"], body["heartbeat_s"], body["session"])
+    if not link.asked:
+        if said != (link.node_index, link.heartbeat_s, link.scheduler_session):
+            link.counters["bad_messages"] += 1
+            _WELCOMES.warn(
+                "unasked_welcome",
+                "ignored a welcome from the scheduler that answers no registration of node %s (node index %d, "
+                "heartbeats every %g s, session %s): it keeps node index %s, heartbeats every %g s, session %s",
+                link.node,
+                *said,
+                link.node_index,
+                link.heartbeat_s,
+                link.scheduler_session,
+            )
+        else:
+            log.debug(
+                "dropped a repeated welcome from the scheduler: the answer to a registration of node %s sent again", link.node
+            )
+        return False
+    link.asked = False
+    link.registered = True
+    link.node_index, link.heartbeat_s, link.scheduler_session = said
+    return True

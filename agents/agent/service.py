@@ -199,8 +199,8 @@ class Agent:
 
     def _on_welcome(self, body) -> None:
         first = not self.link.registered
-        self.link.registered = True
-        self.link.heartbeat_s = body["heartbeat_s"]
+        if not self.link.welcome(body):
+            return
         log.info("agent %s registered as node %d (scheduler session %s)", self.name, body["node_index"], body["session"])
         if first or self.exits.unacked:
             self.exits.flush(force=True)

@@ -40,8 +40,11 @@ class Gandiva(Placer):
     spread. A machine with no running job loses its affinity. A larger job takes free GPUs at
     random (seeded), whatever the tier: Gandiva knows nothing of racks. Then, in ranking order,
     a running job larger than a machine but no larger than a rack whose GPUs span several racks
-    moves (suspended and launched again, paying the checkpoint) to the lowest-numbered free GPUs
-    of the rack with the fewest free GPUs that holds it, if any does. That is the only move, as
+    moves (suspended and launched again, paying the checkpoint) into the rack with the fewest
+    GPUs open to it that holds it (the lowest-numbered of those alike), if any does: the free
+    ones and its own there (the move frees them), so a rack where it holds some GPUs may take
+    it with fewer free. It keeps its own GPUs in that rack and takes the lowest-numbered free
+    ones for the rest; those it leaves are free for the moves after it. That is the only move, as
     in the authors' simulator: a job spread over several machines of one rack stays there even
     when whole machines free up, and a job larger than a rack never moves. Dally's paper
     describes its Gandiva more broadly, as migrating jobs "to more favorable GPU consolidation
@@ -60,7 +63,8 @@ class Gandiva(Placer):
     that position in every rack. Here every job falls back to an unclaimed machine, then to any
     machine with room, so fewer jobs wait; none is spread; and a machine loses its affinity when
     it runs nothing. There, a job leaving several racks goes to the first rack with room (the
-    lowest-numbered) and takes random GPUs in it; here to the fullest rack that holds it and its
+    lowest-numbered; its own GPUs count, given back first) and takes random GPUs in it; here to
+    the fullest rack that holds it (its own GPUs counting too), keeping those and taking the
     lowest-numbered free GPUs, so it tends to span fewer machines. There, running jobs bid
     before the jobs that have not run (bids go by first start, latest first), so a move takes
     GPUs before a waiting job can; here waiting jobs are placed first and moves take what they
@@ -177,18 +181,31 @@ class Gandiva(Placer):
         per_rack = None
         for i in np.flatnonzero((held > 0) & (want > machine_size) & (want <= self._rack_size)).tolist():
             row = int(rows[i])
-            if len(np.unique(cluster.gpu_rack[ctx.gpus_of(row)])) < 2:
+            own = np.asarray(ctx.gpus_of(row))
+            own_racks = cluster.gpu_rack[own]
+            if len(np.unique(own_racks)) < 2:
                 continue
             if per_rack is None:
                 per_rack = np.bincount(cluster.gpu_rack[available], minlength=cluster.n_racks)
             demand = int(want[i])
-            slack = np.where(per_rack >= demand, per_rack - demand, np.iinfo(np.int64).max)
+            # The move frees the job's own GPUs: those in a rack count toward its room there, as
+            # in the authors' simulator, where a job gives its GPUs back before it is placed again.
+            room = per_rack + np.bincount(own_racks, minlength=cluster.n_racks)
+            slack = np.where(room >= demand, room - demand, np.iinfo(np.int64).max)
             rack = int(slack.argmin())
-            if per_rack[rack] < demand:
+            if room[rack] < demand:
                 continue
-            ids = np.flatnonzero(available & (cluster.gpu_rack == rack))[:demand]
-            available[ids] = False
-            per_rack[rack] -= demand
+            # Its own GPUs in that rack first (they need no other), then the lowest-numbered free.
+            stays = own[own_racks == rack]
+            more = np.flatnonzero(available & (cluster.gpu_rack == rack))[: demand - len(stays)]
+            ids = np.sort(np.concatenate([stays, more]))
+            available[more] = False
+            per_rack[rack] -= len(more)
+            # Its GPUs elsewhere are free once it moves: a later move may take them.
+            left = own[own_racks != rack]
+            freed = left if ctx.online is None else left[ctx.online[left]]
+            available[freed] = True
+            per_rack += np.bincount(cluster.gpu_rack[freed], minlength=cluster.n_racks)
             launch_rows.append(row)
             launch_gpus.append(ids)
             moved.append(row)

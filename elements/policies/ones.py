@@ -81,10 +81,13 @@ class Ones(Element):
     the local batch, not the GPUs). Then, each round, the single largest eligible job, if it
     holds at least half the cluster (rounded down) and has run longer than the median run time
     of every job started (finished ones included), shrinks to
-    max(int(2 size / (run time / median + 1)), 1) GPUs, rounded up to even (never above its
-    size). With `sigma` given R follows the paper's rule instead: after each epoch a job
-    running at its limit asks for R' = ceil(2R / ceil(sigma T + 1)) (T its run time; the inner
-    ceiling read as `rounding` says). Either way R stays within the job's `max_gpus` (and its
+    max(int(2 size / (run time / median + 1)), 1) GPUs, rounded up to even, if that is fewer
+    than it holds; one it would leave at its size (a 1-GPU job, which holds half a cluster of 2
+    or 3 GPUs, or a size rounded back up) keeps its R, doubled or not (the artifact's
+    scale-down only asks for GPUs back; its limit stays as doubled). With `sigma` given R
+    follows the paper's rule instead: after each epoch a job running at its limit asks for
+    R' = ceil(2R / ceil(sigma T + 1)) (T its run time; the inner ceiling read as `rounding`
+    says). Either way R stays within the job's `max_gpus` (and its
     `max_batch_size`: a GPU trains at least one sample a step); a preempted job's R becomes at
     most the GPUs it held (resume), and halves each time a schedule leaves it waiting (the
     paper's "rejected": still waiting in the next schedule, read as each decision once the gate

@@ -272,7 +272,8 @@ def artifact_limits(
     trained SCALE_EPOCHS epochs `since` its last change is eligible; one running at its limit
     doubles it (scale_up, up to `cap`); then the single largest eligible job, if it holds at
     least `n_gpus` // 2 GPUs and has run longer than the median run time of the jobs started
-    (`median()`, asked only then; None: nothing scales down), shrinks (shrink)."""
+    (`median()`, asked only then; None: nothing scales down), shrinks (shrink), if that takes
+    GPUs from it (else its R stays as it is)."""
     out = np.asarray(limit, dtype=np.int64).copy()
     eligible = running & (since >= SCALE_EPOCHS)
     up = eligible & (held >= out)
@@ -283,7 +284,13 @@ def artifact_limits(
     if held[j] > 0 and held[j] >= n_gpus // 2:
         m = median()
         if m > 0 and run_s[j] > m:
-            out[j] = shrink(int(held[j]), float(run_s[j]), m)
+            smaller = shrink(int(held[j]), float(run_s[j]), m)
+            # Only a scale-down that takes GPUs away sets R: one that leaves the job at its size
+            # (a 1-GPU job, which holds half a cluster of 2 or 3 GPUs; a size rounded back up to
+            # even) would undo this round's doubling, so the job could never grow. The
+            # artifact's scale-down only asks for GPUs back; its limit stays as doubled.
+            if smaller < held[j]:
+                out[j] = smaller
     return out
 
 

@@ -9,6 +9,7 @@ import attrs
 import numpy as np
 
 from roundhouse.elements.policies.base import Policy
+from roundhouse.elements.policies.optimus_quiet import Ahead
 from roundhouse.elements.policies.optimus_room import Layout
 from roundhouse.runtime.element import element
 from roundhouse.runtime.types import Active, Ranking
@@ -75,7 +76,7 @@ def _fit_on(x, loss, valid, floor):
 
 
 def _row_gains(counts: list[int], speed, usable, level: int, remaining: float, keep, j: int) -> tuple[list[float], list[float]]:
-    """`Optimus._gains` for one job, in plain floats (a handful of counts: numpy costs more here)."""
+    """`gains` for one job, in plain floats (a handful of counts: numpy costs more here)."""
     hold, restart, margin = int(keep[0][j]), float(keep[1][j]), float(keep[2][j])
     now = float(speed[level])
     gain, real = [-np.inf] * len(counts), [-np.inf] * len(counts)
@@ -87,6 +88,25 @@ def _row_gains(counts: list[int], speed, usable, level: int, remaining: float, k
             gain[k] = (saved + change * margin) / step
             real[k] = (saved + change * restart) / step
     return gain, real
+
+
+def gains(counts: np.ndarray, speed, usable, level, remaining, keep) -> tuple[np.ndarray, np.ndarray]:
+    """(jobs, counts), twice: the drop in remaining time per extra GPU when a job goes from
+    count index `level` to each larger usable count (-inf elsewhere), counting a change
+    from the count a running job holds as a loss of its restart plus the hysteresis, and a
+    return to it as a gain of as much; then the same with the restart alone (`keep`, from
+    `Optimus._keep`)."""
+    hold, restart, margin = keep
+    idx = np.arange(len(counts))[None, :]
+    larger = usable & (idx > level[:, None])
+    now = speed[np.arange(len(level)), level][:, None]
+    change = (idx == hold[:, None]).astype(float) - (level == hold)[:, None]
+    step = counts[None, :] - counts[level][:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        saved = remaining[:, None] * (1.0 / now - 1.0 / speed)
+        gain = (saved + change * margin[:, None]) / step
+        real = (saved + change * restart[:, None]) / step
+    return np.where(larger, gain, -np.inf), np.where(larger, real, -np.inf)
 
 
 @element
@@ -145,12 +165,20 @@ class Optimus(Policy):
         no_room: job rounds so far in which a job's chosen count would have found no room on a
             node, so that it kept what it held or got a count that does.
     Cost: O(n g) over the pool's jobs n and candidate GPU counts g (marginal gains, greedy), plus a
-        sort, O(n log n).
+        sort, O(n log n). Event skipping (after a round whose plan changed nothing): between
+        events only running jobs' remaining work moves, linearly, so the order holds until two
+        neighbours' remaining times could meet, and the greedy's choices, each a comparison of
+        gains affine in time, until the first comes within a relative margin of 1e-9 (worked out
+        from this round's gains and the next's, O(s n g) over its s steps); a round before the
+        earlier of the two. Not declared while a job is given more than one GPU and not the
+        count it holds (its room is worked out anew each round, `no_room` may grow), with
+        reported losses (curves fitted anew), with a resize pause of a round or more, or for a
+        greedy path of 32 steps or more (it seldom holds two rounds; checking costs a tick).
     See also: Srtf, Themis, Consolidated, LossTermination
     Paper: Optimus (EuroSys'18) §3-4; Blox (EuroSys'24) Table 7 and §4.2 (Figs 6-7).
     """
 
-    state = ("_count", "_elastic", "_loss", "_speed", "_x")
+    state = ("_ahead", "_count", "_elastic", "_loss", "_speed", "_x")
     fixed = ("_counts", "_counts_list")
 
     threshold: float = attrs.field(default=0.001, validator=positive)
@@ -169,6 +197,7 @@ class Optimus(Policy):
         self._counts_list = self._counts.tolist()
         self._speed = np.zeros((0, len(self._counts)))
         self._elastic = np.zeros(0, dtype=bool)
+        self._ahead: Ahead | None = None  # (what the last tick decided, for quiet_until)
         self.counters.update(fitted=0, extra_gpus=0, no_room=0)
 
     # --- loss samples ---
@@ -248,8 +277,10 @@ class Optimus(Policy):
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         self._record(ctx, active)
         n = len(active)
+        self._ahead = None
         if n == 0:
             self.counters.update(fitted=0, extra_gpus=0)  # (this round's: none)
+            self._ahead = Ahead.empty()
             return Ranking.empty()
         remaining = self.remaining_iterations(ctx, active)
         order = np.lexsort((np.arange(n), remaining / active.reference_rate))
@@ -278,10 +309,15 @@ class Optimus(Policy):
         alloc = np.where(given, base, 0)
         extra = 0
         grow = np.flatnonzero(given & elastic)
+        ahead = Ahead(active, remaining, order, grow, free, speed, usable, first)
         if free > 0 and len(grow):
             keep = self._keep(ctx, active.held[grow], speed[grow], usable[grow], remaining[grow])
-            extra = self._spread_extra(speed[grow], usable[grow], first[grow], remaining[grow], alloc, grow, free, keep)
+            extra = self._spread_extra(
+                speed[grow], usable[grow], first[grow], remaining[grow], alloc, grow, free, keep, trace=ahead.trace
+            )
         moving = given & (alloc != active.held) & (alloc > 1)
+        # (Moving jobs: their room is worked out anew each round; losses: curves fitted anew.)
+        self._ahead = None if np.count_nonzero(moving) or ctx.jobs.has_column("loss") else ahead
         types = None  # the GPU type of each job, when the placer is to be told them
         if np.count_nonzero(moving):  # (jobs of one GPU, each, find room wherever GPUs are left)
             types = self._placeable(ctx, active, alloc, given, base, order, speed, usable, elastic, remaining)
@@ -291,6 +327,9 @@ class Optimus(Policy):
         want = np.where(given, alloc, base)[rank]
         gpu_type = None if types is None else types[rank]
         return Ranking(active.rows[rank], want, gpu_type=gpu_type, consolidate=np.ones(n, dtype=bool), backfill=True)
+
+    def quiet_until(self, ctx: RoundContext) -> float | None:
+        return None if self._ahead is None else self._ahead.quiet_until(ctx, self)
 
     def _placeable(self, ctx, active, alloc, given, base, order, speed, usable, elastic, remaining) -> np.ndarray | None:
         """Make the counts ones a consolidating placer can hold (`Layout.fit`, in
@@ -339,15 +378,16 @@ class Optimus(Policy):
         margin = np.where(holds, restart + self.hysteresis * np.nan_to_num(left), 0.0)
         return hold, np.where(holds, restart, 0.0), margin
 
-    def _spread_extra(self, speed, usable, level, remaining, alloc, grow, free, keep, room=None) -> int:
+    def _spread_extra(self, speed, usable, level, remaining, alloc, grow, free, keep, room=None, trace=None) -> int:
         """Give `free` GPUs, a step at a time, to the job (of `grow`) and larger GPU count whose
         remaining time drops the most per extra GPU, a running job's change of count charged
         its restart and the hysteresis (`keep`, from `_keep`); only steps that save more time
         than the restart costs are taken, and with `room` (`Layout.take`) only steps to a
-        count that finds room. Updates `alloc`; returns the GPUs given."""
+        count that finds room. Updates `alloc`; returns the GPUs given (`trace`: each step's job
+        index, count index and GPUs, appended)."""
         counts = self._counts
         k = len(counts)
-        gain, real = self._gains(speed, usable, level, remaining, keep)
+        gain, real = gains(counts, speed, usable, level, remaining, keep)
         given = 0
         while free > 0:
             step = counts[None, :] - counts[level][:, None]
@@ -360,30 +400,14 @@ class Optimus(Policy):
             if room is not None and not room(int(grow[j]), int(alloc[grow[j]]), int(counts[to])):
                 gain[j, to] = -np.inf
                 continue
+            if trace is not None:
+                trace.append((j, to, added))
             alloc[grow[j]] += added
             level[j] = to
             free -= added
             given += added
             gain[j], real[j] = _row_gains(self._counts_list, speed[j], usable[j], to, float(remaining[j]), keep, j)
         return given
-
-    def _gains(self, speed, usable, level, remaining, keep) -> tuple[np.ndarray, np.ndarray]:
-        """(jobs, counts), twice: the drop in remaining time per extra GPU when a job goes from
-        count index `level` to each larger usable count (-inf elsewhere), counting a change
-        from the count a running job holds as a loss of its restart plus the hysteresis, and a
-        return to it as a gain of as much; then the same with the restart alone."""
-        hold, restart, margin = keep
-        counts = self._counts
-        idx = np.arange(len(counts))[None, :]
-        larger = usable & (idx > level[:, None])
-        now = speed[np.arange(len(level)), level][:, None]
-        change = (idx == hold[:, None]).astype(float) - (level == hold)[:, None]
-        step = counts[None, :] - counts[level][:, None]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            saved = remaining[:, None] * (1.0 / now - 1.0 / speed)
-            gain = (saved + change * margin[:, None]) / step
-            real = (saved + change * restart[:, None]) / step
-        return np.where(larger, gain, -np.inf), np.where(larger, real, -np.inf)
 
 
 def _drop_counts_off_types(ctx: RoundContext, jobs: Active, idx: np.ndarray, speed: np.ndarray, counts: np.ndarray) -> None:

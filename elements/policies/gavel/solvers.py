@@ -355,7 +355,7 @@ class MaxMinFairness(GavelSolver):
     Arguments:
         water_filling: keep raising jobs that are not bottlenecked (LP plus bottleneck MILP per level).
     Counters:
-        objective: the last allocation's smallest weighted normalized throughput (its first level, with water filling).
+        objective: the last allocation's smallest weighted normalized throughput (its first level, with water filling), its weights over their mean among the jobs solved for, so that scaling every weight alike leaves it as it is (equal weights: the smallest normalized throughput).
         levels: water-filling levels solved (with water_filling=true).
         milp_stopped: bottleneck MILPs stopped at their node limit, their best solution used (with water_filling=true).
     Cost: A linear program over job classes C x GPU types when the job set changes (solver time);
@@ -380,6 +380,11 @@ class MaxMinFairness(GavelSolver):
         if not form.runnable.any():
             return _empty(problem)
         scale = form.sf / (problem.weight[reps] * np.maximum(equal_share(form.T, problem.columns), 1e-300))
+        # The objective counter's weights are over their mean among the jobs the minimum runs
+        # over (the program's own are not: only their ratios matter to the allocation), so that
+        # scaling every weight alike leaves the figure as it is.
+        run_counts = np.where(form.runnable, form.counts, 0)
+        mean_weight = float((problem.weight[reps] * run_counts).sum() / max(int(run_counts.sum()), 1))
         if self.water_filling:
             weights = problem.weight[reps]
             filled = water_fill(
@@ -393,7 +398,7 @@ class MaxMinFairness(GavelSolver):
             if filled.values is None:
                 return _water_filling_failed(self.name, filled, problem)
             first = filled.levels[0] * form.sf / weights
-            self.counters["objective"] = float(first[form.runnable].min())
+            self.counters["objective"] = float(first[form.runnable].min()) * mean_weight
             return self.solution(form, filled.values, class_of, problem.rows)
         lp = LinearProgram()
         form.add_variables(lp)
@@ -406,7 +411,7 @@ class MaxMinFairness(GavelSolver):
         lp.constraints(rows, lb=0.0)
         form.validity(lp)
         got = _solve_or_fail(lp, self.lp, self.name)
-        self.counters["objective"] = got.objective
+        self.counters["objective"] = got.objective * mean_weight
         return self.solution(form, got.values, class_of, problem.rows)
 
 

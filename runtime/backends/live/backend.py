@@ -301,10 +301,11 @@ class LiveBackend:
         if self.takeover.replaying:
             if self.takeover.next_round():
                 return
-            # Replay is over (its rounds are in the journal already): the run goes on at the next boundary
-            # of the wall clock after its last round (should that clock step back), taking running jobs back.
+            # Replay is over (its rounds are in the journal already): the run goes on on its schedule, at the
+            # next boundary after its last round (which a stop may have cut short) and the wall clock (should
+            # that clock step back, the former), taking running jobs back.
             last = clock.k
-            target = clock.boundary_after(max(time.time(), clock.wall(clock.now) + 1e-3))
+            target = clock.next_boundary()
             until = self.until
             cut = until is not None and clock.now < until < target  # (the limit falls before that boundary)
             target = until if until is not None and cut else target

@@ -4,7 +4,8 @@ an exit until it is), the processes an agent lists when it heartbeats or registe
 are killed), and the attempts a lost node takes with it. Also the progress all that adds up to
 at a round boundary, and the lease round trip submitters may ask for. A node speaks only for
 the workers it runs, and no worker goes past its job's iterations: other reports are refused,
-counted with the bad messages, and logged.
+counted with the bad messages, and logged. So is a heartbeat's listing of a rank its attempt
+never had, which is not taken for a stray worker to kill (`_never_had`).
 
 An agent that registers again on a new connection (its old one dropped, or the scheduler
 restarted) may not have had every message sent on the old one: the workers this scheduler
@@ -110,7 +111,10 @@ class Reports:
             rank = proc["rank"]
             if att is not None and rank in att.leaving:
                 continue  # let go by an in-place shrink, on its way out
-            if att is None or rank >= att.world_size or int(att.slots[rank]) != node.slot or rank in att.exits:
+            if att is not None and rank >= att.world_size:  # (not a worker to kill: `_never_had`)
+                _never_had(self, node, rank, att, "registration" if registering else "heartbeat")
+                continue
+            if att is None or int(att.slots[rank]) != node.slot or rank in att.exits:
                 stale.add(key)
                 continue
             books.unconfirmed.discard(key)
@@ -377,4 +381,27 @@ def _never_launched(reports: Reports, node: Node, body: dict, what: str) -> None
     reports.counters["bad_messages"] += 1
     reports.refusals.warn(
         "never_launched", "%s of job %d attempt %d rank %d from node %s: %s", what, job, n, rank, node.name, why
+    )
+
+
+def _never_had(reports: Reports, node: Node, rank: int, att: Attempt, type_: str) -> None:
+    """A worker listed by a node's heartbeat (or registration) of a rank its attempt does not
+    have, and did not let go in an in-place shrink: a rank it never had, a confused or rogue
+    peer's word, logged and otherwise ignored. It is no worker to kill: only the whole attempt
+    could be revoked there (an agent's revoke has no one-rank kill), which would end the
+    attempt's real ranks and the leases they hold."""
+    reports.counters["bad_messages"] += 1
+    reports.refusals.warn(
+        "never_launched",
+        "ignored job %d attempt %d rank %d in the %s of %s (node %s): job %d attempt %d has %d rank(s), not rank %d",
+        att.job_id,
+        att.n,
+        rank,
+        type_,
+        reports.server.who(node.identity) if node.identity is not None else "its agent",
+        node.name,
+        att.job_id,
+        att.n,
+        att.world_size,
+        rank,
     )

@@ -10,6 +10,24 @@ from collections import deque
 
 import attrs
 
+# How far past a run's last round its next boundary is looked for: a round journaled at a
+# boundary is followed by the next one, not by itself (a clock's sum may land a hair short of it).
+_PAST_THE_LAST_S = 1e-3
+
+
+def boundary_at_or_after(t: float, round_s: float) -> float:
+    """The first of a run's round boundaries (t=0, the run's start, and every `round_s` after)
+    at or after `t`, in run seconds."""
+    return math.ceil(t / round_s - 1e-9) * round_s
+
+
+def next_boundary(last: float, round_s: float, at_least: float = -math.inf) -> float:
+    """Where a run goes on after its last round, at `last` (run seconds): the first of its round
+    boundaries after it, and at or after `at_least` (a resumed scheduler's wall clock). A run
+    stopped mid-round (its last round cut short at the stop) goes on at the boundary it would
+    have reached, on its schedule, as a restarted `serve` does and `whatif` projects."""
+    return boundary_at_or_after(max(at_least, last + _PAST_THE_LAST_S), round_s)
+
 
 @attrs.define
 class Clock:
@@ -30,7 +48,12 @@ class Clock:
         return time.time() - self.epoch
 
     def boundary_after(self, wall: float) -> float:
-        return math.ceil((wall - self._started()) / self.round_s - 1e-9) * self.round_s
+        return boundary_at_or_after(wall - self._started(), self.round_s)
+
+    def next_boundary(self) -> float:
+        """The boundary a resumed run goes on at: the next after its last round (`now`), and
+        not before the wall clock (should it have stepped back, the former)."""
+        return next_boundary(self.now, self.round_s, at_least=self.now_s())
 
     def at(self, boundary: float) -> None:
         """Move to the round boundary `boundary` (run seconds)."""
