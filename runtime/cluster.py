@@ -115,6 +115,10 @@ class ClusterSpec:
     name: str
     groups: tuple[NodeGroup, ...]
     tiers: Tiers | None = None  # network tiers: the communication model is on
+    # The spec file it was read from, by its whole path (None for a shorthand or one built in
+    # Python): where it came from, not what it is, so not compared. A graph given the cluster
+    # says it as this file (runtime/simulation.py `_cluster_spec`).
+    file: str | None = attrs.field(default=None, eq=False, repr=False)
 
     @classmethod
     def parse(cls, text: str, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
@@ -250,7 +254,7 @@ class ClusterSpec:
         if not isinstance(name, str):
             raise ClusterError("'name' must be a string", at(path, lines, "name"))
         tiers = _tiers_from_table(path, lines, data["tiers"]) if "tiers" in data else None
-        return cls(name, tuple(groups), tiers)
+        return cls(name, tuple(groups), tiers, file=str(path.resolve()))
 
 
 # A count written with more digits than this is past every bound here, whatever it is: it is

@@ -687,8 +687,8 @@ def _compile_in_scope(
         raise UsageError(
             f"cluster: the cluster is given twice ({cluster!r} and {first['cluster'].text!r} in overrides); keep one"
         )
-    spec = None if cluster is None else _cluster_spec(cluster)
-    if spec is not None:
+    if cluster is not None:
+        spec = _cluster_spec(cluster)
         sets.append(Override(f"cluster={describe(spec)}", flag="cluster argument"))
     if trace is not None:
         from roundhouse.runtime.dsl.loader import load
@@ -710,24 +710,34 @@ def _compile_in_scope(
     return compile_file(path, [*sets, *(Override(o) for o in then)], text=text, required=required)
 
 
-def _cluster_spec(cluster: str | Cluster) -> str | None:
+def _cluster_spec(cluster: str | Cluster) -> str:
     """The `cluster` argument as the graph's `cluster` setting: the graph a simulation runs says
     the cluster it runs on, not its file's (`print(sim.graph)`, its settings and key; a
     snapshot's header keeps it, so a loaded one's graph says it too). A spec file by its whole
-    path, so that it means the same from any folder; a `Cluster` by the shorthand of its
-    groups, when that is the same cluster node by node (None when it is not: one read from a
-    spec file, whose nodes have their own cores or racks)."""
+    path, so that it means the same from any folder; a `Cluster` read from a spec file by that
+    file's, as long as the file still reads as that cluster; else by the shorthand of its
+    groups, when that is the same cluster node by node; else (built in Python, or its file
+    changed since) as the object it is, `Cluster(...)`, which names no file's cluster."""
     if isinstance(cluster, Cluster):
+        # (getattr: a cluster pickled in a snapshot from before clusters kept their file)
+        file = getattr(cluster.spec, "file", None)
+        if file is not None and _reads_as(file, cluster):
+            return file
         shorthand = ",".join(
             f"{g.nodes}x{g.gpus_per_node}:{g.gpu_type}" + (f"@{g.topology}" if g.topology else "") for g in cluster.spec.groups
         )
-        try:
-            alike = Cluster.parse(shorthand).fingerprint() == cluster.fingerprint()
-        except RoundhouseError:
-            alike = False
-        return shorthand if alike else None
+        # (Its description without the tiers' links, whose "GB/s" would read back as a path.)
+        return shorthand if _reads_as(shorthand, cluster) else f"Cluster({cluster.describe().split(';')[0]})"
     file = spec_file(cluster, Path.cwd())
     return cluster.strip() if file is None else str(file.resolve())
+
+
+def _reads_as(spec: str, cluster: Cluster) -> bool:
+    """Whether `spec` (a shorthand or a spec file) reads as `cluster`, node by node."""
+    try:
+        return Cluster.parse(spec).fingerprint() == cluster.fingerprint()
+    except (RoundhouseError, OSError):
+        return False
 
 
 def _engine(compiled: CompiledGraph, world: World, until: float | None) -> Engine:

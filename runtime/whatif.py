@@ -18,6 +18,7 @@ import contextlib
 import copy
 import math
 import numbers
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,7 +39,7 @@ from roundhouse.runtime.engine import STALL_ROUNDS, Engine, StalledError, last_r
 from roundhouse.runtime.journal import _TABLE_NAMES, Journal, _check_begun
 from roundhouse.runtime.snapshot_paths import SQLITE_HEADER
 from roundhouse.runtime.types import Events, Plan
-from roundhouse.runtime.values import format_duration
+from roundhouse.runtime.values import FilePath, format_duration
 from roundhouse.runtime.world import World
 from roundhouse.traces.jobs import FINISHED, PENDING
 
@@ -448,17 +449,17 @@ def _simulate_ahead(
     seen_s: float | None,
     world_name: str,
     run_coming: dict[str, tuple[Any, Any, int]] | None = None,
-    on_schedule: bool = False,
 ) -> Projection:
     """`simulate_ahead` of a world as of `now`. `run_coming`: the jobs the run's own sources
     have still to bring, by source name (`_coming`), which a source of `graph` of the same name,
-    class and arguments must bring too. `on_schedule`: `now` is a journal's last round, perhaps
-    cut short at the run's stop: the graph's rounds go on at its next boundary from the run's
-    start (`OnTheRunsSchedule`), as the run's own side does."""
+    class and arguments must bring too. The graph's rounds go on at its next boundary from the
+    run's start (`OnTheRunsSchedule`), as the run's own side does: `now` may be a journal's last
+    round cut short at the run's stop, or a boundary of the run's rounds (a snapshot's clock)
+    that is none of the graph's, whose rounds are of another length."""
     _refuse_a_clock_before_the_worlds(world, now, now)
     if seen_s is None:
         seen_s = now - float(graph.settings.round)
-    engine = _fresh(graph, copy.deepcopy(world), now, seen_s, world_name, run_coming, on_schedule)
+    engine = _fresh(graph, copy.deepcopy(world), now, seen_s, world_name, run_coming)
     return project(engine, Path(graph.path).name, horizon_s)
 
 
@@ -469,15 +470,13 @@ def _fresh(
     seen_s: float,
     world_name: str,
     run_coming: dict[str, tuple[Any, Any, int]] | None = None,
-    on_schedule: bool = False,
 ) -> Engine:
     """`graph`'s elements started afresh on `world` at `now` (copies of them: `_afresh`), in the
     simulator, with every unfinished job entering the graph at the next round, and its sources'
-    jobs from after `seen_s` to come. `on_schedule`: its rounds after the first on its schedule
-    from the run's start (`_simulate_ahead`)."""
+    jobs from after `seen_s` to come; its rounds after the first on its schedule from the run's
+    start (`_simulate_ahead`)."""
     graph = _afresh(graph)
-    settings = graph.settings
-    sim = OnTheRunsSchedule(world, settings, now) if on_schedule else Simulator.for_graph(world, settings, now=now)
+    sim = OnTheRunsSchedule(world, graph.settings, now)
     fresh = Engine(graph, world, sim)
     fresh.begin()
     for name, source in graph.elements.items():
@@ -784,9 +783,31 @@ def _unused_settings(run: CompiledGraph, other: CompiledGraph, world: World) -> 
             unused.append(f"cluster {spec}")
     for name in WORLD_SETTINGS:
         value = getattr(other.settings, name)
-        if name != "cluster" and value is not None and str(value) != str(getattr(run.settings, name)):
+        if name != "cluster" and value is not None and not _same_setting(run, other, name):
             unused.append(f"{name} {value}")
     return unused
+
+
+def _same_setting(run: CompiledGraph, other: CompiledGraph, name: str) -> bool:
+    """Whether the two graphs' setting `name` is the same: as written, or, for a file, the same
+    file (a graph given by a relative path has its files relative to the working folder, the
+    run's graph compiled from its journal's whole path has them whole)."""
+    mine, theirs = getattr(run.settings, name), getattr(other.settings, name)
+    if str(mine) == str(theirs):
+        return True
+    if not (isinstance(mine, FilePath) and isinstance(theirs, FilePath)):
+        return False
+    if name == "elastic_profile":  # (a built-in one, "ones" or "pollux", is known by its name, not a file)
+        from roundhouse.runtime.simulate import built_in_elastic
+
+        built_in = built_in_elastic(run), built_in_elastic(other)
+        if built_in != (None, None):
+            return built_in[0] == built_in[1]
+    mine, theirs = run._whole_paths(mine), other._whole_paths(theirs)
+    try:
+        return os.path.samefile(mine, theirs)  # (a link to the run's file is the run's file)
+    except OSError:  # (one no longer there: told apart by its path)
+        return os.path.realpath(mine) == os.path.realpath(theirs)
 
 
 def whatif_snapshot(
@@ -883,6 +904,6 @@ def whatif(
     if other is not None:
         # (The replayed world is as of the last journaled round's clock, `now`.)
         with _hint_at_the_worlds_settings(graph, other, world, "run", warn):
-            ahead = _simulate_ahead(world, other, now, horizon_s, now, f"the journal {journal_path}", on_schedule=True)
+            ahead = _simulate_ahead(world, other, now, horizon_s, now, f"the journal {journal_path}")
     out = [project(take_over(engine), Path(meta["graph"]).name, horizon_s, start=now)]
     return point, out + ([ahead] if ahead is not None else [])

@@ -56,7 +56,7 @@ def test_a_job_s_own_batch_goes_to_each_worker_and_a_plan_s_global_batch_is_shar
     # Job 4 grows by checkpoint and restart (not in place) to global batch 40 on two GPUs.
     round_trip(world, backend, Plan.of(keep=rows[:1], resizes=[Resize(rows[1], [2, 3], 40, LR_LINEAR, False)]))
     pump(backend)
-    assert b.receive(1) == [("revoke", {"job": 4, "attempt": 1, "kill": False, "rank": 0})]
+    assert b.receive(1) == [("revoke", {"job": 4, "attempt": 1, "kill": False, "rank": 0, "ranks": None})]
     b.exited(4, 1, 0, "preempted", 50, checkpoint="/ck/job-4/i50.pt")
     pump(backend)
     relaunch = [body for t, body in b.receive(1, "launch") if t == "launch"]

@@ -226,7 +226,7 @@ def test_launch_revoke_and_relaunch_from_the_checkpoint(live):
     # Suspending: only rank 0's agent hears of it.
     round_trip(world, backend, Plan(suspend=[row]))
     pump(backend)
-    assert agents[0].receive(1) == [("revoke", {"job": 7, "attempt": 1, "kill": False, "rank": 0})]
+    assert agents[0].receive(1) == [("revoke", {"job": 7, "attempt": 1, "kill": False, "rank": 0, "ranks": None})]
     assert agents[1].receive() == []
     for rank, ag in enumerate(agents):
         ag.exited(7, 1, rank, "preempted", 52, checkpoint="/ck/job-7/a1-i52.pt")
@@ -375,7 +375,7 @@ def test_a_moved_job_relaunches_only_after_its_old_attempt_checkpointed(live):
     # One round suspends it and launches it on node b: a move.
     round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[2], launch_counts=[1], suspend=[row]))
     pump(backend)
-    assert agents[0].receive(1) == [("revoke", {"job": 9, "attempt": 1, "kill": False, "rank": 0})]
+    assert agents[0].receive(1) == [("revoke", {"job": 9, "attempt": 1, "kill": False, "rank": 0, "ranks": None})]
     assert agents[1].receive() == []  # not before the old attempt has checkpointed
     agents[0].exited(9, 1, 0, "preempted", 77, checkpoint="/ck/job-9/a1-i77.pt")
     pump(backend)
@@ -464,7 +464,7 @@ def test_a_rank_ended_before_it_started_ends_its_attempt_on_every_node(live):
     # Suspended and moved in one round: the relaunch waits for this attempt to exit.
     round_trip(world, backend, Plan(launch_rows=[row], launch_gpus=[0, 1], launch_counts=[2], suspend=[row]))
     pump(backend)
-    assert agents[0].receive(1) == [("revoke", {"job": 5, "attempt": 1, "kill": False, "rank": 0})]
+    assert agents[0].receive(1) == [("revoke", {"job": 5, "attempt": 1, "kill": False, "rank": 0, "ranks": None})]
     assert agents[1].receive() == []
     agents[0].exited(5, 1, 0, "preempted", 0, reason="revoked before it started")
     pump(backend)

@@ -67,7 +67,7 @@ def test_grow_and_shrink_in_place_then_a_restart(live):  # noqa: F811
     # Onto node b, where the job has no worker: a checkpoint and restart, as a move.
     round_trip(world, backend, Plan.of(resizes=[Resize(row, [2, 3], 40)]))
     pump(backend)
-    assert a.receive(1) == [("revoke", {"job": 5, "attempt": 1, "kill": False, "rank": 0})]
+    assert a.receive(1) == [("revoke", {"job": 5, "attempt": 1, "kill": False, "rank": 0, "ranks": None})]
     a.exited(5, 1, 0, "preempted", 44, checkpoint="/ck/job-5/a1-i44.pt")
     pump(backend)
     [(t, launch)] = b.receive(1)

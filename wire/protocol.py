@@ -169,8 +169,10 @@ class Nullable(Spec):
 
 
 class ListOf(Spec):
-    def __init__(self, item: Spec, max_len: int = 1024, min_len: int = 0):
-        self.item, self.max_len, self.min_len = item, max_len, min_len
+    """A list of `item`s; `unique`: no entry given twice (for lists that name things)."""
+
+    def __init__(self, item: Spec, max_len: int = 1024, min_len: int = 0, unique: bool = False):
+        self.item, self.max_len, self.min_len, self.unique = item, max_len, min_len, unique
 
     def check(self, value, where):
         if not isinstance(value, list):
@@ -181,7 +183,14 @@ class ListOf(Spec):
             )
         if len(value) > self.max_len:
             raise ProtocolError(f"{where} has more than {self.max_len} entries")
-        return [self.item.check(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        out = [self.item.check(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if self.unique:
+            seen: set = set()
+            for v in out:
+                if v in seen:
+                    raise ProtocolError(f"{where} gives {_show(v)} twice")
+                seen.add(v)
+        return out
 
 
 class MapOf(Spec):
@@ -369,7 +378,11 @@ SCHEMAS: dict[str, Obj] = {
             "lr_scale": Num(0, 10**6),
         },
     ),
-    "revoke": Obj({"job": JOB, "attempt": ATTEMPT, "kill": Bool()}, {"rank": RANK}),
+    # Stop an attempt's workers on the node it is sent to: all of them (`ranks` absent), or only
+    # the ranks it names (stray workers of the attempt there, which the scheduler does not have
+    # on that node, while its real ranks there run on). `kill`: at once; else through the lease,
+    # `rank` being the one rank told (the workers agree on their exit among themselves).
+    "revoke": Obj({"job": JOB, "attempt": ATTEMPT, "kill": Bool()}, {"rank": RANK, "ranks": ListOf(RANK, 4096, 1, True)}),
     # Grow or shrink a running attempt in place: to the node of its rank 0 (which tells the job)
     # and to every node that starts new ranks (`ranks`: those to start there; ranks at or beyond
     # the new world size leave by themselves). `generation` counts the attempt's resizes.

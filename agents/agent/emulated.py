@@ -15,7 +15,8 @@ place changes the timer's speed from the iteration reached; ranks past the new s
 
 The scheduler revokes a job through its rank 0 only; every rank of that attempt, on this node or
 another of the process (they share it), ends with it at one iteration, as real workers agree on
-theirs: so a job must not be spread over nodes of two emulating processes. When the scheduler
+theirs: so a job must not be spread over nodes of two emulating processes. A revoke naming ranks
+(stray workers on the node it is sent to) ends only those ranks of that node. When the scheduler
 asks one node to shut down, every node of the process answers, since they all stop; stopped by a
 signal instead, each node says `stopping` once its exits are reported, so that the scheduler
 takes it offline at once. A node whose key the scheduler no longer admits stops every node of
@@ -292,7 +293,7 @@ class EmulatedNodes:
         elif type_ == "launch":
             self._launch(node, body)
         elif type_ == "revoke":
-            self._revoke(body)
+            self._revoke(body, node=node)
         elif type_ == "resize":
             self._resize(node, body)
 
@@ -324,20 +325,31 @@ class EmulatedNodes:
             node.link.send("started", job=key[0], attempt=key[1], rank=key[2])
             heapq.heappush(self._ends, (job.ends_at, node.index, key))
 
-    def _revoke(self, body: dict, now: float | None = None) -> None:
+    def _revoke(self, body: dict, now: float | None = None, node: _Node | None = None) -> None:
         """A revocation (sent to rank 0's node only, whichever rank it names) ends every rank of
         the attempt, on every node here, at one iteration: the furthest any of them reached, as
-        real workers agree on their exit iteration. A kill ends them at once, where each is."""
+        real workers agree on their exit iteration. A kill ends them at once, where each is. One
+        that names ranks (`ranks`: stray workers on `node`, the node it came to) ends only those
+        ranks there, as a real agent does; the attempt's other ranks run on."""
         now = time.time() if now is None else now
         attempt = (body["job"], body["attempt"])
-        ranks = [(n, j) for n in self.nodes for j in list(n.jobs.values()) if (j.job, j.attempt) == attempt]
+        named = body.get("ranks")
+        on = self.nodes if named is None or node is None else [node]
+        ranks = [
+            (n, j)
+            for n in on
+            for j in list(n.jobs.values())
+            if (j.job, j.attempt) == attempt and (named is None or j.rank in named)
+        ]
         if not ranks:
             # (stopping revokes only what runs; an attempt that ended here crossed the revoke)
-            if not self._stopping and not any(n.exits.attempt_ran(*attempt) for n in self.nodes):
+            if not self._stopping and not any(n.exits.attempt_ran(*attempt) for n in on):
+                which = "" if named is None else f" rank(s) {','.join(map(str, sorted(named)))}"
                 _REFUSALS.warn(
                     "unknown_attempt",
-                    "dropped the scheduler's revoke of job %d attempt %d: not running here (any more)",
+                    "dropped the scheduler's revoke of job %d attempt %d%s: not running here (any more)",
                     *attempt,
+                    which,
                 )
             return
         reached = None if body["kill"] else max(j.iteration(now) for _, j in ranks)

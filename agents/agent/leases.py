@@ -5,7 +5,10 @@ workers agree on the exit iteration among themselves). A worker that has not exi
 grace period is terminated (SIGTERM, then SIGKILL). A worker revoked before it started cannot
 take part in that agreement, so the other workers of its attempt here end with it: those not
 started yet as preempted, the started ones terminated (they would wait for it in their
-rendezvous or collectives until the dist timeout, holding their GPUs)."""
+rendezvous or collectives until the dist timeout, holding their GPUs). A revoke that names
+ranks (`ranks`) stops only those, and no other: the scheduler names stray workers, which the
+attempt as it runs does not have here (a rank left behind by an in-place shrink, say, whose
+number a grow gave to another node), while the attempt's real ranks here run on."""
 
 from __future__ import annotations
 
@@ -28,23 +31,30 @@ class Revocations:
         self.refusals = RefusalLog(log)
 
     def on_revoke(self, body: dict) -> None:
-        """The scheduler's revoke: of one rank or all (`rank` absent), or a kill of all."""
+        """The scheduler's revoke: of one rank or all (`rank` absent), or a kill of all; of the
+        ranks `ranks` names only, if it names some (stray workers: the others run on)."""
+        named = None if body.get("ranks") is None else set(body["ranks"])
         targets = [
             w
             for w in self.workers.all()
-            if w.job == body["job"] and w.attempt == body["attempt"] and (body["kill"] or body.get("rank") in (None, w.rank))
+            if w.job == body["job"]
+            and w.attempt == body["attempt"]
+            and (named is None or w.rank in named)
+            and (body["kill"] or body.get("rank") in (None, w.rank))
         ]
         if not targets:
+            which = "" if named is None else f" rank(s) {','.join(map(str, sorted(named)))}"
             if self.ended_here(body["job"], body["attempt"]):
                 # It crossed the exit on the way (the agent stopping, the worker done): the
                 # scheduler learns the attempt's end from the exit report.
-                log.debug("revoke of job %d attempt %d: it has exited here already", body["job"], body["attempt"])
+                log.debug("revoke of job %d attempt %d%s: it has exited here already", body["job"], body["attempt"], which)
                 return
             self.refusals.warn(
                 "unknown_attempt",
-                "dropped the scheduler's revoke of job %d attempt %d: not running here (any more)",
+                "dropped the scheduler's revoke of job %d attempt %d%s: not running here (any more)",
                 body["job"],
                 body["attempt"],
+                which,
             )
             return
         unstarted: list[int] = []
@@ -58,7 +68,9 @@ class Revocations:
                 self.workers.terminate(w, hard=False)
             else:
                 self.revoke(w)
-        if unstarted:
+        # (Ranks named are no part of the attempt as the scheduler runs it: the others do not
+        # wait for them, and run on.)
+        if unstarted and named is None:
             self.end_attempt(body["job"], body["attempt"], f"rank {unstarted[0]} of its attempt was revoked before it started")
 
     def end_attempt(self, job: int, attempt: int, why: str) -> None:

@@ -1,7 +1,8 @@
 """What agents report about the attempts they run, matched against what this scheduler expects:
 starts, progress (iterations, checkpoints), exits (acknowledged once journaled; an agent resends
 an exit until it is), the processes an agent lists when it heartbeats or registers (stale ones
-are killed), and the attempts a lost node takes with it. Also the progress all that adds up to
+are killed: of an attempt with real ranks on that node, only the stray ranks, `_kill_strays`),
+and the attempts a lost node takes with it. Also the progress all that adds up to
 at a round boundary, and the lease round trip submitters may ask for. A node speaks only for
 the workers it runs, and no worker goes past its job's iterations: other reports are refused,
 counted with the bad messages, and logged. So is a heartbeat's listing of a rank its attempt
@@ -39,6 +40,7 @@ class Reports:
         self.journal = attempts.journal
         self.counters = attempts.counters
         self.refusals = RefusalLog(log)
+        self.strays: dict[tuple[int, int, int, int], None] = {}  # (slot, job, attempt, rank) killed as strays there
 
     # --- progress ---
     def progress(self, att: Attempt, iteration: int, checkpoint: str | None, checkpoint_iteration: int | None) -> None:
@@ -104,7 +106,7 @@ class Reports:
         if not registering and node.unlisted is not None:
             unlisted, node.unlisted = node.unlisted, None
             self._end_unlisted(node, unlisted - {(p["job"], p["attempt"], p["rank"]) for p in running})
-        stale: set[tuple[int, int]] = set()
+        stale: dict[tuple[int, int], list[int]] = {}  # (job, attempt) -> the ranks listed there that should not be
         for proc in running:
             key = (proc["job"], proc["attempt"])
             att = books.live.get(key)
@@ -115,18 +117,14 @@ class Reports:
                 _never_had(self, node, rank, att, "registration" if registering else "heartbeat")
                 continue
             if att is None or int(att.slots[rank]) != node.slot or rank in att.exits:
-                stale.add(key)
+                stale.setdefault(key, []).append(rank)
                 continue
             books.unconfirmed.discard(key)
             if self._within(att, node, "heartbeat", proc["iteration"], proc.get("checkpoint_iteration")):
                 self.progress(att, proc["iteration"], proc.get("checkpoint"), proc.get("checkpoint_iteration"))
             if registering and att.revoked and rank == 0:
                 self.nodes.to_node(node, "revoke", job=att.job_id, attempt=att.n, kill=False, rank=0)
-        for job, attempt in sorted(stale):
-            log.warning(
-                "node %s runs job %d attempt %d, which this scheduler does not expect there: killing it", node.name, job, attempt
-            )
-            self.nodes.to_node(node, "revoke", job=job, attempt=attempt, kill=True)
+        _kill_strays(self, node, stale)
 
     def reconnected(self, node: Node, running: list[dict], starting: set[tuple[int, int, int]]) -> None:
         """An agent registered on a new connection, listing `running`, and was sent the held
@@ -210,6 +208,9 @@ class Reports:
         key = (body["job"], body["attempt"])
         ack = {"job": body["job"], "attempt": body["attempt"], "rank": body["rank"]}
         att = books.live.get(key)
+        if _stray_exit(self, node, att, body):  # (not the attempt's: its rank runs on elsewhere)
+            self.server.after_commit(identity, "ack", **ack)
+            return
         if att is None or body["rank"] >= att.world_size or body["rank"] in att.exits:
             _never_launched(self, node, body, "acknowledged exited")
             self.server.after_commit(identity, "ack", **ack)  # already known (a resend), or from before this run
@@ -343,6 +344,87 @@ def _expected(books: Attempts, node: Node) -> set[tuple[int, int, int]]:
     }
 
 
+# How many stray workers killed (and not heard of since) the scheduler remembers, to take their
+# exits (`_stray_exit`); the oldest are forgotten past it.
+STRAYS_KEPT = 10_000
+
+
+def _kill_strays(reports: Reports, node: Node, stale: dict[tuple[int, int], list[int]]) -> None:
+    """Kill the workers a node lists that this scheduler does not have there (`stale`: of each
+    attempt, the ranks listed): of an attempt that has ended, or ranks that have exited or run
+    on another node (one left behind by an in-place shrink, whose number a grow then gave to
+    another node). When the attempt still has real ranks on the node, the revoke names the stray
+    ranks (`ranks`), and only those are killed: the real ones run on, their leases standing.
+    Otherwise the revoke is of the whole attempt there. A stray's exit is acknowledged and not
+    taken as its rank's (`_stray_exit`)."""
+    books = reports.attempts
+    for (job, n), ranks in sorted(stale.items()):
+        att = books.live.get((job, n))
+        real = _real_ranks(att, node) if att is not None else []
+        # Those of ranks that run on another node, whose exits would be refused (one of a rank
+        # that exited here is a resend, or one of an ended attempt: acknowledged as such).
+        if att is not None:
+            reports.strays.update(dict.fromkeys((node.slot, job, n, r) for r in ranks if int(att.slots[r]) != node.slot))
+        while len(reports.strays) > STRAYS_KEPT:
+            del reports.strays[next(iter(reports.strays))]
+        if not real:
+            log.warning(
+                "node %s runs job %d attempt %d, which this scheduler does not expect there: killing it", node.name, job, n
+            )
+            reports.nodes.to_node(node, "revoke", job=job, attempt=n, kill=True)
+            continue
+        log.warning(
+            "node %s runs job %d attempt %d rank(s) %s, which this scheduler does not have there: killing them "
+            "(the attempt's rank(s) %s there run on)",
+            node.name,
+            job,
+            n,
+            ",".join(map(str, sorted(ranks))),
+            ",".join(map(str, real)),
+        )
+        reports.nodes.to_node(node, "revoke", job=job, attempt=n, kill=True, ranks=sorted(ranks))
+
+
+def _real_ranks(att: Attempt, node: Node) -> list[int]:
+    """The ranks of a sent attempt this scheduler has on a node: placed there, neither exited
+    nor on their way out."""
+    if not att.sent:
+        return []
+    return [r for r in np.flatnonzero(att.slots == node.slot).tolist() if r not in att.exits and r not in att.leaving]
+
+
+def _stray_exit(reports: Reports, node: Node, att: Attempt | None, body: dict) -> bool:
+    """Whether an exit is a stray worker's that this scheduler killed on the node (its rank runs
+    on another node): acknowledged, logged, and not taken as the rank's (its attempt, the
+    journal and the rank's lease are left as they are). An exit this scheduler killed no
+    stray for, of a rank that runs on another node, is refused (`Reports._from_its_node`)."""
+    job, n, rank = body["job"], body["attempt"], body["rank"]
+    key = (node.slot, job, n, rank)
+    if key not in reports.strays:
+        return False
+    del reports.strays[key]
+    if att is None or rank >= att.world_size or int(att.slots[rank]) == node.slot:
+        return False  # (the attempt ended, or gave the rank back to this node: the exit is taken as usual)
+    log.info(
+        "job %d attempt %d rank %d on %s, a stray worker stopped there, exited (%s at iteration %d): acknowledged, "
+        "not taken as the attempt's rank %d, which runs on node %s",
+        job,
+        n,
+        rank,
+        node.name,
+        body["outcome"],
+        body["iteration"],
+        rank,
+        _node_name(reports, int(att.slots[rank])),
+    )
+    return True
+
+
+def _node_name(reports: Reports, slot: int) -> str:
+    node = reports.nodes.slots[slot]
+    return node.name if node is not None else f"{slot} (not registered)"
+
+
 def _iterations(books: Attempts, att: Attempt) -> int | None:
     """The iterations the attempt's launch asked for (as attempts.py's launch counts them, in
     its unit: samples for an elastic job, whose workers report samples trained, else steps);
@@ -387,9 +469,8 @@ def _never_launched(reports: Reports, node: Node, body: dict, what: str) -> None
 def _never_had(reports: Reports, node: Node, rank: int, att: Attempt, type_: str) -> None:
     """A worker listed by a node's heartbeat (or registration) of a rank its attempt does not
     have, and did not let go in an in-place shrink: a rank it never had, a confused or rogue
-    peer's word, logged and otherwise ignored. It is no worker to kill: only the whole attempt
-    could be revoked there (an agent's revoke has no one-rank kill), which would end the
-    attempt's real ranks and the leases they hold."""
+    peer's word, logged and otherwise ignored. It is no worker the scheduler ever had to kill
+    (a stray of a rank the attempt has runs on another node, or has exited: `_kill_strays`)."""
     reports.counters["bad_messages"] += 1
     reports.refusals.warn(
         "never_launched",
