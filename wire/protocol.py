@@ -185,7 +185,7 @@ class ListOf(Spec):
             raise ProtocolError(f"{where} has more than {self.max_len} entries")
         out = [self.item.check(v, f"{where}[{i}]") for i, v in enumerate(value)]
         if self.unique:
-            seen: set = set()
+            seen = set()
             for v in out:
                 if v in seen:
                     raise ProtocolError(f"{where} gives {_show(v)} twice")
