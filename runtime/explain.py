@@ -199,9 +199,12 @@ _LAUNCH = "launch"
 
 def join_chunks(chunks: list[tuple], node: np.ndarray | None, narrow: bool = False) -> dict[str, np.ndarray]:
     """Chunks of records as columns t, row, key, a, b, c. With `narrow` (a block kept for
-    the rest of the run): whole-number columns whose values fit in 32 bits are kept in 32
-    bits, and a column that every chunk gave as one number (a round's time, a reason) is
-    kept once per chunk, beside each chunk's length (`_records` widens them again). Each
+    the rest of the run): whole-number columns are kept in the fewest bits that hold their
+    values (8, 16 or 32), and a column that every chunk gave as one number (a round's time, a
+    reason) is kept once per chunk, beside each chunk's length; one that most records have as
+    their chunk's one number (the times of rounds, with a few finishing times given per job)
+    is kept so too, with the chunks given per row and their numbers beside (`_records` widens
+    them all again, on the writing thread when a file is written as the run goes). Each
     column is made in a few passes over all the chunks, not a pass per chunk: a round
     leaves a few chunks, and a block joins thousands."""
     fields = list(zip(*chunks)) if chunks else [()] * 6  # t, rows, key, a, b, c (a launch's: _LAUNCH, counts, GPUs)
@@ -230,6 +233,12 @@ def join_chunks(chunks: list[tuple], node: np.ndarray | None, narrow: bool = Fal
         numbers = list(values)
         for k in itertools.chain(arrays, launches if worked_out else ()):
             numbers[k] = 0
+        if narrow and not worked_out and 2 * int(lengths[at_arrays].sum()) < len(out["row"]):
+            once[name] = _numbers(numbers, dtype)
+            out[name + _GIVEN] = at_arrays
+            # (cast as the column's own assignment casts: floats given for whole numbers, cut)
+            out[name + _VALUES] = _joined(list(map(values.__getitem__, arrays)), np.dtype(dtype)).astype(dtype, copy=False)
+            continue
         column = np.repeat(_numbers(numbers, dtype), lengths)
         if arrays:
             column[_positions(begins, lengths, at_arrays)] = _joined(list(map(values.__getitem__, arrays)), column.dtype)
@@ -245,9 +254,25 @@ def join_chunks(chunks: list[tuple], node: np.ndarray | None, narrow: bool = Fal
         if once:
             out["lengths"] = lengths
         for name, kept in out.items():
-            if kept.dtype.kind == "i" and (not len(kept) or (kept.min() >= _I32.min and kept.max() <= _I32.max)):
-                out[name] = kept.astype(np.int32)
+            if kept.dtype.kind == "i":
+                out[name] = _narrowest(kept)
     return {name: out[name] for name in (*(n for n in _COLUMN_ORDER if n in out), *(n for n in out if n not in _COLUMN_ORDER))}
+
+
+def _narrowest(values: np.ndarray) -> np.ndarray:
+    """Whole numbers in the narrowest of 8, 16 and 32 bits that holds them all (else as they
+    are): a busy run's blocks are spilled to disk and held in memory, and their ranks, counts
+    and keys mostly fit in 16 bits."""
+    if not len(values):
+        return values.astype(np.int8)
+    low, high = int(values.min()), int(values.max())
+    for dtype, least, most in _NARROW:
+        if low >= least and high <= most:
+            return values.astype(dtype)
+    return values
+
+
+_NARROW = [(np.dtype(kind), int(np.iinfo(kind).min), int(np.iinfo(kind).max)) for kind in (np.int8, np.int16, np.int32)]
 
 
 def _launch_numbers(chunks: list[tuple], launches: list[int], node: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -638,7 +663,7 @@ def _write(record: Recorder, path, world: World) -> None:
         return
     if file is not None:
         file.abandon()
-    file = RecordFile(path, lambda cols: record._table(cols, world))
+    file = RecordFile(path, record._labels(world).piece)
     try:
         for block in itertools.chain(record._all_blocks(), [last]):
             file.add(block)
@@ -902,7 +927,6 @@ def _nbytes(block: dict[str, np.ndarray]) -> int:
     return sum(values.nbytes for values in block.values())
 
 
-_I32 = np.iinfo(np.int32)
 # Chunks of records kept as they came before they are joined into a block of columns (or
 # records, whichever comes first: a busy round's chunks hold thousands).
 _CHUNKS = 4096
@@ -911,20 +935,32 @@ _ROWS = 1 << 19
 _SPILL_BYTES = 16 << 20
 
 
-# A block's column kept once per chunk is named with this after the column's name.
+# A block's column kept once per chunk is named with this after the column's name; one kept so
+# for most of its chunks, with these: the chunks that gave it per row, and their numbers joined.
 _ONCE = "/chunk"
+_GIVEN, _VALUES = "/given", "/values"
 # The order of a joined block's columns.
 _COLUMN_ORDER = ("t", "row", "key", "a", "b", "c")
 
 
 def _records(block: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """A block's columns with one entry per record (columns kept once per chunk repeated)."""
+    """A block's columns with one entry per record (columns kept once per chunk repeated, and
+    the numbers of the chunks that gave theirs per row put in their places)."""
     lengths = block.get("lengths", 0)
     out = {}
     for name, values in block.items():
         if name.endswith(_ONCE):
-            out[name.removesuffix(_ONCE)] = np.repeat(values, lengths)
-        elif name != "lengths":
+            name = name.removesuffix(_ONCE)
+            given = block.get(name + _GIVEN)
+            if given is None:
+                out[name] = np.repeat(values, lengths)
+                continue
+            numbers = block[name + _VALUES]
+            column = np.repeat(values.astype(np.promote_types(values.dtype, numbers.dtype), copy=False), lengths)
+            counts = np.asarray(lengths, dtype=np.int64)
+            column[_positions(counts.cumsum() - counts, counts, given)] = numbers
+            out[name] = column
+        elif name != "lengths" and not name.endswith((_GIVEN, _VALUES)):
             out[name] = values
     return out
 

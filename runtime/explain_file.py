@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from roundhouse.runtime.explain import _CODES, MEANINGS, Reason, _records, _split_key
+from roundhouse.runtime.explain import _CODES, MEANINGS, Reason, _records
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -32,6 +32,17 @@ if TYPE_CHECKING:
 PIECE = 1 << 18
 # Blocks waiting for the writing thread; the simulation waits when it is this far ahead.
 _WAITING = 2
+# How the columns are encoded. Statistics only for time and job, the columns one filters on:
+# the labels' would cost a third of the writing. Job ids and the first numbers (a waiting job's
+# rank, mostly) take too many values for a dictionary: each piece's was tried, built and
+# dropped. Their differences, record to record, are small, so that they are kept as those
+# (a fifth cheaper to write, and the file half the size; the values read back are the same).
+_DELTA = ("job_id", "a")
+_ENCODING = {
+    "write_statistics": ["t_s", "job_id"],
+    "use_dictionary": ["t_s", "state", "reason", "element", "element_class", "ranked_by", "ranked_by_class", "b", "c"],
+    "column_encoding": dict.fromkeys(_DELTA, "DELTA_BINARY_PACKED"),
+}
 
 # The labels of a record's code: its state and its reason's name.
 _STATES = [""] * _CODES
@@ -46,24 +57,68 @@ class Labels:
 
     def __init__(self, elements: Sequence[str], classes: Sequence[str], ranked_by: Sequence[str], jobs: JobTable):
         of = dict(zip(elements, classes))
-        self.tables = ["", *elements], ["", *classes], ["", *ranked_by], ["", *(of.get(r, "") for r in ranked_by)]
+        tables = ["", *elements], ["", *classes], ["", *ranked_by], ["", *(of.get(r, "") for r in ranked_by)]
+        # Per label column: each code's (or element's) index into its distinct names, and those
+        # names, worked out once rather than for every piece.
+        self.tables = [_dictionary(table) for table in tables]
+        self.states, self.names = _dictionary(_STATES), _dictionary(_NAMES)
         self.jobs = jobs
+        self._scratch: dict[tuple[str, str], np.ndarray] = {}  # (`piece`'s buffers)
 
     def table(self, cols: dict[str, np.ndarray]) -> pa.Table:
         """Columns t, row, code, element, a, b, c as the record's table, built as Arrow arrays:
         the labels are dictionaries of the few names with an index per record (no strings per
         record)."""
+        return self._table(cols, _fresh)
+
+    def piece(self, cols: dict[str, np.ndarray]) -> pa.Table:
+        """Columns t, row, key, a, b, c (a piece of a block, `_records`) as the record's table,
+        made in buffers of this object's that the next piece's table uses again: for a table
+        written, and dropped, before the next is made. (Fresh buffers for each piece cost the
+        first touch of their pages, most of the making; a block's numbers stay as narrow as
+        they were kept until they are written as the schema's.)"""
+        key = cols["key"]
+        codes = np.remainder(key, _CODES, out=self._buffer("code", key.dtype, len(key)))
+        el = np.floor_divide(key, _CODES, out=self._buffer("element", key.dtype, len(key)))  # (0: the runtime)
+        return self._table({**cols, "code": codes, "element": el}, self._buffer, el_plus_one=True)
+
+    def _buffer(self, name: str, dtype: np.dtype | type, n: int) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        buffer = self._scratch.get((name, dtype.str))
+        if buffer is None or len(buffer) < n:
+            buffer = self._scratch[name, dtype.str] = np.empty(max(n, PIECE), dtype=dtype)
+        return buffer[:n]
+
+    def _table(self, cols: dict[str, np.ndarray], into: Callable, el_plus_one: bool = False) -> pa.Table:
         import pyarrow as pa
 
-        codes = cols["code"]
-        el = cols["element"] + 1  # (0: the runtime)
-        columns = {"t_s": _arrow(cols["t"]), "job_id": _arrow(self.jobs.column("job_id")[cols["row"]])}
-        columns["state"], columns["reason"] = _labels(_STATES, codes), _labels(_NAMES, codes)
-        for name, table in zip(("element", "element_class", "ranked_by", "ranked_by_class"), self.tables):
-            columns[name] = _labels(table, el)
+        codes, rows = cols["code"], cols["row"]
+        el = cols["element"] if el_plus_one else cols["element"] + 1  # (0: the runtime)
+        job_id = self.jobs.column("job_id")
+        columns = {"t_s": _arrow(cols["t"]), "job_id": _arrow(_take(job_id, rows, into("job_id", job_id.dtype, len(rows))))}
+        for name, dictionary, index in (("state", self.states, codes), ("reason", self.names, codes)):
+            columns[name] = _labels(dictionary, index, into(name, np.uint32, len(index)))
+        for name, dictionary in zip(("element", "element_class", "ranked_by", "ranked_by_class"), self.tables):
+            columns[name] = _labels(dictionary, el, into(name, np.uint32, len(el)))
         for name in "abc":
-            columns[name] = _arrow(cols[name].astype(np.int64, copy=False))
+            values = cols[name]
+            out = into(name, np.int64, len(values))
+            if out is None:
+                out = values.astype(np.int64, copy=False)
+            else:
+                np.copyto(out, values)
+            columns[name] = _arrow(out)
         return pa.Table.from_arrays(list(columns.values()), schema=_schema())
+
+
+def _fresh(name: str, dtype, n: int) -> None:
+    """No buffer: `Labels.table` makes fresh arrays (a frame made of them keeps them)."""
+    return None
+
+
+def _take(values: np.ndarray, index: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """values[index], into `out` if given (indexes that are the record's own: in range)."""
+    return values[index] if out is None else values.take(index, out=out, mode="clip")
 
 
 def part_of(path: str | os.PathLike) -> Path:
@@ -76,7 +131,8 @@ def part_of(path: str | os.PathLike) -> Path:
 class RecordFile:
     """explain.parquet being written: `add` each joined block in order, then `close`. Made with
     `RecordFile(path, table)` it encodes each block as it is added; made with `on_a_thread` it
-    hands each block to a thread of its own. `table` makes a piece's Arrow table."""
+    hands each block to a thread of its own. `table` makes a piece's Arrow table from its
+    columns t, row, key, a, b, c (`Labels.piece`), and is done with it once it is written."""
 
     def __init__(self, path: str | os.PathLike, table: Callable[[dict[str, np.ndarray]], pa.Table]):
         import pyarrow.parquet as pq
@@ -84,9 +140,7 @@ class RecordFile:
         self.path = Path(path)
         self._part = part_of(self.path)
         self._table = table
-        # (Statistics only for time and job, the columns one filters on: the labels' would
-        # cost a third of the writing.)
-        self._writer = pq.ParquetWriter(self._part, _schema(), compression="zstd", write_statistics=["t_s", "job_id"])
+        self._writer = pq.ParquetWriter(self._part, _schema(), compression="zstd", **_ENCODING)
         self._errors: list[BaseException] = []  # (what the writing thread met)
         self._queue: queue.Queue | None = None
         self._thread: threading.Thread | None = None
@@ -94,12 +148,12 @@ class RecordFile:
 
     @classmethod
     def on_a_thread(cls, path: str | os.PathLike, labels: Labels) -> RecordFile:
-        self = cls(path, labels.table)
+        self = cls(path, labels.piece)
         self._queue = queue.Queue(_WAITING)
         stop = threading.Event()
         # (The thread holds what it writes with, not this object: a record dropped before it
         # is written drops this object, whose finalizer stops the thread and removes the part.)
-        args = (self._queue, stop, self._writer, labels.table, self._errors, self._part)
+        args = (self._queue, stop, self._writer, labels.piece, self._errors, self._part)
         self._thread = threading.Thread(target=_encode, args=args, name="explain.parquet", daemon=True)
         self._removal.detach()
         self._removal = weakref.finalize(self, _stop, self._queue, stop, self._thread, self._writer, self._part)
@@ -154,7 +208,7 @@ def _write_block(writer, table: Callable, block: dict[str, np.ndarray]) -> None:
     block = _records(block)
     for start in range(0, len(block["t"]), PIECE):  # (a block of a busy run holds millions)
         piece = {name: values[start : start + PIECE] for name, values in block.items()}
-        writer.write_table(table(_split_key(piece)))
+        writer.write_table(table(piece))
 
 
 def _stop(waiting: queue.Queue, stop: threading.Event, thread: threading.Thread, writer, part: Path) -> None:
@@ -176,14 +230,20 @@ def _remove(writer, part: Path) -> None:
     part.unlink(missing_ok=True)
 
 
-def _labels(table: list[str], index: np.ndarray) -> pa.DictionaryArray:
+def _dictionary(table: list[str]) -> tuple[np.ndarray, pa.Array]:
+    """Strings by index as a dictionary: per index, the place of its string among the distinct
+    strings, and those (for `_labels`)."""
+    distinct = list(dict.fromkeys(table))
+    return np.array([distinct.index(name) for name in table], dtype=np.uint32), _arrow_strings(distinct)
+
+
+def _labels(dictionary: tuple[np.ndarray, pa.Array], index: np.ndarray, out: np.ndarray | None = None) -> pa.DictionaryArray:
     """Strings by index, as a dictionary of the distinct strings and an index into it per value
-    (polars reads it as a categorical)."""
+    (polars reads it as a categorical); the indexes made into `out` if given."""
     import pyarrow as pa
 
-    distinct = list(dict.fromkeys(table))
-    at = np.array([distinct.index(name) for name in table], dtype=np.uint32)
-    return pa.DictionaryArray.from_arrays(_arrow(at[index]), _arrow_strings(distinct))
+    at, distinct = dictionary
+    return pa.DictionaryArray.from_arrays(_arrow(_take(at, index, out)), distinct)
 
 
 # Arrow arrays are made from the numpy arrays' memory rather than with `pa.array`, which first

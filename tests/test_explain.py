@@ -300,7 +300,7 @@ def test_records_joined_into_blocks_read_and_write_as_one_table(tmp_path, monkey
 
     assert pq.ParquetFile(tmp_path / "explain-3.parquet").metadata.num_row_groups > whole_frame.height // 7
     assert not whole._blocks and len(blocks._blocks) > 3
-    assert blocks._blocks[0]["row"].dtype == np.int32  # small numbers kept in 32 bits
+    assert blocks._blocks[0]["row"].dtype.itemsize < 8  # small numbers kept in fewer bits
     assert any(name.endswith("/chunk") for block in blocks._blocks for name in block)  # a round's time, once
     assert whole.records == blocks.records == whole_frame.height > 100
     assert blocks_frame.equals(whole_frame) and blocks_file.equals(whole_file)

@@ -146,3 +146,29 @@ def test_explain_reads_a_job_out_of_a_file_of_many_pieces_as_out_of_the_whole_ta
     path.write_bytes(bytes(data))
     assert main(["explain", str(path.parent), "0"]) == 2
     assert f"{path}: cannot be read as Parquet (" in capsys.readouterr().err
+
+
+def test_job_ids_and_first_numbers_are_written_as_their_differences(graph, tmp_path, monkeypatch):
+    # Ids and ranks take too many values for a dictionary: written as differences, with no
+    # dictionary tried, and read back as the record holds them; the labels stay dictionaries,
+    # and only time and job carry statistics. The pieces' tables share buffers: each piece is
+    # read back as it was, not as the next overwrote it.
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(explain_file, "PIECE", 5)
+    spill_every_block(monkeypatch)
+    engine = run_on(begun(graph))
+    path = tmp_path / "explain.parquet"
+    engine.world.explain.write(path, engine.world)
+    meta = pq.ParquetFile(path).metadata
+    assert meta.num_row_groups > 50
+    for group in range(meta.num_row_groups):
+        columns = {meta.row_group(group).column(i).path_in_schema: meta.row_group(group).column(i) for i in range(11)}
+        for name in ("job_id", "a"):
+            assert "DELTA_BINARY_PACKED" in columns[name].encodings and "RLE_DICTIONARY" not in columns[name].encodings
+        for name in ("t_s", "reason", "element", "b"):
+            assert "RLE_DICTIONARY" in columns[name].encodings, name
+        assert {name for name, column in columns.items() if column.is_stats_set} == {"t_s", "job_id"}
+    frame = engine.world.explain.frame(engine.world)
+    assert pl.read_parquet(path).equals(frame) and frame.height > 250

@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 
 import roundhouse.runtime.explain as explain
+import roundhouse.runtime.explain_file as explain_file
 from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.compiler import compile_file
 from roundhouse.runtime.engine import Engine
@@ -149,9 +150,9 @@ def test_writing_reads_the_spilled_blocks_one_at_a_time(graph, tmp_path, monkeyp
     spill_every_block(monkeypatch)
     world = run_on(begun(graph)).world
     steps: list[str] = []
-    read, table = explain._Spill.read, explain.Recorder._table
+    read, table = explain._Spill.read, explain_file.Labels.piece
     monkeypatch.setattr(explain._Spill, "read", lambda self, i: steps.append("read") or read(self, i))
-    monkeypatch.setattr(explain.Recorder, "_table", lambda self, c, w: steps.append("table") or table(self, c, w))
+    monkeypatch.setattr(explain_file.Labels, "piece", lambda self, c: steps.append("table") or table(self, c))
     world.explain.write(tmp_path / "e.parquet", world)
     assert steps.count("read") > 10 and "read,read" not in ",".join(steps)
 
@@ -206,6 +207,32 @@ def test_a_joined_block_reads_back_as_its_chunks_records():
         for name, values in expected.items():
             np.testing.assert_array_equal(got[name], values, err_msg=f"{name}, narrow={narrow}")
     narrow = explain.join_chunks(chunks, node, narrow=True)
-    assert narrow["row"].dtype == np.int32 and narrow["a"].dtype == np.int64  # (2**40 does not fit in 32 bits)
-    assert "key/chunk" not in narrow and "t" in narrow  # (given per row by some chunk: kept per row)
+    assert narrow["row"].dtype == np.int8 and narrow["a"].dtype == np.int64  # (2**40 does not fit in 32 bits)
+    assert "a/chunk" not in narrow  # (worked out for a launch: kept per row)
+    assert narrow["t/given"].tolist() == [1] and narrow["key/given"].tolist() == [3]  # (the few given per row)
     assert explain.join_chunks(chunks[:1], node, narrow=True)["t/chunk"].tolist() == [300.0]
+
+
+def test_a_block_keeps_each_column_in_its_fewest_bytes():
+    # A busy round's records: a few hundred preemptions (ranks and counts per row, one time and
+    # reason), a few finishes at their own times. The times and reasons are kept once per
+    # chunk, with the few finishing times beside; ranks and counts in 16 bits, job rows in 32.
+    rows = np.arange(70_000, 70_400)
+    chunks = [(float(300 * r), rows, 2 * 128 + 22, np.arange(1, 401) + 9000, np.arange(400) % 300, 0) for r in range(1, 40)] + [
+        (np.array([300.5, 601.25]), np.array([3, 4]), 30, 0, 0, 0)
+    ]
+    block = explain.join_chunks(chunks, None, narrow=True)
+    records = 39 * 400 + 2
+    assert {name: values.dtype for name, values in block.items() if len(values) == records} == {
+        "row": np.int32,
+        "a": np.int16,
+        "b": np.int16,
+    }
+    assert block["c/chunk"].dtype == np.int8  # (one number a chunk)
+    assert block["t/values"].tolist() == [300.5, 601.25] and block["t/given"].tolist() == [39]
+    assert explain._nbytes(block) < 9 * records + 1000  # (the same columns of 64 bits: 48 a record)
+    got = explain._records(block)
+    expected = explain._records(explain.join_chunks(chunks, None))
+    for name, values in expected.items():
+        assert np.array_equal(got[name], values), name
+    assert got["t"].dtype == np.float64 and got["t"][-3:].tolist() == [300.0 * 39, 300.5, 601.25]
