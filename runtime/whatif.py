@@ -304,18 +304,9 @@ class OnTheRunsSchedule(Simulator):
     mid-round (its last round cut short at the stop) goes on on its own schedule, the run's
     start and every round after, as a restarted scheduler does (`next_boundary`)."""
 
-    def __init__(self, world: World, settings, now: float):
-        super().__init__(
-            world,
-            settings.round,
-            settings.checkpoint,
-            settings.restore,
-            settings.checkpoint_per_gpu,
-            now=now,
-            resize_in_place_s=settings.resize_in_place,
-            resize_restart_s=settings.resize_restart,
-        )
-        self.boundary: float | None = next_boundary(now, self.round_s)
+    def __init__(self, *args, **kwargs):  # (made by `for_graph`, with the graph's costs)
+        super().__init__(*args, **kwargs)
+        self.boundary: float | None = next_boundary(self.now, self.round_s)
 
     def advance(self) -> None:
         boundary, self.boundary = self.boundary, None
@@ -340,7 +331,7 @@ def take_over(engine: Engine) -> Engine:
     """The replayed engine, simulating forward: the simulator as its backend from the last
     journaled round, its elements keeping their replayed state; its rounds on the run's
     schedule (`OnTheRunsSchedule`)."""
-    sim = OnTheRunsSchedule(engine.world, engine.graph.settings, engine.backend.now)
+    sim = OnTheRunsSchedule.for_graph(engine.world, engine.graph.settings, now=engine.backend.now)
     engine.backend = sim
     sim.advance()  # the round after the last journaled one (the engine advanced the replay)
     engine.skip_idle_rounds()
@@ -476,7 +467,7 @@ def _fresh(
     jobs from after `seen_s` to come; its rounds after the first on its schedule from the run's
     start (`_simulate_ahead`)."""
     graph = _afresh(graph)
-    sim = OnTheRunsSchedule(world, graph.settings, now)
+    sim = OnTheRunsSchedule.for_graph(world, graph.settings, now=now)
     fresh = Engine(graph, world, sim)
     fresh.begin()
     for name, source in graph.elements.items():
