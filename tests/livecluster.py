@@ -100,3 +100,29 @@ class LiveCluster(Loopback):
         return self.query(
             "SELECT job_id, attempt, rank, node, outcome, iteration, checkpoint_iteration FROM exits ORDER BY job_id, attempt, rank"
         )
+
+
+def started_backend(tmp_path: Path, world):
+    """A live scheduler backend started on a free loopback port, in 0.2 s rounds, for tests that
+    play its agents themselves (stand-ins, or a real agent they start): heartbeats every 0.2 s, a
+    long timeout,
+    no retries, rendezvous ports from a free range. Returns it, its address and its journal."""
+    from roundhouse.runtime.backends.live import LiveBackend, LiveOptions
+    from roundhouse.runtime.journal import Journal
+    from roundhouse.wire.security import ServerSecurity
+
+    address = f"tcp://127.0.0.1:{free_port()}"
+    journal = Journal(tmp_path / "j.sqlite")
+    base = free_port()
+    options = LiveOptions(
+        heartbeat_s=0.2,
+        heartbeat_timeout_s=60.0,
+        max_retries=0,
+        wait_for_agents_s=0.0,
+        checkpoint_dir=str(tmp_path / "ck"),
+        ports=(base, base + 20),
+    )
+    meta = {"graph_digest": "x", "cluster": "c", "round_s": 0.2}
+    backend = LiveBackend(world, 0.2, address, ServerSecurity(None), journal, options, meta)
+    backend.start()
+    return backend, address, journal

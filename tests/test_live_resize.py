@@ -116,32 +116,15 @@ def test_a_plan_grows_and_shrinks_a_training_job_through_a_real_agent(tmp_path):
     import time
     from pathlib import Path
 
-    from roundhouse.runtime.backends.live import LiveBackend, LiveOptions
     from roundhouse.runtime.cluster import Cluster
-    from roundhouse.runtime.journal import Journal
     from roundhouse.runtime.world import World
     from roundhouse.traces.profiles import ProfileTable
-    from roundhouse.wire.security import ServerSecurity
-    from tests.livecluster import free_port, stop
+    from tests.livecluster import started_backend, stop
 
     here = Path(__file__).resolve().parent
     (tmp_path / "profile.csv").write_text(ELASTIC_PROFILE)
     world = World(Cluster.parse("1x2:V100"), ProfileTable.load(tmp_path / "profile.csv"), "V100")
-    address = f"tcp://127.0.0.1:{free_port()}"
-    journal = Journal(tmp_path / "j.sqlite")
-    base = free_port()
-    options = LiveOptions(
-        heartbeat_s=0.2,
-        heartbeat_timeout_s=60.0,
-        max_retries=0,
-        wait_for_agents_s=0.0,
-        checkpoint_dir=str(tmp_path / "ck"),
-        ports=(base, base + 20),
-    )
-    backend = LiveBackend(
-        world, 0.2, address, ServerSecurity(None), journal, options, {"graph_digest": "x", "cluster": "c", "round_s": 0.2}
-    )
-    backend.start()
+    backend, address, journal = started_backend(tmp_path, world)
     record = tmp_path / "steps.jsonl"
     argv = [sys.executable, "-m", "roundhouse.tools.cli", "agent", "--scheduler", address, "--insecure", "--name", "el"]
     argv += ["--fake-gpus", "2:V100", "--emulate", "--workdir", str(tmp_path / "w")]

@@ -18,16 +18,14 @@ import zmq
 
 from roundhouse.agents.agent.emulated import EmulatedNodes
 from roundhouse.agents.agent.gpus import Gpu
-from roundhouse.runtime.backends.live import LiveBackend, LiveOptions
 from roundhouse.runtime.cluster import Cluster
-from roundhouse.runtime.journal import Journal
 from roundhouse.runtime.types import Assignment, Plan, Resize
 from roundhouse.runtime.world import World
 from roundhouse.traces.profiles import ProfileTable
 from roundhouse.wire import protocol
-from roundhouse.wire.security import ClientSecurity, ServerSecurity
+from roundhouse.wire.security import ClientSecurity
 from tests.conftest import REPO
-from tests.livecluster import free_port, stop, wait_until
+from tests.livecluster import started_backend, stop, wait_until
 from tests.test_agent_review_fixes import SCHEDULER, _launch_body
 from tests.test_live_backend import FakeAgent, add_jobs, handled, live, pump, round_trip, serve_until  # noqa: F401 (live)
 from tests.test_live_corners_agent import StandIn
@@ -117,20 +115,7 @@ def test_a_stray_rank_left_by_a_shrink_and_a_grow_is_killed_alone_on_a_real_agen
     runs on, and the attempt with it."""
     got = lines("roundhouse.scheduler")
     world = World(Cluster.parse("2x4:V100"), ProfileTable.load(), "V100")
-    address = f"tcp://127.0.0.1:{free_port()}"
-    journal = Journal(tmp_path / "j.sqlite")
-    base = free_port()
-    options = LiveOptions(
-        heartbeat_s=0.2,
-        heartbeat_timeout_s=60.0,
-        max_retries=0,
-        wait_for_agents_s=0.0,
-        checkpoint_dir=str(tmp_path / "ck"),
-        ports=(base, base + 20),
-    )
-    meta = {"graph_digest": "x", "cluster": "c", "round_s": 0.2}
-    backend = LiveBackend(world, 0.2, address, ServerSecurity(None), journal, options, meta)
-    backend.start()
+    backend, address, journal = started_backend(tmp_path, world)
     ctx = zmq.Context()
     a = FakeAgent(ctx, address, "a", gpus=4)
     listed: list[list[tuple[int, int, int]]] = []  # what each of b's heartbeats lists
