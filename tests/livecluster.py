@@ -105,8 +105,8 @@ class LiveCluster(Loopback):
 def started_backend(tmp_path: Path, world):
     """A live scheduler backend started on a free loopback port, in 0.2 s rounds, for tests that
     play its agents themselves (stand-ins, or a real agent they start): heartbeats every 0.2 s, a
-    long timeout,
-    no retries, rendezvous ports from a free range. Returns it, its address and its journal."""
+    long timeout, no retries, rendezvous ports from a free range. Returns it, its address and its
+    journal."""
     from roundhouse.runtime.backends.live import LiveBackend, LiveOptions
     from roundhouse.runtime.journal import Journal
     from roundhouse.wire.security import ServerSecurity
