@@ -17,7 +17,10 @@ journal keeps exactly that, written ahead of every action:
 - `exits`: every worker's exit as its agent reported it (outcome, iteration, checkpoint);
 - `nodes`: which agent (by node name) fills which node of the cluster;
 - `stopped_nodes`: the nodes whose agents the scheduler told to stop, or that said they were
-  stopping, and have not registered since: a resumed run keeps them offline until they do.
+  stopping, and have not registered since: a resumed run keeps them offline until they do;
+- `strays`: the stray workers the scheduler killed on a node (a rank that runs on another node)
+  whose exits have not come: a restarted scheduler acknowledges such an exit as the one that
+  killed the worker would, rather than refuse it.
 
 A restarted scheduler replays the rounds through the same graph (elements keep private
 state, which replay rebuilds exactly), then takes the running jobs back from re-registering
@@ -88,15 +91,18 @@ CREATE TABLE IF NOT EXISTS exits (
 CREATE TABLE IF NOT EXISTS nodes (
     name TEXT PRIMARY KEY, slot INTEGER NOT NULL, address TEXT NOT NULL, joined_s REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS stopped_nodes (name TEXT PRIMARY KEY, stopped_s REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS strays (
+    node TEXT NOT NULL, job_id INTEGER NOT NULL, attempt INTEGER NOT NULL, rank INTEGER NOT NULL,
+    killed_s REAL NOT NULL, PRIMARY KEY (node, job_id, attempt, rank));
 CREATE TABLE IF NOT EXISTS shapes (
     job_id INTEGER NOT NULL, attempt INTEGER NOT NULL, generation INTEGER NOT NULL, since_s REAL NOT NULL,
     gpus TEXT NOT NULL, nodes TEXT NOT NULL, master_port INTEGER NOT NULL,
     batch INTEGER NOT NULL, iters_per_s REAL NOT NULL, lr_rule INTEGER, lr_scale REAL,
     PRIMARY KEY (job_id, attempt, generation));
 """
-# The tables every journal has. `shapes` and `stopped_nodes` came later: a journal written
-# before them has none, and reads as if no attempt were ever resized and no agent ever told to
-# stop (they are added when such a journal is resumed).
+# The tables every journal has. `shapes`, `stopped_nodes` and `strays` came later: a journal
+# written before them has none, and reads as if no attempt were ever resized, no agent ever told
+# to stop and no stray worker killed (they are added when such a journal is resumed).
 _TABLE_NAMES = ("meta", "rounds", "submissions", "attempts", "exits", "nodes")
 
 
@@ -385,6 +391,7 @@ class Journal:
     node_stopped = journal_nodes.node_stopped
     stopped_nodes = journal_nodes.stopped_nodes
     nodes = journal_nodes.nodes
+    strays_killed, stray_heard, strays = journal_nodes.strays_killed, journal_nodes.stray_heard, journal_nodes.strays
 
     # --- transactions ---
     def _begin(self) -> None:

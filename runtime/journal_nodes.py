@@ -1,6 +1,8 @@
 """The journal's tables of nodes: which agent (by node name) fills which node of the cluster
 (`nodes`), and which agents were told to stop, or said they were stopping, and have not
-registered since (`stopped_nodes`): a resumed run keeps those nodes offline until they do.
+registered since (`stopped_nodes`): a resumed run keeps those nodes offline until they do;
+and the stray workers killed on each whose exits have not come (`strays`): a resumed run
+acknowledges those exits as the run that killed them would.
 
 Journal binds these functions as its methods (runtime/journal.py)."""
 
@@ -74,3 +76,38 @@ def _checked_nodes(journal: Journal, rows: Iterable[tuple], n_slots: int | None)
         by_slot[slot] = name
         out[name] = (slot, address)
     return out
+
+
+def strays_killed(journal: Journal, node: str, workers: list[tuple[int, int, int]], killed_s: float) -> None:
+    """Stray workers (job, attempt, rank) the scheduler killed on node `node` (their ranks run on
+    another node), whose exits it acknowledges when they come. One killed again keeps its row,
+    and its place among them (the oldest are forgotten first)."""
+    journal._begin()
+    journal.writes += len(workers)
+    rows = [(node, job, attempt, rank, killed_s) for job, attempt, rank in workers]
+    journal.db.executemany("INSERT OR IGNORE INTO strays VALUES (?, ?, ?, ?, ?)", rows)
+
+
+def stray_heard(journal: Journal, node: str, job: int, attempt: int, rank: int) -> None:
+    """A stray worker's exit came from node `node`, or the scheduler forgets the stray: its row goes."""
+    journal._begin()
+    journal.writes += 1
+    journal.db.execute(
+        "DELETE FROM strays WHERE node = ? AND job_id = ? AND attempt = ? AND rank = ?", (node, job, attempt, rank)
+    )
+
+
+def strays(journal: Journal) -> list[tuple[str, int, int, int]]:
+    """The stray workers killed whose exits have not come, (node, job, attempt, rank), in the order
+    they were killed, checked (none for a journal written before table strays was kept)."""
+    if not journal._read("strays", "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'strays'"):
+        return []
+    rows = journal._read("strays", "SELECT node, job_id, attempt, rank FROM strays ORDER BY rowid")
+    for node, job, attempt, rank in rows:
+        where = f"node {node!r} job {job!r} attempt {attempt!r} rank {rank!r}"
+        if not isinstance(node, str) or not node:
+            raise journal.damaged("strays", where, "its node's name is not text")
+        for name, value, least in (("job_id", job, 0), ("attempt", attempt, 1), ("rank", rank, 0)):
+            if type(value) is not int or value < least:
+                raise journal.damaged("strays", where, f"{name} {value!r} is not a whole number, {least} or more")
+    return rows

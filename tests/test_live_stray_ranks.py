@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -250,3 +251,35 @@ def test_emulated_nodes_end_only_the_ranks_a_revoke_names_on_the_node_it_came_to
     exits = [(name, b["rank"], b["outcome"]) for name, t, b in sent if t == "exited"]
     assert exits[1:] == [("emu-0", 0, "preempted"), ("emu-1", 2, "preempted")]
     assert not first.jobs and not second.jobs
+
+
+# --- the protocol's version ---------------------------------------------------------------------
+#
+# Version 3's revoke had no `ranks`: an agent of that release refuses a revoke naming them as
+# carrying an unknown field, and its stray worker runs on. Sent under version 3 it would be read
+# as that release's message; under another version, the agent stops with a message (a side of
+# another version refuses every message), and mixed releases do not misread each other.
+
+
+def test_a_revoke_naming_ranks_goes_out_under_a_version_after_3():
+    frame = json.loads(protocol.encode("revoke", 1, job=1, attempt=1, kill=True, ranks=[0]))
+    assert frame["v"] == protocol.VERSION == 4
+
+
+def test_a_message_of_version_3_is_refused_by_its_version():
+    old = {"v": 3, "type": "revoke", "seq": 1, "job": 1, "attempt": 1, "kill": True}
+    with pytest.raises(protocol.WrongVersion) as err:
+        protocol.decode(json.dumps(old).encode())
+    assert err.value.reason == "unsupported protocol version 3 (this side speaks 4)"
+
+
+def test_the_docs_and_the_protocol_s_comment_say_what_every_version_added():
+    """docs/live.md's table of versions, and the comment above VERSION, name every version up to this one."""
+    text = (REPO / "docs" / "live.md").read_text()
+    table = text[text.index("| version | what it added |") :].split("\n\n")[0]
+    rows = re.findall(r"^\| (\d+) \| (.+) \|$", table, re.MULTILINE)
+    assert [int(v) for v, _ in rows] == list(range(1, protocol.VERSION + 1))
+    assert "`ranks`" in rows[-1][1]
+    source = (REPO / "wire" / "protocol.py").read_text()
+    comment = source[source.index("# The protocol's version") : source.index("\nVERSION = ")]
+    assert [int(v) for v in re.findall(r"(\d+): ", comment)] == list(range(2, protocol.VERSION + 1))

@@ -347,7 +347,7 @@ def _receive(server, text: str) -> list[tuple[str, dict]]:
 
 def test_a_number_past_any_float_is_refused_not_raised():
     frame = (
-        '{"v":3,"type":"metrics","seq":2,"job":1,"attempt":1,"rank":0,"iteration":1,"values":{"loss":@}}'.replace("@", _BIG)
+        '{"v":4,"type":"metrics","seq":2,"job":1,"attempt":1,"rank":0,"iteration":1,"values":{"loss":@}}'.replace("@", _BIG)
     ).encode()
     with pytest.raises(ProtocolError) as err:
         protocol.decode(frame)
@@ -368,13 +368,13 @@ def test_anything_decoding_raises_is_a_refusal_naming_the_peer(monkeypatch, line
 
     monkeypatch.setattr(server_module.protocol, "decode", broken)
     server = _bare_server()
-    (reply,) = _receive(server, '{"v":3,"type":"status","seq":1}')
+    (reply,) = _receive(server, '{"v":4,"type":"status","seq":1}')
     assert reply == ("error", {"reason": "the message could not be read (RecursionError)"})
     assert got.having("refused a message from peer 706565722d: the message could not be read (RecursionError)")
 
 
 def test_a_whole_number_of_thousands_of_digits_is_shown_shortened_and_answered():
-    frame = '{"v":3,"type":"lease","seq":1,"job":1@,"attempt":1}'.replace("@", ("0" * 4200))
+    frame = '{"v":4,"type":"lease","seq":1,"job":1@,"attempt":1}'.replace("@", ("0" * 4200))
     server = _bare_server()
     (reply,) = _receive(server, frame)
     assert reply[0] == "error" and reply[1]["ref"] == 1
@@ -424,9 +424,9 @@ _SURROGATE = "bad \\ud800 text"  # (as JSON escapes it: valid JSON, not text)
 )
 def test_a_string_that_is_not_text_is_refused_naming_its_field(body, where):
     with pytest.raises(ProtocolError) as err:
-        protocol.decode(('{"v":3,"seq":1,' + body + "}").encode())
+        protocol.decode(('{"v":4,"seq":1,' + body + "}").encode())
     assert err.value.reason == f"{where} is not valid text: it holds a lone surrogate (\\ud800) at character 5"
-    assert protocol.decode(b'{"v":3,"seq":1,"type":"error","reason":"caf\\u00e9 \\ud83d\\ude00"}')  # (a pair is text)
+    assert protocol.decode(b'{"v":4,"seq":1,"type":"error","reason":"caf\\u00e9 \\ud83d\\ude00"}')  # (a pair is text)
 
 
 @pytest.mark.live
@@ -567,12 +567,12 @@ def test_a_running_scheduler_survives_huge_numbers_and_strings_that_are_not_text
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     templates = [
-        '{"v":3,"type":"metrics","seq":2,"job":1,"attempt":1,"rank":0,"iteration":1,"values":{"loss":@BIG}}',
-        '{"v":3,"type":"lease","seq":3,"job":1@ZEROS,"attempt":1}',
-        '{"v":3,"type":"register","seq":4,"node":"n","address":"@TEXT","gpus":[{"index":0,"type":"V100"},'
+        '{"v":4,"type":"metrics","seq":2,"job":1,"attempt":1,"rank":0,"iteration":1,"values":{"loss":@BIG}}',
+        '{"v":4,"type":"lease","seq":3,"job":1@ZEROS,"attempt":1}',
+        '{"v":4,"type":"register","seq":4,"node":"n","address":"@TEXT","gpus":[{"index":0,"type":"V100"},'
         '{"index":1,"type":"V100"}],"running":[],"session":"s"}',
-        '{"v":3,"type":"submit","seq":5,"jobs":[{"gpus":1,"model":"LM","iterations":5,"note":"@TEXT"}]}',
-        '{"v":3,"type":"exited","seq":6,"job":1,"attempt":1,"rank":0,"outcome":"failed","iteration":3,'
+        '{"v":4,"type":"submit","seq":5,"jobs":[{"gpus":1,"model":"LM","iterations":5,"note":"@TEXT"}]}',
+        '{"v":4,"type":"exited","seq":6,"job":1,"attempt":1,"rank":0,"outcome":"failed","iteration":3,'
         '"start_iteration":0,"permanent":false,"reason":"@TEXT"}',
     ]
     bad = [t.replace("@BIG", _BIG).replace("@ZEROS", "0" * 4200).replace("@TEXT", _SURROGATE) for t in templates]

@@ -2,7 +2,7 @@
 
 Every message is one ZeroMQ frame holding a JSON object with an envelope and a body::
 
-    {"v": 2, "type": "exited", "seq": 41, "job": 7, "attempt": 2, "rank": 0, ...}
+    {"v": 4, "type": "exited", "seq": 41, "job": 7, "attempt": 2, "rank": 0, ...}
 
 `v` is the protocol version, `type` names the message, `seq` counts the sender's messages
 (per connection, increasing). A receiver checks, in order: the frame count and size, that the
@@ -40,8 +40,9 @@ from typing import Any
 # The protocol's version: a side that speaks another refuses every message, so that a scheduler
 # and agents of different releases stop with a message rather than misread each other. (2: a
 # launch may say its work is counted in samples, and carry the learning-rate factor; 3: an agent
-# whose key is no longer admitted is told so, `key_refused`.)
-VERSION = 3
+# whose key is no longer admitted is told so, `key_refused`; 4: a revoke may name the ranks it
+# kills, `ranks`, which an agent of version 3 refuses as an unknown field, leaving them running.)
+VERSION = 4
 # Largest frame a receiver accepts; bigger ones are refused before parsing. ZeroMQ itself
 # drops a connection above HARD_LIMIT (set as the socket's MAXMSGSIZE), protecting memory.
 MAX_BYTES = 1 << 20

@@ -95,7 +95,7 @@ class LiveBackend:
         self.attempts = Attempts(world, journal, options, self.counters, self.news, self.clock, self.nodes)
         self.reports = Reports(self.attempts, self.nodes, self.server)
         self.submissions = Submissions(world, journal)
-        self.takeover = Takeover(self.attempts, self.nodes, self.submissions)
+        self.takeover = Takeover(self.attempts, self.nodes, self.submissions, self.reports)
         self.nodes.on_lost = self.reports.node_lost
         self.server.on_cut_off = self.nodes.on_cut_off
         self.nodes.on_running = self.reports.running

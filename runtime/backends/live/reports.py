@@ -40,7 +40,7 @@ class Reports:
         self.journal = attempts.journal
         self.counters = attempts.counters
         self.refusals = RefusalLog(log)
-        self.strays: dict[tuple[int, int, int, int], None] = {}  # (slot, job, attempt, rank) killed as strays there
+        self.strays: dict[tuple[str, int, int, int], None] = {}  # (node, job, attempt, rank) killed as strays there
 
     # --- progress ---
     def progress(self, att: Attempt, iteration: int, checkpoint: str | None, checkpoint_iteration: int | None) -> None:
@@ -345,7 +345,8 @@ def _expected(books: Attempts, node: Node) -> set[tuple[int, int, int]]:
 
 
 # How many stray workers killed (and not heard of since) the scheduler remembers, to take their
-# exits (`_stray_exit`); the oldest are forgotten past it.
+# exits (`_stray_exit`); the oldest are forgotten past it. The journal keeps them too (table
+# strays), so that a restarted scheduler takes their exits as well (`strays_taken_over`).
 STRAYS_KEPT = 10_000
 
 
@@ -356,22 +357,24 @@ def _kill_strays(reports: Reports, node: Node, stale: dict[tuple[int, int], list
     another node). When the attempt still has real ranks on the node, the revoke names the stray
     ranks (`ranks`), and only those are killed: the real ones run on, their leases standing.
     Otherwise the revoke is of the whole attempt there. A stray's exit is acknowledged and not
-    taken as its rank's (`_stray_exit`)."""
+    taken as its rank's (`_stray_exit`), by this scheduler or, the kill journaled, one restarted."""
     books = reports.attempts
     for (job, n), ranks in sorted(stale.items()):
         att = books.live.get((job, n))
         real = _real_ranks(att, node) if att is not None else []
         # Those of ranks that run on another node, whose exits would be refused (one of a rank
         # that exited here is a resend, or one of an ended attempt: acknowledged as such).
-        if att is not None:
-            reports.strays.update(dict.fromkeys((node.slot, job, n, r) for r in ranks if int(att.slots[r]) != node.slot))
-        while len(reports.strays) > STRAYS_KEPT:
-            del reports.strays[next(iter(reports.strays))]
+        kept = [(job, n, r) for r in ranks if att is not None and int(att.slots[r]) != node.slot]
+        if kept:
+            reports.journal.strays_killed(node.name, kept, books.clock.now_s())
+            reports.strays.update(dict.fromkeys((node.name, *worker) for worker in kept))
+        _forget_oldest_strays(reports)
+        revoke = {"job": job, "attempt": n, "kill": True}
         if not real:
             log.warning(
                 "node %s runs job %d attempt %d, which this scheduler does not expect there: killing it", node.name, job, n
             )
-            reports.nodes.to_node(node, "revoke", job=job, attempt=n, kill=True)
+            _revoke_strays(reports, node, bool(kept), revoke)
             continue
         log.warning(
             "node %s runs job %d attempt %d rank(s) %s, which this scheduler does not have there: killing them "
@@ -382,7 +385,38 @@ def _kill_strays(reports: Reports, node: Node, stale: dict[tuple[int, int], list
             ",".join(map(str, sorted(ranks))),
             ",".join(map(str, real)),
         )
-        reports.nodes.to_node(node, "revoke", job=job, attempt=n, kill=True, ranks=sorted(ranks))
+        _revoke_strays(reports, node, bool(kept), {**revoke, "ranks": sorted(ranks)})
+
+
+def _revoke_strays(reports: Reports, node: Node, journaled: bool, revoke: dict) -> None:
+    """Send the revoke that kills stray workers; once the journal holds their kill (`journaled`),
+    after it commits, as an exit's ack is: a scheduler restarted before that kills them again
+    when the agent lists them, and one restarted after takes their exits."""
+    if journaled and node.online and node.identity is not None:
+        reports.server.after_commit(node.identity, "revoke", **revoke)
+    else:
+        reports.nodes.to_node(node, "revoke", **revoke)
+
+
+def _forget_oldest_strays(reports: Reports) -> None:
+    """Keep at most STRAYS_KEPT strays killed, here and in the journal: the oldest go first."""
+    while len(reports.strays) > STRAYS_KEPT:
+        oldest = next(iter(reports.strays))
+        del reports.strays[oldest]
+        reports.journal.stray_heard(*oldest)
+
+
+def strays_taken_over(reports: Reports) -> None:
+    """After a restart: the strays killed by the scheduler before it, as the journal keeps them,
+    of the nodes this run knows (those of a node another took the place of are dropped, as are
+    the oldest past STRAYS_KEPT), so that their exits are acknowledged as they would have been."""
+    reports.strays.clear()
+    for node, job, n, rank in reports.journal.strays():
+        if node in reports.nodes.by_name:
+            reports.strays[(node, job, n, rank)] = None
+        else:
+            reports.journal.stray_heard(node, job, n, rank)
+    _forget_oldest_strays(reports)
 
 
 def _real_ranks(att: Attempt, node: Node) -> list[int]:
@@ -399,10 +433,11 @@ def _stray_exit(reports: Reports, node: Node, att: Attempt | None, body: dict) -
     journal and the rank's lease are left as they are). An exit this scheduler killed no
     stray for, of a rank that runs on another node, is refused (`Reports._from_its_node`)."""
     job, n, rank = body["job"], body["attempt"], body["rank"]
-    key = (node.slot, job, n, rank)
+    key = (node.name, job, n, rank)
     if key not in reports.strays:
         return False
     del reports.strays[key]
+    reports.journal.stray_heard(*key)  # (committed before the exit's ack goes: `Server.after_commit`)
     if att is None or rank >= att.world_size or int(att.slots[rank]) == node.slot:
         return False  # (the attempt ended, or gave the rank back to this node: the exit is taken as usual)
     log.info(

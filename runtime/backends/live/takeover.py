@@ -2,10 +2,10 @@
 before it is acted on. A restarted scheduler replays the journal's rounds through the same graph
 (elements keep private state, which replay rebuilds exactly); then it rebuilds the books of
 every job from the journal's attempts (each in its last journaled shape: an in-place resize
-changes its GPUs, port and generation) and takes the running jobs back from the agents as they
-re-register. Exits that happened meanwhile are resent by the agents until acknowledged, so none
-is lost; a running attempt that no agent reports before the deadline is requeued from its
-checkpoint."""
+changes its GPUs, port and generation), and the stray workers killed whose exits have not come
+(reports.py), and takes the running jobs back from the agents as they re-register. Exits that
+happened meanwhile are resent by the agents until acknowledged, so none is lost; a running
+attempt that no agent reports before the deadline is requeued from its checkpoint."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from roundhouse.runtime.backends.base import Progress
 from roundhouse.runtime.backends.live.attempts import Attempt, Attempts, counts
 from roundhouse.runtime.backends.live.nodes import Nodes
 from roundhouse.runtime.backends.live.records import plan_record, record_of, replayed, same_plan
+from roundhouse.runtime.backends.live.reports import Reports, strays_taken_over
 from roundhouse.runtime.backends.live.resizes import regroup
 from roundhouse.runtime.backends.live.submissions import Submissions
 from roundhouse.runtime.journal import AttemptRow, Replay, ShapeRow
@@ -28,10 +29,11 @@ log = logging.getLogger("roundhouse.scheduler")
 
 
 class Takeover:
-    def __init__(self, attempts: Attempts, nodes: Nodes, submissions: Submissions):
+    def __init__(self, attempts: Attempts, nodes: Nodes, submissions: Submissions, reports: Reports):
         self.attempts = attempts
         self.nodes = nodes
         self.submissions = submissions
+        self.reports = reports
         self.world = attempts.world
         self.journal = attempts.journal
         self.clock = attempts.clock
@@ -144,6 +146,7 @@ class Takeover:
                 # held them until then (its journaled end), so the next poll books the time
                 # the scheduler was down as the attempt's.
                 books.until[row] = self.clock.now
+        strays_taken_over(self.reports)
         # Nodes that were up are presumed up until they re-register or their heartbeat times out;
         # not those whose agents were told to stop (or said they were stopping): their workers
         # are gone, and they stay offline until their agents register.
