@@ -231,6 +231,13 @@ class ChoosePolicy(_Switch):
 
     def tick(self, ctx: RoundContext, active: Active) -> Ranking:
         if self._pending is not None:
+            # (The policy that stops acting is told, in the first round it is not ticked: Themis
+            # then settles the rounds skipping passed while it acted, which its ticks would have
+            # had, and no later ones.)
+            old = self._candidate(self._selected)
+            stopped = getattr(old, "stopped_acting", None)
+            if stopped is not None:
+                self._as_candidate(ctx, old, "stopped_acting", stopped, ctx)
             self._selected, self._pending = self._pending, None
             self.counters["switches"] += 1
         self.counters["selected"] = self._selected

@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import numbers
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
@@ -110,6 +111,61 @@ def _as_written(value) -> str:
     return json.dumps(value)
 
 
+# Where a problem in a spec given as its whole text (not a file) is said: `cluster spec text:3`.
+SPEC_TEXT = "cluster spec text"
+
+
+def is_spec_text(text: str) -> bool:
+    """Whether a cluster spec is given as a spec file's whole text (as a snapshot's graph keeps
+    a cluster built in Python): more than one line, with a key's `=` (a shorthand written over
+    lines has none, and no path has a line break)."""
+    text = text.strip()
+    return "\n" in text and "=" in text
+
+
+def _toml_value(value: object, kind: type) -> str:
+    """A group's or tier's value as a spec file writes it (TypeError for one of another kind)."""
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise TypeError(f"not a {kind.__name__}: {value!r}")
+    if isinstance(value, str):
+        value.encode()  # (UnicodeEncodeError for a lone surrogate, which no text file holds)
+        # (JSON's escapes are TOML's; DEL, which JSON leaves as it is, TOML takes escaped only)
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    assert isinstance(value, numbers.Real)
+    return repr(float(value))
+
+
+def _spec_toml(spec: ClusterSpec) -> str:
+    """The spec file's text of `spec` (ClusterSpec.spec_text checks it reads back)."""
+    from roundhouse.traces.communication import TIER_NAMES
+
+    out = [f"name = {_toml_value(spec.name, str)}"]
+    for g in spec.groups:
+        out += ["", "[[group]]"]
+        for f in attrs.fields(NodeGroup):
+            value = getattr(g, f.name)
+            if f.name == "own_racks" or (f.name in ("rack", "topology") and value == ""):
+                continue
+            if f.name == "racks" and not (g.own_racks or value != 1):
+                continue  # (one rack, shared: no `racks` key)
+            kind = numbers.Integral if f.name in _INTS else numbers.Real if f.name in _FLOATS else str
+            out.append(f"{f.name} = {_toml_value(value, kind)}")
+    if spec.tiers is not None:
+        for name in TIER_NAMES:
+            tier = getattr(spec.tiers, name)
+            out += ["", f"[tiers.{name}]"]
+            out += [f"{field} = {_toml_value(getattr(tier, field), numbers.Real)}" for field in _TIER_FIELDS]
+    return "\n".join(out)
+
+
+def _as_read(spec: ClusterSpec) -> ClusterSpec:
+    """`spec` as its spec file's text reads back: a group split into racks has them as its own."""
+    groups = tuple(attrs.evolve(g, own_racks=g.own_racks or g.racks != 1) for g in spec.groups)
+    return attrs.evolve(spec, groups=groups)
+
+
 @attrs.frozen
 class ClusterSpec:
     name: str
@@ -117,16 +173,20 @@ class ClusterSpec:
     tiers: Tiers | None = None  # network tiers: the communication model is on
     # The spec file it was read from, by its whole path (None for a shorthand or one built in
     # Python): where it came from, not what it is, so not compared. A graph given the cluster
-    # says it as this file (runtime/simulation.py `_cluster_spec`).
+    # says it as this file (runtime/simulation.py `_cluster_spec`); one built in Python, as
+    # its spec text (`spec_text`).
     file: str | None = attrs.field(default=None, eq=False, repr=False)
 
     @classmethod
     def parse(cls, text: str, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
-        """A spec from a TOML file path or the command-line shorthand. With `gpu_types`, a
+        """A spec from a TOML file path, a spec file's whole text (`spec_text`) or the
+        command-line shorthand. With `gpu_types`, a
         group of any other GPU type (compared case-insensitively) is an error."""
         text = text.strip()
         if not text:
             raise ClusterError("the cluster is blank: give a shorthand such as 32x4:V100, or a .toml spec file")
+        if is_spec_text(text):
+            return cls.from_text(text, gpu_types)
         if text.endswith(".toml") or names_a_file(text):
             return cls.from_toml(Path(text), gpu_types)
         try:
@@ -230,6 +290,21 @@ class ClusterSpec:
             raise ClusterError(f"cannot read cluster spec: {err.strerror or err}", path) from None
         except ValueError as err:  # (a TOMLDecodeError, or a whole number too long to read)
             raise not_toml(path, text, err) from None
+        return cls._from_data(data, text, path, gpu_types, str(path.resolve()))
+
+    @classmethod
+    def from_text(cls, text: str, gpu_types: Sequence[str] | None = None) -> ClusterSpec:
+        """A spec from a spec file's whole text (`spec_text`'s, say), its problems said at
+        `cluster spec text:LINE`."""
+        where = Path(SPEC_TEXT)
+        try:
+            data = tomllib.loads(text)
+        except ValueError as err:
+            raise not_toml(where, text, err) from None
+        return cls._from_data(data, text, where, gpu_types, None)
+
+    @classmethod
+    def _from_data(cls, data: dict, text: str, path: Path, gpu_types: Sequence[str] | None, file: str | None) -> ClusterSpec:
         lines = SpecLines(text)  # (problems below name the line of the group or key they are about)
         unknown = [k for k in data if k not in ("name", "group", "tiers")]
         if unknown:
@@ -254,7 +329,21 @@ class ClusterSpec:
         if not isinstance(name, str):
             raise ClusterError("'name' must be a string", at(path, lines, "name"))
         tiers = _tiers_from_table(path, lines, data["tiers"]) if "tiers" in data else None
-        return cls(name, tuple(groups), tiers, file=str(path.resolve()))
+        return cls(name, tuple(groups), tiers, file=file)
+
+    def spec_text(self) -> str | None:
+        """The spec as a spec file's text, which `parse` reads back as this spec (a group split
+        into one rack or more is written with `racks`, which makes its racks its own, as split
+        racks are anyway); None for one that no spec file writes: a value of a type or range a
+        spec file does not take (a count that is no whole number from 1, an amount that is not
+        above 0 and finite up to 1,000,000, a GPU type that is no plain name, a topology
+        unknown or of other GPUs, more racks than nodes, tiers' links out of their ranges), a
+        cluster past the size bounds, or a name TOML cannot hold (a lone surrogate)."""
+        try:
+            text = _spec_toml(self)
+            return text if ClusterSpec.from_text(text) == _as_read(self) else None
+        except (ClusterError, TypeError, ValueError, AttributeError):
+            return None
 
 
 # A count written with more digits than this is past every bound here, whatever it is: it is
@@ -365,13 +454,25 @@ def _names_a_folder(path: str | Path) -> bool:
         return False
 
 
+def spec_shown(spec: str) -> str:
+    """A graph's `cluster` setting in one line (a graph printed, a message): a spec's whole
+    text as `Cluster(...)` with its description (but the tiers' links), as a Cluster prints;
+    any other as written."""
+    if not is_spec_text(spec):
+        return spec
+    try:
+        return f"Cluster({Cluster.parse(spec).describe().split(';')[0]})"
+    except ClusterError:  # (a bad one: its first line, and that more follow)
+        return f"{spec.strip().splitlines()[0]} ..."
+
+
 def spec_file(spec: str, folder: str | Path) -> Path | None:
     """The file a cluster spec written in a graph names, relative to the graph's `folder`: a
     `.toml` name, a name with a `/` or `\\` (no shorthand has one), or anything there (a folder
     too, which the spec's reader refuses); None for a shorthand such as "32x4:V100". Spaces
     around the spec are not part of the name, as ClusterSpec.parse reads it."""
     spec = spec.strip()
-    if not spec:
+    if not spec or is_spec_text(spec):  # (a spec's whole text names no file)
         return None
     path = Path(folder) / spec
     if spec.endswith(".toml") or "/" in spec or "\\" in spec or names_a_file(path):

@@ -30,6 +30,7 @@ import attrs
 from roundhouse.errors import QUOTED_WIDTH, Location, SchedError, SchedErrors, UsageError, did_you_mean, source_line
 from roundhouse.runtime import compiler_settings, registry
 from roundhouse.runtime.arguments import NeedsInstance, as_built, convert, is_sequence, raised, tuple_positions, validate
+from roundhouse.runtime.cluster import spec_shown
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.loader import Body, Decl, FlatGraph, load
 from roundhouse.runtime.element import Element
@@ -74,7 +75,7 @@ class CompiledGraph:
 
     def __repr__(self) -> str:
         # (attrs' own would print every setting and element, with their arguments: pages of text)
-        cluster = f", cluster {self.settings.cluster}" if self.settings.cluster else ""
+        cluster = f", cluster {spec_shown(self.settings.cluster)}" if self.settings.cluster else ""
         return (
             f"CompiledGraph({Path(self.path).name}: {len(self.elements):,} elements, {len(self.connections):,} connections, "
             f"round {format_duration(self.settings.round)}{cluster})"

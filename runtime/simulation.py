@@ -717,7 +717,9 @@ def _cluster_spec(cluster: str | Cluster) -> str:
     path, so that it means the same from any folder; a `Cluster` read from a spec file by that
     file's, as long as the file still reads as that cluster; else by the shorthand of its
     groups, when that is the same cluster node by node; else (built in Python, or its file
-    changed since) as the object it is, `Cluster(...)`, which names no file's cluster."""
+    changed since) by its spec text (`ClusterSpec.spec_text`), which reads back as it; else,
+    for one no spec file writes (a value no spec file takes), as the object it is,
+    `Cluster(...)`, which names no file's cluster."""
     if isinstance(cluster, Cluster):
         # (getattr: a cluster pickled in a snapshot from before clusters kept their file)
         file = getattr(cluster.spec, "file", None)
@@ -726,8 +728,13 @@ def _cluster_spec(cluster: str | Cluster) -> str:
         shorthand = ",".join(
             f"{g.nodes}x{g.gpus_per_node}:{g.gpu_type}" + (f"@{g.topology}" if g.topology else "") for g in cluster.spec.groups
         )
+        if _reads_as(shorthand, cluster):
+            return shorthand
+        text = cluster.spec.spec_text()
+        if text is not None and _reads_as(text, cluster):
+            return text
         # (Its description without the tiers' links, whose "GB/s" would read back as a path.)
-        return shorthand if _reads_as(shorthand, cluster) else f"Cluster({cluster.describe().split(';')[0]})"
+        return f"Cluster({cluster.describe().split(';')[0]})"
     file = spec_file(cluster, Path.cwd())
     return cluster.strip() if file is None else str(file.resolve())
 

@@ -33,7 +33,7 @@ from roundhouse.runtime.backends.live.records import replayed, same_plan
 from roundhouse.runtime.backends.live.round import next_boundary
 from roundhouse.runtime.backends.live.submissions import Submissions
 from roundhouse.runtime.backends.sim import Simulator
-from roundhouse.runtime.cluster import Cluster, described_alike
+from roundhouse.runtime.cluster import Cluster, described_alike, spec_shown
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.engine import STALL_ROUNDS, Engine, StalledError, last_round_start
 from roundhouse.runtime.journal import _TABLE_NAMES, Journal, _check_begun
@@ -771,7 +771,7 @@ def _unused_settings(run: CompiledGraph, other: CompiledGraph, world: World) -> 
             theirs = None
         readonce.clear()  # (no source of the other graph runs here to take a trace its cluster's check read)
         if theirs != world.cluster.fingerprint():
-            unused.append(f"cluster {spec}")
+            unused.append(f"cluster {spec_shown(spec)}")
     for name in WORLD_SETTINGS:
         value = getattr(other.settings, name)
         if name != "cluster" and value is not None and not _same_setting(run, other, name):

@@ -110,11 +110,18 @@ class Themis(Policy):
             self._rates = np.concatenate([self._rates, np.zeros((extra, self._rates.shape[1]))])
             self._seen = np.concatenate([self._seen, np.zeros(extra, dtype=bool)])
 
+    def stopped_acting(self, ctx: RoundContext) -> None:
+        """Under a ChoosePolicy, this round another policy acts, and this one is not ticked until
+        selected again: the rounds skipping passed before this one were its (its ticks would
+        have added their points), those from this one on are not (its next tick adds one point
+        for them all, as without skipping)."""
+        self._settle(ctx)
+
     def _settle(self, ctx: RoundContext) -> None:
         """The points of the rounds event skipping passed since the last tick, at the clock's
         readings (the backend adds a round to its clock each round), as their ticks would have
-        added them; at most the rounds this element declared quiet (under a switch it may not
-        have been ticked in the rounds after)."""
+        added them; at most the rounds this element declared quiet. Settled at its next tick,
+        or, under a switch, in the round it stops acting (`stopped_acting`)."""
         asked, self._asked = self._asked, None
         if asked is None or not self._n:  # (with N = 0 the integral stays flat)
             return
