@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from roundhouse.errors import Location, SchedError, did_you_mean
+from roundhouse.runtime import registry
 from roundhouse.runtime.arguments import NeedsInstance, convert, validate
 from roundhouse.runtime.cluster import spec_file
 from roundhouse.runtime.dsl import ast
 from roundhouse.runtime.dsl.parser import parse_value
-from roundhouse.runtime.settings import GraphSettings
+from roundhouse.runtime.settings import BUILT_IN_ELASTIC, GraphSettings
 
 if TYPE_CHECKING:
     from roundhouse.runtime.compiler import _Compiler
@@ -60,7 +61,7 @@ def split_overrides(compiler: _Compiler) -> tuple[dict[str, list[tuple[str, ast.
                 hint: str | None
                 if inner:  # a compound's instance: its elements are set by their own names
                     message = f"{o.label}: '{element}' is a compound; its elements are {', '.join(inner)}"
-                    hint = f"set one of them ({o.flag} {inner[0]}.{field}=...) or the argument where '{element}' is declared"
+                    hint = _compound_hint(compiler, o.flag, element, field, inner)
                 else:
                     message, hint = f"{o.label}: the graph has no element '{element}'", did_you_mean(element, compiler.flat.decls)
                 compiler.errors.append(SchedError(message, hint=hint))
@@ -71,6 +72,26 @@ def split_overrides(compiler: _Compiler) -> tuple[dict[str, list[tuple[str, ast.
             compiler._setting_flags[o.target] = f"{o.flag} {o.target}"
             compiler._setting_labels[o.target] = o.label
     return per_element, per_setting
+
+
+def _compound_hint(compiler: _Compiler, flag: str, instance: str, field: str, inner: list[str]) -> str:
+    """What an override naming a compound instance's argument suggests: the first of its
+    elements that has an argument of that name; else (the name is the compound's `$parameter`,
+    say, which no element inside takes by that name) where the instance's own arguments go."""
+    having = [name for name in inner if _has_argument(compiler.flat.decls[name].class_name, field)]
+    if having:
+        return f"set one of them ({flag} {having[0]}.{field}=...) or the argument where '{instance}' is declared"
+    elementclass = compiler.flat.instances.get(instance, ("", None))[0] or "its elementclass"
+    return (
+        f"none of them has an argument '{field}': a parameter of {elementclass} is given where '{instance}' "
+        f"is declared ({instance} :: {elementclass}({field}=...)); {flag} sets an argument of one of its "
+        f"elements by its own name ({flag} {inner[0]}.ARGUMENT=...)"
+    )
+
+
+def _has_argument(class_name: str, field: str) -> bool:
+    cls = registry.get(class_name)
+    return cls is not None and any(f.name == field and f.init for f in attrs.fields(cls))
 
 
 def _not_a_setting_hint(compiler: _Compiler, name: str, fields) -> str:
@@ -110,6 +131,7 @@ def graph_settings(compiler: _Compiler, overrides: dict[str, ast.Value]) -> Grap
             converted = convert(value, field.type, base_dir, f"setting '{name}'")
         except SchedError as err:
             err = _with_list_hint(err, name, value, compiler._setting_flags.get(name) if location is None else None)
+            err = _with_built_in_hint(err, name, value, compiler._setting_flags.get(name) if location is None else None)
             compiler.errors.append(
                 err if location is not None else SchedError(f"{compiler._setting_flags[name]}: {err.message}", hint=err.hint)
             )
@@ -159,6 +181,16 @@ def _with_list_hint(err: SchedError, name: str, value: ast.Value, flag: str | No
     written = f"{flag}={','.join(items)}" if flag is not None else f'{name} = "{",".join(items)}";'
     hint = f"{name} is one string, its items separated by commas: {written}"
     return SchedError(err.message, err.location, hint=hint)
+
+
+def _with_built_in_hint(err: SchedError, name: str, value: ast.Value, flag: str | None) -> SchedError:
+    """A built-in elastic profile's name written bare (`elastic_profile = ones;`, `--set
+    elastic_profile=ones`) is told that it is written as a string, as a folder's path is."""
+    if name != "elastic_profile" or value.kind != "reference" or str(value.value).lower() not in BUILT_IN_ELASTIC:
+        return err
+    given = str(value.value)
+    written = f"""{flag.split(" ")[0]} 'elastic_profile="{given}"'""" if flag is not None else f'elastic_profile = "{given}";'
+    return SchedError(err.message, err.location, hint=f"the built-in profile {given!r} is named in quotes too: {written}")
 
 
 def cluster_path(compiler: _Compiler, spec: str, base_dir: str) -> str:

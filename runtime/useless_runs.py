@@ -3,8 +3,9 @@ the jobs the sources bring (it measures nothing), a Pollux given jobs of no appl
 elastic profile, or no profile at all (it never starts them), one of Dally's elements on a
 cluster without network tiers (its network awareness gains nothing), an intra-node bandwidth
 element on nodes of no known topology (it measures nothing, or places as Consolidated), or a
-simulation whose only sources take jobs submitted live (nobody submits: it ends at once), or
-sources that bring no job at all.
+simulation whose only sources take jobs submitted live (nobody submits: it ends at once),
+sources that bring no job at all, or a trace's source given more `jobs` than its trace holds (a
+larger `jobs` changes nothing).
 `check` and `run` warn of them before the run, from what the sources can tell before they start
 (a trace's jobs, a generator's ids; a live source's jobs are not known ahead); the last only
 `run` and `sweep`, which know the run is simulated, and a `Simulation` as it is built (Python
@@ -67,9 +68,11 @@ def warnings_before_run(graph, cluster=None) -> list[str]:
     sources = [el for el in graph.elements.values() if el.category == "source"]
     try:
         elastic = load_elastic(graph)
-        known = [ahead(elastic) for el in sources if (ahead := getattr(el, "jobs_ahead", None)) is not None]
+        read = [(el, ahead(elastic)) for el in sources if (ahead := getattr(el, "jobs_ahead", None)) is not None]
     except RoundhouseError:
         return warnings
+    known = [frame for _, frame in read]
+    warnings += [_short_trace_warning(el, frame.height) for el, frame in read if _short_of(el, frame.height)]
     if known and len(known) == len(sources):  # (a source whose ids are not known may bring any)
         ids = np.concatenate([frame["job_id"].to_numpy() for frame in known])
         if not len(ids):
@@ -95,6 +98,21 @@ def warnings_before_run(graph, cluster=None) -> list[str]:
         if getattr(type(el), "elastic_only", False) and elastic is not None:
             warnings += _drawn_warnings(name, el, elastic, graph)
     return warnings
+
+
+def _short_of(el, brought: int) -> bool:
+    """Whether a trace's source asks for more jobs (`jobs=`) than its trace holds: it then runs
+    them all, and a larger `jobs` (a sweep's) changes nothing."""
+    asked = getattr(el, "jobs", None)
+    return hasattr(el, "path") and isinstance(asked, int) and 0 < brought < asked
+
+
+def _short_trace_warning(el, brought: int) -> str:
+    return (
+        f"{at(el)}warning: element '{el.name}' ({type(el).__name__}) is given jobs={el.jobs:,}, but its trace "
+        f"{el.path} holds {brought:,} jobs: it brings those {brought:,} (a larger jobs changes nothing; give a "
+        "longer trace for more)"
+    )
 
 
 def _no_job_warning(sources: list) -> str:

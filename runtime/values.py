@@ -120,10 +120,21 @@ _DURATION_RE = re.compile(rf"^\s*({_NUMBER})\s*([A-Za-z]*)\s*$")
 _RATE_RE = re.compile(rf"^\s*({_NUMBER})\s*/\s*([A-Za-z]+)\s*$")
 
 
+# A duration written in several units (`1h30min`), which the language refuses too.
+_DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)([A-Za-z]+)")
+
+
 def duration_from_text(text: str) -> Duration:
     """Parse `5min`, `300`, `1.5h` (for command-line values). Raises ValueError with the reason."""
     m = _DURATION_RE.match(text)
     if not m:
+        parts = _DURATION_PART_RE.findall(text.strip())
+        if len(parts) > 1 and "".join(n + u for n, u in parts) == text.strip() and all(u in DURATION_UNITS for _, u in parts):
+            seconds = sum(float(n) * DURATION_UNITS[u] for n, u in parts)
+            raise ValueError(
+                f"{quoted(text)} is written in several units: a duration is written with one "
+                f"(such as 300s, 5min, 2h, 1d; {text.strip()} is {format_duration(seconds)})"
+            )
         raise ValueError(f"{quoted(text)} is not a duration (write e.g. 300s, 5min, 2h, 1d)")
     number, unit = float(m.group(1)), m.group(2) or "s"
     if unit not in DURATION_UNITS:
@@ -131,9 +142,20 @@ def duration_from_text(text: str) -> Duration:
     return Duration(finite(number * DURATION_UNITS[unit], text))
 
 
+# A rate written per a number of units (`8/2h`), which the language refuses too.
+_RATE_PER_MANY_RE = re.compile(rf"^\s*({_NUMBER})\s*/\s*({_NUMBER})\s*([A-Za-z]+)\s*$")
+
+
 def rate_from_text(text: str) -> Rate:
     m = _RATE_RE.match(text)
     if not m:
+        many = _RATE_PER_MANY_RE.match(text)
+        if many is not None and many.group(3) in DURATION_UNITS and float(many.group(2)) > 0:
+            count, per, unit = float(many.group(1)), float(many.group(2)), many.group(3)
+            raise ValueError(
+                f"{quoted(text)} is not written per one unit: a rate is a count per unit of time, "
+                f"such as 8/h ({text.strip()} is {count / per:g}/{unit})"
+            )
         raise ValueError(f"{quoted(text)} is not a rate (write e.g. 8/h, 0.5/min)")
     number, unit = float(m.group(1)), m.group(2)
     if unit not in DURATION_UNITS:

@@ -331,3 +331,24 @@ def test_set_on_a_compound_names_its_elements(tmp_path, capsys):
     assert "'g' is a compound; its elements are g/AcceptThreshold@1" in err
     assert "--set g/AcceptThreshold@1.factor=" in err
     assert main(["run", str(graph), "--until", "0", "--set", "g/AcceptThreshold@1.factor=2x"]) == 0
+
+
+def test_set_of_a_compound_parameter_points_to_its_declaration(tmp_path, capsys):
+    # `g.f` names the elementclass's parameter $f, which no element inside takes by that name:
+    # the hint must not suggest `g/AcceptThreshold@1.f`, which is refused in turn.
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        "elementclass Gate { $f | input -> AcceptThreshold(factor=$f) -> output; }\n"
+        'round = 5min;\ncluster = "4x4:V100";\n'
+        "src :: PoissonSource(rate=4/h, jobs=20, seed=0);\ng :: Gate(1.5x);\n"
+        "src -> g -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
+    )
+    err = fails(capsys, "run", graph, "--until", "0", "--set", "g.f=2x")
+    assert "'g' is a compound; its elements are g/AcceptThreshold@1" in err
+    assert "g/AcceptThreshold@1.f=" not in err
+    assert "none of them has an argument 'f'" in err
+    assert "(g :: Gate(f=...))" in err
+    assert "--set g/AcceptThreshold@1.ARGUMENT=" in err
+    # Swept, the same name gets the same hint.
+    err = fails(capsys, "sweep", graph, "--vary", "g.f=2x,3x", "--until", "0")
+    assert "none of them has an argument 'f'" in err and "(g :: Gate(f=...))" in err

@@ -350,3 +350,38 @@ def test_a_flag_before_a_file_named_with_a_minus_and_a_digit_leaves_it_a_file(ti
     assert "ignored explicit argument" not in capsys.readouterr().err
     assert main(["run", "g.sched", "--until", "-5h"]) != 0
     assert "--until -5h: must be 0 or more" in capsys.readouterr().err
+
+
+def test_a_run_of_one_round_says_round_not_rounds(tiny, tmp_path, capsys):
+    # A trace of a header alone ends the run after its first round: the closing line counts it
+    # as a round ("1 round"), and many as rounds, digits grouped.
+    (tmp_path / "trace.csv").write_text("job_id,arrival_s,gpus,duration_s\n")
+    assert main(["run", str(tiny)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "1 round, simulated 0.00 s" in printed and "1 rounds" not in printed
+    pl.DataFrame({"job_id": [0], "arrival_s": [0.0], "gpus": [1], "duration_s": [7 * 24 * 3600.0]}).write_csv(
+        tmp_path / "trace.csv"
+    )
+    assert main(["run", str(tiny)]) == 0
+    assert "2,017 rounds, simulated" in " ".join(capsys.readouterr().out.split())
+
+
+def test_check_takes_a_trace_in_place_of_the_graphs_as_run_does(tiny, tmp_path, capsys):
+    # `run --trace` has a `check --trace`: the trace is read whole against the graph and its
+    # cluster, and a bad one is named with its row; a graph with no TraceSource is refused alone.
+    other = tmp_path / "other.csv"
+    other.write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,60\n1,10,64,60\n")
+    err = fails(capsys, "check", tiny, "--trace", other)
+    assert f"{other}: error: job 1 asks for 64 GPUs but the cluster has 16" in err
+    other.write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,60\n1,ten,1,60\n")
+    assert f"{other}:3: error: column 'arrival_s': 'ten' is not a number" in fails(capsys, "check", tiny, "--trace", other)
+    other.write_text("job_id,arrival_s,gpus,duration_s\n0,0,1,60\n")
+    assert main(["check", str(tiny), "--trace", str(other)]) == 0
+    assert "g.sched: ok (7 elements" in capsys.readouterr().out
+    no_trace = tmp_path / "poisson.sched"
+    no_trace.write_text(TINY.replace('TraceSource(path="trace.csv")', "PoissonSource(rate=4/h, jobs=5, seed=0)"))
+    assert main(["check", str(tiny), str(no_trace), "--trace", str(other)]) == 2
+    printed = capsys.readouterr()
+    assert f"--trace: {no_trace} has no TraceSource element whose trace it could replace" in printed.err
+    assert f"{no_trace}: refused" in printed.err and "g.sched: ok" in printed.out
+    assert "keep one" in fails(capsys, "check", tiny, "--trace", other, "--set", f'src.path="{other}"')

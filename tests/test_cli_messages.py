@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from roundhouse.tools.cli import main
 from tests.conftest import REPO, fails
 
 GRAPH = """round = 5min;
@@ -240,10 +241,99 @@ def test_reproduce_list_with_names_lists_those_and_refuses_unknown_ones(capsys):
 
 def test_whatif_of_a_folder_says_it_is_one(tmp_path, capsys):
     err = fails(capsys, "whatif", tmp_path)
-    assert err.startswith(f"error: {tmp_path}: is a folder; give a live scheduler's journal file or a simulation's snapshot file")
+    assert err.startswith(f"error: {tmp_path}: is a folder; give a live scheduler's journal file (its --journal)")
+    assert "Simulation.save" in err
+
+
+def test_whatif_of_a_runs_results_says_they_hold_no_state(tmp_path, capsys):
+    # A run's --out folder is what a new user has at hand: it records the run, and whatif
+    # needs a state to go on from, which only a journal or a snapshot holds.
+    out = tmp_path / "run"
+    graph = tmp_path / "g.sched"
+    graph.write_text(
+        'round = 5min;\ncluster = "1x2:V100";\nsrc :: PoissonSource(rate=4/h, jobs=3, seed=1);\n'
+        "src -> AcceptAll -> JobPool -> Fifo -> Consolidated -> Launch -> JobMetrics;\n"
+    )
+    from roundhouse.tools.cli import main
+
+    assert main(["run", str(graph), "--out", str(out)]) == 0
+    capsys.readouterr()
+    err = fails(capsys, "whatif", out)
+    assert err.startswith(f"error: {out}: is a folder of a run's results, which hold no state to simulate on from; give")
+    assert "Simulation.save" in err
 
 
 def test_a_category_asked_of_elements_lists_its_elements(capsys):
     err = fails(capsys, "elements", "source")
     assert "'source' is a category of elements, not an element class" in err
     assert "PoissonSource" in err and "TraceSource" in err and "Fifo" not in err
+
+
+# --- a rate per several units ---
+
+
+def test_trace_generate_says_a_rate_is_per_one_unit_as_a_graph_does(tmp_path, graph, capsys):
+    # `8/2h` is refused by a .sched file and --set with what it means (4/h); trace generate's
+    # --rate says the same, not only that it is no rate.
+    err = fails(capsys, "trace", "generate", "-o", tmp_path / "t.csv", "--jobs", "5", "--rate", "8/2h", "--seed", "1")
+    assert err.strip() == (
+        "error: --rate: '8/2h' is not written per one unit: a rate is a count per unit of time, such as 8/h (8/2h is 4/h)"
+    )
+    assert not (tmp_path / "t.csv").exists()
+    err = fails(capsys, "run", graph, "--set", "arrivals.rate=8/2h")
+    assert "not written per one unit" in err and "8/2h is 4/h" in err
+    # Per no unit, or per a word that is no unit, it is still just no rate.
+    for text in ("8/0h", "8/2x"):
+        err = fails(capsys, "trace", "generate", "-o", tmp_path / "t.csv", "--jobs", "5", "--rate", text, "--seed", "1")
+        assert f"'{text}' is not a rate (write e.g. 8/h, 0.5/min)" in err
+
+
+# --- a duration in several units ---
+
+
+def test_a_duration_option_in_several_units_says_it_in_one(graph, capsys):
+    # `1h30min` is refused by a .sched file with what it is in one unit; --until and --timeout
+    # say the same, not only that it is no duration.
+    err = fails(capsys, "run", graph, "--until", "1h30min")
+    assert err.startswith(
+        "error: --until: '1h30min' is written in several units: a duration is written with one "
+        "(such as 300s, 5min, 2h, 1d; 1h30min is 90min)"
+    )
+    err = fails(capsys, "sweep", graph, "--vary", "arrivals.jobs=2,3", "--timeout", "1min30s")
+    assert "'1min30s' is written in several units" in err and "1min30s is 90s" in err
+    # A unit that is none is still just no duration.
+    assert "'1h30xyz' is not a duration (write e.g. 300s" in fails(capsys, "run", graph, "--until", "1h30xyz")
+
+
+# --- a built-in elastic profile's jobs, in a graph that sets none ---
+
+
+@pytest.mark.parametrize(("workload", "job_said"), [("ones", "model 'vgg16-cifar'"), ("pollux", "Recommendation")])
+def test_elastic_jobs_without_an_elastic_profile_are_told_which_to_set(graph, tmp_path, capsys, workload, job_said):
+    # A trace of `trace generate --workload ones` (or pollux) run by a graph that sets no
+    # elastic_profile cannot be run: the error names the built-in profile its models belong to.
+    trace = tmp_path / f"{workload}.csv"
+    assert (
+        main(["trace", "generate", "-o", str(trace), "--jobs", "20", "--rate", "8/h", "--seed", "3", "--workload", workload]) == 0
+    )
+    capsys.readouterr()
+    graph.write_text(GRAPH.replace("arrivals :: PoissonSource(rate=8/h, jobs=5, seed=0);", 'arrivals :: TraceSource(path="t");'))
+    err = fails(capsys, "run", graph, "--trace", trace, "--cluster", "4x4:V100")
+    assert job_said in err
+    assert f"is an application of the built-in elastic profile '{workload}', which this graph does not set" in err
+    assert f'set elastic_profile = "{workload}" (as graphs/{workload}.sched does)' in err
+    # Written bare, the profile's name is told to be quoted; quoted, the run goes.
+    err = fails(capsys, "run", graph, "--trace", trace, "--cluster", "4x4:V100", "--set", f"elastic_profile={workload}")
+    assert f"hint: the built-in profile '{workload}' is named in quotes too: --set 'elastic_profile=\"{workload}\"'" in err
+    quoted = f'elastic_profile="{workload}"'
+    assert main(["run", str(graph), "--trace", str(trace), "--cluster", "4x4:V100", "--set", quoted, "--until", "1h"]) == 0
+
+
+def test_a_model_of_no_profile_at_all_gets_no_elastic_note(graph, tmp_path, capsys):
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,arrival_s,gpus,model,iterations\n0,0,1,nosuchmodel,100\n")
+    graph.write_text(
+        GRAPH.replace("arrivals :: PoissonSource(rate=8/h, jobs=5, seed=0);", 'arrivals :: TraceSource(path="t.csv");')
+    )
+    err = fails(capsys, "run", graph)
+    assert "model 'nosuchmodel' is not in the profile" in err and "elastic" not in err

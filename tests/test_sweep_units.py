@@ -91,3 +91,24 @@ def test_the_unit_comes_from_every_time_column():
     show = in_units_of_table({"a_s": [math.nan, math.inf, None, True, "9999"], "b_s": [30.0]})
     assert show(30.0) == "30.00 s"
     assert in_units_of_table({})(None) == "—"
+
+
+def test_a_narrow_table_wraps_its_headers_rather_than_cut_them(tmp_path, monkeypatch):
+    # In a log (80 columns) a table of several varied names was drawn with each header cut
+    # short ("arriva…" twice, for arrivals.rate and arrivals.seed): which column is which could
+    # not be told. Each header is wrapped whole instead.
+    (tmp_path / "g.sched").write_text(GRAPH.replace('cluster = "1x1:V100";', 'cluster = "1x2:V100";'))
+    (tmp_path / "jobs.csv").write_text(TRACE)
+    monkeypatch.setenv("COLUMNS", "80")
+    printed = io.StringIO()
+    argv = ["sweep", str(tmp_path / "g.sched"), "--until", "3h", "--workers", "1"]
+    argv += ["--vary", "arrivals.rate=4/h,8/h", "--vary", "arrivals.seed=1,2", "--vary", "round=1h,2h"]
+    with contextlib.redirect_stdout(printed):
+        assert main(argv) == 0
+    header = [line for line in printed.getvalue().splitlines() if line.startswith("┃")]
+    assert header and "…" not in "".join(header)
+    # Each column's header, read down its lines, is the whole name.
+    columns = list(zip(*[[c.strip() for c in line.split("┃")[1:-1]] for line in header]))
+    names = ["".join(parts) for parts in columns]
+    assert names[:4] == ["arrivals.rate", "arrivals.seed", "round", "runs"]
+    assert "avg_responsiveness_s" in names and "jobs_finished" in names

@@ -154,3 +154,18 @@ def test_yarn_cs_never_preempts_and_blocks_at_the_head(run_graph):
     # Least attained service, by contrast, preempts the running job for the new 4-GPU one.
     las = jobs_of(run_graph(graph("Las", placer="Consolidated", round="100s"), jobs, cluster="2x2:V100"))
     assert las[1]["first_start_s"] == 100.0 and las[0]["preemptions"] == 1
+
+
+def test_a_threshold_count_that_misses_the_queues_says_which_queues_it_fits(tmp_path, capsys):
+    # `--set order.thresholds=[1h,2h]` on a two-queue graph: the error says that two thresholds
+    # go with queues=3, and is said as that option's, not only at the element's line.
+    from roundhouse.tools.cli import main
+    from tests.conftest import REPO, fails
+
+    err = fails(capsys, "run", REPO / "graphs" / "tiresias.sched", "--until", "0", "--set", "order.thresholds=[1h,2h]")
+    assert err.startswith("error: --set order.thresholds=[1h,2h]: TiresiasLas 'order': 2 queue(s) need 1 threshold(s), got 2")
+    assert "2 threshold(s) go with queues=3" in err
+    err = fails(capsys, "run", REPO / "graphs" / "tiresias.sched", "--until", "0", "--set", "order.queues=3")
+    assert err.startswith("error: --set order.queues=3: ") and "1 threshold(s) go with queues=2" in err
+    given = ["--set", "order.queues=3", "--set", "order.thresholds=[1h,2h]"]
+    assert main(["run", str(REPO / "graphs" / "tiresias.sched"), "--until", "0", *given]) == 0

@@ -114,3 +114,19 @@ def test_the_header_says_how_many_rounds_ran_and_the_clock(tmp_path, capsys):
     path = Simulation(graph).run_until(3600).save(tmp_path / "s.snap")
     assert main(["whatif", str(path), "--horizon", "1h"]) == 0
     assert "after 12 rounds, at t=3600s, of" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_narrow_table_wraps_long_graph_names_rather_than_cut_them(tmp_path, capsys, monkeypatch):
+    # In a log (80 columns) two graphs' names sharing a long beginning were both cut to it
+    # ("a_rather_long_graph_…"): which column is which could not be told.
+    graph = tmp_path / "a_rather_long_graph_name_for_fifo.sched"
+    graph.write_text(GRAPH.format(track=""))
+    other = tmp_path / "a_rather_long_graph_name_for_las.sched"
+    other.write_text(GRAPH.format(track="").replace("Fifo", "Las"))
+    path = Simulation(graph).run_until(5 * 3600.0).save(tmp_path / "s.snap")
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["whatif", str(path), "--graph", str(other), "--horizon", "2h"]) == 0
+    header = [line for line in capsys.readouterr().out.splitlines() if line.startswith("┃")]
+    assert header and "…" not in "".join(header)
+    names = ["".join(parts) for parts in zip(*[[c.strip() for c in line.split("┃")[1:-1]] for line in header])]
+    assert any("for_fifo" in name for name in names) and any("for_las" in name for name in names)

@@ -26,6 +26,11 @@ def register(sub) -> None:
         help="check against this cluster (as run's --cluster): a graph without a cluster setting has its elements "
         "started, and its jobs checked, only against one",
     )
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="check with this trace file in place of the path of each graph's one TraceSource (as run's --trace)",
+    )
     add_overrides(
         p, "check the graph with this element argument (element.field=value) or setting given, as run takes it; repeatable"
     )
@@ -38,15 +43,22 @@ def check(args) -> int:
     for path in args.files:
         # Each graph sees only the element files it requires, as when it is checked alone.
         with registry.scope():
-            failed += not _check_one(path, args.fork, args.cluster, named=len(args.files) > 1, given=given)
+            failed += not _check_one(path, args.fork, args.cluster, named=len(args.files) > 1, given=given, trace=args.trace)
     return 2 if failed else 0
 
 
-def _check_one(path: str, fork: bool, cluster_spec: str | None, named: bool = False, given: list[Override] | None = None) -> bool:
+def _check_one(
+    path: str,
+    fork: bool,
+    cluster_spec: str | None,
+    named: bool = False,
+    given: list[Override] | None = None,
+    trace: str | None = None,
+) -> bool:
     """Check one graph, printing what is wrong, or that it is ok. When `named` (several graphs
     are checked), a refused graph's problems are followed by a line naming it: a problem found
     when its elements start names the element, or the trace, not the graph."""
-    checked = check_graph(path, fork, cluster_spec, warn=True, overrides=given or [])
+    checked = check_graph(path, fork, cluster_spec, warn=True, overrides=given or [], trace=trace)
     if print_problems(checked):
         if named:
             print(f"{path}: refused (see above)", file=sys.stderr)

@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 
 from roundhouse.errors import RoundhouseError, SchedError, UsageError, print_warning
 from roundhouse.runtime.cluster import Cluster
-from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file
+from roundhouse.runtime.compiler import CompiledGraph, Override, compile_file, compile_graph, refuse_empty_graph_path
+from roundhouse.runtime.dsl.loader import load
 from roundhouse.runtime.element_failures import describe_element
 from roundhouse.runtime.simulate import load_cluster, load_elastic, load_pairs, new_engine
 from roundhouse.runtime.snapshot import forks_world, unforkable_elements
 from roundhouse.runtime.useless_runs import warnings_before_run
 from roundhouse.tools.common import error_text
-from roundhouse.tools.results import trace_problems
+from roundhouse.tools.results import trace_overrides, trace_problems
 
 
 @dataclass
@@ -31,7 +32,12 @@ class Checked:
 
 
 def check_graph(
-    path: str, fork: bool = False, cluster_spec: str | None = None, warn: bool = False, overrides: Sequence[Override] = ()
+    path: str,
+    fork: bool = False,
+    cluster_spec: str | None = None,
+    warn: bool = False,
+    overrides: Sequence[Override] = (),
+    trace: str | None = None,
 ) -> Checked:
     """Parse, compile and check the graph at `path` without running it, with the `--set`
     `overrides` a run would take: its cluster (the
@@ -39,12 +45,18 @@ def check_graph(
     profiles, traces' headers, forkability (when `fork`, or the graph forks the world), and,
     given a cluster, every element started as a run starts it (the traces' rows, the jobs
     checked against the cluster). Without a cluster the elements are not started. With
-    `warn`, what a graph that passes would run to no use is found too (`Checked.warnings`)."""
+    `warn`, what a graph that passes would run to no use is found too (`Checked.warnings`).
+    `trace`: a trace file in place of the path of the graph's one TraceSource, as run's --trace."""
     try:
         for o in overrides:  # (as run refuses them: --cluster would replace the other without a word)
             if cluster_spec is not None and o.target == "cluster":
                 raise UsageError(f"--cluster {cluster_spec} and {o.label}: the cluster is given twice; keep one")
-        graph = compile_file(path, overrides)
+        if trace is None:
+            graph = compile_file(path, overrides)
+        else:  # (as run reads --trace: the graph's one TraceSource reads it instead, by its whole path)
+            refuse_empty_graph_path(path)
+            flat = load(path)
+            graph = compile_graph(flat, list(overrides) + trace_overrides(flat, path, list(overrides), trace))
         named = cluster_spec is not None or graph.settings.cluster is not None
         cluster = load_cluster(graph, cluster_spec) if named else None
         # The elastic profile's measurements are read and fitted as a run reads them, and the
@@ -54,7 +66,7 @@ def check_graph(
         load_pairs(graph)
     except RoundhouseError as err:
         return Checked(None, None, [err])
-    problems = trace_problems(graph)
+    problems = trace_problems(graph, trace)
     if fork or forks_world(graph):
         for name, _, why in unforkable_elements(graph):
             el = graph.elements[name]

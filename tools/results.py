@@ -16,7 +16,7 @@ from roundhouse.runtime.element_failures import argument_error
 from roundhouse.runtime.files import refuse_control_characters
 from roundhouse.runtime.useless_runs import print_warnings_before_run, unstarted_notes, untracked_note
 from roundhouse.tools.common import overrides
-from roundhouse.tools.outputs.stdout_result import count_text
+from roundhouse.tools.outputs.stdout_result import count_text, plural
 from roundhouse.traces.csvtext import check_trace_file
 
 if TYPE_CHECKING:
@@ -228,7 +228,7 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
                 "the window never filled, so it did not stop the run"
             )
     console.print(
-        f"{result.rounds:,} rounds, {'ran' if live else 'simulated'} {in_units(result.end_s)(result.end_s)} in {result.wall_s:.2f} s "
+        f"{plural(result.rounds, 'round')}, {'ran' if live else 'simulated'} {in_units(result.end_s)(result.end_s)} in {result.wall_s:.2f} s "
         f"({result.rounds / max(result.wall_s, 1e-9):,.0f} rounds/s); stopped: {result.stop_reason}"
     )
     for note in unstarted_notes(graph, result):

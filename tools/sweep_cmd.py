@@ -386,7 +386,7 @@ def print_summary(graph_name: str, names, frame: pl.DataFrame, points: pl.DataFr
     table = Table(title=escape(shown_text(title)))  # (rich reads [brackets] in cells as markup)
     shown = [m for m in SHOWN_METRICS if f"{m}_mean" in points.columns]
     for col in [*names, "runs", *shown]:
-        table.add_column(escape(col))
+        table.add_column(escape(col), overflow="fold")  # (a varied name cut short is no name: wrapped)
     # Times in one readable unit, chosen as `roundhouse report` chooses it for its table.
     times = in_units_of_table({m: [*points[f"{m}_mean"], *points[f"{m}_ci95"]] for m in shown})
     for row in points.iter_rows(named=True):

@@ -63,7 +63,15 @@ def whatif_command(args) -> int:
         if value is not None:
             _refuse_a_state_as_graph(flag, value)
     if Path(args.journal).is_dir():
-        raise UsageError(f"{args.journal}: is a folder; give a live scheduler's journal file or a simulation's snapshot file")
+        # (A run's --out folder is what a new user has at hand; it records the run, not a state
+        # the run could go on from.)
+        ran = (Path(args.journal) / "summary.json").is_file()
+        raise UsageError(
+            f"{args.journal}: is a folder"
+            + (" of a run's results, which hold no state to simulate on from" if ran else "")
+            + "; give a live scheduler's journal file (its --journal) or a simulation's snapshot file (Simulation.save, "
+            "docs/simulation-api.md)"
+        )
     if not Path(args.journal).exists():
         raise UsageError(
             f"{args.journal}: no such file; give a simulation's snapshot (Simulation.save) or a live scheduler's journal "
@@ -352,7 +360,7 @@ def _print(console, point: dict, projections, headers: list[str]) -> None:
     table = Table(title="simulated from here on", show_header=True)
     table.add_column("metric")
     for header in headers:
-        table.add_column(escape(header), justify="right")
+        table.add_column(escape(header), justify="right", overflow="fold")  # (a name cut short is no name)
     if len(projections) == 2:
         table.add_column("difference", justify="right")
     for key, label, unit in METRICS:

@@ -107,7 +107,8 @@ def prepare_jobs(
                 f"job {job_id[i]}: the profile has no throughput for {models[i]} (batch size {batch[i]}) "
                 f"on {gpus[i]} GPU(s) of any type in this cluster ({', '.join(gpu_types)})"
                 + unprofiled_note(gpu_types, profile.gpu_types)
-                + _untiered_duration_note(model, duration[i]),
+                + _untiered_duration_note(model, duration[i])
+                + _built_in_elastic_note(model, models[i]),
             )
         _check_type_with_room(model, idx, type_rates, gpus, models, batch, job_id, origin)
     given_iterations = iterations
@@ -134,7 +135,7 @@ def prepare_jobs(
         raise TraceError(
             origin,
             f"job {job_id[i]}: model {names.name_of(i)!r} is not in the profile and the job has no duration_s, "
-            "so its speed is unknown",
+            "so its speed is unknown" + _built_in_elastic_note(model, names.name_of(i)),
         )
     work = np.where(~np.isnan(iterations) & known, iterations, duration * reference_rate)
     no_work = np.isnan(work)
@@ -260,6 +261,24 @@ def _too_long(column: str | None, work: float, alone: float, trace: pl.DataFrame
     else:
         what = f"{work:g} iterations"
     return f"{what} of {name!r} take {alone:.4g} s at its throughput, {century}"
+
+
+def _built_in_elastic_note(model: ThroughputModel, name: object) -> str:
+    """For a job the graph cannot run, of a graph with no elastic profile: that its model is an
+    application of a built-in elastic profile (a trace of `trace generate --workload ones` or
+    `pollux`, run under a graph that does not set one), and how to set it; else ""."""
+    if model.elastic is not None or not isinstance(name, str):
+        return ""
+    from roundhouse.traces import ones, pollux
+
+    for profile_name, built_in in (("ones", ones), ("pollux", pollux)):
+        if built_in.profile().row(name) >= 0:
+            return (
+                f"; {name!r} is an application of the built-in elastic profile {profile_name!r}, which this graph does "
+                f'not set: to run its jobs as elastic jobs, set elastic_profile = "{profile_name}" (as '
+                f"graphs/{profile_name}.sched does)"
+            )
+    return ""
 
 
 def _elastic_row(model: ThroughputModel, name: str) -> int:

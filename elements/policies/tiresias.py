@@ -73,7 +73,8 @@ class _Queues(Policy):
         if len(self.thresholds) != self.queues - 1:
             raise ValueError(
                 f"{self.queues} queue(s) need {self.queues - 1} threshold(s), got {len(self.thresholds)} "
-                "(the last queue has no upper limit; the default, [1h], is two queues' limit)"
+                f"(the last queue has no upper limit: {len(self.thresholds)} threshold(s) go with "
+                f"queues={len(self.thresholds) + 1}; the default thresholds, [1h], are two queues' limit)"
             )
         if self.promote_knob is not None and self.queues == 1:
             # (a job is promoted from a lower queue to the first: with one queue, never)
