@@ -49,6 +49,7 @@ is not fixed or not positive (that round is ticked, with the same plan).
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
@@ -139,20 +140,8 @@ class _Run:
             self._deadlines = RoundDeadlines(backend, self.b0, self.round_s)
             offset = self._deadlines.offsets(finish_at, 0)
         self.first, self.first_offset = running, offset
-        # Per GPU: the round its job finishes in (`_NEVER` for a free GPU), whether it is its
-        # job's first GPU (which stands for the job), and there, when the job finishes. Every
-        # running job holds GPUs (`Bulk.may_carry`), so a round's completions are found by GPU.
         holder = world.holder
-        ids = (holder >= 0).nonzero()[0]
-        held = holder[ids]
-        place = running.searchsorted(held)
-        self._due = np.full(len(holder), _NEVER, dtype=np.int64)
-        self._due[ids] = offset[place]
-        leads = ids[np.unique(held, return_index=True)[1]]
-        self._lead = np.zeros(len(holder), dtype=bool)
-        self._lead[leads] = True
-        self._at = np.zeros(len(holder))
-        self._at[leads] = finish_at
+        self._due = DueRounds(holder, running, offset, finish_at)  # (when the jobs finish, by round)
         self.available = holder < 0
         # What the run did, for the books and the sinks.
         # per round: rows, GPU counts, GPUs, time, offset, the offsets of the rounds they finish in, rates
@@ -185,7 +174,7 @@ class _Run:
                 running += placed
                 stop_after = passing.full
             # The round's end: the jobs that finish in it are the next round's events.
-            rows, times, gpus = self._finishing(j)
+            rows, times, gpus = self._due.take(j)
             j, b = j + 1, b + self.round_s
             bound = min(limit, self.b0 + self.horizon * self.round_s)  # (completions known up to the horizon)
             self.rounds += 1
@@ -258,7 +247,7 @@ class _Run:
             raise PlanError(
                 f"round {ctx.round_index} (t={b:g}s): plan from {describe_element(roles.placer)}: it launches on a GPU already held"
             )
-        holder[gpus] = rows.repeat(counts)
+        holder[gpus] = rows if len(gpus) == len(rows) else rows.repeat(counts)
         roles.pool.join_later(arrivals)
         ctx.element = engine._wiring[roles.launcher][0]
         call(ctx.element, "tick", ctx, ctx.element.tick, ctx, plan)
@@ -266,7 +255,7 @@ class _Run:
         if engine._record is not None:
             placer_id, launcher_id = engine._plan_ids[engine._wiring[roles.launcher][0].name]
             engine._record.plan(plan, self.world, placer_id, launcher_id, b)
-        due = self._note_due(rows, counts, gpus, gpus[plan.launch_starts], b, j, rates if self.profiled else None)
+        due = self._note_due(rows, counts, gpus, b, j, rates if self.profiled else None)
         self.launched.append((rows, counts, gpus, b, j, due, rates))
         self.last_time = b
         passing.passed += 1
@@ -274,40 +263,37 @@ class _Run:
         self.last_ctx = ctx
         return len(rows)
 
-    def _note_due(
-        self, rows: np.ndarray, counts: np.ndarray, gpus: np.ndarray, leads: np.ndarray, b: float, j: int, rates
-    ) -> np.ndarray:
-        """Launches of round j (`leads`: each one's first GPU; `rates`: theirs, None in a
-        whole-rounds run): when each finishes, marked on its GPUs; returns the rounds they
-        finish in."""
+    def _note_due(self, rows: np.ndarray, counts: np.ndarray, gpus: np.ndarray, b: float, j: int, rates) -> np.ndarray:
+        """Launches of round j (`rates`: theirs, None in a whole-rounds run): when each
+        finishes, queued by its round; returns the rounds they finish in."""
         cols = self.cols
         if rates is not None:
             offsets, finish_at, self.horizon = finishes(self.backend, cols, rows, rates, b, j, self.horizon)
+        elif len(rows) == 1:  # (a round's usual launch: its round found without arrays' passes)
+            r = rows[0]
+            at = b + (cols["work"][r] - cols["done"][r])  # (as below: a whole-rounds run's rate is 1)
+            k = self._deadlines.offset(at, j)
+            if k != _NEVER:
+                self._due.expect(k, rows, np.array([at]), gpus)
+            return np.array([k])
         else:
             finish_at = b + (cols["work"][rows] - cols["done"][rows])  # (a whole-rounds run: every rate is 1)
             offsets = self._deadlines.offsets(finish_at, j)
-        self._due[gpus] = offsets if len(gpus) == len(rows) else offsets.repeat(counts)
-        self._lead[leads] = True
-        self._at[leads] = finish_at
+        if len(rows) == 1:  # (a round's usual launch)
+            if int(offsets[0]) != _NEVER:
+                self._due.expect(int(offsets[0]), rows, finish_at, gpus)
+        else:
+            ends = counts.cumsum()
+            for i, k in enumerate(offsets.tolist()):
+                if k != _NEVER:
+                    self._due.expect(k, rows[i : i + 1], finish_at[i : i + 1], gpus[ends[i] - counts[i] : ends[i]])
         return offsets
-
-    def _finishing(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The jobs that finish in round j (in row order), their finish times and their GPUs."""
-        gpus = (self._due == j).nonzero()[0]
-        if not len(gpus):
-            return _NO_ROWS, _NO_FLOATS, gpus
-        leads = gpus[self._lead[gpus]]
-        rows = self.world.holder[leads]
-        order = rows.argsort()  # (rows are distinct)
-        return rows[order], self._at[leads[order]], gpus
 
     def _fold(self, rows: np.ndarray, times: np.ndarray, freed: np.ndarray, j: int, b: float, needed: bool) -> Events | None:
         """Round j's events, the completions of the round before: their GPUs (`freed`) are free.
         Returns them as `Events` when `needed` (the round is carried out in passing) or recorded."""
         self.world.holder[freed] = -1
         self.available[freed] = True
-        self._due[freed] = _NEVER
-        self._lead[freed] = False
         self.cols["status"][rows] = FINISHED  # (ahead of their books: what a sink's goal reads)
         record = self.engine._record
         events = Events(time=b, finished=rows, finished_at=times) if needed or record is not None else None
@@ -328,7 +314,7 @@ class _Run:
         t = roles.source.next_arrival_s()
         if t != math.inf:
             upto = arrival_offset(t, self.b0, self.round_s)
-        due = int(self._due.min())
+        due = self._due.next_round()
         if due != _NEVER:
             upto = min(upto, due)
         if bound != math.inf:
@@ -417,6 +403,67 @@ class _Run:
         )
 
 
+class DueRounds:
+    """The completions ahead in a run in bulk, by the round they fall in: those of the jobs
+    running at its start in arrays in that order (each job's GPUs together, in the same order),
+    those of its launches in a queue of rounds, each with its pieces (a launch's jobs, their
+    finish times and their GPUs). A round's completions are taken as it ends, and the next round
+    with any is the first of either, with no pass over the GPUs (every running job holds GPUs:
+    `Bulk.may_carry`)."""
+
+    def __init__(self, holder: np.ndarray, running: np.ndarray, offset: np.ndarray, finish_at: np.ndarray):
+        order = offset.argsort(kind="stable")  # (in row order within a round)
+        self._first_due, self._first_rows, self._first_at = offset[order], running[order], finish_at[order]
+        ids = (holder >= 0).nonzero()[0]
+        place = np.empty_like(order)
+        place[order] = np.arange(len(order))
+        place = place[running.searchsorted(holder[ids])]  # (each GPU's job, by its place in that order)
+        self._first_gpus = ids[place.argsort(kind="stable")]
+        self._first_ends = np.bincount(place, minlength=len(order)).cumsum()
+        self._first_next = 0  # (the first of them not yet finished)
+        self._pieces: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        self._queue: list[int] = []
+
+    def expect(self, k: int, rows: np.ndarray, at: np.ndarray, gpus: np.ndarray) -> None:
+        """Jobs (`rows`, finishing at `at`, on `gpus`) that finish in round k."""
+        pieces = self._pieces.get(k)
+        if pieces is None:
+            self._pieces[k] = [(rows, at, gpus)]
+            heapq.heappush(self._queue, k)
+        else:
+            pieces.append((rows, at, gpus))
+
+    def take(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The jobs that finish in round j (in row order), their finish times and their GPUs.
+        Rounds are taken in order, so none is left behind."""
+        first, queue = self._first_due, self._queue
+        p = self._first_next
+        from_first = p < len(first) and first[p] == j
+        from_queue = bool(queue) and queue[0] == j
+        if not (from_first or from_queue):
+            return _NO_ROWS, _NO_FLOATS, _NO_ROWS
+        pieces = []
+        if from_first:
+            q = int(first.searchsorted(j, side="right"))
+            ends = self._first_ends
+            pieces.append((self._first_rows[p:q], self._first_at[p:q], self._first_gpus[ends[p - 1] if p else 0 : ends[q - 1]]))
+            self._first_next = q
+        if from_queue:
+            heapq.heappop(queue)
+            pieces.extend(self._pieces.pop(j))
+        if len(pieces) == 1:  # (the running jobs' in row order; a launch's, one job)
+            return pieces[0]
+        rows, at, gpus = (np.concatenate([piece[i] for piece in pieces]) for i in (0, 1, 2))
+        order = rows.argsort()  # (rows are distinct)
+        return rows[order], at[order], gpus
+
+    def next_round(self) -> int:
+        """The next round with completions (`_NEVER`: none known)."""
+        p = self._first_next
+        due = int(self._first_due[p]) if p < len(self._first_due) else _NEVER
+        return min(due, self._queue[0]) if self._queue else due
+
+
 class RoundDeadlines:
     """The simulator's deadline (`finish_deadline`) at the end of each round of a run, by offset
     from its first boundary `b0`: a job finishing at f finishes in the first round whose
@@ -439,6 +486,14 @@ class RoundDeadlines:
                 k[far] = [self._far(f) for f in finish_at[far].tolist()]
         np.maximum(k, start, out=k)
         return k
+
+    def offset(self, finish_at: float, start: int) -> int:
+        """`offsets` for one job."""
+        table = self._table
+        k = int(table.searchsorted(finish_at))
+        if k == len(table):
+            return int(self.offsets(np.array([finish_at]), start)[0])
+        return max(k, start)
 
     def _grow(self, latest: float) -> None:
         n = max(1024, 2 * len(self._table))

@@ -133,3 +133,50 @@ def test_jobs_finishing_past_the_deadlines_table_get_their_round_alone():
         assert Simulator.finish_deadline(b0 + k * round_s) < f <= Simulator.finish_deadline(b0 + (k + 1) * round_s)
     never = bulk.RoundDeadlines(Simulator, b0, round_s).offsets(np.array([b0 + 2.0**52, 1e300]), 0)
     assert never.tolist() == [bulk._NEVER, bulk._NEVER]
+
+
+def test_one_jobs_round_is_the_one_the_rounds_of_many_give():
+    # A round's usual launch has its round found alone (`offset`): the same as among many, on
+    # either side of a round's deadline, before the table is made, past its end (it grows) and
+    # past its largest size, and never before the round it starts in.
+    from roundhouse.runtime.backends.sim import Simulator
+
+    rng = np.random.default_rng(17)
+    b0, round_s = 3000.0, 300.0
+    ends = b0 + round_s * np.concatenate([rng.integers(1, 3000, 40), bulk._TABLE_ROUNDS + rng.integers(0, 1000, 5)])
+    finish_at = np.concatenate([ends, ends + 1e-9 * ends, ends - 1e-7, b0 + rng.uniform(0, 1e6, 40), [b0, 1e300]])
+    start = rng.integers(0, 4, len(finish_at))
+    many = bulk.RoundDeadlines(Simulator, b0, round_s).offsets(finish_at, start).tolist()
+    alone = bulk.RoundDeadlines(Simulator, b0, round_s)
+    assert [alone.offset(f, s) for f, s in zip(finish_at.tolist(), start.tolist(), strict=True)] == many
+
+
+def test_a_runs_completions_are_taken_round_by_round_as_the_gpus_say():
+    # Jobs running at a run's start (of one to four GPUs, on GPUs in no order) and launches of
+    # the run: each round gives its jobs in row order, with their finish times and all their GPUs,
+    # and the next round with any is the first not yet taken.
+    rng = np.random.default_rng(23)
+    gpus_of = {}
+    holder = np.full(96, -1, dtype=np.int64)
+    free = list(rng.permutation(96))
+    for row in sorted(rng.choice(500, 20, replace=False).tolist()):
+        gpus_of[row] = [free.pop() for _ in range(int(rng.integers(1, 5)))]
+        holder[gpus_of[row]] = row
+    running = np.array(sorted(gpus_of), dtype=np.int64)
+    offset = rng.integers(0, 12, len(running))
+    offset[3] = bulk._NEVER  # (a job whose finish is beyond the run)
+    at = {row: float(rng.uniform(0, 1e4)) for row in range(1000)}
+    due = bulk.DueRounds(holder, running, offset, np.array([at[r] for r in running.tolist()]))
+    rounds = {row: int(k) for row, k in zip(running.tolist(), offset.tolist(), strict=True)}
+    for row in (900, 600, 700, 800):  # (launched later, in ranking order, not row order)
+        k, gpus = int(rng.integers(2, 12)), np.array([free.pop() for _ in range(2)])
+        due.expect(k, np.array([row]), np.array([at[row]]), gpus)
+        rounds[row], gpus_of[row] = k, gpus.tolist()
+    for j in range(14):
+        ahead = [k for k in rounds.values() if j <= k < bulk._NEVER]
+        assert due.next_round() == (min(ahead) if ahead else bulk._NEVER)
+        rows, times, gpus = due.take(j)
+        expected = sorted(row for row, k in rounds.items() if k == j)
+        assert rows.tolist() == expected
+        assert times.tolist() == [at[r] for r in expected]
+        assert sorted(gpus.tolist()) == sorted(g for r in expected for g in gpus_of[r])
