@@ -220,6 +220,8 @@ class JobMetrics(Element):
         status = ctx.jobs.column("status")
         if self._open >= 0 and status[self._open] != FINISHED:  # (asked after every fold: one look, mostly)
             return False
+        if len(self._tracked) + len(ctx.jobs) - self._seen < len(self.track):
+            return False  # (too few rows yet to hold every tracked job: looked at once they may)
         tracked = self._tracked_rows(ctx)
         if len(tracked) < len(self.track):
             return False
