@@ -319,14 +319,18 @@ def test_path_settings_must_name_existing_files(tmp_path, capsys, setting, messa
     assert f"{graph}:5:" in err and message in err
 
 
+# A compound of one element whose argument is the compound's parameter $f.
+GATE_GRAPH = (
+    "elementclass Gate { $f | input -> AcceptThreshold(factor=$f) -> output; }\n"
+    'round = 5min;\ncluster = "4x4:V100";\n'
+    "src :: PoissonSource(rate=4/h, jobs=20, seed=0);\ng :: Gate(1.5x);\n"
+    "src -> g -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
+)
+
+
 def test_set_on_a_compound_names_its_elements(tmp_path, capsys):
     graph = tmp_path / "g.sched"
-    graph.write_text(
-        "elementclass Gate { $f | input -> AcceptThreshold(factor=$f) -> output; }\n"
-        'round = 5min;\ncluster = "4x4:V100";\n'
-        "src :: PoissonSource(rate=4/h, jobs=20, seed=0);\ng :: Gate(1.5x);\n"
-        "src -> g -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
-    )
+    graph.write_text(GATE_GRAPH)
     err = fails(capsys, "run", graph, "--until", "0", "--set", "g.factor=2x")
     assert "'g' is a compound; its elements are g/AcceptThreshold@1" in err
     assert "--set g/AcceptThreshold@1.factor=" in err
@@ -337,12 +341,7 @@ def test_set_of_a_compound_parameter_points_to_its_declaration(tmp_path, capsys)
     # `g.f` names the elementclass's parameter $f, which no element inside takes by that name:
     # the hint must not suggest `g/AcceptThreshold@1.f`, which is refused in turn.
     graph = tmp_path / "g.sched"
-    graph.write_text(
-        "elementclass Gate { $f | input -> AcceptThreshold(factor=$f) -> output; }\n"
-        'round = 5min;\ncluster = "4x4:V100";\n'
-        "src :: PoissonSource(rate=4/h, jobs=20, seed=0);\ng :: Gate(1.5x);\n"
-        "src -> g -> JobPool -> Fifo -> FirstFree -> Launch -> JobMetrics;\n"
-    )
+    graph.write_text(GATE_GRAPH)
     err = fails(capsys, "run", graph, "--until", "0", "--set", "g.f=2x")
     assert "'g' is a compound; its elements are g/AcceptThreshold@1" in err
     assert "g/AcceptThreshold@1.f=" not in err

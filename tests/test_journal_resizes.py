@@ -10,14 +10,9 @@ import sqlite3
 import pytest
 
 from roundhouse.errors import UsageError
-from roundhouse.runtime.backends.live import LiveBackend
-from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.journal import AttemptRow, Journal, ShapeRow
 from roundhouse.runtime.types import LR_LINEAR, LR_SQRT, Assignment, Plan, Resize
-from roundhouse.runtime.world import World
-from roundhouse.traces.profiles import ProfileTable
-from roundhouse.wire.security import ServerSecurity
-from tests.test_live_backend import add_jobs, live, pump, round_trip, serve_until  # noqa: F401 (the fixture)
+from tests.test_live_backend import add_jobs, live, pump, resumed, round_trip, serve_until  # noqa: F401 (the fixture)
 
 JOB = {"job_id": 5, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 900.0, "batch_size": 20}
 
@@ -25,19 +20,8 @@ JOB = {"job_id": 5, "arrival_s": 0.0, "gpus": 1, "model": "LM", "iterations": 90
 def _restart(backend, journal, plans: list[Plan], attempt: int = 1):
     """The scheduler stopped and started again on its journal: a new backend (same address)
     replays the rounds with the plans the run carried out, then takes the running jobs back."""
-    address, options, meta = backend.bind, backend.options, backend._meta
-    backend.close()
-    journal.close()
-    world = World(Cluster.parse("2x2:V100"), ProfileTable.load(), "V100")
-    add_jobs(world, [JOB])
-    journal = Journal(journal.path)
-    again = LiveBackend(world, 0.2, address, ServerSecurity(None), journal, options, meta)
-    again.start()
-    for plan in plans:
-        assert again.replaying
-        round_trip(world, again, plan)
-        again.advance()
-    assert not again.replaying and again.attempts.unconfirmed == {(5, attempt)}
+    world, again, journal = resumed(backend, journal, [JOB], plans)
+    assert again.attempts.unconfirmed == {(5, attempt)}
     return world, again, journal
 
 

@@ -186,6 +186,29 @@ def round_trip(world, backend, plan: Plan):
     return events
 
 
+def resumed(backend, journal, jobs: list[dict], plans: list[Plan | None], clean: bool = True):
+    """The scheduler stopped (`clean`: closed; else it dies, its socket gone and nothing more
+    journaled) and a new one resumes its journal's run on a 2x2 cluster with `jobs`, replaying
+    its rounds with the plans the run carried out. Returns the new world, backend and journal."""
+    address, options, meta = backend.bind, backend.options, backend._meta
+    if clean:
+        backend.close()
+    else:
+        backend.server.close()
+    journal.close()
+    world = World(Cluster.parse("2x2:V100"), ProfileTable.load(), "V100")
+    add_jobs(world, jobs)
+    journal = Journal(journal.path)
+    again = LiveBackend(world, 0.2, address, ServerSecurity(None), journal, options, meta)
+    again.start()
+    for plan in plans:
+        assert again.replaying
+        round_trip(world, again, plan)
+        again.advance()
+    assert not again.replaying
+    return world, again, journal
+
+
 def test_agents_fill_the_cluster_s_nodes_by_shape(live, tmp_path):
     world, backend, (a, b), _ = live
     assert [t for t, _ in a.receive(1)] == ["welcome"] and [t for t, _ in b.receive(1)] == ["welcome"]

@@ -14,13 +14,10 @@ import pytest
 
 from roundhouse.errors import UsageError
 from roundhouse.runtime.backends.live import LiveBackend, reports
-from roundhouse.runtime.cluster import Cluster
 from roundhouse.runtime.journal import Journal
 from roundhouse.runtime.types import Plan
 from roundhouse.runtime.world import World
-from roundhouse.traces.profiles import ProfileTable
-from roundhouse.wire.security import ServerSecurity
-from tests.test_live_backend import add_jobs, handled, live, pump, round_trip, serve_until  # noqa: F401 (the fixture)
+from tests.test_live_backend import add_jobs, handled, live, pump, resumed, round_trip, serve_until  # noqa: F401 (the fixture)
 from tests.test_wire_review_fixes import lines  # noqa: F401 (the logger-listening fixture)
 
 # Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
@@ -58,20 +55,7 @@ def _kill_stray_rank_0_on_b(world, backend, a, b) -> None:
 def _restarted(backend, journal: Journal) -> tuple[World, LiveBackend, Journal]:
     """The scheduler dies (no clean close: its socket is gone, nothing more journaled) and a
     new one resumes its journal's run, replaying its rounds."""
-    address, options, meta = backend.bind, backend.options, backend._meta
-    backend.server.close()
-    journal.close()
-    world = World(Cluster.parse("2x2:V100"), ProfileTable.load(), "V100")
-    add_jobs(world, [JOB])
-    journal = Journal(journal.path)
-    again = LiveBackend(world, 0.2, address, ServerSecurity(None), journal, options, meta)
-    again.start()
-    for plan in PLANS:
-        assert again.replaying
-        round_trip(world, again, plan)
-        again.advance()
-    assert not again.replaying
-    return world, again, journal
+    return resumed(backend, journal, [JOB], PLANS, clean=False)
 
 
 def test_a_restarted_scheduler_acknowledges_the_exit_of_a_stray_its_predecessor_killed(live, lines):  # noqa: F811
