@@ -16,7 +16,7 @@ import copy
 import math
 import numbers
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +122,11 @@ class Simulation:
     are graph settings (`seed=3`, `round="1min"`). `until`: stop at this time (seconds), as
     `--until`."""
 
+    _engine: Engine
+    _header: dict[str, Any]
+    _result: RunResult | None
+    _failure: str | None  # (set once a round fails: see `_go_on`)
+
     def __init__(
         self,
         graph: str | Path,
@@ -131,38 +136,7 @@ class Simulation:
         until: float | None = None,
         **settings: Any,
     ):
-        path, text = _graph_source(graph)
-        overrides = _override_texts(overrides)
-        if cluster is not None and not isinstance(cluster, (str, Path, Cluster)):
-            raise UsageError(
-                f'cluster: expected a spec such as "8x4:V100", a .toml path or a Cluster, got {type(cluster).__name__}'
-            )
-        if trace is not None and not isinstance(trace, (str, Path)):
-            raise UsageError(f"trace: expected the path of a trace file, got {type(trace).__name__}")
-        cluster = str(cluster) if isinstance(cluster, Path) else cluster  # (a spec is text: a .toml path reads as one)
-        until = _time_argument("until", until, optional=True)
-        # (A keyword setting's problem is said as the keyword's, not as a --set's.)
-        keywords = [Override(f"{k}={_setting_text(k, v)}", flag="keyword setting") for k, v in settings.items()]
-        sets = [*overrides, *(o.text for o in keywords)]
-        _refuse_repeats(sets, len(overrides))
-        compiled, code = _compile(path, text, [*overrides, *keywords], trace, cluster)
-        warn_before_simulation(compiled, cluster)  # (what `roundhouse run` warns of, as Python warnings)
-        self._header: dict[str, Any] = {
-            "graph_path": path,
-            # kept in snapshots: a graph file edited later does not change a saved run
-            "graph_text": Path(path).read_text() if text is None else text,
-            "overrides": _whole_paths(compiled, sets),
-            "trace": None if trace is None else str(Path(trace).resolve()),
-            "cluster": None if cluster is None else _cluster_spec(cluster),  # (its graph's setting: `_cluster_spec`)
-            "until": until,
-            "code": code,
-        }
-        profile = load_profile(compiled)
-        world = new_world(compiled, _cluster(compiled, cluster, profile), profile)
-        self._engine = _engine(compiled, world, until)
-        self._engine.begin()
-        self._result: RunResult | None = None
-        self._failure: str | None = None  # (set once a round fails: see `_go_on`)
+        _build(self, graph, trace, cluster, overrides, until, settings)
 
     @classmethod
     def _of(cls, engine: Engine, header: dict[str, Any]) -> Simulation:
@@ -411,10 +385,108 @@ class Simulation:
         return f"Simulation({Path(self._header['graph_path']).name}, t={self.now:g}s, {self.rounds} rounds, {len(self.world.jobs)} jobs, {state})"
 
 
+def _build(
+    sim: Simulation,
+    graph: str | Path,
+    trace: str | Path | None,
+    cluster: str | Path | Cluster | None,
+    overrides: Sequence[str],
+    until: float | None,
+    settings: dict[str, Any],
+    command: _Command | None = None,
+) -> None:
+    """`Simulation.__init__`; with `command`, for `roundhouse run --snapshot` (`for_command`)."""
+    path, text = _graph_source(graph)
+    overrides = _override_texts(overrides)
+    if cluster is not None and not isinstance(cluster, (str, Path, Cluster)):
+        raise UsageError(f'cluster: expected a spec such as "8x4:V100", a .toml path or a Cluster, got {type(cluster).__name__}')
+    if trace is not None and not isinstance(trace, (str, Path)):
+        raise UsageError(f"trace: expected the path of a trace file, got {type(trace).__name__}")
+    cluster = str(cluster) if isinstance(cluster, Path) else cluster  # (a spec is text: a .toml path reads as one)
+    until = _time_argument("until", until, optional=True)
+    # (A keyword setting's problem is said as the keyword's, not as a --set's.)
+    keywords = [Override(f"{k}={_setting_text(k, v)}", flag="keyword setting") for k, v in settings.items()]
+    sets = [*overrides, *(o.text for o in keywords)]
+    _refuse_repeats(sets, len(overrides))
+    compiled, code = _compile(path, text, [*overrides, *keywords], trace, cluster)
+    if command is None:  # (a command has printed them already)
+        # (what `roundhouse run` warns of, as Python warnings naming the line that built the simulation)
+        warn_before_simulation(compiled, cluster, stacklevel=4)
+    sim._header = {
+        "graph_path": path,
+        # kept in snapshots: a graph file edited later does not change a saved run
+        "graph_text": Path(path).read_text() if text is None else text,
+        "overrides": _whole_paths(compiled, sets),
+        "trace": None if trace is None else str(Path(trace).resolve()),
+        "cluster": None if cluster is None else _cluster_spec(cluster),  # (its graph's setting: `_cluster_spec`)
+        "until": until,
+        "code": code,
+    }
+    profile = load_profile(compiled)
+    world = new_world(compiled, _cluster(compiled, cluster, profile), profile)
+    sim._engine = _engine(compiled, world, until, command)
+    if command is not None and command.explain_to is not None and world.explain is not None:
+        world.explain.write_as_it_goes(command.explain_to, world)
+    sim._engine.begin()
+    sim._result = None
+    sim._failure = None
+
+
+@attrs.frozen
+class _Command:
+    """What `roundhouse run` adds to a simulation it saves (`for_command`): its progress line's
+    hook, and the file its record of why each job waited or ran is written to as it goes."""
+
+    on_round: Callable[[Any], None] | None = None
+    explain_to: Path | None = None
+
+
+def for_command(
+    graph: str,
+    trace: str | None,
+    cluster: str | None,
+    overrides: Sequence[str],
+    on_round: Callable[[Any], None] | None = None,
+    explain_to: Path | None = None,
+) -> Simulation:
+    """The `Simulation` of `roundhouse run --until T --snapshot FILE` (tools/run_cmd.py): built
+    from the command's graph, `--trace`, `--cluster` and `--set` texts as the API builds one, so
+    that its snapshot is the one `Simulation(...).run_until(T).save(FILE)` writes (its header
+    names no time limit: loaded, it runs on to the end). With `explain_to` it keeps the record
+    of why each job waited or ran, written there as the run goes; the record is the run's
+    output, no part of its state, and is left out of its snapshots (runtime/snapshot.py). The
+    command has checked the graph and printed its warnings."""
+    sim = object.__new__(Simulation)
+    _build(sim, graph, trace, cluster, overrides, None, {}, _Command(on_round, explain_to))
+    return sim
+
+
+def save_for_command(sim: Simulation, path: str | Path) -> Path:
+    """`Simulation.save` of a simulation of `for_command`: its progress line's hook, no part of
+    its state, is left out, as a simulation built in Python has none (the same bytes)."""
+    engine = sim._engine
+    hook, engine.on_round = engine.on_round, None
+    try:
+        return sim.save(path)
+    finally:
+        engine.on_round = hook
+
+
+def end_at_clock(sim: Simulation) -> RunResult:
+    """The simulation ended where its clock is, as a run given that time as its `until` ends:
+    the round at the clock ticks, and the run stops in it (`roundhouse run --until --snapshot`,
+    once it has saved). A simulation stopped already ends where it stopped."""
+    if not sim.done:
+        sim._engine.look_ahead(sim.now)
+    return sim.run()
+
+
 def _write(sim: Simulation, folder: str | Path) -> Path:
     """`Simulation.write`: the folder checked as `--out` is (a sweep's results in it refused)
     before the result is made; the graph's text and trace as the simulation was built with."""
     _file_argument("folder", folder, "a folder for the results, such as results/")
+    if sim._result is None:  # (said as the write's, not as the result's it would make)
+        sim._go_on("write")
     created = first_missing(folder)
     out = results_folder(folder, "folder", "run")
     try:
@@ -747,7 +819,9 @@ def _reads_as(spec: str, cluster: Cluster) -> bool:
         return False
 
 
-def _engine(compiled: CompiledGraph, world: World, until: float | None) -> Engine:
+def _engine(compiled: CompiledGraph, world: World, until: float | None, command: _Command | None = None) -> Engine:
     settings = compiled.settings
     backend = Simulator.for_graph(world, settings)
-    return Engine(compiled, world, backend, until=until)
+    if command is None:
+        return Engine(compiled, world, backend, until=until)
+    return Engine(compiled, world, backend, until=until, on_round=command.on_round, explain=command.explain_to is not None)

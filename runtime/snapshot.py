@@ -506,6 +506,9 @@ def _references(engine: Engine) -> dict[str, object]:
         "throughput": world.throughput,
         "cluster": world.cluster,
         "on_round": engine.on_round,
+        # (The record of why each job waited or ran, kept by `roundhouse run --out`: the run's
+        # output, not its state, and as large as the run is long. Loaded, a run keeps none.)
+        "explain": world.explain,
     }
     refs.update({f"element:{name}": el for name, el in engine.graph.elements.items()})
     return refs

@@ -16,6 +16,7 @@ from roundhouse.runtime.values import format_duration
 from roundhouse.tools.common import add_overrides, seconds
 from roundhouse.tools.live_run import add_live_options, refuse_live_only, run_live
 from roundhouse.tools.results import compile_with_overrides, print_summary
+from roundhouse.tools.run_snapshot import check_snapshot_file, refuse_snapshot_without_until, refuse_unsavable_graph, run_and_save
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -31,6 +32,12 @@ def register(sub) -> None:
     add_overrides(p, "override an element argument (element.field=value) or a graph setting (round=10min); repeatable")
     p.add_argument(
         "--until", help="stop the simulation at this time (e.g. 48h; inf: when every job has finished, as without --until)"
+    )
+    p.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="with --until: also save the simulation's state at that time to FILE, as Simulation.save does, "
+        "for `roundhouse whatif FILE` or Simulation.load",
     )
     p.add_argument("--out", help="folder for jobs.csv, summary.json, run.json and explain.parquet")
     p.add_argument(
@@ -57,27 +64,43 @@ def run(args) -> int:
     if not args.explain and args.out is None:
         raise UsageError("--no-explain needs --out: without it nothing is written, explain.parquet included")
     if args.live is not None:
+        if args.snapshot is not None:
+            raise UsageError(
+                "--snapshot is for a simulation: a live run keeps its state in its journal (--journal), "
+                "which `roundhouse whatif` reads as it reads a snapshot"
+            )
         if not args.live.strip():  # (often an unset shell variable: not a simulation asked for)
             raise UsageError("--live: the address is empty (give one such as tcp://127.0.0.1:5555)")
         return run_live(args, args.live)
     refuse_live_only(args)
     until = seconds(args.until, "--until", endless=True)
+    if args.snapshot is not None:
+        refuse_snapshot_without_until(args.snapshot, args.until, until)
     graph = compile_with_overrides(args)
     if not args.quiet:  # (a simulation, known only here: `check` cannot tell whether the graph is to be served live)
         for warning in live_only_warnings(graph):
             print_warning(warning)
+    if args.snapshot is not None:
+        refuse_unsavable_graph(args.snapshot, graph)
     cluster = load_cluster(graph, args.cluster)
     created = first_missing(args.out) if args.out is not None else None
     out = results_folder(args.out, "--out", "run") if args.out is not None else None
     try:
-        return _run_into(args, graph, cluster, until, out)
+        if args.snapshot is not None:  # (after --out's folder is made: the file may go in it)
+            check_snapshot_file(args.snapshot, out)
+        ended = _run_into(args, graph, cluster, until, out)
     except BaseException:
         if created is not None and out is not None:
             remove_made(out, created)
         raise
+    if ended:  # (the run's results are written: only the snapshot could not be)
+        raise UsageError(ended)
+    return 0
 
 
-def _run_into(args, graph, cluster, until, out) -> int:
+def _run_into(args, graph, cluster, until, out) -> str:
+    """Run and write the results; returns, for a run that was to be saved but had ended before
+    --until, why no snapshot was written ("" otherwise)."""
     progress = None
     if not args.quiet:  # (rich only when something is printed: importing it is a start-up cost)
         from rich.console import Console
@@ -88,7 +111,10 @@ def _run_into(args, graph, cluster, until, out) -> int:
         on_round = progress.update if progress else None
         # (The record is written as the run goes, beside it: write_results finishes the file.)
         record = out / FILE_NAME if out is not None and args.explain else None
-        result = simulate(graph, cluster, until=until, on_round=on_round, explain=record is not None, explain_to=record)
+        if args.snapshot is None:
+            result, ended = simulate(graph, cluster, until, on_round, explain=record is not None, explain_to=record), ""
+        else:
+            result, ended = run_and_save(args, until, on_round, record)
     finally:
         if progress:
             progress.close()
@@ -107,7 +133,7 @@ def _run_into(args, graph, cluster, until, out) -> int:
             write_results(out, graph, cluster, result, trace=args.trace)
         if not args.quiet:
             Console(stderr=True).print(f"results written to {args.out}/", markup=False, highlight=False, soft_wrap=True)
-    return 0
+    return ended
 
 
 class _Progress:

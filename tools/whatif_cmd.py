@@ -40,7 +40,7 @@ def register(sub) -> None:
         "journal",
         metavar="JOURNAL_OR_SNAPSHOT",
         help="the live scheduler's journal (its --journal file; it may still be running), or a simulation's snapshot "
-        "(Simulation.save)",
+        "(`roundhouse run GRAPH --until TIME --snapshot FILE`, or Simulation.save)",
     )
     p.add_argument("--graph", help="the other graph to compare with (default: the run's own, with --set)")
     add_overrides(p, "override an argument or setting of the other graph (element.field=value); repeatable")
@@ -71,6 +71,7 @@ def whatif_command(args) -> int:
             + (" of a run's results, which hold no state to simulate on from" if ran else "")
             + "; give a live scheduler's journal file (its --journal) or a simulation's snapshot file (Simulation.save, "
             "docs/simulation-api.md)"
+            + ("; `roundhouse run GRAPH --until TIME --snapshot FILE` saves a run's state at TIME" if ran else "")
         )
     if not Path(args.journal).exists():
         raise UsageError(
