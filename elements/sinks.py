@@ -199,6 +199,8 @@ class JobMetrics(Element):
     def goal_met(self, ctx: RoundContext) -> bool:
         return self.track is not None and self.counters["tracked_finished"] >= len(self.track)
 
+    goal = "every tracked job finished"
+
     quiet_after_change = True
 
     def quiet_until(self, ctx: RoundContext) -> float:

@@ -746,6 +746,36 @@ def _topology_type_problem(name: str, gpu_type: str) -> str | None:
     )
 
 
+def _check_built(spec: ClusterSpec) -> None:
+    """A spec built in Python (`Cluster(ClusterSpec(...))`) holds what the per-GPU tables are
+    made from: a group with no node or no GPU, a count that is no whole number, an unknown
+    topology, or more GPUs than a cluster may have is a ClusterError naming the group, rather
+    than numpy's complaint or a cluster of 0 GPUs. (Other values no spec file takes, such as
+    `cpus = 0`, are the object's own: docs/simulation-api.md.)"""
+    from roundhouse.runtime.topologies import TOPOLOGIES
+
+    if not isinstance(spec, ClusterSpec):
+        hint = "; a spec's text or file is read by Cluster.parse" if isinstance(spec, str | Path) else ""
+        raise ClusterError(f"Cluster: expected a ClusterSpec, got {type(spec).__name__}{hint}")
+    groups = spec.groups
+    if not isinstance(groups, tuple | list) or not groups:
+        raise ClusterError(f"Cluster: a ClusterSpec needs a tuple of one NodeGroup or more, got {groups!r}")
+    for i, g in enumerate(groups):
+        where = f"Cluster: group #{i + 1}"
+        if not isinstance(g, NodeGroup):
+            raise ClusterError(f"{where}: expected a NodeGroup(nodes=..., gpus_per_node=...), got {g!r}")
+        for key in ("nodes", "gpus_per_node", "racks"):
+            value = getattr(g, key)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ClusterError(f"{where}: '{key}' must be a whole number of at least 1, got {value!r}")
+        if g.topology and g.topology not in TOPOLOGIES:
+            hint = did_you_mean(str(g.topology), list(TOPOLOGIES))
+            raise ClusterError(
+                f"{where}: unknown topology {g.topology!r}" + (f" ({hint})" if hint else "") + f"; known: {', '.join(TOPOLOGIES)}"
+            )
+    _check_size("Cluster", groups)
+
+
 class Cluster:
     """The cluster's fixed facts, one row per GPU and one per node (numpy columns).
 
@@ -754,6 +784,7 @@ class Cluster:
     """
 
     def __init__(self, spec: ClusterSpec):
+        _check_built(spec)
         # GPU types are compared without regard to case: spellings that differ only in case are
         # one type, spelt as first written, so placers see one type where the spec means one.
         spelling: dict[str, str] = {}

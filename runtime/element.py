@@ -177,6 +177,9 @@ class Element:
         """Sinks: True once what they measure is complete (the run may stop)."""
         return False
 
+    # Sinks: what the run's stop reason says when `goal_met` stops it, after the sink's name.
+    goal = "its goal is met"
+
     def goal_met_in_books(self, ctx: RoundContext) -> bool:
         """Sinks: whether the world's books already show what they measure complete, before
         their next tick counts it. Event skipping asks it of a round whose completions would
@@ -310,6 +313,8 @@ def element(cls: E) -> E:
     # What an element of one's own emits is checked each round (the library's are tested).
     if not cls.__module__.startswith("roundhouse.") and not getattr(cls.tick, "_checks_outputs", False):
         cls.tick = _checking_outputs(cls.tick)
+    if not cls.__module__.startswith("roundhouse.") and not getattr(cls.goal_met, "_checks_goal", False):
+        cls.goal_met = _checking_goal(cls.goal_met)  # type: ignore[method-assign]
     from roundhouse.runtime import registry
 
     registry.register(cls)
@@ -322,6 +327,12 @@ def _check_ports(cls: type[Element]) -> None:
     when a graph is checked or run."""
     for kind, ports in (("inputs", cls.inputs), ("outputs", cls.outputs)):
         make = "In" if kind == "inputs" else "Out"
+        if isinstance(ports, Port):  # (`inputs = (In(...))`: the parentheses make no tuple)
+            shown = ports.type.__name__ if isinstance(ports.type, type) else repr(ports.type)
+            raise TypeError(
+                f"{cls.__name__}.{kind} must be a tuple of {make}(name, type), got the one port {ports.name!r}: "
+                f"a single port needs its comma, `{kind} = ({make}({ports.name!r}, {shown}),)`"
+            )
         if not isinstance(ports, tuple | list):
             raise TypeError(f"{cls.__name__}.{kind} must be a tuple of {make}(name, type), got {ports!r}")
         for port in ports:
@@ -364,19 +375,40 @@ def _check_tick_parameters(cls: type[Element]) -> None:
 
 
 def _checking_outputs(tick: Callable[..., Any]) -> Callable[..., Any]:
-    """`tick`, then a check of what it returned beyond its type, which the engine checks:
-    the keys of a dict of several output ports, and the contents of a Ranking
-    (runtime/output_checks.py, `check_own_output`)."""
+    """`tick`, then a check that it left its arguments as they were (`check_arguments_kept`) and
+    of what it returned beyond its type, which the engine checks: the keys of a dict of several
+    output ports, and the contents of a Ranking (runtime/output_checks.py, `check_own_output`)."""
 
     @functools.wraps(tick)
     def checked(self: Element, ctx: RoundContext, *args: Any, **inputs: Any) -> Any:
-        out = tick(self, ctx, *args, **inputs)
-        from roundhouse.runtime.output_checks import check_own_output
+        from roundhouse.runtime.output_checks import check_arguments_kept, check_own_output, keep_arguments
 
+        keep_arguments(self)
+        out = tick(self, ctx, *args, **inputs)
+        check_arguments_kept(self, ctx)  # type: ignore[arg-type]
         check_own_output(self, ctx, out)  # type: ignore[arg-type]
         return out
 
     checked._checks_outputs = True  # type: ignore[attr-defined]
+    return checked
+
+
+def _checking_goal(goal_met: Callable[..., Any]) -> Callable[..., bool]:
+    """A sink's `goal_met`, asked after every round: what it raises is the element's failure (the
+    engine asks it outside the element's tick), and an answer that is not True or False (a
+    string, an array) is refused naming the element, rather than read as its truth."""
+
+    @functools.wraps(goal_met)
+    def checked(self: Element, ctx: RoundContext) -> bool:
+        from roundhouse.runtime.element_failures import call_element, element_failure
+        from roundhouse.runtime.output_checks import describe_value
+
+        met = call_element(self, "goal_met", ctx, goal_met, self, ctx)  # type: ignore[arg-type]
+        if type(met).__name__ not in ("bool", "bool_"):  # (Python's or numpy's)
+            raise element_failure(self, ctx, f"its goal_met returned {describe_value(met)}, not True or False")  # type: ignore[arg-type]
+        return bool(met)
+
+    checked._checks_goal = True  # type: ignore[attr-defined]
     return checked
 
 
@@ -490,6 +522,29 @@ def type_name(annotation: Any) -> str:
 _SECTION_RE = re.compile(r"^(Ports|Arguments|Counters|Cost|See also|Paper):\s*(.*)$")
 
 
+_OTHER_HEADINGS = {"args": "Arguments", "params": "Arguments", "parameters": "Arguments", "attributes": "Arguments"}
+_OTHER_HEADINGS |= {"references": "Paper", "reference": "Paper", "see": "See also", "inputs": "Ports", "outputs": "Ports"}
+
+
+def _near_headings(lines: list[str], missing: list[str]) -> str:
+    """A note on the lines written as headings that are near a missing section's (`See Also:`,
+    `Counter:`): the section is matched exactly, so such a line is read as text of the one above."""
+    import difflib
+
+    notes = []
+    for line in lines:
+        m = re.match(r"^([A-Za-z][A-Za-z ]*):", line)
+        if m is None or _SECTION_RE.match(line):
+            continue
+        written = m.group(1).lower()
+        said = _OTHER_HEADINGS.get(written)  # (the names other docstring styles give them)
+        near = [said.lower()] if said in missing else difflib.get_close_matches(written, [s.lower() for s in missing], 1, 0.7)
+        if near:
+            section = next(s for s in missing if s.lower() == near[0])
+            notes.append(f"the line '{line.strip()}' is not a section: write its heading as `{section}:`")
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
 def parse_doc(cls: type[Element], family: bool = False) -> Doc:
     """Parse the fixed docstring shape, with the entries of the families `cls` is built on; a
     missing section or undocumented name is a TypeError. A family's own docstring needs only
@@ -528,7 +583,7 @@ def parse_doc(cls: type[Element], family: bool = False) -> Doc:
         optional = (*optional, "Cost")  # required of the library's own elements only
     missing = [s for s in SECTIONS if s not in sections and s not in optional]
     if missing:
-        raise TypeError(f"{where}: missing section(s) {', '.join(s + ':' for s in missing)}")
+        raise TypeError(f"{where}: missing section(s) {', '.join(s + ':' for s in missing)}{_near_headings(lines, missing)}")
 
     both = {p.name for p in cls.inputs} & {p.name for p in cls.outputs}
     input_ports: dict[str, str] = {}

@@ -402,7 +402,7 @@ def why_stop(engine: Engine, ctx: Round) -> str:
         return f"reached the time limit ({format_duration(engine.until)}{past})"
     for sink in engine._sinks:
         if sink.goal_met(ctx):
-            return f"{sink.name}: every tracked job finished"
+            return f"{sink.name}: {sink.goal}"
     if engine.world.unfinished == 0 and exhausted(engine._sources):
         return "every job finished"
     return ""

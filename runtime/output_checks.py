@@ -1,11 +1,14 @@
 """Checks of what elements emit: each value against its port's declared type (every element,
 every round: `check_emitted`), and, for an element defined outside the library, what its tick
 returned beyond the type (`check_own_output`: nothing from an element without output ports, the
-keys of a dict of several output ports, and a Ranking's contents). A value that fails is reported as the element's failure
+keys of a dict of several output ports, and a Ranking's contents), and that its tick left its
+arguments as they were (`check_arguments_kept`). A value that fails is reported as the element's failure
 (runtime/element_failures.py)."""
 
 from __future__ import annotations
 
+import copy
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +39,56 @@ def check_emitted(el: Element, ctx: Round, port: str, value: object, port_type: 
         if isinstance(value, dict) and len(el.outputs) == 1:  # (a dict by port name is for several output ports)
             hint = f" (an element with one output port returns the {port_type.__name__} itself, not a dict by port name)"
         raise element_failure(el, ctx, f"it emitted {describe_value(value)} {on}, where a {port_type.__name__} belongs{hint}")
+
+
+# Each own element's arguments that a tick could change in place (a list, a dict, a set), as
+# they were before its first tick: keyed by the element itself, not kept on it, so that it holds
+# no attribute its `state` would have to name.
+_KEPT: weakref.WeakKeyDictionary[Element, dict[str, object]] = weakref.WeakKeyDictionary()
+
+
+def _changeable(value: object) -> bool:
+    if isinstance(value, list | dict | set | bytearray):
+        return True
+    return isinstance(value, tuple) and any(_changeable(v) for v in value)
+
+
+def _same(now: object, was: object) -> bool:
+    try:
+        return bool(now == was)
+    except Exception:  # (a value a converter made that compares as no bool: it is not judged)
+        return True
+
+
+def keep_arguments(el: Element) -> None:
+    """Remember `el`'s arguments that could be changed in place, before its first tick."""
+    try:
+        if el in _KEPT:
+            return
+    except TypeError:  # (a class of one's own whose __eq__ left it unhashable: not checked)
+        return
+    _KEPT[el] = {k: copy.deepcopy(v) for k, v in el.config().items() if _changeable(v)}
+
+
+def check_arguments_kept(el: Element, ctx: Round) -> None:
+    """An argument is fixed once the graph is built: a tick that changes a list argument in place
+    (`self.weights.append(...)`) is refused naming it, as one setting it is, rather than leaving
+    `run.json` the changed value and a snapshot that no longer loads, as a graph not the one
+    saved."""
+    try:
+        kept = _KEPT.get(el)
+    except TypeError:
+        return
+    for name, was in (kept or {}).items():
+        now = getattr(el, name)
+        if not _same(now, was):
+            raise element_failure(
+                el,
+                ctx,
+                f"its tick changed its argument '{name}' in place (from {describe_value(was)} to {describe_value(now)}): "
+                "an argument cannot change once the graph is built (keep what changes in an attribute of its own, "
+                "set up in start and named in its `state`)",
+            )
 
 
 def check_own_output(el: Element, ctx: Round, out: object) -> None:

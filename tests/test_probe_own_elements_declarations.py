@@ -60,3 +60,21 @@ def test_the_tuple_it_meant_forks(tmp_path, capsys):
     graph = _graph(tmp_path, "OneNameTuple", 'state = ("_seen",)')
     assert main(["check", "--fork", str(graph)]) == 0
     assert "ok" in capsys.readouterr().out
+
+
+def test_a_single_port_without_its_comma_is_refused_saying_so(tmp_path, capsys):
+    # (`inputs = (In(...))` is the port itself, not a tuple of it: the message showed the
+    # port's repr and asked for a tuple, without saying what was missing.)
+    text = _element("OnePortNoComma", 'state = ("_seen",)')
+    inputs = 'inputs = (In("active", Active),)'
+    assert inputs in text
+    (tmp_path / "mine.py").write_text(text.replace(inputs, 'inputs = (In("active", Active))'))
+    graph = tmp_path / "g.sched"
+    graph.write_text(GRAPH.format(name="OnePortNoComma"))
+    assert main(["check", str(graph)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Traceback" not in err
+    assert (
+        "OnePortNoComma.inputs must be a tuple of In(name, type), got the one port 'active': a single port needs "
+        "its comma, `inputs = (In('active', Active),)`"
+    ) in err

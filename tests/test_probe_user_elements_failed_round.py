@@ -89,3 +89,11 @@ def test_a_round_interrupted_is_a_failed_round_too(tmp_path):
         sim.run()
     with pytest.raises(UsageError, match=r"step: this simulation cannot go on: .* failed: KeyboardInterrupt; the round"):
         sim.step()
+
+
+def test_a_write_of_a_failed_simulation_is_refused_as_the_write(failed):
+    # (It was refused, but said as `result:`, a call the user had not made.)
+    sim, tmp_path = failed
+    with pytest.raises(UsageError, match=r"^write: this simulation cannot go on: .*FailsOnce.*a completion"):
+        sim.write(tmp_path / "out")
+    assert not (tmp_path / "out").exists()

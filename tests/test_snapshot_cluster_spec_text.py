@@ -125,3 +125,35 @@ def test_a_bad_spec_text_is_said_at_its_line():
     assert str(err.value).startswith("cluster spec text:4: error: [[group]] #1: 'gpus_per_node' must be a whole number")
     with pytest.raises(ClusterError, match=r"^cluster spec text:2: error: not valid TOML"):
         ClusterSpec.parse('name = "x"\n[[group]\n')
+
+
+@pytest.mark.parametrize(
+    ("groups", "said"),
+    [
+        ((), "a ClusterSpec needs a tuple of one NodeGroup or more"),
+        (({"nodes": 0},), "group #1: 'nodes' must be a whole number of at least 1, got 0"),
+        (({"nodes": 1}, {"gpus_per_node": 0}), "group #2: 'gpus_per_node' must be a whole number of at least 1, got 0"),
+        (({"nodes": 2.0},), "group #1: 'nodes' must be a whole number of at least 1, got 2.0"),
+        (({"gpus_per_node": True},), "'gpus_per_node' must be a whole number of at least 1, got True"),
+        (({"racks": 0},), "'racks' must be a whole number of at least 1, got 0"),
+        (({"topology": "p3.8xl"},), "group #1: unknown topology 'p3.8xl'"),
+        (({"nodes": 300_000},), "1,200,000 GPUs is more than the 1,000,000 a cluster may have"),
+    ],
+)
+def test_a_cluster_built_of_groups_that_make_none_is_refused_naming_the_group(groups, said):
+    # (A group of no node made numpy's "zero-size array" error, one of no GPU a cluster of 0 GPUs.)
+    from roundhouse.errors import ClusterError
+    from roundhouse.runtime.cluster import Cluster, ClusterSpec, NodeGroup
+
+    spec = ClusterSpec("mine", tuple(NodeGroup(**{"nodes": 2, "gpus_per_node": 4, **g}) for g in groups))
+    with pytest.raises(ClusterError) as err:
+        Cluster(spec)
+    assert said in str(err.value) and str(err.value).startswith("Cluster:")
+
+
+def test_a_cluster_given_a_spec_text_points_to_parse():
+    from roundhouse.errors import ClusterError
+    from roundhouse.runtime.cluster import Cluster
+
+    with pytest.raises(ClusterError, match="expected a ClusterSpec, got str; .* Cluster.parse"):
+        Cluster("4x4:V100")  # type: ignore[arg-type]

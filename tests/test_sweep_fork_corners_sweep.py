@@ -186,3 +186,18 @@ def test_seeds_that_draw_nothing_are_said_to_repeat_one_run(tmp_path, capsys):
     drawn.write_text(graph.read_text().replace("jobs=10)", "jobs=10, rate=6/h)"))
     assert main(["sweep", str(drawn), "--seeds", "2", "--workers", "1"]) == 0
     assert "note:" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("graph", "vary", "said"),
+    [
+        (None, "arrivals.rate=4/h,96/d", "4/h and 96/d are the same value (4/h)"),
+        ("tiresias.sched", "order.thresholds=[1h],[60min]", "[1h] and [60min] are the same value ([1h])"),
+    ],
+)
+def test_the_same_value_is_said_as_a_sched_file_writes_it(tmp_path, capsys, graph, vary, said):
+    # (A list was said as ["list", [3600.0]], the form values are compared in, and a
+    # rate in events per second.)
+    path = small_graph(tmp_path) if graph is None else REPO / "graphs" / graph
+    err = fails(capsys, "sweep", path, "--vary", vary, "--workers", "1")
+    assert f"--vary {vary}: {said}; give each value once" in err

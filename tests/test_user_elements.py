@@ -227,3 +227,21 @@ def test_a_built_in_that_a_required_file_imports_stays_known_to_the_next_graph(t
     code = "import sys; from roundhouse.tools.cli import main; sys.exit(main(sys.argv[1:]))"
     done = subprocess.run([sys.executable, "-c", code, "check", a, str(plain)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_heading_written_otherwise_is_named_with_the_one_it_should_be(tmp_path, capsys):
+    # (A heading such as `See Also:` or `Args:` was read as text of the section above: the
+    # message said only that `See also:` was missing, with the line there to see.)
+    (tmp_path / "headings.py").write_text(
+        "from roundhouse.runtime.element import Element, element\n\n@element\nclass Headings(Element):\n"
+        '    """Does nothing.\n\n    Ports:\n        none\n    Args:\n        none\n    Counters:\n        none\n'
+        '    See Also: Fifo\n    Paper: none.\n    """\n'
+        '    category = "control"\n'
+    )
+    (tmp_path / "g.sched").write_text('require "headings.py";\n')
+    assert main(["check", str(tmp_path / "g.sched")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert (
+        "docstring of element Headings: missing section(s) Arguments:, See also: (the line 'Args:' is not a section: "
+        "write its heading as `Arguments:`; the line 'See Also: Fifo' is not a section: write its heading as `See also:`)"
+    ) in err

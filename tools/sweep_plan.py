@@ -235,7 +235,8 @@ def _refuse_same_values(graph, grid, combo, compiled: list[dict[object, str]]) -
     `01`) would be one point twice: run twice, or one run counted twice in its point's mean and
     confidence interval. Refused, naming both (`compiled`: what each --vary's values so far gave)."""
     for (name, values), text, seen in zip(grid, combo, compiled):
-        value = _plain(compiled_value(graph, name))
+        given = compiled_value(graph, name)
+        value = _plain(given)
         # (None: the value none, or a name the compiled graph holds otherwise: not compared.)
         if value is None or value is _UNCOMPARED or (isinstance(value, float) and math.isnan(value)):
             continue
@@ -243,7 +244,7 @@ def _refuse_same_values(graph, grid, combo, compiled: list[dict[object, str]]) -
         if first != text:
             also = " (each run of a point is a seed: --seeds N)" if name == "seed" else ""
             raise UsageError(
-                f"--vary {name}={','.join(values)}: {first} and {text} are the same value ({describe(value)}); "
+                f"--vary {name}={','.join(values)}: {first} and {text} are the same value ({describe(given)}); "
                 f"give each value once{also}"
             )
 

@@ -20,7 +20,7 @@ reader or on a view leads back to the writable table.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import attrs
 import numpy as np
@@ -513,6 +513,25 @@ class JobView:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self)} jobs)"
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for a name that is no attribute: an element's `active.model` (a column read by
+        `column`) or `active.arrival` (for `arrival_s`) says so, rather than Python's bare
+        "no attribute"."""
+        if name.startswith("_") or name in ("rows", "lineage"):  # (a slot not set yet, Python's protocols: no hint)
+            raise AttributeError(name)
+        table = getattr(self._reader, "_table", None)
+        if table is None:  # (a view of another reader: Python's own words)
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        kind = type(self).__name__
+        if table.has_column(name):
+            raise AttributeError(
+                f"'{kind}' object has no attribute '{name}': the job table's column '{name}' is read as "
+                f"{kind.lower()}.column('{name}')"
+            )
+        own = [n for n in dir(type(self)) if not n.startswith("_")]
+        hint = did_you_mean(name, [*own, *table.names])
+        raise AttributeError(f"'{kind}' object has no attribute '{name}'" + (f" ({hint})" if hint else ""))
 
     def column(self, name: str) -> np.ndarray:
         got = self._cache.get(name)
