@@ -100,6 +100,8 @@ def serve(
         _run(backend, journal_path, lambda: _rounds(engine, begun))
         if backend.replaying and backend.stop_requested:  # (a signal: a finished run's replay may end early too)
             _stopped_in_replay(backend, journal_path)
+        if backend.replaying:
+            _ended_before(backend, journal_path, engine.stop_reason)
         _refuse_submissions(backend, engine.stop_reason)
         running = len(world.running_rows)
         if running and not backend.at_limit and not options.stop_agents:  # (else they checkpoint: ending.py)
@@ -144,6 +146,19 @@ def _stopped_in_replay(backend: LiveBackend, journal_path: str | Path) -> None:
         journal_path,
     )
     raise KeyboardInterrupt
+
+
+def _ended_before(backend: LiveBackend, journal_path: str | Path, reason: str) -> None:
+    """The engine stopped in a journaled round: the journal's run had ended before this serve
+    (its replay ends as the run did). Summing it up again would print the old run as this one,
+    ran in the replay's fraction of a second, and leave the agents and submitters of the
+    documented block waiting for a scheduler that has gone; so it is refused, as `whatif`
+    refuses it. Nothing of the journal changed."""
+    raise UsageError(
+        f"{journal_path}: the run this journal holds had already ended, at round {backend.clock.k} "
+        f"(t={backend.clock.now:g}s; {reason}): nothing is left to resume\n"
+        "  hint: for a new run, give another --journal or --checkpoints, or remove this journal"
+    )
 
 
 def _refuse_submissions(backend: LiveBackend, why: str) -> None:

@@ -143,11 +143,13 @@ def test_the_loopback_walkthrough_runs_as_written(fresh_folder):
         assert "the scheduler asked" in shell.log(i) and "removed its work folder" in shell.log(i), shell.log(i)
     assert list(temp.iterdir()) == []
 
-    # What the page says of the journal holds: `serve` run again in the same folder resumes it.
+    # What the page says of the journal holds: `serve` run again in the same folder reads it,
+    # and refuses it, as its run had ended (it would otherwise pass the old run off as a new one).
     serve = next(line for line, _ in shell.background if "serve" in line)
     again = subprocess.run(shell.argv(shlex.split(serve)[:-1]), cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 2, again.stderr
     assert "resuming the journal's run" in again.stderr
+    assert "the run this journal holds had already ended" in again.stderr and "Traceback" not in again.stderr, again.stderr
     page = DOC.read_text()
     assert "checkpoints/roundhouse-journal.sqlite" in page and "resumes the run" in page
     helped = subprocess.run(

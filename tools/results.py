@@ -186,6 +186,13 @@ def _two_figures(value: float) -> str:
     return f"{value:.{min(12, 1 - math.floor(math.log10(abs(value))))}f}"
 
 
+def _rate(count: int, seconds: float) -> str:
+    """A rate in whole numbers from 10 on, else to two significant figures (a run of a thousand
+    GPUs can take seconds a round: 0.4 rounds/s is not 0)."""
+    rate = count / max(seconds, 1e-9)
+    return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+
+
 _RESOURCES = (("CPU", "cpu_utilization"), ("memory", "memory_utilization"))
 
 
@@ -215,22 +222,29 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
                 f"never started; responsiveness is over the {summary['jobs_started']:,} that did, JCT and queueing over "
                 f"the {summary['jobs_finished']:,} that finished"
             )
-        running, preempted = _started_unfinished(report.get("jobs")) or (0, 0)
+        running, preempted, failed = _started_unfinished(report.get("jobs")) or (0, 0, 0)
         if running + preempted:
             console.print(
                 f"note: {name}: {running + preempted:,} job(s) started but had not finished when the run ended "
                 f"({running:,} running, {preempted:,} preempted and waiting); JCT and queueing leave them out"
             )
+        if failed:
+            console.print(f"note: {name}: {failed:,} job(s) failed for good (status failed); JCT and queueing leave them out")
         track = getattr(getattr(graph, "elements", {}).get(name), "track", None)
         if track is not None and 0 < summary["jobs_tracked"] < len(track):
             console.print(
                 f"note: {name} tracks ids {track.start}..{track.stop} but the run saw {summary['jobs_tracked']:,} of them: "
                 "the window never filled, so it did not stop the run"
             )
-    console.print(
-        f"{plural(result.rounds, 'round')}, {'ran' if live else 'simulated'} {in_units(result.end_s)(result.end_s)} in {result.wall_s:.2f} s "
-        f"({result.rounds / max(result.wall_s, 1e-9):,.0f} rounds/s); stopped: {result.stop_reason}"
-    )
+    span = in_units(result.end_s)(result.end_s)
+    if live:
+        # A live run's clock is the wall clock, its rounds one a round's length: a time taken and
+        # a rate would say it again, and a resumed run's rounds and clock count from its start,
+        # while this scheduler's time does not ("ran 68 s in 49.92 s", of a run that ran 68 s).
+        timing = f"ran {span}"
+    else:
+        timing = f"simulated {span} in {result.wall_s:.2f} s ({_rate(result.rounds, result.wall_s)} rounds/s)"
+    console.print(f"{plural(result.rounds, 'round')}, {timing}; stopped: {result.stop_reason}")
     for note in unstarted_notes(graph, result):
         console.print(note, markup=False, highlight=False)
     if result.world.unknown_models:
@@ -247,17 +261,19 @@ def print_summary(console: Console, graph, cluster, result, live: bool = False) 
             )
 
 
-def _started_unfinished(jobs) -> tuple[int, int] | None:
+def _started_unfinished(jobs) -> tuple[int, int, int] | None:
     """How many of a metrics sink's jobs (its `jobs` table) had started but not finished when
-    the run ended: running then, and preempted and waiting to run again. None for a table
-    without the columns that tell."""
+    the run ended: running then, preempted and waiting to run again, and failed for good (a
+    live job that crashed past its retries or could not run: it waits for nothing). None for
+    a table without the columns that tell."""
     import polars as pl
 
     if not isinstance(jobs, pl.DataFrame) or not {"first_start_s", "finish_s", "status"} <= set(jobs.columns):
         return None
     open_ = jobs.filter(pl.col("first_start_s").is_not_null() & pl.col("finish_s").is_null())
     running = int((open_["status"] == "running").sum())
-    return running, open_.height - running
+    failed = int((open_["status"] == "failed").sum())
+    return running, open_.height - running - failed, failed
 
 
 def summary_rows(summary: dict) -> list[tuple[str, str]]:

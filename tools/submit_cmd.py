@@ -71,6 +71,8 @@ def submit_command(args) -> int:
     check_connect_address(args.scheduler, in_process=False)
     if args.keys and args.name is None:
         _check_default_key(args.keys)
+    elif args.keys and not args.insecure:
+        _check_named_key(args.keys, args.name)
     security = ClientSecurity.choose(args.keys, DEFAULT_NAME if args.name is None else args.name, args.insecure, args.scheduler)
     timeout = _bounded_seconds(args.timeout, "--timeout", MAX_TIMEOUT_S)
     given = _job_flags(args)
@@ -103,6 +105,23 @@ def _check_default_key(keys: str) -> None:
     raise UsageError(
         f"--keys {keys} without --name: a submitter then connects as '{DEFAULT_NAME}', and "
         f"{folder / DEFAULT_NAME}.key_secret is not there; give --name NAME ({have})"
+    )
+
+
+def _check_named_key(keys: str, name: str) -> None:
+    """`--keys DIR --name NAME` without DIR/NAME.key_secret: name the submitters' pairs there, and
+    how to make this one as a submitter's (`roundhouse keys DIR NAME` would make a node's)."""
+    from roundhouse.wire.security import SCHEDULER_KEY, SUBMITTER, check_name, key_role
+
+    folder = Path(keys)
+    check_name(name, "--name")
+    if not folder.is_dir() or not (folder / f"{SCHEDULER_KEY}.key").is_file() or (folder / f"{name}.key_secret").exists():
+        return  # (a missing folder or scheduler key, or a pair found: ClientSecurity says what is wrong, if anything)
+    names = sorted(path.stem for path in folder.glob("*.key_secret") if key_role(path) == SUBMITTER)
+    have = f"the submitters' key pairs there: {', '.join(names)}; " if names else ""
+    raise UsageError(
+        f"--name {name}: {folder / name}.key_secret is not there ({have}"
+        f"make it with `roundhouse keys {keys} --submitters {name}`)"
     )
 
 

@@ -31,6 +31,10 @@ from roundhouse.wire.security import (
 )
 
 log = logging.getLogger("roundhouse.agent")
+# What a quiet link's security would say (INSECURE MODE), said once by the first link of the
+# process instead: an emulating agent of 125 nodes printed it 125 times. (Not under the
+# "roundhouse" tree: nothing it is given passes its level, so nothing reaches a handler.)
+_unsaid = logging.Logger("roundhouse.agent.unsaid", logging.CRITICAL + 1)
 
 # An agent not yet registered says so this often (a scheduler not started, a wrong address or
 # port, a firewall): it keeps trying, but not in silence.
@@ -85,7 +89,7 @@ class SchedulerLink:
         dealer.setsockopt(zmq.MAXMSGSIZE, protocol.HARD_LIMIT)
         dealer.setsockopt(zmq.RECONNECT_IVL, 100)
         dealer.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-        self.security.apply(dealer, log)
+        self.security.apply(dealer, _unsaid if self.quiet else log)
         monitor = dealer.get_monitor_socket(
             sum(HANDSHAKE_FAILURES) | zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
         )

@@ -69,7 +69,9 @@ def send_launch(books: Attempts, att: Attempt) -> None:
         world_size=att.world_size,
         master_addr=rank0.address if rank0 is not None else "127.0.0.1",
         master_port=att.master_port,
-        iterations=int(math.ceil(books._column("work")[row])) if has_model else 0,
+        # (A job known only by its duration has that many units of work, one a second: an
+        # emulated node runs its timer that long; a real command ignores it and exits when done.)
+        iterations=int(math.ceil(books._column("work")[row])),
         batch_size=att.worker_batch,
         checkpoint_dir=f"{books.checkpoint_root}/job-{att.job_id}",
         checkpoint_every_s=float(books.options.checkpoint_every_s),
