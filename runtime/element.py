@@ -359,15 +359,24 @@ def _check_tick_parameters(cls: type[Element]) -> None:
     input port not taken by its name, a parameter that is no port and has no default) is a
     TypeError naming the class when its file is imported, rather than Python's complaint at
     its first tick."""
+    ports = [port.name for port in cls.inputs]
+    wanted = ", ".join(["self", "ctx", *ports])
+    # (The engine calls tick on the element: a static or class method gets no element as `self`,
+    # and its parameters then read one place off, whatever they are named.)
+    kind = inspect.getattr_static(cls, "tick", None)
+    if isinstance(kind, staticmethod | classmethod):
+        raise TypeError(
+            f"{cls.__name__}.tick is a {type(kind).__name__}, and the engine calls tick on the element, with the "
+            f"round's context and one keyword argument per input port: tick must be an instance method, "
+            f"`def tick({wanted})` without @{type(kind).__name__}"
+        )
     try:
         signature = inspect.signature(cls.tick)
     except (TypeError, ValueError):
         return
-    ports = [port.name for port in cls.inputs]
     try:
         signature.bind(None, None, **dict.fromkeys(ports))  # (self, ctx and the ports, as the engine calls it)
     except TypeError:
-        wanted = ", ".join(["self", "ctx", *ports])
         raise TypeError(
             f"{cls.__name__}.tick{signature} cannot be called as the engine calls it, with the round's context "
             f"and one keyword argument per input port: write `def tick({wanted})`"
@@ -375,17 +384,26 @@ def _check_tick_parameters(cls: type[Element]) -> None:
 
 
 def _checking_outputs(tick: Callable[..., Any]) -> Callable[..., Any]:
-    """`tick`, then a check that it left its arguments as they were (`check_arguments_kept`) and
-    of what it returned beyond its type, which the engine checks: the keys of a dict of several
-    output ports, and the contents of a Ranking (runtime/output_checks.py, `check_own_output`)."""
+    """`tick`, then a check that it left its arguments and its `fixed` attributes as they were
+    (`check_arguments_kept`, `check_fixed_kept`) and of what it returned beyond its type, which
+    the engine checks: the keys of a dict of several output ports, and the contents of a Ranking
+    (runtime/output_checks.py, `check_own_output`)."""
 
     @functools.wraps(tick)
     def checked(self: Element, ctx: RoundContext, *args: Any, **inputs: Any) -> Any:
-        from roundhouse.runtime.output_checks import check_arguments_kept, check_own_output, keep_arguments
+        from roundhouse.runtime.output_checks import (
+            check_arguments_kept,
+            check_fixed_kept,
+            check_own_output,
+            keep_arguments,
+            keep_fixed,
+        )
 
         keep_arguments(self)
+        keep_fixed(self)
         out = tick(self, ctx, *args, **inputs)
         check_arguments_kept(self, ctx)  # type: ignore[arg-type]
+        check_fixed_kept(self, ctx)  # type: ignore[arg-type]
         check_own_output(self, ctx, out)  # type: ignore[arg-type]
         return out
 

@@ -2,7 +2,8 @@
 every round: `check_emitted`), and, for an element defined outside the library, what its tick
 returned beyond the type (`check_own_output`: nothing from an element without output ports, the
 keys of a dict of several output ports, and a Ranking's contents), and that its tick left its
-arguments as they were (`check_arguments_kept`). A value that fails is reported as the element's failure
+arguments as they were (`check_arguments_kept`) and its `fixed` attributes too, where that is
+cheap and sure (`check_fixed_kept`). A value that fails is reported as the element's failure
 (runtime/element_failures.py)."""
 
 from __future__ import annotations
@@ -89,6 +90,95 @@ def check_arguments_kept(el: Element, ctx: Round) -> None:
                 "an argument cannot change once the graph is built (keep what changes in an attribute of its own, "
                 "set up in start and named in its `state`)",
             )
+
+
+# Each own element's `fixed` attributes as they were before its tick: by name, the object and a
+# copy of it to compare with after the tick, or None for a value not compared (`_fixed_copy`).
+_FIXED: weakref.WeakKeyDictionary[Element, dict[str, tuple[object, object]]] = weakref.WeakKeyDictionary()
+# What a fixed attribute's value may hold to be compared after every tick, in a time too small
+# to notice beside the tick of an element written in Python: a list, dict or set of plain
+# values of this many items at most (all levels), a numpy array of this many bytes at most.
+FIXED_ITEMS_COMPARED = 10_000
+FIXED_BYTES_COMPARED = 1 << 20
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+_MISSING = object()
+
+
+def _plain_items(value: object, budget: list[int]) -> bool:
+    """Whether `value` is plain values in lists, dicts, sets and tuples, of no more items than
+    `budget` has left: values whose `==` says surely whether one changed."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        return False
+    if isinstance(value, _PLAIN):
+        return type(value) in _PLAIN  # (a subclass's `==` is its own)
+    if type(value) in (list, tuple, set, frozenset, bytearray):
+        return type(value) is bytearray or all(_plain_items(v, budget) for v in value)  # type: ignore[attr-defined]
+    if type(value) is dict:
+        return all(_plain_items(k, budget) and _plain_items(v, budget) for k, v in value.items())
+    return False
+
+
+def _fixed_copy(value: object) -> object:
+    """A copy of a fixed attribute's value to compare with after a tick, or None when it could
+    not change in place (a number, a string, a tuple of them) or cannot be compared cheaply and
+    surely (an object of other kinds, whose `==` may be identity or anything; one too large)."""
+    if type(value) is np.ndarray:
+        small = not value.dtype.hasobject and value.nbytes <= FIXED_BYTES_COMPARED
+        return value.copy() if small else None
+    if not _changeable(value) or not _plain_items(value, [FIXED_ITEMS_COMPARED]):
+        return None
+    return copy.deepcopy(value)
+
+
+def _unchanged(now: object, was: object) -> bool:
+    if type(was) is np.ndarray:  # (by bytes: a NaN is the NaN it was)
+        return type(now) is np.ndarray and now.dtype == was.dtype and now.shape == was.shape and now.tobytes() == was.tobytes()
+    return _same(now, was)
+
+
+def keep_fixed(el: Element) -> None:
+    """Before `el`'s tick: a copy of each of its `fixed` attributes set since the last (in start,
+    or rebound), to compare with after the tick (`check_fixed_kept`)."""
+    fixed = type(el).fixed
+    if not fixed:
+        return
+    try:
+        kept = _FIXED.get(el)
+        if kept is None:
+            kept = _FIXED[el] = {}
+    except TypeError:  # (unhashable: not checked, as for its arguments)
+        return
+    held = el.__dict__
+    for name in fixed:
+        value = held.get(name, _MISSING)
+        entry = kept.get(name)
+        if entry is None or entry[0] is not value:
+            kept[name] = (value, None if value is _MISSING else _fixed_copy(value))
+
+
+def check_fixed_kept(el: Element, ctx: Round) -> None:
+    """A `fixed` attribute is shared with the run's forks, not copied (runtime/snapshot.py): a
+    tick that changes one in place would change every fork's, and theirs this run's. Refused
+    naming the attribute, for values `_fixed_copy` compares. (One set anew is no such change:
+    a fork made before keeps the value it shares.)"""
+    if not type(el).fixed:
+        return
+    try:
+        kept = _FIXED.get(el)
+    except TypeError:
+        return
+    held = el.__dict__
+    for name, (value, was) in (kept or {}).items():
+        if was is None or held.get(name, _MISSING) is not value or _unchanged(value, was):
+            continue
+        raise element_failure(
+            el,
+            ctx,
+            f"its tick changed its fixed attribute '{name}' in place (from {describe_value(was)} to "
+            f"{describe_value(value)}): what `fixed` names is shared with the run's forks, not copied, so a fork "
+            "would see the change and make its own to this run's; name it in `state` instead (copied into each fork)",
+        )
 
 
 def check_own_output(el: Element, ctx: Round, out: object) -> None:

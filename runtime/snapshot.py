@@ -520,7 +520,8 @@ _SAVES = itertools.count()  # (this process's saves, for their partial files' na
 def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
     """Write the engine's whole state to `path`. `header` says how to rebuild what is shared
     (the graph's text and path, `--set` overrides); the file's first line is a JSON object with
-    `format`, `version`, those fields and the payload's length and SHA-256."""
+    `format`, `version`, those fields and the payload's length and SHA-256. A SnapshotError if a
+    file of the header's `code` changed since the simulation imported it (`_check_code_kept`)."""
     states = {name: _element_state(el) for name, el in engine.graph.elements.items()}
     refs = {id(obj): key for key, obj in _references(engine).items() if obj is not None}
     buf = io.BytesIO()
@@ -529,6 +530,8 @@ def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
         _Pickler(buf, refs).dump({"engine": engine, "elements": states})
     except Exception as err:  # (an element's state holds what pickle cannot write)
         raise SnapshotError(_unpicklable(path, engine.graph.elements, states, refs, err)) from None
+    # (After the pickles: objects of a file imported again since fail there, naming the element.)
+    _check_code_kept(path, header)
     payload = buf.getvalue()
     head = {
         "format": FORMAT_NAME,
@@ -555,6 +558,31 @@ def save(engine: Engine, path: str | Path, header: dict[str, Any]) -> None:
     finally:  # (after a failure, or anything else that stops the save: never left behind)
         with contextlib.suppress(OSError):
             part.unlink(missing_ok=True)
+
+
+def _check_code_kept(path: str | Path, header: dict[str, Any]) -> None:
+    """Each file of the header's `code` (the element files the graph requires and the user's
+    modules they import, by the SHA-256 of the text the simulation imported) still holds that
+    text: a SnapshotError naming the first that changed or is gone. A snapshot records no code,
+    only its digest, and a load imports the files as they are then (`check_code` refuses any
+    other): a snapshot saved after an edit would load only with the edited code, which is not
+    the code that made its state, or not at all. (Refused here, while the run is still there to
+    be made again from the edited file, not at a load later, as an edit after the save.)"""
+    from roundhouse.runtime.user_modules import file_digest
+
+    for file, digest in header.get("code", {}).items():
+        try:
+            now = file_digest(file)
+            what = "has changed"
+        except OSError as err:
+            now, what = "", f"cannot be read ({err.strerror or err})"
+        if now != digest:
+            raise SnapshotError(
+                f"snapshot {path}: not saved: {file} {what} since this simulation imported it; the simulation runs "
+                "the code the file held then, and a snapshot is loaded with the code on disk, so it would not load "
+                "as this run; put that version back to save it, or build the simulation again from the file as it "
+                "is now"
+            )
 
 
 def _unpicklable(
