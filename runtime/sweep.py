@@ -414,7 +414,16 @@ def replaced_sources(flat, graph, label: str) -> list[str]:
     jobs, each job arriving once per source)."""
     sources = [d.name for d in flat.decls.values() if d.class_name == "TraceSource"]
     if not sources:
-        raise UsageError(f"{label}: {graph} has no TraceSource element whose trace it could replace")
+        # (Say where its jobs come from instead, and how to run them from a trace after all.)
+        others = [f"{d.name} ({d.class_name})" for d in flat.decls.values() if d.class_name.endswith("Source")]
+        how = ""
+        if others:
+            name = others[0].split(" ", 1)[0]
+            how = (
+                f"; its jobs come from {', '.join(others)}: to run it on a trace, copy the graph and declare "
+                f'`{name} :: TraceSource(path="FILE");` in its place'
+            )
+        raise UsageError(f"{label}: {graph} has no TraceSource element whose trace it could replace{how}")
     if len(sources) > 1:
         raise UsageError(
             f"{label}: {graph} has {len(sources)} TraceSource elements ({', '.join(sources)}), which would all read the "

@@ -234,7 +234,11 @@ def load_trace(path: str | Path, format: str = "auto", elastic: ElasticProfile |
     # the second time empty, or waiting for ever on a FIFO that has no writer left.)
     check_trace_file(path)
     if format == "auto":
-        return _read(path, detect_format(path), elastic)
+        found = detect_format(path)
+        try:
+            return _read(path, found, elastic)
+        except TraceError as err:
+            raise _no_format_fits(err, path, found) from None
     parquet = read_bytes(path, 4) == canonical.PARQUET_MAGIC
     if format != "canonical" and parquet:
         # (rather than the text readers' "not UTF-8 text" about its first binary byte)
@@ -343,6 +347,14 @@ def check_trace_header(path: str | Path, format: str = "auto", elastic: ElasticP
     found = detect_format(path) if format == "auto" else format
     if found != "canonical":
         return
+    try:
+        _check_canonical_header(path, elastic)
+    except TraceError as err:
+        raise (_no_format_fits(err, path, found) if format == "auto" else err) from None
+
+
+def _check_canonical_header(path: str | Path, elastic: ElasticProfile | None) -> None:
+    """check_trace_header's checks of a canonical trace's header (CSV or Parquet)."""
     if canonical.is_parquet(path) or read_bytes(path, 4) == canonical.PARQUET_MAGIC:
         try:
             canonical.check_parquet_file(path)  # (text named .parquet: said so, not polars' complaint)
@@ -353,6 +365,31 @@ def check_trace_header(path: str | Path, format: str = "auto", elastic: ElasticP
     else:
         cells = read_cells(path, text=head_text(path, size=_SNIFF_BYTES))
         validate(cells.frame, str(path), cells.lines, elastic=elastic)
+
+
+def _no_format_fits(err: TraceError, path: str | Path, found: str) -> TraceError:
+    """`err`, met reading `path` as the format detection `found`, saying also that no format's
+    header fits it when detection took a CSV for canonical only for want of another (its header
+    has none of the canonical columns every job needs): "missing column 'job_id'" alone reads as
+    one column left out of a canonical trace, when the file is in a layout Roundhouse does not
+    read, or in one whose header it could not tell apart (which naming the format then reads)."""
+    if found != "canonical" or err.column is not None or err.row is not None or not err.message.startswith("missing column"):
+        return err
+    if canonical.is_parquet(path) or read_bytes(path, 4) == canonical.PARQUET_MAGIC:
+        return err
+    _, _, first = _start(path)
+    fields = {name.strip().strip('"').strip().lower() for name in _header_fields(first)}
+    # (One field: the separator hint already says what is wrong.)
+    if len(fields) < 2 or fields & set(REQUIRED_COLUMNS):
+        return err
+    others = [f for f in FORMATS if f != "canonical"]
+    formats = ", ".join(others[:-1]) + f" or {others[-1]}"
+    return TraceError(
+        err.path,
+        f"{err.message}; its header fits none of the trace formats Roundhouse reads (a canonical trace has "
+        f"{', '.join(REQUIRED_COLUMNS)}, and duration_s or model and iterations): if it is in one of "
+        f"{formats}, name that format (`trace describe --format`, `trace convert --from`, TraceSource's format)",
+    )
 
 
 def file_columns(path: str | Path, format: str) -> tuple[str, ...]:

@@ -487,6 +487,14 @@ def _cast(series: pl.Series, dtype: type[pl.DataType]) -> tuple[pl.Series, tuple
         if bad.any():
             index = int(bad.arg_true()[0])
             return out, (index, f"{_quote(text[index])} {_not_converted(text[index], dtype)}")
+        # (Text such as 1e400 reads as infinity: said as written, not as the "inf" it became.)
+        infinite = out.is_infinite()
+        overflow = (
+            infinite & ~text.str.strip_chars_start("+-").str.to_lowercase().str.starts_with("inf") if infinite.any() else infinite
+        )
+        if overflow.any():
+            index = int(overflow.arg_true()[0])
+            return out, (index, f"{_quote(text[index])} is out of range for a number (beyond ±1.8e308)")
         return out, None
     if dtype == pl.String:
         if source in (pl.Null, pl.Categorical) or isinstance(source, pl.Enum) or source.is_numeric():
