@@ -169,6 +169,46 @@ def test_load_bands_are_the_mean_and_a_95_percent_interval_over_seeds(tmp_path):
     assert set(bands["runs"].to_list()) == {3}
 
 
+def test_load_bands_stop_where_the_metric_can_go(tmp_path):
+    # Two seeds far apart: Student's interval (t = 12.7 with one degree of freedom) reaches below
+    # 0 and above 100% utilization, and below a JCT of 0 s; the band stops at what can be.
+    rows = [
+        {"arrivals.rate": "4/h", "seed": 0, "utilization": 0.02, "avg_jct_s": 10.0},
+        {"arrivals.rate": "4/h", "seed": 1, "utilization": 0.30, "avg_jct_s": 100.0},
+        {"arrivals.rate": "8/h", "seed": 0, "utilization": 0.95, "avg_jct_s": 50.0},
+        {"arrivals.rate": "8/h", "seed": 1, "utilization": 0.99, "avg_jct_s": 52.0},
+    ]
+    sweep_csv(tmp_path / "sweep", rows, ("arrivals.rate",))
+    sweep = open_folder(str(tmp_path / "sweep"))
+    util, _ = metric_bands(sweep, "utilization")
+    assert util["mean"].to_list() == pytest.approx([0.16, 0.97])
+    assert util["low"][0] == 0.0 and util["high"].to_list() == [1.0, 1.0]
+    assert util["low"][1] == pytest.approx(0.97 - 12.7062 * 0.04 / 2**0.5 / 2**0.5, rel=1e-4)  # (as computed)
+    jct, _ = metric_bands(sweep, "avg_jct_s")
+    assert jct["low"][0] == 0.0 and jct["high"][0] > 100.0
+    assert main(["plot", str(tmp_path / "sweep"), "--metric", "utilization", "-o", str(tmp_path / "u.svg")]) == 0
+
+
+def test_a_figures_notes_stay_inside_it(tmp_path):
+    # A sweep that did not finish (a results store, no summary.csv) says so under the title, in
+    # lines the figure's width holds: a note longer than that is cut off at the picture's edge.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from roundhouse.tools.plots import figure
+
+    store = tmp_path / "sweep" / "results"
+    store.mkdir(parents=True)
+    rows = [{"arrivals.rate": r, "seed": s, "avg_jct_s": 100.0 + s, "status": "ok"} for r in ("4/h", "8/h") for s in (0, 1)]
+    for i, row in enumerate(with_points(rows, ("arrivals.rate",))):
+        pl.DataFrame([row]).with_columns(key=pl.lit(f"k{i}")).write_parquet(store / f"k{i}.parquet")
+    fig = figure(open_folder(str(tmp_path / "sweep")), "load")
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    title = fig.axes[0]._left_title
+    assert "incomplete: the sweep did not finish" in title.get_text()
+    assert title.get_window_extent(canvas.get_renderer()).x1 <= fig.bbox.x1
+
+
 def test_one_seed_per_point_draws_no_band_and_words_sit_in_order(tmp_path):
     rows = [{"order": o, "avg_jct_s": v} for o, v in (("las", 5.0), ("fifo", 7.0), ("srtf", 6.0))]
     sweep_csv(tmp_path / "sweep", rows, ("order",))

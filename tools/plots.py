@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import io
 import math
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec
@@ -126,7 +125,24 @@ def _incomplete(run: RunFolder) -> list[str]:
 def _set_title(ax, title: str, notes: list[str]) -> None:
     """The title, and each note on a line of its own below it (beside the title, a long note
     and a long title would run into each other)."""
-    ax.set_title(shown_text("\n".join([title, *(textwrap.fill(note, 90) for note in notes)])), loc="left")
+    from matplotlib.textpath import TextToPath
+
+    heading = ax.set_title(shown_text(title), loc="left")
+    # Each note's lines as wide as the figure holds right of the axis' labels, as measured in
+    # the title's font (a fixed count of characters runs past a narrow figure's edge, cut off).
+    room = ax.figure.get_figwidth() * 72 - 60
+    measure = TextToPath().get_text_width_height_descent
+    lines = [title]
+    for note in notes:
+        line = ""
+        for word in note.split(" "):
+            longer = f"{line} {word}" if line else word
+            if line and measure(shown_text(longer), heading.get_fontproperties(), ismath=False)[0] > room:
+                lines.append(line)
+                longer = word
+            line = longer
+        lines.append(line)
+    heading.set_text(shown_text("\n".join(lines)))
 
 
 # --- runs -----------------------------------------------------------------------------------
@@ -529,8 +545,8 @@ def _axis_of(table: pl.DataFrame, name: str) -> Axis:
 
 def metric_bands(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = None) -> tuple[pl.DataFrame, Axis]:
     """The metric's mean, and a 95% confidence interval of that mean over seeds, at each value
-    of `x`, one series per combination of the other varied names. Columns: series, x, position,
-    mean, low, high, runs."""
+    of `x`, one series per combination of the other varied names, the interval cut to the values
+    the metric can take. Columns: series, x, position, mean, low, high, runs."""
     from scipy import stats
 
     table = sweep.table
@@ -597,8 +613,13 @@ def metric_bands(sweep: SweepFolder, metric: str = "avg_jct_s", x: str | None = 
     t = stats.t.ppf(0.975, np.maximum(runs - 1, 1))
     half = np.where(runs > 1, t * grouped["sd"].fill_null(0.0).to_numpy() / np.sqrt(runs), 0.0)
     mean = grouped["mean"].to_numpy()
+    # Student's interval over a few seeds can reach past what the metric can be (a utilization
+    # below 0% or above 100%, a negative JCT); the band stops where the metric's values do.
+    floor = 0.0 if float(data["value"].min()) >= 0 else -np.inf  # (every sweep metric counts or times)
+    ceiling = 1.0 if metric.endswith("utilization") and float(data["value"].max()) <= 1 else np.inf
+    low, high = np.maximum(mean - half, floor), np.minimum(mean + half, ceiling)
     return (
-        grouped.with_columns(pl.Series("low", mean - half), pl.Series("high", mean + half))
+        grouped.with_columns(pl.Series("low", low), pl.Series("high", high))
         .select("series", "x", "position", "mean", "low", "high", "runs")
         .sort([pl.col("series").replace_strict({s: i for i, s in enumerate(rank)}, return_dtype=pl.Int64), "position"]),
         axis,
