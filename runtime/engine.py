@@ -404,8 +404,24 @@ def why_stop(engine: Engine, ctx: Round) -> str:
         if sink.goal_met(ctx):
             return f"{sink.name}: {sink.goal}"
     if engine.world.unfinished == 0 and exhausted(engine._sources):
-        return "every job finished"
+        return every_job_ended(engine.world)
     return ""
+
+
+def every_job_ended(world: World) -> str:
+    """Why a run (or a projection) with no job left stops: the jobs that failed for good left
+    too, and a run whose jobs all failed did not go well, so the reason says they failed."""
+    failed = int(world.jobs.column("failed").sum())  # (counted once, when the run stops)
+    if not failed:
+        return "every job finished"
+    if failed == len(world.jobs):
+        return "every job failed"
+    return f"every job finished or failed ({failed} of {len(world.jobs)} failed)"
+
+
+def all_jobs_ended(reason: str) -> bool:
+    """Whether a stop reason is `every_job_ended`'s: the run ended with no job left."""
+    return reason in ("every job finished", "every job failed") or reason.startswith("every job finished or failed (")
 
 
 def _fork(engine: Engine, ctx: Round):

@@ -148,7 +148,7 @@ def test_the_loopback_walkthrough_runs_as_written(fresh_folder):
     serve = next(line for line, _ in shell.background if "serve" in line)
     again = subprocess.run(shell.argv(shlex.split(serve)[:-1]), cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 2, again.stderr
-    assert "resuming the journal's run" in again.stderr
+    assert "resuming the journal's run" not in again.stderr  # (refused before it says it resumes)
     assert "the run this journal holds had already ended" in again.stderr and "Traceback" not in again.stderr, again.stderr
     page = DOC.read_text()
     assert "checkpoints/roundhouse-journal.sqlite" in page and "resumes the run" in page

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import cast
 
 from roundhouse.errors import UsageError, first_line
+from roundhouse.runtime.engine import all_jobs_ended
 from roundhouse.runtime.explain import FILE_NAME
 from roundhouse.runtime.explain_file import part_of
 from roundhouse.runtime.files import holds_a_sweep, run_files_without_record
@@ -412,8 +413,8 @@ def _why_missing(job: str, known, stopped: tuple[float, str] | None) -> str:
     if stopped is None or not known.len():
         return ""
     end, reason = stopped
-    if reason == "every job finished":  # (every job of the trace arrived)
-        return f"; the run ended at t={clock(end)} when every job had finished: no job of its trace has this id, or it was never admitted"
+    if all_jobs_ended(reason):  # (every job of the trace arrived)
+        return f"; the run ended at t={clock(end)} when every job had {'finished' if reason == 'every job finished' else 'ended'}: no job of its trace has this id, or it was never admitted"
     return f"; the run stopped at t={clock(end)} ({reason}), so a job of its trace with this id had not arrived by then, or was never admitted"
 
 

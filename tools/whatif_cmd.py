@@ -15,6 +15,7 @@ from rich.table import Table
 
 from roundhouse.errors import RoundhouseError, RoundhouseErrors, TraceError, UsageError, print_warning
 from roundhouse.runtime.compiler import Override, compile_file
+from roundhouse.runtime.engine import all_jobs_ended
 from roundhouse.runtime.simulate import load_cluster, load_profile, new_world
 from roundhouse.runtime.simulation import own_elements
 from roundhouse.runtime.snapshot_paths import file_kind, is_snapshot, saved_state_kind
@@ -382,7 +383,7 @@ def _print(console, point: dict, projections, headers: list[str]) -> None:
         table.add_row(label, *cells)
     console.print(table)
     for p, header in zip(projections, headers, strict=True):
-        if p.stop != "every job finished":
+        if not all_jobs_ended(p.stop):
             console.print(f"{header}: stopped early: {p.stop}", markup=False)
 
 

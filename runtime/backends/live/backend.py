@@ -157,7 +157,8 @@ class LiveBackend:
         clock.epoch = float(meta["epoch"])
         self.takeover.load()
         if self.takeover.replay:
-            log.info("resuming the journal's run: replaying %d rounds, then taking back running jobs", len(self.takeover.replay))
+            # (Not "resuming" yet: the replay may find the run had ended, which `serve` refuses.)
+            log.info("reading the journal's run: replaying its %d rounds", len(self.takeover.replay))
             clock.k, clock.now = self.takeover.replay[0][0], self.takeover.replay[0][1]
         else:
             clock.at(0.0 if fresh else clock.boundary_after(time.time()))
@@ -309,6 +310,7 @@ class LiveBackend:
             until = self.until
             cut = until is not None and clock.now < until < target  # (the limit falls before that boundary)
             target = until if until is not None and cut else target
+            log.info("resuming the journal's run (%d rounds replayed): taking back running jobs", len(self.takeover.replay))
             self.takeover.begin()
             self.serve(clock.wall(target))
             if self._cut_at_the_stop(clock.wall(target)):

@@ -105,12 +105,11 @@ def on_register(nodes: Nodes, identity, seq, body, frame) -> None:
         nodes.news.joined.append(name)
     first = int(cluster.node_first_gpu[node.slot])
     log.info(
-        "node %s registered%s as node %d: GPUs %d-%d (%d x %s), %d running process(es)",
+        "node %s registered%s as node %d: %s (%d x %s), %d running process(es)",
         name,
         f" (key {node.key})" if node.key else "",
         node.slot,
-        first,
-        first + count - 1,
+        f"GPU {first}" if count == 1 else f"GPUs {first}-{first + count - 1}",  # (not "GPUs 0-0")
         count,
         cluster_type,
         len(body["running"]),
