@@ -358,7 +358,7 @@ def test_a_run_of_one_round_says_round_not_rounds(tiny, tmp_path, capsys):
     (tmp_path / "trace.csv").write_text("job_id,arrival_s,gpus,duration_s\n")
     assert main(["run", str(tiny)]) == 0
     printed = " ".join(capsys.readouterr().out.split())
-    assert "1 round, simulated 0.00 s" in printed and "1 rounds" not in printed
+    assert "1 round, simulated 0.00 s" in printed and "1 rounds," not in printed
     pl.DataFrame({"job_id": [0], "arrival_s": [0.0], "gpus": [1], "duration_s": [7 * 24 * 3600.0]}).write_csv(
         tmp_path / "trace.csv"
     )

@@ -38,7 +38,8 @@ def _run(*argv) -> int:
     return main(["run", *map(str, argv)])
 
 
-def test_the_snapshot_is_the_apis_and_whatif_reads_it(graph, tmp_path, capsys):
+def test_the_snapshot_is_the_apis_and_whatif_reads_it(graph, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")  # (its header on one line, whatever the terminal)
     snap = tmp_path / "day.snap"
     assert _run(graph, "--until", "5h", "--snapshot", snap, "--quiet") == 0
     # The file Simulation(...).run_until(5 h).save(...) writes, byte for byte.
