@@ -27,34 +27,32 @@ src -> AcceptAll -> JobPool -> Fifo -> FirstFree -> Launch -> m :: JobMetrics;
 """
 
 
-def test_a_run_whose_jobs_all_failed_says_they_failed(tmp_path):
-    # Jobs of a duration alone (no model, no command) cannot run live: each fails for good at
-    # its launch.
-    trace = "job_id,arrival_s,gpus,duration_s\n0,0,1,5\n1,0,1,5\n"
+def _failures_run_to_their_end(tmp_path, trace: str) -> str:
+    """The trace served live on one emulated node to its end: the scheduler's log, its lines
+    joined (rich wraps them)."""
     cluster = LiveCluster(tmp_path, TRACE_GRAPH, {"trace.csv": trace, "profile.csv": TEST_PROFILE})
     try:
         cluster.start_scheduler()
         cluster.start_agent("emu", nodes=1)
         assert cluster.wait_exit("scheduler", timeout=90) == 0, cluster.logs()
-        log = " ".join(cluster.log("scheduler").split())  # (rich wraps its lines)
-        assert "stopped: every job failed" in log and "every job finished" not in log, log
-        run = json.loads((tmp_path / "out" / "run.json").read_text())
-        assert run["stop_reason"] == "every job failed", run
+        return " ".join(cluster.log("scheduler").split())
     finally:
         cluster.close()
+
+
+def test_a_run_whose_jobs_all_failed_says_they_failed(tmp_path):
+    # Jobs of a duration alone (no model, no command) cannot run live: each fails for good at
+    # its launch.
+    log = _failures_run_to_their_end(tmp_path, "job_id,arrival_s,gpus,duration_s\n0,0,1,5\n1,0,1,5\n")
+    assert "stopped: every job failed" in log and "every job finished" not in log, log
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert run["stop_reason"] == "every job failed", run
 
 
 def test_a_run_where_some_jobs_failed_says_how_many(tmp_path):
     trace = "job_id,arrival_s,gpus,model,iterations,batch_size,duration_s\n0,0,1,LM,40,10,\n1,0,1,,,,5\n"
-    cluster = LiveCluster(tmp_path, TRACE_GRAPH, {"trace.csv": trace, "profile.csv": TEST_PROFILE})
-    try:
-        cluster.start_scheduler()
-        cluster.start_agent("emu", nodes=1)
-        assert cluster.wait_exit("scheduler", timeout=90) == 0, cluster.logs()
-        log = " ".join(cluster.log("scheduler").split())
-        assert "stopped: every job finished or failed (1 of 2 failed)" in log, log
-    finally:
-        cluster.close()
+    log = _failures_run_to_their_end(tmp_path, trace)
+    assert "stopped: every job finished or failed (1 of 2 failed)" in log, log
 
 
 STOPPED_GRAPH = """

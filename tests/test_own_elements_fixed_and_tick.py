@@ -11,14 +11,7 @@ from roundhouse.errors import RoundhouseError
 from roundhouse.runtime import output_checks
 from roundhouse.tools.cli import main
 from tests.own_elements import policy_file
-
-GRAPH = """require "mine.py";
-round = 5min;
-cluster = "2x4:V100";
-arrivals :: PoissonSource(rate=8/h, jobs=20, seed=1);
-order :: {name};
-arrivals -> AcceptAll -> JobPool -> order -> FirstFree -> Launch -> JobMetrics;
-"""
+from tests.test_probe_own_elements_failures import GRAPH  # (a graph of one's own policy, `order`)
 
 
 def _graph(tmp_path, name: str, start: str, body: str, declares: str = 'state = ()\nfixed = ("_table",)'):
