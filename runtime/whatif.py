@@ -36,12 +36,12 @@ from roundhouse.runtime.backends.sim import Simulator
 from roundhouse.runtime.cluster import Cluster, described_alike, spec_shown
 from roundhouse.runtime.compiler import CompiledGraph
 from roundhouse.runtime.engine import STALL_ROUNDS, Engine, StalledError, all_jobs_ended, every_job_ended, last_round_start
-from roundhouse.runtime.journal import _TABLE_NAMES, AttemptRow, Journal, _check_begun
+from roundhouse.runtime.journal import _TABLE_NAMES, Journal, _check_begun
 from roundhouse.runtime.snapshot_paths import SQLITE_HEADER
 from roundhouse.runtime.types import Events, Plan
 from roundhouse.runtime.values import FilePath, format_duration
 from roundhouse.runtime.world import World
-from roundhouse.traces.jobs import FINISHED, PENDING, RUNNING
+from roundhouse.traces.jobs import FINISHED, PENDING
 
 # Metrics compared, in the order printed: (key, label, unit: "s" seconds, "%" a fraction, "" a count).
 METRICS = (
@@ -283,36 +283,6 @@ def replay(journal: Journal, meta: dict[str, Any], graph: CompiledGraph, world: 
             "the journal's: the graph or its files (traces, profile) are not those of the run"
         )
     return engine
-
-
-def stopped_since(journal: Journal, world: World, now: float) -> None:
-    """The jobs the replayed world runs whose attempts ended after the last journaled round, as
-    the journal's attempts say and a rerun's takeover finds them: a run stopped with
-    `--stop-agents` or at its time limit checkpointed them at its end, after its last round
-    (backends/live/ending.py), so no round says so. One done is finished at the last round (the
-    run's end counts it finished at its end); any other waits again, from its best checkpoint
-    (its progress goes back there, as the live backend's does when it requeues a job)."""
-    jobs = world.jobs
-    status = jobs.column("status")
-    latest: dict[int, AttemptRow] = {}
-    best: dict[int, int] = {}
-    for a in journal.attempts():
-        row = jobs.row_of(a.job_id)
-        if row is None:
-            continue
-        latest[row] = a
-        if a.checkpoint is not None and a.checkpoint_iteration is not None:
-            best[row] = max(best.get(row, 0), a.checkpoint_iteration)
-    ended = sorted(row for row, a in latest.items() if status[row] == RUNNING and a.ended_s is not None)
-    done = np.asarray([row for row in ended if latest[row].outcome == "done"], dtype=np.int64)
-    world.apply_finished(done, np.full(len(done), now))
-    waiting = np.asarray([row for row in ended if latest[row].outcome != "done"], dtype=np.int64)
-    counted = waiting[jobs.column("has_model")[waiting]]  # (a job known by its duration alone keeps its time)
-    if len(counted):
-        back = np.asarray([best.get(row, 0) for row in counted.tolist()], dtype=float) - jobs.column("done")[counted]
-        zeros = np.zeros(len(counted))
-        world.apply_progress(counted, back, zeros, zeros)
-    world.apply_requeued(waiting)
 
 
 def _what_differs(graph: CompiledGraph, meta: dict[str, Any]) -> str:
@@ -896,8 +866,6 @@ def whatif(
         graph = compile_run_graph(meta["graph"])
         world = load_world(graph)
         engine = replay(journal, meta, graph, world)
-        if not engine.stop_reason:
-            stopped_since(journal, world, engine.backend.now)
     finally:
         journal.db.close()
     if engine.stop_reason:  # (nothing is left to simulate: as for a stopped run's snapshot)
