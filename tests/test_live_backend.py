@@ -186,26 +186,34 @@ def round_trip(world, backend, plan: Plan):
     return events
 
 
-def resumed(backend, journal, jobs: list[dict], plans: list[Plan | None], clean: bool = True):
+def resumed(backend, journal, jobs: list[dict], plans: list[Plan | None], clean: bool = True, down_s: float = 0.0):
     """The scheduler stopped (`clean`: closed; else it dies, its socket gone and nothing more
     journaled) and a new one resumes its journal's run on a 2x2 cluster with `jobs`, replaying
-    its rounds with the plans the run carried out. Returns the new world, backend and journal."""
+    its rounds with the plans the run carried out, after `down_s` seconds down (the agents' jobs
+    train on meanwhile). Returns the new world, backend and journal; the new backend is closed if
+    its replay fails."""
     address, options, meta = backend.bind, backend.options, backend._meta
     if clean:
         backend.close()
     else:
         backend.server.close()
     journal.close()
+    time.sleep(down_s)
     world = World(Cluster.parse("2x2:V100"), ProfileTable.load(), "V100")
     add_jobs(world, jobs)
     journal = Journal(journal.path)
     again = LiveBackend(world, 0.2, address, ServerSecurity(None), journal, options, meta)
-    again.start()
-    for plan in plans:
-        assert again.replaying
-        round_trip(world, again, plan)
-        again.advance()
-    assert not again.replaying
+    try:
+        again.start()
+        for plan in plans:
+            assert again.replaying
+            round_trip(world, again, plan)
+            again.advance()
+        assert not again.replaying
+    except BaseException:
+        again.close()
+        journal.close()
+        raise
     return world, again, journal
 
 

@@ -19,15 +19,11 @@ import pytest
 import zmq
 
 from roundhouse.agents.submitter import Submitter
-from roundhouse.runtime.backends.live import LiveBackend
-from roundhouse.runtime.cluster import Cluster
-from roundhouse.runtime.journal import Journal
 from roundhouse.runtime.types import Assignment, Plan
-from roundhouse.runtime.world import RUNNING, World
-from roundhouse.traces.profiles import ProfileTable
-from roundhouse.wire.security import ClientSecurity, ServerSecurity
+from roundhouse.runtime.world import RUNNING
+from roundhouse.wire.security import ClientSecurity
 from tests.livecluster import TEST_PROFILE, LiveCluster, free_port
-from tests.test_live_backend import FakeAgent, add_jobs, handled, live, pump, received, round_trip, serve_until  # noqa: F401 (the fixture)
+from tests.test_live_backend import FakeAgent, add_jobs, handled, live, pump, received, resumed, round_trip, serve_until  # noqa: F401 (the fixture)
 
 # Real agents, schedulers or training processes on this machine (the quick loop is -m "not live").
 pytestmark = pytest.mark.live
@@ -204,21 +200,8 @@ def test_a_job_that_ran_through_a_scheduler_restart_is_booked_the_time_it_ran(li
         round_trip(world, backend, plan)
         backend.advance()
     # Killed: nothing more journaled, the socket gone. The job trains on meanwhile.
-    address, options, meta = backend.bind, backend.options, backend._meta
-    backend.server.close()
-    journal.close()
-    time.sleep(1.5)
-    world = World(Cluster.parse("2x2:V100"), ProfileTable.load(), "V100")
-    add_jobs(world, [{**JOB, "gpus": 1, "iterations": 900.0}])
-    journal = Journal(journal.path)
-    again = LiveBackend(world, 0.2, address, ServerSecurity(None), journal, options, meta)
+    world, again, journal = resumed(backend, journal, [{**JOB, "gpus": 1, "iterations": 900.0}], plans, False, 1.5)
     try:
-        again.start()
-        for plan in plans:
-            assert again.replaying
-            round_trip(world, again, plan)
-            again.advance()
-        assert not again.replaying
         a.register(running=[{"job": 3, "attempt": 1, "rank": 0, "gpu": 0, "iteration": 400}])
         b.register()
         serve_until(again, lambda: not again.attempts.unconfirmed, "the job to be taken back")
